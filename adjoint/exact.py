@@ -1,0 +1,445 @@
+"""Exact tensors.
+
+An :class:`Exact` is an immutable n-d array whose elements are *all* rationals
+(``flint.fmpq``, fast, vectorised through numpy object arrays and FLINT's ``fmpq_mat`` for
+products) or *all* SymPy expressions (free symbols, ``tanh(3/10)``, ``sqrt(2)``, and the
+IEEE specials ``oo``/``-oo``/``nan`` that PyTorch produces at kinks such as sqrt'(0)).
+Every operation keeps that invariant and drops back to rationals as soon as a SymPy result
+is a plain rational again, so the common case never pays for SymPy.
+
+The element-level helpers (``s_*``) implement IEEE-754 conventions where PyTorch relies
+on them: x/0 is +-inf (nan for 0/0), inf*0 is nan, sqrt of a negative is nan.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from functools import reduce
+
+import flint
+import numpy as np
+import sympy
+
+fmpq = flint.fmpq
+_Q0 = fmpq(0)
+_Q1 = fmpq(1)
+_S = sympy.S
+
+
+# ----------------------------------------------------------------------------- scalars
+
+def q(value) -> fmpq:
+    """An exact rational from int, Fraction or fmpq."""
+    if type(value) is fmpq:
+        return value
+    if isinstance(value, Fraction):
+        return fmpq(value.numerator, value.denominator)
+    if isinstance(value, int):
+        return fmpq(value)
+    if isinstance(value, sympy.Rational):
+        return fmpq(int(value.p), int(value.q))
+    raise TypeError(f"not an exact rational: {value!r}")
+
+
+def s_sym(x):
+    """Element as a SymPy object."""
+    if type(x) is fmpq:
+        return sympy.Rational(int(x.p), int(x.q))
+    return x
+
+
+def s_norm(x):
+    """Element back to fmpq when it is a plain rational."""
+    if type(x) is fmpq:
+        return x
+    if isinstance(x, sympy.Rational):
+        return fmpq(int(x.p), int(x.q))
+    return x
+
+
+def s_is_nan(x) -> bool:
+    return x is _S.NaN
+
+
+def s_is_nonfinite(x) -> bool:
+    return x is _S.NaN or x is _S.Infinity or x is _S.NegativeInfinity
+
+
+def s_sign(x):
+    """-1, 0 or 1 when decidable; 'nan' for NaN; None when it depends on free symbols."""
+    if type(x) is fmpq:
+        return (x > 0) - (x < 0)
+    if x is _S.NaN:
+        return "nan"
+    if x.is_zero:
+        return 0
+    if x.is_positive:
+        return 1
+    if x.is_negative:
+        return -1
+    if x.free_symbols:
+        return None
+    v = x.evalf(60)
+    if v.is_Number and v != 0:
+        return 1 if v > 0 else -1
+    if x.equals(0):
+        return 0
+    return 1 if v > 0 else (-1 if v < 0 else 0)
+
+
+def s_div(x, y):
+    if type(x) is fmpq and type(y) is fmpq:
+        if y != 0:
+            return x / y
+        return _ieee_div_by_zero(s_sign(x))
+    sy = s_sign(y)
+    if sy == 0:
+        return _ieee_div_by_zero(s_sign(x))
+    return s_norm(s_sym(x) / s_sym(y))
+
+
+def _ieee_div_by_zero(sign_x):
+    if sign_x is None:
+        return _S.NaN  # symbolic numerator over an exact zero: no single answer
+    return {1: _S.Infinity, -1: _S.NegativeInfinity}.get(sign_x, _S.NaN)
+
+
+def s_pow(x, e):
+    """x ** e with PyTorch's real semantics (negative base, fractional exponent: nan)."""
+    if type(x) is fmpq and type(e) is fmpq and e.q == 1:
+        n = int(e.p)
+        if n >= 0:
+            return x ** n
+        if x == 0:
+            return _S.Infinity  # IEEE pow(+0, -n) = +inf
+        return x ** n
+    sx, se = s_sym(x), s_sym(e)
+    if se.is_zero:
+        return _Q1  # torch.pow(x, 0) == 1, even for x == 0, inf or nan
+    if x is _S.NaN or e is _S.NaN:
+        return _S.NaN
+    sign = s_sign(x)
+    if sign == 0:
+        es = s_sign(e)
+        if es == 1:
+            return _Q0
+        if es == -1:
+            return _S.Infinity
+    if sign == -1 and not se.is_integer:
+        return _S.NaN
+    return s_norm(sympy.Pow(sx, se))
+
+
+def s_sqrt(x):
+    sign = s_sign(x)
+    if sign == -1 or sign == "nan":
+        return _S.NaN
+    return s_norm(sympy.sqrt(s_sym(x)))
+
+
+def s_log(x):
+    sign = s_sign(x)
+    if sign == 0:
+        return _S.NegativeInfinity
+    if sign == -1 or sign == "nan":
+        return _S.NaN
+    return s_norm(sympy.log(s_sym(x)))
+
+
+def s_float(x) -> float | None:
+    """Decimal value; None when the element depends on free symbols."""
+    if type(x) is fmpq:
+        return int(x.p) / int(x.q)
+    if x is _S.NaN:
+        return float("nan")
+    if x is _S.Infinity:
+        return float("inf")
+    if x is _S.NegativeInfinity:
+        return float("-inf")
+    if x.free_symbols:
+        return None
+    v = x.evalf(30)
+    try:
+        return float(v)
+    except TypeError:
+        return float("nan")
+
+
+def s_str(x) -> str:
+    if type(x) is fmpq:
+        return str(x.p) if x.q == 1 else f"{x.p}/{x.q}"
+    if x is _S.Infinity:
+        return "inf"
+    if x is _S.NegativeInfinity:
+        return "-inf"
+    if x is _S.NaN:
+        return "nan"
+    return sympy.sstr(x)
+
+
+# ----------------------------------------------------------------------------- arrays
+
+class Exact:
+    """Immutable exact tensor. ``rational`` says every element is an fmpq."""
+
+    __slots__ = ("a", "rational")
+
+    def __init__(self, a: np.ndarray, rational: bool | None = None):
+        if rational is None:
+            rational = all(type(e) is fmpq for e in a.flat)
+            if not rational:
+                a = _to_sym_array(a)
+        self.a = a
+        self.rational = rational
+
+    # construction ---------------------------------------------------------
+    @staticmethod
+    def of(elements, shape) -> "Exact":
+        """From a flat sequence of elements (fmpq, Fraction, int or SymPy) and a shape."""
+        flat = [s_norm(q(e)) if isinstance(e, (int, Fraction)) else s_norm(e) for e in elements]
+        a = np.empty(len(flat), dtype=object)
+        a[:] = flat
+        return Exact(a.reshape(shape))
+
+    @staticmethod
+    def scalar(value) -> "Exact":
+        return Exact.of([value], ())
+
+    @staticmethod
+    def full(shape, value) -> "Exact":
+        value = s_norm(q(value) if isinstance(value, (int, Fraction)) else value)
+        a = np.empty(shape, dtype=object)
+        a.fill(value)
+        return Exact(a, type(value) is fmpq)
+
+    @staticmethod
+    def zeros(shape) -> "Exact":
+        return Exact.full(shape, _Q0)
+
+    # inspection -----------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.a.shape)
+
+    @property
+    def ndim(self) -> int:
+        return self.a.ndim
+
+    @property
+    def size(self) -> int:
+        return int(self.a.size)
+
+    def flat(self) -> list:
+        return list(self.a.flat)
+
+    def item(self):
+        assert self.a.size == 1
+        return self.a.reshape(-1)[0]
+
+    def is_symbolic(self) -> bool:
+        return not self.rational and any(getattr(e, "free_symbols", None) for e in self.a.flat)
+
+    def has_nonfinite(self) -> bool:
+        return not self.rational and any(s_is_nonfinite(e) for e in self.a.flat)
+
+    def floats(self):
+        """Nested list of floats, or None when any element is symbolic."""
+        vals = [s_float(e) for e in self.a.flat]
+        if any(v is None for v in vals):
+            return None
+        return _nest(vals, self.shape)
+
+    def strings(self):
+        return _nest([s_str(e) for e in self.a.flat], self.shape)
+
+    def equals(self, other: "Exact") -> bool:
+        if self.shape != other.shape:
+            return False
+        for x, y in zip(self.a.flat, other.a.flat):
+            if type(x) is fmpq and type(y) is fmpq:
+                if x != y:
+                    return False
+                continue
+            sx, sy = s_sym(x), s_sym(y)
+            if sx is _S.NaN or sy is _S.NaN:
+                if not (sx is _S.NaN and sy is _S.NaN):
+                    return False
+                continue
+            if sx == sy:
+                continue
+            d = sympy.simplify(sx - sy)
+            if d != 0 and not d.equals(0):
+                return False
+        return True
+
+    def __repr__(self) -> str:
+        return f"Exact({self.strings()!r})"
+
+    # structure ------------------------------------------------------------
+    def reshape(self, shape) -> "Exact":
+        return Exact(self.a.reshape(shape), self.rational)
+
+    def transpose(self) -> "Exact":
+        return Exact(self.a.T.copy() if self.ndim == 2 else self.a, self.rational)
+
+    def broadcast_to(self, shape) -> "Exact":
+        return Exact(np.broadcast_to(self.a, shape).copy(), self.rational)
+
+    def as_sym(self) -> "Exact":
+        if not self.rational:
+            return self
+        return Exact(_to_sym_array(self.a), False)
+
+    def map(self, fn) -> "Exact":
+        """Elementwise fn(x) -> element; result re-normalised."""
+        out = np.empty(self.a.shape, dtype=object)
+        flat = out.reshape(-1)
+        for i, e in enumerate(self.a.flat):
+            flat[i] = s_norm(fn(e))
+        return Exact(out)
+
+    def subs(self, mapping: dict) -> "Exact":
+        if self.rational:
+            return self
+        return self.map(lambda e: s_sym(e).xreplace(mapping))
+
+
+def _nest(vals: list, shape: tuple[int, ...]):
+    if not shape:
+        return vals[0]
+    step = len(vals) // shape[0] if shape[0] else 0
+    return [_nest(vals[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])]
+
+
+def _to_sym_array(a: np.ndarray) -> np.ndarray:
+    out = np.empty(a.shape, dtype=object)
+    flat = out.reshape(-1)
+    for i, e in enumerate(a.flat):
+        flat[i] = s_sym(e)
+    return out
+
+
+def _pair(x: Exact, y: Exact) -> tuple[np.ndarray, np.ndarray, bool]:
+    if x.rational and y.rational:
+        return x.a, y.a, True
+    return x.as_sym().a, y.as_sym().a, False
+
+
+def _wrap(a, rational: bool) -> Exact:
+    if not isinstance(a, np.ndarray):
+        b = np.empty((), dtype=object)
+        b[()] = a
+        a = b
+    if rational:
+        return Exact(a, True)
+    out = np.empty(a.shape, dtype=object)
+    flat = out.reshape(-1)
+    for i, e in enumerate(a.flat):
+        flat[i] = s_norm(e)
+    return Exact(out)
+
+
+# ----------------------------------------------------------------------------- arithmetic
+
+def add(x: Exact, y: Exact) -> Exact:
+    a, b, r = _pair(x, y)
+    return _wrap(a + b, r)
+
+
+def sub(x: Exact, y: Exact) -> Exact:
+    a, b, r = _pair(x, y)
+    return _wrap(a - b, r)
+
+
+def mul(x: Exact, y: Exact) -> Exact:
+    a, b, r = _pair(x, y)
+    return _wrap(a * b, r)
+
+
+def neg(x: Exact) -> Exact:
+    return _wrap(-x.a, x.rational)
+
+
+def div(x: Exact, y: Exact) -> Exact:
+    if y.rational and x.rational and all(e != 0 for e in y.a.flat):
+        return _wrap(x.a / y.a, True)
+    return binary(s_div, x, y)
+
+
+def binary(fn, x: Exact, y: Exact) -> Exact:
+    """Elementwise fn over broadcast x, y (element helpers such as s_div, s_pow)."""
+    a, b = np.broadcast_arrays(x.a, y.a)
+    out = np.empty(a.shape, dtype=object)
+    flat = out.reshape(-1)
+    for i, (e1, e2) in enumerate(zip(a.flat, b.flat)):
+        flat[i] = s_norm(fn(e1, e2))
+    return Exact(out)
+
+
+def where(cond: Exact, x: Exact, y: Exact) -> Exact:
+    """Elementwise choice on a 0/1 mask (an Exact of fmpq zeros and ones)."""
+    c, a, b = np.broadcast_arrays(cond.a, x.a, y.a)
+    out = np.empty(c.shape, dtype=object)
+    flat = out.reshape(-1)
+    for i, (m, e1, e2) in enumerate(zip(c.flat, a.flat, b.flat)):
+        flat[i] = e1 if m != 0 else e2
+    return Exact(out)
+
+
+def total(x: Exact) -> Exact:
+    """Sum of all elements, 0-d."""
+    if x.rational:
+        return Exact.scalar(reduce(lambda s, e: s + e, x.a.flat, _Q0))
+    return Exact.scalar(s_norm(sympy.Add(*x.a.flat)))
+
+
+def sum_to(x: Exact, shape: tuple[int, ...]) -> Exact:
+    """Reduce a broadcast gradient back to ``shape`` (torch's sum_to)."""
+    if x.shape == tuple(shape):
+        return x
+    lead = x.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and x.shape[lead + i] != 1)
+    a = x.a
+    if x.rational:
+        r = np.sum(a, axis=axes, keepdims=True) if axes else a
+    else:
+        r = np.apply_over_axes(_sym_sum_axis, a, axes) if axes else a
+    r = r.reshape(r.shape[lead:]) if lead else r
+    return _wrap(np.asarray(r, dtype=object).reshape(shape), x.rational)
+
+
+def _sym_sum_axis(a: np.ndarray, axis: int) -> np.ndarray:
+    moved = np.moveaxis(a, axis, -1)
+    out = np.empty(moved.shape[:-1], dtype=object)
+    flat = out.reshape(-1)
+    for i, row in enumerate(moved.reshape(-1, moved.shape[-1])):
+        flat[i] = sympy.Add(*row)
+    return np.expand_dims(out, axis)
+
+
+def matmul2d(x: Exact, y: Exact) -> Exact:
+    """(m, k) @ (k, n), exact."""
+    (m, k), (k2, n) = x.shape, y.shape
+    assert k == k2
+    if x.rational and y.rational:
+        if m * k * n == 0:
+            return Exact.zeros((m, n))
+        prod = flint.fmpq_mat(m, k, list(x.a.flat)) * flint.fmpq_mat(k, n, list(y.a.flat))
+        out = np.empty(m * n, dtype=object)
+        out[:] = prod.entries()
+        return Exact(out.reshape(m, n), True)
+    a, b = x.as_sym().a, y.as_sym().a
+    out = np.empty((m, n), dtype=object)
+    for i in range(m):
+        for j in range(n):
+            out[i, j] = s_norm(sympy.Add(*[a[i, t] * b[t, j] for t in range(k)]))
+    return Exact(out)
+
+
+def outer(x: Exact, y: Exact) -> Exact:
+    return matmul2d(x.reshape((x.size, 1)), y.reshape((1, y.size)))
+
+
+def mask(x: Exact, predicate) -> Exact:
+    """0/1 rational mask from a predicate on element signs (for relu, abs, norm kinks)."""
+    return Exact.of([_Q1 if predicate(s_sign(e)) else _Q0 for e in x.a.flat], x.shape)

@@ -1,0 +1,99 @@
+"""Exact forward values over a traced graph (the first interpreter of the IR)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import sympy
+
+from . import exact as E
+from .errors import ProblemError
+from .exact import Exact
+from .graph import Eqn, Graph, evaluate_program
+from .ops import RULES
+from .problem import Literal, Sym
+
+
+@dataclass
+class Forward:
+    values: list            # per var: Exact
+    notes: list[tuple[int, str]] = field(default_factory=list)   # (eqn id, kink convention note)
+
+    def of(self, operand):
+        return operand if isinstance(operand, Exact) else self.values[operand]
+
+
+def literal_value(lit: Literal, symbols: dict | None = None) -> Exact:
+    """A tensor literal as an Exact; free symbols become SymPy symbols (or their bound numbers)."""
+    items = []
+    for e in lit.items:
+        if isinstance(e, Sym):
+            if symbols is not None and e.name in symbols:
+                items.append(E.q(symbols[e.name] * e.coeff))
+            else:
+                items.append(sympy.Rational(e.coeff.numerator, e.coeff.denominator) * sympy.Symbol(e.name, real=True))
+        else:
+            items.append(e)
+    return Exact.of(items, lit.shape)
+
+
+def evaluate(graph: Graph, symbols: dict | None = None) -> Forward:
+    fwd = Forward([None] * len(graph.vars))
+    for vid, decl in graph.decls.items():
+        fwd.values[vid] = literal_value(decl.value, symbols)
+    for eqn in graph.eqns:
+        ins = [fwd.of(i) for i in eqn.ins]
+        if eqn.prim == "bhf":
+            outs = ins
+        elif eqn.prim == "function":
+            spec = eqn.params
+            outs = [evaluate_program(spec.module, dict(zip(spec.slots, ins)))[0]]
+        else:
+            rule = RULES[eqn.prim]
+            outs = [rule.forward(ins, eqn.params)]
+            _refuse_nonfinite(eqn, ins, outs[0])
+            if rule.kink is not None:
+                note = rule.kink(ins, eqn.params)
+                if note:
+                    fwd.notes.append((eqn.id, note))
+        for vid, value in zip(eqn.outs, outs):
+            fwd.values[vid] = value
+    return fwd
+
+
+_WHAT = {"div": "division by zero", "reciprocal": "division by zero (1/x)", "log": "log of zero or of a negative number",
+         "sqrt": "sqrt of a negative number", "pow_scalar": "a power of zero with a negative exponent",
+         "pow_tensor": "a power that is not a real number", "rpow": "a power that is not a real number"}
+
+
+def _refuse_nonfinite(eqn: Eqn, ins: list[Exact], out: Exact) -> None:
+    """PyTorch would carry inf/nan on silently; a forward pass that makes one is almost surely a mistake."""
+    if out.rational or not out.has_nonfinite() or any(x.has_nonfinite() for x in ins):
+        return
+    flat = out.flat()
+    for idx, e in enumerate(flat):
+        if E.s_is_nonfinite(e):
+            where = _index(idx, out.shape)
+            operands = "; ".join(f"operand {k + 1} = {_element(x, idx, out.shape)}" for k, x in enumerate(ins))
+            what = _WHAT.get(eqn.prim, "a non-finite value")
+            raise ProblemError(eqn.loc, f"{what} at the given values ({RULES[eqn.prim].node}, element {where}: "
+                                        f"{operands}) gives {E.s_str(e)} in PyTorch; change the values so the "
+                                        "forward pass stays finite")
+
+
+def _index(flat: int, shape) -> str:
+    if not shape:
+        return "[]"
+    idx = []
+    for n in reversed(shape):
+        idx.append(flat % n)
+        flat //= n
+    return str(list(reversed(idx)))
+
+
+def _element(x: Exact, flat: int, out_shape) -> str:
+    if x.size == 1:
+        return E.s_str(x.item())
+    b = np.broadcast_to(x.a, out_shape).reshape(-1)
+    return E.s_str(b[flat])
