@@ -1,0 +1,114 @@
+"""What ``adjoint solve`` answers: plain records, and their JSON form (the contract)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .exact import Exact
+
+
+@dataclass
+class HookRecord:
+    index: int                 # position in the hook list it was declared in
+    label: str
+    kind: str
+    on: str                    # module | tensor | node
+    target: str
+    k: int | None              # module hooks: which call of the module fired (1-based)
+    calls_of_module: int       # how many times that module was called
+    phase: str                 # forward | backward
+    node: str | None           # autograd node it ran at (backward hooks)
+    args: dict                 # argument name -> Exact | None | tuple of those
+    returned: object
+    why: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Boundary:
+    """One module call: the Lagrangian view. lambda_out = grad_output, lambda_in = J^T lambda_out."""
+
+    callid: str
+    path: str
+    k: int
+    type: str
+    arg_names: tuple[str, ...]
+    input_names: tuple[str, ...]      # tensor names of the positional inputs (or a description)
+    output_name: str
+    nodes: list[str]                  # autograd nodes the call created, in creation order
+    grad_output: tuple                # Exact | None per output
+    grad_input: tuple                 # Exact | None per positional input
+    depth: int
+
+
+@dataclass
+class FunctionCheck:
+    callid: str
+    name: str
+    slot: str
+    declared: str
+    true: str
+    matches: bool
+
+
+@dataclass
+class VariantPrediction:
+    name: str
+    method: str
+    root: str
+    loss: Exact | None
+    values: dict[str, Exact]
+    boundaries: list[Boundary]
+    grads: dict[str, Exact | None]
+    returned: dict[str, Exact | None] | None
+    hook_calls: list[HookRecord]
+    notes: list[str]
+    functions: list[FunctionCheck]
+    node_order: list[str]
+    symbolic: bool
+
+    def to_json(self) -> dict:
+        out = {
+            "loss": value_json(self.loss) if self.loss is not None else None,
+            "values": {k: value_json(v) for k, v in self.values.items()},
+            "adjoints": {b.callid: {"grad_output": [value_json(g) for g in b.grad_output],
+                                    "grad_input": [value_json(g) for g in b.grad_input]} for b in self.boundaries},
+            "grads": {k: value_json(v) for k, v in self.grads.items()},
+            "hook_calls": [hook_json(h) for h in self.hook_calls],
+        }
+        if self.returned is not None:
+            out["returned"] = {k: value_json(v) for k, v in self.returned.items()}
+        return out
+
+
+@dataclass
+class Prediction:
+    problem: object
+    variants: list[VariantPrediction]
+    numeric: bool = False
+
+    def variant(self, name: str) -> VariantPrediction:
+        for v in self.variants:
+            if v.name == name:
+                return v
+        raise KeyError(name)
+
+    def to_json(self) -> dict:
+        return {"problem": self.problem.name, "variants": {v.name: v.to_json() for v in self.variants}}
+
+
+def value_json(v) -> dict | None:
+    if v is None:
+        return None
+    if isinstance(v, tuple):
+        return [value_json(x) for x in v]
+    assert isinstance(v, Exact), v
+    return {"shape": list(v.shape), "value": v.floats(), "exact": v.strings()}
+
+
+def hook_json(h: HookRecord) -> dict:
+    out = {"hook": h.index, "label": h.label, "kind": h.kind, "target": h.target,
+           "args": {k: value_json(v) for k, v in h.args.items()},
+           "returned": value_json(h.returned)}
+    if h.on == "module" and h.calls_of_module > 1:
+        out["call"] = h.k
+    return out

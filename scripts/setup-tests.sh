@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Install everything the test suite needs on a fresh machine: the package with its test
+# extras (torch==2.13.0, CPU build, from this machine's local wheel; pytest; hypothesis) and
+# a real LaTeX engine (the LaTeX tests compile every problem's document).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python -m pip install -q -e '.[test]'
+if ! command -v pdflatex >/dev/null 2>&1 || ! command -v pdftoppm >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends texlive-latex-base texlive-latex-recommended \
+    texlive-fonts-recommended poppler-utils >/dev/null
+fi
