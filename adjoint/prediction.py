@@ -65,6 +65,8 @@ class VariantPrediction:
     functions: list[FunctionCheck]
     node_order: list[str]
     symbolic: bool
+    graph: object = None              # the traced IR (adjoint.graph.Graph), for renderers
+    forward: object = None            # exact forward values (adjoint.forward.Forward)
 
     def to_json(self) -> dict:
         out = {

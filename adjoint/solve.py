@@ -61,7 +61,7 @@ def _assemble(problem: Problem, variant: Variant, g: Graph, fwd: Forward, bwd: B
     return VariantPrediction(
         name=variant.name, method=g.method, root=g.root_name, loss=loss, values=values,
         boundaries=_boundaries(g, fwd, bwd), grads=grads, returned=returned, hook_calls=hook_calls, notes=notes,
-        functions=_function_checks(g, fwd), node_order=bwd.order, symbolic=symbolic)
+        functions=_function_checks(g, fwd), node_order=bwd.order, symbolic=symbolic, graph=g, forward=fwd)
 
 
 def _where(g: Graph, eid: int) -> str:
