@@ -243,7 +243,8 @@ class _Tracer:
                                          f"({', '.join(d.name for d in self.v.inputs)}); inputs are passed in order")
         args = [self.g.names[d.name] for d in self.v.inputs]
         out = self.call_module(root, args, root.loc)
-        self.bind(OUTPUT, out, None)
+        if OUTPUT not in self.g.names:  # an input may be called y when no loss refers to the output
+            self.bind(OUTPUT, out, None)
         root_var = out
         if self.p.loss is not None:
             scope = _LossScope(self)

@@ -595,7 +595,7 @@ def build_problem(tree: YNode, path: str) -> Problem:
                 raise ProblemError(key.loc, f"'{key.text}' is not a valid symbol name")
             symbols[key.text] = parse_number(value, f"symbol '{key.text}'")
     dtype = _choice(top.get("dtype"), "dtype", ("float32", "float64")) if top.get("dtype") is not None else "float32"
-    _check_name_clashes(inputs, targets, model)
+    _check_name_clashes(inputs, targets, model, top.get("loss") is not None)
 
     variants: list[Variant] = []
     vnode = top.get("variants")
@@ -631,7 +631,7 @@ def _variant(key: YScalar, node: YNode, inputs, hooks, backward) -> Variant:
     return Variant(key.text, tuple(vin), vhooks, vback, key.loc)
 
 
-def _check_name_clashes(inputs, targets, model: Module) -> None:
+def _check_name_clashes(inputs, targets, model: Module, has_loss: bool) -> None:
     seen: dict[str, str] = {}
 
     def claim(name: str, what: str, loc: Loc) -> None:
@@ -639,15 +639,14 @@ def _check_name_clashes(inputs, targets, model: Module) -> None:
             raise ProblemError(loc, f"'{name}' names both {seen[name]} and {what}; two things with one name are an error")
         seen[name] = what
 
-    for d in inputs:
-        if d.name in (OUTPUT, ROOT, "loss"):
-            raise ProblemError(d.loc, f"'{d.name}' is reserved ({OUTPUT}: the model output, {ROOT}: the root module, "
-                                      "loss: the loss); rename the input")
-        claim(d.name, f"input '{d.name}'", d.loc)
-    for d in targets:
-        if d.name in (OUTPUT, ROOT, "loss"):
-            raise ProblemError(d.loc, f"'{d.name}' is reserved; rename the target")
-        claim(d.name, f"target '{d.name}'", d.loc)
+    reserved = (ROOT, "loss") + ((OUTPUT,) if has_loss else ())
+    for kind, decls in (("input", inputs), ("target", targets)):
+        for d in decls:
+            if d.name in reserved:
+                raise ProblemError(d.loc, f"'{d.name}' is reserved ({ROOT}: the root module's output, loss: the loss"
+                                          + (f", {OUTPUT}: the model output the loss refers to" if has_loss else "")
+                                          + f"); rename the {kind}")
+            claim(d.name, f"{kind} '{d.name}'", d.loc)
     for m in model.walk():
         for p in m.params:
             claim(p.name, f"parameter '{p.name}'", p.loc)

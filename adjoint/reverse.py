@@ -344,7 +344,7 @@ class Engine:
             want = self.g.vars[vid].shape
             got = outputs[i].shape
             if got != want:
-                if _expandable(want, got):
+                if expandable(want, got):
                     outputs[i] = E.sum_to(outputs[i], want)
                 else:
                     raise ProblemError(node.eqn.loc, f"{node.name} returned an invalid gradient at index {i} - got "
@@ -501,7 +501,7 @@ def _accumulate(current: Exact | None, new: Exact | None) -> Exact | None:
     return E.add(current, new)
 
 
-def _expandable(shape: tuple, to: tuple) -> bool:
+def expandable(shape: tuple, to: tuple) -> bool:
     """Can ``shape`` be broadcast to ``to`` (is_expandable_to)?"""
     if len(shape) > len(to):
         return False

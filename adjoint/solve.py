@@ -14,7 +14,7 @@ from .lower import Lowerer
 from .ops import RULES
 from .prediction import Boundary, FunctionCheck, HookRecord, Prediction, VariantPrediction
 from .problem import OUTPUT, ROOT, Problem, Variant
-from .reverse import Backward, function_vjp, pure_vjp, run_backward
+from .reverse import Backward, expandable, function_vjp, pure_vjp, run_backward
 
 
 def solve_problem(problem: Problem, variant: str | None = None, numeric: bool = False) -> Prediction:
@@ -209,6 +209,8 @@ def _function_checks(g: Graph, fwd: Forward) -> list[FunctionCheck]:
         declared = function_vjp(eqn, values, cot)
         true = _true_vjp(spec, values, cot)
         for (slot, formula), d, t in zip(spec.decl.grads, declared, true):
+            if d is not None and t is not None and d.shape != t.shape and expandable(t.shape, d.shape):
+                d = E.sum_to(d, t.shape)  # autograd's validate_outputs does this reduction too
             d = d if d is not None else (Exact.zeros(t.shape) if t is not None else None)
             t = t if t is not None else (Exact.zeros(d.shape) if d is not None else None)
             matches = d is None or (d.shape == t.shape and d.equals(t))
