@@ -1,0 +1,395 @@
+"""PyTorch 2.13 behaviours that surprise people, each pinned twice: a tiny problem solved
+exactly, and the same thing written by hand in real torch. docs/semantics.md lists them."""
+
+import warnings
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+import adjoint
+
+warnings.filterwarnings("ignore")
+F64 = torch.float64
+
+
+def solve(text: str, variant: str | None = None):
+    pred = adjoint.loads(text).solve()
+    return pred.variant(variant) if variant else pred.variants[0]
+
+
+def fl(v):
+    if v is None:
+        return None
+    return np.array(v.floats(), dtype=float)
+
+
+def same(pred, value) -> bool:
+    if value is None or pred is None:
+        return pred is None and value is None
+    return np.allclose(fl(pred), np.asarray(value.detach(), dtype=float), rtol=1e-12, atol=1e-12)
+
+
+def show(v):
+    if v is None:
+        return None
+    if isinstance(v, tuple):
+        return tuple(show(x) for x in v)
+    return v.detach().clone()
+
+
+# 1. full backward hook: zeros for an input that does not require grad, when another does
+ZEROS = """
+name: zeros
+inputs:
+  x: {value: [1, 2], requires_grad: true}
+  u: [3, -1]
+model:
+  children:
+    m: {inputs: [a, b], forward: "a * b"}
+  inputs: [x, u]
+  forward: "sum(m(x, u))"
+hooks:
+  - {module: m, kind: full_backward}
+"""
+
+
+def test_full_hook_hands_zeros_for_input_without_grad():
+    class M(nn.Module):
+        def forward(self, a, b):
+            return a * b
+
+    m = M()
+    seen = []
+    m.register_full_backward_hook(lambda mod, gi, go: seen.append(show(gi)))
+    x = torch.tensor([1., 2.], dtype=F64, requires_grad=True)
+    torch.sum(m(x, torch.tensor([3., -1.], dtype=F64))).backward()
+    (call,) = solve(ZEROS).hook_calls
+    gx, gu = call.args["grad_input"]
+    assert same(gx, seen[0][0]) and same(gu, seen[0][1])
+    assert gu.strings() == ["0", "0"]  # a zero tensor, not None
+
+
+# 2. module backward hooks removed after the forward still fire
+REMOVED = """
+name: removed
+inputs:
+  x: {value: [[0.5]], requires_grad: true}
+model: {type: Linear, params: {weight: [[2]], bias: [1]}}
+hooks:
+  - {module: model, kind: full_backward, remove: before_backward}
+  - {module: model, kind: full_backward_pre, remove: before_backward}
+  - {tensor: x, remove: before_backward}
+"""
+
+
+def test_module_hooks_removed_before_backward_still_fire():
+    lin = nn.Linear(1, 1).double()
+    seen = []
+    h1 = lin.register_full_backward_hook(lambda *a: seen.append("full"))
+    h2 = lin.register_full_backward_pre_hook(lambda *a: seen.append("pre"))
+    x = torch.tensor([[0.5]], dtype=F64, requires_grad=True)
+    h3 = x.register_hook(lambda g: seen.append("x"))
+    y = lin(x)
+    h1.remove()
+    h2.remove()
+    h3.remove()
+    y.backward()
+    v = solve(REMOVED)
+    assert [c.kind for c in v.hook_calls] == ["full_backward_pre", "full_backward"]
+    assert seen == ["pre", "full"]
+
+
+# 3. torch.autograd.grad: tensor hooks and retain_grad of the inputs fire, their node hooks do not
+GRAD_MODE = """
+name: grad_mode
+inputs:
+  a: {value: 2, requires_grad: true}
+model:
+  inputs: [a]
+  forward: |
+    c = a * 3
+    return c * c
+backward: {method: grad, inputs: [c]}
+hooks:
+  - {tensor: c, returns: "grad + 1"}
+  - {tensor: c, kind: retain_grad}
+  - {node: c, kind: pre}
+  - {node: c, kind: post}
+"""
+
+
+def test_grad_mode_fires_tensor_hooks_not_node_hooks():
+    a = torch.tensor(2., dtype=F64, requires_grad=True)
+    c = a * 3
+    seen = []
+    c.register_hook(lambda g: (seen.append("tensor"), g + 1)[1])
+    c.retain_grad()
+    c.grad_fn.register_prehook(lambda go: seen.append("pre"))
+    c.grad_fn.register_hook(lambda gi, go: seen.append("post"))
+    (gc,) = torch.autograd.grad(c * c, [c])
+    v = solve(GRAD_MODE)
+    assert [h.kind for h in v.hook_calls] == ["hook"] and seen == ["tensor"]
+    assert same(v.returned["c"], gc)           # 12 + 1
+    assert same(v.grads["c"], c.grad)          # retain_grad fired too
+    assert same(v.grads["a"], a.grad) and a.grad is None  # .grad of leaves untouched
+
+
+# 4. a tensor that autograd.grad captures *and* must run through (for another input) is
+#    captured before its tensor hooks
+CAPTURED_NEEDED = """
+name: captured_needed
+inputs:
+  a: {value: 1, requires_grad: true}
+model:
+  inputs: [a]
+  forward: |
+    b = a * 2
+    return b * 3
+backward: {method: grad, inputs: [b, a]}
+hooks:
+  - {tensor: b, returns: "grad * 2"}
+"""
+
+
+def test_captured_and_needed_is_captured_before_hooks():
+    a = torch.tensor(1., dtype=F64, requires_grad=True)
+    b = a * 2
+    b.register_hook(lambda g: g * 2)
+    gb, ga = torch.autograd.grad(b * 3, [b, a])
+    v = solve(CAPTURED_NEEDED)
+    assert same(v.returned["b"], gb) and v.returned["b"].strings() == "3"
+    assert same(v.returned["a"], ga) and v.returned["a"].strings() == "12"
+
+
+# 5. backward(inputs=[non-leaf]) runs that tensor's grad_fn (its hooks fire, with None
+#    grad_inputs) and retains its grad
+BACKWARD_INPUTS = """
+name: backward_inputs
+inputs:
+  a: {value: 2, requires_grad: true}
+model:
+  inputs: [a]
+  forward: |
+    c = a * 3
+    return c * c
+backward: {inputs: [c]}
+hooks:
+  - {node: c, kind: post}
+"""
+
+
+def test_backward_inputs_runs_the_inputs_node():
+    a = torch.tensor(2., dtype=F64, requires_grad=True)
+    c = a * 3
+    seen = []
+    c.grad_fn.register_hook(lambda gi, go: seen.append((show(gi), show(go))))
+    (c * c).backward(inputs=[c])
+    (call,) = solve(BACKWARD_INPUTS).hook_calls
+    assert call.args["grad_inputs"] == (None, None) and seen[0][0] == (None, None)
+    assert same(call.args["grad_outputs"][0], seen[0][1][0])
+    assert same(solve(BACKWARD_INPUTS).grads["c"], c.grad)
+
+
+# 6. legacy hook on Identity: attached to the grad_fn of whatever produced the input
+IDENTITY = """
+name: identity
+inputs:
+  x: {value: [1, -2], requires_grad: true}
+model:
+  type: Sequential
+  children:
+    first: {inputs: [x], forward: "x * 2 + 1"}
+    same: {type: Identity}
+loss: "sum(y * y)"
+hooks:
+  - {module: same, kind: backward}
+"""
+
+
+def test_legacy_hook_on_identity_sees_previous_node():
+    class First(nn.Module):
+        def forward(self, x):
+            return x * 2 + 1
+
+    ident = nn.Identity()
+    seen = []
+    ident.register_backward_hook(lambda m, gi, go: seen.append((show(gi), show(go))))
+    x = torch.tensor([1., -2.], dtype=F64, requires_grad=True)
+    y = ident(First()(x))
+    torch.sum(y * y).backward()
+    (call,) = solve(IDENTITY).hook_calls
+    assert call.node == "AddBackward0"
+    gi, go = seen[0]
+    assert len(call.args["grad_input"]) == len(gi) == 2 and gi[1] is None and call.args["grad_input"][1] is None
+    assert same(call.args["grad_input"][0], gi[0]) and same(call.args["grad_output"][0], go[0])
+
+
+# 7. a backward-pre hook's replacement flows into the module: its parameters' grads change,
+#    and a legacy hook on the same module sees the BackwardHookFunction node
+PRE_AND_LEGACY = """
+name: pre_and_legacy
+inputs:
+  x: {value: [[1, 2]], requires_grad: true}
+model: {type: Linear, params: {weight: [[1, -1]], bias: [0.5]}}
+hooks:
+  - {module: model, kind: full_backward_pre, returns: "(grad_output[0] * 3,)"}
+  - {module: model, kind: backward}
+"""
+
+
+def test_pre_hook_replacement_and_legacy_on_bhf_node():
+    lin = nn.Linear(2, 1).double()
+    with torch.no_grad():
+        lin.weight.copy_(torch.tensor([[1., -1.]]))
+        lin.bias.copy_(torch.tensor([0.5]))
+    seen = []
+    lin.register_full_backward_pre_hook(lambda m, go: (go[0] * 3,))
+    lin.register_backward_hook(lambda m, gi, go: seen.append((show(gi), show(go))))
+    x = torch.tensor([[1., 2.]], dtype=F64, requires_grad=True)
+    lin(x).backward()
+    v = solve(PRE_AND_LEGACY)
+    legacy = v.hook_calls[1]
+    assert legacy.node == "BackwardHookFunctionBackward"
+    assert same(legacy.args["grad_input"][0], seen[0][0][0])
+    assert same(v.grads["weight"], lin.weight.grad)
+    assert v.grads["weight"].strings() == [["3", "6"]]
+
+
+# 8. undefined gradients: a full hook returning (None,) leaves everything upstream None,
+#    and the tensor hooks upstream are called with None
+NONE_UPSTREAM = """
+name: none_upstream
+inputs:
+  x: {value: [[0.5]], requires_grad: true}
+model:
+  type: Sequential
+  children:
+    pre: {forward: "x * 2"}
+    lin: {type: Linear, params: {weight: [[3]], bias: [1]}}
+hooks:
+  - {module: lin, kind: full_backward, returns: "(None,)"}
+  - {tensor: pre}
+  - {tensor: x}
+"""
+
+
+def test_none_from_a_full_hook_propagates_as_none():
+    class Pre(nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    lin = nn.Linear(1, 1).double()
+    lin.register_full_backward_hook(lambda m, gi, go: (None,))
+    x = torch.tensor([[0.5]], dtype=F64, requires_grad=True)
+    seen = []
+    x.register_hook(lambda g: seen.append(g))
+    h = Pre()(x)
+    h.register_hook(lambda g: seen.append(g))
+    lin(h).backward()
+    v = solve(NONE_UPSTREAM)
+    assert [c.args.get("grad", "n/a") for c in v.hook_calls[1:]] == [None, None] and seen == [None, None]
+    assert v.grads["x"] is None and x.grad is None
+
+
+# 9. a backward-pre hook returning None for grad_output: the module's inner nodes get no
+#    gradient, and the full hook is handed *zeros* (BackwardHookFunction materializes them)
+PRE_NONE = """
+name: pre_none
+inputs:
+  x: {value: [[0.5, 1]], requires_grad: true}
+model: {type: Linear, params: {weight: [[3, 1]], bias: [1]}}
+hooks:
+  - {module: model, kind: full_backward_pre, returns: "(None,)"}
+  - {module: model, kind: full_backward}
+"""
+
+
+def test_pre_hook_none_gives_full_hook_zeros():
+    lin = nn.Linear(2, 1).double()
+    seen = []
+    lin.register_full_backward_pre_hook(lambda m, go: (None,))
+    lin.register_full_backward_hook(lambda m, gi, go: seen.append((show(gi), show(go))))
+    x = torch.tensor([[0.5, 1.]], dtype=F64, requires_grad=True)
+    lin(x).backward()
+    v = solve(PRE_NONE)
+    full = v.hook_calls[1]
+    assert same(full.args["grad_input"][0], seen[0][0][0]) and full.args["grad_input"][0].strings() == [["0", "0"]]
+    assert full.args["grad_output"] == (None,) and seen[0][1] == (None,)
+    assert v.grads["weight"] is None and lin.weight.grad is None
+
+
+# 10. `n / x` is two nodes, and a legacy hook on a module ending in `x + 2` sees None for 2
+TWO_NODES = """
+name: two_nodes
+inputs:
+  x: {value: [2, 4], requires_grad: true}
+model:
+  children:
+    r: {forward: "3 / x"}
+    s: {forward: "x + 2"}
+  forward: "sum(s(r(x)))"
+hooks:
+  - {module: r, kind: backward}
+  - {module: s, kind: backward}
+"""
+
+
+def test_rdiv_is_reciprocal_then_mul_and_scalar_edges_are_none():
+    class R(nn.Module):
+        def forward(self, x):
+            return 3 / x
+
+    class S(nn.Module):
+        def forward(self, x):
+            return x + 2
+
+    r, s = R(), S()
+    seen = []
+    r.register_backward_hook(lambda m, gi, go: seen.append(show(gi)))
+    s.register_backward_hook(lambda m, gi, go: seen.append(show(gi)))
+    x = torch.tensor([2., 4.], dtype=F64, requires_grad=True)
+    h = r(x)
+    assert h.grad_fn.name() == "MulBackward0" and h.grad_fn.next_functions[0][0].name() == "ReciprocalBackward0"
+    torch.sum(s(h)).backward()
+    v = solve(TWO_NODES)
+    assert [c.node for c in v.hook_calls] == ["AddBackward0", "MulBackward0"]
+    for call, gi in zip(v.hook_calls, seen):
+        assert len(call.args["grad_input"]) == len(gi) == 2
+        assert call.args["grad_input"][1] is None and gi[1] is None
+        assert same(call.args["grad_input"][0], gi[0])
+    assert same(v.grads["x"], x.grad)
+
+
+# 11. modules called twice: one BackwardHook per call; the later call's hook fires first
+TWICE = """
+name: twice
+inputs:
+  x: {value: [[1, -1]], requires_grad: true}
+model:
+  children:
+    f: {type: Linear, params: {weight: [[1, 2], [0, 1]], bias: false}}
+  forward: "sum(f(f(x)))"
+hooks:
+  - {module: f, kind: full_backward}
+  - {module: f, kind: forward}
+"""
+
+
+def test_module_called_twice():
+    f = nn.Linear(2, 2, bias=False).double()
+    with torch.no_grad():
+        f.weight.copy_(torch.tensor([[1., 2.], [0., 1.]]))
+    seen = []
+    f.register_full_backward_hook(lambda m, gi, go: seen.append((show(gi), show(go))))
+    x = torch.tensor([[1., -1.]], dtype=F64, requires_grad=True)
+    torch.sum(f(f(x))).backward()
+    v = solve(TWICE)
+    back = [c for c in v.hook_calls if c.phase == "backward"]
+    assert [c.k for c in back] == [2, 1]
+    assert [c.k for c in v.hook_calls if c.phase == "forward"] == [1, 2]
+    for c, (gi, go) in zip(back, seen):
+        assert same(c.args["grad_input"][0], gi[0]) and same(c.args["grad_output"][0], go[0])
+    doc = adjoint.loads(TWICE).solve().to_json()["variants"]["default"]
+    assert [h["call"] for h in doc["hook_calls"]] == [1, 2, 2, 1]
+    assert set(doc["adjoints"]) == {"model", "f", "f#2"}
