@@ -1,0 +1,328 @@
+"""Compare a predicted variant (``solve --json``) with what real PyTorch did (the observed side).
+
+Pure Python, no torch. :func:`compare` returns one :class:`Row` per compared item:
+
+* ``run``: PyTorch raised where the prediction says it runs;
+* ``loss``;
+* ``hook_calls``: the two call lists are aligned on (hook index, kind, target, call) with a
+  longest-common-subsequence match, so a call predicted but absent, a call observed but not
+  predicted and a call out of order are each named; matched calls compare the label, every
+  argument (its None pattern: None stays None; tuple lengths; shapes; values) and what the
+  hook returned;
+* ``grads`` (every ``.grad``, including which are None) and ``returned`` (``method: grad``);
+* ``values`` (forward values of every named tensor) unless ``values=False``.
+
+Tolerance (the dtype PyTorch ran in; the prediction is exact), element by element:
+``|observed - predicted| <= atol + rtol * max|predicted|``, the max taken over the tensor
+the element belongs to (so every element is held to the scale of its tensor), with
+
+=========  ========  =========
+dtype      rtol      atol
+=========  ========  =========
+float32    1e-5      1e-6
+float64    1e-10     1e-12
+=========  ========  =========
+
+float32 carries ~6e-8 relative rounding per op, so 1e-5 leaves room for a few dozen ops;
+float64 carries ~1.1e-16, so 1e-10 is loose for these small graphs yet far below any
+modelling mistake. The tensor-wide scale is what backward error analysis bounds: a tiny
+element computed by cancellation (sigmoid'(13) = s(1 - s) in float32) is off by a rounding
+of its *neighbours'* size, and a purely element-wise rule would flag float32 itself rather
+than the prediction. Each row still reports the largest element-wise relative difference. ``inf`` equals ``inf`` of the same sign and ``nan`` equals ``nan``; a
+None (no tensor) never equals a tensor, zeros included.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import asdict, dataclass
+
+TOLERANCES = {"float32": (1e-5, 1e-6), "float64": (1e-10, 1e-12)}
+FLOAT_MAX = {"float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
+FD_TOLERANCE = (1e-3, 1e-5)   # torch.autograd.gradcheck's defaults (rtol, atol)
+
+
+@dataclass
+class Row:
+    section: str            # run | loss | hook_calls | grads | returned | values | fd
+    item: str               # what was compared, e.g. "#1 full_backward@f1 'SLinear full hook'"
+    ok: bool
+    max_abs: float | None   # largest |observed - predicted| over compared elements (None: nothing numeric)
+    max_rel: float | None   # largest |observed - predicted| / |predicted| (predicted != 0)
+    detail: str = ""        # for a mismatch: the argument, element, both values
+    skipped: bool = False   # not compared (the detail says why); counts as ok
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+class _Diff:
+    """Accumulates the distance between two JSON values and the first mismatch found."""
+
+    def __init__(self, rtol: float, atol: float, dtype: str | None = None):
+        self.rtol = rtol
+        self.atol = atol
+        self.dtype = dtype
+        self.max_abs: float | None = None
+        self.max_rel: float | None = None
+        self.problems: list[str] = []
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def fail(self, msg: str) -> None:
+        self.problems.append(msg)
+
+    def value(self, where: str, p, o) -> None:
+        """Compare VALUE | [VALUE|None, ...] | None."""
+        if p is None or o is None:
+            if p is None and o is None:
+                return
+            if p is None:
+                self.fail(f"{where}: predicted None, observed {_describe(o)}")
+            else:
+                self.fail(f"{where}: predicted {_describe(p)}, observed None")
+            return
+        if isinstance(p, list) or isinstance(o, list):
+            if not (isinstance(p, list) and isinstance(o, list)):
+                self.fail(f"{where}: predicted {_describe(p)}, observed {_describe(o)}")
+                return
+            if len(p) != len(o):
+                self.fail(f"{where}: predicted a tuple of {len(p)}, observed a tuple of {len(o)}")
+                return
+            for i, (pi, oi) in enumerate(zip(p, o)):
+                self.value(f"{where}[{i}]", pi, oi)
+            return
+        if list(p.get("shape") or []) != list(o.get("shape") or []) or p.get("shape") is None or o.get("shape") is None:
+            self.fail(f"{where}: predicted shape {p.get('shape')}, observed shape {o.get('shape')}")
+            return
+        pv, ov = p.get("value"), o.get("value")
+        if pv is None:
+            self.fail(f"{where}: the prediction is symbolic here (no number to compare); bind the symbols")
+            return
+        if ov is None:
+            self.fail(f"{where}: observed no number ({o.get('note', 'missing value')})")
+            return
+        pf, of = _flat(pv), _flat(ov)
+        shape = list(p["shape"])
+        scale = max([abs(b) for b in pf if not _special(b)], default=0.0)
+        tol = self.atol + self.rtol * scale
+        for idx, (a, b) in enumerate(zip(of, pf)):
+            if _special(a) or _special(b):
+                if not _same_special(a, b):
+                    why = ""
+                    if _special(a) and not _special(b) and self.dtype in FLOAT_MAX and abs(b) > FLOAT_MAX[self.dtype]:
+                        why = f" (beyond {self.dtype}'s range, {FLOAT_MAX[self.dtype]:.4g}: PyTorch overflows)"
+                    self.fail(f"{where}{_index(idx, shape)}: predicted {_num(b)}, observed {_num(a)}{why}")
+                continue
+            d = abs(a - b)
+            self.max_abs = d if self.max_abs is None else max(self.max_abs, d)
+            if b != 0:
+                r = d / abs(b)
+                self.max_rel = r if self.max_rel is None else max(self.max_rel, r)
+            if d > tol:
+                self.fail(f"{where}{_index(idx, shape)}: predicted {_num(b)}, observed {_num(a)} "
+                          f"(|diff| {d:.3g} > {self.atol:g} + {self.rtol:g}*{scale:.3g}, the largest |predicted| "
+                          "in this tensor)")
+
+
+def _flat(v) -> list[float]:
+    if isinstance(v, list):
+        out: list[float] = []
+        for x in v:
+            out.extend(_flat(x))
+        return out
+    return [float(v)]
+
+
+def _special(x: float) -> bool:
+    return math.isnan(x) or math.isinf(x)
+
+
+def _same_special(a: float, b: float) -> bool:
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return a == b
+
+
+def _num(x: float) -> str:
+    return f"{x:.10g}"
+
+
+def _index(flat: int, shape: list[int]) -> str:
+    if not shape:
+        return ""
+    idx = []
+    for n in reversed(shape):
+        idx.append(flat % n)
+        flat //= n
+    return "[" + ", ".join(str(i) for i in reversed(idx)) + "]"
+
+
+def _describe(v) -> str:
+    if v is None:
+        return "None"
+    if isinstance(v, list):
+        return "(" + ", ".join(_describe(x) for x in v) + ("," if len(v) == 1 else "") + ")"
+    value = v.get("value")
+    if value is None:
+        return f"a tensor of shape {v.get('shape')}"
+    flat = _flat(value)
+    shown = ", ".join(_num(x) for x in flat[:4]) + (", ..." if len(flat) > 4 else "")
+    return f"tensor{v.get('shape')} [{shown}]"
+
+
+def _row(section: str, item: str, diff: _Diff) -> Row:
+    return Row(section, item, diff.ok, diff.max_abs, diff.max_rel, "; ".join(diff.problems))
+
+
+# ----------------------------------------------------------------------------- hook calls
+
+def call_key(c: dict) -> tuple:
+    return (c.get("hook"), c.get("kind"), c.get("target"), c.get("call"))
+
+
+def call_name(c: dict, n: int | None = None) -> str:
+    where = c.get("target", "?")
+    if c.get("call") is not None:
+        where += f" (call {c['call']})"
+    head = f"#{n} " if n is not None else ""
+    return f"{head}{c.get('kind')}@{where} hook {c.get('hook')} '{c.get('label', '')}'"
+
+
+def _compare_calls(pred: list[dict], obs: list[dict], rtol: float, atol: float, dtype: str) -> list[Row]:
+    rows: list[Row] = []
+    pk = [call_key(c) for c in pred]
+    ok_ = [call_key(c) for c in obs]
+    matcher = difflib.SequenceMatcher(None, pk, ok_, autojunk=False)
+    missing: list[int] = []
+    extra: list[int] = []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            for i, j in zip(range(i1, i2), range(j1, j2)):
+                rows.append(_compare_call(pred[i], obs[j], i + 1, j + 1, rtol, atol, dtype))
+            continue
+        missing.extend(range(i1, i2))
+        extra.extend(range(j1, j2))
+    extra_keys = [ok_[j] for j in extra]
+    missing_keys = [pk[i] for i in missing]
+    for i in missing:
+        moved = pk[i] in extra_keys
+        why = ("predicted here but observed at another position in the firing order" if moved
+               else "predicted but PyTorch never called it")
+        rows.append(Row("hook_calls", call_name(pred[i], i + 1), False, None, None,
+                        f"{why} (predicted call #{i + 1} of {len(pred)}; observed {len(obs)} calls: "
+                        f"{_sequence(obs)})"))
+    for j in extra:
+        moved = ok_[j] in missing_keys
+        why = ("observed here but predicted at another position in the firing order" if moved
+               else "PyTorch called it but it was not predicted")
+        rows.append(Row("hook_calls", call_name(obs[j], j + 1), False, None, None,
+                        f"{why} (observed call #{j + 1} of {len(obs)}; predicted {len(pred)} calls: "
+                        f"{_sequence(pred)})"))
+    return rows
+
+
+def _sequence(calls: list[dict]) -> str:
+    text = ", ".join(f"{c.get('kind')}@{c.get('target')}" + (f"#{c['call']}" if c.get("call") else "") for c in calls)
+    return text or "none"
+
+
+def _compare_call(p: dict, o: dict, n_pred: int, n_obs: int, rtol: float, atol: float, dtype: str) -> Row:
+    diff = _Diff(rtol, atol, dtype)
+    if p.get("label") != o.get("label"):
+        diff.fail(f"label: predicted '{p.get('label')}', observed '{o.get('label')}'")
+    pa, oa = p.get("args") or {}, o.get("args") or {}
+    for name in pa:
+        if name not in oa:
+            diff.fail(f"argument '{name}' predicted but the hook was not handed it")
+    for name in oa:
+        if name not in pa:
+            diff.fail(f"argument '{name}' handed by PyTorch but not predicted")
+    for name in pa:
+        if name in oa:
+            diff.value(name, pa[name], oa[name])
+    diff.value("returned", p.get("returned"), o.get("returned"))
+    name = call_name(p, n_pred)
+    if n_obs != n_pred:
+        name += f" (observed as #{n_obs})"
+    return _row("hook_calls", name, diff)
+
+
+# ----------------------------------------------------------------------------- tables of tensors
+
+def _compare_table(section: str, label: str, pred: dict, obs: dict, rtol: float, atol: float,
+                   dtype: str | None) -> list[Row]:
+    rows = []
+    for name, pv in pred.items():
+        if name not in obs:
+            rows.append(Row(section, f"{label} {name}", False, None, None,
+                            f"predicted ({_describe(pv)}) but not observed"))
+            continue
+        diff = _Diff(rtol, atol, dtype)
+        diff.value(name, pv, obs[name])
+        rows.append(_row(section, f"{label} {name}", diff))
+    for name, ov in obs.items():
+        if name not in pred:
+            rows.append(Row(section, f"{label} {name}", False, None, None,
+                            f"observed ({_describe(ov)}) but not predicted"))
+    return rows
+
+
+def tolerance(dtype: str) -> tuple[float, float]:
+    return TOLERANCES[dtype]
+
+
+def compare(predicted: dict, observed: dict, dtype: str, values: bool = True) -> list[Row]:
+    """Rows comparing one predicted variant with one observed variant (both contract JSON)."""
+    rtol, atol = tolerance(dtype)
+    rows: list[Row] = []
+    if observed.get("error"):
+        rows.append(Row("run", "PyTorch run", False, None, None,
+                        f"PyTorch raised {observed['error']}; the prediction says it runs"))
+    diff = _Diff(rtol, atol, dtype)
+    diff.value("loss", predicted.get("loss"), observed.get("loss"))
+    if predicted.get("loss") is not None or observed.get("loss") is not None:
+        rows.append(_row("loss", "loss", diff))
+    rows += _compare_calls(predicted.get("hook_calls") or [], observed.get("hook_calls") or [], rtol, atol, dtype)
+    rows += _compare_table("grads", "grad", predicted.get("grads") or {}, observed.get("grads") or {}, rtol, atol, dtype)
+    if "returned" in predicted or "returned" in observed:
+        rows += _compare_table("returned", "returned", predicted.get("returned") or {},
+                               observed.get("returned") or {}, rtol, atol, dtype)
+    if values:
+        rows += _compare_table("values", "value", predicted.get("values") or {}, observed.get("values") or {},
+                               rtol, atol, dtype)
+    return rows
+
+
+def compare_fd(predicted: dict, fd: dict) -> list[Row]:
+    """Rows comparing the predicted final gradients with central differences (gradcheck's tolerance).
+
+    ``fd`` maps a tensor name to a VALUE, or to a string: the reason it was not checked."""
+    rtol, atol = FD_TOLERANCE
+    source = predicted.get("returned") if predicted.get("returned") is not None else predicted.get("grads") or {}
+    rows = []
+    reasons: dict[str, list[str]] = {}
+    for name, value in fd.items():
+        if isinstance(value, str):
+            reasons.setdefault(value, []).append(name)
+    for reason, names in reasons.items():
+        rows.append(Row("fd", "fd " + ", ".join(names), True, None, None, reason, skipped=True))
+    for name, value in fd.items():
+        if isinstance(value, str):
+            continue
+        p = source.get(name)
+        if p is None:  # no gradient reaches it: the function does not depend on it
+            p = {"shape": value["shape"], "value": _zeros_like(value["value"])}
+        diff = _Diff(rtol, atol, "float64")
+        diff.value(name, p, value)
+        rows.append(_row("fd", f"fd {name}", diff))
+    return rows
+
+
+def _zeros_like(v):
+    if isinstance(v, list):
+        return [_zeros_like(x) for x in v]
+    return 0.0

@@ -1,0 +1,229 @@
+"""``adjoint verify``: run each problem in real PyTorch 2.13 and compare with the exact prediction.
+
+For every file and variant: solve exactly (numerically, through the file's ``symbols:``, when
+the file has free symbols), build and run the same thing in torch
+(:mod:`adjoint.torchside`, imported lazily: the only place torch is loaded), and compare
+(:mod:`adjoint.compare`, whose docstring states the tolerances). With ``fd``, the final
+gradients also get a third, independent opinion: central differences in float64, as
+``torch.autograd.gradcheck`` computes them, with gradcheck's tolerance.
+
+Every file is loaded and solved before anything runs or prints, so bad input (a
+ProblemError, which propagates; the CLI prints it as one line and exits 2) writes nothing.
+Exit code: 0 when everything matched, 1 on any mismatch.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+
+from .compare import FD_TOLERANCE, Row, compare, compare_fd, tolerance
+from .problem import Problem
+
+PROGRESS_MIN_JOBS = 8   # show a progress bar (on a terminal) from this many variants on
+
+
+@dataclass
+class VariantResult:
+    problem: str
+    file: str
+    variant: str
+    dtype: str
+    rows: list[Row]
+    seconds: float
+    observed: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.rows)
+
+    def to_json(self) -> dict:
+        rtol, atol = tolerance(self.dtype)
+        return {"problem": self.problem, "file": self.file, "variant": self.variant, "dtype": self.dtype,
+                "rtol": rtol, "atol": atol, "ok": self.ok, "seconds": round(self.seconds, 4),
+                "mismatches": sum(not r.ok for r in self.rows), "rows": [r.to_json() for r in self.rows]}
+
+
+def predict(problem: Problem, variant: str | None):
+    """The exact prediction; numeric through ``symbols:`` when the file has free symbols."""
+    return problem.solve(variant=variant, numeric=bool(problem.free_symbols()))
+
+
+def predicted_json(vp) -> dict:
+    """The contract JSON of one predicted variant (the side ``compare`` holds PyTorch to)."""
+    return vp.to_json()
+
+
+def run(files: list[str], dtype: str | None, as_json: bool, fd: bool, variant: str | None, echo) -> int:
+    from . import load
+
+    start = time.perf_counter()
+    jobs = []
+    for path in files:
+        problem = load(path)
+        prediction = predict(problem, variant)
+        for vp in prediction.variants:
+            jobs.append((path, problem, vp))
+
+    results = []
+    progress = _progress(len(jobs), as_json)
+    for path, problem, vp in jobs:
+        results.append(verify_variant(path, problem, vp, dtype or problem.dtype, fd))
+        progress.update(1)
+    progress.finish()
+    elapsed = time.perf_counter() - start
+
+    summary = _summary(results, len({r.file for r in results}), elapsed)
+    if as_json:
+        echo(json.dumps({"results": [r.to_json() for r in results], "summary": summary}, indent=2))
+    else:
+        echo("\n".join(render_result(r) for r in results))
+        echo(summary["line"])
+    return 0 if summary["ok"] else 1
+
+
+def verify_variant(path: str, problem: Problem, vp, dtype: str, fd: bool) -> VariantResult:
+    from .torchside import finite_differences, run_variant
+
+    t0 = time.perf_counter()
+    decl = problem.variant(vp.name)
+    predicted = predicted_json(vp)
+    observed = run_variant(problem, decl, dtype)
+    rows = compare(predicted, observed, dtype)
+    if fd:
+        names, skipped = fd_targets(problem, decl, vp)
+        checked = finite_differences(problem, decl, names) if names else {}
+        checked.update(skipped)
+        fd_rows = compare_fd(predicted, checked)
+        if vp.notes:
+            for r in fd_rows:
+                if not r.ok:
+                    r.detail += " (the prediction notes: " + "; ".join(vp.notes) + ")"
+        rows += fd_rows
+    return VariantResult(problem.name, path, vp.name, dtype, rows, time.perf_counter() - t0, observed)
+
+
+def fd_targets(problem: Problem, decl, vp) -> tuple[list[str], dict[str, str]]:
+    """Which final gradients central differences can check, and why the others are skipped.
+
+    FD measures the true derivative of the (hooked) forward; a backward hook that returns a
+    replacement, or a custom Function whose declared backward is not its true VJP, makes
+    ``.grad`` differ from it on purpose."""
+    changing = [h for h in decl.hooks if h.returns is not None and not (h.on == "module" and h.kind in
+                                                                          ("forward", "forward_pre"))]
+    bw = decl.backward
+    if bw.method == "grad" or bw.inputs:
+        wanted = [n for n, _ in bw.inputs]
+    else:
+        wanted = list(vp.grads)
+    leaves = {d.name for d in list(decl.inputs) + [d for m in problem.model.walk() for d in m.params]
+              if d.requires_grad}
+    skipped: dict[str, str] = {}
+    if changing:
+        reason = (f"hook {changing[0].index} ('{changing[0].label}') returns a replacement gradient, so this "
+                  "gradient is not the derivative finite differences measure")
+        return [], {n: reason for n in wanted}
+    wrong = [f for f in vp.functions if not f.matches]
+    if wrong:
+        reason = (f"the custom Function {wrong[0].name} declares a backward for '{wrong[0].slot}' that is not its "
+                  "true derivative")
+        return [], {n: reason for n in wanted}
+    names = []
+    for n in wanted:
+        if n in leaves:
+            names.append(n)
+        else:
+            skipped[n] = "not a leaf: finite differences perturb leaves (inputs and parameters) only"
+    return names, skipped
+
+
+# ----------------------------------------------------------------------------- reporting
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2e}"
+
+
+def render_result(r: VariantResult) -> str:
+    rtol, atol = tolerance(r.dtype)
+    head = (f"== {r.problem} :: {r.variant}  [{r.dtype}, |diff| <= {atol:g} + {rtol:g}*|predicted|]  "
+            f"{'PASS' if r.ok else 'FAIL'}  ({r.file}, {r.seconds:.2f}s)")
+    width = max([len(_item(row)) for row in r.rows] + [len("what")])
+    lines = [head, f"   {'what':<{width}}  {'max |diff|':>10}  {'max rel':>9}  result"]
+    value_rows = [row for row in r.rows if row.section == "values"]
+    for row in r.rows:
+        if row.section == "values" and row.ok:
+            continue
+        lines.append(_line(row, width))
+    if value_rows:
+        good = [row for row in value_rows if row.ok]
+        if good:
+            agg = Row("values", f"forward values ({len(good)} of {len(value_rows)} tensors)", True,
+                      _max(row.max_abs for row in good), _max(row.max_rel for row in good))
+            lines.append(_line(agg, width))
+    if any(row.section == "fd" for row in r.rows):
+        frtol, fatol = FD_TOLERANCE
+        lines.append(f"   (fd: central differences in float64, eps 1e-6, |diff| <= {fatol:g} + {frtol:g}*|predicted|)")
+    return "\n".join(lines) + "\n"
+
+
+def _item(row: Row) -> str:
+    return row.item if row.section != "values" else f"{row.item}"
+
+
+def _line(row: Row, width: int) -> str:
+    result = "skipped" if row.skipped else ("ok" if row.ok else "MISMATCH")
+    line = f"   {_item(row):<{width}}  {_fmt(row.max_abs):>10}  {_fmt(row.max_rel):>9}  {result}"
+    if row.detail and (not row.ok or row.skipped):
+        line += f"\n   {'':<{width}}    -> {row.detail}"
+    return line
+
+
+def _max(xs) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return max(xs) if xs else None
+
+
+def _summary(results: list[VariantResult], n_files: int, elapsed: float) -> dict:
+    passed = sum(r.ok for r in results)
+    failed = len(results) - passed
+    rows = sum(not row.skipped for r in results for row in r.rows)
+    bad = sum(not row.ok for r in results for row in r.rows)
+    dtypes = sorted({r.dtype for r in results})
+    failing = [f"{r.problem}::{r.variant}" for r in results if not r.ok]
+    line = (f"{'OK' if not failed else 'FAILED'}: {n_files} problem{'s' if n_files != 1 else ''}, "
+            f"{len(results)} variant{'s' if len(results) != 1 else ''} ({', '.join(dtypes)}): {passed} passed, "
+            f"{failed} failed; {rows} comparisons, {bad} mismatch{'es' if bad != 1 else ''}; {elapsed:.2f}s")
+    if failing:
+        line += f"; failing: {', '.join(failing[:10])}" + (" ..." if len(failing) > 10 else "")
+    return {"ok": failed == 0, "problems": n_files, "variants": len(results), "passed": passed, "failed": failed,
+            "comparisons": rows, "mismatches": bad, "seconds": round(elapsed, 3), "line": line}
+
+
+class _NoProgress:
+    def update(self, n: int) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+
+class _Progress:
+    def __init__(self, total: int):
+        import click
+
+        self.bar = click.progressbar(length=total, label="verifying", file=sys.stderr, show_pos=True)
+        self.bar.__enter__()
+
+    def update(self, n: int) -> None:
+        self.bar.update(n)
+
+    def finish(self) -> None:
+        self.bar.__exit__(None, None, None)
+
+
+def _progress(total: int, as_json: bool):
+    if total >= PROGRESS_MIN_JOBS and sys.stderr.isatty():
+        return _Progress(total)
+    return _NoProgress()
