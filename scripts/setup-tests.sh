@@ -8,6 +8,7 @@ python -m pip install -q -e '.[test]'
 if ! command -v pdflatex >/dev/null 2>&1 || ! command -v pdftoppm >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends texlive-latex-base texlive-latex-recommended \
-    texlive-fonts-recommended poppler-utils >/dev/null
+  # adjoint latex needs only article, amsmath, amssymb and geometry (texlive-latex-base and its
+  # dependency texlive-base); poppler-utils gives pdftoppm/pdftotext for looking at the pages.
+  apt-get install -y -qq --no-install-recommends texlive-latex-base poppler-utils >/dev/null
 fi
