@@ -1822,6 +1822,8 @@ class _Variant:
         """lhs = segs... = value (as a matrix when it fits, else element by element)."""
         avail = LINE_EM - max(tex_width(lhs), 4) - 3 - tex_width(tail)
         t = self.value(x, avail)
+        while segs and t is not None and _seg_text(segs[-1]) in (t, self.paren(t)):
+            segs = segs[:-1]                      # "= 5 = 5": the last step already is the value
         if t is not None:
             extra = self.exact_of(x, avail) if exact else None
             block.eq(lhs, *segs, t + ("" if extra else tail), *([extra + tail] if extra else []))
@@ -2388,6 +2390,11 @@ class _Variant:
         where = f" at node {code(h.node)}" if h.node else ""
         call = f" (call {h.k} of {h.calls_of_module})" if h.k is not None and h.calls_of_module > 1 else ""
         target = code(h.target) + call
+        mcall = self._find_call(h) if h.on == "module" else None
+        if mcall is not None:
+            target += (f" (${', '.join(self.sym(x) for x in mcall.args)} \\mapsto {self.sym(mcall.out)}$)")
+        elif h.on in ("tensor", "node") and self.g.names.get(h.target) is not None:
+            target += f" (${self.sym(self.g.names[h.target])}$)"
         kind = self._KIND.get(h.kind, esc(h.kind))
         on = {"module": "module", "tensor": "tensor", "node": "the autograd node that produced tensor"}[h.on]
         out = [f"\\subsubsection*{{{i}.\\ {esc(h.label)}}}\n"
@@ -2468,8 +2475,8 @@ class _Variant:
         got = h.args.get("grad_input")
         gi = bd.grad_input
         if isinstance(got, tuple) and len(got) == len(gi) and all(same(x, y) for x, y in zip(got, gi)):
-            return ("Here the module is one operation deep where it matters, so this equals what a full backward "
-                    "hook would be handed.\n\n")
+            return ("Here that node's input is the module's input, so this is also what a full backward hook on "
+                    "the module would be handed.\n\n")
         b = Block()
         for i, (x, v) in enumerate(zip(call.args, gi)):
             if v is None:
@@ -2607,7 +2614,7 @@ class _Variant:
             out.append(f"{what} \\texttt{{None}}: {self._none_reason(c)}\n\n")
             return "".join(out)
         rb = Block()
-        stored = mcode(name if returned else name + ".grad")
+        stored = f"\\text{{returned}}_{{{mcode(name)}}}" if returned else mcode(name + ".grad")
         self.value_rows(rb, stored, value, [], exact=True)
         if pure is not None and same(value, pure):
             out.append(f"{what} exactly this:\n" + rb.render())
@@ -2692,6 +2699,12 @@ class _Variant:
             return ""
         return ("\\subsection{Notes}\n\\begin{itemize}\n" + "".join(f"\\item {t}\n" for t in items)
                 + "\\end{itemize}\n")
+
+
+def _seg_text(seg) -> str | None:
+    if isinstance(seg, Terms):
+        return seg[0] if len(seg) == 1 else None
+    return seg
 
 
 def _difference(p: Exact, q: Exact):
