@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 import flint
+import mpmath
 import numpy as np
 import sympy
 from sympy.printing.latex import LatexPrinter
@@ -734,6 +735,51 @@ def to_sympy(n: TNode, sym) -> sympy.Expr:
 
 _NUM_CACHE: dict = {}
 _CLOSED_CACHE: dict = {}
+_MP_FUNCS = {sympy.exp: mpmath.exp, sympy.log: mpmath.log, sympy.sin: mpmath.sin, sympy.cos: mpmath.cos,
+             sympy.tan: mpmath.tan, sympy.tanh: mpmath.tanh, sympy.Abs: abs, sympy.sign: mpmath.sign}
+
+
+def decimal_value(e, dps: int = 50) -> Fraction | None:
+    """A constant closed form as a Fraction accurate to ~``dps`` digits; None if it is not a real number.
+
+    A memoised walk with mpmath at fixed precision: SymPy's adaptive evalf can take minutes on
+    the deeply nested tanh/sigmoid/sqrt expressions a forward pass produces."""
+    memo: dict = {}
+
+    def ev(x):
+        if x in memo:
+            return memo[x]
+        if x.is_Rational:
+            r = mpmath.mpf(int(x.p)) / int(x.q)
+        elif x is sympy.pi:
+            r = +mpmath.pi
+        elif x is sympy.E:
+            r = +mpmath.e
+        elif x.is_Add:
+            r = mpmath.fsum(ev(a) for a in x.args)
+        elif x.is_Mul:
+            r = mpmath.fprod(ev(a) for a in x.args)
+        elif x.is_Pow:
+            b, k = ev(x.base), ev(x.exp)
+            if b < 0 and not x.exp.is_integer:
+                raise ValueError("not real")
+            r = mpmath.power(b, k)
+        elif isinstance(x, sympy.Function) and x.func in _MP_FUNCS and len(x.args) == 1:
+            r = _MP_FUNCS[x.func](ev(x.args[0]))
+        else:
+            r = mpmath.mpf(sympy.N(x, dps))
+        if not isinstance(r, mpmath.mpf) or not mpmath.isfinite(r):
+            raise ValueError("not finite")
+        memo[x] = r
+        return r
+
+    try:
+        with mpmath.workdps(dps + 10):
+            v = ev(e)
+            man, exp = v.man_exp
+    except (ValueError, TypeError, ZeroDivisionError):
+        return None
+    return Fraction(int(man)) * (Fraction(2) ** int(exp)) if man else Fraction(0)
 
 
 def _small(e, limit: int) -> bool:
@@ -850,10 +896,8 @@ class DerivationPrinter(LatexPrinter):
         if closed is not None and (e.free_symbols or tex_width(closed) <= 9):
             neg = closed.startswith("- ")
             return Num(closed[2:] if neg else closed, neg, True, "closed")
-        value = sympy.N(e, 30)
-        try:
-            frac = Fraction(str(value))
-        except ValueError:
+        frac = decimal_value(e)
+        if frac is None:
             closed = closed if closed is not None else DerivationPrinter({})._print(e)
             return Num(closed, False, True, "closed")
         if frac == 0:
@@ -1016,7 +1060,8 @@ class DerivationPrinter(LatexPrinter):
         if n.op in ("mul", "had"):
             if self.subst is None and _const_value(b) is not None and _const_value(a) is None:
                 a, b = b, a
-            return f"{self.p(a, 50)}{self._mul_sep(a, b, True)}{self.p(b, 51)}"
+            la = 51 if isinstance(a, TMatMul) and not _is_scalar_shape(a.shape) else 50
+            return f"{self.p(a, la)}{self._mul_sep(a, b, True)}{self.p(b, 51)}"
         if n.op == "div":
             return f"\\frac{{{self._print(a)}}}{{{self._print(b)}}}"
         if n.op == "pow":
@@ -1036,7 +1081,8 @@ class DerivationPrinter(LatexPrinter):
         return f"-{self.p(n.a, 50)}"
 
     def _print_TMatMul(self, n: TMatMul) -> str:
-        return f"{self.p(n.a, 50)}{self._mul_sep(n.a, n.b, False)}{self.p(n.b, 51)}"
+        la = 51 if isinstance(n.a, TBin) and n.a.op in ("mul", "had") and not _is_scalar_shape(n.a.shape) else 50
+        return f"{self.p(n.a, la)}{self._mul_sep(n.a, n.b, False)}{self.p(n.b, 51)}"
 
     def _print_TInner(self, n: TInner) -> str:
         if self.subst is not None and _is_scalar_shape(n.a.shape):
@@ -1672,6 +1718,8 @@ class Block:
                     for k, term in enumerate(content):
                         if k == 0:
                             put(f"{rel} {term}", "&")
+                        elif term.startswith("\x01"):
+                            put(term[1:], "&\\quad")
                         elif term.startswith("-"):
                             put(f"- {term[1:].lstrip()}", "&\\quad")
                         else:
@@ -2005,26 +2053,71 @@ class _Variant:
         pre = f"{label}: " if label else ""
         if tex_width(eq) > LINE_EM - 1.5 * depth - 12:
             b = Block()
-            b.eq(self.a.sym[st.var], self._terms(st.tree))
+            terms = self._terms(st.tree)
+            b.eq(self.a.sym[st.var], terms if self.fits(terms) else self._phi(st))
             return f"{indent}{pre}\n{b.render()}{indent}\\quad autograd nodes: {nodes}.\n\n"
         return f"{indent}{pre}${eq}$ \\quad ({nodes})\n\n"
 
-    def _terms(self, tree: TNode) -> Terms:
-        """A tree as its top-level summands (so that a long right-hand side can break)."""
+    def _terms(self, tree: TNode, budget: float = LINE_EM - 10) -> Terms:
+        """A tree as its top-level summands, so that a long right-hand side can break between them; a
+        summand wider than ``budget`` em is further split between the factors of a product."""
         terms = Terms()
+        P = self.P
+
+        def factors(n: TNode, kind: type) -> list[tuple[str, TNode]]:
+            """Flatten a product into its factors, only through products of the same kind (elementwise
+            or matrix), so that no grouping is lost."""
+            if kind is TBin and isinstance(n, TBin) and n.op in ("mul", "had"):
+                sep = P._mul_sep(n.a, n.b, True).strip() or "\\,"
+                right = factors(n.b, kind)
+                return factors(n.a, kind) + [(sep, right[0][1])] + right[1:]
+            if kind is TMatMul and isinstance(n, TMatMul):
+                right = factors(n.b, kind)
+                return factors(n.a, kind) + [("\\,", right[0][1])] + right[1:]
+            return [("", n)]
 
         def walk(n: TNode, sign: str) -> None:
             if isinstance(n, TBin) and n.op in ("add", "sub"):
                 walk(n.a, sign)
                 walk(n.b, sign if n.op == "add" else ("-" if sign == "+" else "+"))
                 return
-            tex = self.P.doprint(n) if self.P.prec(n) > 40 else f"\\left({self.P.doprint(n)}\\right)"
+            tex = P.doprint(n) if P.prec(n) > 40 else f"\\left({P.doprint(n)}\\right)"
             if sign == "-":
-                tex = "-" + (tex if self.P.prec(n) >= 50 else f"\\left({tex}\\right)")
-            terms.append(tex)
+                tex = "-" + (tex if P.prec(n) >= 50 else f"\\left({tex}\\right)")
+            if tex_width(tex) <= budget or P.prec(n) != 50:
+                terms.append(tex)
+                return
+            parts = factors(n, TMatMul if isinstance(n, TMatMul) else TBin)
+            first = True
+            for op, f in parts:
+                ftex = P.p(f, 51)
+                if first:
+                    terms.append(("-" if sign == "-" else "") + ftex)
+                    first = False
+                else:
+                    terms.append("\x01" + (op + " " if op else "") + ftex)
 
         walk(tree, "+")
         return terms
+
+    def _phi(self, st: Step) -> str:
+        """x_k = Phi_k(atoms), for an equation too long to typeset."""
+        args = ",\\ ".join(self.sym(x) for x in st.atoms)
+        k = st.index if st.index is not None else "\\ell"
+        return f"\\Phi_{{{k}}}\\left({args}\\right)\\quad\\text{{(too long to typeset here)}}"
+
+    def fits(self, terms, budget: float = LINE_EM - 8) -> bool:
+        return all(tex_width(t.lstrip("\x01")) <= budget for t in terms)
+
+    def contrib_terms(self, j: Step, f: TNode | None, target: int, tilde: bool = False) -> Terms:
+        """The vector-Jacobian product of step j for ``target``, as summands; J^T lambda when unprintable."""
+        terms = self._terms(f) if f is not None else Terms()
+        if f is not None and self.fits(terms):
+            return terms
+        if j.index is None:
+            return Terms([self.dfrac("\\ell", self.wrt(target))])
+        lam = ("\\tilde\\lambda" if tilde else "\\lambda") + f"_{{{j.index}}}"
+        return Terms([f"J_{{{j.index},{self.sym(target)}}}^{{\\top}}{lam}"])
 
     # ---- forward ------------------------------------------------------------------
     def forward(self) -> str:
@@ -2048,7 +2141,8 @@ class _Variant:
         lhs = self.a.sym[st.var]
         value = self.a.fwd.values[st.var]
         avail = LINE_EM - tex_width(lhs) - 3
-        segs: list = [self._terms(st.tree)]
+        terms = self._terms(st.tree)
+        segs: list = [terms if self.fits(terms) else self._phi(st)]
         subst = self.S.doprint(st.tree)
         vtex = self.value(value, avail)
         if tex_width(subst) <= avail and subst != vtex and not isinstance(st.tree, TAtom):
@@ -2184,11 +2278,7 @@ class _Variant:
                     nums.append(f"{self.num_or_name(a.pure[j.var], lam_name)} \\cdot "
                                 f"{self.num_or_name(d, names[-1])}")
             else:
-                f = a.vjp_formulas(j).get(s)
-                if f is not None:
-                    names.extend(self._terms(f))
-                else:
-                    names.append(f"J_{{{j.index}}}^{{\\top}}\\lambda_{{{j.index}}}")
+                names.extend(self.contrib_terms(j, a.vjp_formulas(j).get(s), s))
         segs: list = [names] if names else []
         vt = self.value(value)
         if a.scalar and nums and not (len(nums) == 1 and nums[0] in (vt, self.paren(vt or ""))):
@@ -2423,7 +2513,9 @@ class _Variant:
                 if vid is not None and h.phase == "backward":
                     c = a.canon(vid)
                     if name == slot_arg and j in slots:
-                        segs.append(slot_printer.doprint(slots[j]))
+                        ftex = slot_printer.doprint(slots[j])
+                        segs.append(ftex if tex_width(ftex) < LINE_EM - 12 else
+                                    f"J_{{[{j}]}}^{{\\top}}\\,{mcode('grad_output')}")
                     elif h.kind == "full_backward" and name == "grad_input":
                         segs.append(f"J^{{\\top}}{mcode('grad_output')}")
                     ident = self.ident(c, item, strict=True)
@@ -2604,7 +2696,7 @@ class _Variant:
                 for j in a.consumers.get(c, []):
                     f = a.vjp_formulas(j).get(c)
                     if f is not None and a.contribution(j, a.pure.get(j.var)).get(c) is not None:
-                        terms.extend(self._terms(f))
+                        terms.extend(self.contrib_terms(j, f, c))
                 self.value_rows(b, lhs, pure, [terms] if terms else [])
         else:
             b.eq(lhs, "0\\quad\\text{(no path to the loss)}")
@@ -2648,7 +2740,7 @@ class _Variant:
             else:
                 f = a.vjp_formulas(j, tilde=hooked).get(c)
                 if f is not None:
-                    names.extend(self._terms(f))
+                    names.extend(self.contrib_terms(j, f, c, tilde=hooked))
         return names, nums, total
 
     def _hooked_chain(self, c: int, value: Exact, stored: str) -> str:
@@ -2746,17 +2838,13 @@ def same(p: Exact | None, q: Exact | None) -> bool:
             continue
         if sx is sympy.S.NaN or sy is sympy.S.NaN:
             return False
-        d = sx - sy
-        free = sorted(d.free_symbols, key=str)
+        free = sorted((sx - sy).free_symbols, key=str)
         points = [{}] if not free else [{s: E.s_sym(_PROBE[i % 2] * (k + 1)) for i, s in enumerate(free)}
                                          for k in range(2)]
         for pt in points:
-            try:
-                val = sympy.N(d.xreplace(pt) if pt else d, 30)
-                scale = abs(sympy.N((sx.xreplace(pt) if pt else sx), 30)) + 1
-                if not val.is_number or abs(val) > sympy.Float("1e-20") * scale:
-                    return False
-            except (TypeError, ValueError):
+            a = decimal_value(sx.xreplace(pt) if pt else sx, 30)
+            b = decimal_value(sy.xreplace(pt) if pt else sy, 30)
+            if a is None or b is None or abs(a - b) > Fraction(1, 10 ** 20) * (abs(a) + 1):
                 return False
     return True
 
