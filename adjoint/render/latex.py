@@ -1842,12 +1842,22 @@ class _Variant:
         else:
             shared[common] = v.name
             out.append(common)
-        out.append(self.boundaries())
+        out.append(self._once(shared, "boundaries", self.boundaries(), "Module boundaries"))
         out.append(self.hook_calls())
         out.append(self.effects())
-        out.append(self.gradients())
+        out.append(self._once(shared, "gradients", self.gradients(), "Final gradients"))
         out.append(self.notes())
         return "".join(out)
+
+    def _once(self, shared: dict, key: str, text: str, title: str) -> str:
+        """A section identical to an earlier variant's is replaced by a reference to it."""
+        if not text:
+            return text
+        if (key, text) in shared:
+            return (f"\\subsection{{{title}}}\nExactly as in variant \\texttt{{{esc(shared[(key, text)])}}} "
+                    "above.\n\n")
+        shared[(key, text)] = self.v.name
+        return text
 
     # ---- small helpers -------------------------------------------------------
     def sym(self, vid) -> str:
