@@ -775,11 +775,11 @@ def decimal_value(e, dps: int = 50) -> Fraction | None:
 
     try:
         with mpmath.workdps(dps + 10):
-            v = ev(e)
-            man, exp = v.man_exp
+            sign, man, exp, _ = ev(e)._mpf_
     except (ValueError, TypeError, ZeroDivisionError):
         return None
-    return Fraction(int(man)) * (Fraction(2) ** int(exp)) if man else Fraction(0)
+    value = Fraction(int(man)) * (Fraction(2) ** int(exp)) if man else Fraction(0)
+    return -value if sign else value
 
 
 def _small(e, limit: int) -> bool:
@@ -981,6 +981,10 @@ class DerivationPrinter(LatexPrinter):
 
     # ---- expression trees ---------------------------------------------------
     def prec(self, n: TNode) -> int:
+        if isinstance(n, TT) and self.subst is not None and isinstance(n.a, (TAtom, TLam)):
+            value = self.subst.get(n.a.var) if isinstance(n.a, TAtom) else (self.lam_values or {}).get(n.a.var)
+            if value is not None and value.size == 1:
+                return self.prec(n.a)      # the transpose of a number prints as the number
         if isinstance(n, TAtom) and self.subst is not None:
             v = self.subst.get(n.var)
             if v is not None and v.size == 1:
