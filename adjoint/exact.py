@@ -104,8 +104,22 @@ def _ieee_div_by_zero(sign_x):
     return {1: _S.Infinity, -1: _S.NegativeInfinity}.get(sign_x, _S.NaN)
 
 
+MAX_EXACT_EXPONENT = 4096
+
+
+class ExactLimit(ArithmeticError):
+    """An exact result would be astronomically large (e.g. 0.3 ** 10**8 has 10**8 digits)."""
+
+
+def check_exponent(e) -> None:
+    if type(e) is fmpq and e.q == 1 and abs(int(e.p)) > MAX_EXACT_EXPONENT:
+        raise ExactLimit(f"the exponent {e.p} is too large to compute exactly (at most {MAX_EXACT_EXPONENT} in size)")
+
+
 def s_pow(x, e):
     """x ** e with PyTorch's real semantics (negative base, fractional exponent: nan)."""
+    if type(x) is fmpq and x not in (_Q0, _Q1, -_Q1):
+        check_exponent(e)
     if type(x) is fmpq and type(e) is fmpq and e.q == 1:
         n = int(e.p)
         if n >= 0:

@@ -239,7 +239,7 @@ def _ast_parse(scalar: YScalar, mode: str, what: str) -> ast.AST:
     if mode == "eval":
         text = text.strip()
     try:
-        return ast.parse(text, mode=mode)
+        tree = ast.parse(text, mode=mode)
     except SyntaxError as exc:
         line = exc.lineno or 1
         col = exc.offset or 1
@@ -249,6 +249,17 @@ def _ast_parse(scalar: YScalar, mode: str, what: str) -> ast.AST:
         raise ProblemError(scalar.loc_at(line, col), f"cannot parse {what}: {msg}") from None
     except (RecursionError, MemoryError, ValueError):
         raise ProblemError(scalar.loc, f"{what} is nested too deeply to parse; split it into named lines") from None
+    _refuse_dunders(tree, _Builder(scalar, False, stripped=(mode == "eval")))
+    return tree
+
+
+def _refuse_dunders(tree: ast.AST, b: "_Builder") -> None:
+    """Name the most suspicious thing first: any __dunder__ name or attribute anywhere."""
+    for node in ast.walk(tree):
+        name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+        if name and name.startswith("__"):
+            raise ProblemError(b.loc(node), f"'{name}' is not allowed: dunder names are refused in problem files, "
+                                            "which are data and never run code")
 
 
 def _describe_stmt(stmt: ast.stmt) -> str:
@@ -293,6 +304,23 @@ class _Builder:
             col += self.strip_offset
         return self.scalar.loc_at(line, col)
 
+    def operator_loc(self, node: ast.BinOp, op: str) -> Loc:
+        """Where the operator itself is: after the left operand, skipping blanks and ')'."""
+        left = node.left
+        if left.end_lineno != node.lineno or left.end_lineno != getattr(node.right, "lineno", left.end_lineno):
+            return self.loc(node)
+        line = self.lines[left.end_lineno - 1]
+        if left.end_lineno == 1 and self.strip_offset:
+            line = line.lstrip()
+        raw = line.encode("utf-8")
+        i = left.end_col_offset
+        while i < len(raw) and raw[i:i + len(op)].decode("utf-8", "ignore") != op:
+            i += 1
+        if i >= len(raw):
+            return self.loc(node)
+        col = len(raw[:i].decode("utf-8", "ignore")) + 1 + (self.strip_offset if left.end_lineno == 1 else 0)
+        return self.scalar.loc_at(left.end_lineno, col)
+
     def segment(self, node: ast.AST) -> str:
         line = self.lines[node.lineno - 1]
         if node.lineno == 1 and self.strip_offset:
@@ -317,7 +345,7 @@ class _Builder:
                 sym = {ast.FloorDiv: "//", ast.Mod: "%", ast.LShift: "<<", ast.RShift: ">>", ast.BitOr: "|",
                        ast.BitAnd: "&", ast.BitXor: "^"}.get(type(node.op), type(node.op).__name__)
                 raise ProblemError(loc, f"operator '{sym}' is not allowed; use + - * / ** @")
-            return Bin(loc, op, self.build(node.left), self.build(node.right))
+            return Bin(self.operator_loc(node, op), op, self.build(node.left), self.build(node.right))
         if isinstance(node, ast.UnaryOp):
             if isinstance(node.op, ast.USub):
                 inner = self.build(node.operand)
@@ -360,6 +388,8 @@ class _Builder:
 
     def call(self, node: ast.Call, loc: Loc) -> Expr:
         if not isinstance(node.func, ast.Name):
+            if isinstance(node.func, (ast.Lambda, ast.Call, ast.Subscript)):
+                self.build(node.func)  # refuses the lambda (or whatever it is) by name
             if isinstance(node.func, ast.Attribute):
                 raise ProblemError(self.loc(node.func), "attribute access is not allowed; call a whitelisted function "
                                                         f"({', '.join(FUNCTIONS)}) or a child module by its name")
@@ -368,5 +398,6 @@ class _Builder:
             raise ProblemError(loc, f"'{node.func.id}' is not allowed: dunder names are refused in problem files")
         if node.keywords:
             raise ProblemError(self.loc(node.keywords[0].value) if node.keywords[0].value else loc,
-                               f"keyword arguments are not allowed in a call of '{node.func.id}'")
+                               f"keyword arguments are not allowed in a call of '{node.func.id}'; "
+                               f"{node.func.id}(x) takes one tensor (sum and mean reduce every element)")
         return Call(loc, node.func.id, tuple(self.build(a) for a in node.args))

@@ -51,7 +51,10 @@ def evaluate(graph: Graph, symbols: dict | None = None) -> Forward:
             outs = [evaluate_program(spec.module, dict(zip(spec.slots, ins)))[0]]
         else:
             rule = RULES[eqn.prim]
-            outs = [rule.forward(ins, eqn.params)]
+            try:
+                outs = [rule.forward(ins, eqn.params)]
+            except E.ExactLimit as exc:
+                raise ProblemError(eqn.loc, f"{exc}; use a smaller power") from None
             _refuse_nonfinite(eqn, ins, outs[0])
             if rule.kink is not None:
                 note = rule.kink(ins, eqn.params)

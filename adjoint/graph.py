@@ -341,7 +341,8 @@ class _Tracer:
         if bw.grad_output is not None:
             if bw.grad_output.shape != var.shape:
                 raise ProblemError(bw.grad_output.loc, f"backward.grad_output has shape {list(bw.grad_output.shape)} "
-                                                       f"but the tensor backward starts from has shape {list(var.shape)}")
+                                                       f"but the tensor backward starts from has shape {list(var.shape)}; "
+                                                       f"give a literal of shape {list(var.shape)}")
         elif _numel(var.shape) != 1:
             raise ProblemError(where, f"backward starts from a tensor of shape {list(var.shape)}: PyTorch raises 'grad "
                                       "can be implicitly created only for scalar outputs'; add a loss or give "
@@ -353,7 +354,7 @@ class _Tracer:
         for name, loc in bw.inputs:
             if name not in g.names:
                 raise ProblemError(loc, f"backward input '{name}' is not a tensor of this problem"
-                                        f"{_suggest(name, g.names)}")
+                                        f"{_suggest(name, g.names)}; tensors: {', '.join(g.names)}")
             vid = g.names[name]
             if not g.vars[vid].requires_grad:
                 raise ProblemError(loc, f"backward input '{name}' does not require grad: PyTorch raises 'One of the "
@@ -457,7 +458,10 @@ class _Tracer:
         scope = _ModuleScope(self, mod, call, dict(zip(mod.inputs, args)))
         low = Lowerer(self.b, scope)
         for a in mod.forward.assigns:
-            scope.assign(a.name, low.eval(a.value), a.loc)
+            scope.assigning = a.name
+            value = low.eval(a.value)
+            scope.assigning = None
+            scope.assign(a.name, value, a.loc)
         result = low.eval(mod.forward.result)
         if isinstance(result, Exact) or not self.b.is_tensor(result):
             raise ProblemError(mod.forward.result.loc, f"the forward of '{mod.label}' must return one tensor "
@@ -518,6 +522,7 @@ class _ModuleScope:
         self.record = call
         self.args = args
         self.local: dict[str, int] = {}
+        self.assigning: str | None = None
 
     def tensor_name(self, name: str) -> str:
         return f"{self.record.callid}.{name}" if self.mod.path else name
@@ -550,8 +555,13 @@ class _ModuleScope:
             raise ProblemError(loc, f"'{name}' is a module; call it, as in {name}(x)")
         if name in self.t.globals:
             return self.t.globals[name]
-        options = list(self.local) + list(self.args) + [p.name.rsplit(".", 1)[-1] for p in self.mod.params] + \
-            list(self.t.globals)
+        if name == self.assigning:
+            raise ProblemError(loc, f"'{name}' is used in its own definition; a forward line may only use names "
+                                    "defined before it")
+        if self.mod.forward is not None and name in [a.name for a in self.mod.forward.assigns]:
+            raise ProblemError(loc, f"'{name}' is used before the line that assigns it; move that line up")
+        options = list(dict.fromkeys(list(self.local) + list(self.args) +
+                                     [p.name.rsplit(".", 1)[-1] for p in self.mod.params] + list(self.t.globals)))
         raise ProblemError(loc, f"unknown name '{name}' in the forward of '{self.mod.label}'{_suggest(name, options)}; "
                                 f"known here: {', '.join(options) or 'nothing'}")
 

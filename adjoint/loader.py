@@ -110,7 +110,13 @@ def parse_yaml_text(text: str, name: str) -> YNode:
         mark = exc.problem_mark or exc.context_mark
         where = Loc(name, mark.line + 1, mark.column + 1) if mark else Loc(name, 1, 1)
         what = exc.problem or exc.context or "malformed YAML"
-        raise ProblemError(where, f"YAML syntax error: {what}; check indentation, colons and brackets") from None
+        started = ""
+        if exc.context and exc.context_mark is not None and exc.problem_mark is not None \
+                and exc.context_mark.line != exc.problem_mark.line:
+            started = f" ({exc.context} that starts at line {exc.context_mark.line + 1}, " \
+                      f"column {exc.context_mark.column + 1})"
+        raise ProblemError(where, f"YAML syntax error: {what}{started}; check indentation, colons and "
+                                  "brackets") from None
     except yaml.YAMLError as exc:
         raise ProblemError(Loc(name, 1, 1), f"YAML error: {exc}") from None
     except RecursionError:
@@ -159,11 +165,15 @@ class _Converter:
         self.name = name
         self.lines = lines
         self.count = 0
+        self.path: set[int] = set()  # collections being converted: a repeat is a recursive alias
 
     def loc(self, node: yaml.Node) -> Loc:
         return Loc(self.name, node.start_mark.line + 1, node.start_mark.column + 1)
 
     def convert(self, node: yaml.Node, depth: int) -> YNode:
+        if id(node) in self.path:
+            raise ProblemError(self.loc(node), "a YAML alias refers to a node that contains it (a recursive "
+                                               "alias); write the value out")
         self.count += 1
         if self.count > MAX_NODES:
             raise ProblemError(self.loc(node),
@@ -178,6 +188,13 @@ class _Converter:
                                "(numbers, strings, lists, mappings)")
         if isinstance(node, yaml.ScalarNode):
             return self.scalar(node)
+        self.path.add(id(node))
+        try:
+            return self.collection(node, depth)
+        finally:
+            self.path.discard(id(node))
+
+    def collection(self, node: yaml.Node, depth: int) -> YNode:
         if isinstance(node, yaml.SequenceNode):
             return YSeq(self.loc(node), tuple(self.convert(item, depth + 1) for item in node.value))
         assert isinstance(node, yaml.MappingNode)

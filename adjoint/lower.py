@@ -14,7 +14,7 @@ from typing import Protocol
 
 from . import expr as X
 from .errors import Loc, ProblemError
-from .exact import Exact, q
+from .exact import MAX_EXACT_EXPONENT, Exact, ExactLimit, q
 from .ops import RULES, UNARY_FUNCTIONS
 
 
@@ -90,7 +90,10 @@ class ValueBackend:
 
     def apply(self, prim, ins, params, loc):
         result_shape(prim, [x.shape for x in ins], params, loc)
-        return RULES[prim].forward(list(ins), params)
+        try:
+            return RULES[prim].forward(list(ins), params)
+        except ExactLimit as exc:
+            raise ProblemError(loc, f"{exc}; use a smaller power") from None
 
     def constant(self, value):
         return Exact.scalar(q(value))
@@ -123,7 +126,8 @@ def run_hook_body(hook, env: dict, backend):
 
     ``does`` only rebinds local names, as in Python: it changes nothing unless returned."""
     env = dict(env)
-    low = Lowerer(backend, EnvScope(env, f"the {hook.kind} hook '{hook.label}'"))
+    kind = "tensor hook" if hook.kind == "hook" else f"{hook.kind} hook"
+    low = Lowerer(backend, EnvScope(env, f"the {kind} '{hook.label}'"))
     for a in hook.does:
         env[a.name] = low.eval(a.value)
     if hook.returns is None:
@@ -253,6 +257,9 @@ class Lowerer:
                 raise ProblemError(loc, "division by zero between two numbers: Python raises ZeroDivisionError")
             return a / b
         if op == "**":
+            if b.denominator == 1 and abs(b) > MAX_EXACT_EXPONENT and abs(a) not in (0, 1):
+                raise ProblemError(loc, f"the exponent {b} is too large to compute exactly (at most "
+                                        f"{MAX_EXACT_EXPONENT} in size); use a smaller power")
             if b.denominator == 1 and not (a == 0 and b < 0):
                 return a ** int(b)
             raise ProblemError(loc, f"the number {a} ** {b} is not an exact rational; write the value as a tensor "

@@ -202,8 +202,18 @@ def _mapping(node: YNode, what: str, required: tuple[str, ...], optional: tuple[
                                         f" (allowed: {', '.join(allowed)})")
     for key in required:
         if node.get(key) is None:
-            raise ProblemError(node.loc, f"{what} is missing the required key '{key}'")
+            hint = _REQUIRED_HINTS.get(key, "")
+            raise ProblemError(node.loc, f"{what} is missing the required key '{key}'{hint}")
     return node
+
+
+_REQUIRED_HINTS = {
+    "name": "; add name: my-problem (lower case, digits, _ and -)",
+    "inputs": "; add inputs: {x: {value: [0.3], requires_grad: true}}",
+    "model": "; add model: {type: Linear, params: {weight: [[...]], bias: [...]}} or a custom forward",
+    "value": "; write {value: [...]} with the tensor literal",
+    "backward": "; write backward: {SLOT: \"gradient expression\"}",
+}
 
 
 def _string(node: YNode, what: str) -> str:
@@ -297,7 +307,8 @@ def _literal_shape(node: YNode, what: str, out: list[Element], depth: int) -> tu
     if node.kind in ("int", "float") or (node.kind == "str" and _exact(node.text) is not None):
         value = _exact(node.text)
         if value is None:
-            raise ProblemError(node.loc, f"{what}: '{node.text}' is not a finite number")
+            raise ProblemError(node.loc, f"{what}: '{node.text}' is not a finite number; tensors here hold finite "
+                                         "numbers, fractions like \"1/4\" or symbol names")
         out.append(value)
         return ()
     if node.kind == "str" and _IDENT_RE.match(node.text.strip()):
@@ -564,12 +575,12 @@ def _backward(node: YNode | None, base: Backward | None) -> Backward:
 
 # ----------------------------------------------------------------------------- top level
 
-_TOP_KEYS = ("name", "description", "inputs", "model", "targets", "loss", "hooks", "variants", "backward",
+_TOP_KEYS = ("name", "inputs", "model", "description", "targets", "loss", "hooks", "variants", "backward",
              "symbols", "dtype")
 
 
 def build_problem(tree: YNode, path: str) -> Problem:
-    top = _mapping(tree, "the problem file", ("name", "inputs", "model"), _TOP_KEYS[3:] + ("description",))
+    top = _mapping(tree, "the problem file", ("name", "inputs", "model"), _TOP_KEYS[3:])
     name = _string(top.get("name"), "name")
     if not _NAME_RE.match(name):
         raise ProblemError(top.get("name").loc, f"name '{name}' must match [a-z0-9_-]+ (lower case, digits, _ and -)")
@@ -625,7 +636,8 @@ def _variant(key: YScalar, node: YNode, inputs, hooks, backward) -> Variant:
                     break
             else:
                 raise ProblemError(decl.loc, f"{what} sets input '{decl.name}', which the problem does not declare"
-                                             f"{_suggest(decl.name, [d.name for d in inputs])}")
+                                             f"{_suggest(decl.name, [d.name for d in inputs])}; a variant can only "
+                                             f"change declared inputs ({', '.join(d.name for d in inputs)})")
     vhooks = _hooks(v.get("hooks"), f"the hooks of {what}") if v.get("hooks") is not None else hooks
     vback = _backward(v.get("backward"), backward) if v.get("backward") is not None else backward
     return Variant(key.text, tuple(vin), vhooks, vback, key.loc)

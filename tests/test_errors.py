@@ -1,0 +1,147 @@
+"""Bad input: one line `FILE:LINE:COL: what is wrong; what would be right`, exit 2, no
+traceback, nothing written -- for solve, latex and verify.
+
+tests/errors/*.yaml holds one file per failure mode; its last line `# expect: L:C: message`
+is the exact expected message (locations counted by hand; messages reviewed). A line
+`# commands: ...` restricts the commands a file is run with."""
+
+import glob
+import os
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from adjoint.cli import main
+
+CORPUS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "errors", "*.yaml")))
+
+
+def expectation(path):
+    expect, commands = None, ["solve", "latex", "verify"]
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if line.startswith("# expect: "):
+                expect = line[len("# expect: "):].rstrip("\n")
+            elif line.startswith("# commands: "):
+                commands = line[len("# commands: "):].split()
+    return expect, commands
+
+
+def run(args):
+    result = CliRunner().invoke(main, args)
+    return result.exit_code, result.stdout, result.stderr, result.exception
+
+
+def check_one_line(code, out, err, exc, path, expect):
+    assert code == 2, (code, err, exc)
+    assert out == ""
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    if expect is not None:
+        assert lines[0] == f"{path}:{expect}"
+
+
+def test_corpus_is_big_enough():
+    assert len(CORPUS) >= 60
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=os.path.basename)
+def test_malformed_file(path, tmp_path):
+    expect, commands = expectation(path)
+    rel = os.path.relpath(path)
+    for command in commands:
+        args = [command, rel]
+        target = tmp_path / "out.tex"
+        if command == "latex":
+            args += ["-o", str(target)]
+        code, out, err, exc = run(args)
+        check_one_line(code, out, err, exc, rel, expect)
+        assert not target.exists()
+        assert list(tmp_path.iterdir()) == []
+
+
+def test_failed_latex_run_does_not_clobber_existing_output(tmp_path):
+    target = tmp_path / "keep.tex"
+    target.write_text("precious")
+    bad = os.path.relpath(os.path.join(os.path.dirname(__file__), "errors", "expr-division-by-zero.yaml"))
+    code, out, err, exc = run(["latex", bad, "-o", str(target)])
+    assert code == 2 and target.read_text() == "precious"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.tex"]
+
+
+def test_unknown_variant_on_the_command_line():
+    code, out, err, exc = run(["solve", "problems/slinear.yaml", "--variant", "nope"])
+    assert code == 2 and out == ""
+    assert err.strip() == "problems/slinear.yaml: no variant named 'nope'; the file has: full, rescaled, legacy"
+
+
+def test_missing_file():
+    code, out, err, exc = run(["solve", "no/such.yaml"])
+    assert code == 2 and err.strip() == "no/such.yaml: no such file or directory"
+
+
+def test_unbound_symbols_with_numeric():
+    code, out, err, exc = run(["solve", "--numeric", os.path.relpath(os.path.join(
+        os.path.dirname(__file__), "errors", "unbound-symbol-verify.yaml"))])
+    assert code == 2 and len(err.splitlines()) == 1 and "w0" in err and "symbols:" in err
+
+
+# ----------------------------------------------------------------------------- huge inputs
+
+BASE = "name: big\ninputs:\n  x: {value: [1], requires_grad: true}\nmodel: {forward: \"%s\"}\n"
+
+
+def _timed(args):
+    start = time.perf_counter()
+    result = run(args)
+    return result, time.perf_counter() - start
+
+
+def test_million_element_literal_is_refused_quickly(tmp_path):
+    path = tmp_path / "million.yaml"
+    path.write_text("name: big\ninputs:\n  x: [" + ", ".join(["1"] * 1_000_000) + "]\nmodel: {type: ReLU}\n")
+    (code, out, err, exc), seconds = _timed(["solve", str(path)])
+    check_one_line(code, out, err, exc, str(path), None)
+    assert "larger than" in err and seconds < 5
+
+
+def test_million_character_expression_is_refused_quickly(tmp_path):
+    path = tmp_path / "long.yaml"
+    path.write_text(BASE % " + ".join(["x"] * 250_000))
+    (code, out, err, exc), seconds = _timed(["solve", str(path)])
+    check_one_line(code, out, err, exc, str(path), None)
+    assert seconds < 5
+
+
+def test_long_but_legal_sized_expression(tmp_path):
+    path = tmp_path / "long.yaml"
+    path.write_text(BASE % " + ".join(["x"] * 5_000))  # 20,000 characters: over the expression limit
+    (code, out, err, exc), seconds = _timed(["solve", str(path)])
+    check_one_line(code, out, err, exc, str(path), None)
+    assert "limited to 10000" in err and seconds < 5
+
+
+def test_ten_thousand_deep_nesting(tmp_path):
+    path = tmp_path / "deep.yaml"
+    path.write_text("name: big\ninputs:\n  x: " + "[" * 10_000 + "1" + "]" * 10_000 + "\nmodel: {type: ReLU}\n")
+    (code, out, err, exc), seconds = _timed(["solve", str(path)])
+    check_one_line(code, out, err, exc, str(path), None)
+    assert seconds < 5
+
+
+def test_deeply_nested_parentheses_in_an_expression(tmp_path):
+    path = tmp_path / "parens.yaml"
+    path.write_text(BASE % ("(" * 3000 + "x" + ")" * 3000))
+    (code, out, err, exc), seconds = _timed(["solve", str(path)])
+    check_one_line(code, out, err, exc, str(path), None)
+    assert seconds < 5
+
+
+def test_huge_exponent_is_refused(tmp_path):
+    path = tmp_path / "pow.yaml"
+    path.write_text(BASE % "x * (0.3 ** 100000000)")
+    (code, out, err, exc), seconds = _timed(["solve", str(path)])
+    check_one_line(code, out, err, exc, str(path), None)
+    assert seconds < 5
