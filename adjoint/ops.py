@@ -236,10 +236,12 @@ def relu_forward(ins, p):
 
 def relu_vjp(g, ins, out, p, need):
     # threshold_backward(grad, result, 0): grad where result > 0, else 0 (so relu'(0) = 0)
+    # a select, not a product: where x <= 0 the result is 0 even if g is inf or nan
     x = ins[0]
     if x.is_symbolic():
         return [E.mul(g, x.map(lambda e: sympy.Heaviside(E.s_sym(e), 0)))]
-    return [E.mul(g, E.mask(x, lambda s: s == 1))]
+    keep = E.mask(x, lambda s: s == 1)
+    return [E.where(keep, g.broadcast_to(x.shape), Exact.zeros(x.shape))]
 
 
 def relu_kink(ins, p):

@@ -332,9 +332,13 @@ class Engine:
         if g is None:
             return [None] * len(node.edges)
         need = [edge is not None and (not self.exec_info or self.should_execute(edge[0])) for edge in node.edges]
+        if not any(need):
+            return [None] * len(node.edges)
         ins = [self.f.of(i) for i in eqn.ins]
         out = self.f.values[eqn.outs[0]]
-        return RULES[eqn.prim].vjp(g, ins, out, eqn.params, need)
+        grads = RULES[eqn.prim].vjp(g, ins, out, eqn.params, need)
+        # autograd-generated nodes compute only the slots task_should_compute_output allows
+        return [x if n else None for x, n in zip(grads, need)]
 
     def validate_outputs(self, node: _NodeInfo, outputs: list) -> list:
         outputs = list(outputs)
