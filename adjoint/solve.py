@@ -22,8 +22,10 @@ def solve_problem(problem: Problem, variant: str | None = None, numeric: bool = 
     if numeric:
         missing = [s for s in problem.free_symbols() if s not in problem.symbols]
         if missing:
-            raise ProblemError(problem.loc, f"--numeric needs values for the free symbols {', '.join(missing)}; "
-                                            "add them under symbols:")
+            where = next(d.value.loc for d in problem.all_tensors() if missing[0] in d.value.symbols)
+            raise ProblemError(where, f"free symbol '{missing[0]}' has no value, and numbers are needed here "
+                                      f"(verify, solve --numeric); add symbols: {{{missing[0]}: 0.5}} or another "
+                                      "number")
         symbols = problem.symbols
     chosen = [problem.variant(variant)] if variant else list(problem.variants)
     return Prediction(problem, [solve_variant(problem, v, symbols) for v in chosen], numeric)
