@@ -115,6 +115,9 @@ class _Diff:
                     why = ""
                     if _special(a) and not _special(b) and self.dtype in FLOAT_MAX and abs(b) > FLOAT_MAX[self.dtype]:
                         why = f" (beyond {self.dtype}'s range, {FLOAT_MAX[self.dtype]:.4g}: PyTorch overflows)"
+                    elif _special(a) and not _special(b):
+                        why = (" (PyTorch's value is not finite: look for an overflow upstream, e.g. a loss or value "
+                               "predicted as inf because its exact value is beyond the dtype's range)")
                     self.fail(f"{where}{_index(idx, shape)}: predicted {_num(b)}, observed {_num(a)}{why}")
                 continue
             d = abs(a - b)

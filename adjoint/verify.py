@@ -43,7 +43,8 @@ class VariantResult:
         rtol, atol = tolerance(self.dtype)
         return {"problem": self.problem, "file": self.file, "variant": self.variant, "dtype": self.dtype,
                 "rtol": rtol, "atol": atol, "ok": self.ok, "seconds": round(self.seconds, 4),
-                "mismatches": sum(not r.ok for r in self.rows), "rows": [r.to_json() for r in self.rows]}
+                "mismatches": sum(not r.ok for r in self.rows), "rows": [r.to_json() for r in self.rows],
+                "observed": self.observed}
 
 
 def predict(problem: Problem, variant: str | None):
@@ -71,7 +72,7 @@ def run(files: list[str], dtype: str | None, as_json: bool, fd: bool, variant: s
     progress = _progress(len(jobs), as_json)
     for path, problem, vp in jobs:
         results.append(verify_variant(path, problem, vp, dtype or problem.dtype, fd))
-        progress.update(1)
+        progress.update(1, f"{problem.name}::{vp.name}")
     progress.finish()
     elapsed = time.perf_counter() - start
 
@@ -202,7 +203,7 @@ def _summary(results: list[VariantResult], n_files: int, elapsed: float) -> dict
 
 
 class _NoProgress:
-    def update(self, n: int) -> None:
+    def update(self, n: int, item: str) -> None:
         pass
 
     def finish(self) -> None:
@@ -213,11 +214,12 @@ class _Progress:
     def __init__(self, total: int):
         import click
 
-        self.bar = click.progressbar(length=total, label="verifying", file=sys.stderr, show_pos=True)
+        self.bar = click.progressbar(length=total, label="verifying", file=sys.stderr, show_pos=True,
+                                     item_show_func=lambda item: item)
         self.bar.__enter__()
 
-    def update(self, n: int) -> None:
-        self.bar.update(n)
+    def update(self, n: int, item: str) -> None:
+        self.bar.update(n, item)
 
     def finish(self) -> None:
         self.bar.__exit__(None, None, None)

@@ -174,3 +174,19 @@ def test_removed_and_late_hooks():
     pre = next(c for c in obs["hook_calls"] if c["label"] == "f pre doubles x")
     assert val(pre["returned"][0]) == pytest.approx([1.0, -3.0, 4.0])
     assert not any(math.isnan(v) for v in val(obs["grads"]["x"]))
+
+
+def test_torch_hands_none_when_a_running_node_input_is_not_needed():
+    # backward(inputs=[model]) runs model's grad_fn (CosBackward0) but x is not needed
+    problem = adjoint.load("tests/data/engine_unary_need.yaml")
+    obs = run_variant(problem, problem.variants[0], "float64")
+    (call,) = obs["hook_calls"]
+    assert call["args"]["grad_inputs"] == [None]
+    assert val(call["args"]["grad_outputs"][0]) == pytest.approx([2 * math.cos(0.5)])
+    assert obs["grads"]["x"] is None
+
+
+def test_torch_relu_backward_masks_infinite_gradients():
+    problem = adjoint.load("tests/data/engine_relu_mask.yaml")
+    obs = run_variant(problem, problem.variants[0], "float64")
+    assert val(obs["grads"]["x"]) == [0.0, 0.0, 0.25]

@@ -187,3 +187,11 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path):
     assert out.stdout == ""
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"{bad}:3:") and "Linear" in lines[0]
+
+
+@pytest.mark.parametrize("path", ["tests/data/engine_unary_need.yaml", "tests/data/engine_relu_mask.yaml"])
+def test_former_engine_disagreements(path):
+    # verify flagged these before the engine fix in c23946e (single-input VJPs ignored `need`; relu's VJP
+    # multiplied where torch selects); they must keep passing
+    code, text = run_quiet([path], dtype="float64")
+    assert code == 0, text
