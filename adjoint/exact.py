@@ -41,6 +41,17 @@ def q(value) -> fmpq:
     raise TypeError(f"not an exact rational: {value!r}")
 
 
+def _element(e):
+    t = type(e)
+    if t is fmpq:
+        return e
+    if t is Fraction:
+        return fmpq(e.numerator, e.denominator)
+    if t is int:
+        return fmpq(e)
+    return s_norm(e)
+
+
 def s_sym(x):
     """Element as a SymPy object."""
     if type(x) is fmpq:
@@ -163,7 +174,7 @@ def s_log(x):
 def s_float(x) -> float | None:
     """Decimal value; None when the element depends on free symbols."""
     if type(x) is fmpq:
-        return int(x.p) / int(x.q)
+        return float(x)
     if x is _S.NaN:
         return float("nan")
     if x is _S.Infinity:
@@ -181,7 +192,7 @@ def s_float(x) -> float | None:
 
 def s_str(x) -> str:
     if type(x) is fmpq:
-        return str(x.p) if x.q == 1 else f"{x.p}/{x.q}"
+        return str(x)
     if x is _S.Infinity:
         return "inf"
     if x is _S.NegativeInfinity:
@@ -210,7 +221,7 @@ class Exact:
     @staticmethod
     def of(elements, shape) -> "Exact":
         """From a flat sequence of elements (fmpq, Fraction, int or SymPy) and a shape."""
-        flat = [s_norm(q(e)) if isinstance(e, (int, Fraction)) else s_norm(e) for e in elements]
+        flat = [_element(e) for e in elements]
         a = np.empty(len(flat), dtype=object)
         a[:] = flat
         return Exact(a.reshape(shape))
@@ -258,12 +269,16 @@ class Exact:
 
     def floats(self):
         """Nested list of floats, or None when any element is symbolic."""
+        if self.rational:
+            return _FLOAT(self.a).astype(float).tolist() if self.ndim else float(self.item())
         vals = [s_float(e) for e in self.a.flat]
         if any(v is None for v in vals):
             return None
         return _nest(vals, self.shape)
 
     def strings(self):
+        if self.rational:  # fmpq prints as "p/q" or "p"
+            return _STR(self.a).tolist() if self.ndim else str(self.item())
         return _nest([s_str(e) for e in self.a.flat], self.shape)
 
     def equals(self, other: "Exact") -> bool:
@@ -316,6 +331,10 @@ class Exact:
         if self.rational:
             return self
         return self.map(lambda e: s_sym(e).xreplace(mapping))
+
+
+_FLOAT = np.frompyfunc(float, 1, 1)
+_STR = np.frompyfunc(str, 1, 1)
 
 
 def _nest(vals: list, shape: tuple[int, ...]):
