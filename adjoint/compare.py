@@ -28,8 +28,13 @@ float64 carries ~1.1e-16, so 1e-10 is loose for these small graphs yet far below
 modelling mistake. The tensor-wide scale is what backward error analysis bounds: a tiny
 element computed by cancellation (sigmoid'(13) = s(1 - s) in float32) is off by a rounding
 of its *neighbours'* size, and a purely element-wise rule would flag float32 itself rather
-than the prediction. Each row still reports the largest element-wise relative difference. ``inf`` equals ``inf`` of the same sign and ``nan`` equals ``nan``; a
-None (no tensor) never equals a tensor, zeros included.
+than the prediction. Each row still reports the largest element-wise relative difference.
+A float32 problem whose answer is ill-conditioned beyond that (a value that only exists by
+cancellation of much larger ones) belongs in float64 (``dtype: float64`` or ``--dtype``).
+
+``inf`` equals ``inf`` of the same sign and ``nan`` equals ``nan``; a None (no tensor)
+never equals a tensor, zeros included. A mismatch where PyTorch overflowed (the exact value
+is beyond the dtype's range) says so.
 """
 
 from __future__ import annotations
@@ -60,7 +65,8 @@ class Row:
 class _Diff:
     """Accumulates the distance between two JSON values and the first mismatch found."""
 
-    def __init__(self, rtol: float, atol: float, dtype: str | None = None):
+    def __init__(self, rtol: float, atol: float, dtype: str | None = None, other: str = "observed"):
+        self.other = other          # what the prediction is compared with, in messages
         self.rtol = rtol
         self.atol = atol
         self.dtype = dtype
@@ -81,29 +87,29 @@ class _Diff:
             if p is None and o is None:
                 return
             if p is None:
-                self.fail(f"{where}: predicted None, observed {_describe(o)}")
+                self.fail(f"{where}: predicted None, {self.other} {_describe(o)}")
             else:
-                self.fail(f"{where}: predicted {_describe(p)}, observed None")
+                self.fail(f"{where}: predicted {_describe(p)}, {self.other} None")
             return
         if isinstance(p, list) or isinstance(o, list):
             if not (isinstance(p, list) and isinstance(o, list)):
-                self.fail(f"{where}: predicted {_describe(p)}, observed {_describe(o)}")
+                self.fail(f"{where}: predicted {_describe(p)}, {self.other} {_describe(o)}")
                 return
             if len(p) != len(o):
-                self.fail(f"{where}: predicted a tuple of {len(p)}, observed a tuple of {len(o)}")
+                self.fail(f"{where}: predicted a tuple of {len(p)}, {self.other} a tuple of {len(o)}")
                 return
             for i, (pi, oi) in enumerate(zip(p, o)):
                 self.value(f"{where}[{i}]", pi, oi)
             return
         if list(p.get("shape") or []) != list(o.get("shape") or []) or p.get("shape") is None or o.get("shape") is None:
-            self.fail(f"{where}: predicted shape {p.get('shape')}, observed shape {o.get('shape')}")
+            self.fail(f"{where}: predicted shape {p.get('shape')}, {self.other} shape {o.get('shape')}")
             return
         pv, ov = p.get("value"), o.get("value")
         if pv is None:
             self.fail(f"{where}: the prediction is symbolic here (no number to compare); bind the symbols")
             return
         if ov is None:
-            self.fail(f"{where}: observed no number ({o.get('note', 'missing value')})")
+            self.fail(f"{where}: {self.other} no number ({o.get('note', 'missing value')})")
             return
         pf, of = _flat(pv), _flat(ov)
         shape = list(p["shape"])
@@ -118,7 +124,7 @@ class _Diff:
                     elif _special(a) and not _special(b):
                         why = (" (PyTorch's value is not finite: look for an overflow upstream, e.g. a loss or value "
                                "predicted as inf because its exact value is beyond the dtype's range)")
-                    self.fail(f"{where}{_index(idx, shape)}: predicted {_num(b)}, observed {_num(a)}{why}")
+                    self.fail(f"{where}{_index(idx, shape)}: predicted {_num(b)}, {self.other} {_num(a)}{why}")
                 continue
             d = abs(a - b)
             self.max_abs = d if self.max_abs is None else max(self.max_abs, d)
@@ -126,7 +132,7 @@ class _Diff:
                 r = d / abs(b)
                 self.max_rel = r if self.max_rel is None else max(self.max_rel, r)
             if d > tol:
-                self.fail(f"{where}{_index(idx, shape)}: predicted {_num(b)}, observed {_num(a)} "
+                self.fail(f"{where}{_index(idx, shape)}: predicted {_num(b)}, {self.other} {_num(a)} "
                           f"(|diff| {d:.3g} > {self.atol:g} + {self.rtol:g}*{scale:.3g}, the largest |predicted| "
                           "in this tensor)")
 
@@ -290,7 +296,8 @@ def compare(predicted: dict, observed: dict, dtype: str, values: bool = True) ->
     if predicted.get("loss") is not None or observed.get("loss") is not None:
         rows.append(_row("loss", "loss", diff))
     rows += _compare_calls(predicted.get("hook_calls") or [], observed.get("hook_calls") or [], rtol, atol, dtype)
-    rows += _compare_table("grads", "grad", predicted.get("grads") or {}, observed.get("grads") or {}, rtol, atol, dtype)
+    rows += _compare_table("grads", "grad", predicted.get("grads") or {}, observed.get("grads") or {},
+                           rtol, atol, dtype)
     if "returned" in predicted or "returned" in observed:
         rows += _compare_table("returned", "returned", predicted.get("returned") or {},
                                observed.get("returned") or {}, rtol, atol, dtype)
@@ -319,7 +326,7 @@ def compare_fd(predicted: dict, fd: dict) -> list[Row]:
         p = source.get(name)
         if p is None:  # no gradient reaches it: the function does not depend on it
             p = {"shape": value["shape"], "value": _zeros_like(value["value"])}
-        diff = _Diff(rtol, atol, "float64")
+        diff = _Diff(rtol, atol, "float64", other="finite differences")
         diff.value(name, p, value)
         rows.append(_row("fd", f"fd {name}", diff))
     return rows

@@ -98,10 +98,13 @@ def verify_variant(path: str, problem: Problem, vp, dtype: str, fd: bool) -> Var
         checked = finite_differences(problem, decl, names) if names else {}
         checked.update(skipped)
         fd_rows = compare_fd(predicted, checked)
-        if vp.notes:
-            for r in fd_rows:
-                if not r.ok:
-                    r.detail += " (the prediction notes: " + "; ".join(vp.notes) + ")"
+        kinks = [note for _, note in getattr(vp.forward, "notes", [])]
+        for r in fd_rows:
+            if not r.ok and kinks:
+                # no derivative exists at a kink: PyTorch's convention is checked above, FD cannot decide
+                r.ok, r.skipped = True, True
+                r.detail = ("inconclusive: the forward passes a kink, where finite differences see a one-sided or "
+                            f"averaged slope ({r.detail}; PyTorch's convention: {'; '.join(kinks)})")
         rows += fd_rows
     return VariantResult(problem.name, path, vp.name, dtype, rows, time.perf_counter() - t0, observed)
 
@@ -111,9 +114,10 @@ def fd_targets(problem: Problem, decl, vp) -> tuple[list[str], dict[str, str]]:
 
     FD measures the true derivative of the (hooked) forward; a backward hook that returns a
     replacement, or a custom Function whose declared backward is not its true VJP, makes
-    ``.grad`` differ from it on purpose."""
-    changing = [h for h in decl.hooks if h.returns is not None and not (h.on == "module" and h.kind in
-                                                                          ("forward", "forward_pre"))]
+    ``.grad`` differ from it on purpose. An FD disagreement where the forward passes a kink
+    (relu, abs, sqrt, norm at 0, ``x ** 0``; the prediction notes them) is reported as
+    inconclusive rather than as a mismatch: the derivative does not exist there."""
+    changing = [h for h in decl.hooks if h.returns is not None and _fires_in_backward(h)]
     bw = decl.backward
     if bw.method == "grad" or bw.inputs:
         wanted = [n for n, _ in bw.inputs]
@@ -140,6 +144,15 @@ def fd_targets(problem: Problem, decl, vp) -> tuple[list[str], dict[str, str]]:
     return names, skipped
 
 
+def _fires_in_backward(h) -> bool:
+    """Can this hook change a gradient? Forward-phase hooks cannot; a module hook registered after
+    the forward never fires; a tensor or node hook removed before backward never fires (a module
+    backward hook removed then still does: the forward captured it)."""
+    if h.on == "module":
+        return h.kind not in ("forward", "forward_pre") and h.when != "after_forward"
+    return h.remove != "before_backward"
+
+
 # ----------------------------------------------------------------------------- reporting
 
 def _fmt(x: float | None) -> str:
@@ -148,7 +161,7 @@ def _fmt(x: float | None) -> str:
 
 def render_result(r: VariantResult) -> str:
     rtol, atol = tolerance(r.dtype)
-    head = (f"== {r.problem} :: {r.variant}  [{r.dtype}, |diff| <= {atol:g} + {rtol:g}*|predicted|]  "
+    head = (f"== {r.problem} :: {r.variant}  [{r.dtype}, |diff| <= {atol:g} + {rtol:g}*max|predicted| per tensor]  "
             f"{'PASS' if r.ok else 'FAIL'}  ({r.file}, {r.seconds:.2f}s)")
     width = max([len(_item(row)) for row in r.rows] + [len("what")])
     lines = [head, f"   {'what':<{width}}  {'max |diff|':>10}  {'max rel':>9}  result"]

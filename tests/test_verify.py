@@ -50,6 +50,16 @@ def test_fd_agrees_on_slinear():
     assert skipped and all(row["skipped"] for row in skipped)
 
 
+def test_fd_at_a_kink_is_inconclusive_not_a_mismatch(tmp_path):
+    path = tmp_path / "kink.yaml"
+    path.write_text("name: kink\ninputs:\n  x: {value: [0, 1], requires_grad: true}\n"
+                    "model: {forward: \"relu(x) * 2\"}\nloss: \"sum(y)\"\n")
+    code, text = run_quiet([str(path)], fd=True)
+    assert code == 0, text
+    assert "inconclusive: the forward passes a kink" in text and "relu'(0) = 0" in text
+    assert "x[0]: predicted 0, finite differences 0.99999" in text   # FD sees the averaged slope 1
+
+
 def corrupt_grad_input(vp):
     doc = copy.deepcopy(vp.to_json())
     if doc["hook_calls"]:
