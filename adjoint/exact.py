@@ -17,6 +17,7 @@ from fractions import Fraction
 from functools import reduce
 
 import flint
+import mpmath
 import numpy as np
 import sympy
 
@@ -76,12 +77,71 @@ def s_is_nonfinite(x) -> bool:
     return x is _S.NaN or x is _S.Infinity or x is _S.NegativeInfinity
 
 
+_MP_FUNCS = {sympy.exp: mpmath.exp, sympy.log: mpmath.log, sympy.sin: mpmath.sin, sympy.cos: mpmath.cos,
+             sympy.tan: mpmath.tan, sympy.tanh: mpmath.tanh, sympy.Abs: abs, sympy.sign: mpmath.sign}
+
+
+def s_approx(x, dps: int = 50):
+    """A constant element as an mpmath number accurate to about ``dps`` digits, or None when it
+    has free symbols or is not a finite real.
+
+    A memoised walk at fixed precision: SymPy's adaptive ``evalf`` can take minutes on the
+    deeply nested tanh/sigmoid/sqrt expressions a forward pass produces."""
+    if type(x) is fmpq:
+        with mpmath.workdps(dps):
+            return mpmath.mpf(int(x.p)) / int(x.q)
+    if getattr(x, "free_symbols", None):
+        return None
+    memo: dict = {}
+
+    def ev(e):
+        if e in memo:
+            return memo[e]
+        if e.is_Rational:
+            r = mpmath.mpf(int(e.p)) / int(e.q)
+        elif e is sympy.pi:
+            r = +mpmath.pi
+        elif e is sympy.E:
+            r = +mpmath.e
+        elif e.is_Add:
+            r = mpmath.fsum(ev(a) for a in e.args)
+        elif e.is_Mul:
+            r = mpmath.fprod(ev(a) for a in e.args)
+        elif e.is_Pow:
+            b, k = ev(e.base), ev(e.exp)
+            if b < 0 and not e.exp.is_integer:
+                raise ValueError("not real")
+            r = mpmath.power(b, k)
+        elif isinstance(e, sympy.Function) and e.func in _MP_FUNCS and len(e.args) == 1:
+            r = _MP_FUNCS[e.func](ev(e.args[0]))
+        else:
+            r = mpmath.mpf(sympy.N(e, dps))
+        if not isinstance(r, mpmath.mpf) or not mpmath.isfinite(r):
+            raise ValueError("not finite")
+        memo[e] = r
+        return r
+
+    try:
+        with mpmath.workdps(dps + 10):
+            return +ev(x)
+    except (ValueError, TypeError, ZeroDivisionError, OverflowError):
+        return None
+
+
 def s_sign(x):
     """-1, 0 or 1 when decidable; 'nan' for NaN; None when it depends on free symbols."""
     if type(x) is fmpq:
         return (x > 0) - (x < 0)
     if x is _S.NaN:
         return "nan"
+    if x is _S.Infinity:
+        return 1
+    if x is _S.NegativeInfinity:
+        return -1
+    if not x.free_symbols:
+        v = s_approx(x)
+        if v is not None and abs(v) > mpmath.mpf(10) ** -30:
+            return 1 if v > 0 else -1
     if x.is_zero:
         return 0
     if x.is_positive:
@@ -174,7 +234,7 @@ def s_log(x):
 def s_float(x) -> float | None:
     """Decimal value; None when the element depends on free symbols."""
     if type(x) is fmpq:
-        return float(x)
+        return _fmpq_float(x)
     if x is _S.NaN:
         return float("nan")
     if x is _S.Infinity:
@@ -183,11 +243,20 @@ def s_float(x) -> float | None:
         return float("-inf")
     if x.free_symbols:
         return None
-    v = x.evalf(30)
+    v = s_approx(x, 30)
+    if v is None:
+        try:
+            return float(x.evalf(30))
+        except (TypeError, ValueError):
+            return float("nan")
+    return float(v)
+
+
+def _fmpq_float(x) -> float:
     try:
-        return float(v)
-    except TypeError:
-        return float("nan")
+        return float(x)
+    except OverflowError:  # beyond float64: what float arithmetic would give
+        return float("inf") if x > 0 else float("-inf")
 
 
 def s_str(x) -> str:
@@ -270,7 +339,7 @@ class Exact:
     def floats(self):
         """Nested list of floats, or None when any element is symbolic."""
         if self.rational:
-            return _FLOAT(self.a).astype(float).tolist() if self.ndim else float(self.item())
+            return _FLOAT(self.a).astype(float).tolist() if self.ndim else _fmpq_float(self.item())
         vals = [s_float(e) for e in self.a.flat]
         if any(v is None for v in vals):
             return None
@@ -333,7 +402,7 @@ class Exact:
         return self.map(lambda e: s_sym(e).xreplace(mapping))
 
 
-_FLOAT = np.frompyfunc(float, 1, 1)
+_FLOAT = np.frompyfunc(_fmpq_float, 1, 1)
 _STR = np.frompyfunc(str, 1, 1)
 
 
