@@ -388,12 +388,9 @@ class Engine:
             returned = self.fire(reg, {"grad_output": state}, node.name, call)
             if returned is None:
                 continue
-            if not isinstance(returned, tuple) or len(returned) != len(state):
-                n = len(returned) if isinstance(returned, tuple) else "a non-tuple"
-                raise ProblemError(reg.hook.returns.loc, f"the full_backward_pre hook returns {n} value(s) but the "
-                                                         f"module has {len(state)} output(s): PyTorch raises 'Backward "
-                                                         "pre hook returned an invalid number of grad_output'")
-            state = tuple(self.check_tuple(reg.hook, list(state), returned, [self.g.vars[call.out].shape]))
+            state = tuple(self.check_tuple(reg.hook, list(state), returned, [self.g.vars[call.out].shape],
+                                           f"the module has {len(state)} output(s): PyTorch raises 'Backward pre "
+                                           "hook returned an invalid number of grad_output'"))
             self.module_state[call.id] = state
         local = state
         if call.bhf_in is None:
@@ -419,12 +416,9 @@ class Engine:
             returned = self.fire(reg, {"grad_input": res, "grad_output": state}, node.name, call)
             if returned is None:
                 continue
-            if not isinstance(returned, tuple) or len(returned) != len(res):
-                n = len(returned) if isinstance(returned, tuple) else "a non-tuple"
-                raise ProblemError(reg.hook.returns.loc, f"the full_backward hook returns {n} value(s) but "
-                                                         f"'{call.path}' has {len(res)} input(s): PyTorch raises "
-                                                         "'Backward hook returned an invalid number of grad_input'")
-            res = tuple(self.check_tuple(reg.hook, list(res), returned, [self.g.vars[a].shape for a in call.args]))
+            res = tuple(self.check_tuple(reg.hook, list(res), returned, [self.g.vars[a].shape for a in call.args],
+                                         f"'{call.path}' has {len(res)} input(s): PyTorch raises 'Backward hook "
+                                         "returned an invalid number of grad_input'"))
         self.module_state[call.id] = None
         return list(res)
 
@@ -447,16 +441,17 @@ class Engine:
                                                  f"{list(shape)}: PyTorch raises \"hook 'hook' has changed the size "
                                                  "of value\"")
 
-    def check_tuple(self, hook: Hook, original: list, returned, shapes: list) -> list:
+    def check_tuple(self, hook: Hook, original: list, returned, shapes: list, arity: str | None = None) -> list:
+        """A hook's returned tuple, checked as PyTorch checks it; ``arity`` words a count mismatch."""
         where = hook.returns.loc
         if not isinstance(returned, tuple):
             raise ProblemError(where, f"the {hook.kind} hook must return a tuple such as (2 * grad_input[0],): PyTorch "
                                       "expects one gradient per slot")
         if len(returned) != len(original):
             raise ProblemError(where, f"the {hook.kind} hook returns {len(returned)} value(s) but "
-                                      f"PyTorch expects {len(original)}: it raises \"hook 'hook' has returned an "
-                                      f"incorrect number of values (got {len(returned)}, but expected "
-                                      f"{len(original)})\"")
+                                      + (arity or f"PyTorch expects {len(original)}: it raises \"hook 'hook' has "
+                                                  f"returned an incorrect number of values (got {len(returned)}, but "
+                                                  f"expected {len(original)})\""))
         for r, o, s in zip(returned, original, shapes):
             if r is None or s is None:
                 continue
