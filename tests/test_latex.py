@@ -100,25 +100,31 @@ def _row(section: str, lhs: str) -> list[str]:
     raise AssertionError(f"no row {lhs!r}")
 
 
-_NUM = re.compile(r"^(-?)(?:\\frac\{(\d+)\}\{(\d+)\}|(\d+)/(\d+)|(\d+(?:\.\d+)?)(\\ldots)?)$")
+_NUM = re.compile(r"^(-?)(?:\\frac\{(\d+)\}\{(\d+)\}|(\d+)/(\d+)|(\d+)(?:\.(\d+))?(\\ldots)?(?:\\times 10\^\{(-?\d+)\})?)$")
 
 
 def _scalar(tok: str):
-    """(Fraction, exact) of one printed number; None if it is not a plain number."""
+    """(value, exact, unit of the last shown digit) of one printed number; None if not a plain number."""
     m = _NUM.match(tok.strip().replace("\\left(", "").replace("\\right)", ""))
     if not m:
         return None
     sign = -1 if m.group(1) else 1
     if m.group(2):
-        return sign * Fraction(int(m.group(2)), int(m.group(3))), True
+        return sign * Fraction(int(m.group(2)), int(m.group(3))), True, 0
     if m.group(4):
-        return sign * Fraction(int(m.group(4)), int(m.group(5))), True
-    return sign * Fraction(m.group(6)), m.group(7) is None
+        return sign * Fraction(int(m.group(4)), int(m.group(5))), True, 0
+    frac = m.group(7) or ""
+    scale = Fraction(10) ** int(m.group(9) or 0)
+    shown = sign * Fraction(int(m.group(6) + frac), 10 ** len(frac)) * scale
+    return shown, m.group(8) is None, Fraction(1, 10 ** len(frac)) * scale
 
 
 def _cells(tok: str):
-    """The printed cells of a value: one number, or a bmatrix (None marks an elided cell)."""
+    """The printed cells of a value: one number, a bmatrix, or (rank >= 3) a list of slices."""
     tok = tok.strip()
+    if tok.startswith("\\left[") and tok.endswith("\\right]"):
+        parts = _top_split(tok[len("\\left["):-len("\\right]")], ",\\ ")
+        return [c for part in parts for c in (_cells(part) if part.strip() != "\\ldots" else ["\\cdots"])]
     m = re.match(r"^\\begin\{bmatrix\}(.*)\\end\{bmatrix\}(\^\{\\top\})?$", tok)
     if not m:
         return [tok]
@@ -130,8 +136,8 @@ def _agrees(cell: str, value) -> bool:
     A closed form (SymPy) is compared with SymPy's own 40-digit evaluation."""
     parsed = _scalar(cell)
     assert parsed is not None, f"not a number: {cell!r}"
-    shown, exact = parsed
-    if type(value) is flint.fmpq:
+    shown, exact, unit = parsed
+    if type(value) is flint.fmpq or isinstance(value, sympy.Rational):
         v = Fraction(int(value.p), int(value.q))
     else:
         v = Fraction(str(sympy.N(value, 40)))
@@ -139,9 +145,8 @@ def _agrees(cell: str, value) -> bool:
         return shown == v
     if shown == 0 or (shown < 0) != (v < 0):
         return False
-    digits = len(re.sub(r"\D", "", cell).lstrip("0"))
-    step = Fraction(1, 10 ** (len(cell.split(".")[1].replace("\\ldots", "")))) if "." in cell else 1
-    return abs(v) >= abs(shown) and abs(v) - abs(shown) < step and digits <= 10
+    digits = len(re.sub(r"\D", "", cell.split("\\times")[0]).lstrip("0"))
+    return abs(v) >= abs(shown) and abs(v) - abs(shown) < unit and digits <= 10
 
 
 def _check_value(segment: str, value) -> None:
@@ -154,6 +159,22 @@ def _check_value(segment: str, value) -> None:
         if type(e) is not flint.fmpq and (_scalar(c) is None or getattr(e, "free_symbols", None)):
             continue                               # a closed form printed as such is not parsed back
         assert _agrees(c, e), f"{c} != {e}"
+
+
+def _check_printed(segs: list[str], value) -> None:
+    """The value (and exact annotation) at the end of a row agree with value, cell by cell."""
+    flat = value.flat()
+    checked = 0
+    for seg in segs[-2:]:
+        cells = _cells(seg)
+        if len(cells) != len(flat) or any(c in ("\\cdots", "\\vdots", "\\ddots") for c in cells):
+            continue
+        for c, e in zip(cells, flat):
+            if _scalar(c) is not None:
+                assert _agrees(c, e), f"{c} != {e}"
+                checked += 1
+    elided = ("\\cdots", "\\vdots", "\\ldots\\right]")
+    assert checked or not value.rational or any(m in seg for seg in segs for m in elided), segs
 
 
 # ----------------------------------------------------------------------------- the number rule
@@ -209,6 +230,16 @@ def test_document_numbers_match_prediction(path):
         sec = sections[v.name]
         hooks = sec.split("\\subsection{Hook calls, in firing order}")[1].split("\\subsection{", 1)[0]
         assert hooks.count("\\subsubsection*{") == len(v.hook_calls)
+        for h, part in zip(v.hook_calls, hooks.split("\\subsubsection*{")[1:]):
+            part = part.split("Written out with the chain rule")[0].split("would instead be handed")[0]
+            for arg, value in h.args.items():
+                items = value if isinstance(value, tuple) else (value,)
+                for j, item in enumerate(items):
+                    lhs = "\\mathtt{" + arg.replace("_", "\\_") + "}" + (f"[{j}]" if isinstance(value, tuple) else "")
+                    if item is None:
+                        assert _row(part, lhs)[0].startswith("\\mathrm{None}")
+                    elif f"{lhs} &" in part and not item.is_symbolic():
+                        _check_printed(_row(part, lhs), item)
         grads = sec.split("\\subsection{Final gradients}")[1]
         ref = re.match(r"\nExactly as in variant \\texttt\{([^}]*)\}", grads)
         if ref:                                    # shared with an earlier variant: same values, same text
@@ -222,7 +253,7 @@ def test_document_numbers_match_prediction(path):
             if value is None:
                 assert "stores \\texttt{None}" in block
                 continue
-            label = f"\\mathtt{{{name.replace('_', chr(92) + '_')}.grad}}"
+            label = f"\\mathtt{{{name.replace('_', chr(92) + '_').replace('#', chr(92) + '#')}.grad}}"
             if value.is_symbolic() or f"{label} &" not in block:
                 assert label in block                  # symbolic, or listed element by element
                 continue

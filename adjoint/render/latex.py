@@ -913,8 +913,8 @@ class DerivationPrinter(LatexPrinter):
 
     def exact_note(self, e, slash: bool = False) -> str | None:
         """The exact form of a result element, when the printed form does not show it."""
-        if type(e) is fmpq:
-            return exact_fraction(e, slash)
+        if type(e) is fmpq or isinstance(e, sympy.Rational):
+            return exact_fraction(E.q(e), slash)
         n = self.num(e)
         if n.kind == "approx" and not isinstance(e, sympy.Rational):
             closed = self.closed_form(e)
@@ -1290,7 +1290,7 @@ class Analysis:
         self.names = {f"v#{vid}": tex for vid, tex in self.sym.items()}
         for k, s in enumerate(self.states, 1):
             self.names[f"l#{s}"] = f"\\lambda_{{{k}}}"
-        self.names[f"l#{self.root}"] = self.names.get(f"l#{self.root}", "v")
+        self.names[f"l#{self.root}"] = self.names.get(f"l#{self.root}", "\\lambda_{\\ell}")
 
     def _leaf_symbol(self, name: str) -> str:
         module = None
@@ -1518,7 +1518,7 @@ class Analysis:
 
     def seed_tree(self, step: Step, tilde: bool = False) -> TNode:
         shape = self.g.vars[step.var].shape
-        if step.var == self.root and not self.root_is_state:
+        if step.var == self.root and not self.root_is_state and not tilde:
             if all(e == 1 for e in self.seed.flat()) and self.seed.size == 1:
                 return TConst(Fraction(1), shape)
         return TLam(step.var, shape, tilde)
@@ -2744,11 +2744,12 @@ class _Variant:
             hooked = not same(seed, a.pure.get(j.var))
             if a.scalar:
                 d = a.local_derivative(j, c)
-                if j.index is None:
+                if j.index is None and not hooked and all(e == 1 for e in seed.flat()):
                     names.append(self.dfrac("\\ell", self.wrt(c)))
                     nums.append(self.num_or_name(d, names[-1]))
                 else:
-                    lam = f"\\tilde\\lambda_{{{j.index}}}" if hooked else f"\\lambda_{{{j.index}}}"
+                    k = j.index if j.index is not None else "\\ell"
+                    lam = f"\\tilde\\lambda_{{{k}}}" if hooked else f"\\lambda_{{{k}}}"
                     names.append(f"{lam}\\,{self.dfrac(a.sym[j.var], self.wrt(c))}")
                     nums.append(f"{self.num_or_name(seed, lam)} \\cdot {self.num_or_name(d, names[-1])}")
             else:
