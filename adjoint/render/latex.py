@@ -452,6 +452,35 @@ class TNone(TNode):
     shape: tuple = ()
 
 
+@dataclass(eq=False)
+class TSym(TNode):           # a symbol already in LaTeX (x_{3}, \ell, or an expression standing for a tensor)
+    tex: str
+    shape: tuple = ()
+    atomic: bool = True
+
+
+@dataclass(eq=False)
+class TDeriv(TNode):         # the derivative d top / d bottom
+    top: TNode
+    bottom: TNode
+    shape: tuple = ()
+
+
+@dataclass(eq=False)
+class TVal(TNode):           # an exact value, printed by the number rule
+    value: Exact
+    shape: tuple = ()
+
+
+@dataclass(eq=False)
+class TProduct(TNode):       # a written-out product of factors (a chain rule), joined by a centred dot
+    items: tuple
+    shape: tuple = ()
+
+    def children(self):
+        return self.items
+
+
 def _numel(shape) -> int:
     n = 1
     for d in shape:
@@ -1000,6 +1029,11 @@ class DerivationPrinter(LatexPrinter):
             if v is not None and v.size == 1 and self.elem(v.item()).startswith("-"):
                 return 45
             return 100
+        if isinstance(n, TVal):
+            if n.value.size == 1:
+                e = n.value.item()
+                return 45 if self.elem(e).startswith("-") else min(elem_prec(e), 100)
+            return 100
         if isinstance(n, TConst):
             if isinstance(n.value, Exact):
                 return 100
@@ -1154,6 +1188,19 @@ class DerivationPrinter(LatexPrinter):
 
     def _print_TNone(self, n: TNone) -> str:
         return "\\mathrm{None}"
+
+    def _print_TSym(self, n: TSym) -> str:
+        return n.tex if n.atomic else f"\\left({n.tex}\\right)"
+
+    def _print_TDeriv(self, n: TDeriv) -> str:
+        return f"\\frac{{\\partial {self._print(n.top)}}}{{\\partial {self._print(n.bottom)}}}"
+
+    def _print_TVal(self, n: TVal) -> str:
+        tex = self.tensor(n.value, self.budget)
+        return tex if tex is not None else self._print(n.value)
+
+    def _print_TProduct(self, n: TProduct) -> str:
+        return " \\cdot ".join(self.p(item, 51) for item in n.items)
 
 
 def _choose_columns(widths: list[float], budget: float, max_cols: int | None):
@@ -1928,7 +1975,13 @@ class _Variant:
         return tex if tex is not None and tex_width(tex) < avail else None
 
     def dfrac(self, top: str, bottom: str) -> str:
-        return f"\\frac{{\\partial {top}}}{{\\partial {bottom}}}"
+        return self.P.doprint(TDeriv(TSym(top), TSym(bottom)))
+
+    def deriv(self, top: int, bottom: int) -> TDeriv:
+        """d x_top / d x_bottom (or d l / d ...) as a printable node."""
+        a = self.a
+        c = a.canon(bottom)
+        return TDeriv(TSym(a.sym[top]), TSym(self.sym(c), atomic=c in a.sym))
 
     def names_text(self, vid: int) -> str:
         names = self.a.names_of.get(vid, [])
@@ -1939,7 +1992,7 @@ class _Variant:
 
     def num_or_name(self, x: Exact, fallback: str) -> str:
         t = self.value(x, 12)
-        return self.paren(t) if t is not None else fallback
+        return self.P.p(TVal(x), 51) if t is not None else fallback
 
     # ---- hooks registered --------------------------------------------------------
     _KIND = {"full_backward": "full backward hook (\\texttt{register\\_full\\_backward\\_hook})",
@@ -2235,8 +2288,7 @@ class _Variant:
         return out
 
     def dname(self, st: Step, at: int) -> str:
-        top = "\\ell" if st.index is None else self.a.sym[st.var]
-        return self.dfrac(top, self.wrt(at))
+        return self.P.doprint(self.deriv(st.var, at))
 
     def local_derivatives(self) -> str:
         out = ["Every tensor here has one element, so each $J$ is a number, a local derivative. From the "
@@ -2310,14 +2362,15 @@ class _Variant:
             return None
         names, nums, total = Terms(), Terms(), None
         for path in paths:
-            fac_names, fac_nums = [], []
+            fac_names: list[TNode] = []
+            fac_nums: list = []
             prev = a.canon(vid)
             for st in path:
-                fac_names.append(self.dname(st, prev))
+                fac_names.append(self.deriv(st.var, prev))
                 fac_nums.append(a.local_derivative(st, prev))
                 prev = st.var
             if a.root_is_state and self.g.grad_output is not None:
-                fac_names.append("v")
+                fac_names.append(TSym("v"))
                 fac_nums.append(a.seed)
             if not fac_nums or any(f is None for f in fac_nums):
                 continue
@@ -2327,8 +2380,8 @@ class _Variant:
             for f in fac_nums[1:]:
                 prod = E.mul(prod, f)
             total = prod if total is None else E.add(total, prod)
-            names.append(" \\cdot ".join(fac_names))
-            nums.append(" \\cdot ".join(self.num_or_name(f, n) for f, n in zip(fac_nums, fac_names)))
+            names.append(self.P.doprint(TProduct(tuple(fac_names))))
+            nums.append(self.P.doprint(TProduct(tuple(TVal(f) for f in fac_nums))))
         if not names:
             return None
         return names, nums, total
