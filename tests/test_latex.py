@@ -400,7 +400,9 @@ def test_cli_pdf(tmp_path):
                           "--variant", "rescaled"], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 0, run.stderr
     assert (tmp_path / "slinear.pdf").read_bytes().startswith(b"%PDF")
-    assert "Variant" not in out.read_text() and "-\\frac{7967982}{9765625}" in out.read_text()
+    text = out.read_text()
+    assert text.count("\\section{Variant") == 1 and "\\section{Variant \\texttt{rescaled}}" in text
+    assert "-\\frac{7967982}{9765625}" in text
 
 
 def test_cli_without_engine_says_what_to_install(tmp_path):

@@ -1833,7 +1833,8 @@ def render_document(prediction: Prediction) -> str:
     shared: dict[str, str] = {}
     for v in prediction.variants:
         a = Analysis(prediction, v)
-        out.append(_Variant(prediction, v, a).render(shared, len(prediction.variants) > 1))
+        named = len(problem.variants) > 1 or v.name != "default"
+        out.append(_Variant(prediction, v, a).render(shared, named))
     out.append("\\end{document}\n")
     return "".join(out)
 
