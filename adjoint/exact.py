@@ -365,8 +365,7 @@ class Exact:
                 continue
             if sx == sy:
                 continue
-            d = sympy.simplify(sx - sy)
-            if d != 0 and not d.equals(0):
+            if not _is_zero(sx - sy):
                 return False
         return True
 
@@ -404,6 +403,26 @@ class Exact:
 
 _FLOAT = np.frompyfunc(_fmpq_float, 1, 1)
 _STR = np.frompyfunc(str, 1, 1)
+
+
+def _is_zero(d) -> bool:
+    """Is a SymPy difference identically zero? Exact when it is a plain number; otherwise
+    decided numerically to 50 digits at the given constants and at two pseudo-random rational
+    points for its free symbols (the test SymPy's own ``equals`` relies on, without the
+    ``simplify`` that grows super-linearly with expression size)."""
+    d = sympy.expand(d) if d.is_polynomial(*d.free_symbols) and len(d.args) < 200 else d
+    if d == 0:
+        return True
+    symbols = sorted(d.free_symbols, key=str)
+    points = [{}] if not symbols else [
+        {s: sympy.Rational(7 + 3 * i + 5 * k, 11 + 2 * i + k) for i, s in enumerate(symbols)} for k in (1, 2)]
+    for point in points:
+        v = s_approx(d.xreplace(point) if point else d)
+        if v is None:
+            return bool(sympy.simplify(d) == 0)
+        if abs(v) > mpmath.mpf(10) ** -40:
+            return False
+    return True
 
 
 def _nest(vals: list, shape: tuple[int, ...]):

@@ -161,30 +161,14 @@ def parse_program(node: YNode, what: str) -> Program:
     if isinstance(node, YSeq):
         if not node.items:
             raise ProblemError(node.loc, f"{what} is an empty list; give lines 'name = expr' ending in 'return expr'")
-        assigns: list[Assign] = []
-        result: Expr | None = None
-        for i, item in enumerate(node.items):
-            prog = parse_program(item, what)
-            last = i == len(node.items) - 1
-            if result is not None:
-                raise ProblemError(item.loc, f"{what}: nothing may follow the 'return' line")
-            assigns.extend(prog.assigns)
-            if prog.result is not None and (last or _is_return(item)):
-                result = prog.result
-            elif prog.result is not None:
-                raise ProblemError(item.loc, f"{what}: only the last line may be an expression; "
-                                             "write 'name = expr' or 'return expr'")
-        assert result is not None
-        return Program(tuple(assigns), result)
-    scalar = _as_text(node, what)
-    tree = _ast_parse(scalar, "exec", what)
-    b = _Builder(scalar, False, stripped=False)
-    body = tree.body
-    if not body:
-        raise ProblemError(scalar.loc, f"{what} is empty; give an expression or lines ending in 'return expr'")
+        statements = [(item, stmt, b) for item in node.items for stmt, b in _statements(item, what)]
+    else:
+        statements = [(node, stmt, b) for stmt, b in _statements(node, what)]
+    if not statements:
+        raise ProblemError(node.loc, f"{what} is empty; give an expression or lines ending in 'return expr'")
     assigns = []
-    for i, stmt in enumerate(body):
-        last = i == len(body) - 1
+    for i, (item, stmt, b) in enumerate(statements):
+        last = i == len(statements) - 1
         if isinstance(stmt, ast.Assign) and not last:
             if len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
                 raise ProblemError(b.loc(stmt), f"{what}: assign to one plain name, as in 'h = a * b'")
@@ -203,6 +187,14 @@ def parse_program(node: YNode, what: str) -> Program:
     raise AssertionError("unreachable")
 
 
+def _statements(node: YNode, what: str) -> list:
+    """The Python statements of one YAML scalar, each with the builder that locates it."""
+    scalar = _as_text(node, what)
+    tree = _ast_parse(scalar, "exec", what)
+    b = _Builder(scalar, False, stripped=False)
+    return [(stmt, b) for stmt in tree.body]
+
+
 def parse_statements(node: YNode, what: str) -> tuple[Assign, ...]:
     """Lines ``name = expr`` only (a hook's ``does:``)."""
     if isinstance(node, YSeq):
@@ -219,10 +211,6 @@ def parse_statements(node: YNode, what: str) -> tuple[Assign, ...]:
             raise ProblemError(b.loc(stmt), f"{what}: only lines 'name = expr' are allowed here")
         out.append(Assign(stmt.targets[0].id, b.build(stmt.value), b.loc(stmt)))
     return tuple(out)
-
-
-def _is_return(item: YNode) -> bool:
-    return isinstance(item, YScalar) and item.text.lstrip().startswith("return")
 
 
 def _as_text(node: YNode, what: str) -> YScalar:
