@@ -1183,7 +1183,7 @@ class DerivationPrinter(LatexPrinter):
     def _print_TTuple(self, n: TTuple) -> str:
         items = [self._print(i) for i in n.items]
         if len(items) == 1:
-            return f"\\left({items[0]},\\right)"
+            return f"\\left({items[0]}{{,}}\\right)"
         return "\\left(" + ",\\ ".join(items) + "\\right)"
 
     def _print_TNone(self, n: TNone) -> str:
@@ -1831,7 +1831,9 @@ def render_document(prediction: Prediction) -> str:
                                for k, v in problem.symbols.items()) + ").\n\n")
     out.append(_reading_guide(prediction))
     shared: dict[str, str] = {}
-    for v in prediction.variants:
+    for i, v in enumerate(prediction.variants):
+        if i:
+            out.append("\\clearpage\n")          # each variant starts on its own page
         a = Analysis(prediction, v)
         named = len(problem.variants) > 1 or v.name != "default"
         out.append(_Variant(prediction, v, a).render(shared, named))
