@@ -764,6 +764,7 @@ def to_sympy(n: TNode, sym) -> sympy.Expr:
 
 _NUM_CACHE: dict = {}
 _CLOSED_CACHE: dict = {}
+_EDGE = 12          # at most this many leading and trailing columns are ever formatted
 _MP_FUNCS = {sympy.exp: mpmath.exp, sympy.log: mpmath.log, sympy.sin: mpmath.sin, sympy.cos: mpmath.cos,
              sympy.tan: mpmath.tan, sympy.tanh: mpmath.tanh, sympy.Abs: abs, sympy.sign: mpmath.sign}
 
@@ -961,22 +962,31 @@ class DerivationPrinter(LatexPrinter):
         if x.size == 1:
             return self.elem(x.item())
         if x.ndim == 1:
-            cells = [self.elem(e, slash=True) for e in x.flat()]
-            body = self._row_fit(cells, budget - 1.5, max_cols)
+            flat = x.flat()
+            if len(flat) > 2 * _EDGE:       # only the ends can be shown: do not format the middle
+                cells = [self.elem(e, slash=True) for e in flat[:_EDGE]] + ["\\cdots"] + \
+                        [self.elem(e, slash=True) for e in flat[-_EDGE:]]
+                body = self._row_fit(cells, budget - 1.5, max_cols)
+            else:
+                body = self._row_fit([self.elem(e, slash=True) for e in flat], budget - 1.5, max_cols)
             return None if body is None else f"\\begin{{bmatrix}}{body}\\end{{bmatrix}}^{{\\top}}"
         if x.ndim == 2:
             m, n = x.shape
             rows = list(range(m))
             if m > MAX_ROWS:
                 rows = list(range(MAX_ROWS - 3)) + [None] + [m - 2, m - 1]
-            grid = [[self.elem(x.a[i, j], slash=True) for j in range(n)] if i is not None else None for i in rows]
+            cols = list(range(n)) if n <= 2 * _EDGE else list(range(_EDGE)) + [None] + list(range(n - _EDGE, n))
+            grid = [[self.elem(x.a[i, j], slash=True) if j is not None else "\\cdots" for j in cols]
+                    if i is not None else None for i in rows]
+            n = len(cols)
             keep = self._cols_fit(grid, n, budget, max_cols)
             if keep is None:
                 return None
             lines = []
             for r in grid:
                 if r is None:
-                    lines.append(" & ".join("\\vdots" if j is not None else "\\ddots" for j in keep))
+                    lines.append(" & ".join("\\vdots" if j is not None and cols[j] is not None else "\\ddots"
+                                            for j in keep))
                 else:
                     lines.append(" & ".join(r[j] if j is not None else "\\cdots" for j in keep))
             return "\\begin{bmatrix}" + " \\\\ ".join(lines) + "\\end{bmatrix}"
@@ -1964,7 +1974,7 @@ class _Variant:
 
     def exact_of(self, x: Exact | None, avail: float = LINE_EM / 2) -> str | None:
         """The exact fractions of a result, when the printed value does not show them."""
-        if x is None:
+        if x is None or x.size > 64:
             return None
         notes = [self.P.exact_note(e, slash=x.size > 1) for e in x.flat()]
         if all(n is None for n in notes):
