@@ -37,7 +37,6 @@ from .. import exact as E
 from .. import expr as X
 from ..exact import Exact
 from ..forward import literal_value
-from ..graph import evaluate_program
 from ..ops import RULES
 from ..prediction import HookRecord, Prediction, VariantPrediction
 from ..reverse import function_vjp, run_backward
@@ -1007,7 +1006,6 @@ class DerivationPrinter(LatexPrinter):
         return "\\left[" + ",\\ ".join(parts) + "\\right]"
 
     def _row_fit(self, cells: list[str], budget: float, max_cols: int | None) -> str | None:
-        n = len(cells)
         widths = [tex_width(c) for c in cells]
         keep = _choose_columns(widths, budget, max_cols)
         if keep is None:
