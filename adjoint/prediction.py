@@ -67,6 +67,9 @@ class VariantPrediction:
     symbolic: bool
     graph: object = None              # the traced IR (adjoint.graph.Graph), for renderers
     forward: object = None            # exact forward values (adjoint.forward.Forward)
+    backward: object = None           # the engine's record (adjoint.reverse.Backward)
+    carried: dict = field(default_factory=dict)  # tensor name -> gradient PyTorch carries there (hooks
+                                                 # included; None where none arrives), as its grad_fn sees it
 
     def to_json(self) -> dict:
         out = {

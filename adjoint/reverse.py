@@ -59,6 +59,7 @@ class Backward:
     captured: list[Exact | None]            # torch.autograd.grad results, in wrt order
     seen: dict[int, Exact | None]           # var -> gradient its grad_fn received (after tensor/node pre-hooks)
     order: list[str]                        # node names in execution order
+    retained: dict[int, list[str]]          # retain_grad'ed vars (incl. backward(inputs=[non-leaf])) -> names
 
 
 # ----------------------------------------------------------------------------- ready queue
@@ -139,6 +140,7 @@ class Engine:
         self.module_state: dict[int, tuple | None] = {}
         self.nodes: dict[tuple, _NodeInfo] = {}
         self.exec_info: dict[tuple, dict] = {}
+        self.retained = {vid: list(names) for vid, names in graph.retained.items()}
 
     # ------------------------------------------------------------ graph views
     def edge_of(self, vid: int):
@@ -210,7 +212,7 @@ class Engine:
                     loc = next((loc for n, loc in g.variant.backward.inputs if n == name), None)
                     raise ProblemError(loc, f"'{name}' receives no gradient: torch.autograd.grad raises 'One of the "
                                             "differentiated Tensors appears to not have been used in the graph'")
-        return Backward(self.calls, self.grads, captured, self.seen, self.order)
+        return Backward(self.calls, self.grads, captured, self.seen, self.order, self.retained)
 
     def dependencies(self, root: tuple) -> dict[tuple, int]:
         deps: dict[tuple, int] = {}
@@ -238,7 +240,7 @@ class Engine:
             if accumulate:
                 info["needed"] = True
                 if self.g.vars[vid].producer is not None:  # run_backward retains grad of non-leaf inputs
-                    self.g.retained.setdefault(vid, []).append(name)
+                    self.retained.setdefault(vid, []).append(name)
             else:
                 info["captures"].append((nr, idx))
         memo: dict[tuple, bool] = {}
@@ -305,7 +307,7 @@ class Engine:
                     self.check_same(reg.hook, value, returned, self.g.vars[vid].shape)
                     inputs[slot] = returned
         for slot, vid in enumerate(node.slots):
-            if vid in self.g.retained and inputs[slot] is not None:
+            if vid in self.retained and inputs[slot] is not None:
                 self.grads[vid] = _accumulate(self.grads.get(vid), inputs[slot])
         return inputs
 

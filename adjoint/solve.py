@@ -47,7 +47,7 @@ def _assemble(problem: Problem, variant: Variant, g: Graph, fwd: Forward, bwd: B
     for vid, decl in g.decls.items():
         if decl.requires_grad:
             grads[decl.name] = bwd.grads.get(vid)
-    for vid, names in g.retained.items():
+    for vid, names in bwd.retained.items():
         for name in names:
             grads[name] = bwd.grads.get(vid)
     returned = None
@@ -63,7 +63,8 @@ def _assemble(problem: Problem, variant: Variant, g: Graph, fwd: Forward, bwd: B
     return VariantPrediction(
         name=variant.name, method=g.method, root=g.root_name, loss=loss, values=values,
         boundaries=_boundaries(g, fwd, bwd), grads=grads, returned=returned, hook_calls=hook_calls, notes=notes,
-        functions=_function_checks(g, fwd), node_order=bwd.order, symbolic=symbolic, graph=g, forward=fwd)
+        functions=_function_checks(g, fwd), node_order=bwd.order, symbolic=symbolic, graph=g, forward=fwd,
+        backward=bwd, carried={name: bwd.seen.get(vid) for name, vid in g.names.items()})
 
 
 def _where(g: Graph, eid: int) -> str:
@@ -168,7 +169,7 @@ def _variant_notes(g: Graph, bwd: Backward) -> list[str]:
     if g.method == "grad":
         notes.append("torch.autograd.grad runs only the nodes between the root and the inputs, does not run the "
                      "inputs' own grad_fn (so their node hooks stay silent) and leaves .grad untouched")
-    for vid, names in g.retained.items():
+    for vid, names in bwd.retained.items():
         if vid in g.tensor_hooks:
             notes.append(f"{names[0]}.grad is taken after all of its tensor hooks ran (retain_grad runs last)")
     return notes

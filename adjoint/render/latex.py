@@ -13,8 +13,8 @@ All mathematics is printed by :class:`DerivationPrinter`, a subclass of SymPy's
 rule or SymPy's own printing, the expression trees built here from the traced graph
 (``T*`` classes) through ``_print_T*`` methods. Numbers are never taken from floats: every
 value shown is derived from the exact prediction (``VariantPrediction.graph`` /
-``.forward``), and the gradients PyTorch actually carries (hooks included) come from
-re-running :func:`adjoint.reverse.run_backward` on that graph.
+``.forward``), and the gradients PyTorch actually carries (hooks included) come from the
+engine's record (``VariantPrediction.backward``).
 
 Nothing here imports torch.
 """
@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 import flint
-import mpmath
 import numpy as np
 import sympy
 from sympy.printing.latex import LatexPrinter
@@ -39,7 +38,7 @@ from ..exact import Exact
 from ..forward import literal_value
 from ..ops import RULES
 from ..prediction import HookRecord, Prediction, VariantPrediction
-from ..reverse import function_vjp, run_backward
+from ..reverse import function_vjp
 
 fmpq = flint.fmpq
 
@@ -764,49 +763,12 @@ def to_sympy(n: TNode, sym) -> sympy.Expr:
 _NUM_CACHE: dict = {}
 _CLOSED_CACHE: dict = {}
 _EDGE = 12          # at most this many leading and trailing columns are ever formatted
-_MP_FUNCS = {sympy.exp: mpmath.exp, sympy.log: mpmath.log, sympy.sin: mpmath.sin, sympy.cos: mpmath.cos,
-             sympy.tan: mpmath.tan, sympy.tanh: mpmath.tanh, sympy.Abs: abs, sympy.sign: mpmath.sign}
-
-
 def decimal_value(e, dps: int = 50) -> Fraction | None:
-    """A constant closed form as a Fraction accurate to ~``dps`` digits; None if it is not a real number.
-
-    A memoised walk with mpmath at fixed precision: SymPy's adaptive evalf can take minutes on
-    the deeply nested tanh/sigmoid/sqrt expressions a forward pass produces."""
-    memo: dict = {}
-
-    def ev(x):
-        if x in memo:
-            return memo[x]
-        if x.is_Rational:
-            r = mpmath.mpf(int(x.p)) / int(x.q)
-        elif x is sympy.pi:
-            r = +mpmath.pi
-        elif x is sympy.E:
-            r = +mpmath.e
-        elif x.is_Add:
-            r = mpmath.fsum(ev(a) for a in x.args)
-        elif x.is_Mul:
-            r = mpmath.fprod(ev(a) for a in x.args)
-        elif x.is_Pow:
-            b, k = ev(x.base), ev(x.exp)
-            if b < 0 and not x.exp.is_integer:
-                raise ValueError("not real")
-            r = mpmath.power(b, k)
-        elif isinstance(x, sympy.Function) and x.func in _MP_FUNCS and len(x.args) == 1:
-            r = _MP_FUNCS[x.func](ev(x.args[0]))
-        else:
-            r = mpmath.mpf(sympy.N(x, dps))
-        if not isinstance(r, mpmath.mpf) or not mpmath.isfinite(r):
-            raise ValueError("not finite")
-        memo[x] = r
-        return r
-
-    try:
-        with mpmath.workdps(dps + 10):
-            sign, man, exp, _ = ev(e)._mpf_
-    except (ValueError, TypeError, ZeroDivisionError):
+    """A constant closed form as a Fraction accurate to ~``dps`` digits; None if it is not a real number."""
+    v = E.s_approx(e, dps)
+    if v is None:
         return None
+    sign, man, exp, _ = v._mpf_
     value = Fraction(int(man)) * (Fraction(2) ** int(exp)) if man else Fraction(0)
     return -value if sign else value
 
@@ -1318,7 +1280,7 @@ class Analysis:
         self.seed = (literal_value(g.grad_output, self.symbols) if g.grad_output is not None
                      else Exact.full(g.vars[g.root].shape, 1))
         self.pure = self.sweep(range(len(g.eqns)), {self.root: self.seed})
-        self.bwd = self._rerun()
+        self.bwd = v.backward
         self.actual = {self.canon(vid): val for vid, val in self.bwd.seen.items()}
         self._contrib: dict = {}
 
@@ -1577,11 +1539,6 @@ class Analysis:
             if all(e == 1 for e in self.seed.flat()) and self.seed.size == 1:
                 return TConst(Fraction(1), shape)
         return TLam(step.var, shape, tilde)
-
-    def _rerun(self):
-        g = copy.copy(self.g)
-        g.retained = {k: list(x) for k, x in self.g.retained.items()}
-        return run_backward(g, self.fwd, self.symbols)
 
     # ---- chain-rule paths (scalar problems) -----------------------------------
     def paths(self, vid: int, depth: int = 0) -> list[list[Step]] | None:
