@@ -541,7 +541,10 @@ def _hook(node: YNode, index: int, what: str) -> Hook:
             raise ProblemError(h.key_loc("does"), "retain_grad runs no code; drop does:")
         does = parse_statements(h.get("does"), f"the does of hook {index}")
     remove = _choice(h.get("remove"), "remove", ("before_backward", "after_backward")) if h.get("remove") else None
-    when = _choice(h.get("when"), "when", ("before_forward", "after_forward")) if h.get("when") else "before_forward"
+    when = "before_forward"
+    if h.get("when") is not None:
+        when = _choice(h.get("when"), "when", ("before_forward", "after_forward", "before_backward"))
+        when = "after_forward" if when == "before_backward" else when  # the same moment, said two ways
     if kind == "retain_grad" and remove is not None:
         raise ProblemError(h.key_loc("remove"), "retain_grad returns no handle in PyTorch, so it cannot be removed")
     label = _string(h.get("label"), "label") if h.get("label") is not None else f"{kind}@{target}"
