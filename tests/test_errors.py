@@ -145,3 +145,11 @@ def test_huge_exponent_is_refused(tmp_path):
     (code, out, err, exc), seconds = _timed(["solve", str(path)])
     check_one_line(code, out, err, exc, str(path), None)
     assert seconds < 5
+
+
+def test_output_into_a_missing_directory_is_one_line(tmp_path):
+    target = tmp_path / "missing" / "out.tex"
+    for extra in ([], ["--pdf"]):
+        code, out, err, exc = run(["latex", "problems/slinear.yaml", "-o", str(target)] + extra)
+        assert code == 2 and len(err.splitlines()) == 1 and "does not exist" in err
+    assert list(tmp_path.iterdir()) == []
