@@ -24,12 +24,11 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
-from . import expr as X
 from .errors import Loc, ProblemError
 from .exact import Exact, q
 from .lower import Lowerer, ValueBackend, result_shape, run_hook_body
 from .ops import MODULE_PRIMS, RULES, UNARY_FUNCTIONS
-from .problem import OUTPUT, ROOT, Function, Hook, Literal, Module, Problem, TensorDecl, Variant
+from .problem import OUTPUT, Function, Hook, Literal, Module, Problem, TensorDecl, Variant
 
 
 # ----------------------------------------------------------------------------- records
