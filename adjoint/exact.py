@@ -268,7 +268,9 @@ def s_str(x) -> str:
         return "-inf"
     if x is _S.NaN:
         return "nan"
-    return sympy.sstr(x)
+    # order="none": SymPy's default printer re-sorts every sum, which took minutes on the
+    # few-thousand-node closed forms a forward pass can build; args are canonically ordered anyway
+    return sympy.sstr(x, order="none")
 
 
 # ----------------------------------------------------------------------------- arrays
