@@ -270,7 +270,7 @@ class ProblemSpec:
     hooks: list
     backward: BackwardSpec
     variants: list | None     # VariantSpec, or None: no variants key
-    dtype: str
+    dtype: str | None         # None: no dtype key (float32)
 
 
 # ============================================================================ abstract interpretation
@@ -559,7 +559,7 @@ class Gen:
         if s.coin(0.7):
             loss = self.loss(model.out_shape)
         name = f"gen-{self.fresh('p')}"
-        dtype = s.weighted([(4, "float64"), (1, "float32")])
+        dtype = s.weighted([(8, "float64"), (1, "float32"), (1, None)])
         p = ProblemSpec(name, self.inputs, self.targets, model, loss, [], BackwardSpec(), None, dtype)
         if not self.ensure_grad(p):
             return p
@@ -856,6 +856,10 @@ class Gen:
     # ------------------------------------------------------------------ hooks and variants
     def hooks_and_variants(self, p: ProblemSpec) -> None:
         s = self.s
+        # one problem in five is hook-dense: 8-14 hooks a variant, most of them on a couple of
+        # tensors and modules (ordering between many hooks at one node is where engines slip)
+        self.dense = s.coin(0.2)
+        self.focus_p = 0.8 if self.dense else 0.5
         mode = s.weighted([(3, "plain"), (3, "variants"), (1, "inherit")])
         if mode == "plain":
             p.hooks, p.backward = self.variant_hooks(p, p.inputs, self.hook_count())
@@ -894,6 +898,8 @@ class Gen:
             p.variants.append(VariantSpec(vname, new, hooks, back))
 
     def hook_count(self) -> int:
+        if self.dense:
+            return self.s.int(8, 14)
         return self.s.weighted([(1, 0), (3, 1), (4, 2), (3, 3), (2, 5), (1, 8)])
 
     def needs_grad_output(self, p: ProblemSpec):
@@ -914,7 +920,7 @@ class Gen:
         for _ in range(n):
             if not s.coin(0.5):
                 continue
-            target = s.choice(focus) if s.coin(0.5) else s.choice(paths)
+            target = s.choice(focus) if s.coin(self.focus_p) else s.choice(paths)
             kind = s.weighted([(4, "full_backward"), (2, "full_backward_pre"), (3, "backward"), (2, "forward"),
                                (2, "forward_pre")])
             fam = {"full_backward": "full", "backward": "legacy"}.get(kind)
@@ -947,8 +953,25 @@ class Gen:
         # 4. tensor and node hooks
         rg_names = [nm for nm, inf in a.names.items() if inf.rg]
         gf_names = [nm for nm, inf in a.names.items() if inf.gf]
+        # the backward's form first: hooks then like to sit on the tensors it starts from or
+        # is taken with respect to (captured vs executed nodes, retained non-leaf inputs)
+        back = BackwardSpec(grad_output=self.needs_grad_output(p)) if backward else BackwardSpec()
+        if backward:
+            deps = sorted(a.root.deps)
+            choice = s.weighted([(6, "plain"), (2, "inputs"), (2, "grad")])
+            if choice != "plain" and deps:
+                chosen = [d for d in deps if s.coin(0.4)] or [s.choice(deps)]
+                back.method = "grad" if choice == "grad" else "backward"
+                unreachable = [nm for nm in rg_names if nm not in a.root.deps and nm not in chosen]
+                if unreachable and s.coin(0.1 if choice == "inputs" else 0.03):
+                    # backward(inputs=) leaves its .grad None; autograd.grad raises (both sides)
+                    chosen.insert(s.int(0, len(chosen)), s.choice(unreachable))
+                back.inputs = chosen
         others: list[HookSpec] = []
         self.focus = [self.pick_target(rg_names) for _ in range(2)] if rg_names else []
+        wrt = [nm for nm in back.inputs if nm in rg_names]
+        if wrt and s.coin(0.7):
+            self.focus[0] = s.choice(wrt)
         for _ in range(n):
             kind = s.weighted([(5, "tensor"), (2, "retain"), (3, "node")])
             if kind == "node" and gf_names:
@@ -984,19 +1007,11 @@ class Gen:
             else:
                 hooks.append(others[j])
                 j += 1
-        back = BackwardSpec(grad_output=self.needs_grad_output(p)) if backward else BackwardSpec()
-        if backward:
-            deps = sorted(a.root.deps)
-            choice = s.weighted([(6, "plain"), (2, "inputs"), (2, "grad")])
-            if choice != "plain" and deps:
-                chosen = [d for d in deps if s.coin(0.4)] or [s.choice(deps)]
-                back.method = "grad" if choice == "grad" else "backward"
-                back.inputs = chosen
         return hooks, back
 
     def pick_target(self, names: list) -> str:
         focus = [n for n in getattr(self, "focus", []) if n in names]
-        if focus and self.s.coin(0.5):
+        if focus and self.s.coin(self.focus_p):
             return self.s.choice(focus)
         # prefer non-leaf, named intermediates and module outputs a little
         weighted = [(3 if ("." in n or n.startswith("h") or n in ("loss", "y", "model")) else 2, n) for n in names]
@@ -1458,7 +1473,7 @@ def _backward_yaml(b: BackwardSpec, indent: int) -> list[str]:
 
 def to_yaml(p: ProblemSpec) -> str:
     out = [f"name: {p.name}", "description: generated by tests/gen_problems.py"]
-    if p.dtype != "float32" or True:
+    if p.dtype is not None:          # None: left out, float32 by default
         out.append(f"dtype: {p.dtype}")
     out.append("inputs:")
     for leaf in p.inputs:
@@ -1547,7 +1562,8 @@ def problems(budget: int = TRANSCENDENTAL_BUDGET, shrinkable: bool = False):
 #: Per-variant outcomes, worst first. The first four are disagreements between adjoint and
 #: PyTorch (or a bug of the harness); the rest are fine.
 BAD = ("crash", "harness", "invalid", "refused", "mismatch", "timeout")
-GOOD = ("ok", "both_raise", "nonfinite", "f32_rounding")
+GOOD = ("ok", "both_raise", "nonfinite", "f32_rounding", "overflow")
+FLOAT_MAX = {"float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
 
 
 @dataclass
@@ -1561,7 +1577,7 @@ class Outcome:
     @property
     def status(self) -> str:
         found = {st for _, st, _ in self.variants}
-        for st in BAD + ("f32_rounding", "both_raise", "nonfinite", "ok"):
+        for st in BAD + ("overflow", "f32_rounding", "both_raise", "nonfinite", "ok"):
             if st in found:
                 return st
         return "ok"
@@ -1590,7 +1606,9 @@ def check(text: str, timeout: float = 30.0) -> Outcome:
     refuses a non-finite forward: PyTorch would carry inf/nan on, nothing to compare),
     ``both_raise`` (solve says PyTorch raises, and it does), ``f32_rounding`` (a float32 run
     is off by more than compare's float32 tolerance, but the float64 run agrees: float32
-    rounding through an ill-conditioned op, not a modelling error), ``refused`` (solve raises a
+    rounding through an ill-conditioned op, not a modelling error), ``overflow`` (the
+    variant disagrees, and some exact value is finite but beyond the dtype's range: PyTorch
+    overflowed to inf, then maybe nan), ``refused`` (solve raises a
     ProblemError but PyTorch runs), ``invalid`` (the file does not even load: a generator
     bug), ``crash`` (a traceback from adjoint), ``harness`` (a traceback from the torch side
     or the comparison), ``timeout`` (solve and compare took longer than ``timeout`` seconds)."""
@@ -1630,6 +1648,30 @@ def check(text: str, timeout: float = 30.0) -> Outcome:
         signal.signal(signal.SIGALRM, old)
     out.seconds = time.perf_counter() - start
     return out
+
+
+def _beyond_range(tree, dtype: str) -> bool:
+    """Does some exact VALUE in the predicted JSON fall outside the dtype's finite range?"""
+    import math
+
+    if isinstance(tree, dict):
+        if "exact" in tree and "value" in tree:
+            floats, exact = tree["value"], tree["exact"]
+
+            def walk(f, e):
+                if isinstance(f, list):
+                    return any(walk(a, b) for a, b in zip(f, e))
+                if f is None:
+                    return False
+                if e in ("inf", "-inf", "nan"):
+                    return False
+                return math.isinf(f) or math.isnan(f) or abs(f) > FLOAT_MAX[dtype]
+
+            return walk(floats, exact)
+        return any(_beyond_range(v, dtype) for v in tree.values())
+    if isinstance(tree, list):
+        return any(_beyond_range(v, dtype) for v in tree)
+    return False
 
 
 def _check_variant(problem, v, compare, run_variant, out: Outcome):
@@ -1673,6 +1715,10 @@ def _check_variant(problem, v, compare, run_variant, out: Outcome):
     bad = [r for r in rows if not r.ok]
     if bad:
         detail = "; ".join(f"{r.item}: {r.detail}" for r in bad[:6])
+        if _beyond_range(predicted, problem.dtype):
+            # an exact value (finite) is beyond the dtype's range: PyTorch's floats overflow to
+            # inf and then make nan (inf - inf), which no exact prediction can follow
+            return "overflow", detail
         if problem.dtype == "float32" and not observed.get("error"):
             # The prediction is exact; float32 rounding grows through ill-conditioned ops (sin of
             # a large argument, cancellation). If float64 agrees, it is PyTorch's float32.

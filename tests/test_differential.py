@@ -8,6 +8,7 @@ and bounded; benchmarks/sweep.py runs the large sweep. Every disagreement the sw
 pinned by a minimal file in tests/data/regressions/, checked here the same way.
 """
 
+import dataclasses
 import glob
 import os
 import random
@@ -21,17 +22,21 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REGRESSIONS = sorted(glob.glob(os.path.join(HERE, "data", "regressions", "*.yaml")))
 
 #: Regression files whose engine bug is not fixed yet: file name -> reason (strict xfail,
-#: so the fix flips them and the entry must go). Empty: every bug found so far is fixed.
-KNOWN: dict[str, str] = {}
+#: so the fix flips them and the entry must go).
+KNOWN: dict[str, str] = {
+    "slow_exact_strings.yaml": "Prediction.to_json takes ~14 s: sympy.sstr of unsimplified exact values "
+                               "(tests/data/regressions/slow_exact_strings.yaml)",
+}
 
-#: Files whose point was solve time: they must finish within this many seconds.
-TIME_LIMITS = {"slow_function_check.yaml": 10.0}
+#: Files whose point is solve time: solve, JSON and compare within this many seconds.
+#: Those still failing are marked slow (the xfail waits out the limit).
+TIME_LIMITS = {"slow_function_check.yaml": 10.0, "slow_exact_strings.yaml": 10.0}
 
-# The bounded CI run: ~120 problems of at most 2 transcendental ops (their exact values
+# The bounded CI run: 200 + 60 problems of at most 2 transcendental ops (their exact values
 # stay small), each checked in every variant. Well under a minute in total.
-CI_EXAMPLES = 120
+CI_EXAMPLES = 200
 CI_BUDGET = 2
-PER_PROBLEM_SECONDS = 20.0
+PER_PROBLEM_SECONDS = 20.0   # per variant: solve, JSON, torch run and compare
 
 
 @settings(max_examples=CI_EXAMPLES, derandomize=True, deadline=None, database=None, print_blob=True,
@@ -43,7 +48,7 @@ def test_prediction_matches_torch(text):
     assert outcome.ok, f"adjoint and PyTorch disagree:\n{outcome.report()}\n--- problem ---\n{text}"
 
 
-@settings(max_examples=40, derandomize=True, deadline=None, database=None, print_blob=True,
+@settings(max_examples=60, derandomize=True, deadline=None, database=None, print_blob=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example])
 @given(problems(budget=CI_BUDGET, shrinkable=True))
 def test_prediction_matches_torch_shrinkable(text):
@@ -61,6 +66,8 @@ def _regression_params():
         marks = []
         if name in KNOWN:
             marks.append(pytest.mark.xfail(strict=True, reason=KNOWN[name]))
+            if name in TIME_LIMITS:
+                marks.append(pytest.mark.slow)
         out.append(pytest.param(path, id=name, marks=marks))
     return out
 
@@ -73,6 +80,21 @@ def test_regression(path):
     outcome = check(text, timeout=TIME_LIMITS.get(os.path.basename(path), PER_PROBLEM_SECONDS))
     assert outcome.ok, outcome.report()
     assert all(st == "ok" for _, st, _ in outcome.variants), outcome.report()
+
+
+def test_harness_detects_a_wrong_rule(monkeypatch):
+    """The check is not vacuous: with relu's VJP deliberately doubled, it reports a mismatch."""
+    from adjoint import ops
+
+    rule = ops.RULES["relu"]
+    wrong = dataclasses.replace(rule, vjp=lambda g, ins, out, p, need: [x if x is None else ops.E.mul(
+        ops.Exact.scalar(2), x) for x in rule.vjp(g, ins, out, p, need)])
+    monkeypatch.setitem(ops.RULES, "relu", wrong)
+    text = "\n".join(["name: wrong-rule", "dtype: float64", "inputs:", "  x: {value: [1, -2], requires_grad: true}",
+                      "model: {type: ReLU}", 'loss: "sum(y)"', ""])
+    outcome = check(text)
+    assert outcome.status == "mismatch", outcome.report()
+    assert "grad x" in outcome.report()
 
 
 def test_generator_covers_every_feature():
