@@ -278,9 +278,10 @@ def s_str(x) -> str:
 class Exact:
     """Immutable exact tensor. ``rational`` says every element is an fmpq."""
 
-    __slots__ = ("a", "rational")
+    __slots__ = ("a", "rational", "negzero")
 
     def __init__(self, a: np.ndarray, rational: bool | None = None):
+        self.negzero = None  # bool mask of zeros PyTorch holds as -0.0 (see adjoint.signed_zero)
         if rational is None:
             rational = all(type(e) is fmpq for e in a.flat)
             if not rational:
@@ -383,6 +384,14 @@ class Exact:
 
     def broadcast_to(self, shape) -> "Exact":
         return Exact(np.broadcast_to(self.a, shape).copy(), self.rational)
+
+    def with_negzero(self, mask) -> "Exact":
+        """The same values, marking which zeros are -0.0 in PyTorch's floats."""
+        if mask is None:
+            return self
+        out = Exact(self.a, self.rational)
+        out.negzero = mask
+        return out
 
     def as_sym(self) -> "Exact":
         if not self.rational:
@@ -561,6 +570,14 @@ def matmul2d(x: Exact, y: Exact) -> Exact:
 
 def outer(x: Exact, y: Exact) -> Exact:
     return matmul2d(x.reshape((x.size, 1)), y.reshape((1, y.size)))
+
+
+def negate_where(x: Exact, mask) -> Exact:
+    """-x where ``mask`` (a bool array broadcastable to x), else x."""
+    if mask is None or not np.any(mask):
+        return x
+    m = np.broadcast_to(mask, x.shape)
+    return where(Exact.of([1 if b else 0 for b in m.flat], x.shape), neg(x), x)
 
 
 def mask(x: Exact, predicate) -> Exact:

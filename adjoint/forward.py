@@ -13,6 +13,7 @@ from .exact import Exact
 from .graph import Eqn, Graph, evaluate_program
 from .ops import RULES
 from .problem import Literal, Sym
+from .signed_zero import result_mask
 
 
 @dataclass
@@ -52,9 +53,10 @@ def evaluate(graph: Graph, symbols: dict | None = None) -> Forward:
         else:
             rule = RULES[eqn.prim]
             try:
-                outs = [rule.forward(ins, eqn.params)]
+                out = rule.forward(ins, eqn.params)
             except E.ExactLimit as exc:
                 raise ProblemError(eqn.loc, f"{exc}; use a smaller power") from None
+            outs = [out.with_negzero(result_mask(eqn.prim, ins, eqn.params, out))]
             _refuse_nonfinite(eqn, ins, outs[0])
             if rule.kink is not None:
                 note = rule.kink(ins, eqn.params)

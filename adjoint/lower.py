@@ -16,6 +16,7 @@ from . import expr as X
 from .errors import Loc, ProblemError
 from .exact import MAX_EXACT_EXPONENT, Exact, ExactLimit, q
 from .ops import RULES, UNARY_FUNCTIONS
+from .signed_zero import result_mask
 
 
 class Backend(Protocol):
@@ -91,9 +92,10 @@ class ValueBackend:
     def apply(self, prim, ins, params, loc):
         result_shape(prim, [x.shape for x in ins], params, loc)
         try:
-            return RULES[prim].forward(list(ins), params)
+            out = RULES[prim].forward(list(ins), params)
         except ExactLimit as exc:
             raise ProblemError(loc, f"{exc}; use a smaller power") from None
+        return out.with_negzero(result_mask(prim, list(ins), params, out))
 
     def constant(self, value):
         return Exact.scalar(q(value))

@@ -17,6 +17,7 @@ pow(x, 0) has gradient 0 everywhere, d/db a**b is 0 where a == 0 and b >= 0.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Callable
 
 import numpy as np
@@ -112,6 +113,8 @@ def pow_scalar_vjp(g, ins, out, p, need):
     if p == 0:
         return [Exact.zeros(ins[0].shape)]
     local = E.mul(_scalar(p), E.binary(E.s_pow, ins[0], _scalar(p - 1)))
+    if p == Fraction(1, 2):  # PyTorch runs x ** 0.5 as sqrt: the derivative at -0.0 is -inf
+        local = E.negate_where(local, ins[0].negzero)
     return [E.mul(g, local)]
 
 
@@ -307,7 +310,8 @@ def sqrt_forward(ins, p):
 
 
 def sqrt_vjp(g, ins, out, p, need):
-    return [E.div(g, E.mul(_scalar(2), out))]
+    # g / (2 * out): at out = -0.0 (see adjoint.signed_zero) the infinity changes sign
+    return [E.negate_where(E.div(g, E.mul(_scalar(2), out)), out.negzero)]
 
 
 def sqrt_kink(ins, p):

@@ -393,3 +393,42 @@ def test_module_called_twice():
     doc = adjoint.loads(TWICE).solve().to_json()["variants"]["default"]
     assert [h["call"] for h in doc["hook_calls"]] == [1, 2, 2, 1]
     assert set(doc["adjoints"]) == {"model", "f", "f#2"}
+
+
+# 12. signed zeros: x * 0 with x < 0 is -0.0 in PyTorch, and the infinite derivative of sqrt
+#     (and of x ** 0.5, which PyTorch runs as sqrt) at -0.0 is -inf; kernels decide the sign
+def test_signed_zero_signs_the_infinite_derivative():
+    paths = {"sqrt(relu(h))": lambda h: torch.sqrt(torch.relu(h)), "h ** 0.5": lambda h: h ** 0.5,
+             "h ** 0.25": lambda h: h ** 0.25, "sqrt(0 - h)": lambda h: torch.sqrt(0 - h),
+             "sqrt(sum(h) + h * 0)": lambda h: torch.sqrt(torch.sum(h) + h * 0)}
+    signs = {}
+    for expr, fn in paths.items():
+        x = torch.tensor([-0.5, 0.5, -2.], dtype=F64, requires_grad=True)
+        h = x * 0
+        seen = []
+        h.register_hook(lambda g: seen.append(g.clone()))
+        torch.sum(fn(h)).backward()
+        text = ("name: z\ninputs:\n  x: {value: [-0.5, 0.5, -2], requires_grad: true}\nmodel:\n  inputs: [x]\n"
+                f"  forward: |\n    h = x * 0\n    return {expr}\nloss: \"sum(y)\"\nhooks:\n  - {{tensor: h}}\n")
+        (call,) = solve(text).hook_calls
+        assert np.array_equal(fl(call.args["grad"]), seen[0].numpy(), equal_nan=True), expr
+        signs[expr] = call.args["grad"].strings()
+    assert signs["h ** 0.5"] == ["-inf", "inf", "-inf"] and signs["h ** 0.25"] == ["inf", "inf", "inf"]
+    assert signs["sqrt(relu(h))"] == ["0", "0", "0"]  # relu's backward selects: the infinity stops there
+
+
+def test_signed_zero_per_op():
+    """Each op's -0.0 rule, against torch (the sign bit of each exact zero)."""
+    from adjoint.signed_zero import sign_bits
+
+    x = torch.tensor([-0.5, 0.5], dtype=F64)
+    cases = {"x * 0": x * 0, "-(x * 0)": -(x * 0), "relu(x * 0)": torch.relu(x * 0), "tanh(x * 0)": torch.tanh(x * 0),
+             "abs(x * 0)": torch.abs(x * 0), "x * 0 - 0": x * 0 - 0, "x * 0 + 0": x * 0 + 0, "0 - x * 0": 0 - x * 0,
+             "(x * 0) ** 3": (x * 0) ** 3, "(x * 0) ** 2": (x * 0) ** 2, "(x * 0) / 2": (x * 0) / 2,
+             "t(x * 0)": torch.t(x * 0), "x * 0 * (x * 0)": (x * 0) * (x * 0)}
+    for expr, want in cases.items():
+        text = f"name: z\ninputs:\n  x: {{value: [-0.5, 0.5], requires_grad: true}}\nmodel:\n  inputs: [x]\n" \
+               f"  forward: |\n    h = {expr}\n    return sum(h * 0 + x)\n"
+        pred = adjoint.loads(text).solve().variants[0]
+        got = sign_bits(pred.forward.values[pred.graph.names["h"]]).tolist()
+        assert got == torch.signbit(want).tolist(), expr

@@ -1,0 +1,76 @@
+"""Which exact zeros PyTorch holds as -0.0.
+
+An exact zero has no sign, but IEEE floats do, and PyTorch's sqrt'(x) = g / (2 sqrt(x)) is
+-inf at -0.0 (so is the derivative of x ** 0.5, which PyTorch runs as sqrt). A zero's sign
+depends on how it was made, with PyTorch's own kernel choices (probed on 2.13):
+
+* a product or quotient is -0.0 when exactly one factor is negative (IEEE);
+* a sum is -0.0 only when both terms are -0.0; ``a - b`` is ``a + (-b)``; ``-x`` flips;
+* relu, tanh, sin, sqrt, ``x ** 0.5`` and odd powers keep a -0.0; views and transposes too;
+* sum, mean, mm, mv, dot, addmm and norm accumulate from +0.0, so they never give -0.0;
+  abs gives +0.0; exp, cos, sigmoid never give 0.
+
+:func:`result_mask` gives the sign-bit mask of an op's exact zeros from its inputs' masks.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from .exact import Exact, s_sign
+
+_KEEP = {"relu", "tanh", "sin", "sqrt", "t", "view", "unsafe_view", "unsqueeze", "squeeze"}
+
+
+def sign_bits(x: Exact) -> np.ndarray:
+    """True where the float PyTorch holds has its sign bit set (negative, or -0.0)."""
+    bits = np.array([s_sign(e) == -1 for e in x.flat()], dtype=bool).reshape(x.shape)
+    if x.negzero is not None:
+        bits |= x.negzero
+    return bits
+
+
+def zero_mask(x: Exact) -> np.ndarray:
+    return np.array([s_sign(e) == 0 for e in x.flat()], dtype=bool).reshape(x.shape)
+
+
+def result_mask(prim: str, ins: list[Exact], params, out: Exact) -> np.ndarray | None:
+    """The -0.0 mask of an op's result (None: no -0.0 anywhere)."""
+    if prim in _KEEP or (prim == "pow_scalar" and _keeps_sign(params)):
+        mask = _reshaped(ins[0].negzero, ins[0].shape, out.shape, prim)
+    elif prim == "neg":
+        mask = None if ins[0].negzero is None and not zero_mask(ins[0]).any() else zero_mask(out) & ~_nz(ins[0])
+    elif prim in ("mul", "div"):
+        a, b = np.broadcast_arrays(sign_bits(ins[0]), sign_bits(ins[1]))
+        mask = zero_mask(out) & (a ^ b)
+    elif prim == "add":
+        a, b = np.broadcast_arrays(_nz(ins[0]), _nz(ins[1]))
+        mask = a & b
+    elif prim == "sub":
+        a, b = np.broadcast_arrays(_nz(ins[0]), zero_mask(ins[1]) & ~_nz(ins[1]))
+        mask = a & b
+    else:
+        return None
+    if mask is None or not mask.any():
+        return None
+    return np.asarray(mask, dtype=bool).reshape(out.shape)
+
+
+def _nz(x: Exact) -> np.ndarray:
+    return x.negzero if x.negzero is not None else np.zeros(x.shape, dtype=bool)
+
+
+def _keeps_sign(p) -> bool:
+    """x ** p keeps -0.0 for odd integer p and for p = 1/2 (PyTorch runs it as sqrt)."""
+    p = Fraction(p)
+    return p == Fraction(1, 2) or (p.denominator == 1 and p.numerator % 2 == 1 and p > 0)
+
+
+def _reshaped(mask, in_shape, out_shape, prim):
+    if mask is None:
+        return None
+    if prim == "t":
+        return mask.T
+    return mask.reshape(out_shape)
