@@ -24,16 +24,20 @@ from .exact import Exact, s_sign
 _KEEP = {"relu", "tanh", "sin", "sqrt", "t", "view", "unsafe_view", "unsqueeze", "squeeze"}
 
 
-def sign_bits(x: Exact) -> np.ndarray:
-    """True where the float PyTorch holds has its sign bit set (negative, or -0.0)."""
-    bits = np.array([s_sign(e) == -1 for e in x.flat()], dtype=bool).reshape(x.shape)
+def sign_bits(x: Exact, where: np.ndarray | None = None) -> np.ndarray:
+    """True where the float PyTorch holds has its sign bit set (negative, or -0.0); with
+    ``where``, only those positions are examined (a sign can cost a numerical evaluation)."""
+    flat = x.flat()
+    look = where.reshape(-1) if where is not None else np.ones(len(flat), dtype=bool)
+    bits = np.array([bool(w) and s_sign(e) == -1 for e, w in zip(flat, look)], dtype=bool).reshape(x.shape)
     if x.negzero is not None:
         bits |= x.negzero
     return bits
 
 
 def zero_mask(x: Exact) -> np.ndarray:
-    return np.array([s_sign(e) == 0 for e in x.flat()], dtype=bool).reshape(x.shape)
+    """Exact zeros, found structurally: arithmetic always evaluates a zero result to 0."""
+    return np.array([e == 0 for e in x.flat()], dtype=bool).reshape(x.shape)
 
 
 def result_mask(prim: str, ins: list[Exact], params, out: Exact) -> np.ndarray | None:
@@ -41,21 +45,40 @@ def result_mask(prim: str, ins: list[Exact], params, out: Exact) -> np.ndarray |
     if prim in _KEEP or (prim == "pow_scalar" and _keeps_sign(params)):
         mask = _reshaped(ins[0].negzero, ins[0].shape, out.shape, prim)
     elif prim == "neg":
-        mask = None if ins[0].negzero is None and not zero_mask(ins[0]).any() else zero_mask(out) & ~_nz(ins[0])
+        zeros = zero_mask(out)
+        mask = zeros & ~_nz(ins[0]) if zeros.any() else None
     elif prim in ("mul", "div"):
-        a, b = np.broadcast_arrays(sign_bits(ins[0]), sign_bits(ins[1]))
-        mask = zero_mask(out) & (a ^ b)
+        zeros = zero_mask(out)
+        if not zeros.any():
+            return None
+        a = np.broadcast_to(ins[0].a, out.shape)
+        b = np.broadcast_to(ins[1].a, out.shape)
+        sa = sign_bits(_view(ins[0], a), zeros)
+        sb = sign_bits(_view(ins[1], b), zeros)
+        mask = zeros & (sa ^ sb)
     elif prim == "add":
-        a, b = np.broadcast_arrays(_nz(ins[0]), _nz(ins[1]))
+        if ins[0].negzero is None or ins[1].negzero is None:
+            return None
+        a, b = np.broadcast_arrays(ins[0].negzero, ins[1].negzero)
         mask = a & b
     elif prim == "sub":
-        a, b = np.broadcast_arrays(_nz(ins[0]), zero_mask(ins[1]) & ~_nz(ins[1]))
+        if ins[0].negzero is None:
+            return None
+        a, b = np.broadcast_arrays(ins[0].negzero, zero_mask(ins[1]) & ~_nz(ins[1]))
         mask = a & b
     else:
         return None
     if mask is None or not mask.any():
         return None
     return np.asarray(mask, dtype=bool).reshape(out.shape)
+
+
+def _view(x: Exact, a: np.ndarray) -> Exact:
+    """``x`` broadcast to ``a``'s shape, its -0.0 mask with it."""
+    out = Exact(np.ascontiguousarray(a), x.rational)
+    if x.negzero is not None:
+        out.negzero = np.broadcast_to(x.negzero, a.shape).copy()
+    return out
 
 
 def _nz(x: Exact) -> np.ndarray:
