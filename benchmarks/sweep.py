@@ -116,8 +116,9 @@ def main(argv=None) -> int:
     print(f"problems tried:    {len(seconds)}")
     print(f"variants checked:  {sum(statuses.values())}: " +
           ", ".join(f"{k} {v}" for k, v in statuses.most_common()))
-    print("                   (ok: every item matched; both_raise: solve and PyTorch both refuse; "
-          "nonfinite: solve refuses a non-finite forward, skipped)")
+    print("                   (ok: every item matched; both_raise: solve and PyTorch both refuse; nonfinite: solve "
+          "refuses a non-finite forward, skipped;\n                   f32/f64_rounding: PyTorch's rounding, at least "
+          "1000x larger in float32 than in float64; overflow: an exact value beyond the dtype's range)")
     print(f"disagreements:     {n_bad} problem(s)" +
           (" (" + ", ".join(f"{s} {problem_status[s]}" for s in DISAGREE if problem_status[s]) + ")" if n_bad else ""))
     print(f"timeouts:          {problem_status['timeout']} problem(s)")

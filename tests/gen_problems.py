@@ -27,9 +27,15 @@ which edges that grad_fn has) mirroring ``nn.Module._call_impl``, so that hooks 
 where PyTorch accepts them and their returned tuples have the right length and only touch
 defined slots. What it cannot see statically is *values*: a forward that is not finite (the
 solver refuses: log of a negative number, division by zero) and a hook argument that turns
-out to be None at run time (PyTorch raises TypeError too). :func:`expected_refusal` names
-those ProblemErrors; tests skip such draws, and anything else the solver refuses is a bug
-(of the generator or of the engine).
+out to be None at run time (PyTorch raises TypeError too). :func:`check` skips the first
+kind, and for any other ProblemError requires PyTorch to raise as well.
+
+Values are small rationals (mostly dyadic, so exact in floating point), zeros included, and
+a "kink" form puts relu, abs, sqrt, norm and x ** 0 exactly at 0. Exact values of nested
+transcendental functions swell, so each problem gets a budget of them
+(:data:`TRANSCENDENTAL_BUDGET`, counted per call of the module they are in); past it, ops
+stay rational. One problem in five is hook-dense (8-14 hooks a variant, piled on a couple
+of tensors and modules).
 
 Generating never imports ``adjoint``: it only writes YAML. :func:`check` (used by
 tests/test_differential.py and benchmarks/sweep.py) then solves a file, runs it in PyTorch
@@ -358,11 +364,9 @@ class Analysis:
         if len(args) > 1 and any(args_rg) and not all(args_rg):
             self.ops["multi-input call, mixed requires_grad"] += 1
         wrap = any(h.kind in ("full_backward", "full_backward_pre") for h in regs)
-        if wrap and any(args_rg):
-            deps = frozenset().union(*(a.deps for a in args))
+        if wrap and any(args_rg):  # BackwardHookFunction: one node, an edge per input, an output each
             args = [Info(a.shape, a.rg, a.rg, args_rg if a.rg else (), len(args) if a.rg else 1, i if a.rg else 0,
                          a.deps) for i, a in enumerate(args)]
-            del deps
         out = self.forward(mod, args, callid)
         for h in regs:
             if h.kind == "forward" and h.returns is not None:
@@ -754,7 +758,7 @@ class Gen:
                 if shape is None:
                     break
             if shape is None:  # make the extra inputs broadcast with the first
-                in_shapes = [in_shapes[0]] + [_squash(in_shapes[0], shp, s) for shp in in_shapes[1:]]
+                in_shapes = [in_shapes[0]] + [_sub_shape(in_shapes[0], s) for _ in in_shapes[1:]]
                 shape = in_shapes[0]
                 for shp in in_shapes[1:]:
                     shape = broadcast(shape, shp)
@@ -1120,10 +1124,6 @@ def _sub_shape(shape: tuple, s: Src) -> tuple:
     keep = s.int(0, len(shape))
     tail = shape[len(shape) - keep:]
     return tuple(d if s.coin(0.7) else 1 for d in tail)
-
-
-def _squash(target: tuple, shp: tuple, s: Src) -> tuple:
-    return _sub_shape(target, s)
 
 
 class ExprCtx:
