@@ -23,10 +23,7 @@ REGRESSIONS = sorted(glob.glob(os.path.join(HERE, "data", "regressions", "*.yaml
 
 #: Regression files whose engine bug is not fixed yet: file name -> reason (strict xfail,
 #: so the fix flips them and the entry must go).
-KNOWN: dict[str, str] = {
-    "slow_signed_zero_hook.yaml": "solve takes ~120 s (1.2 s at af6a217): a hook's grad * 0 evaluates the sign of "
-                                  "large closed forms (tests/data/regressions/slow_signed_zero_hook.yaml)",
-}
+KNOWN: dict[str, str] = {}
 
 #: Files whose point is solve time: solve, JSON and compare within this many seconds.
 #: Those still failing are marked slow (the xfail waits out the limit).
