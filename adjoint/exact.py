@@ -69,6 +69,26 @@ def s_norm(x):
     return x
 
 
+_NONFINITE = (_S.Infinity, _S.NegativeInfinity, _S.ComplexInfinity, _S.NaN)
+
+
+def s_mul(x, y):
+    """x * y for two elements. Zero times a finite closed form is zero, decided structurally:
+    SymPy's Mul would ask the other factor ``is_finite``, which on a large closed form can run
+    its adaptive evalf for minutes (a hook's ``grad * 0``; sweep seed 4, problem 1141)."""
+    if _is_exact_zero(x) and not _has_nonfinite(y) or _is_exact_zero(y) and not _has_nonfinite(x):
+        return _S.Zero
+    return s_sym(x) * s_sym(y)
+
+
+def _is_exact_zero(x) -> bool:
+    return x == 0 if type(x) is fmpq else x is _S.Zero
+
+
+def _has_nonfinite(x) -> bool:
+    return type(x) is not fmpq and x.has(*_NONFINITE)
+
+
 def s_is_nan(x) -> bool:
     return x is _S.NaN
 
@@ -258,6 +278,12 @@ def s_float(x) -> float | None:
         except (TypeError, ValueError):
             return float("nan")
     return float(v)
+
+
+def s_sci(x, digits: int = 3) -> str:
+    """A constant element in scientific notation, at any magnitude (1e400 stays 1e400)."""
+    v = s_approx(x, digits + 10)
+    return s_str(x) if v is None else mpmath.nstr(v, digits, min_fixed=-4, max_fixed=6)
 
 
 def _fmpq_float(x) -> float:
@@ -493,7 +519,9 @@ def sub(x: Exact, y: Exact) -> Exact:
 
 def mul(x: Exact, y: Exact) -> Exact:
     a, b, r = _pair(x, y)
-    return _wrap(a * b, r)
+    if r:
+        return _wrap(a * b, True)
+    return binary(s_mul, x, y)
 
 
 def neg(x: Exact) -> Exact:
@@ -572,7 +600,7 @@ def matmul2d(x: Exact, y: Exact) -> Exact:
     out = np.empty((m, n), dtype=object)
     for i in range(m):
         for j in range(n):
-            out[i, j] = s_norm(sympy.Add(*[a[i, t] * b[t, j] for t in range(k)]))
+            out[i, j] = s_norm(sympy.Add(*[s_mul(a[i, t], b[t, j]) for t in range(k)]))
     return Exact(out)
 
 

@@ -39,10 +39,14 @@ def literal_value(lit: Literal, symbols: dict | None = None) -> Exact:
     return Exact.of(items, lit.shape)
 
 
-def evaluate(graph: Graph, symbols: dict | None = None) -> Forward:
+def evaluate(graph: Graph, symbols: dict | None = None, dtype: str = "float32") -> Forward:
+    """Every forward value, exactly. Refuses a forward pass that PyTorch would carry on with
+    inf or nan: an op making a non-finite value from finite operands, or a value (a literal,
+    an op's result) beyond the dtype's range, which PyTorch rounds to inf."""
     fwd = Forward([None] * len(graph.vars))
     for vid, decl in graph.decls.items():
         fwd.values[vid] = literal_value(decl.value, symbols)
+        _refuse_overflow(fwd.values[vid], dtype, decl.value.loc, f"the literal of '{decl.name}'")
     for eqn in graph.eqns:
         ins = [fwd.of(i) for i in eqn.ins]
         if eqn.prim == "bhf":
@@ -50,6 +54,7 @@ def evaluate(graph: Graph, symbols: dict | None = None) -> Forward:
         elif eqn.prim == "function":
             spec = eqn.params
             outs = [evaluate_program(spec.module, dict(zip(spec.slots, ins)))[0]]
+            _refuse_overflow(outs[0], dtype, eqn.loc, f"{spec.decl.name}.forward")
         else:
             rule = RULES[eqn.prim]
             try:
@@ -58,6 +63,7 @@ def evaluate(graph: Graph, symbols: dict | None = None) -> Forward:
                 raise ProblemError(eqn.loc, f"{exc}; use a smaller power") from None
             outs = [out.with_negzero(result_mask(eqn.prim, ins, eqn.params, out))]
             _refuse_nonfinite(eqn, ins, outs[0])
+            _refuse_overflow(outs[0], dtype, eqn.loc, f"this op ({RULES[eqn.prim].node})")
             if rule.kink is not None:
                 note = rule.kink(ins, eqn.params)
                 if note:
@@ -85,6 +91,30 @@ def _refuse_nonfinite(eqn: Eqn, ins: list[Exact], out: Exact) -> None:
             raise ProblemError(eqn.loc, f"{what} at the given values ({RULES[eqn.prim].node}, element {where}: "
                                         f"{operands}) gives {E.s_str(e)} in PyTorch; change the values so the "
                                         "forward pass stays finite")
+
+
+#: The smallest magnitude each dtype rounds to inf (round to nearest: max + half an ulp).
+_OVERFLOW = {"float32": E.q(2 ** 128 - 2 ** 103), "float64": E.q(2 ** 1024 - 2 ** 970)}
+_MAX_TEXT = {"float32": "3.4e38", "float64": "1.8e308"}
+
+
+def _refuse_overflow(out: Exact, dtype: str, loc, what: str) -> None:
+    """A finite exact value PyTorch cannot hold: it becomes inf (and later nan), which no exact
+    prediction follows. Closed forms are sized numerically; ones with free symbols are not
+    checked (verify binds the symbols, and checks then)."""
+    limit = _OVERFLOW[dtype]
+    for idx, e in enumerate(out.flat()):
+        if E.s_is_nonfinite(e):
+            continue
+        if type(e) is E.fmpq:
+            big = abs(e) >= limit
+        else:
+            v = E.s_approx(e, 20)
+            big = v is not None and abs(v) >= E.s_approx(limit, 20)
+        if big:
+            raise ProblemError(loc, f"{what} gives {E.s_sci(e)} at element {_index(idx, out.shape)}, beyond "
+                                    f"{dtype}'s range (about ±{_MAX_TEXT[dtype]}): PyTorch makes it inf; change the "
+                                    "values so the forward pass stays finite")
 
 
 def _index(flat: int, shape) -> str:

@@ -33,7 +33,7 @@ def solve_problem(problem: Problem, variant: str | None = None, numeric: bool = 
 
 def solve_variant(problem: Problem, variant: Variant, symbols: dict | None = None) -> VariantPrediction:
     graph = trace(problem, variant)
-    fwd = evaluate(graph, symbols)
+    fwd = evaluate(graph, symbols, problem.dtype)
     bwd = run_backward(graph, fwd, symbols)
     return _assemble(problem, variant, graph, fwd, bwd)
 

@@ -25,16 +25,14 @@ REGRESSIONS = sorted(glob.glob(os.path.join(HERE, "data", "regressions", "*.yaml
 #: so the fix flips them and the entry must go).
 KNOWN: dict[str, str] = {}
 
-#: Files whose point is solve time: solve, JSON and compare within this many seconds.
-#: Those still failing are marked slow (the xfail waits out the limit).
-TIME_LIMITS = {"slow_function_check.yaml": 10.0, "slow_exact_strings.yaml": 10.0, "slow_signed_zero_check.yaml": 5.0,
-               "slow_signed_zero_hook.yaml": 10.0}
-
 # The bounded CI run: 200 + 60 problems of at most 2 transcendental ops (their exact values
 # stay small), each checked in every variant. Well under a minute in total.
 CI_EXAMPLES = 200
 CI_BUDGET = 2
-PER_PROBLEM_SECONDS = 20.0   # per variant: solve, JSON, torch run and compare
+#: A hang guard, not a speed target (those live in benchmarks/: bench_regressions.py holds the
+#: files that once took minutes): a variant still running after this long is reported as a
+#: timeout instead of stalling the suite.
+HANG_GUARD_SECONDS = 60.0
 
 
 @settings(max_examples=CI_EXAMPLES, derandomize=True, deadline=None, database=None, print_blob=True,
@@ -42,7 +40,7 @@ PER_PROBLEM_SECONDS = 20.0   # per variant: solve, JSON, torch run and compare
 @given(problems(budget=CI_BUDGET))
 def test_prediction_matches_torch(text):
     note(text)
-    outcome = check(text, timeout=PER_PROBLEM_SECONDS)
+    outcome = check(text, timeout=HANG_GUARD_SECONDS)
     assert outcome.ok, f"adjoint and PyTorch disagree:\n{outcome.report()}\n--- problem ---\n{text}"
 
 
@@ -53,7 +51,7 @@ def test_prediction_matches_torch_shrinkable(text):
     """Every choice drawn through Hypothesis: skewed toward the simplest option (zeros, first
     choices), and a failure shrinks to a small problem."""
     note(text)
-    outcome = check(text, timeout=PER_PROBLEM_SECONDS)
+    outcome = check(text, timeout=HANG_GUARD_SECONDS)
     assert outcome.ok, f"adjoint and PyTorch disagree:\n{outcome.report()}\n--- problem ---\n{text}"
 
 
@@ -64,8 +62,6 @@ def _regression_params():
         marks = []
         if name in KNOWN:
             marks.append(pytest.mark.xfail(strict=True, reason=KNOWN[name]))
-            if name in TIME_LIMITS:
-                marks.append(pytest.mark.slow)
         out.append(pytest.param(path, id=name, marks=marks))
     return out
 
@@ -75,7 +71,7 @@ def test_regression(path):
     """Each minimal repro of a disagreement found by the sweep now agrees with PyTorch."""
     with open(path) as fh:
         text = fh.read()
-    outcome = check(text, timeout=TIME_LIMITS.get(os.path.basename(path), PER_PROBLEM_SECONDS))
+    outcome = check(text, timeout=HANG_GUARD_SECONDS)
     assert outcome.ok, outcome.report()
     assert all(st == "ok" for _, st, _ in outcome.variants), outcome.report()
 

@@ -432,3 +432,28 @@ def test_signed_zero_per_op():
         pred = adjoint.loads(text).solve().variants[0]
         got = sign_bits(pred.forward.values[pred.graph.names["h"]]).tolist()
         assert got == torch.signbit(want).tolist(), expr
+
+
+# 14. a finite value beyond the dtype's range: PyTorch rounds it to inf and carries on (here
+# to a nan gradient); solve refuses it, pointing at the op, rather than predict numbers
+# PyTorch does not make
+def test_overflow_is_inf_in_torch_and_refused_by_solve():
+    import pytest
+
+    from adjoint.errors import ProblemError
+
+    x = torch.tensor([89.0, 1.0], requires_grad=True)   # float32: e**89 ~ 4.5e38 > 3.4e38
+    h = torch.exp(x)
+    loss = torch.sum(h / h)
+    loss.backward()
+    assert torch.isinf(h[0]) and torch.isnan(x.grad[0]) and x.grad[1] == 0
+    text = ("name: ov\ninputs:\n  x: {value: [89, 1], requires_grad: true}\nmodel:\n  inputs: [x]\n"
+            "  forward: |\n    h = exp(x)\n    return h / h\nloss: \"sum(y)\"\n")
+    with pytest.raises(ProblemError, match=r"ExpBackward0\) gives 4.49e\+38 at element \[0\], beyond float32's range"):
+        solve(text)
+    # e**88 ~ 1.65e38 fits float32; in float64 e**89 fits too: both solve, and match torch
+    for value, dtype in ((88, "float32"), (89, "float64")):
+        pred = solve(text.replace("[89, 1]", f"[{value}, 1]") + f"dtype: {dtype}\n")
+        assert pred.grads["x"].strings() == ["0", "0"]
+    # and a literal beyond the range is inf in torch.tensor already
+    assert torch.isinf(torch.tensor([1e39], dtype=torch.float32))[0]
