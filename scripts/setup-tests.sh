@@ -7,8 +7,10 @@ cd "$(dirname "$0")/.."
 python -m pip install -q -e '.[test]'
 if ! command -v pdflatex >/dev/null 2>&1 || ! command -v pdftoppm >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
+  as_root=""
+  if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then as_root="sudo -E"; fi
+  $as_root apt-get update -qq
   # adjoint latex needs only article, amsmath, amssymb and geometry (texlive-latex-base and its
   # dependency texlive-base); poppler-utils gives pdftoppm/pdftotext for looking at the pages.
-  apt-get install -y -qq --no-install-recommends texlive-latex-base poppler-utils >/dev/null
+  $as_root apt-get install -y -qq --no-install-recommends texlive-latex-base poppler-utils >/dev/null
 fi
