@@ -102,8 +102,25 @@ def verify(paths, dtype, as_json, fd, variant):
     """Run the same problems in real PyTorch and compare with the prediction."""
     from .verify import run
 
-    code = run(_expand(paths), dtype=dtype, as_json=as_json, fd=fd, variant=variant, echo=click.echo)
+    progress = _ProgressBar if sys.stderr.isatty() and not as_json else None
+    code = run(_expand(paths), dtype=dtype, as_json=as_json, fd=fd, variant=variant, echo=click.echo,
+               progress=progress)
     sys.exit(code)
+
+
+class _ProgressBar:
+    """verify's progress bar on stderr (a terminal only)."""
+
+    def __init__(self, total: int):
+        self.bar = click.progressbar(length=total, label="verifying", file=sys.stderr, show_pos=True,
+                                     item_show_func=lambda item: item)
+        self.bar.__enter__()
+
+    def update(self, n: int, item: str) -> None:
+        self.bar.update(n, item)
+
+    def finish(self) -> None:
+        self.bar.__exit__(None, None, None)
 
 
 @main.command()

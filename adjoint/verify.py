@@ -15,14 +15,13 @@ Exit code: 0 when everything matched, 1 on any mismatch.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from dataclasses import dataclass, field
 
 from .compare import FD_TOLERANCE, Row, compare, compare_fd, tolerance
 from .problem import Problem
 
-PROGRESS_MIN_JOBS = 8   # show a progress bar (on a terminal) from this many variants on
+PROGRESS_MIN_JOBS = 8   # a progress bar (when the caller gives one) from this many variants on
 
 
 @dataclass
@@ -57,7 +56,10 @@ def predicted_json(vp) -> dict:
     return vp.to_json()
 
 
-def run(files: list[str], dtype: str | None, as_json: bool, fd: bool, variant: str | None, echo) -> int:
+def run(files: list[str], dtype: str | None, as_json: bool, fd: bool, variant: str | None, echo,
+        progress=None) -> int:
+    """Verify every variant of every file; ``echo`` prints a line, ``progress(total)`` (optional:
+    the CLI passes a progress bar) returns an object with ``update(n, item)`` and ``finish()``."""
     from . import load
 
     start = time.perf_counter()
@@ -69,11 +71,13 @@ def run(files: list[str], dtype: str | None, as_json: bool, fd: bool, variant: s
             jobs.append((path, problem, vp))
 
     results = []
-    progress = _progress(len(jobs), as_json)
+    bar = progress(len(jobs)) if progress is not None and len(jobs) >= PROGRESS_MIN_JOBS else None
     for path, problem, vp in jobs:
         results.append(verify_variant(path, problem, vp, dtype or problem.dtype, fd))
-        progress.update(1, f"{problem.name}::{vp.name}")
-    progress.finish()
+        if bar is not None:
+            bar.update(1, f"{problem.name}::{vp.name}")
+    if bar is not None:
+        bar.finish()
     elapsed = time.perf_counter() - start
 
     summary = _summary(results, len({r.file for r in results}), elapsed)
@@ -215,30 +219,3 @@ def _summary(results: list[VariantResult], n_files: int, elapsed: float) -> dict
             "comparisons": rows, "mismatches": bad, "seconds": round(elapsed, 3), "line": line}
 
 
-class _NoProgress:
-    def update(self, n: int, item: str) -> None:
-        pass
-
-    def finish(self) -> None:
-        pass
-
-
-class _Progress:
-    def __init__(self, total: int):
-        import click
-
-        self.bar = click.progressbar(length=total, label="verifying", file=sys.stderr, show_pos=True,
-                                     item_show_func=lambda item: item)
-        self.bar.__enter__()
-
-    def update(self, n: int, item: str) -> None:
-        self.bar.update(n, item)
-
-    def finish(self) -> None:
-        self.bar.__exit__(None, None, None)
-
-
-def _progress(total: int, as_json: bool):
-    if total >= PROGRESS_MIN_JOBS and sys.stderr.isatty():
-        return _Progress(total)
-    return _NoProgress()

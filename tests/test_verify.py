@@ -205,3 +205,36 @@ def test_former_engine_disagreements(path):
     # multiplied where torch selects); they must keep passing
     code, text = run_quiet([path], dtype="float64")
     assert code == 0, text
+
+
+def test_progress_is_reported_per_variant_when_many():
+    """The CLI hands run() a progress bar; run() advances it once per variant, from 8 variants on."""
+    import glob
+    import os
+
+    class Recorder:
+        def __init__(self, total):
+            self.total, self.items, self.finished = total, [], False
+
+        def update(self, n, item):
+            self.items.append(item)
+
+        def finish(self):
+            self.finished = True
+
+    made = []
+
+    def factory(total):
+        made.append(Recorder(total))
+        return made[-1]
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    files = sorted(glob.glob(os.path.join(root, "problems", "*.yaml")))
+    lines = []
+    assert verify.run(files, None, False, False, None, lines.append, progress=factory) == 0
+    (bar,) = made
+    assert bar.total == len(bar.items) >= 8 and bar.finished
+    assert "adjoint_chain::default" in bar.items and any(i.startswith("slinear::") for i in bar.items)
+    made.clear()
+    assert verify.run(files[:1], None, False, False, None, lines.append, progress=factory) == 0
+    assert made == []   # a single file's few variants: no bar
