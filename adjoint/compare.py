@@ -43,6 +43,8 @@ import difflib
 import math
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 TOLERANCES = {"float32": (1e-5, 1e-6), "float64": (1e-10, 1e-12)}
 FLOAT_MAX = {"float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
 FD_TOLERANCE = (1e-3, 1e-5)   # torch.autograd.gradcheck's defaults (rtol, atol)
@@ -161,13 +163,7 @@ def _num(x: float) -> str:
 
 
 def _index(flat: int, shape: list[int]) -> str:
-    if not shape:
-        return ""
-    idx = []
-    for n in reversed(shape):
-        idx.append(flat % n)
-        flat //= n
-    return "[" + ", ".join(str(i) for i in reversed(idx)) + "]"
+    return str([int(i) for i in np.unravel_index(flat, shape)]) if shape else ""
 
 
 def _describe(v) -> str:

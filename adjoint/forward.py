@@ -126,13 +126,7 @@ def _refuse_overflow(out: Exact, dtype: str, loc, what: str) -> None:
 
 
 def _index(flat: int, shape) -> str:
-    if not shape:
-        return "[]"
-    idx = []
-    for n in reversed(shape):
-        idx.append(flat % n)
-        flat //= n
-    return str(list(reversed(idx)))
+    return str([int(i) for i in np.unravel_index(flat, shape)])
 
 
 def _element(x: Exact, flat: int, out_shape) -> str:
