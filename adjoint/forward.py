@@ -111,6 +111,7 @@ def _refuse_overflow(out: Exact, dtype: str, loc, what: str) -> None:
     limit = _OVERFLOW[dtype]
     if out.rational and max(map(E.fmpq.height_bits, out.a.flat), default=0) <= _SAFE_BITS[dtype]:
         return  # |p/q| <= |p| < 2 ** height_bits: a fast bound for the common case
+    approx_limit = E.s_approx(limit, 20)
     for idx, e in enumerate(out.flat()):
         if E.s_is_nonfinite(e):
             continue
@@ -118,7 +119,7 @@ def _refuse_overflow(out: Exact, dtype: str, loc, what: str) -> None:
             big = abs(e) >= limit
         else:
             v = E.s_approx(e, 20)
-            big = v is not None and abs(v) >= E.s_approx(limit, 20)
+            big = v is not None and abs(v) >= approx_limit
         if big:
             raise ProblemError(loc, f"{what} gives {E.s_sci(e)} at element {_index(idx, out.shape)}, beyond "
                                     f"{dtype}'s range (about ±{_MAX_TEXT[dtype]}): PyTorch makes it inf; change the "

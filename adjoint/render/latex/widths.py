@@ -36,43 +36,36 @@ class _W:
         self.i = 0
 
     def group(self, scale: float) -> float:
-        s = self.s
-        if self.i < len(s) and s[self.i] == "{":
-            depth, j = 0, self.i
-            while j < len(s):
-                if s[j] == "{":
-                    depth += 1
-                elif s[j] == "}":
-                    depth -= 1
-                    if depth == 0:
-                        break
-                elif s[j] == "\\":
-                    j += 1
-                j += 1
-            inner = s[self.i + 1:j]
-            self.i = j + 1
-            return tex_width(inner) * scale
+        if self.i < len(self.s) and self.s[self.i] == "{":
+            return tex_width(self._braced(escapes=True)) * scale
         # a single token
         start = self.i
         self.token_width()
-        return tex_width(s[start:self.i]) * scale
+        return tex_width(self.s[start:self.i]) * scale
 
     def raw_group(self) -> str:
-        s = self.s
-        if self.i < len(s) and s[self.i] == "{":
-            depth, j = 0, self.i
-            while j < len(s):
-                if s[j] == "{":
-                    depth += 1
-                elif s[j] == "}":
-                    depth -= 1
-                    if depth == 0:
-                        break
-                j += 1
-            inner = s[self.i + 1:j]
-            self.i = j + 1
-            return inner
+        if self.i < len(self.s) and self.s[self.i] == "{":
+            return self._braced(escapes=False)
         return ""
+
+    def _braced(self, escapes: bool) -> str:
+        """The text inside the brace group opening at ``self.i``; moves past its closing brace.
+        With ``escapes``, a backslash hides the next character from the brace count."""
+        s = self.s
+        depth, j = 0, self.i
+        while j < len(s):
+            if s[j] == "{":
+                depth += 1
+            elif s[j] == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            elif escapes and s[j] == "\\":
+                j += 1
+            j += 1
+        inner = s[self.i + 1:j]
+        self.i = j + 1
+        return inner
 
     def token_width(self) -> float:
         s = self.s
