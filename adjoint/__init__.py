@@ -21,7 +21,7 @@ def load(path: str, check: bool = True) -> Problem:
     """Read and validate a problem file. With ``check``, every variant is traced too, so
     name, shape and hook mistakes surface here as one located ProblemError."""
     from .loader import read_yaml
-    from .problem import build_problem
+    from .validate import build_problem
 
     problem = build_problem(read_yaml(path), path)
     if check:
@@ -36,7 +36,7 @@ def loads(text: str, name: str = "<string>", check: bool = True) -> Problem:
     """Like :func:`load`, from YAML text (handy in notebooks and tests)."""
     from .graph import trace
     from .loader import parse_yaml_text
-    from .problem import build_problem
+    from .validate import build_problem
 
     problem = build_problem(parse_yaml_text(text, name), name)
     if check:
