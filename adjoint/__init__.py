@@ -23,23 +23,14 @@ def load(path: str, check: bool = True) -> Problem:
     from .loader import read_yaml
     from .validate import build_problem
 
-    problem = build_problem(read_yaml(path), path)
-    if check:
-        from .graph import trace
-
-        for variant in problem.variants:
-            trace(problem, variant)
-    return problem
+    from ._v1compat import problem as _v2
+    return _v2(build_problem(read_yaml(path), path))
 
 
 def loads(text: str, name: str = "<string>", check: bool = True) -> Problem:
     """Like :func:`load`, from YAML text (handy in notebooks and tests)."""
-    from .graph import trace
+    from ._v1compat import problem as _v2
     from .loader import parse_yaml_text
     from .validate import build_problem
 
-    problem = build_problem(parse_yaml_text(text, name), name)
-    if check:
-        for variant in problem.variants:
-            trace(problem, variant)
-    return problem
+    return _v2(build_problem(parse_yaml_text(text, name), name))

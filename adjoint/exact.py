@@ -410,14 +410,22 @@ class Exact:
         return f"Exact({self.strings()!r})"
 
     # structure ------------------------------------------------------------
+    def restructured(self, fn) -> "Exact":
+        """The same elements rearranged by ``fn`` (a numpy reshaping / transposing / indexing
+        function), the -0.0 mask rearranged with them."""
+        out = Exact(np.asarray(fn(self.a), dtype=object), self.rational)
+        if self.negzero is not None:
+            out.negzero = np.asarray(fn(self.negzero), dtype=bool)
+        return out
+
     def reshape(self, shape) -> "Exact":
-        return Exact(self.a.reshape(shape), self.rational)
+        return self.restructured(lambda a: a.reshape(shape))
 
     def transpose(self) -> "Exact":
-        return Exact(self.a.T.copy() if self.ndim == 2 else self.a, self.rational)
+        return self.restructured(lambda a: a.T.copy() if a.ndim == 2 else a)
 
     def broadcast_to(self, shape) -> "Exact":
-        return Exact(np.broadcast_to(self.a, shape).copy(), self.rational)
+        return self.restructured(lambda a: np.broadcast_to(a, shape).copy())
 
     def with_negzero(self, mask) -> "Exact":
         """The same values, marking which zeros are -0.0 in PyTorch's floats."""

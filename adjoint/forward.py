@@ -1,137 +1,394 @@
-"""Exact forward values over a traced graph (the first interpreter of the IR)."""
+"""The forward pass of one variant, run eagerly in the runtime, as a PyTorch user would run it.
+
+:class:`Model` holds the leaves (inputs, targets, parameters) and the per-module hook dicts;
+:meth:`Model.forward` runs the model and the loss once, following ``nn.Module._call_impl``
+step by step for every module call:
+
+1. forward-pre hooks (global ones first) run; a returned value replaces the positional inputs;
+2. with full backward (or backward-pre) hooks, the tensor inputs go through
+   ``BackwardHookFunction`` (one ``BackwardHookFunctionBackward`` node) if any requires grad;
+3. the forward runs; 4. forward hooks run (a returned value replaces the output);
+5. with full/pre hooks the output goes through ``BackwardHookFunction`` too;
+6. legacy ``register_backward_hook`` hooks are attached as post-hooks to the output's
+   ``grad_fn``, i.e. the *last node* of the module, whatever it is.
+
+Names: every tensor gets the dotted name of the contract (``f1.h``, ``f1#2``, ``model``, ``y``,
+``loss``); a tensor or node hook is registered on its tensor as soon as the name is bound
+(:class:`adjoint.registration.Registrations` decides which hooks are active).
+"""
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 
-import numpy as np
-import sympy
+from . import syntax as S
+from .errors import Loc, ProblemError
+from .functions import FUNCTION_NAMES, linear
+from .graph import Node, Tensor
+from .interp import Interp
+from .modules import BackwardHookState, LegacyHook, ModuleHooks, ModuleInputHook, ModuleOutputHook
+from .problem import OUTPUT, ROOT, Module, Problem, TensorDecl
+from .runtime import Runtime
 
-from . import exact as E
-from .errors import ProblemError
-from .exact import Exact
-from .graph import Eqn, Graph, evaluate_program
-from .ops import RULES
-from .problem import Literal, Sym
-from .signed_zero import result_mask
+#: Built-in elementwise module types -> primitive (Identity creates no node at all).
+ELEMENTWISE_MODULES = {"ReLU": "relu", "Tanh": "tanh", "Sigmoid": "sigmoid"}
+
+
+@dataclass(eq=False)
+class Call:
+    """One module call: the boundary the Lagrangian view puts a multiplier on."""
+
+    id: int
+    module: Module
+    callid: str                       # "model", "f1", "f1#2"
+    k: int
+    parent: int | None
+    args: tuple = ()                  # positional inputs after forward-pre hooks: grad_input is about these
+    out: Tensor | None = None         # output as the caller receives it
+    bw: BackwardHookState | None = None
+    in_node: Node | None = None       # the inputs' BackwardHookFunctionBackward
+    out_node: Node | None = None
+    legacy_node: Node | None = None
+    legacy_hooks: tuple = ()
+    body_start: int = 0               # index into runtime.nodes after the input wrapping
+    body_eqn: int = 0                 # index into runtime.applications after the input wrapping
+    end: int = 0
+
+    @property
+    def path(self) -> str:
+        return self.module.label
+
+    def body_nodes(self, rt: Runtime) -> list[Node]:
+        return rt.nodes[self.body_start:self.end]
 
 
 @dataclass
-class Forward:
-    values: list            # per var: Exact
-    notes: list[tuple[int, str]] = field(default_factory=list)   # (eqn id, kink convention note)
+class ForwardResult:
+    names: dict                       # name -> Tensor, in binding order
+    calls: list[Call]
+    output: Tensor
+    loss: Tensor | None
+    notes: list = field(default_factory=list)   # (node name or primitive, loc, note)
 
-    def of(self, operand):
-        return operand if isinstance(operand, Exact) else self.values[operand]
+
+class Model:
+    """The leaves and module hook state of one variant, shared by all of its forward passes."""
+
+    def __init__(self, problem: Problem, inputs: tuple[TensorDecl, ...], rt: Runtime, registrations):
+        self.p = problem
+        self.rt = rt
+        self.reg = registrations
+        self.inputs = inputs
+        self.leaves: dict[str, Tensor] = {}
+        self.decls: dict[str, TensorDecl] = {}
+        self.globals: dict[str, Tensor] = {}    # inputs and targets, by name
+        self.params: dict[str, Tensor] = {}     # parameters, by full name
+        self.hooks: dict[str, ModuleHooks] = {m.label: ModuleHooks() for m in problem.model.walk()}
+        self.global_hooks = ModuleHooks()
+        for d in list(inputs) + list(problem.targets):
+            self.globals[d.name] = self.leaf(d)
+        for m in problem.model.walk():
+            for d in m.params:
+                self.params[d.name] = self.leaf(d, is_param=True)
+
+    def leaf(self, d: TensorDecl, is_param: bool = False) -> Tensor:
+        t = self.rt.leaf(self.rt.B.literal(d.value), d.requires_grad, dtype=d.dtype, name=d.name, is_param=is_param)
+        self.rt.B.check_literal(t.value, d)
+        self.leaves[d.name] = t
+        self.decls[d.name] = d
+        return t
+
+    # ------------------------------------------------------------------ one forward pass
+    def forward(self) -> ForwardResult:
+        run = _Pass(self)
+        return run.run()
 
 
-def literal_value(lit: Literal, symbols: dict | None = None) -> Exact:
-    """A tensor literal as an Exact; free symbols become SymPy symbols (or their bound numbers)."""
-    items = []
-    for e in lit.items:
-        if isinstance(e, Sym):
-            if symbols is not None and e.name in symbols:
-                items.append(E.q(symbols[e.name] * e.coeff))
-            else:
-                items.append(sympy.Rational(e.coeff.numerator, e.coeff.denominator) * sympy.Symbol(e.name, real=True))
+class _Pass:
+    """One forward pass: binds names, counts module calls, records calls for the boundaries."""
+
+    def __init__(self, model: Model):
+        self.m = model
+        self.p = model.p
+        self.rt = model.rt
+        self.names: dict[str, Tensor] = {}
+        self.calls: list[Call] = []
+        self.call_counts: dict[str, int] = {}
+        self.notes_start = len(self.rt.notes)
+
+    def bind(self, name: str, t, loc: Loc | None) -> None:
+        if name in self.names:
+            raise ProblemError(loc, f"two tensors are named '{name}'; two things with one name are an error "
+                                    "(rename one)")
+        self.names[name] = t
+        if isinstance(t, Tensor) and t.name is None:
+            t.name = name
+        self.m.reg.bound(name, t)
+
+    def run(self) -> ForwardResult:
+        for name, t in self.m.leaves.items():
+            self.bind(name, t, None)
+        root = self.p.model
+        if len(root.inputs) != len(self.m.inputs):
+            raise ProblemError(root.loc, f"the root module takes {len(root.inputs)} input(s) ({', '.join(root.inputs)}) "
+                                         f"but the problem declares {len(self.m.inputs)} "
+                                         f"({', '.join(d.name for d in self.m.inputs)}); inputs are passed in order")
+        self.m.reg.forward_starts()
+        args = [self.m.globals[d.name] for d in self.m.inputs]
+        out = self.call_module(root, args, root.loc)
+        if OUTPUT not in self.names:  # an input may be called y when no loss refers to the output
+            self.bind(OUTPUT, out, None)
+        loss = None
+        if self.p.loss is not None:
+            value = Interp(self.rt, _LossScope(self)).eval(self.p.loss)
+            if not isinstance(value, Tensor):
+                raise ProblemError(self.p.loss.loc, "the loss must be a tensor expression of y (the model output)")
+            loss = value
+            self.bind("loss", loss, self.p.loss.loc)
+        self.m.reg.forward_ends(self.names)
+        return ForwardResult(self.names, self.calls, out, loss, self.rt.notes[self.notes_start:])
+
+    # ------------------------------------------------------------------ module calls (_call_impl)
+    def call_module(self, mod: Module, args: list, loc: Loc) -> Tensor:
+        rt = self.rt
+        label = mod.label
+        k = self.call_counts[label] = self.call_counts.get(label, 0) + 1
+        callid = label if k == 1 else f"{label}#{k}"
+        parent = rt.call_stack[-1].id if rt.call_stack else None
+        call = Call(len(self.calls), mod, callid, k, parent)
+        self.calls.append(call)
+        rt.call_stack.append(call)
+        own, glob = self.m.hooks[label], self.m.global_hooks
+        args = list(args)
+        if not (own.any() or glob.any()):
+            call.args = tuple(args)
+            call.body_start, call.body_eqn = len(rt.nodes), len(rt.applications)
+            out = self.module_forward(mod, args, call, loc)
         else:
-            items.append(e)
-    return Exact.of(items, lit.shape)
+            out = self.call_with_hooks(mod, call, own, glob, args, loc)
+        call.out = out
+        call.end = len(rt.nodes)
+        rt.call_stack.pop()
+        self.bind(callid, out, loc)  # the root's output is "model" (and "y", bound by run())
+        return out
+
+    def call_with_hooks(self, mod: Module, call: Call, own: ModuleHooks, glob: ModuleHooks, args: list, loc: Loc):
+        rt = self.rt
+        pre_hooks = glob.backward_pre.snapshot() + own.backward_pre.snapshot()
+        full = (glob.backward.snapshot() if glob.is_full is True else []) + \
+               (own.backward.snapshot() if own.is_full is True else [])
+        legacy = (glob.backward.snapshot() if glob.is_full is False else []) + \
+                 (own.backward.snapshot() if own.is_full is False else [])
+        for entry in glob.forward_pre.snapshot() + own.forward_pre.snapshot():
+            returned = self.fire_forward(entry, {"input": tuple(args)}, call)
+            if returned is not None:
+                new = returned if isinstance(returned, tuple) else (returned,)
+                self.check_forward_args(new, mod, entry.hook)
+                args = list(new)
+        call.args = tuple(args)
+        if full or pre_hooks:
+            call.bw = BackwardHookState(call, full, pre_hooks)
+            args = self.setup_input_hook(call, args)
+        call.body_start, call.body_eqn = len(rt.nodes), len(rt.applications)
+        out = self.module_forward(mod, args, call, loc)
+        for entry in glob.forward.snapshot() + own.forward.snapshot():
+            returned = self.fire_forward(entry, {"input": tuple(args), "output": out}, call)
+            if returned is not None:
+                if not isinstance(returned, Tensor):
+                    raise ProblemError(entry.hook.returns.loc, "a forward hook must return the replacement output "
+                                                               "tensor (or nothing)")
+                out = returned
+        if call.bw is not None:
+            out = self.setup_output_hook(call, out)
+        if legacy and out.grad_fn is not None:
+            call.legacy_node = out.grad_fn
+            call.legacy_hooks = tuple(legacy)
+            for entry in legacy:
+                self.node_post_dict(out.grad_fn).add(rt.new_handle(), LegacyHook(entry.hook, call))
+        return out
+
+    def node_post_dict(self, node: Node):
+        return node.post_hooks
+
+    def setup_input_hook(self, call: Call, args: list) -> list:
+        state = call.bw
+        state.n_inputs = len(args)
+        new, node = self.backward_hook_function(args)
+        if node is None:
+            state.input_tensors_index = None
+            return args
+        state.input_tensors_index = list(range(len(args)))
+        call.in_node = node
+        node.post_hooks.add(self.rt.new_handle(), ModuleInputHook(state))
+        return new
+
+    def setup_output_hook(self, call: Call, out: Tensor) -> Tensor:
+        state = call.bw
+        state.n_outputs = 1
+        new, node = self.backward_hook_function([out])
+        if node is None:
+            state.output_tensors_index = None
+            return out
+        state.output_tensors_index = [0]
+        call.out_node = node
+        node.post_hooks.add(self.rt.new_handle(), ModuleOutputHook(state))
+        return new[0]
+
+    def backward_hook_function(self, tensors: list):
+        """``BackwardHookFunction.apply``: identity, one node, only if some input requires grad
+        (and grad mode is on); inputs that do not require grad are marked non-differentiable."""
+        rt = self.rt
+        if not (rt.grad_enabled and any(t.requires_grad for t in tensors)):
+            return tensors, None
+        edges = [rt.gradient_edge(t) if t.requires_grad else None for t in tensors]
+        node = Node(rt._new_seq(), "BackwardHookFunctionBackward", edges, kind="hookfn", inputs=tuple(tensors),
+                    input_values=tuple(t.value for t in tensors),
+                    module_call=rt.call_stack[-1] if rt.call_stack else None)
+        rt.nodes.append(node)
+        outs = []
+        for i, t in enumerate(tensors):
+            rg = t.requires_grad
+            outs.append(rt.tensor(t.value, rg, node if rg else None, i if rg else 0, dtype=t.dtype))
+        node.outputs = [(t.shape, t.dtype) for t in outs]
+        node.output_values = [t.value for t in outs]
+        rt.record("bhf", tensors, outs, None, node, None)
+        return outs, node
+
+    def check_forward_args(self, new: tuple, mod: Module, hook) -> None:
+        if len(new) != len(mod.inputs):
+            raise ProblemError(hook.returns.loc, f"the forward_pre hook returns {len(new)} input(s) but "
+                                                 f"'{mod.label}' takes {len(mod.inputs)}: PyTorch raises TypeError "
+                                                 "in forward()")
+        for v in new:
+            if not isinstance(v, Tensor):
+                raise ProblemError(hook.returns.loc, "a forward_pre hook must return tensors (the new inputs)")
+
+    def fire_forward(self, entry, env: dict, call: Call):
+        """A forward(-pre) hook body runs with grad enabled: its ops are graph nodes."""
+        return self.rt.hooks_runner.fire(entry.hook, env, None, call)
+
+    # ------------------------------------------------------------------ module forwards
+    def module_forward(self, mod: Module, args: list, call: Call, loc: Loc):
+        rt = self.rt
+        if mod.type == "Linear":
+            weight = self.m.params[f"{mod.path}.weight" if mod.path else "weight"]
+            bias = self.m.params.get(f"{mod.path}.bias" if mod.path else "bias")
+            return linear(rt, args[0], weight, bias, mod.loc)
+        if mod.type in ELEMENTWISE_MODULES:
+            return rt.apply(ELEMENTWISE_MODULES[mod.type], [args[0]], None, mod.loc)
+        if mod.type == "Identity":
+            return args[0]
+        if mod.type == "Sequential":
+            x = args[0]
+            for child in mod.children:
+                x = self.call_module(child, [x], child.loc)
+            return x
+        if mod.function is not None:
+            return self.function(mod, args, call)
+        scope = _ModuleScope(self, mod, call, dict(zip(mod.inputs, args)))
+        result = Interp(rt, scope).run(mod.forward)
+        ret = mod.forward[-1]
+        if not isinstance(result, Tensor):
+            raise ProblemError(ret.value.loc, f"the forward of '{mod.label}' must return one tensor "
+                                              "(tuples and plain numbers are not supported as outputs)")
+        return result
+
+    def function(self, mod: Module, args: list, call: Call) -> Tensor:
+        """A custom autograd.Function: the whole forward is one node, ``<Name>Backward``."""
+        from .function import apply_function
+        params = [self.m.params[p.name] for p in mod.params]
+        return apply_function(self.rt, mod, list(args) + params)
 
 
-def evaluate(graph: Graph, symbols: dict | None = None, dtype: str = "float32") -> Forward:
-    """Every forward value, exactly. Refuses a forward pass that PyTorch would carry on with
-    inf or nan: an op making a non-finite value from finite operands, or a value (a literal,
-    an op's result) beyond the dtype's range, which PyTorch rounds to inf."""
-    fwd = Forward([None] * len(graph.vars))
-    for vid, decl in graph.decls.items():
-        fwd.values[vid] = literal_value(decl.value, symbols)
-        _refuse_overflow(fwd.values[vid], dtype, decl.value.loc, f"the literal of '{decl.name}'")
-    for eqn in graph.eqns:
-        ins = [fwd.of(i) for i in eqn.ins]
-        if eqn.prim == "bhf":
-            outs = ins
-        elif eqn.prim == "function":
-            spec = eqn.params
-            outs = [evaluate_program(spec.module, dict(zip(spec.slots, ins)))[0]]
-            _refuse_overflow(outs[0], dtype, eqn.loc, f"{spec.decl.name}.forward")
-        else:
-            rule = RULES[eqn.prim]
-            try:
-                out = rule.forward(ins, eqn.params)
-            except E.ExactLimit as exc:
-                raise ProblemError(eqn.loc, f"{exc}; use a smaller power") from None
-            outs = [out.with_negzero(result_mask(eqn.prim, ins, eqn.params, out))]
-            _refuse_nonfinite(eqn, ins, outs[0])
-            if eqn.prim not in _NO_GROWTH:
-                _refuse_overflow(outs[0], dtype, eqn.loc, f"this op ({RULES[eqn.prim].node})")
-            if rule.kink is not None:
-                note = rule.kink(ins, eqn.params)
-                if note:
-                    fwd.notes.append((eqn.id, note))
-        for vid, value in zip(eqn.outs, outs):
-            fwd.values[vid] = value
-    return fwd
+def _suggest(word: str, options) -> str:
+    close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""
 
 
-_WHAT = {"div": "division by zero", "reciprocal": "division by zero (1/x)", "log": "log of zero or of a negative number",
-         "sqrt": "sqrt of a negative number", "pow_scalar": "a power of zero with a negative exponent",
-         "pow_tensor": "a power that is not a real number", "rpow": "a power that is not a real number"}
+# ----------------------------------------------------------------------------- scopes
+
+class _ModuleScope:
+    """Names inside a module's forward: locals, arguments, own params, targets, problem inputs."""
+
+    def __init__(self, run: _Pass, mod: Module, call: Call, args: dict):
+        self.run = run
+        self.mod = mod
+        self.call_record = call
+        self.args = args
+        self.local: dict = {}
+        self.assigning: str | None = None
+        self.assigned = [s.target.id for s in mod.forward if isinstance(s, S.Assign) and isinstance(s.target, S.Name)]
+
+    def tensor_name(self, name: str) -> str:
+        return f"{self.call_record.callid}.{name}" if self.mod.path else name
+
+    def assign(self, name: str, value, loc: Loc) -> None:
+        if name in self.local or name in self.args or self.mod.param(name) or self.mod.child(name):
+            raise ProblemError(loc, f"'{name}' is already a name in the forward of '{self.mod.label}'; "
+                                    "two things with one name are an error (pick a new name)")
+        if name in FUNCTION_NAMES:
+            raise ProblemError(loc, f"'{name}' is a function name; pick another name for the tensor")
+        if isinstance(value, tuple) or value is None:
+            raise ProblemError(loc, f"'{name}' must be a tensor (tuples are only hook arguments)")
+        self.local[name] = value
+        if isinstance(value, Tensor):
+            self.run.bind(self.tensor_name(name), value, loc)
+
+    def lookup(self, name: str, loc: Loc):
+        if name in self.local:
+            return self.local[name]
+        if name in self.args:
+            return self.args[name]
+        p = self.mod.param(name)
+        if p is not None:
+            return self.run.m.params[p.name]
+        if self.mod.child(name) is not None:
+            raise ProblemError(loc, f"'{name}' is a module; call it, as in {name}(x)")
+        if name in self.run.m.globals:
+            return self.run.m.globals[name]
+        if name == self.assigning:
+            raise ProblemError(loc, f"'{name}' is used in its own definition; a forward line may only use names "
+                                    "defined before it")
+        if name in self.assigned:
+            raise ProblemError(loc, f"'{name}' is used before the line that assigns it; move that line up")
+        options = list(dict.fromkeys(list(self.local) + list(self.args) +
+                                     [p.name.rsplit(".", 1)[-1] for p in self.mod.params] + list(self.run.m.globals)))
+        raise ProblemError(loc, f"unknown name '{name}' in the forward of '{self.mod.label}'{_suggest(name, options)}; "
+                                f"known here: {', '.join(options) or 'nothing'}")
+
+    def call(self, name: str, args: list, kwargs: dict, loc: Loc):
+        child = self.mod.child(name)
+        if child is None:
+            options = list(FUNCTION_NAMES) + [c.name for c in self.mod.children]
+            raise ProblemError(loc, f"unknown function '{name}'{_suggest(name, options)}; allowed: "
+                                    f"{', '.join(FUNCTION_NAMES)}"
+                                    + (f" and the child modules {', '.join(c.name for c in self.mod.children)}"
+                                       if self.mod.children else ""))
+        if len(args) != len(child.inputs):
+            raise ProblemError(loc, f"module '{child.label}' takes {len(child.inputs)} input(s) "
+                                    f"({', '.join(child.inputs)}), got {len(args)}")
+        for a in args:
+            if not isinstance(a, Tensor):
+                raise ProblemError(loc, f"module '{child.label}' must be called with tensors")
+        return self.run.call_module(child, list(args), loc)
 
 
-def _refuse_nonfinite(eqn: Eqn, ins: list[Exact], out: Exact) -> None:
-    """PyTorch would carry inf/nan on silently; a forward pass that makes one is almost surely a mistake."""
-    if out.rational or not out.has_nonfinite() or any(x.has_nonfinite() for x in ins):
-        return
-    flat = out.flat()
-    for idx, e in enumerate(flat):
-        if E.s_is_nonfinite(e):
-            where = _index(idx, out.shape)
-            operands = "; ".join(f"operand {k + 1} = {_element(x, idx, out.shape)}" for k, x in enumerate(ins))
-            what = _WHAT.get(eqn.prim, "a non-finite value")
-            raise ProblemError(eqn.loc, f"{what} at the given values ({RULES[eqn.prim].node}, element {where}: "
-                                        f"{operands}) gives {E.s_str(e)} in PyTorch; change the values so the "
-                                        "forward pass stays finite")
+class _LossScope:
+    assigning = None
 
+    def __init__(self, run: _Pass):
+        self.run = run
 
-#: The smallest magnitude each dtype rounds to inf (round to nearest: max + half an ulp), and
-#: the bits of numerator and denominator under which a rational is surely below it.
-_OVERFLOW = {"float32": E.q(2 ** 128 - 2 ** 103), "float64": E.q(2 ** 1024 - 2 ** 970)}
-_SAFE_BITS = {"float32": 127, "float64": 1023}
-#: Ops whose results are no larger than their operands: nothing to size.
-_NO_GROWTH = frozenset({"t", "view", "unsafe_view", "unsqueeze", "squeeze", "relu", "tanh", "sigmoid", "sin",
-                        "cos", "abs", "neg"})
-_MAX_TEXT = {"float32": "3.4e38", "float64": "1.8e308"}
+    def lookup(self, name: str, loc: Loc):
+        if name in self.run.names:
+            return self.run.names[name]
+        raise ProblemError(loc, f"unknown name '{name}' in the loss{_suggest(name, self.run.names)}; the loss can use "
+                                f"y (the model output), inputs, targets and other tensor names")
 
+    def call(self, name: str, args: list, kwargs: dict, loc: Loc):
+        raise ProblemError(loc, f"unknown function '{name}' in the loss{_suggest(name, FUNCTION_NAMES)}; allowed: "
+                                f"{', '.join(FUNCTION_NAMES)} (modules are called from forwards)")
 
-def _refuse_overflow(out: Exact, dtype: str, loc, what: str) -> None:
-    """A finite exact value PyTorch cannot hold: it becomes inf (and later nan), which no exact
-    prediction follows. Closed forms are sized numerically; ones with free symbols are not
-    checked (verify binds the symbols, and checks then)."""
-    limit = _OVERFLOW[dtype]
-    if out.rational and max(map(E.fmpq.height_bits, out.a.flat), default=0) <= _SAFE_BITS[dtype]:
-        return  # |p/q| <= |p| < 2 ** height_bits: a fast bound for the common case
-    approx_limit = E.s_approx(limit, 20)
-    for idx, e in enumerate(out.flat()):
-        if E.s_is_nonfinite(e):
-            continue
-        if type(e) is E.fmpq:
-            big = abs(e) >= limit
-        else:
-            v = E.s_approx(e, 20)
-            big = v is not None and abs(v) >= approx_limit
-        if big:
-            raise ProblemError(loc, f"{what} gives {E.s_sci(e)} at element {_index(idx, out.shape)}, beyond "
-                                    f"{dtype}'s range (about ±{_MAX_TEXT[dtype]}): PyTorch makes it inf; change the "
-                                    "values so the forward pass stays finite")
-
-
-def _index(flat: int, shape) -> str:
-    return str([int(i) for i in np.unravel_index(flat, shape)])
-
-
-def _element(x: Exact, flat: int, out_shape) -> str:
-    if x.size == 1:
-        return E.s_str(x.item())
-    b = np.broadcast_to(x.a, out_shape).reshape(-1)
-    return E.s_str(b[flat])
+    def assign(self, name, value, loc):
+        raise ProblemError(loc, "the loss is one expression")

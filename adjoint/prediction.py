@@ -65,9 +65,8 @@ class VariantPrediction:
     functions: list[FunctionCheck]
     node_order: list[str]
     symbolic: bool
-    graph: object = None              # the traced IR (adjoint.graph.Graph), for renderers
-    forward: object = None            # exact forward values (adjoint.forward.Forward)
-    backward: object = None           # the engine's record (adjoint.reverse.Backward)
+    kinks: list = field(default_factory=list)    # PyTorch's conventions at kinks the forward met (texts)
+    run: object = None                # the engine's record of the run (adjoint.passes.VariantRun)
     carried: dict = field(default_factory=dict)  # tensor name -> gradient PyTorch carries there (hooks
                                                  # included; None where none arrives), as its grad_fn sees it
 

@@ -1,4 +1,4 @@
-"""The backward pass, exactly as PyTorch 2.13's autograd engine runs it (the second interpreter).
+"""The backward pass, exactly as PyTorch 2.13's autograd engine runs it.
 
 This mirrors ``torch/csrc/autograd/engine.cpp`` on the CPU:
 
@@ -7,11 +7,13 @@ This mirrors ``torch/csrc/autograd/engine.cpp`` on the CPU:
 * ready nodes wait in a ``std::priority_queue`` keyed by ``sequence_nr`` (creation order;
   AccumulateGrad nodes have the maximal key and run as soon as they are ready). Ties are
   broken by libstdc++'s binary-heap algorithm, which :class:`ReadyQueue` reproduces;
-* running a node: tensor pre-hooks (each tensor's ``register_hook`` hooks in order, each
-  seeing the previous one's result), then ``retain_grad`` (so ``.grad`` sees the hooked
-  value), then node pre-hooks, then the node's backward, then ``validate_outputs`` (which
-  sums broadcast gradients back to each input's shape), then node post-hooks -- the module
+* running a node: tensor pre-hooks (each tensor's ``register_hook`` dict, in the order the
+  dicts were attached, each hook seeing the previous one's result), then ``retain_grad`` (so
+  ``.grad`` sees the hooked value), then node pre-hooks, then the node (which unpacks its
+  saved tensors first, even when no gradient arrived), then ``validate_outputs`` (which sums
+  broadcast gradients back to each input's shape), then node post-hooks -- the module
   machinery (full backward hooks, backward-pre hooks, legacy hooks) lives among these;
+  without ``retain_graph`` the node then frees its saved tensors;
 * ``torch.autograd.grad`` (and ``backward(inputs=...)``) only run nodes on a path to the
   inputs; a captured node that need not run still calls its tensor pre-hooks; one that must
   run for another input is captured *before* its tensor hooks (PyTorch does the same);
@@ -25,41 +27,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import exact as E
 from .errors import ProblemError
-from .exact import Exact
-from .forward import Forward, literal_value
-from .graph import Call, Eqn, Graph, Registered, evaluate_program
-from .lower import EnvScope, Lowerer, ValueBackend, run_hook_body
-from .ops import RULES
-from .problem import Hook
-
-INF_SEQ = 2 ** 64 - 1  # AccumulateGrad's sequence_nr (UINT64_MAX)
-
-
-# ----------------------------------------------------------------------------- records
-
-@dataclass
-class HookCall:
-    hook: Hook
-    kind: str                      # the declared kind
-    target: str
-    call: Call | None              # module hooks: the module call that fired
-    args: dict                     # argument name -> Exact | None | tuple of those
-    returned: object               # Exact | tuple | None
-    node: str | None = None        # the autograd node it ran at
-    phase: str = "backward"
-    why: list[str] = field(default_factory=list)
+from .graph import Node, Tensor
+from .modules import LegacyHook, ModuleInputHook, ModuleOutputHook, MultiGradInner, UserNodeHook, UserTensorHook
+from .runtime import CallRecord, Runtime, TorchError
 
 
 @dataclass
-class Backward:
-    calls: list[HookCall]
-    grads: dict[int, Exact | None]          # leaf / retained var -> .grad
-    captured: list[Exact | None]            # torch.autograd.grad results, in wrt order
-    seen: dict[int, Exact | None]           # var -> gradient its grad_fn received (after tensor/node pre-hooks)
-    order: list[str]                        # node names in execution order
-    retained: dict[int, list[str]]          # retain_grad'ed vars (incl. backward(inputs=[non-leaf])) -> names
+class BackwardRequest:
+    root: Tensor
+    grad_output: object | None        # backend value, or None for ones
+    method: str = "backward"          # backward | grad
+    inputs: tuple = ()                # ((name, Tensor, loc), ...)
+    retain_graph: bool = False
+
+
+@dataclass
+class BackwardResult:
+    captured: list                    # torch.autograd.grad results, in inputs order
+    seen: dict = field(default_factory=dict)   # Tensor id -> gradient its grad_fn received (after pre-hooks)
+    order: list = field(default_factory=list)  # node names in execution order
+    calls_start: int = 0              # index in the runtime's log where this backward's calls start
 
 
 # ----------------------------------------------------------------------------- ready queue
@@ -118,388 +106,370 @@ class ReadyQueue:
 
 # ----------------------------------------------------------------------------- engine
 
-@dataclass
-class _NodeInfo:
-    key: tuple
-    seq: int
-    name: str
-    edges: list                      # per output slot: (target key, input_nr) or None
-    slots: list[int]                 # per input slot: the var whose gradient arrives there
-    eqn: Eqn | None
+def n_slots(node: Node) -> int:
+    return 1 if node.is_accumulate else len(node.outputs)
+
+
+def slot_shape(node: Node, i: int) -> tuple:
+    return node.variable.shape if node.is_accumulate else node.outputs[i][0]
 
 
 class Engine:
-    def __init__(self, graph: Graph, fwd: Forward, symbols: dict | None = None):
-        self.g = graph
-        self.f = fwd
-        self.symbols = symbols
-        self.calls: list[HookCall] = []
-        self.grads: dict[int, Exact | None] = {}
-        self.seen: dict[int, Exact | None] = {}
-        self.order: list[str] = []
-        self.module_state: dict[int, tuple | None] = {}
-        self.nodes: dict[tuple, _NodeInfo] = {}
-        self.exec_info: dict[tuple, dict] = {}
-        self.retained = {vid: list(names) for vid, names in graph.retained.items()}
-
-    # ------------------------------------------------------------ graph views
-    def edge_of(self, vid: int):
-        """The edge a gradient for tensor ``vid`` travels: its grad_fn, or its AccumulateGrad."""
-        var = self.g.vars[vid]
-        if not var.requires_grad:
-            return None
-        if var.producer is not None:
-            return (("n", var.producer), var.output_nr)
-        return (("a", vid), 0)
-
-    def info(self, key: tuple) -> _NodeInfo:
-        if key in self.nodes:
-            return self.nodes[key]
-        if key[0] == "a":
-            vid = key[1]
-            info = _NodeInfo(key, INF_SEQ, "torch::autograd::AccumulateGrad", [], [vid], None)
-        else:
-            eqn = self.g.eqns[key[1]]
-            edges = [self.edge_of(v) if v is not None else None for v in eqn.node.edges]
-            info = _NodeInfo(key, eqn.node.seq, eqn.node.name, edges, list(eqn.outs), eqn)
-        self.nodes[key] = info
-        return info
+    def __init__(self, rt: Runtime, fire):
+        self.rt = rt
+        self.B = rt.B
+        self.fire_hook = fire                  # (hook, args, node, call) -> returned value(s)
+        self.exec_info: dict[Node, dict] = {}
+        self.deps: dict[Node, int] = {}
 
     # ------------------------------------------------------------ run
-    def run(self) -> Backward:
-        g = self.g
-        root_edge = self.edge_of(g.root)
-        root_grad = (literal_value(g.grad_output, self.symbols) if g.grad_output is not None
-                     else Exact.full(g.vars[g.root].shape, 1))
-        deps = self.dependencies(root_edge[0])
-        captured: list[Exact | None] = [None] * len(g.wrt)
-        if g.wrt:
-            self.init_exec_info(root_edge[0])
+    def run(self, req: BackwardRequest) -> BackwardResult:
+        rt = self.rt
+        B = self.B
+        root = req.root
+        result = BackwardResult([None] * len(req.inputs), calls_start=len(rt.log))
+        self.result = result
+        self.retain_graph = req.retain_graph
+        root_edge = rt.gradient_edge(root)
+        root_grad = req.grad_output if req.grad_output is not None else B.full(root.shape, 1)
+        self.deps = self.dependencies(root_edge.node)
+        self.root_node = root_edge.node
+        if req.inputs:
+            self.init_exec_info(root_edge.node, req)
         queue = ReadyQueue()
-        not_ready: dict[tuple, list] = {}
-        buf = [None] * len(self.info(root_edge[0]).slots)
-        buf[root_edge[1]] = root_grad
-        queue.push((self.info(root_edge[0]).seq, root_edge[0], buf))
-        while len(queue):
-            _, key, inputs = queue.pop()
-            outputs = self.evaluate(key, inputs, captured)
-            if outputs is None:
-                continue
-            for out, edge in zip(outputs, self.info(key).edges):
-                if edge is None:
+        not_ready: dict[Node, list] = {}
+        buf = [None] * n_slots(root_edge.node)
+        buf[root_edge.input_nr] = root_grad
+        queue.push((root_edge.node.seq, root_edge.node, buf))
+        rt.phase = "backward"
+        try:
+            while len(queue):
+                _, node, inputs = queue.pop()
+                outputs = self.evaluate(node, inputs)
+                if outputs is None:
                     continue
-                target, nr = edge
-                deps[target] -= 1
-                ready = deps[target] == 0
-                if target not in not_ready:
-                    if self.exec_info and not self.should_execute(target):
+                for out, edge in zip(outputs, node.edges):
+                    if edge is None:
                         continue
-                    b = [None] * len(self.info(target).slots)
-                    b[nr] = _accumulate(None, out)
-                    if ready:
-                        queue.push((self.info(target).seq, target, b))
+                    target, nr = edge.node, edge.input_nr
+                    self.deps[target] -= 1
+                    ready = self.deps[target] == 0
+                    if target not in not_ready:
+                        if self.exec_info and not self.should_execute(target):
+                            continue
+                        b = [None] * n_slots(target)
+                        b[nr] = _accumulate(B, None, out)
+                        if ready:
+                            queue.push((target.seq, target, b))
+                        else:
+                            not_ready[target] = b
                     else:
-                        not_ready[target] = b
-                else:
-                    b = not_ready[target]
-                    b[nr] = _accumulate(b[nr], out)
-                    if ready:
-                        del not_ready[target]
-                        queue.push((self.info(target).seq, target, b))
-        if g.method == "grad":
-            for (name, vid), value in zip(g.wrt, captured):
+                        b = not_ready[target]
+                        b[nr] = _accumulate(B, b[nr], out)
+                        if ready:
+                            del not_ready[target]
+                            queue.push((target.seq, target, b))
+        finally:
+            rt.phase = "forward"
+        if req.method == "grad":
+            for (name, t, loc), value in zip(req.inputs, result.captured):
                 if value is None:
-                    loc = next((loc for n, loc in g.variant.backward.inputs if n == name), None)
                     raise ProblemError(loc, f"'{name}' receives no gradient: torch.autograd.grad raises 'One of the "
                                             "differentiated Tensors appears to not have been used in the graph'")
-        return Backward(self.calls, self.grads, captured, self.seen, self.order, self.retained)
+        return result
 
-    def dependencies(self, root: tuple) -> dict[tuple, int]:
-        deps: dict[tuple, int] = {}
+    def dependencies(self, root: Node) -> dict[Node, int]:
+        deps: dict[Node, int] = {}
         seen = {root}
         stack = [root]
         while stack:
-            key = stack.pop()
-            for edge in self.info(key).edges:
+            node = stack.pop()
+            for edge in node.edges:
                 if edge is None:
                     continue
-                target = edge[0]
+                target = edge.node
                 deps[target] = deps.get(target, 0) + 1
                 if target not in seen:
                     seen.add(target)
                     stack.append(target)
         return deps
 
-    def init_exec_info(self, root: tuple) -> None:
+    def init_exec_info(self, root: Node, req: BackwardRequest) -> None:
         """GraphTask::init_to_execute: which nodes run, which capture (autograd.grad / inputs=)."""
-        g = self.g
-        accumulate = g.method == "backward"
-        for idx, (name, vid) in enumerate(g.wrt):
-            target, nr = self.edge_of(vid)
-            info = self.exec_info.setdefault(target, {"needed": False, "captures": []})
+        accumulate = req.method == "backward"
+        for idx, (name, t, loc) in enumerate(req.inputs):
+            edge = self.rt.gradient_edge(t)
+            info = self.exec_info.setdefault(edge.node, {"needed": False, "captures": []})
             if accumulate:
                 info["needed"] = True
-                if self.g.vars[vid].producer is not None:  # run_backward retains grad of non-leaf inputs
-                    self.retained.setdefault(vid, []).append(name)
+                if not t.is_leaf:  # run_backward retains grad of non-leaf inputs
+                    from .registration import retain_grad
+                    retain_grad(t)
             else:
-                info["captures"].append((nr, idx))
-        memo: dict[tuple, bool] = {}
+                info["captures"].append((edge.input_nr, idx))
+        memo: dict[Node, bool] = {}
 
-        def needed(key: tuple) -> bool:
-            if key in memo:
-                return memo[key]
-            memo[key] = False
-            result = self.exec_info.get(key, {}).get("needed", False)
-            for edge in self.info(key).edges:
-                if edge is not None and (needed(edge[0]) or self.exec_info.get(edge[0], {}).get("captures")):
+        def needed(node: Node) -> bool:
+            if node in memo:
+                return memo[node]
+            memo[node] = False
+            result = self.exec_info.get(node, {}).get("needed", False)
+            for edge in node.edges:
+                if edge is not None and (needed(edge.node) or self.exec_info.get(edge.node, {}).get("captures")):
                     result = True
             if result:
-                self.exec_info.setdefault(key, {"needed": False, "captures": []})["needed"] = True
-            memo[key] = result
+                self.exec_info.setdefault(node, {"needed": False, "captures": []})["needed"] = True
+            memo[node] = result
             return result
 
         needed(root)
 
-    def should_execute(self, key: tuple) -> bool:
-        info = self.exec_info.get(key)
+    def should_execute(self, node: Node) -> bool:
+        info = self.exec_info.get(node)
         return bool(info and (info["needed"] or info["captures"]))
 
     # ------------------------------------------------------------ one node
-    def evaluate(self, key: tuple, inputs: list, captured: list):
+    def evaluate(self, node: Node, inputs: list):
         if self.exec_info:
-            info = self.exec_info.get(key, {"needed": False, "captures": []})
+            info = self.exec_info.get(node, {"needed": False, "captures": []})
             if not info["needed"]:
-                inputs = self.tensor_pre_hooks(key, inputs)
+                inputs = self.tensor_pre_hooks(node, inputs)
             for nr, idx in info["captures"]:
-                captured[idx] = inputs[nr]
+                self.result.captured[idx] = inputs[nr]
             if not info["needed"]:
                 return None
-        return self.call_function(key, inputs)
+        return self.call_function(node, inputs)
 
-    def call_function(self, key: tuple, inputs: list) -> list:
-        node = self.info(key)
-        inputs = self.tensor_pre_hooks(key, inputs)
-        inputs = self.node_pre_hooks(key, inputs)
-        for vid, value in zip(node.slots, inputs):
-            self.seen[vid] = value
-        self.order.append(node.name)
-        if key[0] == "a":
-            vid = key[1]
-            if inputs[0] is not None:
-                self.grads[vid] = _accumulate(self.grads.get(vid), inputs[0])
+    def call_function(self, node: Node, inputs: list) -> list:
+        inputs = self.tensor_pre_hooks(node, inputs)
+        inputs = self.node_pre_hooks(node, inputs)
+        self.note_seen(node, inputs)
+        self.result.order.append(node.name)
+        if node.is_accumulate:
+            self.accumulate(node, inputs[0])
             return []
         outputs = self.apply(node, inputs)
+        if not self.retain_graph:
+            for sv in node.saved:
+                sv.released = True
+            node.released = True
         outputs = self.validate_outputs(node, outputs)
         return self.post_hooks(node, outputs, inputs)
 
-    def tensor_pre_hooks(self, key: tuple, inputs: list) -> list:
+    def note_seen(self, node: Node, inputs: list) -> None:
+        if node.is_accumulate:
+            self.result.seen[node.variable.id] = inputs[0]
+            return
+        for nr, value in enumerate(inputs):
+            self.result.seen[(id(node), nr)] = value
+
+    def accumulate(self, node: Node, grad) -> None:
+        """AccumulateGrad: ``.grad`` += grad (first time: the gradient itself), then its post hooks."""
+        t = node.variable
+        if grad is None:
+            return
+        t.grad = grad if t.grad is None else self.B.add(t.grad, grad)
+        if t.post_accumulate_hooks:
+            for entry in t.post_accumulate_hooks.live():
+                self.fire_hook(entry.hook, {"tensor": t.grad}, node, None)
+
+    def tensor_pre_hooks(self, node: Node, inputs: list) -> list:
         inputs = list(inputs)
-        node = self.info(key)
-        groups = [(slot, vid) for slot, vid in enumerate(node.slots) if vid in self.g.tensor_hooks]
-        groups.sort(key=lambda sv: self.g.tensor_hooks[sv[1]][0].clock)
-        for slot, vid in groups:
-            for reg in self.g.tensor_hooks[vid]:
-                if reg.removed:
+        if node.is_accumulate:
+            dicts = [(0, node.variable.backward_hooks)] if node.variable.backward_hooks else []
+        else:
+            dicts = node.tensor_pre_hooks
+        for nr, hooks in dicts:
+            for entry in hooks.live():
+                value = inputs[nr]
+                if isinstance(entry, MultiGradInner):
+                    self.multi_grad(entry, value)
                     continue
-                value = inputs[slot]
-                returned = self.fire(reg, {"grad": value}, node.name)
+                returned = self.fire_hook(entry.hook, {"grad": value}, node, None)
                 if returned is not None:
-                    self.check_same(reg.hook, value, returned, self.g.vars[vid].shape)
-                    inputs[slot] = returned
-        for slot, vid in enumerate(node.slots):
-            if vid in self.retained and inputs[slot] is not None:
-                self.grads[vid] = _accumulate(self.grads.get(vid), inputs[slot])
+                    self.check_same(entry.hook, returned, slot_shape(node, nr))
+                    inputs[nr] = returned
+        if not node.is_accumulate:
+            for nr, t in node.retains_grad_hooks.items():
+                if inputs[nr] is not None:
+                    t.grad = inputs[nr] if t.grad is None else self.B.add(t.grad, inputs[nr])
         return inputs
 
-    def node_pre_hooks(self, key: tuple, inputs: list) -> list:
-        if key[0] != "n":
-            return inputs
-        for reg in self.g.node_pre.get(key[1], []):
-            if reg.removed:
-                continue
-            returned = self.fire(reg, {"grad_outputs": tuple(inputs)}, self.info(key).name)
+    def node_pre_hooks(self, node: Node, inputs: list) -> list:
+        for entry in node.pre_hooks.live():
+            returned = self.fire_hook(entry.hook, {"grad_outputs": tuple(inputs)}, node, None)
             if returned is not None:
-                inputs = self.check_tuple(reg.hook, inputs, returned, [self.g.vars[v].shape for v in self.info(key).slots])
+                inputs = self.check_tuple(entry.hook, inputs, returned,
+                                          [slot_shape(node, i) for i in range(n_slots(node))])
         return inputs
 
-    def apply(self, node: _NodeInfo, inputs: list) -> list:
-        eqn = node.eqn
-        if eqn.prim in ("bhf", "function"):
+    def apply(self, node: Node, inputs: list) -> list:
+        B = self.B
+        if node.kind in ("hookfn", "function"):
             # PyNode::apply: materialize_grads turns undefined incoming gradients into zeros
-            inputs = [x if x is not None else Exact.zeros(self.g.vars[v].shape) for x, v in zip(inputs, node.slots)]
-            if eqn.prim == "bhf":
+            inputs = [x if x is not None else B.zeros(slot_shape(node, i)) for i, x in enumerate(inputs)]
+            if node.kind == "hookfn":
                 return list(inputs)
-            return function_vjp(eqn, [self.f.of(i) for i in eqn.ins], inputs[0])
-        g = inputs[0]
-        if g is None:
+            from .function import function_backward
+            return function_backward(self.rt, node, inputs)
+        saved = {id(sv): self.rt.unpack(node, sv) for sv in node.saved}
+        if all(g is None for g in inputs):
             return [None] * len(node.edges)
-        need = [edge is not None and (not self.exec_info or self.should_execute(edge[0])) for edge in node.edges]
+        need = [e is not None and (not self.exec_info or self.should_execute(e.node)) for e in node.edges]
         if not any(need):
             return [None] * len(node.edges)
-        ins = [self.f.of(i) for i in eqn.ins]
-        out = self.f.values[eqn.outs[0]]
-        grads = RULES[eqn.prim].vjp(g, ins, out, eqn.params, need)
+        ins = list(node.input_values)
+        outs = list(node.output_values)
+        for sv in node.saved:
+            spec = next(s for s in node.op.saves if s.name == sv.name)
+            (ins if spec.what == "in" else outs)[spec.index] = saved[id(sv)]
+        grads = node.op.vjp(B, list(inputs), ins, outs, node.params, need)
         # autograd-generated nodes compute only the slots task_should_compute_output allows
         return [x if n else None for x, n in zip(grads, need)]
 
-    def validate_outputs(self, node: _NodeInfo, outputs: list) -> list:
+    def validate_outputs(self, node: Node, outputs: list) -> list:
         outputs = list(outputs)
-        for i, (edge, vid) in enumerate(zip(node.edges, node.eqn.node.edges)):
+        for i, edge in enumerate(node.edges):
             if edge is None or outputs[i] is None:
                 continue
-            want = self.g.vars[vid].shape
-            got = outputs[i].shape
+            want = node.inputs[i].shape
+            got = tuple(self.B.shape(outputs[i]))
             if got != want:
                 if expandable(want, got):
-                    outputs[i] = E.sum_to(outputs[i], want)
+                    outputs[i] = self.B.sum_to(outputs[i], want)
                 else:
-                    raise ProblemError(node.eqn.loc, f"{node.name} returned an invalid gradient at index {i} - got "
-                                                     f"{list(got)} but expected shape compatible with {list(want)} "
-                                                     "(PyTorch raises this)")
+                    raise ProblemError(node.loc, f"{node.name} returned an invalid gradient at index {i} - got "
+                                                 f"{list(got)} but expected shape compatible with {list(want)} "
+                                                 "(PyTorch raises this)")
         return outputs
 
-    def post_hooks(self, node: _NodeInfo, outputs: list, inputs: list) -> list:
-        for ph in self.g.node_post.get(node.eqn.id, []):
-            if ph.kind == "user":
-                if ph.reg.removed:
-                    continue
-                returned = self.fire(ph.reg, {"grad_inputs": tuple(outputs), "grad_outputs": tuple(inputs)}, node.name)
+    def post_hooks(self, node: Node, outputs: list, inputs: list) -> list:
+        for entry in node.post_hooks.live():
+            if isinstance(entry, UserNodeHook):
+                returned = self.fire_hook(entry.hook, {"grad_inputs": tuple(outputs), "grad_outputs": tuple(inputs)},
+                                          node, None)
                 if returned is not None:
-                    outputs = self.check_tuple(ph.reg.hook, outputs, returned, self.edge_shapes(node))
-            elif ph.kind == "legacy":
-                call = self.g.calls[ph.call]
-                returned = self.fire(ph.reg, {"grad_input": tuple(outputs), "grad_output": tuple(inputs)}, node.name,
-                                     call)
+                    outputs = self.check_tuple(entry.hook, outputs, returned, self.edge_shapes(node))
+            elif isinstance(entry, LegacyHook):
+                returned = self.fire_hook(entry.hook, {"grad_input": tuple(outputs), "grad_output": tuple(inputs)},
+                                          node, entry.call)
                 if returned is not None:
-                    outputs = self.check_tuple(ph.reg.hook, outputs, returned, self.edge_shapes(node))
-            elif ph.kind == "module_out":
-                outputs = self.module_output_hook(self.g.calls[ph.call], inputs, node)
-            elif ph.kind == "module_in":
-                outputs = self.module_input_hook(self.g.calls[ph.call], outputs, node)
+                    outputs = self.check_tuple(entry.hook, outputs, returned, self.edge_shapes(node))
+            elif isinstance(entry, ModuleOutputHook):
+                outputs = self.module_output_hook(entry.state, inputs, node)
+            elif isinstance(entry, ModuleInputHook):
+                outputs = self.module_input_hook(entry.state, outputs, node)
         return outputs
 
-    def edge_shapes(self, node: _NodeInfo) -> list:
-        return [self.g.vars[v].shape if v is not None else None for v in node.eqn.node.edges]
+    def edge_shapes(self, node: Node) -> list:
+        return [node.inputs[i].shape if e is not None else None for i, e in enumerate(node.edges)]
 
     # ------------------------------------------------------------ nn.Module machinery (torch/utils/hooks.py)
-    def module_output_hook(self, call: Call, grad_output: list, node: _NodeInfo) -> list:
+    def module_output_hook(self, state, grad_output: list, node: Node) -> list:
         """BackwardHook.setup_output_hook's post-hook on the output BackwardHookFunctionBackward."""
-        state = tuple(grad_output)
-        self.module_state[call.id] = state
-        for reg in call.pre_hooks:
-            returned = self.fire(reg, {"grad_output": state}, node.name, call)
+        call = state.call
+        grads = tuple(grad_output)
+        state.grad_outputs = grads
+        for hook in state.user_pre_hooks:
+            returned = self.fire_hook(hook.hook, {"grad_output": grads}, node, call)
             if returned is None:
                 continue
-            state = tuple(self.check_tuple(reg.hook, list(state), returned, [self.g.vars[call.out].shape],
-                                           f"the module has {len(state)} output(s): PyTorch raises 'Backward pre "
+            grads = tuple(self.check_tuple(hook.hook, list(grads), returned, [call.out.shape],
+                                           f"the module has {len(grads)} output(s): PyTorch raises 'Backward pre "
                                            "hook returned an invalid number of grad_output'"))
-            self.module_state[call.id] = state
-        local = state
-        if call.bhf_in is None:
-            grad_input = (None,) * len(call.args)
-            for reg in call.full_hooks:
-                returned = self.fire(reg, {"grad_input": grad_input, "grad_output": state}, node.name, call)
+            state.grad_outputs = grads
+        local = grads
+        if state.input_tensors_index is None:
+            grad_input = (None,) * state.n_inputs
+            for hook in state.user_hooks:
+                returned = self.fire_hook(hook.hook, {"grad_input": grad_input, "grad_output": grads}, node, call)
                 if returned is not None and not (isinstance(returned, tuple) and all(r is None for r in returned)):
-                    raise ProblemError(reg.hook.returns.loc, f"'{call.path}' has no input that requires grad, so its "
-                                                             "full backward hook may only return None: PyTorch raises "
-                                                             "'Backward hook for Modules where no input requires "
-                                                             "gradient should always return None or None for all "
-                                                             "gradients'")
-            self.module_state[call.id] = None
+                    raise ProblemError(hook.hook.returns.loc, f"'{call.path}' has no input that requires grad, so "
+                                                              "its full backward hook may only return None: PyTorch "
+                                                              "raises 'Backward hook for Modules where no input "
+                                                              "requires gradient should always return None or None "
+                                                              "for all gradients'")
+            state.grad_outputs = None
         return list(local)
 
-    def module_input_hook(self, call: Call, grad_input: list, node: _NodeInfo) -> list:
+    def module_input_hook(self, state, grad_input: list, node: Node) -> list:
         """BackwardHook._set_user_hook's post-hook on the input BackwardHookFunctionBackward."""
-        state = self.module_state.get(call.id)
-        if state is None:
+        call = state.call
+        if state.grad_outputs is None:
             return grad_input
         res = tuple(grad_input)
-        for reg in call.full_hooks:
-            returned = self.fire(reg, {"grad_input": res, "grad_output": state}, node.name, call)
+        for hook in state.user_hooks:
+            returned = self.fire_hook(hook.hook, {"grad_input": res, "grad_output": state.grad_outputs}, node, call)
             if returned is None:
                 continue
-            res = tuple(self.check_tuple(reg.hook, list(res), returned, [self.g.vars[a].shape for a in call.args],
+            res = tuple(self.check_tuple(hook.hook, list(res), returned, [a.shape for a in call.args],
                                          f"'{call.path}' has {len(res)} input(s): PyTorch raises 'Backward hook "
                                          "returned an invalid number of grad_input'"))
-        self.module_state[call.id] = None
+        state.grad_outputs = None
         return list(res)
 
-    # ------------------------------------------------------------ firing
-    def fire(self, reg: Registered, args: dict, node_name: str, call: Call | None = None):
-        hook = reg.hook
-        returned = run_hook_body(hook, args, ValueBackend())
-        if isinstance(returned, tuple):
-            returned = tuple(_as_exact(r, hook) for r in returned)
-        elif returned is not None:
-            returned = _as_exact(returned, hook)
-        self.calls.append(HookCall(hook, hook.kind, hook.target, call, args, returned, node_name))
-        return returned
+    # ------------------------------------------------------------ multi-grad hooks
+    def multi_grad(self, entry: MultiGradInner, grad) -> None:
+        state = entry.state
+        hook = state.hook
+        if hook.mode == "any":
+            if not state.ran:
+                state.ran = True
+                self.fire_hook(hook, {"grad": grad}, None, None)
+            return
+        if state.count == 0:
+            state.nb_calls = sum(self.will_execute(t) for t in state.tensors)
+            state.buffer = [None] * len(state.tensors)
+        state.count += 1
+        state.buffer[entry.index] = grad
+        if state.count == state.nb_calls:
+            self.fire_hook(hook, {"grads": tuple(state.buffer)}, None, None)
+            state.count = 0
+            state.buffer = None
 
-    def check_same(self, hook: Hook, value, returned, shape) -> None:
-        if isinstance(returned, tuple) or not isinstance(returned, Exact):
+    def will_execute(self, t: Tensor) -> bool:
+        """torch._C._will_engine_execute_node of the tensor's grad_fn (or grad accumulator)."""
+        node = t.grad_fn if t.grad_fn is not None else t.grad_accumulator
+        if node is None or (node not in self.deps and node is not self.root_node):
+            return False
+        return not self.exec_info or self.should_execute(node)
+
+    # ------------------------------------------------------------ checks
+    def check_same(self, hook, returned, shape) -> None:
+        if isinstance(returned, tuple) or not self.B.is_value(returned):
             raise ProblemError(hook.returns.loc, "a tensor hook must return a tensor (the new gradient) or nothing")
-        if returned.shape != tuple(shape):
-            raise ProblemError(hook.returns.loc, f"the hook returns shape {list(returned.shape)} for a gradient of shape "
-                                                 f"{list(shape)}: PyTorch raises \"hook 'hook' has changed the size "
-                                                 "of value\"")
+        if tuple(self.B.shape(returned)) != tuple(shape):
+            raise ProblemError(hook.returns.loc, f"the hook returns shape {list(self.B.shape(returned))} for a gradient "
+                                                 f"of shape {list(shape)}: PyTorch raises \"hook 'hook' has changed "
+                                                 "the size of value\"")
 
-    def check_tuple(self, hook: Hook, original: list, returned, shapes: list, arity: str | None = None) -> list:
+    def check_tuple(self, hook, original: list, returned, shapes: list, arity: str | None = None) -> list:
         """A hook's returned tuple, checked as PyTorch checks it; ``arity`` words a count mismatch."""
         where = hook.returns.loc
         if not isinstance(returned, tuple):
-            raise ProblemError(where, f"the {hook.kind} hook must return a tuple such as (2 * grad_input[0],): PyTorch "
-                                      "expects one gradient per slot")
+            raise ProblemError(where, f"the {hook.kind} hook must return a tuple such as (2 * grad_input[0],): "
+                                      "PyTorch expects one gradient per slot")
         if len(returned) != len(original):
             raise ProblemError(where, f"the {hook.kind} hook returns {len(returned)} value(s) but "
                                       + (arity or f"PyTorch expects {len(original)}: it raises \"hook 'hook' has "
                                                   f"returned an incorrect number of values (got {len(returned)}, but "
                                                   f"expected {len(original)})\""))
-        for r, o, s in zip(returned, original, shapes):
+        for r, s in zip(returned, shapes):
             if r is None or s is None:
                 continue
-            if r.shape != tuple(s):
-                raise ProblemError(where, f"the hook returns a gradient of shape {list(r.shape)} where PyTorch expects "
-                                          f"{list(s)}: it raises \"hook 'hook' has changed the size of value\"")
+            if tuple(self.B.shape(r)) != tuple(s):
+                raise ProblemError(where, f"the hook returns a gradient of shape {list(self.B.shape(r))} where "
+                                          f"PyTorch expects {list(s)}: it raises \"hook 'hook' has changed the size "
+                                          "of value\"")
         return list(returned)
 
 
-def function_vjp(eqn: Eqn, values: list[Exact], grad_output: Exact) -> list:
-    """A user autograd.Function's backward: its declared formulas, evaluated exactly."""
-    spec = eqn.params
-    env = dict(zip(spec.slots, values))
-    output, local = evaluate_program(spec.module, env)
-    env.update(local)
-    env["output"] = output
-    env["grad_output"] = grad_output
-    out = []
-    for slot, formula in spec.decl.grads:
-        if formula is None:
-            out.append(None)
-            continue
-        scope = EnvScope(env, f"the backward formula for '{slot}' of {spec.decl.name}")
-        value = Lowerer(ValueBackend(), scope).eval(formula)
-        if not isinstance(value, Exact):
-            raise ProblemError(formula.loc, f"the backward formula for '{slot}' must give a tensor")
-        out.append(value)
-    return out
-
-
-def _as_exact(value, hook: Hook):
-    if value is None or isinstance(value, Exact):
-        return value
-    if isinstance(value, tuple):
-        raise ProblemError(hook.returns.loc, "nested tuples are not valid hook results")
-    # a plain Python number: PyTorch would reject it as a gradient
-    raise ProblemError(hook.returns.loc, "the hook returns a plain number; PyTorch expects a tensor "
-                                         "(write e.g. grad * 0 + 1)")
-
-
-def _accumulate(current: Exact | None, new: Exact | None) -> Exact | None:
+def _accumulate(B, current, new):
     if new is None:
         return current
     if current is None:
         return new
-    return E.add(current, new)
+    return B.add(current, new)
 
 
 def expandable(shape: tuple, to: tuple) -> bool:
@@ -512,35 +482,4 @@ def expandable(shape: tuple, to: tuple) -> bool:
     return True
 
 
-def run_backward(graph: Graph, fwd: Forward, symbols: dict | None = None) -> Backward:
-    return Engine(graph, fwd, symbols).run()
-
-
-# ----------------------------------------------------------------------------- pure adjoints
-
-def pure_vjp(graph: Graph, fwd: Forward, eqns: range, seed_var: int, seed: Exact, wrt: tuple[int, ...]) -> list:
-    """J^T seed through the eqns in ``eqns`` (hooks ignored): the Lagrangian adjoint of a module.
-
-    Returns, per var in ``wrt``, its cotangent, or None where the var does not require grad."""
-    cot: dict[int, Exact] = {seed_var: seed}
-    for eid in reversed(eqns):
-        eqn = graph.eqns[eid]
-        if eqn.node is None:
-            continue
-        gs = [cot.get(o) for o in eqn.outs]
-        if all(x is None for x in gs):
-            continue
-        if eqn.prim == "bhf":
-            outs = [x if x is not None else Exact.zeros(graph.vars[o].shape) for x, o in zip(gs, eqn.outs)]
-        elif eqn.prim == "function":
-            outs = function_vjp(eqn, [fwd.of(i) for i in eqn.ins], gs[0])
-        else:
-            need = [v is not None for v in eqn.node.edges]
-            outs = RULES[eqn.prim].vjp(gs[0], [fwd.of(i) for i in eqn.ins], fwd.values[eqn.outs[0]], eqn.params, need)
-        for v, g in zip(eqn.node.edges, outs):
-            if v is None or g is None:
-                continue
-            if g.shape != graph.vars[v].shape:
-                g = E.sum_to(g, graph.vars[v].shape)
-            cot[v] = _accumulate(cot.get(v), g)
-    return [(cot.get(v, Exact.zeros(graph.vars[v].shape)) if graph.vars[v].requires_grad else None) for v in wrt]
+__all__ = ["BackwardRequest", "BackwardResult", "Engine", "ReadyQueue", "TorchError", "CallRecord", "expandable"]

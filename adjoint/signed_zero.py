@@ -21,9 +21,6 @@ import numpy as np
 
 from .exact import Exact, s_sign
 
-_KEEP = {"relu", "tanh", "sin", "sqrt", "t", "view", "unsafe_view", "unsqueeze", "squeeze"}
-
-
 def sign_bits(x: Exact, where: np.ndarray | None = None) -> np.ndarray:
     """True where the float PyTorch holds has its sign bit set (negative, or -0.0); with
     ``where``, only those positions are examined (a sign can cost a numerical evaluation)."""
@@ -40,14 +37,19 @@ def zero_mask(x: Exact) -> np.ndarray:
     return np.array([e == 0 for e in x.flat()], dtype=bool).reshape(x.shape)
 
 
-def result_mask(prim: str, ins: list[Exact], params, out: Exact) -> np.ndarray | None:
-    """The -0.0 mask of an op's result (None: no -0.0 anywhere)."""
-    if prim in _KEEP or (prim == "pow_scalar" and _keeps_sign(params)):
-        mask = _reshaped(ins[0].negzero, ins[0].shape, out.shape, prim)
-    elif prim == "neg":
+def result_mask(op, ins: list[Exact], params, out: Exact) -> np.ndarray | None:
+    """The -0.0 mask of an op's result (None: no -0.0 anywhere), by the op's ``negzero`` rule:
+    keep (elementwise, the input's -0.0 survive), structural (views: the value's own reshaping
+    carried the mask), keep_odd_pow (``x ** p``), negate, product, sum, difference, never."""
+    rule = op.negzero
+    if rule == "structural":
+        return out.negzero
+    if rule == "keep" or (rule == "keep_odd_pow" and _keeps_sign(params)):
+        mask = ins[0].negzero
+    elif rule == "negate":
         zeros = zero_mask(out)
         mask = zeros & ~_nz(ins[0]) if zeros.any() else None
-    elif prim in ("mul", "div"):
+    elif rule == "product":
         zeros = zero_mask(out)
         if not zeros.any():
             return None
@@ -56,12 +58,12 @@ def result_mask(prim: str, ins: list[Exact], params, out: Exact) -> np.ndarray |
         sa = sign_bits(_view(ins[0], a), zeros)
         sb = sign_bits(_view(ins[1], b), zeros)
         mask = zeros & (sa ^ sb)
-    elif prim == "add":
+    elif rule == "sum":
         if ins[0].negzero is None or ins[1].negzero is None:
             return None
         a, b = np.broadcast_arrays(ins[0].negzero, ins[1].negzero)
         mask = a & b
-    elif prim == "sub":
+    elif rule == "difference":
         if ins[0].negzero is None:
             return None
         a, b = np.broadcast_arrays(ins[0].negzero, zero_mask(ins[1]) & ~_nz(ins[1]))
@@ -89,11 +91,3 @@ def _keeps_sign(p) -> bool:
     """x ** p keeps -0.0 for odd integer p and for p = 1/2 (PyTorch runs it as sqrt)."""
     p = Fraction(p)
     return p == Fraction(1, 2) or (p.denominator == 1 and p.numerator % 2 == 1 and p > 0)
-
-
-def _reshaped(mask, in_shape, out_shape, prim):
-    if mask is None:
-        return None
-    if prim == "t":
-        return mask.T
-    return mask.reshape(out_shape)

@@ -1,20 +1,15 @@
-"""``solve``: trace, run forward and backward exactly, and assemble the Prediction."""
+"""``solve``: run every variant in the runtime and assemble the Prediction."""
 
 from __future__ import annotations
 
-import sympy
-
-from . import exact as E
+from .backends.exact import ExactBackend
 from .errors import ProblemError
-from .exact import Exact
-from .expr import to_source
-from .forward import Forward, evaluate
-from .graph import Call, Graph, GraphBuilder, trace
-from .lower import Lowerer
-from .ops import RULES
-from .prediction import Boundary, FunctionCheck, HookRecord, Prediction, VariantPrediction
+from .forward import Call
+from .function import check_functions
+from .graph import Node, Tensor
+from .passes import VariantRun, root_name, run_variant
+from .prediction import Boundary, HookRecord, Prediction, VariantPrediction
 from .problem import OUTPUT, ROOT, Problem, Variant
-from .reverse import Backward, expandable, function_vjp, pure_vjp, run_backward
 
 
 def solve_problem(problem: Problem, variant: str | None = None, numeric: bool = False) -> Prediction:
@@ -32,230 +27,192 @@ def solve_problem(problem: Problem, variant: str | None = None, numeric: bool = 
 
 
 def solve_variant(problem: Problem, variant: Variant, symbols: dict | None = None) -> VariantPrediction:
-    graph = trace(problem, variant)
-    fwd = evaluate(graph, symbols, problem.dtype)
-    bwd = run_backward(graph, fwd, symbols)
-    return _assemble(problem, variant, graph, fwd, bwd)
+    run = run_variant(problem, variant, ExactBackend(problem.dtype, symbols))
+    return assemble(run)
 
 
 # ----------------------------------------------------------------------------- assembly
 
-def _assemble(problem: Problem, variant: Variant, g: Graph, fwd: Forward, bwd: Backward) -> VariantPrediction:
-    values = {name: fwd.values[vid] for name, vid in g.names.items()}
-    loss = fwd.values[g.names["loss"]] if "loss" in g.names else None
-    grads: dict[str, Exact | None] = {}
-    for vid, decl in g.decls.items():
-        if decl.requires_grad:
-            grads[decl.name] = bwd.grads.get(vid)
-    for vid, names in bwd.retained.items():
+def assemble(run: VariantRun) -> VariantPrediction:
+    fwd, bwd, model = run.forward, run.backward, run.model
+    values = {name: t.value for name, t in fwd.names.items()}
+    loss = fwd.loss.value if fwd.loss is not None else None
+    grads: dict = {}
+    for name, t in model.leaves.items():
+        if model.decls[name].requires_grad:
+            grads[name] = t.grad
+    for t, names in run.retained:
         for name in names:
-            grads[name] = bwd.grads.get(vid)
+            grads[name] = t.grad
     returned = None
-    if g.method == "grad":
-        returned = {name: value for (name, _), value in zip(g.wrt, bwd.captured)}
-    calls_per_module: dict[str, int] = {}
-    for c in g.calls:
-        calls_per_module[c.path] = calls_per_module.get(c.path, 0) + 1
-    hook_calls = _forward_calls(g, fwd, calls_per_module) + _backward_calls(g, bwd, calls_per_module)
-    notes = [f"{_where(g, eid)}: {note}" for eid, note in fwd.notes]
-    notes += _variant_notes(g, bwd)
-    symbolic = any(v.is_symbolic() for v in values.values())
+    if run.request.method == "grad":
+        returned = {name: value for (name, _, _), value in zip(run.request.inputs, bwd.captured)}
+    per_module: dict[str, int] = {}
+    for c in fwd.calls:
+        per_module[c.path] = per_module.get(c.path, 0) + 1
+    hook_calls = [_record(run, rec, per_module) for rec in run.rt.log]
+    notes = [f"{name} at {loc}: {note}" if loc else f"{name}: {note}" for name, loc, note in fwd.notes]
+    notes += _variant_notes(run)
+    symbolic = any(run.rt.B.is_symbolic(v) for v in values.values())
     return VariantPrediction(
-        name=variant.name, method=g.method, root=g.root_name, loss=loss, values=values,
-        boundaries=_boundaries(g, fwd, bwd), grads=grads, returned=returned, hook_calls=hook_calls, notes=notes,
-        functions=_function_checks(g, fwd), node_order=bwd.order, symbolic=symbolic, graph=g, forward=fwd,
-        backward=bwd, carried={name: bwd.seen.get(vid) for name, vid in g.names.items()})
+        name=run.variant.name, method=run.request.method, root=root_name(run.problem), loss=loss, values=values,
+        boundaries=_boundaries(run), grads=grads, returned=returned, hook_calls=hook_calls, notes=notes,
+        functions=check_functions(run), node_order=bwd.order, symbolic=symbolic,
+        kinks=[note for _, _, note in fwd.notes], run=run, carried={name: seen_at(bwd, t) for name, t in fwd.names.items()})
 
 
-def _where(g: Graph, eid: int) -> str:
-    eqn = g.eqns[eid]
-    name = eqn.node.name if eqn.node else eqn.prim
-    return f"{name} at {eqn.loc}" if eqn.loc else name
-
-
-def _forward_calls(g: Graph, fwd: Forward, per_module: dict) -> list[HookRecord]:
-    out = []
-    for ev in g.forward_events:
-        call = g.calls[ev.call]
-        hook = ev.reg.hook
-        args = {"input": tuple(_val(fwd, x) for x in ev.inputs)}
-        if ev.output is not None:
-            args["output"] = fwd.values[ev.output]
-        returned = _val(fwd, ev.returned)
-        why = []
-        if returned is not None:
-            why.append("the returned value replaces the module's " + ("inputs" if hook.kind == "forward_pre"
-                                                                        else "output") + "; its ops join the graph")
-        out.append(HookRecord(hook.index, hook.label, hook.kind, "module", hook.target, call.k,
-                              per_module[call.path], "forward", None, args, returned, why))
-    return out
-
-
-def _val(fwd: Forward, x):
-    if x is None:
+def seen_at(bwd, t: Tensor):
+    """The gradient PyTorch carried to ``t`` (what its grad_fn, or AccumulateGrad, received)."""
+    if not isinstance(t, Tensor) or not t.requires_grad:
         return None
-    if isinstance(x, tuple):
-        return tuple(_val(fwd, i) for i in x)
-    if isinstance(x, Exact):
-        return x
-    if isinstance(x, int):
-        return fwd.values[x]
-    return Exact.scalar(E.q(x))  # a plain number
+    if t.grad_fn is not None:
+        return bwd.seen.get((id(t.grad_fn), t.output_nr))
+    return bwd.seen.get(t.id)
 
 
-def _backward_calls(g: Graph, bwd: Backward, per_module: dict) -> list[HookRecord]:
-    out = []
-    for hc in bwd.calls:
-        hook = hc.hook
-        k = hc.call.k if hc.call is not None else None
-        count = per_module.get(hc.call.path, 1) if hc.call is not None else 1
-        out.append(HookRecord(hook.index, hook.label, hook.kind, hook.on, hook.target, k, count, "backward",
-                              hc.node, hc.args, hc.returned, _why(g, hc)))
-    return out
+def _record(run: VariantRun, rec, per_module: dict) -> HookRecord:
+    hook = rec.hook
+    call: Call | None = rec.call
+    k = call.k if call is not None else None
+    count = per_module.get(call.path, 1) if call is not None else 1
+    node = rec.node.name if rec.node is not None else None
+    why = _why_forward(rec) if rec.phase == "forward" else _why(run, rec)
+    return HookRecord(hook.index, hook.label, rec.kind, hook.on, hook.target, k, count, rec.phase, node, rec.args,
+                      rec.returned, why)
 
 
-def _why(g: Graph, hc) -> list[str]:
-    hook = hc.hook
+def _why_forward(rec) -> list[str]:
+    if rec.returned is None:
+        return []
+    what = "inputs" if rec.hook.kind == "forward_pre" else "output"
+    return [f"the returned value replaces the module's {what}; its ops join the graph"]
+
+
+def _why(run: VariantRun, rec) -> list[str]:
+    hook = rec.hook
     why = []
-    call: Call | None = hc.call
+    call: Call | None = rec.call
     if hook.kind == "backward" and call is not None:
-        nodes = [g.eqns[i].node.name for i in range(call.body_start, call.end) if g.eqns[i].node is not None]
-        node = g.eqns[call.legacy_node]
-        edges = ", ".join(_describe_var(g, v) for v in node.node.edges)
-        msg = (f"legacy register_backward_hook is a post-hook on the output's grad_fn {node.node.name}; grad_input "
+        nodes = [n.name for n in call.body_nodes(run.rt)]
+        node = call.legacy_node
+        edges = ", ".join(_describe_input(node, i) for i in range(len(node.edges)))
+        msg = (f"legacy register_backward_hook is a post-hook on the output's grad_fn {node.name}; grad_input "
                f"are that node's gradients w.r.t. its own inputs ({edges}), not the module's inputs")
         if len(nodes) > 1:
             msg += f"; '{call.path}' ran {len(nodes)} nodes ({', '.join(nodes)}) and only the last is hooked"
         why.append(msg)
     if hook.kind == "full_backward" and call is not None:
-        if call.bhf_in is None:
+        if call.in_node is None:
             why.append("no input of the module requires grad: the hook fires as soon as grad_output is known, "
                        "with every grad_input None")
         else:
-            zeros = [call.module.inputs[i] for i, a in enumerate(call.args) if not g.vars[a].requires_grad]
+            zeros = [call.module.inputs[i] for i, a in enumerate(call.args) if not a.requires_grad]
             if zeros:
                 why.append(f"input(s) {', '.join(zeros)} do not require grad: PyTorch hands a zero tensor there "
                            "(BackwardHookFunction materializes the missing gradient)")
         if hook.remove == "before_backward":
             why.append("removed before backward yet it fires: the module captured its hook list when it ran")
-    if hook.kind == "full_backward_pre" and hc.returned is not None:
+    if hook.kind == "full_backward_pre" and rec.returned is not None:
         why.append("the returned grad_output flows into the module: its inner gradients (parameters included) "
                    "change too")
-    if hook.on == "tensor" and hc.returned is not None:
+    if hook.on == "tensor" and rec.returned is not None:
         why.append("the returned tensor replaces the gradient for later hooks, retain_grad and the node")
-    if hook.on == "tensor" and hc.args.get("grad") is None:
+    if hook.on == "tensor" and rec.args.get("grad", 0) is None:
         why.append("the gradient is undefined here (an earlier hook returned None for it)")
-    if hook.kind == "post" and hc.returned is not None:
+    if hook.kind == "post" and rec.returned is not None:
         why.append("the returned tuple replaces the node's grad_inputs, which flow upstream")
     if hook.does and hook.returns is None:
         why.append("the hook rebinds a local name but returns nothing: PyTorch ignores the change")
     return why
 
 
-def _describe_var(g: Graph, vid: int | None) -> str:
-    if vid is None:
+def _describe_input(node: Node, i: int) -> str:
+    if node.edges[i] is None:
         return "a constant (None)"
-    name = g.name_of(vid)
-    if name:
-        return name
-    var = g.vars[vid]
-    if var.producer is not None:
-        return f"output of {g.eqns[var.producer].node.name}"
+    t = node.inputs[i]
+    if t.name:
+        return t.name
+    if t.grad_fn is not None:
+        return f"output of {t.grad_fn.name}"
     return "a tensor"
 
 
-def _variant_notes(g: Graph, bwd: Backward) -> list[str]:
+def _describe_tensor(t: Tensor) -> str:
+    if t.name:
+        return t.name
+    if t.grad_fn is not None:
+        return f"output of {t.grad_fn.name}"
+    return "a tensor"
+
+
+def _variant_notes(run: VariantRun) -> list[str]:
     notes = []
-    if g.method == "grad":
+    if run.request.method == "grad":
         notes.append("torch.autograd.grad runs only the nodes between the root and the inputs, does not run the "
                      "inputs' own grad_fn (so their node hooks stay silent) and leaves .grad untouched")
-    for vid, names in bwd.retained.items():
-        if vid in g.tensor_hooks:
+    for t, names in run.retained:
+        if t.backward_hooks:
             notes.append(f"{names[0]}.grad is taken after all of its tensor hooks ran (retain_grad runs last)")
     return notes
 
 
-def _boundaries(g: Graph, fwd: Forward, bwd: Backward) -> list[Boundary]:
+# ----------------------------------------------------------------------------- boundaries
+
+def _boundaries(run: VariantRun) -> list[Boundary]:
+    rt, fwd, bwd = run.rt, run.forward, run.backward
     out = []
     depth_of: dict[int, int] = {}
-    for call in g.calls:
+    for call in fwd.calls:
         depth = 0 if call.parent is None else depth_of[call.parent] + 1
         depth_of[call.id] = depth
-        gout = bwd.seen.get(call.out) if g.vars[call.out].requires_grad else None
+        gout = seen_at(bwd, call.out) if call.out.requires_grad else None
         if gout is not None:
-            start = call.bhf_in if call.bhf_in is not None else call.body_start
-            gin = tuple(pure_vjp(g, fwd, range(start, call.end), call.out, gout, call.args))
+            start = rt.nodes.index(call.in_node) if call.in_node is not None else call.body_start
+            gin = tuple(pure_vjp(rt, rt.nodes[start:call.end], call.out, gout, call.args))
             if call.module.type == "Identity":
-                gin = (gout if g.vars[call.args[0]].requires_grad else None,)
+                gin = (gout if call.args[0].requires_grad else None,)
         else:
             gin = tuple(None for _ in call.args)
-        nodes = [g.eqns[i].node.name for i in range(call.body_start, call.end) if g.eqns[i].node is not None]
-        names = tuple(_describe_var(g, a) for a in call.args)
+        nodes = [n.name for n in call.body_nodes(rt)]
+        names = tuple(_describe_tensor(a) for a in call.args)
         out.append(Boundary(call.callid, call.path, call.k, call.module.type or "custom", call.module.inputs, names,
                             OUTPUT if call.path == ROOT else call.callid, nodes, (gout,), gin, depth))
     return out
 
 
-# ----------------------------------------------------------------------------- custom Functions
+def _key(t: Tensor):
+    return (id(t.grad_fn), t.output_nr) if t.grad_fn is not None else ("leaf", t.id)
 
-def _function_checks(g: Graph, fwd: Forward) -> list[FunctionCheck]:
-    """Compare each declared backward formula with the true vector-Jacobian product."""
-    out = []
-    for eqn in g.eqns:
-        if eqn.prim != "function":
+
+def _edge_key(edge):
+    node = edge.node
+    return ("leaf", node.variable.id) if node.is_accumulate else (id(node), edge.input_nr)
+
+
+def pure_vjp(rt, nodes: list[Node], seed_tensor: Tensor, seed, wrt) -> list:
+    """J^T seed through ``nodes`` (hooks ignored): the Lagrangian adjoint of a module.
+
+    Returns, per tensor in ``wrt``, its cotangent, or None where it does not require grad."""
+    from .function import declared_vjp
+    B = rt.B
+    cot: dict = {_key(seed_tensor): seed}
+    for node in reversed(nodes):
+        gs = [cot.get((id(node), i)) for i in range(len(node.outputs))]
+        if all(g is None for g in gs):
             continue
-        spec = eqn.params
-        call = g.calls[eqn.call]
-        values = [fwd.of(i) for i in eqn.ins]
-        out_shape = fwd.values[eqn.outs[0]].shape
-        cot = Exact.of([sympy.Symbol(f"g{i}", real=True) for i in range(_numel(out_shape))], out_shape)
-        declared = function_vjp(eqn, values, cot)
-        true = _true_vjp(spec, values, cot)
-        for (slot, formula), d, t in zip(spec.decl.grads, declared, true):
-            if d is not None and t is not None and d.shape != t.shape and expandable(t.shape, d.shape):
-                d = E.sum_to(d, t.shape)  # autograd's validate_outputs does this reduction too
-            d = d if d is not None else (Exact.zeros(t.shape) if t is not None else None)
-            t = t if t is not None else (Exact.zeros(d.shape) if d is not None else None)
-            matches = d is None or (d.shape == t.shape and d.equals(t))
-            text = to_source(formula) if formula is not None else "None"
-            out.append(FunctionCheck(call.callid, spec.decl.name, slot, text, _fmt(t), matches))
-    return out
-
-
-def _fmt(v) -> str:
-    return "None" if v is None else str(v.strings())
-
-
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
-
-
-def _true_vjp(spec, values: list[Exact], cot: Exact) -> list[Exact | None]:
-    """Trace the Function's forward with grad enabled on every input and pull ``cot`` back."""
-    mini = Graph(None, None)
-    builder = GraphBuilder(mini)
-    leaves = [builder.new_var(v.shape, True, leaf=True) for v in values]
-    env = dict(zip(spec.slots, leaves))
-
-    class Scope:
-        def lookup(self, name, loc):
-            if name in env:
-                return env[name]
-            raise ProblemError(loc, f"unknown name '{name}'")
-
-        def call(self, name, args, loc):
-            raise ProblemError(loc, f"unknown function '{name}'")
-
-    low = Lowerer(builder, Scope())
-    for a in spec.module.forward.assigns:
-        env[a.name] = low.eval(a.value)
-    result = low.eval(spec.module.forward.result)
-    mfwd = Forward([None] * len(mini.vars))
-    for vid, v in zip(leaves, values):
-        mfwd.values[vid] = v
-    for e in mini.eqns:
-        mfwd.values[e.outs[0]] = RULES[e.prim].forward([mfwd.of(i) for i in e.ins], e.params)
-    return pure_vjp(mini, mfwd, range(len(mini.eqns)), result, cot, tuple(leaves))
+        if node.kind == "hookfn":
+            outs = [g if g is not None else B.zeros(node.outputs[i][0]) for i, g in enumerate(gs)]
+        elif node.kind == "function":
+            outs = declared_vjp(rt, node.params, list(node.input_values), gs[0])
+        else:
+            need = [e is not None for e in node.edges]
+            outs = node.op.vjp(B, gs, list(node.input_values), list(node.output_values), node.params, need)
+        for i, (edge, g) in enumerate(zip(node.edges, outs)):
+            if edge is None or g is None:
+                continue
+            want = node.inputs[i].shape
+            if tuple(B.shape(g)) != want:
+                g = B.sum_to(g, want)
+            k = _edge_key(edge)
+            cot[k] = g if k not in cot else B.add(cot[k], g)
+    return [(cot.get(_key(t), B.zeros(t.shape)) if t.requires_grad else None) for t in wrt]

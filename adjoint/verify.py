@@ -102,7 +102,7 @@ def verify_variant(path: str, problem: Problem, vp, dtype: str, fd: bool) -> Var
         checked = finite_differences(problem, decl, names) if names else {}
         checked.update(skipped)
         fd_rows = compare_fd(predicted, checked)
-        kinks = [note for _, note in getattr(vp.forward, "notes", [])]
+        kinks = list(vp.kinks)
         for r in fd_rows:
             if not r.ok and kinks:
                 # no derivative exists at a kink: PyTorch's convention is checked above, FD cannot decide

@@ -80,10 +80,10 @@ def test_harness_detects_a_wrong_rule(monkeypatch):
     """The check is not vacuous: with relu's VJP deliberately doubled, it reports a mismatch."""
     from adjoint import ops
 
-    rule = ops.RULES["relu"]
-    wrong = dataclasses.replace(rule, vjp=lambda g, ins, out, p, need: [x if x is None else ops.E.mul(
-        ops.Exact.scalar(2), x) for x in rule.vjp(g, ins, out, p, need)])
-    monkeypatch.setitem(ops.RULES, "relu", wrong)
+    rule = ops.REGISTRY["relu"]
+    wrong = dataclasses.replace(rule, vjp=lambda B, gs, ins, outs, p, need: [
+        x if x is None else B.mul(B.scalar(2), x) for x in rule.vjp(B, gs, ins, outs, p, need)])
+    monkeypatch.setitem(ops.REGISTRY, "relu", wrong)
     text = "\n".join(["name: wrong-rule", "dtype: float64", "inputs:", "  x: {value: [1, -2], requires_grad: true}",
                       "model: {type: ReLU}", 'loss: "sum(y)"', ""])
     outcome = check(text)

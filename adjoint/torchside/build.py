@@ -29,7 +29,7 @@ from fractions import Fraction
 import torch
 from torch import nn
 
-from .. import expr as X
+from .. import syntax as X
 from ..errors import ProblemError
 from ..problem import ROOT, Function, Literal, Module, Problem, Sym
 
@@ -90,11 +90,11 @@ class Interp:
             return None
         if isinstance(e, X.Tup):
             return tuple(self.eval(i) for i in e.items)
-        if isinstance(e, X.Index):
+        if isinstance(e, X.Subscript):
             v = self.eval(e.value)
             if not isinstance(v, tuple):
                 raise ProblemError(e.loc, f"'{X.to_source(e.value)}' is not a tuple; only tuples can be indexed")
-            return v[e.index]
+            return v[int(e.items[0].value)]
         if isinstance(e, X.Neg):
             return -self.eval(e.operand)
         if isinstance(e, X.Bin):
@@ -138,7 +138,7 @@ def run_body(hook, env: dict):
     env = dict(env)
     interp = env_interp(env, f"the {hook.kind} hook '{hook.label}'")
     for a in hook.does:
-        env[a.name] = interp.eval(a.value)
+        env[a.target.id] = interp.eval(a.value)
     if hook.returns is None:
         return None
     return interp.eval(hook.returns)
@@ -218,12 +218,12 @@ class CustomModule(nn.Module):
             return out
 
         interp = Interp(lookup, call)
-        for a in decl.forward.assigns:
+        for a in decl.forward[:-1]:
             value = interp.eval(a.value)
-            local[a.name] = value
+            local[a.target.id] = value
             if isinstance(value, torch.Tensor):
-                ctx.bind(f"{callid}.{a.name}" if decl.path else a.name, value)
-        return interp.eval(decl.forward.result)
+                ctx.bind(f"{callid}.{a.target.id}" if decl.path else a.target.id, value)
+        return interp.eval(decl.forward[-1].value)
 
 
 def make_function(fdecl: Function, mod: Module) -> type:
@@ -246,9 +246,9 @@ def make_function(fdecl: Function, mod: Module) -> type:
             raise ProblemError(loc, f"unknown name '{name}' in the forward of '{mod.label}'")
 
         interp = Interp(lookup)
-        for a in mod.forward.assigns:
-            local[a.name] = interp.eval(a.value)
-        return interp.eval(mod.forward.result), local
+        for a in mod.forward[:-1]:
+            local[a.target.id] = interp.eval(a.value)
+        return interp.eval(mod.forward[-1].value), local
 
     def forward(ctx, *tensors):
         ctx.save_for_backward(*tensors)

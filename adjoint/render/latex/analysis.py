@@ -14,11 +14,13 @@ from fractions import Fraction
 import flint
 
 from ... import exact as E
+from ... import syntax as S
+from ...backends.exact import ExactBackend
 from ...exact import Exact
-from ...forward import literal_value
-from ...ops import RULES
+from ...function import declared_vjp
+from ...ops import REGISTRY
 from ...prediction import Prediction, VariantPrediction
-from ...reverse import function_vjp
+from .graphview import build_view
 from .expressions import expr_tree
 from .printer import DerivationPrinter
 from .text import _tex_escape_name, symbol_tex
@@ -52,8 +54,8 @@ class Analysis:
     def __init__(self, pred: Prediction, v: VariantPrediction):
         self.pred = pred
         self.v = v
-        g = self.g = v.graph
-        self.fwd = v.forward
+        g = self.g = build_view(v.run)
+        self.fwd = g
         self.symbols = pred.problem.symbols if pred.numeric else None
         self.alias: dict[int, int] = {}
         self.made_by: dict[int, object] = {}
@@ -84,11 +86,11 @@ class Analysis:
             for a in st.atoms:
                 self.consumers.setdefault(a, []).append(st)
         self.scalar = all(_numel(var.shape) == 1 for var in g.vars)
-        self.seed = (literal_value(g.grad_output, self.symbols) if g.grad_output is not None
+        self.backend = ExactBackend(pred.problem.dtype, self.symbols)
+        self.seed = (self.backend.literal(g.grad_output) if g.grad_output is not None
                      else Exact.full(g.vars[g.root].shape, 1))
         self.pure = self.sweep(range(len(g.eqns)), {self.root: self.seed})
-        self.bwd = v.backward
-        self.actual = {self.canon(vid): val for vid, val in self.bwd.seen.items()}
+        self.actual = {self.canon(vid): val for vid, val in g.seen.items()}
         self._contrib: dict = {}
 
     # ---- graph helpers -----------------------------------------------------
@@ -188,7 +190,7 @@ class Analysis:
         for call in self.g.calls:
             if call.module.type != "Linear" or self.canon(call.out) != v:
                 continue
-            if any(ev.call == call.id and ev.returned is not None and ev.reg.hook.kind == "forward"
+            if any(ev.call == call.id and ev.returned is not None and ev.kind == "forward"
                    for ev in self.g.forward_events):
                 return None
             return call
@@ -278,8 +280,9 @@ class Analysis:
         def formulas(lam: TNode) -> dict:
             env = dict(zip(spec.slots, ins))
             env["output"] = out_tree
-            for a in spec.module.forward.assigns:
-                env[a.name] = expr_tree(a.value, env)
+            for a in spec.module.forward:
+                if isinstance(a, S.Assign):
+                    env[a.target.id] = expr_tree(a.value, env)
             env["grad_output"] = lam
             out = {}
             for i, (slot, formula) in enumerate(spec.decl.grads):
@@ -302,10 +305,10 @@ class Analysis:
                 continue
             ins = [fwd.of(i) for i in eqn.ins]
             if eqn.prim == "function":
-                res = function_vjp(eqn, ins, gs[0])
+                res = declared_vjp(self.v.run.rt, eqn.params.module, ins, gs[0])
             else:
                 need = [e is not None for e in eqn.node.edges]
-                res = RULES[eqn.prim].vjp(gs[0], ins, fwd.values[eqn.outs[0]], eqn.params, need)
+                res = REGISTRY[eqn.prim].vjp(self.backend, [gs[0]], ins, [fwd.values[eqn.outs[0]]], eqn.params, need)
             for edge, r in zip(eqn.node.edges, res):
                 if edge is None or r is None:
                     continue

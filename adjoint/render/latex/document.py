@@ -86,7 +86,7 @@ class _Variant(ModelSections, LagrangianSection, HookSections, GradientSections)
         v = self.v
         title = f"Variant \\texttt{{{esc(v.name)}}}" if many else "The derivation"
         out = [f"\\section{{{title}}}\n"]
-        desc = getattr(v.graph.variant, "description", None)
+        desc = v.run.variant.description
         if desc:
             out.append(esc(" ".join(str(desc).split())) + "\n\n")
         out.append(self.hooks_registered())

@@ -4,7 +4,7 @@ with only the parentheses Python needs (:func:`source`)."""
 
 from __future__ import annotations
 
-from ... import expr as X
+from ... import syntax as X
 from .trees import TT, TBin, TCall, TConst, TFn, TIndex, TInner, TMatMul, TName, TNeg, TNode, TNone, TTuple, _t_shape
 
 
@@ -23,11 +23,12 @@ def expr_tree(e: X.Expr, env: dict) -> TNode:
         return TNeg(a, a.shape)
     if isinstance(e, X.Tup):
         return TTuple(tuple(expr_tree(i, env) for i in e.items))
-    if isinstance(e, X.Index):
+    if isinstance(e, X.Subscript):
         a = expr_tree(e.value, env)
-        if isinstance(a, TTuple) and e.index < len(a.items):
-            return a.items[e.index]
-        return TIndex(a, e.index)
+        index = int(e.items[0].value)
+        if isinstance(a, TTuple) and index < len(a.items):
+            return a.items[index]
+        return TIndex(a, index)
     if isinstance(e, X.Call):
         args = [expr_tree(a, env) for a in e.args]
         a = args[0] if args else TNone()
@@ -70,8 +71,8 @@ def source(e: X.Expr, parent: int = 0, right: bool = False) -> str:
         return f"({text})" if 25 < parent else text
     if isinstance(e, X.Call):
         return f"{e.func}({', '.join(source(a) for a in e.args)})"
-    if isinstance(e, X.Index):
-        return f"{source(e.value, 40)}[{e.index}]"
+    if isinstance(e, X.Subscript):
+        return f"{source(e.value, 40)}[{', '.join(source(i) for i in e.items)}]"
     if isinstance(e, X.Tup):
         inner = ", ".join(source(a) for a in e.items)
         return f"({inner},)" if len(e.items) == 1 else f"({inner})"

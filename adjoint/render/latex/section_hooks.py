@@ -5,6 +5,8 @@ written as its node's vector-Jacobian product, and what a returned value replace
 
 from __future__ import annotations
 
+from ... import syntax as S
+
 from ...prediction import HookRecord
 from .expressions import expr_tree, source
 from .layout import Block
@@ -41,7 +43,7 @@ class HookSections(VariantWriter):
             elif h.kind != "retain_grad":
                 text += ", returning nothing (it only observes)"
             if h.does:
-                text += "; it runs " + ", ".join(code(f"{x.name} = {source(x.value)}") for x in h.does)
+                text += "; it runs " + ", ".join(code(f"{S.to_source(x.target)} = {source(x.value)}") for x in h.does)
             if h.remove:
                 text += f"; its handle is removed {esc(h.remove.replace('_', ' '))}"
             if h.when == "after_forward":
@@ -59,7 +61,7 @@ class HookSections(VariantWriter):
                "$J^{\\top}\\,\\mathtt{grad\\_output}$ through the module's own equations is \\texttt{grad\\_input} "
                "(before any hook of the module acts).\n\n"]
         calls = {c.callid: c for c in g.calls}
-        hooked = {c.callid for c in g.calls if c.full_hooks or c.pre_hooks or c.legacy_hooks}
+        hooked = {c.callid for c in g.calls if c.hooked}
         shown = [bd for bd in self.v.boundaries if bd.callid in hooked] or list(self.v.boundaries)
         if len(shown) < len(self.v.boundaries):
             out.append("The module calls with backward hooks in this variant (the others follow the same rule; "

@@ -4,6 +4,8 @@ equation symbolically, with the numbers substituted, and its value)."""
 
 from __future__ import annotations
 
+from ... import syntax as S
+
 from .analysis import Step
 from .expressions import source
 from .layout import Block
@@ -96,8 +98,8 @@ class ModelSections(VariantWriter):
             head += f", call {call.k}"
         head += f"): {ins} $\\mapsto$ ${self.sym(call.out)}$"
         if mod.forward is not None and mod.type is None:
-            src = "; ".join([f"{x.name} = {source(x.value)}" for x in mod.forward.assigns] +
-                            [f"return {source(mod.forward.result)}"])
+            src = "; ".join(f"{x.target.id} = {source(x.value)}" if isinstance(x, S.Assign)
+                            else f"return {source(x.value)}" for x in mod.forward)
             head += f"; forward: {code(src)}"
         if mod.function is not None:
             grads = "; ".join(f"{slot}: {source(f) if f is not None else 'None'}"

@@ -1,0 +1,256 @@
+"""The exact backend: values are :class:`adjoint.exact.Exact` tensors.
+
+Rationals stay rationals (FLINT), free symbols and transcendentals are SymPy closed forms,
+and PyTorch's IEEE conventions are followed where it relies on them (x/0 = inf, 0/0 = nan,
+sqrt of a negative = nan, -0.0; see :mod:`adjoint.exact` and :mod:`adjoint.signed_zero`).
+After every op, :meth:`ExactBackend.after_op` refuses a forward value PyTorch could not
+follow exactly: a non-finite value made from finite operands, or one beyond the dtype's range.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import sympy
+
+from .. import exact as E
+from ..errors import ProblemError
+from ..exact import Exact
+from ..signed_zero import result_mask
+
+
+def _sym_map(fn):
+    def apply(e):
+        return fn(E.s_sym(e))
+    return apply
+
+
+def _sigmoid(e):
+    return 1 / (1 + sympy.exp(-e))
+
+
+class ExactBackend:
+    name = "exact"
+
+    def __init__(self, dtype: str = "float32", symbols: dict | None = None):
+        self.dtype = dtype
+        self.symbols = symbols
+
+    # ------------------------------------------------------------------ construction
+    def literal(self, lit):
+        """A tensor literal; free symbols become SymPy symbols (or their bound numbers)."""
+        items = []
+        for e in lit.items:
+            name = getattr(e, "name", None)
+            if name is not None:
+                if self.symbols is not None and name in self.symbols:
+                    items.append(E.q(self.symbols[name] * e.coeff))
+                else:
+                    items.append(sympy.Rational(e.coeff.numerator, e.coeff.denominator)
+                                 * sympy.Symbol(name, real=True))
+            else:
+                items.append(e)
+        return Exact.of(items, lit.shape)
+
+    def scalar(self, value):
+        return Exact.scalar(E.q(value) if not isinstance(value, Exact) else value.item())
+
+    def zeros(self, shape):
+        return Exact.zeros(tuple(shape))
+
+    def full(self, shape, value):
+        return Exact.full(tuple(shape), value)
+
+    # ------------------------------------------------------------------ queries
+    def shape(self, x):
+        return x.shape
+
+    def numel(self, x):
+        return x.size
+
+    def any_zero(self, x) -> bool:
+        return any(E.s_sign(e) == 0 for e in x.flat())
+
+    def all_zero(self, x) -> bool:
+        return all(E.s_sign(e) == 0 for e in x.flat())
+
+    def is_symbolic(self, x) -> bool:
+        return x.is_symbolic()
+
+    # ------------------------------------------------------------------ arithmetic
+    add = staticmethod(E.add)
+    sub = staticmethod(E.sub)
+    mul = staticmethod(E.mul)
+    div = staticmethod(E.div)
+    neg = staticmethod(E.neg)
+
+    def pow(self, x, e):
+        return E.binary(E.s_pow, x, e)
+
+    # ------------------------------------------------------------------ elementwise functions
+    def relu(self, x):
+        def one(e):
+            s = E.s_sign(e)
+            if s is None:
+                return sympy.Max(0, e)
+            if s == "nan":
+                return e
+            return e if s == 1 else E.fmpq(0)
+        return x.map(one)
+
+    def tanh(self, x):
+        return x.map(_sym_map(sympy.tanh))
+
+    def sigmoid(self, x):
+        return x.map(_sym_map(_sigmoid))
+
+    def exp(self, x):
+        return x.map(_sym_map(sympy.exp))
+
+    def log(self, x):
+        return x.map(E.s_log)
+
+    def sin(self, x):
+        return x.map(_sym_map(sympy.sin))
+
+    def cos(self, x):
+        return x.map(_sym_map(sympy.cos))
+
+    def sqrt(self, x):
+        return x.map(E.s_sqrt)
+
+    def abs(self, x):
+        def one(e):
+            s = E.s_sign(e)
+            if s is None:
+                return sympy.Abs(e)
+            return E.neg(Exact.scalar(e)).item() if s == -1 else e
+        return x.map(one)
+
+    def sgn(self, x):
+        """sgn(x): -1, 0, 1 (SymPy's sign for a closed form with free symbols)."""
+        if x.is_symbolic():
+            return x.map(lambda e: sympy.sign(E.s_sym(e)))
+        return Exact.of([E.fmpq({1: 1, -1: -1}.get(E.s_sign(e), 0)) for e in x.flat()], x.shape)
+
+    # ------------------------------------------------------------------ selections
+    def mask(self, x, predicate):
+        """0/1 rational mask from a predicate on each element's sign (-1, 0, 1, 'nan', None)."""
+        return E.mask(x, predicate)
+
+    where = staticmethod(E.where)
+
+    def select_positive(self, x, g):
+        """``threshold_backward(g, x, 0)``: g where x > 0, else 0 (a select, not a product)."""
+        if x.is_symbolic():
+            return E.mul(g, x.map(lambda e: sympy.Heaviside(E.s_sym(e), 0)))
+        keep = E.mask(x, lambda s: s == 1)
+        return E.where(keep, g.broadcast_to(x.shape), Exact.zeros(x.shape))
+
+    def negate_at_negzero(self, x, ref):
+        """-x where ``ref`` holds -0.0 (PyTorch's float), else x."""
+        return E.negate_where(x, ref.negzero)
+
+    # ------------------------------------------------------------------ structure and products
+    def reshape(self, x, shape):
+        return x.reshape(tuple(shape))
+
+    def t2(self, x):
+        return x.transpose()
+
+    def broadcast_to(self, x, shape):
+        return x.broadcast_to(tuple(shape))
+
+    sum_to = staticmethod(E.sum_to)
+    matmul2d = staticmethod(E.matmul2d)
+    outer = staticmethod(E.outer)
+    total = staticmethod(E.total)
+
+    def check_literal(self, value, decl) -> None:
+        refuse_overflow(value, self.dtype, decl.value.loc, f"the literal of '{decl.name}'")
+
+    def check_output(self, value, loc, what: str) -> None:
+        refuse_overflow(value, self.dtype, loc, what)
+
+    def is_value(self, x) -> bool:
+        return isinstance(x, Exact)
+
+    def symbols_like(self, shape, prefix: str):
+        """A tensor of fresh real symbols ``prefix0, prefix1, ...`` (a generic cotangent)."""
+        n = 1
+        for d in shape:
+            n *= d
+        return Exact.of([sympy.Symbol(f"{prefix}{i}", real=True) for i in range(n)], tuple(shape))
+
+    def equals(self, x, y) -> bool:
+        return x.equals(y)
+
+    def strings(self, x):
+        return x.strings()
+
+    # ------------------------------------------------------------------ after each op
+    def after_op(self, op, ins, params, out, loc, check: bool):
+        """The -0.0 mask of the result; with ``check`` (forward ops), refuse a forward value
+        PyTorch could not follow exactly."""
+        out = out.with_negzero(result_mask(op, ins, params, out))
+        if not check:
+            return out
+        refuse_nonfinite(op, ins, out, loc)
+        if op.grows:
+            refuse_overflow(out, self.dtype, loc, f"this op ({op.node})")
+        return out
+
+
+# ----------------------------------------------------------------------------- refusals
+
+def refuse_nonfinite(op, ins: list, out: Exact, loc) -> None:
+    """PyTorch would carry inf/nan on silently; a forward pass that makes one is almost surely a mistake."""
+    if out.rational or not out.has_nonfinite() or any(x.has_nonfinite() for x in ins):
+        return
+    for idx, e in enumerate(out.flat()):
+        if E.s_is_nonfinite(e):
+            where = _index(idx, out.shape)
+            operands = "; ".join(f"operand {k + 1} = {_element(x, idx, out.shape)}" for k, x in enumerate(ins))
+            what = op.nonfinite or "a non-finite value"
+            raise ProblemError(loc, f"{what} at the given values ({op.node}, element {where}: "
+                                    f"{operands}) gives {E.s_str(e)} in PyTorch; change the values so the "
+                                    "forward pass stays finite")
+
+
+#: The smallest magnitude each dtype rounds to inf (round to nearest: max + half an ulp), and
+#: the bits of numerator and denominator under which a rational is surely below it.
+_OVERFLOW = {"float32": E.q(2 ** 128 - 2 ** 103), "float64": E.q(2 ** 1024 - 2 ** 970)}
+_SAFE_BITS = {"float32": 127, "float64": 1023}
+_MAX_TEXT = {"float32": "3.4e38", "float64": "1.8e308"}
+
+
+def refuse_overflow(out: Exact, dtype: str, loc, what: str) -> None:
+    """A finite exact value PyTorch cannot hold: it becomes inf (and later nan), which no exact
+    prediction follows. Closed forms are sized numerically; ones with free symbols are not
+    checked (verify binds the symbols, and checks then)."""
+    limit = _OVERFLOW[dtype]
+    if out.rational and max(map(E.fmpq.height_bits, out.a.flat), default=0) <= _SAFE_BITS[dtype]:
+        return  # |p/q| <= |p| < 2 ** height_bits: a fast bound for the common case
+    approx_limit = E.s_approx(limit, 20)
+    for idx, e in enumerate(out.flat()):
+        if E.s_is_nonfinite(e):
+            continue
+        if type(e) is E.fmpq:
+            big = abs(e) >= limit
+        else:
+            v = E.s_approx(e, 20)
+            big = v is not None and abs(v) >= approx_limit
+        if big:
+            raise ProblemError(loc, f"{what} gives {E.s_sci(e)} at element {_index(idx, out.shape)}, beyond "
+                                    f"{dtype}'s range (about ±{_MAX_TEXT[dtype]}): PyTorch makes it inf; change the "
+                                    "values so the forward pass stays finite")
+
+
+def _index(flat: int, shape) -> str:
+    return str([int(i) for i in np.unravel_index(flat, shape)])
+
+
+def _element(x: Exact, flat: int, out_shape) -> str:
+    if x.size == 1:
+        return E.s_str(x.item())
+    b = np.broadcast_to(x.a, out_shape).reshape(-1)
+    return E.s_str(b[flat])

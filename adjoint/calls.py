@@ -1,0 +1,126 @@
+"""Running a user hook: its body, its effects (``raises``, ``removes``), and the log entry.
+
+Every call of a user hook, a pack or an unpack goes through :class:`HookRunner`, which appends
+one :class:`~adjoint.runtime.CallRecord` to the runtime's log *before* the body runs (so a
+raising hook is in the log, marked ``raised``), evaluates the body with the hook's arguments
+as tensors (in the forward their ops join the graph; in the backward grad mode is off), and
+converts what it returns.
+"""
+
+from __future__ import annotations
+
+from .errors import ProblemError
+from .graph import Tensor
+from .interp import EnvScope, Interp
+from .runtime import CallRecord, TorchError
+
+
+def run_hook_body(rt, hook, env: dict):
+    """Run a hook's ``does`` lines, then its ``returns`` expression (None when it has none).
+
+    ``does`` only rebinds local names, as in Python: it changes nothing unless returned."""
+    env = dict(env)
+    kind = "tensor hook" if hook.kind == "hook" else f"{hook.kind} hook"
+    interp = Interp(rt, EnvScope(env, f"the {kind} '{hook.label}'"))
+    for stmt in hook.does:
+        interp.execute(stmt)
+    if hook.returns is None:
+        return None
+    return interp.eval(hook.returns)
+
+
+def snapshot(x):
+    """What the log keeps of an argument or a result: values, not tensor objects (a tensor
+    may later be modified in place)."""
+    if isinstance(x, Tensor):
+        return x.value
+    if isinstance(x, tuple):
+        return tuple(snapshot(i) for i in x)
+    if isinstance(x, dict):
+        return {k: snapshot(v) for k, v in x.items()}
+    return x
+
+
+class HookRunner:
+    def __init__(self, rt, registrations):
+        self.rt = rt
+        self.reg = registrations
+
+    def wrap(self, v):
+        """A backend value as a tensor a hook can compute with (no grad), tuples element-wise."""
+        if isinstance(v, tuple):
+            return tuple(self.wrap(i) for i in v)
+        if v is None or isinstance(v, Tensor) or not self.rt.B.is_value(v):
+            return v
+        return self.rt.tensor(v)
+
+    def fire(self, hook, args: dict, node=None, call=None, kind: str | None = None):
+        """Call ``hook`` with ``args``; returns its result as runtime objects (Tensor, tuple, None)."""
+        rt = self.rt
+        env = {k: self.wrap(v) for k, v in args.items()}
+        record = CallRecord(hook, kind or hook.kind, hook.target, snapshot(env), node=node, call=call,
+                            phase=rt.phase, is_global=hook.on == "global")
+        rt.log.append(record)
+        for index in hook.removes:
+            self.reg.remove(index)
+        if hook.raises is not None:
+            record.raised = True
+            raise TorchError("RuntimeError", hook.raises)
+        returned = run_hook_body(rt, hook, env)
+        record.returned = snapshot(returned)
+        return returned
+
+    def fire_values(self, hook, args: dict, node=None, call=None):
+        """A backward hook: handed values, returns values (None, a value, or a tuple of them)."""
+        before = self.rt.grad_enabled
+        self.rt.grad_enabled = False
+        try:
+            returned = self.fire(hook, args, node, call)
+        finally:
+            self.rt.grad_enabled = before
+        return as_values(returned, hook)
+
+    # ------------------------------------------------------------------ saved tensors
+    def pack(self, hook, t: Tensor, node):
+        before = self.rt.grad_enabled
+        self.rt.grad_enabled = False
+        self.rt.quiet += 1
+        try:
+            return self._saved_call(hook, hook.pack, "pack", {"x": t}, node)
+        finally:
+            self.rt.grad_enabled = before
+            self.rt.quiet -= 1
+
+    def unpack(self, hook, packed, node):
+        out = self._saved_call(hook, hook.unpack, "unpack", {"x": self.wrap(packed)}, node)
+        if not isinstance(out, Tensor):
+            raise ProblemError(hook.unpack.loc, "the unpack hook must return a tensor (what the node's backward uses)")
+        return out.value
+
+    def _saved_call(self, hook, expr, kind: str, env: dict, node):
+        rt = self.rt
+        record = CallRecord(hook, kind, None, snapshot(env), node=node, phase=rt.phase)
+        rt.log.append(record)
+        returned = Interp(rt, EnvScope(dict(env), f"the {kind} hook '{hook.label}'")).eval(expr)
+        record.returned = snapshot(returned)
+        return returned
+
+
+def as_values(returned, hook):
+    if returned is None:
+        return None
+    if isinstance(returned, tuple):
+        return tuple(_value(r, hook) for r in returned)
+    return _value(returned, hook)
+
+
+def _value(v, hook):
+    if v is None:
+        return None
+    if isinstance(v, Tensor):
+        return v.value
+    if isinstance(v, tuple):
+        raise ProblemError(hook.returns.loc, "nested tuples are not valid hook results")
+    # a plain Python number: PyTorch would reject it as a gradient
+    raise ProblemError(hook.returns.loc, "the hook returns a plain number; PyTorch expects a tensor "
+                                         "(write e.g. grad * 0 + 1)")

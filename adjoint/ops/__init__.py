@@ -1,0 +1,85 @@
+"""The op registry: one :class:`Op` record per primitive, holding everything about it.
+
+A primitive is one ATen overload, hence one autograd node type (``sum`` and ``sum.dim_IntList``
+are two primitives: ``SumBackward0`` and ``SumBackward1``). Its record holds the node's name,
+how its output shape follows from the inputs (raising PyTorch's own complaint when there is
+none), the exact forward and the vector-Jacobian product (written once, over a value backend
+``B``: see :mod:`adjoint.backends`), which tensors the node saves for backward and in which
+order (what ``saved_tensors_hooks`` see), the conventions at kinks, and what the exact backend
+needs to follow PyTorch's floats (signed zeros, overflow, non-finite values).
+
+The families live in the modules named in :data:`FAMILIES`; :data:`REGISTRY` maps each
+primitive name to its record. A missing primitive is a ``KeyError`` (never a fallback), and
+``tests/test_registry.py`` walks every entry and fails on an incomplete one.
+
+Conventions of the rule functions (``forward(B, ins, p)``, ``vjp(B, gs, ins, outs, p, need)``):
+
+* ``ins`` are exactly the op's tensor arguments in ATen's order (a Python number that PyTorch
+  wraps as a tensor is an input too); ``p`` holds the non-tensor arguments (an exponent, a
+  dim, a shape), as the op's own frozen record or plain tuple;
+* ``gs`` has one incoming gradient per output (None where none arrived: only multi-output
+  nodes see a mix); ``need[i]`` says whether slot ``i``'s gradient is wanted
+  (``task_should_compute_output``); the VJP returns one value or None per input slot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Save:
+    """A tensor the node saves: ``what`` is ``"in"`` (input ``index``) or ``"out"`` (output
+    ``index``). ``if_need``: saved only when that input slot's gradient can be needed
+    (``should_compute_output``, decided when the node is created). Listed in pack order."""
+
+    name: str
+    what: str
+    index: int
+    if_need: int | None = None
+
+
+@dataclass(frozen=True)
+class Check:
+    """A gradient-check case (:mod:`adjoint.gradcheck`): input shapes, the op's params, and
+    whether the point must be positive (log, sqrt, a fractional power)."""
+
+    shapes: tuple[tuple[int, ...], ...]
+    params: object = None
+    positive: bool = False
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str                        # primitive name, as the lowering names it
+    node: str                        # PyTorch's grad_fn name
+    forward: Callable                # (B, ins, p) -> value (or tuple of values when outputs > 1)
+    vjp: Callable                    # (B, gs, ins, outs, p, need) -> list[value | None], one per input slot
+    shape: Callable                  # (shapes, p, loc) -> shape (or tuple of shapes); raises ProblemError
+    saves: tuple[Save, ...]          # in pack order (unpack runs in the same order)
+    formula: str                     # the derivative, as docs/ops.md and the derivation show it
+    negzero: str = "never"           # how the exact backend tracks -0.0: keep | negate | product | sum |
+                                     # difference | never (see adjoint/signed_zero.py)
+    grows: bool = True               # results may be larger than the operands (the overflow check runs)
+    nonfinite: str | None = None     # what makes a non-finite forward value ("division by zero")
+    kink: Callable | None = None     # (B, ins, p) -> str | None: a note when a convention at a kink applies
+    kink_doc: str = "--"             # the convention, for docs/ops.md
+    outputs: int = 1
+    differentiable: tuple[bool, ...] | None = None  # per input: can it carry a gradient (None: all)
+    checks: tuple[Check, ...] = ()   # gradient-check cases, away from kinks
+    view: bool = False               # the output is a view of input 0 (shares its version counter)
+
+
+def _collect() -> dict[str, Op]:
+    from . import arith, elementwise, linalg, reductions, shape
+    registry: dict[str, Op] = {}
+    for family in (arith, elementwise, linalg, reductions, shape):
+        for op in family.OPS:
+            if op.name in registry:
+                raise ValueError(f"primitive {op.name!r} is defined twice")
+            registry[op.name] = op
+    return registry
+
+
+REGISTRY: dict[str, Op] = _collect()

@@ -1,0 +1,163 @@
+"""Registering and removing the file's hooks, at the moments a PyTorch user would.
+
+A declared hook (:class:`adjoint.problem.Hook`) becomes one or more real registrations:
+
+* module hooks go into the module's (or the global) hook dicts at once, and are captured by
+  each module call from then on;
+* tensor and node hooks wait for their tensor: a leaf's at once, an intermediate's as soon as
+  the forward binds its name (after every forward pass: a new tensor gets the hook again, as
+  if the user's ``register_hook`` line sat in the forward), a node hook on a leaf on its
+  ``AccumulateGrad`` once a forward pass has made it;
+* a ``multi_grad`` hook once every listed tensor exists; ``saved_tensors`` hooks are active
+  during the forward (or the calls of the modules in their ``scope``).
+
+Each registration keeps its handle (the dict and the id), so ``remove``, ``removes`` and
+``{remove: [...]}`` steps remove exactly what PyTorch's ``handle.remove()`` would.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from .errors import ProblemError
+from .graph import HookDict, Tensor
+from .modules import MultiGradInner, MultiGradState, UserNodeHook, UserTensorHook
+
+
+class Registrations:
+    def __init__(self, hooks: tuple, rt, model=None):
+        self.hooks = hooks
+        self.rt = rt
+        self.model = model
+        self.active: set[int] = set()                 # hook indices currently registered
+        self.handles: dict[int, list] = {}            # hook index -> [(HookDict, handle id)]
+        self.attached: dict[int, set] = {}            # hook index -> ids of tensors / nodes it is on
+        self.names: dict[str, Tensor] = {}            # the latest tensor of every bound name
+        self.retained: dict[int, tuple] = {}          # tensor id -> (Tensor, [names]) with retain_grad, in order
+
+    # ------------------------------------------------------------------ lifecycle
+    def register(self, index: int) -> None:
+        hook = self.hooks[index]
+        self.active.add(index)
+        self.handles.setdefault(index, [])
+        self.attached.setdefault(index, set())
+        if hook.on in ("module", "global"):
+            self.register_module_hook(hook)
+        elif hook.on in ("tensor", "node") and hook.target in self.names:
+            self.attach(hook, self.names[hook.target])
+
+    def remove(self, index: int) -> None:
+        self.active.discard(index)
+        for hooks, hid in self.handles.get(index, []):
+            hooks.remove(hid)
+        self.handles[index] = []
+
+    def bound(self, name: str, t) -> None:
+        """The forward bound ``name`` to ``t``: attach the active hooks that target it."""
+        self.names[name] = t
+        for index in sorted(self.active):
+            hook = self.hooks[index]
+            if hook.on in ("tensor", "node") and hook.target == name and isinstance(t, Tensor):
+                self.attach(hook, t)
+
+    def forward_starts(self) -> None:
+        pass
+
+    def forward_ends(self, names: dict) -> None:
+        pass
+
+    def check_targets(self, names: dict) -> None:
+        """Every tensor or node hook must name a tensor of the problem."""
+        for index in sorted(self.active):
+            hook = self.hooks[index]
+            if hook.on in ("tensor", "node") and hook.target not in names:
+                raise ProblemError(hook.loc, f"hook target '{hook.target}' is not a tensor of this problem"
+                                             f"{_suggest(hook.target, names)}; tensors: {', '.join(names)}")
+
+    # ------------------------------------------------------------------ module hooks
+    def register_module_hook(self, hook) -> None:
+        m = self.model
+        if hook.on == "global":
+            state = m.global_hooks
+        else:
+            if hook.target not in m.hooks:
+                paths = list(m.hooks)
+                raise ProblemError(hook.loc, f"hook target module '{hook.target}' does not exist"
+                                             f"{_suggest(hook.target, paths)}; modules: {', '.join(paths)}")
+            state = m.hooks[hook.target]
+        if hook.kind in ("full_backward", "backward"):
+            full = hook.kind == "full_backward"
+            if state.is_full is not None and state.is_full != full:
+                raise ProblemError(hook.loc, f"module '{hook.target}' gets both a legacy backward hook and a "
+                                             "full backward hook: PyTorch raises 'Cannot use both regular "
+                                             "backward hooks and full backward hooks on a single Module'")
+            state.is_full = full
+        hooks = state.dict_for(hook.kind)
+        hid = self.rt.add_hook(hooks, _ModuleEntry(hook), hook.prepend)
+        if hook.with_kwargs:
+            state.with_kwargs.add(hid)
+        if hook.always_call:
+            state.always_called.add(hid)
+        self.handles[hook.index].append((hooks, hid))
+
+    # ------------------------------------------------------------------ tensor and node hooks
+    def attach(self, hook, t: Tensor) -> None:
+        index = hook.index
+        if hook.on == "tensor":
+            if not t.requires_grad:
+                what = "retain_grad on" if hook.kind == "retain_grad" else "a hook on"
+                raise ProblemError(hook.loc, f"'{hook.target}' does not require grad, so PyTorch refuses {what} it "
+                                             "('cannot register a hook on a tensor that doesn't require gradient')")
+            if hook.kind == "retain_grad":
+                if not t.is_leaf:  # retain_grad() on a leaf is a no-op: its .grad is kept anyway
+                    retain_grad(t)
+                    self.retained.setdefault(t.id, (t, []))[1].append(hook.target)
+                return
+            hooks = tensor_hook_dict(t)
+            self.handles[index].append((hooks, self.rt.add_hook(hooks, UserTensorHook(hook))))
+            return
+        node = t.grad_fn
+        if node is None:
+            raise ProblemError(hook.loc, f"'{hook.target}' has no grad_fn (it is a leaf or does not require grad), so "
+                                         "there is no autograd node to hook; hook the tensor instead (tensor:)")
+        hooks = node.pre_hooks if hook.kind == "pre" else node.post_hooks
+        self.handles[index].append((hooks, self.rt.add_hook(hooks, UserNodeHook(hook))))
+
+    def multi_grad(self, hook, tensors: list) -> None:
+        state = MultiGradState(hook, tensors)
+        for i, t in enumerate(tensors):
+            hooks = tensor_hook_dict(t)
+            self.handles[hook.index].append((hooks, self.rt.add_hook(hooks, MultiGradInner(state, i))))
+
+
+class _ModuleEntry:
+    """What a module hook dict holds: the declared hook."""
+
+    __slots__ = ("hook",)
+
+    def __init__(self, hook):
+        self.hook = hook
+
+
+def tensor_hook_dict(t: Tensor) -> HookDict:
+    """``Tensor.register_hook``: the tensor's ``_backward_hooks`` dict, attached to its grad_fn
+    (as one tensor pre-hook for its output_nr) the first time; a leaf keeps it on the tensor,
+    where its AccumulateGrad finds it."""
+    if t.backward_hooks is None:
+        t.backward_hooks = HookDict()
+        if t.grad_fn is not None:
+            t.grad_fn.tensor_pre_hooks.append((t.output_nr, t.backward_hooks))
+    return t.backward_hooks
+
+
+def retain_grad(t: Tensor) -> None:
+    """``Tensor.retain_grad``: a no-op on a leaf; else a retains_grad hook on its grad_fn."""
+    if t.is_leaf or t.retains_grad:
+        return
+    t.retains_grad = True
+    t.grad_fn.retains_grad_hooks[t.output_nr] = t
+
+
+def _suggest(word: str, options) -> str:
+    close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""

@@ -1,0 +1,222 @@
+"""The simulated PyTorch process: tensors and autograd nodes made as ops run, eagerly.
+
+A :class:`Runtime` is what one variant runs in. It applies ops as PyTorch's autograd kernels
+do (:meth:`Runtime.apply`): the output's value through the value backend; when grad mode is
+on and an input requires grad, one :class:`~adjoint.graph.Node` with the next
+``sequence_nr``, its edges to the inputs' ``grad_fn`` (or their ``AccumulateGrad``), and the
+tensors it saves for backward (packed by the active ``saved_tensors_hooks``: inputs before
+the op runs, outputs after, with grad mode off). It keeps the process-wide state PyTorch keeps:
+the ``sequence_nr`` and ``RemovableHandle.next_id`` counters, grad mode, the saved-tensor
+hooks stack, and the log of every user hook call in firing order.
+
+PyTorch errors that a file can provoke on purpose (a hook that raises, backward through a
+freed graph, a saved tensor modified in place) are :class:`TorchError`: a prediction, not
+bad input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from .errors import ProblemError
+from .exact import ExactLimit
+from .graph import INF_SEQ, Application, Edge, HookDict, Node, SavedVariable, Tensor
+from .ops import REGISTRY, Op
+
+
+class TorchError(Exception):
+    """An error PyTorch raises while running the file (the contract's ``error``)."""
+
+    def __init__(self, type_: str, message: str):
+        super().__init__(message)
+        self.type = type_
+        self.message = message
+
+
+@dataclass
+class CallRecord:
+    """One call of a user hook (or a pack / unpack), in firing order."""
+
+    hook: object                      # problem.Hook
+    kind: str                         # the contract's kind of the call (pack/unpack for saved tensors)
+    target: str | None
+    args: dict                        # argument name -> Tensor | None | tuple of those | number
+    returned: object = None
+    node: Node | None = None          # the autograd node it ran at (backward hooks, pack/unpack)
+    call: object = None               # the module call that fired (module and global hooks)
+    phase: str = "backward"
+    raised: bool = False
+    is_global: bool = False
+    why: list = field(default_factory=list)
+    grads_then: dict = field(default_factory=dict)   # leaf name -> .grad value when the hook ran
+
+
+class Runtime:
+    def __init__(self, backend, dtype: str):
+        self.B = backend
+        self.dtype = dtype
+        self.seq = 0                          # sequence_nr of the next node
+        self.next_handle = 0                  # RemovableHandle.next_id
+        self.next_tensor = 0
+        self.grad_enabled = True
+        self.saved_hooks: list = []           # stack of active saved_tensors hooks (problem.Hook)
+        self.call_stack: list = []            # module calls being run (innermost last)
+        self.phase = "forward"
+        self.log: list[CallRecord] = []
+        self.nodes: list[Node] = []           # every node made, in creation order
+        self.leaves: list[Tensor] = []        # leaves that require grad (their AccumulateGrad is made on demand)
+        self.hooks_runner = None              # set by the owner: runs pack / unpack hooks (adjoint.registration)
+        self.notes: list = []                 # (node name or primitive, loc, note): conventions at kinks met forward
+        self.quiet = 0                        # > 0 inside a Function's forward or a pack hook
+        self.applications: list[Application] = []   # every op of the forward (see graph.Application)
+
+    @property
+    def active(self) -> bool:
+        """The model's own forward is running (not a hook in the backward, a Function's inside,
+        a pack hook): its ops are equations, and values PyTorch cannot follow are refused."""
+        return self.phase == "forward" and self.quiet == 0
+
+    def record(self, prim: str, ins, outs, params, node, loc) -> None:
+        if self.active:
+            self.applications.append(Application(prim, tuple(ins), tuple(outs), params, node,
+                                                 self.call_stack[-1] if self.call_stack else None, loc))
+
+    # ------------------------------------------------------------------ counters
+    def new_handle(self) -> int:
+        hid = self.next_handle
+        self.next_handle += 1
+        return hid
+
+    def _new_seq(self) -> int:
+        seq = self.seq
+        self.seq += 1
+        return seq
+
+    # ------------------------------------------------------------------ tensors
+    def tensor(self, value, requires_grad: bool = False, grad_fn: Node | None = None, output_nr: int = 0,
+               dtype: str | None = None, name: str | None = None) -> Tensor:
+        t = Tensor(self.next_tensor, tuple(self.B.shape(value)), dtype or self.dtype, value, requires_grad, grad_fn,
+                   output_nr, grad_fn is None, name=name)
+        self.next_tensor += 1
+        return t
+
+    def leaf(self, value, requires_grad: bool, dtype: str | None = None, name: str | None = None,
+             is_param: bool = False) -> Tensor:
+        t = self.tensor(value, requires_grad, dtype=dtype, name=name)
+        t.is_param = is_param
+        return t
+
+    def wrapped_number(self, value: Fraction) -> Tensor:
+        """A Python number PyTorch wraps into a 0-d tensor for an op (never saved, no edge)."""
+        t = self.tensor(self.B.scalar(value))
+        t.wrapped = True
+        return t
+
+    def gradient_edge(self, t: Tensor) -> Edge:
+        if t.grad_fn is not None:
+            return Edge(t.grad_fn, t.output_nr)
+        return Edge(self.grad_accumulator(t), 0)
+
+    def grad_accumulator(self, t: Tensor) -> Node:
+        """A leaf's AccumulateGrad node, made when first needed and kept while something holds it."""
+        if t.grad_accumulator is None:
+            t.grad_accumulator = Node(INF_SEQ, "torch::autograd::AccumulateGrad", [], kind="accumulate", variable=t)
+        return t.grad_accumulator
+
+    # ------------------------------------------------------------------ ops
+    def apply(self, opname: str, ins: list, params, loc, check: bool | None = None):
+        """Run one primitive as PyTorch's autograd kernel would; returns the output Tensor
+        (a tuple of them for a multi-output op)."""
+        op = REGISTRY[opname]
+        ts = [x if isinstance(x, Tensor) else self.wrapped_number(x) for x in ins]
+        out_shape = op.shape([t.shape for t in ts], params, loc)
+        diff = op.differentiable or (True,) * len(ts)
+        rg = [d and t.requires_grad for t, d in zip(ts, diff)]
+        node = None
+        if self.grad_enabled and any(rg):
+            node = Node(self._new_seq(), op.node, [self.gradient_edge(t) if r else None for t, r in zip(ts, rg)],
+                        op=op, params=params, inputs=tuple(ts), input_values=tuple(t.value for t in ts),
+                        module_call=self.call_stack[-1] if self.call_stack else None, loc=loc)
+            self.nodes.append(node)
+            self._save(node, op, ts, [], "in")
+        values = [t.value for t in ts]
+        try:
+            raw = op.forward(self.B, values, params)
+        except ExactLimit as exc:
+            raise ProblemError(loc, f"{exc}; use a smaller power") from None
+        raws = list(raw) if op.outputs > 1 else [raw]
+        check = self.active if check is None else check
+        outs_v = [self.B.after_op(op, values, params, v, loc, check) for v in raws]
+        if check and op.kink is not None:
+            note = op.kink(self.B, values, params)
+            if note:
+                self.notes.append((node.name if node is not None else op.name, loc, note))
+        shapes = out_shape if op.outputs > 1 else (out_shape,)
+        outs = []
+        for k, (v, s) in enumerate(zip(outs_v, shapes)):
+            t = self.tensor(v, node is not None, node, k if node is not None else 0)
+            if op.view and ts[0] is not None:
+                t.base = ts[0].base or ts[0]
+                t.version = ts[0].version
+            outs.append(t)
+        if node is not None:
+            node.outputs = [(t.shape, t.dtype) for t in outs]
+            node.output_values = [t.value for t in outs]
+            self._save(node, op, ts, outs, "out")
+        self.record(opname, ts, outs, params, node, loc)
+        return tuple(outs) if op.outputs > 1 else outs[0]
+
+    # ------------------------------------------------------------------ saved tensors
+    def _save(self, node: Node, op: Op, ins: list, outs: list, what: str) -> None:
+        need = [e is not None for e in node.edges]
+        for s in op.saves:
+            if s.what != what or (s.if_need is not None and not need[s.if_need]):
+                continue
+            t = ins[s.index] if what == "in" else outs[s.index]
+            sv = SavedVariable(s.name, t, t.version.value, what == "out", t.value)
+            if self.saved_hooks and not getattr(t, "wrapped", False):
+                sv.hooks = self.saved_hooks[-1]
+                sv.packed = self.hooks_runner.pack(sv.hooks, t, node)
+            node.saved.append(sv)
+
+    def unpack(self, node: Node, sv: SavedVariable):
+        """SavedVariable::unpack: freed -> the 'backward through the graph a second time' error;
+        modified in place since saved -> the version error; with hooks, the unpack hook's result."""
+        if sv.released:
+            raise TorchError("RuntimeError", FREED_GRAPH)
+        if sv.tensor.version.value != sv.saved_version:
+            raise TorchError("RuntimeError", version_message(sv, node))
+        if sv.hooks is not None:
+            return self.hooks_runner.unpack(sv.hooks, sv.packed, node)
+        return sv.value
+
+    # ------------------------------------------------------------------ hook handles
+    def add_hook(self, hooks: HookDict, entry, prepend: bool = False) -> int:
+        hid = self.new_handle()
+        hooks.add(hid, entry, prepend)
+        return hid
+
+
+FREED_GRAPH = ("Trying to backward through the graph a second time (or directly access saved tensors after they "
+               "have already been freed). Saved intermediate values of the graph are freed when you call "
+               ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the graph "
+               "a second time or if you need to access saved tensors after calling backward.")
+
+_TYPE_NAMES = {"float32": "torch.FloatTensor", "float64": "torch.DoubleTensor", "int64": "torch.LongTensor",
+               "bool": "torch.BoolTensor"}
+
+
+def version_message(sv: SavedVariable, node: Node) -> str:
+    """PyTorch's message for a saved tensor modified in place (SavedVariable::unpack)."""
+    t = sv.tensor
+    dims = ", ".join(str(d) for d in t.shape)
+    what = (f"output {t.output_nr} of {t.grad_fn.name}" if t.grad_fn is not None else "a leaf Variable")
+    return (f"one of the variables needed for gradient computation has been modified by an inplace operation: "
+            f"[{_TYPE_NAMES.get(t.dtype, t.dtype)} [{dims}]], which is {what}, is at version {t.version.value}; "
+            f"expected version {sv.saved_version} instead. Hint: enable anomaly detection to find the operation that "
+            "failed to compute its gradient, with torch.autograd.set_detect_anomaly(True).")
+
+
+def refuse(loc, message: str):
+    raise ProblemError(loc, message)
