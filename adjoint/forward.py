@@ -29,7 +29,7 @@ from .graph import Node, Tensor
 from .interp import Interp
 from .modules import BackwardHookState, LegacyHook, ModuleHooks, ModuleInputHook, ModuleOutputHook
 from .problem import OUTPUT, ROOT, Module, Problem, TensorDecl
-from .runtime import Runtime
+from .runtime import Runtime, TorchError
 
 #: Built-in elementwise module types -> primitive (Identity creates no node at all).
 ELEMENTWISE_MODULES = {"ReLU": "relu", "Tanh": "tanh", "Sigmoid": "sigmoid"}
@@ -70,6 +70,7 @@ class ForwardResult:
     output: Tensor
     loss: Tensor | None
     notes: list = field(default_factory=list)   # (node name or primitive, loc, note)
+    values: dict = field(default_factory=dict)  # name -> value when the pass (loss included) ended
 
 
 class Model:
@@ -98,6 +99,15 @@ class Model:
         self.leaves[d.name] = t
         self.decls[d.name] = d
         return t
+
+    def replace_inputs(self, decls) -> None:
+        """A forward step's ``inputs``: new leaf tensors for those inputs (entry by entry)."""
+        given = {d.name: d for d in decls}
+        self.inputs = tuple(given.get(d.name, d) for d in self.inputs)
+        for d in decls:
+            if d.name not in self.globals:
+                raise ProblemError(d.loc, f"a forward step sets input '{d.name}', which the problem does not declare")
+            self.globals[d.name] = self.leaf(d)
 
     # ------------------------------------------------------------------ one forward pass
     def forward(self) -> ForwardResult:
@@ -134,7 +144,17 @@ class _Pass:
             raise ProblemError(root.loc, f"the root module takes {len(root.inputs)} input(s) ({', '.join(root.inputs)}) "
                                          f"but the problem declares {len(self.m.inputs)} "
                                          f"({', '.join(d.name for d in self.m.inputs)}); inputs are passed in order")
-        self.m.reg.forward_starts()
+        whole = self.m.reg.forward_starts()
+        self.rt.saved_hooks.extend(whole)
+        try:
+            out, loss = self.model_and_loss(root)
+        finally:
+            del self.rt.saved_hooks[len(self.rt.saved_hooks) - len(whole):]
+        self.m.reg.forward_ends(self.names)
+        values = {name: t.value for name, t in self.names.items()}
+        return ForwardResult(self.names, self.calls, out, loss, self.rt.notes[self.notes_start:], values)
+
+    def model_and_loss(self, root: Module):
         args = [self.m.globals[d.name] for d in self.m.inputs]
         out = self.call_module(root, args, root.loc)
         if OUTPUT not in self.names:  # an input may be called y when no loss refers to the output
@@ -146,101 +166,172 @@ class _Pass:
                 raise ProblemError(self.p.loss.loc, "the loss must be a tensor expression of y (the model output)")
             loss = value
             self.bind("loss", loss, self.p.loss.loc)
-        self.m.reg.forward_ends(self.names)
-        return ForwardResult(self.names, self.calls, out, loss, self.rt.notes[self.notes_start:])
+        return out, loss
 
     # ------------------------------------------------------------------ module calls (_call_impl)
-    def call_module(self, mod: Module, args: list, loc: Loc) -> Tensor:
+    def call_module(self, mod: Module, args: list, loc: Loc, kwargs: dict | None = None):
         rt = self.rt
         label = mod.label
+        kwargs = dict(kwargs or {})
         k = self.call_counts[label] = self.call_counts.get(label, 0) + 1
         callid = label if k == 1 else f"{label}#{k}"
         parent = rt.call_stack[-1].id if rt.call_stack else None
         call = Call(len(self.calls), mod, callid, k, parent)
         self.calls.append(call)
         rt.call_stack.append(call)
-        own, glob = self.m.hooks[label], self.m.global_hooks
-        args = list(args)
-        if not (own.any() or glob.any()):
-            call.args = tuple(args)
-            call.body_start, call.body_eqn = len(rt.nodes), len(rt.applications)
-            out = self.module_forward(mod, args, call, loc)
-        else:
-            out = self.call_with_hooks(mod, call, own, glob, args, loc)
+        scoped = self.m.reg.saved_hooks_for(label)
+        rt.saved_hooks.extend(scoped)
+        try:
+            own, glob = self.m.hooks[label], self.m.global_hooks
+            if not (own.any() or glob.any()):
+                call.args = tuple(args)
+                call.body_start, call.body_eqn = len(rt.nodes), len(rt.applications)
+                out = self.module_forward(mod, list(args), kwargs, call, loc)
+            else:
+                out = self.call_with_hooks(mod, call, own, glob, list(args), kwargs, loc)
+        finally:
+            del rt.saved_hooks[len(rt.saved_hooks) - len(scoped):]
         call.out = out
         call.end = len(rt.nodes)
         rt.call_stack.pop()
-        self.bind(callid, out, loc)  # the root's output is "model" (and "y", bound by run())
+        self.bind_output(callid, out, loc)  # the root's output is "model" (and "y", bound by run())
         return out
 
-    def call_with_hooks(self, mod: Module, call: Call, own: ModuleHooks, glob: ModuleHooks, args: list, loc: Loc):
+    def bind_output(self, name: str, out, loc) -> None:
+        """A module's output: ``PATH`` (``PATH[0]``, ``PATH[1]``, ... for a tuple)."""
+        if isinstance(out, tuple):
+            for i, t in enumerate(out):
+                if isinstance(t, Tensor):
+                    self.bind(f"{name}[{i}]", t, loc)
+        else:
+            self.bind(name, out, loc)
+
+    def call_with_hooks(self, mod: Module, call: Call, own: ModuleHooks, glob: ModuleHooks, args: list,
+                        kwargs: dict, loc: Loc):
+        """``nn.Module._call_impl`` with hooks: the always_call forward hooks still run when the
+        call raises, handed the output as it then is (None when the forward did not finish)."""
+        called: set = set()
+        state = {"args": args, "kwargs": kwargs, "result": None}
+        try:
+            return self._inner(mod, call, own, glob, state, called, loc)
+        except TorchError:
+            for hooks, is_global in ((glob, True), (own, False)):
+                for hid, entry in hooks.forward.pairs():
+                    if hid in hooks.always_called and hid not in called:
+                        env = {"input": tuple(state["args"]), "output": state["result"]}
+                        if hid in hooks.with_kwargs and not is_global:
+                            env = {"input": tuple(state["args"]), "kwargs": state["kwargs"], "output": state["result"]}
+                        try:
+                            returned = self.fire_forward(entry, env, call)
+                        except TorchError:
+                            continue  # silenced (a warning) as another error was raised in forward
+                        if returned is not None:
+                            state["result"] = returned
+            raise
+
+    def _inner(self, mod: Module, call: Call, own: ModuleHooks, glob: ModuleHooks, state: dict, called: set,
+               loc: Loc):
         rt = self.rt
         pre_hooks = glob.backward_pre.snapshot() + own.backward_pre.snapshot()
         full = (glob.backward.snapshot() if glob.is_full is True else []) + \
                (own.backward.snapshot() if own.is_full is True else [])
         legacy = (glob.backward.snapshot() if glob.is_full is False else []) + \
                  (own.backward.snapshot() if own.is_full is False else [])
-        for entry in glob.forward_pre.snapshot() + own.forward_pre.snapshot():
-            returned = self.fire_forward(entry, {"input": tuple(args)}, call)
-            if returned is not None:
-                new = returned if isinstance(returned, tuple) else (returned,)
-                self.check_forward_args(new, mod, entry.hook)
-                args = list(new)
+        for hid, entry in glob.forward_pre.pairs() + own.forward_pre.pairs():
+            if hid in own.with_kwargs:
+                returned = self.fire_forward(entry, {"input": tuple(state["args"]), "kwargs": state["kwargs"]}, call)
+                if returned is not None:
+                    if not (isinstance(returned, tuple) and len(returned) == 2):
+                        raise ProblemError(entry.hook.returns.loc, "a forward_pre hook with with_kwargs must return "
+                                                                   "None or a tuple (new_args, new_kwargs): PyTorch "
+                                                                   "raises 'forward pre-hook must return None or a "
+                                                                   "tuple of (new_args, new_kwargs)'")
+                    new_args, new_kwargs = returned
+                    new_args = new_args if isinstance(new_args, tuple) else (new_args,)
+                    self.check_forward_args(new_args, mod, entry.hook)
+                    state["args"], state["kwargs"] = list(new_args), dict(new_kwargs or {})
+            else:
+                returned = self.fire_forward(entry, {"input": tuple(state["args"])}, call)
+                if returned is not None:
+                    new = returned if isinstance(returned, tuple) else (returned,)
+                    self.check_forward_args(new, mod, entry.hook)
+                    state["args"] = list(new)
+        args = state["args"]
         call.args = tuple(args)
         if full or pre_hooks:
             call.bw = BackwardHookState(call, full, pre_hooks)
             args = self.setup_input_hook(call, args)
+            state["args"] = args
         call.body_start, call.body_eqn = len(rt.nodes), len(rt.applications)
-        out = self.module_forward(mod, args, call, loc)
-        for entry in glob.forward.snapshot() + own.forward.snapshot():
-            returned = self.fire_forward(entry, {"input": tuple(args), "output": out}, call)
-            if returned is not None:
-                if not isinstance(returned, Tensor):
-                    raise ProblemError(entry.hook.returns.loc, "a forward hook must return the replacement output "
-                                                               "tensor (or nothing)")
-                out = returned
+        out = self.module_forward(mod, list(args), state["kwargs"], call, loc)
+        state["result"] = out
+        for hooks, is_global in ((glob, True), (own, False)):
+            for hid, entry in hooks.forward.pairs():
+                if hid in hooks.always_called:
+                    called.add(hid)
+                if hid in hooks.with_kwargs:
+                    env = {"input": tuple(args), "kwargs": state["kwargs"], "output": out}
+                else:
+                    env = {"input": tuple(args), "output": out}
+                returned = self.fire_forward(entry, env, call)
+                if returned is not None:
+                    if not (isinstance(returned, Tensor) or _tensor_tuple(returned)):
+                        raise ProblemError(entry.hook.returns.loc, "a forward hook must return the replacement output "
+                                                                   "tensor (or nothing)")
+                    out = returned
+                    state["result"] = out
         if call.bw is not None:
             out = self.setup_output_hook(call, out)
-        if legacy and out.grad_fn is not None:
-            call.legacy_node = out.grad_fn
-            call.legacy_hooks = tuple(legacy)
-            for entry in legacy:
-                self.node_post_dict(out.grad_fn).add(rt.new_handle(), LegacyHook(entry.hook, call))
+            state["result"] = out
+        if legacy:
+            first = out
+            while isinstance(first, tuple):
+                first = first[0]
+            if isinstance(first, Tensor) and first.grad_fn is not None:
+                call.legacy_node = first.grad_fn
+                call.legacy_hooks = tuple(legacy)
+                for entry in legacy:
+                    first.grad_fn.post_hooks.add(rt.new_handle(), LegacyHook(entry.hook, call))
         return out
-
-    def node_post_dict(self, node: Node):
-        return node.post_hooks
 
     def setup_input_hook(self, call: Call, args: list) -> list:
         state = call.bw
         state.n_inputs = len(args)
-        new, node = self.backward_hook_function(args)
-        if node is None:
-            state.input_tensors_index = None
-            return args
-        state.input_tensors_index = list(range(len(args)))
-        call.in_node = node
-        node.post_hooks.add(self.rt.new_handle(), ModuleInputHook(state))
+        new, index, node = self.apply_on_tensors(args)
+        state.input_tensors_index = index
+        if node is not None:
+            call.in_node = node
+            node.post_hooks.add(self.rt.new_handle(), ModuleInputHook(state))
         return new
 
-    def setup_output_hook(self, call: Call, out: Tensor) -> Tensor:
+    def setup_output_hook(self, call: Call, out):
         state = call.bw
-        state.n_outputs = 1
-        new, node = self.backward_hook_function([out])
-        if node is None:
-            state.output_tensors_index = None
-            return out
-        state.output_tensors_index = [0]
-        call.out_node = node
-        node.post_hooks.add(self.rt.new_handle(), ModuleOutputHook(state))
-        return new[0]
+        outs = list(out) if isinstance(out, tuple) else [out]
+        state.n_outputs = len(outs)
+        new, index, node = self.apply_on_tensors(outs)
+        state.output_tensors_index = index
+        if node is not None:
+            call.out_node = node
+            node.post_hooks.add(self.rt.new_handle(), ModuleOutputHook(state))
+        return tuple(new) if isinstance(out, tuple) else new[0]
+
+    def apply_on_tensors(self, values: list):
+        """BackwardHook._apply_on_tensors: BackwardHookFunction over the tensors among ``values``
+        when one requires grad and grad mode is on; returns (new values, tensor indices or None, node)."""
+        idx = [i for i, v in enumerate(values) if isinstance(v, Tensor)]
+        tensors = [values[i] for i in idx]
+        if not (self.rt.grad_enabled and any(t.requires_grad for t in tensors)):
+            return values, None, None
+        new, node = self.backward_hook_function(tensors)
+        out = list(values)
+        for i, t in zip(idx, new):
+            out[i] = t
+        return out, idx, node
 
     def backward_hook_function(self, tensors: list):
-        """``BackwardHookFunction.apply``: identity, one node, only if some input requires grad
-        (and grad mode is on); inputs that do not require grad are marked non-differentiable."""
+        """``BackwardHookFunction.apply``: identity, one node; inputs that do not require grad
+        are marked non-differentiable."""
         rt = self.rt
-        if not (rt.grad_enabled and any(t.requires_grad for t in tensors)):
-            return tensors, None
         edges = [rt.gradient_edge(t) if t.requires_grad else None for t in tensors]
         node = Node(rt._new_seq(), "BackwardHookFunctionBackward", edges, kind="hookfn", inputs=tuple(tensors),
                     input_values=tuple(t.value for t in tensors),
@@ -269,7 +360,7 @@ class _Pass:
         return self.rt.hooks_runner.fire(entry.hook, env, None, call)
 
     # ------------------------------------------------------------------ module forwards
-    def module_forward(self, mod: Module, args: list, call: Call, loc: Loc):
+    def module_forward(self, mod: Module, args: list, kwargs: dict, call: Call, loc: Loc):
         rt = self.rt
         if mod.type == "Linear":
             weight = self.m.params[f"{mod.path}.weight" if mod.path else "weight"]
@@ -286,12 +377,13 @@ class _Pass:
             return x
         if mod.function is not None:
             return self.function(mod, args, call)
-        scope = _ModuleScope(self, mod, call, dict(zip(mod.inputs, args)))
+        scope = _ModuleScope(self, mod, call, bind_arguments(mod, args, kwargs, loc))
         result = Interp(rt, scope).run(mod.forward)
         ret = mod.forward[-1]
-        if not isinstance(result, Tensor):
-            raise ProblemError(ret.value.loc, f"the forward of '{mod.label}' must return one tensor "
-                                              "(tuples and plain numbers are not supported as outputs)")
+        if not (isinstance(result, Tensor) or (isinstance(result, tuple) and result
+                                                and all(isinstance(r, Tensor) for r in result))):
+            raise ProblemError(ret.value.loc, f"the forward of '{mod.label}' must return a tensor or a tuple of "
+                                              "tensors")
         return result
 
     def function(self, mod: Module, args: list, call: Call) -> Tensor:
@@ -365,13 +457,14 @@ class _ModuleScope:
                                     f"{', '.join(FUNCTION_NAMES)}"
                                     + (f" and the child modules {', '.join(c.name for c in self.mod.children)}"
                                        if self.mod.children else ""))
-        if len(args) != len(child.inputs):
+        if not kwargs and not child.input_defaults and len(args) != len(child.inputs):
             raise ProblemError(loc, f"module '{child.label}' takes {len(child.inputs)} input(s) "
                                     f"({', '.join(child.inputs)}), got {len(args)}")
-        for a in args:
-            if not isinstance(a, Tensor):
-                raise ProblemError(loc, f"module '{child.label}' must be called with tensors")
-        return self.run.call_module(child, list(args), loc)
+        if child.type is not None and not all(isinstance(a, Tensor) for a in args):
+            raise ProblemError(loc, f"module '{child.label}' must be called with tensors")
+        if child.type is None and not any(isinstance(a, Tensor) for a in list(args) + list(kwargs.values())):
+            raise ProblemError(loc, f"module '{child.label}' must be called with tensors")
+        return self.run.call_module(child, list(args), loc, kwargs)
 
 
 class _LossScope:
@@ -392,3 +485,32 @@ class _LossScope:
 
     def assign(self, name, value, loc):
         raise ProblemError(loc, "the loss is one expression")
+
+
+def _tensor_tuple(v) -> bool:
+    return isinstance(v, tuple) and all(isinstance(x, Tensor) or x is None for x in v)
+
+
+def bind_arguments(mod: Module, args: list, kwargs: dict, loc: Loc) -> dict:
+    """Python's binding of a call's arguments to the forward's parameters (``inputs``), with
+    the declared defaults; a mismatch is the TypeError PyTorch's forward would raise."""
+    names = list(mod.inputs)
+    if len(args) > len(names):
+        raise ProblemError(loc, f"module '{mod.label}' takes {len(names)} input(s) ({', '.join(names)}), got "
+                                f"{len(args)}: Python raises TypeError in forward()")
+    bound = dict(zip(names, args))
+    for k, v in kwargs.items():
+        if k not in names:
+            raise ProblemError(loc, f"module '{mod.label}' has no input named '{k}' (inputs: {', '.join(names)}): "
+                                    "Python raises TypeError in forward()")
+        if k in bound:
+            raise ProblemError(loc, f"input '{k}' of module '{mod.label}' is given twice: Python raises TypeError")
+        bound[k] = v
+    defaults = dict(mod.input_defaults)
+    for n in names:
+        if n not in bound:
+            if n not in defaults:
+                raise ProblemError(loc, f"module '{mod.label}' is called without its input '{n}': Python raises "
+                                        "TypeError in forward()")
+            bound[n] = defaults[n]
+    return bound

@@ -66,6 +66,10 @@ class HookDict:
     def snapshot(self) -> list:
         return list(self.items.values())
 
+    def pairs(self) -> list:
+        """(handle id, hook) pairs, copied (``(*d.items(),)``)."""
+        return list(self.items.items())
+
     def live(self):
         for hid in list(self.items):
             if hid in self.items:

@@ -1,11 +1,14 @@
-"""Running one variant: register its hooks, run the forward, run the backward.
+"""Running one variant: its steps (forward passes, backward passes, hook registration and
+removal, ``zero_grad``, SGD steps), in order, as a PyTorch user's script would.
 
-This is the driver of the runtime: it builds the :class:`~adjoint.runtime.Runtime`, the
-model's leaves and hook dicts (:class:`~adjoint.forward.Model`), registers the declared hooks
-at the moments the contract gives (before the forward, ``when: after_forward`` after it,
-``remove: before_backward`` just before the backward), then asks the engine
-(:mod:`adjoint.reverse`) for the backward, and returns everything that happened as a
-:class:`VariantRun`.
+A variant without ``steps`` runs v1's ``[forward, backward]``. Hooks are registered at the
+start (except those a ``register`` step names), ``when: after_forward`` ones after the first
+forward, ``remove: before_backward`` ones are removed just before the first backward and
+``after_backward`` ones just after it. ``.grad`` accumulates across backward steps.
+
+When PyTorch raises (a hook with ``raises``, backward through a freed graph, a saved tensor
+modified in place, ...), the run stops there and :attr:`VariantRun.error` says so: that is a
+prediction, not bad input.
 """
 
 from __future__ import annotations
@@ -15,10 +18,30 @@ from dataclasses import dataclass, field
 from .calls import HookRunner
 from .errors import ProblemError
 from .forward import ForwardResult, Model
-from .problem import OUTPUT, Problem, Variant
+from .problem import OUTPUT, Problem, Step, Variant
 from .registration import Registrations
 from .reverse import BackwardRequest, BackwardResult, Engine
-from .runtime import Runtime
+from .runtime import Runtime, TorchError
+
+DEFAULT_STEPS = ("forward", "backward")
+
+
+@dataclass
+class Pass:
+    """One backward step: its request, the engine's record, and the state right after it."""
+
+    request: BackwardRequest
+    result: BackwardResult
+    forward: ForwardResult           # the forward pass it differentiated
+    calls: range                     # indices into the runtime's log of the calls it made
+    grads: dict                      # tensor name -> .grad value (None) right after it
+
+
+@dataclass
+class RunError:
+    type: str
+    message: str
+    during: str                      # forward | backward
 
 
 @dataclass
@@ -27,10 +50,35 @@ class VariantRun:
     variant: Variant
     rt: Runtime
     model: Model
-    forward: ForwardResult
-    backward: BackwardResult
-    request: BackwardRequest
-    retained: list = field(default_factory=list)    # (Tensor, [names]) with retain_grad, in registration order
+    forwards: list = field(default_factory=list)     # ForwardResult per forward step
+    passes: list = field(default_factory=list)       # Pass per backward step
+    error: RunError | None = None
+    stepped: bool = False            # the variant has explicit steps (the JSON gets ``passes``)
+    reg: Registrations | None = None
+
+    @property
+    def forward(self) -> ForwardResult:
+        return self.forwards[-1]
+
+    @property
+    def last_pass(self) -> Pass | None:
+        return self.passes[-1] if self.passes else None
+
+    @property
+    def retained(self) -> list:
+        """(Tensor, [names]) with retain_grad, the latest tensor of each name, in registration order."""
+        return list(self.reg.retained.values())
+
+    def grads(self) -> dict:
+        """``.grad`` of every leaf that requires grad, then of every tensor with retain_grad."""
+        out: dict = {}
+        for name, t in self.model.leaves.items():
+            if t.requires_grad:
+                out[name] = t.grad
+        for t, names in self.retained:
+            for name in names:
+                out[name] = t.grad
+        return out
 
 
 def run_variant(problem: Problem, variant: Variant, backend) -> VariantRun:
@@ -38,35 +86,90 @@ def run_variant(problem: Problem, variant: Variant, backend) -> VariantRun:
     reg = Registrations(variant.hooks, rt)
     model = Model(problem, variant.inputs, rt, reg)
     reg.model = model
-    runner = HookRunner(rt, reg)
-    rt.hooks_runner = runner
+    rt.hooks_runner = HookRunner(rt, reg)
+    run = VariantRun(problem, variant, rt, model, stepped=variant.steps is not None, reg=reg)
+    steps = variant.steps if variant.steps is not None else tuple(Step(k, variant.loc) for k in DEFAULT_STEPS)
+    later = {i for s in steps if s.kind == "register" for i in s.hooks}
     for hook in variant.hooks:
-        if hook.when == "before_forward":
+        if hook.when == "before_forward" and hook.index not in later:
             reg.register(hook.index)
-    fwd = model.forward()
-    for hook in variant.hooks:
-        if hook.when == "after_forward":
-            reg.register(hook.index)
-    reg.check_targets(fwd.names)
-    request = backward_request(problem, variant, fwd, backend)
-    for hook in variant.hooks:
-        if hook.remove == "before_backward":
-            reg.remove(hook.index)
-    engine = Engine(rt, runner.fire_values)
-    result = engine.run(request)
-    for hook in variant.hooks:
-        if hook.remove == "after_backward":
-            reg.remove(hook.index)
-    retained = dict(reg.retained)
-    if request.method == "backward":  # run_backward retains the grad of non-leaf inputs
-        for name, t, _ in request.inputs:
-            if not t.is_leaf:
-                retained.setdefault(t.id, (t, []))[1].append(name)
-    return VariantRun(problem, variant, rt, model, fwd, result, request, list(retained.values()))
+    first_forward = first_backward = True
+    for step in steps:
+        during = "backward" if step.kind == "backward" else "forward"
+        try:
+            if step.kind == "forward":
+                run_forward(run, step)
+                if first_forward:
+                    first_forward = False
+                    for hook in variant.hooks:
+                        if hook.when == "after_forward" and hook.index not in later:
+                            reg.register(hook.index)
+                    reg.check_targets(run.forward.names)
+            elif step.kind == "backward":
+                if first_backward:
+                    request = backward_request(problem, step.backward or variant.backward, run, backend)
+                    for hook in variant.hooks:
+                        if hook.remove == "before_backward":
+                            reg.remove(hook.index)
+                    run_backward(run, request)
+                    first_backward = False
+                    for hook in variant.hooks:
+                        if hook.remove == "after_backward":
+                            reg.remove(hook.index)
+                else:
+                    run_backward(run, backward_request(problem, step.backward or variant.backward, run, backend))
+            elif step.kind == "register":
+                for i in step.hooks:
+                    reg.register(i)
+            elif step.kind == "remove":
+                for i in step.hooks:
+                    reg.remove(i)
+            elif step.kind == "zero_grad":
+                for t in model.leaves.values():
+                    t.grad = None
+            elif step.kind == "step":
+                sgd(run, step.lr)
+        except TorchError as exc:
+            run.error = RunError(exc.type, exc.message, during)
+            break
+    return run
 
 
-def backward_request(problem: Problem, variant: Variant, fwd: ForwardResult, backend) -> BackwardRequest:
-    bw = variant.backward
+def run_forward(run: VariantRun, step: Step) -> None:
+    if step.inputs:
+        run.model.replace_inputs(step.inputs)
+    run.forwards.append(run.model.forward())
+
+
+def run_backward(run: VariantRun, request: BackwardRequest) -> None:
+    start = len(run.rt.log)
+    engine = Engine(run.rt, run.rt.hooks_runner.fire_values)
+    try:
+        result = engine.run(request)
+    finally:
+        if request.method == "backward":  # run_backward retains the grad of non-leaf inputs
+            for name, t, _ in request.inputs:
+                if not t.is_leaf:
+                    run.reg.retained.setdefault(t.id, (t, []))
+                    if name not in run.reg.retained[t.id][1]:
+                        run.reg.retained[t.id][1].append(name)
+    run.passes.append(Pass(request, result, run.forward, range(start, len(run.rt.log)), run.grads()))
+
+
+def sgd(run: VariantRun, lr) -> None:
+    """``p -= lr * p.grad`` under no_grad for every parameter with a gradient (an in-place op:
+    the parameter's version goes up, so a retained graph that saved it can no longer run)."""
+    B = run.rt.B
+    for t in run.model.params.values():
+        if t.grad is not None:
+            t.value = B.sub(t.value, B.mul(B.scalar(lr), t.grad))
+            t.version.value += 1
+
+
+def backward_request(problem: Problem, bw, run: VariantRun, backend) -> BackwardRequest:
+    if not run.forwards:
+        raise ProblemError(bw.loc, "a backward step needs a forward step before it")
+    fwd = run.forward
     root = fwd.loss if fwd.loss is not None else fwd.output
     where = problem.loss.loc if problem.loss is not None else problem.model.loc
     if not root.requires_grad:
@@ -93,7 +196,7 @@ def backward_request(problem: Problem, variant: Variant, fwd: ForwardResult, bac
             raise ProblemError(loc, f"backward input '{name}' does not require grad: PyTorch raises 'One of the "
                                     "differentiated Tensors does not require grad'")
         inputs.append((name, t, loc))
-    return BackwardRequest(root, grad_output, bw.method, tuple(inputs), getattr(bw, "retain_graph", False))
+    return BackwardRequest(root, grad_output, bw.method, tuple(inputs), bw.retain_graph)
 
 
 def root_name(problem: Problem) -> str:

@@ -21,6 +21,8 @@ class HookRecord:
     args: dict                 # argument name -> Exact | None | tuple of those
     returned: object
     why: list[str] = field(default_factory=list)
+    raised: bool = False       # the hook raised (the contract's ``"raised": true``)
+    is_global: bool = False    # a global module hook (``"global": true``; ``target`` is the module that fired)
 
 
 @dataclass
@@ -51,6 +53,35 @@ class FunctionCheck:
 
 
 @dataclass
+class ErrorRecord:
+    """PyTorch raised while running the variant (a prediction, not bad input)."""
+
+    type: str
+    message: str
+    during: str                       # forward | backward
+    after_call: int | None            # index in hook_calls of the last call made before it left PyTorch
+
+    def to_json(self) -> dict:
+        return {"type": self.type, "message": self.message, "during": self.during, "after_call": self.after_call}
+
+
+@dataclass
+class PassRecord:
+    """One backward step of ``steps``: the calls it made, the grads right after it."""
+
+    hook_calls: list
+    grads: dict
+    returned: dict | None
+
+    def to_json(self) -> dict:
+        out = {"hook_calls": [hook_json(h) for h in self.hook_calls],
+               "grads": {k: value_json(v) for k, v in self.grads.items()}}
+        if self.returned is not None:
+            out["returned"] = {k: value_json(v) for k, v in self.returned.items()}
+        return out
+
+
+@dataclass
 class VariantPrediction:
     name: str
     method: str
@@ -69,8 +100,12 @@ class VariantPrediction:
     run: object = None                # the engine's record of the run (adjoint.passes.VariantRun)
     carried: dict = field(default_factory=dict)  # tensor name -> gradient PyTorch carries there (hooks
                                                  # included; None where none arrives), as its grad_fn sees it
+    passes: list | None = None        # PassRecord per backward step (variants with steps)
+    error: ErrorRecord | None = None
 
     def to_json(self) -> dict:
+        if self.error is not None:
+            return {"error": self.error.to_json(), "hook_calls": [hook_json(h) for h in self.hook_calls]}
         out = {
             "loss": value_json(self.loss) if self.loss is not None else None,
             "values": {k: value_json(v) for k, v in self.values.items()},
@@ -81,6 +116,8 @@ class VariantPrediction:
         }
         if self.returned is not None:
             out["returned"] = {k: value_json(v) for k, v in self.returned.items()}
+        if self.passes is not None:
+            out["passes"] = [p.to_json() for p in self.passes]
         return out
 
 
@@ -113,6 +150,12 @@ def hook_json(h: HookRecord) -> dict:
     out = {"hook": h.index, "label": h.label, "kind": h.kind, "target": h.target,
            "args": {k: value_json(v) for k, v in h.args.items()},
            "returned": value_json(h.returned)}
-    if h.on == "module" and h.calls_of_module > 1:
+    if h.on in ("module", "global") and h.calls_of_module > 1:
         out["call"] = h.k
+    if h.is_global:
+        out["global"] = True
+    if h.raised:
+        out["raised"] = True
+    if h.kind in ("pack", "unpack"):
+        out["node"] = h.node
     return out

@@ -43,8 +43,14 @@ class Registrations:
         self.attached.setdefault(index, set())
         if hook.on in ("module", "global"):
             self.register_module_hook(hook)
-        elif hook.on in ("tensor", "node") and hook.target in self.names:
-            self.attach(hook, self.names[hook.target])
+        elif hook.on == "tensor" and hook.target in self.names:
+            self.bound(hook.target, self.names[hook.target])
+        elif hook.on == "node" and hook.target in self.names:
+            t = self.names[hook.target]
+            if t.grad_fn is not None:
+                self.bound(hook.target, t)
+            else:
+                self.attach_accumulator(hook, t)
 
     def remove(self, index: int) -> None:
         self.active.discard(index)
@@ -53,18 +59,42 @@ class Registrations:
         self.handles[index] = []
 
     def bound(self, name: str, t) -> None:
-        """The forward bound ``name`` to ``t``: attach the active hooks that target it."""
+        """The forward bound ``name`` to ``t``: attach the active hooks that target it (once per
+        tensor: a leaf bound again by the next forward keeps its hooks)."""
         self.names[name] = t
+        if not isinstance(t, Tensor):
+            return
         for index in sorted(self.active):
             hook = self.hooks[index]
-            if hook.on in ("tensor", "node") and hook.target == name and isinstance(t, Tensor):
+            if hook.target != name or t.id in self.attached.get(index, ()):
+                continue
+            if hook.on == "tensor" or (hook.on == "node" and t.grad_fn is not None):
+                self.attached[index].add(t.id)
                 self.attach(hook, t)
 
-    def forward_starts(self) -> None:
-        pass
+    def forward_starts(self) -> list:
+        """A forward pass starts: the saved-tensor hooks active over the whole forward."""
+        return [self.hooks[i] for i in sorted(self.active)
+                if self.hooks[i].on == "saved_tensors" and self.hooks[i].scope is None]
+
+    def saved_hooks_for(self, path: str) -> list:
+        """The saved-tensor hooks whose scope names the module ``path``."""
+        return [self.hooks[i] for i in sorted(self.active)
+                if self.hooks[i].on == "saved_tensors" and self.hooks[i].scope is not None
+                and path in self.hooks[i].scope]
 
     def forward_ends(self, names: dict) -> None:
-        pass
+        """A forward pass ended: node hooks on leaves go on the AccumulateGrad the pass made;
+        multi_grad hooks whose tensors now all exist are registered."""
+        for index in sorted(self.active):
+            hook = self.hooks[index]
+            if hook.on == "node" and hook.target in names and names[hook.target].grad_fn is None:
+                self.attach_accumulator(hook, names[hook.target])
+            elif hook.on == "multi_grad" and all(n in names for n in hook.tensors):
+                tensors = [names[n] for n in hook.tensors]
+                if self.attached[index] != {t.id for t in tensors}:
+                    self.attached[index] = {t.id for t in tensors}
+                    self.multi_grad(hook, tensors)
 
     def check_targets(self, names: dict) -> None:
         """Every tensor or node hook must name a tensor of the problem."""
@@ -122,6 +152,19 @@ class Registrations:
                                          "there is no autograd node to hook; hook the tensor instead (tensor:)")
         hooks = node.pre_hooks if hook.kind == "pre" else node.post_hooks
         self.handles[index].append((hooks, self.rt.add_hook(hooks, UserNodeHook(hook))))
+
+    def attach_accumulator(self, hook, t: Tensor) -> None:
+        """A node hook on a leaf: on its AccumulateGrad, if a graph holds one now (else it is
+        put on an accumulator nothing holds, and lost, as in PyTorch)."""
+        if not t.requires_grad:
+            raise ProblemError(hook.loc, f"'{hook.target}' is a leaf that does not require grad: it has no grad_fn "
+                                         f"and no AccumulateGrad node to hook (PyTorch: {hook.target}.grad_fn is None)")
+        node = t.grad_accumulator
+        if node is None or id(node) in self.attached[hook.index]:
+            return
+        self.attached[hook.index].add(id(node))
+        hooks = node.pre_hooks if hook.kind == "pre" else node.post_hooks
+        self.handles[hook.index].append((hooks, self.rt.add_hook(hooks, UserNodeHook(hook))))
 
     def multi_grad(self, hook, tensors: list) -> None:
         state = MultiGradState(hook, tensors)

@@ -8,7 +8,7 @@ from .forward import Call
 from .function import check_functions
 from .graph import Node, Tensor
 from .passes import VariantRun, root_name, run_variant
-from .prediction import Boundary, HookRecord, Prediction, VariantPrediction
+from .prediction import Boundary, ErrorRecord, HookRecord, PassRecord, Prediction, VariantPrediction
 from .problem import OUTPUT, ROOT, Problem, Variant
 
 
@@ -34,31 +34,38 @@ def solve_variant(problem: Problem, variant: Variant, symbols: dict | None = Non
 # ----------------------------------------------------------------------------- assembly
 
 def assemble(run: VariantRun) -> VariantPrediction:
-    fwd, bwd, model = run.forward, run.backward, run.model
-    values = {name: t.value for name, t in fwd.names.items()}
-    loss = fwd.loss.value if fwd.loss is not None else None
-    grads: dict = {}
-    for name, t in model.leaves.items():
-        if model.decls[name].requires_grad:
-            grads[name] = t.grad
-    for t, names in run.retained:
-        for name in names:
-            grads[name] = t.grad
-    returned = None
-    if run.request.method == "grad":
-        returned = {name: value for (name, _, _), value in zip(run.request.inputs, bwd.captured)}
-    per_module: dict[str, int] = {}
-    for c in fwd.calls:
-        per_module[c.path] = per_module.get(c.path, 0) + 1
-    hook_calls = [_record(run, rec, per_module) for rec in run.rt.log]
+    producers = _node_names(run)
+    hook_calls = [_record(run, rec, producers) for rec in run.rt.log]
+    if run.error is not None:
+        err = run.error
+        return VariantPrediction(name=run.variant.name, method="backward", root=root_name(run.problem), loss=None,
+                                 values={}, boundaries=[], grads={}, returned=None, hook_calls=hook_calls, notes=[],
+                                 functions=[], node_order=[], symbolic=False, run=run,
+                                 error=ErrorRecord(err.type, err.message, err.during,
+                                                   len(hook_calls) - 1 if hook_calls else None))
+    fwd, last = run.forward, run.last_pass
+    values = dict(fwd.values)
+    loss = fwd.values["loss"] if fwd.loss is not None else None
+    returned = _returned(last) if last is not None else None
     notes = [f"{name} at {loc}: {note}" if loc else f"{name}: {note}" for name, loc, note in fwd.notes]
     notes += _variant_notes(run)
     symbolic = any(run.rt.B.is_symbolic(v) for v in values.values())
+    passes = None
+    if run.stepped:
+        passes = [PassRecord([hook_calls[i] for i in p.calls], dict(p.grads), _returned(p)) for p in run.passes]
     return VariantPrediction(
-        name=run.variant.name, method=run.request.method, root=root_name(run.problem), loss=loss, values=values,
-        boundaries=_boundaries(run), grads=grads, returned=returned, hook_calls=hook_calls, notes=notes,
-        functions=check_functions(run), node_order=bwd.order, symbolic=symbolic,
-        kinks=[note for _, _, note in fwd.notes], run=run, carried={name: seen_at(bwd, t) for name, t in fwd.names.items()})
+        name=run.variant.name, method=last.request.method if last else "backward", root=root_name(run.problem),
+        loss=loss, values=values, boundaries=_boundaries(run), grads=run.grads(), returned=returned,
+        hook_calls=hook_calls, notes=notes, functions=check_functions(run),
+        node_order=last.result.order if last else [], symbolic=symbolic,
+        kinks=[note for _, _, note in fwd.notes], run=run,
+        carried={name: seen_at(last.result, t) if last else None for name, t in fwd.names.items()}, passes=passes)
+
+
+def _returned(p) -> dict | None:
+    if p.request.method != "grad":
+        return None
+    return {name: value for (name, _, _), value in zip(p.request.inputs, p.result.captured)}
 
 
 def seen_at(bwd, t: Tensor):
@@ -70,15 +77,42 @@ def seen_at(bwd, t: Tensor):
     return bwd.seen.get(t.id)
 
 
-def _record(run: VariantRun, rec, per_module: dict) -> HookRecord:
+def _node_names(run: VariantRun) -> dict:
+    """Node -> the name of the tensor it produced (the first name bound to one), for pack/unpack."""
+    out: dict = {}
+    for f in run.forwards:
+        for name, t in f.names.items():
+            if isinstance(t, Tensor) and t.grad_fn is not None:
+                out.setdefault(id(t.grad_fn), name)
+    return out
+
+
+def _record(run: VariantRun, rec, producers: dict) -> HookRecord:
     hook = rec.hook
     call: Call | None = rec.call
     k = call.k if call is not None else None
-    count = per_module.get(call.path, 1) if call is not None else 1
+    count = 1
+    if call is not None:
+        count = sum(1 for c in _forward_of(run, call).calls if c.path == call.path)
     node = rec.node.name if rec.node is not None else None
+    if rec.kind in ("pack", "unpack"):
+        target = producers.get(id(rec.node)) if rec.node is not None else None
+    elif hook.on == "global":
+        target = call.path if call is not None else None
+    elif hook.on == "multi_grad":
+        target = ",".join(hook.tensors)
+    else:
+        target = hook.target
     why = _why_forward(rec) if rec.phase == "forward" else _why(run, rec)
-    return HookRecord(hook.index, hook.label, rec.kind, hook.on, hook.target, k, count, rec.phase, node, rec.args,
-                      rec.returned, why)
+    return HookRecord(hook.index, hook.label, rec.kind, hook.on, target, k, count, rec.phase, node, rec.args,
+                      rec.returned, why, raised=rec.raised, is_global=rec.is_global)
+
+
+def _forward_of(run: VariantRun, call: Call):
+    for f in run.forwards:
+        if any(c is call for c in f.calls):
+            return f
+    return run.forwards[-1]
 
 
 def _why_forward(rec) -> list[str]:
@@ -147,7 +181,7 @@ def _describe_tensor(t: Tensor) -> str:
 
 def _variant_notes(run: VariantRun) -> list[str]:
     notes = []
-    if run.request.method == "grad":
+    if run.last_pass is not None and run.last_pass.request.method == "grad":
         notes.append("torch.autograd.grad runs only the nodes between the root and the inputs, does not run the "
                      "inputs' own grad_fn (so their node hooks stay silent) and leaves .grad untouched")
     for t, names in run.retained:
@@ -159,7 +193,10 @@ def _variant_notes(run: VariantRun) -> list[str]:
 # ----------------------------------------------------------------------------- boundaries
 
 def _boundaries(run: VariantRun) -> list[Boundary]:
-    rt, fwd, bwd = run.rt, run.forward, run.backward
+    rt, last = run.rt, run.last_pass
+    if last is None:
+        return []
+    fwd, bwd = last.forward, last.result
     out = []
     depth_of: dict[int, int] = {}
     for call in fwd.calls:

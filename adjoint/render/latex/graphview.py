@@ -137,8 +137,9 @@ def build_view(run) -> GraphView:
     for rec in rt.log:
         if rec.phase == "forward" and rec.call is not None:
             view.forward_events.append(VForwardEvent(rec.call.id, rec.returned, rec.hook.kind))
-    for key in run.backward.seen:
+    bwd = run.last_pass.result
+    for key in bwd.seen:
         t = by_edge.get(key)
         if t is not None:
-            view.seen[ids[t.id]] = seen_at(run.backward, t)
+            view.seen[ids[t.id]] = seen_at(bwd, t)
     return view
