@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 
 from . import syntax as S
 from .errors import Loc, ProblemError
-from .functions import FUNCTION_NAMES, linear
+from .functions import FUNCTION_NAMES
+from .functions.core import linear
 from .graph import Node, Tensor
 from .interp import Interp
 from .modules import BackwardHookState, LegacyHook, ModuleHooks, ModuleInputHook, ModuleOutputHook
@@ -340,7 +341,11 @@ class _Pass:
         outs = []
         for i, t in enumerate(tensors):
             rg = t.requires_grad
-            outs.append(rt.tensor(t.value, rg, node if rg else None, i if rg else 0, dtype=t.dtype))
+            out = rt.tensor(t.value, rg, node if rg else None, i if rg else 0, dtype=t.dtype)
+            if rg:  # returned as-is by a custom Function: a view PyTorch forbids to modify in place
+                out.custom_view = "BackwardHookFunction"
+                out.strides, out.offset = t.strides, t.offset
+            outs.append(out)
         node.outputs = [(t.shape, t.dtype) for t in outs]
         node.output_values = [t.value for t in outs]
         rt.record("bhf", tensors, outs, None, node, None)
@@ -427,6 +432,22 @@ class _ModuleScope:
         if isinstance(value, Tensor):
             self.run.bind(self.tensor_name(name), value, loc)
 
+    def has_child(self, name: str) -> bool:
+        return self.find_child(name) is not None
+
+    def find_child(self, name: str):
+        """A child by name, or a ModuleList item by its dotted path (``layers.0``)."""
+        mod = self.mod
+        for part in name.split("."):
+            mod = mod.child(part) if mod is not None else None
+        return mod
+
+    def assign_again(self, name: str, value, loc: Loc) -> None:
+        """``n += 1`` on a plain number: Python rebinds the name."""
+        if isinstance(value, Tensor):
+            raise ProblemError(loc, f"'{name}' would name a second tensor; two things with one name are an error")
+        self.local[name] = value
+
     def lookup(self, name: str, loc: Loc):
         if name in self.local:
             return self.local[name]
@@ -450,13 +471,14 @@ class _ModuleScope:
                                 f"known here: {', '.join(options) or 'nothing'}")
 
     def call(self, name: str, args: list, kwargs: dict, loc: Loc):
-        child = self.mod.child(name)
+        child = self.find_child(name)
         if child is None:
-            options = list(FUNCTION_NAMES) + [c.name for c in self.mod.children]
-            raise ProblemError(loc, f"unknown function '{name}'{_suggest(name, options)}; allowed: "
-                                    f"{', '.join(FUNCTION_NAMES)}"
-                                    + (f" and the child modules {', '.join(c.name for c in self.mod.children)}"
-                                       if self.mod.children else ""))
+            from .interp import suggest_function
+            children = [c.name for c in self.mod.children]
+            close = _suggest(name, children)
+            raise ProblemError(loc, f"unknown function '{name}' in the forward of '{self.mod.label}'"
+                                    + (close or suggest_function(name))
+                                    + (f" (child modules here: {', '.join(children)})" if children else ""))
         if not kwargs and not child.input_defaults and len(args) != len(child.inputs):
             raise ProblemError(loc, f"module '{child.label}' takes {len(child.inputs)} input(s) "
                                     f"({', '.join(child.inputs)}), got {len(args)}")
@@ -480,8 +502,9 @@ class _LossScope:
                                 f"y (the model output), inputs, targets and other tensor names")
 
     def call(self, name: str, args: list, kwargs: dict, loc: Loc):
-        raise ProblemError(loc, f"unknown function '{name}' in the loss{_suggest(name, FUNCTION_NAMES)}; allowed: "
-                                f"{', '.join(FUNCTION_NAMES)} (modules are called from forwards)")
+        from .interp import suggest_function
+        raise ProblemError(loc, f"unknown function '{name}' in the loss{suggest_function(name)} (modules are called "
+                                "from forwards)")
 
     def assign(self, name, value, loc):
         raise ProblemError(loc, "the loss is one expression")

@@ -49,13 +49,13 @@ def check(op: Op, case: Check) -> list[str]:
     for sym, pt in zip(syms, points):
         for s, v in zip(sym.flat(), pt.flat()):
             subs[s] = s_sym(v)
-    out_sym = op.forward(B, syms, case.params)
-    out_pt = op.forward(B, points, case.params)
-    g = _point(out_pt.shape, 1, False)
-    vjp = op.vjp(B, [g], points, [out_pt], case.params, [True] * len(points))
+    out_sym = _as_list(op.forward(B, syms, case.params))
+    out_pt = _as_list(op.forward(B, points, case.params))
+    g = [_point(o.shape, 1 + k, False) for k, o in enumerate(out_pt)]
+    vjp = op.vjp(B, g, points, out_pt, case.params, [True] * len(points))
     problems = []
-    outs = [s_sym(o) for o in out_sym.flat()]
-    gs = [s_sym(x) for x in g.flat()]
+    outs = [s_sym(o) for out in out_sym for o in out.flat()]
+    gs = [s_sym(x) for gk in g for x in gk.flat()]
     for i, (sym, got) in enumerate(zip(syms, vjp)):
         want = [sum(gj * sympy.diff(oj, s) for gj, oj in zip(gs, outs)).subs(subs)
                 for s in sym.flat()]
@@ -63,6 +63,10 @@ def check(op: Op, case: Check) -> list[str]:
         if got is None or got.shape != expected.shape or not got.equals(expected):
             problems.append(f"{op.name}{list(case.shapes)} input {i}: vjp {got} != J^T g {expected}")
     return problems
+
+
+def _as_list(out) -> list:
+    return list(out) if isinstance(out, tuple) else [out]
 
 
 def check_all() -> list[str]:

@@ -78,19 +78,28 @@ class HookDict:
 
 @dataclass(eq=False)
 class Tensor:
-    """One tensor object of the simulated run (identity matters: ``eq=False``)."""
+    """One tensor object of the simulated run (identity matters: ``eq=False``).
+
+    ``value`` is the value backend's representation; a view's value is recomputed from its
+    base's when the base was written through another view since (``view_of``)."""
 
     id: int
     shape: tuple[int, ...]
     dtype: str                       # float32 | float64 | int64 | bool
-    value: object                    # the value backend's representation
+    data: object                     # the value backend's representation (see ``value``)
     requires_grad: bool
     grad_fn: "Node | None" = None
     output_nr: int = 0
     is_leaf: bool = True
     version: VersionCounter = field(default_factory=VersionCounter)
-    base: "Tensor | None" = None     # ``_base`` of a view
-    view: object = None              # how this view was taken from ``base`` (an ops.View)
+    strides: tuple[int, ...] = ()    # as PyTorch lays it out (see adjoint.layout)
+    offset: int = 0                  # storage offset, relative to the base's storage
+    base: "Tensor | None" = None     # ``_base`` of a view (always a non-view)
+    view_of: object = None           # base value -> this view's value (recomputation after writes)
+    view_ops: tuple = ()             # (op name, params) from the base to this view, in order
+    view_version: int = 0            # the version its grad_fn was made at (a view's grad_fn is regenerated after)
+    custom_view: str | None = None   # made inside a custom Function (its name): in-place on it is refused
+    data_version: int = 0            # the version ``data`` was computed at (views)
     grad: object = None              # ``.grad``: a backend value or None
     retains_grad: bool = False
     backward_hooks: HookDict | None = None       # the Python ``_backward_hooks`` dict (None until the first hook)
@@ -98,11 +107,25 @@ class Tensor:
     grad_accumulator: "Node | None" = None        # a leaf's AccumulateGrad, while something holds it
     is_param: bool = False
     wrapped: bool = False            # a Python number PyTorch wrapped for an op: never saved, no edge
+    is_detached: bool = False        # made by detach(): shares storage, not an autograd view
     name: str | None = None          # the first name it was bound to (reports)
 
     @property
+    def value(self):
+        if self.view_of is not None and self.data_version != self.version.value:
+            self.data = self.view_of(self.base.value)
+            self.data_version = self.version.value
+        return self.data
+
+    @value.setter
+    def value(self, v) -> None:
+        self.data = v
+        self.data_version = self.version.value
+
+    @property
     def is_view(self) -> bool:
-        return self.base is not None
+        """An autograd view (``_base`` is set): made by a view op, not by detach()."""
+        return self.base is not None and not self.is_detached
 
 
 @dataclass(eq=False)

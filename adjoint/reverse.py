@@ -312,6 +312,8 @@ class Engine:
                 return list(inputs)
             from .function import function_backward
             return function_backward(self.rt, node, inputs)
+        if node.kind == "copyslices":
+            return self.copy_slices(node, inputs)
         saved = {id(sv): self.rt.unpack(node, sv) for sv in node.saved}
         if all(g is None for g in inputs):
             return [None] * len(node.edges)
@@ -325,6 +327,35 @@ class Engine:
             (ins if spec.what == "in" else outs)[spec.index] = saved[id(sv)]
         grads = node.op.vjp(B, list(inputs), ins, outs, node.params, need)
         # autograd-generated nodes compute only the slots task_should_compute_output allows
+        return [x if n else None for x, n in zip(grads, need)]
+
+    def copy_slices(self, node: Node, inputs: list) -> list:
+        """CopySlices: the base's gradient, with the written view's part replaced by what the
+        in-place op's node (called directly: its hooks do not run) gives for it."""
+        from .inplace import scatter_into
+        from .runtime import view_value
+        B = self.B
+        view, fn = node.params
+        g = inputs[0]
+        if g is None:
+            return [None] * len(node.edges)
+        grad_slice = view_value(B, g, view.view_ops)
+        need = [True] + [e is not None and (not self.exec_info or self.should_execute(e.node)) for e in node.edges[1:]]
+        res = self.op_vjp(fn, [grad_slice], need)
+        result = scatter_into(self.rt, g, view.view_ops, res[0] if res[0] is not None else B.zeros(view.shape))
+        if not self.retain_graph:
+            for sv in fn.saved:
+                sv.released = True
+        return [result] + list(res[1:])
+
+    def op_vjp(self, node: Node, grads: list, need: list) -> list:
+        saved = {id(sv): self.rt.unpack(node, sv) for sv in node.saved}
+        ins = list(node.input_values)
+        outs = list(node.output_values)
+        for sv in node.saved:
+            spec = next(s for s in node.op.saves if s.name == sv.name)
+            (ins if spec.what == "in" else outs)[spec.index] = saved[id(sv)]
+        grads = node.op.vjp(self.B, grads, ins, outs, node.params, need)
         return [x if n else None for x, n in zip(grads, need)]
 
     def validate_outputs(self, node: Node, outputs: list) -> list:

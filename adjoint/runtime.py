@@ -21,6 +21,7 @@ from fractions import Fraction
 
 from .errors import ProblemError
 from .exact import ExactLimit
+from .layout import contiguous_strides
 from .graph import INF_SEQ, Application, Edge, HookDict, Node, SavedVariable, Tensor
 from .ops import REGISTRY, Op
 
@@ -96,8 +97,9 @@ class Runtime:
     # ------------------------------------------------------------------ tensors
     def tensor(self, value, requires_grad: bool = False, grad_fn: Node | None = None, output_nr: int = 0,
                dtype: str | None = None, name: str | None = None) -> Tensor:
-        t = Tensor(self.next_tensor, tuple(self.B.shape(value)), dtype or self.dtype, value, requires_grad, grad_fn,
-                   output_nr, grad_fn is None, name=name)
+        shape = tuple(self.B.shape(value))
+        t = Tensor(self.next_tensor, shape, dtype or self.dtype, value, requires_grad, grad_fn,
+                   output_nr, grad_fn is None, name=name, strides=contiguous_strides(shape))
         self.next_tensor += 1
         return t
 
@@ -114,6 +116,9 @@ class Runtime:
         return t
 
     def gradient_edge(self, t: Tensor) -> Edge:
+        if t.is_view:
+            from .inplace import refresh
+            refresh(self, t)
         if t.grad_fn is not None:
             return Edge(t.grad_fn, t.output_nr)
         return Edge(self.grad_accumulator(t), 0)
@@ -131,41 +136,82 @@ class Runtime:
         op = REGISTRY[opname]
         ts = [x if isinstance(x, Tensor) else self.wrapped_number(x) for x in ins]
         out_shape = op.shape([t.shape for t in ts], params, loc)
+        multi = op.outputs != 1
         diff = op.differentiable or (True,) * len(ts)
         rg = [d and t.requires_grad for t, d in zip(ts, diff)]
         node = None
         if self.grad_enabled and any(rg):
-            node = Node(self._new_seq(), op.node, [self.gradient_edge(t) if r else None for t, r in zip(ts, rg)],
-                        op=op, params=params, inputs=tuple(ts), input_values=tuple(t.value for t in ts),
-                        module_call=self.call_stack[-1] if self.call_stack else None, loc=loc)
-            self.nodes.append(node)
+            node = self.new_node(op.node, [self.gradient_edge(t) if r else None for t, r in zip(ts, rg)], op, params,
+                                 ts, loc)
             self._save(node, op, ts, [], "in")
         values = [t.value for t in ts]
         try:
             raw = op.forward(self.B, values, params)
         except ExactLimit as exc:
             raise ProblemError(loc, f"{exc}; use a smaller power") from None
-        raws = list(raw) if op.outputs > 1 else [raw]
+        raws = list(raw) if multi else [raw]
         check = self.active if check is None else check
         outs_v = [self.B.after_op(op, values, params, v, loc, check) for v in raws]
         if check and op.kink is not None:
             note = op.kink(self.B, values, params)
             if note:
                 self.notes.append((node.name if node is not None else op.name, loc, note))
-        shapes = out_shape if op.outputs > 1 else (out_shape,)
+        shapes = out_shape if multi else (out_shape,)
         outs = []
-        for k, (v, s) in enumerate(zip(outs_v, shapes)):
-            t = self.tensor(v, node is not None, node, k if node is not None else 0)
-            if op.view and ts[0] is not None:
-                t.base = ts[0].base or ts[0]
-                t.version = ts[0].version
+        for k, (v, shape) in enumerate(zip(outs_v, shapes)):
+            t = self.tensor(v, node is not None, node, k if node is not None else 0, dtype=ts[0].dtype if ts else None)
+            if op.view:
+                self.make_view(t, ts[0], opname, params, k, loc)
             outs.append(t)
         if node is not None:
             node.outputs = [(t.shape, t.dtype) for t in outs]
             node.output_values = [t.value for t in outs]
             self._save(node, op, ts, outs, "out")
         self.record(opname, ts, outs, params, node, loc)
-        return tuple(outs) if op.outputs > 1 else outs[0]
+        return tuple(outs) if multi else outs[0]
+
+    def new_node(self, name: str, edges: list, op, params, ts, loc) -> Node:
+        node = Node(self._new_seq(), name, edges, op=op, params=params, inputs=tuple(ts),
+                    input_values=tuple(t.value for t in ts),
+                    module_call=self.call_stack[-1] if self.call_stack else None, loc=loc)
+        self.nodes.append(node)
+        return node
+
+    def make_view(self, t: Tensor, src: Tensor, opname: str, params, k: int, loc) -> None:
+        """``t`` is the ``k``-th output of view op ``opname`` of ``src``: it shares src's storage
+        and version counter; its strides are computed as PyTorch computes them."""
+        op = REGISTRY[opname]
+        root = src.base if src.base is not None else src
+        t.base = root
+        t.version = src.version
+        t.view_ops = src.view_ops + ((opname, params, k, src.shape),)
+        t.view_version = src.version.value
+        t.data_version = src.version.value
+        chain = t.view_ops
+        B = self.B
+        t.view_of = lambda base_value: view_value(B, base_value, chain)
+        t.custom_view = src.custom_view
+        if op.layout is not None:
+            strides, offset = op.layout(src.shape, src.strides, src.offset, params)
+            if strides is not None:
+                t.strides, t.offset = strides, offset
+        elif opname in ("split", "split_with_sizes", "unbind"):
+            from .ops.views import split_keys
+            key = split_keys(src.shape, params)[k] if opname != "unbind" else (slice(None),) * params + (k,)
+            t.strides, t.offset = _key_layout(src, key)
+
+    def detach(self, t: Tensor) -> Tensor:
+        """``x.detach()``: no node, the same data and version counter (writes show through)."""
+        out = self.tensor(t.value, dtype=t.dtype)
+        out.base = t.base if t.base is not None else t
+        out.version = t.version
+        out.view_ops = t.view_ops
+        chain = t.view_ops
+        B = self.B
+        out.view_of = (lambda base_value: view_value(B, base_value, chain)) if chain else (lambda base_value: base_value)
+        out.strides, out.offset = t.strides, t.offset
+        out.is_detached = True
+        return out
 
     # ------------------------------------------------------------------ saved tensors
     def _save(self, node: Node, op: Op, ins: list, outs: list, what: str) -> None:
@@ -185,10 +231,10 @@ class Runtime:
         modified in place since saved -> the version error; with hooks, the unpack hook's result."""
         if sv.released:
             raise TorchError("RuntimeError", FREED_GRAPH)
+        if sv.hooks is not None:  # with saved-tensor hooks PyTorch does not check the version
+            return self.hooks_runner.unpack(sv.hooks, sv.packed, node)
         if sv.tensor.version.value != sv.saved_version:
             raise TorchError("RuntimeError", version_message(sv, node))
-        if sv.hooks is not None:
-            return self.hooks_runner.unpack(sv.hooks, sv.packed, node)
         return sv.value
 
     # ------------------------------------------------------------------ hook handles
@@ -208,15 +254,44 @@ _TYPE_NAMES = {"float32": "torch.FloatTensor", "float64": "torch.DoubleTensor", 
 
 
 def version_message(sv: SavedVariable, node: Node) -> str:
-    """PyTorch's message for a saved tensor modified in place (SavedVariable::unpack)."""
+    """PyTorch's message for a saved tensor modified in place (SavedVariable::unpack): a saved
+    output names the node that saved it, a saved input its current grad_fn, a leaf nothing;
+    the node's name without its ``Backward0`` suffix."""
     t = sv.tensor
     dims = ", ".join(str(d) for d in t.shape)
-    what = (f"output {t.output_nr} of {t.grad_fn.name}" if t.grad_fn is not None else "a leaf Variable")
+    owner = node if sv.is_output else t.grad_fn
+    what = f", which is output {t.output_nr if not sv.is_output else 0} of {short_name(owner.name)}," if owner else ""
     return (f"one of the variables needed for gradient computation has been modified by an inplace operation: "
-            f"[{_TYPE_NAMES.get(t.dtype, t.dtype)} [{dims}]], which is {what}, is at version {t.version.value}; "
+            f"[{_TYPE_NAMES.get(t.dtype, t.dtype)} [{dims}]]{what} is at version {t.version.value}; "
             f"expected version {sv.saved_version} instead. Hint: enable anomaly detection to find the operation that "
-            "failed to compute its gradient, with torch.autograd.set_detect_anomaly(True).")
+            "failed to compute its gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
 
 
-def refuse(loc, message: str):
-    raise ProblemError(loc, message)
+def short_name(name: str) -> str:
+    """How SavedVariable's message names a node: ``MulBackward0`` -> ``Mul``."""
+    import re
+    return re.sub(r"Backward\d*$", "", name.rsplit("::", 1)[-1])
+
+
+def view_value(B, base_value, chain):
+    """A view's value from its base's, replaying the view ops."""
+    v = base_value
+    for opname, params, k, _ in chain:
+        out = REGISTRY[opname].forward(B, [v], params)
+        v = out[k] if isinstance(out, tuple) else out
+    return v
+
+
+def _key_layout(src: Tensor, key: tuple):
+    """Strides and offset of ``src[key]`` for int / slice keys (the pieces of split and unbind)."""
+    strides, offset, dim = [], src.offset, 0
+    for item in key:
+        if isinstance(item, int):
+            offset += item * src.strides[dim]
+        else:
+            start, _, step = item.indices(src.shape[dim])
+            offset += start * src.strides[dim]
+            strides.append(src.strides[dim] * step)
+        dim += 1
+    strides.extend(src.strides[dim:])
+    return tuple(strides), offset

@@ -160,6 +160,46 @@ class ExactBackend:
     def broadcast_to(self, x, shape):
         return x.broadcast_to(tuple(shape))
 
+    def index(self, x, key):
+        """``x[key]`` (numpy indexing: ints, slices, None, Ellipsis, integer arrays), a copy."""
+        return x.restructured(lambda a: np.array(a[key], dtype=a.dtype, copy=True))
+
+    def permute(self, x, perm):
+        return x.restructured(lambda a: np.ascontiguousarray(np.transpose(a, perm)))
+
+    def place(self, shape, key, g):
+        """zeros(shape) with ``g`` written at ``key``."""
+        return self.assign(Exact.zeros(tuple(shape)), key, g)
+
+    def assign(self, base, key, new):
+        """``base`` with ``base[key] = new`` (new broadcast), the -0.0 marks following the elements."""
+        out = base.as_sym() if not new.rational else base
+        a = np.array(out.a, dtype=object, copy=True)
+        nb = np.broadcast_to(new.as_sym().a if not out.rational else new.a, np.shape(a[key]))
+        a[key] = nb
+        result = Exact(a) if not (out.rational and new.rational) else Exact(a, True)
+        if base.negzero is not None or new.negzero is not None:
+            mask = np.array(base.negzero if base.negzero is not None else np.zeros(base.shape, bool), copy=True)
+            mask[key] = np.broadcast_to(new.negzero if new.negzero is not None else False, np.shape(mask[key]))
+            result.negzero = mask if mask.any() else None
+        return result
+
+    def place_add(self, shape, key, g):
+        """zeros(shape) with ``g`` added at ``key`` (repeated indices add up: index_put_ accumulate)."""
+        a = np.empty(tuple(shape), dtype=object)
+        a.fill(E.fmpq(0))
+        gv = g.a if g.rational else g.as_sym().a
+        if not g.rational:
+            a = E._to_sym_array(a)
+        np.add.at(a, key, np.broadcast_to(gv, np.shape(a[key])))
+        return Exact(a) if not g.rational else Exact(a, True)
+
+    def concat(self, xs, axis):
+        return _joined(xs, lambda arrs: np.concatenate(arrs, axis=axis))
+
+    def stack(self, xs, axis):
+        return _joined(xs, lambda arrs: np.stack(arrs, axis=axis))
+
     sum_to = staticmethod(E.sum_to)
     matmul2d = staticmethod(E.matmul2d)
     outer = staticmethod(E.outer)
@@ -198,6 +238,16 @@ class ExactBackend:
         if op.grows:
             refuse_overflow(out, self.dtype, loc, f"this op ({op.node})")
         return out
+
+
+def _joined(xs, join):
+    rational = all(x.rational for x in xs)
+    arrs = [x.a if rational else x.as_sym().a for x in xs]
+    out = Exact(join(arrs), rational or None) if rational else Exact(join(arrs))
+    if any(x.negzero is not None for x in xs):
+        mask = join([x.negzero if x.negzero is not None else np.zeros(x.shape, bool) for x in xs])
+        out.negzero = mask if mask.any() else None
+    return out
 
 
 # ----------------------------------------------------------------------------- refusals

@@ -65,16 +65,18 @@ class Op:
     nonfinite: str | None = None     # what makes a non-finite forward value ("division by zero")
     kink: Callable | None = None     # (B, ins, p) -> str | None: a note when a convention at a kink applies
     kink_doc: str = "--"             # the convention, for docs/ops.md
-    outputs: int = 1
+    outputs: int = 1                 # -1: as many as the shape rule gives (split, unbind)
     differentiable: tuple[bool, ...] | None = None  # per input: can it carry a gradient (None: all)
     checks: tuple[Check, ...] = ()   # gradient-check cases, away from kinks
-    view: bool = False               # the output is a view of input 0 (shares its version counter)
+    view: bool = False               # the outputs are views of input 0 (share its storage and version)
+    layout: Callable | None = None   # views: (shape, strides, offset, p) -> (strides | None, offset)
+    scatter: Callable | None = None  # views: (B, base, new view value, p) -> the base with the view written
 
 
 def _collect() -> dict[str, Op]:
-    from . import arith, elementwise, linalg, reductions, shape
+    from . import arith, elementwise, linalg, reductions, views
     registry: dict[str, Op] = {}
-    for family in (arith, elementwise, linalg, reductions, shape):
+    for family in (arith, elementwise, linalg, reductions, views):
         for op in family.OPS:
             if op.name in registry:
                 raise ValueError(f"primitive {op.name!r} is defined twice")

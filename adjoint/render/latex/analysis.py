@@ -260,7 +260,7 @@ class Analysis:
             return TBin("add", TMatMul(ins[1], ins[2], shape), bias, shape)
         if p == "t":
             return TT(ins[0], shape) if len(ins[0].shape) == 2 else ins[0]
-        if p in ("view", "unsafe_view", "unsqueeze", "squeeze"):
+        if p in ("view", "unsafe_view", "unsqueeze", "squeeze_"):
             src = ins[0].shape
             if (len(src) == 1 and tuple(shape) == (1, src[0])) or (len(shape) == 1 and tuple(src) == (1, shape[0])):
                 return TT(ins[0], shape)

@@ -1,21 +1,20 @@
-"""What PyTorch runs for each operator and function of the expression language (ATen's dispatch).
+"""Operators and the v1 functions: what PyTorch runs for each (ATen's dispatch).
 
 ``2 - x`` is ``rsub``, ``2 / x`` is ``reciprocal`` then ``mul``, ``v @ M`` with a 1-D ``v``
 is ``unsqueeze``/``mm``/``squeeze_``, ``F.linear`` on a 1-D input is ``view``/``t``/``addmm``/
-``view``: each function here decides, from the operands' shapes and kinds, which primitives
+``view``: each lowering decides, from the operands' shapes and kinds, which primitives
 (:mod:`adjoint.ops`) PyTorch applies, in which order, and hands them to the runtime. Shape
 errors are worded as PyTorch words them.
-
-:data:`FUNCTIONS` maps each name an expression may call to its lowering.
 """
 
 from __future__ import annotations
 
 from fractions import Fraction
 
-from .errors import Loc, ProblemError
-from .exact import MAX_EXACT_EXPONENT
-from .graph import Tensor
+from ..errors import Loc, ProblemError
+from ..exact import MAX_EXACT_EXPONENT
+from ..graph import Tensor
+from . import Function, Param
 
 
 def _dims(shape) -> str:
@@ -108,9 +107,9 @@ def matmul(rt, a: Tensor, b: Tensor, loc: Loc):
         if sa[0] != sb[0]:
             raise ProblemError(loc, f"matmul shapes {list(sa)} and {list(sb)}: PyTorch raises 'mat1 and mat2 "
                                     f"shapes cannot be multiplied (1x{sa[0]} and {_dims(sb)})'")
-        u = ap("unsqueeze", [a], (1, sa[0]), loc)
+        u = ap("unsqueeze", [a], 0, loc)
         m = ap("mm", [u, b], None, loc)
-        return ap("squeeze", [m], (sb[1],), loc)
+        return ap("squeeze_", [m], 0, loc)
     if da == 2 and db == 2:
         return ap("mm", [a, b], None, loc)
     if da >= 3 and db in (1, 2):
@@ -155,30 +154,34 @@ def linear(rt, x: Tensor, weight: Tensor, bias: Tensor | None, loc: Loc):
 
 # ----------------------------------------------------------------------------- functions
 
-#: Functions of one tensor that are exactly one primitive (the v1 whitelist; ``t`` is an extension).
-UNARY = {"relu": "relu", "tanh": "tanh", "sigmoid": "sigmoid", "exp": "exp", "log": "log", "sin": "sin",
-         "cos": "cos", "sqrt": "sqrt", "abs": "abs", "sum": "sum", "mean": "mean", "norm": "norm", "t": "t"}
+def _unary(prim: str):
+    def lower(rt, a: dict, loc: Loc):
+        x = a["input"]
+        if prim == "t" and len(x.shape) > 2:
+            raise ProblemError(loc, f"t() expects a tensor with <= 2 dimensions, but the argument is "
+                                    f"{len(x.shape)}-D")
+        return rt.apply(prim, [x], None, loc)
+    lower.__name__ = f"lower_{prim}"
+    return lower
 
 
-def unary(rt, name: str, args: list, kwargs: dict, loc: Loc, arg_locs: list):
-    if len(args) != 1:
-        raise ProblemError(loc, f"{name}() takes exactly one tensor argument here, got {len(args)}")
-    x = args[0]
-    if not isinstance(x, Tensor):
-        got = "None" if x is None else ("a tuple" if isinstance(x, tuple) else "a number")
-        raise ProblemError(arg_locs[0], f"{name}() needs a tensor, got {got}: PyTorch raises TypeError "
-                                        f"({name}(): argument 'input' must be Tensor)")
-    prim = UNARY[name]
-    if prim == "t" and len(x.shape) > 2:
-        raise ProblemError(loc, f"t() expects a tensor with <= 2 dimensions, but the argument is {len(x.shape)}-D")
-    return rt.apply(prim, [x], None, loc)
+def lower_matmul(rt, a: dict, loc: Loc):
+    return matmul(rt, a["input"], a["other"], loc)
 
 
-def call_function(rt, name: str, args: list, kwargs: dict, loc: Loc, arg_locs: list):
-    """Call the expression-language function ``name``; KeyError when there is none."""
-    if name in UNARY:
-        return unary(rt, name, args, kwargs, loc, arg_locs)
-    raise KeyError(name)
+def lower_linear(rt, a: dict, loc: Loc):
+    return linear(rt, a["input"], a["weight"], a["bias"], loc)
 
 
-FUNCTION_NAMES = tuple(UNARY)
+_X = (Param("input", "tensor"),)
+
+FUNCTIONS = tuple(Function(name, _X, _unary(name), doc=f"one op: {name}")
+                  for name in ("relu", "tanh", "sigmoid", "exp", "log", "sin", "cos", "sqrt", "abs", "t")) + (
+    Function("sum", _X, _unary("sum"), doc="SumBackward0 (every element)"),
+    Function("mean", _X, _unary("mean"), doc="MeanBackward0 (every element)"),
+    Function("norm", _X, _unary("norm"), where="function", doc="torch.linalg.vector_norm: LinalgVectorNormBackward0"),
+    Function("matmul", (Param("input", "tensor"), Param("other", "tensor")), lower_matmul,
+             doc="as the @ operator"),
+    Function("linear", (Param("input", "tensor"), Param("weight", "tensor"), Param("bias", "tensor", None)),
+             lower_linear, where="function", doc="F.linear: addmm (2-D), view/addmm/view, or matmul without bias"),
+)

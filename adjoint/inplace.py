@@ -1,0 +1,265 @@
+"""In-place ops, as PyTorch 2.13's autograd handles them.
+
+* the version counter (shared by a base, its views and ``detach()``-ed aliases) goes up;
+* on a tensor that is not a view: one node (the out-of-place op's, e.g. ``MulBackward0`` for
+  ``mul_``), whose first edge is the tensor's *previous* gradient edge; the tensor's
+  ``grad_fn`` becomes that node (``rebase_history``): hooks registered before stay on the
+  old node, the tensor's hook dict starts afresh, a ``retain_grad`` moves to the new node;
+* on a view: the base's history is rewritten instead: its new ``grad_fn`` is a ``CopySlices``
+  wrapping the op's node (whose hooks then never run: CopySlices calls it directly), and the
+  view's ``grad_fn`` is regenerated as ``AsStridedBackward0`` on top of it (other views of the
+  base regenerate theirs when next used);
+* an op whose derivative needs the original ``self`` clones it first (one more
+  ``sequence_nr``) and saves the clone;
+* PyTorch's refusals: a leaf that requires grad (or a view of one) under grad mode, and an
+  output of a custom Function (``BackwardHookFunction`` included: the inputs and output of a
+  module with full backward hooks) that is a view of its input.
+
+``x[idx] = v`` is ``x[idx].copy_(v)`` on the view indexing gives (a lone full slice writes
+into ``x`` itself), as ``THPVariable_setitem`` does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from .errors import Loc, ProblemError
+from .graph import Edge, Node, SavedVariable, Tensor
+from .ops import REGISTRY
+from .runtime import TorchError
+
+#: ``t op= v`` for a tensor ``t``: Tensor.__iadd__ and friends (``@=`` is not in-place in torch).
+AUGMENTED = {"+": "add_", "-": "sub_", "*": "mul_", "/": "div_", "**": "pow_"}
+
+
+@dataclass(frozen=True)
+class InplaceMethod:
+    name: str
+    prim: str | None                 # the primitive whose node the in-place op makes (None: chosen per call)
+    takes: tuple[str, ...]           # the argument names after self
+
+
+INPLACE_METHODS = {m.name: m for m in (
+    InplaceMethod("add_", None, ("other",)), InplaceMethod("sub_", None, ("other",)),
+    InplaceMethod("mul_", "mul", ("other",)), InplaceMethod("div_", "div", ("other",)),
+    InplaceMethod("pow_", None, ("exponent",)), InplaceMethod("neg_", "neg", ()),
+    InplaceMethod("relu_", "relu", ()), InplaceMethod("tanh_", "tanh", ()), InplaceMethod("sigmoid_", "sigmoid", ()),
+    InplaceMethod("exp_", "exp", ()), InplaceMethod("log_", "log", ()), InplaceMethod("sin_", "sin", ()),
+    InplaceMethod("cos_", "cos", ()), InplaceMethod("sqrt_", "sqrt", ()), InplaceMethod("abs_", "abs", ()),
+    InplaceMethod("copy_", "copy_", ("src",)), InplaceMethod("zero_", "zero_", ()),
+)}
+
+
+def call_inplace(rt, name: str, target: Tensor, args: list, kwargs: dict, loc: Loc):
+    """``target.name(*args)``, in place; returns ``target``."""
+    m = INPLACE_METHODS[name]
+    if kwargs:
+        raise ProblemError(loc, f"Tensor.{name}() takes no keyword arguments here")
+    if len(args) != len(m.takes):
+        raise ProblemError(loc, f"Tensor.{name}() takes {len(m.takes)} argument(s) ({', '.join(m.takes) or 'none'}), "
+                                f"got {len(args)}: PyTorch raises TypeError")
+    for a in args:
+        if not isinstance(a, (Tensor, Fraction)) or isinstance(a, bool):
+            raise ProblemError(loc, f"Tensor.{name}() needs a tensor or a number, got {type(a).__name__}")
+    if name in ("add_", "sub_"):
+        other = args[0]
+        return apply_inplace(rt, "add" if name == "add_" else "sub", target, [other], None, loc)
+    if name == "pow_":
+        e = args[0]
+        if isinstance(e, Tensor):
+            return apply_inplace(rt, "pow_tensor", target, [e], None, loc)
+        return apply_inplace(rt, "pow_scalar", target, [], e, loc)
+    if name == "copy_" and isinstance(args[0], Fraction):
+        args = [rt.wrapped_number(args[0])]
+    return apply_inplace(rt, m.prim, target, list(args), None, loc)
+
+
+def setitem(rt, x, items: list, value, loc: Loc) -> None:
+    """``x[items] = value``: copy_ into the view indexing gives (x itself for a lone full slice)."""
+    from .functions.views import getitem
+    if not isinstance(x, Tensor):
+        raise ProblemError(loc, "only tensors support index assignment here")
+    if isinstance(value, Fraction):
+        value = rt.tensor(rt.B.scalar(value), dtype=x.dtype)
+    if not isinstance(value, Tensor):
+        raise ProblemError(loc, "index assignment needs a tensor or a number on the right")
+    lone_full = len(items) == 1 and isinstance(items[0], slice) and items[0] == slice(None)
+    target = x if lone_full else getitem(rt, x, items, loc, lone=False)
+    apply_inplace(rt, "copy_", target, [value], None, loc)
+
+
+# ----------------------------------------------------------------------------- the in-place kernel
+
+def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc) -> Tensor:
+    op = REGISTRY[prim]
+    ts = [target] + [x if isinstance(x, Tensor) else rt.wrapped_number(x) for x in others]
+    out_shape = op.shape([t.shape for t in ts], params, loc)
+    if tuple(out_shape) != target.shape:
+        raise ProblemError(loc, f"output with shape {list(target.shape)} doesn't match the broadcast shape "
+                                f"{list(out_shape)}: PyTorch raises RuntimeError")
+    rg_in = [t.requires_grad for t in ts]
+    make_node = rt.grad_enabled and any(rg_in)
+    if rt.grad_enabled:
+        check_inplace_allowed(target)
+    view = target.is_view
+    old_edge = gradient_edge_now(rt, target) if target.requires_grad else None
+    node = None
+    if make_node:
+        edges = [old_edge] + [rt.gradient_edge(t) if t.requires_grad else None for t in ts[1:]]
+        node = rt.new_node(op.node, edges, op, params, ts, loc)
+        save_inputs(rt, node, op, ts)
+    values = [t.value for t in ts]
+    new_value = rt.B.after_op(op, values, params, op.forward(rt.B, values, params), loc, rt.active)
+    write(rt, target, new_value)
+    if node is not None:
+        node.outputs = [(target.shape, target.dtype)]
+        node.output_values = [new_value]
+        if view:
+            rebase_view(rt, target, node, loc)
+        else:
+            rebase(target, node)
+        for s in op.saves:
+            if s.what == "out":
+                save_one(rt, node, s.name, target, True)
+    rt.record(prim, ts, [target], params, node, loc)
+    return target
+
+
+def check_inplace_allowed(t: Tensor) -> None:
+    if t.custom_view is not None:
+        raise TorchError("RuntimeError", f"Output {t.output_nr} of {t.custom_view} is a view and is being modified "
+                                         "inplace. This view was created inside a custom Function (or because an "
+                                         "input was returned as-is) and the autograd logic to handle view+inplace "
+                                         "would override the custom backward associated with the custom Function, "
+                                         "leading to incorrect gradients. This behavior is forbidden. You can fix "
+                                         "this by cloning the output of the custom Function.")
+    if t.is_leaf and t.requires_grad and not t.is_view:
+        raise TorchError("RuntimeError", "a leaf Variable that requires grad is being used in an in-place operation.")
+    if t.is_view and t.base.is_leaf and t.base.requires_grad:
+        raise TorchError("RuntimeError", "a view of a leaf Variable that requires grad is being used in an in-place "
+                                         "operation.")
+
+
+def gradient_edge_now(rt, t: Tensor) -> Edge:
+    return rt.gradient_edge(t)
+
+
+def save_inputs(rt, node: Node, op, ts: list) -> None:
+    """The op's saved inputs; ``self`` is the original value, cloned first (with grad on: one
+    more sequence_nr), since the op is about to overwrite it."""
+    need = [e is not None for e in node.edges]
+    for s in op.saves:
+        if s.what != "in" or (s.if_need is not None and not need[s.if_need]):
+            continue
+        t = ts[s.index]
+        if s.index == 0:
+            rt._new_seq()   # self.clone() runs with grad mode on: its node takes a sequence_nr
+            t = rt.tensor(t.value, t.requires_grad, dtype=t.dtype)
+        save_one(rt, node, s.name, t, False)
+
+
+def save_one(rt, node: Node, name: str, t: Tensor, is_output: bool) -> None:
+    sv = SavedVariable(name, t, t.version.value, is_output, t.value)
+    if rt.saved_hooks and not t.wrapped:
+        sv.hooks = rt.saved_hooks[-1]
+        sv.packed = rt.hooks_runner.pack(sv.hooks, t, node)
+    node.saved.append(sv)
+
+
+def write(rt, t: Tensor, value) -> None:
+    """Store ``value`` into ``t`` (through to its base for a view) and bump the shared version."""
+    if t.base is not None:
+        base = t.base
+        new_base = scatter_into(rt, base.value, t.view_ops, value)
+        t.version.value += 1
+        base.value = new_base
+        t.value = value
+    else:
+        t.version.value += 1
+        t.value = value
+
+
+def scatter_into(rt, base_value, chain, value):
+    """The base's value with the view ``chain`` of it replaced by ``value``."""
+    B = rt.B
+    if not chain:
+        return value
+    (opname, params, k, _), rest = chain[0], chain[1:]
+    op = REGISTRY[opname]
+    out = op.forward(B, [base_value], params)
+    piece = out[k] if isinstance(out, tuple) else out
+    new_piece = scatter_into(rt, piece, rest, value)
+    if op.scatter is None:
+        if opname in ("split", "split_with_sizes", "unbind"):
+            from .ops.views import split_keys
+            key = split_keys(B.shape(base_value), params)[k] if opname != "unbind" else \
+                (slice(None),) * params + (k,)
+            return B.assign(base_value, key, new_piece)
+        raise ProblemError(None, f"writing through a {opname} view is not modelled")
+    return op.scatter(B, base_value, new_piece, params)
+
+
+def rebase(t: Tensor, node: Node) -> None:
+    """rebase_history on a tensor that is not a view: its grad_fn becomes ``node``;
+    update_tensor_hooks_on_new_gradfn: the hook dict starts afresh, retain_grad moves along."""
+    old = t.grad_fn
+    t.grad_fn = node
+    t.output_nr = 0
+    t.requires_grad = True
+    t.is_leaf = False
+    t.backward_hooks = None
+    if t.retains_grad and old is not None:
+        old.retains_grad_hooks.pop(0, None)
+        for nr, r in list(old.retains_grad_hooks.items()):
+            if r is t:
+                del old.retains_grad_hooks[nr]
+        node.retains_grad_hooks[0] = t
+
+
+def rebase_view(rt, view: Tensor, fn: Node, loc) -> None:
+    """The base's new grad_fn is CopySlices(base's old edge, fn); the view's grad_fn is
+    regenerated (AsStridedBackward0) at once, other views of the base when next used."""
+    base = view.base
+    base_edge = rt.gradient_edge(base) if base.requires_grad else None
+    edges = [base_edge] + list(fn.edges[1:])
+    copy = Node(rt._new_seq(), "torch::autograd::CopySlices", edges, kind="copyslices", params=(view, fn),
+                inputs=(base,) + tuple(fn.inputs[1:]), input_values=(base.value,) + tuple(fn.input_values[1:]),
+                module_call=rt.call_stack[-1] if rt.call_stack else None, loc=loc)
+    copy.outputs = [(base.shape, base.dtype)]
+    copy.output_values = [base.value]
+    rt.nodes.append(copy)
+    rebase(base, copy)
+    regenerate(rt, view)
+
+
+def regenerate(rt, view: Tensor) -> None:
+    """VariableHooks::grad_fn for a view whose base changed since its grad_fn was made:
+    a fresh AsStridedBackward0 on the base's current history."""
+    from .ops.views import AsStrided
+    base = view.base
+    old = view.grad_fn
+    spec = AsStrided(view.shape, view.strides, view.offset, view.view_ops)
+    node = rt.new_node("AsStridedBackward0", [rt.gradient_edge(base)], REGISTRY["as_strided"], spec, [base], None)
+    node.outputs = [(view.shape, view.dtype)]
+    node.output_values = [view.value]
+    view.grad_fn = node
+    view.output_nr = 0
+    view.requires_grad = True
+    view.is_leaf = False
+    view.view_version = view.version.value
+    view.backward_hooks = None
+    if view.retains_grad and old is not None:
+        for nr, r in list(old.retains_grad_hooks.items()):
+            if r is view:
+                del old.retains_grad_hooks[nr]
+        node.retains_grad_hooks[0] = view
+
+
+def refresh(rt, t: Tensor) -> None:
+    """A view of a base that was modified in place since its grad_fn was made gets a new one
+    when next used (as ``t.grad_fn`` does in PyTorch)."""
+    if t.is_view and t.base.requires_grad and t.view_version != t.version.value and t.grad_fn is not None:
+        regenerate(rt, t)
+    elif t.is_view and t.base.requires_grad and not t.requires_grad and t.view_version != t.version.value:
+        regenerate(rt, t)
