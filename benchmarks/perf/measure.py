@@ -17,8 +17,12 @@ from .clock import Side, interleaved, process_seconds, seconds
 from .context import ROOT, Context, fresh_sympy_cache
 from .problems import chain_case, mlp_case, symbolic_case
 
-#: torch calls per round (a forward + backward takes about a millisecond)
+#: torch calls per round (a forward + backward takes about a millisecond); half under --quick
 TORCH_INNER = 20
+
+
+def _torch_inner(ctx: Context) -> int:
+    return TORCH_INNER // 2 if ctx.quick else TORCH_INNER
 
 
 def _check_mlp_answer(case, prediction, floor_step, torch_x_grad) -> None:
@@ -65,7 +69,7 @@ def mlp(ctx: Context) -> None:
     _check_mlp_answer(case, prediction, floor, torch_x_grad)
     times = interleaved([Side("solve", lambda: engine.solve(problem), before=fresh_sympy_cache),
                          Side("json", lambda: engine.to_json(prediction)),
-                         Side("torch", torch_step, inner=TORCH_INNER if not ctx.quick else TORCH_INNER // 2),
+                         Side("torch", torch_step, inner=_torch_inner(ctx)),
                          Side("floor", floor, inner=1 if ctx.quick else 3)], rounds,
                         warmup=False)  # the check above ran solve, torch and the floor once already
     ctx.emit("mlp.solve_s", times["solve"])
@@ -98,7 +102,7 @@ def mlp_tanh(ctx: Context) -> None:
     case = mlp_case(activation="Tanh")
     path = ctx.write("mlp_tanh.yaml", case.text)
     torch_step, _ = reference.torch_mlp(case)
-    torch_side = Side("torch", torch_step, inner=TORCH_INNER)
+    torch_side = Side("torch", torch_step, inner=_torch_inner(ctx))
     ctx.emit("mlp_tanh.torch_fwd_bwd_s", interleaved([torch_side], ctx.rounds())["torch"])
     problem = engine.load(path)
     small = engine.load(ctx.write("mlp_tanh_small.yaml", mlp_case(2, 2, 1, "Tanh").text))
