@@ -7,7 +7,6 @@ only times adjoint (the peak-memory workload) carries neither.
 from __future__ import annotations
 
 import random
-from fractions import Fraction
 from typing import Callable
 
 from .problems import MLPCase, SymbolicCase
