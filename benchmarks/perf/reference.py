@@ -1,0 +1,185 @@
+"""What adjoint is measured against: real torch, the same arithmetic in python-flint, SymPy.
+
+torch and SymPy are imported inside the functions that use them, so that a process that
+only times adjoint (the peak-memory workload) carries neither.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Callable
+
+from .problems import MLPCase, SymbolicCase
+
+#: torch runs on one thread: the machine is shared and adjoint is single-threaded too
+TORCH_THREADS = 1
+
+
+def _floats(nested) -> list:
+    if isinstance(nested, list):
+        return [_floats(v) for v in nested]
+    return float(nested)
+
+
+def torch_mlp(case: MLPCase) -> tuple[Callable[[], object], Callable[[], list[float]]]:
+    """torch float64 eager forward + backward of ``case`` with the same hooks: a full backward hook
+    on every Linear and a tensor hook (registered as the activation returns) on every activation
+    output, each observing what it is handed. Returns (step, x_grad): ``step`` runs one forward +
+    backward from scratch (grads set to None first); ``x_grad`` runs one and returns ``x.grad``."""
+    import torch
+
+    torch.set_num_threads(TORCH_THREADS)
+    act = {"ReLU": torch.nn.ReLU, "Tanh": torch.nn.Tanh}[case.activation]
+    children = []
+    for i, (w, b) in enumerate(zip(case.weights, case.biases)):
+        linear = torch.nn.Linear(len(w[0]), len(w), dtype=torch.float64)
+        with torch.no_grad():
+            linear.weight.copy_(torch.tensor(_floats(w), dtype=torch.float64))
+            linear.bias.copy_(torch.tensor(_floats(b), dtype=torch.float64))
+        children.append(linear)
+        if i < len(case.weights) - 1:
+            children.append(act())
+    model = torch.nn.Sequential(*children)
+    handed: list = []
+
+    def module_hook(module, grad_input, grad_output):
+        handed.append((grad_input, grad_output))
+
+    def tensor_hook(grad):
+        handed.append(grad)
+
+    for child in children:
+        if isinstance(child, torch.nn.Linear):
+            child.register_full_backward_hook(module_hook)
+    x = torch.tensor(_floats(case.x), dtype=torch.float64, requires_grad=True)
+
+    def step():
+        handed.clear()
+        x.grad = None
+        model.zero_grad(set_to_none=True)
+        h = x
+        for child in children:
+            h = child(h)
+            if isinstance(child, act):
+                h.register_hook(tensor_hook)
+        (h * h).sum().backward()
+
+    def x_grad() -> list[float]:
+        step()
+        return x.grad.flatten().tolist()
+
+    return step, x_grad
+
+
+def flint_mlp_floor(case: MLPCase) -> Callable[[], dict[str, object]]:
+    """The floor for ``mlp``: the same exact arithmetic written directly in python-flint, no
+    engine around it. Forward ``z = h W^T + 1 b`` (fmpq_mat products), the ReLU mask, the loss
+    ``sum(y * y)``; backward from ``2 y``: each layer's weight gradient ``g^T h``, bias gradient
+    ``1^T g``, input gradient ``g W`` and the mask. Values arrive as FLINT matrices (what a loader
+    would hand over); transposes and every product are inside the step. Returns a function doing
+    one forward + backward that returns the loss and every gradient (``x``, ``fc0.weight``,
+    ``fc0.bias``, ...: FLINT matrices), for checking against adjoint's answer."""
+    from flint import fmpq, fmpq_mat
+
+    if case.activation != "ReLU":
+        raise ValueError("the FLINT floor is the ReLU network's (tanh is not rational)")
+
+    def mat(rows) -> fmpq_mat:
+        return fmpq_mat(len(rows), len(rows[0]), [fmpq(v.numerator, v.denominator) for r in rows for v in r])
+
+    x = mat(case.x)
+    weights = [mat(w) for w in case.weights]
+    biases = [mat([b]) for b in case.biases]
+    batch = x.nrows()
+    ones = fmpq_mat(batch, 1, [1] * batch)
+    ones_t = ones.transpose()
+    zero = fmpq(0)
+    last = len(weights) - 1
+
+    def step() -> dict[str, object]:
+        h = x
+        inputs, masks = [], []
+        for i, (w, b) in enumerate(zip(weights, biases)):
+            inputs.append(h)
+            z = h * w.transpose() + ones * b
+            if i < last:
+                keep = [v > 0 for v in z.entries()]
+                masks.append(keep)
+                h = fmpq_mat(z.nrows(), z.ncols(), [v if k else zero for v, k in zip(z.entries(), keep)])
+            else:
+                h = z
+        grads: dict[str, object] = {"loss": sum(v * v for v in h.entries())}
+        g = h * 2
+        for i in range(last, -1, -1):
+            grads[f"fc{i}.weight"] = g.transpose() * inputs[i]
+            grads[f"fc{i}.bias"] = ones_t * g
+            g = g * weights[i]
+            if i > 0:
+                g = fmpq_mat(g.nrows(), g.ncols(), [v if k else zero for v, k in zip(g.entries(), masks[i - 1])])
+        grads["x"] = g
+        return grads
+
+    return step
+
+
+def sympy_chain_gradients(case: SymbolicCase) -> dict[str, object]:
+    """The baseline for ``symbolic``: build the composed loss ``tanh(w_15 tanh(...) + b_15)^2`` in
+    SymPy and call ``sympy.diff`` once per parameter. Returns symbol name -> derivative."""
+    import sympy
+
+    h = sympy.Rational(case.x.numerator, case.x.denominator)
+    params = []
+    for i in range(case.depth):
+        w, b = sympy.Symbol(f"w_{i}", real=True), sympy.Symbol(f"b_{i}", real=True)
+        params += [w, b]
+        h = sympy.tanh(w * h + b)
+    loss = h * h
+    return {str(p): sympy.diff(loss, p) for p in params}
+
+
+def max_relative_difference(ours: dict[str, object], theirs: dict[str, object], points: int, seed: int,
+                            digits: int = 50) -> float:
+    """The largest relative difference between two sets of closed forms (symbol name ->
+    SymPy expression) over ``points`` random rational points (each symbol a nonzero k/8 in
+    [-1, 1]), both evaluated with mpmath at ``digits`` digits by :func:`_evaluate`."""
+    import mpmath
+
+    rng = random.Random(seed)
+    names = sorted(theirs)
+    worst = 0.0
+    with mpmath.workdps(digits):
+        for _ in range(points):
+            point = {name: mpmath.mpf(rng.choice([-1, 1]) * rng.randint(1, 8)) / 8 for name in names}
+            for name in names:
+                a, b = _evaluate(ours[name], point, {}), _evaluate(theirs[name], point, {})
+                scale = max(abs(a), abs(b))
+                if scale != 0:
+                    worst = max(worst, float(abs(a - b) / scale))
+    return worst
+
+
+def _evaluate(expr, point: dict, memo: dict):
+    """``expr`` (sums, products, powers, tanh of rationals and symbols) as an mpmath number at
+    ``point`` (symbol name -> mpf), each shared subexpression once. SymPy's own ``evalf`` with
+    ``subs`` takes seconds on these trees; ``lambdify`` would exec generated code."""
+    import mpmath
+    import sympy
+
+    if expr in memo:
+        return memo[expr]
+    if expr.is_Symbol:
+        value = point[expr.name]
+    elif expr.is_Rational:
+        value = mpmath.mpf(int(expr.p)) / int(expr.q)
+    elif expr.is_Add:
+        value = mpmath.fsum(_evaluate(a, point, memo) for a in expr.args)
+    elif expr.is_Mul:
+        value = mpmath.fprod(_evaluate(a, point, memo) for a in expr.args)
+    elif expr.is_Pow:
+        value = _evaluate(expr.base, point, memo) ** _evaluate(expr.exp, point, memo)
+    elif isinstance(expr, sympy.tanh):
+        value = mpmath.tanh(_evaluate(expr.args[0], point, memo))
+    else:
+        raise ValueError(f"no evaluation rule for {type(expr).__name__} in a gradient")
+    memo[expr] = value
+    return value
