@@ -13,6 +13,7 @@ where the contract defines them.
 from __future__ import annotations
 
 import contextlib
+import warnings
 
 import torch
 
@@ -47,8 +48,11 @@ def snap(x):
 
 def grads(**tensors) -> dict:
     """``{name: VALUE | None}`` of each tensor's ``.grad`` (names may contain dots: pass a
-    dict with ``**{"lin.weight": w}``)."""
-    return {name: snap(t.grad) for name, t in tensors.items()}
+    dict with ``**{"lin.weight": w}``). Reading a non-leaf's .grad is intended here (a
+    retained or ``inputs=`` tensor), so PyTorch's warning about it is silenced."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return {name: snap(t.grad) for name, t in tensors.items()}
 
 
 def error(exc: BaseException, during: str, log: "Log") -> dict:
@@ -220,6 +224,11 @@ class Log:
         yield
         self.passes.append({"hook_calls": self.calls[start:], "grads": grads_fn(),
                             "returned": returned_fn() if returned_fn else {}})
+
+
+def fired(calls: list) -> list[int]:
+    """The hook indices of ``calls``, in firing order (what PyTorch's tests assert on)."""
+    return [c["hook"] for c in calls]
 
 
 def raising(text: str):

@@ -12,13 +12,14 @@ tests/test_pytorch_ports.py compares them with ``adjoint solve``.
 
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from capture import Log, error, grads, leaf, observation, raising, snap, tensor
+from capture import Log, error, fired, grads, leaf, observation, raising, snap, tensor
 
 # ============================================================================= helpers
 
@@ -77,9 +78,10 @@ class ToyModel(nn.Module):
         return self.net2(self.net1(x))
 
 
-def _toy_two_passes(register) -> dict:
+def _toy_two_passes(register, expected: list[int]) -> dict:
     """The ToyModel tests: register hooks, then out = model(x); out.sum().backward(); and
-    model(x).sum().backward() again."""
+    model(x).sum().backward() again; ``expected`` is the firing order the test asserts
+    (per forward + backward)."""
     model = ToyModel()
     log = Log(model)
     register(model, log)
@@ -88,6 +90,7 @@ def _toy_two_passes(register) -> dict:
         out = model(x)
         with log.backward_pass(lambda: param_grads(model)):
             out.sum().backward()
+    assert fired(log.calls) == expected + expected
     return observation(log, param_grads(model))
 
 
@@ -103,7 +106,7 @@ def test_forward_hooks():
         m.register_forward_hook(log.module_hook(2, "forward", "net1.seq2"))
         m.register_forward_hook(log.module_hook(3, "forward", "net1.seq2"))
         m.register_forward_hook(log.module_hook(4, "forward", "net1.seq2"), prepend=True)
-    return _toy_two_passes(register)
+    return _toy_two_passes(register, [4, 1, 0, 2, 3])
 
 
 def test_forward_pre_hooks():
@@ -114,7 +117,7 @@ def test_forward_pre_hooks():
         m.register_forward_pre_hook(log.module_hook(2, "forward_pre", "net2.seq1"))
         m.register_forward_pre_hook(log.module_hook(3, "forward_pre", "net2.seq1"))
         m.register_forward_pre_hook(log.module_hook(4, "forward_pre", "net2.seq1"), prepend=True)
-    return _toy_two_passes(register)
+    return _toy_two_passes(register, [4, 0, 1, 2, 3])
 
 
 def test_full_backward_hooks():
@@ -125,7 +128,7 @@ def test_full_backward_hooks():
         m.register_full_backward_hook(log.module_hook(2, "full_backward", "net1"))
         m.register_full_backward_hook(log.module_hook(3, "full_backward", "net1"), prepend=True)
         m.register_full_backward_hook(log.module_hook(4, "full_backward", "net1"), prepend=True)
-    return _toy_two_passes(register)
+    return _toy_two_passes(register, [4, 3, 0, 1, 2])
 
 
 def test_full_backward_pre_hooks__prepend():
@@ -136,7 +139,7 @@ def test_full_backward_pre_hooks__prepend():
         m.register_full_backward_pre_hook(log.module_hook(2, "full_backward_pre", "net1"))
         m.register_full_backward_pre_hook(log.module_hook(3, "full_backward_pre", "net1"))
         m.register_full_backward_pre_hook(log.module_hook(4, "full_backward_pre", "net1"))
-    return _toy_two_passes(register)
+    return _toy_two_passes(register, [1, 0, 2, 3, 4])
 
 
 def test_full_backward_pre_hooks__zeroed_grad_output():
@@ -156,7 +159,7 @@ def test_mixed_hooks():
         model.register_forward_hook(log.module_hook(1, "forward", "model"))
         model.register_full_backward_pre_hook(log.module_hook(2, "full_backward_pre", "model"))
         model.register_full_backward_hook(log.module_hook(3, "full_backward", "model"))
-    return _toy_two_passes(register)
+    return _toy_two_passes(register, [0, 1, 2, 3])
 
 
 class KwargModel(nn.Module):
@@ -207,6 +210,8 @@ def test_kwarg_hooks():
             model.m.register_forward_hook(
                 log.module_hook(0, "forward", "m", fn=_add_bias, with_kwargs=True), with_kwargs=True)
         y = model(tensor([[1, 1], [1, 1]]), tensor([[1, 1], [1, 1]]))
+        assert torch.equal(y, torch.full((2, 2), {"pre": 3.0, "pre_and_post": 5.0, "member_method": 3.0}[variant],
+                                         dtype=torch.float64))
         out[variant] = observation(log, {}, values={"model": snap(y)})
     return out
 
@@ -263,7 +268,9 @@ def test_always_called_forward_hooks():
             handles.append(nn.modules.module.register_module_forward_hook(
                 log.module_hook(1, "forward", glob=True), always_call=True))
         try:
-            model(x)
+            with warnings.catch_warnings():           # PyTorch warns that it silenced an always_call error
+                warnings.simplefilter("ignore", UserWarning)
+                model(x)
             out[variant] = observation(log, param_grads(model))
         except RuntimeError as e:
             out[variant] = observation(log, error=error(e, "forward", log))
@@ -436,6 +443,10 @@ def test_hooks():
         y = module(inp)
         with log.backward_pass(step()):
             y.backward(g2)
+        inc = {0: 1, 1: 1, 2: 2, 3: 2}
+        forwards = sum(inc[c["hook"]] for c in log.calls if c["kind"] == "forward")
+        backwards = sum(inc[c["hook"]] for c in log.calls if c["kind"] != "forward")
+        assert (forwards, backwards) == (13, 7)
         out[register_fn] = observation(log, grads(input=inp))
     return out
 
@@ -680,6 +691,9 @@ def test_prehook_ordering():
         returned["a"] = snap(ga)
     with log.backward_pass(state()):
         loss.backward(inputs=(b,))
+    tensor_hooks, node_prehooks = {1, 3, 5}, {0, 2, 4}     # the test logs 1 and 2 for these
+    logged = [[1 if h in tensor_hooks else 2 for h in fired(p["hook_calls"])] for p in log.passes]
+    assert logged == [[1, 2, 2, 1, 1, 2], [1, 2, 2, 1, 1], [1, 2, 2]] and b.grad.item() == 3
     return observation(log, grads(a=a, b=b))
 
 
@@ -750,6 +764,8 @@ def test_hook_edge_case_when_called_with_grad():
         c.backward(retain_graph=True)
     with log.backward_pass(state()):
         c.backward(inputs=(a, b), retain_graph=True)
+    counts = [[sum(c["kind"] == k for c in p["hook_calls"]) for k in ("hook", "post", "pre")] for p in log.passes]
+    assert counts == [[1, 0, 0], [2, 1, 1], [2, 2, 2], [2, 2, 2]]
     return observation(log, grads(a=a, b=b))
 
 
@@ -821,6 +837,7 @@ def test_hooks__tensor_hooks():
     x.grad = y.grad = None
     with log.backward_pass(state()):
         z.backward(ones)
+    assert torch.equal(y.grad, (x + 1) * 4)
     return observation(log, grads(x=x, y=y))
 
 
@@ -854,12 +871,16 @@ def _grad_fn_prehooks(use_custom_function: bool, target: str) -> dict:
     b.grad_fn.register_prehook(log.node_pre_hook(6, target, fn=lambda x: x))
     b.grad_fn.register_prehook(log.node_pre_hook(7, target))
     b.sum().backward()
+    assert [c["hook"] for c in log.calls if c["hook"] in (0, 1)] == [0, 1]      # post_counter 2
+    assert all(c["args"]["grad_outputs"][0]["value"] == [8.0] and c["args"]["grad_inputs"][0]["value"] == [16.0]
+               for c in log.calls if c["kind"] == "post")
     out["first"] = observation(log, grads(a=a))
     log = Log()
     a = leaf([[0.5, -1, 2], [0.25, 1.5, -0.5], [1, -2, 0.75]])
     b = mul2(a)
     b.grad_fn.register_prehook(log.node_pre_hook(0, target))
     b.sum().backward()
+    assert torch.equal(a.grad, torch.full((3, 3), 2.0, dtype=torch.float64))
     out["returns_none"] = observation(log, grads(a=a))
     return out
 
@@ -883,6 +904,7 @@ def _grad_fn_prehooks_remove_hooks(use_custom_function: bool, target: str) -> di
     b.grad_fn.register_prehook(log.node_pre_hook(1, target))
     handle.remove()
     b.sum().backward()
+    assert fired(log.calls) == [1]
     out["removed_before"] = observation(log, grads(a=a))
     log = Log()
     a = leaf(value)
@@ -897,6 +919,7 @@ def _grad_fn_prehooks_remove_hooks(use_custom_function: bool, target: str) -> di
     handles[3] = b.grad_fn.register_prehook(log.node_pre_hook(2, target))
     handles[3].remove()
     b.sum().backward()
+    assert fired(log.calls) == [0, 1]                     # counter[0] == 1: handle2's hook still ran
     out["removed_during"] = observation(log, grads(a=a))
     return out
 
@@ -942,6 +965,7 @@ def test_retain_grad():
     inp.retain_grad()
     with log.backward_pass(state()):
         out.backward()
+    assert torch.equal(inp.grad, inp * 18)
     return observation(log, grads(input=inp, h1=h1))
 
 
@@ -1003,6 +1027,7 @@ def test_tensor_hooks_inplace__once():
     b.mul_(2)
     b.register_hook(log.tensor_hook(1, "b", fn=lambda g: g * 2))
     b.sum().backward()
+    assert [c["args"]["grad"]["value"] for c in log.calls] == [[1.0], [4.0]] and a.grad.tolist() == [8.0]
     return observation(log, grads(a=a))
 
 
@@ -1149,6 +1174,7 @@ def test_backward_hook_relative_ordering():
     w.register_post_accumulate_grad_hook(log.post_acc_hook(17, "linear.weight"))
     bias.register_post_accumulate_grad_hook(log.post_acc_hook(18, "linear.bias"))
     loss.backward()
+    assert fired(log.calls) == [1, 2, 3, 4, 5, 6, 15, 7, 18, 8, 14, 9, 17, 10, 0, 13, 11, 16, 12]
     return observation(log, param_grads(module, x=x))
 
 
@@ -1339,6 +1365,8 @@ def test_multi_grad_all_hooks():
             handle.remove()
         with log.backward_pass(state()):
             loss.backward(inputs=inputs, retain_graph=True)
+    res = [[[g is not None for g in c["args"]["grads"]] for c in p["hook_calls"]] for p in log.passes]
+    assert res == [[[False, True, True, False]], [], [[False, False, True, False]], []]
     return observation(log, state()())
 
 
@@ -1391,6 +1419,7 @@ def test_multi_grad_any_hooks():
             for handle in any_hook_handles:
                 handle.remove()
         (out[0] + out[1]).sum().backward()
+        assert fired(log.calls) == ([3, 2, 1, 0] if variant == "any_hooks" else [2, 0])
         result[variant] = observation(log, param_grads(model))
     return result
 
