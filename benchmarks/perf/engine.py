@@ -9,9 +9,8 @@ workloads, their targets and the table stay as they are.
   ``solve`` here, not twice).
 * ``solve`` / ``to_json``: ``Problem.solve()`` and the JSON text the CLI prints
   (``json.dumps(prediction.to_json(), indent=2)``).
-* ``phase_seconds``: the engine's phases, each timed: today ``graph.trace``,
-  ``forward.evaluate``, ``reverse.run_backward`` and the assembly of the Prediction
-  (``solve._assemble``, which recomputes each module boundary's adjoint).
+* ``phase_seconds``: the engine's phases, each timed: the eager forward (``Model.forward``),
+  the backward (``passes.run_backward``) and the assembly of the Prediction (``solve.assemble``).
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ import time
 import adjoint
 
 #: the phase names ``phase_seconds`` reports, in pipeline order
-PHASES = ("trace", "forward", "reverse", "assemble")
+PHASES = ("forward", "reverse", "assemble")
 
 
 def load(path: str):
@@ -57,25 +56,36 @@ def _flatten(nested) -> list:
 
 
 def phase_seconds(problem) -> dict[str, float]:
-    """Seconds spent in each of :data:`PHASES` solving every variant of ``problem`` once."""
-    from adjoint.forward import evaluate
-    from adjoint.graph import trace
-    from adjoint.reverse import run_backward
-    from adjoint.solve import _assemble
+    """Seconds spent in each of :data:`PHASES` solving every variant of ``problem`` once: the
+    eager forward (ops, nodes and values together), the engine's backward, and the assembly
+    of the Prediction (which recomputes each module boundary's adjoint)."""
+    from adjoint.backends.exact import ExactBackend
+    from adjoint.calls import HookRunner
+    from adjoint.forward import Model
+    from adjoint.passes import VariantRun, backward_request, run_backward
+    from adjoint.registration import Registrations
+    from adjoint.runtime import Runtime
+    from adjoint.solve import assemble
 
     spent = dict.fromkeys(PHASES, 0.0)
     for variant in problem.variants:
+        backend = ExactBackend(problem.dtype)
+        rt = Runtime(backend, problem.dtype)
+        reg = Registrations(variant.hooks, rt)
+        model = Model(problem, variant.inputs, rt, reg)
+        reg.model = model
+        rt.hooks_runner = HookRunner(rt, reg)
+        run = VariantRun(problem, variant, rt, model, reg=reg)
+        for hook in variant.hooks:
+            reg.register(hook.index)
         start = time.perf_counter()
-        graph = trace(problem, variant)
-        traced = time.perf_counter()
-        fwd = evaluate(graph, None, problem.dtype)
-        evaluated = time.perf_counter()
-        bwd = run_backward(graph, fwd, None)
+        run.forwards.append(model.forward())
+        forwarded = time.perf_counter()
+        run_backward(run, backward_request(problem, variant.backward, run, backend))
         reversed_ = time.perf_counter()
-        _assemble(problem, variant, graph, fwd, bwd)
+        assemble(run)
         done = time.perf_counter()
-        spent["trace"] += traced - start
-        spent["forward"] += evaluated - traced
-        spent["reverse"] += reversed_ - evaluated
+        spent["forward"] += forwarded - start
+        spent["reverse"] += reversed_ - forwarded
         spent["assemble"] += done - reversed_
     return spent

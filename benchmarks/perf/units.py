@@ -46,7 +46,7 @@ UNITS: tuple[Unit, ...] = (
          + (Metric("mlp.load/libyaml_compose", at_most(2)),)
          + _seconds("mlp.solve_s", "mlp.json_s", "mlp.torch_fwd_bwd_s", "mlp.flint_floor_s")
          + (Metric("mlp.(solve+json)/torch", at_most(5)), Metric("mlp.solve/flint_floor", at_most(1.3)))
-         + _seconds("mlp.trace_s", "mlp.forward_s", "mlp.reverse_s", "mlp.assemble_s")
+         + _seconds("mlp.forward_s", "mlp.reverse_s", "mlp.assemble_s")
          + (Metric("mlp.reverse/forward", at_most(3)),),
          measure.mlp, (25, 300)),
     Unit("mlp_tanh", "mlp_tanh",
