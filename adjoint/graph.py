@@ -24,11 +24,14 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
+from . import torch_names
 from .errors import Loc, ProblemError
 from .exact import Exact, q
+from .expr import simple_program
 from .lower import Lowerer, ValueBackend, result_shape, run_hook_body
 from .ops import MODULE_PRIMS, RULES, UNARY_FUNCTIONS
 from .problem import OUTPUT, Function, Hook, Literal, Module, Problem, TensorDecl, Variant
+from .v1compat import refuse_unsupported
 
 
 # ----------------------------------------------------------------------------- records
@@ -201,6 +204,7 @@ class GraphBuilder:
 # ----------------------------------------------------------------------------- tracer
 
 def trace(problem: Problem, variant: Variant) -> Graph:
+    refuse_unsupported(problem, variant)
     return _Tracer(problem, variant).run()
 
 
@@ -456,15 +460,16 @@ class _Tracer:
             return self.function(mod, args, call)
         scope = _ModuleScope(self, mod, call, dict(zip(mod.inputs, args)))
         low = Lowerer(self.b, scope)
-        for a in mod.forward.assigns:
+        assigns, returned = simple_program(mod.forward)
+        for a in assigns:
             scope.assigning = a.name
             value = low.eval(a.value)
             scope.assigning = None
             scope.assign(a.name, value, a.loc)
-        result = low.eval(mod.forward.result)
+        result = low.eval(returned)
         if isinstance(result, Exact) or not self.b.is_tensor(result):
-            raise ProblemError(mod.forward.result.loc, f"the forward of '{mod.label}' must return one tensor "
-                                                       "(tuples and plain numbers are not supported as outputs)")
+            raise ProblemError(returned.loc, f"the forward of '{mod.label}' must return one tensor "
+                                             "(tuples and plain numbers are not supported as outputs)")
         return result
 
     def function(self, mod: Module, args: list[int], call: Call) -> int:
@@ -490,11 +495,12 @@ def evaluate_program(mod: Module, env: dict):
     Returns the output and the forward's local names."""
     scope = _PureScope(mod, env)
     low = Lowerer(ValueBackend(), scope)
-    for a in mod.forward.assigns:
+    assigns, returned = simple_program(mod.forward)
+    for a in assigns:
         scope.local[a.name] = low.eval(a.value)
-    out = low.eval(mod.forward.result)
+    out = low.eval(returned)
     if not isinstance(out, Exact):
-        raise ProblemError(mod.forward.result.loc, f"the forward of '{mod.label}' must return one tensor")
+        raise ProblemError(returned.loc, f"the forward of '{mod.label}' must return one tensor")
     return out, scope.local
 
 
@@ -508,6 +514,14 @@ def _numel(shape) -> int:
 def _suggest(word: str, options) -> str:
     close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
     return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def _unknown_function(name: str, options, where: str = "") -> str:
+    """A name PyTorch has is "not modelled yet", never a typo of another function; a typo is
+    compared with what can be called here (functions and child modules) only."""
+    if torch_names.is_function(name):
+        return f"'{name}' is a PyTorch function adjoint does not model yet"
+    return f"unknown function '{name}'{where}{_suggest(name, options)}"
 
 
 # ----------------------------------------------------------------------------- scopes
@@ -557,7 +571,7 @@ class _ModuleScope:
         if name == self.assigning:
             raise ProblemError(loc, f"'{name}' is used in its own definition; a forward line may only use names "
                                     "defined before it")
-        if self.mod.forward is not None and name in [a.name for a in self.mod.forward.assigns]:
+        if self.mod.forward is not None and name in [a.name for a in simple_program(self.mod.forward)[0]]:
             raise ProblemError(loc, f"'{name}' is used before the line that assigns it; move that line up")
         options = list(dict.fromkeys(list(self.local) + list(self.args) +
                                      [p.name.rsplit(".", 1)[-1] for p in self.mod.params] + list(self.t.globals)))
@@ -568,10 +582,9 @@ class _ModuleScope:
         child = self.mod.child(name)
         if child is None:
             options = list(UNARY_FUNCTIONS) + [c.name for c in self.mod.children]
-            raise ProblemError(loc, f"unknown function '{name}'{_suggest(name, options)}; allowed: "
-                                    f"{', '.join(UNARY_FUNCTIONS)}"
-                                    + (f" and the child modules {', '.join(c.name for c in self.mod.children)}"
-                                       if self.mod.children else ""))
+            known = f"; allowed: {', '.join(UNARY_FUNCTIONS)}" + (
+                f" and the child modules {', '.join(c.name for c in self.mod.children)}" if self.mod.children else "")
+            raise ProblemError(loc, _unknown_function(name, options) + known)
         if len(args) != len(child.inputs):
             raise ProblemError(loc, f"module '{child.label}' takes {len(child.inputs)} input(s) "
                                     f"({', '.join(child.inputs)}), got {len(args)}")
@@ -592,7 +605,7 @@ class _LossScope:
                                 f"y (the model output), inputs, targets and other tensor names")
 
     def call(self, name: str, args: list, loc: Loc):
-        raise ProblemError(loc, f"unknown function '{name}' in the loss{_suggest(name, UNARY_FUNCTIONS)}; allowed: "
+        raise ProblemError(loc, _unknown_function(name, UNARY_FUNCTIONS, " in the loss") + "; allowed: "
                                 f"{', '.join(UNARY_FUNCTIONS)} (modules are called from forwards)")
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Protocol
 
-from . import expr as X
+from . import syntax as X
+from .expr import simple_assigns
 from .errors import Loc, ProblemError
 from .exact import MAX_EXACT_EXPONENT, Exact, ExactLimit, q
 from .ops import RULES, UNARY_FUNCTIONS
@@ -130,11 +131,18 @@ def run_hook_body(hook, env: dict, backend):
     env = dict(env)
     kind = "tensor hook" if hook.kind == "hook" else f"{hook.kind} hook"
     low = Lowerer(backend, EnvScope(env, f"the {kind} '{hook.label}'"))
-    for a in hook.does:
+    for a in simple_assigns(hook.does):
         env[a.name] = low.eval(a.value)
     if hook.returns is None:
         return None
     return low.eval(hook.returns)
+
+
+def _tuple_index(e: X.Subscript) -> int | None:
+    """``grad_input[0]``: one integer literal, the only subscript the v1 engine runs."""
+    if len(e.items) == 1 and isinstance(e.items[0], X.Num) and e.items[0].is_int:
+        return int(e.items[0].value)
+    return None
 
 
 def is_number(v) -> bool:
@@ -159,15 +167,16 @@ class Lowerer:
             return self.scope.lookup(e.id, e.loc)
         if isinstance(e, X.Tup):
             return tuple(self.eval(i) for i in e.items)
-        if isinstance(e, X.Index):
+        if isinstance(e, X.Subscript) and _tuple_index(e) is not None:
             v = self.eval(e.value)
+            index = _tuple_index(e)
             if not isinstance(v, tuple):
                 raise ProblemError(e.loc, f"'{X.to_source(e.value)}' is not a tuple; only tuples (hook arguments such "
                                           "as grad_input) can be indexed")
-            if e.index >= len(v):
-                raise ProblemError(e.loc, f"index {e.index} is out of range: '{X.to_source(e.value)}' has {len(v)} "
+            if not -len(v) <= index < len(v):
+                raise ProblemError(e.loc, f"index {index} is out of range: '{X.to_source(e.value)}' has {len(v)} "
                                           f"entr{'y' if len(v) == 1 else 'ies'} (PyTorch: tuple index out of range)")
-            return v[e.index]
+            return v[index]
         if isinstance(e, X.Neg):
             v = self.operand(self.eval(e.operand), e.operand, "unary -")
             return -v if is_number(v) else self.b.apply("neg", [v], None, e.loc)
@@ -175,12 +184,16 @@ class Lowerer:
             a = self.operand(self.eval(e.left), e.left, e.op)
             b = self.operand(self.eval(e.right), e.right, e.op)
             return self.binary(e.op, a, b, e.loc)
-        if isinstance(e, X.Call):
+        if isinstance(e, X.Call) and not e.kwargs:
             args = [self.eval(a) for a in e.args]
             if e.func in UNARY_FUNCTIONS:
                 return self.function(e, args)
+            if e.prefix:
+                raise ProblemError(e.loc, f"'{e.prefix}{e.func}' is not supported yet: this version's engine "
+                                          f"runs {', '.join(UNARY_FUNCTIONS)}")
             return self.scope.call(e.func, args, e.loc)
-        raise TypeError(e)
+        raise ProblemError(e.loc, f"'{X.to_source(e)}' is not supported yet: this version's engine runs names, "
+                                  "numbers, + - * / ** @, calls without keyword arguments and tuple[int]")
 
     def operand(self, v, e: X.Expr, op: str):
         if v is None:

@@ -7,7 +7,8 @@ import sympy
 from . import exact as E
 from .errors import ProblemError
 from .exact import Exact
-from .expr import to_source
+from .expr import simple_program
+from .syntax import to_source
 from .forward import Forward, evaluate
 from .graph import Call, Graph, GraphBuilder, trace
 from .lower import Lowerer
@@ -250,9 +251,10 @@ def _true_vjp(spec, values: list[Exact], cot: Exact) -> list[Exact | None]:
             raise ProblemError(loc, f"unknown function '{name}'")
 
     low = Lowerer(builder, Scope())
-    for a in spec.module.forward.assigns:
+    assigns, returned = simple_program(spec.module.forward)
+    for a in assigns:
         env[a.name] = low.eval(a.value)
-    result = low.eval(spec.module.forward.result)
+    result = low.eval(returned)
     mfwd = Forward([None] * len(mini.vars))
     for vid, v in zip(leaves, values):
         mfwd.values[vid] = v

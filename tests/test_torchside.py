@@ -124,7 +124,7 @@ loss: "2 / y"
     x = torch.tensor([0.5], requires_grad=True)
     env = {"x": x}
     interp = Interp(lambda name, loc: env[name])
-    out = interp.eval(problem.model.forward.result)
+    out = interp.eval(problem.model.forward[-1].value)   # the program (Return(2 - x),)
     assert type(out.grad_fn).__name__ == "RsubBackward1"   # torch's own dispatch of number - tensor
     env["y"] = out
     loss = interp.eval(problem.loss)

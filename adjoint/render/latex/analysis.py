@@ -15,6 +15,7 @@ import flint
 
 from ... import exact as E
 from ...exact import Exact
+from ...expr import simple_program
 from ...forward import literal_value
 from ...ops import RULES
 from ...prediction import Prediction, VariantPrediction
@@ -278,7 +279,7 @@ class Analysis:
         def formulas(lam: TNode) -> dict:
             env = dict(zip(spec.slots, ins))
             env["output"] = out_tree
-            for a in spec.module.forward.assigns:
+            for a in simple_program(spec.module.forward)[0]:
                 env[a.name] = expr_tree(a.value, env)
             env["grad_output"] = lam
             out = {}

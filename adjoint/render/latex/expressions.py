@@ -4,7 +4,7 @@ with only the parentheses Python needs (:func:`source`)."""
 
 from __future__ import annotations
 
-from ... import expr as X
+from ... import syntax as X
 from .trees import TT, TBin, TCall, TConst, TFn, TIndex, TInner, TMatMul, TName, TNeg, TNode, TNone, TTuple, _t_shape
 
 
@@ -23,11 +23,12 @@ def expr_tree(e: X.Expr, env: dict) -> TNode:
         return TNeg(a, a.shape)
     if isinstance(e, X.Tup):
         return TTuple(tuple(expr_tree(i, env) for i in e.items))
-    if isinstance(e, X.Index):
+    if isinstance(e, X.Subscript) and _int_index(e) is not None:
         a = expr_tree(e.value, env)
-        if isinstance(a, TTuple) and e.index < len(a.items):
-            return a.items[e.index]
-        return TIndex(a, e.index)
+        index = _int_index(e)
+        if isinstance(a, TTuple) and -len(a.items) <= index < len(a.items):
+            return a.items[index]
+        return TIndex(a, index)
     if isinstance(e, X.Call):
         args = [expr_tree(a, env) for a in e.args]
         a = args[0] if args else TNone()
@@ -70,14 +71,21 @@ def source(e: X.Expr, parent: int = 0, right: bool = False) -> str:
         return f"({text})" if 25 < parent else text
     if isinstance(e, X.Call):
         return f"{e.func}({', '.join(source(a) for a in e.args)})"
-    if isinstance(e, X.Index):
-        return f"{source(e.value, 40)}[{e.index}]"
+    if isinstance(e, X.Subscript) and _int_index(e) is not None:
+        return f"{source(e.value, 40)}[{_int_index(e)}]"
     if isinstance(e, X.Tup):
         inner = ", ".join(source(a) for a in e.items)
         return f"({inner},)" if len(e.items) == 1 else f"({inner})"
     if isinstance(e, X.Num) and e.value < 0 and parent > 10:
         return f"({e.text})"
     return X.to_source(e)
+
+
+def _int_index(e: X.Subscript) -> int | None:
+    """``grad_input[0]``: the one subscript v1 expressions have (a tuple index)."""
+    if len(e.items) == 1 and isinstance(e.items[0], X.Num) and e.items[0].is_int:
+        return int(e.items[0].value)
+    return None
 
 
 def _broadcast(a, b) -> tuple:

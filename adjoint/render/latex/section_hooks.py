@@ -5,6 +5,7 @@ written as its node's vector-Jacobian product, and what a returned value replace
 
 from __future__ import annotations
 
+from ...expr import simple_assigns
 from ...prediction import HookRecord
 from .expressions import expr_tree, source
 from .layout import Block
@@ -41,7 +42,7 @@ class HookSections(VariantWriter):
             elif h.kind != "retain_grad":
                 text += ", returning nothing (it only observes)"
             if h.does:
-                text += "; it runs " + ", ".join(code(f"{x.name} = {source(x.value)}") for x in h.does)
+                text += "; it runs " + ", ".join(code(f"{x.name} = {source(x.value)}") for x in simple_assigns(h.does))
             if h.remove:
                 text += f"; its handle is removed {esc(h.remove.replace('_', ' '))}"
             if h.when == "after_forward":

@@ -4,6 +4,7 @@ equation symbolically, with the numbers substituted, and its value)."""
 
 from __future__ import annotations
 
+from ...expr import simple_program
 from .analysis import Step
 from .expressions import source
 from .layout import Block
@@ -96,8 +97,8 @@ class ModelSections(VariantWriter):
             head += f", call {call.k}"
         head += f"): {ins} $\\mapsto$ ${self.sym(call.out)}$"
         if mod.forward is not None and mod.type is None:
-            src = "; ".join([f"{x.name} = {source(x.value)}" for x in mod.forward.assigns] +
-                            [f"return {source(mod.forward.result)}"])
+            assigns, returned = simple_program(mod.forward)
+            src = "; ".join([f"{x.name} = {source(x.value)}" for x in assigns] + [f"return {source(returned)}"])
             head += f"; forward: {code(src)}"
         if mod.function is not None:
             grads = "; ".join(f"{slot}: {source(f) if f is not None else 'None'}"
