@@ -84,8 +84,8 @@ def read_number(text: str, floor: str = "zero") -> Fraction:
     if _NONFINITE.fullmatch(t):
         raise NonFinite(f"'{t}' is not a finite number")
     if not t.isascii():
-        folded = unicodedata.normalize("NFKC", t)
-        if any(unicodedata.digit(c, None) is not None for c in t) or (folded.isascii() and _NUMBERISH.fullmatch(folded)):
+        if any(unicodedata.digit(c, None) is not None and not c.isascii() for c in t) \
+                and all(unicodedata.digit(c, None) is not None or c in "+-./eE_" for c in t):
             raise NumberRefused(f"'{t}' uses digits other than the ASCII 0-9; write numbers with 0-9")
         raise NotANumber(t)
     if "_" in t and _NUMBERISH.fullmatch(t):
@@ -182,10 +182,11 @@ def name_problem(name: str, what: str) -> str | None:
         folded = unicodedata.normalize("NFKC", name)
         if folded != name and IDENT_RE.fullmatch(folded):
             return f"'{name}' looks like '{folded}' but is written with other Unicode characters; write plain ASCII"
-    return f"{_show_text(name)} is not a valid {what}; use letters, digits and _"
+    return f"{show_text(name)} is not a valid {what}; use letters, digits and _"
 
 
-def _show_text(name: str) -> str:
+def show_text(name: str) -> str:
+    """``'name'`` quoted, control characters escaped (a trailing newline shows as ``\\n``)."""
     return "'" + name.encode("unicode_escape").decode("ascii").replace("'", "\\'") + "'" if not name.isprintable() \
         else f"'{name}'"
 
@@ -227,7 +228,7 @@ def parse_int(node: YNode, what: str, minimum: int | None = None, maximum: int |
 
 def show(node: YNode) -> str:
     if isinstance(node, YScalar):
-        return _show_text(node.text) if node.kind == "str" else kind_name(node)
+        return show_text(node.text) if node.kind == "str" else kind_name(node)
     return kind_name(node)
 
 

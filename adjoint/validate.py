@@ -16,7 +16,7 @@ from fractions import Fraction
 from .checks import FAILED, NAME_RE, Issues, choice, identifier, missing_keys, string, suggest, unknown_keys
 from .errors import Loc, ProblemError, raise_all
 from .expr import parse_expression
-from .literals import check_range, check_symbol_value, parse_int, parse_number, symbol_name_problem
+from .literals import check_range, check_symbol_value, parse_int, parse_number, show_text, symbol_name_problem
 from .loader import YMap, YNode, YScalar, kind_name
 from .problem import OUTPUT, ROOT, Module, Problem, TensorDecl, Variant
 from .validate_hooks import check_step_hooks, parse_backward, parse_hooks, parse_steps
@@ -86,7 +86,7 @@ def build_problem(tree: YNode, path: str) -> Problem:
 def _problem_name(node: YNode) -> str:
     name = string(node, "name")
     if not NAME_RE.fullmatch(name):
-        raise ProblemError(node.loc, f"name '{name}' must match [a-z0-9_-]+ (lower case, digits, _ and -)")
+        raise ProblemError(node.loc, f"name {show_text(name)} must match [a-z0-9_-]+ (lower case, digits, _ and -)")
     return name
 
 
@@ -149,7 +149,7 @@ def _variants(vnode: YNode | None, inputs, hooks, backward, steps, input_names, 
 
 def _variant(key: YScalar, node: YNode, inputs, hooks, backward, steps, input_names, issues: Issues) -> Variant:
     if not NAME_RE.fullmatch(key.text):
-        raise ProblemError(key.loc, f"variant name '{key.text}' must match [a-z0-9_-]+")
+        raise ProblemError(key.loc, f"variant name {show_text(key.text)} must match [a-z0-9_-]+")
     what = f"variant '{key.text}'"
     if isinstance(node, YScalar) and node.kind == "null":
         node = YMap(node.loc, ())

@@ -19,7 +19,8 @@ from . import nn_types, torch_names
 from .checks import FAILED, Issues, boolean, choice, identifier, mapping, string, suggest, unknown_keys
 from .errors import Loc, ProblemError, raise_all
 from .expr import parse_expression, parse_program
-from .literals import IDENT_RE, NotANumber, NumberRefused, parse_int, parse_literal, parse_number, read_number, show
+from .literals import (IDENT_RE, NotANumber, NumberRefused, parse_int, parse_literal, parse_number, read_number, show,
+                       show_text)
 from .loader import YMap, YNode, YScalar, YSeq, kind_name
 from .nn_types import NNType
 from .problem import ROOT, Function, Literal, Module, TensorDecl
@@ -195,7 +196,8 @@ class ModuleBuilder:
                     failed = True
                     continue
             elif not pattern_ok:
-                self.issues.add(ProblemError(loc, f"'{key}' is not a valid module name; use letters, digits and _"))
+                self.issues.add(ProblemError(loc, f"{show_text(key)} is not a valid module name; use letters, digits "
+                                                  "and _"))
                 self.complete = False
                 failed = True
                 continue
@@ -347,7 +349,7 @@ class ModuleBuilder:
 def _child_name_problem(key: str) -> str | None:
     if identifier_ok(key):
         return None
-    return f"'{key}' is not a valid module name; use letters, digits and _"
+    return f"{show_text(key)} is not a valid module name; use letters, digits and _"
 
 
 def identifier_ok(text: str) -> bool:
@@ -478,7 +480,8 @@ def read_args(node: YNode | None, t: NNType, what: str, loc: Loc) -> dict:
                 errors.append(err)
         loc = node.loc
     missing = [a.name for a in t.args if a.required and a.name not in mentioned]
-    if missing:
+    unknown = [k for k in mentioned if t.arg(k) is None]
+    if missing and not unknown:  # a misspelt argument explains a missing one: one line, not two
         errors.append(ProblemError(loc, f"a {t.name} needs the argument{'s' if len(missing) > 1 else ''} "
                                         f"{', '.join(missing)}; give args: {{{', '.join(f'{n}: ...' for n in missing)}}}"))
     raise_all(errors)
