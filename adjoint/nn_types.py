@@ -234,7 +234,7 @@ def _mha_resolve(a: dict) -> dict:
 def _embedding_resolve(a: dict) -> dict:
     """A negative ``padding_idx`` counts from the end, as torch stores it."""
     idx = a["padding_idx"]
-    if idx is not None and idx < 0:
+    if idx is not None and -a["num_embeddings"] <= idx < 0:   # out of range: refused by the check
         a = dict(a, padding_idx=a["num_embeddings"] + idx)
     return a
 
