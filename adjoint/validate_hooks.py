@@ -308,14 +308,14 @@ def _step_inputs(node: YNode, where: str, input_decl, input_names) -> tuple[Tens
     return tuple(out)
 
 
-def check_step_hooks(steps: tuple[Step, ...], hooks: tuple[Hook, ...], what: str) -> None:
-    """Hook indices of register/remove steps exist in the variant's hook list."""
+def check_step_hooks(steps: tuple[Step, ...], hooks: tuple[Hook, ...], what: str, owner: str) -> None:
+    """Hook indices of register/remove steps exist in the hook list of ``owner`` (the problem, a variant)."""
     errors = []
     for i, s in enumerate(steps):
         for n in s.hooks:
             if n >= len(hooks):
                 have = f"hooks 0 to {len(hooks) - 1}" if hooks else "no hooks"
-                errors.append(ProblemError(s.loc, f"step {i} of {what} names hook {n}, but it has {have}"))
+                errors.append(ProblemError(s.loc, f"step {i} of {what} names hook {n}, but {owner} has {have}"))
             elif s.kind == "remove" and hooks[n].kind in ("retain_grad", "saved_tensors"):
                 errors.append(ProblemError(s.loc, f"step {i} of {what} removes hook {n}, a {hooks[n].kind} hook, "
                                                   "which has no handle"))
