@@ -13,6 +13,7 @@ from fractions import Fraction
 from typing import Protocol
 
 from . import syntax as X
+from . import torch_names
 from .expr import simple_assigns
 from .errors import Loc, ProblemError
 from .exact import MAX_EXACT_EXPONENT, Exact, ExactLimit, q
@@ -185,12 +186,15 @@ class Lowerer:
             b = self.operand(self.eval(e.right), e.right, e.op)
             return self.binary(e.op, a, b, e.loc)
         if isinstance(e, X.Call) and not e.kwargs:
+            if e.prefix and not torch_names.in_namespace(e.prefix, e.func):
+                raise ProblemError(e.loc, f"PyTorch has no {e.prefix}{e.func}; write {e.func}(...) without the "
+                                          "prefix, or a function the prefix has")
+            if e.prefix and (e.func not in UNARY_FUNCTIONS or e.func == "norm"):  # torch.norm is not vector_norm
+                raise ProblemError(e.loc, f"'{e.prefix}{e.func}' is not supported yet: this version's engine "
+                                          f"runs {', '.join(UNARY_FUNCTIONS)} (norm: torch.linalg.vector_norm)")
             args = [self.eval(a) for a in e.args]
             if e.func in UNARY_FUNCTIONS:
                 return self.function(e, args)
-            if e.prefix:
-                raise ProblemError(e.loc, f"'{e.prefix}{e.func}' is not supported yet: this version's engine "
-                                          f"runs {', '.join(UNARY_FUNCTIONS)}")
             return self.scope.call(e.func, args, e.loc)
         raise ProblemError(e.loc, f"'{X.to_source(e)}' is not supported yet: this version's engine runs names, "
                                   "numbers, + - * / ** @, calls without keyword arguments and tuple[int]")

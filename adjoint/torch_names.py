@@ -31,6 +31,13 @@ def functions() -> frozenset[str]:
     return frozenset(data["torch"]) | frozenset(data["functional"])
 
 
+def in_namespace(prefix: str, name: str) -> bool:
+    """Whether ``prefix + name`` exists: ``torch.`` functions, or ``torch.nn.functional`` ones for
+    the ``F.`` / ``nn.functional.`` / ``torch.nn.functional.`` prefixes."""
+    data = _load()
+    return name in (data["torch"] if prefix == "torch." else data["functional"])
+
+
 def tensor_members() -> frozenset[str]:
     """Public methods and attributes of ``torch.Tensor`` (``detach``, ``view``, ``T``, ``grad``)."""
     return frozenset(_load()["tensor"])

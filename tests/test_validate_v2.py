@@ -439,3 +439,38 @@ def test_the_cli_prints_every_line_and_exits_2(tmp_path):
     assert result.exit_code == 2 and result.stdout == ""
     assert [line.split(": ", 1)[0] for line in result.stderr.splitlines()] == \
         [f"{path}:3:39", f"{path}:6:46", f"{path}:8:12"]
+
+
+# ----------------------------------------------------------------------------- until the new runtime
+
+def run_v1(forward: str) -> str:
+    with pytest.raises(ProblemError) as info:
+        adjoint.loads(X + f"model: {{forward: '{forward}'}}\n", name="f.yaml")
+    return info.value.line()
+
+
+def test_a_name_pytorch_has_is_not_a_typo_of_another():
+    from adjoint.graph import _unknown_function
+    from adjoint.ops import UNARY_FUNCTIONS
+    assert _unknown_function("detach", UNARY_FUNCTIONS) == "'detach' is a PyTorch function adjoint does not model yet"
+    assert _unknown_function("tahn", UNARY_FUNCTIONS) == "unknown function 'tahn'; did you mean 'tanh'?"
+
+
+def test_prefixed_calls_in_the_v1_engine():
+    assert adjoint.loads(X + "model: {forward: 'torch.relu(x) + F.tanh(x)'}\nloss: 'torch.sum(y)'\n", check=True)
+    assert run_v1("F.exp(x)") == "f.yaml:4:19: PyTorch has no F.exp; write exp(...) without the prefix, or a " \
+                                 "function the prefix has"
+    assert run_v1("torch.norm(x)").startswith("f.yaml:4:19: 'torch.norm' is not supported yet")
+
+
+@pytest.mark.parametrize("forward", ["x.sum()", "sum(x, dim=0)", "x[:, 0]", "x.T"])
+def test_v2_expressions_are_not_supported_yet_by_the_v1_engine(forward):
+    assert "is not supported yet" in run_v1(forward)
+
+
+@pytest.mark.parametrize("model", ["{type: Softmax, args: {dim: 1}}", "{type: ReLU, args: {inplace: true}}",
+                                   "{buffers: {b: [1]}, forward: x * b}", "{inputs: [x, {s: 2}], forward: x * s}"])
+def test_v2_modules_are_not_supported_yet_by_the_v1_engine(model):
+    with pytest.raises(ProblemError) as info:
+        adjoint.loads(X + f"model: {model}\n", name="f.yaml")
+    assert info.value.line().startswith("f.yaml:4:8: ") and "is not supported yet" in info.value.message
