@@ -99,6 +99,14 @@ class NNType:
     loss: bool = False
     forward: object = None        # filled by the runtime
 
+    @property
+    def has_params(self) -> bool:
+        return self.params is not _no_params
+
+    @property
+    def has_buffers(self) -> bool:
+        return self.buffers is not _no_buffers
+
     def arg(self, name: str) -> ArgSpec | None:
         for a in self.args:
             if a.name == name:

@@ -159,7 +159,7 @@ class ModuleBuilder:
                                       + ("[MODULE, ...]" if is_list else "{NAME: MODULE, ...}"))
         inputs = ("input",) if not is_list else ()
         if m.get("inputs") is not None:
-            inputs, defaults = input_names(m.get("inputs"), what, False)
+            inputs, _ = input_names(m.get("inputs"), what, False)
             if len(inputs) != 1:
                 raise ProblemError(m.get("inputs").loc, f"a {t.name} module takes exactly one input")
         kids = self.children(m.get("children"), path, what, t.name, training, frozen)
@@ -187,22 +187,11 @@ class ModuleBuilder:
         out = []
         failed = False
         for key, value, loc in entries:
-            pattern_ok = _CHILD_KEY_RE.fullmatch(key) if kind != "custom" else None
-            if kind == "custom":
-                why = _child_name_problem(key)
-                if why:
-                    self.issues.add(ProblemError(loc, why))
-                    self.complete = False
-                    failed = True
-                    continue
-            elif not pattern_ok:
-                self.issues.add(ProblemError(loc, f"{show_text(key)} is not a valid module name; use letters, digits "
-                                                  "and _"))
-                self.complete = False
-                failed = True
-                continue
-            if key == ROOT and not path:
-                self.issues.add(ProblemError(loc, f"'{ROOT}' names the root module; pick another child name"))
+            why = _child_name_problem(key, kind != "custom")
+            if why is None and key == ROOT and not path:
+                why = f"'{ROOT}' names the root module; pick another child name"
+            if why is not None:
+                self.issues.add(ProblemError(loc, why))
                 self.complete = False
                 failed = True
                 continue
@@ -217,9 +206,9 @@ class ModuleBuilder:
     def builtin(self, m: YMap, t: NNType, path: str, name: str, what: str, prefix: str, training: bool,
                 frozen: bool) -> Module:
         keys = ["args", "inputs"]
-        if t.params != nn_types._no_params:
+        if t.has_params:
             keys.append("params")
-        if t.buffers != nn_types._no_buffers:
+        if t.has_buffers:
             keys.append("buffers")
         if t.name == "Linear":
             keys.append("bias")
@@ -232,6 +221,9 @@ class ModuleBuilder:
         if t.name == "Linear" and m.get("args") is None:
             args, params = linear_v1(m, path, what, frozen, self.param_decl)
         else:
+            if m.get("bias") is not None:
+                raise ProblemError(m.key_loc("bias"), f"{what} gives args:, so give its bias there too, as in args: "
+                                                      "{in_features: 2, out_features: 1, bias: false}")
             args = read_args(m.get("args"), t, what, m.loc)
             params = self.builtin_params(m, t, args, prefix, what, frozen)
         buffers = self.builtin_buffers(m, t, args, prefix, what)
@@ -346,8 +338,9 @@ class ModuleBuilder:
 
 # ----------------------------------------------------------------------------- pieces
 
-def _child_name_problem(key: str) -> str | None:
-    if identifier_ok(key):
+def _child_name_problem(key: str, numbered: bool) -> str | None:
+    """A child's name is an identifier; children of Sequential and ModuleList may be numbers too."""
+    if identifier_ok(key) or (numbered and _CHILD_KEY_RE.fullmatch(key)):
         return None
     return f"{show_text(key)} is not a valid module name; use letters, digits and _"
 
@@ -372,7 +365,7 @@ def input_names(node: YNode, what: str, defaults_allowed: bool) -> tuple[tuple[s
             n = identifier(key, "argument name")
             defaults.append((n, default_value(value, f"the default of '{n}'")))
         elif isinstance(item, YMap):
-            raise ProblemError(item.loc, f"an input with a default is one NAME: VALUE mapping, as in {{scale: 1}}"
+            raise ProblemError(item.loc, "an input with a default is one NAME: VALUE mapping, as in {scale: 1}"
                                if defaults_allowed else f"the inputs of {what} take no defaults")
         else:
             n = identifier(_scalar(item, f"an input name of {what}"), "argument name")
