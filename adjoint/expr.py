@@ -200,7 +200,7 @@ def _ast_parse(scalar: YScalar, mode: str, what: str) -> ast.AST:
         except Exception as exc:  # handed to the calling thread, below
             outcome["error"] = exc
 
-    worker = threading.Thread(target=run, name="adjoint-parse")
+    worker = threading.Thread(target=run, name="adjoint-parse", daemon=True)
     worker.start()
     worker.join()
     exc = outcome.get("error")
