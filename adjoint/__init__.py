@@ -17,20 +17,20 @@ __all__ = ["load", "loads", "Problem", "ProblemError", "Loc"]
 __version__ = "0.1.0"
 
 
-def load(path: str, check: bool = True) -> Problem:
-    """Read and validate a problem file. With ``check``, every variant is traced too, so
-    name, shape and hook mistakes surface here as one located ProblemError."""
+def load(path: str) -> Problem:
+    """Read and validate a problem file (bad input: one located :class:`ProblemError`, or
+    :class:`~adjoint.errors.ProblemErrors` listing every mistake found). Mistakes only running
+    the model can reveal (an unknown name in a forward, shapes that do not match) surface when
+    it is solved."""
     from .loader import read_yaml
     from .validate import build_problem
 
-    from ._v1compat import problem as _v2
-    return _v2(build_problem(read_yaml(path), path))
+    return build_problem(read_yaml(path), path)
 
 
-def loads(text: str, name: str = "<string>", check: bool = True) -> Problem:
+def loads(text: str, name: str = "<string>") -> Problem:
     """Like :func:`load`, from YAML text (handy in notebooks and tests)."""
-    from ._v1compat import problem as _v2
     from .loader import parse_yaml_text
     from .validate import build_problem
 
-    return _v2(build_problem(parse_yaml_text(text, name), name))
+    return build_problem(parse_yaml_text(text, name), name)

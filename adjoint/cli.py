@@ -21,7 +21,8 @@ def _fail(err: ProblemError) -> None:
 
 
 class _Group(click.Group):
-    """Turn every ProblemError (and click's usage errors) into the one-line, exit-2 form."""
+    """Turn every ProblemError (and click's usage errors) into the one-line, exit-2 form (a file with
+    several independent mistakes, ProblemErrors: one located line each)."""
 
     def main(self, *args, **kwargs):
         kwargs.setdefault("standalone_mode", False)

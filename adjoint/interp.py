@@ -57,11 +57,20 @@ def suggest_function(name: str) -> str:
     """The rest of an unknown-function message: a close name, or that PyTorch has it but adjoint does not model it."""
     import difflib
 
-    from .torch_names import is_torch_function
-    if is_torch_function(name):
+    from .torch_names import is_function
+    if is_function(name):
         return f": '{name}' is a PyTorch function adjoint does not model yet"
     close = difflib.get_close_matches(name, FUNCTION_NAMES, n=1, cutoff=0.6)
     return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def check_prefix(e: S.Call) -> None:
+    """``torch.X`` / ``F.X``: the name must exist in that namespace of PyTorch."""
+    from .torch_names import in_namespace
+    if not in_namespace(e.prefix, e.func):
+        space = "torch" if e.prefix == "torch." else "torch.nn.functional"
+        raise ProblemError(e.loc, f"PyTorch has no {e.prefix}{e.func} ({space} has no '{e.func}'); write "
+                                  f"{e.func}(...) without the prefix, or a function the prefix has")
 
 
 class Interp:
@@ -177,6 +186,8 @@ class Interp:
         if isinstance(e, S.Call):
             args = [self.eval(a) for a in e.args]
             kwargs = {k: self.eval(v) for k, v in e.kwargs}
+            if e.prefix:
+                check_prefix(e)
             if e.func in FUNCTIONS and not (e.prefix == "" and self.is_child(e.func)):
                 self.check_tensor_args(e, args)
                 return call_function(self.rt, e.func, args, kwargs, e.loc)
@@ -217,8 +228,8 @@ class Interp:
             return call_inplace(self.rt, e.name, obj, args, kwargs, e.loc)
         if e.name in METHODS:
             return call_function(self.rt, e.name, args, kwargs, e.loc, method_of=obj)
-        from .torch_names import is_tensor_method
-        if is_tensor_method(e.name):
+        from .torch_names import is_tensor_member
+        if is_tensor_member(e.name):
             raise ProblemError(e.loc, f"Tensor.{e.name} is a PyTorch method adjoint does not model yet")
         raise ProblemError(e.loc, f"tensors have no method '{e.name}'")
 

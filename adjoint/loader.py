@@ -8,6 +8,7 @@ bounded (a "billion laughs" file is refused, not expanded).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import yaml
@@ -21,6 +22,7 @@ MAX_DEPTH = 64
 _STD = "tag:yaml.org,2002:"
 _SCALAR_KINDS = {_STD + k: k for k in ("str", "int", "float", "bool", "null")}
 _ALLOWED_TAGS = set(_SCALAR_KINDS) | {_STD + "map", _STD + "seq"}
+_SURROGATE = re.compile("[\ud800-\udfff]")  # "\ud800" in a double-quoted scalar: not encodable text
 
 
 @dataclass(frozen=True)
@@ -203,6 +205,10 @@ class _Converter:
         for knode, vnode in node.value:
             if not isinstance(knode, yaml.ScalarNode):
                 raise ProblemError(self.loc(knode), "mapping keys must be plain names, not lists or mappings")
+            if knode.tag not in _ALLOWED_TAGS:
+                tag = knode.tag.replace(_STD, "!!")
+                raise ProblemError(self.loc(knode), f"YAML tag {tag} is not allowed; problem files are plain data "
+                                                    "(numbers, strings, lists, mappings)")
             key = self.scalar(knode)
             if key.text in seen:
                 first = seen[key.text]
@@ -214,6 +220,10 @@ class _Converter:
 
     def scalar(self, node: yaml.ScalarNode) -> YScalar:
         loc = self.loc(node)
+        bad = _SURROGATE.search(node.value)
+        if bad:
+            raise ProblemError(loc, f"the text holds a lone surrogate ({bad.group().encode('unicode_escape').decode()}), "
+                                    "which is not a character; remove the escape")
         kind = _SCALAR_KINDS.get(node.tag, "str")
         style = node.style
         block_indent = None

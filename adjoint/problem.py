@@ -15,10 +15,10 @@ from .errors import Loc, ProblemError
 
 MAX_ELEMENTS = 100_000
 
-BUILTIN_TYPES = ("Linear", "ReLU", "Tanh", "Sigmoid", "Identity", "Sequential")
+BUILTIN_TYPES = ("Linear", "ReLU", "Tanh", "Sigmoid", "Identity", "Sequential")   # v1's; v2: adjoint.nn_types
 ELEMENTWISE_TYPES = ("ReLU", "Tanh", "Sigmoid", "Identity")
 MODULE_HOOK_KINDS = ("full_backward", "full_backward_pre", "backward", "forward", "forward_pre")
-TENSOR_HOOK_KINDS = ("hook", "retain_grad")
+TENSOR_HOOK_KINDS = ("hook", "retain_grad", "post_accumulate_grad")
 NODE_HOOK_KINDS = ("pre", "post")
 ROOT = "model"  # how hooks name the root module
 OUTPUT = "y"    # how the loss names the model's output

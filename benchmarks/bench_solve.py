@@ -104,7 +104,7 @@ def main() -> None:
           f"{'solve/torch':>12} {'peak MB':>8}")
     for width in args.widths:
         text, (x, weights) = mlp_yaml(width, args.layers, args.batch, rng)
-        problem = adjoint.loads(text, check=False)
+        problem = adjoint.loads(text)
         ours = min(_timed(problem.solve) for _ in range(3))
         pred = problem.solve()
         fmt = min(_timed(pred.to_json) for _ in range(3))

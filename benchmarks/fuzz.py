@@ -2,15 +2,16 @@
 
     python benchmarks/fuzz.py --n 3000 [--seed 1] [--verify]
 
-Prints how many mutants were tried, how many were answered (exit 0), refused in one line
-(exit 2), and how many broke the rule (anything else: a traceback, exit 3, more than one
-line, a run over the time limit). Each broken mutant is written to a temp dir."""
+Prints how many mutants were tried, how many were answered (exit 0), refused (exit 2: one
+line, or one located line per independent mistake), and how many broke the rule (anything
+else: a traceback, exit 3, unlocated extra lines, a run over the time limit). Each broken mutant is written to a temp dir."""
 
 from __future__ import annotations
 
 import argparse
 import collections
 import os
+import re
 import sys
 import tempfile
 import time
@@ -21,7 +22,10 @@ from click.testing import CliRunner  # noqa: E402
 from hypothesis import HealthCheck, given, settings, seed as hseed  # noqa: E402
 
 from adjoint.cli import main  # noqa: E402
+from adjoint.errors import MAX_REPORTED  # noqa: E402
 from fuzzing import mutated_text  # noqa: E402
+
+LOCATED = re.compile(r".+:\d+:\d+: \S")
 
 
 def classify(path: str, args: list[str], limit: float) -> str:
@@ -32,8 +36,12 @@ def classify(path: str, args: list[str], limit: float) -> str:
         return f"slow ({elapsed:.1f}s)"
     if result.exit_code == 0:
         return "answered"
-    if result.exit_code == 2 and len(result.stderr.splitlines()) == 1 and not result.stdout:
+    lines = result.stderr.splitlines()
+    if result.exit_code == 2 and len(lines) == 1 and not result.stdout:
         return "refused in one line"
+    if result.exit_code == 2 and 1 < len(lines) <= MAX_REPORTED + 1 and not result.stdout \
+            and all(LOCATED.match(line) for line in lines):
+        return "refused, one located line per mistake"
     return f"BROKEN exit={result.exit_code}: {result.stderr.strip()[:200]} {result.exception!r}"[:300]
 
 

@@ -1627,7 +1627,7 @@ def check(text: str, timeout: float = 30.0) -> Outcome:
     out = Outcome()
     start = time.perf_counter()
     try:
-        problem = adjoint.loads(text, name="<generated>", check=False)
+        problem = adjoint.loads(text, name="<generated>")
     except ProblemError as exc:
         out.variants.append(("*", "invalid", str(exc)))
         return out

@@ -15,6 +15,8 @@ from click.testing import CliRunner
 from adjoint.cli import main
 
 CORPUS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "errors", "*.yaml")))
+#: Files with several independent mistakes: every one is reported, one located line each, in file order.
+MULTI = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "errors-multi", "*.yaml")))
 
 
 def expectation(path):
@@ -59,6 +61,20 @@ def test_malformed_file(path, tmp_path):
         code, out, err, exc = run(args)
         check_one_line(code, out, err, exc, rel, expect)
         assert not target.exists()
+        assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("path", MULTI, ids=os.path.basename)
+def test_every_mistake_of_a_file_is_reported(path, tmp_path):
+    with open(path, encoding="utf-8") as fh:
+        expected = [line[len("# expect: "):].rstrip("\n") for line in fh if line.startswith("# expect: ")]
+    assert len(expected) >= 3
+    rel = os.path.relpath(path)
+    for command in ("solve", "latex", "verify"):
+        args = [command, rel] + (["-o", str(tmp_path / "out.tex")] if command == "latex" else [])
+        code, out, err, exc = run(args)
+        assert code == 2 and out == "" and "Traceback" not in err, (code, err, exc)
+        assert err.splitlines() == [f"{rel}:{e}" for e in expected]
         assert list(tmp_path.iterdir()) == []
 
 

@@ -2,15 +2,18 @@
 one-line error (exit 2): never a traceback, an internal error (exit 3) or a hang.
 Seeded (derandomized) so CI is stable; benchmarks/fuzz.py runs a longer sweep."""
 
+import re
 import time
 
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 
 from adjoint.cli import main
+from adjoint.errors import MAX_REPORTED
 from fuzzing import mutated_text
 
 PER_RUN_SECONDS = 10
+LOCATED = re.compile(r".+:\d+:\d+: \S")
 
 
 def outcome(path: str, command: list[str]) -> tuple[int, str]:
@@ -21,7 +24,9 @@ def outcome(path: str, command: list[str]) -> tuple[int, str]:
     assert result.exit_code in (0, 2), (result.exit_code, result.stderr, repr(result.exception))
     if result.exit_code == 2:
         lines = result.stderr.splitlines()
-        assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+        # one located line per independent mistake (at most MAX_REPORTED, and a line saying how many more)
+        assert 1 <= len(lines) <= MAX_REPORTED + 1 and "Traceback" not in result.stderr, result.stderr
+        assert len(lines) == 1 or all(LOCATED.match(line) for line in lines), result.stderr
         assert result.stdout == ""
     return result.exit_code, result.stderr
 

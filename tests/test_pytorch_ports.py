@@ -49,88 +49,36 @@ RTOL, ATOL = 1e-10, 1e-12
 PENDING: dict[str, str] = {
     "test_accumulate_grad_posthooks_can_observe_tensor_prehook":
         "Tensor methods (clone); node hooks on a leaf's AccumulateGrad",
-    "test_accumulate_grad_posthooks_should_not_execute":
-        "Tensor methods (clone); node hooks on a leaf; raises",
     "test_always_called_forward_hooks":
         "steps; always_call; raises; prepend; global hooks; errors as predictions",
     "test_backward_hook_relative_ordering":
         "post_accumulate_grad; node hooks on leaves (AccumulateGrad)",
-    "test_backward_with_inputs":
-        "steps (several forwards and backwards, zero_grad)",
-    "test_backward_with_nonleaf_inputs":
-        "steps; retain_graph",
     "test_copy_slices_graph_task_updates":
         "Tensor methods (clone, view); in-place on a view (CopySlices); tuple returns; raises",
-    "test_forward_hooks":
-        "steps; prepend",
-    "test_forward_pre_hooks":
-        "steps; prepend",
     "test_full_backward_hook_double_backward":
         "MSELoss module; a target used in a forward",
-    "test_full_backward_hooks":
-        "steps; prepend",
-    "test_full_backward_pre_hooks__prepend":
-        "steps; prepend",
-    "test_global_and_local_hooks_order":
-        "global hooks; steps (retain_graph)",
     "test_grad_fn_prehooks_remove_hooks__custom_function":
         "removes",
     "test_grad_fn_prehooks_remove_hooks__mul2":
         "removes",
-    "test_grad_nonleaf_many_outputs":
-        "tuple unpacking; chunk",
-    "test_grad_nonleaf_register_hook":
-        "tuple unpacking; unbind",
     "test_grad_unreachable":
         "errors as predictions: autograd.grad of an unused input (refused as bad input today; lead to decide)",
-    "test_grad_unreachable_discovery":
-        "raises",
     "test_hook_backward_size":
         "Tensor methods (sum, view, expand, contiguous)",
-    "test_hook_closure_cycle__use_custom_function_false_use_tensor_hook_false":
-        "steps (retain_graph); clone",
-    "test_hook_closure_cycle__use_custom_function_false_use_tensor_hook_true":
-        "steps (retain_graph); clone",
-    "test_hook_closure_cycle__use_custom_function_true_use_tensor_hook_false":
-        "steps (retain_graph); clone",
-    "test_hook_closure_cycle__use_custom_function_true_use_tensor_hook_true":
-        "steps (retain_graph); clone",
     "test_hook_cpp":
         "BatchNorm1d with args",
     "test_hook_edge_case_when_called_with_grad":
         "steps (retain_graph); node hooks on a leaf",
-    "test_hook_inplace__input_inplace":
-        "clone; augmented assignment (in-place); errors as predictions",
-    "test_hook_inplace__no_inplace":
-        "Tensor methods (clone)",
-    "test_hook_inplace__output_inplace":
-        "clone; augmented assignment (in-place); errors as predictions",
     "test_hook_last_arg_requires_grad":
         "steps; L1Loss module; detach",
     "test_hook_no_requires_grad__invalid":
         "errors as predictions: a full hook returning a tensor where no input requires grad (refused as bad input today; lead to decide)",
     "test_hook_none":
         "a custom Function with a tuple forward (function: extension); tuple unpacking; unbind",
-    "test_hooks":
-        "steps (register/remove between passes, retain_graph)",
-    "test_hooks__tensor_hooks":
-        "steps (register/remove, retain_graph, zero_grad)",
     "test_hooks_cpp":
         "BatchNorm1d with args, training: false",
     "test_kwarg_hooks":
         "with_kwargs (returning (args, kwargs)); keyword arguments in a call; steps",
-    "test_mixed_hooks":
-        "steps",
-    "test_module_backward_global_hook_writeable":
-        "global hooks",
-    "test_module_forward_forward_hook_removable":
-        "steps; removes",
-    "test_module_forward_preforward_hook_removable":
-        "steps; removes",
-    "test_module_global_forward_preforward_hook_writeable":
-        "global hooks; steps (retain_graph)",
-    "test_module_global_hooks":
-        "global hooks; steps (register/remove, retain_graph)",
     "test_multi_grad_all_hooks":
         "multi_grad; steps (backward inputs=, remove); Tensor methods",
     "test_multi_grad_any_hooks":
@@ -145,50 +93,24 @@ PENDING: dict[str, str] = {
         "post_accumulate_grad; errors as predictions (a hook return PyTorch rejects; lead to decide vs bad input)",
     "test_prehook_ordering":
         "steps; node hooks on a leaf; clone",
-    "test_reentrant_with_non_leaf_variable_hook":
-        "removes",
     "test_remove_kwarg_hooks":
         "with_kwargs; keyword arguments in a call; steps (remove)",
-    "test_retain_grad":
-        "steps (register, zero_grad, retain_graph)",
     "test_retain_grad_inplace__base_without_grad":
         "steps; view; in-place method on a view",
-    "test_retain_grad_inplace__mul":
-        "clone; in-place method (retain_grad moving)",
-    "test_retain_grad_inplace__mul_twice":
-        "clone; in-place method (retain_grad moving)",
     "test_retain_grad_inplace__view":
         "clone; slicing views; augmented assignment on a view (CopySlices)",
     "test_retain_grad_inplace_over_view":
         "clone; slicing views; in-place on a view",
-    "test_retains_grad_can_always_observe_tensor_prehook":
-        "Tensor methods (clone)",
     "test_retains_grad_inplace_multiple_outputs":
         "a custom Function with a tuple forward; in-place method",
     "test_return_leaf":
         "a custom Function with a tuple forward (function: extension); tuple unpacking",
     "test_saved_tensor_hooks_custom_error_propagation":
         "saved_tensors; raises; errors as predictions",
-    "test_saved_variable_packing_unpacking_did_not_save_original_with_default_hooks":
-        "saved_tensors",
-    "test_saved_variable_packing_unpacking_did_not_save_original_with_hooks":
-        "saved_tensors",
-    "test_saved_variable_packing_unpacking_saved_original_with_default_hooks":
-        "saved_tensors; steps in a variant",
-    "test_setting_default_saved_variable_hooks_twice_should_use_inner":
-        "saved_tensors with scope; Tensor methods (sum)",
-    "test_tensor_hooks_inplace__once":
-        "clone; in-place method (hooks stay on the old grad_fn)",
-    "test_tensor_hooks_inplace__twice":
-        "clone; in-place method",
     "test_tensor_hooks_inplace_multiple_outputs":
         "a custom Function with a tuple forward; in-place method",
     "test_tensor_hooks_inplace_over_view":
         "clone; slicing views; in-place on a view; raises",
-    "test_unpack_hooks_exec_count":
-        "saved_tensors",
-    "test_wrapped_number_saved_tensors_hooks":
-        "saved_tensors; raises",
 }
 
 

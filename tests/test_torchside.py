@@ -124,7 +124,7 @@ loss: "2 / y"
     x = torch.tensor([0.5], requires_grad=True)
     env = {"x": x}
     interp = Interp(lambda name, loc: env[name])
-    out = interp.eval(problem.model.forward[-1].value)
+    out = interp.eval(problem.model.forward[-1].value)   # the program (Return(2 - x),)
     assert type(out.grad_fn).__name__ == "RsubBackward1"   # torch's own dispatch of number - tensor
     env["y"] = out
     loss = interp.eval(problem.loss)
@@ -153,7 +153,7 @@ inputs: {x: [1, 2]}
 model: {forward: "x * 2"}
 hooks:
   - {tensor: x, label: "hook on a constant"}
-""", check=False)
+""")
     obs = run_variant(problem, problem.variants[0], "float32")
     assert obs["error"].startswith("RuntimeError:") and "require" in obs["error"]
 

@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from .. import syntax as X
+from ..expr import simple_assigns, simple_program
 from ..errors import ProblemError
 from ..problem import ROOT, Function, Literal, Module, Problem, Sym
 
@@ -90,7 +91,7 @@ class Interp:
             return None
         if isinstance(e, X.Tup):
             return tuple(self.eval(i) for i in e.items)
-        if isinstance(e, X.Subscript):
+        if isinstance(e, X.Subscript) and len(e.items) == 1 and isinstance(e.items[0], X.Num) and e.items[0].is_int:
             v = self.eval(e.value)
             if not isinstance(v, tuple):
                 raise ProblemError(e.loc, f"'{X.to_source(e.value)}' is not a tuple; only tuples can be indexed")
@@ -114,7 +115,7 @@ class Interp:
             if op == "@":
                 return a @ b
             raise ProblemError(e.loc, f"verify does not know the operator '{op}'")
-        if isinstance(e, X.Call):
+        if isinstance(e, X.Call) and not e.kwargs:
             args = [self.eval(a) for a in e.args]
             fn = FUNCTIONS.get(e.func)
             if fn is not None:
@@ -122,7 +123,7 @@ class Interp:
             if self.call is None:
                 raise ProblemError(e.loc, f"unknown function '{e.func}'; allowed: {', '.join(FUNCTIONS)}")
             return self.call(e.func, args, e.loc)
-        raise TypeError(f"not an expression: {e!r}")
+        raise ProblemError(e.loc, f"verify does not run '{X.to_source(e)}' yet")
 
 
 def env_interp(env: dict, what: str) -> Interp:
@@ -137,8 +138,8 @@ def run_body(hook, env: dict):
     """A hook's ``does`` lines (rebinding local names only), then its ``returns`` (None if absent)."""
     env = dict(env)
     interp = env_interp(env, f"the {hook.kind} hook '{hook.label}'")
-    for a in hook.does:
-        env[a.target.id] = interp.eval(a.value)
+    for a in simple_assigns(hook.does):
+        env[a.name] = interp.eval(a.value)
     if hook.returns is None:
         return None
     return interp.eval(hook.returns)
@@ -218,12 +219,13 @@ class CustomModule(nn.Module):
             return out
 
         interp = Interp(lookup, call)
-        for a in decl.forward[:-1]:
+        assigns, returned = simple_program(decl.forward)
+        for a in assigns:
             value = interp.eval(a.value)
-            local[a.target.id] = value
+            local[a.name] = value
             if isinstance(value, torch.Tensor):
-                ctx.bind(f"{callid}.{a.target.id}" if decl.path else a.target.id, value)
-        return interp.eval(decl.forward[-1].value)
+                ctx.bind(f"{callid}.{a.name}" if decl.path else a.name, value)
+        return interp.eval(returned)
 
 
 def make_function(fdecl: Function, mod: Module) -> type:
@@ -246,9 +248,10 @@ def make_function(fdecl: Function, mod: Module) -> type:
             raise ProblemError(loc, f"unknown name '{name}' in the forward of '{mod.label}'")
 
         interp = Interp(lookup)
-        for a in mod.forward[:-1]:
-            local[a.target.id] = interp.eval(a.value)
-        return interp.eval(mod.forward[-1].value), local
+        assigns, returned = simple_program(mod.forward)
+        for a in assigns:
+            local[a.name] = interp.eval(a.value)
+        return interp.eval(returned), local
 
     def forward(ctx, *tensors):
         ctx.save_for_backward(*tensors)

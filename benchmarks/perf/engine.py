@@ -26,7 +26,7 @@ PHASES = ("forward", "reverse", "assemble")
 
 def load(path: str):
     """Read, compose and validate a problem file (no trace)."""
-    return adjoint.load(path, check=False)
+    return adjoint.load(path)
 
 
 def solve(problem):

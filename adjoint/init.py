@@ -1,0 +1,80 @@
+"""The ``init: {seed: N}`` generator: exact, dyadic, deterministic parameter values.
+
+A problem file may leave out a built-in module's parameters when it gives a top-level
+``init: {seed: N}``; each missing tensor is then filled by this generator, and the values
+are ordinary literals from then on (``verify`` hands the same numbers to torch). The rule,
+in full, so that anyone can reproduce the values without this code:
+
+1. The tensor's **stream** is SplitMix64 (Steele, Lea and Flood 2014) started from the state
+   ``FNV-1a-64(UTF-8 bytes of f"{seed}\\0{name}")``, where ``name`` is the full dotted
+   parameter name (``enc.0.weight``) and FNV-1a-64 has offset basis 0xcbf29ce484222325 and
+   prime 0x100000001b3. Each draw adds 0x9e3779b97f4a7c15 to the state (mod 2**64) and
+   returns ``z`` mixed as ``z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9``, ``z = (z ^ (z >>
+   27)) * 0x94d049bb133111eb``, ``z ^ (z >> 31)`` (mod 2**64).
+2. Element ``i`` (row-major) takes the ``i``-th draw; ``k = (draw >> 56) - 128`` is a uniform
+   integer in [-128, 127].
+3. The element is ``bound * k / 128``, where ``bound`` is the largest power of two not above
+   ``1 / sqrt(fan_in)``, i.e. ``2 ** -j`` for the least ``j >= 0`` with ``4 ** j >= fan_in``.
+   ``fan_in`` is computed as ``torch.nn.init._calculate_fan_in_and_fan_out`` does
+   (``shape[1]`` times the product of ``shape[2:]``), and is 1 for tensors of fewer than
+   two dimensions.
+
+Every value is a dyadic rational (a float32 holds it exactly), of magnitude at most
+``bound``, close to the scale of torch's default ``kaiming_uniform_(a=sqrt(5))``.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+_MASK = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+_FNV_BASIS = 0xCBF29CE484222325
+_FNV_PRIME = 0x100000001B3
+
+
+def fnv1a64(data: bytes) -> int:
+    h = _FNV_BASIS
+    for byte in data:
+        h = ((h ^ byte) * _FNV_PRIME) & _MASK
+    return h
+
+
+def splitmix64(state: int, count: int) -> list[int]:
+    """``count`` draws of SplitMix64 from ``state``."""
+    out = []
+    for _ in range(count):
+        state = (state + _GOLDEN) & _MASK
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+        out.append(z ^ (z >> 31))
+    return out
+
+
+def fan_in(shape: tuple[int, ...]) -> int:
+    if len(shape) < 2:
+        return 1
+    receptive = 1
+    for n in shape[2:]:
+        receptive *= n
+    return shape[1] * receptive
+
+
+def bound(shape: tuple[int, ...]) -> Fraction:
+    """The largest power of two not above ``1 / sqrt(fan_in)``."""
+    n = fan_in(shape)
+    j = 0
+    while 4 ** j < n:
+        j += 1
+    return Fraction(1, 2 ** j)
+
+
+def values(seed: int, name: str, shape: tuple[int, ...]) -> tuple[Fraction, ...]:
+    """The generated elements of tensor ``name`` of ``shape``, row-major."""
+    count = 1
+    for n in shape:
+        count *= n
+    scale = bound(shape) / 128
+    draws = splitmix64(fnv1a64(f"{seed}\0{name}".encode("utf-8")), count)
+    return tuple(scale * ((d >> 56) - 128) for d in draws)

@@ -1,0 +1,238 @@
+"""Every built-in module type (adjoint/nn_types.py) against the torch.nn class it names: the
+constructor's arguments and defaults, the parameters and buffers it makes (names in
+named_parameters() order, shapes, buffer defaults and dtypes), the forward's arguments and
+the constructor's own refusals. The expected side is always real torch 2.13."""
+
+import inspect
+from fractions import Fraction
+
+import pytest
+import torch
+import torch.nn as nn
+
+import adjoint
+from adjoint import nn_types
+from adjoint.errors import ProblemError
+
+#: Configurations per type: required arguments only first (so torch's defaults are compared), then
+#: ones that change the parameters or buffers. Values in the form adjoint stores them (Conv's
+#: int-or-tuple arguments as tuples; a file may write either, see test_int_or_list_arguments).
+CONFIGS = {
+    "Linear": [{"in_features": 3, "out_features": 2}, {"in_features": 1, "out_features": 4, "bias": False}],
+    "ReLU": [{}, {"inplace": True}],
+    "Tanh": [{}],
+    "Sigmoid": [{}],
+    "Identity": [{}],
+    "Conv1d": [{"in_channels": 2, "out_channels": 4, "kernel_size": (3,)},
+               {"in_channels": 4, "out_channels": 6, "kernel_size": (2,), "groups": 2, "bias": False,
+                "padding": "same", "padding_mode": "reflect"}],
+    "Conv2d": [{"in_channels": 1, "out_channels": 2, "kernel_size": (3, 3)},
+               {"in_channels": 4, "out_channels": 2, "kernel_size": (3, 2), "stride": (2, 1), "padding": (1, 0),
+                "dilation": (2, 2), "groups": 2}],
+    "MaxPool2d": [{"kernel_size": 2}, {"kernel_size": (3, 2), "stride": 1, "padding": 1, "dilation": (1, 2),
+                                       "ceil_mode": True}],
+    "AvgPool2d": [{"kernel_size": 2}, {"kernel_size": 3, "stride": (1, 2), "count_include_pad": False,
+                                       "divisor_override": 4}],
+    "AdaptiveAvgPool2d": [{"output_size": 3}, {"output_size": (None, 2)}],
+    "BatchNorm1d": [{"num_features": 3}, {"num_features": 2, "affine": False, "momentum": None},
+                    {"num_features": 2, "track_running_stats": False, "bias": False, "eps": Fraction(1, 1000)}],
+    "BatchNorm2d": [{"num_features": 2}, {"num_features": 3, "affine": False, "track_running_stats": False}],
+    "LayerNorm": [{"normalized_shape": (4,)}, {"normalized_shape": (2, 3), "bias": False},
+                  {"normalized_shape": (3,), "elementwise_affine": False}],
+    "GroupNorm": [{"num_groups": 2, "num_channels": 4}, {"num_groups": 1, "num_channels": 3, "affine": False},
+                  {"num_groups": 3, "num_channels": 6, "bias": False}],
+    "Dropout": [{}, {"p": Fraction(1, 4), "inplace": True}],
+    "Embedding": [{"num_embeddings": 5, "embedding_dim": 3},
+                  {"num_embeddings": 4, "embedding_dim": 2, "padding_idx": -1, "max_norm": Fraction(1),
+                   "scale_grad_by_freq": True}],
+    "Flatten": [{}, {"start_dim": 0, "end_dim": 1}],
+    "Unflatten": [{"dim": 1, "unflattened_size": (2, 3)}, {"dim": -1, "unflattened_size": (2, -1)}],
+    "LeakyReLU": [{}, {"negative_slope": Fraction(1, 5)}],
+    "GELU": [{}, {"approximate": "tanh"}],
+    "SiLU": [{}],
+    "ELU": [{}, {"alpha": Fraction(1, 2)}],
+    "Softplus": [{}, {"beta": Fraction(2), "threshold": Fraction(10)}],
+    "Softmax": [{}, {"dim": -1}],
+    "LogSoftmax": [{}, {"dim": 1}],
+    "MultiheadAttention": [{"embed_dim": 4, "num_heads": 2},
+                           {"embed_dim": 4, "num_heads": 1, "kdim": 3, "vdim": 5, "add_bias_kv": True},
+                           {"embed_dim": 6, "num_heads": 3, "bias": False, "batch_first": True, "add_zero_attn": True}],
+    "MSELoss": [{}, {"reduction": "sum"}],
+    "L1Loss": [{}],
+    "SmoothL1Loss": [{}, {"beta": Fraction(1, 2)}],
+    "HuberLoss": [{}, {"delta": Fraction(2)}],
+    "CrossEntropyLoss": [{}, {"ignore_index": 1, "label_smoothing": Fraction(1, 10), "reduction": "none"}],
+    "NLLLoss": [{}],
+    "BCELoss": [{}],
+    "BCEWithLogitsLoss": [{}],
+    "KLDivLoss": [{}, {"log_target": True, "reduction": "sum"}],
+}
+CONTAINERS = ("Sequential", "ModuleList")
+#: torch.__init__ parameters that are not arguments in a problem file: torch's own varargs, and
+#: the private ones (``_weight``, ``_freeze`` of Embedding).
+NOT_ARGUMENTS = {"self", "args", "kwargs", "_weight", "_freeze"}
+#: How many constructor arguments torch does not keep under their own name (Linear and Conv: bias;
+#: BatchNorm, LayerNorm, GroupNorm: bias; MultiheadAttention: bias, add_bias_kv; losses: the reduction
+#: is kept, MSELoss and friends keep nothing else).
+UNSTORED = {"Linear": 1, "Conv1d": 1, "Conv2d": 1, "BatchNorm1d": 1, "BatchNorm2d": 1, "LayerNorm": 1,
+            "GroupNorm": 1, "MultiheadAttention": 2}
+
+
+def torch_value(v):
+    return float(v) if isinstance(v, Fraction) else v
+
+
+def stored(v):
+    """An attribute as torch keeps it, in the immutable form adjoint keeps (lists as tuples)."""
+    if isinstance(v, list):
+        return tuple(v)
+    return v
+
+
+def test_every_type_of_the_contract_is_there():
+    contract = ("Linear ReLU Tanh Sigmoid Identity Sequential Conv1d Conv2d MaxPool2d AvgPool2d AdaptiveAvgPool2d "
+                "BatchNorm1d BatchNorm2d LayerNorm GroupNorm Dropout Embedding Flatten Unflatten LeakyReLU GELU SiLU "
+                "ELU Softplus Softmax LogSoftmax ModuleList MultiheadAttention MSELoss L1Loss SmoothL1Loss HuberLoss "
+                "CrossEntropyLoss NLLLoss BCELoss BCEWithLogitsLoss KLDivLoss").split()
+    assert sorted(nn_types.TYPES) == sorted(contract)
+    assert sorted(CONFIGS) == sorted(set(contract) - set(CONTAINERS))
+
+
+@pytest.mark.parametrize("name", sorted(nn_types.TYPES))
+def test_constructor_arguments_are_torchs(name):
+    t = nn_types.TYPES[name]
+    params = inspect.signature(getattr(nn, name).__init__).parameters
+    torch_args = {p for p in params if p not in NOT_ARGUMENTS}
+    ours = {a.name for a in t.args}
+    if name in CONTAINERS:
+        assert ours == set()
+        return
+    assert ours <= torch_args
+    for left_out in torch_args - ours:   # each one refused with its reason
+        assert left_out in nn_types.NOT_ARGS or left_out in nn_types.TENSOR_ARGS, left_out
+    for a in t.args:
+        assert params[a.name].default is inspect.Parameter.empty if a.required else \
+            params[a.name].default is not inspect.Parameter.empty, a.name
+
+
+@pytest.mark.parametrize("name", sorted(nn_types.TYPES))
+def test_forward_arguments_are_torchs(name):
+    t = nn_types.TYPES[name]
+    if name == "ModuleList":
+        assert t.inputs == () and not hasattr(nn.ModuleList, "forward") or nn.ModuleList.forward is nn.Module.forward
+        return
+    params = list(inspect.signature(getattr(nn, name).forward).parameters.values())[1:]
+    assert t.inputs == tuple(p.name for p in params if p.default is inspect.Parameter.empty)
+    assert t.optional_inputs == tuple(p.name for p in params if p.default is not inspect.Parameter.empty)
+
+
+CASES = [(name, i, args) for name, configs in CONFIGS.items() for i, args in enumerate(configs)]
+
+
+@pytest.mark.parametrize("name,i,args", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
+def test_parameters_buffers_and_stored_arguments_match_torch(name, i, args):
+    t = nn_types.TYPES[name]
+    assert t.check(nn_types.resolved_args(t, args)) == ()
+    full = nn_types.resolved_args(t, args)
+    m = getattr(nn, name)(**{k: torch_value(v) for k, v in args.items()})
+    assert [(p.name, p.shape) for p in t.params(full)] == [(n, tuple(p.shape)) for n, p in m.named_parameters()]
+    buffers = [b for b in t.buffers(full) if b.default is not None]
+    assert [(b.name, b.shape) for b in buffers] == [(n, tuple(b.shape)) for n, b in m.named_buffers()]
+    for spec, (_, real) in zip(buffers, m.named_buffers()):
+        assert real.dtype == (torch.int64 if spec.dtype == "int64" else torch.float32)
+        assert torch.equal(real, torch.full(spec.shape, 1 if spec.default == "ones" else 0, dtype=real.dtype))
+    compared = 0
+    for a in t.args:
+        real = getattr(m, a.name, inspect.Parameter.empty)
+        if real is inspect.Parameter.empty or isinstance(real, torch.Tensor) or \
+                (a.kind == "bool" and not isinstance(real, bool)):
+            continue   # not kept as an attribute (Linear's bias is the Parameter, or None)
+        assert stored(real) == torch_value(full[a.name]), a.name
+        compared += 1
+    assert compared >= len(t.args) - UNSTORED.get(name, 0)
+
+
+REFUSALS = [
+    ("Conv2d", {"in_channels": 3, "out_channels": 2, "kernel_size": 3, "groups": 2}),
+    ("Conv2d", {"in_channels": 2, "out_channels": 3, "kernel_size": 3, "groups": 2}),
+    ("Conv1d", {"in_channels": 1, "out_channels": 1, "kernel_size": 3, "padding": "same", "stride": (2,)}),
+    ("GroupNorm", {"num_groups": 3, "num_channels": 4}),
+    ("MultiheadAttention", {"embed_dim": 5, "num_heads": 2}),
+    ("Dropout", {"p": Fraction(3, 2)}),
+    ("Embedding", {"num_embeddings": 3, "embedding_dim": 2, "padding_idx": 3}),
+    ("Embedding", {"num_embeddings": 3, "embedding_dim": 2, "padding_idx": -4}),
+]
+
+
+@pytest.mark.parametrize("name,args", REFUSALS, ids=[f"{r[0]}-{i}" for i, r in enumerate(REFUSALS)])
+def test_constructor_refusals_use_torchs_words(name, args):
+    t = nn_types.TYPES[name]
+    with pytest.raises((ValueError, AssertionError)) as info:
+        getattr(nn, name)(**{k: torch_value(v) for k, v in args.items()})
+    messages = [msg for _, msg in t.check(nn_types.resolved_args(t, args))]
+    assert messages and messages[0] == str(info.value)
+
+
+def test_loss_weights_are_buffers_in_torch():
+    ce = nn.CrossEntropyLoss(weight=torch.ones(3))
+    bce = nn.BCEWithLogitsLoss(weight=torch.ones(2), pos_weight=torch.ones(2))
+    assert [n for n, _ in ce.named_buffers()] == [b.name for b in nn_types.TYPES["CrossEntropyLoss"].buffers({})]
+    assert [n for n, _ in bce.named_buffers()] == [b.name for b in nn_types.TYPES["BCEWithLogitsLoss"].buffers({})]
+
+
+# ----------------------------------------------------------------------------- through a problem file
+
+def yaml_value(v):
+    if isinstance(v, tuple):
+        return "[" + ", ".join("null" if x is None else str(x) for x in v) + "]"
+    if isinstance(v, Fraction):
+        return f'"{v}"'
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return "null" if v is None else str(v)
+
+
+@pytest.mark.parametrize("name,i,args", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
+def test_a_file_with_init_builds_what_torch_builds(name, i, args):
+    items = ", ".join(f"{k}: {yaml_value(v)}" for k, v in args.items())
+    extra = ", training: false" if name in ("Dropout", "MultiheadAttention") else ""
+    text = f"name: t\ninputs:\n  x: [1]\ninit: {{seed: 3}}\nmodel:\n  children:\n    m: {{type: {name}, " \
+           f"args: {{{items}}}{extra}}}\n  forward: m(x)\n"
+    mod = adjoint.loads(text).model.child("m")
+    real = getattr(nn, name)(**{k: torch_value(v) for k, v in args.items()})
+    assert [(p.name, p.value.shape, p.requires_grad) for p in mod.params] == \
+        [("m." + n, tuple(p.shape), p.requires_grad) for n, p in real.named_parameters()]
+    assert [(b.name, b.value.shape, b.dtype) for b in mod.buffers] == \
+        [("m." + n, tuple(b.shape), "int64" if b.dtype == torch.int64 else None) for n, b in real.named_buffers()]
+    for n, b in real.named_buffers():
+        ours = next(d for d in mod.buffers if d.name == "m." + n)
+        assert [float(v) for v in ours.value.items] == b.flatten().tolist()
+
+
+def test_embedding_padding_row_starts_at_zero_as_in_torch():
+    text = "name: t\ninputs:\n  x: [1]\ninit: {seed: 0}\nmodel:\n  children:\n    e: {type: Embedding, args: " \
+           "{num_embeddings: 3, embedding_dim: 2, padding_idx: 1}}\n  forward: x\n"
+    weight = adjoint.loads(text).model.child("e").params[0].value
+    real = nn.Embedding(3, 2, padding_idx=1).weight
+    assert list(weight.items[2:4]) == [0, 0] and real[1].tolist() == [0.0, 0.0]
+    assert any(weight.items[:2]) and any(weight.items[4:])
+
+
+def test_int_or_list_arguments():
+    def conv(kernel: str):
+        text = f"name: t\ninputs:\n  x: [1]\ninit: {{seed: 0}}\nmodel:\n  children:\n    c: {{type: Conv2d, args: " \
+               f"{{in_channels: 1, out_channels: 1, kernel_size: {kernel}, padding: 1}}}}\n  forward: x\n"
+        return adjoint.loads(text).model.child("c")
+    three, pair = conv("3"), conv("[3, 3]")
+    assert three.args == pair.args and three.arg("kernel_size") == (3, 3) and three.arg("padding") == (1, 1)
+    assert nn.Conv2d(1, 1, 3, padding=1).kernel_size == (3, 3)
+    assert [p.value.shape for p in three.params] == [(1, 1, 3, 3), (1,)]
+
+
+def test_linear_args_and_params_must_agree():
+    text = "name: t\ninputs:\n  x: [1, 2]\nmodel: {type: Linear, args: {in_features: 3, out_features: 1}, " \
+           "params: {weight: [[1, 2]], bias: [0]}}\n"
+    with pytest.raises(ProblemError) as info:
+        adjoint.loads(text, name="f.yaml")
+    assert info.value.line() == "f.yaml:4:81: parameter 'weight' has shape [1, 2] but this Linear (in_features=3, " \
+                                "out_features=1) has [1, 3]"
