@@ -273,6 +273,8 @@ class _Open:
 
 
 class _Composer:
+    """Builds the located tree from parser events: one document, counted, bounded, checked."""
+
     def __init__(self, name: str, text: str):
         self.name = name
         self.text = text
@@ -342,9 +344,10 @@ class _Composer:
                         self.check_tag(tag, node.loc, explicit_only=False, default=tag)
                 else:
                     node = self.scalar(event, is_key)
-                self.count += not is_key
-                if self.count > MAX_NODES:
-                    self.count_values(0, node.loc)
+                if not is_key:  # keys are not counted (as before: the budget is for values)
+                    self.count += 1
+                    if self.count > MAX_NODES:
+                        self.count_values(0, node.loc)  # raises: past the budget
                 if len(stack) > MAX_DEPTH and self.too_deep is None and not is_key:
                     self.too_deep = node.loc
                 if event.anchor is not None:
