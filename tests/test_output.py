@@ -145,8 +145,11 @@ def full_disk(tmp_path):
     allowed, the same directory with fsync patched to fail as a full disk does."""
     disk = tmp_path / "disk"
     disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)],
-                             capture_output=True).returncode == 0
+    try:
+        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)],
+                                 capture_output=True).returncode == 0
+    except OSError:  # no mount command here
+        mounted = False
     try:
         (disk / "keep.tex").write_text("precious")
         if mounted:
