@@ -1,94 +1,172 @@
-"""Command line: ``adjoint solve | verify | latex``. A thin layer over the Python API.
+"""Command line: ``adjoint solve | verify | latex`` (also ``python -m adjoint``). A thin layer
+over the Python API.
 
 Bad input (a problem-file or command-line mistake) is one line on stderr, exit code 2,
-nothing written. torch is imported only by ``verify``.
+nothing written; every line that quotes a file name or the file's text goes through
+:func:`adjoint.safetext.terminal_safe`. Ctrl-C is one line, ``interrupted``, exit 130;
+SIGTERM unwinds the same way (temporary files and directories removed), exit 143. ``-``
+reads the problem from standard input (named ``<stdin>`` in messages) and, for ``-o``,
+writes to standard output. torch is imported only by ``verify``.
 """
 
 from __future__ import annotations
 
-import json
 import os
+import signal
 import sys
 
 import click
 
 from .errors import ProblemError
+from .safetext import terminal_safe
+
+STDIN = "<stdin>"
+EXIT_INTERRUPTED = 128 + signal.SIGINT    # 130, as a shell reports Ctrl-C
+EXIT_TERMINATED = 128 + signal.SIGTERM    # 143
+
+
+class _Terminated(BaseException):
+    """Raised in the main thread by the SIGTERM handler, so that ``finally`` and ``with`` blocks
+    (temporary directories, the LaTeX engine's process) clean up before the process exits."""
+
+
+class _Interrupted(Exception):
+    """A KeyboardInterrupt, carried past click (which would print a blank line and "Aborted!")."""
+
+
+def _say(line: str) -> None:
+    click.echo(terminal_safe(line), err=True)
 
 
 def _fail(err: ProblemError) -> None:
-    click.echo(err.line(), err=True)
+    for line in err.lines():  # ProblemErrors: one located line per mistake
+        _say(line)
     sys.exit(2)
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated()
 
 
 class _Group(click.Group):
     """Turn every ProblemError (and click's usage errors) into the one-line, exit-2 form (a file with
     several independent mistakes, ProblemErrors: one located line each)."""
 
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise _Interrupted() from None
+
     def main(self, *args, **kwargs):
         kwargs.setdefault("standalone_mode", False)
+        previous = None
+        try:
+            previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        except ValueError:  # not the main thread: leave signals alone
+            pass
         try:
             return super().main(*args, **kwargs)
         except ProblemError as err:
             _fail(err)
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
-        except click.Abort:
-            click.echo("aborted", err=True)
-            sys.exit(2)
-        except click.UsageError as exc:
-            click.echo(f"adjoint: {exc.format_message()}", err=True)
-            sys.exit(2)
+        except (_Interrupted, KeyboardInterrupt, click.Abort):
+            _say("interrupted")
+            sys.exit(EXIT_INTERRUPTED)
+        except _Terminated:
+            _say("terminated")
+            sys.exit(EXIT_TERMINATED)
         except click.ClickException as exc:
-            click.echo(f"adjoint: {exc.format_message()}", err=True)
+            _say(f"adjoint: {exc.format_message()}")
             sys.exit(2)
         except RecursionError:
-            click.echo("adjoint: input nested too deeply to process", err=True)
+            _say("adjoint: input nested too deeply to process")
             sys.exit(2)
         except Exception as exc:  # a bug: still one line, a distinct code
             if os.environ.get("ADJOINT_DEBUG"):
                 raise
-            click.echo(f"adjoint: internal error ({type(exc).__name__}: {exc}); set ADJOINT_DEBUG=1 for a "
-                       "traceback and please report it", err=True)
+            _say(f"adjoint: internal error ({type(exc).__name__}: {exc}); set ADJOINT_DEBUG=1 for a traceback and "
+                 "please report it")
             sys.exit(3)
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="adjoint")
 def main() -> None:
-    """Predict exactly what every PyTorch backward hook is handed, and prove it."""
+    """Predict exactly what every PyTorch backward hook is handed, and prove it.
 
+    FILE is a problem file (YAML), a directory (its *.yaml and *.yml files, any case, hidden
+    files skipped), or - for standard input."""
+
+
+# ----------------------------------------------------------------------------- inputs
 
 def _expand(paths: tuple[str, ...]) -> list[str]:
+    """Files named on the command line, directories expanded (sorted; hidden files skipped)."""
     files: list[str] = []
     for p in paths:
-        if os.path.isdir(p):
-            files.extend(sorted(os.path.join(p, f) for f in os.listdir(p) if f.endswith((".yaml", ".yml"))))
-        elif os.path.exists(p):
+        if p == "-":
+            if "-" in files:
+                raise ProblemError(None, "-: standard input can be read only once; give - once")
+            files.append(p)
+        elif os.path.isdir(p):
+            found = sorted(os.path.join(p, f) for f in os.listdir(p)
+                           if not f.startswith(".") and f.lower().endswith((".yaml", ".yml"))
+                           and os.path.isfile(os.path.join(p, f)))
+            if not found:
+                raise ProblemError(None, f"{terminal_safe(p)}: no .yaml or .yml problem files in this directory")
+            files.extend(found)
+        elif os.path.lexists(p):
             files.append(p)
         else:
-            raise ProblemError(None, f"{p}: no such file or directory")
-    if not files:
-        raise ProblemError(None, f"{' '.join(paths)}: no .yaml problem files found")
+            raise ProblemError(None, f"{terminal_safe(p)}: no such file or directory")
     return files
 
 
+def _one_document(paths: tuple[str, ...]) -> bool:
+    """--json prints one object for exactly one file argument (``-`` included), else an array."""
+    return len(paths) == 1 and not os.path.isdir(paths[0])
+
+
+def _load(path: str):
+    """A problem from a file, or from standard input for ``-``."""
+    from . import load, loads
+
+    if path != "-":
+        return load(path)
+    from .loader import MAX_FILE_BYTES, decode
+
+    raw = click.get_binary_stream("stdin").read(MAX_FILE_BYTES + 1)
+    return loads(decode(raw, STDIN), STDIN)
+
+
+# ----------------------------------------------------------------------------- commands
+
 @main.command()
 @click.argument("files", nargs=-1, required=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the contract's JSON instead of the report.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the contract's JSON instead of the report: one object for a single FILE, an array "
+                   "(in file order) for a directory or several FILEs. Non-finite numbers are the strings "
+                   "\"inf\", \"-inf\", \"nan\".")
 @click.option("--variant", help="Solve only this variant.")
 @click.option("--numeric", is_flag=True, help="Substitute the file's symbols: values (closed form otherwise).")
 def solve(files, as_json, variant, numeric):
     """Derive forward values, adjoints, every hook call and final grads, exactly."""
-    from . import load
     from .render.console import render
 
     predictions = []
     for path in _expand(files):
-        problem = load(path)
+        problem = _load(path)
         predictions.append(problem.solve(variant=variant, numeric=numeric))
     if as_json:
+        from .jsonout import dumps
+
         docs = [p.to_json() for p in predictions]
-        click.echo(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))
+        click.echo(dumps(docs[0] if _one_document(files) else docs))
     else:
         click.echo("\n".join(render(p) for p in predictions), nl=False)
 
@@ -96,16 +174,21 @@ def solve(files, as_json, variant, numeric):
 @main.command()
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--dtype", type=click.Choice(["float32", "float64"]), help="Override the problems' dtype.")
-@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON (non-finite numbers as "
+                                                      "\"inf\", \"-inf\", \"nan\").")
 @click.option("--fd", is_flag=True, help="Also check final grads by central differences in float64.")
 @click.option("--variant", help="Verify only this variant.")
 def verify(paths, dtype, as_json, fd, variant):
-    """Run the same problems in real PyTorch and compare with the prediction."""
+    """Run the same problems in real PyTorch and compare with the prediction.
+
+    Needs torch 2.13.0 (pip install torch==2.13.0, the CPU wheel); the report names the torch
+    it ran against and warns when it is another version."""
     from .verify import run
 
     progress = _ProgressBar if sys.stderr.isatty() and not as_json else None
-    code = run(_expand(paths), dtype=dtype, as_json=as_json, fd=fd, variant=variant, echo=click.echo,
-               progress=progress)
+    code = run(_expand(paths), dtype=dtype, as_json=as_json, fd=fd, variant=variant,
+               echo=lambda text: click.echo(terminal_safe(text, keep_newlines=True)), progress=progress,
+               load=_load, warn=_say)
     sys.exit(code)
 
 
@@ -114,7 +197,7 @@ class _ProgressBar:
 
     def __init__(self, total: int):
         self.bar = click.progressbar(length=total, label="verifying", file=sys.stderr, show_pos=True,
-                                     item_show_func=lambda item: item)
+                                     item_show_func=lambda item: terminal_safe(item) if item else item)
         self.bar.__enter__()
 
     def update(self, n: int, item: str) -> None:
@@ -126,29 +209,66 @@ class _ProgressBar:
 
 @main.command()
 @click.argument("file")
-@click.option("-o", "--output", "out", help="Write the .tex here (default: FILE with .tex).")
+@click.option("-o", "--output", "out",
+              help="Where to write: OUT.tex (with --pdf also OUT.pdf beside it); OUT.pdf writes only the PDF "
+                   "(--pdf implied); - writes to standard output (the PDF with --pdf). Default: FILE with .tex "
+                   "(and .pdf); never the problem file itself.")
 @click.option("--pdf", is_flag=True, help="Also compile to PDF with a LaTeX engine.")
 @click.option("--variant", help="Only this variant.")
 def latex(file, out, pdf, variant):
-    """Write the derivation as a standalone LaTeX document."""
-    from . import load
-    from .output import write_atomic
+    """Write the derivation as a standalone LaTeX document.
+
+    Files are replaced atomically (a failed write leaves the previous file as it was), a
+    symbolic link is written through, read-only files are refused and new files get the
+    umask's permissions."""
+    from .output import check_target, write_atomic
     from .render.latex import render_document
 
-    problem = load(file)
-    prediction = problem.solve(variant=variant)
-    tex = render_document(prediction)
-    target = out or os.path.splitext(file)[0] + ".tex"
-    if pdf:
+    targets = _latex_targets(file, out, pdf)
+    protect = () if file == "-" else (file,)
+    problem = _load(file)
+    for _, path in targets:
+        if path != "-":
+            check_target(path, protect)
+    tex = render_document(problem.solve(variant=variant))
+    data = {"tex": tex}
+    if any(kind == "pdf" for kind, _ in targets):
         from .render.pdf import compile_pdf
 
-        pdf_path = os.path.splitext(target)[0] + ".pdf"
-        compile_pdf(tex, pdf_path)  # raises ProblemError, writes nothing, when it cannot
-        write_atomic(target, tex)
-        click.echo(f"wrote {target} and {pdf_path}")
-    else:
-        write_atomic(target, tex)
-        click.echo(f"wrote {target}")
+        data["pdf"] = compile_pdf(tex, None).pdf  # raises ProblemError, writes nothing, when it cannot
+    written = []
+    for kind, path in targets:
+        if path == "-":
+            if kind == "pdf":
+                stream = click.get_binary_stream("stdout")
+                stream.write(data["pdf"])
+                stream.flush()
+            else:
+                click.echo(tex, nl=False)
+        else:
+            write_atomic(path, data[kind], protect=protect)
+            written.append(path)
+    if written:
+        message = f"wrote {' and '.join(written)}"
+        if any(path == "-" for _, path in targets):
+            _say(message)
+        else:
+            click.echo(terminal_safe(message))
+
+
+def _latex_targets(file: str, out: str | None, pdf: bool) -> list[tuple[str, str]]:
+    """What ``latex`` writes: [(kind, path)], kind "tex" or "pdf", path "-" for standard output."""
+    if out == "-":
+        return [("pdf", "-")] if pdf else [("tex", "-")]
+    if out is not None and out.lower().endswith(".pdf"):
+        return [("pdf", out)]
+    if out is None and file == "-":
+        if pdf:
+            raise ProblemError(None, "-: the problem comes from standard input, so there is no name to give the "
+                                     "PDF; add -o OUT.pdf (or -o - for standard output)")
+        return [("tex", "-")]
+    tex = out if out is not None else os.path.splitext(file)[0] + ".tex"
+    return [("tex", tex)] + ([("pdf", os.path.splitext(tex)[0] + ".pdf")] if pdf else [])
 
 
 if __name__ == "__main__":

@@ -35,6 +35,10 @@ class ProblemError(Exception):
         text = " ".join(self.message.split())  # one line, always
         return f"{self.loc}: {text}" if self.loc is not None else text
 
+    def lines(self) -> list[str]:
+        """The lines to print: one (a ProblemErrors: one per mistake)."""
+        return [self.line()]
+
     def __str__(self) -> str:
         return self.line()
 
@@ -61,13 +65,16 @@ class ProblemErrors(ProblemError):
         super().__init__(self.errors[0].loc, self.errors[0].message)
 
     def line(self) -> str:
+        return "\n".join(self.lines())
+
+    def lines(self) -> list[str]:
         shown = [e.line() for e in self.errors[:MAX_REPORTED]]
         rest = self.errors[MAX_REPORTED:]
         if rest:
             more = ProblemError(rest[0].loc, f"{len(rest)} more error{'s' if len(rest) > 1 else ''} not shown "
                                              f"(at most {MAX_REPORTED} are listed); fix these first")
             shown.append(more.line())
-        return "\n".join(shown)
+        return shown
 
 
 def _file_order(err: ProblemError) -> tuple:

@@ -9,19 +9,25 @@ gradients also get a third, independent opinion: central differences in float64,
 
 Every file is loaded and solved before anything runs or prints, so bad input (a
 ProblemError, which propagates; the CLI prints it as one line and exits 2) writes nothing.
-Exit code: 0 when everything matched, 1 on any mismatch.
+Then torch is imported: when it cannot be, that is one ProblemError line too, saying how to
+install it. The report names the torch it ran against, and ``warn`` is told when that is not
+the version the predictions model. Exit code: 0 when everything matched, 1 on any mismatch.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 
 from .compare import FD_TOLERANCE, Row, compare, compare_fd, tolerance
+from .errors import ProblemError
+from .jsonout import dumps
 from .problem import Problem
 
 PROGRESS_MIN_JOBS = 8   # a progress bar (when the caller gives one) from this many variants on
+MODELLED_TORCH = "2.13.0"  # the PyTorch release whose semantics the predictions encode
+INSTALL_TORCH = (f"pip install torch=={MODELLED_TORCH} (the CPU wheel; outside this project's machines add "
+                 "--index-url https://download.pytorch.org/whl/cpu)")
 
 
 @dataclass
@@ -57,10 +63,13 @@ def predicted_json(vp) -> dict:
 
 
 def run(files: list[str], dtype: str | None, as_json: bool, fd: bool, variant: str | None, echo,
-        progress=None) -> int:
+        progress=None, *, load=None, warn=None) -> int:
     """Verify every variant of every file; ``echo`` prints a line, ``progress(total)`` (optional:
-    the CLI passes a progress bar) returns an object with ``update(n, item)`` and ``finish()``."""
-    from . import load
+    the CLI passes a progress bar) returns an object with ``update(n, item)`` and ``finish()``.
+    ``load(path)`` reads a problem (default :func:`adjoint.load`; the CLI's also reads ``-``);
+    ``warn(line)`` is told when torch is not the modelled release (default: ``echo``)."""
+    if load is None:
+        from . import load
 
     start = time.perf_counter()
     jobs = []
@@ -69,6 +78,10 @@ def run(files: list[str], dtype: str | None, as_json: bool, fd: bool, variant: s
         prediction = predict(problem, variant)
         for vp in prediction.variants:
             jobs.append((path, problem, vp))
+    version = torch_version()
+    if version.split("+")[0] != MODELLED_TORCH:
+        (warn or echo)(f"adjoint: warning: verifying against torch {version}, but the predictions model PyTorch "
+                       f"{MODELLED_TORCH}; a mismatch may be a change between releases; {INSTALL_TORCH}")
 
     results = []
     bar = progress(len(jobs)) if progress is not None and len(jobs) >= PROGRESS_MIN_JOBS else None
@@ -82,11 +95,27 @@ def run(files: list[str], dtype: str | None, as_json: bool, fd: bool, variant: s
 
     summary = _summary(results, len({r.file for r in results}), elapsed)
     if as_json:
-        echo(json.dumps({"results": [r.to_json() for r in results], "summary": summary}, indent=2))
+        echo(dumps({"torch": version, "results": [r.to_json() for r in results], "summary": summary}))
     else:
+        echo(f"verified against torch {version}")
         echo("\n".join(render_result(r) for r in results))
         echo(summary["line"])
     return 0 if summary["ok"] else 1
+
+
+def torch_version() -> str:
+    """The torch version; one ProblemError line, saying how to install it, when it cannot be imported."""
+    try:
+        from .torchside import torch_version as version
+        return version()
+    except ImportError as exc:
+        if not (exc.name or "").split(".")[0] == "torch":
+            raise
+        raise ProblemError(None, f"adjoint verify runs the problems in PyTorch, which is not installed here "
+                                 f"({exc}); install it: {INSTALL_TORCH}") from None
+    except OSError as exc:  # a broken installation: a shared library that does not load
+        raise ProblemError(None, f"adjoint verify runs the problems in PyTorch, which failed to load ({exc}); "
+                                 f"reinstall it: {INSTALL_TORCH}") from None
 
 
 def verify_variant(path: str, problem: Problem, vp, dtype: str, fd: bool) -> VariantResult:

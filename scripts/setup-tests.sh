@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Install everything the test suite needs on a fresh machine: the package with its test
 # extras (torch==2.13.0, CPU build, from this machine's local wheel; pytest; hypothesis) and
-# a real LaTeX engine (the LaTeX tests compile every problem's document).
+# a real LaTeX engine (the LaTeX tests compile every problem's document). Without them the
+# suite skips what needs them, saying so; ADJOINT_REQUIRE_ALL=1 (set by .ci/run) makes those
+# skips failures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python -m pip install -q -e '.[test]'

@@ -35,6 +35,7 @@ CI_BUDGET = 2
 HANG_GUARD_SECONDS = 60.0
 
 
+@pytest.mark.torch
 @settings(max_examples=CI_EXAMPLES, derandomize=True, deadline=None, database=None, print_blob=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example])
 @given(problems(budget=CI_BUDGET))
@@ -44,6 +45,7 @@ def test_prediction_matches_torch(text):
     assert outcome.ok, f"adjoint and PyTorch disagree:\n{outcome.report()}\n--- problem ---\n{text}"
 
 
+@pytest.mark.torch
 @settings(max_examples=60, derandomize=True, deadline=None, database=None, print_blob=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example])
 @given(problems(budget=CI_BUDGET, shrinkable=True))
@@ -66,6 +68,7 @@ def _regression_params():
     return out
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("path", _regression_params())
 def test_regression(path):
     """Each minimal repro of a disagreement found by the sweep now agrees with PyTorch."""
@@ -76,6 +79,7 @@ def test_regression(path):
     assert all(st == "ok" for _, st, _ in outcome.variants), outcome.report()
 
 
+@pytest.mark.torch
 def test_harness_detects_a_wrong_rule(monkeypatch):
     """The check is not vacuous: with relu's VJP deliberately doubled, it reports a mismatch."""
     from adjoint import ops

@@ -35,17 +35,12 @@ import sympy
 import adjoint
 from adjoint.errors import ProblemError
 from adjoint.render.latex import DerivationPrinter, code, format_rational, render_document, tex_width
-from adjoint.render.pdf import compile_pdf, find_engine
+from adjoint.render.pdf import compile_pdf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROBLEMS = sorted(glob.glob(os.path.join(ROOT, "problems", "*.yaml")))
 EXTRA = sorted(glob.glob(os.path.join(ROOT, "tests", "data", "*.yaml")))
 SLINEAR = os.path.join(ROOT, "problems", "slinear.yaml")
-
-
-def _engine() -> None:
-    if find_engine() is None:
-        pytest.fail("no LaTeX engine on PATH: run scripts/setup-tests.sh (it installs texlive-latex-base)")
 
 
 @functools.lru_cache(maxsize=None)
@@ -209,9 +204,9 @@ def test_width_estimate_is_in_proportion():
 
 # ----------------------------------------------------------------------------- every problem compiles
 
+@pytest.mark.latex
 @pytest.mark.parametrize("path", PROBLEMS + EXTRA, ids=lambda p: os.path.basename(p))
 def test_document_compiles(path, tmp_path):
-    _engine()
     t0 = time.perf_counter()
     pred, tex = _solved(path)
     pdf = tmp_path / "doc.pdf"
@@ -334,8 +329,8 @@ hooks:
 """
 
 
+@pytest.mark.latex
 def test_large_tensors_are_elided_and_fit(tmp_path):
-    _engine()
     x = [[((i * 7 + j * 3) % 11 - 5) / 4 for j in range(14)] for i in range(3)]
     w1 = [[((i * 5 + j * 2) % 9 - 4) / 8 for j in range(14)] for i in range(12)]
     b1 = [((i * 3) % 7 - 3) / 10 for i in range(12)]
@@ -361,8 +356,8 @@ hooks:
 """
 
 
+@pytest.mark.latex
 def test_symbolic_problem_in_closed_form(tmp_path):
-    _engine()
     path = tmp_path / "symbolic.yaml"
     path.write_text(SYMBOLIC)
     pred = adjoint.load(str(path)).solve()
@@ -373,8 +368,8 @@ def test_symbolic_problem_in_closed_form(tmp_path):
 
 # ----------------------------------------------------------------------------- the compile step itself
 
+@pytest.mark.latex
 def test_overfull_math_is_refused_in_strict_mode(tmp_path):
-    _engine()
     tex = ("\\documentclass{article}\\usepackage{amsmath}\\begin{document}\n"
            "\\[ x = " + " + ".join(["123456789"] * 30) + " \\]\n\\end{document}\n")
     report = compile_pdf(tex, None)
@@ -384,8 +379,8 @@ def test_overfull_math_is_refused_in_strict_mode(tmp_path):
     assert not (tmp_path / "x.pdf").exists()
 
 
+@pytest.mark.latex
 def test_latex_error_is_one_problem_error(tmp_path):
-    _engine()
     tex = "\\documentclass{article}\\begin{document}\\undefinedmacro\\end{document}\n"
     with pytest.raises(ProblemError, match="Undefined control sequence") as err:
         compile_pdf(tex, str(tmp_path / "x.pdf"))
@@ -393,8 +388,8 @@ def test_latex_error_is_one_problem_error(tmp_path):
     assert not (tmp_path / "x.pdf").exists()
 
 
+@pytest.mark.latex
 def test_cli_pdf(tmp_path):
-    _engine()
     out = tmp_path / "slinear.tex"
     run = subprocess.run([sys.executable, "-m", "adjoint.cli", "latex", SLINEAR, "-o", str(out), "--pdf",
                           "--variant", "rescaled"], capture_output=True, text=True, cwd=ROOT)

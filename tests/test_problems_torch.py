@@ -6,8 +6,10 @@ import warnings
 
 import numpy as np
 import pytest
-import torch
-import torch.nn as nn
+from conftest import require_torch
+
+torch = require_torch()
+import torch.nn as nn  # noqa: E402 (after the check)
 
 import adjoint
 

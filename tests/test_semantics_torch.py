@@ -4,8 +4,10 @@ exactly, and the same thing written by hand in real torch. docs/semantics.md lis
 import warnings
 
 import numpy as np
-import torch
-import torch.nn as nn
+from conftest import require_torch
+
+torch = require_torch()
+import torch.nn as nn  # noqa: E402 (after the check)
 
 import adjoint
 

@@ -8,9 +8,11 @@ dL/dx1 = -0.4079606784, x.grad = -0.1223882035) or plain torch code written out 
 import math
 
 import pytest
-import torch
+from conftest import require_torch
 
-import adjoint
+torch = require_torch()
+
+import adjoint  # noqa: E402 (after the check: adjoint.torchside imports torch)
 from adjoint import ProblemError
 from adjoint.torchside import finite_differences, run_variant
 from adjoint.torchside.build import Interp

@@ -274,7 +274,7 @@ def test_names_ending_in_a_newline_are_refused():
 
 def test_lone_surrogates_are_refused():
     assert one('name: t\ndescription: "a \\ud800"\ninputs:\n  x: [1]\nmodel: {type: ReLU}\n') == \
-        "f.yaml:2:14: the text holds a lone surrogate (\\ud800), which is not a character; remove the escape"
+        "f.yaml:2:14: a string holds the lone surrogate \\ud800, which is not a character; write the character itself"
 
 
 # ----------------------------------------------------------------------------- hooks

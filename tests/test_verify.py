@@ -28,6 +28,7 @@ def value(shape, v):
 
 # ----------------------------------------------------------------------------- run()
 
+@pytest.mark.torch
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_slinear_passes(dtype):
     code, text = run_quiet([SLINEAR], dtype=dtype)
@@ -38,6 +39,7 @@ def test_slinear_passes(dtype):
     assert "MISMATCH" not in text
 
 
+@pytest.mark.torch
 def test_fd_agrees_on_slinear():
     code, text = run_quiet([SLINEAR], fd=True, as_json=True)
     assert code == 0
@@ -50,6 +52,7 @@ def test_fd_agrees_on_slinear():
     assert skipped and all(row["skipped"] for row in skipped)
 
 
+@pytest.mark.torch
 def test_fd_at_a_kink_is_inconclusive_not_a_mismatch(tmp_path):
     path = tmp_path / "kink.yaml"
     path.write_text("name: kink\ninputs:\n  x: {value: [0, 1], requires_grad: true}\n"
@@ -69,6 +72,7 @@ def corrupt_grad_input(vp):
     return doc
 
 
+@pytest.mark.torch
 def test_corrupted_prediction_fails_run(monkeypatch):
     monkeypatch.setattr(verify, "predicted_json", corrupt_grad_input)
     code, text = run_quiet([SLINEAR], variant="full")
@@ -88,6 +92,7 @@ def slinear_pair():
     return pred, obs
 
 
+@pytest.mark.torch
 def test_compare_names_the_corrupted_value(slinear_pair):
     pred, obs = slinear_pair
     assert all(r.ok for r in compare(pred, obs, "float32"))
@@ -99,6 +104,7 @@ def test_compare_names_the_corrupted_value(slinear_pair):
     assert "grad_output[0][0]: predicted -1.85, observed -1.847648" in row.detail
 
 
+@pytest.mark.torch
 def test_compare_dropped_and_extra_calls(slinear_pair):
     pred, obs = slinear_pair
     dropped = copy.deepcopy(pred)
@@ -179,6 +185,7 @@ def cli(*args):
     return subprocess.run([sys.executable, "-m", "adjoint.cli", "verify", *args], capture_output=True, text=True)
 
 
+@pytest.mark.torch
 def test_cli_problems_directory_passes():
     out = cli("problems/", "--json")
     doc = json.loads(out.stdout)
@@ -199,6 +206,7 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path):
     assert len(lines) == 1 and lines[0].startswith(f"{bad}:3:") and "Linear" in lines[0]
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("path", ["tests/data/engine_unary_need.yaml", "tests/data/engine_relu_mask.yaml"])
 def test_former_engine_disagreements(path):
     # verify flagged these before the engine fix in c23946e (single-input VJPs ignored `need`; relu's VJP
@@ -207,6 +215,7 @@ def test_former_engine_disagreements(path):
     assert code == 0, text
 
 
+@pytest.mark.torch
 def test_progress_is_reported_per_variant_when_many():
     """The CLI hands run() a progress bar; run() advances it once per variant, from 8 variants on."""
     import glob

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..exact import Exact
 from ..prediction import Boundary, HookRecord, Prediction, VariantPrediction
+from ..safetext import terminal_safe
 
 MAX_SHOWN = 12  # elements of a tensor printed in full
 
@@ -55,7 +56,8 @@ def render(pred: Prediction) -> str:
             out.append(f"   {' '.join(problem.description.split())}")
         out.extend(_variant(v))
         out.append("")
-    return "\n".join(out).rstrip() + "\n"
+    # every line carries names and labels from the file: control and bidi characters escaped
+    return "\n".join(terminal_safe(line) for line in out).rstrip() + "\n"
 
 
 def _variant(v: VariantPrediction) -> list[str]:

@@ -51,6 +51,7 @@ class CompileReport:
     passes: int
     overfull: list[Overfull] = field(default_factory=list)
     log: str = ""
+    pdf: bytes = field(default=b"", repr=False)  # the compiled document
 
     @property
     def math_overfull(self) -> list[Overfull]:
@@ -66,11 +67,14 @@ def find_engine() -> str | None:
 
 
 def compile_pdf(tex: str, pdf_path: str | None, *, strict: bool = False, timeout: float = 180.0,
-                keep_log: str | None = None) -> CompileReport:
-    """Compile ``tex``; write the PDF to ``pdf_path`` (None: compile only, e.g. to check it).
+                keep_log: str | None = None, protect: tuple[str, ...] = ()) -> CompileReport:
+    """Compile ``tex``; write the PDF to ``pdf_path`` (None: compile only; the bytes are in the
+    report's ``pdf``), never over one of the ``protect`` files.
 
     Raises ProblemError (one line, exit 2 in the CLI) when no engine is installed, when the
-    engine reports an error, or -- with ``strict`` -- when an equation overflows the line."""
+    engine reports an error, or -- with ``strict`` -- when an equation overflows the line. The
+    temporary directory is removed however the compilation ends (an exception, or the
+    CLI's SIGTERM handler, unwinds through it; the engine's process is killed first)."""
     engine = find_engine()
     if engine is None:
         raise ProblemError(None, f"adjoint latex --pdf needs pdflatex (or lualatex/xelatex) on PATH and none was "
@@ -78,10 +82,19 @@ def compile_pdf(tex: str, pdf_path: str | None, *, strict: bool = False, timeout
     name = os.path.basename(engine)
     env = dict(os.environ)
     env.update({"max_print_line": "100000", "error_line": "254", "half_error_line": "238"})
-    with tempfile.TemporaryDirectory(prefix="adjoint-latex-") as work:
+    try:
+        workdir = tempfile.TemporaryDirectory(prefix="adjoint-latex-")
+    except OSError as exc:
+        raise ProblemError(None, f"cannot create a temporary directory for {name} in {tempfile.gettempdir()}: "
+                                 f"{exc.strerror or exc}") from None
+    with workdir as work:
         src = os.path.join(work, "derivation.tex")
-        with open(src, "w", encoding="utf-8") as fh:
-            fh.write(tex)
+        try:
+            with open(src, "w", encoding="utf-8") as fh:
+                fh.write(tex)
+        except OSError as exc:
+            raise ProblemError(None, f"cannot write the document for {name} in {work}: {exc.strerror or exc}") \
+                from None
         cmd = [engine, "-halt-on-error", "-interaction=nonstopmode", "-no-shell-escape", "derivation.tex"]
         passes = 0
         log = ""
@@ -98,6 +111,9 @@ def compile_pdf(tex: str, pdf_path: str | None, *, strict: bool = False, timeout
             if proc.returncode != 0 or error is not None:
                 if keep_log:
                     write_atomic(keep_log, log)
+                if error is not None and "can't write on file" in error:
+                    raise ProblemError(None, f"{name} could not write its output in {work} ({error}); is that disk "
+                                             "full?")
                 raise ProblemError(None, f"{name} failed on the generated document: "
                                          f"{error or f'exit status {proc.returncode}'}; this is a bug in adjoint, "
                                          "please report it with the problem file")
@@ -113,9 +129,10 @@ def compile_pdf(tex: str, pdf_path: str | None, *, strict: bool = False, timeout
         if bad:
             print(f"adjoint: warning: {len(bad)} equation(s) run into the margin ({bad[0].where}); the PDF is "
                   "written anyway", file=sys.stderr)
+        with open(os.path.join(work, "derivation.pdf"), "rb") as fh:
+            report.pdf = fh.read()
         if pdf_path is not None:
-            with open(os.path.join(work, "derivation.pdf"), "rb") as fh:
-                write_atomic(pdf_path, fh.read())
+            write_atomic(pdf_path, report.pdf, protect=protect)
         return report
 
 

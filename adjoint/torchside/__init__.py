@@ -8,4 +8,11 @@ final gradients.
 
 from .run import finite_differences, run_variant
 
-__all__ = ["run_variant", "finite_differences"]
+__all__ = ["run_variant", "finite_differences", "torch_version"]
+
+
+def torch_version() -> str:
+    """The version string of the torch that ``verify`` runs against, e.g. ``2.13.0+cpu``."""
+    import torch
+
+    return torch.__version__

@@ -1,0 +1,83 @@
+"""What a test needs that a machine may not have, declared once: torch 2.13, a LaTeX engine,
+pdftoppm.
+
+* A test (or a module, with ``pytestmark``) marked ``@pytest.mark.torch``,
+  ``@pytest.mark.latex`` or ``@pytest.mark.pdftoppm`` is skipped when that is missing, with
+  the reason "torch 2.13 not installed: run scripts/setup-tests.sh" (and likewise).
+* A module that imports torch at the top does it through ``torch = require_torch()``
+  (``from conftest import require_torch``): the whole module is skipped the same way.
+* With ``ADJOINT_REQUIRE_ALL=1`` in the environment (CI sets it, see .ci/run) every such skip
+  is a failure instead: CI must run everything.
+
+tests/test_requirements.py proves both ways in a subprocess with torch made unimportable.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+
+import pytest
+
+TORCH_VERSION = "2.13"
+SETUP = "run scripts/setup-tests.sh"
+REQUIRE_ALL = "ADJOINT_REQUIRE_ALL"
+
+
+@functools.lru_cache(maxsize=None)
+def _torch_missing() -> str | None:
+    """None when torch 2.13 imports; else why not (probed once per session)."""
+    try:
+        import torch
+    except (ImportError, OSError) as exc:
+        return f"torch {TORCH_VERSION} not installed: {SETUP} ({type(exc).__name__}: {exc})"
+    if not torch.__version__.startswith(TORCH_VERSION + "."):
+        return f"torch {TORCH_VERSION} not installed: {SETUP} (found torch {torch.__version__})"
+    return None
+
+
+def _latex_missing() -> str | None:
+    from adjoint.render.pdf import find_engine
+
+    return None if find_engine() else f"pdflatex not installed: {SETUP}"
+
+
+def _pdftoppm_missing() -> str | None:
+    return None if shutil.which("pdftoppm") else f"pdftoppm not installed: {SETUP}"
+
+
+#: marker name -> the probe that says what is missing (None: present)
+PROBES = {"torch": _torch_missing, "latex": _latex_missing, "pdftoppm": _pdftoppm_missing}
+
+
+def _missing(reason: str, module_level: bool = False):
+    """Skip -- or, with ADJOINT_REQUIRE_ALL=1, fail -- because something is not installed."""
+    if os.environ.get(REQUIRE_ALL) == "1":
+        pytest.fail(f"{reason} [{REQUIRE_ALL}=1: a missing requirement fails]", pytrace=False)
+    pytest.skip(reason, allow_module_level=module_level)
+
+
+def require_torch():
+    """``torch = require_torch()`` at the top of a module that needs torch everywhere."""
+    reason = _torch_missing()
+    if reason is not None:
+        _missing(reason, module_level=True)
+    import torch
+
+    return torch
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "torch: needs torch 2.13 (skipped without it, unless ADJOINT_REQUIRE_ALL=1)")
+    config.addinivalue_line("markers", "latex: needs pdflatex/lualatex/xelatex (skipped without, unless "
+                                       "ADJOINT_REQUIRE_ALL=1)")
+    config.addinivalue_line("markers", "pdftoppm: needs pdftoppm (skipped without, unless ADJOINT_REQUIRE_ALL=1)")
+
+
+def pytest_runtest_setup(item):
+    for name, probe in PROBES.items():
+        if item.get_closest_marker(name) is not None:
+            reason = probe()
+            if reason is not None:
+                _missing(reason)

@@ -1,0 +1,251 @@
+"""The command line's rough edges: ``python -m adjoint``, ``-`` for standard input, directory
+expansion, --json's shape and strictness, Ctrl-C and SIGTERM, file names with control
+characters, terminal injection from a problem file, and verify without (or with another)
+torch."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+
+import adjoint
+from adjoint.cli import main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SLINEAR = os.path.join(ROOT, "problems", "slinear.yaml")
+BLOCK_TORCH = '''
+import sys
+
+class _NoTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, _NoTorch())
+'''
+
+
+def run(*args, input=None):
+    result = CliRunner().invoke(main, list(args), input=input)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def cli(*args, env=None, input=None, cwd=ROOT):
+    full = {**os.environ, "PYTHONPATH": ROOT, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "adjoint", *args], capture_output=True, text=True, env=full,
+                          input=input, cwd=cwd, timeout=300)
+
+
+def strict_json(text: str):
+    """JSON as the standard defines it: NaN and Infinity are not numbers."""
+    def refuse(name):
+        raise ValueError(f"not JSON: {name}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_python_dash_m_adjoint():
+    proc = cli("solve", SLINEAR, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert strict_json(proc.stdout)["problem"] == "slinear"
+    assert "Usage: adjoint" in cli("--help").stdout
+
+
+# ----------------------------------------------------------------------------- inputs
+
+def test_directory_expansion_takes_any_case_and_skips_hidden(tmp_path):
+    text = open(SLINEAR).read()
+    for name in ("a.yaml", "B.YAML", "c.Yml", ".hidden.yaml", "notes.txt"):
+        (tmp_path / name).write_text(text.replace("name: slinear", f"name: n_{name.split('.')[0].lower() or 'hidden'}"))
+    (tmp_path / "sub.yaml").mkdir()
+    code, out, err = run("solve", "--json", str(tmp_path))
+    assert code == 0, err
+    assert [d["problem"] for d in strict_json(out)] == ["n_b", "n_a", "n_c"]  # sorted by file name: B.YAML first
+
+
+def test_json_is_an_object_for_one_file_and_an_array_otherwise(tmp_path):
+    (tmp_path / "only.yaml").write_text(open(SLINEAR).read())
+    code, out, _ = run("solve", "--json", SLINEAR)
+    assert isinstance(strict_json(out), dict)
+    code, out, _ = run("solve", "--json", str(tmp_path))           # a directory, even of one file
+    assert isinstance(strict_json(out), list) and len(strict_json(out)) == 1
+    code, out, _ = run("solve", "--json", SLINEAR, SLINEAR)
+    assert isinstance(strict_json(out), list) and len(strict_json(out)) == 2
+    assert "an array" in run("solve", "--help")[1]
+
+
+def test_solve_reads_standard_input():
+    code, out, err = run("solve", "-", "--json", input=open(SLINEAR).read())
+    assert code == 0, err
+    assert strict_json(out)["problem"] == "slinear"
+
+
+def test_errors_from_standard_input_are_named_stdin():
+    code, out, err = run("solve", "-", input="name: x\ninputs: [1\n")
+    assert code == 2 and out == ""
+    assert err.startswith("<stdin>:3:1: YAML syntax error") and len(err.splitlines()) == 1
+
+
+def test_standard_input_is_read_once():
+    code, out, err = run("solve", "-", "-", input=open(SLINEAR).read())
+    assert code == 2 and err.strip() == "-: standard input can be read only once; give - once"
+
+
+def test_a_directory_without_problem_files(tmp_path):
+    code, out, err = run("solve", str(tmp_path))
+    assert code == 2 and err.strip() == f"{tmp_path}: no .yaml or .yml problem files in this directory"
+
+
+# ----------------------------------------------------------------------------- strict JSON
+
+INFINITE = """\
+name: inf
+inputs:
+  x: {value: [0.5], requires_grad: true}
+model: {forward: "x * 2"}
+loss: "sum(y)"
+hooks:
+  - {tensor: x, returns: "grad / (grad * 0)"}
+"""
+
+
+def test_json_never_prints_nan_or_infinity(tmp_path):
+    path = tmp_path / "inf.yaml"
+    path.write_text(INFINITE)
+    code, out, err = run("solve", "--json", str(path))
+    assert code == 0, err
+    assert "Infinity" not in out and "NaN" not in out
+    grad = strict_json(out)["variants"]["default"]["grads"]["x"]
+    assert grad["value"][0] in ("inf", "-inf") and grad["exact"][0] in ("inf", "-inf")
+
+
+def test_finite_json_conversion():
+    from adjoint.jsonout import dumps
+
+    doc = {"value": [float("inf"), float("-inf"), float("nan"), 1.5], "nested": ({"v": float("nan")},)}
+    assert strict_json(dumps(doc)) == {"value": ["inf", "-inf", "nan", 1.5], "nested": [{"v": "nan"}]}
+
+
+# ----------------------------------------------------------------------------- signals
+
+def test_ctrl_c_is_one_line_exit_130(monkeypatch):
+    def interrupted(path, check=True):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(adjoint, "load", interrupted)
+    code, out, err = run("solve", SLINEAR)
+    assert (code, out, err) == (130, "", "interrupted\n")
+
+
+def _latex_in_background(tmp_path):
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "adjoint", "latex", SLINEAR, "-o", str(tmp_path / "out.tex"),
+                             "--pdf"], env=dict(os.environ, PYTHONPATH=ROOT, TMPDIR=str(tmpdir)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120  # hang guard only
+    while not any(p.name.startswith("adjoint-latex-") for p in tmpdir.iterdir()):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.02)
+    return proc, tmpdir
+
+
+@pytest.mark.latex
+@pytest.mark.parametrize("sig,code,line", [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")])
+def test_a_signal_during_latex_pdf_removes_its_temporary_directory(tmp_path, sig, code, line):
+    proc, tmpdir = _latex_in_background(tmp_path)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=120)
+    assert (proc.returncode, out, err) == (code, "", line + "\n")
+    assert list(tmpdir.iterdir()) == []
+    assert not (tmp_path / "out.tex").exists() and not (tmp_path / "out.pdf").exists()
+
+
+# ----------------------------------------------------------------------------- terminal injection
+
+def test_control_characters_in_a_file_name_do_not_split_the_line(tmp_path):
+    name = str(tmp_path / "a\nb\x1b[2Jc.yaml")
+    code, out, err = run("solve", name)
+    assert code == 2
+    assert err == f"{tmp_path}/a\\nb\\x1b[2Jc.yaml: no such file or directory\n"
+
+
+def test_control_characters_in_a_located_error(tmp_path):
+    path = tmp_path / "x\ny.yaml"
+    path.write_text("name: [1\n")
+    code, out, err = run("solve", str(path))
+    assert code == 2 and len(err.splitlines()) == 1
+    assert err.startswith(f"{tmp_path}/x\\ny.yaml:2:1: YAML syntax error")
+
+
+HOSTILE = """\
+name: hostile
+description: "clear \\e[2J\\e]0;owned\\a and \\u202eevil\\u202c, \\x9b31m"
+inputs:
+  x: {value: [0.5], requires_grad: true}
+model: {forward: "x * 2"}
+loss: "sum(y)"
+hooks:
+  - {tensor: x, label: "\\e[31mred\\e[0m \\u2066iso\\u2069"}
+"""
+
+
+def test_problem_text_reaching_the_terminal_is_escaped(tmp_path):
+    path = tmp_path / "hostile.yaml"
+    path.write_text(HOSTILE)
+    code, out, err = run("solve", str(path))
+    assert code == 0, err
+    assert "\x1b" not in out and "\u202e" not in out and "\x9b" not in out and "\a" not in out
+    assert "clear \\x1b[2J\\x1b]0;owned\\x07 and \\u202eevil\\u202c, \\x9b31m" in out
+    assert "\\x1b[31mred\\x1b[0m \\u2066iso\\u2069" in out
+
+
+def test_terminal_safe():
+    from adjoint.safetext import terminal_safe
+
+    assert terminal_safe("plain é λ 中 🙂") == "plain é λ 中 🙂"
+    assert terminal_safe("a\nb\tc\x00\x7f\x85\u200f\u2028\ud800") == "a\\nb\\tc\\x00\\x7f\\x85\\u200f\\u2028\\ud800"
+    assert terminal_safe("a\nb\x1b", keep_newlines=True) == "a\nb\\x1b"
+
+
+# ----------------------------------------------------------------------------- verify and torch
+
+def test_verify_without_torch_says_how_to_install_it(tmp_path):
+    (tmp_path / "sitecustomize.py").write_text(BLOCK_TORCH)
+    proc = cli("verify", SLINEAR, env={"PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"})
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == ("adjoint verify runs the problems in PyTorch, which is not installed here (No module "
+                           "named 'torch'); install it: pip install torch==2.13.0 (the CPU wheel; outside this "
+                           "project's machines add --index-url https://download.pytorch.org/whl/cpu)\n")
+
+
+def test_verify_without_torch_still_reports_bad_input_first(tmp_path):
+    (tmp_path / "sitecustomize.py").write_text(BLOCK_TORCH)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: [\n")
+    proc = cli("verify", str(bad), env={"PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"})
+    assert proc.returncode == 2 and proc.stderr.startswith(f"{bad}:2:1: YAML syntax error")
+
+
+@pytest.mark.torch
+def test_verify_names_its_torch_and_warns_on_another(monkeypatch):
+    import torch
+
+    from adjoint import verify
+
+    code, out, err = run("verify", SLINEAR)
+    assert code == 0 and out.startswith(f"verified against torch {torch.__version__}\n") and err == ""
+    monkeypatch.setattr(verify, "torch_version", lambda: "2.5.1+cpu")
+    code, out, err = run("verify", SLINEAR)
+    assert code == 0 and out.startswith("verified against torch 2.5.1+cpu\n")
+    assert err.startswith("adjoint: warning: verifying against torch 2.5.1+cpu, but the predictions model "
+                          "PyTorch 2.13.0;") and len(err.splitlines()) == 1
+    code, out, err = run("verify", "--json", SLINEAR)
+    assert strict_json(out)["torch"] == "2.5.1+cpu"
