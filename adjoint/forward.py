@@ -32,9 +32,6 @@ from .modules import BackwardHookState, LegacyHook, ModuleHooks, ModuleInputHook
 from .problem import OUTPUT, ROOT, Module, Problem, TensorDecl
 from .runtime import Runtime, TorchError
 
-#: Built-in elementwise module types -> primitive (Identity creates no node at all).
-ELEMENTWISE_MODULES = {"ReLU": "relu", "Tanh": "tanh", "Sigmoid": "sigmoid"}
-
 
 @dataclass(eq=False)
 class Call:
@@ -93,6 +90,9 @@ class Model:
         for m in problem.model.walk():
             for d in m.params:
                 self.params[d.name] = self.leaf(d, is_param=True)
+        for m in problem.model.walk():
+            for d in m.buffers:
+                self.leaf(d)
 
     def leaf(self, d: TensorDecl, is_param: bool = False) -> Tensor:
         t = self.rt.leaf(self.rt.B.literal(d.value), d.requires_grad, dtype=d.dtype, name=d.name, is_param=is_param)
@@ -367,19 +367,13 @@ class _Pass:
     # ------------------------------------------------------------------ module forwards
     def module_forward(self, mod: Module, args: list, kwargs: dict, call: Call, loc: Loc):
         rt = self.rt
-        if mod.type == "Linear":
-            weight = self.m.params[f"{mod.path}.weight" if mod.path else "weight"]
-            bias = self.m.params.get(f"{mod.path}.bias" if mod.path else "bias")
-            return linear(rt, args[0], weight, bias, mod.loc)
-        if mod.type in ELEMENTWISE_MODULES:
-            return rt.apply(ELEMENTWISE_MODULES[mod.type], [args[0]], None, mod.loc)
-        if mod.type == "Identity":
-            return args[0]
-        if mod.type == "Sequential":
-            x = args[0]
-            for child in mod.children:
-                x = self.call_module(child, [x], child.loc)
-            return x
+        if mod.type is not None:
+            from .layers import FORWARDS, LayerCall
+            prefix = f"{mod.path}." if mod.path else ""
+            own = {p.name[len(prefix):]: self.m.params[p.name] for p in mod.params}
+            bufs = {b.name[len(prefix):]: self.m.leaves[b.name] for b in mod.buffers}
+            return FORWARDS[mod.type](LayerCall(rt, mod, list(args), dict(kwargs), loc, own, bufs,
+                                                lambda child, a, k: self.call_module(child, a, child.loc, k)))
         if mod.function is not None:
             return self.function(mod, args, call)
         scope = _ModuleScope(self, mod, call, bind_arguments(mod, args, kwargs, loc))
