@@ -343,7 +343,7 @@ class _Pass:
             rg = t.requires_grad
             out = rt.tensor(t.value, rg, node if rg else None, i if rg else 0, dtype=t.dtype)
             if rg:  # returned as-is by a custom Function: a view PyTorch forbids to modify in place
-                out.custom_view = "BackwardHookFunction"
+                out.creation = ("custom", "BackwardHookFunction")
                 out.strides, out.offset = t.strides, t.offset
             outs.append(out)
         node.outputs = [(t.shape, t.dtype) for t in outs]

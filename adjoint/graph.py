@@ -98,7 +98,8 @@ class Tensor:
     view_of: object = None           # base value -> this view's value (recomputation after writes)
     view_ops: tuple = ()             # (op name, params) from the base to this view, in order
     view_version: int = 0            # the version its grad_fn was made at (a view's grad_fn is regenerated after)
-    custom_view: str | None = None   # made inside a custom Function (its name): in-place on it is refused
+    creation: tuple | None = None    # a view PyTorch forbids to modify in place (CreationMeta): ("custom", Function
+                                     # name) | ("multi", node name) of a multi-output view op | ("no_grad",)
     data_version: int = 0            # the version ``data`` was computed at (views)
     grad: object = None              # ``.grad``: a backend value or None
     retains_grad: bool = False

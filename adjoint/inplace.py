@@ -126,14 +126,28 @@ def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc)
     return target
 
 
+_MULTI = ("This view is the output of a function that returns multiple views. Such functions do not allow the "
+          "output views to be modified inplace. You should replace the inplace operation by an out-of-place one.")
+
+
 def check_inplace_allowed(t: Tensor) -> None:
-    if t.custom_view is not None:
-        raise TorchError("RuntimeError", f"Output {t.output_nr} of {t.custom_view} is a view and is being modified "
+    kind = t.creation[0] if t.creation else None
+    if kind == "custom":
+        raise TorchError("RuntimeError", f"Output {t.output_nr} of {t.creation[1]} is a view and is being modified "
                                          "inplace. This view was created inside a custom Function (or because an "
                                          "input was returned as-is) and the autograd logic to handle view+inplace "
                                          "would override the custom backward associated with the custom Function, "
                                          "leading to incorrect gradients. This behavior is forbidden. You can fix "
                                          "this by cloning the output of the custom Function.")
+    if kind == "multi":
+        raise TorchError("RuntimeError", f"Output {t.output_nr} of {t.creation[1]} is a view and is being modified "
+                                         f"inplace. {_MULTI}")
+    if kind == "no_grad":
+        raise TorchError("RuntimeError", "A view was created in no_grad mode and is being modified inplace with grad "
+                                         "mode enabled. Given that this use case is ambiguous and error-prone, it is "
+                                         "forbidden. You can clarify your code by moving both the view and the inplace "
+                                         "either both inside the no_grad block (if you don't want the inplace to be "
+                                         "tracked) or both outside (if you want the inplace to be tracked).")
     if t.is_leaf and t.requires_grad and not t.is_view:
         raise TorchError("RuntimeError", "a leaf Variable that requires grad is being used in an in-place operation.")
     if t.is_view and t.base.is_leaf and t.base.requires_grad:
@@ -258,8 +272,24 @@ def regenerate(rt, view: Tensor) -> None:
 
 def refresh(rt, t: Tensor) -> None:
     """A view of a base that was modified in place since its grad_fn was made gets a new one
-    when next used (as ``t.grad_fn`` does in PyTorch)."""
-    if t.is_view and t.base.requires_grad and t.view_version != t.version.value and t.grad_fn is not None:
-        regenerate(rt, t)
-    elif t.is_view and t.base.requires_grad and not t.requires_grad and t.view_version != t.version.value:
-        regenerate(rt, t)
+    when next used (as ``t.grad_fn`` does in PyTorch); a piece of a multi-output view op
+    cannot, and PyTorch raises."""
+    if not (t.is_view and t.base.requires_grad and t.view_version != t.version.value):
+        return
+    if t.creation and t.creation[0] == "multi":
+        raise TorchError("RuntimeError", f"Output {t.output_nr} of {t.creation[1]} is a view and its base or another "
+                                         f"view of its base has been modified inplace. {_MULTI}")
+    regenerate(rt, t)
+
+
+def copy_slices_backward(rt, node: Node, g, need: list, fn_vjp) -> list:
+    """CopySlices's backward: the base's gradient ``g``, with the written view's part replaced by
+    what the in-place op's node gives for it (``fn_vjp(fn, grads, need)``: called directly, so
+    the node's own hooks do not run); its other inputs' gradients as that node gives them."""
+    from .runtime import view_value
+    B = rt.B
+    view, fn = node.params
+    grad_slice = view_value(B, g, view.view_ops)
+    res = fn_vjp(fn, [grad_slice], [True] + list(need[1:]))
+    result = scatter_into(rt, g, view.view_ops, res[0] if res[0] is not None else B.zeros(view.shape))
+    return [result] + list(res[1:])

@@ -332,21 +332,17 @@ class Engine:
     def copy_slices(self, node: Node, inputs: list) -> list:
         """CopySlices: the base's gradient, with the written view's part replaced by what the
         in-place op's node (called directly: its hooks do not run) gives for it."""
-        from .inplace import scatter_into
-        from .runtime import view_value
-        B = self.B
+        from .inplace import copy_slices_backward
         view, fn = node.params
         g = inputs[0]
         if g is None:
             return [None] * len(node.edges)
-        grad_slice = view_value(B, g, view.view_ops)
         need = [True] + [e is not None and (not self.exec_info or self.should_execute(e.node)) for e in node.edges[1:]]
-        res = self.op_vjp(fn, [grad_slice], need)
-        result = scatter_into(self.rt, g, view.view_ops, res[0] if res[0] is not None else B.zeros(view.shape))
+        out = copy_slices_backward(self.rt, node, g, need, self.op_vjp)
         if not self.retain_graph:
             for sv in fn.saved:
                 sv.released = True
-        return [result] + list(res[1:])
+        return out
 
     def op_vjp(self, node: Node, grads: list, need: list) -> list:
         saved = {id(sv): self.rt.unpack(node, sv) for sv in node.saved}

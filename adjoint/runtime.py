@@ -190,7 +190,11 @@ class Runtime:
         chain = t.view_ops
         B = self.B
         t.view_of = lambda base_value: view_value(B, base_value, chain)
-        t.custom_view = src.custom_view
+        t.creation = src.creation
+        if op.outputs != 1:
+            t.creation = ("multi", short_name(op.node))
+        elif not self.grad_enabled and root.requires_grad:
+            t.creation = t.creation or ("no_grad",)
         if op.layout is not None:
             strides, offset = op.layout(src.shape, src.strides, src.offset, params)
             if strides is not None:

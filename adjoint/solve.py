@@ -241,6 +241,13 @@ def pure_vjp(rt, nodes: list[Node], seed_tensor: Tensor, seed, wrt) -> list:
             outs = [g if g is not None else B.zeros(node.outputs[i][0]) for i, g in enumerate(gs)]
         elif node.kind == "function":
             outs = declared_vjp(rt, node.params, list(node.input_values), gs[0])
+        elif node.kind == "copyslices":
+            from .inplace import copy_slices_backward
+            if gs[0] is None:
+                continue
+            outs = copy_slices_backward(rt, node, gs[0], [e is not None for e in node.edges],
+                                        lambda fn, grads, need: fn.op.vjp(B, grads, list(fn.input_values),
+                                                                          list(fn.output_values), fn.params, need))
         else:
             need = [e is not None for e in node.edges]
             outs = node.op.vjp(B, gs, list(node.input_values), list(node.output_values), node.params, need)

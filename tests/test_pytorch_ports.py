@@ -97,10 +97,6 @@ PENDING: dict[str, str] = {
         "with_kwargs; keyword arguments in a call; steps (remove)",
     "test_retain_grad_inplace__base_without_grad":
         "steps; view; in-place method on a view",
-    "test_retain_grad_inplace__view":
-        "clone; slicing views; augmented assignment on a view (CopySlices)",
-    "test_retain_grad_inplace_over_view":
-        "clone; slicing views; in-place on a view",
     "test_retains_grad_inplace_multiple_outputs":
         "a custom Function with a tuple forward; in-place method",
     "test_return_leaf":
@@ -109,8 +105,6 @@ PENDING: dict[str, str] = {
         "saved_tensors; raises; errors as predictions",
     "test_tensor_hooks_inplace_multiple_outputs":
         "a custom Function with a tuple forward; in-place method",
-    "test_tensor_hooks_inplace_over_view":
-        "clone; slicing views; in-place on a view; raises",
 }
 
 

@@ -304,3 +304,8 @@ def _element(x: Exact, flat: int, out_shape) -> str:
         return E.s_str(x.item())
     b = np.broadcast_to(x.a, out_shape).reshape(-1)
     return E.s_str(b[flat])
+
+
+# ----------------------------------------------------------------------------- families
+# Backend methods a family of ops needs are added to ExactBackend in the family's own block
+# below (activations, reductions, nn, losses), to keep additions apart.

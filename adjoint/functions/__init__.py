@@ -47,10 +47,10 @@ class Function:
 
 
 def _collect() -> tuple[dict[str, Function], dict[str, Function]]:
-    from . import core, views
+    from . import activations, core, losses, nn, reductions, views
     functions: dict[str, Function] = {}
     methods: dict[str, Function] = {}
-    for family in (core, views):
+    for family in (core, views, activations, reductions, nn, losses):
         for fn in family.FUNCTIONS:
             if fn.where in ("function", "both"):
                 if fn.name in functions:

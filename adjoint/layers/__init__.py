@@ -36,9 +36,9 @@ class LayerCall:
 
 
 def _collect() -> dict[str, Callable]:
-    from . import basic
+    from . import activations, basic, losses, nn
     forwards: dict[str, Callable] = {}
-    for family in (basic,):
+    for family in (basic, activations, nn, losses):
         for name, fn in family.FORWARDS.items():
             if name in forwards:
                 raise ValueError(f"module type {name!r} has two forwards")

@@ -74,9 +74,9 @@ class Op:
 
 
 def _collect() -> dict[str, Op]:
-    from . import arith, elementwise, linalg, reductions, views
+    from . import activations, arith, elementwise, linalg, losses, nn, reductions, views
     registry: dict[str, Op] = {}
-    for family in (arith, elementwise, linalg, reductions, views):
+    for family in (arith, elementwise, linalg, reductions, views, activations, nn, losses):
         for op in family.OPS:
             if op.name in registry:
                 raise ValueError(f"primitive {op.name!r} is defined twice")
