@@ -1,43 +1,55 @@
-"""Exact tensors.
+"""Exact tensors: rationals, certified reals, and SymPy closed forms.
 
-An :class:`Exact` is an immutable n-d array whose elements are *all* rationals
-(``flint.fmpq``, fast, vectorised through numpy object arrays and FLINT's ``fmpq_mat`` for
-products) or *all* SymPy expressions (free symbols, ``tanh(3/10)``, ``sqrt(2)``, and the
-IEEE specials ``oo``/``-oo``/``nan`` that PyTorch produces at kinks such as sqrt'(0)).
-Every operation keeps that invariant and drops back to rationals as soon as a SymPy result
-is a plain rational again, so the common case never pays for SymPy.
+An :class:`Exact` is an immutable n-d array of one of three kinds:
 
-The element-level helpers (``s_*``) implement IEEE-754 conventions where PyTorch relies
-on them: x/0 is +-inf (nan for 0/0), inf*0 is nan, sqrt of a negative is nan.
+* ``rational``: every element an exact rational, held as integer numerators over one
+  common denominator (:mod:`adjoint.backends.rational`): the common case, vectorised;
+* ``real``: certified numbers (:mod:`adjoint.backends.balls`): one ball per element,
+  recomputable at any precision through the tensor's recipe, and per element an optional
+  small closed form (:mod:`adjoint.backends.forms`): an exact rational, an IEEE special, or
+  an expression such as ``tanh(3/8)`` while it stays small. Transcendental values of a file
+  without free symbols are of this kind;
+* ``elements``: an object array of single elements, each an ``fmpq`` or a SymPy expression
+  (free symbols, and every closed form of a file that has free symbols, of any size; SymPy's
+  ``oo``/``-oo``/``nan`` there): the closed-form mode.
+
+Operations (:mod:`adjoint.tensor_ops`, re-exported here) keep the kinds apart and promote
+rational < real < elements. A certified tensor whose every element turns out exact becomes
+rational again, so rational work never pays for balls, and neither ever pays for SymPy.
+
+The element functions (``s_*``) live in :mod:`adjoint.backends.symbolic` and are re-exported
+here: IEEE conventions (x/0 = +-inf, 0/0 = nan, sqrt of a negative = nan) and SymPy's
+closed forms; SymPy is imported on first use only.
 """
 
 from __future__ import annotations
 
 from fractions import Fraction
-from functools import reduce
 
 import flint
-import mpmath
 import numpy as np
-import sympy
+
+from .backends import balls as Bl
+from .backends import forms as F
+from .backends.rational import QArray
+from .backends.symbolic import (MAX_EXACT_EXPONENT, ExactLimit, check_exponent, fmpq_float, is_zero, loaded,  # noqa: F401
+                                s_approx, s_div, s_float, s_is_nan, s_is_nonfinite, s_log, s_mul, s_norm, s_pow,
+                                s_sci, s_sign, s_sqrt, s_str, s_sym, sympy)
 
 fmpq = flint.fmpq
 _Q0 = fmpq(0)
 _Q1 = fmpq(1)
-_S = sympy.S
 
-
-# ----------------------------------------------------------------------------- scalars
 
 def q(value) -> fmpq:
-    """An exact rational from int, Fraction or fmpq."""
+    """An exact rational from int, Fraction, fmpq or a SymPy Rational."""
     if type(value) is fmpq:
         return value
     if isinstance(value, Fraction):
         return fmpq(value.numerator, value.denominator)
     if isinstance(value, int):
         return fmpq(value)
-    if isinstance(value, sympy.Rational):
+    if loaded() and isinstance(value, sympy().Rational):
         return fmpq(int(value.p), int(value.q))
     raise TypeError(f"not an exact rational: {value!r}")
 
@@ -53,284 +65,174 @@ def _element(e):
     return s_norm(e)
 
 
-def s_sym(x):
-    """Element as a SymPy object."""
-    if type(x) is fmpq:
-        return sympy.Rational(int(x.p), int(x.q))
-    return x
+# ----------------------------------------------------------------------------- elements of a certified tensor
 
+class Real:
+    """One element of a certified tensor, for code that walks elements (the LaTeX printer,
+    SymPy element functions): its closed form when it has one, else its ball."""
 
-def s_norm(x):
-    """Element back to fmpq when it is a plain rational."""
-    if type(x) is fmpq:
-        return x
-    if isinstance(x, sympy.Rational):
-        return fmpq(int(x.p), int(x.q))
-    return x
+    __slots__ = ("tensor", "index")
 
+    def __init__(self, tensor: "Exact", index: tuple):
+        self.tensor = tensor
+        self.index = index
 
-_NONFINITE = (_S.Infinity, _S.NegativeInfinity, _S.ComplexInfinity, _S.NaN)
+    @property
+    def form(self):
+        return None if self.tensor.forms is None else self.tensor.forms[self.index]
 
+    @property
+    def ball(self):
+        return self.tensor.balls[self.index]
 
-def s_mul(x, y):
-    """x * y for two elements. Zero times a finite closed form is zero, decided structurally:
-    SymPy's Mul would ask the other factor ``is_finite``, which on a large closed form can run
-    its adaptive evalf for minutes (a hook's ``grad * 0``; sweep seed 4, problem 1141)."""
-    if _is_exact_zero(x) and not _has_nonfinite(y) or _is_exact_zero(y) and not _has_nonfinite(x):
-        return _S.Zero
-    return s_sym(x) * s_sym(y)
+    def sympy(self):  # noqa: F811  (the element method, not the module function)
+        """The closed form, or an atom standing for the certified value."""
+        if self.form is not None:
+            return s_sym(F.to_sympy(self.form))
+        return F.certified_atom(self)
 
+    _sympy_ = sympy  # SymPy's sympify() asks an object for this
 
-def _is_exact_zero(x) -> bool:
-    return x == 0 if type(x) is fmpq else x is _S.Zero
+    def sign(self):
+        return self.tensor.element_sign(self.index)
 
+    def float(self) -> float:
+        return float(self.tensor.floats_flat()[int(np.ravel_multi_index(self.index, self.tensor.shape))]) \
+            if self.tensor.ndim else float(self.tensor.floats_flat()[0])
 
-def _has_nonfinite(x) -> bool:
-    return type(x) is not fmpq and x.has(*_NONFINITE)
-
-
-def s_is_nan(x) -> bool:
-    return x is _S.NaN
-
-
-def s_is_nonfinite(x) -> bool:
-    return x is _S.NaN or x is _S.Infinity or x is _S.NegativeInfinity
-
-
-_MP_FUNCS = {sympy.exp: mpmath.exp, sympy.log: mpmath.log, sympy.sin: mpmath.sin, sympy.cos: mpmath.cos,
-             sympy.tan: mpmath.tan, sympy.tanh: mpmath.tanh, sympy.Abs: abs, sympy.sign: mpmath.sign}
-
-
-def s_approx(x, dps: int = 50):
-    """A constant element as an mpmath number accurate to about ``dps`` digits, or None when it
-    has free symbols or is not a finite real.
-
-    A memoised walk at fixed precision: SymPy's adaptive ``evalf`` can take minutes on the
-    deeply nested tanh/sigmoid/sqrt expressions a forward pass produces."""
-    if type(x) is fmpq:
+    def approx(self, dps: int):
+        import mpmath
+        b = self.tensor.ball_with_bits(self.index, int(dps * 3.33) + 8)
+        if not b.is_finite():
+            return None
         with mpmath.workdps(dps):
-            return mpmath.mpf(int(x.p)) / int(x.q)
-    if getattr(x, "free_symbols", None):
-        return None
-    memo: dict = {}
+            man, exp = b.mid().man_exp() if b.mid() != 0 else (0, 0)
+            return mpmath.ldexp(mpmath.mpf(int(man)), int(exp))
 
-    def ev(e):
-        if e in memo:
-            return memo[e]
-        if e.is_Rational:
-            r = mpmath.mpf(int(e.p)) / int(e.q)
-        elif e is sympy.pi:
-            r = +mpmath.pi
-        elif e is sympy.E:
-            r = +mpmath.e
-        elif e.is_Add:
-            r = mpmath.fsum(ev(a) for a in e.args)
-        elif e.is_Mul:
-            r = mpmath.fprod(ev(a) for a in e.args)
-        elif e.is_Pow:
-            b, k = ev(e.base), ev(e.exp)
-            if b < 0 and not e.exp.is_integer:
-                raise ValueError("not real")
-            r = mpmath.power(b, k)
-        elif isinstance(e, sympy.Function) and e.func in _MP_FUNCS and len(e.args) == 1:
-            r = _MP_FUNCS[e.func](ev(e.args[0]))
-        else:
-            r = mpmath.mpf(sympy.N(e, dps))
-        if not isinstance(r, mpmath.mpf) or not mpmath.isfinite(r):
-            raise ValueError("not finite")
-        memo[e] = r
-        return r
+    def text(self) -> str:
+        flat = int(np.ravel_multi_index(self.index, self.tensor.shape)) if self.tensor.ndim else 0
+        return self.tensor.strings_flat()[flat]
 
-    try:
-        with mpmath.workdps(dps + 10):
-            return +ev(x)
-    except (ValueError, TypeError, ZeroDivisionError, OverflowError):
-        return None
+    def __repr__(self) -> str:
+        return f"Real({self.text()})"
 
 
-def s_sign(x):
-    """-1, 0 or 1 when decidable; 'nan' for NaN; None when it depends on free symbols."""
-    if type(x) is fmpq:
-        return (x > 0) - (x < 0)
-    if x is _S.NaN:
-        return "nan"
-    if x is _S.Infinity:
-        return 1
-    if x is _S.NegativeInfinity:
-        return -1
-    if not x.free_symbols:
-        # A constant: decided numerically, never by SymPy's assumption system (minutes on the
-        # large closed forms a forward pass builds). One that is zero to 200 digits is taken
-        # as exactly zero: exact zero-testing of such expressions is undecidable in general.
-        for dps, tiny in ((50, 30), (250, 200)):
-            v = s_approx(x, dps)
-            if v is None:
-                break
-            if abs(v) > mpmath.mpf(10) ** -tiny:
-                return 1 if v > 0 else -1
-        else:
-            return 0
-    if x.is_zero:
-        return 0
-    if x.is_positive:
-        return 1
-    if x.is_negative:
-        return -1
-    if x.free_symbols:
-        return None
-    v = x.evalf(60)
-    if v.is_Number and v != 0:
-        return 1 if v > 0 else -1
-    if x.equals(0):
-        return 0
-    return 1 if v > 0 else (-1 if v < 0 else 0)
-
-
-def s_div(x, y):
-    if type(x) is fmpq and type(y) is fmpq:
-        if y != 0:
-            return x / y
-        return _ieee_div_by_zero(s_sign(x))
-    sy = s_sign(y)
-    if sy == 0:
-        return _ieee_div_by_zero(s_sign(x))
-    return s_norm(s_sym(x) / s_sym(y))
-
-
-def _ieee_div_by_zero(sign_x):
-    if sign_x is None:
-        return _S.NaN  # symbolic numerator over an exact zero: no single answer
-    return {1: _S.Infinity, -1: _S.NegativeInfinity}.get(sign_x, _S.NaN)
-
-
-MAX_EXACT_EXPONENT = 4096
-
-
-class ExactLimit(ArithmeticError):
-    """An exact result would be astronomically large (e.g. 0.3 ** 10**8 has 10**8 digits)."""
-
-
-def check_exponent(e) -> None:
-    if type(e) is fmpq and e.q == 1 and abs(int(e.p)) > MAX_EXACT_EXPONENT:
-        raise ExactLimit(f"the exponent {e.p} is too large to compute exactly (at most {MAX_EXACT_EXPONENT} in size)")
-
-
-def s_pow(x, e):
-    """x ** e with PyTorch's real semantics (negative base, fractional exponent: nan)."""
-    if type(x) is fmpq and x not in (_Q0, _Q1, -_Q1):
-        check_exponent(e)
-    if type(x) is fmpq and type(e) is fmpq and e.q == 1:
-        n = int(e.p)
-        if n >= 0:
-            return x ** n
-        if x == 0:
-            return _S.Infinity  # IEEE pow(+0, -n) = +inf
-        return x ** n
-    sx, se = s_sym(x), s_sym(e)
-    if se.is_zero:
-        return _Q1  # torch.pow(x, 0) == 1, even for x == 0, inf or nan
-    if x is _S.NaN or e is _S.NaN:
-        return _S.NaN
-    sign = s_sign(x)
-    if sign == 0:
-        es = s_sign(e)
-        if es == 1:
-            return _Q0
-        if es == -1:
-            return _S.Infinity
-    if sign == -1 and not se.is_integer:
-        return _S.NaN
-    return s_norm(sympy.Pow(sx, se))
-
-
-def s_sqrt(x):
-    sign = s_sign(x)
-    if sign == -1 or sign == "nan":
-        return _S.NaN
-    return s_norm(sympy.sqrt(s_sym(x)))
-
-
-def s_log(x):
-    sign = s_sign(x)
-    if sign == 0:
-        return _S.NegativeInfinity
-    if sign == -1 or sign == "nan":
-        return _S.NaN
-    return s_norm(sympy.log(s_sym(x)))
-
-
-def s_float(x) -> float | None:
-    """Decimal value; None when the element depends on free symbols."""
-    if type(x) is fmpq:
-        return _fmpq_float(x)
-    if x is _S.NaN:
-        return float("nan")
-    if x is _S.Infinity:
-        return float("inf")
-    if x is _S.NegativeInfinity:
-        return float("-inf")
-    if x.free_symbols:
-        return None
-    v = s_approx(x, 30)
-    if v is None:
-        try:
-            return float(x.evalf(30))
-        except (TypeError, ValueError):
-            return float("nan")
-    return float(v)
-
-
-def s_sci(x, digits: int = 3) -> str:
-    """A constant element in scientific notation, at any magnitude (1e400 stays 1e400)."""
-    v = s_approx(x, digits + 10)
-    return s_str(x) if v is None else mpmath.nstr(v, digits, min_fixed=-4, max_fixed=6)
-
-
-def _fmpq_float(x) -> float:
-    try:
-        return float(x)
-    except OverflowError:  # beyond float64: what float arithmetic would give
-        return float("inf") if x > 0 else float("-inf")
-
-
-def s_str(x) -> str:
-    if type(x) is fmpq:
-        return str(x)
-    if x is _S.Infinity:
-        return "inf"
-    if x is _S.NegativeInfinity:
-        return "-inf"
-    if x is _S.NaN:
-        return "nan"
-    # order="none": SymPy's default printer re-sorts every sum, which took minutes on the
-    # few-thousand-node closed forms a forward pass can build; args are canonically ordered anyway
-    return sympy.sstr(x, order="none")
-
-
-# ----------------------------------------------------------------------------- arrays
+# ----------------------------------------------------------------------------- tensors
 
 class Exact:
-    """Immutable exact tensor. ``rational`` says every element is an fmpq."""
+    """Immutable exact tensor (see the module docstring for the three kinds)."""
 
-    __slots__ = ("a", "rational", "negzero")
+    __slots__ = ("shape", "kind", "qa", "elems", "balls", "prec", "forms", "recipe", "inputs", "negzero", "_memo")
 
-    def __init__(self, a: np.ndarray, rational: bool | None = None):
+    def __init__(self, a: np.ndarray | None = None, rational: bool | None = None):
+        """From an object array of elements (fmpq, Fraction, int, SymPy); ``rational=True``
+        promises every element is an fmpq."""
         self.negzero = None  # bool mask of zeros PyTorch holds as -0.0 (see adjoint.signed_zero)
-        if rational is None:
-            rational = all(type(e) is fmpq for e in a.flat)
-            if not rational:
-                a = _to_sym_array(a)
-        self.a = a
-        self.rational = rational
+        self._memo = None
+        self.qa = self.elems = self.balls = self.forms = self.recipe = None
+        self.inputs = ()
+        self.prec = 0
+        if a is None:
+            return
+        a = np.asarray(a, dtype=object)
+        self.shape = tuple(a.shape)
+        flat = a.reshape(-1).tolist()
+        if rational or all(type(e) is fmpq for e in flat):
+            qa = QArray.from_fmpq(flat, a.shape)
+            if qa is not None:
+                self.kind, self.qa = "rational", qa
+                return
+            self.kind, self.elems = "elements", a
+            return
+        flat = [_element(e) for e in flat]
+        if any(getattr(e, "free_symbols", None) for e in flat):
+            self._set_elements(flat)
+            return
+        self._set_forms(flat)
 
-    # construction ---------------------------------------------------------
+    def _set_elements(self, flat: list) -> None:
+        out = np.empty(len(flat), dtype=object)
+        out[:] = [s_sym(e) if type(e) is not fmpq else e for e in flat]
+        self.kind, self.elems = "elements", out.reshape(self.shape)
+
+    def _set_forms(self, flat: list) -> None:
+        """Certified values from constant elements (fmpq, SymPy constants, certified elements)."""
+        forms = np.empty(len(flat), dtype=object)
+        forms[:] = [_as_form(e) for e in flat]
+        forms = forms.reshape(self.shape)
+        self.kind = "real"
+        self.forms = forms
+        self.recipe = _balls_of_forms(forms)
+        self.inputs = ()
+        self.prec = Bl.PREC
+        with Bl.workprec(Bl.PREC):
+            self.balls = self.recipe()
+
+    # ------------------------------------------------------------------ makers
+    @staticmethod
+    def from_q(qa: QArray) -> "Exact":
+        out = Exact()
+        out.shape, out.kind, out.qa = tuple(qa.shape), "rational", qa
+        return out
+
+    @staticmethod
+    def from_elements(a: np.ndarray) -> "Exact":
+        """The closed-form kind, as is (elements already fmpq or SymPy)."""
+        out = Exact()
+        out.shape, out.kind, out.elems = tuple(a.shape), "elements", a
+        return out
+
+    @staticmethod
+    def certified(shape, recipe, inputs: tuple, forms: np.ndarray | None = None, prec: int | None = None,
+                  settle: bool = True) -> "Exact":
+        """A certified tensor: ``recipe(*balls of inputs)`` at the inputs' precision. Elements
+        whose ball comes out exact (radius 0) are known exactly; when all are, the result is
+        rational."""
+        if prec is None:
+            prec = min([i.prec for i in inputs if i.kind == "real"], default=Bl.PREC)
+        with Bl.workprec(prec):
+            balls = recipe(*[Bl.balls_at(i, prec) for i in inputs])
+        out = Exact()
+        out.shape, out.kind = tuple(shape), "real"
+        out.balls = Bl.as_array(balls, tuple(shape))
+        out.prec, out.recipe, out.inputs = prec, recipe, tuple(inputs)
+        out.forms = forms
+        return out._settled() if settle else out
+
+    def _settled(self) -> "Exact":
+        """Exact balls become rational forms; all elements exact: a rational tensor."""
+        exact = np.asarray(Bl._exact(self.balls), dtype=bool)
+        if self.forms is not None:
+            exact &= ~np.asarray(_is_special(self.forms), dtype=bool)
+        if exact.any():
+            if self.forms is None:
+                self.forms = np.empty(self.shape, dtype=object)
+            flat_f = self.forms.reshape(-1)
+            flat_b = self.balls.reshape(-1)
+            for i in np.nonzero(exact.reshape(-1))[0].tolist():
+                if type(flat_f[i]) is not fmpq:
+                    flat_f[i] = Bl.exact_value(flat_b[i])
+        if self.forms is None:
+            return self
+        flat = self.forms.reshape(-1).tolist()
+        if all(type(f) is fmpq for f in flat):
+            qa = QArray.from_fmpq(flat, self.shape)
+            if qa is not None:
+                out = Exact.from_q(qa)
+                out.negzero = self.negzero
+                return out
+        return self
+
     @staticmethod
     def of(elements, shape) -> "Exact":
         """From a flat sequence of elements (fmpq, Fraction, int or SymPy) and a shape."""
+        elements = list(elements)
+        if all(type(e) is Fraction or type(e) is int for e in elements):
+            return Exact.from_q(QArray.from_fractions(elements, tuple(shape)))
         flat = [_element(e) for e in elements]
         a = np.empty(len(flat), dtype=object)
         a[:] = flat
-        return Exact(a.reshape(shape))
+        return Exact(a.reshape(tuple(shape)))
 
     @staticmethod
     def scalar(value) -> "Exact":
@@ -338,144 +240,397 @@ class Exact:
 
     @staticmethod
     def full(shape, value) -> "Exact":
-        value = s_norm(q(value) if isinstance(value, (int, Fraction)) else value)
+        shape = tuple(shape)
+        if isinstance(value, (int, Fraction)) or type(value) is fmpq:
+            return Exact.from_q(QArray.full(shape, q(value)))
+        value = s_norm(value)
+        if type(value) is fmpq:
+            return Exact.from_q(QArray.full(shape, value))
         a = np.empty(shape, dtype=object)
         a.fill(value)
-        return Exact(a, type(value) is fmpq)
+        return Exact(a)
 
     @staticmethod
     def zeros(shape) -> "Exact":
         return Exact.full(shape, _Q0)
 
-    # inspection -----------------------------------------------------------
+    # ------------------------------------------------------------------ inspection
     @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(self.a.shape)
+    def rational(self) -> bool:
+        return self.kind == "rational"
 
     @property
     def ndim(self) -> int:
-        return self.a.ndim
+        return len(self.shape)
 
     @property
     def size(self) -> int:
-        return int(self.a.size)
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def a(self) -> np.ndarray:
+        """The elements as an object array: fmpq, SymPy, or :class:`Real` (made on demand)."""
+        memo = self._memos()
+        if "a" not in memo:
+            if self.kind == "rational":
+                memo["a"] = self.qa.elements()
+            elif self.kind == "elements":
+                memo["a"] = self.elems
+            else:
+                out = np.empty(self.shape, dtype=object)
+                flat = out.reshape(-1)
+                forms = self.forms.reshape(-1) if self.forms is not None else None
+                balls = self.balls.reshape(-1)
+                for i, idx in enumerate(np.ndindex(*self.shape)):
+                    f = forms[i] if forms is not None else None
+                    if type(f) is fmpq:
+                        flat[i] = f
+                    elif type(f) is F.Special:
+                        flat[i] = f.sympy()
+                    elif f is None and balls[i].is_exact():
+                        flat[i] = Bl.exact_value(balls[i])
+                    else:
+                        flat[i] = Real(self, idx)
+                memo["a"] = out
+        return memo["a"]
+
+    def _memos(self) -> dict:
+        if self._memo is None:
+            self._memo = {}
+        return self._memo
 
     def flat(self) -> list:
-        return list(self.a.flat)
+        return self.a.reshape(-1).tolist()
 
     def item(self):
-        assert self.a.size == 1
+        assert self.size == 1
+        if self.kind == "rational":
+            return self.qa.item()
         return self.a.reshape(-1)[0]
 
     def is_symbolic(self) -> bool:
-        return not self.rational and any(getattr(e, "free_symbols", None) for e in self.a.flat)
+        return self.kind == "elements" and any(getattr(e, "free_symbols", None) for e in self.elems.reshape(-1))
 
     def has_nonfinite(self) -> bool:
-        return not self.rational and any(s_is_nonfinite(e) for e in self.a.flat)
+        if self.kind == "rational":
+            return False
+        if self.kind == "real":
+            return self.forms is not None and bool(np.any(_is_special(self.forms)))
+        return any(s_is_nonfinite(e) for e in self.elems.reshape(-1))
 
+    def rational_balls(self, prec: int) -> np.ndarray:
+        """Balls of a rational tensor at ``prec`` bits (made once per precision)."""
+        memo = self._memos()
+        key = ("balls", prec)
+        if key not in memo:
+            with Bl.workprec(prec):
+                memo[key] = Bl.of_rational(self.qa.num, self.qa.den)
+        return memo[key]
+
+    def form_array(self) -> np.ndarray | None:
+        """Per element its closed form (fmpq for rationals), or None when no element has one."""
+        if self.kind == "rational":
+            return self.a
+        if self.kind == "real":
+            return self.forms
+        return self.elems
+
+    # ------------------------------------------------------------------ certified details
+    def element_sign(self, index) -> int | str | None:
+        return self.signs(lambda where: None).reshape(-1)[int(np.ravel_multi_index(index, self.shape))] \
+            if self.ndim else self.signs(lambda where: None).reshape(-1)[0]
+
+    def ball_with_bits(self, index, bits: int):
+        prec = self.prec
+        while True:
+            b = self.balls[index]
+            if b.rel_accuracy_bits() >= bits or prec >= Bl.MAX_PREC or b.is_exact():
+                return b
+            prec *= 2
+            Bl.refine(self, prec)
+
+    def signs(self, undecided=None) -> np.ndarray:
+        """Per element: -1, 0, 1, 'nan' (or None: depends on free symbols), as an object array.
+        A certified element whose ball contains zero is recomputed at higher precision; past
+        :data:`balls.MAX_PREC` its closed form decides, else it counts as 0 and
+        ``undecided(mask)`` is told which elements were so taken."""
+        if self.kind == "rational":
+            return np.asarray(self.qa.signs().astype(object), dtype=object)
+        if self.kind == "elements":
+            out = np.empty(self.shape, dtype=object)
+            out.reshape(-1)[:] = [s_sign(e) for e in self.elems.reshape(-1)]
+            return out
+        return _real_signs(self, undecided)
+
+    def zero_mask(self) -> np.ndarray:
+        """Exactly-zero elements (certified ones decided as :meth:`signs` does)."""
+        if self.kind == "rational":
+            return self.qa.zeros()
+        if self.kind == "elements":
+            return np.array([e == 0 for e in self.elems.reshape(-1)], dtype=bool).reshape(self.shape)
+        s = self.signs()
+        return np.array([v == 0 for v in s.reshape(-1).tolist()], dtype=bool).reshape(self.shape)
+
+    # ------------------------------------------------------------------ output
     def floats(self):
         """Nested list of floats, or None when any element is symbolic."""
-        if self.rational:
-            return _FLOAT(self.a).astype(float).tolist() if self.ndim else _fmpq_float(self.item())
-        vals = [s_float(e) for e in self.a.flat]
-        if any(v is None for v in vals):
+        if self.kind == "rational":
+            f = self.qa.floats()
+            return f.tolist() if self.ndim else float(f.reshape(-1)[0])
+        vals = self.floats_flat()
+        if vals is None:
             return None
-        return _nest(vals, self.shape)
+        return _nest(list(vals), self.shape)
+
+    def floats_flat(self):
+        memo = self._memos()
+        if "floats" not in memo:
+            if self.kind == "rational":
+                memo["floats"] = self.qa.floats().reshape(-1).tolist()
+            elif self.kind == "elements":
+                vals = [s_float(e) for e in self.elems.reshape(-1)]
+                memo["floats"] = None if any(v is None for v in vals) else vals
+            else:
+                memo["floats"] = _real_floats(self)
+        return memo["floats"]
 
     def strings(self):
-        if self.rational:  # fmpq prints as "p/q" or "p"
-            return _STR(self.a).tolist() if self.ndim else str(self.item())
-        return _nest([s_str(e) for e in self.a.flat], self.shape)
+        if self.kind == "rational":
+            s = self.qa.strings()
+            return _nest(s, self.shape)
+        return _nest(self.strings_flat(), self.shape)
+
+    def strings_flat(self) -> list[str]:
+        memo = self._memos()
+        if "strings" not in memo:
+            if self.kind == "rational":
+                memo["strings"] = self.qa.strings()
+            elif self.kind == "elements":
+                memo["strings"] = [s_str(e) for e in self.elems.reshape(-1)]
+            else:
+                memo["strings"] = _real_strings(self)
+        return memo["strings"]
 
     def equals(self, other: "Exact") -> bool:
-        if self.shape != other.shape:
-            return False
-        for x, y in zip(self.a.flat, other.a.flat):
-            if type(x) is fmpq and type(y) is fmpq:
-                if x != y:
-                    return False
-                continue
-            sx, sy = s_sym(x), s_sym(y)
-            if sx is _S.NaN or sy is _S.NaN:
-                if not (sx is _S.NaN and sy is _S.NaN):
-                    return False
-                continue
-            if sx == sy:
-                continue
-            if not _is_zero(sx - sy):
-                return False
-        return True
+        from .tensor_ops import equal
+        return equal(self, other)
 
     def __repr__(self) -> str:
         return f"Exact({self.strings()!r})"
 
-    # structure ------------------------------------------------------------
+    # ------------------------------------------------------------------ structure
     def restructured(self, fn) -> "Exact":
         """The same elements rearranged by ``fn`` (a numpy reshaping / transposing / indexing
         function), the -0.0 mask rearranged with them."""
-        out = Exact(np.asarray(fn(self.a), dtype=object), self.rational)
+        if self.kind == "rational":
+            out = Exact.from_q(self.qa.restructured(fn))
+        elif self.kind == "elements":
+            out = Exact.from_elements(np.asarray(fn(self.elems), dtype=object))
+        else:
+            def recipe(b):
+                return np.asarray(fn(b), dtype=object)
+            forms = np.asarray(fn(self.forms), dtype=object) if self.forms is not None else None
+            out = Exact.certified(np.shape(recipe(self.balls)), recipe, (self,), forms, self.prec, settle=False)
         if self.negzero is not None:
             out.negzero = np.asarray(fn(self.negzero), dtype=bool)
         return out
 
     def reshape(self, shape) -> "Exact":
+        shape = tuple(shape)
         return self.restructured(lambda a: a.reshape(shape))
 
     def transpose(self) -> "Exact":
+        if self.kind == "rational" and self.ndim == 2:
+            from .backends.rational import transpose
+            out = Exact.from_q(transpose(self.qa))
+            if self.negzero is not None:
+                out.negzero = self.negzero.T.copy()
+            return out
         return self.restructured(lambda a: a.T.copy() if a.ndim == 2 else a)
 
     def broadcast_to(self, shape) -> "Exact":
+        shape = tuple(shape)
+        if shape == self.shape:
+            return self
         return self.restructured(lambda a: np.broadcast_to(a, shape).copy())
 
     def with_negzero(self, mask) -> "Exact":
         """The same values, marking which zeros are -0.0 in PyTorch's floats."""
         if mask is None:
             return self
-        out = Exact(self.a, self.rational)
+        out = self._copy()
         out.negzero = mask
         return out
 
+    def _copy(self) -> "Exact":
+        out = Exact()
+        for name in ("shape", "kind", "qa", "elems", "balls", "prec", "forms", "recipe", "inputs"):
+            setattr(out, name, getattr(self, name))
+        out._memo = self._memo
+        return out
+
     def as_sym(self) -> "Exact":
-        if not self.rational:
+        """The same values in the closed-form kind (SymPy elements)."""
+        if self.kind == "elements":
             return self
-        return Exact(_to_sym_array(self.a), False)
+        a = np.empty(self.shape, dtype=object)
+        a.reshape(-1)[:] = [s_sym(e) for e in self.a.reshape(-1).tolist()]
+        out = Exact.from_elements(a)
+        out.negzero = self.negzero
+        return out
 
     def map(self, fn) -> "Exact":
-        """Elementwise fn(x) -> element; result re-normalised."""
-        out = np.empty(self.a.shape, dtype=object)
+        """Elementwise fn(x) -> element; result re-normalised. ``fn`` gets fmpq, SymPy or
+        :class:`Real` elements (``s_sym`` turns any of them into SymPy)."""
+        out = np.empty(self.shape, dtype=object)
         flat = out.reshape(-1)
-        for i, e in enumerate(self.a.flat):
+        for i, e in enumerate(self.a.reshape(-1).tolist()):
             flat[i] = s_norm(fn(e))
+        if self.kind == "elements":
+            if all(type(e) is fmpq for e in flat.tolist()):
+                return Exact(out, True)
+            return Exact.from_elements(out)
         return Exact(out)
 
     def subs(self, mapping: dict) -> "Exact":
-        if self.rational:
+        if self.kind != "elements":
             return self
         return self.map(lambda e: s_sym(e).xreplace(mapping))
 
 
-_FLOAT = np.frompyfunc(_fmpq_float, 1, 1)
-_STR = np.frompyfunc(str, 1, 1)
+# ----------------------------------------------------------------------------- certified helpers
+
+_is_special = np.frompyfunc(lambda f: type(f) is F.Special, 1, 1)
 
 
-def _is_zero(d) -> bool:
-    """Is a SymPy difference identically zero? Exact when it is a plain number; otherwise
-    decided numerically to 50 digits at the given constants and at two pseudo-random rational
-    points for its free symbols (the test SymPy's own ``equals`` relies on, without the
-    ``simplify`` that grows super-linearly with expression size)."""
-    d = sympy.expand(d) if d.is_polynomial(*d.free_symbols) and len(d.args) < 200 else d
-    if d == 0:
-        return True
-    symbols = sorted(d.free_symbols, key=str)
-    points = [{}] if not symbols else [
-        {s: sympy.Rational(7 + 3 * i + 5 * k, 11 + 2 * i + k) for i, s in enumerate(symbols)} for k in (1, 2)]
-    for point in points:
-        v = s_approx(d.xreplace(point) if point else d)
-        if v is None:
-            return bool(sympy.simplify(d) == 0)
-        if abs(v) > mpmath.mpf(10) ** -40:
-            return False
-    return True
+def _as_form(e):
+    if type(e) is fmpq:
+        return e
+    if type(e) is Real:
+        return e.form if e.form is not None else e
+    if loaded():
+        S = sympy().S
+        if e is S.NaN:
+            return F.NAN
+        if e is S.Infinity:
+            return F.INF
+        if e is S.NegativeInfinity:
+            return F.NINF
+    return e
+
+
+def _balls_of_forms(forms: np.ndarray):
+    """A recipe evaluating constant forms (fmpq, Special, SymPy, Real) at the context's precision."""
+    def recipe():
+        memo: dict = {}
+        out = np.empty(forms.shape, dtype=object)
+        flat = out.reshape(-1)
+        for i, f in enumerate(forms.reshape(-1).tolist()):
+            if type(f) is fmpq:
+                flat[i] = flint.arb(f)
+            elif type(f) is F.Special:
+                flat[i] = flint.arb("nan")
+            elif type(f) is Real:
+                flat[i] = Bl.balls_at(f.tensor, flint.ctx.prec)[f.index]
+            elif type(f) is F.Form:
+                flat[i] = F.arb_of_sympy(s_sym(F.to_sympy(f)), memo)
+            else:
+                flat[i] = F.arb_of_sympy(f, memo)
+        return out
+    return recipe
+
+
+def _real_signs(x: Exact, undecided) -> np.ndarray:
+    flat_b = x.balls.reshape(-1)
+    forms = x.forms.reshape(-1) if x.forms is not None else None
+    signs = np.asarray(Bl.signs(flat_b), dtype=object)
+    if forms is not None:
+        for i, f in enumerate(forms.tolist()):
+            if type(f) is fmpq:
+                signs[i] = (f > 0) - (f < 0)
+            elif f is F.NAN:
+                signs[i] = "nan"
+            elif f is F.INF:
+                signs[i] = 1
+            elif f is F.NINF:
+                signs[i] = -1
+    open_ = np.array([s == 2 for s in signs.tolist()], dtype=bool)
+    prec = x.prec
+    while open_.any() and prec < Bl.MAX_PREC:
+        prec *= 2
+        Bl.refine(x, prec)
+        flat_b = x.balls.reshape(-1)
+        idx = np.nonzero(open_)[0]
+        fresh = np.asarray(Bl.signs(flat_b[idx]), dtype=object)
+        signs[idx] = fresh
+        open_[idx] = [s == 2 for s in fresh.tolist()]
+    if open_.any():
+        for i in np.nonzero(open_)[0].tolist():
+            f = forms[i] if forms is not None else None
+            if f is not None and type(f) is not Real:
+                v = s_norm(F.to_sympy(f))
+                if type(v) is fmpq or s_sym(v) == 0:
+                    signs[i] = 0 if type(v) is not fmpq else (v > 0) - (v < 0)
+                    open_[i] = False
+                    continue
+            signs[i] = 0
+        if open_.any() and undecided is not None:
+            undecided(open_.reshape(x.shape))
+    return signs.reshape(x.shape)
+
+
+def _real_floats(x: Exact) -> list:
+    flat_b = x.balls.reshape(-1)
+    vals = np.asarray(Bl.certain_floats(flat_b), dtype=object)
+    forms = x.forms.reshape(-1) if x.forms is not None else None
+    if forms is not None:
+        for i, f in enumerate(forms.tolist()):
+            if type(f) is F.Special:
+                vals[i] = f.value
+            elif type(f) is fmpq:
+                vals[i] = fmpq_float(f)
+    open_ = np.array([v != v for v in vals.tolist()], dtype=bool)
+    if forms is not None:
+        open_ &= np.array([f is not F.NAN for f in forms.tolist()], dtype=bool)
+    prec = x.prec
+    while open_.any() and prec < Bl.MAX_PREC:
+        prec *= 2
+        Bl.refine(x, prec)
+        idx = np.nonzero(open_)[0]
+        fresh = np.asarray(Bl.certain_floats(x.balls.reshape(-1)[idx]), dtype=object)
+        vals[idx] = fresh
+        open_[idx] = [v != v for v in fresh.tolist()]
+    for i in np.nonzero(open_)[0].tolist():  # a ball straddling a rounding boundary at MAX_PREC
+        vals[i] = float(x.balls.reshape(-1)[i])
+    return [float(v) for v in vals.tolist()]
+
+
+def _real_strings(x: Exact) -> list[str]:
+    forms = x.forms.reshape(-1).tolist() if x.forms is not None else [None] * x.size
+    wide = Bl.needs_digits(x.balls.reshape(-1))
+    if forms is not None:
+        wide &= np.array([f is None or type(f) is Real for f in forms], dtype=bool)
+    prec = x.prec
+    while wide.any() and prec < Bl.MAX_PREC:
+        prec *= 2
+        Bl.refine(x, prec)
+        wide &= Bl.needs_digits(x.balls.reshape(-1))
+    flat_b = x.balls.reshape(-1)
+    out = []
+    for i, f in enumerate(forms):
+        if f is not None and type(f) is not Real:
+            v = F.to_sympy(f)
+            out.append(s_str(s_norm(v)) if type(f) is not F.Special else f.text)
+            continue
+        b = flat_b[i]
+        if b.is_exact():
+            out.append(str(Bl.exact_value(b)))
+        else:
+            out.append(Bl.certified_text(b, bool(wide[i])))
+    return out
 
 
 def _nest(vals: list, shape: tuple[int, ...]):
@@ -488,142 +643,10 @@ def _nest(vals: list, shape: tuple[int, ...]):
 def _to_sym_array(a: np.ndarray) -> np.ndarray:
     out = np.empty(a.shape, dtype=object)
     flat = out.reshape(-1)
-    for i, e in enumerate(a.flat):
+    for i, e in enumerate(a.reshape(-1).tolist()):
         flat[i] = s_sym(e)
     return out
 
 
-def _pair(x: Exact, y: Exact) -> tuple[np.ndarray, np.ndarray, bool]:
-    if x.rational and y.rational:
-        return x.a, y.a, True
-    return x.as_sym().a, y.as_sym().a, False
-
-
-def _wrap(a, rational: bool) -> Exact:
-    if not isinstance(a, np.ndarray):
-        b = np.empty((), dtype=object)
-        b[()] = a
-        a = b
-    if rational:
-        return Exact(a, True)
-    out = np.empty(a.shape, dtype=object)
-    flat = out.reshape(-1)
-    for i, e in enumerate(a.flat):
-        flat[i] = s_norm(e)
-    return Exact(out)
-
-
-# ----------------------------------------------------------------------------- arithmetic
-
-def add(x: Exact, y: Exact) -> Exact:
-    a, b, r = _pair(x, y)
-    return _wrap(a + b, r)
-
-
-def sub(x: Exact, y: Exact) -> Exact:
-    a, b, r = _pair(x, y)
-    return _wrap(a - b, r)
-
-
-def mul(x: Exact, y: Exact) -> Exact:
-    a, b, r = _pair(x, y)
-    if r:
-        return _wrap(a * b, True)
-    return binary(s_mul, x, y)
-
-
-def neg(x: Exact) -> Exact:
-    return _wrap(-x.a, x.rational)
-
-
-def div(x: Exact, y: Exact) -> Exact:
-    if y.rational and x.rational and all(e != 0 for e in y.a.flat):
-        return _wrap(x.a / y.a, True)
-    return binary(s_div, x, y)
-
-
-def binary(fn, x: Exact, y: Exact) -> Exact:
-    """Elementwise fn over broadcast x, y (element helpers such as s_div, s_pow)."""
-    a, b = np.broadcast_arrays(x.a, y.a)
-    out = np.empty(a.shape, dtype=object)
-    flat = out.reshape(-1)
-    for i, (e1, e2) in enumerate(zip(a.flat, b.flat)):
-        flat[i] = s_norm(fn(e1, e2))
-    return Exact(out)
-
-
-def where(cond: Exact, x: Exact, y: Exact) -> Exact:
-    """Elementwise choice on a 0/1 mask (an Exact of fmpq zeros and ones)."""
-    c, a, b = np.broadcast_arrays(cond.a, x.a, y.a)
-    out = np.empty(c.shape, dtype=object)
-    flat = out.reshape(-1)
-    for i, (m, e1, e2) in enumerate(zip(c.flat, a.flat, b.flat)):
-        flat[i] = e1 if m != 0 else e2
-    return Exact(out)
-
-
-def total(x: Exact) -> Exact:
-    """Sum of all elements, 0-d."""
-    if x.rational:
-        return Exact.scalar(reduce(lambda s, e: s + e, x.a.flat, _Q0))
-    return Exact.scalar(s_norm(sympy.Add(*x.a.flat)))
-
-
-def sum_to(x: Exact, shape: tuple[int, ...]) -> Exact:
-    """Reduce a broadcast gradient back to ``shape`` (torch's sum_to)."""
-    if x.shape == tuple(shape):
-        return x
-    lead = x.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and x.shape[lead + i] != 1)
-    a = x.a
-    if x.rational:
-        r = np.sum(a, axis=axes, keepdims=True) if axes else a
-    else:
-        r = np.apply_over_axes(_sym_sum_axis, a, axes) if axes else a
-    r = r.reshape(r.shape[lead:]) if lead else r
-    return _wrap(np.asarray(r, dtype=object).reshape(shape), x.rational)
-
-
-def _sym_sum_axis(a: np.ndarray, axis: int) -> np.ndarray:
-    moved = np.moveaxis(a, axis, -1)
-    out = np.empty(moved.shape[:-1], dtype=object)
-    flat = out.reshape(-1)
-    for i, row in enumerate(moved.reshape(-1, moved.shape[-1])):
-        flat[i] = sympy.Add(*row)
-    return np.expand_dims(out, axis)
-
-
-def matmul2d(x: Exact, y: Exact) -> Exact:
-    """(m, k) @ (k, n), exact."""
-    (m, k), (k2, n) = x.shape, y.shape
-    assert k == k2
-    if x.rational and y.rational:
-        if m * k * n == 0:
-            return Exact.zeros((m, n))
-        prod = flint.fmpq_mat(m, k, list(x.a.flat)) * flint.fmpq_mat(k, n, list(y.a.flat))
-        out = np.empty(m * n, dtype=object)
-        out[:] = prod.entries()
-        return Exact(out.reshape(m, n), True)
-    a, b = x.as_sym().a, y.as_sym().a
-    out = np.empty((m, n), dtype=object)
-    for i in range(m):
-        for j in range(n):
-            out[i, j] = s_norm(sympy.Add(*[s_mul(a[i, t], b[t, j]) for t in range(k)]))
-    return Exact(out)
-
-
-def outer(x: Exact, y: Exact) -> Exact:
-    return matmul2d(x.reshape((x.size, 1)), y.reshape((1, y.size)))
-
-
-def negate_where(x: Exact, mask) -> Exact:
-    """-x where ``mask`` (a bool array broadcastable to x), else x."""
-    if mask is None or not np.any(mask):
-        return x
-    m = np.broadcast_to(mask, x.shape)
-    return where(Exact.of([1 if b else 0 for b in m.flat], x.shape), neg(x), x)
-
-
-def mask(x: Exact, predicate) -> Exact:
-    """0/1 rational mask from a predicate on element signs (for relu, abs, norm kinks)."""
-    return Exact.of([_Q1 if predicate(s_sign(e)) else _Q0 for e in x.a.flat], x.shape)
+from .tensor_ops import (add, binary, div, equal, mask, matmul2d, mul, neg, negate_where, outer, sub,  # noqa: E402,F401
+                         sum_to, total, where)

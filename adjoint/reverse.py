@@ -48,6 +48,9 @@ class BackwardResult:
     seen: dict = field(default_factory=dict)   # Tensor id -> gradient its grad_fn received (after pre-hooks)
     order: list = field(default_factory=list)  # node names in execution order
     calls_start: int = 0              # index in the runtime's log where this backward's calls start
+    vjps: dict = field(default_factory=dict)   # id(node) -> (node, incoming grads, need, grads): each VJP
+                                               # computed on the node's own saved values, for reuse by the
+                                               # boundary adjoints (adjoint.solve.pure_vjp)
 
 
 # ----------------------------------------------------------------------------- ready queue
@@ -326,6 +329,8 @@ class Engine:
             spec = next(s for s in node.op.saves if s.name == sv.name)
             (ins if spec.what == "in" else outs)[spec.index] = saved[id(sv)]
         grads = node.op.vjp(B, list(inputs), ins, outs, node.params, need)
+        if all(a is b for a, b in zip(ins, node.input_values)) and all(a is b for a, b in zip(outs, node.output_values)):
+            self.result.vjps[id(node)] = (node, tuple(inputs), tuple(need), grads)
         # autograd-generated nodes compute only the slots task_should_compute_output allows
         return [x if n else None for x, n in zip(grads, need)]
 

@@ -19,22 +19,32 @@ from fractions import Fraction
 
 import numpy as np
 
-from .exact import Exact, s_sign
+from .exact import Exact
+
 
 def sign_bits(x: Exact, where: np.ndarray | None = None) -> np.ndarray:
     """True where the float PyTorch holds has its sign bit set (negative, or -0.0); with
     ``where``, only those positions are examined (a sign can cost a numerical evaluation)."""
-    flat = x.flat()
-    look = where.reshape(-1) if where is not None else np.ones(len(flat), dtype=bool)
-    bits = np.array([bool(w) and s_sign(e) == -1 for e, w in zip(flat, look)], dtype=bool).reshape(x.shape)
+    if x.kind == "rational":
+        bits = np.asarray(x.qa.num < 0, dtype=bool)
+        if where is not None:
+            bits = bits & where
+    else:
+        bits = np.zeros(x.shape, dtype=bool)
+        look = np.ones(x.shape, dtype=bool) if where is None else where
+        if look.any():
+            signs = x.signs()
+            bits = np.array([bool(w) and s == -1 for s, w in zip(signs.reshape(-1).tolist(),
+                                                                 look.reshape(-1).tolist())],
+                            dtype=bool).reshape(x.shape)
     if x.negzero is not None:
-        bits |= x.negzero
+        bits = bits | x.negzero
     return bits
 
 
 def zero_mask(x: Exact) -> np.ndarray:
-    """Exact zeros, found structurally: arithmetic always evaluates a zero result to 0."""
-    return np.array([e == 0 for e in x.flat()], dtype=bool).reshape(x.shape)
+    """Exact zeros (certified elements decided by their balls)."""
+    return x.zero_mask()
 
 
 def result_mask(op, ins: list[Exact], params, out: Exact) -> np.ndarray | None:
@@ -53,10 +63,8 @@ def result_mask(op, ins: list[Exact], params, out: Exact) -> np.ndarray | None:
         zeros = zero_mask(out)
         if not zeros.any():
             return None
-        a = np.broadcast_to(ins[0].a, out.shape)
-        b = np.broadcast_to(ins[1].a, out.shape)
-        sa = sign_bits(_view(ins[0], a), zeros)
-        sb = sign_bits(_view(ins[1], b), zeros)
+        sa = sign_bits(_view(ins[0], out.shape), zeros)
+        sb = sign_bits(_view(ins[1], out.shape), zeros)
         mask = zeros & (sa ^ sb)
     elif rule == "sum":
         if ins[0].negzero is None or ins[1].negzero is None:
@@ -75,12 +83,9 @@ def result_mask(op, ins: list[Exact], params, out: Exact) -> np.ndarray | None:
     return np.asarray(mask, dtype=bool).reshape(out.shape)
 
 
-def _view(x: Exact, a: np.ndarray) -> Exact:
-    """``x`` broadcast to ``a``'s shape, its -0.0 mask with it."""
-    out = Exact(np.ascontiguousarray(a), x.rational)
-    if x.negzero is not None:
-        out.negzero = np.broadcast_to(x.negzero, a.shape).copy()
-    return out
+def _view(x: Exact, shape) -> Exact:
+    """``x`` broadcast to ``shape``, its -0.0 mask with it."""
+    return x.broadcast_to(tuple(shape))
 
 
 def _nz(x: Exact) -> np.ndarray:

@@ -27,7 +27,8 @@ def solve_problem(problem: Problem, variant: str | None = None, numeric: bool = 
 
 
 def solve_variant(problem: Problem, variant: Variant, symbols: dict | None = None) -> VariantPrediction:
-    run = run_variant(problem, variant, ExactBackend(problem.dtype, symbols))
+    closed = symbols is None and bool(problem.free_symbols())
+    run = run_variant(problem, variant, ExactBackend(problem.dtype, symbols, closed))
     return assemble(run)
 
 
@@ -205,7 +206,7 @@ def _boundaries(run: VariantRun) -> list[Boundary]:
         gout = seen_at(bwd, call.out) if call.out.requires_grad else None
         if gout is not None:
             start = rt.nodes.index(call.in_node) if call.in_node is not None else call.body_start
-            gin = tuple(pure_vjp(rt, rt.nodes[start:call.end], call.out, gout, call.args))
+            gin = tuple(pure_vjp(rt, rt.nodes[start:call.end], call.out, gout, call.args, bwd.vjps))
             if call.module.type == "Identity":
                 gin = (gout if call.args[0].requires_grad else None,)
         else:
@@ -217,6 +218,20 @@ def _boundaries(run: VariantRun) -> list[Boundary]:
     return out
 
 
+def _known_vjp(known: dict | None, node: Node, gs: list, need: list) -> list | None:
+    """The engine's VJP of ``node`` when it was computed from the same gradient objects and
+    covered every slot wanted here (None otherwise)."""
+    entry = known.get(id(node)) if known else None
+    if entry is None:
+        return None
+    same_node, inputs, engine_need, grads = entry
+    if same_node is not node or len(inputs) != len(gs) or any(a is not b for a, b in zip(inputs, gs)):
+        return None
+    if any(want and not had for want, had in zip(need, engine_need)):
+        return None
+    return [g if want else None for g, want in zip(grads, need)]
+
+
 def _key(t: Tensor):
     return (id(t.grad_fn), t.output_nr) if t.grad_fn is not None else ("leaf", t.id)
 
@@ -226,8 +241,13 @@ def _edge_key(edge):
     return ("leaf", node.variable.id) if node.is_accumulate else (id(node), edge.input_nr)
 
 
-def pure_vjp(rt, nodes: list[Node], seed_tensor: Tensor, seed, wrt) -> list:
+def pure_vjp(rt, nodes: list[Node], seed_tensor: Tensor, seed, wrt, known: dict | None = None) -> list:
     """J^T seed through ``nodes`` (hooks ignored): the Lagrangian adjoint of a module.
+
+    ``known``: the VJPs the engine computed (``BackwardResult.vjps``); a node handed the very
+    gradient objects the engine handed it (no hook rewrote them) reuses the engine's result
+    instead of computing it again -- on an MLP with a hook on every layer that is most of the
+    work, since every module's adjoint re-runs the backward below it.
 
     Returns, per tensor in ``wrt``, its cotangent, or None where it does not require grad."""
     from .function import declared_vjp
@@ -250,7 +270,9 @@ def pure_vjp(rt, nodes: list[Node], seed_tensor: Tensor, seed, wrt) -> list:
                                                                           list(fn.output_values), fn.params, need))
         else:
             need = [e is not None for e in node.edges]
-            outs = node.op.vjp(B, gs, list(node.input_values), list(node.output_values), node.params, need)
+            outs = _known_vjp(known, node, gs, need)
+            if outs is None:
+                outs = node.op.vjp(B, gs, list(node.input_values), list(node.output_values), node.params, need)
         for i, (edge, g) in enumerate(zip(node.edges, outs)):
             if edge is None or g is None:
                 continue

@@ -10,45 +10,62 @@ follow exactly: a non-finite value made from finite operands, or one beyond the 
 from __future__ import annotations
 
 import numpy as np
-import sympy
 
 from .. import exact as E
+from .. import tensor_ops as T
 from ..errors import ProblemError
 from ..exact import Exact
 from ..signed_zero import result_mask
-
-
-def _sym_map(fn):
-    def apply(e):
-        return fn(E.s_sym(e))
-    return apply
-
-
-def _sigmoid(e):
-    return 1 / (1 + sympy.exp(-e))
+from .symbolic import sympy
 
 
 class ExactBackend:
+    """Exact values (:class:`adjoint.exact.Exact`). ``symbols``: values bound to the file's free
+    symbols (``--numeric``, verify); ``closed``: the file has free symbols left free, so every
+    transcendental value stays a SymPy closed form (otherwise it is certified: balls, with a
+    small closed form shown while there is one). ``undecided`` collects the notes of signs no
+    precision could decide (:meth:`notes`)."""
+
     name = "exact"
 
-    def __init__(self, dtype: str = "float32", symbols: dict | None = None):
+    def __init__(self, dtype: str = "float32", symbols: dict | None = None, closed: bool = False):
         self.dtype = dtype
         self.symbols = symbols
+        self.closed = closed
+        self.undecided: list[str] = []
+
+    def notes(self) -> list[str]:
+        """What the run could not decide (a certified sign that stayed open at the largest precision)."""
+        return list(dict.fromkeys(self.undecided))
+
+    def _undecided(self, what: str):
+        def record(mask: np.ndarray) -> None:
+            where = [int(i) for i in np.argwhere(mask)[0]] if mask.ndim else []
+            self.undecided.append(f"{what}: the sign of element {where} (and {int(mask.sum()) - 1} more) could not "
+                                  f"be decided at {E.Bl.MAX_PREC} bits; it is taken as 0 (the value is 0 to over "
+                                  "1200 digits)" if mask.sum() > 1 else
+                                  f"{what}: the sign of element {where} could not be decided at {E.Bl.MAX_PREC} "
+                                  "bits; it is taken as 0 (the value is 0 to over 1200 digits)")
+        return record
 
     # ------------------------------------------------------------------ construction
     def literal(self, lit):
         """A tensor literal; free symbols become SymPy symbols (or their bound numbers)."""
         items = []
+        symbolic = False
         for e in lit.items:
             name = getattr(e, "name", None)
             if name is not None:
                 if self.symbols is not None and name in self.symbols:
                     items.append(E.q(self.symbols[name] * e.coeff))
                 else:
-                    items.append(sympy.Rational(e.coeff.numerator, e.coeff.denominator)
-                                 * sympy.Symbol(name, real=True))
+                    sp = sympy()
+                    items.append(sp.Rational(e.coeff.numerator, e.coeff.denominator) * sp.Symbol(name, real=True))
+                    symbolic = True
             else:
                 items.append(e)
+        if symbolic:
+            self.closed = True
         return Exact.of(items, lit.shape)
 
     def scalar(self, value):
@@ -68,10 +85,10 @@ class ExactBackend:
         return x.size
 
     def any_zero(self, x) -> bool:
-        return any(E.s_sign(e) == 0 for e in x.flat())
+        return bool(x.zero_mask().any())
 
     def all_zero(self, x) -> bool:
-        return all(E.s_sign(e) == 0 for e in x.flat())
+        return bool(x.zero_mask().all())
 
     def is_symbolic(self, x) -> bool:
         return x.is_symbolic()
@@ -84,67 +101,50 @@ class ExactBackend:
     neg = staticmethod(E.neg)
 
     def pow(self, x, e):
-        return E.binary(E.s_pow, x, e)
+        return T.power(x, e, self.closed)
 
     # ------------------------------------------------------------------ elementwise functions
     def relu(self, x):
-        def one(e):
-            s = E.s_sign(e)
-            if s is None:
-                return sympy.Max(0, e)
-            if s == "nan":
-                return e
-            return e if s == 1 else E.fmpq(0)
-        return x.map(one)
+        return T.relu(x, self._undecided("relu"))
 
     def tanh(self, x):
-        return x.map(_sym_map(sympy.tanh))
+        return T.unary("tanh", x, self.closed)
 
     def sigmoid(self, x):
-        return x.map(_sym_map(_sigmoid))
+        return T.unary("sigmoid", x, self.closed)
 
     def exp(self, x):
-        return x.map(_sym_map(sympy.exp))
+        return T.unary("exp", x, self.closed)
 
     def log(self, x):
-        return x.map(E.s_log)
+        return T.unary("log", x, self.closed)
 
     def sin(self, x):
-        return x.map(_sym_map(sympy.sin))
+        return T.unary("sin", x, self.closed)
 
     def cos(self, x):
-        return x.map(_sym_map(sympy.cos))
+        return T.unary("cos", x, self.closed)
 
     def sqrt(self, x):
-        return x.map(E.s_sqrt)
+        return T.unary("sqrt", x, self.closed)
 
     def abs(self, x):
-        def one(e):
-            s = E.s_sign(e)
-            if s is None:
-                return sympy.Abs(e)
-            return E.neg(Exact.scalar(e)).item() if s == -1 else e
-        return x.map(one)
+        return T.absolute(x, self._undecided("abs"))
 
     def sgn(self, x):
         """sgn(x): -1, 0, 1 (SymPy's sign for a closed form with free symbols)."""
-        if x.is_symbolic():
-            return x.map(lambda e: sympy.sign(E.s_sym(e)))
-        return Exact.of([E.fmpq({1: 1, -1: -1}.get(E.s_sign(e), 0)) for e in x.flat()], x.shape)
+        return T.sgn(x, self._undecided("sgn"))
 
     # ------------------------------------------------------------------ selections
     def mask(self, x, predicate):
         """0/1 rational mask from a predicate on each element's sign (-1, 0, 1, 'nan', None)."""
-        return E.mask(x, predicate)
+        return T.mask(x, predicate, self._undecided("a kink"))
 
     where = staticmethod(E.where)
 
     def select_positive(self, x, g):
         """``threshold_backward(g, x, 0)``: g where x > 0, else 0 (a select, not a product)."""
-        if x.is_symbolic():
-            return E.mul(g, x.map(lambda e: sympy.Heaviside(E.s_sym(e), 0)))
-        keep = E.mask(x, lambda s: s == 1)
-        return E.where(keep, g.broadcast_to(x.shape), Exact.zeros(x.shape))
+        return T.select_positive(x, g, self._undecided("threshold_backward"))
 
     def negate_at_negzero(self, x, ref):
         """-x where ``ref`` holds -0.0 (PyTorch's float), else x."""
@@ -173,32 +173,17 @@ class ExactBackend:
 
     def assign(self, base, key, new):
         """``base`` with ``base[key] = new`` (new broadcast), the -0.0 marks following the elements."""
-        out = base.as_sym() if not new.rational else base
-        a = np.array(out.a, dtype=object, copy=True)
-        nb = np.broadcast_to(new.as_sym().a if not out.rational else new.a, np.shape(a[key]))
-        a[key] = nb
-        result = Exact(a) if not (out.rational and new.rational) else Exact(a, True)
-        if base.negzero is not None or new.negzero is not None:
-            mask = np.array(base.negzero if base.negzero is not None else np.zeros(base.shape, bool), copy=True)
-            mask[key] = np.broadcast_to(new.negzero if new.negzero is not None else False, np.shape(mask[key]))
-            result.negzero = mask if mask.any() else None
-        return result
+        return T.assign(base, key, new)
 
     def place_add(self, shape, key, g):
         """zeros(shape) with ``g`` added at ``key`` (repeated indices add up: index_put_ accumulate)."""
-        a = np.empty(tuple(shape), dtype=object)
-        a.fill(E.fmpq(0))
-        gv = g.a if g.rational else g.as_sym().a
-        if not g.rational:
-            a = E._to_sym_array(a)
-        np.add.at(a, key, np.broadcast_to(gv, np.shape(a[key])))
-        return Exact(a) if not g.rational else Exact(a, True)
+        return T.place_add(shape, key, g)
 
     def concat(self, xs, axis):
-        return _joined(xs, lambda arrs: np.concatenate(arrs, axis=axis))
+        return T.join(list(xs), lambda arrs: np.concatenate(arrs, axis=axis))
 
     def stack(self, xs, axis):
-        return _joined(xs, lambda arrs: np.stack(arrs, axis=axis))
+        return T.join(list(xs), lambda arrs: np.stack(arrs, axis=axis))
 
     sum_to = staticmethod(E.sum_to)
     matmul2d = staticmethod(E.matmul2d)
@@ -219,7 +204,8 @@ class ExactBackend:
         n = 1
         for d in shape:
             n *= d
-        return Exact.of([sympy.Symbol(f"{prefix}{i}", real=True) for i in range(n)], tuple(shape))
+        sp = sympy()
+        return Exact.of([sp.Symbol(f"{prefix}{i}", real=True) for i in range(n)], tuple(shape))
 
     def equals(self, x, y) -> bool:
         return x.equals(y)
@@ -238,16 +224,6 @@ class ExactBackend:
         if op.grows:
             refuse_overflow(out, self.dtype, loc, f"this op ({op.node})")
         return out
-
-
-def _joined(xs, join):
-    rational = all(x.rational for x in xs)
-    arrs = [x.a if rational else x.as_sym().a for x in xs]
-    out = Exact(join(arrs), rational or None) if rational else Exact(join(arrs))
-    if any(x.negzero is not None for x in xs):
-        mask = join([x.negzero if x.negzero is not None else np.zeros(x.shape, bool) for x in xs])
-        out.negzero = mask if mask.any() else None
-    return out
 
 
 # ----------------------------------------------------------------------------- refusals
@@ -278,8 +254,12 @@ def refuse_overflow(out: Exact, dtype: str, loc, what: str) -> None:
     prediction follows. Closed forms are sized numerically; ones with free symbols are not
     checked (verify binds the symbols, and checks then)."""
     limit = _OVERFLOW[dtype]
-    if out.rational and max(map(E.fmpq.height_bits, out.a.flat), default=0) <= _SAFE_BITS[dtype]:
-        return  # |p/q| <= |p| < 2 ** height_bits: a fast bound for the common case
+    if out.rational:
+        if out.qa.max_abs() < limit:
+            return  # the largest |element| is below the limit: one comparison for the tensor
+    elif out.kind == "real":
+        if _certified_below(out, limit):
+            return
     approx_limit = E.s_approx(limit, 20)
     for idx, e in enumerate(out.flat()):
         if E.s_is_nonfinite(e):
@@ -295,15 +275,25 @@ def refuse_overflow(out: Exact, dtype: str, loc, what: str) -> None:
                                     "values so the forward pass stays finite")
 
 
+def _certified_below(out: Exact, limit) -> bool:
+    """Every certified element is surely below ``limit`` in size (checked on the balls)."""
+    bound = E.flint.arb(limit)
+    for b in out.balls.reshape(-1).tolist():
+        if b.is_finite() and not (abs(b) < bound):
+            return False
+    return True
+
+
 def _index(flat: int, shape) -> str:
     return str([int(i) for i in np.unravel_index(flat, shape)])
 
 
 def _element(x: Exact, flat: int, out_shape) -> str:
     if x.size == 1:
-        return E.s_str(x.item())
-    b = np.broadcast_to(x.a, out_shape).reshape(-1)
-    return E.s_str(b[flat])
+        return x.strings_flat()[0]
+    strings = np.empty(x.shape, dtype=object)
+    strings.reshape(-1)[:] = x.strings_flat()
+    return np.broadcast_to(strings, out_shape).reshape(-1)[flat]
 
 
 # ----------------------------------------------------------------------------- families

@@ -15,7 +15,7 @@ from sympy.printing.latex import LatexPrinter
 from sympy.printing.precedence import PRECEDENCE
 
 from ... import exact as E
-from ...exact import Exact
+from ...exact import Exact, Real
 from .numbers import Num, _truncated, decimal_value, exact_fraction, format_rational
 from .text import _tex_escape_name, symbol_tex
 from .trees import (TT, TAtom, TBin, TCall, TConst, TDeriv, TFn, TIndex, TInner, TLam, TMatMul, TName, TNeg,
@@ -32,6 +32,11 @@ MAX_ROWS = 8
 _NUM_CACHE: dict = {}
 _CLOSED_CACHE: dict = {}
 _EDGE = 12          # at most this many leading and trailing columns are ever formatted
+
+
+def _plain(e):
+    """A certified element (adjoint.exact.Real) as SymPy: its closed form, or an atom for its digits."""
+    return e.sympy() if type(e) is Real else e
 
 
 def _small(e, limit: int) -> bool:
@@ -114,6 +119,7 @@ class DerivationPrinter(LatexPrinter):
 
     # ---- numbers and exact tensors -----------------------------------------
     def num(self, e) -> Num:
+        e = _plain(e)
         if type(e) is fmpq:
             return format_rational(e)
         if e is sympy.S.Infinity:
@@ -135,6 +141,7 @@ class DerivationPrinter(LatexPrinter):
     def closed_form(self, e) -> str | None:
         """SymPy's LaTeX for a closed-form element; None for a large constant (its decimal is shown instead:
         printing a sum of dozens of tanh terms costs seconds and helps nobody)."""
+        e = _plain(e)
         if e in _CLOSED_CACHE:
             return _CLOSED_CACHE[e]
         tex = None
@@ -165,6 +172,7 @@ class DerivationPrinter(LatexPrinter):
 
     def exact_note(self, e, slash: bool = False) -> str | None:
         """The exact form of a result element, when the printed form does not show it."""
+        e = _plain(e)
         if type(e) is fmpq or isinstance(e, sympy.Rational):
             return exact_fraction(E.q(e), slash)
         n = self.num(e)

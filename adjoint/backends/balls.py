@@ -1,0 +1,212 @@
+"""Certified numbers: arrays of balls (python-flint ``arb``) that can be recomputed tighter.
+
+A transcendental value (``tanh(3/8)``, and everything computed from one) is not a rational,
+so it is carried as a ball: a midpoint and a radius with the guarantee that the true value
+lies inside (FLINT's ball arithmetic rounds every operation outward). A certified tensor
+holds one ball per element, computed at :data:`PREC` bits, and its *recipe*: the function
+and input tensors that made it. When a ball is too wide for a decision (the sign at a kink,
+a zero test) or for the digits shown, :func:`refine` recomputes the tensor and everything it
+came from at twice the precision, up to :data:`MAX_PREC` bits, walking the recipes without
+recursion (a 4096-layer chain is deeper than Python's stack).
+
+What is shown (:func:`certified_text`): :data:`DIGITS` significant digits, every one of them
+certified in FLINT's sense (the true value is within one unit of the last digit shown); a
+ball that cannot give that many at :data:`MAX_PREC` shows the digits it can. Decimals for
+floats (:func:`floats`) are the correctly rounded float64 of the true value: the precision
+is raised until both ends of the ball round to the same float64.
+
+python-flint keeps its working precision in a process-wide context; every computation here
+sets it for its own extent only (``ctx.workprec``).
+"""
+
+from __future__ import annotations
+
+import flint
+import numpy as np
+
+arb = flint.arb
+arb_mat = flint.arb_mat
+fmpq = flint.fmpq
+ctx = flint.ctx
+
+#: bits of working precision of a new certified value
+PREC = 128
+#: refinement stops here (bits); a decision still open is then reported as undecided
+MAX_PREC = 4096
+#: significant digits shown for a certified value
+DIGITS = 20
+#: relative accuracy (bits) that certifies DIGITS digits
+_DIGIT_BITS = int(DIGITS * 3.3219280948873626) + 4
+
+
+def workprec(prec: int):
+    return ctx.workprec(prec)
+
+
+def vectorize(fn):
+    """An elementwise function over object arrays of balls (keeps 0-d arrays as arrays)."""
+    ufunc = np.frompyfunc(fn, 1, 1)
+
+    def apply(a):
+        return np.asarray(ufunc(a), dtype=object)
+    return apply
+
+
+def vectorize2(fn):
+    ufunc = np.frompyfunc(fn, 2, 1)
+
+    def apply(a, b):
+        return np.asarray(ufunc(a, b), dtype=object)
+    return apply
+
+
+# ----------------------------------------------------------------------------- conversions
+
+def of_rational(num: np.ndarray, den: int) -> np.ndarray:
+    """Balls of num / den (at the context's precision)."""
+    if den == 1:
+        return _arb_int(num)
+    d = arb(den)
+    return _arb_div_int(num, d)
+
+
+_arb_int = vectorize(arb)
+_arb_div_int = vectorize2(lambda n, d: arb(n) / d)
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(m, k) @ (k, n) of ball arrays: one arb_mat product."""
+    (m, k), n = a.shape, b.shape[1]
+    if m * k * n == 0:
+        out = np.empty((m, n), dtype=object)
+        out.fill(arb(0))
+        return out
+    prod = arb_mat(m, k, a.reshape(-1).tolist()) * arb_mat(k, n, b.reshape(-1).tolist())
+    out = np.empty(m * n, dtype=object)
+    out[:] = prod.entries()
+    return out.reshape(m, n)
+
+
+def total(a: np.ndarray) -> arb:
+    s = arb(0)
+    for x in a.reshape(-1).tolist():
+        s += x
+    return s
+
+
+# ----------------------------------------------------------------------------- decisions
+
+def _sign(b) -> int:
+    if b > 0:
+        return 1
+    if b < 0:
+        return -1
+    if b.is_zero():
+        return 0
+    return 2
+
+
+#: sign of each ball: -1, 0 (exactly zero), 1, or 2 (the ball contains zero and other numbers)
+signs = vectorize(_sign)
+
+
+def accuracy_bits(a: np.ndarray) -> np.ndarray:
+    """Relative accuracy of each ball in bits (large for exact balls)."""
+    return np.asarray(_accuracy(a), dtype=np.int64)
+
+
+_accuracy = np.frompyfunc(lambda b: b.rel_accuracy_bits(), 1, 1)
+
+
+def _float_of(b) -> float:
+    lo, hi = float(b.lower()), float(b.upper())
+    if lo == hi:
+        return lo
+    return float("nan")
+
+
+_certain_floats = np.frompyfunc(_float_of, 1, 1)
+
+
+def certain_floats(a: np.ndarray) -> np.ndarray:
+    """The correctly rounded float64 of each ball, nan where the ball does not decide it."""
+    with np.errstate(invalid="ignore"):
+        return np.asarray(_certain_floats(a), dtype=object)
+
+
+def _text(b) -> str:
+    if b.is_exact():
+        return ""
+    return b.str(DIGITS, radius=False)
+
+
+def certified_text(b, wide: bool) -> str:
+    """``~`` and the certified digits of a non-exact ball (``wide``: refinement gave up, show
+    the ball as FLINT writes it when not a single digit is certain)."""
+    text = b.str(DIGITS, radius=False)
+    if text.startswith("[") or wide and not _digit_count(text):
+        return b.str(3)
+    return "~" + text
+
+
+def _digit_count(text: str) -> int:
+    mantissa = text.split("e")[0].lstrip("-").replace(".", "").lstrip("0")
+    return len(mantissa)
+
+
+def needs_digits(a: np.ndarray) -> np.ndarray:
+    """Mask of balls too wide to show DIGITS certified digits (exact balls never are)."""
+    exact = np.asarray(_exact(a), dtype=bool)
+    return ~exact & (accuracy_bits(a) < _DIGIT_BITS)
+
+
+_exact = np.frompyfunc(lambda b: b.is_exact(), 1, 1)
+
+
+def exact_value(b) -> fmpq:
+    """The rational an exact (radius 0) ball is."""
+    man, exp = b.mid().man_exp()
+    man, exp = int(man), int(exp)
+    return fmpq(man * 2 ** exp) if exp >= 0 else fmpq(man, 2 ** -exp)
+
+
+# ----------------------------------------------------------------------------- refinement
+
+def refine(root, prec: int) -> None:
+    """Recompute ``root`` (a certified Exact) and the certified tensors it was made from at
+    ``prec`` bits, where they are below it. Iterative post-order over the recipes."""
+    order = []
+    seen = set()
+    stack = [(root, False)]
+    while stack:
+        x, expanded = stack.pop()
+        if expanded:
+            order.append(x)
+            continue
+        if x.kind != "real" or x.prec >= prec or id(x) in seen:
+            continue
+        seen.add(id(x))
+        stack.append((x, True))
+        stack.extend((i, False) for i in x.inputs)
+    for x in order:
+        with workprec(prec):
+            x.balls = as_array(x.recipe(*[balls_at(i, prec) for i in x.inputs]), x.shape)
+        x.prec = prec
+
+
+def as_array(v, shape) -> np.ndarray:
+    """An object array of ``shape`` from a recipe's result (numpy gives 0-d results as scalars)."""
+    if type(v) is np.ndarray:
+        return v.astype(object, copy=False).reshape(shape)
+    out = np.empty((), dtype=object)
+    out[()] = v
+    return out.reshape(shape)
+
+
+def balls_at(x, prec: int) -> np.ndarray:
+    """The balls of a rational or certified Exact at (at least) ``prec`` bits."""
+    if x.kind == "real":
+        if x.prec < prec:
+            refine(x, prec)
+        return x.balls
+    return x.rational_balls(prec)

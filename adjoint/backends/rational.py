@@ -1,0 +1,259 @@
+"""Rational tensors as integer arrays over one common denominator.
+
+A :class:`QArray` holds an n-d numpy object array of Python ints (the numerators) and one
+positive int (the denominator), in lowest terms as a whole: ``gcd(den, *num) == 1`` (a zero
+tensor has ``den == 1``). One denominator for the whole tensor turns the hot paths into
+integer work numpy and FLINT do in C: a sum of two tensors is one integer addition per
+element, a comparison with zero is a sign test, a product of matrices is one ``fmpz_mat``
+product (about 5x faster than ``fmpq_mat``, which reduces every entry), and a decimal is
+one correctly rounded ``int / int``.
+
+Elementwise division and negative powers give every element its own denominator; their
+common denominator is the lcm, which for unrelated denominators grows with the tensor. A
+result whose common denominator would exceed :data:`MAX_SHARED_BITS` more than the largest
+element needs is not made (the caller keeps such a tensor as separate fractions, see
+:mod:`adjoint.exact`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import flint
+import numpy as np
+
+fmpq = flint.fmpq
+fmpz_mat = flint.fmpz_mat
+
+#: Largest extra size (bits) a shared denominator may have over the largest single one.
+MAX_SHARED_BITS = 4096
+
+
+def _ints(shape, values) -> np.ndarray:
+    a = np.empty(len(values), dtype=object)
+    a[:] = values
+    return a.reshape(shape)
+
+
+class QArray:
+    """``num / den``, elementwise; immutable by convention (never write into ``num``)."""
+
+    __slots__ = ("num", "den", "_zmat")
+
+    def __init__(self, num: np.ndarray, den: int = 1, reduced: bool = False):
+        if type(num) is not np.ndarray:  # numpy gives 0-d results as scalars
+            num = _ints((), [num])
+        if not reduced and den != 1:
+            num, den = _reduce(num, den)
+            if type(num) is not np.ndarray:
+                num = _ints((), [num])
+        self.num = num
+        self.den = den
+        self._zmat = None
+
+    # ------------------------------------------------------------------ construction
+    @staticmethod
+    def from_fractions(values, shape) -> "QArray":
+        """From a flat sequence of Fractions / ints (numerator, denominator attributes)."""
+        dens = {v.denominator for v in values}
+        den = math.lcm(*dens) if dens else 1
+        if den == 1:
+            return QArray(_ints(shape, [int(v.numerator) for v in values]), 1, True)
+        return QArray(_ints(shape, [int(v.numerator) * (den // int(v.denominator)) for v in values]), den)
+
+    @staticmethod
+    def from_fmpq(values, shape) -> "QArray | None":
+        """From a flat sequence of fmpq; None when the shared denominator would be too large."""
+        dens = [int(v.q) for v in values]
+        den = math.lcm(*dens) if dens else 1
+        if den.bit_length() > max(dens, default=1).bit_length() + MAX_SHARED_BITS:
+            return None
+        return QArray(_ints(shape, [int(v.p) * (den // d) for v, d in zip(values, dens)]), den, True)
+
+    @staticmethod
+    def full(shape, value: fmpq) -> "QArray":
+        a = np.empty(shape, dtype=object)
+        a.fill(int(value.p))
+        return QArray(a, int(value.q), True)
+
+    # ------------------------------------------------------------------ views
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.num.shape
+
+    def restructured(self, fn) -> "QArray":
+        """The same elements rearranged by ``fn`` (numpy reshaping, transposing, indexing)."""
+        num = np.asarray(fn(self.num), dtype=object)
+        return QArray(num, self.den, num.size >= self.num.size)  # a part may have a smaller denominator
+
+    def elements(self) -> np.ndarray:
+        """An object array of fmpq (for code that walks elements)."""
+        out = np.empty(self.num.shape, dtype=object)
+        den = self.den
+        out.reshape(-1)[:] = [fmpq(n, den) for n in self.num.reshape(-1).tolist()]
+        return out
+
+    def zmat(self):
+        """The numerators as an ``fmpz_mat`` (2-D), made once."""
+        if self._zmat is None:
+            m, n = self.num.shape
+            self._zmat = fmpz_mat(m, n, self.num.reshape(-1).tolist())
+        return self._zmat
+
+    # ------------------------------------------------------------------ queries
+    def signs(self) -> np.ndarray:
+        """-1, 0, 1 per element (an int8 array)."""
+        return np.asarray(np.asarray(self.num > 0, dtype=np.int8) - np.asarray(self.num < 0, dtype=np.int8))
+
+    def zeros(self) -> np.ndarray:
+        return np.asarray(self.num == 0, dtype=bool)
+
+    def max_abs(self) -> fmpq:
+        if self.num.size == 0:
+            return fmpq(0)
+        return fmpq(max(abs(int(self.num.max())), abs(int(self.num.min()))), self.den)
+
+    def floats(self) -> np.ndarray:
+        """Correctly rounded float64 per element (int / int is correctly rounded in Python);
+        beyond float64's range, +-inf as float arithmetic would give."""
+        try:
+            return np.asarray(self.num / self.den, dtype=float)
+        except OverflowError:
+            out = np.empty(self.num.shape, dtype=float)
+            flat = out.reshape(-1)
+            for i, n in enumerate(self.num.reshape(-1).tolist()):
+                try:
+                    flat[i] = n / self.den
+                except OverflowError:
+                    flat[i] = math.inf if n > 0 else -math.inf
+            return out
+
+    def strings(self) -> list[str]:
+        """``"p/q"`` or ``"p"`` per element, in lowest terms, row-major (flat list)."""
+        flat = self.num.reshape(-1)
+        den = self.den
+        if den == 1:
+            return list(map(str, flat.tolist()))
+        g = np.gcd(flat, den)
+        ps = (flat // g).tolist()
+        qs = (den // g).tolist()
+        return [f"{p}/{q}" if q != 1 else str(p) for p, q in zip(ps, qs)]
+
+    def item(self) -> fmpq:
+        return fmpq(int(self.num.reshape(-1)[0]), self.den)
+
+
+# ----------------------------------------------------------------------------- normal form
+
+def _reduce(num: np.ndarray, den: int) -> tuple[np.ndarray, int]:
+    if den < 0:
+        num, den = -num, -den
+    g = math.gcd(den, *num.reshape(-1).tolist())
+    if g == 0:
+        return num, 1
+    if g != 1:
+        num = num // g
+        den //= g
+    return num, den
+
+
+def _common(x: QArray, y: QArray) -> tuple[np.ndarray, np.ndarray, int]:
+    if x.den == y.den:
+        return x.num, y.num, x.den
+    lcm = math.lcm(x.den, y.den)
+    a = x.num if lcm == x.den else x.num * (lcm // x.den)
+    b = y.num if lcm == y.den else y.num * (lcm // y.den)
+    return a, b, lcm
+
+
+# ----------------------------------------------------------------------------- arithmetic
+
+def add(x: QArray, y: QArray) -> QArray:
+    a, b, d = _common(x, y)
+    return QArray(a + b, d)
+
+
+def sub(x: QArray, y: QArray) -> QArray:
+    a, b, d = _common(x, y)
+    return QArray(a - b, d)
+
+
+def neg(x: QArray) -> QArray:
+    return QArray(-x.num, x.den, True)
+
+
+def mul(x: QArray, y: QArray) -> QArray:
+    return QArray(x.num * y.num, x.den * y.den)
+
+
+def scale(x: QArray, c: fmpq) -> QArray:
+    return QArray(x.num * int(c.p), x.den * int(c.q))
+
+
+def where(cond: np.ndarray, x: QArray, y: QArray) -> QArray:
+    a, b, d = _common(x, y)
+    return QArray(np.where(cond, a, b).astype(object), d)
+
+
+def div(x: QArray, y: QArray) -> QArray | None:
+    """x / y for y without zeros; None when the shared denominator would be too large."""
+    if y.num.size == 1:
+        n = int(y.num.reshape(-1)[0])
+        num = x.num * (y.den if n > 0 else -y.den)
+        shape = np.broadcast_shapes(x.num.shape, y.num.shape)
+        if np.shape(num) != shape:
+            num = np.broadcast_to(num, shape).copy()
+        return QArray(num, x.den * abs(n))
+    p, q = np.broadcast_arrays(x.num * y.den, y.num * x.den)
+    return from_pairs(p, q)
+
+
+def from_pairs(p: np.ndarray, q: np.ndarray) -> QArray | None:
+    """Elementwise p / q (ints, q nonzero) as one QArray; None when the shared denominator
+    would be too large."""
+    shape = np.broadcast(p, q).shape
+    p = np.broadcast_to(p, shape).reshape(-1)
+    q = np.broadcast_to(q, shape).reshape(-1)
+    neg_q = q < 0
+    if neg_q.any():
+        p = np.where(neg_q, -p, p).astype(object)
+        q = np.where(neg_q, -q, q).astype(object)
+    g = np.gcd(p, q)
+    g[g == 0] = 1
+    ps, qs = (p // g).tolist(), (q // g).tolist()
+    den = math.lcm(*qs) if qs else 1
+    if den.bit_length() > max(qs, default=1).bit_length() + MAX_SHARED_BITS:
+        return None
+    return QArray(_ints(shape, [a * (den // b) for a, b in zip(ps, qs)]), den, True)
+
+
+def power(x: QArray, n: int) -> QArray | None:
+    """x ** n for an integer n (x without zeros when n < 0)."""
+    if n >= 0:
+        return QArray(x.num ** n, x.den ** n, True)  # lowest terms stay lowest terms
+    k = -n
+    return from_pairs(np.full(x.num.shape, x.den ** k, dtype=object), x.num ** k)
+
+
+def total(x: QArray) -> QArray:
+    s = int(sum(x.num.reshape(-1).tolist()))
+    return QArray(_ints((), [s]), x.den)
+
+
+def sum_axes(x: QArray, axes: tuple[int, ...]) -> QArray:
+    return QArray(np.asarray(np.sum(x.num, axis=axes, keepdims=True), dtype=object), x.den)
+
+
+def matmul(x: QArray, y: QArray) -> QArray:
+    """(m, k) @ (k, n): one fmpz_mat product over the two denominators."""
+    m, n = x.num.shape[0], y.num.shape[1]
+    prod = x.zmat() * y.zmat()
+    out = QArray(_ints((m, n), [int(v) for v in prod.entries()]), x.den * y.den)
+    return out
+
+
+def transpose(x: QArray) -> QArray:
+    out = QArray(np.ascontiguousarray(x.num.T), x.den, True)
+    if x._zmat is not None:
+        out._zmat = x._zmat.transpose()
+    return out

@@ -1,0 +1,856 @@
+"""Arithmetic on :class:`adjoint.exact.Exact` tensors, by kind.
+
+Every operation takes the fast path its operands allow: two rational tensors stay integer
+arrays over a common denominator (:mod:`adjoint.backends.rational`); a certified operand
+makes a certified result (:mod:`adjoint.backends.balls`: one vectorised ball operation, its
+recipe kept for refinement, closed forms carried while small); an operand of the
+closed-form kind makes the result SymPy elements, with the element functions of
+:mod:`adjoint.backends.symbolic` (IEEE conventions included).
+
+IEEE specials in certified tensors (``inf``, ``nan``: the closed form :class:`Special`) follow
+float arithmetic element by element (:func:`_ieee`), the only per-element Python here.
+"""
+
+from __future__ import annotations
+
+import math
+
+import flint
+import numpy as np
+
+from .backends import balls as Bl
+from .backends import forms as F
+from .backends import rational as R
+from .backends.symbolic import check_exponent, s_div, s_mul, s_norm, s_pow, s_sign, s_sym, sympy
+from .exact import Exact, Real, _is_special
+
+fmpq = flint.fmpq
+arb = flint.arb
+_Q0 = fmpq(0)
+_Q1 = fmpq(1)
+
+
+def _kind(*xs: Exact) -> str:
+    kinds = {x.kind for x in xs}
+    if "elements" in kinds:
+        return "elements"
+    return "real" if "real" in kinds else "rational"
+
+
+def _bshape(*xs: Exact) -> tuple[int, ...]:
+    return tuple(np.broadcast_shapes(*[x.shape for x in xs]))
+
+
+# ----------------------------------------------------------------------------- closed forms alongside balls
+
+def _forms(op: str, xs: tuple, shape, exact_fn=None) -> np.ndarray | None:
+    """Elementwise closed forms of ``op`` over ``xs`` (None where an operand has none or the form
+    would be too big; None altogether when no element can have one). ``exact_fn`` computes
+    the result of all-rational elements exactly."""
+    arrays = []
+    for x in xs:
+        fa = x.form_array()
+        if fa is None:
+            return None
+        arrays.append(fa)
+    arrays = np.broadcast_arrays(*arrays)
+    out = np.empty(shape, dtype=object)
+    flat = out.reshape(-1)
+    any_form = False
+    for i, args in enumerate(zip(*[a.reshape(-1).tolist() for a in arrays])):
+        v = None
+        if exact_fn is not None and all(type(a) is fmpq for a in args):
+            v = exact_fn(*args)
+        if v is None and not any(type(a) is F.Special or a is None or type(a) is Real for a in args):
+            v = F.make(op, *args)
+        flat[i] = v
+        any_form = any_form or v is not None
+    return out if any_form else None
+
+
+def _with_specials(out: Exact, op: str, xs: tuple) -> Exact:
+    """Where an operand is an IEEE special, the result follows float arithmetic."""
+    if out.kind != "real" or not any(x.kind == "real" and x.forms is not None and np.any(_is_special(x.forms))
+                                     for x in xs):
+        return out
+    shape = out.shape
+    views = []
+    for x in xs:
+        forms = x.form_array()
+        signs = x.signs()
+        f = np.broadcast_to(forms, shape) if forms is not None else np.full(shape, None, dtype=object)
+        views.append((f.reshape(-1), np.broadcast_to(signs, shape).reshape(-1)))
+    if out.forms is None:
+        out.forms = np.empty(shape, dtype=object)
+    flat_f = out.forms.reshape(-1)
+    flat_b = out.balls.reshape(-1)
+    for i in range(flat_f.size):
+        if not any(type(f[i]) is F.Special for f, _ in views):
+            continue
+        vals = [f[i].value if type(f[i]) is F.Special else _float_of_sign(s[i]) for f, s in views]
+        flat_f[i], flat_b[i] = _settle_float(_ieee(op, vals))
+    return out
+
+
+def _float_of_sign(s) -> float:
+    return float("nan") if s == "nan" else float(s if s is not None else 1)
+
+
+def _ieee(op: str, vals: list) -> float:
+    a = vals[0]
+    b = vals[1] if len(vals) > 1 else None
+    try:
+        if op == "add":
+            return a + b
+        if op == "sub":
+            return a - b
+        if op == "mul":
+            return a * b
+        if op == "div":
+            return a / b if b != 0 else (math.copysign(math.inf, a) if a != 0 and a == a else math.nan)
+        if op == "neg":
+            return -a
+        fn = _FLOAT_FUNCTIONS[op]
+        return fn(a)
+    except (ValueError, OverflowError):
+        return math.nan
+
+
+_FLOAT_FUNCTIONS = {"tanh": math.tanh, "exp": math.exp, "log": math.log, "sin": math.sin, "cos": math.cos,
+                    "sqrt": math.sqrt, "abs": abs, "sigmoid": lambda v: 1 / (1 + math.exp(-v)),
+                    "relu": lambda v: v if v > 0 or v != v else 0.0}
+
+
+def _settle_float(v: float):
+    """A float result of special arithmetic: a Special, or the exact value it is (0, +-1)."""
+    sp = F.special_of_float(v)
+    if sp is not None:
+        return sp, arb("nan")
+    value = fmpq(int(v)) if v == int(v) else None
+    if value is None:
+        raise ArithmeticError(f"special arithmetic gave the non-exact {v}")
+    return value, arb(value)
+
+
+# ----------------------------------------------------------------------------- elementwise arithmetic
+
+def _elements_binary(fn, x: Exact, y: Exact) -> Exact:
+    a, b = np.broadcast_arrays(x.as_sym().elems if x.kind == "elements" else x.a,
+                               y.as_sym().elems if y.kind == "elements" else y.a)
+    out = np.empty(a.shape, dtype=object)
+    flat = out.reshape(-1)
+    for i, (e1, e2) in enumerate(zip(a.reshape(-1).tolist(), b.reshape(-1).tolist())):
+        flat[i] = s_norm(fn(e1, e2))
+    return _from_elements(out)
+
+
+def _from_elements(out: np.ndarray) -> Exact:
+    if all(type(e) is fmpq for e in out.reshape(-1).tolist()):
+        return Exact(out, True)
+    return Exact.from_elements(out)
+
+
+def _sym_pair(x: Exact, y: Exact):
+    return x.as_sym().elems, y.as_sym().elems
+
+
+def add(x: Exact, y: Exact) -> Exact:
+    k = _kind(x, y)
+    if k == "rational":
+        return Exact.from_q(R.add(x.qa, y.qa))
+    if k == "elements":
+        a, b = _sym_pair(x, y)
+        return _wrap_sym(a + b)
+    shape = _bshape(x, y)
+    out = Exact.certified(shape, _ADD, (x, y), _forms("add", (x, y), shape, lambda p, r: p + r))
+    return _with_specials(out, "add", (x, y))
+
+
+def sub(x: Exact, y: Exact) -> Exact:
+    k = _kind(x, y)
+    if k == "rational":
+        return Exact.from_q(R.sub(x.qa, y.qa))
+    if k == "elements":
+        a, b = _sym_pair(x, y)
+        return _wrap_sym(a - b)
+    shape = _bshape(x, y)
+    out = Exact.certified(shape, _SUB, (x, y), _forms("sub", (x, y), shape, lambda p, r: p - r))
+    return _with_specials(out, "sub", (x, y))
+
+
+def mul(x: Exact, y: Exact) -> Exact:
+    k = _kind(x, y)
+    if k == "rational":
+        return Exact.from_q(R.mul(x.qa, y.qa))
+    if k == "elements":
+        return _elements_binary(s_mul, x, y)
+    shape = _bshape(x, y)
+    out = Exact.certified(shape, _MUL, (x, y), _forms("mul", (x, y), shape, lambda p, r: p * r))
+    return _with_specials(out, "mul", (x, y))
+
+
+def neg(x: Exact) -> Exact:
+    if x.kind == "rational":
+        return Exact.from_q(R.neg(x.qa))
+    if x.kind == "elements":
+        return _wrap_sym(-x.elems)
+    out = Exact.certified(x.shape, _NEG, (x,), _forms("neg", (x,), x.shape, lambda p: -p), settle=False)
+    return _with_specials(out, "neg", (x,))
+
+
+def _ADD(a, b):
+    return a + b
+
+
+def _SUB(a, b):
+    return a - b
+
+
+def _MUL(a, b):
+    return a * b
+
+
+def _NEG(a):
+    return -a
+
+
+def _DIV(a, b):
+    return a / b
+
+
+def div(x: Exact, y: Exact) -> Exact:
+    k = _kind(x, y)
+    if k == "elements":
+        return _elements_binary(s_div, x, y)
+    zeros = y.zero_mask()
+    if k == "rational" and not zeros.any():
+        q = R.div(x.qa, y.qa)
+        if q is not None:
+            return Exact.from_q(q)
+        return _elements_binary(s_div, x, y)
+    shape = _bshape(x, y)
+    if not zeros.any():
+        out = Exact.certified(shape, _DIV, (x, y), _forms("div", (x, y), shape, lambda p, r: p / r))
+        return _with_specials(out, "div", (x, y))
+    return _div_by_zero(x, y, zeros, shape)
+
+
+def _div_by_zero(x: Exact, y: Exact, zeros: np.ndarray, shape) -> Exact:
+    """x / y where some y are exactly 0: IEEE (+-inf, nan for 0/0) there, the quotient elsewhere."""
+    safe_y = where_mask(np.broadcast_to(zeros, y.shape), Exact.full(y.shape, 1), y)
+    out = div(x, safe_y)
+    zb = np.broadcast_to(zeros, shape)
+    xs = np.broadcast_to(x.signs(), shape)
+    return _overwrite(out, zb, [_ieee("div", [_float_of_sign(s), 0.0]) for s in xs[zb].tolist()])
+
+
+def _overwrite(out: Exact, mask: np.ndarray, values: list[float]) -> Exact:
+    """``out`` with the elements under ``mask`` replaced by float results (specials or exact)."""
+    if not mask.any():
+        return out
+    if out.kind == "rational":
+        out = _certified_copy(out)
+    elif out.kind == "real":
+        out = _certified_copy(out)
+    else:
+        a = out.elems.copy()
+        a[mask] = [_sym_special(v) for v in values]
+        return Exact.from_elements(a)
+    if out.forms is None:
+        out.forms = np.empty(out.shape, dtype=object)
+    settled = [_settle_float(v) for v in values]
+    out.forms[mask] = [f for f, _ in settled] if settled else []
+    balls = out.balls.copy()
+    balls[mask] = [b for _, b in settled]
+    out.balls = balls
+    base = out.recipe
+    fixed_forms = out.forms.copy()
+
+    def recipe(*ins):
+        b = base(*ins).copy()
+        b[mask] = [arb("nan") if type(f) is F.Special else arb(f) for f in fixed_forms[mask].tolist()]
+        return b
+    out.recipe = recipe
+    return out
+
+
+def _certified_copy(x: Exact) -> Exact:
+    """A certified tensor with x's values (x rational or certified), owning its arrays."""
+    if x.kind == "rational":
+        forms = x.a.copy()
+        return Exact.certified(x.shape, lambda b: b.copy(), (x,), forms, settle=False)
+    out = Exact.certified(x.shape, lambda b: b.copy(), (x,), x.forms.copy() if x.forms is not None else None,
+                          x.prec, settle=False)
+    out.negzero = x.negzero
+    return out
+
+
+def _sym_special(v: float):
+    S = sympy().S
+    if v != v:
+        return S.NaN
+    if v == math.inf:
+        return S.Infinity
+    if v == -math.inf:
+        return S.NegativeInfinity
+    return fmpq(int(v))
+
+
+def _wrap_sym(a) -> Exact:
+    if not isinstance(a, np.ndarray):
+        b = np.empty((), dtype=object)
+        b[()] = a
+        a = b
+    out = np.empty(a.shape, dtype=object)
+    flat = out.reshape(-1)
+    for i, e in enumerate(a.reshape(-1).tolist()):
+        flat[i] = s_norm(e)
+    return _from_elements(out)
+
+
+def binary(fn, x: Exact, y: Exact) -> Exact:
+    """Elementwise fn over broadcast x, y with element helpers (s_div, s_pow, ...): the
+    general, element-by-element path (results classified again)."""
+    a, b = np.broadcast_arrays(x.a, y.a)
+    out = np.empty(a.shape, dtype=object)
+    flat = out.reshape(-1)
+    for i, (e1, e2) in enumerate(zip(a.reshape(-1).tolist(), b.reshape(-1).tolist())):
+        flat[i] = s_norm(fn(e1, e2))
+    if x.kind == "elements" or y.kind == "elements":
+        return _from_elements(out)
+    return Exact(out)
+
+
+def power(x: Exact, e: Exact, closed: bool = False) -> Exact:
+    """x ** e with PyTorch's real semantics: pow(x, 0) = 1; 0 ** negative = inf; a negative base
+    with a non-integer exponent is nan. ``closed``: a file with free symbols (SymPy results)."""
+    if x.kind == "elements" or e.kind == "elements" or e.size != 1 or e.kind != "rational":
+        return binary(s_pow, x, e)
+    k = e.qa.item()
+    shape = _bshape(x, e)
+    if x.shape != shape:
+        x = x.broadcast_to(shape)
+    if k == 0:
+        return Exact.full(x.shape, 1)
+    if x.kind == "rational" and k.q == 1:
+        if _has_large(x):
+            check_exponent(k)
+        n = int(k.p)
+        if n >= 0:
+            return Exact.from_q(R.power(x.qa, n))
+        if not x.zero_mask().any():
+            q = R.power(x.qa, n)
+            if q is not None:
+                return Exact.from_q(q)
+    if closed:
+        return binary(s_pow, x.as_sym(), e)
+    if k == fmpq(1, 2):
+        return unary("sqrt", x)
+    return _certified_power(x, k)
+
+
+def _certified_power(x: Exact, k: fmpq) -> Exact:
+    """x ** k for a rational k (x rational or certified): 0 ** k is 0 (k > 0) or inf (k < 0); a
+    negative base with a non-integer k is nan; otherwise a ball power."""
+    integer = k.q == 1
+    if _has_specials(x):
+        special = np.asarray(_is_special(x.forms), dtype=bool)
+        out = _certified_power(where_mask(special, Exact.full(x.shape, 1), x), k)
+        return _overwrite(out, special, [_pow_float(f.value, k) for f in x.forms[special].tolist()])
+    signs = x.signs()
+    s = signs.reshape(-1).tolist()
+    bad = np.array([v == "nan" or v == 0 and k < 0 or v == -1 and not integer for v in s],
+                   dtype=bool).reshape(x.shape)
+    if bad.any():
+        safe = where_mask(bad, Exact.full(x.shape, 1), x)
+        out = _certified_power(safe, k)
+        values = [math.inf if v == 0 else math.nan for v in np.asarray(signs)[bad].tolist()]
+        return _overwrite(out, bad, values)
+    n = int(k.p) if integer else None
+
+    def recipe(b):
+        if n is not None:
+            return np.asarray(_POW_INT(b, n), dtype=object)
+        return np.asarray(_POW_Q(b, arb(k)), dtype=object)
+    zero_ok = np.array([v == 0 for v in s], dtype=bool).reshape(x.shape)
+    forms = _forms("pow", (x, Exact.scalar(k)), x.shape, (lambda p, r: p ** int(r.p)) if integer else None)
+    out = Exact.certified(x.shape, recipe, (x,), forms)
+    if zero_ok.any() and not integer:
+        out = _overwrite(out, zero_ok, [0.0] * int(zero_ok.sum()))
+    return out
+
+
+def _pow_float(v: float, k: fmpq) -> float:
+    try:
+        return math.pow(v, float(k))
+    except (ValueError, OverflowError):
+        return math.nan
+
+
+_POW_INT = np.frompyfunc(lambda b, n: b ** n, 2, 1)
+_POW_Q = np.frompyfunc(lambda b, r: b ** r if not b.is_zero() else b, 2, 1)
+
+
+def _has_large(x: Exact) -> bool:
+    num, den = x.qa.num, x.qa.den
+    return bool(((num != 0) & (num != den) & (num != -den)).any())
+
+
+def where(cond: Exact, x: Exact, y: Exact) -> Exact:
+    """Elementwise choice on a 0/1 mask (an Exact of zeros and ones)."""
+    return where_mask(cond.zero_mask() == False, x, y)  # noqa: E712
+
+
+def where_mask(keep: np.ndarray, x: Exact, y: Exact) -> Exact:
+    """x where ``keep`` (a bool array), else y, broadcast."""
+    shape = tuple(np.broadcast_shapes(keep.shape, x.shape, y.shape))
+    keep = np.broadcast_to(keep, shape)
+    k = _kind(x, y)
+    if k == "rational":
+        return Exact.from_q(R.where(keep, x.qa, y.qa))
+    if k == "elements":
+        a, b = np.broadcast_arrays(x.as_sym().elems, y.as_sym().elems)
+        return _from_elements(np.where(keep, a, b).astype(object))
+    fx, fy = x.form_array(), y.form_array()
+    forms = None
+    if fx is not None or fy is not None:
+        fa = np.broadcast_to(fx if fx is not None else np.full(x.shape, None, dtype=object), shape)
+        fb = np.broadcast_to(fy if fy is not None else np.full(y.shape, None, dtype=object), shape)
+        forms = np.where(keep, fa, fb).astype(object)
+        if all(f is None for f in forms.reshape(-1).tolist()):
+            forms = None
+    mask = keep.copy()
+
+    def recipe(a, b):
+        return np.where(mask, *np.broadcast_arrays(a, b)).astype(object)
+    return Exact.certified(shape, recipe, (x, y), forms)
+
+
+# ----------------------------------------------------------------------------- reductions and products
+
+def total(x: Exact) -> Exact:
+    """Sum of all elements, 0-d."""
+    if x.kind == "rational":
+        return Exact.from_q(R.total(x.qa))
+    if x.kind == "elements":
+        return Exact.scalar(s_norm(sympy().Add(*x.elems.reshape(-1).tolist())))
+    forms = None
+    if x.forms is not None and x.size + 1 <= F.FORM_LIMIT:
+        f = F.make("sum", *x.forms.reshape(-1).tolist())
+        if f is not None:
+            forms = np.empty((), dtype=object)
+            forms[()] = f
+    out = Exact.certified((), _TOTAL, (x,), forms)
+    return _specials_by_elements(out, x, lambda fs: _ieee_sum(fs))
+
+
+def _TOTAL(b):
+    out = np.empty((), dtype=object)
+    out[()] = Bl.total(b)
+    return out
+
+
+def _ieee_sum(values: list) -> float:
+    s = 0.0
+    for v in values:
+        s += v
+    return s
+
+
+def _specials_by_elements(out: Exact, x: Exact, reduce_fn) -> Exact:
+    """A reduction over a tensor holding IEEE specials: float arithmetic decides."""
+    if x.kind != "real" or x.forms is None or not np.any(_is_special(x.forms)):
+        return out
+    signs = x.signs()
+    vals = [f.value if type(f) is F.Special else _float_of_sign(s)
+            for f, s in zip(x.forms.reshape(-1).tolist(), signs.reshape(-1).tolist())]
+    v = reduce_fn(vals)
+    if v == v and abs(v) != math.inf:
+        return out
+    return _overwrite(_certified_copy(out) if out.kind != "real" else out, np.ones(out.shape, dtype=bool), [v])
+
+
+def sum_to(x: Exact, shape: tuple[int, ...]) -> Exact:
+    """Reduce a broadcast gradient back to ``shape`` (torch's sum_to)."""
+    shape = tuple(shape)
+    if x.shape == shape:
+        return x
+    lead = x.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and x.shape[lead + i] != 1)
+    if not axes:
+        return x.reshape(shape)
+    if x.kind == "rational":
+        return Exact.from_q(R.sum_axes(x.qa, axes)).reshape(shape)
+    if x.kind == "elements":
+        r = np.apply_over_axes(_sym_sum_axis, x.elems, axes)
+        return _wrap_sym(np.asarray(r, dtype=object).reshape(shape))
+    if x.forms is not None and np.any(_is_special(x.forms)):
+        return binary_reduce_slow(x, axes, shape)
+
+    def recipe(b):
+        return np.asarray(np.sum(b, axis=axes, keepdims=True), dtype=object).reshape(shape)
+    forms = None
+    if x.forms is not None:
+        count = 1
+        for a in axes:
+            count *= x.shape[a]
+        if count + 1 <= F.FORM_LIMIT:
+            r = np.apply_over_axes(_form_sum_axis, x.forms, axes)
+            forms = np.asarray(r, dtype=object).reshape(shape)
+            if all(f is None for f in forms.reshape(-1).tolist()):
+                forms = None
+    return Exact.certified(shape, recipe, (x,), forms)
+
+
+def binary_reduce_slow(x: Exact, axes, shape) -> Exact:
+    """sum_to over a certified tensor with IEEE specials: element by element."""
+    elems = np.apply_over_axes(_sym_sum_axis, x.as_sym().elems, axes)
+    return Exact(np.asarray(elems, dtype=object).reshape(shape))
+
+
+def _form_sum_axis(a: np.ndarray, axis: int) -> np.ndarray:
+    moved = np.moveaxis(a, axis, -1)
+    out = np.empty(moved.shape[:-1], dtype=object)
+    flat = out.reshape(-1)
+    for i, row in enumerate(moved.reshape(-1, moved.shape[-1])):
+        row = row.tolist()
+        flat[i] = sum(row[1:], row[0]) if all(type(f) is fmpq for f in row) else F.make("sum", *row)
+    return np.expand_dims(out, axis)
+
+
+def _sym_sum_axis(a: np.ndarray, axis: int) -> np.ndarray:
+    moved = np.moveaxis(a, axis, -1)
+    out = np.empty(moved.shape[:-1], dtype=object)
+    flat = out.reshape(-1)
+    sp = sympy()
+    for i, row in enumerate(moved.reshape(-1, moved.shape[-1])):
+        flat[i] = sp.Add(*[s_sym(e) for e in row.tolist()])
+    return np.expand_dims(out, axis)
+
+
+def matmul2d(x: Exact, y: Exact) -> Exact:
+    """(m, k) @ (k, n), exact."""
+    (m, k), (k2, n) = x.shape, y.shape
+    assert k == k2
+    kind = _kind(x, y)
+    if m * k * n == 0:
+        return Exact.zeros((m, n))
+    if kind == "rational":
+        return Exact.from_q(R.matmul(x.qa, y.qa))
+    if kind == "elements":
+        a, b = x.as_sym().elems, y.as_sym().elems
+        sp = sympy()
+        out = np.empty((m, n), dtype=object)
+        for i in range(m):
+            for j in range(n):
+                out[i, j] = s_norm(sp.Add(*[s_mul(a[i, t], b[t, j]) for t in range(k)]))
+        return _from_elements(out)
+    if _has_specials(x) or _has_specials(y):
+        r = matmul2d(x.as_sym(), y.as_sym())
+        return r if r.kind == "rational" else Exact(r.elems)
+    forms = None
+    fx, fy = x.form_array(), y.form_array()
+    if fx is not None and fy is not None and 3 * k + 1 <= F.FORM_LIMIT:
+        forms = np.empty((m, n), dtype=object)
+        for i in range(m):
+            for j in range(n):
+                terms = [F.make("mul", fx[i, t], fy[t, j]) for t in range(k)]
+                forms[i, j] = F.make("sum", *terms)
+        if all(f is None for f in forms.reshape(-1).tolist()):
+            forms = None
+    return Exact.certified((m, n), Bl.matmul, (x, y), forms)
+
+
+def _has_specials(x: Exact) -> bool:
+    return x.kind == "real" and x.forms is not None and bool(np.any(_is_special(x.forms)))
+
+
+def outer(x: Exact, y: Exact) -> Exact:
+    return matmul2d(x.reshape((x.size, 1)), y.reshape((1, y.size)))
+
+
+def negate_where(x: Exact, mask) -> Exact:
+    """-x where ``mask`` (a bool array broadcastable to x), else x."""
+    if mask is None or not np.any(mask):
+        return x
+    return where_mask(np.broadcast_to(mask, x.shape), neg(x), x)
+
+
+def mask(x: Exact, predicate, undecided=None) -> Exact:
+    """0/1 rational mask from a predicate on element signs (for relu, abs, norm kinks)."""
+    signs = x.signs(undecided).reshape(-1).tolist()
+    ones = np.array([1 if predicate(s) else 0 for s in signs], dtype=object).reshape(x.shape)
+    return Exact.from_q(R.QArray(ones, 1, True))
+
+
+def keep_mask(x: Exact, predicate, undecided=None) -> np.ndarray:
+    """Bool mask from a predicate on element signs."""
+    if x.kind == "rational":
+        s = x.qa.signs()
+        table = np.array([bool(predicate(-1)), bool(predicate(0)), bool(predicate(1))])
+        return np.asarray(table[s.astype(np.int64) + 1], dtype=bool)
+    signs = x.signs(undecided).reshape(-1).tolist()
+    return np.array([bool(predicate(s)) for s in signs], dtype=bool).reshape(x.shape)
+
+
+# ----------------------------------------------------------------------------- equality
+
+def equal(x: Exact, y: Exact) -> bool:
+    if x.shape != y.shape:
+        return False
+    if x.kind == "rational" and y.kind == "rational":
+        return bool(np.all(x.qa.num * y.qa.den == y.qa.num * x.qa.den))
+    if x.kind == "elements" or y.kind == "elements" or _has_specials(x) or _has_specials(y):
+        return _equal_elements(x, y)
+    d = sub(x, y)
+    if d.kind == "rational":
+        return not bool(np.any(d.qa.num != 0))
+    signs = d.signs()
+    return all(s == 0 for s in signs.reshape(-1).tolist())
+
+
+def _equal_elements(x: Exact, y: Exact) -> bool:
+    from .backends.symbolic import is_zero
+    S = sympy().S
+    for a, b in zip(x.flat(), y.flat()):
+        if type(a) is fmpq and type(b) is fmpq:
+            if a != b:
+                return False
+            continue
+        sa, sb = s_sym(a), s_sym(b)
+        if sa is S.NaN or sb is S.NaN:
+            if not (sa is S.NaN and sb is S.NaN):
+                return False
+            continue
+        if sa == sb:
+            continue
+        if not is_zero(sa - sb):
+            return False
+    return True
+
+
+# ----------------------------------------------------------------------------- elementwise functions
+
+def _ball_fn(name: str):
+    if name == "sigmoid":
+        return Bl.vectorize(lambda b: 1 / (1 + (-b).exp()))
+    return Bl.vectorize(lambda b: getattr(b, name)())
+
+
+_BALL_FUNCTIONS = {name: _ball_fn(name) for name in ("tanh", "exp", "log", "sin", "cos", "sqrt", "sigmoid")}
+
+
+def unary(name: str, x: Exact, closed: bool = False) -> Exact:
+    """tanh, exp, log, sin, cos, sqrt or sigmoid of every element, PyTorch's domain rules
+    included (log of 0 is -inf, of a negative nan; sqrt of a negative nan). ``closed``: a file
+    with free symbols, where results stay SymPy closed forms."""
+    if x.kind == "elements" or closed:
+        return x.as_sym().map(_SYMPY_ELEMENT[name])
+    if x.size == 0:
+        return x
+    exact = _exact_points(name, x)
+    if exact is not None:
+        return exact
+    signs = x.signs() if name in ("log", "sqrt") else None
+    bad = None
+    if signs is not None:
+        s = signs.reshape(-1).tolist()
+        bad = np.array([v == -1 or v == "nan" or (name == "log" and v == 0) for v in s], dtype=bool).reshape(x.shape)
+        if bad.any():
+            safe = where_mask(bad, Exact.full(x.shape, 1), x)
+            out = unary(name, safe)
+            values = [math.nan if v != 0 else -math.inf for v in np.asarray(signs)[bad].tolist()]
+            return _overwrite(out, bad, values)
+    fn = _BALL_FUNCTIONS[name]
+    forms = _forms(name, (x,), x.shape, _EXACT_RESULT.get(name))
+    out = Exact.certified(x.shape, fn, (x,), forms)
+    return _with_specials(out, name, (x,))
+
+
+def _sqrt_exact(v: fmpq):
+    p, q = flint.fmpz(v.p), flint.fmpz(v.q)
+    if v >= 0 and p.is_square() and q.is_square():
+        return fmpq(p.isqrt(), q.isqrt())
+    return None
+
+
+#: results that are rational at rational points (otherwise None)
+_EXACT_RESULT = {"tanh": lambda v: _Q0 if v == 0 else None, "sin": lambda v: _Q0 if v == 0 else None,
+                 "exp": lambda v: _Q1 if v == 0 else None, "cos": lambda v: _Q1 if v == 0 else None,
+                 "log": lambda v: _Q0 if v == 1 else None, "sqrt": _sqrt_exact,
+                 "sigmoid": lambda v: fmpq(1, 2) if v == 0 else None}
+
+
+def _exact_points(name: str, x: Exact) -> Exact | None:
+    """The result when every element is a rational point with a rational value (tanh(0) = 0,
+    sqrt(9/4) = 3/2, ...)."""
+    if x.kind != "rational":
+        return None
+    fn = _EXACT_RESULT[name]
+    vals = []
+    for v in x.qa.elements().reshape(-1).tolist():
+        r = fn(v)
+        if r is None:
+            return None
+        vals.append(r)
+    return Exact(np.array(vals, dtype=object).reshape(x.shape), True)
+
+
+def _sympy_fn(name):
+    def apply(e):
+        return getattr(sympy(), name)(s_sym(e))
+    return apply
+
+
+def _sigmoid_element(e):
+    sp = sympy()
+    return 1 / (1 + sp.exp(-s_sym(e)))
+
+
+def _sqrt_element(e):
+    from .backends.symbolic import s_sqrt
+    return s_sqrt(e)
+
+
+def _log_element(e):
+    from .backends.symbolic import s_log
+    return s_log(e)
+
+
+_SYMPY_ELEMENT = {"tanh": _sympy_fn("tanh"), "exp": _sympy_fn("exp"), "sin": _sympy_fn("sin"),
+                  "cos": _sympy_fn("cos"), "sigmoid": _sigmoid_element, "sqrt": _sqrt_element, "log": _log_element}
+
+
+def relu(x: Exact, undecided=None) -> Exact:
+    if x.kind == "elements":
+        sp = sympy()
+
+        def one(e):
+            s = s_sign(e)
+            if s is None:
+                return sp.Max(0, e)
+            if s == "nan":
+                return e
+            return e if s == 1 else _Q0
+        return x.map(one)
+    keep = keep_mask(x, lambda s: s == 1 or s == "nan", undecided)
+    return where_mask(keep, x, Exact.zeros(x.shape))
+
+
+def absolute(x: Exact, undecided=None) -> Exact:
+    if x.kind == "elements":
+        sp = sympy()
+
+        def one(e):
+            s = s_sign(e)
+            if s is None:
+                return sp.Abs(e)
+            return -s_sym(e) if s == -1 else e
+        return x.map(one)
+    negative = keep_mask(x, lambda s: s == -1, undecided)
+    return where_mask(negative, neg(x), x)
+
+
+def sgn(x: Exact, undecided=None) -> Exact:
+    if x.is_symbolic():
+        sp = sympy()
+        return x.map(lambda e: sp.sign(s_sym(e)))
+    signs = x.signs(undecided).reshape(-1).tolist()
+    vals = [fmpq({1: 1, -1: -1}.get(s, 0)) for s in signs]
+    return Exact(np.array(vals, dtype=object).reshape(x.shape), True)
+
+
+def select_positive(x: Exact, g: Exact, undecided=None) -> Exact:
+    """``threshold_backward(g, x, 0)``: g where x > 0, else 0 (a select, not a product)."""
+    if x.is_symbolic():
+        sp = sympy()
+        return mul(g, x.map(lambda e: sp.Heaviside(s_sym(e), 0)))
+    keep = keep_mask(x, lambda s: s == 1, undecided)
+    return where_mask(keep, g.broadcast_to(x.shape) if g.shape != x.shape else g, Exact.zeros(x.shape))
+
+
+# ----------------------------------------------------------------------------- structure with several tensors
+
+def _promote_to(x: Exact, kind: str) -> Exact:
+    return x.as_sym() if kind == "elements" else x
+
+
+def join(xs: list, fn) -> Exact:
+    """``fn`` (np.concatenate / np.stack over a list of arrays) applied to the tensors' values,
+    the -0.0 marks joined the same way."""
+    kind = _kind(*xs)
+    if kind == "rational":
+        den = math.lcm(*[x.qa.den for x in xs])
+        out = Exact.from_q(R.QArray(np.asarray(fn([x.qa.num * (den // x.qa.den) for x in xs]), dtype=object), den))
+    elif kind == "elements":
+        out = _from_elements(np.asarray(fn([x.as_sym().elems for x in xs]), dtype=object))
+    else:
+        arrays = [x.form_array() for x in xs]
+        forms = np.asarray(fn(arrays), dtype=object) if all(a is not None for a in arrays) else None
+
+        def recipe(*bs):
+            return np.asarray(fn(list(bs)), dtype=object)
+        shape = np.shape(fn([np.empty(x.shape, dtype=object) for x in xs]))
+        out = Exact.certified(shape, recipe, tuple(xs), forms)
+    if any(x.negzero is not None for x in xs):
+        mask = np.asarray(fn([x.negzero if x.negzero is not None else np.zeros(x.shape, bool) for x in xs]))
+        out.negzero = mask if mask.any() else None
+    return out
+
+
+def assign(base: Exact, key, new: Exact) -> Exact:
+    """``base`` with ``base[key] = new`` (new broadcast), the -0.0 marks following the elements."""
+    kind = _kind(base, new)
+    target_shape = np.shape(np.empty(base.shape, dtype=np.int8)[key])
+    if kind == "rational":
+        den = math.lcm(base.qa.den, new.qa.den)
+        a = base.qa.num * (den // base.qa.den)
+        a = np.array(a, dtype=object, copy=True)
+        a[key] = np.broadcast_to(new.qa.num * (den // new.qa.den), target_shape)
+        result = Exact.from_q(R.QArray(a, den))
+    elif kind == "elements":
+        a = np.array(base.as_sym().elems, dtype=object, copy=True)
+        a[key] = np.broadcast_to(new.as_sym().elems, target_shape)
+        result = _from_elements(a)
+    else:
+        fb, fn_ = base.form_array(), new.form_array()
+        forms = None
+        if fb is not None or fn_ is not None:
+            forms = np.array(fb if fb is not None else np.full(base.shape, None, dtype=object), dtype=object,
+                             copy=True)
+            forms[key] = np.broadcast_to(fn_ if fn_ is not None else np.full(new.shape, None, dtype=object),
+                                         target_shape)
+
+        def recipe(b, n):
+            out = np.array(b, dtype=object, copy=True)
+            out[key] = np.broadcast_to(n, target_shape)
+            return out
+        result = Exact.certified(base.shape, recipe, (base, new), forms)
+    if base.negzero is not None or new.negzero is not None:
+        mask = np.array(base.negzero if base.negzero is not None else np.zeros(base.shape, bool), copy=True)
+        mask[key] = np.broadcast_to(new.negzero if new.negzero is not None else False, np.shape(mask[key]))
+        result.negzero = mask if mask.any() else None
+    return result
+
+
+def place_add(shape, key, g: Exact) -> Exact:
+    """zeros(shape) with ``g`` added at ``key`` (repeated indices add up: index_put_ accumulate)."""
+    shape = tuple(shape)
+    target_shape = np.shape(np.empty(shape, dtype=np.int8)[key])
+    if g.kind == "rational":
+        a = np.zeros(shape, dtype=object)
+        a.fill(0)
+        np.add.at(a, key, np.broadcast_to(g.qa.num, target_shape))
+        return Exact.from_q(R.QArray(a, g.qa.den))
+    if g.kind == "elements":
+        a = np.empty(shape, dtype=object)
+        a.fill(sympy().S.Zero)
+        np.add.at(a, key, np.broadcast_to(g.elems, target_shape))
+        return _wrap_sym(a)
+
+    def recipe(b):
+        out = np.empty(shape, dtype=object)
+        out.fill(arb(0))
+        np.add.at(out, key, np.broadcast_to(b, target_shape))
+        return out
+    return Exact.certified(shape, recipe, (g,), None)
