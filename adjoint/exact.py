@@ -378,7 +378,10 @@ class Exact:
     def floats(self):
         """Nested list of floats, or None when any element is symbolic."""
         if self.kind == "rational":
-            f = self.qa.floats()
+            memo = self._memos()
+            if "floats_array" not in memo:
+                memo["floats_array"] = self.qa.floats()
+            f = memo["floats_array"]
             return f.tolist() if self.ndim else float(f.reshape(-1)[0])
         vals = self.floats_flat()
         if vals is None:
@@ -398,9 +401,6 @@ class Exact:
         return memo["floats"]
 
     def strings(self):
-        if self.kind == "rational":
-            s = self.qa.strings()
-            return _nest(s, self.shape)
         return _nest(self.strings_flat(), self.shape)
 
     def strings_flat(self) -> list[str]:
@@ -584,7 +584,7 @@ def _real_signs(x: Exact, undecided) -> np.ndarray:
 
 def _real_floats(x: Exact) -> list:
     flat_b = x.balls.reshape(-1)
-    vals = np.asarray(Bl.certain_floats(flat_b), dtype=object)
+    vals = np.asarray(Bl.certain_floats(flat_b, x.prec), dtype=object)
     forms = x.forms.reshape(-1) if x.forms is not None else None
     if forms is not None:
         for i, f in enumerate(forms.tolist()):
@@ -600,7 +600,7 @@ def _real_floats(x: Exact) -> list:
         prec *= 2
         Bl.refine(x, prec)
         idx = np.nonzero(open_)[0]
-        fresh = np.asarray(Bl.certain_floats(x.balls.reshape(-1)[idx]), dtype=object)
+        fresh = np.asarray(Bl.certain_floats(x.balls.reshape(-1)[idx], x.prec), dtype=object)
         vals[idx] = fresh
         open_[idx] = [v != v for v in fresh.tolist()]
     for i in np.nonzero(open_)[0].tolist():  # a ball straddling a rounding boundary at MAX_PREC
@@ -620,24 +620,29 @@ def _real_strings(x: Exact) -> list[str]:
         wide &= Bl.needs_digits(x.balls.reshape(-1))
     flat_b = x.balls.reshape(-1)
     out = []
-    for i, f in enumerate(forms):
-        if f is not None and type(f) is not Real:
-            v = F.to_sympy(f)
-            out.append(s_str(s_norm(v)) if type(f) is not F.Special else f.text)
-            continue
-        b = flat_b[i]
-        if b.is_exact():
-            out.append(str(Bl.exact_value(b)))
-        else:
-            out.append(Bl.certified_text(b, bool(wide[i])))
+    with Bl.workprec(x.prec):
+        for i, f in enumerate(forms):
+            out.append(_real_text(f, flat_b[i], bool(wide[i])))
     return out
 
 
+def _real_text(f, b, wide: bool) -> str:
+    if f is not None and type(f) is not Real:
+        if type(f) is F.Special:
+            return f.text
+        return s_str(s_norm(F.to_sympy(f)))
+    if b.is_exact():
+        return str(Bl.exact_value(b))
+    return Bl.certified_text(b, wide)
+
+
 def _nest(vals: list, shape: tuple[int, ...]):
+    """A flat row-major list as nested lists of ``shape`` (the element itself for shape ())."""
     if not shape:
         return vals[0]
-    step = len(vals) // shape[0] if shape[0] else 0
-    return [_nest(vals[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])]
+    a = np.empty(len(vals), dtype=object)
+    a[:] = vals
+    return a.reshape(shape).tolist()
 
 
 def _to_sym_array(a: np.ndarray) -> np.ndarray:

@@ -42,10 +42,16 @@ class Literal:
     shape: tuple[int, ...]
     items: tuple[Element, ...]  # row-major
     loc: Loc
+    # a value backend's own form of this literal, made once (a pure function of the items: the
+    # exact backend keeps its integer array here, so that solving a problem again, or each of
+    # its variants, does not convert 100,000 numbers again)
+    memo: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @property
     def symbols(self) -> list[str]:
-        return sorted({e.name for e in self.items if isinstance(e, Sym)})
+        if "symbols" not in self.memo:
+            self.memo["symbols"] = sorted({e.name for e in self.items if isinstance(e, Sym)})
+        return self.memo["symbols"]
 
 
 @dataclass(frozen=True)

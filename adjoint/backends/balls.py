@@ -128,9 +128,10 @@ def _float_of(b) -> float:
 _certain_floats = np.frompyfunc(_float_of, 1, 1)
 
 
-def certain_floats(a: np.ndarray) -> np.ndarray:
-    """The correctly rounded float64 of each ball, nan where the ball does not decide it."""
-    with np.errstate(invalid="ignore"):
+def certain_floats(a: np.ndarray, prec: int) -> np.ndarray:
+    """The correctly rounded float64 of each ball (of ``prec`` bits), nan where the ball does
+    not decide it."""
+    with np.errstate(invalid="ignore"), workprec(prec):
         return np.asarray(_certain_floats(a), dtype=object)
 
 

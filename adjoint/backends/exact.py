@@ -16,6 +16,7 @@ from .. import tensor_ops as T
 from ..errors import ProblemError
 from ..exact import Exact
 from ..signed_zero import result_mask
+from .rational import QArray
 from .symbolic import sympy
 
 
@@ -50,7 +51,14 @@ class ExactBackend:
 
     # ------------------------------------------------------------------ construction
     def literal(self, lit):
-        """A tensor literal; free symbols become SymPy symbols (or their bound numbers)."""
+        """A tensor literal; free symbols become SymPy symbols (or their bound numbers). A literal
+        of numbers is converted once (kept in ``lit.memo``: the integer array and its FLINT
+        matrix serve every later solve of the problem)."""
+        if not lit.symbols:
+            qa = lit.memo.get("exact")
+            if qa is None:
+                qa = lit.memo["exact"] = QArray.from_fractions(lit.items, tuple(lit.shape))
+            return Exact.from_q(qa)
         items = []
         symbolic = False
         for e in lit.items:

@@ -24,6 +24,7 @@ import numpy as np
 
 fmpq = flint.fmpq
 fmpz_mat = flint.fmpz_mat
+_SLASH = "/"
 
 #: Largest extra size (bits) a shared denominator may have over the largest single one.
 MAX_SHARED_BITS = 4096
@@ -38,7 +39,7 @@ def _ints(shape, values) -> np.ndarray:
 class QArray:
     """``num / den``, elementwise; immutable by convention (never write into ``num``)."""
 
-    __slots__ = ("num", "den", "_zmat")
+    __slots__ = ("num", "den", "_zmat", "_transposed")
 
     def __init__(self, num: np.ndarray, den: int = 1, reduced: bool = False):
         if type(num) is not np.ndarray:  # numpy gives 0-d results as scalars
@@ -50,16 +51,18 @@ class QArray:
         self.num = num
         self.den = den
         self._zmat = None
+        self._transposed = None  # the QArray this is the transpose of (its matrix serves both)
 
     # ------------------------------------------------------------------ construction
     @staticmethod
     def from_fractions(values, shape) -> "QArray":
-        """From a flat sequence of Fractions / ints (numerator, denominator attributes)."""
-        dens = {v.denominator for v in values}
+        """From a flat sequence of Fractions / ints."""
+        pairs = [v.as_integer_ratio() for v in values]
+        dens = {d for _, d in pairs}
         den = math.lcm(*dens) if dens else 1
         if den == 1:
-            return QArray(_ints(shape, [int(v.numerator) for v in values]), 1, True)
-        return QArray(_ints(shape, [int(v.numerator) * (den // int(v.denominator)) for v in values]), den)
+            return QArray(_ints(shape, [n for n, _ in pairs]), 1, True)
+        return QArray(_ints(shape, [n * (den // d) for n, d in pairs]), den)
 
     @staticmethod
     def from_fmpq(values, shape) -> "QArray | None":
@@ -96,8 +99,11 @@ class QArray:
     def zmat(self):
         """The numerators as an ``fmpz_mat`` (2-D), made once."""
         if self._zmat is None:
-            m, n = self.num.shape
-            self._zmat = fmpz_mat(m, n, self.num.reshape(-1).tolist())
+            if self._transposed is not None:
+                self._zmat = self._transposed.zmat().transpose()
+            else:
+                m, n = self.num.shape
+                self._zmat = fmpz_mat(m, n, self.num.reshape(-1).tolist())
         return self._zmat
 
     # ------------------------------------------------------------------ queries
@@ -135,9 +141,12 @@ class QArray:
         if den == 1:
             return list(map(str, flat.tolist()))
         g = np.gcd(flat, den)
-        ps = (flat // g).tolist()
+        ps = list(map(str, (flat // g).tolist()))
         qs = (den // g).tolist()
-        return [f"{p}/{q}" if q != 1 else str(p) for p, q in zip(ps, qs)]
+        out = list(map(_SLASH.join, zip(ps, map(str, qs))))
+        for i in [i for i, q in enumerate(qs) if q == 1]:
+            out[i] = ps[i]
+        return out
 
     def item(self) -> fmpq:
         return fmpq(int(self.num.reshape(-1)[0]), self.den)
@@ -253,7 +262,8 @@ def matmul(x: QArray, y: QArray) -> QArray:
 
 
 def transpose(x: QArray) -> QArray:
+    """The transpose; its fmpz_mat, when one is needed, is the transpose of x's (so a weight's
+    matrix is converted once, for ``W.t()`` in the forward and ``W`` in the backward alike)."""
     out = QArray(np.ascontiguousarray(x.num.T), x.den, True)
-    if x._zmat is not None:
-        out._zmat = x._zmat.transpose()
+    out._transposed = x
     return out

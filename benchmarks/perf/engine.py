@@ -8,14 +8,13 @@ workloads, their targets and the table stay as they are.
   ``load`` also traces every variant, which ``solve`` then repeats; that trace is counted in
   ``solve`` here, not twice).
 * ``solve`` / ``to_json``: ``Problem.solve()`` and the JSON text the CLI prints
-  (``json.dumps(prediction.to_json(), indent=2)``).
+  (``adjoint.jsonout.dumps(prediction.to_json())``: json's indented layout, strict).
 * ``phase_seconds``: the engine's phases, each timed: the eager forward (``Model.forward``),
   the backward (``passes.run_backward``) and the assembly of the Prediction (``solve.assemble``).
 """
 
 from __future__ import annotations
 
-import json
 import time
 
 import adjoint
@@ -36,7 +35,8 @@ def solve(problem):
 
 def to_json(prediction) -> str:
     """The JSON text ``adjoint solve --json`` prints."""
-    return json.dumps(prediction.to_json(), indent=2)
+    from adjoint.jsonout import dumps
+    return dumps(prediction.to_json(), indent=2)
 
 
 def grad_elements(prediction, tensor: str) -> list:
