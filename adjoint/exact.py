@@ -344,13 +344,12 @@ class Exact:
             if self.ndim else self.signs(lambda where: None).reshape(-1)[0]
 
     def ball_with_bits(self, index, bits: int):
-        prec = self.prec
+        """The ball of one element with ``bits`` of relative accuracy (or as close as refinement gets)."""
         while True:
             b = self.balls[index]
-            if b.rel_accuracy_bits() >= bits or prec >= Bl.MAX_PREC or b.is_exact():
+            if b.rel_accuracy_bits() >= bits or self.prec >= Bl.MAX_PREC or b.is_exact():
                 return b
-            prec *= 2
-            Bl.refine(self, prec)
+            Bl.refine(self, Bl.next_precision(self.prec, b.rel_accuracy_bits() if not b.contains(0) else None, bits))
 
     def signs(self, undecided=None) -> np.ndarray:
         """Per element: -1, 0, 1, 'nan' (or None: depends on free symbols), as an object array.
@@ -558,10 +557,8 @@ def _real_signs(x: Exact, undecided) -> np.ndarray:
             elif f is F.NINF:
                 signs[i] = -1
     open_ = np.array([s == 2 for s in signs.tolist()], dtype=bool)
-    prec = x.prec
-    while open_.any() and prec < Bl.MAX_PREC:
-        prec *= 2
-        Bl.refine(x, prec)
+    while open_.any() and x.prec < Bl.MAX_PREC:
+        Bl.refine(x, Bl.next_precision(x.prec, None, 0))
         flat_b = x.balls.reshape(-1)
         idx = np.nonzero(open_)[0]
         fresh = np.asarray(Bl.signs(flat_b[idx]), dtype=object)
@@ -595,10 +592,9 @@ def _real_floats(x: Exact) -> list:
     open_ = np.array([v != v for v in vals.tolist()], dtype=bool)
     if forms is not None:
         open_ &= np.array([f is not F.NAN for f in forms.tolist()], dtype=bool)
-    prec = x.prec
-    while open_.any() and prec < Bl.MAX_PREC:
-        prec *= 2
-        Bl.refine(x, prec)
+    while open_.any() and x.prec < Bl.MAX_PREC:
+        idx = np.nonzero(open_)[0]
+        Bl.refine(x, Bl.next_precision(x.prec, Bl.worst_accuracy(x.balls.reshape(-1)[idx]), 64))
         idx = np.nonzero(open_)[0]
         fresh = np.asarray(Bl.certain_floats(x.balls.reshape(-1)[idx], x.prec), dtype=object)
         vals[idx] = fresh
@@ -613,10 +609,9 @@ def _real_strings(x: Exact) -> list[str]:
     wide = Bl.needs_digits(x.balls.reshape(-1))
     if forms is not None:
         wide &= np.array([f is None or type(f) is Real for f in forms], dtype=bool)
-    prec = x.prec
-    while wide.any() and prec < Bl.MAX_PREC:
-        prec *= 2
-        Bl.refine(x, prec)
+    while wide.any() and x.prec < Bl.MAX_PREC:
+        idx = np.nonzero(wide)[0]
+        Bl.refine(x, Bl.next_precision(x.prec, Bl.worst_accuracy(x.balls.reshape(-1)[idx]), Bl.DIGIT_BITS))
         wide &= Bl.needs_digits(x.balls.reshape(-1))
     flat_b = x.balls.reshape(-1)
     out = []

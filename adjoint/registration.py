@@ -34,6 +34,8 @@ class Registrations:
         self.attached: dict[int, set] = {}            # hook index -> ids of tensors / nodes it is on
         self.names: dict[str, Tensor] = {}            # the latest tensor of every bound name
         self.retained: dict[int, tuple] = {}          # tensor id -> (Tensor, [names]) with retain_grad, in order
+        self._by_target: dict | None = None           # hook target -> hook indices (see _targeting)
+        self._saved: list | None = None               # saved_tensors hook indices (see _saved_tensors_hooks)
 
     # ------------------------------------------------------------------ lifecycle
     def register(self, index: int) -> None:
@@ -64,24 +66,39 @@ class Registrations:
         self.names[name] = t
         if not isinstance(t, Tensor):
             return
-        for index in sorted(self.active):
+        for index in sorted(self.active.intersection(self._targeting(name))):
             hook = self.hooks[index]
-            if hook.target != name or t.id in self.attached.get(index, ()):
+            if t.id in self.attached.get(index, ()):
                 continue
             if hook.on == "tensor" or (hook.on == "node" and t.grad_fn is not None):
                 self.attached[index].add(t.id)
                 self.attach(hook, t)
 
+    def _targeting(self, name: str) -> list[int]:
+        """Indices of the hooks whose target is ``name`` (an index made once: a deep model binds
+        thousands of names, each of which would otherwise scan every hook)."""
+        if self._by_target is None:
+            self._by_target = {}
+            for index, hook in enumerate(self.hooks):
+                self._by_target.setdefault(getattr(hook, "target", None), []).append(index)
+        return self._by_target.get(name, [])
+
+    def _saved_tensors_hooks(self) -> list[int]:
+        """Indices of the saved_tensors hooks, active or not (usually none: a module call then
+        does not scan every hook of the file)."""
+        if self._saved is None:
+            self._saved = [i for i, h in enumerate(self.hooks) if h.on == "saved_tensors"]
+        return self._saved
+
     def forward_starts(self) -> list:
         """A forward pass starts: the saved-tensor hooks active over the whole forward."""
-        return [self.hooks[i] for i in sorted(self.active)
-                if self.hooks[i].on == "saved_tensors" and self.hooks[i].scope is None]
+        return [self.hooks[i] for i in self._saved_tensors_hooks()
+                if i in self.active and self.hooks[i].scope is None]
 
     def saved_hooks_for(self, path: str) -> list:
         """The saved-tensor hooks whose scope names the module ``path``."""
-        return [self.hooks[i] for i in sorted(self.active)
-                if self.hooks[i].on == "saved_tensors" and self.hooks[i].scope is not None
-                and path in self.hooks[i].scope]
+        return [self.hooks[i] for i in self._saved_tensors_hooks()
+                if i in self.active and self.hooks[i].scope is not None and path in self.hooks[i].scope]
 
     def forward_ends(self, names: dict) -> None:
         """A forward pass ended: node hooks on leaves go on the AccumulateGrad the pass made;

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
+
 from .backends.exact import ExactBackend
 from .errors import ProblemError
 from .forward import Call
@@ -23,7 +26,23 @@ def solve_problem(problem: Problem, variant: str | None = None, numeric: bool = 
                                       "number")
         symbols = problem.symbols
     chosen = [problem.variant(variant)] if variant else list(problem.variants)
-    return Prediction(problem, [solve_variant(problem, v, symbols) for v in chosen], numeric)
+    with _cyclic_gc_paused():
+        return Prediction(problem, [solve_variant(problem, v, symbols) for v in chosen], numeric)
+
+
+@contextmanager
+def _cyclic_gc_paused():
+    """Python's cyclic garbage collector paused while a solve runs (and restored as it was).
+    A solve builds a large graph of live objects (tensors, nodes, saved values) that nothing
+    frees before the prediction is made; each collection walks it all again, which cost a
+    quarter of the solve on a deep chain. Reference counting still frees what dies young."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def solve_variant(problem: Problem, variant: Variant, symbols: dict | None = None) -> VariantPrediction:
@@ -36,7 +55,8 @@ def solve_variant(problem: Problem, variant: Variant, symbols: dict | None = Non
 
 def assemble(run: VariantRun) -> VariantPrediction:
     producers = _node_names(run)
-    hook_calls = [_record(run, rec, producers) for rec in run.rt.log]
+    calls = _call_counts(run)
+    hook_calls = [_record(run, rec, producers, calls) for rec in run.rt.log]
     if run.error is not None:
         err = run.error
         return VariantPrediction(name=run.variant.name, method="backward", root=root_name(run.problem), loss=None,
@@ -88,13 +108,25 @@ def _node_names(run: VariantRun) -> dict:
     return out
 
 
-def _record(run: VariantRun, rec, producers: dict) -> HookRecord:
+def _call_counts(run: VariantRun) -> dict:
+    """id(call) -> how many calls of its module the forward it ran in made (one pass over the calls)."""
+    out: dict = {}
+    for f in run.forwards:
+        per_path: dict = {}
+        for c in f.calls:
+            per_path[c.path] = per_path.get(c.path, 0) + 1
+        for c in f.calls:
+            out.setdefault(id(c), per_path[c.path])
+    return out
+
+
+def _record(run: VariantRun, rec, producers: dict, calls: dict) -> HookRecord:
     hook = rec.hook
     call: Call | None = rec.call
     k = call.k if call is not None else None
     count = 1
     if call is not None:
-        count = sum(1 for c in _forward_of(run, call).calls if c.path == call.path)
+        count = calls.get(id(call)) or sum(1 for c in run.forwards[-1].calls if c.path == call.path)
     node = rec.node.name if rec.node is not None else None
     if rec.kind in ("pack", "unpack"):
         target = producers.get(id(rec.node)) if rec.node is not None else None
@@ -107,13 +139,6 @@ def _record(run: VariantRun, rec, producers: dict) -> HookRecord:
     why = _why_forward(rec) if rec.phase == "forward" else _why(run, rec)
     return HookRecord(hook.index, hook.label, rec.kind, hook.on, target, k, count, rec.phase, node, rec.args,
                       rec.returned, why, raised=rec.raised, is_global=rec.is_global)
-
-
-def _forward_of(run: VariantRun, call: Call):
-    for f in run.forwards:
-        if any(c is call for c in f.calls):
-            return f
-    return run.forwards[-1]
 
 
 def _why_forward(rec) -> list[str]:
@@ -200,12 +225,13 @@ def _boundaries(run: VariantRun) -> list[Boundary]:
     fwd, bwd = last.forward, last.result
     out = []
     depth_of: dict[int, int] = {}
+    position = {id(node): i for i, node in enumerate(rt.nodes)}
     for call in fwd.calls:
         depth = 0 if call.parent is None else depth_of[call.parent] + 1
         depth_of[call.id] = depth
         gout = seen_at(bwd, call.out) if call.out.requires_grad else None
         if gout is not None:
-            start = rt.nodes.index(call.in_node) if call.in_node is not None else call.body_start
+            start = position[id(call.in_node)] if call.in_node is not None else call.body_start
             gin = tuple(pure_vjp(rt, rt.nodes[start:call.end], call.out, gout, call.args, bwd.vjps))
             if call.module.type == "Identity":
                 gin = (gout if call.args[0].requires_grad else None,)

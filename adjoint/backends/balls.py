@@ -32,11 +32,13 @@ ctx = flint.ctx
 #: bits of working precision of a new certified value
 PREC = 128
 #: refinement stops here (bits); a decision still open is then reported as undecided
-MAX_PREC = 4096
+MAX_PREC = 8192
+#: a ball within 2**-TINY_BITS of zero rounds to a float64 zero (below the smallest subnormal)
+TINY_BITS = 1080
 #: significant digits shown for a certified value
 DIGITS = 20
 #: relative accuracy (bits) that certifies DIGITS digits
-_DIGIT_BITS = int(DIGITS * 3.3219280948873626) + 4
+DIGIT_BITS = int(DIGITS * 3.3219280948873626) + 4
 
 
 def workprec(prec: int):
@@ -118,10 +120,15 @@ def accuracy_bits(a: np.ndarray) -> np.ndarray:
 _accuracy = np.frompyfunc(lambda b: b.rel_accuracy_bits(), 1, 1)
 
 
+_TINY = arb(2) ** -TINY_BITS
+
+
 def _float_of(b) -> float:
     lo, hi = float(b.lower()), float(b.upper())
     if lo == hi:
         return lo
+    if abs(b) < _TINY:
+        return 0.0  # every value in the ball rounds to zero in float64
     return float("nan")
 
 
@@ -156,9 +163,14 @@ def _digit_count(text: str) -> int:
 
 
 def needs_digits(a: np.ndarray) -> np.ndarray:
-    """Mask of balls too wide to show DIGITS certified digits (exact balls never are)."""
+    """Mask of balls too wide to show DIGITS certified digits (exact balls and balls within
+    2**-TINY_BITS of zero never are: those show as FLINT writes them, ``[+/- 1e-330]``)."""
     exact = np.asarray(_exact(a), dtype=bool)
-    return ~exact & (accuracy_bits(a) < _DIGIT_BITS)
+    tiny = np.asarray(_tiny(a), dtype=bool)
+    return ~exact & ~tiny & (accuracy_bits(a) < DIGIT_BITS)
+
+
+_tiny = np.frompyfunc(lambda b: abs(b) < _TINY, 1, 1)
 
 
 _exact = np.frompyfunc(lambda b: b.is_exact(), 1, 1)
@@ -172,6 +184,27 @@ def exact_value(b) -> fmpq:
 
 
 # ----------------------------------------------------------------------------- refinement
+
+def next_precision(prec: int, accuracy: int | None, need: int) -> int:
+    """The precision to recompute at when balls of ``prec`` bits have ``accuracy`` bits of
+    relative accuracy (the worst of those that matter; None when that tells nothing, e.g. a
+    ball around zero) and ``need`` bits are wanted. Ball arithmetic loses a fixed number of bits
+    through a computation whatever the precision, so the deficit is added at once (one
+    recomputation of a deep chain, not one per doubling); without a measure, double. Always a
+    power of two: tensors refined one after another then share their ancestors' recomputation
+    instead of each asking for a few bits more."""
+    if accuracy is None or accuracy <= 0:
+        want = 2 * prec
+    else:
+        want = max(prec + 32, prec + (need - accuracy) + 32)
+    return min(MAX_PREC, 1 << (want - 1).bit_length())
+
+
+def worst_accuracy(a: np.ndarray) -> int | None:
+    """The smallest relative accuracy (bits) over balls not around zero; None if there are none."""
+    acc = [b.rel_accuracy_bits() for b in a.reshape(-1).tolist() if not b.contains(0)]
+    return min(acc) if acc else None
+
 
 def refine(root, prec: int) -> None:
     """Recompute ``root`` (a certified Exact) and the certified tensors it was made from at

@@ -263,7 +263,7 @@ def refuse_overflow(out: Exact, dtype: str, loc, what: str) -> None:
     checked (verify binds the symbols, and checks then)."""
     limit = _OVERFLOW[dtype]
     if out.rational:
-        if out.qa.max_abs() < limit:
+        if out.qa.max_abs_num() < int(limit.p) * out.qa.den // int(limit.q):
             return  # the largest |element| is below the limit: one comparison for the tensor
     elif out.kind == "real":
         if _certified_below(out, limit):

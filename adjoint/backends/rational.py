@@ -114,6 +114,12 @@ class QArray:
     def zeros(self) -> np.ndarray:
         return np.asarray(self.num == 0, dtype=bool)
 
+    def max_abs_num(self) -> int:
+        """The largest |numerator|."""
+        if self.num.size == 0:
+            return 0
+        return max(abs(int(self.num.max())), abs(int(self.num.min())))
+
     def max_abs(self) -> fmpq:
         if self.num.size == 0:
             return fmpq(0)
@@ -135,15 +141,18 @@ class QArray:
             return out
 
     def strings(self) -> list[str]:
-        """``"p/q"`` or ``"p"`` per element, in lowest terms, row-major (flat list)."""
+        """``"p/q"`` or ``"p"`` per element, in lowest terms, row-major (flat list). Large
+        integers are written by FLINT: Python's own int-to-text is quadratic in the digits
+        and refuses more than 4300 of them."""
         flat = self.num.reshape(-1)
         den = self.den
+        text = _text_of(max(den, self.max_abs_num()))
         if den == 1:
-            return list(map(str, flat.tolist()))
+            return list(map(text, flat.tolist()))
         g = np.gcd(flat, den)
-        ps = list(map(str, (flat // g).tolist()))
+        ps = list(map(text, (flat // g).tolist()))
         qs = (den // g).tolist()
-        out = list(map(_SLASH.join, zip(ps, map(str, qs))))
+        out = list(map(_SLASH.join, zip(ps, map(text, qs))))
         for i in [i for i, q in enumerate(qs) if q == 1]:
             out[i] = ps[i]
         return out
@@ -153,6 +162,17 @@ class QArray:
 
 
 # ----------------------------------------------------------------------------- normal form
+
+def _text_of(largest: int):
+    """str for integers up to ``largest`` in size (FLINT's for long ones)."""
+    if largest.bit_length() < 3000:
+        return str
+    return _fmpz_text
+
+
+def _fmpz_text(n: int) -> str:
+    return str(flint.fmpz(n))
+
 
 def _reduce(num: np.ndarray, den: int) -> tuple[np.ndarray, int]:
     if den < 0:
