@@ -33,7 +33,7 @@ from .backends import balls as Bl
 from .backends import forms as F
 from .backends.rational import QArray
 from .backends.symbolic import (MAX_EXACT_EXPONENT, ExactLimit, check_exponent, fmpq_float, is_zero, loaded,  # noqa: F401
-                                s_approx, s_div, s_float, s_is_nan, s_is_nonfinite, s_log, s_mul, s_norm, s_pow,
+                                has_symbols, memo_printer, s_approx, s_div, s_float, s_is_nan, s_is_nonfinite, s_log, s_mul, s_norm, s_pow,
                                 s_sci, s_sign, s_sqrt, s_str, s_sym, sympy)
 
 fmpq = flint.fmpq
@@ -145,7 +145,7 @@ class Exact:
             self.kind, self.elems = "elements", a
             return
         flat = [_element(e) for e in flat]
-        if any(getattr(e, "free_symbols", None) for e in flat):
+        if any(has_symbols(e) for e in flat):
             self._set_elements(flat)
             return
         self._set_forms(flat)
@@ -312,7 +312,12 @@ class Exact:
         return self.a.reshape(-1)[0]
 
     def is_symbolic(self) -> bool:
-        return self.kind == "elements" and any(getattr(e, "free_symbols", None) for e in self.elems.reshape(-1))
+        if self.kind != "elements":
+            return False
+        memo = self._memos()
+        if "symbolic" not in memo:
+            memo["symbolic"] = any(has_symbols(e) for e in self.elems.reshape(-1).tolist())
+        return memo["symbolic"]
 
     def has_nonfinite(self) -> bool:
         if self.kind == "rational":
@@ -399,18 +404,23 @@ class Exact:
                 memo["floats"] = _real_floats(self)
         return memo["floats"]
 
-    def strings(self):
-        return _nest(self.strings_flat(), self.shape)
+    def strings(self, printer=None):
+        """Nested lists of the elements' exact text (``printer``: a shared SymPy printer from
+        :func:`adjoint.backends.symbolic.memo_printer`, for closed forms across tensors)."""
+        return _nest(self.strings_flat(printer), self.shape)
 
-    def strings_flat(self) -> list[str]:
+    def strings_flat(self, printer=None) -> list[str]:
         memo = self._memos()
         if "strings" not in memo:
             if self.kind == "rational":
                 memo["strings"] = self.qa.strings()
             elif self.kind == "elements":
-                memo["strings"] = [s_str(e) for e in self.elems.reshape(-1)]
+                flat = self.elems.reshape(-1).tolist()
+                if printer is None and any(type(e) is not fmpq for e in flat):
+                    printer = memo_printer()
+                memo["strings"] = [s_str(e, printer) for e in flat]
             else:
-                memo["strings"] = _real_strings(self)
+                memo["strings"] = _real_strings(self, printer)
         return memo["strings"]
 
     def equals(self, other: "Exact") -> bool:
@@ -604,7 +614,7 @@ def _real_floats(x: Exact) -> list:
     return [float(v) for v in vals.tolist()]
 
 
-def _real_strings(x: Exact) -> list[str]:
+def _real_strings(x: Exact, printer=None) -> list[str]:
     forms = x.forms.reshape(-1).tolist() if x.forms is not None else [None] * x.size
     wide = Bl.needs_digits(x.balls.reshape(-1))
     if forms is not None:
@@ -617,15 +627,15 @@ def _real_strings(x: Exact) -> list[str]:
     out = []
     with Bl.workprec(x.prec):
         for i, f in enumerate(forms):
-            out.append(_real_text(f, flat_b[i], bool(wide[i])))
+            out.append(_real_text(f, flat_b[i], bool(wide[i]), printer))
     return out
 
 
-def _real_text(f, b, wide: bool) -> str:
+def _real_text(f, b, wide: bool, printer) -> str:
     if f is not None and type(f) is not Real:
         if type(f) is F.Special:
             return f.text
-        return s_str(s_norm(F.to_sympy(f)))
+        return s_str(s_norm(F.to_sympy(f)), printer)
     if b.is_exact():
         return str(Bl.exact_value(b))
     return Bl.certified_text(b, wide)

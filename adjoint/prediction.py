@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .backends import symbolic
 from .exact import Exact
 
 
@@ -73,11 +74,11 @@ class PassRecord:
     grads: dict
     returned: dict | None
 
-    def to_json(self) -> dict:
-        out = {"hook_calls": [hook_json(h) for h in self.hook_calls],
-               "grads": {k: value_json(v) for k, v in self.grads.items()}}
+    def to_json(self, printer=None) -> dict:
+        out = {"hook_calls": [hook_json(h, printer) for h in self.hook_calls],
+               "grads": {k: value_json(v, printer) for k, v in self.grads.items()}}
         if self.returned is not None:
-            out["returned"] = {k: value_json(v) for k, v in self.returned.items()}
+            out["returned"] = {k: value_json(v, printer) for k, v in self.returned.items()}
         return out
 
 
@@ -103,21 +104,25 @@ class VariantPrediction:
     passes: list | None = None        # PassRecord per backward step (variants with steps)
     error: ErrorRecord | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self, printer=None) -> dict:
+        """The contract's JSON of this variant (``printer``: shared by every closed form shown;
+        see :func:`value_json`)."""
+        printer = printer if printer is not None else shared_printer()
         if self.error is not None:
-            return {"error": self.error.to_json(), "hook_calls": [hook_json(h) for h in self.hook_calls]}
+            return {"error": self.error.to_json(), "hook_calls": [hook_json(h, printer) for h in self.hook_calls]}
         out = {
-            "loss": value_json(self.loss) if self.loss is not None else None,
-            "values": {k: value_json(v) for k, v in self.values.items()},
-            "adjoints": {b.callid: {"grad_output": [value_json(g) for g in b.grad_output],
-                                    "grad_input": [value_json(g) for g in b.grad_input]} for b in self.boundaries},
-            "grads": {k: value_json(v) for k, v in self.grads.items()},
-            "hook_calls": [hook_json(h) for h in self.hook_calls],
+            "loss": value_json(self.loss, printer) if self.loss is not None else None,
+            "values": {k: value_json(v, printer) for k, v in self.values.items()},
+            "adjoints": {b.callid: {"grad_output": [value_json(g, printer) for g in b.grad_output],
+                                    "grad_input": [value_json(g, printer) for g in b.grad_input]}
+                         for b in self.boundaries},
+            "grads": {k: value_json(v, printer) for k, v in self.grads.items()},
+            "hook_calls": [hook_json(h, printer) for h in self.hook_calls],
         }
         if self.returned is not None:
-            out["returned"] = {k: value_json(v) for k, v in self.returned.items()}
+            out["returned"] = {k: value_json(v, printer) for k, v in self.returned.items()}
         if self.passes is not None:
-            out["passes"] = [p.to_json() for p in self.passes]
+            out["passes"] = [p.to_json(printer) for p in self.passes]
         return out
 
 
@@ -134,22 +139,34 @@ class Prediction:
         raise KeyError(name)
 
     def to_json(self) -> dict:
-        return {"problem": self.problem.name, "variants": {v.name: v.to_json() for v in self.variants}}
+        printer = shared_printer()
+        return {"problem": self.problem.name, "variants": {v.name: v.to_json(printer) for v in self.variants}}
 
 
-def value_json(v) -> dict | None:
+def shared_printer():
+    """One SymPy printer for a whole prediction's closed forms (they share subexpressions: each
+    is printed once), or None when SymPy was never needed."""
+    if not symbolic.loaded():
+        return None
+    return symbolic.memo_printer()
+
+
+def value_json(v, printer=None) -> dict | None:
+    """VALUE of the contract: shape, decimal value (null where a mode or a free symbol gives
+    none), exact text (null where a mode has none)."""
     if v is None:
         return None
     if isinstance(v, tuple):
-        return [value_json(x) for x in v]
-    assert isinstance(v, Exact), v
-    return {"shape": list(v.shape), "value": v.floats(), "exact": v.strings()}
+        return [value_json(x, printer) for x in v]
+    if not isinstance(v, Exact):
+        return {"shape": list(v.shape), "value": v.floats(), "exact": v.strings()}
+    return {"shape": list(v.shape), "value": v.floats(), "exact": v.strings(printer)}
 
 
-def hook_json(h: HookRecord) -> dict:
+def hook_json(h: HookRecord, printer=None) -> dict:
     out = {"hook": h.index, "label": h.label, "kind": h.kind, "target": h.target,
-           "args": {k: value_json(v) for k, v in h.args.items()},
-           "returned": value_json(h.returned)}
+           "args": {k: value_json(v, printer) for k, v in h.args.items()},
+           "returned": value_json(h.returned, printer)}
     if h.on in ("module", "global") and h.calls_of_module > 1:
         out["call"] = h.k
     if h.is_global:

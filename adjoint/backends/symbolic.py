@@ -62,6 +62,27 @@ def s_sym(x):
     return x
 
 
+def has_symbols(x) -> bool:
+    """Does a SymPy element contain a free symbol? A walk over the expression's DAG, each shared
+    part once (SymPy's ``free_symbols`` walks it as a tree: exponential in a deep chain's depth)."""
+    if type(x) is fmpq or not loaded():
+        return False
+    sp = sympy()
+    if not isinstance(x, sp.Basic):
+        return False
+    seen = set()
+    stack = [x]
+    while stack:
+        e = stack.pop()
+        if e.is_Symbol:
+            return True
+        for a in e.args:
+            if id(a) not in seen:
+                seen.add(id(a))
+                stack.append(a)
+    return False
+
+
 def _is_sympy(x) -> bool:
     return loaded() and isinstance(x, sympy().Basic)
 
@@ -128,7 +149,7 @@ def s_approx(x, dps: int = 50):
     approx = getattr(x, "approx", None)
     if approx is not None and not _is_sympy(x):
         return approx(dps)
-    if getattr(x, "free_symbols", None):
+    if has_symbols(x):
         return None
     sp = sympy()
     funcs = _mp_funcs()
@@ -183,7 +204,8 @@ def s_sign(x):
         return 1
     if x is S.NegativeInfinity:
         return -1
-    if not x.free_symbols:
+    symbolic = has_symbols(x)
+    if not symbolic:
         # A constant: decided numerically, never by SymPy's assumption system (minutes on the
         # large closed forms a forward pass builds). One that is zero to 200 digits is taken
         # as exactly zero: exact zero-testing of such expressions is undecidable in general.
@@ -201,7 +223,7 @@ def s_sign(x):
         return 1
     if x.is_negative:
         return -1
-    if x.free_symbols:
+    if symbolic:
         return None
     v = x.evalf(60)
     if v.is_Number and v != 0:
@@ -296,7 +318,7 @@ def s_float(x) -> float | None:
         return float("inf")
     if x is S.NegativeInfinity:
         return float("-inf")
-    if x.free_symbols:
+    if has_symbols(x):
         return None
     v = s_approx(x, 30)
     if v is None:
@@ -314,7 +336,9 @@ def s_sci(x, digits: int = 3) -> str:
     return s_str(x) if v is None else mpmath.nstr(v, digits, min_fixed=-4, max_fixed=6)
 
 
-def s_str(x) -> str:
+def s_str(x, printer=None) -> str:
+    """An element as text: fmpq ``p/q``, ``inf``/``-inf``/``nan``, SymPy's ``sstr`` (``printer``:
+    one from :func:`memo_printer`, to share the text of common subexpressions)."""
     if type(x) is fmpq:
         return str(x)
     text = getattr(x, "text", None)
@@ -329,7 +353,36 @@ def s_str(x) -> str:
         return "nan"
     # order="none": SymPy's default printer re-sorts every sum, which took minutes on the
     # few-thousand-node closed forms a forward pass can build; args are canonically ordered anyway
+    if printer is not None:
+        return printer.doprint(x)
     return sympy().sstr(x, order="none")
+
+
+def memo_printer():
+    """SymPy's own str printer (``sstr(x, order="none")``), remembering the text of every
+    subexpression it printed: a closed form of a deep chain repeats its inner parts
+    (``tanh(w_1*tanh(...) + b_1)`` in every term), and without the memo each repetition is
+    printed again (time exponential in depth for text that is only quadratic). The text is
+    exactly sstr's: the memo only skips recomputing a subexpression's own text."""
+    from sympy.printing.str import StrPrinter
+
+    class MemoStrPrinter(StrPrinter):
+        def __init__(self):
+            super().__init__({"order": "none"})
+            self._memo = {}
+
+        def _print(self, expr, **kwargs):
+            if kwargs:
+                return super()._print(expr, **kwargs)
+            try:
+                return self._memo[expr]
+            except KeyError:
+                text = self._memo[expr] = super()._print(expr)
+                return text
+            except TypeError:  # an unhashable argument (a list of settings, say)
+                return super()._print(expr)
+
+    return MemoStrPrinter()
 
 
 def is_zero(d) -> bool:

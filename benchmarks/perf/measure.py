@@ -199,7 +199,12 @@ def _adjoint_command() -> list[str]:
 
 def startup(ctx: Context) -> None:
     """``adjoint solve problems/slinear.yaml`` as a process vs ``python -c "import sympy"``
-    (median wall-clock seconds, interleaved)."""
+    (median wall-clock seconds, interleaved). The package is byte-compiled first, as ``pip
+    install`` leaves it (SymPy's wheel is too); otherwise a checkout with
+    PYTHONDONTWRITEBYTECODE set recompiles every module of adjoint at every start."""
+    import compileall
+
+    compileall.compile_dir(os.path.join(ROOT, "adjoint"), quiet=1)
     env = dict(os.environ, PYTHONPATH=ROOT)
     commands = {"adjoint": _adjoint_command() + ["solve", os.path.join("problems", "slinear.yaml")],
                 "sympy": [sys.executable, "-c", "import sympy"]}
