@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 
 import click
 
@@ -158,10 +159,17 @@ def solve(files, as_json, variant, numeric):
     """Derive forward values, adjoints, every hook call and final grads, exactly."""
     from .render.console import render
 
+    from .solve import solve_problem
+
     predictions = []
     for path in _expand(files):
         problem = _load(path)
-        predictions.append(problem.solve(variant=variant, numeric=numeric))
+        bar = _SolveProgress(path) if sys.stderr.isatty() else None
+        try:
+            predictions.append(solve_problem(problem, variant=variant, numeric=numeric, progress=bar))
+        finally:
+            if bar is not None:
+                bar.finish()
     if as_json:
         from .jsonout import dumps
 
@@ -190,6 +198,39 @@ def verify(paths, dtype, as_json, fd, variant):
                echo=lambda text: click.echo(terminal_safe(text, keep_newlines=True)), progress=progress,
                load=_load, warn=_say)
     sys.exit(code)
+
+
+class _SolveProgress:
+    """solve's progress on stderr (a terminal only), shown once a solve has run for a second:
+    ``solving FILE  [#########.......]  backward 1200/3000``. Redrawn at most ten times a
+    second; the line is cleared when the solve ends."""
+
+    DELAY = 1.0
+    EVERY = 0.1
+    WIDTH = 24
+
+    def __init__(self, path: str):
+        self.path = terminal_safe(path)
+        self.start = time.monotonic()
+        self.drawn = 0.0
+        self.shown = False
+
+    def __call__(self, stage: str, done: int, total: int | None) -> None:
+        now = time.monotonic()
+        if now - self.start < self.DELAY or now - self.drawn < self.EVERY:
+            return
+        self.drawn = now
+        if total:
+            filled = min(self.WIDTH, self.WIDTH * done // total)
+            bar = f"[{'#' * filled}{'.' * (self.WIDTH - filled)}]  {stage} {done}/{total}"
+        else:
+            bar = f"{stage}: {done} ops"
+        click.echo(f"\r\033[Ksolving {self.path}  {bar}", err=True, nl=False)
+        self.shown = True
+
+    def finish(self) -> None:
+        if self.shown:
+            click.echo("\r\033[K", err=True, nl=False)
 
 
 class _ProgressBar:

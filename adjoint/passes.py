@@ -81,8 +81,11 @@ class VariantRun:
         return out
 
 
-def run_variant(problem: Problem, variant: Variant, backend) -> VariantRun:
+def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> VariantRun:
+    """Run one variant's steps on ``backend`` (exact, float64 or structure values); ``progress``:
+    called as ``progress(stage, done, total)`` while it runs (see adjoint.solve)."""
     rt = Runtime(backend, problem.dtype)
+    rt.progress = progress
     reg = Registrations(variant.hooks, rt)
     model = Model(problem, variant.inputs, rt, reg)
     reg.model = model

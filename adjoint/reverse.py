@@ -145,10 +145,13 @@ class Engine:
         buf[root_edge.input_nr] = root_grad
         queue.push((root_edge.node.seq, root_edge.node, buf))
         rt.phase = "backward"
+        total = len(self.deps) + 1
         try:
             while len(queue):
                 _, node, inputs = queue.pop()
                 outputs = self.evaluate(node, inputs)
+                if rt.progress is not None:
+                    rt.progress("backward", len(result.order), total)
                 if outputs is None:
                     continue
                 for out, edge in zip(outputs, node.edges):

@@ -71,6 +71,7 @@ class Runtime:
         self.notes: list = []                 # (node name or primitive, loc, note): conventions at kinks met forward
         self.quiet = 0                        # > 0 inside a Function's forward or a pack hook
         self.applications: list[Application] = []   # every op of the forward (see graph.Application)
+        self.progress = None                  # callable(stage, done, total) told of the work done (a progress bar)
 
     @property
     def active(self) -> bool:
@@ -134,6 +135,8 @@ class Runtime:
         """Run one primitive as PyTorch's autograd kernel would; returns the output Tensor
         (a tuple of them for a multi-output op)."""
         op = REGISTRY[opname]
+        if self.progress is not None:
+            self.progress("forward", self.seq, None)
         ts = [x if isinstance(x, Tensor) else self.wrapped_number(x) for x in ins]
         out_shape = op.shape([t.shape for t in ts], params, loc)
         multi = op.outputs != 1

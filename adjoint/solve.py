@@ -1,4 +1,12 @@
-"""``solve``: run every variant in the runtime and assemble the Prediction."""
+"""``solve``: run every variant in the runtime and assemble the Prediction.
+
+Three answer modes run the one engine on different values (:data:`MODES`): ``exact`` (exact
+rationals, certified reals, closed forms: the default), ``float64`` (numpy doubles, for
+models too large for exact arithmetic) and ``structure`` (shapes only: nodes, edges, hook
+calls, None versus zeros; every value field null). A ``progress`` callable, when given, is
+told ``progress(stage, done, total)`` as the work goes (stage ``forward``, ``backward`` or
+``assemble``; ``total`` None where unknown); the CLI draws a bar from it.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +14,8 @@ import gc
 from contextlib import contextmanager
 
 from .backends.exact import ExactBackend
+from .backends.float64 import Float64Backend
+from .backends.structure import StructureBackend
 from .errors import ProblemError
 from .forward import Call
 from .function import check_functions
@@ -15,8 +25,15 @@ from .prediction import Boundary, ErrorRecord, HookRecord, PassRecord, Predictio
 from .problem import OUTPUT, ROOT, Problem, Variant
 
 
-def solve_problem(problem: Problem, variant: str | None = None, numeric: bool = False) -> Prediction:
+#: answer mode -> value backend class
+MODES = {"exact": ExactBackend, "float64": Float64Backend, "structure": StructureBackend}
+
+
+def solve_problem(problem: Problem, variant: str | None = None, numeric: bool = False, mode: str = "exact",
+                  progress=None) -> Prediction:
     symbols = None
+    if mode == "float64" and problem.free_symbols():
+        numeric = True  # doubles need numbers for every symbol
     if numeric:
         missing = [s for s in problem.free_symbols() if s not in problem.symbols]
         if missing:
@@ -27,7 +44,7 @@ def solve_problem(problem: Problem, variant: str | None = None, numeric: bool = 
         symbols = problem.symbols
     chosen = [problem.variant(variant)] if variant else list(problem.variants)
     with _cyclic_gc_paused():
-        return Prediction(problem, [solve_variant(problem, v, symbols) for v in chosen], numeric)
+        return Prediction(problem, [solve_variant(problem, v, symbols, mode, progress) for v in chosen], numeric)
 
 
 @contextmanager
@@ -45,15 +62,19 @@ def _cyclic_gc_paused():
             gc.enable()
 
 
-def solve_variant(problem: Problem, variant: Variant, symbols: dict | None = None) -> VariantPrediction:
-    closed = symbols is None and bool(problem.free_symbols())
-    run = run_variant(problem, variant, ExactBackend(problem.dtype, symbols, closed))
-    return assemble(run)
+def solve_variant(problem: Problem, variant: Variant, symbols: dict | None = None, mode: str = "exact",
+                  progress=None) -> VariantPrediction:
+    if mode == "exact":
+        backend = ExactBackend(problem.dtype, symbols, symbols is None and bool(problem.free_symbols()))
+    else:
+        backend = MODES[mode](problem.dtype, symbols)
+    return assemble(run_variant(problem, variant, backend, progress), progress)
 
 
 # ----------------------------------------------------------------------------- assembly
 
-def assemble(run: VariantRun) -> VariantPrediction:
+def assemble(run: VariantRun, progress=None) -> VariantPrediction:
+    """The Prediction of a run (any backend: a value the mode does not have is None in JSON)."""
     producers = _node_names(run)
     calls = _call_counts(run)
     hook_calls = [_record(run, rec, producers, calls) for rec in run.rt.log]
@@ -70,14 +91,15 @@ def assemble(run: VariantRun) -> VariantPrediction:
     returned = _returned(last) if last is not None else None
     notes = [f"{name} at {loc}: {note}" if loc else f"{name}: {note}" for name, loc, note in fwd.notes]
     notes += _variant_notes(run)
+    notes += run.rt.B.notes()
     symbolic = any(run.rt.B.is_symbolic(v) for v in values.values())
     passes = None
     if run.stepped:
         passes = [PassRecord([hook_calls[i] for i in p.calls], dict(p.grads), _returned(p)) for p in run.passes]
     return VariantPrediction(
         name=run.variant.name, method=last.request.method if last else "backward", root=root_name(run.problem),
-        loss=loss, values=values, boundaries=_boundaries(run), grads=run.grads(), returned=returned,
-        hook_calls=hook_calls, notes=notes, functions=check_functions(run),
+        loss=loss, values=values, boundaries=_boundaries(run, progress), grads=run.grads(), returned=returned,
+        hook_calls=hook_calls, notes=notes, functions=check_functions(run) if run.rt.B.name == "exact" else [],
         node_order=last.result.order if last else [], symbolic=symbolic,
         kinks=[note for _, _, note in fwd.notes], run=run,
         carried={name: seen_at(last.result, t) if last else None for name, t in fwd.names.items()}, passes=passes)
@@ -126,7 +148,8 @@ def _record(run: VariantRun, rec, producers: dict, calls: dict) -> HookRecord:
     k = call.k if call is not None else None
     count = 1
     if call is not None:
-        count = calls.get(id(call)) or sum(1 for c in run.forwards[-1].calls if c.path == call.path)
+        # a call of a forward that PyTorch aborted is in no finished forward: its own count then
+        count = calls.get(id(call)) or max(call.k or 1, 1)
     node = rec.node.name if rec.node is not None else None
     if rec.kind in ("pack", "unpack"):
         target = producers.get(id(rec.node)) if rec.node is not None else None
@@ -218,7 +241,7 @@ def _variant_notes(run: VariantRun) -> list[str]:
 
 # ----------------------------------------------------------------------------- boundaries
 
-def _boundaries(run: VariantRun) -> list[Boundary]:
+def _boundaries(run: VariantRun, progress=None) -> list[Boundary]:
     rt, last = run.rt, run.last_pass
     if last is None:
         return []
@@ -226,7 +249,9 @@ def _boundaries(run: VariantRun) -> list[Boundary]:
     out = []
     depth_of: dict[int, int] = {}
     position = {id(node): i for i, node in enumerate(rt.nodes)}
-    for call in fwd.calls:
+    for done, call in enumerate(fwd.calls):
+        if progress is not None:
+            progress("assemble", done, len(fwd.calls))
         depth = 0 if call.parent is None else depth_of[call.parent] + 1
         depth_of[call.id] = depth
         gout = seen_at(bwd, call.out) if call.out.requires_grad else None

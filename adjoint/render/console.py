@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ..exact import Exact
 from ..prediction import Boundary, HookRecord, Prediction, VariantPrediction
 from ..safetext import terminal_safe
 
@@ -16,13 +15,16 @@ def fmt(v) -> str:
     if isinstance(v, tuple):
         inner = ", ".join(fmt(x) for x in v)
         return f"({inner},)" if len(v) == 1 else f"({inner})"
-    assert isinstance(v, Exact)
     exact = v.strings()
     floats = v.floats()
+    if exact is None and floats is None:  # --structure: shapes only
+        return f"<{'x'.join(map(str, v.shape)) or 'scalar'} tensor>"
     if v.size > MAX_SHOWN:
         return f"<{'x'.join(map(str, v.shape))} tensor> {_short(floats if floats is not None else exact)}"
     if floats is None:
         return _nested(exact)
+    if exact is None:  # --float64: decimals only
+        return _nested(floats, decimal=True)
     dec = _nested(floats, decimal=True)
     ex = _nested(exact)
     return dec if dec == ex else f"{dec} (= {ex})"

@@ -1,0 +1,96 @@
+"""The three answer modes over one engine: exact, float64 (numpy doubles) and structure (shapes).
+
+float64 and structure run the same op rules, hooks and engine on other values, so every
+problem file must give the same JSON skeleton in all three (the same variants, hook calls in
+the same order, the same None patterns and shapes); float64's numbers agree with the exact
+answer to float64 rounding, and with real PyTorch run in float64 (checked with verify's own
+comparison, independent of the exact answer).
+"""
+
+import glob
+import math
+import os
+
+import pytest
+from conftest import require_torch
+from test_pytorch_ports import PENDING
+
+import adjoint
+from adjoint.compare import compare
+from adjoint.errors import ProblemError
+from adjoint.solve import solve_problem
+
+#: every worked problem and test file, and every third PyTorch port the engine solves
+FILES = sorted(glob.glob("problems/*.yaml") + glob.glob("tests/data/**/*.yaml", recursive=True)
+               + [p for p in sorted(glob.glob("tests/pytorch/*.yaml"))
+                  if os.path.basename(p)[:-5] not in PENDING][::3])
+
+
+def _solve(path: str, mode: str):
+    problem = adjoint.load(path)
+    numeric = bool(problem.free_symbols())
+    return problem, solve_problem(problem, numeric=numeric, mode=mode).to_json()
+
+
+def _walk(exact, other, mode: str, where: str = "") -> None:
+    """The same skeleton; at every VALUE the same shape, and the mode's own value fields."""
+    if isinstance(exact, dict) and "shape" in exact and "exact" in exact:
+        assert isinstance(other, dict) and other["shape"] == exact["shape"], where
+        assert other["exact"] is None, where
+        if mode == "structure":
+            assert other["value"] is None, where
+        elif exact["value"] is not None:
+            _close(exact["value"], other["value"], where)
+        return
+    if isinstance(exact, dict):
+        assert isinstance(other, dict) and list(other) == list(exact), where
+        for key in exact:
+            _walk(exact[key], other[key], mode, f"{where}.{key}")
+        return
+    if isinstance(exact, list):
+        assert isinstance(other, list) and len(other) == len(exact), where
+        for i, (a, b) in enumerate(zip(exact, other)):
+            _walk(a, b, mode, f"{where}[{i}]")
+        return
+    assert other == exact, where
+
+
+def _flat(v):
+    if isinstance(v, list):
+        return [x for item in v for x in _flat(item)]
+    return [v]
+
+
+def _close(exact, approx, where: str) -> None:
+    a, b = _flat(exact), _flat(approx)
+    assert len(a) == len(b), where
+    scale = max([abs(x) for x in a if math.isfinite(x)], default=0.0)
+    for x, y in zip(a, b):
+        if not math.isfinite(x) or not math.isfinite(y):
+            assert (math.isnan(x) and math.isnan(y)) or x == y, f"{where}: {x} vs {y}"
+            continue
+        assert abs(x - y) <= 1e-9 * scale + 1e-12, f"{where}: {x} vs {y}"
+
+
+@pytest.mark.parametrize("path", FILES)
+def test_float64_and_structure_follow_the_exact_answer(path):
+    try:
+        _, exact = _solve(path, "exact")
+    except ProblemError:
+        pytest.skip("the exact mode refuses this file (e.g. a value beyond the dtype's range)")
+    for mode in ("float64", "structure"):
+        _, other = _solve(path, mode)
+        _walk(exact, other, mode)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("path", sorted(glob.glob("problems/*.yaml") + glob.glob("tests/data/*.yaml")))
+def test_float64_mode_matches_torch(path):
+    require_torch()
+    from adjoint.torchside import run_variant
+
+    problem, predicted = _solve(path, "float64")
+    for name, vp in predicted["variants"].items():
+        observed = run_variant(problem, problem.variant(name), "float64")
+        rows = compare(vp, observed, "float64")
+        assert all(r.ok for r in rows), [r for r in rows if not r.ok]
