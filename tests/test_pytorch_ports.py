@@ -49,8 +49,6 @@ RTOL, ATOL = 1e-10, 1e-12
 PENDING: dict[str, str] = {
     "test_accumulate_grad_posthooks_can_observe_tensor_prehook":
         "Tensor methods (clone); node hooks on a leaf's AccumulateGrad",
-    "test_always_called_forward_hooks":
-        "steps; always_call; raises; prepend; global hooks; errors as predictions",
     "test_backward_hook_relative_ordering":
         "post_accumulate_grad; node hooks on leaves (AccumulateGrad)",
     "test_copy_slices_graph_task_updates":
