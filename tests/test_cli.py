@@ -249,3 +249,17 @@ def test_verify_names_its_torch_and_warns_on_another(monkeypatch):
                           "PyTorch 2.13.0;") and len(err.splitlines()) == 1
     code, out, err = run("verify", "--json", SLINEAR)
     assert strict_json(out)["torch"] == "2.5.1+cpu"
+
+
+def test_solve_progress_bar_draws_after_its_delay(capsys, monkeypatch):
+    from adjoint import cli
+
+    bar = cli._SolveProgress("p.yaml")
+    bar("backward", 3, 12)  # within the first second: nothing
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(cli._SolveProgress, "DELAY", 0.0)
+    bar = cli._SolveProgress("p.yaml")
+    bar("backward", 3, 12)
+    bar.finish()
+    err = capsys.readouterr().err
+    assert "solving p.yaml" in err and "backward 3/12" in err and "[######" in err and err.endswith("\r")

@@ -94,3 +94,13 @@ def test_float64_mode_matches_torch(path):
         observed = run_variant(problem, problem.variant(name), "float64")
         rows = compare(vp, observed, "float64")
         assert all(r.ok for r in rows), [r for r in rows if not r.ok]
+
+
+def test_progress_is_told_of_every_stage():
+    seen = []
+    problem = adjoint.load("problems/mlp_relu.yaml")
+    solve_problem(problem, progress=lambda stage, done, total: seen.append((stage, done, total)))
+    stages = [s for s, _, _ in seen]
+    assert stages.index("forward") < stages.index("backward") < stages.index("assemble")
+    backward = [(d, t) for s, d, t in seen if s == "backward"]
+    assert backward and all(0 < d <= t for d, t in backward)
