@@ -28,9 +28,13 @@ import unicodedata
 from dataclasses import replace
 from fractions import Fraction
 
+import numpy as np
+
 from .errors import Loc, ProblemError
 from .loader import YMap, YNode, YScalar, YSeq, kind_name
 from .problem import MAX_ELEMENTS, Element, Literal, Sym, TensorDecl
+from .sidefiles import FileItems
+from .sidefiles import read as read_side_file
 
 #: A number literal may have at most this many digits (Python refuses to convert 4,300).
 MAX_DIGITS = 1000
@@ -233,7 +237,10 @@ def show(node: YNode) -> str:
 
 
 def parse_literal(node: YNode, what: str) -> Literal:
-    """A tensor literal: number, nested list, free symbol, or ``{value: L, scale: S}``."""
+    """A tensor literal: number, nested list, free symbol, ``{value: L, scale: S}``, or a side
+    file ``{file: NAME.npy}`` / ``{file: NAME.safetensors, key: TENSOR}`` (adjoint.sidefiles)."""
+    if isinstance(node, YMap) and node.get("file") is not None:
+        return _side_file(node, what)
     if isinstance(node, YMap):
         allowed = ("value", "scale")
         for key, _ in node.entries:
@@ -247,11 +254,31 @@ def parse_literal(node: YNode, what: str) -> Literal:
         if scale_node is None:
             return replace(inner, loc=node.loc)
         scale = parse_number(scale_node, f"the scale of {what}")
+        if isinstance(inner.items, FileItems):
+            return Literal(inner.shape, inner.items.scaled(scale), node.loc)
         items = tuple(e * scale if isinstance(e, Fraction) else Sym(e.name, e.coeff * scale) for e in inner.items)
         return Literal(inner.shape, items, node.loc)
     items: list[Element] = []
     shape = _literal_shape(node, what, items)
     return Literal(shape, tuple(items), node.loc)
+
+
+def _side_file(node: YMap, what: str) -> Literal:
+    """``{file: NAME, key: TENSOR}``: the tensor stored next to the problem file."""
+    for key, _ in node.entries:
+        if key.text not in ("file", "key"):
+            raise ProblemError(key.loc, f"unknown key '{key.text}' in the side file of {what} (allowed: file, key)")
+    spec = {}
+    for name in ("file", "key"):
+        v = node.get(name)
+        if v is None:
+            continue
+        if not (isinstance(v, YScalar) and v.kind == "str" and v.text.strip()):
+            raise ProblemError(v.loc, f"{name} of the side file of {what} must be a file name such as weights.npy, "
+                                      f"not {show(v)}")
+        spec[name] = v.text.strip()
+    shape, items = read_side_file(node.get("file").loc, spec, what)
+    return Literal(shape, items, node.loc)
 
 
 def _literal_shape(node: YNode, what: str, out: list[Element]) -> tuple[int, ...]:
@@ -303,7 +330,10 @@ def _element(node: YScalar, what: str) -> Element:
 
 def check_int64(decl: TensorDecl) -> None:
     """An int64 tensor (``dtype: int64``) holds integers in int64's range, no symbols."""
-    for i, e in enumerate(decl.value.items):
+    items = decl.value.items
+    if isinstance(items, FileItems) and items.den == 1 and items.num.dtype != object:
+        return  # integers read from an integer array: in int64's range by construction
+    for i, e in enumerate(items):
         where = f"element {_index(i, decl.value.shape)}"
         if isinstance(e, Sym):
             raise ProblemError(decl.value.loc, f"the int64 tensor '{decl.name}' holds the symbol '{e.name}' at {where}; "
@@ -323,7 +353,14 @@ def check_range(decl: TensorDecl, dtype: str) -> None:
     if decl.dtype == "int64":
         return
     floor = SMALLEST_NORMAL[dtype]
-    for i, e in enumerate(decl.value.items):
+    items = decl.value.items
+    if isinstance(items, FileItems):
+        values = np.abs(items.floats())
+        small = (values > 0) & (values < float(floor))
+        if not small.any():
+            return
+        items = [Fraction(0)] * int(np.argmax(small)) + [items[int(np.argmax(small))]]
+    for i, e in enumerate(items):
         if isinstance(e, Fraction) and e and abs(e) < floor:
             raise ProblemError(decl.value.loc, f"the literal of '{decl.name}' has {float(e):.2g} at element "
                                                f"{_index(i, decl.value.shape)}, below {dtype}'s smallest normal "

@@ -50,7 +50,9 @@ class Literal:
     @property
     def symbols(self) -> list[str]:
         if "symbols" not in self.memo:
-            self.memo["symbols"] = sorted({e.name for e in self.items if isinstance(e, Sym)})
+            # a side file's items (adjoint.sidefiles.FileItems, not a tuple) are numbers only
+            self.memo["symbols"] = sorted({e.name for e in self.items if isinstance(e, Sym)}) \
+                if isinstance(self.items, tuple) else []
         return self.memo["symbols"]
 
 

@@ -21,6 +21,7 @@ import numpy as np
 from .backends import balls as Bl
 from .backends import forms as F
 from .backends import rational as R
+from .backends.elementary import ELEMENTARY
 from .backends.symbolic import check_exponent, s_div, s_mul, s_norm, s_pow, s_sign, s_sym, sympy
 from .exact import Exact, Real, _is_special
 
@@ -110,15 +111,11 @@ def _ieee(op: str, vals: list) -> float:
             return a / b if b != 0 else (math.copysign(math.inf, a) if a != 0 and a == a else math.nan)
         if op == "neg":
             return -a
-        fn = _FLOAT_FUNCTIONS[op]
-        return fn(a)
+        if op == "relu":
+            return a if a > 0 or a != a else 0.0
+        return ELEMENTARY[op].at_float(a)
     except (ValueError, OverflowError):
         return math.nan
-
-
-_FLOAT_FUNCTIONS = {"tanh": math.tanh, "exp": math.exp, "log": math.log, "sin": math.sin, "cos": math.cos,
-                    "sqrt": math.sqrt, "abs": abs, "sigmoid": lambda v: 1 / (1 + math.exp(-v)),
-                    "relu": lambda v: v if v > 0 or v != v else 0.0}
 
 
 def _settle_float(v: float):
@@ -631,94 +628,45 @@ def _equal_elements(x: Exact, y: Exact) -> bool:
 
 # ----------------------------------------------------------------------------- elementwise functions
 
-def _ball_fn(name: str):
-    if name == "sigmoid":
-        return Bl.vectorize(lambda b: 1 / (1 + (-b).exp()))
-    return Bl.vectorize(lambda b: getattr(b, name)())
-
-
-_BALL_FUNCTIONS = {name: _ball_fn(name) for name in ("tanh", "exp", "log", "sin", "cos", "sqrt", "sigmoid")}
-
-
 def unary(name: str, x: Exact, closed: bool = False) -> Exact:
-    """tanh, exp, log, sin, cos, sqrt or sigmoid of every element, PyTorch's domain rules
-    included (log of 0 is -inf, of a negative nan; sqrt of a negative nan). ``closed``: a file
-    with free symbols, where results stay SymPy closed forms."""
+    """An elementary function (:data:`adjoint.backends.elementary.ELEMENTARY`: tanh, exp, log,
+    sin, cos, sqrt, sigmoid) of every element, PyTorch's domain rules included (log of 0 is
+    -inf, of a negative nan; sqrt of a negative nan). ``closed``: a file with free symbols,
+    where results stay SymPy closed forms."""
+    fn = ELEMENTARY[name]
     if x.kind == "elements" or closed:
-        return x.as_sym().map(_SYMPY_ELEMENT[name])
+        return x.as_sym().map(fn.closed)
     if x.size == 0:
         return x
-    exact = _exact_points(name, x)
+    exact = _exact_points(fn, x)
     if exact is not None:
         return exact
-    signs = x.signs() if name in ("log", "sqrt") else None
-    bad = None
-    if signs is not None:
+    if fn.domain != "real":
+        signs = x.signs()
         s = signs.reshape(-1).tolist()
-        bad = np.array([v == -1 or v == "nan" or (name == "log" and v == 0) for v in s], dtype=bool).reshape(x.shape)
+        bad = np.array([v == -1 or v == "nan" or (fn.domain == "positive" and v == 0) for v in s],
+                       dtype=bool).reshape(x.shape)
         if bad.any():
-            safe = where_mask(bad, Exact.full(x.shape, 1), x)
-            out = unary(name, safe)
+            out = unary(name, where_mask(bad, Exact.full(x.shape, 1), x))
             values = [math.nan if v != 0 else -math.inf for v in np.asarray(signs)[bad].tolist()]
             return _overwrite(out, bad, values)
-    fn = _BALL_FUNCTIONS[name]
-    forms = _forms(name, (x,), x.shape, _EXACT_RESULT.get(name))
-    out = Exact.certified(x.shape, fn, (x,), forms)
+    forms = _forms(name, (x,), x.shape, fn.at_rational)
+    out = Exact.certified(x.shape, Bl.vectorize(fn.ball), (x,), forms)
     return _with_specials(out, name, (x,))
 
 
-def _sqrt_exact(v: fmpq):
-    p, q = flint.fmpz(v.p), flint.fmpz(v.q)
-    if v >= 0 and p.is_square() and q.is_square():
-        return fmpq(p.isqrt(), q.isqrt())
-    return None
-
-
-#: results that are rational at rational points (otherwise None)
-_EXACT_RESULT = {"tanh": lambda v: _Q0 if v == 0 else None, "sin": lambda v: _Q0 if v == 0 else None,
-                 "exp": lambda v: _Q1 if v == 0 else None, "cos": lambda v: _Q1 if v == 0 else None,
-                 "log": lambda v: _Q0 if v == 1 else None, "sqrt": _sqrt_exact,
-                 "sigmoid": lambda v: fmpq(1, 2) if v == 0 else None}
-
-
-def _exact_points(name: str, x: Exact) -> Exact | None:
+def _exact_points(fn, x: Exact) -> Exact | None:
     """The result when every element is a rational point with a rational value (tanh(0) = 0,
     sqrt(9/4) = 3/2, ...)."""
     if x.kind != "rational":
         return None
-    fn = _EXACT_RESULT[name]
     vals = []
     for v in x.qa.elements().reshape(-1).tolist():
-        r = fn(v)
+        r = fn.at_rational(v)
         if r is None:
             return None
         vals.append(r)
     return Exact(np.array(vals, dtype=object).reshape(x.shape), True)
-
-
-def _sympy_fn(name):
-    def apply(e):
-        return getattr(sympy(), name)(s_sym(e))
-    return apply
-
-
-def _sigmoid_element(e):
-    sp = sympy()
-    return 1 / (1 + sp.exp(-s_sym(e)))
-
-
-def _sqrt_element(e):
-    from .backends.symbolic import s_sqrt
-    return s_sqrt(e)
-
-
-def _log_element(e):
-    from .backends.symbolic import s_log
-    return s_log(e)
-
-
-_SYMPY_ELEMENT = {"tanh": _sympy_fn("tanh"), "exp": _sympy_fn("exp"), "sin": _sympy_fn("sin"),
-                  "cos": _sympy_fn("cos"), "sigmoid": _sigmoid_element, "sqrt": _sqrt_element, "log": _log_element}
 
 
 def relu(x: Exact, undecided=None) -> Exact:

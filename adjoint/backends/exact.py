@@ -57,7 +57,12 @@ class ExactBackend:
         if not lit.symbols:
             qa = lit.memo.get("exact")
             if qa is None:
-                qa = lit.memo["exact"] = QArray.from_fractions(lit.items, tuple(lit.shape))
+                items = lit.items
+                if isinstance(items, tuple):
+                    qa = QArray.from_fractions(items, tuple(lit.shape))
+                else:  # a side file's integer array over one denominator (adjoint.sidefiles)
+                    qa = QArray(items.num.astype(object).reshape(tuple(lit.shape)), items.den)
+                lit.memo["exact"] = qa
             return Exact.from_q(qa)
         items = []
         symbolic = False

@@ -80,7 +80,9 @@ class Float64Backend:
         if not lit.symbols:
             a = lit.memo.get("float64")
             if a is None:
-                a = np.array([float(e) for e in lit.items], dtype=np.float64).reshape(lit.shape)
+                items = lit.items
+                a = (np.array([float(e) for e in items], dtype=np.float64) if isinstance(items, tuple)
+                     else items.floats()).reshape(lit.shape)
                 a.flags.writeable = False
                 lit.memo["float64"] = a
             return F64(a)

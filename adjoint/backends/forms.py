@@ -141,16 +141,11 @@ def _apply(op: str, args: list):
         return -S.s_sym(args[0])
     if op == "pow":
         return S.s_pow(args[0], args[1])
-    if op == "sqrt":
-        return S.s_sqrt(args[0])
-    if op == "log":
-        return S.s_log(args[0])
     if op == "abs":
         return sp.Abs(args[0])
-    if op == "sigmoid":
-        return 1 / (1 + sp.exp(-args[0]))
-    if op in S.FUNCTIONS:
-        return S.FUNCTIONS[op]()(args[0])
+    from .elementary import ELEMENTARY
+    if op in ELEMENTARY:
+        return ELEMENTARY[op].closed(args[0])
     raise ValueError(f"no SymPy rule for the closed-form operation {op!r}")
 
 

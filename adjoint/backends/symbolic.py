@@ -32,11 +32,6 @@ def loaded() -> bool:
     return "sympy" in sys.modules
 
 
-#: closed-form operation name -> the SymPy function (looked up when SymPy is loaded)
-FUNCTIONS = {name: (lambda name=name: getattr(sympy(), name))
-             for name in ("tanh", "exp", "sin", "cos", "tan", "sinh", "cosh", "atan", "erf", "erfc")}
-
-
 class ExactLimit(ArithmeticError):
     """An exact result would be astronomically large (e.g. 0.3 ** 10**8 has 10**8 digits)."""
 
