@@ -1,7 +1,8 @@
 """Rational tensors as integer arrays over one common denominator.
 
-A :class:`QArray` holds an n-d numpy object array of Python ints (the numerators) and one
-positive int (the denominator), in lowest terms as a whole: ``gcd(den, *num) == 1`` (a zero
+A :class:`QArray` holds an n-d numpy object array of integers (the numerators: Python ints,
+or FLINT ``fmpz`` as a matrix product leaves them, which numpy's object loops add and compare
+just the same) and one positive int (the denominator), in lowest terms as a whole: ``gcd(den, *num) == 1`` (a zero
 tensor has ``den == 1``). One denominator for the whole tensor turns the hot paths into
 integer work numpy and FLINT do in C: a sum of two tensors is one integer addition per
 element, a comparison with zero is a sign test, a product of matrices is one ``fmpz_mat``
@@ -126,19 +127,15 @@ class QArray:
         return fmpq(max(abs(int(self.num.max())), abs(int(self.num.min()))), self.den)
 
     def floats(self) -> np.ndarray:
-        """Correctly rounded float64 per element (int / int is correctly rounded in Python);
-        beyond float64's range, +-inf as float arithmetic would give."""
+        """Correctly rounded float64 per element (Python's int / int and FLINT's fmpq -> float
+        both round correctly); beyond float64's range, +-inf as float arithmetic would give."""
+        flat = self.num.reshape(-1).tolist()
+        den = self.den
         try:
-            return np.asarray(self.num / self.den, dtype=float)
+            vals = [n / den if type(n) is int else float(fmpq(n, den)) for n in flat]
         except OverflowError:
-            out = np.empty(self.num.shape, dtype=float)
-            flat = out.reshape(-1)
-            for i, n in enumerate(self.num.reshape(-1).tolist()):
-                try:
-                    flat[i] = n / self.den
-                except OverflowError:
-                    flat[i] = math.inf if n > 0 else -math.inf
-            return out
+            vals = [_float(n, den) for n in flat]
+        return np.array(vals, dtype=float).reshape(self.num.shape)
 
     def strings(self) -> list[str]:
         """``"p/q"`` or ``"p"`` per element, in lowest terms, row-major (flat list). Large
@@ -163,6 +160,13 @@ class QArray:
 
 # ----------------------------------------------------------------------------- normal form
 
+def _float(n, den: int) -> float:
+    try:
+        return float(fmpq(n, den))
+    except OverflowError:
+        return math.inf if n > 0 else -math.inf
+
+
 def _text_of(largest: int):
     """str for integers up to ``largest`` in size (FLINT's for long ones)."""
     if largest.bit_length() < 3000:
@@ -177,7 +181,12 @@ def _fmpz_text(n: int) -> str:
 def _reduce(num: np.ndarray, den: int) -> tuple[np.ndarray, int]:
     if den < 0:
         num, den = -num, -den
-    g = math.gcd(den, *num.reshape(-1).tolist())
+    g = den
+    for n in num.reshape(-1).tolist():  # usually 1 after a few elements: stop there
+        if n:
+            g = math.gcd(g, int(n))
+            if g == 1:
+                return num, den
     if g == 0:
         return num, 1
     if g != 1:
@@ -277,7 +286,10 @@ def matmul(x: QArray, y: QArray) -> QArray:
     """(m, k) @ (k, n): one fmpz_mat product over the two denominators."""
     m, n = x.num.shape[0], y.num.shape[1]
     prod = x.zmat() * y.zmat()
-    out = QArray(_ints((m, n), [int(v) for v in prod.entries()]), x.den * y.den)
+    den = x.den * y.den
+    out = QArray(_ints((m, n), prod.entries()), den)  # fmpz entries, kept as they are
+    if out.den == den:  # not reduced: the product is still the numerators' matrix
+        out._zmat = prod
     return out
 
 
