@@ -133,15 +133,16 @@ class _Writer:
 
 
 def _flat_text(items, sep: str) -> str | None:
-    """The joined text of a list of finite floats or of strings, or None for any other list."""
+    """The joined text of a list of finite floats or of strings, or None for any other list.
+    (float.__repr__ and the string quoting refuse anything else with a TypeError: no check per
+    element is needed.)"""
     first = type(items[0])
-    if first is float:
-        if not all(type(x) is float for x in items):
-            return None
-        text = sep.join(map(_FLOAT_REPR, items))
-        return None if "n" in text else text  # 'inf' or 'nan': written as strings by the slow path
-    if first is str:
-        if not all(type(x) is str for x in items):
-            return None
-        return sep.join(map(_quote, items))
+    try:
+        if first is float:
+            text = sep.join(map(_FLOAT_REPR, items))
+            return None if "n" in text else text  # 'inf' or 'nan': written as strings by the slow path
+        if first is str:
+            return sep.join(map(_quote, items))
+    except TypeError:
+        return None
     return None

@@ -404,6 +404,8 @@ def where_mask(keep: np.ndarray, x: Exact, y: Exact) -> Exact:
     keep = np.broadcast_to(keep, shape)
     k = _kind(x, y)
     if k == "rational":
+        if y.qa.den == 1 and not np.any(y.qa.num != 0):  # x or 0 (relu, its backward): no common denominator
+            return Exact.from_q(R.QArray(np.where(keep, x.qa.num, 0).astype(object), x.qa.den, True))
         return Exact.from_q(R.where(keep, x.qa, y.qa))
     if k == "elements":
         a, b = np.broadcast_arrays(x.as_sym().elems, y.as_sym().elems)

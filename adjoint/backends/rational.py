@@ -38,9 +38,11 @@ def _ints(shape, values) -> np.ndarray:
 
 
 class QArray:
-    """``num / den``, elementwise; immutable by convention (never write into ``num``)."""
+    """``num / den``, elementwise; immutable by convention (never write into ``num``). A matrix
+    product's result keeps FLINT's matrix and makes its numerator array only when asked
+    (:meth:`lazy`): a weight's gradient is often never read again before the output."""
 
-    __slots__ = ("num", "den", "_zmat", "_transposed")
+    __slots__ = ("_num", "den", "_zmat", "_transposed")
 
     def __init__(self, num: np.ndarray, den: int = 1, reduced: bool = False):
         if type(num) is not np.ndarray:  # numpy gives 0-d results as scalars
@@ -49,10 +51,24 @@ class QArray:
             num, den = _reduce(num, den)
             if type(num) is not np.ndarray:
                 num = _ints((), [num])
-        self.num = num
+        self._num = num
         self.den = den
         self._zmat = None
         self._transposed = None  # the QArray this is the transpose of (its matrix serves both)
+
+    @staticmethod
+    def lazy(zmat, den: int) -> "QArray":
+        """``zmat / den`` (not reduced), its numerator array made on first use."""
+        out = QArray.__new__(QArray)
+        out._num, out.den, out._zmat, out._transposed = None, den, zmat, None
+        return out
+
+    @property
+    def num(self) -> np.ndarray:
+        if self._num is None:
+            m, n = self._zmat.nrows(), self._zmat.ncols()
+            self._num = _ints((m, n), self._zmat.entries())  # fmpz entries, kept as they are
+        return self._num
 
     # ------------------------------------------------------------------ construction
     @staticmethod
@@ -83,7 +99,9 @@ class QArray:
     # ------------------------------------------------------------------ views
     @property
     def shape(self) -> tuple[int, ...]:
-        return self.num.shape
+        if self._num is None:
+            return (self._zmat.nrows(), self._zmat.ncols())
+        return self._num.shape
 
     def restructured(self, fn) -> "QArray":
         """The same elements rearranged by ``fn`` (numpy reshaping, transposing, indexing)."""
@@ -127,10 +145,19 @@ class QArray:
         return fmpq(max(abs(int(self.num.max())), abs(int(self.num.min()))), self.den)
 
     def floats(self) -> np.ndarray:
-        """Correctly rounded float64 per element (Python's int / int and FLINT's fmpq -> float
-        both round correctly); beyond float64's range, +-inf as float arithmetic would give."""
+        """Correctly rounded float64 per element; beyond float64's range, +-inf as float
+        arithmetic would give. Python's int -> float and FLINT's fmpz -> float both round to
+        nearest, and dividing by a power of two is then exact (outside the subnormal range), so
+        a power-of-two denominator (every dyadic problem) needs one conversion per element."""
         flat = self.num.reshape(-1).tolist()
         den = self.den
+        if den & (den - 1) == 0 and den.bit_length() < 1000:
+            try:
+                vals = np.array(list(map(float, flat)), dtype=float) / float(den)
+            except OverflowError:
+                vals = None
+            if vals is not None and not np.any((vals != 0) & (np.abs(vals) < 2.0 ** -1021)):
+                return vals.reshape(self.num.shape)
         try:
             vals = [n / den if type(n) is int else float(fmpq(n, den)) for n in flat]
         except OverflowError:
@@ -144,6 +171,9 @@ class QArray:
         flat = self.num.reshape(-1)
         den = self.den
         text = _text_of(max(den, self.max_abs_num()))
+        values = flat.tolist()
+        if any(type(n) is not int for n in values):
+            flat = _ints(flat.shape, list(map(int, values)))  # FLINT integers: gcd and // on Python ints
         if den == 1:
             return list(map(text, flat.tolist()))
         g = np.gcd(flat, den)
@@ -284,18 +314,12 @@ def sum_axes(x: QArray, axes: tuple[int, ...]) -> QArray:
 
 def matmul(x: QArray, y: QArray) -> QArray:
     """(m, k) @ (k, n): one fmpz_mat product over the two denominators."""
-    m, n = x.num.shape[0], y.num.shape[1]
-    prod = x.zmat() * y.zmat()
-    den = x.den * y.den
-    out = QArray(_ints((m, n), prod.entries()), den)  # fmpz entries, kept as they are
-    if out.den == den:  # not reduced: the product is still the numerators' matrix
-        out._zmat = prod
-    return out
+    return QArray.lazy(x.zmat() * y.zmat(), x.den * y.den)
 
 
 def transpose(x: QArray) -> QArray:
     """The transpose; its fmpz_mat, when one is needed, is the transpose of x's (so a weight's
     matrix is converted once, for ``W.t()`` in the forward and ``W`` in the backward alike)."""
-    out = QArray(np.ascontiguousarray(x.num.T), x.den, True)
+    out = QArray(x.num.T, x.den, True)  # a view: nothing ever writes into numerators
     out._transposed = x
     return out

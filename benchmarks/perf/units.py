@@ -54,7 +54,7 @@ UNITS: tuple[Unit, ...] = (
          + (Metric("mlp_tanh.(solve+json)/torch", at_most(10)),),
          measure.mlp_tanh, (6, 120)),
     Unit("deep_relu", "deep", _chain_metrics("deep_relu"), measure.deep_relu, (15, 300)),
-    Unit("deep_tanh", "deep", _chain_metrics("deep_tanh"), measure.deep_tanh, (6, 120)),
+    Unit("deep_tanh", "deep", _chain_metrics("deep_tanh"), measure.deep_tanh, (15, 120)),
     Unit("deep_relu_4096", "deep", (Metric("deep_relu.n4096_s", FINISHES),), measure.deep_relu_4096, (0, 600),
          full_only=True),
     Unit("deep_tanh_4096", "deep", (Metric("deep_tanh.n4096_s", FINISHES),), measure.deep_tanh_4096, (0, 120),
