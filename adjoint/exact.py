@@ -327,8 +327,9 @@ class Exact:
         return any(s_is_nonfinite(e) for e in self.elems.reshape(-1))
 
     def rational_balls(self, prec: int) -> np.ndarray:
-        """Balls of a rational tensor at ``prec`` bits (made once per precision)."""
-        memo = self._memos()
+        """Balls of a rational tensor at ``prec`` bits (made once per precision, and kept with
+        the integer array: a weight's serve every solve of the problem)."""
+        memo = self.qa._ball_memo()
         key = ("balls", prec)
         if key not in memo:
             with Bl.workprec(prec):

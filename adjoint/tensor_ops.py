@@ -48,12 +48,9 @@ def _forms(op: str, xs: tuple, shape, exact_fn=None) -> np.ndarray | None:
     """Elementwise closed forms of ``op`` over ``xs`` (None where an operand has none or the form
     would be too big; None altogether when no element can have one). ``exact_fn`` computes
     the result of all-rational elements exactly."""
-    arrays = []
-    for x in xs:
-        fa = x.form_array()
-        if fa is None:
-            return None
-        arrays.append(fa)
+    if not all(_may_have_forms(x) for x in xs):
+        return None
+    arrays = [x.form_array() for x in xs]
     arrays = np.broadcast_arrays(*arrays)
     out = np.empty(shape, dtype=object)
     flat = out.reshape(-1)
@@ -548,8 +545,10 @@ def matmul2d(x: Exact, y: Exact) -> Exact:
         r = matmul2d(x.as_sym(), y.as_sym())
         return r if r.kind == "rational" else Exact(r.elems)
     forms = None
-    fx, fy = x.form_array(), y.form_array()
-    if fx is not None and fy is not None and 3 * k + 1 <= F.FORM_LIMIT:
+    fx = fy = None
+    if 3 * k + 1 <= F.FORM_LIMIT and _may_have_forms(x) and _may_have_forms(y):
+        fx, fy = x.form_array(), y.form_array()
+    if fx is not None and fy is not None:
         forms = np.empty((m, n), dtype=object)
         for i in range(m):
             for j in range(n):
@@ -557,7 +556,24 @@ def matmul2d(x: Exact, y: Exact) -> Exact:
                 forms[i, j] = F.make("sum", *terms)
         if all(f is None for f in forms.reshape(-1).tolist()):
             forms = None
+    if y.kind == "rational":  # a weight: its arb matrix is made once (rational values never need refining)
+        qa = y.qa
+
+        def recipe(a):
+            return Bl.matmul_by_matrix(a, qa.arb_matrix(flint.ctx.prec), right=True)
+        return Exact.certified((m, n), recipe, (x,), forms)
+    if x.kind == "rational":
+        qa = x.qa
+
+        def recipe(b):
+            return Bl.matmul_by_matrix(b, qa.arb_matrix(flint.ctx.prec), right=False)
+        return Exact.certified((m, n), recipe, (y,), forms)
     return Exact.certified((m, n), Bl.matmul, (x, y), forms)
+
+
+def _may_have_forms(x: Exact) -> bool:
+    """Can elements of ``x`` have closed forms (a certified tensor without any has none)?"""
+    return x.kind != "real" or x.forms is not None
 
 
 def _has_specials(x: Exact) -> bool:

@@ -89,6 +89,15 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out.reshape(m, n)
 
 
+def matmul_by_matrix(a: np.ndarray, mat, right: bool) -> np.ndarray:
+    """``a @ mat`` (``right``) or ``mat @ a`` for a ball array ``a`` and an ``arb_mat``."""
+    am = arb_mat(a.shape[0], a.shape[1], a.reshape(-1).tolist())
+    prod = am * mat if right else mat * am
+    out = np.empty(prod.nrows() * prod.ncols(), dtype=object)
+    out[:] = prod.entries()
+    return out.reshape(prod.nrows(), prod.ncols())
+
+
 def total(a: np.ndarray) -> arb:
     s = arb(0)
     for x in a.reshape(-1).tolist():
@@ -165,14 +174,14 @@ def _digit_count(text: str) -> int:
 def needs_digits(a: np.ndarray) -> np.ndarray:
     """Mask of balls too wide to show DIGITS certified digits (exact balls and balls within
     2**-TINY_BITS of zero never are: those show as FLINT writes them, ``[+/- 1e-330]``)."""
-    exact = np.asarray(_exact(a), dtype=bool)
-    tiny = np.asarray(_tiny(a), dtype=bool)
-    return ~exact & ~tiny & (accuracy_bits(a) < DIGIT_BITS)
+    return np.asarray(_too_wide(a), dtype=bool)
 
 
-_tiny = np.frompyfunc(lambda b: abs(b) < _TINY, 1, 1)
+def _is_too_wide(b) -> bool:
+    return b.rel_accuracy_bits() < DIGIT_BITS and not b.is_exact() and not abs(b) < _TINY
 
 
+_too_wide = np.frompyfunc(_is_too_wide, 1, 1)
 _exact = np.frompyfunc(lambda b: b.is_exact(), 1, 1)
 
 

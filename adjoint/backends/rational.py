@@ -42,7 +42,7 @@ class QArray:
     product's result keeps FLINT's matrix and makes its numerator array only when asked
     (:meth:`lazy`): a weight's gradient is often never read again before the output."""
 
-    __slots__ = ("_num", "den", "_zmat", "_transposed")
+    __slots__ = ("_num", "den", "_zmat", "_transposed", "_balls")
 
     def __init__(self, num: np.ndarray, den: int = 1, reduced: bool = False):
         if type(num) is not np.ndarray:  # numpy gives 0-d results as scalars
@@ -55,13 +55,32 @@ class QArray:
         self.den = den
         self._zmat = None
         self._transposed = None  # the QArray this is the transpose of (its matrix serves both)
+        self._balls = None       # (kind, precision) -> its balls (see balls_at, arb_matrix)
 
     @staticmethod
     def lazy(zmat, den: int) -> "QArray":
         """``zmat / den`` (not reduced), its numerator array made on first use."""
         out = QArray.__new__(QArray)
-        out._num, out.den, out._zmat, out._transposed = None, den, zmat, None
+        out._num, out.den, out._zmat, out._transposed, out._balls = None, den, zmat, None, None
         return out
+
+    def _ball_memo(self) -> dict:
+        if self._balls is None:
+            self._balls = {}
+        return self._balls
+
+    def arb_matrix(self, prec: int):
+        """The values as an ``arb_mat`` at ``prec`` bits (2-D), made once per precision: the
+        rational operand of a product with certified values (a weight), converted in C."""
+        memo = self._ball_memo()
+        key = ("mat", prec)
+        if key not in memo:
+            if self._transposed is not None:
+                memo[key] = self._transposed.arb_matrix(prec).transpose()
+            else:
+                with flint.ctx.workprec(prec):
+                    memo[key] = flint.arb_mat(self.zmat()) / self.den
+        return memo[key]
 
     @property
     def num(self) -> np.ndarray:
