@@ -1,4 +1,6 @@
-"""Arithmetic on :class:`adjoint.exact.Exact` tensors, by kind.
+"""Arithmetic on :class:`adjoint.exact.Exact` tensors, by kind (elementwise functions and
+selections: :mod:`adjoint.tensor_functions`; joins and writes: :mod:`adjoint.tensor_structure`;
+IEEE specials: :mod:`adjoint.tensor_ieee`).
 
 Every operation takes the fast path its operands allow: two rational tensors stay integer
 arrays over a common denominator (:mod:`adjoint.backends.rational`); a certified operand
@@ -18,11 +20,11 @@ import math
 import flint
 import numpy as np
 
+from . import tensor_ieee as I
 from .backends import balls as Bl
 from .backends import forms as F
 from .backends import rational as R
-from .backends.elementary import ELEMENTARY
-from .backends.symbolic import check_exponent, s_div, s_mul, s_norm, s_pow, s_sign, s_sym, sympy
+from .backends.symbolic import check_exponent, s_div, s_mul, s_norm, s_pow, s_sym, sympy
 from .exact import Exact, Real, _is_special
 
 fmpq = flint.fmpq
@@ -66,66 +68,6 @@ def _forms(op: str, xs: tuple, shape, exact_fn=None) -> np.ndarray | None:
     return out if any_form else None
 
 
-def _with_specials(out: Exact, op: str, xs: tuple) -> Exact:
-    """Where an operand is an IEEE special, the result follows float arithmetic."""
-    if out.kind != "real" or not any(x.kind == "real" and x.forms is not None and np.any(_is_special(x.forms))
-                                     for x in xs):
-        return out
-    shape = out.shape
-    views = []
-    for x in xs:
-        forms = x.form_array()
-        signs = x.signs()
-        f = np.broadcast_to(forms, shape) if forms is not None else np.full(shape, None, dtype=object)
-        views.append((f.reshape(-1), np.broadcast_to(signs, shape).reshape(-1)))
-    if out.forms is None:
-        out.forms = np.empty(shape, dtype=object)
-    flat_f = out.forms.reshape(-1)
-    flat_b = out.balls.reshape(-1)
-    for i in range(flat_f.size):
-        if not any(type(f[i]) is F.Special for f, _ in views):
-            continue
-        vals = [f[i].value if type(f[i]) is F.Special else _float_of_sign(s[i]) for f, s in views]
-        flat_f[i], flat_b[i] = _settle_float(_ieee(op, vals))
-    return out
-
-
-def _float_of_sign(s) -> float:
-    return float("nan") if s == "nan" else float(s if s is not None else 1)
-
-
-def _ieee(op: str, vals: list) -> float:
-    a = vals[0]
-    b = vals[1] if len(vals) > 1 else None
-    try:
-        if op == "add":
-            return a + b
-        if op == "sub":
-            return a - b
-        if op == "mul":
-            return a * b
-        if op == "div":
-            return a / b if b != 0 else (math.copysign(math.inf, a) if a != 0 and a == a else math.nan)
-        if op == "neg":
-            return -a
-        if op == "relu":
-            return a if a > 0 or a != a else 0.0
-        return ELEMENTARY[op].at_float(a)
-    except (ValueError, OverflowError):
-        return math.nan
-
-
-def _settle_float(v: float):
-    """A float result of special arithmetic: a Special, or the exact value it is (0, +-1)."""
-    sp = F.special_of_float(v)
-    if sp is not None:
-        return sp, arb("nan")
-    value = fmpq(int(v)) if v == int(v) else None
-    if value is None:
-        raise ArithmeticError(f"special arithmetic gave the non-exact {v}")
-    return value, arb(value)
-
-
 # ----------------------------------------------------------------------------- elementwise arithmetic
 
 def _elements_binary(fn, x: Exact, y: Exact) -> Exact:
@@ -157,7 +99,7 @@ def add(x: Exact, y: Exact) -> Exact:
         return _wrap_sym(a + b)
     shape = _bshape(x, y)
     out = Exact.certified(shape, _ADD, (x, y), _forms("add", (x, y), shape, lambda p, r: p + r))
-    return _with_specials(out, "add", (x, y))
+    return I.with_specials(out, "add", (x, y))
 
 
 def sub(x: Exact, y: Exact) -> Exact:
@@ -169,7 +111,7 @@ def sub(x: Exact, y: Exact) -> Exact:
         return _wrap_sym(a - b)
     shape = _bshape(x, y)
     out = Exact.certified(shape, _SUB, (x, y), _forms("sub", (x, y), shape, lambda p, r: p - r))
-    return _with_specials(out, "sub", (x, y))
+    return I.with_specials(out, "sub", (x, y))
 
 
 def mul(x: Exact, y: Exact) -> Exact:
@@ -180,7 +122,7 @@ def mul(x: Exact, y: Exact) -> Exact:
         return _elements_binary(s_mul, x, y)
     shape = _bshape(x, y)
     out = Exact.certified(shape, _MUL, (x, y), _forms("mul", (x, y), shape, lambda p, r: p * r))
-    return _with_specials(out, "mul", (x, y))
+    return I.with_specials(out, "mul", (x, y))
 
 
 def neg(x: Exact) -> Exact:
@@ -189,7 +131,7 @@ def neg(x: Exact) -> Exact:
     if x.kind == "elements":
         return _wrap_sym(-x.elems)
     out = Exact.certified(x.shape, _NEG, (x,), _forms("neg", (x,), x.shape, lambda p: -p), settle=False)
-    return _with_specials(out, "neg", (x,))
+    return I.with_specials(out, "neg", (x,))
 
 
 def _ADD(a, b):
@@ -225,7 +167,7 @@ def div(x: Exact, y: Exact) -> Exact:
     shape = _bshape(x, y)
     if not zeros.any():
         out = Exact.certified(shape, _DIV, (x, y), _forms("div", (x, y), shape, lambda p, r: p / r))
-        return _with_specials(out, "div", (x, y))
+        return I.with_specials(out, "div", (x, y))
     return _div_by_zero(x, y, zeros, shape)
 
 
@@ -235,59 +177,7 @@ def _div_by_zero(x: Exact, y: Exact, zeros: np.ndarray, shape) -> Exact:
     out = div(x, safe_y)
     zb = np.broadcast_to(zeros, shape)
     xs = np.broadcast_to(x.signs(), shape)
-    return _overwrite(out, zb, [_ieee("div", [_float_of_sign(s), 0.0]) for s in xs[zb].tolist()])
-
-
-def _overwrite(out: Exact, mask: np.ndarray, values: list[float]) -> Exact:
-    """``out`` with the elements under ``mask`` replaced by float results (specials or exact)."""
-    if not mask.any():
-        return out
-    if out.kind == "rational":
-        out = _certified_copy(out)
-    elif out.kind == "real":
-        out = _certified_copy(out)
-    else:
-        a = out.elems.copy()
-        a[mask] = [_sym_special(v) for v in values]
-        return Exact.from_elements(a)
-    if out.forms is None:
-        out.forms = np.empty(out.shape, dtype=object)
-    settled = [_settle_float(v) for v in values]
-    out.forms[mask] = [f for f, _ in settled] if settled else []
-    balls = out.balls.copy()
-    balls[mask] = [b for _, b in settled]
-    out.balls = balls
-    base = out.recipe
-    fixed_forms = out.forms.copy()
-
-    def recipe(*ins):
-        b = base(*ins).copy()
-        b[mask] = [arb("nan") if type(f) is F.Special else arb(f) for f in fixed_forms[mask].tolist()]
-        return b
-    out.recipe = recipe
-    return out
-
-
-def _certified_copy(x: Exact) -> Exact:
-    """A certified tensor with x's values (x rational or certified), owning its arrays."""
-    if x.kind == "rational":
-        forms = x.a.copy()
-        return Exact.certified(x.shape, lambda b: b.copy(), (x,), forms, settle=False)
-    out = Exact.certified(x.shape, lambda b: b.copy(), (x,), x.forms.copy() if x.forms is not None else None,
-                          x.prec, settle=False)
-    out.negzero = x.negzero
-    return out
-
-
-def _sym_special(v: float):
-    S = sympy().S
-    if v != v:
-        return S.NaN
-    if v == math.inf:
-        return S.Infinity
-    if v == -math.inf:
-        return S.NegativeInfinity
-    return fmpq(int(v))
+    return I.overwrite(out, zb, [I.ieee("div", [I.float_of_sign(s), 0.0]) for s in xs[zb].tolist()])
 
 
 def _wrap_sym(a) -> Exact:
@@ -339,6 +229,7 @@ def power(x: Exact, e: Exact, closed: bool = False) -> Exact:
     if closed:
         return binary(s_pow, x.as_sym(), e)
     if k == fmpq(1, 2):
+        from .tensor_functions import unary  # (that module builds on this one)
         return unary("sqrt", x)
     return _certified_power(x, k)
 
@@ -350,7 +241,7 @@ def _certified_power(x: Exact, k: fmpq) -> Exact:
     if _has_specials(x):
         special = np.asarray(_is_special(x.forms), dtype=bool)
         out = _certified_power(where_mask(special, Exact.full(x.shape, 1), x), k)
-        return _overwrite(out, special, [_pow_float(f.value, k) for f in x.forms[special].tolist()])
+        return I.overwrite(out, special, [_pow_float(f.value, k) for f in x.forms[special].tolist()])
     signs = x.signs()
     s = signs.reshape(-1).tolist()
     bad = np.array([v == "nan" or v == 0 and k < 0 or v == -1 and not integer for v in s],
@@ -359,7 +250,7 @@ def _certified_power(x: Exact, k: fmpq) -> Exact:
         safe = where_mask(bad, Exact.full(x.shape, 1), x)
         out = _certified_power(safe, k)
         values = [math.inf if v == 0 else math.nan for v in np.asarray(signs)[bad].tolist()]
-        return _overwrite(out, bad, values)
+        return I.overwrite(out, bad, values)
     n = int(k.p) if integer else None
 
     def recipe(b):
@@ -370,7 +261,7 @@ def _certified_power(x: Exact, k: fmpq) -> Exact:
     forms = _forms("pow", (x, Exact.scalar(k)), x.shape, (lambda p, r: p ** int(r.p)) if integer else None)
     out = Exact.certified(x.shape, recipe, (x,), forms)
     if zero_ok.any() and not integer:
-        out = _overwrite(out, zero_ok, [0.0] * int(zero_ok.sum()))
+        out = I.overwrite(out, zero_ok, [0.0] * int(zero_ok.sum()))
     return out
 
 
@@ -437,7 +328,7 @@ def total(x: Exact) -> Exact:
             forms = np.empty((), dtype=object)
             forms[()] = f
     out = Exact.certified((), _TOTAL, (x,), forms)
-    return _specials_by_elements(out, x, lambda fs: _ieee_sum(fs))
+    return I.specials_by_elements(out, x, lambda fs: _ieee_sum(fs))
 
 
 def _TOTAL(b):
@@ -451,19 +342,6 @@ def _ieee_sum(values: list) -> float:
     for v in values:
         s += v
     return s
-
-
-def _specials_by_elements(out: Exact, x: Exact, reduce_fn) -> Exact:
-    """A reduction over a tensor holding IEEE specials: float arithmetic decides."""
-    if x.kind != "real" or x.forms is None or not np.any(_is_special(x.forms)):
-        return out
-    signs = x.signs()
-    vals = [f.value if type(f) is F.Special else _float_of_sign(s)
-            for f, s in zip(x.forms.reshape(-1).tolist(), signs.reshape(-1).tolist())]
-    v = reduce_fn(vals)
-    if v == v and abs(v) != math.inf:
-        return out
-    return _overwrite(_certified_copy(out) if out.kind != "real" else out, np.ones(out.shape, dtype=bool), [v])
 
 
 def sum_to(x: Exact, shape: tuple[int, ...]) -> Exact:
@@ -591,23 +469,6 @@ def negate_where(x: Exact, mask) -> Exact:
     return where_mask(np.broadcast_to(mask, x.shape), neg(x), x)
 
 
-def mask(x: Exact, predicate, undecided=None) -> Exact:
-    """0/1 rational mask from a predicate on element signs (for relu, abs, norm kinks)."""
-    signs = x.signs(undecided).reshape(-1).tolist()
-    ones = np.array([1 if predicate(s) else 0 for s in signs], dtype=object).reshape(x.shape)
-    return Exact.from_q(R.QArray(ones, 1, True))
-
-
-def keep_mask(x: Exact, predicate, undecided=None) -> np.ndarray:
-    """Bool mask from a predicate on element signs."""
-    if x.kind == "rational":
-        s = x.qa.signs()
-        table = np.array([bool(predicate(-1)), bool(predicate(0)), bool(predicate(1))])
-        return np.asarray(table[s.astype(np.int64) + 1], dtype=bool)
-    signs = x.signs(undecided).reshape(-1).tolist()
-    return np.array([bool(predicate(s)) for s in signs], dtype=bool).reshape(x.shape)
-
-
 # ----------------------------------------------------------------------------- equality
 
 def equal(x: Exact, y: Exact) -> bool:
@@ -642,181 +503,3 @@ def _equal_elements(x: Exact, y: Exact) -> bool:
         if not is_zero(sa - sb):
             return False
     return True
-
-
-# ----------------------------------------------------------------------------- elementwise functions
-
-def unary(name: str, x: Exact, closed: bool = False) -> Exact:
-    """An elementary function (:data:`adjoint.backends.elementary.ELEMENTARY`: tanh, exp, log,
-    sin, cos, sqrt, sigmoid) of every element, PyTorch's domain rules included (log of 0 is
-    -inf, of a negative nan; sqrt of a negative nan). ``closed``: a file with free symbols,
-    where results stay SymPy closed forms."""
-    fn = ELEMENTARY[name]
-    if x.kind == "elements" or closed:
-        return x.as_sym().map(fn.closed)
-    if x.size == 0:
-        return x
-    exact = _exact_points(fn, x)
-    if exact is not None:
-        return exact
-    if fn.domain != "real":
-        signs = x.signs()
-        s = signs.reshape(-1).tolist()
-        bad = np.array([v == -1 or v == "nan" or (fn.domain == "positive" and v == 0) for v in s],
-                       dtype=bool).reshape(x.shape)
-        if bad.any():
-            out = unary(name, where_mask(bad, Exact.full(x.shape, 1), x))
-            values = [math.nan if v != 0 else -math.inf for v in np.asarray(signs)[bad].tolist()]
-            return _overwrite(out, bad, values)
-    forms = _forms(name, (x,), x.shape, fn.at_rational)
-    out = Exact.certified(x.shape, Bl.vectorize(fn.ball), (x,), forms)
-    return _with_specials(out, name, (x,))
-
-
-def _exact_points(fn, x: Exact) -> Exact | None:
-    """The result when every element is a rational point with a rational value (tanh(0) = 0,
-    sqrt(9/4) = 3/2, ...)."""
-    if x.kind != "rational":
-        return None
-    vals = []
-    for v in x.qa.elements().reshape(-1).tolist():
-        r = fn.at_rational(v)
-        if r is None:
-            return None
-        vals.append(r)
-    return Exact(np.array(vals, dtype=object).reshape(x.shape), True)
-
-
-def relu(x: Exact, undecided=None) -> Exact:
-    if x.kind == "elements":
-        sp = sympy()
-
-        def one(e):
-            s = s_sign(e)
-            if s is None:
-                return sp.Max(0, e)
-            if s == "nan":
-                return e
-            return e if s == 1 else _Q0
-        return x.map(one)
-    keep = keep_mask(x, lambda s: s == 1 or s == "nan", undecided)
-    return where_mask(keep, x, Exact.zeros(x.shape))
-
-
-def absolute(x: Exact, undecided=None) -> Exact:
-    if x.kind == "elements":
-        sp = sympy()
-
-        def one(e):
-            s = s_sign(e)
-            if s is None:
-                return sp.Abs(e)
-            return -s_sym(e) if s == -1 else e
-        return x.map(one)
-    negative = keep_mask(x, lambda s: s == -1, undecided)
-    return where_mask(negative, neg(x), x)
-
-
-def sgn(x: Exact, undecided=None) -> Exact:
-    if x.is_symbolic():
-        sp = sympy()
-        return x.map(lambda e: sp.sign(s_sym(e)))
-    signs = x.signs(undecided).reshape(-1).tolist()
-    vals = [fmpq({1: 1, -1: -1}.get(s, 0)) for s in signs]
-    return Exact(np.array(vals, dtype=object).reshape(x.shape), True)
-
-
-def select_positive(x: Exact, g: Exact, undecided=None) -> Exact:
-    """``threshold_backward(g, x, 0)``: g where x > 0, else 0 (a select, not a product)."""
-    if x.is_symbolic():
-        sp = sympy()
-        return mul(g, x.map(lambda e: sp.Heaviside(s_sym(e), 0)))
-    keep = keep_mask(x, lambda s: s == 1, undecided)
-    return where_mask(keep, g.broadcast_to(x.shape) if g.shape != x.shape else g, Exact.zeros(x.shape))
-
-
-# ----------------------------------------------------------------------------- structure with several tensors
-
-def _promote_to(x: Exact, kind: str) -> Exact:
-    return x.as_sym() if kind == "elements" else x
-
-
-def join(xs: list, fn) -> Exact:
-    """``fn`` (np.concatenate / np.stack over a list of arrays) applied to the tensors' values,
-    the -0.0 marks joined the same way."""
-    kind = _kind(*xs)
-    if kind == "rational":
-        den = math.lcm(*[x.qa.den for x in xs])
-        out = Exact.from_q(R.QArray(np.asarray(fn([x.qa.num * (den // x.qa.den) for x in xs]), dtype=object), den))
-    elif kind == "elements":
-        out = _from_elements(np.asarray(fn([x.as_sym().elems for x in xs]), dtype=object))
-    else:
-        arrays = [x.form_array() for x in xs]
-        forms = np.asarray(fn(arrays), dtype=object) if all(a is not None for a in arrays) else None
-
-        def recipe(*bs):
-            return np.asarray(fn(list(bs)), dtype=object)
-        shape = np.shape(fn([np.empty(x.shape, dtype=object) for x in xs]))
-        out = Exact.certified(shape, recipe, tuple(xs), forms)
-    if any(x.negzero is not None for x in xs):
-        mask = np.asarray(fn([x.negzero if x.negzero is not None else np.zeros(x.shape, bool) for x in xs]))
-        out.negzero = mask if mask.any() else None
-    return out
-
-
-def assign(base: Exact, key, new: Exact) -> Exact:
-    """``base`` with ``base[key] = new`` (new broadcast), the -0.0 marks following the elements."""
-    kind = _kind(base, new)
-    target_shape = np.shape(np.empty(base.shape, dtype=np.int8)[key])
-    if kind == "rational":
-        den = math.lcm(base.qa.den, new.qa.den)
-        a = base.qa.num * (den // base.qa.den)
-        a = np.array(a, dtype=object, copy=True)
-        a[key] = np.broadcast_to(new.qa.num * (den // new.qa.den), target_shape)
-        result = Exact.from_q(R.QArray(a, den))
-    elif kind == "elements":
-        a = np.array(base.as_sym().elems, dtype=object, copy=True)
-        a[key] = np.broadcast_to(new.as_sym().elems, target_shape)
-        result = _from_elements(a)
-    else:
-        fb, fn_ = base.form_array(), new.form_array()
-        forms = None
-        if fb is not None or fn_ is not None:
-            forms = np.array(fb if fb is not None else np.full(base.shape, None, dtype=object), dtype=object,
-                             copy=True)
-            forms[key] = np.broadcast_to(fn_ if fn_ is not None else np.full(new.shape, None, dtype=object),
-                                         target_shape)
-
-        def recipe(b, n):
-            out = np.array(b, dtype=object, copy=True)
-            out[key] = np.broadcast_to(n, target_shape)
-            return out
-        result = Exact.certified(base.shape, recipe, (base, new), forms)
-    if base.negzero is not None or new.negzero is not None:
-        mask = np.array(base.negzero if base.negzero is not None else np.zeros(base.shape, bool), copy=True)
-        mask[key] = np.broadcast_to(new.negzero if new.negzero is not None else False, np.shape(mask[key]))
-        result.negzero = mask if mask.any() else None
-    return result
-
-
-def place_add(shape, key, g: Exact) -> Exact:
-    """zeros(shape) with ``g`` added at ``key`` (repeated indices add up: index_put_ accumulate)."""
-    shape = tuple(shape)
-    target_shape = np.shape(np.empty(shape, dtype=np.int8)[key])
-    if g.kind == "rational":
-        a = np.zeros(shape, dtype=object)
-        a.fill(0)
-        np.add.at(a, key, np.broadcast_to(g.qa.num, target_shape))
-        return Exact.from_q(R.QArray(a, g.qa.den))
-    if g.kind == "elements":
-        a = np.empty(shape, dtype=object)
-        a.fill(sympy().S.Zero)
-        np.add.at(a, key, np.broadcast_to(g.elems, target_shape))
-        return _wrap_sym(a)
-
-    def recipe(b):
-        out = np.empty(shape, dtype=object)
-        out.fill(arb(0))
-        np.add.at(out, key, np.broadcast_to(b, target_shape))
-        return out
-    return Exact.certified(shape, recipe, (g,), None)

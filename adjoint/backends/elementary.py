@@ -6,7 +6,7 @@ symbols), where it is exactly rational at a rational point (``tanh(0) = 0``,
 ``sqrt(9/4) = 3/2``: the result then stays a rational), what it gives at IEEE specials
 (``tanh(inf) = 1``) and its domain (PyTorch: ``log(0) = -inf``, ``log`` or ``sqrt`` of a
 negative number is ``nan``). A new elementwise function (``erf``, ``log1p``, ...) is one more
-record in :data:`ELEMENTARY` and a backend method calling ``tensor_ops.unary(name, x)``.
+record in :data:`ELEMENTARY` and a backend method calling ``tensor_functions.unary(name, x, closed)``.
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import exact as E
-from .. import tensor_ops as T
+from .. import tensor_functions as T
+from .. import tensor_ops as O
+from .. import tensor_structure as J
 from ..errors import ProblemError
 from ..exact import Exact
 from ..signed_zero import result_mask
@@ -114,7 +116,7 @@ class ExactBackend:
     neg = staticmethod(E.neg)
 
     def pow(self, x, e):
-        return T.power(x, e, self.closed)
+        return O.power(x, e, self.closed)
 
     # ------------------------------------------------------------------ elementwise functions
     def relu(self, x):
@@ -186,17 +188,17 @@ class ExactBackend:
 
     def assign(self, base, key, new):
         """``base`` with ``base[key] = new`` (new broadcast), the -0.0 marks following the elements."""
-        return T.assign(base, key, new)
+        return J.assign(base, key, new)
 
     def place_add(self, shape, key, g):
         """zeros(shape) with ``g`` added at ``key`` (repeated indices add up: index_put_ accumulate)."""
-        return T.place_add(shape, key, g)
+        return J.place_add(shape, key, g)
 
     def concat(self, xs, axis):
-        return T.join(list(xs), lambda arrs: np.concatenate(arrs, axis=axis))
+        return J.join(list(xs), lambda arrs: np.concatenate(arrs, axis=axis))
 
     def stack(self, xs, axis):
-        return T.join(list(xs), lambda arrs: np.stack(arrs, axis=axis))
+        return J.join(list(xs), lambda arrs: np.stack(arrs, axis=axis))
 
     sum_to = staticmethod(E.sum_to)
     matmul2d = staticmethod(E.matmul2d)

@@ -23,6 +23,8 @@ SymPy's floating ``evalf``).
 
 from __future__ import annotations
 
+import functools
+
 import flint
 
 from . import symbolic as S
@@ -251,20 +253,17 @@ def _arb_node(sp, x, args: list):
 
 # ----------------------------------------------------------------------------- certified atoms
 
-_ATOM_CLASS = []
-
-
 def certified_atom(element):
     """A SymPy atom standing for a certified element that has no closed form: it prints as
     its certified digits and evaluates (:func:`arb_of_sympy`, ``evalf``) from its ball, so a
     SymPy expression built on it stays rigorous. Made when SymPy meets such an element (a
     backend method written with SymPy element functions, the LaTeX printer)."""
-    if not _ATOM_CLASS:
-        _ATOM_CLASS.append(_make_atom_class())
-    return _ATOM_CLASS[0](element)
+    return _atom_class()(element)
 
 
-def _make_atom_class():
+@functools.cache
+def _atom_class():
+    """The atom class, made once SymPy is loaded (it subclasses SymPy's AtomicExpr)."""
     sp = S.sympy()
 
     class CertifiedReal(sp.AtomicExpr):
