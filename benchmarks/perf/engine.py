@@ -69,7 +69,7 @@ def phase_seconds(problem) -> dict[str, float]:
 
     spent = dict.fromkeys(PHASES, 0.0)
     for variant in problem.variants:
-        backend = ExactBackend(problem.dtype)
+        backend = ExactBackend(problem.dtype, None, bool(problem.free_symbols()))  # as solve_variant makes it
         rt = Runtime(backend, problem.dtype)
         reg = Registrations(variant.hooks, rt)
         model = Model(problem, variant.inputs, rt, reg)
