@@ -54,12 +54,13 @@ class HookRunner:
             return v
         return self.rt.tensor(v)
 
-    def fire(self, hook, args: dict, node=None, call=None, kind: str | None = None):
-        """Call ``hook`` with ``args``; returns its result as runtime objects (Tensor, tuple, None)."""
+    def fire(self, hook, args: dict, node=None, call=None, kind: str | None = None, shown: dict | None = None):
+        """Call ``hook`` with ``args``; returns its result as runtime objects (Tensor, tuple, None).
+        ``shown``: what the log records as the arguments, when that is not ``args`` itself."""
         rt = self.rt
         env = {k: self.wrap(v) for k, v in args.items()}
-        record = CallRecord(hook, kind or hook.kind, hook.target, snapshot(env), node=node, call=call,
-                            phase=rt.phase, is_global=hook.on == "global")
+        record = CallRecord(hook, kind or hook.kind, hook.target, snapshot(env if shown is None else shown),
+                            node=node, call=call, phase=rt.phase, is_global=hook.on == "global")
         rt.log.append(record)
         for index in hook.removes:
             self.reg.remove(index)
@@ -79,6 +80,18 @@ class HookRunner:
         finally:
             self.rt.grad_enabled = before
         return as_values(returned, hook)
+
+    def fire_post_accumulate(self, hook, t: Tensor, node) -> None:
+        """``register_post_accumulate_grad_hook``: handed the leaf itself (the log shows its
+        ``.grad``); anything returned but the tensor itself makes PyTorch raise."""
+        before = self.rt.grad_enabled
+        self.rt.grad_enabled = False
+        try:
+            returned = self.fire(hook, {"tensor": t}, node, None, shown={"tensor": t.grad})
+        finally:
+            self.rt.grad_enabled = before
+        if returned is not None and returned is not t:
+            raise TorchError("RuntimeError", "Tensor post accumulate grad hooks should return None.")
 
     # ------------------------------------------------------------------ saved tensors
     def pack(self, hook, t: Tensor, node):
@@ -101,6 +114,9 @@ class HookRunner:
         rt = self.rt
         record = CallRecord(hook, kind, None, snapshot(env), node=node, phase=rt.phase)
         rt.log.append(record)
+        if hook.raises is not None:
+            record.raised = True
+            raise TorchError("RuntimeError", hook.raises)
         returned = Interp(rt, EnvScope(dict(env), f"the {kind} hook '{hook.label}'")).eval(expr)
         record.returned = snapshot(returned)
         return returned

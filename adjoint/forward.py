@@ -159,7 +159,8 @@ class _Pass:
         args = [self.m.globals[d.name] for d in self.m.inputs]
         out = self.call_module(root, args, root.loc)
         if OUTPUT not in self.names:  # an input may be called y when no loss refers to the output
-            self.bind(OUTPUT, out, None)
+            self.bind_output(OUTPUT, out, None)
+        self.output = out
         loss = None
         if self.p.loss is not None:
             value = Interp(self.rt, _LossScope(self)).eval(self.p.loss)
@@ -249,13 +250,13 @@ class _Pass:
                                                                    "tuple of (new_args, new_kwargs)'")
                     new_args, new_kwargs = returned
                     new_args = new_args if isinstance(new_args, tuple) else (new_args,)
-                    self.check_forward_args(new_args, mod, entry.hook)
+                    self.check_forward_args(new_args, mod, entry.hook, dict(new_kwargs or {}))
                     state["args"], state["kwargs"] = list(new_args), dict(new_kwargs or {})
             else:
                 returned = self.fire_forward(entry, {"input": tuple(state["args"])}, call)
                 if returned is not None:
                     new = returned if isinstance(returned, tuple) else (returned,)
-                    self.check_forward_args(new, mod, entry.hook)
+                    self.check_forward_args(new, mod, entry.hook, state["kwargs"])
                     state["args"] = list(new)
         args = state["args"]
         call.args = tuple(args)
@@ -351,8 +352,9 @@ class _Pass:
         rt.record("bhf", tensors, outs, None, node, None)
         return outs, node
 
-    def check_forward_args(self, new: tuple, mod: Module, hook) -> None:
-        if len(new) != len(mod.inputs):
+    def check_forward_args(self, new: tuple, mod: Module, hook, kwargs: dict | None = None) -> None:
+        given = len(new) + len(kwargs or {})
+        if len(new) > len(mod.inputs) or (not mod.input_defaults and given != len(mod.inputs)):
             raise ProblemError(hook.returns.loc, f"the forward_pre hook returns {len(new)} input(s) but "
                                                  f"'{mod.label}' takes {len(mod.inputs)}: PyTorch raises TypeError "
                                                  "in forward()")
@@ -418,8 +420,6 @@ class _ModuleScope:
         if name in self.local or name in self.args or self.mod.param(name) or self.mod.child(name):
             raise ProblemError(loc, f"'{name}' is already a name in the forward of '{self.mod.label}'; "
                                     "two things with one name are an error (pick a new name)")
-        if name in FUNCTION_NAMES:
-            raise ProblemError(loc, f"'{name}' is a function name; pick another name for the tensor")
         if isinstance(value, tuple) or value is None:
             raise ProblemError(loc, f"'{name}' must be a tensor (tuples are only hook arguments)")
         self.local[name] = value
@@ -490,6 +490,8 @@ class _LossScope:
         self.run = run
 
     def lookup(self, name: str, loc: Loc):
+        if name == OUTPUT and isinstance(getattr(self.run, "output", None), tuple):
+            return self.run.output  # a model returning a tuple: the loss indexes it, y[0]
         if name in self.run.names:
             return self.run.names[name]
         raise ProblemError(loc, f"unknown name '{name}' in the loss{_suggest(name, self.run.names)}; the loss can use "

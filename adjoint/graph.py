@@ -36,9 +36,10 @@ class VersionCounter:
 class HookDict:
     """An ordered dict of hooks keyed by handle id (``torch.utils.hooks.RemovableHandle``).
 
-    Iteration with :meth:`live` re-checks membership at each step, like CPython's
-    ``PyDict_Next`` loop in the C++ hook wrappers: a hook removed while an earlier one runs is
-    skipped. :meth:`snapshot` copies first, like ``_call_impl``'s ``(*d.items(),)``."""
+    The hooks run from a copy taken when the hook wrappers start (PyTorch 2.13's C++ wrappers
+    copy the dict to extend the hooks' lifetime; ``_call_impl`` unpacks ``(*d.items(),)``): a
+    hook removed while an earlier one of the same dict runs still runs in that pass
+    (``test_grad_fn_prehooks_remove_hooks``)."""
 
     __slots__ = ("items",)
 
@@ -71,9 +72,8 @@ class HookDict:
         return list(self.items.items())
 
     def live(self):
-        for hid in list(self.items):
-            if hid in self.items:
-                yield self.items[hid]
+        """The hooks to run now: a copy (removals during the run take effect next time)."""
+        return list(self.items.values())
 
 
 @dataclass(eq=False)

@@ -175,6 +175,8 @@ class Interp:
             return tuple(self.eval(i) for i in e.items)
         if isinstance(e, S.ListLit):
             return tuple(self.eval(i) for i in e.items)
+        if isinstance(e, S.DictLit):
+            return {k: self.eval(v) for k, v in e.items}
         if isinstance(e, S.Subscript):
             return self.subscript_of(self.eval(e.value), self.index_items(e), e)
         if isinstance(e, S.Neg):
@@ -244,6 +246,9 @@ class Interp:
                 items.append(slice(*[None if x is None else int(x) for x in parts]))
             else:
                 v = self.eval(item)
+                if isinstance(v, str):
+                    items.append(v)
+                    continue
                 if isinstance(v, Fraction):
                     if v.denominator != 1:
                         raise ProblemError(item.loc, "indices must be integers: Python raises TypeError")

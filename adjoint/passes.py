@@ -70,15 +70,31 @@ class VariantRun:
         return list(self.reg.retained.values())
 
     def grads(self) -> dict:
-        """``.grad`` of every leaf that requires grad, then of every tensor with retain_grad."""
+        """``.grad`` of every leaf that requires grad, then of every tensor with retain_grad
+        (in the order they got it), then None for the tensors a later step retains (a
+        ``retain_grad`` hook registered later, a non-leaf ``backward(inputs=...)``)."""
         out: dict = {}
         for name, t in self.model.leaves.items():
-            if t.requires_grad:
+            if self.model.decls[name].requires_grad:
                 out[name] = t.grad
         for t, names in self.retained:
             for name in names:
                 out[name] = t.grad
+        for name in self.retained_later():
+            out.setdefault(name, None)
         return out
+
+    def retained_later(self) -> list[str]:
+        """Names the variant retains at some point, leaves excluded."""
+        names = [h.target for h in self.variant.hooks if h.on == "tensor" and h.kind == "retain_grad"]
+        steps = self.variant.steps or ()
+        for step in steps:
+            bw = step.backward
+            if step.kind == "backward" and bw is not None and bw.method == "backward":
+                names += [n for n, _ in bw.inputs]
+        bound = self.forwards[-1].names if self.forwards else {}
+        return [n for n in dict.fromkeys(names) if n not in self.model.leaves
+                and not (n in bound and getattr(bound[n], "is_leaf", False) and bound[n].grad_fn is None)]
 
 
 def run_variant(problem: Problem, variant: Variant, backend) -> VariantRun:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from .exact import Exact
 
@@ -137,11 +138,19 @@ class Prediction:
         return {"problem": self.problem.name, "variants": {v.name: v.to_json() for v in self.variants}}
 
 
-def value_json(v) -> dict | None:
+def value_json(v) -> dict | list | float | int | str | None:
+    """A value as the contract writes it: VALUE for a tensor, a list for a tuple, an object
+    for a dict (a hook's kwargs), a plain number for a Python number, a string as is."""
     if v is None:
         return None
     if isinstance(v, tuple):
         return [value_json(x) for x in v]
+    if isinstance(v, dict):
+        return {k: value_json(x) for k, x in v.items()}
+    if isinstance(v, Fraction):
+        return int(v) if v.denominator == 1 else float(v)
+    if isinstance(v, (str, bool)):
+        return v
     assert isinstance(v, Exact), v
     return {"shape": list(v.shape), "value": v.floats(), "exact": v.strings()}
 

@@ -143,7 +143,15 @@ class Registrations:
                     retain_grad(t)
                     self.retained.setdefault(t.id, (t, []))[1].append(hook.target)
                 return
-            hooks = tensor_hook_dict(t)
+            if hook.kind == "post_accumulate_grad":
+                if not t.is_leaf:
+                    raise ProblemError(hook.loc, f"'{hook.target}' is not a leaf: PyTorch raises 'post accumulate "
+                                                 "grad hooks cannot be registered on non-leaf tensors'")
+                if t.post_accumulate_hooks is None:
+                    t.post_accumulate_hooks = HookDict()
+                hooks = t.post_accumulate_hooks
+            else:
+                hooks = tensor_hook_dict(t)
             self.handles[index].append((hooks, self.rt.add_hook(hooks, UserTensorHook(hook))))
             return
         node = t.grad_fn

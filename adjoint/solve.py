@@ -93,7 +93,8 @@ def _record(run: VariantRun, rec, producers: dict) -> HookRecord:
     k = call.k if call is not None else None
     count = 1
     if call is not None:
-        count = sum(1 for c in _forward_of(run, call).calls if c.path == call.path)
+        fwd = _forward_of(run, call)
+        count = sum(1 for c in fwd.calls if c.path == call.path) if fwd is not None else call.k
     node = rec.node.name if rec.node is not None else None
     if rec.kind in ("pack", "unpack"):
         target = producers.get(id(rec.node)) if rec.node is not None else None
@@ -109,10 +110,11 @@ def _record(run: VariantRun, rec, producers: dict) -> HookRecord:
 
 
 def _forward_of(run: VariantRun, call: Call):
+    """The forward pass ``call`` ran in (None: a pass that raised before it finished)."""
     for f in run.forwards:
         if any(c is call for c in f.calls):
             return f
-    return run.forwards[-1]
+    return None
 
 
 def _why_forward(rec) -> list[str]:
@@ -171,7 +173,9 @@ def _describe_input(node: Node, i: int) -> str:
     return "a tensor"
 
 
-def _describe_tensor(t: Tensor) -> str:
+def _describe_tensor(t) -> str:
+    if not isinstance(t, Tensor):
+        return "None" if t is None else str(t)
     if t.name:
         return t.name
     if t.grad_fn is not None:
@@ -202,18 +206,20 @@ def _boundaries(run: VariantRun) -> list[Boundary]:
     for call in fwd.calls:
         depth = 0 if call.parent is None else depth_of[call.parent] + 1
         depth_of[call.id] = depth
-        gout = seen_at(bwd, call.out) if call.out.requires_grad else None
-        if gout is not None:
+        outs = call.out if isinstance(call.out, tuple) else (call.out,)
+        gouts = tuple(seen_at(bwd, t) if isinstance(t, Tensor) and t.requires_grad else None for t in outs)
+        if any(g is not None for g in gouts):
             start = rt.nodes.index(call.in_node) if call.in_node is not None else call.body_start
-            gin = tuple(pure_vjp(rt, rt.nodes[start:call.end], call.out, gout, call.args))
+            seeds = [(t, g) for t, g in zip(outs, gouts) if g is not None]
+            gin = tuple(pure_vjp(rt, rt.nodes[start:call.end], seeds, call.args))
             if call.module.type == "Identity":
-                gin = (gout if call.args[0].requires_grad else None,)
+                gin = (gouts[0] if call.args[0].requires_grad else None,)
         else:
             gin = tuple(None for _ in call.args)
         nodes = [n.name for n in call.body_nodes(rt)]
         names = tuple(_describe_tensor(a) for a in call.args)
         out.append(Boundary(call.callid, call.path, call.k, call.module.type or "custom", call.module.inputs, names,
-                            OUTPUT if call.path == ROOT else call.callid, nodes, (gout,), gin, depth))
+                            OUTPUT if call.path == ROOT else call.callid, nodes, gouts, gin, depth))
     return out
 
 
@@ -226,13 +232,17 @@ def _edge_key(edge):
     return ("leaf", node.variable.id) if node.is_accumulate else (id(node), edge.input_nr)
 
 
-def pure_vjp(rt, nodes: list[Node], seed_tensor: Tensor, seed, wrt) -> list:
+def pure_vjp(rt, nodes: list[Node], seeds: list, wrt) -> list:
     """J^T seed through ``nodes`` (hooks ignored): the Lagrangian adjoint of a module.
+    ``seeds``: (tensor, cotangent) pairs.
 
     Returns, per tensor in ``wrt``, its cotangent, or None where it does not require grad."""
     from .function import declared_vjp
     B = rt.B
-    cot: dict = {_key(seed_tensor): seed}
+    cot: dict = {}
+    for t, g in seeds:
+        k = _key(t)
+        cot[k] = g if k not in cot else B.add(cot[k], g)
     for node in reversed(nodes):
         gs = [cot.get((id(node), i)) for i in range(len(node.outputs))]
         if all(g is None for g in gs):
@@ -240,7 +250,8 @@ def pure_vjp(rt, nodes: list[Node], seed_tensor: Tensor, seed, wrt) -> list:
         if node.kind == "hookfn":
             outs = [g if g is not None else B.zeros(node.outputs[i][0]) for i, g in enumerate(gs)]
         elif node.kind == "function":
-            outs = declared_vjp(rt, node.params, list(node.input_values), gs[0])
+            filled = [g if g is not None else B.zeros(node.outputs[i][0]) for i, g in enumerate(gs)]
+            outs = declared_vjp(rt, node.params, list(node.input_values), filled if len(filled) > 1 else filled[0])
         elif node.kind == "copyslices":
             from .inplace import copy_slices_backward
             if gs[0] is None:
@@ -259,4 +270,5 @@ def pure_vjp(rt, nodes: list[Node], seed_tensor: Tensor, seed, wrt) -> list:
                 g = B.sum_to(g, want)
             k = _edge_key(edge)
             cot[k] = g if k not in cot else B.add(cot[k], g)
-    return [(cot.get(_key(t), B.zeros(t.shape)) if t.requires_grad else None) for t in wrt]
+    return [(cot.get(_key(t), B.zeros(t.shape)) if isinstance(t, Tensor) and t.requires_grad else None)
+            for t in wrt]

@@ -165,6 +165,21 @@ def _unary(prim: str):
     return lower
 
 
+def _arith(op: str):
+    def lower(rt, a: dict, loc: Loc):
+        alpha = a.get("alpha", Fraction(1))
+        if alpha != 1:
+            raise ProblemError(loc, f"{'add' if op == '+' else 'sub'}(..., alpha={alpha}) is not modelled yet; "
+                                    f"write the product: x {op} {alpha} * y")
+        return binary(rt, op, a["input"], a["other"], loc)
+    lower.__name__ = f"lower_{ {'+': 'add', '-': 'sub', '*': 'mul', '/': 'div'}[op]}"
+    return lower
+
+
+def lower_neg(rt, a: dict, loc: Loc):
+    return neg(rt, a["input"], loc)
+
+
 def lower_matmul(rt, a: dict, loc: Loc):
     return matmul(rt, a["input"], a["other"], loc)
 
@@ -180,6 +195,13 @@ FUNCTIONS = tuple(Function(name, _X, _unary(name), doc=f"one op: {name}")
     Function("sum", _X, _unary("sum"), doc="SumBackward0 (every element)"),
     Function("mean", _X, _unary("mean"), doc="MeanBackward0 (every element)"),
     Function("norm", _X, _unary("norm"), where="function", doc="torch.linalg.vector_norm: LinalgVectorNormBackward0"),
+    Function("add", (_X[0], Param("other", "scalar"), Param("alpha", "number", Fraction(1), keyword_only=True)),
+             _arith("+"), doc="as the + operator"),
+    Function("sub", (_X[0], Param("other", "scalar"), Param("alpha", "number", Fraction(1), keyword_only=True)),
+             _arith("-"), doc="as the - operator"),
+    Function("mul", (_X[0], Param("other", "scalar")), _arith("*"), doc="as the * operator"),
+    Function("div", (_X[0], Param("other", "scalar")), _arith("/"), doc="as the / operator"),
+    Function("neg", _X, lower_neg, doc="NegBackward0"),
     Function("matmul", (Param("input", "tensor"), Param("other", "tensor")), lower_matmul,
              doc="as the @ operator"),
     Function("linear", (Param("input", "tensor"), Param("weight", "tensor"), Param("bias", "tensor", None)),
