@@ -10,7 +10,7 @@ converts what it returns.
 from __future__ import annotations
 
 from .errors import ProblemError
-from .graph import Tensor
+from .graph import Tensor, recorded
 from .interp import EnvScope, Interp
 from .runtime import CallRecord, TorchError
 
@@ -33,7 +33,7 @@ def snapshot(x):
     """What the log keeps of an argument or a result: values, not tensor objects (a tensor
     may later be modified in place)."""
     if isinstance(x, Tensor):
-        return x.value
+        return recorded(x)
     if isinstance(x, tuple):
         return tuple(snapshot(i) for i in x)
     if isinstance(x, dict):

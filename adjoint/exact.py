@@ -382,6 +382,11 @@ class Exact:
             return None
         return _nest(vals, self.shape)
 
+    def ints(self):
+        """Nested list of Python ints (an integer tensor's values)."""
+        vals = [int(e) if type(e) is fmpq else int(s_sym(e)) for e in self.a.flat]
+        return _nest(vals, self.shape)
+
     def strings(self):
         if self.rational:  # fmpq prints as "p/q" or "p"
             return _STR(self.a).tolist() if self.ndim else str(self.item())

@@ -26,7 +26,7 @@ from . import syntax as S
 from .errors import Loc, ProblemError
 from .functions import FUNCTION_NAMES
 from .functions.core import linear
-from .graph import Node, Tensor
+from .graph import Node, Tensor, recorded
 from .interp import Interp
 from .modules import BackwardHookState, LegacyHook, ModuleHooks, ModuleInputHook, ModuleOutputHook
 from .problem import OUTPUT, ROOT, Module, Problem, TensorDecl
@@ -152,7 +152,7 @@ class _Pass:
         finally:
             del self.rt.saved_hooks[len(self.rt.saved_hooks) - len(whole):]
         self.m.reg.forward_ends(self.names)
-        values = {name: t.value for name, t in self.names.items()}
+        values = {name: recorded(t) for name, t in self.names.items()}
         return ForwardResult(self.names, self.calls, out, loss, self.rt.notes[self.notes_start:], values)
 
     def model_and_loss(self, root: Module):

@@ -129,6 +129,20 @@ class Tensor:
         return self.base is not None and not self.is_detached
 
 
+@dataclass(frozen=True)
+class Typed:
+    """A value of a tensor whose dtype is not the problem's float dtype (int64 indices and
+    class targets): the JSON writes it with ``"dtype"`` and integer values."""
+
+    value: object
+    dtype: str
+
+
+def recorded(t: Tensor, float_dtypes=("float32", "float64")):
+    """What a record keeps of a tensor: its value, with its dtype when that is not a float."""
+    return t.value if t.dtype in float_dtypes else Typed(t.value, t.dtype)
+
+
 @dataclass(eq=False)
 class Edge:
     node: "Node"

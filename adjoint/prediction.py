@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from .exact import Exact
+from .graph import Typed
 
 
 @dataclass
@@ -151,6 +152,8 @@ def value_json(v) -> dict | list | float | int | str | None:
         return int(v) if v.denominator == 1 else float(v)
     if isinstance(v, (str, bool)):
         return v
+    if isinstance(v, Typed):
+        return {"shape": list(v.value.shape), "value": v.value.ints(), "exact": v.value.strings(), "dtype": v.dtype}
     assert isinstance(v, Exact), v
     return {"shape": list(v.shape), "value": v.floats(), "exact": v.strings()}
 

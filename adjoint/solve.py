@@ -6,7 +6,7 @@ from .backends.exact import ExactBackend
 from .errors import ProblemError
 from .forward import Call
 from .function import check_functions
-from .graph import Node, Tensor
+from .graph import Node, Tensor, Typed
 from .passes import VariantRun, root_name, run_variant
 from .prediction import Boundary, ErrorRecord, HookRecord, PassRecord, Prediction, VariantPrediction
 from .problem import OUTPUT, ROOT, Problem, Variant
@@ -49,7 +49,7 @@ def assemble(run: VariantRun) -> VariantPrediction:
     returned = _returned(last) if last is not None else None
     notes = [f"{name} at {loc}: {note}" if loc else f"{name}: {note}" for name, loc, note in fwd.notes]
     notes += _variant_notes(run)
-    symbolic = any(run.rt.B.is_symbolic(v) for v in values.values())
+    symbolic = any(run.rt.B.is_symbolic(v) for v in values.values() if not isinstance(v, Typed))
     passes = None
     if run.stepped:
         passes = [PassRecord([hook_calls[i] for i in p.calls], dict(p.grads), _returned(p)) for p in run.passes]

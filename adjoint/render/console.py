@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..exact import Exact
+from ..graph import Typed
 from ..prediction import Boundary, HookRecord, Prediction, VariantPrediction
 from ..safetext import terminal_safe
 
@@ -16,7 +17,12 @@ def fmt(v) -> str:
     if isinstance(v, tuple):
         inner = ", ".join(fmt(x) for x in v)
         return f"({inner},)" if len(v) == 1 else f"({inner})"
-    assert isinstance(v, Exact)
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {fmt(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, Typed):
+        return f"{_nested(v.value.strings())} ({v.dtype})"
+    if not isinstance(v, Exact):
+        return str(v)
     exact = v.strings()
     floats = v.floats()
     if v.size > MAX_SHOWN:
