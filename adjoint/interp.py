@@ -17,7 +17,7 @@ from typing import Protocol
 
 from . import syntax as S
 from .errors import Loc, ProblemError
-from .functions import FUNCTION_NAMES, FUNCTIONS, METHODS, call_function
+from .functions import FUNCTION_NAMES, FUNCTIONS, METHODS, call_function, describe
 from .functions.core import binary, neg
 from .functions.views import attribute, getitem
 from .graph import Tensor
@@ -122,7 +122,7 @@ class Interp:
             return
         if isinstance(target, S.Tup):
             if not isinstance(value, tuple):
-                raise ProblemError(loc, f"cannot unpack {_what(value)}: Python raises TypeError")
+                raise ProblemError(loc, f"cannot unpack {describe(value)}: Python raises TypeError")
             if len(value) != len(target.items):
                 raise ProblemError(loc, f"{len(target.items)} names to unpack {len(value)} values: Python raises "
                                         "ValueError (not enough / too many values to unpack)")
@@ -154,7 +154,7 @@ class Interp:
 
     def operand_value(self, v, loc):
         if v is None or isinstance(v, (tuple, str, bool, dict)):
-            raise ProblemError(loc, f"unsupported operand: {_what(v)}")
+            raise ProblemError(loc, f"unsupported operand: {describe(v)}")
         return v
 
     # ------------------------------------------------------------------ expressions
@@ -202,7 +202,7 @@ class Interp:
         if isinstance(e, S.Attr):
             obj = self.eval(e.obj)
             if not isinstance(obj, Tensor):
-                raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is {_what(obj)}, which has no attribute "
+                raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is {describe(obj)}, which has no attribute "
                                           f"'{e.name}'")
             try:
                 return attribute(self.rt, obj, e.name, e.loc)
@@ -225,7 +225,7 @@ class Interp:
 
     def method(self, obj, e: S.Method, args: list, kwargs: dict):
         if not isinstance(obj, Tensor):
-            raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is {_what(obj)}, which has no method '{e.name}'")
+            raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is {describe(obj)}, which has no method '{e.name}'")
         if e.name in INPLACE_METHODS:
             return call_inplace(self.rt, e.name, obj, args, kwargs, e.loc)
         if e.name in METHODS:
@@ -271,7 +271,7 @@ class Interp:
             return v[items[0]]
         if isinstance(v, Tensor):
             return getitem(self.rt, v, items, e.loc, lone=len(e.items) == 1)
-        raise ProblemError(e.loc, f"'{S.to_source(e.value)}' is {_what(v)}; only tuples and tensors can be indexed")
+        raise ProblemError(e.loc, f"'{S.to_source(e.value)}' is {describe(v)}; only tuples and tensors can be indexed")
 
     def operand(self, v, e: S.Expr, op: str):
         if v is None:
@@ -280,21 +280,6 @@ class Interp:
         if isinstance(v, tuple):
             raise ProblemError(e.loc, f"'{S.to_source(e)}' is a tuple; index it first, e.g. {S.to_source(e)}[0]")
         if isinstance(v, (str, bool, dict)) or v is Ellipsis:
-            raise ProblemError(e.loc, f"'{S.to_source(e)}' is {_what(v)}, which '{op}' does not take")
+            raise ProblemError(e.loc, f"'{S.to_source(e)}' is {describe(v)}, which '{op}' does not take")
         return v
 
-
-def _what(v) -> str:
-    if v is None:
-        return "None"
-    if isinstance(v, Tensor):
-        return "a tensor"
-    if isinstance(v, tuple):
-        return "a tuple"
-    if isinstance(v, bool):
-        return "a bool"
-    if isinstance(v, str):
-        return "a string"
-    if isinstance(v, dict):
-        return "a dict"
-    return "a number"
