@@ -141,8 +141,10 @@ class Runtime:
         rg = [d and t.requires_grad for t, d in zip(ts, diff)]
         node = None
         if self.grad_enabled and any(rg):
-            node = self.new_node(op.node, [self.gradient_edge(t) if r else None for t, r in zip(ts, rg)], op, params,
-                                 ts, loc)
+            # a non_differentiable argument (a class index, a loss weight) is no edge at all:
+            # next_functions lists the differentiable arguments only (the registry keeps those first)
+            edges = [self.gradient_edge(t) if r else None for t, r, d in zip(ts, rg, diff) if d]
+            node = self.new_node(op.node, edges, op, params, ts, loc)
             self._save(node, op, ts, [], "in")
         values = [t.value for t in ts]
         try:

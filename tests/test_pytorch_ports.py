@@ -55,8 +55,6 @@ PENDING: dict[str, str] = {
         "post_accumulate_grad; node hooks on leaves (AccumulateGrad)",
     "test_copy_slices_graph_task_updates":
         "Tensor methods (clone, view); in-place on a view (CopySlices); tuple returns; raises",
-    "test_full_backward_hook_double_backward":
-        "MSELoss module; a target used in a forward",
     "test_grad_fn_prehooks_remove_hooks__custom_function":
         "removes",
     "test_grad_fn_prehooks_remove_hooks__mul2":
@@ -69,8 +67,6 @@ PENDING: dict[str, str] = {
         "BatchNorm1d with args",
     "test_hook_edge_case_when_called_with_grad":
         "steps (retain_graph); node hooks on a leaf",
-    "test_hook_last_arg_requires_grad":
-        "steps; L1Loss module; detach",
     "test_hook_no_requires_grad__invalid":
         "errors as predictions: a full hook returning a tensor where no input requires grad (refused as bad input today; lead to decide)",
     "test_hook_none":

@@ -1,5 +1,72 @@
-"""Built-in modules of the losses family: each forward as PyTorch's own."""
+"""Built-in modules of the losses family: each forward as PyTorch's own.
+
+Every ``forward`` of ``torch/nn/modules/loss.py`` is one call of the functional with the
+module's constructor arguments; ``weight`` and ``pos_weight`` are buffers (absent unless the
+file gives them, as in torch, where they default to None).
+"""
 
 from __future__ import annotations
 
-FORWARDS: dict = {}
+from fractions import Fraction
+
+from ..functions import call_function
+
+
+def _call(c, fn: str, keys: tuple[str, ...], buffers: tuple[str, ...] = ()):
+    """``F.fn(input, target, key=self.key, ...)``, ints handed over as the expression language's numbers."""
+    kwargs = {}
+    for k in keys:
+        v = c.arg(k)
+        kwargs[k] = Fraction(v) if isinstance(v, int) and not isinstance(v, bool) else v
+    for b in buffers:
+        kwargs[b] = c.buffers.get(b)
+    return call_function(c.rt, fn, list(c.args[:2]), kwargs, c.loc)
+
+
+def mse_forward(c):
+    return _call(c, "mse_loss", ("reduction",))
+
+
+def l1_forward(c):
+    return _call(c, "l1_loss", ("reduction",))
+
+
+def smooth_l1_forward(c):
+    return _call(c, "smooth_l1_loss", ("reduction", "beta"))
+
+
+def huber_forward(c):
+    return _call(c, "huber_loss", ("reduction", "delta"))
+
+
+def cross_entropy_forward(c):
+    return _call(c, "cross_entropy", ("ignore_index", "reduction", "label_smoothing"), ("weight",))
+
+
+def nll_forward(c):
+    return _call(c, "nll_loss", ("ignore_index", "reduction"), ("weight",))
+
+
+def bce_forward(c):
+    return _call(c, "binary_cross_entropy", ("reduction",), ("weight",))
+
+
+def bce_with_logits_forward(c):
+    return _call(c, "binary_cross_entropy_with_logits", ("reduction",), ("weight", "pos_weight"))
+
+
+def kl_div_forward(c):
+    return _call(c, "kl_div", ("reduction", "log_target"))
+
+
+FORWARDS = {
+    "MSELoss": mse_forward,
+    "L1Loss": l1_forward,
+    "SmoothL1Loss": smooth_l1_forward,
+    "HuberLoss": huber_forward,
+    "CrossEntropyLoss": cross_entropy_forward,
+    "NLLLoss": nll_forward,
+    "BCELoss": bce_forward,
+    "BCEWithLogitsLoss": bce_with_logits_forward,
+    "KLDivLoss": kl_div_forward,
+}
