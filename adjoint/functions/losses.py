@@ -219,6 +219,10 @@ def nll_kernel(rt, prim: str, x: Tensor, target: Tensor, weight: Tensor | None, 
     _class_count_check(weight, x.shape[-1] if len(x.shape) <= 2 else x.shape[1], loc)
     _no_grad_arg(weight, "weight", "nll_loss_forward" if prim == "nll_loss" else "nll_loss2d_forward", loc)
     tw = total_weight(rt, x, target, weight, reduction, ignore_index, classes)
+    if reduction == "mean" and rt.B.all_zero(tw.value):
+        raise ProblemError(loc, "the mean of nll_loss divides by a total weight of 0 (every target is ignore_index, "
+                                "or has weight 0): PyTorch gives nan; change the targets or weights, or use "
+                                "reduction='sum'")
     ins = [x, target] + ([weight] if weight is not None else []) + [tw]
     return rt.apply(prim + ("_w" if weight is not None else ""), ins, Nll(reduction, ignore_index), loc)
 
@@ -391,7 +395,7 @@ def lower_binary_cross_entropy(rt, a: dict, loc: Loc):
         raise ProblemError(loc, "all elements of input should be between 0 and 1 (PyTorch raises RuntimeError)")
     if not B.within(y.value, 0, 1):
         raise ProblemError(loc, "all elements of target should be between 0 and 1 (PyTorch raises RuntimeError)")
-    p = BCE(reduction, BCE_EPSILON[x.dtype])
+    p = BCE(reduction, BCE_EPSILON)
     if weight is None:
         return rt.apply("binary_cross_entropy", [x, y], p, loc)
     return rt.apply("binary_cross_entropy_w", [x, y, weight], p, loc)

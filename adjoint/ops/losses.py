@@ -9,7 +9,8 @@
   -delta, delta)); at |x - y| = beta both branches agree, at x = y it is 0;
 * binary_cross_entropy clamps each log at -100 (a probability 0 or 1 gives a finite loss,
   100 per element) and divides its gradient by max(x (1 - x), 1e-12) (1e-12 as the dtype
-  holds it), so x = 0 or 1 gives a finite, huge gradient; d/dtarget is -logit(x), +-inf there;
+  holds it, whatever the dtype), so x = 0 or 1 gives a finite, huge gradient; d/dtarget is
+  -logit(x), +-inf there;
 * nll_loss: rows whose target is ``ignore_index`` give 0 and get gradient 0; the mean divides
   by the total weight of the other rows (no row left: 0/0, nan, refused in the forward).
 
@@ -34,8 +35,9 @@ import numpy as np
 from . import Check, Op, Save
 from .arith import binary_shape, same_shape
 
-#: ``binary_cross_entropy_backward``'s EPSILON (a C++ double), as each dtype holds it.
-BCE_EPSILON = {"float64": Fraction(1e-12), "float32": Fraction(float(np.float32(1e-12)))}
+#: ``binary_cross_entropy_backward``'s EPSILON: 1e-12 as a float32 holds it, in float64 too
+#: (torch 2.13 float64: d/dx at x = 0, target 1 is -1000000003995.8029 = -1 / float32(1e-12)).
+BCE_EPSILON = Fraction(float(np.float32(1e-12)))
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,7 @@ class Pointwise:
 @dataclass(frozen=True)
 class BCE:
     reduction: str
-    eps: Fraction = BCE_EPSILON["float64"]
+    eps: Fraction = BCE_EPSILON
 
 
 @dataclass(frozen=True)
@@ -446,7 +448,7 @@ def _bce(name: str, weighted: bool) -> Op:
     checks = tuple(Check(((2, 3), (2, 3)), BCE(r), positive="unit", fixed=extra) for r in _RED)
     return Op(name, "BinaryCrossEntropyBackward0", bce_forward, bce_vjp, reduced_shape, saves,
               "g w (x - y) / max(x (1 - x), 1e-12); target: -g w logit(x)", kink=bce_kink,
-              kink_doc="log clamped at -100; gradient denominator at least 1e-12; d/dy at x = 0, 1 is +-inf",
+              kink_doc="log clamped at -100; gradient denominator at least float32(1e-12); d/dy at x = 0, 1 is +-inf",
               differentiable=(True, True) + ((False,) if weighted else ()), checks=checks)
 
 
