@@ -200,3 +200,13 @@ def test_loss_may_only_call_the_roots_children():
     text = module_problem(*MODULES[5][:5], "M(y, t)", "")
     with pytest.raises(adjoint.ProblemError, match="the root's children, which the loss may call: fc, L"):
         adjoint.loads(text).solve()
+
+
+def test_loss_module_takes_its_target_by_keyword():
+    text = module_problem(*MODULES[5][:5], "L(y, target=t)", "")
+    v = adjoint.loads(text).solve().variants[0]
+    x, fc, L, T = torch_setup(MODULES[5][5], "t")
+    loss = L(fc(x), target=T)
+    assert close(v.run.forward.loss.value, loss)
+    with pytest.raises(adjoint.ProblemError, match="unexpected keyword argument 'weight'"):
+        adjoint.loads(module_problem(*MODULES[5][:5], "L(y, weight=t)", "")).solve()

@@ -353,48 +353,48 @@ def _clamped_log_one(e):
     return E.s_log(e)
 
 
-def _losses_clamp(self, x, lo=None, hi=None):
-    """Elementwise clamp to [lo, hi] (either bound None: open); free symbols give Max / Min."""
-    lo = E.q(lo) if lo is not None else None
-    hi = E.q(hi) if hi is not None else None
-    if x.rational:
-        return Exact.of([lo if lo is not None and e < lo else hi if hi is not None and e > hi else e
-                         for e in x.flat()], x.shape)
-    return x.map(lambda e: _clamp_one(e, lo, hi))
+class _Losses:
+    """The losses' backend methods (bound onto ExactBackend below)."""
+
+    def clamp(self, x, lo=None, hi=None):
+        """Elementwise clamp to [lo, hi] (either bound None: open); free symbols give Max / Min."""
+        lo = E.q(lo) if lo is not None else None
+        hi = E.q(hi) if hi is not None else None
+        if x.rational:
+            return Exact.of([lo if lo is not None and e < lo else hi if hi is not None and e > hi else e
+                             for e in x.flat()], x.shape)
+        return x.map(lambda e: _clamp_one(e, lo, hi))
+
+    def clamped_log(self, x):
+        """max(log(x), -100) elementwise (binary_cross_entropy's kernel)."""
+        return x.map(_clamped_log_one)
+
+    def ints(self, x) -> list[int]:
+        """The elements of an integer tensor (class indices) as Python ints, in order."""
+        return [int(E.q(e).p) for e in x.flat()]
+
+    def integers(self, values, shape):
+        """A tensor of the given integers (an index tensor's contents, a 0/1 mask)."""
+        return Exact.of([E.fmpq(int(v)) for v in values], tuple(shape))
+
+    def within(self, x, lo, hi) -> bool:
+        """Every element in [lo, hi]? (An element with free symbols is taken as inside: its value
+        is only known when verify binds the symbols.)"""
+        lo, hi = E.q(lo), E.q(hi)
+        for e in x.flat():
+            if getattr(e, "free_symbols", None):
+                continue
+            if E.s_is_nan(e):
+                return False
+            d = e - lo if type(e) is E.fmpq else E.s_norm(E.s_sym(e) - E.s_sym(lo))
+            u = e - hi if type(e) is E.fmpq else E.s_norm(E.s_sym(e) - E.s_sym(hi))
+            if E.s_sign(d) == -1 or E.s_sign(u) == 1:
+                return False
+        return True
 
 
-def _losses_clamped_log(self, x):
-    return x.map(_clamped_log_one)
-
-
-def _losses_ints(self, x) -> list[int]:
-    """The elements of an integer tensor (class indices) as Python ints, in order."""
-    return [int(E.q(e).p) for e in x.flat()]
-
-
-def _losses_within(self, x, lo, hi) -> bool:
-    """Every element in [lo, hi]? (An element with free symbols is taken as inside: its value is
-    only known when verify binds the symbols.)"""
-    lo, hi = E.q(lo), E.q(hi)
-    for e in x.flat():
-        if getattr(e, "free_symbols", None):
-            continue
-        if E.s_is_nan(e):
-            return False
-        d = e - lo if type(e) is E.fmpq else E.s_norm(E.s_sym(e) - E.s_sym(lo))
-        u = e - hi if type(e) is E.fmpq else E.s_norm(E.s_sym(e) - E.s_sym(hi))
-        if E.s_sign(d) == -1 or E.s_sign(u) == 1:
-            return False
-    return True
-
-
-def _losses_integers(self, values, shape):
-    """A tensor of the given integers (an index tensor's contents, a 0/1 mask)."""
-    return Exact.of([E.fmpq(int(v)) for v in values], tuple(shape))
-
-
-ExactBackend.clamp = _losses_clamp
-ExactBackend.integers = _losses_integers
-ExactBackend.clamped_log = _losses_clamped_log
-ExactBackend.ints = _losses_ints
-ExactBackend.within = _losses_within
+for _name, _fn in vars(_Losses).items():
+    if callable(_fn) and not _name.startswith("__"):
+        if hasattr(ExactBackend, _name):  # two families defining one method: say so, never override
+            raise ValueError(f"ExactBackend.{_name} is defined twice")
+        setattr(ExactBackend, _name, _fn)

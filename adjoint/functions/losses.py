@@ -29,7 +29,7 @@ from fractions import Fraction
 from ..errors import Loc, ProblemError
 from ..graph import Tensor
 from ..ops.arith import broadcast_shapes
-from ..ops.losses import BCE, BCE_EPSILON, BCELogits, Nll, Pointwise, SumDim
+from ..ops.losses import BCE, BCE_EPSILON, BCELogits, Nll, Pointwise
 from . import Function, Param
 from .core import binary
 from .views import lower_contiguous, view
@@ -308,7 +308,7 @@ def cross_entropy_probabilities(rt, x: Tensor, target: Tensor, weight: Tensor | 
         w = _class_view(rt, weight, nd, class_dim, loc) if nd > 1 else weight
         prod = rt.apply("mul", [prod, w], None, loc)
     if reduction == "none":
-        return rt.apply("neg", [rt.apply("sum_dim", [prod], SumDim((class_dim,)), loc)], None, loc)
+        return rt.apply("neg", [rt.apply("sum_dim", [prod], ((class_dim,), False), loc)], None, loc)
     neg = rt.apply("neg", [rt.apply("sum", [prod], None, loc)], None, loc)
     if reduction == "sum":
         return neg
@@ -326,7 +326,7 @@ def cross_entropy_smoothed(rt, x: Tensor, target: Tensor, weight: Tensor | None,
     n_classes = logp.shape[class_dim]
     per_class = rt.apply("mul", [logp, _class_view(rt, weight, nd, class_dim, loc)], None, loc) \
         if weight is not None else logp
-    smooth = rt.apply("neg", [rt.apply("sum_dim", [per_class], SumDim((class_dim,)), loc)], None, loc)
+    smooth = rt.apply("neg", [rt.apply("sum_dim", [per_class], ((class_dim,), False), loc)], None, loc)
     classes = B.ints(target.value)
     mask = rt.tensor(B.integers([int(c == ignore_index) for c in classes], target.shape), dtype="bool")
     # masked_fill_ in ATen, on a tensor nothing else holds: the same node, edge and saved mask

@@ -9,7 +9,27 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from ..errors import ProblemError
 from ..functions import call_function
+
+
+def _inputs(c) -> list:
+    """``forward(self, input, target)``'s two arguments, given by position or by name."""
+    names = ("input", "target")
+    got = list(c.args)
+    for k in c.kwargs:
+        if k not in names:
+            raise ProblemError(c.loc, f"{c.module.type}.forward() got an unexpected keyword argument '{k}' (it takes "
+                                      "input, target): Python raises TypeError")
+    for n in names[len(got):]:
+        if n not in c.kwargs:
+            raise ProblemError(c.loc, f"{c.module.type}.forward() missing required argument '{n}': Python raises "
+                                      "TypeError")
+        got.append(c.kwargs[n])
+    if len(got) != 2 or any(n in c.kwargs for n in names[:len(c.args)]):
+        raise ProblemError(c.loc, f"{c.module.type}.forward() takes input and target once each: Python raises "
+                                  "TypeError")
+    return got
 
 
 def _call(c, fn: str, keys: tuple[str, ...], buffers: tuple[str, ...] = ()):
@@ -20,7 +40,7 @@ def _call(c, fn: str, keys: tuple[str, ...], buffers: tuple[str, ...] = ()):
         kwargs[k] = Fraction(v) if isinstance(v, int) and not isinstance(v, bool) else v
     for b in buffers:
         kwargs[b] = c.buffers.get(b)
-    return call_function(c.rt, fn, list(c.args[:2]), kwargs, c.loc)
+    return call_function(c.rt, fn, _inputs(c), kwargs, c.loc)
 
 
 def mse_forward(c):

@@ -70,7 +70,7 @@ class Op:
     kink_doc: str = "--"             # the convention, for docs/ops.md
     outputs: int = 1                 # -1: as many as the shape rule gives (split, unbind)
     differentiable: tuple[bool, ...] | None = None  # per input: can it carry a gradient (None: all); the
-                                     # non-differentiable inputs come last and are no edges of the node
+                                     # ones after the last differentiable input are no edges of the node
     checks: tuple[Check, ...] = ()   # gradient-check cases, away from kinks
     view: bool = False               # the outputs are views of input 0 (share its storage and version)
     layout: Callable | None = None   # views: (shape, strides, offset, p) -> (strides | None, offset)
@@ -84,8 +84,6 @@ def _collect() -> dict[str, Op]:
         for op in family.OPS:
             if op.name in registry:
                 raise ValueError(f"primitive {op.name!r} is defined twice")
-            if op.differentiable is not None and list(op.differentiable) != sorted(op.differentiable, reverse=True):
-                raise ValueError(f"primitive {op.name!r}: non-differentiable inputs must come last")
             registry[op.name] = op
     return registry
 
