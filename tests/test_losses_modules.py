@@ -60,16 +60,19 @@ def _yaml_map(d: dict) -> str:
     return "{" + ", ".join(f"{k}: {str(v).lower() if isinstance(v, bool) else v}" for k, v in d.items()) + "}"
 
 
-def module_problem(mtype, args, buffers, use, target, loss_line: str | None, hooks: str) -> str:
+def module_problem(mtype, args, buffers, use, target, loss_line: str | None, hooks: str,
+                   forward_ends_in_loss: bool | None = None) -> str:
     """Root: fc (Linear 2 -> 3) and the loss module L; the forward either ends in L (``use``
-    with fc's output) or returns fc's output for ``loss_line`` to call L."""
+    with fc's output) or returns fc's output for ``loss_line`` to call L (unless
+    ``forward_ends_in_loss``: then ``loss_line`` is a loss of the module's output)."""
     value, dt = TARGETS[target]
     parts = [f"type: {mtype}"]
     if args:
         parts.append(f"args: {_yaml_map(args)}")
     if buffers:
         parts.append(f"buffers: {_yaml_map(buffers)}")
-    forward = "fc(x)" if loss_line else use.format(h="fc(x)")
+    ends = forward_ends_in_loss if forward_ends_in_loss is not None else not loss_line
+    forward = use.format(h="fc(x)") if ends else "fc(x)"
     return f"""
 name: module_case
 dtype: float64
@@ -210,3 +213,46 @@ def test_loss_module_takes_its_target_by_keyword():
     assert close(v.run.forward.loss.value, loss)
     with pytest.raises(adjoint.ProblemError, match="unexpected keyword argument 'weight'"):
         adjoint.loads(module_problem(*MODULES[5][:5], "L(y, weight=t)", "")).solve()
+
+
+_W3 = [1.0, 2.0, 0.5]
+#: type -> (args, buffers, use, target, torch's module for a reduction)
+EVERY = {
+    "MSELoss": ({}, {}, "L({h}, y3)", "y3", lambda **kw: nn.MSELoss(**kw)),
+    "L1Loss": ({}, {}, "L({h}, y3)", "y3", lambda **kw: nn.L1Loss(**kw)),
+    "SmoothL1Loss": ({"beta": 0.5}, {}, "L({h}, y3)", "y3", lambda **kw: nn.SmoothL1Loss(beta=0.5, **kw)),
+    "HuberLoss": ({"delta": 0.5}, {}, "L({h}, y3)", "y3", lambda **kw: nn.HuberLoss(delta=0.5, **kw)),
+    "CrossEntropyLoss": ({"label_smoothing": 0.25}, {"weight": _W3}, "L({h}, t)", "t",
+                         lambda **kw: nn.CrossEntropyLoss(weight=torch.tensor(_W3, dtype=F64), label_smoothing=0.25,
+                                                          **kw)),
+    "NLLLoss": ({}, {"weight": _W3}, "L({h}, t)", "t",
+                lambda **kw: nn.NLLLoss(weight=torch.tensor(_W3, dtype=F64), **kw)),
+    "BCELoss": ({}, {}, "L(sigmoid({h}), r)", "r", lambda **kw: nn.BCELoss(**kw)),
+    "BCEWithLogitsLoss": ({}, {"weight": _W3, "pos_weight": [3.0, 0.5, 2.0]}, "L({h}, r)", "r",
+                          lambda **kw: nn.BCEWithLogitsLoss(weight=torch.tensor(_W3, dtype=F64),
+                                                            pos_weight=torch.tensor([3.0, 0.5, 2.0], dtype=F64), **kw)),
+    "KLDivLoss": ({}, {}, "L({h}, p)", "p", lambda **kw: nn.KLDivLoss(**kw)),
+}
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("mtype", sorted(EVERY))
+def test_every_module_with_every_reduction(mtype, reduction):
+    """Value, grads and the legacy hook's arguments (the loss's last node), each reduction;
+    an unreduced loss is summed by ``loss:``."""
+    args, buffers, use, target, make = EVERY[mtype]
+    hooks = "hooks: [{module: L, kind: backward}]"
+    text = module_problem(mtype, dict(args, reduction=reduction), buffers, use, target,
+                          "sum(y)" if reduction == "none" else None, hooks, forward_ends_in_loss=True)
+    v = adjoint.loads(text).solve().variants[0]
+    x, fc, L, T = torch_setup(lambda: make(reduction=reduction), target)
+    seen = []
+    L.register_backward_hook(lambda m, gi, go: seen.append((gi, go)))
+    h = fc(x)
+    out = L(torch.sigmoid(h) if "sigmoid" in use else h, T)
+    assert close(v.run.forward.output.value, out)
+    (out.sum() if reduction == "none" else out).backward()
+    assert close(v.run.grads()["x"], x.grad) and close(v.run.grads()["fc.bias"], fc.bias.grad)
+    (call,) = v.hook_calls
+    ((gi, go),) = seen
+    assert same_tuple(call.args["grad_input"], gi) and same_tuple(call.args["grad_output"], go)
