@@ -8,15 +8,16 @@
 * smooth_l1 / huber: the derivative is clamp((x - y) / beta, -1, 1) (huber: clamp(x - y,
   -delta, delta)); at |x - y| = beta both branches agree, at x = y it is 0;
 * binary_cross_entropy clamps each log at -100 (a probability 0 or 1 gives a finite loss,
-  100 per element) and divides its gradient by max(x (1 - x), 1e-12) (1e-12 as the dtype
-  holds it, whatever the dtype), so x = 0 or 1 gives a finite, huge gradient; d/dtarget is
-  -logit(x), +-inf there;
+  100 per element) and divides its gradient by max(x (1 - x), 1e-12), 1e-12 as a float32
+  holds it whatever the dtype (probed), so x = 0 or 1 gives a finite, huge gradient;
+  d/dtarget is -logit(x), +-inf there;
 * nll_loss: rows whose target is ``ignore_index`` give 0 and get gradient 0; the mean divides
   by the total weight of the other rows (no row left: 0/0, nan, refused in the forward).
 
 A tensor PyTorch saves but does not differentiate (the class indices, ``weight``,
-``pos_weight``, nll's ``total_weight``) is a non-differentiable input, last: it is no edge of
-the node but it is packed like any saved tensor. An optional one that is absent is a separate
+``pos_weight``, nll's ``total_weight``: the kernel's second output, computed by the lowering)
+is a non-differentiable input, last: it is no edge of the node but it is packed like any
+saved tensor (in the order the node packs them, probed with ``saved_tensors_hooks``). An optional one that is absent is a separate
 primitive (``nll_loss`` / ``nll_loss_w``), since what the node saves differs.
 
 Also here, clearly apart at the end: the few general primitives the composite losses
@@ -50,6 +51,8 @@ class Pointwise:
 
 @dataclass(frozen=True)
 class BCE:
+    """binary_cross_entropy's reduction and the gradient's denominator floor."""
+
     reduction: str
     eps: Fraction = BCE_EPSILON
 
@@ -65,7 +68,7 @@ class BCELogits:
 
 @dataclass(frozen=True)
 class Nll:
-    """nll_loss's arguments; ``none_shape``: the output shape with ``reduction="none"``."""
+    """nll_loss's reduction and ignore_index."""
 
     reduction: str
     ignore_index: int = -100
