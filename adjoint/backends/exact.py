@@ -309,3 +309,92 @@ def _element(x: Exact, flat: int, out_shape) -> str:
 # ----------------------------------------------------------------------------- families
 # Backend methods a family of ops needs are added to ExactBackend in the family's own block
 # below (activations, reductions, nn, losses), to keep additions apart.
+
+
+# ----------------------------------------------------------------------------- losses
+# What the loss primitives (adjoint/ops/losses.py) need beyond the common methods: clamps,
+# PyTorch's log clamped at -100 (binary_cross_entropy), integer contents (class indices).
+
+def _clamp_one(e, lo, hi):
+    """max(lo, min(hi, e)) for one element; lo / hi are rationals or None (no bound)."""
+    if E.s_is_nan(e):
+        return e
+    if lo is not None and hi is not None and lo > hi:  # torch.clamp: max(min(x, hi), lo) is lo when lo > hi
+        return lo
+    sym = getattr(e, "free_symbols", None)
+    if sym:
+        out = E.s_sym(e)
+        if hi is not None:
+            out = sympy.Min(E.s_sym(hi), out)
+        if lo is not None:
+            out = sympy.Max(E.s_sym(lo), out)
+        return out
+    if lo is not None and E.s_sign(E.s_norm(E.s_sym(e) - E.s_sym(lo)) if type(e) is not E.fmpq else e - lo) == -1:
+        return lo
+    if hi is not None and E.s_sign(E.s_norm(E.s_sym(e) - E.s_sym(hi)) if type(e) is not E.fmpq else e - hi) == 1:
+        return hi
+    return e
+
+
+#: log(x) >= -100 exactly when x >= exp(-100); compared to 60 digits (a rational input is never
+#: within 1e-50 relative of exp(-100) unless it was made to be).
+_LOG_FLOOR_AT = sympy.exp(-100)
+
+
+def _clamped_log_one(e):
+    """max(log(e), -100), as binary_cross_entropy's kernel computes each log (e in [0, 1])."""
+    if getattr(e, "free_symbols", None):
+        return sympy.Max(sympy.log(E.s_sym(e)), -100)
+    if E.s_sign(e) == 0:
+        return E.fmpq(-100)
+    v = E.s_approx(e, 60)
+    if v is not None and v < E.s_approx(_LOG_FLOOR_AT, 60):
+        return E.fmpq(-100)
+    return E.s_log(e)
+
+
+class _Losses:
+    """The losses' backend methods (bound onto ExactBackend below)."""
+
+    def clamp(self, x, lo=None, hi=None):
+        """Elementwise clamp to [lo, hi] (either bound None: open); free symbols give Max / Min."""
+        lo = E.q(lo) if lo is not None else None
+        hi = E.q(hi) if hi is not None else None
+        if x.rational:
+            return Exact.of([lo if lo is not None and e < lo else hi if hi is not None and e > hi else e
+                             for e in x.flat()], x.shape)
+        return x.map(lambda e: _clamp_one(e, lo, hi))
+
+    def clamped_log(self, x):
+        """max(log(x), -100) elementwise (binary_cross_entropy's kernel)."""
+        return x.map(_clamped_log_one)
+
+    def ints(self, x) -> list[int]:
+        """The elements of an integer tensor (class indices) as Python ints, in order."""
+        return [int(E.q(e).p) for e in x.flat()]
+
+    def integers(self, values, shape):
+        """A tensor of the given integers (an index tensor's contents, a 0/1 mask)."""
+        return Exact.of([E.fmpq(int(v)) for v in values], tuple(shape))
+
+    def within(self, x, lo, hi) -> bool:
+        """Every element in [lo, hi]? (An element with free symbols is taken as inside: its value
+        is only known when verify binds the symbols.)"""
+        lo, hi = E.q(lo), E.q(hi)
+        for e in x.flat():
+            if getattr(e, "free_symbols", None):
+                continue
+            if E.s_is_nan(e):
+                return False
+            d = e - lo if type(e) is E.fmpq else E.s_norm(E.s_sym(e) - E.s_sym(lo))
+            u = e - hi if type(e) is E.fmpq else E.s_norm(E.s_sym(e) - E.s_sym(hi))
+            if E.s_sign(d) == -1 or E.s_sign(u) == 1:
+                return False
+        return True
+
+
+for _name, _fn in vars(_Losses).items():
+    if callable(_fn) and not _name.startswith("__"):
+        if hasattr(ExactBackend, _name):  # two families defining one method: say so, never override
+            raise ValueError(f"ExactBackend.{_name} is defined twice")
+        setattr(ExactBackend, _name, _fn)
