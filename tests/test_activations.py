@@ -1,0 +1,243 @@
+"""Activations, clamp, softmax, maximum / minimum, where and pow against real torch: node chains,
+values, grads, the legacy hook's grad_input and the saved-tensor pack / unpack sequence
+(tests/opcheck.py), at the kinks too (0 for the relu family, the bounds for clamp and
+hardtanh, ties for maximum)."""
+
+from fractions import Fraction
+
+import pytest
+from conftest import require_torch
+
+torch = require_torch()
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
+import adjoint  # noqa: E402
+from adjoint.errors import ProblemError  # noqa: E402
+from adjoint.runtime import Runtime  # noqa: E402
+from adjoint.backends.exact import ExactBackend  # noqa: E402
+from adjoint.exact import Exact  # noqa: E402
+from adjoint.functions import call_function  # noqa: E402
+from nodechain import chain  # noqa: E402
+from opcheck import Lambda, compare, case, expr_child  # noqa: E402
+
+X = {"a": ([[1, -2, 0, 3], [0.5, -1, 2, -0.25]], True)}
+X_BOUNDS = {"a": ([[-1, 1, 0, -2], [2, 0.5, -0.5, 1]], True)}
+AB = {"a": ([[1, -2, 0], [3, 0.5, 2]], True), "b": ([1, 0, 2], True)}
+
+UNARY = [
+    ("F.relu(a)", lambda a: F.relu(a), X),
+    ("torch.relu(a)", lambda a: torch.relu(a), X),
+    ("a.relu()", lambda a: a.relu(), X),
+    ("F.leaky_relu(a)", lambda a: F.leaky_relu(a), X),
+    ("F.leaky_relu(a, 0.2)", lambda a: F.leaky_relu(a, 0.2), X),
+    ("F.leaky_relu(a, negative_slope=-0.5)", lambda a: F.leaky_relu(a, negative_slope=-0.5), X),
+    ("F.gelu(a)", lambda a: F.gelu(a), X),
+    ("F.gelu(a, approximate='tanh')", lambda a: F.gelu(a, approximate="tanh"), X),
+    ("F.silu(a)", lambda a: F.silu(a), X),
+    ("F.elu(a)", lambda a: F.elu(a), X),
+    ("F.elu(a, 0.5)", lambda a: F.elu(a, 0.5), X),
+    ("F.softplus(a)", lambda a: F.softplus(a), X),
+    ("F.softplus(a, 2, 2)", lambda a: F.softplus(a, 2, 2), {"a": ([[1, -2, 0, 3], [0.5, 1.5, 2, -0.25]], True)}),
+    ("F.hardtanh(a)", lambda a: F.hardtanh(a), X_BOUNDS),
+    ("F.hardtanh(a, -0.5, 2)", lambda a: F.hardtanh(a, -0.5, 2), X_BOUNDS),
+    ("torch.clamp(a, -1, 1)", lambda a: torch.clamp(a, -1, 1), X_BOUNDS),
+    ("a.clamp(min=0)", lambda a: a.clamp(min=0), X_BOUNDS),
+    ("a.clamp(max=0.5)", lambda a: a.clamp(max=0.5), X_BOUNDS),
+    ("torch.clamp(a, 1, -1)", lambda a: torch.clamp(a, 1, -1), X_BOUNDS),
+    ("a.clip(-0.5, 0.5)", lambda a: a.clip(-0.5, 0.5), X_BOUNDS),
+    ("torch.softmax(a, 1)", lambda a: torch.softmax(a, 1), X),
+    ("F.softmax(a, dim=0)", lambda a: F.softmax(a, dim=0), X),
+    ("a.softmax(-1)", lambda a: a.softmax(-1), X),
+    ("F.log_softmax(a, 1)", lambda a: F.log_softmax(a, 1), X),
+    ("a.log_softmax(dim=0)", lambda a: a.log_softmax(dim=0), X),
+    ("a.exp()", lambda a: a.exp(), X),
+    ("a.tanh()", lambda a: a.tanh(), X),
+    ("a.sigmoid()", lambda a: a.sigmoid(), X),
+    ("a.abs()", lambda a: a.abs(), X),
+    ("a.sin()", lambda a: a.sin(), X),
+    ("a.cos()", lambda a: a.cos(), X),
+    ("torch.pow(a, 2)", lambda a: torch.pow(a, 2), X),
+    ("a.pow(3)", lambda a: a.pow(3), X),
+    ("torch.pow(2, a)", lambda a: torch.pow(2, a), X),
+]
+
+
+@pytest.mark.parametrize("expr,fn,inputs", UNARY, ids=[u[0] for u in UNARY])
+def test_unary_against_torch(expr, fn, inputs):
+    assert case(inputs, expr, fn) == []
+
+
+POSITIVE = {"a": ([[1, 2, 0.5], [3, 0.25, 4]], True), "b": ([[2, 0.5, 1], [1, 3, 0.5]], True)}
+
+BINARY = [
+    ("torch.maximum(a, b)", lambda a, b: torch.maximum(a, b), AB),
+    ("torch.minimum(a, b)", lambda a, b: torch.minimum(a, b), AB),
+    ("a.maximum(b)", lambda a, b: a.maximum(b), AB),
+    ("torch.max(a, b)", lambda a, b: torch.max(a, b), AB),
+    ("torch.min(a, other=b)", lambda a, b: torch.min(a, other=b), AB),
+    ("torch.pow(a, b)", lambda a, b: torch.pow(a, b), POSITIVE),
+    ("a.pow(b)", lambda a, b: a.pow(b), POSITIVE),
+    ("torch.clamp(a, b, b + 1)", lambda a, b: torch.clamp(a, b, b + 1), AB),
+    ("torch.clamp(a, min=b)", lambda a, b: torch.clamp(a, min=b), AB),
+    ("torch.clamp(a, max=b)", lambda a, b: torch.clamp(a, max=b), AB),
+    ("torch.clamp(a, b + 1, b)", lambda a, b: torch.clamp(a, b + 1, b), AB),
+]
+
+
+@pytest.mark.parametrize("expr,fn,inputs", BINARY, ids=[b[0] for b in BINARY])
+def test_binary_against_torch(expr, fn, inputs):
+    assert case(inputs, expr, fn) == []
+
+
+def test_maximum_with_one_side_not_requiring_grad():
+    inputs = {"a": AB["a"], "b": (AB["b"][0], False)}
+    assert case(inputs, "torch.maximum(a, b)", lambda a, b: torch.maximum(a, b)) == []
+    assert case(inputs, "torch.clamp(a, b - 1, b)", lambda a, b: torch.clamp(a, b - 1, b)) == []
+
+
+# ----------------------------------------------------------------------------- in place
+
+INPLACE = [
+    ("F.relu(c, inplace=True)", lambda c: F.relu(c, inplace=True)),
+    ("torch.relu_(c)", lambda c: torch.relu_(c)),
+    ("F.leaky_relu(c, 0.1, True)", lambda c: F.leaky_relu(c, 0.1, True)),
+    ("F.leaky_relu_(c, 0.3)", lambda c: F.leaky_relu_(c, 0.3)),
+    ("F.elu(c, inplace=True)", lambda c: F.elu(c, inplace=True)),
+    ("F.elu_(c, 2)", lambda c: F.elu_(c, 2)),
+    ("F.hardtanh(c, inplace=True)", lambda c: F.hardtanh(c, inplace=True)),
+    ("F.hardtanh_(c, -0.5, 0.5)", lambda c: F.hardtanh_(c, -0.5, 0.5)),
+    ("F.silu(c, inplace=True)", lambda c: F.silu(c, inplace=True)),
+    ("c.clamp_(-1, 1)", lambda c: c.clamp_(-1, 1)),
+    ("c.clamp_(min=0)", lambda c: c.clamp_(min=0)),
+    ("c.clip_(max=0)", lambda c: c.clip_(max=0)),
+]
+
+
+@pytest.mark.parametrize("call,fn", INPLACE, ids=[i[0] for i in INPLACE])
+def test_inplace_against_torch(call, fn):
+    # the in-place op runs on a non-leaf (c = a * 1): its node's first edge is MulBackward0,
+    # and ops that save self clone it first (one more sequence_nr)
+    child = expr_child(["a"], "")
+    child = child.replace('"forward": ""', '"forward": ' + '"c = a * 1\\nd = ' + call.replace('"', '\\"')
+                          + '\\nreturn d * 2"')
+    assert compare(X_BOUNDS, child, Lambda(lambda a: fn(a * 1) * 2)) == []
+
+
+@pytest.mark.parametrize("call,slope", [("F.leaky_relu_(c, -0.5)", "leakyReLu"), ("F.elu_(c, -0.5)", "elu")])
+def test_inplace_negative_slope_raises_in_backward(call, slope):
+    text = f"""
+name: neg
+inputs:
+  a: {{value: [1, -2], requires_grad: true}}
+model:
+  inputs: [a]
+  forward: |
+    c = a * 1
+    d = {call}
+    return d.sum()
+"""
+    v = adjoint.loads(text).solve().variants[0].to_json()
+    x = torch.tensor([1., -2.], requires_grad=True)
+    c = x * 1
+    d = eval(call, {"F": F, "c": c})  # the same call, in torch
+    with pytest.raises(RuntimeError) as err:
+        d.sum().backward()
+    assert v["error"]["during"] == "backward"
+    assert v["error"]["message"] == str(err.value)
+    assert f"In-place {slope} backward calculation is triggered with a negative slope" in str(err.value)
+
+
+# ----------------------------------------------------------------------------- modules
+
+MODULES = [
+    ("{type: LeakyReLU}", nn.LeakyReLU(), X),
+    ("{type: LeakyReLU, args: {negative_slope: 0.2, inplace: true}}", None, X),
+    ("{type: GELU}", nn.GELU(), X),
+    ("{type: GELU, args: {approximate: tanh}}", nn.GELU(approximate="tanh"), X),
+    ("{type: SiLU}", nn.SiLU(), X),
+    ("{type: ELU, args: {alpha: 0.5}}", nn.ELU(alpha=0.5), X),
+    ("{type: Softplus, args: {beta: 2, threshold: 2}}", nn.Softplus(beta=2, threshold=2), X),
+    ("{type: Softmax, args: {dim: 1}}", nn.Softmax(dim=1), X),
+    ("{type: Softmax}", nn.Softmax(), X),
+    ("{type: LogSoftmax, args: {dim: 0}}", nn.LogSoftmax(dim=0), X),
+    ("{type: LogSoftmax}", nn.LogSoftmax(), {"a": ([[1, -2], [0, 3], [0.5, 1]], True)}),
+    ("{type: Flatten}", nn.Flatten(), {"a": ([[[1, 2], [3, 4]], [[5, 6], [7, 8]]], True)}),
+    ("{type: Flatten, args: {start_dim: 0, end_dim: 1}}", nn.Flatten(0, 1), {"a": ([[[1, 2], [3, 4]]], True)}),
+    ("{type: Unflatten, args: {dim: 1, unflattened_size: [2, 2]}}", nn.Unflatten(1, (2, 2)), X),
+]
+
+
+@pytest.mark.parametrize("child,module,inputs", MODULES, ids=[m[0] for m in MODULES])
+def test_module_against_torch(child, module, inputs):
+    if module is None:  # an in-place module cannot run on a leaf: feed it a * 1 in both
+        inner = nn.LeakyReLU(0.2, inplace=True)
+        module = Lambda(lambda a: inner(a * 1))
+        forward = "h = m(a * 1)\nreturn (h * W).sum()"
+        assert compare(inputs, child, module, forward) == []
+        return
+    assert compare(inputs, child, module) == []
+
+
+# ----------------------------------------------------------------------------- where
+
+def _runtime():
+    return Runtime(ExactBackend("float64"), "float64")
+
+
+def test_where_node_edges_and_saves_match_torch():
+    # a bool condition cannot come from a problem file (no comparisons, no bool dtype): the
+    # engine is driven directly, as a lowering would
+    rt = _runtime()
+    x = rt.leaf(Exact.of([1, -2, 3], (3,)), True, name="x")
+    y = rt.leaf(Exact.of([4, 5, 6], (3,)), True, name="y")
+    cond = rt.leaf(Exact.of([1, 0, 1], (3,)), False, dtype="bool", name="c")
+    out = call_function(rt, "where", [cond, x, y], {}, None)
+    tx = torch.tensor([1., -2, 3], dtype=torch.float64, requires_grad=True)
+    ty = torch.tensor([4., 5, 6], dtype=torch.float64, requires_grad=True)
+    tout = torch.where(torch.tensor([True, False, True]), tx, ty)
+    assert chain(out, {id(x): "x", id(y): "y"}) == chain(tout, {id(tx): "x", id(ty): "y"})
+    assert out.value.strings() == ["1", "5", "3"]
+    assert [sv.name for sv in out.grad_fn.saved] == ["condition"]
+    number = call_function(rt, "where", [cond, x, Fraction(0)], {}, None)
+    tnum = torch.where(torch.tensor([True, False, True]), tx, 0.)
+    assert chain(number, {id(x): "x"}) == chain(tnum, {id(tx): "x"})
+
+
+def test_where_needs_a_bool_condition():
+    text = """
+name: w
+inputs:
+  x: {value: [1, -2], requires_grad: true}
+  c: [1, 0]
+model:
+  inputs: [x, c]
+  forward: "torch.where(c, x, 0).sum()"
+"""
+    with pytest.raises(ProblemError) as err:
+        adjoint.loads(text).solve()
+    with pytest.raises(RuntimeError) as theirs:
+        torch.where(torch.tensor([1., 0.]), torch.tensor([1., -2.]), 0.)
+    assert str(theirs.value) in str(err.value)
+
+
+# ----------------------------------------------------------------------------- refusals
+
+@pytest.mark.parametrize("expr,needle", [
+    ("softmax(a)", "needs dim="),
+    ("torch.clamp(a)", "At least one of 'min' or 'max' must not be None"),
+    ("F.gelu(a, approximate='erf')", "approximate argument must be either none or tanh"),
+    ("torch.maximum(a, 2)", "must be a Tensor"),
+])
+def test_refusals(expr, needle):
+    text = f"""
+name: r
+inputs:
+  a: {{value: [1, -2], requires_grad: true}}
+model:
+  inputs: [a]
+  forward: "{expr}"
+"""
+    with pytest.raises(ProblemError) as err:
+        adjoint.loads(text).solve()
+    assert needle in str(err.value)
