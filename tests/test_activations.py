@@ -241,3 +241,65 @@ model:
     with pytest.raises(ProblemError) as err:
         adjoint.loads(text).solve()
     assert needle in str(err.value)
+
+
+def test_inplace_on_a_view_rewrites_the_base_history():
+    # F.relu(c[0], inplace=True): ReluBackward0 inside CopySlices, c's new grad_fn
+    child = expr_child(["a"], "c = a * 1\nd = F.leaky_relu(c[0], 0.5, inplace=True)\nreturn c * 2")
+
+    def fn(a):
+        c = a * 1
+        F.leaky_relu(c[0], 0.5, inplace=True)
+        return c * 2
+    assert compare(X, child, Lambda(fn)) == []
+
+
+@pytest.mark.parametrize("child,module", [
+    ("{type: ELU, args: {alpha: 2, inplace: true}}", nn.ELU(alpha=2, inplace=True)),
+    ("{type: SiLU, args: {inplace: true}}", nn.SiLU(inplace=True)),
+    ("{type: ReLU, args: {inplace: true}}", nn.ReLU(inplace=True)),
+])
+def test_inplace_modules_against_torch(child, module):
+    forward = "h = m(a * 1)\nreturn (h * W).sum()"
+    assert compare(X, child, Lambda(lambda a: module(a * 1)), forward) == []
+
+
+ZERO_D = [
+    ("F.leaky_relu(a, 0.5)", lambda a: F.leaky_relu(a, 0.5)),
+    ("a.clamp(0, 1)", lambda a: a.clamp(0, 1)),
+    ("a.softmax(0)", lambda a: a.softmax(0)),
+    ("F.log_softmax(a, -1)", lambda a: F.log_softmax(a, -1)),
+]
+
+
+@pytest.mark.parametrize("expr,fn", ZERO_D, ids=[z[0] for z in ZERO_D])
+def test_zero_d_inputs(expr, fn):
+    assert case({"a": (-0.5, True)}, expr, fn) == []
+
+
+def test_softmax_of_a_3d_tensor_along_each_dim():
+    x3 = {"a": ([[[1, -2], [0.5, 3]], [[0.25, -1], [2, 1]]], True)}
+    for d in (0, 1, 2):
+        assert case(x3, f"F.softmax(a, {d})", lambda a, d=d: F.softmax(a, d)) == []
+        assert case(x3, f"a.log_softmax({d})", lambda a, d=d: a.log_softmax(d)) == []
+
+
+def test_free_symbols_give_piecewise_closed_forms_that_match_torch():
+    # a kink test on a free symbol is a Piecewise; bound by symbols:, it is PyTorch's number
+    text = """
+name: sym
+dtype: float64
+inputs:
+  a: {value: [w, -0.5, 2], requires_grad: true}
+symbols: {w: -1.5}
+model:
+  inputs: [a]
+  forward: "(F.leaky_relu(a, 0.25) * F.hardtanh(a, -1, 1) + F.elu(a) * torch.clamp(a, -1)).sum()"
+"""
+    p = adjoint.loads(text)
+    exact = p.solve().variants[0]
+    assert "Piecewise" in str(exact.grads["a"].strings()[0])
+    numeric = p.solve(numeric=True).variants[0]
+    a = torch.tensor([-1.5, -0.5, 2], dtype=torch.float64, requires_grad=True)
+    (F.leaky_relu(a, 0.25) * F.hardtanh(a, -1, 1) + F.elu(a) * torch.clamp(a, -1)).sum().backward()
+    assert numeric.grads["a"].floats() == pytest.approx(a.grad.tolist(), rel=1e-12)

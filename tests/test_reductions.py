@@ -134,3 +134,44 @@ model:
     with pytest.raises(ProblemError) as err:
         adjoint.loads(text).solve()
     assert "free symbols" in str(err.value)
+
+
+def test_variance_over_too_few_elements_is_refused():
+    # PyTorch gives nan (and warns): a forward value no exact prediction follows
+    text = """
+name: v
+inputs:
+  a: {value: [[1, 2]], requires_grad: true}
+model:
+  inputs: [a]
+  forward: "a.var(0).sum()"
+"""
+    with pytest.raises(ProblemError) as err:
+        adjoint.loads(text).solve()
+    assert "VarBackward0" in str(err.value) and "nan" in str(err.value)
+    with pytest.warns(UserWarning, match="degrees of freedom is <= 0"):
+        assert torch.tensor([[1., 2.]]).var(0).isnan().all()
+
+
+@pytest.mark.parametrize("expr,fn", [
+    ("a.max()", lambda a: a.max()),
+    ("a.sum(0)", lambda a: a.sum(0)),
+    ("a.amax(-1)", lambda a: a.amax(-1)),
+    ("a.norm(dim=0)", lambda a: a.norm(dim=0)),
+    ("a.max(0)[0]", lambda a: a.max(0)[0]),
+])
+def test_zero_d_reductions(expr, fn):
+    assert case({"a": (-0.5, True)}, expr, fn) == []
+
+
+def test_kink_notes_name_the_convention():
+    text = """
+name: k
+inputs:
+  a: {value: [[3, 1, 3]], requires_grad: true}
+model:
+  inputs: [a]
+  forward: "a.amax() + a.max(1)[0].sum()"
+"""
+    notes = adjoint.loads(text).solve().variants[0].kinks
+    assert any("split the gradient evenly" in n for n in notes)

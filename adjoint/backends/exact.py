@@ -302,7 +302,10 @@ def _index(flat: int, shape) -> str:
 def _element(x: Exact, flat: int, out_shape) -> str:
     if x.size == 1:
         return E.s_str(x.item())
-    b = np.broadcast_to(x.a, out_shape).reshape(-1)
+    try:
+        b = np.broadcast_to(x.a, out_shape).reshape(-1)
+    except ValueError:  # a reduction's operand: no element of it corresponds to one of the result
+        return f"a tensor of shape {list(x.shape)}"
     return E.s_str(b[flat])
 
 
