@@ -112,3 +112,48 @@ model:
     with pytest.raises(ProblemError) as ours:
         adjoint.loads(text).solve()
     assert str(theirs.value) in str(ours.value)
+
+
+def _sequence_numbers(t, of_node, edges_of, name_of):
+    out, seen = [], set()
+
+    def walk(n):
+        if n is None or id(n) in seen:
+            return
+        seen.add(id(n))
+        if "AccumulateGrad" not in name_of(n):
+            out.append(of_node(n))
+        for c in edges_of(n):
+            walk(c)
+    walk(t.grad_fn)
+    out.sort()
+    return [s - out[0] for s in out]
+
+
+def test_should_fold_uses_up_a_sequence_number_for_the_dropped_transpose():
+    # (1,2,3) @ (4,3,2), both requiring grad: squeeze(0) of a, then should_fold makes b.mT and
+    # drops it (a sequence number used), then the fold's own b.mT: a gap of one after the squeeze
+    from opcheck import expr_child, problem_text
+    a = torch.tensor(values((1, 2, 3)), dtype=torch.float64, requires_grad=True)
+    b = torch.tensor(values((4, 3, 2), 3), dtype=torch.float64, requires_grad=True)
+    h = a @ b
+    theirs = _sequence_numbers(h, lambda n: n._sequence_nr(), lambda n: [f for f, _ in n.next_functions],
+                               lambda n: n.name())
+    text = problem_text({"a": (values((1, 2, 3)), True), "b": (values((4, 3, 2), 3), True)},
+                        expr_child(["a", "b"], "a @ b"), tuple(h.shape))
+    m = adjoint.loads(text).solve().variants[0].run.forward.names["m"]
+    ours = _sequence_numbers(m, lambda n: n.seq, lambda n: [e.node if e else None for e in n.edges],
+                             lambda n: n.name)
+    assert ours == theirs == [0, 2, 3, 4, 5, 6, 7, 8, 9]
+
+
+def test_attention_chain_against_torch():
+    # batched scores, softmax over the last dim, batched product with the values, GELU
+    import torch.nn.functional as F
+    inputs = {"x": ([[[0.5, -1, 0.25], [1, 0.5, -0.5]], [[-0.25, 1, 0], [0.5, 0.5, 1]]], True),
+              "wq": ([[0.5, 0, -0.5], [1, 0.25, 0], [0, -0.5, 0.5]], True)}
+    expr = "q = x @ wq\ns = q @ x.mT\np = F.softmax(s, dim=-1)\nreturn F.gelu(p @ x)"
+
+    def fn(x, wq):
+        return F.gelu(F.softmax((x @ wq) @ x.mT, dim=-1) @ x)
+    assert case(inputs, expr, fn) == []

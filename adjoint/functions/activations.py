@@ -71,6 +71,8 @@ def _alpha(a, loc):
 
 
 def _hardtanh_bounds(a, loc):
+    if a["min_val"] > a["max_val"]:
+        raise ProblemError(loc, "min_val cannot be greater than max_val: F.hardtanh raises ValueError")
     return (a["min_val"], a["max_val"])
 
 
