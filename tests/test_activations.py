@@ -202,6 +202,10 @@ def test_where_node_edges_and_saves_match_torch():
     number = call_function(rt, "where", [cond, x, Fraction(0)], {}, None)
     tnum = torch.where(torch.tensor([True, False, True]), tx, 0.)
     assert chain(number, {id(x): "x"}) == chain(tnum, {id(tx): "x"})
+    first = call_function(rt, "where", [cond, Fraction(1, 2), y], {}, None)
+    tfirst = torch.where(torch.tensor([True, False, True]), 0.5, ty)
+    assert chain(first, {id(y): "y"}) == chain(tfirst, {id(ty): "y"})
+    assert first.value.strings() == ["1/2", "5", "1/2"]
 
 
 def test_where_needs_a_bool_condition():
@@ -310,3 +314,32 @@ model:
     a = torch.tensor([-1.5, -0.5, 2], dtype=torch.float64, requires_grad=True)
     (F.leaky_relu(a, 0.25) * F.hardtanh(a, -1, 1) + F.elu(a) * torch.clamp(a, -1)).sum().backward()
     assert numeric.grads["a"].floats() == pytest.approx(a.grad.tolist(), rel=1e-12)
+
+
+def test_where_gradients_with_broadcasting_match_torch():
+    from adjoint.ops import REGISTRY
+    rt = _runtime()
+    B = rt.B
+    cond_v = [[1], [0]]
+    x = rt.leaf(Exact.of([1, -2, 3, 4, 5, 6], (2, 3)), True)
+    y = rt.leaf(Exact.of([7, 8, 9], (3,)), True)
+    cond = rt.leaf(Exact.of([1, 0], (2, 1)), False, dtype="bool")
+    out = call_function(rt, "where", [cond, x, y], {}, None)
+    g = Exact.of([1, 2, 3, 4, 5, 6], (2, 3))
+    gx, gy = REGISTRY["where"].vjp(B, [g], [x.value, y.value, cond.value], [out.value], None, [True, True])
+    tx = torch.tensor([[1., -2, 3], [4, 5, 6]], dtype=torch.float64, requires_grad=True)
+    ty = torch.tensor([7., 8, 9], dtype=torch.float64, requires_grad=True)
+    tout = torch.where(torch.tensor(cond_v, dtype=torch.bool), tx, ty)
+    tout.backward(torch.tensor([[1., 2, 3], [4, 5, 6]], dtype=torch.float64))
+    assert out.value.floats() == tout.tolist()
+    assert gx.floats() == tx.grad.tolist() and gy.floats() == ty.grad.tolist()
+
+
+@pytest.mark.parametrize("call,fn", [
+    ("c.clamp_(b)", lambda c, b: c.clamp_(b)),
+    ("c.clamp_(b - 1, b)", lambda c, b: c.clamp_(b - 1, b)),
+    ("c.clamp_(max=b)", lambda c, b: c.clamp_(max=b)),
+])
+def test_inplace_clamp_with_tensor_bounds(call, fn):
+    child = expr_child(["a", "b"], f"c = a * 1\nd = {call}\nreturn d * 2")
+    assert compare(AB, child, Lambda(lambda a, b: fn(a * 1, b) * 2)) == []

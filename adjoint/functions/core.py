@@ -2,9 +2,12 @@
 
 ``2 - x`` is ``rsub``, ``2 / x`` is ``reciprocal`` then ``mul``, ``v @ M`` with a 1-D ``v``
 is ``unsqueeze``/``mm``/``squeeze_``, ``F.linear`` on a 1-D input is ``view``/``t``/``addmm``/
-``view``: each lowering decides, from the operands' shapes and kinds, which primitives
-(:mod:`adjoint.ops`) PyTorch applies, in which order, and hands them to the runtime. Shape
-errors are worded as PyTorch words them.
+``view``, a batched ``a @ b`` is at::matmul's fold into ``mm``/``mv`` or its expand / reshape /
+``bmm`` / ``_unsafe_view`` chain (decided from ranks, strides and ``requires_grad``, as
+``_matmul_impl`` and ``should_fold`` decide): each lowering decides, from the operands' shapes
+and kinds, which primitives (:mod:`adjoint.ops`) PyTorch applies, in which order, and hands
+them to the runtime. Shape errors are worded as PyTorch words them. The v1 one-tensor
+functions (``tanh``, ``exp``, ...) are Tensor methods too.
 """
 
 from __future__ import annotations

@@ -256,6 +256,7 @@ _MAX_ALL, _MIN_ALL = _extreme_all(True), _extreme_all(False)
 _AMAX, _AMIN = _extreme_dims(True), _extreme_dims(False)
 _MAX_DIM, _MIN_DIM = _select_dim(True), _select_dim(False)
 _DIM1 = (Check(((2, 3),), ((1,), False)), Check(((2, 3),), ((0, 1), True)))
+_SELECT = (Check(((2, 3),), (1, False)), Check(((2, 3),), (0, True)))
 
 OPS = (
     Op("sum", "SumBackward0", sum_forward, sum_vjp, scalar_shape, (), "g broadcast to a's shape", checks=(Check(((2, 2),)),)),
@@ -281,10 +282,10 @@ OPS = (
        kink_doc="ties: g split evenly", checks=_DIM1),
     Op("max_dim", "MaxBackward0", _MAX_DIM[0], _MAX_DIM[1], select_dim_shape, (Save("indices", "in", 1),),
        "g at the saved index along dim", grows=False, differentiable=(True, False), kink=ties_kink,
-       kink_doc="ties: all of g to the first index", checks=(Check(((2, 3),), (1, False)), Check(((2, 3),), (0, True)))),
+       kink_doc="ties: all of g to the first index", checks=_SELECT),
     Op("min_dim", "MinBackward0", _MIN_DIM[0], _MIN_DIM[1], select_dim_shape, (Save("indices", "in", 1),),
        "g at the saved index along dim", grows=False, differentiable=(True, False), kink=ties_kink,
-       kink_doc="ties: all of g to the first index", checks=(Check(((2, 3),), (1, False)), Check(((2, 3),), (0, True)))),
+       kink_doc="ties: all of g to the first index", checks=_SELECT),
     Op("norm", "LinalgVectorNormBackward0", norm_forward, norm_vjp, norm_shape, _SELF_RESULT,
        "2-norm: a * g / out (0 when out = 0); p-norm: norm_backward", kink=norm_kink,
        kink_doc="0 at the zero vector; order < 1: 0 at zero elements; inf: ties split evenly",
