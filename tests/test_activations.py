@@ -343,3 +343,24 @@ def test_where_gradients_with_broadcasting_match_torch():
 def test_inplace_clamp_with_tensor_bounds(call, fn):
     child = expr_child(["a", "b"], f"c = a * 1\nd = {call}\nreturn d * 2")
     assert compare(AB, child, Lambda(lambda a, b: fn(a * 1, b) * 2)) == []
+
+
+SIGNED_ZERO = [
+    ("torch.clamp(a * -1, -1, 1).sqrt()", lambda a, b: torch.clamp(a * -1, -1, 1).sqrt()),
+    ("F.hardtanh(a * -1).sqrt()", lambda a, b: F.hardtanh(a * -1).sqrt()),
+    ("torch.maximum(a * -1, b * 0).sqrt()", lambda a, b: torch.maximum(a * -1, b * 0).sqrt()),
+    ("torch.minimum(a * -1, b * 0 + 1).sqrt()", lambda a, b: torch.minimum(a * -1, b * 0 + 1).sqrt()),
+    ("torch.clamp(a * -1, b * 0 - 1, b * 0 + 1).sqrt()", lambda a, b: torch.clamp(a * -1, b * 0 - 1, b * 0 + 1).sqrt()),
+    ("F.elu(a * -1).sqrt()", lambda a, b: F.elu(a * -1).sqrt()),
+    ("F.leaky_relu(a * -1).sqrt()", lambda a, b: F.leaky_relu(a * -1).sqrt()),
+    ("F.gelu(a * -1).sqrt()", lambda a, b: F.gelu(a * -1).sqrt()),
+    ("F.silu(a * -1).sqrt()", lambda a, b: F.silu(a * -1).sqrt()),
+]
+
+
+@pytest.mark.parametrize("expr,fn", SIGNED_ZERO, ids=[z[0] for z in SIGNED_ZERO])
+def test_negative_zero_passes_through_as_in_torch(expr, fn):
+    # a * -1 at a = 0 is -0.0; sqrt'(-0.0) = -inf: the sign of the gradient shows whether the op
+    # returned -0.0 (clamp, maximum, elu, gelu, ... keep it; the chosen operand's float)
+    inputs = {"a": ([0, -0.25, 0], True), "b": ([0, 1, -0.5], True)}
+    assert case(inputs, expr, fn) == []

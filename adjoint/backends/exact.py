@@ -15,7 +15,7 @@ import sympy
 from .. import exact as E
 from ..errors import ProblemError
 from ..exact import Exact
-from ..signed_zero import result_mask
+from ..signed_zero import result_mask, zero_mask
 
 
 def _sym_map(fn):
@@ -327,13 +327,14 @@ class UndecidableOrder(ArithmeticError):
     """Which element is largest depends on free symbols (an arg-max cannot be a closed form)."""
 
 
-def _choose_one(e, rel: str, p, q):
+def _holds(e, rel: str):
+    """Does ``e REL 0`` hold: True, False, or None when it depends on free symbols."""
     s = E.s_sign(e)
     if s is None:
-        return sympy.Piecewise((E.s_sym(p), _RELATION[rel](E.s_sym(e), 0)), (E.s_sym(q), True))
+        return None
     if s == "nan":  # every comparison with nan is false, except !=
-        return p if rel == "!=" else q
-    return p if _HOLDS[rel](s) else q
+        return rel == "!="
+    return _HOLDS[rel](s)
 
 
 def _from_objects(out: np.ndarray) -> Exact:
@@ -395,13 +396,27 @@ class _ActivationsReductions:
     """ExactBackend methods of the activations and reductions families (attached below)."""
 
     def choose(self, test, rel: str, a, b):
-        """Elementwise ``a if test REL 0 else b`` (broadcast), REL one of > >= < <= == !=."""
+        """Elementwise ``a if test REL 0 else b`` (broadcast), REL one of > >= < <= == !=; a
+        chosen element keeps its -0.0 mark (clamp, maximum and where return an operand's float)."""
         t, p, q = np.broadcast_arrays(test.a, a.a, b.a)
         out = np.empty(t.shape, dtype=object)
         flat = out.reshape(-1)
+        picked_a = np.zeros(t.shape, dtype=bool)
+        pa = picked_a.reshape(-1)
         for i, (e, x, y) in enumerate(zip(t.flat, p.flat, q.flat)):
-            flat[i] = _choose_one(e, rel, x, y)
-        return _from_objects(out)
+            holds = _holds(e, rel)
+            if holds is None:
+                flat[i] = sympy.Piecewise((E.s_sym(x), _RELATION[rel](E.s_sym(e), 0)), (E.s_sym(y), True))
+            else:
+                flat[i] = x if holds else y
+                pa[i] = holds
+        result = _from_objects(out)
+        if a.negzero is not None or b.negzero is not None:
+            za = np.broadcast_to(a.negzero if a.negzero is not None else False, t.shape)
+            zb = np.broadcast_to(b.negzero if b.negzero is not None else False, t.shape)
+            mask = np.where(picked_a, za, zb) & zero_mask(result)
+            result.negzero = mask if mask.any() else None
+        return result
 
     def erf(self, x):
         return x.map(lambda e: sympy.erf(E.s_sym(e)))

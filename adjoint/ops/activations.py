@@ -353,7 +353,7 @@ def where_shape(shapes, p, loc):
 def where_forward(B, ins, p):
     a, b, cond = ins
     shape = where_shape([B.shape(v) for v in ins], p, None)
-    return B.broadcast_to(B.where(cond, a, b), shape)
+    return B.broadcast_to(B.choose(cond, "!=", a, b), shape)
 
 
 def where_vjp(B, gs, ins, outs, p, need):
@@ -390,28 +390,29 @@ OPS = (
     _unary("silu", "SiluBackward0", silu_forward, silu_vjp, _SELF, "g * s * (1 + a * (1 - s)), s = sigmoid(a)",
            negzero="keep", checks=_X),
     _unary("elu", "EluBackward0", elu_forward, elu_vjp, _SELF,
-           "g * scale where a > 0, else g * input_scale * alpha * scale * exp(a * input_scale)", kink=elu_kink,
+           "g * scale where a > 0, else g * input_scale * alpha * scale * exp(a * input_scale)", negzero="keep",
+           kink=elu_kink,
            kink_doc="elu'(0) = alpha (the a <= 0 branch)",
            checks=(Check(((2, 3),), (Fraction(3, 2), Fraction(1), Fraction(1))),)),
     _unary("elu_", "EluBackward1", elu_forward, elu_result_vjp, _RESULT,
            "g * scale where out > 0, else g * input_scale * (out + alpha * scale) (in place; alpha < 0 raises)",
-           kink=elu_kink, kink_doc="elu'(0) = alpha (the out <= 0 branch)",
+           negzero="keep", kink=elu_kink, kink_doc="elu'(0) = alpha (the out <= 0 branch)",
            checks=(Check(((2, 3),), (Fraction(3, 2), Fraction(1), Fraction(1))),)),
     _unary("softplus", "SoftplusBackward0", softplus_forward, softplus_vjp, _SELF,
            "g where a * beta > threshold, else g * z / (z + 1), z = exp(a * beta)", kink=softplus_kink,
            kink_doc="at a * beta = threshold: the smooth branch",
            checks=(Check(((2, 3),), (Fraction(2), Fraction(3, 2))), Check(((2, 2),), (Fraction(1), Fraction(20))))),
     _unary("hardtanh", "HardtanhBackward0", hardtanh_forward, hardtanh_vjp, _SELF,
-           "g where min_val < a < max_val, else 0", negzero="keep", grows=False, kink=hardtanh_kink,
+           "g where min_val < a < max_val, else 0", negzero="structural", grows=False, kink=hardtanh_kink,
            kink_doc="0 at a = min_val and at a = max_val", checks=(Check(((4,),), (Fraction(-1, 2), Fraction(1))),)),
     _unary("clamp", "ClampBackward1", clamp_forward, clamp_vjp, _SELF,
-           "g where min <= a <= max (the bounds given), else 0", negzero="keep", grows=False, kink=clamp_kink,
+           "g where min <= a <= max (the bounds given), else 0", negzero="structural", grows=False, kink=clamp_kink,
            kink_doc="1 at a = min and at a = max (g passes); 0 everywhere when min > max",
            checks=(Check(((4,),), (Fraction(-1, 2), Fraction(1))), Check(((3,),), (None, Fraction(1, 2))))),
     Op("clamp_tensor", "ClampBackward0", clamp_tensor_forward, clamp_tensor_vjp, clamp_tensor_shape,
        (Save("max", "in", 2), Save("min", "in", 1), Save("self", "in", 0)),
        "self: g where min <= a <= max; min: g where a < min < max; max: g where a > max or max < min",
-       negzero="keep", grows=False, kink_doc="self: g at the bounds; min gets nothing when min >= max",
+       negzero="structural", grows=False, kink_doc="self: g at the bounds; min gets nothing when min >= max",
        checks=(Check(((2, 2), (2,), (2, 2)), (True, True)),)),
     Op("softmax", "SoftmaxBackward0", softmax_forward, softmax_vjp, lambda shapes, p, loc: tuple(shapes[0]),
        _RESULT, "out * (g - sum(g * out, dim))", grows=False, checks=(Check(((2, 3),), 1), Check(((2, 2),), 0))),
@@ -420,12 +421,14 @@ OPS = (
        checks=(Check(((2, 3),), 1), Check(((2, 2),), 0))),
     Op("maximum", "MaximumBackward0", _extremum_forward(True), _extremum_vjp(True), binary_shape,
        (Save("other", "in", 1), Save("self", "in", 0)), "g where a > b, g / 2 where a = b (each side), else 0",
+       negzero="structural",
        kink=extremum_kink, kink_doc="equal elements: g / 2 to each", checks=(Check(((2, 3), (3,))),)),
     Op("minimum", "MinimumBackward0", _extremum_forward(False), _extremum_vjp(False), binary_shape,
        (Save("other", "in", 1), Save("self", "in", 0)), "g where a < b, g / 2 where a = b (each side), else 0",
+       negzero="structural",
        kink=extremum_kink, kink_doc="equal elements: g / 2 to each", checks=(Check(((2, 3), (3,))),)),
     Op("where", "WhereBackward0", where_forward, where_vjp, where_shape, (Save("condition", "in", 2),),
-       "g where condition, else 0; other: the rest", differentiable=(True, True, False),
+       "g where condition, else 0; other: the rest", negzero="structural", differentiable=(True, True, False),
        kink_doc="condition (bool) has no edge; it is the only saved tensor",
        checks=(Check(((2, 3), (3,), (2, 3))),)),
 )
