@@ -57,6 +57,8 @@ UNARY = [
     ("a.abs()", lambda a: a.abs(), X),
     ("a.sin()", lambda a: a.sin(), X),
     ("a.cos()", lambda a: a.cos(), X),
+    ("a.log()", lambda a: a.log(), {"a": ([[1, 2, 0.5], [3, 0.25, 4]], True)}),
+    ("a.sqrt()", lambda a: a.sqrt(), {"a": ([[1, 2, 0.5], [3, 0.25, 4]], True)}),
     ("torch.pow(a, 2)", lambda a: torch.pow(a, 2), X),
     ("a.pow(3)", lambda a: a.pow(3), X),
     ("torch.pow(2, a)", lambda a: torch.pow(2, a), X),
@@ -101,6 +103,8 @@ def test_maximum_with_one_side_not_requiring_grad():
 INPLACE = [
     ("F.relu(c, inplace=True)", lambda c: F.relu(c, inplace=True)),
     ("torch.relu_(c)", lambda c: torch.relu_(c)),
+    ("F.relu_(c)", lambda c: F.relu_(c)),
+    ("c.relu_()", lambda c: c.relu_()),
     ("F.leaky_relu(c, 0.1, True)", lambda c: F.leaky_relu(c, 0.1, True)),
     ("F.leaky_relu_(c, 0.3)", lambda c: F.leaky_relu_(c, 0.3)),
     ("F.elu(c, inplace=True)", lambda c: F.elu(c, inplace=True)),
