@@ -307,45 +307,8 @@ def nll_kink(B, ins, p):
     return None
 
 
-# ----------------------------------------------------------------------------- shared primitives (see above)
-
-def log_softmax_forward(B, ins, p):
-    x = ins[0]
-    keep = tuple(1 if i == p else n for i, n in enumerate(B.shape(x)))
-    return B.sub(x, B.log(B.sum_to(B.exp(x), keep)))
-
-
-def log_softmax_vjp(B, gs, ins, outs, p, need):
-    g, out = gs[0], outs[0]
-    keep = tuple(1 if i == p else n for i, n in enumerate(B.shape(out)))
-    return [B.sub(g, B.mul(B.exp(out), B.sum_to(g, keep)))]
-
-
-def _kept(shape, dims):
-    return tuple(1 if i in dims else n for i, n in enumerate(shape))
-
-
-def sum_dim_forward(B, ins, p):
-    """``sum(x, dims, keepdim)``; ``p`` is ``(dims, keepdim)``, dims non-negative."""
-    dims, keepdim = p
-    x = ins[0]
-    s = B.sum_to(x, _kept(B.shape(x), dims))
-    return s if keepdim else B.reshape(s, sum_dim_shape([B.shape(x)], p, None))
-
-
-def sum_dim_vjp(B, gs, ins, outs, p, need):
-    dims, _ = p
-    shape = B.shape(ins[0])
-    return [B.broadcast_to(B.reshape(gs[0], _kept(shape, dims)), shape)]
-
-
-def sum_dim_shape(shapes, p, loc):
-    dims, keepdim = p
-    shape = shapes[0]
-    if keepdim:
-        return _kept(shape, dims)
-    return tuple(n for i, n in enumerate(shape) if i not in dims)
-
+# ----------------------------------------------------------------------------- primitives the composite losses need
+# (log_softmax and sum_dim live with the activations and reductions)
 
 def mul_scalar_forward(B, ins, p):
     return B.mul(ins[0], B.scalar(p))
@@ -475,10 +438,6 @@ OPS = (
     _nll("nll_loss2d", "NllLoss2DBackward0", False),
     _nll("nll_loss2d_w", "NllLoss2DBackward0", True),
     # shared primitives the composite losses need (drop each when its own family has it)
-    Op("log_softmax", "LogSoftmaxBackward0", log_softmax_forward, log_softmax_vjp, same_shape,
-       (Save("result", "out", 0),), "g - exp(out) * sum(g, dim)", checks=(Check(((2, 3),), 1), Check(((3,),), 0))),
-    Op("sum_dim", "SumBackward1", sum_dim_forward, sum_dim_vjp, sum_dim_shape, (), "g expanded over dim",
-       checks=(Check(((2, 3),), ((1,), False)), Check(((2, 3),), ((0,), True)))),
     Op("mul_scalar", "MulBackward1", mul_scalar_forward, mul_scalar_vjp, same_shape, (), "g * s",
        checks=(Check(((2,),), Fraction(9, 10)),)),
     Op("add_scalar", "AddBackward1", add_scalar_forward, add_scalar_vjp, same_shape, (), "g",
