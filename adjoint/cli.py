@@ -154,10 +154,18 @@ def _load(path: str):
                    "\"inf\", \"-inf\", \"nan\".")
 @click.option("--variant", help="Solve only this variant.")
 @click.option("--numeric", is_flag=True, help="Substitute the file's symbols: values (closed form otherwise).")
-def solve(files, as_json, variant, numeric):
-    """Derive forward values, adjoints, every hook call and final grads, exactly."""
-    from .render.console import render
+@click.option("--exact", is_flag=True, help="Show exact values (rationals, closed forms) with their decimals; "
+                                            "decimals only by default.")
+@click.option("--values/--no-values", default=None,
+              help="Show (or hide) the forward values; by default they are shown when short.")
+@click.option("--recursion/--no-recursion", default=None,
+              help="Show (or hide) the adjoint recursion (the multipliers at every module boundary); by default "
+                   "it is shown when short.")
+def solve(files, as_json, variant, numeric, exact, values, recursion):
+    """Derive every hook call, what the hooks changed and the final grads, exactly.
 
+    The report is coloured on a terminal (not when piped, nor with NO_COLOR set) and wrapped
+    to its width (COLUMNS when not a terminal, else 80)."""
     predictions = []
     for path in _expand(files):
         problem = _load(path)
@@ -168,7 +176,10 @@ def solve(files, as_json, variant, numeric):
         docs = [p.to_json() for p in predictions]
         click.echo(dumps(docs[0] if _one_document(files) else docs))
     else:
-        click.echo("\n".join(render(p) for p in predictions), nl=False)
+        from .render.console import console, print_report
+        from .render.report import Options
+
+        print_report(predictions, Options(exact=exact, values=values, recursion=recursion), console())
 
 
 @main.command()

@@ -1,0 +1,122 @@
+"""What the hooks changed: the variant's answer next to the same variant with every hook only
+observing.
+
+The question a user asks of a hook that returns something is "what did that do to my
+gradients?". The honest answer is a counterfactual: run the very same steps (forwards,
+backwards, registrations, removals, ``zero_grad``, SGD) with the same hooks firing, but with
+every hook's return value ignored -- ``returns`` and ``does`` dropped, a ``saved_tensors``
+pack and unpack that hand the tensor through unchanged -- and compare. Hooks that raise still
+raise and hooks that remove handles still remove them: only what a hook *returns* is taken
+away. This covers what the hook-free multipliers of the module boundaries cannot: forward
+hooks that replace an output (the forward itself changes), several backward passes, SGD
+steps between them, ``torch.autograd.grad``'s returned gradients.
+
+Only variants where some hook call returned a value (or a ``saved_tensors`` pair is active)
+are run again; the others changed nothing by construction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from .errors import ProblemError
+from .exact import Exact
+from .prediction import Prediction, VariantPrediction
+from .syntax import Name
+
+
+@dataclass
+class Change:
+    """One tensor whose answer differs: ``before`` (hooks only observing) -> ``after`` (this run)."""
+
+    name: str
+    what: str                        # "grad" (.grad), "returned" (autograd.grad's result), "loss"
+    before: Exact | None
+    after: Exact | None
+    ratio: object = None             # after / before when it is one number for every element (fmpq), else None
+
+
+@dataclass
+class Effects:
+    """The comparison for one variant. ``ran`` is False when no hook returned anything (nothing to
+    compare); ``error`` is what PyTorch would raise without the returned values, when it would."""
+
+    ran: bool
+    changes: list[Change] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)   # names (".grad" entries) that are the same
+    error: str | None = None
+    refused: str | None = None       # the observing-only run is not a valid run (a ProblemError's text)
+
+    @property
+    def changed_anything(self) -> bool:
+        return bool(self.changes) or self.error is not None
+
+
+def returns_something(v: VariantPrediction) -> bool:
+    """True when some hook call of the variant handed a value back (or saved-tensor hooks are active)."""
+    if any(h.on == "saved_tensors" for h in v.run.variant.hooks):
+        return True
+    return any(h.returned is not None and h.kind not in ("pack", "unpack") for h in v.hook_calls)
+
+
+def hook_effects(pred: Prediction, v: VariantPrediction) -> Effects:
+    """Compare ``v`` with the same variant whose hooks only observe (see the module's docstring)."""
+    if v.error is not None or v.run is None or not returns_something(v):
+        return Effects(ran=False)
+    from .solve import solve_variant
+
+    problem, variant = v.run.problem, v.run.variant
+    observing = dataclasses.replace(variant, hooks=tuple(_observing(h) for h in variant.hooks))
+    try:
+        base = solve_variant(problem, observing, problem.symbols if pred.numeric else None)
+    except ProblemError as exc:
+        return Effects(ran=True, refused=exc.line())
+    if base.error is not None:
+        return Effects(ran=True, error=f"{base.error.type}: {base.error.message}")
+    out = Effects(ran=True)
+    if v.loss is not None and base.loss is not None and not v.loss.equals(base.loss):
+        out.changes.append(Change("loss", "loss", base.loss, v.loss, _ratio(base.loss, v.loss)))
+    for name, after in (v.returned or {}).items():
+        before = (base.returned or {}).get(name)
+        if not _same(before, after):
+            out.changes.append(Change(name, "returned", before, after, _ratio(before, after)))
+    for name, after in v.grads.items():
+        before = base.grads.get(name)
+        if _same(before, after):
+            out.unchanged.append(name)
+        else:
+            out.changes.append(Change(name, "grad", before, after, _ratio(before, after)))
+    return out
+
+
+def _observing(hook):
+    """The hook with its return value taken away (it still fires, raises and removes)."""
+    if hook.on == "saved_tensors":
+        through = Name(hook.loc, "x")
+        return dataclasses.replace(hook, pack=through, unpack=through)
+    return dataclasses.replace(hook, returns=None, does=())
+
+
+def _same(a, b) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return a.shape == b.shape and a.equals(b)
+
+
+def _ratio(before, after):
+    """after / before when that is a single nonzero rational for every element, else None."""
+    if before is None or after is None or before.shape != after.shape or not (before.rational and after.rational):
+        return None
+    ratio = None
+    for x, y in zip(before.flat(), after.flat()):
+        if x == 0:
+            if y != 0:
+                return None
+            continue
+        r = y / x
+        if ratio is None:
+            ratio = r
+        elif r != ratio:
+            return None
+    return ratio if ratio is not None and ratio != 0 and ratio != 1 else None
