@@ -352,7 +352,10 @@ def _graph_figures(prediction) -> dict[str, bytes]:
     and none (the document says how to add them)."""
     from .render.graph import picture
     from .render.latex.document import graph_file
+    from .render.pdf import find_engine
 
+    if find_engine() is None:  # compile_pdf says what to install: one line, not a warning before it
+        return {}
     try:
         return {graph_file(i): picture(v).render("pdf") for i, v in enumerate(prediction.variants, 1)}
     except ProblemError as err:
