@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from .errors import ProblemError
 from .exact import Exact
-from .prediction import Prediction, VariantPrediction
+from .prediction import VariantPrediction
 from .syntax import Name
 
 
@@ -60,7 +60,7 @@ def returns_something(v: VariantPrediction) -> bool:
     return any(h.returned is not None and h.kind not in ("pack", "unpack") for h in v.hook_calls)
 
 
-def hook_effects(pred: Prediction, v: VariantPrediction) -> Effects:
+def hook_effects(v: VariantPrediction) -> Effects:
     """Compare ``v`` with the same variant whose hooks only observe (see the module's docstring)."""
     if v.error is not None or v.run is None or not returns_something(v):
         return Effects(ran=False)
@@ -69,7 +69,7 @@ def hook_effects(pred: Prediction, v: VariantPrediction) -> Effects:
     problem, variant = v.run.problem, v.run.variant
     observing = dataclasses.replace(variant, hooks=tuple(_observing(h) for h in variant.hooks))
     try:
-        base = solve_variant(problem, observing, problem.symbols if pred.numeric else None)
+        base = solve_variant(problem, observing, v.run.rt.B.symbols)  # the same symbols: numeric or not
     except ProblemError as exc:
         return Effects(ran=True, refused=exc.line())
     if base.error is not None:

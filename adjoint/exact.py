@@ -388,6 +388,19 @@ class Exact:
         out = np.asarray(self._numbers(), dtype=np.float64)
         return out if dtype is None else out.astype(dtype)
 
+    def _repr_latex_(self) -> str:
+        """A notebook shows a value as exact mathematics (a matrix for 2-d, a column for 1-d)."""
+        def cell(e):
+            return sympy.latex(s_sym(e))
+        if self.size > REPR_ELEMENTS * 4 or self.ndim > 2:
+            return f"$\\text{{tensor of shape }}{list(self.shape)}$"
+        if self.ndim == 0:
+            return f"${cell(self.item())}$"
+        rows = [[cell(e) for e in row] for row in (self.a if self.ndim == 2 else self.a.reshape(1, -1))]
+        body = " \\\\ ".join(" & ".join(r) for r in rows)
+        matrix = f"\\begin{{bmatrix}} {body} \\end{{bmatrix}}"
+        return f"${matrix}" + ("^{\\top}$" if self.ndim == 1 and self.size > 1 else "$")
+
     def _numbers(self):
         floats = self.floats()
         if floats is None:

@@ -148,13 +148,13 @@ def _calls(vv: VariantView, opts: Options) -> list:
         if g.title is not None:
             out.append(Text(f" {g.title}", "bold dim"))
         if not g.calls:
-            out.append(_pad(Text("no hook fired", DIM), (0, 0, 0, 5)))
+            out.append(_pad(Text("no hook fired", DIM), (0, 0, 0, 4)))
         for c in g.calls:
             out.append(_call(c.number, c.hook, opts))
         if g.grads_after:
-            out.append(_pad(Text("grads after it", DIM), (0, 0, 0, 5)))
+            out.append(_pad(Text(f".grad after {g.title}", DIM), (0, 0, 0, 4)))
             out.append(_pad(_pairs([(f"{n}.grad", fmt.value(x, opts.exact), None) for n, x in g.grads_after.items()]),
-                               (0, 0, 0, 5)))
+                            (0, 0, 0, 4)))
     return out
 
 
@@ -192,6 +192,9 @@ def _call_title(h: HookRecord) -> Text:
     elif h.on == "global" or h.is_global:
         t.append(" fired for module ")
         t.append(_safe(h.target or ""))
+    elif h.on == "multi_grad":
+        t.append(" on tensors ")
+        t.append(_safe((h.target or "").replace(",", ", ")))
     else:
         t.append(f" on {h.on} ")
         t.append(_safe(h.target))

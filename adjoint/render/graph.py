@@ -280,7 +280,13 @@ class _Drawing:
             _, h, node, call = entries[0]
             what = f"{'global ' if h.is_global else ''}{h.kind}"
             target = _h(h.target) if h.target else ""
-            head = f"{numbers}  {_h(what)}" + (f" on {target}" if target and h.on not in ("global",) else "")
+            if h.kind in SIDE:
+                where = f" for {target}" if target else ""
+            elif h.is_global:
+                where = f" (fired for {target})" if target else ""
+            else:
+                where = f" on {target}" if target else ""
+            head = f"{numbers}  {_h(what)}{where}"
             lines = [(head, True)]
             if h.label and h.label != f"{h.kind}@{h.target}":
                 lines.append((_h(h.label), False))

@@ -93,16 +93,22 @@ def build(pred: Prediction, opts: Options = Options()) -> ReportView:
     ref = ok[0] if ok else None
     said_notes: set[str] = set()
     for v in pred.variants:
-        report.variants.append(_variant(pred, v, ref, shared_loss, said_notes, opts, report))
+        report.variants.append(_variant(v, ref, shared_loss, said_notes, opts, report))
     return report
 
 
-def _variant(pred, v: VariantPrediction, ref: VariantPrediction | None, shared_loss, said_notes: set, opts: Options,
+def variant_view(v: VariantPrediction, opts: Options = Options()) -> VariantView:
+    """One variant on its own (a notebook showing ``pred["legacy"]``): everything it has."""
+    report = ReportView("", "", False, None, None)
+    return _variant(v, None, None, set(), opts, report)
+
+
+def _variant(v: VariantPrediction, ref: VariantPrediction | None, shared_loss, said_notes: set, opts: Options,
              report: ReportView) -> VariantView:
     groups = _groups(v)
     if v.error is not None:
         return VariantView(v, groups, Effects(ran=False), None, {}, [], None, None, None, None, None, [])
-    effects = hook_effects(pred, v)
+    effects = hook_effects(v)
     is_ref = ref is None or v is ref
     grads, same = {}, []
     for name, value in v.grads.items():
@@ -167,6 +173,8 @@ def _groups(v: VariantPrediction) -> list[Group]:
                                 v.passes[i].grads if stepped else None))
         pos = step.calls.stop
     by_phase(pos, len(calls))
+    if stepped and groups and groups[-1].grads_after is not None and _same_dict(groups[-1].grads_after, v.grads):
+        groups[-1].grads_after = None  # the last step's grads are the final ones, said once below
     forward_groups = [g for g in groups if g.title == "forward"]
     if len(forward_groups) > 1:
         for i, g in enumerate(forward_groups, 1):
