@@ -18,9 +18,12 @@ are run again; the others changed nothing by construction.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from .errors import ProblemError
+from . import exact as E
 from .exact import Exact
 from .prediction import VariantPrediction
 from .syntax import Name
@@ -105,18 +108,58 @@ def _same(a, b) -> bool:
 
 
 def _ratio(before, after):
-    """after / before when that is a single nonzero rational for every element, else None."""
-    if before is None or after is None or before.shape != after.shape or not (before.rational and after.rational):
+    """after / before when that is one nonzero rational for every element, else None. For closed
+    forms (tanh(3/10), symbols) the factor is guessed from the decimals and then checked exactly."""
+    if before is None or after is None or before.shape != after.shape:
         return None
-    ratio = None
-    for x, y in zip(before.flat(), after.flat()):
-        if x == 0:
-            if y != 0:
+    if before.rational and after.rational:
+        ratio = None
+        for x, y in zip(before.flat(), after.flat()):
+            if x == 0:
+                if y != 0:
+                    return None
+                continue
+            r = y / x
+            if ratio is None:
+                ratio = r
+            elif r != ratio:
                 return None
-            continue
-        r = y / x
-        if ratio is None:
-            ratio = r
-        elif r != ratio:
+        return ratio if ratio is not None and ratio != 0 and ratio != 1 else None
+    b, a = before.floats(), after.floats()
+    if b is None or a is None:
+        guess = _symbolic_guess(before, after)
+        if guess is None:
             return None
-    return ratio if ratio is not None and ratio != 0 and ratio != 1 else None
+    else:
+        pairs = [(x, y) for x, y in zip(_flat(b), _flat(a)) if x != 0 and math.isfinite(x) and math.isfinite(y)]
+        if not pairs:
+            return None
+        guess = Fraction(pairs[0][1] / pairs[0][0]).limit_denominator(1000)
+    if guess in (0, 1) or not after.equals(E.mul(before, Exact.full(before.shape, guess))):
+        return None
+    return E.q(guess)
+
+
+#: closed forms larger than this (in characters) are not divided to look for a common factor
+MAX_GUESS = 2000
+
+
+def _symbolic_guess(before: Exact, after: Exact):
+    """after / before of the first nonzero element when it cancels to a rational, else None."""
+    import sympy
+
+    for x, y in zip(before.flat(), after.flat()):
+        x, y = E.s_sym(x), E.s_sym(y)
+        if x == 0:
+            continue
+        if len(str(x)) + len(str(y)) > MAX_GUESS:
+            return None
+        r = sympy.cancel(y / x)
+        return Fraction(int(r.p), int(r.q)) if r.is_Rational else None
+    return None
+
+
+def _flat(x) -> list:
+    if isinstance(x, list):
+        return [e for i in x for e in _flat(i)]
+    return [x]
