@@ -108,9 +108,11 @@ def _calls_table(rows: list[tuple[int | None, HookRecord]], titles: list | None 
             returned = f"<span {MUTED}>None</span>"
         else:
             returned = f"<span {CHANGED}>{_cell(h.returned)}</span>"
-        why = "".join(f"<br><span {MUTED}><small>{_e(w)}</small></span>" for w in h.why)
-        body.append(f"<tr><td {TD}>{'' if number is None else number}</td><td {TD}>{what}{why}</td>"
+        body.append(f"<tr><td {TD}>{'' if number is None else number}</td><td {TD}>{what}</td>"
                     f"<td {TD}>{_e(h.node or h.phase)}</td><td {NUM}>{handed}</td><td {NUM}>{returned}</td></tr>")
+        if h.why:
+            body.append(f"<tr><td {TD}></td><td {TD} colspan=\"4\"><span {MUTED}><small>"
+                        + "<br>".join(_e(w) for w in h.why) + "</small></span></td></tr>")
     return f"<table {TABLE}><caption style=\"text-align:left\"><b>hook calls</b></caption>{head}{''.join(body)}</table>"
 
 
