@@ -198,9 +198,43 @@ def verify(paths, dtype, as_json, fd, variant):
 
     progress = _ProgressBar if sys.stderr.isatty() and not as_json else None
     code = run(_expand(paths), dtype=dtype, as_json=as_json, fd=fd, variant=variant,
-               echo=lambda text: click.echo(terminal_safe(text, keep_newlines=True)), progress=progress,
-               load=_load, warn=_say)
+               echo=_verify_echo(as_json), progress=progress, load=_load, warn=_say)
     sys.exit(code)
+
+
+#: verify's verdicts, coloured on a terminal: (pattern, style)
+_VERDICTS = (
+    (r"(?<=\]  )PASS(?=  \()|^OK(?=:)|(?<=  )ok$", "bold green"),
+    (r"(?<=\]  )FAIL(?=  \()|^FAILED(?=:)|(?<=  )MISMATCH$", "bold red"),
+    (r"(?<=  )skipped$", "yellow"),
+)
+
+
+def _verify_echo(as_json: bool):
+    """How verify prints: plain text (escaped), its verdicts coloured when standard output is a
+    terminal (not with NO_COLOR, not for --json)."""
+    def plain(text: str) -> None:
+        click.echo(terminal_safe(text, keep_newlines=True))
+
+    if as_json:
+        return plain
+    import re
+
+    from rich.text import Text
+
+    from .render.console import console
+
+    out = console()
+    if not out.is_terminal or out.no_color:
+        return plain
+
+    def coloured(text: str) -> None:
+        line = Text(terminal_safe(text, keep_newlines=True))
+        for pattern, style in _VERDICTS:
+            line.highlight_regex(re.compile(pattern, re.M), style)
+        out.print(line, soft_wrap=True)
+
+    return coloured
 
 
 class _ProgressBar:

@@ -295,3 +295,26 @@ def test_variants_by_name_and_short_reprs(v2):
     assert repr(pred["legacy"].hook_calls[0]) == "<HookRecord backward on module 'f1' at PowBackward0: observed>"
     assert len(repr(pred)) + len(repr(pred["legacy"])) < 200
     assert repr(v2["raising"]).startswith("<VariantPrediction 'raising': RuntimeError during backward")
+
+
+# ---- verify's report ----------------------------------------------------------------------------
+
+SHORT = "name: short\ninputs:\n  x: {value: [2], requires_grad: true}\nmodel: {forward: \"x * 3\"}\nloss: \"sum(y)\"\n"
+
+
+@pytest.mark.torch
+def test_verify_rows_are_aligned_and_verdicts_coloured_on_a_terminal_only(tmp_path):
+    path = tmp_path / "short.yaml"
+    path.write_text(SHORT)
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    env.pop("NO_COLOR", None)
+    env.pop("FORCE_COLOR", None)
+    plain = subprocess.run([sys.executable, "-m", "adjoint", "verify", str(path)], capture_output=True, text=True,
+                           env=env, timeout=300)
+    assert plain.returncode == 0 and "\x1b" not in plain.stdout
+    rows = [line for line in plain.stdout.splitlines() if line.startswith("   ")]
+    assert rows[-1].startswith("   forward values (")            # the aggregate row: as long as any
+    assert len({line.rindex(" ") for line in rows}) == 1            # every result in one column
+    forced = subprocess.run([sys.executable, "-m", "adjoint", "verify", str(path)], capture_output=True, text=True,
+                            env={**env, "FORCE_COLOR": "1"}, timeout=300)
+    assert "\x1b[1;32mPASS\x1b[0m" in forced.stdout and "\x1b[1;32mOK\x1b[0m:" in forced.stdout
