@@ -64,7 +64,7 @@ class Boundary(_Shown):
 
 
 @dataclass
-class FunctionCheck:
+class FunctionCheck(_Shown):
     callid: str
     name: str
     slot: str
@@ -74,7 +74,7 @@ class FunctionCheck:
 
 
 @dataclass
-class ErrorRecord:
+class ErrorRecord(_Shown):
     """PyTorch raised while running the variant (a prediction, not bad input)."""
 
     type: str

@@ -93,3 +93,13 @@ def test_html_escapes_the_problem_file(tmp_path):
     page = adjoint.load(str(path)).solve()._repr_html_()
     assert "<script>" not in page and "<img" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "&lt;img src=x&gt;" in page
+
+
+def test_html_of_errors_and_function_checks():
+    pred = adjoint.load(os.path.join(ROOT, "problems", "v2", "inplace_hooks.yaml")).solve()
+    page = pred["relu_after_hooked_module"].error._repr_html_()
+    assert "PyTorch raises RuntimeError:</b> Output 0 of BackwardHookFunction is a view" in page
+    assert "during the forward, before any hook call" in page
+    checks = adjoint.load(os.path.join(ROOT, "problems", "custom_function.yaml")).solve().variants[0].functions
+    assert any("differs from the true derivative" in c._repr_html_() for c in checks if not c.matches)
+    assert all("equals the true derivative" in c._repr_html_() for c in checks if c.matches)

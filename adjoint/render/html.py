@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 
 from ..exact import Exact
-from ..prediction import Boundary, HookRecord, PassRecord, Prediction, VariantPrediction
+from ..prediction import Boundary, ErrorRecord, FunctionCheck, HookRecord, PassRecord, Prediction, VariantPrediction
 from . import values as fmt
 from .report import Options, ReportView, VariantView, build, variant_view
 
@@ -38,6 +38,14 @@ def html_of(obj) -> str:
         rows = [(None, h) for h in obj.hook_calls]
         return _div((_calls_table(rows) if rows else "") + _pairs_table(
             [(f"{_e(n)}.grad", _cell(x)) for n, x in obj.grads.items()], ("tensor", ".grad after this backward")))
+    if isinstance(obj, ErrorRecord):
+        where = f"after call #{obj.after_call + 1}" if obj.after_call is not None else "before any hook call"
+        return _div(f"<p style=\"color:#b00020\"><b>PyTorch raises {_e(obj.type)}:</b> {_e(obj.message)} "
+                    f"<span {MUTED}>(during the {_e(obj.during)}, {where})</span></p>")
+    if isinstance(obj, FunctionCheck):
+        verdict = "equals the true derivative" if obj.matches else f"differs from the true derivative {_e(obj.true)}"
+        return _div(f"<p>custom Function <b>{_e(obj.name)}</b> ({_e(obj.callid)}): backward for {_e(obj.slot)} = "
+                    f"<code>{_e(obj.declared)}</code> {verdict}</p>")
     raise TypeError(f"no HTML for {type(obj).__name__}")
 
 
