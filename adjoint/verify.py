@@ -196,9 +196,10 @@ def render_result(r: VariantResult) -> str:
     rtol, atol = tolerance(r.dtype)
     head = (f"== {r.problem} :: {r.variant}  [{r.dtype}, |diff| <= {atol:g} + {rtol:g}*max|predicted| per tensor]  "
             f"{'PASS' if r.ok else 'FAIL'}  ({r.file}, {r.seconds:.2f}s)")
-    width = max([len(_item(row)) for row in r.rows] + [len("what")])
-    lines = [head, f"   {'what':<{width}}  {'max |diff|':>10}  {'max rel':>9}  result"]
     value_rows = [row for row in r.rows if row.section == "values"]
+    aggregate = f"forward values ({sum(row.ok for row in value_rows)} of {len(value_rows)} tensors)"
+    width = max([len(_item(row)) for row in r.rows] + [len("what"), len(aggregate) if value_rows else 0])
+    lines = [head, f"   {'what':<{width}}  {'max |diff|':>10}  {'max rel':>9}  result"]
     for row in r.rows:
         if row.section == "values" and row.ok:
             continue
@@ -206,7 +207,7 @@ def render_result(r: VariantResult) -> str:
     if value_rows:
         good = [row for row in value_rows if row.ok]
         if good:
-            agg = Row("values", f"forward values ({len(good)} of {len(value_rows)} tensors)", True,
+            agg = Row("values", aggregate, True,
                       _max(row.max_abs for row in good), _max(row.max_rel for row in good))
             lines.append(_line(agg, width))
     if any(row.section == "fd" for row in r.rows):

@@ -18,6 +18,7 @@ from .text import esc, symbol_tex
 PREAMBLE = r"""\documentclass[11pt,a4paper]{article}
 \usepackage[margin=2cm]{geometry}
 \usepackage{amsmath,amssymb}
+\usepackage{graphicx}
 \setcounter{MaxMatrixCols}{40}
 \allowdisplaybreaks
 \setlength{\parindent}{0pt}
@@ -45,7 +46,7 @@ def render_document(prediction: Prediction) -> str:
             out.append("\\clearpage\n")          # each variant starts on its own page
         a = Analysis(prediction, v)
         named = len(problem.variants) > 1 or v.name != "default"
-        out.append(_Variant(prediction, v, a).render(shared, named))
+        out.append(_Variant(prediction, v, a).render(shared, named, graph_figure(problem, v, i + 1, named)))
     out.append("\\end{document}\n")
     return "".join(out)
 
@@ -78,11 +79,31 @@ def _reading_guide(prediction: Prediction) -> str:
         "columns.\n\n")
 
 
+def graph_file(index: int) -> str:
+    """The name the picture of the ``index``-th variant (1-based) has beside the document."""
+    return f"adjoint-graph-{index}.pdf"
+
+
+def graph_figure(problem, v, index: int, named: bool) -> str:
+    """The backward graph, drawn by ``adjoint graph``: included when its PDF is beside the
+    document (``adjoint latex --pdf`` puts it there), otherwise a line saying how to get it, so
+    the document compiles either way."""
+    name = graph_file(index)
+    where = f" --variant {v.name}" if named else ""
+    hint = (f"(The picture of this graph: \\texttt{{adjoint graph {esc(problem.path)}{esc(where)} -o {name}}} "
+            "beside this file, then compile again.)")
+    return ("\\subsection{The backward graph}\n"
+            "The autograd nodes PyTorch builds (with their \\texttt{sequence\\_nr}), module calls as boxes, "
+            "and every hook call, numbered in firing order.\n\n"
+            f"\\IfFileExists{{{name}}}{{\\begin{{center}}\\includegraphics[width=\\linewidth,height=0.75\\textheight,"
+            f"keepaspectratio]{{{name}}}\\end{{center}}}}{{{hint}}}\n\n")
+
+
 class _Variant(ModelSections, LagrangianSection, HookSections, GradientSections):
     """One variant's section of the document."""
 
     # ---- entry ---------------------------------------------------------------
-    def render(self, shared: dict, many: bool) -> str:
+    def render(self, shared: dict, many: bool, figure: str = "") -> str:
         v = self.v
         title = f"Variant \\texttt{{{esc(v.name)}}}" if many else "The derivation"
         out = [f"\\section{{{title}}}\n"]
@@ -90,6 +111,7 @@ class _Variant(ModelSections, LagrangianSection, HookSections, GradientSections)
         if desc:
             out.append(esc(" ".join(str(desc).split())) + "\n\n")
         out.append(self.hooks_registered())
+        out.append(figure)
         common = self.model() + self.forward() + self.lagrangian()
         if common in shared:
             out.append("\\subsection{Model, forward pass and multipliers}\nThe model, its forward pass and the "

@@ -28,7 +28,8 @@ class HookSections(VariantWriter):
              "backward": "legacy backward hook (\\texttt{register\\_backward\\_hook})",
              "forward": "forward hook", "forward_pre": "forward pre-hook",
              "hook": "tensor hook (\\texttt{Tensor.register\\_hook})",
-             "retain_grad": "\\texttt{retain\\_grad()}", "pre": "node pre-hook", "post": "node post-hook"}
+             "retain_grad": "\\texttt{retain\\_grad()}", "pre": "node pre-hook", "post": "node post-hook",
+             "post_accumulate_grad": "post-accumulate-grad hook (\\texttt{register\\_post\\_accumulate\\_grad\\_hook})"}
 
     def hooks_registered(self) -> str:
         hooks = self.g.variant.hooks
