@@ -402,7 +402,8 @@ def _compare_error(p: dict | None, o: dict | None) -> Row:
                    f"predicted PyTorch to raise {_describe_error(p)}, but it ran without error")
     problems = [f"{key}: predicted {p.get(key)!r}, observed {o.get(key)!r}"
                 for key in ("type", "message", "during", "after_call") if p.get(key) != o.get(key)]
-    return Row("run", f"error {p.get('type')}: {p.get('message')!r}", not problems, None, None, "; ".join(problems))
+    return Row("run", f"error {p.get('type')} during {p.get('during')}", not problems, None, None,
+               "; ".join(problems))
 
 
 def _compare_passes(pred: list[dict], obs: list[dict], rtol: float, atol: float, dtype: str) -> list[Row]:

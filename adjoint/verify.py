@@ -156,6 +156,9 @@ def fd_targets(problem: Problem, decl, vp) -> tuple[list[str], dict[str, str]]:
         wanted = [n for n, _ in bw.inputs]
     else:
         wanted = list(vp.grads)
+    whole = _not_one_function(decl, vp)
+    if whole is not None:
+        return [], {n: whole for n in wanted} if wanted else {"(every gradient)": whole}
     leaves = {d.name for d in list(decl.inputs) + [d for m in problem.model.walk() for d in m.params]
               if d.requires_grad}
     skipped: dict[str, str] = {}
@@ -175,6 +178,25 @@ def fd_targets(problem: Problem, decl, vp) -> tuple[list[str], dict[str, str]]:
         else:
             skipped[n] = "not a leaf: finite differences perturb leaves (inputs and parameters) only"
     return names, skipped
+
+
+def _not_one_function(decl, vp) -> str | None:
+    """Why the final gradients are not the derivative of one forward (None when they are)."""
+    if vp.error is not None:
+        return "PyTorch raises while running this variant (the prediction is an error): no gradients to check"
+    if decl.steps is not None:
+        return ("the variant runs steps (several passes, accumulation, SGD): its final gradients are not the "
+                "derivative of one forward")
+    for h in decl.hooks:
+        if h.on == "saved_tensors" and not (_is_x(h.pack) and _is_x(h.unpack)):
+            return (f"hook {h.index} ('{h.label}') changes the tensors backward uses (its pack/unpack are not the "
+                    "identity), so the gradients are not the derivative finite differences measure")
+    return None
+
+
+def _is_x(e) -> bool:
+    from .syntax import Name
+    return isinstance(e, Name) and e.id == "x"
 
 
 def _fires_in_backward(h) -> bool:

@@ -31,6 +31,7 @@ from .. import nn_types
 from ..errors import Loc, ProblemError
 from ..problem import ROOT, Function, Module
 from .program import EnvScope, Program
+from .unfinished import watch_call
 from .values import literal_tensor, number
 
 
@@ -149,7 +150,7 @@ class CustomModule(nn.Module):
         if self._adjoint_function is not None:
             tensors = [bound[n] for n in decl.inputs]
             params = [self._parameters[p.name.rsplit(".", 1)[-1]] for p in decl.params]
-            return self._adjoint_function.apply(*tensors, *params)
+            return watch_call(self._adjoint_run.log, self._adjoint_function.apply, *tensors, *params)
         scope = ModuleScope(self._adjoint_run, decl, self, bound)
         return self._adjoint_run.program(scope).run(decl.forward)
 

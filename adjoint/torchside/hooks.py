@@ -118,6 +118,9 @@ class Hooks:
             if hook.on == "node" and isinstance(t, torch.Tensor) and t.grad_fn is None:
                 self.attach_accumulator(hook, t)
 
+    def any_saved_tensors(self) -> bool:
+        return any(self.hooks[i].on == "saved_tensors" for i in self.active)
+
     def saved_hooks(self, scope_of: str | None) -> list[Hook]:
         """The active saved_tensors hooks over the whole forward (``scope_of`` None) or scoped to a module."""
         out = []

@@ -47,6 +47,7 @@ from .build import build, module_paths
 from .dropout import forced_mask
 from .hooks import Hooks
 from .program import Program
+from .unfinished import WatchPacks
 from .values import DTYPES, literal_tensor, number, snap
 
 DEFAULT_STEPS = ("forward", "backward")
@@ -186,6 +187,8 @@ class Session:
         for name, t in self.leaves.items():
             self.bind(name, t)
         with contextlib.ExitStack() as stack:
+            if self.hooks.any_saved_tensors():
+                stack.enter_context(WatchPacks(self.log))
             for hook in self.hooks.saved_hooks(None):
                 stack.enter_context(self.hooks.saved_tensors(hook))
             root = self.p.model
