@@ -71,7 +71,11 @@ def _show(args) -> str:
 
 
 def fill(decl: Module, module: nn.Module, dtype: torch.dtype, symbols: dict) -> dict[str, torch.Tensor]:
-    """Overwrite a built-in's parameters and buffers with the file's values; returns them by full name."""
+    """Give a built-in the file's parameters and buffers; returns them by full name.
+
+    Each is a fresh tensor put in place of the one the constructor made (``setattr`` on the
+    owning module, as ``module.weight = nn.Parameter(...)``), so it starts at version 0 like
+    any leaf a user makes: PyTorch's error messages quote version counters."""
     prefix = f"{decl.path}." if decl.path else ""
     params = dict(module.named_parameters())
     buffers = dict(module.named_buffers())
@@ -81,25 +85,24 @@ def fill(decl: Module, module: nn.Module, dtype: torch.dtype, symbols: dict) -> 
         if rel not in params:
             raise ProblemError(d.loc, f"torch.nn.{decl.type} has no parameter '{rel}' (it has: "
                                       f"{', '.join(params) or 'none'})")
-        p = params[rel]
-        value = literal_tensor(d.value, p.dtype, symbols)
-        if tuple(value.shape) != tuple(p.shape):
+        value = literal_tensor(d.value, params[rel].dtype, symbols)
+        if tuple(value.shape) != tuple(params[rel].shape):
             raise ProblemError(d.loc, f"'{d.name}' has shape {list(value.shape)} but torch.nn.{decl.type}'s "
-                                      f"{rel} has {list(p.shape)}")
-        with torch.no_grad():
-            p.copy_(value)
-        p.requires_grad_(d.requires_grad)
-        out[d.name] = p
+                                      f"{rel} has {list(params[rel].shape)}")
+        out[d.name] = _put(module, rel, nn.Parameter(value, requires_grad=d.requires_grad))
     for d in decl.buffers:
         rel = d.name[len(prefix):]
-        b = buffers.get(rel)
-        if b is None:
+        if buffers.get(rel) is None:
             raise ProblemError(d.loc, f"torch.nn.{decl.type} has no buffer '{rel}' with these args (it has: "
                                       f"{', '.join(buffers) or 'none'})")
-        with torch.no_grad():
-            b.copy_(literal_tensor(d.value, b.dtype, symbols))
-        out[d.name] = b
+        out[d.name] = _put(module, rel, literal_tensor(d.value, buffers[rel].dtype, symbols))
     return out
+
+
+def _put(module: nn.Module, rel: str, tensor: torch.Tensor) -> torch.Tensor:
+    owner, _, attr = rel.rpartition(".")
+    setattr(module.get_submodule(owner) if owner else module, attr, tensor)
+    return tensor
 
 
 # ----------------------------------------------------------------------------- containers and custom modules

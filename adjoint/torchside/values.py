@@ -48,7 +48,8 @@ def round_float32(q: Fraction) -> float:
     """The float32 nearest to ``q`` (ties to even), as a Python float; infinities beyond the range."""
     if abs(q) >= _F32_OVERFLOW:
         return math.copysign(math.inf, q)
-    a = np.float32(float(q))                  # within one float32 unit of the answer
+    with np.errstate(over="ignore"):          # just below the threshold float64 may round up to it
+        a = np.float32(float(q))              # within one float32 unit of the answer
     best = None
     for c in (np.nextafter(a, np.float32(-np.inf)), a, np.nextafter(a, np.float32(np.inf))):
         if not np.isfinite(c):
@@ -78,7 +79,9 @@ def exact_numbers(lit: Literal, symbols: dict[str, Fraction]) -> list[Fraction]:
 
 
 def literal_tensor(lit: Literal, dtype: torch.dtype, symbols: dict[str, Fraction]) -> torch.Tensor:
-    """The literal as a new tensor of ``dtype``, each element rounded once."""
+    """The literal as a new tensor of ``dtype``, each element rounded once: a fresh tensor, as
+    ``torch.tensor(...)`` makes (no base, version 0), so version counters and views behave as in a
+    user's script."""
     items = exact_numbers(lit, symbols)
     if dtype == torch.int64:
         flat = torch.tensor([int(v) for v in items], dtype=torch.int64)
@@ -86,7 +89,7 @@ def literal_tensor(lit: Literal, dtype: torch.dtype, symbols: dict[str, Fraction
         flat = torch.tensor([round_float32(v) for v in items], dtype=torch.float32)
     else:
         flat = torch.tensor([float(v) for v in items], dtype=dtype)
-    return flat.reshape(lit.shape)
+    return flat.reshape(lit.shape).clone()   # a tensor of its own (not a view of ``flat``), at version 0
 
 
 def snap(x, float_dtype: torch.dtype):
