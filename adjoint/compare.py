@@ -201,13 +201,14 @@ def _scalar(v):
     return v
 
 
-def _flat(v) -> list[float]:
+def _flat(v) -> list:
+    """The numbers of a nested list; integers stay ints (int64 values are compared exactly)."""
     if isinstance(v, list):
-        out: list[float] = []
+        out: list = []
         for x in v:
             out.extend(_flat(x))
         return out
-    return [float(v)]
+    return [v if isinstance(v, int) and not isinstance(v, bool) else float(v)]
 
 
 def _special(x: float) -> bool:
@@ -221,7 +222,7 @@ def _same_special(a: float, b: float) -> bool:
 
 
 def _num(x: float) -> str:
-    return f"{x:.10g}"
+    return str(x) if isinstance(x, int) else f"{x:.10g}"
 
 
 def _index(flat: int, shape: list[int]) -> str:

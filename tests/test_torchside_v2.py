@@ -386,6 +386,8 @@ def test_global_hooks_fire_for_every_module_and_are_removed_after_the_run():
     from torch.nn.modules import module as nn_module
 
     model, log, x = _hook_net()
+    mode_before = nn_module._global_is_full_backward_hook   # torch keeps it after handles go: a fresh script's
+    nn_module._global_is_full_backward_hook = None
     handles = [nn_module.register_module_forward_pre_hook(log.module_hook(0, "forward_pre", glob=True)),
                nn_module.register_module_forward_hook(log.module_hook(1, "forward", glob=True)),
                nn_module.register_module_full_backward_hook(log.module_hook(2, "full_backward", glob=True)),
@@ -395,7 +397,9 @@ def test_global_hooks_fire_for_every_module_and_are_removed_after_the_run():
     finally:
         for handle in handles:
             handle.remove()
+        nn_module._global_is_full_backward_hook = mode_before
     _check_hooks("global", log, model, x)
+    assert nn_module._global_is_full_backward_hook is mode_before
     assert {c["target"] for c in log.calls} == {"model", "lin", "inner"}
     for registry in ("_global_forward_pre_hooks", "_global_forward_hooks", "_global_backward_hooks",
                      "_global_backward_pre_hooks"):

@@ -6,7 +6,9 @@ keeps every handle, so ``remove``, ``removes`` and ``{remove: [...]}`` steps cal
 
 * module hooks: ``module.register_*_hook`` (``prepend``, ``with_kwargs``, ``always_call`` as
   declared), at once; global ones through ``torch.nn.modules.module.register_module_*_hook``
-  (removed again when the run ends, whatever happens);
+  (removed again when the run ends, whatever happens, and torch's memory of whether global
+  backward hooks are legacy or full, which outlives their handles, is reset for the run and
+  restored after it);
 * tensor hooks (``register_hook``, ``retain_grad``, ``register_post_accumulate_grad_hook``)
   and node hooks on a non-leaf (``grad_fn.register_prehook`` / ``register_hook``) as soon as
   the forward binds the target's name (a later forward's new tensor gets them again; a leaf
@@ -56,6 +58,10 @@ class Hooks:
         self.names: dict[str, object] = {}     # the latest value of every bound name
         self.retained: list[tuple[str, torch.Tensor]] = []   # (name, tensor) with retain_grad, in order
         self.fired: dict[tuple, int] = {}      # (node seq, module, hook) -> times fired (module calls sharing a node)
+        # torch remembers whether the global backward hooks are legacy or full even after their
+        # handles are removed; a run starts as a fresh script does (neither), and puts it back after
+        self.global_mode_before = nn_module._global_is_full_backward_hook
+        nn_module._global_is_full_backward_hook = None
 
     # ------------------------------------------------------------------ lifecycle
     def wanted(self, hook: Hook) -> bool:
@@ -93,6 +99,7 @@ class Hooks:
         """The end of the run: every handle goes (global module hooks would outlive it)."""
         for index in list(self.handles):
             self.remove(index)
+        nn_module._global_is_full_backward_hook = self.global_mode_before
 
     def bound(self, name: str, value) -> None:
         """The forward bound ``name``: attach the active hooks that target it (once per tensor)."""
