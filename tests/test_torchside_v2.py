@@ -1,6 +1,6 @@
 """The torch side of verify for everything contract v2 has, against torch code written by hand.
 
-Each test runs a file of tests/data/verify_v2_*.yaml through ``adjoint.torchside.run_variant``
+Each test runs a file of tests/data/verify_v2/*.yaml through ``adjoint.torchside.run_variant``
 and compares the observed JSON with what the same script, written out by hand in plain
 PyTorch (float64) next to it, observes. The hand-written side records hook calls with
 tests/pytorch/capture.py (independent of adjoint); the node a pack call is for is labelled by
@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pyt
 from capture import Log, leaf, snap, tensor  # noqa: E402
 
 warnings.filterwarnings("ignore", category=UserWarning)
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "verify_v2")
 TOL = 1e-12
 
 
@@ -152,7 +152,7 @@ def test_program_statements_and_expressions():
                     "model[0]": out[0], "model[1]": out[1], "loss": loss})
     loss.backward()
     expected = {"loss": snap(loss), "values": named, "grads": grads({"x": x, "v": v}), "hook_calls": log.calls}
-    assert_same(observe("verify_v2_program"), expected)
+    assert_same(observe("program"), expected)
 
 
 def test_function_names_resolve_to_pytorch_callables():
@@ -181,7 +181,7 @@ def test_function_names_resolve_to_pytorch_callables():
             for v in (call["args"]["x"], call["returned"]):
                 v.update(dtype="int64", value=[int(i) for i in v["value"]])
     expected = {"loss": None, "values": named, "grads": grads({"x": x, "w": w}), "hook_calls": log.calls}
-    assert_same(observe("verify_v2_names"), expected)
+    assert_same(observe("names"), expected)
 
 
 # ----------------------------------------------------------------------------- modules
@@ -225,7 +225,7 @@ def test_builtin_modules_with_args_buffers_and_frozen_parameters():
     expected = {"loss": snap(loss), "values": named, "hook_calls": log.calls,
                 "grads": grads({"x": x, "conv.weight": conv.weight, "conv.bias": conv.bias,
                                 "bn.weight": bn.weight, "bn.bias": bn.bias})}
-    obs = observe("verify_v2_modules")
+    obs = observe("modules")
     assert_same(obs, expected)
     assert obs["values"]["bn.num_batches_tracked"] == {"shape": [], "value": 1, "dtype": "int64"}
 
@@ -272,7 +272,7 @@ def test_module_list_kwargs_defaults_tuple_outputs_and_attention():
                                 "attn.in_proj_weight": attn.in_proj_weight, "attn.in_proj_bias": attn.in_proj_bias,
                                 "attn.out_proj.weight": attn.out_proj.weight,
                                 "attn.out_proj.bias": attn.out_proj.bias})}
-    assert_same(observe("verify_v2_containers"), expected)
+    assert_same(observe("containers"), expected)
 
 
 # ----------------------------------------------------------------------------- dropout
@@ -302,7 +302,7 @@ def test_dropout_mask_is_forced_on_pytorchs_own_node(dtype):
     named = values({"x": x, "drop": out, "model": out, "y": out, "loss": loss})
     loss.backward()
     expected = {"loss": snap(loss), "values": named, "grads": grads({"x": x}), "hook_calls": log.calls}
-    assert_same(observe("verify_v2_dropout", dtype=dtype), expected)
+    assert_same(observe("dropout", dtype=dtype), expected)
 
 
 def test_dropout_mask_of_the_wrong_shape_is_refused():
@@ -324,7 +324,7 @@ loss: "sum(y)"
 # ----------------------------------------------------------------------------- hooks
 
 def _hook_net():
-    """verify_v2_hooks's model: h = lin(x); inner(h, scale=3).sin(), inner(u, scale=2) = u * scale."""
+    """hooks's model: h = lin(x); inner(h, scale=3).sin(), inner(u, scale=2) = u * scale."""
     lin = nn.Linear(2, 2, dtype=torch.float64)
     lin.weight = nn.Parameter(tensor([[0.5, -1], [2, 0.25]]))
     lin.bias = nn.Parameter(tensor([0.5, -0.5]))
@@ -351,7 +351,7 @@ def _hook_net():
 
 
 def _check_hooks(variant: str, log: Log, model, x) -> dict:
-    obs = observe("verify_v2_hooks", variant)
+    obs = observe("hooks", variant)
     assert_same(obs["hook_calls"], log.calls)
     assert_same(obs["grads"], grads({"x": x, "lin.weight": model.lin.weight, "lin.bias": model.lin.bias}))
     return obs
@@ -472,7 +472,7 @@ def test_a_hook_that_raises_in_the_backward():
         y.sum().backward()
     expected = {"error": {"type": "RuntimeError", "message": str(exc.value), "during": "backward",
                           "after_call": len(log.calls) - 1}, "hook_calls": log.calls}
-    assert_same(observe("verify_v2_hooks", "raises"), expected)
+    assert_same(observe("hooks", "raises"), expected)
 
 
 def test_always_call_runs_while_a_forward_error_propagates():
@@ -488,13 +488,13 @@ def test_always_call_runs_while_a_forward_error_propagates():
     assert log.calls[2]["args"]["output"] is None
     expected = {"error": {"type": "RuntimeError", "message": str(exc.value), "during": "forward",
                           "after_call": 2}, "hook_calls": log.calls}
-    assert_same(observe("verify_v2_hooks", "always_call"), expected)
+    assert_same(observe("hooks", "always_call"), expected)
 
 
 # ----------------------------------------------------------------------------- saved tensors
 
 def _saved_script(log, whole, scoped, pack_body=None, unpack_body=None):
-    """verify_v2_saved's model with saved-tensor hooks ``whole`` (hook index or None) around the
+    """saved's model with saved-tensor hooks ``whole`` (hook index or None) around the
     forward and the loss, and ``scoped`` around f's call."""
     x = leaf([0.5, -1])
     with _maybe(log, whole, pack_body, unpack_body):
@@ -535,7 +535,7 @@ class _maybe:
 ])
 def test_saved_tensor_hooks_name_their_node_and_tensor(variant, whole, scoped, bodies):
     expected = _saved_script(Log(), whole, scoped, *bodies)
-    assert_same(observe("verify_v2_saved", variant), expected)
+    assert_same(observe("saved", variant), expected)
 
 
 def test_a_pack_hook_that_raises_names_the_node_it_was_building():
@@ -550,7 +550,7 @@ def test_a_pack_hook_that_raises_names_the_node_it_was_building():
                 x.sin()
     expected = {"error": {"type": "RuntimeError", "message": str(exc.value), "during": "forward", "after_call": 0},
                 "hook_calls": log.calls}
-    assert_same(observe("verify_v2_saved", "pack_raises"), expected)
+    assert_same(observe("saved", "pack_raises"), expected)
 
 
 # ----------------------------------------------------------------------------- steps
@@ -595,7 +595,7 @@ def test_steps_passes_and_sgd():
     h3, loss3, _ = forward(x2, 0)               # the next forward's
     with log.backward_pass(state(x2, h3)):
         loss3.backward()
-    obs = observe("verify_v2_steps")
+    obs = observe("steps")
     for p in log.passes:
         if not p["returned"]:
             del p["returned"]
@@ -632,7 +632,7 @@ def test_backward_through_a_freed_graph():
         loss.backward()
     expected = _errors_script(steps)
     assert "backward through the graph a second time" in expected["error"]["message"]
-    assert_same(observe("verify_v2_errors", "freed"), expected)
+    assert_same(observe("errors", "freed"), expected)
 
 
 def test_sgd_on_a_saved_parameter_then_backward():
@@ -644,7 +644,7 @@ def test_sgd_on_a_saved_parameter_then_backward():
         loss.backward()
     expected = _errors_script(steps)
     assert "is at version 1; expected version 0" in expected["error"]["message"]
-    assert_same(observe("verify_v2_errors", "stepped"), expected)
+    assert_same(observe("errors", "stepped"), expected)
 
 
 def test_a_saved_tensor_modified_in_place():
@@ -658,7 +658,7 @@ def test_a_saved_tensor_modified_in_place():
         (g * 2).sum().backward()
     expected = {"error": {"type": "RuntimeError", "message": str(exc.value), "during": "backward",
                           "after_call": 0}, "hook_calls": log.calls}
-    assert_same(observe("verify_v2_inplace"), expected)
+    assert_same(observe("inplace"), expected)
 
 
 # ----------------------------------------------------------------------------- values
@@ -679,7 +679,7 @@ def test_float32_literals_are_rounded_once():
 def test_leaves_are_fresh_tensors():
     from adjoint.torchside.run import Session
 
-    problem = adjoint.load(os.path.join(DATA, "verify_v2_modules.yaml"))
+    problem = adjoint.load(os.path.join(DATA, "modules.yaml"))
     s = Session(problem, problem.variants[0], "float64")
     for name, t in s.leaves.items():
         assert t._base is None and t._version == 0, name

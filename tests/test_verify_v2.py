@@ -40,22 +40,22 @@ def test_pytorch_ports_and_problems_verify():
     assert text.splitlines()[-1].startswith(f"OK: {len(files)} problems")
 
 
-DATA = os.path.join(HERE, "data")
+DATA = os.path.join(HERE, "data", "verify_v2")
 #: (file stem, variant): v2 files of tests/data whose prediction matches PyTorch.
-AGREE = [("verify_v2_inplace", None), ("verify_v2_errors", "freed"), ("verify_v2_saved", "whole"),
-         ("verify_v2_saved", "scoped"), ("verify_v2_saved", "nested"), ("verify_v2_hooks", "prepend"),
-         ("verify_v2_hooks", "global"), ("verify_v2_hooks", "multi"), ("verify_v2_hooks", "removes"),
-         ("verify_v2_hooks", "raises")]
+AGREE = [("inplace", None), ("errors", "freed"), ("saved", "whole"),
+         ("saved", "scoped"), ("saved", "nested"), ("hooks", "prepend"),
+         ("hooks", "global"), ("hooks", "multi"), ("hooks", "removes"),
+         ("hooks", "raises")]
 #: Where the engine and PyTorch disagree today (findings for the engine; strict xfail: the day
 #: one passes, the entry must go). Key: file stem::variant -> what differs.
 DISAGREE = {
-    "verify_v2_errors::stepped": "the in-place error message names the saved view's node 'T' where PyTorch "
+    "errors::stepped": "the in-place error message names the saved view's node 'T' where PyTorch "
                                  "says 'AsStrided' (weight.t() saved by addmm, then an SGD step)",
-    "verify_v2_saved::pack_raises": "raises: on a saved_tensors hook is ignored: the pack does not raise",
-    "verify_v2_steps::default": "post_accumulate_grad is handed 'grad', not 'tensor'; a non-leaf named in "
+    "saved::pack_raises": "raises: on a saved_tensors hook is ignored: the pack does not raise",
+    "steps::default": "post_accumulate_grad is handed 'grad', not 'tensor'; a non-leaf named in "
                                 "backward inputs is missing from the passes before that backward and keeps "
                                 "the first forward's tensor after later forwards",
-    "verify_v2_hooks::leaf_nodes": "post_accumulate_grad is handed 'grad'; the post hook on lin.weight's "
+    "hooks::leaf_nodes": "post_accumulate_grad is handed 'grad'; the post hook on lin.weight's "
                                    "AccumulateGrad (reached through TBackward0) never fires",
 }
 
