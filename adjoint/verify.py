@@ -3,9 +3,13 @@
 For every file and variant: solve exactly (numerically, through the file's ``symbols:``, when
 the file has free symbols), build and run the same thing in torch
 (:mod:`adjoint.torchside`, imported lazily: the only place torch is loaded), and compare
-(:mod:`adjoint.compare`, whose docstring states the tolerances). With ``fd``, the final
-gradients also get a third, independent opinion: central differences in float64, as
-``torch.autograd.gradcheck`` computes them, with gradcheck's tolerance.
+(:mod:`adjoint.compare`, whose docstring states the tolerances). Everything the contract's
+answer holds is compared, v2 included: an ``error`` PyTorch raised (or did not), ``passes``
+of a variant with steps, the marks of each hook call. With ``fd``, the final gradients also
+get a third, independent opinion: central differences in float64, as
+``torch.autograd.gradcheck`` computes them, with gradcheck's tolerance (skipped, with the
+reason, where the final gradients are not the derivative of one forward: steps, an error,
+a hook that changes gradients or saved tensors).
 
 Every file is loaded and solved before anything runs or prints, so bad input (a
 ProblemError, which propagates; the CLI prints it as one line and exits 2) writes nothing.

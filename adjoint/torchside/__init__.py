@@ -5,10 +5,11 @@
 which torch function a name is; ``dropout``: a declared Dropout mask forced), registers its
 hooks for real (``hooks``), runs its steps and returns what was observed, in the contract's
 per-variant JSON shape (``run``; ``values``: tensors as JSON; ``graphs``: which node a hook
-ran at). :func:`finite_differences` is the independent float64 check of the final gradients.
+ran at). :func:`finite_differences` (``fd``) is the independent float64 check of the final gradients.
 """
 
-from .run import finite_differences, run_variant
+from .fd import finite_differences
+from .run import run_variant
 
 __all__ = ["run_variant", "finite_differences", "torch_version"]
 

@@ -30,7 +30,7 @@ from torch import nn
 from .. import nn_types
 from ..errors import Loc, ProblemError
 from ..problem import ROOT, Function, Module
-from .program import EnvScope, Program
+from .program import EnvScope
 from .unfinished import watch_call
 from .values import literal_tensor, number
 

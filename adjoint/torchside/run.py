@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import Loc, ProblemError
-from ..problem import OUTPUT, ROOT, Module, Problem, Step, Variant
+from ..problem import OUTPUT, Module, Problem, Step, Variant
 from . import graphs
 from .build import build, module_paths
 from .dropout import forced_mask
@@ -378,7 +378,10 @@ def finish_calls(s: Session) -> None:
         k = record.pop("_k", None)
         fi = record.pop("_fi", None)
         if label is not None:
-            calls = s.forwards[fi].counts.get(label, 1) if fi is not None else 2
+            if fi is not None:
+                calls = s.forwards[fi].counts.get(label, 1)
+            else:   # a backward hook at a node no call of the module noted: unknown call (None) if it matters
+                calls = max((fp.counts.get(label, 1) for fp in s.forwards), default=1)
             if calls > 1:
                 record["call"] = k
         if record["kind"] in ("pack", "unpack"):
@@ -388,47 +391,4 @@ def finish_calls(s: Session) -> None:
             record["target"] = producers.get(seq) if seq is not None else None
 
 
-# ----------------------------------------------------------------------------- finite differences
-
-def finite_differences(problem: Problem, variant: Variant, names: list[str], eps: float = 1e-6) -> dict:
-    """Central differences in float64 of ``sum(root * grad_output)`` (``sum(root)`` when no
-    grad_output is given) with respect to each leaf in ``names``, as ``torch.autograd.gradcheck``
-    does: ``(f(x + eps e_i) - f(x - eps e_i)) / (2 eps)`` element by element. Forward-phase
-    module hooks stay registered (they are part of the function); every other hook is left out."""
-    s = Session(problem, variant, "float64", forward_only=True)
-    gout = (literal_tensor(variant.backward.grad_output, torch.float64, s.symbols)
-            if variant.backward.grad_output is not None else None)
-    out = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            for hook in variant.hooks:
-                if hook.when == "before_forward":
-                    s.hooks.register(hook.index)
-
-            def f() -> float:
-                fp = s.forward()
-                root = fp.loss if fp.loss is not None else fp.output
-                s.kept.clear()
-                return float((root * gout).sum() if gout is not None else root.sum())
-
-            with torch.no_grad():
-                for name in names:
-                    t = s.leaves[name]
-                    flat = t.view(-1)
-                    g = torch.zeros_like(flat)
-                    for i in range(flat.numel()):
-                        orig = flat[i].item()
-                        flat[i] = orig + eps
-                        plus = f()
-                        flat[i] = orig - eps
-                        minus = f()
-                        flat[i] = orig
-                        g[i] = (plus - minus) / (2 * eps)
-                    out[name] = snap(g.view(t.shape), torch.float64)
-        finally:
-            s.close()
-    return out
-
-
-__all__ = ["run_variant", "finite_differences", "Session", "ROOT"]
+__all__ = ["run_variant", "Session", "ForwardPass"]
