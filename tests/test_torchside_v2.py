@@ -442,6 +442,17 @@ def test_multi_grad_hooks():
     assert [c["hook"] for c in log.calls] == [1, 0]
 
 
+def test_multi_grad_goes_on_as_soon_as_its_tensors_exist():
+    # lin's output is bound (as "lin") before the forward names it h: the multi-grad hook on
+    # [lin] is registered first, so it runs before h's tensor hook and sees the unscaled grad
+    model, log, x = _hook_net()
+    model.on_h.append(lambda h: torch.autograd.graph.register_multi_grad_hook((h,), log.multi_grad_hook(1, "lin")))
+    model.on_h.append(lambda h: h.register_hook(log.tensor_hook(0, "h", fn=lambda grad: grad * 2)))
+    model(x).sum().backward()
+    _check_hooks("multi_soon", log, model, x)
+    assert [c["hook"] for c in log.calls] == [1, 0]
+
+
 def test_removes_remove_and_when():
     model, log, x = _hook_net()
     handles = {2: x.register_hook(log.tensor_hook(2, "x")),
@@ -686,3 +697,36 @@ def test_leaves_are_fresh_tensors():
     assert s.leaves["fc.weight"] is s.modules["fc"].weight and not s.leaves["fc.weight"].requires_grad
     assert type(s.modules["bn"]) is nn.BatchNorm2d and s.modules["bn"].training
     s.close()
+
+
+def test_training_false_is_eval_mode_with_the_running_statistics():
+    problem = adjoint.loads("""
+name: bn_eval
+dtype: float64
+inputs: {x: {value: [[1, 2], [3, -1]], requires_grad: true}}
+model:
+  children:
+    bn:
+      type: BatchNorm1d
+      args: {num_features: 2}
+      params: {weight: [2, 1], bias: [0.5, 0]}
+      buffers: {running_mean: [1, -1], running_var: [4, 0.25]}
+      training: false
+  forward: "bn(x)"
+loss: "sum(y * y)"
+""")
+    bn = nn.BatchNorm1d(2, dtype=torch.float64).eval()
+    bn.weight, bn.bias = nn.Parameter(tensor([2, 1])), nn.Parameter(tensor([0.5, 0]))
+    bn.running_mean, bn.running_var = tensor([1, -1]), tensor([4, 0.25])
+    x = leaf([[1, 2], [3, -1]])
+    out = bn(x)
+    loss = (out * out).sum()
+    named = values({"x": x, "bn.weight": bn.weight, "bn.bias": bn.bias, "bn.running_mean": bn.running_mean,
+                    "bn.running_var": bn.running_var, "bn.num_batches_tracked": bn.num_batches_tracked, "bn": out,
+                    "model": out, "y": out, "loss": loss})
+    loss.backward()
+    expected = {"loss": snap(loss), "values": named, "hook_calls": [],
+                "grads": grads({"x": x, "bn.weight": bn.weight, "bn.bias": bn.bias})}
+    obs = run_variant(problem, problem.variants[0], "float64")
+    assert_same(obs, expected)
+    assert obs["values"]["bn.num_batches_tracked"]["value"] == 0      # eval: no statistics update

@@ -55,6 +55,9 @@ DISAGREE = {
     "steps::default": "post_accumulate_grad is handed 'grad', not 'tensor'; a non-leaf named in "
                                 "backward inputs is missing from the passes before that backward and keeps "
                                 "the first forward's tensor after later forwards",
+    "hooks::multi_soon": "a multi_grad hook is registered when the forward ends, not as soon as its tensors "
+                         "exist (the contract's rule): here after h's tensor hook, so it runs second and sees "
+                         "the doubled gradient",
     "hooks::leaf_nodes": "post_accumulate_grad is handed 'grad'; the post hook on lin.weight's "
                                    "AccumulateGrad (reached through TBackward0) never fires",
 }
