@@ -730,3 +730,10 @@ loss: "sum(y * y)"
     obs = run_variant(problem, problem.variants[0], "float64")
     assert_same(obs, expected)
     assert obs["values"]["bn.num_batches_tracked"]["value"] == 0      # eval: no statistics update
+
+
+def test_int64_values_are_integers_marked_int64():
+    obs = observe("int64")
+    assert obs["values"]["i"] == {"shape": [2], "value": [1, 0], "dtype": "int64"}
+    assert obs["values"]["x"] == {"shape": [2], "value": [1.0, -2.0]}
+    assert all(type(v) is int for v in obs["values"]["i"]["value"])

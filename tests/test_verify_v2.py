@@ -58,13 +58,19 @@ DISAGREE = {
     "hooks::multi_soon": "a multi_grad hook is registered when the forward ends, not as soon as its tensors "
                          "exist (the contract's rule): here after h's tensor hook, so it runs second and sees "
                          "the doubled gradient",
+    "int64::None": "integer values carry no \"dtype\": \"int64\" in the prediction (value_json), and are floats",
+    "hooks::kwargs": "a with_kwargs forward pre-hook returning (input, kwargs) is refused as bad input (the "
+                     "positional count is checked against every input, kwargs ignored); a hook handed a number "
+                     "in kwargs crashes solve (value_json of a Fraction)",
+    "hooks::always_call": "solve crashes (IndexError in solve._forward_of) when the first forward raises",
     "hooks::leaf_nodes": "post_accumulate_grad is handed 'grad'; the post hook on lin.weight's "
                                    "AccumulateGrad (reached through TBackward0) never fires",
 }
 
 
 @pytest.mark.torch
-@pytest.mark.parametrize("stem, variant", AGREE + [tuple(k.split("::")) for k in DISAGREE])
+@pytest.mark.parametrize("stem, variant", AGREE + [(k.split("::")[0], None if k.endswith("::None") else k.split("::")[1])
+                                                   for k in DISAGREE])
 def test_v2_files_verify(stem, variant, request):
     key = f"{stem}::{variant}"
     if key in DISAGREE:
