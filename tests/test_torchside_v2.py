@@ -737,3 +737,22 @@ def test_int64_values_are_integers_marked_int64():
     assert obs["values"]["i"] == {"shape": [2], "value": [1, 0], "dtype": "int64"}
     assert obs["values"]["x"] == {"shape": [2], "value": [1.0, -2.0]}
     assert all(type(v) is int for v in obs["values"]["i"]["value"])
+
+
+def test_hooks_removed_and_registered_again_are_back_on_their_tensors():
+    log = Log()
+    x = leaf([1, -2])
+    h = x * 3
+    loss = (h * h).sum()
+    first = [h.register_hook(log.tensor_hook(0, "h")), x.register_hook(log.tensor_hook(1, "x"))]
+    for handle in first:
+        handle.remove()
+    h.register_hook(log.tensor_hook(0, "h"))
+    x.register_hook(log.tensor_hook(1, "x"))
+    with log.backward_pass(lambda: grads({"x": x})):
+        loss.backward()
+    obs = observe("reregister")
+    for p in log.passes:
+        del p["returned"]
+    assert_same(obs["passes"], log.passes)
+    assert [c["hook"] for c in obs["hook_calls"]] == [0, 1]

@@ -58,6 +58,8 @@ DISAGREE = {
     "hooks::multi_soon": "a multi_grad hook is registered when the forward ends, not as soon as its tensors "
                          "exist (the contract's rule): here after h's tensor hook, so it runs second and sees "
                          "the doubled gradient",
+    "reregister::None": "a tensor hook removed and registered again is not put back on the tensor it was on "
+                        "(Registrations.attached keeps the tensor), so it never fires",
     "int64::None": "integer values carry no \"dtype\": \"int64\" in the prediction (value_json), and are floats",
     "hooks::kwargs": "a with_kwargs forward pre-hook returning (input, kwargs) is refused as bad input (the "
                      "positional count is checked against every input, kwargs ignored); a hook handed a number "

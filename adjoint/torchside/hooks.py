@@ -90,10 +90,13 @@ class Hooks:
             self.try_multi_grad(hook)
 
     def remove(self, index: int) -> None:
+        """``handle.remove()`` on every registration of the hook; registered again later, it goes
+        back on the tensors it was on (a user's ``register_hook`` line run again)."""
         self.active.discard(index)
         for handle in self.handles.get(index, []):
             handle.remove()
         self.handles[index] = []
+        self.attached[index] = set()
 
     def remove_all(self) -> None:
         """The end of the run: every handle goes (global module hooks would outlive it)."""
