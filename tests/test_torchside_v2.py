@@ -756,3 +756,34 @@ def test_hooks_removed_and_registered_again_are_back_on_their_tensors():
         del p["returned"]
     assert_same(obs["passes"], log.passes)
     assert [c["hook"] for c in obs["hook_calls"]] == [0, 1]
+
+
+def test_saved_tensors_of_in_place_ops_and_of_ops_run_inside_copy_slices():
+    log = Log()
+    x = leaf([1, -2, 0.5])
+    with torch.autograd.graph.saved_tensors_hooks(*log.saved_tensors(0)):
+        h = x * 1
+        v = h[:2]
+        o = x[1:]
+        with log.op("MulBackward0", None):    # runs inside h's first CopySlices: no tensor has it as grad_fn
+            v.mul_(o)
+        g = x * 2
+        with log.op("MulBackward0", "g"):     # g's grad_fn now
+            g.mul_(x)
+        w = h[1:]
+        with log.op("ExpBackward0", None):    # inside h's second CopySlices
+            w.exp_()
+        out = h + g
+        loss = out.sum()
+    log.name_nodes(g=g)
+    named = values({"x": x, "h": h, "v": v, "g": g, "w": w, "model": out, "y": out, "loss": loss})
+    loss.backward()
+    # capture.py names an unpack by torch._C._current_autograd_node(): for an op a CopySlices runs,
+    # that is the CopySlices; the node whose saved tensor it is, is the op it wraps: h's second
+    # CopySlices (run first) wraps w.exp_()'s ExpBackward0, the first wraps v.mul_()'s MulBackward0
+    copy_slices = [c for c in log.calls if c["kind"] == "unpack" and c["node"] == "torch::autograd::CopySlices"]
+    assert len(copy_slices) == 3
+    for call, node in zip(copy_slices, ("ExpBackward0", "MulBackward0", "MulBackward0")):
+        call["node"], call["target"] = node, None
+    expected = {"loss": snap(loss), "values": named, "grads": grads({"x": x}), "hook_calls": log.calls}
+    assert_same(observe("saved_inplace"), expected)

@@ -1,15 +1,12 @@
 """What the torch side learns about autograd nodes: which one a hook ran at, and what it is called.
 
 PyTorch numbers every node it creates with a thread-local ``sequence_nr`` (``AccumulateGrad``
-excepted: it has none), so a sequence number names a node for the whole run:
-
-* a pack hook runs while its op's node is being built, before any other node exists; the
-  node's number is therefore ``torch._C._autograd._get_sequence_nr() - 1`` (the counter is
-  the *next* number; probed: ``mul`` packs with the counter at n + 1, ``cross_entropy``'s
-  ``log_softmax`` and ``nll_loss`` pack with it at their own numbers + 1, and a custom
-  Function packs in ``save_for_backward`` after its forward, which creates no node);
-* an unpack hook, a module's backward hook or a node hook asks
-  ``torch._C._current_autograd_node()``.
+excepted: it has none), so a sequence number names a node for the whole run. Which number a
+pack or unpack call is for is read from PyTorch's op records (:mod:`.savednodes`); without
+them, a pack takes the newest node (``torch._C._autograd._get_sequence_nr() - 1``: the
+counter is the *next* number) and an unpack the node the engine runs
+(``torch._C._current_autograd_node()``, which is also how a module's backward hook or a node
+hook learns where it runs).
 
 :class:`NodeIndex` walks the graphs behind the tensors of the run (every tensor a program
 made is kept alive, so every node is reachable) and keeps, by sequence number, each node's

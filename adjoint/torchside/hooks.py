@@ -246,11 +246,11 @@ class Hooks:
     @contextlib.contextmanager
     def saved_tensors(self, hook: Hook):
         """``with torch.autograd.graph.saved_tensors_hooks(pack, unpack):`` for one declared hook."""
-        def pack(x):
+        def pack(x):   # the node being built: read from the run's records (savednodes), else the newest one
             seq = graphs.next_sequence_nr() - 1
             return self.fire(hook, {"x": x}, kind="pack", body=hook.pack, where={"_seq": seq})
 
-        def unpack(x):
+        def unpack(x):  # the node whose saved tensor it is: from the records, else the engine's current node
             node = graphs.current_node()
             where = {"_seq": graphs.sequence_nr(node) if node is not None else None,
                      "_node": node.name() if node is not None else None}
@@ -275,6 +275,8 @@ class Hooks:
         if where:
             record.update(where)
         run.log.append(record)
+        if kind in ("pack", "unpack"):
+            run.saved_nodes.mark(len(run.log) - 1)
         for index in hook.removes:
             self.remove(index)
         if hook.raises is not None:

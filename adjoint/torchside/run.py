@@ -47,6 +47,7 @@ from .build import build, module_paths
 from .dropout import forced_mask
 from .hooks import Hooks
 from .program import Program
+from .savednodes import SavedNodes
 from .unfinished import WatchPacks
 from .values import DTYPES, literal_tensor, number, snap
 
@@ -102,6 +103,7 @@ class Session:
         self.labels = {id(m): label for label, m in self.modules.items()}
         self.decls = {m.label: m for m in problem.model.walk()}
         self.hooks = Hooks(self, variant.hooks, forward_only)
+        self.saved_nodes = SavedNodes(not forward_only and any(h.on == "saved_tensors" for h in variant.hooks))
         self.observers = [self.modules[label].register_forward_hook(self._observe(label)) for label in self.decls]
 
     def leaf(self, d) -> torch.Tensor:
@@ -291,10 +293,12 @@ def run_variant(problem: Problem, variant: Variant, dtype: str) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            error = run_steps(s, steps, passes)
+            with s.saved_nodes.recording():
+                error = run_steps(s, steps, passes)
         finally:
             s.close()
     s.nodes.scan(s.kept)
+    s.saved_nodes.resolve(s.log)
     finish_calls(s)
     if error is not None:
         return {"error": error, "hook_calls": s.log}
@@ -387,7 +391,7 @@ def finish_calls(s: Session) -> None:
         if record["kind"] in ("pack", "unpack"):
             seq = record.pop("_seq", None)
             name = record.pop("_node", None)
-            record["node"] = name if name is not None else s.nodes.name(seq)
+            record["node"] = name or s.nodes.name(seq) or s.saved_nodes.name(seq)
             record["target"] = producers.get(seq) if seq is not None else None
 
 
