@@ -162,6 +162,8 @@ class Program:
             return tuple(self.eval(i) for i in e.items)
         if isinstance(e, S.ListLit):
             return [self.eval(i) for i in e.items]
+        if isinstance(e, S.DictLit):
+            return {k: self.eval(v) for k, v in e.items}
         if isinstance(e, S.Neg):
             return self.keep(-self.eval(e.operand))
         if isinstance(e, S.Bin):
