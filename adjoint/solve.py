@@ -202,18 +202,20 @@ def _boundaries(run: VariantRun) -> list[Boundary]:
     for call in fwd.calls:
         depth = 0 if call.parent is None else depth_of[call.parent] + 1
         depth_of[call.id] = depth
-        gout = seen_at(bwd, call.out) if call.out.requires_grad else None
-        if gout is not None:
+        outs = call.out if isinstance(call.out, tuple) else (call.out,)   # a tuple: MultiheadAttention, ...
+        gouts = tuple(seen_at(bwd, t) for t in outs)
+        if any(g is not None for g in gouts):
             start = rt.nodes.index(call.in_node) if call.in_node is not None else call.body_start
-            gin = tuple(pure_vjp(rt, rt.nodes[start:call.end], call.out, gout, call.args))
+            seeds = [(t, g) for t, g in zip(outs, gouts) if g is not None]
+            gin = tuple(pure_vjp(rt, rt.nodes[start:call.end], seeds[0][0], seeds[0][1], call.args, seeds[1:]))
             if call.module.type == "Identity":
-                gin = (gout if call.args[0].requires_grad else None,)
+                gin = (gouts[0] if call.args[0].requires_grad else None,)
         else:
             gin = tuple(None for _ in call.args)
         nodes = [n.name for n in call.body_nodes(rt)]
         names = tuple(_describe_tensor(a) for a in call.args)
         out.append(Boundary(call.callid, call.path, call.k, call.module.type or "custom", call.module.inputs, names,
-                            OUTPUT if call.path == ROOT else call.callid, nodes, (gout,), gin, depth))
+                            OUTPUT if call.path == ROOT else call.callid, nodes, gouts, gin, depth))
     return out
 
 
@@ -226,13 +228,17 @@ def _edge_key(edge):
     return ("leaf", node.variable.id) if node.is_accumulate else (id(node), edge.input_nr)
 
 
-def pure_vjp(rt, nodes: list[Node], seed_tensor: Tensor, seed, wrt) -> list:
+def pure_vjp(rt, nodes: list[Node], seed_tensor: Tensor, seed, wrt, more_seeds=()) -> list:
     """J^T seed through ``nodes`` (hooks ignored): the Lagrangian adjoint of a module.
+    ``more_seeds``: (tensor, cotangent) pairs of a module's other outputs (a tuple output).
 
     Returns, per tensor in ``wrt``, its cotangent, or None where it does not require grad."""
     from .function import declared_vjp
     B = rt.B
     cot: dict = {_key(seed_tensor): seed}
+    for t, g in more_seeds:
+        k = _key(t)
+        cot[k] = g if k not in cot else B.add(cot[k], g)
     for node in reversed(nodes):
         gs = [cot.get((id(node), i)) for i in range(len(node.outputs))]
         if all(g is None for g in gs):

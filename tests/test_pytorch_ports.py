@@ -75,8 +75,6 @@ PENDING: dict[str, str] = {
         "errors as predictions: a full hook returning a tensor where no input requires grad (refused as bad input today; lead to decide)",
     "test_hook_none":
         "a custom Function with a tuple forward (function: extension); tuple unpacking; unbind",
-    "test_hooks_cpp":
-        "BatchNorm1d with args, training: false",
     "test_kwarg_hooks":
         "with_kwargs (returning (args, kwargs)); keyword arguments in a call; steps",
     "test_multi_grad_all_hooks":
