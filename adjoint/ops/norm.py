@@ -11,8 +11,8 @@ the backend's ``sqrt``), then the affine ``xhat * weight + bias``. The VJPs are 
 shared across. Over a single element ``xhat`` is exactly 0, so ``grad_weight`` is exactly 0
 (floats give ~1e-11 there: pytorch#188375).
 
-What the nodes save, in pack order (probed on 2.13): batch norm ``input, weight,
-running_mean, running_var, save_mean, save_invstd`` (absent ones skipped; in eval mode the
+What the nodes save, in pack order (probed on 2.13): batch norm ``input, running_mean,
+running_var, weight, save_mean, save_invstd`` (absent ones skipped; in eval mode the
 two statistics are empty tensors); layer norm ``bias, input, weight, mean, rstd``; group norm
 ``input, weight, mean, rstd``. Batch and layer norm's statistics are outputs without
 gradients; group norm's ``mean`` and ``rstd`` are differentiable outputs of the node (a
@@ -268,7 +268,7 @@ _EPS = Fraction(1, 100000)
 
 OPS = (
     Op("native_batch_norm", "NativeBatchNormBackward0", batch_norm_forward, batch_norm_vjp, batch_norm_shape,
-       (Save("input", "in", 0), Save("weight", "in", 1), Save("running_mean", "in", 3), Save("running_var", "in", 4),
+       (Save("input", "in", 0), Save("running_mean", "in", 3), Save("running_var", "in", 4), Save("weight", "in", 1),
         Save("result1", "out", 1), Save("result2", "out", 2)),
        "training: w*rstd*(g - mean(g) - xhat*mean(g*xhat)), sum(g*xhat), sum(g) over batch and positions; eval: "
        "g*w*rstd(running_var), sum(g*xhat), sum(g)", grows=True, outputs=3, diff_outputs=1,
