@@ -170,3 +170,64 @@ def test_a_small_cnn_chain():
     from nn_harness import assert_legacy, assert_saved
     assert_legacy(case, rec)
     assert_saved(case, rec)
+
+
+# ----------------------------------------------------------------------------- the functions, called by name
+
+_A = dyadic((1, 2, 4, 4), 1)
+_W = dyadic((2, 3), 2)
+_FUNCTIONS = [
+    ("max_pool2d(a, 2, 1, 1, 1, True)", lambda a: F.max_pool2d(a, 2, 1, 1, 1, True), {"a": distinct((2, 3, 3), 1)}),
+    ("max_pool2d(a, (2, 1), dilation=(1, 2))", lambda a: F.max_pool2d(a, (2, 1), dilation=(1, 2)),
+     {"a": distinct((1, 1, 4, 5), 2)}),
+    ("avg_pool2d(a, 3, 2, 1, False, False)", lambda a: F.avg_pool2d(a, 3, 2, 1, False, False), {"a": _A}),
+    ("avg_pool2d(a, kernel_size=2, divisor_override=5)", lambda a: F.avg_pool2d(a, kernel_size=2, divisor_override=5),
+     {"a": dyadic((2, 4, 3), 3)}),
+    ("adaptive_avg_pool2d(a, (3, None))", lambda a: F.adaptive_avg_pool2d(a, (3, None)), {"a": _A}),
+    ("adaptive_avg_pool2d(a, 1)", lambda a: F.adaptive_avg_pool2d(a, 1), {"a": dyadic((2, 3, 3), 2)}),
+    ("conv1d(a, w, None, 1, 'same', 2)", lambda a, w: F.conv1d(a, w, None, 1, 'same', 2),
+     {"a": dyadic((1, 2, 5), 1), "w": dyadic((3, 2, 2), 2)}),
+    ("layer_norm(a, [4], w)", lambda a, w: F.layer_norm(a, [4], w), {"a": _A, "w": dyadic((4,), 4)}),
+    ("group_norm(a, 2, w[:, 1], w[:, 0], 0.5)", lambda a, w: F.group_norm(a, 2, w[:, 1], w[:, 0], 0.5),
+     {"a": _A, "w": _W}),
+    ("embedding(i, w, 1)", lambda i, w: F.embedding(i, w, 1), {"i": [1, 0, 1], "w": _W}),
+    ("dropout(a, 1.0)", lambda a: F.dropout(a, 1.0), {"a": dyadic((2, 2), 1)}),
+    ("dropout(a, 0.5, False) * 2", lambda a: F.dropout(a, 0.5, False) * 2, {"a": dyadic((2, 2), 1)}),
+    ("softmax(a, dim=1) * a", lambda a: F.softmax(a, dim=1) * a, {"a": [[0.0, 0.5], [-1.0, 0.25]]}),
+    ("bmm(a, w)", lambda a, w: torch.bmm(a, w), {"a": dyadic((2, 2, 3), 1), "w": dyadic((2, 3, 1), 2)}),
+]
+
+
+@pytest.mark.parametrize("expr,fn,leaves", _FUNCTIONS, ids=[e for e, _, _ in _FUNCTIONS])
+def test_function(expr, fn, leaves):
+    decl = "".join(f"  {n}: {{value: {lit(v)}, dtype: int64}}\n" if n == "i" else
+                   f"  {n}: {{value: {lit(v)}, requires_grad: true}}\n" for n, v in leaves.items())
+    case = Case(f"name: t\ndtype: float64\ninputs:\n{decl}model:\n  inputs: [{', '.join(leaves)}]\n"
+                f"  forward: \"{expr}\"\nloss: \"sum(y * y)\"\n")
+    ts = {n: (torch.tensor(v) if n == "i" else t64(v, True)) for n, v in leaves.items()}
+    y = fn(*ts.values())
+    (y * y).sum().backward()
+    names = {n: t for n, t in ts.items() if t.requires_grad}
+    assert case.chain("y") == torch_chain(y, names)
+    assert_close(case.value("y"), y)
+    for n, t in names.items():
+        assert_close(case.grad(n), t.grad, n)
+
+
+@pytest.mark.parametrize("expr,message", [
+    ("conv2d(a, w)", "expected input[1, 2, 4, 4] to have 1 channels, but got 2 channels instead"),
+    ("conv2d(a, w, padding='same', stride=2)", "padding='same' is not supported for strided convolutions"),
+    ("conv2d(a, w, padding='full')", "Invalid padding string: 'full'"),
+    ("max_pool2d(a, 2, padding=2)", "pad should be at most half of effective kernel size"),
+    ("max_pool2d(a, 5)", "Output size is too small"),
+    ("layer_norm(a, [3])", "Given normalized_shape=[3], expected input with shape [*, 3]"),
+    ("group_norm(a, 3)", "Expected number of channels in input to be divisible by num_groups"),
+    ("embedding(a, w)", "Expected tensor for argument #1 'indices'"),
+    ("batch_norm(a, None, None)", "running_mean must be defined in evaluation mode"),
+])
+def test_bad_calls_are_refused_as_pytorch_words_them(expr, message):
+    text = (f"name: t\ndtype: float64\ninputs:\n  a: {lit(_A)}\nmodel:\n  params: {{w: {lit(dyadic((1, 1, 2, 2), 1))}}}\n"
+            f"  inputs: [a]\n  forward: \"{expr}\"\nloss: \"sum(y)\"\n")
+    with pytest.raises(Exception) as err:
+        Case(text)
+    assert message in str(err.value)

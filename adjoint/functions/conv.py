@@ -38,8 +38,8 @@ def expand_arg(v, rank: int, name: str, what: str, loc: Loc, minimum: int) -> tu
 
 
 def _ints_or_str(v, loc: Loc, what: str):
-    if isinstance(v, str):
-        return v
+    if isinstance(v, str) or (isinstance(v, tuple) and all(type(i) is int for i in v)):
+        return v   # a padding string, or the default
     from . import check_kind
     return check_kind(v, Param("padding", "ints"), loc, what)
 

@@ -6,7 +6,7 @@
   ``running_var`` in place (``(1 - momentum) * running + momentum * batch``, the variance
   unbiased), inside the kernel: their version counters do not move.
 * ``layer_norm``: ``NativeLayerNormBackward0``; ``group_norm``: ``NativeGroupNormBackward0``
-  (a non-contiguous input is made contiguous first: ``CloneBackward0``).
+  (a non-contiguous input, weight or bias is made contiguous first: ``CloneBackward0``).
 * ``embedding``: ``EmbeddingBackward0`` (one edge, ``weight``); a negative ``padding_idx``
   counts from the end, as F.embedding turns it.
 * ``dropout``: eval mode or ``p = 0`` returns the input itself (no node); ``p = 1`` multiplies
@@ -92,8 +92,9 @@ def group_norm(rt, x: Tensor, num_groups: int, weight, bias, eps, loc: Loc):
         raise ProblemError(loc, f"Expected number of channels in input to be divisible by num_groups, but got input "
                                 f"of shape {list(x.shape)} and num_groups={num_groups} (PyTorch raises RuntimeError)")
     verify_batch_size([x.shape[0] * x.shape[1] // num_groups, num_groups] + list(x.shape[2:]), loc)
-    if not is_contiguous(x.shape, x.strides):
-        x = rt.apply("clone", [x], None, loc)
+    # at::group_norm (above autograd) makes input, weight and bias contiguous, in that order
+    x, weight, bias = (t if t is None or is_contiguous(t.shape, t.strides) else rt.apply("clone", [t], None, loc)
+                       for t in (x, weight, bias))
     return rt.apply("native_group_norm", [x, weight, bias], GroupNormSpec(num_groups, Fraction(eps)), loc)[0]
 
 
