@@ -99,6 +99,7 @@ def test_max_pool_ties_go_to_the_first_maximum_and_overlaps_add_up():
     assert_root_module(case, y, names, rec)
     # every window's first maximum is the 2 at (1, 1): four times 2 * 2 (by hand)
     assert case.grad("x") == [[[[0.0, 0.0, 0.0], [0.0, 16.0, 0.0], [0.0, 0.0, 0.0]]]]
+    assert any("first (row-major)" in note for _, _, note in case.v.run.forward.notes)
 
 
 def test_max_pool_return_indices_gives_int64_indices_without_gradient():

@@ -328,39 +328,50 @@ def _nn_window_max(self, x, windows):
     """Max pooling's selection: ``x`` is (rows, positions); ``windows`` one int array of flat
     positions per output, in PyTorch's scan order. Per row and window, the CPU kernel's
     choice: the first element strictly greater than every earlier one (ties: the first),
-    and a NaN wins (the last NaN). Returns (values (rows, outputs), indices ndarray)."""
+    and a NaN wins (the last NaN). Returns (values (rows, outputs), indices ndarray, whether
+    some window holds its maximum twice)."""
     rows = x.shape[0]
     a = x.a
     vals = np.empty((rows, len(windows)), dtype=object)
     idx = np.zeros((rows, len(windows)), dtype=np.int64)
+    tied = False
     for r in range(rows):
         for o, win in enumerate(windows):
             best = None
             for pos in win:
                 e = a[r, pos]
-                if best is None or E.s_is_nan(e) or _nn_greater(e, a[r, best]):
-                    best = int(pos)
+                if best is None or E.s_is_nan(e):
+                    best, count = int(pos), 1
+                    continue
+                order = _nn_compare(e, a[r, best])
+                if order == 1:
+                    best, count = int(pos), 1
+                elif order == 0:
+                    count += 1
+            tied = tied or count > 1
             vals[r, o] = a[r, best]
             idx[r, o] = best
     out = Exact(vals, x.rational)
     if x.negzero is not None:
         out.negzero = np.take_along_axis(x.negzero, idx, axis=1)
-    return out, idx
+    return out, idx, tied
 
 
-def _nn_greater(e, best) -> bool:
-    """e > best, for decidable elements (free symbols are refused before pooling)."""
+def _nn_compare(e, best) -> int | None:
+    """1 if e > best, 0 if equal, -1 if less (None: best is NaN), for decidable elements
+    (free symbols are refused before pooling)."""
     if E.s_is_nan(best):
-        return False
+        return None
     if type(e) is E.fmpq and type(best) is E.fmpq:
-        return e > best
-    if best is sympy.S.NegativeInfinity:
-        return e is not sympy.S.NegativeInfinity
-    sign = E.s_sign(E.sub(Exact.scalar(e), Exact.scalar(best)).item()) if not E.s_is_nonfinite(e) else \
-        (1 if e is sympy.S.Infinity and best is not sympy.S.Infinity else -1)
+        return (e > best) - (e < best)
+    if E.s_is_nonfinite(e) or E.s_is_nonfinite(best):
+        rank = {sympy.S.NegativeInfinity: -1, sympy.S.Infinity: 1}
+        a, b = rank.get(e, 0), rank.get(best, 0)
+        return (a > b) - (a < b)
+    sign = E.s_sign(E.sub(Exact.scalar(e), Exact.scalar(best)).item())
     if sign is None:
         raise ValueError("max pooling compared values with free symbols")
-    return sign == 1
+    return sign
 
 
 ExactBackend.constant = _nn_constant

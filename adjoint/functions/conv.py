@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from ..errors import Loc, ProblemError
 from ..graph import Tensor
 from ..ops.attention import mean_dims
@@ -169,7 +171,6 @@ def lower_adaptive_avg_pool2d(rt, a: dict, loc: Loc):
 
 
 def _int(v, loc: Loc) -> int:
-    from fractions import Fraction
     if isinstance(v, Fraction) and not isinstance(v, bool) and v.denominator == 1:
         return int(v)
     raise ProblemError(loc, "adaptive_avg_pool2d(): output_size must be an int, None or a tuple of them: PyTorch "

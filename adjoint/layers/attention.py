@@ -274,13 +274,14 @@ def attention_forward(c, ops: _Ops, query, key, value, a: dict):
         kpm = ops.method("view", kpm, bsz, 1, 1, src)
         kpm = ops.method("expand", kpm, -1, heads, -1, -1)
         kpm = ops.fn("reshape", kpm, bsz * heads, 1, src)
-        mask = kpm if mask is None else ops_add(rt, mask, kpm, loc)
+        mask = kpm if mask is None else _add(rt, mask, kpm, loc)
     if need_weights:
         return _with_weights(c, ops, q, k, v, mask, tgt, bsz, src, e, heads, batched, a["average_attn_weights"])
     return _with_sdpa(c, ops, q, k, v, mask, is_causal, tgt, bsz, src, e, heads, head_dim, batched)
 
 
-def ops_add(rt, x, y, loc):
+def _add(rt, x, y, loc):
+    """attn_mask + key_padding_mask (Tensor.__add__)."""
     from ..functions.core import binary
     return binary(rt, "+", x, y, loc)
 

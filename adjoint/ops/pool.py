@@ -51,17 +51,15 @@ def _check_plane(shape, what: str, loc) -> None:
 def pool_shape(shapes, p: PoolSpec, loc, what: str = "max_pool2d"):
     x = shapes[0]
     _check_plane(x, what, loc)
-    out = []
-    for size, k, s, pad, d in zip(x[-2:], p.kernel, p.stride, p.padding, p.dilation):
+    for k, pad in zip(p.kernel, p.padding):
         if pad > k // 2:
             raise ProblemError(loc, f"pad should be at most half of effective kernel size, but got pad={pad}, "
                                     f"kernel_size={k} (PyTorch raises this)")
-        o = pooling_output_size(size, k, pad, s, d, p.ceil_mode)
-        if o < 1:
-            raise ProblemError(loc, f"Given input size: ({'x'.join(map(str, x[-3:]))}). Calculated output size: "
-                                    f"({x[-3]}x{'x'.join(str(pooling_output_size(sz, kk, pp, ss, dd, p.ceil_mode)) for sz, kk, pp, ss, dd in zip(x[-2:], p.kernel, p.padding, p.stride, p.dilation))}). "
-                                    "Output size is too small (PyTorch raises this)")
-        out.append(o)
+    out = [pooling_output_size(size, k, pad, s, d, p.ceil_mode)
+           for size, k, s, pad, d in zip(x[-2:], p.kernel, p.stride, p.padding, p.dilation)]
+    if min(out) < 1:
+        raise ProblemError(loc, f"Given input size: ({'x'.join(map(str, x[-3:]))}). Calculated output size: "
+                                f"({x[-3]}x{'x'.join(map(str, out))}). Output size is too small (PyTorch raises this)")
     return tuple(x[:-2]) + tuple(out)
 
 
@@ -97,7 +95,7 @@ def max_pool_forward(B, ins, p: PoolSpec):
     x = ins[0]
     shape = B.shape(x)
     out_shape = pool_shape([shape], p, None)
-    vals, idx = B.window_max(_planes(B, x), max_windows(shape[-2:], p))
+    vals, idx, _ = B.window_max(_planes(B, x), max_windows(shape[-2:], p))
     indices = B.constant(idx.reshape(-1).tolist(), out_shape)
     return B.reshape(vals, out_shape), indices
 
@@ -116,15 +114,10 @@ def max_pool_vjp(B, gs, ins, outs, p: PoolSpec, need):
 
 def max_pool_kink(B, ins, p: PoolSpec):
     x = ins[0]
-    vals, idx = B.window_max(_planes(B, x), max_windows(B.shape(x)[-2:], p))
-    flat = _planes(B, x)
-    for win_i, win in enumerate(max_windows(B.shape(x)[-2:], p)):
-        for r in range(B.shape(flat)[0]):
-            best = B.index(vals, (r, win_i))
-            ties = sum(1 for pos in win if B.equals(B.index(flat, (r, int(pos))), best))
-            if ties > 1:
-                return ("a max-pool window holds its maximum more than once: PyTorch routes the gradient to the first "
-                        "(row-major) of them")
+    _, _, tied = B.window_max(_planes(B, x), max_windows(B.shape(x)[-2:], p))
+    if tied:
+        return ("a max-pool window holds its maximum more than once: PyTorch routes the gradient to the first "
+                "(row-major) of them")
     return None
 
 
