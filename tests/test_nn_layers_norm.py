@@ -95,6 +95,22 @@ def test_batch_norm_function_in_a_forward_with_buffers():
     assert_close(case.value("rv"), rv)
 
 
+def test_an_eval_batch_norm_backward_reads_running_stats_a_later_training_call_updated():
+    """The eval node saved running_var's storage; the training call writes it without a version bump."""
+    x = [[1, 2], [0.5, -1], [2, 1]]
+    text = (f"name: t\ndtype: float64\ninputs:\n  x: {{value: {lit(x)}, requires_grad: true}}\nmodel:\n  inputs: [x]\n"
+            "  buffers: {rm: [0, 0], rv: [1, 1]}\n  forward: |\n    a = batch_norm(x, rm, rv, None, None, False)\n"
+            "    b = batch_norm(x, rm, rv, None, None, True, 0.5)\n    return a * a + 0 * b\nloss: \"sum(y)\"\n")
+    case = Case(text)
+    xt = t64(x, True)
+    rm, rv = t64([0, 0]), t64([1, 1])
+    a = F.batch_norm(xt, rm, rv, None, None, False)
+    b = F.batch_norm(xt, rm, rv, None, None, True, 0.5)
+    (a * a + 0 * b).sum().backward()
+    assert_close(case.grad("x"), xt.grad)
+    assert not torch.allclose(xt.grad, 2 * a.detach())     # not the gradient at the stats it ran with
+
+
 @pytest.mark.parametrize("args,shape,affine", [
     ({"normalized_shape": 3}, (2, 3), True),
     ({"normalized_shape": [2, 2], "eps": 0.25}, (2, 2, 2), True),

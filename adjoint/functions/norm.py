@@ -4,7 +4,8 @@
 * ``batch_norm``: one ``NativeBatchNormBackward0`` (edges ``input, weight, bias``), in
   training and in eval mode alike. In training mode the kernel updates ``running_mean`` and
   ``running_var`` in place (``(1 - momentum) * running + momentum * batch``, the variance
-  unbiased), inside the kernel: their version counters do not move.
+  unbiased), inside the kernel: their version counters do not move, and a node that saved
+  them earlier (an eval-mode batch norm) sees the new values in its backward.
 * ``layer_norm``: ``NativeLayerNormBackward0``; ``group_norm``: ``NativeGroupNormBackward0``
   (a non-contiguous input, weight or bias is made contiguous first: ``CloneBackward0``).
 * ``embedding``: ``EmbeddingBackward0`` (one edge, ``weight``); a negative ``padding_idx``
@@ -68,6 +69,16 @@ def update_running_stats(rt, x: Tensor, running_mean: Tensor, running_var: Tenso
     m, keep = B.scalar(momentum), B.scalar(1 - momentum)
     running_mean.value = B.add(B.mul(keep, running_mean.value), B.mul(m, B.reshape(mean, (c,))))
     running_var.value = B.add(B.mul(keep, running_var.value), B.mul(m, B.reshape(unbiased, (c,))))
+    alias_saved(rt, (running_mean, running_var))
+
+
+def alias_saved(rt, tensors) -> None:
+    """A node that saved these tensors (an eval-mode batch norm) holds their storage, not a copy,
+    and the kernel's write moved no version counter: its backward reads the new values."""
+    for node in rt.nodes:
+        for sv in node.saved:
+            if sv.hooks is None and any(sv.tensor is t for t in tensors):
+                sv.value = sv.tensor.value
 
 
 def lower_batch_norm(rt, a: dict, loc: Loc):
