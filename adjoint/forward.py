@@ -450,6 +450,9 @@ class _ModuleScope:
         p = self.mod.param(name)
         if p is not None:
             return self.run.m.params[p.name]
+        for b in self.mod.buffers:   # a custom module's buffers (running statistics for batch_norm, ...)
+            if b.name.rsplit(".", 1)[-1] == name:
+                return self.run.m.leaves[b.name]
         if self.mod.child(name) is not None:
             raise ProblemError(loc, f"'{name}' is a module; call it, as in {name}(x)")
         if name in self.run.m.globals:
@@ -460,7 +463,8 @@ class _ModuleScope:
         if name in self.assigned:
             raise ProblemError(loc, f"'{name}' is used before the line that assigns it; move that line up")
         options = list(dict.fromkeys(list(self.local) + list(self.args) +
-                                     [p.name.rsplit(".", 1)[-1] for p in self.mod.params] + list(self.run.m.globals)))
+                                     [p.name.rsplit(".", 1)[-1] for p in self.mod.params + self.mod.buffers] +
+                                     list(self.run.m.globals)))
         raise ProblemError(loc, f"unknown name '{name}' in the forward of '{self.mod.label}'{_suggest(name, options)}; "
                                 f"known here: {', '.join(options) or 'nothing'}")
 

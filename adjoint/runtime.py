@@ -134,20 +134,20 @@ class Runtime:
         """Run one primitive as PyTorch's autograd kernel would; returns the output Tensor
         (a tuple of them for a multi-output op)."""
         op = REGISTRY[opname]
-        ts = [x if isinstance(x, Tensor) else self.wrapped_number(x) for x in ins]
-        out_shape = op.shape([t.shape for t in ts], params, loc)
+        # None: an optional tensor argument not given (a convolution's bias): no edge value, never saved
+        ts = [x if isinstance(x, Tensor) or x is None else self.wrapped_number(x) for x in ins]
+        out_shape = op.shape([t.shape if t is not None else None for t in ts], params, loc)
         multi = op.outputs != 1
         diff = op.differentiable or (True,) * len(ts)
-        rg = [d and t.requires_grad for t, d in zip(ts, diff)]
-        # inputs after the last differentiable one (where's condition, max.dim's indices, a loss's
-        # target) get no edge at all: PyTorch collects next edges of differentiable inputs only
-        n_edges = max((i + 1 for i, d in enumerate(diff) if d), default=0)
+        rg = [d and t is not None and t.requires_grad for t, d in zip(ts, diff)]
         node = None
         if self.grad_enabled and any(rg):
-            node = self.new_node(op.node, [self.gradient_edge(t) if r else None for t, r in zip(ts[:n_edges], rg)], op,
-                                 params, ts, loc)
+            # a non-differentiable input (indices, running statistics) has no edge at all: PyTorch's
+            # codegen collects next edges of the differentiable arguments only (they come first)
+            edges = [self.gradient_edge(t) if r else None for t, r, d in zip(ts, rg, diff) if d]
+            node = self.new_node(op.node, edges, op, params, ts, loc)
             self._save(node, op, ts, [], "in")
-        values = [t.value for t in ts]
+        values = [t.value if t is not None else None for t in ts]
         try:
             raw = op.forward(self.B, values, params)
         except ExactLimit as exc:
@@ -160,14 +160,19 @@ class Runtime:
             if note:
                 self.notes.append((node.name if node is not None else op.name, loc, note))
         shapes = out_shape if multi else (out_shape,)
+        n_diff = len(outs_v) if op.diff_outputs is None else op.diff_outputs
         outs = []
         for k, (v, shape) in enumerate(zip(outs_v, shapes)):
-            t = self.tensor(v, node is not None, node, k if node is not None else 0, dtype=ts[0].dtype if ts else None)
+            dtype = (op.out_dtypes[k] if k < len(op.out_dtypes) else None) or (ts[0].dtype if ts else None)
+            grad = node is not None and k < n_diff
+            t = self.tensor(v, grad, node if grad else None, k if grad else 0, dtype=dtype)
             if op.view:
                 self.make_view(t, ts[0], opname, params, k, loc)
             outs.append(t)
         if node is not None:
-            node.outputs = [(t.shape, t.dtype) for t in outs]
+            # the node's outputs are the differentiable ones (what its hooks see as grad_outputs);
+            # every output's value stays at hand for the VJP (saved outputs such as indices)
+            node.outputs = [(t.shape, t.dtype) for t in outs[:n_diff]]
             node.output_values = [t.value for t in outs]
             self._save(node, op, ts, outs, "out")
         self.record(opname, ts, outs, params, node, loc)
@@ -175,7 +180,7 @@ class Runtime:
 
     def new_node(self, name: str, edges: list, op, params, ts, loc) -> Node:
         node = Node(self._new_seq(), name, edges, op=op, params=params, inputs=tuple(ts),
-                    input_values=tuple(t.value for t in ts),
+                    input_values=tuple(t.value if t is not None else None for t in ts),
                     module_call=self.call_stack[-1] if self.call_stack else None, loc=loc)
         self.nodes.append(node)
         return node
@@ -227,6 +232,8 @@ class Runtime:
             if s.what != what or (s.if_need is not None and not need[s.if_need]):
                 continue
             t = ins[s.index] if what == "in" else outs[s.index]
+            if t is None:
+                continue
             sv = SavedVariable(s.name, t, t.version.value, what == "out", t.value)
             if self.saved_hooks and not getattr(t, "wrapped", False):
                 sv.hooks = self.saved_hooks[-1]

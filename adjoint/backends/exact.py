@@ -234,7 +234,7 @@ class ExactBackend:
         out = out.with_negzero(result_mask(op, ins, params, out))
         if not check:
             return out
-        refuse_nonfinite(op, ins, out, loc)
+        refuse_nonfinite(op, [x for x in ins if x is not None], out, loc)
         if op.grows:
             refuse_overflow(out, self.dtype, loc, f"this op ({op.node})")
         return out
@@ -565,3 +565,71 @@ for _name, _fn in vars(_ActivationsReductions).items():
         if hasattr(ExactBackend, _name):  # two families defining one method: say so, never override
             raise ValueError(f"ExactBackend.{_name} is defined twice")
         setattr(ExactBackend, _name, _fn)
+
+
+# ----------------------------------------------------------------------------- nn (convolution, pooling, norms)
+
+def _nn_constant(self, values, shape):
+    """A tensor of exact rationals the op's structure fixes (pooling weights 1/count, a
+    dropout keep-mask scaled by 1/(1-p)), from Fractions or ints."""
+    return Exact.of([E.q(v) for v in values], tuple(shape))
+
+
+def _nn_as_indices(self, x) -> np.ndarray:
+    """An integer tensor's elements as a numpy int64 array (embedding and pooling indices)."""
+    return np.array([int(e.p) for e in x.a.flat], dtype=np.int64).reshape(x.shape)
+
+
+def _nn_window_max(self, x, windows):
+    """Max pooling's selection: ``x`` is (rows, positions); ``windows`` one int array of flat
+    positions per output, in PyTorch's scan order. Per row and window, the CPU kernel's
+    choice: the first element strictly greater than every earlier one (ties: the first),
+    and a NaN wins (the last NaN). Returns (values (rows, outputs), indices ndarray, whether
+    some window holds its maximum twice)."""
+    rows = x.shape[0]
+    a = x.a
+    vals = np.empty((rows, len(windows)), dtype=object)
+    idx = np.zeros((rows, len(windows)), dtype=np.int64)
+    tied = False
+    for r in range(rows):
+        for o, win in enumerate(windows):
+            best = None
+            for pos in win:
+                e = a[r, pos]
+                if best is None or E.s_is_nan(e):
+                    best, count = int(pos), 1
+                    continue
+                order = _nn_compare(e, a[r, best])
+                if order == 1:
+                    best, count = int(pos), 1
+                elif order == 0:
+                    count += 1
+            tied = tied or count > 1
+            vals[r, o] = a[r, best]
+            idx[r, o] = best
+    out = Exact(vals, x.rational)
+    if x.negzero is not None:
+        out.negzero = np.take_along_axis(x.negzero, idx, axis=1)
+    return out, idx, tied
+
+
+def _nn_compare(e, best) -> int | None:
+    """1 if e > best, 0 if equal, -1 if less (None: best is NaN), for decidable elements
+    (free symbols are refused before pooling)."""
+    if E.s_is_nan(best):
+        return None
+    if type(e) is E.fmpq and type(best) is E.fmpq:
+        return (e > best) - (e < best)
+    if E.s_is_nonfinite(e) or E.s_is_nonfinite(best):
+        rank = {sympy.S.NegativeInfinity: -1, sympy.S.Infinity: 1}
+        a, b = rank.get(e, 0), rank.get(best, 0)
+        return (a > b) - (a < b)
+    sign = E.s_sign(E.sub(Exact.scalar(e), Exact.scalar(best)).item())
+    if sign is None:
+        raise ValueError("max pooling compared values with free symbols")
+    return sign
+
+
+ExactBackend.constant = _nn_constant
+ExactBackend.as_indices = _nn_as_indices
+ExactBackend.window_max = _nn_window_max
