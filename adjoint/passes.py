@@ -42,6 +42,8 @@ class RunError:
     type: str
     message: str
     during: str                      # forward | backward
+    cause: str = "other"             # why PyTorch raised (runtime.TorchError.cause)
+    step: int = 0                    # the index of the step it raised in
 
 
 @dataclass
@@ -55,6 +57,7 @@ class VariantRun:
     error: RunError | None = None
     stepped: bool = False            # the variant has explicit steps (the JSON gets ``passes``)
     reg: Registrations | None = None
+    steps: tuple = ()                # the steps run (v1's [forward, backward] when the file gives none)
 
     @property
     def forward(self) -> ForwardResult:
@@ -105,12 +108,13 @@ def run_variant(problem: Problem, variant: Variant, backend) -> VariantRun:
     rt.hooks_runner = HookRunner(rt, reg)
     run = VariantRun(problem, variant, rt, model, stepped=variant.steps is not None, reg=reg)
     steps = variant.steps if variant.steps is not None else tuple(Step(k, variant.loc) for k in DEFAULT_STEPS)
+    run.steps = tuple(steps)
     later = {i for s in steps if s.kind == "register" for i in s.hooks}
     for hook in variant.hooks:
         if hook.when == "before_forward" and hook.index not in later:
             reg.register(hook.index)
     first_forward = first_backward = True
-    for step in steps:
+    for index, step in enumerate(steps):
         during = "backward" if step.kind == "backward" else "forward"
         try:
             if step.kind == "forward":
@@ -146,7 +150,7 @@ def run_variant(problem: Problem, variant: Variant, backend) -> VariantRun:
             elif step.kind == "step":
                 sgd(run, step.lr)
         except TorchError as exc:
-            run.error = RunError(exc.type, exc.message, during)
+            run.error = RunError(exc.type, exc.message, during, exc.cause, index)
             break
     return run
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ..errors import ProblemError
-from . import Check, Op, Save
+from ..derivation.mathtree import TT, TBin, TInner, TMatMul
+from . import Check, Math, Op, Save
 from .arith import broadcast_shapes
 
 
@@ -92,13 +93,26 @@ def addmm_vjp(B, gs, ins, outs, p, need):
             _if(need, 2, lambda: B.matmul2d(B.t2(m1), g))]
 
 
+# ----------------------------------------------------------------------------- how they read (adjoint.mathtree)
+
+def _addmm_formula(a, p, shape, k):
+    """m1 m2 + b (a 1-D bias is a row added to every row: b^T)."""
+    bias = a[0]
+    if len(bias.shape) == 1:
+        bias = TT(bias, (1, bias.shape[0]))
+    return TBin("add", TMatMul(a[1], a[2], shape), bias, shape)
+
+
+_MATMUL = Math(lambda a, p, shape, k: TMatMul(a[0], a[1], shape))
+_DOT = Math(lambda a, p, shape, k: TInner(a[0], a[1], shape))       # a^T b
+
 OPS = (
     Op("mm", "MmBackward0", mm_forward, mm_vjp, mm_shape,
-       (Save("mat2", "in", 1, if_need=0), Save("self", "in", 0, if_need=1)), "g b^T, a^T g", checks=(Check(((2, 3), (3, 2))),)),
+       (Save("mat2", "in", 1, if_need=0), Save("self", "in", 0, if_need=1)), "g b^T, a^T g", math=_MATMUL, checks=(Check(((2, 3), (3, 2))),)),
     Op("mv", "MvBackward0", mv_forward, mv_vjp, mv_shape,
-       (Save("self", "in", 0, if_need=1), Save("vec", "in", 1, if_need=0)), "g v^T (outer), M^T g", checks=(Check(((2, 3), (3,))),)),
+       (Save("self", "in", 0, if_need=1), Save("vec", "in", 1, if_need=0)), "g v^T (outer), M^T g", math=_MATMUL, checks=(Check(((2, 3), (3,))),)),
     Op("dot", "DotBackward0", dot_forward, dot_vjp, dot_shape,
-       (Save("self", "in", 0, if_need=1), Save("tensor", "in", 1, if_need=0)), "g*b, g*a", checks=(Check(((3,), (3,))),)),
+       (Save("self", "in", 0, if_need=1), Save("tensor", "in", 1, if_need=0)), "g*b, g*a", math=_DOT, checks=(Check(((3,), (3,))),)),
     Op("addmm", "AddmmBackward0", addmm_forward, addmm_vjp, addmm_shape,
-       (Save("mat1", "in", 1, if_need=2), Save("mat2", "in", 2, if_need=1)), "g (summed to the bias), g m2^T, m1^T g", checks=(Check(((2,), (3, 2), (2, 2))),)),
+       (Save("mat1", "in", 1, if_need=2), Save("mat2", "in", 2, if_need=1)), "g (summed to the bias), g m2^T, m1^T g", math=Math(_addmm_formula), checks=(Check(((2,), (3, 2), (2, 2))),)),
 )

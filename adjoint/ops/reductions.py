@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from . import Check, Op, Save
+from fractions import Fraction
+
+import sympy
+
+from ..derivation.mathtree import Fn, TBin, TConst, TOnes, applied, numel
+from . import Check, Math, Op, Save
 
 
 def scalar_shape(shapes, p, loc):
@@ -42,10 +47,20 @@ def norm_kink(B, ins, p):
     return None
 
 
+# ----------------------------------------------------------------------------- how they read (adjoint.mathtree)
+
+SUM = Fn("sum", "\\operatorname{sum}\\left(#0\\right)",
+         lambda lam, n: (TBin("had", lam, TOnes(n.a.shape), n.a.shape),), lambda x: x)
+MEAN = Fn("mean", "\\operatorname{mean}\\left(#0\\right)",
+          lambda lam, n: (TBin("had", TBin("div", lam, TConst(Fraction(numel(n.a.shape))), ()), TOnes(n.a.shape),
+                               n.a.shape),), lambda x: x)
+NORM = Fn("norm", "\\left\\lVert #0\\right\\rVert",
+          lambda lam, n: (TBin("had", lam, TBin("div", n.a, n, n.a.shape), n.a.shape),), sympy.Abs, delimited=True)
+
 OPS = (
-    Op("sum", "SumBackward0", sum_forward, sum_vjp, scalar_shape, (), "g broadcast to a's shape", checks=(Check(((2, 2),)),)),
-    Op("mean", "MeanBackward0", mean_forward, mean_vjp, scalar_shape, (), "g / numel, broadcast", grows=False, checks=(Check(((2, 2),)),)),
+    Op("sum", "SumBackward0", sum_forward, sum_vjp, scalar_shape, (), "g broadcast to a's shape", math=Math(applied(SUM)), checks=(Check(((2, 2),)),)),
+    Op("mean", "MeanBackward0", mean_forward, mean_vjp, scalar_shape, (), "g / numel, broadcast", grows=False, math=Math(applied(MEAN)), checks=(Check(((2, 2),)),)),
     Op("norm", "LinalgVectorNormBackward0", norm_forward, norm_vjp, scalar_shape,
        (Save("self", "in", 0), Save("result", "out", 0)), "a * g / out (0 when out = 0)", kink=norm_kink,
-       kink_doc="gradient 0 at the zero vector", checks=(Check(((3,),)),)),
+       kink_doc="gradient 0 at the zero vector", math=Math(applied(NORM)), checks=(Check(((3,),)),)),
 )

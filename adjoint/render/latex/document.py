@@ -4,9 +4,8 @@ would write them, a section identical to an earlier variant's replaced by a refe
 
 from __future__ import annotations
 
-from ... import exact as E
-from ...prediction import Prediction
-from .analysis import Analysis
+from ...derivation import ProblemDerivation, derive
+from ...derivation import values as E
 from .numbers import SHORT_FRACTION, SIG_DIGITS, format_rational
 from .section_gradients import GradientSections
 from .section_hooks import HookSections
@@ -26,32 +25,35 @@ PREAMBLE = r"""\documentclass[11pt,a4paper]{article}
 """
 
 
-def render_document(prediction: Prediction) -> str:
-    """The whole derivation of every variant in ``prediction`` as one standalone LaTeX document."""
-    problem = prediction.problem
+def render_document(prediction) -> str:
+    """The whole derivation of every variant of a solved problem (``adjoint.prediction.Prediction``)
+    as one standalone LaTeX document."""
+    return typeset(derive(prediction))
+
+
+def typeset(d: ProblemDerivation) -> str:
+    """The document of a derivation record."""
     out = [PREAMBLE]
-    out.append(f"\\title{{The derivation of \\texttt{{{esc(problem.name)}}}}}\n")
+    out.append(f"\\title{{The derivation of \\texttt{{{esc(d.name)}}}}}\n")
     out.append("\\author{written by \\texttt{adjoint latex}}\n\\date{}\n\\begin{document}\n\\maketitle\n")
-    if problem.description:
-        out.append(esc(" ".join(problem.description.split())) + "\n\n")
-    if prediction.numeric and problem.symbols:
+    if d.description:
+        out.append(esc(" ".join(d.description.split())) + "\n\n")
+    if d.symbols:
         out.append("Symbols are replaced by the values of the problem's \\texttt{symbols:} ("
                    + ", ".join(f"${symbol_tex(k)} = {format_rational(E.q(v)).signed()}$"
-                               for k, v in problem.symbols.items()) + ").\n\n")
-    out.append(_reading_guide(prediction))
+                               for k, v in d.symbols.items()) + ").\n\n")
+    out.append(_reading_guide(len(d.variants)))
     shared: dict[str, str] = {}
-    for i, v in enumerate(prediction.variants):
+    for i, v in enumerate(d.variants):
         if i:
             out.append("\\clearpage\n")          # each variant starts on its own page
-        a = Analysis(prediction, v)
-        named = len(problem.variants) > 1 or v.name != "default"
-        out.append(_Variant(prediction, v, a).render(shared, named))
+        named = len(d.variants) > 1 or v.name != "default"
+        out.append(_Variant(v, v.units[-1]).render(shared, named))
     out.append("\\end{document}\n")
     return "".join(out)
 
 
-def _reading_guide(prediction: Prediction) -> str:
-    n = len(prediction.variants)
+def _reading_guide(n: int) -> str:
     which = ("one variant" if n == 1 else f"{n} variants, each with its own hooks; the model, forward pass and "
              "multipliers are derived once and referred to when a later variant shares them")
     return (
@@ -83,10 +85,10 @@ class _Variant(ModelSections, LagrangianSection, HookSections, GradientSections)
 
     # ---- entry ---------------------------------------------------------------
     def render(self, shared: dict, many: bool) -> str:
-        v = self.v
+        v = self.vd
         title = f"Variant \\texttt{{{esc(v.name)}}}" if many else "The derivation"
         out = [f"\\section{{{title}}}\n"]
-        desc = v.run.variant.description
+        desc = self.vd.description
         if desc:
             out.append(esc(" ".join(str(desc).split())) + "\n\n")
         out.append(self.hooks_registered())
@@ -112,5 +114,5 @@ class _Variant(ModelSections, LagrangianSection, HookSections, GradientSections)
         if (key, text) in shared:
             return (f"\\subsection{{{title}}}\nExactly as in variant \\texttt{{{esc(shared[(key, text)])}}} "
                     "above.\n\n")
-        shared[(key, text)] = self.v.name
+        shared[(key, text)] = self.vd.name
         return text

@@ -1,0 +1,402 @@
+"""Building the derivation record (:mod:`.record`) from the engine's record of a run.
+
+:func:`derive_variant` takes one :class:`~adjoint.passes.VariantRun` and the prediction assembled
+from it, and computes, once, what the document says: for every backward pass, its forward
+pass as numbered equations (:mod:`.equations`), the analysis of symbols, steps and
+multipliers (:mod:`.analysis`), and what each hook call involved (:mod:`.hookcalls`).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import sympy
+
+from ..exact import Exact
+from .mathtree import TConst, simplify, to_sympy, vjp_tree
+from ..adjoints import boundaries_of
+from .analysis import Analysis, AStep
+from .equations import equations
+from .expressions import expr_tree, program_source, source, statement_source
+from .hookcalls import hook_calls
+from .record import (Arrival, ArrivalTerm, Boundary, BoundaryInput, CallInfo, Chain, ChainFactor, Change,
+                     DeclaredHook, FunctionNote, Gradient, Ident, LocalDerivative, Step, Symbol, TensorInfo, Unit,
+                     VariantDerivation)
+from .values import ratio, same
+
+
+def derive_variant(pred_variant) -> VariantDerivation:
+    """The derivation of one solved variant (``VariantPrediction``), from its run."""
+    run = pred_variant.run
+    problem = run.problem
+    variant = run.variant
+    units = []
+    if run.error is None:
+        for p in run.passes:
+            units.append(UnitBuilder(run, p, pred_variant, problem).build())
+    functions = [FunctionNote(f.name, f.callid, f.slot, f.declared, f.true, f.matches) for f in pred_variant.functions]
+    return VariantDerivation(variant.name, variant.description, [declared(h) for h in variant.hooks], units,
+                             list(pred_variant.notes), functions, sorted({f.name for f in pred_variant.functions}))
+
+
+def declared(h) -> DeclaredHook:
+    return DeclaredHook(h.index, h.label, h.kind, h.on, h.target,
+                        expr_tree(h.returns, {}) if h.returns is not None else None,
+                        [statement_source(x) for x in h.does], h.remove, h.when, h.prepend, h.with_kwargs,
+                        h.always_call, tuple(h.tensors), h.mode,
+                        source(h.pack) if h.pack is not None else None,
+                        source(h.unpack) if h.unpack is not None else None,
+                        h.scope, h.raises, tuple(h.removes))
+
+
+class UnitBuilder:
+    """One backward pass (``passes.Pass``) with the forward pass it differentiates."""
+
+    def __init__(self, run, p, pred_variant, problem):
+        self.run, self.p, self.pv, self.problem = run, p, pred_variant, problem
+        self.fwd = p.forward
+        self.g = equations(run, self.fwd)
+        B = run.rt.B
+        root = self.g.vars[self.g.root]
+        seed = p.request.grad_output if p.request.grad_output is not None else Exact.full(root.shape, 1)
+        self.a = Analysis(run, self.g, self.fwd, p.result, seed, p.request.grad_output, False)
+        self.B = B
+        self._chains: dict = {}
+        self._arrivals: dict = {}
+        self._vjp: dict = {}
+
+    # ---- tensors ----------------------------------------------------------------------
+    def build(self) -> Unit:
+        a, g = self.a, self.g
+        self.tensors = [self.tensor_info(v) for v in g.vars]
+        self.assign_symbols()
+        steps = [self.step(st) for st in a.steps.values()]
+        self.calls = [self.call_info(c) for c in g.calls]
+        self.boundary_records = boundaries_of(self.run.rt, self.fwd, self.p.result)
+        log = self.run.rt.log
+        indices = list(self.fwd.log) + list(self.p.calls)
+        records = [(self.pv.hook_calls[i], log[i]) for i in indices]
+        calls = hook_calls(self, records)
+        unit = Unit(self.tensors, [a.canon(v) for v in a.leaves], list(a.states), steps, a.root, a.root_is_state,
+                    next((s for s in steps if s.index is None), None), a.scalar, a.seed,
+                    self.p.request.grad_output, self.calls, {k: [s.var for s in v] for k, v in a.consumers.items()},
+                    calls, [], False, [], [], False, [], self.fwd.values.get("loss") if self.fwd.loss is not None
+                    else None, self.p.request.method, [n for n, _, _ in self.p.request.inputs])
+        self.boundaries(unit)
+        self.effects(unit, calls)
+        self.gradients(unit, calls)
+        return unit
+
+    def tensor_info(self, v) -> TensorInfo:
+        return TensorInfo(v.id, v.shape, v.dtype, v.requires_grad, v.leaf, v.value, [], None, None)
+
+    def assign_symbols(self) -> None:
+        a, t = self.a, self.tensors
+        letters = {}
+        for name, vid in self.g.leaves.items():
+            letters[vid] = self.leaf_symbol(name)
+        z = a.z_states([s.letter for s in letters.values() if not s.module])
+        for vid, sym in letters.items():
+            t[vid].symbol = sym
+            t[vid].role = self.leaf_role(self.g.vars[vid].tensor.name or "")
+        for k, s in enumerate(a.states, 1):
+            t[s].symbol = Symbol("state", index=k, base="z" if z else "x")
+        if not a.root_is_state:
+            t[a.root].symbol = Symbol("loss")
+            t[a.root].role = "loss"
+        for c, names in a.names_of.items():
+            t[c].names = list(names)
+        for i, c in enumerate(self.g.calls):
+            for o in c.outs:
+                if o is not None:
+                    t[a.canon(o)].call = i
+        for vid, info in enumerate(t):
+            info.pure = a.pure.get(vid)
+            info.has_carried = vid in a.actual
+            info.carried = a.actual.get(vid)
+            if not info.leaf and info.role == "":
+                info.role = "output" if info.call is not None else "intermediate"
+        for eqn in self.g.eqns:
+            if eqn.inplace or eqn.prim == "copy_slices":
+                out = t[eqn.outs[0]]
+                prev = self.g.vars[eqn.outs[0]].version_of
+                out.inplace = eqn.prim if eqn.prim == "copy_slices" else eqn.prim + "_"
+                out.previous = a.canon(prev.id) if prev is not None else None
+
+    def leaf_symbol(self, name: str) -> Symbol:
+        module = None
+        for m in self.problem.model.walk():
+            for p in m.params:
+                if p.name == name:
+                    module = m
+        if module is None:
+            return Symbol("leaf", name)
+        base = name.rsplit(".", 1)[-1]
+        if module.type == "Linear" and base in ("weight", "bias"):
+            base = {"weight": "W", "bias": "b"}[base]
+        return Symbol("leaf", base, module.path)
+
+    def leaf_role(self, name: str) -> str:
+        if any(d.name == name for d in self.run.variant.inputs):
+            return "input"
+        if any(d.name == name for d in self.problem.targets):
+            return "target"
+        if any(b.name == name for m in self.problem.model.walk() for b in m.buffers):
+            return "buffer"
+        return "parameter"
+
+    def describe(self, vid: int | None) -> int | None:
+        """A tensor the document refers to: its canonical number, with the tree that describes it
+        when it has no symbol of its own."""
+        if vid is None:
+            return None
+        c = self.a.canon(vid)
+        info = self.tensors[c]
+        if info.symbol is None and info.tree is None:
+            info.tree = self.a.tree_of(c)
+        return c
+
+    # ---- steps ------------------------------------------------------------------------
+    def step(self, st: AStep) -> Step:
+        a = self.a
+        last = a.made_by.get(st.var)
+        out = Step(st.var, st.index, st.tree, list(st.atoms), st.call, list(st.nodes), last.id if last is not None else -1)
+        for atom in st.atoms:
+            self.describe(atom)
+        out.pure_contrib = dict(a.contribution(st, a.pure.get(st.var)))
+        self._vjp[st.var] = out
+        if a.scalar:
+            out.local_values = {at: a.local_derivative(st, at) for at in st.atoms}
+            out.local = self.local_terms(st)
+        else:
+            self.vjp(st.var)
+        eqn = a.made_by.get(st.var)
+        if eqn is not None and (eqn.inplace or eqn.prim == "copy_slices"):
+            out.inplace = eqn.prim if eqn.prim == "copy_slices" else eqn.prim + "_"
+        return out
+
+    def vjp(self, var: int) -> dict:
+        """J^T lambda_k of the step defining ``var``, for each of its atoms (trees)."""
+        record = self._vjp[var]
+        if not record.vjp:
+            record.vjp = self.a.vjp_formulas(self.a.steps[var])
+        return record.vjp
+
+    def local_terms(self, st: AStep) -> list:
+        """(atom, SymPy derivative, exact value) for every atom needing a gradient."""
+        trees: dict = {}
+        vjp_tree(st.tree, TConst(Fraction(1), self.g.vars[st.var].shape), trees, st.functions)
+        out = []
+        for at in st.atoms:
+            if at not in trees or not self.g.vars[at].requires_grad:
+                continue
+            d = sympy.factor_terms(to_sympy(simplify(trees[at]), lambda vid: sympy.Symbol(f"v#{vid}", real=True)))
+            out.append(LocalDerivative(at, d, self.a.local_derivative(st, at)))
+        return out
+
+    def vjp_tilde(self, st: AStep) -> dict:
+        record = self._vjp[st.var]
+        if not record.vjp_tilde:
+            record.vjp_tilde = self.a.vjp_formulas(st, tilde=True)
+        return record.vjp_tilde
+
+    # ---- calls ------------------------------------------------------------------------
+    def call_info(self, cv) -> CallInfo:
+        c = cv.call
+        mod = c.module
+        depth, parent = 0, c.parent
+        while parent is not None:
+            depth += 1
+            parent = self.fwd.calls[parent].parent
+        kind = "builtin" if mod.type else ("function" if mod.function is not None else "custom")
+        info = CallInfo(cv.index, c.callid, c.path, c.k, depth, kind,
+                        mod.type or (mod.function.name if mod.function is not None else None),
+                        tuple(self.describe(x) for x in cv.args), tuple(self.describe(x) for x in cv.outs),
+                        cv.body - 0.5, bool(c.bw is not None or c.legacy_hooks))
+        if mod.forward is not None and mod.type is None:
+            info.forward_source = program_source(mod.forward)
+        if mod.function is not None:
+            info.backward_source = "; ".join(f"{slot}: {source(f) if f is not None else 'None'}"
+                                             for slot, f in mod.function.grads)
+        return info
+
+    # ---- naming a gradient ----------------------------------------------------------
+    def ident(self, c: int, value, strict: bool = False) -> Ident | None:
+        """lambda_k, its hooked version, or dl/d(...); non-strict: what it is when it is none of these."""
+        a = self.a
+        pure, actual = a.pure.get(c), a.actual.get(c)
+        if a.is_state(c):
+            if same(value, pure):
+                return Ident("lam", c)
+            if same(value, actual):
+                return Ident("lam_tilde", c)
+            return None if strict else Ident("reaching", self.describe(c))
+        if same(value, pure):
+            return Ident("dl", self.describe(c))
+        return None if strict else Ident("wrt", self.describe(c))
+
+    def chain(self, vid: int) -> Chain | None:
+        """dl/d vid summed over every path to the loss, factor by factor (one-element problems)."""
+        a = self.a
+        if not a.scalar:
+            return None
+        c = a.canon(vid)
+        if c in self._chains:
+            return self._chains[c]
+        result = None
+        paths = a.paths(c)
+        if paths:
+            out, total = [], None
+            for path in paths:
+                factors = []
+                prev = c
+                for st in path:
+                    factors.append(ChainFactor(st.var, self.describe(prev), a.local_derivative(st, prev)))
+                    prev = st.var
+                if a.root_is_state and a.grad_output is not None:
+                    factors.append(ChainFactor(None, None, a.seed))
+                if not factors or any(f.value is None for f in factors):
+                    continue
+                factors.reverse()
+                prod = factors[0].value
+                for f in factors[1:]:
+                    prod = self.B.mul(prod, f.value)
+                total = prod if total is None else self.B.add(total, prod)
+                out.append(factors)
+            if out:
+                result = Chain(out, total)
+        self._chains[c] = result
+        return result
+
+    def arrival(self, c: int) -> Arrival:
+        """The gradient flowing into tensor ``c`` from the equations that read it, with the gradients PyTorch
+        actually carried into them (lambda~), before any hook on ``c``."""
+        if c in self._arrivals:
+            return self._arrivals[c]
+        a = self.a
+        total, terms = None, []
+        for j in a.consumers.get(c, []):
+            seed = a.actual.get(j.var, a.seed if j.var == a.root else None)
+            contrib = a.contribution(j, seed).get(c) if seed is not None else None
+            if contrib is None:
+                continue
+            total = contrib if total is None else self.B.add(total, contrib)
+            hooked = not same(seed, a.pure.get(j.var))
+            if a.scalar:
+                plain = j.index is None and not hooked and all(e == 1 for e in seed.flat())
+                terms.append(ArrivalTerm(j.var, j.index, hooked, seed, a.local_derivative(j, c), None, plain))
+            else:
+                f = (self.vjp_tilde(j) if hooked else self.vjp(j.var)).get(c)
+                if f is not None:
+                    terms.append(ArrivalTerm(j.var, j.index, hooked, seed, None, f))
+        result = Arrival(terms, total)
+        self._arrivals[c] = result
+        return result
+
+    # ---- results ----------------------------------------------------------------------
+    def boundaries(self, unit: Unit) -> None:
+        found = self.boundary_records
+        calls = {c.callid: c for c in self.calls}
+        hooked = {c.callid for c in self.calls if c.hooked}
+        shown = [bd for bd in found if bd.callid in hooked] or list(found)
+        unit.boundaries_partial = len(shown) < len(found)
+        for bd in shown:
+            call = calls.get(bd.callid)
+            if call is None:
+                continue
+            go = bd.grad_output[0]
+            out = call.outs[0] if call.outs else None
+            inputs = [BoundaryInput(x, gi, self.ident(x, gi, strict=True) if gi is not None else None)
+                      for x, gi in zip(call.args, bd.grad_input)]
+            unit.boundaries.append(Boundary(bd.callid, bd.type, call.index, go,
+                                            self.ident(out, go) if go is not None and out is not None else None,
+                                            inputs))
+
+    def grads(self) -> dict:
+        return dict(self.p.grads)
+
+    def effects(self, unit: Unit, calls: list) -> None:
+        a, g = self.a, self.g
+        for s in a.states:
+            p, q = a.pure.get(s), a.actual.get(s)
+            if p is None or q is None or same(p, q):
+                continue
+            unit.changes.append(Change(s, None, p, q, self._simple_ratio(p, q)))
+        for name, value in self.grads().items():
+            vid = g.names.get(name)
+            if vid is None:
+                continue
+            c = a.canon(vid)
+            p = a.pure.get(c)
+            if a.is_state(c) or p is None or value is None or same(p, value):
+                continue
+            unit.changes.append(Change(self.describe(c), name, p, value, self._simple_ratio(p, value)))
+        unit.unchanged = [name for name, value in self.grads().items() if value is not None
+                          and g.names.get(name) is not None and same(value, a.pure.get(a.canon(g.names[name])))]
+        unit.any_backward_return = any(h.returned is not None and h.phase == "backward" for h in calls)
+
+    @staticmethod
+    def _simple_ratio(p, q):
+        r = ratio(p, q)
+        return r if r is not None and r not in (0, 1) and (r.q == 1 or abs(r.p) == 1) else None
+
+    def gradients(self, unit: Unit, calls: list) -> None:
+        if unit.method == "grad":
+            for name, value in (self._returned() or {}).items():
+                unit.gradients.append(self.gradient(name, value, True, calls))
+        for name, value in self.grads().items():
+            unit.gradients.append(self.gradient(name, value, False, calls))
+
+    def _returned(self) -> dict | None:
+        p = self.p
+        if p.request.method != "grad":
+            return None
+        return {name: value for (name, _, _), value in zip(p.request.inputs, p.result.captured)}
+
+    def gradient(self, name: str, value, returned: bool, calls: list) -> Gradient:
+        a, g = self.a, self.g
+        vid = g.names.get(name)
+        if vid is None:
+            return Gradient(name, None, value, returned, None)
+        c = self.describe(vid)
+        pure = a.pure.get(c)
+        out = Gradient(name, c, value, returned, pure)
+        if a.is_state(c):
+            out.state = a.steps[c].index
+        elif pure is not None:
+            ch = self.chain(c)
+            if ch is not None and same(ch.total, pure):
+                out.chain = ch
+            else:
+                for j in a.consumers.get(c, []):
+                    f = self.vjp(j.var).get(c)
+                    if f is not None and a.contribution(j, a.pure.get(j.var)).get(c) is not None:
+                        out.terms.append((j.var, j.index, f))
+        if value is None:
+            if unit_method(self) == "grad":
+                out.none_reason = "grad"
+            elif self.p.request.inputs and self.p.request.method == "backward":
+                out.none_reason = "inputs"
+            else:
+                out.none_reason = "none"
+            return out
+        if pure is not None and same(value, pure):
+            out.matches = True
+            return out
+        if a.is_state(c):
+            return out
+        arr = self.arrival(c)
+        if arr.total is not None and same(arr.total, value) and arr.terms:
+            out.arrival = arr
+            out.hooked_steps = [j.index for j in a.consumers.get(c, []) if j.index is not None
+                                and a.actual.get(j.var) is not None and not same(a.actual[j.var], a.pure.get(j.var))]
+            return out
+        out.tensor_hooks = [h.number for h in calls if h.on == "tensor" and h.returned is not None
+                            and g.names.get(h.target) is not None and a.canon(g.names[h.target]) == c]
+        if out.tensor_hooks and arr.total is not None:
+            out.arriving = arr
+        return out
+
+
+def unit_method(builder: UnitBuilder) -> str:
+    return builder.p.request.method
