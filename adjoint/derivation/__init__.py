@@ -17,8 +17,8 @@ from ..exact import Exact
 from ..graph import Typed
 from . import mathtree, values
 from .record import (Arrival, ArrivalTerm, Boundary, BoundaryInput, CallInfo, Chain, ChainFactor, Change,
-                     DeclaredHook, FunctionNote, Gradient, HookArg, HookCall, Ident, LegacyRow, LocalDerivative,
-                     ProblemDerivation, Step, Symbol, TensorInfo, Unit, VariantDerivation)
+                     DeclaredHook, ErrorInfo, FunctionNote, Gradient, HookArg, HookCall, Ident, LegacyRow,
+                     LocalDerivative, ProblemDerivation, Step, StepInfo, Symbol, TensorInfo, Unit, VariantDerivation)
 
 
 def derive(prediction) -> ProblemDerivation:
@@ -30,6 +30,6 @@ def derive(prediction) -> ProblemDerivation:
 
 
 __all__ = ["Arrival", "ArrivalTerm", "Boundary", "BoundaryInput", "CallInfo", "Chain", "ChainFactor", "Change",
-           "DeclaredHook", "Exact", "FunctionNote", "Gradient", "HookArg", "HookCall", "Ident", "LegacyRow",
-           "LocalDerivative", "ProblemDerivation", "Step", "Symbol", "TensorInfo", "Typed", "Unit",
+           "DeclaredHook", "ErrorInfo", "Exact", "FunctionNote", "Gradient", "HookArg", "HookCall", "Ident", "LegacyRow",
+           "LocalDerivative", "ProblemDerivation", "Step", "StepInfo", "Symbol", "TensorInfo", "Typed", "Unit",
            "VariantDerivation", "derive", "mathtree", "values"]

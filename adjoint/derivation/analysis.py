@@ -48,7 +48,9 @@ class AStep:
 class Analysis:
     """Everything the document says about one forward pass and its backward, from the equations."""
 
-    def __init__(self, run, g: Equations, fwd, bwd, seed: Exact, grad_output, symbols_numeric: bool):
+    def __init__(self, run, g: Equations, fwd, bwd, seed: Exact | None, grad_output):
+        """``bwd`` (engine.BackwardResult) and ``seed`` (what backward starts from) are None for a forward
+        pass no backward differentiates: then there are no multipliers."""
         self.run, self.g, self.fwd, self.bwd = run, g, fwd, bwd
         self.B = run.rt.B
         self.grad_output = grad_output
@@ -63,11 +65,11 @@ class Analysis:
         for name, vid in g.names.items():
             self.names_of.setdefault(self.canon(vid), []).append(name)
         self.leaves = list(g.leaves.values())
-        self.root = self.canon(g.root)
+        self.root = self.canon(g.root) if g.root >= 0 else None
         named = {c for c in self.names_of if not g.vars[c].leaf}
         named |= {e.outs[0] for e in g.eqns if (e.inplace or e.prim == "copy_slices") and e.node is not None}
         root_names = set(self.names_of.get(self.root, [])) - {"loss"}
-        self.root_is_state = bool(root_names) or self.root in self.leaves
+        self.root_is_state = bool(root_names) or self.root in self.leaves or self.root is None
         self.states = [c for c in sorted(named) if c != self.root or self.root_is_state]
         self.atom_set = set(self.leaves) | set(self.states)
         self.steps: dict[int, AStep] = {}
@@ -82,7 +84,7 @@ class Analysis:
                 self.consumers.setdefault(a, []).append(st)
         self.scalar = all(numel(var.shape) == 1 for var in g.vars)
         self.seed = seed
-        self.pure = self.sweep(range(len(g.eqns)), {self.root: self.seed})
+        self.pure = self.sweep(range(len(g.eqns)), {self.root: self.seed}) if seed is not None else {}
         self.actual: dict[int, object] = {}
         for key in bwd.seen if bwd is not None else ():
             vid = g.var_of_node.get(key) if isinstance(key, tuple) else g.leaf_var.get(key)

@@ -20,23 +20,87 @@ from .equations import equations
 from .expressions import expr_tree, program_source, source, statement_source
 from .hookcalls import hook_calls
 from .record import (Arrival, ArrivalTerm, Boundary, BoundaryInput, CallInfo, Chain, ChainFactor, Change,
-                     DeclaredHook, FunctionNote, Gradient, Ident, LocalDerivative, Step, Symbol, TensorInfo, Unit,
-                     VariantDerivation)
+                     DeclaredHook, ErrorInfo, FunctionNote, Gradient, Ident, LocalDerivative, Step, StepInfo, Symbol,
+                     TensorInfo, Unit, VariantDerivation)
 from .values import ratio, same
 
 
 def derive_variant(pred_variant) -> VariantDerivation:
-    """The derivation of one solved variant (``VariantPrediction``), from its run."""
+    """The derivation of one solved variant (``VariantPrediction``), from its run: one unit per backward
+    pass (and per forward pass no backward differentiates), the steps in order, the error."""
     run = pred_variant.run
-    problem = run.problem
     variant = run.variant
-    units = []
-    if run.error is None:
-        for p in run.passes:
-            units.append(UnitBuilder(run, p, pred_variant, problem).build())
     functions = [FunctionNote(f.name, f.callid, f.slot, f.declared, f.true, f.matches) for f in pred_variant.functions]
-    return VariantDerivation(variant.name, variant.description, [declared(h) for h in variant.hooks], units,
-                             list(pred_variant.notes), functions, sorted({f.name for f in pred_variant.functions}))
+    vd = VariantDerivation(variant.name, variant.description, [declared(h) for h in variant.hooks], [],
+                           list(pred_variant.notes), functions, sorted({f.name for f in pred_variant.functions}),
+                           stepped=run.stepped)
+    records = [(i + 1, h, rec) for i, (h, rec) in enumerate(zip(pred_variant.hook_calls, run.rt.log))]
+    passes = list(run.passes) + ([run.failed_pass] if run.failed_pass is not None else [])
+    number_of = {id(f): i + 1 for i, f in enumerate(run.forwards)}
+    differentiated = {id(p.forward) for p in passes}
+    events = [(run.forward_steps[i], 0, f) for i, f in enumerate(run.forwards) if id(f) not in differentiated]
+    events += [(p.step, 1, p) for p in passes]
+    shown: set[int] = set()
+    unit_of_step: dict[int, int] = {}
+    first_unit: dict[int, int] = {}
+    for step, is_pass, obj in sorted(events, key=lambda e: e[0]):
+        fwd = obj.forward if is_pass else obj
+        n = number_of[id(fwd)]
+        builder = UnitBuilder(run, fwd, obj if is_pass else None, pred_variant, records, n,
+                              passes.index(obj) + 1 if is_pass else None, n not in shown)
+        vd.units.append(builder.build())
+        first_unit.setdefault(n, len(vd.units) - 1)
+        shown.add(n)
+        unit_of_step[step] = len(vd.units) - 1
+    vd.steps = _steps(run, vd, unit_of_step, first_unit, number_of, passes)
+    if run.error is not None:
+        vd.error = _error(run, pred_variant, vd, records, passes, unit_of_step)
+    return vd
+
+
+def _steps(run, vd: VariantDerivation, unit_of_step: dict, first_unit: dict, number_of: dict, passes: list) -> list:
+    out = []
+    forwards = iter(run.forwards)
+    backwards = iter(passes)
+    failed = run.error.step if run.error is not None else None
+    for index, step in enumerate(run.steps):
+        info = StepInfo(index, step.kind, failed=index == failed, ran=failed is None or index <= failed)
+        if step.kind == "forward" and info.ran and not info.failed:
+            info.forward = number_of[id(next(forwards))]
+            info.unit = first_unit.get(info.forward)
+            info.inputs = [d.name for d in step.inputs]
+        elif step.kind == "backward":
+            bw = step.backward or run.variant.backward
+            info.retain_graph, info.method = bw.retain_graph, bw.method
+            info.inputs = [name for name, _ in bw.inputs]
+            if info.ran and (not info.failed or run.failed_pass is not None):
+                p = next(backwards, None)
+                if p is not None:
+                    info.backward = passes.index(p) + 1
+                    info.forward = number_of[id(p.forward)]
+                    info.unit = unit_of_step.get(index)
+        elif step.kind in ("register", "remove"):
+            info.hooks = list(step.hooks)
+        elif step.kind == "step":
+            info.lr = step.lr
+            info.updates = list(run.updates.get(index, []))
+        out.append(info)
+    return out
+
+
+def _error(run, pv, vd: VariantDerivation, records: list, passes: list, unit_of_step: dict) -> ErrorInfo:
+    err = run.error
+    covered: set[int] = set()
+    for f in run.forwards:
+        covered.update(f.log)
+    for p in passes:
+        covered.update(p.calls)
+    loose = [r for r in records if r[0] - 1 not in covered]
+    raised = [number for number, h, _ in records if h.raised]
+    info = ErrorInfo(err.type, err.message, err.during, err.cause, err.step,
+                     pv.error.after_call + 1 if pv.error is not None and pv.error.after_call is not None else None,
+                     hook_calls(None, loose), raised[-1] if raised else None, unit_of_step.get(err.step))
+    return info
 
 
 def declared(h) -> DeclaredHook:
@@ -50,17 +114,24 @@ def declared(h) -> DeclaredHook:
 
 
 class UnitBuilder:
-    """One backward pass (``passes.Pass``) with the forward pass it differentiates."""
+    """One backward pass (``passes.Pass``) with the forward pass it differentiates (``p`` None: a
+    forward pass alone)."""
 
-    def __init__(self, run, p, pred_variant, problem):
-        self.run, self.p, self.pv, self.problem = run, p, pred_variant, problem
-        self.fwd = p.forward
+    def __init__(self, run, fwd, p, pred_variant, records: list, forward_number: int, backward_number: int | None,
+                 first_of_forward: bool):
+        self.run, self.p, self.pv, self.problem = run, p, pred_variant, run.problem
+        self.records = records
+        self.numbers = (forward_number, backward_number, first_of_forward)
+        self.fwd = fwd
         self.g = equations(run, self.fwd)
-        B = run.rt.B
-        root = self.g.vars[self.g.root]
-        seed = p.request.grad_output if p.request.grad_output is not None else Exact.full(root.shape, 1)
-        self.a = Analysis(run, self.g, self.fwd, p.result, seed, p.request.grad_output, False)
-        self.B = B
+        seed = grad_output = bwd = None
+        if p is not None:
+            root = self.g.vars[self.g.root]
+            grad_output = p.request.grad_output
+            seed = grad_output if grad_output is not None else Exact.full(root.shape, 1)
+            bwd = p.result
+        self.a = Analysis(run, self.g, self.fwd, bwd, seed, grad_output)
+        self.B = run.rt.B
         self._chains: dict = {}
         self._arrivals: dict = {}
         self._vjp: dict = {}
@@ -72,19 +143,26 @@ class UnitBuilder:
         self.assign_symbols()
         steps = [self.step(st) for st in a.steps.values()]
         self.calls = [self.call_info(c) for c in g.calls]
-        self.boundary_records = boundaries_of(self.run.rt, self.fwd, self.p.result)
-        log = self.run.rt.log
-        indices = list(self.fwd.log) + list(self.p.calls)
-        records = [(self.pv.hook_calls[i], log[i]) for i in indices]
-        calls = hook_calls(self, records)
+        p = self.p
+        self.boundary_records = boundaries_of(self.run.rt, self.fwd, p.result) if p is not None else []
+        forward_number, backward_number, first = self.numbers
+        forward_calls = hook_calls(self, [self.records[i] for i in self.fwd.log]) if first else []
+        backward_calls = hook_calls(self, [self.records[i] for i in p.calls]) if p is not None else []
+        calls = forward_calls + backward_calls
         unit = Unit(self.tensors, [a.canon(v) for v in a.leaves], list(a.states), steps, a.root, a.root_is_state,
                     next((s for s in steps if s.index is None), None), a.scalar, a.seed,
-                    self.p.request.grad_output, self.calls, {k: [s.var for s in v] for k, v in a.consumers.items()},
+                    p.request.grad_output if p is not None else None, self.calls,
+                    {k: [s.var for s in v] for k, v in a.consumers.items()},
                     calls, [], False, [], [], False, [], self.fwd.values.get("loss") if self.fwd.loss is not None
-                    else None, self.p.request.method, [n for n, _, _ in self.p.request.inputs])
-        self.boundaries(unit)
-        self.effects(unit, calls)
-        self.gradients(unit, calls)
+                    else None, p.request.method if p is not None else "backward",
+                    [n for n, _, _ in p.request.inputs] if p is not None else [], forward_number, backward_number,
+                    first, forward_calls, backward_calls, dict(p.grads_before) if p is not None else {},
+                    p is self.run.failed_pass if p is not None else False,
+                    p.request.retain_graph if p is not None else False)
+        if p is not None:
+            self.boundaries(unit)
+            self.effects(unit, backward_calls)
+            self.gradients(unit, calls)
         return unit
 
     def tensor_info(self, v) -> TensorInfo:
@@ -165,7 +243,9 @@ class UnitBuilder:
             self.describe(atom)
         out.pure_contrib = dict(a.contribution(st, a.pure.get(st.var)))
         self._vjp[st.var] = out
-        if a.scalar:
+        if a.seed is None:                 # a forward pass no backward differentiates
+            pass
+        elif a.scalar:
             out.local_values = {at: a.local_derivative(st, at) for at in st.atoms}
             out.local = self.local_terms(st)
         else:
@@ -323,7 +403,8 @@ class UnitBuilder:
                 continue
             unit.changes.append(Change(s, None, p, q, self._simple_ratio(p, q)))
         for name, value in self.grads().items():
-            vid = g.names.get(name)
+            vid = g.final.get(name)
+            value = self.added(name, value)
             if vid is None:
                 continue
             c = a.canon(vid)
@@ -331,9 +412,17 @@ class UnitBuilder:
             if a.is_state(c) or p is None or value is None or same(p, value):
                 continue
             unit.changes.append(Change(self.describe(c), name, p, value, self._simple_ratio(p, value)))
-        unit.unchanged = [name for name, value in self.grads().items() if value is not None
-                          and g.names.get(name) is not None and same(value, a.pure.get(a.canon(g.names[name])))]
+        unit.unchanged = [name for name, value in self.grads().items() if self.added(name, value) is not None
+                          and g.final.get(name) is not None
+                          and same(self.added(name, value), a.pure.get(a.canon(g.final[name])))]
         unit.any_backward_return = any(h.returned is not None and h.phase == "backward" for h in calls)
+
+    def added(self, name: str, value):
+        """What this backward pass added to ``name``'s .grad (.grad accumulates across passes)."""
+        before = self.p.grads_before.get(name)
+        if before is None or value is None:
+            return value
+        return self.B.sub(value, before)
 
     @staticmethod
     def _simple_ratio(p, q):
@@ -355,12 +444,15 @@ class UnitBuilder:
 
     def gradient(self, name: str, value, returned: bool, calls: list) -> Gradient:
         a, g = self.a, self.g
-        vid = g.names.get(name)
+        vid = g.final.get(name)
         if vid is None:
             return Gradient(name, None, value, returned, None)
         c = self.describe(vid)
         pure = a.pure.get(c)
         out = Gradient(name, c, value, returned, pure)
+        if not returned and self.p.grads_before.get(name) is not None and value is not None:
+            out.before = self.p.grads_before[name]
+            value = out.added = self.added(name, value)
         if a.is_state(c):
             out.state = a.steps[c].index
         elif pure is not None:
@@ -392,7 +484,7 @@ class UnitBuilder:
                                 and a.actual.get(j.var) is not None and not same(a.actual[j.var], a.pure.get(j.var))]
             return out
         out.tensor_hooks = [h.number for h in calls if h.on == "tensor" and h.returned is not None
-                            and g.names.get(h.target) is not None and a.canon(g.names[h.target]) == c]
+                            and h.target_var == c]
         if out.tensor_hooks and arr.total is not None:
             out.arriving = arr
         return out

@@ -62,6 +62,7 @@ class Equations:
     eqns: list = field(default_factory=list)
     leaves: dict = field(default_factory=dict)      # leaf name -> Var id (the pass's leaves, in order)
     names: dict = field(default_factory=dict)       # every bound name -> Var id (as bound)
+    final: dict = field(default_factory=dict)       # every bound name -> Var id of its tensor when the pass ended
     calls: list = field(default_factory=list)       # CallView per module call, in order
     root: int = -1                                  # what backward starts from (the loss, or the output)
     var_of_node: dict = field(default_factory=dict) # (id(node), output_nr) -> Var id
@@ -152,6 +153,7 @@ class _Builder:
                 vid = self.version_at(t, fwd.bound_at.get(name, fwd.apps.stop))
                 if vid is not None:
                     g.names[name] = vid
+                    g.final[name] = self.version_at(t, fwd.apps.stop)
         for i, c in enumerate(fwd.calls):
             outs = c.out if isinstance(c.out, tuple) else (c.out,)
             at = fwd.bound_at.get(c.callid, fwd.bound_at.get(f"{c.callid}[0]", fwd.apps.stop))

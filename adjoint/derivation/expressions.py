@@ -32,7 +32,12 @@ def expr_tree(e: X.Expr, env: dict) -> TNode:
         return TTuple(tuple(expr_tree(i, env) for i in e.items))
     if isinstance(e, X.Subscript):
         a = expr_tree(e.value, env)
-        index = int(e.items[0].value)
+        item = e.items[0]
+        if isinstance(item, X.Str):
+            return TIndex(a, item.value)
+        if not isinstance(item, X.Num) or len(e.items) != 1:
+            return TName(X.to_source(e))
+        index = int(item.value)
         if isinstance(a, TTuple) and index < len(a.items):
             return a.items[index]
         return TIndex(a, index)
@@ -59,7 +64,7 @@ def expr_tree(e: X.Expr, env: dict) -> TNode:
             return TMatMul(a, b, tuple(sa[:-1]) + (sb[-1],))
         op = {"+": "add", "-": "sub", "*": "mul", "/": "div", "**": "pow"}[e.op]
         return TBin(op, a, b, _broadcast(a.shape, b.shape))
-    raise TypeError(e)
+    return TName(X.to_source(e))            # anything else (a dict, a method call) reads as its source
 
 
 _SRC_PREC = {"+": 10, "-": 10, "*": 20, "/": 20, "@": 20, "**": 30}

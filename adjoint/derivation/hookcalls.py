@@ -10,20 +10,22 @@ module call, the node) and the prediction's record of the same call (``HookRecor
 
 from __future__ import annotations
 
-from .mathtree import TAtom, TIndex, TName, TTuple, simplify, vjp_tree
+from ..ops import REGISTRY
 from .expressions import expr_tree
+from .mathtree import TAtom, TIndex, TName, TTuple, simplify, vjp_tree
 from .record import HookArg, HookCall, LegacyRow
 from .values import same
 
 
 def hook_calls(b, records: list) -> list:
-    """One HookCall per (HookRecord, CallRecord) pair, numbered from 1 in firing order."""
-    return [_HookCallBuilder(b, i, h, rec).build() for i, (h, rec) in enumerate(records, 1)]
+    """One HookCall per (number, HookRecord, CallRecord); ``b`` (a UnitBuilder) knows the forward pass
+    the calls are about (None: a forward that did not finish, where only the values can be said)."""
+    return [_HookCallBuilder(b, number, h, rec).build() for number, h, rec in records]
 
 
 class _HookCallBuilder:
     def __init__(self, b, number: int, h, rec):
-        self.b, self.a, self.g = b, b.a, b.g
+        self.b, self.a, self.g = b, (b.a if b is not None else None), (b.g if b is not None else None)
         self.number, self.h, self.rec = number, h, rec
 
     def build(self) -> HookCall:
@@ -32,10 +34,16 @@ class _HookCallBuilder:
         out = HookCall(self.number, h.index, h.label, h.kind, h.on, h.target, h.k, h.calls_of_module, h.phase,
                        h.node, [], h.returned, None, list(h.why), h.raised, h.is_global,
                        does=bool(hook.does), grads_then=dict(rec.grads_then), saved=rec.saved)
+        if b is None:
+            out.args = [HookArg(name, pos, item, None) for name, value in h.args.items()
+                        for pos, item in _items(value)]
+            self.returned(out)
+            return out
         self.call = self.module_call()
         out.call = self.call.index if self.call is not None else None
-        if self.call is None and h.on in ("tensor", "node") and self.g.names.get(h.target) is not None:
-            out.target_var = b.describe(self.g.names[h.target])
+        self.tensor = self.hook_var() if h.on in ("tensor", "node") else None
+        if self.call is None and self.tensor is not None:
+            out.target_var = b.describe(self.tensor)
         arg_vars = self.arg_vars()
         slots, slot_arg = {}, {"backward": "grad_input", "post": "grad_inputs"}.get(h.kind)
         node = self.hook_node()
@@ -43,12 +51,13 @@ class _HookCallBuilder:
             out_arg = "grad_output" if h.kind == "backward" else "grad_outputs"
             out_shape = self.g.vars[node.outs[0]].shape
             slots, out.slot_vars = self.slot_formulas(node, TIndex(TName(out_arg), 0, out_shape))
+        if rec.saved is not None:
+            out.saved_var = self.saved_var()
         for name, value in h.args.items():
-            items = value if isinstance(value, tuple) else (value,)
             vids = arg_vars.get(name, [])
-            for j, item in enumerate(items):
+            for j, (pos, item) in enumerate(_items(value)):
                 vid = vids[j] if j < len(vids) else None
-                arg = HookArg(name, j if isinstance(value, tuple) else None, item, None)
+                arg = HookArg(name, pos, item, None)
                 out.args.append(arg)
                 if item is None:
                     arg.none_flows = bool(vids)
@@ -72,14 +81,20 @@ class _HookCallBuilder:
                         arg.arrival = arr
         if h.kind == "backward" and h.phase == "backward":
             self.legacy_contrast(out)
-        if h.returned is not None and hook.returns is not None:
-            tree = expr_tree(hook.returns, {})
-            if isinstance(h.returned, tuple):
-                out.returned_trees = (list(tree.items) if isinstance(tree, TTuple) and len(tree.items) == len(h.returned)
-                                      else [None] * len(h.returned))
-            else:
-                out.returned_trees = tree
+        self.returned(out)
         return out
+
+    def returned(self, out: HookCall) -> None:
+        """The hook's ``returns`` as a tree (a list of item trees when it returned a tuple)."""
+        h, hook = self.h, self.rec.hook
+        if h.returned is None or hook.returns is None:
+            return
+        tree = expr_tree(hook.returns, {})
+        if isinstance(h.returned, tuple):
+            out.returned_trees = (list(tree.items) if isinstance(tree, TTuple) and len(tree.items) == len(h.returned)
+                                  else [None] * len(h.returned))
+        else:
+            out.returned_trees = tree
 
     # ---- what the call is about ----------------------------------------------------
     def module_call(self):
@@ -106,19 +121,43 @@ class _HookCallBuilder:
                 eqn = g.eqns[cv.legacy_eqn]
                 return {"grad_output": list(eqn.outs), "grad_input": list(eqn.edges)}
             return {}
+        if h.on == "multi_grad":
+            tensors = [g.final.get(name) for name in self.rec.hook.tensors]
+            return {"grads": tensors} if self.rec.hook.mode == "all" else {}
         if h.on not in ("tensor", "node"):
             return {}
-        vid = g.names.get(h.target)
+        vid = self.tensor
         if vid is None:
             return {}
         if h.on == "tensor":
-            return {"grad": [vid]}
+            return {"tensor": [vid]} if h.kind == "post_accumulate_grad" else {"grad": [vid]}
+        if self.rec.node is not None and self.rec.node.is_accumulate:
+            return {"grad_outputs": [vid]}
         eqn = a.made_by.get(vid)
         if eqn is None or eqn.node is None:
             return {}
         if h.kind == "pre":
             return {"grad_outputs": list(eqn.outs)}
         return {"grad_inputs": list(eqn.edges), "grad_outputs": list(eqn.outs)}
+
+    def saved_var(self) -> int | None:
+        """pack / unpack: the tensor the node saved (an input or an output of its equation)."""
+        g, rec = self.g, self.rec
+        eqn_id = g.eqn_of_node.get(id(rec.node)) if rec.node is not None else None
+        if eqn_id is None:
+            return None
+        eqn = g.eqns[eqn_id]
+        if eqn.prim == "function":
+            slot = int(rec.saved[len("saved"):])
+            vid = eqn.ins[slot] if slot < len(eqn.ins) else None
+        elif eqn.prim in REGISTRY:
+            spec = next((x for x in REGISTRY[eqn.prim].saves if x.name == rec.saved), None)
+            if spec is None:
+                return None
+            vid = (eqn.ins if spec.what == "in" else eqn.outs)[spec.index]
+        else:
+            return None
+        return self.b.describe(vid) if isinstance(vid, int) else None
 
     def hook_node(self):
         """The equation whose autograd node a legacy or node hook sees."""
@@ -127,9 +166,28 @@ class _HookCallBuilder:
             cv = g.calls[self.call.index]
             return g.eqns[cv.legacy_eqn] if cv.legacy_eqn is not None else None
         if h.on == "node":
-            vid = g.names.get(h.target)
-            return self.a.made_by.get(vid) if vid is not None else None
+            return self.a.made_by.get(self.tensor) if self.tensor is not None else None
         return None
+
+    def hook_var(self) -> int | None:
+        """The tensor a tensor or node hook is about, as the hook saw it: the output of the node it ran at
+        (a hook registered before an in-place op stays on the old version's node), else the version the
+        name was bound to."""
+        g, node = self.g, self.rec.node
+        named = g.names.get(self.h.target)
+        if node is None:
+            return named
+        if node.is_accumulate:
+            return g.leaf_var.get(node.variable.id, named)
+        eqn_id = g.eqn_of_node.get(id(node))
+        if eqn_id is None:
+            return named
+        outs = g.eqns[eqn_id].outs
+        if named is not None:
+            for o in outs:
+                if g.vars[o].tensor is g.vars[named].tensor:
+                    return o
+        return outs[0] if len(outs) == 1 or named is None else named
 
     def slot_formulas(self, eqn, lam) -> tuple[dict, dict]:
         """J_slot^T lam for each input slot of one autograd node, over atoms -(k+1) standing for the
@@ -167,3 +225,12 @@ class _HookCallBuilder:
             if v is None:
                 continue
             out.legacy_rows.append(LegacyRow(i, x, v, self.b.ident(x, v, strict=True)))
+
+
+def _items(value) -> list:
+    """An argument as (position, item) pairs: a tuple by index, a dict (kwargs) by key, else one item."""
+    if isinstance(value, tuple):
+        return list(enumerate(value))
+    if isinstance(value, dict):
+        return list(value.items())
+    return [(None, value)]

@@ -270,11 +270,14 @@ class Gradient:
     tensor_hooks: list = field(default_factory=list)   # numbers of tensor-hook calls that replaced it
     arriving: Arrival | None = None  # ... with the total that arrived before those hooks
     none_reason: str | None = None   # grad | inputs | none
+    before: object = None            # .grad before this backward pass, when it already held one (it accumulates)
+    added: object = None             # ... and what this pass added to it
 
 
 @dataclass
 class Unit:
-    """One forward pass and the backward pass that differentiates it (v1: the only ones)."""
+    """One forward pass and the backward pass that differentiates it (v1: the only ones), or a forward
+    pass no backward differentiates (then the multipliers, boundaries and gradients are empty)."""
 
     tensors: list                    # TensorInfo by id
     leaves: list                     # leaf var ids, in declaration order
@@ -298,6 +301,48 @@ class Unit:
     loss: Exact | None
     method: str                      # backward | grad
     backward_inputs: list            # backward(inputs=...) names
+    forward_number: int = 1          # which forward pass of the variant (1-based)
+    backward_number: int | None = 1  # which backward pass (1-based); None: a forward nobody differentiates
+    first_of_forward: bool = True    # the first unit of its forward pass (the one that shows it)
+    forward_calls: list = field(default_factory=list)    # HookCall made during the forward pass
+    backward_calls: list = field(default_factory=list)   # HookCall made during the backward pass
+    grads_before: dict = field(default_factory=dict)     # .grad of each tensor before the backward pass
+    failed: bool = False             # PyTorch raised during this backward pass
+    retain_graph: bool = False
+
+
+@dataclass
+class StepInfo:
+    """One step of a variant's ``steps`` (v1: forward, then backward)."""
+
+    index: int
+    kind: str                        # forward | backward | register | remove | zero_grad | step
+    unit: int | None = None          # forward / backward: the unit showing it
+    forward: int | None = None       # forward: its number; backward: the forward pass it differentiates
+    backward: int | None = None      # backward: its number
+    hooks: list = field(default_factory=list)     # register / remove: hook indices
+    lr: object = None                # step: the learning rate
+    inputs: list = field(default_factory=list)    # forward: inputs it replaces; backward: inputs=
+    retain_graph: bool = False
+    method: str = "backward"
+    updates: list = field(default_factory=list)   # step: (parameter, before, grad, after)
+    failed: bool = False             # PyTorch raised in this step
+    ran: bool = True                 # False: after the error, never run
+
+
+@dataclass
+class ErrorInfo:
+    """PyTorch raised while running the variant: what, why, where."""
+
+    type: str
+    message: str
+    during: str                      # forward | backward
+    cause: str                       # runtime.TorchError.cause
+    step: int                        # index of the step it raised in
+    after_call: int | None           # number (1-based) of the last hook call made before it left PyTorch
+    calls: list = field(default_factory=list)   # HookCall made during the failing forward (no unit shows them)
+    raised_by: int | None = None     # number of the hook call that raised
+    unit: int | None = None          # the unit of a failing backward pass
 
 
 @dataclass
@@ -315,10 +360,13 @@ class VariantDerivation:
     name: str
     description: str | None
     hooks: list                      # DeclaredHook
-    units: list                      # Unit (one per backward pass)
+    units: list                      # Unit, in the order the steps made them
     notes: list                      # solver's notes (texts)
     functions: list                  # FunctionNote
     custom_functions: list           # names of the custom Functions the forward ran
+    steps: list = field(default_factory=list)   # StepInfo
+    stepped: bool = False            # the file gives steps (else v1's forward, backward)
+    error: ErrorInfo | None = None
 
 
 @dataclass

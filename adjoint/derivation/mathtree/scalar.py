@@ -12,7 +12,8 @@ import sympy
 
 from ... import exact as E
 from ...exact import Exact
-from .nodes import TT, TAtom, TBin, TCall, TConst, TFn, TInner, TJac, TLam, TMatMul, TNeg, TNode, TOnes, TSub, TSumTo
+from .nodes import (TT, TAtom, TBin, TCall, TConst, TFn, TInner, TJac, TLam, TMatMul, TNeg, TNode, TOnes, TPlace, TPut,
+                    TSub, TSumTo)
 
 
 class Relu(sympy.Function):
@@ -52,8 +53,10 @@ def to_sympy(n: TNode, sym) -> sympy.Expr:
         return -to_sympy(n.a, sym)
     if isinstance(n, (TMatMul, TInner)):
         return to_sympy(n.a, sym) * to_sympy(n.b, sym)
-    if isinstance(n, (TT, TSumTo, TSub)):
+    if isinstance(n, (TT, TSumTo, TSub, TPlace)):     # one element: views and placements are that element
         return to_sympy(n.a, sym)
+    if isinstance(n, TPut):
+        return to_sympy(n.value, sym)
     if isinstance(n, TFn):
         args = [to_sympy(a, sym) for a in n.args]
         if n.fn.sympy is not None:

@@ -11,6 +11,7 @@ from .section_gradients import GradientSections
 from .section_hooks import HookSections
 from .section_lagrangian import LagrangianSection
 from .section_model import ModelSections
+from .section_steps import StepSections
 from .text import esc, symbol_tex
 
 
@@ -43,12 +44,13 @@ def typeset(d: ProblemDerivation) -> str:
                    + ", ".join(f"${symbol_tex(k)} = {format_rational(E.q(v)).signed()}$"
                                for k, v in d.symbols.items()) + ").\n\n")
     out.append(_reading_guide(len(d.variants)))
-    shared: dict[str, str] = {}
+    shared: dict = {}
     for i, v in enumerate(d.variants):
         if i:
             out.append("\\clearpage\n")          # each variant starts on its own page
         named = len(d.variants) > 1 or v.name != "default"
-        out.append(_Variant(v, v.units[-1]).render(shared, named))
+        simple = not v.stepped and v.error is None and len(v.units) == 1
+        out.append(_simple(v, shared, named) if simple else _stepped(v, shared, named))
     out.append("\\end{document}\n")
     return "".join(out)
 
@@ -80,39 +82,82 @@ def _reading_guide(n: int) -> str:
         "columns.\n\n")
 
 
-class _Variant(ModelSections, LagrangianSection, HookSections, GradientSections):
-    """One variant's section of the document."""
+class _View(ModelSections, LagrangianSection, HookSections, GradientSections, StepSections):
+    """One unit (a forward pass and the backward pass through it) of a variant, as sections."""
 
-    # ---- entry ---------------------------------------------------------------
-    def render(self, shared: dict, many: bool) -> str:
-        v = self.vd
-        title = f"Variant \\texttt{{{esc(v.name)}}}" if many else "The derivation"
-        out = [f"\\section{{{title}}}\n"]
-        desc = self.vd.description
-        if desc:
-            out.append(esc(" ".join(str(desc).split())) + "\n\n")
-        out.append(self.hooks_registered())
-        common = self.model() + self.forward() + self.lagrangian()
-        if common in shared:
-            out.append("\\subsection{Model, forward pass and multipliers}\nThe model, its forward pass and the "
-                       f"adjoint recursion without hooks are exactly those of variant \\texttt{{{esc(shared[common])}}}"
-                       " above; the symbols and values below refer to them.\n\n")
-        else:
-            shared[common] = v.name
-            out.append(common)
-        out.append(self._once(shared, "boundaries", self.boundaries(), "Module boundaries"))
-        out.append(self.hook_calls())
-        out.append(self.effects())
-        out.append(self._once(shared, "gradients", self.gradients(), "Final gradients"))
-        out.append(self.notes())
-        return "".join(out)
 
-    def _once(self, shared: dict, key: str, text: str, title: str) -> str:
-        """A section identical to an earlier variant's is replaced by a reference to it."""
-        if not text:
-            return text
-        if (key, text) in shared:
-            return (f"\\subsection{{{title}}}\nExactly as in variant \\texttt{{{esc(shared[(key, text)])}}} "
-                    "above.\n\n")
-        shared[(key, text)] = self.vd.name
+def _title(v, many: bool) -> list:
+    title = f"Variant \\texttt{{{esc(v.name)}}}" if many else "The derivation"
+    out = [f"\\section{{{title}}}\n"]
+    if v.description:
+        out.append(esc(" ".join(str(v.description).split())) + "\n\n")
+    return out
+
+
+def _simple(v, shared: dict, many: bool) -> str:
+    """A variant without steps: one forward pass, one backward pass (v1's layout)."""
+    w = _View(v, v.units[0])
+    here = f"variant \\texttt{{{esc(v.name)}}}"
+    out = _title(v, many)
+    out.append(w.hooks_registered())
+    common = w.model() + w.forward() + w.lagrangian()
+    if common in shared:
+        out.append("\\subsection{Model, forward pass and multipliers}\nThe model, its forward pass and the "
+                   f"adjoint recursion without hooks are exactly those of {shared[common]}"
+                   " above; the symbols and values below refer to them.\n\n")
+    else:
+        shared[common] = here
+        out.append(common)
+    out.append(_once(shared, "boundaries", w.boundaries(), "Module boundaries", here))
+    out.append(w.hook_calls())
+    out.append(w.effects())
+    out.append(_once(shared, "gradients", w.gradients(), "Final gradients", here))
+    out.append(w.notes())
+    return "".join(out)
+
+
+def _stepped(v, shared: dict, many: bool) -> str:
+    """A variant with steps (or one PyTorch raised in): the steps, then each forward pass and each backward
+    pass in the order they ran, then the error."""
+    bare = _View(v, None)
+    out = _title(v, many)
+    out.append(bare.hooks_registered())
+    out.append(bare.steps_list())
+    for u in v.units:
+        if u.first_of_forward:
+            w = _View(v, u, f"Forward pass {u.forward_number}: ")
+            here = f"forward pass {u.forward_number} of variant \\texttt{{{esc(v.name)}}}"
+            out.append(_once(shared, "model", w.model(), w.heading("The model"), here))
+            out.append(w.forward())
+            if u.forward_calls:
+                out.append(w.hook_calls(u.forward_calls))
+        if u.backward_number is None:
+            continue
+        w = _View(v, u, f"Backward pass {u.backward_number}: ")
+        here = f"backward pass {u.backward_number} of variant \\texttt{{{esc(v.name)}}}"
+        if u.failed:
+            out.append(w.heading("What it does before PyTorch raises", "what it does before PyTorch raises")
+                       + "The backward pass stops at the error below; the multipliers are those it would compute.\n\n")
+        out.append(_once(shared, "lagrangian", w.lagrangian(), w.heading("Lagrangian and adjoint recursion"), here))
+        if not u.failed:
+            out.append(_once(shared, "boundaries", w.boundaries(), w.heading("Module boundaries"), here))
+        out.append(w.hook_calls(u.backward_calls))
+        if not u.failed:
+            out.append(w.effects())
+            out.append(_once(shared, "gradients", w.gradients(), w.heading("Final gradients", "gradients"), here))
+    if v.error is not None:
+        out.append(bare.error_section(v.error))
+    out.append(bare.notes())
+    return "".join(out)
+
+
+def _once(shared: dict, key: str, text: str, heading: str, here: str) -> str:
+    """A section identical to an earlier one is replaced by a reference to it (``heading``: its title, as
+    a subsection command or a plain title)."""
+    if not text:
         return text
+    if (key, text) in shared:
+        head = heading if heading.startswith("\\subsection") else f"\\subsection{{{heading}}}\n"
+        return f"{head}Exactly as in {shared[(key, text)]} above.\n\n"
+    shared[(key, text)] = here
+    return text

@@ -28,6 +28,7 @@ from ...derivation.mathtree import t_shape as _t_shape
 from ...derivation.values import decimal_value
 from .numbers import Num, _truncated, exact_fraction, format_rational
 from .text import _tex_escape_name, symbol_tex
+from .text import esc as _tex_escape_text
 from .widths import LINE_EM, _choose_columns, tex_width
 
 fmpq = flint.fmpq
@@ -449,6 +450,8 @@ class DerivationPrinter(LatexPrinter):
         return self.names.get(f"n:{n.name}", symbol_tex(n.name))
 
     def _print_TIndex(self, n: TIndex) -> str:
+        if isinstance(n.index, str):
+            return f"{self.p(n.a, 100)}[\\text{{\\texttt{{{_tex_escape_text(repr(n.index))}}}}}]"
         return f"{self.p(n.a, 100)}[{n.index}]"
 
     def _print_TTuple(self, n: TTuple) -> str:

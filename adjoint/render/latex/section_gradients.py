@@ -26,10 +26,10 @@ class GradientSections(UnitWriter):
                 changed.append((self.dfrac("\\ell", self.wrt(ch.var)), mcode(ch.name + ".grad"), ch))
         if not changed:
             if u.any_backward_return:
-                return ("\\subsection{What the hooks changed}\nNothing: no gradient differs from the hook-free "
+                return (self.heading("What the hooks changed") + "Nothing: no gradient differs from the hook-free "
                         "derivation.\n\n")
             return ""
-        out = ["\\subsection{What the hooks changed}\n",
+        out = [self.heading("What the hooks changed"),
                "The gradients that differ from the hook-free derivation: first without hooks, then what PyTorch "
                "carries (for a tensor) or stores in \\texttt{.grad} (for a leaf).\n"]
         b = Block()
@@ -46,7 +46,7 @@ class GradientSections(UnitWriter):
     # ---- final gradients -----------------------------------------------------------------
     def gradients(self) -> str:
         u = self.u
-        out = ["\\subsection{Final gradients}\n"]
+        out = [self.heading("Final gradients", "gradients")]
         if u.method == "grad":
             out.append("The backward pass is \\texttt{torch.autograd.grad}: it returns the gradients below and "
                        "leaves every \\texttt{.grad} untouched.\n\n")

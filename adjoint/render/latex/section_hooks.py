@@ -23,7 +23,16 @@ class HookSections(UnitWriter):
              "backward": "legacy backward hook (\\texttt{register\\_backward\\_hook})",
              "forward": "forward hook", "forward_pre": "forward pre-hook",
              "hook": "tensor hook (\\texttt{Tensor.register\\_hook})",
-             "retain_grad": "\\texttt{retain\\_grad()}", "pre": "node pre-hook", "post": "node post-hook"}
+             "retain_grad": "\\texttt{retain\\_grad()}", "pre": "node pre-hook", "post": "node post-hook",
+             "post_accumulate_grad": "post-accumulate-grad hook (\\texttt{register\\_post\\_accumulate\\_grad\\_hook})",
+             "multi_grad": "multi-grad hook (\\texttt{torch.autograd.graph.register\\_multi\\_grad\\_hook})",
+             "saved_tensors": "pair of saved-tensor hooks (\\texttt{torch.autograd.graph.saved\\_tensors\\_hooks})",
+             "pack": "pack hook (\\texttt{saved\\_tensors\\_hooks})", "unpack": "unpack hook (\\texttt{saved\\_tensors\\_hooks})"}
+
+    #: what a hook is attached to, as the registration list and the calls say it
+    _ON = {"module": "module", "tensor": "tensor", "node": "the autograd node that produced tensor",
+           "global": "every module (a global hook) --- here module", "multi_grad": "tensors",
+           "saved_tensors": "the saved tensors of"}
 
     def hooks_registered(self) -> str:
         hooks = self.vd.hooks
@@ -31,26 +40,56 @@ class HookSections(UnitWriter):
             return "No hooks are registered in this variant: PyTorch's backward pass is the adjoint recursion.\n\n"
         lines = ["Hooks registered, in this order:\n\\begin{enumerate}\n"]
         for h in hooks:
+            lines.append(f"\\item {esc(h.label)}: {self._declared(h)}.\n")
+        lines.append("\\end{enumerate}\n")
+        return "".join(lines)
+
+    def _declared(self, h) -> str:
+        """One declared hook: its kind, what it is on, what it returns, its options."""
+        if h.on == "global":
+            text = (f"{self._KIND[h.kind]}, registered globally (\\texttt{{torch.nn.modules.module.register\\_module\\_"
+                    f"{esc(h.kind)}\\_hook}}): it runs for every module call")
+        elif h.on == "multi_grad":
+            text = (f"{self._KIND['multi_grad']} in mode \\texttt{{{esc(h.mode)}}} on tensors "
+                    + ", ".join(code(t) for t in h.tensors))
+        elif h.on == "saved_tensors":
+            where = ("the calls of " + ", ".join(code(m) for m in h.scope) if h.scope else "the whole forward pass")
+            text = (f"{self._KIND['saved_tensors']} around {where}: every tensor an op saves for backward is packed "
+                    f"by {code('x -> ' + h.pack)} and unpacked by {code('x -> ' + h.unpack)}")
+        else:
             what = {"module": "module", "tensor": "tensor", "node": "the autograd node that made tensor"}[h.on]
-            text = f"\\item {esc(h.label)}: {self._KIND[h.kind]} on {what} {code(h.target)}"
+            text = f"{self._KIND[h.kind]} on {what} {code(h.target)}"
+        if h.on != "saved_tensors":
             if h.returns is not None:
                 text += f", returning ${self.P.doprint(h.returns)}$"
             elif h.kind != "retain_grad":
                 text += ", returning nothing (it only observes)"
-            if h.does:
-                text += "; it runs " + ", ".join(code(x) for x in h.does)
-            if h.remove:
-                text += f"; its handle is removed {esc(h.remove.replace('_', ' '))}"
-            if h.when == "after_forward":
-                text += "; registered after the forward pass"
-            lines.append(text + ".\n")
-        lines.append("\\end{enumerate}\n")
-        return "".join(lines)
+        if h.does:
+            text += "; it runs " + ", ".join(code(x) for x in h.does)
+        if h.prepend:
+            text += "; \\texttt{prepend=True}: it runs before the hooks of its kind registered earlier"
+        if h.with_kwargs:
+            text += "; \\texttt{with\\_kwargs=True}: it is handed the call's keyword arguments too"
+        if h.always_call:
+            text += "; \\texttt{always\\_call=True}: it runs even when the forward raises"
+        if h.raises is not None:
+            text += f"; it raises \\texttt{{RuntimeError({esc(repr(h.raises))})}}"
+        if h.removes:
+            text += "; when it runs it removes the handle of " + ", ".join(self._hook_name(i) for i in h.removes)
+        if h.remove:
+            text += f"; its handle is removed {esc(h.remove.replace('_', ' '))}"
+        if h.when == "after_forward":
+            text += "; registered after the forward pass"
+        return text
+
+    def _hook_name(self, index: int) -> str:
+        hooks = self.vd.hooks
+        return f"hook {index + 1} ({esc(hooks[index].label)})" if 0 <= index < len(hooks) else f"hook {index + 1}"
 
     # ---- module boundaries --------------------------------------------------------------
     def boundaries(self) -> str:
         u = self.u
-        out = ["\\subsection{Module boundaries}\n",
+        out = [self.heading("Module boundaries"),
                "Each module call is one block of the Lagrangian. The multiplier of its output is what its hooks "
                "are handed as \\texttt{grad\\_output} (as it reaches the module, after hooks on the output tensor); "
                "$J^{\\top}\\,\\mathtt{grad\\_output}$ through the module's own equations is \\texttt{grad\\_input} "
@@ -83,9 +122,9 @@ class HookSections(UnitWriter):
         return "".join(out)
 
     # ---- hook calls ---------------------------------------------------------------------
-    def hook_calls(self) -> str:
-        calls = self.u.hook_calls
-        out = ["\\subsection{Hook calls, in firing order}\n"]
+    def hook_calls(self, calls: list | None = None) -> str:
+        calls = self.u.hook_calls if calls is None else calls
+        out = [self.heading("Hook calls, in firing order")]
         if not calls:
             out.append("No hook fires.\n\n")
             return "".join(out)
@@ -118,6 +157,27 @@ class HookSections(UnitWriter):
                    "tensor replaces the output (its operations join the graph).",
         "forward_pre": "A forward pre-hook runs right before the module's forward, with its inputs; a returned value "
                        "replaces the inputs.",
+        "post_accumulate_grad": "A post-accumulate-grad hook runs on a leaf right after its \\texttt{AccumulateGrad} "
+                                "node stored the gradient into \\texttt{.grad}. It is handed the leaf itself, shown "
+                                "here by its \\texttt{.grad} (the sum of every backward pass so far), and must "
+                                "return \\texttt{None}.",
+        "multi_grad": "A multi-grad hook in mode \\texttt{all} runs once the gradients of all its tensors that this "
+                      "backward pass computes are known, each handed in \\texttt{grads} (\\texttt{None} for a tensor "
+                      "whose gradient is not computed); in mode \\texttt{any} it runs once, at the first of them, "
+                      "handed that one as \\texttt{grad}.",
+        "pack": "A pack hook runs during the forward pass each time an op saves a tensor for its backward, in the "
+                "order the op saves them; what it returns is what the node keeps.",
+        "unpack": "An unpack hook runs when a node's backward reads a saved tensor (all of them, in the order they "
+                  "were packed, before the node computes anything); it is handed what the pack hook returned, and "
+                  "what it returns is what the backward formula uses.",
+    }
+
+    _ACCUMULATE = {
+        "pre": "Here the node is the leaf's \\texttt{AccumulateGrad}, which stores the gradient into "
+               "\\texttt{.grad}: \\texttt{grad\\_outputs} holds the gradient arriving at the leaf, and the hook runs "
+               "before \\texttt{.grad} is updated.",
+        "post": "Here the node is the leaf's \\texttt{AccumulateGrad}: it has no inputs, so \\texttt{grad\\_inputs} is "
+                "empty, and the hook runs after \\texttt{.grad} was updated.",
     }
 
     _REPLACES = {"full_backward": "grad_input", "backward": "grad_input", "post": "grad_inputs",
@@ -135,24 +195,34 @@ class HookSections(UnitWriter):
         where = f" at node {code(h.node)}" if h.node else ""
         call = f" (call {h.k} of {h.calls_of_module})" if h.k is not None and h.calls_of_module > 1 else ""
         target = code(h.target) + call
-        mcall = u.calls[h.call] if h.call is not None and h.on == "module" else None
+        mcall = u.calls[h.call] if h.call is not None and h.on in ("module", "global") else None
         if mcall is not None:
             outs = ", ".join(self.sym(x) for x in mcall.outs)
             target += (f" (${', '.join(self.sym(x) for x in mcall.args)} \\mapsto {outs}$)")
         elif h.on in ("tensor", "node") and h.target_var is not None:
             target += f" (${self.sym(h.target_var)}$)"
         kind = self._KIND.get(h.kind, esc(h.kind))
-        on = {"module": "module", "tensor": "tensor", "node": "the autograd node that produced tensor"}[h.on]
-        out = [f"\\subsubsection*{{{h.number}.\\ {esc(h.label)}}}\n"
-               f"The {kind} on {on} {target}{where}, during the {h.phase} pass. {self._INTRO.get(h.kind, '')}\n"]
+        if h.kind in ("pack", "unpack"):
+            head = f"The {kind} for the tensor {self._saved(h)}{where}, during the {h.phase} pass."
+        elif h.on == "saved_tensors":
+            head = f"The {kind}{where}, during the {h.phase} pass."
+        else:
+            head = f"The {kind} on {self._ON[h.on]} {target}{where}, during the {h.phase} pass."
+        intro = self._INTRO.get(h.kind, "")
+        if h.node == "torch::autograd::AccumulateGrad" and h.kind in self._ACCUMULATE:
+            intro += " " + self._ACCUMULATE[h.kind]
+        out = [f"\\subsubsection*{{{h.number}.\\ {esc(h.label)}}}\n{head} {intro}\n"]
         slot_printer = self._slot_printer(h) if h.slot_vars else None
         b = Block()
         chains = []
         for arg in h.args:
-            lhs = mcode(arg.name) + (f"[{arg.position}]" if arg.position is not None else "")
+            lhs = mcode(arg.name) + self._position(arg.position)
             if arg.value is None:
                 why = "\\quad\\text{(no gradient flows to this input)}" if arg.none_flows else ""
                 b.eq(lhs, "\\mathrm{None}" + why)
+                continue
+            if not self.is_tensor_value(arg.value):
+                b.eq(lhs, self.plain(arg.value))
                 continue
             segs: list = []
             if arg.backward:
@@ -187,8 +257,19 @@ class HookSections(UnitWriter):
             out.append(cb.render())
         if h.kind == "backward" and h.phase == "backward":
             out.append(self._legacy_contrast(h))
-        if h.returned is None:
-            if h.kind != "retain_grad":
+        out.append(self._grads_then(h))
+        if h.raised:
+            hook = self.vd.hooks[h.hook] if 0 <= h.hook < len(self.vd.hooks) else None
+            message = esc(repr(hook.raises)) if hook is not None and hook.raises is not None else ""
+            out.append(f"It raises \\texttt{{RuntimeError({message})}}: PyTorch stops here (see \\emph{{The error}}).\n\n")
+        elif h.returned is None:
+            if h.kind in ("forward", "forward_pre") and self._always_after_error(h):
+                out.append("It was registered with \\texttt{always\\_call=True}, so PyTorch calls it although the "
+                           "forward raised; \\texttt{output} is what the forward had returned by then (\\texttt{None}: "
+                           "it did not finish).\n\n")
+            elif h.kind in ("pack", "unpack"):
+                pass
+            elif h.kind != "retain_grad":
                 if h.does:
                     out.append("It returns \\texttt{None}: whatever it rebinds inside, PyTorch ignores; nothing "
                                "changes.\n\n")
@@ -196,9 +277,45 @@ class HookSections(UnitWriter):
                     out.append("It returns \\texttt{None}: it only observes, and nothing changes.\n\n")
         else:
             out.append(self._returned(h))
+        hook = self.vd.hooks[h.hook] if 0 <= h.hook < len(self.vd.hooks) else None
+        if hook is not None and hook.removes:
+            out.append("When it runs it removes the handle of " + ", ".join(self._hook_name(i) for i in hook.removes)
+                       + ": a removed hook no longer runs from the next time its dict is read (a dict PyTorch is "
+                       "already running from is a copy, so a hook of the same dict still runs this time).\n\n")
         for w in h.why:
             out.append(f"Why: {esc(w)}.\n\n")
         return "".join(out)
+
+    # ---- small pieces of a hook call ----------------------------------------------------
+    @staticmethod
+    def _position(pos) -> str:
+        if pos is None:
+            return ""
+        if isinstance(pos, str):
+            return f"[\\text{{\\texttt{{{esc(repr(pos))}}}}}]"
+        return f"[{pos}]"
+
+    def _saved(self, h: HookCall) -> str:
+        """pack / unpack: which tensor, saved by which node as what."""
+        what = f"\\texttt{{{esc(h.saved)}}}" if h.saved else "a tensor"
+        var = f" (${self.sym(h.saved_var)}$)" if h.saved_var is not None and self.u is not None else ""
+        return f"{what}{var} that the node saves"
+
+    def _always_after_error(self, h: HookCall) -> bool:
+        err = self.vd.error
+        return err is not None and err.after_call is not None and h.number > err.after_call
+
+    def _grads_then(self, h: HookCall) -> str:
+        """The .grad of every leaf when the hook ran (None until its AccumulateGrad has run)."""
+        if not h.grads_then:
+            return ""
+        items = []
+        for name, value in h.grads_then.items():
+            tex = "\\mathrm{None}" if value is None else self.value(value, 14)
+            if tex is None:
+                tex = "\\text{(set: a " + "\\times ".join(str(d) for d in value.shape) + " tensor)}"
+            items.append(f"${mcode(name + '.grad')} = {tex}$")
+        return "At this moment: " + ", ".join(items) + ".\n\n"
 
     def _legacy_contrast(self, h: HookCall) -> str:
         if h.legacy_same:
@@ -222,11 +339,13 @@ class HookSections(UnitWriter):
             parts = tree if isinstance(tree, list) else [None] * len(h.returned)
             for j, (r, t) in enumerate(zip(h.returned, parts)):
                 lhs = f"\\text{{returned}}[{j}]"
-                if r is None:
-                    b.eq(lhs, "\\mathrm{None}")
+                if r is None or not self.is_tensor_value(r):
+                    b.eq(lhs, self.plain(r))
                     continue
                 self.value_rows(b, lhs, r, [self.P.doprint(t)] if t is not None and not isinstance(t, TNone) else [],
                                 exact=True)
+        elif not self.is_tensor_value(h.returned):
+            b.eq("\\text{returned}", self.plain(h.returned))
         else:
             segs = [self.P.doprint(tree)] if tree is not None else []
             self.value_rows(b, "\\text{returned}", h.returned, segs, exact=True)

@@ -18,7 +18,7 @@ class ModelSections(UnitWriter):
     # ---- the model -------------------------------------------------------------------
     def model(self) -> str:
         u, t = self.u, self.t
-        out = ["\\subsection{The model}\n",
+        out = [self.heading("The model"),
                "Tensors given to the computation (leaves), and the named tensors it computes:\n\n"]
         rows = []
         for vid in u.leaves:
@@ -97,7 +97,7 @@ class ModelSections(UnitWriter):
     # ---- forward ------------------------------------------------------------------
     def forward(self) -> str:
         u = self.u
-        out = ["\\subsection{Forward pass}\n", "Given:\n"]
+        out = [self.heading("Forward pass", "values"), "Given:\n"]
         b = Block()
         for vid in u.leaves:
             self.value_rows(b, self.symtex[vid], self.t[vid].value, [])

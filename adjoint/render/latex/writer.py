@@ -9,15 +9,18 @@ only typesets it."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import flint
 import numpy as np
 
-from ...derivation import Arrival, Chain, Exact, Ident, Step, Symbol, Unit, VariantDerivation
+from ...derivation import Arrival, Chain, Exact, Ident, Step, Symbol, Typed, Unit, VariantDerivation
 from ...derivation import values as E
 from ...derivation.mathtree import TBin, TDeriv, TMatMul, TNode, TProduct, TSym, TVal
 from .layout import Block, Terms, sym_pieces
 from .printer import MAX_ROWS, DerivationPrinter
-from .text import _tex_escape_name, code, symbol_tex
+from .numbers import format_rational
+from .text import _tex_escape_name, code, esc, symbol_tex
 from .widths import LINE_EM, tex_width
 
 fmpq = flint.fmpq
@@ -40,21 +43,31 @@ class UnitWriter:
     """One backward pass's derivation being written: its record, printers (symbols; numbers
     substituted) and the helpers every section writes with. The sections are mixins (section_*.py)."""
 
-    def __init__(self, vd: VariantDerivation, u: Unit):
+    def __init__(self, vd: VariantDerivation, u: Unit | None, prefix: str = ""):
+        """``u`` None: what is said about a variant as a whole (its hooks, steps, error), with no pass."""
         self.vd = vd
         self.u = u
-        self.t = u.tensors
-        self.symtex = {info.id: symbol_of(info.symbol) for info in u.tensors if info.symbol is not None}
-        self.steps = {st.var: st for st in u.steps}
+        self.prefix = prefix
+        self.t = u.tensors if u is not None else []
+        self.symtex = {info.id: symbol_of(info.symbol) for info in self.t if info.symbol is not None}
+        self.steps = {st.var: st for st in u.steps} if u is not None else {}
         names = {f"v#{vid}": tex for vid, tex in self.symtex.items()}
-        for s in u.states:
-            names[f"l#{s}"] = f"\\lambda_{{{self.t[s].symbol.index}}}"
-        names[f"l#{u.root}"] = names.get(f"l#{u.root}", "\\lambda_{\\ell}")
+        if u is not None:
+            for s in u.states:
+                names[f"l#{s}"] = f"\\lambda_{{{self.t[s].symbol.index}}}"
+            names[f"l#{u.root}"] = names.get(f"l#{u.root}", "\\lambda_{\\ell}")
         self.P = DerivationPrinter(names)
         self.values = {vid: self.t[vid].value for vid in self.symtex}
         self.S = self.P.with_subst(self.values)
 
     # ---- small helpers -------------------------------------------------------
+    def heading(self, title: str, short: str | None = None) -> str:
+        """A subsection; in a variant with steps its title says which pass it is about."""
+        if not self.prefix:
+            return f"\\subsection{{{title}}}\n"
+        title = short or title[0].lower() + title[1:]
+        return f"\\subsection{{{self.prefix}{title}}}\n"
+
     def index(self, vid: int) -> int:
         return self.t[vid].symbol.index
 
@@ -78,11 +91,38 @@ class UnitWriter:
         """A value that fits ``avail`` em, or None."""
         if x is None:
             return "\\mathrm{None}"
+        if isinstance(x, Typed):
+            x = x.value
         return self.P.tensor(x, avail)
+
+    @staticmethod
+    def is_tensor_value(v) -> bool:
+        return isinstance(v, (Exact, Typed))
+
+    def plain(self, v) -> str:
+        """A value that is not a tensor (a hook's Python number, string, flag, tuple or dict) as math."""
+        if v is None:
+            return "\\mathrm{None}"
+        if isinstance(v, bool):
+            return f"\\mathtt{{{v}}}"
+        if isinstance(v, (int, Fraction)):
+            return format_rational(fmpq(Fraction(v).numerator, Fraction(v).denominator)).signed()
+        if isinstance(v, str):
+            return f"\\text{{\\texttt{{{esc(repr(v))}}}}}"
+        if isinstance(v, tuple):
+            return "\\left(" + ",\\ ".join(self.plain(x) for x in v) + ("{,}" if len(v) == 1 else "") + "\\right)"
+        if isinstance(v, dict):
+            return "\\left\\{" + ",\\ ".join(f"{self.plain(k)}: {self.plain(x)}" for k, x in v.items()) + "\\right\\}"
+        if self.is_tensor_value(v):
+            return self.value(v, 20) or "\\text{(a tensor)}"
+        return f"\\text{{{esc(str(v))}}}"
 
     def value_rows(self, block: Block, lhs: str, x: Exact | None, segs: list, exact: bool = False,
                    tail: str = "") -> None:
         """lhs = segs... = value (as a matrix when it fits, else element by element)."""
+        if isinstance(x, Typed):
+            tail = f"\\quad\\text{{(\\texttt{{{esc(x.dtype)}}})}}" + tail
+            x = x.value
         avail = LINE_EM - max(tex_width(lhs), 4) - 3 - tex_width(tail)
         t = self.value(x, avail)
         while segs and t is not None and _seg_text(segs[-1]) in (t, self.paren(t)):
