@@ -18,7 +18,8 @@ from ..graph import Typed
 from . import mathtree, values
 from .record import (Arrival, ArrivalTerm, Boundary, BoundaryInput, CallInfo, Chain, ChainFactor, Change,
                      DeclaredHook, ErrorInfo, FunctionNote, Gradient, HookArg, HookCall, Ident, LegacyRow,
-                     LocalDerivative, ProblemDerivation, Step, StepInfo, Symbol, TensorInfo, Unit, VariantDerivation)
+                     LocalDerivative, ProblemDerivation, Step, StepInfo, Symbol, TensorInfo, Unit, VariantDerivation,
+                     Version)
 
 
 def derive(prediction) -> ProblemDerivation:
@@ -32,4 +33,4 @@ def derive(prediction) -> ProblemDerivation:
 __all__ = ["Arrival", "ArrivalTerm", "Boundary", "BoundaryInput", "CallInfo", "Chain", "ChainFactor", "Change",
            "DeclaredHook", "ErrorInfo", "Exact", "FunctionNote", "Gradient", "HookArg", "HookCall", "Ident", "LegacyRow",
            "LocalDerivative", "ProblemDerivation", "Step", "StepInfo", "Symbol", "TensorInfo", "Typed", "Unit",
-           "VariantDerivation", "derive", "mathtree", "values"]
+           "VariantDerivation", "Version", "derive", "mathtree", "values"]

@@ -67,7 +67,7 @@ class Analysis:
         self.leaves = list(g.leaves.values())
         self.root = self.canon(g.root) if g.root >= 0 else None
         named = {c for c in self.names_of if not g.vars[c].leaf}
-        named |= {e.outs[0] for e in g.eqns if (e.inplace or e.prim == "copy_slices") and e.node is not None}
+        named |= {self.canon(v) for v in self.versions()}
         root_names = set(self.names_of.get(self.root, [])) - {"loss"}
         self.root_is_state = bool(root_names) or self.root in self.leaves or self.root is None
         self.states = [c for c in sorted(named) if c != self.root or self.root_is_state]
@@ -93,6 +93,20 @@ class Analysis:
         self._contrib: dict = {}
 
     # ---- graph helpers -----------------------------------------------------
+    def versions(self) -> list[int]:
+        """Later versions of named tensors that autograd tracks: an in-place op's result, a base written
+        through a view (CopySlices), a view regenerated after its base changed (AsStridedBackward0). Each
+        is a named tensor of the derivation, so that the document shows the versions PyTorch keeps."""
+        out = []
+        for e in self.g.eqns:
+            if e.node is None or e.wrapped:
+                continue
+            for o in e.outs:
+                var = self.g.vars[o]
+                if var.version_of is not None and var.tensor.name is not None:
+                    out.append(o)
+        return out
+
     def canon(self, vid: int) -> int:
         while vid in self.alias:
             vid = self.alias[vid]

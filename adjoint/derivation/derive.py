@@ -21,7 +21,7 @@ from .expressions import expr_tree, program_source, source, statement_source
 from .hookcalls import hook_calls
 from .record import (Arrival, ArrivalTerm, Boundary, BoundaryInput, CallInfo, Chain, ChainFactor, Change,
                      DeclaredHook, ErrorInfo, FunctionNote, Gradient, Ident, LocalDerivative, Step, StepInfo, Symbol,
-                     TensorInfo, Unit, VariantDerivation)
+                     TensorInfo, Unit, VariantDerivation, Version)
 from .values import ratio, same
 
 
@@ -53,6 +53,9 @@ def derive_variant(pred_variant) -> VariantDerivation:
         shown.add(n)
         unit_of_step[step] = len(vd.units) - 1
     vd.steps = _steps(run, vd, unit_of_step, first_unit, number_of, passes)
+    called = {h.index for h in pred_variant.hook_calls}
+    for h in vd.hooks:
+        h.fires = h.index in called
     if run.error is not None:
         vd.error = _error(run, pred_variant, vd, records, passes, unit_of_step)
     return vd
@@ -163,7 +166,18 @@ class UnitBuilder:
             self.boundaries(unit)
             self.effects(unit, backward_calls)
             self.gradients(unit, calls)
+            self.silent(unit, backward_calls)
         return unit
+
+    def silent(self, unit: Unit, calls: list) -> None:
+        """Tensor and node hooks that do not fire in this backward pass although their tensor is in the graph."""
+        fired = {h.hook for h in calls}
+        for h in self.run.variant.hooks:
+            if h.index in fired or h.on not in ("tensor", "node") or h.kind in ("retain_grad", "post_accumulate_grad"):
+                continue
+            registered, last = self.g.names.get(h.target), self.g.final.get(h.target)
+            if registered is not None:
+                unit.silent.append((h.index, self.describe(registered), self.describe(last)))
 
     def tensor_info(self, v) -> TensorInfo:
         return TensorInfo(v.id, v.shape, v.dtype, v.requires_grad, v.leaf, v.value, [], None, None)
@@ -194,12 +208,22 @@ class UnitBuilder:
             info.carried = a.actual.get(vid)
             if not info.leaf and info.role == "":
                 info.role = "output" if info.call is not None else "intermediate"
-        for eqn in self.g.eqns:
-            if eqn.inplace or eqn.prim == "copy_slices":
-                out = t[eqn.outs[0]]
-                prev = self.g.vars[eqn.outs[0]].version_of
-                out.inplace = eqn.prim if eqn.prim == "copy_slices" else eqn.prim + "_"
-                out.previous = a.canon(prev.id) if prev is not None else None
+        for vid in a.versions():
+            t[vid].version = self.version(vid)
+
+    def version(self, vid: int) -> Version:
+        """How a later version of a named tensor came to be."""
+        g, a = self.g, self.a
+        var = g.vars[vid]
+        eqn = var.eqn
+        prev = a.canon(var.version_of.id) if var.version_of is not None else None
+        if eqn.prim == "copy_slices":
+            view = g.eqns[eqn.id - 1].outs[0] if eqn.id and g.eqns[eqn.id - 1].wrapped else None
+            return Version("copy_slices", var.tensor.name, prev, _method(eqn.params.prim),
+                           g.vars[view].tensor.name if view is not None else None)
+        if eqn.inplace:
+            return Version("inplace", var.tensor.name, prev, _method(eqn.prim))
+        return Version("regenerated", var.tensor.name, prev)
 
     def leaf_symbol(self, name: str) -> Symbol:
         module = None
@@ -250,9 +274,6 @@ class UnitBuilder:
             out.local = self.local_terms(st)
         else:
             self.vjp(st.var)
-        eqn = a.made_by.get(st.var)
-        if eqn is not None and (eqn.inplace or eqn.prim == "copy_slices"):
-            out.inplace = eqn.prim if eqn.prim == "copy_slices" else eqn.prim + "_"
         return out
 
     def vjp(self, var: int) -> dict:
@@ -492,3 +513,9 @@ class UnitBuilder:
 
 def unit_method(builder: UnitBuilder) -> str:
     return builder.p.request.method
+
+
+def _method(prim: str) -> str:
+    """The in-place method a primitive's in-place form is called by (mul -> mul_, pow_scalar -> pow_)."""
+    base = {"pow_scalar": "pow", "pow_tensor": "pow"}.get(prim, prim)
+    return base if base.endswith("_") else base + "_"

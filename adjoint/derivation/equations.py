@@ -43,6 +43,8 @@ class Eqn:
     edges: tuple                     # per input slot: the Var id a gradient flows to, or None
     call: int | None                 # index of the module call (ForwardResult.calls) it ran in
     inplace: bool = False
+    wrapped: bool = False            # an in-place op on a view: CopySlices calls its node (its own equation is
+                                     # the copy_slices one that follows)
     loc: object = None
 
 
@@ -171,9 +173,16 @@ class _Builder:
         eqn = Eqn(len(g.eqns), app.prim, (), (), app.params, app.node, (), calls.get(id(app.call)),
                   loc=app.loc)
         ins = []
-        for t, value in zip(app.ins, app.in_values):
-            ins.append(value if t.wrapped else self.read(t, value))
+        for k, (t, value) in enumerate(zip(app.ins, app.in_values)):
+            if t.wrapped:
+                ins.append(value)
+            elif app.prim == "copy_slices" and k == 0:     # the base as it was before the write through its view
+                ins.append(self.cur[t.id] if t.id in self.cur else self.read(t, value))
+            else:
+                ins.append(self.read(t, value))
         eqn.ins = tuple(ins)
+        if app.prim == "copy_slices" and g.eqns and g.eqns[-1].node is app.node.params[1]:
+            g.eqns[-1].wrapped = True
         eqn.inplace = app.prim != "copy_slices" and bool(app.outs) and app.outs[0] is app.ins[0]
         if eqn.inplace or app.prim == "copy_slices":
             root = self.root_of(app.outs[0])

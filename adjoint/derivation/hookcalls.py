@@ -44,6 +44,9 @@ class _HookCallBuilder:
         self.tensor = self.hook_var() if h.on in ("tensor", "node") else None
         if self.call is None and self.tensor is not None:
             out.target_var = b.describe(self.tensor)
+            tensor = self.g.vars[self.tensor].tensor
+            out.later = [b.describe(v.id) for v in self.g.vars[self.tensor + 1:]
+                         if v.tensor is tensor and v.eqn is not None and not v.eqn.wrapped]
         arg_vars = self.arg_vars()
         slots, slot_arg = {}, {"backward": "grad_input", "post": "grad_inputs"}.get(h.kind)
         node = self.hook_node()

@@ -96,8 +96,18 @@ class TensorInfo:
     has_carried: bool = False        # a gradient (possibly None) was recorded for it
     chain: Chain | None = None
     arrival: Arrival | None = None
-    inplace: str | None = None       # an in-place op's result: the method (mul_, relu_, copy_ ...)
-    previous: int | None = None      # an in-place result / regenerated view: the version before
+    version: "Version | None" = None   # a later version of a tensor (in place, written through a view, regenerated)
+
+
+@dataclass(frozen=True)
+class Version:
+    """A later version of a named tensor: how it came to be."""
+
+    kind: str                        # inplace | copy_slices | regenerated
+    tensor: str                      # the tensor's name
+    previous: int | None             # the version before (a var id)
+    method: str | None = None        # inplace / copy_slices: the in-place method (mul_, copy_, ...)
+    view: str | None = None          # copy_slices: the name of the view written through
 
 
 # ----------------------------------------------------------------------------- equations
@@ -125,7 +135,6 @@ class Step:
     pure_contrib: dict = field(default_factory=dict)    # atom -> J^T lambda_k (value; None: nothing flows)
     local: list = field(default_factory=list)           # one-element problems: LocalDerivative per atom needing grad
     local_values: dict = field(default_factory=dict)    # one-element problems: atom -> d x_k / d atom
-    inplace: str | None = None       # an in-place op's result: the method
 
 
 @dataclass
@@ -170,6 +179,7 @@ class DeclaredHook:
     scope: tuple | None = None
     raises: str | None = None
     removes: tuple = ()
+    fires: bool = True               # it is called at least once in the variant
 
 
 @dataclass
@@ -222,6 +232,7 @@ class HookCall:
     grads_then: dict = field(default_factory=dict)   # leaf name -> .grad when the hook ran
     saved: str | None = None         # pack / unpack: the saved variable (self, other, result, ...)
     saved_var: int | None = None     # pack / unpack: the tensor saved
+    later: list = field(default_factory=list)   # tensor / node hooks: later versions of its tensor (in place)
 
 
 # ----------------------------------------------------------------------------- results
@@ -309,6 +320,8 @@ class Unit:
     grads_before: dict = field(default_factory=dict)     # .grad of each tensor before the backward pass
     failed: bool = False             # PyTorch raised during this backward pass
     retain_graph: bool = False
+    silent: list = field(default_factory=list)   # (hook index, var it sits on, the tensor's last version) of
+                                                 # tensor / node hooks that do not fire in this backward pass
 
 
 @dataclass

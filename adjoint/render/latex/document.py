@@ -128,7 +128,7 @@ def _stepped(v, shared: dict, many: bool) -> str:
             w = _View(v, u, f"Forward pass {u.forward_number}: ")
             here = f"forward pass {u.forward_number} of variant \\texttt{{{esc(v.name)}}}"
             out.append(_once(shared, "model", w.model(), w.heading("The model"), here))
-            out.append(w.forward())
+            out.append(_once(shared, "values", w.forward(), w.heading("Forward pass", "values"), here))
             if u.forward_calls:
                 out.append(w.hook_calls(u.forward_calls))
         if u.backward_number is None:
@@ -138,7 +138,7 @@ def _stepped(v, shared: dict, many: bool) -> str:
         if u.failed:
             out.append(w.heading("What it does before PyTorch raises", "what it does before PyTorch raises")
                        + "The backward pass stops at the error below; the multipliers are those it would compute.\n\n")
-        out.append(_once(shared, "lagrangian", w.lagrangian(), w.heading("Lagrangian and adjoint recursion"), here))
+        out.append(_once(shared, "lagrangian", w.lagrangian(), w.heading("Lagrangian and adjoint recursion", "Lagrangian and adjoint recursion"), here))
         if not u.failed:
             out.append(_once(shared, "boundaries", w.boundaries(), w.heading("Module boundaries"), here))
         out.append(w.hook_calls(u.backward_calls))
@@ -156,8 +156,9 @@ def _once(shared: dict, key: str, text: str, heading: str, here: str) -> str:
     a subsection command or a plain title)."""
     if not text:
         return text
-    if (key, text) in shared:
+    body = text.split("\n", 1)[-1]             # its title may name the pass: compare what follows it
+    if (key, body) in shared:
         head = heading if heading.startswith("\\subsection") else f"\\subsection{{{heading}}}\n"
-        return f"{head}Exactly as in {shared[(key, text)]} above.\n\n"
-    shared[(key, text)] = here
+        return f"{head}Exactly as in {shared[(key, body)]} above.\n\n"
+    shared[(key, body)] = here
     return text

@@ -405,18 +405,23 @@ class DerivationPrinter(LatexPrinter):
                 f"\\,{self.p(n.lam, 51)}")
 
     def key_text(self, key: tuple, shape=None) -> str:
-        """An index key as Python writes it: 0, :, 1:3, ::2, None, ..."""
-        items = []
+        """An index key as Python writes it: 0, :, 1:3, ::2, None, ... (a slice's bounds that are the
+        dimension's own are left out)."""
+        items, dim = [], 0
         for item in key:
             if item is None:
                 items.append("\\mathrm{None}")
-            elif item is Ellipsis:
+                continue
+            if item is Ellipsis:
                 items.append("\\ldots")
-            elif isinstance(item, slice):
+                continue
+            size = shape[dim] if shape is not None and dim < len(shape) else None
+            dim += 1
+            if isinstance(item, slice):
                 start = "" if item.start in (None, 0) else str(item.start)
-                stop = "" if item.stop is None else str(item.stop)
+                stop = "" if item.stop is None or (size is not None and item.stop >= size) else str(item.stop)
                 step = "" if item.step in (None, 1) else f"{{:}}{item.step}"
-                items.append(f"{start}{{:}}{stop}{step}" if (start or stop or step) else "{:}")
+                items.append(f"{start}{{:}}{stop}{step}")
             else:
                 items.append(str(item))
         while len(items) > 1 and items[-1] == "{:}":
@@ -424,11 +429,12 @@ class DerivationPrinter(LatexPrinter):
         return ",".join(items)
 
     def _print_TSub(self, n: TSub) -> str:
-        return f"{self.p(n.a, 100)}[{self.key_text(n.key)}]"
+        return f"{self.p(n.a, 100)}[{self.key_text(n.key, n.a.shape)}]"
 
     def _print_TPlace(self, n: TPlace) -> str:
         dims = "\\times ".join(str(d) for d in n.shape) or "()"
-        return f"\\operatorname{{place}}_{{[{self.key_text(n.key)}]}}^{{{dims}}}\\left({self._print(n.a)}\\right)"
+        return (f"\\operatorname{{place}}_{{[{self.key_text(n.key, n.shape)}]}}^{{{dims}}}"
+                f"\\left({self._print(n.a)}\\right)")
 
     def _print_TPut(self, n: TPut) -> str:
         return (f"{self.p(n.base, 100)}\\left[{self._print(n.region)} \\leftarrow "

@@ -88,6 +88,19 @@ class GradientSections(UnitWriter):
             return "".join(out)
         rb = Block()
         stored = f"\\text{{returned}}_{{{mcode(g.name)}}}" if g.returned else mcode(g.name + ".grad")
+        if g.before is not None:
+            b = Block()
+            self.value_rows(b, "\\text{added}", g.added, [], exact=True)
+            self.value_rows(b, stored, g.value, [f"{self.paren(self.value(g.before, 12) or mcode('before'))} + "
+                                                 "\\text{added}"], exact=True)
+            head = (f"{code(g.name + '.grad')} already held a gradient from an earlier backward pass, and PyTorch "
+                    "adds to it (\\texttt{.grad} accumulates until \\texttt{zero\\_grad}); ")
+            if g.matches:
+                return "".join(out) + head + "this pass adds exactly the value above:\n" + b.render()
+            out.append(head + "this pass adds a different value, because hooks changed the gradients on the way:\n"
+                       + b.render())
+            out.append(self._hooked_chain(g, "\\text{added}"))
+            return "".join(out)
         self.value_rows(rb, stored, g.value, [], exact=True)
         if g.matches:
             out.append(f"{what} exactly this:\n" + rb.render())
@@ -104,7 +117,7 @@ class GradientSections(UnitWriter):
         if g.arrival is not None:
             names, nums, _ = self.arriving(c, g.arrival)
             b = Block()
-            self.value_rows(b, stored, g.value, [names] + ([nums] if nums else []))
+            self.value_rows(b, stored, g.added if g.before is not None else g.value, [names] + ([nums] if nums else []))
             hooked = [f"$\\tilde\\lambda_{{{k}}}$" for k in g.hooked_steps]
             text = "The same local derivatives, applied to the gradients PyTorch actually carried"
             if hooked:

@@ -80,6 +80,8 @@ class HookSections(UnitWriter):
             text += f"; its handle is removed {esc(h.remove.replace('_', ' '))}"
         if h.when == "after_forward":
             text += "; registered after the forward pass"
+        if not h.fires and h.kind not in ("retain_grad", "saved_tensors"):
+            text += "; it never fires in this variant"
         return text
 
     def _hook_name(self, index: int) -> str:
@@ -130,7 +132,26 @@ class HookSections(UnitWriter):
             return "".join(out)
         for h in calls:
             out.append(self._hook_call(h))
+        if calls is self.u.backward_calls or calls is self.u.hook_calls:
+            out.append(self._silent())
         return "".join(out)
+
+    def _silent(self) -> str:
+        """The tensor and node hooks of the graph that do not fire, and why."""
+        items = []
+        for index, registered, last in self.u.silent:
+            h = self.vd.hooks[index]
+            text = f"{esc(h.label)} (on {code(h.target)}, ${self.sym(registered)}$)"
+            if last != registered:
+                text += (f": it sits on the node of ${self.sym(registered)}$, the version of {code(h.target)} it was "
+                         f"registered on; {code(h.target)} became ${self.sym(last)}$ later (in place, or a view "
+                         "regenerated after its base changed), and the old version's node does not run")
+            elif self.t[registered].pure is None:
+                text += ": no gradient reaches its tensor in this backward pass"
+            items.append(text)
+        if not items:
+            return ""
+        return "Hooks that do not fire here: " + "; ".join(items) + ".\n\n"
 
     _INTRO = {
         "full_backward": "A full backward hook runs once the module's gradient with respect to its inputs is known. "
@@ -212,6 +233,12 @@ class HookSections(UnitWriter):
         if h.node == "torch::autograd::AccumulateGrad" and h.kind in self._ACCUMULATE:
             intro += " " + self._ACCUMULATE[h.kind]
         out = [f"\\subsubsection*{{{h.number}.\\ {esc(h.label)}}}\n{head} {intro}\n"]
+        if h.later and h.target_var is not None:
+            out.append(f"The hook sits on the node that made ${self.sym(h.target_var)}$, the version of "
+                       f"{code(h.target)} it was registered on; the in-place ops after that made "
+                       + ", ".join(f"${self.sym(x)}$" for x in h.later)
+                       + ", with nodes of their own, and PyTorch does not move a hook to them: it is handed the "
+                       f"gradient of ${self.sym(h.target_var)}$.\n")
         slot_printer = self._slot_printer(h) if h.slot_vars else None
         b = Block()
         chains = []
@@ -349,7 +376,13 @@ class HookSections(UnitWriter):
         else:
             segs = [self.P.doprint(tree)] if tree is not None else []
             self.value_rows(b, "\\text{returned}", h.returned, segs, exact=True)
-        if h.phase == "forward":
+        if h.kind == "pack":
+            text = ("It returns what the node keeps in place of the tensor (the unpack hook is handed it when the "
+                    "node's backward runs):\n")
+        elif h.kind == "unpack":
+            text = ("It returns the value the node's backward formula uses in place of the tensor it saved (when it "
+                    "differs from that tensor, the gradients computed from it change):\n")
+        elif h.phase == "forward":
             text = "It returns a value, which replaces the module's " + \
                    ("inputs" if h.kind == "forward_pre" else "output") + " in the forward pass:\n"
         else:

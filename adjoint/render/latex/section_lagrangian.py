@@ -20,7 +20,7 @@ class LagrangianSection(UnitWriter):
     def lagrangian(self) -> str:
         u = self.u
         n = len(u.states)
-        out = [self.heading("Lagrangian and adjoint recursion")]
+        out = [self.heading("Lagrangian and adjoint recursion", "Lagrangian and adjoint recursion")]
         loss_args = u.loss_step.atoms if u.loss_step else [u.root]
         loss_arg = ", ".join(self.sym(x) for x in loss_args)
         out.append("Treat every named tensor as an unknown $x_k$, tied to its equation $x_k = \\Phi_k(\\dots)$ by "

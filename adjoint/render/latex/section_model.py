@@ -25,7 +25,8 @@ class ModelSections(UnitWriter):
             rg = "requires grad" if t[vid].requires_grad else "constant"
             rows.append((self.symtex[vid], self.names_text(vid), f"{t[vid].role}, {rg}", t[vid].shape))
         for s in u.states:
-            rows.append((self.symtex[s], self.names_text(s), self._state_role(s), t[s].shape))
+            names = self.names_text(s) if t[s].names or t[s].version is None else code(t[s].version.tensor)
+            rows.append((self.symtex[s], names, self._state_role(s), t[s].shape))
         if not u.root_is_state:
             rows.append(("\\ell", code("loss"), "the loss", t[u.root].shape))
         out.append("\\begin{center}\\begin{tabular}{@{}l p{5.0cm} p{6.6cm} l@{}}\n")
@@ -48,6 +49,8 @@ class ModelSections(UnitWriter):
                        self._step_text(obj, u.calls[obj.call].depth + 1 if obj.call is not None else 0))
         if u.loss_step is not None:
             out.append(self._step_text(u.loss_step, 0, "Loss"))
+        elif u.backward_number is None:
+            pass                                # no backward pass runs through this forward pass
         elif u.grad_output is not None:
             seed = self.value(u.seed) or "v"
             out.append(f"There is no loss: \\texttt{{backward}} starts from ${self.symtex[u.root]}$ with the given "
@@ -60,11 +63,25 @@ class ModelSections(UnitWriter):
 
     def _state_role(self, s: int) -> str:
         info = self.t[s]
+        parts = []
+        if info.version is not None:
+            parts.append(self._version_text(info.version))
         if info.call is not None:
             call = self.u.calls[info.call]
             kind = f" ({esc(call.type)})" if call.kind == "builtin" else ""
-            return f"output of module {code(call.callid)}{kind}"
-        return "intermediate"
+            parts.append(f"output of module {code(call.callid)}{kind}")
+        return "; ".join(parts) or "intermediate"
+
+    def _version_text(self, v) -> str:
+        """How a later version of a tensor came to be, in words."""
+        prev = f" (before: ${self.sym(v.previous)}$)" if v.previous is not None else ""
+        if v.kind == "inplace":
+            return f"{code(v.tensor)} after the in-place {code(v.method)}{prev}"
+        if v.kind == "copy_slices":
+            via = f" on its view {code(v.view)}" if v.view else " on a view of it"
+            return f"{code(v.tensor)} after an in-place {code(v.method)}{via} (\\texttt{{CopySlices}}){prev}"
+        return (f"{code(v.tensor)} read again after its base changed: PyTorch regenerates its \\texttt{{grad\\_fn}} "
+                "as \\texttt{AsStridedBackward0}")
 
     def _call_text(self, call) -> str:
         indent = f"\\hspace*{{{1.5 * call.depth:.1f}em}}"

@@ -55,7 +55,8 @@ class StepSections(UnitWriter):
             text = f"forward pass {info.forward}" if info.forward is not None else "a forward pass"
             if info.inputs:
                 text += " with new values for " + ", ".join(code(n) for n in info.inputs)
-            text += ": the model and the loss are computed again, building a new graph"
+            text += (": the model runs, building a graph" if info.forward in (None, 1)
+                     else ": the model runs again, building a new graph")
             if info.failed:
                 text += "; PyTorch raises during it (see \\emph{The error})"
             return text + "."
@@ -101,7 +102,7 @@ class StepSections(UnitWriter):
                f"\\begin{{quote}}\\texttt{{{esc(err.message)}}}\\end{{quote}}\n",
                f"Why: {_WHY.get(err.cause, 'this is what PyTorch does here.')}\n\n"]
         if err.raised_by is not None:
-            out.append(f"The hook call that raises is number {err.raised_by} above. ")
+            out.append(f"The hook call that raises is number {err.raised_by}. ")
         if err.after_call is not None:
             out.append(f"The last hook call made before the error left PyTorch is number {err.after_call}; "
                        "the variant's answer is the error and the calls made until then (the calls PyTorch still "
