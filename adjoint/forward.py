@@ -508,10 +508,26 @@ class _LossScope:
         raise ProblemError(loc, f"unknown name '{name}' in the loss{_suggest(name, self.run.names)}; the loss can use "
                                 f"y (the model output), inputs, targets and other tensor names")
 
+    def has_child(self, name: str) -> bool:
+        return self.run.p.model.child(name) is not None
+
     def call(self, name: str, args: list, kwargs: dict, loc: Loc):
+        """``loss: "ce(y, t)"``: a child of the root, called like any module (its hooks fire)."""
         from .interp import suggest_function
-        raise ProblemError(loc, f"unknown function '{name}' in the loss{suggest_function(name)} (modules are called "
-                                "from forwards)")
+        root = self.run.p.model
+        child = root.child(name)
+        if child is None:
+            children = [c.name for c in root.children]
+            raise ProblemError(loc, f"unknown function '{name}' in the loss{suggest_function(name)}"
+                                    + (f" (the root's children, which the loss may call: {', '.join(children)})"
+                                       if children else " (the loss may call the root's children; it has none)"))
+        if not kwargs and not child.input_defaults and len(args) != len(child.inputs):
+            raise ProblemError(loc, f"module '{child.label}' takes {len(child.inputs)} input(s) "
+                                    f"({', '.join(child.inputs)}), got {len(args)}")
+        if not any(isinstance(a, Tensor) for a in list(args) + list(kwargs.values())) or \
+                (child.type is not None and not all(isinstance(a, Tensor) for a in args)):
+            raise ProblemError(loc, f"module '{child.label}' must be called with tensors")
+        return self.run.call_module(child, list(args), loc, kwargs)
 
     def assign(self, name, value, loc):
         raise ProblemError(loc, "the loss is one expression")

@@ -18,6 +18,7 @@ from .ops import REGISTRY, Check, Op
 #: A point away from kinks: every value non-zero, distinct, small.
 _MIXED = [Fraction(1, 2), Fraction(-3, 4), Fraction(2, 3), Fraction(5, 4), Fraction(-1, 3), Fraction(7, 5)]
 _POSITIVE = [abs(v) for v in _MIXED]
+_UNIT = [Fraction(1, 4), Fraction(2, 3), Fraction(1, 3), Fraction(3, 5), Fraction(1, 5), Fraction(3, 4)]
 
 
 def cases() -> list[tuple[Op, Check]]:
@@ -32,8 +33,8 @@ def _symbols(shape, tag: str) -> Exact:
     return Exact.of([sympy.Symbol(f"{tag}{i}", real=True) for i in range(n)], shape)
 
 
-def _point(shape, offset: int, positive: bool) -> Exact:
-    pool = _POSITIVE if positive else _MIXED
+def _point(shape, offset: int, positive) -> Exact:
+    pool = _UNIT if positive == "unit" else _POSITIVE if positive else _MIXED
     n = 1
     for d in shape:
         n *= d
@@ -49,10 +50,11 @@ def check(op: Op, case: Check) -> list[str]:
     for sym, pt in zip(syms, points):
         for s, v in zip(sym.flat(), pt.flat()):
             subs[s] = s_sym(v)
-    out_sym = _as_list(op.forward(B, syms, case.params))
-    out_pt = _as_list(op.forward(B, points, case.params))
+    fixed = [_fixed(v) for v in case.fixed]  # non-differentiable inputs: the same values in both runs
+    out_sym = _as_list(op.forward(B, syms + fixed, case.params))
+    out_pt = _as_list(op.forward(B, points + fixed, case.params))
     g = [_point(o.shape, 1 + k, False) for k, o in enumerate(out_pt)]
-    vjp = op.vjp(B, g, points, out_pt, case.params, [True] * len(points))
+    vjp = op.vjp(B, g, points + fixed, out_pt, case.params, [True] * len(points) + [False] * len(fixed))
     problems = []
     outs = [s_sym(o) for out in out_sym for o in out.flat()]
     gs = [s_sym(x) for gk in g for x in gk.flat()]
@@ -63,6 +65,13 @@ def check(op: Op, case: Check) -> list[str]:
         if got is None or got.shape != expected.shape or not got.equals(expected):
             problems.append(f"{op.name}{list(case.shapes)} input {i}: vjp {got} != J^T g {expected}")
     return problems
+
+
+def _fixed(value) -> Exact:
+    """A fixed input from nested tuples of ints / Fractions (a bare number: a 0-d tensor)."""
+    import numpy as np
+    a = np.array(value, dtype=object)
+    return Exact.of(list(a.flat), a.shape)
 
 
 def _as_list(out) -> list:

@@ -179,12 +179,8 @@ class Interp:
             return {k: self.eval(v) for k, v in e.items}
         if isinstance(e, S.Subscript):
             return self.subscript_of(self.eval(e.value), self.index_items(e), e)
-        if isinstance(e, S.Neg):
-            return neg(self.rt, self.operand(self.eval(e.operand), e.operand, "unary -"), e.loc)
-        if isinstance(e, S.Bin):
-            a = self.operand(self.eval(e.left), e.left, e.op)
-            b = self.operand(self.eval(e.right), e.right, e.op)
-            return binary(self.rt, e.op, a, b, e.loc)
+        if isinstance(e, (S.Bin, S.Neg)):
+            return self.operators(e)
         if isinstance(e, S.Call):
             args = [self.eval(a) for a in e.args]
             kwargs = {k: self.eval(v) for k, v in e.kwargs}
@@ -210,6 +206,29 @@ class Interp:
                 raise ProblemError(e.loc, f"the tensor attribute '{e.name}' is not modelled; use .T, .mT, .shape, "
                                           ".ndim") from None
         raise ProblemError(e.loc, f"'{S.to_source(e)}' is not supported here")
+
+    def operators(self, root: S.Expr):
+        """A tree of operators, evaluated without recursion (a 1,000-term sum is a 1,000-deep
+        tree), left operand first, as Python does."""
+        stack = [(root, False)]
+        values: list = []
+        while stack:
+            node, ready = stack.pop()
+            if isinstance(node, S.Bin):
+                if not ready:
+                    stack += [(node, True), (node.right, False), (node.left, False)]
+                    continue
+                b = self.operand(values.pop(), node.right, node.op)
+                a = self.operand(values.pop(), node.left, node.op)
+                values.append(binary(self.rt, node.op, a, b, node.loc))
+            elif isinstance(node, S.Neg):
+                if not ready:
+                    stack += [(node, True), (node.operand, False)]
+                    continue
+                values.append(neg(self.rt, self.operand(values.pop(), node.operand, "unary -"), node.loc))
+            else:
+                values.append(self.eval(node))
+        return values[0]
 
     def is_child(self, name: str) -> bool:
         check = getattr(self.scope, "has_child", None)

@@ -43,6 +43,8 @@ class Registrations:
         self.attached.setdefault(index, set())
         if hook.on in ("module", "global"):
             self.register_module_hook(hook)
+        elif hook.on == "multi_grad":
+            self.try_multi_grad(hook)
         elif hook.on == "tensor" and hook.target in self.names:
             self.bound(hook.target, self.names[hook.target])
         elif hook.on == "node" and hook.target in self.names:
@@ -66,6 +68,9 @@ class Registrations:
             return
         for index in sorted(self.active):
             hook = self.hooks[index]
+            if hook.on == "multi_grad" and name in hook.tensors:
+                self.try_multi_grad(hook)
+                continue
             if hook.target != name or t.id in self.attached.get(index, ()):
                 continue
             if hook.on == "tensor" or (hook.on == "node" and t.grad_fn is not None):
@@ -90,11 +95,8 @@ class Registrations:
             hook = self.hooks[index]
             if hook.on == "node" and hook.target in names and names[hook.target].grad_fn is None:
                 self.attach_accumulator(hook, names[hook.target])
-            elif hook.on == "multi_grad" and all(n in names for n in hook.tensors):
-                tensors = [names[n] for n in hook.tensors]
-                if self.attached[index] != {t.id for t in tensors}:
-                    self.attached[index] = {t.id for t in tensors}
-                    self.multi_grad(hook, tensors)
+            elif hook.on == "multi_grad":
+                self.try_multi_grad(hook)
 
     def check_targets(self, names: dict) -> None:
         """Every tensor or node hook must name a tensor of the problem."""
@@ -160,6 +162,16 @@ class Registrations:
                                          "there is no autograd node to hook; hook the tensor instead (tensor:)")
         hooks = node.pre_hooks if hook.kind == "pre" else node.post_hooks
         self.handles[index].append((hooks, self.rt.add_hook(hooks, UserNodeHook(hook))))
+
+    def try_multi_grad(self, hook) -> None:
+        """register_multi_grad_hook as soon as every listed tensor exists (once per set of tensors)."""
+        if not all(n in self.names and isinstance(self.names[n], Tensor) for n in hook.tensors):
+            return
+        tensors = [self.names[n] for n in hook.tensors]
+        ids = {t.id for t in tensors}
+        if self.attached[hook.index] != ids:
+            self.attached[hook.index] = ids
+            self.multi_grad(hook, tensors)
 
     def attach_accumulator(self, hook, t: Tensor) -> None:
         """A node hook on a leaf: on its AccumulateGrad, if a graph holds one now (else it is

@@ -153,10 +153,13 @@ class Runtime:
         multi = op.outputs != 1
         diff = op.differentiable or (True,) * len(ts)
         rg = [d and t.requires_grad for t, d in zip(ts, diff)]
+        # inputs after the last differentiable one (where's condition, max.dim's indices, a loss's
+        # target) get no edge at all: PyTorch collects next edges of differentiable inputs only
+        n_edges = max((i + 1 for i, d in enumerate(diff) if d), default=0)
         node = None
         if self.grad_enabled and any(rg):
-            node = self.new_node(op.node, [self.gradient_edge(t) if r else None for t, r in zip(ts, rg)], op, params,
-                                 ts, loc)
+            node = self.new_node(op.node, [self.gradient_edge(t) if r else None for t, r in zip(ts[:n_edges], rg)], op,
+                                 params, ts, loc)
             self._save(node, op, ts, [], "in")
         values = [t.value for t in ts]
         try:

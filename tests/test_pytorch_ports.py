@@ -47,12 +47,8 @@ RTOL, ATOL = 1e-10, 1e-12
 
 #: Ports the engine cannot solve yet: file stem -> the contract features it is missing.
 PENDING: dict[str, str] = {
-    "test_full_backward_hook_double_backward":
-        "MSELoss module; a target used in a forward",
     "test_hook_cpp":
         "BatchNorm1d with args",
-    "test_hook_last_arg_requires_grad":
-        "steps; L1Loss module; detach",
     "test_hooks_cpp":
         "BatchNorm1d with args, training: false",
     "test_saved_tensor_hooks_custom_error_propagation":

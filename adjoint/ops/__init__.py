@@ -44,11 +44,14 @@ class Save:
 @dataclass(frozen=True)
 class Check:
     """A gradient-check case (:mod:`adjoint.gradcheck`): input shapes, the op's params, and
-    whether the point must be positive (log, sqrt, a fractional power)."""
+    whether the point must be positive (log, sqrt, a fractional power). ``fixed``: the values
+    of the op's non-differentiable inputs (class indices, weights), nested tuples, after the
+    ``shapes`` ones; ``positive`` may also be ``"unit"`` (every value in (0, 1))."""
 
     shapes: tuple[tuple[int, ...], ...]
     params: object = None
-    positive: bool = False
+    positive: bool | str = False
+    fixed: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,8 @@ class Op:
     kink: Callable | None = None     # (B, ins, p) -> str | None: a note when a convention at a kink applies
     kink_doc: str = "--"             # the convention, for docs/ops.md
     outputs: int = 1                 # -1: as many as the shape rule gives (split, unbind)
-    differentiable: tuple[bool, ...] | None = None  # per input: can it carry a gradient (None: all)
+    differentiable: tuple[bool, ...] | None = None  # per input: can it carry a gradient (None: all); the
+                                     # ones after the last differentiable input are no edges of the node
     checks: tuple[Check, ...] = ()   # gradient-check cases, away from kinks
     view: bool = False               # the outputs are views of input 0 (share its storage and version)
     layout: Callable | None = None   # views: (shape, strides, offset, p) -> (strides | None, offset)

@@ -520,7 +520,7 @@ def _as_strided_formula(a, p, shape, k):
 
 
 _IDENTITY = Math(lambda a, p, shape, k: a[0])
-_RESHAPE = Math(_reshape_formula)
+_RESHAPE = RESHAPE_MATH = Math(_reshape_formula)
 
 _T = Math(lambda a, p, shape, k: TT(a[0], tuple(shape)) if len(shape) == 2 else a[0])
 _SELECT = Math(lambda a, p, shape, k: TSub(a[0], select_key(len(a[0].shape), p), tuple(shape)))

@@ -7,7 +7,8 @@ The op registry says how every primitive reads in these trees; :mod:`adjoint.der
 builds them from a run; the LaTeX renderer prints them. Nothing here imports torch.
 """
 
-from .functions import LOG, applied, binary, elementwise, generic_vjp, no_gradient, number, shape_text
+from .functions import (LOG, applied, binary, derivative, dims_text, elementwise, elementwise_named, generic_vjp,
+                        no_gradient, number, number_text, shape_text)
 from .nodes import (TT, Fn, TAtom, TBin, TCall, TConst, TDeriv, TFn, TIndex, TInner, TJac, TLam, TMatMul, TName,
                     TNeg, TNode, TNone, TOnes, TPlace, TProduct, TPut, TSub, TSumTo, TSym, TTuple, TVal, const_value,
                     is_scalar_shape, numel, t_shape, walk)
@@ -15,7 +16,8 @@ from .reverse import sum_to, vjp_tree
 from .scalar import Indicator, Relu, Sigmoid, to_sympy
 from .simplify import reshaped, simplify
 
-__all__ = ["Fn", "Indicator", "LOG", "applied", "binary", "number", "shape_text", "Relu", "Sigmoid", "TAtom", "TBin", "TCall", "TConst", "TDeriv", "TFn",
+__all__ = ["Fn", "Indicator", "LOG", "applied", "binary", "derivative", "dims_text", "elementwise_named", "number",
+           "number_text", "shape_text", "Relu", "Sigmoid", "TAtom", "TBin", "TCall", "TConst", "TDeriv", "TFn",
            "TIndex", "TInner", "TJac", "TLam", "TMatMul", "TName", "TNeg", "TNode", "TNone", "TOnes", "TPlace",
            "TProduct", "TPut", "TSub", "TSumTo", "TSym", "TT", "TTuple", "TVal", "const_value", "elementwise",
            "generic_vjp", "is_scalar_shape", "no_gradient", "numel", "reshaped", "simplify", "sum_to", "t_shape",

@@ -57,3 +57,49 @@ def applied(fn: Fn) -> Callable:
 def shape_text(shape) -> str:
     """A shape as the notation writes it in a subscript: ``2\\times 3`` (a scalar: ``()``)."""
     return "\\times ".join(str(d) for d in shape) if shape else "()"
+
+
+def number_text(x) -> str:
+    """A number of an op's params as a subscript writes it: 0.1, 1/3, -2, inf."""
+    if isinstance(x, str):
+        return "\\infty" if x == "inf" else ("-\\infty" if x == "-inf" else x)
+    q = number(x)
+    if q.denominator == 1:
+        return str(q.numerator)
+    d = q.denominator
+    while d % 2 == 0:
+        d //= 2
+    while d % 5 == 0:
+        d //= 5
+    if d == 1 and len(str(q.numerator)) + len(str(q.denominator)) < 14:
+        text = f"{float(q):.12g}"
+        if Fraction(text) == q:
+            return text
+    return f"{q.numerator}/{q.denominator}"
+
+
+def dims_text(dims, keepdim: bool = False) -> str:
+    """``dim=(0, 1)`` as a subscript (every dim when ``dims`` is empty), with keepdim when set."""
+    dims = tuple(dims)
+    text = "\\mathrm{dim}=" + (str(dims[0]) if len(dims) == 1 else "(" + ",".join(str(d) for d in dims) + ")") \
+        if dims else ""
+    if keepdim:
+        text += (",\\," if text else "") + "\\mathrm{keepdim}"
+    return text
+
+
+def derivative(fn_name: str, tex_name: str) -> Fn:
+    """f' of a named elementwise function, as the opaque function the document writes its VJP with
+    (``lam (.) f'(x)``): a derivative is not differentiated again."""
+    return Fn(fn_name + "'", f"{tex_name}'_{{#s}}\\left(#0\\right)", no_gradient,
+              lambda *a: sympy.Function(fn_name + "_prime")(*a))
+
+
+def elementwise_named(name: str, tex_name: str) -> tuple:
+    """(f, f') of an elementwise function written by name (``\\operatorname{gelu}``): f's VJP is
+    ``lam (.) f'(x)`` with f' carrying f's subscript (its parameters)."""
+    prime = derivative(name, tex_name)
+
+    def vjp(lam, node):
+        return (TBin("had", lam, TFn(prime, (node.a,), node.a.shape, node.sub, node.params), node.shape),)
+    return Fn(name, f"{tex_name}_{{#s}}\\left(#0\\right)", vjp, lambda *a: sympy.Function(name)(*a)), prime

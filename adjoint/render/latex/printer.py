@@ -395,7 +395,7 @@ class DerivationPrinter(LatexPrinter):
             if key == "*":
                 return ",\\ ".join(self._print(a) for a in n.args)
             return self._print(n.args[int(key)])
-        return re.sub(r"#(\d|s|\*)", fill, n.fn.tex)
+        return re.sub(r"#(\d|s|\*)", fill, n.fn.tex).replace("_{}", "")
 
     def _print_TJac(self, n: TJac) -> str:
         """J^T lam of a function whose vector-Jacobian product is declared generic."""

@@ -340,7 +340,8 @@ class HookSections(UnitWriter):
         for name, value in h.grads_then.items():
             tex = "\\mathrm{None}" if value is None else self.value(value, 14)
             if tex is None:
-                tex = "\\text{(set: a " + "\\times ".join(str(d) for d in value.shape) + " tensor)}"
+                tex = ("\\text{(a }" + ("\\times ".join(str(d) for d in value.shape) or "0\\text{-d}")
+                       + "\\text{ tensor)}")
             items.append(f"${mcode(name + '.grad')} = {tex}$")
         return "At this moment: " + ", ".join(items) + ".\n\n"
 
