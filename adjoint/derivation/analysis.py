@@ -66,7 +66,11 @@ class Analysis:
             self.names_of.setdefault(self.canon(vid), []).append(name)
         self.leaves = list(g.leaves.values())
         self.root = self.canon(g.root) if g.root >= 0 else None
-        named = {c for c in self.names_of if not g.vars[c].leaf}
+        made = {o for e in g.eqns for o in e.outs}
+        # tensors no op made (detach(), a tensor made in the forward): named ones are given constants
+        self.constants = [c for c in sorted(self.names_of) if not g.vars[c].leaf and c not in made]
+        self.leaves += self.constants
+        named = {c for c in self.names_of if not g.vars[c].leaf and c in made}
         named |= {self.canon(v) for v in self.versions()}
         root_names = set(self.names_of.get(self.root, [])) - {"loss"}
         self.root_is_state = bool(root_names) or self.root in self.leaves or self.root is None
@@ -190,7 +194,10 @@ class Analysis:
             return TAtom(v, shape)
         eqn = self.made_by.get(v)
         if eqn is None:
-            return TAtom(v, shape)
+            if g.vars[v].leaf or v in self.atom_set:
+                return TAtom(v, shape)
+            value = g.vars[v].value                     # an unnamed constant: its value
+            return self.operand(getattr(value, "value", value), eqns, functions)
         call = self._linear_call(v)
         if call is not None:
             return self._linear(call, shape, eqns, functions)

@@ -187,10 +187,14 @@ class UnitBuilder:
         letters = {}
         for name, vid in self.g.leaves.items():
             letters[vid] = self.leaf_symbol(name)
+        for vid in a.constants:
+            letters[vid] = Symbol("leaf", a.names_of[vid][0])
         z = a.z_states([s.letter for s in letters.values() if not s.module])
         for vid, sym in letters.items():
             t[vid].symbol = sym
             t[vid].role = self.leaf_role(self.g.vars[vid].tensor.name or "")
+        for vid in a.constants:
+            t[vid].role = "detached" if self.g.vars[vid].tensor.is_detached else "made"
         for k, s in enumerate(a.states, 1):
             t[s].symbol = Symbol("state", index=k, base="z" if z else "x")
         if not a.root_is_state:

@@ -131,9 +131,12 @@ class _Builder:
     def version_at(self, t: Tensor, done: int) -> int | None:
         """The Var of ``t`` once ``done`` ops of the run had been applied."""
         found = None
-        for at, vid in self.history.get(t.id, []):
+        history = self.history.get(t.id, [])
+        for at, vid in history:
             if at <= done:
                 found = vid
+        if found is None and history and self.g.vars[history[0][1]].eqn is None:
+            found = history[0][1]          # a constant (detach(), made in the forward): read only later
         return found
 
     # ---- build -----------------------------------------------------------------------

@@ -82,7 +82,8 @@ def source(e: X.Expr, parent: int = 0, right: bool = False) -> str:
         text = "-" + source(e.operand, 25)
         return f"({text})" if 25 < parent else text
     if isinstance(e, X.Call):
-        return f"{e.func}({', '.join(source(a) for a in e.args)})"
+        args = [source(a) for a in e.args] + [f"{k}={source(v)}" for k, v in e.kwargs]
+        return f"{e.func}({', '.join(args)})"
     if isinstance(e, X.Subscript):
         return f"{source(e.value, 40)}[{', '.join(source(i) for i in e.items)}]"
     if isinstance(e, X.Tup):

@@ -23,7 +23,10 @@ class ModelSections(UnitWriter):
         rows = []
         for vid in u.leaves:
             rg = "requires grad" if t[vid].requires_grad else "constant"
-            rows.append((self.symtex[vid], self.names_text(vid), f"{t[vid].role}, {rg}", t[vid].shape))
+            what = {"detached": "a copy detached from the graph (\\texttt{detach()}): a constant",
+                    "made": "made in the forward from no tensor that requires grad: a constant"}.get(
+                t[vid].role, f"{t[vid].role}, {rg}")
+            rows.append((self.symtex[vid], self.names_text(vid), what, t[vid].shape))
         for s in u.states:
             names = self.names_text(s) if t[s].names or t[s].version is None else code(t[s].version.tensor)
             rows.append((self.symtex[s], names, self._state_role(s), t[s].shape))
