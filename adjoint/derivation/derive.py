@@ -172,12 +172,34 @@ class UnitBuilder:
     def silent(self, unit: Unit, calls: list) -> None:
         """Tensor and node hooks that do not fire in this backward pass although their tensor is in the graph."""
         fired = {h.hook for h in calls}
+        removed = {h.index for h in self.run.variant.hooks if h.remove == "before_backward"}
+        for step in self.run.steps[:self.p.step]:
+            if step.kind == "remove":
+                removed.update(step.hooks)
+            elif step.kind == "register":
+                removed.difference_update(step.hooks)
+        later = {i for step in self.run.steps[self.p.step:] if step.kind == "register" for i in step.hooks}
         for h in self.run.variant.hooks:
             if h.index in fired or h.on not in ("tensor", "node") or h.kind in ("retain_grad", "post_accumulate_grad"):
                 continue
+            if h.index in later and h.index not in {i for s in self.run.steps[:self.p.step] if s.kind == "register"
+                                                    for i in s.hooks}:
+                continue                              # registered only after this pass
             registered, last = self.g.names.get(h.target), self.g.final.get(h.target)
-            if registered is not None:
-                unit.silent.append((h.index, self.describe(registered), self.describe(last)))
+            if registered is None:
+                continue
+            registered, last = self.describe(registered), self.describe(last)
+            if h.index in removed:
+                why = "removed"
+            elif last != registered:
+                why = "stale"
+            elif not self.g.vars[registered].requires_grad:
+                why = "no_grad"
+            elif self.p.request.inputs:
+                why = "inputs"
+            else:
+                why = "unreached"
+            unit.silent.append((h.index, registered, last, why))
 
     def tensor_info(self, v) -> TensorInfo:
         return TensorInfo(v.id, v.shape, v.dtype, v.requires_grad, v.leaf, v.value, [], None, None)
@@ -221,13 +243,14 @@ class UnitBuilder:
         var = g.vars[vid]
         eqn = var.eqn
         prev = a.canon(var.version_of.id) if var.version_of is not None else None
+        name = (a.names_of.get(prev) or [var.tensor.name])[-1] if prev is not None else var.tensor.name
         if eqn.prim == "copy_slices":
             view = g.eqns[eqn.id - 1].outs[0] if eqn.id and g.eqns[eqn.id - 1].wrapped else None
-            return Version("copy_slices", var.tensor.name, prev, _method(eqn.params.prim),
+            return Version("copy_slices", name, prev, _method(eqn.params.prim),
                            g.vars[view].tensor.name if view is not None else None)
         if eqn.inplace:
-            return Version("inplace", var.tensor.name, prev, _method(eqn.prim))
-        return Version("regenerated", var.tensor.name, prev)
+            return Version("inplace", name, prev, _method(eqn.prim))
+        return Version("regenerated", name, prev)
 
     def leaf_symbol(self, name: str) -> Symbol:
         module = None

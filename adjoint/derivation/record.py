@@ -320,8 +320,9 @@ class Unit:
     grads_before: dict = field(default_factory=dict)     # .grad of each tensor before the backward pass
     failed: bool = False             # PyTorch raised during this backward pass
     retain_graph: bool = False
-    silent: list = field(default_factory=list)   # (hook index, var it sits on, the tensor's last version) of
-                                                 # tensor / node hooks that do not fire in this backward pass
+    silent: list = field(default_factory=list)   # (hook index, var it sits on, the tensor's last version, why:
+                                                 # removed | stale | no_grad | inputs | unreached) of the tensor / node
+                                                 # hooks that do not fire in this backward pass
 
 
 @dataclass

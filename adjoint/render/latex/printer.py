@@ -442,7 +442,8 @@ class DerivationPrinter(LatexPrinter):
 
     def _print_TCall(self, n: TCall) -> str:
         args = ",\\ ".join(self._print(a) for a in n.args)
-        return f"\\operatorname{{{_tex_escape_name(n.name)}}}\\left({args}\\right)"
+        tex = f"\\operatorname{{{_tex_escape_name(n.name)}}}\\left({args}\\right)"
+        return tex if n.output is None else f"{tex}_{{[{n.output}]}}"
 
     def _print_TSumTo(self, n: TSumTo) -> str:
         if not n.shape or _numel(n.shape) == 1:

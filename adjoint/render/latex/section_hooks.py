@@ -139,14 +139,21 @@ class HookSections(UnitWriter):
     def _silent(self) -> str:
         """The tensor and node hooks of the graph that do not fire, and why."""
         items = []
-        for index, registered, last in self.u.silent:
+        for index, registered, last, why in self.u.silent:
             h = self.vd.hooks[index]
             text = f"{esc(h.label)} (on {code(h.target)}, ${self.sym(registered)}$)"
-            if last != registered:
+            if why == "removed":
+                text += ": its handle was removed before this backward pass"
+            elif why == "stale":
                 text += (f": it sits on the node of ${self.sym(registered)}$, the version of {code(h.target)} it was "
                          f"registered on; {code(h.target)} became ${self.sym(last)}$ later (in place, or a view "
                          "regenerated after its base changed), and the old version's node does not run")
-            elif self.t[registered].pure is None:
+            elif why == "no_grad":
+                text += f": {code(h.target)} does not require grad, so no gradient is computed for it"
+            elif why == "inputs":
+                text += (": the backward pass only runs the nodes between the root and its \\texttt{inputs}, and "
+                         "this tensor's is not among them")
+            else:
                 text += ": no gradient reaches its tensor in this backward pass"
             items.append(text)
         if not items:
