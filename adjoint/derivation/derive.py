@@ -13,6 +13,7 @@ from fractions import Fraction
 import sympy
 
 from ..exact import Exact
+from ..graph import Typed
 from .mathtree import TConst, simplify, to_sympy, vjp_tree
 from ..adjoints import boundaries_of
 from .analysis import Analysis, AStep
@@ -202,7 +203,8 @@ class UnitBuilder:
             unit.silent.append((h.index, registered, last, why))
 
     def tensor_info(self, v) -> TensorInfo:
-        return TensorInfo(v.id, v.shape, v.dtype, v.requires_grad, v.leaf, v.value, [], None, None)
+        value = v.value if v.dtype in ("float32", "float64") or v.value is None else Typed(v.value, v.dtype)
+        return TensorInfo(v.id, v.shape, v.dtype, v.requires_grad, v.leaf, value, [], None, None)
 
     def assign_symbols(self) -> None:
         a, t = self.a, self.tensors

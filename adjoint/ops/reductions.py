@@ -266,9 +266,9 @@ _SELECT = (Check(((2, 3),), (1, False)), Check(((2, 3),), (0, True)))
 
 # ----------------------------------------------------------------------------- how they read (adjoint.mathtree)
 
-def _expanded(t, shape):
-    """A reduced gradient spread back over the reduced dims (the VJP of every reduction here)."""
-    return TFn(EXPAND, (t,), tuple(shape), shape_text(shape))
+def _expanded(t, shape, p):
+    """A reduced gradient spread back over the reduced dims (``p``: the reduction's (dims, keepdim))."""
+    return TFn(EXPAND, (t,), tuple(shape), shape_text(shape), (tuple(p[0]), p[1]))
 
 
 SUM = Fn("sum", "\\operatorname{sum}\\left(#0\\right)",
@@ -279,20 +279,19 @@ MEAN = Fn("mean", "\\operatorname{mean}\\left(#0\\right)",
 NORM = Fn("norm", "\\left\\lVert #0\\right\\rVert",
           lambda lam, n: (TBin("had", lam, TBin("div", n.a, n, n.a.shape), n.a.shape),), sympy.Abs, delimited=True)
 PNORM = Fn("norm_p", "\\left\\lVert #0\\right\\rVert_{#s}", generic_vjp, delimited=True)
-SUM_DIMS = Fn("sum_dim", "\\operatorname{sum}_{#s}\\left(#0\\right)", lambda lam, n: (_expanded(lam, n.a.shape),),
-              lambda x: x)
+SUM_DIMS = Fn("sum_dim", "\\operatorname{sum}_{#s}\\left(#0\\right)",
+              lambda lam, n: (_expanded(lam, n.a.shape, n.params),), lambda x: x)
 MEAN_DIMS = Fn("mean_dim", "\\operatorname{mean}_{#s}\\left(#0\\right)",
-               lambda lam, n: (_expanded(TBin("div", lam, TConst(Fraction(n.params)), lam.shape), n.a.shape),),
-               lambda x: x)
+               lambda lam, n: (_expanded(TBin("div", lam, TConst(Fraction(_count(n.a.shape, n.params[0]))), lam.shape),
+                                         n.a.shape, n.params),), lambda x: x)
 VAR = Fn("var", "\\operatorname{var}_{#s}\\left(#0\\right)", generic_vjp)
 MAX = Fn("max", "\\max_{#s}\\left(#0\\right)", generic_vjp, sympy.Max)
 MIN = Fn("min", "\\min_{#s}\\left(#0\\right)", generic_vjp, sympy.Min)
 AMAX = Fn("amax", "\\operatorname{amax}_{#s}\\left(#0\\right)", generic_vjp)
 AMIN = Fn("amin", "\\operatorname{amin}_{#s}\\left(#0\\right)", generic_vjp)
 
-_SUM_DIM = Math(lambda a, p, shape, k: TFn(SUM_DIMS, (a[0],), tuple(shape), dims_text(p[0], p[1])))
-_MEAN_DIM = Math(lambda a, p, shape, k: TFn(MEAN_DIMS, (a[0],), tuple(shape), dims_text(p[0], p[1]),
-                                            _count(a[0].shape, p[0])))
+_SUM_DIM = Math(lambda a, p, shape, k: TFn(SUM_DIMS, (a[0],), tuple(shape), dims_text(p[0], p[1]), p))
+_MEAN_DIM = Math(lambda a, p, shape, k: TFn(MEAN_DIMS, (a[0],), tuple(shape), dims_text(p[0], p[1]), p))
 _VAR = Math(lambda a, p, shape, k: TFn(VAR, (a[0],), tuple(shape),
                                        ",\\,".join(x for x in (dims_text(p[0], p[2]),
                                                                f"\\mathrm{{correction}}={p[1]}") if x)))

@@ -57,7 +57,7 @@ class UnitWriter:
                 names[f"l#{s}"] = f"\\lambda_{{{self.t[s].symbol.index}}}"
             names[f"l#{u.root}"] = names.get(f"l#{u.root}", "\\lambda_{\\ell}")
         self.P = DerivationPrinter(names)
-        self.values = {vid: self.t[vid].value for vid in self.symtex}
+        self.values = {vid: getattr(self.t[vid].value, "value", self.t[vid].value) for vid in self.symtex}
         self.S = self.P.with_subst(self.values)
 
     # ---- small helpers -------------------------------------------------------
