@@ -26,8 +26,32 @@ def derive(prediction) -> ProblemDerivation:
     """The derivation of every variant of a solved problem."""
     problem = prediction.problem
     symbols = dict(problem.symbols) if prediction.numeric and problem.symbols else {}
-    return ProblemDerivation(problem.name, problem.description, symbols,
-                             [v.derivation for v in prediction.variants])
+    variants = [v.derivation for v in prediction.variants]
+    return ProblemDerivation(problem.name, problem.description, symbols, variants, notations(variants))
+
+
+def notations(variants: list) -> set:
+    """The notations beyond v1's algebra that the derivation's formulas use (index views, placements,
+    writes through a view, named functions of PyTorch's, generic J^T lambda, derivatives f'), so that
+    the document explains exactly those."""
+    used: set = set()
+    trees = []
+    for v in variants:
+        for u in v.units:
+            for st in u.steps:
+                trees += [st.tree] + list(st.vjp.values()) + list(st.vjp_tilde.values())
+            trees += [a.slot_formula for h in u.hook_calls for a in h.args if a.slot_formula is not None]
+            trees += [f for g in u.gradients for _, _, f in g.terms]
+    for tree in trees:
+        for n in mathtree.walk(tree):
+            kind = type(n).__name__
+            if kind in ("TSub", "TPlace", "TPut", "TJac"):
+                used.add(kind)
+            elif kind == "TFn" and n.fn.name.endswith("'"):
+                used.add("prime")
+            elif kind == "TFn" and n.fn.name in ("reshape", "expand", "permute", "transpose", "cat", "stack", "bmm"):
+                used.add(n.fn.name)
+    return used
 
 
 __all__ = ["Arrival", "ArrivalTerm", "Boundary", "BoundaryInput", "CallInfo", "Chain", "ChainFactor", "Change",

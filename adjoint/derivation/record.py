@@ -389,3 +389,4 @@ class ProblemDerivation:
     description: str | None
     symbols: dict                    # symbol name -> value (numeric mode), else {}
     variants: list
+    notations: set = field(default_factory=set)   # notations beyond v1's the formulas use (see derive)

@@ -43,7 +43,7 @@ def typeset(d: ProblemDerivation) -> str:
         out.append("Symbols are replaced by the values of the problem's \\texttt{symbols:} ("
                    + ", ".join(f"${symbol_tex(k)} = {format_rational(E.q(v)).signed()}$"
                                for k, v in d.symbols.items()) + ").\n\n")
-    out.append(_reading_guide(len(d.variants)))
+    out.append(_reading_guide(len(d.variants), d.notations))
     shared: dict = {}
     for i, v in enumerate(d.variants):
         if i:
@@ -55,7 +55,7 @@ def typeset(d: ProblemDerivation) -> str:
     return "".join(out)
 
 
-def _reading_guide(n: int) -> str:
+def _reading_guide(n: int, notations: set) -> str:
     which = ("one variant" if n == 1 else f"{n} variants, each with its own hooks; the model, forward pass and "
              "multipliers are derived once and referred to when a later variant shares them")
     return (
@@ -79,7 +79,33 @@ def _reading_guide(n: int) -> str:
         f"{SIG_DIGITS} significant digits, cut off (not rounded), followed by $\\ldots$. Hook arguments, "
         "returned values and final gradients also give their exact fraction. Closed forms (symbols, $\\tanh$, "
         "$\\sqrt{2}$) are kept when they are short; large tensors show their first and last rows and "
-        "columns.\n\n")
+        "columns.\n\n" + _more_notation(notations))
+
+
+#: what each notation beyond the algebra above means, in the order the reading guide lists them
+_NOTATION = (
+    ("TSub", "$a[i]$, $a[{:},1{:}3]$ index as Python does (PyTorch's \\texttt{select} and \\texttt{slice} views)"),
+    ("TPlace", "$\\operatorname{place}^{n}_{[i]}(g)$ is the tensor of shape $n$ that is $g$ at $[i]$ and $0$ "
+               "elsewhere: the gradient of an index"),
+    ("TPut", "$a\\left[a[i] \\leftarrow v\\right]$ is $a$ with the elements $a[i]$ replaced by $v$: an in-place "
+             "write through a view (PyTorch's \\texttt{CopySlices})"),
+    ("reshape", "$\\operatorname{reshape}_{n}$, $\\operatorname{expand}_{n}$ (repeat along dims of size 1 to shape "
+                "$n$), $\\operatorname{permute}$, $\\operatorname{transpose}$, $\\operatorname{cat}_{d}$, "
+                "$\\operatorname{stack}_{d}$ and $\\operatorname{bmm}$ (a matrix product per batch entry) are "
+                "PyTorch's ops of those names"),
+    ("TJac", "$J_{f}^{\\top}\\lambda$ is the vector--Jacobian product of a function written as a whole (a layer, "
+             "a loss, $\\operatorname{softmax}$), as its PyTorch node computes it"),
+    ("prime", "$f'$ is the derivative of an elementwise function $f$, applied elementwise"),
+)
+
+
+def _more_notation(notations: set) -> str:
+    """The notations of this document's formulas beyond the algebra, explained (none for most)."""
+    views = {"reshape", "expand", "permute", "transpose", "cat", "stack", "bmm"}
+    used = [text for key, text in _NOTATION if key in notations or (key == "reshape" and notations & views)]
+    if not used:
+        return ""
+    return "\\textbf{More notation.} " + "; ".join(used) + ".\n\n"
 
 
 class _View(ModelSections, LagrangianSection, HookSections, GradientSections, StepSections):

@@ -80,7 +80,7 @@ class HookSections(UnitWriter):
             text += f"; its handle is removed {esc(h.remove.replace('_', ' '))}"
         if h.when == "after_forward":
             text += "; registered after the forward pass"
-        if not h.fires and h.kind not in ("retain_grad", "saved_tensors"):
+        if not h.fires and h.kind not in ("retain_grad", "saved_tensors") and h.remove != "before_backward":
             text += "; it never fires in this variant"
         return text
 
@@ -141,10 +141,10 @@ class HookSections(UnitWriter):
         items = []
         for index, registered, last, why in self.u.silent:
             h = self.vd.hooks[index]
+            if why == "removed":                # the registration list and the steps say so already
+                continue
             text = f"{esc(h.label)} (on {code(h.target)}, ${self.sym(registered)}$)"
-            if why == "removed":
-                text += ": its handle was removed before this backward pass"
-            elif why == "stale":
+            if why == "stale":
                 text += (f": it sits on the node of ${self.sym(registered)}$, the version of {code(h.target)} it was "
                          f"registered on; {code(h.target)} became ${self.sym(last)}$ later (in place, or a view "
                          "regenerated after its base changed), and the old version's node does not run")
