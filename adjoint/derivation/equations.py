@@ -29,7 +29,6 @@ class Var:
     eqn: "Eqn | None" = None         # the equation that made it (None: a leaf or a constant)
     out_index: int = 0
     version_of: "Var | None" = None  # an in-place op's result, a regenerated view: the version before
-    stale: bool = False              # read after its storage changed, with no equation saying how
 
 
 @dataclass(eq=False)
@@ -124,8 +123,7 @@ class _Builder:
         if vid is None:
             return self.new_var(t, value)
         if self.gen[vid] != self.writes.get(self.root_of(t).id, 0):
-            vid = self.new_var(t, value)
-            self.g.vars[vid].stale = True
+            vid = self.new_var(t, value)           # written since with no equation saying how: a constant
         return vid
 
     def version_at(self, t: Tensor, done: int) -> int | None:

@@ -94,8 +94,6 @@ class TensorInfo:
     pure: Exact | None = None        # its hook-free multiplier dl/d(this); None: no path to the loss
     carried: object = None           # the gradient PyTorch carried to it (hooks included)
     has_carried: bool = False        # a gradient (possibly None) was recorded for it
-    chain: Chain | None = None
-    arrival: Arrival | None = None
     version: "Version | None" = None   # a later version of a tensor (in place, written through a view, regenerated)
 
 
