@@ -169,9 +169,9 @@ class _Pass:
     def model_and_loss(self, root: Module):
         args = [self.m.globals[d.name] for d in self.m.inputs]
         out = self.call_module(root, args, root.loc)
-        if OUTPUT not in self.names:  # an input may be called y when no loss refers to the output
-            self.bind_output(OUTPUT, out, None)
-        self.output = out
+        if OUTPUT not in self.names and not isinstance(out, tuple):  # an input may be called y when no loss
+            self.bind(OUTPUT, out, None)                                 # refers to the output; a tuple output
+        self.output = out                                                # is model[0], model[1], ... (y[0] in the loss)
         loss = None
         if self.p.loss is not None:
             value = Interp(self.rt, _LossScope(self)).eval(self.p.loss)

@@ -113,7 +113,7 @@ def _forward_of(run: VariantRun, call: Call):
 
 
 def _why_forward(rec) -> list[str]:
-    if rec.returned is None or rec.kind not in ("forward", "forward_pre"):
+    if rec.returned is None or rec.kind not in ("forward", "forward_pre"):  # a pack hook's return is what it stores
         return []
     what = "inputs" if rec.hook.kind == "forward_pre" else "output"
     return [f"the returned value replaces the module's {what}; its ops join the graph"]

@@ -27,7 +27,8 @@ def derive(prediction) -> ProblemDerivation:
     problem = prediction.problem
     symbols = dict(problem.symbols) if prediction.numeric and problem.symbols else {}
     variants = [v.derivation for v in prediction.variants]
-    return ProblemDerivation(problem.name, problem.description, symbols, variants, notations(variants))
+    return ProblemDerivation(problem.name, problem.description, symbols, variants, notations(variants),
+                             problem.path)
 
 
 def notations(variants: list) -> set:

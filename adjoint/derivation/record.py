@@ -388,3 +388,4 @@ class ProblemDerivation:
     symbols: dict                    # symbol name -> value (numeric mode), else {}
     variants: list
     notations: set = field(default_factory=set)   # notations beyond v1's the formulas use (see derive)
+    path: str = ""                   # the problem file (what ``adjoint graph`` is run on)

@@ -18,6 +18,7 @@ from .text import esc, symbol_tex
 PREAMBLE = r"""\documentclass[11pt,a4paper]{article}
 \usepackage[margin=2cm]{geometry}
 \usepackage{amsmath,amssymb}
+\usepackage{graphicx}
 \setcounter{MaxMatrixCols}{40}
 \allowdisplaybreaks
 \setlength{\parindent}{0pt}
@@ -50,7 +51,8 @@ def typeset(d: ProblemDerivation) -> str:
             out.append("\\clearpage\n")          # each variant starts on its own page
         named = len(d.variants) > 1 or v.name != "default"
         simple = not v.stepped and v.error is None and len(v.units) == 1
-        out.append(_simple(v, shared, named) if simple else _stepped(v, shared, named))
+        figure = graph_figure(d.path, v, i + 1, named)
+        out.append(_simple(v, shared, named, figure) if simple else _stepped(v, shared, named, figure))
     out.append("\\end{document}\n")
     return "".join(out)
 
@@ -80,6 +82,26 @@ def _reading_guide(n: int, notations: set) -> str:
         "returned values and final gradients also give their exact fraction. Closed forms (symbols, $\\tanh$, "
         "$\\sqrt{2}$) are kept when they are short; large tensors show their first and last rows and "
         "columns.\n\n" + _more_notation(notations))
+
+
+def graph_file(index: int) -> str:
+    """The name the picture of the ``index``-th variant (1-based) has beside the document."""
+    return f"adjoint-graph-{index}.pdf"
+
+
+def graph_figure(path: str, v, index: int, named: bool) -> str:
+    """The backward graph, drawn by ``adjoint graph``: included when its PDF is beside the
+    document (``adjoint latex --pdf`` puts it there), otherwise a line saying how to get it, so
+    the document compiles either way."""
+    name = graph_file(index)
+    where = f" --variant {v.name}" if named else ""
+    hint = (f"(The picture of this graph: \\texttt{{adjoint graph {esc(path)}{esc(where)} -o {name}}} "
+            "beside this file, then compile again.)")
+    return ("\\subsection{The backward graph}\n"
+            "The autograd nodes PyTorch builds (with their \\texttt{sequence\\_nr}), module calls as boxes, "
+            "and every hook call, numbered in firing order.\n\n"
+            f"\\IfFileExists{{{name}}}{{\\begin{{center}}\\includegraphics[width=\\linewidth,height=0.75\\textheight,"
+            f"keepaspectratio]{{{name}}}\\end{{center}}}}{{{hint}}}\n\n")
 
 
 #: what each notation beyond the algebra above means, in the order the reading guide lists them
@@ -120,12 +142,13 @@ def _title(v, many: bool) -> list:
     return out
 
 
-def _simple(v, shared: dict, many: bool) -> str:
+def _simple(v, shared: dict, many: bool, figure: str) -> str:
     """A variant without steps: one forward pass, one backward pass (v1's layout)."""
     w = _View(v, v.units[0])
     here = f"variant \\texttt{{{esc(v.name)}}}"
     out = _title(v, many)
     out.append(w.hooks_registered())
+    out.append(figure)
     common = w.model() + w.forward() + w.lagrangian()
     if common in shared:
         out.append("\\subsection{Model, forward pass and multipliers}\nThe model, its forward pass and the "
@@ -142,12 +165,13 @@ def _simple(v, shared: dict, many: bool) -> str:
     return "".join(out)
 
 
-def _stepped(v, shared: dict, many: bool) -> str:
+def _stepped(v, shared: dict, many: bool, figure: str) -> str:
     """A variant with steps (or one PyTorch raised in): the steps, then each forward pass and each backward
     pass in the order they ran, then the error."""
     bare = _View(v, None)
     out = _title(v, many)
     out.append(bare.hooks_registered())
+    out.append(figure)
     out.append(bare.steps_list())
     for u in v.units:
         if u.first_of_forward:
