@@ -438,9 +438,11 @@ class UnitBuilder:
             out = call.outs[0] if call.outs else None
             inputs = [BoundaryInput(x, gi, self.ident(x, gi, strict=True) if gi is not None else None)
                       for x, gi in zip(call.args, bd.grad_input)]
+            outputs = [BoundaryInput(o, g, self.ident(o, g) if g is not None else None)
+                       for o, g in zip(call.outs, bd.grad_output)] if len(call.outs) > 1 else []
             unit.boundaries.append(Boundary(bd.callid, bd.type, call.index, go,
                                             self.ident(out, go) if go is not None and out is not None else None,
-                                            inputs))
+                                            inputs, outputs))
 
     def grads(self) -> dict:
         return dict(self.p.grads)

@@ -250,6 +250,7 @@ class Boundary:
     grad_output: Exact | None
     output_ident: Ident | None
     inputs: list                     # BoundaryInput per positional input
+    outputs: list = field(default_factory=list)   # BoundaryInput per output of a module returning a tuple
 
 
 @dataclass

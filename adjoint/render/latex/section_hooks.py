@@ -106,10 +106,13 @@ class HookSections(UnitWriter):
                        f"{', '.join('$' + self.sym(x) + '$' for x in call.args)} $\\mapsto$ ${outs}$\n")
             b = Block()
             go = bd.grad_output
-            if go is None:
-                b.eq(mcode("grad_output"), "\\mathrm{None}\\quad\\text{(no gradient reaches the output)}")
-            else:
-                self.value_rows(b, mcode("grad_output"), go, [self.ident(bd.output_ident)])
+            outputs = [(f"{mcode('grad_output')}[{i}]", o.value, o.ident) for i, o in enumerate(bd.outputs)] or \
+                [(mcode("grad_output"), go, bd.output_ident)]
+            for lhs, value, ident in outputs:
+                if value is None:
+                    b.eq(lhs, "\\mathrm{None}\\quad\\text{(no gradient reaches the output)}")
+                else:
+                    self.value_rows(b, lhs, value, [self.ident(ident)])
             for i, inp in enumerate(bd.inputs):
                 lhs = f"{mcode('grad_input')}[{i}]"
                 if inp.value is None:
