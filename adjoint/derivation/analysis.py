@@ -71,7 +71,7 @@ class Analysis:
         self.constants = [c for c in sorted(self.names_of) if not g.vars[c].leaf and c not in made]
         self.leaves += self.constants
         named = {c for c in self.names_of if not g.vars[c].leaf and c in made}
-        named |= {self.canon(v) for v in self.versions()}
+        named |= {self.canon(v) for v in self.versions()} | set(self.bases())
         root_names = set(self.names_of.get(self.root, [])) - {"loss"}
         self.root_is_state = bool(root_names) or self.root in self.leaves or self.root is None
         self.states = [c for c in sorted(named) if c != self.root or self.root_is_state]
@@ -107,9 +107,15 @@ class Analysis:
                 continue
             for o in e.outs:
                 var = self.g.vars[o]
-                if var.version_of is not None and var.tensor.name is not None:
+                if var.version_of is not None and (var.tensor.name is not None or e.prim == "copy_slices"):
                     out.append(o)
         return out
+
+    def bases(self) -> list[int]:
+        """The versions of a base written through a view (CopySlices) reads: named tensors of the
+        derivation too, so that the write reads base' = base[view <- value] with a name for base."""
+        return [self.canon(e.ins[0]) for e in self.g.eqns if e.prim == "copy_slices" and isinstance(e.ins[0], int)
+                and not self.g.vars[self.canon(e.ins[0])].leaf]
 
     def canon(self, vid: int) -> int:
         while vid in self.alias:

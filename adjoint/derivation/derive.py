@@ -238,6 +238,12 @@ class UnitBuilder:
                 info.role = "output" if info.call is not None else "intermediate"
         for vid in a.versions():
             t[vid].version = self.version(vid)
+        for vid in a.bases():
+            if not t[vid].names and t[vid].role in ("", "intermediate"):
+                views = [g_.tensor.name for g_ in self.g.vars if g_.tensor.base is self.g.vars[vid].tensor
+                         and g_.tensor.name]
+                t[vid].role = "base"
+                t[vid].base_of = views[0] if views else None
 
     def version(self, vid: int) -> Version:
         """How a later version of a named tensor came to be."""
@@ -248,8 +254,8 @@ class UnitBuilder:
         name = (a.names_of.get(prev) or [var.tensor.name])[-1] if prev is not None else var.tensor.name
         if eqn.prim == "copy_slices":
             view = g.eqns[eqn.id - 1].outs[0] if eqn.id and g.eqns[eqn.id - 1].wrapped else None
-            return Version("copy_slices", name, prev, _method(eqn.params.prim),
-                           g.vars[view].tensor.name if view is not None else None)
+            view_name = g.vars[view].tensor.name if view is not None else None
+            return Version("copy_slices", name, prev, _method(eqn.params.prim), view_name)
         if eqn.inplace:
             return Version("inplace", name, prev, _method(eqn.prim))
         return Version("regenerated", name, prev)

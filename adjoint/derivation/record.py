@@ -89,12 +89,14 @@ class TensorInfo:
     names: list                      # the PyTorch names bound to this version
     symbol: Symbol | None            # leaves, states and the loss
     tree: TNode | None               # any other tensor: the expression that makes it
-    role: str = ""                   # input | target | parameter | buffer | constant | output | intermediate | loss
+    role: str = ""                   # input | target | parameter | buffer | detached | made | output | intermediate |
+                                     # base | loss
     call: int | None = None          # a module's output: that call
     pure: Exact | None = None        # its hook-free multiplier dl/d(this); None: no path to the loss
     carried: object = None           # the gradient PyTorch carried to it (hooks included)
     has_carried: bool = False        # a gradient (possibly None) was recorded for it
     version: "Version | None" = None   # a later version of a tensor (in place, written through a view, regenerated)
+    base_of: str | None = None       # an unnamed base a view was written through: that view's name
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,7 @@ class Version:
     """A later version of a named tensor: how it came to be."""
 
     kind: str                        # inplace | copy_slices | regenerated
-    tensor: str                      # the tensor's name
+    tensor: str | None               # the tensor's name (None: a base the file never named)
     previous: int | None             # the version before (a var id)
     method: str | None = None        # inplace / copy_slices: the in-place method (mul_, copy_, ...)
     view: str | None = None          # copy_slices: the name of the view written through

@@ -128,14 +128,14 @@ class HookSections(UnitWriter):
 
     # ---- hook calls ---------------------------------------------------------------------
     def hook_calls(self, calls: list | None = None) -> str:
+        backward = calls is None or calls is self.u.backward_calls
         calls = self.u.hook_calls if calls is None else calls
         out = [self.heading("Hook calls, in firing order")]
         if not calls:
             out.append("No hook fires.\n\n")
-            return "".join(out)
         for h in calls:
             out.append(self._hook_call(h))
-        if calls is self.u.backward_calls or calls is self.u.hook_calls:
+        if backward:
             out.append(self._silent())
         return "".join(out)
 

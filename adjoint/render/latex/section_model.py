@@ -28,7 +28,8 @@ class ModelSections(UnitWriter):
                 t[vid].role, f"{t[vid].role}, {rg}")
             rows.append((self.symtex[vid], self.names_text(vid), what, t[vid].shape))
         for s in u.states:
-            names = self.names_text(s) if t[s].names or t[s].version is None else code(t[s].version.tensor)
+            names = self.names_text(s) if t[s].names or t[s].version is None or not t[s].version.tensor \
+                else code(t[s].version.tensor)
             rows.append((self.symtex[s], names, self._state_role(s), t[s].shape))
         if not u.root_is_state:
             rows.append(("\\ell", code("loss"), "the loss", t[u.root].shape))
@@ -73,6 +74,9 @@ class ModelSections(UnitWriter):
             call = self.u.calls[info.call]
             kind = f" ({esc(call.type)})" if call.kind == "builtin" else ""
             parts.append(f"output of module {code(call.callid)}{kind}")
+        if info.role == "base":
+            parts.append("the tensor " + (f"{code(info.base_of)} is a view of" if info.base_of else "a view looks into")
+                         + " (PyTorch's \\texttt{\\_base}), unnamed in the file")
         return "; ".join(parts) or "intermediate"
 
     def _version_text(self, v) -> str:
@@ -82,7 +86,8 @@ class ModelSections(UnitWriter):
             return f"{code(v.tensor)} after the in-place {code(v.method)}{prev}"
         if v.kind == "copy_slices":
             via = f" on its view {code(v.view)}" if v.view else " on a view of it"
-            return f"{code(v.tensor)} after an in-place {code(v.method)}{via} (\\texttt{{CopySlices}}){prev}"
+            what = code(v.tensor) if v.tensor else "the base"
+            return f"{what} after an in-place {code(v.method)}{via} (\\texttt{{CopySlices}}){prev}"
         return (f"{code(v.tensor)} read again after its base changed: PyTorch regenerates its \\texttt{{grad\\_fn}} "
                 "as \\texttt{AsStridedBackward0}")
 
