@@ -56,6 +56,7 @@ def notations(variants: list) -> set:
 
 
 __all__ = ["Arrival", "ArrivalTerm", "Boundary", "BoundaryInput", "CallInfo", "Chain", "ChainFactor", "Change",
-           "DeclaredHook", "ErrorInfo", "Exact", "FunctionNote", "Gradient", "HookArg", "HookCall", "Ident", "LegacyRow",
+           "DeclaredHook", "ErrorInfo", "Exact", "FunctionNote", "Gradient", "HookArg", "HookCall", "Ident",
+           "LegacyRow",
            "LocalDerivative", "ProblemDerivation", "Step", "StepInfo", "Symbol", "TensorInfo", "Typed", "Unit",
            "VariantDerivation", "Version", "derive", "mathtree", "values"]

@@ -297,7 +297,8 @@ class UnitBuilder:
     def step(self, st: AStep) -> Step:
         a = self.a
         last = a.made_by.get(st.var)
-        out = Step(st.var, st.index, st.tree, list(st.atoms), st.call, list(st.nodes), last.id if last is not None else -1)
+        out = Step(st.var, st.index, st.tree, list(st.atoms), st.call, list(st.nodes),
+                   last.id if last is not None else -1)
         for atom in st.atoms:
             self.describe(atom)
         out.pure_contrib = dict(a.contribution(st, a.pure.get(st.var)))

@@ -29,11 +29,12 @@ class Fn:
     """A function the derivation writes by name (tanh, relu, sum, softmax, cat, ...).
 
     ``tex`` is its notation: ``#0``, ``#1``, ... stand for the printed arguments, ``#*`` for all of
-    them separated by commas, and ``#s`` for the node's subscript (a dim, a shape); ``vjp(lam, node)`` gives, per argument, the tree of
-    ``J^T lam`` (None: no gradient flows there) -- required, there is no default; ``sympy``
-    maps SymPy arguments to a SymPy expression for the local derivatives of one-element
-    problems; ``delimited``: the notation brings its own delimiters (``|x|``, ``||x||``), so
-    it needs no parentheses as the base of a power or a transpose."""
+    them separated by commas, and ``#s`` for the node's subscript (a dim, a shape);
+    ``vjp(lam, node)`` gives, per argument, the tree of ``J^T lam`` (None: no gradient flows
+    there) -- required, there is no default; ``sympy`` maps SymPy arguments to a SymPy
+    expression for the local derivatives of one-element problems; ``delimited``: the notation
+    brings its own delimiters (``|x|``, ``||x||``), so it needs no parentheses as the base of
+    a power or a transpose."""
 
     name: str
     tex: str

@@ -188,7 +188,8 @@ def _stepped(v, shared: dict, many: bool, figure: str) -> str:
         if u.failed:
             out.append(w.heading("What it does before PyTorch raises", "what it does before PyTorch raises")
                        + "The backward pass stops at the error below; the multipliers are those it would compute.\n\n")
-        out.append(_once(shared, "lagrangian", w.lagrangian(), w.heading("Lagrangian and adjoint recursion", "Lagrangian and adjoint recursion"), here))
+        title = "Lagrangian and adjoint recursion"
+        out.append(_once(shared, "lagrangian", w.lagrangian(), w.heading(title, title), here))
         if not u.failed:
             out.append(_once(shared, "boundaries", w.boundaries(), w.heading("Module boundaries"), here))
         out.append(w.hook_calls(u.backward_calls))

@@ -27,7 +27,8 @@ class HookSections(UnitWriter):
              "post_accumulate_grad": "post-accumulate-grad hook (\\texttt{register\\_post\\_accumulate\\_grad\\_hook})",
              "multi_grad": "multi-grad hook (\\texttt{torch.autograd.graph.register\\_multi\\_grad\\_hook})",
              "saved_tensors": "pair of saved-tensor hooks (\\texttt{torch.autograd.graph.saved\\_tensors\\_hooks})",
-             "pack": "pack hook (\\texttt{saved\\_tensors\\_hooks})", "unpack": "unpack hook (\\texttt{saved\\_tensors\\_hooks})"}
+             "pack": "pack hook (\\texttt{saved\\_tensors\\_hooks})",
+             "unpack": "unpack hook (\\texttt{saved\\_tensors\\_hooks})"}
 
     #: what a hook is attached to, as the registration list and the calls say it
     _ON = {"module": "module", "tensor": "tensor", "node": "the autograd node that produced tensor",
@@ -298,7 +299,8 @@ class HookSections(UnitWriter):
         if h.raised:
             hook = self.vd.hooks[h.hook] if 0 <= h.hook < len(self.vd.hooks) else None
             message = esc(repr(hook.raises)) if hook is not None and hook.raises is not None else ""
-            out.append(f"It raises \\texttt{{RuntimeError({message})}}: PyTorch stops here (see \\emph{{The error}}).\n\n")
+            out.append(f"It raises \\texttt{{RuntimeError({message})}}: PyTorch stops here "
+                       "(see \\emph{The error}).\n\n")
         elif h.returned is None:
             if h.kind in ("forward", "forward_pre") and self._always_after_error(h):
                 out.append("It was registered with \\texttt{always\\_call=True}, so PyTorch calls it although the "
