@@ -69,6 +69,10 @@ class ForwardResult:
     loss: Tensor | None
     notes: list = field(default_factory=list)   # (node name or primitive, loc, note)
     values: dict = field(default_factory=dict)  # name -> value when the pass (loss included) ended
+    apps: range = range(0)            # its ops: indices into the runtime's applications
+    log: range = range(0)             # the hook calls it made: indices into the runtime's log
+    bound_at: dict = field(default_factory=dict)     # name -> how many ops had run when it was bound
+    leaf_values: dict = field(default_factory=dict)  # leaf name -> value when the pass started
 
 
 class Model:
@@ -127,12 +131,17 @@ class _Pass:
         self.calls: list[Call] = []
         self.call_counts: dict[str, int] = {}
         self.notes_start = len(self.rt.notes)
+        self.apps_start = len(self.rt.applications)
+        self.log_start = len(self.rt.log)
+        self.bound_at: dict[str, int] = {}
+        self.leaf_values = {name: t.value for name, t in model.leaves.items()}
 
     def bind(self, name: str, t, loc: Loc | None) -> None:
         if name in self.names:
             raise ProblemError(loc, f"two tensors are named '{name}'; two things with one name are an error "
                                     "(rename one)")
         self.names[name] = t
+        self.bound_at[name] = len(self.rt.applications)
         if isinstance(t, Tensor) and t.name is None:
             t.name = name
         self.m.reg.bound(name, t)
@@ -153,7 +162,9 @@ class _Pass:
             del self.rt.saved_hooks[len(self.rt.saved_hooks) - len(whole):]
         self.m.reg.forward_ends(self.names)
         values = {name: recorded(t) for name, t in self.names.items()}
-        return ForwardResult(self.names, self.calls, out, loss, self.rt.notes[self.notes_start:], values)
+        return ForwardResult(self.names, self.calls, out, loss, self.rt.notes[self.notes_start:], values,
+                             range(self.apps_start, len(self.rt.applications)), range(self.log_start, len(self.rt.log)),
+                             self.bound_at, self.leaf_values)
 
     def model_and_loss(self, root: Module):
         args = [self.m.globals[d.name] for d in self.m.inputs]

@@ -66,7 +66,7 @@ def apply_function(rt, mod, args: list[Tensor]) -> Tensor:
             sv = SavedVariable(f"saved{i}", t, t.version.value, False, t.value)
             if rt.saved_hooks:
                 sv.hooks = rt.saved_hooks[-1]
-                sv.packed = rt.hooks_runner.pack(sv.hooks, t, node)
+                sv.packed = rt.hooks_runner.pack(sv.hooks, t, node, sv.name)
             node.saved.append(sv)
     return tuple(results) if isinstance(out, tuple) else results[0]
 
@@ -169,7 +169,7 @@ def _comparable(B, d, t):
 def _true_vjp(rt, mod, values: list, cots: list) -> list:
     """Run the Function's forward with grad enabled on every input and pull ``cots`` back."""
     from .runtime import Runtime
-    from .solve import pure_vjp
+    from .adjoints import pure_vjp
     mini = Runtime(rt.B, rt.dtype)
     mini.quiet = 1
     leaves = [mini.leaf(v, True) for v in values]

@@ -41,6 +41,23 @@ def _point(shape, offset: int, positive: bool) -> Exact:
     return Exact.of([pool[(offset + i) % len(pool)] for i in range(n)], shape)
 
 
+def case_inputs(case: Check) -> tuple[list, list[bool]]:
+    """The exact inputs a case is checked at (``None`` for an absent optional input, the
+    ``given`` / ``fixed`` values as given) and which of them are varied (the others are held)."""
+    case = _with_fixed(case)
+    given = dict(case.given)
+    ins, varied = [], []
+    for i, shape in enumerate(case.shapes):
+        if shape is None:
+            ins.append(None)
+        elif i in given:
+            ins.append(Exact.of(list(given[i]), shape))
+        else:
+            ins.append(_point(shape, 2 * i, case.positive))
+        varied.append(shape is not None and i not in given)
+    return ins, varied
+
+
 def check(op: Op, case: Check) -> list[str]:
     """Problems found for one op and case (empty: the VJP equals J^T g exactly).
 

@@ -203,12 +203,29 @@ class Application:
     """One op applied during the forward: an equation of the derivation ``outs = prim(ins)``.
 
     Recorded for every op the model, the loss and forward hooks run (with or without a node),
-    not for the ops inside a Function's forward, a hook run during the backward, or a pack hook."""
+    not for the ops inside a Function's forward, a hook run during the backward, or a pack hook.
+    An in-place op's output is its input tensor (``outs[0] is ins[0]``): ``in_values`` and
+    ``out_values`` keep the values before and after. Besides registry primitives, ``prim`` is
+    ``"bhf"`` (BackwardHookFunction), ``"function"`` (a custom Function: params is the module)
+    or ``"copy_slices"`` (an in-place op on a view rewrote its base: ins are the base and the
+    op's other inputs, params a :class:`CopySlicesWrite`)."""
 
-    prim: str                        # a registry name, or "bhf" (BackwardHookFunction) / "function"
+    prim: str                        # a registry name, or "bhf" / "function" / "copy_slices"
     ins: tuple                       # Tensors (a Python number as the wrapped 0-d tensor PyTorch makes)
     outs: tuple                      # Tensors
     params: object
     node: Node | None
     call: object                     # the module call it ran in (forward.Call) or None
     loc: object = None
+    in_values: tuple = ()            # the inputs' values when the op ran
+    out_values: tuple = ()           # the outputs' values right after it
+
+
+@dataclass(frozen=True)
+class CopySlicesWrite:
+    """What a ``copy_slices`` application wrote: the view ops from the base to the written view
+    (``Tensor.view_ops``), and the in-place op (its primitive and params) that CopySlices wraps."""
+
+    view_ops: tuple
+    prim: str
+    params: object

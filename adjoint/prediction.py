@@ -8,9 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import TYPE_CHECKING, Callable
 
+from .derivation.record import VariantDerivation
 from .exact import Exact
 from .graph import Typed
+
+if TYPE_CHECKING:
+    from .passes import VariantRun
 
 
 class _Shown:
@@ -123,11 +128,21 @@ class VariantPrediction(_Shown):
     node_order: list[str]
     symbolic: bool
     kinks: list = field(default_factory=list)    # PyTorch's conventions at kinks the forward met (texts)
-    run: object = None                # the engine's record of the run (adjoint.passes.VariantRun)
+    run: VariantRun | None = None     # the engine's record of the run
     carried: dict = field(default_factory=dict)  # tensor name -> gradient PyTorch carries there (hooks
                                                  # included; None where none arrives), as its grad_fn sees it
     passes: list | None = None        # PassRecord per backward step (variants with steps)
     error: ErrorRecord | None = None
+    deriver: Callable | None = field(default=None, repr=False)   # VariantPrediction -> VariantDerivation
+    _derivation: VariantDerivation | None = field(default=None, repr=False)
+
+    @property
+    def derivation(self) -> VariantDerivation:
+        """The derivation of this variant (adjoint.derivation), computed on first use: ``solve --json``
+        never pays for it."""
+        if self._derivation is None:
+            self._derivation = self.deriver(self)
+        return self._derivation
 
     def __repr__(self) -> str:
         if self.error is not None:

@@ -27,12 +27,20 @@ from .ops import REGISTRY, Op
 
 
 class TorchError(Exception):
-    """An error PyTorch raises while running the file (the contract's ``error``)."""
+    """An error PyTorch raises while running the file (the contract's ``error``).
 
-    def __init__(self, type_: str, message: str):
+    ``cause`` says why, for the reports: ``hook_raised`` (a hook or a pack/unpack with
+    ``raises``), ``freed_graph`` (backward through saved tensors already freed),
+    ``saved_modified`` (a saved tensor modified in place since), ``leaf_inplace`` (an in-place op
+    on a leaf that requires grad, or a view of one), ``view_inplace`` (an in-place op on a view
+    PyTorch forbids to modify: a custom Function's or a multi-output op's output, a view made
+    under no_grad), ``hook_result`` (a hook returned what PyTorch refuses)."""
+
+    def __init__(self, type_: str, message: str, cause: str = "other"):
         super().__init__(message)
         self.type = type_
         self.message = message
+        self.cause = cause
 
 
 @dataclass
@@ -51,6 +59,8 @@ class CallRecord:
     is_global: bool = False
     why: list = field(default_factory=list)
     grads_then: dict = field(default_factory=dict)   # leaf name -> .grad value when the hook ran
+    saved: str | None = None          # pack / unpack: the saved variable's name (self, other, result, ...)
+    tensor: object = None             # pack / unpack: the tensor saved (as it was when saved)
 
 
 class Runtime:
@@ -78,10 +88,14 @@ class Runtime:
         a pack hook): its ops are equations, and values PyTorch cannot follow are refused."""
         return self.phase == "forward" and self.quiet == 0
 
-    def record(self, prim: str, ins, outs, params, node, loc) -> None:
+    def record(self, prim: str, ins, outs, params, node, loc, in_values=None) -> None:
+        """Log one op of the forward (an equation of the derivation); ``in_values``: the inputs'
+        values before the op, when it overwrote one (in place)."""
         if self.active:
+            before = tuple(in_values) if in_values is not None else tuple(t.value for t in ins)
             self.applications.append(Application(prim, tuple(ins), tuple(outs), params, node,
-                                                 self.call_stack[-1] if self.call_stack else None, loc))
+                                                 self.call_stack[-1] if self.call_stack else None, loc,
+                                                 before, tuple(t.value for t in outs)))
 
     # ------------------------------------------------------------------ counters
     def new_handle(self) -> int:
@@ -175,7 +189,7 @@ class Runtime:
             node.outputs = [(t.shape, t.dtype) for t in outs[:n_diff]]
             node.output_values = [t.value for t in outs]
             self._save(node, op, ts, outs, "out")
-        self.record(opname, ts, outs, params, node, loc)
+        self.record(opname, ts, outs, params, node, loc, values)
         return tuple(outs) if multi else outs[0]
 
     def new_node(self, name: str, edges: list, op, params, ts, loc) -> Node:
@@ -237,18 +251,18 @@ class Runtime:
             sv = SavedVariable(s.name, t, t.version.value, what == "out", t.value)
             if self.saved_hooks and not getattr(t, "wrapped", False):
                 sv.hooks = self.saved_hooks[-1]
-                sv.packed = self.hooks_runner.pack(sv.hooks, t, node)
+                sv.packed = self.hooks_runner.pack(sv.hooks, t, node, sv.name)
             node.saved.append(sv)
 
     def unpack(self, node: Node, sv: SavedVariable):
         """SavedVariable::unpack: freed -> the 'backward through the graph a second time' error;
         modified in place since saved -> the version error; with hooks, the unpack hook's result."""
         if sv.released:
-            raise TorchError("RuntimeError", FREED_GRAPH)
+            raise TorchError("RuntimeError", FREED_GRAPH, "freed_graph")
         if sv.hooks is not None:  # with saved-tensor hooks PyTorch does not check the version
-            return self.hooks_runner.unpack(sv.hooks, sv.packed, node)
+            return self.hooks_runner.unpack(sv.hooks, sv.packed, node, sv)
         if sv.tensor.version.value != sv.saved_version:
-            raise TorchError("RuntimeError", version_message(sv, node))
+            raise TorchError("RuntimeError", version_message(sv, node), "saved_modified")
         return sv.value
 
     # ------------------------------------------------------------------ hook handles

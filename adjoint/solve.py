@@ -7,9 +7,11 @@ from .errors import ProblemError
 from .forward import Call
 from .function import check_functions
 from .graph import Node, Tensor, Typed
+from .adjoints import boundaries_of, seen_at
+from .derivation.derive import derive_variant
 from .passes import VariantRun, root_name, run_variant
 from .prediction import Boundary, ErrorRecord, HookRecord, PassRecord, Prediction, VariantPrediction
-from .problem import OUTPUT, ROOT, Problem, Variant
+from .problem import Problem, Variant
 
 
 def solve_problem(problem: Problem, variant: str | None = None, numeric: bool = False) -> Prediction:
@@ -42,7 +44,8 @@ def assemble(run: VariantRun) -> VariantPrediction:
                                  values={}, boundaries=[], grads={}, returned=None, hook_calls=hook_calls, notes=[],
                                  functions=[], node_order=[], symbolic=False, run=run,
                                  error=ErrorRecord(err.type, err.message, err.during,
-                                                   len(hook_calls) - 1 if hook_calls else None))
+                                                   len(hook_calls) - 1 if hook_calls else None),
+                                 deriver=derive_variant)
     fwd, last = run.forward, run.last_pass
     values = dict(fwd.values)
     loss = fwd.values["loss"] if fwd.loss is not None else None
@@ -59,22 +62,14 @@ def assemble(run: VariantRun) -> VariantPrediction:
         hook_calls=hook_calls, notes=notes, functions=check_functions(run),
         node_order=last.result.order if last else [], symbolic=symbolic,
         kinks=[note for _, _, note in fwd.notes], run=run,
-        carried={name: seen_at(last.result, t) if last else None for name, t in fwd.names.items()}, passes=passes)
+        carried={name: seen_at(last.result, t) if last else None for name, t in fwd.names.items()}, passes=passes,
+        deriver=derive_variant)
 
 
 def _returned(p) -> dict | None:
     if p.request.method != "grad":
         return None
     return {name: value for (name, _, _), value in zip(p.request.inputs, p.result.captured)}
-
-
-def seen_at(bwd, t: Tensor):
-    """The gradient PyTorch carried to ``t`` (what its grad_fn, or AccumulateGrad, received)."""
-    if not isinstance(t, Tensor) or not t.requires_grad:
-        return None
-    if t.grad_fn is not None:
-        return bwd.seen.get((id(t.grad_fn), t.output_nr))
-    return bwd.seen.get(t.id)
 
 
 def _node_names(run: VariantRun) -> dict:
@@ -173,16 +168,6 @@ def _describe_input(node: Node, i: int) -> str:
     return "a tensor"
 
 
-def _describe_tensor(t) -> str:
-    if not isinstance(t, Tensor):
-        return "None" if t is None else str(t)
-    if t.name:
-        return t.name
-    if t.grad_fn is not None:
-        return f"output of {t.grad_fn.name}"
-    return "a tensor"
-
-
 def _variant_notes(run: VariantRun) -> list[str]:
     notes = []
     if run.last_pass is not None and run.last_pass.request.method == "grad":
@@ -194,81 +179,8 @@ def _variant_notes(run: VariantRun) -> list[str]:
     return notes
 
 
-# ----------------------------------------------------------------------------- boundaries
-
 def _boundaries(run: VariantRun) -> list[Boundary]:
-    rt, last = run.rt, run.last_pass
+    last = run.last_pass
     if last is None:
         return []
-    fwd, bwd = last.forward, last.result
-    out = []
-    depth_of: dict[int, int] = {}
-    for call in fwd.calls:
-        depth = 0 if call.parent is None else depth_of[call.parent] + 1
-        depth_of[call.id] = depth
-        outs = call.out if isinstance(call.out, tuple) else (call.out,)
-        gouts = tuple(seen_at(bwd, t) if isinstance(t, Tensor) and t.requires_grad else None for t in outs)
-        if any(g is not None for g in gouts):
-            start = rt.nodes.index(call.in_node) if call.in_node is not None else call.body_start
-            seeds = [(t, g) for t, g in zip(outs, gouts) if g is not None]
-            gin = tuple(pure_vjp(rt, rt.nodes[start:call.end], seeds, call.args))
-            if call.module.type == "Identity":
-                gin = (gouts[0] if call.args[0].requires_grad else None,)
-        else:
-            gin = tuple(None for _ in call.args)
-        nodes = [n.name for n in call.body_nodes(rt)]
-        names = tuple(_describe_tensor(a) for a in call.args)
-        out.append(Boundary(call.callid, call.path, call.k, call.module.type or "custom", call.module.inputs, names,
-                            OUTPUT if call.path == ROOT else call.callid, nodes, gouts, gin, depth))
-    return out
-
-
-def _key(t: Tensor):
-    return (id(t.grad_fn), t.output_nr) if t.grad_fn is not None else ("leaf", t.id)
-
-
-def _edge_key(edge):
-    node = edge.node
-    return ("leaf", node.variable.id) if node.is_accumulate else (id(node), edge.input_nr)
-
-
-def pure_vjp(rt, nodes: list[Node], seeds: list, wrt) -> list:
-    """J^T seed through ``nodes`` (hooks ignored): the Lagrangian adjoint of a module.
-    ``seeds``: (tensor, cotangent) pairs.
-
-    Returns, per tensor in ``wrt``, its cotangent, or None where it does not require grad."""
-    from .function import declared_vjp
-    B = rt.B
-    cot: dict = {}
-    for t, g in seeds:
-        k = _key(t)
-        cot[k] = g if k not in cot else B.add(cot[k], g)
-    for node in reversed(nodes):
-        gs = [cot.get((id(node), i)) for i in range(len(node.outputs))]
-        if all(g is None for g in gs):
-            continue
-        if node.kind == "hookfn":
-            outs = [g if g is not None else B.zeros(node.outputs[i][0]) for i, g in enumerate(gs)]
-        elif node.kind == "function":
-            filled = [g if g is not None else B.zeros(node.outputs[i][0]) for i, g in enumerate(gs)]
-            outs = declared_vjp(rt, node.params, list(node.input_values), filled if len(filled) > 1 else filled[0])
-        elif node.kind == "copyslices":
-            from .inplace import copy_slices_backward
-            if gs[0] is None:
-                continue
-            outs = copy_slices_backward(rt, node, gs[0], [e is not None for e in node.edges],
-                                        lambda fn, grads, need: fn.op.vjp(B, grads, list(fn.input_values),
-                                                                          list(fn.output_values), fn.params, need))
-        else:
-            need = [e is not None for e in node.edges]
-            outs = node.op.vjp(B, gs, list(node.input_values), list(node.output_values), node.params, need)
-        for i, (edge, g) in enumerate(zip(node.edges, outs)):
-            if edge is None or g is None:
-                continue
-            want = node.inputs[i].shape
-            if tuple(B.shape(g)) != want:
-                g = B.sum_to(g, want)
-            k = _edge_key(edge)
-            cot[k] = g if k not in cot else B.add(cot[k], g)
-    return [(cot.get(_key(t), B.zeros(t.shape)) if isinstance(t, Tensor) and t.requires_grad else None)
-            for t in wrt]
+    return boundaries_of(run.rt, last.forward, last.result)

@@ -176,7 +176,7 @@ class ExactBackend:
         out = base.as_sym() if not new.rational else base
         a = np.array(out.a, dtype=object, copy=True)
         nb = np.broadcast_to(new.as_sym().a if not out.rational else new.a, np.shape(a[key]))
-        a[key] = nb
+        a[key] = nb[()] if nb.ndim == 0 else nb     # one element: the number, not a 0-d array inside the array
         result = Exact(a) if not (out.rational and new.rational) else Exact(a, True)
         if base.negzero is not None or new.negzero is not None:
             mask = np.array(base.negzero if base.negzero is not None else np.zeros(base.shape, bool), copy=True)

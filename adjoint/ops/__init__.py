@@ -10,7 +10,8 @@ needs to follow PyTorch's floats (signed zeros, overflow, non-finite values).
 
 The families live in the modules named in :data:`FAMILIES`; :data:`REGISTRY` maps each
 primitive name to its record. A missing primitive is a ``KeyError`` (never a fallback), and
-``tests/test_registry.py`` walks every entry and fails on an incomplete one.
+``tests/test_rules.py`` and ``tests/test_registry_math.py`` walk every entry and fail on an
+incomplete one (no gradient checks, no ``math``).
 
 Conventions of the rule functions (``forward(B, ins, p)``, ``vjp(B, gs, ins, outs, p, need)``):
 
@@ -60,6 +61,20 @@ class Check:
 
 
 @dataclass(frozen=True)
+class Math:
+    """How the primitive reads in the derivation (:mod:`adjoint.mathtree`).
+
+    ``formula(args, p, shape, k)`` is the tree of output ``k`` (0 for a single-output op) over the
+    trees of the op's inputs ``args`` (in ATen's order), with the op's params ``p`` and the
+    output's ``shape``. Its vector-Jacobian product follows from the tree: the algebra's nodes
+    have their rules in :mod:`adjoint.mathtree.reverse`, a named function (``mathtree.Fn``)
+    declares its own (``J^T lambda`` itself when declared with ``generic_vjp``). Every op has
+    one (``tests/test_registry_math.py``); the derivation never guesses."""
+
+    formula: Callable
+
+
+@dataclass(frozen=True)
 class Op:
     name: str                        # primitive name, as the lowering names it
     node: str                        # PyTorch's grad_fn name
@@ -84,6 +99,7 @@ class Op:
     view: bool = False               # the outputs are views of input 0 (share its storage and version)
     layout: Callable | None = None   # views: (shape, strides, offset, p) -> (strides | None, offset)
     scatter: Callable | None = None  # views: (B, base, new view value, p) -> the base with the view written
+    math: Math | None = None         # how it reads in the derivation (required: tests/test_registry_math.py)
 
 
 def _collect() -> dict[str, Op]:

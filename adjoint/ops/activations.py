@@ -19,7 +19,10 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from . import Check, Op, Save
+import sympy
+
+from ..derivation.mathtree import Fn, TFn, applied, dims_text, elementwise_named, generic_vjp, number_text
+from . import Check, Math, Op, Save
 from .arith import binary_shape, broadcast_shapes, same_shape
 
 
@@ -376,59 +379,101 @@ def _unary(name, node, forward, vjp, saves, formula, **kw):
     return Op(name, node, forward, vjp, same_shape, saves, formula, **kw)
 
 
+
+# ----------------------------------------------------------------------------- how they read (adjoint.mathtree)
+# Elementwise activations read by name, their VJP as lambda (.) f'(x) with f' named too; softmax
+# and log_softmax as module-level functions of the whole tensor with a declared J^T lambda.
+
+LEAKY, LEAKY_PRIME = elementwise_named("leaky_relu", "\\operatorname{leaky\\_relu}")
+GELU, GELU_PRIME = elementwise_named("gelu", "\\operatorname{gelu}")
+SILU, SILU_PRIME = elementwise_named("silu", "\\operatorname{silu}")
+ELU, ELU_PRIME = elementwise_named("elu", "\\operatorname{elu}")
+SOFTPLUS, SOFTPLUS_PRIME = elementwise_named("softplus", "\\operatorname{softplus}")
+HARDTANH, HARDTANH_PRIME = elementwise_named("hardtanh", "\\operatorname{hardtanh}")
+CLAMP, CLAMP_PRIME = elementwise_named("clamp", "\\operatorname{clamp}")
+CLAMP_T = Fn("clamp_t", "\\operatorname{clamp}\\left(#0,\\ #1,\\ #2\\right)", generic_vjp)
+SOFTMAX = Fn("softmax", "\\operatorname{softmax}_{#s}\\left(#0\\right)", generic_vjp)
+LOG_SOFTMAX = Fn("log_softmax", "\\log\\operatorname{softmax}_{#s}\\left(#0\\right)", generic_vjp)
+MAXIMUM = Fn("maximum", "\\max\\left(#0,\\ #1\\right)", generic_vjp, sympy.Max)
+MINIMUM = Fn("minimum", "\\min\\left(#0,\\ #1\\right)", generic_vjp, sympy.Min)
+WHERE = Fn("where", "\\operatorname{where}\\left(#2,\\ #0,\\ #1\\right)", generic_vjp)
+
+
+def _named(fn: Fn, sub) -> Math:
+    """fn(x) with its parameters (from the op's params) in the subscript."""
+    return Math(lambda a, p, shape, k: TFn(fn, (a[0],), tuple(shape), sub(p), p))
+
+
+def _bounds_text(p) -> str:
+    lo, hi = p
+    return "[" + (number_text(lo) if lo is not None else "-\\infty") + "," + \
+        (number_text(hi) if hi is not None else "\\infty") + "]"
+
+
+_LEAKY = _named(LEAKY, number_text)
+_GELU = _named(GELU, lambda p: "\\tanh" if p == "tanh" else "")
+_SILU = _named(SILU, lambda p: "")
+_ELU = _named(ELU, lambda p: f"\\alpha={number_text(p[0])}" + ("" if p[1:] == (1, 1) else
+                                                               f",{number_text(p[1])},{number_text(p[2])}"))
+_SOFTPLUS = _named(SOFTPLUS, lambda p: f"\\beta={number_text(p[0])}")
+_HARDTANH = _named(HARDTANH, _bounds_text)
+_CLAMP = _named(CLAMP, _bounds_text)
+_SOFTMAX = _named(SOFTMAX, lambda p: dims_text((p,)))
+_LOG_SOFTMAX = _named(LOG_SOFTMAX, lambda p: dims_text((p,)))
+
 OPS = (
     _unary("leaky_relu", "LeakyReluBackward0", leaky_relu_forward, leaky_relu_vjp, _SELF,
            "g where a > 0, else g * negative_slope", negzero="keep", kink=leaky_kink,
-           kink_doc="leaky_relu'(0) = negative_slope", checks=(Check(((2, 3),), Fraction(1, 10)),)),
+           kink_doc="leaky_relu'(0) = negative_slope", math=_LEAKY, checks=(Check(((2, 3),), Fraction(1, 10)),)),
     _unary("leaky_relu_", "LeakyReluBackward1", leaky_relu_forward, leaky_relu_result_vjp, _RESULT,
            "g where out > 0, else g * negative_slope (in place; a negative slope raises in backward)",
            negzero="keep", kink=leaky_kink, kink_doc="leaky_relu'(0) = negative_slope",
-           checks=(Check(((2, 3),), Fraction(1, 10)),)),
+           math=_LEAKY, checks=(Check(((2, 3),), Fraction(1, 10)),)),
     _unary("gelu", "GeluBackward0", gelu_forward, gelu_vjp, _SELF,
            "g * (Phi(a) + a * phi(a)); tanh form: its derivative", negzero="keep",
-           checks=(Check(((2, 3),), "none"), Check(((2, 2),), "tanh"))),
+           math=_GELU, checks=(Check(((2, 3),), "none"), Check(((2, 2),), "tanh"))),
     _unary("silu", "SiluBackward0", silu_forward, silu_vjp, _SELF, "g * s * (1 + a * (1 - s)), s = sigmoid(a)",
-           negzero="keep", checks=_X),
+           negzero="keep", math=_SILU, checks=_X),
     _unary("elu", "EluBackward0", elu_forward, elu_vjp, _SELF,
            "g * scale where a > 0, else g * input_scale * alpha * scale * exp(a * input_scale)", negzero="keep",
            kink=elu_kink,
            kink_doc="elu'(0) = alpha (the a <= 0 branch)",
-           checks=(Check(((2, 3),), (Fraction(3, 2), Fraction(1), Fraction(1))),)),
+           math=_ELU, checks=(Check(((2, 3),), (Fraction(3, 2), Fraction(1), Fraction(1))),)),
     _unary("elu_", "EluBackward1", elu_forward, elu_result_vjp, _RESULT,
            "g * scale where out > 0, else g * input_scale * (out + alpha * scale) (in place; alpha < 0 raises)",
            negzero="keep", kink=elu_kink, kink_doc="elu'(0) = alpha (the out <= 0 branch)",
-           checks=(Check(((2, 3),), (Fraction(3, 2), Fraction(1), Fraction(1))),)),
+           math=_ELU, checks=(Check(((2, 3),), (Fraction(3, 2), Fraction(1), Fraction(1))),)),
     _unary("softplus", "SoftplusBackward0", softplus_forward, softplus_vjp, _SELF,
            "g where a * beta > threshold, else g * z / (z + 1), z = exp(a * beta)", kink=softplus_kink,
            kink_doc="at a * beta = threshold: the smooth branch",
-           checks=(Check(((2, 3),), (Fraction(2), Fraction(3, 2))), Check(((2, 2),), (Fraction(1), Fraction(20))))),
+           math=_SOFTPLUS, checks=(Check(((2, 3),), (Fraction(2), Fraction(3, 2))), Check(((2, 2),), (Fraction(1), Fraction(20))))),
     _unary("hardtanh", "HardtanhBackward0", hardtanh_forward, hardtanh_vjp, _SELF,
            "g where min_val < a < max_val, else 0", negzero="structural", grows=False, kink=hardtanh_kink,
-           kink_doc="0 at a = min_val and at a = max_val", checks=(Check(((4,),), (Fraction(-1, 2), Fraction(1))),)),
+           kink_doc="0 at a = min_val and at a = max_val", math=_HARDTANH, checks=(Check(((4,),), (Fraction(-1, 2), Fraction(1))),)),
     _unary("clamp", "ClampBackward1", clamp_forward, clamp_vjp, _SELF,
            "g where min <= a <= max (the bounds given), else 0", negzero="structural", grows=False, kink=clamp_kink,
            kink_doc="1 at a = min and at a = max (g passes); 0 everywhere when min > max",
-           checks=(Check(((4,),), (Fraction(-1, 2), Fraction(1))), Check(((3,),), (None, Fraction(1, 2))))),
+           math=_CLAMP, checks=(Check(((4,),), (Fraction(-1, 2), Fraction(1))), Check(((3,),), (None, Fraction(1, 2))))),
     Op("clamp_tensor", "ClampBackward0", clamp_tensor_forward, clamp_tensor_vjp, clamp_tensor_shape,
        (Save("max", "in", 2), Save("min", "in", 1), Save("self", "in", 0)),
        "self: g where min <= a <= max; min: g where a < min < max; max: g where a > max or max < min",
        negzero="structural", grows=False, kink_doc="self: g at the bounds; min gets nothing when min >= max",
-       checks=(Check(((2, 2), (2,), (2, 2)), (True, True)),)),
+       math=Math(applied(CLAMP_T)), checks=(Check(((2, 2), (2,), (2, 2)), (True, True)),)),
     Op("softmax", "SoftmaxBackward0", softmax_forward, softmax_vjp, lambda shapes, p, loc: tuple(shapes[0]),
-       _RESULT, "out * (g - sum(g * out, dim))", grows=False, checks=(Check(((2, 3),), 1), Check(((2, 2),), 0))),
+       _RESULT, "out * (g - sum(g * out, dim))", grows=False, math=_SOFTMAX, checks=(Check(((2, 3),), 1), Check(((2, 2),), 0))),
     Op("log_softmax", "LogSoftmaxBackward0", log_softmax_forward, log_softmax_vjp,
        lambda shapes, p, loc: tuple(shapes[0]), _RESULT, "g - exp(out) * sum(g, dim)",
-       checks=(Check(((2, 3),), 1), Check(((2, 2),), 0))),
+       math=_LOG_SOFTMAX, checks=(Check(((2, 3),), 1), Check(((2, 2),), 0))),
     Op("maximum", "MaximumBackward0", _extremum_forward(True), _extremum_vjp(True), binary_shape,
        (Save("other", "in", 1), Save("self", "in", 0)), "g where a > b, g / 2 where a = b (each side), else 0",
        negzero="structural",
-       kink=extremum_kink, kink_doc="equal elements: g / 2 to each", checks=(Check(((2, 3), (3,))),)),
+       kink=extremum_kink, kink_doc="equal elements: g / 2 to each", math=Math(applied(MAXIMUM)), checks=(Check(((2, 3), (3,))),)),
     Op("minimum", "MinimumBackward0", _extremum_forward(False), _extremum_vjp(False), binary_shape,
        (Save("other", "in", 1), Save("self", "in", 0)), "g where a < b, g / 2 where a = b (each side), else 0",
        negzero="structural",
-       kink=extremum_kink, kink_doc="equal elements: g / 2 to each", checks=(Check(((2, 3), (3,))),)),
+       kink=extremum_kink, kink_doc="equal elements: g / 2 to each", math=Math(applied(MINIMUM)), checks=(Check(((2, 3), (3,))),)),
     Op("where", "WhereBackward0", where_forward, where_vjp, where_shape, (Save("condition", "in", 2),),
        "g where condition, else 0; other: the rest", negzero="structural", differentiable=(True, True, False),
        kink_doc="condition (bool) has no edge; it is the only saved tensor",
-       checks=(Check(((2, 3), (3,), (2, 3))),)),
+       math=Math(applied(WHERE)), checks=(Check(((2, 3), (3,), (2, 3))),)),
 )

@@ -19,7 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import ProblemError
-from . import Check, Op, Save
+from ..derivation.mathtree import Fn, TBin, TFn, generic_vjp, layer, no_gradient
+from . import Check, Math, Op, Save
+from .linalg import BMM
 from .arith import broadcast_shapes
 
 
@@ -154,6 +156,22 @@ def baddbmm_vjp(B, gs, ins, outs, p, need):
             batched_matmul(B, transpose_last(B, b1), g) if need[2] else None]
 
 
+# ----------------------------------------------------------------------------- how they read (adjoint.mathtree)
+# Flash attention reads as one function of (q, k, v[, mask]) (J^T lambda declared generic: the softmax chain
+# rule above); its logsumexp output has no gradient. baddbmm is the algebra's own: s + bmm(b1, b2).
+
+ATTENTION = Fn("attention", "\\operatorname{attention}_{#s}\\left(#*\\right)", generic_vjp)
+LOGSUMEXP = Fn("attention_logsumexp", "\\operatorname{lse}_{#s}\\left(#*\\right)", no_gradient)
+
+
+def _sdpa_sub(p: SdpaSpec) -> str:
+    return "\\mathrm{causal}" if p.is_causal else ""
+
+
+def _baddbmm_formula(a, p, shape, k):
+    return TBin("add", a[0], TFn(BMM, (a[1], a[2]), tuple(shape)), tuple(shape))
+
+
 OPS = (
     Op("sdpa_flash_cpu", "ScaledDotProductFlashAttentionForCpuBackward0", sdpa_forward, sdpa_vjp, sdpa_shape,
        (Save("attn_mask", "in", 3), Save("key", "in", 1), Save("query", "in", 0), Save("value", "in", 2),
@@ -162,10 +180,11 @@ OPS = (
        "dk = dS^T q / sqrt(E), dv = P^T g", grows=True, outputs=2, diff_outputs=1,
        differentiable=(True, True, True, False),
        checks=(Check(((1, 1, 2, 1), (1, 1, 2, 1), (1, 1, 2, 1), None), SdpaSpec(1)),
-               Check(((1, 1, 2, 1), (1, 1, 2, 1), (1, 1, 2, 1), (1, 1, 2, 2)), SdpaSpec(1, True)))),
+               Check(((1, 1, 2, 1), (1, 1, 2, 1), (1, 1, 2, 1), (1, 1, 2, 2)), SdpaSpec(1, True))),
+       math=Math(layer((ATTENTION, LOGSUMEXP), _sdpa_sub))),
     Op("baddbmm", "BaddbmmBackward0", baddbmm_forward, baddbmm_vjp, baddbmm_shape,
        (Save("batch1", "in", 1, if_need=2), Save("batch2", "in", 2, if_need=1)),
-       "g (summed back to self), g b2^T, b1^T g, per batch", checks=(Check(((1, 2, 2), (2, 2, 1), (2, 1, 2))),)),
+       "g (summed back to self), g b2^T, b1^T g, per batch", math=Math(_baddbmm_formula), checks=(Check(((1, 2, 2), (2, 2, 1), (2, 1, 2))),)),
 )
 
 
@@ -213,8 +232,11 @@ def repeat_vjp(B, gs, ins, outs, reps, need):
     return [B.reshape(summed, shape)]
 
 
+#: how repeat reads; J^T lambda declared generic (the copies summed back)
+REPEAT = Fn("repeat", "\\operatorname{repeat}_{#s}\\left(#0\\right)", generic_vjp)
+
 OPS = OPS + (
     Op("repeat", "RepeatBackward0", repeat_forward, repeat_vjp, repeat_shape, (),
        "g summed over the repeated copies", negzero="structural", grows=False,
-       checks=(Check(((1, 2),), (3, 2)), Check(((2,),), (2, 1, 2)))),
+       math=Math(layer((REPEAT,), lambda reps: "(" + ",".join(str(r) for r in reps) + ")")), checks=(Check(((1, 2),), (3, 2)), Check(((2,),), (2, 1, 2)))),
 )

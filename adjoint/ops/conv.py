@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ProblemError
-from . import Check, Op, Save
+from ..derivation.mathtree import Fn, generic_vjp, layer
+from . import Check, Math, Op, Save
 
 
 @dataclass(frozen=True)
@@ -217,14 +218,35 @@ def pad_vjp(B, gs, ins, outs, pads, need):
     return [B.place(B.shape(x), in_key, B.index(gs[0], out_key))]
 
 
+# ----------------------------------------------------------------------------- how they read (adjoint.mathtree)
+# A convolution reads as one function of (input, weight, bias) with its non-default arguments as a subscript;
+# its J^T lambda is declared generic (the col2im / patch products are in the formula above and docs/ops.md).
+
+CONV = Fn("conv", "\\operatorname{conv}_{#s}\\left(#*\\right)", generic_vjp)
+PAD = Fn("pad", "\\operatorname{pad}_{#s}\\left(#0\\right)", generic_vjp)
+
+
+def _conv_sub(p: ConvSpec) -> str:
+    parts = [f"\\mathrm{{{name}}}={_tuple_text(v)}" for name, v, default in
+             (("stride", p.stride, 1), ("padding", p.padding, 0), ("dilation", p.dilation, 1))
+             if any(x != default for x in v)]
+    return ",\\,".join(parts + ([f"\\mathrm{{groups}}={p.groups}"] if p.groups != 1 else []))
+
+
+def _tuple_text(v) -> str:
+    return str(v[0]) if len(set(v)) == 1 else "(" + ",".join(str(x) for x in v) + ")"
+
+
 OPS = (
     Op("convolution", "ConvolutionBackward0", conv_forward, conv_vjp, conv_shape,
        (Save("input", "in", 0), Save("weight", "in", 1)),
        "grad_input: g (N, O, *out) times W, folded back over the patches (col2im); grad_weight: g^T times the "
        "patches; grad_bias: g summed over batch and positions", grows=True,
        checks=(Check(((1, 2, 3, 3), (2, 2, 2, 2), (2,)), ConvSpec((1, 1), (1, 0), (1, 1), 1)),
-               Check(((2, 4, 5), (2, 2, 2), None), ConvSpec((2,), (1,), (2,), 2)))),
+               Check(((2, 4, 5), (2, 2, 2), None), ConvSpec((2,), (1,), (2,), 2))),
+       math=Math(layer((CONV,), _conv_sub))),
     Op("constant_pad_nd", "ConstantPadNdBackward0", pad_forward, pad_vjp, pad_shape, (),
        "g cropped back to the input (negative pads: zeros where the input was cut)", negzero="structural",
-       grows=False, checks=(Check(((2, 3),), (0, 1)), Check(((2, 3),), (1, -1, 0, 1)))),
+       grows=False, math=Math(layer((PAD,), lambda pads: _tuple_text(tuple(pads)) if len(pads) > 1 else str(pads[0]))),
+       checks=(Check(((2, 3),), (0, 1)), Check(((2, 3),), (1, -1, 0, 1)))),
 )

@@ -15,7 +15,8 @@ from fractions import Fraction
 import numpy as np
 
 from ..errors import ProblemError
-from . import Check, Op, Save
+from ..derivation.mathtree import Fn, generic_vjp, layer
+from . import Check, Math, Op, Save
 
 
 @dataclass(frozen=True)
@@ -49,12 +50,23 @@ def embedding_vjp(B, gs, ins, outs, p: EmbeddingSpec, need):
     return [B.place_add((n, d), (flat,), g), None]
 
 
+#: how it reads (adjoint.mathtree): the rows of the weight at the indices; J^T lambda declared generic
+EMBEDDING = Fn("embedding", "\\operatorname{embedding}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
+
+
+def _embedding_sub(p: EmbeddingSpec) -> str:
+    parts = ([f"\\mathrm{{padding\\_idx}}={p.padding_idx}"] if p.padding_idx >= 0 else []) + \
+        (["\\mathrm{scale\\ by\\ freq}"] if p.scale_grad_by_freq else [])
+    return ",\\,".join(parts)
+
+
 OPS = (
     Op("embedding", "EmbeddingBackward0", embedding_forward, embedding_vjp, embedding_shape, (Save("indices", "in", 1),),
        "g rows added into weight's rows at the indices (none into padding_idx; / count with scale_grad_by_freq)",
        negzero="structural", grows=False, differentiable=(True, False),
        kink_doc="padding_idx's row gets no gradient; scale_grad_by_freq divides by the index's count (PyTorch's "
                 "conventions, not derivatives)",
+       math=Math(layer((EMBEDDING,), _embedding_sub)),
        checks=(Check(((4, 2), (3,)), EmbeddingSpec(-1), given=((1, (2, 0, 2)),)),
                Check(((3, 2), (2, 2)), EmbeddingSpec(-1), given=((1, (1, 0, 0, 2)),)))),
 )

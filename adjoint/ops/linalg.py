@@ -5,7 +5,8 @@ one (ReshapeAliasBackward0; matmul's batched path meets it after ``expand``)."""
 from __future__ import annotations
 
 from ..errors import ProblemError
-from . import Check, Op, Save
+from ..derivation.mathtree import TT, Fn, TBin, TFn, TInner, TMatMul
+from . import Check, Math, Op, Save
 from .arith import broadcast_shapes
 
 
@@ -121,23 +122,49 @@ def bmm_vjp(B, gs, ins, outs, p, need):
 
 
 def _reshape_alias_op():
-    from .views import back_to_input_shape, given_shape, reshape_forward, reshape_scatter, view_layout
+    from .views import RESHAPE_MATH, back_to_input_shape, given_shape, reshape_forward, reshape_scatter, view_layout
     return Op("reshape_alias", "ReshapeAliasBackward0", reshape_forward, back_to_input_shape, given_shape, (),
               "g reshaped back", negzero="structural", grows=False, view=True, layout=view_layout,
-              scatter=reshape_scatter, checks=(Check(((2, 3),), (3, 2)),))
+              scatter=reshape_scatter, math=RESHAPE_MATH, checks=(Check(((2, 3),), (3, 2)),))
 
+
+
+# ----------------------------------------------------------------------------- how they read (adjoint.mathtree)
+
+def _addmm_formula(a, p, shape, k):
+    """m1 m2 + b (a 1-D bias is a row added to every row: b^T)."""
+    bias = a[0]
+    if len(bias.shape) == 1:
+        bias = TT(bias, (1, bias.shape[0]))
+    return TBin("add", TMatMul(a[1], a[2], shape), bias, shape)
+
+
+def _batch_t(t):
+    s = tuple(t.shape)
+    return TFn(BATCH_T, (t,), s[:-2] + (s[-1], s[-2]))
+
+
+#: a batch of matrices transposed one by one, and their products one by one
+BATCH_T = Fn("bt", "{#0}^{\\top}", lambda lam, n: (_batch_t(lam),), delimited=True)
+BMM = Fn("bmm", "\\operatorname{bmm}\\left(#0,\\ #1\\right)",
+         lambda lam, n: (TFn(BMM, (lam, _batch_t(n.args[1])), n.args[0].shape),
+                         TFn(BMM, (_batch_t(n.args[0]), lam), n.args[1].shape)))
+
+_MATMUL = Math(lambda a, p, shape, k: TMatMul(a[0], a[1], shape))
+_DOT = Math(lambda a, p, shape, k: TInner(a[0], a[1], shape))       # a^T b
+_BMM = Math(lambda a, p, shape, k: TFn(BMM, (a[0], a[1]), tuple(shape)))
 
 OPS = (
     Op("bmm", "BmmBackward0", bmm_forward, bmm_vjp, bmm_shape,
        (Save("mat2", "in", 1, if_need=0), Save("self", "in", 0, if_need=1)), "g b^T, a^T g (per batch entry)",
-       checks=(Check(((2, 2, 3), (2, 3, 2))),)),
+       math=_BMM, checks=(Check(((2, 2, 3), (2, 3, 2))),)),
     _reshape_alias_op(),
     Op("mm", "MmBackward0", mm_forward, mm_vjp, mm_shape,
-       (Save("mat2", "in", 1, if_need=0), Save("self", "in", 0, if_need=1)), "g b^T, a^T g", checks=(Check(((2, 3), (3, 2))),)),
+       (Save("mat2", "in", 1, if_need=0), Save("self", "in", 0, if_need=1)), "g b^T, a^T g", math=_MATMUL, checks=(Check(((2, 3), (3, 2))),)),
     Op("mv", "MvBackward0", mv_forward, mv_vjp, mv_shape,
-       (Save("self", "in", 0, if_need=1), Save("vec", "in", 1, if_need=0)), "g v^T (outer), M^T g", checks=(Check(((2, 3), (3,))),)),
+       (Save("self", "in", 0, if_need=1), Save("vec", "in", 1, if_need=0)), "g v^T (outer), M^T g", math=_MATMUL, checks=(Check(((2, 3), (3,))),)),
     Op("dot", "DotBackward0", dot_forward, dot_vjp, dot_shape,
-       (Save("self", "in", 0, if_need=1), Save("tensor", "in", 1, if_need=0)), "g*b, g*a", checks=(Check(((3,), (3,))),)),
+       (Save("self", "in", 0, if_need=1), Save("tensor", "in", 1, if_need=0)), "g*b, g*a", math=_DOT, checks=(Check(((3,), (3,))),)),
     Op("addmm", "AddmmBackward0", addmm_forward, addmm_vjp, addmm_shape,
-       (Save("mat1", "in", 1, if_need=2), Save("mat2", "in", 2, if_need=1)), "g (summed to the bias), g m2^T, m1^T g", checks=(Check(((2,), (3, 2), (2, 2))),)),
+       (Save("mat1", "in", 1, if_need=2), Save("mat2", "in", 2, if_need=1)), "g (summed to the bias), g m2^T, m1^T g", math=Math(_addmm_formula), checks=(Check(((2,), (3, 2), (2, 2))),)),
 )

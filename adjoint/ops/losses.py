@@ -33,7 +33,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from . import Check, Op, Save
+from ..derivation.mathtree import Fn, TBin, TConst, TFn, applied, generic_vjp, number, number_text
+from . import Check, Math, Op, Save
 from .arith import binary_shape, same_shape
 
 #: ``binary_cross_entropy_backward``'s EPSILON: 1e-12 as a float32 holds it, in float64 too
@@ -389,6 +390,7 @@ def _nll(name: str, node: str, weighted: bool) -> Op:
                          (Fraction(0) if r == "none" else total,)) for r in _RED)
     return Op(name, node, nll_forward, nll_vjp, nll_shape, saves,
               "-w[t] g (/ total weight for mean) at each row's target class, 0 elsewhere", kink=nll_kink,
+              math=Math(_nll_formula),
               kink_doc="ignore_index rows: 0 and gradient 0; mean over total weight 0 is nan (refused)",
               differentiable=(True, False, False) + ((False,) if weighted else ()), checks=checks,
               nonfinite="a mean over a total weight of 0 (every target ignored, or weighted 0)")
@@ -403,7 +405,8 @@ def _bcel(name: str, weighted: bool, pos: bool) -> Op:
     return Op(name, "BinaryCrossEntropyWithLogitsBackward0", bcel_forward, bcel_vjp, reduced_shape, saves,
               "g (sigmoid(x) - y) [pos_weight: g ((pw y + 1 - y) sigmoid(x) - pw y)]; target: -g x "
               "[pos_weight: g (log_sigmoid(-x) - pw log_sigmoid(x))]",
-              differentiable=(True, True) + (False,) * (int(weighted) + int(pos)), checks=checks)
+              differentiable=(True, True) + (False,) * (int(weighted) + int(pos)), math=Math(_bcel_formula),
+              checks=checks)
 
 
 def _bce(name: str, weighted: bool) -> Op:
@@ -413,20 +416,65 @@ def _bce(name: str, weighted: bool) -> Op:
     return Op(name, "BinaryCrossEntropyBackward0", bce_forward, bce_vjp, reduced_shape, saves,
               "g w (x - y) / max(x (1 - x), 1e-12); target: -g w logit(x)", kink=bce_kink,
               kink_doc="log clamped at -100; gradient denominator at least float32(1e-12); d/dy at x = 0, 1 is +-inf",
-              differentiable=(True, True) + ((False,) if weighted else ()), checks=checks)
+              differentiable=(True, True) + ((False,) if weighted else ()), math=Math(_bce_formula), checks=checks)
 
+
+
+# ----------------------------------------------------------------------------- how they read (adjoint.mathtree)
+# Each loss kernel is one function of its inputs, written by name with its reduction; its J^T lambda
+# is declared generic (the kernel's formula is in the op's ``formula`` and docs/ops.md).
+
+MSE = Fn("mse_loss", "\\operatorname{mse}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
+SMOOTH_L1 = Fn("smooth_l1_loss", "\\operatorname{smooth\\_l1}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
+HUBER = Fn("huber_loss", "\\operatorname{huber}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
+BCE_FN = Fn("binary_cross_entropy", "\\operatorname{bce}_{#s}\\left(#*\\right)", generic_vjp)
+BCE_LOGITS = Fn("bce_with_logits", "\\operatorname{bce\\_logits}_{#s}\\left(#*\\right)", generic_vjp)
+NLL = Fn("nll_loss", "\\operatorname{nll}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
+MASKED_FILL = Fn("masked_fill", "\\operatorname{masked\\_fill}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
+XLOGY = Fn("xlogy", "\\operatorname{xlogy}\\left(#0,\\ #1\\right)", generic_vjp)
+
+
+def _reduction_text(p) -> str:
+    return f"\\mathrm{{{p.reduction}}}"
+
+
+def _pointwise(fn: Fn) -> Math:
+    def formula(a, p, shape, k):
+        sub = _reduction_text(p) + (f",\\,{number_text(p.beta)}" if p.beta != 1 else "")
+        return TFn(fn, (a[0], a[1]), tuple(shape), sub, p)
+    return Math(formula)
+
+
+def _bce_formula(a, p, shape, k):
+    return TFn(BCE_FN, tuple(a), tuple(shape), _reduction_text(p), p)
+
+
+def _bcel_formula(a, p, shape, k):
+    return TFn(BCE_LOGITS, tuple(a), tuple(shape), _reduction_text(p), p)
+
+
+def _nll_formula(a, p, shape, k):
+    """nll over the log-probabilities and the class indices (weight and total weight are the kernel's)."""
+    sub = _reduction_text(p) + (f",\\,\\mathrm{{ignore}}={p.ignore_index}" if p.ignore_index != -100 else "")
+    return TFn(NLL, tuple(a), tuple(shape), sub, p)
+
+
+_MUL_SCALAR = Math(lambda a, p, shape, k: TBin("mul", a[0], TConst(number(p)), tuple(shape)))
+_ADD_SCALAR = Math(lambda a, p, shape, k: TBin("add", a[0], TConst(number(p)), tuple(shape)))
+_DIV_SCALAR = Math(lambda a, p, shape, k: TBin("div", a[0], TConst(number(p)), tuple(shape)))
+_MASKED_FILL = Math(lambda a, p, shape, k: TFn(MASKED_FILL, (a[0], a[1]), tuple(shape), number_text(p), p))
 
 OPS = (
     Op("mse_loss", "MseLossBackward0", mse_forward, mse_vjp, reduced_shape, _SELF_TARGET,
-       "2 (x - y) g (/ n for mean); target: the negative", checks=_pointwise_checks(Pointwise)),
+       "2 (x - y) g (/ n for mean); target: the negative", math=_pointwise(MSE), checks=_pointwise_checks(Pointwise)),
     Op("smooth_l1_loss", "SmoothL1LossBackward0", smooth_l1_forward, smooth_l1_vjp, reduced_shape, _SELF_TARGET,
        "clamp((x - y) / beta, -1, 1) g; target: the negative", kink=beta_kink,
        kink_doc="|x - y| = beta: +-1 from both sides; x = y: 0",
-       checks=tuple(Check(((3,), (3,)), Pointwise(r, Fraction(1, 2))) for r in _RED)),
+       math=_pointwise(SMOOTH_L1), checks=tuple(Check(((3,), (3,)), Pointwise(r, Fraction(1, 2))) for r in _RED)),
     Op("huber_loss", "HuberLossBackward0", huber_forward, huber_vjp, reduced_shape, _SELF_TARGET,
        "clamp(x - y, -delta, delta) g; target: the negative", kink=beta_kink,
        kink_doc="|x - y| = delta: +-delta from both sides; x = y: 0",
-       checks=tuple(Check(((3,), (3,)), Pointwise(r, Fraction(3, 4))) for r in _RED)),
+       math=_pointwise(HUBER), checks=tuple(Check(((3,), (3,)), Pointwise(r, Fraction(3, 4))) for r in _RED)),
     _bce("binary_cross_entropy", False),
     _bce("binary_cross_entropy_w", True),
     _bcel("bce_with_logits", False, False),
@@ -439,18 +487,18 @@ OPS = (
     _nll("nll_loss2d_w", "NllLoss2DBackward0", True),
     # shared primitives the composite losses need (drop each when its own family has it)
     Op("mul_scalar", "MulBackward1", mul_scalar_forward, mul_scalar_vjp, same_shape, (), "g * s",
-       checks=(Check(((2,),), Fraction(9, 10)),)),
+       math=_MUL_SCALAR, checks=(Check(((2,),), Fraction(9, 10)),)),
     Op("add_scalar", "AddBackward1", add_scalar_forward, add_scalar_vjp, same_shape, (), "g",
-       checks=(Check(((2,),), Fraction(1, 30)),)),
+       math=_ADD_SCALAR, checks=(Check(((2,),), Fraction(1, 30)),)),
     Op("div_scalar", "DivBackward1", div_scalar_forward, div_scalar_vjp, same_shape, (), "g / s",
-       checks=(Check(((2,),), Fraction(2)),)),
+       math=_DIV_SCALAR, checks=(Check(((2,),), Fraction(2)),)),
     Op("masked_fill", "MaskedFillBackward0", masked_fill_forward, masked_fill_vjp, same_shape,
        (Save("mask", "in", 1),), "g, 0 where the mask is set", differentiable=(True, False),
-       checks=(Check(((3,),), Fraction(0), fixed=((0, 1, 0),)),)),
+       math=_MASKED_FILL, checks=(Check(((3,),), Fraction(0), fixed=((0, 1, 0),)),)),
     Op("xlogy", "XlogyBackward0", xlogy_forward, xlogy_vjp, binary_shape,
        (Save("other", "in", 1), Save("self", "in", 0)), "g log(y) (0 where x = 0, y <= 0); g x / y",
        kink_doc="x = 0: the value is 0 (not nan), d/dx masked to 0 where also y <= 0",
-       nonfinite="xlogy with a nonpositive y", checks=(Check(((2, 3), (2, 3)), positive=True),)),
+       nonfinite="xlogy with a nonpositive y", math=Math(applied(XLOGY)), checks=(Check(((2, 3), (2, 3)), positive=True),)),
 )
 
 

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from ..errors import ProblemError
-from . import Check, Op, Save
+from ..derivation.mathtree import Fn, generic_vjp, layer, no_gradient, number_text
+from . import Check, Math, Op, Save
 
 
 def _prod(xs) -> int:
@@ -264,6 +265,34 @@ def group_norm_vjp(B, gs, ins, outs, p: GroupNormSpec, need):
     return [gx, gw, gb]
 
 
+# ----------------------------------------------------------------------------- how they read (adjoint.mathtree)
+# Each normalization reads as one function of (input, weight, bias[, running stats]), its mode or groups and
+# eps as a subscript; the mean and 1/std it also returns (saved for the backward) have no gradient. J^T lambda
+# is declared generic (the formulas above and in docs/ops.md).
+
+BATCH_NORM = Fn("batch_norm", "\\operatorname{BN}_{#s}\\left(#*\\right)", generic_vjp)
+LAYER_NORM = Fn("layer_norm", "\\operatorname{LN}_{#s}\\left(#*\\right)", generic_vjp)
+GROUP_NORM = Fn("group_norm", "\\operatorname{GN}_{#s}\\left(#*\\right)", generic_vjp)
+STAT_MEAN = Fn("norm_mean", "\\mu_{#s}\\left(#0\\right)", no_gradient)
+STAT_RSTD = Fn("norm_rstd", "\\sigma^{-1}_{#s}\\left(#0\\right)", no_gradient)
+
+
+def _eps(eps) -> str:
+    return "" if eps == Fraction(1, 100000) else f",\\,\\epsilon={number_text(eps)}"
+
+
+def _bn_sub(p: BatchNormSpec) -> str:
+    return ("\\mathrm{train}" if p.training else "\\mathrm{eval}") + _eps(p.eps)
+
+
+def _ln_sub(p: LayerNormSpec) -> str:
+    return "\\times ".join(str(d) for d in p.normalized_shape) + _eps(p.eps)
+
+
+def _gn_sub(p: GroupNormSpec) -> str:
+    return f"{p.groups}" + _eps(p.eps)
+
+
 _EPS = Fraction(1, 100000)
 
 OPS = (
@@ -275,17 +304,20 @@ OPS = (
        differentiable=(True, True, True, False, False), nonfinite="a variance plus eps that is not positive",
        checks=(Check(((3, 2), (2,), (2,), (2,), (2,)), BatchNormSpec(True, _EPS), given=((3, (0, 0)), (4, (1, 1)))),
                Check(((2, 2, 2), (2,), None, (2,), (2,)), BatchNormSpec(False, Fraction(1, 4)),
-                     given=((3, (Fraction(1, 2), -1)), (4, (Fraction(3, 4), 2)))))),
+                     given=((3, (Fraction(1, 2), -1)), (4, (Fraction(3, 4), 2))))),
+       math=Math(layer((BATCH_NORM, STAT_MEAN, STAT_RSTD), _bn_sub))),
     Op("native_layer_norm", "NativeLayerNormBackward0", layer_norm_forward, layer_norm_vjp, layer_norm_shape,
        (Save("bias", "in", 2), Save("input", "in", 0), Save("weight", "in", 1), Save("result1", "out", 1),
         Save("result2", "out", 2)),
        "rstd*(gw - mean(gw) - xhat*mean(gw*xhat)) with gw = g*w; sum(g*xhat), sum(g) over the leading dims",
        grows=True, outputs=3, diff_outputs=1, nonfinite="a variance plus eps that is not positive",
        checks=(Check(((2, 3), (3,), (3,)), LayerNormSpec((3,), _EPS)),
-               Check(((2, 2, 2), None, None), LayerNormSpec((2, 2), Fraction(1, 2))))),
+               Check(((2, 2, 2), None, None), LayerNormSpec((2, 2), Fraction(1, 2)))),
+       math=Math(layer((LAYER_NORM, STAT_MEAN, STAT_RSTD), _ln_sub))),
     Op("native_group_norm", "NativeGroupNormBackward0", group_norm_forward, group_norm_vjp, group_norm_shape,
        (Save("input", "in", 0), Save("weight", "in", 1), Save("result1", "out", 1), Save("result2", "out", 2)),
        "rstd*(gw - mean(gw) - xhat*mean(gw*xhat)) per group, gw = g*w per channel; sum(g*xhat), sum(g) per channel",
        grows=True, outputs=3, nonfinite="a variance plus eps that is not positive",
+       math=Math(layer((GROUP_NORM, STAT_MEAN, STAT_RSTD), _gn_sub)),
        checks=(Check(((2, 4, 2), (4,), (4,)), GroupNormSpec(2, _EPS)),)),
 )

@@ -19,7 +19,8 @@ from fractions import Fraction
 import numpy as np
 
 from ..errors import ProblemError
-from . import Check, Op, Save
+from ..derivation.mathtree import Fn, generic_vjp, layer, no_gradient
+from . import Check, Math, Op, Save
 
 
 @dataclass(frozen=True)
@@ -209,6 +210,37 @@ def adaptive_vjp(B, gs, ins, outs, out_hw, need):
     return [_linear_pool_vjp(B, gs[0], x, adaptive_matrix(B.shape(x)[-2:], out_hw))]
 
 
+# ----------------------------------------------------------------------------- how they read (adjoint.mathtree)
+# Each pool is one function of its input, its window as a subscript; max pooling's second output is the
+# argmax indices (no gradient). J^T lambda is declared generic (the window matrices above).
+
+MAXPOOL = Fn("max_pool2d", "\\operatorname{maxpool}_{#s}\\left(#0\\right)", generic_vjp)
+ARGMAX = Fn("max_pool2d_indices", "\\operatorname{argmaxpool}_{#s}\\left(#0\\right)", no_gradient)
+AVGPOOL = Fn("avg_pool2d", "\\operatorname{avgpool}_{#s}\\left(#0\\right)", generic_vjp)
+ADAPTIVE = Fn("adaptive_avg_pool2d", "\\operatorname{adaptiveavgpool}_{#s}\\left(#0\\right)", generic_vjp)
+
+
+def _pair(v) -> str:
+    return str(v[0]) if v[0] == v[1] else f"({v[0]},{v[1]})"
+
+
+def _pool_sub(p: PoolSpec) -> str:
+    parts = [f"{_pair(p.kernel)}"]
+    if p.stride != p.kernel:
+        parts.append(f"\\mathrm{{stride}}={_pair(p.stride)}")
+    if any(p.padding):
+        parts.append(f"\\mathrm{{padding}}={_pair(p.padding)}")
+    if p.dilation != (1, 1):
+        parts.append(f"\\mathrm{{dilation}}={_pair(p.dilation)}")
+    if p.ceil_mode:
+        parts.append("\\mathrm{ceil}")
+    if not p.count_include_pad:
+        parts.append("\\mathrm{exclude\\ pad}")
+    if p.divisor_override is not None:
+        parts.append(f"\\mathrm{{divisor}}={p.divisor_override}")
+    return ",\\,".join(parts)
+
+
 OPS = (
     Op("max_pool2d_with_indices", "MaxPool2DWithIndicesBackward0", max_pool_forward, max_pool_vjp, max_pool_shape,
        (Save("self", "in", 0), Save("result1", "out", 1)),
@@ -216,12 +248,14 @@ OPS = (
        diff_outputs=1, out_dtypes=(None, "int64"), kink=max_pool_kink,
        kink_doc="ties in a window: the first maximum (row-major) gets the gradient",
        checks=(Check(((1, 2, 3),), PoolSpec((2, 2), (1, 1), (0, 0)), differences=True),
-               Check(((1, 1, 3, 2),), PoolSpec((2, 2), (2, 2), (1, 1), ceil_mode=True), differences=True))),
+               Check(((1, 1, 3, 2),), PoolSpec((2, 2), (2, 2), (1, 1), ceil_mode=True), differences=True)),
+       math=Math(layer((MAXPOOL, ARGMAX), _pool_sub))),
     Op("avg_pool2d", "AvgPool2DBackward0", avg_pool_forward, avg_pool_vjp, avg_pool_shape, (Save("self", "in", 0),),
        "g / divisor spread over each window", grows=False,
        checks=(Check(((1, 3, 3),), PoolSpec((2, 2), (1, 1), (1, 1), count_include_pad=False)),
-               Check(((1, 1, 3, 3),), PoolSpec((2, 2), (2, 2), (0, 0), ceil_mode=True, divisor_override=3)))),
+               Check(((1, 1, 3, 3),), PoolSpec((2, 2), (2, 2), (0, 0), ceil_mode=True, divisor_override=3))),
+       math=Math(layer((AVGPOOL,), _pool_sub))),
     Op("adaptive_avg_pool2d", "AdaptiveAvgPool2DBackward0", adaptive_forward, adaptive_vjp, adaptive_shape,
        (Save("self", "in", 0),), "g / window size spread over each (overlapping) window", grows=False,
-       checks=(Check(((1, 3, 5),), (2, 3)),)),
+       math=Math(layer((ADAPTIVE,), lambda out: _pair(tuple(out)))), checks=(Check(((1, 3, 5),), (2, 3)),)),
 )

@@ -18,7 +18,12 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from . import Check, Op, Save
+import sympy
+
+from ..derivation.mathtree import (Fn, TBin, TConst, TFn, TOnes, applied, dims_text, generic_vjp, number_text, numel,
+                                   shape_text)
+from . import Check, Math, Op, Save
+from .views import EXPAND
 
 
 def _q(B, v):
@@ -258,38 +263,93 @@ _MAX_DIM, _MIN_DIM = _select_dim(True), _select_dim(False)
 _DIM1 = (Check(((2, 3),), ((1,), False)), Check(((2, 3),), ((0, 1), True)))
 _SELECT = (Check(((2, 3),), (1, False)), Check(((2, 3),), (0, True)))
 
+
+# ----------------------------------------------------------------------------- how they read (adjoint.mathtree)
+
+def _expanded(t, shape, p):
+    """A reduced gradient spread back over the reduced dims (``p``: the reduction's (dims, keepdim))."""
+    return TFn(EXPAND, (t,), tuple(shape), shape_text(shape), (tuple(p[0]), p[1]))
+
+
+SUM = Fn("sum", "\\operatorname{sum}\\left(#0\\right)",
+         lambda lam, n: (TBin("had", lam, TOnes(n.a.shape), n.a.shape),), lambda x: x)
+MEAN = Fn("mean", "\\operatorname{mean}\\left(#0\\right)",
+          lambda lam, n: (TBin("had", TBin("div", lam, TConst(Fraction(numel(n.a.shape))), ()), TOnes(n.a.shape),
+                               n.a.shape),), lambda x: x)
+NORM = Fn("norm", "\\left\\lVert #0\\right\\rVert",
+          lambda lam, n: (TBin("had", lam, TBin("div", n.a, n, n.a.shape), n.a.shape),), sympy.Abs, delimited=True)
+PNORM = Fn("norm_p", "\\left\\lVert #0\\right\\rVert_{#s}", generic_vjp, delimited=True)
+SUM_DIMS = Fn("sum_dim", "\\operatorname{sum}_{#s}\\left(#0\\right)",
+              lambda lam, n: (_expanded(lam, n.a.shape, n.params),), lambda x: x)
+MEAN_DIMS = Fn("mean_dim", "\\operatorname{mean}_{#s}\\left(#0\\right)",
+               lambda lam, n: (_expanded(TBin("div", lam, TConst(Fraction(_count(n.a.shape, n.params[0]))), lam.shape),
+                                         n.a.shape, n.params),), lambda x: x)
+VAR = Fn("var", "\\operatorname{var}_{#s}\\left(#0\\right)", generic_vjp)
+MAX = Fn("max", "\\max_{#s}\\left(#0\\right)", generic_vjp, sympy.Max)
+MIN = Fn("min", "\\min_{#s}\\left(#0\\right)", generic_vjp, sympy.Min)
+AMAX = Fn("amax", "\\operatorname{amax}_{#s}\\left(#0\\right)", generic_vjp)
+AMIN = Fn("amin", "\\operatorname{amin}_{#s}\\left(#0\\right)", generic_vjp)
+
+_SUM_DIM = Math(lambda a, p, shape, k: TFn(SUM_DIMS, (a[0],), tuple(shape), dims_text(p[0], p[1]), p))
+_MEAN_DIM = Math(lambda a, p, shape, k: TFn(MEAN_DIMS, (a[0],), tuple(shape), dims_text(p[0], p[1]), p))
+_VAR = Math(lambda a, p, shape, k: TFn(VAR, (a[0],), tuple(shape),
+                                       ",\\,".join(x for x in (dims_text(p[0], p[2]),
+                                                               f"\\mathrm{{correction}}={p[1]}") if x)))
+
+
+def _over_all(fn: Fn) -> Math:
+    return Math(lambda a, p, shape, k: TFn(fn, (a[0],), tuple(shape)))
+
+
+def _over_dims(fn: Fn) -> Math:
+    return Math(lambda a, p, shape, k: TFn(fn, (a[0],), tuple(shape), dims_text(p[0], p[1])))
+
+
+def _along(fn: Fn) -> Math:
+    """max(x, dim) / min(x, dim): the values (the indices input is the lowering's, no gradient)."""
+    return Math(lambda a, p, shape, k: TFn(fn, (a[0],), tuple(shape), dims_text((p[0],), p[1])))
+
+
+def _norm_formula(a, p, shape, k):
+    """The 2-norm of every element reads ||x||; any other order or over dims, ||x||_{p, dim}."""
+    order, dims, keepdim = norm_params(p)
+    if order == 2 and not dims and not keepdim:
+        return TFn(NORM, (a[0],), tuple(shape))
+    sub = ",\\,".join(x for x in (number_text(order), dims_text(dims, keepdim)) if x)
+    return TFn(PNORM, (a[0],), tuple(shape), sub)
+
 OPS = (
-    Op("sum", "SumBackward0", sum_forward, sum_vjp, scalar_shape, (), "g broadcast to a's shape", checks=(Check(((2, 2),)),)),
-    Op("mean", "MeanBackward0", mean_forward, mean_vjp, scalar_shape, (), "g / numel, broadcast", grows=False, checks=(Check(((2, 2),)),)),
+    Op("sum", "SumBackward0", sum_forward, sum_vjp, scalar_shape, (), "g broadcast to a's shape", math=Math(applied(SUM)), checks=(Check(((2, 2),)),)),
+    Op("mean", "MeanBackward0", mean_forward, mean_vjp, scalar_shape, (), "g / numel, broadcast", grows=False, math=Math(applied(MEAN)), checks=(Check(((2, 2),)),)),
     Op("sum_dim", "SumBackward1", sum_dim_forward, sum_dim_vjp, dims_shape, (),
-       "g unsqueezed at the reduced dims, expanded to a's shape", checks=_DIM1),
+       "g unsqueezed at the reduced dims, expanded to a's shape", math=_SUM_DIM, checks=_DIM1),
     Op("mean_dim", "MeanBackward1", mean_dim_forward, mean_dim_vjp, dims_shape, (),
-       "g / N unsqueezed at the reduced dims, expanded (N: elements reduced)", grows=False, checks=_DIM1),
+       "g / N unsqueezed at the reduced dims, expanded (N: elements reduced)", grows=False, math=_MEAN_DIM, checks=_DIM1),
     Op("var", "VarBackward0", var_forward, var_vjp, dims_shape, (Save("self", "in", 0),),
        "2 / (N - correction) * g * (a - mean(a, dims))", nonfinite="a variance over N <= correction elements",
-       checks=(Check(((2, 3),), ((1,), 1, False)), Check(((2, 3),), ((), 0, False)))),
+       math=_VAR, checks=(Check(((2, 3),), ((1,), 1, False)), Check(((2, 3),), ((), 0, False)))),
     Op("max_all", "MaxBackward1", _MAX_ALL[0], _MAX_ALL[1], scalar_shape, _SELF_RESULT,
        "g / count at the elements equal to the max", grows=False, kink=ties_kink,
-       kink_doc="ties: g split evenly", checks=(Check(((2, 2),)),)),
+       kink_doc="ties: g split evenly", math=_over_all(MAX), checks=(Check(((2, 2),)),)),
     Op("min_all", "MinBackward1", _MIN_ALL[0], _MIN_ALL[1], scalar_shape, _SELF_RESULT,
        "g / count at the elements equal to the min", grows=False, kink=ties_kink,
-       kink_doc="ties: g split evenly", checks=(Check(((2, 2),)),)),
+       kink_doc="ties: g split evenly", math=_over_all(MIN), checks=(Check(((2, 2),)),)),
     Op("amax", "AmaxBackward0", _AMAX[0], _AMAX[1], dims_shape, _SELF_RESULT,
        "g / count at the elements equal to the max over dims", grows=False, kink=ties_kink,
-       kink_doc="ties: g split evenly", checks=_DIM1),
+       kink_doc="ties: g split evenly", math=_over_dims(AMAX), checks=_DIM1),
     Op("amin", "AminBackward0", _AMIN[0], _AMIN[1], dims_shape, _SELF_RESULT,
        "g / count at the elements equal to the min over dims", grows=False, kink=ties_kink,
-       kink_doc="ties: g split evenly", checks=_DIM1),
+       kink_doc="ties: g split evenly", math=_over_dims(AMIN), checks=_DIM1),
     Op("max_dim", "MaxBackward0", _MAX_DIM[0], _MAX_DIM[1], select_dim_shape, (Save("indices", "in", 1),),
        "g at the saved index along dim", grows=False, differentiable=(True, False), kink=ties_kink,
-       kink_doc="ties: all of g to the first index", checks=_SELECT),
+       kink_doc="ties: all of g to the first index", math=_along(MAX), checks=_SELECT),
     Op("min_dim", "MinBackward0", _MIN_DIM[0], _MIN_DIM[1], select_dim_shape, (Save("indices", "in", 1),),
        "g at the saved index along dim", grows=False, differentiable=(True, False), kink=ties_kink,
-       kink_doc="ties: all of g to the first index", checks=_SELECT),
+       kink_doc="ties: all of g to the first index", math=_along(MIN), checks=_SELECT),
     Op("norm", "LinalgVectorNormBackward0", norm_forward, norm_vjp, norm_shape, _SELF_RESULT,
        "2-norm: a * g / out (0 when out = 0); p-norm: norm_backward", kink=norm_kink,
        kink_doc="0 at the zero vector; order < 1: 0 at zero elements; inf: ties split evenly",
-       checks=(Check(((3,),)), Check(((2, 3),), (Fraction(1), (1,), False)), Check(((2, 3),), (Fraction(3), (), True)),
+       math=Math(_norm_formula), checks=(Check(((3,),)), Check(((2, 3),), (Fraction(1), (1,), False)), Check(((2, 3),), (Fraction(3), (), True)),
                Check(((2, 3),), (Fraction(1, 2), (0,), False)), Check(((2, 3),), (Fraction(3, 2), (1,), True)),
                Check(((2, 3),), ("inf", (1,), False)))),
 )
