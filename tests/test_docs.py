@@ -78,3 +78,17 @@ def test_pictures_the_docs_show_exist():
     for path in DOCS:
         for target in re.findall(r"(?:!\[[^\]]*\]\(|<img src=\")([^)\"]+\.(?:png|svg))", read(path)):
             assert os.path.exists(os.path.join(os.path.dirname(path), target)), (path, target)
+
+
+def test_readme_starts_with_the_two_commands_and_ci_runs_the_second():
+    """The README opens (right under its title) with exactly two commands, install-and-run and
+    install-and-test, and .ci/run ends with that same test command."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    assert lines[0] == "# adjoint" and lines[1] == "" and lines[2] == "```bash"
+    end = lines.index("```", 3)
+    commands = [line.split("#")[0].strip() for line in lines[3:end]]
+    assert len(commands) == 2 and commands[0].startswith("pip install -e . && adjoint solve ")
+    with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as f:
+        ci = [line.strip() for line in f if line.strip() and not line.startswith("#")]
+    assert ci[-1] == commands[1]

@@ -303,6 +303,9 @@ class AsStrided:
         self.offset = offset
         self.view_ops = tuple(view_ops)
 
+    def __repr__(self) -> str:
+        return f"AsStrided(size={list(self.shape)}, stride={list(self.strides)}, storage_offset={self.offset})"
+
     def apply(self, B, base_value):
         v = base_value
         for opname, params, k, _ in self.view_ops:
