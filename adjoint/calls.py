@@ -10,7 +10,7 @@ converts what it returns.
 from __future__ import annotations
 
 from .errors import ProblemError
-from .graph import Tensor
+from .graph import Tensor, recorded
 from .interp import EnvScope, Interp
 from .runtime import CallRecord, TorchError
 
@@ -33,7 +33,7 @@ def snapshot(x):
     """What the log keeps of an argument or a result: values, not tensor objects (a tensor
     may later be modified in place)."""
     if isinstance(x, Tensor):
-        return x.value
+        return recorded(x)
     if isinstance(x, tuple):
         return tuple(snapshot(i) for i in x)
     if isinstance(x, dict):
@@ -54,21 +54,30 @@ class HookRunner:
             return v
         return self.rt.tensor(v)
 
-    def fire(self, hook, args: dict, node=None, call=None, kind: str | None = None):
-        """Call ``hook`` with ``args``; returns its result as runtime objects (Tensor, tuple, None)."""
+    def fire(self, hook, args: dict, node=None, call=None, kind: str | None = None, shown: dict | None = None):
+        """Call ``hook`` with ``args``; returns its result as runtime objects (Tensor, tuple, None).
+        ``shown``: what the log records as the arguments, when that is not ``args`` itself."""
         rt = self.rt
         env = {k: self.wrap(v) for k, v in args.items()}
-        record = CallRecord(hook, kind or hook.kind, hook.target, snapshot(env), node=node, call=call,
-                            phase=rt.phase, is_global=hook.on == "global")
+        record = CallRecord(hook, kind or hook.kind, hook.target, snapshot(env if shown is None else shown),
+                            node=node, call=call, phase=rt.phase, is_global=hook.on == "global",
+                            grads_then=self.grads_now())
         rt.log.append(record)
         for index in hook.removes:
             self.reg.remove(index)
         if hook.raises is not None:
             record.raised = True
-            raise TorchError("RuntimeError", hook.raises)
+            raise TorchError("RuntimeError", hook.raises, "hook_raised")
         returned = run_hook_body(rt, hook, env)
         record.returned = snapshot(returned)
         return returned
+
+    def grads_now(self) -> dict:
+        """``.grad`` of every leaf that requires grad, right now (what a hook would see)."""
+        model = self.reg.model
+        if model is None:
+            return {}
+        return {name: t.grad for name, t in model.leaves.items() if model.decls[name].requires_grad}
 
     def fire_values(self, hook, args: dict, node=None, call=None):
         """A backward hook: handed values, returns values (None, a value, or a tuple of them)."""
@@ -80,27 +89,46 @@ class HookRunner:
             self.rt.grad_enabled = before
         return as_values(returned, hook)
 
+    def fire_post_accumulate(self, hook, t: Tensor, node) -> None:
+        """``register_post_accumulate_grad_hook``: handed the leaf itself (the log shows its
+        ``.grad``); anything returned but the tensor itself makes PyTorch raise."""
+        before = self.rt.grad_enabled
+        self.rt.grad_enabled = False
+        try:
+            returned = self.fire(hook, {"tensor": t}, node, None, shown={"tensor": t.grad})
+        finally:
+            self.rt.grad_enabled = before
+        if returned is not None and returned is not t:
+            raise TorchError("RuntimeError", "Tensor post accumulate grad hooks should return None.", "hook_result")
+
     # ------------------------------------------------------------------ saved tensors
-    def pack(self, hook, t: Tensor, node):
+    def pack(self, hook, t: Tensor, node, slot: str | None = None):
+        """Pack hook for ``t``, saved by ``node`` as ``slot`` (self, other, result, ...)."""
         before = self.rt.grad_enabled
         self.rt.grad_enabled = False
         self.rt.quiet += 1
         try:
-            return self._saved_call(hook, hook.pack, "pack", {"x": t}, node)
+            return self._saved_call(hook, hook.pack, "pack", {"x": t}, node, slot, t)
         finally:
             self.rt.grad_enabled = before
             self.rt.quiet -= 1
 
-    def unpack(self, hook, packed, node):
-        out = self._saved_call(hook, hook.unpack, "unpack", {"x": self.wrap(packed)}, node)
+    def unpack(self, hook, packed, node, sv=None):
+        """Unpack hook for what the pack hook returned for the saved variable ``sv`` of ``node``."""
+        out = self._saved_call(hook, hook.unpack, "unpack", {"x": self.wrap(packed)}, node,
+                               sv.name if sv is not None else None, sv.tensor if sv is not None else None)
         if not isinstance(out, Tensor):
             raise ProblemError(hook.unpack.loc, "the unpack hook must return a tensor (what the node's backward uses)")
         return out.value
 
-    def _saved_call(self, hook, expr, kind: str, env: dict, node):
+    def _saved_call(self, hook, expr, kind: str, env: dict, node, slot=None, tensor=None):
         rt = self.rt
-        record = CallRecord(hook, kind, None, snapshot(env), node=node, phase=rt.phase)
+        record = CallRecord(hook, kind, None, snapshot(env), node=node, phase=rt.phase, grads_then=self.grads_now(),
+                            saved=slot, tensor=tensor)
         rt.log.append(record)
+        if hook.raises is not None:
+            record.raised = True
+            raise TorchError("RuntimeError", hook.raises, "hook_raised")
         returned = Interp(rt, EnvScope(dict(env), f"the {kind} hook '{hook.label}'")).eval(expr)
         record.returned = snapshot(returned)
         return returned

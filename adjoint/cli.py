@@ -1,4 +1,4 @@
-"""Command line: ``adjoint solve | verify | latex`` (also ``python -m adjoint``). A thin layer
+"""Command line: ``adjoint solve | verify | latex | graph`` (also ``python -m adjoint``). A thin layer
 over the Python API.
 
 Bad input (a problem-file or command-line mistake) is one line on stderr, exit code 2,
@@ -155,10 +155,18 @@ def _load(path: str):
                    "\"inf\", \"-inf\", \"nan\".")
 @click.option("--variant", help="Solve only this variant.")
 @click.option("--numeric", is_flag=True, help="Substitute the file's symbols: values (closed form otherwise).")
-def solve(files, as_json, variant, numeric):
-    """Derive forward values, adjoints, every hook call and final grads, exactly."""
-    from .render.console import render
+@click.option("--exact", is_flag=True, help="Show exact values (rationals, closed forms) with their decimals; "
+                                            "decimals only by default.")
+@click.option("--values/--no-values", default=None,
+              help="Show (or hide) the forward values; by default they are shown when short.")
+@click.option("--recursion/--no-recursion", default=None,
+              help="Show (or hide) the adjoint recursion (the multipliers at every module boundary); by default "
+                   "it is shown when short.")
+def solve(files, as_json, variant, numeric, exact, values, recursion):
+    """Derive every hook call, what the hooks changed and the final grads, exactly.
 
+    The report is coloured on a terminal (not when piped, nor with NO_COLOR set) and wrapped
+    to its width (COLUMNS when not a terminal, else 80)."""
     from .solve import solve_problem
 
     predictions = []
@@ -176,7 +184,10 @@ def solve(files, as_json, variant, numeric):
         docs = [p.to_json() for p in predictions]
         click.echo(dumps(docs[0] if _one_document(files) else docs))
     else:
-        click.echo("\n".join(render(p) for p in predictions), nl=False)
+        from .render.console import console, print_report
+        from .render.report import Options
+
+        print_report(predictions, Options(exact=exact, values=values, recursion=recursion), console())
 
 
 @main.command()
@@ -195,8 +206,7 @@ def verify(paths, dtype, as_json, fd, variant):
 
     progress = _ProgressBar if sys.stderr.isatty() and not as_json else None
     code = run(_expand(paths), dtype=dtype, as_json=as_json, fd=fd, variant=variant,
-               echo=lambda text: click.echo(terminal_safe(text, keep_newlines=True)), progress=progress,
-               load=_load, warn=_say)
+               echo=_verify_echo(as_json), progress=progress, load=_load, warn=_say)
     sys.exit(code)
 
 
@@ -231,6 +241,39 @@ class _SolveProgress:
     def finish(self) -> None:
         if self.shown:
             click.echo("\r\033[K", err=True, nl=False)
+#: verify's verdicts, coloured on a terminal: (pattern, style)
+_VERDICTS = (
+    (r"(?<=\]  )PASS(?=  \()|^OK(?=:)|(?<=  )ok$", "bold green"),
+    (r"(?<=\]  )FAIL(?=  \()|^FAILED(?=:)|(?<=  )MISMATCH$", "bold red"),
+    (r"(?<=  )skipped$", "yellow"),
+)
+
+
+def _verify_echo(as_json: bool):
+    """How verify prints: plain text (escaped), its verdicts coloured when standard output is a
+    terminal (not with NO_COLOR, not for --json)."""
+    def plain(text: str) -> None:
+        click.echo(terminal_safe(text, keep_newlines=True))
+
+    if as_json:
+        return plain
+    import re
+
+    from rich.text import Text
+
+    from .render.console import console
+
+    out = console()
+    if not out.is_terminal or out.no_color:
+        return plain
+
+    def coloured(text: str) -> None:
+        line = Text(terminal_safe(text, keep_newlines=True))
+        for pattern, style in _VERDICTS:
+            line.highlight_regex(re.compile(pattern, re.M), style)
+        out.print(line, soft_wrap=True)
+
+    return coloured
 
 
 class _ProgressBar:
@@ -271,12 +314,14 @@ def latex(file, out, pdf, variant):
     for _, path in targets:
         if path != "-":
             check_target(path, protect)
-    tex = render_document(problem.solve(variant=variant))
+    prediction = problem.solve(variant=variant)
+    tex = render_document(prediction)
     data = {"tex": tex}
     if any(kind == "pdf" for kind, _ in targets):
         from .render.pdf import compile_pdf
 
-        data["pdf"] = compile_pdf(tex, None).pdf  # raises ProblemError, writes nothing, when it cannot
+        # raises ProblemError, writes nothing, when it cannot
+        data["pdf"] = compile_pdf(tex, None, files=_graph_figures(prediction)).pdf
     written = []
     for kind, path in targets:
         if path == "-":
@@ -295,6 +340,100 @@ def latex(file, out, pdf, variant):
             _say(message)
         else:
             click.echo(terminal_safe(message))
+
+
+@main.command()
+@click.argument("file")
+@click.option("-o", "--output", "out",
+              help="Where to write: OUT.svg, OUT.png, OUT.pdf or OUT.dot (the Graphviz source); - writes to "
+                   "standard output (SVG, or --format). Default: FILE with .svg. With several variants and no "
+                   "--variant, one file per variant: OUT-VARIANT.svg.")
+@click.option("--variant", help="Only this variant.")
+@click.option("--format", "fmt", type=click.Choice(["svg", "png", "pdf", "dot"]),
+              help="The picture's format when -o does not say it (-o -, or no -o).")
+def graph(file, out, variant, fmt):
+    """Draw the backward graph as PyTorch builds it, with every hook where it attaches.
+
+    Nodes are PyTorch's autograd nodes (with their sequence_nr), boxes are module calls,
+    yellow notes are hook calls numbered in firing order (as in solve's report), a grey None
+    is an input slot without an edge, a red edge carries materialized zeros. Drawing needs
+    Graphviz (apt-get install graphviz); -o FILE.dot writes the source without it."""
+    from .output import check_target, write_atomic
+    from .render.graph import picture
+
+    problem = _load(file)
+    protect = () if file == "-" else (file,)
+    pred = problem.solve(variant=variant)
+    targets = _graph_targets(file, out, fmt, [v.name for v in pred.variants])
+    for _, _, path in targets:
+        if path != "-":
+            check_target(path, protect)
+    written = []
+    for (name, kind, path), v in zip(targets, pred.variants):
+        data = picture(v).render(kind)
+        if path == "-":
+            stream = click.get_binary_stream("stdout")
+            stream.write(data)
+            stream.flush()
+        else:
+            write_atomic(path, data, protect=protect)
+            written.append(path)
+    if written:
+        message = f"wrote {' and '.join(written)}"
+        if any(path == "-" for *_, path in targets):
+            _say(message)
+        else:
+            click.echo(terminal_safe(message))
+
+
+def _graph_targets(file: str, out: str | None, fmt: str | None, variants: list[str]) -> list[tuple[str, str, str]]:
+    """(variant, format, path) per picture ``graph`` writes; path "-" for standard output."""
+    if out == "-":
+        if len(variants) > 1:
+            raise ProblemError(None, f"-o - writes one picture and the problem has {len(variants)} variants "
+                                     f"({', '.join(variants)}); add --variant NAME")
+        return [(variants[0], fmt or "svg", "-")]
+    if out is None and file == "-":
+        raise ProblemError(None, "-: the problem comes from standard input, so there is no name to give the "
+                                 "picture; add -o OUT.svg (or -o - for standard output)")
+    if out is not None:
+        stem, ext = os.path.splitext(out)
+        kind = ext[1:].lower()
+        if kind not in ("svg", "png", "pdf", "dot"):
+            if fmt is None:
+                raise ProblemError(None, f"{terminal_safe(out)}: the picture's format comes from the name; end it "
+                                         "in .svg, .png, .pdf or .dot, or give --format")
+            kind, stem, ext = fmt, out, ""
+        elif fmt is not None and fmt != kind:
+            raise ProblemError(None, f"{terminal_safe(out)}: the name says {kind} but --format says {fmt}; "
+                                     "make them agree")
+    else:
+        kind = fmt or "svg"
+        stem, ext = os.path.splitext(file)[0], "." + kind
+    if len(variants) == 1:
+        return [(variants[0], kind, stem + ext)]
+    return [(name, kind, f"{stem}-{_file_part(name)}{ext}") for name in variants]
+
+
+def _file_part(name: str) -> str:
+    """A variant name as a piece of a file name: letters, digits, '_', '-' and '.' kept."""
+    return "".join(ch if ch.isalnum() or ch in "_-." else "_" for ch in name)
+
+
+def _graph_figures(prediction) -> dict[str, bytes]:
+    """Every variant's graph as a PDF, for the document to include; without Graphviz a warning
+    and none (the document says how to add them)."""
+    from .render.graph import picture
+    from .render.latex.document import graph_file
+    from .render.pdf import find_engine
+
+    if find_engine() is None:  # compile_pdf says what to install: one line, not a warning before it
+        return {}
+    try:
+        return {graph_file(i): picture(v).render("pdf") for i, v in enumerate(prediction.variants, 1)}
+    except ProblemError as err:
+        _say(f"adjoint: warning: the PDF has no graph pictures: {err.message}")
+        return {}
 
 
 def _latex_targets(file: str, out: str | None, pdf: bool) -> list[tuple[str, str]]:

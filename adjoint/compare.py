@@ -2,17 +2,25 @@
 
 Pure Python, no torch. :func:`compare` returns one :class:`Row` per compared item:
 
-* ``run``: PyTorch raised where the prediction says it runs;
+* ``run``: the ``error`` of the variant (contract v2): PyTorch raised where the prediction
+  says it runs, ran where the prediction says it raises, or raised otherwise than predicted
+  (type, PyTorch's exact message, ``during``, ``after_call``); with an error only the hook
+  calls are compared further, as only they are in the contract's answer;
 * ``loss``;
 * ``hook_calls``: the two call lists are aligned on (hook index, kind, target, call) with a
   longest-common-subsequence match, so a call predicted but absent, a call observed but not
-  predicted and a call out of order are each named; matched calls compare the label, every
-  argument (its None pattern: None stays None; tuple lengths; shapes; values) and what the
-  hook returned;
+  predicted and a call out of order are each named; matched calls compare the label, the
+  marks ``global``, ``raised`` and ``node`` (pack / unpack), every argument (its None
+  pattern: None stays None; tuple lengths; shapes; dtypes; values; a hook's ``kwargs``
+  entry by entry) and what the hook returned;
 * ``grads`` (every ``.grad``, including which are None) and ``returned`` (``method: grad``);
-* ``values`` (forward values of every named tensor) unless ``values=False``.
+* ``passes`` (variants with ``steps``): per backward step, its calls, grads and returned;
+* ``values`` (forward values of every named tensor, buffers included) unless ``values=False``.
 
-Tolerance (the dtype PyTorch ran in; the prediction is exact), element by element:
+Integer tensors (``"dtype": "int64"``) are compared exactly, and a dtype that differs is a
+mismatch on its own. Float tensors:
+
+tolerance (the dtype PyTorch ran in; the prediction is exact), element by element:
 ``|observed - predicted| <= atol + rtol * max|predicted|``, the max taken over the tensor
 the element belongs to (so every element is held to the scale of its tensor), with
 
@@ -46,6 +54,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 TOLERANCES = {"float32": (1e-5, 1e-6), "float64": (1e-10, 1e-12)}
+INTEGER_DTYPES = ("int64", "int32", "int16", "int8", "uint8", "bool")
 FLOAT_MAX = {"float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
 FD_TOLERANCE = (1e-3, 1e-5)   # torch.autograd.gradcheck's defaults (rtol, atol)
 
@@ -84,7 +93,7 @@ class _Diff:
         self.problems.append(msg)
 
     def value(self, where: str, p, o) -> None:
-        """Compare VALUE | [VALUE|None, ...] | None."""
+        """Compare VALUE | [VALUE|None, ...] | {NAME: ...} (a hook's kwargs) | number | None."""
         if p is None or o is None:
             if p is None and o is None:
                 return
@@ -103,8 +112,22 @@ class _Diff:
             for i, (pi, oi) in enumerate(zip(p, o)):
                 self.value(f"{where}[{i}]", pi, oi)
             return
+        if _is_mapping(p) or _is_mapping(o):
+            if not (_is_mapping(p) and _is_mapping(o)) or set(p) != set(o):
+                self.fail(f"{where}: predicted {_describe(p)}, {self.other} {_describe(o)}")
+                return
+            for k in p:
+                self.value(f"{where}.{k}", p[k], o[k])
+            return
+        if not isinstance(p, dict) or not isinstance(o, dict):
+            self.plain(where, p, o)
+            return
         if list(p.get("shape") or []) != list(o.get("shape") or []) or p.get("shape") is None or o.get("shape") is None:
             self.fail(f"{where}: predicted shape {p.get('shape')}, {self.other} shape {o.get('shape')}")
+            return
+        if p.get("dtype") != o.get("dtype"):
+            self.fail(f"{where}: predicted dtype {p.get('dtype') or self.dtype or 'the float dtype'}, {self.other} "
+                      f"{o.get('dtype') or self.dtype or 'the float dtype'}")
             return
         pv, ov = p.get("value"), o.get("value")
         if pv is None:
@@ -115,37 +138,77 @@ class _Diff:
             return
         pf, of = _flat(pv), _flat(ov)
         shape = list(p["shape"])
+        if p.get("dtype") in INTEGER_DTYPES:   # integers are exact on both sides
+            for idx, (a, b) in enumerate(zip(of, pf)):
+                if a != b:
+                    self.fail(f"{where}{_index(idx, shape)}: predicted {_num(b)}, {self.other} {_num(a)} "
+                              f"({p['dtype']}: compared exactly)")
+            return
         scale = max([abs(b) for b in pf if not _special(b)], default=0.0)
         tol = self.atol + self.rtol * scale
         for idx, (a, b) in enumerate(zip(of, pf)):
-            if _special(a) or _special(b):
-                if not _same_special(a, b):
-                    why = ""
-                    if _special(a) and not _special(b) and self.dtype in FLOAT_MAX and abs(b) > FLOAT_MAX[self.dtype]:
-                        why = f" (beyond {self.dtype}'s range, {FLOAT_MAX[self.dtype]:.4g}: PyTorch overflows)"
-                    elif _special(a) and not _special(b):
-                        why = (" (PyTorch's value is not finite: look for an overflow upstream, e.g. a loss or value "
-                               "predicted as inf because its exact value is beyond the dtype's range)")
-                    self.fail(f"{where}{_index(idx, shape)}: predicted {_num(b)}, {self.other} {_num(a)}{why}")
-                continue
-            d = abs(a - b)
-            self.max_abs = d if self.max_abs is None else max(self.max_abs, d)
-            if b != 0:
-                r = d / abs(b)
-                self.max_rel = r if self.max_rel is None else max(self.max_rel, r)
-            if d > tol:
-                self.fail(f"{where}{_index(idx, shape)}: predicted {_num(b)}, {self.other} {_num(a)} "
-                          f"(|diff| {d:.3g} > {self.atol:g} + {self.rtol:g}*{scale:.3g}, the largest |predicted| "
-                          "in this tensor)")
+            self.number(f"{where}{_index(idx, shape)}", b, a, tol, scale)
+
+    def plain(self, where: str, p, o) -> None:
+        """Two plain values: numbers (a 0-d VALUE counts as its number), strings, booleans."""
+        p, o = _scalar(p), _scalar(o)
+        if isinstance(p, bool) or isinstance(o, bool) or isinstance(p, str) or isinstance(o, str):
+            if p != o or type(p) is not type(o):
+                self.fail(f"{where}: predicted {p!r}, {self.other} {o!r}")
+            return
+        if not (_is_number(p) and _is_number(o)):
+            self.fail(f"{where}: predicted {_describe(p)}, {self.other} {_describe(o)}")
+            return
+        scale = abs(p) if not _special(p) else 0.0
+        self.number(where, float(p), float(o), self.atol + self.rtol * scale, scale)
+
+    def number(self, where: str, b: float, a: float, tol: float, scale: float) -> None:
+        """Predicted ``b`` against observed ``a`` within ``tol``."""
+        if _special(a) or _special(b):
+            if not _same_special(a, b):
+                why = ""
+                if _special(a) and not _special(b) and self.dtype in FLOAT_MAX and abs(b) > FLOAT_MAX[self.dtype]:
+                    why = f" (beyond {self.dtype}'s range, {FLOAT_MAX[self.dtype]:.4g}: PyTorch overflows)"
+                elif _special(a) and not _special(b):
+                    why = (" (PyTorch's value is not finite: look for an overflow upstream, e.g. a loss or value "
+                           "predicted as inf because its exact value is beyond the dtype's range)")
+                self.fail(f"{where}: predicted {_num(b)}, {self.other} {_num(a)}{why}")
+            return
+        d = abs(a - b)
+        self.max_abs = d if self.max_abs is None else max(self.max_abs, d)
+        if b != 0:
+            r = d / abs(b)
+            self.max_rel = r if self.max_rel is None else max(self.max_rel, r)
+        if d > tol:
+            self.fail(f"{where}: predicted {_num(b)}, {self.other} {_num(a)} "
+                      f"(|diff| {d:.3g} > {self.atol:g} + {self.rtol:g}*{scale:.3g}, the largest |predicted| "
+                      "in this tensor)")
 
 
-def _flat(v) -> list[float]:
+def _is_mapping(v) -> bool:
+    """A dict that is not a VALUE (a hook's ``kwargs``)."""
+    return isinstance(v, dict) and "shape" not in v
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _scalar(v):
+    """A 0-d VALUE as its number; anything else unchanged."""
+    if isinstance(v, dict) and v.get("shape") == [] and not isinstance(v.get("value"), list):
+        return v.get("value")
+    return v
+
+
+def _flat(v) -> list:
+    """The numbers of a nested list; integers stay ints (int64 values are compared exactly)."""
     if isinstance(v, list):
-        out: list[float] = []
+        out: list = []
         for x in v:
             out.extend(_flat(x))
         return out
-    return [float(v)]
+    return [v if isinstance(v, int) and not isinstance(v, bool) else float(v)]
 
 
 def _special(x: float) -> bool:
@@ -159,7 +222,7 @@ def _same_special(a: float, b: float) -> bool:
 
 
 def _num(x: float) -> str:
-    return f"{x:.10g}"
+    return str(x) if isinstance(x, int) else f"{x:.10g}"
 
 
 def _index(flat: int, shape: list[int]) -> str:
@@ -171,12 +234,17 @@ def _describe(v) -> str:
         return "None"
     if isinstance(v, list):
         return "(" + ", ".join(_describe(x) for x in v) + ("," if len(v) == 1 else "") + ")"
+    if _is_mapping(v):
+        return "{" + ", ".join(f"{k}: {_describe(x)}" for k, x in v.items()) + "}"
+    if not isinstance(v, dict):
+        return repr(v) if not _is_number(v) else f"the number {_num(v)}"
     value = v.get("value")
+    dtype = f" ({v['dtype']})" if v.get("dtype") else ""
     if value is None:
-        return f"a tensor of shape {v.get('shape')}"
+        return f"a tensor of shape {v.get('shape')}{dtype}"
     flat = _flat(value)
     shown = ", ".join(_num(x) for x in flat[:4]) + (", ..." if len(flat) > 4 else "")
-    return f"tensor{v.get('shape')} [{shown}]"
+    return f"tensor{v.get('shape')}{dtype} [{shown}]"
 
 
 def _row(section: str, item: str, diff: _Diff) -> Row:
@@ -184,6 +252,11 @@ def _row(section: str, item: str, diff: _Diff) -> Row:
 
 
 # ----------------------------------------------------------------------------- hook calls
+
+#: Marks a call record may carry besides its key, with the value their absence means: a global
+#: hook's call, a hook that raised, the node a pack or unpack ran for.
+CALL_MARKS = (("global", False), ("raised", False), ("node", None))
+
 
 def call_key(c: dict) -> tuple:
     return (c.get("hook"), c.get("kind"), c.get("target"), c.get("call"))
@@ -197,7 +270,9 @@ def call_name(c: dict, n: int | None = None) -> str:
     return f"{head}{c.get('kind')}@{where} hook {c.get('hook')} '{c.get('label', '')}'"
 
 
-def _compare_calls(pred: list[dict], obs: list[dict], rtol: float, atol: float, dtype: str) -> list[Row]:
+def _compare_calls(pred: list[dict], obs: list[dict], rtol: float, atol: float, dtype: str,
+                   section: str = "hook_calls", head: str = "") -> list[Row]:
+    """Align the two call lists and compare matched calls; rows in ``section``, items prefixed ``head``."""
     rows: list[Row] = []
     pk = [call_key(c) for c in pred]
     ok_ = [call_key(c) for c in obs]
@@ -207,7 +282,9 @@ def _compare_calls(pred: list[dict], obs: list[dict], rtol: float, atol: float, 
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
             for i, j in zip(range(i1, i2), range(j1, j2)):
-                rows.append(_compare_call(pred[i], obs[j], i + 1, j + 1, rtol, atol, dtype))
+                row = _compare_call(pred[i], obs[j], i + 1, j + 1, rtol, atol, dtype)
+                row.section, row.item = section, head + row.item
+                rows.append(row)
             continue
         missing.extend(range(i1, i2))
         extra.extend(range(j1, j2))
@@ -217,14 +294,14 @@ def _compare_calls(pred: list[dict], obs: list[dict], rtol: float, atol: float, 
         moved = pk[i] in extra_keys
         why = ("predicted here but observed at another position in the firing order" if moved
                else "predicted but PyTorch never called it")
-        rows.append(Row("hook_calls", call_name(pred[i], i + 1), False, None, None,
+        rows.append(Row(section, head + call_name(pred[i], i + 1), False, None, None,
                         f"{why} (predicted call #{i + 1} of {len(pred)}; observed {len(obs)} calls: "
                         f"{_sequence(obs)})"))
     for j in extra:
         moved = ok_[j] in missing_keys
         why = ("observed here but predicted at another position in the firing order" if moved
                else "PyTorch called it but it was not predicted")
-        rows.append(Row("hook_calls", call_name(obs[j], j + 1), False, None, None,
+        rows.append(Row(section, head + call_name(obs[j], j + 1), False, None, None,
                         f"{why} (observed call #{j + 1} of {len(obs)}; predicted {len(pred)} calls: "
                         f"{_sequence(pred)})"))
     return rows
@@ -249,6 +326,9 @@ def _compare_call(p: dict, o: dict, n_pred: int, n_obs: int, rtol: float, atol: 
     for name in pa:
         if name in oa:
             diff.value(name, pa[name], oa[name])
+    for mark, default in CALL_MARKS:
+        if p.get(mark, default) != o.get(mark, default):
+            diff.fail(f"{mark}: predicted {p.get(mark, default)!r}, observed {o.get(mark, default)!r}")
     diff.value("returned", p.get("returned"), o.get("returned"))
     name = call_name(p, n_pred)
     if n_obs != n_pred:
@@ -284,9 +364,11 @@ def compare(predicted: dict, observed: dict, dtype: str, values: bool = True) ->
     """Rows comparing one predicted variant with one observed variant (both contract JSON)."""
     rtol, atol = tolerance(dtype)
     rows: list[Row] = []
-    if observed.get("error"):
-        rows.append(Row("run", "PyTorch run", False, None, None,
-                        f"PyTorch raised {observed['error']}; the prediction says it runs"))
+    perr, oerr = predicted.get("error"), observed.get("error")
+    if perr is not None or oerr is not None:
+        rows.append(_compare_error(perr, oerr))
+        rows += _compare_calls(predicted.get("hook_calls") or [], observed.get("hook_calls") or [], rtol, atol, dtype)
+        return rows
     diff = _Diff(rtol, atol, dtype)
     diff.value("loss", predicted.get("loss"), observed.get("loss"))
     if predicted.get("loss") is not None or observed.get("loss") is not None:
@@ -297,9 +379,50 @@ def compare(predicted: dict, observed: dict, dtype: str, values: bool = True) ->
     if "returned" in predicted or "returned" in observed:
         rows += _compare_table("returned", "returned", predicted.get("returned") or {},
                                observed.get("returned") or {}, rtol, atol, dtype)
+    if "passes" in predicted or "passes" in observed:
+        rows += _compare_passes(predicted.get("passes") or [], observed.get("passes") or [], rtol, atol, dtype)
     if values:
         rows += _compare_table("values", "value", predicted.get("values") or {}, observed.get("values") or {},
                                rtol, atol, dtype)
+    return rows
+
+
+def _describe_error(e: dict) -> str:
+    after = e.get("after_call")
+    where = f"after hook call #{after + 1}" if isinstance(after, int) else "before any hook call"
+    return f"{e.get('type')}: {e.get('message')!r} during {e.get('during')}, {where}"
+
+
+def _compare_error(p: dict | None, o: dict | None) -> Row:
+    """The ``error`` of a variant: type, PyTorch's exact message, during, after_call."""
+    if p is None:
+        return Row("run", "error", False, None, None,
+                   f"PyTorch raised {_describe_error(o)}; the prediction says it runs")
+    if o is None:
+        return Row("run", "error", False, None, None,
+                   f"predicted PyTorch to raise {_describe_error(p)}, but it ran without error")
+    problems = [f"{key}: predicted {p.get(key)!r}, observed {o.get(key)!r}"
+                for key in ("type", "message", "during", "after_call") if p.get(key) != o.get(key)]
+    return Row("run", f"error {p.get('type')} during {p.get('during')}", not problems, None, None,
+               "; ".join(problems))
+
+
+def _compare_passes(pred: list[dict], obs: list[dict], rtol: float, atol: float, dtype: str) -> list[Row]:
+    """Each backward step's calls, grads and returned values (``passes``), pass by pass."""
+    rows: list[Row] = []
+    if len(pred) != len(obs):
+        rows.append(Row("passes", "passes", False, None, None,
+                        f"predicted {len(pred)} backward passes, observed {len(obs)}"))
+    for n, (p, o) in enumerate(zip(pred, obs), start=1):
+        head = f"pass {n}: "
+        rows += _compare_calls(p.get("hook_calls") or [], o.get("hook_calls") or [], rtol, atol, dtype,
+                               section="passes", head=head)
+        for row in _compare_table("passes", f"{head}grad", p.get("grads") or {}, o.get("grads") or {},
+                                  rtol, atol, dtype):
+            rows.append(row)
+        if p.get("returned") or o.get("returned"):
+            rows += _compare_table("passes", f"{head}returned", p.get("returned") or {}, o.get("returned") or {},
+                                   rtol, atol, dtype)
     return rows
 
 

@@ -43,6 +43,8 @@ _is_special = C.is_special
 _Q0 = fmpq(0)
 _Q1 = fmpq(1)
 
+REPR_ELEMENTS = 12  # repr() shows every element up to this many, then the shape and the first few
+
 
 def q(value) -> fmpq:
     """An exact rational from int, Fraction, fmpq or a SymPy Rational."""
@@ -257,10 +259,51 @@ class Exact:
         return self.a.reshape(-1).tolist()
 
     def item(self):
-        assert self.size == 1
+        """The one element, exact: a ``flint.fmpq`` rational, a SymPy expression or a certified
+        real (``float()`` gives its decimal). More than one element: PyTorch's own RuntimeError."""
+        if self.size != 1:
+            raise RuntimeError(f"a Tensor with {self.size} elements cannot be converted to Scalar")
         if self.kind == "rational":
             return self.qa.item()
         return self.a.reshape(-1)[0]
+
+    # conversions, as a PyTorch tensor converts --------------------------------
+    def __float__(self) -> float:
+        """The decimal of a one-element value (the float64 nearest the exact value)."""
+        if self.size != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+        return float(np.asarray(self._numbers(), dtype=np.float64).reshape(-1)[0])
+
+    def tolist(self):
+        """Nested Python floats (a 0-d value: one float), as ``Tensor.tolist()`` gives."""
+        return self._numbers()
+
+    def __array__(self, dtype=None, copy=None):
+        """``numpy.asarray(value)``: float64 (the nearest double of every exact element)."""
+        out = np.asarray(self._numbers(), dtype=np.float64)
+        return out if dtype is None else out.astype(dtype)
+
+    def _repr_latex_(self) -> str:
+        """A notebook shows a value as exact mathematics (a matrix for 2-d, a column for 1-d)."""
+        def cell(e):
+            return sympy().latex(s_sym(e))
+        if self.size > REPR_ELEMENTS * 4 or self.ndim > 2:
+            return f"$\\text{{tensor of shape }}{list(self.shape)}$"
+        if self.ndim == 0:
+            return f"${cell(self.item())}$"
+        rows = [[cell(e) for e in row] for row in (self.a if self.ndim == 2 else self.a.reshape(1, -1))]
+        body = " \\\\ ".join(" & ".join(r) for r in rows)
+        matrix = f"\\begin{{bmatrix}} {body} \\end{{bmatrix}}"
+        return f"${matrix}" + ("^{\\top}$" if self.ndim == 1 and self.size > 1 else "$")
+
+    def _numbers(self):
+        floats = self.floats()
+        if floats is None:
+            names = sorted({str(s) for e in self.a.flat for s in getattr(e, "free_symbols", ())})
+            raise TypeError(f"this value is a closed form in the free symbol(s) {', '.join(names)}, not a number; "
+                            "solve with numeric=True (solve --numeric) to substitute the file's symbols:, or "
+                            "use .item() / .strings() for the exact form")
+        return floats
 
     def is_symbolic(self) -> bool:
         if self.kind != "elements":
@@ -375,12 +418,20 @@ class Exact:
                 memo["strings"] = C.strings(self, printer)
         return memo["strings"]
 
+    def ints(self):
+        """Nested list of Python ints (an integer tensor's values)."""
+        vals = [int(e) if type(e) is fmpq else int(s_sym(e)) for e in self.a.reshape(-1).tolist()]
+        return _nest(vals, self.shape)
+
     def equals(self, other: "Exact") -> bool:
         from .tensor_ops import equal
         return equal(self, other)
 
     def __repr__(self) -> str:
-        return f"Exact({self.strings()!r})"
+        if self.size <= REPR_ELEMENTS:
+            return f"Exact({self.strings()!r})"
+        first = ", ".join(s_str(e) for e in self.flat()[:4])
+        return f"Exact(shape={list(self.shape)}, [{first}, ...])"
 
     # ------------------------------------------------------------------ structure
     def restructured(self, fn) -> "Exact":

@@ -30,7 +30,7 @@ from fractions import Fraction
 from .errors import Loc, ProblemError
 from .literals import NotANumber, NumberRefused, read_number
 from .loader import YScalar, YSeq, YNode
-from .syntax import (Assign, AugAssign, Attr, Bin, Bool, Call, EllipsisLit, Expr, ExprStmt, ListLit, Method, Name,
+from .syntax import (Assign, AugAssign, Attr, Bin, Bool, Call, DictLit, EllipsisLit, Expr, ExprStmt, ListLit, Method, Name,
                      Neg, NoneLit, Num, Program, Return, Slice, Stmt, Str, Subscript, Tup, With, stmt_source, to_source)
 
 __all__ = ["parse_expression", "parse_program", "parse_statements", "simple_program", "simple_assigns",
@@ -58,7 +58,7 @@ _REFUSED = {
     ast.Lambda: "a lambda",
     ast.ListComp: "a comprehension", ast.SetComp: "a comprehension", ast.DictComp: "a comprehension",
     ast.GeneratorExp: "a generator expression",
-    ast.Dict: "a dict display", ast.Set: "a set display",
+    ast.Set: "a set display",
     ast.Compare: "a comparison", ast.BoolOp: "'and'/'or'", ast.IfExp: "a conditional expression",
     ast.Await: "await", ast.Yield: "yield", ast.YieldFrom: "yield", ast.Starred: "starred arguments",
     ast.NamedExpr: "':='", ast.JoinedStr: "an f-string", ast.FormattedValue: "an f-string",
@@ -457,6 +457,14 @@ class _Builder:
             inner = _ARG if ctx == _ARG else _OPERAND
             record = Tup if isinstance(node, ast.Tuple) else ListLit
             return [(e, inner) for e in node.elts], lambda p: record(loc, tuple(p))
+        if isinstance(node, ast.Dict):
+            keys = []
+            for k in node.keys:
+                if not (isinstance(k, ast.Constant) and isinstance(k.value, str)):
+                    raise ProblemError(self.loc(k) if k is not None else loc,
+                                       "a dict may only have string keys, as in {\"bias\": 2 * kwargs[\"bias\"]}")
+                keys.append(k.value)
+            return [(v, _ARG) for v in node.values], lambda p: DictLit(loc, tuple(zip(keys, p)))
         what = _REFUSED.get(type(node), type(node).__name__)
         raise ProblemError(loc, f"{what} is not allowed in problem expressions; {_ALLOWED_TAIL}")
 
@@ -489,9 +497,9 @@ class _Builder:
                 raise ProblemError(loc, f"{v} is only allowed as a call argument, as in keepdim={v}")
             return Bool(loc, v)
         if isinstance(v, str):
-            if ctx != _ARG:
-                raise ProblemError(loc, "a string literal is not allowed here; strings are call arguments, as in "
-                                        "reduction=\"sum\"")
+            if ctx not in (_ARG, _INDEX):
+                raise ProblemError(loc, "a string literal is not allowed here; strings are call arguments "
+                                        "(reduction=\"sum\"), dict keys and keys of a dict (kwargs[\"bias\"])")
             return Str(loc, v)
         if isinstance(v, complex):
             raise ProblemError(loc, "a complex literal is not allowed; expressions take real numbers")

@@ -26,7 +26,7 @@ from . import syntax as S
 from .errors import Loc, ProblemError
 from .functions import FUNCTION_NAMES
 from .functions.core import linear
-from .graph import Node, Tensor
+from .graph import Node, Tensor, recorded
 from .interp import Interp
 from .modules import BackwardHookState, LegacyHook, ModuleHooks, ModuleInputHook, ModuleOutputHook
 from .problem import OUTPUT, ROOT, Module, Problem, TensorDecl
@@ -69,6 +69,10 @@ class ForwardResult:
     loss: Tensor | None
     notes: list = field(default_factory=list)   # (node name or primitive, loc, note)
     values: dict = field(default_factory=dict)  # name -> value when the pass (loss included) ended
+    apps: range = range(0)            # its ops: indices into the runtime's applications
+    log: range = range(0)             # the hook calls it made: indices into the runtime's log
+    bound_at: dict = field(default_factory=dict)     # name -> how many ops had run when it was bound
+    leaf_values: dict = field(default_factory=dict)  # leaf name -> value when the pass started
 
 
 class Model:
@@ -127,12 +131,17 @@ class _Pass:
         self.calls: list[Call] = []
         self.call_counts: dict[str, int] = {}
         self.notes_start = len(self.rt.notes)
+        self.apps_start = len(self.rt.applications)
+        self.log_start = len(self.rt.log)
+        self.bound_at: dict[str, int] = {}
+        self.leaf_values = {name: t.value for name, t in model.leaves.items()}
 
     def bind(self, name: str, t, loc: Loc | None) -> None:
         if name in self.names:
             raise ProblemError(loc, f"two tensors are named '{name}'; two things with one name are an error "
                                     "(rename one)")
         self.names[name] = t
+        self.bound_at[name] = len(self.rt.applications)
         if isinstance(t, Tensor) and t.name is None:
             t.name = name
         self.m.reg.bound(name, t)
@@ -152,14 +161,17 @@ class _Pass:
         finally:
             del self.rt.saved_hooks[len(self.rt.saved_hooks) - len(whole):]
         self.m.reg.forward_ends(self.names)
-        values = {name: t.value for name, t in self.names.items()}
-        return ForwardResult(self.names, self.calls, out, loss, self.rt.notes[self.notes_start:], values)
+        values = {name: recorded(t) for name, t in self.names.items()}
+        return ForwardResult(self.names, self.calls, out, loss, self.rt.notes[self.notes_start:], values,
+                             range(self.apps_start, len(self.rt.applications)), range(self.log_start, len(self.rt.log)),
+                             self.bound_at, self.leaf_values)
 
     def model_and_loss(self, root: Module):
         args = [self.m.globals[d.name] for d in self.m.inputs]
         out = self.call_module(root, args, root.loc)
-        if OUTPUT not in self.names:  # an input may be called y when no loss refers to the output
-            self.bind(OUTPUT, out, None)
+        if OUTPUT not in self.names and not isinstance(out, tuple):  # an input may be called y when no loss
+            self.bind(OUTPUT, out, None)                                 # refers to the output; a tuple output
+        self.output = out                                                # is model[0], model[1], ... (y[0] in the loss)
         loss = None
         if self.p.loss is not None:
             value = Interp(self.rt, _LossScope(self)).eval(self.p.loss)
@@ -249,13 +261,13 @@ class _Pass:
                                                                    "tuple of (new_args, new_kwargs)'")
                     new_args, new_kwargs = returned
                     new_args = new_args if isinstance(new_args, tuple) else (new_args,)
-                    self.check_forward_args(new_args, mod, entry.hook)
+                    self.check_forward_args(new_args, mod, entry.hook, dict(new_kwargs or {}))
                     state["args"], state["kwargs"] = list(new_args), dict(new_kwargs or {})
             else:
                 returned = self.fire_forward(entry, {"input": tuple(state["args"])}, call)
                 if returned is not None:
                     new = returned if isinstance(returned, tuple) else (returned,)
-                    self.check_forward_args(new, mod, entry.hook)
+                    self.check_forward_args(new, mod, entry.hook, state["kwargs"])
                     state["args"] = list(new)
         args = state["args"]
         call.args = tuple(args)
@@ -351,8 +363,9 @@ class _Pass:
         rt.record("bhf", tensors, outs, None, node, None)
         return outs, node
 
-    def check_forward_args(self, new: tuple, mod: Module, hook) -> None:
-        if len(new) != len(mod.inputs):
+    def check_forward_args(self, new: tuple, mod: Module, hook, kwargs: dict | None = None) -> None:
+        given = len(new) + len(kwargs or {})
+        if len(new) > len(mod.inputs) or (not mod.input_defaults and given != len(mod.inputs)):
             raise ProblemError(hook.returns.loc, f"the forward_pre hook returns {len(new)} input(s) but "
                                                  f"'{mod.label}' takes {len(mod.inputs)}: PyTorch raises TypeError "
                                                  "in forward()")
@@ -418,8 +431,6 @@ class _ModuleScope:
         if name in self.local or name in self.args or self.mod.param(name) or self.mod.child(name):
             raise ProblemError(loc, f"'{name}' is already a name in the forward of '{self.mod.label}'; "
                                     "two things with one name are an error (pick a new name)")
-        if name in FUNCTION_NAMES:
-            raise ProblemError(loc, f"'{name}' is a function name; pick another name for the tensor")
         if isinstance(value, tuple) or value is None:
             raise ProblemError(loc, f"'{name}' must be a tensor (tuples are only hook arguments)")
         self.local[name] = value
@@ -450,6 +461,9 @@ class _ModuleScope:
         p = self.mod.param(name)
         if p is not None:
             return self.run.m.params[p.name]
+        for b in self.mod.buffers:   # a custom module's buffers (running statistics for batch_norm, ...)
+            if b.name.rsplit(".", 1)[-1] == name:
+                return self.run.m.leaves[b.name]
         if self.mod.child(name) is not None:
             raise ProblemError(loc, f"'{name}' is a module; call it, as in {name}(x)")
         if name in self.run.m.globals:
@@ -460,7 +474,8 @@ class _ModuleScope:
         if name in self.assigned:
             raise ProblemError(loc, f"'{name}' is used before the line that assigns it; move that line up")
         options = list(dict.fromkeys(list(self.local) + list(self.args) +
-                                     [p.name.rsplit(".", 1)[-1] for p in self.mod.params] + list(self.run.m.globals)))
+                                     [p.name.rsplit(".", 1)[-1] for p in self.mod.params + self.mod.buffers] +
+                                     list(self.run.m.globals)))
         raise ProblemError(loc, f"unknown name '{name}' in the forward of '{self.mod.label}'{_suggest(name, options)}; "
                                 f"known here: {', '.join(options) or 'nothing'}")
 
@@ -490,15 +505,33 @@ class _LossScope:
         self.run = run
 
     def lookup(self, name: str, loc: Loc):
+        if name == OUTPUT and isinstance(getattr(self.run, "output", None), tuple):
+            return self.run.output  # a model returning a tuple: the loss indexes it, y[0]
         if name in self.run.names:
             return self.run.names[name]
         raise ProblemError(loc, f"unknown name '{name}' in the loss{_suggest(name, self.run.names)}; the loss can use "
                                 f"y (the model output), inputs, targets and other tensor names")
 
+    def has_child(self, name: str) -> bool:
+        return self.run.p.model.child(name) is not None
+
     def call(self, name: str, args: list, kwargs: dict, loc: Loc):
+        """``loss: "ce(y, t)"``: a child of the root, called like any module (its hooks fire)."""
         from .interp import suggest_function
-        raise ProblemError(loc, f"unknown function '{name}' in the loss{suggest_function(name)} (modules are called "
-                                "from forwards)")
+        root = self.run.p.model
+        child = root.child(name)
+        if child is None:
+            children = [c.name for c in root.children]
+            raise ProblemError(loc, f"unknown function '{name}' in the loss{suggest_function(name)}"
+                                    + (f" (the root's children, which the loss may call: {', '.join(children)})"
+                                       if children else " (the loss may call the root's children; it has none)"))
+        if not kwargs and not child.input_defaults and len(args) != len(child.inputs):
+            raise ProblemError(loc, f"module '{child.label}' takes {len(child.inputs)} input(s) "
+                                    f"({', '.join(child.inputs)}), got {len(args)}")
+        if not any(isinstance(a, Tensor) for a in list(args) + list(kwargs.values())) or \
+                (child.type is not None and not all(isinstance(a, Tensor) for a in args)):
+            raise ProblemError(loc, f"module '{child.label}' must be called with tensors")
+        return self.run.call_module(child, list(args), loc, kwargs)
 
     def assign(self, name, value, loc):
         raise ProblemError(loc, "the loss is one expression")

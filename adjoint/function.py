@@ -32,8 +32,9 @@ def evaluate_program(rt, mod, env: dict):
     finally:
         rt.grad_enabled = before
         rt.quiet -= 1
-    if not isinstance(out, Tensor):
-        raise ProblemError(mod.forward[-1].value.loc, f"the forward of '{mod.label}' must return one tensor")
+    if not (isinstance(out, Tensor) or (isinstance(out, tuple) and out and all(isinstance(o, Tensor) for o in out))):
+        raise ProblemError(mod.forward[-1].value.loc, f"the forward of '{mod.label}' must return a tensor or a "
+                                                      "tuple of tensors")
     return out, scope.local
 
 
@@ -48,34 +49,44 @@ def apply_function(rt, mod, args: list[Tensor]) -> Tensor:
         rt.nodes.append(node)
     plain = {n: rt.tensor(t.value, dtype=t.dtype) for n, t in zip(slots_of(mod), args)}
     out, _ = evaluate_program(rt, mod, plain)
-    rt.B.check_output(out.value, mod.function.loc, f"{mod.function.name}.forward")
-    result = rt.tensor(out.value, node is not None, node, 0)
-    rt.record("function", args, [result], mod, node, mod.function.loc)
+    outs = out if isinstance(out, tuple) else (out,)
+    given = {id(t): a for t, a in zip(plain.values(), args)}
+    results = []
+    for k, o in enumerate(outs):
+        rt.B.check_output(o.value, mod.function.loc, f"{mod.function.name}.forward")
+        r = rt.tensor(o.value, node is not None, node, k, dtype=o.dtype)
+        if id(o) in given and node is not None:  # an input returned as-is: a view PyTorch refuses to modify
+            r.creation = ("custom", mod.function.name)
+        results.append(r)
+    rt.record("function", args, results, mod, node, mod.function.loc)
     if node is not None:
-        node.outputs = [(result.shape, result.dtype)]
-        node.output_values = [result.value]
+        node.outputs = [(r.shape, r.dtype) for r in results]
+        node.output_values = [r.value for r in results]
         for i, t in enumerate(args):
             sv = SavedVariable(f"saved{i}", t, t.version.value, False, t.value)
             if rt.saved_hooks:
                 sv.hooks = rt.saved_hooks[-1]
-                sv.packed = rt.hooks_runner.pack(sv.hooks, t, node)
+                sv.packed = rt.hooks_runner.pack(sv.hooks, t, node, sv.name)
             node.saved.append(sv)
-    return result
+    return tuple(results) if isinstance(out, tuple) else results[0]
 
 
 def function_backward(rt, node: Node, grads: list) -> list:
     """The declared backward formulas, evaluated on the (unpacked) saved inputs."""
     mod = node.params
     values = [rt.unpack(node, sv) for sv in node.saved]
-    return declared_vjp(rt, mod, values, grads[0])
+    return declared_vjp(rt, mod, values, grads if len(grads) > 1 else grads[0])
 
 
 def declared_vjp(rt, mod, values: list, grad_output) -> list:
+    """``grad_output``: one value, or a list of them for a Function with several outputs (then
+    ``grad_output`` and ``output`` are tuples in the formulas)."""
     env = {n: rt.tensor(v) for n, v in zip(slots_of(mod), values)}
     output, local = evaluate_program(rt, mod, dict(env))
     env.update(local)
     env["output"] = output
-    env["grad_output"] = rt.tensor(grad_output)
+    env["grad_output"] = (tuple(rt.tensor(g) for g in grad_output) if isinstance(grad_output, list)
+                          else rt.tensor(grad_output))
     out = []
     for slot, formula in mod.function.grads:
         if formula is None:
@@ -133,9 +144,10 @@ def check_functions(run) -> list:
         mod = node.params
         call = node.module_call
         values = list(node.input_values)
-        cot = rt.B.symbols_like(node.outputs[0][0], "g")
-        declared = declared_vjp(rt, mod, values, cot)
-        true = _true_vjp(rt, mod, values, cot)
+        cots = [rt.B.symbols_like(shape, f"g{k}_" if len(node.outputs) > 1 else "g")
+                for k, (shape, _) in enumerate(node.outputs)]
+        declared = declared_vjp(rt, mod, values, cots if len(cots) > 1 else cots[0])
+        true = _true_vjp(rt, mod, values, cots)
         for (slot, formula), d, t in zip(mod.function.grads, declared, true):
             d, t = _comparable(rt.B, d, t)
             matches = d is None or (rt.B.shape(d) == rt.B.shape(t) and rt.B.equals(d, t))
@@ -154,13 +166,14 @@ def _comparable(B, d, t):
     return d, t
 
 
-def _true_vjp(rt, mod, values: list, cot) -> list:
-    """Run the Function's forward with grad enabled on every input and pull ``cot`` back."""
+def _true_vjp(rt, mod, values: list, cots: list) -> list:
+    """Run the Function's forward with grad enabled on every input and pull ``cots`` back."""
     from .runtime import Runtime
-    from .solve import pure_vjp
+    from .adjoints import pure_vjp
     mini = Runtime(rt.B, rt.dtype)
     mini.quiet = 1
     leaves = [mini.leaf(v, True) for v in values]
     scope = _PureScope(mod, dict(zip(slots_of(mod), leaves)))
     result = Interp(mini, scope).run(mod.forward)
-    return pure_vjp(mini, mini.nodes, result, cot, leaves)
+    results = result if isinstance(result, tuple) else (result,)
+    return pure_vjp(mini, mini.nodes, [(r, c) for r, c in zip(results, cots) if r.requires_grad], leaves)

@@ -36,9 +36,10 @@ class VersionCounter:
 class HookDict:
     """An ordered dict of hooks keyed by handle id (``torch.utils.hooks.RemovableHandle``).
 
-    Iteration with :meth:`live` re-checks membership at each step, like CPython's
-    ``PyDict_Next`` loop in the C++ hook wrappers: a hook removed while an earlier one runs is
-    skipped. :meth:`snapshot` copies first, like ``_call_impl``'s ``(*d.items(),)``."""
+    The hooks run from a copy taken when the hook wrappers start (PyTorch 2.13's C++ wrappers
+    copy the dict to extend the hooks' lifetime; ``_call_impl`` unpacks ``(*d.items(),)``): a
+    hook removed while an earlier one of the same dict runs still runs in that pass
+    (``test_grad_fn_prehooks_remove_hooks``)."""
 
     __slots__ = ("items",)
 
@@ -71,9 +72,8 @@ class HookDict:
         return list(self.items.items())
 
     def live(self):
-        for hid in list(self.items):
-            if hid in self.items:
-                yield self.items[hid]
+        """The hooks to run now: a copy (removals during the run take effect next time)."""
+        return list(self.items.values())
 
 
 @dataclass(eq=False)
@@ -127,6 +127,20 @@ class Tensor:
     def is_view(self) -> bool:
         """An autograd view (``_base`` is set): made by a view op, not by detach()."""
         return self.base is not None and not self.is_detached
+
+
+@dataclass(frozen=True)
+class Typed:
+    """A value of a tensor whose dtype is not the problem's float dtype (int64 indices and
+    class targets): the JSON writes it with ``"dtype"`` and integer values."""
+
+    value: object
+    dtype: str
+
+
+def recorded(t: Tensor, float_dtypes=("float32", "float64")):
+    """What a record keeps of a tensor: its value, with its dtype when that is not a float."""
+    return t.value if t.dtype in float_dtypes else Typed(t.value, t.dtype)
 
 
 @dataclass(eq=False)
@@ -189,12 +203,29 @@ class Application:
     """One op applied during the forward: an equation of the derivation ``outs = prim(ins)``.
 
     Recorded for every op the model, the loss and forward hooks run (with or without a node),
-    not for the ops inside a Function's forward, a hook run during the backward, or a pack hook."""
+    not for the ops inside a Function's forward, a hook run during the backward, or a pack hook.
+    An in-place op's output is its input tensor (``outs[0] is ins[0]``): ``in_values`` and
+    ``out_values`` keep the values before and after. Besides registry primitives, ``prim`` is
+    ``"bhf"`` (BackwardHookFunction), ``"function"`` (a custom Function: params is the module)
+    or ``"copy_slices"`` (an in-place op on a view rewrote its base: ins are the base and the
+    op's other inputs, params a :class:`CopySlicesWrite`)."""
 
-    prim: str                        # a registry name, or "bhf" (BackwardHookFunction) / "function"
+    prim: str                        # a registry name, or "bhf" / "function" / "copy_slices"
     ins: tuple                       # Tensors (a Python number as the wrapped 0-d tensor PyTorch makes)
     outs: tuple                      # Tensors
     params: object
     node: Node | None
     call: object                     # the module call it ran in (forward.Call) or None
     loc: object = None
+    in_values: tuple = ()            # the inputs' values when the op ran
+    out_values: tuple = ()           # the outputs' values right after it
+
+
+@dataclass(frozen=True)
+class CopySlicesWrite:
+    """What a ``copy_slices`` application wrote: the view ops from the base to the written view
+    (``Tensor.view_ops``), and the in-place op (its primitive and params) that CopySlices wraps."""
+
+    view_ops: tuple
+    prim: str
+    params: object

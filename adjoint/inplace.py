@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from .errors import Loc, ProblemError
-from .graph import Edge, Node, SavedVariable, Tensor
+from .graph import CopySlicesWrite, Edge, Node, SavedVariable, Tensor
 from .ops import REGISTRY
 from .runtime import TorchError
 
@@ -110,19 +110,20 @@ def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc)
         node = rt.new_node(op.node, edges, op, params, ts, loc)
         save_inputs(rt, node, op, ts)
     values = [t.value for t in ts]
+    base_before = target.base.value if view else None
     new_value = rt.B.after_op(op, values, params, op.forward(rt.B, values, params), loc, rt.active)
     write(rt, target, new_value)
+    rt.record(prim, ts, [target], params, node, loc, values)
     if node is not None:
         node.outputs = [(target.shape, target.dtype)]
         node.output_values = [new_value]
         if view:
-            rebase_view(rt, target, node, loc)
+            rebase_view(rt, target, node, loc, base_before)
         else:
             rebase(target, node)
         for s in op.saves:
             if s.what == "out":
                 save_one(rt, node, s.name, target, True)
-    rt.record(prim, ts, [target], params, node, loc)
     return target
 
 
@@ -138,21 +139,23 @@ def check_inplace_allowed(t: Tensor) -> None:
                                          "input was returned as-is) and the autograd logic to handle view+inplace "
                                          "would override the custom backward associated with the custom Function, "
                                          "leading to incorrect gradients. This behavior is forbidden. You can fix "
-                                         "this by cloning the output of the custom Function.")
+                                         "this by cloning the output of the custom Function.", "view_inplace")
     if kind == "multi":
         raise TorchError("RuntimeError", f"Output {t.output_nr} of {t.creation[1]} is a view and is being modified "
-                                         f"inplace. {_MULTI}")
+                                         f"inplace. {_MULTI}", "view_inplace")
     if kind == "no_grad":
         raise TorchError("RuntimeError", "A view was created in no_grad mode and is being modified inplace with grad "
                                          "mode enabled. Given that this use case is ambiguous and error-prone, it is "
                                          "forbidden. You can clarify your code by moving both the view and the inplace "
                                          "either both inside the no_grad block (if you don't want the inplace to be "
-                                         "tracked) or both outside (if you want the inplace to be tracked).")
+                                         "tracked) or both outside (if you want the inplace to be tracked).",
+                         "view_inplace")
     if t.is_leaf and t.requires_grad and not t.is_view:
-        raise TorchError("RuntimeError", "a leaf Variable that requires grad is being used in an in-place operation.")
+        raise TorchError("RuntimeError", "a leaf Variable that requires grad is being used in an in-place operation.",
+                         "leaf_inplace")
     if t.is_view and t.base.is_leaf and t.base.requires_grad:
         raise TorchError("RuntimeError", "a view of a leaf Variable that requires grad is being used in an in-place "
-                                         "operation.")
+                                         "operation.", "leaf_inplace")
 
 
 def gradient_edge_now(rt, t: Tensor) -> Edge:
@@ -177,7 +180,7 @@ def save_one(rt, node: Node, name: str, t: Tensor, is_output: bool) -> None:
     sv = SavedVariable(name, t, t.version.value, is_output, t.value)
     if rt.saved_hooks and not t.wrapped:
         sv.hooks = rt.saved_hooks[-1]
-        sv.packed = rt.hooks_runner.pack(sv.hooks, t, node)
+        sv.packed = rt.hooks_runner.pack(sv.hooks, t, node, name)
     node.saved.append(sv)
 
 
@@ -231,9 +234,10 @@ def rebase(t: Tensor, node: Node) -> None:
         node.retains_grad_hooks[0] = t
 
 
-def rebase_view(rt, view: Tensor, fn: Node, loc) -> None:
+def rebase_view(rt, view: Tensor, fn: Node, loc, base_before) -> None:
     """The base's new grad_fn is CopySlices(base's old edge, fn); the view's grad_fn is
-    regenerated (AsStridedBackward0) at once, other views of the base when next used."""
+    regenerated (AsStridedBackward0) at once, other views of the base when next used.
+    ``base_before``: the base's value before the write (for the record of the forward)."""
     base = view.base
     base_edge = rt.gradient_edge(base) if base.requires_grad else None
     edges = [base_edge] + list(fn.edges[1:])
@@ -243,6 +247,9 @@ def rebase_view(rt, view: Tensor, fn: Node, loc) -> None:
     copy.outputs = [(base.shape, base.dtype)]
     copy.output_values = [base.value]
     rt.nodes.append(copy)
+    rt.record("copy_slices", (base,) + tuple(fn.inputs[1:]), [base], CopySlicesWrite(view.view_ops, fn.op.name,
+                                                                                     fn.params),
+              copy, loc, (base_before,) + tuple(fn.input_values[1:]))
     rebase(base, copy)
     regenerate(rt, view)
 
@@ -257,6 +264,7 @@ def regenerate(rt, view: Tensor) -> None:
     node = rt.new_node("AsStridedBackward0", [rt.gradient_edge(base)], REGISTRY["as_strided"], spec, [base], None)
     node.outputs = [(view.shape, view.dtype)]
     node.output_values = [view.value]
+    rt.record("as_strided", [base], [view], spec, node, None)
     view.grad_fn = node
     view.output_nr = 0
     view.requires_grad = True
@@ -278,7 +286,7 @@ def refresh(rt, t: Tensor) -> None:
         return
     if t.creation and t.creation[0] == "multi":
         raise TorchError("RuntimeError", f"Output {t.output_nr} of {t.creation[1]} is a view and its base or another "
-                                         f"view of its base has been modified inplace. {_MULTI}")
+                                         f"view of its base has been modified inplace. {_MULTI}", "view_inplace")
     regenerate(rt, t)
 
 

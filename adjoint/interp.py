@@ -17,7 +17,7 @@ from typing import Protocol
 
 from . import syntax as S
 from .errors import Loc, ProblemError
-from .functions import FUNCTION_NAMES, FUNCTIONS, METHODS, call_function
+from .functions import FUNCTION_NAMES, FUNCTIONS, METHODS, call_function, describe
 from .functions.core import binary, neg
 from .functions.views import attribute, getitem
 from .graph import Tensor
@@ -122,7 +122,7 @@ class Interp:
             return
         if isinstance(target, S.Tup):
             if not isinstance(value, tuple):
-                raise ProblemError(loc, f"cannot unpack {_what(value)}: Python raises TypeError")
+                raise ProblemError(loc, f"cannot unpack {describe(value)}: Python raises TypeError")
             if len(value) != len(target.items):
                 raise ProblemError(loc, f"{len(target.items)} names to unpack {len(value)} values: Python raises "
                                         "ValueError (not enough / too many values to unpack)")
@@ -154,7 +154,7 @@ class Interp:
 
     def operand_value(self, v, loc):
         if v is None or isinstance(v, (tuple, str, bool, dict)):
-            raise ProblemError(loc, f"unsupported operand: {_what(v)}")
+            raise ProblemError(loc, f"unsupported operand: {describe(v)}")
         return v
 
     # ------------------------------------------------------------------ expressions
@@ -175,14 +175,12 @@ class Interp:
             return tuple(self.eval(i) for i in e.items)
         if isinstance(e, S.ListLit):
             return tuple(self.eval(i) for i in e.items)
+        if isinstance(e, S.DictLit):
+            return {k: self.eval(v) for k, v in e.items}
         if isinstance(e, S.Subscript):
             return self.subscript_of(self.eval(e.value), self.index_items(e), e)
-        if isinstance(e, S.Neg):
-            return neg(self.rt, self.operand(self.eval(e.operand), e.operand, "unary -"), e.loc)
-        if isinstance(e, S.Bin):
-            a = self.operand(self.eval(e.left), e.left, e.op)
-            b = self.operand(self.eval(e.right), e.right, e.op)
-            return binary(self.rt, e.op, a, b, e.loc)
+        if isinstance(e, (S.Bin, S.Neg)):
+            return self.operators(e)
         if isinstance(e, S.Call):
             args = [self.eval(a) for a in e.args]
             kwargs = {k: self.eval(v) for k, v in e.kwargs}
@@ -200,7 +198,7 @@ class Interp:
         if isinstance(e, S.Attr):
             obj = self.eval(e.obj)
             if not isinstance(obj, Tensor):
-                raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is {_what(obj)}, which has no attribute "
+                raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is {describe(obj)}, which has no attribute "
                                           f"'{e.name}'")
             try:
                 return attribute(self.rt, obj, e.name, e.loc)
@@ -208,6 +206,29 @@ class Interp:
                 raise ProblemError(e.loc, f"the tensor attribute '{e.name}' is not modelled; use .T, .mT, .shape, "
                                           ".ndim") from None
         raise ProblemError(e.loc, f"'{S.to_source(e)}' is not supported here")
+
+    def operators(self, root: S.Expr):
+        """A tree of operators, evaluated without recursion (a 1,000-term sum is a 1,000-deep
+        tree), left operand first, as Python does."""
+        stack = [(root, False)]
+        values: list = []
+        while stack:
+            node, ready = stack.pop()
+            if isinstance(node, S.Bin):
+                if not ready:
+                    stack += [(node, True), (node.right, False), (node.left, False)]
+                    continue
+                b = self.operand(values.pop(), node.right, node.op)
+                a = self.operand(values.pop(), node.left, node.op)
+                values.append(binary(self.rt, node.op, a, b, node.loc))
+            elif isinstance(node, S.Neg):
+                if not ready:
+                    stack += [(node, True), (node.operand, False)]
+                    continue
+                values.append(neg(self.rt, self.operand(values.pop(), node.operand, "unary -"), node.loc))
+            else:
+                values.append(self.eval(node))
+        return values[0]
 
     def is_child(self, name: str) -> bool:
         check = getattr(self.scope, "has_child", None)
@@ -223,7 +244,7 @@ class Interp:
 
     def method(self, obj, e: S.Method, args: list, kwargs: dict):
         if not isinstance(obj, Tensor):
-            raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is {_what(obj)}, which has no method '{e.name}'")
+            raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is {describe(obj)}, which has no method '{e.name}'")
         if e.name in INPLACE_METHODS:
             return call_inplace(self.rt, e.name, obj, args, kwargs, e.loc)
         if e.name in METHODS:
@@ -244,6 +265,9 @@ class Interp:
                 items.append(slice(*[None if x is None else int(x) for x in parts]))
             else:
                 v = self.eval(item)
+                if isinstance(v, str):
+                    items.append(v)
+                    continue
                 if isinstance(v, Fraction):
                     if v.denominator != 1:
                         raise ProblemError(item.loc, "indices must be integers: Python raises TypeError")
@@ -266,7 +290,7 @@ class Interp:
             return v[items[0]]
         if isinstance(v, Tensor):
             return getitem(self.rt, v, items, e.loc, lone=len(e.items) == 1)
-        raise ProblemError(e.loc, f"'{S.to_source(e.value)}' is {_what(v)}; only tuples and tensors can be indexed")
+        raise ProblemError(e.loc, f"'{S.to_source(e.value)}' is {describe(v)}; only tuples and tensors can be indexed")
 
     def operand(self, v, e: S.Expr, op: str):
         if v is None:
@@ -275,21 +299,6 @@ class Interp:
         if isinstance(v, tuple):
             raise ProblemError(e.loc, f"'{S.to_source(e)}' is a tuple; index it first, e.g. {S.to_source(e)}[0]")
         if isinstance(v, (str, bool, dict)) or v is Ellipsis:
-            raise ProblemError(e.loc, f"'{S.to_source(e)}' is {_what(v)}, which '{op}' does not take")
+            raise ProblemError(e.loc, f"'{S.to_source(e)}' is {describe(v)}, which '{op}' does not take")
         return v
 
-
-def _what(v) -> str:
-    if v is None:
-        return "None"
-    if isinstance(v, Tensor):
-        return "a tensor"
-    if isinstance(v, tuple):
-        return "a tuple"
-    if isinstance(v, bool):
-        return "a bool"
-    if isinstance(v, str):
-        return "a string"
-    if isinstance(v, dict):
-        return "a dict"
-    return "a number"

@@ -37,6 +37,8 @@ def view_strides(shape, strides, new_shape) -> tuple[int, ...] | None:
         numel *= d
     if numel == 0:
         return contiguous_strides(new_shape)
+    if not shape:  # a 0-d tensor views as any shape of one element
+        return (1,) * len(new_shape)
     new_strides = [0] * len(new_shape)
     view_d = len(new_shape) - 1
     chunk_base_stride = strides[-1] if strides else 1

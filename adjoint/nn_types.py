@@ -253,8 +253,8 @@ def _inplace() -> ArgSpec:
     return ArgSpec("inplace", "bool", False)
 
 
-def _reduction() -> ArgSpec:
-    return ArgSpec("reduction", "str", "mean", choices=("none", "mean", "sum"))
+def _reduction(*more: str) -> ArgSpec:
+    return ArgSpec("reduction", "str", "mean", choices=("none", "mean", "sum") + more)
 
 
 def _conv(name: str, rank: int) -> NNType:
@@ -276,8 +276,8 @@ def _batchnorm(name: str) -> NNType:
         params=_batchnorm_params, buffers=_batchnorm_buffers)
 
 
-def _loss(name: str, *extra: ArgSpec, buffers=_no_buffers) -> NNType:
-    return NNType(name, (_reduction(),) + extra, inputs=("input", "target"), buffers=buffers, loss=True)
+def _loss(name: str, *extra: ArgSpec, buffers=_no_buffers, reduction: ArgSpec | None = None) -> NNType:
+    return NNType(name, (reduction or _reduction(),) + extra, inputs=("input", "target"), buffers=buffers, loss=True)
 
 
 TYPES: dict[str, NNType] = {t.name: t for t in (
@@ -343,7 +343,7 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
     _loss("NLLLoss", ArgSpec("ignore_index", "int", -100), buffers=_weighted_loss_buffers),
     _loss("BCELoss", buffers=_weighted_loss_buffers),
     _loss("BCEWithLogitsLoss", buffers=_bce_logits_buffers),
-    _loss("KLDivLoss", ArgSpec("log_target", "bool", False)),
+    _loss("KLDivLoss", ArgSpec("log_target", "bool", False), reduction=_reduction("batchmean")),
 )}
 
 #: Constructor arguments PyTorch has that a problem file does not set, and why.

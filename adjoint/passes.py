@@ -35,6 +35,8 @@ class Pass:
     forward: ForwardResult           # the forward pass it differentiated
     calls: range                     # indices into the runtime's log of the calls it made
     grads: dict                      # tensor name -> .grad value (None) right after it
+    grads_before: dict = field(default_factory=dict)   # the same, right before it
+    step: int = 0                    # its index in the variant's steps
 
 
 @dataclass
@@ -42,6 +44,8 @@ class RunError:
     type: str
     message: str
     during: str                      # forward | backward
+    cause: str = "other"             # why PyTorch raised (runtime.TorchError.cause)
+    step: int = 0                    # the index of the step it raised in
 
 
 @dataclass
@@ -55,6 +59,10 @@ class VariantRun:
     error: RunError | None = None
     stepped: bool = False            # the variant has explicit steps (the JSON gets ``passes``)
     reg: Registrations | None = None
+    steps: tuple = ()                # the steps run (v1's [forward, backward] when the file gives none)
+    failed_pass: Pass | None = None  # a backward step PyTorch raised in: what it did until then
+    updates: dict = field(default_factory=dict)   # SGD step index -> [(parameter, before, grad, after)]
+    forward_steps: list = field(default_factory=list)   # the step index of each ForwardResult
 
     @property
     def forward(self) -> ForwardResult:
@@ -70,15 +78,31 @@ class VariantRun:
         return list(self.reg.retained.values())
 
     def grads(self) -> dict:
-        """``.grad`` of every leaf that requires grad, then of every tensor with retain_grad."""
+        """``.grad`` of every leaf that requires grad, then of every tensor with retain_grad
+        (in the order they got it), then None for the tensors a later step retains (a
+        ``retain_grad`` hook registered later, a non-leaf ``backward(inputs=...)``)."""
         out: dict = {}
         for name, t in self.model.leaves.items():
-            if t.requires_grad:
+            if self.model.decls[name].requires_grad:
                 out[name] = t.grad
         for t, names in self.retained:
             for name in names:
                 out[name] = t.grad
+        for name in self.retained_later():
+            out.setdefault(name, None)
         return out
+
+    def retained_later(self) -> list[str]:
+        """Names the variant retains at some point, leaves excluded."""
+        names = [h.target for h in self.variant.hooks if h.on == "tensor" and h.kind == "retain_grad"]
+        steps = self.variant.steps or ()
+        for step in steps:
+            bw = step.backward
+            if step.kind == "backward" and bw is not None and bw.method == "backward":
+                names += [n for n, _ in bw.inputs]
+        bound = self.forwards[-1].names if self.forwards else {}
+        return [n for n in dict.fromkeys(names) if n not in self.model.leaves
+                and not (n in bound and getattr(bound[n], "is_leaf", False) and bound[n].grad_fn is None)]
 
 
 def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> VariantRun:
@@ -92,16 +116,18 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
     rt.hooks_runner = HookRunner(rt, reg)
     run = VariantRun(problem, variant, rt, model, stepped=variant.steps is not None, reg=reg)
     steps = variant.steps if variant.steps is not None else tuple(Step(k, variant.loc) for k in DEFAULT_STEPS)
+    run.steps = tuple(steps)
     later = {i for s in steps if s.kind == "register" for i in s.hooks}
     for hook in variant.hooks:
         if hook.when == "before_forward" and hook.index not in later:
             reg.register(hook.index)
     first_forward = first_backward = True
-    for step in steps:
+    for index, step in enumerate(steps):
         during = "backward" if step.kind == "backward" else "forward"
         try:
             if step.kind == "forward":
                 run_forward(run, step)
+                run.forward_steps.append(index)
                 if first_forward:
                     first_forward = False
                     for hook in variant.hooks:
@@ -114,13 +140,13 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
                     for hook in variant.hooks:
                         if hook.remove == "before_backward":
                             reg.remove(hook.index)
-                    run_backward(run, request)
+                    run_backward(run, request, index)
                     first_backward = False
                     for hook in variant.hooks:
                         if hook.remove == "after_backward":
                             reg.remove(hook.index)
                 else:
-                    run_backward(run, backward_request(problem, step.backward or variant.backward, run, backend))
+                    run_backward(run, backward_request(problem, step.backward or variant.backward, run, backend), index)
             elif step.kind == "register":
                 for i in step.hooks:
                     reg.register(i)
@@ -131,9 +157,9 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
                 for t in model.leaves.values():
                     t.grad = None
             elif step.kind == "step":
-                sgd(run, step.lr)
+                sgd(run, step.lr, index)
         except TorchError as exc:
-            run.error = RunError(exc.type, exc.message, during)
+            run.error = RunError(exc.type, exc.message, during, exc.cause, index)
             break
     return run
 
@@ -144,11 +170,16 @@ def run_forward(run: VariantRun, step: Step) -> None:
     run.forwards.append(run.model.forward())
 
 
-def run_backward(run: VariantRun, request: BackwardRequest) -> None:
+def run_backward(run: VariantRun, request: BackwardRequest, step: int = 0) -> None:
     start = len(run.rt.log)
+    before = run.grads()
     engine = Engine(run.rt, run.rt.hooks_runner.fire_values)
     try:
         result = engine.run(request)
+    except TorchError:
+        run.failed_pass = Pass(request, engine.result, run.forward, range(start, len(run.rt.log)), run.grads(),
+                               before, step)
+        raise
     finally:
         if request.method == "backward":  # run_backward retains the grad of non-leaf inputs
             for name, t, _ in request.inputs:
@@ -156,17 +187,21 @@ def run_backward(run: VariantRun, request: BackwardRequest) -> None:
                     run.reg.retained.setdefault(t.id, (t, []))
                     if name not in run.reg.retained[t.id][1]:
                         run.reg.retained[t.id][1].append(name)
-    run.passes.append(Pass(request, result, run.forward, range(start, len(run.rt.log)), run.grads()))
+    run.passes.append(Pass(request, result, run.forward, range(start, len(run.rt.log)), run.grads(), before, step))
 
 
-def sgd(run: VariantRun, lr) -> None:
+def sgd(run: VariantRun, lr, step: int = 0) -> None:
     """``p -= lr * p.grad`` under no_grad for every parameter with a gradient (an in-place op:
-    the parameter's version goes up, so a retained graph that saved it can no longer run)."""
+    the parameter's version goes up, so a retained graph that saved it can no longer run).
+    ``run.updates[step]`` keeps (name, before, grad, after) of each for the reports."""
     B = run.rt.B
-    for t in run.model.params.values():
+    updates = run.updates.setdefault(step, [])
+    for name, t in run.model.params.items():
         if t.grad is not None:
+            before = t.value
             t.value = B.sub(t.value, B.mul(B.scalar(lr), t.grad))
             t.version.value += 1
+            updates.append((name, before, t.grad, t.value))
 
 
 def backward_request(problem: Problem, bw, run: VariantRun, backend) -> BackwardRequest:

@@ -1,15 +1,35 @@
-"""What ``adjoint solve`` answers: plain records, and their JSON form (the contract)."""
+"""What ``adjoint solve`` answers: plain records, and their JSON form (the contract).
+
+Each record also shows itself in a notebook (``_repr_html_``: a compact table, built by
+:mod:`adjoint.render.html`) and has a short ``repr``; a :class:`Prediction` is indexed by
+variant name (``pred["legacy"]``). None of this touches the JSON."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import TYPE_CHECKING, Callable
 
 from .backends import symbolic
+from .derivation.record import VariantDerivation
 from .exact import Exact
+from .graph import Typed
+
+if TYPE_CHECKING:
+    from .passes import VariantRun
 
 
-@dataclass
-class HookRecord:
+class _Shown:
+    """Notebook display of a record: an HTML table (IPython calls ``_repr_html_``)."""
+
+    def _repr_html_(self) -> str:
+        from .render.html import html_of
+
+        return html_of(self)
+
+
+@dataclass(repr=False)
+class HookRecord(_Shown):
     index: int                 # position in the hook list it was declared in
     label: str
     kind: str
@@ -25,9 +45,14 @@ class HookRecord:
     raised: bool = False       # the hook raised (the contract's ``"raised": true``)
     is_global: bool = False    # a global module hook (``"global": true``; ``target`` is the module that fired)
 
+    def __repr__(self) -> str:
+        where = f" at {self.node}" if self.node else ""
+        returned = "raised" if self.raised else ("returned a value" if self.returned is not None else "observed")
+        return f"<HookRecord {self.kind} on {self.on} {self.target!r}{where}: {returned}>"
 
-@dataclass
-class Boundary:
+
+@dataclass(repr=False)
+class Boundary(_Shown):
     """One module call: the Lagrangian view. lambda_out = grad_output, lambda_in = J^T lambda_out."""
 
     callid: str
@@ -42,9 +67,12 @@ class Boundary:
     grad_input: tuple                 # Exact | None per positional input
     depth: int
 
+    def __repr__(self) -> str:
+        return f"<Boundary {self.callid} [{self.type}]: {len(self.grad_output)} grad_output, {len(self.grad_input)} grad_input>"
+
 
 @dataclass
-class FunctionCheck:
+class FunctionCheck(_Shown):
     callid: str
     name: str
     slot: str
@@ -54,7 +82,7 @@ class FunctionCheck:
 
 
 @dataclass
-class ErrorRecord:
+class ErrorRecord(_Shown):
     """PyTorch raised while running the variant (a prediction, not bad input)."""
 
     type: str
@@ -66,13 +94,16 @@ class ErrorRecord:
         return {"type": self.type, "message": self.message, "during": self.during, "after_call": self.after_call}
 
 
-@dataclass
-class PassRecord:
+@dataclass(repr=False)
+class PassRecord(_Shown):
     """One backward step of ``steps``: the calls it made, the grads right after it."""
 
     hook_calls: list
     grads: dict
     returned: dict | None
+
+    def __repr__(self) -> str:
+        return f"<PassRecord: {_count(len(self.hook_calls), 'hook call')}, {_count(len(self.grads), 'grad')}>"
 
     def to_json(self, printer=None) -> dict:
         out = {"hook_calls": [hook_json(h, printer) for h in self.hook_calls],
@@ -82,8 +113,8 @@ class PassRecord:
         return out
 
 
-@dataclass
-class VariantPrediction:
+@dataclass(repr=False)
+class VariantPrediction(_Shown):
     name: str
     method: str
     root: str
@@ -98,11 +129,41 @@ class VariantPrediction:
     node_order: list[str]
     symbolic: bool
     kinks: list = field(default_factory=list)    # PyTorch's conventions at kinks the forward met (texts)
-    run: object = None                # the engine's record of the run (adjoint.passes.VariantRun)
+    run: VariantRun | None = None     # the engine's record of the run
     carried: dict = field(default_factory=dict)  # tensor name -> gradient PyTorch carries there (hooks
                                                  # included; None where none arrives), as its grad_fn sees it
     passes: list | None = None        # PassRecord per backward step (variants with steps)
     error: ErrorRecord | None = None
+    deriver: Callable | None = field(default=None, repr=False)   # VariantPrediction -> VariantDerivation
+    _derivation: VariantDerivation | None = field(default=None, repr=False)
+
+    @property
+    def derivation(self) -> VariantDerivation:
+        """The derivation of this variant (adjoint.derivation), computed on first use: ``solve --json``
+        never pays for it."""
+        if self._derivation is None:
+            self._derivation = self.deriver(self)
+        return self._derivation
+
+    def __repr__(self) -> str:
+        if self.error is not None:
+            return (f"<VariantPrediction {self.name!r}: {self.error.type} during {self.error.during}, "
+                    f"{_count(len(self.hook_calls), 'hook call')}>")
+        return (f"<VariantPrediction {self.name!r}: {_count(len(self.hook_calls), 'hook call')}, "
+                f"{_count(len(self.grads), 'grad')}>")
+
+    def _repr_markdown_(self) -> str:
+        from .render.html import markdown_of
+
+        return markdown_of(self)
+
+    def graph(self):
+        """The backward graph as PyTorch builds it, hooks drawn where they attach
+        (:class:`adjoint.render.graph.Picture`: ``.dot`` source, ``.svg()``, shown in a notebook;
+        drawing needs Graphviz)."""
+        from .render.graph import picture
+
+        return picture(self)
 
     def to_json(self, printer=None) -> dict:
         """The contract's JSON of this variant (``printer``: shared by every closed form shown;
@@ -126,17 +187,45 @@ class VariantPrediction:
         return out
 
 
-@dataclass
-class Prediction:
+@dataclass(repr=False)
+class Prediction(_Shown):
     problem: object
     variants: list[VariantPrediction]
     numeric: bool = False
 
     def variant(self, name: str) -> VariantPrediction:
+        """The variant called ``name``; a KeyError naming the variants there are otherwise."""
         for v in self.variants:
             if v.name == name:
                 return v
-        raise KeyError(name)
+        raise KeyError(f"no variant named {name!r}; this prediction has: {', '.join(self.names)}")
+
+    @property
+    def names(self) -> list[str]:
+        return [v.name for v in self.variants]
+
+    def __getitem__(self, key: str | int) -> VariantPrediction:
+        """``pred["legacy"]`` (by name) or ``pred[0]`` (in file order)."""
+        if isinstance(key, str):
+            return self.variant(key)
+        return self.variants[key]
+
+    def __iter__(self):
+        return iter(self.variants)
+
+    def __len__(self) -> int:
+        return len(self.variants)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names
+
+    def __repr__(self) -> str:
+        return f"<Prediction {self.problem.name!r}: {_count(len(self.variants), 'variant')} ({', '.join(self.names)})>"
+
+    def _repr_markdown_(self) -> str:
+        from .render.html import markdown_of
+
+        return markdown_of(self)
 
     def to_json(self) -> dict:
         printer = shared_printer()
@@ -151,14 +240,28 @@ def shared_printer():
     return symbolic.memo_printer()
 
 
-def value_json(v, printer=None) -> dict | None:
-    """VALUE of the contract: shape, decimal value (null where a mode or a free symbol gives
-    none), exact text (null where a mode has none)."""
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def value_json(v, printer=None) -> dict | list | float | int | str | None:
+    """A value as the contract writes it: VALUE for a tensor (shape, decimal value, exact text;
+    null where a mode or a free symbol gives none), a list for a tuple, an object for a dict (a
+    hook's kwargs), a plain number for a Python number, a string as is. ``printer``: one SymPy
+    printer shared by every closed form of a prediction."""
     if v is None:
         return None
     if isinstance(v, tuple):
         return [value_json(x, printer) for x in v]
-    if not isinstance(v, Exact):
+    if isinstance(v, dict):
+        return {k: value_json(x, printer) for k, x in v.items()}
+    if isinstance(v, Fraction):
+        return int(v) if v.denominator == 1 else float(v)
+    if isinstance(v, (str, bool)):
+        return v
+    if isinstance(v, Typed):
+        return {"shape": list(v.value.shape), "value": v.value.ints(), "exact": v.value.strings(), "dtype": v.dtype}
+    if not isinstance(v, Exact):  # the float64 and structure modes' values
         return {"shape": list(v.shape), "value": v.floats(), "exact": v.strings()}
     return {"shape": list(v.shape), "value": v.floats(), "exact": v.strings(printer)}
 

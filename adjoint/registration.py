@@ -45,6 +45,8 @@ class Registrations:
         self.attached.setdefault(index, set())
         if hook.on in ("module", "global"):
             self.register_module_hook(hook)
+        elif hook.on == "multi_grad":
+            self.try_multi_grad(hook)
         elif hook.on == "tensor" and hook.target in self.names:
             self.bound(hook.target, self.names[hook.target])
         elif hook.on == "node" and hook.target in self.names:
@@ -68,6 +70,9 @@ class Registrations:
             return
         for index in sorted(self.active.intersection(self._targeting(name))):
             hook = self.hooks[index]
+            if hook.on == "multi_grad":
+                self.try_multi_grad(hook)
+                continue
             if t.id in self.attached.get(index, ()):
                 continue
             if hook.on == "tensor" or (hook.on == "node" and t.grad_fn is not None):
@@ -75,12 +80,14 @@ class Registrations:
                 self.attach(hook, t)
 
     def _targeting(self, name: str) -> list[int]:
-        """Indices of the hooks whose target is ``name`` (an index made once: a deep model binds
+        """Indices of the hooks whose target is ``name`` (a multi-grad hook: one of its tensors) (an index made once: a deep model binds
         thousands of names, each of which would otherwise scan every hook)."""
         if self._by_target is None:
             self._by_target = {}
             for index, hook in enumerate(self.hooks):
-                self._by_target.setdefault(getattr(hook, "target", None), []).append(index)
+                names = hook.tensors if hook.on == "multi_grad" else (getattr(hook, "target", None),)
+                for target in dict.fromkeys(names):
+                    self._by_target.setdefault(target, []).append(index)
         return self._by_target.get(name, [])
 
     def _saved_tensors_hooks(self) -> list[int]:
@@ -107,11 +114,8 @@ class Registrations:
             hook = self.hooks[index]
             if hook.on == "node" and hook.target in names and names[hook.target].grad_fn is None:
                 self.attach_accumulator(hook, names[hook.target])
-            elif hook.on == "multi_grad" and all(n in names for n in hook.tensors):
-                tensors = [names[n] for n in hook.tensors]
-                if self.attached[index] != {t.id for t in tensors}:
-                    self.attached[index] = {t.id for t in tensors}
-                    self.multi_grad(hook, tensors)
+            elif hook.on == "multi_grad":
+                self.try_multi_grad(hook)
 
     def check_targets(self, names: dict) -> None:
         """Every tensor or node hook must name a tensor of the problem."""
@@ -160,7 +164,15 @@ class Registrations:
                     retain_grad(t)
                     self.retained.setdefault(t.id, (t, []))[1].append(hook.target)
                 return
-            hooks = tensor_hook_dict(t)
+            if hook.kind == "post_accumulate_grad":
+                if not t.is_leaf:
+                    raise ProblemError(hook.loc, f"'{hook.target}' is not a leaf: PyTorch raises 'post accumulate "
+                                                 "grad hooks cannot be registered on non-leaf tensors'")
+                if t.post_accumulate_hooks is None:
+                    t.post_accumulate_hooks = HookDict()
+                hooks = t.post_accumulate_hooks
+            else:
+                hooks = tensor_hook_dict(t)
             self.handles[index].append((hooks, self.rt.add_hook(hooks, UserTensorHook(hook))))
             return
         node = t.grad_fn
@@ -169,6 +181,16 @@ class Registrations:
                                          "there is no autograd node to hook; hook the tensor instead (tensor:)")
         hooks = node.pre_hooks if hook.kind == "pre" else node.post_hooks
         self.handles[index].append((hooks, self.rt.add_hook(hooks, UserNodeHook(hook))))
+
+    def try_multi_grad(self, hook) -> None:
+        """register_multi_grad_hook as soon as every listed tensor exists (once per set of tensors)."""
+        if not all(n in self.names and isinstance(self.names[n], Tensor) for n in hook.tensors):
+            return
+        tensors = [self.names[n] for n in hook.tensors]
+        ids = {t.id for t in tensors}
+        if self.attached[hook.index] != ids:
+            self.attached[hook.index] = ids
+            self.multi_grad(hook, tensors)
 
     def attach_accumulator(self, hook, t: Tensor) -> None:
         """A node hook on a leaf: on its AccumulateGrad, if a graph holds one now (else it is

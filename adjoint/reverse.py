@@ -253,7 +253,7 @@ class Engine:
         self.result.order.append(node.name)
         if node.is_accumulate:
             self.accumulate(node, inputs[0])
-            return []
+            return self.post_hooks(node, [], inputs)
         outputs = self.apply(node, inputs)
         if not self.retain_graph:
             for sv in node.saved:
@@ -277,7 +277,7 @@ class Engine:
         t.grad = grad if t.grad is None else self.B.add(t.grad, grad)
         if t.post_accumulate_hooks:
             for entry in t.post_accumulate_hooks.live():
-                self.fire_hook(entry.hook, {"tensor": t.grad}, node, None)
+                self.rt.hooks_runner.fire_post_accumulate(entry.hook, t, node)
 
     def tensor_pre_hooks(self, node: Node, inputs: list) -> list:
         inputs = list(inputs)

@@ -27,12 +27,20 @@ from .ops import REGISTRY, Op
 
 
 class TorchError(Exception):
-    """An error PyTorch raises while running the file (the contract's ``error``)."""
+    """An error PyTorch raises while running the file (the contract's ``error``).
 
-    def __init__(self, type_: str, message: str):
+    ``cause`` says why, for the reports: ``hook_raised`` (a hook or a pack/unpack with
+    ``raises``), ``freed_graph`` (backward through saved tensors already freed),
+    ``saved_modified`` (a saved tensor modified in place since), ``leaf_inplace`` (an in-place op
+    on a leaf that requires grad, or a view of one), ``view_inplace`` (an in-place op on a view
+    PyTorch forbids to modify: a custom Function's or a multi-output op's output, a view made
+    under no_grad), ``hook_result`` (a hook returned what PyTorch refuses)."""
+
+    def __init__(self, type_: str, message: str, cause: str = "other"):
         super().__init__(message)
         self.type = type_
         self.message = message
+        self.cause = cause
 
 
 @dataclass
@@ -51,6 +59,8 @@ class CallRecord:
     is_global: bool = False
     why: list = field(default_factory=list)
     grads_then: dict = field(default_factory=dict)   # leaf name -> .grad value when the hook ran
+    saved: str | None = None          # pack / unpack: the saved variable's name (self, other, result, ...)
+    tensor: object = None             # pack / unpack: the tensor saved (as it was when saved)
 
 
 class Runtime:
@@ -79,10 +89,14 @@ class Runtime:
         a pack hook): its ops are equations, and values PyTorch cannot follow are refused."""
         return self.phase == "forward" and self.quiet == 0
 
-    def record(self, prim: str, ins, outs, params, node, loc) -> None:
+    def record(self, prim: str, ins, outs, params, node, loc, in_values=None) -> None:
+        """Log one op of the forward (an equation of the derivation); ``in_values``: the inputs'
+        values before the op, when it overwrote one (in place)."""
         if self.active:
+            before = tuple(in_values) if in_values is not None else tuple(t.value for t in ins)
             self.applications.append(Application(prim, tuple(ins), tuple(outs), params, node,
-                                                 self.call_stack[-1] if self.call_stack else None, loc))
+                                                 self.call_stack[-1] if self.call_stack else None, loc,
+                                                 before, tuple(t.value for t in outs)))
 
     # ------------------------------------------------------------------ counters
     def new_handle(self) -> int:
@@ -137,17 +151,20 @@ class Runtime:
         op = REGISTRY[opname]
         if self.progress is not None:
             self.progress("forward", self.seq, None)
-        ts = [x if isinstance(x, Tensor) else self.wrapped_number(x) for x in ins]
-        out_shape = op.shape([t.shape for t in ts], params, loc)
+        # None: an optional tensor argument not given (a convolution's bias): no edge value, never saved
+        ts = [x if isinstance(x, Tensor) or x is None else self.wrapped_number(x) for x in ins]
+        out_shape = op.shape([t.shape if t is not None else None for t in ts], params, loc)
         multi = op.outputs != 1
         diff = op.differentiable or (True,) * len(ts)
-        rg = [d and t.requires_grad for t, d in zip(ts, diff)]
+        rg = [d and t is not None and t.requires_grad for t, d in zip(ts, diff)]
         node = None
         if self.grad_enabled and any(rg):
-            node = self.new_node(op.node, [self.gradient_edge(t) if r else None for t, r in zip(ts, rg)], op, params,
-                                 ts, loc)
+            # a non-differentiable input (indices, running statistics) has no edge at all: PyTorch's
+            # codegen collects next edges of the differentiable arguments only (they come first)
+            edges = [self.gradient_edge(t) if r else None for t, r, d in zip(ts, rg, diff) if d]
+            node = self.new_node(op.node, edges, op, params, ts, loc)
             self._save(node, op, ts, [], "in")
-        values = [t.value for t in ts]
+        values = [t.value if t is not None else None for t in ts]
         try:
             raw = op.forward(self.B, values, params)
         except ExactLimit as exc:
@@ -160,22 +177,27 @@ class Runtime:
             if note:
                 self.notes.append((node.name if node is not None else op.name, loc, note))
         shapes = out_shape if multi else (out_shape,)
+        n_diff = len(outs_v) if op.diff_outputs is None else op.diff_outputs
         outs = []
         for k, (v, shape) in enumerate(zip(outs_v, shapes)):
-            t = self.tensor(v, node is not None, node, k if node is not None else 0, dtype=ts[0].dtype if ts else None)
+            dtype = (op.out_dtypes[k] if k < len(op.out_dtypes) else None) or (ts[0].dtype if ts else None)
+            grad = node is not None and k < n_diff
+            t = self.tensor(v, grad, node if grad else None, k if grad else 0, dtype=dtype)
             if op.view:
                 self.make_view(t, ts[0], opname, params, k, loc)
             outs.append(t)
         if node is not None:
-            node.outputs = [(t.shape, t.dtype) for t in outs]
+            # the node's outputs are the differentiable ones (what its hooks see as grad_outputs);
+            # every output's value stays at hand for the VJP (saved outputs such as indices)
+            node.outputs = [(t.shape, t.dtype) for t in outs[:n_diff]]
             node.output_values = [t.value for t in outs]
             self._save(node, op, ts, outs, "out")
-        self.record(opname, ts, outs, params, node, loc)
+        self.record(opname, ts, outs, params, node, loc, values)
         return tuple(outs) if multi else outs[0]
 
     def new_node(self, name: str, edges: list, op, params, ts, loc) -> Node:
         node = Node(self._new_seq(), name, edges, op=op, params=params, inputs=tuple(ts),
-                    input_values=tuple(t.value for t in ts),
+                    input_values=tuple(t.value if t is not None else None for t in ts),
                     module_call=self.call_stack[-1] if self.call_stack else None, loc=loc)
         self.nodes.append(node)
         return node
@@ -227,21 +249,23 @@ class Runtime:
             if s.what != what or (s.if_need is not None and not need[s.if_need]):
                 continue
             t = ins[s.index] if what == "in" else outs[s.index]
+            if t is None:
+                continue
             sv = SavedVariable(s.name, t, t.version.value, what == "out", t.value)
             if self.saved_hooks and not getattr(t, "wrapped", False):
                 sv.hooks = self.saved_hooks[-1]
-                sv.packed = self.hooks_runner.pack(sv.hooks, t, node)
+                sv.packed = self.hooks_runner.pack(sv.hooks, t, node, sv.name)
             node.saved.append(sv)
 
     def unpack(self, node: Node, sv: SavedVariable):
         """SavedVariable::unpack: freed -> the 'backward through the graph a second time' error;
         modified in place since saved -> the version error; with hooks, the unpack hook's result."""
         if sv.released:
-            raise TorchError("RuntimeError", FREED_GRAPH)
+            raise TorchError("RuntimeError", FREED_GRAPH, "freed_graph")
         if sv.hooks is not None:  # with saved-tensor hooks PyTorch does not check the version
-            return self.hooks_runner.unpack(sv.hooks, sv.packed, node)
+            return self.hooks_runner.unpack(sv.hooks, sv.packed, node, sv)
         if sv.tensor.version.value != sv.saved_version:
-            raise TorchError("RuntimeError", version_message(sv, node))
+            raise TorchError("RuntimeError", version_message(sv, node), "saved_modified")
         return sv.value
 
     # ------------------------------------------------------------------ hook handles

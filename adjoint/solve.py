@@ -19,10 +19,12 @@ from .backends.structure import StructureBackend
 from .errors import ProblemError
 from .forward import Call
 from .function import check_functions
-from .graph import Node, Tensor
+from .graph import Node, Tensor, Typed
+from .adjoints import boundaries_of, seen_at
+from .derivation.derive import derive_variant
 from .passes import VariantRun, root_name, run_variant
 from .prediction import Boundary, ErrorRecord, HookRecord, PassRecord, Prediction, VariantPrediction
-from .problem import OUTPUT, ROOT, Problem, Variant
+from .problem import Problem, Variant
 
 
 #: answer mode -> value backend class
@@ -84,7 +86,8 @@ def assemble(run: VariantRun, progress=None) -> VariantPrediction:
                                  values={}, boundaries=[], grads={}, returned=None, hook_calls=hook_calls, notes=[],
                                  functions=[], node_order=[], symbolic=False, run=run,
                                  error=ErrorRecord(err.type, err.message, err.during,
-                                                   len(hook_calls) - 1 if hook_calls else None))
+                                                   len(hook_calls) - 1 if hook_calls else None),
+                                 deriver=derive_variant)
     fwd, last = run.forward, run.last_pass
     values = dict(fwd.values)
     loss = fwd.values["loss"] if fwd.loss is not None else None
@@ -92,7 +95,7 @@ def assemble(run: VariantRun, progress=None) -> VariantPrediction:
     notes = [f"{name} at {loc}: {note}" if loc else f"{name}: {note}" for name, loc, note in fwd.notes]
     notes += _variant_notes(run)
     notes += run.rt.B.notes()
-    symbolic = any(run.rt.B.is_symbolic(v) for v in values.values())
+    symbolic = any(run.rt.B.is_symbolic(v) for v in values.values() if not isinstance(v, Typed))
     passes = None
     if run.stepped:
         passes = [PassRecord([hook_calls[i] for i in p.calls], dict(p.grads), _returned(p)) for p in run.passes]
@@ -102,22 +105,14 @@ def assemble(run: VariantRun, progress=None) -> VariantPrediction:
         hook_calls=hook_calls, notes=notes, functions=check_functions(run) if run.rt.B.name == "exact" else [],
         node_order=last.result.order if last else [], symbolic=symbolic,
         kinks=[note for _, _, note in fwd.notes], run=run,
-        carried={name: seen_at(last.result, t) if last else None for name, t in fwd.names.items()}, passes=passes)
+        carried={name: seen_at(last.result, t) if last else None for name, t in fwd.names.items()}, passes=passes,
+        deriver=derive_variant)
 
 
 def _returned(p) -> dict | None:
     if p.request.method != "grad":
         return None
     return {name: value for (name, _, _), value in zip(p.request.inputs, p.result.captured)}
-
-
-def seen_at(bwd, t: Tensor):
-    """The gradient PyTorch carried to ``t`` (what its grad_fn, or AccumulateGrad, received)."""
-    if not isinstance(t, Tensor) or not t.requires_grad:
-        return None
-    if t.grad_fn is not None:
-        return bwd.seen.get((id(t.grad_fn), t.output_nr))
-    return bwd.seen.get(t.id)
 
 
 def _node_names(run: VariantRun) -> dict:
@@ -165,7 +160,7 @@ def _record(run: VariantRun, rec, producers: dict, calls: dict) -> HookRecord:
 
 
 def _why_forward(rec) -> list[str]:
-    if rec.returned is None:
+    if rec.returned is None or rec.kind not in ("forward", "forward_pre"):  # a pack hook's return is what it stores
         return []
     what = "inputs" if rec.hook.kind == "forward_pre" else "output"
     return [f"the returned value replaces the module's {what}; its ops join the graph"]
@@ -220,14 +215,6 @@ def _describe_input(node: Node, i: int) -> str:
     return "a tensor"
 
 
-def _describe_tensor(t: Tensor) -> str:
-    if t.name:
-        return t.name
-    if t.grad_fn is not None:
-        return f"output of {t.grad_fn.name}"
-    return "a tensor"
-
-
 def _variant_notes(run: VariantRun) -> list[str]:
     notes = []
     if run.last_pass is not None and run.last_pass.request.method == "grad":
@@ -239,97 +226,8 @@ def _variant_notes(run: VariantRun) -> list[str]:
     return notes
 
 
-# ----------------------------------------------------------------------------- boundaries
-
 def _boundaries(run: VariantRun, progress=None) -> list[Boundary]:
-    rt, last = run.rt, run.last_pass
+    last = run.last_pass
     if last is None:
         return []
-    fwd, bwd = last.forward, last.result
-    out = []
-    depth_of: dict[int, int] = {}
-    position = {id(node): i for i, node in enumerate(rt.nodes)}
-    for done, call in enumerate(fwd.calls):
-        if progress is not None:
-            progress("assemble", done, len(fwd.calls))
-        depth = 0 if call.parent is None else depth_of[call.parent] + 1
-        depth_of[call.id] = depth
-        gout = seen_at(bwd, call.out) if call.out.requires_grad else None
-        if gout is not None:
-            start = position[id(call.in_node)] if call.in_node is not None else call.body_start
-            gin = tuple(pure_vjp(rt, rt.nodes[start:call.end], call.out, gout, call.args, bwd.vjps))
-            if call.module.type == "Identity":
-                gin = (gout if call.args[0].requires_grad else None,)
-        else:
-            gin = tuple(None for _ in call.args)
-        nodes = [n.name for n in call.body_nodes(rt)]
-        names = tuple(_describe_tensor(a) for a in call.args)
-        out.append(Boundary(call.callid, call.path, call.k, call.module.type or "custom", call.module.inputs, names,
-                            OUTPUT if call.path == ROOT else call.callid, nodes, (gout,), gin, depth))
-    return out
-
-
-def _known_vjp(known: dict | None, node: Node, gs: list, need: list) -> list | None:
-    """The engine's VJP of ``node`` when it was computed from the same gradient objects and
-    covered every slot wanted here (None otherwise)."""
-    entry = known.get(id(node)) if known else None
-    if entry is None:
-        return None
-    same_node, inputs, engine_need, grads = entry
-    if same_node is not node or len(inputs) != len(gs) or any(a is not b for a, b in zip(inputs, gs)):
-        return None
-    if any(want and not had for want, had in zip(need, engine_need)):
-        return None
-    return [g if want else None for g, want in zip(grads, need)]
-
-
-def _key(t: Tensor):
-    return (id(t.grad_fn), t.output_nr) if t.grad_fn is not None else ("leaf", t.id)
-
-
-def _edge_key(edge):
-    node = edge.node
-    return ("leaf", node.variable.id) if node.is_accumulate else (id(node), edge.input_nr)
-
-
-def pure_vjp(rt, nodes: list[Node], seed_tensor: Tensor, seed, wrt, known: dict | None = None) -> list:
-    """J^T seed through ``nodes`` (hooks ignored): the Lagrangian adjoint of a module.
-
-    ``known``: the VJPs the engine computed (``BackwardResult.vjps``); a node handed the very
-    gradient objects the engine handed it (no hook rewrote them) reuses the engine's result
-    instead of computing it again -- on an MLP with a hook on every layer that is most of the
-    work, since every module's adjoint re-runs the backward below it.
-
-    Returns, per tensor in ``wrt``, its cotangent, or None where it does not require grad."""
-    from .function import declared_vjp
-    B = rt.B
-    cot: dict = {_key(seed_tensor): seed}
-    for node in reversed(nodes):
-        gs = [cot.get((id(node), i)) for i in range(len(node.outputs))]
-        if all(g is None for g in gs):
-            continue
-        if node.kind == "hookfn":
-            outs = [g if g is not None else B.zeros(node.outputs[i][0]) for i, g in enumerate(gs)]
-        elif node.kind == "function":
-            outs = declared_vjp(rt, node.params, list(node.input_values), gs[0])
-        elif node.kind == "copyslices":
-            from .inplace import copy_slices_backward
-            if gs[0] is None:
-                continue
-            outs = copy_slices_backward(rt, node, gs[0], [e is not None for e in node.edges],
-                                        lambda fn, grads, need: fn.op.vjp(B, grads, list(fn.input_values),
-                                                                          list(fn.output_values), fn.params, need))
-        else:
-            need = [e is not None for e in node.edges]
-            outs = _known_vjp(known, node, gs, need)
-            if outs is None:
-                outs = node.op.vjp(B, gs, list(node.input_values), list(node.output_values), node.params, need)
-        for i, (edge, g) in enumerate(zip(node.edges, outs)):
-            if edge is None or g is None:
-                continue
-            want = node.inputs[i].shape
-            if tuple(B.shape(g)) != want:
-                g = B.sum_to(g, want)
-            k = _edge_key(edge)
-            cot[k] = g if k not in cot else B.add(cot[k], g)
-    return [(cot.get(_key(t), B.zeros(t.shape)) if t.requires_grad else None) for t in wrt]
+    return boundaries_of(run.rt, last.forward, last.result, progress)

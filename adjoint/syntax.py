@@ -25,6 +25,8 @@ Expressions
                Subscript of a tuple
 ``Slice``      ``lower:upper:step``, each part optional (None)
 ``Tup``        ``(a, b)``; ``ListLit`` ``[a, b]`` (sequence arguments: ``cat([a, b])``, ``dim=[0, 1]``)
+``DictLit``    ``{"bias": v}``: string keys only (a with_kwargs hook's returned kwargs); a dict is
+               indexed by a string: ``kwargs["bias"]``
 
 Statements (a custom forward, a hook's ``does:``)
 ----------
@@ -149,6 +151,11 @@ class ListLit(Expr):
     items: tuple[Expr, ...]
 
 
+@dataclass(frozen=True)
+class DictLit(Expr):
+    items: tuple[tuple[str, Expr], ...]
+
+
 # ----------------------------------------------------------------------------- statements
 
 @dataclass(frozen=True)
@@ -208,6 +215,8 @@ def children(e: Expr) -> tuple[Expr, ...]:
         return tuple(x for x in (e.lower, e.upper, e.step) if x is not None)
     if isinstance(e, (Tup, ListLit)):
         return tuple(e.items)
+    if isinstance(e, DictLit):
+        return tuple(v for _, v in e.items)
     return ()
 
 
@@ -258,6 +267,8 @@ def to_source(e: Expr) -> str:
         return f"({inner},)" if len(e.items) == 1 else f"({inner})"
     if isinstance(e, ListLit):
         return f"[{', '.join(to_source(a) for a in e.items)}]"
+    if isinstance(e, DictLit):
+        return "{" + ", ".join(f"{k!r}: {to_source(v)}" for k, v in e.items) + "}"
     raise TypeError(e)
 
 

@@ -3,9 +3,13 @@
 For every file and variant: solve exactly (numerically, through the file's ``symbols:``, when
 the file has free symbols), build and run the same thing in torch
 (:mod:`adjoint.torchside`, imported lazily: the only place torch is loaded), and compare
-(:mod:`adjoint.compare`, whose docstring states the tolerances). With ``fd``, the final
-gradients also get a third, independent opinion: central differences in float64, as
-``torch.autograd.gradcheck`` computes them, with gradcheck's tolerance.
+(:mod:`adjoint.compare`, whose docstring states the tolerances). Everything the contract's
+answer holds is compared, v2 included: an ``error`` PyTorch raised (or did not), ``passes``
+of a variant with steps, the marks of each hook call. With ``fd``, the final gradients also
+get a third, independent opinion: central differences in float64, as
+``torch.autograd.gradcheck`` computes them, with gradcheck's tolerance (skipped, with the
+reason, where the final gradients are not the derivative of one forward: steps, an error,
+a hook that changes gradients or saved tensors).
 
 Every file is loaded and solved before anything runs or prints, so bad input (a
 ProblemError, which propagates; the CLI prints it as one line and exits 2) writes nothing.
@@ -156,6 +160,9 @@ def fd_targets(problem: Problem, decl, vp) -> tuple[list[str], dict[str, str]]:
         wanted = [n for n, _ in bw.inputs]
     else:
         wanted = list(vp.grads)
+    whole = _not_one_function(decl, vp)
+    if whole is not None:
+        return [], {n: whole for n in wanted} if wanted else {"(every gradient)": whole}
     leaves = {d.name for d in list(decl.inputs) + [d for m in problem.model.walk() for d in m.params]
               if d.requires_grad}
     skipped: dict[str, str] = {}
@@ -177,6 +184,25 @@ def fd_targets(problem: Problem, decl, vp) -> tuple[list[str], dict[str, str]]:
     return names, skipped
 
 
+def _not_one_function(decl, vp) -> str | None:
+    """Why the final gradients are not the derivative of one forward (None when they are)."""
+    if vp.error is not None:
+        return "PyTorch raises while running this variant (the prediction is an error): no gradients to check"
+    if decl.steps is not None:
+        return ("the variant runs steps (several passes, accumulation, SGD): its final gradients are not the "
+                "derivative of one forward")
+    for h in decl.hooks:
+        if h.on == "saved_tensors" and not (_is_x(h.pack) and _is_x(h.unpack)):
+            return (f"hook {h.index} ('{h.label}') changes the tensors backward uses (its pack/unpack are not the "
+                    "identity), so the gradients are not the derivative finite differences measure")
+    return None
+
+
+def _is_x(e) -> bool:
+    from .syntax import Name
+    return isinstance(e, Name) and e.id == "x"
+
+
 def _fires_in_backward(h) -> bool:
     """Can this hook change a gradient? Forward-phase hooks cannot; a module hook registered after
     the forward never fires; a tensor or node hook removed before backward never fires (a module
@@ -196,9 +222,10 @@ def render_result(r: VariantResult) -> str:
     rtol, atol = tolerance(r.dtype)
     head = (f"== {r.problem} :: {r.variant}  [{r.dtype}, |diff| <= {atol:g} + {rtol:g}*max|predicted| per tensor]  "
             f"{'PASS' if r.ok else 'FAIL'}  ({r.file}, {r.seconds:.2f}s)")
-    width = max([len(_item(row)) for row in r.rows] + [len("what")])
-    lines = [head, f"   {'what':<{width}}  {'max |diff|':>10}  {'max rel':>9}  result"]
     value_rows = [row for row in r.rows if row.section == "values"]
+    aggregate = f"forward values ({sum(row.ok for row in value_rows)} of {len(value_rows)} tensors)"
+    width = max([len(_item(row)) for row in r.rows] + [len("what"), len(aggregate) if value_rows else 0])
+    lines = [head, f"   {'what':<{width}}  {'max |diff|':>10}  {'max rel':>9}  result"]
     for row in r.rows:
         if row.section == "values" and row.ok:
             continue
@@ -206,7 +233,7 @@ def render_result(r: VariantResult) -> str:
     if value_rows:
         good = [row for row in value_rows if row.ok]
         if good:
-            agg = Row("values", f"forward values ({len(good)} of {len(value_rows)} tensors)", True,
+            agg = Row("values", aggregate, True,
                       _max(row.max_abs for row in good), _max(row.max_rel for row in good))
             lines.append(_line(agg, width))
     if any(row.section == "fd" for row in r.rows):

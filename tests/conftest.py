@@ -1,9 +1,11 @@
 """What a test needs that a machine may not have, declared once: torch 2.13, a LaTeX engine,
-pdftoppm.
+pdftoppm, Graphviz (its ``dot`` and the ``graphviz`` Python package), a Jupyter kernel
+(``nbclient`` and ``ipykernel``, to execute the notebook).
 
 * A test (or a module, with ``pytestmark``) marked ``@pytest.mark.torch``,
-  ``@pytest.mark.latex`` or ``@pytest.mark.pdftoppm`` is skipped when that is missing, with
-  the reason "torch 2.13 not installed: run scripts/setup-tests.sh" (and likewise).
+  ``@pytest.mark.latex``, ``@pytest.mark.pdftoppm``, ``@pytest.mark.graphviz`` or
+  ``@pytest.mark.notebook`` is skipped when that is missing, with the reason "torch 2.13 not
+  installed: run scripts/setup-tests.sh" (and likewise).
 * A module that imports torch at the top does it through ``torch = require_torch()``
   (``from conftest import require_torch``): the whole module is skipped the same way.
 * With ``ADJOINT_REQUIRE_ALL=1`` in the environment (CI sets it, see .ci/run) every such skip
@@ -47,8 +49,24 @@ def _pdftoppm_missing() -> str | None:
     return None if shutil.which("pdftoppm") else f"pdftoppm not installed: {SETUP}"
 
 
+def _graphviz_missing() -> str | None:
+    try:
+        import graphviz  # noqa: F401
+    except ImportError:
+        return f"the graphviz Python package not installed: {SETUP}"
+    return None if shutil.which("dot") else f"Graphviz (dot) not installed: {SETUP}"
+
+
+def _notebook_missing() -> str | None:
+    import importlib.util
+
+    missing = [m for m in ("nbclient", "nbformat", "ipykernel") if importlib.util.find_spec(m) is None]
+    return f"{', '.join(missing)} not installed: {SETUP}" if missing else None
+
+
 #: marker name -> the probe that says what is missing (None: present)
-PROBES = {"torch": _torch_missing, "latex": _latex_missing, "pdftoppm": _pdftoppm_missing}
+PROBES = {"torch": _torch_missing, "latex": _latex_missing, "pdftoppm": _pdftoppm_missing,
+          "graphviz": _graphviz_missing, "notebook": _notebook_missing}
 
 
 def _missing(reason: str, module_level: bool = False):
@@ -73,6 +91,10 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "latex: needs pdflatex/lualatex/xelatex (skipped without, unless "
                                        "ADJOINT_REQUIRE_ALL=1)")
     config.addinivalue_line("markers", "pdftoppm: needs pdftoppm (skipped without, unless ADJOINT_REQUIRE_ALL=1)")
+    config.addinivalue_line("markers", "graphviz: needs Graphviz's dot and the graphviz package (skipped without, "
+                                       "unless ADJOINT_REQUIRE_ALL=1)")
+    config.addinivalue_line("markers", "notebook: needs nbclient, nbformat and ipykernel (skipped without, unless "
+                                       "ADJOINT_REQUIRE_ALL=1)")
 
 
 def pytest_runtest_setup(item):

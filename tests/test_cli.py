@@ -33,8 +33,8 @@ sys.meta_path.insert(0, _NoTorch())
 '''
 
 
-def run(*args, input=None):
-    result = CliRunner().invoke(main, list(args), input=input)
+def run(*args, input=None, env=None):
+    result = CliRunner().invoke(main, list(args), input=input, env=env)
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -200,7 +200,7 @@ hooks:
 def test_problem_text_reaching_the_terminal_is_escaped(tmp_path):
     path = tmp_path / "hostile.yaml"
     path.write_text(HOSTILE)
-    code, out, err = run("solve", str(path))
+    code, out, err = run("solve", str(path), env={"COLUMNS": "200"})  # wide: no label wrapped
     assert code == 0, err
     assert "\x1b" not in out and "\u202e" not in out and "\x9b" not in out and "\a" not in out
     assert "clear \\x1b[2J\\x1b]0;owned\\x07 and \\u202eevil\\u202c, \\x9b31m" in out

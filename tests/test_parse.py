@@ -144,8 +144,7 @@ REFUSED = [
               "indexing and tuples"),
     ("x if c else y", "1:5: a conditional expression is not allowed in problem expressions; use names, numbers, "
                       "+ - * / ** @, calls, indexing and tuples"),
-    ("{a: 1}", "1:5: a dict display is not allowed in problem expressions; use names, numbers, + - * / ** @, calls, "
-               "indexing and tuples"),
+    ("{a: 1}", "1:6: a dict may only have string keys, as in {\"bias\": 2 * kwargs[\"bias\"]}"),
     ("f(*a)", "1:7: starred arguments is not allowed in problem expressions; use names, numbers, + - * / ** @, calls, "
               "indexing and tuples"),
     ("(y := x)", "1:6: ':=' is not allowed in problem expressions; use names, numbers, + - * / ** @, calls, indexing "
@@ -165,7 +164,7 @@ REFUSED = [
                  "code"),
     ("x._base", "1:7: attribute '_base' is not allowed: names starting with '_' are private to PyTorch; use public "
                 "tensor methods and attributes"),
-    ("x * 'two'", "1:9: a string literal is not allowed here; strings are call arguments, as in reduction=\"sum\""),
+    ("x * 'two'", "1:9: a string literal is not allowed here; strings are call arguments (reduction=\"sum\"), dict keys and keys of a dict (kwargs[\"bias\"])"),
     ("x * True", "1:9: True is only allowed as a call argument, as in keepdim=True"),
     ("None", "1:5: None is only allowed as a call argument, an index (x[None]) or inside a hook's returned tuple"),
     ("x * ...", "1:9: '...' is only allowed as an index, as in x[..., 0]"),

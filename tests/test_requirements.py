@@ -48,6 +48,17 @@ def test_needs_nothing():
     pass
 '''
 
+TINY_GRAPHVIZ = '''
+import pytest
+
+@pytest.mark.graphviz
+def test_marked_graphviz():
+    pass
+
+def test_needs_nothing():
+    pass
+'''
+
 TINY_MODULE = '''
 from conftest import require_torch
 
@@ -58,14 +69,15 @@ def test_whole_module_needs_torch():
 '''
 
 
-def run_tiny(tmp_path, block_torch: bool, require_all: bool, no_latex: bool = False):
+def run_tiny(tmp_path, block_torch: bool, require_all: bool, no_latex: bool = False, tiny: str = TINY_LATEX):
     """The tiny suite: torch tests (a marked test, a module needing torch), or with ``no_latex``
-    a LaTeX test and no engine on PATH; each with one test that needs nothing."""
+    ``tiny`` (a LaTeX test by default) and no programs on PATH but Python; each with one test
+    that needs nothing."""
     suite = tmp_path / "suite"
     suite.mkdir()
     shutil.copy(os.path.join(HERE, "conftest.py"), suite / "conftest.py")
     if no_latex:
-        (suite / "test_tiny.py").write_text(TINY_LATEX)
+        (suite / "test_tiny.py").write_text(tiny)
     else:
         (suite / "test_tiny.py").write_text(TINY_TORCH)
         (suite / "test_tiny_module.py").write_text(TINY_MODULE)
@@ -98,8 +110,11 @@ def test_with_require_all_the_same_skips_fail(tmp_path):
     proc = run_tiny(tmp_path, block_torch=True, require_all=True)
     assert proc.returncode != 0
     assert "1 passed, 2 errors" in proc.stdout  # the marked test fails in set-up, the module at import
-    assert proc.stdout.count("torch 2.13 not installed: run scripts/setup-tests.sh") == 2
-    assert proc.stdout.count("[ADJOINT_REQUIRE_ALL=1: a missing requirement fails]") == 2
+    # count in the error reports only: the short summary repeats the message, cut to the
+    # terminal's width (COLUMNS), so its copies depend on where the suite runs
+    reports = proc.stdout.split("short test summary info")[0]
+    assert reports.count("torch 2.13 not installed: run scripts/setup-tests.sh") == 2
+    assert reports.count("[ADJOINT_REQUIRE_ALL=1: a missing requirement fails]") == 2
 
 
 def test_without_latex_the_latex_tests_skip_and_fail_when_required(tmp_path):
@@ -118,3 +133,15 @@ def test_without_latex_the_latex_tests_skip_and_fail_when_required(tmp_path):
 def test_with_everything_installed_nothing_is_skipped(tmp_path):
     proc = run_tiny(tmp_path, block_torch=False, require_all=True)
     assert proc.returncode == 0 and "3 passed" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_without_graphviz_the_graph_tests_skip_and_fail_when_required(tmp_path):
+    (tmp_path / "lenient").mkdir()
+    (tmp_path / "strict").mkdir()
+    proc = run_tiny(tmp_path / "lenient", block_torch=False, require_all=False, no_latex=True, tiny=TINY_GRAPHVIZ)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 passed, 1 skipped" in proc.stdout
+    assert "Graphviz (dot) not installed: run scripts/setup-tests.sh" in proc.stdout
+    strict = run_tiny(tmp_path / "strict", block_torch=False, require_all=True, no_latex=True, tiny=TINY_GRAPHVIZ)
+    assert strict.returncode != 0 and "1 passed, 1 error" in strict.stdout
+    assert "Graphviz (dot) not installed: run scripts/setup-tests.sh [ADJOINT_REQUIRE_ALL=1" in strict.stdout

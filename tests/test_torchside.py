@@ -15,7 +15,7 @@ torch = require_torch()
 import adjoint  # noqa: E402 (after the check: adjoint.torchside imports torch)
 from adjoint import ProblemError
 from adjoint.torchside import finite_differences, run_variant
-from adjoint.torchside.build import Interp
+from adjoint.torchside.program import EnvScope, Program
 from adjoint.torchside.run import Session
 
 SLINEAR = "problems/slinear.yaml"
@@ -101,10 +101,9 @@ def test_modules_called_twice_are_told_apart():
 def test_custom_function_is_a_real_autograd_function():
     problem = adjoint.load("problems/custom_function.yaml")
     s = Session(problem, problem.variant("default"), "float64")
-    s.register_hooks()
-    s.forward()
-    assert type(s.names["lin"].grad_fn).__name__ == "LinearFunctionBackward"
-    assert type(s.names["sq"].grad_fn).__name__ == "SquareFunctionBackward"
+    names = s.forward().names
+    assert type(names["lin"].grad_fn).__name__ == "LinearFunctionBackward"
+    assert type(names["sq"].grad_fn).__name__ == "SquareFunctionBackward"
     assert isinstance(s.modules["lin"].weight, torch.nn.Parameter)
 
 
@@ -125,7 +124,7 @@ loss: "2 / y"
 """)
     x = torch.tensor([0.5], requires_grad=True)
     env = {"x": x}
-    interp = Interp(lambda name, loc: env[name])
+    interp = Program(EnvScope(env, "the test"))
     out = interp.eval(problem.model.forward[-1].value)   # the program (Return(2 - x),)
     assert type(out.grad_fn).__name__ == "RsubBackward1"   # torch's own dispatch of number - tensor
     env["y"] = out
@@ -157,7 +156,8 @@ hooks:
   - {tensor: x, label: "hook on a constant"}
 """)
     obs = run_variant(problem, problem.variants[0], "float32")
-    assert obs["error"].startswith("RuntimeError:") and "require" in obs["error"]
+    assert obs["error"]["type"] == "RuntimeError" and "require" in obs["error"]["message"]
+    assert obs["error"]["during"] == "forward" and obs["error"]["after_call"] is None and obs["hook_calls"] == []
 
 
 def test_finite_differences_slinear(slinear):

@@ -72,4 +72,5 @@ ELEMENTARY: dict[str, Elementary] = {e.name: e for e in (
     Elementary("sigmoid", _sigmoid_ball, _sigmoid_closed, _at(_Q0, fmpq(1, 2)), _sigmoid_float),
     Elementary("log", lambda b: b.log(), symbolic.s_log, _at(_Q1, _Q0), math.log, "positive"),
     Elementary("sqrt", lambda b: b.sqrt(), symbolic.s_sqrt, _sqrt_rational, math.sqrt, "nonnegative"),
+    Elementary("erf", lambda b: b.erf(), _sympy_function("erf"), _at(_Q0, _Q0), math.erf),
 )}

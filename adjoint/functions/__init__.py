@@ -143,6 +143,7 @@ _KIND_WORDS = {"tensor": "a Tensor", "tensors": "a tuple or list of Tensors", "i
 
 
 def describe(v) -> str:
+    """What a value is, in a message ("a Tensor", "a number", "None", ...)."""
     if v is None:
         return "None"
     if isinstance(v, bool):
@@ -155,6 +156,8 @@ def describe(v) -> str:
         return "a string"
     if isinstance(v, (tuple, list)):
         return "a tuple"
+    if isinstance(v, dict):
+        return "a dict"
     return type(v).__name__
 
 

@@ -134,7 +134,9 @@ def lower_permute(rt, a, loc):
 
 
 def lower_expand(rt, a, loc):
-    return rt.apply("expand", [a["self"]], tuple(a["size"]), loc)
+    from ..ops.views import expand_shape
+    x = a["self"]   # -1 keeps a size: resolved here, so the op's value and layout see real sizes
+    return rt.apply("expand", [x], expand_shape([x.shape], tuple(a["size"]), loc), loc)
 
 
 def lower_contiguous(rt, a, loc):

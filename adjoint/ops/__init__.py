@@ -10,12 +10,14 @@ needs to follow PyTorch's floats (signed zeros, overflow, non-finite values).
 
 The families live in the modules named in :data:`FAMILIES`; :data:`REGISTRY` maps each
 primitive name to its record. A missing primitive is a ``KeyError`` (never a fallback), and
-``tests/test_registry.py`` walks every entry and fails on an incomplete one.
+``tests/test_rules.py`` and ``tests/test_registry_math.py`` walk every entry and fail on an
+incomplete one (no gradient checks, no ``math``).
 
 Conventions of the rule functions (``forward(B, ins, p)``, ``vjp(B, gs, ins, outs, p, need)``):
 
 * ``ins`` are exactly the op's tensor arguments in ATen's order (a Python number that PyTorch
-  wraps as a tensor is an input too); ``p`` holds the non-tensor arguments (an exponent, a
+  wraps as a tensor is an input too; an optional tensor argument not given is None, as in
+  ATen, and has no edge value); ``p`` holds the non-tensor arguments (an exponent, a
   dim, a shape), as the op's own frozen record or plain tuple;
 * ``gs`` has one incoming gradient per output (None where none arrived: only multi-output
   nodes see a mix); ``need[i]`` says whether slot ``i``'s gradient is wanted
@@ -42,12 +44,34 @@ class Save:
 
 @dataclass(frozen=True)
 class Check:
-    """A gradient-check case (:mod:`adjoint.gradcheck`): input shapes, the op's params, and
-    whether the point must be positive (log, sqrt, a fractional power)."""
+    """A gradient-check case (:mod:`adjoint.gradcheck`): input shapes (None: an optional tensor
+    not given), the op's params, and whether the point must be positive (log, sqrt, a
+    fractional power; ``"unit"``: every value in (0, 1)). ``given``: (slot, flat values) pairs
+    for inputs held at fixed values (integer indices); ``fixed``: values of non-differentiable
+    inputs after the ``shapes`` ones (nested tuples). ``differences``: the op is piecewise
+    linear in each input (max pooling selects): its Jacobian is taken by exact differences at
+    the point, not by SymPy."""
 
-    shapes: tuple[tuple[int, ...], ...]
+    shapes: tuple[tuple[int, ...] | None, ...]
     params: object = None
-    positive: bool = False
+    positive: bool | str = False
+    given: tuple = ()
+    fixed: tuple = ()
+    differences: bool = False
+
+
+@dataclass(frozen=True)
+class Math:
+    """How the primitive reads in the derivation (:mod:`adjoint.mathtree`).
+
+    ``formula(args, p, shape, k)`` is the tree of output ``k`` (0 for a single-output op) over the
+    trees of the op's inputs ``args`` (in ATen's order), with the op's params ``p`` and the
+    output's ``shape``. Its vector-Jacobian product follows from the tree: the algebra's nodes
+    have their rules in :mod:`adjoint.mathtree.reverse`, a named function (``mathtree.Fn``)
+    declares its own (``J^T lambda`` itself when declared with ``generic_vjp``). Every op has
+    one (``tests/test_registry_math.py``); the derivation never guesses."""
+
+    formula: Callable
 
 
 @dataclass(frozen=True)
@@ -66,11 +90,16 @@ class Op:
     kink: Callable | None = None     # (B, ins, p) -> str | None: a note when a convention at a kink applies
     kink_doc: str = "--"             # the convention, for docs/ops.md
     outputs: int = 1                 # -1: as many as the shape rule gives (split, unbind)
-    differentiable: tuple[bool, ...] | None = None  # per input: can it carry a gradient (None: all)
+    diff_outputs: int | None = None  # multi-output ops: how many leading outputs are differentiable (None: all);
+                                     # the rest (indices, saved statistics) get no grad_fn and are not node outputs
+    out_dtypes: tuple = ()           # per output: its dtype when not the first input's ("int64" indices)
+    differentiable: tuple[bool, ...] | None = None  # per input: can it carry a gradient (None: all); a
+                                     # non-differentiable input is no edge of the node
     checks: tuple[Check, ...] = ()   # gradient-check cases, away from kinks
     view: bool = False               # the outputs are views of input 0 (share its storage and version)
     layout: Callable | None = None   # views: (shape, strides, offset, p) -> (strides | None, offset)
     scatter: Callable | None = None  # views: (B, base, new view value, p) -> the base with the view written
+    math: Math | None = None         # how it reads in the derivation (required: tests/test_registry_math.py)
 
 
 def _collect() -> dict[str, Op]:

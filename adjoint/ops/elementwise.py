@@ -8,7 +8,12 @@ sqrt'(0) = inf (``grad / (2 * result)``; -inf at -0.0).
 
 from __future__ import annotations
 
-from . import Check, Op, Save
+from fractions import Fraction
+
+import sympy
+
+from ..derivation.mathtree import LOG, Fn, Indicator, Relu, Sigmoid, TBin, TConst, TFn, TNeg, applied, elementwise, no_gradient
+from . import Check, Math, Op, Save
 from .arith import same_shape
 
 
@@ -106,24 +111,47 @@ def abs_kink(B, ins, p):
     return None
 
 
-def _unary(name, node, forward, vjp, save, formula, **kw):
-    return Op(name, node, forward, vjp, same_shape, save, formula, **kw)
+# ----------------------------------------------------------------------------- how they read (adjoint.mathtree)
+
+def _one_minus(t):
+    return TBin("sub", TConst(Fraction(1)), t, t.shape)
+
+
+#: relu'(x) = 1[x > 0] and abs'(x) = sign(x): functions the derivatives are written with (derivative 0 a.e.)
+STEP = Fn("step", "\\mathbf{1}\\left[#0 > 0\\right]", no_gradient, Indicator)
+SIGN = Fn("sign", "\\operatorname{sign}\\left(#0\\right)", no_gradient, sympy.sign)
+
+RELU = elementwise("relu", "\\operatorname{relu}\\left(#0\\right)", lambda n: TFn(STEP, (n.a,), n.a.shape), Relu)
+TANH = elementwise("tanh", "\\tanh\\left(#0\\right)",
+                   lambda n: _one_minus(TBin("pow", n, TConst(Fraction(2)), n.shape)), sympy.tanh)
+SIGMOID = elementwise("sigmoid", "\\sigma\\left(#0\\right)", lambda n: TBin("mul", n, _one_minus(n), n.shape),
+                      Sigmoid)
+EXP = elementwise("exp", "\\exp\\left(#0\\right)", lambda n: n, sympy.exp)
+SIN = elementwise("sin", "\\sin\\left(#0\\right)", lambda n: TFn(COS, (n.a,), n.shape), sympy.sin)
+COS = elementwise("cos", "\\cos\\left(#0\\right)", lambda n: TNeg(TFn(SIN, (n.a,), n.shape), n.shape), sympy.cos)
+SQRT = Fn("sqrt", "\\sqrt{#0}", lambda lam, n: (TBin("div", lam, TBin("mul", TConst(Fraction(2)), n, n.shape),
+                                                                     n.shape),), sympy.sqrt)
+ABS = elementwise("abs", "\\left|#0\\right|", lambda n: TFn(SIGN, (n.a,), n.a.shape), sympy.Abs, delimited=True)
+
+
+def _unary(name, node, forward, vjp, save, formula, fn, **kw):
+    return Op(name, node, forward, vjp, same_shape, save, formula, math=Math(applied(fn)), **kw)
 
 
 _SELF = (Save("self", "in", 0),)
 _RESULT = (Save("result", "out", 0),)
 
 OPS = (
-    _unary("relu", "ReluBackward0", relu_forward, relu_vjp, _RESULT, "g where out > 0, else 0", negzero="keep",
+    _unary("relu", "ReluBackward0", relu_forward, relu_vjp, _RESULT, "g where out > 0, else 0", RELU, negzero="keep",
            grows=False, kink=relu_kink, kink_doc="relu'(0) = 0", checks=(Check(((2, 2),)),)),
-    _unary("tanh", "TanhBackward0", tanh_forward, tanh_vjp, _RESULT, "g * (1 - out^2)", negzero="keep", grows=False, checks=(Check(((2, 2),)),)),
-    _unary("sigmoid", "SigmoidBackward0", sigmoid_forward, sigmoid_vjp, _RESULT, "g * (1 - out) * out", grows=False, checks=(Check(((2, 2),)),)),
-    _unary("exp", "ExpBackward0", exp_forward, exp_vjp, _RESULT, "g * out", checks=(Check(((2, 2),)),)),
-    _unary("log", "LogBackward0", log_forward, log_vjp, _SELF, "g / a", nonfinite="log of zero or of a negative number", checks=(Check(((2, 2),), positive=True),)),
-    _unary("sin", "SinBackward0", sin_forward, sin_vjp, _SELF, "g * cos(a)", negzero="keep", grows=False, checks=(Check(((2, 2),)),)),
-    _unary("cos", "CosBackward0", cos_forward, cos_vjp, _SELF, "-g * sin(a)", grows=False, checks=(Check(((2, 2),)),)),
-    _unary("sqrt", "SqrtBackward0", sqrt_forward, sqrt_vjp, _RESULT, "g / (2 * out)", negzero="keep",
+    _unary("tanh", "TanhBackward0", tanh_forward, tanh_vjp, _RESULT, "g * (1 - out^2)", TANH, negzero="keep", grows=False, checks=(Check(((2, 2),)),)),
+    _unary("sigmoid", "SigmoidBackward0", sigmoid_forward, sigmoid_vjp, _RESULT, "g * (1 - out) * out", SIGMOID, grows=False, checks=(Check(((2, 2),)),)),
+    _unary("exp", "ExpBackward0", exp_forward, exp_vjp, _RESULT, "g * out", EXP, checks=(Check(((2, 2),)),)),
+    _unary("log", "LogBackward0", log_forward, log_vjp, _SELF, "g / a", LOG, nonfinite="log of zero or of a negative number", checks=(Check(((2, 2),), positive=True),)),
+    _unary("sin", "SinBackward0", sin_forward, sin_vjp, _SELF, "g * cos(a)", SIN, negzero="keep", grows=False, checks=(Check(((2, 2),)),)),
+    _unary("cos", "CosBackward0", cos_forward, cos_vjp, _SELF, "-g * sin(a)", COS, grows=False, checks=(Check(((2, 2),)),)),
+    _unary("sqrt", "SqrtBackward0", sqrt_forward, sqrt_vjp, _RESULT, "g / (2 * out)", SQRT, negzero="keep",
            nonfinite="sqrt of a negative number", kink=sqrt_kink, kink_doc="sqrt'(0) = inf", checks=(Check(((2, 2),), positive=True),)),
-    _unary("abs", "AbsBackward0", abs_forward, abs_vjp, _SELF, "g * sgn(a)", grows=False, kink=abs_kink,
+    _unary("abs", "AbsBackward0", abs_forward, abs_vjp, _SELF, "g * sgn(a)", ABS, grows=False, kink=abs_kink,
            kink_doc="abs'(0) = 0", checks=(Check(((2, 2),)),)),
 )

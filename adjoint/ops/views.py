@@ -10,9 +10,12 @@ put the gradient back where the view took its elements from (zeros elsewhere).
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from ..errors import ProblemError
 from ..layout import expanded, permuted, unsqueezed
-from . import Check, Op
+from ..derivation.mathtree import TT, Fn, TConst, TFn, TSub, reshaped, shape_text, sum_to
+from . import Check, Math, Op
 
 
 def _norm_dim(d: int, n: int) -> int:
@@ -300,6 +303,9 @@ class AsStrided:
         self.offset = offset
         self.view_ops = tuple(view_ops)
 
+    def __repr__(self) -> str:
+        return f"AsStrided(size={list(self.shape)}, stride={list(self.strides)}, storage_offset={self.offset})"
+
     def apply(self, B, base_value):
         v = base_value
         for opname, params, k, _ in self.view_ops:
@@ -461,62 +467,136 @@ def squeeze_one_shape(shapes, p, loc):
     return squeeze_shape(shapes, (p,), loc)
 
 
+# ----------------------------------------------------------------------------- how they read (adjoint.mathtree)
+
+RESHAPE = Fn("reshape", "\\operatorname{reshape}_{#s}\\left(#0\\right)",
+             lambda lam, n: (TFn(RESHAPE, (lam,), n.a.shape, shape_text(n.a.shape)),))
+TRANSPOSE = Fn("transpose", "\\operatorname{transpose}_{#s}\\left(#0\\right)",
+               lambda lam, n: (TFn(TRANSPOSE, (lam,), n.a.shape, n.sub, n.params),))
+PERMUTE = Fn("permute", "\\operatorname{permute}_{#s}\\left(#0\\right)",
+             lambda lam, n: (_permuted(lam, _inverse(n.params), n.a.shape),))
+EXPAND = Fn("expand", "\\operatorname{expand}_{#s}\\left(#0\\right)", lambda lam, n: (sum_to(lam, n.a.shape),))
+CAT = Fn("cat", "\\operatorname{cat}_{#s}\\left(#*\\right)", lambda lam, n: _cat_pieces(lam, n))
+STACK = Fn("stack", "\\operatorname{stack}_{#s}\\left(#*\\right)",
+           lambda lam, n: tuple(TSub(lam, (slice(None),) * n.params + (i,), a.shape) for i, a in enumerate(n.args)))
+
+
+def _permuted(t, perm, shape):
+    return TFn(PERMUTE, (t,), tuple(shape), "(" + ",".join(str(d) for d in perm) + ")", tuple(perm))
+
+
+def _cat_pieces(lam, n) -> tuple:
+    out, start, dim = [], 0, n.params
+    for a in n.args:
+        out.append(TSub(lam, (slice(None),) * dim + (slice(start, start + a.shape[dim]),), a.shape))
+        start += a.shape[dim]
+    return tuple(out)
+
+
+def _reshape_formula(a, p, shape, k):
+    """A row turned into a column (or back) is a transpose; adding or removing dims of size 1 is invisible
+    in the notation; any other reshape is written reshape_{shape}(a)."""
+    src, shape = a[0].shape, tuple(shape)
+    if (len(src) == 1 and shape == (1, src[0])) or (len(shape) == 1 and tuple(src) == (1, shape[0])):
+        return TT(a[0], shape)
+    if [d for d in src if d != 1] == [d for d in shape if d != 1]:
+        return reshaped(a[0], shape)
+    return TFn(RESHAPE, (a[0],), shape, shape_text(shape))
+
+
+def _transpose_formula(a, p, shape, k):
+    perm = transpose_perm(len(a[0].shape), p)
+    if len(shape) == 2:
+        return TT(a[0], tuple(shape))
+    return TFn(TRANSPOSE, (a[0],), tuple(shape), f"{min(p)},{max(p)}" if p[0] != p[1] else f"{p[0]},{p[1]}", perm)
+
+
+def _as_strided_formula(a, p, shape, k):
+    """A regenerated view reads as the views it was made by, applied to the base's current value."""
+    from . import REGISTRY
+    t = a[0]
+    for opname, params, j, in_shape in p.view_ops:
+        op = REGISTRY[opname]
+        out = op.shape([tuple(in_shape)], params, None)
+        t = op.math.formula([t], params, out[j] if op.outputs != 1 else out, j)
+    return t
+
+
+_IDENTITY = Math(lambda a, p, shape, k: a[0])
+_RESHAPE = RESHAPE_MATH = Math(_reshape_formula)
+
+_T = Math(lambda a, p, shape, k: TT(a[0], tuple(shape)) if len(shape) == 2 else a[0])
+_SELECT = Math(lambda a, p, shape, k: TSub(a[0], select_key(len(a[0].shape), p), tuple(shape)))
+_SLICE = Math(lambda a, p, shape, k: TSub(a[0], slice_key(len(a[0].shape), p), tuple(shape)))
+_TRANSPOSE = Math(_transpose_formula)
+_PERMUTE = Math(lambda a, p, shape, k: _permuted(a[0], p, shape))
+_EXPAND = Math(lambda a, p, shape, k: TFn(EXPAND, (a[0],), tuple(shape), shape_text(shape)))
+_SPLIT = Math(lambda a, p, shape, k: TSub(a[0], split_keys(a[0].shape, p)[k], tuple(shape)))   # piece k
+_UNBIND = Math(lambda a, p, shape, k: TSub(a[0], (slice(None),) * p + (k,), tuple(shape)))
+_AS_STRIDED = Math(_as_strided_formula)
+_CAT = Math(lambda a, p, shape, k: TFn(CAT, tuple(a), tuple(shape), str(p), p))
+_STACK = Math(lambda a, p, shape, k: TFn(STACK, tuple(a), tuple(shape), str(p), p))
+_ZERO = Math(lambda a, p, shape, k: TConst(Fraction(0), tuple(shape)))
+_COPY = Math(lambda a, p, shape, k: a[1] if tuple(a[1].shape) == tuple(shape)          # self.copy_(src): src
+             else TFn(EXPAND, (a[1],), tuple(shape), shape_text(shape)))
+
+
 def _view(name, node, forward, vjp, shape, layout, scatter, formula, **kw):
     return Op(name, node, forward, vjp, shape, (), formula, negzero="structural", grows=False, view=True,
               layout=layout, scatter=scatter, **kw)
 
 
 OPS = (
-    _view("t", "TBackward0", t_forward, t_vjp, t_shape, t_layout, t_scatter, "g^T", checks=(Check(((2, 3),)),)),
+    _view("t", "TBackward0", t_forward, t_vjp, t_shape, t_layout, t_scatter, "g^T", math=_T, checks=(Check(((2, 3),)),)),
     _view("view", "ViewBackward0", reshape_forward, back_to_input_shape, given_shape, view_layout, reshape_scatter,
-          "g reshaped back", checks=(Check(((2, 3),), (3, 2)),)),
+          "g reshaped back", math=_RESHAPE, checks=(Check(((2, 3),), (3, 2)),)),
     Op("unsafe_view", "UnsafeViewBackward0", reshape_forward, back_to_input_shape, given_shape, (), "g reshaped back",
-       negzero="structural", grows=False, checks=(Check(((2, 3),), (6,)),)),
+       negzero="structural", grows=False, math=_RESHAPE, checks=(Check(((2, 3),), (6,)),)),
     Op("squeeze_", "SqueezeBackward4", squeeze_one_forward, back_to_input_shape, squeeze_one_shape, (),
        "g reshaped back (the in-place squeeze_ of matmul's 1-D @ 2-D path)", negzero="structural", grows=False,
-       checks=(Check(((1, 3),), 0),)),
+       math=_RESHAPE, checks=(Check(((1, 3),), 0),)),
     _view("select", "SelectBackward0", select_forward, select_vjp, select_shape, select_layout, select_scatter,
-          "g put back at the index (zeros elsewhere)", checks=(Check(((2, 3),), (1, 2)),)),
+          "g put back at the index (zeros elsewhere)", math=_SELECT, checks=(Check(((2, 3),), (1, 2)),)),
     _view("slice", "SliceBackward0", slice_forward, slice_vjp, slice_shape, slice_layout, slice_scatter,
-          "g put back into the slice (zeros elsewhere)", checks=(Check(((4, 2),), (0, 1, 4, 2)),)),
+          "g put back into the slice (zeros elsewhere)", math=_SLICE, checks=(Check(((4, 2),), (0, 1, 4, 2)),)),
     _view("transpose", "TransposeBackward0", transpose_forward, transpose_vjp, transpose_shape, transpose_layout,
-          transpose_scatter, "g transposed back", checks=(Check(((2, 3, 2),), (0, 2)),)),
+          transpose_scatter, "g transposed back", math=_TRANSPOSE, checks=(Check(((2, 3, 2),), (0, 2)),)),
     _view("permute", "PermuteBackward0", permute_forward, permute_vjp, permute_shape, permute_layout,
-          permute_scatter, "g permuted back", checks=(Check(((2, 3, 2),), (2, 0, 1)),)),
+          permute_scatter, "g permuted back", math=_PERMUTE, checks=(Check(((2, 3, 2),), (2, 0, 1)),)),
     _view("unsqueeze", "UnsqueezeBackward0", unsqueeze_forward, back_to_input_shape, unsqueeze_shape,
-          unsqueeze_layout, reshape_scatter, "g reshaped back", checks=(Check(((2, 3),), 1),)),
+          unsqueeze_layout, reshape_scatter, "g reshaped back", math=_RESHAPE, checks=(Check(((2, 3),), 1),)),
     _view("squeeze_all", "SqueezeBackward0", squeeze_forward, back_to_input_shape, squeeze_shape, squeeze_layout,
-          reshape_scatter, "g reshaped back", checks=(Check(((2, 1, 3),), None),)),
+          reshape_scatter, "g reshaped back", math=_RESHAPE, checks=(Check(((2, 1, 3),), None),)),
     _view("squeeze_dim", "SqueezeBackward1", squeeze_forward, back_to_input_shape, squeeze_shape, squeeze_layout,
-          reshape_scatter, "g reshaped back", checks=(Check(((2, 1, 3),), (1,)),)),
+          reshape_scatter, "g reshaped back", math=_RESHAPE, checks=(Check(((2, 1, 3),), (1,)),)),
     _view("squeeze_dims", "SqueezeBackward2", squeeze_forward, back_to_input_shape, squeeze_shape, squeeze_layout,
-          reshape_scatter, "g reshaped back", checks=(Check(((1, 2, 1),), (0, 2)),)),
+          reshape_scatter, "g reshaped back", math=_RESHAPE, checks=(Check(((1, 2, 1),), (0, 2)),)),
     _view("expand", "ExpandBackward0", expand_forward, expand_vjp, expand_shape, expand_layout, None,
-          "g summed over the expanded dims", checks=(Check(((1, 3),), (2, 3)),)),
+          "g summed over the expanded dims", math=_EXPAND, checks=(Check(((1, 3),), (2, 3)),)),
     _view("split", "SplitBackward0", split_forward, split_vjp, split_shape, None, None,
           "the pieces' gradients concatenated (undefined ones as zeros)", outputs=-1,
-          checks=(Check(((5, 2),), (2, 0)),)),
+          math=_SPLIT, checks=(Check(((5, 2),), (2, 0)),)),
     _view("split_with_sizes", "SplitWithSizesBackward0", split_forward, split_vjp, split_shape, None, None,
           "the pieces' gradients concatenated (undefined ones as zeros)", outputs=-1,
-          checks=(Check(((5, 2),), ((1, 4), 0)),)),
+          math=_SPLIT, checks=(Check(((5, 2),), ((1, 4), 0)),)),
     _view("unbind", "UnbindBackward0", unbind_forward, unbind_vjp, unbind_shape, None, None,
-          "the pieces' gradients stacked (undefined ones as zeros)", outputs=-1, checks=(Check(((3, 2),), 0),)),
+          "the pieces' gradients stacked (undefined ones as zeros)", outputs=-1, math=_UNBIND, checks=(Check(((3, 2),), 0),)),
     _view("alias", "AliasBackward0", clone_forward, clone_vjp, lambda shapes, p, loc: tuple(shapes[0]),
           lambda shape, strides, offset, p: (tuple(strides), offset), lambda B, base, new, p: new, "g",
-          checks=(Check(((2, 2),)),)),
+          math=_IDENTITY, checks=(Check(((2, 2),)),)),
     _view("as_strided", "AsStridedBackward0", as_strided_forward, as_strided_vjp, as_strided_shape, None, None,
           "g put back where the view lies in its base (zeros elsewhere)",
-          checks=(Check(((4, 2),), AsStrided((2,), (2,), 1, (("slice", (0, 1, 3, 1), 0, (4, 2)),
+          math=_AS_STRIDED, checks=(Check(((4, 2),), AsStrided((2,), (2,), 1, (("slice", (0, 1, 3, 1), 0, (4, 2)),
                                                                ("select", (1, 0), 0, (2, 2))))),)),
     Op("clone", "CloneBackward0", clone_forward, clone_vjp, lambda shapes, p, loc: tuple(shapes[0]), (), "g",
-       negzero="keep", grows=False, checks=(Check(((2, 2),)),)),
+       negzero="keep", grows=False, math=_IDENTITY, checks=(Check(((2, 2),)),)),
     Op("cat", "CatBackward0", cat_forward, cat_vjp, cat_shape, (), "g sliced back to each input",
-       negzero="structural", grows=False, checks=(Check(((2, 2), (1, 2)), 0),)),
+       negzero="structural", grows=False, math=_CAT, checks=(Check(((2, 2), (1, 2)), 0),)),
     Op("stack", "StackBackward0", stack_forward, stack_vjp, stack_shape, (), "g selected back for each input",
-       negzero="structural", grows=False, checks=(Check(((2, 2), (2, 2)), 1),)),
+       negzero="structural", grows=False, math=_STACK, checks=(Check(((2, 2), (2, 2)), 1),)),
     Op("zero_", "ZeroBackward0", zero_forward, zero_vjp, copy_shape, (), "0", negzero="never", grows=False,
-       checks=(Check(((2,),)),)),
+       math=_ZERO, checks=(Check(((2,),)),)),
     Op("copy_", "torch::autograd::CopyBackwards", copy_forward, copy_vjp, copy_shape, (),
        "0 for the overwritten tensor; g (summed back) for the source", negzero="structural", grows=False,
-       checks=(Check(((2, 2), (2,))),)),
+       math=_COPY, checks=(Check(((2, 2), (2,))),)),
 )

@@ -1,119 +1,330 @@
-"""The terminal report of ``adjoint solve``: every number exact and as a decimal."""
+"""The terminal report of ``adjoint solve``, designed for a glance (what it says and in which
+order: :mod:`adjoint.render.report`).
+
+Drawn with `rich`: it measures the terminal and wraps every value in its own column (a long
+tensor folds under itself, not under the names), colours only when the output is a terminal
+(none when piped, with ``NO_COLOR`` set, or ``TERM=dumb``; ``FORCE_COLOR`` forces it), and
+exports the same report as SVG for the screenshots. Every piece of text that comes from the
+problem file goes through :func:`adjoint.safetext.terminal_safe` and into a ``rich.text.Text``
+(never parsed as rich markup), so a file cannot style, move or rewrite the terminal.
+"""
 
 from __future__ import annotations
 
-from ..prediction import Boundary, HookRecord, Prediction, VariantPrediction
+import io
+import re
+
+from rich.console import Console, Group as Stack
+from rich.padding import Padding
+from rich.rule import Rule
+from rich.table import Table
+from rich.text import Text
+
+from ..prediction import Boundary, HookRecord, Prediction
 from ..safetext import terminal_safe
+from . import values as fmt
+from .report import Group, Options, ReportView, VariantView, build
 
-MAX_SHOWN = 12  # elements of a tensor printed in full
+#: spaces at the end of a line (before any closing colour codes)
+_TRAILING = re.compile(r"[ ]+(?=(?:\x1b\[[0-9;]*m)*$)", re.MULTILINE)
 
-
-def fmt(v) -> str:
-    """``-0.4079606784 (= -3983991/9765625)``; tensors as nested lists."""
-    if v is None:
-        return "None"
-    if isinstance(v, tuple):
-        inner = ", ".join(fmt(x) for x in v)
-        return f"({inner},)" if len(v) == 1 else f"({inner})"
-    exact = v.strings()
-    floats = v.floats()
-    if exact is None and floats is None:  # --structure: shapes only
-        return f"<{'x'.join(map(str, v.shape)) or 'scalar'} tensor>"
-    if v.size > MAX_SHOWN:
-        return f"<{'x'.join(map(str, v.shape))} tensor> {_short(floats if floats is not None else exact)}"
-    if floats is None:
-        return _nested(exact)
-    if exact is None:  # --float64: decimals only
-        return _nested(floats, decimal=True)
-    dec = _nested(floats, decimal=True)
-    ex = _nested(exact)
-    return dec if dec == ex else f"{dec} (= {ex})"
+# styles: a small fixed palette that reads on dark and light terminals
+TITLE = "bold"
+HEAD = "bold underline"
+KIND = "bold cyan"
+NODE = "magenta"
+NUMBER = "bold"
+DIM = "dim"
+CHANGED = "bold yellow"
+ERROR = "bold red"
+NONE = "italic dim"
 
 
-def _short(x) -> str:
-    s = _nested(x, decimal=not isinstance(_first(x), str))
-    return s if len(s) < 120 else s[:117] + "..."
+def console(file=None, width: int | None = None, color: bool | None = None, record: bool = False) -> Console:
+    """A rich Console for the report. ``color`` None: decided by the output (a terminal, NO_COLOR)."""
+    kwargs = dict(file=file, width=width, highlight=False, markup=False, emoji=False, record=record,
+                  force_jupyter=False, legacy_windows=False, soft_wrap=False)
+    if color is True:
+        kwargs.update(force_terminal=True, color_system="standard")
+    elif color is False:
+        kwargs.update(no_color=True, color_system=None)
+    return Console(**kwargs)
 
 
-def _first(x):
-    while isinstance(x, list):
-        x = x[0]
-    return x
+def render(pred: Prediction, opts: Options = Options(), width: int = 100, color: bool = False) -> str:
+    """The report as a string (no colour unless asked for), ``width`` columns wide."""
+    buf = io.StringIO()
+    print_report([pred], opts, console(buf, width, color))
+    return buf.getvalue()
 
 
-def _nested(x, decimal: bool = False) -> str:
-    if isinstance(x, list):
-        return "[" + ", ".join(_nested(i, decimal) for i in x) + "]"
-    if decimal and isinstance(x, float):
-        return f"{x:.10g}"
-    return str(x)
+def svg(pred: Prediction, opts: Options = Options(), width: int = 100, title: str = "adjoint solve") -> str:
+    """The coloured report as an SVG picture of a terminal (the screenshots in docs/img)."""
+    out = console(io.StringIO(), width, color=True, record=True)
+    out.print(report(build(pred, opts), opts))
+    return out.export_svg(title=title)
 
 
-def render(pred: Prediction) -> str:
-    out: list[str] = []
-    problem = pred.problem
-    for v in pred.variants:
-        out.append(f"== {problem.name} :: variant {v.name}" + (" (numeric)" if pred.numeric else ""))
-        if problem.description and v is pred.variants[0]:
-            out.append(f"   {' '.join(problem.description.split())}")
-        out.extend(_variant(v))
-        out.append("")
-    # every line carries names and labels from the file: control and bidi characters escaped
-    return "\n".join(terminal_safe(line) for line in out).rstrip() + "\n"
+def print_report(preds: list[Prediction], opts: Options, out: Console) -> None:
+    """Print the reports of ``preds`` on ``out``, without the spaces rich pads table cells with."""
+    with out.capture() as captured:
+        for i, pred in enumerate(preds):
+            if i:
+                out.print()
+            out.print(report(build(pred, opts), opts))
+    out.file.write(_TRAILING.sub("", captured.get()))
+    out.file.flush()
 
 
-def _variant(v: VariantPrediction) -> list[str]:
-    out = ["", "forward values"]
-    width = max((len(n) for n in v.values), default=1)
-    for name, value in v.values.items():
-        out.append(f"  {name.ljust(width)} = {fmt(value)}")
-    if v.loss is not None:
-        out.append(f"  loss = {fmt(v.loss)}")
-    out += ["", "adjoint recursion (lambda_out = grad_output at the module's output; "
-                "lambda_in = J^T lambda_out, hooks aside)"]
-    for b in v.boundaries:
-        out.extend(_boundary(b))
-    out += ["", "hook calls, in firing order"]
-    if not v.hook_calls:
-        out.append("  (none)")
-    for i, h in enumerate(v.hook_calls, 1):
-        out.extend(_hook(i, h))
-    title = "returned by torch.autograd.grad" if v.method == "grad" else "final .grad"
-    if v.returned is not None:
-        out += ["", title]
-        for name, value in v.returned.items():
-            out.append(f"  {name} -> {fmt(value)}")
-    out += ["", "final .grad" + (" (autograd.grad leaves .grad alone)" if v.method == "grad" else "")]
-    for name, value in v.grads.items():
-        out.append(f"  {name}.grad = {fmt(value)}")
-    for f in v.functions:
-        verdict = "equals the true derivative" if f.matches else f"DIFFERS from the true derivative {f.true}"
-        out.append(f"  custom Function {f.name} ({f.callid}): backward for {f.slot} = {f.declared} {verdict}")
-    if v.notes:
-        out += ["", "why (PyTorch conventions that apply here)"]
-        out.extend(f"  - {n}" for n in v.notes)
+def report(r: ReportView, opts: Options):
+    """Every renderable of one problem's report, in order."""
+    parts: list = []
+    head = Text.assemble((_safe(r.name), TITLE), (f"  {len(r.variants)} variant{'s' if len(r.variants) != 1 else ''}"
+                                                   + ("  (numeric)" if r.numeric else ""), DIM))
+    parts.append(head)
+    if r.description:
+        parts.append(Text(_safe(r.description), DIM))
+    if r.loss is not None:
+        parts.append(Text.assemble("loss = ", fmt.value(r.loss, opts.exact), ("  (every variant)", DIM)))
+    for vv in r.variants:
+        parts.append(Text(""))
+        parts.extend(_variant(vv, r, opts))
+    hint = _hint(r, opts)
+    if hint:
+        parts.append(Text(""))
+        parts.append(Text(hint, DIM))
+    return Stack(*parts)
+
+
+def _variant(vv: VariantView, r: ReportView, opts: Options) -> list:
+    v = vv.v
+    out: list = [Rule(Text(_safe(v.name), TITLE), align="left", characters="─", style=DIM)]
+    if v.error is not None:
+        out.append(Text.assemble(("PyTorch raises ", ERROR), (f"{_safe(v.error.type)}: {_safe(v.error.message)}", ERROR),
+                                 (f"  during the {v.error.during}" + (
+                                     f", after call #{v.error.after_call + 1}" if v.error.after_call is not None
+                                     else ", before any hook call"), DIM)))
+    if vv.loss is not None:
+        out.append(Text.assemble("loss = ", fmt.value(vv.loss, opts.exact)))
+    out.extend(_calls(vv, opts))
+    if v.error is not None:
+        return out
+    out.extend(_changes(vv, opts))
+    out.extend(_grads(vv, r, opts))
+    out.extend(_functions(vv))
+    if vv.values is not None or vv.values_same_as is not None:
+        out.append(Text("forward values", HEAD))
+        if vv.values_same_as is not None:
+            out.append(Text(f"  as in {_safe(vv.values_same_as)}", DIM))
+        else:
+            out.append(_pairs([(name, fmt.value(x, opts.exact), None) for name, x in vv.values.items()]))
+    if vv.boundaries is not None or vv.boundaries_same_as is not None:
+        out.append(Text.assemble(("adjoint recursion", HEAD),
+                                 ("  lambda_out = grad_output at a module's output; lambda_in = J^T lambda_out, "
+                                  "hooks aside", DIM)))
+        if vv.boundaries_same_as is not None:
+            out.append(Text(f"  as in {_safe(vv.boundaries_same_as)}", DIM))
+        else:
+            out.append(_recursion(vv.boundaries, opts))
+    if vv.notes:
+        out.append(Text("why", HEAD))
+        notes = Table.grid(padding=(0, 1))
+        notes.add_column(no_wrap=True)
+        notes.add_column()
+        for n in vv.notes:
+            notes.add_row(Text("  -", DIM), Text(_safe(n), DIM))
+        out.append(notes)
     return out
 
 
-def _boundary(b: Boundary) -> list[str]:
-    pad = "  " * (b.depth + 1)
-    head = f"{pad}{b.callid} [{b.type}]"
-    if b.grad_output[0] is None:
-        return [f"{head}: no gradient reaches its output"]
-    lines = [f"{head}: lambda_out = grad_output = {fmt(b.grad_output[0])}"]
-    for name, arg, g in zip(b.input_names, b.arg_names, b.grad_input):
-        shown = fmt(g) if g is not None else "None (does not require grad)"
-        lines.append(f"{pad}    lambda_in[{arg} <- {name}] = J^T lambda_out = {shown}")
-    return lines
+# ----------------------------------------------------------------------------- hook calls
+
+def _calls(vv: VariantView, opts: Options) -> list:
+    out: list = [Text("hook calls", HEAD)]
+    if not vv.groups:
+        out.append(Text("  none: no hook fired", DIM))
+        return out
+    for g in vv.groups:
+        if g.title is not None:
+            out.append(Text(f" {g.title}", "bold dim"))
+        if not g.calls:
+            out.append(_pad(Text("no hook fired", DIM), (0, 0, 0, 4)))
+        for c in g.calls:
+            out.append(_call(c.number, c.hook, opts))
+        if g.grads_after:
+            out.append(_pad(Text(f".grad after {g.title}", DIM), (0, 0, 0, 4)))
+            out.append(_pad(_pairs([(f"{n}.grad", fmt.value(x, opts.exact), None) for n, x in g.grads_after.items()]),
+                            (0, 0, 0, 4)))
+    return out
 
 
-def _hook(i: int, h: HookRecord) -> list[str]:
-    where = f" at {h.node}" if h.node else ""
-    call = f" (call {h.k})" if h.k is not None and h.calls_of_module > 1 else ""
-    lines = [f"  {i}. [{h.phase}] {h.kind} on {h.on} '{h.target}'{call}{where} -- {h.label}"]
-    for name, value in h.args.items():
-        lines.append(f"       {name} = {fmt(value)}")
-    lines.append(f"       returns {fmt(h.returned)}" if h.returned is not None else "       returns None (observes)")
+def _call(number: int, h: HookRecord, opts: Options):
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(justify="right", no_wrap=True, min_width=3)
+    grid.add_column()
+    grid.add_row(Text(f"#{number}", NUMBER), _call_title(h))
+    rows = []
+    for name, x in h.args.items():
+        rows.append((name, fmt.value(x, opts.exact), None))
+    if h.raised:
+        rows.append(("raises", "RuntimeError (the hook's raises:)", ERROR))
+    elif h.returned is not None:
+        rows.append(("returned", fmt.value(h.returned, opts.exact), CHANGED))
+    else:
+        rows.append(("returned", "None (observes)", NONE))
+    body = [_pairs(rows, indent=0)]
     for w in h.why:
-        lines.append(f"       why: {w}")
-    return lines
+        body.append(Text(_safe(w), DIM))
+    grid.add_row(Text(""), Stack(*body))
+    return grid
+
+
+def _call_title(h: HookRecord) -> Text:
+    t = Text()
+    if h.is_global:
+        t.append("global ", KIND)
+    t.append(_safe(h.kind), KIND)
+    if h.kind in ("pack", "unpack"):
+        t.append(" (saved_tensors_hooks)", DIM)
+        if h.target:
+            t.append(" for ")
+            t.append(_safe(h.target))
+    elif h.on == "global" or h.is_global:
+        t.append(" fired for module ")
+        t.append(_safe(h.target or ""))
+    elif h.on == "multi_grad":
+        t.append(" on tensors ")
+        t.append(_safe((h.target or "").replace(",", ", ")))
+    else:
+        t.append(f" on {h.on} ")
+        t.append(_safe(h.target))
+    if h.k is not None and h.calls_of_module > 1:
+        t.append(f" (call {h.k})")
+    if h.node:
+        t.append(" at ", DIM)
+        t.append(_safe(h.node), NODE)
+    if h.phase == "forward":
+        t.append("  [forward]", DIM)
+    if h.label:
+        t.append("  ")
+        t.append(_safe(h.label), DIM)
+    return t
+
+
+# ----------------------------------------------------------------------------- what changed, grads
+
+def _changes(vv: VariantView, opts: Options) -> list:
+    e = vv.effects
+    if not e.ran:
+        return []
+    out: list = [Text.assemble(("what the hooks changed", HEAD),
+                               ("  against the same run with every hook only observing", DIM))]
+    if e.refused is not None:
+        out.append(Text(f"  not computed: without the returned values the run is refused ({_safe(e.refused)})", DIM))
+        return out
+    if e.error is not None:
+        out.append(Text(f"  without the returned values PyTorch would raise {_safe(e.error)}", CHANGED))
+        return out
+    if not e.changes:
+        out.append(Text("  nothing: every result equals the observing-only run", DIM))
+        return out
+    rows = []
+    for c in e.changes:
+        label = {"grad": f"{c.name}.grad", "returned": f"{c.name} (returned)", "loss": "loss"}[c.what]
+        ratio = f"  {fmt.ratio(c.ratio)}" if c.ratio is not None else ""
+        rows.append((label, Text.assemble(fmt.value(c.before, opts.exact), (" → ", DIM),
+                                          (fmt.value(c.after, opts.exact), CHANGED), (ratio, "bold")), None))
+    out.append(_pairs(rows))
+    if e.unchanged:
+        out.append(Text("  unchanged: " + ", ".join(f"{_safe(n)}.grad" for n in e.unchanged), DIM))
+    return out
+
+
+def _grads(vv: VariantView, r: ReportView, opts: Options) -> list:
+    v = vv.v
+    out: list = []
+    if vv.returned is not None:
+        out.append(Text.assemble(("returned by torch.autograd.grad", HEAD)))
+        out.append(_pairs([(n, fmt.value(x, opts.exact), None) for n, x in vv.returned.items()]))
+    changed = {c.name for c in vv.effects.changes if c.what == "grad"}
+    shown = {n: x for n, x in vv.grads.items() if n not in changed}
+    title = "final .grad" + ("  (autograd.grad leaves .grad alone)" if v.method == "grad" else "")
+    out.append(Text(title, HEAD))
+    if shown:
+        out.append(_pairs([(f"{n}.grad", fmt.value(x, opts.exact), NONE if x is None else None)
+                           for n, x in shown.items()]))
+    rest = []
+    said = [n for n in vv.grads if n in changed]
+    if said:
+        rest.append(f"{_names(said)} as changed above")
+    if vv.same_grads:
+        rest.append(f"{_names(vv.same_grads)} as in {_safe(r.reference)}")
+    if rest:
+        out.append(Text("  " + "; ".join(rest), DIM))
+    if not shown and not rest:
+        out.append(Text("  none: nothing requires grad", DIM))
+    return out
+
+
+def _functions(vv: VariantView) -> list:
+    out = []
+    for f in vv.v.functions:
+        verdict = ("equals the true derivative", DIM) if f.matches else (
+            f"DIFFERS from the true derivative {_safe(f.true)}", CHANGED)
+        out.append(Text.assemble(f"custom Function {_safe(f.name)} ({_safe(f.callid)}): backward for "
+                                 f"{_safe(f.slot)} = {_safe(f.declared)} ", verdict))
+    return out
+
+
+def _recursion(bs: list[Boundary], opts: Options):
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    for b in bs:
+        pad = "  " * (b.depth + 1)
+        head = Text.assemble(pad, (_safe(b.callid), "bold"), (f" [{_safe(b.type)}]", DIM))
+        if b.grad_output[0] is None:
+            grid.add_row(head, Text("no gradient reaches its output", DIM))
+            continue
+        grid.add_row(head, Text.assemble(("lambda_out = ", DIM), fmt.value(b.grad_output[0], opts.exact)))
+        for name, arg, g in zip(b.input_names, b.arg_names, b.grad_input):
+            shown = fmt.value(g, opts.exact) if g is not None else "None (does not require grad)"
+            grid.add_row(Text(f"{pad}  {_safe(arg)} <- {_safe(name)}", DIM),
+                         Text.assemble(("lambda_in = ", DIM), shown))
+    return grid
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def _pairs(rows: list, indent: int = 2):
+    """name  value rows, names aligned; the value column wraps within itself."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for name, value, style in rows:
+        cell = value if isinstance(value, Text) else Text(_safe(value), style or "")
+        grid.add_row(Text(_safe(name)), cell)
+    return _pad(grid, (0, 0, 0, indent)) if indent else grid
+
+
+def _pad(renderable, pad):
+    return Padding(renderable, pad, expand=False)
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(_safe(n) for n in names)
+
+
+def _hint(r: ReportView, opts: Options) -> str:
+    parts = []
+    if r.hidden_values:
+        parts.append(f"--values: the {r.hidden_values} forward values")
+    if r.hidden_boundaries:
+        parts.append(f"--recursion: the adjoints at {r.hidden_boundaries} module boundaries")
+    if not opts.exact:
+        parts.append("--exact: exact values")
+    return "; ".join(parts)
+
+
+def _safe(text) -> str:
+    return terminal_safe(str(text))

@@ -67,9 +67,11 @@ def find_engine() -> str | None:
 
 
 def compile_pdf(tex: str, pdf_path: str | None, *, strict: bool = False, timeout: float = 180.0,
-                keep_log: str | None = None, protect: tuple[str, ...] = ()) -> CompileReport:
+                keep_log: str | None = None, protect: tuple[str, ...] = (),
+                files: dict[str, bytes] | None = None) -> CompileReport:
     """Compile ``tex``; write the PDF to ``pdf_path`` (None: compile only; the bytes are in the
-    report's ``pdf``), never over one of the ``protect`` files.
+    report's ``pdf``), never over one of the ``protect`` files. ``files`` are put beside the
+    document first (name -> content: the graph pictures it includes).
 
     Raises ProblemError (one line, exit 2 in the CLI) when no engine is installed, when the
     engine reports an error, or -- with ``strict`` -- when an equation overflows the line. The
@@ -95,6 +97,12 @@ def compile_pdf(tex: str, pdf_path: str | None, *, strict: bool = False, timeout
         except OSError as exc:
             raise ProblemError(None, f"cannot write the document for {name} in {work}: {exc.strerror or exc}") \
                 from None
+        try:
+            for fname, content in (files or {}).items():
+                with open(os.path.join(work, os.path.basename(fname)), "wb") as fh:
+                    fh.write(content)
+        except OSError as exc:
+            raise ProblemError(None, f"cannot write a picture for {name} in {work}: {exc.strerror or exc}") from None
         cmd = [engine, "-halt-on-error", "-interaction=nonstopmode", "-no-shell-escape", "derivation.tex"]
         passes = 0
         log = ""

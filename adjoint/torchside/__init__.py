@@ -1,12 +1,15 @@
 """The torch side of ``adjoint verify``: the only package in adjoint that imports torch.
 
-:func:`run_variant` builds a problem's variant in real PyTorch 2.13, registers its hooks for
-real, runs forward and backward and returns what was observed, in the contract's
-per-variant JSON shape. :func:`finite_differences` is the independent float64 check of the
-final gradients.
+:func:`run_variant` builds a problem's variant in real PyTorch 2.13 (``build``: the modules;
+``program``: the forwards, the loss and hook bodies interpreted on tensors; ``callables``:
+which torch function a name is; ``dropout``: a declared Dropout mask forced), registers its
+hooks for real (``hooks``), runs its steps and returns what was observed, in the contract's
+per-variant JSON shape (``run``; ``values``: tensors as JSON; ``graphs``: which node a hook
+ran at). :func:`finite_differences` (``fd``) is the independent float64 check of the final gradients.
 """
 
-from .run import finite_differences, run_variant
+from .fd import finite_differences
+from .run import run_variant
 
 __all__ = ["run_variant", "finite_differences", "torch_version"]
 

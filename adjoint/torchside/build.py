@@ -1,264 +1,249 @@
-"""A problem as real PyTorch 2.13 objects: leaf tensors, ``torch.nn`` modules, autograd Functions.
+"""A problem's model as real ``torch.nn`` modules.
 
-Nothing here reuses the engine's op lowering (:mod:`adjoint.lower`): expressions are
-interpreted by :class:`Interp`, which hands every operator to Python exactly as written
-(``a - b``, ``a @ b``, ...) so that PyTorch does its own dispatch. That is what lets
-``adjoint verify`` check the lowering independently.
+* A built-in type is the real class, ``getattr(torch.nn, type)(**args)`` with the file's
+  constructor arguments (exact numbers as Python numbers: ints stay ints, ``eps`` and other
+  float arguments are floats rounded once; a loss's tensor arguments ``weight`` /
+  ``pos_weight`` are passed as tensors), moved to the run's dtype, and its parameters and
+  buffers overwritten with the file's values under the names ``named_parameters()`` /
+  ``named_buffers()`` give them (``out_proj.weight``), so a module with ``init`` or given
+  values holds exactly those. ``requires_grad: false`` is each parameter's
+  ``requires_grad_(False)``; ``training`` is set per module (``module.train(flag)``, parents
+  first, so a child's own setting wins).
+* ``Sequential`` is :class:`TorchSequential`: ``nn.Sequential``'s loop, each child called
+  through the run (so its call is counted, named and scoped like any other). ``ModuleList``
+  is ``nn.ModuleList`` (children ``0``, ``1``, ...; a forward calls ``layers[0](x)``).
+* A custom module is :class:`CustomModule`: parameters and buffers under their bare names,
+  children as submodules, a ``forward(*args, **kwargs)`` that binds the arguments as Python
+  does (the file's ``inputs`` with their defaults) and runs the parsed program on tensors.
+  With ``function:`` it runs as a ``torch.autograd.Function`` subclass named as declared.
 
-* Leaves: inputs and targets are ``torch.tensor`` in the run's dtype (targets never require
-  grad); parameters are ``nn.Parameter`` registered on their module under the bare name, so
-  a built-in ``Linear`` gets ``weight``/``bias``. Free symbols are replaced by the numbers
-  under the file's ``symbols:``.
-* Built-ins are the real ``nn.Linear``/``nn.ReLU``/``nn.Tanh``/``nn.Sigmoid``/``nn.Identity``.
-  ``Sequential`` is :class:`TorchSequential`, an ``nn.Sequential`` whose forward is the same
-  loop but tells the run which child just returned (so tensor hooks on a child's output are
-  registered right then, as a user would).
-* Custom modules are :class:`CustomModule`: the forward walks the parsed program; children
-  are called through ``__call__`` so module hooks fire. A module with ``function:`` runs its
-  forward as a ``torch.autograd.Function`` subclass named exactly ``function.name``.
-
-The *context* object handed to the modules (see :mod:`adjoint.torchside.run`) provides
-``module_returned(path, out)``, ``bind(name, tensor)``, ``callid(path)`` and ``globals``.
+The *run* object handed to the modules (:class:`adjoint.torchside.run.Session`) provides
+``call_module(decl, args, kwargs)``, ``program(scope)``, ``lookup_global(name)`` and
+``bind_local(callid, name, value)``.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from fractions import Fraction
-
 import torch
 from torch import nn
 
-from .. import syntax as X
-from ..expr import simple_assigns, simple_program
-from ..errors import ProblemError
-from ..problem import ROOT, Function, Literal, Module, Problem, Sym
-
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
-
-#: Each whitelisted function is exactly this torch callable (one op, one autograd node).
-FUNCTIONS = {
-    "relu": torch.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid, "exp": torch.exp, "log": torch.log,
-    "sin": torch.sin, "cos": torch.cos, "sqrt": torch.sqrt, "abs": torch.abs, "sum": torch.sum,
-    "mean": torch.mean, "norm": torch.linalg.vector_norm, "t": torch.t,
-}
+from .. import nn_types
+from ..errors import Loc, ProblemError
+from ..problem import ROOT, Function, Module
+from .program import EnvScope
+from .unfinished import watch_call
+from .values import literal_tensor, number
 
 
-# ----------------------------------------------------------------------------- literals
+# ----------------------------------------------------------------------------- built-in types
 
-def number(value: Fraction) -> int | float:
-    """An exact literal as the Python number a user would type: int when integral."""
-    return int(value) if value.denominator == 1 else float(value)
-
-
-def literal_numbers(lit: Literal, symbols: dict[str, Fraction]) -> list[Fraction]:
-    out = []
-    for e in lit.items:
-        if isinstance(e, Sym):
-            if e.name not in symbols:
-                raise ProblemError(lit.loc, f"this literal uses the free symbol '{e.name}', and verify needs numbers: "
-                                            f"bind it under symbols: (e.g. symbols: {{{e.name}: 0.5}})")
-            out.append(symbols[e.name] * e.coeff)
+def constructor_args(decl: Module, dtype: torch.dtype, symbols: dict) -> dict:
+    """The file's ``args`` as the Python values a user passes to the class."""
+    spec = nn_types.lookup(decl.type)
+    out = {}
+    for name, value in decl.args:
+        arg = spec.arg(name) if spec is not None else None
+        if arg is not None and arg.kind in ("float", "opt_float") and value is not None:
+            out[name] = float(value)
         else:
-            out.append(e)
+            out[name] = number(value)
+    for b in decl.buffers:   # a loss's weight / pos_weight: tensors the constructor registers as buffers
+        bare = b.name.rsplit(".", 1)[-1]
+        if bare in nn_types.TENSOR_ARGS:
+            out[bare] = literal_tensor(b.value, torch.int64 if b.dtype == "int64" else dtype, symbols)
     return out
 
 
-def literal_tensor(lit: Literal, dtype: torch.dtype, symbols: dict[str, Fraction]) -> torch.Tensor:
-    """The literal as a tensor of ``dtype``: each exact number rounded once to float64, then to dtype."""
-    flat = torch.tensor([float(v) for v in literal_numbers(lit, symbols)], dtype=torch.float64)
-    return flat.reshape(lit.shape).to(dtype)
+def builtin(decl: Module, dtype: torch.dtype, symbols: dict) -> nn.Module:
+    cls = getattr(nn, decl.type, None)
+    if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+        raise ProblemError(decl.loc, f"torch.nn has no module class '{decl.type}'")
+    try:
+        module = cls(**constructor_args(decl, dtype, symbols))
+    except (TypeError, ValueError, RuntimeError, AssertionError) as exc:
+        raise ProblemError(decl.loc, f"torch.nn.{decl.type}({_show(decl.args)}) raises "
+                                     f"{type(exc).__name__}: {exc}") from None
+    return module.to(dtype)
 
 
-# ----------------------------------------------------------------------------- expressions
-
-class Interp:
-    """Evaluate an :mod:`adjoint.expr` tree on torch tensors (never ``eval``).
-
-    ``lookup(name, loc)`` resolves names; ``call(name, args, loc)`` handles calls that are
-    not whitelisted functions (child modules); None refuses them."""
-
-    def __init__(self, lookup, call=None):
-        self.lookup = lookup
-        self.call = call
-
-    def eval(self, e: X.Expr):
-        if isinstance(e, X.Num):
-            return number(e.value)
-        if isinstance(e, X.Name):
-            return self.lookup(e.id, e.loc)
-        if isinstance(e, X.NoneLit):
-            return None
-        if isinstance(e, X.Tup):
-            return tuple(self.eval(i) for i in e.items)
-        if isinstance(e, X.Subscript) and len(e.items) == 1 and isinstance(e.items[0], X.Num) and e.items[0].is_int:
-            v = self.eval(e.value)
-            if not isinstance(v, tuple):
-                raise ProblemError(e.loc, f"'{X.to_source(e.value)}' is not a tuple; only tuples can be indexed")
-            return v[int(e.items[0].value)]
-        if isinstance(e, X.Neg):
-            return -self.eval(e.operand)
-        if isinstance(e, X.Bin):
-            a = self.eval(e.left)
-            b = self.eval(e.right)
-            op = e.op
-            if op == "+":
-                return a + b
-            if op == "-":
-                return a - b
-            if op == "*":
-                return a * b
-            if op == "/":
-                return a / b
-            if op == "**":
-                return a ** b
-            if op == "@":
-                return a @ b
-            raise ProblemError(e.loc, f"verify does not know the operator '{op}'")
-        if isinstance(e, X.Call) and not e.kwargs:
-            args = [self.eval(a) for a in e.args]
-            fn = FUNCTIONS.get(e.func)
-            if fn is not None:
-                return fn(*args)
-            if self.call is None:
-                raise ProblemError(e.loc, f"unknown function '{e.func}'; allowed: {', '.join(FUNCTIONS)}")
-            return self.call(e.func, args, e.loc)
-        raise ProblemError(e.loc, f"verify does not run '{X.to_source(e)}' yet")
+def _show(args) -> str:
+    return ", ".join(f"{k}={number(v)!r}" for k, v in args)
 
 
-def env_interp(env: dict, what: str) -> Interp:
-    def lookup(name, loc):
-        if name in env:
-            return env[name]
-        raise ProblemError(loc, f"unknown name '{name}' in {what}; available: {', '.join(env)}")
-    return Interp(lookup)
+def fill(decl: Module, module: nn.Module, dtype: torch.dtype, symbols: dict) -> dict[str, torch.Tensor]:
+    """Give a built-in the file's parameters and buffers; returns them by full name.
+
+    Each is a fresh tensor put in place of the one the constructor made (``setattr`` on the
+    owning module, as ``module.weight = nn.Parameter(...)``), so it starts at version 0 like
+    any leaf a user makes: PyTorch's error messages quote version counters."""
+    prefix = f"{decl.path}." if decl.path else ""
+    params = dict(module.named_parameters())
+    buffers = dict(module.named_buffers())
+    out: dict[str, torch.Tensor] = {}
+    for d in decl.params:
+        rel = d.name[len(prefix):]
+        if rel not in params:
+            raise ProblemError(d.loc, f"torch.nn.{decl.type} has no parameter '{rel}' (it has: "
+                                      f"{', '.join(params) or 'none'})")
+        value = literal_tensor(d.value, params[rel].dtype, symbols)
+        if tuple(value.shape) != tuple(params[rel].shape):
+            raise ProblemError(d.loc, f"'{d.name}' has shape {list(value.shape)} but torch.nn.{decl.type}'s "
+                                      f"{rel} has {list(params[rel].shape)}")
+        out[d.name] = _put(module, rel, nn.Parameter(value, requires_grad=d.requires_grad))
+    for d in decl.buffers:
+        rel = d.name[len(prefix):]
+        if buffers.get(rel) is None:
+            raise ProblemError(d.loc, f"torch.nn.{decl.type} has no buffer '{rel}' with these args (it has: "
+                                      f"{', '.join(buffers) or 'none'})")
+        out[d.name] = _put(module, rel, literal_tensor(d.value, buffers[rel].dtype, symbols))
+    return out
 
 
-def run_body(hook, env: dict):
-    """A hook's ``does`` lines (rebinding local names only), then its ``returns`` (None if absent)."""
-    env = dict(env)
-    interp = env_interp(env, f"the {hook.kind} hook '{hook.label}'")
-    for a in simple_assigns(hook.does):
-        env[a.name] = interp.eval(a.value)
-    if hook.returns is None:
-        return None
-    return interp.eval(hook.returns)
+def _put(module: nn.Module, rel: str, tensor: torch.Tensor) -> torch.Tensor:
+    owner, _, attr = rel.rpartition(".")
+    setattr(module.get_submodule(owner) if owner else module, attr, tensor)
+    return tensor
 
 
-# ----------------------------------------------------------------------------- modules
+# ----------------------------------------------------------------------------- containers and custom modules
 
 class TorchSequential(nn.Sequential):
-    """``nn.Sequential`` with the same forward loop, reporting each child's output as it returns."""
+    """``nn.Sequential`` whose loop calls each child through the run."""
 
-    def __init__(self, ctx, path: str, children: "OrderedDict[str, nn.Module]", child_labels: dict[str, str]):
-        super().__init__(children)
-        self._adjoint_ctx = ctx
-        self._adjoint_path = path
-        self._adjoint_child_labels = child_labels
+    def __init__(self, run, decl: Module, children: dict[str, nn.Module]):
+        super().__init__()
+        for name, child in children.items():
+            self.add_module(name, child)
+        self._adjoint_run = run
+        self._adjoint_children = [c for c in decl.children]
 
     def forward(self, input):
-        for name, module in self._modules.items():
-            input = module(input)
-            self._adjoint_ctx.module_returned(self._adjoint_child_labels[name], input)
+        for child in self._adjoint_children:
+            input = self._adjoint_run.call_module(child, [input], {})
         return input
 
 
 class CustomModule(nn.Module):
-    """A custom module: parameters under their bare names, children as submodules, the parsed
-    forward program interpreted on tensors."""
+    """A custom module: the parsed forward program, run on tensors."""
 
-    def __init__(self, ctx, decl: Module, params: dict[str, nn.Parameter], children: dict[str, nn.Module]):
+    def __init__(self, run, decl: Module, params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor],
+                 children: dict[str, nn.Module], dtype: torch.dtype):
         super().__init__()
-        self._adjoint_ctx = ctx
+        self._adjoint_run = run
         self._adjoint_decl = decl
-        self._adjoint_function = make_function(decl.function, decl) if decl.function is not None else None
+        self._adjoint_function = make_function(decl, run) if decl.function is not None else None
         for bare, p in params.items():
-            try:
-                self.register_parameter(bare, p)
-            except (KeyError, AttributeError) as exc:
-                raise ProblemError(decl.loc, f"PyTorch cannot register a parameter named '{bare}' on an nn.Module "
-                                             f"({exc}); rename it") from None
+            self._register(decl.loc, "parameter", bare, lambda: self.register_parameter(bare, p))
+        for bare, b in buffers.items():
+            self._register(decl.loc, "buffer", bare, lambda: self.register_buffer(bare, b))
         for name, child in children.items():
-            try:
-                self.add_module(name, child)
-            except (KeyError, AttributeError) as exc:
-                raise ProblemError(decl.loc, f"PyTorch cannot register a child module named '{name}' ({exc}); "
-                                             "rename it") from None
+            self._register(decl.loc, "child module", name, lambda: self.add_module(name, child))
 
-    def _bare_params(self):
-        return [self._parameters[p.name.rsplit(".", 1)[-1]] for p in self._adjoint_decl.params]
+    @staticmethod
+    def _register(loc: Loc, what: str, name: str, register) -> None:
+        try:
+            register()
+        except (KeyError, AttributeError, TypeError) as exc:
+            raise ProblemError(loc, f"PyTorch cannot register a {what} named '{name}' on an nn.Module ({exc}); "
+                                    "rename it") from None
 
-    def forward(self, *args):
+    def forward(self, *args, **kwargs):
         decl = self._adjoint_decl
-        ctx = self._adjoint_ctx
-        if len(args) != len(decl.inputs):
-            raise TypeError(f"forward() of '{decl.label}' takes {len(decl.inputs)} input(s), got {len(args)}")
+        bound = bind_arguments(decl, args, kwargs)
         if self._adjoint_function is not None:
-            return self._adjoint_function.apply(*args, *self._bare_params())
-        callid = ctx.callid(decl.label)
-        local: dict = {}
-        argmap = dict(zip(decl.inputs, args))
-
-        def lookup(name, loc):
-            if name in local:
-                return local[name]
-            if name in argmap:
-                return argmap[name]
-            if decl.param(name) is not None:
-                return getattr(self, name)
-            if name in ctx.globals:
-                return ctx.globals[name]
-            raise ProblemError(loc, f"unknown name '{name}' in the forward of '{decl.label}'")
-
-        def call(name, call_args, loc):
-            child = decl.child(name)
-            if child is None:
-                raise ProblemError(loc, f"unknown function '{name}' in the forward of '{decl.label}'")
-            out = self._modules[name](*call_args)
-            ctx.module_returned(child.label, out)
-            return out
-
-        interp = Interp(lookup, call)
-        assigns, returned = simple_program(decl.forward)
-        for a in assigns:
-            value = interp.eval(a.value)
-            local[a.name] = value
-            if isinstance(value, torch.Tensor):
-                ctx.bind(f"{callid}.{a.name}" if decl.path else a.name, value)
-        return interp.eval(returned)
+            tensors = [bound[n] for n in decl.inputs]
+            params = [self._parameters[p.name.rsplit(".", 1)[-1]] for p in decl.params]
+            return watch_call(self._adjoint_run.log, self._adjoint_function.apply, *tensors, *params)
+        scope = ModuleScope(self._adjoint_run, decl, self, bound)
+        return self._adjoint_run.program(scope).run(decl.forward)
 
 
-def make_function(fdecl: Function, mod: Module) -> type:
-    """A ``torch.autograd.Function`` subclass named ``fdecl.name`` (grad_fn: ``<name>Backward``).
+def bind_arguments(decl: Module, args: tuple, kwargs: dict) -> dict:
+    """Python's binding of a call to ``forward(self, <inputs with defaults>)``."""
+    names = list(decl.inputs)
+    if len(args) > len(names):
+        raise TypeError(f"forward() takes {len(names) + 1} positional arguments but {len(args) + 1} were given")
+    bound = dict(zip(names, args))
+    for k, v in kwargs.items():
+        if k not in names:
+            raise TypeError(f"forward() got an unexpected keyword argument '{k}'")
+        if k in bound:
+            raise TypeError(f"forward() got multiple values for argument '{k}'")
+        bound[k] = v
+    defaults = dict(decl.input_defaults)
+    for n in names:
+        if n not in bound:
+            if n not in defaults:
+                raise TypeError(f"forward() missing 1 required positional argument: '{n}'")
+            bound[n] = number(defaults[n])
+    return bound
 
-    ``apply(*module_args, *module_params)``; forward evaluates the module's program (autograd
-    is off inside it) and saves its inputs; backward evaluates each declared formula with the
-    slot names, the forward's local names, ``output`` and ``grad_output``."""
-    slots = tuple(mod.inputs) + tuple(p.name.rsplit(".", 1)[-1] for p in mod.params)
+
+class ModuleScope:
+    """Names inside a custom forward: locals, arguments, own parameters and buffers, children
+    (called, never read), then the problem's inputs and targets. A tensor assigned to a name is
+    named ``CALLID.NAME`` (the root's: ``NAME``)."""
+
+    def __init__(self, run, decl: Module, module: nn.Module, args: dict):
+        self.run = run
+        self.decl = decl
+        self.module = module
+        self.args = args
+        self.local: dict = {}
+        self.callid = run.current_callid(decl.label)
+
+    def lookup(self, name: str, loc: Loc):
+        if name in self.local:
+            return self.local[name]
+        if name in self.args:
+            return self.args[name]
+        if name in self.module._parameters:
+            return self.module._parameters[name]
+        if name in self.module._buffers:
+            return self.module._buffers[name]
+        return self.run.lookup_global(name, loc, f"the forward of '{self.decl.label}'")
+
+    def assign(self, name: str, value, loc: Loc) -> None:
+        self.local[name] = value
+        if isinstance(value, torch.Tensor):
+            self.run.bind(f"{self.callid}.{name}" if self.decl.path else name, value)
+
+    def child(self, name: str):
+        decl = self.decl
+        for part in name.split("."):
+            decl = decl.child(part) if decl is not None else None
+        return decl
+
+    def call_child(self, name: str, args: list, kwargs: dict, loc: Loc):
+        return self.run.call_module(self.child(name), args, kwargs)
+
+
+# ----------------------------------------------------------------------------- custom autograd.Function
+
+def make_function(decl: Module, run) -> type:
+    """A ``torch.autograd.Function`` subclass named ``function.name`` (its node: ``<name>Backward``).
+
+    ``apply(*inputs, *params)``; ``forward`` runs the module's program (grad mode is off inside
+    it) and saves every input with ``ctx.save_for_backward`` (packed after the forward);
+    ``backward`` unpacks them, runs the program again for its local names and evaluates each
+    declared formula with the slot names, those locals, ``output`` and ``grad_output`` (with a
+    forward returning a tuple, both are tuples: ``grad_output[1]``)."""
+    fdecl: Function = decl.function
+    slots = tuple(decl.inputs) + tuple(p.name.rsplit(".", 1)[-1] for p in decl.params)
 
     def evaluate(tensors):
         env = dict(zip(slots, tensors))
-        local: dict = {}
-
-        def lookup(name, loc):
-            if name in local:
-                return local[name]
-            if name in env:
-                return env[name]
-            raise ProblemError(loc, f"unknown name '{name}' in the forward of '{mod.label}'")
-
-        interp = Interp(lookup)
-        assigns, returned = simple_program(mod.forward)
-        for a in assigns:
-            local[a.name] = interp.eval(a.value)
-        return interp.eval(returned), local
+        program = run.program(EnvScope(env, f"the forward of '{decl.label}'"))
+        out = program.run(decl.forward)
+        return out, {k: v for k, v in env.items() if k not in slots}
 
     def forward(ctx, *tensors):
         ctx.save_for_backward(*tensors)
         out, _ = evaluate(tensors)
         return out
 
-    def backward(ctx, grad_output):
+    def backward(ctx, *grad_outputs):
+        grad_output = grad_outputs[0] if len(grad_outputs) == 1 else grad_outputs   # a tuple forward: a tuple
         tensors = ctx.saved_tensors
         output, local = evaluate(tensors)
         env = dict(zip(slots, tensors))
@@ -270,34 +255,49 @@ def make_function(fdecl: Function, mod: Module) -> type:
             if formula is None:
                 grads.append(None)
             else:
-                grads.append(env_interp(env, f"the backward formula for '{slot}' of {fdecl.name}").eval(formula))
+                scope = EnvScope(dict(env), f"the backward formula for '{slot}' of {fdecl.name}")
+                grads.append(run.program(scope).eval(formula))
         return tuple(grads)
 
     return type(fdecl.name, (torch.autograd.Function,),
-                {"forward": staticmethod(forward), "backward": staticmethod(backward),
-                 "__module__": __name__})
+                {"forward": staticmethod(forward), "backward": staticmethod(backward), "__module__": __name__})
 
 
-def build_module(mod: Module, ctx, params: dict[str, nn.Parameter], dtype: torch.dtype) -> nn.Module:
-    """The torch module for ``mod`` (recursively); ``params`` maps full dotted names to Parameters."""
-    own = {p.name.rsplit(".", 1)[-1]: params[p.name] for p in mod.params}
-    if mod.type == "Linear":
-        weight = own["weight"]
-        out_f, in_f = weight.shape
-        lin = nn.Linear(in_f, out_f, bias="bias" in own, dtype=dtype)
-        lin.weight = weight
-        if "bias" in own:
-            lin.bias = own["bias"]
-        return lin
-    if mod.type in ("ReLU", "Tanh", "Sigmoid", "Identity"):
-        return getattr(nn, mod.type)()
-    children = OrderedDict((c.name, build_module(c, ctx, params, dtype)) for c in mod.children)
-    if mod.type == "Sequential":
-        return TorchSequential(ctx, mod.path, children, {c.name: c.label for c in mod.children})
-    return CustomModule(ctx, mod, own, children)
+# ----------------------------------------------------------------------------- the tree
+
+def build(run, root: Module, dtype: torch.dtype, symbols: dict) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    """The torch module tree for ``root``; also every parameter and buffer by full name."""
+    tensors: dict[str, torch.Tensor] = {}
+    module = _build(run, root, dtype, symbols, tensors)
+    for decl in root.walk():   # parents first: a child's own training flag wins
+        target = module if not decl.path else module.get_submodule(decl.path)
+        target.train(decl.training)
+    return module, tensors
 
 
-def module_table(problem: Problem, root: nn.Module) -> dict[str, nn.Module]:
+def _build(run, decl: Module, dtype: torch.dtype, symbols: dict, tensors: dict) -> nn.Module:
+    children = {c.name: _build(run, c, dtype, symbols, tensors) for c in decl.children}
+    if decl.type == "Sequential":
+        return TorchSequential(run, decl, children)
+    if decl.type == "ModuleList":
+        return nn.ModuleList(list(children.values()))
+    if decl.type is not None:
+        module = builtin(decl, dtype, symbols)
+        tensors.update(fill(decl, module, dtype, symbols))
+        return module
+    params, buffers = {}, {}
+    for d in decl.params:
+        p = nn.Parameter(literal_tensor(d.value, dtype, symbols), requires_grad=d.requires_grad)
+        params[d.name.rsplit(".", 1)[-1]] = p
+        tensors[d.name] = p
+    for d in decl.buffers:
+        b = literal_tensor(d.value, torch.int64 if d.dtype == "int64" else dtype, symbols)
+        buffers[d.name.rsplit(".", 1)[-1]] = b
+        tensors[d.name] = b
+    return CustomModule(run, decl, params, buffers, children, dtype)
+
+
+def module_paths(root: nn.Module) -> dict[str, nn.Module]:
     """Module label ("model" for the root, else the dotted path) -> torch module."""
     table = {ROOT: root}
     for name, m in root.named_modules():

@@ -1,360 +1,398 @@
-"""Run one variant in real PyTorch with its hooks registered for real, and capture everything.
+"""One variant run in real PyTorch, step by step, with everything its hooks saw captured.
 
-:func:`run_variant` returns the *observed* side of ``adjoint verify``, in exactly the
-per-variant shape of the contract's ``solve --json`` (``loss``, ``values``, ``grads``,
-``returned`` for ``method: grad``, ``hook_calls``); a VALUE is ``{"shape", "value"}``
-(``value`` in float64, converted exactly from the run's dtype). When PyTorch raises, the dict
-also has ``"error": "Type: message"`` and holds whatever was captured before.
+:func:`run_variant` returns the *observed* side of ``adjoint verify`` in the per-variant shape
+of the contract's ``solve --json``: ``loss``, ``values``, ``grads``, ``hook_calls``, plus
+``returned`` (``method: grad``) and ``passes`` (a variant with ``steps``); or, when PyTorch
+raised while running the file, ``{"error": {type, message, during, after_call},
+"hook_calls": [...]}``. It is a user's script written out: build the model
+(:mod:`adjoint.torchside.build`), register the hooks (:mod:`adjoint.torchside.hooks`), run
+the steps (default ``[forward, backward]``):
 
-Registration follows the tracer (:mod:`adjoint.graph`) and a PyTorch user:
+* ``forward``: inputs replaced entry by entry; every leaf bound by name; the saved-tensor
+  hooks of the whole forward entered (outermost first, in declared order); the root called;
+  the loss built; the value of every named tensor taken when the pass ends;
+* ``backward``: ``loss.backward(gradient, retain_graph, inputs)`` or
+  ``torch.autograd.grad``; hooks with ``remove: before_backward`` / ``after_backward`` are
+  removed around the first one; each backward step is one entry of ``passes``;
+* ``register`` / ``remove``; ``zero_grad`` (``.grad = None`` on every leaf); ``step``
+  (``p -= lr * p.grad`` under ``no_grad`` on every parameter that has a gradient).
 
-* module hooks (``forward_pre``, ``forward``, ``full_backward``, ``full_backward_pre``,
-  ``backward``) go on the ``nn.Module`` before the forward, in declared order;
-* tensor hooks (``register_hook``, ``retain_grad``) and node hooks (``grad_fn.register_prehook``
-  / ``grad_fn.register_hook``) as soon as the target tensor exists: leaves before the forward,
-  an intermediate right after its assignment, a module output right after the call returns;
-  ``when: after_forward`` hooks after the loss is built, in declared order;
-* ``remove: before_backward`` removes the handle after the loss and before backward,
-  ``after_backward`` after it.
+Names follow the contract: inputs, targets, parameters and buffers by their own names; a
+module call's output ``PATH`` (``PATH#K`` for its K-th call, ``PATH[i]`` for a tuple); a
+name assigned in a forward ``CALLID.NAME`` (the root's: ``NAME``); ``model``, ``y``,
+``loss``. Every module call goes through :meth:`Session.call_module`, which counts it,
+enters the saved-tensor hooks scoped to it, forces a Dropout's declared mask
+(:mod:`adjoint.torchside.dropout`) and binds its output; every value a program makes is kept,
+so the graphs stay alive for the whole run (as in a script that keeps its tensors: a leaf's
+``AccumulateGrad`` lives as long as the run).
 
-Every hook call is recorded in firing order with what it was handed (snapshotted at once:
-autograd may later accumulate into the very buffer it passed) and what it returned. Which
-call of a module fired (``"call": K``, for modules called more than once) is found for
-forward hooks by counting calls, and for backward hooks from the autograd node that is
-running (``torch._C._current_autograd_node()``), matched against the nodes each call created.
-PyTorch's warnings about legacy hooks and full hooks without grad inputs are silenced.
+Each hook call is logged as the contract's call record; what a record only knows at the end
+(the ``call`` number of a module called several times in its forward, the node and target of
+a pack or unpack call) is filled in by :func:`finish_calls`. PyTorch's warnings about legacy
+and full backward hooks are silenced.
 """
 
 from __future__ import annotations
 
+import contextlib
 import warnings
+from dataclasses import dataclass, field
+
 import torch
-from torch import nn
 
-from ..errors import ProblemError
-from ..problem import OUTPUT, ROOT, Hook, Problem, Variant
-from .build import DTYPES, Interp, build_module, literal_tensor, module_table, run_body
+from ..errors import Loc, ProblemError
+from ..problem import OUTPUT, Module, Problem, Step, Variant
+from . import graphs
+from .build import build, module_paths
+from .dropout import forced_mask
+from .hooks import Hooks
+from .program import Program
+from .savednodes import SavedNodes
+from .unfinished import WatchPacks
+from .values import DTYPES, literal_tensor, number, snap
+
+DEFAULT_STEPS = ("forward", "backward")
+
+#: What PyTorch raises when a file makes it fail (a hook that raises, a freed graph, a tensor
+#: modified in place that backward needs, a shape it refuses): the run stops into ``error``.
+#: Anything else is a bug of the torch side and propagates.
+TORCH_ERRORS = (RuntimeError, ValueError, TypeError, IndexError, NotImplementedError, ZeroDivisionError)
 
 
-def snap(x):
-    """What a hook was handed / returned, as contract JSON (None stays None, tuples become lists)."""
-    if x is None:
-        return None
-    if isinstance(x, (tuple, list)):
-        return [snap(i) for i in x]
-    if isinstance(x, torch.Tensor):
-        t = x.detach().to(torch.float64)
-        return {"shape": list(t.shape), "value": t.tolist()}
-    if isinstance(x, (int, float)) and not isinstance(x, bool):
-        return {"shape": [], "value": float(x)}
-    return {"shape": None, "value": None, "note": f"not a tensor: {type(x).__name__}"}
+@dataclass
+class ForwardPass:
+    index: int
+    names: dict = field(default_factory=dict)      # name -> value, in binding order
+    counts: dict = field(default_factory=dict)     # module label -> calls so far
+    starts: dict = field(default_factory=dict)     # module label -> sequence_nr when its current call began
+    output: object = None
+    loss: torch.Tensor | None = None
+    values: dict = field(default_factory=dict)     # name -> VALUE when the pass ended
 
 
 class Session:
-    """One variant built in torch: leaves, modules, and the naming/registration context."""
+    """One variant built in torch: leaves, modules, hooks, and the state of the run."""
 
-    def __init__(self, problem: Problem, variant: Variant, dtype: str, hooks: str = "all"):
+    def __init__(self, problem: Problem, variant: Variant, dtype: str, forward_only: bool = False):
         self.p = problem
         self.v = variant
         self.dtype = DTYPES[dtype]
-        self.hooks_mode = hooks          # all | forward (finite differences: only forward-phase module hooks)
         self.symbols = dict(problem.symbols)
+        self.log: list[dict] = []
+        self.kept: list = []
+        self.nodes = graphs.NodeIndex()
+        self.forwards: list[ForwardPass] = []
+        self.fpass: ForwardPass | None = None
+        self.inputs = tuple(variant.inputs)
         self.leaves: dict[str, torch.Tensor] = {}
+        self.declared_grad = {d.name: d.requires_grad for d in list(variant.inputs) + list(problem.targets)}
+        self.declared_grad.update({d.name: d.requires_grad for m in problem.model.walk() for d in m.params})
+        self.backward_inputs = backward_inputs(variant)
         self.globals: dict[str, torch.Tensor] = {}
         for d in list(variant.inputs) + list(problem.targets):
-            t = literal_tensor(d.value, self.dtype, self.symbols)
-            t.requires_grad_(d.requires_grad)
-            self.leaves[d.name] = t
-            self.globals[d.name] = t
-        params: dict[str, nn.Parameter] = {}
+            self.globals[d.name] = self.leaves[d.name] = self.leaf(d)
+        self.root, tensors = build(self, problem.model, self.dtype, self.symbols)
+        self.params = {d.name: tensors[d.name] for m in problem.model.walk() for d in m.params}
         for m in problem.model.walk():
             for d in m.params:
-                params[d.name] = nn.Parameter(literal_tensor(d.value, self.dtype, self.symbols),
-                                              requires_grad=d.requires_grad)
-                self.leaves[d.name] = params[d.name]
-        self.root = build_module(problem.model, self, params, self.dtype)
-        self.modules = module_table(problem, self.root)
-        self.reset()
+                self.leaves[d.name] = tensors[d.name]
+        for m in problem.model.walk():
+            for d in m.buffers:
+                self.leaves[d.name] = tensors[d.name]
+        self.modules = module_paths(self.root)
+        self.labels = {id(m): label for label, m in self.modules.items()}
+        self.decls = {m.label: m for m in problem.model.walk()}
+        self.hooks = Hooks(self, variant.hooks, forward_only)
+        self.saved_nodes = SavedNodes(not forward_only and any(h.on == "saved_tensors" for h in variant.hooks))
+        self.observers = [self.modules[label].register_forward_hook(self._observe(label)) for label in self.decls]
 
-    # ------------------------------------------------------------ context protocol (used by the modules)
-    def reset(self, keep_handles: bool = False) -> None:
-        self.names: dict[str, torch.Tensor] = {}
-        self.values: dict[str, dict] = {}
-        self.done: dict[str, int] = {}
-        self.pending: dict[str, list[Hook]] = {}
-        self.node_calls: dict[tuple[int, str], list[int]] = {}
-        self.node_refs: list = []                    # keep grad_fn wrappers alive so ids stay unique
-        self.fired: dict[tuple, int] = {}
-        self.calls: list[dict] = []
-        if not keep_handles:
-            self.handles: list[tuple[Hook, object]] = []
-        self.retained: list[str] = []
+    def leaf(self, d) -> torch.Tensor:
+        t = literal_tensor(d.value, torch.int64 if d.dtype == "int64" else self.dtype, self.symbols)
+        return t.requires_grad_(d.requires_grad)
 
-    def callid(self, label: str) -> str:
-        k = self.done.get(label, 0) + 1
+    def close(self) -> None:
+        self.hooks.remove_all()
+        for handle in self.observers:
+            handle.remove()
+
+    # ------------------------------------------------------------------ what modules and hooks ask
+    def program(self, scope) -> Program:
+        return Program(scope, self.kept.append)
+
+    def label_of(self, module) -> str:
+        return self.labels[id(module)]
+
+    def current_names(self) -> dict:
+        return self.fpass.names if self.fpass is not None else {}
+
+    def current_callid(self, label: str) -> str:
+        k = self.fpass.counts.get(label, 1)
         return label if k == 1 else f"{label}#{k}"
 
-    def module_returned(self, label: str, out) -> None:
-        callid = self.callid(label)
-        self.done[label] = self.done.get(label, 0) + 1
-        if isinstance(out, torch.Tensor) and out.grad_fn is not None:
-            self.note_node(out.grad_fn, label, self.done[label])
-        self.bind(callid, out)
+    def lookup_global(self, name: str, loc: Loc, where: str):
+        if name in self.globals:
+            return self.globals[name]
+        raise ProblemError(loc, f"unknown name '{name}' in {where}")
 
-    def note_node(self, node, label: str, k: int) -> None:
-        self.node_refs.append(node)
-        ks = self.node_calls.setdefault((id(node), label), [])
-        if k not in ks:
-            ks.append(k)
+    def bind(self, name: str, value) -> None:
+        self.fpass.names[name] = value
+        self.hooks.bound(name, value)
 
-    def bind(self, name: str, tensor) -> None:
-        if name in self.names:
-            raise ProblemError(None, f"verify: two tensors are named '{name}'")
-        self.names[name] = tensor
-        self.values[name] = snap(tensor)
-        for hook in self.pending.pop(name, []):
-            self.register_tensor_hook(hook, tensor)
+    def call_module(self, decl: Module, args: list, kwargs: dict):
+        """One call of a module, as its parent's forward makes it."""
+        fp = self.fpass
+        label = decl.label
+        k = fp.counts[label] = fp.counts.get(label, 0) + 1
+        fp.starts[label] = graphs.next_sequence_nr()
+        module = self.modules[label]
+        with contextlib.ExitStack() as stack:
+            for hook in self.hooks.saved_hooks(label):
+                stack.enter_context(self.hooks.saved_tensors(hook))
+            if decl.mask is not None:
+                stack.enter_context(forced_mask(decl, self.dtype, self.symbols))
+            out = module(*args, **kwargs)
+        self.kept.append(out)
+        for t in graphs.tensors_in(out):
+            if t.grad_fn is not None:
+                self.nodes.note_call(t.grad_fn, label, k, fp.index)
+        callid = label if k == 1 else f"{label}#{k}"
+        if isinstance(out, tuple):
+            for i, t in enumerate(out):
+                if isinstance(t, torch.Tensor):
+                    self.bind(f"{callid}[{i}]", t)
+        else:
+            self.bind(callid, out)
+        return out
 
-    # ------------------------------------------------------------ hook registration
-    def register_hooks(self) -> list[Hook]:
-        """Everything registered before the forward; returns the hooks deferred to after it."""
-        self.name_leaves()
-        deferred = []
-        tracked: set[str] = set()
-        for hook in self.v.hooks:
-            if hook.on == "module":
-                if self.hooks_mode == "forward" and hook.kind not in ("forward", "forward_pre"):
-                    continue
-                if hook.when == "after_forward":
-                    deferred.append(hook)
-                    continue
-                self.register_module_hook(hook)
-                if hook.kind in ("full_backward", "full_backward_pre"):
-                    tracked.add(hook.target)
-                continue
-            if self.hooks_mode == "forward":
-                continue
-            if hook.when == "after_forward":
-                deferred.append(hook)
-            elif hook.target in self.names:
-                self.register_tensor_hook(hook, self.names[hook.target])
-            else:
-                self.pending.setdefault(hook.target, []).append(hook)
-        for label in tracked:  # our own observer, registered last: learns each call's input-side node
-            self.modules[label].register_forward_hook(self._input_node_observer(label))
-        return deferred
-
-    def name_leaves(self) -> None:
-        for name, t in self.leaves.items():
-            self.names[name] = t
-            self.values[name] = snap(t)
-
-    def _input_node_observer(self, label: str):
+    def _observe(self, label: str):
+        """A forward hook of ours on every module (registered before the file's): the inputs a
+        module's forward got carry its BackwardHookFunctionBackward node when it has full
+        backward hooks, where those hooks will run."""
         def observe(module, args, output):
-            k = self.done.get(label, 0) + 1
-            for a in args:
-                if isinstance(a, torch.Tensor) and a.grad_fn is not None:
-                    self.note_node(a.grad_fn, label, k)
+            fp = self.fpass
+            for t in graphs.tensors_in(args):
+                node = t.grad_fn
+                if (node is not None and node.name() == "BackwardHookFunctionBackward"
+                        and graphs.sequence_nr(node) >= fp.starts.get(label, 0)):
+                    self.nodes.note_call(node, label, fp.counts[label], fp.index)
         return observe
 
-    def register_late(self, hook: Hook) -> None:
-        if hook.on == "module":
-            self.register_module_hook(hook)
-        else:
-            if hook.target not in self.names:
-                raise ProblemError(hook.loc, f"hook target '{hook.target}' is not a tensor of this problem")
-            self.register_tensor_hook(hook, self.names[hook.target])
+    # ------------------------------------------------------------------ steps
+    def forward(self, step_inputs=()) -> ForwardPass:
+        for d in step_inputs:
+            self.globals[d.name] = self.leaves[d.name] = self.leaf(d)
+            self.declared_grad[d.name] = d.requires_grad
+            self.inputs = tuple(d if d.name == old.name else old for old in self.inputs)
+        fp = ForwardPass(len(self.forwards))
+        self.forwards.append(fp)
+        self.fpass = fp
+        for name, t in self.leaves.items():
+            self.bind(name, t)
+        with contextlib.ExitStack() as stack:
+            if self.hooks.any_saved_tensors():
+                stack.enter_context(WatchPacks(self.log))
+            for hook in self.hooks.saved_hooks(None):
+                stack.enter_context(self.hooks.saved_tensors(hook))
+            root = self.p.model
+            fp.output = self.call_module(root, [self.globals[d.name] for d in self.inputs], {})
+            if OUTPUT not in fp.names:
+                self.bind(OUTPUT, fp.output)
+            if self.p.loss is not None:
+                fp.loss = self.program(LossScope(self)).eval(self.p.loss)
+                self.kept.append(fp.loss)
+                self.bind("loss", fp.loss)
+        self.nodes.scan(self.kept)
+        self.hooks.forward_ends()
+        fp.values = {name: snap(t, self.dtype) for name, t in fp.names.items() if isinstance(t, torch.Tensor)}
+        return fp
 
-    def register_module_hook(self, hook: Hook) -> None:
-        if hook.target not in self.modules:
-            raise ProblemError(hook.loc, f"hook target module '{hook.target}' does not exist")
-        m = self.modules[hook.target]
-        label = hook.target
-        kind = hook.kind
-        if kind == "forward_pre":
-            def fn(module, args):
-                return self.fire(hook, {"input": args}, label, phase="forward")
-            handle = m.register_forward_pre_hook(fn)
-        elif kind == "forward":
-            def fn(module, args, output):
-                return self.fire(hook, {"input": args, "output": output}, label, phase="forward")
-            handle = m.register_forward_hook(fn)
-        elif kind == "full_backward":
-            def fn(module, grad_input, grad_output):
-                return self.fire(hook, {"grad_input": grad_input, "grad_output": grad_output}, label)
-            handle = m.register_full_backward_hook(fn)
-        elif kind == "full_backward_pre":
-            def fn(module, grad_output):
-                return self.fire(hook, {"grad_output": grad_output}, label)
-            handle = m.register_full_backward_pre_hook(fn)
-        elif kind == "backward":
-            def fn(module, grad_input, grad_output):
-                return self.fire(hook, {"grad_input": grad_input, "grad_output": grad_output}, label)
-            handle = m.register_backward_hook(fn)
-        else:
-            raise ProblemError(hook.loc, f"verify does not know the module hook kind '{kind}'")
-        self.handles.append((hook, handle))
+    def backward(self, bw) -> dict | None:
+        """One backward step; returns what ``torch.autograd.grad`` returned, by name (None for backward)."""
+        fp = self.forwards[-1]
+        root = fp.loss if fp.loss is not None else fp.output
+        gradient = literal_tensor(bw.grad_output, self.dtype, self.symbols) if bw.grad_output is not None else None
+        wrt = [fp.names[name] for name, _ in bw.inputs]
+        if bw.method == "grad":
+            grads = torch.autograd.grad(root, wrt, grad_outputs=gradient, retain_graph=bw.retain_graph)
+            return {name: snap(g, self.dtype) for (name, _), g in zip(bw.inputs, grads)}
+        root.backward(gradient=gradient, retain_graph=bw.retain_graph, inputs=wrt or None)
+        return None
 
-    def register_tensor_hook(self, hook: Hook, t: torch.Tensor) -> None:
-        if hook.on == "tensor":
-            if hook.kind == "retain_grad":
-                t.retain_grad()
-                if not t.is_leaf and hook.target not in self.retained:
-                    self.retained.append(hook.target)
-                return
-            handle = t.register_hook(lambda grad: self.fire(hook, {"grad": grad}))
-        else:
-            node = t.grad_fn
-            if node is None:
-                raise ProblemError(hook.loc, f"'{hook.target}' has no grad_fn, so there is no node to hook")
-            if hook.kind == "pre":
-                handle = node.register_prehook(lambda grad_outputs: self.fire(hook, {"grad_outputs": grad_outputs}))
-            else:
-                handle = node.register_hook(lambda grad_inputs, grad_outputs: self.fire(
-                    hook, {"grad_inputs": grad_inputs, "grad_outputs": grad_outputs}))
-        self.handles.append((hook, handle))
+    def zero_grad(self) -> None:
+        for t in self.leaves.values():
+            t.grad = None
 
-    def remove(self, when: str) -> None:
-        for hook, handle in self.handles:
-            if hook.remove == when:
-                handle.remove()
+    def sgd(self, lr) -> None:
+        with torch.no_grad():
+            for p in self.params.values():
+                if p.grad is not None:
+                    p -= number(lr) * p.grad
 
-    # ------------------------------------------------------------ firing
-    def fire(self, hook: Hook, args: dict, label: str | None = None, phase: str = "backward"):
-        record = {"hook": hook.index, "label": hook.label, "kind": hook.kind, "target": hook.target,
-                  "args": {name: snap(value) for name, value in args.items()}, "returned": None}
-        if label is not None:
-            record["_module"] = label
-            record["_k"] = self.done.get(label, 0) + 1 if phase == "forward" else self.backward_call(hook, label)
-        self.calls.append(record)
-        returned = run_body(hook, args)
-        record["returned"] = snap(returned)
-        return returned
+    def grads(self) -> dict:
+        """``.grad`` of every leaf declared to require grad, then of every tensor with retain_grad,
+        then of every non-leaf a backward step names in ``inputs`` (``backward(inputs=...)``
+        accumulates into its ``.grad``; listed in every pass, None until it gets one)."""
+        out = {}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for name, t in self.leaves.items():
+                if self.declared_grad.get(name):
+                    out[name] = snap(t.grad, self.dtype)
+            for name, t in self.hooks.retained:
+                out[name] = snap(t.grad, self.dtype)
+            names = self.current_names()
+            for name in self.backward_inputs:
+                t = names.get(name)
+                if isinstance(t, torch.Tensor) and not t.is_leaf:
+                    out[name] = snap(t.grad, self.dtype)
+        return out
 
-    def backward_call(self, hook: Hook, label: str) -> int | None:
-        node = torch._C._current_autograd_node()
-        ks = self.node_calls.get((id(node), label)) if node is not None else None
-        if not ks:
-            return None
-        key = (id(node), label, hook.index)
-        n = self.fired.get(key, 0)
-        self.fired[key] = n + 1
-        return ks[min(n, len(ks) - 1)]
 
-    # ------------------------------------------------------------ forward
-    def forward(self):
-        """Call the root and build the loss; returns the tensor backward starts from."""
-        args = [self.leaves[d.name] for d in self.v.inputs]
-        out = self.root(*args)
-        self.module_returned(ROOT, out)
-        if OUTPUT not in self.names:  # as the tracer: an input may be called y when no loss refers to the output
-            self.bind(OUTPUT, out)
-        if self.p.loss is None:
-            return out
+def backward_inputs(variant: Variant) -> list[str]:
+    """Names in the ``inputs`` of any ``backward()`` (method backward) step, in order."""
+    out: list[str] = []
+    steps = variant.steps if variant.steps is not None else ()
+    backs = [s.backward or variant.backward for s in steps if s.kind == "backward"] or [variant.backward]
+    for bw in backs:
+        if bw.method == "backward":
+            out += [name for name, _ in bw.inputs if name not in out]
+    return out
 
-        def lookup(name, loc):
-            if name in self.names:
-                return self.names[name]
-            raise ProblemError(loc, f"unknown name '{name}' in the loss")
 
-        loss = Interp(lookup).eval(self.p.loss)
-        self.bind("loss", loss)
-        return loss
+class LossScope:
+    """The loss: any tensor named in the current forward; a child of the root may be called."""
 
-    def grad_output(self):
-        lit = self.v.backward.grad_output
-        return literal_tensor(lit, self.dtype, self.symbols) if lit is not None else None
+    def __init__(self, run: Session):
+        self.run = run
 
+    def lookup(self, name: str, loc: Loc):
+        names = self.run.current_names()
+        if name in names:
+            return names[name]
+        raise ProblemError(loc, f"unknown name '{name}' in the loss")
+
+    def assign(self, name, value, loc):
+        raise ProblemError(loc, "the loss is one expression")
+
+    def child(self, name: str):
+        return self.run.p.model.child(name)
+
+    def call_child(self, name: str, args: list, kwargs: dict, loc: Loc):
+        return self.run.call_module(self.child(name), args, kwargs)
+
+
+# ----------------------------------------------------------------------------- the variant
 
 def run_variant(problem: Problem, variant: Variant, dtype: str) -> dict:
-    """Build, register, run forward and backward in real torch; return the observed JSON."""
+    """Build, register, run every step in real torch; the observed JSON (see the module docstring)."""
     s = Session(problem, variant, dtype)
-    observed: dict = {"loss": None, "values": s.values, "grads": {}, "hook_calls": s.calls}
-    bw = variant.backward
+    steps = variant.steps if variant.steps is not None else tuple(Step(k, variant.loc) for k in DEFAULT_STEPS)
+    passes: list[dict] = []
+    returned = None
+    error = None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            deferred = s.register_hooks()
-            root = s.forward()
-            observed["loss"] = s.values.get("loss")
-            for hook in deferred:
-                s.register_late(hook)
-            for name, hooks in s.pending.items():
-                raise ProblemError(hooks[0].loc, f"hook target '{name}' is not a tensor of this problem")
-            s.remove("before_backward")
-            gradient = s.grad_output()
-            wrt = [s.names[name] for name, _ in bw.inputs]
-            if bw.method == "grad":
-                grads = torch.autograd.grad(root, wrt, grad_outputs=gradient)
-                observed["returned"] = {name: snap(g) for (name, _), g in zip(bw.inputs, grads)}
-            else:
-                root.backward(gradient=gradient, inputs=wrt or None)
-            s.remove("after_backward")
-        except ProblemError:
-            raise
-        except Exception as exc:  # PyTorch refused something the prediction says works
-            observed["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
-    observed["grads"] = collect_grads(s, variant)
-    per_module = dict(s.done)
-    for record in s.calls:
-        label = record.pop("_module", None)
-        k = record.pop("_k", None)
-        if label is not None and per_module.get(label, 1) > 1:
-            record["call"] = k
+            with s.saved_nodes.recording():
+                error = run_steps(s, steps, passes)
+        finally:
+            s.close()
+    s.nodes.scan(s.kept)
+    s.saved_nodes.resolve(s.log)
+    finish_calls(s)
+    if error is not None:
+        return {"error": error, "hook_calls": s.log}
+    fp = s.forwards[-1] if s.forwards else None
+    observed = {"loss": fp.values.get("loss") if fp is not None and fp.loss is not None else None,
+                "values": fp.values if fp is not None else {}, "grads": s.grads(), "hook_calls": s.log}
+    if passes:
+        returned = passes[-1].get("returned")
+    if returned is not None:
+        observed["returned"] = returned
+    if variant.steps is not None:
+        observed["passes"] = passes
     return observed
 
 
-def collect_grads(s: Session, variant: Variant) -> dict:
-    grads = {}
-    for d in list(variant.inputs) + list(s.p.targets) + [d for m in s.p.model.walk() for d in m.params]:
-        if d.requires_grad:
-            grads[d.name] = snap(s.leaves[d.name].grad)
-    names = list(s.retained)
-    if variant.backward.method == "backward":
-        names += [n for n, _ in variant.backward.inputs if n in s.names and not s.names[n].is_leaf]
-    for name in names:
-        if name in s.names and name not in grads:
-            t = s.names[name]
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                grads[name] = snap(t.grad)
-    return grads
+def run_steps(s: Session, steps, passes: list) -> dict | None:
+    """Run the steps in order; the contract's ``error`` when PyTorch raised, else None."""
+    hooks = s.v.hooks
+    later = {i for step in steps if step.kind == "register" for i in step.hooks}
+    for hook in hooks:
+        if hook.when == "before_forward" and hook.index not in later:
+            s.hooks.register(hook.index)
+    first_forward = first_backward = True
+    for step in steps:
+        try:
+            if step.kind == "forward":
+                s.forward(step.inputs)
+                if first_forward:
+                    first_forward = False
+                    for hook in hooks:
+                        if hook.when == "after_forward" and hook.index not in later:
+                            s.hooks.register(hook.index)
+            elif step.kind == "backward":
+                bw = step.backward or s.v.backward
+                if first_backward:
+                    for hook in hooks:
+                        if hook.remove == "before_backward":
+                            s.hooks.remove(hook.index)
+                start = len(s.log)
+                returned = s.backward(bw)
+                entry = {"hook_calls": s.log[start:], "grads": s.grads()}
+                if returned is not None:
+                    entry["returned"] = returned
+                passes.append(entry)
+                if first_backward:
+                    first_backward = False
+                    for hook in hooks:
+                        if hook.remove == "after_backward":
+                            s.hooks.remove(hook.index)
+            elif step.kind == "register":
+                for i in step.hooks:
+                    s.hooks.register(i)
+            elif step.kind == "remove":
+                for i in step.hooks:
+                    s.hooks.remove(i)
+            elif step.kind == "zero_grad":
+                s.zero_grad()
+            elif step.kind == "step":
+                s.sgd(step.lr)
+        except ProblemError:
+            raise
+        except TORCH_ERRORS as exc:
+            return {"type": type(exc).__name__, "message": str(exc),
+                    "during": "backward" if step.kind == "backward" else "forward",
+                    "after_call": len(s.log) - 1 if s.log else None}
+    return None
 
 
-# ----------------------------------------------------------------------------- finite differences
+def finish_calls(s: Session) -> None:
+    """What each call record only knows at the end: ``call`` (module called more than once in its
+    forward), pack/unpack ``node`` and ``target`` (the first name bound to a tensor that node
+    produced, forwards in order)."""
+    producers: dict[int, str] = {}
+    for fp in s.forwards:
+        for name, t in fp.names.items():
+            if isinstance(t, torch.Tensor) and t.grad_fn is not None:
+                seq = graphs.sequence_nr(t.grad_fn)
+                producers.setdefault(seq, name)
+    for record in s.log:
+        label = record.pop("_label", None)
+        k = record.pop("_k", None)
+        fi = record.pop("_fi", None)
+        if label is not None:
+            if fi is not None:
+                calls = s.forwards[fi].counts.get(label, 1)
+            else:   # a backward hook at a node no call of the module noted: unknown call (None) if it matters
+                calls = max((fp.counts.get(label, 1) for fp in s.forwards), default=1)
+            if calls > 1:
+                record["call"] = k
+        if record["kind"] in ("pack", "unpack"):
+            seq = record.pop("_seq", None)
+            name = record.pop("_node", None)
+            record["node"] = name or s.nodes.name(seq) or s.saved_nodes.name(seq)
+            record["target"] = producers.get(seq) if seq is not None else None
 
-def finite_differences(problem: Problem, variant: Variant, names: list[str], eps: float = 1e-6) -> dict:
-    """Central differences in float64 of ``sum(root * grad_output)`` (``sum(root)`` when no
-    grad_output is given) with respect to each leaf in ``names``, as ``torch.autograd.gradcheck``
-    does: ``(f(x + eps e_i) - f(x - eps e_i)) / (2 eps)`` element by element. Forward-phase
-    module hooks stay registered (they are part of the function); backward hooks are left out."""
-    s = Session(problem, variant, "float64", hooks="forward")
-    for t in s.leaves.values():
-        t.requires_grad_(False)
-    gout = s.grad_output()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        s.register_hooks()
 
-        def f() -> float:
-            s.reset(keep_handles=True)
-            s.name_leaves()
-            root = s.forward()
-            return float((root * gout).sum() if gout is not None else root.sum())
-
-        out = {}
-        with torch.no_grad():
-            for name in names:
-                t = s.leaves[name]
-                flat = t.view(-1)
-                g = torch.zeros_like(flat)
-                for i in range(flat.numel()):
-                    orig = flat[i].item()
-                    flat[i] = orig + eps
-                    plus = f()
-                    flat[i] = orig - eps
-                    minus = f()
-                    flat[i] = orig
-                    g[i] = (plus - minus) / (2 * eps)
-                out[name] = snap(g.view(t.shape))
-    return out
+__all__ = ["run_variant", "Session", "ForwardPass"]

@@ -25,7 +25,7 @@ def test_copy_slices_graph_task_updates():
     out += y
     r = out + b
     returned = torch.autograd.grad(r.sum(), (b, y))
-    return observation(log, grads(x=x, y=y), returned={"b": snap(returned[0]), "y": snap(returned[1])})
+    return observation(log, grads(x=x, y0=y), returned={"b": snap(returned[0]), "y0": snap(returned[1])})
 
 
 def test_grad_nonleaf_many_outputs():
@@ -876,7 +876,7 @@ def test_return_leaf():
     q, p = Identity.apply(x, y)
     q.register_hook(log.tensor_hook(0, "f[0]"))
     (q + p + x).sum().backward()
-    return observation(log, grads(x=x, y=y))
+    return observation(log, grads(x=x, y0=y))
 
 
 class DoubleMul(torch.autograd.Function):

@@ -6,40 +6,34 @@ equations (one per named tensor, with the autograd nodes it creates), the forwar
 with its stationarity conditions and the adjoint recursion ``lambda = J^T lambda`` with
 values, every hook call in firing order (what it is handed, identified with a multiplier,
 and what a returned value changes upstream), and the final gradients written factor by
-factor. docs/latex.md describes the layout and the number-formatting rule.
+factor; for a variant with steps, each forward and backward pass in order, and PyTorch's
+error when it raised. docs/latex.md describes the layout and the number-formatting rule.
 
-All mathematics is printed by :class:`DerivationPrinter`, a subclass of SymPy's
-``LatexPrinter``: exact values (``flint.fmpq`` or SymPy expressions) go through its number
-rule or SymPy's own printing, the expression trees built from the traced graph (``T*``
-classes) through ``_print_T*`` methods. Numbers are never taken from floats: every value
-shown is derived from the exact prediction (``VariantPrediction.graph`` / ``.forward``), and
-the gradients PyTorch actually carries (hooks included) come from the engine's record
-(``VariantPrediction.backward``).
+The mathematics is not computed here: it is the derivation record (``adjoint.derivation``,
+``VariantPrediction.derivation``), the only thing of the engine this package imports. All
+mathematics is printed by :class:`DerivationPrinter`, a subclass of SymPy's ``LatexPrinter``:
+exact values (``flint.fmpq`` or SymPy expressions) go through its number rule or SymPy's own
+printing, the record's trees (``adjoint.derivation.mathtree``) through ``_print_T*`` methods.
 
 The modules, from the bottom up:
 
-* ``numbers.py``      the number rule, exact fractions, decimals of closed forms, equality of values
+* ``numbers.py``      the number rule and exact fractions
 * ``widths.py``       how wide a piece of math LaTeX is; the line width
-* ``text.py``         escaping text, code, names as math symbols
-* ``trees.py``        the ``T*`` expression trees and their display simplifications
-* ``vjp.py``          reverse mode on trees: J^T lambda as a tree
-* ``symbolic.py``     scalar trees as SymPy expressions (local derivatives)
-* ``expressions.py``  problem expressions (hook returns, declared backwards) as trees and source
+* ``chars.py``, ``text.py``  escaping text, code, names as math symbols
 * ``printer.py``      ``DerivationPrinter``: every formula, number and tensor is typeset here
-* ``analysis.py``     one variant analysed from the exact graph: steps, multipliers, chain-rule paths
 * ``layout.py``       packing equations into ``align*`` rows of the line width
-* ``writer.py``       the helpers every section writes with (values, derivatives, naming a gradient)
-* ``section_model.py``, ``section_lagrangian.py``, ``section_hooks.py``, ``section_gradients.py``
-  the sections of a variant, in document order
-* ``document.py``     ``render_document``: preamble, reading guide, one section per variant
+* ``writer.py``       the helpers every section writes with (symbols, values, derivatives, naming a gradient)
+* ``section_model.py``, ``section_lagrangian.py``, ``section_hooks.py``, ``section_gradients.py``,
+  ``section_steps.py``  the sections, in document order
+* ``document.py``     ``render_document`` / ``typeset``: preamble, reading guide, one section per variant
 
 Nothing here imports torch.
 """
 
-from .document import render_document
+from .document import render_document, typeset
 from .numbers import format_rational
 from .printer import DerivationPrinter
 from .text import code
 from .widths import tex_width
 
-__all__ = ["DerivationPrinter", "code", "format_rational", "render_document", "tex_width"]
+__all__ = ["DerivationPrinter", "code", "format_rational", "render_document", "tex_width", "typeset"]

@@ -4,20 +4,21 @@ would write them, a section identical to an earlier variant's replaced by a refe
 
 from __future__ import annotations
 
-from ... import exact as E
-from ...prediction import Prediction
-from .analysis import Analysis
+from ...derivation import ProblemDerivation, derive
+from ...derivation import values as E
 from .numbers import SHORT_FRACTION, SIG_DIGITS, format_rational
 from .section_gradients import GradientSections
 from .section_hooks import HookSections
 from .section_lagrangian import LagrangianSection
 from .section_model import ModelSections
+from .section_steps import StepSections
 from .text import esc, symbol_tex
 
 
 PREAMBLE = r"""\documentclass[11pt,a4paper]{article}
 \usepackage[margin=2cm]{geometry}
 \usepackage{amsmath,amssymb}
+\usepackage{graphicx}
 \setcounter{MaxMatrixCols}{40}
 \allowdisplaybreaks
 \setlength{\parindent}{0pt}
@@ -26,32 +27,37 @@ PREAMBLE = r"""\documentclass[11pt,a4paper]{article}
 """
 
 
-def render_document(prediction: Prediction) -> str:
-    """The whole derivation of every variant in ``prediction`` as one standalone LaTeX document."""
-    problem = prediction.problem
+def render_document(prediction) -> str:
+    """The whole derivation of every variant of a solved problem (``adjoint.prediction.Prediction``)
+    as one standalone LaTeX document."""
+    return typeset(derive(prediction))
+
+
+def typeset(d: ProblemDerivation) -> str:
+    """The document of a derivation record."""
     out = [PREAMBLE]
-    out.append(f"\\title{{The derivation of \\texttt{{{esc(problem.name)}}}}}\n")
+    out.append(f"\\title{{The derivation of \\texttt{{{esc(d.name)}}}}}\n")
     out.append("\\author{written by \\texttt{adjoint latex}}\n\\date{}\n\\begin{document}\n\\maketitle\n")
-    if problem.description:
-        out.append(esc(" ".join(problem.description.split())) + "\n\n")
-    if prediction.numeric and problem.symbols:
+    if d.description:
+        out.append(esc(" ".join(d.description.split())) + "\n\n")
+    if d.symbols:
         out.append("Symbols are replaced by the values of the problem's \\texttt{symbols:} ("
                    + ", ".join(f"${symbol_tex(k)} = {format_rational(E.q(v)).signed()}$"
-                               for k, v in problem.symbols.items()) + ").\n\n")
-    out.append(_reading_guide(prediction))
-    shared: dict[str, str] = {}
-    for i, v in enumerate(prediction.variants):
+                               for k, v in d.symbols.items()) + ").\n\n")
+    out.append(_reading_guide(len(d.variants), d.notations))
+    shared: dict = {}
+    for i, v in enumerate(d.variants):
         if i:
             out.append("\\clearpage\n")          # each variant starts on its own page
-        a = Analysis(prediction, v)
-        named = len(problem.variants) > 1 or v.name != "default"
-        out.append(_Variant(prediction, v, a).render(shared, named))
+        named = len(d.variants) > 1 or v.name != "default"
+        simple = not v.stepped and v.error is None and len(v.units) == 1
+        figure = graph_figure(d.path, v, i + 1, named)
+        out.append(_simple(v, shared, named, figure) if simple else _stepped(v, shared, named, figure))
     out.append("\\end{document}\n")
     return "".join(out)
 
 
-def _reading_guide(prediction: Prediction) -> str:
-    n = len(prediction.variants)
+def _reading_guide(n: int, notations: set) -> str:
     which = ("one variant" if n == 1 else f"{n} variants, each with its own hooks; the model, forward pass and "
              "multipliers are derived once and referred to when a later variant shares them")
     return (
@@ -75,42 +81,135 @@ def _reading_guide(prediction: Prediction) -> str:
         f"{SIG_DIGITS} significant digits, cut off (not rounded), followed by $\\ldots$. Hook arguments, "
         "returned values and final gradients also give their exact fraction. Closed forms (symbols, $\\tanh$, "
         "$\\sqrt{2}$) are kept when they are short; large tensors show their first and last rows and "
-        "columns.\n\n")
+        "columns.\n\n" + _more_notation(notations))
 
 
-class _Variant(ModelSections, LagrangianSection, HookSections, GradientSections):
-    """One variant's section of the document."""
+def graph_file(index: int) -> str:
+    """The name the picture of the ``index``-th variant (1-based) has beside the document."""
+    return f"adjoint-graph-{index}.pdf"
 
-    # ---- entry ---------------------------------------------------------------
-    def render(self, shared: dict, many: bool) -> str:
-        v = self.v
-        title = f"Variant \\texttt{{{esc(v.name)}}}" if many else "The derivation"
-        out = [f"\\section{{{title}}}\n"]
-        desc = v.run.variant.description
-        if desc:
-            out.append(esc(" ".join(str(desc).split())) + "\n\n")
-        out.append(self.hooks_registered())
-        common = self.model() + self.forward() + self.lagrangian()
-        if common in shared:
-            out.append("\\subsection{Model, forward pass and multipliers}\nThe model, its forward pass and the "
-                       f"adjoint recursion without hooks are exactly those of variant \\texttt{{{esc(shared[common])}}}"
-                       " above; the symbols and values below refer to them.\n\n")
-        else:
-            shared[common] = v.name
-            out.append(common)
-        out.append(self._once(shared, "boundaries", self.boundaries(), "Module boundaries"))
-        out.append(self.hook_calls())
-        out.append(self.effects())
-        out.append(self._once(shared, "gradients", self.gradients(), "Final gradients"))
-        out.append(self.notes())
-        return "".join(out)
 
-    def _once(self, shared: dict, key: str, text: str, title: str) -> str:
-        """A section identical to an earlier variant's is replaced by a reference to it."""
-        if not text:
-            return text
-        if (key, text) in shared:
-            return (f"\\subsection{{{title}}}\nExactly as in variant \\texttt{{{esc(shared[(key, text)])}}} "
-                    "above.\n\n")
-        shared[(key, text)] = self.v.name
+def graph_figure(path: str, v, index: int, named: bool) -> str:
+    """The backward graph, drawn by ``adjoint graph``: included when its PDF is beside the
+    document (``adjoint latex --pdf`` puts it there), otherwise a line saying how to get it, so
+    the document compiles either way."""
+    name = graph_file(index)
+    where = f" --variant {v.name}" if named else ""
+    hint = (f"(The picture of this graph: \\texttt{{adjoint graph {esc(path)}{esc(where)} -o {name}}} "
+            "beside this file, then compile again.)")
+    return ("\\subsection{The backward graph}\n"
+            "The autograd nodes PyTorch builds (with their \\texttt{sequence\\_nr}), module calls as boxes, "
+            "and every hook call, numbered in firing order.\n\n"
+            f"\\IfFileExists{{{name}}}{{\\begin{{center}}\\includegraphics[width=\\linewidth,height=0.75\\textheight,"
+            f"keepaspectratio]{{{name}}}\\end{{center}}}}{{{hint}}}\n\n")
+
+
+#: what each notation beyond the algebra above means, in the order the reading guide lists them
+_NOTATION = (
+    ("TSub", "$a[i]$, $a[{:},1{:}3]$ index as Python does (PyTorch's \\texttt{select} and \\texttt{slice} views)"),
+    ("TPlace", "$\\operatorname{place}^{n}_{[i]}(g)$ is the tensor of shape $n$ that is $g$ at $[i]$ and $0$ "
+               "elsewhere: the gradient of an index"),
+    ("TPut", "$a\\left[a[i] \\leftarrow v\\right]$ is $a$ with the elements $a[i]$ replaced by $v$: an in-place "
+             "write through a view (PyTorch's \\texttt{CopySlices})"),
+    ("reshape", "$\\operatorname{reshape}_{n}$, $\\operatorname{expand}_{n}$ (repeat along dims of size 1 to shape "
+                "$n$), $\\operatorname{permute}$, $\\operatorname{transpose}$, $\\operatorname{cat}_{d}$, "
+                "$\\operatorname{stack}_{d}$ and $\\operatorname{bmm}$ (a matrix product per batch entry) are "
+                "PyTorch's ops of those names"),
+    ("TJac", "$J_{f}^{\\top}\\lambda$ is the vector--Jacobian product of a function written as a whole (a layer, "
+             "a loss, $\\operatorname{softmax}$), as its PyTorch node computes it"),
+    ("prime", "$f'$ is the derivative of an elementwise function $f$, applied elementwise"),
+)
+
+
+def _more_notation(notations: set) -> str:
+    """The notations of this document's formulas beyond the algebra, explained (none for most)."""
+    views = {"reshape", "expand", "permute", "transpose", "cat", "stack", "bmm"}
+    used = [text for key, text in _NOTATION if key in notations or (key == "reshape" and notations & views)]
+    if not used:
+        return ""
+    return "\\textbf{More notation.} " + "; ".join(used) + ".\n\n"
+
+
+class _View(ModelSections, LagrangianSection, HookSections, GradientSections, StepSections):
+    """One unit (a forward pass and the backward pass through it) of a variant, as sections."""
+
+
+def _title(v, many: bool) -> list:
+    title = f"Variant \\texttt{{{esc(v.name)}}}" if many else "The derivation"
+    out = [f"\\section{{{title}}}\n"]
+    if v.description:
+        out.append(esc(" ".join(str(v.description).split())) + "\n\n")
+    return out
+
+
+def _simple(v, shared: dict, many: bool, figure: str) -> str:
+    """A variant without steps: one forward pass, one backward pass (v1's layout)."""
+    w = _View(v, v.units[0])
+    here = f"variant \\texttt{{{esc(v.name)}}}"
+    out = _title(v, many)
+    out.append(w.hooks_registered())
+    out.append(figure)
+    common = w.model() + w.forward() + w.lagrangian()
+    if common in shared:
+        out.append("\\subsection{Model, forward pass and multipliers}\nThe model, its forward pass and the "
+                   f"adjoint recursion without hooks are exactly those of {shared[common]}"
+                   " above; the symbols and values below refer to them.\n\n")
+    else:
+        shared[common] = here
+        out.append(common)
+    out.append(_once(shared, "boundaries", w.boundaries(), "Module boundaries", here))
+    out.append(w.hook_calls())
+    out.append(w.effects())
+    out.append(_once(shared, "gradients", w.gradients(), "Final gradients", here))
+    out.append(w.notes())
+    return "".join(out)
+
+
+def _stepped(v, shared: dict, many: bool, figure: str) -> str:
+    """A variant with steps (or one PyTorch raised in): the steps, then each forward pass and each backward
+    pass in the order they ran, then the error."""
+    bare = _View(v, None)
+    out = _title(v, many)
+    out.append(bare.hooks_registered())
+    out.append(figure)
+    out.append(bare.steps_list())
+    for u in v.units:
+        if u.first_of_forward:
+            w = _View(v, u, f"Forward pass {u.forward_number}: ")
+            here = f"forward pass {u.forward_number} of variant \\texttt{{{esc(v.name)}}}"
+            out.append(_once(shared, "model", w.model(), w.heading("The model"), here))
+            out.append(_once(shared, "values", w.forward(), w.heading("Forward pass", "values"), here))
+            if u.forward_calls:
+                out.append(w.hook_calls(u.forward_calls))
+        if u.backward_number is None:
+            continue
+        w = _View(v, u, f"Backward pass {u.backward_number}: ")
+        here = f"backward pass {u.backward_number} of variant \\texttt{{{esc(v.name)}}}"
+        if u.failed:
+            out.append(w.heading("What it does before PyTorch raises", "what it does before PyTorch raises")
+                       + "The backward pass stops at the error below; the multipliers are those it would compute.\n\n")
+        title = "Lagrangian and adjoint recursion"
+        out.append(_once(shared, "lagrangian", w.lagrangian(), w.heading(title, title), here))
+        if not u.failed:
+            out.append(_once(shared, "boundaries", w.boundaries(), w.heading("Module boundaries"), here))
+        out.append(w.hook_calls(u.backward_calls))
+        if not u.failed:
+            out.append(w.effects())
+            out.append(_once(shared, "gradients", w.gradients(), w.heading("Final gradients", "gradients"), here))
+    if v.error is not None:
+        out.append(bare.error_section(v.error))
+    out.append(bare.notes())
+    return "".join(out)
+
+
+def _once(shared: dict, key: str, text: str, heading: str, here: str) -> str:
+    """A section identical to an earlier one is replaced by a reference to it (``heading``: its title, as
+    a subsection command or a plain title)."""
+    if not text:
         return text
+    body = text.split("\n", 1)[-1]             # its title may name the pass: compare what follows it
+    if (key, body) in shared:
+        head = heading if heading.startswith("\\subsection") else f"\\subsection{{{heading}}}\n"
+        return f"{head}Exactly as in {shared[(key, body)]} above.\n\n"
+    shared[(key, body)] = here
+    return text

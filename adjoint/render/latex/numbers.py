@@ -1,22 +1,15 @@
 """Exact values as the document shows them (docs/latex.md, "The number rule").
 
 :func:`format_rational` is the number rule; :func:`exact_fraction` the exact fraction a result is
-annotated with; :func:`decimal_value` the value of a constant closed form to ~50 digits (for rule 4);
-:func:`same` and :func:`_ratio` decide when the document may say one value *is* another
-(``= lambda_1``, ``lambda~_1 = 2 lambda_1``). Nothing is computed in floating point.
+annotated with. Nothing is computed in floating point. (A closed form's decimals and when one
+value *is* another are the derivation's: ``adjoint.derivation.values``.)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
 
 import flint
-import numpy as np
-import sympy
-
-from ... import exact as E
-from ...exact import Exact
 
 fmpq = flint.fmpq
 
@@ -127,65 +120,3 @@ def exact_fraction(x, slash: bool = False) -> str | None:
         return None
     sign = "-" if x.p < 0 else ""
     return f"{sign}{p}/{q}" if slash else f"{sign}\\frac{{{p}}}{{{q}}}"
-
-
-def decimal_value(e, dps: int = 50) -> Fraction | None:
-    """A constant closed form as a Fraction accurate to ~``dps`` digits; None if it is not a real number."""
-    v = E.s_approx(e, dps)
-    if v is None:
-        return None
-    sign, man, exp, _ = v._mpf_
-    value = Fraction(int(man)) * (Fraction(2) ** int(exp)) if man else Fraction(0)
-    return -value if sign else value
-
-
-_PROBE = (fmpq(7, 11), fmpq(-13, 17))
-
-
-def same(p: Exact | None, q: Exact | None) -> bool:
-    """Equal values, for labelling ("this is lambda_3"). Rationals compare exactly; closed forms
-    structurally, else numerically at 30 digits (at two rational points when symbols are free):
-    SymPy's simplify would be exact but can take minutes on nested tanh/exp expressions."""
-    if p is None or q is None:
-        return p is q
-    if p.shape != q.shape:
-        return False
-    if p.rational and q.rational:
-        return bool(np.all(p.a == q.a))
-    for x, y in zip(p.flat(), q.flat()):
-        if type(x) is fmpq and type(y) is fmpq:
-            if x != y:
-                return False
-            continue
-        sx, sy = E.s_sym(x), E.s_sym(y)
-        if sx == sy:
-            continue
-        if sx is sympy.S.NaN or sy is sympy.S.NaN:
-            return False
-        free = sorted((sx - sy).free_symbols, key=str)
-        points = [{}] if not free else [{s: E.s_sym(_PROBE[i % 2] * (k + 1)) for i, s in enumerate(free)}
-                                         for k in range(2)]
-        for pt in points:
-            a = decimal_value(sx.xreplace(pt) if pt else sx, 30)
-            b = decimal_value(sy.xreplace(pt) if pt else sy, 30)
-            if a is None or b is None or abs(a - b) > Fraction(1, 10 ** 20) * (abs(a) + 1):
-                return False
-    return True
-
-
-def _ratio(p: Exact, q: Exact):
-    """c with q == c * p elementwise (p nonzero somewhere), else None."""
-    if p.shape != q.shape or not (p.rational and q.rational):
-        return None
-    c = None
-    for x, y in zip(p.flat(), q.flat()):
-        if x == 0:
-            if y != 0:
-                return None
-            continue
-        r = y / x
-        if c is None:
-            c = r
-        elif r != c:
-            return None
-    return c

@@ -1,8 +1,10 @@
 """All mathematics in the document is printed by :class:`DerivationPrinter`, a subclass of SymPy's
 ``LatexPrinter``: exact values (``flint.fmpq`` or SymPy expressions) through the number rule
 (numbers.py) or SymPy's own printing, exact tensors as numbers, transposed rows or matrices elided to
-fit the line, and the ``T*`` expression trees (trees.py) through one ``_print_T*`` method each, with
-their precedences; with ``subst`` the atoms print as their values (the "numbers substituted" line)."""
+fit the line, and the ``T*`` expression trees of the derivation (``adjoint.mathtree``) through one
+``_print_T*`` method each, with their precedences -- a named function through the notation its
+registry entry declares; with ``subst`` the atoms print as their values (the "numbers substituted"
+line)."""
 
 from __future__ import annotations
 
@@ -14,13 +16,19 @@ import sympy
 from sympy.printing.latex import LatexPrinter
 from sympy.printing.precedence import PRECEDENCE
 
-from ... import exact as E
-from ...exact import Exact, Real
-from .numbers import Num, _truncated, decimal_value, exact_fraction, format_rational
+from ...derivation import Exact, Real
+from ...derivation import values as E
+from ...derivation.mathtree import (TT, TAtom, TBin, TCall, TConst, TDeriv, TFn, TIndex, TInner, TJac, TLam, TMatMul,
+                                    TName, TNeg, TNode, TNone, TOnes, TPlace, TProduct, TPut, TSub, TSumTo, TSym,
+                                    TTuple, TVal)
+from ...derivation.mathtree import const_value as _const_value
+from ...derivation.mathtree import is_scalar_shape as _is_scalar_shape
+from ...derivation.mathtree import numel as _numel
+from ...derivation.mathtree import t_shape as _t_shape
+from ...derivation.values import decimal_value
+from .numbers import Num, _truncated, exact_fraction, format_rational
 from .text import _tex_escape_name, symbol_tex
-from .trees import (TT, TAtom, TBin, TCall, TConst, TDeriv, TFn, TIndex, TInner, TLam, TMatMul, TName, TNeg,
-                    TNode, TNone, TOnes, TProduct, TSumTo, TSym, TTuple, TVal, _const_value, _is_scalar_shape,
-                    _numel, _t_shape)
+from .text import esc as _tex_escape_text
 from .widths import LINE_EM, _choose_columns, tex_width
 
 fmpq = flint.fmpq
@@ -344,7 +352,7 @@ class DerivationPrinter(LatexPrinter):
         if n.op == "pow":
             base = self.p(a, 100)
             if isinstance(a, (TT, TBin, TNeg, TFn)) and not base.startswith("\\left("):
-                if not (isinstance(a, TFn) and a.name in ("abs", "norm")):
+                if not (isinstance(a, TFn) and a.fn.delimited):
                     base = f"\\left({base}\\right)"
             if self.subst is not None and isinstance(a, TAtom) and ("\\frac" in base or "\\ldots" in base
                                                                      or "bmatrix" in base) and not base.startswith("\\left("):
@@ -379,31 +387,71 @@ class DerivationPrinter(LatexPrinter):
                 if value.ndim == 2:
                     return self._print(Exact(value.a.T.copy(), value.rational))
         base = self._print(a)
-        if self.prec(a) < 100 or isinstance(a, (TT, TBin)) or (isinstance(a, TFn) and a.name not in ("abs", "norm")):
+        if self.prec(a) < 100 or isinstance(a, (TT, TBin)) or (isinstance(a, TFn) and not a.fn.delimited):
             base = f"\\left({base}\\right)"
         elif base.endswith("}") and "^" in base:
             base = f"\\left({base}\\right)"
         return f"{base}^{{\\top}}"
 
-    _FN = {"tanh": "\\tanh", "exp": "\\exp", "log": "\\log", "sin": "\\sin", "cos": "\\cos",
-           "sigmoid": "\\sigma", "relu": "\\operatorname{relu}", "sum": "\\operatorname{sum}",
-           "mean": "\\operatorname{mean}", "sign": "\\operatorname{sign}"}
-
     def _print_TFn(self, n: TFn) -> str:
-        inner = self._print(n.a)
-        if n.name == "sqrt":
-            return f"\\sqrt{{{inner}}}"
-        if n.name == "abs":
-            return f"\\left|{inner}\\right|"
-        if n.name == "norm":
-            return f"\\left\\lVert {inner}\\right\\rVert"
-        if n.name == "step":
-            return f"\\mathbf{{1}}\\left[{inner} > 0\\right]"
-        return f"{self._FN[n.name]}\\left({inner}\\right)"
+        """The notation the function's registry entry declares: #0, #1 ... its arguments, #* all of them,
+        #s the node's subscript."""
+        def fill(m: re.Match) -> str:
+            key = m.group(1)
+            if key == "s":
+                return n.sub
+            if key == "*":
+                return ",\\ ".join(self._print(a) for a in n.args)
+            return self._print(n.args[int(key)])
+        return re.sub(r"#(\d|s|\*)", fill, n.fn.tex).replace("_{}", "")
+
+    def _print_TJac(self, n: TJac) -> str:
+        """J^T lam of a function whose vector-Jacobian product is declared generic."""
+        sub = f"_{{{n.of.sub}}}" if n.of.sub else ""
+        wrt = f",{n.index + 1}" if len(n.of.args) > 1 else ""
+        return (f"J_{{\\operatorname{{{_tex_escape_name(n.of.name)}}}{sub}{wrt}}}^{{\\top}}"
+                f"\\,{self.p(n.lam, 51)}")
+
+    def key_text(self, key: tuple, shape=None) -> str:
+        """An index key as Python writes it: 0, :, 1:3, ::2, None, ... (a slice's bounds that are the
+        dimension's own are left out)."""
+        items, dim = [], 0
+        for item in key:
+            if item is None:
+                items.append("\\mathrm{None}")
+                continue
+            if item is Ellipsis:
+                items.append("\\ldots")
+                continue
+            size = shape[dim] if shape is not None and dim < len(shape) else None
+            dim += 1
+            if isinstance(item, slice):
+                start = "" if item.start in (None, 0) else str(item.start)
+                stop = "" if item.stop is None or (size is not None and item.stop >= size) else str(item.stop)
+                step = "" if item.step in (None, 1) else f"{{:}}{item.step}"
+                items.append(f"{start}{{:}}{stop}{step}")
+            else:
+                items.append(str(item))
+        while len(items) > 1 and items[-1] == "{:}":
+            items.pop()
+        return ",".join(items)
+
+    def _print_TSub(self, n: TSub) -> str:
+        return f"{self.p(n.a, 100)}[{self.key_text(n.key, n.a.shape)}]"
+
+    def _print_TPlace(self, n: TPlace) -> str:
+        dims = "\\times ".join(str(d) for d in n.shape) or "()"
+        return (f"\\operatorname{{place}}_{{[{self.key_text(n.key, n.shape)}]}}^{{{dims}}}"
+                f"\\left({self._print(n.a)}\\right)")
+
+    def _print_TPut(self, n: TPut) -> str:
+        return (f"{self.p(n.base, 100)}\\left[{self._print(n.region)} \\leftarrow "
+                f"{self._print(n.value)}\\right]")
 
     def _print_TCall(self, n: TCall) -> str:
         args = ",\\ ".join(self._print(a) for a in n.args)
-        return f"\\operatorname{{{_tex_escape_name(n.name)}}}\\left({args}\\right)"
+        tex = f"\\operatorname{{{_tex_escape_name(n.name)}}}\\left({args}\\right)"
+        return tex if n.output is None else f"{tex}_{{[{n.output}]}}"
 
     def _print_TSumTo(self, n: TSumTo) -> str:
         if not n.shape or _numel(n.shape) == 1:
@@ -417,6 +465,8 @@ class DerivationPrinter(LatexPrinter):
         return self.names.get(f"n:{n.name}", symbol_tex(n.name))
 
     def _print_TIndex(self, n: TIndex) -> str:
+        if isinstance(n.index, str):
+            return f"{self.p(n.a, 100)}[\\text{{\\texttt{{{_tex_escape_text(repr(n.index))}}}}}]"
         return f"{self.p(n.a, 100)}[{n.index}]"
 
     def _print_TTuple(self, n: TTuple) -> str:

@@ -5,21 +5,16 @@ written as its node's vector-Jacobian product, and what a returned value replace
 
 from __future__ import annotations
 
-from ... import syntax as S
-
-from ...prediction import HookRecord
-from .expressions import expr_tree, source
+from ...derivation import HookCall
+from ...derivation.mathtree import TNone
 from .layout import Block
-from .numbers import same
 from .printer import DerivationPrinter
 from .text import _tex_escape_name, code, esc, mcode
-from .trees import TAtom, TIndex, TName, TNode, TNone, TTuple, simplify
-from .vjp import vjp_tree
 from .widths import LINE_EM, tex_width
-from .writer import VariantWriter
+from .writer import UnitWriter
 
 
-class HookSections(VariantWriter):
+class HookSections(UnitWriter):
     """Hooks registered, module boundaries, and every hook call in firing order."""
 
     # ---- hooks registered --------------------------------------------------------
@@ -28,111 +23,146 @@ class HookSections(VariantWriter):
              "backward": "legacy backward hook (\\texttt{register\\_backward\\_hook})",
              "forward": "forward hook", "forward_pre": "forward pre-hook",
              "hook": "tensor hook (\\texttt{Tensor.register\\_hook})",
-             "retain_grad": "\\texttt{retain\\_grad()}", "pre": "node pre-hook", "post": "node post-hook"}
+             "retain_grad": "\\texttt{retain\\_grad()}", "pre": "node pre-hook", "post": "node post-hook",
+             "post_accumulate_grad": "post-accumulate-grad hook (\\texttt{register\\_post\\_accumulate\\_grad\\_hook})",
+             "multi_grad": "multi-grad hook (\\texttt{torch.autograd.graph.register\\_multi\\_grad\\_hook})",
+             "saved_tensors": "pair of saved-tensor hooks (\\texttt{torch.autograd.graph.saved\\_tensors\\_hooks})",
+             "pack": "pack hook (\\texttt{saved\\_tensors\\_hooks})",
+             "unpack": "unpack hook (\\texttt{saved\\_tensors\\_hooks})"}
+
+    #: what a hook is attached to, as the registration list and the calls say it
+    _ON = {"module": "module", "tensor": "tensor", "node": "the autograd node that produced tensor",
+           "global": "every module (a global hook) --- here module", "multi_grad": "tensors",
+           "saved_tensors": "the saved tensors of"}
 
     def hooks_registered(self) -> str:
-        hooks = self.g.variant.hooks
+        hooks = self.vd.hooks
         if not hooks:
             return "No hooks are registered in this variant: PyTorch's backward pass is the adjoint recursion.\n\n"
         lines = ["Hooks registered, in this order:\n\\begin{enumerate}\n"]
         for h in hooks:
-            what = {"module": "module", "tensor": "tensor", "node": "the autograd node that made tensor"}[h.on]
-            text = f"\\item {esc(h.label)}: {self._KIND[h.kind]} on {what} {code(h.target)}"
-            if h.returns is not None:
-                text += f", returning ${self.P.doprint(expr_tree(h.returns, {}))}$"
-            elif h.kind != "retain_grad":
-                text += ", returning nothing (it only observes)"
-            if h.does:
-                text += "; it runs " + ", ".join(code(f"{S.to_source(x.target)} = {source(x.value)}") for x in h.does)
-            if h.remove:
-                text += f"; its handle is removed {esc(h.remove.replace('_', ' '))}"
-            if h.when == "after_forward":
-                text += "; registered after the forward pass"
-            lines.append(text + ".\n")
+            lines.append(f"\\item {esc(h.label)}: {self._declared(h)}.\n")
         lines.append("\\end{enumerate}\n")
         return "".join(lines)
 
+    def _declared(self, h) -> str:
+        """One declared hook: its kind, what it is on, what it returns, its options."""
+        if h.on == "global":
+            text = (f"{self._KIND[h.kind]}, registered globally (\\texttt{{torch.nn.modules.module.register\\_module\\_"
+                    f"{esc(h.kind)}\\_hook}}): it runs for every module call")
+        elif h.on == "multi_grad":
+            text = (f"{self._KIND['multi_grad']} in mode \\texttt{{{esc(h.mode)}}} on tensors "
+                    + ", ".join(code(t) for t in h.tensors))
+        elif h.on == "saved_tensors":
+            where = ("the calls of " + ", ".join(code(m) for m in h.scope) if h.scope else "the whole forward pass")
+            text = (f"{self._KIND['saved_tensors']} around {where}: every tensor an op saves for backward is packed "
+                    f"by {code('x -> ' + h.pack)} and unpacked by {code('x -> ' + h.unpack)}")
+        else:
+            what = {"module": "module", "tensor": "tensor", "node": "the autograd node that made tensor"}[h.on]
+            text = f"{self._KIND[h.kind]} on {what} {code(h.target)}"
+        if h.on != "saved_tensors":
+            if h.returns is not None:
+                text += f", returning ${self.P.doprint(h.returns)}$"
+            elif h.kind != "retain_grad":
+                text += ", returning nothing (it only observes)"
+        if h.does:
+            text += "; it runs " + ", ".join(code(x) for x in h.does)
+        if h.prepend:
+            text += "; \\texttt{prepend=True}: it runs before the hooks of its kind registered earlier"
+        if h.with_kwargs:
+            text += "; \\texttt{with\\_kwargs=True}: it is handed the call's keyword arguments too"
+        if h.always_call:
+            text += "; \\texttt{always\\_call=True}: it runs even when the forward raises"
+        if h.raises is not None:
+            text += f"; it raises \\texttt{{RuntimeError({esc(repr(h.raises))})}}"
+        if h.removes:
+            text += "; when it runs it removes the handle of " + ", ".join(self._hook_name(i) for i in h.removes)
+        if h.remove:
+            text += f"; its handle is removed {esc(h.remove.replace('_', ' '))}"
+        if h.when == "after_forward":
+            text += "; registered after the forward pass"
+        if not h.fires and h.kind not in ("retain_grad", "saved_tensors") and h.remove != "before_backward":
+            text += "; it never fires in this variant"
+        return text
+
+    def _hook_name(self, index: int) -> str:
+        hooks = self.vd.hooks
+        return f"hook {index + 1} ({esc(hooks[index].label)})" if 0 <= index < len(hooks) else f"hook {index + 1}"
+
     # ---- module boundaries --------------------------------------------------------------
     def boundaries(self) -> str:
-        a, g = self.a, self.g
-        out = ["\\subsection{Module boundaries}\n",
+        u = self.u
+        out = [self.heading("Module boundaries"),
                "Each module call is one block of the Lagrangian. The multiplier of its output is what its hooks "
                "are handed as \\texttt{grad\\_output} (as it reaches the module, after hooks on the output tensor); "
                "$J^{\\top}\\,\\mathtt{grad\\_output}$ through the module's own equations is \\texttt{grad\\_input} "
                "(before any hook of the module acts).\n\n"]
-        calls = {c.callid: c for c in g.calls}
-        hooked = {c.callid for c in g.calls if c.hooked}
-        shown = [bd for bd in self.v.boundaries if bd.callid in hooked] or list(self.v.boundaries)
-        if len(shown) < len(self.v.boundaries):
+        if u.boundaries_partial:
             out.append("The module calls with backward hooks in this variant (the others follow the same rule; "
                        "\\texttt{adjoint solve} lists them all):\n\n")
-        for bd in shown:
-            call = calls.get(bd.callid)
-            if call is None:
-                continue
+        for bd in u.boundaries:
+            call = u.calls[bd.call]
+            outs = ", ".join(self.sym(x) for x in call.outs)
             out.append(f"\\textbf{{{esc(bd.callid)}}} ({esc(bd.type)}): "
-                       f"{', '.join('$' + self.sym(x) + '$' for x in call.args)} $\\mapsto$ ${self.sym(call.out)}$\n")
+                       f"{', '.join('$' + self.sym(x) + '$' for x in call.args)} $\\mapsto$ ${outs}$\n")
             b = Block()
-            go = bd.grad_output[0]
-            if go is None:
-                b.eq(mcode("grad_output"), "\\mathrm{None}\\quad\\text{(no gradient reaches the output)}")
-            else:
-                self.value_rows(b, mcode("grad_output"), go, [self.ident(a.canon(call.out), go)])
-            for i, (x, gi) in enumerate(zip(call.args, bd.grad_input)):
+            go = bd.grad_output
+            outputs = [(f"{mcode('grad_output')}[{i}]", o.value, o.ident) for i, o in enumerate(bd.outputs)] or \
+                [(mcode("grad_output"), go, bd.output_ident)]
+            for lhs, value, ident in outputs:
+                if value is None:
+                    b.eq(lhs, "\\mathrm{None}\\quad\\text{(no gradient reaches the output)}")
+                else:
+                    self.value_rows(b, lhs, value, [self.ident(ident)])
+            for i, inp in enumerate(bd.inputs):
                 lhs = f"{mcode('grad_input')}[{i}]"
-                if gi is None:
-                    b.eq(lhs, f"\\mathrm{{None}}\\quad\\text{{(}}{self.sym(x)}\\text{{ does not require grad)}}")
+                if inp.value is None:
+                    b.eq(lhs, f"\\mathrm{{None}}\\quad\\text{{(}}{self.sym(inp.var)}\\text{{ does not require grad)}}")
                     continue
                 segs = [f"J_{{\\mathrm{{{_tex_escape_name(bd.callid)}}}}}^{{\\top}}\\,{mcode('grad_output')}"]
-                ident = self.ident(a.canon(x), gi, strict=True)
+                ident = self.ident(inp.ident)
                 if ident is not None:
                     segs.append(ident)
-                self.value_rows(b, lhs, gi, segs)
+                self.value_rows(b, lhs, inp.value, segs)
             out.append(b.render())
         return "".join(out)
 
     # ---- hook calls ---------------------------------------------------------------------
-    def hook_calls(self) -> str:
-        calls = self.v.hook_calls
-        out = ["\\subsection{Hook calls, in firing order}\n"]
+    def hook_calls(self, calls: list | None = None) -> str:
+        backward = calls is None or calls is self.u.backward_calls
+        calls = self.u.hook_calls if calls is None else calls
+        out = [self.heading("Hook calls, in firing order")]
         if not calls:
             out.append("No hook fires.\n\n")
-            return "".join(out)
-        for i, h in enumerate(calls, 1):
-            out.append(self._hook_call(i, h))
+        for h in calls:
+            out.append(self._hook_call(h))
+        if backward:
+            out.append(self._silent())
         return "".join(out)
 
-    def _find_call(self, h: HookRecord):
-        for c in self.g.calls:
-            if c.path == h.target and (h.k is None or c.k == h.k):
-                return c
-        return None
-
-    def _arg_vars(self, h: HookRecord) -> dict:
-        g, a = self.g, self.a
-        if h.on == "module":
-            call = self._find_call(h)
-            if call is None:
-                return {}
-            if h.kind == "full_backward":
-                return {"grad_output": [call.out], "grad_input": list(call.args)}
-            if h.kind == "full_backward_pre":
-                return {"grad_output": [call.out]}
-            if h.kind == "backward" and call.legacy_node is not None:
-                eqn = g.eqns[call.legacy_node]
-                return {"grad_output": list(eqn.outs), "grad_input": list(eqn.node.edges)}
-            return {}
-        vid = g.names.get(h.target)
-        if vid is None:
-            return {}
-        if h.on == "tensor":
-            return {"grad": [vid]}
-        eqn = a.made_by.get(vid)
-        if eqn is None or eqn.node is None:
-            return {}
-        if h.kind == "pre":
-            return {"grad_outputs": list(eqn.outs)}
-        return {"grad_inputs": list(eqn.node.edges), "grad_outputs": list(eqn.outs)}
+    def _silent(self) -> str:
+        """The tensor and node hooks of the graph that do not fire, and why."""
+        items = []
+        for index, registered, last, why in self.u.silent:
+            h = self.vd.hooks[index]
+            if why == "removed":                # the registration list and the steps say so already
+                continue
+            text = f"{esc(h.label)} (on {code(h.target)}, ${self.sym(registered)}$)"
+            if why == "stale":
+                text += (f": it sits on the node of ${self.sym(registered)}$, the version of {code(h.target)} it was "
+                         f"registered on; {code(h.target)} became ${self.sym(last)}$ later (in place, or a view "
+                         "regenerated after its base changed), and the old version's node does not run")
+            elif why == "no_grad":
+                text += f": {code(h.target)} does not require grad, so no gradient is computed for it"
+            elif why == "inputs":
+                text += (": the backward pass only runs the nodes between the root and its \\texttt{inputs}, and "
+                         "this tensor's is not among them")
+            else:
+                text += ": no gradient reaches its tensor in this backward pass"
+            items.append(text)
+        if not items:
+            return ""
+        return "Hooks that do not fire here: " + "; ".join(items) + ".\n\n"
 
     _INTRO = {
         "full_backward": "A full backward hook runs once the module's gradient with respect to its inputs is known. "
@@ -159,99 +189,103 @@ class HookSections(VariantWriter):
                    "tensor replaces the output (its operations join the graph).",
         "forward_pre": "A forward pre-hook runs right before the module's forward, with its inputs; a returned value "
                        "replaces the inputs.",
+        "post_accumulate_grad": "A post-accumulate-grad hook runs on a leaf right after its \\texttt{AccumulateGrad} "
+                                "node stored the gradient into \\texttt{.grad}. It is handed the leaf itself, shown "
+                                "here by its \\texttt{.grad} (the sum of every backward pass so far), and must "
+                                "return \\texttt{None}.",
+        "multi_grad": "A multi-grad hook in mode \\texttt{all} runs once the gradients of all its tensors that this "
+                      "backward pass computes are known, each handed in \\texttt{grads} (\\texttt{None} for a tensor "
+                      "whose gradient is not computed); in mode \\texttt{any} it runs once, at the first of them, "
+                      "handed that one as \\texttt{grad}.",
+        "pack": "A pack hook runs during the forward pass each time an op saves a tensor for its backward, in the "
+                "order the op saves them; what it returns is what the node keeps.",
+        "unpack": "An unpack hook runs when a node's backward reads a saved tensor (all of them, in the order they "
+                  "were packed, before the node computes anything); it is handed what the pack hook returned, and "
+                  "what it returns is what the backward formula uses.",
+    }
+
+    _ACCUMULATE = {
+        "pre": "Here the node is the leaf's \\texttt{AccumulateGrad}, which stores the gradient into "
+               "\\texttt{.grad}: \\texttt{grad\\_outputs} holds the gradient arriving at the leaf, and the hook runs "
+               "before \\texttt{.grad} is updated.",
+        "post": "Here the node is the leaf's \\texttt{AccumulateGrad}: it has no inputs, so \\texttt{grad\\_inputs} is "
+                "empty, and the hook runs after \\texttt{.grad} was updated.",
     }
 
     _REPLACES = {"full_backward": "grad_input", "backward": "grad_input", "post": "grad_inputs",
                  "pre": "grad_outputs", "full_backward_pre": "grad_output", "hook": "grad"}
 
-    def _hook_node(self, h: HookRecord):
-        """The autograd node (eqn) whose gradients a legacy or node hook sees."""
-        if h.on == "module" and h.kind == "backward":
-            call = self._find_call(h)
-            return self.g.eqns[call.legacy_node] if call is not None and call.legacy_node is not None else None
-        if h.on == "node":
-            vid = self.g.names.get(h.target)
-            return self.a.made_by.get(vid) if vid is not None else None
-        return None
+    def _slot_printer(self, h: HookCall) -> DerivationPrinter:
+        """A printer that names the atoms of a node's own vector-Jacobian product (its input slots)."""
+        names = dict(self.P.names)
+        for fid, c in h.slot_vars.items():
+            names[f"v#{fid}"] = self.sym(c) if c in self.symtex else f"\\left({self.sym(c)}\\right)"
+        return DerivationPrinter(names)
 
-    def slot_formulas(self, eqn, lam: TNode) -> tuple[dict, DerivationPrinter]:
-        """J_slot^T lam for each input slot of one autograd node, and a printer that names the slots."""
-        a = self.a
-        ins, names = [], dict(self.P.names)
-        for k, i in enumerate(eqn.ins):
-            if isinstance(i, int):
-                fid = -(k + 1)
-                ins.append(TAtom(fid, a.g.vars[i].shape))
-                c = a.canon(i)
-                names[f"v#{fid}"] = self.sym(c) if c in a.sym else f"\\left({self.sym(c)}\\right)"
-            else:
-                ins.append(a._operand(i, [], {}))
-        functions: dict = {}
-        out_shape = a.g.vars[eqn.outs[0]].shape
-        tree = a.eqn_tree(eqn, ins, out_shape, TAtom(a.canon(eqn.outs[0]), out_shape), functions)
-        trees: dict = {}
-        vjp_tree(tree, lam, trees, functions)
-        return {-fid - 1: simplify(t) for fid, t in trees.items() if fid < 0}, DerivationPrinter(names)
-
-    def _hook_call(self, i: int, h: HookRecord) -> str:
-        a = self.a
+    def _hook_call(self, h: HookCall) -> str:
+        u = self.u
         where = f" at node {code(h.node)}" if h.node else ""
         call = f" (call {h.k} of {h.calls_of_module})" if h.k is not None and h.calls_of_module > 1 else ""
         target = code(h.target) + call
-        mcall = self._find_call(h) if h.on == "module" else None
+        mcall = u.calls[h.call] if h.call is not None and h.on in ("module", "global") else None
         if mcall is not None:
-            target += (f" (${', '.join(self.sym(x) for x in mcall.args)} \\mapsto {self.sym(mcall.out)}$)")
-        elif h.on in ("tensor", "node") and self.g.names.get(h.target) is not None:
-            target += f" (${self.sym(self.g.names[h.target])}$)"
+            outs = ", ".join(self.sym(x) for x in mcall.outs)
+            target += (f" (${', '.join(self.sym(x) for x in mcall.args)} \\mapsto {outs}$)")
+        elif h.on in ("tensor", "node") and h.target_var is not None:
+            target += f" (${self.sym(h.target_var)}$)"
         kind = self._KIND.get(h.kind, esc(h.kind))
-        on = {"module": "module", "tensor": "tensor", "node": "the autograd node that produced tensor"}[h.on]
-        out = [f"\\subsubsection*{{{i}.\\ {esc(h.label)}}}\n"
-               f"The {kind} on {on} {target}{where}, during the {h.phase} pass. {self._INTRO.get(h.kind, '')}\n"]
-        arg_vars = self._arg_vars(h)
-        slots, slot_printer = {}, None
-        node = self._hook_node(h)
-        slot_arg = {"backward": "grad_input", "post": "grad_inputs"}.get(h.kind)
-        if node is not None and slot_arg is not None and node.node is not None:
-            out_arg = "grad_output" if h.kind == "backward" else "grad_outputs"
-            out_shape = self.g.vars[node.outs[0]].shape
-            slots, slot_printer = self.slot_formulas(node, TIndex(TName(out_arg), 0, out_shape))
+        if h.kind in ("pack", "unpack"):
+            head = f"The {kind} for the tensor {self._saved(h)}{where}, during the {h.phase} pass."
+        elif h.on == "saved_tensors":
+            head = f"The {kind}{where}, during the {h.phase} pass."
+        else:
+            head = f"The {kind} on {self._ON[h.on]} {target}{where}, during the {h.phase} pass."
+        intro = self._INTRO.get(h.kind, "")
+        if h.node == "torch::autograd::AccumulateGrad" and h.kind in self._ACCUMULATE:
+            intro += " " + self._ACCUMULATE[h.kind]
+        out = [f"\\subsubsection*{{{h.number}.\\ {esc(h.label)}}}\n{head} {intro}\n"]
+        if h.later and h.target_var is not None:
+            out.append(f"The hook sits on the node that made ${self.sym(h.target_var)}$, the version of "
+                       f"{code(h.target)} it was registered on; the in-place ops after that made "
+                       + ", ".join(f"${self.sym(x)}$" for x in h.later)
+                       + ", with nodes of their own, and PyTorch does not move a hook to them: it is handed the "
+                       f"gradient of ${self.sym(h.target_var)}$.\n")
+        slot_printer = self._slot_printer(h) if h.slot_vars else None
         b = Block()
         chains = []
-        for name, value in h.args.items():
-            items = value if isinstance(value, tuple) else (value,)
-            vids = arg_vars.get(name, [])
-            for j, item in enumerate(items):
-                lhs = mcode(name) + (f"[{j}]" if isinstance(value, tuple) else "")
-                vid = vids[j] if j < len(vids) else None
-                if item is None:
-                    why = "\\quad\\text{(no gradient flows to this input)}" if vids else ""
-                    b.eq(lhs, "\\mathrm{None}" + why)
-                    continue
-                segs: list = []
-                if vid is not None and h.phase == "backward":
-                    c = a.canon(vid)
-                    if name == slot_arg and j in slots:
-                        ftex = slot_printer.doprint(slots[j])
-                        segs.append(ftex if tex_width(ftex) < LINE_EM - 12 else
-                                    f"J_{{[{j}]}}^{{\\top}}\\,{mcode('grad_output')}")
-                    elif h.kind == "full_backward" and name == "grad_input":
-                        segs.append(f"J^{{\\top}}{mcode('grad_output')}")
-                    ident = self.ident(c, item, strict=True)
-                    if ident is not None:
-                        if not ident.startswith("\\tilde"):
-                            segs.append(self.dfrac("\\ell", self.wrt(c)))
-                        if not segs or ident != segs[-1]:
-                            segs.append(ident)
-                        ch = self.chain(c) if not ident.startswith("\\tilde") else None
-                        if ch is not None and same(ch[2], item) and len(ch[0]) == 1 and "\\cdot" in ch[0][0]:
-                            chains.append((lhs, ch))
-                    elif not segs:
-                        names, nums, total = self.arriving(c)
-                        if total is not None and same(total, item) and names:
-                            segs.extend([names] + ([nums] if nums else []))
-                        else:
-                            segs.append(f"\\text{{gradient reaching }}{self.wrt(c)}")
-                self.value_rows(b, lhs, item, segs, exact=True)
+        for arg in h.args:
+            lhs = mcode(arg.name) + self._position(arg.position)
+            if arg.value is None:
+                why = "\\quad\\text{(no gradient flows to this input)}" if arg.none_flows else ""
+                b.eq(lhs, "\\mathrm{None}" + why)
+                continue
+            if not self.is_tensor_value(arg.value):
+                b.eq(lhs, self.plain(arg.value))
+                continue
+            segs: list = []
+            if arg.backward:
+                c = arg.var
+                if arg.slot_formula is not None:
+                    ftex = slot_printer.doprint(arg.slot_formula)
+                    segs.append(ftex if tex_width(ftex) < LINE_EM - 12 else
+                                f"J_{{[{arg.position}]}}^{{\\top}}\\,{mcode('grad_output')}")
+                elif arg.full_vjp:
+                    segs.append(f"J^{{\\top}}{mcode('grad_output')}")
+                ident = self.ident(arg.ident)
+                if ident is not None:
+                    if arg.ident.kind != "lam_tilde":
+                        segs.append(self.dfrac("\\ell", self.wrt(c)))
+                    if not segs or ident != segs[-1]:
+                        segs.append(ident)
+                    if arg.chain is not None:
+                        chains.append((lhs, self.chain(arg.chain)))
+                elif not segs:
+                    if arg.arrival is not None:
+                        names, nums, _ = self.arriving(c, arg.arrival)
+                        segs.extend([names] + ([nums] if nums else []))
+                    else:
+                        segs.append(f"\\text{{gradient reaching }}{self.wrt(c)}")
+            self.value_rows(b, lhs, arg.value, segs, exact=True)
         out.append(b.render())
         if chains:
             out.append("Written out with the chain rule, factor by factor:\n")
@@ -261,69 +295,107 @@ class HookSections(VariantWriter):
             out.append(cb.render())
         if h.kind == "backward" and h.phase == "backward":
             out.append(self._legacy_contrast(h))
-        if h.returned is None:
-            if h.kind != "retain_grad":
-                hook = self._declared(h)
-                if hook is not None and hook.does:
+        out.append(self._grads_then(h))
+        if h.raised:
+            hook = self.vd.hooks[h.hook] if 0 <= h.hook < len(self.vd.hooks) else None
+            message = esc(repr(hook.raises)) if hook is not None and hook.raises is not None else ""
+            out.append(f"It raises \\texttt{{RuntimeError({message})}}: PyTorch stops here "
+                       "(see \\emph{The error}).\n\n")
+        elif h.returned is None:
+            if h.kind in ("forward", "forward_pre") and self._always_after_error(h):
+                out.append("It was registered with \\texttt{always\\_call=True}, so PyTorch calls it although the "
+                           "forward raised; \\texttt{output} is what the forward had returned by then (\\texttt{None}: "
+                           "it did not finish).\n\n")
+            elif h.kind in ("pack", "unpack"):
+                pass
+            elif h.kind != "retain_grad":
+                if h.does:
                     out.append("It returns \\texttt{None}: whatever it rebinds inside, PyTorch ignores; nothing "
                                "changes.\n\n")
                 else:
                     out.append("It returns \\texttt{None}: it only observes, and nothing changes.\n\n")
         else:
             out.append(self._returned(h))
+        hook = self.vd.hooks[h.hook] if 0 <= h.hook < len(self.vd.hooks) else None
+        if hook is not None and hook.removes:
+            out.append("When it runs it removes the handle of " + ", ".join(self._hook_name(i) for i in hook.removes)
+                       + ": a removed hook no longer runs from the next time its dict is read (a dict PyTorch is "
+                       "already running from is a copy, so a hook of the same dict still runs this time).\n\n")
         for w in h.why:
             out.append(f"Why: {esc(w)}.\n\n")
         return "".join(out)
 
-    def _legacy_contrast(self, h: HookRecord) -> str:
-        call = self._find_call(h)
-        if call is None:
+    # ---- small pieces of a hook call ----------------------------------------------------
+    @staticmethod
+    def _position(pos) -> str:
+        if pos is None:
             return ""
-        bd = next((b for b in self.v.boundaries if b.callid == call.callid), None)
-        if bd is None or not bd.grad_input:
+        if isinstance(pos, str):
+            return f"[\\text{{\\texttt{{{esc(repr(pos))}}}}}]"
+        return f"[{pos}]"
+
+    def _saved(self, h: HookCall) -> str:
+        """pack / unpack: which tensor, saved by which node as what."""
+        what = f"\\texttt{{{esc(h.saved)}}}" if h.saved else "a tensor"
+        var = f" (${self.sym(h.saved_var)}$)" if h.saved_var is not None and self.u is not None else ""
+        return f"{what}{var} that the node saves"
+
+    def _always_after_error(self, h: HookCall) -> bool:
+        err = self.vd.error
+        return err is not None and err.after_call is not None and h.number > err.after_call
+
+    def _grads_then(self, h: HookCall) -> str:
+        """The .grad of every leaf when the hook ran (None until its AccumulateGrad has run)."""
+        if not h.grads_then:
             return ""
-        got = h.args.get("grad_input")
-        gi = bd.grad_input
-        if isinstance(got, tuple) and len(got) == len(gi) and all(same(x, y) for x, y in zip(got, gi)):
+        items = []
+        for name, value in h.grads_then.items():
+            tex = "\\mathrm{None}" if value is None else self.value(value, 14)
+            if tex is None:
+                tex = ("\\text{(a }" + ("\\times ".join(str(d) for d in value.shape) or "0\\text{-d}")
+                       + "\\text{ tensor)}")
+            items.append(f"${mcode(name + '.grad')} = {tex}$")
+        return "At this moment: " + ", ".join(items) + ".\n\n"
+
+    def _legacy_contrast(self, h: HookCall) -> str:
+        if h.legacy_same:
             return ("Here that node's input is the module's input, so this is also what a full backward hook on "
                     "the module would be handed.\n\n")
         b = Block()
-        for i, (x, v) in enumerate(zip(call.args, gi)):
-            if v is None:
-                continue
-            ident = self.ident(self.a.canon(x), v, strict=True)
-            self.value_rows(b, f"{mcode('grad_input')}[{i}]", v,
-                            [self.dfrac("\\ell", self.wrt(x))] + ([ident] if ident and "frac" not in ident else []))
+        for row in h.legacy_rows:
+            ident = self.ident(row.ident) if row.ident is not None and row.ident.kind != "dl" else None
+            self.value_rows(b, f"{mcode('grad_input')}[{row.index}]", row.value,
+                            [self.dfrac("\\ell", self.wrt(row.var))] + ([ident] if ident else []))
         if not b.rows:
             return ""
         return ("A full backward hook on the same module would instead be handed the gradient with respect to the "
                 "module's own input:\n" + b.render())
 
-    def _declared(self, h: HookRecord):
-        hooks = self.g.variant.hooks
-        if 0 <= h.index < len(hooks) and hooks[h.index].label == h.label:
-            return hooks[h.index]
-        return next((x for x in hooks if x.label == h.label), None)
-
-    def _returned(self, h: HookRecord) -> str:
+    def _returned(self, h: HookCall) -> str:
         rep = self._REPLACES.get(h.kind)
-        hook = self._declared(h)
-        tree = expr_tree(hook.returns, {}) if hook is not None and hook.returns is not None else None
+        tree = h.returned_trees
         b = Block()
         if isinstance(h.returned, tuple):
-            parts = tree.items if isinstance(tree, TTuple) and len(tree.items) == len(h.returned) else [None] * len(
-                h.returned)
+            parts = tree if isinstance(tree, list) else [None] * len(h.returned)
             for j, (r, t) in enumerate(zip(h.returned, parts)):
                 lhs = f"\\text{{returned}}[{j}]"
-                if r is None:
-                    b.eq(lhs, "\\mathrm{None}")
+                if r is None or not self.is_tensor_value(r):
+                    b.eq(lhs, self.plain(r))
                     continue
                 self.value_rows(b, lhs, r, [self.P.doprint(t)] if t is not None and not isinstance(t, TNone) else [],
                                 exact=True)
+        elif not self.is_tensor_value(h.returned):
+            b.eq("\\text{returned}", self.plain(h.returned))
         else:
             segs = [self.P.doprint(tree)] if tree is not None else []
             self.value_rows(b, "\\text{returned}", h.returned, segs, exact=True)
-        if h.phase == "forward":
+        if h.kind == "pack":
+            text = ("It returns what the node keeps in place of the tensor (the unpack hook is handed it when the "
+                    "node's backward runs):\n")
+        elif h.kind == "unpack":
+            text = ("It returns the value the node's backward formula uses in place of the tensor it saved (when it "
+                    "differs from that tensor, the gradients computed from it change):\n")
+        elif h.phase == "forward":
             text = "It returns a value, which replaces the module's " + \
                    ("inputs" if h.kind == "forward_pre" else "output") + " in the forward pass:\n"
         else:

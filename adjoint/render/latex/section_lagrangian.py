@@ -4,54 +4,46 @@ recursion lambda_k = sum_j J_jk^T lambda_j with every vector-Jacobian product an
 
 from __future__ import annotations
 
-from fractions import Fraction
-
-import sympy
-
-from .analysis import Step
 from .layout import Block, Terms
-from .symbolic import to_sympy
 from .text import code
-from .trees import TConst, simplify
-from .vjp import vjp_tree
 from .widths import LINE_EM, tex_width
-from .writer import VariantWriter
+from .writer import UnitWriter
 
 #: a constraint list longer than this is shown in part in the written-out Lagrangian
 MAX_CONSTRAINTS = 12
 
 
-class LagrangianSection(VariantWriter):
+class LagrangianSection(UnitWriter):
     """The Lagrangian, the local derivatives (scalar problems) and the adjoint recursion."""
 
     # ---- Lagrangian and recursion ------------------------------------------------------
     def lagrangian(self) -> str:
-        a = self.a
-        n = len(a.states)
-        out = ["\\subsection{Lagrangian and adjoint recursion}\n"]
-        loss_args = a.loss_step.atoms if a.loss_step else [a.root]
+        u = self.u
+        n = len(u.states)
+        out = [self.heading("Lagrangian and adjoint recursion", "Lagrangian and adjoint recursion")]
+        loss_args = u.loss_step.atoms if u.loss_step else [u.root]
         loss_arg = ", ".join(self.sym(x) for x in loss_args)
         out.append("Treat every named tensor as an unknown $x_k$, tied to its equation $x_k = \\Phi_k(\\dots)$ by "
                    "a multiplier $\\lambda_k$ (a tensor of the shape of $x_k$):\n")
         lag = Block()
         pieces = [f"\\ell({loss_arg}) + \\sum_{{k=1}}^{{{n}}} \\left\\langle \\lambda_k,\\ \\Phi_k(\\dots) - "
                   "x_k\\right\\rangle" if n else f"\\ell({loss_arg})"]
-        if a.loss_step is not None:
-            first = self.P.doprint(a.loss_step.tree)
-        elif self.g.grad_output is not None:
-            first = f"\\left\\langle v,\\ {a.sym[a.root]}\\right\\rangle"
+        if u.loss_step is not None:
+            first = self.P.doprint(u.loss_step.tree)
+        elif u.grad_output is not None:
+            first = f"\\left\\langle v,\\ {self.symtex[u.root]}\\right\\rangle"
         else:
-            first = a.sym[a.root]
+            first = self.symtex[u.root]
         pieces.append("= " + (first if tex_width(first) < LINE_EM - 10 else "\\ell(\\dots)"))
-        for i, s in enumerate(a.states):
+        for i, s in enumerate(u.states):
             if i >= MAX_CONSTRAINTS:
                 pieces.append(f"+ \\dots \\quad\\text{{({n - i} more terms of the same form)}}")
                 break
-            st = a.steps[s]
+            st = self.steps[s]
             item = (f"+ \\left\\langle \\lambda_{{{st.index}}},\\ {self.P.doprint(st.tree)} - "
-                    f"{a.sym[s]}\\right\\rangle")
+                    f"{self.symtex[s]}\\right\\rangle")
             if tex_width(item) > LINE_EM - 6:
-                item = f"+ \\left\\langle \\lambda_{{{st.index}}},\\ \\Phi_{{{st.index}}} - {a.sym[s]}\\right\\rangle"
+                item = f"+ \\left\\langle \\lambda_{{{st.index}}},\\ \\Phi_{{{st.index}}} - {self.symtex[s]}\\right\\rangle"
             pieces.append(item)
         lag.lines("\\mathcal{L}", pieces)
         out.append(lag.render())
@@ -68,11 +60,11 @@ class LagrangianSection(VariantWriter):
             "A module call is a group of these equations: PyTorch hands its hooks the multiplier of its output as "
             "\\texttt{grad\\_output} and $J^{\\top}\\,\\mathtt{grad\\_output}$ through the module, the multipliers "
             "of its inputs, as \\texttt{grad\\_input}.\n\n")
-        if a.scalar:
+        if u.scalar:
             out.append(self.local_derivatives())
         out.append(self.recursion())
-        wrong = sorted({f.name for f in self.v.functions if not f.matches})
-        used = sorted({f.name for f in self.v.functions})
+        wrong = sorted({f.name for f in self.vd.functions if not f.matches})
+        used = self.vd.custom_functions
         if used:
             text = (f"Equations computed by a custom autograd Function ({', '.join(code(n) for n in used)}) enter the "
                     "recursion through their declared backward formulas, because that is what PyTorch runs.")
@@ -83,78 +75,64 @@ class LagrangianSection(VariantWriter):
             out.append(text + "\n\n")
         return "".join(out)
 
-    def local_terms(self, st: Step):
-        """Scalar problems: (atom, SymPy derivative, exact value) for every atom needing a gradient."""
-        trees: dict = {}
-        vjp_tree(st.tree, TConst(Fraction(1), self.g.vars[st.var].shape), trees, st.functions)
-        out = []
-        for at in st.atoms:
-            if at not in trees or not self.g.vars[at].requires_grad:
-                continue
-            d = sympy.factor_terms(to_sympy(simplify(trees[at]), lambda vid: sympy.Symbol(f"v#{vid}", real=True)))
-            out.append((at, d, self.a.local_derivative(st, at)))
-        return out
-
-    def dname(self, st: Step, at: int) -> str:
-        return self.P.doprint(self.deriv(st.var, at))
-
     def local_derivatives(self) -> str:
         out = ["Every tensor here has one element, so each $J$ is a number, a local derivative. From the "
                "equations above (PyTorch's backward formulas give the same values):\n"]
         b = Block()
-        for st in self.a.steps.values():
-            for at, d, val in self.local_terms(st):
-                segs = [self.P.doprint(d)]
-                s = self.S.doprint(d)
-                vt = self.value(val) or ""
+        for st in self.u.steps:
+            for ld in st.local:
+                segs = [self.P.doprint(ld.expr)]
+                s = self.S.doprint(ld.expr)
+                vt = self.value(ld.value) or ""
                 if s != segs[0] and s != vt:
                     segs.append(s)
                 if vt != segs[-1]:
                     segs.append(vt)
-                b.eq(self.dname(st, at), *segs)
+                b.eq(self.P.doprint(self.deriv(st.var, ld.atom)), *segs)
         out.append(b.render())
         return "".join(out)
 
     def recursion(self) -> str:
         b = Block()
-        for s in reversed(self.a.states):
+        for s in reversed(self.u.states):
             self._lambda_row(b, s)
         if not b.rows:
             return ""
         return "The recursion, from the loss back to the first tensor (hooks play no part in it):\n" + b.render()
 
     def _lambda_row(self, b: Block, s: int) -> None:
-        a = self.a
-        st = a.steps[s]
+        u = self.u
+        st = self.steps[s]
         lhs = f"\\lambda_{{{st.index}}}"
-        if not self.g.vars[s].requires_grad:
+        if not self.t[s].requires_grad:
             return
-        value = a.pure.get(s)
-        if s == a.root:
-            self.value_rows(b, lhs, a.seed, [self.dfrac("\\ell", a.sym[s]), "v" if self.g.grad_output is not None
+        value = self.t[s].pure
+        if s == u.root:
+            self.value_rows(b, lhs, u.seed, [self.dfrac("\\ell", self.symtex[s]), "v" if u.grad_output is not None
                                              else None])
             return
         if value is None:
             b.eq(lhs, "0\\quad\\text{(no path to the loss)}")
             return
         names, nums = Terms(), Terms()
-        for j in a.consumers.get(s, []):
-            if a.contribution(j, a.pure.get(j.var)).get(s) is None:
+        for jv in u.consumers.get(s, []):
+            j = self.steps[jv]
+            if j.pure_contrib.get(s) is None:
                 continue
-            if a.scalar:
-                d = a.local_derivative(j, s)
+            if u.scalar:
+                d = j.local_values.get(s)
                 if j.index is None:
-                    names.append(self.dfrac("\\ell", a.sym[s]))
+                    names.append(self.dfrac("\\ell", self.symtex[s]))
                     nums.append(self.num_or_name(d, names[-1]))
                 else:
-                    names.append(f"\\lambda_{{{j.index}}}\\,{self.dfrac(a.sym[j.var], a.sym[s])}")
+                    names.append(f"\\lambda_{{{j.index}}}\\,{self.dfrac(self.symtex[j.var], self.symtex[s])}")
                     lam_name = f"\\lambda_{{{j.index}}}"
-                    nums.append(f"{self.num_or_name(a.pure[j.var], lam_name)} \\cdot "
+                    nums.append(f"{self.num_or_name(self.t[j.var].pure, lam_name)} \\cdot "
                                 f"{self.num_or_name(d, names[-1])}")
             else:
-                names.extend(self.contrib_terms(j, a.vjp_formulas(j).get(s), s))
+                names.extend(self.contrib_terms(j.index, j.vjp.get(s), s))
         segs: list = [names] if names else []
         vt = self.value(value)
-        if a.scalar and nums and not (len(nums) == 1 and nums[0] in (vt, self.paren(vt or ""))):
+        if u.scalar and nums and not (len(nums) == 1 and nums[0] in (vt, self.paren(vt or ""))):
             segs.append(nums)
         self.value_rows(b, lhs, value, segs)

@@ -1,61 +1,128 @@
-"""What every section of a variant's derivation writes with (:class:`VariantWriter`): symbols of
-tensors, values fitted to the line (as a matrix, else element by element) with their exact
-fractions, derivatives, a formula as summands that can break across lines, and the three ways the
-document names a gradient -- as a multiplier (:meth:`~VariantWriter.ident`: ``lambda_k``,
-``lambda~_k``, ``dl/dtheta``), as a chain-rule product over paths (:meth:`~VariantWriter.chain`),
-and as what arrives at a tensor from the equations that read it (:meth:`~VariantWriter.arriving`)."""
+"""What every section of a derivation writes with (:class:`UnitWriter`): the symbols of tensors,
+values fitted to the line (as a matrix, else element by element) with their exact fractions,
+derivatives, a formula as summands that can break across lines, and the three ways the document
+names a gradient the record identified -- as a multiplier (:meth:`~UnitWriter.ident`:
+``lambda_k``, ``lambda~_k``, ``dl/dtheta``), as a chain-rule product over paths
+(:meth:`~UnitWriter.chain`), and as what arrives at a tensor from the equations that read it
+(:meth:`~UnitWriter.arriving`). The mathematics is the record's (``adjoint.derivation``); this
+only typesets it."""
 
 from __future__ import annotations
+
+from fractions import Fraction
 
 import flint
 import numpy as np
 
-from ... import exact as E
-from ...exact import Exact
-from ...prediction import Prediction, VariantPrediction
-from .analysis import Analysis, Step
+from ...derivation import Arrival, Chain, Exact, Ident, Step, Symbol, Typed, Unit, VariantDerivation
+from ...derivation import values as E
+from ...derivation.mathtree import TBin, TDeriv, TMatMul, TNode, TProduct, TSym, TVal
 from .layout import Block, Terms, sym_pieces
-from .numbers import same
 from .printer import MAX_ROWS, DerivationPrinter
-from .text import code
-from .trees import TBin, TDeriv, TMatMul, TNode, TProduct, TSym, TVal
+from .numbers import format_rational
+from .text import _tex_escape_name, code, esc, symbol_tex
 from .widths import LINE_EM, tex_width
 
 fmpq = flint.fmpq
 
 
-class VariantWriter:
-    """One variant's derivation being written: its analysis, printers (symbols; numbers substituted)
-    and the helpers every section writes with. The sections are mixins (section_*.py)."""
+def symbol_of(s: Symbol) -> str:
+    """A tensor's symbol as LaTeX: x, W_{f0}, b^{(\\mathrm{a\\_b})}, x_{3}, \\ell."""
+    if s.kind == "state":
+        return f"{s.base}_{{{s.index}}}"
+    if s.kind == "loss":
+        return "\\ell"
+    sym = symbol_tex(s.letter)
+    if not s.module:
+        return sym
+    path = f"\\mathrm{{{_tex_escape_name(s.module)}}}"
+    return f"{sym}^{{({path})}}" if "_" in sym else f"{sym}_{{{path}}}"
 
-    def __init__(self, pred: Prediction, v: VariantPrediction, a: Analysis):
-        self.pred = pred
-        self.v = v
-        self.a = a
-        self.g = a.g
-        self.P = DerivationPrinter(a.names)
-        self.values = {vid: a.fwd.values[vid] for vid in a.sym}
+
+class UnitWriter:
+    """One backward pass's derivation being written: its record, printers (symbols; numbers
+    substituted) and the helpers every section writes with. The sections are mixins (section_*.py)."""
+
+    def __init__(self, vd: VariantDerivation, u: Unit | None, prefix: str = ""):
+        """``u`` None: what is said about a variant as a whole (its hooks, steps, error), with no pass."""
+        self.vd = vd
+        self.u = u
+        self.prefix = prefix
+        self.t = u.tensors if u is not None else []
+        self.symtex = {info.id: symbol_of(info.symbol) for info in self.t if info.symbol is not None}
+        self.steps = {st.var: st for st in u.steps} if u is not None else {}
+        names = {f"v#{vid}": tex for vid, tex in self.symtex.items()}
+        if u is not None:
+            for s in u.states:
+                names[f"l#{s}"] = f"\\lambda_{{{self.t[s].symbol.index}}}"
+            names[f"l#{u.root}"] = names.get(f"l#{u.root}", "\\lambda_{\\ell}")
+        self.P = DerivationPrinter(names)
+        self.values = {vid: getattr(self.t[vid].value, "value", self.t[vid].value) for vid in self.symtex}
         self.S = self.P.with_subst(self.values)
 
     # ---- small helpers -------------------------------------------------------
+    def heading(self, title: str, short: str | None = None) -> str:
+        """A subsection; in a variant with steps its title says which pass it is about."""
+        if not self.prefix:
+            return f"\\subsection{{{title}}}\n"
+        title = short or title[0].lower() + title[1:]
+        return f"\\subsection{{{self.prefix}{title}}}\n"
+
+    def index(self, vid: int) -> int:
+        return self.t[vid].symbol.index
+
+    def is_state(self, vid: int) -> bool:
+        return self.t[vid].symbol is not None and self.t[vid].symbol.kind == "state"
+
     def sym(self, vid) -> str:
-        return self.a.describe(vid)
+        """A tensor as math: its symbol, or the expression that makes it."""
+        if vid is None:
+            return "\\mathrm{None}"
+        if vid in self.symtex:
+            return self.symtex[vid]
+        return self.P.doprint(self.t[vid].tree)
 
     def wrt(self, vid) -> str:
         """The symbol of a tensor, parenthesised when it is an expression (as in d l / d (x^T))."""
-        c = self.a.canon(vid)
-        tex = self.sym(c)
-        return tex if c in self.a.sym else f"\\left({tex}\\right)"
+        tex = self.sym(vid)
+        return tex if vid in self.symtex else f"\\left({tex}\\right)"
 
     def value(self, x: Exact | None, avail: float = LINE_EM - 8) -> str | None:
         """A value that fits ``avail`` em, or None."""
         if x is None:
             return "\\mathrm{None}"
+        if isinstance(x, Typed):
+            x = x.value
         return self.P.tensor(x, avail)
+
+    @staticmethod
+    def is_tensor_value(v) -> bool:
+        return isinstance(v, (Exact, Typed))
+
+    def plain(self, v) -> str:
+        """A value that is not a tensor (a hook's Python number, string, flag, tuple or dict) as math."""
+        if v is None:
+            return "\\mathrm{None}"
+        if isinstance(v, bool):
+            return f"\\mathtt{{{v}}}"
+        if isinstance(v, (int, Fraction)):
+            return format_rational(fmpq(Fraction(v).numerator, Fraction(v).denominator)).signed()
+        if isinstance(v, str):
+            return f"\\text{{\\texttt{{{esc(repr(v))}}}}}"
+        if isinstance(v, tuple):
+            return "\\left(" + ",\\ ".join(self.plain(x) for x in v) + ("{,}" if len(v) == 1 else "") + "\\right)"
+        if isinstance(v, dict):
+            return "\\left\\{" + ",\\ ".join(f"{self.plain(k)}: {self.plain(x)}" for k, x in v.items()) + "\\right\\}"
+        if self.is_tensor_value(v):
+            return self.value(v, 20) or "\\text{(a tensor)}"
+        return f"\\text{{{esc(str(v))}}}"
 
     def value_rows(self, block: Block, lhs: str, x: Exact | None, segs: list, exact: bool = False,
                    tail: str = "") -> None:
         """lhs = segs... = value (as a matrix when it fits, else element by element)."""
+        if isinstance(x, Typed):
+            tail = f"\\quad\\text{{(\\texttt{{{esc(x.dtype)}}})}}" + tail
+            x = x.value
         avail = LINE_EM - max(tex_width(lhs), 4) - 3 - tex_width(tail)
         t = self.value(x, avail)
         while segs and t is not None and _seg_text(segs[-1]) in (t, self.paren(t)):
@@ -106,12 +173,10 @@ class VariantWriter:
 
     def deriv(self, top: int, bottom: int) -> TDeriv:
         """d x_top / d x_bottom (or d l / d ...) as a printable node."""
-        a = self.a
-        c = a.canon(bottom)
-        return TDeriv(TSym(a.sym[top]), TSym(self.sym(c), atomic=c in a.sym))
+        return TDeriv(TSym(self.symtex[top]), TSym(self.sym(bottom), atomic=bottom in self.symtex))
 
     def names_text(self, vid: int) -> str:
-        names = self.a.names_of.get(vid, [])
+        names = self.t[vid].names
         return ", ".join(code(n) for n in names) if names else "(unnamed)"
 
     def paren(self, tex: str) -> str:
@@ -173,95 +238,60 @@ class VariantWriter:
     def fits(self, terms, budget: float = LINE_EM - 8) -> bool:
         return all(tex_width(t.lstrip("\x01")) <= budget for t in terms)
 
-    def contrib_terms(self, j: Step, f: TNode | None, target: int, tilde: bool = False) -> Terms:
-        """The vector-Jacobian product of step j for ``target``, as summands; J^T lambda when unprintable."""
+    def contrib_terms(self, index: int | None, f: TNode | None, target: int, tilde: bool = False) -> Terms:
+        """The vector-Jacobian product of step k for ``target``, as summands; J^T lambda when unprintable."""
         terms = self._terms(f) if f is not None else Terms()
         if f is not None and self.fits(terms):
             return terms
-        if j.index is None:
+        if index is None:
             return Terms([self.dfrac("\\ell", self.wrt(target))])
-        lam = ("\\tilde\\lambda" if tilde else "\\lambda") + f"_{{{j.index}}}"
-        return Terms([f"J_{{{j.index},{self.sym(target)}}}^{{\\top}}{lam}"])
+        lam = ("\\tilde\\lambda" if tilde else "\\lambda") + f"_{{{index}}}"
+        return Terms([f"J_{{{index},{self.sym(target)}}}^{{\\top}}{lam}"])
 
-    # ---- chain rule, factor by factor (scalar problems) -------------------------------------
-    def chain(self, vid: int):
-        """(names, numbers, total) summed over every path from ``vid`` to the loss, or None."""
-        a = self.a
-        if not a.scalar:
+    # ---- chain rule, factor by factor (one-element problems) ----------------------------------
+    def chain(self, ch: Chain | None):
+        """(names, numbers, total) of a chain-rule record, or None."""
+        if ch is None:
             return None
-        paths = a.paths(a.canon(vid))
-        if not paths:
-            return None
-        names, nums, total = Terms(), Terms(), None
-        for path in paths:
-            fac_names: list[TNode] = []
-            fac_nums: list = []
-            prev = a.canon(vid)
-            for st in path:
-                fac_names.append(self.deriv(st.var, prev))
-                fac_nums.append(a.local_derivative(st, prev))
-                prev = st.var
-            if a.root_is_state and self.g.grad_output is not None:
-                fac_names.append(TSym("v"))
-                fac_nums.append(a.seed)
-            if not fac_nums or any(f is None for f in fac_nums):
-                continue
-            fac_names.reverse()
-            fac_nums.reverse()
-            prod = fac_nums[0]
-            for f in fac_nums[1:]:
-                prod = E.mul(prod, f)
-            total = prod if total is None else E.add(total, prod)
+        names, nums = Terms(), Terms()
+        for path in ch.paths:
+            fac_names = [TSym("v") if f.top is None else self.deriv(f.top, f.bottom) for f in path]
             names.append(self.P.doprint(TProduct(tuple(fac_names))))
-            nums.append(self.P.doprint(TProduct(tuple(TVal(f) for f in fac_nums))))
-        if not names:
-            return None
-        return names, nums, total
+            nums.append(self.P.doprint(TProduct(tuple(TVal(f.value) for f in path))))
+        return names, nums, ch.total
 
     # ---- naming a gradient --------------------------------------------------------------
-    def ident(self, c: int, value: Exact, strict: bool = False) -> str | None:
-        """Name a gradient value w.r.t. tensor c: lambda_k, its hooked version, or d l / d (...)."""
-        a = self.a
-        pure, actual = a.pure.get(c), a.actual.get(c)
-        if a.is_state(c):
-            k = a.steps[c].index
-            if same(value, pure):
-                return f"\\lambda_{{{k}}}"
-            if same(value, actual):
-                return f"\\tilde\\lambda_{{{k}}}"
-            return None if strict else f"\\text{{the gradient reaching }}{self.sym(c)}"
-        if same(value, pure):
-            return self.dfrac("\\ell", self.wrt(c))
-        return None if strict else f"\\text{{the gradient w.r.t. }}{self.wrt(c)}"
+    def ident(self, ident: Ident | None) -> str | None:
+        """A gradient the record identified: lambda_k, its hooked version, or d l / d (...)."""
+        if ident is None:
+            return None
+        if ident.kind == "lam":
+            return f"\\lambda_{{{self.index(ident.var)}}}"
+        if ident.kind == "lam_tilde":
+            return f"\\tilde\\lambda_{{{self.index(ident.var)}}}"
+        if ident.kind == "dl":
+            return self.dfrac("\\ell", self.wrt(ident.var))
+        if ident.kind == "reaching":
+            return f"\\text{{the gradient reaching }}{self.sym(ident.var)}"
+        return f"\\text{{the gradient w.r.t. }}{self.wrt(ident.var)}"
 
-    def arriving(self, c: int):
-        """The gradient flowing into tensor ``c`` from the equations that read it, with the gradients PyTorch
-        actually carried into them (lambda~): (formula terms, number terms, total), before any hook on c."""
-        a = self.a
-        total = None
+    def arriving(self, c: int, arr: Arrival):
+        """(formula terms, number terms, total) of the gradient arriving at tensor ``c``."""
         names, nums = Terms(), Terms()
-        for j in a.consumers.get(c, []):
-            seed = a.actual.get(j.var, a.seed if j.var == a.root else None)
-            contrib = a.contribution(j, seed).get(c) if seed is not None else None
-            if contrib is None:
-                continue
-            total = contrib if total is None else E.add(total, contrib)
-            hooked = not same(seed, a.pure.get(j.var))
-            if a.scalar:
-                d = a.local_derivative(j, c)
-                if j.index is None and not hooked and all(e == 1 for e in seed.flat()):
+        for term in arr.terms:
+            if self.u.scalar:
+                d = term.local
+                if term.plain_loss:
                     names.append(self.dfrac("\\ell", self.wrt(c)))
                     nums.append(self.num_or_name(d, names[-1]))
                 else:
-                    k = j.index if j.index is not None else "\\ell"
-                    lam = f"\\tilde\\lambda_{{{k}}}" if hooked else f"\\lambda_{{{k}}}"
-                    names.append(f"{lam}\\,{self.dfrac(a.sym[j.var], self.wrt(c))}")
-                    nums.append(f"{self.num_or_name(seed, lam)} \\cdot {self.num_or_name(d, names[-1])}")
+                    k = term.index if term.index is not None else "\\ell"
+                    lam = f"\\tilde\\lambda_{{{k}}}" if term.hooked else f"\\lambda_{{{k}}}"
+                    names.append(f"{lam}\\,{self.dfrac(self.symtex[term.step], self.wrt(c))}")
+                    nums.append(f"{self.num_or_name(term.seed, lam)} \\cdot {self.num_or_name(d, names[-1])}")
             else:
-                f = a.vjp_formulas(j, tilde=hooked).get(c)
-                if f is not None:
-                    names.extend(self.contrib_terms(j, f, c, tilde=hooked))
-        return names, nums, total
+                names.extend(self.contrib_terms(term.index, term.formula, c, tilde=term.hooked))
+        return names, nums, arr.total
 
 
 def _seg_text(seg) -> str | None:

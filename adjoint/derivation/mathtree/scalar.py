@@ -1,6 +1,8 @@
 """Scalar trees as SymPy expressions (:func:`to_sympy`): when every tensor has one element, the local
 derivatives d x_j / d x_k are written and factored by SymPy. relu, its derivative (the indicator
-1[x > 0]) and the sigmoid are opaque SymPy functions that ``DerivationPrinter`` typesets."""
+1[x > 0]) and the sigmoid are opaque SymPy functions (:class:`Relu`, :class:`Indicator`,
+:class:`Sigmoid`) that the renderer's printer typesets by name; a named function brings its
+SymPy form with it (:attr:`~.nodes.Fn.sympy`), or stays an opaque function of its name."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ import sympy
 
 from ... import exact as E
 from ...exact import Exact
-from .trees import TT, TAtom, TBin, TCall, TConst, TFn, TInner, TLam, TMatMul, TNeg, TNode, TOnes, TSumTo
+from .nodes import (TT, TAtom, TBin, TCall, TConst, TFn, TInner, TJac, TLam, TMatMul, TNeg, TNode, TOnes, TPlace, TPut,
+                    TSub, TSumTo)
 
 
 class Relu(sympy.Function):
@@ -50,14 +53,18 @@ def to_sympy(n: TNode, sym) -> sympy.Expr:
         return -to_sympy(n.a, sym)
     if isinstance(n, (TMatMul, TInner)):
         return to_sympy(n.a, sym) * to_sympy(n.b, sym)
-    if isinstance(n, (TT, TSumTo)):
+    if isinstance(n, (TT, TSumTo, TSub, TPlace)):     # one element: views and placements are that element
         return to_sympy(n.a, sym)
+    if isinstance(n, TPut):
+        return to_sympy(n.value, sym)
     if isinstance(n, TFn):
-        a = to_sympy(n.a, sym)
-        table = {"relu": Relu, "tanh": sympy.tanh, "sigmoid": Sigmoid, "exp": sympy.exp, "log": sympy.log,
-                 "sin": sympy.sin, "cos": sympy.cos, "sqrt": sympy.sqrt, "abs": sympy.Abs, "sum": lambda x: x,
-                 "mean": lambda x: x, "norm": sympy.Abs, "sign": sympy.sign, "step": Indicator}
-        return table[n.name](a)
+        args = [to_sympy(a, sym) for a in n.args]
+        if n.fn.sympy is not None:
+            return n.fn.sympy(*args)
+        return sympy.Function(n.fn.name)(*args)
+    if isinstance(n, TJac):
+        args = [to_sympy(a, sym) for a in n.of.args]
+        return to_sympy(n.lam, sym) * sympy.Derivative(sympy.Function(n.of.fn.name)(*args), args[n.index])
     if isinstance(n, TCall):
         return sympy.Function(n.name)(*[to_sympy(a, sym) for a in n.args])
     raise TypeError(f"cannot convert {type(n).__name__}")

@@ -1,11 +1,18 @@
 """Problem expressions -- a hook's ``returns:``, a custom Function's declared backward, a custom module's
-forward -- as expression trees (:func:`expr_tree`, names bound from an environment) and as source text
-with only the parentheses Python needs (:func:`source`)."""
+forward -- as expression trees (:func:`expr_tree`, names bound from an environment; a function of the
+op registry reads as its ``math`` entry says) and as source text with only the parentheses Python
+needs (:func:`source`)."""
 
 from __future__ import annotations
 
-from ... import syntax as X
-from .trees import TT, TBin, TCall, TConst, TFn, TIndex, TInner, TMatMul, TName, TNeg, TNode, TNone, TTuple, _t_shape
+from .. import syntax as X
+from .mathtree import TT, TBin, TCall, TConst, TIndex, TInner, TMatMul, TName, TNeg, TNode, TNone, TTuple
+from .mathtree import t_shape as _t_shape
+from ..ops import REGISTRY
+
+#: functions of one tensor that reduce it to a number, and those applied elementwise
+_REDUCTIONS = ("sum", "mean", "norm")
+_ELEMENTWISE = ("relu", "tanh", "sigmoid", "exp", "log", "sin", "cos", "sqrt", "abs")
 
 
 def expr_tree(e: X.Expr, env: dict) -> TNode:
@@ -25,19 +32,24 @@ def expr_tree(e: X.Expr, env: dict) -> TNode:
         return TTuple(tuple(expr_tree(i, env) for i in e.items))
     if isinstance(e, X.Subscript):
         a = expr_tree(e.value, env)
-        index = int(e.items[0].value)
+        item = e.items[0]
+        if isinstance(item, X.Str):
+            return TIndex(a, item.value)
+        if not isinstance(item, X.Num) or len(e.items) != 1:
+            return TName(X.to_source(e))
+        index = int(item.value)
         if isinstance(a, TTuple) and index < len(a.items):
             return a.items[index]
         return TIndex(a, index)
     if isinstance(e, X.Call):
         args = [expr_tree(a, env) for a in e.args]
         a = args[0] if args else TNone()
-        if e.func in ("sum", "mean", "norm"):
-            return TFn(e.func, a, ())
+        if e.func in _REDUCTIONS:
+            return REGISTRY[e.func].math.formula([a], None, (), 0)
         if e.func == "t":
             return TT(a, _t_shape(a.shape)) if len(a.shape) == 2 else a
-        if e.func in ("relu", "tanh", "sigmoid", "exp", "log", "sin", "cos", "sqrt", "abs"):
-            return TFn(e.func, a, a.shape)
+        if e.func in _ELEMENTWISE:
+            return REGISTRY[e.func].math.formula([a], None, a.shape, 0)
         return TCall(e.func, tuple(args), a.shape)
     if isinstance(e, X.Bin):
         a, b = expr_tree(e.left, env), expr_tree(e.right, env)
@@ -52,7 +64,7 @@ def expr_tree(e: X.Expr, env: dict) -> TNode:
             return TMatMul(a, b, tuple(sa[:-1]) + (sb[-1],))
         op = {"+": "add", "-": "sub", "*": "mul", "/": "div", "**": "pow"}[e.op]
         return TBin(op, a, b, _broadcast(a.shape, b.shape))
-    raise TypeError(e)
+    return TName(X.to_source(e))            # anything else (a dict, a method call) reads as its source
 
 
 _SRC_PREC = {"+": 10, "-": 10, "*": 20, "/": 20, "@": 20, "**": 30}
@@ -70,7 +82,8 @@ def source(e: X.Expr, parent: int = 0, right: bool = False) -> str:
         text = "-" + source(e.operand, 25)
         return f"({text})" if 25 < parent else text
     if isinstance(e, X.Call):
-        return f"{e.func}({', '.join(source(a) for a in e.args)})"
+        args = [source(a) for a in e.args] + [f"{k}={source(v)}" for k, v in e.kwargs]
+        return f"{e.func}({', '.join(args)})"
     if isinstance(e, X.Subscript):
         return f"{source(e.value, 40)}[{', '.join(source(i) for i in e.items)}]"
     if isinstance(e, X.Tup):
@@ -86,3 +99,25 @@ def _broadcast(a, b) -> tuple:
     pa = (1,) * (n - len(a)) + tuple(a)
     pb = (1,) * (n - len(b)) + tuple(b)
     return tuple(max(x, y) for x, y in zip(pa, pb))
+
+
+def program_source(program) -> str:
+    """A forward program as one line of source text (statements joined by ``; ``)."""
+    out = []
+    for x in program:
+        if isinstance(x, X.Assign) and isinstance(x.target, X.Name):
+            out.append(f"{x.target.id} = {source(x.value)}")
+        elif isinstance(x, X.Return) and not isinstance(x.value, X.Tup):
+            out.append(f"return {source(x.value)}")
+        elif isinstance(x, X.With):
+            out.append(f"with {x.mode}(): {program_source(x.body)}")
+        else:
+            out.append(X.stmt_source(x))
+    return "; ".join(out)
+
+
+def statement_source(x) -> str:
+    """One statement of a hook's ``does`` (an assignment as ``target = value``)."""
+    if isinstance(x, X.Assign):
+        return f"{X.to_source(x.target)} = {source(x.value)}"
+    return X.stmt_source(x)

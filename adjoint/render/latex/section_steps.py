@@ -1,0 +1,116 @@
+"""What a variant with ``steps`` adds to the document: the steps in order ("Steps": each forward and
+backward pass, hooks registered or removed between them, ``zero_grad``, SGD steps with the new
+values) and, when PyTorch raised, "The error": its message, why PyTorch raises it, and the calls
+made before it."""
+
+from __future__ import annotations
+
+from ...derivation import ErrorInfo, StepInfo
+from .layout import Block
+from .text import code, esc, mcode
+from .writer import UnitWriter
+
+#: why PyTorch raises, by the engine's cause
+_WHY = {
+    "hook_raised": "the hook's own code raises it (its \\texttt{raises:}); PyTorch does not catch exceptions from "
+                   "hooks, so the exception leaves the forward or backward call at once and nothing after it runs "
+                   "(except \\texttt{always\\_call} forward hooks, which PyTorch still calls on the way out).",
+    "freed_graph": "this backward pass needs tensors that the graph saved for backward, but an earlier backward "
+                   "pass through the same graph ran without \\texttt{retain\\_graph=True}, which frees them once "
+                   "each node has used them.",
+    "saved_modified": "a tensor that a node saved for its backward was modified in place after it was saved. Every "
+                      "tensor has a version counter that each in-place op increments; the node remembers the version "
+                      "it saved and checks it when its backward unpacks the tensor, because the values it needs are "
+                      "gone.",
+    "leaf_inplace": "an in-place op would overwrite a leaf that requires grad (or a view of one) while grad mode is "
+                    "on: its \\texttt{.grad} is the gradient with respect to the value it had, so PyTorch refuses "
+                    "(do it under \\texttt{no\\_grad}, or on a clone).",
+    "view_inplace": "an in-place op on a view PyTorch cannot rebase: the output of a custom Function returned as is "
+                    "(\\texttt{BackwardHookFunction} does this to the inputs and outputs of a module with full "
+                    "backward hooks), a piece of a multi-output view op (\\texttt{split}, \\texttt{chunk}, "
+                    "\\texttt{unbind}), or a view made under \\texttt{no\\_grad}; rewriting its base's history would "
+                    "bypass that node's backward.",
+    "hook_result": "the hook returned something PyTorch does not accept from that kind of hook.",
+}
+
+
+class StepSections(UnitWriter):
+    """The steps of a variant and the error PyTorch raised."""
+
+    def steps_list(self) -> str:
+        out = ["\\subsection{Steps}\nThe variant runs these steps, in order (\\texttt{.grad} accumulates across "
+               "backward passes until \\texttt{zero\\_grad}):\n\\begin{enumerate}\n"]
+        for info in self.vd.steps:
+            out.append(f"\\item {self._step_line(info)}\n")
+        out.append("\\end{enumerate}\n")
+        for info in self.vd.steps:
+            if info.kind == "step" and info.updates:
+                out.append(self._updates(info))
+        return "".join(out)
+
+    def _step_line(self, info: StepInfo) -> str:
+        if not info.ran:
+            return f"\\texttt{{{esc(info.kind)}}}: never runs (PyTorch raised before)."
+        if info.kind == "forward":
+            text = f"forward pass {info.forward}" if info.forward is not None else "a forward pass"
+            if info.inputs:
+                text += " with new values for " + ", ".join(code(n) for n in info.inputs)
+            text += (": the model runs, building a graph" if info.forward in (None, 1)
+                     else ": the model runs again, building a new graph")
+            if info.failed:
+                text += "; PyTorch raises during it (see \\emph{The error})"
+            return text + "."
+        if info.kind == "backward":
+            what = ("\\texttt{torch.autograd.grad}" if info.method == "grad" else "\\texttt{backward()}")
+            text = f"backward pass {info.backward}" if info.backward is not None else "a backward pass"
+            text += f" ({what}"
+            if info.inputs:
+                text += " with respect to " + ", ".join(code(n) for n in info.inputs)
+            if info.retain_graph:
+                text += ", \\texttt{retain\\_graph=True}: the saved tensors are kept for another pass"
+            text += ")"
+            if info.forward is not None:
+                text += f" through the graph of forward pass {info.forward}"
+            if info.failed:
+                text += "; PyTorch raises during it (see \\emph{The error})"
+            return text + "."
+        if info.kind in ("register", "remove"):
+            verb = "registered" if info.kind == "register" else "removed (\\texttt{handle.remove()})"
+            return "hooks " + verb + ": " + ", ".join(self._hook_name(i) for i in info.hooks) + "."
+        if info.kind == "zero_grad":
+            return ("\\texttt{zero\\_grad(set\\_to\\_none=True)}: every \\texttt{.grad} is set to \\texttt{None}, so "
+                    "the next backward pass starts accumulating afresh.")
+        lr = self.plain(info.lr)
+        return (f"an SGD step with learning rate ${lr}$: under \\texttt{{no\\_grad}}, $p \\leftarrow p - {lr}\\,"
+                "p.\\mathrm{grad}$ for every parameter with a gradient (in place: each parameter's version "
+                "counter goes up, so a graph that saved it can no longer run backward).")
+
+    def _updates(self, info: StepInfo) -> str:
+        b = Block()
+        lr = self.plain(info.lr)
+        for name, before, grad, after in info.updates:
+            lhs = mcode(name)
+            b.eq(lhs, f"{self.value(before, 14) or mcode(name)} - {lr} \\cdot "
+                      f"{self.value(grad, 14) or mcode(name + '.grad')}", rel="\\leftarrow")
+            self.value_rows(b, "", after, [])
+        return f"The SGD step of step {info.index + 1}, parameter by parameter:\n" + b.render()
+
+    def error_section(self, err: ErrorInfo) -> str:
+        where = "backward" if err.during == "backward" else "forward"
+        out = ["\\subsection{The error}\n",
+               f"PyTorch raises \\texttt{{{esc(err.type)}}} during the {where} pass (step {err.step + 1}):\n"
+               f"\\begin{{quote}}\\texttt{{{esc(err.message)}}}\\end{{quote}}\n",
+               f"Why: {_WHY.get(err.cause, 'this is what PyTorch does here.')}\n\n"]
+        if err.raised_by is not None:
+            out.append(f"The hook call that raises is number {err.raised_by}. ")
+        if err.after_call is not None:
+            out.append(f"The last hook call made before the error left PyTorch is number {err.after_call}; "
+                       "the variant's answer is the error and the calls made until then (the calls PyTorch still "
+                       "makes while the error propagates included).\n\n")
+        else:
+            out.append("No hook was called before the error.\n\n")
+        if err.calls:
+            out.append("The hook calls of the step that raised, in firing order:\n\n")
+            for h in err.calls:
+                out.append(self._hook_call(h))
+        return "".join(out)

@@ -1,0 +1,93 @@
+"""How a value reads in a report: decimals at a glance, the exact form on request.
+
+Decimals have :data:`DIGITS` significant digits (PyTorch's float32 carries about 7); a
+tensor keeps its brackets, so a shape-(1,) value reads ``[-0.4079607]`` and a 0-d one
+``-0.4079607``. The exact form is the prediction's own (``-3983991/9765625``, a SymPy closed
+form); a value with free symbols has no decimal and always reads exactly. Tensors of more
+than :data:`MAX_SHOWN` elements show their shape and first elements (``--json`` has all).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..backends.float64 import F64
+from ..backends.structure import Shaped
+from ..exact import Exact
+
+#: the tensor types of the three answer modes (exact, --float64, --structure)
+TENSORS = (Exact, F64, Shaped)
+
+DIGITS = 7
+MAX_SHOWN = 12
+FIRST = 6          # elements shown of a larger tensor
+
+
+def number(x: float) -> str:
+    """One decimal: ``-0.4079607``, ``2``, ``1e-08``, ``inf``, ``nan``."""
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return f"{x:.{DIGITS}g}"
+
+
+def _nested(x, leaf) -> str:
+    if isinstance(x, list):
+        return "[" + ", ".join(_nested(i, leaf) for i in x) + "]"
+    return leaf(x)
+
+
+def tensor(v, exact: bool = False) -> str:
+    """A tensor: decimals (or, with ``exact``, the exact form and its decimals beside it); in
+    --structure mode (no values) its shape, in --float64 mode (no exact form) its decimals."""
+    floats = v.floats()
+    exact_strings = v.strings()
+    if floats is None and exact_strings is None:
+        return f"tensor {'x'.join(map(str, v.shape)) or '0-d'}"
+    if exact_strings is None:
+        exact = False
+    if v.size > MAX_SHOWN:
+        flat = _flat(floats) if floats is not None and not exact else _flat(v.strings())
+        head = ", ".join(number(e) if isinstance(e, float) else str(e) for e in flat[:FIRST])
+        return f"tensor {'x'.join(map(str, v.shape))} [{head}, ...] ({v.size} elements)"
+    if exact_strings is None:
+        return _nested(floats, number)
+    strings = _nested(exact_strings, str)
+    if floats is None:
+        return strings
+    dec = _nested(floats, number)
+    if not exact or dec == strings:
+        return dec
+    return f"{strings} (≈ {dec})"
+
+
+def value(x, exact: bool = False) -> str:
+    """Any value a hook is handed or returns: a tensor, None, a tuple or list of them, a dict of
+    keyword arguments, a plain number."""
+    if x is None:
+        return "None"
+    if isinstance(x, TENSORS):
+        return tensor(x, exact)
+    if isinstance(x, tuple):
+        inner = ", ".join(value(i, exact) for i in x)
+        return f"({inner},)" if len(x) == 1 else f"({inner})"
+    if isinstance(x, list):
+        return "[" + ", ".join(value(i, exact) for i in x) + "]"
+    if isinstance(x, dict):
+        return "{" + ", ".join(f"{k}: {value(i, exact)}" for k, i in x.items()) + "}"
+    return str(x)
+
+
+def ratio(r) -> str:
+    """``×2``, ``×1/2``, ``×-1``: a change by one factor."""
+    return f"×{r}"
+
+
+def _flat(x) -> list:
+    if isinstance(x, list):
+        out = []
+        for i in x:
+            out.extend(_flat(i))
+        return out
+    return [x]

@@ -1,0 +1,102 @@
+"""What the torch side learns about autograd nodes: which one a hook ran at, and what it is called.
+
+PyTorch numbers every node it creates with a thread-local ``sequence_nr`` (``AccumulateGrad``
+excepted: it has none), so a sequence number names a node for the whole run. Which number a
+pack or unpack call is for is read from PyTorch's op records (:mod:`.savednodes`); without
+them, a pack takes the newest node (``torch._C._autograd._get_sequence_nr() - 1``: the
+counter is the *next* number) and an unpack the node the engine runs
+(``torch._C._current_autograd_node()``, which is also how a module's backward hook or a node
+hook learns where it runs).
+
+:class:`NodeIndex` walks the graphs behind the tensors of the run (every tensor a program
+made is kept alive, so every node is reachable) and keeps, by sequence number, each node's
+name, and for each leaf its ``AccumulateGrad`` node; it also remembers which module call
+each node belongs to (the backward hook nodes and last nodes of module calls), so a module's
+backward hook knows which call of the module fired.
+"""
+
+from __future__ import annotations
+
+import torch
+
+#: ``AccumulateGrad`` nodes have no sequence number: PyTorch gives them UINT64_MAX.
+NO_SEQUENCE = 2 ** 64 - 1
+
+
+def sequence_nr(node) -> int:
+    return node._sequence_nr()
+
+
+def next_sequence_nr() -> int:
+    """The number the next node will get (the pack hook's node has this minus one)."""
+    return torch._C._autograd._get_sequence_nr()
+
+
+def current_node():
+    """The node the autograd engine is running (None outside a backward)."""
+    return torch._C._current_autograd_node()
+
+
+class NodeIndex:
+    def __init__(self):
+        self.seen: dict[int, object] = {}           # id(node) -> node (keeps each one alive)
+        self.by_seq: dict[int, object] = {}         # sequence_nr -> node
+        self.accumulators: dict[int, object] = {}   # id(leaf) -> its AccumulateGrad
+        self.calls: dict[tuple[int, str], list[tuple[int, int]]] = {}   # (seq, module label) -> [(k, forward)]
+
+    def scan(self, tensors) -> None:
+        """Walk the graphs behind ``tensors`` (tensors, or nested tuples/lists of them)."""
+        stack = [t.grad_fn for t in _tensors(tensors) if t.grad_fn is not None]
+        while stack:
+            node = stack.pop()
+            if node is None or id(node) in self.seen:
+                continue
+            self.seen[id(node)] = node
+            seq = sequence_nr(node)
+            if seq == NO_SEQUENCE and hasattr(node, "variable"):
+                self.accumulators[id(node.variable)] = node
+            else:
+                self.by_seq[seq] = node
+            stack.extend(n for n, _ in node.next_functions)
+
+    def name(self, seq: int | None) -> str | None:
+        node = self.by_seq.get(seq) if seq is not None else None
+        return node.name() if node is not None else None
+
+    def accumulator(self, leaf: torch.Tensor):
+        node = self.accumulators.get(id(leaf))
+        return node if node is not None and node.variable is leaf else None
+
+    # ------------------------------------------------------------------ module calls
+    def note_call(self, node, label: str, k: int, forward: int) -> None:
+        """``node`` is where a module call's backward hooks run (its BackwardHookFunctionBackward
+        nodes, or the grad_fn of its output for the legacy hook)."""
+        entries = self.calls.setdefault((sequence_nr(node), label), [])
+        if (k, forward) not in entries:
+            entries.append((k, forward))
+
+    def call_at(self, node, label: str, nth: int) -> tuple[int, int] | None:
+        """The module call (k, forward index) whose hooks run at ``node``; when several calls share
+        the node, the ``nth`` time a hook fires there is the nth call."""
+        if node is None:
+            return None
+        entries = self.calls.get((sequence_nr(node), label))
+        if not entries:
+            return None
+        return entries[min(nth, len(entries) - 1)]
+
+
+def _tensors(x):
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif isinstance(x, (tuple, list)):
+        for i in x:
+            yield from _tensors(i)
+    elif isinstance(x, dict):
+        for i in x.values():
+            yield from _tensors(i)
+
+
+def tensors_in(x) -> list[torch.Tensor]:
+    """The tensors in a value (a tensor, or nested tuples, lists and dicts of them)."""
+    return list(_tensors(x))

@@ -1,0 +1,312 @@
+"""The file's hooks, registered on real torch objects at the moments a PyTorch user would.
+
+:class:`Hooks` turns each declared :class:`adjoint.problem.Hook` into real registrations and
+keeps every handle, so ``remove``, ``removes`` and ``{remove: [...]}`` steps call exactly the
+``handle.remove()`` a user would:
+
+* module hooks: ``module.register_*_hook`` (``prepend``, ``with_kwargs``, ``always_call`` as
+  declared), at once; global ones through ``torch.nn.modules.module.register_module_*_hook``
+  (removed again when the run ends, whatever happens, and torch's memory of whether global
+  backward hooks are legacy or full, which outlives their handles, is reset for the run and
+  restored after it);
+* tensor hooks (``register_hook``, ``retain_grad``, ``register_post_accumulate_grad_hook``)
+  and node hooks on a non-leaf (``grad_fn.register_prehook`` / ``register_hook``) as soon as
+  the forward binds the target's name (a later forward's new tensor gets them again; a leaf
+  bound again keeps the ones it has);
+* node hooks on a leaf: on its ``AccumulateGrad``, found by walking the graphs the run built
+  (after each forward, or at once when registered later); none found: there is none to hook;
+* ``multi_grad``: ``torch.autograd.graph.register_multi_grad_hook`` as soon as every listed
+  tensor exists in the current forward (the contract's rule);
+* ``saved_tensors``: a ``torch.autograd.graph.saved_tensors_hooks`` context, entered by the
+  run around the whole forward (loss included) or around the calls of the scoped modules.
+
+Every call of a user hook goes through :meth:`Hooks.fire`: the call is logged (arguments
+snapshotted) before the body runs, then ``removes`` are removed, then ``raises`` raises
+``RuntimeError(TEXT)`` (the log entry says ``"raised": true``), else the body (``does``,
+then ``returns``) runs on the hook's real arguments and its value is handed back to PyTorch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch.nn.modules import module as nn_module
+
+from ..problem import Hook
+from . import graphs
+from .program import EnvScope
+from .values import snap
+
+GLOBAL_REGISTER = {
+    "forward_pre": nn_module.register_module_forward_pre_hook,
+    "forward": nn_module.register_module_forward_hook,
+    "full_backward_pre": nn_module.register_module_full_backward_pre_hook,
+    "full_backward": nn_module.register_module_full_backward_hook,
+    "backward": nn_module.register_module_backward_hook,
+}
+
+
+class Hooks:
+    def __init__(self, run, hooks: tuple[Hook, ...], forward_only: bool = False):
+        self.run = run
+        self.hooks = hooks
+        self.forward_only = forward_only       # finite differences: only forward-phase module hooks
+        self.active: set[int] = set()
+        self.handles: dict[int, list] = {}     # hook index -> RemovableHandles
+        self.attached: dict[int, set] = {}     # hook index -> ids of the tensors / nodes it is on
+        self.names: dict[str, object] = {}     # the latest value of every bound name
+        self.retained: list[tuple[str, torch.Tensor]] = []   # (name, tensor) with retain_grad, in order
+        self.fired: dict[tuple, int] = {}      # (node seq, module, hook) -> times fired (module calls sharing a node)
+        # torch remembers whether the global backward hooks are legacy or full even after their
+        # handles are removed; a run starts as a fresh script does (neither), and puts it back after
+        self.global_mode_before = nn_module._global_is_full_backward_hook
+        nn_module._global_is_full_backward_hook = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def wanted(self, hook: Hook) -> bool:
+        if not self.forward_only:
+            return True
+        return hook.on in ("module", "global") and hook.kind in ("forward", "forward_pre")
+
+    def register(self, index: int) -> None:
+        hook = self.hooks[index]
+        if not self.wanted(hook):
+            return
+        self.active.add(index)
+        self.handles.setdefault(index, [])
+        self.attached.setdefault(index, set())
+        if hook.on in ("module", "global"):
+            self.register_module_hook(hook)
+        elif hook.on == "tensor" and hook.target in self.names:
+            self.bound(hook.target, self.names[hook.target])
+        elif hook.on == "node" and hook.target in self.names:
+            t = self.names[hook.target]
+            if isinstance(t, torch.Tensor) and t.grad_fn is not None:
+                self.bound(hook.target, t)
+            else:
+                self.attach_accumulator(hook, t)
+        elif hook.on == "multi_grad":
+            self.try_multi_grad(hook)
+
+    def remove(self, index: int) -> None:
+        """``handle.remove()`` on every registration of the hook; registered again later, it goes
+        back on the tensors it was on (a user's ``register_hook`` line run again)."""
+        self.active.discard(index)
+        for handle in self.handles.get(index, []):
+            handle.remove()
+        self.handles[index] = []
+        self.attached[index] = set()
+
+    def remove_all(self) -> None:
+        """The end of the run: every handle goes (global module hooks would outlive it)."""
+        for index in list(self.handles):
+            self.remove(index)
+        nn_module._global_is_full_backward_hook = self.global_mode_before
+
+    def bound(self, name: str, value) -> None:
+        """The forward bound ``name``: attach the active hooks that target it (once per tensor)."""
+        self.names[name] = value
+        if not isinstance(value, torch.Tensor):
+            return
+        for index in sorted(self.active):
+            hook = self.hooks[index]
+            if hook.on == "multi_grad" and name in hook.tensors:
+                self.try_multi_grad(hook)
+                continue
+            if hook.target != name or id(value) in self.attached[index]:
+                continue
+            if hook.on == "tensor" or (hook.on == "node" and value.grad_fn is not None):
+                self.attached[index].add(id(value))
+                self.attach(hook, value)
+
+    def forward_ends(self) -> None:
+        """Node hooks on leaves go on the AccumulateGrad the graphs now hold."""
+        for index in sorted(self.active):
+            hook = self.hooks[index]
+            t = self.names.get(hook.target)
+            if hook.on == "node" and isinstance(t, torch.Tensor) and t.grad_fn is None:
+                self.attach_accumulator(hook, t)
+
+    def any_saved_tensors(self) -> bool:
+        return any(self.hooks[i].on == "saved_tensors" for i in self.active)
+
+    def saved_hooks(self, scope_of: str | None) -> list[Hook]:
+        """The active saved_tensors hooks over the whole forward (``scope_of`` None) or scoped to a module."""
+        out = []
+        for index in sorted(self.active):
+            hook = self.hooks[index]
+            if hook.on != "saved_tensors":
+                continue
+            if (scope_of is None and hook.scope is None) or (scope_of is not None and hook.scope is not None
+                                                             and scope_of in hook.scope):
+                out.append(hook)
+        return out
+
+    # ------------------------------------------------------------------ module hooks
+    def register_module_hook(self, hook: Hook) -> None:
+        kind = hook.kind
+        fire = self.fire
+
+        if kind == "forward_pre" and hook.with_kwargs:
+            def fn(module, args, kwargs):
+                return fire(hook, {"input": args, "kwargs": kwargs}, module=module)
+        elif kind == "forward_pre":
+            def fn(module, args):
+                return fire(hook, {"input": args}, module=module)
+        elif kind == "forward" and hook.with_kwargs:
+            def fn(module, args, kwargs, output):
+                return fire(hook, {"input": args, "kwargs": kwargs, "output": output}, module=module)
+        elif kind == "forward":
+            def fn(module, args, output):
+                return fire(hook, {"input": args, "output": output}, module=module)
+        elif kind == "full_backward_pre":
+            def fn(module, grad_output):
+                return fire(hook, {"grad_output": grad_output}, module=module)
+        else:   # full_backward, backward (legacy)
+            def fn(module, grad_input, grad_output):
+                return fire(hook, {"grad_input": grad_input, "grad_output": grad_output}, module=module)
+
+        if hook.on == "global":
+            extra = {}
+            if kind == "forward":
+                extra = {"with_kwargs": hook.with_kwargs, "always_call": hook.always_call}
+            handle = GLOBAL_REGISTER[kind](fn, **extra)
+        else:
+            m = self.run.modules[hook.target]
+            if kind == "forward_pre":
+                handle = m.register_forward_pre_hook(fn, prepend=hook.prepend, with_kwargs=hook.with_kwargs)
+            elif kind == "forward":
+                handle = m.register_forward_hook(fn, prepend=hook.prepend, with_kwargs=hook.with_kwargs,
+                                                 always_call=hook.always_call)
+            elif kind == "full_backward_pre":
+                handle = m.register_full_backward_pre_hook(fn, prepend=hook.prepend)
+            elif kind == "full_backward":
+                handle = m.register_full_backward_hook(fn, prepend=hook.prepend)
+            else:
+                handle = m.register_backward_hook(fn)
+        self.handles[hook.index].append(handle)
+
+    # ------------------------------------------------------------------ tensor and node hooks
+    def attach(self, hook: Hook, t: torch.Tensor) -> None:
+        if hook.on == "tensor":
+            if hook.kind == "retain_grad":
+                t.retain_grad()
+                if not t.is_leaf:
+                    self.retained.append((hook.target, t))
+                return
+            if hook.kind == "post_accumulate_grad":
+                handle = t.register_post_accumulate_grad_hook(
+                    lambda tensor: self.fire(hook, {"tensor": tensor.grad}, env={"tensor": tensor}))
+            else:
+                handle = t.register_hook(lambda grad: self.fire(hook, {"grad": grad}))
+            self.handles[hook.index].append(handle)
+            return
+        self.attach_node(hook, t.grad_fn)
+
+    def attach_node(self, hook: Hook, node) -> None:
+        if hook.kind == "pre":
+            handle = node.register_prehook(lambda grad_outputs: self.fire(hook, {"grad_outputs": grad_outputs}))
+        else:
+            handle = node.register_hook(lambda grad_inputs, grad_outputs: self.fire(
+                hook, {"grad_inputs": grad_inputs, "grad_outputs": grad_outputs}))
+        self.handles[hook.index].append(handle)
+
+    def attach_accumulator(self, hook: Hook, leaf) -> None:
+        """A node hook on a leaf: on its AccumulateGrad if a graph holds one (else it would be put
+        on an accumulator nothing holds, and lost: there is nothing to do)."""
+        if not isinstance(leaf, torch.Tensor):
+            return
+        node = self.run.nodes.accumulator(leaf)
+        if node is None or id(node) in self.attached[hook.index]:
+            return
+        self.attached[hook.index].add(id(node))
+        self.attach_node(hook, node)
+
+    def try_multi_grad(self, hook: Hook) -> None:
+        """Register a multi_grad hook once every listed tensor exists in the current forward."""
+        current = self.run.current_names()
+        if not all(isinstance(current.get(n), torch.Tensor) for n in hook.tensors):
+            return
+        tensors = [current[n] for n in hook.tensors]
+        ids = {id(t) for t in tensors}
+        if self.attached[hook.index] == ids:
+            return
+        self.attached[hook.index] = ids
+        if hook.mode == "all":
+            def fn(grads):
+                return self.fire(hook, {"grads": tuple(grads)})
+        else:
+            def fn(grad):
+                return self.fire(hook, {"grad": grad})
+        handle = torch.autograd.graph.register_multi_grad_hook(tensors, fn, mode=hook.mode)
+        self.handles[hook.index].append(handle)
+
+    # ------------------------------------------------------------------ saved tensors
+    @contextlib.contextmanager
+    def saved_tensors(self, hook: Hook):
+        """``with torch.autograd.graph.saved_tensors_hooks(pack, unpack):`` for one declared hook."""
+        def pack(x):   # the node being built: read from the run's records (savednodes), else the newest one
+            seq = graphs.next_sequence_nr() - 1
+            return self.fire(hook, {"x": x}, kind="pack", body=hook.pack, where={"_seq": seq})
+
+        def unpack(x):  # the node whose saved tensor it is: from the records, else the engine's current node
+            node = graphs.current_node()
+            where = {"_seq": graphs.sequence_nr(node) if node is not None else None,
+                     "_node": node.name() if node is not None else None}
+            return self.fire(hook, {"x": x}, kind="unpack", body=hook.unpack, where=where)
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+            yield
+
+    # ------------------------------------------------------------------ firing
+    def fire(self, hook: Hook, args: dict, *, env: dict | None = None, module=None, kind: str | None = None,
+             body=None, where: dict | None = None):
+        """Log one call of ``hook`` with ``args``, then run it (see the module docstring)."""
+        run = self.run
+        record = {"hook": hook.index, "label": hook.label, "kind": kind or hook.kind, "target": hook.target,
+                  "args": {name: snap(v, run.dtype) for name, v in args.items()}, "returned": None}
+        if hook.on == "global":
+            record["global"] = True
+        if module is not None:
+            record.update(self.module_call(hook, module))
+            if hook.on == "global":
+                record["target"] = record["_label"]
+        if where:
+            record.update(where)
+        run.log.append(record)
+        if kind in ("pack", "unpack"):
+            run.saved_nodes.mark(len(run.log) - 1)
+        for index in hook.removes:
+            self.remove(index)
+        if hook.raises is not None:
+            record["raised"] = True
+            raise RuntimeError(hook.raises)
+        scope = EnvScope(dict(env if env is not None else args), f"the {record['kind']} hook '{hook.label}'")
+        program = run.program(scope)
+        if kind in ("pack", "unpack"):
+            returned = program.eval(body)
+        else:
+            for stmt in hook.does:
+                program.execute(stmt)
+            returned = program.eval(hook.returns) if hook.returns is not None else None
+        record["returned"] = snap(returned, run.dtype)
+        return returned
+
+    def module_call(self, hook: Hook, module) -> dict:
+        """Which call of which module fired: in the forward, the module's current call; in the
+        backward, the call whose hook node the engine is running."""
+        run = self.run
+        label = run.label_of(module)
+        node = graphs.current_node()
+        if node is None:
+            fp = run.fpass
+            return {"_label": label, "_k": fp.counts.get(label, 0), "_fi": fp.index}
+        key = (graphs.sequence_nr(node), label, hook.index)
+        nth = self.fired.get(key, 0)
+        self.fired[key] = nth + 1
+        found = run.nodes.call_at(node, label, nth)
+        if found is None:
+            return {"_label": label, "_k": None, "_fi": None}
+        k, fi = found
+        return {"_label": label, "_k": k, "_fi": fi}

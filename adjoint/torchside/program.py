@@ -1,0 +1,213 @@
+"""Problem-file programs run on real torch tensors, with Python's own semantics (never ``eval``).
+
+:class:`Program` walks :mod:`adjoint.syntax` records and does exactly what the Python
+statement would do, handing every operator, call, method, attribute and index to Python and
+PyTorch as written (``a - b`` is ``a.__sub__(b)``, ``x[i] += v`` is get, ``__iadd__`` on the
+view, set; ``a, b = x.chunk(2)`` unpacks; ``with no_grad():`` is ``torch.no_grad()``), so
+PyTorch's own dispatch decides every node. Nothing of adjoint's engine is reused: that is
+what makes ``verify`` an independent opinion.
+
+Values are torch tensors, Python numbers (a literal written as an integer is an ``int``,
+any other a ``float`` rounded once), strings, booleans, None, ``...``, tuples, lists and
+dicts. Names and child-module calls are resolved by a *scope* (``lookup``, ``assign``,
+``child(name)``, ``call_child``), given by the caller: a module's forward, the loss, a hook.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+
+from .. import syntax as S
+from ..errors import Loc, ProblemError
+from . import callables
+
+BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "**": operator.pow,
+          "@": operator.matmul}
+#: ``t op= v``: Python's in-place protocol (Tensor.__iadd__ and friends are in place).
+AUGMENTED = {"+": operator.iadd, "-": operator.isub, "*": operator.imul, "/": operator.itruediv,
+             "**": operator.ipow, "@": operator.imatmul}
+GRAD_MODES = {"no_grad": torch.no_grad, "enable_grad": torch.enable_grad}
+
+
+class EnvScope:
+    """Names from a dict (a hook's arguments); no child modules; assignments rebind locally."""
+
+    def __init__(self, env: dict, what: str):
+        self.env = env
+        self.what = what
+
+    def lookup(self, name: str, loc: Loc):
+        if name in self.env:
+            return self.env[name]
+        raise ProblemError(loc, f"unknown name '{name}' in {self.what}")
+
+    def assign(self, name: str, value, loc: Loc) -> None:
+        self.env[name] = value
+
+    def child(self, name: str):
+        return None
+
+    def call_child(self, name: str, args: list, kwargs: dict, loc: Loc):
+        raise ProblemError(loc, f"{self.what} cannot call the module '{name}'")
+
+
+class Program:
+    """Runs statements and evaluates expressions in ``scope``; ``produced(value)`` is told of
+    every value an expression makes (the run keeps them, so their graphs stay alive)."""
+
+    def __init__(self, scope, produced=None):
+        self.scope = scope
+        self.produced = produced
+
+    # ------------------------------------------------------------------ statements
+    def run(self, program):
+        """Run a program; the value of its ``return`` (None when it has none)."""
+        for stmt in program:
+            if isinstance(stmt, S.Return):
+                return self.eval(stmt.value)
+            self.execute(stmt)
+        return None
+
+    def execute(self, stmt: S.Stmt) -> None:
+        if isinstance(stmt, S.Assign):
+            if isinstance(stmt.target, S.Subscript):   # Python: the value first, then the target's parts
+                value = self.eval(stmt.value)
+                base = self.eval(stmt.target.value)
+                self.setitem(base, self.index(stmt.target), value, stmt.loc)
+                return
+            self.bind(stmt.target, self.eval(stmt.value), stmt.loc)
+            return
+        if isinstance(stmt, S.AugAssign):
+            self.augmented(stmt)
+            return
+        if isinstance(stmt, S.ExprStmt):
+            self.eval(stmt.value)
+            return
+        if isinstance(stmt, S.With):
+            if stmt.mode not in GRAD_MODES:
+                raise ProblemError(stmt.loc, f"verify knows 'with no_grad():' and 'with enable_grad():', not "
+                                             f"'with {stmt.mode}()'")
+            with GRAD_MODES[stmt.mode]():
+                for inner in stmt.body:
+                    self.execute(inner)
+            return
+        if isinstance(stmt, S.Return):
+            raise ProblemError(stmt.loc, "'return' only ends a forward")
+        raise ProblemError(stmt.loc, f"verify does not run '{S.stmt_source(stmt)}'")
+
+    def bind(self, target: S.Expr, value, loc: Loc) -> None:
+        """``target = value``: a name, or tuple unpacking (nested), as Python binds it."""
+        if isinstance(target, S.Name):
+            self.scope.assign(target.id, value, loc)
+            return
+        if isinstance(target, S.Tup):
+            try:
+                items = list(value)
+            except TypeError:
+                raise ProblemError(loc, f"cannot unpack {type(value).__name__}: Python raises TypeError") from None
+            if len(items) != len(target.items):
+                raise ProblemError(loc, f"{len(target.items)} names to unpack {len(items)} values: Python raises "
+                                        "ValueError")
+            for t, v in zip(target.items, items):
+                self.bind(t, v, loc)
+            return
+        raise ProblemError(loc, f"cannot assign to '{S.to_source(target)}'")
+
+    def augmented(self, stmt: S.AugAssign) -> None:
+        """``t op= v`` as Python runs it: a name gets ``t.__iop__(v)`` (in place on a tensor; a
+        number is rebound); ``x[i] op= v`` is ``tmp = x[i]; tmp = tmp.__iop__(v); x[i] = tmp``."""
+        op = AUGMENTED[stmt.op]
+        if isinstance(stmt.target, S.Subscript):
+            base = self.eval(stmt.target.value)
+            items = self.index(stmt.target)
+            current = self.getitem(base, items, stmt.target)
+            value = self.eval(stmt.value)
+            result = self.keep(op(current, value))
+            self.setitem(base, items, result, stmt.loc)
+            return
+        if not isinstance(stmt.target, S.Name):
+            raise ProblemError(stmt.loc, f"cannot assign to '{S.to_source(stmt.target)}'")
+        current = self.eval(stmt.target)
+        value = self.eval(stmt.value)
+        result = self.keep(op(current, value))
+        if result is not current:
+            self.scope.assign(stmt.target.id, result, stmt.loc)
+
+    def setitem(self, base, items: tuple, value, loc: Loc) -> None:
+        key = items[0] if len(items) == 1 else tuple(items)
+        if not isinstance(base, torch.Tensor):
+            raise ProblemError(loc, f"only tensors take index assignment here, not {type(base).__name__}")
+        base[key] = value
+
+    # ------------------------------------------------------------------ expressions
+    def keep(self, value):
+        if self.produced is not None:
+            self.produced(value)
+        return value
+
+    def eval(self, e: S.Expr):
+        if isinstance(e, S.Num):
+            return int(e.value) if e.is_int else float(e.value)
+        if isinstance(e, (S.Str, S.Bool)):
+            return e.value
+        if isinstance(e, S.NoneLit):
+            return None
+        if isinstance(e, S.EllipsisLit):
+            return Ellipsis
+        if isinstance(e, S.Name):
+            return self.scope.lookup(e.id, e.loc)
+        if isinstance(e, S.Tup):
+            return tuple(self.eval(i) for i in e.items)
+        if isinstance(e, S.ListLit):
+            return [self.eval(i) for i in e.items]
+        if isinstance(e, S.DictLit):
+            return {k: self.eval(v) for k, v in e.items}
+        if isinstance(e, S.Neg):
+            return self.keep(-self.eval(e.operand))
+        if isinstance(e, S.Bin):
+            if e.op not in BINARY:
+                raise ProblemError(e.loc, f"verify does not know the operator '{e.op}'")
+            return self.keep(BINARY[e.op](self.eval(e.left), self.eval(e.right)))
+        if isinstance(e, S.Subscript):
+            return self.keep(self.getitem(self.eval(e.value), self.index(e), e))
+        if isinstance(e, S.Call):
+            args = [self.eval(a) for a in e.args]
+            kwargs = {k: self.eval(v) for k, v in e.kwargs}
+            if not e.prefix and self.scope.child(e.func) is not None:
+                return self.keep(self.scope.call_child(e.func, args, kwargs, e.loc))
+            return self.keep(callables.function(e.func, e.prefix, e.loc)(*args, **kwargs))
+        if isinstance(e, S.Method):
+            obj = self.eval(e.obj)
+            args = [self.eval(a) for a in e.args]
+            kwargs = {k: self.eval(v) for k, v in e.kwargs}
+            if not isinstance(obj, torch.Tensor):
+                raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is {type(obj).__name__}, not a tensor; it has no "
+                                          f"method '{e.name}' here")
+            return self.keep(callables.method(obj, e.name, e.loc)(*args, **kwargs))
+        if isinstance(e, S.Attr):
+            obj = self.eval(e.obj)
+            if not isinstance(obj, torch.Tensor):
+                raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is {type(obj).__name__}, not a tensor")
+            return self.keep(callables.attribute(obj, e.name, e.loc))
+        raise ProblemError(e.loc, f"verify does not run '{S.to_source(e)}'")
+
+    def index(self, e: S.Subscript) -> tuple:
+        """The index items of ``value[items]``: numbers, slices, None, ``...``, tensors."""
+        out = []
+        for item in e.items:
+            if isinstance(item, S.Slice):
+                out.append(slice(*[None if x is None else self.eval(x) for x in (item.lower, item.upper, item.step)]))
+            else:
+                out.append(self.eval(item))
+        return tuple(out)
+
+    def getitem(self, value, items: tuple, e: S.Subscript):
+        key = items[0] if len(items) == 1 else items
+        try:
+            return value[key]
+        except (IndexError, KeyError, TypeError) as exc:
+            if isinstance(value, torch.Tensor):
+                raise
+            raise ProblemError(e.loc, f"'{S.to_source(e)}': Python raises {type(exc).__name__} ({exc})") from None

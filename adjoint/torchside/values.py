@@ -1,0 +1,116 @@
+"""Exact literals as torch tensors, and torch values as the contract's JSON.
+
+A problem's numbers are exact rationals. PyTorch holds them in its dtype, so each element is
+rounded *once*, to the nearest value of that dtype (ties to even), as a user who wrote the
+decimal in a float64 or float32 literal would get it. (Rounding to float64 first and then
+to float32 would round twice, which differs from rounding once where the float64 value
+lands exactly halfway between two float32 values.) ``int64`` literals stay integers.
+
+:func:`snap` turns what a hook was handed or returned into the contract's JSON: a tensor is
+``{"shape", "value"}`` (values converted exactly to float64, then to Python floats; an
+integer tensor's values are ints), with ``"dtype"`` when it is not the run's float dtype
+(``int64`` indices, a ``float64`` tensor in a ``float32`` run); tuples become lists, dicts
+map their entries (a hook's ``kwargs``), numbers, strings and booleans stay themselves.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import torch
+
+from ..errors import ProblemError
+from ..problem import Literal, Sym
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "int64": torch.int64}
+DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+
+#: The float32 overflow threshold: rationals at least this large round to infinity (IEEE 754:
+#: the largest finite float32 plus half of its last unit).
+_F32_OVERFLOW = Fraction(2 ** 128) - Fraction(2 ** 103)
+
+
+def number(value) -> int | float | bool | str | None | tuple:
+    """An exact value as the Python value a user would type: an int when integral, else a float
+    (rounded once); tuples element-wise; booleans, strings and None unchanged."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, tuple):
+        return tuple(number(v) for v in value)
+    if isinstance(value, Fraction):
+        return int(value) if value.denominator == 1 else float(value)
+    return value
+
+
+def round_float32(q: Fraction) -> float:
+    """The float32 nearest to ``q`` (ties to even), as a Python float; infinities beyond the range."""
+    if abs(q) >= _F32_OVERFLOW:
+        return math.copysign(math.inf, q)
+    with np.errstate(over="ignore"):          # just below the threshold float64 may round up to it
+        a = np.float32(float(q))              # within one float32 unit of the answer
+    best = None
+    for c in (np.nextafter(a, np.float32(-np.inf)), a, np.nextafter(a, np.float32(np.inf))):
+        if not np.isfinite(c):
+            continue
+        d = abs(Fraction(float(c)) - q)
+        if best is None or d < best[0] or (d == best[0] and _even(c) and not _even(best[1])):
+            best = (d, c)
+    return float(best[1])
+
+
+def _even(c: np.float32) -> bool:
+    return int(np.array(c, dtype=np.float32).view(np.uint32)) % 2 == 0
+
+
+def exact_numbers(lit: Literal, symbols: dict[str, Fraction]) -> list[Fraction]:
+    """The literal's elements, free symbols replaced by their ``symbols:`` values."""
+    out = []
+    for e in lit.items:
+        if isinstance(e, Sym):
+            if e.name not in symbols:
+                raise ProblemError(lit.loc, f"this literal uses the free symbol '{e.name}', and verify needs numbers: "
+                                            f"bind it under symbols: (e.g. symbols: {{{e.name}: 0.5}})")
+            out.append(symbols[e.name] * e.coeff)
+        else:
+            out.append(e)
+    return out
+
+
+def literal_tensor(lit: Literal, dtype: torch.dtype, symbols: dict[str, Fraction]) -> torch.Tensor:
+    """The literal as a new tensor of ``dtype``, each element rounded once: a fresh tensor, as
+    ``torch.tensor(...)`` makes (no base, version 0), so version counters and views behave as in a
+    user's script."""
+    items = exact_numbers(lit, symbols)
+    if dtype == torch.int64:
+        flat = torch.tensor([int(v) for v in items], dtype=torch.int64)
+    elif dtype == torch.float32:
+        flat = torch.tensor([round_float32(v) for v in items], dtype=torch.float32)
+    else:
+        flat = torch.tensor([float(v) for v in items], dtype=dtype)
+    return flat.reshape(lit.shape).clone()   # a tensor of its own (not a view of ``flat``), at version 0
+
+
+def snap(x, float_dtype: torch.dtype):
+    """``x`` as contract JSON (see the module docstring); ``float_dtype`` is the run's float dtype."""
+    if x is None:
+        return None
+    if isinstance(x, torch.Tensor):
+        t = x.detach()
+        if t.is_floating_point():
+            out = {"shape": list(t.shape), "value": t.to(torch.float64).tolist()}
+        else:
+            out = {"shape": list(t.shape), "value": t.tolist()}
+        if t.dtype != float_dtype:
+            out["dtype"] = DTYPE_NAMES.get(t.dtype, str(t.dtype).removeprefix("torch."))
+        return out
+    if isinstance(x, (tuple, list)):
+        return [snap(i, float_dtype) for i in x]
+    if isinstance(x, dict):
+        return {str(k): snap(v, float_dtype) for k, v in x.items()}
+    if isinstance(x, (bool, int, float, str)):
+        return x
+    if x is Ellipsis:
+        return "..."
+    return {"shape": None, "value": None, "note": f"not a tensor: {type(x).__name__}"}

@@ -1,0 +1,122 @@
+"""Every op of the registry says how it reads in the derivation (``Op.math``), and what it says is
+right: for each op's gradient-check cases, its formula tree, evaluated on the case's point by the
+notation's own meaning (tests/mathcheck.py), equals the op's forward, and the tree's reverse mode
+(``vjp_tree``), evaluated with a cotangent, equals the op's VJP, slot by slot, exactly.
+
+A named function may declare its VJP generic (``J^T lambda``) or write it with an unspelt
+derivative f'; those cannot be evaluated apart from the op, and are listed (the test fails if
+such an op is not of a kind where that is the document's choice: module-level layers, losses,
+selections with ties, activations written by name)."""
+
+from __future__ import annotations
+
+import pytest
+
+from adjoint.backends.exact import ExactBackend
+from adjoint.derivation.mathtree import TAtom, TLam, simplify, vjp_tree
+from adjoint.gradcheck import _point, case_inputs
+from adjoint.ops import REGISTRY
+from mathcheck import Generic, evaluate
+
+#: ops whose VJP the document writes as a declared J^T lambda or with a named derivative f' (the norm: for
+#: an order other than 2 or over dims)
+GENERIC = {"var", "max_all", "min_all", "amax", "amin", "max_dim", "min_dim", "norm", "leaky_relu", "leaky_relu_",
+           "gelu", "silu", "elu", "elu_", "softplus", "hardtanh", "clamp", "clamp_tensor", "softmax", "log_softmax",
+           "maximum", "minimum", "where", "mse_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
+           "binary_cross_entropy_w", "bce_with_logits", "bce_with_logits_w", "bce_with_logits_pw",
+           "bce_with_logits_w_pw", "nll_loss", "nll_loss_w", "nll_loss2d", "nll_loss2d_w", "masked_fill", "xlogy",
+           # the nn layers: one function per kernel, written by name (adjoint/ops/{conv,pool,norm,embedding,attention}.py)
+           "convolution", "constant_pad_nd", "max_pool2d_with_indices", "avg_pool2d", "adaptive_avg_pool2d",
+           "native_batch_norm", "native_layer_norm", "native_group_norm", "embedding", "sdpa_flash_cpu", "repeat"}
+
+
+def test_every_op_declares_its_math():
+    assert [name for name, op in REGISTRY.items() if op.math is None] == []
+
+
+def _cases():
+    return [(op, c) for op in REGISTRY.values() for c in op.checks if op.math is not None]
+
+
+def _run(op, case):
+    """(formula value, op forward, [(tree VJP value, op VJP value) per differentiable input]) or Generic."""
+    B = ExactBackend("float64")
+    ins, varied = case_inputs(case)
+    diff = op.differentiable or (True,) * len(ins)
+    need = [v and d for v, d in zip(varied, diff)]
+    outs = op.forward(B, ins, case.params)
+    outs = list(outs) if isinstance(outs, tuple) else [outs]
+    atoms = {i: x for i, x in enumerate(ins) if x is not None}
+    trees = [None if x is None else TAtom(i, tuple(B.shape(x))) for i, x in enumerate(ins)]
+    results = []
+    for k, out in enumerate(outs):
+        shape = tuple(B.shape(out))
+        tree = op.math.formula(trees, case.params, shape, k)
+        value = evaluate(B, tree, atoms)
+        g = _point(shape, 1 + k, False)
+        grads = [None] * len(outs)
+        grads[k] = g
+        want = op.vjp(B, grads if len(outs) > 1 else [g], ins, outs, case.params, need)
+        got: dict = {}
+        vjp_tree(tree, TLam(-1, shape), got, {})
+        pairs = []
+        for i, x in enumerate(ins):
+            if not need[i]:
+                continue
+            mine = evaluate(B, simplify(got[i]), atoms, g) if i in got else B.zeros(tuple(B.shape(x)))
+            if B.shape(mine) != B.shape(x):     # an invisible reshape back, or a broadcast summed back
+                mine = B.reshape(mine, x.shape) if mine.size == x.size else B.sum_to(mine, x.shape)
+            pairs.append((mine, want[i] if want[i] is not None else B.zeros(tuple(B.shape(x)))))
+        results.append((value, out, pairs))
+    return results
+
+
+@pytest.mark.parametrize("op,case", _cases(), ids=lambda x: getattr(x, "name", None) or f"{x.shapes}-{x.params}")
+def test_formula_and_its_vjp_are_the_op(op, case):
+    try:
+        results = _run(op, case)
+    except Generic as exc:
+        assert op.name in GENERIC, f"{op.name}: its math cannot be checked ({exc}); declare it in GENERIC or spell it"
+        return
+    for value, out, pairs in results:
+        assert value.equals(out), f"{op.name}: formula {value} != forward {out}"
+        for i, (mine, want) in enumerate(pairs):
+            assert mine.equals(want), f"{op.name} input {i}: the tree's J^T lambda {mine} != the op's VJP {want}"
+
+
+def test_the_check_catches_a_wrong_formula():
+    """A math entry that reads tanh as sigmoid is caught by the forward comparison."""
+    from dataclasses import replace
+
+    from adjoint.ops import Check, Math
+    from adjoint.ops.elementwise import SIGMOID
+    from adjoint.derivation.mathtree import applied
+    bad = replace(REGISTRY["tanh"], math=Math(applied(SIGMOID)))
+    value, out, _ = _run(bad, Check(((2, 2),)))[0]
+    assert not value.equals(out)
+
+
+def test_the_check_catches_a_wrong_vjp():
+    """A derivative written with the wrong sign (tanh' = -tanh) is caught by the VJP comparison."""
+    from dataclasses import replace
+
+    from adjoint.derivation.mathtree import TFn, TNeg, elementwise
+    from adjoint.ops import Check, Math
+    wrong = elementwise("tanh", "\\tanh\\left(#0\\right)", lambda n: TNeg(n, n.shape))
+    bad = replace(REGISTRY["tanh"], math=Math(lambda a, p, shape, k: TFn(wrong, (a[0],), shape)))
+    (value, out, pairs), = _run(bad, Check(((2, 2),)))
+    assert value.equals(out) and not pairs[0][0].equals(pairs[0][1])
+
+
+def test_generic_ops_are_generic():
+    """Every op listed as generic has at least one case the evaluator cannot follow (the list is current)."""
+    stale = []
+    for name in sorted(GENERIC):
+        op = REGISTRY[name]
+        try:
+            for case in op.checks:
+                _run(op, case)
+        except Generic:
+            continue
+        stale.append(name)
+    assert stale == []
