@@ -147,6 +147,22 @@ def _load(path: str):
 
 # ----------------------------------------------------------------------------- commands
 
+def _mode_options(command):
+    """--float64 / --structure: the answer mode (docs/values.md); exact without either."""
+    command = click.option("--structure", is_flag=True,
+                           help="No values at all: nodes, edges, shapes, None versus zeros, which hooks fire "
+                                "and in what order, PyTorch's errors (value fields null). For any model size.")(command)
+    return click.option("--float64", "float64", is_flag=True,
+                        help="The same engine on float64 numbers instead of exact values (for models too large "
+                             "for exact arithmetic); exact fields null.")(command)
+
+
+def _mode(float64: bool, structure: bool) -> str:
+    if float64 and structure:
+        raise click.UsageError("--float64 and --structure are two answer modes: give one")
+    return "float64" if float64 else "structure" if structure else "exact"
+
+
 @main.command()
 @click.argument("files", nargs=-1, required=True)
 @click.option("--json", "as_json", is_flag=True,
@@ -162,19 +178,21 @@ def _load(path: str):
 @click.option("--recursion/--no-recursion", default=None,
               help="Show (or hide) the adjoint recursion (the multipliers at every module boundary); by default "
                    "it is shown when short.")
-def solve(files, as_json, variant, numeric, exact, values, recursion):
+@_mode_options
+def solve(files, as_json, variant, numeric, exact, values, recursion, float64, structure):
     """Derive every hook call, what the hooks changed and the final grads, exactly.
 
     The report is coloured on a terminal (not when piped, nor with NO_COLOR set) and wrapped
     to its width (COLUMNS when not a terminal, else 80)."""
     from .solve import solve_problem
 
+    mode = _mode(float64, structure)
     predictions = []
     for path in _expand(files):
         problem = _load(path)
         bar = _SolveProgress(path) if sys.stderr.isatty() else None
         try:
-            predictions.append(solve_problem(problem, variant=variant, numeric=numeric, progress=bar))
+            predictions.append(solve_problem(problem, variant=variant, numeric=numeric, mode=mode, progress=bar))
         finally:
             if bar is not None:
                 bar.finish()
@@ -197,7 +215,8 @@ def solve(files, as_json, variant, numeric, exact, values, recursion):
                                                       "\"inf\", \"-inf\", \"nan\").")
 @click.option("--fd", is_flag=True, help="Also check final grads by central differences in float64.")
 @click.option("--variant", help="Verify only this variant.")
-def verify(paths, dtype, as_json, fd, variant):
+@_mode_options
+def verify(paths, dtype, as_json, fd, variant, float64, structure):
     """Run the same problems in real PyTorch and compare with the prediction.
 
     Needs torch 2.13.0 (pip install torch==2.13.0, the CPU wheel); the report names the torch
@@ -206,7 +225,7 @@ def verify(paths, dtype, as_json, fd, variant):
 
     progress = _ProgressBar if sys.stderr.isatty() and not as_json else None
     code = run(_expand(paths), dtype=dtype, as_json=as_json, fd=fd, variant=variant,
-               echo=_verify_echo(as_json), progress=progress, load=_load, warn=_say)
+               echo=_verify_echo(as_json), progress=progress, load=_load, warn=_say, mode=_mode(float64, structure))
     sys.exit(code)
 
 
@@ -241,6 +260,8 @@ class _SolveProgress:
     def finish(self) -> None:
         if self.shown:
             click.echo("\r\033[K", err=True, nl=False)
+
+
 #: verify's verdicts, coloured on a terminal: (pattern, style)
 _VERDICTS = (
     (r"(?<=\]  )PASS(?=  \()|^OK(?=:)|(?<=  )ok$", "bold green"),
@@ -351,7 +372,8 @@ def latex(file, out, pdf, variant):
 @click.option("--variant", help="Only this variant.")
 @click.option("--format", "fmt", type=click.Choice(["svg", "png", "pdf", "dot"]),
               help="The picture's format when -o does not say it (-o -, or no -o).")
-def graph(file, out, variant, fmt):
+@_mode_options
+def graph(file, out, variant, fmt, float64, structure):
     """Draw the backward graph as PyTorch builds it, with every hook where it attaches.
 
     Nodes are PyTorch's autograd nodes (with their sequence_nr), boxes are module calls,
@@ -363,7 +385,7 @@ def graph(file, out, variant, fmt):
 
     problem = _load(file)
     protect = () if file == "-" else (file,)
-    pred = problem.solve(variant=variant)
+    pred = problem.solve(variant=variant, mode=_mode(float64, structure))
     targets = _graph_targets(file, out, fmt, [v.name for v in pred.variants])
     for _, _, path in targets:
         if path != "-":

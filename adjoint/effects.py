@@ -65,14 +65,15 @@ def returns_something(v: VariantPrediction) -> bool:
 
 def hook_effects(v: VariantPrediction) -> Effects:
     """Compare ``v`` with the same variant whose hooks only observe (see the module's docstring)."""
-    if v.error is not None or v.run is None or not returns_something(v):
-        return Effects(ran=False)
+    mode = v.run.rt.B.name if v.run is not None else "exact"
+    if v.error is not None or v.run is None or mode == "structure" or not returns_something(v):
+        return Effects(ran=False)   # --structure has no values to tell a change by
     from .solve import solve_variant
 
     problem, variant = v.run.problem, v.run.variant
     observing = dataclasses.replace(variant, hooks=tuple(_observing(h) for h in variant.hooks))
     try:
-        base = solve_variant(problem, observing, v.run.rt.B.symbols)  # the same symbols: numeric or not
+        base = solve_variant(problem, observing, v.run.rt.B.symbols, mode)  # the same symbols and mode
     except ProblemError as exc:
         return Effects(ran=True, refused=exc.line())
     if base.error is not None:
@@ -112,6 +113,8 @@ def _ratio(before, after):
     forms (tanh(3/10), symbols) the factor is guessed from the decimals and then checked exactly."""
     if before is None or after is None or before.shape != after.shape:
         return None
+    if not isinstance(before, Exact) or not isinstance(after, Exact):
+        return _float_ratio(before.flat(), after.flat())   # --float64
     if before.rational and after.rational:
         ratio = None
         for x, y in zip(before.flat(), after.flat()):
@@ -138,6 +141,22 @@ def _ratio(before, after):
     if guess in (0, 1) or not after.equals(E.mul(before, Exact.full(before.shape, guess))):
         return None
     return E.q(guess)
+
+
+def _float_ratio(before: list[float], after: list[float]):
+    """after / before of float64 values when every nonzero element has the same small rational
+    factor exactly (a hook doubling a gradient), else None."""
+    ratio = None
+    for x, y in zip(before, after):
+        if x == 0 or not (math.isfinite(x) and math.isfinite(y)):
+            if x != y:
+                return None
+            continue
+        r = Fraction(y / x).limit_denominator(1000)
+        if float(r) * x != y or (ratio is not None and r != ratio):
+            return None
+        ratio = r
+    return E.q(ratio) if ratio is not None and ratio not in (0, 1) else None
 
 
 #: closed forms larger than this (in characters) are not divided to look for a common factor

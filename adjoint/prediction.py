@@ -192,6 +192,7 @@ class Prediction(_Shown):
     problem: object
     variants: list[VariantPrediction]
     numeric: bool = False
+    mode: str = "exact"               # the answer mode: exact, float64 or structure (docs/values.md)
 
     def variant(self, name: str) -> VariantPrediction:
         """The variant called ``name``; a KeyError naming the variants there are otherwise."""

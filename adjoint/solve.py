@@ -46,7 +46,8 @@ def solve_problem(problem: Problem, variant: str | None = None, numeric: bool = 
         symbols = problem.symbols
     chosen = [problem.variant(variant)] if variant else list(problem.variants)
     with _cyclic_gc_paused():
-        return Prediction(problem, [solve_variant(problem, v, symbols, mode, progress) for v in chosen], numeric)
+        return Prediction(problem, [solve_variant(problem, v, symbols, mode, progress) for v in chosen], numeric,
+                          mode)
 
 
 @contextmanager

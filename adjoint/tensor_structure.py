@@ -44,6 +44,13 @@ def join(xs: list, fn) -> Exact:
     return out
 
 
+def _put(a: np.ndarray, key, values, shape) -> None:
+    """``a[key] = values`` broadcast to ``shape``; one element is written as the element itself
+    (numpy would store a 0-d array inside an object array)."""
+    v = np.broadcast_to(np.asarray(values, dtype=object), shape)   # object: a Python int stays one
+    a[key] = v[()] if v.ndim == 0 else v
+
+
 def assign(base: Exact, key, new: Exact) -> Exact:
     """``base`` with ``base[key] = new`` (new broadcast), the -0.0 marks following the elements."""
     kind = _kind(base, new)
@@ -52,11 +59,11 @@ def assign(base: Exact, key, new: Exact) -> Exact:
         den = math.lcm(base.qa.den, new.qa.den)
         a = base.qa.num * (den // base.qa.den)
         a = np.array(a, dtype=object, copy=True)
-        a[key] = np.broadcast_to(new.qa.num * (den // new.qa.den), target_shape)
+        _put(a, key, new.qa.num * (den // new.qa.den), target_shape)
         result = Exact.from_q(R.QArray(a, den))
     elif kind == "elements":
         a = np.array(base.as_sym().elems, dtype=object, copy=True)
-        a[key] = np.broadcast_to(new.as_sym().elems, target_shape)
+        _put(a, key, new.as_sym().elems, target_shape)
         result = _from_elements(a)
     else:
         fb, fn_ = base.form_array(), new.form_array()
@@ -64,12 +71,11 @@ def assign(base: Exact, key, new: Exact) -> Exact:
         if fb is not None or fn_ is not None:
             forms = np.array(fb if fb is not None else np.full(base.shape, None, dtype=object), dtype=object,
                              copy=True)
-            forms[key] = np.broadcast_to(fn_ if fn_ is not None else np.full(new.shape, None, dtype=object),
-                                         target_shape)
+            _put(forms, key, fn_ if fn_ is not None else np.full(new.shape, None, dtype=object), target_shape)
 
         def recipe(b, n):
             out = np.array(b, dtype=object, copy=True)
-            out[key] = np.broadcast_to(n, target_shape)
+            _put(out, key, n, target_shape)
             return out
         result = Exact.certified(base.shape, recipe, (base, new), forms)
     if base.negzero is not None or new.negzero is not None:

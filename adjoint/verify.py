@@ -56,9 +56,10 @@ class VariantResult:
                 "observed": self.observed}
 
 
-def predict(problem: Problem, variant: str | None):
-    """The exact prediction; numeric through ``symbols:`` when the file has free symbols."""
-    return problem.solve(variant=variant, numeric=bool(problem.free_symbols()))
+def predict(problem: Problem, variant: str | None, mode: str = "exact"):
+    """The prediction (exact by default, else in ``mode``); numeric through ``symbols:`` when
+    the file has free symbols."""
+    return problem.solve(variant=variant, numeric=bool(problem.free_symbols()), mode=mode)
 
 
 def predicted_json(vp) -> dict:
@@ -67,11 +68,12 @@ def predicted_json(vp) -> dict:
 
 
 def run(files: list[str], dtype: str | None, as_json: bool, fd: bool, variant: str | None, echo,
-        progress=None, *, load=None, warn=None) -> int:
+        progress=None, *, load=None, warn=None, mode: str = "exact") -> int:
     """Verify every variant of every file; ``echo`` prints a line, ``progress(total)`` (optional:
     the CLI passes a progress bar) returns an object with ``update(n, item)`` and ``finish()``.
     ``load(path)`` reads a problem (default :func:`adjoint.load`; the CLI's also reads ``-``);
-    ``warn(line)`` is told when torch is not the modelled release (default: ``echo``)."""
+    ``warn(line)`` is told when torch is not the modelled release (default: ``echo``). ``mode``:
+    the answer mode predicted and compared (``structure``: shapes, None patterns, calls, no values)."""
     if load is None:
         from . import load
 
@@ -79,7 +81,7 @@ def run(files: list[str], dtype: str | None, as_json: bool, fd: bool, variant: s
     jobs = []
     for path in files:
         problem = load(path)
-        prediction = predict(problem, variant)
+        prediction = predict(problem, variant, mode)
         for vp in prediction.variants:
             jobs.append((path, problem, vp))
     version = torch_version()

@@ -14,6 +14,8 @@ floats; ``exact``: null, since this mode has no exact values). Free symbols need
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..errors import ProblemError
@@ -50,6 +52,16 @@ class F64:
 
     def flat(self) -> list[float]:
         return self.a.reshape(-1).tolist()
+
+    def ints(self):
+        """Nested Python ints (an integer tensor's values)."""
+        out = self.a.astype(np.int64)
+        return out.tolist() if out.ndim else int(out)
+
+    def equals(self, other) -> bool:
+        """The same doubles (nan equals nan; -0.0 equals 0.0, as ``==`` has it)."""
+        return isinstance(other, F64) and self.shape == other.shape and bool(
+            np.array_equal(self.a, other.a, equal_nan=True))
 
     def item(self) -> float:
         return float(self.a.reshape(-1)[0])
@@ -279,3 +291,117 @@ class Float64Backend:
 
     def after_op(self, op, ins, params, out, loc, check: bool):
         return out
+
+    # ------------------------------------------------------------------ the op families' methods
+    # (activations, reductions, losses, nn): the same API as the exact backend's family blocks,
+    # with PyTorch's CPU conventions where numpy's differ
+    def clamp(self, x, lo=None, hi=None):
+        """max(min(x, hi), lo): lo wins when lo > hi, as torch.clamp; nan stays nan."""
+        a = x.a
+        if hi is not None:
+            a = np.minimum(a, float(hi))
+        if lo is not None:
+            a = np.maximum(a, float(lo))
+        return _v(a)
+
+    def clamped_log(self, x):
+        """max(log(x), -100) elementwise (binary_cross_entropy's kernel)."""
+        with np.errstate(all="ignore"):
+            return _v(np.maximum(np.log(x.a), -100.0))
+
+    def ints(self, x) -> list[int]:
+        return [int(v) for v in x.a.reshape(-1)]
+
+    def integers(self, values, shape):
+        return _v(np.array([int(v) for v in values], dtype=np.float64).reshape(tuple(shape)))
+
+    def constant(self, values, shape):
+        return _v(np.array([float(v) for v in values], dtype=np.float64).reshape(tuple(shape)))
+
+    def as_indices(self, x) -> np.ndarray:
+        return x.a.astype(np.int64)
+
+    def within(self, x, lo, hi) -> bool:
+        a = x.a
+        return bool(np.all((a >= float(lo)) & (a <= float(hi))))   # nan is outside
+
+    def choose(self, test, rel: str, a, b):
+        """Elementwise ``a if test REL 0 else b`` (IEEE: a comparison with nan is false, != true)."""
+        t = test.a
+        holds = {">": t > 0, ">=": t >= 0, "<": t < 0, "<=": t <= 0, "==": t == 0, "!=": t != 0}[rel]
+        return _v(np.where(holds, a.a, b.a))
+
+    def erf(self, x):
+        return _v(np.vectorize(math.erf, otypes=[np.float64])(x.a) if x.size else x.a)
+
+    def pi(self):
+        return F64(math.pi)
+
+    def sum_dims(self, x, dims, keepdim: bool):
+        dims = _reduced(x, dims)
+        with np.errstate(all="ignore"):
+            return _v(np.sum(x.a, axis=dims, keepdims=keepdim))
+
+    def amax(self, x, dims, keepdim: bool, largest: bool = True):
+        """The largest (smallest) element over ``dims``; nan propagates (np.max does too)."""
+        dims = _reduced(x, dims)
+        return _v((np.max if largest else np.min)(x.a, axis=dims, keepdims=keepdim))
+
+    def argmax(self, x, dim: int, keepdim: bool, largest: bool = True):
+        """(values, indices) over one dim, the first index among ties and the first nan (max.dim on CPU)."""
+        if x.ndim == 0:
+            return x, F64(0.0)
+        a = x.a
+        nan = np.isnan(a)
+        key = np.where(nan, np.inf, a) if largest else np.where(nan, -np.inf, a)
+        pick = np.argmax(key, axis=dim) if largest else np.argmin(key, axis=dim)
+        first_nan = np.argmax(nan, axis=dim)
+        idx = np.where(np.any(nan, axis=dim), first_nan, pick)
+        vals = np.take_along_axis(a, np.expand_dims(idx, dim), axis=dim)
+        if not keepdim:
+            vals = np.squeeze(vals, axis=dim)
+        else:
+            idx = np.expand_dims(idx, dim)
+        return _v(vals), _v(idx.astype(np.float64))
+
+    def place_along(self, shape, dim: int, indices, g, keepdim: bool):
+        """zeros(shape) with ``g`` written at ``indices`` along ``dim`` (value_selecting_reduction_backward)."""
+        shape = tuple(shape)
+        if not shape:
+            return g
+        kept = tuple(1 if d == dim else n for d, n in enumerate(shape))
+        out = np.zeros(shape)
+        np.put_along_axis(out, indices.a.astype(np.int64).reshape(kept), g.a.reshape(kept), axis=dim)
+        return _v(out)
+
+    def bmm(self, a, b):
+        with np.errstate(all="ignore"):
+            return _v(np.matmul(a.a, b.a))
+
+    def window_max(self, x, windows):
+        """Max pooling's selection (see the exact backend's): per row and window the first
+        largest element, the last nan when there is one; (values, indices, some window tied)."""
+        a = x.a
+        rows = a.shape[0]
+        vals = np.empty((rows, len(windows)))
+        idx = np.zeros((rows, len(windows)), dtype=np.int64)
+        tied = False
+        for o, win in enumerate(windows):
+            win = np.asarray(win, dtype=np.int64)
+            sub = a[:, win]
+            nan = np.isnan(sub)
+            best = np.argmax(np.where(nan, -np.inf, sub), axis=1)
+            last_nan = sub.shape[1] - 1 - np.argmax(nan[:, ::-1], axis=1)
+            has_nan = nan.any(axis=1)
+            pick = np.where(has_nan, last_nan, best)
+            top = sub[np.arange(rows), best]
+            tied = tied or bool(np.any(~has_nan & ((sub == top[:, None]).sum(axis=1) > 1)))
+            idx[:, o] = win[pick]
+            vals[:, o] = sub[np.arange(rows), pick]
+        return _v(vals), idx, tied
+
+
+def _reduced(x: F64, dims) -> tuple[int, ...]:
+    """The dims a reduction sums over: every dim when none given; a 0-d tensor reduces nothing."""
+    dims = tuple(dims) if dims else tuple(range(x.ndim))
+    return tuple(d for d in dims if d < x.ndim)

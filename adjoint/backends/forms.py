@@ -84,9 +84,15 @@ class Form:
         return f"Form({self.op}, {self.args!r})"
 
 
+def _formless(f) -> bool:
+    """No closed form: None, or a certified element standing for its ball only (a form array
+    may carry one, for :func:`adjoint.certified.balls_of_forms`; it has no SymPy ``args``)."""
+    return f is None or (type(f) not in (Form, fmpq, Special) and not hasattr(f, "args"))
+
+
 def size_of(f) -> int:
-    """Tree size of a form; None counts as beyond any limit."""
-    if f is None:
+    """Tree size of a form; no form counts as beyond any limit."""
+    if _formless(f):
         return FORM_LIMIT + 1
     if type(f) is Form:
         return f.size
@@ -114,7 +120,7 @@ def make(op: str, *args, limit: int = FORM_LIMIT):
     the element exact again."""
     size = 1
     for a in args:
-        if a is None:
+        if _formless(a):
             return None
         size += size_of(a)
     if size <= limit:

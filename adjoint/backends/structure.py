@@ -16,12 +16,21 @@ import numpy as np
 
 
 class Shaped:
-    """A tensor value of which only the shape is known."""
+    """A tensor value of which only the shape is known; an integer tensor given in the file
+    (class indices, embedding indices) also keeps its integers in ``known``, since they decide
+    shapes and which elements a gradient reaches."""
 
-    __slots__ = ("shape",)
+    __slots__ = ("shape", "known")
 
-    def __init__(self, shape):
+    def __init__(self, shape, known: np.ndarray | None = None):
         self.shape = tuple(int(d) for d in shape)
+        self.known = known
+
+    def ints(self):
+        """The integers of an integer tensor the file gave (None: computed, unknown here)."""
+        if self.known is None:
+            return None
+        return self.known.tolist() if self.known.ndim else int(self.known)
 
     @property
     def size(self) -> int:
@@ -36,6 +45,11 @@ class Shaped:
 
     def floats(self):
         return None
+
+    def equals(self, other) -> bool:
+        """Only shapes are known, so two values are never known to be equal (a report then shows
+        each variant's own, rather than claim they agree); a value equals itself."""
+        return other is self
 
     def strings(self, printer=None):
         return None
@@ -72,7 +86,11 @@ class StructureBackend:
 
     # ------------------------------------------------------------------ construction
     def literal(self, lit):
-        return Shaped(lit.shape)
+        known = None
+        if isinstance(lit.items, tuple) and not lit.symbols and all(
+                getattr(e, "denominator", None) == 1 or isinstance(e, int) for e in lit.items):
+            known = np.array([int(e) for e in lit.items], dtype=np.int64).reshape(lit.shape)
+        return Shaped(lit.shape, known)
 
     def scalar(self, value):
         return Shaped(())
@@ -186,3 +204,58 @@ class StructureBackend:
 
     def after_op(self, op, ins, params, out, loc, check: bool):
         return out
+
+    # ------------------------------------------------------------------ the op families' methods
+    # Shapes follow the exact backend's; where PyTorch's choice depends on values (the element a
+    # max or a max pooling selects) the first candidate stands in: it decides no shape, node or
+    # hook call, only where a gradient's values would land.
+    def clamp(self, x, lo=None, hi=None):
+        return _same(x)
+
+    clamped_log = erf = clamp
+
+    def ints(self, x) -> list[int]:
+        """An integer tensor's values: those the file gave, else zeros (a valid index anywhere)."""
+        return [int(v) for v in self.as_indices(x).reshape(-1)]
+
+    def integers(self, values, shape):
+        return Shaped(shape, np.array([int(v) for v in values], dtype=np.int64).reshape(tuple(shape)))
+
+    def constant(self, values, shape):
+        return Shaped(shape)
+
+    def as_indices(self, x) -> np.ndarray:
+        return x.known if x.known is not None else np.zeros(x.shape, dtype=np.int64)
+
+    def within(self, x, lo, hi) -> bool:
+        return True  # no values to be outside
+
+    def choose(self, test, rel: str, a, b):
+        return _b(test, a, b)
+
+    def pi(self):
+        return Shaped(())
+
+    def sum_dims(self, x, dims, keepdim: bool):
+        dims = {d for d in (tuple(dims) if dims else tuple(range(x.ndim))) if d < x.ndim}
+        if keepdim:
+            return Shaped(tuple(1 if d in dims else n for d, n in enumerate(x.shape)))
+        return Shaped(tuple(n for d, n in enumerate(x.shape) if d not in dims))
+
+    def amax(self, x, dims, keepdim: bool, largest: bool = True):
+        return self.sum_dims(x, dims, keepdim)
+
+    def argmax(self, x, dim: int, keepdim: bool, largest: bool = True):
+        out = self.sum_dims(x, (dim,), keepdim)
+        return out, Shaped(out.shape, np.zeros(out.shape, dtype=np.int64))
+
+    def place_along(self, shape, dim: int, indices, g, keepdim: bool):
+        return Shaped(shape)
+
+    def bmm(self, a, b):
+        return Shaped((a.shape[0], a.shape[1], b.shape[2]))   # (n, p, q) @ (n, q, r)
+
+    def window_max(self, x, windows):
+        rows = x.shape[0]
+        first = np.array([int(w[0]) for w in windows], dtype=np.int64)
+        return Shaped((rows, len(windows))), np.tile(first, (rows, 1)), False

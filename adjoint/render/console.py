@@ -80,7 +80,9 @@ def report(r: ReportView, opts: Options):
     """Every renderable of one problem's report, in order."""
     parts: list = []
     head = Text.assemble((_safe(r.name), TITLE), (f"  {len(r.variants)} variant{'s' if len(r.variants) != 1 else ''}"
-                                                   + ("  (numeric)" if r.numeric else ""), DIM))
+                                                   + ("  (numeric)" if r.numeric else "")
+                                                   + {"exact": "", "float64": "  (float64: decimals, not exact)",
+                                                      "structure": "  (structure: shapes, no values)"}[r.mode], DIM))
     parts.append(head)
     if r.description:
         parts.append(Text(_safe(r.description), DIM))
@@ -321,7 +323,7 @@ def _hint(r: ReportView, opts: Options) -> str:
         parts.append(f"--values: the {r.hidden_values} forward values")
     if r.hidden_boundaries:
         parts.append(f"--recursion: the adjoints at {r.hidden_boundaries} module boundaries")
-    if not opts.exact:
+    if not opts.exact and r.mode == "exact":
         parts.append("--exact: exact values")
     return "; ".join(parts)
 

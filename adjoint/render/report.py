@@ -81,6 +81,7 @@ class ReportView:
     variants: list[VariantView] = field(default_factory=list)
     hidden_values: int = 0            # forward values not shown (how many), for the hint line
     hidden_boundaries: int = 0
+    mode: str = "exact"               # the prediction's answer mode
 
 
 def build(pred: Prediction, opts: Options = Options()) -> ReportView:
@@ -89,7 +90,7 @@ def build(pred: Prediction, opts: Options = Options()) -> ReportView:
     losses = [v.loss for v in ok]
     shared_loss = losses[0] if len(ok) > 1 and all(_same(losses[0], x) for x in losses) else None
     report = ReportView(problem.name, " ".join((problem.description or "").split()), pred.numeric, shared_loss,
-                        ok[0].name if len(ok) > 1 else None)
+                        ok[0].name if len(ok) > 1 else None, mode=pred.mode)
     ref = ok[0] if ok else None
     said_notes: set[str] = set()
     for v in pred.variants:
