@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-import sympy
-
+from ..backends.symbolic import sympy as load_sympy
 from ..exact import Exact
 from ..graph import Typed
 from .mathtree import TConst, simplify, to_sympy, vjp_tree
@@ -327,6 +326,7 @@ class UnitBuilder:
         for at in st.atoms:
             if at not in trees or not self.g.vars[at].requires_grad:
                 continue
+            sympy = load_sympy()
             d = sympy.factor_terms(to_sympy(simplify(trees[at]), lambda vid: sympy.Symbol(f"v#{vid}", real=True)))
             out.append(LocalDerivative(at, d, self.a.local_derivative(st, at)))
         return out

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import sympy
 
 from ..exact import Exact
 from .mathtree import TNode

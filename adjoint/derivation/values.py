@@ -11,7 +11,6 @@ from fractions import Fraction
 
 import flint
 import numpy as np
-import sympy
 
 from .. import exact as E
 from ..exact import Exact, q, s_sym
@@ -49,7 +48,7 @@ def same(p: Exact | None, q: Exact | None) -> bool:
         sx, sy = E.s_sym(x), E.s_sym(y)
         if sx == sy:
             continue
-        if sx is sympy.S.NaN or sy is sympy.S.NaN:
+        if E.s_is_nan(sx) or E.s_is_nan(sy):
             return False
         free = sorted((sx - sy).free_symbols, key=str)
         points = [{}] if not free else [{s: E.s_sym(_PROBE[i % 2] * (k + 1)) for i, s in enumerate(free)}

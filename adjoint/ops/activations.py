@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-import sympy
-
+from ..derivation.mathtree.sympy_names import SymPyName
 from ..derivation.mathtree import Fn, TFn, applied, dims_text, elementwise_named, generic_vjp, number_text
 from . import Check, Math, Op, Save
 from .arith import binary_shape, broadcast_shapes, same_shape
@@ -394,8 +393,8 @@ CLAMP, CLAMP_PRIME = elementwise_named("clamp", "\\operatorname{clamp}")
 CLAMP_T = Fn("clamp_t", "\\operatorname{clamp}\\left(#0,\\ #1,\\ #2\\right)", generic_vjp)
 SOFTMAX = Fn("softmax", "\\operatorname{softmax}_{#s}\\left(#0\\right)", generic_vjp)
 LOG_SOFTMAX = Fn("log_softmax", "\\log\\operatorname{softmax}_{#s}\\left(#0\\right)", generic_vjp)
-MAXIMUM = Fn("maximum", "\\max\\left(#0,\\ #1\\right)", generic_vjp, sympy.Max)
-MINIMUM = Fn("minimum", "\\min\\left(#0,\\ #1\\right)", generic_vjp, sympy.Min)
+MAXIMUM = Fn("maximum", "\\max\\left(#0,\\ #1\\right)", generic_vjp, SymPyName("Max"))
+MINIMUM = Fn("minimum", "\\min\\left(#0,\\ #1\\right)", generic_vjp, SymPyName("Min"))
 WHERE = Fn("where", "\\operatorname{where}\\left(#2,\\ #0,\\ #1\\right)", generic_vjp)
 
 

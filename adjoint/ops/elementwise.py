@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-import sympy
-
+from ..derivation.mathtree.sympy_names import SymPyName
 from ..derivation.mathtree import LOG, Fn, Indicator, Relu, Sigmoid, TBin, TConst, TFn, TNeg, applied, elementwise, no_gradient
 from . import Check, Math, Op, Save
 from .arith import same_shape
@@ -119,19 +118,19 @@ def _one_minus(t):
 
 #: relu'(x) = 1[x > 0] and abs'(x) = sign(x): functions the derivatives are written with (derivative 0 a.e.)
 STEP = Fn("step", "\\mathbf{1}\\left[#0 > 0\\right]", no_gradient, Indicator)
-SIGN = Fn("sign", "\\operatorname{sign}\\left(#0\\right)", no_gradient, sympy.sign)
+SIGN = Fn("sign", "\\operatorname{sign}\\left(#0\\right)", no_gradient, SymPyName("sign"))
 
 RELU = elementwise("relu", "\\operatorname{relu}\\left(#0\\right)", lambda n: TFn(STEP, (n.a,), n.a.shape), Relu)
 TANH = elementwise("tanh", "\\tanh\\left(#0\\right)",
-                   lambda n: _one_minus(TBin("pow", n, TConst(Fraction(2)), n.shape)), sympy.tanh)
+                   lambda n: _one_minus(TBin("pow", n, TConst(Fraction(2)), n.shape)), SymPyName("tanh"))
 SIGMOID = elementwise("sigmoid", "\\sigma\\left(#0\\right)", lambda n: TBin("mul", n, _one_minus(n), n.shape),
                       Sigmoid)
-EXP = elementwise("exp", "\\exp\\left(#0\\right)", lambda n: n, sympy.exp)
-SIN = elementwise("sin", "\\sin\\left(#0\\right)", lambda n: TFn(COS, (n.a,), n.shape), sympy.sin)
-COS = elementwise("cos", "\\cos\\left(#0\\right)", lambda n: TNeg(TFn(SIN, (n.a,), n.shape), n.shape), sympy.cos)
+EXP = elementwise("exp", "\\exp\\left(#0\\right)", lambda n: n, SymPyName("exp"))
+SIN = elementwise("sin", "\\sin\\left(#0\\right)", lambda n: TFn(COS, (n.a,), n.shape), SymPyName("sin"))
+COS = elementwise("cos", "\\cos\\left(#0\\right)", lambda n: TNeg(TFn(SIN, (n.a,), n.shape), n.shape), SymPyName("cos"))
 SQRT = Fn("sqrt", "\\sqrt{#0}", lambda lam, n: (TBin("div", lam, TBin("mul", TConst(Fraction(2)), n, n.shape),
-                                                                     n.shape),), sympy.sqrt)
-ABS = elementwise("abs", "\\left|#0\\right|", lambda n: TFn(SIGN, (n.a,), n.a.shape), sympy.Abs, delimited=True)
+                                                                     n.shape),), SymPyName("sqrt"))
+ABS = elementwise("abs", "\\left|#0\\right|", lambda n: TFn(SIGN, (n.a,), n.a.shape), SymPyName("Abs"), delimited=True)
 
 
 def _unary(name, node, forward, vjp, save, formula, fn, **kw):

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-import sympy
-
+from ..derivation.mathtree.sympy_names import SymPyName
 from ..derivation.mathtree import (Fn, TBin, TConst, TFn, TOnes, applied, dims_text, generic_vjp, number_text, numel,
                                    shape_text)
 from . import Check, Math, Op, Save
@@ -277,7 +276,7 @@ MEAN = Fn("mean", "\\operatorname{mean}\\left(#0\\right)",
           lambda lam, n: (TBin("had", TBin("div", lam, TConst(Fraction(numel(n.a.shape))), ()), TOnes(n.a.shape),
                                n.a.shape),), lambda x: x)
 NORM = Fn("norm", "\\left\\lVert #0\\right\\rVert",
-          lambda lam, n: (TBin("had", lam, TBin("div", n.a, n, n.a.shape), n.a.shape),), sympy.Abs, delimited=True)
+          lambda lam, n: (TBin("had", lam, TBin("div", n.a, n, n.a.shape), n.a.shape),), SymPyName("Abs"), delimited=True)
 PNORM = Fn("norm_p", "\\left\\lVert #0\\right\\rVert_{#s}", generic_vjp, delimited=True)
 SUM_DIMS = Fn("sum_dim", "\\operatorname{sum}_{#s}\\left(#0\\right)",
               lambda lam, n: (_expanded(lam, n.a.shape, n.params),), lambda x: x)
@@ -285,8 +284,8 @@ MEAN_DIMS = Fn("mean_dim", "\\operatorname{mean}_{#s}\\left(#0\\right)",
                lambda lam, n: (_expanded(TBin("div", lam, TConst(Fraction(_count(n.a.shape, n.params[0]))), lam.shape),
                                          n.a.shape, n.params),), lambda x: x)
 VAR = Fn("var", "\\operatorname{var}_{#s}\\left(#0\\right)", generic_vjp)
-MAX = Fn("max", "\\max_{#s}\\left(#0\\right)", generic_vjp, sympy.Max)
-MIN = Fn("min", "\\min_{#s}\\left(#0\\right)", generic_vjp, sympy.Min)
+MAX = Fn("max", "\\max_{#s}\\left(#0\\right)", generic_vjp, SymPyName("Max"))
+MIN = Fn("min", "\\min_{#s}\\left(#0\\right)", generic_vjp, SymPyName("Min"))
 AMAX = Fn("amax", "\\operatorname{amax}_{#s}\\left(#0\\right)", generic_vjp)
 AMIN = Fn("amin", "\\operatorname{amin}_{#s}\\left(#0\\right)", generic_vjp)
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Callable
 
-import sympy
+from ...backends.symbolic import sympy as load_sympy
+from .sympy_names import SymPyName
 
 from .nodes import Fn, TBin, TFn, TJac, TNode
 
@@ -30,7 +31,7 @@ def no_gradient(lam: TNode, node: TFn) -> tuple:
     return tuple(None for _ in node.args)
 
 
-LOG = Fn("log", "\\log\\left(#0\\right)", lambda lam, n: (TBin("div", lam, n.a, n.shape),), sympy.log)
+LOG = Fn("log", "\\log\\left(#0\\right)", lambda lam, n: (TBin("div", lam, n.a, n.shape),), SymPyName("log"))
 
 
 def number(x) -> Fraction:
@@ -92,7 +93,7 @@ def derivative(fn_name: str, tex_name: str) -> Fn:
     """f' of a named elementwise function, as the opaque function the document writes its VJP with
     (``lam (.) f'(x)``): a derivative is not differentiated again."""
     return Fn(fn_name + "'", f"{tex_name}'_{{#s}}\\left(#0\\right)", no_gradient,
-              lambda *a: sympy.Function(fn_name + "_prime")(*a))
+              lambda *a: load_sympy().Function(fn_name + "_prime")(*a))
 
 
 def elementwise_named(name: str, tex_name: str) -> tuple:
@@ -102,7 +103,7 @@ def elementwise_named(name: str, tex_name: str) -> tuple:
 
     def vjp(lam, node):
         return (TBin("had", lam, TFn(prime, (node.a,), node.a.shape, node.sub, node.params), node.shape),)
-    return Fn(name, f"{tex_name}_{{#s}}\\left(#0\\right)", vjp, lambda *a: sympy.Function(name)(*a)), prime
+    return Fn(name, f"{tex_name}_{{#s}}\\left(#0\\right)", vjp, lambda *a: load_sympy().Function(name)(*a)), prime
 
 
 def layer(outputs: tuple, sub: Callable = lambda p: "") -> Callable:

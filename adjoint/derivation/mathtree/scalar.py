@@ -8,32 +8,19 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-import sympy
-
 from ... import exact as E
+from ...backends.symbolic import sympy as load_sympy
 from ...exact import Exact
 from .nodes import (TT, TAtom, TBin, TCall, TConst, TFn, TInner, TJac, TLam, TMatMul, TNeg, TNode, TOnes, TPlace, TPut,
                     TSub, TSumTo)
 
 
-class Relu(sympy.Function):
-    """relu as an opaque function (its derivative is written with Indicator)."""
-
-    nargs = 1
+from .sympy_names import Indicator, Relu, Sigmoid  # noqa: F401  (re-exported)
 
 
-class Indicator(sympy.Function):
-    """The indicator 1[x > 0] (PyTorch's relu'(x), 0 at x = 0)."""
-
-    nargs = 1
-
-
-class Sigmoid(sympy.Function):
-    nargs = 1
-
-
-def to_sympy(n: TNode, sym) -> sympy.Expr:
+def to_sympy(n: TNode, sym):
     """A scalar tree as a SymPy expression (every tensor has one element). ``sym(var)`` names atoms."""
+    sympy = load_sympy()
     if isinstance(n, TAtom):
         return sym(n.var)
     if isinstance(n, TLam):
