@@ -85,21 +85,30 @@ class VariantRun:
         for name, t in self.model.leaves.items():
             if self.model.decls[name].requires_grad:
                 out[name] = t.grad
+        bound = self.forwards[-1].names if self.forwards else {}
+        inputs = set(self._backward_inputs())
         for t, names in self.retained:
             for name in names:
+                if name in inputs and name in bound and bound[name] is not t:
+                    continue  # a later forward bound the name to its own tensor (its .grad: None until it gets one)
                 out[name] = t.grad
         for name in self.retained_later():
             out.setdefault(name, None)
         return out
 
-    def retained_later(self) -> list[str]:
-        """Names the variant retains at some point, leaves excluded."""
-        names = [h.target for h in self.variant.hooks if h.on == "tensor" and h.kind == "retain_grad"]
-        steps = self.variant.steps or ()
-        for step in steps:
+    def _backward_inputs(self) -> list[str]:
+        """Names in the ``inputs`` of the variant's ``backward()`` steps (``.grad`` accumulates there)."""
+        names: list[str] = []
+        for step in self.variant.steps or ():
             bw = step.backward
             if step.kind == "backward" and bw is not None and bw.method == "backward":
                 names += [n for n, _ in bw.inputs]
+        return names
+
+    def retained_later(self) -> list[str]:
+        """Names the variant retains at some point, leaves excluded."""
+        names = [h.target for h in self.variant.hooks if h.on == "tensor" and h.kind == "retain_grad"]
+        names += self._backward_inputs()
         bound = self.forwards[-1].names if self.forwards else {}
         return [n for n in dict.fromkeys(names) if n not in self.model.leaves
                 and not (n in bound and getattr(bound[n], "is_leaf", False) and bound[n].grad_fn is None)]

@@ -61,6 +61,9 @@ class Registrations:
         for hooks, hid in self.handles.get(index, []):
             hooks.remove(hid)
         self.handles[index] = []
+        # off every tensor it was on: registered again (the user's register_hook line runs
+        # again), it goes back on them
+        self.attached[index] = set()
 
     def bound(self, name: str, t) -> None:
         """The forward bound ``name`` to ``t``: attach the active hooks that target it (once per
@@ -80,8 +83,9 @@ class Registrations:
                 self.attach(hook, t)
 
     def _targeting(self, name: str) -> list[int]:
-        """Indices of the hooks whose target is ``name`` (a multi-grad hook: one of its tensors) (an index made once: a deep model binds
-        thousands of names, each of which would otherwise scan every hook)."""
+        """Indices of the hooks whose target is ``name`` (a multi-grad hook's: one of its tensors),
+        from an index made once: a deep model binds thousands of names, each of which would
+        otherwise scan every hook."""
         if self._by_target is None:
             self._by_target = {}
             for index, hook in enumerate(self.hooks):

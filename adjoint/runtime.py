@@ -286,12 +286,17 @@ _TYPE_NAMES = {"float32": "torch.FloatTensor", "float64": "torch.DoubleTensor", 
 
 def version_message(sv: SavedVariable, node: Node) -> str:
     """PyTorch's message for a saved tensor modified in place (SavedVariable::unpack): a saved
-    output names the node that saved it, a saved input its current grad_fn, a leaf nothing;
-    the node's name without its ``Backward0`` suffix."""
+    output names the node that saved it, a saved input its current grad_fn (a view whose base
+    changed since: the AsStridedBackward0 reading it makes), a leaf nothing; the node's name
+    without its ``Backward0`` suffix."""
     t = sv.tensor
     dims = ", ".join(str(d) for d in t.shape)
     owner = node if sv.is_output else t.grad_fn
-    what = f", which is output {t.output_nr if not sv.is_output else 0} of {short_name(owner.name)}," if owner else ""
+    owner_name, nr = (owner.name if owner else None), (t.output_nr if not sv.is_output else 0)
+    if not sv.is_output and t.is_view and t.base.requires_grad and t.view_version != t.version.value:
+        # reading the view's grad_fn regenerates it (VariableHooks::grad_fn): the base changed since
+        owner_name, nr = "AsStridedBackward0", 0
+    what = f", which is output {nr} of {short_name(owner_name)}," if owner_name else ""
     return (f"one of the variables needed for gradient computation has been modified by an inplace operation: "
             f"[{_TYPE_NAMES.get(t.dtype, t.dtype)} [{dims}]]{what} is at version {t.version.value}; "
             f"expected version {sv.saved_version} instead. Hint: enable anomaly detection to find the operation that "
