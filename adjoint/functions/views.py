@@ -68,10 +68,10 @@ def view(rt, x: Tensor, shape, loc: Loc):
 
 
 def reshape(rt, x: Tensor, shape, loc: Loc):
-    shape = infer_shape(shape, _numel(x.shape), loc)
-    if view_strides(x.shape, x.strides, shape) is not None:
-        return rt.apply("view", [x], shape, loc)
-    return rt.apply("unsafe_view", [rt.apply("clone", [x], None, loc)], shape, loc)
+    """at::reshape: ``view`` of a contiguous tensor, ``_reshape_alias`` (ReshapeAliasBackward0)
+    when the strides allow a view of a non-contiguous one, else ``clone`` then ``_unsafe_view``."""
+    from .core import aten_reshape
+    return aten_reshape(rt, x, infer_shape(shape, _numel(x.shape), loc), loc)
 
 
 def lower_view(rt, a, loc):
