@@ -230,6 +230,11 @@ def linear(rt, x: Tensor, weight: Tensor, bias: Tensor | None, loc: Loc):
     if bias is not None:
         if len(sx) == 2:
             return ap("addmm", [bias, x, ap("t", [weight], None, loc)], None, loc)
+        if not is_contiguous(sx, x.strides):
+            # at::linear's last path: matmul(input, weight.t()), then output.add_(bias) (AddBackward0)
+            from ..inplace import apply_inplace
+            out = matmul(rt, x, ap("t", [weight], None, loc), loc)
+            return apply_inplace(rt, "add", out, [bias], None, loc)
         rows = 1
         for n in sx[:-1]:
             rows *= n
