@@ -104,3 +104,24 @@ def test_progress_is_told_of_every_stage():
     assert stages.index("forward") < stages.index("backward") < stages.index("assemble")
     backward = [(d, t) for s, d, t in seen if s == "backward"]
     assert backward and all(0 < d <= t for d, t in backward)
+
+
+def test_the_three_backends_share_one_method_api():
+    """Every method the exact backend has (its own and its families'), the float64 and structure
+    backends have too; no family mixin defines a name another one (or the backend) also defines."""
+    from adjoint.backends.exact import ExactBackend
+    from adjoint.backends.exact_families import ExactLosses, ExactNN, ExactSelections
+    from adjoint.backends.float64 import Float64Backend
+    from adjoint.backends.structure import StructureBackend
+
+    def api(cls):
+        return {n for n in dir(cls) if not n.startswith("_")}
+
+    assert api(ExactBackend) - api(Float64Backend) == set()
+    assert api(ExactBackend) - api(StructureBackend) == set()
+    own = {n for n in vars(ExactBackend) if not n.startswith("_")}
+    families = [{n for n in vars(c) if not n.startswith("_")} for c in (ExactLosses, ExactSelections, ExactNN)]
+    for i, names in enumerate(families):
+        assert not names & own
+        for other in families[i + 1:]:
+            assert not names & other
