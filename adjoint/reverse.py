@@ -332,6 +332,9 @@ class Engine:
             spec = next(s for s in node.op.saves if s.name == sv.name)
             (ins if spec.what == "in" else outs)[spec.index] = saved[id(sv)]
         grads = node.op.vjp(B, list(inputs), ins, outs, node.params, need)
+        for g in grads:
+            if g is not None:
+                B.check_size(g, node.loc, f"the backward of {node.name}")
         if all(a is b for a, b in zip(ins, node.input_values)) and all(a is b for a, b in zip(outs, node.output_values)):
             self.result.vjps[id(node)] = (node, tuple(inputs), tuple(need), grads)
         # autograd-generated nodes compute only the slots task_should_compute_output allows

@@ -20,7 +20,7 @@ from ..exact import Exact
 from ..signed_zero import result_mask
 from .exact_families import ExactLosses, ExactNN, ExactSelections
 from .rational import QArray
-from .symbolic import sympy
+from .symbolic import MAX_CLOSED_FORM, sympy, tree_size
 
 
 class ExactBackend(ExactLosses, ExactSelections, ExactNN):
@@ -37,6 +37,7 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN):
         self.symbols = symbols
         self.closed = closed
         self.undecided: list[str] = []
+        self._sizes: dict = {}    # closed form -> its tree size (check_size), shared parts measured once
 
     def notes(self) -> list[str]:
         """What the run could not decide (a certified sign that stayed open at the largest precision)."""
@@ -239,7 +240,19 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN):
         refuse_nonfinite(op, [x for x in ins if x is not None], out, loc)
         if op.grows:
             refuse_overflow(out, self.dtype, loc, f"this op ({op.node})")
+        self.check_size(out, loc, f"this op ({op.node})")
         return out
+
+    def check_size(self, x, loc, what: str) -> None:
+        """Refuse a closed form (free symbols) grown past :data:`MAX_CLOSED_FORM` tree nodes in one
+        element: its text would take gigabytes. Known before any of it is printed."""
+        if x.kind != "elements":
+            return
+        for e in x.elems.reshape(-1).tolist():
+            if type(e) is not E.fmpq and tree_size(e, self._sizes) > MAX_CLOSED_FORM:
+                raise ProblemError(loc, f"{what} gives a closed form of more than {MAX_CLOSED_FORM:,} terms in the "
+                                        "free symbols, whose text would run to megabytes per element; give the "
+                                        "symbols values (symbols:) and solve with --numeric, or use fewer layers")
 
 
 # ----------------------------------------------------------------------------- refusals

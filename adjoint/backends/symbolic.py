@@ -57,6 +57,31 @@ def s_sym(x):
     return x
 
 
+#: Largest closed form of one element, counted as its printed tree (a shared part counts once
+#: per use, as the text repeats it): free symbols through many layers grow it 2-4x per layer.
+MAX_CLOSED_FORM = 200_000
+
+
+def tree_size(e, memo: dict) -> int:
+    """Nodes of a SymPy element's expression as a tree (what its text grows with), computed over
+    its DAG with ``memo`` (expression -> size), so each shared part is measured once."""
+    if type(e) is fmpq or not getattr(e, "args", None):
+        return 1
+    stack = [e]
+    while stack:
+        x = stack[-1]
+        if x in memo:
+            stack.pop()
+            continue
+        pending = [a for a in x.args if a.args and a not in memo]
+        if pending:
+            stack.extend(pending)
+            continue
+        memo[x] = 1 + sum(memo[a] if a.args else 1 for a in x.args)
+        stack.pop()
+    return memo[e]
+
+
 def has_symbols(x) -> bool:
     """Does a SymPy element contain a free symbol? A walk over the expression's DAG, each shared
     part once (SymPy's ``free_symbols`` walks it as a tree: exponential in a deep chain's depth)."""
