@@ -232,15 +232,16 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN):
 
     # ------------------------------------------------------------------ after each op
     def after_op(self, op, ins, params, out, loc, check: bool):
-        """The -0.0 mask of the result; with ``check`` (forward ops), refuse a forward value
-        PyTorch could not follow exactly."""
+        """The -0.0 mask of the result; refuse a value beyond the dtype's range (PyTorch makes it
+        inf) or a closed form too large to print, wherever the op runs; with ``check`` (the
+        model's forward), also a non-finite value made from finite operands."""
         out = out.with_negzero(result_mask(op, ins, params, out))
-        if not check:
-            return out
-        refuse_nonfinite(op, [x for x in ins if x is not None], out, loc)
-        if op.grows:
-            refuse_overflow(out, self.dtype, loc, f"this op ({op.node})")
+        if op.grows:   # in a hook's body too: PyTorch's float overflows there just the same
+            refuse_overflow(out, self.dtype, loc, f"this op ({op.node})", "change the values so the forward pass "
+                            "stays finite" if check else "change the values or the hook so every value stays finite")
         self.check_size(out, loc, f"this op ({op.node})")
+        if check:
+            refuse_nonfinite(op, [x for x in ins if x is not None], out, loc)
         return out
 
     def check_size(self, x, loc, what: str) -> None:
@@ -278,7 +279,8 @@ _SAFE_BITS = {"float32": 127, "float64": 1023}
 _MAX_TEXT = {"float32": "3.4e38", "float64": "1.8e308"}
 
 
-def refuse_overflow(out: Exact, dtype: str, loc, what: str) -> None:
+def refuse_overflow(out: Exact, dtype: str, loc, what: str,
+                    remedy: str = "change the values so the forward pass stays finite") -> None:
     """A finite exact value PyTorch cannot hold: it becomes inf (and later nan), which no exact
     prediction follows. Closed forms are sized numerically; ones with free symbols are not
     checked (verify binds the symbols, and checks then)."""
@@ -300,8 +302,7 @@ def refuse_overflow(out: Exact, dtype: str, loc, what: str) -> None:
             big = v is not None and abs(v) >= approx_limit
         if big:
             raise ProblemError(loc, f"{what} gives {E.s_sci(e)} at element {_index(idx, out.shape)}, beyond "
-                                    f"{dtype}'s range (about ±{_MAX_TEXT[dtype]}): PyTorch makes it inf; change the "
-                                    "values so the forward pass stays finite")
+                                    f"{dtype}'s range (about ±{_MAX_TEXT[dtype]}): PyTorch makes it inf; {remedy}")
 
 
 def _certified_below(out: Exact, limit) -> bool:
