@@ -46,7 +46,8 @@ DATA = os.path.join(HERE, "data", "verify_v2")
 AGREE = [("inplace", None), ("saved_inplace", None), ("errors", "freed"), ("saved", "whole"),
          ("saved", "scoped"), ("saved", "nested"), ("hooks", "prepend"),
          ("hooks", "global"), ("hooks", "multi"), ("hooks", "removes"),
-         ("hooks", "raises"), ("errors", "stepped"), ("steps", None), ("reregister", None)]
+         ("hooks", "raises"), ("errors", "stepped"), ("steps", None), ("reregister", None),
+         ("tuples_and_views", None)]
 #: Where the engine and PyTorch disagree today (findings for the engine; strict xfail: the day
 #: one passes, the entry must go). Key: file stem::variant -> what differs.
 DISAGREE: dict[str, str] = {}
