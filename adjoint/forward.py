@@ -147,6 +147,7 @@ class _Pass:
         self.m.reg.bound(name, t)
 
     def run(self) -> ForwardResult:
+        self.m.reg.forward_begins()
         for name, t in self.m.leaves.items():
             self.bind(name, t, None)
         root = self.p.model

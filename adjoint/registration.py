@@ -33,6 +33,7 @@ class Registrations:
         self.handles: dict[int, list] = {}            # hook index -> [(HookDict, handle id)]
         self.attached: dict[int, set] = {}            # hook index -> ids of tensors / nodes it is on
         self.names: dict[str, Tensor] = {}            # the latest tensor of every bound name
+        self.current: dict[str, Tensor] = {}          # the names the current (or last) forward bound
         self.retained: dict[int, tuple] = {}          # tensor id -> (Tensor, [names]) with retain_grad, in order
         self._by_target: dict | None = None           # hook target -> hook indices (see _targeting)
         self._saved: list | None = None               # saved_tensors hook indices (see _saved_tensors_hooks)
@@ -69,6 +70,7 @@ class Registrations:
         """The forward bound ``name`` to ``t``: attach the active hooks that target it (once per
         tensor: a leaf bound again by the next forward keeps its hooks)."""
         self.names[name] = t
+        self.current[name] = t
         if not isinstance(t, Tensor):
             return
         for index in sorted(self.active.intersection(self._targeting(name))):
@@ -100,6 +102,10 @@ class Registrations:
         if self._saved is None:
             self._saved = [i for i, h in enumerate(self.hooks) if h.on == "saved_tensors"]
         return self._saved
+
+    def forward_begins(self) -> None:
+        """A forward pass begins: names bound from now on are its own (see :meth:`try_multi_grad`)."""
+        self.current = {}
 
     def forward_starts(self) -> list:
         """A forward pass starts: the saved-tensor hooks active over the whole forward."""
@@ -187,10 +193,12 @@ class Registrations:
         self.handles[index].append((hooks, self.rt.add_hook(hooks, UserNodeHook(hook))))
 
     def try_multi_grad(self, hook) -> None:
-        """register_multi_grad_hook as soon as every listed tensor exists (once per set of tensors)."""
-        if not all(n in self.names and isinstance(self.names[n], Tensor) for n in hook.tensors):
+        """register_multi_grad_hook as soon as every listed tensor exists in the current forward
+        (once per set of tensors): the user's registration line runs in each forward, on that
+        forward's tensors, never on a mix of an earlier forward's and this one's."""
+        if not all(isinstance(self.current.get(n), Tensor) for n in hook.tensors):
             return
-        tensors = [self.names[n] for n in hook.tensors]
+        tensors = [self.current[n] for n in hook.tensors]
         ids = {t.id for t in tensors}
         if self.attached[hook.index] != ids:
             self.attached[hook.index] = ids

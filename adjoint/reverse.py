@@ -132,6 +132,8 @@ class Engine:
         root = req.root
         result = BackwardResult([None] * len(req.inputs), calls_start=len(rt.log))
         self.result = result
+        rt.graph_tasks += 1
+        self.task = rt.graph_tasks          # torch._C._current_graph_task_id: one per backward call
         self.retain_graph = req.retain_graph
         root_edge = rt.gradient_edge(root)
         root_grad = req.grad_output if req.grad_output is not None else B.full(root.shape, 1)
@@ -450,9 +452,9 @@ class Engine:
     def multi_grad(self, entry: MultiGradInner, grad) -> None:
         state = entry.state
         hook = state.hook
-        if hook.mode == "any":
-            if not state.ran:
-                state.ran = True
+        if hook.mode == "any":   # the first of its tensors' gradients in each backward call (graph task)
+            if self.task not in state.ran:
+                state.ran.add(self.task)
                 self.fire_hook(hook, {"grad": grad}, None, None)
             return
         if state.count == 0:

@@ -82,6 +82,7 @@ class Runtime:
         self.quiet = 0                        # > 0 inside a Function's forward or a pack hook
         self.applications: list[Application] = []   # every op of the forward (see graph.Application)
         self.progress = None                  # callable(stage, done, total) told of the work done (a progress bar)
+        self.graph_tasks = 0                  # backward calls so far (each is one graph task)
 
     @property
     def active(self) -> bool:

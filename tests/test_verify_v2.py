@@ -47,7 +47,7 @@ AGREE = [("inplace", None), ("saved_inplace", None), ("errors", "freed"), ("save
          ("saved", "scoped"), ("saved", "nested"), ("hooks", "prepend"),
          ("hooks", "global"), ("hooks", "multi"), ("hooks", "removes"),
          ("hooks", "raises"), ("errors", "stepped"), ("steps", None), ("reregister", None),
-         ("tuples_and_views", None)]
+         ("tuples_and_views", None), ("multi_grad_passes", None)]
 #: Where the engine and PyTorch disagree today (findings for the engine; strict xfail: the day
 #: one passes, the entry must go). Key: file stem::variant -> what differs.
 DISAGREE: dict[str, str] = {}
