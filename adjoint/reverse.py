@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .errors import ProblemError
+from .exact import ExactLimit
 from .graph import Node, Tensor
 from .modules import LegacyHook, ModuleInputHook, ModuleOutputHook, MultiGradInner, UserNodeHook, UserTensorHook
 from .runtime import CallRecord, Runtime, TorchError
@@ -333,7 +334,10 @@ class Engine:
         for sv in node.saved:
             spec = next(s for s in node.op.saves if s.name == sv.name)
             (ins if spec.what == "in" else outs)[spec.index] = saved[id(sv)]
-        grads = node.op.vjp(B, list(inputs), ins, outs, node.params, need)
+        try:
+            grads = node.op.vjp(B, list(inputs), ins, outs, node.params, need)
+        except ExactLimit as exc:
+            raise ProblemError(node.loc, f"the backward of {node.name}: {exc}") from None
         for g in grads:
             if g is not None:
                 B.check_size(g, node.loc, f"the backward of {node.name}")

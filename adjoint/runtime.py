@@ -146,6 +146,20 @@ class Runtime:
         return t.grad_accumulator
 
     # ------------------------------------------------------------------ ops
+    def _check_size(self, op, shapes, loc) -> None:
+        """Refuse an op whose result the value backend cannot hold (known from the shapes, before
+        any value is computed): a broadcast or expand to hundreds of millions of elements."""
+        limit = self.B.max_elements
+        for shape in shapes:
+            n = 1
+            for d in shape:
+                n *= d
+            if limit is not None and n > limit:
+                raise ProblemError(loc, f"this op ({op.node}) makes a tensor of shape {list(shape)}, {n:,} elements, "
+                                        f"more than the {self.B.name} mode holds ({limit:,}); use smaller shapes"
+                                        + (", or --float64 / --structure" if self.B.name == "exact" else
+                                           ", or --structure" if self.B.name == "float64" else ""))
+
     def apply(self, opname: str, ins: list, params, loc, check: bool | None = None):
         """Run one primitive as PyTorch's autograd kernel would; returns the output Tensor
         (a tuple of them for a multi-output op)."""
@@ -156,6 +170,7 @@ class Runtime:
         ts = [x if isinstance(x, Tensor) or x is None else self.wrapped_number(x) for x in ins]
         out_shape = op.shape([t.shape if t is not None else None for t in ts], params, loc)
         multi = op.outputs != 1
+        self._check_size(op, out_shape if multi else [out_shape], loc)
         diff = op.differentiable or (True,) * len(ts)
         rg = [d and t is not None and t.requires_grad for t, d in zip(ts, diff)]
         node = None
@@ -169,7 +184,7 @@ class Runtime:
         try:
             raw = op.forward(self.B, values, params)
         except ExactLimit as exc:
-            raise ProblemError(loc, f"{exc}; use a smaller power") from None
+            raise ProblemError(loc, str(exc)) from None
         raws = list(raw) if multi else [raw]
         check = self.active if check is None else check
         outs_v = [self.B.after_op(op, values, params, v, loc, check) for v in raws]

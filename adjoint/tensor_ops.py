@@ -24,7 +24,8 @@ from . import tensor_ieee as I
 from .backends import balls as Bl
 from .backends import forms as F
 from .backends import rational as R
-from .backends.symbolic import check_exponent, s_div, s_mul, s_norm, s_pow, s_sym, sympy
+from .backends.symbolic import (MAX_CLOSED_PRODUCTS, ExactLimit, check_exponent, s_div, s_mul, s_norm, s_pow, s_sym,
+                                sympy)
 from .exact import Exact, Real, _is_special
 
 fmpq = flint.fmpq
@@ -412,6 +413,10 @@ def matmul2d(x: Exact, y: Exact) -> Exact:
     if kind == "rational":
         return Exact.from_q(R.matmul(x.qa, y.qa))
     if kind == "elements":
+        if m * k * n > MAX_CLOSED_PRODUCTS:
+            raise ExactLimit(f"a product of ({m}, {k}) and ({k}, {n}) closed forms (free symbols) needs {m * k * n:,} "
+                             f"symbolic products, more than {MAX_CLOSED_PRODUCTS:,}; give the symbols values "
+                             "(symbols:) and solve with --numeric, or use smaller matrices")
         a, b = x.as_sym().elems, y.as_sym().elems
         sp = sympy()
         out = np.empty((m, n), dtype=object)

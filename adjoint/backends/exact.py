@@ -31,6 +31,7 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN):
     precision could decide (:meth:`notes`)."""
 
     name = "exact"
+    max_elements = 5_000_000   # per tensor: exact elements are Python integers (tens of bytes each)
 
     def __init__(self, dtype: str = "float32", symbols: dict | None = None, closed: bool = False):
         self.dtype = dtype

@@ -78,6 +78,7 @@ class Float64Backend:
     """numpy float64 values; the method API of :class:`adjoint.backends.exact.ExactBackend`."""
 
     name = "float64"
+    max_elements = 100_000_000   # per tensor: 800 MB of doubles
     closed = False
 
     def __init__(self, dtype: str = "float32", symbols: dict | None = None):

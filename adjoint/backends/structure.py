@@ -75,6 +75,7 @@ class StructureBackend:
     """Shapes only; the method API of :class:`adjoint.backends.exact.ExactBackend`."""
 
     name = "structure"
+    max_elements = None   # shapes only: no limit
     closed = False
 
     def __init__(self, dtype: str = "float32", symbols: dict | None = None):
