@@ -263,3 +263,34 @@ def test_solve_progress_bar_draws_after_its_delay(capsys, monkeypatch):
     bar.finish()
     err = capsys.readouterr().err
     assert "solving p.yaml" in err and "backward 3/12" in err and "[######" in err and err.endswith("\r")
+
+
+def test_answer_mode_flags():
+    """--float64: decimals, exact fields null; --structure: every value field null, shapes kept;
+    both at once: a usage error (exit 2)."""
+    path = os.path.join(ROOT, "problems", "slinear.yaml")
+    code, out, _ = run("solve", path, "--json", "--variant", "rescaled")
+    exact = strict_json(out)["variants"]["rescaled"]
+    code, out, _ = run("solve", path, "--json", "--variant", "rescaled", "--float64")
+    assert code == 0
+    f64 = strict_json(out)["variants"]["rescaled"]
+    assert f64["grads"]["x"]["exact"] is None
+    assert f64["grads"]["x"]["value"] == pytest.approx(exact["grads"]["x"]["value"], rel=1e-12)
+    # doubled by the hook (the README's hand-derived -11951973/48828125), to double rounding
+    assert f64["grads"]["x"]["value"] == [pytest.approx(-11951973 / 48828125, rel=1e-14)]
+    code, out, _ = run("solve", path, "--json", "--variant", "rescaled", "--structure")
+    assert code == 0
+    shaped = strict_json(out)["variants"]["rescaled"]
+    assert shaped["grads"]["x"] == {"shape": [1], "value": None, "exact": None}
+    assert [c["kind"] for c in shaped["hook_calls"]] == [c["kind"] for c in exact["hook_calls"]]
+    code, _, err = run("solve", path, "--float64", "--structure")
+    assert code == 2 and "two answer modes" in err
+
+
+@pytest.mark.torch
+def test_verify_in_each_mode():
+    path = os.path.join(ROOT, "problems", "slinear.yaml")
+    for flag in ("--float64", "--structure"):
+        code, out, _ = run("verify", path, flag)
+        assert code == 0, out
+        assert "0 mismatches" in out
