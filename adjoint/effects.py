@@ -116,17 +116,7 @@ def _ratio(before, after):
     if not isinstance(before, Exact) or not isinstance(after, Exact):
         return _float_ratio(before.flat(), after.flat())   # --float64
     if before.rational and after.rational:
-        ratio = None
-        for x, y in zip(before.flat(), after.flat()):
-            if x == 0:
-                if y != 0:
-                    return None
-                continue
-            r = y / x
-            if ratio is None:
-                ratio = r
-            elif r != ratio:
-                return None
+        ratio = rational_ratio(before, after)
         return ratio if ratio is not None and ratio != 0 and ratio != 1 else None
     b, a = before.floats(), after.floats()
     if b is None or a is None:
@@ -141,6 +131,24 @@ def _ratio(before, after):
     if guess in (0, 1) or not after.equals(E.mul(before, Exact.full(before.shape, guess))):
         return None
     return E.q(guess)
+
+
+def rational_ratio(p: Exact, q: Exact):
+    """c with q == c * p elementwise, both rational (p nonzero somewhere), else None."""
+    if p.shape != q.shape or not (p.rational and q.rational):
+        return None
+    c = None
+    for x, y in zip(p.flat(), q.flat()):
+        if x == 0:
+            if y != 0:
+                return None
+            continue
+        r = y / x
+        if c is None:
+            c = r
+        elif r != c:
+            return None
+    return c
 
 
 def _float_ratio(before: list[float], after: list[float]):

@@ -62,18 +62,6 @@ def same(p: Exact | None, q: Exact | None) -> bool:
 
 
 def ratio(p: Exact, q: Exact):
-    """c with q == c * p elementwise (p nonzero somewhere), else None."""
-    if p.shape != q.shape or not (p.rational and q.rational):
-        return None
-    c = None
-    for x, y in zip(p.flat(), q.flat()):
-        if x == 0:
-            if y != 0:
-                return None
-            continue
-        r = y / x
-        if c is None:
-            c = r
-        elif r != c:
-            return None
-    return c
+    """c with q == c * p elementwise (p nonzero somewhere), else None (both rational)."""
+    from ..effects import rational_ratio
+    return rational_ratio(p, q)
