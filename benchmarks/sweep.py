@@ -3,9 +3,9 @@
     python benchmarks/sweep.py --n 2000 --seed 1            # the target sweep
     python benchmarks/sweep.py --n 200 --seed 7 --jobs 2    # quicker, on two cores
 
-Problem ``i`` of seed ``s`` is ``tests/gen_problems.generate(random.Random(f"{s}-{i}"))``, so
+Problem ``i`` of seed ``s`` is ``tests/gen.generate(random.Random(f"{s}-{i}"))``, so
 any one can be regenerated alone (``--only i``). Each is checked like tests/test_differential.py
-does (:func:`gen_problems.check`: every variant solved, run in real torch, compared). Prints
+does (:func:`gen.check`: every variant solved, run in real torch, compared). Prints
 how many problems and variants were tried, how many disagreed (mismatch, solve refusing
 what PyTorch runs, a traceback), timeouts, timings, and the features covered with counts;
 writes every disagreeing or timed-out problem, with what went wrong appended as comments,
@@ -24,8 +24,9 @@ from collections import Counter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+sys.path.insert(0, os.path.dirname(HERE))   # this checkout's adjoint, not an installed one
 
-import gen_problems as G  # noqa: E402
+import gen as G  # noqa: E402
 
 DISAGREE = ("crash", "harness", "invalid", "refused", "mismatch")
 

@@ -1,4 +1,4 @@
-"""Differential testing: random valid problems (tests/gen_problems.py), solved exactly by
+"""Differential testing: random valid problems (the package tests/gen/), solved exactly by
 adjoint and run in real PyTorch 2.13 (adjoint.torchside), must agree on everything the
 contract's JSON holds (loss, forward values, every hook call with its arguments and return,
 every .grad, autograd.grad's results), within adjoint.compare's tolerances.
@@ -16,7 +16,7 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, note, settings
 
-from gen_problems import check, coverage, generate_spec, problems
+from gen import check, coverage, generate_spec, problems
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REGRESSIONS = sorted(glob.glob(os.path.join(HERE, "data", "regressions", "*.yaml")))
