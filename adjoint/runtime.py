@@ -213,6 +213,10 @@ class Runtime:
         B = self.B
         t.view_of = lambda base_value: view_value(B, base_value, chain)
         t.creation = src.creation
+        if t.creation and t.creation[0] in ("custom", "multi"):
+            # a view of such a view keeps its creation kind, but PyTorch's message then names
+            # the newest view's own node ("Output 0 of Select is a view ..."), not the first one
+            t.creation = (t.creation[0], short_name(op.node))
         if op.outputs != 1:
             t.creation = ("multi", short_name(op.node))
         elif not self.grad_enabled and root.requires_grad:

@@ -459,3 +459,42 @@ def test_overflow_is_inf_in_torch_and_refused_by_solve():
         assert pred.grads["x"].strings() == ["0", "0"]
     # and a literal beyond the range is inf in torch.tensor already
     assert torch.isinf(torch.tensor([1e39], dtype=torch.float32))[0]
+
+
+# 15. an in-place write into a view of a view PyTorch forbids writing (an output of
+# BackwardHookFunction, which full backward hooks wrap, or of a multi-output op): the
+# message names the newest view's own node, "Output 0 of Select", not the first view's
+# (found by the differential sweep: tests/data/regressions/view_of_wrapped_output_inplace.yaml)
+def test_inplace_on_a_view_of_a_forbidden_view_names_the_newest_view():
+    def wrapped(write):
+        m = nn.Identity()
+        m.register_full_backward_hook(lambda *a: None)
+        h = m(torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=F64, requires_grad=True) * 1)
+        try:
+            write(h)
+        except RuntimeError as exc:
+            return str(exc)
+
+    def chunked(write):
+        h = (torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=F64, requires_grad=True) * 1).chunk(2)[1]
+        try:
+            write(h)
+        except RuntimeError as exc:
+            return str(exc)
+
+    cases = {"h[0, 0] = 5": (wrapped, lambda h: h.__setitem__((0, 0), 5.0)),
+             "h[0:1].mul_(2)": (wrapped, lambda h: h[0:1].mul_(2)),
+             "h.t().mul_(2)": (wrapped, lambda h: h.t().mul_(2)),
+             "h.view(-1).relu_()": (wrapped, lambda h: h.view(-1).relu_()),
+             "h.mul_(2)": (wrapped, lambda h: h.mul_(2)),
+             "k = h.chunk(2)[1]\n    k[0].mul_(2)": (chunked, lambda h: h[0].mul_(2)),
+             "k = h.chunk(2)[1]\n    k.mul_(2)": (chunked, lambda h: h.mul_(2))}
+    for stmt, (make, write) in cases.items():
+        want = make(write)
+        assert want and "is a view and is being modified inplace" in want, stmt
+        head = "    h = c0(x * 1)\n" if make is wrapped else "    h = x * 1\n"
+        text = ("name: v\ndtype: float64\ninputs:\n  x: {value: [[1, 2], [3, 4]], requires_grad: true}\n"
+                "model:\n  children:\n    c0: {type: Identity}\n  forward: |\n" + head + f"    {stmt}\n"
+                "    return h\nloss: \"sum(y)\"\nhooks:\n  - {module: c0, kind: full_backward}\n")
+        pred = solve(text)
+        assert pred.error is not None and pred.error.message == want, (stmt, pred.error, want)

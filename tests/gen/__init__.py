@@ -49,7 +49,7 @@ import random
 from .check import BAD, GOOD, Outcome, check
 from .coverage import coverage
 from .emit import to_yaml
-from .exprs import NoExpr
+from .trees import NoExpr
 from .modules import Gen
 from .rand import Src
 from .specs import ProblemSpec

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction as Fr
 
 from .specs import HookSpec, Leaf, Mod, ProblemSpec
-from .trees import REDUCTIONS
+from .trees import REDUCTIONS, tensor_items
 
 # Mirrors adjoint's contract / nn.Module._call_impl: for one variant, which tensor requires
 # grad, whether it has a grad_fn, and the edges of that grad_fn.
@@ -22,6 +22,7 @@ class Info:
     nr: int = 0               # which output of the grad_fn this tensor is
     deps: frozenset = frozenset()   # named tensors requiring grad that this one depends on
     leaf: bool = False
+    known: bool = True        # edges/nouts/nr modelled (False: v2 ops, in-place: observe-only node hooks)
 
 
 def _node(shape, edges, deps, nouts=1, nr=0) -> Info:
@@ -54,6 +55,7 @@ class Analysis:
         self.params: dict[str, Info] = {}
         self.root: Info | None = None
         self.ops: Counter = Counter()     # coverage: matmul ranks, broadcasting, mixed inputs
+        self.inplace: set[str] = set()    # names written in place (the grad_fn they end with is not modelled)
         self.run()
 
     def leaf_info(self, leaf: Leaf, name: str) -> Info:
@@ -136,11 +138,45 @@ class Analysis:
             slots = list(args) + [self.params[p.name] for p in mod.params]
             return _node(mod.out_shape, tuple(s.rg for s in slots), frozenset().union(*(s.deps for s in slots)))
         prefix = f"{callid}." if mod.path else ""
-        for name, tree in mod.lines:
-            env[name] = self.bind(prefix + name, self.eval(tree, env, mod))
+        for line in mod.lines:
+            self.line(line, env, mod, prefix, grad=True)
         out = self.eval(mod.ret, env, mod)
         assert out.shape == tuple(mod.out_shape), (mod.label, out.shape, mod.out_shape)
         return out
+
+    def line(self, line, env: dict, mod: Mod, prefix: str, grad: bool) -> None:
+        """One line of a forward: ``(name, tree)`` or a v2 statement (``grad``: grad mode)."""
+        if isinstance(line, tuple):
+            name, tree = line
+            info = self.eval(tree, env, mod)
+            if not grad:
+                info = Info(info.shape, False)
+            env[name] = self.bind(prefix + name, info)
+            return
+        st = line
+        if st.kind == "with":
+            for b in st.body:
+                self.line(b, env, mod, prefix, grad=False)
+            return
+        if st.kind == "unpack":
+            src = self.eval(st.tree, env, mod)
+            for n, shp in zip(st.names, st.shapes):
+                info = Info(tuple(shp), src.rg, src.rg, (), 1, 0, src.deps, known=False)
+                env[n] = self.bind(prefix + n, info)
+            return
+        # in place: the target (and the base written through) may now require grad
+        vals = [self.eval(st.tree, env, mod)] if st.tree is not None else []
+        vals += [self.eval(a, env, mod) for a in st.args if a[0] not in ("lit", "kw")]
+        vals = [v for v in vals if isinstance(v, Info)]
+        self.inplace.add(prefix + st.target)
+        for n in [st.target] + ([st.base] if st.base else []):
+            old = env[n]
+            rg = old.rg or (grad and any(v.rg for v in vals))
+            deps = old.deps.union(*(v.deps for v in vals)) if rg else frozenset()
+            env[n] = Info(old.shape, rg, rg and not old.leaf, (), 1, 0, deps, old.leaf, known=False)
+            if prefix + n in self.names:
+                self.names[prefix + n] = replace(self.names[prefix + n], known=False)
+                self.inplace.add(prefix + n)
 
     # ------------------------------------------------------------------ expressions
     def eval(self, t, env: dict, mod: Mod | None):
@@ -160,6 +196,13 @@ class Analysis:
             args = [self.eval(a, env, mod) for a in t[2]]
             assert [a.shape for a in args] == [tuple(x) for x in child.in_shapes], (child.path, args)
             return self.call(child, args)
+        if k in ("op", "sub", "attr"):
+            args = [self.eval(a, env, mod) for a in tensor_items(t)]
+            args = [a for a in args if isinstance(a, Info)]
+            shape = t[6] if k == "op" else t[3]
+            rg = any(a.rg for a in args) and not (k == "op" and t[7] == "detach")
+            return Info(tuple(shape), rg, rg, (), 1, 0, frozenset().union(*(a.deps for a in args)) if rg else frozenset(),
+                        known=False)
         if k == "neg":
             a = self.eval(t[1], env, mod)
             return _node(a.shape, (a.rg,), a.deps)

@@ -9,9 +9,21 @@ from .specs import ProblemSpec
 from .trees import op_names, src
 
 
+def _line_names(line, c: Counter) -> None:
+    if isinstance(line, tuple):
+        op_names(line[1], c)
+        return
+    c[f"stmt {line.label}"] += 1
+    for t in ([line.tree] if line.tree is not None else []) + [a for a in line.args if a[0] not in ("lit", "kw")]:
+        op_names(t, c)
+    for b in line.body:
+        _line_names(b, c)
+
+
 def coverage(p: ProblemSpec) -> Counter:
     """Feature counts of one problem: module types, expression ops, hook kinds, backward forms."""
     c: Counter = Counter()
+    c.update(p.features)
     for m in p.model.walk():
         if m.type == "Linear":
             ranks = {len(s) for s in m.in_shapes}
@@ -24,10 +36,10 @@ def coverage(p: ProblemSpec) -> Counter:
         else:
             c["module custom" + (" multi-input" if len(m.inputs) > 1 else "") +
               (" multi-line" if m.lines else "")] += 1
-            for _, t in m.lines:
-                op_names(t, c)
+            for line in m.lines:
+                _line_names(line, c)
             op_names(m.ret, c)
-            calls = Counter(t[1] for _, t in m.lines if t[0] == "call")
+            calls = Counter(ln[1][1] for ln in m.lines if isinstance(ln, tuple) and ln[1][0] == "call")
             if any(v > 1 for v in calls.values()):
                 c["child called twice"] += 1
         for prm in m.params:

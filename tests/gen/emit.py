@@ -6,6 +6,7 @@ import json
 from fractions import Fraction as Fr
 
 from .specs import BackwardSpec, HookSpec, Leaf, Mod, ProblemSpec
+from .program import stmt_lines
 from .trees import num_text, src
 
 def _lit(shape: tuple, values: list) -> str:
@@ -69,13 +70,13 @@ def _module_yaml(m: Mod, indent: int) -> list[str]:
             out.append(f"{pad}forward: {_q(src(m.ret))}")
         elif m.as_list:
             out.append(f"{pad}forward:")
-            for name, tree in m.lines:
-                out.append(f"{pad}  - {_q(f'{name} = {src(tree)}')}")
+            for line in m.lines:
+                out.extend(f"{pad}  - {_q(text)}" for text in stmt_lines(line))
             out.append(f"{pad}  - {_q('return ' + src(m.ret))}")
         else:
             out.append(f"{pad}forward: |")
-            for name, tree in m.lines:
-                out.append(f"{pad}  {name} = {src(tree)}")
+            for line in m.lines:
+                out.extend(f"{pad}  {text}" for text in stmt_lines(line))
             out.append(f"{pad}  return {src(m.ret)}")
         if m.function is not None:
             out.append(f"{pad}function:")

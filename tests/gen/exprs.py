@@ -6,7 +6,8 @@ from fractions import Fraction as Fr
 from typing import TYPE_CHECKING
 
 from .analysis import broadcast
-from .trees import RATIONAL_UNARY, REDUCTIONS, UNARY_ELEMENTWISE
+from .trees import RATIONAL_UNARY, REDUCTIONS, UNARY_ELEMENTWISE, NoExpr
+from .viewexprs import V2Exprs
 
 if TYPE_CHECKING:
     from .modules import Gen
@@ -14,10 +15,10 @@ if TYPE_CHECKING:
     from .specs import Mod
 
 MAX_EXPR_DEPTH = 3
+#: The weight of a v2 form (method, view, indexing...) among the other kinds (23 in all).
+V2_WEIGHT = 12
 
 
-class NoExpr(Exception):
-    """No expression of the requested shape can be made here: a dead end, drawn again."""
 
 
 def _broadcastable(a: tuple, b: tuple) -> bool:
@@ -36,7 +37,7 @@ def _sub_shape(shape: tuple, s: Src) -> tuple:
     return tuple(d if s.coin(0.7) else 1 for d in tail)
 
 
-class ExprCtx:
+class ExprCtx(V2Exprs):
     """Generates expression trees of a requested shape over the names of one forward (or the loss)."""
 
     def __init__(self, g: Gen, mod: Mod | None, allow_params: bool, allow_targets: bool):
@@ -135,6 +136,8 @@ class ExprCtx:
             options.append((1, "t"))
         if 1 <= len(shape) <= 3:
             options.append((3, "matmul"))
+        if self.g.v2:
+            options.append((V2_WEIGHT, "v2"))
         kind = s.weighted(options)
         try:
             return self._expr(kind, shape, depth)
@@ -193,6 +196,8 @@ class ExprCtx:
             return ("b", "**", self.positive(a_shape, d), self.expr(b_shape, d))
         if kind == "matmul":
             return self.matmul(shape, d)
+        if kind == "v2":
+            return self.v2_expr(shape, depth)
         # binary elementwise
         op = s.weighted([(3, "+"), (3, "-"), (3, "*"), (2, "/")])
         form = s.weighted([(6, "tt"), (2, "tn"), (2, "nt")])

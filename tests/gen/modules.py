@@ -8,16 +8,22 @@ from fractions import Fraction as Fr
 from .analysis import Analysis, broadcast
 from .exprs import MAX_EXPR_DEPTH, ExprCtx, _broadcastable, _sub_shape
 from .hooks import HookGen
+from .program import ProgramGen
 from .rand import Src
-from .specs import BackwardSpec, FnSpec, Leaf, Mod, ProblemSpec
+from .specs import BackwardSpec, FnSpec, Leaf, Mod, ProblemSpec, Stmt
 from .trees import ODD_VALUES, TRANSCENDENTAL_BUDGET, VALUES
 
 #: How often a custom forward is written as a YAML list of lines instead of a block string
 #: (once refused by adjoint: tests/data/regressions/forward_as_yaml_list.yaml).
 FORWARD_AS_LIST = 0.2
+#: The share of problems written with the v2 contract's features (methods, views, indexing,
+#: in-place statements, no_grad blocks, v2 hook kinds and options, steps, PyTorch errors).
+V2_SHARE = 0.7
+#: How often a custom forward of a v2 problem gets statements.
+STATEMENT_P = 0.6
 
 
-class Gen(HookGen):
+class Gen(HookGen, ProgramGen):
     def __init__(self, s: Src, budget: int = TRANSCENDENTAL_BUDGET):
         self.s = s
         self.counter = Counter()
@@ -25,6 +31,8 @@ class Gen(HookGen):
         self.inputs: list[Leaf] = []
         self.budget = budget
         self.mult = 1          # how many times the module being generated will run
+        self.v2 = False        # this problem uses the v2 contract's forms (drawn in problem())
+        self.v2_used: Counter = Counter()   # v2 forms and statements made (coverage)
 
     def spend(self) -> bool:
         """Take one transcendental op (times the number of calls of the module it is in)
@@ -68,6 +76,7 @@ class Gen(HookGen):
     # ------------------------------------------------------------------ problem
     def problem(self) -> ProblemSpec:
         s = self.s
+        self.v2 = s.coin(V2_SHARE)
         n_in = s.weighted([(6, 1), (3, 2), (1, 3)])
         root_kind = "custom" if n_in > 1 else s.weighted([(4, "Sequential"), (4, "custom"), (1, "Linear"),
                                                           (1, "elementwise"), (1, "function")])
@@ -92,6 +101,9 @@ class Gen(HookGen):
         if not self.ensure_grad(p):
             return p
         self.hooks_and_variants(p)
+        p.features.update(self.v2_used)
+        if self.v2:
+            p.features["v2 problem"] += 1
         return p
 
     def shape_min_rank(self, r: int) -> tuple:
@@ -248,6 +260,11 @@ class Gen(HookGen):
             ctx.env[local] = shp
             ctx.weights[local] = 8
             unused.append(local)
+        # v2 statements: in place, index assignment, unpacking, no_grad blocks
+        if self.v2 and s.coin(STATEMENT_P):
+            self.statements(mod, ctx, unused, {ln[0]: ln[1] for ln in mod.lines if isinstance(ln, tuple)})
+            if any(isinstance(ln, Stmt) and ln.kind == "with" for ln in mod.lines):
+                mod.as_list = False
         # the result
         choices = list(in_shapes) + [ctx.env[u] for u in unused[-2:]] + [self.shape()]
         out_shape = s.choice(choices)

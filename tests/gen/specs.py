@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction as Fr
 
@@ -56,6 +57,23 @@ class Mod:
 
 
 @dataclass
+class Stmt:
+    """A v2 statement of a custom forward (a line is else ``(name, tree)``)."""
+
+    kind: str                 # aug | inplace | setitem | unpack | with
+    target: str = ""          # the name written to (in place), or the base name of an indexed write
+    tree: object = None       # aug / setitem: the value; unpack: the tuple-valued op
+    op: str = ""              # aug: + - * /; inplace: the method (mul_, relu_, ...)
+    args: tuple = ()          # inplace: its argument items (trees or ('lit', text) / ('kw', ...))
+    index: str = ""           # setitem / aug on a subscript: the index text
+    names: tuple = ()         # unpack: the names bound; with: unused
+    shapes: tuple = ()        # unpack: their shapes
+    body: list = field(default_factory=list)   # with: its lines ((name, tree) or Stmt)
+    base: str = ""            # in place on a named view: the base it writes through
+    label: str = ""           # the coverage key
+
+
+@dataclass
 class HookSpec:
     on: str                   # module | tensor | node
     target: str
@@ -97,3 +115,5 @@ class ProblemSpec:
     backward: BackwardSpec
     variants: list | None     # VariantSpec, or None: no variants key
     dtype: str | None         # None: no dtype key (float32)
+    features: Counter = field(default_factory=Counter)   # v2 features drawn (coverage)
+    steps: list | None = None  # top-level steps (StepSpec), None: the default forward, backward
