@@ -455,11 +455,22 @@ class Engine:
             state.buffer = None
 
     def will_execute(self, t: Tensor) -> bool:
-        """torch._C._will_engine_execute_node of the tensor's grad_fn (or grad accumulator)."""
+        """torch._C._will_engine_execute_node of the tensor's grad_fn (or grad accumulator).
+
+        The backward's own root node is never in the graph task's node set (it is where the
+        walk starts), so it answers False: a multi-grad hook over the tensor backward starts
+        from waits for one call fewer (and fires once per call when that was its only other
+        tensor). During autograd.grad, the accumulator of a leaf whose gradient is captured
+        makes PyTorch raise."""
         node = t.grad_fn if t.grad_fn is not None else t.grad_accumulator
-        if node is None or (node not in self.deps and node is not self.root_node):
+        if node is None or node is self.root_node or node not in self.deps:
             return False
-        return not self.exec_info or self.should_execute(node)
+        if not self.exec_info:
+            return True
+        if t.grad_fn is None and self.exec_info.get(node, {}).get("captures"):
+            raise TorchError("RuntimeError", "A leaf node was passed to _will_engine_execute_node but we are currently "
+                                             "running autograd.grad(). This is currently not supported.")
+        return self.should_execute(node)
 
     # ------------------------------------------------------------ checks
     def check_same(self, hook, returned, shape) -> None:

@@ -51,6 +51,7 @@ class Analysis:
         for h in hooks:
             if h.on == "module" and h.when != "after_forward":
                 self.mhooks.setdefault(h.target, []).append(h)
+        self.ghooks = [h for h in hooks if h.on == "global"]   # fire for every module call
         self.globals: dict[str, Info] = {}
         self.params: dict[str, Info] = {}
         self.root: Info | None = None
@@ -85,10 +86,10 @@ class Analysis:
         self.counts[mod.label] += 1
         k = self.counts[mod.label]
         callid = mod.label if k == 1 else f"{mod.label}#{k}"
-        regs = self.mhooks.get(mod.label, [])
+        regs = self.mhooks.get(mod.label, []) + self.ghooks
         args = list(args)
         for h in regs:
-            if h.kind == "forward_pre" and h.returns is not None:
+            if h.kind == "forward_pre" and h.returns is not None and not h.opts.get("with_kwargs"):
                 r = self.eval(h.returns, {"input": tuple(args)}, None)
                 args = list(r) if isinstance(r, tuple) else [r]
         args_rg = tuple(a.rg for a in args)
@@ -100,7 +101,7 @@ class Analysis:
                          a.deps) for i, a in enumerate(args)]
         out = self.forward(mod, args, callid)
         for h in regs:
-            if h.kind == "forward" and h.returns is not None:
+            if h.kind == "forward" and h.returns is not None and h.on == "module":
                 out = self.eval(h.returns, {"input": tuple(args), "output": out}, None)
         wrapped_out = False
         if wrap and out.rg:

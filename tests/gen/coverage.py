@@ -76,6 +76,11 @@ def coverage(p: ProblemSpec) -> Counter:
                     c["hook returns None entries"] += 1
             if h.does:
                 c["hook does:"] += 1
+            for key in h.opts:
+                if key not in ("pack", "unpack"):
+                    c[f"hook option {key}"] += 1
+            if h.on == "node" and h.target in leaves:
+                c["hook node on a leaf (AccumulateGrad)"] += 1
             if h.remove:
                 c[f"hook remove {h.remove}"] += 1
             if h.when:

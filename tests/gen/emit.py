@@ -7,6 +7,7 @@ from fractions import Fraction as Fr
 
 from .specs import BackwardSpec, HookSpec, Leaf, Mod, ProblemSpec
 from .program import stmt_lines
+from .steps import steps_yaml
 from .trees import num_text, src
 
 def _lit(shape: tuple, values: list) -> str:
@@ -91,9 +92,27 @@ def _module_yaml(m: Mod, indent: int) -> list[str]:
 
 
 def _hook_yaml(h: HookSpec) -> str:
-    parts = [f"{h.on}: {_q(h.target)}"]
-    if not (h.on == "tensor" and h.kind == "hook" and h.implicit_kind):
-        parts.append(f"kind: {h.kind}")
+    if h.on == "global":
+        parts = [f"global: {h.kind}"]
+    elif h.on == "multi_grad":
+        parts = [f"multi_grad: [{', '.join(_q(n) for n in h.target.split(','))}]"]
+        if h.kind == "any" or h.implicit_kind:
+            parts.append(f"mode: {h.kind}")
+    elif h.on == "saved_tensors":
+        parts = [f"saved_tensors: {{pack: {_q(h.opts['pack'])}, unpack: {_q(h.opts['unpack'])}}}"]
+        if h.opts.get("scope"):
+            parts.append(f"scope: [{', '.join(_q(n) for n in h.opts['scope'])}]")
+    else:
+        parts = [f"{h.on}: {_q(h.target)}"]
+        if not (h.on == "tensor" and h.kind == "hook" and h.implicit_kind):
+            parts.append(f"kind: {h.kind}")
+    for key in ("prepend", "with_kwargs", "always_call"):
+        if h.opts.get(key):
+            parts.append(f"{key}: true")
+    if h.opts.get("raises"):
+        parts.append(f"raises: {_q(h.opts['raises'])}")
+    if h.opts.get("removes"):
+        parts.append(f"removes: [{', '.join(map(str, h.opts['removes']))}]")
     if h.does:
         parts.append(f"does: {_q(chr(10).join(f'{n} = {src(t)}' for n, t in h.does))}")
     if h.returns is not None:
@@ -140,10 +159,12 @@ def to_yaml(p: ProblemSpec) -> str:
     if not p.backward.empty():
         out.append("backward:")
         out.extend(_backward_yaml(p.backward, 2))
+    if p.steps:
+        out.extend(steps_yaml(p.steps, 0, _leaf_yaml))
     if p.variants is not None:
         out.append("variants:")
         for v in p.variants:
-            if not v.inputs and v.hooks is None and v.backward is None:
+            if not v.inputs and v.hooks is None and v.backward is None and not v.steps:
                 out.append(f"  {v.name}:")
                 continue
             out.append(f"  {v.name}:")
@@ -160,4 +181,6 @@ def to_yaml(p: ProblemSpec) -> str:
             if v.backward is not None and not v.backward.empty():
                 out.append("    backward:")
                 out.extend(_backward_yaml(v.backward, 6))
+            if v.steps:
+                out.extend(steps_yaml(v.steps, 4, _leaf_yaml))
     return "\n".join(out) + "\n"

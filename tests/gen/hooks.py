@@ -8,6 +8,18 @@ from .analysis import Analysis, Info
 from .specs import BackwardSpec, HookSpec, Leaf, Mod, ProblemSpec, VariantSpec
 
 
+#: How often a v2 problem's variant runs ``steps:`` instead of one forward and backward.
+STEPS_P = 0.3
+
+
+def _once(hooks: list) -> None:
+    """With steps, ``remove: before/after_backward`` and ``when:`` are left out (which of the
+    backward steps they mean is not what this generator tests)."""
+    for h in hooks:
+        h.remove = None
+        h.when = None
+
+
 class HookGen:
     """Mixin of :class:`modules.Gen`: hooks, their returns, variants."""
 
@@ -20,6 +32,9 @@ class HookGen:
         mode = s.weighted([(3, "plain"), (3, "variants"), (1, "inherit")])
         if mode == "plain":
             p.hooks, p.backward = self.variant_hooks(p, p.inputs, self.hook_count())
+            if self.v2 and s.coin(STEPS_P):
+                p.steps = self.steps_for(p, p.inputs, p.hooks)
+                _once(p.hooks)
             return
         if mode == "inherit":  # top-level hooks, variants that only change values or nothing
             p.hooks, p.backward = self.variant_hooks(p, p.inputs, self.hook_count())
@@ -52,7 +67,11 @@ class HookGen:
             hooks, back = self.variant_hooks(p, inputs, self.hook_count())
             if back.empty() and s.coin(0.5):
                 back = None
-            p.variants.append(VariantSpec(vname, new, hooks, back))
+            steps = None
+            if self.v2 and s.coin(STEPS_P):
+                steps = self.steps_for(p, inputs, hooks)
+                _once(hooks)
+            p.variants.append(VariantSpec(vname, new, hooks, back, steps))
 
     def hook_count(self) -> int:
         if self.dense:
@@ -97,10 +116,14 @@ class HookGen:
             elif kind == "forward" and s.coin(0.5):
                 h.returns = self.fwd_replace(("n", "output"))
             module_hooks.append(h)
+        module_hooks = self.global_hooks(module_hooks)
+        self.module_options(module_hooks)
         # 2. what requires grad, in this variant, with these forward-time hooks
         a = Analysis(p, inputs, module_hooks)
         # 3. returns of module backward hooks
         for h in module_hooks:
+            if h.on != "module":
+                continue
             if h.kind in ("full_backward", "full_backward_pre", "backward") and s.coin(0.5):
                 h.returns = self.module_returns(h, mods[h.target], [c for c in a.calls if c.path == h.target])
             if h.kind in ("full_backward", "backward"):
@@ -136,7 +159,7 @@ class HookGen:
                 info = a.names[target]
                 nk = s.weighted([(1, "pre"), (1, "post")])
                 h = HookSpec("node", target, nk)
-                if s.coin(0.5):
+                if s.coin(0.5) and info.known:
                     h.returns = self.node_returns(nk, info)
                 self.tuple_does(h, "grad_outputs" if nk == "pre" else "grad_inputs")
             elif kind == "retain" and rg_names:
@@ -164,6 +187,7 @@ class HookGen:
             else:
                 hooks.append(others[j])
                 j += 1
+        self.v2_extras(p, a, inputs, hooks)
         return hooks, back
 
     def pick_target(self, names: list) -> str:
@@ -219,7 +243,7 @@ class HookGen:
                                (1, ("tup", (("none",),))), (1, ("tup", (("idx", ("n", "grad_output"), 0),)))])
         # legacy: the grad_inputs of the last node of the module
         edges = {c.out.edges for c in calls if c.out.gf}
-        if len(edges) != 1:
+        if len(edges) != 1 or not all(c.out.known for c in calls if c.out.gf):
             return None
         return self.tuple_returns("grad_input", list(next(iter(edges))))
 

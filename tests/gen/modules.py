@@ -8,6 +8,8 @@ from fractions import Fraction as Fr
 from .analysis import Analysis, broadcast
 from .exprs import MAX_EXPR_DEPTH, ExprCtx, _broadcastable, _sub_shape
 from .hooks import HookGen
+from .hooks2 import HookGenV2
+from .steps import StepGen
 from .program import ProgramGen
 from .rand import Src
 from .specs import BackwardSpec, FnSpec, Leaf, Mod, ProblemSpec, Stmt
@@ -23,7 +25,7 @@ V2_SHARE = 0.7
 STATEMENT_P = 0.6
 
 
-class Gen(HookGen, ProgramGen):
+class Gen(HookGen, HookGenV2, ProgramGen, StepGen):
     def __init__(self, s: Src, budget: int = TRANSCENDENTAL_BUDGET):
         self.s = s
         self.counter = Counter()

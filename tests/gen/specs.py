@@ -84,6 +84,8 @@ class HookSpec:
     when: str | None = None
     label: str | None = None
     implicit_kind: bool = False   # tensor hooks: leave out kind: hook (the default)
+    opts: dict = field(default_factory=dict)   # v2 options: prepend with_kwargs always_call raises removes
+                                               # pack unpack scope (on: global | multi_grad | saved_tensors)
 
 
 @dataclass
@@ -102,6 +104,7 @@ class VariantSpec:
     inputs: dict              # name -> Leaf overriding the top level (empty: none)
     hooks: list | None        # None: inherit the top-level hooks
     backward: BackwardSpec | None
+    steps: list | None = None  # v2 steps (see steps.py), None: the default forward, backward
 
 
 @dataclass
