@@ -116,7 +116,7 @@ class Model:
 
     # ------------------------------------------------------------------ one forward pass
     def forward(self) -> ForwardResult:
-        run = _Pass(self)
+        run = self.last_pass = _Pass(self)   # kept: a pass that raises leaves no ForwardResult
         return run.run()
 
 

@@ -89,7 +89,10 @@ def _record(run: VariantRun, rec, producers: dict) -> HookRecord:
     count = 1
     if call is not None:
         fwd = _forward_of(run, call)
-        count = sum(1 for c in fwd.calls if c.path == call.path) if fwd is not None else call.k
+        # a forward that raised is in no ForwardResult: its calls so far are the model's
+        last = getattr(run.model, "last_pass", None)
+        calls = fwd.calls if fwd is not None else (last.calls if last is not None else [])
+        count = sum(1 for c in calls if c.path == call.path) if any(c is call for c in calls) else call.k
     node = rec.node.name if rec.node is not None else None
     if rec.kind in ("pack", "unpack"):
         target = producers.get(id(rec.node)) if rec.node is not None else None

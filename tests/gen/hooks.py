@@ -33,7 +33,7 @@ class HookGen:
         if mode == "plain":
             p.hooks, p.backward = self.variant_hooks(p, p.inputs, self.hook_count())
             if self.v2 and s.coin(STEPS_P):
-                p.steps = self.steps_for(p, p.inputs, p.hooks)
+                p.steps = self.steps_for(p, p.inputs, p.hooks, p.backward)
                 _once(p.hooks)
             return
         if mode == "inherit":  # top-level hooks, variants that only change values or nothing
@@ -69,7 +69,7 @@ class HookGen:
                 back = None
             steps = None
             if self.v2 and s.coin(STEPS_P):
-                steps = self.steps_for(p, inputs, hooks)
+                steps = self.steps_for(p, inputs, hooks, back if back is not None else p.backward)
                 _once(hooks)
             p.variants.append(VariantSpec(vname, new, hooks, back, steps))
 

@@ -19,12 +19,14 @@ TEMPLATES = {"retain": 3, "freed": 2, "accumulate": 2, "zero_grad": 2, "sgd": 3,
 class StepGen:
     """Mixin of Gen (``self.s``, ``self.values``)."""
 
-    def steps_for(self, p, inputs: list, hooks: list) -> list:
+    def steps_for(self, p, inputs: list, hooks: list, back) -> list:
+        """``back``: the variant's effective BackwardSpec; a backward step that gives keys
+        (``retain_graph``) repeats them all (a step's keys replace the variant's)."""
         s = self.s
         kind = s.weighted([(w, k) for k, w in TEMPLATES.items()])
         self.v2_used[f"steps {kind}"] += 1
         F, B = "forward", "backward"
-        retain = ("backward", {"retain_graph": True})
+        retain = ("backward", back)
         movable = [i for i, h in enumerate(hooks) if h.on in ("tensor", "module", "node", "multi_grad")]
         if kind == "retain":
             steps = [F, retain, B]
@@ -55,14 +57,16 @@ class StepGen:
         return steps
 
 
-def steps_yaml(steps: list, indent: int, leaf_yaml) -> list[str]:
+def steps_yaml(steps: list, indent: int, leaf_yaml, backward_items) -> list[str]:
+    """``backward_items(spec)``: the YAML items of a BackwardSpec (``key: value`` texts)."""
     pad = " " * indent
     out = [f"{pad}steps:"]
     for st in steps:
         if isinstance(st, str):
             out.append(f"{pad}  - {st}")
         elif st[0] == "backward":
-            out.append(f"{pad}  - {{backward: {{retain_graph: true}}}}")
+            items = (backward_items(st[1]) if st[1] is not None else []) + ["retain_graph: true"]
+            out.append(f"{pad}  - {{backward: {{{', '.join(items)}}}}}")
         elif st[0] == "step":
             out.append(f"{pad}  - {{step: {{lr: {float(st[1])}}}}}")
         elif st[0] in ("register", "remove"):
