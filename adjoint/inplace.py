@@ -100,7 +100,9 @@ def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc)
                                 f"{list(out_shape)}: PyTorch raises RuntimeError")
     rg_in = [t.requires_grad for t in ts]
     make_node = rt.grad_enabled and any(rg_in)
-    if rt.grad_enabled:
+    # check_inplace(self, requires_grad): only when the op records, or writes into a view of a
+    # tensor that requires grad (PyTorch's view then requires grad even when made under no_grad)
+    if rt.grad_enabled and (any(rg_in) or (target.is_view and target.base.requires_grad)):
         check_inplace_allowed(target)
     view = target.is_view
     old_edge = gradient_edge_now(rt, target) if target.requires_grad else None
@@ -131,25 +133,36 @@ _MULTI = ("This view is the output of a function that returns multiple views. Su
           "output views to be modified inplace. You should replace the inplace operation by an out-of-place one.")
 
 
+_CUSTOM = ("This view was created inside a custom Function (or because an input was returned as-is) and the "
+           "autograd logic to handle view+inplace would override the custom backward associated with the custom "
+           "Function, leading to incorrect gradients. This behavior is forbidden. You can fix this by cloning the "
+           "output of the custom Function.")
+_NO_GRAD = ("Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by moving "
+            "both the view and the inplace either both inside the no_grad block (if you don't want the inplace to be "
+            "tracked) or both outside (if you want the inplace to be tracked).")
+
+
+def rebase_message(t: Tensor, indirect: bool) -> str:
+    """handle_view_on_rebase's message for a view PyTorch forbids to modify (directly, or
+    ``indirect``: through its base or another view): the view's own node names it when it has
+    one, a view without one (made under no_grad, or of a tensor that does not require grad)
+    "was created in no_grad mode"; the tail says why, by the view's creation kind."""
+    kind = t.creation[0]
+    name = t.creation[1] if len(t.creation) > 1 else None
+    modified = "its base or another view of its base has been" if indirect else "is being"
+    has_fn = t.grad_fn is not None
+    if kind == "no_grad" or not has_fn:
+        prefix = (f"Output {t.output_nr} of {name} is a view of a view which was created in" if has_fn and name
+                  else "A view was created in")
+        msg = f"{prefix} no_grad mode and {modified} modified inplace with grad mode enabled."
+    else:
+        msg = f"Output {t.output_nr} of {name} is a view and {modified} modified inplace."
+    return f"{msg} {_MULTI if kind == 'multi' else _CUSTOM if kind == 'custom' else _NO_GRAD}"
+
+
 def check_inplace_allowed(t: Tensor) -> None:
-    kind = t.creation[0] if t.creation else None
-    if kind == "custom":
-        raise TorchError("RuntimeError", f"Output {t.output_nr} of {t.creation[1]} is a view and is being modified "
-                                         "inplace. This view was created inside a custom Function (or because an "
-                                         "input was returned as-is) and the autograd logic to handle view+inplace "
-                                         "would override the custom backward associated with the custom Function, "
-                                         "leading to incorrect gradients. This behavior is forbidden. You can fix "
-                                         "this by cloning the output of the custom Function.", "view_inplace")
-    if kind == "multi":
-        raise TorchError("RuntimeError", f"Output {t.output_nr} of {t.creation[1]} is a view and is being modified "
-                                         f"inplace. {_MULTI}", "view_inplace")
-    if kind == "no_grad":
-        raise TorchError("RuntimeError", "A view was created in no_grad mode and is being modified inplace with grad "
-                                         "mode enabled. Given that this use case is ambiguous and error-prone, it is "
-                                         "forbidden. You can clarify your code by moving both the view and the inplace "
-                                         "either both inside the no_grad block (if you don't want the inplace to be "
-                                         "tracked) or both outside (if you want the inplace to be tracked).",
-                         "view_inplace")
+    if t.creation and t.creation[0] in ("custom", "multi", "no_grad"):
+        raise TorchError("RuntimeError", rebase_message(t, False), "view_inplace")
     if t.is_leaf and t.requires_grad and not t.is_view:
         raise TorchError("RuntimeError", "a leaf Variable that requires grad is being used in an in-place operation.",
                          "leaf_inplace")
@@ -284,9 +297,9 @@ def refresh(rt, t: Tensor) -> None:
     cannot, and PyTorch raises."""
     if not (t.is_view and t.base.requires_grad and t.view_version != t.version.value):
         return
-    if t.creation and t.creation[0] == "multi":
-        raise TorchError("RuntimeError", f"Output {t.output_nr} of {t.creation[1]} is a view and its base or another "
-                                         f"view of its base has been modified inplace. {_MULTI}", "view_inplace")
+    # handle_view_on_rebase(indirect=true): only a view made as a plain view may be regenerated
+    if t.creation and t.creation[0] in ("custom", "multi", "no_grad"):
+        raise TorchError("RuntimeError", rebase_message(t, True), "view_inplace")
     regenerate(rt, t)
 
 

@@ -212,15 +212,16 @@ class Runtime:
         chain = t.view_ops
         B = self.B
         t.view_of = lambda base_value: view_value(B, base_value, chain)
-        t.creation = src.creation
-        if t.creation and t.creation[0] in ("custom", "multi"):
-            # a view of such a view keeps its creation kind, but PyTorch's message then names
-            # the newest view's own node ("Output 0 of Select is a view ..."), not the first one
-            t.creation = (t.creation[0], short_name(op.node))
-        if op.outputs != 1:
-            t.creation = ("multi", short_name(op.node))
-        elif not self.grad_enabled and root.requires_grad:
-            t.creation = t.creation or ("no_grad",)
+        # CreationMeta, propagated as propagate_creation_meta does: a view of a view keeps its
+        # base's kind unless the new view has one of its own (made under no_grad, or a piece of
+        # a multi-output op). PyTorch's message names the newest view's own node ("Output 0 of
+        # Select is a view ..."), not the first one's.
+        name = short_name(op.node)
+        t.creation = (src.creation[0], name) if src.creation else None
+        if op.outputs != 1:   # MULTI_OUTPUT_NODE in grad mode (whether or not it records), else NO_GRAD_MODE
+            t.creation = ("multi" if self.grad_enabled else "no_grad", name)
+        elif not self.grad_enabled:
+            t.creation = ("no_grad", name)
         if op.layout is not None:
             strides, offset = op.layout(src.shape, src.strides, src.offset, params)
             if strides is not None:
