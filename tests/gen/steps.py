@@ -27,7 +27,8 @@ class StepGen:
         self.v2_used[f"steps {kind}"] += 1
         F, B = "forward", "backward"
         retain = ("backward", back)
-        movable = [i for i, h in enumerate(hooks) if h.on in ("tensor", "module", "node", "multi_grad")]
+        movable = [i for i, h in enumerate(hooks)   # hooks with a handle (retain_grad has none)
+                   if h.on in ("tensor", "module", "node", "multi_grad") and h.kind != "retain_grad"]
         if kind == "retain":
             steps = [F, retain, B]
         elif kind == "freed":
