@@ -264,11 +264,13 @@ class Engine:
             self.result.seen[(id(node), nr)] = value
 
     def accumulate(self, node: Node, grad) -> None:
-        """AccumulateGrad: ``.grad`` += grad (first time: the gradient itself), then its post hooks."""
+        """AccumulateGrad: ``.grad`` += grad (first time: the gradient itself; nothing when None),
+        then its post-accumulate hooks."""
         t = node.variable
-        if grad is None:
-            return
-        t.grad = grad if t.grad is None else self.B.add(t.grad, grad)
+        if grad is not None:
+            t.grad = grad if t.grad is None else self.B.add(t.grad, grad)
+        # PyTorch 2.13 calls them also when no gradient arrived (a hook replaced it with None):
+        # handed the tensor, its .grad as it is
         if t.post_accumulate_hooks:
             for entry in t.post_accumulate_hooks.live():
                 self.rt.hooks_runner.fire_post_accumulate(entry.hook, t, node)
