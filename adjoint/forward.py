@@ -147,6 +147,7 @@ class _Pass:
         self.m.reg.bound(name, t)
 
     def run(self) -> ForwardResult:
+        self.m.reg.new_forward()
         for name, t in self.m.leaves.items():
             self.bind(name, t, None)
         root = self.p.model

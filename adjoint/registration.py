@@ -33,6 +33,7 @@ class Registrations:
         self.handles: dict[int, list] = {}            # hook index -> [(HookDict, handle id)]
         self.attached: dict[int, set] = {}            # hook index -> ids of tensors / nodes it is on
         self.names: dict[str, Tensor] = {}            # the latest tensor of every bound name
+        self.current: dict[str, Tensor] = {}          # the names bound by the current (or last) forward
         self.retained: dict[int, tuple] = {}          # tensor id -> (Tensor, [names]) with retain_grad, in order
 
     # ------------------------------------------------------------------ lifecycle
@@ -64,6 +65,7 @@ class Registrations:
         """The forward bound ``name`` to ``t``: attach the active hooks that target it (once per
         tensor: a leaf bound again by the next forward keeps its hooks)."""
         self.names[name] = t
+        self.current[name] = t
         if not isinstance(t, Tensor):
             return
         for index in sorted(self.active):
@@ -76,6 +78,10 @@ class Registrations:
             if hook.on == "tensor" or (hook.on == "node" and t.grad_fn is not None):
                 self.attached[index].add(t.id)
                 self.attach(hook, t)
+
+    def new_forward(self) -> None:
+        """A forward pass begins: names bound by earlier passes are not its tensors."""
+        self.current = {}
 
     def forward_starts(self) -> list:
         """A forward pass starts: the saved-tensor hooks active over the whole forward."""
@@ -164,10 +170,12 @@ class Registrations:
         self.handles[index].append((hooks, self.rt.add_hook(hooks, UserNodeHook(hook))))
 
     def try_multi_grad(self, hook) -> None:
-        """register_multi_grad_hook as soon as every listed tensor exists (once per set of tensors)."""
-        if not all(n in self.names and isinstance(self.names[n], Tensor) for n in hook.tensors):
+        """register_multi_grad_hook as soon as every listed tensor exists in the current forward
+        (once per set of tensors): a name the pass has not bound yet still means last pass's
+        tensor, which is not what the user's code of this pass holds."""
+        if not all(isinstance(self.current.get(n), Tensor) for n in hook.tensors):
             return
-        tensors = [self.names[n] for n in hook.tensors]
+        tensors = [self.current[n] for n in hook.tensors]
         ids = {t.id for t in tensors}
         if self.attached[hook.index] != ids:
             self.attached[hook.index] = ids

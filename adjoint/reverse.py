@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 
 from .errors import ProblemError
 from .graph import Node, Tensor
-from .modules import LegacyHook, ModuleInputHook, ModuleOutputHook, MultiGradInner, UserNodeHook, UserTensorHook
+from .modules import (LegacyHook, ModuleInputHook, ModuleOutputHook, MultiGradInner, MultiGradState,
+                      UserNodeHook, UserTensorHook)
 from .runtime import CallRecord, Runtime, TorchError
 
 
@@ -121,6 +122,7 @@ class Engine:
         self.fire_hook = fire                  # (hook, args, node, call) -> returned value(s)
         self.exec_info: dict[Node, dict] = {}
         self.deps: dict[Node, int] = {}
+        self.multi_states: dict[int, MultiGradState] = {}   # this backward's state of each multi-grad hook
 
     # ------------------------------------------------------------ run
     def run(self, req: BackwardRequest) -> BackwardResult:
@@ -439,7 +441,9 @@ class Engine:
 
     # ------------------------------------------------------------ multi-grad hooks
     def multi_grad(self, entry: MultiGradInner, grad) -> None:
-        state = entry.state
+        # register_multi_grad_hook keys its count, buffer and "ran" flag by the graph task
+        # (torch._C._current_graph_task_id()): every backward starts them afresh
+        state = self.multi_states.setdefault(id(entry.state), MultiGradState(entry.state.hook, entry.state.tensors))
         hook = state.hook
         if hook.mode == "any":
             if not state.ran:
