@@ -75,7 +75,10 @@ def _returned(p) -> dict | None:
 def _node_names(run: VariantRun) -> dict:
     """Node -> the name of the tensor it produced (the first name bound to one), for pack/unpack."""
     out: dict = {}
-    for f in run.forwards:
+    last = getattr(run.model, "last_pass", None)   # a forward that raised left names but no ForwardResult
+    passes = list(run.forwards) + ([last] if last is not None and all(f.names is not last.names
+                                                                      for f in run.forwards) else [])
+    for f in passes:
         for name, t in f.names.items():
             if isinstance(t, Tensor) and t.grad_fn is not None:
                 out.setdefault(id(t.grad_fn), name)
