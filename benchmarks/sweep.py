@@ -126,7 +126,11 @@ def main(argv=None) -> int:
     print(f"time:              {wall:.1f}s wall; per problem median {q(0.5):.2f}s, p90 {q(0.9):.2f}s, "
           f"p99 {q(0.99):.2f}s, max {q(1.0):.2f}s; exact solve {solve_seconds:.1f}s in all")
     print("coverage (occurrences over all problems):")
-    groups = [("modules", lambda k: k.startswith("module ") or k in ("child called twice",
+    groups = [("v2 problems", lambda k: k == "v2 problem"),
+              ("v2 forms (views, copies, methods, keyword arguments, indexing)", lambda k: k.startswith("v2 form ")),
+              ("v2 statements", lambda k: k.startswith(("v2 statement ", "stmt "))),
+              ("v2 steps", lambda k: k.startswith("steps ")),
+              ("modules", lambda k: k.startswith("module ") or k in ("child called twice",
                                                                       "multi-input call, mixed requires_grad",
                                                                       "param requires_grad false")),
               ("hooks", lambda k: k.startswith(("hook ", "tensor hook on", "retain_grad on"))),

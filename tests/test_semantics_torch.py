@@ -532,3 +532,32 @@ def test_view_writes_pytorch_refuses():
         pred = solve(text)
         got = pred.error.message if pred.error is not None else None
         assert got == want, (label, got, want)
+
+
+# 17. full backward hooks wrap a module's inputs in one BackwardHookFunction: when more than
+# one of them requires grad, its outputs are the views of a multi-output function, and an
+# in-place write into one says so ("This view is the output of a function that returns
+# multiple views"); with one, it is a custom Function's view (found by the sweep: seed 9)
+def test_inplace_on_a_wrapped_input_of_a_two_input_module():
+    class M(nn.Module):
+        def forward(self, a, b):
+            a.mul_(2)
+            return a * b
+
+    def torch_message(second_rg: bool):
+        m = M()
+        m.register_full_backward_hook(lambda *a: None)
+        x = torch.tensor([1.0, 2.0], dtype=F64, requires_grad=True)
+        u = torch.tensor([3.0, 4.0], dtype=F64, requires_grad=second_rg)
+        try:
+            m(x * 1, u * 1)
+        except RuntimeError as exc:
+            return str(exc)
+
+    for second_rg in (True, False):
+        text = ("name: w\ndtype: float64\ninputs:\n  x: {value: [1, 2], requires_grad: true}\n"
+                f"  u: {{value: [3, 4], requires_grad: {str(second_rg).lower()}}}\nmodel:\n  inputs: [x, u]\n"
+                "  children:\n    m:\n      inputs: [a, b]\n      forward: |\n        a.mul_(2)\n        return a * b\n"
+                "  forward: \"m(x * 1, u * 1)\"\nloss: \"sum(y)\"\nhooks:\n  - {module: m, kind: full_backward}\n")
+        pred = solve(text)
+        assert pred.error is not None and pred.error.message == torch_message(second_rg), second_rg

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 MAX_EXPR_DEPTH = 3
 #: The weight of a v2 form (method, view, indexing...) among the other kinds (23 in all).
-V2_WEIGHT = 12
+V2_WEIGHT = 16
 
 
 

@@ -75,7 +75,7 @@ class ProgramGen:
             if st is None:
                 continue
             mod.lines.extend(st if isinstance(st, list) else [st])
-            self.v2_used[f"stmt {kind}"] += 1
+            self.v2_used[f"v2 statement {kind}"] += 1
 
     # ------------------------------------------------------------------ helpers
     def _operand(self, ctx, shape: tuple, tensor_p: float = 0.6):

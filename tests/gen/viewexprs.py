@@ -13,7 +13,7 @@ from fractions import Fraction as Fr
 
 from .trees import NoExpr
 
-#: The forms, with weights. Each name is also a coverage key ("v2 view", ...).
+#: The forms, with weights; each is a coverage key "v2 form NAME".
 VIEW_FORMS = {
     "clone": 3, "detach": 1, "contiguous": 1, "view": 2, "reshape": 2, "flatten": 2, "unflatten": 1,
     "squeeze": 2, "unsqueeze": 2, "transpose": 2, "permute": 2, "t": 1, "T": 1, "expand": 2, "cat": 3,
@@ -58,7 +58,7 @@ class V2Exprs:
                 tree = getattr(self, "_v2_" + form)(tuple(shape), depth - 1)
             except NoExpr:
                 continue
-            self.g.v2_used[form] += 1
+            self.g.v2_used[f"v2 form {form}"] += 1
             return tree
         raise NoExpr()
 
