@@ -75,6 +75,25 @@ def call_inplace(rt, name: str, target: Tensor, args: list, kwargs: dict, loc: L
     return apply_inplace(rt, m.prim, target, list(args), None, loc)
 
 
+def _whole(shape: tuple, items: list) -> bool:
+    """Do ``items`` (slices and ``...`` only) cover every element of a tensor of ``shape``?"""
+    if any(not (isinstance(i, slice) or i is Ellipsis) for i in items) or sum(i is Ellipsis for i in items) > 1:
+        return False
+    dims = [i for i in items if i is not Ellipsis]
+    if len(dims) > len(shape):
+        return False
+    at = 0
+    for i in items:
+        if i is Ellipsis:
+            at += len(shape) - len(dims)
+            continue
+        # as applySlice tests it: the start as written (a negative one is not normalized first)
+        if i.step not in (None, 1) or (i.start or 0) != 0 or (i.stop is not None and i.stop < shape[at]):
+            return False
+        at += 1
+    return True
+
+
 def setitem(rt, x, items: list, value, loc: Loc) -> None:
     """``x[items] = value``: copy_ into the view indexing gives (x itself for a lone full slice)."""
     from .functions.views import getitem
@@ -84,8 +103,9 @@ def setitem(rt, x, items: list, value, loc: Loc) -> None:
         value = rt.tensor(rt.B.scalar(value), dtype=x.dtype)
     if not isinstance(value, Tensor):
         raise ProblemError(loc, "index assignment needs a tensor or a number on the right")
-    lone_full = len(items) == 1 and isinstance(items[0], slice) and items[0] == slice(None)
-    target = x if lone_full else getitem(rt, x, items, loc, lone=False)
+    # set_item's applySlicing skips a slice over a whole dimension (applySlice's optimization,
+    # not disabled for assignment): when every item is one (or ...), the write goes into x itself
+    target = x if _whole(x.shape, items) else getitem(rt, x, items, loc, lone=False)
     apply_inplace(rt, "copy_", target, [value], None, loc)
 
 
