@@ -26,6 +26,7 @@ from fractions import Fraction
 
 from .errors import Loc, ProblemError
 from .graph import CopySlicesWrite, Edge, Node, SavedVariable, Tensor
+from .layout import contiguous_strides
 from .ops import REGISTRY
 from .runtime import TorchError
 
@@ -131,6 +132,7 @@ def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc)
         edges = [old_edge] + [rt.gradient_edge(t) if t.requires_grad else None for t in ts[1:]]
         node = rt.new_node(op.node, edges, op, params, ts, loc)
         save_inputs(rt, node, op, ts)
+    check_overlap(target, ts[1:])
     values = [t.value for t in ts]
     base_before = target.base.value if view else None
     new_value = rt.B.after_op(op, values, params, op.forward(rt.B, values, params), loc, rt.active)
@@ -189,6 +191,56 @@ def check_inplace_allowed(t: Tensor) -> None:
     if t.is_view and t.base.is_leaf and t.base.requires_grad:
         raise TorchError("RuntimeError", "a view of a leaf Variable that requires grad is being used in an in-place "
                                          "operation.", "leaf_inplace")
+
+
+def _dense(t: Tensor) -> bool:
+    """is_non_overlapping_and_dense: the strides, sorted, are the running products of the sizes."""
+    strides = t.strides or contiguous_strides(t.shape)
+    if any(d == 0 for d in t.shape):
+        return True
+    expected = 1
+    for st, d in sorted((st, d) for d, st in zip(t.shape, strides) if d != 1):
+        if st != expected:
+            return False
+        expected *= d
+    return True
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+_OVERLAP = "Please clone() the tensor before performing the operation."
+
+
+def check_overlap(target: Tensor, inputs: list) -> None:
+    """TensorIterator's memory-overlap checks for an in-place write (after autograd recorded
+    the op): the written tensor may not have internal overlap (an expanded view), and no input
+    may overlap it partially (get_overlap_status: both dense, same storage, intervals that
+    meet but are not the same tensor layout); an input that is the same tensor is fine."""
+    strides = target.strides or contiguous_strides(target.shape)
+    if not _dense(target) and any(st == 0 and d > 1 for d, st in zip(target.shape, strides)):
+        raise TorchError("RuntimeError", "unsupported operation: more than one element of the written-to tensor "
+                                         f"refers to a single memory location. {_OVERLAP}", "overlap")
+    root = target.base if target.base is not None else target
+    n = _numel(target.shape)
+    for o in inputs:
+        if not isinstance(o, Tensor) or o is target or getattr(o, "wrapped", False):
+            continue
+        if (o.base if o.base is not None else o) is not root or n == 0 or _numel(o.shape) == 0:
+            continue
+        if not (_dense(target) and _dense(o)):
+            continue      # TooHard: PyTorch does not check
+        a0, a1 = target.offset, target.offset + n
+        b0, b1 = o.offset, o.offset + _numel(o.shape)
+        same = a0 == b0 and a1 == b1 and tuple(strides) == tuple(o.strides or contiguous_strides(o.shape))
+        if not same and a0 < b1 and b0 < a1:
+            raise TorchError("RuntimeError", "unsupported operation: some elements of the input tensor and the "
+                                             f"written-to tensor refer to a single memory location. {_OVERLAP}",
+                             "overlap")
 
 
 def gradient_edge_now(rt, t: Tensor) -> Edge:

@@ -561,3 +561,35 @@ def test_inplace_on_a_wrapped_input_of_a_two_input_module():
                 "  forward: \"m(x * 1, u * 1)\"\nloss: \"sum(y)\"\nhooks:\n  - {module: m, kind: full_backward}\n")
         pred = solve(text)
         assert pred.error is not None and pred.error.message == torch_message(second_rg), second_rg
+
+
+# 18. an in-place write whose input overlaps the written tensor in memory, partly (not the
+# same tensor): TensorIterator refuses it after autograd recorded the op, as it refuses
+# writing into an expanded view (found by the sweep: seed 3, problem 173)
+OVERLAPS = {
+    "sub_ of an element of itself": "v = a[0:2]\nv -= a.unbind(0)[0]\nr = a * 1",
+    "add_ of itself": "a.add_(a)\nr = a * 1",
+    "add_ of a shifted slice": "v = a[0:2]\nv.add_(a[1:3])\nr = a * 1",
+    "add_ of a disjoint slice": "v = a[0:2]\nv.add_(a[2:4])\nr = a * 1",
+    "write into an expanded view": "e = a[0:1].expand(3)\ne.add_(1)\nr = a * 1",
+    "assign a shifted slice": "a[0:2] = a[1:3]\nr = a * 1",
+    "assign a disjoint slice": "a[0:2] = a[2:4]\nr = a * 1",
+    "transpose onto itself": "m = a.view(2, 2)\nm.t().add_(m)\nr = a * 1",
+}
+
+
+def test_inplace_overlap_refused_as_pytorch_does():
+    for label, body in OVERLAPS.items():
+        x = torch.tensor([1.0, -2.0, 3.0, 0.5], dtype=F64, requires_grad=True)
+        env = {"a": x * 1}
+        try:
+            exec(body, env)
+            want = None
+        except RuntimeError as exc:
+            want = str(exc)
+        forward = "a = x * 1\n" + body + "\nreturn r"
+        text = ("name: o\ndtype: float64\ninputs:\n  x: {value: [1, -2, 3, 0.5], requires_grad: true}\n"
+                "model:\n  forward: |\n" + "".join(f"    {line}\n" for line in forward.splitlines()) + "loss: \"sum(y)\"\n")
+        pred = solve(text)
+        got = pred.error.message if pred.error is not None else None
+        assert got == want, (label, got, want)
