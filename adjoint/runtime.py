@@ -301,9 +301,10 @@ def version_message(sv: SavedVariable, node: Node) -> str:
 
 
 def short_name(name: str) -> str:
-    """How SavedVariable's message names a node: ``MulBackward0`` -> ``Mul``."""
+    """How SavedVariable's message names a node: ``MulBackward0`` -> ``Mul``; a node that is not
+    generated code keeps its whole name (``torch::autograd::CopySlices``)."""
     import re
-    return re.sub(r"Backward\d*$", "", name.rsplit("::", 1)[-1])
+    return re.sub(r"Backward\d*$", "", name)
 
 
 def view_value(B, base_value, chain):

@@ -50,35 +50,36 @@ from .check import BAD, GOOD, Outcome, check
 from .coverage import coverage
 from .emit import to_yaml
 from .trees import NoExpr
-from .modules import Gen
+from .modules import V2_SHARE, Gen
 from .rand import Src
 from .specs import ProblemSpec
 from .trees import TRANSCENDENTAL_BUDGET
 
 __all__ = ["BAD", "GOOD", "Outcome", "TRANSCENDENTAL_BUDGET", "build", "check", "coverage", "generate",
-           "generate_spec", "problems", "to_yaml"]
+           "generate_spec", "problems", "to_yaml", "V2_SHARE"]
 
 
-def build(s: Src, budget: int = TRANSCENDENTAL_BUDGET, attempts: int = 20) -> ProblemSpec:
+def build(s: Src, budget: int = TRANSCENDENTAL_BUDGET, attempts: int = 20, v2_share: float = V2_SHARE) -> ProblemSpec:
     last = None
     for _ in range(attempts):
         try:
-            return Gen(s, budget).problem()
+            return Gen(s, budget, v2_share).problem()
         except NoExpr as exc:  # pragma: no cover - a dead end; draw again
             last = exc
     raise RuntimeError("generator kept hitting dead ends") from last
 
 
-def generate(rng: random.Random, budget: int = TRANSCENDENTAL_BUDGET) -> str:
-    """One problem file (YAML text) from a ``random.Random``."""
-    return to_yaml(build(Src(rng=rng), budget))
+def generate(rng: random.Random, budget: int = TRANSCENDENTAL_BUDGET, v2_share: float = V2_SHARE) -> str:
+    """One problem file (YAML text) from a ``random.Random`` (``v2_share``: the chance that it
+    uses the v2 contract's features; 0 gives v1 problems only)."""
+    return to_yaml(build(Src(rng=rng), budget, v2_share=v2_share))
 
 
-def generate_spec(rng: random.Random, budget: int = TRANSCENDENTAL_BUDGET) -> ProblemSpec:
-    return build(Src(rng=rng), budget)
+def generate_spec(rng: random.Random, budget: int = TRANSCENDENTAL_BUDGET, v2_share: float = V2_SHARE) -> ProblemSpec:
+    return build(Src(rng=rng), budget, v2_share=v2_share)
 
 
-def problems(budget: int = TRANSCENDENTAL_BUDGET, shrinkable: bool = False):
+def problems(budget: int = TRANSCENDENTAL_BUDGET, shrinkable: bool = False, v2_share: float = V2_SHARE):
     """Hypothesis strategy: YAML text of one random valid problem (``budget``: at most this
     many transcendental ops, which keeps exact solving fast).
 
@@ -90,10 +91,10 @@ def problems(budget: int = TRANSCENDENTAL_BUDGET, shrinkable: bool = False):
     from hypothesis import strategies as st
 
     if not shrinkable:
-        return st.integers(0, 2 ** 63 - 1).map(lambda seed: generate(random.Random(seed), budget))
+        return st.integers(0, 2 ** 63 - 1).map(lambda seed: generate(random.Random(seed), budget, v2_share))
 
     @st.composite
     def _problems(draw):
-        return to_yaml(build(Src(draw=draw), budget))
+        return to_yaml(build(Src(draw=draw), budget, v2_share=v2_share))
 
     return _problems()

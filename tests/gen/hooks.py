@@ -8,16 +8,9 @@ from .analysis import Analysis, Info
 from .specs import BackwardSpec, HookSpec, Leaf, Mod, ProblemSpec, VariantSpec
 
 
-#: How often a v2 problem's variant runs ``steps:`` instead of one forward and backward.
+#: How often a v2 problem's variant runs ``steps:`` instead of one forward and backward (its
+#: hooks then take no ``when:`` / ``remove:``: which pass those would mean is not tested here).
 STEPS_P = 0.3
-
-
-def _once(hooks: list) -> None:
-    """With steps, ``remove: before/after_backward`` and ``when:`` are left out (which of the
-    backward steps they mean is not what this generator tests)."""
-    for h in hooks:
-        h.remove = None
-        h.when = None
 
 
 class HookGen:
@@ -30,11 +23,13 @@ class HookGen:
         self.dense = s.coin(0.2)
         self.focus_p = 0.8 if self.dense else 0.5
         mode = s.weighted([(3, "plain"), (3, "variants"), (1, "inherit")])
+        self.timing = True
         if mode == "plain":
+            stepped = self.v2 and s.coin(STEPS_P)
+            self.timing = not stepped
             p.hooks, p.backward = self.variant_hooks(p, p.inputs, self.hook_count())
-            if self.v2 and s.coin(STEPS_P):
+            if stepped:
                 p.steps = self.steps_for(p, p.inputs, p.hooks, p.backward)
-                _once(p.hooks)
             return
         if mode == "inherit":  # top-level hooks, variants that only change values or nothing
             p.hooks, p.backward = self.variant_hooks(p, p.inputs, self.hook_count())
@@ -64,13 +59,13 @@ class HookGen:
             if not Analysis(p, inputs, []).root.rg:
                 new = {}
                 inputs = list(p.inputs)
+            stepped = self.v2 and s.coin(STEPS_P)
+            self.timing = not stepped
             hooks, back = self.variant_hooks(p, inputs, self.hook_count())
+            self.timing = True
             if back.empty() and s.coin(0.5):
                 back = None
-            steps = None
-            if self.v2 and s.coin(STEPS_P):
-                steps = self.steps_for(p, inputs, hooks, back if back is not None else p.backward)
-                _once(hooks)
+            steps = self.steps_for(p, inputs, hooks, back if back is not None else p.backward) if stepped else None
             p.variants.append(VariantSpec(vname, new, hooks, back, steps))
 
     def hook_count(self) -> int:
@@ -103,7 +98,7 @@ class HookGen:
             if fam and mode.setdefault(target, fam) != fam:
                 continue
             h = HookSpec("module", target, kind)
-            if s.coin(0.05):
+            if self.timing and s.coin(0.05):
                 h.when = "after_forward"  # too late for module hooks: never called, in torch and in adjoint
             if kind == "forward_pre" and s.coin(0.5):
                 m = mods[target]
@@ -169,11 +164,11 @@ class HookGen:
                 self.tensor_returns(h)
             else:
                 continue
-            if s.coin(0.1):
+            if self.timing and s.coin(0.1):
                 h.when = "after_forward"
             others.append(h)
         for h in module_hooks + others:
-            if h.kind != "retain_grad" and s.coin(0.15):
+            if self.timing and h.kind != "retain_grad" and s.coin(0.15):   # with steps: register/remove steps
                 h.remove = s.choice(["before_backward", "after_backward"])
             if s.coin(0.1):
                 h.label = f"hook {self.fresh('L')}"

@@ -26,7 +26,7 @@ STATEMENT_P = 0.6
 
 
 class Gen(HookGen, HookGenV2, ProgramGen, StepGen):
-    def __init__(self, s: Src, budget: int = TRANSCENDENTAL_BUDGET):
+    def __init__(self, s: Src, budget: int = TRANSCENDENTAL_BUDGET, v2_share: float | None = None):
         self.s = s
         self.counter = Counter()
         self.targets: list[Leaf] = []
@@ -35,6 +35,7 @@ class Gen(HookGen, HookGenV2, ProgramGen, StepGen):
         self.mult = 1          # how many times the module being generated will run
         self.v2 = False        # this problem uses the v2 contract's forms (drawn in problem())
         self.v2_used: Counter = Counter()   # v2 forms and statements made (coverage)
+        self.v2_share = V2_SHARE if v2_share is None else v2_share
 
     def spend(self) -> bool:
         """Take one transcendental op (times the number of calls of the module it is in)
@@ -78,7 +79,7 @@ class Gen(HookGen, HookGenV2, ProgramGen, StepGen):
     # ------------------------------------------------------------------ problem
     def problem(self) -> ProblemSpec:
         s = self.s
-        self.v2 = s.coin(V2_SHARE)
+        self.v2 = s.coin(self.v2_share)
         n_in = s.weighted([(6, 1), (3, 2), (1, 3)])
         root_kind = "custom" if n_in > 1 else s.weighted([(4, "Sequential"), (4, "custom"), (1, "Linear"),
                                                           (1, "elementwise"), (1, "function")])

@@ -15,10 +15,20 @@ from .trees import NoExpr
 
 #: The forms, with weights; each is a coverage key "v2 form NAME".
 VIEW_FORMS = {
-    "clone": 3, "detach": 1, "contiguous": 1, "view": 2, "reshape": 2, "flatten": 2, "unflatten": 1,
-    "squeeze": 2, "unsqueeze": 2, "transpose": 2, "permute": 2, "t": 1, "T": 1, "expand": 2, "cat": 3,
+    "clone": 3, "detach": 1, "contiguous": 4, "view": 2, "reshape": 2, "flatten": 2, "unflatten": 3,
+    "squeeze": 2, "unsqueeze": 4, "transpose": 4, "permute": 4, "t": 3, "T": 3, "expand": 2, "cat": 3,
     "stack": 2, "chunk": 2, "split": 2, "unbind": 2, "select": 2, "narrow": 2, "index": 5,
     "method_unary": 3, "method_binary": 2, "reduce_dim": 3, "kwfn": 3,
+}
+
+
+#: Forms that can only make some shapes (the others are tried on any shape).
+APPLIES = {
+    "contiguous": lambda shp: len(shp) == 2, "t": lambda shp: len(shp) == 2, "T": lambda shp: len(shp) in (2, 3),
+    "unflatten": lambda shp: len(shp) >= 2, "transpose": lambda shp: len(shp) >= 2,
+    "permute": lambda shp: len(shp) >= 2, "unsqueeze": lambda shp: 1 in shp, "expand": lambda shp: any(d > 1 for d in shp),
+    "cat": lambda shp: any(d >= 2 for d in shp), "view": lambda shp: len(shp) >= 1, "flatten": lambda shp: len(shp) >= 1,
+    "chunk": lambda shp: len(shp) >= 1, "split": lambda shp: len(shp) >= 1, "narrow": lambda shp: len(shp) >= 1,
 }
 
 
@@ -51,7 +61,7 @@ class V2Exprs:
 
     def v2_expr(self, shape: tuple, depth: int):
         s = self.s
-        forms = [(w, f) for f, w in VIEW_FORMS.items()]
+        forms = [(w, f) for f, w in VIEW_FORMS.items() if APPLIES.get(f, lambda shp: True)(shape)]
         for _ in range(4):
             form = s.weighted(forms)
             try:
