@@ -21,11 +21,33 @@ retain_grad, node pre / post) returning nothing, a rescaled or replaced gradient
 None entries, ``does:`` rebinding, removed before or after backward, registered after the
 forward; and variants.
 
+The v2 contract's features, in a share of the problems (:data:`V2_SHARE`; ``v2_share=0`` gives
+v1 problems only): Tensor methods and keyword arguments; the view and copy functions (clone
+detach contiguous view reshape flatten unflatten squeeze unsqueeze transpose permute t .T/.mT
+expand cat stack chunk split unbind select narrow) and indexing (ints, slices, None, ...);
+statements (augmented assignment, in-place methods on a tensor and on a view of it, index
+assignment, tuple unpacking, ``with no_grad():`` blocks, a write into a detached tensor,
+into a leaf or an argument); global module hooks, prepend / with_kwargs / always_call,
+post_accumulate_grad, hooks on a leaf's AccumulateGrad, multi_grad (all / any),
+saved_tensors (whole forward or scoped), raises and removes; and steps (a retained graph, a
+freed one, accumulation, zero_grad, an SGD step, register / remove between passes, new
+inputs). Errors PyTorch raises while running a file (a saved tensor modified in place, an
+in-place write into a leaf that requires grad or a module output that full backward hooks
+wrap, a freed graph, a hook that raises) are predictions like any other answer.
+
+The package, one job per module: ``rand`` (the source of choices), ``trees`` (expression
+trees and their text), ``specs`` (the problem's static model), ``analysis`` (the abstract
+interpretation), ``exprs`` and ``viewexprs`` (expressions of a requested shape, v1 and v2
+forms), ``program`` (v2 statements), ``modules`` (the generator: values, modules, forwards,
+Functions, the loss), ``hooks`` and ``hooks2`` (hooks, their returns, variants; v2 kinds and
+options), ``steps``, ``emit`` (YAML), ``check`` (the differential check), ``coverage``.
+
 Validity by construction: the generator tracks shapes statically, and for each variant runs
 a small abstract interpretation of the model (which tensor requires grad, has a grad_fn, and
 which edges that grad_fn has) mirroring ``nn.Module._call_impl``, so that hooks are only put
 where PyTorch accepts them and their returned tuples have the right length and only touch
-defined slots. What it cannot see statically is *values*: a forward that is not finite (the
+defined slots (v2 forms and in-place writes make nodes whose edges it does not model: node
+hooks there only observe). What it cannot see statically is *values*: a forward that is not finite (the
 solver refuses: log of a negative number, division by zero) and a hook argument that turns
 out to be None at run time (PyTorch raises TypeError too). :func:`check` skips the first
 kind, and for any other ProblemError requires PyTorch to raise as well.

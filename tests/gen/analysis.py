@@ -75,11 +75,17 @@ class Analysis:
             for leaf in m.params:
                 self.params[leaf.name] = self.bind(leaf.name, self.leaf_info(leaf, leaf.name))
         out = self.call(self.p.model, [self.globals[leaf.name] for leaf in self.inputs])
-        if "y" not in self.names:
-            out = self.bind("y", out)
-        self.root = out
+        if isinstance(out, tuple):   # a forward returning a tuple: y is the tuple, model[0]... its tensors
+            self.root = out[0]
+            env = dict(self.names)
+            env["y"] = out
+        else:
+            if "y" not in self.names:
+                out = self.bind("y", out)
+            self.root = out
+            env = dict(self.names)
         if self.p.loss is not None:
-            self.root = self.bind("loss", self.eval(self.p.loss, dict(self.names), None))
+            self.root = self.bind("loss", self.eval(self.p.loss, env, None))
 
     # ------------------------------------------------------------------ modules
     def call(self, mod: Mod, args: list) -> Info:
@@ -103,6 +109,13 @@ class Analysis:
         for h in regs:
             if h.kind == "forward" and h.returns is not None and h.on == "module":
                 out = self.eval(h.returns, {"input": tuple(args), "output": out}, None)
+        if isinstance(out, tuple):   # module hooks are never put on it; one BackwardHookFunction when wrapped
+            n_rg = sum(o.rg for o in out)
+            out = tuple(self.bind(f"{callid}[{i}]", Info(o.shape, True, True, (True,) * n_rg, n_rg, i, o.deps,
+                                                         known=False) if wrap and o.rg else o)
+                        for i, o in enumerate(out))
+            self.calls.append(CallInfo(mod.label, callid, args_rg, replace(out[0], known=False), False))
+            return out
         wrapped_out = False
         if wrap and out.rg:
             out = Info(out.shape, True, True, (True,), 1, 0, out.deps)
@@ -142,7 +155,8 @@ class Analysis:
         for line in mod.lines:
             self.line(line, env, mod, prefix, grad=True)
         out = self.eval(mod.ret, env, mod)
-        assert out.shape == tuple(mod.out_shape), (mod.label, out.shape, mod.out_shape)
+        if not isinstance(out, tuple):
+            assert out.shape == tuple(mod.out_shape), (mod.label, out.shape, mod.out_shape)
         return out
 
     def line(self, line, env: dict, mod: Mod, prefix: str, grad: bool) -> None:

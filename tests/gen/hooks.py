@@ -82,14 +82,15 @@ class HookGen:
 
     def variant_hooks(self, p: ProblemSpec, inputs: list, n: int, backward: bool = True):
         s = self.s
-        paths = [m.label for m in p.model.walk()]
+        paths = [m.label for m in p.model.walk()
+                 if not (m.path == "" and isinstance(m.ret, tuple) and m.ret[0] == "tup")]   # a tuple output
         mods = {m.label: m for m in p.model.walk()}
         # 1. module hooks: targets and kinds (legacy and full never on one module)
         module_hooks: list[HookSpec] = []
         mode: dict[str, str] = {}
-        focus = [s.choice(paths) for _ in range(2)]   # hooks pile up on a few modules and tensors
+        focus = [s.choice(paths) for _ in range(2)] if paths else []   # hooks pile up on a few modules and tensors
         for _ in range(n):
-            if not s.coin(0.5):
+            if not s.coin(0.5) or not paths:
                 continue
             target = s.choice(focus) if s.coin(self.focus_p) else s.choice(paths)
             kind = s.weighted([(4, "full_backward"), (2, "full_backward_pre"), (3, "backward"), (2, "forward"),

@@ -21,6 +21,8 @@ FORWARD_AS_LIST = 0.2
 #: The share of problems written with the v2 contract's features (methods, views, indexing,
 #: in-place statements, no_grad blocks, v2 hook kinds and options, steps, PyTorch errors).
 V2_SHARE = 0.7
+#: How often the root of a v2 problem (a custom module) returns a tuple.
+TUPLE_P = 0.12
 #: How often a custom forward of a v2 problem gets statements.
 STATEMENT_P = 0.6
 
@@ -96,8 +98,17 @@ class Gen(HookGen, HookGenV2, ProgramGen, StepGen):
             self.inputs[0].rg = True
         model = self.root_module(root_kind, in_shapes)
         loss = None
-        if s.coin(0.7):
+        tuple_out = self.v2 and model.type is None and model.function is None and s.coin(TUPLE_P)
+        if tuple_out or s.coin(0.7):
             loss = self.loss(model.out_shape)
+        if tuple_out:   # return a, b: y is the tuple, the loss takes both (y[0] where it took y)
+            i = s.int(0, len(model.inputs) - 1)
+            extra = s.choice([("b", "*", ("n", model.inputs[i]), ("c", Fr(2))), ("f", "relu", ("n", model.inputs[i])),
+                              ("op", "method", "clone", ("n", model.inputs[i]), (), "", tuple(model.in_shapes[i]), "node")])
+            model.ret = ("tup", (model.ret, extra))
+            model.as_list = False
+            loss = ("b", "+", _on_first(loss), ("f", "sum", ("idx", ("n", "y"), 1)))
+            self.v2_used["v2 forward returns a tuple"] += 1
         name = f"gen-{self.fresh('p')}"
         dtype = s.weighted([(8, "float64"), (1, "float32"), (1, None)])
         p = ProblemSpec(name, self.inputs, self.targets, model, loss, [], BackwardSpec(), None, dtype)
@@ -400,3 +411,12 @@ class Gen(HookGen, HookGenV2, ProgramGen, StepGen):
             inner = ("b", "+", inner, y)
         out = inner if y_shape == () else ("f", ctx.reduction(), inner)
         return out
+
+
+def _on_first(tree):
+    """The loss tree with ``y`` read as ``y[0]`` (the forward now returns a tuple)."""
+    if tree == ("n", "y"):
+        return ("idx", ("n", "y"), 0)
+    if isinstance(tree, tuple):
+        return tuple(_on_first(x) if isinstance(x, tuple) else x for x in tree)
+    return tree
