@@ -294,6 +294,9 @@ def version_message(sv: SavedVariable, node: Node) -> str:
     dims = ", ".join(str(d) for d in t.shape)
     owner = node if sv.is_output else t.grad_fn
     what = f", which is output {t.output_nr if not sv.is_output else 0} of {short_name(owner.name)}," if owner else ""
+    if not sv.is_output and t.is_view and t.base.requires_grad and t.view_version != t.version.value:
+        # reading a view's grad_fn after its base changed makes a new one (VariableHooks::grad_fn)
+        what = ", which is output 0 of AsStrided,"
     return (f"one of the variables needed for gradient computation has been modified by an inplace operation: "
             f"[{_TYPE_NAMES.get(t.dtype, t.dtype)} [{dims}]]{what} is at version {t.version.value}; "
             f"expected version {sv.saved_version} instead. Hint: enable anomaly detection to find the operation that "

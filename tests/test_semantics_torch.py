@@ -593,3 +593,31 @@ def test_inplace_overlap_refused_as_pytorch_does():
         pred = solve(text)
         got = pred.error.message if pred.error is not None else None
         assert got == want, (label, got, want)
+
+
+# 19. the saved-tensor version message names the saved input's grad_fn as reading it makes it:
+# a view whose base was written since gets a fresh AsStridedBackward0 ("output 0 of
+# AsStrided"), not the view's own node (found by the sweep: seed 1, problem 221)
+SAVED_VIEWS = {
+    "view saved, base written": "v = a.view(2, 2)\nb = v.sin()\na.mul_(2)\nr = b",
+    "view saved, written itself": "v = a.view(2, 2)\nb = v.sin()\nv.mul_(2)\nr = b",
+    "slice saved, another view written": "v = a[0:2]\nb = v.sin()\na[2:].mul_(2)\nr = b",
+}
+
+
+def test_saved_view_version_message_names_the_regenerated_node():
+    for label, body in SAVED_VIEWS.items():
+        x = torch.tensor([1.0, -2.0, 3.0, 0.5], dtype=F64, requires_grad=True)
+        env = {"a": x * 1}
+        exec(body, env)
+        try:
+            env["r"].sum().backward()
+            want = None
+        except RuntimeError as exc:
+            want = str(exc)
+        forward = "a = x * 1\n" + body + "\nreturn r"
+        text = ("name: s\ndtype: float64\ninputs:\n  x: {value: [1, -2, 3, 0.5], requires_grad: true}\n"
+                "model:\n  forward: |\n" + "".join(f"    {line}\n" for line in forward.splitlines()) + "loss: \"sum(y)\"\n")
+        pred = solve(text)
+        got = pred.error.message if pred.error is not None else None
+        assert got == want, (label, got, want)
