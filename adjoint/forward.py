@@ -116,7 +116,7 @@ class Model:
 
     # ------------------------------------------------------------------ one forward pass
     def forward(self) -> ForwardResult:
-        run = _Pass(self)
+        run = self.last_pass = _Pass(self)   # kept: a pass that raises leaves no ForwardResult
         return run.run()
 
 
@@ -147,7 +147,7 @@ class _Pass:
         self.m.reg.bound(name, t)
 
     def run(self) -> ForwardResult:
-        self.m.reg.forward_begins()
+        self.m.reg.new_forward()
         for name, t in self.m.leaves.items():
             self.bind(name, t, None)
         root = self.p.model
@@ -352,11 +352,14 @@ class _Pass:
                     module_call=rt.call_stack[-1] if rt.call_stack else None)
         rt.nodes.append(node)
         outs = []
+        # returned as-is by a custom Function: views PyTorch forbids to modify in place, and
+        # when more than one is differentiable, as the outputs of a multi-output function
+        kind = "multi" if sum(t.requires_grad for t in tensors) > 1 else "custom"
         for i, t in enumerate(tensors):
             rg = t.requires_grad
             out = rt.tensor(t.value, rg, node if rg else None, i if rg else 0, dtype=t.dtype)
-            if rg:  # returned as-is by a custom Function: a view PyTorch forbids to modify in place
-                out.creation = ("custom", "BackwardHookFunction")
+            if rg:
+                out.creation = (kind, "BackwardHookFunction")
                 out.strides, out.offset = t.strides, t.offset
             outs.append(out)
         node.outputs = [(t.shape, t.dtype) for t in outs]

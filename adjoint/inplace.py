@@ -26,6 +26,7 @@ from fractions import Fraction
 
 from .errors import Loc, ProblemError
 from .graph import CopySlicesWrite, Edge, Node, SavedVariable, Tensor
+from .layout import contiguous_strides
 from .ops import REGISTRY
 from .runtime import TorchError
 
@@ -75,6 +76,25 @@ def call_inplace(rt, name: str, target: Tensor, args: list, kwargs: dict, loc: L
     return apply_inplace(rt, m.prim, target, list(args), None, loc)
 
 
+def _whole(shape: tuple, items: list) -> bool:
+    """Do ``items`` (slices and ``...`` only) cover every element of a tensor of ``shape``?"""
+    if any(not (isinstance(i, slice) or i is Ellipsis) for i in items) or sum(i is Ellipsis for i in items) > 1:
+        return False
+    dims = [i for i in items if i is not Ellipsis]
+    if len(dims) > len(shape):
+        return False
+    at = 0
+    for i in items:
+        if i is Ellipsis:
+            at += len(shape) - len(dims)
+            continue
+        # as applySlice tests it: the start as written (a negative one is not normalized first)
+        if i.step not in (None, 1) or (i.start or 0) != 0 or (i.stop is not None and i.stop < shape[at]):
+            return False
+        at += 1
+    return True
+
+
 def setitem(rt, x, items: list, value, loc: Loc) -> None:
     """``x[items] = value``: copy_ into the view indexing gives (x itself for a lone full slice)."""
     from .functions.views import getitem
@@ -84,8 +104,9 @@ def setitem(rt, x, items: list, value, loc: Loc) -> None:
         value = rt.tensor(rt.B.scalar(value), dtype=x.dtype)
     if not isinstance(value, Tensor):
         raise ProblemError(loc, "index assignment needs a tensor or a number on the right")
-    lone_full = len(items) == 1 and isinstance(items[0], slice) and items[0] == slice(None)
-    target = x if lone_full else getitem(rt, x, items, loc, lone=False)
+    # set_item's applySlicing skips a slice over a whole dimension (applySlice's optimization,
+    # not disabled for assignment): when every item is one (or ...), the write goes into x itself
+    target = x if _whole(x.shape, items) else getitem(rt, x, items, loc, lone=False)
     apply_inplace(rt, "copy_", target, [value], None, loc)
 
 
@@ -100,7 +121,9 @@ def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc)
                                 f"{list(out_shape)}: PyTorch raises RuntimeError")
     rg_in = [t.requires_grad for t in ts]
     make_node = rt.grad_enabled and any(rg_in)
-    if rt.grad_enabled:
+    # check_inplace(self, requires_grad): only when the op records, or writes into a view of a
+    # tensor that requires grad (PyTorch's view then requires grad even when made under no_grad)
+    if rt.grad_enabled and (any(rg_in) or (target.is_view and target.base.requires_grad)):
         check_inplace_allowed(target)
     view = target.is_view
     old_edge = gradient_edge_now(rt, target) if target.requires_grad else None
@@ -109,6 +132,7 @@ def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc)
         edges = [old_edge] + [rt.gradient_edge(t) if t.requires_grad else None for t in ts[1:]]
         node = rt.new_node(op.node, edges, op, params, ts, loc)
         save_inputs(rt, node, op, ts)
+    check_overlap(target, ts[1:])
     values = [t.value for t in ts]
     base_before = target.base.value if view else None
     new_value = rt.B.after_op(op, values, params, op.forward(rt.B, values, params), loc, rt.active)
@@ -131,31 +155,92 @@ _MULTI = ("This view is the output of a function that returns multiple views. Su
           "output views to be modified inplace. You should replace the inplace operation by an out-of-place one.")
 
 
+_CUSTOM = ("This view was created inside a custom Function (or because an input was returned as-is) and the "
+           "autograd logic to handle view+inplace would override the custom backward associated with the custom "
+           "Function, leading to incorrect gradients. This behavior is forbidden. You can fix this by cloning the "
+           "output of the custom Function.")
+_NO_GRAD = ("Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by moving "
+            "both the view and the inplace either both inside the no_grad block (if you don't want the inplace to be "
+            "tracked) or both outside (if you want the inplace to be tracked).")
+
+
+def rebase_message(t: Tensor, indirect: bool) -> str:
+    """handle_view_on_rebase's message for a view PyTorch forbids to modify (directly, or
+    ``indirect``: through its base or another view): the view's own node names it when it has
+    one, a view without one (made under no_grad, or of a tensor that does not require grad)
+    "was created in no_grad mode"; the tail says why, by the view's creation kind."""
+    kind = t.creation[0]
+    name = t.creation[1] if len(t.creation) > 1 else None
+    modified = "its base or another view of its base has been" if indirect else "is being"
+    has_fn = t.grad_fn is not None
+    if kind == "no_grad" or not has_fn:
+        prefix = (f"Output {t.output_nr} of {name} is a view of a view which was created in" if has_fn and name
+                  else "A view was created in")
+        msg = f"{prefix} no_grad mode and {modified} modified inplace with grad mode enabled."
+    else:
+        msg = f"Output {t.output_nr} of {name} is a view and {modified} modified inplace."
+    return f"{msg} {_MULTI if kind == 'multi' else _CUSTOM if kind == 'custom' else _NO_GRAD}"
+
+
 def check_inplace_allowed(t: Tensor) -> None:
-    kind = t.creation[0] if t.creation else None
-    if kind == "custom":
-        raise TorchError("RuntimeError", f"Output {t.output_nr} of {t.creation[1]} is a view and is being modified "
-                                         "inplace. This view was created inside a custom Function (or because an "
-                                         "input was returned as-is) and the autograd logic to handle view+inplace "
-                                         "would override the custom backward associated with the custom Function, "
-                                         "leading to incorrect gradients. This behavior is forbidden. You can fix "
-                                         "this by cloning the output of the custom Function.", "view_inplace")
-    if kind == "multi":
-        raise TorchError("RuntimeError", f"Output {t.output_nr} of {t.creation[1]} is a view and is being modified "
-                                         f"inplace. {_MULTI}", "view_inplace")
-    if kind == "no_grad":
-        raise TorchError("RuntimeError", "A view was created in no_grad mode and is being modified inplace with grad "
-                                         "mode enabled. Given that this use case is ambiguous and error-prone, it is "
-                                         "forbidden. You can clarify your code by moving both the view and the inplace "
-                                         "either both inside the no_grad block (if you don't want the inplace to be "
-                                         "tracked) or both outside (if you want the inplace to be tracked).",
-                         "view_inplace")
+    if t.creation and t.creation[0] in ("custom", "multi", "no_grad"):
+        raise TorchError("RuntimeError", rebase_message(t, False), "view_inplace")
     if t.is_leaf and t.requires_grad and not t.is_view:
         raise TorchError("RuntimeError", "a leaf Variable that requires grad is being used in an in-place operation.",
                          "leaf_inplace")
     if t.is_view and t.base.is_leaf and t.base.requires_grad:
         raise TorchError("RuntimeError", "a view of a leaf Variable that requires grad is being used in an in-place "
                                          "operation.", "leaf_inplace")
+
+
+def _dense(t: Tensor) -> bool:
+    """is_non_overlapping_and_dense: the strides, sorted, are the running products of the sizes."""
+    strides = t.strides or contiguous_strides(t.shape)
+    if any(d == 0 for d in t.shape):
+        return True
+    expected = 1
+    for st, d in sorted((st, d) for d, st in zip(t.shape, strides) if d != 1):
+        if st != expected:
+            return False
+        expected *= d
+    return True
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+_OVERLAP = "Please clone() the tensor before performing the operation."
+
+
+def check_overlap(target: Tensor, inputs: list) -> None:
+    """TensorIterator's memory-overlap checks for an in-place write (after autograd recorded
+    the op): the written tensor may not have internal overlap (an expanded view), and no input
+    may overlap it partially (get_overlap_status: both dense, same storage, intervals that
+    meet but are not the same tensor layout); an input that is the same tensor is fine."""
+    strides = target.strides or contiguous_strides(target.shape)
+    if not _dense(target) and any(st == 0 and d > 1 for d, st in zip(target.shape, strides)):
+        raise TorchError("RuntimeError", "unsupported operation: more than one element of the written-to tensor "
+                                         f"refers to a single memory location. {_OVERLAP}", "overlap")
+    root = target.base if target.base is not None else target
+    n = _numel(target.shape)
+    for o in inputs:
+        if not isinstance(o, Tensor) or o is target or getattr(o, "wrapped", False):
+            continue
+        if (o.base if o.base is not None else o) is not root or n == 0 or _numel(o.shape) == 0:
+            continue
+        if not (_dense(target) and _dense(o)):
+            continue      # TooHard: PyTorch does not check
+        a0, a1 = target.offset, target.offset + n
+        b0, b1 = o.offset, o.offset + _numel(o.shape)
+        same = a0 == b0 and a1 == b1 and tuple(strides) == tuple(o.strides or contiguous_strides(o.shape))
+        if not same and a0 < b1 and b0 < a1:
+            raise TorchError("RuntimeError", "unsupported operation: some elements of the input tensor and the "
+                                             f"written-to tensor refer to a single memory location. {_OVERLAP}",
+                             "overlap")
 
 
 def gradient_edge_now(rt, t: Tensor) -> Edge:
@@ -284,9 +369,9 @@ def refresh(rt, t: Tensor) -> None:
     cannot, and PyTorch raises."""
     if not (t.is_view and t.base.requires_grad and t.view_version != t.version.value):
         return
-    if t.creation and t.creation[0] == "multi":
-        raise TorchError("RuntimeError", f"Output {t.output_nr} of {t.creation[1]} is a view and its base or another "
-                                         f"view of its base has been modified inplace. {_MULTI}", "view_inplace")
+    # handle_view_on_rebase(indirect=true): only a view made as a plain view may be regenerated
+    if t.creation and t.creation[0] in ("custom", "multi", "no_grad"):
+        raise TorchError("RuntimeError", rebase_message(t, True), "view_inplace")
     regenerate(rt, t)
 
 

@@ -97,7 +97,7 @@ class MultiGradState:
     count: int = 0
     nb_calls: int | None = None
     buffer: list | None = None
-    ran: set = field(default_factory=set)   # mode any: the backward calls (graph tasks) it fired in
+    ran: bool = False                 # mode any: fired in this backward
 
 
 @dataclass(eq=False)

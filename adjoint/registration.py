@@ -33,7 +33,7 @@ class Registrations:
         self.handles: dict[int, list] = {}            # hook index -> [(HookDict, handle id)]
         self.attached: dict[int, set] = {}            # hook index -> ids of tensors / nodes it is on
         self.names: dict[str, Tensor] = {}            # the latest tensor of every bound name
-        self.current: dict[str, Tensor] = {}          # the names the current (or last) forward bound
+        self.current: dict[str, Tensor] = {}          # the names bound by the current (or last) forward
         self.retained: dict[int, tuple] = {}          # tensor id -> (Tensor, [names]) with retain_grad, in order
         self._by_target: dict | None = None           # hook target -> hook indices (see _targeting)
         self._saved: list | None = None               # saved_tensors hook indices (see _saved_tensors_hooks)
@@ -103,8 +103,8 @@ class Registrations:
             self._saved = [i for i, h in enumerate(self.hooks) if h.on == "saved_tensors"]
         return self._saved
 
-    def forward_begins(self) -> None:
-        """A forward pass begins: names bound from now on are its own (see :meth:`try_multi_grad`)."""
+    def new_forward(self) -> None:
+        """A forward pass begins: names bound by earlier passes are not its tensors."""
         self.current = {}
 
     def forward_starts(self) -> list:
@@ -194,8 +194,8 @@ class Registrations:
 
     def try_multi_grad(self, hook) -> None:
         """register_multi_grad_hook as soon as every listed tensor exists in the current forward
-        (once per set of tensors): the user's registration line runs in each forward, on that
-        forward's tensors, never on a mix of an earlier forward's and this one's."""
+        (once per set of tensors): a name the pass has not bound yet still means last pass's
+        tensor, which is not what the user's code of this pass holds."""
         if not all(isinstance(self.current.get(n), Tensor) for n in hook.tensors):
             return
         tensors = [self.current[n] for n in hook.tensors]

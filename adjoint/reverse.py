@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from .errors import ProblemError
 from .exact import ExactLimit
 from .graph import Node, Tensor
-from .modules import LegacyHook, ModuleInputHook, ModuleOutputHook, MultiGradInner, UserNodeHook, UserTensorHook
+from .modules import (LegacyHook, ModuleInputHook, ModuleOutputHook, MultiGradInner, MultiGradState,
+                      UserNodeHook)
 from .runtime import CallRecord, Runtime, TorchError
 
 
@@ -125,6 +126,7 @@ class Engine:
         self.fire_hook = fire                  # (hook, args, node, call) -> returned value(s)
         self.exec_info: dict[Node, dict] = {}
         self.deps: dict[Node, int] = {}
+        self.multi_states: dict[int, MultiGradState] = {}   # this backward's state of each multi-grad hook
 
     # ------------------------------------------------------------ run
     def run(self, req: BackwardRequest) -> BackwardResult:
@@ -133,8 +135,6 @@ class Engine:
         root = req.root
         result = BackwardResult([None] * len(req.inputs), calls_start=len(rt.log))
         self.result = result
-        rt.graph_tasks += 1
-        self.task = rt.graph_tasks          # torch._C._current_graph_task_id: one per backward call
         self.retain_graph = req.retain_graph
         root_edge = rt.gradient_edge(root)
         root_grad = req.grad_output if req.grad_output is not None else B.full(root.shape, 1)
@@ -273,11 +273,13 @@ class Engine:
             self.result.seen[(id(node), nr)] = value
 
     def accumulate(self, node: Node, grad) -> None:
-        """AccumulateGrad: ``.grad`` += grad (first time: the gradient itself), then its post hooks."""
+        """AccumulateGrad: ``.grad`` += grad (first time: the gradient itself; nothing when None),
+        then its post-accumulate hooks."""
         t = node.variable
-        if grad is None:
-            return
-        t.grad = grad if t.grad is None else self.B.add(t.grad, grad)
+        if grad is not None:
+            t.grad = grad if t.grad is None else self.B.add(t.grad, grad)
+        # PyTorch 2.13 calls them also when no gradient arrived (a hook replaced it with None):
+        # handed the tensor, its .grad as it is
         if t.post_accumulate_hooks:
             for entry in t.post_accumulate_hooks.live():
                 self.rt.hooks_runner.fire_post_accumulate(entry.hook, t, node)
@@ -454,11 +456,13 @@ class Engine:
 
     # ------------------------------------------------------------ multi-grad hooks
     def multi_grad(self, entry: MultiGradInner, grad) -> None:
-        state = entry.state
+        # register_multi_grad_hook keys its count, buffer and "ran" flag by the graph task
+        # (torch._C._current_graph_task_id()): every backward starts them afresh
+        state = self.multi_states.setdefault(id(entry.state), MultiGradState(entry.state.hook, entry.state.tensors))
         hook = state.hook
         if hook.mode == "any":   # the first of its tensors' gradients in each backward call (graph task)
-            if self.task not in state.ran:
-                state.ran.add(self.task)
+            if not state.ran:
+                state.ran = True
                 self.fire_hook(hook, {"grad": grad}, None, None)
             return
         if state.count == 0:
@@ -472,11 +476,22 @@ class Engine:
             state.buffer = None
 
     def will_execute(self, t: Tensor) -> bool:
-        """torch._C._will_engine_execute_node of the tensor's grad_fn (or grad accumulator)."""
+        """torch._C._will_engine_execute_node of the tensor's grad_fn (or grad accumulator).
+
+        The backward's own root node is never in the graph task's node set (it is where the
+        walk starts), so it answers False: a multi-grad hook over the tensor backward starts
+        from waits for one call fewer (and fires once per call when that was its only other
+        tensor). During autograd.grad, the accumulator of a leaf whose gradient is captured
+        makes PyTorch raise."""
         node = t.grad_fn if t.grad_fn is not None else t.grad_accumulator
-        if node is None or (node not in self.deps and node is not self.root_node):
+        if node is None or node is self.root_node or node not in self.deps:
             return False
-        return not self.exec_info or self.should_execute(node)
+        if not self.exec_info:
+            return True
+        if t.grad_fn is None and self.exec_info.get(node, {}).get("captures"):
+            raise TorchError("RuntimeError", "A leaf node was passed to _will_engine_execute_node but we are currently "
+                                             "running autograd.grad(). This is currently not supported.")
+        return self.should_execute(node)
 
     # ------------------------------------------------------------ checks
     def check_same(self, hook, returned, shape) -> None:

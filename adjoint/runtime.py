@@ -82,7 +82,6 @@ class Runtime:
         self.quiet = 0                        # > 0 inside a Function's forward or a pack hook
         self.applications: list[Application] = []   # every op of the forward (see graph.Application)
         self.progress = None                  # callable(stage, done, total) told of the work done (a progress bar)
-        self.graph_tasks = 0                  # backward calls so far (each is one graph task)
 
     @property
     def active(self) -> bool:
@@ -231,11 +230,16 @@ class Runtime:
         chain = t.view_ops
         B = self.B
         t.view_of = lambda base_value: view_value(B, base_value, chain)
-        t.creation = src.creation
-        if op.outputs != 1:
-            t.creation = ("multi", short_name(op.node))
-        elif not self.grad_enabled and root.requires_grad:
-            t.creation = t.creation or ("no_grad",)
+        # CreationMeta, propagated as propagate_creation_meta does: a view of a view keeps its
+        # base's kind unless the new view has one of its own (made under no_grad, or a piece of
+        # a multi-output op). PyTorch's message names the newest view's own node ("Output 0 of
+        # Select is a view ..."), not the first one's.
+        name = short_name(op.node)
+        t.creation = (src.creation[0], name) if src.creation else None
+        if op.outputs != 1:   # MULTI_OUTPUT_NODE in grad mode (whether or not it records), else NO_GRAD_MODE
+            t.creation = ("multi" if self.grad_enabled else "no_grad", name)
+        elif not self.grad_enabled:
+            t.creation = ("no_grad", name)
         if op.layout is not None:
             strides, offset = op.layout(src.shape, src.strides, src.offset, params)
             if strides is not None:
@@ -320,9 +324,10 @@ def version_message(sv: SavedVariable, node: Node) -> str:
 
 
 def short_name(name: str) -> str:
-    """How SavedVariable's message names a node: ``MulBackward0`` -> ``Mul``."""
+    """How SavedVariable's message names a node: ``MulBackward0`` -> ``Mul``; a node that is not
+    generated code keeps its whole name (``torch::autograd::CopySlices``)."""
     import re
-    return re.sub(r"Backward\d*$", "", name.rsplit("::", 1)[-1])
+    return re.sub(r"Backward\d*$", "", name)
 
 
 def view_value(B, base_value, chain):

@@ -119,7 +119,10 @@ def _returned(p) -> dict | None:
 def _node_names(run: VariantRun) -> dict:
     """Node -> the name of the tensor it produced (the first name bound to one), for pack/unpack."""
     out: dict = {}
-    for f in run.forwards:
+    last = getattr(run.model, "last_pass", None)   # a forward that raised left names but no ForwardResult
+    passes = list(run.forwards) + ([last] if last is not None and all(f.names is not last.names
+                                                                      for f in run.forwards) else [])
+    for f in passes:
         for name, t in f.names.items():
             if isinstance(t, Tensor) and t.grad_fn is not None:
                 out.setdefault(id(t.grad_fn), name)
@@ -144,8 +147,13 @@ def _record(run: VariantRun, rec, producers: dict, calls: dict) -> HookRecord:
     k = call.k if call is not None else None
     count = 1
     if call is not None:
-        # a call of a forward that PyTorch aborted is in no finished forward: its own count then
-        count = calls.get(id(call)) or max(call.k or 1, 1)
+        count = calls.get(id(call))
+        if count is None:
+            # a forward that raised is in no ForwardResult: its calls so far (the pass in progress) count
+            last = getattr(run.model, "last_pass", None)
+            so_far = last.calls if last is not None else []
+            count = sum(1 for c in so_far if c.path == call.path) if any(c is call for c in so_far) \
+                else max(call.k or 1, 1)
     node = rec.node.name if rec.node is not None else None
     if rec.kind in ("pack", "unpack"):
         target = producers.get(id(rec.node)) if rec.node is not None else None

@@ -3,9 +3,9 @@
     python benchmarks/sweep.py --n 2000 --seed 1            # the target sweep
     python benchmarks/sweep.py --n 200 --seed 7 --jobs 2    # quicker, on two cores
 
-Problem ``i`` of seed ``s`` is ``tests/gen_problems.generate(random.Random(f"{s}-{i}"))``, so
+Problem ``i`` of seed ``s`` is ``tests/gen.generate(random.Random(f"{s}-{i}"))``, so
 any one can be regenerated alone (``--only i``). Each is checked like tests/test_differential.py
-does (:func:`gen_problems.check`: every variant solved, run in real torch, compared). Prints
+does (:func:`gen.check`: every variant solved, run in real torch, compared). Prints
 how many problems and variants were tried, how many disagreed (mismatch, solve refusing
 what PyTorch runs, a traceback), timeouts, timings, and the features covered with counts;
 writes every disagreeing or timed-out problem, with what went wrong appended as comments,
@@ -24,8 +24,9 @@ from collections import Counter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+sys.path.insert(0, os.path.dirname(HERE))   # this checkout's adjoint, not an installed one
 
-import gen_problems as G  # noqa: E402
+import gen as G  # noqa: E402
 
 DISAGREE = ("crash", "harness", "invalid", "refused", "mismatch")
 
@@ -125,7 +126,11 @@ def main(argv=None) -> int:
     print(f"time:              {wall:.1f}s wall; per problem median {q(0.5):.2f}s, p90 {q(0.9):.2f}s, "
           f"p99 {q(0.99):.2f}s, max {q(1.0):.2f}s; exact solve {solve_seconds:.1f}s in all")
     print("coverage (occurrences over all problems):")
-    groups = [("modules", lambda k: k.startswith("module ") or k in ("child called twice",
+    groups = [("v2 problems", lambda k: k == "v2 problem"),
+              ("v2 forms (views, copies, methods, keyword arguments, indexing)", lambda k: k.startswith("v2 form ")),
+              ("v2 statements", lambda k: k.startswith(("v2 statement ", "stmt "))),
+              ("v2 steps", lambda k: k.startswith("steps ")),
+              ("modules", lambda k: k.startswith("module ") or k in ("child called twice",
                                                                       "multi-input call, mixed requires_grad",
                                                                       "param requires_grad false")),
               ("hooks", lambda k: k.startswith(("hook ", "tensor hook on", "retain_grad on"))),

@@ -37,6 +37,16 @@ def current_node():
     return torch._C._current_autograd_node()
 
 
+def grad_fn_of(t):
+    """``t.grad_fn``, or None where reading it raises: a view whose base was modified in place
+    after the view was made where PyTorch forbids that (a custom Function's or a multi-output
+    op's view) raises on ``.grad_fn`` -- the harness reads it, the user's program did not."""
+    try:
+        return t.grad_fn
+    except RuntimeError:
+        return None
+
+
 class NodeIndex:
     def __init__(self):
         self.seen: dict[int, object] = {}           # id(node) -> node (keeps each one alive)
@@ -46,7 +56,7 @@ class NodeIndex:
 
     def scan(self, tensors) -> None:
         """Walk the graphs behind ``tensors`` (tensors, or nested tuples/lists of them)."""
-        stack = [t.grad_fn for t in _tensors(tensors) if t.grad_fn is not None]
+        stack = [grad_fn_of(t) for t in _tensors(tensors)]
         while stack:
             node = stack.pop()
             if node is None or id(node) in self.seen:

@@ -153,7 +153,7 @@ class Session:
             out = module(*args, **kwargs)
         self.kept.append(out)
         for t in graphs.tensors_in(out):
-            if t.grad_fn is not None:
+            if graphs.grad_fn_of(t) is not None:
                 self.nodes.note_call(t.grad_fn, label, k, fp.index)
         callid = label if k == 1 else f"{label}#{k}"
         if isinstance(out, tuple):
@@ -171,7 +171,7 @@ class Session:
         def observe(module, args, output):
             fp = self.fpass
             for t in graphs.tensors_in(args):
-                node = t.grad_fn
+                node = graphs.grad_fn_of(t)
                 if (node is not None and node.name() == "BackwardHookFunctionBackward"
                         and graphs.sequence_nr(node) >= fp.starts.get(label, 0)):
                     self.nodes.note_call(node, label, fp.counts[label], fp.index)
@@ -374,7 +374,7 @@ def finish_calls(s: Session) -> None:
     producers: dict[int, str] = {}
     for fp in s.forwards:
         for name, t in fp.names.items():
-            if isinstance(t, torch.Tensor) and t.grad_fn is not None:
+            if isinstance(t, torch.Tensor) and graphs.grad_fn_of(t) is not None:
                 seq = graphs.sequence_nr(t.grad_fn)
                 producers.setdefault(seq, name)
     for record in s.log:

@@ -1,0 +1,260 @@
+"""The differential check: solve exactly, run in real PyTorch, compare."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: Per-variant outcomes, worst first. The first four are disagreements between adjoint and
+#: PyTorch (or a bug of the harness); the rest are fine.
+BAD = ("crash", "harness", "invalid", "refused", "mismatch", "timeout")
+GOOD = ("ok", "both_raise", "nonfinite", "f32_rounding", "f64_rounding", "overflow")
+FLOAT_MAX = {"float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
+
+
+@dataclass
+class Outcome:
+    """What one problem gave: per variant (name, status, detail), and the time it took."""
+
+    variants: list = field(default_factory=list)
+    seconds: float = 0.0
+    solve_seconds: float = 0.0
+
+    @property
+    def status(self) -> str:
+        found = {st for _, st, _ in self.variants}
+        for st in BAD + ("overflow", "f64_rounding", "f32_rounding", "both_raise", "nonfinite", "ok"):
+            if st in found:
+                return st
+        return "ok"
+
+    @property
+    def ok(self) -> bool:
+        return all(st in GOOD for _, st, _ in self.variants)
+
+    def report(self) -> str:
+        return "\n".join(f"{name}: {st}" + (f": {detail}" if detail else "") for name, st, detail in self.variants)
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _Timeout()
+
+
+def check(text: str, timeout: float = 30.0) -> Outcome:
+    """Solve every variant exactly, run it in real PyTorch (adjoint.torchside) and compare.
+
+    Per variant: ``ok`` (every compared item within adjoint.compare's tolerance), ``mismatch``
+    (some item differs, or PyTorch raised where the prediction runs), ``nonfinite`` (solve
+    refuses a non-finite forward: PyTorch would carry inf/nan on, nothing to compare),
+    ``both_raise`` (solve says PyTorch raises, and it does), ``f32_rounding`` /
+    ``f64_rounding`` (a run is off by more than compare's tolerance for its dtype, and every
+    such element is off at least 1000 times more in float32 than in float64: PyTorch's
+    rounding through an ill-conditioned op, such as 1 - tanh(x)^2 at a saturated tanh, not a
+    modelling error), ``overflow`` (the variant disagrees, and some exact forward value is
+    finite but beyond the dtype's range: PyTorch overflowed to inf, then maybe nan),
+    ``refused`` (solve raises a
+    ProblemError but PyTorch runs), ``invalid`` (the file does not even load: a generator
+    bug), ``crash`` (a traceback from adjoint), ``harness`` (a traceback from the torch side
+    or the comparison), ``timeout`` (solve and compare took longer than ``timeout`` seconds)."""
+    import signal
+    import time
+    import traceback
+    import warnings
+
+    import adjoint
+    from adjoint.compare import compare
+    from adjoint.errors import ProblemError
+    from adjoint.torchside import run_variant
+
+    out = Outcome()
+    start = time.perf_counter()
+    try:
+        problem = adjoint.loads(text, name="<generated>")
+    except ProblemError as exc:
+        out.variants.append(("*", "invalid", str(exc)))
+        return out
+    except Exception:
+        out.variants.append(("*", "crash", traceback.format_exc(limit=-4)))
+        return out
+    old = signal.signal(signal.SIGALRM, _alarm)
+    try:
+        for v in problem.variants:
+            signal.setitimer(signal.ITIMER_REAL, timeout)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    out.variants.append((v.name,) + _check_variant(problem, v, compare, run_variant, out))
+            except _Timeout:
+                out.variants.append((v.name, "timeout", f"over {timeout:g}s"))
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+    finally:
+        signal.signal(signal.SIGALRM, old)
+    out.seconds = time.perf_counter() - start
+    return out
+
+
+def _beyond_range(tree, dtype: str) -> bool:
+    """Does some exact VALUE in the predicted JSON fall outside the dtype's finite range?"""
+    import math
+
+    if isinstance(tree, dict):
+        if "exact" in tree and "value" in tree:
+            floats, exact = tree["value"], tree["exact"]
+
+            def walk(f, e):
+                if isinstance(f, list):
+                    return any(walk(a, b) for a, b in zip(f, e))
+                if f is None:
+                    return False
+                if e in ("inf", "-inf", "nan"):
+                    return False
+                return math.isinf(f) or math.isnan(f) or abs(f) > FLOAT_MAX[dtype]
+
+            return walk(floats, exact)
+        return any(_beyond_range(v, dtype) for v in tree.values())
+    if isinstance(tree, list):
+        return any(_beyond_range(v, dtype) for v in tree)
+    return False
+
+
+def _check_variant(problem, v, compare, run_variant, out: Outcome):
+    import time
+    import traceback
+
+    from adjoint.errors import ProblemError
+
+    t0 = time.perf_counter()
+    try:
+        vp = problem.solve(variant=v.name).variants[0]
+        predicted = vp.to_json()
+    except _Timeout:
+        raise
+    except ProblemError as exc:
+        out.solve_seconds += time.perf_counter() - t0
+        message = str(exc)
+        if "forward pass stays finite" in message:
+            return "nonfinite", message
+        try:
+            observed = run_variant(problem, v, problem.dtype)
+        except ProblemError as torch_exc:
+            return "invalid", f"solve: {message}; torch side: {torch_exc}"
+        except _Timeout:
+            raise
+        except Exception:
+            return "harness", traceback.format_exc(limit=-4)
+        if observed.get("error"):
+            return "both_raise", f"solve: {message}; PyTorch: {observed['error']}"
+        return "refused", f"solve refuses ({message}) but PyTorch runs"
+    except Exception:
+        return "crash", traceback.format_exc(limit=-6)
+    out.solve_seconds += time.perf_counter() - t0
+    try:
+        observed = run_variant(problem, v, problem.dtype)
+        rows = compare(predicted, observed, problem.dtype)
+    except _Timeout:
+        raise
+    except Exception:
+        return "harness", traceback.format_exc(limit=-4)
+    bad = [r for r in rows if not r.ok]
+    if bad:
+        detail = "; ".join(f"{r.item}: {r.detail}" for r in bad[:6])
+        if _beyond_range(predicted, problem.dtype) or _forward_beyond_range(vp, problem.dtype):
+            # an exact value (finite) is beyond the dtype's range: PyTorch's floats overflow to
+            # inf and then make nan (inf - inf, 0 * inf), which no exact prediction can follow
+            return "overflow", detail
+        if not observed.get("error"):
+            # The prediction is exact; PyTorch's rounding grows through ill-conditioned ops
+            # (1 - tanh(x)^2 at a saturated tanh, sin of a large argument). Rerun in the other
+            # precision: rounding error scales with it (~5e8 between float32 and float64), a
+            # modelling error does not.
+            other = "float64" if problem.dtype == "float32" else "float32"
+            try:
+                observed_other = run_variant(problem, v, other)
+            except _Timeout:
+                raise
+            except Exception:
+                return "harness", traceback.format_exc(limit=-4)
+            lo, hi = (observed, observed_other) if problem.dtype == "float32" else (observed_other, observed)
+            if _rounding_explains(predicted, observed, lo, hi, problem.dtype):
+                return ("f32_rounding" if problem.dtype == "float32" else "f64_rounding"), detail
+        return "mismatch", detail
+    return "ok", ""
+
+
+def _forward_beyond_range(vp, dtype: str) -> bool:
+    """Does an exact forward value (named or not) fall beyond the dtype's finite range?"""
+    import math
+
+    fwd = getattr(vp, "forward", None)
+    for value in getattr(fwd, "values", None) or []:
+        if value is None:
+            continue
+        for f in _flat(value.floats()):
+            if f is not None and (math.isinf(f) or math.isnan(f) or abs(f) > FLOAT_MAX[dtype]):
+                return True
+    return False
+
+
+def _flat(x) -> list:
+    if isinstance(x, list):
+        out = []
+        for y in x:
+            out.extend(_flat(y))
+        return out
+    return [x]
+
+
+def _aligned(p, o, path=""):
+    """(where, predicted VALUE, observed VALUE) for every tensor both JSON sides hold at one place."""
+    if isinstance(p, dict) and "shape" in p and "value" in p:
+        if isinstance(o, dict) and "value" in o:
+            yield path, p, o
+        return
+    if isinstance(p, dict) and isinstance(o, dict):
+        for k in p:
+            if k in o:
+                yield from _aligned(p[k], o[k], f"{path}/{k}")
+    elif isinstance(p, list) and isinstance(o, list) and len(p) == len(o):
+        for i, (a, b) in enumerate(zip(p, o)):
+            yield from _aligned(a, b, f"{path}/{i}")
+
+
+def _rounding_explains(predicted: dict, observed: dict, lo: dict, hi: dict, dtype: str) -> bool:
+    """Is every element ``observed`` gets wrong (beyond compare's tolerance for ``dtype``)
+    wrong because of rounding: the float32 run (``lo``) at least 1000 times further from the
+    exact value than the float64 run (``hi``)?"""
+    import math
+
+    from adjoint.compare import tolerance
+
+    if len(predicted.get("hook_calls") or []) != len(observed.get("hook_calls") or []):
+        return False
+    rtol, atol = tolerance(dtype)
+    lo_at = {w: o for w, _, o in _aligned(predicted, lo)}
+    hi_at = {w: o for w, _, o in _aligned(predicted, hi)}
+    found = False
+    for where, p, o in _aligned(predicted, observed):
+        pf, of = _flat(p["value"]), _flat(o["value"])
+        if len(pf) != len(of) or any(x is None for x in pf):
+            return False
+        scale = max([abs(x) for x in pf if math.isfinite(x)], default=0.0)
+        for i, (a, b) in enumerate(zip(pf, of)):
+            if not (math.isfinite(a) and math.isfinite(b)):
+                if a == b or (math.isnan(a) and math.isnan(b)):
+                    continue
+                return False          # inf vs -inf, nan vs a number: not rounding
+            if abs(a - b) <= atol + rtol * scale:
+                continue
+            found = True
+            if where not in lo_at or where not in hi_at:
+                return False
+            lv, hv = _flat(lo_at[where]["value"]), _flat(hi_at[where]["value"])
+            if len(lv) != len(pf) or len(hv) != len(pf) or not (math.isfinite(lv[i]) and math.isfinite(hv[i])):
+                return False
+            if abs(lv[i] - a) < 1000 * abs(hv[i] - a):
+                return False
+    return found
