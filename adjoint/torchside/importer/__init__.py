@@ -35,7 +35,7 @@ def problem_text(model: nn.Module, named_inputs: list[tuple[str, torch.Tensor]],
     """The problem file (YAML text) for ``model`` called on ``named_inputs``."""
     dtype = _dtype(model)
     files = source_files(model)
-    shapes = _call_shapes(model, [t for _, t in named_inputs]) if _needs_shapes(model) else {}
+    shapes = _call_shapes(model, [t for _, t in named_inputs])
     tree = TreeWriter(files, shapes).module(model, "", True)
     top: dict = {"name": Flow(name)}
     top["description"] = Text(f"{type(model).__name__} imported from its PyTorch module by adjoint import")
@@ -76,6 +76,7 @@ def from_module_text(model: nn.Module, *example_inputs: torch.Tensor, loss: str 
 def import_file(spec: str, input_specs: list[str], loss: str = DEFAULT_LOSS, out_path: str | None = None) -> str:
     """``adjoint import FILE.py:FACTORY --input NAME=SHAPE ...``: the problem file's text."""
     path, factory = split_spec(spec)
+    check_loss(loss)
     shapes = [inputs.parse(s) for s in input_specs]
     if not shapes:
         raise ProblemError(None, "give the model's inputs: --input NAME=SHAPE for each (e.g. --input x=2x4)")
@@ -97,6 +98,13 @@ def import_file(spec: str, input_specs: list[str], loss: str = DEFAULT_LOSS, out
     return problem_text(model, named, loss, stem, origin, header)
 
 
+def check_loss(loss: str) -> None:
+    """The loss parses (a mistake is ``--loss:1:COL: ...``, before any user code runs)."""
+    from ...expr import parse_expression
+    from ...loader import YScalar
+    parse_expression(YScalar._plain("--loss", 1, 1, loss, "str"), "the loss")
+
+
 def _dtype(model: nn.Module) -> torch.dtype:
     dtypes = {p.dtype for p in model.parameters()} | {b.dtype for b in model.buffers() if b.is_floating_point()}
     floats = dtypes & {torch.float32, torch.float64}
@@ -115,12 +123,9 @@ def _input_entry(t: torch.Tensor, name: str):
         flow_map([("value", value), ("requires_grad", True)])
 
 
-def _needs_shapes(model: nn.Module) -> bool:
-    return any(type(m) is nn.Dropout and m.training and 0 < m.p < 1 for m in model.modules())
-
-
 def _call_shapes(model: nn.Module, args: list[torch.Tensor]) -> dict:
-    """The input shape of every call of every module, from one run on the example inputs."""
+    """The input shape of every call of every module, from one run on the example inputs (which
+    also tells, before anything is written, that the inputs fit the model)."""
     shapes: dict[str, list] = {}
     handles = []
     for path, m in model.named_modules():
