@@ -35,8 +35,8 @@ def problem_text(model: nn.Module, named_inputs: list[tuple[str, torch.Tensor]],
     """The problem file (YAML text) for ``model`` called on ``named_inputs``."""
     dtype = _dtype(model)
     files = source_files(model)
-    shapes = _call_shapes(model, [t for _, t in named_inputs])
-    tree = TreeWriter(files, shapes).module(model, "", True)
+    shapes, examples = _example_calls(model, [t for _, t in named_inputs])
+    tree = TreeWriter(files, shapes, examples).module(model, "", True)
     top: dict = {"name": Flow(name)}
     top["description"] = Text(f"{type(model).__name__} imported from its PyTorch module by adjoint import")
     top["dtype"] = Flow("float64" if dtype == torch.float64 else "float32")
@@ -123,16 +123,24 @@ def _input_entry(t: torch.Tensor, name: str):
         flow_map([("value", value), ("requires_grad", True)])
 
 
-def _call_shapes(model: nn.Module, args: list[torch.Tensor]) -> dict:
-    """The input shape of every call of every module, from one run on the example inputs (which
-    also tells, before anything is written, that the inputs fit the model)."""
+def _example_calls(model: nn.Module, args: list[torch.Tensor]) -> tuple[dict, dict]:
+    """The input shapes of every call of every module, and the arguments of its first call (for
+    the fallback when fx cannot trace), from one run on the example inputs (which
+    also tells, before anything is written, that the inputs fit the model). The run leaves the
+    model as it was: buffers (BatchNorm's running statistics) and the random generator are
+    restored."""
     shapes: dict[str, list] = {}
+    examples: dict[str, tuple] = {}
     handles = []
     for path, m in model.named_modules():
-        def pre(module, a, path=path):
+        def pre(module, a, kw, path=path):
             if a and isinstance(a[0], torch.Tensor):
                 shapes.setdefault(path, []).append(tuple(a[0].shape))
-        handles.append(m.register_forward_pre_hook(pre))
+            if path not in examples:
+                examples[path] = (_cloned(a), _cloned(kw))
+        handles.append(m.register_forward_pre_hook(pre, prepend=True, with_kwargs=True))
+    state = {n: b.detach().clone() for n, b in model.named_buffers()}   # BatchNorm's statistics move
+    rng = torch.get_rng_state()
     try:
         with torch.no_grad():
             model(*args)
@@ -143,4 +151,18 @@ def _call_shapes(model: nn.Module, args: list[torch.Tensor]) -> dict:
     finally:
         for h in handles:
             h.remove()
-    return shapes
+        with torch.no_grad():
+            for n, b in model.named_buffers():
+                b.copy_(state[n])
+        torch.set_rng_state(rng)
+    return shapes, examples
+
+
+def _cloned(value):
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (tuple, list)):
+        return type(value)(_cloned(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _cloned(v) for k, v in value.items()}
+    return value

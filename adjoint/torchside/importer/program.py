@@ -46,9 +46,11 @@ class Expr:
 
 
 class Writer:
-    def __init__(self, module: nn.Module, path: str, graph: fx.Graph, files: set[str]):
+    def __init__(self, module: nn.Module, path: str, graph: fx.Graph, files: set[str], sites: dict):
         self.module = module
-        self.path = path or "the root module"
+        self.prefix = f"{path}." if path else ""
+        self.sites = sites
+        self.path = f"'{path}'" if path else "the model"
         self.graph = graph
         self.files = files
         self.children = dict(module.named_children())
@@ -92,7 +94,7 @@ class Writer:
                 self.output(node)
             elif node in self.unpacked:
                 continue
-            elif not node.users and node.op != "output" and not _in_place(node):
+            elif not _live(node) and node.op != "output" and not _in_place(node):
                 continue    # computed and never used: fx keeps it, PyTorch would too, but it makes no node
             else:
                 self.op(node)
@@ -135,7 +137,7 @@ class Writer:
     def op(self, node: fx.Node) -> None:
         self.consume(_refs((node.args, node.kwargs)))
         expr = self.render(node)
-        count = self.tuple_count(node)
+        count = self.tuple_count(node) if len(_live(node)) > 1 else None
         if count is not None:
             self.flush()
             items = {u.args[1]: u for u in node.users}
@@ -151,7 +153,7 @@ class Writer:
             self.lines.append(f"{', '.join(names)} = {expr.text}")
             return
         self.exprs[node] = expr
-        if len(node.users) == 1 and not _in_place(node):
+        if len(_live(node)) == 1 and not _in_place(node):
             self.pending.append(node)
             return
         self.flush()
@@ -233,6 +235,7 @@ class Writer:
 
     def _render(self, node: fx.Node) -> Expr:
         if node.op == "call_module":
+            self.sites.setdefault(self.prefix + str(node.target), self.where(node))
             return Expr(f"{self.child(node)}({self.call_args(node, node.args, node.kwargs)})")
         if node.op == "call_method":
             name = str(node.target)
@@ -293,6 +296,9 @@ def _show_target(node: fx.Node) -> str:
     if node.op == "call_method":
         return f"Tensor.{node.target}"
     target = node.target
+    ns = _namespace(target)
+    if ns is not None:
+        return f"{ns}{target.__name__}"
     module = getattr(target, "__module__", None) or ""
     name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target)
     if module in ("torch._C._nn", "torch._C._VariableFunctions", "torch.nn.functional"):
@@ -300,6 +306,16 @@ def _show_target(node: fx.Node) -> str:
     if module == "_operator":
         module = "operator"
     return f"{module}.{name}" if module else name
+
+
+def _dead(node: fx.Node) -> bool:
+    """A pure node nothing uses (``_`` of ``out, _ = attn(...)``): written nowhere."""
+    return not node.users and node.op in ("call_function", "call_method") and not _in_place(node) and \
+        node.target is operator.getitem
+
+
+def _live(node: fx.Node) -> list[fx.Node]:
+    return [u for u in node.users if not _dead(u)]
 
 
 def _in_place(node: fx.Node) -> bool:
@@ -322,6 +338,6 @@ def _refs(value) -> list[fx.Node]:
     return [v for v in _flat(value) if isinstance(v, fx.Node)]
 
 
-def write_forward(module: nn.Module, path: str, graph: fx.Graph, files: set[str]) -> tuple[list, str]:
-    """(inputs, program text) of ``module``'s forward."""
-    return Writer(module, path, graph, files).write()
+def write_forward(module: nn.Module, path: str, graph: fx.Graph, files: set[str], sites: dict) -> tuple[list, str]:
+    """(inputs, program text) of ``module``'s forward; ``sites`` learns where each child is called."""
+    return Writer(module, path, graph, files, sites).write()

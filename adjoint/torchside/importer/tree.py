@@ -3,6 +3,7 @@
 * a module whose class is a ``torch.nn`` type the format has (:mod:`.builtins`): ``type``,
   ``args``, ``params``, ``buffers``;
 * ``nn.Sequential`` and ``nn.ModuleList``: their children, in order;
+* another ``torch.nn`` class: refused, naming the line that calls it;
 * any other module (the user's own classes): its own parameters and buffers under their
   bare names, its children, and its ``forward`` traced (:mod:`.fxtrace`) and written as a
   program (:mod:`.program`);
@@ -21,6 +22,7 @@ from .emit import Block, Flow, flow_map
 from .fxtrace import trace
 from .numbers import nested
 from .program import write_forward
+from .record import record
 from .refuse import refuse
 from .where import of_exception, of_module
 
@@ -28,10 +30,11 @@ CONTAINERS = (nn.Sequential, nn.ModuleList)
 
 
 class TreeWriter:
-    def __init__(self, files: set[str], shapes: dict[str, list[tuple[int, ...]]], trace_fallback=None):
+    def __init__(self, files: set[str], shapes: dict[str, list[tuple[int, ...]]], examples: dict[str, tuple]):
         self.files = files
         self.shapes = shapes            # module path -> the input shapes of its calls (for Dropout masks)
-        self.trace_fallback = trace_fallback
+        self.examples = examples        # module path -> (args, kwargs) of its first call (for record)
+        self.sites: dict[str, str | None] = {}  # module path -> the line of the user's code that calls it
 
     def module(self, m: nn.Module, path: str, parent_training: bool) -> dict:
         out: dict = {}
@@ -61,12 +64,17 @@ class TreeWriter:
             out["params"] = own_params
         if own_buffers:
             out["buffers"] = own_buffers
+        if type(m).__module__.startswith("torch.") and type(m) not in CONTAINERS:
+            raise refuse(self.sites.get(path) or of_module(m),
+                         f"module '{path or 'model'}' is torch.nn.{kind}, which adjoint does not model",
+                         "see docs/format.md (built-in types) for the torch.nn modules a problem file has")
+        forward = self.forward(m, path) if type(m) not in CONTAINERS else None   # first: it knows the call sites
         children = list(m.named_children())
         if children:
             kids = [(n, self.module(c, self.full(path, n), m.training)) for n, c in children]
             out["children"] = [k for _, k in kids] if isinstance(m, nn.ModuleList) else dict(kids)
-        if type(m) not in CONTAINERS:
-            inputs, text = self.forward(m, path)
+        if forward is not None:
+            inputs, text = forward
             if inputs != ["x"]:
                 out["inputs"] = Flow("[" + ", ".join(_input(i) for i in inputs) + "]")
             out["forward"] = Block(text)
@@ -100,15 +108,23 @@ class TreeWriter:
         try:
             graph = trace(m)
         except Exception as exc:   # fx refuses in many ways: TraceError, TypeError, NotImplementedError...
-            if self.trace_fallback is not None:
-                graph = self.trace_fallback(m, path, exc)
-            else:
-                where = of_exception(exc, self.files) or of_module(m)
-                first = " ".join(str(exc).split()) or type(exc).__name__
-                raise refuse(where, f"torch.fx cannot trace the forward of '{path or 'model'}' "
-                                    f"({type(m).__name__}): {first[:200]}",
-                             "write its forward without data-dependent Python control flow") from None
-        return write_forward(m, path or "model", graph, self.files)
+            graph = self.fallback(m, path, exc)
+        return write_forward(m, path, graph, self.files, self.sites)
+
+
+    def fallback(self, m: nn.Module, path: str, exc: Exception):
+        """fx could not trace: record the ops of one real call instead (:mod:`.record`); when that
+        fails too, the one line names fx's complaint and the user's line it came from."""
+        example = self.examples.get(path)
+        if example is not None:
+            try:
+                return record(m, *example)
+            except Exception:
+                pass
+        where = of_exception(exc, self.files) or of_module(m)
+        first = " ".join(str(exc).split()) or type(exc).__name__
+        raise refuse(where, f"torch.fx cannot trace the forward of '{path or 'model'}' ({type(m).__name__}): "
+                            f"{first[:200]}", "write its forward without data-dependent Python control flow") from None
 
 
 def _input(item) -> str:
