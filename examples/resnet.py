@@ -1,4 +1,5 @@
-"""A stack of ResNet basic blocks (conv, batch norm, ReLU, residual add), in training mode.
+"""A stack of ResNet basic blocks (conv, batch norm, ReLU, residual add), in eval mode (as for
+inference: batch norm uses its running statistics); make_training_block is one block in training mode.
 
     adjoint import examples/resnet.py:make_model --input x=2x2x3x3 -o resnet.yaml
 """
@@ -37,3 +38,13 @@ class TinyResNet(nn.Module):
 def make_model():
     torch.manual_seed(0)
     return TinyResNet().eval()
+
+
+def make_training_block():
+    """One block in training mode (batch statistics): exact solving nests a square root per
+    batch norm, so this one is smaller still.
+
+        adjoint import examples/resnet.py:make_training_block --input x=2x1x2x2
+    """
+    torch.manual_seed(0)
+    return TinyResNet(channels=1, blocks=1)
