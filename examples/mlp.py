@@ -22,6 +22,15 @@ class MLP(nn.Module):
         return self.fc2(h)
 
 
+GRAD_NORMS = []
+
+
+def log_grad(module, grad_input, grad_output):
+    GRAD_NORMS.append(grad_output[0].norm().item())
+
+
 def make_model():
     torch.manual_seed(0)
-    return MLP().eval()     # inference mode: dropout passes everything through
+    model = MLP().eval()    # inference mode: dropout passes everything through
+    model.fc1.register_full_backward_hook(log_grad)
+    return model
