@@ -11,6 +11,8 @@ are named as the file names them (``fc1.weight``, ``x``), which is also how
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from ...errors import ProblemError
@@ -51,8 +53,14 @@ def signature(outputs, leaf_names: dict[int, str]) -> list[tuple[str, tuple]]:
 def file_graph(problem: Problem, decl: Variant, dtype: str):
     from ..run import Session
     s = Session(problem, decl, dtype)
+    later = {i for step in (decl.steps or ()) if step.kind == "register" for i in step.hooks}
     try:
-        fp = s.forward()
+        for hook in decl.hooks:      # registered before the forward, as run_steps does
+            if hook.when == "before_forward" and hook.index not in later:
+                s.hooks.register(hook.index)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fp = s.forward()
         names = {id(t): name for name, t in s.leaves.items()}
         return signature(fp.output, names)
     finally:
@@ -72,7 +80,9 @@ def user_graph(problem: Problem, decl: Variant, dtype: str):
         args.append(t)
     for name, p in model.named_parameters():
         names[id(p)] = name
-    out = model(*args)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = model(*args)
     return signature(out, names)
 
 

@@ -15,13 +15,20 @@ from __future__ import annotations
 from torch import nn
 from torch.nn.modules import module as nn_module
 
-from .emit import Flow, Note, flow_map
+import re
+
+from .emit import Flow, Note, Text, flow_map
 from .where import of_object
 
 _TABLES = (("forward_pre", "_forward_pre_hooks"), ("forward", "_forward_hooks"),
            ("full_backward_pre", "_backward_pre_hooks"), ("backward", "_backward_hooks"))
 _GLOBAL = (("forward_pre", "_global_forward_pre_hooks"), ("forward", "_global_forward_hooks"),
            ("full_backward_pre", "_global_backward_pre_hooks"), ("backward", "_global_backward_hooks"))
+
+
+def _plain(path: str) -> bool:
+    """A module path YAML reads back as a string without quotes (``fc1``, ``blocks.0``; not ``0``)."""
+    return re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", path) is not None
 
 
 def _describe(fn) -> str:
@@ -51,7 +58,7 @@ def registered(model: nn.Module) -> list:
                 k = kind
                 if attr == "_backward_hooks":
                     k = "full_backward" if module._is_full_backward_hook else "backward"
-                fields = [("module", Flow(target)), ("kind", Flow(k))]
+                fields = [("module", Flow(target) if _plain(target) else Text(target)), ("kind", Flow(k))]
                 if prepended:
                     fields.append(("prepend", True))
                 if kind in ("forward", "forward_pre"):

@@ -276,6 +276,9 @@ class Writer:
         head, _, rest = target.partition(".")
         if isinstance(self.children.get(head), nn.ModuleList) and rest.isdigit():
             return f"{head}[{rest}]"
+        if isinstance(self.children.get(head), nn.ModuleDict):
+            raise self.fail(node, f"calls an item of the nn.ModuleDict '{head}', which the problem format does not "
+                                  "have", "use nn.ModuleList or named attributes for its children")
         raise self.fail(node, f"calls '{target}' directly, which is not one of its own children",
                         "a forward calls its own children (or a ModuleList's items by index); give the child "
                         "a forward that calls its own child")
