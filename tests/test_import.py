@@ -84,6 +84,9 @@ def test_example_imports_solves_and_verifies_against_the_users_module(tmp_path, 
     name, factory, specs = CASES[case]
     file = os.path.join(EXAMPLES, name)
     path, text, problem = _imported(tmp_path, file, factory, specs)
+    if case == "transformer":   # the user's own names: h = self.ln1(x); x = x + attended (x taken: x_2)
+        assert ("    h = ln1(x)\n    x_2 = x + attn(h, h, h, need_weights=False)[0]\n"
+                "    return x_2 + mlp(ln2(x_2))\n") in text
     assert problem.origin is not None and problem.origin.factory == factory
     prediction = predict(problem, None)
     vp = prediction.variants[0]
@@ -253,11 +256,11 @@ def test_custom_module_forward_is_written_like_the_users_code(tmp_path):
     path, text, problem = _imported(tmp_path, file, "make", ["x=2x2"])
     assert ("      inputs: [x, {temperature: 2.0}]\n"
             "      forward: |\n"
-            "        layers_0 = layers[0](x)\n"
-            "        return layers_0 * (torch.tanh(layers[1](x)) * scale) + layers_0 / temperature\n") in text
+            "        a = layers[0](x)\n"
+            "        return a * (torch.tanh(layers[1](x)) * scale) + a / temperature\n") in text
     assert ("  forward: |\n"
-            "    gate_out = gate(x)\n"
-            "    return out(F.relu(gate_out) + gate(gate_out, temperature=4.0))\n") in text
+            "    h = gate(x)\n"
+            "    return out(F.relu(h) + gate(h, temperature=4.0))\n") in text
     assert "scale: [0.5, -0.25]" in text
     vp = predict(problem, None).variants[0]
     result = verify_variant(path, problem, vp, problem.dtype, False)

@@ -6,8 +6,9 @@ Tensor methods the format models, Python's operators (``+ - * / @ ** -x``, index
 module's own parameters and buffers by their bare names. A node used once is written inside
 the expression that uses it when that keeps the order in which the user's code ran the
 ops (Python evaluates left to right, so ``fc2(F.relu(fc1(x)))`` runs as the three lines
-would); otherwise it is a line of its own, named as fx named it (``add``, ``fc1_out`` where
-the fx name is a child's). A tuple a child or function returns and the code unpacks
+would); otherwise it is a line of its own, named as the user's line names it (``h = ...``;
+``h_2`` when the name is taken, as when ``x = x + ...`` rebinds an input), else as fx
+named it (``add``; ``fc1_out`` where the fx name is a child's). A tuple a child or function returns and the code unpacks
 (``out, weights = attn(q, k, v)``) is unpacked in the same way.
 
 Anything else (an op the format does not model, a grandchild called directly, a constant
@@ -18,7 +19,9 @@ from __future__ import annotations
 
 import builtins
 import keyword
+import linecache
 import operator
+import re
 
 import torch
 import torch.nn.functional as F
@@ -27,7 +30,9 @@ from torch import fx, nn
 from ...functions import FUNCTIONS, METHODS
 from .numbers import python_constant
 from .refuse import refuse
-from .where import of_stack_trace
+from .where import frame_of, of_stack_trace
+
+_ASSIGNED = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:=[^=]|[-+*/@]=)")
 
 ATOM = 100
 BINARY = {operator.add: ("+", 10), operator.sub: ("-", 10), operator.mul: ("*", 20),
@@ -63,11 +68,31 @@ class Writer:
         self.lines: list[str] = []
         self.inputs: list = []
         self.unpacked: set[fx.Node] = set()
+        self.last_on_line: dict[tuple[str, int], fx.Node] = {}
+        for node in graph.nodes:
+            frame = frame_of(node.stack_trace, files)
+            if frame is not None and node.op not in ("placeholder", "output", "get_attr"):
+                self.last_on_line[frame] = node
 
     # ------------------------------------------------------------------ names
+    def user_name(self, node: fx.Node) -> str | None:
+        """The name the user's line assigns this value to (``h = self.ln1(x)``: ``h``), when the
+        node is the last op of that line."""
+        frame = frame_of(node.stack_trace, self.files)
+        if frame is None or self.last_on_line.get(frame) is not node:
+            return None
+        m = _ASSIGNED.match(linecache.getline(*frame))
+        return m.group(1) if m else None
+
     def name(self, node: fx.Node) -> str:
         if node not in self.names:
             base = node.name if node.op != "placeholder" else str(node.target)
+            wanted = self.user_name(node) if node.op != "placeholder" else None
+            if wanted is not None and wanted not in FUNCTIONS:
+                base = wanted
+                k = 2
+                while base in self.taken:
+                    base, k = f"{wanted}_{k}", k + 1
             if base in self.taken or base in FUNCTIONS:
                 base = f"{base}_out"
             while base in self.taken:

@@ -59,6 +59,15 @@ def of_stack_trace(text: str | None, files: set[str]) -> str | None:
     return _user_frame([(p, int(n)) for p, n in _FRAME.findall(text)], files)
 
 
+def frame_of(text: str | None, files: set[str]) -> tuple[str, int] | None:
+    """(absolute path, line) of the innermost user frame of an fx node's ``stack_trace``."""
+    found = None
+    for path, line in _FRAME.findall(text or ""):
+        if os.path.abspath(path) in files:
+            found = (os.path.abspath(path), int(line))
+    return found
+
+
 def source_files(module) -> set[str]:
     """Files defining the classes of ``module`` and its submodules (outside torch itself)."""
     out = set()
