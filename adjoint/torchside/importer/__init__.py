@@ -20,9 +20,8 @@ from torch import nn
 
 from ...errors import ProblemError
 from . import hooks, inputs
-from .emit import Block, Flow, Text, document, flow_map
+from .emit import Flow, Text, document, flow_map
 from .builtins import param_entry
-from .numbers import nested
 from .tree import TreeWriter
 from .userfile import call_factory, split_spec
 from .where import show_path, source_files

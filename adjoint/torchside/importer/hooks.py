@@ -62,7 +62,8 @@ def registered(model: nn.Module) -> list:
                 if prepended:
                     fields.append(("prepend", True))
                 if kind in ("forward", "forward_pre"):
-                    kw = module._forward_hooks_with_kwargs if kind == "forward" else module._forward_pre_hooks_with_kwargs
+                    kw = (module._forward_hooks_with_kwargs if kind == "forward"
+                          else module._forward_pre_hooks_with_kwargs)
                     if kw.get(hid):
                         fields.append(("with_kwargs", True))
                 if kind == "forward" and module._forward_hooks_always_called.get(hid):

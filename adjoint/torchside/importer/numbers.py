@@ -41,8 +41,10 @@ def nested(values, what: str) -> str:
 
 def python_constant(value) -> str:
     """A constant argument as the user's Python would spell it."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return repr(value) if not isinstance(value, str) else '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if value is None or isinstance(value, (bool, int)):
+        return repr(value)
     if isinstance(value, float):
         return repr(value)
     if value is Ellipsis:

@@ -41,8 +41,9 @@ class TreeWriter:
         tname = builtins.type_name(m)
         kind = type(m).__name__
         if isinstance(m, nn.ModuleDict):
-            raise refuse(self.sites.get(path) or of_module(m), f"module '{path or 'model'}' is an nn.ModuleDict, which the problem format "
-                                       "does not have", "use nn.ModuleList or named attributes for its children")
+            raise refuse(self.sites.get(path) or of_module(m),
+                         f"module '{path or 'model'}' is an nn.ModuleDict, which the problem format does not have",
+                         "use nn.ModuleList or named attributes for its children")
         if tname is not None and not isinstance(m, CONTAINERS):
             out["type"] = Flow(tname)
             a = builtins.args(m, tname)
