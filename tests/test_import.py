@@ -378,3 +378,36 @@ def test_from_module_returns_the_loaded_problem(tmp_path):
     _close(js["grads"]["0.weight"], model[0].weight.grad, "0.weight")
     with pytest.raises(ProblemError, match="floating-point tensors"):
         adjoint.from_module(model, [1, 2])
+
+
+UNUSED = """\
+import torch
+from torch import nn
+
+
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(2, 2)
+        self.b = nn.Linear(2, 2)
+
+    def forward(self, x):
+        probe = self.b(x)
+        return self.a(x)
+
+
+def make():
+    torch.manual_seed(0)
+    m = M()
+    m.b.register_forward_hook(lambda mod, args, out: None)
+    return m
+"""
+
+
+def test_a_childs_call_whose_value_is_unused_is_kept_and_its_hooks_fire(tmp_path):
+    file = _write(tmp_path, "unused.py", UNUSED)
+    path, text, problem = _imported(tmp_path, file, "make", ["x=1x2"])
+    assert "  forward: |\n    probe = b(x)\n    return a(x)\n" in text
+    vp = predict(problem, None).variants[0]
+    assert [(c["kind"], c["target"]) for c in vp.to_json()["hook_calls"]] == [("forward", "b")]
+    assert verify_variant(path, problem, vp, problem.dtype, False).ok

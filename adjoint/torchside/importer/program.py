@@ -119,8 +119,8 @@ class Writer:
                 self.output(node)
             elif node in self.unpacked:
                 continue
-            elif not _live(node) and node.op != "output" and not _in_place(node):
-                continue    # computed and never used: fx keeps it, PyTorch would too, but it makes no node
+            elif not _live(node) and node.op in ("call_function", "call_method") and not _in_place(node):
+                continue    # an op whose value nothing uses (a child's call is kept: its hooks fire)
             else:
                 self.op(node)
         return self.inputs, "\n".join(self.lines) + "\n"
