@@ -5,7 +5,8 @@
     >>> prediction = problem.solve()
     >>> prediction.variant("full").hook_calls[0].args["grad_output"]
 
-Nothing here imports torch; :mod:`adjoint.torchside` does, and only ``verify`` loads it.
+Nothing here imports torch; :mod:`adjoint.torchside` does, and only ``verify``, ``import``
+and :func:`from_module` load it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from .errors import Loc, ProblemError
 from .problem import Problem
 
-__all__ = ["load", "loads", "Problem", "ProblemError", "Loc"]
+__all__ = ["load", "loads", "from_module", "from_module_text", "Problem", "ProblemError", "Loc"]
 __version__ = "0.1.0"
 
 
@@ -34,3 +35,19 @@ def loads(text: str, name: str = "<string>") -> Problem:
     from .validate import build_problem
 
     return build_problem(parse_yaml_text(text, name), name)
+
+
+def from_module(model, *example_inputs, loss: str = "sum(y)", name: str = "imported") -> Problem:
+    """The problem ``adjoint import`` would write for ``model`` (an ``nn.Module``) called on
+    ``example_inputs`` (tensors: their values exactly, each ``requires_grad: true``), loaded:
+    ``adjoint.from_module(model, x).solve()``. The module is traced, not changed (docs/import.md)."""
+    from .torchside.importer import from_module as build
+
+    return build(model, *example_inputs, loss=loss, name=name)
+
+
+def from_module_text(model, *example_inputs, loss: str = "sum(y)", name: str = "imported") -> str:
+    """Like :func:`from_module`, the problem file's YAML text (to save, edit, ``loads``)."""
+    from .torchside.importer import from_module_text as build
+
+    return build(model, *example_inputs, loss=loss, name=name)

@@ -1,4 +1,4 @@
-"""Command line: ``adjoint solve | verify | latex | graph`` (also ``python -m adjoint``). A thin layer
+"""Command line: ``adjoint solve | verify | latex | graph | import`` (also ``python -m adjoint``). A thin layer
 over the Python API.
 
 Bad input (a problem-file or command-line mistake) is one line on stderr, exit code 2,
@@ -6,7 +6,7 @@ nothing written; every line that quotes a file name or the file's text goes thro
 :func:`adjoint.safetext.terminal_safe`. Ctrl-C is one line, ``interrupted``, exit 130;
 SIGTERM unwinds the same way (temporary files and directories removed), exit 143. ``-``
 reads the problem from standard input (named ``<stdin>`` in messages) and, for ``-o``,
-writes to standard output. torch is imported only by ``verify``.
+writes to standard output. torch is imported only by ``verify`` and ``import``.
 """
 
 from __future__ import annotations
@@ -310,6 +310,40 @@ class _ProgressBar:
 
     def finish(self) -> None:
         self.bar.__exit__(None, None, None)
+
+
+@main.command(name="import")
+@click.argument("model")
+@click.option("--input", "input_specs", multiple=True, metavar="NAME=SHAPE",
+              help="One input of the forward, in its order: its name and shape, dims joined by x (x=2x4).")
+@click.option("--loss", default="sum(y)", show_default=True, help="The loss, an expression of y (the output).")
+@click.option("-o", "--output", "out", help="The problem file to write; - or absent: standard output.")
+def import_(model, input_specs, loss, out):
+    """Write a problem file from a real model: MODEL is FILE.py:FACTORY.
+
+    Calls FACTORY() (a function of FILE.py returning the nn.Module: this runs your code),
+    traces the model with torch.fx and writes a v2 problem file: built-in types for the
+    torch.nn modules the format has, a forward for every other module, the parameters
+    exactly, the hooks already registered (observe-only), inputs of the given shapes."""
+    from . import loads
+    from .output import check_target, write_atomic
+
+    protect = (model.rpartition(":")[0],) if ":" in model else ()
+    if out and out != "-":
+        check_target(out, protect)
+    try:
+        from .torchside.importer import import_file
+    except ImportError as exc:
+        from .verify import INSTALL_TORCH
+        raise ProblemError(None, f"adjoint import reads a PyTorch model, and PyTorch is not installed here ({exc}); "
+                                 f"install it: {INSTALL_TORCH}") from None
+    text = import_file(model, list(input_specs), loss, out)
+    loads(text, out or "<import>")      # the file it writes is a valid problem (a mistake here is a bug)
+    if out and out != "-":
+        write_atomic(out, text, protect=protect)
+        click.echo(terminal_safe(f"wrote {out}"))
+    else:
+        click.echo(text, nl=False)
 
 
 @main.command()

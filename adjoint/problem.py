@@ -216,6 +216,16 @@ class Variant:
 
 
 @dataclass(frozen=True)
+class Origin:
+    """``origin:`` (written by ``adjoint import``): the Python model the file was imported from,
+    which ``verify`` rebuilds to check that the file's model builds the same autograd graph."""
+    file: str                                   # absolute, resolved against the problem file's directory
+    factory: str
+    inputs: tuple[tuple[str, tuple[int, ...]], ...]
+    loc: Loc
+
+
+@dataclass(frozen=True)
 class Problem:
     name: str
     description: str
@@ -228,6 +238,7 @@ class Problem:
     dtype: str
     loc: Loc
     init_seed: int | None = None
+    origin: Origin | None = None
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:

@@ -21,10 +21,11 @@ from .loader import YMap, YNode, YScalar, kind_name
 from .problem import OUTPUT, ROOT, Module, Problem, TensorDecl, Variant
 from .validate_hooks import check_step_hooks, parse_backward, parse_hooks, parse_steps
 from .validate_modules import ModuleBuilder
+from .validate_origin import read_origin
 from .validate_tensors import tensor_decl, tensor_table
 
 TOP_KEYS = ("name", "inputs", "model", "description", "targets", "loss", "hooks", "variants", "backward",
-            "symbols", "dtype", "init", "steps")
+            "symbols", "dtype", "init", "steps", "origin")
 VARIANT_KEYS = ("hooks", "inputs", "backward", "description", "steps")
 INPUT_KEYS = ("requires_grad", "scale", "dtype")
 DTYPES = ("float32", "float64")
@@ -54,6 +55,7 @@ def build_problem(tree: YNode, path: str) -> Problem:
     description = part("description", string, "description") if top.get("description") is not None else ""
     dtype = part("dtype", choice, "dtype", DTYPES) if top.get("dtype") is not None else "float32"
     seed = part("init", _init_seed) if top.get("init") is not None else None
+    origin = part("origin", read_origin, path) if top.get("origin") is not None else None
     symbols = part("symbols", _symbols, issues) if top.get("symbols") is not None else {}
     inputs = part("inputs", _inputs, issues)
     builder = ModuleBuilder(issues, None if seed is FAILED else seed, top.get("init") is not None)
@@ -78,7 +80,7 @@ def build_problem(tree: YNode, path: str) -> Problem:
     issues.attempt(_range_checks, range_dtype, inputs, targets, model, variants, symbols, top.get("symbols"))
     issues.raise_if_any()
     return Problem(name, description, path, model, targets, loss, tuple(variants), symbols, dtype, top.loc,
-                   init_seed=seed)
+                   init_seed=seed, origin=origin)
 
 
 # ----------------------------------------------------------------------------- top-level keys

@@ -132,6 +132,8 @@ def verify_variant(path: str, problem: Problem, vp, dtype: str, fd: bool) -> Var
     predicted = predicted_json(vp)
     observed = run_variant(problem, decl, dtype)
     rows = compare(predicted, observed, dtype)
+    if problem.origin is not None:
+        rows.append(origin_row(problem, decl, dtype))
     if fd:
         names, skipped = fd_targets(problem, decl, vp)
         checked = finite_differences(problem, decl, names) if names else {}
@@ -146,6 +148,14 @@ def verify_variant(path: str, problem: Problem, vp, dtype: str, fd: bool) -> Var
                             f"averaged slope ({r.detail}; PyTorch's convention: {'; '.join(kinks)})")
         rows += fd_rows
     return VariantResult(problem.name, path, vp.name, dtype, rows, time.perf_counter() - t0, observed)
+
+
+def origin_row(problem: Problem, decl, dtype: str) -> Row:
+    """An imported file (``origin:``): the file's model and the user's module build the same graph."""
+    from .torchside.importer.graphcheck import compare_graphs
+
+    same, detail = compare_graphs(problem, decl, dtype)
+    return Row("graph", "autograd graph = origin's module", same, None, None, detail)
 
 
 def fd_targets(problem: Problem, decl, vp) -> tuple[list[str], dict[str, str]]:

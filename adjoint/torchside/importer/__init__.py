@@ -1,0 +1,167 @@
+"""``adjoint import`` and :func:`adjoint.from_module`: a real ``nn.Module`` written as a v2 problem file.
+
+One job per module: :mod:`.userfile` loads ``FILE.py`` and calls its factory;
+:mod:`.inputs` makes the inputs; :mod:`.tree` writes the module tree (:mod:`.builtins` for the
+``torch.nn`` types the format has, :mod:`.fxtrace` + :mod:`.program` for every other module's
+forward); :mod:`.hooks` lists the hooks already registered; :mod:`.numbers` writes values
+exactly; :mod:`.emit` writes the YAML text (``adjoint.loader`` stays the only reader);
+:mod:`.graphcheck` is ``verify``'s check that the file's model and the user's module build
+the same autograd graph; :mod:`.where` and :mod:`.refuse` say where in the user's code
+something is that cannot be imported.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import torch
+from torch import nn
+
+from ...errors import ProblemError
+from . import hooks, inputs
+from .emit import Flow, Text, document, flow_map
+from .builtins import param_entry
+from .tree import TreeWriter
+from .userfile import call_factory, split_spec
+from .where import show_path, source_files
+
+DEFAULT_LOSS = "sum(y)"
+
+
+def problem_text(model: nn.Module, named_inputs: list[tuple[str, torch.Tensor]], loss: str = DEFAULT_LOSS,
+                 name: str = "imported", origin: dict | None = None, header: list[str] | None = None) -> str:
+    """The problem file (YAML text) for ``model`` called on ``named_inputs``."""
+    dtype = _dtype(model)
+    files = source_files(model)
+    shapes, examples = _example_calls(model, [t for _, t in named_inputs])
+    tree = TreeWriter(files, shapes, examples).module(model, "", True)
+    top: dict = {"name": Flow(name)}
+    top["description"] = Text(f"{type(model).__name__} imported from its PyTorch module by adjoint import")
+    top["dtype"] = Flow("float64" if dtype == torch.float64 else "float32")
+    if origin is not None:
+        top["origin"] = flow_map([("file", Text(origin["file"])), ("factory", Flow(origin["factory"])),
+                                  ("inputs", flow_map([(k, Flow("[" + ", ".join(map(str, v)) + "]"))
+                                                       for k, v in origin["inputs"]]))])
+    top["inputs"] = {n: _input_entry(t, n) for n, t in named_inputs}
+    top["model"] = tree
+    top["loss"] = Text(loss)
+    found = hooks.registered(model)
+    if found:
+        top["hooks"] = found
+    return document(header or [], top)
+
+
+def from_module(model: nn.Module, *example_inputs: torch.Tensor, loss: str = DEFAULT_LOSS, name: str = "imported"):
+    """The problem for ``model`` called on ``example_inputs`` (their values exactly, each
+    ``requires_grad: true``), loaded: an :class:`adjoint.Problem`, ready to ``.solve()``.
+    ``adjoint.from_module_text`` gives the YAML text instead."""
+    from ... import loads
+    return loads(from_module_text(model, *example_inputs, loss=loss, name=name), f"<{type(model).__name__}>")
+
+
+def from_module_text(model: nn.Module, *example_inputs: torch.Tensor, loss: str = DEFAULT_LOSS,
+                     name: str = "imported") -> str:
+    for t in example_inputs:
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+            raise ProblemError(None, f"from_module takes floating-point tensors as example inputs, not "
+                                     f"{type(t).__name__ if not isinstance(t, torch.Tensor) else t.dtype}")
+    names = inputs.forward_names(model, len(example_inputs))
+    inputs.check_count(model, names)
+    dtype = _dtype(model)
+    return problem_text(model, [(n, t.detach().to(dtype)) for n, t in zip(names, example_inputs)], loss, name)
+
+
+def import_file(spec: str, input_specs: list[str], loss: str = DEFAULT_LOSS, out_path: str | None = None) -> str:
+    """``adjoint import FILE.py:FACTORY --input NAME=SHAPE ...``: the problem file's text."""
+    path, factory = split_spec(spec)
+    check_loss(loss)
+    shapes = [inputs.parse(s) for s in input_specs]
+    if not shapes:
+        raise ProblemError(None, "give the model's inputs: --input NAME=SHAPE for each (e.g. --input x=2x4)")
+    if len({n for n, _ in shapes}) != len(shapes):
+        raise ProblemError(None, "--input: each input name once; give the inputs in the forward's order")
+    model = call_factory(path, factory)
+    inputs.check_count(model, [n for n, _ in shapes])
+    dtype = _dtype(model)
+    named = [(n, inputs.generated(n, s, dtype)) for n, s in shapes]
+    base = os.path.dirname(os.path.abspath(out_path)) if out_path and out_path != "-" else os.getcwd()
+    origin = {"file": os.path.relpath(os.path.abspath(path), base), "factory": factory, "inputs": shapes}
+    stem = re.sub(r"[^a-z0-9_-]+", "_", os.path.splitext(os.path.basename(path))[0].lower()).strip("_") or "imported"
+    command = f"adjoint import {show_path(path)}:{factory} " + " ".join(f"--input {s}" for s in input_specs)
+    if loss != DEFAULT_LOSS:
+        command += f" --loss '{loss}'"
+    header = [f"Written by: {command}",
+              "Parameters are exact: each value is the tensor's float, digit for digit. Hooks the model had are",
+              "observe-only here (the comment names the Python function): add returns: to change a gradient."]
+    return problem_text(model, named, loss, stem, origin, header)
+
+
+def check_loss(loss: str) -> None:
+    """The loss parses (a mistake is ``--loss:1:COL: ...``, before any user code runs)."""
+    from ...expr import parse_expression
+    from ...loader import YScalar
+    parse_expression(YScalar._plain("--loss", 1, 1, loss, "str"), "the loss")
+
+
+def _dtype(model: nn.Module) -> torch.dtype:
+    dtypes = {p.dtype for p in model.parameters()} | {b.dtype for b in model.buffers() if b.is_floating_point()}
+    floats = dtypes & {torch.float32, torch.float64}
+    if dtypes - {torch.float32, torch.float64, torch.int64}:
+        raise ProblemError(None, f"the model holds {', '.join(sorted(str(d) for d in dtypes))} tensors; a problem "
+                                 "runs in float32 or float64: convert the model (model.float() / model.double())")
+    if len(floats) > 1:
+        raise ProblemError(None, "the model mixes float32 and float64 parameters; convert it to one dtype "
+                                 "(model.float() or model.double())")
+    return floats.pop() if floats else torch.float32
+
+
+def _input_entry(t: torch.Tensor, name: str):
+    value = param_entry(t.detach().requires_grad_(True), name)
+    return {"requires_grad": True, "value": value} if isinstance(value, list) else \
+        flow_map([("value", value), ("requires_grad", True)])
+
+
+def _example_calls(model: nn.Module, args: list[torch.Tensor]) -> tuple[dict, dict]:
+    """The input shapes of every call of every module, and the arguments of its first call (for
+    the fallback when fx cannot trace), from one run on the example inputs (which
+    also tells, before anything is written, that the inputs fit the model). The run leaves the
+    model as it was: buffers (BatchNorm's running statistics) and the random generator are
+    restored."""
+    shapes: dict[str, list] = {}
+    examples: dict[str, tuple] = {}
+    handles = []
+    for path, m in model.named_modules():
+        def pre(module, a, kw, path=path):
+            if a and isinstance(a[0], torch.Tensor):
+                shapes.setdefault(path, []).append(tuple(a[0].shape))
+            if path not in examples:
+                examples[path] = (_cloned(a), _cloned(kw))
+        handles.append(m.register_forward_pre_hook(pre, prepend=True, with_kwargs=True))
+    state = {n: b.detach().clone() for n, b in model.named_buffers()}   # BatchNorm's statistics move
+    rng = torch.get_rng_state()
+    try:
+        with torch.no_grad():
+            model(*args)
+    except Exception as exc:
+        raise ProblemError(None, f"running {type(model).__name__} on the example inputs raised "
+                                 f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}; give inputs of the "
+                                 "shapes the model takes") from None
+    finally:
+        for h in handles:
+            h.remove()
+        with torch.no_grad():
+            for n, b in model.named_buffers():
+                b.copy_(state[n])
+        torch.set_rng_state(rng)
+    return shapes, examples
+
+
+def _cloned(value):
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (tuple, list)):
+        return type(value)(_cloned(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _cloned(v) for k, v in value.items()}
+    return value

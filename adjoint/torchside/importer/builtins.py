@@ -1,0 +1,122 @@
+"""A ``torch.nn`` module the format has a built-in type for, written as that type.
+
+The type is the class's name when the module *is* that class (a subclass may override
+``forward``: it is imported as a custom module). The constructor's arguments are read back
+from the attributes PyTorch stores (``kernel_size``, ``eps``, ``normalized_shape``; ``bias``
+from whether the bias parameter exists) and written only when they differ from the default;
+parameters exactly, buffers when they differ from PyTorch's initial values.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import torch
+from torch import nn
+
+from ... import nn_types
+from .emit import Flow, flow_map
+from .numbers import nested
+
+
+def type_name(module: nn.Module) -> str | None:
+    """The built-in type ``module`` is, or None (a custom module)."""
+    name = type(module).__name__
+    if name in nn_types.TYPES and getattr(nn, name, None) is type(module):
+        return name
+    return None
+
+
+def _bias_present(module: nn.Module, name: str) -> bool:
+    if name == "MultiheadAttention":
+        return module.in_proj_bias is not None or module.out_proj.bias is not None
+    return getattr(module, "bias", None) is not None
+
+
+def _read(module: nn.Module, tname: str, spec) -> object:
+    if spec.name == "bias":
+        if not getattr(module, "affine", True) or not getattr(module, "elementwise_affine", True):
+            return True     # no parameters at all: bias keeps its default
+        return _bias_present(module, tname)
+    if spec.name == "add_bias_kv":
+        return module.bias_k is not None
+    if tname == "MultiheadAttention" and spec.name in ("kdim", "vdim"):
+        value = getattr(module, spec.name)
+        return None if value == module.embed_dim else value
+    return getattr(module, spec.name, spec.default)
+
+
+def _same(value, default) -> bool:
+    if isinstance(default, Fraction):
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and float(default) == value
+    if isinstance(value, (list, tuple)) and isinstance(default, (list, tuple)):
+        return tuple(value) == tuple(default)
+    return type(value) is type(default) and value == default
+
+
+def _arg_text(value, spec) -> Flow:
+    if isinstance(value, (list, tuple)):
+        items = list(value)
+        if spec.kind in ("ints", "pool", "padding") and items and all(v == items[0] for v in items):
+            return Flow(repr(items[0]))
+        return Flow("[" + ", ".join(repr(v) if not isinstance(v, str) else f'"{v}"' for v in items) + "]")
+    if isinstance(value, bool):
+        return Flow("true" if value else "false")
+    if value is None:
+        return Flow("null")
+    if isinstance(value, str):
+        return Flow(f'"{value}"')
+    return Flow(repr(value))
+
+
+def args(module: nn.Module, tname: str) -> list[tuple[str, Flow]]:
+    """The constructor arguments that are required or differ from the default."""
+    out = []
+    for spec in nn_types.TYPES[tname].args:
+        value = _read(module, tname, spec)
+        if spec.name == "stride" and spec.kind == "opt_pool" and value == getattr(module, "kernel_size", None):
+            continue    # the pools' stride defaults to kernel_size
+        if not spec.required and _same(value, spec.default):
+            continue
+        out.append((spec.name, _arg_text(value, spec)))
+    return out
+
+
+def tensor_value(t: torch.Tensor, what: str) -> Flow:
+    return Flow(nested(t.detach().cpu().tolist(), what))
+
+
+def param_entry(t: torch.Tensor, name: str):
+    """A parameter's value (rows on lines of their own when it is a matrix or more)."""
+    rows = t.detach().cpu()
+    if rows.dim() >= 2:
+        value = [Flow(nested(r.tolist(), f"parameter {name}")) for r in rows]
+    else:
+        value = tensor_value(rows, f"parameter {name}")
+    if not t.requires_grad:
+        return flow_map([("value", Flow(nested(rows.tolist(), f"parameter {name}"))), ("requires_grad", False)])
+    return value
+
+
+def buffer_entries(module: nn.Module, tname: str, prefix: str) -> dict:
+    """Buffers that differ from the values the type starts with (``running_mean`` zeros, ...)."""
+    specs = {s.name: s for s in nn_types.TYPES[tname].buffers(_resolved_args(module, tname))}
+    out = {}
+    for name, buf in module.named_buffers():
+        spec = specs.get(name)
+        if spec is None:
+            continue
+        if spec.default is not None:
+            start = 1 if spec.default == "ones" else 0
+            if bool(torch.all(buf == start)):
+                continue
+        if buf.dtype == torch.int64:
+            out[name] = flow_map([("value", Flow(nested(buf.tolist(), prefix + name))), ("dtype", Flow("int64"))])
+        else:
+            out[name] = tensor_value(buf, f"buffer {prefix}{name}")
+    return out
+
+
+def _resolved_args(module: nn.Module, tname: str) -> dict:
+    t = nn_types.TYPES[tname]
+    return nn_types.resolved_args(t, {s.name: _read(module, tname, s) for s in t.args})

@@ -1,0 +1,113 @@
+"""``verify`` on an imported file: does the file's model build the autograd graph the user's module builds?
+
+The user's module is rebuilt from ``origin:`` (its factory called: the user's code, which the
+user chose to import), converted to the run's dtype and called on the file's input values;
+the file's model is built and run forward as ``verify`` runs it (hooks registered). Both
+graphs are read from the output back to the leaves: every node in creation order (its
+``sequence_nr``), its name, and each edge as (which node or which leaf, ``input_nr``); leaves
+are named as the file names them (``fc1.weight``, ``x``), which is also how
+``named_parameters()`` names them. The first difference is reported in words.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+from ...errors import ProblemError
+from ...problem import Problem, Variant
+from ..graphs import NO_SEQUENCE, tensors_in
+from ..values import DTYPES, literal_tensor
+from .userfile import call_factory
+from .where import show_path
+
+
+def signature(outputs, leaf_names: dict[int, str]) -> list[tuple[str, tuple]]:
+    """[(node name, ((target, input_nr) | None, ...))] in creation order."""
+    seen: dict[int, object] = {}
+    stack = [t.grad_fn for t in tensors_in(outputs) if t.grad_fn is not None]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen[id(node)] = node
+        stack.extend(n for n, _ in node.next_functions)
+    ordered = sorted((n for n in seen.values() if n._sequence_nr() != NO_SEQUENCE), key=lambda n: n._sequence_nr())
+    rank = {id(n): i for i, n in enumerate(ordered)}
+    out = []
+    for n in ordered:
+        edges = []
+        for nxt, nr in n.next_functions:
+            if nxt is None:
+                edges.append(None)
+            elif id(nxt) in rank:
+                edges.append((f"#{rank[id(nxt)]} {nxt.name()}", nr))
+            else:
+                leaf = getattr(nxt, "variable", None)
+                edges.append((f"leaf {leaf_names.get(id(leaf), '?') if leaf is not None else nxt.name()}", nr))
+        out.append((n.name(), tuple(edges)))
+    return out
+
+
+def file_graph(problem: Problem, decl: Variant, dtype: str):
+    from ..run import Session
+    s = Session(problem, decl, dtype)
+    later = {i for step in (decl.steps or ()) if step.kind == "register" for i in step.hooks}
+    try:
+        for hook in decl.hooks:      # registered before the forward, as run_steps does
+            if hook.when == "before_forward" and hook.index not in later:
+                s.hooks.register(hook.index)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fp = s.forward()
+        names = {id(t): name for name, t in s.leaves.items()}
+        return signature(fp.output, names)
+    finally:
+        s.close()
+
+
+def user_graph(problem: Problem, decl: Variant, dtype: str):
+    origin = problem.origin
+    model = call_factory(origin.file, origin.factory).to(DTYPES[dtype])
+    symbols = dict(problem.symbols)
+    args = []
+    names = {}
+    for d in decl.inputs:
+        t = literal_tensor(d.value, torch.int64 if d.dtype == "int64" else DTYPES[dtype], symbols)
+        t.requires_grad_(d.requires_grad)
+        names[id(t)] = d.name
+        args.append(t)
+    for name, p in model.named_parameters():
+        names[id(p)] = name
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = model(*args)
+    return signature(out, names)
+
+
+def _show(entry) -> str:
+    name, edges = entry
+    shown = ", ".join("None" if e is None else f"{e[0]}[{e[1]}]" for e in edges)
+    return f"{name} -> ({shown})"
+
+
+def compare_graphs(problem: Problem, decl: Variant, dtype: str) -> tuple[bool, str]:
+    """(same, what differs): the file's model against the module its ``origin`` builds."""
+    origin = problem.origin
+    where = f"{show_path(origin.file)}:{origin.factory}"
+    try:
+        theirs = user_graph(problem, decl, dtype)
+    except ProblemError as err:
+        return False, f"cannot rebuild the user's module from origin ({err})"
+    except Exception as exc:
+        return False, f"calling the user's module from {where} raised {type(exc).__name__}: {exc}"
+    ours = file_graph(problem, decl, dtype)
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        if a != b:
+            return False, (f"node #{i} in creation order differs: the file's model makes {_show(a)}, the module "
+                           f"from {where} makes {_show(b)}")
+    if len(ours) != len(theirs):
+        return False, (f"the file's model makes {len(ours)} autograd nodes, the module from {where} makes "
+                       f"{len(theirs)}")
+    return True, f"{len(ours)} nodes, the same names and edges in creation order as {where}"

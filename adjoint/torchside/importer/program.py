@@ -1,0 +1,371 @@
+"""A custom module's traced forward (a ``torch.fx`` graph) written as a problem-file forward.
+
+Each fx node becomes the expression PyTorch's own call would be written as: a child's call
+by its name (``layers[0](x)`` in a ``ModuleList``), ``torch.X`` / ``F.X`` functions and
+Tensor methods the format models, Python's operators (``+ - * / @ ** -x``, indexing), the
+module's own parameters and buffers by their bare names. A node used once is written inside
+the expression that uses it when that keeps the order in which the user's code ran the
+ops (Python evaluates left to right, so ``fc2(F.relu(fc1(x)))`` runs as the three lines
+would); otherwise it is a line of its own, named as the user's line names it (``h = ...``;
+``h_2`` when the name is taken, as when ``x = x + ...`` rebinds an input), else as fx
+named it (``add``; ``fc1_out`` where the fx name is a child's). A tuple a child or function returns and the code unpacks
+(``out, weights = attn(q, k, v)``) is unpacked in the same way.
+
+Anything else (an op the format does not model, a grandchild called directly, a constant
+tensor, ``*args``) is refused, naming the op and the line of the user's code it came from.
+"""
+
+from __future__ import annotations
+
+import builtins
+import keyword
+import linecache
+import operator
+import re
+
+import torch
+import torch.nn.functional as F
+from torch import fx, nn
+
+from ...functions import FUNCTIONS, METHODS
+from .numbers import python_constant
+from .refuse import refuse
+from .where import frame_of, of_stack_trace
+
+_ASSIGNED = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:=[^=]|[-+*/@]=)")
+
+ATOM = 100
+BINARY = {operator.add: ("+", 10), operator.sub: ("-", 10), operator.mul: ("*", 20),
+          operator.truediv: ("/", 20), operator.matmul: ("@", 20), operator.pow: ("**", 40)}
+NEG = 30
+RESERVED = {"y", "loss", "model", "x_", "torch", "F", "nn", "self"}
+ATTRIBUTES = ("shape", "T", "mT")
+#: Calls that return a tuple the code may unpack (how many items, when the node says so).
+TUPLE_METHODS = {"chunk", "split", "unbind", "max", "min"}
+
+
+class Expr:
+    def __init__(self, text: str, prec: int = ATOM):
+        self.text = text
+        self.prec = prec
+
+
+class Writer:
+    def __init__(self, module: nn.Module, path: str, graph: fx.Graph, files: set[str], sites: dict):
+        self.module = module
+        self.prefix = f"{path}." if path else ""
+        self.sites = sites
+        self.path = f"'{path}'" if path else "the model"
+        self.graph = graph
+        self.files = files
+        self.children = dict(module.named_children())
+        self.own = {n for n, _ in module.named_parameters(recurse=False)} | \
+                   {n for n, _ in module.named_buffers(recurse=False)}
+        self.taken = set(self.children) | self.own | RESERVED | set(keyword.kwlist)
+        self.names: dict[fx.Node, str] = {}
+        self.exprs: dict[fx.Node, Expr] = {}
+        self.pending: list[fx.Node] = []
+        self.lines: list[str] = []
+        self.inputs: list = []
+        self.unpacked: set[fx.Node] = set()
+        self.last_on_line: dict[tuple[str, int], fx.Node] = {}
+        for node in graph.nodes:
+            frame = frame_of(node.stack_trace, files)
+            if frame is not None and node.op not in ("placeholder", "output", "get_attr"):
+                self.last_on_line[frame] = node
+
+    # ------------------------------------------------------------------ names
+    def user_name(self, node: fx.Node) -> str | None:
+        """The name the user's line assigns this value to (``h = self.ln1(x)``: ``h``), when the
+        node is the last op of that line."""
+        frame = frame_of(node.stack_trace, self.files)
+        if frame is None or self.last_on_line.get(frame) is not node:
+            return None
+        m = _ASSIGNED.match(linecache.getline(*frame))
+        return m.group(1) if m else None
+
+    def name(self, node: fx.Node) -> str:
+        if node not in self.names:
+            base = node.name if node.op != "placeholder" else str(node.target)
+            wanted = self.user_name(node) if node.op != "placeholder" else None
+            if wanted is not None and wanted not in FUNCTIONS:
+                base = wanted
+                k = 2
+                while base in self.taken:
+                    base, k = f"{wanted}_{k}", k + 1
+            if base in self.taken or base in FUNCTIONS:
+                base = f"{base}_out"
+            while base in self.taken:
+                base += "_"
+            self.taken.add(base)
+            self.names[node] = base
+        return self.names[node]
+
+    def where(self, node: fx.Node) -> str | None:
+        return of_stack_trace(node.stack_trace, self.files)
+
+    def fail(self, node: fx.Node, what: str, instead: str):
+        return refuse(self.where(node), f"{self.path} ({type(self.module).__name__}): {what}", instead)
+
+    # ------------------------------------------------------------------ the program
+    def write(self) -> tuple[list, str]:
+        nodes = list(self.graph.nodes)
+        for node in nodes:
+            if node.op == "placeholder":
+                self.placeholder(node)
+            elif node.op == "get_attr":
+                self.get_attr(node)
+            elif node.op == "output":
+                self.output(node)
+            elif node in self.unpacked:
+                continue
+            elif not _live(node) and node.op in ("call_function", "call_method") and not _in_place(node):
+                continue    # an op whose value nothing uses (a child's call is kept: its hooks fire)
+            else:
+                self.op(node)
+        return self.inputs, "\n".join(self.lines) + "\n"
+
+    def placeholder(self, node: fx.Node) -> None:
+        text = str(node.target)
+        if text.startswith("*"):
+            raise self.fail(node, f"forward takes {text}", "write its arguments out by name")
+        self.taken.add(text)
+        self.names[node] = text
+        self.exprs[node] = Expr(text)
+        if node.args:
+            default = node.args[0]
+            if not (default is None or isinstance(default, (bool, int, float))):
+                raise self.fail(node, f"input '{text}' defaults to {type(default).__name__}",
+                                "give it a number, a bool or None as its default")
+            self.inputs.append({text: default})
+        else:
+            self.inputs.append(text)
+
+    def get_attr(self, node: fx.Node) -> None:
+        target = str(node.target)
+        if target not in self.own:
+            raise self.fail(node, f"uses the tensor attribute '{target}', which is not one of its own parameters "
+                                  "or buffers", "register it on this module (nn.Parameter or register_buffer)")
+        self.exprs[node] = Expr(target)
+
+    def output(self, node: fx.Node) -> None:
+        value = node.args[0]
+        refs = _refs(value)
+        self.consume(refs)
+        if isinstance(value, (tuple, list)):
+            text = ", ".join(self.arg(v) for v in value)
+        else:
+            text = self.arg(value)
+        self.flush()
+        self.lines.append(f"return {text}")
+
+    def op(self, node: fx.Node) -> None:
+        self.consume(_refs((node.args, node.kwargs)))
+        expr = self.render(node)
+        count = self.tuple_count(node) if len(_live(node)) > 1 else None
+        if count is not None:
+            self.flush()
+            items = {u.args[1]: u for u in node.users}
+            names = []
+            for i in range(count):
+                u = items.get(i)
+                if u is None:
+                    names.append(self.fresh(f"{node.name}_{i}"))
+                else:
+                    names.append(self.name(u))
+                    self.exprs[u] = Expr(names[-1])
+                    self.unpacked.add(u)
+            self.lines.append(f"{', '.join(names)} = {expr.text}")
+            return
+        self.exprs[node] = expr
+        if len(_live(node)) == 1 and not _in_place(node):
+            self.pending.append(node)
+            return
+        self.flush()
+        self.assign(node)
+
+    def fresh(self, base: str) -> str:
+        while base in self.taken:
+            base += "_"
+        self.taken.add(base)
+        return base
+
+    def assign(self, node: fx.Node) -> None:
+        name = self.name(node)
+        self.lines.append(f"{name} = {self.exprs[node].text}")
+        self.exprs[node] = Expr(name)
+
+    def consume(self, refs: list[fx.Node]) -> None:
+        """Inline the pending nodes ``refs`` names when they are the newest pending ones, in the
+        order the new expression evaluates them; otherwise every pending node gets its own line."""
+        used = [r for r in refs if r in self.pending]
+        if used and (len(set(used)) != len(used) or self.pending[-len(used):] != used):
+            self.flush()
+            return
+        for _ in used:
+            self.pending.pop()
+
+    def flush(self) -> None:
+        for node in self.pending:
+            self.assign(node)
+        self.pending = []
+
+    def tuple_count(self, node: fx.Node) -> int | None:
+        """How many items to unpack, when the code unpacks a tuple this node returns."""
+        users = list(node.users)
+        if len(users) < 2 or not all(u.op == "call_function" and u.target is operator.getitem
+                                     and isinstance(u.args[1], int) and u.args[0] is node for u in users):
+            return None
+        if node.op == "call_module":
+            child = self.module.get_submodule(str(node.target))
+            if isinstance(child, nn.MultiheadAttention):
+                return 2
+            if isinstance(child, (nn.Linear, nn.Conv1d, nn.Conv2d)):
+                return None
+        elif node.op == "call_method" and node.target not in TUPLE_METHODS:
+            return None
+        elif node.op == "call_function" and getattr(node.target, "__name__", "") not in TUPLE_METHODS:
+            return None
+        if node.op in ("call_method", "call_function") and getattr(node.target, "__name__", node.target) == "chunk":
+            chunks = node.args[1] if len(node.args) > 1 else node.kwargs.get("chunks")
+            if isinstance(chunks, int):
+                return chunks
+        return max(u.args[1] for u in users) + 1
+
+    # ------------------------------------------------------------------ one expression
+    def arg(self, value, prec: int = 0) -> str:
+        if isinstance(value, fx.Node):
+            e = self.exprs[value]
+            return e.text if e.prec >= prec else f"({e.text})"
+        if isinstance(value, (tuple, list)) and any(isinstance(v, fx.Node) for v in _flat(value)):
+            inner = ", ".join(self.arg(v) for v in value)
+            if isinstance(value, tuple):
+                return "(" + inner + ("," if len(value) == 1 else "") + ")"
+            return "[" + inner + "]"
+        if isinstance(value, slice) and any(isinstance(v, fx.Node) for v in (value.start, value.stop, value.step)):
+            raise TypeError("slice of tensors")
+        return python_constant(value)
+
+    def call_args(self, node: fx.Node, args, kwargs) -> str:
+        kwargs = {k: v for k, v in kwargs.items() if not (k == "inplace" and v is False)}
+        parts = [self.arg(a) for a in args] + [f"{k}={self.arg(v)}" for k, v in kwargs.items()]
+        return ", ".join(parts)
+
+    def render(self, node: fx.Node) -> Expr:
+        try:
+            return self._render(node)
+        except TypeError as exc:
+            raise self.fail(node, f"passes a {exc} to {_show_target(node)}",
+                            "use numbers, strings, None and tuples of ints as constant arguments") from None
+
+    def _render(self, node: fx.Node) -> Expr:
+        if node.op == "call_module":
+            self.sites.setdefault(self.prefix + str(node.target), self.where(node))
+            return Expr(f"{self.child(node)}({self.call_args(node, node.args, node.kwargs)})")
+        if node.op == "call_method":
+            name = str(node.target)
+            if name not in METHODS:
+                raise self.fail(node, f"calls the Tensor method .{name}(), which adjoint does not model",
+                                "see docs/format.md (expressions) for the methods a forward may call")
+            recv, rest = node.args[0], node.args[1:]
+            return Expr(f"{self.arg(recv, ATOM)}.{name}({self.call_args(node, rest, node.kwargs)})")
+        target = node.target
+        if target in BINARY and not node.kwargs:
+            sym, prec = BINARY[target]
+            a, b = node.args
+            right = prec + 1 if sym != "**" else prec
+            left = prec if sym != "**" else prec + 1
+            return Expr(f"{self.arg(a, left)} {sym} {self.arg(b, right)}", prec)
+        if target is operator.neg:
+            return Expr(f"-{self.arg(node.args[0], NEG)}", NEG)
+        if target is operator.getitem:
+            base, index = node.args
+            if isinstance(index, tuple):
+                inner = ", ".join(self.arg(i) for i in index) if index else "()"
+            else:
+                inner = self.arg(index)
+            return Expr(f"{self.arg(base, ATOM)}[{inner}]")
+        if target is builtins.getattr and node.args[1] in ATTRIBUTES:
+            return Expr(f"{self.arg(node.args[0], ATOM)}.{node.args[1]}")
+        prefix = _namespace(target)
+        name = getattr(target, "__name__", None)
+        if prefix is None or name not in FUNCTIONS:
+            raise self.fail(node, f"calls {_show_target(node)}, which adjoint does not model",
+                            "see docs/format.md (expressions) for the functions a forward may call")
+        return Expr(f"{prefix}{name}({self.call_args(node, node.args, node.kwargs)})")
+
+    def child(self, node: fx.Node) -> str:
+        target = str(node.target)
+        if target in self.children:
+            return target
+        head, _, rest = target.partition(".")
+        if isinstance(self.children.get(head), nn.ModuleList) and rest.isdigit():
+            return f"{head}[{rest}]"
+        if isinstance(self.children.get(head), nn.ModuleDict):
+            raise self.fail(node, f"calls an item of the nn.ModuleDict '{head}', which the problem format does not "
+                                  "have", "use nn.ModuleList or named attributes for its children")
+        raise self.fail(node, f"calls '{target}' directly, which is not one of its own children",
+                        "a forward calls its own children (or a ModuleList's items by index); give the child "
+                        "a forward that calls its own child")
+
+
+def _namespace(target) -> str | None:
+    name = getattr(target, "__name__", None)
+    if name is None:
+        return None
+    if getattr(F, name, None) is target:
+        return "F."
+    if getattr(torch, name, None) is target:
+        return "torch."
+    return None
+
+
+def _show_target(node: fx.Node) -> str:
+    if node.op == "call_method":
+        return f"Tensor.{node.target}"
+    target = node.target
+    ns = _namespace(target)
+    if ns is not None:
+        return f"{ns}{target.__name__}"
+    module = getattr(target, "__module__", None) or ""
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target)
+    if module in ("torch._C._nn", "torch._C._VariableFunctions", "torch.nn.functional"):
+        module = "F" if module != "torch._C._VariableFunctions" else "torch"
+    if module == "_operator":
+        module = "operator"
+    return f"{module}.{name}" if module else name
+
+
+def _dead(node: fx.Node) -> bool:
+    """A pure node nothing uses (``_`` of ``out, _ = attn(...)``): written nowhere."""
+    return not node.users and node.op in ("call_function", "call_method") and not _in_place(node) and \
+        node.target is operator.getitem
+
+
+def _live(node: fx.Node) -> list[fx.Node]:
+    return [u for u in node.users if not _dead(u)]
+
+
+def _in_place(node: fx.Node) -> bool:
+    name = str(node.target) if node.op == "call_method" else getattr(node.target, "__name__", "")
+    return (name.endswith("_") and not name.startswith("_")) or node.kwargs.get("inplace") is True
+
+
+def _flat(value):
+    if isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _flat(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _flat(v)
+    else:
+        yield value
+
+
+def _refs(value) -> list[fx.Node]:
+    return [v for v in _flat(value) if isinstance(v, fx.Node)]
+
+
+def write_forward(module: nn.Module, path: str, graph: fx.Graph, files: set[str], sites: dict) -> tuple[list, str]:
+    """(inputs, program text) of ``module``'s forward; ``sites`` learns where each child is called."""
+    return Writer(module, path, graph, files, sites).write()

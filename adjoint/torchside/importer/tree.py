@@ -1,0 +1,137 @@
+"""The user's module tree as the problem file's ``model:`` mapping.
+
+* a module whose class is a ``torch.nn`` type the format has (:mod:`.builtins`): ``type``,
+  ``args``, ``params``, ``buffers``;
+* ``nn.Sequential`` and ``nn.ModuleList``: their children, in order;
+* another ``torch.nn`` class: refused, naming the line that calls it;
+* any other module (the user's own classes): its own parameters and buffers under their
+  bare names, its children, and its ``forward`` traced (:mod:`.fxtrace`) and written as a
+  program (:mod:`.program`);
+* ``training: false`` where a module is in eval mode and its parent is not (children
+  inherit it, as ``.eval()`` sets it); a ``Dropout`` in training mode gets a keep-mask of the
+  shape it was called with (drawn once from a fixed seed: edit it at will).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from . import builtins
+from .emit import Block, Flow, flow_map
+from .fxtrace import trace
+from .numbers import nested
+from .program import write_forward
+from .record import record
+from .refuse import refuse
+from .where import of_exception, of_module
+
+CONTAINERS = (nn.Sequential, nn.ModuleList)
+
+
+class TreeWriter:
+    def __init__(self, files: set[str], shapes: dict[str, list[tuple[int, ...]]], examples: dict[str, tuple]):
+        self.files = files
+        self.shapes = shapes            # module path -> the input shapes of its calls (for Dropout masks)
+        self.examples = examples        # module path -> (args, kwargs) of its first call (for record)
+        self.sites: dict[str, str | None] = {}  # module path -> the line of the user's code that calls it
+
+    def module(self, m: nn.Module, path: str, parent_training: bool) -> dict:
+        out: dict = {}
+        tname = builtins.type_name(m)
+        kind = type(m).__name__
+        if isinstance(m, nn.ModuleDict):
+            raise refuse(self.sites.get(path) or of_module(m),
+                         f"module '{path or 'model'}' is an nn.ModuleDict, which the problem format does not have",
+                         "use nn.ModuleList or named attributes for its children")
+        if tname is not None and not isinstance(m, CONTAINERS):
+            out["type"] = Flow(tname)
+            a = builtins.args(m, tname)
+            if a:
+                out["args"] = flow_map(a)
+        elif type(m) in CONTAINERS:
+            out["type"] = Flow(kind)
+        if m.training != parent_training:
+            out["training"] = m.training
+        if tname is not None and not isinstance(m, CONTAINERS):
+            self.builtin_values(m, tname, path, out)
+            return out
+        own_params = {n: builtins.param_entry(p, self.full(path, n)) for n, p in m.named_parameters(recurse=False)}
+        own_buffers = {n: builtins.tensor_value(b, self.full(path, n)) for n, b in m.named_buffers(recurse=False)}
+        if type(m) in CONTAINERS and (own_params or own_buffers):
+            raise refuse(of_module(m), f"the {kind} '{path or 'model'}' holds tensors of its own",
+                         "move them into a module of their own")
+        if own_params:
+            out["params"] = own_params
+        if own_buffers:
+            out["buffers"] = own_buffers
+        if type(m).__module__.startswith("torch.") and type(m) not in CONTAINERS:
+            raise refuse(self.sites.get(path) or of_module(m),
+                         f"module '{path or 'model'}' is torch.nn.{kind}, which adjoint does not model",
+                         "see docs/format.md (built-in types) for the torch.nn modules a problem file has")
+        forward = self.forward(m, path) if type(m) not in CONTAINERS else None   # first: it knows the call sites
+        children = list(m.named_children())
+        if children:
+            kids = [(n, self.module(c, self.full(path, n), m.training)) for n, c in children]
+            out["children"] = [k for _, k in kids] if isinstance(m, nn.ModuleList) else dict(kids)
+        if forward is not None:
+            inputs, text = forward
+            if inputs != ["x"]:
+                out["inputs"] = Flow("[" + ", ".join(_input(i) for i in inputs) + "]")
+            out["forward"] = Block(text)
+        return out
+
+    @staticmethod
+    def full(path: str, name: str) -> str:
+        return f"{path}.{name}" if path else name
+
+    def builtin_values(self, m: nn.Module, tname: str, path: str, out: dict) -> None:
+        params = {n: builtins.param_entry(p, self.full(path, n)) for n, p in m.named_parameters()}
+        if params:
+            out["params"] = params
+        buffers = builtins.buffer_entries(m, tname, self.full(path, ""))
+        if buffers:
+            out["buffers"] = buffers
+        if tname == "Dropout" and m.training and 0 < m.p < 1:
+            out["mask"] = self.mask(m, path)
+
+    def mask(self, m: nn.Module, path: str) -> Flow:
+        shapes = self.shapes.get(path) or []
+        if len(shapes) != 1:
+            raise refuse(of_module(m), f"the Dropout '{path}' is in training mode and called {len(shapes)} times "
+                                       "with the example inputs", "call model.eval() (or give it p=0), or call it "
+                                       "once: its keep-mask is data in a problem file")
+        g = torch.Generator().manual_seed(0)
+        keep = torch.bernoulli(torch.full(shapes[0], 1 - m.p, dtype=torch.float64), generator=g)
+        return Flow(nested(keep.to(torch.int64).tolist(), f"the mask of {path}"))
+
+    def forward(self, m: nn.Module, path: str) -> tuple[list, str]:
+        try:
+            graph = trace(m)
+        except Exception as exc:   # fx refuses in many ways: TraceError, TypeError, NotImplementedError...
+            graph = self.fallback(m, path, exc)
+        return write_forward(m, path, graph, self.files, self.sites)
+
+
+    def fallback(self, m: nn.Module, path: str, exc: Exception):
+        """fx could not trace: record the ops of one real call instead (:mod:`.record`); when that
+        fails too, the one line names fx's complaint and the user's line it came from."""
+        example = self.examples.get(path)
+        if example is not None:
+            try:
+                return record(m, *example)
+            except Exception:
+                pass
+        where = of_exception(exc, self.files) or of_module(m)
+        first = " ".join(str(exc).split()) or type(exc).__name__
+        raise refuse(where, f"torch.fx cannot trace the forward of '{path or 'model'}' ({type(m).__name__}): "
+                            f"{first[:200]}", "write its forward without data-dependent Python control flow") from None
+
+
+def _input(item) -> str:
+    if isinstance(item, dict):
+        (name, default), = item.items()
+        text = "null" if default is None else ("true" if default is True else "false" if default is False
+                                               else repr(default))
+        return f"{{{name}: {text}}}"
+    return item

@@ -1,0 +1,81 @@
+"""Where something is in the user's code: ``file:line`` for a module class, a function, an
+fx node or an exception, as a message names it (paths relative to the working directory
+when they are under it)."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import traceback
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def show_path(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return rel if not rel.startswith("..") else path
+
+
+def of_object(obj) -> str | None:
+    """``file:line`` of a class or function's definition (None when Python cannot tell)."""
+    target = inspect.unwrap(obj) if callable(obj) else obj
+    target = getattr(target, "func", target)   # functools.partial
+    try:
+        path = inspect.getsourcefile(target)
+        _, line = inspect.getsourcelines(target)
+    except (TypeError, OSError):
+        return None
+    return f"{show_path(path)}:{line}" if path else None
+
+
+def of_module(module) -> str | None:
+    """Where the module's ``forward`` is defined (its class when forward is inherited from torch)."""
+    forward = getattr(type(module), "forward", None)
+    return of_object(forward) if forward is not None else of_object(type(module))
+
+
+def _user_frame(frames, files: set[str]) -> str | None:
+    best = None
+    for path, line in frames:
+        if os.path.abspath(path) in files:
+            best = f"{show_path(path)}:{line}"
+    return best
+
+
+def of_exception(exc: BaseException, files: set[str]) -> str | None:
+    """The innermost frame of the traceback that lies in one of ``files`` (absolute paths)."""
+    frames = [(f.filename, f.lineno) for f in traceback.extract_tb(exc.__traceback__)]
+    return _user_frame(frames, files)
+
+
+def of_stack_trace(text: str | None, files: set[str]) -> str | None:
+    """The innermost user frame of an fx node's recorded ``stack_trace``."""
+    if not text:
+        return None
+    return _user_frame([(p, int(n)) for p, n in _FRAME.findall(text)], files)
+
+
+def frame_of(text: str | None, files: set[str]) -> tuple[str, int] | None:
+    """(absolute path, line) of the innermost user frame of an fx node's ``stack_trace``."""
+    found = None
+    for path, line in _FRAME.findall(text or ""):
+        if os.path.abspath(path) in files:
+            found = (os.path.abspath(path), int(line))
+    return found
+
+
+def source_files(module) -> set[str]:
+    """Files defining the classes of ``module`` and its submodules (outside torch itself)."""
+    out = set()
+    for m in module.modules():
+        try:
+            path = inspect.getsourcefile(type(m))
+        except TypeError:
+            continue
+        if path and "/torch/" not in path.replace(os.sep, "/"):
+            out.add(os.path.abspath(path))
+    return out
