@@ -70,14 +70,17 @@ def _edge_key(edge):
     return ("leaf", node.variable.id) if node.is_accumulate else (id(node), edge.input_nr)
 
 
-def _known_vjp(known: dict | None, node: Node, gs: list, need: list) -> list | None:
-    """The engine's VJP of ``node`` when it was computed from the same gradient objects and
-    covered every slot wanted here (None otherwise)."""
+def _known_vjp(B, known: dict | None, node: Node, gs: list, need: list) -> list | None:
+    """The engine's VJP of ``node`` when it was computed from the same gradients (the same objects,
+    or values the backend's ``same_value`` calls identical: a sum the engine and this walk each
+    made, below a residual connection) and covered every slot wanted here (None otherwise)."""
     entry = known.get(id(node)) if known else None
     if entry is None:
         return None
     same_node, inputs, engine_need, grads = entry
-    if same_node is not node or len(inputs) != len(gs) or any(a is not b for a, b in zip(inputs, gs)):
+    if same_node is not node or len(inputs) != len(gs):
+        return None
+    if any(a is not b and (a is None or b is None or not B.same_value(a, b)) for a, b in zip(inputs, gs)):
         return None
     if any(want and not had for want, had in zip(need, engine_need)):
         return None
@@ -132,7 +135,7 @@ def pure_vjp(rt, nodes: list[Node], seeds: list, wrt, known: dict | None = None,
                                                                           list(fn.output_values), fn.params, need))
         else:
             need = [e is not None for e in node.edges]
-            outs = _known_vjp(known, node, gs, need)
+            outs = _known_vjp(B, known, node, gs, need)
             if outs is None:
                 outs = node.op.vjp(B, gs, list(node.input_values), list(node.output_values), node.params, need)
         for i, (edge, g) in enumerate(zip(node.edges, outs)):

@@ -189,17 +189,31 @@ def exact_items(loc: Loc, array: np.ndarray, name: str, what: str) -> FileItems:
     nonzero = ints != 0
     if not nonzero.any():
         return FileItems(np.zeros(flat.size, dtype=np.int64), 1, name)
+    # the common power of two first, on int64s: ints / 2**shift = (ints >> z) / 2**(shift - z) with z
+    # the trailing zeros of ints (a float32 mantissa has 29 of its 53 bits zero), so that the
+    # numerators over the common denominator usually fit in int64 (no Python ints, no object array)
+    low = np.where(nonzero, ints & -ints, 1)
+    zeros = np.round(np.log2(low.astype(np.float64))).astype(np.int64)   # exact: low is a power of two <= 2**53
+    ints = np.where(nonzero, ints >> zeros, 0)
+    shift = np.where(nonzero, shift - zeros, 0)
     top = int(shift[nonzero].max())
     if top <= 0:
         return FileItems(np.array([int(i) << -int(s) for i, s in zip(ints.tolist(), shift.tolist())], dtype=object),
                          1, name)
     ups = top - shift                                # each numerator scaled up to the common 2**top
-    if int(ups[nonzero].max()) + 54 < 63:
+    if int((ups + _bits(ints))[nonzero].max()) < 63:
         num = np.where(nonzero, ints << np.where(nonzero, ups, 0), 0).astype(np.int64)
     else:
         num = np.array([i << int(u) if i else 0 for i, u in zip(ints.tolist(), ups.tolist())], dtype=object)
     num, den = _reduce(num, 1 << top)
     return FileItems(num, den, name)
+
+
+def _bits(ints: np.ndarray) -> np.ndarray:
+    """The bit length of each |int| (int64 below 2**53)."""
+    mags = np.abs(ints).astype(np.float64)
+    _, exponent = np.frexp(mags)                     # mags < 2**exponent, exactly: these are exact floats
+    return exponent.astype(np.int64)
 
 
 def _reduce(num: np.ndarray, den: int) -> tuple[np.ndarray, int]:
