@@ -35,12 +35,13 @@ class FileItems:
     tuple of Fractions a YAML literal has (iteration, ``len``, indexing, equality), and the
     value backends read ``num`` and ``den`` directly."""
 
-    __slots__ = ("num", "den", "source")
+    __slots__ = ("num", "den", "source", "_floats")
 
     def __init__(self, num: np.ndarray, den: int, source: str):
         self.num = num          # 1-D: int64, or object (Python ints) when an int64 would overflow
         self.den = den
         self.source = source
+        self._floats = None
 
     def __len__(self) -> int:
         return int(self.num.size)
@@ -66,9 +67,14 @@ class FileItems:
         return f"FileItems({self.source}: {self.num.size} elements)"
 
     def floats(self) -> np.ndarray:
-        """Each element as a float64 (exact for float16/32/64 sources)."""
-        return self.num.astype(np.float64) / self.den if self.num.dtype != object else \
-            np.array([n / self.den for n in self.num.tolist()], dtype=np.float64)
+        """Each element as a float64 (exact for float16/32/64 sources); computed once (the load's
+        range check, the float64 mode and the torch side all ask), read-only."""
+        if self._floats is None:
+            out = self.num.astype(np.float64) / self.den if self.num.dtype != object else \
+                np.array([n / self.den for n in self.num.tolist()], dtype=np.float64)
+            out.flags.writeable = False
+            self._floats = out
+        return self._floats
 
     def scaled(self, scale: Fraction) -> "FileItems | tuple":
         """The elements times ``scale`` (``{value: {file: ...}, scale: S}``)."""

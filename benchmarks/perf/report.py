@@ -100,7 +100,8 @@ def table(info: dict, outcomes: list[Outcome], mode: str) -> str:
     header = [
         f"adjoint benchmarks (issue 15), {mode} run, {info['date']}, adjoint {info['adjoint_commit']}",
         f"machine: {info['cores']} cores ({info['cores_usable']} usable), {info['cpu']}, {info['os']}",
-        f"versions: Python {info['python']}, torch {info['torch']} ({info['torch_threads']} thread), "
+        f"versions: Python {info['python']}, torch {info['torch']} ({info['torch_threads']} thread; numpy's BLAS 1 "
+        f"thread too), "
         f"SymPy {info['sympy']}, python-flint {info['python_flint']} (FLINT {info['flint']}), "
         f"PyYAML {info['pyyaml']} (libyaml {info['libyaml']}), numpy {info['numpy']}",
         "method: each ratio measured in one process, its sides interleaved, median of k rounds "
