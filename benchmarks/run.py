@@ -22,7 +22,7 @@ Every problem file is generated into a temporary directory. Each unit runs in it
 process under a time limit: a unit that does not finish is reported as "timeout after N s"
 (what it measured before that is kept). Each ratio is measured in one process, its sides
 interleaved, median of k rounds (k = 7 for mlp, 5 for the slower workloads, 9 process runs for
-start-up). ``--quick`` (under a minute) uses 3 rounds, fewer torch calls per round, time limits
+start-up). ``--quick`` (about a minute) uses 3 rounds, fewer torch calls per round, time limits
 of 6-25 s instead of 2-10 min (45-90 s for the large models: one round each), and skips the
 N = 4096 runs.
 
@@ -125,7 +125,7 @@ def run_unit(unit: units.Unit, quick: bool, timeout: float | None) -> list[Outco
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="under a minute: 3 rounds, short time limits, no N = 4096")
+    ap.add_argument("--quick", action="store_true", help="about a minute: 3 rounds (the large models 1), short time limits, no N = 4096")
     ap.add_argument("--json", action="store_true", help="print the machine and results as JSON")
     ap.add_argument("--only", action="append", metavar="NAME",
                     help="only this workload (repeatable): mlp, mlp_tanh, deep, symbolic, startup, memory, models, "
