@@ -48,7 +48,8 @@ def boundaries_of(rt, fwd, bwd, progress=None) -> list[Boundary]:
         if any(g is not None for g in gouts):
             start = position[id(call.in_node)] if call.in_node is not None else call.body_start
             seeds = [(t, g) for t, g in zip(outs, gouts) if g is not None]
-            gin = tuple(pure_vjp(rt, rt.nodes[start:call.end], seeds, call.args, getattr(bwd, "vjps", None)))
+            gin = tuple(pure_vjp(rt, rt.nodes[start:call.end], seeds, call.args, getattr(bwd, "vjps", None),
+                                 _input_slots(call)))
             if call.module.type == "Identity":
                 gin = (gouts[0] if call.args[0].requires_grad else None,)
         else:
@@ -69,21 +70,37 @@ def _edge_key(edge):
     return ("leaf", node.variable.id) if node.is_accumulate else (id(node), edge.input_nr)
 
 
-def _known_vjp(known: dict | None, node: Node, gs: list, need: list) -> list | None:
-    """The engine's VJP of ``node`` when it was computed from the same gradient objects and
-    covered every slot wanted here (None otherwise)."""
+def _known_vjp(B, known: dict | None, node: Node, gs: list, need: list) -> list | None:
+    """The engine's VJP of ``node`` when it was computed from the same gradients (the same objects,
+    or values the backend's ``same_value`` calls identical: a sum the engine and this walk each
+    made, below a residual connection) and covered every slot wanted here (None otherwise)."""
     entry = known.get(id(node)) if known else None
     if entry is None:
         return None
     same_node, inputs, engine_need, grads = entry
-    if same_node is not node or len(inputs) != len(gs) or any(a is not b for a, b in zip(inputs, gs)):
+    if same_node is not node or len(inputs) != len(gs):
+        return None
+    if any(a is not b and (a is None or b is None or not B.same_value(a, b)) for a, b in zip(inputs, gs)):
         return None
     if any(want and not had for want, had in zip(need, engine_need)):
         return None
     return [g if want else None for g, want in zip(grads, need)]
 
 
-def pure_vjp(rt, nodes: list[Node], seeds: list, wrt, known: dict | None = None) -> list:
+def _input_slots(call):
+    """(the module's input BackwardHookFunctionBackward, the position of each argument among its
+    outputs or None), when the call has one: there an argument passed twice (self-attention's
+    query, key and value) is two tensors, each with its own gradient, as a full hook is handed them."""
+    node, index = call.in_node, call.bw.input_tensors_index if call.bw is not None else None
+    if node is None or index is None:
+        return None
+    slots = [None] * len(call.args)
+    for k, i in enumerate(index):
+        slots[i] = k
+    return node, slots
+
+
+def pure_vjp(rt, nodes: list[Node], seeds: list, wrt, known: dict | None = None, slots=None) -> list:
     """J^T seed through ``nodes`` (hooks ignored): the Lagrangian adjoint of a module.
     ``seeds``: (tensor, cotangent) pairs.
 
@@ -91,6 +108,9 @@ def pure_vjp(rt, nodes: list[Node], seeds: list, wrt, known: dict | None = None)
     gradient objects the engine handed it (no hook rewrote them) reuses the engine's result
     instead of computing it again -- on an MLP with a hook on every layer that is most of the
     work, since every module's adjoint re-runs the backward below it.
+
+    ``slots``: (node, positions) from :func:`_input_slots`: the cotangent of ``wrt[j]`` is then
+    read at that node's output ``positions[j]``, before the node adds up aliased arguments.
 
     Returns, per tensor in ``wrt``, its cotangent, or None where it does not require grad."""
     B = rt.B
@@ -115,7 +135,7 @@ def pure_vjp(rt, nodes: list[Node], seeds: list, wrt, known: dict | None = None)
                                                                           list(fn.output_values), fn.params, need))
         else:
             need = [e is not None for e in node.edges]
-            outs = _known_vjp(known, node, gs, need)
+            outs = _known_vjp(B, known, node, gs, need)
             if outs is None:
                 outs = node.op.vjp(B, gs, list(node.input_values), list(node.output_values), node.params, need)
         for i, (edge, g) in enumerate(zip(node.edges, outs)):
@@ -126,5 +146,9 @@ def pure_vjp(rt, nodes: list[Node], seeds: list, wrt, known: dict | None = None)
                 g = B.sum_to(g, want)
             k = _edge_key(edge)
             cot[k] = g if k not in cot else B.add(cot[k], g)
+    if slots is not None:
+        node, positions = slots
+        return [(cot.get((id(node), positions[j]) if positions[j] is not None else _key(t), B.zeros(t.shape))
+                 if isinstance(t, Tensor) and t.requires_grad else None) for j, t in enumerate(wrt)]
     return [(cot.get(_key(t), B.zeros(t.shape)) if isinstance(t, Tensor) and t.requires_grad else None)
             for t in wrt]

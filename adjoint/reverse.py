@@ -414,13 +414,13 @@ class Engine:
     def module_output_hook(self, state, grad_output: list, node: Node) -> list:
         """BackwardHook.setup_output_hook's post-hook on the output BackwardHookFunctionBackward."""
         call = state.call
-        grads = tuple(grad_output)
+        grads = _pack_with_none(state.output_tensors_index, grad_output, state.n_outputs)
         state.grad_outputs = grads
         for hook in state.user_pre_hooks:
             returned = self.fire_hook(hook.hook, {"grad_output": grads}, node, call)
             if returned is None:
                 continue
-            grads = tuple(self.check_tuple(hook.hook, list(grads), returned, [call.out.shape],
+            grads = tuple(self.check_tuple(hook.hook, list(grads), returned, _shapes(call.out),
                                            f"the module has {len(grads)} output(s): PyTorch raises 'Backward pre "
                                            "hook returned an invalid number of grad_output'"))
             state.grad_outputs = grads
@@ -436,23 +436,23 @@ class Engine:
                                                               "requires gradient should always return None or None "
                                                               "for all gradients'")
             state.grad_outputs = None
-        return list(local)
+        return _unpack_none(state.output_tensors_index, local)
 
     def module_input_hook(self, state, grad_input: list, node: Node) -> list:
         """BackwardHook._set_user_hook's post-hook on the input BackwardHookFunctionBackward."""
         call = state.call
         if state.grad_outputs is None:
             return grad_input
-        res = tuple(grad_input)
+        res = _pack_with_none(state.input_tensors_index, grad_input, state.n_inputs)
         for hook in state.user_hooks:
             returned = self.fire_hook(hook.hook, {"grad_input": res, "grad_output": state.grad_outputs}, node, call)
             if returned is None:
                 continue
-            res = tuple(self.check_tuple(hook.hook, list(res), returned, [a.shape for a in call.args],
+            res = tuple(self.check_tuple(hook.hook, list(res), returned, _shapes(call.args),
                                          f"'{call.path}' has {len(res)} input(s): PyTorch raises 'Backward hook "
                                          "returned an invalid number of grad_input'"))
         state.grad_outputs = None
-        return list(res)
+        return _unpack_none(state.input_tensors_index, res)
 
     # ------------------------------------------------------------ multi-grad hooks
     def multi_grad(self, entry: MultiGradInner, grad) -> None:
@@ -521,6 +521,26 @@ class Engine:
                                           f"PyTorch expects {list(s)}: it raises \"hook 'hook' has changed the size "
                                           "of value\"")
         return list(returned)
+
+
+def _pack_with_none(indices: list, values, size: int) -> tuple:
+    """BackwardHook._pack_with_none: one slot per positional input (or output), the gradients of
+    the tensors at ``indices``, None at every other position (a non-tensor argument or output)."""
+    res = [None] * size
+    for i, v in zip(indices, values):
+        res[i] = v
+    return tuple(res)
+
+
+def _unpack_none(indices: list, values) -> list:
+    """BackwardHook._unpack_none: the slots of the tensors back, in order."""
+    return [values[i] for i in indices]
+
+
+def _shapes(values) -> list:
+    """The shape of each tensor among a module's inputs (or its output, or outputs), None elsewhere."""
+    items = values if isinstance(values, tuple) else (values,)
+    return [getattr(v, "shape", None) for v in items]
 
 
 def _accumulate(B, current, new):

@@ -35,12 +35,13 @@ class FileItems:
     tuple of Fractions a YAML literal has (iteration, ``len``, indexing, equality), and the
     value backends read ``num`` and ``den`` directly."""
 
-    __slots__ = ("num", "den", "source")
+    __slots__ = ("num", "den", "source", "_floats")
 
     def __init__(self, num: np.ndarray, den: int, source: str):
         self.num = num          # 1-D: int64, or object (Python ints) when an int64 would overflow
         self.den = den
         self.source = source
+        self._floats = None
 
     def __len__(self) -> int:
         return int(self.num.size)
@@ -66,9 +67,14 @@ class FileItems:
         return f"FileItems({self.source}: {self.num.size} elements)"
 
     def floats(self) -> np.ndarray:
-        """Each element as a float64 (exact for float16/32/64 sources)."""
-        return self.num.astype(np.float64) / self.den if self.num.dtype != object else \
-            np.array([n / self.den for n in self.num.tolist()], dtype=np.float64)
+        """Each element as a float64 (exact for float16/32/64 sources); computed once (the load's
+        range check, the float64 mode and the torch side all ask), read-only."""
+        if self._floats is None:
+            out = self.num.astype(np.float64) / self.den if self.num.dtype != object else \
+                np.array([n / self.den for n in self.num.tolist()], dtype=np.float64)
+            out.flags.writeable = False
+            self._floats = out
+        return self._floats
 
     def scaled(self, scale: Fraction) -> "FileItems | tuple":
         """The elements times ``scale`` (``{value: {file: ...}, scale: S}``)."""
@@ -189,17 +195,31 @@ def exact_items(loc: Loc, array: np.ndarray, name: str, what: str) -> FileItems:
     nonzero = ints != 0
     if not nonzero.any():
         return FileItems(np.zeros(flat.size, dtype=np.int64), 1, name)
+    # the common power of two first, on int64s: ints / 2**shift = (ints >> z) / 2**(shift - z) with z
+    # the trailing zeros of ints (a float32 mantissa has 29 of its 53 bits zero), so that the
+    # numerators over the common denominator usually fit in int64 (no Python ints, no object array)
+    low = np.where(nonzero, ints & -ints, 1)
+    zeros = np.round(np.log2(low.astype(np.float64))).astype(np.int64)   # exact: low is a power of two <= 2**53
+    ints = np.where(nonzero, ints >> zeros, 0)
+    shift = np.where(nonzero, shift - zeros, 0)
     top = int(shift[nonzero].max())
     if top <= 0:
         return FileItems(np.array([int(i) << -int(s) for i, s in zip(ints.tolist(), shift.tolist())], dtype=object),
                          1, name)
     ups = top - shift                                # each numerator scaled up to the common 2**top
-    if int(ups[nonzero].max()) + 54 < 63:
+    if int((ups + _bits(ints))[nonzero].max()) < 63:
         num = np.where(nonzero, ints << np.where(nonzero, ups, 0), 0).astype(np.int64)
     else:
         num = np.array([i << int(u) if i else 0 for i, u in zip(ints.tolist(), ups.tolist())], dtype=object)
     num, den = _reduce(num, 1 << top)
     return FileItems(num, den, name)
+
+
+def _bits(ints: np.ndarray) -> np.ndarray:
+    """The bit length of each |int| (int64 below 2**53)."""
+    mags = np.abs(ints).astype(np.float64)
+    _, exponent = np.frexp(mags)                     # mags < 2**exponent, exactly: these are exact floats
+    return exponent.astype(np.int64)
 
 
 def _reduce(num: np.ndarray, den: int) -> tuple[np.ndarray, int]:

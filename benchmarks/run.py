@@ -10,14 +10,21 @@ forward phase), ``mlp_tanh`` (the same with Tanh, vs torch), ``deep`` (residual 
 ``u + tanh(A @ u)`` and ``u + relu(A @ u)``, width 4: time(512) / time(256), and one run at
 N = 4096), ``symbolic`` (free w_i, b_i, depth 16, vs ``sympy.diff`` per parameter, answers
 compared at random rational points), ``startup`` (``adjoint solve problems/slinear.yaml``
-as a process vs ``python -c "import sympy"``) and ``memory`` (peak RSS of solving ``mlp``).
+as a process vs ``python -c "import sympy"``), ``memory`` (peak RSS of solving ``mlp``), and
+the models: issue 11's ``models`` (``cnn``: Conv2d, BatchNorm2d, ReLU, MaxPool2d, Linear,
+CrossEntropyLoss at batch 4, 8x8; ``transformer``: one pre-LN block at width 16, seq 8, batch 2:
+exact solve + JSON vs torch's forward + backward of the same model, no target) and issue 12's
+``large`` (``resnet18`` on 3x32x32 and a 12-block ``gpt2`` of width 768, seq 16, weights in
+float32 side files: ``--structure`` and ``--float64`` solve vs one torch forward + backward;
+targets under 10x and under 20x; the file's load time reported on its own).
 
 Every problem file is generated into a temporary directory. Each unit runs in its own
 process under a time limit: a unit that does not finish is reported as "timeout after N s"
 (what it measured before that is kept). Each ratio is measured in one process, its sides
 interleaved, median of k rounds (k = 7 for mlp, 5 for the slower workloads, 9 process runs for
-start-up). ``--quick`` (under a minute) uses 3 rounds, fewer torch calls per round, time limits
-of 6-25 s instead of 2-10 min, and skips the N = 4096 runs.
+start-up). ``--quick`` (about a minute) uses 3 rounds, fewer torch calls per round, time limits
+of 6-25 s instead of 2-10 min (45-90 s for the large models: one round each), and skips the
+N = 4096 runs.
 
 ``--json`` prints ``{"machine": {...}, "results": [{"name", "value", "target", "met"}]}``;
 a metric's name ends in ``_s`` (seconds) or ``_mb``, a name with ``/`` is a ratio; ``value``
@@ -47,6 +54,10 @@ from perf.spec import Outcome  # noqa: E402
 
 #: how a worker process reports one metric on stdout
 PREFIX = "RESULT "
+#: numpy's BLAS (the --float64 mode's matrix products) on one thread, as torch is
+#: (reference.TORCH_THREADS): OpenBLAS's spinning threads on a shared two-core machine made a
+#: product 4-8x slower than on one thread, and the ratio would time the machine's load
+BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 
 
 def worker(name: str, quick: bool, tmpdir: str) -> int:
@@ -80,7 +91,8 @@ def run_unit(unit: units.Unit, quick: bool, timeout: float | None) -> list[Outco
     tmpdir = tempfile.mkdtemp(prefix=f"adjoint-bench-{unit.name}-")
     argv = [sys.executable, os.path.abspath(__file__), "--worker", unit.name, "--tmpdir", tmpdir]
     argv += ["--quick"] if quick else []
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
+               **BLAS_THREADS)
     started = time.perf_counter()
     print(f"{unit.name} ...", end="", file=sys.stderr, flush=True)
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
@@ -113,11 +125,11 @@ def run_unit(unit: units.Unit, quick: bool, timeout: float | None) -> list[Outco
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="under a minute: 3 rounds, short time limits, no N = 4096")
+    ap.add_argument("--quick", action="store_true", help="about a minute: 3 rounds (the large models 1), short time limits, no N = 4096")
     ap.add_argument("--json", action="store_true", help="print the machine and results as JSON")
     ap.add_argument("--only", action="append", metavar="NAME",
-                    help="only this workload (repeatable): mlp, mlp_tanh, deep, symbolic, startup, memory, "
-                         "or a unit such as deep_relu")
+                    help="only this workload (repeatable): mlp, mlp_tanh, deep, symbolic, startup, memory, models, "
+                         "large, or a unit such as deep_relu or gpt2")
     ap.add_argument("--timeout", type=float, help="seconds per unit, instead of each unit's own limit")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--tmpdir", help=argparse.SUPPRESS)

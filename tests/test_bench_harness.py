@@ -14,7 +14,8 @@ from adjoint.loader import MAX_FILE_BYTES
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
 
-from perf.problems import chain_case, mlp_case, symbolic_case  # noqa: E402
+from perf.problems import (chain_case, cnn_case, gpt2_case, mlp_case, resnet18_case, symbolic_case,  # noqa: E402
+                           transformer_case, write_model)
 
 
 def _hook_targets(prediction) -> list[tuple[str, str]]:
@@ -50,3 +51,34 @@ def test_full_size_files_are_within_the_loaders_size_limit():
     pushed them over the limit would make those runs fail instead of measuring."""
     for text in (mlp_case().text, chain_case(4096, "relu").text, chain_case(4096, "tanh").text):
         assert len(text.encode()) <= MAX_FILE_BYTES
+
+
+@pytest.mark.parametrize("case, hooked", [(cnn_case(batch=2, size=4), ["block"]),
+                                          (transformer_case(width=4, seq=2, batch=1), ["attn", "mlp"])])
+def test_model_files_solve_with_their_hooks(case, hooked):
+    prediction = adjoint.loads(case.text).solve()
+    assert sorted(_hook_targets(prediction)) == sorted(("full_backward", m) for m in hooked)
+
+
+@pytest.mark.parametrize("make, kwargs, hooked", [
+    (resnet18_case, {"size": 16}, "layer4_1"),
+    (gpt2_case, {"layers": 2, "width": 8, "heads": 2, "seq": 3}, "h1.attn")])
+def test_large_model_files_load_from_side_files_and_solve_in_both_modes(tmp_path, make, kwargs, hooked):
+    """The real sizes differ only in the numbers passed here (the benchmark's units pass them)."""
+    problem = adjoint.load(write_model(make(**kwargs), str(tmp_path)))
+    for mode in ("structure", "float64"):
+        assert _hook_targets(problem.solve(mode=mode)) == [("full_backward", hooked)]
+
+
+@pytest.mark.torch
+def test_the_torch_reference_computes_the_problems_loss(tmp_path):
+    """reference.torch_problem builds the same model as verify's torch side: its loss is the
+    float64 answer's (the check the model units also make before timing)."""
+    from perf.reference import torch_problem
+
+    for i, case in enumerate((cnn_case(batch=2, size=4), gpt2_case(layers=2, width=8, heads=2, seq=3))):
+        problem = adjoint.load(write_model(case, str(tmp_path / str(i))))
+        ours = problem.solve(mode="float64").variants[0].loss.item()
+        theirs = torch_problem(problem)().item()
+        assert abs(ours - theirs) <= 1e-12 * max(1.0, abs(ours))
+

@@ -159,3 +159,138 @@ def test_saved_tensors_match_torch(variant, unpack_factor, scoped):
         assert a == pytest.approx(b, rel=1e-12)
     assert v.grads["x"].tolist() == pytest.approx(x.grad.tolist(), rel=1e-12)
     assert v.grads["w"].tolist() == pytest.approx(w.grad.tolist(), rel=1e-12)
+
+
+# ---- models: cnn, transformer_block, layernorm_one_element, against hand-written PyTorch -----
+
+def _params(name: str) -> dict:
+    """The file's parameter values (given, or filled by its init: {seed: N}) by full name, as float64
+    tensors: the numbers the problem states, handed to a model written out by hand below."""
+    import numpy as np
+    import torch
+
+    problem = adjoint.load(os.path.join(ROOT, "problems", f"{name}.yaml"))
+    out = {}
+    for m in problem.model.walk():
+        for d in m.params:
+            out[d.name] = torch.tensor(np.array([float(v) for v in d.value.items]).reshape(d.value.shape))
+    return problem, out
+
+
+def _load(module, params: dict, prefix: str) -> None:
+    import torch
+
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            p.copy_(params[prefix + name])
+
+
+def _input(problem, name: str, grad: bool = False):
+    import numpy as np
+    import torch
+
+    d = next(d for d in problem.variants[0].inputs + problem.targets if d.name == name)
+    if d.dtype == "int64":
+        return torch.tensor([int(v) for v in d.value.items]).reshape(d.value.shape)
+    return torch.tensor(np.array([float(v) for v in d.value.items]).reshape(d.value.shape), requires_grad=grad)
+
+
+def _close(ours, theirs, tol=1e-12):
+    import numpy as np
+
+    theirs = theirs.detach().numpy()
+    return np.allclose(np.array(ours.floats(), dtype=float), theirs, rtol=tol, atol=tol)
+
+
+@pytest.mark.torch
+def test_cnn_block_hooks_match_torch():
+    import torch
+    from torch import nn
+
+    problem, params = _params("cnn")
+    pred = solve("cnn")
+    for variant in ("full", "legacy", "bn"):
+        block = nn.Sequential(nn.Conv2d(2, 2, 3, padding=1), nn.BatchNorm2d(2), nn.ReLU()).double()
+        fc = nn.Linear(8, 3).double()
+        _load(block, {k.replace("block.conv.", "0.").replace("block.bn.", "1."): v for k, v in params.items()}, "")
+        _load(fc, params, "fc.")
+        x, t = _input(problem, "x", True), _input(problem, "t")
+        seen = []
+        target = block[1] if variant == "bn" else block
+        register = target.register_backward_hook if variant == "legacy" else target.register_full_backward_hook
+        register(lambda m, gi, go: seen.append((gi, go)))
+        loss = nn.CrossEntropyLoss()(fc(nn.Flatten()(nn.MaxPool2d(2)(block(x)))), t)
+        loss.backward()
+        (call,) = pred[variant].hook_calls
+        (gi,), (go,) = seen[0]
+        assert _close(call.args["grad_input"][0], gi) and _close(call.args["grad_output"][0], go), variant
+        assert _close(pred[variant].grads["x"], x.grad) and _close(pred[variant].loss, loss)
+    assert pred["legacy"].hook_calls[0].node == "ReluBackward0"
+    # the cookbook's claims: the legacy grad_input is ReLU's own (here equal to grad_output),
+    # the BatchNorm's grad_input sums to 0 per channel, and conv.bias.grad is 0 (torch: noise)
+    legacy = pred["legacy"].hook_calls[0].args
+    assert legacy["grad_input"][0].strings() == legacy["grad_output"][0].strings()
+    import numpy as np
+    bn_in = np.array(pred["bn"].hook_calls[0].args["grad_input"][0].floats())
+    assert np.abs(bn_in.sum(axis=(0, 2, 3))).max() < 1e-15
+    assert all(v == 0 for v in pred["full"].grads["block.conv.bias"].floats())
+    assert block[0].bias.grad.abs().max() < 1e-15
+
+
+@pytest.mark.torch
+def test_transformer_block_hooks_match_torch():
+    import torch
+    from torch import nn
+
+    problem, params = _params("transformer_block")
+    ln1, ln2 = nn.LayerNorm(4).double(), nn.LayerNorm(4).double()
+    attn = nn.MultiheadAttention(4, 2, batch_first=True).double()
+    mlp = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 4)).double()
+    _load(ln1, params, "ln1.")
+    _load(ln2, params, "ln2.")
+    _load(attn, params, "attn.")
+    _load(mlp, {k.replace("mlp.fc.", "mlp.0.").replace("mlp.proj.", "mlp.2."): v for k, v in params.items()}, "mlp.")
+    x, t = _input(problem, "x", True), _input(problem, "t")
+    seen = []
+    attn.register_full_backward_hook(lambda m, gi, go: seen.append((gi, go)))
+    a = ln1(x)
+    a.register_hook(lambda g: seen.append(g))
+    h = x + attn(a, a, a, need_weights=False)[0]
+    y = h + mlp(ln2(h))
+    loss = ((y - t) ** 2).sum() / 2
+    loss.backward()
+    v = solve("transformer_block")["attention"]
+    full, tensor_hook = v.hook_calls
+    (gi, go), g_ln1 = seen
+    assert len(full.args["grad_input"]) == 3 and len(full.args["grad_output"]) == 2 == len(go)
+    assert full.args["grad_output"][1] is None and go[1] is None
+    for ours, theirs in zip(full.args["grad_input"], gi):
+        assert _close(ours, theirs)
+    assert _close(tensor_hook.args["grad"], g_ln1) and _close(tensor_hook.args["grad"], gi[0] + gi[1] + gi[2])
+    assert _close(v.grads["attn.in_proj_bias"], attn.in_proj_bias.grad)
+    assert v.grads["attn.in_proj_bias"].floats()[4:8] == [0, 0, 0, 0]     # the key bias: exactly 0
+    assert attn.in_proj_bias.grad[4:8].abs().max() < 1e-15                # torch: 0 up to rounding
+    assert solve("transformer_block")["legacy_attention"].hook_calls[0].node == "TransposeBackward0"
+
+
+@pytest.mark.torch
+def test_layernorm_one_element_is_exactly_zero_where_torch_has_noise():
+    import torch
+
+    pred = solve("layernorm_one_element")
+    v = pred["full_hook"]
+    assert v.grads["ln.weight"].strings() == ["0"] and v.grads["x"].strings() == [["0"], ["0"], ["0"]]
+    assert v.grads["ln.bias"].strings() == ["6"]
+    assert v.hook_calls[0].args["grad_input"][0].strings() == [["0"], ["0"], ["0"]]
+    noise = {}
+    for dtype in (torch.float32, torch.float64):       # pytorch#188375, as torch 2.13 has it
+        ln = torch.nn.LayerNorm([1], dtype=dtype)
+        with torch.no_grad():
+            ln.weight.fill_(1.5)
+            ln.bias.fill_(0.25)
+        x = torch.tensor([[0.3], [1.7], [-2.5]], dtype=dtype, requires_grad=True)
+        y = ln(x)
+        (y * torch.tensor([[1], [2], [3]], dtype=dtype)).sum().backward()
+        assert y.detach().tolist() == [[0.25]] * 3 and x.grad.abs().max() == 0 and ln.bias.grad.item() == 6
+        noise[dtype] = abs(ln.weight.grad.item())
+    assert 0 < noise[torch.float64] < 1e-12 and noise[torch.float32] > 1e-6   # what the description says

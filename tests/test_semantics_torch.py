@@ -621,3 +621,29 @@ def test_saved_view_version_message_names_the_regenerated_node():
         pred = solve(text)
         got = pred.error.message if pred.error is not None else None
         assert got == want, (label, got, want)
+def test_full_hook_slots_follow_the_output_tuple_and_the_positional_inputs():
+    """MultiheadAttention(need_weights=False) returns (out, None): its full and pre hooks get
+    grad_output = (g, None); self-attention's one tensor is three grad_input slots, each its own."""
+    text = open("tests/data/regressions/none_output_slot.yaml").read()
+    attn = nn.MultiheadAttention(2, 1, batch_first=True, dtype=F64)
+    with torch.no_grad():
+        attn.in_proj_weight.copy_(torch.tensor([[0.5, -0.25], [0.125, 1], [-1, 0.5], [0.75, -0.5], [0.25, 0.5],
+                                                [-0.75, 0.125]], dtype=F64))
+        attn.in_proj_bias.copy_(torch.tensor([0.1, -0.2, 0.05, 0, 0.3, -0.1], dtype=F64))
+        attn.out_proj.weight.copy_(torch.tensor([[1, 0.5], [-0.5, 0.25]], dtype=F64))
+        attn.out_proj.bias.copy_(torch.tensor([0.2, -0.3], dtype=F64))
+    seen = []
+    attn.register_full_backward_pre_hook(lambda m, go: seen.append(("pre", show(go))))
+    attn.register_full_backward_hook(lambda m, gi, go: seen.append(("full", show(gi), show(go))))
+    x = torch.tensor([[[0.5, -1], [1, 0.25]]], dtype=F64, requires_grad=True)
+    y = attn(x, x, x, need_weights=False)[0]
+    (y * y).sum().backward()
+    (_, pre_go), (_, gi, go) = seen
+    assert len(pre_go) == len(go) == 2 and pre_go[1] is None and go[1] is None and len(gi) == 3
+    full = solve(text, "full").hook_calls[0].args
+    pre = solve(text, "pre").hook_calls[0].args
+    assert len(full["grad_output"]) == len(pre["grad_output"]) == 2
+    assert full["grad_output"][1] is None and pre["grad_output"][1] is None
+    assert same(full["grad_output"][0], go[0]) and same(pre["grad_output"][0], pre_go[0])
+    assert len(full["grad_input"]) == 3 and all(same(a, b) for a, b in zip(full["grad_input"], gi))
+    assert not same(full["grad_input"][0], gi[1])          # three different gradients, not their sum

@@ -5,6 +5,7 @@ The float64 and structure backends have the same methods, each in its own terms.
 
 from __future__ import annotations
 
+import flint
 import numpy as np
 
 from .. import exact as E
@@ -321,9 +322,24 @@ def _nn_compare(e, best) -> int | None:
         rank = {sympy().S.NegativeInfinity: -1, sympy().S.Infinity: 1}
         a, b = rank.get(e, 0), rank.get(best, 0)
         return (a > b) - (a < b)
+    a, b = _nn_ball(e), _nn_ball(best)
+    if a is not None and b is not None:     # disjoint balls decide it (certified: each holds its value)
+        if a > b:
+            return 1
+        if a < b:
+            return -1
     sign = E.s_sign(E.sub(Exact.scalar(e), Exact.scalar(best)).item())
     if sign is None:
         raise ValueError("max pooling compared values with free symbols")
     return sign
+
+
+def _nn_ball(e):
+    """A certified element's ball, a rational's exact ball; None for anything else."""
+    if type(e) is E.fmpq:
+        return flint.arb(e)
+    if isinstance(e, E.Real):
+        return e.ball
+    return None
 
 

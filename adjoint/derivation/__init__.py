@@ -31,6 +31,11 @@ def derive(prediction) -> ProblemDerivation:
                              problem.path)
 
 
+#: the same function under a name no submodule shadows: importing ``adjoint.derivation.derive``
+#: (the module, as ``adjoint.solve`` does) rebinds the package's ``derive`` attribute to it
+derive_problem = derive
+
+
 def notations(variants: list) -> set:
     """The notations beyond v1's algebra that the derivation's formulas use (index views, placements,
     writes through a view, named functions of PyTorch's, generic J^T lambda, derivatives f'), so that
@@ -59,4 +64,4 @@ __all__ = ["Arrival", "ArrivalTerm", "Boundary", "BoundaryInput", "CallInfo", "C
            "DeclaredHook", "ErrorInfo", "Exact", "FunctionNote", "Gradient", "HookArg", "HookCall", "Ident",
            "LegacyRow",
            "LocalDerivative", "ProblemDerivation", "Step", "StepInfo", "Symbol", "TensorInfo", "Typed", "Unit",
-           "VariantDerivation", "Version", "derive", "mathtree", "values"]
+           "VariantDerivation", "Version", "derive", "derive_problem", "mathtree", "values"]

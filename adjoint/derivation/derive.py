@@ -262,7 +262,7 @@ class UnitBuilder:
     def leaf_symbol(self, name: str) -> Symbol:
         module = None
         for m in self.problem.model.walk():
-            for p in m.params:
+            for p in m.params + m.buffers:
                 if p.name == name:
                     module = m
         if module is None:

@@ -10,6 +10,7 @@ module call, the node) and the prediction's record of the same call (``HookRecor
 
 from __future__ import annotations
 
+from ..graph import Tensor
 from ..ops import REGISTRY
 from .expressions import expr_tree
 from .mathtree import TAtom, TIndex, TName, TTuple, simplify, vjp_tree
@@ -63,7 +64,9 @@ class _HookCallBuilder:
                 arg = HookArg(name, pos, item, None)
                 out.args.append(arg)
                 if item is None:
-                    arg.none_flows = bool(vids)
+                    not_tensor = (name == "grad_output" and h.kind in ("full_backward", "full_backward_pre")
+                                  and j < len(vids) and vid is None)      # a module output that is None
+                    arg.none_flows = bool(vids) and not not_tensor
                     continue
                 if vid is None or h.phase != "backward":
                     continue
@@ -117,9 +120,9 @@ class _HookCallBuilder:
             call = self.call
             cv = g.calls[call.index]
             if h.kind == "full_backward":
-                return {"grad_output": list(call.outs), "grad_input": list(call.args)}
+                return {"grad_output": _by_position(cv.call.out, call.outs), "grad_input": list(call.args)}
             if h.kind == "full_backward_pre":
-                return {"grad_output": list(call.outs)}
+                return {"grad_output": _by_position(cv.call.out, call.outs)}
             if h.kind == "backward" and cv.legacy_eqn is not None:
                 eqn = g.eqns[cv.legacy_eqn]
                 return {"grad_output": list(eqn.outs), "grad_input": list(eqn.edges)}
@@ -219,6 +222,9 @@ class _HookCallBuilder:
         bd = next((x for x in self.b.boundary_records if x.callid == call.callid), None)
         if bd is None or not bd.grad_input:
             return
+        cv = self.g.calls[call.index]
+        if cv.call.in_node is None and len(set(call.args)) < len(call.args):
+            return      # an argument passed twice with no input hook node to tell them apart: no per-argument answer
         got = self.h.args.get("grad_input")
         gi = bd.grad_input
         if isinstance(got, tuple) and len(got) == len(gi) and all(same(x, y) for x, y in zip(got, gi)):
@@ -237,3 +243,11 @@ def _items(value) -> list:
     if isinstance(value, dict):
         return list(value.items())
     return [(None, value)]
+
+
+def _by_position(out, vids: tuple) -> list:
+    """The module's output Vars one per slot of its output tuple, as the hook's grad_output has them
+    (BackwardHook._pack_with_none): None where an output is not a tensor (attention weights not asked for)."""
+    items = out if isinstance(out, tuple) else (out,)
+    it = iter(vids)
+    return [next(it, None) if isinstance(v, Tensor) else None for v in items]

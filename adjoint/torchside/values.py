@@ -78,10 +78,32 @@ def exact_numbers(lit: Literal, symbols: dict[str, Fraction]) -> list[Fraction]:
     return out
 
 
+def _file_floats(lit: Literal, dtype: torch.dtype) -> torch.Tensor | None:
+    """A side file's elements (``FileItems``: numerators over one denominator) in one numpy pass
+    instead of a Fraction each: as float64 (each correctly rounded: an integer numerator, a
+    power-of-two denominator), and as float32 when every float64 is a float32 too (else a second
+    rounding could differ from rounding the exact value once: the slow path)."""
+    from ..sidefiles import FileItems
+
+    items = lit.items
+    if not isinstance(items, FileItems) or dtype not in (torch.float64, torch.float32):
+        return None
+    values = items.floats()
+    if dtype == torch.float32:
+        narrow = values.astype(np.float32)
+        if not np.array_equal(narrow.astype(np.float64), values):
+            return None
+        values = narrow
+    return torch.from_numpy(np.array(values, copy=True)).reshape(lit.shape)
+
+
 def literal_tensor(lit: Literal, dtype: torch.dtype, symbols: dict[str, Fraction]) -> torch.Tensor:
     """The literal as a new tensor of ``dtype``, each element rounded once: a fresh tensor, as
     ``torch.tensor(...)`` makes (no base, version 0), so version counters and views behave as in a
     user's script."""
+    fast = _file_floats(lit, dtype)
+    if fast is not None:
+        return fast
     items = exact_numbers(lit, symbols)
     if dtype == torch.int64:
         flat = torch.tensor([int(v) for v in items], dtype=torch.int64)

@@ -33,6 +33,12 @@ def solve(problem):
     return problem.solve()
 
 
+def solve_mode(problem, mode: str):
+    """Every variant of ``problem`` in answer mode ``mode`` (exact, float64, structure:
+    ``solve --float64`` / ``--structure``)."""
+    return problem.solve(mode=mode)
+
+
 def to_json(prediction) -> str:
     """The JSON text ``adjoint solve --json`` prints."""
     from adjoint.jsonout import dumps

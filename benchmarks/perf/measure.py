@@ -15,7 +15,8 @@ import sys
 from . import engine, reference
 from .clock import Side, interleaved, process_seconds, seconds
 from .context import ROOT, Context, fresh_sympy_cache
-from .problems import chain_case, mlp_case, symbolic_case
+from .problems import (chain_case, cnn_case, gpt2_case, mlp_case, resnet18_case, symbolic_case,
+                       transformer_case, write_model)
 
 #: torch calls per round (a forward + backward takes about a millisecond); half under --quick
 TORCH_INNER = 20
@@ -241,3 +242,90 @@ def memory(ctx: Context) -> None:
     if "torch" in sys.modules:
         raise AssertionError("torch was imported by load/solve: the peak would not be adjoint's own")
     ctx.emit("memory.mlp_peak_mb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+
+
+# ----------------------------------------------------------------------------- models (issues 11 and 12)
+
+def _loss_close(prediction, torch_loss, what: str, rel: float = 1e-9) -> None:
+    """adjoint's loss against torch's (float64 both): the two sides must compute the same model."""
+    ours, theirs = float(prediction.variants[0].loss.item()), float(torch_loss)
+    if abs(ours - theirs) > rel * max(abs(ours), abs(theirs), 1e-300):
+        raise AssertionError(f"{what}: adjoint's loss {ours!r} differs from torch's {theirs!r}")
+
+
+def _exact_model(ctx: Context, prefix: str, case, small) -> None:
+    """Issue 11: exact ``solve`` + JSON of a model problem vs one torch forward + backward of the
+    same model as ``adjoint verify``'s torch side builds it (``reference.torch_problem``), interleaved.
+    torch is timed (and emitted) first, so a solve that does not finish still leaves torch's time."""
+    problem = engine.load(write_model(case, ctx.tmpdir))
+    torch_step = reference.torch_problem(problem)
+    torch_side = Side("torch", torch_step, inner=_torch_inner(ctx))
+    _loss_close(engine.solve_mode(problem, "float64"), torch_step(), prefix)
+    ctx.emit(f"{prefix}.torch_fwd_bwd_s", interleaved([torch_side], ctx.rounds())["torch"])
+    engine.to_json(engine.solve(engine.load(write_model(small, ctx.tmpdir))))  # warm-up: imports, first calls
+
+    def solve_json():
+        engine.to_json(engine.solve(problem))
+
+    times = interleaved([Side("ours", solve_json, before=fresh_sympy_cache), torch_side], ctx.rounds(5, 3),
+                        warmup=False)
+    ctx.emit(f"{prefix}.solve+json_s", times["ours"])
+    ctx.emit(f"{prefix}.(solve+json)/torch", times["ours"] / times["torch"])
+
+
+def cnn(ctx: Context) -> None:
+    """Issue 11: the CNN (Conv2d, BatchNorm2d in training, ReLU, MaxPool2d, Flatten, Linear,
+    CrossEntropyLoss) at batch 4, 8x8 inputs, a full hook on the conv block: exact solve + JSON vs torch."""
+    _exact_model(ctx, "cnn", cnn_case(batch=4, size=8), cnn_case(batch=1, size=2))
+
+
+def transformer(ctx: Context) -> None:
+    """Issue 11: one pre-LN transformer block at width 16, seq 8, batch 2 (2 heads), full hooks on
+    the attention and the MLP: exact solve + JSON vs torch."""
+    _exact_model(ctx, "transformer", transformer_case(width=16, seq=8, batch=2),
+                 transformer_case(width=2, seq=1, batch=1, heads=1))
+
+
+def _large_model(ctx: Context, prefix: str, case, small) -> None:
+    """Issue 12: ``solve`` in ``--structure`` and ``--float64`` mode of a real-sized model (weights in
+    float32 side files) vs one torch forward + backward of the same model (float64, built by the
+    torch side from the same problem), interleaved; also the seconds to load the file (read,
+    compose, validate, every side file read exactly), once. A small model of the same shape is the
+    warm-up; under --quick one round, otherwise 3 after one untimed call of each side (the losses of
+    torch and --float64 compared: both sides must compute the same model)."""
+    path = write_model(case, os.path.join(ctx.tmpdir, "model"))
+    del case                                     # its arrays are written: not kept through the run
+    warm = engine.load(write_model(small, os.path.join(ctx.tmpdir, "small")))   # warm-up: imports, first calls
+    for mode in ("structure", "float64"):
+        engine.solve_mode(warm, mode)
+    loaded = []
+    ctx.emit(f"{prefix}.load_s", seconds(lambda: loaded.append(engine.load(path))))
+    problem = loaded[0]
+    torch_step = reference.torch_problem(problem)
+    torch_side = Side("torch", torch_step, inner=1 if ctx.quick else 3)
+    if ctx.quick:
+        torch_step()
+    else:    # the answers agree (this is also each side's untimed first call)
+        _loss_close(engine.solve_mode(problem, "float64"), torch_step(), prefix)
+        engine.solve_mode(problem, "structure")
+    sides = [torch_side] + [Side(mode, lambda mode=mode: engine.solve_mode(problem, mode))
+                            for mode in ("structure", "float64")]
+    times = interleaved(sides, ctx.rounds(3, 1), warmup=False)
+    ctx.emit(f"{prefix}.torch_fwd_bwd_s", times["torch"])
+    for mode in ("structure", "float64"):
+        ctx.emit(f"{prefix}.{mode}_s", times[mode])
+        ctx.emit(f"{prefix}.{mode}/torch", times[mode] / times["torch"])
+
+
+def resnet18(ctx: Context) -> None:
+    """Issue 12: ResNet-18 (basic blocks, 64-128-256-512 channels, BatchNorm in training) on one
+    3x32x32 image, a full hook on the last block."""
+    _large_model(ctx, "resnet18", resnet18_case(size=32), resnet18_case(size=16))
+
+
+def gpt2(ctx: Context) -> None:
+    """Issue 12: a 12-block GPT-2 (width 768, 12 heads, causal mask, GELU-tanh MLP of 3072), one
+    sequence of 16 embeddings, a full hook on the last attention."""
+    _large_model(ctx, "gpt2", gpt2_case(layers=12, width=768, heads=12, seq=16),
+                 gpt2_case(layers=1, width=24, heads=2, seq=4))
+

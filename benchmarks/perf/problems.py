@@ -119,3 +119,233 @@ def symbolic_case(depth: int = 16, x: Fraction = Fraction(1, 2)) -> SymbolicCase
         lines.append(f"    act{i}: {{type: Tanh}}")
     lines.append('loss: "sum(y * y)"')
     return SymbolicCase("\n".join(lines) + "\n", depth, x)
+
+
+# ----------------------------------------------------------------------------- models (issues 11 and 12)
+
+@dataclass(frozen=True)
+class ModelCase:
+    """A generated model problem: its YAML text, and the side files it names (file name -> array),
+    written next to it by :func:`write_model`."""
+
+    name: str
+    text: str
+    files: dict
+
+
+def write_model(case: ModelCase, directory: str) -> str:
+    """Write ``case``'s problem file and side files into ``directory`` (made if missing); the
+    problem's path. Side files have plain names (x.npy): one model per directory."""
+    import os
+
+    import numpy as np
+
+    os.makedirs(directory, exist_ok=True)
+
+    for name, array in case.files.items():
+        np.save(os.path.join(directory, name), array, allow_pickle=False)
+    path = os.path.join(directory, f"{case.name}.yaml")
+    with open(path, "w") as fh:
+        fh.write(case.text)
+    return path
+
+
+def _ints(rng: random.Random, shape: tuple, span: int = 4) -> str:
+    """A nested literal of small integers (the file's ``scale:`` makes them dyadic)."""
+    if len(shape) == 1:
+        return "[" + ", ".join(str(rng.randint(-span, span)) for _ in range(shape[0])) + "]"
+    return "[" + ", ".join(_ints(rng, shape[1:], span) for _ in range(shape[0])) + "]"
+
+
+def cnn_case(batch: int = 4, size: int = 8, channels: int = 2, seed: int = 0) -> ModelCase:
+    """Issue 11's CNN: block = Conv2d(channels -> 4, 3x3, padding 1), BatchNorm2d (training),
+    ReLU; MaxPool2d(2), Flatten, Linear(4 * (size/2)^2 -> 10), CrossEntropyLoss; input
+    (batch, channels, size, size) requiring grad, a full backward hook on the block; parameters
+    from ``init: {seed: 0}``; dtype float64 (what torch runs)."""
+    rng = random.Random(seed)
+    feats = 4 * (size // 2) ** 2
+    targets = "[" + ", ".join(str(rng.randrange(10)) for _ in range(batch)) + "]"
+    text = f"""name: cnn_b{batch}_{size}x{size}
+dtype: float64
+init: {{seed: 0}}
+inputs:
+  x: {{value: {_ints(rng, (batch, channels, size, size))}, scale: "1/4", requires_grad: true}}
+targets:
+  t: {{value: {targets}, dtype: int64}}
+model:
+  children:
+    block:
+      type: Sequential
+      children:
+        conv: {{type: Conv2d, args: {{in_channels: {channels}, out_channels: 4, kernel_size: 3, padding: 1}}}}
+        bn: {{type: BatchNorm2d, args: {{num_features: 4}}}}
+        relu: {{type: ReLU}}
+    pool: {{type: MaxPool2d, args: {{kernel_size: 2}}}}
+    flat: {{type: Flatten}}
+    fc: {{type: Linear, args: {{in_features: {feats}, out_features: 10}}}}
+    ce: {{type: CrossEntropyLoss}}
+  forward: "fc(flat(pool(block(x))))"
+loss: "ce(y, t)"
+hooks:
+  - {{module: block, kind: full_backward}}
+"""
+    return ModelCase(f"cnn_b{batch}_{size}x{size}", text, {})
+
+
+def transformer_case(width: int = 16, seq: int = 8, batch: int = 2, heads: int = 2, seed: int = 0) -> ModelCase:
+    """Issue 11's transformer block (pre-LN, as problems/transformer_block.yaml): LayerNorm,
+    MultiheadAttention (batch_first, self-attention, need_weights=False), residual, LayerNorm,
+    Linear(width -> 4 width), GELU, Linear(4 width -> width), residual; loss a squared error;
+    a full backward hook on the attention and on the MLP; ``init: {seed: 0}``; float64."""
+    rng = random.Random(seed)
+    text = f"""name: transformer_w{width}_s{seq}_b{batch}
+dtype: float64
+init: {{seed: 0}}
+inputs:
+  x: {{value: {_ints(rng, (batch, seq, width))}, scale: "1/4", requires_grad: true}}
+targets:
+  t: {{value: {_ints(rng, (batch, seq, width))}, scale: "1/4"}}
+model:
+  children:
+    ln1: {{type: LayerNorm, args: {{normalized_shape: [{width}]}}}}
+    attn: {{type: MultiheadAttention, args: {{embed_dim: {width}, num_heads: {heads}, batch_first: true}}}}
+    ln2: {{type: LayerNorm, args: {{normalized_shape: [{width}]}}}}
+    mlp:
+      type: Sequential
+      children:
+        fc: {{type: Linear, args: {{in_features: {width}, out_features: {4 * width}}}}}
+        act: {{type: GELU}}
+        proj: {{type: Linear, args: {{in_features: {4 * width}, out_features: {width}}}}}
+  forward: |
+    a = ln1(x)
+    h = x + attn(a, a, a, need_weights=False)[0]
+    return h + mlp(ln2(h))
+loss: "sum((y - t) ** 2) / 2"
+hooks:
+  - {{module: attn, kind: full_backward}}
+  - {{module: mlp, kind: full_backward}}
+"""
+    return ModelCase(f"transformer_w{width}_s{seq}_b{batch}", text, {})
+
+
+def _weights(files: dict, rng, name: str, shape: tuple, std: float):
+    """A float32 side file of N(0, std) weights; the value text naming it."""
+    import numpy as np
+
+    files[f"{name}.npy"] = (rng.standard_normal(shape) * std).astype(np.float32)
+    return f"{{value: {{file: {name}.npy}}}}"
+
+
+def resnet18_case(size: int = 32, batch: int = 1, classes: int = 10, seed: int = 0) -> ModelCase:
+    """Issue 12's ResNet-18 shape (the CIFAR stem: Conv2d 3x3 to 64 channels, no max-pool): four
+    stages of two BasicBlocks (64, 128, 256, 512 channels; the first block of stages 2-4 strides 2
+    with a 1x1 Conv2d + BatchNorm2d shortcut), AdaptiveAvgPool2d(1), Flatten, Linear(512 ->
+    classes) as one Sequential, loss F.cross_entropy; BatchNorm in training mode; convolutions without bias, as
+    torchvision's. Weights are float32 side files (He-scaled normals); input (batch, 3, size,
+    size) of data; one full backward hook on the last block. dtype float64."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    files: dict = {}
+    lines = ["name: resnet18", "dtype: float64", "inputs:",
+             f"  x: {_weights(files, rng, 'x', (batch, 3, size, size), 1.0)}",
+             "targets:", f"  t: {{value: {[int(v) for v in rng.integers(0, classes, batch)]}, dtype: int64}}",
+             "model:", "  type: Sequential", "  children:"]
+
+    def conv(path: str, cin: int, cout: int, k: int, stride: int, indent: str) -> None:
+        w = _weights(files, rng, f"{path}.weight", (cout, cin, k, k), (2 / (cin * k * k)) ** 0.5)
+        lines.append(f"{indent}{path.rsplit('.', 1)[-1]}: {{type: Conv2d, args: {{in_channels: {cin}, "
+                     f"out_channels: {cout}, kernel_size: {k}, stride: {stride}, padding: {k // 2}, bias: false}}, "
+                     f"params: {{weight: {w}}}}}")
+
+    def bn(path: str, c: int, indent: str) -> None:
+        lines.append(f"{indent}{path.rsplit('.', 1)[-1]}: {{type: BatchNorm2d, args: {{num_features: {c}}}, "
+                     f"params: {{weight: {{value: {{file: ones{c}.npy}}}}, bias: {{value: {{file: zeros{c}.npy}}}}}}}}")
+        files[f"ones{c}.npy"] = np.ones(c, dtype=np.float32)
+        files[f"zeros{c}.npy"] = np.zeros(c, dtype=np.float32)
+
+    conv("conv1", 3, 64, 3, 1, "    ")
+    bn("bn1", 64, "    ")
+    lines.append("    relu: {type: ReLU}")
+    cin = 64
+    blocks = []
+    for stage, cout in enumerate((64, 128, 256, 512), start=1):
+        for j in range(2):
+            stride = 2 if stage > 1 and j == 0 else 1
+            path = f"layer{stage}_{j}"
+            blocks.append(path)
+            lines += [f"    {path}:", "      children:"]
+            conv(f"{path}.conv1", cin, cout, 3, stride, "        ")
+            bn(f"{path}.bn1", cout, "        ")
+            conv(f"{path}.conv2", cout, cout, 3, 1, "        ")
+            bn(f"{path}.bn2", cout, "        ")
+            shortcut = "x"
+            if stride != 1 or cin != cout:
+                lines += ["        down:", "          type: Sequential", "          children:"]
+                conv(f"{path}.down.0", cin, cout, 1, stride, "            ")
+                bn(f"{path}.down.1", cout, "            ")
+                shortcut = "down(x)"
+            lines += ["      forward: |", "        out = F.relu(bn1(conv1(x)))",
+                      f"        return F.relu(bn2(conv2(out)) + {shortcut})"]
+            cin = cout
+    lines += ["    pool: {type: AdaptiveAvgPool2d, args: {output_size: 1}}", "    flat: {type: Flatten}",
+              f"    fc: {{type: Linear, args: {{in_features: 512, out_features: {classes}}}, "
+              f"params: {{weight: {_weights(files, rng, 'fc.weight', (classes, 512), 512 ** -0.5)}, "
+              f"bias: {_weights(files, rng, 'fc.bias', (classes,), 0.01)}}}}}",
+              'loss: "F.cross_entropy(y, t)"', "hooks:", f"  - {{module: {blocks[-1]}, kind: full_backward}}"]
+    return ModelCase("resnet18", "\n".join(lines) + "\n", files)
+
+
+def gpt2_case(layers: int = 12, width: int = 768, heads: int = 12, seq: int = 16, batch: int = 1,
+              seed: int = 0) -> ModelCase:
+    """Issue 12's GPT-2 shape: ``layers`` pre-LN blocks (LayerNorm, MultiheadAttention with
+    ``heads`` heads, batch_first, causal mask; residual; LayerNorm, Linear(width -> 4 width),
+    GELU (tanh), Linear(4 width -> width); residual), a final LayerNorm; the input is the
+    (batch, seq, width) embedding itself (no vocabulary: the token embedding is a lookup, not
+    part of the blocks), loss ``mean(y * y)``. Weights are float32 side files (N(0, 0.02), as
+    GPT-2 initialises); one full backward hook on the last block's attention. dtype float64."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    files: dict = {}
+    mask = np.triu(np.full((seq, seq), -np.inf, dtype=np.float32), 1)
+    lines = ["name: gpt2", "dtype: float64", "inputs:",
+             f"  x: {_weights(files, rng, 'x', (batch, seq, width), 1.0)}",
+             "targets:", "  mask: {value: {file: mask.npy}}", "model:", "  type: Sequential", "  children:"]
+    files["mask.npy"] = np.where(np.isinf(mask), -1e4, 0).astype(np.float32)   # side files refuse infinities
+    w = width
+
+    def ln(path: str, indent: str) -> str:
+        files.setdefault(f"ones{w}.npy", np.ones(w, dtype=np.float32))
+        files.setdefault(f"zeros{w}.npy", np.zeros(w, dtype=np.float32))
+        return (f"{indent}{path}: {{type: LayerNorm, args: {{normalized_shape: [{w}]}}, "
+                f"params: {{weight: {{value: {{file: ones{w}.npy}}}}, bias: {{value: {{file: zeros{w}.npy}}}}}}}}")
+
+    def linear(path: str, cin: int, cout: int, indent: str) -> str:
+        return (f"{indent}{path.rsplit('.', 1)[-1]}: {{type: Linear, args: {{in_features: {cin}, out_features: {cout}}}, "
+                f"params: {{weight: {_weights(files, rng, path + '.weight', (cout, cin), 0.02)}, "
+                f"bias: {_weights(files, rng, path + '.bias', (cout,), 0.02)}}}}}")
+
+    for i in range(layers):
+        p = f"h{i}"
+        lines += [f"    {p}:", "      children:", ln("ln_1", "        "),
+                  "        attn:", "          type: MultiheadAttention",
+                  f"          args: {{embed_dim: {w}, num_heads: {heads}, batch_first: true}}",
+                  "          params:",
+                  f"            in_proj_weight: {_weights(files, rng, p + '.attn.in_proj_weight', (3 * w, w), 0.02)}",
+                  f"            in_proj_bias: {_weights(files, rng, p + '.attn.in_proj_bias', (3 * w,), 0.02)}",
+                  f"            out_proj.weight: {_weights(files, rng, p + '.attn.out_proj.weight', (w, w), 0.02)}",
+                  f"            out_proj.bias: {_weights(files, rng, p + '.attn.out_proj.bias', (w,), 0.02)}",
+                  ln("ln_2", "        "),
+                  "        mlp:", "          children:",
+                  linear(f"{p}.mlp.c_fc", w, 4 * w, "            "),
+                  "            act: {type: GELU, args: {approximate: tanh}}",
+                  linear(f"{p}.mlp.c_proj", 4 * w, w, "            "),
+                  '          forward: "c_proj(act(c_fc(x)))"',
+                  "      forward: |", "        a = ln_1(x)",
+                  "        r = x + attn(a, a, a, need_weights=False, attn_mask=mask)[0]",
+                  "        return r + mlp(ln_2(r))"]
+    lines.append(ln("ln_f", "    "))
+    lines += ['loss: "mean(y * y)"', "hooks:",
+              f"  - {{module: h{layers - 1}.attn, kind: full_backward}}"]
+    return ModelCase("gpt2", "\n".join(lines) + "\n", files)

@@ -183,3 +183,86 @@ def _evaluate(expr, point: dict, memo: dict):
         raise ValueError(f"no evaluation rule for {type(expr).__name__} in a gradient")
     memo[expr] = value
     return value
+
+
+class _PlainRun:
+    """The run object ``adjoint.torchside.build``'s modules call back into, doing the calls and
+    nothing else: no call counting, naming, observing or value snapshots (verify's Session does
+    those, and they would be timed as torch's). A custom module's forward and the loss still go
+    through the project's interpreter of the file's expressions, a few microseconds a call."""
+
+    def __init__(self, globals_: dict):
+        self.globals = globals_
+        self.modules: dict = {}
+        self.log: list = []
+
+    def call_module(self, decl, args, kwargs):
+        return self.modules[decl.label](*args, **kwargs)
+
+    def program(self, scope):
+        from adjoint.torchside.program import Program
+        return Program(scope)
+
+    def current_callid(self, label: str) -> str:
+        return label
+
+    def lookup_global(self, name: str, loc, where: str):
+        return self.globals[name]
+
+    def bind(self, name: str, value) -> None:
+        pass
+
+
+class _LossScope:
+    def __init__(self, run: _PlainRun, problem, output):
+        self.run, self.problem, self.output = run, problem, output
+
+    def lookup(self, name: str, loc):
+        return self.output if name == "y" else self.run.globals[name]
+
+    def child(self, name: str):
+        return self.problem.model.child(name)
+
+    def call_child(self, name: str, args: list, kwargs: dict, loc):
+        return self.run.call_module(self.child(name), args, kwargs)
+
+
+def torch_problem(problem) -> Callable[[], object]:
+    """One torch forward + backward of a problem's model as ``adjoint verify``'s torch side builds
+    it (``adjoint.torchside.build``: the real ``torch.nn`` classes with the file's parameters, in the
+    file's dtype), with its module backward hooks registered (each observing); the first variant's
+    inputs. Returns ``step``: grads set to None, forward, loss, ``backward()``; it returns the loss."""
+    import torch
+
+    from adjoint.torchside.build import build, module_paths
+    from adjoint.torchside.values import literal_tensor
+
+    torch.set_num_threads(TORCH_THREADS)
+    dtype = {"float32": torch.float32, "float64": torch.float64}[problem.dtype]
+    variant = problem.variants[0]
+    leaves = {}
+    for d in list(variant.inputs) + list(problem.targets):
+        leaves[d.name] = literal_tensor(d.value, torch.int64 if d.dtype == "int64" else dtype, {})
+        leaves[d.name].requires_grad_(d.requires_grad)
+    run = _PlainRun(leaves)
+    root, tensors = build(run, problem.model, dtype, {})
+    run.modules = module_paths(root)
+    for hook in variant.hooks:
+        if hook.on != "module" or hook.kind not in ("full_backward", "backward"):
+            raise ValueError(f"the torch reference registers module backward hooks only, not {hook.on} {hook.kind}")
+        module = run.modules[hook.target]
+        register = module.register_full_backward_hook if hook.kind == "full_backward" else module.register_backward_hook
+        register(lambda m, grad_input, grad_output: None)
+    params = [t for t in tensors.values() if t.requires_grad]
+    inputs = [leaves[d.name] for d in variant.inputs]
+
+    def step():
+        for t in params + inputs:
+            t.grad = None
+        out = run.call_module(problem.model, inputs, {})
+        from adjoint.torchside.program import Program
+        loss = Program(_LossScope(run, problem, out)).eval(problem.loss) if problem.loss is not None else out
+        loss.backward()
+        return loss.detach()
+
+    return step

@@ -100,17 +100,19 @@ def table(info: dict, outcomes: list[Outcome], mode: str) -> str:
     header = [
         f"adjoint benchmarks (issue 15), {mode} run, {info['date']}, adjoint {info['adjoint_commit']}",
         f"machine: {info['cores']} cores ({info['cores_usable']} usable), {info['cpu']}, {info['os']}",
-        f"versions: Python {info['python']}, torch {info['torch']} ({info['torch_threads']} thread), "
+        f"versions: Python {info['python']}, torch {info['torch']} ({info['torch_threads']} thread; numpy's BLAS 1 "
+        f"thread too), "
         f"SymPy {info['sympy']}, python-flint {info['python_flint']} (FLINT {info['flint']}), "
         f"PyYAML {info['pyyaml']} (libyaml {info['libyaml']}), numpy {info['numpy']}",
         "method: each ratio measured in one process, its sides interleaved, median of k rounds "
         "(torch: mean of its calls within a round); start-up: whole processes, medians",
         "terms: load = read + compose + validate; json = the text `solve --json` prints; torch = float64 eager "
-        "forward + backward with the same hooks",
+        "forward + backward with the same hooks (the models: built by verify's torch side from the same file); "
+        "structure / float64 = `solve --structure` / `--float64`",
     ]
     if mode == "quick":
-        header.append("quick: 3 rounds (not 5-9), half the torch calls per round, time limits of 6-25 s per "
-                      "workload (not 2-10 min), N = 4096 skipped")
+        header.append("quick: 3 rounds (not 5-9; the large models 1, not 3), half the torch calls per round, time "
+                      "limits of 6-25 s per workload (45-90 s for the large models; not 2-10 min), N = 4096 skipped")
     width = max(len(o.metric.name) for o in outcomes) if outcomes else 10
     rows = [f"{'metric':<{width}}  {'value':>22}  {'target':>9}  met"]
     for o in outcomes:

@@ -1,7 +1,7 @@
 """The benchmark's units of work: each runs in its own process under its own time limit.
 
 A unit is one measurement function of ``measure`` with the metrics it emits (issue 15's
-targets attached) and its time limits. ``--only`` selects units by name or by group (the
+targets attached; issue 12's for ``large``; issue 11 set none for ``models``) and its time limits. ``--only`` selects units by name or by group (the
 workload name the issue uses: ``deep`` is four units).
 """
 
@@ -68,6 +68,21 @@ UNITS: tuple[Unit, ...] = (
          _seconds("startup.adjoint_solve_s", "startup.import_sympy_s")
          + (Metric("startup.adjoint_solve/import_sympy", at_most(0.8)),),
          measure.startup, (20, 120)),
+    Unit("cnn", "models",
+         _seconds("cnn.torch_fwd_bwd_s", "cnn.solve+json_s") + (Metric("cnn.(solve+json)/torch"),),
+         measure.cnn, (20, 120)),
+    Unit("transformer", "models",
+         _seconds("transformer.torch_fwd_bwd_s", "transformer.solve+json_s")
+         + (Metric("transformer.(solve+json)/torch"),),
+         measure.transformer, (20, 120)),
+    Unit("resnet18", "large",
+         _seconds("resnet18.load_s", "resnet18.torch_fwd_bwd_s", "resnet18.structure_s", "resnet18.float64_s")
+         + (Metric("resnet18.structure/torch", under(10)), Metric("resnet18.float64/torch", under(20))),
+         measure.resnet18, (45, 300)),
+    Unit("gpt2", "large",
+         _seconds("gpt2.load_s", "gpt2.torch_fwd_bwd_s", "gpt2.structure_s", "gpt2.float64_s")
+         + (Metric("gpt2.structure/torch", under(10)), Metric("gpt2.float64/torch", under(20))),
+         measure.gpt2, (90, 400)),
     Unit("memory", "memory", (Metric("memory.mlp_peak_mb", under(300)),), measure.memory, (15, 120)),
 )
 

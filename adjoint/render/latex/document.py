@@ -4,7 +4,7 @@ would write them, a section identical to an earlier variant's replaced by a refe
 
 from __future__ import annotations
 
-from ...derivation import ProblemDerivation, derive
+from ...derivation import ProblemDerivation, derive_problem
 from ...derivation import values as E
 from .numbers import SHORT_FRACTION, SIG_DIGITS, format_rational
 from .section_gradients import GradientSections
@@ -30,7 +30,7 @@ PREAMBLE = r"""\documentclass[11pt,a4paper]{article}
 def render_document(prediction) -> str:
     """The whole derivation of every variant of a solved problem (``adjoint.prediction.Prediction``)
     as one standalone LaTeX document."""
-    return typeset(derive(prediction))
+    return typeset(derive_problem(prediction))
 
 
 def typeset(d: ProblemDerivation) -> str:

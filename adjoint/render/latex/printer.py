@@ -113,6 +113,10 @@ class DerivationPrinter(LatexPrinter):
                 return f"\\left({tex}\\right)"
         return super().parenthesize(item, level, is_neg, strict)
 
+    def _print_CertifiedReal(self, expr):
+        """An element with no closed form inside a SymPy expression: its certified digits."""
+        return expr.element.text().lstrip("~")
+
     def _print_Relu(self, expr, exp=None):
         tex = f"\\operatorname{{relu}}\\left({self._print(expr.args[0])}\\right)"
         return f"{tex}^{{{exp}}}" if exp else tex
@@ -153,7 +157,9 @@ class DerivationPrinter(LatexPrinter):
         if e in _CLOSED_CACHE:
             return _CLOSED_CACHE[e]
         tex = None
-        if e.free_symbols or _small(e, 40):
+        if type(e).__name__ == "CertifiedReal":   # no closed form: its digits are the number rule's
+            pass
+        elif e.free_symbols or _small(e, 40):
             tex = DerivationPrinter({})._print(e)
         _CLOSED_CACHE[e] = tex
         return tex

@@ -11,7 +11,7 @@ from .layout import Block
 from .printer import DerivationPrinter
 from .text import _tex_escape_name, code, esc, mcode
 from .widths import LINE_EM, tex_width
-from .writer import UnitWriter
+from .writer import WRT_EM, UnitWriter
 
 
 class HookSections(UnitWriter):
@@ -273,8 +273,9 @@ class HookSections(UnitWriter):
                     segs.append(f"J^{{\\top}}{mcode('grad_output')}")
                 ident = self.ident(arg.ident)
                 if ident is not None:
-                    if arg.ident.kind != "lam_tilde":
-                        segs.append(self.dfrac("\\ell", self.wrt(c)))
+                    dl = self.dfrac("\\ell", self.wrt(c))
+                    if arg.ident.kind != "lam_tilde" and tex_width(dl) <= WRT_EM:
+                        segs.append(dl)
                     if not segs or ident != segs[-1]:
                         segs.append(ident)
                     if arg.chain is not None:
@@ -284,7 +285,9 @@ class HookSections(UnitWriter):
                         names, nums, _ = self.arriving(c, arg.arrival)
                         segs.extend([names] + ([nums] if nums else []))
                     else:
-                        segs.append(f"\\text{{gradient reaching }}{self.wrt(c)}")
+                        reaching = f"\\text{{gradient reaching }}{self.wrt(c)}"
+                        if tex_width(reaching) <= WRT_EM:
+                            segs.append(reaching)
             self.value_rows(b, lhs, arg.value, segs, exact=True)
         out.append(b.render())
         if chains:

@@ -25,6 +25,10 @@ from .widths import LINE_EM, tex_width
 
 fmpq = flint.fmpq
 
+#: the widest "d l / d (expression)" written as a name for a gradient; an unnamed tensor made by a
+#: long chain of ops (inside MultiheadAttention) would otherwise be written as its whole formula
+WRT_EM = LINE_EM - 12
+
 
 def symbol_of(s: Symbol) -> str:
     """A tensor's symbol as LaTeX: x, W_{f0}, b^{(\\mathrm{a\\_b})}, x_{3}, \\ell."""
@@ -229,11 +233,19 @@ class UnitWriter:
         walk(tree, "+")
         return terms
 
-    def _phi(self, st: Step) -> str:
-        """x_k = Phi_k(atoms), for an equation too long to typeset."""
-        args = ",\\ ".join(self.sym(x) for x in st.atoms)
+    def _phi(self, st: Step) -> str | Terms:
+        """x_k = Phi_k(atoms), for an equation too long to typeset; as pieces that break between
+        the arguments (``\\bigl(``, ``\\bigr)``: a ``\\left`` cannot span lines) when it is wide."""
+        atoms = [self.sym(x) for x in st.atoms]
         k = st.index if st.index is not None else "\\ell"
-        return f"\\Phi_{{{k}}}\\left({args}\\right)\\quad\\text{{(too long to typeset here)}}"
+        note = "\\quad\\text{(too long to typeset here)}"
+        args = ",\\ ".join(atoms)
+        one = f"\\Phi_{{{k}}}\\left({args}\\right){note}"
+        if tex_width(one) <= LINE_EM - 8 or not atoms:
+            return one
+        pieces = [a + ("," if i < len(atoms) - 1 else "\\bigr)") for i, a in enumerate(atoms)]
+        pieces = [f"\\Phi_{{{k}}}\\bigl({pieces[0]}"] + ["\x01" + p for p in pieces[1:]]
+        return Terms(pieces + ["\x01" + note])
 
     def fits(self, terms, budget: float = LINE_EM - 8) -> bool:
         return all(tex_width(t.lstrip("\x01")) <= budget for t in terms)
@@ -270,10 +282,12 @@ class UnitWriter:
         if ident.kind == "lam_tilde":
             return f"\\tilde\\lambda_{{{self.index(ident.var)}}}"
         if ident.kind == "dl":
-            return self.dfrac("\\ell", self.wrt(ident.var))
-        if ident.kind == "reaching":
-            return f"\\text{{the gradient reaching }}{self.sym(ident.var)}"
-        return f"\\text{{the gradient w.r.t. }}{self.wrt(ident.var)}"
+            tex = self.dfrac("\\ell", self.wrt(ident.var))
+        elif ident.kind == "reaching":
+            tex = f"\\text{{the gradient reaching }}{self.sym(ident.var)}"
+        else:
+            tex = f"\\text{{the gradient w.r.t. }}{self.wrt(ident.var)}"
+        return tex if tex_width(tex) <= WRT_EM else None     # an unnamed tensor's whole formula: not a name
 
     def arriving(self, c: int, arr: Arrival):
         """(formula terms, number terms, total) of the gradient arriving at tensor ``c``."""
