@@ -114,7 +114,7 @@ class Version:
 @dataclass
 class LocalDerivative:
     atom: int
-    expr: sympy.Expr                 # in the symbols v#<var> (the renderer names them)
+    expr: object                     # a SymPy expression in the symbols v#<var> (the renderer names them)
     value: Exact | None
 
 
