@@ -357,7 +357,10 @@ class _Pass:
         kind = "multi" if sum(t.requires_grad for t in tensors) > 1 else "custom"
         for i, t in enumerate(tensors):
             rg = t.requires_grad
-            out = rt.tensor(t.value, rg, node if rg else None, i if rg else 0, dtype=t.dtype)
+            if not rg:   # returned as-is (PyTorch: a non-differentiable view of it): writes show through
+                outs.append(t)
+                continue
+            out = rt.tensor(t.value, rg, node, i, dtype=t.dtype)
             if rg:
                 out.creation = (kind, "BackwardHookFunction")
                 out.strides, out.offset = t.strides, t.offset

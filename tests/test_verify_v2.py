@@ -43,15 +43,13 @@ def test_pytorch_ports_and_problems_verify():
 
 DATA = os.path.join(HERE, "data", "verify_v2")
 #: (file stem, variant): v2 files of tests/data whose prediction matches PyTorch.
-AGREE = [("inplace", None), ("saved_inplace", None), ("errors", "freed"), ("saved", "whole"),
+AGREE = [("inplace", None), ("saved_inplace", None), ("errors", "freed"), ("errors", "stepped"), ("saved", "whole"),
          ("saved", "scoped"), ("saved", "nested"), ("hooks", "prepend"),
          ("hooks", "global"), ("hooks", "multi"), ("hooks", "removes"),
          ("hooks", "raises")]
 #: Where the engine and PyTorch disagree today (findings for the engine; strict xfail: the day
 #: one passes, the entry must go). Key: file stem::variant -> what differs.
 DISAGREE = {
-    "errors::stepped": "the in-place error message names the saved view's node 'T' where PyTorch "
-                                 "says 'AsStrided' (weight.t() saved by addmm, then an SGD step)",
     "steps::default": "post_accumulate_grad is handed 'grad', not 'tensor'; a non-leaf named in "
                                 "backward inputs is missing from the passes before that backward and keeps "
                                 "the first forward's tensor after later forwards",
