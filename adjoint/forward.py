@@ -357,8 +357,11 @@ class _Pass:
         kind = "multi" if sum(t.requires_grad for t in tensors) > 1 else "custom"
         for i, t in enumerate(tensors):
             rg = t.requires_grad
-            if not rg:   # returned as-is (PyTorch: a non-differentiable view of it): writes show through
-                outs.append(t)
+            if not rg:   # returned as-is: a view of it with no node (writes show through), which an
+                # in-place op that records may not write ("A view was created in no_grad mode ...")
+                out = rt.detach(t)
+                out.creation = (kind, "BackwardHookFunction")
+                outs.append(out)
                 continue
             out = rt.tensor(t.value, rg, node, i, dtype=t.dtype)
             if rg:
