@@ -357,7 +357,13 @@ class _Pass:
         kind = "multi" if sum(t.requires_grad for t in tensors) > 1 else "custom"
         for i, t in enumerate(tensors):
             rg = t.requires_grad
-            out = rt.tensor(t.value, rg, node if rg else None, i if rg else 0, dtype=t.dtype)
+            if not rg:   # returned as-is: a view of it with no node (writes show through), which an
+                # in-place op that records may not write ("A view was created in no_grad mode ...")
+                out = rt.detach(t)
+                out.creation = (kind, "BackwardHookFunction")
+                outs.append(out)
+                continue
+            out = rt.tensor(t.value, rg, node, i, dtype=t.dtype)
             if rg:
                 out.creation = (kind, "BackwardHookFunction")
                 out.strides, out.offset = t.strides, t.offset

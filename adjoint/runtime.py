@@ -324,10 +324,11 @@ def version_message(sv: SavedVariable, node: Node) -> str:
 
 
 def short_name(name: str) -> str:
-    """How SavedVariable's message names a node: ``MulBackward0`` -> ``Mul``; a node that is not
-    generated code keeps its whole name (``torch::autograd::CopySlices``)."""
+    """How PyTorch's messages name a node: ``MulBackward0`` -> ``Mul``, ``PowBackward2`` ->
+    ``Pow2`` (the overload number stays unless it is 0); a node that is not generated code keeps
+    its whole name (``torch::autograd::CopySlices``)."""
     import re
-    return re.sub(r"Backward\d*$", "", name)
+    return re.sub(r"Backward(\d*)$", lambda m: "" if m.group(1) in ("", "0") else m.group(1), name)
 
 
 def view_value(B, base_value, chain):

@@ -128,7 +128,7 @@ def main(argv=None) -> int:
     print("coverage (occurrences over all problems):")
     groups = [("v2 problems", lambda k: k == "v2 problem"),
               ("v2 forms (views, copies, methods, keyword arguments, indexing)", lambda k: k.startswith("v2 form ")),
-              ("v2 statements", lambda k: k.startswith(("v2 statement ", "stmt "))),
+              ("v2 statements", lambda k: k.startswith(("v2 statement ", "stmt ", "v2 forward "))),
               ("v2 steps", lambda k: k.startswith("steps ")),
               ("modules", lambda k: k.startswith("module ") or k in ("child called twice",
                                                                       "multi-input call, mixed requires_grad",

@@ -104,7 +104,16 @@ def _solved(path):
         pytest.skip(f"not solvable yet: {exc}")
 
 
-@pytest.mark.parametrize("path", FILES, ids=lambda p: os.path.relpath(p, ROOT))
+#: Files where the record and the prediction disagree today (strict xfail: the fix flips them).
+RECORD_DIFFERS = {
+    "hook_wrapped_input_written.yaml": "an input written in place during the forward: the record's leaf keeps the "
+                                       "value the pass started with, values has the value it ended with",
+}
+
+
+@pytest.mark.parametrize("path", [pytest.param(f, marks=[pytest.mark.xfail(strict=True, reason=RECORD_DIFFERS[
+                                      os.path.basename(f)])] if os.path.basename(f) in RECORD_DIFFERS else [])
+                                  for f in FILES], ids=lambda p: os.path.relpath(p, ROOT))
 def test_the_record_carries_the_predictions_numbers(path):
     pred = _solved(path)
     if pred is None:

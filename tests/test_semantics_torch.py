@@ -647,3 +647,20 @@ def test_full_hook_slots_follow_the_output_tuple_and_the_positional_inputs():
     assert same(full["grad_output"][0], go[0]) and same(pre["grad_output"][0], pre_go[0])
     assert len(full["grad_input"]) == 3 and all(same(a, b) for a, b in zip(full["grad_input"], gi))
     assert not same(full["grad_input"][0], gi[1])          # three different gradients, not their sum
+
+
+# 20. PyTorch's messages name a node without "Backward", keeping an overload number other than
+# 0: "output 0 of Pow2" (PowBackward2), "Output 0 of Squeeze1" (found by the sweep: seed 1,
+# problem 1343)
+def test_messages_keep_the_overload_number():
+    x = torch.tensor([1.0, 2.0, 3.0], dtype=F64, requires_grad=True)
+    out = 2 ** (x * 1)
+    out.add_(1)
+    try:
+        out.sum().backward()
+    except RuntimeError as exc:
+        want = str(exc)
+    text = ("name: p\ndtype: float64\ninputs:\n  x: {value: [1, 2, 3], requires_grad: true}\nmodel:\n  forward: |\n"
+            "    out = 2 ** (x * 1)\n    out.add_(1)\n    return out\nloss: \"sum(y)\"\n")
+    pred = solve(text)
+    assert "output 0 of Pow2," in want and pred.error.message == want

@@ -17,7 +17,7 @@ from fractions import Fraction
 from ..errors import Loc, ProblemError
 from ..exact import MAX_EXACT_EXPONENT
 from ..graph import Tensor
-from ..layout import is_contiguous, view_strides
+from ..layout import contiguous_strides, is_contiguous, view_strides
 from ..ops.arith import broadcast_shapes
 from . import Function, Param
 
@@ -230,8 +230,9 @@ def linear(rt, x: Tensor, weight: Tensor, bias: Tensor | None, loc: Loc):
     if bias is not None:
         if len(sx) == 2:
             return ap("addmm", [bias, x, ap("t", [weight], None, loc)], None, loc)
-        if not is_contiguous(sx, x.strides):
-            # at::linear's last path: matmul(input, weight.t()), then output.add_(bias) (AddBackward0)
+        if not is_contiguous(sx, x.strides or contiguous_strides(sx)):
+            # at::linear: a non-contiguous input skips the flattened addmm: matmul, then
+            # output.add_(bias) in place (AddBackward0 is the last node)
             from ..inplace import apply_inplace
             out = matmul(rt, x, ap("t", [weight], None, loc), loc)
             return apply_inplace(rt, "add", out, [bias], None, loc)

@@ -57,6 +57,7 @@ class Analysis:
         self.root: Info | None = None
         self.ops: Counter = Counter()     # coverage: matmul ranks, broadcasting, mixed inputs
         self.inplace: set[str] = set()    # names written in place (the grad_fn they end with is not modelled)
+        self.aliases: dict[str, set] = {}   # a local -> other names of the same tensor
         self.run()
 
     def leaf_info(self, leaf: Leaf, name: str) -> Info:
@@ -163,10 +164,17 @@ class Analysis:
         """One line of a forward: ``(name, tree)`` or a v2 statement (``grad``: grad mode)."""
         if isinstance(line, tuple):
             name, tree = line
+            n_calls = len(self.calls)
             info = self.eval(tree, env, mod)
             if not grad:
                 info = Info(info.shape, False)
             env[name] = self.bind(prefix + name, info)
+            # the same tensor under another name: a child's output, or a name assigned as is
+            if tree[0] == "call" and len(self.calls) > n_calls:
+                self.aliases.setdefault(prefix + name, set()).add(self.calls[-1].callid)
+            elif tree[0] == "n":
+                self.aliases.setdefault(prefix + name, set()).add(prefix + tree[1] if prefix + tree[1] in self.names
+                                                                   else tree[1])
             return
         st = line
         if st.kind == "with":
@@ -189,9 +197,10 @@ class Analysis:
             rg = old.rg or (grad and any(v.rg for v in vals))
             deps = old.deps.union(*(v.deps for v in vals)) if rg else frozenset()
             env[n] = Info(old.shape, rg, rg and not old.leaf, (), 1, 0, deps, old.leaf, known=False)
-            if prefix + n in self.names:
-                self.names[prefix + n] = replace(self.names[prefix + n], known=False)
-                self.inplace.add(prefix + n)
+            for full in {prefix + n} | self.aliases.get(prefix + n, set()):
+                if full in self.names:
+                    self.names[full] = replace(self.names[full], known=False)
+                    self.inplace.add(full)
 
     # ------------------------------------------------------------------ expressions
     def eval(self, t, env: dict, mod: Mod | None):
