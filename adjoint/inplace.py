@@ -107,7 +107,8 @@ def setitem(rt, x, items: list, value, loc: Loc) -> None:
     # set_item's applySlicing skips a slice over a whole dimension (applySlice's optimization,
     # not disabled for assignment): when every item is one (or ...), the write goes into x itself
     target = x if _whole(x.shape, items) else getitem(rt, x, items, loc, lone=False)
-    apply_inplace(rt, "copy_", target, [value], None, loc)
+    # set_item's copy_to: a value without dimensions (a number, a 0-d tensor) is fill_ (FillBackward3)
+    apply_inplace(rt, "fill_" if not value.shape else "copy_", target, [value], None, loc)
 
 
 # ----------------------------------------------------------------------------- the in-place kernel

@@ -28,8 +28,6 @@ KNOWN: dict[str, str] = {
                                        "requiring grad (PyTorch: requires grad, no grad_fn)",
     "hook_output_is_a_view.yaml": "BackwardHookFunction's outputs are modelled as fresh tensors, not views of the "
                                   "module's output (shared version counter)",
-    "setitem_number_is_fill.yaml": "index assignment of a number is modelled as copy_ (CopyBackwards), not fill_ "
-                                   "(FillBackward3)",
 }
 
 # The bounded CI run: 200 + 60 v1 problems of at most 2 transcendental ops (their exact values

@@ -599,4 +599,9 @@ OPS = (
     Op("copy_", "torch::autograd::CopyBackwards", copy_forward, copy_vjp, copy_shape, (),
        "0 for the overwritten tensor; g (summed back) for the source", negzero="structural", grows=False,
        math=_COPY, checks=(Check(((2, 2), (2,))),)),
+    # fill_.Tensor: index assignment of a number or a 0-d tensor (set_item's copy_to fills when the
+    # value has no dimensions); derivatives.yaml: self zeros_like(grad), value grad.sum()
+    Op("fill_", "FillBackward3", copy_forward, copy_vjp, copy_shape, (),
+       "0 for the overwritten tensor; g summed for the value", negzero="structural", grows=False,
+       math=_COPY, checks=(Check(((2, 2), ())),)),
 )
