@@ -364,9 +364,16 @@ class _Pass:
                 outs.append(out)
                 continue
             out = rt.tensor(t.value, rg, node, i, dtype=t.dtype)
-            if rg:
-                out.creation = (kind, "BackwardHookFunction")
-                out.strides, out.offset = t.strides, t.offset
+            out.creation = (kind, "BackwardHookFunction")
+            out.strides, out.offset = t.strides, t.offset
+            # a view of what it wraps (an input returned as-is): one storage, one version counter,
+            # so a later in-place write on either shows in the other, and a use or a saved
+            # tensor's unpack after it raises PyTorch's custom-Function view error
+            out.base = t.base if t.is_view else t
+            out.view_of = t.view_of if t.is_view else _same_value
+            out.view_ops = t.view_ops if t.is_view else ()
+            out.version = t.version
+            out.view_version = out.data_version = t.version.value
             outs.append(out)
         node.outputs = [(t.shape, t.dtype) for t in outs]
         node.output_values = [t.value for t in outs]
@@ -580,3 +587,8 @@ def bind_arguments(mod: Module, args: list, kwargs: dict, loc: Loc) -> dict:
                                         "TypeError in forward()")
             bound[n] = defaults[n]
     return bound
+
+
+def _same_value(value):
+    """The view function of a tensor returned as-is: the base's value is its value."""
+    return value

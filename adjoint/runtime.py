@@ -312,6 +312,11 @@ def version_message(sv: SavedVariable, node: Node) -> str:
     t = sv.tensor
     dims = ", ".join(str(d) for d in t.shape)
     owner = node if sv.is_output else t.grad_fn
+    if not sv.is_output and t.is_view and t.view_version != t.version.value and t.creation \
+            and t.creation[0] in ("custom", "multi", "no_grad"):
+        # reading the view's grad_fn for the message cannot regenerate it: PyTorch raises that instead
+        from .inplace import rebase_message
+        return rebase_message(t, True)
     owner_name, nr = (owner.name if owner else None), (t.output_nr if not sv.is_output else 0)
     if not sv.is_output and t.is_view and t.base.requires_grad and t.view_version != t.version.value:
         # reading the view's grad_fn regenerates it (VariableHooks::grad_fn): the base changed since

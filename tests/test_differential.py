@@ -26,8 +26,6 @@ REGRESSIONS = sorted(glob.glob(os.path.join(HERE, "data", "regressions", "*.yaml
 KNOWN: dict[str, str] = {
     "no_grad_view_requires_grad.yaml": "a view made under no_grad of a tensor that requires grad is modelled as not "
                                        "requiring grad (PyTorch: requires grad, no grad_fn)",
-    "hook_output_is_a_view.yaml": "BackwardHookFunction's outputs are modelled as fresh tensors, not views of the "
-                                  "module's output (shared version counter)",
 }
 
 # The bounded CI run: 200 + 60 v1 problems of at most 2 transcendental ops (their exact values
