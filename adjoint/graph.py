@@ -109,6 +109,8 @@ class Tensor:
     is_param: bool = False
     wrapped: bool = False            # a Python number PyTorch wrapped for an op: never saved, no edge
     is_detached: bool = False        # made by detach(): shares storage, not an autograd view
+    edgeless: bool = False           # requires grad through its base but has no gradient edge (a view made
+                                     # under no_grad: no grad_fn, and no AccumulateGrad either)
     name: str | None = None          # the first name it was bound to (reports)
 
     @property

@@ -136,6 +136,8 @@ class Runtime:
             refresh(self, t)
         if t.grad_fn is not None:
             return Edge(t.grad_fn, t.output_nr)
+        if t.edgeless:
+            return None   # impl::grad_accumulator: nullptr for a tensor whose own requires_grad_ is false
         return Edge(self.grad_accumulator(t), 0)
 
     def grad_accumulator(self, t: Tensor) -> Node:
@@ -240,6 +242,11 @@ class Runtime:
             t.creation = ("multi" if self.grad_enabled else "no_grad", name)
         elif not self.grad_enabled:
             t.creation = ("no_grad", name)
+        if not self.grad_enabled and root.requires_grad and t.grad_fn is None:
+            # DifferentiableViewMeta::requires_grad asks the base: a view made under no_grad of a
+            # tensor that requires grad requires grad too, with no grad_fn and no gradient edge
+            t.requires_grad = True
+            t.edgeless = True
         if op.layout is not None:
             strides, offset = op.layout(src.shape, src.strides, src.offset, params)
             if strides is not None:

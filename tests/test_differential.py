@@ -24,8 +24,6 @@ REGRESSIONS = sorted(glob.glob(os.path.join(HERE, "data", "regressions", "*.yaml
 #: Regression files whose engine bug is not fixed yet: file name -> reason (strict xfail,
 #: so the fix flips them and the entry must go).
 KNOWN: dict[str, str] = {
-    "no_grad_view_requires_grad.yaml": "a view made under no_grad of a tensor that requires grad is modelled as not "
-                                       "requiring grad (PyTorch: requires grad, no grad_fn)",
 }
 
 # The bounded CI run: 200 + 60 v1 problems of at most 2 transcendental ops (their exact values
