@@ -370,6 +370,7 @@ class _Pass:
             # so a later in-place write on either shows in the other, and a use or a saved
             # tensor's unpack after it raises PyTorch's custom-Function view error
             out.base = t.base if t.is_view else t
+            out.detached_root = t.detached_root if t.is_view else None
             out.view_of = t.view_of if t.is_view else _same_value
             out.view_ops = t.view_ops if t.is_view else ()
             out.version = t.version

@@ -109,6 +109,7 @@ class Tensor:
     is_param: bool = False
     wrapped: bool = False            # a Python number PyTorch wrapped for an op: never saved, no edge
     is_detached: bool = False        # made by detach(): shares storage, not an autograd view
+    detached_root: "Tensor | None" = None   # a view of a detach()ed tensor: that tensor (see grad_base)
     edgeless: bool = False           # requires grad through its base but has no gradient edge (a view made
                                      # under no_grad: no grad_fn, and no AccumulateGrad either)
     name: str | None = None          # the first name it was bound to (reports)
@@ -129,6 +130,13 @@ class Tensor:
     def is_view(self) -> bool:
         """An autograd view (``_base`` is set): made by a view op, not by detach()."""
         return self.base is not None and not self.is_detached
+
+    @property
+    def grad_base(self) -> "Tensor | None":
+        """The view's autograd ``_base``: ``base`` (the storage it reads), unless the chain of views
+        starts at a detached tensor, which is then its base for autograd (it does not require grad
+        even when the storage's owner does)."""
+        return self.detached_root if self.detached_root is not None else self.base
 
 
 @dataclass(frozen=True)

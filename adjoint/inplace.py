@@ -124,7 +124,7 @@ def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc)
     make_node = rt.grad_enabled and any(rg_in)
     # check_inplace(self, requires_grad): only when the op records, or writes into a view of a
     # tensor that requires grad (PyTorch's view then requires grad even when made under no_grad)
-    if rt.grad_enabled and (any(rg_in) or (target.is_view and target.base.requires_grad)):
+    if rt.grad_enabled and (any(rg_in) or (target.is_view and target.grad_base.requires_grad)):
         check_inplace_allowed(target)
     view = target.is_view
     old_edge = gradient_edge_now(rt, target) if target.requires_grad else None
@@ -189,7 +189,7 @@ def check_inplace_allowed(t: Tensor) -> None:
     if t.is_leaf and t.requires_grad and not t.is_view:
         raise TorchError("RuntimeError", "a leaf Variable that requires grad is being used in an in-place operation.",
                          "leaf_inplace")
-    if t.is_view and t.base.is_leaf and t.base.requires_grad:
+    if t.is_view and t.grad_base.is_leaf and t.grad_base.requires_grad:
         raise TorchError("RuntimeError", "a view of a leaf Variable that requires grad is being used in an in-place "
                                          "operation.", "leaf_inplace")
 
@@ -368,7 +368,7 @@ def refresh(rt, t: Tensor) -> None:
     """A view of a base that was modified in place since its grad_fn was made gets a new one
     when next used (as ``t.grad_fn`` does in PyTorch); a piece of a multi-output view op
     cannot, and PyTorch raises."""
-    if not (t.is_view and t.base.requires_grad and t.view_version != t.version.value):
+    if not (t.is_view and t.grad_base.requires_grad and t.view_version != t.version.value):
         return
     # handle_view_on_rebase(indirect=true): only a view made as a plain view may be regenerated
     if t.creation and t.creation[0] in ("custom", "multi", "no_grad"):

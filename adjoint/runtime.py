@@ -225,6 +225,7 @@ class Runtime:
         op = REGISTRY[opname]
         root = src.base if src.base is not None else src
         t.base = root
+        t.detached_root = src if src.is_detached else src.detached_root
         t.version = src.version
         t.view_ops = src.view_ops + ((opname, params, k, src.shape),)
         t.view_version = src.version.value
@@ -242,7 +243,7 @@ class Runtime:
             t.creation = ("multi" if self.grad_enabled else "no_grad", name)
         elif not self.grad_enabled:
             t.creation = ("no_grad", name)
-        if not self.grad_enabled and root.requires_grad and t.grad_fn is None:
+        if not self.grad_enabled and t.grad_base.requires_grad and t.grad_fn is None:
             # DifferentiableViewMeta::requires_grad asks the base: a view made under no_grad of a
             # tensor that requires grad requires grad too, with no grad_fn and no gradient edge
             t.requires_grad = True
@@ -325,7 +326,7 @@ def version_message(sv: SavedVariable, node: Node) -> str:
         from .inplace import rebase_message
         return rebase_message(t, True)
     owner_name, nr = (owner.name if owner else None), (t.output_nr if not sv.is_output else 0)
-    if not sv.is_output and t.is_view and t.base.requires_grad and t.view_version != t.version.value:
+    if not sv.is_output and t.is_view and t.grad_base.requires_grad and t.view_version != t.version.value:
         # reading the view's grad_fn regenerates it (VariableHooks::grad_fn): the base changed since
         owner_name, nr = "AsStridedBackward0", 0
     what = f", which is output {nr} of {short_name(owner_name)}," if owner_name else ""
