@@ -132,6 +132,13 @@ class Tensor:
         return self.base is not None and not self.is_detached
 
     @property
+    def needs_grad(self) -> bool:
+        """``requires_grad`` as PyTorch reads it for an op's input: a view also requires grad when
+        its base does now (DifferentiableViewMeta::requires_grad), e.g. after an in-place write
+        with a value that requires grad gave the base a history; its grad_fn is then regenerated."""
+        return self.requires_grad or (self.is_view and self.grad_base.requires_grad)
+
+    @property
     def grad_base(self) -> "Tensor | None":
         """The view's autograd ``_base``: ``base`` (the storage it reads), unless the chain of views
         starts at a detached tensor, which is then its base for autograd (it does not require grad

@@ -120,17 +120,17 @@ def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc)
     if tuple(out_shape) != target.shape:
         raise ProblemError(loc, f"output with shape {list(target.shape)} doesn't match the broadcast shape "
                                 f"{list(out_shape)}: PyTorch raises RuntimeError")
-    rg_in = [t.requires_grad for t in ts]
+    rg_in = [t.needs_grad for t in ts]
     make_node = rt.grad_enabled and any(rg_in)
     # check_inplace(self, requires_grad): only when the op records, or writes into a view of a
     # tensor that requires grad (PyTorch's view then requires grad even when made under no_grad)
     if rt.grad_enabled and (any(rg_in) or (target.is_view and target.grad_base.requires_grad)):
         check_inplace_allowed(target)
     view = target.is_view
-    old_edge = gradient_edge_now(rt, target) if target.requires_grad else None
+    old_edge = gradient_edge_now(rt, target) if target.needs_grad else None
     node = None
     if make_node:
-        edges = [old_edge] + [rt.gradient_edge(t) if t.requires_grad else None for t in ts[1:]]
+        edges = [old_edge] + [rt.gradient_edge(t) if t.needs_grad else None for t in ts[1:]]
         node = rt.new_node(op.node, edges, op, params, ts, loc)
         save_inputs(rt, node, op, ts)
     check_overlap(target, ts[1:])

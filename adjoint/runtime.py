@@ -173,7 +173,7 @@ class Runtime:
         multi = op.outputs != 1
         self._check_size(op, out_shape if multi else [out_shape], loc)
         diff = op.differentiable or (True,) * len(ts)
-        rg = [d and t is not None and t.requires_grad for t, d in zip(ts, diff)]
+        rg = [d and t is not None and t.needs_grad for t, d in zip(ts, diff)]
         node = None
         if self.grad_enabled and any(rg):
             # a non-differentiable input (indices, running statistics) has no edge at all: PyTorch's
