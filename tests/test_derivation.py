@@ -110,6 +110,8 @@ RECORD_DIFFERS = {
                                        "value the pass started with, values has the value it ended with",
     "view_of_detached_written.yaml": "a parameter written in place (through a view of its detached copy) during "
                                      "the forward: the same as above",
+    "view_requires_grad_after_base_written.yaml": "an input written in place (through a view) during the forward: "
+                                                  "the same as above",
 }
 
 
