@@ -139,6 +139,14 @@ class Tensor:
         return self.requires_grad or (self.is_view and self.grad_base.requires_grad)
 
     @property
+    def grad_view_ops(self) -> tuple:
+        """The view ops from :attr:`grad_base` to this view (``view_ops`` start at the storage's
+        owner; a chain through a detached tensor starts again there)."""
+        if self.detached_root is None:
+            return self.view_ops
+        return self.view_ops[len(self.detached_root.view_ops):]
+
+    @property
     def grad_base(self) -> "Tensor | None":
         """The view's autograd ``_base``: ``base`` (the storage it reads), unless the chain of views
         starts at a detached tensor, which is then its base for autograd (it does not require grad

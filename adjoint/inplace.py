@@ -135,7 +135,7 @@ def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc)
         save_inputs(rt, node, op, ts)
     check_overlap(target, ts[1:])
     values = [t.value for t in ts]
-    base_before = target.base.value if view else None
+    base_before = target.grad_base.value if view else None
     new_value = rt.B.after_op(op, values, params, op.forward(rt.B, values, params), loc, rt.active)
     write(rt, target, new_value)
     rt.record(prim, ts, [target], params, node, loc, values)
@@ -324,7 +324,7 @@ def rebase_view(rt, view: Tensor, fn: Node, loc, base_before) -> None:
     """The base's new grad_fn is CopySlices(base's old edge, fn); the view's grad_fn is
     regenerated (AsStridedBackward0) at once, other views of the base when next used.
     ``base_before``: the base's value before the write (for the record of the forward)."""
-    base = view.base
+    base = view.grad_base
     base_edge = rt.gradient_edge(base) if base.requires_grad else None
     edges = [base_edge] + list(fn.edges[1:])
     copy = Node(rt._new_seq(), "torch::autograd::CopySlices", edges, kind="copyslices", params=(view, fn),
@@ -333,7 +333,7 @@ def rebase_view(rt, view: Tensor, fn: Node, loc, base_before) -> None:
     copy.outputs = [(base.shape, base.dtype)]
     copy.output_values = [base.value]
     rt.nodes.append(copy)
-    rt.record("copy_slices", (base,) + tuple(fn.inputs[1:]), [base], CopySlicesWrite(view.view_ops, fn.op.name,
+    rt.record("copy_slices", (base,) + tuple(fn.inputs[1:]), [base], CopySlicesWrite(view.grad_view_ops, fn.op.name,
                                                                                      fn.params),
               copy, loc, (base_before,) + tuple(fn.input_values[1:]))
     rebase(base, copy)
@@ -344,9 +344,9 @@ def regenerate(rt, view: Tensor) -> None:
     """VariableHooks::grad_fn for a view whose base changed since its grad_fn was made:
     a fresh AsStridedBackward0 on the base's current history."""
     from .ops.views import AsStrided
-    base = view.base
+    base = view.grad_base
     old = view.grad_fn
-    spec = AsStrided(view.shape, view.strides, view.offset, view.view_ops)
+    spec = AsStrided(view.shape, view.strides, view.offset, view.grad_view_ops)
     node = rt.new_node("AsStridedBackward0", [rt.gradient_edge(base)], REGISTRY["as_strided"], spec, [base], None)
     node.outputs = [(view.shape, view.dtype)]
     node.output_values = [view.value]
@@ -383,7 +383,7 @@ def copy_slices_backward(rt, node: Node, g, need: list, fn_vjp) -> list:
     from .runtime import view_value
     B = rt.B
     view, fn = node.params
-    grad_slice = view_value(B, g, view.view_ops)
+    grad_slice = view_value(B, g, view.grad_view_ops)
     res = fn_vjp(fn, [grad_slice], [True] + list(need[1:]))
-    result = scatter_into(rt, g, view.view_ops, res[0] if res[0] is not None else B.zeros(view.shape))
+    result = scatter_into(rt, g, view.grad_view_ops, res[0] if res[0] is not None else B.zeros(view.shape))
     return [result] + list(res[1:])
