@@ -244,6 +244,16 @@ def _fmpz_text(n: int) -> str:
 def _reduce(num: np.ndarray, den: int) -> tuple[np.ndarray, int]:
     if den < 0:
         num, den = -num, -den
+    if den & (den - 1) == 0:  # 2**k (every dyadic problem): the gcd is 2**(fewest trailing zeros), no long gcd
+        k = den.bit_length() - 1
+        t = k
+        for n in num.reshape(-1).tolist():
+            if n:
+                n = int(n)
+                t = min(t, (n & -n).bit_length() - 1)
+                if t == 0:
+                    return num, den
+        return num // (1 << t), den >> t
     g = den
     for n in num.reshape(-1).tolist():  # usually 1 after a few elements: stop there
         if n:
