@@ -362,7 +362,11 @@ def matmul(x: QArray, y: QArray) -> QArray:
 
 def transpose(x: QArray) -> QArray:
     """The transpose; its fmpz_mat, when one is needed, is the transpose of x's (so a weight's
-    matrix is converted once, for ``W.t()`` in the forward and ``W`` in the backward alike)."""
+    matrix is converted once, for ``W.t()`` in the forward and ``W`` in the backward alike).
+    A product not yet made into numerators (a weight's gradient, transposed back by
+    ``TBackward0``) stays one: FLINT's matrix is transposed instead."""
+    if x._num is None:
+        return QArray.lazy(x._zmat.transpose(), x.den)
     out = QArray(x.num.T, x.den, True)  # a view: nothing ever writes into numerators
     out._transposed = x
     return out
