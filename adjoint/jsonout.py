@@ -17,13 +17,9 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from json.encoder import encode_basestring_ascii as _quote
 
 _FLOAT_REPR = float.__repr__
-#: a character json's ASCII encoder escapes (``"``, ``\\``, anything outside printable ASCII);
-#: a row of exact values (digits, ``-``, ``/``) has none and is quoted by one join
-_NEEDS_ESCAPE = re.compile(r'[^ !#-\[\]-~]')
 _INT_REPR = int.__repr__
 
 
@@ -146,9 +142,6 @@ def _flat_text(items, sep: str) -> str | None:
             text = sep.join(map(_FLOAT_REPR, items))
             return None if "n" in text else text  # 'inf' or 'nan': written as strings by the slow path
         if first is str:
-            joined = "".join(items)
-            if _NEEDS_ESCAPE.search(joined) is None:  # every element's quoted text is '"' + element + '"'
-                return '"' + ('"' + sep + '"').join(items) + '"'
             return sep.join(map(_quote, items))
     except TypeError:
         return None
