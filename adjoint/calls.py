@@ -9,10 +9,14 @@ converts what it returns.
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from .errors import ProblemError
 from .graph import Tensor, recorded
 from .interp import EnvScope, Interp
 from .runtime import CallRecord, TorchError
+
+_GRAD = attrgetter("grad")
 
 
 def run_hook_body(rt, hook, env: dict):
@@ -45,6 +49,7 @@ class HookRunner:
     def __init__(self, rt, registrations):
         self.rt = rt
         self.reg = registrations
+        self._grad_leaves = None   # (leaf tensors, names requiring grad, their tensors): see grads_now
 
     def wrap(self, v):
         """A backend value as a tensor a hook can compute with (no grad), tuples element-wise."""
@@ -73,11 +78,21 @@ class HookRunner:
         return returned
 
     def grads_now(self) -> dict:
-        """``.grad`` of every leaf that requires grad, right now (what a hook would see)."""
+        """``.grad`` of every leaf that requires grad, right now (what a hook would see).
+
+        Taken at every hook call, so a model with a hook per layer takes it once per layer: the
+        leaves requiring grad are found once per set of leaf tensors (a forward step's new
+        inputs make a new set), and the snapshot is one C-level pass over them."""
         model = self.reg.model
         if model is None:
             return {}
-        return {name: t.grad for name, t in model.leaves.items() if model.decls[name].requires_grad}
+        leaves = tuple(model.leaves.values())
+        if self._grad_leaves is None or self._grad_leaves[0] != leaves:
+            decls = model.decls
+            chosen = [(name, t) for name, t in model.leaves.items() if decls[name].requires_grad]
+            self._grad_leaves = (leaves, [name for name, _ in chosen], [t for _, t in chosen])
+        _, names, tensors = self._grad_leaves
+        return dict(zip(names, map(_GRAD, tensors)))
 
     def fire_values(self, hook, args: dict, node=None, call=None):
         """A backward hook: handed values, returns values (None, a value, or a tuple of them)."""

@@ -22,6 +22,7 @@ The policy (contract v2; docs/format.md):
 
 from __future__ import annotations
 
+import functools
 import keyword
 import re
 import unicodedata
@@ -74,6 +75,7 @@ class NonFinite(NumberRefused):
 
 # ----------------------------------------------------------------------------- numbers
 
+@functools.lru_cache(maxsize=4096)
 def read_number(text: str, floor: str = "zero") -> Fraction:
     """The exact value of a number written as text: decimal (``0.3``, ``-1.5e-3``), integer
     (also ``0x1f``, ``0o17``, ``0b101``) or fraction (``1/4``).
@@ -83,7 +85,10 @@ def read_number(text: str, floor: str = "zero") -> Fraction:
     float64 (``floor="zero"``) or below float64's smallest normal (``floor="normal"``,
     for Python float literals inside expressions), non-ASCII digits, ``_``, a leading zero,
     more than :data:`MAX_DIGITS` digits, inf or nan. Bounded time: no big power is built
-    before the exponent is known to be in range."""
+    before the exponent is known to be in range.
+
+    Memoized (a Fraction is immutable; a refusal is raised again each time): a tensor literal
+    repeats its numbers (0, 1, a few dyadic fractions), and this is most of a load's work."""
     t = text.strip()
     if _NONFINITE.fullmatch(t):
         raise NonFinite(f"'{t}' is not a finite number")
@@ -287,6 +292,10 @@ def _literal_shape(node: YNode, what: str, out: list[Element]) -> tuple[int, ...
     if isinstance(node, YSeq):
         if not node.items:
             raise ProblemError(node.loc, f"{what} has an empty list; tensors here have at least one element per dimension")
+        items = node.items
+        if len(out) + len(items) <= MAX_ELEMENTS and all(type(item) is YScalar for item in items):
+            out.extend([_element(item, what) for item in items])   # a row of numbers: what the loop below does
+            return (len(items),)
         shapes = []
         for item in node.items:
             s = _literal_shape(item, what, out)
@@ -360,8 +369,9 @@ def check_range(decl: TensorDecl, dtype: str) -> None:
         if not small.any():
             return
         items = [Fraction(0)] * int(np.argmax(small)) + [items[int(np.argmax(small))]]
+    floor_den = floor.denominator   # floor is 1/2**k: a nonzero e with a smaller denominator is >= 1/den > floor
     for i, e in enumerate(items):
-        if isinstance(e, Fraction) and e and abs(e) < floor:
+        if isinstance(e, Fraction) and e and e.denominator >= floor_den and abs(e) < floor:
             raise ProblemError(decl.value.loc, f"the literal of '{decl.name}' has {float(e):.2g} at element "
                                                f"{_index(i, decl.value.shape)}, below {dtype}'s smallest normal "
                                                f"number (about {_SMALLEST_TEXT[dtype]}): PyTorch holds a denormal or "

@@ -11,12 +11,25 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Callable
 
 from .backends import symbolic
-from .derivation.record import VariantDerivation
 from .exact import Exact
 from .graph import Typed
 
 if TYPE_CHECKING:
     from .passes import VariantRun
+
+
+class _DerivationRecord:
+    """:mod:`adjoint.derivation.record`, imported on first attribute access: the annotations
+    below name its types (``typing.get_type_hints`` resolves them), but a solve that never asks
+    for a derivation does not pay at start-up for creating its record classes."""
+
+    def __getattr__(self, name: str):
+        from .derivation import record
+
+        return getattr(record, name)
+
+
+_record = _DerivationRecord()
 
 
 class _Shown:
@@ -135,10 +148,10 @@ class VariantPrediction(_Shown):
     passes: list | None = None        # PassRecord per backward step (variants with steps)
     error: ErrorRecord | None = None
     deriver: Callable | None = field(default=None, repr=False)   # VariantPrediction -> VariantDerivation
-    _derivation: VariantDerivation | None = field(default=None, repr=False)
+    _derivation: _record.VariantDerivation | None = field(default=None, repr=False)
 
     @property
-    def derivation(self) -> VariantDerivation:
+    def derivation(self) -> _record.VariantDerivation:
         """The derivation of this variant (adjoint.derivation), computed on first use: ``solve --json``
         never pays for it."""
         if self._derivation is None:

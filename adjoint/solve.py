@@ -21,7 +21,6 @@ from .forward import Call
 from .function import check_functions
 from .graph import Node, Tensor, Typed
 from .adjoints import boundaries_of, seen_at
-from .derivation.derive import derive_variant
 from .passes import VariantRun, root_name, run_variant
 from .prediction import Boundary, ErrorRecord, HookRecord, PassRecord, Prediction, VariantPrediction
 from .problem import Problem, Variant
@@ -75,6 +74,14 @@ def solve_variant(problem: Problem, variant: Variant, symbols: dict | None = Non
 
 
 # ----------------------------------------------------------------------------- assembly
+
+def derive_variant(prediction: VariantPrediction):
+    """``VariantPrediction.derivation``'s deriver: :mod:`adjoint.derivation.derive`, imported on
+    first use (a plain solve never needs it; it is a tenth of the start-up's imports)."""
+    from .derivation.derive import derive_variant as derive
+
+    return derive(prediction)
+
 
 def assemble(run: VariantRun, progress=None) -> VariantPrediction:
     """The Prediction of a run (any backend: a value the mode does not have is None in JSON)."""

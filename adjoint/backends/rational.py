@@ -186,22 +186,36 @@ class QArray:
     def strings(self) -> list[str]:
         """``"p/q"`` or ``"p"`` per element, in lowest terms, row-major (flat list). Large
         integers are written by FLINT: Python's own int-to-text is quadratic in the digits
-        and refuses more than 4300 of them."""
-        flat = self.num.reshape(-1)
+        and refuses more than 4300 of them.
+
+        The reduction of each element by the shared denominator is done in int64 when every
+        numerator and the denominator fit, by trailing zeros when the denominator is a power of
+        two (every dyadic problem: no gcd of long integers), by gcd otherwise; each distinct
+        reduced denominator is written once."""
         den = self.den
-        text = _text_of(max(den, self.max_abs_num()))
-        values = flat.tolist()
+        values = self.num.reshape(-1).tolist()
         if any(type(n) is not int for n in values):
-            flat = _ints(flat.shape, list(map(int, values)))  # FLINT integers: gcd and // on Python ints
+            values = list(map(int, values))  # FLINT integers: gcd, shifts and // on Python ints
+        largest = max(den, self.max_abs_num())
+        text = _text_of(largest)
         if den == 1:
-            return list(map(text, flat.tolist()))
-        g = np.gcd(flat, den)
-        ps = list(map(text, (flat // g).tolist()))
-        qs = (den // g).tolist()
-        out = list(map(_SLASH.join, zip(ps, map(text, qs))))
-        for i in [i for i, q in enumerate(qs) if q == 1]:
-            out[i] = ps[i]
-        return out
+            return list(map(text, values))
+        if largest.bit_length() < 63:
+            a = np.array(values, dtype=np.int64)
+            g = np.gcd(a, np.int64(den))
+            ps, qs = (a // g).tolist(), (np.int64(den) // g).tolist()
+        elif den & (den - 1) == 0:
+            k = den.bit_length() - 1
+            shifts = [min(k, (n & -n).bit_length() - 1) if n else k for n in values]
+            ps = list(map(int.__rshift__, values, shifts))
+            qs = [den >> s for s in shifts]
+        else:
+            flat = _ints(len(values), values)
+            g = np.gcd(flat, den)
+            ps, qs = (flat // g).tolist(), (den // g).tolist()
+        suffix = {q: _SLASH + text(q) for q in set(qs)}
+        suffix[1] = ""
+        return [p + suffix[q] for p, q in zip(map(text, ps), qs)]
 
     def item(self) -> fmpq:
         return fmpq(int(self.num.reshape(-1)[0]), self.den)
@@ -230,6 +244,16 @@ def _fmpz_text(n: int) -> str:
 def _reduce(num: np.ndarray, den: int) -> tuple[np.ndarray, int]:
     if den < 0:
         num, den = -num, -den
+    if den & (den - 1) == 0:  # 2**k (every dyadic problem): the gcd is 2**(fewest trailing zeros), no long gcd
+        k = den.bit_length() - 1
+        t = k
+        for n in num.reshape(-1).tolist():
+            if n:
+                n = int(n)
+                t = min(t, (n & -n).bit_length() - 1)
+                if t == 0:
+                    return num, den
+        return num // (1 << t), den >> t
     g = den
     for n in num.reshape(-1).tolist():  # usually 1 after a few elements: stop there
         if n:
@@ -338,7 +362,11 @@ def matmul(x: QArray, y: QArray) -> QArray:
 
 def transpose(x: QArray) -> QArray:
     """The transpose; its fmpz_mat, when one is needed, is the transpose of x's (so a weight's
-    matrix is converted once, for ``W.t()`` in the forward and ``W`` in the backward alike)."""
+    matrix is converted once, for ``W.t()`` in the forward and ``W`` in the backward alike).
+    A product not yet made into numerators (a weight's gradient, transposed back by
+    ``TBackward0``) stays one: FLINT's matrix is transposed instead."""
+    if x._num is None:
+        return QArray.lazy(x._zmat.transpose(), x.den)
     out = QArray(x.num.T, x.den, True)  # a view: nothing ever writes into numerators
     out._transposed = x
     return out

@@ -13,17 +13,39 @@ and the value types the record holds are re-exported here.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..exact import Exact, Real
 from ..graph import Typed
 from . import mathtree, values
-from .record import (Arrival, ArrivalTerm, Boundary, BoundaryInput, CallInfo, Chain, ChainFactor, Change,
-                     DeclaredHook, ErrorInfo, FunctionNote, Gradient, HookArg, HookCall, Ident, LegacyRow,
-                     LocalDerivative, ProblemDerivation, Step, StepInfo, Symbol, TensorInfo, Unit, VariantDerivation,
-                     Version)
+
+if TYPE_CHECKING:
+    from .record import (Arrival, ArrivalTerm, Boundary, BoundaryInput, CallInfo, Chain, ChainFactor, Change,
+                         DeclaredHook, ErrorInfo, FunctionNote, Gradient, HookArg, HookCall, Ident, LegacyRow,
+                         LocalDerivative, ProblemDerivation, Step, StepInfo, Symbol, TensorInfo, Unit,
+                         VariantDerivation, Version)
+
+#: the record types, re-exported from :mod:`.record` on first use: the op registry imports
+#: :mod:`.mathtree` (and so this package) at every start, and a solve that never asks for its
+#: derivation (``solve``, ``solve --json``) does not pay for creating the record classes
+_RECORD = ("Arrival", "ArrivalTerm", "Boundary", "BoundaryInput", "CallInfo", "Chain", "ChainFactor", "Change",
+           "DeclaredHook", "ErrorInfo", "FunctionNote", "Gradient", "HookArg", "HookCall", "Ident", "LegacyRow",
+           "LocalDerivative", "ProblemDerivation", "Step", "StepInfo", "Symbol", "TensorInfo", "Unit",
+           "VariantDerivation", "Version")
+
+
+def __getattr__(name: str):
+    if name in _RECORD:
+        from . import record
+
+        return getattr(record, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def derive(prediction) -> ProblemDerivation:
     """The derivation of every variant of a solved problem."""
+    from .record import ProblemDerivation
+
     problem = prediction.problem
     symbols = dict(problem.symbols) if prediction.numeric and problem.symbols else {}
     variants = [v.derivation for v in prediction.variants]
