@@ -125,7 +125,9 @@ class Hooks:
         for index in sorted(self.active):
             hook = self.hooks[index]
             t = self.names.get(hook.target)
-            if hook.on == "node" and isinstance(t, torch.Tensor) and t.grad_fn is None:
+            # a view is never such a leaf, and reading its grad_fn may raise (a custom-Function
+            # view whose base was written since): a user's script would not read it here
+            if hook.on == "node" and isinstance(t, torch.Tensor) and t._base is None and t.grad_fn is None:
                 self.attach_accumulator(hook, t)
 
     def any_saved_tensors(self) -> bool:
