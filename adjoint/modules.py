@@ -98,6 +98,7 @@ class MultiGradState:
     nb_calls: int | None = None
     buffer: list | None = None
     ran: bool = False                 # mode any: fired in this backward
+    nodes: list | None = None         # each tensor's grad_fn (or AccumulateGrad) when the hook was registered
 
 
 @dataclass(eq=False)

@@ -218,7 +218,10 @@ class Registrations:
         self.handles[hook.index].append((hooks, self.rt.add_hook(hooks, UserNodeHook(hook))))
 
     def multi_grad(self, hook, tensors: list) -> None:
-        state = MultiGradState(hook, tensors)
+        # _get_grad_fn_or_grad_acc, at registration: an in-place op on a tensor later does not move it
+        nodes = [t.grad_fn if t.grad_fn is not None else
+                 (self.rt.grad_accumulator(t) if t.requires_grad and not t.edgeless else None) for t in tensors]
+        state = MultiGradState(hook, tensors, nodes=nodes)
         for i, t in enumerate(tensors):
             hooks = tensor_hook_dict(t)
             self.handles[hook.index].append((hooks, self.rt.add_hook(hooks, MultiGradInner(state, i))))

@@ -458,7 +458,8 @@ class Engine:
     def multi_grad(self, entry: MultiGradInner, grad) -> None:
         # register_multi_grad_hook keys its count, buffer and "ran" flag by the graph task
         # (torch._C._current_graph_task_id()): every backward starts them afresh
-        state = self.multi_states.setdefault(id(entry.state), MultiGradState(entry.state.hook, entry.state.tensors))
+        state = self.multi_states.setdefault(id(entry.state), MultiGradState(entry.state.hook, entry.state.tensors,
+                                                                                   nodes=entry.state.nodes))
         hook = state.hook
         if hook.mode == "any":   # the first of its tensors' gradients in each backward call (graph task)
             if not state.ran:
@@ -466,7 +467,8 @@ class Engine:
                 self.fire_hook(hook, {"grad": grad}, None, None)
             return
         if state.count == 0:
-            state.nb_calls = sum(self.will_execute(t) for t in state.tensors)
+            nodes = state.nodes or [None] * len(state.tensors)
+            state.nb_calls = sum(self.will_execute(t, n) for t, n in zip(state.tensors, nodes))
             state.buffer = [None] * len(state.tensors)
         state.count += 1
         state.buffer[entry.index] = grad
@@ -475,20 +477,22 @@ class Engine:
             state.count = 0
             state.buffer = None
 
-    def will_execute(self, t: Tensor) -> bool:
+    def will_execute(self, t: Tensor, node=None) -> bool:
         """torch._C._will_engine_execute_node of the tensor's grad_fn (or grad accumulator).
 
         The backward's own root node is never in the graph task's node set (it is where the
         walk starts), so it answers False: a multi-grad hook over the tensor backward starts
         from waits for one call fewer (and fires once per call when that was its only other
         tensor). During autograd.grad, the accumulator of a leaf whose gradient is captured
-        makes PyTorch raise."""
-        node = t.grad_fn if t.grad_fn is not None else t.grad_accumulator
+        makes PyTorch raise. ``node``: the one the hook captured when it was registered (PyTorch's
+        ``grad_fns``), else the tensor's own now."""
+        if node is None:
+            node = t.grad_fn if t.grad_fn is not None else t.grad_accumulator
         if node is None or node is self.root_node or node not in self.deps:
             return False
         if not self.exec_info:
             return True
-        if t.grad_fn is None and self.exec_info.get(node, {}).get("captures"):
+        if node.kind == "accumulate" and self.exec_info.get(node, {}).get("captures"):
             raise TorchError("RuntimeError", "A leaf node was passed to _will_engine_execute_node but we are currently "
                                              "running autograd.grad(). This is currently not supported.")
         return self.should_execute(node)
