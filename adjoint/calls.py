@@ -129,9 +129,15 @@ class HookRunner:
             self.rt.quiet -= 1
 
     def unpack(self, hook, packed, node, sv=None):
-        """Unpack hook for what the pack hook returned for the saved variable ``sv`` of ``node``."""
-        out = self._saved_call(hook, hook.unpack, "unpack", {"x": self.wrap(packed)}, node,
-                               sv.name if sv is not None else None, sv.tensor if sv is not None else None)
+        """Unpack hook for what the pack hook returned for the saved variable ``sv`` of ``node``
+        (run as the node runs: with grad mode off, as backward without create_graph has it)."""
+        before = self.rt.grad_enabled
+        self.rt.grad_enabled = False
+        try:
+            out = self._saved_call(hook, hook.unpack, "unpack", {"x": self.wrap(packed)}, node,
+                                   sv.name if sv is not None else None, sv.tensor if sv is not None else None)
+        finally:
+            self.rt.grad_enabled = before
         if not isinstance(out, Tensor):
             raise ProblemError(hook.unpack.loc, "the unpack hook must return a tensor (what the node's backward uses)")
         return out.value
