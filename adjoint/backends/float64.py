@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from ..errors import ProblemError
+from .inexact import NoExactChecks
 
 _SIGN_KEYS = (-1, 0, 1, "nan")
 
@@ -74,7 +75,7 @@ def _v(a) -> F64:
     return F64(a)
 
 
-class Float64Backend:
+class Float64Backend(NoExactChecks):
     """numpy float64 values; the method API of :class:`adjoint.backends.exact.ExactBackend`."""
 
     name = "float64"
@@ -84,9 +85,6 @@ class Float64Backend:
     def __init__(self, dtype: str = "float32", symbols: dict | None = None):
         self.dtype = dtype
         self.symbols = symbols
-
-    def notes(self) -> list[str]:
-        return []
 
     # ------------------------------------------------------------------ construction
     def literal(self, lit):
@@ -272,15 +270,6 @@ class Float64Backend:
             return _v(np.sum(x.a))
 
     # ------------------------------------------------------------------ checks (none: IEEE is PyTorch's arithmetic)
-    def check_literal(self, value, decl) -> None:
-        return None
-
-    def check_output(self, value, loc, what: str) -> None:
-        return None
-
-    def check_size(self, x, loc, what: str) -> None:
-        return None   # no closed forms here
-
     def is_value(self, x) -> bool:
         return isinstance(x, F64)
 
@@ -296,11 +285,7 @@ class Float64Backend:
         return x is y or (x.shape == y.shape and bool(np.array_equal(x.a, y.a, equal_nan=True))
                           and bool(np.array_equal(np.signbit(x.a), np.signbit(y.a))))
 
-    def strings(self, x):
-        return None
 
-    def after_op(self, op, ins, params, out, loc, check: bool):
-        return out
 
     # ------------------------------------------------------------------ the op families' methods
     # (activations, reductions, losses, nn): the same API as the exact backend's family blocks,

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .inexact import NoExactChecks
+
 
 class Shaped:
     """A tensor value of which only the shape is known; an integer tensor given in the file
@@ -71,7 +73,7 @@ def _probe(shape) -> np.ndarray:
     return np.broadcast_to(np.empty((), dtype=np.int8), tuple(shape))
 
 
-class StructureBackend:
+class StructureBackend(NoExactChecks):
     """Shapes only; the method API of :class:`adjoint.backends.exact.ExactBackend`."""
 
     name = "structure"
@@ -81,9 +83,6 @@ class StructureBackend:
     def __init__(self, dtype: str = "float32", symbols: dict | None = None):
         self.dtype = dtype
         self.symbols = symbols
-
-    def notes(self) -> list[str]:
-        return []
 
     # ------------------------------------------------------------------ construction
     def literal(self, lit):
@@ -185,15 +184,6 @@ class StructureBackend:
         return Shaped(())
 
     # ------------------------------------------------------------------ checks
-    def check_literal(self, value, decl) -> None:
-        return None
-
-    def check_output(self, value, loc, what: str) -> None:
-        return None
-
-    def check_size(self, x, loc, what: str) -> None:
-        return None   # no closed forms here
-
     def is_value(self, x) -> bool:
         return isinstance(x, Shaped)
 
@@ -208,11 +198,7 @@ class StructureBackend:
         for tensors given in the file, are never gradients)."""
         return x is y or (x.shape == y.shape and x.known is None and y.known is None)
 
-    def strings(self, x):
-        return None
 
-    def after_op(self, op, ins, params, out, loc, check: bool):
-        return out
 
     # ------------------------------------------------------------------ the op families' methods
     # Shapes follow the exact backend's; where PyTorch's choice depends on values (the element a
