@@ -279,8 +279,11 @@ class _Pass:
         call.body_start, call.body_eqn = len(rt.nodes), len(rt.applications)
         out = self.module_forward(mod, list(args), state["kwargs"], call, loc)
         state["result"] = out
-        for hooks, is_global in ((glob, True), (own, False)):
-            for hid, entry in hooks.forward.pairs():
+        # _call_impl takes (*global hooks, *own hooks) as one tuple before running any: a hook that
+        # removes another (even the module's own, from a global one) does not stop it this call
+        snapshot = [(hooks, hooks.forward.pairs()) for hooks in (glob, own)]
+        for hooks, pairs in snapshot:
+            for hid, entry in pairs:
                 if hid in hooks.always_called:
                     called.add(hid)
                 if hid in hooks.with_kwargs:
