@@ -81,3 +81,101 @@ def expanded(shape, strides, new_shape) -> tuple[int, ...]:
         else:
             out.append(strides[j])
     return tuple(out)
+
+
+def is_non_overlapping_and_dense(shape, strides) -> bool:
+    """TensorImpl::compute_non_overlapping_and_dense: some permutation of the dims is contiguous."""
+    if len(shape) == 1:
+        return shape[0] < 2 or strides[0] == 1
+    order = sorted(range(len(shape)), key=lambda d: (strides[d], shape[d]))
+    expected = 1
+    for d in order:
+        if shape[d] == 1:
+            continue
+        if strides[d] != expected:
+            return False
+        expected *= shape[d]
+    return True
+
+
+#: the channels-last dim order of a 4-D tensor (N C H W), fastest first; TensorIterator's fast
+#: setup asks only for this one (not channels_last_3d)
+_CHANNELS_LAST = {4: (1, 3, 2, 0)}
+
+
+def _channels_last(shape, strides) -> bool:
+    """is_contiguous(memory_format=channels_last): size-1 dims do not count."""
+    order = _CHANNELS_LAST.get(len(shape))
+    if order is None:
+        return False
+    expected = 1
+    for d in order:
+        if shape[d] == 1:
+            continue
+        if strides[d] != expected:
+            return False
+        expected *= shape[d]
+    return True
+
+
+def _ordered_strides(shape, order) -> tuple[int, ...]:
+    strides = [0] * len(shape)
+    acc = 1
+    for d in order:
+        strides[d] = acc
+        acc *= max(shape[d], 1)
+    return tuple(strides)
+
+
+def iterator_strides(operands: list, shape) -> tuple[int, ...]:
+    """The strides TensorIterator gives an elementwise op's result of ``shape`` from its tensor
+    operands ``[(shape, strides), ...]`` (wrapped numbers as 0-d): when every operand has the
+    result's shape, contiguous if all are, channels-last if all are, else the operands' own
+    strides if all share them and are dense (compute_fast_setup_type); otherwise the dims ordered by the operands' strides
+    (reorder_dimensions: broadcast dims ignored, ties to the smaller size) and laid out
+    contiguously in that order. A permuted input thus gives a permuted result."""
+    shape = tuple(shape)
+    nd = len(shape)
+    if nd == 0 or not operands:
+        return contiguous_strides(shape)
+    if all(tuple(s) == shape for s, _ in operands):
+        if all(is_contiguous(s, st) for s, st in operands):
+            return contiguous_strides(shape)
+        if all(_channels_last(s, st) for s, st in operands):
+            return _ordered_strides(shape, _CHANNELS_LAST[nd])
+        first = tuple(operands[0][1])
+        if all(is_non_overlapping_and_dense(s, st) for s, st in operands) and \
+                all(tuple(st) == first for _, st in operands):
+            return first
+    aligned = []
+    for s, st in operands:
+        off = nd - len(s)
+        b = [0] * nd
+        for i, n in enumerate(s):
+            b[off + i] = 0 if (n == 1 and shape[off + i] != 1) else st[i]
+        aligned.append(b)
+
+    def should_swap(d0: int, d1: int) -> int:
+        for b in aligned:
+            s0, s1 = b[d0], b[d1]
+            if s0 == 0 or s1 == 0:
+                continue
+            if s0 < s1:
+                return -1
+            if s0 > s1:
+                return 1
+            if shape[d0] > shape[d1]:
+                return 1
+        return 0
+
+    perm = list(range(nd - 1, -1, -1))      # perm[0]: the fastest-moving dim
+    for i in range(1, nd):
+        dim1 = i
+        for dim0 in range(i - 1, -1, -1):
+            c = should_swap(perm[dim0], perm[dim1])
+            if c > 0:
+                perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
+                dim1 = dim0
+            elif c < 0:
+                break
+    return _ordered_strides(shape, perm)

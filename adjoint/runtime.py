@@ -21,7 +21,7 @@ from fractions import Fraction
 
 from .errors import ProblemError
 from .exact import ExactLimit
-from .layout import contiguous_strides
+from .layout import iterator_strides, contiguous_strides
 from .graph import INF_SEQ, Application, Edge, HookDict, Node, SavedVariable, Tensor
 from .ops import REGISTRY, Op
 
@@ -202,6 +202,11 @@ class Runtime:
             t = self.tensor(v, grad, node if grad else None, k if grad else 0, dtype=dtype)
             if op.view:
                 self.make_view(t, ts[0], opname, params, k, loc)
+            elif op.elementwise:
+                # TensorIterator lays the result out in the operands' memory order (a permuted
+                # input gives a permuted result); where's operands are (condition, self, other)
+                operands = [ts[2], ts[0], ts[1]] if opname == "where" else ts
+                t.strides = iterator_strides([(x.shape, x.strides) for x in operands if x is not None], t.shape)
             outs.append(t)
         if node is not None:
             # the node's outputs are the differentiable ones (what its hooks see as grad_outputs);

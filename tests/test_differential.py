@@ -24,8 +24,6 @@ REGRESSIONS = sorted(glob.glob(os.path.join(HERE, "data", "regressions", "*.yaml
 #: Regression files whose engine bug is not fixed yet: file name -> reason (strict xfail,
 #: so the fix flips them and the entry must go).
 KNOWN: dict[str, str] = {
-    "elementwise_keeps_a_permuted_layout.yaml": "elementwise results are laid out contiguously; PyTorch keeps a "
-                                                "permuted input's strides (TensorIterator), which view() then refuses",
     "sweep_seed11_1296.yaml": "not reduced yet: a parameter of a module called twice (an in-place write through a "
                               "view of a ReLU output, hooks removed before backward): its .grad differs",
     "sweep_seed7_1307.yaml": "not reduced yet: a hook on h0 is handed 0 where PyTorch hands 13.4 (float32; sqrt at 0 "

@@ -21,6 +21,7 @@ from fractions import Fraction
 
 from ..errors import Loc, ProblemError
 from ..graph import Tensor
+from ..runtime import TorchError
 from ..layout import is_contiguous, view_strides
 from . import Function, Param, REQUIRED
 
@@ -62,8 +63,10 @@ def infer_shape(shape, numel: int, loc: Loc) -> tuple:
 def view(rt, x: Tensor, shape, loc: Loc):
     shape = infer_shape(shape, _numel(x.shape), loc)
     if view_strides(x.shape, x.strides, shape) is None:
-        raise ProblemError(loc, "view size is not compatible with input tensor's size and stride (at least one "
-                                "dimension spans across two contiguous subspaces). Use .reshape(...) instead.")
+        # PyTorch's RuntimeError, a prediction (the file is valid; the program raises)
+        raise TorchError("RuntimeError", "view size is not compatible with input tensor's size and stride (at least "
+                                         "one dimension spans across two contiguous subspaces). Use .reshape(...) "
+                                         "instead.", "view_size")
     return rt.apply("view", [x], shape, loc)
 
 

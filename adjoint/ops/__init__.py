@@ -97,6 +97,8 @@ class Op:
                                      # non-differentiable input is no edge of the node
     checks: tuple[Check, ...] = ()   # gradient-check cases, away from kinks
     view: bool = False               # the outputs are views of input 0 (share its storage and version)
+    elementwise: bool = False        # computed by a TensorIterator: the result's strides follow the
+                                     # operands' memory order (adjoint.layout.iterator_strides)
     layout: Callable | None = None   # views: (shape, strides, offset, p) -> (strides | None, offset)
     scatter: Callable | None = None  # views: (B, base, new view value, p) -> the base with the view written
     math: Math | None = None         # how it reads in the derivation (required: tests/test_registry_math.py)

@@ -17,6 +17,7 @@ give, with PyTorch's conventions at kinks (probed on 2.13 CPU):
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 
 from ..derivation.mathtree.sympy_names import SymPyName
@@ -476,3 +477,7 @@ OPS = (
        kink_doc="condition (bool) has no edge; it is the only saved tensor",
        math=Math(applied(WHERE)), checks=(Check(((2, 3), (3,), (2, 3))),)),
 )
+
+
+# every op of this family but softmax and log_softmax runs as one TensorIterator (an elementwise kernel)
+OPS = tuple(replace(op, elementwise=True) if op.name not in ("softmax", "log_softmax") else op for op in OPS)

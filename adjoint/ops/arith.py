@@ -7,6 +7,7 @@ Derivatives as ``tools/autograd/derivatives.yaml`` gives them, conventions inclu
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 
 from ..errors import ProblemError
@@ -196,3 +197,7 @@ OPS = (
     Op("rpow", "PowBackward2", rpow_forward, rpow_vjp, same_shape, (Save("exponent", "in", 0), Save("result", "out", 0)),
        "g*out*log(n)", nonfinite="a power that is not a real number", kink_doc="0 where n = 0 and a >= 0", math=_RPOW, checks=(Check(((2,),), Fraction(3, 2)),)),
 )
+
+
+# every op of this family runs as one TensorIterator (an elementwise kernel)
+OPS = tuple(replace(op, elementwise=True) for op in OPS)

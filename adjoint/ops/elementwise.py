@@ -8,6 +8,7 @@ sqrt'(0) = inf (``grad / (2 * result)``; -inf at -0.0).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 
 from ..derivation.mathtree.sympy_names import SymPyName
@@ -154,3 +155,7 @@ OPS = (
     _unary("abs", "AbsBackward0", abs_forward, abs_vjp, _SELF, "g * sgn(a)", ABS, grows=False, kink=abs_kink,
            kink_doc="abs'(0) = 0", checks=(Check(((2, 2),)),)),
 )
+
+
+# every op of this family runs as one TensorIterator (an elementwise kernel)
+OPS = tuple(replace(op, elementwise=True) for op in OPS)
