@@ -18,16 +18,21 @@ def contiguous_strides(shape) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+def _dense_in_order(shape, strides, order) -> bool:
+    """Are the dims, taken in ``order`` (fastest first), laid out densely? Size-1 dims do not count."""
+    expected = 1
+    for d in order:
+        if shape[d] == 1:
+            continue
+        if strides[d] != expected:
+            return False
+        expected *= shape[d]
+    return True
+
+
 def is_contiguous(shape, strides) -> bool:
     """TensorImpl::compute_contiguous: size-1 dimensions do not count."""
-    expected = 1
-    for d, s in zip(reversed(shape), reversed(strides)):
-        if d == 1:
-            continue
-        if s != expected:
-            return False
-        expected *= d
-    return True
+    return _dense_in_order(shape, strides, range(len(shape) - 1, -1, -1))
 
 
 def view_strides(shape, strides, new_shape) -> tuple[int, ...] | None:
@@ -87,15 +92,7 @@ def is_non_overlapping_and_dense(shape, strides) -> bool:
     """TensorImpl::compute_non_overlapping_and_dense: some permutation of the dims is contiguous."""
     if len(shape) == 1:
         return shape[0] < 2 or strides[0] == 1
-    order = sorted(range(len(shape)), key=lambda d: (strides[d], shape[d]))
-    expected = 1
-    for d in order:
-        if shape[d] == 1:
-            continue
-        if strides[d] != expected:
-            return False
-        expected *= shape[d]
-    return True
+    return _dense_in_order(shape, strides, sorted(range(len(shape)), key=lambda d: (strides[d], shape[d])))
 
 
 #: the channels-last dim order of a 4-D tensor (N C H W), fastest first; TensorIterator's fast
@@ -106,16 +103,7 @@ _CHANNELS_LAST = {4: (1, 3, 2, 0)}
 def _channels_last(shape, strides) -> bool:
     """is_contiguous(memory_format=channels_last): size-1 dims do not count."""
     order = _CHANNELS_LAST.get(len(shape))
-    if order is None:
-        return False
-    expected = 1
-    for d in order:
-        if shape[d] == 1:
-            continue
-        if strides[d] != expected:
-            return False
-        expected *= shape[d]
-    return True
+    return order is not None and _dense_in_order(shape, strides, order)
 
 
 def _ordered_strides(shape, order) -> tuple[int, ...]:
