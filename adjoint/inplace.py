@@ -192,6 +192,12 @@ def check_inplace_allowed(t: Tensor) -> None:
     if t.is_view and t.grad_base.is_leaf and t.grad_base.requires_grad:
         raise TorchError("RuntimeError", "a view of a leaf Variable that requires grad is being used in an in-place "
                                          "operation.", "leaf_inplace")
+    # check_inplace's last test reads is_leaf (grad_fn_ == nullptr) without making a view's grad_fn:
+    # a view made while its base did not require grad has none until something asks for it (an op
+    # using the view, .grad_fn), even once the base requires grad: PyTorch calls it a leaf here
+    if t.is_view and t.grad_fn is None and t.needs_grad:
+        raise TorchError("RuntimeError", "a leaf Variable that requires grad is being used in an in-place operation.",
+                         "leaf_inplace")
 
 
 def _dense(t: Tensor) -> bool:
@@ -364,11 +370,17 @@ def regenerate(rt, view: Tensor) -> None:
         node.retains_grad_hooks[0] = view
 
 
+def stale(t: Tensor) -> bool:
+    """Reading ``t.grad_fn`` makes a new one: a view whose base was written in place since its
+    grad_fn was made (or since it was made without one), while the base requires grad."""
+    return t.is_view and t.grad_base.requires_grad and t.view_version != t.version.value
+
+
 def refresh(rt, t: Tensor) -> None:
     """A view of a base that was modified in place since its grad_fn was made gets a new one
     when next used (as ``t.grad_fn`` does in PyTorch); a piece of a multi-output view op
     cannot, and PyTorch raises."""
-    if not (t.is_view and t.grad_base.requires_grad and t.view_version != t.version.value):
+    if not stale(t):
         return
     # handle_view_on_rebase(indirect=true): only a view made as a plain view may be regenerated
     if t.creation and t.creation[0] in ("custom", "multi", "no_grad"):

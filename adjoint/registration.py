@@ -21,6 +21,7 @@ import difflib
 
 from .errors import ProblemError
 from .graph import HookDict, Tensor
+from .inplace import refresh, stale
 from .modules import MultiGradInner, MultiGradState, UserNodeHook, UserTensorHook
 
 
@@ -52,7 +53,7 @@ class Registrations:
             self.bound(hook.target, self.names[hook.target])
         elif hook.on == "node" and hook.target in self.names:
             t = self.names[hook.target]
-            if t.grad_fn is not None:
+            if grad_fn(self.rt, t) is not None:
                 self.bound(hook.target, t)
             else:
                 self.attach_accumulator(hook, t)
@@ -80,7 +81,7 @@ class Registrations:
                 continue
             if t.id in self.attached.get(index, ()):
                 continue
-            if hook.on == "tensor" or (hook.on == "node" and t.grad_fn is not None):
+            if hook.on == "tensor" or (hook.on == "node" and grad_fn(self.rt, t) is not None):
                 self.attached[index].add(t.id)
                 self.attach(hook, t)
 
@@ -165,27 +166,35 @@ class Registrations:
     def attach(self, hook, t: Tensor) -> None:
         index = hook.index
         if hook.on == "tensor":
-            if not t.requires_grad:
+            if not t.needs_grad:  # a view also requires grad when its base does (DifferentiableViewMeta)
                 what = "retain_grad on" if hook.kind == "retain_grad" else "a hook on"
                 raise ProblemError(hook.loc, f"'{hook.target}' does not require grad, so PyTorch refuses {what} it "
                                              "('cannot register a hook on a tensor that doesn't require gradient')")
             if hook.kind == "retain_grad":
-                if not t.is_leaf:  # retain_grad() on a leaf is a no-op: its .grad is kept anyway
-                    retain_grad(t)
+                if not t.is_leaf:  # retain_grad() on a leaf is a no-op: its .grad is kept anyway (and on
+                    # a view that has no grad_fn yet: is_leaf reads grad_fn_ as it is)
+                    retain_grad(t, self.rt)
                     self.retained.setdefault(t.id, (t, []))[1].append(hook.target)
                 return
             if hook.kind == "post_accumulate_grad":
-                if not t.is_leaf:
+                if grad_fn(self.rt, t) is not None:
                     raise ProblemError(hook.loc, f"'{hook.target}' is not a leaf: PyTorch raises 'post accumulate "
                                                  "grad hooks cannot be registered on non-leaf tensors'")
                 if t.post_accumulate_hooks is None:
                     t.post_accumulate_hooks = HookDict()
                 hooks = t.post_accumulate_hooks
             else:
-                hooks = tensor_hook_dict(t)
+                if t.backward_hooks is None and stale(t):
+                    raise ProblemError(hook.loc, f"PyTorch 2.13 crashes (segmentation fault) registering this hook: "
+                                                 f"'{hook.target}' is a view whose base was written in place after it "
+                                                 "was made, so reading its grad_fn makes a new one, and "
+                                                 "Tensor.register_hook reads it just after creating the hook dict; "
+                                                 "register the hook before the in-place write, or use the view in an "
+                                                 "op (or read its grad_fn) first")
+                hooks = tensor_hook_dict(t, self.rt)
             self.handles[index].append((hooks, self.rt.add_hook(hooks, UserTensorHook(hook))))
             return
-        node = t.grad_fn
+        node = grad_fn(self.rt, t)
         if node is None:
             raise ProblemError(hook.loc, f"'{hook.target}' has no grad_fn (it is a leaf or does not require grad), so "
                                          "there is no autograd node to hook; hook the tensor instead (tensor:)")
@@ -219,11 +228,11 @@ class Registrations:
 
     def multi_grad(self, hook, tensors: list) -> None:
         # _get_grad_fn_or_grad_acc, at registration: an in-place op on a tensor later does not move it
-        nodes = [t.grad_fn if t.grad_fn is not None else
+        nodes = [grad_fn(self.rt, t) if grad_fn(self.rt, t) is not None else
                  (self.rt.grad_accumulator(t) if t.requires_grad and not t.edgeless else None) for t in tensors]
         state = MultiGradState(hook, tensors, nodes=nodes)
         for i, t in enumerate(tensors):
-            hooks = tensor_hook_dict(t)
+            hooks = tensor_hook_dict(t, self.rt)
             self.handles[hook.index].append((hooks, self.rt.add_hook(hooks, MultiGradInner(state, i))))
 
 
@@ -236,23 +245,34 @@ class _ModuleEntry:
         self.hook = hook
 
 
-def tensor_hook_dict(t: Tensor) -> HookDict:
+def grad_fn(rt, t: Tensor):
+    """``t.grad_fn`` as Python reads it: a view whose base was written in place since its grad_fn
+    was made gets a new one now (VariableHooks::grad_fn), and one made while its base did not
+    require grad gets its first."""
+    if t.is_view:
+        refresh(rt, t)
+    return t.grad_fn
+
+
+def tensor_hook_dict(t: Tensor, rt) -> HookDict:
     """``Tensor.register_hook``: the tensor's ``_backward_hooks`` dict, attached to its grad_fn
-    (as one tensor pre-hook for its output_nr) the first time; a leaf keeps it on the tensor,
-    where its AccumulateGrad finds it."""
+    (as one tensor pre-hook for its output_nr) the first time (reading ``t.grad_fn``); a leaf
+    keeps it on the tensor, where its AccumulateGrad finds it."""
     if t.backward_hooks is None:
+        node = grad_fn(rt, t)  # before the dict is made: a new grad_fn starts without one
         t.backward_hooks = HookDict()
-        if t.grad_fn is not None:
-            t.grad_fn.tensor_pre_hooks.append((t.output_nr, t.backward_hooks))
+        if node is not None:
+            node.tensor_pre_hooks.append((t.output_nr, t.backward_hooks))
     return t.backward_hooks
 
 
-def retain_grad(t: Tensor) -> None:
-    """``Tensor.retain_grad``: a no-op on a leaf; else a retains_grad hook on its grad_fn."""
+def retain_grad(t: Tensor, rt) -> None:
+    """``Tensor.retain_grad``: a no-op on a leaf (is_leaf reads grad_fn_ as it is: a view that
+    has no grad_fn yet counts as one); else a retains_grad hook on its grad_fn (``grad_fn()``)."""
     if t.is_leaf or t.retains_grad:
         return
     t.retains_grad = True
-    t.grad_fn.retains_grad_hooks[t.output_nr] = t
+    grad_fn(rt, t).retains_grad_hooks[t.output_nr] = t
 
 
 def _suggest(word: str, options) -> str:

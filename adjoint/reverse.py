@@ -213,7 +213,7 @@ class Engine:
                 info["needed"] = True
                 if not t.is_leaf:  # run_backward retains grad of non-leaf inputs
                     from .registration import retain_grad
-                    retain_grad(t)
+                    retain_grad(t, self.rt)
             else:
                 info["captures"].append((edge.input_nr, idx))
         memo: dict[Node, bool] = {}

@@ -200,6 +200,7 @@ class Runtime:
             dtype = (op.out_dtypes[k] if k < len(op.out_dtypes) else None) or (ts[0].dtype if ts else None)
             grad = node is not None and k < n_diff
             t = self.tensor(v, grad, node if grad else None, k if grad else 0, dtype=dtype)
+            t.version.value = op.result_version
             if op.view:
                 self.make_view(t, ts[0], opname, params, k, loc)
             elif op.elementwise:

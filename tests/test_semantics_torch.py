@@ -664,3 +664,44 @@ def test_messages_keep_the_overload_number():
             "    out = 2 ** (x * 1)\n    out.add_(1)\n    return out\nloss: \"sum(y)\"\n")
     pred = solve(text)
     assert "output 0 of Pow2," in want and pred.error.message == want
+
+
+# 21. A view's grad_fn is made when asked for: a view made while its base did not require grad
+# counts as a leaf for an in-place op on it until something asks (found by the sweep: seed 19,
+# problem 1695); and the first register_hook on a view whose grad_fn must be remade crashes
+# PyTorch 2.13 (adjoint refuses it: tests/errors/hook-on-stale-view-crashes-torch.yaml)
+def test_unasked_view_grad_fn_is_a_leaf():
+    def run(read_first: bool):
+        b = torch.tensor([[0.25, 0.25, 0.75]], dtype=F64)
+        p = torch.tensor([-1.5], dtype=F64, requires_grad=True)
+        c = b * 1
+        v = c.t()
+        w = c[0:1]
+        w += p
+        if read_first:
+            v * 2
+        try:
+            v.mul_(2)
+        except RuntimeError as exc:
+            return str(exc)
+        return None
+
+    want = run(False)
+    assert want == "a leaf Variable that requires grad is being used in an in-place operation."
+    assert run(True) is None
+    text = ("name: p\ndtype: float64\ninputs:\n  p: {value: [-1.5], requires_grad: true}\n"
+            "  b: [[0.25, 0.25, 0.75]]\nmodel:\n  inputs: [p, b]\n  forward: |\n    c = b * 1\n"
+            "    v = c.t()\n    w = c[0:1]\n    w += p\n    v.mul_(2)\n    return v * 3\nloss: \"sum(y)\"\n")
+    assert solve(text).error.message == want
+    assert solve(text.replace("    v.mul_(2)", "    s = v * 2\n    v.mul_(2)")).error is None
+
+
+def test_first_hook_on_a_stale_view_crashes_torch():
+    import subprocess
+    import sys
+    code = ("import torch\np = torch.tensor([-1.5, 2.0], requires_grad=True)\nc = p * 1\nv = c[0:1]\n"
+            "c.mul_(2)\nv.register_hook(lambda g: g)\nprint('survived')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "survived" not in done.stdout   # -11: SIGSEGV
+    fine = code.replace("c.mul_(2)\n", "c.mul_(2)\nv.grad_fn\n")
+    assert subprocess.run([sys.executable, "-c", fine], capture_output=True, text=True, timeout=120).returncode == 0

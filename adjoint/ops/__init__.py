@@ -102,6 +102,8 @@ class Op:
     layout: Callable | None = None   # views: (shape, strides, offset, p) -> (strides | None, offset)
     scatter: Callable | None = None  # views: (B, base, new view value, p) -> the base with the view written
     math: Math | None = None         # how it reads in the derivation (required: tests/test_registry_math.py)
+    result_version: int = 0          # the result's _version as it leaves the op: 1 for an op PyTorch runs in
+                                     # place on a fresh intermediate nobody else sees (matmul's squeeze_)
 
 
 def _collect() -> dict[str, Op]:

@@ -554,7 +554,7 @@ OPS = (
        negzero="structural", grows=False, math=_RESHAPE, checks=(Check(((2, 3),), (6,)),)),
     Op("squeeze_", "SqueezeBackward4", squeeze_one_forward, back_to_input_shape, squeeze_one_shape, (),
        "g reshaped back (the in-place squeeze_ of matmul's 1-D @ 2-D path)", negzero="structural", grows=False,
-       math=_RESHAPE, checks=(Check(((1, 3),), 0),)),
+       math=_RESHAPE, result_version=1, checks=(Check(((1, 3),), 0),)),
     _view("select", "SelectBackward0", select_forward, select_vjp, select_shape, select_layout, select_scatter,
           "g put back at the index (zeros elsewhere)", math=_SELECT, checks=(Check(((2, 3),), (1, 2)),)),
     _view("slice", "SliceBackward0", slice_forward, slice_vjp, slice_shape, slice_layout, slice_scatter,

@@ -194,7 +194,9 @@ class Hooks:
         if hook.on == "tensor":
             if hook.kind == "retain_grad":
                 t.retain_grad()
-                if not t.is_leaf:
+                # took effect (not a leaf's no-op); unlike t.is_leaf, reading retains_grad does not make
+                # a view's grad_fn, which would change what a later in-place op on it does
+                if t.retains_grad:
                     self.retained.append((hook.target, t))
                 return
             if hook.kind == "post_accumulate_grad":

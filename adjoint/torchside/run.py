@@ -201,7 +201,7 @@ class Session:
                 fp.loss = self.program(LossScope(self)).eval(self.p.loss)
                 self.kept.append(fp.loss)
                 self.bind("loss", fp.loss)
-        self.nodes.scan(self.kept)
+        self.nodes.scan(self.kept, views=False)  # the run goes on: no view's grad_fn is made here
         self.hooks.forward_ends()
         fp.values = {name: snap(t, self.dtype) for name, t in fp.names.items() if isinstance(t, torch.Tensor)}
         return fp
