@@ -664,3 +664,24 @@ def test_messages_keep_the_overload_number():
             "    out = 2 ** (x * 1)\n    out.add_(1)\n    return out\nloss: \"sum(y)\"\n")
     pred = solve(text)
     assert "output 0 of Pow2," in want and pred.error.message == want
+
+
+# 21. relu's backward at a nan output passes the gradient: threshold_backward is ATen's
+# `x <= 0 ? 0 : grad`, and nan <= 0 is false. A nan gets there from an SGD step on a nan .grad
+# (sqrt'(0) * 0); found by the sweep (seed 7, problem 1307)
+def test_relu_backward_passes_the_gradient_at_nan():
+    x = torch.tensor([2.0], dtype=F64, requires_grad=True)
+    p = torch.tensor([1.0], dtype=F64, requires_grad=True)
+    seen = []
+    for _ in range(2):
+        h = torch.sqrt(p * 0)
+        h.register_hook(lambda g: seen.append(g.clone()))
+        torch.sum(x * torch.relu(h)).backward()
+        with torch.no_grad():
+            p -= 0.5 * p.grad
+    assert torch.isnan(p).all() and seen[1].tolist() == [2.0]
+    text = ("name: n\ndtype: float64\ninputs:\n  x: {value: [2], requires_grad: true}\nmodel:\n  inputs: [x]\n"
+            "  params: {p: [1]}\n  forward: |\n    h = sqrt(p * 0)\n    return x * relu(h)\nloss: \"sum(y)\"\n"
+            "hooks:\n  - {tensor: h}\nsteps: [forward, backward, {step: {lr: 0.5}}, forward, backward]\n")
+    calls = solve(text).hook_calls
+    assert [fl(c.args["grad"]).tolist() for c in calls] == [s.tolist() for s in seen]
