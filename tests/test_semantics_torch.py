@@ -685,3 +685,20 @@ def test_relu_backward_passes_the_gradient_at_nan():
             "hooks:\n  - {tensor: h}\nsteps: [forward, backward, {step: {lr: 0.5}}, forward, backward]\n")
     calls = solve(text).hook_calls
     assert [fl(c.args["grad"]).tolist() for c in calls] == [s.tolist() for s in seen]
+
+
+# 22. under saved_tensors_hooks a saved tensor written in place raises nothing
+# (SavedVariable::unpack checks versions only without hooks): relu's backward selects on the
+# written result it saved, not on its input; found by the sweep (seed 7, problem 1410)
+def test_relu_backward_reads_its_saved_result_written_under_hooks():
+    p = torch.tensor(0.125, dtype=F64, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(lambda x: x, lambda x: x):
+        h = torch.relu(p)
+        h += -1
+        y = h * 3
+    (want,) = torch.autograd.grad(y, [p])
+    text = ("name: n\ndtype: float64\ninputs:\n  x: [1]\nmodel:\n  inputs: [x]\n  params: {p: 0.125}\n"
+            "  forward: |\n    h = relu(p)\n    h += -1\n    return h * 3\nloss: \"sum(y)\"\n"
+            "hooks:\n  - {saved_tensors: {pack: \"x\", unpack: \"x\"}}\nbackward: {method: grad, inputs: [p]}\n")
+    v = solve(text)
+    assert want.item() == 0.0 and same(v.returned["p"], want)
