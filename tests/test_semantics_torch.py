@@ -702,3 +702,23 @@ def test_relu_backward_reads_its_saved_result_written_under_hooks():
             "hooks:\n  - {saved_tensors: {pack: \"x\", unpack: \"x\"}}\nbackward: {method: grad, inputs: [p]}\n")
     v = solve(text)
     assert want.item() == 0.0 and same(v.returned["p"], want)
+
+
+# 23. torch.maximum / torch.minimum propagate nan, and their backward hands all of g to both
+# operands where one is nan (derivatives.yaml: where(self == other, g / 2, g), masked to 0
+# where self < other: every comparison with nan is false); two equal infinities are a tie
+def test_maximum_minimum_at_nan_and_equal_infinities():
+    inf, nan = float("inf"), float("nan")
+    a = torch.tensor([nan, 1.0, -inf, 2.0], dtype=F64, requires_grad=True)
+    b = torch.tensor([2.0, nan, -inf, 3.0], dtype=F64, requires_grad=True)
+    y = torch.maximum(a, b)
+    y.backward(torch.full((4,), 4.0, dtype=F64))
+    assert y.detach().isnan().tolist() == [True, True, False, False]
+    assert a.grad.tolist() == [4.0, 4.0, 2.0, 0.0] and b.grad.tolist() == [4.0, 4.0, 2.0, 4.0]
+    text = ("name: m\ndtype: float64\ninputs:\n  x: {value: [2, -1], requires_grad: true}\nmodel:\n  inputs: [x]\n"
+            "  params: {p: [1, 3]}\n  forward: |\n    h = sqrt(p * 0) + 0\n    m = maximum(h, x)\n    return m\n"
+            "loss: \"sum(y)\"\nhooks:\n  - {node: m, kind: post}\n"
+            "steps: [forward, backward, {step: {lr: 0.5}}, forward, backward]\n")
+    v = solve(text)
+    assert [fl(g).tolist() for g in v.hook_calls[-1].args["grad_inputs"]] == [[1.0, 1.0], [1.0, 1.0]]
+    assert np.isnan(fl(v.values["m"])).all()
