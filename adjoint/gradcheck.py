@@ -3,7 +3,8 @@
 For an op and one of its :class:`~adjoint.ops.Check` cases, the forward rule is run on a
 tensor of SymPy symbols, the Jacobian of the result is taken by ``sympy.diff``, and ``J^T g``
 at an exact point is compared with the op's VJP at that point. Kinks are avoided (the
-conventions there are PyTorch's choices, pinned against real torch elsewhere)."""
+conventions there are PyTorch's choices, pinned against real torch elsewhere). And each VJP
+reads only what its node saves (:func:`reads_only_saved`)."""
 
 from __future__ import annotations
 
@@ -93,6 +94,41 @@ def check(op: Op, case: Check) -> list[str]:
         got, expected = vjp[i], want_all[i]
         if got is None or got.shape != expected.shape or not got.equals(expected):
             problems.append(f"{op.name}{list(case.shapes)} input {i}: vjp {got} != J^T g {expected}")
+    return problems
+
+
+def reads_only_saved(op: Op, case: Check) -> list[str]:
+    """Problems found for one op and case: a forward value its node does not save (an input
+    or output not in ``op.saves``) that the VJP reads. PyTorch's node computes only from what
+    it saved, and a saved tensor is what ``saved_tensors_hooks`` unpack -- under those hooks
+    even a tensor written in place after the forward, unchecked (ReluBackward0 selects on its
+    saved result, not on its input). Each unsaved value is shifted and negated in turn; the
+    VJP must not change. Its shape stays (a rule may read shapes: PyTorch saves sizes)."""
+    B = ExactBackend("float64")
+    case = _with_fixed(case)
+    ins, _ = case_inputs(case)
+    outs = _as_list(op.forward(B, ins, case.params))
+    n_out = len(outs) if op.diff_outputs is None else op.diff_outputs
+    g = [_point(o.shape, 1 + k, False) for k, o in enumerate(outs[:n_out])] + [None] * (len(outs) - n_out)
+    need = [True] * len(ins)
+    base = op.vjp(B, g, ins, outs, case.params, need)
+    given = dict(case.given)
+    problems = []
+    for what, values in (("in", ins), ("out", outs)):
+        saved = {s.index for s in op.saves if s.what == what}
+        if what == "in" and any(s.what == "in" and s.index >= len(ins) for s in op.saves):
+            continue  # the case leaves out a saved input (the rule then derives it from the others)
+        for i, v in enumerate(values):
+            if i in saved or v is None or v.size == 0 or (what == "in" and i in given):
+                continue
+            shifted = B.add(v, Exact.of([Fraction(5, 7)] * v.size, v.shape))
+            for moved in (shifted, B.neg(shifted)):
+                args = {"in": list(ins), "out": list(outs)}
+                args[what][i] = moved
+                got = op.vjp(B, g, args["in"], args["out"], case.params, need)
+                if any((a is None) != (b is None) or (a is not None and not a.equals(b)) for a, b in zip(base, got)):
+                    problems.append(f"{op.name} ({op.node}): the VJP reads {what}put {i}, which the node does not save")
+                    break
     return problems
 
 

@@ -124,9 +124,10 @@ def sgn(x: Exact, undecided=None) -> Exact:
 
 
 def select_positive(x: Exact, g: Exact, undecided=None) -> Exact:
-    """``threshold_backward(g, x, 0)``: g where x > 0, else 0 (a select, not a product)."""
+    """``threshold_backward(g, x, 0)``: ATen's ``x <= 0 ? 0 : g`` (a select, not a product), so
+    g where x > 0 and also where x is nan (``nan <= 0`` is false), else 0."""
     if x.is_symbolic():
         sp = sympy()
         return mul(g, x.map(lambda e: sp.Heaviside(s_sym(e), 0)))
-    keep = keep_mask(x, lambda s: s == 1, undecided)
+    keep = keep_mask(x, lambda s: s == 1 or s == "nan", undecided)
     return where_mask(keep, g.broadcast_to(x.shape) if g.shape != x.shape else g, Exact.zeros(x.shape))

@@ -23,14 +23,7 @@ REGRESSIONS = sorted(glob.glob(os.path.join(HERE, "data", "regressions", "*.yaml
 
 #: Regression files whose engine bug is not fixed yet: file name -> reason (strict xfail,
 #: so the fix flips them and the entry must go).
-KNOWN: dict[str, str] = {
-    "sweep_seed11_1296.yaml": "not reduced yet: a parameter of a module called twice (an in-place write through a "
-                              "view of a ReLU output, hooks removed before backward): its .grad differs",
-    "sweep_seed7_1307.yaml": "not reduced yet: a hook on h0 is handed 0 where PyTorch hands 13.4 (float32; sqrt at 0 "
-                             "in a full-hooked module whose output is divided in place)",
-    "sweep_seed7_1410.yaml": "not reduced yet: autograd.grad w.r.t. an Identity child's output (a parameter) in a module "
-                             "called twice, with saved-tensor hooks: 3.45 predicted, 31.4 observed",
-}
+KNOWN: dict[str, str] = {}
 
 # The bounded CI run: 200 + 60 v1 problems of at most 2 transcendental ops (their exact values
 # stay small), each checked in every variant, and V2_SEEDS below: v2 problems, a fixed handful

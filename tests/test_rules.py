@@ -5,13 +5,26 @@ from dataclasses import replace
 
 import pytest
 
-from adjoint.gradcheck import cases, check
+from adjoint.gradcheck import cases, check, reads_only_saved
 from adjoint.ops import REGISTRY, Check
 
 
 @pytest.mark.parametrize("op,case", cases(), ids=lambda x: getattr(x, "name", None) or f"{x.shapes}-{x.params}")
 def test_rule_matches_sympy_jacobian(op, case):
     assert check(op, case) == []
+
+
+@pytest.mark.parametrize("op,case", cases(), ids=lambda x: getattr(x, "name", None) or f"{x.shapes}-{x.params}")
+def test_rule_reads_only_what_the_node_saves(op, case):
+    assert reads_only_saved(op, case) == []
+
+
+def test_saved_check_catches_relu_reading_its_input():
+    def relu_by_input(B, gs, ins, outs, p, need):  # ReluBackward0 saves the result, not self
+        return [B.select_positive(ins[0], gs[0])]
+
+    bad = replace(REGISTRY["relu"], vjp=relu_by_input)
+    assert reads_only_saved(bad, Check(((2, 2),)))
 
 
 def test_every_rule_is_checked():

@@ -705,3 +705,61 @@ def test_first_hook_on_a_stale_view_crashes_torch():
     assert done.returncode != 0 and "survived" not in done.stdout   # -11: SIGSEGV
     fine = code.replace("c.mul_(2)\n", "c.mul_(2)\nv.grad_fn\n")
     assert subprocess.run([sys.executable, "-c", fine], capture_output=True, text=True, timeout=120).returncode == 0
+
+
+# 22. relu's backward at a nan output passes the gradient: threshold_backward is ATen's
+# `x <= 0 ? 0 : grad`, and nan <= 0 is false. A nan gets there from an SGD step on a nan .grad
+# (sqrt'(0) * 0); found by the sweep (seed 7, problem 1307)
+def test_relu_backward_passes_the_gradient_at_nan():
+    x = torch.tensor([2.0], dtype=F64, requires_grad=True)
+    p = torch.tensor([1.0], dtype=F64, requires_grad=True)
+    seen = []
+    for _ in range(2):
+        h = torch.sqrt(p * 0)
+        h.register_hook(lambda g: seen.append(g.clone()))
+        torch.sum(x * torch.relu(h)).backward()
+        with torch.no_grad():
+            p -= 0.5 * p.grad
+    assert torch.isnan(p).all() and seen[1].tolist() == [2.0]
+    text = ("name: n\ndtype: float64\ninputs:\n  x: {value: [2], requires_grad: true}\nmodel:\n  inputs: [x]\n"
+            "  params: {p: [1]}\n  forward: |\n    h = sqrt(p * 0)\n    return x * relu(h)\nloss: \"sum(y)\"\n"
+            "hooks:\n  - {tensor: h}\nsteps: [forward, backward, {step: {lr: 0.5}}, forward, backward]\n")
+    calls = solve(text).hook_calls
+    assert [fl(c.args["grad"]).tolist() for c in calls] == [s.tolist() for s in seen]
+
+
+# 23. under saved_tensors_hooks a saved tensor written in place raises nothing
+# (SavedVariable::unpack checks versions only without hooks): relu's backward selects on the
+# written result it saved, not on its input; found by the sweep (seed 7, problem 1410)
+def test_relu_backward_reads_its_saved_result_written_under_hooks():
+    p = torch.tensor(0.125, dtype=F64, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(lambda x: x, lambda x: x):
+        h = torch.relu(p)
+        h += -1
+        y = h * 3
+    (want,) = torch.autograd.grad(y, [p])
+    text = ("name: n\ndtype: float64\ninputs:\n  x: [1]\nmodel:\n  inputs: [x]\n  params: {p: 0.125}\n"
+            "  forward: |\n    h = relu(p)\n    h += -1\n    return h * 3\nloss: \"sum(y)\"\n"
+            "hooks:\n  - {saved_tensors: {pack: \"x\", unpack: \"x\"}}\nbackward: {method: grad, inputs: [p]}\n")
+    v = solve(text)
+    assert want.item() == 0.0 and same(v.returned["p"], want)
+
+
+# 24. torch.maximum / torch.minimum propagate nan, and their backward hands all of g to both
+# operands where one is nan (derivatives.yaml: where(self == other, g / 2, g), masked to 0
+# where self < other: every comparison with nan is false); two equal infinities are a tie
+def test_maximum_minimum_at_nan_and_equal_infinities():
+    inf, nan = float("inf"), float("nan")
+    a = torch.tensor([nan, 1.0, -inf, 2.0], dtype=F64, requires_grad=True)
+    b = torch.tensor([2.0, nan, -inf, 3.0], dtype=F64, requires_grad=True)
+    y = torch.maximum(a, b)
+    y.backward(torch.full((4,), 4.0, dtype=F64))
+    assert y.detach().isnan().tolist() == [True, True, False, False]
+    assert a.grad.tolist() == [4.0, 4.0, 2.0, 0.0] and b.grad.tolist() == [4.0, 4.0, 2.0, 4.0]
+    text = ("name: m\ndtype: float64\ninputs:\n  x: {value: [2, -1], requires_grad: true}\nmodel:\n  inputs: [x]\n"
+            "  params: {p: [1, 3]}\n  forward: |\n    h = sqrt(p * 0) + 0\n    m = maximum(h, x)\n    return m\n"
+            "loss: \"sum(y)\"\nhooks:\n  - {node: m, kind: post}\n"
+            "steps: [forward, backward, {step: {lr: 0.5}}, forward, backward]\n")
+    v = solve(text)
+    assert [fl(g).tolist() for g in v.hook_calls[-1].args["grad_inputs"]] == [[1.0, 1.0], [1.0, 1.0]]
+    assert np.isnan(fl(v.values["m"])).all()

@@ -161,7 +161,8 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN):
     where = staticmethod(E.where)
 
     def select_positive(self, x, g):
-        """``threshold_backward(g, x, 0)``: g where x > 0, else 0 (a select, not a product)."""
+        """``threshold_backward(g, x, 0)``: ATen's ``x <= 0 ? 0 : g`` (a select, not a product; a
+        nan x keeps g)."""
         return T.select_positive(x, g, self._undecided("threshold_backward"))
 
     def negate_at_negzero(self, x, ref):

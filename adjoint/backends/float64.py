@@ -208,7 +208,8 @@ class Float64Backend(NoExactChecks):
         return _v(np.where(cond.a != 0, x.a, y.a))
 
     def select_positive(self, x, g):
-        return _v(np.where(x.a > 0, np.broadcast_to(g.a, x.shape), 0.0))
+        """ATen's ``x <= 0 ? 0 : g``: a nan x keeps g."""
+        return _v(np.where(x.a <= 0, 0.0, np.broadcast_to(g.a, x.shape)))
 
     def negate_at_negzero(self, x, ref):
         """IEEE already signs the infinity at -0.0 (g / (2 * -0.0) is -inf): nothing to do."""

@@ -11,7 +11,8 @@ give, with PyTorch's conventions at kinks (probed on 2.13 CPU):
 * hardtanh passes the gradient strictly inside (min, max): 0 at the bounds; clamp passes it
   on the closed interval [min, max]: g at the bounds (and 0 everywhere when min > max);
 * softplus is linear where ``x * beta > threshold`` (strictly);
-* maximum / minimum split the gradient in halves between equal elements;
+* maximum / minimum split the gradient in halves between equal elements (two equal
+  infinities too); they propagate nan, and a nan operand gives both sides all of it;
 * where's condition is a bool tensor; it is the node's only saved tensor and has no edge.
 """
 
@@ -318,28 +319,38 @@ def log_softmax_vjp(B, gs, ins, outs, p, need):
 
 # ----------------------------------------------------------------------------- maximum, minimum, where
 
+def _nan(B, x):
+    """1 where x is nan, else 0."""
+    return B.mask(x, lambda s: s == "nan")
+
+
 def _extremum_forward(largest: bool):
+    # maximum / minimum propagate nan (either operand); otherwise the larger (smaller) one
     def forward(B, ins, p):
         a, b = ins
-        return B.choose(B.sub(a, b), ">=" if largest else "<=", a, b)
+        out = B.choose(B.sub(a, b), ">=" if largest else "<=", a, b)
+        return B.choose(_nan(B, a), "!=", a, B.choose(_nan(B, b), "!=", b, out))
     return forward
 
 
 def _extremum_vjp(largest: bool):
-    # maximum: self gets where(self == other, g / 2, g) masked to 0 where self < other; other mirrored
+    # derivatives.yaml, maximum: self: where(self == other, g / 2, g).masked_fill_(self < other, 0);
+    # other: the same masked where self > other (minimum: the comparisons swapped). A nan operand
+    # makes every comparison false: both get all of g. self == other also holds for two equal
+    # infinities, whose difference is nan.
     win = ">" if largest else "<"
     lose = "<" if largest else ">"
 
     def vjp(B, gs, ins, outs, p, need):
         a, b = ins
-        g = gs[0]
         d = B.sub(a, b)
         shape = broadcast_shapes(B.shape(a), B.shape(b), None)
-        g = B.broadcast_to(g, shape)
-        zero = B.zeros(shape)
-        tie = B.choose(d, "==", B.div(g, _q(B, 2)), zero)
-        return [_if(need, 0, lambda: B.sum_to(B.choose(d, win, g, tie), B.shape(a))),
-                _if(need, 1, lambda: B.sum_to(B.choose(d, lose, g, tie), B.shape(b)))]
+        g = B.broadcast_to(gs[0], shape)
+        zero, one = B.zeros(shape), _q(B, 1)
+        same_inf = B.choose(_nan(B, d), "!=", B.choose(_nan(B, a), "!=", zero, B.choose(_nan(B, b), "!=", zero, one)), zero)
+        share = B.choose(B.choose(d, "==", one, same_inf), "!=", B.div(g, _q(B, 2)), g)
+        return [_if(need, 0, lambda: B.sum_to(B.choose(d, lose, zero, share), B.shape(a))),
+                _if(need, 1, lambda: B.sum_to(B.choose(d, win, zero, share), B.shape(b)))]
     return vjp
 
 
@@ -465,11 +476,11 @@ OPS = (
        lambda shapes, p, loc: tuple(shapes[0]), _RESULT, "g - exp(out) * sum(g, dim)",
        math=_LOG_SOFTMAX, checks=(Check(((2, 3),), 1), Check(((2, 2),), 0))),
     Op("maximum", "MaximumBackward0", _extremum_forward(True), _extremum_vjp(True), binary_shape,
-       (Save("other", "in", 1), Save("self", "in", 0)), "g where a > b, g / 2 where a = b (each side), else 0",
+       (Save("other", "in", 1), Save("self", "in", 0)), "0 where a < b, g / 2 where a = b (each side), else g (a nan operand: g)",
        negzero="structural",
        kink=extremum_kink, kink_doc="equal elements: g / 2 to each", math=Math(applied(MAXIMUM)), checks=(Check(((2, 3), (3,))),)),
     Op("minimum", "MinimumBackward0", _extremum_forward(False), _extremum_vjp(False), binary_shape,
-       (Save("other", "in", 1), Save("self", "in", 0)), "g where a < b, g / 2 where a = b (each side), else 0",
+       (Save("other", "in", 1), Save("self", "in", 0)), "0 where a > b, g / 2 where a = b (each side), else g (a nan operand: g)",
        negzero="structural",
        kink=extremum_kink, kink_doc="equal elements: g / 2 to each", math=Math(applied(MINIMUM)), checks=(Check(((2, 3), (3,))),)),
     Op("where", "WhereBackward0", where_forward, where_vjp, where_shape, (Save("condition", "in", 2),),

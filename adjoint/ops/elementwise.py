@@ -1,8 +1,8 @@
 """Elementwise functions: relu, tanh, sigmoid, exp, log, sin, cos, sqrt, abs.
 
-Conventions at kinks, as PyTorch computes them: relu'(0) = 0 (``threshold_backward`` keeps
-the gradient only where the output is > 0, and it is a select, not a product: where the
-output is 0 the result is 0 even if the gradient is inf or nan), abs'(0) = 0 (``sgn(0)``),
+Conventions at kinks, as PyTorch computes them: relu'(0) = 0 (``threshold_backward`` is
+ATen's ``out <= 0 ? 0 : grad``, a select, not a product: where the output is 0 the result is
+0 even if the gradient is inf or nan, and where it is nan the gradient passes), abs'(0) = 0 (``sgn(0)``),
 sqrt'(0) = inf (``grad / (2 * result)``; -inf at -0.0).
 """
 
@@ -22,7 +22,9 @@ def relu_forward(B, ins, p):
 
 
 def relu_vjp(B, gs, ins, outs, p, need):
-    return [B.select_positive(ins[0], gs[0])]
+    # threshold_backward(grad, result, 0): the saved result decides (what saved_tensors_hooks
+    # unpack, even a tensor written in place after the forward; the hooks skip the version check)
+    return [B.select_positive(outs[0], gs[0])]
 
 
 def relu_kink(B, ins, p):
@@ -142,7 +144,7 @@ _SELF = (Save("self", "in", 0),)
 _RESULT = (Save("result", "out", 0),)
 
 OPS = (
-    _unary("relu", "ReluBackward0", relu_forward, relu_vjp, _RESULT, "g where out > 0, else 0", RELU, negzero="keep",
+    _unary("relu", "ReluBackward0", relu_forward, relu_vjp, _RESULT, "0 where out <= 0, else g (nan out: g)", RELU, negzero="keep",
            grows=False, kink=relu_kink, kink_doc="relu'(0) = 0", checks=(Check(((2, 2),)),)),
     _unary("tanh", "TanhBackward0", tanh_forward, tanh_vjp, _RESULT, "g * (1 - out^2)", TANH, negzero="keep", grows=False, checks=(Check(((2, 2),)),)),
     _unary("sigmoid", "SigmoidBackward0", sigmoid_forward, sigmoid_vjp, _RESULT, "g * (1 - out) * out", SIGMOID, grows=False, checks=(Check(((2, 2),)),)),
