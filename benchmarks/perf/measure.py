@@ -80,11 +80,50 @@ def mlp(ctx: Context) -> None:
     ctx.emit("mlp.flint_floor_s", times["floor"])
     ctx.emit("mlp.(solve+json)/torch", (times["solve"] + times["json"]) / times["torch"])
     ctx.emit("mlp.solve/flint_floor", times["solve"] / times["floor"])
+    _decimal_floor(ctx, "mlp", engine.to_json(prediction), times["torch"])
 
     phases = _median_phases(problem, rounds)
     for name in engine.PHASES:
         ctx.emit(f"mlp.{name}_s", phases[name])
     ctx.emit("mlp.reverse/forward", phases["reverse"] / phases["forward"])
+
+
+def _answer_decimals(doc) -> list[float]:
+    """Every number under a "value" key of a prediction's JSON document (the decimals)."""
+    out: list[float] = []
+
+    def numbers(v) -> None:
+        if isinstance(v, list):
+            for x in v:
+                numbers(x)
+        elif isinstance(v, float):
+            out.append(v)
+
+    def walk(d) -> None:
+        if isinstance(d, dict):
+            for k, v in d.items():
+                numbers(v) if k == "value" else walk(v)
+        elif isinstance(d, list):
+            for v in d:
+                walk(v)
+
+    walk(doc)
+    return out
+
+
+def _decimal_floor(ctx: Context, prefix: str, text: str, torch_s: float) -> None:
+    """A floor under ``(solve+json)/torch`` that no engine can beat: the time Python's C
+    ``float.__repr__`` takes to write the answer's decimals alone (no exact strings, no
+    arithmetic, no JSON layout), against torch's forward + backward."""
+    import json
+    import statistics
+
+    decimals = _answer_decimals(json.loads(text))
+    runs = [seconds(lambda: list(map(float.__repr__, decimals))) for _ in range(ctx.rounds())]
+    floor = statistics.median(runs)
+    ctx.emit(f"{prefix}.answer_decimals", float(len(decimals)))
+    ctx.emit(f"{prefix}.decimal_text_s", floor)
+    ctx.emit(f"{prefix}.decimal_text/torch", floor / torch_s)
 
 
 class _FreshPrediction:
@@ -134,6 +173,7 @@ def mlp_tanh(ctx: Context) -> None:
                         warmup=False)
     ctx.emit("mlp_tanh.solve+json_s", times["ours"])
     ctx.emit("mlp_tanh.(solve+json)/torch", times["ours"] / times["torch"])
+    _decimal_floor(ctx, "mlp_tanh", engine.to_json(engine.solve(problem)), times["torch"])
 
 
 def _chain(ctx: Context, activation: str) -> None:

@@ -35,6 +35,12 @@ def _seconds(*names: str) -> tuple[Metric, ...]:
     return tuple(Metric(name) for name in names)
 
 
+def _decimal_metrics(prefix: str) -> tuple[Metric, ...]:
+    """The floor under (solve+json)/torch: writing the answer's decimals alone (no target)."""
+    return (Metric(f"{prefix}.answer_decimals"),) + _seconds(f"{prefix}.decimal_text_s") + (
+        Metric(f"{prefix}.decimal_text/torch"),)
+
+
 def _chain_metrics(prefix: str) -> tuple[Metric, ...]:
     return _seconds(f"{prefix}.t256_s", f"{prefix}.t512_s") + (
         Metric(f"{prefix}.t512/t256", at_most(2.2)), Metric(f"{prefix}.json_bytes512/256"))
@@ -46,12 +52,13 @@ UNITS: tuple[Unit, ...] = (
          + (Metric("mlp.load/libyaml_compose", at_most(2)),)
          + _seconds("mlp.solve_s", "mlp.json_s", "mlp.torch_fwd_bwd_s", "mlp.flint_floor_s")
          + (Metric("mlp.(solve+json)/torch", at_most(5)), Metric("mlp.solve/flint_floor", at_most(1.3)))
+         + _decimal_metrics("mlp")
          + _seconds("mlp.forward_s", "mlp.reverse_s", "mlp.assemble_s")
          + (Metric("mlp.reverse/forward", at_most(3)),),
          measure.mlp, (25, 300)),
     Unit("mlp_tanh", "mlp_tanh",
          _seconds("mlp_tanh.torch_fwd_bwd_s", "mlp_tanh.solve+json_s")
-         + (Metric("mlp_tanh.(solve+json)/torch", at_most(10)),),
+         + (Metric("mlp_tanh.(solve+json)/torch", at_most(10)),) + _decimal_metrics("mlp_tanh"),
          measure.mlp_tanh, (6, 120)),
     Unit("deep_relu", "deep", _chain_metrics("deep_relu"), measure.deep_relu, (15, 300)),
     Unit("deep_tanh", "deep", _chain_metrics("deep_tanh"), measure.deep_tanh, (15, 120)),
