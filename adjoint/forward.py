@@ -360,9 +360,14 @@ class _Pass:
         kind = "multi" if sum(t.requires_grad for t in tensors) > 1 else "custom"
         for i, t in enumerate(tensors):
             rg = t.requires_grad
-            if not rg:   # returned as-is: a view of it with no node (writes show through), which an
-                # in-place op that records may not write ("A view was created in no_grad mode ...")
+            if not rg:   # returned as-is: _view_as_self_with_no_grad, an autograd view of it made
+                # under no_grad (no grad_fn; writes show through), which an in-place op that records
+                # may not write, and which, once its base requires grad and was written, raises on its
+                # next use ("A view was created in no_grad mode and its base or another view ...")
                 out = rt.detach(t)
+                out.is_detached = False
+                out.detached_root = t.detached_root if t.is_view else (t if t.is_detached else None)
+                out.view_version = out.data_version = t.version.value
                 out.creation = (kind, "BackwardHookFunction")
                 outs.append(out)
                 continue

@@ -34,7 +34,7 @@ def finite_differences(problem: Problem, variant: Variant, names: list[str], eps
             def f() -> float:
                 fp = s.forward()
                 root = fp.loss if fp.loss is not None else fp.output
-                s.kept.clear()
+                s.clear_kept()
                 return float((root * gout).sum() if gout is not None else root.sum())
 
             with torch.no_grad():

@@ -54,12 +54,11 @@ class NodeIndex:
         self.accumulators: dict[int, object] = {}   # id(leaf) -> its AccumulateGrad
         self.calls: dict[tuple[int, str], list[tuple[int, int]]] = {}   # (seq, module label) -> [(k, forward)]
 
-    def scan(self, tensors, views: bool = True) -> None:
-        """Walk the graphs behind ``tensors`` (tensors, or nested tuples/lists of them).
-        ``views=False`` starts from no view: reading a view's ``grad_fn`` makes a new one when its
-        base was written since (or first required grad since), which the user's program did not
-        do, and which changes what a later in-place op on the view or retain_grad does."""
-        stack = [grad_fn_of(t) for t in _tensors(tensors) if views or not t._is_view()]
+    def scan(self, tensors, readable=None) -> None:
+        """Walk the graphs behind ``tensors`` (tensors, or nested tuples/lists of them), starting
+        only from those ``readable(t)`` allows (all of them for None): reading a view's ``grad_fn``
+        makes a new one when its base was written since, which the user's program did not do."""
+        stack = [grad_fn_of(t) for t in _tensors(tensors) if readable is None or readable(t)]
         while stack:
             node = stack.pop()
             if node is None or id(node) in self.seen:

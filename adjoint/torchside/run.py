@@ -80,6 +80,7 @@ class Session:
         self.symbols = dict(problem.symbols)
         self.log: list[dict] = []
         self.kept: list = []
+        self.kept_versions: dict[int, int] = {}   # id(tensor) -> its _version when first kept
         self.nodes = graphs.NodeIndex()
         self.forwards: list[ForwardPass] = []
         self.fpass: ForwardPass | None = None
@@ -117,7 +118,25 @@ class Session:
 
     # ------------------------------------------------------------------ what modules and hooks ask
     def program(self, scope) -> Program:
-        return Program(scope, self.kept.append)
+        return Program(scope, self.keep)
+
+    def keep(self, value) -> None:
+        """Keep every value the run makes alive (every node stays reachable), noting each
+        tensor's version: a view unchanged since may have its grad_fn read (see readable)."""
+        self.kept.append(value)
+        for t in graphs.tensors_in(value):
+            self.kept_versions.setdefault(id(t), t._version)  # first kept: just made, its grad_fn fresh
+
+    def readable(self, t) -> bool:
+        """Reading ``t.grad_fn`` changes nothing: not a view, or a view whose version is the one
+        it was first kept at, just after it was made (its grad_fn is as fresh as then). Reading a stale view's grad_fn makes a
+        new one, which the user's program did not do and which changes what a later in-place
+        op on the view, retain_grad or register_hook does."""
+        return not t._is_view() or self.kept_versions.get(id(t)) == t._version
+
+    def clear_kept(self) -> None:
+        self.kept.clear()
+        self.kept_versions.clear()
 
     def label_of(self, module) -> str:
         return self.labels[id(module)]
@@ -151,9 +170,9 @@ class Session:
             if decl.mask is not None:
                 stack.enter_context(forced_mask(decl, self.dtype, self.symbols))
             out = module(*args, **kwargs)
-        self.kept.append(out)
+        self.keep(out)
         for t in graphs.tensors_in(out):
-            if graphs.grad_fn_of(t) is not None:
+            if self.readable(t) and graphs.grad_fn_of(t) is not None:
                 self.nodes.note_call(t.grad_fn, label, k, fp.index)
         callid = label if k == 1 else f"{label}#{k}"
         if isinstance(out, tuple):
@@ -199,9 +218,9 @@ class Session:
                 self.bind(OUTPUT, fp.output)
             if self.p.loss is not None:
                 fp.loss = self.program(LossScope(self)).eval(self.p.loss)
-                self.kept.append(fp.loss)
+                self.keep(fp.loss)
                 self.bind("loss", fp.loss)
-        self.nodes.scan(self.kept, views=False)  # the run goes on: no view's grad_fn is made here
+        self.nodes.scan(self.kept, self.readable)  # the run goes on: no view's grad_fn is made here
         self.hooks.forward_ends()
         fp.values = {name: snap(t, self.dtype) for name, t in fp.names.items() if isinstance(t, torch.Tensor)}
         return fp

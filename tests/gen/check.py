@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 #: Per-variant outcomes, worst first. The first four are disagreements between adjoint and
 #: PyTorch (or a bug of the harness); the rest are fine.
 BAD = ("crash", "harness", "invalid", "refused", "mismatch", "timeout")
-GOOD = ("ok", "both_raise", "nonfinite", "f32_rounding", "f64_rounding", "overflow")
+GOOD = ("ok", "both_raise", "nonfinite", "f32_rounding", "f64_rounding", "overflow", "torch_crashes")
+#: the start of solve's refusal of a problem PyTorch itself crashes on (adjoint.registration)
+CRASH_REFUSAL = "PyTorch 2.13 crashes (segmentation fault)"
 FLOAT_MAX = {"float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
 
 
@@ -56,7 +58,8 @@ def check(text: str, timeout: float = 30.0) -> Outcome:
     modelling error), ``overflow`` (the variant disagrees, and some exact forward value is
     finite but beyond the dtype's range: PyTorch overflowed to inf, then maybe nan),
     ``refused`` (solve raises a
-    ProblemError but PyTorch runs), ``invalid`` (the file does not even load: a generator
+    ProblemError but PyTorch runs), ``torch_crashes`` (solve refuses because PyTorch crashes
+    there, and the torch side, run in a child process, does die of a signal), ``invalid`` (the file does not even load: a generator
     bug), ``crash`` (a traceback from adjoint), ``harness`` (a traceback from the torch side
     or the comparison), ``timeout`` (solve and compare took longer than ``timeout`` seconds)."""
     import signal
@@ -86,7 +89,7 @@ def check(text: str, timeout: float = 30.0) -> Outcome:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    out.variants.append((v.name,) + _check_variant(problem, v, compare, run_variant, out))
+                    out.variants.append((v.name,) + _check_variant(problem, v, compare, run_variant, out, text))
             except _Timeout:
                 out.variants.append((v.name, "timeout", f"over {timeout:g}s"))
             finally:
@@ -121,7 +124,20 @@ def _beyond_range(tree, dtype: str) -> bool:
     return False
 
 
-def _check_variant(problem, v, compare, run_variant, out: Outcome):
+def _torch_crashes(text: str, variant: str) -> bool:
+    """Run the torch side of one variant in a child process: does it die of a signal?"""
+    import subprocess
+    import sys
+
+    code = ("import sys, adjoint\nfrom adjoint.torchside import run_variant\n"
+            "p = adjoint.loads(sys.stdin.read(), name='<generated>')\n"
+            "run_variant(p, p.variant(sys.argv[1]), p.dtype)\n")
+    done = subprocess.run([sys.executable, "-c", code, variant], input=text, capture_output=True, text=True,
+                          timeout=300)
+    return done.returncode < 0
+
+
+def _check_variant(problem, v, compare, run_variant, out: Outcome, text: str):
     import time
     import traceback
 
@@ -138,6 +154,10 @@ def _check_variant(problem, v, compare, run_variant, out: Outcome):
         message = str(exc)
         if "forward pass stays finite" in message:
             return "nonfinite", message
+        if CRASH_REFUSAL in message:
+            if _torch_crashes(text, v.name):
+                return "torch_crashes", message
+            return "refused", f"solve refuses ({message}) but PyTorch runs it in a child process"
         try:
             observed = run_variant(problem, v, problem.dtype)
         except ProblemError as torch_exc:
