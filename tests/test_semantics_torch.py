@@ -787,3 +787,29 @@ def test_leaf_root_accumulator_is_freed_after_the_backward():
     assert [c.kind for c in solve(text).hook_calls] == ["hook", "hook"]
     held = text.replace("forward: \"u\"", "forward: |\n    z = u * 2\n    return u")
     assert [c.kind for c in solve(held).hook_calls] == ["hook", "post", "hook", "post"]
+
+
+# 26. every elementwise function at the IEEE specials (nan, inf, -inf) is what torch computes:
+# sigmoid(nan) is nan (the float rule compared v > -700 first, false for nan, and gave 0); found
+# by the sweep (seed 17, problem 1532: sigmoid of a parameter an SGD step on a nan .grad made nan)
+def test_elementary_functions_at_ieee_specials():
+    import math
+
+    from adjoint.backends.elementary import ELEMENTARY
+    from adjoint.tensor_ieee import ieee
+
+    for name in ELEMENTARY:
+        for v in (math.nan, math.inf, -math.inf):
+            want = getattr(torch, name)(torch.tensor(v, dtype=F64)).item()
+            got = ieee(name, [v])
+            assert (math.isnan(got) and math.isnan(want)) or got == want, (name, v, got, want)
+    text = ("name: n\ndtype: float64\ninputs:\n  x: {value: [2], requires_grad: true}\nmodel:\n  inputs: [x]\n"
+            "  params: {p: [1]}\n  forward: |\n    h = sqrt(p * 0) + 0\n    return x * sigmoid(h)\nloss: \"sum(y)\"\n"
+            "steps: [forward, backward, {step: {lr: 0.5}}, forward]\n")
+    p = torch.tensor([1.0], dtype=F64, requires_grad=True)
+    x = torch.tensor([2.0], dtype=F64, requires_grad=True)
+    torch.sum(x * torch.sigmoid(torch.sqrt(p * 0) + 0)).backward()
+    with torch.no_grad():
+        p -= 0.5 * p.grad
+    y = x * torch.sigmoid(torch.sqrt(p * 0) + 0)
+    assert torch.isnan(y).all() and np.isnan(fl(solve(text).values["model"])).all()
