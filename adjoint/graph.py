@@ -105,7 +105,8 @@ class Tensor:
     retains_grad: bool = False
     backward_hooks: HookDict | None = None       # the Python ``_backward_hooks`` dict (None until the first hook)
     post_accumulate_hooks: HookDict | None = None
-    grad_accumulator: "Node | None" = None        # a leaf's AccumulateGrad, while something holds it
+    grad_accumulator: "Node | None" = None        # a leaf's AccumulateGrad, while something holds it (the
+                                                  # tensor's own reference is weak, as AutogradMeta's)
     is_param: bool = False
     wrapped: bool = False            # a Python number PyTorch wrapped for an op: never saved, no edge
     is_detached: bool = False        # made by detach(): shares storage, not an autograd view
@@ -198,6 +199,7 @@ class Node:
     edges: list                      # per input slot of the op: Edge | None (next_functions)
     op: object = None                # the registry entry (ops.Op) or a special kind (see ``kind``)
     kind: str = "op"                 # op | accumulate | hookfn (BackwardHookFunction) | function (user Function)
+                                     # | identity (an unreachable `inputs=` tensor's placeholder: never run)
     params: object = None
     inputs: tuple = ()               # the op's input tensors (Tensor | None), as it was called
     input_values: tuple = ()         # their values at the call
@@ -214,6 +216,8 @@ class Node:
     module_call: object = None       # the module call (forward.Call) that created it, for reports
     loc: object = None               # the expression that created it
     released: bool = False           # saved variables freed by a backward without retain_graph
+    held: bool = False               # AccumulateGrad: held by more than a running backward (a graph's edge,
+                                     # a multi_grad hook's closure); see Runtime.grad_accumulator
 
     @property
     def is_accumulate(self) -> bool:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from .errors import ProblemError
 from .exact import ExactLimit
-from .graph import Node, Tensor
+from .graph import Edge, Node, Tensor
 from .modules import (LegacyHook, ModuleInputHook, ModuleOutputHook, MultiGradInner, MultiGradState,
                       UserNodeHook)
 from .runtime import CallRecord, Runtime, TorchError
@@ -136,7 +136,7 @@ class Engine:
         result = BackwardResult([None] * len(req.inputs), calls_start=len(rt.log))
         self.result = result
         self.retain_graph = req.retain_graph
-        root_edge = rt.gradient_edge(root)
+        root_edge = rt.gradient_edge(root, hold=False)   # a leaf root: this backward alone may hold its accumulator
         root_grad = req.grad_output if req.grad_output is not None else B.full(root.shape, 1)
         self.deps = self.dependencies(root_edge.node)
         self.root_node = root_edge.node
@@ -180,6 +180,8 @@ class Engine:
                             queue.push((target.seq, target, b))
         finally:
             rt.phase = "forward"
+            if root_edge.node.is_accumulate:
+                rt.release_accumulator(root)
         if req.method == "grad":
             for (name, t, loc), value in zip(req.inputs, result.captured):
                 if value is None:
@@ -207,13 +209,15 @@ class Engine:
         """GraphTask::init_to_execute: which nodes run, which capture (autograd.grad / inputs=)."""
         accumulate = req.method == "backward"
         for idx, (name, t, loc) in enumerate(req.inputs):
-            edge = self.rt.gradient_edge(t)
+            edge = self.input_edge(t)
+            if accumulate and not t.is_leaf:  # run_backward retains grad of non-leaf inputs
+                from .registration import retain_grad
+                retain_grad(t, self.rt)
+            if edge is None:   # NOTE [ Autograd Unreachable Input ]: an edge to a new Identity node, which no
+                edge = Edge(Node(0, "torch::autograd::Identity", [], kind="identity"), 0)   # graph reaches
             info = self.exec_info.setdefault(edge.node, {"needed": False, "captures": []})
             if accumulate:
                 info["needed"] = True
-                if not t.is_leaf:  # run_backward retains grad of non-leaf inputs
-                    from .registration import retain_grad
-                    retain_grad(t, self.rt)
             else:
                 info["captures"].append((edge.input_nr, idx))
         memo: dict[Node, bool] = {}
@@ -232,6 +236,15 @@ class Engine:
             return result
 
         needed(root)
+
+    def input_edge(self, t):
+        """THPEngine_run_backward's edge for an ``inputs=`` tensor: its grad_fn, else the leaf's
+        accumulator only if one is alive (try_get_grad_accumulator: none is made for it); None
+        when there is neither."""
+        if t.is_view or t.grad_fn is not None:
+            return self.rt.gradient_edge(t)
+        node = self.rt.existing_grad_accumulator(t)
+        return Edge(node, 0) if node is not None else None
 
     def should_execute(self, node: Node) -> bool:
         info = self.exec_info.get(node)

@@ -130,7 +130,9 @@ class Runtime:
         t.wrapped = True
         return t
 
-    def gradient_edge(self, t: Tensor) -> Edge:
+    def gradient_edge(self, t: Tensor, hold: bool = True) -> Edge:
+        """impl::gradient_edge. ``hold=False``: for a backward's root, whose leaf accumulator the
+        running backward alone holds (see :meth:`grad_accumulator`)."""
         if t.is_view:
             from .inplace import refresh
             refresh(self, t)
@@ -138,13 +140,30 @@ class Runtime:
             return Edge(t.grad_fn, t.output_nr)
         if t.edgeless:
             return None   # impl::grad_accumulator: nullptr for a tensor whose own requires_grad_ is false
-        return Edge(self.grad_accumulator(t), 0)
+        return Edge(self.grad_accumulator(t, hold), 0)
 
-    def grad_accumulator(self, t: Tensor) -> Node:
-        """A leaf's AccumulateGrad node, made when first needed and kept while something holds it."""
+    def grad_accumulator(self, t: Tensor, hold: bool = True) -> Node:
+        """A leaf's AccumulateGrad node (impl::grad_accumulator), made when first needed. The
+        tensor keeps only a weak_ptr to it: it lives while a graph's edge or a multi_grad hook's
+        closure holds it (``hold``: the caller is such a holder), or while a backward whose root
+        is the leaf itself runs; :meth:`release_accumulator` drops it after such a backward."""
         if t.grad_accumulator is None:
             t.grad_accumulator = Node(INF_SEQ, "torch::autograd::AccumulateGrad", [], kind="accumulate", variable=t)
+        if hold:
+            t.grad_accumulator.held = True
         return t.grad_accumulator
+
+    def existing_grad_accumulator(self, t: Tensor) -> Node | None:
+        """impl::try_get_grad_accumulator: the leaf's AccumulateGrad if one is alive, never a new one."""
+        return t.grad_accumulator
+
+    def release_accumulator(self, t: Tensor) -> None:
+        """A backward whose root was the leaf ``t`` ended: its AccumulateGrad, if nothing but that
+        backward held it, is freed with the graph task (a node hook registered on it is lost; the
+        next backward from the leaf makes a new one)."""
+        node = t.grad_accumulator
+        if node is not None and not node.held:
+            t.grad_accumulator = None
 
     # ------------------------------------------------------------------ ops
     def _check_size(self, op, shapes, loc) -> None:

@@ -763,3 +763,53 @@ def test_maximum_minimum_at_nan_and_equal_infinities():
     v = solve(text)
     assert [fl(g).tolist() for g in v.hook_calls[-1].args["grad_inputs"]] == [[1.0, 1.0], [1.0, 1.0]]
     assert np.isnan(fl(v.values["m"])).all()
+
+
+# 25. a leaf's AccumulateGrad is held only by graphs (the tensor's pointer is weak): a backward
+# whose root is the leaf itself makes one for the run and frees it after, so a node hook put on
+# it is not called by the next backward; found by the sweep (seed 17, problem 1695)
+def test_leaf_root_accumulator_is_freed_after_the_backward():
+    calls = []
+    x = torch.tensor([0.5, -1.5], dtype=F64, requires_grad=True)
+
+    def on_x(grad):
+        if not calls:   # in the first backward: on the accumulator that backward made
+            torch._C._current_autograd_node().register_hook(lambda gi, go: calls.append("post"))
+        calls.append("hook")
+
+    x.register_hook(on_x)
+    x.backward(torch.ones(2, dtype=F64))
+    x.backward(torch.ones(2, dtype=F64))
+    assert calls == ["hook", "post", "hook"]
+    text = ("name: n\ndtype: float64\ninputs:\n  x: {value: [0.5, -1.5], requires_grad: true}\nmodel:\n"
+            "  inputs: [u]\n  forward: \"u\"\nbackward:\n  grad_output: [1, 1]\n"
+            "hooks:\n  - {tensor: x}\n  - {node: x, kind: post}\nsteps: [forward, backward, forward, backward]\n")
+    assert [c.kind for c in solve(text).hook_calls] == ["hook", "hook"]
+    held = text.replace("forward: \"u\"", "forward: |\n    z = u * 2\n    return u")
+    assert [c.kind for c in solve(held).hook_calls] == ["hook", "post", "hook", "post"]
+
+
+# 26. every elementwise function at the IEEE specials (nan, inf, -inf) is what torch computes:
+# sigmoid(nan) is nan (the float rule compared v > -700 first, false for nan, and gave 0); found
+# by the sweep (seed 17, problem 1532: sigmoid of a parameter an SGD step on a nan .grad made nan)
+def test_elementary_functions_at_ieee_specials():
+    import math
+
+    from adjoint.backends.elementary import ELEMENTARY
+    from adjoint.tensor_ieee import ieee
+
+    for name in ELEMENTARY:
+        for v in (math.nan, math.inf, -math.inf):
+            want = getattr(torch, name)(torch.tensor(v, dtype=F64)).item()
+            got = ieee(name, [v])
+            assert (math.isnan(got) and math.isnan(want)) or got == want, (name, v, got, want)
+    text = ("name: n\ndtype: float64\ninputs:\n  x: {value: [2], requires_grad: true}\nmodel:\n  inputs: [x]\n"
+            "  params: {p: [1]}\n  forward: |\n    h = sqrt(p * 0) + 0\n    return x * sigmoid(h)\nloss: \"sum(y)\"\n"
+            "steps: [forward, backward, {step: {lr: 0.5}}, forward]\n")
+    p = torch.tensor([1.0], dtype=F64, requires_grad=True)
+    x = torch.tensor([2.0], dtype=F64, requires_grad=True)
+    torch.sum(x * torch.sigmoid(torch.sqrt(p * 0) + 0)).backward()
+    with torch.no_grad():
+        p -= 0.5 * p.grad
+    y = x * torch.sigmoid(torch.sqrt(p * 0) + 0)
+    assert torch.isnan(y).all() and np.isnan(fl(solve(text).values["model"])).all()

@@ -50,6 +50,10 @@ def _sigmoid_ball(b):
 
 
 def _sigmoid_float(v: float) -> float:
+    """At an IEEE special: 1 at inf, 0 at -inf, nan at nan (which fails every comparison, so it
+    is tested first: ``v > -700`` is false for it)."""
+    if math.isnan(v):
+        return v
     return 1 / (1 + math.exp(-v)) if v > -700 else 0.0
 
 
