@@ -358,7 +358,10 @@ class Engine:
                 B.check_size(g, node.loc, f"the backward of {node.name}")
         if all(a is b for a, b in zip(ins, node.input_values)) and all(a is b for a, b in zip(outs, node.output_values)):
             self.result.vjps[id(node)] = (node, tuple(inputs), tuple(need), grads)
-        # autograd-generated nodes compute only the slots task_should_compute_output allows
+        # autograd-generated nodes compute only the slots task_should_compute_output allows (a
+        # TensorList argument is one range: all its slots, once one is needed)
+        if node.op.list_argument:
+            return list(grads)
         return [x if n else None for x, n in zip(grads, need)]
 
     def copy_slices(self, node: Node, inputs: list) -> list:

@@ -102,6 +102,9 @@ class Op:
     layout: Callable | None = None   # views: (shape, strides, offset, p) -> (strides | None, offset)
     scatter: Callable | None = None  # views: (B, base, new view value, p) -> the base with the view written
     math: Math | None = None         # how it reads in the derivation (required: tests/test_registry_math.py)
+    list_argument: bool = False      # the tensor inputs are one TensorList argument (cat, stack): the node asks
+                                     # should_compute_output for the whole range and fills every slot once one
+                                     # is needed (its post hooks see a tensor even where no gradient is needed)
     result_version: int = 0          # the result's _version as it leaves the op: 1 for an op PyTorch runs in
                                      # place on a fresh intermediate nobody else sees (matmul's squeeze_)
 

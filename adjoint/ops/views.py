@@ -371,10 +371,15 @@ def cat_forward(B, ins, p):
 
 
 def cat_vjp(B, gs, ins, outs, p, need):
+    """Every input's slice of g as soon as one is needed: ``tensors`` is one TensorList argument,
+    so CatBackward0 asks should_compute_output for the whole range and cat_tensors_backward
+    fills every slot (a node post hook sees a tensor even where an input needs no gradient)."""
+    if not any(need):
+        return [None] * len(ins)
     g, out, start = gs[0], [], 0
-    for i, x in enumerate(ins):
+    for x in ins:
         n = B.shape(x)[p]
-        out.append(B.index(g, (slice(None),) * p + (slice(start, start + n),)) if need[i] else None)
+        out.append(B.index(g, (slice(None),) * p + (slice(start, start + n),)))
         start += n
     return out
 
@@ -393,7 +398,10 @@ def stack_forward(B, ins, p):
 
 
 def stack_vjp(B, gs, ins, outs, p, need):
-    return [B.index(gs[0], (slice(None),) * p + (i,)) if need[i] else None for i in range(len(ins))]
+    """Every input's part of g as soon as one is needed (one TensorList argument: see cat_vjp)."""
+    if not any(need):
+        return [None] * len(ins)
+    return [B.index(gs[0], (slice(None),) * p + (i,)) for i in range(len(ins))]
 
 
 def index_shape(shapes, p, loc):
@@ -591,9 +599,9 @@ OPS = (
     Op("clone", "CloneBackward0", clone_forward, clone_vjp, lambda shapes, p, loc: tuple(shapes[0]), (), "g",
        negzero="keep", grows=False, math=_IDENTITY, checks=(Check(((2, 2),)),)),
     Op("cat", "CatBackward0", cat_forward, cat_vjp, cat_shape, (), "g sliced back to each input",
-       negzero="structural", grows=False, math=_CAT, checks=(Check(((2, 2), (1, 2)), 0),)),
+       negzero="structural", grows=False, math=_CAT, list_argument=True, checks=(Check(((2, 2), (1, 2)), 0),)),
     Op("stack", "StackBackward0", stack_forward, stack_vjp, stack_shape, (), "g selected back for each input",
-       negzero="structural", grows=False, math=_STACK, checks=(Check(((2, 2), (2, 2)), 1),)),
+       negzero="structural", grows=False, math=_STACK, list_argument=True, checks=(Check(((2, 2), (2, 2)), 1),)),
     Op("zero_", "ZeroBackward0", zero_forward, zero_vjp, copy_shape, (), "0", negzero="never", grows=False,
        math=_ZERO, checks=(Check(((2,),)),)),
     Op("copy_", "torch::autograd::CopyBackwards", copy_forward, copy_vjp, copy_shape, (),
