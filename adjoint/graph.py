@@ -190,6 +190,9 @@ class SavedVariable:
     packed: object = None
     hooks: object = None             # the saved_tensors_hooks pair active when packed (None: none)
     released: bool = False
+    weak_grad_fn: "Node | None" = None  # the result of an in-place op on a view: the view's grad_fn when saved
+                                        # (its regenerated AsStridedBackward0), named by the version message
+                                        # while something still holds it (SavedVariable::weak_grad_fn_)
 
 
 @dataclass(eq=False)

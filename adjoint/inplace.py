@@ -148,7 +148,7 @@ def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc)
             rebase(target, node)
         for s in op.saves:
             if s.what == "out":
-                save_one(rt, node, s.name, target, True)
+                save_one(rt, node, s.name, target, True, target.grad_fn if view else None)
     return target
 
 
@@ -268,8 +268,8 @@ def save_inputs(rt, node: Node, op, ts: list) -> None:
         save_one(rt, node, s.name, t, False)
 
 
-def save_one(rt, node: Node, name: str, t: Tensor, is_output: bool) -> None:
-    sv = SavedVariable(name, t, t.version.value, is_output, t.value)
+def save_one(rt, node: Node, name: str, t: Tensor, is_output: bool, weak_grad_fn: Node | None = None) -> None:
+    sv = SavedVariable(name, t, t.version.value, is_output, t.value, weak_grad_fn=weak_grad_fn)
     if rt.saved_hooks and not t.wrapped:
         sv.hooks = rt.saved_hooks[-1]
         sv.packed = rt.hooks_runner.pack(sv.hooks, t, node, name)

@@ -32,7 +32,7 @@ from .exact import ExactLimit
 from .graph import Edge, Node, Tensor
 from .modules import (LegacyHook, ModuleInputHook, ModuleOutputHook, MultiGradInner, MultiGradState,
                       UserNodeHook)
-from .runtime import CallRecord, Runtime, TorchError
+from .runtime import FREED_GRAPH, CallRecord, Runtime, TorchError
 
 
 @dataclass
@@ -372,6 +372,8 @@ class Engine:
         g = inputs[0]
         if g is None:
             return [None] * len(node.edges)
+        if node.released:  # release_variables dropped its fn: CopySlices::apply_impl throws ERR_BACKWARD_TWICE
+            raise TorchError("RuntimeError", FREED_GRAPH, "freed_graph")
         need = [True] + [e is not None and (not self.exec_info or self.should_execute(e.node)) for e in node.edges[1:]]
         out = copy_slices_backward(self.rt, node, g, need, self.op_vjp)
         if not self.retain_graph:

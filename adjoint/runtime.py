@@ -318,7 +318,7 @@ class Runtime:
         if sv.hooks is not None:  # with saved-tensor hooks PyTorch does not check the version
             return self.hooks_runner.unpack(sv.hooks, sv.packed, node, sv)
         if sv.tensor.version.value != sv.saved_version:
-            raise TorchError("RuntimeError", version_message(sv, node), "saved_modified")
+            raise TorchError("RuntimeError", version_message(sv, node, self.nodes), "saved_modified")
         return sv.value
 
     # ------------------------------------------------------------------ hook handles
@@ -337,7 +337,13 @@ _TYPE_NAMES = {"float32": "torch.FloatTensor", "float64": "torch.DoubleTensor", 
                "bool": "torch.BoolTensor"}
 
 
-def version_message(sv: SavedVariable, node: Node) -> str:
+def _alive(fn: Node, t: Tensor, nodes) -> bool:
+    """Does something still hold ``fn`` (a weak_ptr's lock): the tensor's grad_fn, or an edge of
+    some node of the run."""
+    return t.grad_fn is fn or any(e is not None and e.node is fn for n in nodes for e in n.edges)
+
+
+def version_message(sv: SavedVariable, node: Node, nodes=()) -> str:
     """PyTorch's message for a saved tensor modified in place (SavedVariable::unpack): a saved
     output names the node that saved it, a saved input its current grad_fn (a view whose base
     changed since: the AsStridedBackward0 reading it makes), a leaf nothing; the node's name
@@ -345,6 +351,8 @@ def version_message(sv: SavedVariable, node: Node) -> str:
     t = sv.tensor
     dims = ", ".join(str(d) for d in t.shape)
     owner = node if sv.is_output else t.grad_fn
+    if sv.weak_grad_fn is not None and _alive(sv.weak_grad_fn, t, nodes):
+        owner = sv.weak_grad_fn   # an in-place op on a view saved its result: the view's grad_fn then
     if not sv.is_output and t.is_view and t.view_version != t.version.value and t.creation \
             and t.creation[0] in ("custom", "multi", "no_grad"):
         # reading the view's grad_fn for the message cannot regenerate it: PyTorch raises that instead
