@@ -24,7 +24,7 @@ from . import tensor_ieee as I
 from .backends import balls as Bl
 from .backends import forms as F
 from .backends import rational as R
-from .backends.symbolic import (MAX_CLOSED_PRODUCTS, ExactLimit, check_exponent, s_div, s_mul, s_norm, s_pow, s_sym,
+from .backends.symbolic import (MAX_CLOSED_PRODUCTS, MAX_ROOT_DEGREE, ExactLimit, check_exponent, s_div, s_mul, s_norm, s_pow, s_sym,
                                 sympy)
 from .exact import Exact, Real, _is_special
 
@@ -209,6 +209,9 @@ def binary(fn, x: Exact, y: Exact) -> Exact:
 def power(x: Exact, e: Exact, closed: bool = False) -> Exact:
     """x ** e with PyTorch's real semantics: pow(x, 0) = 1; 0 ** negative = inf; a negative base
     with a non-integer exponent is nan. ``closed``: a file with free symbols (SymPy results)."""
+    if (not closed and x.kind == "rational" and e.kind == "rational" and e.size != 1
+            and any(int(k.q) > MAX_ROOT_DEGREE for k in e.qa.elements().reshape(-1).tolist())):
+        return _power_per_exponent(x, e)
     if x.kind == "elements" or e.kind == "elements" or e.size != 1 or e.kind != "rational":
         return binary(s_pow, x, e)
     k = e.qa.item()
@@ -233,6 +236,20 @@ def power(x: Exact, e: Exact, closed: bool = False) -> Exact:
         from .tensor_functions import unary  # (that module builds on this one)
         return unary("sqrt", x)
     return _certified_power(x, k)
+
+
+def _power_per_exponent(x: Exact, e: Exact) -> Exact:
+    """x ** e for rational tensors where some exponent has a denominator past MAX_ROOT_DEGREE:
+    SymPy would hunt for an exact root of that degree (minutes), so each distinct exponent goes
+    the scalar way (a certified ball power) and the pieces are put together."""
+    shape = _bshape(x, e)
+    x, e = x.broadcast_to(shape), e.broadcast_to(shape)
+    ks = e.qa.elements()
+    out = None
+    for k in dict.fromkeys(ks.reshape(-1).tolist()):
+        part = power(x, Exact.scalar(k))
+        out = part if out is None else where_mask(np.asarray(ks == k, dtype=bool), part, out)
+    return out
 
 
 def _certified_power(x: Exact, k: fmpq) -> Exact:

@@ -118,6 +118,8 @@ def make(op: str, *args, limit: int = FORM_LIMIT):
     One that is too big as a tree is built in SymPy first: SymPy's automatic simplification
     often gives a small result (``x * sqrt(s) / sqrt(s)`` is ``x``), and a rational one makes
     the element exact again."""
+    if op == "pow" and type(args[1]) is fmpq and int(args[1].q) > S.MAX_ROOT_DEGREE:
+        return None   # SymPy would look for an exact root of that degree in every product it is in
     size = 1
     for a in args:
         if _formless(a):

@@ -302,7 +302,16 @@ def s_pow(x, e):
             return sp.S.Infinity
     if sign == -1 and not se.is_integer:
         return sp.S.NaN
+    if se.is_Rational and sx.is_Rational and se.q > MAX_ROOT_DEGREE:
+        # SymPy would look for an exact q-th root of the base (integer_nthroot per factor), which
+        # takes minutes for q ~ 1e24; such a root is irrational unless the base is a huge perfect
+        # power, so the power stays unevaluated (still exact) and the certified balls carry it
+        return s_norm(sp.Pow(sx, se, evaluate=False))
     return s_norm(sp.Pow(sx, se))
+
+
+#: Largest root degree (an exponent's denominator) for which SymPy looks for an exact root.
+MAX_ROOT_DEGREE = 1000
 
 
 def s_sqrt(x):
