@@ -134,6 +134,7 @@ def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc)
         node = rt.new_node(op.node, edges, op, params, ts, loc)
         save_inputs(rt, node, op, ts)
     check_overlap(target, ts[1:])
+    refuse_order_dependent(target, ts[1:], loc)
     values = [t.value for t in ts]
     base_before = target.grad_base.value if view else None
     new_value = rt.B.after_op(op, values, params, op.forward(rt.B, values, params), loc, rt.active)
@@ -248,6 +249,58 @@ def check_overlap(target: Tensor, inputs: list) -> None:
             raise TorchError("RuntimeError", "unsupported operation: some elements of the input tensor and the "
                                              f"written-to tensor refer to a single memory location. {_OVERLAP}",
                              "overlap")
+
+
+#: Largest written tensor whose addresses are compared with an aliasing operand's.
+ORDER_CHECK_ELEMENTS = 1_000_000
+
+
+def _addresses(t: Tensor, shape) -> "np.ndarray":
+    """Storage offset of each element of ``t`` broadcast to ``shape`` (row-major)."""
+    import numpy as np
+    strides = t.strides or contiguous_strides(t.shape)
+    lead = len(shape) - len(t.shape)
+    full = [0] * lead + [st if d != 1 else 0 for d, st in zip(t.shape, strides)]
+    out = np.full(tuple(shape), t.offset, dtype=np.int64)
+    for axis, (d, st) in enumerate(zip(shape, full)):
+        if st:
+            view = [1] * len(shape)
+            view[axis] = d
+            out = out + (np.arange(d, dtype=np.int64) * st).reshape(view)
+    return out
+
+
+def refuse_order_dependent(target: Tensor, inputs: list, loc) -> None:
+    """An in-place op reading an operand that shares memory with what it writes, in a layout
+    PyTorch does not check (not both dense: get_overlap_status says TooHard) and where an
+    element is read from a place another element writes: PyTorch's result then depends on the
+    order its loop visits the elements (x.mul_(x.transpose(0, 2)) on a narrowed x reads
+    elements it already overwrote). adjoint refuses this one: no answer would be PyTorch's in
+    general (the order and the vector width are the kernel's)."""
+    import numpy as np
+    root = target.base if target.base is not None else target
+    n = _numel(target.shape)
+    if n == 0 or n > ORDER_CHECK_ELEMENTS:
+        return
+    written = None
+    for o in inputs:
+        if not isinstance(o, Tensor) or o is target or getattr(o, "wrapped", False):
+            continue
+        if (o.base if o.base is not None else o) is not root or _numel(o.shape) == 0:
+            continue
+        if written is None:
+            written = _addresses(target, target.shape)
+            writes = set(written.reshape(-1).tolist())
+        try:
+            read = np.broadcast_to(_addresses(o, o.shape), target.shape)
+        except ValueError:
+            continue
+        clash = (read != written) & np.isin(read, list(writes))
+        if clash.any():
+            raise ProblemError(loc, "this in-place op reads an operand that shares memory with the tensor it writes, "
+                                    "in a layout PyTorch does not check, so some elements are read after other "
+                                    "elements overwrote them and the result depends on PyTorch's loop order; clone() "
+                                    "the operand (adjoint does not predict this)")
 
 
 def gradient_edge_now(rt, t: Tensor) -> Edge:
