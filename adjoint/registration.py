@@ -233,11 +233,18 @@ class Registrations:
         return any(e is not None and e.node is acc for n in self.rt.nodes for e in n.edges)
 
     def multi_grad(self, hook, tensors: list) -> None:
-        # _get_grad_fn_or_grad_acc, at registration: an in-place op on a tensor later does not move it
-        nodes = [grad_fn(self.rt, t) if grad_fn(self.rt, t) is not None else
-                 (self.rt.grad_accumulator(t) if t.requires_grad and not t.edgeless else None) for t in tensors]
+        """register_multi_grad_hook. Mode all first reads every tensor's grad_fn (or grad
+        accumulator: _get_grad_fn_or_grad_acc; an in-place op on a tensor later does not move it)
+        and hooks every tensor; mode any reads no grad_fn and hooks only the tensors that
+        require grad (register_hook reads grad_fn only when it makes the tensor's hook dict)."""
+        nodes = None
+        if hook.mode == "all":
+            nodes = [grad_fn(self.rt, t) if grad_fn(self.rt, t) is not None else
+                     (self.rt.grad_accumulator(t) if t.requires_grad and not t.edgeless else None) for t in tensors]
         state = MultiGradState(hook, tensors, nodes=nodes)
         for i, t in enumerate(tensors):
+            if hook.mode == "any" and not t.requires_grad:
+                continue
             hooks = tensor_hook_dict(t, self.rt)
             self.handles[hook.index].append((hooks, self.rt.add_hook(hooks, MultiGradInner(state, i))))
 
