@@ -133,7 +133,9 @@ def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc)
         edges = [old_edge] + [rt.gradient_edge(t) if t.needs_grad else None for t in ts[1:]]
         node = rt.new_node(op.node, edges, op, params, ts, loc)
         save_inputs(rt, node, op, ts)
-    check_overlap(target, ts[1:])
+    # fill_(self, value) clones a value that aliases self before it copies it (ATen's fill_):
+    # only the written tensor's own overlap is checked
+    check_overlap(target, [] if prim == "fill_" else ts[1:])
     values = [t.value for t in ts]
     base_before = target.grad_base.value if view else None
     new_value = rt.B.after_op(op, values, params, op.forward(rt.B, values, params), loc, rt.active)
