@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+import numpy as np
+
 from .errors import Loc, ProblemError
 from .graph import CopySlicesWrite, Edge, Node, SavedVariable, Tensor
 from .layout import contiguous_strides
@@ -301,6 +303,11 @@ def scatter_into(rt, base_value, chain, value):
     out = op.forward(B, [base_value], params)
     piece = out[k] if isinstance(out, tuple) else out
     new_piece = scatter_into(rt, piece, rest, value)
+    if opname == "expand":
+        # several elements of an expanded view are one element of its input: write by position
+        # (the written view has no internal overlap, checked before the write, so each input
+        # element is written at most once), as PyTorch's write through the memory does
+        return B.assign(base_value, _positions(B.shape(base_value), chain), value)
     if op.scatter is None:
         if opname in ("split", "split_with_sizes", "unbind"):
             from .ops.views import split_keys
@@ -309,6 +316,17 @@ def scatter_into(rt, base_value, chain, value):
             return B.assign(base_value, key, new_piece)
         raise ProblemError(None, f"writing through a {opname} view is not modelled")
     return op.scatter(B, base_value, new_piece, params)
+
+
+def _positions(shape, chain) -> tuple:
+    """Which element of a tensor of ``shape`` each element of its view ``chain`` is, as a numpy
+    index key shaped like the view: the chain replayed on the elements' numbers (exact as
+    doubles: a tensor has far fewer than 2**53 elements)."""
+    from .backends.float64 import F64, Float64Backend
+    from .runtime import view_value
+    numbers = F64(np.arange(_numel(shape), dtype=np.float64).reshape(tuple(shape)))
+    at = view_value(Float64Backend(), numbers, chain).a.astype(np.int64)
+    return np.unravel_index(at, tuple(shape))
 
 
 def rebase(t: Tensor, node: Node) -> None:
