@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+import numpy as np
+
 from .errors import Loc, ProblemError
 from .graph import CopySlicesWrite, Edge, Node, SavedVariable, Tensor
 from .layout import contiguous_strides
@@ -133,8 +135,11 @@ def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc)
         edges = [old_edge] + [rt.gradient_edge(t) if t.needs_grad else None for t in ts[1:]]
         node = rt.new_node(op.node, edges, op, params, ts, loc)
         save_inputs(rt, node, op, ts)
-    check_overlap(target, ts[1:])
-    refuse_order_dependent(target, ts[1:], loc)
+    # fill_(self, value) clones a value that aliases self before it copies it (ATen's fill_):
+    # only the written tensor's own overlap is checked
+    others = [] if prim == "fill_" else ts[1:]
+    check_overlap(target, others)
+    refuse_order_dependent(target, others, loc)
     values = [t.value for t in ts]
     base_before = target.grad_base.value if view else None
     new_value = rt.B.after_op(op, values, params, op.forward(rt.B, values, params), loc, rt.active)
@@ -352,6 +357,11 @@ def scatter_into(rt, base_value, chain, value):
     out = op.forward(B, [base_value], params)
     piece = out[k] if isinstance(out, tuple) else out
     new_piece = scatter_into(rt, piece, rest, value)
+    if opname == "expand":
+        # several elements of an expanded view are one element of its input: write by position
+        # (the written view has no internal overlap, checked before the write, so each input
+        # element is written at most once), as PyTorch's write through the memory does
+        return B.assign(base_value, _positions(B.shape(base_value), chain), value)
     if op.scatter is None:
         if opname in ("split", "split_with_sizes", "unbind"):
             from .ops.views import split_keys
@@ -360,6 +370,17 @@ def scatter_into(rt, base_value, chain, value):
             return B.assign(base_value, key, new_piece)
         raise ProblemError(None, f"writing through a {opname} view is not modelled")
     return op.scatter(B, base_value, new_piece, params)
+
+
+def _positions(shape, chain) -> tuple:
+    """Which element of a tensor of ``shape`` each element of its view ``chain`` is, as a numpy
+    index key shaped like the view: the chain replayed on the elements' numbers (exact as
+    doubles: a tensor has far fewer than 2**53 elements)."""
+    from .backends.float64 import F64, Float64Backend
+    from .runtime import view_value
+    numbers = F64(np.arange(_numel(shape), dtype=np.float64).reshape(tuple(shape)))
+    at = view_value(Float64Backend(), numbers, chain).a.astype(np.int64)
+    return np.unravel_index(at, tuple(shape))
 
 
 def rebase(t: Tensor, node: Node) -> None:

@@ -184,13 +184,7 @@ class Registrations:
                     t.post_accumulate_hooks = HookDict()
                 hooks = t.post_accumulate_hooks
             else:
-                if t.backward_hooks is None and stale(t):
-                    raise ProblemError(hook.loc, f"PyTorch 2.13 crashes (segmentation fault) registering this hook: "
-                                                 f"'{hook.target}' is a view whose base was written in place after it "
-                                                 "was made, so reading its grad_fn makes a new one, and "
-                                                 "Tensor.register_hook reads it just after creating the hook dict; "
-                                                 "register the hook before the in-place write, or use the view in an "
-                                                 "op (or read its grad_fn) first")
+                check_register_hook_crash(hook, hook.target, t)
                 hooks = tensor_hook_dict(t, self.rt)
             self.handles[index].append((hooks, self.rt.add_hook(hooks, UserTensorHook(hook))))
             return
@@ -233,11 +227,26 @@ class Registrations:
         return any(e is not None and e.node is acc for n in self.rt.nodes for e in n.edges)
 
     def multi_grad(self, hook, tensors: list) -> None:
-        # _get_grad_fn_or_grad_acc, at registration: an in-place op on a tensor later does not move it
-        nodes = [grad_fn(self.rt, t) if grad_fn(self.rt, t) is not None else
-                 (self.rt.grad_accumulator(t) if t.requires_grad and not t.edgeless else None) for t in tensors]
+        """register_multi_grad_hook. Mode all first reads every tensor's grad_fn (or grad
+        accumulator: _get_grad_fn_or_grad_acc; an in-place op on a tensor later does not move it)
+        and hooks every tensor; mode any reads no grad_fn and hooks only the tensors that
+        require grad (register_hook reads grad_fn only when it makes the tensor's hook dict)."""
+        nodes = None
+        if hook.mode == "all":
+            nodes = [grad_fn(self.rt, t) if grad_fn(self.rt, t) is not None else
+                     (self.rt.grad_accumulator(t) if t.requires_grad and not t.edgeless else None) for t in tensors]
+            for name, t in zip(hook.tensors, tensors):
+                if not t.needs_grad:
+                    raise ProblemError(hook.loc, f"'{name}' does not require grad, so register_multi_grad_hook "
+                                                 "(mode all) finds no grad_fn for it and PyTorch raises "
+                                                 "AssertionError('Expected gradient function to be set'); "
+                                                 "mode any skips it")
         state = MultiGradState(hook, tensors, nodes=nodes)
         for i, t in enumerate(tensors):
+            if hook.mode == "any":
+                if not t.needs_grad:   # Tensor.requires_grad: a view's base counts
+                    continue
+                check_register_hook_crash(hook, hook.tensors[i], t)
             hooks = tensor_hook_dict(t, self.rt)
             self.handles[hook.index].append((hooks, self.rt.add_hook(hooks, MultiGradInner(state, i))))
 
@@ -249,6 +258,17 @@ class _ModuleEntry:
 
     def __init__(self, hook):
         self.hook = hook
+
+
+def check_register_hook_crash(hook, name: str, t: Tensor) -> None:
+    """Tensor.register_hook on a stale view without a hook dict crashes PyTorch 2.13."""
+    if t.backward_hooks is None and stale(t):
+        raise ProblemError(hook.loc, f"PyTorch 2.13 crashes (segmentation fault) registering this hook: "
+                                     f"'{name}' is a view whose base was written in place after it "
+                                     "was made, so reading its grad_fn makes a new one, and "
+                                     "Tensor.register_hook reads it just after creating the hook dict; "
+                                     "register the hook before the in-place write, or use the view in an "
+                                     "op (or read its grad_fn) first")
 
 
 def grad_fn(rt, t: Tensor):
