@@ -374,12 +374,13 @@ class Engine:
             return [None] * len(node.edges)
         if node.released:  # release_variables dropped its fn: CopySlices::apply_impl throws ERR_BACKWARD_TWICE
             raise TorchError("RuntimeError", FREED_GRAPH, "freed_graph")
-        need = [True] + [e is not None and (not self.exec_info or self.should_execute(e.node)) for e in node.edges[1:]]
-        out = copy_slices_backward(self.rt, node, g, need, self.op_vjp)
+        need = [e is not None and (not self.exec_info or self.should_execute(e.node)) for e in node.edges]
+        out = copy_slices_backward(self.rt, node, g, [True] + need[1:], self.op_vjp)
         if not self.retain_graph:
             for sv in fn.saved:
                 sv.released = True
-        return out
+        # like every node, it hands on (and its post hooks see) only what an edge needs
+        return [x if n else None for x, n in zip(out, need)]
 
     def op_vjp(self, node: Node, grads: list, need: list) -> list:
         saved = {id(sv): self.rt.unpack(node, sv) for sv in node.saved}

@@ -339,8 +339,14 @@ _TYPE_NAMES = {"float32": "torch.FloatTensor", "float64": "torch.DoubleTensor", 
 
 def _alive(fn: Node, t: Tensor, nodes) -> bool:
     """Does something still hold ``fn`` (a weak_ptr's lock): the tensor's grad_fn, or an edge of
-    some node of the run."""
-    return t.grad_fn is fn or any(e is not None and e.node is fn for n in nodes for e in n.edges)
+    some node of the run -- except edge 0 of a node a CopySlices wraps (the written view's old
+    grad_fn: CopySlices goes to the base instead, and PyTorch does not keep that edge alive;
+    checked in torch: h.tanh_(); h *= w on a view h names Tanh, not AsStrided)."""
+    if t.grad_fn is fn:
+        return True
+    wrapped = {id(n.params[1]) for n in nodes if n.kind == "copyslices"}
+    return any(e is not None and e.node is fn and not (i == 0 and id(n) in wrapped)
+               for n in nodes for i, e in enumerate(n.edges))
 
 
 def version_message(sv: SavedVariable, node: Node, nodes=()) -> str:
