@@ -47,14 +47,14 @@ def apply_function(rt, mod, args: list[Tensor]) -> Tensor:
                     inputs=tuple(args), input_values=tuple(t.value for t in args),
                     module_call=rt.call_stack[-1] if rt.call_stack else None, loc=mod.function.loc)
         rt.nodes.append(node)
-    plain = {n: rt.tensor(t.value, dtype=t.dtype) for n, t in zip(slots_of(mod), args)}
+    plain = {n: _same_layout(rt.tensor(t.value, dtype=t.dtype), t) for n, t in zip(slots_of(mod), args)}
     out, _ = evaluate_program(rt, mod, plain)
     outs = out if isinstance(out, tuple) else (out,)
     given = {id(t): a for t, a in zip(plain.values(), args)}
     results = []
     for k, o in enumerate(outs):
         rt.B.check_output(o.value, mod.function.loc, f"{mod.function.name}.forward")
-        r = rt.tensor(o.value, node is not None, node, k, dtype=o.dtype)
+        r = _same_layout(rt.tensor(o.value, node is not None, node, k, dtype=o.dtype), o)
         if id(o) in given and node is not None:  # an input returned as-is: a view PyTorch refuses to modify
             r.creation = ("custom", mod.function.name)
         results.append(r)
@@ -69,6 +69,14 @@ def apply_function(rt, mod, args: list[Tensor]) -> Tensor:
                 sv.packed = rt.hooks_runner.pack(sv.hooks, t, node, sv.name)
             node.saved.append(sv)
     return tuple(results) if isinstance(out, tuple) else results[0]
+
+
+def _same_layout(t: Tensor, like: Tensor) -> Tensor:
+    """``t`` laid out in memory as ``like`` (Function.forward sees its arguments as they are, and
+    what it returns keeps the layout it was computed in: a permuted result stays permuted, so a
+    later view decides as in PyTorch)."""
+    t.strides = like.strides
+    return t
 
 
 def function_backward(rt, node: Node, grads: list) -> list:
