@@ -135,9 +135,7 @@ def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc)
         edges = [old_edge] + [rt.gradient_edge(t) if t.needs_grad else None for t in ts[1:]]
         node = rt.new_node(op.node, edges, op, params, ts, loc)
         save_inputs(rt, node, op, ts)
-    # fill_(self, value) clones a value that aliases self before it copies it (ATen's fill_):
-    # only the written tensor's own overlap is checked
-    others = [] if prim == "fill_" else ts[1:]
+    others = [] if op.clones_aliased_value else ts[1:]
     check_overlap(target, others)
     refuse_order_dependent(target, others, loc)
     values = [t.value for t in ts]

@@ -23,6 +23,7 @@ from .errors import ProblemError
 from .graph import HookDict, Tensor
 from .inplace import refresh, stale
 from .modules import MultiGradInner, MultiGradState, UserNodeHook, UserTensorHook
+from .runtime import held_by_an_edge
 
 
 class Registrations:
@@ -214,17 +215,12 @@ class Registrations:
             raise ProblemError(hook.loc, f"'{hook.target}' is a leaf that does not require grad: it has no grad_fn "
                                          f"and no AccumulateGrad node to hook (PyTorch: {hook.target}.grad_fn is None)")
         node = t.grad_accumulator
-        if node is None or id(node) in self.attached[hook.index] or not self._in_a_graph(node):
+        # found as a graph reaches it: one only a multi_grad hook or a running backward holds is not
+        if node is None or id(node) in self.attached[hook.index] or not held_by_an_edge(node, self.rt.nodes):
             return
         self.attached[hook.index].add(id(node))
         hooks = node.pre_hooks if hook.kind == "pre" else node.post_hooks
         self.handles[hook.index].append((hooks, self.rt.add_hook(hooks, UserNodeHook(hook))))
-
-    def _in_a_graph(self, acc) -> bool:
-        """Is the AccumulateGrad ``acc`` reached through a graph (some node's edge leads to it)?
-        A node hook on a leaf goes on the accumulator found that way; one that only a multi_grad
-        hook or a running backward holds is not found, and the hook is lost."""
-        return any(e is not None and e.node is acc for n in self.rt.nodes for e in n.edges)
 
     def multi_grad(self, hook, tensors: list) -> None:
         """register_multi_grad_hook. Mode all first reads every tensor's grad_fn (or grad

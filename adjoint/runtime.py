@@ -337,15 +337,13 @@ _TYPE_NAMES = {"float32": "torch.FloatTensor", "float64": "torch.DoubleTensor", 
                "bool": "torch.BoolTensor"}
 
 
-def _alive(fn: Node, t: Tensor, nodes) -> bool:
-    """Does something still hold ``fn`` (a weak_ptr's lock): the tensor's grad_fn, or an edge of
-    some node of the run -- except edge 0 of a node a CopySlices wraps (the written view's old
-    grad_fn: CopySlices goes to the base instead, and PyTorch does not keep that edge alive;
-    checked in torch: h.tanh_(); h *= w on a view h names Tanh, not AsStrided)."""
-    if t.grad_fn is fn:
-        return True
+def held_by_an_edge(target: Node, nodes) -> bool:
+    """Does some node of the run hold ``target`` through a next edge? Edge 0 of a node a
+    CopySlices wraps does not count: that is the written view's old grad_fn, and CopySlices
+    goes to the base instead (checked in torch: after h.tanh_(); h *= w on a view h, the
+    version error names Tanh, not the AsStrided node only that edge points at)."""
     wrapped = {id(n.params[1]) for n in nodes if n.kind == "copyslices"}
-    return any(e is not None and e.node is fn and not (i == 0 and id(n) in wrapped)
+    return any(e is not None and e.node is target and not (i == 0 and id(n) in wrapped)
                for n in nodes for i, e in enumerate(n.edges))
 
 
@@ -357,7 +355,8 @@ def version_message(sv: SavedVariable, node: Node, nodes=()) -> str:
     t = sv.tensor
     dims = ", ".join(str(d) for d in t.shape)
     owner = node if sv.is_output else t.grad_fn
-    if sv.weak_grad_fn is not None and _alive(sv.weak_grad_fn, t, nodes):
+    # a weak pointer's lock: alive while the tensor's grad_fn or some node's edge holds it
+    if sv.weak_grad_fn is not None and (t.grad_fn is sv.weak_grad_fn or held_by_an_edge(sv.weak_grad_fn, nodes)):
         owner = sv.weak_grad_fn   # an in-place op on a view saved its result: the view's grad_fn then
     if not sv.is_output and t.is_view and t.view_version != t.version.value and t.creation \
             and t.creation[0] in ("custom", "multi", "no_grad"):

@@ -105,6 +105,8 @@ class Op:
     list_argument: bool = False      # the tensor inputs are one TensorList argument (cat, stack): the node asks
                                      # should_compute_output for the whole range and fills every slot once one
                                      # is needed (its post hooks see a tensor even where no gradient is needed)
+    clones_aliased_value: bool = False  # in place: a value that aliases self is cloned before the write (ATen's
+                                        # fill_), so only the written tensor's own overlap is checked
     result_version: int = 0          # the result's _version as it leaves the op: 1 for an op PyTorch runs in
                                      # place on a fresh intermediate nobody else sees (matmul's squeeze_)
 

@@ -611,5 +611,5 @@ OPS = (
     # value has no dimensions); derivatives.yaml: self zeros_like(grad), value grad.sum()
     Op("fill_", "FillBackward3", copy_forward, copy_vjp, copy_shape, (),
        "0 for the overwritten tensor; g summed for the value", negzero="structural", grows=False,
-       math=_COPY, checks=(Check(((2, 2), ())),)),
+       math=_COPY, clones_aliased_value=True, checks=(Check(((2, 2), ())),)),
 )
