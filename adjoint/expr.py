@@ -42,6 +42,11 @@ MAX_EXPR_CHARS = 10_000
 MAX_EXPR_NODES = 2_000
 
 BINARY_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.MatMult: "@"}
+#: A comparison is the Tensor method Python's operator calls (``a > b`` is ``a.__gt__(b)``, which is
+#: ``a.gt(b)``); with a number on the left, Python calls the right operand's mirrored method
+#: (``0 < x`` is ``x.__gt__(0)``).
+COMPARISONS = {ast.Gt: ("gt", "lt", ">"), ast.GtE: ("ge", "le", ">="), ast.Lt: ("lt", "gt", "<"),
+               ast.LtE: ("le", "ge", "<="), ast.Eq: ("eq", "eq", "=="), ast.NotEq: ("ne", "ne", "!=")}
 _REFUSED_OPS = {ast.FloorDiv: "//", ast.Mod: "%", ast.LShift: "<<", ast.RShift: ">>", ast.BitOr: "|",
                 ast.BitAnd: "&", ast.BitXor: "^"}
 
@@ -52,14 +57,14 @@ GRAD_MODES = ("no_grad", "enable_grad")
 #: Python's integers that PyTorch accepts as a scalar (int64, and uint64 for positives).
 _INT_MIN, _INT_MAX = -2 ** 63, 2 ** 64 - 1
 
-_ALLOWED_TAIL = "use names, numbers, + - * / ** @, calls, indexing and tuples"
+_ALLOWED_TAIL = "use names, numbers, + - * / ** @, comparisons, calls, indexing and tuples"
 
 _REFUSED = {
     ast.Lambda: "a lambda",
     ast.ListComp: "a comprehension", ast.SetComp: "a comprehension", ast.DictComp: "a comprehension",
     ast.GeneratorExp: "a generator expression",
     ast.Set: "a set display",
-    ast.Compare: "a comparison", ast.BoolOp: "'and'/'or'", ast.IfExp: "a conditional expression",
+    ast.BoolOp: "'and'/'or'", ast.IfExp: "a conditional expression",
     ast.Await: "await", ast.Yield: "yield", ast.YieldFrom: "yield", ast.Starred: "starred arguments",
     ast.NamedExpr: "':='", ast.JoinedStr: "an f-string", ast.FormattedValue: "an f-string",
 }
@@ -433,6 +438,8 @@ class _Builder:
                 raise ProblemError(loc, f"operator '{sym}' is not allowed; use + - * / ** @")
             oloc = self.operator_loc(node, op)
             return [(node.left, _OPERAND), (node.right, _OPERAND)], lambda p: Bin(oloc, op, p[0], p[1])
+        if isinstance(node, ast.Compare):
+            return self.comparison(node, loc)
         if isinstance(node, ast.UnaryOp):
             if isinstance(node.op, ast.USub):
                 return [(node.operand, _OPERAND)], lambda p: self.negate(p[0], loc, node)
@@ -467,6 +474,29 @@ class _Builder:
             return [(v, _ARG) for v in node.values], lambda p: DictLit(loc, tuple(zip(keys, p)))
         what = _REFUSED.get(type(node), type(node).__name__)
         raise ProblemError(loc, f"{what} is not allowed in problem expressions; {_ALLOWED_TAIL}")
+
+    def comparison(self, node: ast.Compare, loc: Loc):
+        """``a > b`` as the Tensor method Python calls: ``a.gt(b)``, or ``b.lt(a)`` when ``a`` is a
+        number literal. A chain (``0 < x < 1``) is Python's ``and`` of two tensors, which PyTorch
+        refuses for more than one element; ``is`` / ``in`` are not tensor operations."""
+        if len(node.ops) != 1:
+            raise ProblemError(loc, "a chained comparison is Python's 'and' of two tensors (PyTorch raises 'Boolean "
+                                    "value of Tensor with more than one value is ambiguous'); compare once per "
+                                    "expression, as in where(x > 0, x, 0)")
+        names = COMPARISONS.get(type(node.ops[0]))
+        if names is None:
+            raise ProblemError(loc, "only the comparisons > >= < <= == != are allowed ('is' and 'in' are not)")
+        method, mirrored, text = names
+
+        def make(p):
+            left, right = p
+            if isinstance(left, Num) and isinstance(right, Num):
+                raise ProblemError(loc, f"'{to_source(left)} {text} {to_source(right)}' compares two numbers (a "
+                                        "Python bool, not a tensor); compare a tensor")
+            if isinstance(left, Num):
+                return Method(loc, right, mirrored, (left,))
+            return Method(loc, left, method, (right,))
+        return [(node.left, _OPERAND), (node.comparators[0], _OPERAND)], make
 
     def negate(self, inner: Expr, loc: Loc, node: ast.UnaryOp) -> Expr:
         if isinstance(inner, Num):

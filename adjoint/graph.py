@@ -158,10 +158,28 @@ class Tensor:
 @dataclass(frozen=True)
 class Typed:
     """A value of a tensor whose dtype is not the problem's float dtype (int64 indices and
-    class targets): the JSON writes it with ``"dtype"`` and integer values."""
+    class targets, bool conditions): the JSON writes it with ``"dtype"`` and integer values
+    (true / false for bool, as ``Tensor.tolist()`` gives them)."""
 
     value: object
     dtype: str
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(self.value.shape)
+
+    @property
+    def size(self) -> int:
+        return self.value.size
+
+    def elements(self):
+        """The values as nested lists of Python ints (bools for a bool tensor); None without values."""
+        ints = self.value.ints() if self.value.floats() is not None else None
+        return _as_bools(ints) if self.dtype == "bool" and ints is not None else ints
+
+
+def _as_bools(x):
+    return [_as_bools(i) for i in x] if isinstance(x, list) else bool(x)
 
 
 def recorded(t: Tensor, float_dtypes=("float32", "float64")):

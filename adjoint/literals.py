@@ -241,7 +241,7 @@ def show(node: YNode) -> str:
     return kind_name(node)
 
 
-def parse_literal(node: YNode, what: str) -> Literal:
+def parse_literal(node: YNode, what: str, booleans: bool = False) -> Literal:
     """A tensor literal: number, nested list, free symbol, ``{value: L, scale: S}``, or a side
     file ``{file: NAME.npy}`` / ``{file: NAME.safetensors, key: TENSOR}`` (adjoint.sidefiles)."""
     if isinstance(node, YMap) and node.get("file") is not None:
@@ -254,7 +254,7 @@ def parse_literal(node: YNode, what: str) -> Literal:
         if node.get("value") is None:
             raise ProblemError(node.loc, f"{what} is missing the required key 'value'; write {{value: [...]}} with the "
                                          "tensor literal")
-        inner = parse_literal(node.get("value"), what)
+        inner = parse_literal(node.get("value"), what, booleans)
         scale_node = node.get("scale")
         if scale_node is None:
             return replace(inner, loc=node.loc)
@@ -264,7 +264,7 @@ def parse_literal(node: YNode, what: str) -> Literal:
         items = tuple(e * scale if isinstance(e, Fraction) else Sym(e.name, e.coeff * scale) for e in inner.items)
         return Literal(inner.shape, items, node.loc)
     items: list[Element] = []
-    shape = _literal_shape(node, what, items)
+    shape = _literal_shape(node, what, items, booleans)
     return Literal(shape, tuple(items), node.loc)
 
 
@@ -286,7 +286,7 @@ def _side_file(node: YMap, what: str) -> Literal:
     return Literal(shape, items, node.loc)
 
 
-def _literal_shape(node: YNode, what: str, out: list[Element]) -> tuple[int, ...]:
+def _literal_shape(node: YNode, what: str, out: list[Element], booleans: bool = False) -> tuple[int, ...]:
     """Shape of a nested list, appending its elements (row-major) to ``out`` (nesting is bounded by the
     loader's depth limit)."""
     if isinstance(node, YSeq):
@@ -294,11 +294,11 @@ def _literal_shape(node: YNode, what: str, out: list[Element]) -> tuple[int, ...
             raise ProblemError(node.loc, f"{what} has an empty list; tensors here have at least one element per dimension")
         items = node.items
         if len(out) + len(items) <= MAX_ELEMENTS and all(type(item) is YScalar for item in items):
-            out.extend([_element(item, what) for item in items])   # a row of numbers: what the loop below does
+            out.extend([_element(item, what, booleans) for item in items])   # a row of numbers: what the loop below does
             return (len(items),)
         shapes = []
         for item in node.items:
-            s = _literal_shape(item, what, out)
+            s = _literal_shape(item, what, out, booleans)
             if shapes and s != shapes[0]:
                 raise ProblemError(item.loc, f"{what} is ragged: this entry has shape {list(s)} but the first "
                                              f"has shape {list(shapes[0])}; every row needs the same length")
@@ -310,11 +310,13 @@ def _literal_shape(node: YNode, what: str, out: list[Element]) -> tuple[int, ...
     if isinstance(node, YMap):
         raise ProblemError(node.loc, f"{what}: a mapping cannot be a tensor element; use numbers or nested lists")
     assert isinstance(node, YScalar)
-    out.append(_element(node, what))
+    out.append(_element(node, what, booleans))
     return ()
 
 
-def _element(node: YScalar, what: str) -> Element:
+def _element(node: YScalar, what: str, booleans: bool = False) -> Element:
+    if node.kind == "bool" and booleans:  # a dtype: bool tensor: True / False are 1 and 0
+        return Fraction(int(node.text.lower() in ("true", "yes", "on", "y")))
     if node.kind in ("int", "float", "str"):
         try:
             return read_number(node.text)
@@ -336,6 +338,19 @@ def _element(node: YScalar, what: str) -> Element:
 
 
 # ----------------------------------------------------------------------------- dtype checks
+
+def check_integer(decl: TensorDecl) -> None:
+    """An integer tensor: ``dtype: int64`` (:func:`check_int64`) or ``dtype: bool``, whose
+    elements are true / false (or 1 / 0)."""
+    if decl.dtype != "bool":
+        check_int64(decl)
+        return
+    for i, e in enumerate(decl.value.items):
+        if not (isinstance(e, Fraction) and e in (0, 1)):
+            shown = e.name if isinstance(e, Sym) else e
+            raise ProblemError(decl.value.loc, f"the bool tensor '{decl.name}' holds {shown} at element "
+                                               f"{_index(i, decl.value.shape)}; write true or false")
+
 
 def check_int64(decl: TensorDecl) -> None:
     """An int64 tensor (``dtype: int64``) holds integers in int64's range, no symbols."""
@@ -359,7 +374,7 @@ def check_range(decl: TensorDecl, dtype: str) -> None:
     """Refuse a nonzero element below the dtype's smallest normal number: PyTorch would hold a
     denormal (or 0) and the exact prediction would not be what torch computes. (Integer
     tensors are checked by :func:`check_int64`.)"""
-    if decl.dtype == "int64":
+    if decl.dtype in ("int64", "bool"):
         return
     floor = SMALLEST_NORMAL[dtype]
     items = decl.value.items

@@ -274,8 +274,7 @@ def value_json(v, printer=None) -> dict | list | float | int | str | None:
     if isinstance(v, (str, bool)):
         return v
     if isinstance(v, Typed):   # an integer or bool tensor (--structure: no values, as for every tensor)
-        ints = v.value.ints() if v.value.floats() is not None else None
-        return {"shape": list(v.value.shape), "value": ints, "exact": v.value.strings(), "dtype": v.dtype}
+        return {"shape": list(v.value.shape), "value": v.elements(), "exact": v.value.strings(), "dtype": v.dtype}
     if not isinstance(v, Exact):  # the float64 and structure modes' values
         return {"shape": list(v.shape), "value": v.floats(), "exact": v.strings()}
     return {"shape": list(v.shape), "value": v.floats(), "exact": v.strings(printer)}

@@ -214,9 +214,17 @@ class Runtime:
                 self.notes.append((node.name if node is not None else op.name, loc, note))
         shapes = out_shape if multi else (out_shape,)
         n_diff = len(outs_v) if op.diff_outputs is None else op.diff_outputs
+        if op.elementwise and not op.out_dtypes:
+            promoted = self._promoted_dtype(op, ts, diff, loc)
+        else:
+            promoted = None
+            if not op.view and any(d and t is not None and t.dtype == "bool" for t, d in zip(ts, diff)):
+                raise ProblemError(loc, f"{op.node} of a bool tensor is not modelled (PyTorch gives int64 sums and "
+                                        "refuses most other ops on bool); use the bool tensor in where(cond, x, y) "
+                                        "or multiply a float tensor by it")
         outs = []
         for k, (v, shape) in enumerate(zip(outs_v, shapes)):
-            dtype = (op.out_dtypes[k] if k < len(op.out_dtypes) else None) or (ts[0].dtype if ts else None)
+            dtype = (op.out_dtypes[k] if k < len(op.out_dtypes) else None) or promoted or (ts[0].dtype if ts else None)
             grad = node is not None and k < n_diff
             t = self.tensor(v, grad, node if grad else None, k if grad else 0, dtype=dtype)
             t.version.value = op.result_version
@@ -236,6 +244,21 @@ class Runtime:
             self._save(node, op, ts, outs, "out")
         self.record(opname, ts, outs, params, node, loc, values)
         return tuple(outs) if multi else outs[0]
+
+    def _promoted_dtype(self, op, ts, diff, loc) -> str:
+        """TensorIterator's type promotion for an elementwise op, over the dtypes a problem has:
+        an int64 or bool tensor combined with a tensor of the problem's float dtype gives that
+        float dtype (``x * (x > 0)``). An op with no float tensor among its operands (bool or
+        int64 arithmetic alone, or with Python numbers only) is refused: its integer result
+        types are not modelled. A non-differentiable operand (``where``'s condition) takes no part."""
+        operands = [t for t, d in zip(ts, diff) if d and t is not None]
+        tensors = [t for t in operands if not t.wrapped]
+        if any(t.dtype == self.dtype for t in tensors) or all(t.dtype == self.dtype for t in operands):
+            return self.dtype
+        kinds = sorted({t.dtype for t in tensors})
+        raise ProblemError(loc, f"{op.name} of {' and '.join(kinds)} tensors with no {self.dtype} tensor among its "
+                                "operands: integer and bool arithmetic is not modelled; combine them with a float "
+                                "tensor (x * (x > 0)) or use where(cond, x, 0)")
 
     def new_node(self, name: str, edges: list, op, params, ts, loc) -> Node:
         node = Node(self._new_seq(), name, edges, op=op, params=params, inputs=tuple(ts),

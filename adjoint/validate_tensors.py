@@ -3,7 +3,8 @@
 A declaration is a literal (:func:`adjoint.literals.parse_literal`) or a mapping
 ``{value: LITERAL, scale: S, requires_grad: BOOL, dtype: int64}`` with the keys the place
 allows. ``dtype: int64`` makes an integer tensor (class indices, embedding indices): every
-element an integer in int64's range, and it may not require grad (PyTorch raises 'Only
+element an integer in int64's range; ``dtype: bool`` a bool tensor (``where``'s condition):
+every element true or false. Neither may require grad (PyTorch raises 'Only
 Tensors of floating point and complex dtype can require gradients').
 """
 
@@ -11,11 +12,11 @@ from __future__ import annotations
 
 from .checks import FAILED, Issues, boolean, choice, identifier, mapping
 from .errors import Loc, ProblemError
-from .literals import check_int64, parse_literal
+from .literals import check_integer, parse_literal
 from .loader import YMap, YNode, kind_name
 from .problem import TensorDecl
 
-INT_DTYPES = ("int64",)
+INT_DTYPES = ("int64", "bool")
 
 
 def tensor_decl(name: str, node: YNode, loc: Loc, what: str, default_rg: bool, keys: tuple[str, ...],
@@ -25,7 +26,7 @@ def tensor_decl(name: str, node: YNode, loc: Loc, what: str, default_rg: bool, k
     if not isinstance(node, YMap):
         decl = TensorDecl(name, parse_literal(node, what), default_rg if dtype is None else False, loc, dtype)
         if decl.dtype is not None:
-            check_int64(decl)
+            check_integer(decl)
         return decl
     mapping(node, what, ("value",), keys)
     rg_node = node.get("requires_grad")
@@ -37,13 +38,13 @@ def tensor_decl(name: str, node: YNode, loc: Loc, what: str, default_rg: bool, k
         dtype = given
     if dtype is not None:
         if rg_node is not None and rg:
-            raise ProblemError(rg_node.loc, f"{what} is an int64 tensor, which cannot require grad: PyTorch raises "
+            raise ProblemError(rg_node.loc, f"{what} is {'an' if dtype == 'int64' else 'a'} {dtype} tensor, which cannot require grad: PyTorch raises "
                                             "'Only Tensors of floating point and complex dtype can require gradients'")
         rg = False
     lit_map = YMap(node.loc, tuple((k, v) for k, v in node.entries if k.text not in ("requires_grad", "dtype")))
-    decl = TensorDecl(name, parse_literal(lit_map, what), rg, loc, dtype)
+    decl = TensorDecl(name, parse_literal(lit_map, what, booleans=dtype == "bool"), rg, loc, dtype)
     if dtype is not None:
-        check_int64(decl)
+        check_integer(decl)
     return decl
 
 

@@ -134,22 +134,25 @@ def test_block_scalar_statements_are_located_per_line():
 
 
 REFUSED = [
-    ("lambda: x", "1:5: a lambda is not allowed in problem expressions; use names, numbers, + - * / ** @, calls, "
+    ("lambda: x", "1:5: a lambda is not allowed in problem expressions; use names, numbers, + - * / ** @, comparisons, calls, "
                   "indexing and tuples"),
-    ("(lambda: x)()", "1:6: a lambda is not allowed in problem expressions; use names, numbers, + - * / ** @, calls, "
+    ("(lambda: x)()", "1:6: a lambda is not allowed in problem expressions; use names, numbers, + - * / ** @, comparisons, calls, "
                       "indexing and tuples"),
     ("[v for v in x]", "1:5: a comprehension is not allowed in problem expressions; use names, numbers, + - * / ** @, "
-                       "calls, indexing and tuples"),
-    ("x > 0", "1:5: a comparison is not allowed in problem expressions; use names, numbers, + - * / ** @, calls, "
-              "indexing and tuples"),
+                       "comparisons, calls, indexing and tuples"),
+    ("0 < x < 1", "1:5: a chained comparison is Python's 'and' of two tensors (PyTorch raises 'Boolean value of "
+                  "Tensor with more than one value is ambiguous'); compare once per expression, as in "
+                  "where(x > 0, x, 0)"),
+    ("x is y", "1:5: only the comparisons > >= < <= == != are allowed ('is' and 'in' are not)"),
+    ("1 < 2", "1:5: '1 < 2' compares two numbers (a Python bool, not a tensor); compare a tensor"),
     ("x if c else y", "1:5: a conditional expression is not allowed in problem expressions; use names, numbers, "
-                      "+ - * / ** @, calls, indexing and tuples"),
+                      "+ - * / ** @, comparisons, calls, indexing and tuples"),
     ("{a: 1}", "1:6: a dict may only have string keys, as in {\"bias\": 2 * kwargs[\"bias\"]}"),
-    ("f(*a)", "1:7: starred arguments is not allowed in problem expressions; use names, numbers, + - * / ** @, calls, "
+    ("f(*a)", "1:7: starred arguments is not allowed in problem expressions; use names, numbers, + - * / ** @, comparisons, calls, "
               "indexing and tuples"),
-    ("(y := x)", "1:6: ':=' is not allowed in problem expressions; use names, numbers, + - * / ** @, calls, indexing "
+    ("(y := x)", "1:6: ':=' is not allowed in problem expressions; use names, numbers, + - * / ** @, comparisons, calls, indexing "
                  "and tuples"),
-    ('f"{x}"', "1:5: an f-string is not allowed in problem expressions; use names, numbers, + - * / ** @, calls, "
+    ('f"{x}"', "1:5: an f-string is not allowed in problem expressions; use names, numbers, + - * / ** @, comparisons, calls, "
                "indexing and tuples"),
     ("x // 2", "1:5: operator '//' is not allowed; use + - * / ** @"),
     ("x % 2", "1:5: operator '%' is not allowed; use + - * / ** @"),

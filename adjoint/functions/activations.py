@@ -151,9 +151,23 @@ def where(rt, cond: Tensor, x, y, loc: Loc):
     """torch.where(condition, input, other): WhereBackward0 (edges input, other; saves condition)."""
     if cond.dtype != "bool":
         raise ProblemError(loc, "where expected condition to be a boolean tensor, but got a tensor with dtype "
-                                f"{_TYPE_WORD.get(cond.dtype, cond.dtype)} (PyTorch raises RuntimeError); problem "
-                                "files cannot declare bool tensors yet")
+                                f"{_TYPE_WORD.get(cond.dtype, cond.dtype)} (PyTorch raises RuntimeError); make one "
+                                "with a comparison (x > 0) or declare an input with dtype: bool")
     return rt.apply("where", [x, y, cond], None, loc)
+
+
+def _comparison(prim_rel: str):
+    """``torch.gt(input, other)`` and its kin: a bool tensor and no autograd node (derivatives.yaml
+    declares their output not differentiable), whatever requires grad."""
+    def lower(rt, a, loc):
+        x, other = a["input"], a["other"]
+        for t in (x, other):
+            if isinstance(t, Tensor) and rt.B.is_symbolic(t.value):
+                raise ProblemError(loc, f"a comparison ({prim_rel}) of values with free symbols: its result depends "
+                                        "on the symbols; bind them under symbols: and compare numbers")
+        return rt.apply("compare", [x, other], prim_rel, loc)
+    lower.__name__ = f"lower_{prim_rel}"
+    return lower
 
 
 def lower_where(rt, a, loc):
@@ -209,6 +223,9 @@ FUNCTIONS = (
              doc="MaximumBackward0 (saves other, self); ties: half each"),
     Function("minimum", (_IN, Param("other", "tensor")), _binary("minimum"),
              doc="MinimumBackward0 (saves other, self); ties: half each"),
+    *(Function(name, (_IN, Param("other", "scalar")), _comparison(name),
+               doc=f"no node: a bool tensor (the Tensor method is what `a {text} b` calls)")
+      for name, text in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="), ("eq", "=="), ("ne", "!="))),
     Function("where", (Param("condition", "tensor"), Param("input", "scalar"), Param("other", "scalar")), lower_where,
              where="function",
              doc="WhereBackward0 (edges input, other; saves the bool condition)"),

@@ -22,7 +22,7 @@ from dataclasses import replace
 from fractions import Fraction
 
 from ..derivation.mathtree.sympy_names import SymPyName
-from ..derivation.mathtree import Fn, TFn, applied, dims_text, elementwise_named, generic_vjp, number_text
+from ..derivation.mathtree import Fn, TFn, applied, dims_text, elementwise_named, generic_vjp, no_gradient, number_text
 from . import Check, Math, Op, Save
 from .arith import binary_shape, broadcast_shapes, same_shape
 
@@ -379,6 +379,34 @@ def where_vjp(B, gs, ins, outs, p, need):
             _if(need, 1, lambda: B.sum_to(B.broadcast_to(B.where(cond, zero, g), B.shape(g)), B.shape(b)))]
 
 
+# ----------------------------------------------------------------------------- comparisons
+
+#: torch.gt and its kin by name: (the relation ``a - b REL 0`` tests, its LaTeX)
+RELATIONS = {"gt": (">", ">"), "ge": (">=", "\\geq"), "lt": ("<", "<"), "le": ("<=", "\\leq"), "eq": ("==", "="),
+             "ne": ("!=", "\\neq")}
+_COMPARE_FN = {name: Fn(name, f"\\left[#0 {tex} #1\\right]", no_gradient) for name, (_, tex) in RELATIONS.items()}
+
+
+def compare_forward(B, ins, p):
+    """1 (True) where ``a REL b``, else 0: decided on ``a - b`` (IEEE: nan compares false, != true),
+    except where two equal infinities make that difference nan (they are equal)."""
+    a, b = ins
+    rel = RELATIONS[p][0]
+    d = B.sub(a, b)
+    shape = broadcast_shapes(B.shape(a), B.shape(b), None)
+    zero, one = B.zeros(shape), _q(B, 1)
+    plain = B.choose(d, rel, one, zero)
+    equal_infinities = B.choose(_nan(B, d), "!=", B.choose(_nan(B, a), "!=", zero, B.choose(_nan(B, b), "!=", zero, one)),
+                                zero)
+    tie = one if rel in ("==", ">=", "<=") else zero
+    return B.broadcast_to(B.choose(equal_infinities, "!=", tie, plain), shape)
+
+
+def no_vjp(B, gs, ins, outs, p, need):
+    """A comparison makes no node (both inputs are non-differentiable), so nothing asks this."""
+    return [None for _ in ins]
+
+
 # ----------------------------------------------------------------------------- the records
 
 _SELF = (Save("self", "in", 0),)
@@ -487,6 +515,11 @@ OPS = (
        "g where condition, else 0; other: the rest", negzero="structural", differentiable=(True, True, False),
        kink_doc="condition (bool) has no edge; it is the only saved tensor",
        math=Math(applied(WHERE)), checks=(Check(((2, 3), (3,), (2, 3))),)),
+    Op("compare", "(none)", compare_forward, no_vjp, binary_shape, (),
+       "not differentiable: the result is a bool tensor with no grad_fn", negzero="never", grows=False,
+       differentiable=(False, False), out_dtypes=("bool",),
+       kink_doc="-- (no node; nan compares false, except !=)",
+       math=Math(lambda a, p, shape, k: TFn(_COMPARE_FN[p], tuple(a), shape))),
 )
 
 

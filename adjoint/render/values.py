@@ -14,6 +14,7 @@ import math
 from ..backends.float64 import F64
 from ..backends.structure import Shaped
 from ..exact import Exact
+from ..graph import Typed
 
 #: the tensor types of the three answer modes (exact, --float64, --structure)
 TENSORS = (Exact, F64, Shaped)
@@ -69,6 +70,9 @@ def value(x, exact: bool = False) -> str:
         return "None"
     if isinstance(x, TENSORS):
         return tensor(x, exact)
+    if isinstance(x, Typed):   # an int64 or bool tensor: its integers (True / False), as PyTorch prints them
+        elements = x.elements()
+        return tensor(x.value) if elements is None else _nested(elements, str)
     if isinstance(x, tuple):
         inner = ", ".join(value(i, exact) for i in x)
         return f"({inner},)" if len(x) == 1 else f"({inner})"

@@ -32,7 +32,7 @@ from ..errors import Loc, ProblemError
 from ..problem import ROOT, Function, Module
 from .program import EnvScope
 from .unfinished import watch_call
-from .values import literal_tensor, number
+from .values import DTYPES, literal_tensor, number
 
 
 # ----------------------------------------------------------------------------- built-in types
@@ -50,7 +50,7 @@ def constructor_args(decl: Module, dtype: torch.dtype, symbols: dict) -> dict:
     for b in decl.buffers:   # a loss's weight / pos_weight: tensors the constructor registers as buffers
         bare = b.name.rsplit(".", 1)[-1]
         if bare in nn_types.TENSOR_ARGS:
-            out[bare] = literal_tensor(b.value, torch.int64 if b.dtype == "int64" else dtype, symbols)
+            out[bare] = literal_tensor(b.value, DTYPES[b.dtype] if b.dtype is not None else dtype, symbols)
     return out
 
 
@@ -291,7 +291,7 @@ def _build(run, decl: Module, dtype: torch.dtype, symbols: dict, tensors: dict) 
         params[d.name.rsplit(".", 1)[-1]] = p
         tensors[d.name] = p
     for d in decl.buffers:
-        b = literal_tensor(d.value, torch.int64 if d.dtype == "int64" else dtype, symbols)
+        b = literal_tensor(d.value, DTYPES[d.dtype] if d.dtype is not None else dtype, symbols)
         buffers[d.name.rsplit(".", 1)[-1]] = b
         tensors[d.name] = b
     return CustomModule(run, decl, params, buffers, children, dtype)

@@ -108,7 +108,7 @@ class Session:
         self.observers = [self.modules[label].register_forward_hook(self._observe(label)) for label in self.decls]
 
     def leaf(self, d) -> torch.Tensor:
-        t = literal_tensor(d.value, torch.int64 if d.dtype == "int64" else self.dtype, self.symbols)
+        t = literal_tensor(d.value, DTYPES[d.dtype] if d.dtype is not None else self.dtype, self.symbols)
         return t.requires_grad_(d.requires_grad)
 
     def close(self) -> None:

@@ -24,7 +24,7 @@ import torch
 from ..errors import ProblemError
 from ..problem import Literal, Sym
 
-DTYPES = {"float32": torch.float32, "float64": torch.float64, "int64": torch.int64}
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "int64": torch.int64, "bool": torch.bool}
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 
 #: The float32 overflow threshold: rationals at least this large round to infinity (IEEE 754:
@@ -105,8 +105,8 @@ def literal_tensor(lit: Literal, dtype: torch.dtype, symbols: dict[str, Fraction
     if fast is not None:
         return fast
     items = exact_numbers(lit, symbols)
-    if dtype == torch.int64:
-        flat = torch.tensor([int(v) for v in items], dtype=torch.int64)
+    if dtype in (torch.int64, torch.bool):
+        flat = torch.tensor([int(v) for v in items], dtype=dtype)
     elif dtype == torch.float32:
         flat = torch.tensor([round_float32(v) for v in items], dtype=torch.float32)
     else:
