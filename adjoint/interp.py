@@ -133,16 +133,19 @@ class Interp:
 
     def augmented(self, stmt: S.AugAssign) -> None:
         """``t op= v`` with Python's semantics: Tensor.__iadd__ and friends are in-place;
-        ``x[i] op= v`` is get, in-place op on the view, then set."""
-        value = self.eval(stmt.value)
+        ``x[i] op= v`` is get, in-place op on the view, then set. The target is evaluated before
+        ``v`` (CPython: BINARY_SUBSCR, then the right-hand side): ``x[i]`` is made, or raises,
+        before anything ``v`` computes."""
         if isinstance(stmt.target, S.Subscript):
             base = self.eval(stmt.target.value)
             items = self.index_items(stmt.target)
             current = self.subscript_of(base, items, stmt.target)
+            value = self.eval(stmt.value)
             result = self.apply_augmented(current, stmt.op, value, stmt.loc)
             setitem(self.rt, base, items, result, stmt.loc)
             return
         current = self.eval(stmt.target)
+        value = self.eval(stmt.value)
         result = self.apply_augmented(current, stmt.op, value, stmt.loc)
         if result is not current:
             self.scope.assign_again(stmt.target.id, result, stmt.loc)

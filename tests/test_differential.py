@@ -133,6 +133,19 @@ def test_harness_detects_a_wrong_rule(monkeypatch):
     assert "grad x" in outcome.report()
 
 
+@pytest.mark.torch
+def test_torch_side_refuses_a_node_hook_on_a_tensor_without_grad():
+    """A node hook on a tensor that does not require grad (a module output computed under
+    no_grad): solve refuses it, and so does the torch side (a user has no grad_fn and no
+    AccumulateGrad to call register_hook on), so the sweep counts the file invalid, not a
+    refusal of something PyTorch runs (sweep seed 97, problem 1931)."""
+    with open(os.path.join(HERE, "errors", "hook-node-no-grad-module-output.yaml")) as fh:
+        text = fh.read()
+    outcome = check(text)
+    assert outcome.status == "invalid", outcome.report()
+    assert "torch side: <generated>:17:5: 'c' is a leaf that does not require grad" in outcome.report()
+
+
 def test_generator_covers_every_feature():
     """Over a few hundred problems (generation only: fast), every feature the differential
     test is meant to exercise shows up, and often."""

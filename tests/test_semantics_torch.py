@@ -813,3 +813,30 @@ def test_elementary_functions_at_ieee_specials():
         p -= 0.5 * p.grad
     y = x * torch.sigmoid(torch.sqrt(p * 0) + 0)
     assert torch.isnan(y).all() and np.isnan(fl(solve(text).values["model"])).all()
+
+
+# 27. `x[i] op= v` evaluates its target before v (CPython: the subscript, then the right-hand
+# side, then the in-place op): making x[i] of a written BackwardHookFunction output raises
+# before anything in v runs; found by the sweep (seed 107, problem 493)
+def test_augmented_index_assignment_evaluates_the_target_first():
+    order = []
+    c0 = nn.Linear(2, 1).double()
+    c1 = nn.Sigmoid()
+    c0.register_full_backward_hook(lambda m, gi, go: None)
+    c1.register_forward_hook(lambda m, a, out: order.append("c1"))
+    x = torch.tensor([1.0, 2.0], dtype=F64, requires_grad=True)
+    h0 = c0(torch.tensor([[-1.0, -0.5], [0.0, 1.25]], dtype=F64))
+    h0.detach().mul_(2)
+
+    def rhs():
+        order.append("rhs")
+        return torch.sum(c1(x))
+    try:
+        h0[1, 0] *= rhs()
+        raised = None
+    except RuntimeError as e:
+        raised = str(e)
+    assert order == [] and raised.startswith("Output 0 of BackwardHookFunction is a view and its base")
+    text = open("tests/data/regressions/aug_index_target_before_value.yaml").read()
+    pred = solve(text)
+    assert pred.error.message == raised and pred.hook_calls == []

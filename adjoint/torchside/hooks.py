@@ -33,6 +33,7 @@ import contextlib
 import torch
 from torch.nn.modules import module as nn_module
 
+from ..errors import ProblemError
 from ..problem import Hook
 from . import graphs
 from .program import EnvScope
@@ -127,7 +128,8 @@ class Hooks:
             t = self.names.get(hook.target)
             # a view is never such a leaf, and reading its grad_fn may raise (a custom-Function
             # view whose base was written since): a user's script would not read it here
-            if hook.on == "node" and isinstance(t, torch.Tensor) and t._base is None and t.grad_fn is None:
+            if hook.on == "node" and isinstance(t, torch.Tensor) and (
+                    not t.requires_grad or (t._base is None and t.grad_fn is None)):
                 self.attach_accumulator(hook, t)
 
     def any_saved_tensors(self) -> bool:
@@ -221,6 +223,9 @@ class Hooks:
         on an accumulator nothing holds, and lost: there is nothing to do)."""
         if not isinstance(leaf, torch.Tensor):
             return
+        if not leaf.requires_grad:   # no grad_fn, no AccumulateGrad: a user has nothing to call register_hook on
+            raise ProblemError(hook.loc, f"'{hook.target}' is a leaf that does not require grad: it has no grad_fn "
+                                         f"and no AccumulateGrad node to hook (PyTorch: {hook.target}.grad_fn is None)")
         node = self.run.nodes.accumulator(leaf)
         if node is None or id(node) in self.attached[hook.index]:
             return

@@ -262,9 +262,21 @@ class Session:
             names = self.current_names()
             for name in self.backward_inputs:
                 t = names.get(name)
-                if isinstance(t, torch.Tensor) and not t.is_leaf:
+                if isinstance(t, torch.Tensor) and not _is_leaf(t):
                     out[name] = snap(t.grad, self.dtype)
         return out
+
+
+def _is_leaf(t: torch.Tensor) -> bool:
+    """``is_leaf`` as ``.grad`` reads it (C++: ``grad_fn_ == nullptr``). Python's ``Tensor.is_leaf``
+    reads ``grad_fn``, which regenerates a view's and raises for a written view PyTorch refuses to
+    regenerate (a BackwardHookFunction output whose base an SGD step wrote: sweep seed 109,
+    problem 871); a user reading ``.grad`` meets no error. Such a view has a grad_fn unless it was
+    made under no_grad."""
+    try:
+        return t.is_leaf
+    except RuntimeError:
+        return torch._C._autograd._get_creation_meta(t) == torch._C._autograd.CreationMeta.NO_GRAD_MODE
 
 
 def backward_inputs(variant: Variant) -> list[str]:

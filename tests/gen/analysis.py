@@ -51,11 +51,15 @@ class Analysis:
         for h in hooks:
             if h.on == "module" and h.when != "after_forward":
                 self.mhooks.setdefault(h.target, []).append(h)
+        for target, regs in self.mhooks.items():   # the order they run in: prepend=True puts a hook first
+            first = [h for h in regs if h.opts.get("prepend")]
+            self.mhooks[target] = first[::-1] + [h for h in regs if not h.opts.get("prepend")]
         self.ghooks = [h for h in hooks if h.on == "global"]   # fire for every module call
         self.globals: dict[str, Info] = {}
         self.params: dict[str, Info] = {}
         self.root: Info | None = None
         self.ops: Counter = Counter()     # coverage: matmul ranks, broadcasting, mixed inputs
+        self.grad_enabled = True          # False inside a ``with no_grad():`` block (and the calls it makes)
         self.inplace: set[str] = set()    # names written in place (the grad_fn they end with is not modelled)
         self.aliases: dict[str, set] = {}   # a local -> other names of the same tensor
         self.run()
@@ -64,6 +68,8 @@ class Analysis:
         return Info(leaf.shape, leaf.rg, False, (), 1, 0, frozenset([name]) if leaf.rg else frozenset(), True)
 
     def bind(self, name: str, info: Info) -> Info:
+        if not self.grad_enabled:   # made under no_grad (a module called there too): no grad_fn
+            info = Info(info.shape, False)
         if info.rg:
             info = replace(info, deps=info.deps | {name})
         self.names[name] = info
@@ -154,7 +160,7 @@ class Analysis:
             return _node(mod.out_shape, tuple(s.rg for s in slots), frozenset().union(*(s.deps for s in slots)))
         prefix = f"{callid}." if mod.path else ""
         for line in mod.lines:
-            self.line(line, env, mod, prefix, grad=True)
+            self.line(line, env, mod, prefix, grad=self.grad_enabled)
         out = self.eval(mod.ret, env, mod)
         if not isinstance(out, tuple):
             assert out.shape == tuple(mod.out_shape), (mod.label, out.shape, mod.out_shape)
@@ -178,8 +184,10 @@ class Analysis:
             return
         st = line
         if st.kind == "with":
+            enabled, self.grad_enabled = self.grad_enabled, False
             for b in st.body:
                 self.line(b, env, mod, prefix, grad=False)
+            self.grad_enabled = enabled
             return
         if st.kind == "unpack":
             src = self.eval(st.tree, env, mod)
