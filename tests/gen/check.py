@@ -187,7 +187,7 @@ def _check_variant(problem, v, compare, run_variant, out: Outcome, text: str):
             # an exact value (finite) is beyond the dtype's range: PyTorch's floats overflow to
             # inf and then make nan (inf - inf, 0 * inf), which no exact prediction can follow
             return "overflow", detail
-        if not observed.get("error"):
+        if not any(r.section == "run" for r in bad):   # no error, or the predicted one (seed 127, problem 839)
             # The prediction is exact; PyTorch's rounding grows through ill-conditioned ops
             # (1 - tanh(x)^2 at a saturated tanh, sin of a large argument). Rerun in the other
             # precision: rounding error scales with it (~5e8 between float32 and float64), a
