@@ -119,7 +119,7 @@ def main(argv=None) -> int:
           ", ".join(f"{k} {v}" for k, v in statuses.most_common()))
     print("                   (ok: every item matched; both_raise: solve and PyTorch both refuse; nonfinite: solve "
           "refuses a non-finite forward, skipped;\n                   f32/f64_rounding: PyTorch's rounding, at least "
-          "1000x larger in float32 than in float64; overflow: an exact value beyond the dtype's range;\n"
+          "1000x larger in float32 than in float64 (or solve --float64 gives it); overflow: an exact value beyond the dtype's range;\n"
           "                   torch_crashes: solve refuses a problem PyTorch segfaults on, and a child process running it "
           "does crash)")
     print(f"disagreements:     {n_bad} problem(s)" +

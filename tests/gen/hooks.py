@@ -111,6 +111,8 @@ class HookGen:
                     h.returns = ("tup", tuple(items))
             elif kind == "forward" and s.coin(0.5):
                 h.returns = self.fwd_replace(("n", "output"))
+            if h.replaces:
+                h.when = None
             module_hooks.append(h)
         module_hooks = self.global_hooks(module_hooks)
         self.module_options(module_hooks)
@@ -169,7 +171,7 @@ class HookGen:
                 h.when = "after_forward"
             others.append(h)
         for h in module_hooks + others:
-            if self.timing and h.kind != "retain_grad" and s.coin(0.15):   # with steps: register/remove steps
+            if self.timing and h.kind != "retain_grad" and s.coin(0.15) and not h.replaces:   # with steps: register/remove steps
                 h.remove = s.choice(["before_backward", "after_backward"])
             if s.coin(0.1):
                 h.label = f"hook {self.fresh('L')}"

@@ -103,5 +103,7 @@ class HookGenV2:
         if len(hooks) >= 2 and s.coin(0.12):
             i = s.int(0, len(hooks) - 1)
             if hooks[i].kind != "retain_grad" and hooks[i].on != "saved_tensors":
-                others = [j for j in range(len(hooks)) if hooks[j].kind != "retain_grad" and hooks[j].on != "saved_tensors"]
-                hooks[i].opts["removes"] = sorted({s.choice(others) for _ in range(s.int(1, 2))})
+                others = [j for j in range(len(hooks)) if hooks[j].kind != "retain_grad" and hooks[j].on != "saved_tensors"
+                          and not hooks[j].replaces]
+                if others:
+                    hooks[i].opts["removes"] = sorted({s.choice(others) for _ in range(s.int(1, 2))})

@@ -87,6 +87,13 @@ class HookSpec:
     opts: dict = field(default_factory=dict)   # v2 options: prepend with_kwargs always_call raises removes
                                                # pack unpack scope (on: global | multi_grad | saved_tensors)
 
+    @property
+    def replaces(self) -> bool:
+        """A module forward(-pre) hook returning a value: it changes the graph every forward
+        makes, and the analysis (one forward) sizes other hooks' returns by it, so it stays
+        registered for the whole variant (no when / remove / removes / register and remove steps)."""
+        return self.on == "module" and self.kind in ("forward", "forward_pre") and self.returns is not None
+
 
 @dataclass
 class BackwardSpec:

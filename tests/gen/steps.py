@@ -28,7 +28,7 @@ class StepGen:
         F, B = "forward", "backward"
         retain = ("backward", back)
         movable = [i for i, h in enumerate(hooks)   # hooks with a handle (retain_grad has none)
-                   if h.on in ("tensor", "module", "node", "multi_grad") and h.kind != "retain_grad"]
+                   if h.on in ("tensor", "module", "node", "multi_grad") and h.kind != "retain_grad" and not h.replaces]
         if kind == "retain":
             steps = [F, retain, B]
         elif kind == "freed":
