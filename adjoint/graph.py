@@ -172,6 +172,9 @@ class Typed:
     def size(self) -> int:
         return self.value.size
 
+    def equals(self, other) -> bool:
+        return isinstance(other, Typed) and other.dtype == self.dtype and self.value.equals(other.value)
+
     def elements(self):
         """The values as nested lists of Python ints (bools for a bool tensor); None without values."""
         ints = self.value.ints() if self.value.floats() is not None else None

@@ -463,6 +463,10 @@ class Engine:
         if state.grad_outputs is None:
             return grad_input
         res = _pack_with_none(state.input_tensors_index, grad_input, state.n_inputs)
+        # the zeros BackwardHookFunction materialized for an input without a gradient are
+        # zeros_like(input): an int64 or bool input's grad_input keeps that dtype
+        res = tuple(self.rt.tensor(g, dtype=a.dtype) if g is not None and isinstance(a, Tensor)
+                    and a.dtype != self.rt.dtype else g for g, a in zip(res, call.args))
         for hook in state.user_hooks:
             returned = self.fire_hook(hook.hook, {"grad_input": res, "grad_output": state.grad_outputs}, node, call)
             if returned is None:

@@ -47,15 +47,10 @@ AGREE = [("inplace", None), ("saved_inplace", None), ("errors", "freed"), ("save
          ("saved", "scoped"), ("saved", "nested"), ("hooks", "prepend"),
          ("hooks", "global"), ("hooks", "multi"), ("hooks", "removes"),
          ("hooks", "raises"), ("errors", "stepped"), ("steps", None), ("reregister", None),
-         ("tuples_and_views", None), ("multi_grad_passes", None), ("comparisons", "plain"),
-         ("comparisons", "masked_hook")]
+         ("tuples_and_views", None), ("multi_grad_passes", None), ("comparisons", None), ("hook_integer_inputs", None)]
 #: Where the engine and PyTorch disagree today (findings for the engine; strict xfail: the day
 #: one passes, the entry must go). Key: file stem::variant -> what differs.
-DISAGREE: dict[str, str] = {
-    "comparisons::module_hook": "a full backward hook's materialized zero grad_input for a bool (or int64) input "
-                                "has the input's dtype in PyTorch (BackwardHookFunction's zeros_like); adjoint "
-                                "writes it with the float dtype (the values agree)",
-}
+DISAGREE: dict[str, str] = {}
 
 
 @pytest.mark.torch

@@ -191,7 +191,7 @@ def _same(a, b) -> bool:
     if isinstance(a, tuple) or isinstance(b, tuple):
         return isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) and all(
             _same(x, y) for x, y in zip(a, b))
-    return a.shape == b.shape and a.equals(b)
+    return type(a) is type(b) and a.shape == b.shape and a.equals(b)
 
 
 def _same_dict(a: dict, b: dict) -> bool:
