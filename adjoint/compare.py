@@ -61,6 +61,8 @@ FD_TOLERANCE = (1e-3, 1e-5)   # torch.autograd.gradcheck's defaults (rtol, atol)
 
 @dataclass
 class Row:
+    """One compared item of a verify report: the section and item, whether it agrees, and the largest absolute and relative difference."""
+
     section: str            # run | loss | hook_calls | grads | returned | values | fd
     item: str               # what was compared, e.g. "#1 full_backward@f1 'SLinear full hook'"
     ok: bool

@@ -63,6 +63,8 @@ class Call:
 
 @dataclass
 class ForwardResult:
+    """What one forward pass leaves: named tensors, module calls, the output and loss, and the log."""
+
     names: dict                       # name -> Tensor, in binding order
     calls: list[Call]
     output: Tensor

@@ -192,6 +192,8 @@ def recorded(t: Tensor, float_dtypes=("float32", "float64")):
 
 @dataclass(eq=False)
 class Edge:
+    """An edge of the autograd graph: the node a gradient flows to and which of its inputs it feeds."""
+
     node: "Node"
     input_nr: int
 
@@ -218,6 +220,8 @@ class SavedVariable:
 
 @dataclass(eq=False)
 class Node:
+    """An autograd node (a grad_fn): its edges, saved tensors and hooks, as PyTorch creates it."""
+
     seq: int
     name: str                        # e.g. "MulBackward0", "torch::autograd::AccumulateGrad"
     edges: list                      # per input slot of the op: Edge | None (next_functions)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class HookKind:
+    """One kind of hook: how it registers, when it fires, what it is handed and what a return replaces."""
+
     on: str                      # module | global | tensor | node | multi_grad | saved_tensors
     kind: str                    # the contract's kind name
     registers: str               # the PyTorch call that registers it

@@ -38,6 +38,8 @@ AUGMENTED = {"+": "add_", "-": "sub_", "*": "mul_", "/": "div_", "**": "pow_"}
 
 @dataclass(frozen=True)
 class InplaceMethod:
+    """An in-place Tensor method (add_, mul_, ...): the primitive it runs and the arguments it takes."""
+
     name: str
     prim: str | None                 # the primitive whose node the in-place op makes (None: chosen per call)
     takes: tuple[str, ...]           # the argument names after self

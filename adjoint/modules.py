@@ -22,6 +22,8 @@ from .graph import HookDict
 
 @dataclass
 class ModuleHooks:
+    """The hooks registered on one module, per kind, in registration order."""
+
     forward_pre: HookDict = field(default_factory=HookDict)
     forward: HookDict = field(default_factory=HookDict)
     backward_pre: HookDict = field(default_factory=HookDict)

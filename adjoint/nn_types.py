@@ -43,6 +43,8 @@ ARG_KINDS = ("int", "float", "bool", "str", "opt_int", "opt_float", "ints", "poo
 
 @dataclass(frozen=True)
 class ArgSpec:
+    """One constructor argument of an nn layer: its kind, default and allowed values."""
+
     name: str
     kind: str
     default: object = REQUIRED
@@ -57,12 +59,16 @@ class ArgSpec:
 
 @dataclass(frozen=True)
 class ParamSpec:
+    """One parameter of an nn layer and its shape rule."""
+
     name: str                     # as named_parameters() names it, relative to the module
     shape: tuple[int, ...]
 
 
 @dataclass(frozen=True)
 class BufferSpec:
+    """One buffer of an nn layer: its shape rule, default value and dtype."""
+
     name: str                     # as named_buffers() names it
     shape: tuple[int, ...] | None  # None: any shape (given by the file)
     default: str | None           # "zeros" | "ones" | None: absent unless the file gives it
@@ -87,6 +93,8 @@ def _as_given(args: dict) -> dict:
 
 @dataclass(frozen=True)
 class NNType:
+    """An nn layer type (Linear, Conv2d, ...): its arguments, inputs, parameters, buffers and forward."""
+
     name: str
     args: tuple[ArgSpec, ...] = ()
     inputs: tuple[str, ...] = ("input",)

@@ -41,6 +41,8 @@ class Pass:
 
 @dataclass
 class RunError:
+    """The PyTorch error a variant ends in: its type, message and where it was raised."""
+
     type: str
     message: str
     during: str                      # forward | backward
@@ -50,6 +52,8 @@ class RunError:
 
 @dataclass
 class VariantRun:
+    """One variant run by the engine: its forward passes, backward passes, steps and error."""
+
     problem: Problem
     variant: Variant
     rt: Runtime

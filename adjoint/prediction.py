@@ -43,6 +43,8 @@ class _Shown:
 
 @dataclass(repr=False)
 class HookRecord(_Shown):
+    """One hook call of the prediction, as reported: what it was handed and returned."""
+
     index: int                 # position in the hook list it was declared in
     label: str
     kind: str
@@ -86,6 +88,8 @@ class Boundary(_Shown):
 
 @dataclass
 class FunctionCheck(_Shown):
+    """Whether a custom Function's backward matches the true vector-Jacobian product."""
+
     callid: str
     name: str
     slot: str
@@ -128,6 +132,8 @@ class PassRecord(_Shown):
 
 @dataclass(repr=False)
 class VariantPrediction(_Shown):
+    """The prediction for one variant: loss, gradients, hook calls, values and notes."""
+
     name: str
     method: str
     root: str
@@ -202,6 +208,8 @@ class VariantPrediction(_Shown):
 
 @dataclass(repr=False)
 class Prediction(_Shown):
+    """The prediction for a whole problem: one VariantPrediction per variant."""
+
     problem: object
     variants: list[VariantPrediction]
     numeric: bool = False

@@ -39,6 +39,8 @@ Element = Fraction | Sym
 
 @dataclass(frozen=True)
 class Literal:
+    """A tensor literal of the problem file: its shape and items."""
+
     shape: tuple[int, ...]
     items: tuple[Element, ...]  # row-major
     loc: Loc
@@ -89,6 +91,8 @@ ArgValue = Fraction | int | bool | str | None | tuple  # tuple: of ints (kernel_
 
 @dataclass(frozen=True)
 class Module:
+    """A module of the problem's model: its type, parameters, children and forward."""
+
     path: str                    # "" for the root; "layers.0" for a ModuleList item
     name: str                    # key under its parent's children; "model" for the root
     type: str | None             # a built-in type (a torch.nn class name), or None for a custom module
@@ -181,6 +185,8 @@ class Hook:
 
 @dataclass(frozen=True)
 class Backward:
+    """How a variant runs backward: backward() or autograd.grad, and with what."""
+
     method: str                  # backward | grad
     inputs: tuple[tuple[str, Loc], ...]
     grad_output: Literal | None
@@ -206,6 +212,8 @@ class Step:
 
 @dataclass(frozen=True)
 class Variant:
+    """One variant of a problem: its inputs, hooks, backward and steps."""
+
     name: str                    # "default" when the file has no variants
     inputs: tuple[TensorDecl, ...]
     hooks: tuple[Hook, ...]
@@ -227,6 +235,8 @@ class Origin:
 
 @dataclass(frozen=True)
 class Problem:
+    """A validated problem file: the model, the loss and the variants."""
+
     name: str
     description: str
     path: str

@@ -37,6 +37,8 @@ from .runtime import FREED_GRAPH, CallRecord, Runtime, TorchError
 
 @dataclass
 class BackwardRequest:
+    """One call of backward() or autograd.grad: the root, grad_output, inputs and retain_graph."""
+
     root: Tensor
     grad_output: object | None        # backend value, or None for ones
     method: str = "backward"          # backward | grad
@@ -46,6 +48,8 @@ class BackwardRequest:
 
 @dataclass
 class BackwardResult:
+    """What one backward pass gives: captured gradients, the nodes run and the hook calls."""
+
     captured: list                    # torch.autograd.grad results, in inputs order
     seen: dict = field(default_factory=dict)   # Tensor id -> gradient its grad_fn received (after pre-hooks)
     order: list = field(default_factory=list)  # node names in execution order

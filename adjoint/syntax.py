@@ -51,11 +51,15 @@ from .errors import Loc
 
 @dataclass(frozen=True)
 class Expr:
+    """An expression of the problem language, with its location in the file."""
+
     loc: Loc
 
 
 @dataclass(frozen=True)
 class Num(Expr):
+    """A number literal (exact), with the text it was written as."""
+
     value: Fraction
     text: str
 
@@ -68,31 +72,43 @@ class Num(Expr):
 
 @dataclass(frozen=True)
 class Str(Expr):
+    """A string literal."""
+
     value: str
 
 
 @dataclass(frozen=True)
 class Bool(Expr):
+    """True or False."""
+
     value: bool
 
 
 @dataclass(frozen=True)
 class NoneLit(Expr):
+    """None."""
+
     pass
 
 
 @dataclass(frozen=True)
 class EllipsisLit(Expr):
+    """The ellipsis `...` in an index."""
+
     pass
 
 
 @dataclass(frozen=True)
 class Name(Expr):
+    """A name: a tensor, a module or a symbol."""
+
     id: str
 
 
 @dataclass(frozen=True)
 class Bin(Expr):
+    """A binary operation: + - * / ** @ and the comparisons."""
+
     op: str
     left: Expr
     right: Expr
@@ -100,6 +116,8 @@ class Bin(Expr):
 
 @dataclass(frozen=True)
 class Neg(Expr):
+    """Unary minus."""
+
     operand: Expr
 
 
@@ -108,6 +126,8 @@ Kwargs = tuple[tuple[str, Expr], ...]
 
 @dataclass(frozen=True)
 class Call(Expr):
+    """A function call f(args, kwargs) (prefix: torch, F or nothing)."""
+
     func: str
     args: tuple[Expr, ...]
     kwargs: Kwargs = ()
@@ -116,6 +136,8 @@ class Call(Expr):
 
 @dataclass(frozen=True)
 class Method(Expr):
+    """A method call obj.name(args, kwargs)."""
+
     obj: Expr
     name: str
     args: tuple[Expr, ...]
@@ -124,12 +146,16 @@ class Method(Expr):
 
 @dataclass(frozen=True)
 class Attr(Expr):
+    """An attribute obj.name."""
+
     obj: Expr
     name: str
 
 
 @dataclass(frozen=True)
 class Slice(Expr):
+    """A slice lower:upper:step in an index."""
+
     lower: Expr | None
     upper: Expr | None
     step: Expr | None
@@ -137,22 +163,30 @@ class Slice(Expr):
 
 @dataclass(frozen=True)
 class Subscript(Expr):
+    """An index value[items]."""
+
     value: Expr
     items: tuple[Expr, ...]      # Expr | Slice | NoneLit | EllipsisLit, one per comma-separated index
 
 
 @dataclass(frozen=True)
 class Tup(Expr):
+    """A tuple."""
+
     items: tuple[Expr, ...]
 
 
 @dataclass(frozen=True)
 class ListLit(Expr):
+    """A list."""
+
     items: tuple[Expr, ...]
 
 
 @dataclass(frozen=True)
 class DictLit(Expr):
+    """A dict with string keys."""
+
     items: tuple[tuple[str, Expr], ...]
 
 
@@ -160,17 +194,23 @@ class DictLit(Expr):
 
 @dataclass(frozen=True)
 class Stmt:
+    """A statement of a forward program, with its location in the file."""
+
     loc: Loc
 
 
 @dataclass(frozen=True)
 class Assign(Stmt):
+    """target = value."""
+
     target: Expr                 # Name | Tup of targets | Subscript of a Name
     value: Expr
 
 
 @dataclass(frozen=True)
 class AugAssign(Stmt):
+    """target op= value (in place)."""
+
     target: Expr                 # Name | Subscript of a Name
     op: str                      # "+", "-", "*", "/", "**", "@"
     value: Expr
@@ -178,17 +218,23 @@ class AugAssign(Stmt):
 
 @dataclass(frozen=True)
 class ExprStmt(Stmt):
+    """An expression evaluated for its effect."""
+
     value: Expr
 
 
 @dataclass(frozen=True)
 class With(Stmt):
+    """A with torch.no_grad() / torch.enable_grad() block."""
+
     mode: str                    # "no_grad" | "enable_grad"
     body: tuple[Stmt, ...]
 
 
 @dataclass(frozen=True)
 class Return(Stmt):
+    """return value."""
+
     value: Expr
 
 

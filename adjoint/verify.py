@@ -36,6 +36,8 @@ INSTALL_TORCH = (f"pip install torch=={MODELLED_TORCH} (the CPU wheel; outside t
 
 @dataclass
 class VariantResult:
+    """The verify result of one variant: its rows, timing and what torch showed."""
+
     problem: str
     file: str
     variant: str

@@ -26,6 +26,8 @@ _Q1 = fmpq(1)
 
 @dataclass(frozen=True)
 class Elementary:
+    """One elementary function (exp, log, tanh, ...) as each value backend evaluates it: a certified ball, a closed form, exactly at a rational where it can, in float64, and its domain."""
+
     name: str
     ball: Callable                    # arb -> arb, at the context's precision
     closed: Callable                  # SymPy element (or fmpq) -> SymPy closed form, PyTorch's conventions

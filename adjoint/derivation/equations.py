@@ -19,6 +19,8 @@ from ..graph import Tensor
 
 @dataclass(eq=False)
 class Var:
+    """A tensor of the derivation's equations: its shape, dtype, value and the equation that made it."""
+
     id: int
     tensor: Tensor
     shape: tuple
@@ -33,6 +35,8 @@ class Var:
 
 @dataclass(eq=False)
 class Eqn:
+    """One equation of the derivation: a primitive applied to input variables, with the autograd node it made."""
+
     id: int
     prim: str
     ins: tuple                       # Var ids, or the value of a Python number PyTorch wrapped
@@ -49,6 +53,8 @@ class Eqn:
 
 @dataclass
 class CallView:
+    """One module call as the derivation sees it: its arguments, outputs and the equations of its body."""
+
     index: int
     call: object                     # forward.Call
     args: tuple                      # Var ids of the positional inputs (after forward-pre hooks)
@@ -59,6 +65,8 @@ class CallView:
 
 @dataclass
 class Equations:
+    """The forward pass written as equations over variables, with the lookups the derivation needs."""
+
     vars: list = field(default_factory=list)
     eqns: list = field(default_factory=list)
     leaves: dict = field(default_factory=dict)      # leaf name -> Var id (the pass's leaves, in order)

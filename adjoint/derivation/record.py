@@ -43,6 +43,8 @@ class Ident:
 
 @dataclass
 class ChainFactor:
+    """One factor d top / d bottom of a written-out chain rule (top None: the given grad_output v of a backward)."""
+
     top: int | None                  # d top / d bottom; None: the given grad_output v of a backward
     bottom: int | None
     value: Exact
@@ -73,12 +75,16 @@ class ArrivalTerm:
 
 @dataclass
 class Arrival:
+    """The terms that arrive at a tensor in the reverse sweep, and their total."""
+
     terms: list
     total: Exact | None
 
 
 @dataclass
 class TensorInfo:
+    """Everything the derivation shows about one tensor: its symbol, value, formula and role."""
+
     id: int
     shape: tuple
     dtype: str
@@ -113,6 +119,8 @@ class Version:
 
 @dataclass
 class LocalDerivative:
+    """The derivative of an atom of the loss, as a formula and as a value."""
+
     atom: int
     expr: object                     # a SymPy expression in the symbols v#<var> (the renderer names them)
     value: Exact | None
@@ -159,6 +167,8 @@ class CallInfo:
 
 @dataclass
 class DeclaredHook:
+    """A hook as the problem declares it, as the derivation lists it."""
+
     index: int
     label: str
     kind: str
@@ -183,6 +193,8 @@ class DeclaredHook:
 
 @dataclass
 class HookArg:
+    """One argument a hook is handed, with the formula and the chain that explain its value."""
+
     name: str
     position: int | None             # index in a tuple argument
     value: object
@@ -198,6 +210,8 @@ class HookArg:
 
 @dataclass
 class LegacyRow:
+    """One entry of a legacy backward hook's grad_input: the last node's input it is."""
+
     index: int
     var: int
     value: Exact
@@ -206,6 +220,8 @@ class LegacyRow:
 
 @dataclass
 class HookCall:
+    """One hook firing, in engine order, with its arguments, what it returned and why it fired there."""
+
     number: int
     hook: int                        # the declared hook's index
     label: str
@@ -238,6 +254,8 @@ class HookCall:
 
 @dataclass
 class BoundaryInput:
+    """One input of a module call at its boundary: its multiplier (the gradient)."""
+
     var: int
     value: Exact | None
     ident: Ident | None
@@ -245,6 +263,8 @@ class BoundaryInput:
 
 @dataclass
 class Boundary:
+    """A module call seen as a block: the multipliers at its output and inputs (grad_output, grad_input)."""
+
     callid: str
     type: str
     call: int
@@ -267,6 +287,8 @@ class Change:
 
 @dataclass
 class Gradient:
+    """The gradient of one input: its value, the chain and terms that produce it, and what hooks changed."""
+
     name: str
     var: int | None
     value: object                    # what PyTorch stores (or returns)
@@ -361,6 +383,8 @@ class ErrorInfo:
 
 @dataclass
 class FunctionNote:
+    """A custom Function's declared backward compared with the true vector-Jacobian product."""
+
     name: str
     callid: str
     slot: str
@@ -371,6 +395,8 @@ class FunctionNote:
 
 @dataclass
 class VariantDerivation:
+    """The derivation of one variant: hooks, units of explanation, notes and steps."""
+
     name: str
     description: str | None
     hooks: list                      # DeclaredHook
@@ -385,6 +411,8 @@ class VariantDerivation:
 
 @dataclass
 class ProblemDerivation:
+    """The derivation of a whole problem: its symbols, notations and one record per variant."""
+
     name: str
     description: str | None
     symbols: dict                    # symbol name -> value (numeric mode), else {}

@@ -38,6 +38,8 @@ class Param:
 
 @dataclass(frozen=True)
 class Function:
+    """A function of the problem language (torch.x, F.x or a Tensor method): its parameters and how it lowers to ops."""
+
     name: str
     params: tuple[Param, ...]
     lower: Callable                 # (rt, args: dict, loc) -> Tensor | tuple | number

@@ -76,6 +76,8 @@ class Math:
 
 @dataclass(frozen=True)
 class Op:
+    """One primitive: everything adjoint knows about it, in one registry entry (see the module docstring)."""
+
     name: str                        # primitive name, as the lowering names it
     node: str                        # PyTorch's grad_fn name
     forward: Callable                # (B, ins, p) -> value (or tuple of values when outputs > 1)

@@ -21,6 +21,8 @@ from . import Check, Math, Op, Save
 
 @dataclass(frozen=True)
 class EmbeddingSpec:
+    """The parameters of an embedding lookup as its node saves them."""
+
     padding_idx: int        # -1: none (as the node saves it)
     scale_grad_by_freq: bool = False
 

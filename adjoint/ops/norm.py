@@ -57,6 +57,8 @@ def _normalized_grad(B, gw, xhat, rstd, keep_shape):
 
 @dataclass(frozen=True)
 class BatchNormSpec:
+    """The parameters of a batch norm: training mode and eps."""
+
     training: bool
     eps: Fraction
 
@@ -133,6 +135,8 @@ def batch_norm_vjp(B, gs, ins, outs, p: BatchNormSpec, need):
 
 @dataclass(frozen=True)
 class LayerNormSpec:
+    """The parameters of a layer norm: the normalized shape and eps."""
+
     normalized_shape: tuple[int, ...]
     eps: Fraction
 
@@ -192,6 +196,8 @@ def layer_norm_vjp(B, gs, ins, outs, p: LayerNormSpec, need):
 
 @dataclass(frozen=True)
 class GroupNormSpec:
+    """The parameters of a group norm: the number of groups and eps."""
+
     groups: int
     eps: Fraction
 

@@ -25,6 +25,8 @@ from . import Check, Math, Op, Save
 
 @dataclass(frozen=True)
 class PoolSpec:
+    """The parameters of a 2-D pooling window."""
+
     kernel: tuple[int, int]
     stride: tuple[int, int]
     padding: tuple[int, int]

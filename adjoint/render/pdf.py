@@ -36,6 +36,8 @@ _MATH_FONTS = re.compile(r"/(cmm|cmsy|cmex|msam|msbm)|\\OML/|\\OMS/|\\OMX/|\$")
 
 @dataclass
 class Overfull:
+    """An overfull box the TeX engine reported."""
+
     points: float
     where: str          # "detected at line N" or "in paragraph at lines A--B"
     content: str        # the box content TeX prints
@@ -47,6 +49,8 @@ class Overfull:
 
 @dataclass
 class CompileReport:
+    """What compiling the LaTeX gave: the engine, its passes, overfull boxes, the log and the PDF."""
+
     engine: str
     passes: int
     overfull: list[Overfull] = field(default_factory=list)

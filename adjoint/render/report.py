@@ -42,6 +42,8 @@ class Options:
 
 @dataclass
 class Call:
+    """A hook call numbered in firing order, as a report shows it."""
+
     number: int                       # firing order over the whole variant, 1-based
     hook: HookRecord
 
@@ -57,6 +59,8 @@ class Group:
 
 @dataclass
 class VariantView:
+    """One variant's part of a report, with what it shares with other variants."""
+
     v: VariantPrediction
     groups: list[Group]
     effects: Effects
@@ -73,6 +77,8 @@ class VariantView:
 
 @dataclass
 class ReportView:
+    """A report laid out for printing: the problem's variants and what is hidden."""
+
     name: str
     description: str
     numeric: bool

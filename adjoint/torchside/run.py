@@ -61,6 +61,8 @@ TORCH_ERRORS = (RuntimeError, ValueError, TypeError, IndexError, NotImplementedE
 
 @dataclass
 class ForwardPass:
+    """What one forward pass in torch gives: named tensors, counts, the output and loss."""
+
     index: int
     names: dict = field(default_factory=dict)      # name -> value, in binding order
     counts: dict = field(default_factory=dict)     # module label -> calls so far

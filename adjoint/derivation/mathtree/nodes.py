@@ -53,19 +53,25 @@ class TNode:
 
 
 @dataclass(eq=False)
-class TAtom(TNode):          # a leaf or a named intermediate (a state x_k); var: its id in the derivation
+class TAtom(TNode):
+    """A leaf or a named intermediate (a state x_k); var: its id in the derivation."""
+
     var: int
     shape: tuple
 
 
 @dataclass(eq=False)
-class TConst(TNode):         # a Python number (or a constant tensor value)
+class TConst(TNode):
+    """A Python number (or a constant tensor value)."""
+
     value: object            # Fraction | fmpq | Exact
     shape: tuple = ()
 
 
 @dataclass(eq=False)
-class TBin(TNode):           # elementwise + - * / ** and the VJP-only elementwise product
+class TBin(TNode):
+    """Elementwise + - * / ** and the VJP-only elementwise product."""
+
     op: str                  # add | sub | mul | div | pow | had
     a: TNode
     b: TNode
@@ -77,6 +83,8 @@ class TBin(TNode):           # elementwise + - * / ** and the VJP-only elementwi
 
 @dataclass(eq=False)
 class TNeg(TNode):
+    """Elementwise negation."""
+
     a: TNode
     shape: tuple
 
@@ -85,7 +93,9 @@ class TNeg(TNode):
 
 
 @dataclass(eq=False)
-class TMatMul(TNode):        # matrix product (column convention for 1-D tensors)
+class TMatMul(TNode):
+    """Matrix product (column convention for 1-D tensors)."""
+
     a: TNode
     b: TNode
     shape: tuple
@@ -95,7 +105,9 @@ class TMatMul(TNode):        # matrix product (column convention for 1-D tensors
 
 
 @dataclass(eq=False)
-class TInner(TNode):         # dot product of two vectors: a^T b
+class TInner(TNode):
+    """Dot product of two vectors: a^T b."""
+
     a: TNode
     b: TNode
     shape: tuple = ()
@@ -105,7 +117,9 @@ class TInner(TNode):         # dot product of two vectors: a^T b
 
 
 @dataclass(eq=False)
-class TT(TNode):             # transpose (of a 1-D column: the row)
+class TT(TNode):
+    """Transpose (of a 1-D column: the row)."""
+
     a: TNode
     shape: tuple
 
@@ -114,7 +128,9 @@ class TT(TNode):             # transpose (of a 1-D column: the row)
 
 
 @dataclass(eq=False)
-class TFn(TNode):            # a named function applied to its arguments (see Fn)
+class TFn(TNode):
+    """A named function applied to its arguments (see Fn)."""
+
     fn: Fn
     args: tuple
     shape: tuple
@@ -134,7 +150,9 @@ class TFn(TNode):            # a named function applied to its arguments (see Fn
 
 
 @dataclass(eq=False)
-class TCall(TNode):          # a custom autograd.Function applied to its inputs (output `output` of several)
+class TCall(TNode):
+    """A custom autograd.Function applied to its inputs (output `output` of several)."""
+
     name: str
     args: tuple
     shape: tuple
@@ -145,14 +163,18 @@ class TCall(TNode):          # a custom autograd.Function applied to its inputs 
 
 
 @dataclass(eq=False)
-class TLam(TNode):           # the multiplier lambda_k of state x_k (tilde: the gradient PyTorch carries)
+class TLam(TNode):
+    """The multiplier lambda_k of state x_k (tilde: the gradient PyTorch carries)."""
+
     var: int
     shape: tuple
     tilde: bool = False
 
 
 @dataclass(eq=False)
-class TSumTo(TNode):         # sum over broadcast dimensions back to `shape`
+class TSumTo(TNode):
+    """Sum over broadcast dimensions back to `shape`."""
+
     a: TNode
     shape: tuple
 
@@ -161,22 +183,16 @@ class TSumTo(TNode):         # sum over broadcast dimensions back to `shape`
 
 
 @dataclass(eq=False)
-class TOnes(TNode):          # the all-ones tensor of a shape
+class TOnes(TNode):
+    """The all-ones tensor of a shape."""
+
     shape: tuple
 
 
 @dataclass(eq=False)
-class TSub(TNode):           # an index view a[key]: key items are int | slice | None | Ellipsis
-    a: TNode
-    key: tuple
-    shape: tuple
+class TSub(TNode):
+    """An index view a[key]: key items are int | slice | None | Ellipsis."""
 
-    def children(self):
-        return (self.a,)
-
-
-@dataclass(eq=False)
-class TPlace(TNode):         # zeros of `shape` with a put at [key] (the gradient of a[key])
     a: TNode
     key: tuple
     shape: tuple
@@ -186,7 +202,21 @@ class TPlace(TNode):         # zeros of `shape` with a put at [key] (the gradien
 
 
 @dataclass(eq=False)
-class TPut(TNode):           # base with its view `region` replaced by value (an in-place write through a view)
+class TPlace(TNode):
+    """Zeros of `shape` with a put at [key] (the gradient of a[key])."""
+
+    a: TNode
+    key: tuple
+    shape: tuple
+
+    def children(self):
+        return (self.a,)
+
+
+@dataclass(eq=False)
+class TPut(TNode):
+    """Base with its view `region` replaced by value (an in-place write through a view)."""
+
     base: TNode
     region: TNode            # the view of base that was written (built by `view` from base)
     value: TNode
@@ -198,7 +228,9 @@ class TPut(TNode):           # base with its view `region` replaced by value (an
 
 
 @dataclass(eq=False)
-class TJac(TNode):           # J^T lam of a named function w.r.t. its argument `index` (a declared generic VJP)
+class TJac(TNode):
+    """J^T lam of a named function w.r.t. its argument `index` (a declared generic VJP)."""
+
     of: TFn
     index: int
     lam: TNode
@@ -209,14 +241,18 @@ class TJac(TNode):           # J^T lam of a named function w.r.t. its argument `
 
 
 @dataclass(eq=False)
-class TName(TNode):          # a plain name: a hook argument, a Function slot
+class TName(TNode):
+    """A plain name: a hook argument, a Function slot."""
+
     name: str
     shape: tuple = ()
     code: bool = True        # typeset as code (hook arguments) or as a math symbol
 
 
 @dataclass(eq=False)
-class TIndex(TNode):         # item `index` of a tuple (grad_input[0])
+class TIndex(TNode):
+    """Item `index` of a tuple (grad_input[0])."""
+
     a: TNode
     index: int
     shape: tuple = ()
@@ -227,6 +263,8 @@ class TIndex(TNode):         # item `index` of a tuple (grad_input[0])
 
 @dataclass(eq=False)
 class TTuple(TNode):
+    """A tuple of trees (a hook's grad_input)."""
+
     items: tuple
     shape: tuple = ()
 
@@ -236,31 +274,41 @@ class TTuple(TNode):
 
 @dataclass(eq=False)
 class TNone(TNode):
+    """None (a hook argument without a gradient)."""
+
     shape: tuple = ()
 
 
 @dataclass(eq=False)
-class TSym(TNode):           # a symbol already typeset (x_{3}, \ell): built by the renderer only
+class TSym(TNode):
+    """A symbol already typeset (x_{3}, \\ell): built by the renderer only."""
+
     tex: str
     shape: tuple = ()
     atomic: bool = True
 
 
 @dataclass(eq=False)
-class TDeriv(TNode):         # the derivative d top / d bottom
+class TDeriv(TNode):
+    """The derivative d top / d bottom."""
+
     top: TNode
     bottom: TNode
     shape: tuple = ()
 
 
 @dataclass(eq=False)
-class TVal(TNode):           # an exact value, printed by the number rule
+class TVal(TNode):
+    """An exact value, printed by the number rule."""
+
     value: Exact
     shape: tuple = ()
 
 
 @dataclass(eq=False)
-class TProduct(TNode):       # a written-out product of factors (a chain rule), joined by a centred dot
+class TProduct(TNode):
+    """A written-out product of factors (a chain rule), joined by a centred dot."""
+
     items: tuple
     shape: tuple = ()
 

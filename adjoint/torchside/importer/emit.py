@@ -13,16 +13,22 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Flow:
+    """A flow-style YAML item (written on one line)."""
+
     text: str
 
 
 @dataclass(frozen=True)
 class Block:
+    """A block-style YAML text (written as it is)."""
+
     text: str
 
 
 @dataclass(frozen=True)
 class Note:
+    """A value with a YAML comment after it."""
+
     value: object
     comment: str
 
