@@ -34,3 +34,19 @@ def test_cli_solve_of_a_rational_file_never_loads_sympy():
 
 def test_closed_forms_load_sympy_when_shown():
     assert "sympy" in _loaded("tests/data/verify_twice.yaml")
+
+
+def test_every_dataclass_has_a_docstring():
+    """A record says what it is; without a docstring, ``dataclass`` also calls
+    ``inspect.signature`` to write one, at every start (14 ms of ``solve``'s start-up over 107
+    classes, measured when they were added)."""
+    import ast
+    import pathlib
+
+    missing = []
+    for path in sorted(pathlib.Path("adjoint").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.ClassDef) and ast.get_docstring(node) is None
+                    and any("dataclass" in ast.unparse(d) for d in node.decorator_list)):
+                missing.append(f"{path}:{node.lineno} {node.name}")
+    assert missing == []
