@@ -111,8 +111,42 @@ def setitem(rt, x, items: list, value, loc: Loc) -> None:
     # set_item's applySlicing skips a slice over a whole dimension (applySlice's optimization,
     # not disabled for assignment): when every item is one (or ...), the write goes into x itself
     target = x if _whole(x.shape, items) else getitem(rt, x, items, loc, lone=False)
-    # set_item's copy_to: a value without dimensions (a number, a 0-d tensor) is fill_ (FillBackward3)
-    apply_inplace(rt, "fill_" if not value.shape else "copy_", target, [value], None, loc)
+    apply_inplace(rt, *_copy_to(rt, target, value, loc), loc)
+
+
+def _copy_to(rt, dst: Tensor, src: Tensor, loc: Loc) -> tuple:
+    """set_item's ``copy_to`` (torch/csrc/autograd/python_variable_indexing.cpp): the same sizes
+    are a plain ``copy_``; else a value without dimensions (a number, a 0-d tensor) is ``fill_``
+    (FillBackward3); else the value is first viewed without its leading size-1 dimensions
+    (``slicePrefix1sSize``: a ViewBackward0, even when nothing is dropped) and expanded to the
+    destination's sizes when they still differ (``expand_inplace``: an ExpandBackward0). Returns
+    the in-place primitive, its target and its operands."""
+    from .functions.views import view
+    from .ops.views import expand_shape
+    if src.shape == dst.shape:
+        return "copy_", dst, [src], None
+    if not src.shape:
+        return "fill_", dst, [src], None
+    kept = list(src.shape)
+    while kept and kept[0] == 1:
+        kept.pop(0)
+    src = view(rt, src, tuple(kept), loc)
+    if src.shape != dst.shape:
+        lead = len(dst.shape) - len(src.shape)
+        if lead < 0:
+            why = (f"the number of sizes provided ({len(dst.shape)}) must be greater or equal to the number of "
+                   f"dimensions in the tensor ({len(src.shape)})")
+        else:
+            bad = next((i for i, n in enumerate(src.shape) if n not in (1, dst.shape[lead + i])), None)
+            why = None if bad is None else (f"the expanded size of the tensor ({dst.shape[lead + bad]}) must match "
+                                            f"the existing size ({src.shape[bad]}) at non-singleton dimension "
+                                            f"{lead + bad}")
+        if why is not None:
+            raise ProblemError(loc, f"a value of shape {list(src.shape)} does not fit the indexed part, of shape "
+                                    f"{list(dst.shape)} (PyTorch raises RuntimeError: {why}); give a value that "
+                                    f"broadcasts to {list(dst.shape)}")
+        src = rt.apply("expand", [src], expand_shape([src.shape], dst.shape, loc), loc)
+    return "copy_", dst, [src], None
 
 
 # ----------------------------------------------------------------------------- the in-place kernel

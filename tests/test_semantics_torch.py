@@ -840,3 +840,49 @@ def test_augmented_index_assignment_evaluates_the_target_first():
     text = open("tests/data/regressions/aug_index_target_before_value.yaml").read()
     pred = solve(text)
     assert pred.error.message == raised and pred.hook_calls == []
+
+
+# 28. `x[i] = v` copies as set_item's copy_to does: the same sizes are copy_, a 0-d value is
+# fill_, anything else is first viewed without its leading size-1 dimensions (a ViewBackward0
+# even when none is dropped) and expanded to the indexed part (an ExpandBackward0) when the
+# sizes still differ. Found by the sweep (seed 161, problem 1699, reduced): a value of shape
+# [1] written into a 0-d element was an internal error.
+SETITEM_CASES = [((2, 2), "0", (1, 2)), ((2,), "0", (1,)), ((2, 2), "0", (1,)), ((2, 2), "0", (2,)),
+                 ((2, 2), ":", (2,)), ((2, 2), ":", (1, 2)), ((2,), "0", (1, 1)), ((3,), "0:2", (1,)),
+                 ((), "...", ()), ((2,), ":", ()), ((2,), "...", (1,)), ((), "...", (1,)),
+                 ((2, 3), "0:2, 1", (2,)), ((2, 3), "..., 0:2", (1, 1, 2))]
+
+
+def test_index_assignment_views_and_expands_the_value_as_copy_to_does():
+    import json
+
+    from nodechain import chain, leaf_names
+
+    def index(text):   # the index as Python reads "0:2, 1" (no eval)
+        def one(part):
+            part = part.strip()
+            if part == "...":
+                return Ellipsis
+            if ":" in part:
+                lo, hi = part.split(":")
+                return slice(int(lo) if lo else None, int(hi) if hi else None)
+            return int(part)
+        items = tuple(one(p) for p in text.split(","))
+        return items[0] if len(items) == 1 else items
+
+    for dst, ix, vs in SETITEM_CASES:
+        a = torch.arange(1, 1 + torch.Size(dst).numel(), dtype=F64).reshape(dst).requires_grad_()
+        v = (torch.arange(1, 1 + torch.Size(vs).numel(), dtype=F64) * 0.5).reshape(vs).requires_grad_()
+        h = a * 1
+        h[index(ix)] = v * 3
+        (h * h).sum().backward()
+        text = (f"name: si\ndtype: float64\ninputs:\n  a: {{value: {json.dumps(a.tolist())}, requires_grad: true}}\n"
+                f"  v: {{value: {json.dumps(v.tolist())}, requires_grad: true}}\nmodel:\n  inputs: [a, v]\n"
+                f"  forward: |\n    h = a * 1\n    h[{ix}] = v * 3\n    return (h * h).sum()\n")
+        pred = adjoint.loads(text).solve().variants[0]
+        ours = pred.run.forward.names
+        assert chain(ours["h"], leaf_names({"a": ours["a"], "v": ours["v"]})) == chain(h, leaf_names({"a": a, "v": v})), \
+            (dst, ix, vs)
+        for name, t in (("a", a), ("v", v)):
+            assert np.allclose(np.array(pred.grads[name].floats(), dtype=float).reshape(-1), t.grad.reshape(-1).numpy(),
+                               rtol=0, atol=1e-12), (dst, ix, vs, name)
