@@ -29,6 +29,7 @@ from .functions.core import linear
 from .graph import Node, Tensor, recorded
 from .interp import Interp
 from .modules import BackwardHookState, LegacyHook, ModuleHooks, ModuleInputHook, ModuleOutputHook
+from .registration import grad_fn
 from .problem import OUTPUT, ROOT, Module, Problem, TensorDecl
 from .runtime import Runtime, TorchError
 
@@ -306,11 +307,15 @@ class _Pass:
             first = out
             while isinstance(first, tuple):
                 first = first[0]
-            if isinstance(first, Tensor) and first.grad_fn is not None:
-                call.legacy_node = first.grad_fn
+            # ``var.grad_fn`` as Python reads it: a view whose base was written in place since gets
+            # its new grad_fn now, and the hooks go on that one
+            node = grad_fn(rt, first) if isinstance(first, Tensor) else None
+            if node is not None:
+                call.legacy_node = node
                 call.legacy_hooks = tuple(legacy)
                 for entry in legacy:
-                    first.grad_fn.post_hooks.add(rt.new_handle(), LegacyHook(entry.hook, call))
+                    node.post_hooks.add(rt.new_handle(), LegacyHook(entry.hook, call))
+                _warning_reads(rt, state["args"], out, node)
         return out
 
     def setup_input_hook(self, call: Call, args: list) -> list:
@@ -603,3 +608,20 @@ def bind_arguments(mod: Module, args: list, kwargs: dict, loc: Loc) -> dict:
 def _same_value(value):
     """The view function of a tensor returned as-is: the base's value is its value."""
     return value
+
+
+def _warning_reads(rt, args, result, node) -> None:
+    """``Module._maybe_warn_non_full_backward_hook``, run after a legacy hook is registered: it
+    only warns, but it reads ``grad_fn`` of every output (a tensor or a tuple of tensors) and,
+    when they have exactly the hooked node among them, of every input (all tensors), and each
+    read makes a stale view's new grad_fn then (a node, in creation order)."""
+    outs = (result,) if isinstance(result, Tensor) else result
+    if not (isinstance(outs, tuple) and all(isinstance(r, Tensor) for r in outs)):
+        return
+    if not all(isinstance(a, Tensor) for a in args):
+        return
+    out_nodes = {id(n) for n in (grad_fn(rt, r) for r in outs) if n is not None}
+    if out_nodes == {id(node)}:
+        for a in args:
+            grad_fn(rt, a)
+

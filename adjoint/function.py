@@ -42,8 +42,10 @@ def apply_function(rt, mod, args: list[Tensor]) -> Tensor:
     rg = [t.requires_grad for t in args]
     node = None
     if rt.grad_enabled and any(rg):
-        node = Node(rt._new_seq(), f"{mod.function.name}Backward",
-                    [rt.gradient_edge(t) if r else None for t, r in zip(args, rg)], kind="function", params=mod,
+        # THPFunction_apply collects the next edges (unpack_input: reading each input's grad_fn,
+        # which makes a stale view's new one) before it makes the PyNode and its sequence_nr
+        edges = [rt.gradient_edge(t) if r else None for t, r in zip(args, rg)]
+        node = Node(rt._new_seq(), f"{mod.function.name}Backward", edges, kind="function", params=mod,
                     inputs=tuple(args), input_values=tuple(t.value for t in args),
                     module_call=rt.call_stack[-1] if rt.call_stack else None, loc=mod.function.loc)
         rt.nodes.append(node)

@@ -165,11 +165,12 @@ def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc)
     if rt.grad_enabled and (any(rg_in) or (target.is_view and target.grad_base.requires_grad)):
         check_inplace_allowed(target)
     view = target.is_view
+    seq = rt._new_seq() if make_node else None   # the node before its edges (see Runtime.apply)
     old_edge = gradient_edge_now(rt, target) if target.needs_grad else None
     node = None
     if make_node:
         edges = [old_edge] + [rt.gradient_edge(t) if t.needs_grad else None for t in ts[1:]]
-        node = rt.new_node(op.node, edges, op, params, ts, loc)
+        node = rt.new_node(op.node, edges, op, params, ts, loc, seq)
         save_inputs(rt, node, op, ts)
     others = [] if op.clones_aliased_value else ts[1:]
     check_overlap(target, others)

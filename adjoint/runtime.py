@@ -197,8 +197,11 @@ class Runtime:
         if self.grad_enabled and any(rg):
             # a non-differentiable input (indices, running statistics) has no edge at all: PyTorch's
             # codegen collects next edges of the differentiable arguments only (they come first)
+            # the node is made (its sequence_nr taken) before its next edges are collected, and
+            # collecting reads each input's grad_fn: a stale view's new one comes after this node
+            seq = self._new_seq()
             edges = [self.gradient_edge(t) if r else None for t, r, d in zip(ts, rg, diff) if d]
-            node = self.new_node(op.node, edges, op, params, ts, loc)
+            node = self.new_node(op.node, edges, op, params, ts, loc, seq)
             self._save(node, op, ts, [], "in")
         values = [t.value if t is not None else None for t in ts]
         try:
@@ -260,8 +263,9 @@ class Runtime:
                                 "operands: integer and bool arithmetic is not modelled; combine them with a float "
                                 "tensor (x * (x > 0)) or use where(cond, x, 0)")
 
-    def new_node(self, name: str, edges: list, op, params, ts, loc) -> Node:
-        node = Node(self._new_seq(), name, edges, op=op, params=params, inputs=tuple(ts),
+    def new_node(self, name: str, edges: list, op, params, ts, loc, seq: int | None = None) -> Node:
+        """A node of op ``op``; ``seq``: its sequence_nr when taken before its edges were collected."""
+        node = Node(self._new_seq() if seq is None else seq, name, edges, op=op, params=params, inputs=tuple(ts),
                     input_values=tuple(t.value if t is not None else None for t in ts),
                     module_call=self.call_stack[-1] if self.call_stack else None, loc=loc)
         self.nodes.append(node)

@@ -886,3 +886,70 @@ def test_index_assignment_views_and_expands_the_value_as_copy_to_does():
         for name, t in (("a", a), ("v", v)):
             assert np.allclose(np.array(pred.grads[name].floats(), dtype=float).reshape(-1), t.grad.reshape(-1).numpy(),
                                rtol=0, atol=1e-12), (dst, ix, vs, name)
+
+
+# 29. When a stale view (its base written in place since it was made) gets its new grad_fn
+# (AsStridedBackward0), relative to the node that reads it: an op's node is made first and
+# then collects its next edges (so the new node comes after it), a custom Function (and
+# BackwardHookFunction) collects its edges before its PyNode is made; _call_impl reads the
+# output's grad_fn to register a legacy backward hook there, and _maybe_warn_non_full_backward_hook
+# then reads the inputs' grad_fn. Found by the sweep (seed 161, problem 1699: a legacy hook
+# PyTorch ran on a regenerated node was not predicted).
+class Twice(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a):
+        return a * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+class _Half(nn.Module):
+    def forward(self, a, b=None):
+        return a * 2
+
+
+STALE_VIEW_READS = {   # name -> (forward line, children and hooks of the file, torch's twin)
+    "op": ("h = b * k[0:1]", "", lambda b, k: b * k[0:1]),
+    "in place": ("b.mul_(3)\n    h = b", "", lambda b, k: b.mul_(3)),
+    "custom Function": ("h = c0(b)", '  children:\n    c0: {inputs: [a], function: {name: Twice, backward: {a: '
+                        '"grad_output * 2"}}, forward: "a * 2"}\n', lambda b, k: Twice.apply(b)),
+    "full hook": ("h = c0(b)", '  children:\n    c0: {inputs: [a], forward: "a * 2"}\nhooks:\n  - {module: c0, '
+                  'kind: full_backward}\n', "full"),
+    "legacy hook, unused input": ("h = c0(k, b)", '  children:\n    c0: {inputs: [a, b], forward: "a * 2"}\nhooks:\n'
+                                  '  - {module: c0, kind: backward}\n', "legacy"),
+}
+
+
+def test_stale_view_grad_fn_is_made_where_pytorch_reads_it():
+    from nodechain import chain, leaf_names
+
+    for label, (line, extra, twin) in STALE_VIEW_READS.items():
+        x = torch.tensor([1.0, 2.0], dtype=F64, requires_grad=True)
+        base = x * 1
+        b = base[0:1]
+        base.mul_(2)
+        k = x * 3
+        if twin in ("full", "legacy"):
+            c0 = _Half()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if twin == "full":
+                    c0.register_full_backward_hook(lambda m, gi, go: None)
+                    h = c0(b)
+                else:
+                    c0.register_backward_hook(lambda m, gi, go: None)
+                    h = c0(k, b)
+        else:
+            h = twin(b, k)
+        out = (h + k[0:1] + base[1:2] + b * 1).sum()
+        model, _, hooks = extra.partition("hooks:\n")
+        text = ("name: stale\ndtype: float64\ninputs:\n  x: {value: [1, 2], requires_grad: true}\nmodel:\n"
+                f"  inputs: [x]\n{model}  forward: |\n    base = x * 1\n    b = base[0:1]\n    base.mul_(2)\n"
+                f"    k = x * 3\n    {line}\n    return (h + k[0:1] + base[1:2] + b * 1).sum()\n"
+                + (f"hooks:\n{hooks}" if hooks else ""))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ours = adjoint.loads(text).solve().variants[0].run.forward.names
+        assert chain(ours["model"], leaf_names({"x": ours["x"]})) == chain(out, leaf_names({"x": x})), label

@@ -173,8 +173,9 @@ class Session:
                 stack.enter_context(forced_mask(decl, self.dtype, self.symbols))
             out = module(*args, **kwargs)
         self.keep(out)
+        legacy_read = _legacy_hooked_output(module, out)
         for t in graphs.tensors_in(out):
-            if self.readable(t) and graphs.grad_fn_of(t) is not None:
+            if (self.readable(t) or t is legacy_read) and graphs.grad_fn_of(t) is not None:
                 self.nodes.note_call(t.grad_fn, label, k, fp.index)
         callid = label if k == 1 else f"{label}#{k}"
         if isinstance(out, tuple):
@@ -429,3 +430,19 @@ def finish_calls(s: Session) -> None:
 
 
 __all__ = ["run_variant", "Session", "ForwardPass"]
+
+
+def _legacy_hooked_output(module, out):
+    """The output tensor whose grad_fn ``_call_impl`` has just read to register a legacy backward
+    hook (the first tensor of the result), or None when the module has none: reading it again
+    makes nothing new."""
+    from torch.nn.modules import module as module_py
+    own = bool(module._backward_hooks) and module._is_full_backward_hook is False
+    glob = bool(module_py._global_backward_hooks) and module_py._global_is_full_backward_hook is False
+    if not (own or glob):
+        return None
+    var = out
+    while isinstance(var, (tuple, list)) and var:
+        var = var[0]
+    return var if isinstance(var, torch.Tensor) else None
+
