@@ -173,7 +173,7 @@ def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc)
         node = rt.new_node(op.node, edges, op, params, ts, loc, seq)
         save_inputs(rt, node, op, ts)
     others = [] if op.clones_aliased_value else ts[1:]
-    check_overlap(target, others)
+    check_overlap(target, others, op.checks_internal_overlap)
     refuse_order_dependent(target, others, loc)
     values = [t.value for t in ts]
     base_before = target.grad_base.value if view else None
@@ -264,13 +264,14 @@ def _numel(shape) -> int:
 _OVERLAP = "Please clone() the tensor before performing the operation."
 
 
-def check_overlap(target: Tensor, inputs: list) -> None:
+def check_overlap(target: Tensor, inputs: list, internal: bool = True) -> None:
     """TensorIterator's memory-overlap checks for an in-place write (after autograd recorded
-    the op): the written tensor may not have internal overlap (an expanded view), and no input
-    may overlap it partially (get_overlap_status: both dense, same storage, intervals that
-    meet but are not the same tensor layout); an input that is the same tensor is fine."""
+    the op): the written tensor may not have internal overlap (an expanded view; ``internal``
+    False: an op that does not check, zero_), and no input may overlap it partially
+    (get_overlap_status: both dense, same storage, intervals that meet but are not the same
+    tensor layout); an input that is the same tensor is fine."""
     strides = target.strides or contiguous_strides(target.shape)
-    if not _dense(target) and any(st == 0 and d > 1 for d, st in zip(target.shape, strides)):
+    if internal and not _dense(target) and any(st == 0 and d > 1 for d, st in zip(target.shape, strides)):
         raise TorchError("RuntimeError", "unsupported operation: more than one element of the written-to tensor "
                                          f"refers to a single memory location. {_OVERLAP}", "overlap")
     root = target.base if target.base is not None else target

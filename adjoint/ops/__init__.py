@@ -109,6 +109,8 @@ class Op:
                                      # is needed (its post hooks see a tensor even where no gradient is needed)
     clones_aliased_value: bool = False  # in place: a value that aliases self is cloned before the write (ATen's
                                         # fill_), so only the written tensor's own overlap is checked
+    checks_internal_overlap: bool = True  # in place: the written tensor may not have internal overlap (an
+                                          # expanded view); zero_ does not check (fill_(Scalar), no TensorIterator check)
     result_version: int = 0          # the result's _version as it leaves the op: 1 for an op PyTorch runs in
                                      # place on a fresh intermediate nobody else sees (matmul's squeeze_)
 

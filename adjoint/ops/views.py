@@ -603,7 +603,7 @@ OPS = (
     Op("stack", "StackBackward0", stack_forward, stack_vjp, stack_shape, (), "g selected back for each input",
        negzero="structural", grows=False, math=_STACK, list_argument=True, checks=(Check(((2, 2), (2, 2)), 1),)),
     Op("zero_", "ZeroBackward0", zero_forward, zero_vjp, copy_shape, (), "0", negzero="never", grows=False,
-       math=_ZERO, checks=(Check(((2,),)),)),
+       math=_ZERO, checks=(Check(((2,),)),), checks_internal_overlap=False),
     Op("copy_", "torch::autograd::CopyBackwards", copy_forward, copy_vjp, copy_shape, (),
        "0 for the overwritten tensor; g (summed back) for the source", negzero="structural", grows=False,
        math=_COPY, checks=(Check(((2, 2), (2,))),)),
