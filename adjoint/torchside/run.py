@@ -128,6 +128,10 @@ class Session:
         self.kept.append(value)
         for t in graphs.tensors_in(value):
             self.kept_versions.setdefault(id(t), t._version)  # first kept: just made, its grad_fn fresh
+        # its graph is indexed now, while every node behind it can still be reached: a later
+        # in-place write can make reading a view's grad_fn raise (a custom Function's output), and a
+        # forward that raises then ends with no other way to a node a pack call was for
+        self.nodes.scan(value, self.readable)
 
     def readable(self, t) -> bool:
         """Reading ``t.grad_fn`` changes nothing: not a view, or a view whose version is the one
