@@ -238,6 +238,10 @@ class _Pass:
                         env = {"input": tuple(state["args"]), "output": state["result"]}
                         if hid in hooks.with_kwargs and not is_global:
                             env = {"input": tuple(state["args"]), "kwargs": state["kwargs"], "output": state["result"]}
+                        elif entry.hook.with_kwargs:
+                            # called without kwargs (a global hook always is, on this path): the
+                            # TypeError is silenced like any error of these hooks, its body never runs
+                            continue
                         try:
                             returned = self.fire_forward(entry, env, call)
                         except TorchError:
@@ -268,6 +272,7 @@ class _Pass:
                     self.check_forward_args(new_args, mod, entry.hook, dict(new_kwargs or {}))
                     state["args"], state["kwargs"] = list(new_args), dict(new_kwargs or {})
             else:
+                _called_without(entry, "kwargs")
                 returned = self.fire_forward(entry, {"input": tuple(state["args"])}, call)
                 if returned is not None:
                     new = returned if isinstance(returned, tuple) else (returned,)
@@ -292,6 +297,7 @@ class _Pass:
                 if hid in hooks.with_kwargs:
                     env = {"input": tuple(args), "kwargs": state["kwargs"], "output": out}
                 else:
+                    _called_without(entry, "output")
                     env = {"input": tuple(args), "output": out}
                 returned = self.fire_forward(entry, env, call)
                 if returned is not None:
@@ -624,4 +630,14 @@ def _warning_reads(rt, args, result, node) -> None:
     if out_nodes == {id(node)}:
         for a in args:
             grad_fn(rt, a)
+
+
+def _called_without(entry, missing: str) -> None:
+    """A hook registered with ``with_kwargs`` whose mark is gone -- removed by a hook that ran
+    before it in the same call: ``_call_impl`` iterates a snapshot of the hooks but asks the
+    live with_kwargs dict -- is called without ``kwargs``, and Python raises TypeError before
+    its body runs (the last parameter missing: ``kwargs`` for a forward pre-hook, ``output``
+    for a forward hook). PyTorch's message names the function; adjoint names it ``hook``."""
+    if entry.hook.with_kwargs:
+        raise TorchError("TypeError", f"hook() missing 1 required positional argument: '{missing}'", "hook_result")
 

@@ -162,6 +162,11 @@ class Registrations:
         if hook.always_call:
             state.always_called.add(hid)
         self.handles[hook.index].append((hooks, hid))
+        # RemovableHandle's extra_dict: removing a module's forward(-pre) hook also drops its
+        # with_kwargs (and always_call) mark; a global forward hook's with_kwargs mark stays
+        extras = [state.always_called] + ([state.with_kwargs] if hook.on != "global" else [])
+        if hook.kind in ("forward", "forward_pre"):
+            self.handles[hook.index].append((_Marks(extras), hid))
 
     # ------------------------------------------------------------------ tensor and node hooks
     def attach(self, hook, t: Tensor) -> None:
@@ -300,3 +305,15 @@ def retain_grad(t: Tensor, rt) -> None:
 def _suggest(word: str, options) -> str:
     close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
     return f"; did you mean '{close[0]}'?" if close else ""
+
+
+class _Marks:
+    """The mark sets a RemovableHandle's ``extra_dict`` clears when the hook is removed."""
+
+    def __init__(self, marks: list):
+        self.marks = marks
+
+    def remove(self, hid: int) -> None:
+        for marks in self.marks:
+            marks.discard(hid)
+

@@ -171,6 +171,9 @@ class Hooks:
             def fn(module, grad_input, grad_output):
                 return fire(hook, {"grad_input": grad_input, "grad_output": grad_output}, module=module)
 
+        # Python's TypeError for a call that misses an argument names the function (a with_kwargs
+        # hook removed during the call that runs it): adjoint names it ``hook``
+        fn.__name__ = fn.__qualname__ = "hook"
         if hook.on == "global":
             extra = {}
             if kind == "forward":
