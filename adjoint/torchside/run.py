@@ -196,6 +196,9 @@ class Session:
         backward hooks, where those hooks will run."""
         def observe(module, args, output):
             fp = self.fpass
+            # the output's graph, indexed before the file's forward hooks run: one that raises
+            # drops the output, and a pack call of the module's ops would be left without its node
+            self.nodes.scan(output, self.readable)
             for t in graphs.tensors_in(args):
                 node = graphs.grad_fn_of(t)
                 if (node is not None and node.name() == "BackwardHookFunctionBackward"
