@@ -34,7 +34,9 @@ class TorchError(Exception):
     ``saved_modified`` (a saved tensor modified in place since), ``leaf_inplace`` (an in-place op
     on a leaf that requires grad, or a view of one), ``view_inplace`` (an in-place op on a view
     PyTorch forbids to modify: a custom Function's or a multi-output op's output, a view made
-    under no_grad), ``hook_result`` (a hook returned what PyTorch refuses)."""
+    under no_grad), ``hook_result`` (a hook returned what PyTorch refuses), ``dtype`` (a kernel refuses
+    its operands' dtypes: ``-b`` or ``b - x`` for a bool ``b``, a float result written in place
+    into a bool or int64 tensor, the backward of ``x ** b``)."""
 
     def __init__(self, type_: str, message: str, cause: str = "other"):
         super().__init__(message)
@@ -200,6 +202,7 @@ class Runtime:
             edges = [self.gradient_edge(t) if r else None for t, r, d in zip(ts, rg, diff) if d]
             node = self.new_node(op.node, edges, op, params, ts, loc)
             self._save(node, op, ts, [], "in")
+        self.check_dtypes(op, ts, params)
         values = [t.value if t is not None else None for t in ts]
         try:
             raw = op.forward(self.B, values, params)
@@ -244,6 +247,15 @@ class Runtime:
             self._save(node, op, ts, outs, "out")
         self.record(opname, ts, outs, params, node, loc, values)
         return tuple(outs) if multi else outs[0]
+
+    @staticmethod
+    def check_dtypes(op, ts, params) -> None:
+        """The kernel's own refusal of these operand dtypes (``-b``, ``b - x`` for a bool ``b``):
+        PyTorch raises once autograd has made the node and packed its inputs."""
+        if op.forward_error is not None:
+            message = op.forward_error(tuple(t.dtype if t is not None else None for t in ts), params)
+            if message:
+                raise TorchError("RuntimeError", message, "dtype")
 
     def _promoted_dtype(self, op, ts, diff, loc) -> str:
         """TensorIterator's type promotion for an elementwise op, over the dtypes a problem has:

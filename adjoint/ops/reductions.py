@@ -7,7 +7,9 @@ Conventions between equal elements, as PyTorch 2.13 CPU computes them (probed):
   (scale_grad_by_count) split the gradient evenly among the elements equal to the result;
 * ``max(x, dim)`` / ``min(x, dim)`` (MaxBackward0) send it all to the saved index, the first
   one among ties (value_selecting_reduction_backward);
-* the norm's gradient is 0 at the zero vector for every order (masked_fill where norm == 0),
+* the norm's gradient is 0 at the zero vector for every order (masked_fill where norm == 0;
+  for the 2-norm the mask is on ``self / norm``, before the product with the incoming gradient,
+  so a nan or infinite gradient there gives nan, as it does for orders 1, inf and below 1),
   0 at zero elements for an order below 1, and split evenly among ties for the inf-norm.
 
 ``dims`` in the params are non-negative and sorted (the lowering normalises them); an empty
@@ -232,7 +234,9 @@ def norm_vjp(B, gs, ins, outs, p, need):
     if order == 1:
         return [B.mul(B.sgn(x), g)]
     if order == 2:
-        return [B.choose(out, "==", zeros, B.mul(x, B.div(g, out)))]
+        # grad * (self / norm).masked_fill_(norm == 0, 0): the mask comes before the product, so a nan
+        # or infinite incoming gradient at the zero vector gives nan (nan * 0, inf * 0)
+        return [B.mul(g, B.choose(out, "==", zeros, B.div(x, out)))]
     if order in ("inf", "-inf"):
         mask = _ties(B, B.abs(x), out)
         return [B.mul(B.sgn(x), B.mul(B.div(g, B.sum_dims(mask, dims, True)), mask))]
