@@ -494,8 +494,8 @@ class _Builder:
                 raise ProblemError(loc, f"'{to_source(left)} {text} {to_source(right)}' compares two numbers (a "
                                         "Python bool, not a tensor); compare a tensor")
             if isinstance(left, Num):
-                return Method(loc, right, mirrored, (left,))
-            return Method(loc, left, method, (right,))
+                return Method(loc, right, mirrored, (left,), operator=text)
+            return Method(loc, left, method, (right,), operator=text)
         return [(node.left, _OPERAND), (node.comparators[0], _OPERAND)], make
 
     def negate(self, inner: Expr, loc: Loc, node: ast.UnaryOp) -> Expr:

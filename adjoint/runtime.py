@@ -255,7 +255,8 @@ class Runtime:
         if op.forward_error is not None:
             message = op.forward_error(tuple(t.dtype if t is not None else None for t in ts), params)
             if message:
-                raise TorchError("RuntimeError", message, "dtype")
+                kind, message = message if isinstance(message, tuple) else ("RuntimeError", message)
+                raise TorchError(kind, message, "dtype")
 
     def _promoted_dtype(self, op, ts, diff, loc) -> str:
         """TensorIterator's type promotion for an elementwise op, over the dtypes a problem has:

@@ -120,6 +120,7 @@ class Method(Expr):
     name: str
     args: tuple[Expr, ...]
     kwargs: Kwargs = ()
+    operator: str = ""               # the comparison operator written (``>``) when Python's operator made the call
 
 
 @dataclass(frozen=True)

@@ -259,6 +259,24 @@ def norm_kink(B, ins, p):
     return None
 
 
+_TORCH_TYPE = {"bool": "Bool", "int64": "Long"}
+
+
+def mean_error(dtypes, p):
+    """mean's dtype check (ReduceOps.cpp): no integer or bool input."""
+    if dtypes[0] in _TORCH_TYPE:
+        return ("mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. "
+                f"Got: {_TORCH_TYPE[dtypes[0]]}")
+    return None
+
+
+def norm_error(dtypes, p):
+    """linalg_vector_norm's check (LinearAlgebra.cpp): a floating point input."""
+    if dtypes[0] in _TORCH_TYPE:
+        return f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got {_TORCH_TYPE[dtypes[0]]}"
+    return None
+
+
 _SELF_RESULT = (Save("self", "in", 0), Save("result", "out", 0))
 _MAX_ALL, _MIN_ALL = _extreme_all(True), _extreme_all(False)
 _AMAX, _AMIN = _extreme_dims(True), _extreme_dims(False)
@@ -323,11 +341,12 @@ def _norm_formula(a, p, shape, k):
 
 OPS = (
     Op("sum", "SumBackward0", sum_forward, sum_vjp, scalar_shape, (), "g broadcast to a's shape", math=Math(applied(SUM)), checks=(Check(((2, 2),)),)),
-    Op("mean", "MeanBackward0", mean_forward, mean_vjp, scalar_shape, (), "g / numel, broadcast", grows=False, math=Math(applied(MEAN)), checks=(Check(((2, 2),)),)),
+    Op("mean", "MeanBackward0", mean_forward, mean_vjp, scalar_shape, (), "g / numel, broadcast", grows=False,
+       forward_error=mean_error, math=Math(applied(MEAN)), checks=(Check(((2, 2),)),)),
     Op("sum_dim", "SumBackward1", sum_dim_forward, sum_dim_vjp, dims_shape, (),
        "g unsqueezed at the reduced dims, expanded to a's shape", math=_SUM_DIM, checks=_DIM1),
     Op("mean_dim", "MeanBackward1", mean_dim_forward, mean_dim_vjp, dims_shape, (),
-       "g / N unsqueezed at the reduced dims, expanded (N: elements reduced)", grows=False, math=_MEAN_DIM, checks=_DIM1),
+       "g / N unsqueezed at the reduced dims, expanded (N: elements reduced)", grows=False, forward_error=mean_error, math=_MEAN_DIM, checks=_DIM1),
     Op("var", "VarBackward0", var_forward, var_vjp, dims_shape, (Save("self", "in", 0),),
        "2 / (N - correction) * g * (a - mean(a, dims))", nonfinite="a variance over N <= correction elements",
        math=_VAR, checks=(Check(((2, 3),), ((1,), 1, False)), Check(((2, 3),), ((), 0, False)))),
@@ -350,7 +369,8 @@ OPS = (
        "g at the saved index along dim", grows=False, differentiable=(True, False), kink=ties_kink,
        kink_doc="ties: all of g to the first index", math=_along(MIN), checks=_SELECT),
     Op("norm", "LinalgVectorNormBackward0", norm_forward, norm_vjp, norm_shape, _SELF_RESULT,
-       "2-norm: a * g / out (0 when out = 0); p-norm: norm_backward", kink=norm_kink,
+       "2-norm: g * (a / out) (a / out masked to 0 when out = 0); p-norm: norm_backward", kink=norm_kink,
+       forward_error=norm_error,
        kink_doc="0 at the zero vector; order < 1: 0 at zero elements; inf: ties split evenly",
        math=Math(_norm_formula), checks=(Check(((3,),)), Check(((2, 3),), (Fraction(1), (1,), False)), Check(((2, 3),), (Fraction(3), (), True)),
                Check(((2, 3),), (Fraction(1, 2), (0,), False)), Check(((2, 3),), (Fraction(3, 2), (1,), True)),
