@@ -86,7 +86,10 @@ class HookGenV2:
                     names.append(n)
             extra.append(HookSpec("multi_grad", ",".join(names), "any" if s.coin(0.4) else "all"))
         if s.coin(0.25):
-            pack, unpack = s.weighted(SAVED)
+            # a comparison's bool tensor may be saved (where's condition, a mask in a product): pack / unpack
+            # arithmetic on it is integer arithmetic (x * 2 of a bool is int64), which solve does not model
+            bools = any(k.startswith("cmp ") and k != "cmp hook" for k in self.v2_used)
+            pack, unpack = ("x", "x") if bools else s.weighted(SAVED)
             h = HookSpec("saved_tensors", "", "pack")
             h.opts["pack"], h.opts["unpack"] = pack, unpack
             paths = [m.path for m in p.model.walk() if m.path]
