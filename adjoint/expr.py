@@ -47,6 +47,7 @@ BINARY_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: 
 #: (``0 < x`` is ``x.__gt__(0)``).
 COMPARISONS = {ast.Gt: ("gt", "lt", ">"), ast.GtE: ("ge", "le", ">="), ast.Lt: ("lt", "gt", "<"),
                ast.LtE: ("le", "ge", "<="), ast.Eq: ("eq", "eq", "=="), ast.NotEq: ("ne", "ne", "!=")}
+_MIRRORED = {">": "<", ">=": "<=", "<": ">", "<=": ">=", "==": "==", "!=": "!="}
 _REFUSED_OPS = {ast.FloorDiv: "//", ast.Mod: "%", ast.LShift: "<<", ast.RShift: ">>", ast.BitOr: "|",
                 ast.BitAnd: "&", ast.BitXor: "^"}
 
@@ -493,9 +494,9 @@ class _Builder:
             if isinstance(left, Num) and isinstance(right, Num):
                 raise ProblemError(loc, f"'{to_source(left)} {text} {to_source(right)}' compares two numbers (a "
                                         "Python bool, not a tensor); compare a tensor")
-            if isinstance(left, Num):
-                return Method(loc, right, mirrored, (left,))
-            return Method(loc, left, method, (right,))
+            if isinstance(left, Num):   # Python calls right.__gt__(left) for left < right
+                return Method(loc, right, mirrored, (left,), operator=_MIRRORED[text])
+            return Method(loc, left, method, (right,), operator=text)
         return [(node.left, _OPERAND), (node.comparators[0], _OPERAND)], make
 
     def negate(self, inner: Expr, loc: Loc, node: ast.UnaryOp) -> Expr:

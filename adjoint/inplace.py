@@ -172,9 +172,13 @@ def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc)
         edges = [old_edge] + [rt.gradient_edge(t) if t.needs_grad else None for t in ts[1:]]
         node = rt.new_node(op.node, edges, op, params, ts, loc, seq)
         save_inputs(rt, node, op, ts)
+    rt.check_dtypes(op, ts, params)
+    numbers = [x for x in others if not isinstance(x, Tensor)]
     others = [] if op.clones_aliased_value else ts[1:]
     check_overlap(target, others, op.checks_internal_overlap)
     refuse_order_dependent(target, others, loc)
+    if target.dtype != rt.dtype:
+        check_cast(rt, prim, target, ts[1:], numbers, params, loc)
     values = [t.value for t in ts]
     base_before = target.grad_base.value if view else None
     new_value = rt.B.after_op(op, values, params, op.forward(rt.B, values, params), loc, rt.active)
@@ -191,6 +195,36 @@ def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc)
             if s.what == "out":
                 save_one(rt, node, s.name, target, True, target.grad_fn if view else None)
     return target
+
+
+#: in-place arithmetic whose result type TensorIterator computes (then casts into the written tensor)
+_ARITH = ("add", "sub", "mul", "div", "pow_tensor", "pow_scalar")
+_TYPE_NAME = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}
+
+
+def check_cast(rt, prim: str, target: Tensor, operands: list, numbers: list, params, loc: Loc) -> None:
+    """An in-place op into a bool or int64 tensor: TensorIterator's common dtype must cast to the
+    written tensor's ("result type Float can't be cast to the desired output type Bool"). A float
+    tensor operand makes it that float type; a Python float (or pow_'s fractional exponent) the
+    default dtype, float32; true division always a float; an int64 operand or a Python integer
+    written into a bool tensor int64. What is left (bool or int64 arithmetic whose result fits) is
+    integer arithmetic, not modelled."""
+    if prim in _ARITH:
+        if prim == "pow_scalar":
+            numbers = [params]
+        result = None
+        floats = [t.dtype for t in operands if not t.wrapped and t.dtype not in ("int64", "bool")]
+        if floats:
+            result = floats[0]
+        elif any(Fraction(n).denominator != 1 for n in numbers) or prim == "div":
+            result = "float32"
+        elif target.dtype == "bool" and (numbers or any(t.dtype == "int64" for t in operands if not t.wrapped)):
+            result = "int64"
+        if result is not None:
+            raise TorchError("RuntimeError", f"result type {_TYPE_NAME[result]} can't be cast to the desired output "
+                                             f"type {_TYPE_NAME[target.dtype]}", "dtype")
+    raise ProblemError(loc, f"{prim} written in place into a {target.dtype} tensor is not modelled (integer and bool "
+                            "arithmetic); compute in a float tensor")
 
 
 _MULTI = ("This view is the output of a function that returns multiple views. Such functions do not allow the "

@@ -246,6 +246,8 @@ class Interp:
                                               f"({e.func}(): argument '{fn.params[0].name}' must be Tensor)")
 
     def method(self, obj, e: S.Method, args: list, kwargs: dict):
+        if e.operator:
+            self.check_comparison(obj, e, args)
         if not isinstance(obj, Tensor):
             raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is {describe(obj)}, which has no method '{e.name}'")
         if e.name in INPLACE_METHODS:
@@ -256,6 +258,19 @@ class Interp:
         if is_tensor_member(e.name):
             raise ProblemError(e.loc, f"Tensor.{e.name} is a PyTorch method adjoint does not model yet")
         raise ProblemError(e.loc, f"tensors have no method '{e.name}'")
+
+    def check_comparison(self, obj, e: S.Method, args: list) -> None:
+        """``a > b`` with None on a side (a hook's argument with no gradient): Python raises
+        TypeError for an ordering; ``==`` / ``!=`` give a Python bool, not a tensor."""
+        for v, src in ((obj, e.obj), (args[0], e.args[0])):
+            if v is None:
+                if e.operator in ("==", "!="):
+                    raise ProblemError(src.loc, f"'{S.to_source(src)}' is None here, so '{e.operator}' gives a Python "
+                                                f"bool ({e.operator == '!='}), not a tensor: not modelled; compare a "
+                                                "tensor")
+                raise ProblemError(src.loc, f"'{S.to_source(src)}' is None here, so '{e.operator}' fails: Python raises "
+                                            f"TypeError ('{e.operator}' not supported between instances of ... and "
+                                            "'NoneType')")
 
     def index_items(self, e: S.Subscript) -> list:
         items = []

@@ -353,6 +353,7 @@ class Engine:
         for sv in node.saved:
             spec = next(s for s in node.op.saves if s.name == sv.name)
             (ins if spec.what == "in" else outs)[spec.index] = saved[id(sv)]
+        backward_error(node, need)
         try:
             grads = node.op.vjp(B, list(inputs), ins, outs, node.params, need)
         except ExactLimit as exc:
@@ -393,6 +394,7 @@ class Engine:
         for sv in node.saved:
             spec = next(s for s in node.op.saves if s.name == sv.name)
             (ins if spec.what == "in" else outs)[spec.index] = saved[id(sv)]
+        backward_error(node, need)
         grads = node.op.vjp(self.B, grads, ins, outs, node.params, need)
         return [x if n else None for x, n in zip(grads, need)]
 
@@ -590,6 +592,16 @@ def expandable(shape: tuple, to: tuple) -> bool:
         if a != b and a != 1:
             return False
     return True
+
+
+def backward_error(node: Node, need: list) -> None:
+    """The node's backward refuses its inputs' dtypes (``x ** b`` for a bool ``b``: ``b - 1``), once
+    its saved tensors are unpacked (the generated ``apply`` unpacks every one first)."""
+    if node.op.backward_error is not None:
+        message = node.op.backward_error(tuple(t.dtype if t is not None else None for t in node.inputs),
+                                         node.params, need)
+        if message:
+            raise TorchError("RuntimeError", message, "dtype")
 
 
 __all__ = ["BackwardRequest", "BackwardResult", "Engine", "ReadyQueue", "TorchError", "CallRecord", "expandable"]

@@ -34,7 +34,9 @@ class TorchError(Exception):
     ``saved_modified`` (a saved tensor modified in place since), ``leaf_inplace`` (an in-place op
     on a leaf that requires grad, or a view of one), ``view_inplace`` (an in-place op on a view
     PyTorch forbids to modify: a custom Function's or a multi-output op's output, a view made
-    under no_grad), ``hook_result`` (a hook returned what PyTorch refuses)."""
+    under no_grad), ``hook_result`` (a hook returned what PyTorch refuses), ``dtype`` (a kernel refuses
+    its operands' dtypes: ``-b`` or ``b - x`` for a bool ``b``, a float result written in place
+    into a bool or int64 tensor, the backward of ``x ** b``)."""
 
     def __init__(self, type_: str, message: str, cause: str = "other"):
         super().__init__(message)
@@ -70,6 +72,7 @@ class Runtime:
         self.seq = 0                          # sequence_nr of the next node
         self.next_handle = 0                  # RemovableHandle.next_id
         self.next_tensor = 0
+        self.all_tensors: list[Tensor] = []   # every tensor made (the run keeps them all alive)
         self.grad_enabled = True
         self.saved_hooks: list = []           # stack of active saved_tensors hooks (problem.Hook)
         self.call_stack: list = []            # module calls being run (innermost last)
@@ -116,6 +119,7 @@ class Runtime:
         t = Tensor(self.next_tensor, shape, dtype or self.dtype, value, requires_grad, grad_fn,
                    output_nr, grad_fn is None, name=name, strides=contiguous_strides(shape))
         self.next_tensor += 1
+        self.all_tensors.append(t)
         return t
 
     def leaf(self, value, requires_grad: bool, dtype: str | None = None, name: str | None = None,
@@ -203,6 +207,7 @@ class Runtime:
             edges = [self.gradient_edge(t) if r else None for t, r, d in zip(ts, rg, diff) if d]
             node = self.new_node(op.node, edges, op, params, ts, loc, seq)
             self._save(node, op, ts, [], "in")
+        self.check_dtypes(op, ts, params)
         values = [t.value if t is not None else None for t in ts]
         try:
             raw = op.forward(self.B, values, params)
@@ -247,6 +252,16 @@ class Runtime:
             self._save(node, op, ts, outs, "out")
         self.record(opname, ts, outs, params, node, loc, values)
         return tuple(outs) if multi else outs[0]
+
+    @staticmethod
+    def check_dtypes(op, ts, params) -> None:
+        """The kernel's own refusal of these operand dtypes (``-b``, ``b - x`` for a bool ``b``):
+        PyTorch raises once autograd has made the node and packed its inputs."""
+        if op.forward_error is not None:
+            message = op.forward_error(tuple(t.dtype if t is not None else None for t in ts), params)
+            if message:
+                kind, message = message if isinstance(message, tuple) else ("RuntimeError", message)
+                raise TorchError(kind, message, "dtype")
 
     def _promoted_dtype(self, op, ts, diff, loc) -> str:
         """TensorIterator's type promotion for an elementwise op, over the dtypes a problem has:
@@ -345,8 +360,29 @@ class Runtime:
         if sv.hooks is not None:  # with saved-tensor hooks PyTorch does not check the version
             return self.hooks_runner.unpack(sv.hooks, sv.packed, node, sv)
         if sv.tensor.version.value != sv.saved_version:
-            raise TorchError("RuntimeError", version_message(sv, node, self.nodes), "saved_modified")
+            raise TorchError("RuntimeError", version_message(sv, node, self.nodes, self.live_nodes), "saved_modified")
         return sv.value
+
+    def live_nodes(self) -> set:
+        """ids of the nodes something still holds: the current grad_fn of every tensor (the run
+        keeps every tensor alive), and what their edges reach (a CopySlices holds the op it wraps;
+        that op's edge 0, the written view's old grad_fn, does not count: see held_by_an_edge). A
+        node only a replaced grad_fn pointed at -- the SelectBackward0 of ``h[1] = v``'s temporary
+        view, rebased by the write -- is gone."""
+        seen: set = set()
+        todo = [t.grad_fn for t in self.all_tensors if t.grad_fn is not None]
+        while todo:
+            n = todo.pop()
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            todo.extend(e.node for e in n.edges if e is not None)
+            if n.kind == "copyslices":
+                fn = n.params[1]
+                if id(fn) not in seen:
+                    seen.add(id(fn))
+                    todo.extend(e.node for i, e in enumerate(fn.edges) if e is not None and i != 0)
+        return seen
 
     # ------------------------------------------------------------------ hook handles
     def add_hook(self, hooks: HookDict, entry, prepend: bool = False) -> int:
@@ -374,7 +410,7 @@ def held_by_an_edge(target: Node, nodes) -> bool:
                for n in nodes for i, e in enumerate(n.edges))
 
 
-def version_message(sv: SavedVariable, node: Node, nodes=()) -> str:
+def version_message(sv: SavedVariable, node: Node, nodes=(), live=None) -> str:
     """PyTorch's message for a saved tensor modified in place (SavedVariable::unpack): a saved
     output names the node that saved it, a saved input its current grad_fn (a view whose base
     changed since: the AsStridedBackward0 reading it makes), a leaf nothing; the node's name
@@ -383,6 +419,9 @@ def version_message(sv: SavedVariable, node: Node, nodes=()) -> str:
     dims = ", ".join(str(d) for d in t.shape)
     owner = node if sv.is_output else t.grad_fn
     # a weak pointer's lock: alive while the tensor's grad_fn or some node's edge holds it
+    if sv.weak_grad_fn is not None and live is not None:
+        alive = live()
+        nodes = [n for n in nodes if id(n) in alive]   # only a node something holds holds its edges' nodes
     if sv.weak_grad_fn is not None and (t.grad_fn is sv.weak_grad_fn or held_by_an_edge(sv.weak_grad_fn, nodes)):
         owner = sv.weak_grad_fn   # an in-place op on a view saved its result: the view's grad_fn then
     if not sv.is_output and t.is_view and t.view_version != t.version.value and t.creation \

@@ -142,6 +142,8 @@ class Method(Expr):
     name: str
     args: tuple[Expr, ...]
     kwargs: Kwargs = ()
+    operator: str = ""               # a comparison operator made the call: the one Python applies to (obj, args[0])
+                                     # (``0 < x`` is ``x > 0``: x.gt(0))
 
 
 @dataclass(frozen=True)

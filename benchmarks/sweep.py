@@ -132,6 +132,8 @@ def main(argv=None) -> int:
               ("v2 forms (views, copies, methods, keyword arguments, indexing)", lambda k: k.startswith("v2 form ")),
               ("v2 statements", lambda k: k.startswith(("v2 statement ", "stmt ", "v2 forward "))),
               ("v2 steps", lambda k: k.startswith("steps ")),
+              ("comparisons (masks, where, bool tensors, ties, nan gradients; tests/gen/cmpexprs.py)",
+               lambda k: k.startswith("cmp ")),
               ("modules", lambda k: k.startswith("module ") or k in ("child called twice",
                                                                       "multi-input call, mixed requires_grad",
                                                                       "param requires_grad false")),

@@ -85,9 +85,11 @@ def test_regression(path):
 #: to cover the v2 features between them: every view/copy form, the statements (in place, on
 #: views, index assignment, unpacking, no_grad), global hooks, prepend / with_kwargs /
 #: always_call / raises / removes, post_accumulate_grad, AccumulateGrad node hooks,
-#: multi_grad, saved_tensors and steps. A handful, so the suite stays quick; the sweep runs
-#: thousands. (Regenerate the list when the generator's draws change.)
-V2_SEEDS = [41, 184, 304, 139, 224, 244, 96, 323, 76, 91, 97, 98, 58, 30, 118, 85]
+#: multi_grad, saved_tensors, comparisons (masks, where, ties, nan gradients, bool tensors,
+#: hooks that compare) and steps. A handful, so the suite stays quick; the sweep runs
+#: thousands. (Regenerate the list when the generator's draws change: last regenerated when
+#: tests/gen/cmpexprs.py came in.)
+V2_SEEDS = [323, 286, 184, 41, 388, 7, 393, 245]
 
 
 @pytest.mark.torch
@@ -112,6 +114,7 @@ def test_v2_seeds_cover_the_v2_features():
                "hook option always_call", "hook option raises", "hook option removes", "hook tensor:post_accumulate_grad",
                "hook node on a leaf (AccumulateGrad)", "hook multi_grad:all", "hook multi_grad:any",
                "hook saved_tensors:pack", "keyword arguments"]
+    wanted += ["cmp " + k for k in ("mask", "where", "relu", "tie", "nan", "bool tensor", "hook")]
     missing = [k for k in wanted if not counts.get(k)]
     assert not missing, f"V2_SEEDS no longer cover: {missing}"
     assert sum(v for k, v in counts.items() if k.startswith("steps ")) >= 3
@@ -185,6 +188,8 @@ def test_generator_covers_every_feature():
         "hook node on a leaf (AccumulateGrad)", "hook multi_grad:all", "hook multi_grad:any", "hook saved_tensors:pack",
         *("steps " + k for k in ("retain", "freed", "accumulate", "zero_grad", "sgd", "register", "remove",
                                  "new_inputs")),
+        *("cmp " + k for k in ("mask", "where", "relu", "tie", "nan", "bool", "bool tensor", "error", "hook",
+                               ">", ">=", "<", "<=", "==", "!=")),
     ]
     missing = [k for k in wanted if counts.get(k, 0) < 5]
     assert not missing, f"rare or missing features: {[(k, counts.get(k, 0)) for k in missing]}"

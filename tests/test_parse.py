@@ -28,9 +28,11 @@ def block(src: str):
 
 
 def dump(x):
-    """A record as nested tuples (class name, fields but loc): what the parser built."""
+    """A record as nested tuples (class name, fields but loc, and but a Method's operator when no
+    operator made it): what the parser built."""
     if dataclasses.is_dataclass(x):
-        return (type(x).__name__,) + tuple(dump(getattr(x, f.name)) for f in dataclasses.fields(x) if f.name != "loc")
+        return (type(x).__name__,) + tuple(dump(getattr(x, f.name)) for f in dataclasses.fields(x)
+                                           if f.name != "loc" and not (f.name == "operator" and not x.operator))
     if isinstance(x, tuple):
         return tuple(dump(i) for i in x)
     if isinstance(x, Fraction):

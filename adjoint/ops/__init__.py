@@ -113,6 +113,12 @@ class Op:
                                           # expanded view); zero_ does not check (fill_(Scalar), no TensorIterator check)
     result_version: int = 0          # the result's _version as it leaves the op: 1 for an op PyTorch runs in
                                      # place on a fresh intermediate nobody else sees (matmul's squeeze_)
+    forward_error: Callable | None = None   # (dtypes, p) -> PyTorch's RuntimeError message (or (type, message))
+                                     # | None: the kernel
+                                     # refuses these operand dtypes (-bool, bool - x). Raised where the kernel runs:
+                                     # after the node is made and its inputs packed, before any value
+    backward_error: Callable | None = None  # (dtypes, p, need) -> message | None: the node's backward raises
+                                     # for these input dtypes (x ** bool: exponent - 1), after its unpacks
 
 
 def _collect() -> dict[str, Op]:

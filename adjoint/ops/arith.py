@@ -165,6 +165,36 @@ def rpow_vjp(B, gs, ins, outs, p, need):
     return [pow_exponent_grad(B, gs[0], B.scalar(p), ins[0], outs[0])]
 
 
+# ----------------------------------------------------------------------------- dtype errors (PyTorch 2.13's own words)
+
+NEG_BOOL = ("Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, use "
+            "the `~` or `logical_not()` operator instead.")
+SUB_TWO_BOOL = ("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` "
+                "operator instead.")
+SUB_BOOL = ("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a mask, "
+            "use the `~` or `logical_not()` operator instead.")
+
+
+def neg_error(dtypes, p):
+    """neg_check (UnaryOps.cpp): no negation of a bool tensor."""
+    return NEG_BOOL if dtypes[0] == "bool" else None
+
+
+def sub_error(dtypes, p):
+    """sub_check (BinaryOps.cpp), in sub's meta function: two bool operands, then any bool operand
+    (rsub too: it is sub with the operands swapped; a Python number is never bool here)."""
+    bools = sum(d == "bool" for d in dtypes)
+    if bools == len(dtypes) == 2:
+        return SUB_TWO_BOOL
+    return SUB_BOOL if bools else None
+
+
+def pow_tensor_backward_error(dtypes, p, need):
+    """pow_backward_self computes ``exponent - 1``, which sub_check refuses for a bool exponent;
+    the exponent's own gradient (a bool base) is fine."""
+    return SUB_BOOL if need[0] and dtypes[1] == "bool" else None
+
+
 # ----------------------------------------------------------------------------- how they read (adjoint.mathtree)
 
 _ADD, _SUB, _MUL, _DIV, _POW = (Math(binary(op)) for op in ("add", "sub", "mul", "div", "pow"))
@@ -177,8 +207,9 @@ _RPOW = Math(lambda a, p, shape, k: TBin("pow", TConst(number(p)), a[0], shape))
 OPS = (
     Op("add", "AddBackward0", add_forward, add_vjp, binary_shape, (), "g, g (summed back over broadcast dims)",
        negzero="sum", math=_ADD, checks=(Check(((2, 3), (3,))), Check(((2,), (2,))), Check(((), (2,))))),
-    Op("sub", "SubBackward0", sub_forward, sub_vjp, binary_shape, (), "g, -g", negzero="difference", math=_SUB, checks=(Check(((2, 3), (3,))), Check(((2,), (2,))), Check(((), (2,))))),
-    Op("rsub", "RsubBackward1", rsub_forward, rsub_vjp, same_shape, (), "-g", math=_RSUB, checks=(Check(((2,),), Fraction(3, 2)),)),
+    Op("sub", "SubBackward0", sub_forward, sub_vjp, binary_shape, (), "g, -g", negzero="difference", math=_SUB,
+       forward_error=sub_error, checks=(Check(((2, 3), (3,))), Check(((2,), (2,))), Check(((), (2,))))),
+    Op("rsub", "RsubBackward1", rsub_forward, rsub_vjp, same_shape, (), "-g", math=_RSUB, forward_error=sub_error, checks=(Check(((2,),), Fraction(3, 2)),)),
     Op("mul", "MulBackward0", mul_forward, mul_vjp, binary_shape,
        (Save("other", "in", 1, if_need=0), Save("self", "in", 0, if_need=1)), "g*b, g*a", negzero="product", math=_MUL, checks=(Check(((2, 3), (3,))), Check(((2,), (2,))), Check(((), (2,))))),
     Op("div", "DivBackward0", div_forward, div_vjp, binary_shape,
@@ -186,14 +217,15 @@ OPS = (
        nonfinite="division by zero", math=_DIV, checks=(Check(((2, 3), (3,)), positive=True),)),
     Op("reciprocal", "ReciprocalBackward0", reciprocal_forward, reciprocal_vjp, same_shape,
        (Save("result", "out", 0),), "-g*out^2", nonfinite="division by zero (1/x)", math=_RECIPROCAL, checks=(Check(((2, 2),)),)),
-    Op("neg", "NegBackward0", neg_forward, neg_vjp, same_shape, (), "-g", negzero="negate", grows=False, math=_NEG, checks=(Check(((2,),)),)),
+    Op("neg", "NegBackward0", neg_forward, neg_vjp, same_shape, (), "-g", negzero="negate", grows=False, math=_NEG,
+       forward_error=neg_error, checks=(Check(((2,),)),)),
     Op("pow_scalar", "PowBackward0", pow_scalar_forward, pow_scalar_vjp, same_shape, (Save("self", "in", 0),),
        "g * n * a^(n-1); 0 when n = 0", negzero="keep_odd_pow", nonfinite="a power of zero with a negative exponent",
        kink=pow_scalar_kink, kink_doc="n < 1 at a = 0: inf (e.g. a ** 0.5)", math=_POW_SCALAR, checks=(Check(((2,),), Fraction(3)), Check(((2,),), Fraction(1, 2), positive=True), Check(((2,),), Fraction(0)))),
     Op("pow_tensor", "PowBackward1", pow_tensor_forward, pow_tensor_vjp, binary_shape,
        (Save("exponent", "in", 1), Save("self", "in", 0), Save("result", "out", 0)),
        "g*b*a^(b-1) (0 where b = 0); g*out*log(a)", nonfinite="a power that is not a real number",
-       kink_doc="d/db is 0 where a = 0 and b >= 0", math=_POW, checks=(Check(((2,), (2,)), positive=True),)),
+       kink_doc="d/db is 0 where a = 0 and b >= 0", math=_POW, backward_error=pow_tensor_backward_error, checks=(Check(((2,), (2,)), positive=True),)),
     Op("rpow", "PowBackward2", rpow_forward, rpow_vjp, same_shape, (Save("exponent", "in", 0), Save("result", "out", 0)),
        "g*out*log(n)", nonfinite="a power that is not a real number", kink_doc="0 where n = 0 and a >= 0", math=_RPOW, checks=(Check(((2,),), Fraction(3, 2)),)),
 )

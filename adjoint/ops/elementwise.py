@@ -140,12 +140,20 @@ def _unary(name, node, forward, vjp, save, formula, fn, **kw):
     return Op(name, node, forward, vjp, same_shape, save, formula, math=Math(applied(fn)), **kw)
 
 
+def relu_error(dtypes, p):
+    return "Boolean inputs not supported for relu" if dtypes[0] == "bool" else None
+
+
+def abs_error(dtypes, p):
+    return ("NotImplementedError", "\"abs_cpu\" not implemented for 'Bool'") if dtypes[0] == "bool" else None
+
+
 _SELF = (Save("self", "in", 0),)
 _RESULT = (Save("result", "out", 0),)
 
 OPS = (
     _unary("relu", "ReluBackward0", relu_forward, relu_vjp, _RESULT, "0 where out <= 0, else g (nan out: g)", RELU, negzero="keep",
-           grows=False, kink=relu_kink, kink_doc="relu'(0) = 0", checks=(Check(((2, 2),)),)),
+           grows=False, forward_error=relu_error, kink=relu_kink, kink_doc="relu'(0) = 0", checks=(Check(((2, 2),)),)),
     _unary("tanh", "TanhBackward0", tanh_forward, tanh_vjp, _RESULT, "g * (1 - out^2)", TANH, negzero="keep", grows=False, checks=(Check(((2, 2),)),)),
     _unary("sigmoid", "SigmoidBackward0", sigmoid_forward, sigmoid_vjp, _RESULT, "g * (1 - out) * out", SIGMOID, grows=False, checks=(Check(((2, 2),)),)),
     _unary("exp", "ExpBackward0", exp_forward, exp_vjp, _RESULT, "g * out", EXP, checks=(Check(((2, 2),)),)),
@@ -154,7 +162,7 @@ OPS = (
     _unary("cos", "CosBackward0", cos_forward, cos_vjp, _SELF, "-g * sin(a)", COS, grows=False, checks=(Check(((2, 2),)),)),
     _unary("sqrt", "SqrtBackward0", sqrt_forward, sqrt_vjp, _RESULT, "g / (2 * out)", SQRT, negzero="keep",
            nonfinite="sqrt of a negative number", kink=sqrt_kink, kink_doc="sqrt'(0) = inf", checks=(Check(((2, 2),), positive=True),)),
-    _unary("abs", "AbsBackward0", abs_forward, abs_vjp, _SELF, "g * sgn(a)", ABS, grows=False, kink=abs_kink,
+    _unary("abs", "AbsBackward0", abs_forward, abs_vjp, _SELF, "g * sgn(a)", ABS, grows=False, forward_error=abs_error, kink=abs_kink,
            kink_doc="abs'(0) = 0", checks=(Check(((2, 2),)),)),
 )
 

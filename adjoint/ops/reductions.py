@@ -7,7 +7,9 @@ Conventions between equal elements, as PyTorch 2.13 CPU computes them (probed):
   (scale_grad_by_count) split the gradient evenly among the elements equal to the result;
 * ``max(x, dim)`` / ``min(x, dim)`` (MaxBackward0) send it all to the saved index, the first
   one among ties (value_selecting_reduction_backward);
-* the norm's gradient is 0 at the zero vector for every order (masked_fill where norm == 0),
+* the norm's gradient is 0 at the zero vector for every order (masked_fill where norm == 0;
+  for the 2-norm the mask is on ``self / norm``, before the product with the incoming gradient,
+  so a nan or infinite gradient there gives nan, as it does for orders 1, inf and below 1),
   0 at zero elements for an order below 1, and split evenly among ties for the inf-norm.
 
 ``dims`` in the params are non-negative and sorted (the lowering normalises them); an empty
@@ -232,7 +234,9 @@ def norm_vjp(B, gs, ins, outs, p, need):
     if order == 1:
         return [B.mul(B.sgn(x), g)]
     if order == 2:
-        return [B.choose(out, "==", zeros, B.mul(x, B.div(g, out)))]
+        # grad * (self / norm).masked_fill_(norm == 0, 0): the mask comes before the product, so a nan
+        # or infinite incoming gradient at the zero vector gives nan (nan * 0, inf * 0)
+        return [B.mul(g, B.choose(out, "==", zeros, B.div(x, out)))]
     if order in ("inf", "-inf"):
         mask = _ties(B, B.abs(x), out)
         return [B.mul(B.sgn(x), B.mul(B.div(g, B.sum_dims(mask, dims, True)), mask))]
@@ -252,6 +256,24 @@ def norm_kink(B, ins, p):
     if B.any_zero(ins[0]):
         return (f"the {order}-norm's gradient is 0 at the zero vector (masked_fill where norm == 0)"
                 + (" and at zero elements (order < 1)" if not isinstance(order, str) and order < 1 else "") + " in PyTorch")
+    return None
+
+
+_TORCH_TYPE = {"bool": "Bool", "int64": "Long"}
+
+
+def mean_error(dtypes, p):
+    """mean's dtype check (ReduceOps.cpp): no integer or bool input."""
+    if dtypes[0] in _TORCH_TYPE:
+        return ("mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. "
+                f"Got: {_TORCH_TYPE[dtypes[0]]}")
+    return None
+
+
+def norm_error(dtypes, p):
+    """linalg_vector_norm's check (LinearAlgebra.cpp): a floating point input."""
+    if dtypes[0] in _TORCH_TYPE:
+        return f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got {_TORCH_TYPE[dtypes[0]]}"
     return None
 
 
@@ -319,11 +341,12 @@ def _norm_formula(a, p, shape, k):
 
 OPS = (
     Op("sum", "SumBackward0", sum_forward, sum_vjp, scalar_shape, (), "g broadcast to a's shape", math=Math(applied(SUM)), checks=(Check(((2, 2),)),)),
-    Op("mean", "MeanBackward0", mean_forward, mean_vjp, scalar_shape, (), "g / numel, broadcast", grows=False, math=Math(applied(MEAN)), checks=(Check(((2, 2),)),)),
+    Op("mean", "MeanBackward0", mean_forward, mean_vjp, scalar_shape, (), "g / numel, broadcast", grows=False,
+       forward_error=mean_error, math=Math(applied(MEAN)), checks=(Check(((2, 2),)),)),
     Op("sum_dim", "SumBackward1", sum_dim_forward, sum_dim_vjp, dims_shape, (),
        "g unsqueezed at the reduced dims, expanded to a's shape", math=_SUM_DIM, checks=_DIM1),
     Op("mean_dim", "MeanBackward1", mean_dim_forward, mean_dim_vjp, dims_shape, (),
-       "g / N unsqueezed at the reduced dims, expanded (N: elements reduced)", grows=False, math=_MEAN_DIM, checks=_DIM1),
+       "g / N unsqueezed at the reduced dims, expanded (N: elements reduced)", grows=False, forward_error=mean_error, math=_MEAN_DIM, checks=_DIM1),
     Op("var", "VarBackward0", var_forward, var_vjp, dims_shape, (Save("self", "in", 0),),
        "2 / (N - correction) * g * (a - mean(a, dims))", nonfinite="a variance over N <= correction elements",
        math=_VAR, checks=(Check(((2, 3),), ((1,), 1, False)), Check(((2, 3),), ((), 0, False)))),
@@ -346,7 +369,8 @@ OPS = (
        "g at the saved index along dim", grows=False, differentiable=(True, False), kink=ties_kink,
        kink_doc="ties: all of g to the first index", math=_along(MIN), checks=_SELECT),
     Op("norm", "LinalgVectorNormBackward0", norm_forward, norm_vjp, norm_shape, _SELF_RESULT,
-       "2-norm: a * g / out (0 when out = 0); p-norm: norm_backward", kink=norm_kink,
+       "2-norm: g * (a / out) (a / out masked to 0 when out = 0); p-norm: norm_backward", kink=norm_kink,
+       forward_error=norm_error,
        kink_doc="0 at the zero vector; order < 1: 0 at zero elements; inf: ties split evenly",
        math=Math(_norm_formula), checks=(Check(((3,),)), Check(((2, 3),), (Fraction(1), (1,), False)), Check(((2, 3),), (Fraction(3), (), True)),
                Check(((2, 3),), (Fraction(1, 2), (0,), False)), Check(((2, 3),), (Fraction(3, 2), (1,), True)),

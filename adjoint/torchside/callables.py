@@ -6,7 +6,9 @@ itself, never in adjoint's own function table (that table is what ``verify`` che
 * ``torch.X`` is ``torch.X``; ``F.X``, ``nn.functional.X`` and ``torch.nn.functional.X``
   are ``torch.nn.functional.X``;
 * a bare ``X`` is ``torch.X``, else ``torch.nn.functional.X``, with two refinements:
-  ``norm`` is ``torch.linalg.vector_norm`` (the v1 contract: the 2-norm of every element),
+  ``norm`` is ``torch.norm`` (said explicitly: its ``p``, ``dim``, ``keepdim`` are what
+  adjoint's ``norm`` takes, and it runs ``torch.linalg.vector_norm``: the v1 contract's 2-norm of
+  every element, LinalgVectorNormBackward0),
   and where both namespaces have ``X`` as *different* callables, the functional one
   (:data:`FUNCTIONAL_WHERE_BOTH`): there ``torch.X`` is the raw ATen binding, whose
   signature is not the documented one (``torch.embedding(weight, indices)`` reverses the
@@ -46,7 +48,7 @@ def function(name: str, prefix: str, loc: Loc):
     elif prefix in FUNCTIONAL_PREFIXES:
         fn = getattr(F, name, None)
     elif name == "norm":
-        fn = torch.linalg.vector_norm
+        fn = torch.norm
     elif name in FUNCTIONAL_WHERE_BOTH:
         fn = getattr(F, name)
     else:

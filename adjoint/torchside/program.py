@@ -26,6 +26,8 @@ from . import callables
 BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "**": operator.pow,
           "@": operator.matmul}
 #: ``t op= v``: Python's in-place protocol (Tensor.__iadd__ and friends are in place).
+COMPARE = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "==": operator.eq,
+           "!=": operator.ne}
 AUGMENTED = {"+": operator.iadd, "-": operator.isub, "*": operator.imul, "/": operator.itruediv,
              "**": operator.ipow, "@": operator.imatmul}
 GRAD_MODES = {"no_grad": torch.no_grad, "enable_grad": torch.enable_grad}
@@ -182,6 +184,8 @@ class Program:
             obj = self.eval(e.obj)
             args = [self.eval(a) for a in e.args]
             kwargs = {k: self.eval(v) for k, v in e.kwargs}
+            if e.operator:   # a comparison operator: Python's own (None != 0 is True, None > 0 raises TypeError)
+                return self.keep(COMPARE[e.operator](obj, args[0]))
             if not isinstance(obj, torch.Tensor):
                 raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is {type(obj).__name__}, not a tensor; it has no "
                                           f"method '{e.name}' here")

@@ -379,6 +379,7 @@ def run_steps(s: Session, steps, passes: list) -> dict | None:
                         if hook.remove == "before_backward":
                             s.hooks.remove(hook.index)
                 start = len(s.log)
+                s.hooks.fired.clear()   # which call fired at a shared node counts afresh in every backward
                 returned = s.backward(bw)
                 entry = {"hook_calls": s.log[start:], "grads": s.grads()}
                 if returned is not None:

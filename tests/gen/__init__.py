@@ -31,14 +31,17 @@ into a leaf or an argument); global module hooks, prepend / with_kwargs / always
 post_accumulate_grad, hooks on a leaf's AccumulateGrad, multi_grad (all / any),
 saved_tensors (whole forward or scoped), raises and removes; and steps (a retained graph, a
 freed one, accumulation, zero_grad, an SGD step, register / remove between passes, new
-inputs). Errors PyTorch raises while running a file (a saved tensor modified in place, an
+inputs); comparisons (``> >= < <= == !=`` as operators, Tensor methods and functions) in masks
+(``e * (a > 0)``) and as ``where``'s condition, bool tensors (targets declared ``dtype: bool``),
+ties, nan gradients (``where`` over ``sqrt`` at 0), PyTorch's bool errors (``e - cond``,
+``-cond``, ``e ** cond``) and hooks that compare their gradient. Errors PyTorch raises while running a file (a saved tensor modified in place, an
 in-place write into a leaf that requires grad or a module output that full backward hooks
 wrap, a freed graph, a hook that raises) are predictions like any other answer.
 
 The package, one job per module: ``rand`` (the source of choices), ``trees`` (expression
 trees and their text), ``specs`` (the problem's static model), ``analysis`` (the abstract
-interpretation), ``exprs`` and ``viewexprs`` (expressions of a requested shape, v1 and v2
-forms), ``program`` (v2 statements), ``modules`` (the generator: values, modules, forwards,
+interpretation), ``exprs``, ``viewexprs`` and ``cmpexprs`` (expressions of a requested shape,
+v1 and v2 forms, comparisons), ``program`` (v2 statements), ``modules`` (the generator: values, modules, forwards,
 Functions, the loss), ``hooks`` and ``hooks2`` (hooks, their returns, variants; v2 kinds and
 options), ``steps``, ``emit`` (YAML), ``check`` (the differential check), ``coverage``.
 

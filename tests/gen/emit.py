@@ -33,6 +33,8 @@ def _q(text: str) -> str:
 def _leaf_yaml(leaf: Leaf, short_rg_false: bool) -> str:
     """An input (shorthand: requires_grad false) or a parameter (shorthand: true)."""
     lit = _lit(leaf.shape, leaf.values)
+    if leaf.dtype is not None:
+        return "{value: " + lit + f", dtype: {leaf.dtype}" + "}"
     if leaf.scale is not None:
         return "{" + f"value: {lit}, scale: {_q(num_text(leaf.scale))}, requires_grad: {str(leaf.rg).lower()}" + "}"
     if short_rg_false and not leaf.rg:
@@ -159,7 +161,8 @@ def to_yaml(p: ProblemSpec) -> str:
     if p.targets:
         out.append("targets:")
         for leaf in p.targets:
-            out.append(f"  {leaf.name}: {_lit(leaf.shape, leaf.values)}")
+            lit = _lit(leaf.shape, leaf.values)
+            out.append(f"  {leaf.name}: " + ("{value: " + lit + f", dtype: {leaf.dtype}" + "}" if leaf.dtype else lit))
     out.append("model:")
     out.extend(_module_yaml(p.model, 2))
     if p.loss is not None:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from .analysis import broadcast
 from .trees import RATIONAL_UNARY, REDUCTIONS, UNARY_ELEMENTWISE, NoExpr
+from .cmpexprs import CmpExprs
 from .viewexprs import V2Exprs
 
 if TYPE_CHECKING:
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
 MAX_EXPR_DEPTH = 3
 #: The weight of a v2 form (method, view, indexing...) among the other kinds (23 in all).
 V2_WEIGHT = 16
+#: The weight of a comparison form (a mask, where(), a bool tensor: cmpexprs) in v2 problems.
+CMP_WEIGHT = 6
 
 
 
@@ -37,7 +40,7 @@ def _sub_shape(shape: tuple, s: Src) -> tuple:
     return tuple(d if s.coin(0.7) else 1 for d in tail)
 
 
-class ExprCtx(V2Exprs):
+class ExprCtx(V2Exprs, CmpExprs):
     """Generates expression trees of a requested shape over the names of one forward (or the loss)."""
 
     def __init__(self, g: Gen, mod: Mod | None, allow_params: bool, allow_targets: bool):
@@ -53,7 +56,7 @@ class ExprCtx(V2Exprs):
 
     def target(self, shape: tuple) -> str:
         for t in self.g.targets:
-            if t.shape == shape and self.s.coin(0.5):
+            if t.shape == shape and t.dtype is None and self.s.coin(0.5):
                 return t.name
         leaf = self.g.leaf(self.g.fresh("t"), shape, False)
         self.g.targets.append(leaf)
@@ -137,7 +140,7 @@ class ExprCtx(V2Exprs):
         if 1 <= len(shape) <= 3:
             options.append((3, "matmul"))
         if self.g.v2:
-            options.append((V2_WEIGHT, "v2"))
+            options += [(V2_WEIGHT, "v2"), (CMP_WEIGHT, "cmp")]
         kind = s.weighted(options)
         try:
             return self._expr(kind, shape, depth)
@@ -198,6 +201,8 @@ class ExprCtx(V2Exprs):
             return self.matmul(shape, d)
         if kind == "v2":
             return self.v2_expr(shape, depth)
+        if kind == "cmp":
+            return self.cmp_expr(shape, depth)
         # binary elementwise
         op = s.weighted([(3, "+"), (3, "-"), (3, "*"), (2, "/")])
         form = s.weighted([(6, "tt"), (2, "tn"), (2, "nt")])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fractions import Fraction as Fr
 
 from .analysis import Analysis, Info
+from .cmpexprs import cmp_rescale
 from .specs import BackwardSpec, HookSpec, Leaf, Mod, ProblemSpec, VariantSpec
 
 
@@ -204,6 +205,8 @@ class HookGen:
 
     def rescale(self, t):
         s = self.s
+        if self.v2 and s.coin(0.12):
+            return cmp_rescale(s, self.v2_used, t)
         return s.weighted([(4, ("b", "*", ("c", s.choice([Fr(2), Fr(3), Fr(-1), Fr(1, 2)])), t)),
                            (2, ("b", "*", t, ("c", Fr(2)))),
                            (2, ("b", "+", ("b", "*", t, ("c", Fr(0))), ("c", Fr(1)))),   # replace by ones

@@ -86,7 +86,10 @@ class HookGenV2:
                     names.append(n)
             extra.append(HookSpec("multi_grad", ",".join(names), "any" if s.coin(0.4) else "all"))
         if s.coin(0.25):
-            pack, unpack = s.weighted(SAVED)
+            # a comparison's bool tensor may be saved (where's condition, a mask in a product): pack / unpack
+            # arithmetic on it is integer arithmetic (x * 2 of a bool is int64), which solve does not model
+            bools = any(k.startswith("cmp ") and k != "cmp hook" for k in self.v2_used)
+            pack, unpack = ("x", "x") if bools else s.weighted(SAVED)
             h = HookSpec("saved_tensors", "", "pack")
             h.opts["pack"], h.opts["unpack"] = pack, unpack
             paths = [m.path for m in p.model.walk() if m.path]
@@ -103,7 +106,12 @@ class HookGenV2:
         if len(hooks) >= 2 and s.coin(0.12):
             i = s.int(0, len(hooks) - 1)
             if hooks[i].kind != "retain_grad" and hooks[i].on != "saved_tensors":
+                # with steps, a full backward hook removed by a hook is gone from the next forward, whose
+                # graph then has no BackwardHookFunction there: a node hook's returns were sized by the
+                # graph with it (sweep seed 151, problem 883)
                 others = [j for j in range(len(hooks)) if hooks[j].kind != "retain_grad" and hooks[j].on != "saved_tensors"
-                          and not hooks[j].replaces]
+                          and not hooks[j].replaces
+                          and not (not self.timing and hooks[j].on in ("module", "global")
+                                   and hooks[j].kind in ("full_backward", "full_backward_pre"))]
                 if others:
                     hooks[i].opts["removes"] = sorted({s.choice(others) for _ in range(s.int(1, 2))})

@@ -14,6 +14,7 @@ class Leaf:
     values: list              # row-major Fractions
     rg: bool
     scale: Fr | None = None   # written as {value, scale}: values are pre-scale
+    dtype: str | None = None  # "bool": a mask (values 0 / 1), never requires grad
 
 
 @dataclass

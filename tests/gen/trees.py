@@ -12,6 +12,8 @@ from fractions import Fraction as Fr
 #       (name(items)); items: trees, ('lit', text), ('kw', key, item), ('lst', items);
 #       post: text appended (a tuple result indexed: "[1]"); shape: the result's;
 #       sem: "node" (one autograd node over the tensor items) or "detach" (no grad)
+#       form "cmp": a comparison operator (recv name items[0]: ``a > 0``), sem "detach" (a bool
+#       tensor, no node), as comparisons' method and function forms are
 # | ('sub', tree, text, shape, label)   tree[text], label: select / slice / None / ... (coverage)
 # | ('attr', tree, name, shape)         tree.T, tree.mT
 
@@ -46,6 +48,8 @@ def num_text(v: Fr) -> str:
 
 
 def _atomic(t) -> bool:
+    if t[0] == "op" and t[1] == "cmp":
+        return False
     if t[0] in ("n", "f", "call", "idx", "tup", "none", "op", "sub", "attr", "lst"):
         return True
     if t[0] == "c":
@@ -74,6 +78,8 @@ def src(t) -> str:
         return f"({inner},)" if len(t[1]) == 1 else f"({inner})"
     if k == "none":
         return "None"
+    if k == "op" and t[1] == "cmp":
+        return f"{_par(t[3])} {t[2]} {_par(t[4][0])}"
     if k == "op":
         args = ", ".join(_item(a) for a in t[4])
         head = f"{_par(t[3])}.{t[2]}" if t[1] == "method" else t[2]
@@ -145,7 +151,7 @@ def op_names(t, out: Counter) -> None:
         for a in t[1]:
             op_names(a, out)
     elif k == "op":
-        out[f".{t[2]}()" if t[1] == "method" else f"{t[2]}()"] += 1
+        out[f"cmp {t[2]}" if t[1] == "cmp" else f".{t[2]}()" if t[1] == "method" else f"{t[2]}()"] += 1
         if any(a[0] == "kw" for a in t[4]):
             out["keyword arguments"] += 1
         for a in tensor_items(t):

@@ -31,6 +31,9 @@ _WHY = {
                     "\\texttt{unbind}), or a view made under \\texttt{no\\_grad}; rewriting its base's history would "
                     "bypass that node's backward.",
     "hook_result": "the hook returned something PyTorch does not accept from that kind of hook.",
+    "dtype": "the kernel refuses its operands' dtypes: PyTorch has no negation or subtraction of bool tensors "
+             "(a mask is inverted with \\texttt{\\textasciitilde} or \\texttt{logical\\_not}), and an in-place op "
+             "cannot write a float result into a bool or int64 tensor.",
 }
 
 
