@@ -1,4 +1,6 @@
-"""The node of a pack call whose op never finished (the pack hook raised, or one after it did).
+"""Pack calls whose node no graph walk reaches: the op never finished (the pack hook raised, or
+one after it did), or the node is wrapped inside a CopySlices (an in-place op on a view; see
+:func:`name_wrapped`).
 
 A pack call's node is normally named from its sequence number once the forward is over
 (:mod:`adjoint.torchside.graphs`). When a pack hook raises, PyTorch abandons the op: its
@@ -62,10 +64,56 @@ class WatchPacks(TorchFunctionMode):
         start = graphs.next_sequence_nr()
         mark = len(self.log)
         try:
-            return func(*args, **kwargs)
+            out = func(*args, **kwargs)
         except Exception:
             name_unfinished(self.log, mark, start, lambda: func(*args, **kwargs))
             raise
+        if _writes_a_view(func, args):
+            name_wrapped(self.log, mark, func, args, kwargs)
+        return out
+
+
+def _writes_a_view(func, args) -> bool:
+    """An in-place method (``mul_``, ``__imul__``) called on a view."""
+    name = getattr(func, "__name__", "")
+    inplace = (name.endswith("_") and not name.startswith("__")) or name in _AUGMENTED
+    return inplace and bool(args) and isinstance(args[0], torch.Tensor) and args[0]._is_view()
+
+
+_AUGMENTED = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__ipow__"}
+
+
+def name_wrapped(log: list, mark: int, func, args, kwargs) -> None:
+    """Name the node of every pack call an in-place op on a view just made: PyTorch wraps that
+    node inside the base's ``CopySlices``, where no graph walk reaches it, and only the
+    backward's records would name it (a backward that never runs it leaves it unnamed). Every
+    pack the call made is for that node (the copy of the original ``self`` it saves is made
+    inside it), so the same op is run once more on plain copies of the operands (``self`` not a
+    view, so its result's grad_fn is that node's kind), with pass-through saved-tensor hooks."""
+    pending = [r for r in log[mark:] if r.get("kind") == "pack" and "_node" not in r]
+    if not pending:
+        return
+
+    def plain(t, first):
+        if not isinstance(t, torch.Tensor):
+            return t
+        c = t.detach().clone()
+        if t.requires_grad:
+            c.requires_grad_()
+            if first:       # an in-place op may not write a leaf that requires grad
+                c = c * 1
+        return c
+
+    with torch.autograd.graph.saved_tensors_hooks(_identity, _identity):
+        try:
+            out = func(*[plain(a, i == 0) for i, a in enumerate(args)],
+                       **{k: plain(v, False) for k, v in kwargs.items()})
+        except Exception:   # noqa: BLE001 -- only a name is sought; without it the record stays unnamed
+            return
+    node = graphs.grad_fn_of(out) if isinstance(out, torch.Tensor) else None
+    if node is not None:
+        for r in pending:
+            r["_node"] = node.name()
 
 
 def watch_call(log: list, fn, *args):
