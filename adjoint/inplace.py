@@ -166,7 +166,9 @@ def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc)
         check_inplace_allowed(target)
     view = target.is_view
     seq = rt._new_seq() if make_node else None   # the node before its edges (see Runtime.apply)
-    old_edge = gradient_edge_now(rt, target) if target.needs_grad else None
+    # collect_next_edges runs only when the op records: under no_grad a stale view's grad_fn is
+    # not read (not regenerated, and a view PyTorch forbids to regenerate does not raise)
+    old_edge = gradient_edge_now(rt, target) if make_node and target.needs_grad else None
     node = None
     if make_node:
         edges = [old_edge] + [rt.gradient_edge(t) if t.needs_grad else None for t in ts[1:]]
