@@ -242,6 +242,8 @@ class Registrations:
                                                  "(mode all) finds no grad_fn for it and PyTorch raises "
                                                  "AssertionError('Expected gradient function to be set'); "
                                                  "mode any skips it")
+        if nodes is not None:   # the inner hooks' closures hold these grad_fns (alive while the hooks are)
+            self.rt.captured_nodes.extend(n for n in nodes if n is not None)
         state = MultiGradState(hook, tensors, nodes=nodes)
         for i, t in enumerate(tensors):
             if hook.mode == "any":

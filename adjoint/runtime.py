@@ -73,6 +73,8 @@ class Runtime:
         self.next_handle = 0                  # RemovableHandle.next_id
         self.next_tensor = 0
         self.all_tensors: list[Tensor] = []   # every tensor made (the run keeps them all alive)
+        self.captured_nodes: list[Node] = []  # nodes a Python object holds: register_multi_grad_hook's
+                                              # grad_fns (mode all), captured by its hooks' closures
         self.grad_enabled = True
         self.saved_hooks: list = []           # stack of active saved_tensors hooks (problem.Hook)
         self.call_stack: list = []            # module calls being run (innermost last)
@@ -360,7 +362,8 @@ class Runtime:
         if sv.hooks is not None:  # with saved-tensor hooks PyTorch does not check the version
             return self.hooks_runner.unpack(sv.hooks, sv.packed, node, sv)
         if sv.tensor.version.value != sv.saved_version:
-            raise TorchError("RuntimeError", version_message(sv, node, self.nodes, self.live_nodes), "saved_modified")
+            raise TorchError("RuntimeError", version_message(sv, node, self.nodes, self.live_nodes,
+                                                             self.captured_nodes), "saved_modified")
         return sv.value
 
     def live_nodes(self) -> set:
@@ -370,7 +373,7 @@ class Runtime:
         node only a replaced grad_fn pointed at -- the SelectBackward0 of ``h[1] = v``'s temporary
         view, rebased by the write -- is gone."""
         seen: set = set()
-        todo = [t.grad_fn for t in self.all_tensors if t.grad_fn is not None]
+        todo = [t.grad_fn for t in self.all_tensors if t.grad_fn is not None] + list(self.captured_nodes)
         while todo:
             n = todo.pop()
             if id(n) in seen:
@@ -410,7 +413,7 @@ def held_by_an_edge(target: Node, nodes) -> bool:
                for n in nodes for i, e in enumerate(n.edges))
 
 
-def version_message(sv: SavedVariable, node: Node, nodes=(), live=None) -> str:
+def version_message(sv: SavedVariable, node: Node, nodes=(), live=None, captured=()) -> str:
     """PyTorch's message for a saved tensor modified in place (SavedVariable::unpack): a saved
     output names the node that saved it, a saved input its current grad_fn (a view whose base
     changed since: the AsStridedBackward0 reading it makes), a leaf nothing; the node's name
@@ -422,7 +425,8 @@ def version_message(sv: SavedVariable, node: Node, nodes=(), live=None) -> str:
     if sv.weak_grad_fn is not None and live is not None:
         alive = live()
         nodes = [n for n in nodes if id(n) in alive]   # only a node something holds holds its edges' nodes
-    if sv.weak_grad_fn is not None and (t.grad_fn is sv.weak_grad_fn or held_by_an_edge(sv.weak_grad_fn, nodes)):
+    if sv.weak_grad_fn is not None and (t.grad_fn is sv.weak_grad_fn or held_by_an_edge(sv.weak_grad_fn, nodes)
+                                        or any(n is sv.weak_grad_fn for n in captured)):
         owner = sv.weak_grad_fn   # an in-place op on a view saved its result: the view's grad_fn then
     if not sv.is_output and t.is_view and t.view_version != t.version.value and t.creation \
             and t.creation[0] in ("custom", "multi", "no_grad"):
