@@ -219,7 +219,7 @@ class Session:
             self.bind(name, t)
         with contextlib.ExitStack() as stack:
             if self.hooks.any_saved_tensors():
-                stack.enter_context(WatchPacks(self.log))
+                stack.enter_context(WatchPacks(self.log, self.nodes.scan))
             for hook in self.hooks.saved_hooks(None):
                 stack.enter_context(self.hooks.saved_tensors(hook))
             root = self.p.model

@@ -53,11 +53,14 @@ def name_unfinished(log: list, mark: int, start: int, rerun) -> None:
 
 
 class WatchPacks(TorchFunctionMode):
-    """Around a forward: every outermost torch call that fails gets its unfinished packs named."""
+    """Around a forward: every outermost torch call that fails gets its unfinished packs named;
+    one that packed and returned has its result's graph indexed at once (``index``), while its
+    node is still reachable: a forward hook that raises next drops the result."""
 
-    def __init__(self, log: list):
+    def __init__(self, log: list, index=None):
         super().__init__()
         self.log = log
+        self.index = index
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -72,6 +75,8 @@ class WatchPacks(TorchFunctionMode):
             raise
         if _writes_a_view(func, args):
             name_wrapped(self.log, mark, func, args, kwargs)
+        elif self.index is not None and any(r.get("kind") == "pack" for r in self.log[mark:]):
+            self.index(out)   # just made: reading its grad_fn makes nothing new
         return out
 
 
