@@ -89,7 +89,8 @@ class HookGenV2:
             # a comparison's bool tensor may be saved (where's condition, a mask in a product): pack / unpack
             # arithmetic on it is integer arithmetic (x * 2 of a bool is int64), which solve does not model
             bools = any(k.startswith("cmp ") and k != "cmp hook" for k in self.v2_used)
-            pack, unpack = ("x", "x") if bools else s.weighted(SAVED)
+            # so are int64 indices and bool masks layers save (tests/gen/layers.py): identities there too
+            pack, unpack = ("x", "x") if bools or getattr(self, "int_saved", False) else s.weighted(SAVED)
             h = HookSpec("saved_tensors", "", "pack")
             h.opts["pack"], h.opts["unpack"] = pack, unpack
             paths = [m.path for m in p.model.walk() if m.path]
