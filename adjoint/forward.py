@@ -403,7 +403,9 @@ class _Pass:
         return outs, node
 
     def check_forward_args(self, new: tuple, mod: Module, hook, kwargs: dict | None = None) -> None:
-        given = len(new) + len(kwargs or {})
+        # keyword arguments that are no input of the module (a built-in's options: need_weights=False) stay
+        # as they are, PyTorch calling forward(*new_args, **kwargs); the others bind inputs
+        given = len(new) + len([k for k in (kwargs or {}) if k in mod.inputs])
         if len(new) > len(mod.inputs) or (not mod.input_defaults and given != len(mod.inputs)):
             raise ProblemError(hook.returns.loc, f"the forward_pre hook returns {len(new)} input(s) but "
                                                  f"'{mod.label}' takes {len(mod.inputs)}: PyTorch raises TypeError "

@@ -610,7 +610,7 @@ class LayerGen:
             c = y_shape[1]
             tshape = (y_shape[0],) + tuple(y_shape[2:])
             vals = [Fr(s.int(0, c - 1)) for _ in range(_numel(tshape))]
-            if s.coin(0.2):
+            if s.coin(0.2) and len(set(vals)) > 1:   # never every target ignored: the mean is 0/0 (nan)
                 args["ignore_index"] = int(vals[0])
             t = Leaf(self.fresh("cls"), tshape, vals, False, dtype="int64")
             self.targets.append(t)
