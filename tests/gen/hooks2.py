@@ -96,6 +96,8 @@ class HookGenV2:
             paths = [m.path for m in p.model.walk() if m.path]
             if paths and s.coin(0.4):
                 h.opts["scope"] = sorted({s.choice(paths) for _ in range(s.int(1, 2))})
+                if not bools and getattr(self, "int_saved", False) and not set(h.opts["scope"]) & self.int_paths:
+                    h.opts["pack"], h.opts["unpack"] = s.weighted(SAVED)   # layers that save floats only
             extra.append(h)
         for h in extra:
             hooks.insert(s.int(0, len(hooks)), h)

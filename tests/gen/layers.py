@@ -153,6 +153,7 @@ class LayerGen:
         self.v2 = True
         self.uses_init = False
         self.int_saved = False
+        self.int_paths = set()     # modules that save int64 / bool tensors (indices, masks, class targets)
         self.v2_used["layer problem"] += 1
         start = s.weighted([(4, "img"), (2, "seq1d"), (3, "vec"), (2, "tokens"), (1, "embed")])
         n = s.weighted([(3, 1), (4, 2), (1, 3)])
@@ -188,6 +189,7 @@ class LayerGen:
                 emb = self.lmod("emb", "emb", "Embedding", [(n, seq)], x_shape, args,
                                 self.lparams("emb", {"weight": (num, dim)}, s.coin(0.1)), init)
                 emb.int_inputs = (0,)
+                self.int_paths.add("emb")
                 emb.frozen = not emb.params[0].rg
                 children.append(emb)
                 call = ("call", "emb", (("n", idx.name),))
@@ -216,6 +218,9 @@ class LayerGen:
             kind, obj, new_shape = made
             if kind == "mod":
                 children.append(obj)
+                if getattr(obj, "kv_factor", None) is not None:
+                    obj.kv = self.fresh("kv")
+                    lines.append((obj.kv, ("b", "*", obj.kv_factor, cur)))
                 call = ("call", obj.name, (cur,) * len(obj.in_shapes)) if not getattr(obj, "tuple_out", False) else obj.call_tree(cur)
             else:
                 call = obj(cur)
@@ -454,6 +459,7 @@ class LayerGen:
             m = self.lmod(name, path, typ, [shape], shape[:2] + outs, args)
             if typ == "MaxPool2d":
                 self.int_saved = True      # its indices (int64) are saved
+                self.int_paths.add(path)
             return "mod", m, m.out_shape
         if kind == "adaptive":
             o = s.choice([1, 1, 2, [1, 2], [2, 1]])
@@ -485,6 +491,7 @@ class LayerGen:
             else:
                 m.mask = (shape, [s.weighted([(2, 1), (1, 0)]) for _ in range(_numel(shape))])
                 self.int_saved = True      # its mask (bool) is saved
+                self.int_paths.add(path)
                 self.v2_used["layer Dropout mask"] += 1
             return "mod", m, shape
         if kind == "linear":
@@ -521,7 +528,19 @@ class LayerGen:
                 kws.append(("kw", "need_weights", ("lit", "False")))
             elif not avg:
                 kws.append(("kw", "average_attn_weights", ("lit", "False")))
-            m.call_tree = lambda cur, m=m, kws=tuple(kws): ("idx", ("call", m.name, (cur, cur, cur) + kws), 0)
+            form = s.weighted([(6, "self"), (2, "kv"), (1, "target")])
+            if form == "self":
+                m.call_tree = lambda cur, m=m, kws=tuple(kws): ("idx", ("call", m.name, (cur, cur, cur) + kws), 0)
+            elif form == "kv":     # key and value one other tensor (k is v: the split in-projection)
+                m.kv_factor = ("c", s.choice([Fr(1, 2), Fr(-1), Fr(2)]))   # kv = c * h on a line of its own
+                self.v2_used["layer attention key is value"] += 1
+                m.call_tree = lambda cur, m=m, kws=tuple(kws): ("idx", ("call", m.name, (cur, ("n", m.kv), ("n", m.kv))
+                                                                            + kws), 0)
+            else:                  # value a constant: three different tensors
+                t = Leaf(self.fresh("t"), shape, self.values(shape), False)
+                self.targets.append(t)
+                self.v2_used["layer attention three tensors"] += 1
+                m.call_tree = lambda cur, m=m, kws=tuple(kws), t=t: ("idx", ("call", m.name, (cur, cur, ("n", t.name)) + kws), 0)
             return "mod", m, shape
         return None
 
@@ -659,6 +678,7 @@ class LayerGen:
             m.buffers = buffers
             if typ in ("CrossEntropyLoss", "NLLLoss"):
                 m.int_inputs = (1,)
+                self.int_paths.add(lname)
             model.children.append(m)
             tree = ("call", lname, (inp, ("n", t.name)))
             self.v2_used[f"layer loss module {typ}"] += 1
