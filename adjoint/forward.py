@@ -233,7 +233,15 @@ class _Pass:
             return self._inner(mod, call, own, glob, state, called, loc)
         except TorchError:
             for hooks, is_global in ((glob, True), (own, False)):
-                for hid, entry in hooks.forward.pairs():
+                # this path iterates the OrderedDict itself (``for hook_id, hook in
+                # self._forward_hooks.items()``): a hook that removes a forward hook of the dict
+                # makes the iterator's next step raise, replacing the forward's error -- unless it
+                # was the last hook (odictiter_nextkey is done before it checks od_state)
+                # (tests/data/regressions/always_call_hook_removes_forward_hook_after_error.yaml)
+                start = hooks.forward.state
+                for i, (hid, entry) in enumerate(hooks.forward.pairs()):
+                    if i and hooks.forward.state != start:
+                        raise TorchError("RuntimeError", "OrderedDict mutated during iteration")
                     if hid in hooks.always_called and hid not in called:
                         env = {"input": tuple(state["args"]), "output": state["result"]}
                         if hid in hooks.with_kwargs and not is_global:
