@@ -87,10 +87,14 @@ def _make_layer_info(mod: Mod):
             return args[0]
         ts = [a for a in args if isinstance(a, Info)]
         ps = [an.params[p.name] for p in mod.params]
-        if mod.single_node and not mod.inplace_act:     # one node, one edge (the activations)
+        if mod.single_node and not mod.inplace_act:     # one node, one edge (activations, pools, views)
             return _node(mod.out_shape, (ts[0].rg,), ts[0].deps)
         rg = any(a.rg for a in ts) or any(p.rg for p in ps)
         deps = frozenset().union(*(a.deps for a in ts + ps)) if rg else frozenset()
+        if mod.type in ("Conv1d", "Conv2d"):   # ConvolutionBackward0: input, weight, bias (undefined without)
+            w = an.params[mod.param("weight").name]
+            b = an.params[mod.param("bias").name] if mod.param("bias") is not None else None
+            return _node(mod.out_shape, (ts[0].rg, w.rg, b is not None and b.rg), deps)
         out = Info(tuple(mod.out_shape), rg, rg, (), 1, 0, deps, known=False)
         if mod.tuple_out:
             w = Info(tuple(mod.weights_shape), rg, rg, (), 1, 0, deps, known=False) if mod.weights_shape is not None \
@@ -457,6 +461,7 @@ class LayerGen:
                 if s.coin(0.1):
                     args["divisor_override"] = 2
             m = self.lmod(name, path, typ, [shape], shape[:2] + outs, args)
+            m.single_node = True
             if typ == "MaxPool2d":
                 self.int_saved = True      # its indices (int64) are saved
                 self.int_paths.add(path)
@@ -467,18 +472,21 @@ class LayerGen:
             oh, ow = min(oh, shape[2]), min(ow, shape[3])
             m = self.lmod(name, path, "AdaptiveAvgPool2d", [shape], shape[:2] + (oh, ow),
                           {"output_size": o if isinstance(o, int) and oh == ow == o else [oh, ow]})
+            m.single_node = True   # MeanBackward1 (output 1x1) or AdaptiveAvgPool2DBackward0
             return "mod", m, m.out_shape
         if kind == "flatten":
             start = 1 if s.coin(0.8) else 0
             out = shape[:start] + (_numel(shape[start:]),)
             args = {} if start == 1 else {"start_dim": 0}
             m = self.lmod(name, path, "Flatten", [shape], out, args)
+            m.single_node = True
             return "mod", m, out
         if kind == "unflatten":
             f = shape[1]
             opts = [(a, f // a) for a in range(1, f + 1) if f % a == 0]
             a, b = s.choice(opts)
             m = self.lmod(name, path, "Unflatten", [shape], (shape[0], a, b), {"dim": 1, "unflattened_size": [a, b]})
+            m.single_node = True
             return "mod", m, m.out_shape
         if kind == "dropout":
             p = s.choice([Fr(1, 2), Fr(1, 4)])
