@@ -102,6 +102,10 @@ class HookRunner:
             returned = self.fire(hook, args, node, call)
         finally:
             self.rt.grad_enabled = before
+        # the dtype of each tensor a hook returned in a tuple (an int64 zeros grad_input handed on as it is
+        # stays int64 for the next hook: BackwardHook passes the returned tuple itself)
+        self.returned_dtypes = (tuple(r.dtype if isinstance(r, Tensor) else None for r in returned)
+                                if isinstance(returned, tuple) else None)
         return as_values(returned, hook)
 
     def fire_post_accumulate(self, hook, t: Tensor, node) -> None:

@@ -233,7 +233,15 @@ class _Pass:
             return self._inner(mod, call, own, glob, state, called, loc)
         except TorchError:
             for hooks, is_global in ((glob, True), (own, False)):
-                for hid, entry in hooks.forward.pairs():
+                # this path iterates the OrderedDict itself (``for hook_id, hook in
+                # self._forward_hooks.items()``): a hook that removes a forward hook of the dict
+                # makes the iterator's next step raise, replacing the forward's error -- unless it
+                # was the last hook (odictiter_nextkey is done before it checks od_state)
+                # (tests/data/regressions/always_call_hook_removes_forward_hook_after_error.yaml)
+                start = hooks.forward.state
+                for i, (hid, entry) in enumerate(hooks.forward.pairs()):
+                    if i and hooks.forward.state != start:
+                        raise TorchError("RuntimeError", "OrderedDict mutated during iteration")
                     if hid in hooks.always_called and hid not in called:
                         env = {"input": tuple(state["args"]), "output": state["result"]}
                         if hid in hooks.with_kwargs and not is_global:
@@ -403,7 +411,9 @@ class _Pass:
         return outs, node
 
     def check_forward_args(self, new: tuple, mod: Module, hook, kwargs: dict | None = None) -> None:
-        given = len(new) + len(kwargs or {})
+        # keyword arguments that are no input of the module (a built-in's options: need_weights=False) stay
+        # as they are, PyTorch calling forward(*new_args, **kwargs); the others bind inputs
+        given = len(new) + len([k for k in (kwargs or {}) if k in mod.inputs])
         if len(new) > len(mod.inputs) or (not mod.input_defaults and given != len(mod.inputs)):
             raise ProblemError(hook.returns.loc, f"the forward_pre hook returns {len(new)} input(s) but "
                                                  f"'{mod.label}' takes {len(mod.inputs)}: PyTorch raises TypeError "

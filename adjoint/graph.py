@@ -41,18 +41,22 @@ class HookDict:
     hook removed while an earlier one of the same dict runs still runs in that pass
     (``test_grad_fn_prehooks_remove_hooks``)."""
 
-    __slots__ = ("items",)
+    __slots__ = ("items", "state")
 
     def __init__(self) -> None:
         self.items: dict[int, object] = {}
+        self.state = 0     # OrderedDict's od_state: bumped by every insertion and deletion
 
     def add(self, hid: int, hook: object, prepend: bool = False) -> None:
+        self.state += 1
         if prepend:
             self.items = {hid: hook, **self.items}
         else:
             self.items[hid] = hook
 
     def remove(self, hid: int) -> bool:
+        if hid in self.items:   # RemovableHandle.remove: ``if id in hooks_dict: del hooks_dict[id]``
+            self.state += 1
         return self.items.pop(hid, None) is not None
 
     def __contains__(self, hid: int) -> bool:

@@ -480,6 +480,10 @@ class Engine:
             res = tuple(self.check_tuple(hook.hook, list(res), returned, _shapes(call.args),
                                          f"'{call.path}' has {len(res)} input(s): PyTorch raises 'Backward hook "
                                          "returned an invalid number of grad_input'"))
+            # the next hook is handed the returned tensors themselves: an int64 one keeps its dtype
+            dtypes = getattr(self.rt.hooks_runner, "returned_dtypes", None) or (None,) * len(res)
+            res = tuple(self.rt.tensor(g, dtype=d) if g is not None and d is not None and d != self.rt.dtype
+                        else g for g, d in zip(res, dtypes))
         state.grad_outputs = None
         return _unpack_none(state.input_tensors_index, res)
 

@@ -88,8 +88,9 @@ def test_regression(path):
 #: multi_grad, saved_tensors, comparisons (masks, where, ties, nan gradients, bool tensors,
 #: hooks that compare) and steps. A handful, so the suite stays quick; the sweep runs
 #: thousands. (Regenerate the list when the generator's draws change: last regenerated when
-#: tests/gen/cmpexprs.py came in.)
-V2_SEEDS = [323, 286, 184, 41, 388, 7, 393, 245]
+#: tests/gen/layers.py came in, which made seeds 286 and 41 layer problems; 13 and 14 are
+#: layer problems.)
+V2_SEEDS = [323, 329, 250, 184, 233, 284, 52, 343, 1, 13, 14]
 
 
 @pytest.mark.torch
@@ -115,6 +116,7 @@ def test_v2_seeds_cover_the_v2_features():
                "hook node on a leaf (AccumulateGrad)", "hook multi_grad:all", "hook multi_grad:any",
                "hook saved_tensors:pack", "keyword arguments"]
     wanted += ["cmp " + k for k in ("mask", "where", "relu", "tie", "nan", "bool tensor", "hook")]
+    wanted += ["layer problem"]
     missing = [k for k in wanted if not counts.get(k)]
     assert not missing, f"V2_SEEDS no longer cover: {missing}"
     assert sum(v for k, v in counts.items() if k.startswith("steps ")) >= 3
@@ -153,7 +155,7 @@ def test_generator_covers_every_feature():
     """Over a few hundred problems (generation only: fast), every feature the differential
     test is meant to exercise shows up, and often."""
     counts = {}
-    for i in range(400):
+    for i in range(600):   # 400 before the layer problems took a fifth of them
         for key, n in coverage(generate_spec(random.Random(f"coverage-{i}"))).items():
             counts[key] = counts.get(key, 0) + n
     wanted = [
@@ -191,5 +193,19 @@ def test_generator_covers_every_feature():
         *("cmp " + k for k in ("mask", "where", "relu", "tie", "nan", "bool", "bool tensor", "error", "hook",
                                ">", ">=", "<", "<=", "==", "!=")),
     ]
+    # layer problems (tests/gen/layers.py)
+    wanted += ["layer problem", "layer params from init", "layer model.eval()", "layer BatchNorm eval",
+               "layer Dropout mask", "layer Dropout eval", "layer buffers given", "layer residual",
+               *("layer functional " + k for k in ("act", "conv1d", "conv2d", "ln", "gn")),
+               *("module " + k for k in ("Conv1d", "Conv2d", "BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm",
+                                         "Dropout", "Embedding", "MultiheadAttention", "Flatten", "Unflatten",
+                                         "MaxPool2d", "AdaptiveAvgPool2d", "LeakyReLU", "SiLU", "ELU", "Softmax",
+                                         "LogSoftmax", "MSELoss", "NLLLoss", "HuberLoss", "SmoothL1Loss"))]
     missing = [k for k in wanted if counts.get(k, 0) < 5]
     assert not missing, f"rare or missing features: {[(k, counts.get(k, 0)) for k in missing]}"
+    rare = [*("module " + k for k in ("AvgPool2d", "GELU", "Softplus", "CrossEntropyLoss", "KLDivLoss", "L1Loss",
+                                      "BCEWithLogitsLoss")),
+            "layer loss F.cross_entropy", "layer loss F.kl_div", "layer loss F.binary_cross_entropy",
+            "layer attention key is value", "layer attention three tensors", "layer in-place activation",
+            "layer F.embedding", "layer functional maxpool", "layer functional avgpool"]
+    assert not [k for k in rare if not counts.get(k)], [k for k in rare if not counts.get(k)]

@@ -27,7 +27,6 @@ from fractions import Fraction
 from ..errors import Loc, ProblemError
 from ..functions import call_function
 from ..graph import Tensor
-from ..layout import is_contiguous
 from ..ops.attention import SdpaSpec, mean_dims
 
 _OPTIONAL = ("key_padding_mask", "need_weights", "attn_mask", "average_attn_weights", "is_causal")
@@ -51,23 +50,11 @@ class _Ops:
                              self.loc, method_of=obj)
 
     def linear(self, x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
-        """F.linear. RECONCILE with functions/core.linear (matmul family): at::linear takes the
-        view/addmm/view path only for a contiguous input; a non-contiguous one of 3 or more dims
-        (batch_first's transposed query) goes through matmul's fold (reshape: clone +
-        _unsafe_view, mm, _unsafe_view) and then ``add_(bias)`` in place."""
-        if b is None or len(x.shape) <= 2 or is_contiguous(x.shape, x.strides):
-            return self.fn("linear", x, w, b)
-        from ..functions.views import reshape
-        from ..inplace import apply_inplace
-        rt, loc = self.rt, self.loc
-        wt = rt.apply("t", [w], None, loc)
-        rows = 1
-        for n in x.shape[:-1]:
-            rows *= n
-        folded = reshape(rt, x, (rows, x.shape[-1]), loc)
-        out = rt.apply("unsafe_view", [rt.apply("mm", [folded, wt], None, loc)], tuple(x.shape[:-1]) + (w.shape[0],),
-                       loc)
-        return apply_inplace(rt, "add", out, [b], None, loc)
+        """F.linear, as functions/core.linear runs it: a non-contiguous input of 3 or more dims
+        (batch_first's transposed query) skips the view/addmm path: at::matmul (which folds into
+        mm only when the weight requires grad or the input folds without a copy; a frozen
+        weight and a transposed input give expand + bmm), then ``add_(bias)`` in place."""
+        return self.fn("linear", x, w, b)
 
     def scalar(self, value) -> Tensor:
         """A Python float PyTorch wraps for an op (never saved, no edge), here its exact value."""

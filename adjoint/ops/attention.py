@@ -11,7 +11,8 @@ Flash attention: ``out = softmax(q k^T * scale + mask) v`` per batch and head, w
 gradient. The node saves ``attn_mask`` (when given), ``key``, ``query``, ``value``,
 ``logsumexp``, ``output``, in that pack order (probed on 2.13). The VJP is the softmax
 chain rule: ``dS = P * (dO v^T - rowsum(dO * out))``, ``dq = dS k * scale``,
-``dk = dS^T q * scale``, ``dv = P^T dO``.
+``dk = dS^T q * scale``, ``dv = P^T dO``, with ``P = exp(q k^T * scale + mask - logsumexp)``
+from the saved (unpacked) tensors, as the CPU kernel recomputes it.
 """
 
 from __future__ import annotations
@@ -114,7 +115,14 @@ def sdpa_vjp(B, gs, ins, outs, p: SdpaSpec, need):
     g, out = gs[0], outs[0]
     s, scale = _scores(B, q, k, mask, p.head_dim)
     e = _causal_keep(B, s, p)
-    prob = B.div(e, B.sum_to(e, tuple(B.shape(e)[:-1]) + (1,)))
+    # the CPU kernel (cpu_flash_attention_backward) recomputes P = exp(scores - logsumexp) from the
+    # saved logsumexp, not by normalizing again: under saved-tensor hooks whose unpack changes the
+    # values, the unpacked q, k and logsumexp give P (tests/data/regressions/sdpa_backward_uses_saved_logsumexp.yaml)
+    lse = outs[1] if len(outs) > 1 and outs[1] is not None else None
+    if lse is None:
+        prob = B.div(e, B.sum_to(e, tuple(B.shape(e)[:-1]) + (1,)))
+    else:
+        prob = B.div(e, B.exp(B.reshape(lse, tuple(B.shape(lse)) + (1,))))
     gq = gk = gv = None
     if need[2]:
         gv = batched_matmul(B, transpose_last(B, prob), g)

@@ -38,11 +38,20 @@ ties, nan gradients (``where`` over ``sqrt`` at 0), PyTorch's bool errors (``e -
 in-place write into a leaf that requires grad or a module output that full backward hooks
 wrap, a freed graph, a hook that raises) are predictions like any other answer.
 
+Layer problems, a fifth of all (:data:`layers.LAYER_SHARE`, drawn from the same number as
+the v2 coin, so the other problems are unchanged): the ``torch.nn`` layer types (Conv1d/2d,
+the pools, BatchNorm1d/2d in training and eval with buffers, LayerNorm, GroupNorm, Dropout with
+its mask, Embedding, MultiheadAttention, Flatten/Unflatten, the activations and the losses
+with ``reduction=``) and their functional forms, chained with consistent shapes, parameters
+given or from ``init:``, ``training: false`` and ``requires_grad: false`` modules, a loss
+module, a functional loss or a loss expression; hooks from the same machinery
+(``tests/gen/layers.py``).
+
 The package, one job per module: ``rand`` (the source of choices), ``trees`` (expression
 trees and their text), ``specs`` (the problem's static model), ``analysis`` (the abstract
 interpretation), ``exprs``, ``viewexprs`` and ``cmpexprs`` (expressions of a requested shape,
 v1 and v2 forms, comparisons), ``program`` (v2 statements), ``modules`` (the generator: values, modules, forwards,
-Functions, the loss), ``hooks`` and ``hooks2`` (hooks, their returns, variants; v2 kinds and
+Functions, the loss), ``layers`` (layer problems), ``hooks`` and ``hooks2`` (hooks, their returns, variants; v2 kinds and
 options), ``steps``, ``emit`` (YAML), ``check`` (the differential check), ``coverage``.
 
 Validity by construction: the generator tracks shapes statically, and for each variant runs

@@ -104,13 +104,14 @@ class HookGen:
                 h.when = "after_forward"  # too late for module hooks: never called, in torch and in adjoint
             if kind == "forward_pre" and s.coin(0.5):
                 m = mods[target]
-                if len(m.inputs) == 1 and s.coin(0.3):
+                keep = getattr(m, "int_inputs", ())   # int64 indices and class targets pass through
+                if len(m.inputs) == 1 and s.coin(0.3) and not keep:
                     h.returns = self.fwd_replace(("idx", ("n", "input"), 0))
                 else:
-                    items = [self.fwd_replace(("idx", ("n", "input"), i)) if s.coin(0.6)
+                    items = [self.fwd_replace(("idx", ("n", "input"), i)) if s.coin(0.6) and i not in keep
                              else ("idx", ("n", "input"), i) for i in range(len(m.inputs))]
                     h.returns = ("tup", tuple(items))
-            elif kind == "forward" and s.coin(0.5):
+            elif kind == "forward" and s.coin(0.5) and not getattr(mods[target], "tuple_out", False):
                 h.returns = self.fwd_replace(("n", "output"))
             if h.replaces:
                 h.when = None

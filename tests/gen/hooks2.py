@@ -89,12 +89,15 @@ class HookGenV2:
             # a comparison's bool tensor may be saved (where's condition, a mask in a product): pack / unpack
             # arithmetic on it is integer arithmetic (x * 2 of a bool is int64), which solve does not model
             bools = any(k.startswith("cmp ") and k != "cmp hook" for k in self.v2_used)
-            pack, unpack = ("x", "x") if bools else s.weighted(SAVED)
+            # so are int64 indices and bool masks layers save (tests/gen/layers.py): identities there too
+            pack, unpack = ("x", "x") if bools or getattr(self, "int_saved", False) else s.weighted(SAVED)
             h = HookSpec("saved_tensors", "", "pack")
             h.opts["pack"], h.opts["unpack"] = pack, unpack
             paths = [m.path for m in p.model.walk() if m.path]
             if paths and s.coin(0.4):
                 h.opts["scope"] = sorted({s.choice(paths) for _ in range(s.int(1, 2))})
+                if not bools and getattr(self, "int_saved", False) and not set(h.opts["scope"]) & self.int_paths:
+                    h.opts["pack"], h.opts["unpack"] = s.weighted(SAVED)   # layers that save floats only
             extra.append(h)
         for h in extra:
             hooks.insert(s.int(0, len(hooks)), h)

@@ -9,6 +9,7 @@ from .analysis import Analysis, broadcast
 from .exprs import MAX_EXPR_DEPTH, ExprCtx, _broadcastable, _sub_shape
 from .hooks import HookGen
 from .hooks2 import HookGenV2
+from .layers import LAYER_SHARE, LayerGen
 from .steps import StepGen
 from .program import ProgramGen
 from .rand import Src
@@ -27,7 +28,7 @@ TUPLE_P = 0.12
 STATEMENT_P = 0.6
 
 
-class Gen(HookGen, HookGenV2, ProgramGen, StepGen):
+class Gen(HookGen, HookGenV2, ProgramGen, StepGen, LayerGen):
     def __init__(self, s: Src, budget: int = TRANSCENDENTAL_BUDGET, v2_share: float | None = None):
         self.s = s
         self.counter = Counter()
@@ -38,6 +39,7 @@ class Gen(HookGen, HookGenV2, ProgramGen, StepGen):
         self.v2 = False        # this problem uses the v2 contract's forms (drawn in problem())
         self.v2_used: Counter = Counter()   # v2 forms and statements made (coverage)
         self.v2_share = V2_SHARE if v2_share is None else v2_share
+        self.layer_share = LAYER_SHARE
 
     def spend(self) -> bool:
         """Take one transcendental op (times the number of calls of the module it is in)
@@ -81,7 +83,10 @@ class Gen(HookGen, HookGenV2, ProgramGen, StepGen):
     # ------------------------------------------------------------------ problem
     def problem(self) -> ProblemSpec:
         s = self.s
-        self.v2 = s.coin(self.v2_share)
+        r = s.int(0, 999)   # one draw decides v2 and layer problems (the draws of the others are unchanged)
+        self.v2 = r >= round((1 - self.v2_share) * 1000)
+        if self.v2 and r >= round((1 - self.layer_share) * 1000):
+            return self.layer_problem()
         n_in = s.weighted([(6, 1), (3, 2), (1, 3)])
         root_kind = "custom" if n_in > 1 else s.weighted([(4, "Sequential"), (4, "custom"), (1, "Linear"),
                                                           (1, "elementwise"), (1, "function")])

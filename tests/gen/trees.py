@@ -70,7 +70,7 @@ def src(t) -> str:
     if k == "b":
         return f"{_par(t[2])} {t[1]} {_par(t[3])}"
     if k == "call":
-        return f"{t[1]}({', '.join(src(a) for a in t[2])})"
+        return f"{t[1]}({', '.join(_item(a) for a in t[2])})"
     if k == "idx":
         return f"{src(t[1])}[{t[2]}]"
     if k == "tup":
