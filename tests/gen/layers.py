@@ -22,6 +22,7 @@ hook must pass through, ``tuple_out``: no replacing forward hook).
 from __future__ import annotations
 
 import json
+import math
 from fractions import Fraction as Fr
 
 from .analysis import Info, _node
@@ -148,7 +149,7 @@ class LayerGen:
 
     def lparams(self, path: str, shapes: dict, frozen: bool) -> list:
         pre = f"{path}." if path else ""
-        return [Leaf(pre + k, tuple(shp), [self.s.choice(SMALL) for _ in range(_numel(shp))], not frozen)
+        return [Leaf(pre + k, tuple(shp), [self.s.choice(SMALL) for _ in range(math.prod(shp))], not frozen)
                 for k, shp in shapes.items()]
 
     # ------------------------------------------------------------------ the problem
@@ -372,7 +373,7 @@ class LayerGen:
             return "mod", m, m.out_shape
         if kind == "bn":
             c = shape[1]
-            per_channel = shape[0] * _numel(shape[2:])
+            per_channel = shape[0] * math.prod(shape[2:])
             typ = "BatchNorm2d" if r == 4 else "BatchNorm1d"
             args = {"num_features": c}
             if s.coin(0.3):
@@ -412,7 +413,7 @@ class LayerGen:
             if not affine:
                 args["affine"] = False
             shapes = {"weight": (c,), "bias": (c,)} if affine else {}
-            if _numel(shape[1:]) // groups < 2 and s.coin(0.7):
+            if math.prod(shape[1:]) // groups < 2 and s.coin(0.7):
                 return None      # one value per group: variance 0, every output is the bias
             m = self.lmod(name, path, "GroupNorm", [shape], shape, args, self.lparams(path, shapes, frozen), init)
             m.frozen = frozen
@@ -476,7 +477,7 @@ class LayerGen:
             return "mod", m, m.out_shape
         if kind == "flatten":
             start = 1 if s.coin(0.8) else 0
-            out = shape[:start] + (_numel(shape[start:]),)
+            out = shape[:start] + (math.prod(shape[start:]),)
             args = {} if start == 1 else {"start_dim": 0}
             m = self.lmod(name, path, "Flatten", [shape], out, args)
             m.single_node = True
@@ -497,7 +498,7 @@ class LayerGen:
                 m.alias = True
                 self.v2_used["layer Dropout eval"] += 1
             else:
-                m.mask = (shape, [s.weighted([(2, 1), (1, 0)]) for _ in range(_numel(shape))])
+                m.mask = (shape, [s.weighted([(2, 1), (1, 0)]) for _ in range(math.prod(shape))])
                 self.int_saved = True      # its mask (bool) is saved
                 self.int_paths.add(path)
                 self.v2_used["layer Dropout mask"] += 1
@@ -607,7 +608,7 @@ class LayerGen:
             self.spend()
             c = shape[1]
             g = s.choice([x for x in range(1, c + 1) if c % x == 0])
-            if _numel(shape[1:]) // g < 2:
+            if math.prod(shape[1:]) // g < 2:
                 return None
             return "fn", op("F.group_norm", [("lit", str(g))], shape), shape
         return None
@@ -636,7 +637,7 @@ class LayerGen:
         if typ in ("CrossEntropyLoss", "NLLLoss"):
             c = y_shape[1]
             tshape = (y_shape[0],) + tuple(y_shape[2:])
-            vals = [Fr(s.int(0, c - 1)) for _ in range(_numel(tshape))]
+            vals = [Fr(s.int(0, c - 1)) for _ in range(math.prod(tshape))]
             if s.coin(0.2) and len(set(vals)) > 1:   # never every target ignored: the mean is 0/0 (nan)
                 args["ignore_index"] = int(vals[0])
             t = Leaf(self.fresh("cls"), tshape, vals, False, dtype="int64")
@@ -651,15 +652,15 @@ class LayerGen:
             fn = "cross_entropy" if typ == "CrossEntropyLoss" else "nll_loss"
         else:
             if typ == "BCELoss":
-                vals = [s.choice([Fr(0), Fr(1, 4), Fr(1, 2), Fr(3, 4), Fr(1)]) for _ in range(_numel(y_shape))]
+                vals = [s.choice([Fr(0), Fr(1, 4), Fr(1, 2), Fr(3, 4), Fr(1)]) for _ in range(math.prod(y_shape))]
                 inp = ("f", "sigmoid", y)
             elif typ == "BCEWithLogitsLoss":
-                vals = [s.choice([Fr(0), Fr(1, 4), Fr(1, 2), Fr(3, 4), Fr(1)]) for _ in range(_numel(y_shape))]
+                vals = [s.choice([Fr(0), Fr(1, 4), Fr(1, 2), Fr(3, 4), Fr(1)]) for _ in range(math.prod(y_shape))]
                 if s.coin(0.25):
                     buffers["pos_weight"] = ((y_shape[-1],), [s.choice([Fr(1), Fr(2), Fr(1, 2)])
                                                              for _ in range(y_shape[-1])])
             elif typ == "KLDivLoss":
-                vals = [s.choice([Fr(1, 4), Fr(1, 2), Fr(3, 4), Fr(1, 8), Fr(0)]) for _ in range(_numel(y_shape))]
+                vals = [s.choice([Fr(1, 4), Fr(1, 2), Fr(3, 4), Fr(1, 8), Fr(0)]) for _ in range(math.prod(y_shape))]
                 inp = ("op", "fn", "F.log_softmax", None, (y, ("kw", "dim", ("lit", "-1"))), "", y_shape, "node")
                 if reduction == "mean" and s.coin(0.5):
                     reduction = "batchmean"
@@ -703,13 +704,6 @@ class LayerGen:
         if out_shape != ():
             tree = ("f", s.choice(["sum", "mean"]), tree)
         return tree
-
-
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 def _py(v) -> str:
