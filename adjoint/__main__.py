@@ -1,6 +1,6 @@
 """``python -m adjoint``: the same command line as ``adjoint``."""
 
-from .cli import main
+from adjoint.cli import main
 
 if __name__ == "__main__":
     main(prog_name="adjoint")

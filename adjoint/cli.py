@@ -3,7 +3,7 @@ over the Python API.
 
 Bad input (a problem-file or command-line mistake) is one line on stderr, exit code 2,
 nothing written; every line that quotes a file name or the file's text goes through
-:func:`adjoint.safetext.terminal_safe`. Ctrl-C is one line, ``interrupted``, exit 130;
+:func:`adjoint.render.safetext.terminal_safe`. Ctrl-C is one line, ``interrupted``, exit 130;
 SIGTERM unwinds the same way (temporary files and directories removed), exit 143. ``-``
 reads the problem from standard input (named ``<stdin>`` in messages) and, for ``-o``,
 writes to standard output. torch is imported only by ``verify`` and ``import``.
@@ -18,8 +18,8 @@ import time
 
 import click
 
-from .errors import ProblemError
-from .safetext import terminal_safe
+from adjoint.format.errors import ProblemError
+from adjoint.render.safetext import terminal_safe
 
 STDIN = "<stdin>"
 EXIT_INTERRUPTED = 128 + signal.SIGINT    # 130, as a shell reports Ctrl-C
@@ -135,11 +135,11 @@ def _one_document(paths: tuple[str, ...]) -> bool:
 
 def _load(path: str):
     """A problem from a file, or from standard input for ``-``."""
-    from . import load, loads
+    from adjoint import load, loads
 
     if path != "-":
         return load(path)
-    from .loader import MAX_FILE_BYTES, decode
+    from adjoint.format.loader import MAX_FILE_BYTES, decode
 
     raw = click.get_binary_stream("stdin").read(MAX_FILE_BYTES + 1)
     return loads(decode(raw, STDIN), STDIN)
@@ -184,7 +184,7 @@ def solve(files, as_json, variant, numeric, exact, values, recursion, float64, s
 
     The report is coloured on a terminal (not when piped, nor with NO_COLOR set) and wrapped
     to its width (COLUMNS when not a terminal, else 80)."""
-    from .solve import solve_problem
+    from adjoint.answer.solve import solve_problem
 
     mode = _mode(float64, structure)
     predictions = []
@@ -197,13 +197,13 @@ def solve(files, as_json, variant, numeric, exact, values, recursion, float64, s
             if bar is not None:
                 bar.finish()
     if as_json:
-        from .jsonout import dumps
+        from adjoint.render.jsontext import dumps
 
         docs = [p.to_json() for p in predictions]
         click.echo(dumps(docs[0] if _one_document(files) else docs))
     else:
-        from .render.console import console, print_report
-        from .render.report import Options
+        from adjoint.render.console import console, print_report
+        from adjoint.render.report import Options
 
         print_report(predictions, Options(exact=exact, values=values, recursion=recursion), console())
 
@@ -221,7 +221,7 @@ def verify(paths, dtype, as_json, fd, variant, float64, structure):
 
     Needs torch 2.13.0 (pip install torch==2.13.0, the CPU wheel); the report names the torch
     it ran against and warns when it is another version."""
-    from .verify import run
+    from adjoint.torchside.verify import run
 
     progress = _ProgressBar if sys.stderr.isatty() and not as_json else None
     code = run(_expand(paths), dtype=dtype, as_json=as_json, fd=fd, variant=variant,
@@ -282,7 +282,7 @@ def _verify_echo(as_json: bool):
 
     from rich.text import Text
 
-    from .render.console import console
+    from adjoint.render.console import console
 
     out = console()
     if not out.is_terminal or out.no_color:
@@ -325,16 +325,16 @@ def import_(model, input_specs, loss, out):
     traces the model with torch.fx and writes a v2 problem file: built-in types for the
     torch.nn modules the format has, a forward for every other module, the parameters
     exactly, the hooks already registered (observe-only), inputs of the given shapes."""
-    from . import loads
-    from .output import check_target, write_atomic
+    from adjoint import loads
+    from adjoint.render.output import check_target, write_atomic
 
     protect = (model.rpartition(":")[0],) if ":" in model else ()
     if out and out != "-":
         check_target(out, protect)
     try:
-        from .torchside.importer import import_file
+        from adjoint.torchside.importer import import_file
     except ImportError as exc:
-        from .verify import INSTALL_TORCH
+        from adjoint.torchside.verify import INSTALL_TORCH
         raise ProblemError(None, f"adjoint import reads a PyTorch model, and PyTorch is not installed here ({exc}); "
                                  f"install it: {INSTALL_TORCH}") from None
     text = import_file(model, list(input_specs), loss, out)
@@ -360,8 +360,8 @@ def latex(file, out, pdf, variant):
     Files are replaced atomically (a failed write leaves the previous file as it was), a
     symbolic link is written through, read-only files are refused and new files get the
     umask's permissions."""
-    from .output import check_target, write_atomic
-    from .render.latex import render_document
+    from adjoint.render.output import check_target, write_atomic
+    from adjoint.render.latex import render_document
 
     targets = _latex_targets(file, out, pdf)
     protect = () if file == "-" else (file,)
@@ -373,7 +373,7 @@ def latex(file, out, pdf, variant):
     tex = render_document(prediction)
     data = {"tex": tex}
     if any(kind == "pdf" for kind, _ in targets):
-        from .render.pdf import compile_pdf
+        from adjoint.render.pdf import compile_pdf
 
         # raises ProblemError, writes nothing, when it cannot
         data["pdf"] = compile_pdf(tex, None, files=_graph_figures(prediction)).pdf
@@ -414,8 +414,8 @@ def graph(file, out, variant, fmt, float64, structure):
     yellow notes are hook calls numbered in firing order (as in solve's report), a grey None
     is an input slot without an edge, a red edge carries materialized zeros. Drawing needs
     Graphviz (apt-get install graphviz); -o FILE.dot writes the source without it."""
-    from .output import check_target, write_atomic
-    from .render.graph import picture
+    from adjoint.render.output import check_target, write_atomic
+    from adjoint.render.graph import picture
 
     problem = _load(file)
     protect = () if file == "-" else (file,)
@@ -479,9 +479,9 @@ def _file_part(name: str) -> str:
 def _graph_figures(prediction) -> dict[str, bytes]:
     """Every variant's graph as a PDF, for the document to include; without Graphviz a warning
     and none (the document says how to add them)."""
-    from .render.graph import picture
-    from .render.latex.document import graph_file
-    from .render.pdf import find_engine
+    from adjoint.render.graph import picture
+    from adjoint.render.latex.document import graph_file
+    from adjoint.render.pdf import find_engine
 
     if find_engine() is None:  # compile_pdf says what to install: one line, not a warning before it
         return {}

@@ -21,7 +21,7 @@ import time
 import yaml
 
 import adjoint
-from adjoint.loader import FAST, read_yaml
+from adjoint.format.loader import FAST, read_yaml
 
 
 def mlp_text(width: int, layers: int, batch: int, seed: int = 0) -> str:
@@ -68,7 +68,7 @@ def main() -> None:
                                                              args.repeat)),
                 ("yaml.compose, pure Python (SafeLoader)", best(lambda: yaml.compose(text, Loader=yaml.SafeLoader),
                                                                 max(1, args.repeat // 3))),
-                ("adjoint.loader.read_yaml", best(lambda: read_yaml(path), args.repeat)),
+                ("adjoint.format.loader.read_yaml", best(lambda: read_yaml(path), args.repeat)),
                 ("adjoint.load(check=False)", best(lambda: adjoint.load(path, check=False), args.repeat)),
                 ("adjoint.load", best(lambda: adjoint.load(path), max(1, args.repeat // 3)))]
     floor = rows[0][1]

@@ -22,7 +22,7 @@ from click.testing import CliRunner  # noqa: E402
 from hypothesis import HealthCheck, given, settings, seed as hseed  # noqa: E402
 
 from adjoint.cli import main  # noqa: E402
-from adjoint.errors import MAX_REPORTED  # noqa: E402
+from adjoint.format.errors import MAX_REPORTED  # noqa: E402
 from fuzzing import mutated_text  # noqa: E402
 
 LOCATED = re.compile(r".+:\d+:\d+: \S")

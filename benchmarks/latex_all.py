@@ -35,7 +35,7 @@ def files() -> list[str]:
 def one(path: str, keep: str | None) -> tuple[str, str, float]:
     """(path, outcome, seconds): outcome is ok, bad-input: ..., or FAIL: ..."""
     import adjoint
-    from adjoint.errors import ProblemError
+    from adjoint.format.errors import ProblemError
     from adjoint.render.latex import render_document
     from adjoint.render.pdf import compile_pdf
     start = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Write adjoint/data/torch_names.json: every public name PyTorch has, from the installed torch.
+"""Write adjoint/format/data/torch_names.json: every public name PyTorch has, from the installed torch.
 
     python scripts/gen_torch_names.py            # rewrites the file; commit it
 
@@ -17,7 +17,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "adjoint", "data", "torch_names.json")
+OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "adjoint", "format", "data", "torch_names.json")
 
 
 def public(names) -> list[str]:

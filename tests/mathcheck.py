@@ -1,4 +1,4 @@
-"""Evaluate a derivation tree (adjoint.derivation.mathtree) on exact values, to check the op
+"""Evaluate a derivation tree (adjoint.values.mathtree) on exact values, to check the op
 registry's ``math`` entries against the ops' own forward and VJP (tests/test_registry_math.py).
 
 The evaluator is written here, from the notation, independently of the ops it checks: a tree
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from adjoint.derivation.mathtree import (TT, TAtom, TBin, TConst, TFn, TInner, TJac, TLam, TMatMul, TNeg, TOnes,
+from adjoint.values.mathtree import (TT, TAtom, TBin, TConst, TFn, TInner, TJac, TLam, TMatMul, TNeg, TOnes,
                                          TPlace, TSub, TSumTo)
-from adjoint.exact import Exact
+from adjoint.values.exact import Exact
 
 
 class Generic(Exception):

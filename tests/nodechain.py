@@ -4,7 +4,7 @@
 ``(name, sequence rank, [edges...])`` where an edge is a nested node or None, AccumulateGrad
 as ``("AccumulateGrad", leaf name)``. Sequence numbers are replaced by their rank among the
 nodes reached (creation order is what matters; absolute numbers depend on what ran before).
-The same function reads adjoint's :class:`adjoint.graph.Tensor` and a torch tensor, so a test
+The same function reads adjoint's :class:`adjoint.engine.graph.Tensor` and a torch tensor, so a test
 asserts ``chain(ours) == chain(theirs)``.
 """
 

@@ -70,7 +70,7 @@ def _arr(v):
         return None
     if isinstance(v, torch.Tensor):
         return v.detach().to(torch.float64).numpy()
-    v = getattr(v, "value", v)  # an int64 tensor's record carries its dtype (adjoint.graph.Typed)
+    v = getattr(v, "value", v)  # an int64 tensor's record carries its dtype (adjoint.engine.graph.Typed)
     f = v.floats()
     assert f is not None, f"symbolic value {v}"
     return np.array(f, dtype=float)

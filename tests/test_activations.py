@@ -13,11 +13,11 @@ import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
 import adjoint  # noqa: E402
-from adjoint.errors import ProblemError  # noqa: E402
-from adjoint.runtime import Runtime  # noqa: E402
-from adjoint.backends.exact import ExactBackend  # noqa: E402
-from adjoint.exact import Exact  # noqa: E402
-from adjoint.functions import call_function  # noqa: E402
+from adjoint.format.errors import ProblemError  # noqa: E402
+from adjoint.engine.runtime import Runtime  # noqa: E402
+from adjoint.values.backends.exact import ExactBackend  # noqa: E402
+from adjoint.values.exact import Exact  # noqa: E402
+from adjoint.engine.bindings import call_function  # noqa: E402
 from nodechain import chain  # noqa: E402
 from opcheck import Lambda, compare, case, expr_child  # noqa: E402
 
@@ -321,7 +321,7 @@ model:
 
 
 def test_where_gradients_with_broadcasting_match_torch():
-    from adjoint.ops import REGISTRY
+    from adjoint.engine.ops import REGISTRY
     rt = _runtime()
     B = rt.B
     cond_v = [[1], [0]]

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import adjoint
-from adjoint.loader import MAX_FILE_BYTES
+from adjoint.format.loader import MAX_FILE_BYTES
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
 

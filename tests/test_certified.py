@@ -12,7 +12,7 @@ import mpmath
 import pytest
 
 import adjoint
-from adjoint.backends import balls, forms
+from adjoint.values.backends import balls, forms
 
 mpmath.mp.dps = 300
 

@@ -127,7 +127,7 @@ def test_json_never_prints_nan_or_infinity(tmp_path):
 
 
 def test_finite_json_conversion():
-    from adjoint.jsonout import dumps
+    from adjoint.render.jsontext import dumps
 
     doc = {"value": [float("inf"), float("-inf"), float("nan"), 1.5], "nested": ({"v": float("nan")},)}
     assert strict_json(dumps(doc)) == {"value": ["inf", "-inf", "nan", 1.5], "nested": [{"v": "nan"}]}
@@ -208,7 +208,7 @@ def test_problem_text_reaching_the_terminal_is_escaped(tmp_path):
 
 
 def test_terminal_safe():
-    from adjoint.safetext import terminal_safe
+    from adjoint.render.safetext import terminal_safe
 
     assert terminal_safe("plain é λ 中 🙂") == "plain é λ 中 🙂"
     assert terminal_safe("a\nb\tc\x00\x7f\x85\u200f\u2028\ud800") == "a\\nb\\tc\\x00\\x7f\\x85\\u200f\\u2028\\ud800"
@@ -238,7 +238,7 @@ def test_verify_without_torch_still_reports_bad_input_first(tmp_path):
 def test_verify_names_its_torch_and_warns_on_another(monkeypatch):
     import torch
 
-    from adjoint import verify
+    from adjoint.torchside import verify
 
     code, out, err = run("verify", SLINEAR)
     assert code == 0 and out.startswith(f"verified against torch {torch.__version__}\n") and err == ""

@@ -16,7 +16,7 @@ import pytest
 import sympy
 
 import adjoint
-from adjoint.effects import hook_effects
+from adjoint.answer.effects import hook_effects
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COOKBOOK = os.path.join(ROOT, "docs", "cookbook.md")

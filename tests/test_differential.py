@@ -1,7 +1,7 @@
 """Differential testing: random valid problems (the package tests/gen/), solved exactly by
 adjoint and run in real PyTorch 2.13 (adjoint.torchside), must agree on everything the
 contract's JSON holds (loss, forward values, every hook call with its arguments and return,
-every .grad, autograd.grad's results), within adjoint.compare's tolerances.
+every .grad, autograd.grad's results), within adjoint.torchside.compare's tolerances.
 
 The Hypothesis run is derandomized (the same examples on every machine, so CI is stable)
 and bounded; benchmarks/sweep.py runs the large sweep. Every disagreement the sweep found is
@@ -125,7 +125,7 @@ def test_v2_seeds_cover_the_v2_features():
 @pytest.mark.torch
 def test_harness_detects_a_wrong_rule(monkeypatch):
     """The check is not vacuous: with relu's VJP deliberately doubled, it reports a mismatch."""
-    from adjoint import ops
+    from adjoint.engine import ops
 
     rule = ops.REGISTRY["relu"]
     wrong = dataclasses.replace(rule, vjp=lambda B, gs, ins, outs, p, need: [

@@ -11,12 +11,12 @@ import re
 import pytest
 
 import adjoint
-from adjoint.functions import FUNCTIONS, METHODS
-from adjoint.hooks import GLOBAL_KINDS, KINDS
-from adjoint.nn_types import TYPES
-from adjoint.validate import INPUT_KEYS, TOP_KEYS, VARIANT_KEYS
-from adjoint.validate_hooks import BACKWARD_KEYS, HOOK_KEYS, STEP_KINDS
-from adjoint.validate_modules import MODULE_KEYS
+from adjoint.engine.bindings import FUNCTIONS, METHODS
+from adjoint.engine.hook_kinds import GLOBAL_KINDS, KINDS
+from adjoint.format.module_signatures import TYPES
+from adjoint.format.validate import INPUT_KEYS, TOP_KEYS, VARIANT_KEYS
+from adjoint.format.validate_hooks import BACKWARD_KEYS, HOOK_KEYS, STEP_KINDS
+from adjoint.format.validate_modules import MODULE_KEYS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = [os.path.join(ROOT, "README.md"), os.path.join(ROOT, "DEVELOPERS.md")] + sorted(

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 
 from adjoint.cli import main
-from adjoint.errors import MAX_REPORTED
+from adjoint.format.errors import MAX_REPORTED
 from fuzzing import mutated_text
 
 PER_RUN_SECONDS = 10

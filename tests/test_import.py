@@ -20,11 +20,11 @@ from conftest import require_torch
 torch = require_torch()
 
 import adjoint  # noqa: E402
-from adjoint import init  # noqa: E402
-from adjoint.errors import ProblemError  # noqa: E402
+from adjoint.format import init_draw as init
+from adjoint.format.errors import ProblemError  # noqa: E402
 from adjoint.torchside.importer import import_file  # noqa: E402
 from adjoint.torchside.importer.userfile import call_factory  # noqa: E402
-from adjoint.verify import predict, verify_variant  # noqa: E402
+from adjoint.torchside.verify import predict, verify_variant  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")

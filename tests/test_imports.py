@@ -7,7 +7,7 @@ import sys
 PROGRAM = """
 import sys
 import adjoint
-from adjoint.jsonout import dumps
+from adjoint.render.jsontext import dumps
 from adjoint.render.console import render
 pred = adjoint.load(sys.argv[1]).solve()
 dumps(pred.to_json()); render(pred)

@@ -1,4 +1,4 @@
-"""The ``init: {seed: N}`` generator (adjoint/init.py): its primitives against their published
+"""The ``init: {seed: N}`` generator (adjoint/format/init_draw.py): its primitives against their published
 test vectors, and the properties its docstring promises (deterministic, dyadic, bounded by
 the largest power of two under 1/sqrt(fan_in), fan_in as torch computes it)."""
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import adjoint
-from adjoint import init
+from adjoint.format import init_draw as init
 
 
 def test_splitmix64_reference_vectors():

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import adjoint
-from adjoint.jsonout import dumps, finite
+from adjoint.render.jsontext import dumps, finite
 
 _scalars = (st.none() | st.booleans() | st.integers(-10 ** 30, 10 ** 30)
             | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=8))

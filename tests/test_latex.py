@@ -33,7 +33,7 @@ import pytest
 import sympy
 
 import adjoint
-from adjoint.errors import ProblemError
+from adjoint.format.errors import ProblemError
 from adjoint.render.latex import DerivationPrinter, code, format_rational, render_document, tex_width
 from adjoint.render.pdf import compile_pdf
 

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 import adjoint
-from adjoint.errors import ProblemError
+from adjoint.format.errors import ProblemError
 from adjoint.render.latex import render_document
 from adjoint.render.pdf import compile_pdf, find_engine
 

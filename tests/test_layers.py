@@ -1,7 +1,7 @@
 """Every built-in module type has a forward; every one the forward table has is a type."""
 
-from adjoint.layers import FORWARDS
-from adjoint.nn_types import TYPES
+from adjoint.engine.layers import FORWARDS
+from adjoint.format.module_signatures import TYPES
 
 
 def test_every_module_type_has_a_forward_or_is_pending():

@@ -12,9 +12,9 @@ import sys
 import pytest
 import yaml
 
-from adjoint import loader
-from adjoint.errors import ProblemError
-from adjoint.loader import YMap, YScalar, YSeq, parse_yaml_text, read_yaml
+from adjoint.format import loader
+from adjoint.format.errors import ProblemError
+from adjoint.format.loader import YMap, YScalar, YSeq, parse_yaml_text, read_yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FILES = sorted(glob.glob(os.path.join(ROOT, "problems", "*.yaml")) +
@@ -117,7 +117,7 @@ def test_a_hundred_thousand_levels_neither_crash_nor_hang(shape):
     """libyaml's own composer recurses in C and kills the interpreter (SIGSEGV) here."""
     make = ("'x: ' + '[' * 100_000 + '1' + ']' * 100_000" if shape == "flow" else
             "'x:\\n' + '- ' * 100_000 + '1\\n'")
-    proc = _run("from adjoint.loader import parse_yaml_text\nfrom adjoint.errors import ProblemError\n"
+    proc = _run("from adjoint.format.loader import parse_yaml_text\nfrom adjoint.format.errors import ProblemError\n"
                 f"text = {make}\n"
                 "try:\n    parse_yaml_text(text, 'f')\nexcept ProblemError as e:\n    print(e.line())\n")
     assert proc.returncode == 0, proc.stderr
@@ -222,7 +222,7 @@ def test_two_documents_and_an_empty_file():
 def test_a_fifo_is_refused_at_once(tmp_path):
     fifo = tmp_path / "p.yaml"
     os.mkfifo(fifo)
-    proc = _run("from adjoint.loader import read_yaml\nfrom adjoint.errors import ProblemError\n"
+    proc = _run("from adjoint.format.loader import read_yaml\nfrom adjoint.format.errors import ProblemError\n"
                 f"try:\n    read_yaml({str(fifo)!r})\nexcept ProblemError as e:\n    print(e.line())\n")
     assert proc.stdout.strip() == f"{fifo}:1:1: is a FIFO (named pipe), not a regular file; give a problem file " \
                                   "(or - to read one from standard input)"

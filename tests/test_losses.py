@@ -18,7 +18,7 @@ torch = require_torch()
 import torch.nn.functional as F  # noqa: E402 (after the check)
 
 import adjoint  # noqa: E402
-from adjoint.errors import ProblemError  # noqa: E402
+from adjoint.format.errors import ProblemError  # noqa: E402
 from nodechain import chain, leaf_names  # noqa: E402
 
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -92,7 +92,7 @@ def solve(loss: str, names: list[str], hooks: str = ""):
 
 
 def floats(v):
-    v = getattr(v, "value", v)  # an int64 tensor's record carries its dtype (adjoint.graph.Typed)
+    v = getattr(v, "value", v)  # an int64 tensor's record carries its dtype (adjoint.engine.graph.Typed)
     return np.array(v.floats(), dtype=float)
 
 

@@ -104,7 +104,7 @@ def torch_setup(make_loss, target):
 def close(ours, theirs) -> bool:
     if ours is None or theirs is None:
         return ours is None and theirs is None
-    ours = getattr(ours, "value", ours)  # an int64 tensor's record carries its dtype (adjoint.graph.Typed)
+    ours = getattr(ours, "value", ours)  # an int64 tensor's record carries its dtype (adjoint.engine.graph.Typed)
     a = np.array(ours.floats(), dtype=float)
     b = np.asarray(theirs.detach(), dtype=float)
     return a.shape == b.shape and np.allclose(a, b, rtol=1e-10, atol=1e-12)

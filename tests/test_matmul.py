@@ -11,7 +11,7 @@ from conftest import require_torch
 torch = require_torch()
 
 import adjoint  # noqa: E402
-from adjoint.errors import ProblemError  # noqa: E402
+from adjoint.format.errors import ProblemError  # noqa: E402
 from opcheck import case  # noqa: E402
 
 

@@ -16,9 +16,9 @@ from conftest import require_torch
 from test_pytorch_ports import PENDING
 
 import adjoint
-from adjoint.compare import compare
-from adjoint.errors import ProblemError
-from adjoint.solve import solve_problem
+from adjoint.torchside.compare import compare
+from adjoint.format.errors import ProblemError
+from adjoint.answer.solve import solve_problem
 
 #: every worked problem and test file, and every third PyTorch port the engine solves
 FILES = sorted(glob.glob("problems/*.yaml") + glob.glob("tests/data/**/*.yaml", recursive=True)
@@ -109,10 +109,10 @@ def test_progress_is_told_of_every_stage():
 def test_the_three_backends_share_one_method_api():
     """Every method the exact backend has (its own and its families'), the float64 and structure
     backends have too; no family mixin defines a name another one (or the backend) also defines."""
-    from adjoint.backends.exact import ExactBackend
-    from adjoint.backends.exact_families import ExactLosses, ExactNN, ExactSelections
-    from adjoint.backends.float64 import Float64Backend
-    from adjoint.backends.structure import StructureBackend
+    from adjoint.values.backends.exact import ExactBackend
+    from adjoint.values.backends.exact_families import ExactLosses, ExactNN, ExactSelections
+    from adjoint.values.backends.float64 import Float64Backend
+    from adjoint.values.backends.structure import StructureBackend
 
     def api(cls):
         return {n for n in dir(cls) if not n.startswith("_")}

@@ -1,4 +1,4 @@
-"""Every built-in module type (adjoint/nn_types.py) against the torch.nn class it names: the
+"""Every built-in module type (adjoint/format/module_signatures.py) against the torch.nn class it names: the
 constructor's arguments and defaults, the parameters and buffers it makes (names in
 named_parameters() order, shapes, buffer defaults and dtypes), the forward's arguments and
 the constructor's own refusals. The expected side is always real torch 2.13."""
@@ -11,8 +11,8 @@ import torch
 import torch.nn as nn
 
 import adjoint
-from adjoint import nn_types
-from adjoint.errors import ProblemError
+from adjoint.format import module_signatures as nn_types
+from adjoint.format.errors import ProblemError
 
 #: Configurations per type: required arguments only first (so torch's defaults are compared), then
 #: ones that change the parameters or buffers. Values in the form adjoint stores them (Conv's

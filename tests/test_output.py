@@ -13,10 +13,10 @@ import subprocess
 import pytest
 from click.testing import CliRunner
 
-from adjoint import output
+from adjoint.render import output
 from adjoint.cli import main
-from adjoint.errors import ProblemError
-from adjoint.output import check_target, write_atomic
+from adjoint.format.errors import ProblemError
+from adjoint.render.output import check_target, write_atomic
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SLINEAR = os.path.join(ROOT, "problems", "slinear.yaml")

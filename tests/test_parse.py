@@ -1,4 +1,4 @@
-"""The expression and statement parser (adjoint/expr.py): what it accepts, into which records,
+"""The expression and statement parser (adjoint/format/expr.py): what it accepts, into which records,
 where it locates them, what it refuses and with which message, and its size limits.
 
 Expected records and messages are written by hand from the grammar (contract v2,
@@ -10,11 +10,11 @@ from fractions import Fraction
 
 import pytest
 
-from adjoint import syntax as S
-from adjoint.errors import ProblemError
-from adjoint.expr import (MAX_EXPR_NODES, parse_expression, parse_program, parse_statements, simple_assigns,
+from adjoint.format import syntax as S
+from adjoint.format.errors import ProblemError
+from adjoint.format.expr import (MAX_EXPR_NODES, parse_expression, parse_program, parse_statements, simple_assigns,
                           simple_program)
-from adjoint.loader import parse_yaml_text
+from adjoint.format.loader import parse_yaml_text
 
 
 def node(src: str):

@@ -29,7 +29,7 @@ import warnings
 import pytest
 
 import adjoint
-from adjoint.loader import YMap, YScalar, YSeq, read_yaml
+from adjoint.format.loader import YMap, YScalar, YSeq, read_yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PORTS = os.path.join(HERE, "pytorch")

@@ -8,7 +8,7 @@ from conftest import require_torch
 torch = require_torch()
 
 import adjoint  # noqa: E402
-from adjoint.errors import ProblemError  # noqa: E402
+from adjoint.format.errors import ProblemError  # noqa: E402
 from opcheck import case  # noqa: E402
 
 X = {"a": ([[1, -2, 0.5], [3, 0.25, -1]], True)}

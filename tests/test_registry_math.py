@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-from adjoint.backends.exact import ExactBackend
-from adjoint.derivation.mathtree import TAtom, TLam, simplify, vjp_tree
-from adjoint.gradcheck import _point, case_inputs
-from adjoint.ops import REGISTRY
+from adjoint.values.backends.exact import ExactBackend
+from adjoint.values.mathtree import TAtom, TLam, simplify, vjp_tree
+from adjoint.engine.gradcheck import _point, case_inputs
+from adjoint.engine.ops import REGISTRY
 from mathcheck import Generic, evaluate
 
 #: ops whose VJP the document writes as a declared J^T lambda or with a named derivative f' (the norm: for
@@ -25,7 +25,7 @@ GENERIC = {"var", "max_all", "min_all", "amax", "amin", "max_dim", "min_dim", "n
            "maximum", "minimum", "where", "mse_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
            "binary_cross_entropy_w", "bce_with_logits", "bce_with_logits_w", "bce_with_logits_pw",
            "bce_with_logits_w_pw", "nll_loss", "nll_loss_w", "nll_loss2d", "nll_loss2d_w", "masked_fill", "xlogy",
-           # the nn layers: one function per kernel, written by name (adjoint/ops/{conv,pool,norm,embedding,attention}.py)
+           # the nn layers: one function per kernel, written by name (adjoint/engine/ops/{conv,pool,norm,embedding,attention}.py)
            "convolution", "constant_pad_nd", "max_pool2d_with_indices", "avg_pool2d", "adaptive_avg_pool2d",
            "native_batch_norm", "native_layer_norm", "native_group_norm", "embedding", "sdpa_flash_cpu", "repeat"}
 
@@ -88,9 +88,9 @@ def test_the_check_catches_a_wrong_formula():
     """A math entry that reads tanh as sigmoid is caught by the forward comparison."""
     from dataclasses import replace
 
-    from adjoint.ops import Check, Math
-    from adjoint.ops.elementwise import SIGMOID
-    from adjoint.derivation.mathtree import applied
+    from adjoint.engine.ops import Check, Math
+    from adjoint.engine.ops.elementwise import SIGMOID
+    from adjoint.values.mathtree import applied
     bad = replace(REGISTRY["tanh"], math=Math(applied(SIGMOID)))
     value, out, _ = _run(bad, Check(((2, 2),)))[0]
     assert not value.equals(out)
@@ -100,8 +100,8 @@ def test_the_check_catches_a_wrong_vjp():
     """A derivative written with the wrong sign (tanh' = -tanh) is caught by the VJP comparison."""
     from dataclasses import replace
 
-    from adjoint.derivation.mathtree import TFn, TNeg, elementwise
-    from adjoint.ops import Check, Math
+    from adjoint.values.mathtree import TFn, TNeg, elementwise
+    from adjoint.engine.ops import Check, Math
     wrong = elementwise("tanh", "\\tanh\\left(#0\\right)", lambda n: TNeg(n, n.shape))
     bad = replace(REGISTRY["tanh"], math=Math(lambda a, p, shape, k: TFn(wrong, (a[0],), shape)))
     (value, out, pairs), = _run(bad, Check(((2, 2),)))

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 import adjoint
 from adjoint.cli import main
-from adjoint.effects import hook_effects
+from adjoint.answer.effects import hook_effects
 from adjoint.render.console import render
 from adjoint.render.report import Options
 

@@ -55,11 +55,11 @@ def test_linear_of_a_non_contiguous_batch_is_matmul_then_add_in_place():
 
 
 def test_elementwise_results_keep_the_operands_memory_order():
-    """adjoint.layout.iterator_strides against the strides real torch gives elementwise results
+    """adjoint.values.strides.iterator_strides against the strides real torch gives elementwise results
     (unary, binary with broadcasting, a wrapped number) of permuted, sliced and expanded inputs."""
     import random
 
-    from adjoint.layout import iterator_strides
+    from adjoint.values.strides import iterator_strides
 
     rng = random.Random(0)
 

@@ -1,12 +1,12 @@
-"""Every derivative rule against SymPy's differentiation (adjoint.gradcheck), and the
+"""Every derivative rule against SymPy's differentiation (adjoint.engine.gradcheck), and the
 checker itself against a deliberately wrong rule."""
 
 from dataclasses import replace
 
 import pytest
 
-from adjoint.gradcheck import cases, check, reads_only_saved
-from adjoint.ops import REGISTRY, Check
+from adjoint.engine.gradcheck import cases, check, reads_only_saved
+from adjoint.engine.ops import REGISTRY, Check
 
 
 @pytest.mark.parametrize("op,case", cases(), ids=lambda x: getattr(x, "name", None) or f"{x.shapes}-{x.params}")

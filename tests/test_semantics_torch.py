@@ -421,7 +421,7 @@ def test_signed_zero_signs_the_infinite_derivative():
 
 def test_signed_zero_per_op():
     """Each op's -0.0 rule, against torch (the sign bit of each exact zero)."""
-    from adjoint.signed_zero import sign_bits
+    from adjoint.values.signed_zero import sign_bits
 
     x = torch.tensor([-0.5, 0.5], dtype=F64)
     cases = {"x * 0": x * 0, "-(x * 0)": -(x * 0), "relu(x * 0)": torch.relu(x * 0), "tanh(x * 0)": torch.tanh(x * 0),
@@ -442,7 +442,7 @@ def test_signed_zero_per_op():
 def test_overflow_is_inf_in_torch_and_refused_by_solve():
     import pytest
 
-    from adjoint.errors import ProblemError
+    from adjoint.format.errors import ProblemError
 
     x = torch.tensor([89.0, 1.0], requires_grad=True)   # float32: e**89 ~ 4.5e38 > 3.4e38
     h = torch.exp(x)
@@ -795,8 +795,8 @@ def test_leaf_root_accumulator_is_freed_after_the_backward():
 def test_elementary_functions_at_ieee_specials():
     import math
 
-    from adjoint.backends.elementary import ELEMENTARY
-    from adjoint.tensor_ieee import ieee
+    from adjoint.values.backends.elementary import ELEMENTARY
+    from adjoint.values.ieee import ieee
 
     for name in ELEMENTARY:
         for v in (math.nan, math.inf, -math.inf):

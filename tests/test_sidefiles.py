@@ -11,7 +11,7 @@ import pytest
 from conftest import require_torch
 
 import adjoint
-from adjoint.errors import ProblemError
+from adjoint.format.errors import ProblemError
 
 PROBLEM = """name: side
 dtype: float32
@@ -118,7 +118,7 @@ def test_int_tensor_from_a_side_file(tmp_path):
 @pytest.mark.torch
 def test_verify_with_side_files(files):
     require_torch()
-    from adjoint.compare import compare
+    from adjoint.torchside.compare import compare
     from adjoint.torchside import run_variant
 
     tmp_path, _, _ = files

@@ -1,4 +1,4 @@
-"""adjoint/data/torch_names.json is what real torch has (regenerated in memory and compared),
+"""adjoint/format/data/torch_names.json is what real torch has (regenerated in memory and compared),
 and the accessor answers from it without importing torch."""
 
 import importlib.util
@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from adjoint import torch_names
+from adjoint.format import torch_names
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -17,7 +17,7 @@ def test_the_file_is_what_torch_has():
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
     import torch
-    with open(os.path.join(ROOT, "adjoint", "data", "torch_names.json"), encoding="utf-8") as fh:
+    with open(os.path.join(ROOT, "adjoint", "format", "data", "torch_names.json"), encoding="utf-8") as fh:
         stored = json.load(fh)
     assert stored["torch_version"] == torch.__version__
     assert stored["torch"] == gen.functions(torch)
@@ -34,7 +34,7 @@ def test_names_are_told_apart_by_namespace():
 
 
 def test_the_accessor_does_not_import_torch():
-    code = "import sys, adjoint.torch_names as t; t.is_function('relu'); print('torch' in sys.modules)"
+    code = "import sys, adjoint.format.torch_names as t; t.is_function('relu'); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                          env=dict(os.environ, PYTHONPATH=ROOT))
     assert out.stdout.strip() == "False", out.stderr

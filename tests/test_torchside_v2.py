@@ -25,7 +25,7 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import adjoint  # noqa: E402
-from adjoint.errors import ProblemError  # noqa: E402
+from adjoint.format.errors import ProblemError  # noqa: E402
 from adjoint.torchside import run_variant  # noqa: E402
 from adjoint.torchside.values import round_float32  # noqa: E402
 

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 import adjoint
 from adjoint.cli import main
-from adjoint.errors import MAX_REPORTED, ProblemError, ProblemErrors
+from adjoint.format.errors import MAX_REPORTED, ProblemError, ProblemErrors
 
 X = "name: t\ninputs:\n  x: {value: [[1, 2]], requires_grad: true}\n"
 
@@ -297,7 +297,7 @@ def test_every_v2_hook_key_lands_in_its_field():
         ("module", "model", "forward_pre", "forward_pre@model"), ("node", "x", "pre", "pre@x")]
     assert (hooks[0].with_kwargs, hooks[0].always_call, hooks[0].prepend) == (True, True, False)
     assert (hooks[1].tensors, hooks[1].mode) == (("x", "weight"), "any")
-    assert (adjoint.syntax.to_source(hooks[2].pack), adjoint.syntax.to_source(hooks[2].unpack), hooks[2].scope) == \
+    assert (adjoint.format.syntax.to_source(hooks[2].pack), adjoint.format.syntax.to_source(hooks[2].unpack), hooks[2].scope) == \
         ("x * 2", "x / 2", ("model",))
     assert hooks[3].scope is None
     assert (hooks[5].prepend, hooks[5].with_kwargs, hooks[5].raises, hooks[5].removes) == (True, True, "boom", (0, 1))

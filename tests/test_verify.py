@@ -8,8 +8,9 @@ import sys
 import pytest
 
 import adjoint
-from adjoint import ProblemError, verify
-from adjoint.compare import compare, compare_fd
+from adjoint import ProblemError
+from adjoint.torchside import verify
+from adjoint.torchside.compare import compare, compare_fd
 
 SLINEAR = "problems/slinear.yaml"
 
@@ -169,7 +170,7 @@ def test_compare_fd_skips_and_zero_fills():
 
 
 def test_compare_does_not_import_torch():
-    code = "import sys, adjoint.compare, adjoint.verify; print('torch' in sys.modules)"
+    code = "import sys, adjoint.torchside.compare, adjoint.torchside.verify; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

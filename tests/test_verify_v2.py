@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from adjoint import verify
-from adjoint.compare import compare
+from adjoint.torchside import verify
+from adjoint.torchside.compare import compare
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -173,7 +173,7 @@ REFERENCE_DIFFERS = {
 
 def _loadable_ports():
     import adjoint
-    from adjoint.errors import ProblemError
+    from adjoint.format.errors import ProblemError
     from test_pytorch_ports import FILES
     out = []
     for f in FILES:

@@ -1,6 +1,6 @@
 """The derivation of a prediction, computed once on the engine side and typeset by the renderers.
 
-:func:`derive` turns a solved :class:`~adjoint.prediction.Prediction` into a
+:func:`derive` turns a solved :class:`~adjoint.answer.prediction.Prediction` into a
 :class:`~.record.ProblemDerivation`: per variant, per backward pass, the forward pass as
 numbered equations over tensor versions, the symbols, the steps x_k = Phi_k(atoms) as
 :mod:`adjoint.mathtree` trees, the hook-free multipliers, the gradients PyTorch carried, local
@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..exact import Exact, Real
-from ..graph import Typed
-from . import mathtree, values
+from adjoint.values.exact import Exact, Real
+from adjoint.engine.graph import Typed
+from adjoint.derivation import values
+from adjoint.values import mathtree
 
 if TYPE_CHECKING:
-    from .record import (Arrival, ArrivalTerm, Boundary, BoundaryInput, CallInfo, Chain, ChainFactor, Change,
+    from adjoint.derivation.record import (Arrival, ArrivalTerm, Boundary, BoundaryInput, CallInfo, Chain, ChainFactor, Change,
                          DeclaredHook, ErrorInfo, FunctionNote, Gradient, HookArg, HookCall, Ident, LegacyRow,
                          LocalDerivative, ProblemDerivation, Step, StepInfo, Symbol, TensorInfo, Unit,
                          VariantDerivation, Version)
@@ -36,7 +37,7 @@ _RECORD = ("Arrival", "ArrivalTerm", "Boundary", "BoundaryInput", "CallInfo", "C
 
 def __getattr__(name: str):
     if name in _RECORD:
-        from . import record
+        from adjoint.derivation import record
 
         return getattr(record, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -44,7 +45,7 @@ def __getattr__(name: str):
 
 def derive(prediction) -> ProblemDerivation:
     """The derivation of every variant of a solved problem."""
-    from .record import ProblemDerivation
+    from adjoint.derivation.record import ProblemDerivation
 
     problem = prediction.problem
     symbols = dict(problem.symbols) if prediction.numeric and problem.symbols else {}
@@ -54,7 +55,7 @@ def derive(prediction) -> ProblemDerivation:
 
 
 #: the same function under a name no submodule shadows: importing ``adjoint.derivation.derive``
-#: (the module, as ``adjoint.solve`` does) rebinds the package's ``derive`` attribute to it
+#: (the module, as ``adjoint.answer.solve`` does) rebinds the package's ``derive`` attribute to it
 derive_problem = derive
 
 

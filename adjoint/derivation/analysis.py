@@ -16,16 +16,16 @@ import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from .. import exact as E
-from .. import syntax as S
-from ..exact import Exact
-from ..function import declared_vjp, slots_of
-from ..inplace import copy_slices_backward
-from .mathtree import (TT, TAtom, TBin, TCall, TConst, TLam, TMatMul, TNode, TPut, TTuple, numel, simplify,
+from adjoint.values import exact as E
+from adjoint.format import syntax as S
+from adjoint.values.exact import Exact
+from adjoint.engine.autograd_function import declared_vjp, slots_of
+from adjoint.engine.inplace import copy_slices_backward
+from adjoint.values.mathtree import (TT, TAtom, TBin, TCall, TConst, TLam, TMatMul, TNode, TPut, TTuple, numel, simplify,
                         t_shape, vjp_tree)
-from ..ops import REGISTRY
-from .equations import Equations
-from .expressions import expr_tree
+from adjoint.engine.ops import REGISTRY
+from adjoint.derivation.equations import Equations
+from adjoint.derivation.expressions import expr_tree
 
 #: chain-rule expansions with more paths than this are summarised by the recursion
 MAX_PATHS = 4

@@ -1,6 +1,6 @@
 """Building the derivation record (:mod:`.record`) from the engine's record of a run.
 
-:func:`derive_variant` takes one :class:`~adjoint.passes.VariantRun` and the prediction assembled
+:func:`derive_variant` takes one :class:`~adjoint.engine.passes.VariantRun` and the prediction assembled
 from it, and computes, once, what the document says: for every backward pass, its forward
 pass as numbered equations (:mod:`.equations`), the analysis of symbols, steps and
 multipliers (:mod:`.analysis`), and what each hook call involved (:mod:`.hookcalls`).
@@ -10,19 +10,19 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from ..backends.symbolic import sympy as load_sympy
-from ..exact import Exact
-from ..graph import Typed
-from .mathtree import TConst, simplify, to_sympy, vjp_tree
-from ..adjoints import boundaries_of
-from .analysis import Analysis, AStep
-from .equations import equations
-from .expressions import expr_tree, program_source, source, statement_source
-from .hookcalls import hook_calls
-from .record import (Arrival, ArrivalTerm, Boundary, BoundaryInput, CallInfo, Chain, ChainFactor, Change,
+from adjoint.values.backends.symbolic import sympy as load_sympy
+from adjoint.values.exact import Exact
+from adjoint.engine.graph import Typed
+from adjoint.values.mathtree import TConst, simplify, to_sympy, vjp_tree
+from adjoint.engine.adjoints import boundaries_of
+from adjoint.derivation.analysis import Analysis, AStep
+from adjoint.derivation.equations import equations
+from adjoint.derivation.expressions import expr_tree, program_source, source, statement_source
+from adjoint.derivation.hookcalls import hook_calls
+from adjoint.derivation.record import (Arrival, ArrivalTerm, Boundary, BoundaryInput, CallInfo, Chain, ChainFactor, Change,
                      DeclaredHook, ErrorInfo, FunctionNote, Gradient, Ident, LocalDerivative, Step, StepInfo, Symbol,
                      TensorInfo, Unit, VariantDerivation, Version)
-from .values import ratio, same
+from adjoint.derivation.values import ratio, same
 
 
 def derive_variant(pred_variant) -> VariantDerivation:

@@ -1,7 +1,7 @@
 """A forward pass as numbered equations: one variable per tensor *version*, one equation per op.
 
 :func:`equations` reads the engine's record of one forward pass (the runtime's
-:class:`~adjoint.graph.Application` list over ``ForwardResult.apps``) and numbers what it finds:
+:class:`~adjoint.engine.graph.Application` list over ``ForwardResult.apps``) and numbers what it finds:
 every leaf of the pass and every output of an op is a :class:`Var`; an in-place op makes a new
 version of its tensor (a new Var), so ``b.mul_(2)`` reads as ``b' = 2 b``; a write through a view
 (``copy_slices``) makes a new version of the base; a view read after its base changed is the
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..graph import Tensor
+from adjoint.engine.graph import Tensor
 
 
 @dataclass(eq=False)

@@ -5,10 +5,10 @@ needs (:func:`source`)."""
 
 from __future__ import annotations
 
-from .. import syntax as X
-from .mathtree import TT, TBin, TCall, TConst, TIndex, TInner, TMatMul, TName, TNeg, TNode, TNone, TTuple
-from .mathtree import t_shape as _t_shape
-from ..ops import REGISTRY
+from adjoint.format import syntax as X
+from adjoint.values.mathtree import TT, TBin, TCall, TConst, TIndex, TInner, TMatMul, TName, TNeg, TNode, TNone, TTuple
+from adjoint.values.mathtree import t_shape as _t_shape
+from adjoint.engine.ops import REGISTRY
 
 #: functions of one tensor that reduce it to a number, and those applied elementwise
 _REDUCTIONS = ("sum", "mean", "norm")

@@ -5,17 +5,17 @@ chain rule or what arrived from the equations reading the tensor), what a legacy
 compared with a full one, the hook's returned value as a tree, and the ``.grad`` of every leaf
 at that moment.
 
-Everything comes from the engine's log (:class:`~adjoint.runtime.CallRecord`: the hook, the
+Everything comes from the engine's log (:class:`~adjoint.engine.runtime.CallRecord`: the hook, the
 module call, the node) and the prediction's record of the same call (``HookRecord``)."""
 
 from __future__ import annotations
 
-from ..graph import Tensor
-from ..ops import REGISTRY
-from .expressions import expr_tree
-from .mathtree import TAtom, TIndex, TName, TTuple, simplify, vjp_tree
-from .record import HookArg, HookCall, LegacyRow
-from .values import same
+from adjoint.engine.graph import Tensor
+from adjoint.engine.ops import REGISTRY
+from adjoint.derivation.expressions import expr_tree
+from adjoint.values.mathtree import TAtom, TIndex, TName, TTuple, simplify, vjp_tree
+from adjoint.derivation.record import HookArg, HookCall, LegacyRow
+from adjoint.derivation.values import same
 
 
 def hook_calls(b, records: list) -> list:

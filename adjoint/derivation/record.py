@@ -2,7 +2,7 @@
 once on the engine side (:mod:`adjoint.derivation.derive`), typeset by the renderer.
 
 Tensors are numbered (:class:`TensorInfo`, one per tensor *version*); equations are trees of
-:mod:`adjoint.mathtree` over those numbers; values are exact (:class:`adjoint.exact.Exact`, or
+:mod:`adjoint.mathtree` over those numbers; values are exact (:class:`adjoint.values.exact.Exact`, or
 :class:`Typed` for integer tensors). A :class:`Unit` is what one backward pass differentiates:
 its forward pass (symbols, steps, values), the hook-free multipliers, the gradients PyTorch
 carried, and every hook call of the pass; a variant (:class:`VariantDerivation`) is its
@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
-from ..exact import Exact
-from .mathtree import TNode
+from adjoint.values.exact import Exact
+from adjoint.values.mathtree import TNode
 
 
 # ----------------------------------------------------------------------------- tensors

@@ -1,6 +1,6 @@
 """Values in the derivation: when it may say one value *is* another (``= lambda_1``,
 ``lambda~_1 = 2 lambda_1``: :func:`same` and :func:`ratio`), the decimals of a closed form
-(:func:`decimal_value`), and the element helpers of :mod:`adjoint.exact` a renderer needs
+(:func:`decimal_value`), and the element helpers of :mod:`adjoint.values.exact` a renderer needs
 (:func:`q`, :func:`s_sym`). Rationals compare exactly; closed forms structurally, else
 numerically at 30 digits (at two rational points when symbols are free): SymPy's simplify would
 be exact but can take minutes on nested tanh/exp expressions. Nothing is computed in floating point."""
@@ -12,8 +12,8 @@ from fractions import Fraction
 import flint
 import numpy as np
 
-from .. import exact as E
-from ..exact import Exact, q, s_sym
+from adjoint.values import exact as E
+from adjoint.values.exact import Exact, q, s_sym
 
 __all__ = ["Exact", "decimal_value", "q", "ratio", "s_sym", "same"]
 
@@ -63,5 +63,5 @@ def same(p: Exact | None, q: Exact | None) -> bool:
 
 def ratio(p: Exact, q: Exact):
     """c with q == c * p elementwise (p nonzero somewhere), else None (both rational)."""
-    from ..effects import rational_ratio
+    from adjoint.answer.effects import rational_ratio
     return rational_ratio(p, q)

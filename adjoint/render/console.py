@@ -5,7 +5,7 @@ Drawn with `rich`: it measures the terminal and wraps every value in its own col
 tensor folds under itself, not under the names), colours only when the output is a terminal
 (none when piped, with ``NO_COLOR`` set, or ``TERM=dumb``; ``FORCE_COLOR`` forces it), and
 exports the same report as SVG for the screenshots. Every piece of text that comes from the
-problem file goes through :func:`adjoint.safetext.terminal_safe` and into a ``rich.text.Text``
+problem file goes through :func:`adjoint.render.safetext.terminal_safe` and into a ``rich.text.Text``
 (never parsed as rich markup), so a file cannot style, move or rewrite the terminal.
 """
 
@@ -20,10 +20,10 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from ..prediction import Boundary, HookRecord, Prediction
-from ..safetext import terminal_safe
-from . import values as fmt
-from .report import Group, Options, ReportView, VariantView, build
+from adjoint.answer.prediction import Boundary, HookRecord, Prediction
+from adjoint.render.safetext import terminal_safe
+from adjoint.render import values as fmt
+from adjoint.render.report import Group, Options, ReportView, VariantView, build
 
 #: spaces at the end of a line (before any closing colour codes)
 _TRAILING = re.compile(r"[ ]+(?=(?:\x1b\[[0-9;]*m)*$)", re.MULTILINE)

@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import html
 
-from ..errors import ProblemError
-from ..graph import Node, Tensor
-from ..prediction import VariantPrediction
-from ..safetext import terminal_safe
+from adjoint.format.errors import ProblemError
+from adjoint.engine.graph import Node, Tensor
+from adjoint.answer.prediction import VariantPrediction
+from adjoint.render.safetext import terminal_safe
 
 FORMATS = ("svg", "png", "pdf", "dot")
 NEEDS_DOT = ("drawing the graph needs Graphviz's dot program, which is not installed: apt-get install graphviz "

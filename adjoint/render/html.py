@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import html
 
-from ..exact import Exact
-from ..prediction import Boundary, ErrorRecord, FunctionCheck, HookRecord, PassRecord, Prediction, VariantPrediction
-from . import values as fmt
-from .report import Options, ReportView, VariantView, build, variant_view
+from adjoint.values.exact import Exact
+from adjoint.answer.prediction import Boundary, ErrorRecord, FunctionCheck, HookRecord, PassRecord, Prediction, VariantPrediction
+from adjoint.render import values as fmt
+from adjoint.render.report import Options, ReportView, VariantView, build, variant_view
 
 TABLE = 'style="border-collapse:collapse;margin:0.2em 0 0.6em 0;font-size:90%"'
 TH = 'style="text-align:left;padding:2px 10px 2px 0;border-bottom:1px solid #ccc"'
@@ -25,7 +25,7 @@ CHANGED = 'style="color:#b35900;font-weight:bold"'
 
 
 def html_of(obj) -> str:
-    """The HTML of any answer object (``_repr_html_`` of :mod:`adjoint.prediction`)."""
+    """The HTML of any answer object (``_repr_html_`` of :mod:`adjoint.answer.prediction`)."""
     if isinstance(obj, Prediction):
         return prediction_html(obj)
     if isinstance(obj, VariantPrediction):

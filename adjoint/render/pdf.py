@@ -3,7 +3,7 @@
 The document is compiled in a private temporary directory (so concurrent runs never share
 auxiliary files) with ``pdflatex -halt-on-error -interaction=nonstopmode``; the log is
 parsed for errors and for overfull boxes, and the PDF is written atomically (all of it or
-nothing) with :func:`adjoint.output.write_atomic`.
+nothing) with :func:`adjoint.render.output.write_atomic`.
 
 An overfull ``\\hbox`` that contains mathematics means an equation runs into the margin and
 may be cut off. ``compile_pdf`` reports those in :class:`CompileReport`; with
@@ -21,8 +21,8 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 
-from ..errors import ProblemError
-from ..output import write_atomic
+from adjoint.format.errors import ProblemError
+from adjoint.render.output import write_atomic
 
 #: engines tried in order; the document uses only amsmath/amssymb/geometry, which all of them have
 ENGINES = ("pdflatex", "lualatex", "xelatex")

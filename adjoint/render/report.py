@@ -5,7 +5,7 @@ A report answers, in this order, what a person opened it for:
 1. the **hook calls**, in firing order, each with what it was handed and what it returned
    (grouped by step when the variant runs several forwards and backwards);
 2. **what the hooks changed**: every ``.grad`` (and ``autograd.grad`` result, and the loss)
-   that differs from the same variant with its hooks only observing (:mod:`adjoint.effects`),
+   that differs from the same variant with its hooks only observing (:mod:`adjoint.answer.effects`),
    before -> after;
 3. the **grads** (``.grad`` after the run, and ``autograd.grad``'s returned values);
 4. the forward values and the adjoint recursion (the multipliers at module boundaries)
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..effects import Effects, hook_effects
-from ..exact import Exact
-from ..prediction import Boundary, HookRecord, Prediction, VariantPrediction
+from adjoint.answer.effects import Effects, hook_effects
+from adjoint.values.exact import Exact
+from adjoint.answer.prediction import Boundary, HookRecord, Prediction, VariantPrediction
 
 #: forward values are shown without --values when there are at most this many, each this small
 SHORT_VALUES = 6

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import math
 
-from ..backends.float64 import F64
-from ..backends.structure import Shaped
-from ..exact import Exact
-from ..graph import Typed
+from adjoint.values.backends.float64 import F64
+from adjoint.values.backends.structure import Shaped
+from adjoint.values.exact import Exact
+from adjoint.engine.graph import Typed
 
 #: the tensor types of the three answer modes (exact, --float64, --structure)
 TENSORS = (Exact, F64, Shaped)

@@ -8,8 +8,8 @@ per-variant JSON shape (``run``; ``values``: tensors as JSON; ``graphs``: which 
 ran at). :func:`finite_differences` (``fd``) is the independent float64 check of the final gradients.
 """
 
-from .fd import finite_differences
-from .run import run_variant
+from adjoint.torchside.fd import finite_differences
+from adjoint.torchside.run import run_variant
 
 __all__ = ["run_variant", "finite_differences", "torch_version"]
 

@@ -27,12 +27,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .. import nn_types
-from ..errors import Loc, ProblemError
-from ..problem import ROOT, Function, Module
-from .program import EnvScope
-from .unfinished import watch_call
-from .values import DTYPES, literal_tensor, number
+from adjoint.format import module_signatures as nn_types
+from adjoint.format.errors import Loc, ProblemError
+from adjoint.format.problem import ROOT, Function, Module
+from adjoint.torchside.program import EnvScope
+from adjoint.torchside.unfinished import watch_call
+from adjoint.torchside.values import DTYPES, literal_tensor, number
 
 
 # ----------------------------------------------------------------------------- built-in types

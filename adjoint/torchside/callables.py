@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..errors import Loc, ProblemError
+from adjoint.format.errors import Loc, ProblemError
 
 FUNCTIONAL_PREFIXES = ("F.", "nn.functional.", "torch.nn.functional.")
 

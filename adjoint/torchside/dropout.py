@@ -23,9 +23,9 @@ import contextlib
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..errors import ProblemError
-from ..problem import Module
-from .values import literal_tensor
+from adjoint.format.errors import ProblemError
+from adjoint.format.problem import Module
+from adjoint.torchside.values import literal_tensor
 
 BERNOULLI = torch.ops.aten.bernoulli_.float
 

@@ -10,9 +10,9 @@ import warnings
 
 import torch
 
-from ..problem import Problem, Variant
-from .run import Session
-from .values import literal_tensor, snap
+from adjoint.format.problem import Problem, Variant
+from adjoint.torchside.run import Session
+from adjoint.torchside.values import literal_tensor, snap
 
 
 def finite_differences(problem: Problem, variant: Variant, names: list[str], eps: float = 1e-6) -> dict:

@@ -1,6 +1,6 @@
 """The file's hooks, registered on real torch objects at the moments a PyTorch user would.
 
-:class:`Hooks` turns each declared :class:`adjoint.problem.Hook` into real registrations and
+:class:`Hooks` turns each declared :class:`adjoint.format.problem.Hook` into real registrations and
 keeps every handle, so ``remove``, ``removes`` and ``{remove: [...]}`` steps call exactly the
 ``handle.remove()`` a user would:
 
@@ -33,11 +33,11 @@ import contextlib
 import torch
 from torch.nn.modules import module as nn_module
 
-from ..errors import ProblemError
-from ..problem import Hook
-from . import graphs
-from .program import EnvScope
-from .values import snap
+from adjoint.format.errors import ProblemError
+from adjoint.format.problem import Hook
+from adjoint.torchside import graphs
+from adjoint.torchside.program import EnvScope
+from adjoint.torchside.values import snap
 
 GLOBAL_REGISTER = {
     "forward_pre": nn_module.register_module_forward_pre_hook,

@@ -1,6 +1,6 @@
 """Problem-file programs run on real torch tensors, with Python's own semantics (never ``eval``).
 
-:class:`Program` walks :mod:`adjoint.syntax` records and does exactly what the Python
+:class:`Program` walks :mod:`adjoint.format.syntax` records and does exactly what the Python
 statement would do, handing every operator, call, method, attribute and index to Python and
 PyTorch as written (``a - b`` is ``a.__sub__(b)``, ``x[i] += v`` is get, ``__iadd__`` on the
 view, set; ``a, b = x.chunk(2)`` unpacks; ``with no_grad():`` is ``torch.no_grad()``), so
@@ -19,9 +19,9 @@ import operator
 
 import torch
 
-from .. import syntax as S
-from ..errors import Loc, ProblemError
-from . import callables
+from adjoint.format import syntax as S
+from adjoint.format.errors import Loc, ProblemError
+from adjoint.torchside import callables
 
 BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "**": operator.pow,
           "@": operator.matmul}

@@ -40,16 +40,16 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..errors import Loc, ProblemError
-from ..problem import OUTPUT, Module, Problem, Step, Variant
-from . import graphs
-from .build import build, module_paths
-from .dropout import forced_mask
-from .hooks import Hooks
-from .program import Program
-from .savednodes import SavedNodes
-from .unfinished import WatchPacks
-from .values import DTYPES, literal_tensor, number, snap
+from adjoint.format.errors import Loc, ProblemError
+from adjoint.format.problem import OUTPUT, Module, Problem, Step, Variant
+from adjoint.torchside import graphs
+from adjoint.torchside.build import build, module_paths
+from adjoint.torchside.dropout import forced_mask
+from adjoint.torchside.hooks import Hooks
+from adjoint.torchside.program import Program
+from adjoint.torchside.savednodes import SavedNodes
+from adjoint.torchside.unfinished import WatchPacks
+from adjoint.torchside.values import DTYPES, literal_tensor, number, snap
 
 DEFAULT_STEPS = ("forward", "backward")
 

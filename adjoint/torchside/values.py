@@ -21,8 +21,8 @@ from fractions import Fraction
 import numpy as np
 import torch
 
-from ..errors import ProblemError
-from ..problem import Literal, Sym
+from adjoint.format.errors import ProblemError
+from adjoint.format.problem import Literal, Sym
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "int64": torch.int64, "bool": torch.bool}
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
@@ -83,7 +83,7 @@ def _file_floats(lit: Literal, dtype: torch.dtype) -> torch.Tensor | None:
     instead of a Fraction each: as float64 (each correctly rounded: an integer numerator, a
     power-of-two denominator), and as float32 when every float64 is a float32 too (else a second
     rounding could differ from rounding the exact value once: the slow path)."""
-    from ..sidefiles import FileItems
+    from adjoint.format.sidefiles import FileItems
 
     items = lit.items
     if not isinstance(items, FileItems) or dtype not in (torch.float64, torch.float32):

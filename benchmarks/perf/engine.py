@@ -8,7 +8,7 @@ workloads, their targets and the table stay as they are.
   ``load`` also traces every variant, which ``solve`` then repeats; that trace is counted in
   ``solve`` here, not twice).
 * ``solve`` / ``to_json``: ``Problem.solve()`` and the JSON text the CLI prints
-  (``adjoint.jsonout.dumps(prediction.to_json())``: json's indented layout, strict).
+  (``adjoint.render.jsontext.dumps(prediction.to_json())``: json's indented layout, strict).
 * ``phase_seconds``: the engine's phases, each timed: the eager forward (``Model.forward``),
   the backward (``passes.run_backward``) and the assembly of the Prediction (``solve.assemble``).
 """
@@ -41,7 +41,7 @@ def solve_mode(problem, mode: str):
 
 def to_json(prediction) -> str:
     """The JSON text ``adjoint solve --json`` prints."""
-    from adjoint.jsonout import dumps
+    from adjoint.render.jsontext import dumps
     return dumps(prediction.to_json(), indent=2)
 
 
@@ -65,13 +65,13 @@ def phase_seconds(problem) -> dict[str, float]:
     """Seconds spent in each of :data:`PHASES` solving every variant of ``problem`` once: the
     eager forward (ops, nodes and values together), the engine's backward, and the assembly
     of the Prediction (which recomputes each module boundary's adjoint)."""
-    from adjoint.backends.exact import ExactBackend
-    from adjoint.calls import HookRunner
-    from adjoint.forward import Model
-    from adjoint.passes import VariantRun, backward_request, run_backward
-    from adjoint.registration import Registrations
-    from adjoint.runtime import Runtime
-    from adjoint.solve import assemble
+    from adjoint.values.backends.exact import ExactBackend
+    from adjoint.engine.hook_runner import HookRunner
+    from adjoint.engine.forward import Model
+    from adjoint.engine.passes import VariantRun, backward_request, run_backward
+    from adjoint.engine.hook_registration import Registrations
+    from adjoint.engine.runtime import Runtime
+    from adjoint.answer.solve import assemble
 
     spent = dict.fromkeys(PHASES, 0.0)
     for variant in problem.variants:

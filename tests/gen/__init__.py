@@ -73,7 +73,7 @@ of tensors and modules).
 
 Generating never imports ``adjoint``: it only writes YAML. :func:`check` (used by
 tests/test_differential.py and benchmarks/sweep.py) then solves a file, runs it in PyTorch
-through ``adjoint.torchside`` and compares with ``adjoint.compare``.
+through ``adjoint.torchside`` and compares with ``adjoint.torchside.compare``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 #: PyTorch (or a bug of the harness); the rest are fine.
 BAD = ("crash", "harness", "invalid", "refused", "mismatch", "timeout")
 GOOD = ("ok", "both_raise", "nonfinite", "f32_rounding", "f64_rounding", "overflow", "torch_crashes")
-#: the start of solve's refusal of a problem PyTorch itself crashes on (adjoint.registration)
+#: the start of solve's refusal of a problem PyTorch itself crashes on (adjoint.engine.hook_registration)
 CRASH_REFUSAL = "PyTorch 2.13 crashes (segmentation fault)"
 FLOAT_MAX = {"float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
 
@@ -48,7 +48,7 @@ def _alarm(signum, frame):
 def check(text: str, timeout: float = 30.0) -> Outcome:
     """Solve every variant exactly, run it in real PyTorch (adjoint.torchside) and compare.
 
-    Per variant: ``ok`` (every compared item within adjoint.compare's tolerance), ``mismatch``
+    Per variant: ``ok`` (every compared item within adjoint.torchside.compare's tolerance), ``mismatch``
     (some item differs, or PyTorch raised where the prediction runs), ``nonfinite`` (solve
     refuses a non-finite forward: PyTorch would carry inf/nan on, nothing to compare),
     ``both_raise`` (solve says PyTorch raises, and it does), ``f32_rounding`` /
@@ -70,8 +70,8 @@ def check(text: str, timeout: float = 30.0) -> Outcome:
     import warnings
 
     import adjoint
-    from adjoint.compare import compare
-    from adjoint.errors import ProblemError
+    from adjoint.torchside.compare import compare
+    from adjoint.format.errors import ProblemError
     from adjoint.torchside import run_variant
 
     out = Outcome()
@@ -143,7 +143,7 @@ def _check_variant(problem, v, compare, run_variant, out: Outcome, text: str):
     import time
     import traceback
 
-    from adjoint.errors import ProblemError
+    from adjoint.format.errors import ProblemError
 
     t0 = time.perf_counter()
     try:
@@ -217,7 +217,7 @@ def _check_variant(problem, v, compare, run_variant, out: Outcome, text: str):
 
 def _float64_engine_agrees(problem, v, observed: dict, compare) -> bool:
     """Does ``solve --float64`` of this variant match PyTorch's float64 run on every item?"""
-    from adjoint.errors import ProblemError
+    from adjoint.format.errors import ProblemError
 
     try:
         approx = problem.solve(variant=v.name, mode="float64").variants[0].to_json()
@@ -271,7 +271,7 @@ def _rounding_explains(predicted: dict, observed: dict, lo: dict, hi: dict, dtyp
     inf or nan on the way where the float64 run stays finite and within its tolerance?"""
     import math
 
-    from adjoint.compare import tolerance
+    from adjoint.torchside.compare import tolerance
 
     if len(predicted.get("hook_calls") or []) != len(observed.get("hook_calls") or []):
         return False

@@ -13,7 +13,7 @@ The mathematics is not computed here: it is the derivation record (``adjoint.der
 ``VariantPrediction.derivation``), the only thing of the engine this package imports. All
 mathematics is printed by :class:`DerivationPrinter`, a subclass of SymPy's ``LatexPrinter``:
 exact values (``flint.fmpq`` or SymPy expressions) go through its number rule or SymPy's own
-printing, the record's trees (``adjoint.derivation.mathtree``) through ``_print_T*`` methods.
+printing, the record's trees (``adjoint.values.mathtree``) through ``_print_T*`` methods.
 
 The modules, from the bottom up:
 
@@ -30,10 +30,10 @@ The modules, from the bottom up:
 Nothing here imports torch.
 """
 
-from .document import render_document, typeset
-from .numbers import format_rational
-from .printer import DerivationPrinter
-from .text import code
-from .widths import tex_width
+from adjoint.render.latex.document import render_document, typeset
+from adjoint.render.latex.numbers import format_rational
+from adjoint.render.latex.printer import DerivationPrinter
+from adjoint.render.latex.text import code
+from adjoint.render.latex.widths import tex_width
 
 __all__ = ["DerivationPrinter", "code", "format_rational", "render_document", "tex_width", "typeset"]

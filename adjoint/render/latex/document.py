@@ -4,15 +4,15 @@ would write them, a section identical to an earlier variant's replaced by a refe
 
 from __future__ import annotations
 
-from ...derivation import ProblemDerivation, derive_problem
-from ...derivation import values as E
-from .numbers import SHORT_FRACTION, SIG_DIGITS, format_rational
-from .section_gradients import GradientSections
-from .section_hooks import HookSections
-from .section_lagrangian import LagrangianSection
-from .section_model import ModelSections
-from .section_steps import StepSections
-from .text import esc, symbol_tex
+from adjoint.derivation import ProblemDerivation, derive_problem
+from adjoint.derivation import values as E
+from adjoint.render.latex.numbers import SHORT_FRACTION, SIG_DIGITS, format_rational
+from adjoint.render.latex.section_gradients import GradientSections
+from adjoint.render.latex.section_hooks import HookSections
+from adjoint.render.latex.section_lagrangian import LagrangianSection
+from adjoint.render.latex.section_model import ModelSections
+from adjoint.render.latex.section_steps import StepSections
+from adjoint.render.latex.text import esc, symbol_tex
 
 
 PREAMBLE = r"""\documentclass[11pt,a4paper]{article}
@@ -28,7 +28,7 @@ PREAMBLE = r"""\documentclass[11pt,a4paper]{article}
 
 
 def render_document(prediction) -> str:
-    """The whole derivation of every variant of a solved problem (``adjoint.prediction.Prediction``)
+    """The whole derivation of every variant of a solved problem (``adjoint.answer.prediction.Prediction``)
     as one standalone LaTeX document."""
     return typeset(derive_problem(prediction))
 

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 import sympy
 
-from .widths import LINE_EM, tex_width
+from adjoint.render.latex.widths import LINE_EM, tex_width
 
 if TYPE_CHECKING:
-    from .printer import DerivationPrinter
+    from adjoint.render.latex.printer import DerivationPrinter
 
 
 class Terms(list):

@@ -16,20 +16,20 @@ import sympy
 from sympy.printing.latex import LatexPrinter
 from sympy.printing.precedence import PRECEDENCE
 
-from ...derivation import Exact, Real
-from ...derivation import values as E
-from ...derivation.mathtree import (TT, TAtom, TBin, TCall, TConst, TDeriv, TFn, TIndex, TInner, TJac, TLam, TMatMul,
+from adjoint.derivation import Exact, Real
+from adjoint.derivation import values as E
+from adjoint.values.mathtree import (TT, TAtom, TBin, TCall, TConst, TDeriv, TFn, TIndex, TInner, TJac, TLam, TMatMul,
                                     TName, TNeg, TNode, TNone, TOnes, TPlace, TProduct, TPut, TSub, TSumTo, TSym,
                                     TTuple, TVal)
-from ...derivation.mathtree import const_value as _const_value
-from ...derivation.mathtree import is_scalar_shape as _is_scalar_shape
-from ...derivation.mathtree import numel as _numel
-from ...derivation.mathtree import t_shape as _t_shape
-from ...derivation.values import decimal_value
-from .numbers import Num, _truncated, exact_fraction, format_rational
-from .text import _tex_escape_name, symbol_tex
-from .text import esc as _tex_escape_text
-from .widths import LINE_EM, _choose_columns, tex_width
+from adjoint.values.mathtree import const_value as _const_value
+from adjoint.values.mathtree import is_scalar_shape as _is_scalar_shape
+from adjoint.values.mathtree import numel as _numel
+from adjoint.values.mathtree import t_shape as _t_shape
+from adjoint.derivation.values import decimal_value
+from adjoint.render.latex.numbers import Num, _truncated, exact_fraction, format_rational
+from adjoint.render.latex.text import _tex_escape_name, symbol_tex
+from adjoint.render.latex.text import esc as _tex_escape_text
+from adjoint.render.latex.widths import LINE_EM, _choose_columns, tex_width
 
 fmpq = flint.fmpq
 
@@ -43,7 +43,7 @@ _EDGE = 12          # at most this many leading and trailing columns are ever fo
 
 
 def _plain(e):
-    """A certified element (adjoint.exact.Real) as SymPy: its closed form, or an atom for its digits."""
+    """A certified element (adjoint.values.exact.Real) as SymPy: its closed form, or an atom for its digits."""
     return e.sympy() if type(e) is Real else e
 
 

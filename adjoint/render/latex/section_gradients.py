@@ -5,10 +5,10 @@ PyTorch stores, and the same local derivatives applied to the gradients it actua
 
 from __future__ import annotations
 
-from ...derivation import Exact, Gradient
-from .layout import Block, Terms
-from .text import code, esc, mcode
-from .writer import UnitWriter
+from adjoint.derivation import Exact, Gradient
+from adjoint.render.latex.layout import Block, Terms
+from adjoint.render.latex.text import code, esc, mcode
+from adjoint.render.latex.writer import UnitWriter
 
 
 class GradientSections(UnitWriter):

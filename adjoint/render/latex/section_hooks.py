@@ -5,13 +5,13 @@ written as its node's vector-Jacobian product, and what a returned value replace
 
 from __future__ import annotations
 
-from ...derivation import HookCall
-from ...derivation.mathtree import TNone
-from .layout import Block
-from .printer import DerivationPrinter
-from .text import _tex_escape_name, code, esc, mcode
-from .widths import LINE_EM, tex_width
-from .writer import WRT_EM, UnitWriter
+from adjoint.derivation import HookCall
+from adjoint.values.mathtree import TNone
+from adjoint.render.latex.layout import Block
+from adjoint.render.latex.printer import DerivationPrinter
+from adjoint.render.latex.text import _tex_escape_name, code, esc, mcode
+from adjoint.render.latex.widths import LINE_EM, tex_width
+from adjoint.render.latex.writer import WRT_EM, UnitWriter
 
 
 class HookSections(UnitWriter):

@@ -4,10 +4,10 @@ recursion lambda_k = sum_j J_jk^T lambda_j with every vector-Jacobian product an
 
 from __future__ import annotations
 
-from .layout import Block, Terms
-from .text import code
-from .widths import LINE_EM, tex_width
-from .writer import UnitWriter
+from adjoint.render.latex.layout import Block, Terms
+from adjoint.render.latex.text import code
+from adjoint.render.latex.widths import LINE_EM, tex_width
+from adjoint.render.latex.writer import UnitWriter
 
 #: a constraint list longer than this is shown in part in the written-out Lagrangian
 MAX_CONSTRAINTS = 12

@@ -4,12 +4,12 @@ equation symbolically, with the numbers substituted, and its value)."""
 
 from __future__ import annotations
 
-from ...derivation import Step
-from ...derivation.mathtree import TAtom
-from .layout import Block
-from .text import code, esc
-from .widths import LINE_EM, tex_width
-from .writer import UnitWriter
+from adjoint.derivation import Step
+from adjoint.values.mathtree import TAtom
+from adjoint.render.latex.layout import Block
+from adjoint.render.latex.text import code, esc
+from adjoint.render.latex.widths import LINE_EM, tex_width
+from adjoint.render.latex.writer import UnitWriter
 
 
 class ModelSections(UnitWriter):

@@ -5,10 +5,10 @@ made before it."""
 
 from __future__ import annotations
 
-from ...derivation import ErrorInfo, StepInfo
-from .layout import Block
-from .text import code, esc, mcode
-from .writer import UnitWriter
+from adjoint.derivation import ErrorInfo, StepInfo
+from adjoint.render.latex.layout import Block
+from adjoint.render.latex.text import code, esc, mcode
+from adjoint.render.latex.writer import UnitWriter
 
 #: why PyTorch raises, by the engine's cause
 _WHY = {

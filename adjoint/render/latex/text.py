@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from .chars import render
+from adjoint.render.latex.chars import render
 
 #: TeX's special characters in running text (and in \\texttt)
 _TEXT_SPECIALS = {"\\": "\\textbackslash{}", "&": "\\&", "%": "\\%", "$": "\\$", "#": "\\#", "_": "\\_",

@@ -14,14 +14,14 @@ from fractions import Fraction
 import flint
 import numpy as np
 
-from ...derivation import Arrival, Chain, Exact, Ident, Step, Symbol, Typed, Unit, VariantDerivation
-from ...derivation import values as E
-from ...derivation.mathtree import TBin, TDeriv, TMatMul, TNode, TProduct, TSym, TVal
-from .layout import Block, Terms, sym_pieces
-from .printer import MAX_ROWS, DerivationPrinter
-from .numbers import format_rational
-from .text import _tex_escape_name, code, esc, symbol_tex
-from .widths import LINE_EM, tex_width
+from adjoint.derivation import Arrival, Chain, Exact, Ident, Step, Symbol, Typed, Unit, VariantDerivation
+from adjoint.derivation import values as E
+from adjoint.values.mathtree import TBin, TDeriv, TMatMul, TNode, TProduct, TSym, TVal
+from adjoint.render.latex.layout import Block, Terms, sym_pieces
+from adjoint.render.latex.printer import MAX_ROWS, DerivationPrinter
+from adjoint.render.latex.numbers import format_rational
+from adjoint.render.latex.text import _tex_escape_name, code, esc, symbol_tex
+from adjoint.render.latex.widths import LINE_EM, tex_width
 
 fmpq = flint.fmpq
 

@@ -4,7 +4,7 @@ One job per module: :mod:`.userfile` loads ``FILE.py`` and calls its factory;
 :mod:`.inputs` makes the inputs; :mod:`.tree` writes the module tree (:mod:`.builtins` for the
 ``torch.nn`` types the format has, :mod:`.fxtrace` + :mod:`.program` for every other module's
 forward); :mod:`.hooks` lists the hooks already registered; :mod:`.numbers` writes values
-exactly; :mod:`.emit` writes the YAML text (``adjoint.loader`` stays the only reader);
+exactly; :mod:`.emit` writes the YAML text (``adjoint.format.loader`` stays the only reader);
 :mod:`.graphcheck` is ``verify``'s check that the file's model and the user's module build
 the same autograd graph; :mod:`.where` and :mod:`.refuse` say where in the user's code
 something is that cannot be imported.
@@ -18,13 +18,13 @@ import re
 import torch
 from torch import nn
 
-from ...errors import ProblemError
-from . import hooks, inputs
-from .emit import Flow, Text, document, flow_map
-from .builtins import param_entry
-from .tree import TreeWriter
-from .userfile import call_factory, split_spec
-from .where import show_path, source_files
+from adjoint.format.errors import ProblemError
+from adjoint.torchside.importer import hooks, inputs
+from adjoint.torchside.importer.emit import Flow, Text, document, flow_map
+from adjoint.torchside.importer.builtins import param_entry
+from adjoint.torchside.importer.tree import TreeWriter
+from adjoint.torchside.importer.userfile import call_factory, split_spec
+from adjoint.torchside.importer.where import show_path, source_files
 
 DEFAULT_LOSS = "sum(y)"
 
@@ -56,7 +56,7 @@ def from_module(model: nn.Module, *example_inputs: torch.Tensor, loss: str = DEF
     """The problem for ``model`` called on ``example_inputs`` (their values exactly, each
     ``requires_grad: true``), loaded: an :class:`adjoint.Problem`, ready to ``.solve()``.
     ``adjoint.from_module_text`` gives the YAML text instead."""
-    from ... import loads
+    from adjoint import loads
     return loads(from_module_text(model, *example_inputs, loss=loss, name=name), f"<{type(model).__name__}>")
 
 
@@ -99,8 +99,8 @@ def import_file(spec: str, input_specs: list[str], loss: str = DEFAULT_LOSS, out
 
 def check_loss(loss: str) -> None:
     """The loss parses (a mistake is ``--loss:1:COL: ...``, before any user code runs)."""
-    from ...expr import parse_expression
-    from ...loader import YScalar
+    from adjoint.format.expr import parse_expression
+    from adjoint.format.loader import YScalar
     parse_expression(YScalar._plain("--loss", 1, 1, loss, "str"), "the loss")
 
 

@@ -14,9 +14,9 @@ from fractions import Fraction
 import torch
 from torch import nn
 
-from ... import nn_types
-from .emit import Flow, flow_map
-from .numbers import nested
+from adjoint.format import module_signatures as nn_types
+from adjoint.torchside.importer.emit import Flow, flow_map
+from adjoint.torchside.importer.numbers import nested
 
 
 def type_name(module: nn.Module) -> str | None:

@@ -1,4 +1,4 @@
-"""A small YAML writer for the files ``adjoint import`` makes (``adjoint.loader`` stays the only reader).
+"""A small YAML writer for the files ``adjoint import`` makes (``adjoint.format.loader`` stays the only reader).
 
 The tree is plain Python: a ``dict`` is a block mapping (keys in order), a ``list`` a block
 sequence, :class:`Flow` text already written in YAML's flow style (``[0.5, -1]``,

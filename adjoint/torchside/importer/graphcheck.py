@@ -15,12 +15,12 @@ import warnings
 
 import torch
 
-from ...errors import ProblemError
-from ...problem import Problem, Variant
-from ..graphs import NO_SEQUENCE, tensors_in
-from ..values import DTYPES, literal_tensor
-from .userfile import call_factory
-from .where import show_path
+from adjoint.format.errors import ProblemError
+from adjoint.format.problem import Problem, Variant
+from adjoint.torchside.graphs import NO_SEQUENCE, tensors_in
+from adjoint.torchside.values import DTYPES, literal_tensor
+from adjoint.torchside.importer.userfile import call_factory
+from adjoint.torchside.importer.where import show_path
 
 
 def signature(outputs, leaf_names: dict[int, str]) -> list[tuple[str, tuple]]:
@@ -51,7 +51,7 @@ def signature(outputs, leaf_names: dict[int, str]) -> list[tuple[str, tuple]]:
 
 
 def file_graph(problem: Problem, decl: Variant, dtype: str):
-    from ..run import Session
+    from adjoint.torchside.run import Session
     s = Session(problem, decl, dtype)
     later = {i for step in (decl.steps or ()) if step.kind == "register" for i in step.hooks}
     try:

@@ -17,8 +17,8 @@ from torch.nn.modules import module as nn_module
 
 import re
 
-from .emit import Flow, Note, Text, flow_map
-from .where import of_object
+from adjoint.torchside.importer.emit import Flow, Note, Text, flow_map
+from adjoint.torchside.importer.where import of_object
 
 _TABLES = (("forward_pre", "_forward_pre_hooks"), ("forward", "_forward_hooks"),
            ("full_backward_pre", "_backward_pre_hooks"), ("backward", "_backward_hooks"))

@@ -1,6 +1,6 @@
 """The inputs of an imported problem: ``NAME=SHAPE`` on the command line, tensors from Python.
 
-Values from the command line come from the project's ``init`` generator (:mod:`adjoint.init`,
+Values from the command line come from the project's ``init`` generator (:mod:`adjoint.format.init_draw`,
 seed 0, the input's name as its stream), exact dyadic numbers, ``requires_grad: true``.
 """
 
@@ -12,8 +12,8 @@ import re
 import torch
 from torch import nn
 
-from ... import init
-from ...errors import ProblemError
+from adjoint.format import init_draw as init
+from adjoint.format.errors import ProblemError
 
 _SPEC = re.compile(r"([A-Za-z][A-Za-z0-9_]*)=([0-9]+(?:x[0-9]+)*)")
 SEED = 0

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 
-from ...errors import ProblemError
+from adjoint.format.errors import ProblemError
 
 
 def exact(x: float, what: str) -> str:

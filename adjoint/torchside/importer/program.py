@@ -27,10 +27,10 @@ import torch
 import torch.nn.functional as F
 from torch import fx, nn
 
-from ...functions import FUNCTIONS, METHODS
-from .numbers import python_constant
-from .refuse import refuse
-from .where import frame_of, of_stack_trace
+from adjoint.engine.bindings import FUNCTIONS, METHODS
+from adjoint.torchside.importer.numbers import python_constant
+from adjoint.torchside.importer.refuse import refuse
+from adjoint.torchside.importer.where import frame_of, of_stack_trace
 
 _ASSIGNED = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:=[^=]|[-+*/@]=)")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...errors import ProblemError
+from adjoint.format.errors import ProblemError
 
 
 def refuse(where: str | None, what: str, instead: str) -> ProblemError:

@@ -17,14 +17,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from . import builtins
-from .emit import Block, Flow, flow_map
-from .fxtrace import trace
-from .numbers import nested
-from .program import write_forward
-from .record import record
-from .refuse import refuse
-from .where import of_exception, of_module
+from adjoint.torchside.importer import builtins
+from adjoint.torchside.importer.emit import Block, Flow, flow_map
+from adjoint.torchside.importer.fxtrace import trace
+from adjoint.torchside.importer.numbers import nested
+from adjoint.torchside.importer.program import write_forward
+from adjoint.torchside.importer.record import record
+from adjoint.torchside.importer.refuse import refuse
+from adjoint.torchside.importer.where import of_exception, of_module
 
 CONTAINERS = (nn.Sequential, nn.ModuleList)
 

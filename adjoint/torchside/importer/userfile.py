@@ -14,8 +14,8 @@ import sys
 
 from torch import nn
 
-from ...errors import ProblemError
-from .where import of_exception, show_path
+from adjoint.format.errors import ProblemError
+from adjoint.torchside.importer.where import of_exception, show_path
 
 
 def split_spec(spec: str) -> tuple[str, str]:

@@ -1,0 +1,303 @@
+"""What ``adjoint solve`` answers: plain records, and their JSON form (the contract).
+
+Each record also shows itself in a notebook (``_repr_html_``: a compact table, built by
+:mod:`adjoint.render.html`) and has a short ``repr``; a :class:`Prediction` is indexed by
+variant name (``pred["legacy"]``). None of this touches the JSON."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import TYPE_CHECKING, Callable
+
+from adjoint.values.backends import symbolic
+from adjoint.values.exact import Exact
+from adjoint.engine.graph import Typed
+
+if TYPE_CHECKING:
+    from adjoint.engine.passes import VariantRun
+
+
+class _DerivationRecord:
+    """:mod:`adjoint.derivation.record`, imported on first attribute access: the annotations
+    below name its types (``typing.get_type_hints`` resolves them), but a solve that never asks
+    for a derivation does not pay at start-up for creating its record classes."""
+
+    def __getattr__(self, name: str):
+        from adjoint.derivation import record
+
+        return getattr(record, name)
+
+
+_record = _DerivationRecord()
+
+
+class _Shown:
+    """Notebook display of a record: an HTML table (IPython calls ``_repr_html_``)."""
+
+    def _repr_html_(self) -> str:
+        from adjoint.render.html import html_of
+
+        return html_of(self)
+
+
+@dataclass(repr=False)
+class HookRecord(_Shown):
+    """One hook call of the prediction, as reported: what it was handed and returned."""
+
+    index: int                 # position in the hook list it was declared in
+    label: str
+    kind: str
+    on: str                    # module | tensor | node
+    target: str
+    k: int | None              # module hooks: which call of the module fired (1-based)
+    calls_of_module: int       # how many times that module was called
+    phase: str                 # forward | backward
+    node: str | None           # autograd node it ran at (backward hooks)
+    args: dict                 # argument name -> Exact | None | tuple of those
+    returned: object
+    why: list[str] = field(default_factory=list)
+    raised: bool = False       # the hook raised (the contract's ``"raised": true``)
+    is_global: bool = False    # a global module hook (``"global": true``; ``target`` is the module that fired)
+
+    def __repr__(self) -> str:
+        where = f" at {self.node}" if self.node else ""
+        returned = "raised" if self.raised else ("returned a value" if self.returned is not None else "observed")
+        return f"<HookRecord {self.kind} on {self.on} {self.target!r}{where}: {returned}>"
+
+
+@dataclass(repr=False)
+class Boundary(_Shown):
+    """One module call: the Lagrangian view. lambda_out = grad_output, lambda_in = J^T lambda_out."""
+
+    callid: str
+    path: str
+    k: int
+    type: str
+    arg_names: tuple[str, ...]
+    input_names: tuple[str, ...]      # tensor names of the positional inputs (or a description)
+    output_name: str
+    nodes: list[str]                  # autograd nodes the call created, in creation order
+    grad_output: tuple                # Exact | None per output
+    grad_input: tuple                 # Exact | None per positional input
+    depth: int
+
+    def __repr__(self) -> str:
+        return f"<Boundary {self.callid} [{self.type}]: {len(self.grad_output)} grad_output, {len(self.grad_input)} grad_input>"
+
+
+@dataclass
+class FunctionCheck(_Shown):
+    """Whether a custom Function's backward matches the true vector-Jacobian product."""
+
+    callid: str
+    name: str
+    slot: str
+    declared: str
+    true: str
+    matches: bool
+
+
+@dataclass
+class ErrorRecord(_Shown):
+    """PyTorch raised while running the variant (a prediction, not bad input)."""
+
+    type: str
+    message: str
+    during: str                       # forward | backward
+    after_call: int | None            # index in hook_calls of the last call made before it left PyTorch
+
+    def to_json(self) -> dict:
+        return {"type": self.type, "message": self.message, "during": self.during, "after_call": self.after_call}
+
+
+@dataclass(repr=False)
+class PassRecord(_Shown):
+    """One backward step of ``steps``: the calls it made, the grads right after it."""
+
+    hook_calls: list
+    grads: dict
+    returned: dict | None
+
+    def __repr__(self) -> str:
+        return f"<PassRecord: {_count(len(self.hook_calls), 'hook call')}, {_count(len(self.grads), 'grad')}>"
+
+    def to_json(self, printer=None) -> dict:
+        out = {"hook_calls": [hook_json(h, printer) for h in self.hook_calls],
+               "grads": {k: value_json(v, printer) for k, v in self.grads.items()}}
+        if self.returned is not None:
+            out["returned"] = {k: value_json(v, printer) for k, v in self.returned.items()}
+        return out
+
+
+@dataclass(repr=False)
+class VariantPrediction(_Shown):
+    """The prediction for one variant: loss, gradients, hook calls, values and notes."""
+
+    name: str
+    method: str
+    root: str
+    loss: Exact | None
+    values: dict[str, Exact]
+    boundaries: list[Boundary]
+    grads: dict[str, Exact | None]
+    returned: dict[str, Exact | None] | None
+    hook_calls: list[HookRecord]
+    notes: list[str]
+    functions: list[FunctionCheck]
+    node_order: list[str]
+    symbolic: bool
+    kinks: list = field(default_factory=list)    # PyTorch's conventions at kinks the forward met (texts)
+    run: VariantRun | None = None     # the engine's record of the run
+    carried: dict = field(default_factory=dict)  # tensor name -> gradient PyTorch carries there (hooks
+                                                 # included; None where none arrives), as its grad_fn sees it
+    passes: list | None = None        # PassRecord per backward step (variants with steps)
+    error: ErrorRecord | None = None
+    deriver: Callable | None = field(default=None, repr=False)   # VariantPrediction -> VariantDerivation
+    _derivation: _record.VariantDerivation | None = field(default=None, repr=False)
+
+    @property
+    def derivation(self) -> _record.VariantDerivation:
+        """The derivation of this variant (adjoint.derivation), computed on first use: ``solve --json``
+        never pays for it."""
+        if self._derivation is None:
+            self._derivation = self.deriver(self)
+        return self._derivation
+
+    def __repr__(self) -> str:
+        if self.error is not None:
+            return (f"<VariantPrediction {self.name!r}: {self.error.type} during {self.error.during}, "
+                    f"{_count(len(self.hook_calls), 'hook call')}>")
+        return (f"<VariantPrediction {self.name!r}: {_count(len(self.hook_calls), 'hook call')}, "
+                f"{_count(len(self.grads), 'grad')}>")
+
+    def _repr_markdown_(self) -> str:
+        from adjoint.render.html import markdown_of
+
+        return markdown_of(self)
+
+    def graph(self):
+        """The backward graph as PyTorch builds it, hooks drawn where they attach
+        (:class:`adjoint.render.graph.Picture`: ``.dot`` source, ``.svg()``, shown in a notebook;
+        drawing needs Graphviz)."""
+        from adjoint.render.graph import picture
+
+        return picture(self)
+
+    def to_json(self, printer=None) -> dict:
+        """The contract's JSON of this variant (``printer``: shared by every closed form shown;
+        see :func:`value_json`)."""
+        printer = printer if printer is not None else shared_printer()
+        if self.error is not None:
+            return {"error": self.error.to_json(), "hook_calls": [hook_json(h, printer) for h in self.hook_calls]}
+        out = {
+            "loss": value_json(self.loss, printer) if self.loss is not None else None,
+            "values": {k: value_json(v, printer) for k, v in self.values.items()},
+            "adjoints": {b.callid: {"grad_output": [value_json(g, printer) for g in b.grad_output],
+                                    "grad_input": [value_json(g, printer) for g in b.grad_input]}
+                         for b in self.boundaries},
+            "grads": {k: value_json(v, printer) for k, v in self.grads.items()},
+            "hook_calls": [hook_json(h, printer) for h in self.hook_calls],
+        }
+        if self.returned is not None:
+            out["returned"] = {k: value_json(v, printer) for k, v in self.returned.items()}
+        if self.passes is not None:
+            out["passes"] = [p.to_json(printer) for p in self.passes]
+        return out
+
+
+@dataclass(repr=False)
+class Prediction(_Shown):
+    """The prediction for a whole problem: one VariantPrediction per variant."""
+
+    problem: object
+    variants: list[VariantPrediction]
+    numeric: bool = False
+    mode: str = "exact"               # the answer mode: exact, float64 or structure (docs/values.md)
+
+    def variant(self, name: str) -> VariantPrediction:
+        """The variant called ``name``; a KeyError naming the variants there are otherwise."""
+        for v in self.variants:
+            if v.name == name:
+                return v
+        raise KeyError(f"no variant named {name!r}; this prediction has: {', '.join(self.names)}")
+
+    @property
+    def names(self) -> list[str]:
+        return [v.name for v in self.variants]
+
+    def __getitem__(self, key: str | int) -> VariantPrediction:
+        """``pred["legacy"]`` (by name) or ``pred[0]`` (in file order)."""
+        if isinstance(key, str):
+            return self.variant(key)
+        return self.variants[key]
+
+    def __iter__(self):
+        return iter(self.variants)
+
+    def __len__(self) -> int:
+        return len(self.variants)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names
+
+    def __repr__(self) -> str:
+        return f"<Prediction {self.problem.name!r}: {_count(len(self.variants), 'variant')} ({', '.join(self.names)})>"
+
+    def _repr_markdown_(self) -> str:
+        from adjoint.render.html import markdown_of
+
+        return markdown_of(self)
+
+    def to_json(self) -> dict:
+        printer = shared_printer()
+        return {"problem": self.problem.name, "variants": {v.name: v.to_json(printer) for v in self.variants}}
+
+
+def shared_printer():
+    """One SymPy printer for a whole prediction's closed forms (they share subexpressions: each
+    is printed once), or None when SymPy was never needed."""
+    if not symbolic.loaded():
+        return None
+    return symbolic.memo_printer()
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def value_json(v, printer=None) -> dict | list | float | int | str | None:
+    """A value as the contract writes it: VALUE for a tensor (shape, decimal value, exact text;
+    null where a mode or a free symbol gives none), a list for a tuple, an object for a dict (a
+    hook's kwargs), a plain number for a Python number, a string as is. ``printer``: one SymPy
+    printer shared by every closed form of a prediction."""
+    if v is None:
+        return None
+    if isinstance(v, tuple):
+        return [value_json(x, printer) for x in v]
+    if isinstance(v, dict):
+        return {k: value_json(x, printer) for k, x in v.items()}
+    if isinstance(v, Fraction):
+        return int(v) if v.denominator == 1 else float(v)
+    if isinstance(v, (str, bool)):
+        return v
+    if isinstance(v, Typed):   # an integer or bool tensor (--structure: no values, as for every tensor)
+        return {"shape": list(v.value.shape), "value": v.elements(), "exact": v.value.strings(), "dtype": v.dtype}
+    if not isinstance(v, Exact):  # the float64 and structure modes' values
+        return {"shape": list(v.shape), "value": v.floats(), "exact": v.strings()}
+    return {"shape": list(v.shape), "value": v.floats(), "exact": v.strings(printer)}
+
+
+def hook_json(h: HookRecord, printer=None) -> dict:
+    out = {"hook": h.index, "label": h.label, "kind": h.kind, "target": h.target,
+           "args": {k: value_json(v, printer) for k, v in h.args.items()},
+           "returned": value_json(h.returned, printer)}
+    if h.on in ("module", "global") and h.calls_of_module > 1:
+        out["call"] = h.k
+    if h.is_global:
+        out["global"] = True
+    if h.raised:
+        out["raised"] = True
+    if h.kind in ("pack", "unpack"):
+        out["node"] = h.node
+    return out

@@ -1,0 +1,249 @@
+"""``solve``: run every variant in the runtime and assemble the Prediction.
+
+Three answer modes run the one engine on different values (:data:`MODES`): ``exact`` (exact
+rationals, certified reals, closed forms: the default), ``float64`` (numpy doubles, for
+models too large for exact arithmetic) and ``structure`` (shapes only: nodes, edges, hook
+calls, None versus zeros; every value field null). A ``progress`` callable, when given, is
+told ``progress(stage, done, total)`` as the work goes (stage ``forward``, ``backward`` or
+``assemble``; ``total`` None where unknown); the CLI draws a bar from it.
+"""
+
+from __future__ import annotations
+
+import gc
+from contextlib import contextmanager
+
+from adjoint.values.backends.exact import ExactBackend
+from adjoint.values.backends.float64 import Float64Backend
+from adjoint.values.backends.structure import StructureBackend
+from adjoint.format.errors import ProblemError
+from adjoint.engine.forward import Call
+from adjoint.engine.autograd_function import check_functions
+from adjoint.engine.graph import Node, Tensor, Typed
+from adjoint.engine.adjoints import boundaries_of, seen_at
+from adjoint.engine.passes import VariantRun, root_name, run_variant
+from adjoint.answer.prediction import Boundary, ErrorRecord, HookRecord, PassRecord, Prediction, VariantPrediction
+from adjoint.format.problem import Problem, Variant
+
+
+#: answer mode -> value backend class
+MODES = {"exact": ExactBackend, "float64": Float64Backend, "structure": StructureBackend}
+
+
+def solve_problem(problem: Problem, variant: str | None = None, numeric: bool = False, mode: str = "exact",
+                  progress=None) -> Prediction:
+    symbols = None
+    if mode == "float64" and problem.free_symbols():
+        numeric = True  # doubles need numbers for every symbol
+    if numeric:
+        missing = [s for s in problem.free_symbols() if s not in problem.symbols]
+        if missing:
+            where = next(d.value.loc for d in problem.all_tensors() if missing[0] in d.value.symbols)
+            raise ProblemError(where, f"free symbol '{missing[0]}' has no value, and numbers are needed here "
+                                      f"(verify, solve --numeric); add symbols: {{{missing[0]}: 0.5}} or another "
+                                      "number")
+        symbols = problem.symbols
+    chosen = [problem.variant(variant)] if variant else list(problem.variants)
+    with _cyclic_gc_paused():
+        return Prediction(problem, [solve_variant(problem, v, symbols, mode, progress) for v in chosen], numeric,
+                          mode)
+
+
+@contextmanager
+def _cyclic_gc_paused():
+    """Python's cyclic garbage collector paused while a solve runs (and restored as it was).
+    A solve builds a large graph of live objects (tensors, nodes, saved values) that nothing
+    frees before the prediction is made; each collection walks it all again, which cost a
+    quarter of the solve on a deep chain. Reference counting still frees what dies young."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def solve_variant(problem: Problem, variant: Variant, symbols: dict | None = None, mode: str = "exact",
+                  progress=None) -> VariantPrediction:
+    if mode == "exact":
+        backend = ExactBackend(problem.dtype, symbols, symbols is None and bool(problem.free_symbols()))
+    else:
+        backend = MODES[mode](problem.dtype, symbols)
+    return assemble(run_variant(problem, variant, backend, progress), progress)
+
+
+# ----------------------------------------------------------------------------- assembly
+
+def derive_variant(prediction: VariantPrediction):
+    """``VariantPrediction.derivation``'s deriver: :mod:`adjoint.derivation.derive`, imported on
+    first use (a plain solve never needs it; it is a tenth of the start-up's imports)."""
+    from adjoint.derivation.derive import derive_variant as derive
+
+    return derive(prediction)
+
+
+def assemble(run: VariantRun, progress=None) -> VariantPrediction:
+    """The Prediction of a run (any backend: a value the mode does not have is None in JSON)."""
+    producers = _node_names(run)
+    calls = _call_counts(run)
+    hook_calls = [_record(run, rec, producers, calls) for rec in run.rt.log]
+    if run.error is not None:
+        err = run.error
+        return VariantPrediction(name=run.variant.name, method="backward", root=root_name(run.problem), loss=None,
+                                 values={}, boundaries=[], grads={}, returned=None, hook_calls=hook_calls, notes=[],
+                                 functions=[], node_order=[], symbolic=False, run=run,
+                                 error=ErrorRecord(err.type, err.message, err.during,
+                                                   len(hook_calls) - 1 if hook_calls else None),
+                                 deriver=derive_variant)
+    fwd, last = run.forward, run.last_pass
+    values = dict(fwd.values)
+    loss = fwd.values["loss"] if fwd.loss is not None else None
+    returned = _returned(last) if last is not None else None
+    notes = [f"{name} at {loc}: {note}" if loc else f"{name}: {note}" for name, loc, note in fwd.notes]
+    notes += _variant_notes(run)
+    notes += run.rt.B.notes()
+    symbolic = any(run.rt.B.is_symbolic(v) for v in values.values() if not isinstance(v, Typed))
+    passes = None
+    if run.stepped:
+        passes = [PassRecord([hook_calls[i] for i in p.calls], dict(p.grads), _returned(p)) for p in run.passes]
+    return VariantPrediction(
+        name=run.variant.name, method=last.request.method if last else "backward", root=root_name(run.problem),
+        loss=loss, values=values, boundaries=_boundaries(run, progress), grads=run.grads(), returned=returned,
+        hook_calls=hook_calls, notes=notes, functions=check_functions(run) if run.rt.B.name == "exact" else [],
+        node_order=last.result.order if last else [], symbolic=symbolic,
+        kinks=[note for _, _, note in fwd.notes], run=run,
+        carried={name: seen_at(last.result, t) if last else None for name, t in fwd.names.items()}, passes=passes,
+        deriver=derive_variant)
+
+
+def _returned(p) -> dict | None:
+    if p.request.method != "grad":
+        return None
+    return {name: value for (name, _, _), value in zip(p.request.inputs, p.result.captured)}
+
+
+def _node_names(run: VariantRun) -> dict:
+    """Node -> the name of the tensor it produced (the first name bound to one), for pack/unpack."""
+    out: dict = {}
+    last = getattr(run.model, "last_pass", None)   # a forward that raised left names but no ForwardResult
+    passes = list(run.forwards) + ([last] if last is not None and all(f.names is not last.names
+                                                                      for f in run.forwards) else [])
+    for f in passes:
+        for name, t in f.names.items():
+            if isinstance(t, Tensor) and t.grad_fn is not None:
+                out.setdefault(id(t.grad_fn), name)
+    return out
+
+
+def _call_counts(run: VariantRun) -> dict:
+    """id(call) -> how many calls of its module the forward it ran in made (one pass over the calls)."""
+    out: dict = {}
+    for f in run.forwards:
+        per_path: dict = {}
+        for c in f.calls:
+            per_path[c.path] = per_path.get(c.path, 0) + 1
+        for c in f.calls:
+            out.setdefault(id(c), per_path[c.path])
+    return out
+
+
+def _record(run: VariantRun, rec, producers: dict, calls: dict) -> HookRecord:
+    hook = rec.hook
+    call: Call | None = rec.call
+    k = call.k if call is not None else None
+    count = 1
+    if call is not None:
+        count = calls.get(id(call))
+        if count is None:
+            # a forward that raised is in no ForwardResult: its calls so far (the pass in progress) count
+            last = getattr(run.model, "last_pass", None)
+            so_far = last.calls if last is not None else []
+            count = sum(1 for c in so_far if c.path == call.path) if any(c is call for c in so_far) \
+                else max(call.k or 1, 1)
+    node = rec.node.name if rec.node is not None else None
+    if rec.kind in ("pack", "unpack"):
+        target = producers.get(id(rec.node)) if rec.node is not None else None
+    elif hook.on == "global":
+        target = call.path if call is not None else None
+    elif hook.on == "multi_grad":
+        target = ",".join(hook.tensors)
+    else:
+        target = hook.target
+    why = _why_forward(rec) if rec.phase == "forward" else _why(run, rec)
+    return HookRecord(hook.index, hook.label, rec.kind, hook.on, target, k, count, rec.phase, node, rec.args,
+                      rec.returned, why, raised=rec.raised, is_global=rec.is_global)
+
+
+def _why_forward(rec) -> list[str]:
+    if rec.returned is None or rec.kind not in ("forward", "forward_pre"):  # a pack hook's return is what it stores
+        return []
+    what = "inputs" if rec.hook.kind == "forward_pre" else "output"
+    return [f"the returned value replaces the module's {what}; its ops join the graph"]
+
+
+def _why(run: VariantRun, rec) -> list[str]:
+    hook = rec.hook
+    why = []
+    call: Call | None = rec.call
+    if hook.kind == "backward" and call is not None:
+        nodes = [n.name for n in call.body_nodes(run.rt)]
+        node = call.legacy_node
+        edges = ", ".join(_describe_input(node, i) for i in range(len(node.edges)))
+        msg = (f"legacy register_backward_hook is a post-hook on the output's grad_fn {node.name}; grad_input "
+               f"are that node's gradients w.r.t. its own inputs ({edges}), not the module's inputs")
+        if len(nodes) > 1:
+            msg += f"; '{call.path}' ran {len(nodes)} nodes ({', '.join(nodes)}) and only the last is hooked"
+        why.append(msg)
+    if hook.kind == "full_backward" and call is not None:
+        if call.in_node is None:
+            why.append("no input of the module requires grad: the hook fires as soon as grad_output is known, "
+                       "with every grad_input None")
+        else:
+            zeros = [call.module.inputs[i] for i, a in enumerate(call.args) if not a.requires_grad]
+            if zeros:
+                why.append(f"input(s) {', '.join(zeros)} do not require grad: PyTorch hands a zero tensor there "
+                           "(BackwardHookFunction materializes the missing gradient)")
+        if hook.remove == "before_backward":
+            why.append("removed before backward yet it fires: the module captured its hook list when it ran")
+    if hook.kind == "full_backward_pre" and rec.returned is not None:
+        why.append("the returned grad_output flows into the module: its inner gradients (parameters included) "
+                   "change too")
+    if hook.on == "tensor" and rec.returned is not None:
+        why.append("the returned tensor replaces the gradient for later hooks, retain_grad and the node")
+    if hook.on == "tensor" and rec.args.get("grad", 0) is None:
+        why.append("the gradient is undefined here (an earlier hook returned None for it)")
+    if hook.kind == "post" and rec.returned is not None:
+        why.append("the returned tuple replaces the node's grad_inputs, which flow upstream")
+    if hook.does and hook.returns is None:
+        why.append("the hook rebinds a local name but returns nothing: PyTorch ignores the change")
+    return why
+
+
+def _describe_input(node: Node, i: int) -> str:
+    if node.edges[i] is None:
+        return "a constant (None)"
+    t = node.inputs[i]
+    if t.name:
+        return t.name
+    if t.grad_fn is not None:
+        return f"output of {t.grad_fn.name}"
+    return "a tensor"
+
+
+def _variant_notes(run: VariantRun) -> list[str]:
+    notes = []
+    if run.last_pass is not None and run.last_pass.request.method == "grad":
+        notes.append("torch.autograd.grad runs only the nodes between the root and the inputs, does not run the "
+                     "inputs' own grad_fn (so their node hooks stay silent) and leaves .grad untouched")
+    for t, names in run.retained:
+        if t.backward_hooks:
+            notes.append(f"{names[0]}.grad is taken after all of its tensor hooks ran (retain_grad runs last)")
+    return notes
+
+
+def _boundaries(run: VariantRun, progress=None) -> list[Boundary]:
+    last = run.last_pass
+    if last is None:
+        return []
+    return boundaries_of(run.rt, last.forward, last.result, progress)

@@ -1,0 +1,154 @@
+"""Module boundaries, the Lagrangian view of a module call: the multiplier of its output as the
+backward carried it there, and J^T of it through the call's own autograd nodes with every hook
+ignored (:func:`boundaries_of`, :func:`pure_vjp`); the gradient PyTorch carried to a tensor
+(:func:`seen_at`). Used by ``solve`` (the JSON's ``adjoints``) and by the derivation."""
+
+from __future__ import annotations
+
+from adjoint.engine.autograd_function import declared_vjp
+from adjoint.engine.graph import Node, Tensor
+from adjoint.engine.inplace import copy_slices_backward
+from adjoint.answer.prediction import Boundary
+from adjoint.format.problem import OUTPUT, ROOT
+
+
+def seen_at(bwd, t: Tensor):
+    """The gradient PyTorch carried to ``t`` (what its grad_fn, or AccumulateGrad, received)."""
+    if not isinstance(t, Tensor) or not t.requires_grad:
+        return None
+    if t.grad_fn is not None:
+        return bwd.seen.get((id(t.grad_fn), t.output_nr))
+    return bwd.seen.get(t.id)
+
+
+def describe_tensor(t) -> str:
+    if not isinstance(t, Tensor):
+        return "None" if t is None else str(t)
+    if t.name:
+        return t.name
+    if t.grad_fn is not None:
+        return f"output of {t.grad_fn.name}"
+    return "a tensor"
+
+
+def boundaries_of(rt, fwd, bwd, progress=None) -> list[Boundary]:
+    """Every module call of forward pass ``fwd``: the multiplier of its output(s) as backward ``bwd``
+    carried it there, and J^T of it through the call's own nodes (hooks ignored). ``progress``:
+    told ``progress("assemble", done, total)`` per call."""
+    out = []
+    depth_of: dict[int, int] = {}
+    position = {id(node): i for i, node in enumerate(rt.nodes)}
+    for done, call in enumerate(fwd.calls):
+        if progress is not None:
+            progress("assemble", done, len(fwd.calls))
+        depth = 0 if call.parent is None else depth_of[call.parent] + 1
+        depth_of[call.id] = depth
+        outs = call.out if isinstance(call.out, tuple) else (call.out,)
+        gouts = tuple(seen_at(bwd, t) if isinstance(t, Tensor) and t.requires_grad else None for t in outs)
+        if any(g is not None for g in gouts):
+            start = position[id(call.in_node)] if call.in_node is not None else call.body_start
+            seeds = [(t, g) for t, g in zip(outs, gouts) if g is not None]
+            gin = tuple(pure_vjp(rt, rt.nodes[start:call.end], seeds, call.args, getattr(bwd, "vjps", None),
+                                 _input_slots(call)))
+            if call.module.type == "Identity":
+                gin = (gouts[0] if call.args[0].requires_grad else None,)
+        else:
+            gin = tuple(None for _ in call.args)
+        nodes = [n.name for n in call.body_nodes(rt)]
+        names = tuple(describe_tensor(a) for a in call.args)
+        out.append(Boundary(call.callid, call.path, call.k, call.module.type or "custom", call.module.inputs, names,
+                            OUTPUT if call.path == ROOT else call.callid, nodes, gouts, gin, depth))
+    return out
+
+
+def _key(t: Tensor):
+    return (id(t.grad_fn), t.output_nr) if t.grad_fn is not None else ("leaf", t.id)
+
+
+def _edge_key(edge):
+    node = edge.node
+    return ("leaf", node.variable.id) if node.is_accumulate else (id(node), edge.input_nr)
+
+
+def _known_vjp(B, known: dict | None, node: Node, gs: list, need: list) -> list | None:
+    """The engine's VJP of ``node`` when it was computed from the same gradients (the same objects,
+    or values the backend's ``same_value`` calls identical: a sum the engine and this walk each
+    made, below a residual connection) and covered every slot wanted here (None otherwise)."""
+    entry = known.get(id(node)) if known else None
+    if entry is None:
+        return None
+    same_node, inputs, engine_need, grads = entry
+    if same_node is not node or len(inputs) != len(gs):
+        return None
+    if any(a is not b and (a is None or b is None or not B.same_value(a, b)) for a, b in zip(inputs, gs)):
+        return None
+    if any(want and not had for want, had in zip(need, engine_need)):
+        return None
+    return [g if want else None for g, want in zip(grads, need)]
+
+
+def _input_slots(call):
+    """(the module's input BackwardHookFunctionBackward, the position of each argument among its
+    outputs or None), when the call has one: there an argument passed twice (self-attention's
+    query, key and value) is two tensors, each with its own gradient, as a full hook is handed them."""
+    node, index = call.in_node, call.bw.input_tensors_index if call.bw is not None else None
+    if node is None or index is None:
+        return None
+    slots = [None] * len(call.args)
+    for k, i in enumerate(index):
+        slots[i] = k
+    return node, slots
+
+
+def pure_vjp(rt, nodes: list[Node], seeds: list, wrt, known: dict | None = None, slots=None) -> list:
+    """J^T seed through ``nodes`` (hooks ignored): the Lagrangian adjoint of a module.
+    ``seeds``: (tensor, cotangent) pairs.
+
+    ``known``: the VJPs the engine computed (``BackwardResult.vjps``); a node handed the very
+    gradient objects the engine handed it (no hook rewrote them) reuses the engine's result
+    instead of computing it again -- on an MLP with a hook on every layer that is most of the
+    work, since every module's adjoint re-runs the backward below it.
+
+    ``slots``: (node, positions) from :func:`_input_slots`: the cotangent of ``wrt[j]`` is then
+    read at that node's output ``positions[j]``, before the node adds up aliased arguments.
+
+    Returns, per tensor in ``wrt``, its cotangent, or None where it does not require grad."""
+    B = rt.B
+    cot: dict = {}
+    for t, g in seeds:
+        k = _key(t)
+        cot[k] = g if k not in cot else B.add(cot[k], g)
+    for node in reversed(nodes):
+        gs = [cot.get((id(node), i)) for i in range(len(node.outputs))]
+        if all(g is None for g in gs):
+            continue
+        if node.kind == "hookfn":
+            outs = [g if g is not None else B.zeros(node.outputs[i][0]) for i, g in enumerate(gs)]
+        elif node.kind == "function":
+            filled = [g if g is not None else B.zeros(node.outputs[i][0]) for i, g in enumerate(gs)]
+            outs = declared_vjp(rt, node.params, list(node.input_values), filled if len(filled) > 1 else filled[0])
+        elif node.kind == "copyslices":
+            if gs[0] is None:
+                continue
+            outs = copy_slices_backward(rt, node, gs[0], [e is not None for e in node.edges],
+                                        lambda fn, grads, need: fn.op.vjp(B, grads, list(fn.input_values),
+                                                                          list(fn.output_values), fn.params, need))
+        else:
+            need = [e is not None for e in node.edges]
+            outs = _known_vjp(B, known, node, gs, need)
+            if outs is None:
+                outs = node.op.vjp(B, gs, list(node.input_values), list(node.output_values), node.params, need)
+        for i, (edge, g) in enumerate(zip(node.edges, outs)):
+            if edge is None or g is None:
+                continue
+            want = node.inputs[i].shape
+            if tuple(B.shape(g)) != want:
+                g = B.sum_to(g, want)
+            k = _edge_key(edge)
+            cot[k] = g if k not in cot else B.add(cot[k], g)
+    if slots is not None:
+        node, positions = slots
+        return [(cot.get((id(node), positions[j]) if positions[j] is not None else _key(t), B.zeros(t.shape))
+                 if isinstance(t, Tensor) and t.requires_grad else None) for j, t in enumerate(wrt)]
+    return [(cot.get(_key(t), B.zeros(t.shape)) if isinstance(t, Tensor) and t.requires_grad else None)
+            for t in wrt]

@@ -1,0 +1,189 @@
+"""A hand-written ``torch.autograd.Function`` (the ``function:`` extension of a custom module).
+
+``apply(*module_inputs, *module_params)`` makes one node named ``<Name>Backward``; the forward
+runs the module's program with grad mode off (as inside ``Function.forward``) and saves every
+input (``ctx.save_for_backward``, packed after the forward runs); the backward evaluates each
+declared formula with the slot names, the forward's local names, ``output`` and ``grad_output``
+(exactly what the torch side's Function does), after PyTorch has materialized undefined
+incoming gradients into zeros.
+"""
+
+from __future__ import annotations
+
+from adjoint.format.errors import ProblemError
+from adjoint.engine.graph import Node, SavedVariable, Tensor
+from adjoint.engine.interpreter import EnvScope, Interp
+from adjoint.engine.ops import Save
+from adjoint.format.syntax import to_source
+
+
+def slots_of(mod) -> tuple[str, ...]:
+    return tuple(mod.inputs) + tuple(p.name.rsplit(".", 1)[-1] for p in mod.params)
+
+
+def evaluate_program(rt, mod, env: dict):
+    """The module's forward with grad mode off; returns the output Tensor and the local names."""
+    scope = _PureScope(mod, {k: v for k, v in env.items()})
+    before = rt.grad_enabled
+    rt.grad_enabled = False
+    rt.quiet += 1
+    try:
+        out = Interp(rt, scope).run(mod.forward)
+    finally:
+        rt.grad_enabled = before
+        rt.quiet -= 1
+    if not (isinstance(out, Tensor) or (isinstance(out, tuple) and out and all(isinstance(o, Tensor) for o in out))):
+        raise ProblemError(mod.forward[-1].value.loc, f"the forward of '{mod.label}' must return a tensor or a "
+                                                      "tuple of tensors")
+    return out, scope.local
+
+
+def apply_function(rt, mod, args: list[Tensor]) -> Tensor:
+    rg = [t.requires_grad for t in args]
+    node = None
+    if rt.grad_enabled and any(rg):
+        # THPFunction_apply collects the next edges (unpack_input: reading each input's grad_fn,
+        # which makes a stale view's new one) before it makes the PyNode and its sequence_nr
+        edges = [rt.gradient_edge(t) if r else None for t, r in zip(args, rg)]
+        node = Node(rt._new_seq(), f"{mod.function.name}Backward", edges, kind="function", params=mod,
+                    inputs=tuple(args), input_values=tuple(t.value for t in args),
+                    module_call=rt.call_stack[-1] if rt.call_stack else None, loc=mod.function.loc)
+        rt.nodes.append(node)
+    plain = {n: _same_layout(rt.tensor(t.value, dtype=t.dtype), t) for n, t in zip(slots_of(mod), args)}
+    out, _ = evaluate_program(rt, mod, plain)
+    outs = out if isinstance(out, tuple) else (out,)
+    given = {id(t): a for t, a in zip(plain.values(), args)}
+    results = []
+    for k, o in enumerate(outs):
+        rt.B.check_output(o.value, mod.function.loc, f"{mod.function.name}.forward")
+        r = _same_layout(rt.tensor(o.value, node is not None, node, k, dtype=o.dtype), o)
+        if id(o) in given and node is not None:  # an input returned as-is: a view PyTorch refuses to modify
+            r.creation = ("custom", mod.function.name)
+        results.append(r)
+    rt.record("function", args, results, mod, node, mod.function.loc)
+    if node is not None:
+        node.outputs = [(r.shape, r.dtype) for r in results]
+        node.output_values = [r.value for r in results]
+        for i, t in enumerate(args):
+            sv = SavedVariable(f"saved{i}", t, t.version.value, False, t.value)
+            if rt.saved_hooks:
+                sv.hooks = rt.saved_hooks[-1]
+                sv.packed = rt.hooks_runner.pack(sv.hooks, t, node, sv.name)
+            node.saved.append(sv)
+    return tuple(results) if isinstance(out, tuple) else results[0]
+
+
+def _same_layout(t: Tensor, like: Tensor) -> Tensor:
+    """``t`` laid out in memory as ``like`` (Function.forward sees its arguments as they are, and
+    what it returns keeps the layout it was computed in: a permuted result stays permuted, so a
+    later view decides as in PyTorch)."""
+    t.strides = like.strides
+    return t
+
+
+def function_backward(rt, node: Node, grads: list) -> list:
+    """The declared backward formulas, evaluated on the (unpacked) saved inputs."""
+    mod = node.params
+    values = [rt.unpack(node, sv) for sv in node.saved]
+    return declared_vjp(rt, mod, values, grads if len(grads) > 1 else grads[0])
+
+
+def declared_vjp(rt, mod, values: list, grad_output) -> list:
+    """``grad_output``: one value, or a list of them for a Function with several outputs (then
+    ``grad_output`` and ``output`` are tuples in the formulas)."""
+    env = {n: rt.tensor(v) for n, v in zip(slots_of(mod), values)}
+    output, local = evaluate_program(rt, mod, dict(env))
+    env.update(local)
+    env["output"] = output
+    env["grad_output"] = (tuple(rt.tensor(g) for g in grad_output) if isinstance(grad_output, list)
+                          else rt.tensor(grad_output))
+    out = []
+    for slot, formula in mod.function.grads:
+        if formula is None:
+            out.append(None)
+            continue
+        scope = EnvScope(env, f"the backward formula for '{slot}' of {mod.function.name}")
+        value = Interp(rt, scope).eval(formula)
+        if not isinstance(value, Tensor):
+            raise ProblemError(formula.loc, f"the backward formula for '{slot}' must give a tensor")
+        out.append(value.value)
+    return out
+
+
+class _PureScope:
+    assigning = None
+
+    def __init__(self, mod, env: dict):
+        self.mod = mod
+        self.env = env
+        self.local: dict = {}
+
+    def lookup(self, name, loc):
+        if name in self.local:
+            return self.local[name]
+        if name in self.env:
+            return self.env[name]
+        import difflib
+        close = difflib.get_close_matches(name, list(self.env) + list(self.local), n=1, cutoff=0.6)
+        raise ProblemError(loc, f"unknown name '{name}' in the forward of '{self.mod.label}'"
+                                + (f"; did you mean '{close[0]}'?" if close else ""))
+
+    def call(self, name, args, kwargs, loc):
+        from adjoint.engine.bindings import FUNCTION_NAMES
+        raise ProblemError(loc, f"unknown function '{name}'; a custom Function's forward may only call "
+                                f"{', '.join(FUNCTION_NAMES)}")
+
+    def assign(self, name, value, loc):
+        self.local[name] = value
+
+
+__all__ = ["apply_function", "function_backward", "declared_vjp", "evaluate_program", "slots_of", "Save"]
+
+
+# ----------------------------------------------------------------------------- checking declared formulas
+
+def check_functions(run) -> list:
+    """Compare each Function's declared backward formulas with the true vector-Jacobian product,
+    exactly, for every incoming gradient (a symbolic cotangent ``g0, g1, ...``)."""
+    from adjoint.answer.prediction import FunctionCheck
+    rt = run.rt
+    out = []
+    for node in rt.nodes:
+        if node.kind != "function":
+            continue
+        mod = node.params
+        call = node.module_call
+        values = list(node.input_values)
+        cots = [rt.B.symbols_like(shape, f"g{k}_" if len(node.outputs) > 1 else "g")
+                for k, (shape, _) in enumerate(node.outputs)]
+        declared = declared_vjp(rt, mod, values, cots if len(cots) > 1 else cots[0])
+        true = _true_vjp(rt, mod, values, cots)
+        for (slot, formula), d, t in zip(mod.function.grads, declared, true):
+            d, t = _comparable(rt.B, d, t)
+            matches = d is None or (rt.B.shape(d) == rt.B.shape(t) and rt.B.equals(d, t))
+            text = to_source(formula) if formula is not None else "None"
+            out.append(FunctionCheck(call.callid, mod.function.name, slot, text,
+                                     "None" if t is None else str(rt.B.strings(t)), matches))
+    return out
+
+
+def _comparable(B, d, t):
+    from adjoint.engine.reverse import expandable
+    if d is not None and t is not None and B.shape(d) != B.shape(t) and expandable(B.shape(t), B.shape(d)):
+        d = B.sum_to(d, B.shape(t))  # autograd's validate_outputs does this reduction too
+    d = d if d is not None else (B.zeros(B.shape(t)) if t is not None else None)
+    t = t if t is not None else (B.zeros(B.shape(d)) if d is not None else None)
+    return d, t
+
+
+def _true_vjp(rt, mod, values: list, cots: list) -> list:
+    """Run the Function's forward with grad enabled on every input and pull ``cots`` back."""
+    from adjoint.engine.runtime import Runtime
+    from adjoint.engine.adjoints import pure_vjp
+    mini = Runtime(rt.B, rt.dtype)
+    mini.quiet = 1
+    leaves = [mini.leaf(v, True) for v in values]
+    scope = _PureScope(mod, dict(zip(slots_of(mod), leaves)))
+    result = Interp(mini, scope).run(mod.forward)
+    results = result if isinstance(result, tuple) else (result,)
+    return pure_vjp(mini, mini.nodes, [(r, c) for r, c in zip(results, cots) if r.requires_grad], leaves)

@@ -1,0 +1,234 @@
+"""Functions of the activations family: what PyTorch 2.13 runs for each (checked in real torch).
+
+Every one is a single node (see :mod:`adjoint.engine.ops.activations`), with PyTorch's signature:
+
+* ``relu`` (``F.relu(input, inplace=False)``, ``torch.relu``, ``Tensor.relu``), ``relu_``;
+* ``F.leaky_relu(input, negative_slope=0.01, inplace=False)``: LeakyReluBackward0; in place
+  (``inplace=True``, ``F.leaky_relu_``) LeakyReluBackward1, which saves the result;
+* ``F.gelu(input, *, approximate='none')``, ``F.silu(input, inplace=False)``,
+  ``F.softplus(input, beta=1, threshold=20)``;
+* ``F.elu(input, alpha=1.0, inplace=False)``: EluBackward0; in place EluBackward1 (saves the
+  result); ``F.hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False)``: HardtanhBackward0
+  out of place and in place (then self is cloned and saved, as for silu and clamp);
+* ``torch.clamp(input, min=None, max=None)`` and ``clip``: ClampBackward1 for number bounds,
+  ClampBackward0 (edges self, min, max) for tensor bounds; ``Tensor.clamp_`` in place;
+* ``softmax(input, dim)`` / ``log_softmax``: SoftmaxBackward0 / LogSoftmaxBackward0; ``dim``
+  is required here (``torch.softmax`` requires it, ``F.softmax`` without it picks a legacy
+  implicit dim and warns: name it);
+* ``torch.maximum`` / ``torch.minimum``; ``torch.where(condition, input, other)`` with a bool
+  condition (WhereBackward0; a number for input or other is a wrapped scalar, no edge).
+
+In-place forms go through :func:`adjoint.engine.inplace.apply_inplace` (version bump, rebase_history,
+PyTorch's refusals), as ``relu_`` does.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from adjoint.format.errors import Loc, ProblemError
+from adjoint.engine.graph import Tensor
+from adjoint.engine.bindings import Function, Param
+from adjoint.engine.bindings.views import dim_index
+
+_IN = Param("input", "tensor")
+_SELF = Param("self", "tensor")
+
+
+def _inplace(rt, prim: str, x: Tensor, params, loc: Loc, others=()):
+    from adjoint.engine.inplace import apply_inplace
+    return apply_inplace(rt, prim, x, list(others), params, loc)
+
+
+def _unary(prim: str, params_of, inplace_prim: str | None = None):
+    """A one-tensor activation: ``prim`` out of place, ``inplace_prim`` when ``inplace=True``."""
+    def lower(rt, a, loc):
+        p = params_of(a, loc)
+        if a.get("inplace"):
+            return _inplace(rt, inplace_prim, a["input"], p, loc)
+        return rt.apply(prim, [a["input"]], p, loc)
+    lower.__name__ = f"lower_{prim}"
+    return lower
+
+
+def _in_place(prim: str, params_of):
+    def lower(rt, a, loc):
+        return _inplace(rt, prim, a["input"], params_of(a, loc), loc)
+    lower.__name__ = f"lower_{prim}_"
+    return lower
+
+
+def _none(a, loc):
+    return None
+
+
+def _slope(a, loc):
+    return a["negative_slope"]
+
+
+def _alpha(a, loc):
+    return (a["alpha"], Fraction(1), Fraction(1))   # F.elu: scale = input_scale = 1
+
+
+def _hardtanh_bounds(a, loc):
+    if a["min_val"] > a["max_val"]:
+        raise ProblemError(loc, "min_val cannot be greater than max_val: F.hardtanh raises ValueError")
+    return (a["min_val"], a["max_val"])
+
+
+def _gelu_mode(a, loc):
+    if a["approximate"] not in ("none", "tanh"):
+        raise ProblemError(loc, f"approximate argument must be either none or tanh, got '{a['approximate']}': "
+                                "PyTorch raises RuntimeError")
+    return a["approximate"]
+
+
+def _softplus(a, loc):
+    return (a["beta"], a["threshold"])
+
+
+# ----------------------------------------------------------------------------- clamp
+
+def clamp(rt, x: Tensor, lo, hi, loc: Loc, inplace: bool = False):
+    """torch.clamp / Tensor.clamp_: number bounds make ClampBackward1, tensor bounds ClampBackward0."""
+    if lo is None and hi is None:
+        raise ProblemError(loc, "torch.clamp: At least one of 'min' or 'max' must not be None (PyTorch raises "
+                                "RuntimeError)")
+    tensors = [isinstance(b, Tensor) for b in (lo, hi) if b is not None]
+    if any(tensors) and not all(tensors):
+        raise ProblemError(loc, "clamp() with one Tensor bound and one number: PyTorch raises TypeError (invalid "
+                                "combination of arguments); give both as tensors or both as numbers")
+    if any(tensors):
+        # absent bounds are undefined tensors: an edge slot with no edge, nothing saved
+        others = [lo if lo is not None else Fraction(0), hi if hi is not None else Fraction(0)]
+        p = (lo is not None, hi is not None)
+        if inplace:
+            return _inplace(rt, "clamp_tensor", x, p, loc, others)
+        return rt.apply("clamp_tensor", [x] + others, p, loc)
+    if inplace:
+        return _inplace(rt, "clamp", x, (lo, hi), loc)
+    return rt.apply("clamp", [x], (lo, hi), loc)
+
+
+def lower_clamp(rt, a, loc):
+    return clamp(rt, a["input"], a["min"], a["max"], loc)
+
+
+def lower_clamp_(rt, a, loc):
+    return clamp(rt, a["self"], a["min"], a["max"], loc, inplace=True)
+
+
+# ----------------------------------------------------------------------------- softmax
+
+def softmax_dim(x: Tensor, dim, loc: Loc, what: str) -> int:
+    if dim is None:
+        raise ProblemError(loc, f"{what}() needs dim=: torch.{what} requires it (TypeError) and F.{what} without "
+                                "it picks a deprecated implicit dim with a warning; name the dim")
+    return dim_index(dim, len(x.shape), loc)
+
+
+def _softmax(prim: str):
+    def lower(rt, a, loc):
+        x = a["input"]
+        return rt.apply(prim, [x], softmax_dim(x, a["dim"], loc, prim), loc)
+    lower.__name__ = f"lower_{prim}"
+    return lower
+
+
+# ----------------------------------------------------------------------------- maximum, minimum, where
+
+def _binary(prim: str):
+    def lower(rt, a, loc):
+        return rt.apply(prim, [a["input"], a["other"]], None, loc)
+    lower.__name__ = f"lower_{prim}"
+    return lower
+
+
+_TYPE_WORD = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}
+
+
+def where(rt, cond: Tensor, x, y, loc: Loc):
+    """torch.where(condition, input, other): WhereBackward0 (edges input, other; saves condition)."""
+    if cond.dtype != "bool":
+        raise ProblemError(loc, "where expected condition to be a boolean tensor, but got a tensor with dtype "
+                                f"{_TYPE_WORD.get(cond.dtype, cond.dtype)} (PyTorch raises RuntimeError); make one "
+                                "with a comparison (x > 0) or declare an input with dtype: bool")
+    return rt.apply("where", [x, y, cond], None, loc)
+
+
+def _comparison(prim_rel: str):
+    """``torch.gt(input, other)`` and its kin: a bool tensor and no autograd node (derivatives.yaml
+    declares their output not differentiable), whatever requires grad."""
+    def lower(rt, a, loc):
+        x, other = a["input"], a["other"]
+        for t in (x, other):
+            if isinstance(t, Tensor) and rt.B.is_symbolic(t.value):
+                raise ProblemError(loc, f"a comparison ({prim_rel}) of values with free symbols: its result depends "
+                                        "on the symbols; bind them under symbols: and compare numbers")
+        return rt.apply("compare", [x, other], prim_rel, loc)
+    lower.__name__ = f"lower_{prim_rel}"
+    return lower
+
+
+def lower_where(rt, a, loc):
+    return where(rt, a["condition"], a["input"], a["other"], loc)
+
+
+def lower_where_method(rt, a, loc):
+    return where(rt, a["condition"], a["self"], a["y"], loc)
+
+
+_NUM = "number"
+
+FUNCTIONS = (
+    Function("relu", (_IN, Param("inplace", "bool", False)), _unary("relu", _none, "relu"), where="function",
+             doc="ReluBackward0 (saves the result); inplace=True: torch.relu_"),
+    Function("relu", (_SELF,), lambda rt, a, loc: rt.apply("relu", [a["self"]], None, loc), where="method",
+             doc="ReluBackward0"),
+    Function("relu_", (_IN,), _in_place("relu", _none), where="function", doc="ReluBackward0, in place"),
+    Function("leaky_relu", (_IN, Param("negative_slope", _NUM, Fraction(1, 100)), Param("inplace", "bool", False)),
+             _unary("leaky_relu", _slope, "leaky_relu_"), where="function",
+             doc="LeakyReluBackward0 (saves self); in place LeakyReluBackward1 (saves the result)"),
+    Function("leaky_relu_", (_IN, Param("negative_slope", _NUM, Fraction(1, 100))), _in_place("leaky_relu_", _slope),
+             where="function", doc="LeakyReluBackward1 (saves the result; a negative slope raises in backward)"),
+    Function("gelu", (_IN, Param("approximate", "str", "none", keyword_only=True)), _unary("gelu", _gelu_mode),
+             where="function", doc="GeluBackward0 (saves self), approximate 'none' (erf) or 'tanh'"),
+    Function("silu", (_IN, Param("inplace", "bool", False)), _unary("silu", _none, "silu"), where="function",
+             doc="SiluBackward0 (saves self; in place: a clone of self)"),
+    Function("elu", (_IN, Param("alpha", _NUM, Fraction(1)), Param("inplace", "bool", False)),
+             _unary("elu", _alpha, "elu_"), where="function",
+             doc="EluBackward0 (saves self); in place EluBackward1 (saves the result)"),
+    Function("elu_", (_IN, Param("alpha", _NUM, Fraction(1))), _in_place("elu_", _alpha), where="function",
+             doc="EluBackward1 (saves the result; alpha < 0 raises in backward)"),
+    Function("softplus", (_IN, Param("beta", _NUM, Fraction(1)), Param("threshold", _NUM, Fraction(20))),
+             _unary("softplus", _softplus), where="function", doc="SoftplusBackward0 (saves self)"),
+    Function("hardtanh", (_IN, Param("min_val", _NUM, Fraction(-1)), Param("max_val", _NUM, Fraction(1)),
+                          Param("inplace", "bool", False)), _unary("hardtanh", _hardtanh_bounds, "hardtanh"),
+             where="function", doc="HardtanhBackward0 (saves self; in place: a clone of self)"),
+    Function("hardtanh_", (_IN, Param("min_val", _NUM, Fraction(-1)), Param("max_val", _NUM, Fraction(1))),
+             _in_place("hardtanh", _hardtanh_bounds), where="function", doc="HardtanhBackward0, in place"),
+    Function("clamp", (_IN, Param("min", "scalar", None), Param("max", "scalar", None)), lower_clamp,
+             doc="ClampBackward1 (number bounds), ClampBackward0 (tensor bounds; edges self, min, max)"),
+    Function("clip", (_IN, Param("min", "scalar", None), Param("max", "scalar", None)), lower_clamp,
+             doc="clamp"),
+    Function("clamp_", (_SELF, Param("min", "scalar", None), Param("max", "scalar", None)), lower_clamp_,
+             where="method", doc="clamp in place (self cloned and saved)"),
+    Function("clip_", (_SELF, Param("min", "scalar", None), Param("max", "scalar", None)), lower_clamp_,
+             where="method", doc="clamp_"),
+    Function("softmax", (_IN, Param("dim", "int", None)), _softmax("softmax"),
+             doc="SoftmaxBackward0 (saves the result); dim required"),
+    Function("log_softmax", (_IN, Param("dim", "int", None)), _softmax("log_softmax"),
+             doc="LogSoftmaxBackward0 (saves the result); dim required"),
+    Function("maximum", (_IN, Param("other", "tensor")), _binary("maximum"),
+             doc="MaximumBackward0 (saves other, self); ties: half each"),
+    Function("minimum", (_IN, Param("other", "tensor")), _binary("minimum"),
+             doc="MinimumBackward0 (saves other, self); ties: half each"),
+    *(Function(name, (_IN, Param("other", "scalar")), _comparison(name),
+               doc=f"no node: a bool tensor (the Tensor method is what `a {text} b` calls)")
+      for name, text in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="), ("eq", "=="), ("ne", "!="))),
+    Function("where", (Param("condition", "tensor"), Param("input", "scalar"), Param("other", "scalar")), lower_where,
+             where="function",
+             doc="WhereBackward0 (edges input, other; saves the bool condition)"),
+    Function("where", (_SELF, Param("condition", "tensor"), Param("y", "scalar")), lower_where_method,
+             where="method", doc="torch.where(condition, self, y)"),
+)

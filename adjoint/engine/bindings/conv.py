@@ -1,0 +1,206 @@
+"""``conv1d``, ``conv2d`` and the 2-D pools, as PyTorch 2.13 runs them on the CPU.
+
+* ``conv1d`` / ``conv2d``: one ``ConvolutionBackward0`` (edges ``input, weight, bias``; the
+  bias edge is None without a bias). An unbatched input is ``unsqueeze(0)`` before and
+  ``squeeze(0)`` after (``UnsqueezeBackward0``, ``SqueezeBackward1``). ``padding="same"`` pads
+  ``dilation * (k - 1)`` in total, the odd one on the right: when the two sides differ the
+  input first goes through ``constant_pad_nd`` (``ConstantPadNdBackward0``), as
+  ``_convolution_mode`` does.
+* ``max_pool2d``: ``MaxPool2DWithIndicesBackward0`` (``return_indices=True`` also returns the
+  int64 indices, without a gradient); ``avg_pool2d``: ``AvgPool2DBackward0``;
+  ``adaptive_avg_pool2d``: ``AdaptiveAvgPool2DBackward0``, except an output of 1 x 1, which
+  ATen computes as ``mean(dim=(-1, -2), keepdim=True)`` (``MeanBackward1``).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from adjoint.format.errors import Loc, ProblemError
+from adjoint.engine.graph import Tensor
+from adjoint.engine.ops.attention import mean_dims
+from adjoint.engine.ops.conv import ConvSpec
+from adjoint.engine.ops.pool import PoolSpec
+from adjoint.engine.bindings import Function, Param
+
+
+def expand_arg(v, rank: int, name: str, what: str, loc: Loc, minimum: int) -> tuple[int, ...]:
+    """An int or ``rank`` ints (PyTorch's ``_pair`` / expand_param_if_needed)."""
+    t = (int(v),) if not isinstance(v, (tuple, list)) else tuple(int(n) for n in v)
+    if len(t) == 1:
+        t = t * rank
+    if len(t) != rank:
+        raise ProblemError(loc, f"{what}: expected {name} to be a single integer value or a list of {rank} values to "
+                                f"match the convolution dimensions, but got {name}={list(t)} (PyTorch raises this)")
+    for n in t:
+        if n < minimum:
+            word = "positive" if minimum == 1 else "non-negative"
+            raise ProblemError(loc, f"{what}: {name} should be {word}, got {name}={list(t)} (PyTorch raises this)")
+    return t
+
+
+def _ints_or_str(v, loc: Loc, what: str):
+    if isinstance(v, str) or (isinstance(v, tuple) and all(type(i) is int for i in v)):
+        return v   # a padding string, or the default
+    from adjoint.engine.bindings import check_kind
+    return check_kind(v, Param("padding", "ints"), loc, what)
+
+
+def convolution(rt, x: Tensor, w: Tensor, b: Tensor | None, stride, padding, dilation, groups: int, rank: int,
+                loc: Loc):
+    """at::conv{rank}d: the unbatched wrapping, padding="same"'s extra pad, one convolution."""
+    what = f"conv{rank}d"
+    if len(w.shape) != rank + 2:
+        raise ProblemError(loc, f"{what}: weight should have {rank + 2} dimensions (out_channels, in_channels / groups, "
+                                f"kernel...), got shape {list(w.shape)} (PyTorch raises this)")
+    if groups < 1:
+        raise ProblemError(loc, f"{what}: non-positive groups is not supported (PyTorch raises this)")
+    stride = expand_arg(stride, rank, "stride", what, loc, 1)
+    dilation = expand_arg(dilation, rank, "dilation", what, loc, 1)
+    if len(x.shape) not in (rank + 1, rank + 2):
+        raise ProblemError(loc, f"Expected {rank + 1}D (unbatched) or {rank + 2}D (batched) input to {what}, but got "
+                                f"input of size: {list(x.shape)} (PyTorch raises this)")
+    ap = rt.apply
+    unbatched = len(x.shape) == rank + 1
+    if unbatched:
+        x = ap("unsqueeze", [x], 0, loc)
+    if isinstance(padding, str):
+        if padding not in ("same", "valid"):
+            raise ProblemError(loc, f"Invalid padding string: '{padding}' (PyTorch raises this); use 'same', 'valid' "
+                                    "or integers")
+        if padding == "valid":
+            pads = (0,) * rank
+        else:
+            if any(s != 1 for s in stride):
+                raise ProblemError(loc, "padding='same' is not supported for strided convolutions (PyTorch raises "
+                                        "this)")
+            left = [d * (k - 1) // 2 for d, k in zip(dilation, w.shape[2:])]
+            right = [d * (k - 1) - lo for d, k, lo in zip(dilation, w.shape[2:], left)]
+            if left != right:
+                pad_nd = [0] * (2 * rank)
+                for i in range(rank):
+                    pad_nd[2 * (rank - 1 - i) + 1] = right[i] - left[i]
+                x = ap("constant_pad_nd", [x], tuple(pad_nd), loc)
+            pads = tuple(left)
+    else:
+        pads = expand_arg(padding, rank, "padding", what, loc, 0)
+    y = ap("convolution", [x, w, b], ConvSpec(stride, pads, dilation, groups), loc)
+    if unbatched:
+        y = ap("squeeze_dim", [y], (0,), loc)
+    return y
+
+
+def _lower_conv(rank: int):
+    def lower(rt, a: dict, loc: Loc):
+        padding = _ints_or_str(a["padding"], loc, f"conv{rank}d")
+        return convolution(rt, a["input"], a["weight"], a["bias"], a["stride"], padding, a["dilation"],
+                           a["groups"], rank, loc)
+    lower.__name__ = f"lower_conv{rank}d"
+    return lower
+
+
+# ----------------------------------------------------------------------------- pooling
+
+def pool_spec(kernel, stride, padding, loc: Loc, what: str, **extra) -> PoolSpec:
+    """F.max_pool2d / F.avg_pool2d arguments: ``stride=None`` (or ``[]``) is the kernel size."""
+    k = expand_arg(kernel, 2, "kernel_size", what, loc, 1)
+    empty = stride is None or (isinstance(stride, (tuple, list)) and not stride)
+    s = k if empty else expand_arg(stride, 2, "stride", what, loc, 1)
+    p = expand_arg(padding, 2, "padding", what, loc, 0)
+    return PoolSpec(k, s, p, **extra)
+
+
+def _refuse_symbolic(rt, x: Tensor, loc: Loc, what: str) -> None:
+    if rt.B.is_symbolic(x.value):
+        raise ProblemError(loc, f"{what} of values with free symbols: which element is a window's maximum depends on "
+                                "them; bind the symbols (symbols: ...) or give numbers")
+
+
+def max_pool2d(rt, x: Tensor, kernel, stride, padding, dilation, ceil_mode: bool, return_indices: bool, loc: Loc):
+    spec = pool_spec(kernel, stride, padding, loc, "max_pool2d",
+                     dilation=expand_arg(dilation, 2, "dilation", "max_pool2d", loc, 1), ceil_mode=ceil_mode)
+    _refuse_symbolic(rt, x, loc, "max_pool2d")
+    out, indices = rt.apply("max_pool2d_with_indices", [x], spec, loc)
+    return (out, indices) if return_indices else out
+
+
+def lower_max_pool2d(rt, a: dict, loc: Loc):
+    return max_pool2d(rt, a["input"], a["kernel_size"], a["stride"], a["padding"], a["dilation"], a["ceil_mode"],
+                      a["return_indices"], loc)
+
+
+def avg_pool2d(rt, x: Tensor, kernel, stride, padding, ceil_mode: bool, count_include_pad: bool, divisor_override,
+               loc: Loc):
+    if divisor_override is not None and divisor_override == 0:
+        raise ProblemError(loc, "divisor must be not zero (PyTorch raises this)")
+    spec = pool_spec(kernel, stride, padding, loc, "avg_pool2d", ceil_mode=ceil_mode,
+                     count_include_pad=count_include_pad, divisor_override=divisor_override)
+    return rt.apply("avg_pool2d", [x], spec, loc)
+
+
+def lower_avg_pool2d(rt, a: dict, loc: Loc):
+    return avg_pool2d(rt, a["input"], a["kernel_size"], a["stride"], a["padding"], a["ceil_mode"],
+                      a["count_include_pad"], a["divisor_override"], loc)
+
+
+def adaptive_avg_pool2d(rt, x: Tensor, output_size, loc: Loc):
+    """F.adaptive_avg_pool2d; ``None`` in output_size keeps that input size."""
+    if len(x.shape) not in (3, 4):
+        raise ProblemError(loc, f"adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got {list(x.shape)} "
+                                "(PyTorch raises this)")
+    sizes = (output_size, output_size) if output_size is None or isinstance(output_size, int) else tuple(output_size)
+    if len(sizes) != 2:
+        raise ProblemError(loc, f"adaptive_avg_pool2d: output_size must be 2, got {len(sizes)} entries "
+                                "(PyTorch raises this)")
+    out_hw = tuple(x.shape[-2 + i] if s is None else int(s) for i, s in enumerate(sizes))
+    if any(s < 0 for s in out_hw):
+        raise ProblemError(loc, f"adaptive_avg_pool2d: elements of output_size must be greater than or equal to 0 but "
+                                f"received {list(out_hw)} (PyTorch raises this)")
+    if out_hw == (1, 1):
+        return rt.apply("mean_dim", [x], mean_dims(len(x.shape), (-1, -2), True, loc), loc)
+    return rt.apply("adaptive_avg_pool2d", [x], out_hw, loc)
+
+
+def lower_adaptive_avg_pool2d(rt, a: dict, loc: Loc):
+    size = a["output_size"]
+    if isinstance(size, (tuple, list)):
+        size = tuple(None if s is None else _int(s, loc) for s in size)
+    elif size is not None:
+        size = _int(size, loc)
+    return adaptive_avg_pool2d(rt, a["input"], size, loc)
+
+
+def _int(v, loc: Loc) -> int:
+    if isinstance(v, Fraction) and not isinstance(v, bool) and v.denominator == 1:
+        return int(v)
+    raise ProblemError(loc, "adaptive_avg_pool2d(): output_size must be an int, None or a tuple of them: PyTorch "
+                            "raises TypeError")
+
+
+_IN = Param("input", "tensor")
+
+
+def _conv_params() -> tuple[Param, ...]:
+    return (_IN, Param("weight", "tensor"), Param("bias", "tensor", None), Param("stride", "ints", (1,)),
+            Param("padding", "any", (0,)), Param("dilation", "ints", (1,)), Param("groups", "int", 1))
+
+
+FUNCTIONS = (
+    Function("conv1d", _conv_params(), _lower_conv(1), where="function",
+             doc="ConvolutionBackward0 (unbatched: UnsqueezeBackward0 first, SqueezeBackward1 last; "
+                 "padding='same' with uneven sides: ConstantPadNdBackward0 first)"),
+    Function("conv2d", _conv_params(), _lower_conv(2), where="function",
+             doc="ConvolutionBackward0 (unbatched: UnsqueezeBackward0 first, SqueezeBackward1 last; "
+                 "padding='same' with uneven sides: ConstantPadNdBackward0 first)"),
+    Function("max_pool2d", (_IN, Param("kernel_size", "ints"), Param("stride", "ints", None),
+                            Param("padding", "ints", (0,)), Param("dilation", "ints", (1,)),
+                            Param("ceil_mode", "bool", False), Param("return_indices", "bool", False)),
+             lower_max_pool2d, where="function",
+             doc="MaxPool2DWithIndicesBackward0 (return_indices=True: also the int64 indices)"),
+    Function("avg_pool2d", (_IN, Param("kernel_size", "ints"), Param("stride", "ints", None),
+                            Param("padding", "ints", (0,)), Param("ceil_mode", "bool", False),
+                            Param("count_include_pad", "bool", True), Param("divisor_override", "int", None)),
+             lower_avg_pool2d, where="function", doc="AvgPool2DBackward0"),
+    Function("adaptive_avg_pool2d", (_IN, Param("output_size", "any")), lower_adaptive_avg_pool2d,
+             where="function", doc="AdaptiveAvgPool2DBackward0; output 1 x 1: MeanBackward1 (mean over H, W)"),
+)

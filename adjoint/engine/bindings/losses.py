@@ -1,0 +1,472 @@
+"""Functions of the losses family: what PyTorch 2.13 runs for each (checked in real torch).
+
+* ``mse_loss``, ``smooth_l1_loss``, ``huber_loss``: one node each (``MseLossBackward0``, ...)
+  after ``torch.broadcast_tensors`` (an ``ExpandBackward0`` for an operand of another shape);
+  with ``weight`` (2.13's new argument) they are composites: sub, pow / abs / the unreduced
+  loss, mul, then sum, sum / sum(weight) or mean. ``smooth_l1_loss`` with ``beta=0`` is
+  ``l1_loss``, which is always a composite: sub, abs, then mean or sum;
+* ``nll_loss``: ``NllLossBackward0`` for a (C,) or (N, C) input, ``NllLoss2DBackward0`` for
+  (N, C, H, W), and for other ranks a view to (N, C, 1, -1), ``NllLoss2DBackward0`` and, with
+  ``reduction="none"``, a view back; its only edge is the input;
+* ``cross_entropy``: ``log_softmax`` over the class dim, then: for class indices, nll_loss
+  as above; with ``label_smoothing > 0``, also the smoothing term (sum over classes, neg,
+  masked_fill of the ignored rows, reduced, times ls / C) added to (1 - ls) times nll (C++
+  evaluates the right operand of ``+`` first, so its nodes come first); for probabilities
+  (target of the input's shape), mul (by the weight too), sum, neg and a division by the
+  number of rows (``DivBackward1``);
+* ``binary_cross_entropy`` (the weight expanded to the target's shape in Python first) and
+  ``binary_cross_entropy_with_logits``: one node each, edges to input and target only;
+* ``kl_div``: ``xlogy(t, t) - t * input`` (``exp(t) * (t - input)`` with ``log_target``), then
+  mean / sum; ``"batchmean"`` is sum then a Python division by the batch size.
+
+Argument errors are refused with PyTorch's own wording (they are bad input).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from adjoint.format.errors import Loc, ProblemError
+from adjoint.engine.graph import Tensor
+from adjoint.engine.ops.arith import broadcast_shapes
+from adjoint.engine.ops.losses import BCE, BCE_EPSILON, BCELogits, Nll, Pointwise
+from adjoint.engine.bindings import Function, Param
+from adjoint.engine.bindings.core import binary
+from adjoint.engine.bindings.views import lower_contiguous, view
+
+_FLOAT_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}
+
+
+def _size(shape) -> str:
+    return f"torch.Size([{', '.join(str(n) for n in shape)}])"
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+# ----------------------------------------------------------------------------- argument checks
+
+def reduction_of(a: dict, loc: Loc, fn: str, batchmean: bool = False) -> str:
+    """``reduction`` as _Reduction.get_enum accepts it; the deprecated ``size_average`` /
+    ``reduce`` are refused (use reduction)."""
+    for old in ("size_average", "reduce"):
+        if a.get(old) is not None:
+            raise ProblemError(loc, f"{fn}(): '{old}' is deprecated in PyTorch and not modelled; use reduction=")
+    r = a["reduction"]
+    if r not in ("none", "mean", "sum") and not (batchmean and r == "batchmean"):
+        raise ProblemError(loc, f"{r} is not a valid value for reduction: PyTorch raises ValueError")
+    return r
+
+
+def _float_tensor(t: Tensor, what: str, fn: str, loc: Loc) -> None:
+    if t.dtype not in ("float32", "float64"):
+        raise ProblemError(loc, f"{fn}(): {what} is {t.dtype}; adjoint models {fn} on floating-point tensors only "
+                                "(PyTorch would promote or refuse it)")
+
+
+def _no_grad_arg(t: Tensor | None, name: str, aten: str, loc: Loc) -> None:
+    if t is not None and t.requires_grad:
+        raise ProblemError(loc, f"The function '{aten}' is not differentiable with respect to argument '{name}'. "
+                                "This input cannot have requires_grad True. (PyTorch raises RuntimeError)")
+
+
+def broadcast_pair(rt, x: Tensor, y: Tensor, loc: Loc):
+    """``torch.broadcast_tensors(x, y)``: an operand of another shape is expanded (a view)."""
+    if x.shape == y.shape:
+        return x, y
+    shape = broadcast_shapes(x.shape, y.shape, loc)
+    xs = x if x.shape == shape else rt.apply("expand", [x], shape, loc)
+    ys = y if y.shape == shape else rt.apply("expand", [y], shape, loc)
+    return xs, ys
+
+
+def _reduce(rt, t: Tensor, reduction: str, loc: Loc):
+    """``apply_loss_reduction``."""
+    if reduction == "mean":
+        return rt.apply("mean", [t], None, loc)
+    if reduction == "sum":
+        return rt.apply("sum", [t], None, loc)
+    return t
+
+
+def _weighted(rt, loss: Tensor, weight: Tensor, reduction: str, loc: Loc, mean_by_weight: bool):
+    """The Python tail of mse_loss / l1_loss (sum / sum(weight)) and huber_loss (mean)."""
+    out = rt.apply("mul", [loss, weight], None, loc)
+    if reduction == "none":
+        return out
+    if reduction == "sum" or not mean_by_weight:
+        return _reduce(rt, out, reduction, loc)
+    total = rt.apply("sum", [out], None, loc)
+    return rt.apply("div", [total, rt.apply("sum", [weight], None, loc)], None, loc)
+
+
+def _check_weight_size(weight: Tensor | None, x: Tensor, loc: Loc) -> None:
+    if weight is not None and weight.shape != x.shape:
+        raise ProblemError(loc, "Weights and input must have the same size. (PyTorch raises ValueError)")
+
+
+# ----------------------------------------------------------------------------- pointwise losses
+
+def lower_mse_loss(rt, a: dict, loc: Loc):
+    x, y, weight = a["input"], a["target"], a["weight"]
+    reduction = reduction_of(a, loc, "mse_loss")
+    _pointwise_dtypes(x, y, "mse_loss", loc)
+    xs, ys = broadcast_pair(rt, x, y, loc)
+    if weight is None:
+        return rt.apply("mse_loss", [xs, ys], Pointwise(reduction), loc)
+    _check_weight_size(weight, x, loc)
+    squared = rt.apply("pow_scalar", [rt.apply("sub", [xs, ys], None, loc)], Fraction(2), loc)
+    return _weighted(rt, squared, weight, reduction, loc, True)
+
+
+def l1(rt, x: Tensor, y: Tensor, reduction: str, loc: Loc):
+    """ATen's l1_loss: (input - target).abs(), reduced."""
+    return _reduce(rt, rt.apply("abs", [rt.apply("sub", [x, y], None, loc)], None, loc), reduction, loc)
+
+
+def lower_l1_loss(rt, a: dict, loc: Loc):
+    x, y, weight = a["input"], a["target"], a["weight"]
+    reduction = reduction_of(a, loc, "l1_loss")
+    _pointwise_dtypes(x, y, "l1_loss", loc)
+    xs, ys = broadcast_pair(rt, x, y, loc)
+    if weight is None:
+        return l1(rt, xs, ys, reduction, loc)
+    _check_weight_size(weight, x, loc)
+    absolute = rt.apply("abs", [rt.apply("sub", [xs, ys], None, loc)], None, loc)
+    return _weighted(rt, absolute, weight, reduction, loc, True)
+
+
+def lower_smooth_l1_loss(rt, a: dict, loc: Loc):
+    x, y, beta = a["input"], a["target"], a["beta"]
+    reduction = reduction_of(a, loc, "smooth_l1_loss")
+    _pointwise_dtypes(x, y, "smooth_l1_loss", loc)
+    xs, ys = broadcast_pair(rt, x, y, loc)
+    if beta == 0:
+        return l1(rt, xs, ys, reduction, loc)
+    if beta < 0:
+        raise ProblemError(loc, "smooth_l1_loss does not support negative values for beta. (PyTorch raises "
+                                "RuntimeError)")
+    return rt.apply("smooth_l1_loss", [xs, ys], Pointwise(reduction, beta), loc)
+
+
+def lower_huber_loss(rt, a: dict, loc: Loc):
+    x, y, delta, weight = a["input"], a["target"], a["delta"], a["weight"]
+    reduction = reduction_of(a, loc, "huber_loss")
+    _pointwise_dtypes(x, y, "huber_loss", loc)
+    xs, ys = broadcast_pair(rt, x, y, loc)
+    if delta <= 0:
+        raise ProblemError(loc, "huber_loss does not support non-positive values for delta. (PyTorch raises "
+                                "RuntimeError)")
+    if weight is None:
+        return rt.apply("huber_loss", [xs, ys], Pointwise(reduction, delta), loc)
+    _check_weight_size(weight, x, loc)
+    loss = rt.apply("huber_loss", [xs, ys], Pointwise("none", delta), loc)
+    return _weighted(rt, loss, weight, reduction, loc, False)
+
+
+def _pointwise_dtypes(x: Tensor, y: Tensor, fn: str, loc: Loc) -> None:
+    _float_tensor(x, "the input", fn, loc)
+    _float_tensor(y, "the target", fn, loc)
+
+
+# ----------------------------------------------------------------------------- nll_loss
+
+def _class_count_check(weight: Tensor | None, n_classes: int, loc: Loc, prefix: str = "") -> None:
+    if weight is not None and (len(weight.shape) != 1 or weight.shape[0] != n_classes):
+        raise ProblemError(loc, f"{prefix}weight tensor should be defined either for all {n_classes} classes or no "
+                                f"classes but got weight tensor of shape: {list(weight.shape)} (PyTorch raises "
+                                "RuntimeError)")
+
+
+def _index_target(rt, x: Tensor, target: Tensor, ignore_index: int, loc: Loc) -> list[int]:
+    if target.dtype != "int64":
+        raise ProblemError(loc, f"expected target dtype to be Long or Byte, but got "
+                                f"{_FLOAT_NAMES.get(target.dtype, target.dtype)} (PyTorch raises RuntimeError); "
+                                "give the class indices with dtype: int64")
+    n_classes = x.shape[1] if len(x.shape) > 1 else x.shape[0]
+    classes = rt.B.ints(target.value)
+    for c in classes:
+        if c != ignore_index and not 0 <= c < n_classes:
+            raise ProblemError(loc, f"Target {c} is out of bounds. (PyTorch raises IndexError)")
+    return classes
+
+
+def total_weight(rt, x: Tensor, target: Tensor, weight: Tensor | None, reduction: str, ignore_index: int,
+                 classes: list[int]) -> Tensor:
+    """The kernel's second output, saved by the node: 0 for an unreduced (N, C) or 4-D input,
+    else the summed weight (the count without weight) of the targets not ignored."""
+    B = rt.B
+    if reduction == "none" and len(x.shape) > 1:
+        value = B.scalar(0)
+    elif weight is None:
+        value = B.scalar(sum(1 for c in classes if c != ignore_index))
+    else:
+        value = B.scalar(0)
+        for c in classes:
+            if c != ignore_index:
+                value = B.add(value, B.reshape(B.index(weight.value, (c,)), ()))
+    return rt.tensor(value)
+
+
+def nll_kernel(rt, prim: str, x: Tensor, target: Tensor, weight: Tensor | None, reduction: str, ignore_index: int,
+               loc: Loc):
+    """``nll_loss`` / ``nll_loss2d`` (the ATen ops): the node, with its saved total weight."""
+    classes = _index_target(rt, x, target, ignore_index, loc)
+    _class_count_check(weight, x.shape[-1] if len(x.shape) <= 2 else x.shape[1], loc)
+    _no_grad_arg(weight, "weight", "nll_loss_forward" if prim == "nll_loss" else "nll_loss2d_forward", loc)
+    tw = total_weight(rt, x, target, weight, reduction, ignore_index, classes)
+    if reduction == "mean" and rt.B.all_zero(tw.value):
+        raise ProblemError(loc, "the mean of nll_loss divides by a total weight of 0 (every target is ignore_index, "
+                                "or has weight 0): PyTorch gives nan; change the targets or weights, or use "
+                                "reduction='sum'")
+    ins = [x, target] + ([weight] if weight is not None else []) + [tw]
+    return rt.apply(prim + ("_w" if weight is not None else ""), ins, Nll(reduction, ignore_index), loc)
+
+
+def nll_loss_nd(rt, x: Tensor, target: Tensor, weight: Tensor | None, reduction: str, ignore_index: int, loc: Loc):
+    """ATen's nll_loss_nd: the rank decides between nll_loss, nll_loss2d and views around it."""
+    _float_tensor(x, "the input", "nll_loss", loc)
+    nd = len(x.shape)
+    if nd < 1:
+        raise ProblemError(loc, f"Expected 1 or more dimensions (got {nd}) (PyTorch raises ValueError)")
+    if nd != 1 and (not target.shape or x.shape[0] != target.shape[0]):
+        got = target.shape[0] if target.shape else 0
+        raise ProblemError(loc, f"Expected input batch_size ({x.shape[0]}) to match target batch_size ({got}). "
+                                "(PyTorch raises ValueError)")
+    if nd <= 2:
+        if len(target.shape) > 1:
+            raise ProblemError(loc, "0D or 1D target tensor expected, multi-target not supported (PyTorch raises "
+                                    "RuntimeError)")
+        if nd == 1 and target.shape and target.shape[0] != 1:
+            raise ProblemError(loc, f"For 1D input, 1D target must have size 1, but got target size: "
+                                    f"{target.shape[0]} (PyTorch raises ValueError)")
+        return nll_kernel(rt, "nll_loss", x, target, weight, reduction, ignore_index, loc)
+    if nd == 4:
+        if len(target.shape) != 3:
+            raise ProblemError(loc, f"only batches of spatial targets supported (3D tensors) but got targets of "
+                                    f"dimension: {len(target.shape)} (PyTorch raises RuntimeError)")
+        if target.shape != (x.shape[0],) + x.shape[2:]:
+            raise ProblemError(loc, f"size mismatch (got input: {list(x.shape)} , target: {list(target.shape)} "
+                                    "(PyTorch raises RuntimeError)")
+        return nll_kernel(rt, "nll_loss2d", x, target, weight, reduction, ignore_index, loc)
+    n, c = x.shape[0], x.shape[1]
+    out_size = (n,) + x.shape[2:]
+    if target.shape[1:] != x.shape[2:]:
+        raise ProblemError(loc, f"Expected target size {list(out_size)}, got {list(target.shape)} (PyTorch raises "
+                                "RuntimeError)")
+    x = lower_contiguous(rt, {"self": x}, loc)
+    x4 = view(rt, x, (n, c, 1, -1), loc)
+    t3 = view(rt, target, (n, 1, -1), loc)
+    out = nll_kernel(rt, "nll_loss2d", x4, t3, weight, reduction, ignore_index, loc)
+    return view(rt, out, out_size, loc) if reduction == "none" else out
+
+
+def lower_nll_loss(rt, a: dict, loc: Loc):
+    reduction = reduction_of(a, loc, "nll_loss")
+    return nll_loss_nd(rt, a["input"], a["target"], a["weight"], reduction, a["ignore_index"], loc)
+
+
+# ----------------------------------------------------------------------------- cross_entropy
+
+def log_softmax(rt, x: Tensor, dim: int, loc: Loc):
+    if x.dtype not in ("float32", "float64"):
+        raise ProblemError(loc, f"\"log_softmax_lastdim_kernel_impl\" not implemented for "
+                                f"'{_FLOAT_NAMES.get(x.dtype, x.dtype)}' (PyTorch raises NotImplementedError)")
+    return rt.apply("log_softmax", [x], dim, loc)
+
+
+def _label_smoothing_check(ls: Fraction, loc: Loc) -> None:
+    if ls > 1:
+        raise ProblemError(loc, f"label_smoothing must be between 0.0 and 1.0. Got: {float(ls)} (PyTorch raises "
+                                "RuntimeError)")
+
+
+def _class_view(rt, weight: Tensor, ndim: int, class_dim: int, loc: Loc) -> Tensor:
+    """``weight.view(1, C, 1, ...)``: the weight broadcast along the class dim."""
+    shape = tuple(weight.shape[0] if i == class_dim else 1 for i in range(ndim))
+    return view(rt, weight, shape, loc)
+
+
+def cross_entropy_probabilities(rt, x: Tensor, target: Tensor, weight: Tensor | None, reduction: str, ls: Fraction,
+                                loc: Loc):
+    """``cross_entropy_loss_prob_target``."""
+    nd = len(x.shape)
+    class_dim = 0 if nd == 1 else 1
+    n_classes = x.shape[class_dim]
+    _class_count_check(weight, n_classes, loc, "cross_entropy: ")
+    logp = log_softmax(rt, x, class_dim, loc)
+    if ls > 0:
+        _label_smoothing_check(ls, loc)
+        scaled = rt.apply("mul_scalar", [target], 1 - ls, loc)
+        target = rt.apply("add_scalar", [scaled], ls / n_classes, loc)
+    prod = rt.apply("mul", [logp, target], None, loc)
+    if weight is not None:
+        w = _class_view(rt, weight, nd, class_dim, loc) if nd > 1 else weight
+        prod = rt.apply("mul", [prod, w], None, loc)
+    if reduction == "none":
+        return rt.apply("neg", [rt.apply("sum_dim", [prod], ((class_dim,), False), loc)], None, loc)
+    neg = rt.apply("neg", [rt.apply("sum", [prod], None, loc)], None, loc)
+    if reduction == "sum":
+        return neg
+    return rt.apply("div_scalar", [neg], Fraction(_numel(x.shape) // n_classes), loc)
+
+
+def cross_entropy_smoothed(rt, x: Tensor, target: Tensor, weight: Tensor | None, reduction: str, ignore_index: int,
+                           ls: Fraction, loc: Loc):
+    """``cross_entropy_loss_label_smoothing``: (1 - ls) * nll + ls / C * (the smoothing term)."""
+    B = rt.B
+    nd = len(x.shape)
+    class_dim = 0 if nd == 1 else 1
+    logp = log_softmax(rt, x, class_dim, loc)
+    nll = nll_loss_nd(rt, logp, target, weight, reduction, ignore_index, loc)
+    n_classes = logp.shape[class_dim]
+    per_class = rt.apply("mul", [logp, _class_view(rt, weight, nd, class_dim, loc)], None, loc) \
+        if weight is not None else logp
+    smooth = rt.apply("neg", [rt.apply("sum_dim", [per_class], ((class_dim,), False), loc)], None, loc)
+    classes = B.ints(target.value)
+    mask = rt.tensor(B.integers([int(c == ignore_index) for c in classes], target.shape), dtype="bool")
+    # masked_fill_ in ATen, on a tensor nothing else holds: the same node, edge and saved mask
+    smooth = rt.apply("masked_fill", [smooth, mask], Fraction(0), loc)
+    if reduction == "mean":
+        if weight is not None:
+            denominator = B.scalar(0)
+            for c in classes:
+                if c != ignore_index:
+                    denominator = B.add(denominator, B.reshape(B.index(weight.value, (c,)), ()))
+            divisor = rt.tensor(denominator)
+        else:
+            divisor = rt.tensor(B.scalar(sum(1 for c in classes if c != ignore_index)), dtype="int64")
+        ret = rt.apply("div", [rt.apply("sum", [smooth], None, loc), divisor], None, loc)
+    elif reduction == "sum":
+        ret = rt.apply("sum", [smooth], None, loc)
+    else:
+        ret = smooth
+    right = rt.apply("mul_scalar", [ret], ls / n_classes, loc)
+    left = rt.apply("mul_scalar", [nll], 1 - ls, loc)
+    return rt.apply("add", [left, right], None, loc)
+
+
+def lower_cross_entropy(rt, a: dict, loc: Loc):
+    x, target, weight = a["input"], a["target"], a["weight"]
+    reduction = reduction_of(a, loc, "cross_entropy")
+    ignore_index, ls = a["ignore_index"], a["label_smoothing"]
+    _float_tensor(x, "the input", "cross_entropy", loc)
+    if x.shape == target.shape:
+        if target.dtype not in ("float32", "float64"):
+            raise ProblemError(loc, f"Expected floating point type for target with class probabilities, got "
+                                    f"{_FLOAT_NAMES.get(target.dtype, target.dtype)} (PyTorch raises RuntimeError)")
+        if ignore_index >= 0:
+            raise ProblemError(loc, "ignore_index is not supported for floating point target (PyTorch raises "
+                                    "RuntimeError)")
+        return cross_entropy_probabilities(rt, x, target, weight, reduction, ls, loc)
+    if not x.shape:
+        raise ProblemError(loc, "cross_entropy needs an input of at least 1 dimension (the classes); PyTorch "
+                                "takes a 0-d input with a 0-d target as class probabilities")
+    if ls > 0:
+        _label_smoothing_check(ls, loc)
+        return cross_entropy_smoothed(rt, x, target, weight, reduction, ignore_index, ls, loc)
+    return nll_loss_nd(rt, log_softmax(rt, x, 0 if len(x.shape) == 1 else 1, loc), target, weight, reduction,
+                       ignore_index, loc)
+
+
+# ----------------------------------------------------------------------------- binary cross entropy
+
+def lower_binary_cross_entropy(rt, a: dict, loc: Loc):
+    x, y, weight = a["input"], a["target"], a["weight"]
+    reduction = reduction_of(a, loc, "binary_cross_entropy")
+    if y.shape != x.shape:
+        raise ProblemError(loc, f"Using a target size ({_size(y.shape)}) that is different to the input size "
+                                f"({_size(x.shape)}) is deprecated. Please ensure they have the same size. (PyTorch "
+                                "raises ValueError)")
+    _pointwise_dtypes(x, y, "binary_cross_entropy", loc)
+    if weight is not None:
+        shape = broadcast_shapes(y.shape, weight.shape, loc)
+        weight = rt.apply("expand", [weight], shape, loc)
+        if shape != x.shape:
+            raise ProblemError(loc, f"output with shape {list(x.shape)} doesn't match the broadcast shape "
+                                    f"{list(shape)} (PyTorch raises RuntimeError)")
+    _no_grad_arg(weight, "weight", "binary_cross_entropy", loc)
+    B = rt.B
+    if not B.within(x.value, 0, 1):
+        raise ProblemError(loc, "all elements of input should be between 0 and 1 (PyTorch raises RuntimeError)")
+    if not B.within(y.value, 0, 1):
+        raise ProblemError(loc, "all elements of target should be between 0 and 1 (PyTorch raises RuntimeError)")
+    p = BCE(reduction, BCE_EPSILON)
+    if weight is None:
+        return rt.apply("binary_cross_entropy", [x, y], p, loc)
+    return rt.apply("binary_cross_entropy_w", [x, y, weight], p, loc)
+
+
+def lower_binary_cross_entropy_with_logits(rt, a: dict, loc: Loc):
+    x, y, weight, pos_weight = a["input"], a["target"], a["weight"], a["pos_weight"]
+    reduction = reduction_of(a, loc, "binary_cross_entropy_with_logits")
+    if y.shape != x.shape:
+        raise ProblemError(loc, f"Target size ({_size(y.shape)}) must be the same as input size ({_size(x.shape)}) "
+                                "(PyTorch raises ValueError)")
+    _pointwise_dtypes(x, y, "binary_cross_entropy_with_logits", loc)
+    for name, t in (("weight", weight), ("pos_weight", pos_weight)):
+        if t is not None:
+            _no_grad_arg(t, name, "binary_cross_entropy_with_logits", loc)
+            shape = broadcast_shapes(x.shape, t.shape, loc)
+            if shape != x.shape:
+                raise ProblemError(loc, f"output with shape {list(x.shape)} doesn't match the broadcast shape "
+                                        f"{list(shape)} (PyTorch raises RuntimeError)")
+    prim = "bce_with_logits" + ("_w" if weight is not None else "") + ("_pw" if pos_weight is not None else "")
+    ins = [x, y] + [t for t in (weight, pos_weight) if t is not None]
+    return rt.apply(prim, ins, BCELogits(reduction, weight is not None, pos_weight is not None), loc)
+
+
+# ----------------------------------------------------------------------------- kl_div
+
+def lower_kl_div(rt, a: dict, loc: Loc):
+    x, t = a["input"], a["target"]
+    reduction = reduction_of(a, loc, "kl_div", batchmean=True)
+    if "int64" in (x.dtype, t.dtype):
+        raise ProblemError(loc, "kl_div: Integral inputs not supported. (PyTorch raises RuntimeError)")
+    if a["log_target"]:
+        diff = rt.apply("sub", [t, x], None, loc)          # C++ evaluates the right operand first
+        out = rt.apply("mul", [rt.apply("exp", [t], None, loc), diff], None, loc)
+    else:
+        prod = rt.apply("mul", [t, x], None, loc)
+        out = rt.apply("sub", [rt.apply("xlogy", [t, t], None, loc), prod], None, loc)
+    if reduction == "batchmean":
+        reduced = rt.apply("sum", [out], None, loc)
+        return binary(rt, "/", reduced, Fraction(x.shape[0]), loc) if x.shape else reduced
+    return _reduce(rt, out, reduction, loc)
+
+
+# ----------------------------------------------------------------------------- the table
+
+_IT = (Param("input", "tensor"), Param("target", "tensor"))
+_OLD = (Param("size_average", "any", None), Param("reduce", "any", None))
+_RED = Param("reduction", "str", "mean")
+_W = Param("weight", "tensor", None)
+
+FUNCTIONS = (
+    Function("mse_loss", _IT + _OLD + (_RED, _W), lower_mse_loss, where="function",
+             doc="MseLossBackward0 (weight: sub, pow, mul, sum, div by sum(weight))"),
+    Function("l1_loss", _IT + _OLD + (_RED, _W), lower_l1_loss, where="function",
+             doc="SubBackward0, AbsBackward0, MeanBackward0 / SumBackward0"),
+    Function("smooth_l1_loss", _IT + _OLD + (_RED, Param("beta", "number", Fraction(1))), lower_smooth_l1_loss,
+             where="function", doc="SmoothL1LossBackward0 (beta = 0: l1_loss)"),
+    Function("huber_loss", _IT + (_RED, Param("delta", "number", Fraction(1)), _W), lower_huber_loss,
+             where="function", doc="HuberLossBackward0 (weight: unreduced, mul, sum / mean)"),
+    Function("nll_loss", _IT + (_W,) + _OLD[:1] + (Param("ignore_index", "int", -100),) + _OLD[1:] + (_RED,),
+             lower_nll_loss, where="function",
+             doc="NllLossBackward0; 4-D: NllLoss2DBackward0; 3-D, 5-D+: ViewBackward0, NllLoss2DBackward0 (, view)"),
+    Function("cross_entropy", _IT + (_W,) + _OLD[:1] + (Param("ignore_index", "int", -100),) + _OLD[1:] +
+             (_RED, Param("label_smoothing", "number", Fraction(0))), lower_cross_entropy, where="function",
+             doc="LogSoftmaxBackward0 then nll_loss; label_smoothing and class probabilities: see the module"),
+    Function("binary_cross_entropy", _IT + (_W,) + _OLD + (_RED,), lower_binary_cross_entropy, where="function",
+             doc="BinaryCrossEntropyBackward0 (edges: input, target)"),
+    Function("binary_cross_entropy_with_logits", _IT + (_W,) + _OLD + (_RED, Param("pos_weight", "tensor", None)),
+             lower_binary_cross_entropy_with_logits, where="function",
+             doc="BinaryCrossEntropyWithLogitsBackward0 (edges: input, target)"),
+    Function("kl_div", _IT + _OLD + (_RED, Param("log_target", "bool", False)), lower_kl_div, where="function",
+             doc="MulBackward0, XlogyBackward0, SubBackward0 (log_target: SubBackward0, ExpBackward0, "
+                 "MulBackward0), then MeanBackward0 / SumBackward0 (batchmean: SumBackward0, DivBackward0)"),
+)

@@ -1,0 +1,189 @@
+"""Functions of the reductions family: what PyTorch 2.13 runs for each (checked in real torch).
+
+* ``sum`` / ``mean``: with no ``dim`` argument at all, SumBackward0 / MeanBackward0 (the
+  ``sum(input)`` overload); with ``dim`` given -- an int, a tuple, even ``None`` or ``()``,
+  both of which reduce every dim -- SumBackward1 / MeanBackward1 (``sum.dim_IntList``);
+  ``keepdim`` without ``dim`` is PyTorch's TypeError;
+* ``var(input, dim=None, unbiased=True, keepdim=False, *, correction=None)``: VarBackward0
+  (``var(x, True)`` is the unbiased overload; unbiased=False is correction 0);
+* ``max`` / ``min``: every element (MaxBackward1: saves self and the result), along a dim
+  (MaxBackward0: a tuple ``(values, indices)``; the int64 indices have no grad_fn and are the
+  node's only saved tensor), or with a tensor (``torch.max(a, b)`` is ``maximum``);
+* ``amax`` / ``amin(input, dim=(), keepdim=False)``: AmaxBackward0 / AminBackward0;
+* ``norm(input, p='fro', dim=None, keepdim=False)`` (``torch.norm``, ``Tensor.norm``):
+  ``torch.linalg.vector_norm`` for a number ``p`` and for 'fro' over at most two dims
+  (LinalgVectorNormBackward0); the matrix norms ('nuc', 'fro' over more dims) are refused.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from adjoint.format.errors import Loc, ProblemError
+from adjoint.engine.graph import Tensor
+from adjoint.engine.bindings import Function, Param
+from adjoint.engine.bindings.views import dim_index
+
+#: A parameter the call did not pass (PyTorch picks a different overload then).
+ABSENT = "<absent>"
+
+
+def reduce_dims(x: Tensor, dim, loc: Loc) -> tuple[int, ...]:
+    """``dim`` (an int, a tuple of ints, None or ()) as sorted non-negative dims; () means every
+    dim. Duplicates are PyTorch's error."""
+    if dim is None:
+        return ()
+    items = (dim,) if not isinstance(dim, (tuple, list)) else tuple(dim)
+    out = []
+    for d in items:
+        if not (isinstance(d, Fraction) and d.denominator == 1) or isinstance(d, bool):
+            raise ProblemError(loc, f"dim must be an int or a tuple of ints, got {d!r}: PyTorch raises TypeError")
+        k = dim_index(int(d), len(x.shape), loc)
+        if k in out:
+            raise ProblemError(loc, f"dim {k} appears multiple times in the list of dims: PyTorch raises RuntimeError")
+        out.append(k)
+    if not x.shape:
+        return ()
+    return tuple(sorted(out))
+
+
+def _sum_like(whole: str, by_dims: str, what: str):
+    def lower(rt, a, loc):
+        x = a["input"]
+        if a["dim"] is ABSENT:
+            if a["keepdim"] is not ABSENT:
+                raise ProblemError(loc, f"{what}() with keepdim= but no dim: PyTorch raises TypeError (invalid "
+                                        "combination of arguments); give dim too")
+            return rt.apply(whole, [x], None, loc)
+        keepdim = a["keepdim"] if a["keepdim"] is not ABSENT else False
+        if not isinstance(keepdim, bool):
+            raise ProblemError(loc, f"{what}(): argument 'keepdim' must be True or False: PyTorch raises TypeError")
+        return rt.apply(by_dims, [x], (reduce_dims(x, a["dim"], loc), keepdim), loc)
+    lower.__name__ = f"lower_{what}"
+    return lower
+
+
+def lower_var(rt, a, loc):
+    x, dim, unbiased, correction = a["input"], a["dim"], a["unbiased"], a["correction"]
+    if isinstance(dim, bool):          # var(x, True): the var(input, unbiased) overload
+        if unbiased is not None:
+            raise ProblemError(loc, "var() got unbiased twice: PyTorch raises TypeError")
+        dim, unbiased = None, dim
+    if unbiased is not None and correction is not None:
+        raise ProblemError(loc, "var() takes unbiased or correction, not both: PyTorch raises TypeError (invalid "
+                                "combination of arguments)")
+    if correction is None:
+        correction = Fraction(0) if unbiased is False else Fraction(1)
+    if not isinstance(correction, Fraction) or isinstance(correction, bool):
+        raise ProblemError(loc, "var(): correction must be a number: PyTorch raises TypeError")
+    return rt.apply("var", [x], (reduce_dims(x, dim, loc), correction, a["keepdim"]), loc)
+
+
+def _refuse_symbolic(rt, x: Tensor, loc: Loc, what: str) -> None:
+    if rt.B.is_symbolic(x.value):
+        raise ProblemError(loc, f"{what} over values with free symbols: which element is selected depends on the "
+                                "symbols, so the gradient has no single closed form; bind them under symbols: and "
+                                "use numbers")
+
+
+def select_along(rt, x: Tensor, dim: int, keepdim: bool, largest: bool, loc: Loc):
+    """max(x, dim) / min(x, dim): (values, indices); the indices are computed here (the first
+    index among ties, as the CPU kernel) and handed to the node, which saves them."""
+    what = "max" if largest else "min"
+    if x.shape and x.shape[dim] == 0:
+        raise ProblemError(loc, f"{what}(): Expected reduction dim {dim} to have non-zero size: PyTorch raises "
+                                "IndexError")
+    _refuse_symbolic(rt, x, loc, f"{what}(dim=...)")
+    _, idx = rt.B.argmax(x.value, dim, keepdim, largest)
+    indices = rt.tensor(idx, dtype="int64")
+    values = rt.apply("max_dim" if largest else "min_dim", [x, indices], (dim, keepdim), loc)
+    return values, indices
+
+
+def _max_like(largest: bool):
+    what = "max" if largest else "min"
+
+    def lower(rt, a, loc):
+        x, dim, keepdim, other = a["input"], a["dim"], a["keepdim"], a["other"]
+        if isinstance(dim, Tensor) or other is not None:      # torch.max(a, b): maximum
+            b = other if other is not None else dim
+            return rt.apply("maximum" if largest else "minimum", [x, b], None, loc)
+        if dim is ABSENT:
+            if keepdim is not ABSENT:
+                raise ProblemError(loc, f"{what}() with keepdim= but no dim: PyTorch raises TypeError")
+            if 0 in x.shape:
+                raise ProblemError(loc, f"{what}(): Expected reduction dim to be specified for input.numel() == 0. "
+                                        "Specify the reduction dim with the 'dim' argument (PyTorch raises "
+                                        "RuntimeError)")
+            _refuse_symbolic(rt, x, loc, f"{what}()")
+            return rt.apply("max_all" if largest else "min_all", [x], None, loc)
+        if dim is None or isinstance(dim, (tuple, list)):
+            raise ProblemError(loc, f"{what}(): dim must be one int (PyTorch raises TypeError); amax / amin take "
+                                    "several")
+        keepdim = False if keepdim is ABSENT else keepdim
+        d = reduce_dims(x, dim, loc)
+        return select_along(rt, x, d[0] if d else 0, keepdim, largest, loc)
+    lower.__name__ = f"lower_{what}"
+    return lower
+
+
+def _amax_like(largest: bool):
+    prim = "amax" if largest else "amin"
+
+    def lower(rt, a, loc):
+        x = a["input"]
+        _refuse_symbolic(rt, x, loc, prim)
+        return rt.apply(prim, [x], (reduce_dims(x, a["dim"], loc), a["keepdim"]), loc)
+    lower.__name__ = f"lower_{prim}"
+    return lower
+
+
+def norm_order(p, dim, loc: Loc):
+    """torch.norm's ``p`` as vector_norm's ord (a Fraction), as torch/functional.py decides."""
+    if isinstance(p, str):
+        if p == "fro" and (dim is None or not isinstance(dim, (tuple, list)) or len(dim) <= 2):
+            return Fraction(2)
+        raise ProblemError(loc, f"norm(p='{p}') is a matrix norm (torch.linalg.matrix_norm), which adjoint does not "
+                                "model yet; use a number p (a vector norm)")
+    if p is None:
+        return Fraction(2)
+    if not isinstance(p, Fraction) or isinstance(p, bool):
+        raise ProblemError(loc, "norm(): p must be a number or 'fro': PyTorch raises TypeError")
+    if p < 0:
+        raise ProblemError(loc, f"norm with a negative order ({p}) is a PyTorch norm adjoint does not model yet; "
+                                "use p >= 0")
+    return p
+
+
+def lower_norm(rt, a, loc):
+    x = a["input"]
+    if a["dtype"] is not None:
+        raise ProblemError(loc, "norm(dtype=...) is not modelled; leave dtype out")
+    order = norm_order(a["p"], a["dim"], loc)
+    return rt.apply("norm", [x], (order, reduce_dims(x, a["dim"], loc), a["keepdim"]), loc)
+
+
+_IN = Param("input", "tensor")
+_DIM_ABSENT = (Param("dim", "any", ABSENT, optional=True), Param("keepdim", "any", ABSENT))
+
+FUNCTIONS = (
+    Function("sum", (_IN,) + _DIM_ABSENT, _sum_like("sum", "sum_dim", "sum"),
+             doc="SumBackward0 with no dim; SumBackward1 with dim (int, tuple, None or ())"),
+    Function("mean", (_IN,) + _DIM_ABSENT, _sum_like("mean", "mean_dim", "mean"),
+             doc="MeanBackward0 with no dim; MeanBackward1 with dim"),
+    Function("var", (_IN, Param("dim", "any", None), Param("unbiased", "bool", None), Param("keepdim", "bool", False),
+                     Param("correction", "any", None, keyword_only=True)), lower_var,
+             doc="VarBackward0 (saves self): 2 / (N - correction) * g * (a - mean)"),
+    Function("max", (_IN,) + _DIM_ABSENT + (Param("other", "tensor", None, keyword_only=True),), _max_like(True),
+             doc="MaxBackward1 (every element; ties split evenly); MaxBackward0 with dim (values, indices; "
+                 "the first index among ties); with a tensor: maximum"),
+    Function("min", (_IN,) + _DIM_ABSENT + (Param("other", "tensor", None, keyword_only=True),), _max_like(False),
+             doc="MinBackward1 / MinBackward0 / minimum, as max"),
+    Function("amax", (_IN, Param("dim", "any", ()), Param("keepdim", "bool", False)), _amax_like(True),
+             doc="AmaxBackward0 (saves self, result); ties split evenly"),
+    Function("amin", (_IN, Param("dim", "any", ()), Param("keepdim", "bool", False)), _amax_like(False),
+             doc="AminBackward0 (saves self, result); ties split evenly"),
+    Function("norm", (_IN, Param("p", "any", "fro"), Param("dim", "any", None), Param("keepdim", "bool", False),
+                      Param("dtype", "any", None)), lower_norm,
+             doc="torch.linalg.vector_norm: LinalgVectorNormBackward0 (saves self, result)"),
+)

@@ -1,0 +1,345 @@
+"""View and copy functions: what PyTorch 2.13 runs for each (checked with ``grad_fn`` and
+``next_functions`` in real torch).
+
+* ``view`` (fails when the strides do not allow it), ``reshape`` (a view when they do, else
+  ``clone`` then ``_unsafe_view``), ``flatten`` (no op when nothing is flattened),
+  ``unflatten``, ``squeeze`` (``SqueezeBackward0/1/2`` for no dim / one dim / dims),
+  ``unsqueeze``, ``transpose``, ``permute``, ``t``, ``.T`` (a permute), ``.mT`` (a transpose),
+  ``expand``, ``contiguous`` (itself when contiguous, else a clone), ``narrow`` (a slice),
+  ``select``, ``chunk`` (``split`` with ceil(n / chunks)), ``split`` (``SplitBackward0``, or
+  ``SplitWithSizesBackward0`` for a list of sizes), ``unbind``, ``cat``, ``stack``, ``clone``,
+  ``detach`` (no node; shares the version counter);
+* indexing ``x[...]`` as ``THPVariable_getitem`` does it: a lone slice is always a
+  ``slice`` (even ``x[:]``), a lone int a ``select``, a lone ``None`` an ``unsqueeze``, a lone
+  ``...`` an ``alias``; in a tuple each item in turn (a full slice is skipped there), and an
+  ``alias`` when nothing was applied; integer tensors or lists then index (``IndexBackward0``).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from adjoint.format.errors import Loc, ProblemError
+from adjoint.engine.graph import Tensor
+from adjoint.engine.runtime import TorchError
+from adjoint.values.strides import is_contiguous, view_strides
+from adjoint.engine.bindings import Function, Param, REQUIRED
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def dim_index(d: int, ndim: int, loc: Loc, what: str = "dim") -> int:
+    n = max(ndim, 1)
+    if not -n <= d < n:
+        raise ProblemError(loc, f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {d}): "
+                                "PyTorch raises IndexError")
+    return d + n if d < 0 else d
+
+
+def infer_shape(shape, numel: int, loc: Loc) -> tuple:
+    """A shape with at most one -1, resolved as ``infer_size`` does."""
+    shape = list(shape)
+    if shape.count(-1) > 1:
+        raise ProblemError(loc, "only one dimension can be inferred: PyTorch raises RuntimeError")
+    known = _numel([d for d in shape if d != -1])
+    if -1 in shape:
+        if known == 0 or numel % known:
+            raise ProblemError(loc, f"shape '{list(shape)}' is invalid for input of size {numel}: PyTorch raises "
+                                    "RuntimeError")
+        shape[shape.index(-1)] = numel // known
+    elif known != numel:
+        raise ProblemError(loc, f"shape '{list(shape)}' is invalid for input of size {numel}: PyTorch raises "
+                                "RuntimeError")
+    return tuple(shape)
+
+
+# ----------------------------------------------------------------------------- reshaping
+
+def view(rt, x: Tensor, shape, loc: Loc):
+    shape = infer_shape(shape, _numel(x.shape), loc)
+    if view_strides(x.shape, x.strides, shape) is None:
+        # PyTorch's RuntimeError, a prediction (the file is valid; the program raises)
+        raise TorchError("RuntimeError", "view size is not compatible with input tensor's size and stride (at least "
+                                         "one dimension spans across two contiguous subspaces). Use .reshape(...) "
+                                         "instead.", "view_size")
+    return rt.apply("view", [x], shape, loc)
+
+
+def reshape(rt, x: Tensor, shape, loc: Loc):
+    """at::reshape: ``view`` of a contiguous tensor, ``_reshape_alias`` (ReshapeAliasBackward0)
+    when the strides allow a view of a non-contiguous one, else ``clone`` then ``_unsafe_view``."""
+    from adjoint.engine.bindings.core import aten_reshape
+    return aten_reshape(rt, x, infer_shape(shape, _numel(x.shape), loc), loc)
+
+
+def lower_view(rt, a, loc):
+    return view(rt, a["self"], a["size"], loc)
+
+
+def lower_reshape(rt, a, loc):
+    return reshape(rt, a["input"], a["shape"], loc)
+
+
+def lower_flatten(rt, a, loc):
+    x = a["input"]
+    nd = len(x.shape)
+    if nd == 0:
+        return reshape(rt, x, (1,), loc)
+    start, end = dim_index(a["start_dim"], nd, loc), dim_index(a["end_dim"], nd, loc)
+    if start > end:
+        raise ProblemError(loc, "flatten() has invalid args: start_dim cannot come after end_dim")
+    if start == end:
+        return x
+    shape = x.shape[:start] + (_numel(x.shape[start:end + 1]),) + x.shape[end + 1:]
+    return reshape(rt, x, shape, loc)
+
+
+def lower_unflatten(rt, a, loc):
+    x = a["input"]
+    d = dim_index(a["dim"], len(x.shape), loc)
+    sizes = infer_shape(a["sizes"], x.shape[d], loc)
+    return view(rt, x, x.shape[:d] + sizes + x.shape[d + 1:], loc)
+
+
+def lower_squeeze(rt, a, loc):
+    x = a["input"]
+    dim = a["dim"]
+    if dim is None:
+        return rt.apply("squeeze_all", [x], None, loc)
+    if isinstance(dim, (tuple, list)):
+        return rt.apply("squeeze_dims", [x], tuple(dim_index(int(d), len(x.shape), loc) for d in dim), loc)
+    return rt.apply("squeeze_dim", [x], (dim_index(int(dim), len(x.shape), loc),), loc)
+
+
+def lower_unsqueeze(rt, a, loc):
+    x = a["input"]
+    return rt.apply("unsqueeze", [x], dim_index(a["dim"], len(x.shape) + 1, loc), loc)
+
+
+def lower_transpose(rt, a, loc):
+    x = a["input"]
+    nd = len(x.shape)
+    return rt.apply("transpose", [x], (dim_index(a["dim0"], nd, loc), dim_index(a["dim1"], nd, loc)), loc)
+
+
+def lower_permute(rt, a, loc):
+    x = a["input"]
+    dims = tuple(dim_index(d, len(x.shape), loc) for d in a["dims"])
+    if sorted(dims) != list(range(len(x.shape))):
+        raise ProblemError(loc, f"permute(): the dims {list(a['dims'])} are not a permutation of the "
+                                f"{len(x.shape)} dimensions: PyTorch raises RuntimeError")
+    return rt.apply("permute", [x], dims, loc)
+
+
+def lower_expand(rt, a, loc):
+    from adjoint.engine.ops.views import expand_shape
+    x = a["self"]   # -1 keeps a size: resolved here, so the op's value and layout see real sizes
+    return rt.apply("expand", [x], expand_shape([x.shape], tuple(a["size"]), loc), loc)
+
+
+def lower_contiguous(rt, a, loc):
+    x = a["self"]
+    if is_contiguous(x.shape, x.strides):
+        return x
+    return rt.apply("clone", [x], None, loc)
+
+
+def lower_clone(rt, a, loc):
+    return rt.apply("clone", [a["input"]], None, loc)
+
+
+def lower_detach(rt, a, loc):
+    return rt.detach(a["input"])
+
+
+# ----------------------------------------------------------------------------- pieces
+
+def lower_select(rt, a, loc):
+    x = a["input"]
+    d = dim_index(a["dim"], len(x.shape), loc)
+    return select(rt, x, d, a["index"], loc)
+
+
+def select(rt, x: Tensor, d: int, index: int, loc: Loc):
+    n = x.shape[d]
+    if not -n <= index < n:
+        raise ProblemError(loc, f"index {index} is out of bounds for dimension {d} with size {n}: PyTorch raises "
+                                "IndexError")
+    return rt.apply("select", [x], (d, index + n if index < 0 else index), loc)
+
+
+def slice_(rt, x: Tensor, d: int, start, stop, step, loc: Loc):
+    if step is not None and step <= 0:
+        raise ProblemError(loc, "step must be greater than zero: PyTorch raises ValueError")
+    start, stop, step = slice(start, stop, step).indices(x.shape[d])
+    stop = max(stop, start)
+    return rt.apply("slice", [x], (d, start, stop, step), loc)
+
+
+def lower_narrow(rt, a, loc):
+    x = a["input"]
+    d = dim_index(a["dim"], len(x.shape), loc)
+    start, length = a["start"], a["length"]
+    if start < 0:
+        start += x.shape[d]
+    if start < 0 or start + length > x.shape[d]:
+        raise ProblemError(loc, f"start ({a['start']}) + length ({length}) exceeds dimension size "
+                                f"({x.shape[d]}): PyTorch raises RuntimeError")
+    return rt.apply("slice", [x], (d, start, start + length, 1), loc)
+
+
+def lower_chunk(rt, a, loc):
+    x = a["input"]
+    chunks = a["chunks"]
+    if chunks <= 0:
+        raise ProblemError(loc, "chunk expects `chunks` to be greater than 0: PyTorch raises RuntimeError")
+    d = dim_index(a["dim"], len(x.shape), loc)
+    size = -(-x.shape[d] // chunks) if x.shape[d] else 0
+    return rt.apply("split", [x], (max(size, 1) if x.shape[d] else 1, d), loc)
+
+
+def lower_split(rt, a, loc):
+    x = a["tensor"]
+    d = dim_index(a["dim"], len(x.shape), loc)
+    s = a["split_size_or_sections"]
+    if isinstance(s, (tuple, list)):
+        sizes = tuple(int(v) for v in s)
+        if sum(sizes) != x.shape[d]:
+            raise ProblemError(loc, f"split_with_sizes expects split_sizes to sum exactly to {x.shape[d]} (input "
+                                    f"tensor's size at dimension {d}), but got split_sizes={list(sizes)}")
+        return rt.apply("split_with_sizes", [x], (sizes, d), loc)
+    s = int(s)
+    if s <= 0:
+        raise ProblemError(loc, "split_size can only be 0 if dimension size is 0: PyTorch raises RuntimeError")
+    return rt.apply("split", [x], (s, d), loc)
+
+
+def lower_unbind(rt, a, loc):
+    x = a["input"]
+    return rt.apply("unbind", [x], dim_index(a["dim"], len(x.shape), loc), loc)
+
+
+def lower_cat(rt, a, loc):
+    ts = a["tensors"]
+    if not ts:
+        raise ProblemError(loc, "torch.cat(): expected a non-empty list of Tensors")
+    return rt.apply("cat", list(ts), dim_index(a["dim"], len(ts[0].shape), loc), loc)
+
+
+def lower_stack(rt, a, loc):
+    ts = a["tensors"]
+    if not ts:
+        raise ProblemError(loc, "stack expects a non-empty TensorList")
+    return rt.apply("stack", list(ts), dim_index(a["dim"], len(ts[0].shape) + 1, loc), loc)
+
+
+# ----------------------------------------------------------------------------- attributes and indexing
+
+def attribute(rt, x: Tensor, name: str, loc: Loc):
+    """``x.T``, ``x.mT``, ``x.shape``, ``x.ndim`` (what a forward may read of a tensor)."""
+    if name == "T":
+        return rt.apply("permute", [x], tuple(reversed(range(len(x.shape)))), loc)
+    if name == "mT":
+        if len(x.shape) < 2:
+            raise ProblemError(loc, "tensor.mT is only supported on matrices or batches of matrices. Got "
+                                    f"{len(x.shape)}-D tensor.")
+        nd = len(x.shape)
+        return rt.apply("transpose", [x], (nd - 2, nd - 1), loc)
+    if name == "shape":
+        return tuple(Fraction(d) for d in x.shape)
+    if name == "ndim":
+        return Fraction(len(x.shape))
+    raise KeyError(name)
+
+
+def getitem(rt, x: Tensor, items: list, loc: Loc, lone: bool):
+    """``x[items]`` as THPVariable_getitem applies it (see the module docstring)."""
+    if lone:
+        item = items[0]
+        if isinstance(item, slice):
+            return slice_(rt, x, 0, item.start, item.stop, item.step, loc)
+        if item is Ellipsis:
+            return rt.apply("alias", [x], None, loc)
+        if item is None:
+            return rt.apply("unsqueeze", [x], 0, loc)
+        if isinstance(item, int):
+            if not x.shape:
+                raise ProblemError(loc, "invalid index of a 0-dim tensor: PyTorch raises IndexError")
+            return select(rt, x, 0, item, loc)
+    out = x
+    dim = 0
+    specified = sum(1 for i in items if i is not None and i is not Ellipsis)
+    if specified > len(x.shape):
+        raise ProblemError(loc, f"too many indices for tensor of dimension {len(x.shape)}: PyTorch raises IndexError")
+    advanced = []
+    for item in items:
+        if item is Ellipsis:
+            dim += len(x.shape) - specified
+        elif item is None:
+            out = rt.apply("unsqueeze", [out], dim, loc)
+            dim += 1
+        elif isinstance(item, int):
+            out = select(rt, out, dim, item, loc)
+        elif isinstance(item, slice):
+            start, stop, step = item.start, item.stop, item.step
+            n = out.shape[dim]
+            if (start in (None, 0)) and (stop is None or stop >= n) and step in (None, 1):
+                dim += 1
+                continue
+            out = slice_(rt, out, dim, start, stop, step, loc)
+            dim += 1
+        else:
+            advanced.append((dim, item))
+            dim += 1
+    if advanced:
+        raise ProblemError(loc, "indexing with a tensor or a list (advanced indexing, IndexBackward0) is a PyTorch "
+                                "feature adjoint does not model yet; use ints, slices, None and ...")
+    if out is x:
+        return rt.apply("alias", [x], None, loc)
+    return out
+
+
+_SELF = Param("self", "tensor")
+_IN = Param("input", "tensor")
+
+FUNCTIONS = (
+    Function("view", (_SELF, Param("size", "ints")), lower_view, where="method", varargs=True,
+             doc="ViewBackward0; refused when the strides do not allow a view"),
+    Function("reshape", (_IN, Param("shape", "ints")), lower_reshape, varargs=True,
+             doc="ViewBackward0, or CloneBackward0 then UnsafeViewBackward0 for a non-viewable layout"),
+    Function("flatten", (_IN, Param("start_dim", "int", 0), Param("end_dim", "int", -1)), lower_flatten,
+             doc="reshape; the tensor itself when start_dim == end_dim"),
+    Function("unflatten", (_IN, Param("dim", "int"), Param("sizes", "ints")), lower_unflatten,
+             doc="ViewBackward0"),
+    Function("squeeze", (_IN, Param("dim", "any", None)), lower_squeeze,
+             doc="SqueezeBackward0 (no dim), SqueezeBackward1 (a dim), SqueezeBackward2 (a tuple of dims)"),
+    Function("unsqueeze", (_IN, Param("dim", "int")), lower_unsqueeze, doc="UnsqueezeBackward0"),
+    Function("transpose", (_IN, Param("dim0", "int"), Param("dim1", "int")), lower_transpose,
+             doc="TransposeBackward0"),
+    Function("permute", (_IN, Param("dims", "ints")), lower_permute, varargs=True, doc="PermuteBackward0"),
+    Function("expand", (_SELF, Param("size", "ints")), lower_expand, where="method", varargs=True,
+             doc="ExpandBackward0"),
+    Function("contiguous", (_SELF,), lower_contiguous, where="method",
+             doc="the tensor itself when contiguous, else CloneBackward0"),
+    Function("clone", (_IN,), lower_clone, doc="CloneBackward0"),
+    Function("detach", (_IN,), lower_detach, doc="no node: shares the data and the version counter"),
+    Function("select", (_IN, Param("dim", "int"), Param("index", "int")), lower_select, doc="SelectBackward0"),
+    Function("narrow", (_IN, Param("dim", "int"), Param("start", "int"), Param("length", "int")), lower_narrow,
+             doc="SliceBackward0"),
+    Function("chunk", (_IN, Param("chunks", "int"), Param("dim", "int", 0)), lower_chunk,
+             doc="SplitBackward0 (split with ceil(n / chunks))"),
+    Function("split", (Param("tensor", "tensor"), Param("split_size_or_sections", "any"), Param("dim", "int", 0)),
+             lower_split, doc="SplitBackward0, or SplitWithSizesBackward0 for a list of sizes"),
+    Function("unbind", (_IN, Param("dim", "int", 0)), lower_unbind, doc="UnbindBackward0"),
+    Function("cat", (Param("tensors", "tensors"), Param("dim", "int", 0)), lower_cat, where="function",
+             doc="CatBackward0"),
+    Function("stack", (Param("tensors", "tensors"), Param("dim", "int", 0)), lower_stack, where="function",
+             doc="StackBackward0"),
+)
+
+__all__ = ["FUNCTIONS", "attribute", "getitem", "reshape", "view", "REQUIRED"]

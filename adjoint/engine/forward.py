@@ -1,0 +1,653 @@
+"""The forward pass of one variant, run eagerly in the runtime, as a PyTorch user would run it.
+
+:class:`Model` holds the leaves (inputs, targets, parameters) and the per-module hook dicts;
+:meth:`Model.forward` runs the model and the loss once, following ``nn.Module._call_impl``
+step by step for every module call:
+
+1. forward-pre hooks (global ones first) run; a returned value replaces the positional inputs;
+2. with full backward (or backward-pre) hooks, the tensor inputs go through
+   ``BackwardHookFunction`` (one ``BackwardHookFunctionBackward`` node) if any requires grad;
+3. the forward runs; 4. forward hooks run (a returned value replaces the output);
+5. with full/pre hooks the output goes through ``BackwardHookFunction`` too;
+6. legacy ``register_backward_hook`` hooks are attached as post-hooks to the output's
+   ``grad_fn``, i.e. the *last node* of the module, whatever it is.
+
+Names: every tensor gets the dotted name of the contract (``f1.h``, ``f1#2``, ``model``, ``y``,
+``loss``); a tensor or node hook is registered on its tensor as soon as the name is bound
+(:class:`adjoint.engine.hook_registration.Registrations` decides which hooks are active).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+from adjoint.format import syntax as S
+from adjoint.format.errors import Loc, ProblemError
+from adjoint.engine.bindings import FUNCTION_NAMES
+from adjoint.engine.bindings.core import linear
+from adjoint.engine.graph import Node, Tensor, recorded
+from adjoint.engine.interpreter import Interp
+from adjoint.engine.nn_module import BackwardHookState, LegacyHook, ModuleHooks, ModuleInputHook, ModuleOutputHook
+from adjoint.engine.hook_registration import grad_fn
+from adjoint.format.problem import OUTPUT, ROOT, Module, Problem, TensorDecl
+from adjoint.engine.runtime import Runtime, TorchError
+
+
+@dataclass(eq=False)
+class Call:
+    """One module call: the boundary the Lagrangian view puts a multiplier on."""
+
+    id: int
+    module: Module
+    callid: str                       # "model", "f1", "f1#2"
+    k: int
+    parent: int | None
+    args: tuple = ()                  # positional inputs after forward-pre hooks: grad_input is about these
+    out: Tensor | None = None         # output as the caller receives it
+    bw: BackwardHookState | None = None
+    in_node: Node | None = None       # the inputs' BackwardHookFunctionBackward
+    out_node: Node | None = None
+    legacy_node: Node | None = None
+    legacy_hooks: tuple = ()
+    body_start: int = 0               # index into runtime.nodes after the input wrapping
+    body_eqn: int = 0                 # index into runtime.applications after the input wrapping
+    end: int = 0
+
+    @property
+    def path(self) -> str:
+        return self.module.label
+
+    def body_nodes(self, rt: Runtime) -> list[Node]:
+        return rt.nodes[self.body_start:self.end]
+
+
+@dataclass
+class ForwardResult:
+    """What one forward pass leaves: named tensors, module calls, the output and loss, and the log."""
+
+    names: dict                       # name -> Tensor, in binding order
+    calls: list[Call]
+    output: Tensor
+    loss: Tensor | None
+    notes: list = field(default_factory=list)   # (node name or primitive, loc, note)
+    values: dict = field(default_factory=dict)  # name -> value when the pass (loss included) ended
+    apps: range = range(0)            # its ops: indices into the runtime's applications
+    log: range = range(0)             # the hook calls it made: indices into the runtime's log
+    bound_at: dict = field(default_factory=dict)     # name -> how many ops had run when it was bound
+    leaf_values: dict = field(default_factory=dict)  # leaf name -> value when the pass started
+
+
+class Model:
+    """The leaves and module hook state of one variant, shared by all of its forward passes."""
+
+    def __init__(self, problem: Problem, inputs: tuple[TensorDecl, ...], rt: Runtime, registrations):
+        self.p = problem
+        self.rt = rt
+        self.reg = registrations
+        self.inputs = inputs
+        self.leaves: dict[str, Tensor] = {}
+        self.decls: dict[str, TensorDecl] = {}
+        self.globals: dict[str, Tensor] = {}    # inputs and targets, by name
+        self.params: dict[str, Tensor] = {}     # parameters, by full name
+        self.hooks: dict[str, ModuleHooks] = {m.label: ModuleHooks() for m in problem.model.walk()}
+        self.global_hooks = ModuleHooks()
+        for d in list(inputs) + list(problem.targets):
+            self.globals[d.name] = self.leaf(d)
+        for m in problem.model.walk():
+            for d in m.params:
+                self.params[d.name] = self.leaf(d, is_param=True)
+        for m in problem.model.walk():
+            for d in m.buffers:
+                self.leaf(d)
+
+    def leaf(self, d: TensorDecl, is_param: bool = False) -> Tensor:
+        t = self.rt.leaf(self.rt.B.literal(d.value), d.requires_grad, dtype=d.dtype, name=d.name, is_param=is_param)
+        self.rt.B.check_literal(t.value, d)
+        self.leaves[d.name] = t
+        self.decls[d.name] = d
+        return t
+
+    def replace_inputs(self, decls) -> None:
+        """A forward step's ``inputs``: new leaf tensors for those inputs (entry by entry)."""
+        given = {d.name: d for d in decls}
+        self.inputs = tuple(given.get(d.name, d) for d in self.inputs)
+        for d in decls:
+            if d.name not in self.globals:
+                raise ProblemError(d.loc, f"a forward step sets input '{d.name}', which the problem does not declare")
+            self.globals[d.name] = self.leaf(d)
+
+    # ------------------------------------------------------------------ one forward pass
+    def forward(self) -> ForwardResult:
+        run = self.last_pass = _Pass(self)   # kept: a pass that raises leaves no ForwardResult
+        return run.run()
+
+
+class _Pass:
+    """One forward pass: binds names, counts module calls, records calls for the boundaries."""
+
+    def __init__(self, model: Model):
+        self.m = model
+        self.p = model.p
+        self.rt = model.rt
+        self.names: dict[str, Tensor] = {}
+        self.calls: list[Call] = []
+        self.call_counts: dict[str, int] = {}
+        self.notes_start = len(self.rt.notes)
+        self.apps_start = len(self.rt.applications)
+        self.log_start = len(self.rt.log)
+        self.bound_at: dict[str, int] = {}
+        self.leaf_values = {name: t.value for name, t in model.leaves.items()}
+
+    def bind(self, name: str, t, loc: Loc | None) -> None:
+        if name in self.names:
+            raise ProblemError(loc, f"two tensors are named '{name}'; two things with one name are an error "
+                                    "(rename one)")
+        self.names[name] = t
+        self.bound_at[name] = len(self.rt.applications)
+        if isinstance(t, Tensor) and t.name is None:
+            t.name = name
+        self.m.reg.bound(name, t)
+
+    def run(self) -> ForwardResult:
+        self.m.reg.new_forward()
+        for name, t in self.m.leaves.items():
+            self.bind(name, t, None)
+        root = self.p.model
+        if len(root.inputs) != len(self.m.inputs):
+            raise ProblemError(root.loc, f"the root module takes {len(root.inputs)} input(s) ({', '.join(root.inputs)}) "
+                                         f"but the problem declares {len(self.m.inputs)} "
+                                         f"({', '.join(d.name for d in self.m.inputs)}); inputs are passed in order")
+        whole = self.m.reg.forward_starts()
+        self.rt.saved_hooks.extend(whole)
+        try:
+            out, loss = self.model_and_loss(root)
+        finally:
+            del self.rt.saved_hooks[len(self.rt.saved_hooks) - len(whole):]
+        self.m.reg.forward_ends(self.names)
+        values = {name: recorded(t) for name, t in self.names.items()}
+        return ForwardResult(self.names, self.calls, out, loss, self.rt.notes[self.notes_start:], values,
+                             range(self.apps_start, len(self.rt.applications)), range(self.log_start, len(self.rt.log)),
+                             self.bound_at, self.leaf_values)
+
+    def model_and_loss(self, root: Module):
+        args = [self.m.globals[d.name] for d in self.m.inputs]
+        out = self.call_module(root, args, root.loc)
+        if OUTPUT not in self.names and not isinstance(out, tuple):  # an input may be called y when no loss
+            self.bind(OUTPUT, out, None)                                 # refers to the output; a tuple output
+        self.output = out                                                # is model[0], model[1], ... (y[0] in the loss)
+        loss = None
+        if self.p.loss is not None:
+            value = Interp(self.rt, _LossScope(self)).eval(self.p.loss)
+            if not isinstance(value, Tensor):
+                raise ProblemError(self.p.loss.loc, "the loss must be a tensor expression of y (the model output)")
+            loss = value
+            self.bind("loss", loss, self.p.loss.loc)
+        return out, loss
+
+    # ------------------------------------------------------------------ module calls (_call_impl)
+    def call_module(self, mod: Module, args: list, loc: Loc, kwargs: dict | None = None):
+        rt = self.rt
+        label = mod.label
+        kwargs = dict(kwargs or {})
+        k = self.call_counts[label] = self.call_counts.get(label, 0) + 1
+        callid = label if k == 1 else f"{label}#{k}"
+        parent = rt.call_stack[-1].id if rt.call_stack else None
+        call = Call(len(self.calls), mod, callid, k, parent)
+        self.calls.append(call)
+        rt.call_stack.append(call)
+        scoped = self.m.reg.saved_hooks_for(label)
+        rt.saved_hooks.extend(scoped)
+        try:
+            own, glob = self.m.hooks[label], self.m.global_hooks
+            if not (own.any() or glob.any()):
+                call.args = tuple(args)
+                call.body_start, call.body_eqn = len(rt.nodes), len(rt.applications)
+                out = self.module_forward(mod, list(args), kwargs, call, loc)
+            else:
+                out = self.call_with_hooks(mod, call, own, glob, list(args), kwargs, loc)
+        finally:
+            del rt.saved_hooks[len(rt.saved_hooks) - len(scoped):]
+        call.out = out
+        call.end = len(rt.nodes)
+        rt.call_stack.pop()
+        self.bind_output(callid, out, loc)  # the root's output is "model" (and "y", bound by run())
+        return out
+
+    def bind_output(self, name: str, out, loc) -> None:
+        """A module's output: ``PATH`` (``PATH[0]``, ``PATH[1]``, ... for a tuple)."""
+        if isinstance(out, tuple):
+            for i, t in enumerate(out):
+                if isinstance(t, Tensor):
+                    self.bind(f"{name}[{i}]", t, loc)
+        else:
+            self.bind(name, out, loc)
+
+    def call_with_hooks(self, mod: Module, call: Call, own: ModuleHooks, glob: ModuleHooks, args: list,
+                        kwargs: dict, loc: Loc):
+        """``nn.Module._call_impl`` with hooks: the always_call forward hooks still run when the
+        call raises, handed the output as it then is (None when the forward did not finish)."""
+        called: set = set()
+        state = {"args": args, "kwargs": kwargs, "result": None}
+        try:
+            return self._inner(mod, call, own, glob, state, called, loc)
+        except TorchError:
+            for hooks, is_global in ((glob, True), (own, False)):
+                # this path iterates the OrderedDict itself (``for hook_id, hook in
+                # self._forward_hooks.items()``): a hook that removes a forward hook of the dict
+                # makes the iterator's next step raise, replacing the forward's error -- unless it
+                # was the last hook (odictiter_nextkey is done before it checks od_state)
+                # (tests/data/regressions/always_call_hook_removes_forward_hook_after_error.yaml)
+                start = hooks.forward.state
+                for i, (hid, entry) in enumerate(hooks.forward.pairs()):
+                    if i and hooks.forward.state != start:
+                        raise TorchError("RuntimeError", "OrderedDict mutated during iteration")
+                    if hid in hooks.always_called and hid not in called:
+                        env = {"input": tuple(state["args"]), "output": state["result"]}
+                        if hid in hooks.with_kwargs and not is_global:
+                            env = {"input": tuple(state["args"]), "kwargs": state["kwargs"], "output": state["result"]}
+                        elif entry.hook.with_kwargs:
+                            # called without kwargs (a global hook always is, on this path): the
+                            # TypeError is silenced like any error of these hooks, its body never runs
+                            continue
+                        try:
+                            returned = self.fire_forward(entry, env, call)
+                        except TorchError:
+                            continue  # silenced (a warning) as another error was raised in forward
+                        if returned is not None:
+                            state["result"] = returned
+            raise
+
+    def _inner(self, mod: Module, call: Call, own: ModuleHooks, glob: ModuleHooks, state: dict, called: set,
+               loc: Loc):
+        rt = self.rt
+        pre_hooks = glob.backward_pre.snapshot() + own.backward_pre.snapshot()
+        full = (glob.backward.snapshot() if glob.is_full is True else []) + \
+               (own.backward.snapshot() if own.is_full is True else [])
+        legacy = (glob.backward.snapshot() if glob.is_full is False else []) + \
+                 (own.backward.snapshot() if own.is_full is False else [])
+        for hid, entry in glob.forward_pre.pairs() + own.forward_pre.pairs():
+            if hid in own.with_kwargs:
+                returned = self.fire_forward(entry, {"input": tuple(state["args"]), "kwargs": state["kwargs"]}, call)
+                if returned is not None:
+                    if not (isinstance(returned, tuple) and len(returned) == 2):
+                        raise ProblemError(entry.hook.returns.loc, "a forward_pre hook with with_kwargs must return "
+                                                                   "None or a tuple (new_args, new_kwargs): PyTorch "
+                                                                   "raises 'forward pre-hook must return None or a "
+                                                                   "tuple of (new_args, new_kwargs)'")
+                    new_args, new_kwargs = returned
+                    new_args = new_args if isinstance(new_args, tuple) else (new_args,)
+                    self.check_forward_args(new_args, mod, entry.hook, dict(new_kwargs or {}))
+                    state["args"], state["kwargs"] = list(new_args), dict(new_kwargs or {})
+            else:
+                _called_without(entry, "kwargs")
+                returned = self.fire_forward(entry, {"input": tuple(state["args"])}, call)
+                if returned is not None:
+                    new = returned if isinstance(returned, tuple) else (returned,)
+                    self.check_forward_args(new, mod, entry.hook, state["kwargs"])
+                    state["args"] = list(new)
+        args = state["args"]
+        call.args = tuple(args)
+        if full or pre_hooks:
+            call.bw = BackwardHookState(call, full, pre_hooks)
+            args = self.setup_input_hook(call, args)
+            state["args"] = args
+        call.body_start, call.body_eqn = len(rt.nodes), len(rt.applications)
+        out = self.module_forward(mod, list(args), state["kwargs"], call, loc)
+        state["result"] = out
+        # _call_impl takes (*global hooks, *own hooks) as one tuple before running any: a hook that
+        # removes another (even the module's own, from a global one) does not stop it this call
+        snapshot = [(hooks, hooks.forward.pairs()) for hooks in (glob, own)]
+        for hooks, pairs in snapshot:
+            for hid, entry in pairs:
+                if hid in hooks.always_called:
+                    called.add(hid)
+                if hid in hooks.with_kwargs:
+                    env = {"input": tuple(args), "kwargs": state["kwargs"], "output": out}
+                else:
+                    _called_without(entry, "output")
+                    env = {"input": tuple(args), "output": out}
+                returned = self.fire_forward(entry, env, call)
+                if returned is not None:
+                    if not (isinstance(returned, Tensor) or _tensor_tuple(returned)):
+                        raise ProblemError(entry.hook.returns.loc, "a forward hook must return the replacement output "
+                                                                   "tensor (or nothing)")
+                    out = returned
+                    state["result"] = out
+        if call.bw is not None:
+            out = self.setup_output_hook(call, out)
+            state["result"] = out
+        if legacy:
+            first = out
+            while isinstance(first, tuple):
+                first = first[0]
+            # ``var.grad_fn`` as Python reads it: a view whose base was written in place since gets
+            # its new grad_fn now, and the hooks go on that one
+            node = grad_fn(rt, first) if isinstance(first, Tensor) else None
+            if node is not None:
+                call.legacy_node = node
+                call.legacy_hooks = tuple(legacy)
+                for entry in legacy:
+                    node.post_hooks.add(rt.new_handle(), LegacyHook(entry.hook, call))
+                _warning_reads(rt, state["args"], out, node)
+        return out
+
+    def setup_input_hook(self, call: Call, args: list) -> list:
+        state = call.bw
+        state.n_inputs = len(args)
+        new, index, node = self.apply_on_tensors(args)
+        state.input_tensors_index = index
+        if node is not None:
+            call.in_node = node
+            node.post_hooks.add(self.rt.new_handle(), ModuleInputHook(state))
+        return new
+
+    def setup_output_hook(self, call: Call, out):
+        state = call.bw
+        outs = list(out) if isinstance(out, tuple) else [out]
+        state.n_outputs = len(outs)
+        new, index, node = self.apply_on_tensors(outs)
+        state.output_tensors_index = index
+        if node is not None:
+            call.out_node = node
+            node.post_hooks.add(self.rt.new_handle(), ModuleOutputHook(state))
+        return tuple(new) if isinstance(out, tuple) else new[0]
+
+    def apply_on_tensors(self, values: list):
+        """BackwardHook._apply_on_tensors: BackwardHookFunction over the tensors among ``values``
+        when one requires grad and grad mode is on; returns (new values, tensor indices or None, node)."""
+        idx = [i for i, v in enumerate(values) if isinstance(v, Tensor)]
+        tensors = [values[i] for i in idx]
+        if not (self.rt.grad_enabled and any(t.requires_grad for t in tensors)):
+            return values, None, None
+        new, node = self.backward_hook_function(tensors)
+        out = list(values)
+        for i, t in zip(idx, new):
+            out[i] = t
+        return out, idx, node
+
+    def backward_hook_function(self, tensors: list):
+        """``BackwardHookFunction.apply``: identity, one node; inputs that do not require grad
+        are marked non-differentiable."""
+        rt = self.rt
+        edges = [rt.gradient_edge(t) if t.requires_grad else None for t in tensors]
+        node = Node(rt._new_seq(), "BackwardHookFunctionBackward", edges, kind="hookfn", inputs=tuple(tensors),
+                    input_values=tuple(t.value for t in tensors),
+                    module_call=rt.call_stack[-1] if rt.call_stack else None)
+        rt.nodes.append(node)
+        outs = []
+        # returned as-is by a custom Function: views PyTorch forbids to modify in place, and
+        # when more than one is differentiable, as the outputs of a multi-output function
+        kind = "multi" if sum(t.requires_grad for t in tensors) > 1 else "custom"
+        for i, t in enumerate(tensors):
+            rg = t.requires_grad
+            if not rg:   # returned as-is: _view_as_self_with_no_grad, an autograd view of it made
+                # under no_grad (no grad_fn; writes show through), which an in-place op that records
+                # may not write, and which, once its base requires grad and was written, raises on its
+                # next use ("A view was created in no_grad mode and its base or another view ...")
+                out = rt.detach(t)
+                out.is_detached = False
+                out.detached_root = t.detached_root if t.is_view else (t if t.is_detached else None)
+                out.view_version = out.data_version = t.version.value
+                out.creation = (kind, "BackwardHookFunction")
+                outs.append(out)
+                continue
+            out = rt.tensor(t.value, rg, node, i, dtype=t.dtype)
+            out.creation = (kind, "BackwardHookFunction")
+            out.strides, out.offset = t.strides, t.offset
+            # a view of what it wraps (an input returned as-is): one storage, one version counter,
+            # so a later in-place write on either shows in the other, and a use or a saved
+            # tensor's unpack after it raises PyTorch's custom-Function view error
+            out.base = t.base if t.is_view else t
+            out.detached_root = t.detached_root if t.is_view else None
+            out.view_of = t.view_of if t.is_view else _same_value
+            out.view_ops = t.view_ops if t.is_view else ()
+            out.version = t.version
+            out.view_version = out.data_version = t.version.value
+            outs.append(out)
+        node.outputs = [(t.shape, t.dtype) for t in outs]
+        node.output_values = [t.value for t in outs]
+        rt.record("bhf", tensors, outs, None, node, None)
+        return outs, node
+
+    def check_forward_args(self, new: tuple, mod: Module, hook, kwargs: dict | None = None) -> None:
+        # keyword arguments that are no input of the module (a built-in's options: need_weights=False) stay
+        # as they are, PyTorch calling forward(*new_args, **kwargs); the others bind inputs
+        given = len(new) + len([k for k in (kwargs or {}) if k in mod.inputs])
+        if len(new) > len(mod.inputs) or (not mod.input_defaults and given != len(mod.inputs)):
+            raise ProblemError(hook.returns.loc, f"the forward_pre hook returns {len(new)} input(s) but "
+                                                 f"'{mod.label}' takes {len(mod.inputs)}: PyTorch raises TypeError "
+                                                 "in forward()")
+        for v in new:
+            if not isinstance(v, Tensor):
+                raise ProblemError(hook.returns.loc, "a forward_pre hook must return tensors (the new inputs)")
+
+    def fire_forward(self, entry, env: dict, call: Call):
+        """A forward(-pre) hook body runs with grad enabled: its ops are graph nodes."""
+        return self.rt.hooks_runner.fire(entry.hook, env, None, call)
+
+    # ------------------------------------------------------------------ module forwards
+    def module_forward(self, mod: Module, args: list, kwargs: dict, call: Call, loc: Loc):
+        rt = self.rt
+        if mod.type is not None:
+            from adjoint.engine.layers import FORWARDS, LayerCall
+            prefix = f"{mod.path}." if mod.path else ""
+            own = {p.name[len(prefix):]: self.m.params[p.name] for p in mod.params}
+            bufs = {b.name[len(prefix):]: self.m.leaves[b.name] for b in mod.buffers}
+            return FORWARDS[mod.type](LayerCall(rt, mod, list(args), dict(kwargs), loc, own, bufs,
+                                                lambda child, a, k: self.call_module(child, a, child.loc, k)))
+        if mod.function is not None:
+            return self.function(mod, args, call)
+        scope = _ModuleScope(self, mod, call, bind_arguments(mod, args, kwargs, loc))
+        result = Interp(rt, scope).run(mod.forward)
+        ret = mod.forward[-1]
+        if not (isinstance(result, Tensor) or (isinstance(result, tuple) and result
+                                                and all(isinstance(r, Tensor) for r in result))):
+            raise ProblemError(ret.value.loc, f"the forward of '{mod.label}' must return a tensor or a tuple of "
+                                              "tensors")
+        return result
+
+    def function(self, mod: Module, args: list, call: Call) -> Tensor:
+        """A custom autograd.Function: the whole forward is one node, ``<Name>Backward``."""
+        from adjoint.engine.autograd_function import apply_function
+        params = [self.m.params[p.name] for p in mod.params]
+        return apply_function(self.rt, mod, list(args) + params)
+
+
+def _suggest(word: str, options) -> str:
+    close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+# ----------------------------------------------------------------------------- scopes
+
+class _ModuleScope:
+    """Names inside a module's forward: locals, arguments, own params, targets, problem inputs."""
+
+    def __init__(self, run: _Pass, mod: Module, call: Call, args: dict):
+        self.run = run
+        self.mod = mod
+        self.call_record = call
+        self.args = args
+        self.local: dict = {}
+        self.assigning: str | None = None
+        self.assigned = [s.target.id for s in mod.forward if isinstance(s, S.Assign) and isinstance(s.target, S.Name)]
+
+    def tensor_name(self, name: str) -> str:
+        return f"{self.call_record.callid}.{name}" if self.mod.path else name
+
+    def assign(self, name: str, value, loc: Loc) -> None:
+        if name in self.local or name in self.args or self.mod.param(name) or self.mod.child(name):
+            raise ProblemError(loc, f"'{name}' is already a name in the forward of '{self.mod.label}'; "
+                                    "two things with one name are an error (pick a new name)")
+        if value is None:
+            raise ProblemError(loc, f"'{name}' must be a tensor: this expression gives None")
+        if isinstance(value, tuple):
+            # a tuple kept whole (u = x.unbind(1); then u[0]): indexed later, never a tensor name itself
+            if not all(isinstance(v, Tensor) for v in value):
+                raise ProblemError(loc, f"'{name}' must be a tensor or a tuple of tensors")
+            self.local[name] = value
+            return
+        self.local[name] = value
+        if isinstance(value, Tensor):
+            self.run.bind(self.tensor_name(name), value, loc)
+
+    def has_child(self, name: str) -> bool:
+        return self.find_child(name) is not None
+
+    def find_child(self, name: str):
+        """A child by name, or a ModuleList item by its dotted path (``layers.0``)."""
+        mod = self.mod
+        for part in name.split("."):
+            mod = mod.child(part) if mod is not None else None
+        return mod
+
+    def assign_again(self, name: str, value, loc: Loc) -> None:
+        """``n += 1`` on a plain number: Python rebinds the name."""
+        if isinstance(value, Tensor):
+            raise ProblemError(loc, f"'{name}' would name a second tensor; two things with one name are an error")
+        self.local[name] = value
+
+    def lookup(self, name: str, loc: Loc):
+        if name in self.local:
+            return self.local[name]
+        if name in self.args:
+            return self.args[name]
+        p = self.mod.param(name)
+        if p is not None:
+            return self.run.m.params[p.name]
+        for b in self.mod.buffers:   # a custom module's buffers (running statistics for batch_norm, ...)
+            if b.name.rsplit(".", 1)[-1] == name:
+                return self.run.m.leaves[b.name]
+        if self.mod.child(name) is not None:
+            raise ProblemError(loc, f"'{name}' is a module; call it, as in {name}(x)")
+        if name in self.run.m.globals:
+            return self.run.m.globals[name]
+        if name == self.assigning:
+            raise ProblemError(loc, f"'{name}' is used in its own definition; a forward line may only use names "
+                                    "defined before it")
+        if name in self.assigned:
+            raise ProblemError(loc, f"'{name}' is used before the line that assigns it; move that line up")
+        options = list(dict.fromkeys(list(self.local) + list(self.args) +
+                                     [p.name.rsplit(".", 1)[-1] for p in self.mod.params + self.mod.buffers] +
+                                     list(self.run.m.globals)))
+        raise ProblemError(loc, f"unknown name '{name}' in the forward of '{self.mod.label}'{_suggest(name, options)}; "
+                                f"known here: {', '.join(options) or 'nothing'}")
+
+    def call(self, name: str, args: list, kwargs: dict, loc: Loc):
+        child = self.find_child(name)
+        if child is None:
+            from adjoint.engine.interpreter import suggest_function
+            children = [c.name for c in self.mod.children]
+            close = _suggest(name, children)
+            raise ProblemError(loc, f"unknown function '{name}' in the forward of '{self.mod.label}'"
+                                    + (close or suggest_function(name))
+                                    + (f" (child modules here: {', '.join(children)})" if children else ""))
+        if not kwargs and not child.input_defaults and len(args) != len(child.inputs):
+            raise ProblemError(loc, f"module '{child.label}' takes {len(child.inputs)} input(s) "
+                                    f"({', '.join(child.inputs)}), got {len(args)}")
+        if child.type is not None and not all(isinstance(a, Tensor) for a in args):
+            raise ProblemError(loc, f"module '{child.label}' must be called with tensors")
+        if child.type is None and not any(isinstance(a, Tensor) for a in list(args) + list(kwargs.values())):
+            raise ProblemError(loc, f"module '{child.label}' must be called with tensors")
+        return self.run.call_module(child, list(args), loc, kwargs)
+
+
+class _LossScope:
+    assigning = None
+
+    def __init__(self, run: _Pass):
+        self.run = run
+
+    def lookup(self, name: str, loc: Loc):
+        if name == OUTPUT and isinstance(getattr(self.run, "output", None), tuple):
+            return self.run.output  # a model returning a tuple: the loss indexes it, y[0]
+        if name in self.run.names:
+            return self.run.names[name]
+        raise ProblemError(loc, f"unknown name '{name}' in the loss{_suggest(name, self.run.names)}; the loss can use "
+                                f"y (the model output), inputs, targets and other tensor names")
+
+    def has_child(self, name: str) -> bool:
+        return self.run.p.model.child(name) is not None
+
+    def call(self, name: str, args: list, kwargs: dict, loc: Loc):
+        """``loss: "ce(y, t)"``: a child of the root, called like any module (its hooks fire)."""
+        from adjoint.engine.interpreter import suggest_function
+        root = self.run.p.model
+        child = root.child(name)
+        if child is None:
+            children = [c.name for c in root.children]
+            raise ProblemError(loc, f"unknown function '{name}' in the loss{suggest_function(name)}"
+                                    + (f" (the root's children, which the loss may call: {', '.join(children)})"
+                                       if children else " (the loss may call the root's children; it has none)"))
+        if not kwargs and not child.input_defaults and len(args) != len(child.inputs):
+            raise ProblemError(loc, f"module '{child.label}' takes {len(child.inputs)} input(s) "
+                                    f"({', '.join(child.inputs)}), got {len(args)}")
+        if not any(isinstance(a, Tensor) for a in list(args) + list(kwargs.values())) or \
+                (child.type is not None and not all(isinstance(a, Tensor) for a in args)):
+            raise ProblemError(loc, f"module '{child.label}' must be called with tensors")
+        return self.run.call_module(child, list(args), loc, kwargs)
+
+    def assign(self, name, value, loc):
+        raise ProblemError(loc, "the loss is one expression")
+
+
+def _tensor_tuple(v) -> bool:
+    return isinstance(v, tuple) and all(isinstance(x, Tensor) or x is None for x in v)
+
+
+def bind_arguments(mod: Module, args: list, kwargs: dict, loc: Loc) -> dict:
+    """Python's binding of a call's arguments to the forward's parameters (``inputs``), with
+    the declared defaults; a mismatch is the TypeError PyTorch's forward would raise."""
+    names = list(mod.inputs)
+    if len(args) > len(names):
+        raise ProblemError(loc, f"module '{mod.label}' takes {len(names)} input(s) ({', '.join(names)}), got "
+                                f"{len(args)}: Python raises TypeError in forward()")
+    bound = dict(zip(names, args))
+    for k, v in kwargs.items():
+        if k not in names:
+            raise ProblemError(loc, f"module '{mod.label}' has no input named '{k}' (inputs: {', '.join(names)}): "
+                                    "Python raises TypeError in forward()")
+        if k in bound:
+            raise ProblemError(loc, f"input '{k}' of module '{mod.label}' is given twice: Python raises TypeError")
+        bound[k] = v
+    defaults = dict(mod.input_defaults)
+    for n in names:
+        if n not in bound:
+            if n not in defaults:
+                raise ProblemError(loc, f"module '{mod.label}' is called without its input '{n}': Python raises "
+                                        "TypeError in forward()")
+            bound[n] = defaults[n]
+    return bound
+
+
+def _same_value(value):
+    """The view function of a tensor returned as-is: the base's value is its value."""
+    return value
+
+
+def _warning_reads(rt, args, result, node) -> None:
+    """``Module._maybe_warn_non_full_backward_hook``, run after a legacy hook is registered: it
+    only warns, but it reads ``grad_fn`` of every output (a tensor or a tuple of tensors) and,
+    when they have exactly the hooked node among them, of every input (all tensors), and each
+    read makes a stale view's new grad_fn then (a node, in creation order)."""
+    outs = (result,) if isinstance(result, Tensor) else result
+    if not (isinstance(outs, tuple) and all(isinstance(r, Tensor) for r in outs)):
+        return
+    if not all(isinstance(a, Tensor) for a in args):
+        return
+    out_nodes = {id(n) for n in (grad_fn(rt, r) for r in outs) if n is not None}
+    if out_nodes == {id(node)}:
+        for a in args:
+            grad_fn(rt, a)
+
+
+def _called_without(entry, missing: str) -> None:
+    """A hook registered with ``with_kwargs`` whose mark is gone -- removed by a hook that ran
+    before it in the same call: ``_call_impl`` iterates a snapshot of the hooks but asks the
+    live with_kwargs dict -- is called without ``kwargs``, and Python raises TypeError before
+    its body runs (the last parameter missing: ``kwargs`` for a forward pre-hook, ``output``
+    for a forward hook). PyTorch's message names the function; adjoint names it ``hook``."""
+    if entry.hook.with_kwargs:
+        raise TorchError("TypeError", f"hook() missing 1 required positional argument: '{missing}'", "hook_result")
+

@@ -1,0 +1,179 @@
+"""Running a user hook: its body, its effects (``raises``, ``removes``), and the log entry.
+
+Every call of a user hook, a pack or an unpack goes through :class:`HookRunner`, which appends
+one :class:`~adjoint.engine.runtime.CallRecord` to the runtime's log *before* the body runs (so a
+raising hook is in the log, marked ``raised``), evaluates the body with the hook's arguments
+as tensors (in the forward their ops join the graph; in the backward grad mode is off), and
+converts what it returns.
+"""
+
+from __future__ import annotations
+
+from operator import attrgetter
+
+from adjoint.format.errors import ProblemError
+from adjoint.engine.graph import Tensor, recorded
+from adjoint.engine.interpreter import EnvScope, Interp
+from adjoint.engine.runtime import CallRecord, TorchError
+
+_GRAD = attrgetter("grad")
+
+
+def run_hook_body(rt, hook, env: dict):
+    """Run a hook's ``does`` lines, then its ``returns`` expression (None when it has none).
+
+    ``does`` only rebinds local names, as in Python: it changes nothing unless returned."""
+    env = dict(env)
+    kind = "tensor hook" if hook.kind == "hook" else f"{hook.kind} hook"
+    interp = Interp(rt, EnvScope(env, f"the {kind} '{hook.label}'"))
+    for stmt in hook.does:
+        interp.execute(stmt)
+    if hook.returns is None:
+        return None
+    return interp.eval(hook.returns)
+
+
+def snapshot(x):
+    """What the log keeps of an argument or a result: values, not tensor objects (a tensor
+    may later be modified in place)."""
+    if isinstance(x, Tensor):
+        return recorded(x)
+    if isinstance(x, tuple):
+        return tuple(snapshot(i) for i in x)
+    if isinstance(x, dict):
+        return {k: snapshot(v) for k, v in x.items()}
+    return x
+
+
+class HookRunner:
+    def __init__(self, rt, registrations):
+        self.rt = rt
+        self.reg = registrations
+        self._grad_leaves = None   # (leaf tensors, names requiring grad, their tensors): see grads_now
+
+    def wrap(self, v):
+        """A backend value as a tensor a hook can compute with (no grad), tuples element-wise."""
+        if isinstance(v, tuple):
+            return tuple(self.wrap(i) for i in v)
+        if v is None or isinstance(v, Tensor) or not self.rt.B.is_value(v):
+            return v
+        return self.rt.tensor(v)
+
+    def fire(self, hook, args: dict, node=None, call=None, kind: str | None = None, shown: dict | None = None):
+        """Call ``hook`` with ``args``; returns its result as runtime objects (Tensor, tuple, None).
+        ``shown``: what the log records as the arguments, when that is not ``args`` itself."""
+        rt = self.rt
+        env = {k: self.wrap(v) for k, v in args.items()}
+        record = CallRecord(hook, kind or hook.kind, hook.target, snapshot(env if shown is None else shown),
+                            node=node, call=call, phase=rt.phase, is_global=hook.on == "global",
+                            grads_then=self.grads_now())
+        rt.log.append(record)
+        for index in hook.removes:
+            self.reg.remove(index)
+        if hook.raises is not None:
+            record.raised = True
+            raise TorchError("RuntimeError", hook.raises, "hook_raised")
+        returned = run_hook_body(rt, hook, env)
+        record.returned = snapshot(returned)
+        return returned
+
+    def grads_now(self) -> dict:
+        """``.grad`` of every leaf that requires grad, right now (what a hook would see).
+
+        Taken at every hook call, so a model with a hook per layer takes it once per layer: the
+        leaves requiring grad are found once per set of leaf tensors (a forward step's new
+        inputs make a new set), and the snapshot is one C-level pass over them."""
+        model = self.reg.model
+        if model is None:
+            return {}
+        leaves = tuple(model.leaves.values())
+        if self._grad_leaves is None or self._grad_leaves[0] != leaves:
+            decls = model.decls
+            chosen = [(name, t) for name, t in model.leaves.items() if decls[name].requires_grad]
+            self._grad_leaves = (leaves, [name for name, _ in chosen], [t for _, t in chosen])
+        _, names, tensors = self._grad_leaves
+        return dict(zip(names, map(_GRAD, tensors)))
+
+    def fire_values(self, hook, args: dict, node=None, call=None):
+        """A backward hook: handed values, returns values (None, a value, or a tuple of them)."""
+        before = self.rt.grad_enabled
+        self.rt.grad_enabled = False
+        try:
+            returned = self.fire(hook, args, node, call)
+        finally:
+            self.rt.grad_enabled = before
+        # the dtype of each tensor a hook returned in a tuple (an int64 zeros grad_input handed on as it is
+        # stays int64 for the next hook: BackwardHook passes the returned tuple itself)
+        self.returned_dtypes = (tuple(r.dtype if isinstance(r, Tensor) else None for r in returned)
+                                if isinstance(returned, tuple) else None)
+        return as_values(returned, hook)
+
+    def fire_post_accumulate(self, hook, t: Tensor, node) -> None:
+        """``register_post_accumulate_grad_hook``: handed the leaf itself (the log shows its
+        ``.grad``); anything returned but the tensor itself makes PyTorch raise."""
+        before = self.rt.grad_enabled
+        self.rt.grad_enabled = False
+        try:
+            returned = self.fire(hook, {"tensor": t}, node, None, shown={"tensor": t.grad})
+        finally:
+            self.rt.grad_enabled = before
+        if returned is not None and returned is not t:
+            raise TorchError("RuntimeError", "Tensor post accumulate grad hooks should return None.", "hook_result")
+
+    # ------------------------------------------------------------------ saved tensors
+    def pack(self, hook, t: Tensor, node, slot: str | None = None):
+        """Pack hook for ``t``, saved by ``node`` as ``slot`` (self, other, result, ...)."""
+        before = self.rt.grad_enabled
+        self.rt.grad_enabled = False
+        self.rt.quiet += 1
+        try:
+            return self._saved_call(hook, hook.pack, "pack", {"x": t}, node, slot, t)
+        finally:
+            self.rt.grad_enabled = before
+            self.rt.quiet -= 1
+
+    def unpack(self, hook, packed, node, sv=None):
+        """Unpack hook for what the pack hook returned for the saved variable ``sv`` of ``node``
+        (run as the node runs: with grad mode off, as backward without create_graph has it)."""
+        before = self.rt.grad_enabled
+        self.rt.grad_enabled = False
+        try:
+            out = self._saved_call(hook, hook.unpack, "unpack", {"x": self.wrap(packed)}, node,
+                                   sv.name if sv is not None else None, sv.tensor if sv is not None else None)
+        finally:
+            self.rt.grad_enabled = before
+        if not isinstance(out, Tensor):
+            raise ProblemError(hook.unpack.loc, "the unpack hook must return a tensor (what the node's backward uses)")
+        return out.value
+
+    def _saved_call(self, hook, expr, kind: str, env: dict, node, slot=None, tensor=None):
+        rt = self.rt
+        record = CallRecord(hook, kind, None, snapshot(env), node=node, phase=rt.phase, grads_then=self.grads_now(),
+                            saved=slot, tensor=tensor)
+        rt.log.append(record)
+        if hook.raises is not None:
+            record.raised = True
+            raise TorchError("RuntimeError", hook.raises, "hook_raised")
+        returned = Interp(rt, EnvScope(dict(env), f"the {kind} hook '{hook.label}'")).eval(expr)
+        record.returned = snapshot(returned)
+        return returned
+
+
+def as_values(returned, hook):
+    if returned is None:
+        return None
+    if isinstance(returned, tuple):
+        return tuple(_value(r, hook) for r in returned)
+    return _value(returned, hook)
+
+
+def _value(v, hook):
+    if v is None:
+        return None
+    if isinstance(v, Tensor):
+        return v.value
+    if isinstance(v, tuple):
+        raise ProblemError(hook.returns.loc, "nested tuples are not valid hook results")
+    # a plain Python number: PyTorch would reject it as a gradient
+    raise ProblemError(hook.returns.loc, "the hook returns a plain number; PyTorch expects a tensor "
+                                         "(write e.g. grad * 0 + 1)")

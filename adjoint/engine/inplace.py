@@ -1,0 +1,547 @@
+"""In-place ops, as PyTorch 2.13's autograd handles them.
+
+* the version counter (shared by a base, its views and ``detach()``-ed aliases) goes up;
+* on a tensor that is not a view: one node (the out-of-place op's, e.g. ``MulBackward0`` for
+  ``mul_``), whose first edge is the tensor's *previous* gradient edge; the tensor's
+  ``grad_fn`` becomes that node (``rebase_history``): hooks registered before stay on the
+  old node, the tensor's hook dict starts afresh, a ``retain_grad`` moves to the new node;
+* on a view: the base's history is rewritten instead: its new ``grad_fn`` is a ``CopySlices``
+  wrapping the op's node (whose hooks then never run: CopySlices calls it directly), and the
+  view's ``grad_fn`` is regenerated as ``AsStridedBackward0`` on top of it (other views of the
+  base regenerate theirs when next used);
+* an op whose derivative needs the original ``self`` clones it first (one more
+  ``sequence_nr``) and saves the clone;
+* PyTorch's refusals: a leaf that requires grad (or a view of one) under grad mode, and an
+  output of a custom Function (``BackwardHookFunction`` included: the inputs and output of a
+  module with full backward hooks) that is a view of its input.
+
+``x[idx] = v`` is ``x[idx].copy_(v)`` on the view indexing gives (a lone full slice writes
+into ``x`` itself), as ``THPVariable_setitem`` does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from adjoint.format.errors import Loc, ProblemError
+from adjoint.engine.graph import CopySlicesWrite, Edge, Node, SavedVariable, Tensor
+from adjoint.values.strides import contiguous_strides
+from adjoint.engine.ops import REGISTRY
+from adjoint.engine.runtime import TorchError
+
+#: ``t op= v`` for a tensor ``t``: Tensor.__iadd__ and friends (``@=`` is not in-place in torch).
+AUGMENTED = {"+": "add_", "-": "sub_", "*": "mul_", "/": "div_", "**": "pow_"}
+
+
+@dataclass(frozen=True)
+class InplaceMethod:
+    """An in-place Tensor method (add_, mul_, ...): the primitive it runs and the arguments it takes."""
+
+    name: str
+    prim: str | None                 # the primitive whose node the in-place op makes (None: chosen per call)
+    takes: tuple[str, ...]           # the argument names after self
+
+
+INPLACE_METHODS = {m.name: m for m in (
+    InplaceMethod("add_", None, ("other",)), InplaceMethod("sub_", None, ("other",)),
+    InplaceMethod("mul_", "mul", ("other",)), InplaceMethod("div_", "div", ("other",)),
+    InplaceMethod("pow_", None, ("exponent",)), InplaceMethod("neg_", "neg", ()),
+    InplaceMethod("relu_", "relu", ()), InplaceMethod("tanh_", "tanh", ()), InplaceMethod("sigmoid_", "sigmoid", ()),
+    InplaceMethod("exp_", "exp", ()), InplaceMethod("log_", "log", ()), InplaceMethod("sin_", "sin", ()),
+    InplaceMethod("cos_", "cos", ()), InplaceMethod("sqrt_", "sqrt", ()), InplaceMethod("abs_", "abs", ()),
+    InplaceMethod("copy_", "copy_", ("src",)), InplaceMethod("zero_", "zero_", ()),
+)}
+
+
+def call_inplace(rt, name: str, target: Tensor, args: list, kwargs: dict, loc: Loc):
+    """``target.name(*args)``, in place; returns ``target``."""
+    m = INPLACE_METHODS[name]
+    if kwargs:
+        raise ProblemError(loc, f"Tensor.{name}() takes no keyword arguments here")
+    if len(args) != len(m.takes):
+        raise ProblemError(loc, f"Tensor.{name}() takes {len(m.takes)} argument(s) ({', '.join(m.takes) or 'none'}), "
+                                f"got {len(args)}: PyTorch raises TypeError")
+    for a in args:
+        if not isinstance(a, (Tensor, Fraction)) or isinstance(a, bool):
+            raise ProblemError(loc, f"Tensor.{name}() needs a tensor or a number, got {type(a).__name__}")
+    if name in ("add_", "sub_"):
+        other = args[0]
+        return apply_inplace(rt, "add" if name == "add_" else "sub", target, [other], None, loc)
+    if name == "pow_":
+        e = args[0]
+        if isinstance(e, Tensor):
+            return apply_inplace(rt, "pow_tensor", target, [e], None, loc)
+        return apply_inplace(rt, "pow_scalar", target, [], e, loc)
+    if name == "copy_" and isinstance(args[0], Fraction):
+        args = [rt.wrapped_number(args[0])]
+    return apply_inplace(rt, m.prim, target, list(args), None, loc)
+
+
+def _whole(shape: tuple, items: list) -> bool:
+    """Do ``items`` (slices and ``...`` only) cover every element of a tensor of ``shape``?"""
+    if any(not (isinstance(i, slice) or i is Ellipsis) for i in items) or sum(i is Ellipsis for i in items) > 1:
+        return False
+    dims = [i for i in items if i is not Ellipsis]
+    if len(dims) > len(shape):
+        return False
+    at = 0
+    for i in items:
+        if i is Ellipsis:
+            at += len(shape) - len(dims)
+            continue
+        # as applySlice tests it: the start as written (a negative one is not normalized first)
+        if i.step not in (None, 1) or (i.start or 0) != 0 or (i.stop is not None and i.stop < shape[at]):
+            return False
+        at += 1
+    return True
+
+
+def setitem(rt, x, items: list, value, loc: Loc) -> None:
+    """``x[items] = value``: copy_ into the view indexing gives (x itself for a lone full slice)."""
+    from adjoint.engine.bindings.views import getitem
+    if not isinstance(x, Tensor):
+        raise ProblemError(loc, "only tensors support index assignment here")
+    if isinstance(value, Fraction):
+        value = rt.tensor(rt.B.scalar(value), dtype=x.dtype)
+    if not isinstance(value, Tensor):
+        raise ProblemError(loc, "index assignment needs a tensor or a number on the right")
+    # set_item's applySlicing skips a slice over a whole dimension (applySlice's optimization,
+    # not disabled for assignment): when every item is one (or ...), the write goes into x itself
+    target = x if _whole(x.shape, items) else getitem(rt, x, items, loc, lone=False)
+    apply_inplace(rt, *_copy_to(rt, target, value, loc), loc)
+
+
+def _copy_to(rt, dst: Tensor, src: Tensor, loc: Loc) -> tuple:
+    """set_item's ``copy_to`` (torch/csrc/autograd/python_variable_indexing.cpp): the same sizes
+    are a plain ``copy_``; else a value without dimensions (a number, a 0-d tensor) is ``fill_``
+    (FillBackward3); else the value is first viewed without its leading size-1 dimensions
+    (``slicePrefix1sSize``: a ViewBackward0, even when nothing is dropped) and expanded to the
+    destination's sizes when they still differ (``expand_inplace``: an ExpandBackward0). Returns
+    the in-place primitive, its target and its operands."""
+    from adjoint.engine.bindings.views import view
+    from adjoint.engine.ops.views import expand_shape
+    if src.shape == dst.shape:
+        return "copy_", dst, [src], None
+    if not src.shape:
+        return "fill_", dst, [src], None
+    kept = list(src.shape)
+    while kept and kept[0] == 1:
+        kept.pop(0)
+    src = view(rt, src, tuple(kept), loc)
+    if src.shape != dst.shape:
+        lead = len(dst.shape) - len(src.shape)
+        if lead < 0:
+            why = (f"the number of sizes provided ({len(dst.shape)}) must be greater or equal to the number of "
+                   f"dimensions in the tensor ({len(src.shape)})")
+        else:
+            bad = next((i for i, n in enumerate(src.shape) if n not in (1, dst.shape[lead + i])), None)
+            why = None if bad is None else (f"the expanded size of the tensor ({dst.shape[lead + bad]}) must match "
+                                            f"the existing size ({src.shape[bad]}) at non-singleton dimension "
+                                            f"{lead + bad}")
+        if why is not None:
+            raise ProblemError(loc, f"a value of shape {list(src.shape)} does not fit the indexed part, of shape "
+                                    f"{list(dst.shape)} (PyTorch raises RuntimeError: {why}); give a value that "
+                                    f"broadcasts to {list(dst.shape)}")
+        src = rt.apply("expand", [src], expand_shape([src.shape], dst.shape, loc), loc)
+    return "copy_", dst, [src], None
+
+
+# ----------------------------------------------------------------------------- the in-place kernel
+
+def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc) -> Tensor:
+    op = REGISTRY[prim]
+    ts = [target] + [x if isinstance(x, Tensor) else rt.wrapped_number(x) for x in others]
+    out_shape = op.shape([t.shape for t in ts], params, loc)
+    if tuple(out_shape) != target.shape:
+        raise ProblemError(loc, f"output with shape {list(target.shape)} doesn't match the broadcast shape "
+                                f"{list(out_shape)}: PyTorch raises RuntimeError")
+    rg_in = [t.needs_grad for t in ts]
+    make_node = rt.grad_enabled and any(rg_in)
+    # check_inplace(self, requires_grad): only when the op records, or writes into a view of a
+    # tensor that requires grad (PyTorch's view then requires grad even when made under no_grad)
+    if rt.grad_enabled and (any(rg_in) or (target.is_view and target.grad_base.requires_grad)):
+        check_inplace_allowed(target)
+    view = target.is_view
+    seq = rt._new_seq() if make_node else None   # the node before its edges (see Runtime.apply)
+    # collect_next_edges runs only when the op records: under no_grad a stale view's grad_fn is
+    # not read (not regenerated, and a view PyTorch forbids to regenerate does not raise)
+    old_edge = gradient_edge_now(rt, target) if make_node and target.needs_grad else None
+    node = None
+    if make_node:
+        edges = [old_edge] + [rt.gradient_edge(t) if t.needs_grad else None for t in ts[1:]]
+        node = rt.new_node(op.node, edges, op, params, ts, loc, seq)
+        save_inputs(rt, node, op, ts)
+    rt.check_dtypes(op, ts, params)
+    numbers = [x for x in others if not isinstance(x, Tensor)]
+    others = [] if op.clones_aliased_value else ts[1:]
+    check_overlap(target, others, op.checks_internal_overlap)
+    refuse_order_dependent(target, others, loc)
+    if target.dtype != rt.dtype:
+        check_cast(rt, prim, target, ts[1:], numbers, params, loc)
+    values = [t.value for t in ts]
+    base_before = target.grad_base.value if view else None
+    new_value = rt.B.after_op(op, values, params, op.forward(rt.B, values, params), loc, rt.active)
+    write(rt, target, new_value)
+    rt.record(prim, ts, [target], params, node, loc, values)
+    if node is not None:
+        node.outputs = [(target.shape, target.dtype)]
+        node.output_values = [new_value]
+        if view:
+            rebase_view(rt, target, node, loc, base_before)
+        else:
+            rebase(target, node)
+        for s in op.saves:
+            if s.what == "out":
+                save_one(rt, node, s.name, target, True, target.grad_fn if view else None)
+    return target
+
+
+#: in-place arithmetic whose result type TensorIterator computes (then casts into the written tensor)
+_ARITH = ("add", "sub", "mul", "div", "pow_tensor", "pow_scalar")
+_TYPE_NAME = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}
+
+
+def check_cast(rt, prim: str, target: Tensor, operands: list, numbers: list, params, loc: Loc) -> None:
+    """An in-place op into a bool or int64 tensor: TensorIterator's common dtype must cast to the
+    written tensor's ("result type Float can't be cast to the desired output type Bool"). A float
+    tensor operand makes it that float type; a Python float (or pow_'s fractional exponent) the
+    default dtype, float32; true division always a float; an int64 operand or a Python integer
+    written into a bool tensor int64. What is left (bool or int64 arithmetic whose result fits) is
+    integer arithmetic, not modelled."""
+    if prim in _ARITH:
+        if prim == "pow_scalar":
+            numbers = [params]
+        result = None
+        floats = [t.dtype for t in operands if not t.wrapped and t.dtype not in ("int64", "bool")]
+        if floats:
+            result = floats[0]
+        elif any(Fraction(n).denominator != 1 for n in numbers) or prim == "div":
+            result = "float32"
+        elif target.dtype == "bool" and (numbers or any(t.dtype == "int64" for t in operands if not t.wrapped)):
+            result = "int64"
+        if result is not None:
+            raise TorchError("RuntimeError", f"result type {_TYPE_NAME[result]} can't be cast to the desired output "
+                                             f"type {_TYPE_NAME[target.dtype]}", "dtype")
+    raise ProblemError(loc, f"{prim} written in place into a {target.dtype} tensor is not modelled (integer and bool "
+                            "arithmetic); compute in a float tensor")
+
+
+_MULTI = ("This view is the output of a function that returns multiple views. Such functions do not allow the "
+          "output views to be modified inplace. You should replace the inplace operation by an out-of-place one.")
+
+
+_CUSTOM = ("This view was created inside a custom Function (or because an input was returned as-is) and the "
+           "autograd logic to handle view+inplace would override the custom backward associated with the custom "
+           "Function, leading to incorrect gradients. This behavior is forbidden. You can fix this by cloning the "
+           "output of the custom Function.")
+_NO_GRAD = ("Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by moving "
+            "both the view and the inplace either both inside the no_grad block (if you don't want the inplace to be "
+            "tracked) or both outside (if you want the inplace to be tracked).")
+
+
+def rebase_message(t: Tensor, indirect: bool) -> str:
+    """handle_view_on_rebase's message for a view PyTorch forbids to modify (directly, or
+    ``indirect``: through its base or another view): the view's own node names it when it has
+    one, a view without one (made under no_grad, or of a tensor that does not require grad)
+    "was created in no_grad mode"; the tail says why, by the view's creation kind."""
+    kind = t.creation[0]
+    name = t.creation[1] if len(t.creation) > 1 else None
+    modified = "its base or another view of its base has been" if indirect else "is being"
+    has_fn = t.grad_fn is not None
+    if kind == "no_grad" or not has_fn:
+        prefix = (f"Output {t.output_nr} of {name} is a view of a view which was created in" if has_fn and name
+                  else "A view was created in")
+        msg = f"{prefix} no_grad mode and {modified} modified inplace with grad mode enabled."
+    else:
+        msg = f"Output {t.output_nr} of {name} is a view and {modified} modified inplace."
+    return f"{msg} {_MULTI if kind == 'multi' else _CUSTOM if kind == 'custom' else _NO_GRAD}"
+
+
+def check_inplace_allowed(t: Tensor) -> None:
+    if t.creation and t.creation[0] in ("custom", "multi", "no_grad"):
+        raise TorchError("RuntimeError", rebase_message(t, False), "view_inplace")
+    if t.is_leaf and t.requires_grad and not t.is_view:
+        raise TorchError("RuntimeError", "a leaf Variable that requires grad is being used in an in-place operation.",
+                         "leaf_inplace")
+    if t.is_view and t.grad_base.is_leaf and t.grad_base.requires_grad:
+        raise TorchError("RuntimeError", "a view of a leaf Variable that requires grad is being used in an in-place "
+                                         "operation.", "leaf_inplace")
+    # check_inplace's last test reads is_leaf (grad_fn_ == nullptr) without making a view's grad_fn:
+    # a view made while its base did not require grad has none until something asks for it (an op
+    # using the view, .grad_fn), even once the base requires grad: PyTorch calls it a leaf here
+    if t.is_view and t.grad_fn is None and t.needs_grad:
+        raise TorchError("RuntimeError", "a leaf Variable that requires grad is being used in an in-place operation.",
+                         "leaf_inplace")
+
+
+def _dense(t: Tensor) -> bool:
+    """is_non_overlapping_and_dense: the strides, sorted, are the running products of the sizes."""
+    strides = t.strides or contiguous_strides(t.shape)
+    if any(d == 0 for d in t.shape):
+        return True
+    expected = 1
+    for st, d in sorted((st, d) for d, st in zip(t.shape, strides) if d != 1):
+        if st != expected:
+            return False
+        expected *= d
+    return True
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+_OVERLAP = "Please clone() the tensor before performing the operation."
+
+
+def check_overlap(target: Tensor, inputs: list, internal: bool = True) -> None:
+    """TensorIterator's memory-overlap checks for an in-place write (after autograd recorded
+    the op): the written tensor may not have internal overlap (an expanded view; ``internal``
+    False: an op that does not check, zero_), and no input may overlap it partially
+    (get_overlap_status: both dense, same storage, intervals that meet but are not the same
+    tensor layout); an input that is the same tensor is fine."""
+    strides = target.strides or contiguous_strides(target.shape)
+    if internal and not _dense(target) and any(st == 0 and d > 1 for d, st in zip(target.shape, strides)):
+        raise TorchError("RuntimeError", "unsupported operation: more than one element of the written-to tensor "
+                                         f"refers to a single memory location. {_OVERLAP}", "overlap")
+    root = target.base if target.base is not None else target
+    n = _numel(target.shape)
+    for o in inputs:
+        if not isinstance(o, Tensor) or o is target or getattr(o, "wrapped", False):
+            continue
+        if (o.base if o.base is not None else o) is not root or n == 0 or _numel(o.shape) == 0:
+            continue
+        if not (_dense(target) and _dense(o)):
+            continue      # TooHard: PyTorch does not check
+        a0, a1 = target.offset, target.offset + n
+        b0, b1 = o.offset, o.offset + _numel(o.shape)
+        same = a0 == b0 and a1 == b1 and tuple(strides) == tuple(o.strides or contiguous_strides(o.shape))
+        if not same and a0 < b1 and b0 < a1:
+            raise TorchError("RuntimeError", "unsupported operation: some elements of the input tensor and the "
+                                             f"written-to tensor refer to a single memory location. {_OVERLAP}",
+                             "overlap")
+
+
+#: Largest written tensor whose addresses are compared with an aliasing operand's.
+ORDER_CHECK_ELEMENTS = 1_000_000
+
+
+def _addresses(t: Tensor, shape) -> "np.ndarray":
+    """Storage offset of each element of ``t`` broadcast to ``shape`` (row-major)."""
+    import numpy as np
+    strides = t.strides or contiguous_strides(t.shape)
+    lead = len(shape) - len(t.shape)
+    full = [0] * lead + [st if d != 1 else 0 for d, st in zip(t.shape, strides)]
+    out = np.full(tuple(shape), t.offset, dtype=np.int64)
+    for axis, (d, st) in enumerate(zip(shape, full)):
+        if st:
+            view = [1] * len(shape)
+            view[axis] = d
+            out = out + (np.arange(d, dtype=np.int64) * st).reshape(view)
+    return out
+
+
+def refuse_order_dependent(target: Tensor, inputs: list, loc) -> None:
+    """An in-place op reading an operand that shares memory with what it writes, in a layout
+    PyTorch does not check (not both dense: get_overlap_status says TooHard) and where an
+    element is read from a place another element writes: PyTorch's result then depends on the
+    order its loop visits the elements (x.mul_(x.transpose(0, 2)) on a narrowed x reads
+    elements it already overwrote). adjoint refuses this one: no answer would be PyTorch's in
+    general (the order and the vector width are the kernel's)."""
+    import numpy as np
+    root = target.base if target.base is not None else target
+    n = _numel(target.shape)
+    if n == 0 or n > ORDER_CHECK_ELEMENTS:
+        return
+    written = None
+    for o in inputs:
+        if not isinstance(o, Tensor) or o is target or getattr(o, "wrapped", False):
+            continue
+        if (o.base if o.base is not None else o) is not root or _numel(o.shape) == 0:
+            continue
+        if written is None:
+            written = _addresses(target, target.shape)
+            writes = set(written.reshape(-1).tolist())
+        try:
+            read = np.broadcast_to(_addresses(o, o.shape), target.shape)
+        except ValueError:
+            continue
+        clash = (read != written) & np.isin(read, list(writes))
+        if clash.any():
+            raise ProblemError(loc, "this in-place op reads an operand that shares memory with the tensor it writes, "
+                                    "in a layout PyTorch does not check, so some elements are read after other "
+                                    "elements overwrote them and the result depends on PyTorch's loop order; clone() "
+                                    "the operand (adjoint does not predict this)")
+
+
+def gradient_edge_now(rt, t: Tensor) -> Edge:
+    return rt.gradient_edge(t)
+
+
+def save_inputs(rt, node: Node, op, ts: list) -> None:
+    """The op's saved inputs; ``self`` is the original value, cloned first (with grad on: one
+    more sequence_nr), since the op is about to overwrite it."""
+    need = [e is not None for e in node.edges]
+    for s in op.saves:
+        if s.what != "in" or (s.if_need is not None and not need[s.if_need]):
+            continue
+        t = ts[s.index]
+        if s.index == 0:
+            rt._new_seq()   # self.clone() runs with grad mode on: its node takes a sequence_nr
+            t = rt.tensor(t.value, t.requires_grad, dtype=t.dtype)
+        save_one(rt, node, s.name, t, False)
+
+
+def save_one(rt, node: Node, name: str, t: Tensor, is_output: bool, weak_grad_fn: Node | None = None) -> None:
+    sv = SavedVariable(name, t, t.version.value, is_output, t.value, weak_grad_fn=weak_grad_fn)
+    if rt.saved_hooks and not t.wrapped:
+        sv.hooks = rt.saved_hooks[-1]
+        sv.packed = rt.hooks_runner.pack(sv.hooks, t, node, name)
+    node.saved.append(sv)
+
+
+def write(rt, t: Tensor, value) -> None:
+    """Store ``value`` into ``t`` (through to its base for a view) and bump the shared version."""
+    if t.base is not None:
+        base = t.base
+        new_base = scatter_into(rt, base.value, t.view_ops, value)
+        t.version.value += 1
+        base.value = new_base
+        t.value = value
+    else:
+        t.version.value += 1
+        t.value = value
+
+
+def scatter_into(rt, base_value, chain, value):
+    """The base's value with the view ``chain`` of it replaced by ``value``."""
+    B = rt.B
+    if not chain:
+        return value
+    (opname, params, k, _), rest = chain[0], chain[1:]
+    op = REGISTRY[opname]
+    out = op.forward(B, [base_value], params)
+    piece = out[k] if isinstance(out, tuple) else out
+    new_piece = scatter_into(rt, piece, rest, value)
+    if opname == "expand":
+        # several elements of an expanded view are one element of its input: write by position
+        # (the written view has no internal overlap, checked before the write, so each input
+        # element is written at most once), as PyTorch's write through the memory does
+        return B.assign(base_value, _positions(B.shape(base_value), chain), value)
+    if op.scatter is None:
+        if opname in ("split", "split_with_sizes", "unbind"):
+            from adjoint.engine.ops.views import split_keys
+            key = split_keys(B.shape(base_value), params)[k] if opname != "unbind" else \
+                (slice(None),) * params + (k,)
+            return B.assign(base_value, key, new_piece)
+        raise ProblemError(None, f"writing through a {opname} view is not modelled")
+    return op.scatter(B, base_value, new_piece, params)
+
+
+def _positions(shape, chain) -> tuple:
+    """Which element of a tensor of ``shape`` each element of its view ``chain`` is, as a numpy
+    index key shaped like the view: the chain replayed on the elements' numbers (exact as
+    doubles: a tensor has far fewer than 2**53 elements)."""
+    from adjoint.values.backends.float64 import F64, Float64Backend
+    from adjoint.engine.runtime import view_value
+    numbers = F64(np.arange(_numel(shape), dtype=np.float64).reshape(tuple(shape)))
+    at = view_value(Float64Backend(), numbers, chain).a.astype(np.int64)
+    return np.unravel_index(at, tuple(shape))
+
+
+def rebase(t: Tensor, node: Node) -> None:
+    """rebase_history on a tensor that is not a view: its grad_fn becomes ``node``;
+    update_tensor_hooks_on_new_gradfn: the hook dict starts afresh, retain_grad moves along."""
+    old = t.grad_fn
+    t.grad_fn = node
+    t.output_nr = 0
+    t.requires_grad = True
+    t.is_leaf = False
+    t.backward_hooks = None
+    if t.retains_grad and old is not None:
+        old.retains_grad_hooks.pop(0, None)
+        for nr, r in list(old.retains_grad_hooks.items()):
+            if r is t:
+                del old.retains_grad_hooks[nr]
+        node.retains_grad_hooks[0] = t
+
+
+def rebase_view(rt, view: Tensor, fn: Node, loc, base_before) -> None:
+    """The base's new grad_fn is CopySlices(base's old edge, fn); the view's grad_fn is
+    regenerated (AsStridedBackward0) at once, other views of the base when next used.
+    ``base_before``: the base's value before the write (for the record of the forward)."""
+    base = view.grad_base
+    base_edge = rt.gradient_edge(base) if base.requires_grad else None
+    edges = [base_edge] + list(fn.edges[1:])
+    copy = Node(rt._new_seq(), "torch::autograd::CopySlices", edges, kind="copyslices", params=(view, fn),
+                inputs=(base,) + tuple(fn.inputs[1:]), input_values=(base.value,) + tuple(fn.input_values[1:]),
+                module_call=rt.call_stack[-1] if rt.call_stack else None, loc=loc)
+    copy.outputs = [(base.shape, base.dtype)]
+    copy.output_values = [base.value]
+    rt.nodes.append(copy)
+    rt.record("copy_slices", (base,) + tuple(fn.inputs[1:]), [base], CopySlicesWrite(view.grad_view_ops, fn.op.name,
+                                                                                     fn.params),
+              copy, loc, (base_before,) + tuple(fn.input_values[1:]))
+    rebase(base, copy)
+    regenerate(rt, view)
+
+
+def regenerate(rt, view: Tensor) -> None:
+    """VariableHooks::grad_fn for a view whose base changed since its grad_fn was made:
+    a fresh AsStridedBackward0 on the base's current history."""
+    from adjoint.engine.ops.views import AsStrided
+    base = view.grad_base
+    old = view.grad_fn
+    spec = AsStrided(view.shape, view.strides, view.offset, view.grad_view_ops)
+    node = rt.new_node("AsStridedBackward0", [rt.gradient_edge(base)], REGISTRY["as_strided"], spec, [base], None)
+    node.outputs = [(view.shape, view.dtype)]
+    node.output_values = [view.value]
+    rt.record("as_strided", [base], [view], spec, node, None)
+    view.grad_fn = node
+    view.output_nr = 0
+    view.requires_grad = True
+    view.is_leaf = False
+    view.view_version = view.version.value
+    view.backward_hooks = None
+    if view.retains_grad and old is not None:
+        for nr, r in list(old.retains_grad_hooks.items()):
+            if r is view:
+                del old.retains_grad_hooks[nr]
+        node.retains_grad_hooks[0] = view
+
+
+def stale(t: Tensor) -> bool:
+    """Reading ``t.grad_fn`` makes a new one: a view whose base was written in place since its
+    grad_fn was made (or since it was made without one), while the base requires grad."""
+    return t.is_view and t.grad_base.requires_grad and t.view_version != t.version.value
+
+
+def refresh(rt, t: Tensor) -> None:
+    """A view of a base that was modified in place since its grad_fn was made gets a new one
+    when next used (as ``t.grad_fn`` does in PyTorch); a piece of a multi-output view op
+    cannot, and PyTorch raises."""
+    if not stale(t):
+        return
+    # handle_view_on_rebase(indirect=true): only a view made as a plain view may be regenerated
+    if t.creation and t.creation[0] in ("custom", "multi", "no_grad"):
+        raise TorchError("RuntimeError", rebase_message(t, True), "view_inplace")
+    regenerate(rt, t)
+
+
+def copy_slices_backward(rt, node: Node, g, need: list, fn_vjp) -> list:
+    """CopySlices's backward: the base's gradient ``g``, with the written view's part replaced by
+    what the in-place op's node gives for it (``fn_vjp(fn, grads, need)``: called directly, so
+    the node's own hooks do not run); its other inputs' gradients as that node gives them."""
+    from adjoint.engine.runtime import view_value
+    B = rt.B
+    view, fn = node.params
+    grad_slice = view_value(B, g, view.grad_view_ops)
+    res = fn_vjp(fn, [grad_slice], [True] + list(need[1:]))
+    result = scatter_into(rt, g, view.grad_view_ops, res[0] if res[0] is not None else B.zeros(view.shape))
+    return [result] + list(res[1:])

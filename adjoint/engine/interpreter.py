@@ -1,0 +1,322 @@
+"""The interpreter of problem-file programs: forwards, the loss, hook bodies (never ``eval``).
+
+It walks :mod:`adjoint.format.syntax` records with Python's own semantics (argument binding,
+``x[i] += v`` as get, in-place add, set; tuple unpacking; ``with no_grad():``) and hands every
+operator, function, method and index to the runtime through :mod:`adjoint.engine.bindings`, so each
+becomes exactly the ops PyTorch would run. Values are runtime
+:class:`~adjoint.engine.graph.Tensor` objects, Python numbers (``Fraction``), strings, booleans,
+tuples, dicts (a hook's ``kwargs``) and None. Names are resolved by a *scope*:
+:class:`EnvScope` for a hook's arguments; the module and loss scopes live in
+:mod:`adjoint.engine.forward`, which knows the model.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Protocol
+
+from adjoint.format import syntax as S
+from adjoint.format.errors import Loc, ProblemError
+from adjoint.engine.bindings import FUNCTION_NAMES, FUNCTIONS, METHODS, call_function, describe
+from adjoint.engine.bindings.core import binary, neg
+from adjoint.engine.bindings.views import attribute, getitem
+from adjoint.engine.graph import Tensor
+from adjoint.engine.inplace import INPLACE_METHODS, AUGMENTED, call_inplace, setitem
+
+
+class Scope(Protocol):
+    assigning: str | None            # the name the statement being run assigns (for error messages)
+
+    def lookup(self, name: str, loc: Loc): ...
+    def call(self, name: str, args: list, kwargs: dict, loc: Loc): ...
+    def assign(self, name: str, value, loc: Loc) -> None: ...
+
+
+class EnvScope:
+    """Names from a dict: a hook's arguments, or a custom backward formula's inputs."""
+
+    assigning = None
+
+    def __init__(self, env: dict, what: str):
+        self.env = env
+        self.what = what
+
+    def lookup(self, name, loc):
+        if name in self.env:
+            return self.env[name]
+        raise ProblemError(loc, f"unknown name '{name}' in {self.what}; available: {', '.join(self.env)}")
+
+    def call(self, name, args, kwargs, loc):
+        raise ProblemError(loc, f"unknown function '{name}' in {self.what}{suggest_function(name)}")
+
+    def assign(self, name, value, loc):
+        self.env[name] = value
+
+
+def suggest_function(name: str) -> str:
+    """The rest of an unknown-function message: a close name, or that PyTorch has it but adjoint does not model it."""
+    import difflib
+
+    from adjoint.format.torch_names import is_function
+    if is_function(name):
+        return f": '{name}' is a PyTorch function adjoint does not model yet"
+    close = difflib.get_close_matches(name, FUNCTION_NAMES, n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def check_prefix(e: S.Call) -> None:
+    """``torch.X`` / ``F.X``: the name must exist in that namespace of PyTorch."""
+    from adjoint.format.torch_names import in_namespace
+    if not in_namespace(e.prefix, e.func):
+        space = "torch" if e.prefix == "torch." else "torch.nn.functional"
+        raise ProblemError(e.loc, f"PyTorch has no {e.prefix}{e.func} ({space} has no '{e.func}'); write "
+                                  f"{e.func}(...) without the prefix, or a function the prefix has")
+
+
+class Interp:
+    def __init__(self, rt, scope: Scope):
+        self.rt = rt
+        self.scope = scope
+
+    # ------------------------------------------------------------------ statements
+    def run(self, program) -> object:
+        """Run statements; returns the value of a ``return`` (None when there is none)."""
+        for stmt in program:
+            if isinstance(stmt, S.Return):
+                return self.eval(stmt.value)
+            self.execute(stmt)
+        return None
+
+    def execute(self, stmt: S.Stmt) -> None:
+        if isinstance(stmt, S.Assign):
+            if isinstance(stmt.target, S.Subscript):
+                target = self.eval(stmt.target.value)
+                setitem(self.rt, target, self.index_items(stmt.target), self.eval(stmt.value), stmt.loc)
+                return
+            if isinstance(stmt.target, S.Name):
+                self.scope.assigning = stmt.target.id
+            value = self.eval(stmt.value)
+            self.scope.assigning = None
+            self.bind(stmt.target, value, stmt.loc)
+            return
+        if isinstance(stmt, S.AugAssign):
+            self.augmented(stmt)
+            return
+        if isinstance(stmt, S.ExprStmt):
+            self.eval(stmt.value)
+            return
+        if isinstance(stmt, S.With):
+            before = self.rt.grad_enabled
+            self.rt.grad_enabled = stmt.mode == "enable_grad"
+            try:
+                for inner in stmt.body:
+                    self.execute(inner)
+            finally:
+                self.rt.grad_enabled = before
+            return
+        raise ProblemError(stmt.loc, f"'{S.stmt_source(stmt)}' is not supported here")
+
+    def bind(self, target: S.Expr, value, loc: Loc) -> None:
+        if isinstance(target, S.Name):
+            self.scope.assign(target.id, value, loc)
+            return
+        if isinstance(target, S.Tup):
+            if not isinstance(value, tuple):
+                raise ProblemError(loc, f"cannot unpack {describe(value)}: Python raises TypeError")
+            if len(value) != len(target.items):
+                raise ProblemError(loc, f"{len(target.items)} names to unpack {len(value)} values: Python raises "
+                                        "ValueError (not enough / too many values to unpack)")
+            for t, v in zip(target.items, value):
+                self.bind(t, v, loc)
+            return
+        raise ProblemError(loc, f"cannot assign to '{S.to_source(target)}'")
+
+    def augmented(self, stmt: S.AugAssign) -> None:
+        """``t op= v`` with Python's semantics: Tensor.__iadd__ and friends are in-place;
+        ``x[i] op= v`` is get, in-place op on the view, then set. The target is evaluated before
+        ``v`` (CPython: BINARY_SUBSCR, then the right-hand side): ``x[i]`` is made, or raises,
+        before anything ``v`` computes."""
+        if isinstance(stmt.target, S.Subscript):
+            base = self.eval(stmt.target.value)
+            items = self.index_items(stmt.target)
+            current = self.subscript_of(base, items, stmt.target)
+            value = self.eval(stmt.value)
+            result = self.apply_augmented(current, stmt.op, value, stmt.loc)
+            setitem(self.rt, base, items, result, stmt.loc)
+            return
+        current = self.eval(stmt.target)
+        value = self.eval(stmt.value)
+        result = self.apply_augmented(current, stmt.op, value, stmt.loc)
+        if result is not current:
+            self.scope.assign_again(stmt.target.id, result, stmt.loc)
+
+    def apply_augmented(self, current, op: str, value, loc: Loc):
+        if isinstance(current, Tensor) and op in AUGMENTED:
+            return call_inplace(self.rt, AUGMENTED[op], current, [value], {}, loc)
+        return binary(self.rt, op, self.operand_value(current, loc), self.operand_value(value, loc), loc)
+
+    def operand_value(self, v, loc):
+        if v is None or isinstance(v, (tuple, str, bool, dict)):
+            raise ProblemError(loc, f"unsupported operand: {describe(v)}")
+        return v
+
+    # ------------------------------------------------------------------ expressions
+    def eval(self, e: S.Expr):
+        if isinstance(e, S.Num):
+            return e.value
+        if isinstance(e, S.Str):
+            return e.value
+        if isinstance(e, S.Bool):
+            return e.value
+        if isinstance(e, S.NoneLit):
+            return None
+        if isinstance(e, S.EllipsisLit):
+            return Ellipsis
+        if isinstance(e, S.Name):
+            return self.scope.lookup(e.id, e.loc)
+        if isinstance(e, S.Tup):
+            return tuple(self.eval(i) for i in e.items)
+        if isinstance(e, S.ListLit):
+            return tuple(self.eval(i) for i in e.items)
+        if isinstance(e, S.DictLit):
+            return {k: self.eval(v) for k, v in e.items}
+        if isinstance(e, S.Subscript):
+            return self.subscript_of(self.eval(e.value), self.index_items(e), e)
+        if isinstance(e, (S.Bin, S.Neg)):
+            return self.operators(e)
+        if isinstance(e, S.Call):
+            args = [self.eval(a) for a in e.args]
+            kwargs = {k: self.eval(v) for k, v in e.kwargs}
+            if e.prefix:
+                check_prefix(e)
+            if e.func in FUNCTIONS and not (e.prefix == "" and self.is_child(e.func)):
+                self.check_tensor_args(e, args)
+                return call_function(self.rt, e.func, args, kwargs, e.loc)
+            return self.scope.call(e.func, args, kwargs, e.loc)
+        if isinstance(e, S.Method):
+            obj = self.eval(e.obj)
+            args = [self.eval(a) for a in e.args]
+            kwargs = {k: self.eval(v) for k, v in e.kwargs}
+            return self.method(obj, e, args, kwargs)
+        if isinstance(e, S.Attr):
+            obj = self.eval(e.obj)
+            if not isinstance(obj, Tensor):
+                raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is {describe(obj)}, which has no attribute "
+                                          f"'{e.name}'")
+            try:
+                return attribute(self.rt, obj, e.name, e.loc)
+            except KeyError:
+                raise ProblemError(e.loc, f"the tensor attribute '{e.name}' is not modelled; use .T, .mT, .shape, "
+                                          ".ndim") from None
+        raise ProblemError(e.loc, f"'{S.to_source(e)}' is not supported here")
+
+    def operators(self, root: S.Expr):
+        """A tree of operators, evaluated without recursion (a 1,000-term sum is a 1,000-deep
+        tree), left operand first, as Python does."""
+        stack = [(root, False)]
+        values: list = []
+        while stack:
+            node, ready = stack.pop()
+            if isinstance(node, S.Bin):
+                if not ready:
+                    stack += [(node, True), (node.right, False), (node.left, False)]
+                    continue
+                b = self.operand(values.pop(), node.right, node.op)
+                a = self.operand(values.pop(), node.left, node.op)
+                values.append(binary(self.rt, node.op, a, b, node.loc))
+            elif isinstance(node, S.Neg):
+                if not ready:
+                    stack += [(node, True), (node.operand, False)]
+                    continue
+                values.append(neg(self.rt, self.operand(values.pop(), node.operand, "unary -"), node.loc))
+            else:
+                values.append(self.eval(node))
+        return values[0]
+
+    def is_child(self, name: str) -> bool:
+        check = getattr(self.scope, "has_child", None)
+        return bool(check and check(name))
+
+    def check_tensor_args(self, e: S.Call, args: list) -> None:
+        """v1's wording for a whitelisted one-tensor function handed something else."""
+        fn = FUNCTIONS[e.func]
+        if args and fn.params and fn.params[0].kind == "tensor" and not isinstance(args[0], Tensor):
+            got = "None" if args[0] is None else ("a tuple" if isinstance(args[0], tuple) else "a number")
+            raise ProblemError(e.args[0].loc, f"{e.func}() needs a tensor, got {got}: PyTorch raises TypeError "
+                                              f"({e.func}(): argument '{fn.params[0].name}' must be Tensor)")
+
+    def method(self, obj, e: S.Method, args: list, kwargs: dict):
+        if e.operator:
+            self.check_comparison(obj, e, args)
+        if not isinstance(obj, Tensor):
+            raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is {describe(obj)}, which has no method '{e.name}'")
+        if e.name in INPLACE_METHODS:
+            return call_inplace(self.rt, e.name, obj, args, kwargs, e.loc)
+        if e.name in METHODS:
+            return call_function(self.rt, e.name, args, kwargs, e.loc, method_of=obj)
+        from adjoint.format.torch_names import is_tensor_member
+        if is_tensor_member(e.name):
+            raise ProblemError(e.loc, f"Tensor.{e.name} is a PyTorch method adjoint does not model yet")
+        raise ProblemError(e.loc, f"tensors have no method '{e.name}'")
+
+    def check_comparison(self, obj, e: S.Method, args: list) -> None:
+        """``a > b`` with None on a side (a hook's argument with no gradient): Python raises
+        TypeError for an ordering; ``==`` / ``!=`` give a Python bool, not a tensor."""
+        for v, src in ((obj, e.obj), (args[0], e.args[0])):
+            if v is None:
+                if e.operator in ("==", "!="):
+                    raise ProblemError(src.loc, f"'{S.to_source(src)}' is None here, so '{e.operator}' gives a Python "
+                                                f"bool ({e.operator == '!='}), not a tensor: not modelled; compare a "
+                                                "tensor")
+                raise ProblemError(src.loc, f"'{S.to_source(src)}' is None here, so '{e.operator}' fails: Python raises "
+                                            f"TypeError ('{e.operator}' not supported between instances of ... and "
+                                            "'NoneType')")
+
+    def index_items(self, e: S.Subscript) -> list:
+        items = []
+        for item in e.items:
+            if isinstance(item, S.Slice):
+                parts = [None if x is None else self.eval(x) for x in (item.lower, item.upper, item.step)]
+                for x, src in zip(parts, (item.lower, item.upper, item.step)):
+                    if x is not None and not (isinstance(x, Fraction) and x.denominator == 1):
+                        raise ProblemError(src.loc, "slice indices must be integers: Python raises TypeError")
+                items.append(slice(*[None if x is None else int(x) for x in parts]))
+            else:
+                v = self.eval(item)
+                if isinstance(v, str):
+                    items.append(v)
+                    continue
+                if isinstance(v, Fraction):
+                    if v.denominator != 1:
+                        raise ProblemError(item.loc, "indices must be integers: Python raises TypeError")
+                    v = int(v)
+                items.append(v)
+        return items
+
+    def subscript_of(self, v, items: list, e: S.Subscript):
+        if isinstance(v, tuple):
+            if len(items) != 1 or not isinstance(items[0], int):
+                raise ProblemError(e.loc, f"index a tuple with an integer, as in {S.to_source(e.value)}[0]")
+            index = items[0]
+            if not -len(v) <= index < len(v):
+                raise ProblemError(e.loc, f"index {index} is out of range: '{S.to_source(e.value)}' has {len(v)} "
+                                          f"entr{'y' if len(v) == 1 else 'ies'} (PyTorch: tuple index out of range)")
+            return v[index]
+        if isinstance(v, dict):
+            if len(items) != 1 or items[0] not in v:
+                raise ProblemError(e.loc, f"'{S.to_source(e.value)}' has no key {items[0]!r}")
+            return v[items[0]]
+        if isinstance(v, Tensor):
+            return getitem(self.rt, v, items, e.loc, lone=len(e.items) == 1)
+        raise ProblemError(e.loc, f"'{S.to_source(e.value)}' is {describe(v)}; only tuples and tensors can be indexed")
+
+    def operand(self, v, e: S.Expr, op: str):
+        if v is None:
+            raise ProblemError(e.loc, f"'{S.to_source(e)}' is None here, so '{op}' fails: PyTorch raises TypeError "
+                                      "(unsupported operand type NoneType)")
+        if isinstance(v, tuple):
+            raise ProblemError(e.loc, f"'{S.to_source(e)}' is a tuple; index it first, e.g. {S.to_source(e)}[0]")
+        if isinstance(v, (str, bool, dict)) or v is Ellipsis:
+            raise ProblemError(e.loc, f"'{S.to_source(e)}' is {describe(v)}, which '{op}' does not take")
+        return v
+

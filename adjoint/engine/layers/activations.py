@@ -1,0 +1,86 @@
+"""Built-in modules of the activations family: each forward as PyTorch's own.
+
+LeakyReLU, GELU, SiLU, ELU, Softplus, Softmax, LogSoftmax (torch/nn/modules/activation.py)
+call the functional form with the module's arguments, ``inplace`` included, so the nodes are
+the functions' (LeakyReluBackward1 for ``LeakyReLU(inplace=True)``, ...). Flatten and
+Unflatten (torch/nn/modules/flatten.py) call ``input.flatten`` / ``input.unflatten``.
+
+``Softmax()`` / ``LogSoftmax()`` without ``dim`` run F.softmax's legacy implicit dim (0 for
+0-, 1- and 3-d inputs, else 1), as PyTorch does (with a deprecation warning).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from adjoint.engine.bindings import call_function
+
+
+def _arg(c, name: str):
+    """A constructor argument as the expression language's values (ints as exact numbers)."""
+    v = c.arg(name)
+    if isinstance(v, int) and not isinstance(v, bool):
+        return Fraction(v)
+    if isinstance(v, tuple):
+        return tuple(Fraction(i) for i in v)
+    return v
+
+
+def _call(c, name: str, *args, **kwargs):
+    return call_function(c.rt, name, [c.args[0], *args], kwargs, c.module.loc)
+
+
+def leaky_relu_forward(c):
+    return _call(c, "leaky_relu", _arg(c, "negative_slope"), _arg(c, "inplace"))
+
+
+def gelu_forward(c):
+    return _call(c, "gelu", approximate=_arg(c, "approximate"))
+
+
+def silu_forward(c):
+    return _call(c, "silu", inplace=_arg(c, "inplace"))
+
+
+def elu_forward(c):
+    return _call(c, "elu", _arg(c, "alpha"), _arg(c, "inplace"))
+
+
+def softplus_forward(c):
+    return _call(c, "softplus", _arg(c, "beta"), _arg(c, "threshold"))
+
+
+def implicit_softmax_dim(ndim: int) -> int:
+    """F._get_softmax_dim: the legacy choice when no dim is given."""
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def _softmax(name: str):
+    def forward(c):
+        dim = _arg(c, "dim")
+        if dim is None:
+            dim = Fraction(implicit_softmax_dim(len(c.args[0].shape)))
+        return _call(c, name, dim)
+    forward.__name__ = f"{name}_forward"
+    return forward
+
+
+def flatten_forward(c):
+    return _call(c, "flatten", _arg(c, "start_dim"), _arg(c, "end_dim"))
+
+
+def unflatten_forward(c):
+    return _call(c, "unflatten", _arg(c, "dim"), _arg(c, "unflattened_size"))
+
+
+FORWARDS = {
+    "LeakyReLU": leaky_relu_forward,
+    "GELU": gelu_forward,
+    "SiLU": silu_forward,
+    "ELU": elu_forward,
+    "Softplus": softplus_forward,
+    "Softmax": _softmax("softmax"),
+    "LogSoftmax": _softmax("log_softmax"),
+    "Flatten": flatten_forward,
+    "Unflatten": unflatten_forward,
+}

@@ -1,0 +1,323 @@
+"""``nn.MultiheadAttention``'s forward, as torch 2.13 runs it on the CPU with autograd: the
+module's own ``forward`` (batch_first transposes, chosen by which of query, key and value are
+the same tensor) and ``F.multi_head_attention_forward``, step by step:
+
+* in-projection: one ``linear`` for self-attention, then ``unflatten(-1, (3, E))``,
+  ``unsqueeze(0)``, ``transpose(0, -2)``, ``squeeze(-2)``, ``contiguous()`` and three selects;
+  key is value: ``split([E, 2E])`` of weight and bias, two linears; otherwise ``chunk(3)`` and
+  three linears (separate ``q/k/v_proj_weight`` when ``kdim``/``vdim`` differ);
+* ``add_bias_kv``: ``cat`` of ``bias_k.repeat(1, N, 1)``; heads: ``view`` + ``transpose(0, 1)``;
+  ``add_zero_attn``: ``cat`` of zeros;
+* ``need_weights=True``: ``q * sqrt(1 / E)`` (E the head dim; an exact closed form where the
+  float is not exact), ``bmm`` (``baddbmm`` with a mask), ``softmax``, ``bmm``,
+  ``transpose``/``reshape``, ``linear``, ``view``; the weights ``view`` and ``mean(dim=1)``
+  (``average_attn_weights``);
+* ``need_weights=False``: ``scaled_dot_product_attention``, which on the CPU is one
+  ``ScaledDotProductFlashAttentionForCpuBackward0``, then ``permute``/``reshape``, ``linear``.
+
+Masks are float tensors (a problem file has no bool tensors), added to the scores; the fast
+path (``_native_multi_head_attention``) only runs when nothing needs a gradient, where it makes
+no node and computes the same values, so it needs no model of its own.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from adjoint.format.errors import Loc, ProblemError
+from adjoint.engine.bindings import call_function
+from adjoint.engine.graph import Tensor
+from adjoint.engine.ops.attention import SdpaSpec, mean_dims
+
+_OPTIONAL = ("key_padding_mask", "need_weights", "attn_mask", "average_attn_weights", "is_causal")
+_DEFAULTS = {"key_padding_mask": None, "need_weights": True, "attn_mask": None, "average_attn_weights": True,
+             "is_causal": False}
+
+
+class _Ops:
+    """The functions the composite calls, by PyTorch's names (through the function table)."""
+
+    def __init__(self, rt, loc: Loc):
+        self.rt = rt
+        self.loc = loc
+
+    def fn(self, name: str, *args, **kwargs):
+        return call_function(self.rt, name, [_number(a) for a in args], {k: _number(v) for k, v in kwargs.items()},
+                             self.loc)
+
+    def method(self, name: str, obj, *args, **kwargs):
+        return call_function(self.rt, name, [_number(a) for a in args], {k: _number(v) for k, v in kwargs.items()},
+                             self.loc, method_of=obj)
+
+    def linear(self, x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
+        """F.linear, as functions/core.linear runs it: a non-contiguous input of 3 or more dims
+        (batch_first's transposed query) skips the view/addmm path: at::matmul (which folds into
+        mm only when the weight requires grad or the input folds without a copy; a frozen
+        weight and a transposed input give expand + bmm), then ``add_(bias)`` in place."""
+        return self.fn("linear", x, w, b)
+
+    def scalar(self, value) -> Tensor:
+        """A Python float PyTorch wraps for an op (never saved, no edge), here its exact value."""
+        t = self.rt.tensor(value)
+        t.wrapped = True
+        return t
+
+
+def _number(v):
+    """A Python int as the expression language hands numbers to functions (exact Fractions)."""
+    if isinstance(v, bool) or isinstance(v, Tensor) or v is None:
+        return v
+    if isinstance(v, int):
+        return Fraction(v)
+    if isinstance(v, (tuple, list)):
+        return type(v)(_number(x) for x in v)
+    return v
+
+
+def _bind(c) -> dict:
+    names = ("query", "key", "value") + _OPTIONAL
+    if len(c.args) > len(names):
+        raise ProblemError(c.loc, f"MultiheadAttention takes at most {len(names)} arguments, got {len(c.args)}: "
+                                  "Python raises TypeError in forward()")
+    bound = dict(zip(names, c.args))
+    for k, v in c.kwargs.items():
+        if k not in names:
+            raise ProblemError(c.loc, f"MultiheadAttention.forward() got an unexpected keyword argument '{k}' (it "
+                                      f"takes {', '.join(names)}): Python raises TypeError")
+        if k in bound:
+            raise ProblemError(c.loc, f"MultiheadAttention.forward() got multiple values for argument '{k}'")
+        bound[k] = v
+    for k in ("query", "key", "value"):
+        if not isinstance(bound.get(k), Tensor):
+            raise ProblemError(c.loc, f"MultiheadAttention needs a tensor for '{k}'")
+    for k, default in _DEFAULTS.items():
+        bound.setdefault(k, default)
+        v = bound[k]
+        if k.endswith("mask"):
+            if v is not None and not isinstance(v, Tensor):
+                raise ProblemError(c.loc, f"MultiheadAttention: '{k}' must be a tensor or None")
+            if v is not None and v.dtype not in ("float32", "float64"):
+                raise ProblemError(c.loc, f"only bool and floating types of {k} are supported (PyTorch raises "
+                                          "AssertionError); give a float mask, added to the scores")
+        elif not isinstance(v, bool):
+            raise ProblemError(c.loc, f"MultiheadAttention: '{k}' must be True or False")
+    return bound
+
+
+def mha_forward(c):
+    """nn.MultiheadAttention.forward (the slow path): returns (attn_output, attn_weights or None)."""
+    a = _bind(c)
+    query, key, value = a["query"], a["key"], a["value"]
+    ops = _Ops(c.rt, c.loc)
+    batched = len(query.shape) == 3
+    if c.arg("batch_first") and batched:
+        if key is value:
+            if query is key:
+                query = key = value = ops.fn("transpose", query, 1, 0)
+            else:
+                query, key = (ops.fn("transpose", x, 1, 0) for x in (query, key))
+                value = key
+        else:
+            query, key, value = (ops.fn("transpose", x, 1, 0) for x in (query, key, value))
+    return attention_forward(c, ops, query, key, value, a)
+
+
+def _shape_check(query, key, value, kpm, mask, heads: int, loc: Loc) -> bool:
+    """F._mha_shape_check: batched (3-D) or unbatched (2-D) inputs, masks to match."""
+    q, k, v = len(query.shape), len(key.shape), len(value.shape)
+    if q == 3:
+        if k != 3 or v != 3:
+            raise ProblemError(loc, f"For batched (3-D) `query`, expected `key` and `value` to be 3-D but found {k}-D "
+                                    f"and {v}-D tensors respectively (PyTorch raises AssertionError)")
+        if kpm is not None and len(kpm.shape) != 2:
+            raise ProblemError(loc, "For batched (3-D) `query`, expected `key_padding_mask` to be `None` or 2-D but "
+                                    f"found {len(kpm.shape)}-D tensor instead (PyTorch raises AssertionError)")
+        if mask is not None and len(mask.shape) not in (2, 3):
+            raise ProblemError(loc, "For batched (3-D) `query`, expected `attn_mask` to be `None`, 2-D or 3-D but "
+                                    f"found {len(mask.shape)}-D tensor instead (PyTorch raises AssertionError)")
+        return True
+    if q == 2:
+        if k != 2 or v != 2:
+            raise ProblemError(loc, f"For unbatched (2-D) `query`, expected `key` and `value` to be 2-D but found "
+                                    f"{k}-D and {v}-D tensors respectively (PyTorch raises AssertionError)")
+        if kpm is not None and len(kpm.shape) != 1:
+            raise ProblemError(loc, "For unbatched (2-D) `query`, expected `key_padding_mask` to be `None` or 1-D but "
+                                    f"found {len(kpm.shape)}-D tensor instead (PyTorch raises AssertionError)")
+        if mask is not None:
+            if len(mask.shape) not in (2, 3):
+                raise ProblemError(loc, "For unbatched (2-D) `query`, expected `attn_mask` to be `None`, 2-D or 3-D "
+                                        f"but found {len(mask.shape)}-D tensor instead (PyTorch raises AssertionError)")
+            if len(mask.shape) == 3 and mask.shape != (heads, query.shape[0], key.shape[0]):
+                raise ProblemError(loc, f"Expected `attn_mask` shape to be {(heads, query.shape[0], key.shape[0])} "
+                                        f"but got {tuple(mask.shape)} (PyTorch raises AssertionError)")
+        return False
+    raise ProblemError(loc, f"query should be unbatched 2D or batched 3D tensor but received {q}-D query tensor "
+                            "(PyTorch raises AssertionError)")
+
+
+def _in_projection(c, ops: _Ops, query, key, value, e: int):
+    """F._in_projection_packed / F._in_projection."""
+    w, b = c.params.get("in_proj_weight"), c.params.get("in_proj_bias")
+    if w is not None:
+        if key is value:
+            if query is key:
+                proj = ops.linear(query, w, b)
+                proj = ops.fn("unflatten", proj, -1, (3, e))
+                proj = ops.fn("unsqueeze", proj, 0)
+                proj = ops.fn("transpose", proj, 0, -2)
+                proj = ops.fn("squeeze", proj, -2)
+                proj = ops.method("contiguous", proj)
+                return tuple(ops.fn("select", proj, 0, i) for i in range(3))
+            w_q, w_kv = ops.fn("split", w, [e, 2 * e])
+            b_q, b_kv = ops.fn("split", b, [e, 2 * e]) if b is not None else (None, None)
+            q_proj = ops.linear(query, w_q, b_q)
+            kv = ops.linear(key, w_kv, b_kv)
+            kv = ops.fn("unflatten", kv, -1, (2, e))
+            kv = ops.fn("unsqueeze", kv, 0)
+            kv = ops.fn("transpose", kv, 0, -2)
+            kv = ops.fn("squeeze", kv, -2)
+            kv = ops.method("contiguous", kv)
+            return q_proj, ops.fn("select", kv, 0, 0), ops.fn("select", kv, 0, 1)
+        w_q, w_k, w_v = ops.fn("chunk", w, 3)
+        b_q, b_k, b_v = ops.fn("chunk", b, 3) if b is not None else (None, None, None)
+        return ops.linear(query, w_q, b_q), ops.linear(key, w_k, b_k), ops.linear(value, w_v, b_v)
+    b_q, b_k, b_v = ops.fn("chunk", b, 3) if b is not None else (None, None, None)
+    wq, wk, wv = c.params["q_proj_weight"], c.params["k_proj_weight"], c.params["v_proj_weight"]
+    eq, ek, ev = query.shape[-1], key.shape[-1], value.shape[-1]
+    for name, wt, want in (("query", wq, (eq, eq)), ("key", wk, (eq, ek)), ("value", wv, (eq, ev))):
+        if tuple(wt.shape) != want:
+            raise ProblemError(c.loc, f"expecting {name} weights shape of {want}, but got {tuple(wt.shape)} (PyTorch "
+                                      "raises AssertionError)")
+    return ops.linear(query, wq, b_q), ops.linear(key, wk, b_k), ops.linear(value, wv, b_v)
+
+
+def attention_forward(c, ops: _Ops, query, key, value, a: dict):
+    """F.multi_head_attention_forward on the slow path."""
+    rt, loc = c.rt, c.loc
+    heads, e_check = c.arg("num_heads"), c.arg("embed_dim")
+    kpm, mask = a["key_padding_mask"], a["attn_mask"]
+    need_weights, is_causal = a["need_weights"], a["is_causal"]
+    batched = _shape_check(query, key, value, kpm, mask, heads, loc)
+    if not batched:
+        query, key, value = (ops.fn("unsqueeze", x, 1) for x in (query, key, value))
+        if kpm is not None:
+            kpm = ops.fn("unsqueeze", kpm, 0)
+    tgt, bsz, e = query.shape
+    src = key.shape[0]
+    if is_causal and mask is None:
+        raise ProblemError(loc, "Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
+                                "method `generate_square_subsequent_mask` to create this mask. (PyTorch raises "
+                                "RuntimeError)")
+    if is_causal and kpm is None and not need_weights:
+        mask = None
+    elif kpm is not None:
+        is_causal = False
+    if e != e_check:
+        raise ProblemError(loc, f"was expecting embedding dimension of {e_check}, but got {e} (PyTorch raises "
+                                "AssertionError)")
+    head_dim = e // heads
+    separate = c.params.get("in_proj_weight") is None
+    if separate and tuple(key.shape[:2]) != tuple(value.shape[:2]):
+        raise ProblemError(loc, f"key's sequence and batch dims {tuple(key.shape[:2])} do not match value's "
+                                f"{tuple(value.shape[:2])} (PyTorch raises AssertionError)")
+    if not separate and tuple(key.shape) != tuple(value.shape):
+        raise ProblemError(loc, f"key shape {tuple(key.shape)} does not match value shape {tuple(value.shape)} "
+                                "(PyTorch raises AssertionError)")
+    q, k, v = _in_projection(c, ops, query, key, value, e)
+    if mask is not None:
+        if len(mask.shape) == 2:
+            if tuple(mask.shape) != (tgt, src):
+                raise ProblemError(loc, f"The shape of the 2D attn_mask is {list(mask.shape)}, but should be "
+                                        f"{(tgt, src)}. (PyTorch raises RuntimeError)")
+            mask = ops.fn("unsqueeze", mask, 0)
+        elif tuple(mask.shape) != (bsz * heads, tgt, src):
+            raise ProblemError(loc, f"The shape of the 3D attn_mask is {list(mask.shape)}, but should be "
+                                    f"{(bsz * heads, tgt, src)}. (PyTorch raises RuntimeError)")
+    bias_k, bias_v = c.params.get("bias_k"), c.params.get("bias_v")
+    if bias_k is not None and bias_v is not None:
+        k = ops.fn("cat", (k, rt.apply("repeat", [bias_k], (1, bsz, 1), loc)))
+        v = ops.fn("cat", (v, rt.apply("repeat", [bias_v], (1, bsz, 1), loc)))
+        if mask is not None:
+            mask = rt.apply("constant_pad_nd", [mask], (0, 1), loc)
+        if kpm is not None:
+            kpm = rt.apply("constant_pad_nd", [kpm], (0, 1), loc)
+    q = ops.fn("transpose", ops.method("view", q, tgt, bsz * heads, head_dim), 0, 1)
+    k = ops.fn("transpose", ops.method("view", k, k.shape[0], bsz * heads, head_dim), 0, 1)
+    v = ops.fn("transpose", ops.method("view", v, v.shape[0], bsz * heads, head_dim), 0, 1)
+    if c.arg("add_zero_attn"):
+        zeros = rt.tensor(rt.B.zeros((bsz * heads, 1, head_dim)), dtype=k.dtype)
+        k = ops.fn("cat", (k, zeros), dim=1)
+        zeros = rt.tensor(rt.B.zeros((bsz * heads, 1, head_dim)), dtype=v.dtype)
+        v = ops.fn("cat", (v, zeros), dim=1)
+        if mask is not None:
+            mask = rt.apply("constant_pad_nd", [mask], (0, 1), loc)
+        if kpm is not None:
+            kpm = rt.apply("constant_pad_nd", [kpm], (0, 1), loc)
+    src = k.shape[1]
+    if kpm is not None:
+        if tuple(kpm.shape) != (bsz, src):
+            raise ProblemError(loc, f"Expected key_padded_mask.shape to be {(bsz, src)}, but got {tuple(kpm.shape)} "
+                                    "(PyTorch raises AssertionError)")
+        kpm = ops.method("view", kpm, bsz, 1, 1, src)
+        kpm = ops.method("expand", kpm, -1, heads, -1, -1)
+        kpm = ops.fn("reshape", kpm, bsz * heads, 1, src)
+        mask = kpm if mask is None else _add(rt, mask, kpm, loc)
+    if need_weights:
+        return _with_weights(c, ops, q, k, v, mask, tgt, bsz, src, e, heads, batched, a["average_attn_weights"])
+    return _with_sdpa(c, ops, q, k, v, mask, is_causal, tgt, bsz, src, e, heads, head_dim, batched)
+
+
+def _add(rt, x, y, loc):
+    """attn_mask + key_padding_mask (Tensor.__add__)."""
+    from adjoint.engine.bindings.core import binary
+    return binary(rt, "+", x, y, loc)
+
+
+def _with_weights(c, ops: _Ops, q, k, v, mask, tgt, bsz, src, e, heads, batched, average):
+    rt, loc = c.rt, c.loc
+    head_dim = q.shape[-1]
+    scale = ops.scalar(rt.B.sqrt(rt.B.scalar(Fraction(1, head_dim))))
+    q_scaled = rt.apply("mul", [q, scale], None, loc)
+    kt = ops.fn("transpose", k, -2, -1)
+    if mask is not None:
+        weights = rt.apply("baddbmm", [mask, q_scaled, kt], None, loc)
+    else:
+        weights = ops.fn("bmm", q_scaled, kt)
+    weights = ops.fn("softmax", weights, dim=-1)
+    out = ops.fn("bmm", weights, v)
+    out = ops.fn("reshape", ops.fn("transpose", out, 0, 1), tgt * bsz, e)
+    out = ops.linear(out, c.params["out_proj.weight"], c.params.get("out_proj.bias"))
+    out = ops.method("view", out, tgt, bsz, out.shape[1])
+    weights = ops.method("view", weights, bsz, heads, tgt, src)
+    if average:
+        weights = rt.apply("mean_dim", [weights], mean_dims(4, 1, False, loc), loc)
+    if not batched:
+        out = ops.fn("squeeze", out, 1)
+        weights = ops.fn("squeeze", weights, 0)
+    return _batch_first_out(c, ops, out, batched), weights
+
+
+def _with_sdpa(c, ops: _Ops, q, k, v, mask, is_causal, tgt, bsz, src, e, heads, head_dim, batched):
+    rt, loc = c.rt, c.loc
+    if mask is not None:
+        if mask.shape[0] == 1 and len(mask.shape) == 3:
+            mask = ops.fn("unsqueeze", mask, 0)
+        else:
+            mask = ops.method("view", mask, bsz, heads, -1, src)
+    q = ops.method("view", q, bsz, heads, tgt, head_dim)
+    k = ops.method("view", k, bsz, heads, src, head_dim)
+    v = ops.method("view", v, bsz, heads, src, head_dim)
+    out, _ = rt.apply("sdpa_flash_cpu", [q, k, v, mask], SdpaSpec(head_dim, is_causal), loc)
+    out.strides = q.strides   # the CPU kernel lays its output out like the query
+    out = ops.fn("reshape", ops.fn("permute", out, (2, 0, 1, 3)), bsz * tgt, e)
+    out = ops.linear(out, c.params["out_proj.weight"], c.params.get("out_proj.bias"))
+    out = ops.method("view", out, tgt, bsz, out.shape[1])
+    if not batched:
+        out = ops.fn("squeeze", out, 1)
+    return _batch_first_out(c, ops, out, batched), None
+
+
+def _batch_first_out(c, ops: _Ops, out, batched: bool):
+    if c.arg("batch_first") and batched:
+        return ops.fn("transpose", out, 1, 0)
+    return out

@@ -1,0 +1,110 @@
+"""Built-in modules of the nn family: each forward as PyTorch's own (torch/nn/modules/conv.py,
+pooling.py, batchnorm.py, normalization.py, dropout.py, sparse.py), calling the same
+functions so the same nodes appear. MultiheadAttention is in :mod:`.attention`.
+
+BatchNorm in training mode with ``track_running_stats`` first bumps ``num_batches_tracked``
+in place (``add_(1)``: its version counter moves), then ``F.batch_norm`` updates
+``running_mean`` / ``running_var`` inside the kernel (no version bump); ``momentum: null``
+averages cumulatively (factor ``1 / num_batches_tracked``, exact here).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from adjoint.format.errors import ProblemError
+from adjoint.engine.bindings.conv import adaptive_avg_pool2d, avg_pool2d, convolution, max_pool2d
+from adjoint.engine.bindings.norm import batch_norm, dropout, embedding, group_norm, layer_norm
+from adjoint.engine.layers import attention
+
+
+def _conv(rank: int):
+    def forward(c):
+        mode = c.arg("padding_mode")
+        if mode != "zeros":
+            raise ProblemError(c.loc, f"Conv{rank}d with padding_mode='{mode}' pads with F.pad(mode='{mode}'), which "
+                                      "adjoint does not model yet; use padding_mode='zeros'")
+        return convolution(c.rt, c.args[0], c.params["weight"], c.params.get("bias"), c.arg("stride"),
+                           c.arg("padding"), c.arg("dilation"), c.arg("groups"), rank, c.loc)
+    forward.__name__ = f"conv{rank}d_forward"
+    return forward
+
+
+def max_pool_forward(c):
+    return max_pool2d(c.rt, c.args[0], c.arg("kernel_size"), c.arg("stride"), c.arg("padding"), c.arg("dilation"),
+                      c.arg("ceil_mode"), c.arg("return_indices"), c.loc)
+
+
+def avg_pool_forward(c):
+    return avg_pool2d(c.rt, c.args[0], c.arg("kernel_size"), c.arg("stride"), c.arg("padding"), c.arg("ceil_mode"),
+                      c.arg("count_include_pad"), c.arg("divisor_override"), c.loc)
+
+
+def adaptive_avg_pool_forward(c):
+    return adaptive_avg_pool2d(c.rt, c.args[0], c.arg("output_size"), c.loc)
+
+
+def _batch_norm(dims: tuple[int, ...]):
+    def forward(c):
+        x = c.args[0]
+        if len(x.shape) not in dims:
+            want = " or ".join(f"{d}D" for d in dims)
+            raise ProblemError(c.loc, f"{c.module.type} expected {want} input (got {len(x.shape)}D input): PyTorch "
+                                      "raises ValueError")
+        momentum = c.arg("momentum")
+        factor = Fraction(0) if momentum is None else momentum
+        tracking = c.arg("track_running_stats")
+        if c.training and tracking:
+            count = c.buffers.get("num_batches_tracked")
+            if count is not None:
+                bump_count(c.rt, count)
+                if momentum is None:
+                    factor = Fraction(1, int(c.rt.B.as_indices(count.value).reshape(-1)[0]))
+        use_stats = not c.training or tracking
+        return batch_norm(c.rt, x, c.buffers.get("running_mean") if use_stats else None,
+                          c.buffers.get("running_var") if use_stats else None, c.params.get("weight"),
+                          c.params.get("bias"), c.training or not tracking, factor, c.arg("eps"), c.loc)
+    forward.__name__ = f"batch_norm{max(dims) - 2}d_forward"
+    return forward
+
+
+def bump_count(rt, count) -> None:
+    """``num_batches_tracked.add_(1)``: a buffer that needs no gradient, so no node; its version moves."""
+    from adjoint.engine.inplace import write
+    write(rt, count, rt.B.add(count.value, rt.B.scalar(1)))
+
+
+def layer_norm_forward(c):
+    return layer_norm(c.rt, c.args[0], c.arg("normalized_shape"), c.params.get("weight"), c.params.get("bias"),
+                      c.arg("eps"), c.loc)
+
+
+def group_norm_forward(c):
+    return group_norm(c.rt, c.args[0], c.arg("num_groups"), c.params.get("weight"), c.params.get("bias"), c.arg("eps"),
+                      c.loc)
+
+
+def dropout_forward(c):
+    mask = c.rt.B.literal(c.module.mask) if c.module.mask is not None else None
+    return dropout(c.rt, c.args[0], c.arg("p"), c.training, c.arg("inplace"), mask, c.loc)
+
+
+def embedding_forward(c):
+    return embedding(c.rt, c.args[0], c.params["weight"], c.arg("padding_idx"), c.arg("max_norm"),
+                     c.arg("scale_grad_by_freq"), c.arg("sparse"), c.loc)
+
+
+FORWARDS = {
+    "Conv1d": _conv(1),
+    "Conv2d": _conv(2),
+    "MaxPool2d": max_pool_forward,
+    "AvgPool2d": avg_pool_forward,
+    "AdaptiveAvgPool2d": adaptive_avg_pool_forward,
+    "BatchNorm1d": _batch_norm((2, 3)),
+    "BatchNorm2d": _batch_norm((4,)),
+    "LayerNorm": layer_norm_forward,
+    "GroupNorm": group_norm_forward,
+    "Dropout": dropout_forward,
+    "Embedding": embedding_forward,
+    "MultiheadAttention": attention.mha_forward,
+}

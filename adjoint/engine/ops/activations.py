@@ -1,0 +1,527 @@
+"""Activations and elementwise selections: leaky_relu, gelu, silu, elu, softplus, hardtanh,
+clamp, softmax, log_softmax, maximum, minimum, where (relu, tanh and sigmoid are in
+:mod:`adjoint.engine.ops.elementwise`).
+
+Each derivative is the one ``tools/autograd/derivatives.yaml`` and ``FunctionsManual.cpp``
+give, with PyTorch's conventions at kinks (probed on 2.13 CPU):
+
+* leaky_relu'(0) = negative_slope (``x > 0 ? g : g * slope``); elu'(0) = alpha (the
+  ``x <= 0`` branch); the in-place forms (``LeakyReluBackward1``, ``EluBackward1``) save the
+  result instead and refuse a negative slope / alpha in backward, with PyTorch's message;
+* hardtanh passes the gradient strictly inside (min, max): 0 at the bounds; clamp passes it
+  on the closed interval [min, max]: g at the bounds (and 0 everywhere when min > max);
+* softplus is linear where ``x * beta > threshold`` (strictly);
+* maximum / minimum split the gradient in halves between equal elements (two equal
+  infinities too); they propagate nan, and a nan operand gives both sides all of it;
+* where's condition is a bool tensor; it is the node's only saved tensor and has no edge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from fractions import Fraction
+
+from adjoint.values.mathtree.sympy_names import SymPyName
+from adjoint.values.mathtree import Fn, TFn, applied, dims_text, elementwise_named, generic_vjp, no_gradient, number_text
+from adjoint.engine.ops import Check, Math, Op, Save
+from adjoint.engine.ops.arith import binary_shape, broadcast_shapes, same_shape
+
+
+def _q(B, v):
+    return B.scalar(Fraction(v))
+
+
+def _if(need, i, thunk):
+    return thunk() if need[i] else None
+
+
+def _torch_error(message: str):
+    from adjoint.engine.runtime import TorchError  # the runtime imports the registry: import at use
+    return TorchError("RuntimeError", message)
+
+
+# ----------------------------------------------------------------------------- leaky_relu
+
+def leaky_relu_forward(B, ins, p):
+    x = ins[0]
+    return B.choose(x, ">", x, B.mul(x, _q(B, p)))
+
+
+def leaky_relu_vjp(B, gs, ins, outs, p, need):
+    # leaky_relu_backward(grad, self, negative_slope, is_result=false): self > 0 ? grad : grad * slope
+    return [B.choose(ins[0], ">", gs[0], B.mul(gs[0], _q(B, p)))]
+
+
+_LEAKY_INPLACE_NEGATIVE = (
+    "In-place leakyReLu backward calculation is triggered with a negative slope which is not supported. This is "
+    "caused by calling in-place forward function with a negative slope, please call out-of-place version instead. "
+    "File an issue at https://github.com/pytorch/pytorch if you do require supporting in-place leakRelu backward "
+    "calculation with negative slope")
+
+
+def leaky_relu_result_vjp(B, gs, ins, outs, p, need):
+    # is_result=true: the saved result decides the branch; a negative slope is refused here
+    if p < 0:
+        raise _torch_error(_LEAKY_INPLACE_NEGATIVE)
+    return [B.choose(outs[0], ">", gs[0], B.mul(gs[0], _q(B, p)))]
+
+
+def leaky_kink(B, ins, p):
+    if B.any_zero(ins[0]):
+        return f"leaky_relu'(0) = negative_slope ({p}) in PyTorch (self > 0 ? grad : grad * negative_slope)"
+    return None
+
+
+# ----------------------------------------------------------------------------- gelu, silu
+
+_KAPPA = Fraction(44715, 1000000)
+
+
+def _gelu_tanh_inner(B, x):
+    beta = B.sqrt(B.div(_q(B, 2), B.pi()))            # sqrt(2 / pi)
+    return B.mul(beta, B.add(x, B.mul(_q(B, _KAPPA), B.mul(x, B.mul(x, x)))))
+
+
+def gelu_forward(B, ins, p):
+    x = ins[0]
+    half_x = B.div(x, _q(B, 2))
+    if p == "tanh":
+        return B.mul(half_x, B.add(_q(B, 1), B.tanh(_gelu_tanh_inner(B, x))))
+    return B.mul(half_x, B.add(_q(B, 1), B.erf(B.div(x, B.sqrt(_q(B, 2))))))
+
+
+def gelu_vjp(B, gs, ins, outs, p, need):
+    x, g = ins[0], gs[0]
+    if p == "tanh":  # GeluBackward for approximate='tanh'
+        beta = B.sqrt(B.div(_q(B, 2), B.pi()))
+        t = B.tanh(_gelu_tanh_inner(B, x))
+        left = B.div(x, _q(B, 2))
+        right = B.add(_q(B, 1), t)
+        left_derivative = B.div(right, _q(B, 2))
+        inner_derivative = B.mul(beta, B.add(_q(B, 1), B.mul(_q(B, 3 * _KAPPA), B.mul(x, x))))
+        right_derivative = B.mul(left, B.mul(B.sub(_q(B, 1), B.mul(t, t)), inner_derivative))
+        return [B.mul(g, B.add(left_derivative, right_derivative))]
+    # cdf + x * pdf, with cdf = (1 + erf(x / sqrt 2)) / 2 and pdf = exp(-x^2 / 2) / sqrt(2 pi)
+    cdf = B.div(B.add(_q(B, 1), B.erf(B.div(x, B.sqrt(_q(B, 2))))), _q(B, 2))
+    pdf = B.div(B.exp(B.neg(B.div(B.mul(x, x), _q(B, 2)))), B.sqrt(B.mul(_q(B, 2), B.pi())))
+    return [B.mul(g, B.add(cdf, B.mul(x, pdf)))]
+
+
+def silu_forward(B, ins, p):
+    return B.mul(ins[0], B.sigmoid(ins[0]))
+
+
+def silu_vjp(B, gs, ins, outs, p, need):
+    # grad * sigmoid(x) * (1 + x * (1 - sigmoid(x)))
+    x = ins[0]
+    s = B.sigmoid(x)
+    return [B.mul(gs[0], B.mul(s, B.add(_q(B, 1), B.mul(x, B.sub(_q(B, 1), s)))))]
+
+
+# ----------------------------------------------------------------------------- elu, softplus
+
+def elu_forward(B, ins, p):
+    alpha, scale, input_scale = (_q(B, v) for v in p)
+    x = ins[0]
+    negative = B.mul(B.sub(B.exp(B.mul(x, input_scale)), _q(B, 1)), B.mul(alpha, scale))
+    return B.choose(x, ">", B.mul(x, scale), negative)
+
+
+def elu_vjp(B, gs, ins, outs, p, need):
+    # elu_backward(is_result=false): self <= 0 ? grad * input_scale * alpha * scale * exp(self * input_scale)
+    #                                           : grad * scale
+    alpha, scale, input_scale = (_q(B, v) for v in p)
+    x, g = ins[0], gs[0]
+    negative = B.mul(g, B.mul(input_scale, B.mul(B.mul(alpha, scale), B.exp(B.mul(x, input_scale)))))
+    return [B.choose(x, "<=", negative, B.mul(g, scale))]
+
+
+_ELU_INPLACE_NEGATIVE = (
+    "In-place elu backward calculation is triggered with a negative slope which is not supported. This is caused "
+    "by calling in-place forward function with a negative slope, please call out-of-place version instead.")
+
+
+def elu_result_vjp(B, gs, ins, outs, p, need):
+    # elu_backward(is_result=true): result <= 0 ? grad * input_scale * (result + alpha * scale) : grad * scale
+    if p[0] < 0:
+        raise _torch_error(_ELU_INPLACE_NEGATIVE)
+    alpha, scale, input_scale = (_q(B, v) for v in p)
+    out, g = outs[0], gs[0]
+    negative = B.mul(g, B.mul(input_scale, B.add(out, B.mul(alpha, scale))))
+    return [B.choose(out, "<=", negative, B.mul(g, scale))]
+
+
+def elu_kink(B, ins, p):
+    if B.any_zero(ins[0]):
+        return f"elu'(0) = alpha ({p[0]}) in PyTorch (the self <= 0 branch of elu_backward)"
+    return None
+
+
+def softplus_forward(B, ins, p):
+    beta, threshold = (_q(B, v) for v in p)
+    x = ins[0]
+    bx = B.mul(x, beta)
+    smooth = B.div(B.log(B.add(_q(B, 1), B.exp(bx))), beta)
+    return B.choose(B.sub(bx, threshold), ">", x, smooth)
+
+
+def softplus_vjp(B, gs, ins, outs, p, need):
+    # softplus_backward: z = exp(x * beta); x * beta > threshold ? grad : grad * z / (z + 1)
+    beta, threshold = (_q(B, v) for v in p)
+    x, g = ins[0], gs[0]
+    bx = B.mul(x, beta)
+    z = B.exp(bx)
+    return [B.choose(B.sub(bx, threshold), ">", g, B.div(B.mul(g, z), B.add(z, _q(B, 1))))]
+
+
+def softplus_kink(B, ins, p):
+    beta, threshold = p
+    if B.any_zero(B.sub(B.mul(ins[0], _q(B, beta)), _q(B, threshold))):
+        return f"softplus at x * beta = threshold ({threshold}) takes the smooth branch (linear only where > threshold)"
+    return None
+
+
+# ----------------------------------------------------------------------------- hardtanh, clamp
+
+def clamp_values(B, x, lo, hi):
+    """min(max(x, lo), hi) as ATen's clamp: hi wins when lo > hi; nan stays nan."""
+    if lo is not None:
+        x = B.choose(B.sub(x, lo), "<", lo, x)
+    if hi is not None:
+        x = B.choose(B.sub(x, hi), ">", hi, x)
+    return x
+
+
+def _bounds(B, p):
+    lo, hi = p
+    return (None if lo is None else _q(B, lo)), (None if hi is None else _q(B, hi))
+
+
+def hardtanh_forward(B, ins, p):
+    lo, hi = _bounds(B, p)
+    return clamp_values(B, ins[0], lo, hi)
+
+
+def hardtanh_vjp(B, gs, ins, outs, p, need):
+    # hardtanh_backward: grad where min < self < max (strictly), else 0
+    lo, hi = _bounds(B, p)
+    x, g = ins[0], gs[0]
+    zero = B.zeros(B.shape(x))
+    return [B.choose(B.sub(x, lo), ">", B.choose(B.sub(x, hi), "<", g, zero), zero)]
+
+
+def _at_bounds(B, x, p) -> bool:
+    return any(b is not None and B.any_zero(B.sub(x, _q(B, b))) for b in p)
+
+
+def hardtanh_kink(B, ins, p):
+    if _at_bounds(B, ins[0], p):
+        return "hardtanh'(x) = 0 at x = min_val or max_val in PyTorch (grad passes strictly inside)"
+    return None
+
+
+def clamp_forward(B, ins, p):
+    lo, hi = _bounds(B, p)
+    return clamp_values(B, ins[0], lo, hi)
+
+
+def _closed_interval(B, x, g, lo, hi):
+    """clamp_backward: grad where min <= self <= max (the bounds given), else 0."""
+    zero = B.zeros(broadcast_shapes(B.shape(x), B.shape(g), None))
+    out = g
+    if hi is not None:
+        out = B.choose(B.sub(x, hi), "<=", out, zero)
+    if lo is not None:
+        out = B.choose(B.sub(x, lo), ">=", out, zero)
+    return out
+
+
+def clamp_vjp(B, gs, ins, outs, p, need):
+    lo, hi = _bounds(B, p)
+    return [_closed_interval(B, ins[0], gs[0], lo, hi)]
+
+
+def clamp_kink(B, ins, p):
+    if _at_bounds(B, ins[0], p):
+        return "clamp'(x) = 1 at x = min or max in PyTorch (grad passes on the closed interval)"
+    return None
+
+
+def clamp_tensor_shape(shapes, p, loc):
+    out = tuple(shapes[0])
+    for s, given in zip(shapes[1:], p):
+        if given:
+            out = broadcast_shapes(out, s, loc)
+    return out
+
+
+def clamp_tensor_forward(B, ins, p):
+    x, lo, hi = ins
+    has_lo, has_hi = p
+    shape = clamp_tensor_shape([B.shape(v) for v in ins], p, None)
+    return B.broadcast_to(clamp_values(B, x, lo if has_lo else None, hi if has_hi else None), shape)
+
+
+def clamp_tensor_vjp(B, gs, ins, outs, p, need):
+    # clamp_backward (self) and clamp_backward_min_max (min, max), as FunctionsManual.cpp has them;
+    # each of the output's shape, summed back to the input's by autograd's validate_outputs
+    x, lo, hi = ins
+    has_lo, has_hi = p
+    g = gs[0]
+    zero = B.zeros(B.shape(g))
+    grad_self = _closed_interval(B, x, g, lo if has_lo else None, hi if has_hi else None)
+
+    def grad_min():
+        below = B.choose(B.sub(x, lo), "<", g, zero)
+        return below if not has_hi else B.choose(B.sub(lo, hi), "<", below, zero)   # self < min and min < max
+
+    def grad_max():
+        above = B.choose(B.sub(x, hi), ">", g, zero)
+        if not has_lo:
+            return above
+        return B.choose(B.sub(hi, lo), "<", g, above)                              # self > max or max < min
+
+    return [_if(need, 0, lambda: B.sum_to(grad_self, B.shape(x))),
+            _if(need, 1, lambda: B.sum_to(grad_min(), B.shape(lo))) if has_lo else None,
+            _if(need, 2, lambda: B.sum_to(grad_max(), B.shape(hi))) if has_hi else None]
+
+
+# ----------------------------------------------------------------------------- softmax, log_softmax
+
+def softmax_parts(B, x, dim: int):
+    """(x - max, sum of exp(x - max)) along ``dim``: the softmax family's shifted exponent (the
+    same exact value as unshifted; with free symbols, whose max is open, it is left unshifted)."""
+    shifted = x if B.is_symbolic(x) else B.sub(x, B.amax(x, (dim,), True))
+    return shifted, B.sum_dims(B.exp(shifted), (dim,), True)
+
+
+def softmax_forward(B, ins, p):
+    shifted, total = softmax_parts(B, ins[0], p)
+    return B.div(B.exp(shifted), total)
+
+
+def softmax_vjp(B, gs, ins, outs, p, need):
+    # _softmax_backward_data: out * (g - sum(g * out, dim, keepdim))
+    out, g = outs[0], gs[0]
+    return [B.mul(out, B.sub(g, B.sum_dims(B.mul(g, out), (p,), True)))]
+
+
+def log_softmax_forward(B, ins, p):
+    shifted, total = softmax_parts(B, ins[0], p)
+    return B.sub(shifted, B.log(total))
+
+
+def log_softmax_vjp(B, gs, ins, outs, p, need):
+    # _log_softmax_backward_data: g - exp(out) * sum(g, dim, keepdim)
+    out, g = outs[0], gs[0]
+    return [B.sub(g, B.mul(B.exp(out), B.sum_dims(g, (p,), True)))]
+
+
+# ----------------------------------------------------------------------------- maximum, minimum, where
+
+def _nan(B, x):
+    """1 where x is nan, else 0."""
+    return B.mask(x, lambda s: s == "nan")
+
+
+def _extremum_forward(largest: bool):
+    # maximum / minimum propagate nan (either operand); otherwise the larger (smaller) one
+    def forward(B, ins, p):
+        a, b = ins
+        out = B.choose(B.sub(a, b), ">=" if largest else "<=", a, b)
+        return B.choose(_nan(B, a), "!=", a, B.choose(_nan(B, b), "!=", b, out))
+    return forward
+
+
+def _extremum_vjp(largest: bool):
+    # derivatives.yaml, maximum: self: where(self == other, g / 2, g).masked_fill_(self < other, 0);
+    # other: the same masked where self > other (minimum: the comparisons swapped). A nan operand
+    # makes every comparison false: both get all of g. self == other also holds for two equal
+    # infinities, whose difference is nan.
+    win = ">" if largest else "<"
+    lose = "<" if largest else ">"
+
+    def vjp(B, gs, ins, outs, p, need):
+        a, b = ins
+        d = B.sub(a, b)
+        shape = broadcast_shapes(B.shape(a), B.shape(b), None)
+        g = B.broadcast_to(gs[0], shape)
+        zero, one = B.zeros(shape), _q(B, 1)
+        same_inf = B.choose(_nan(B, d), "!=", B.choose(_nan(B, a), "!=", zero, B.choose(_nan(B, b), "!=", zero, one)), zero)
+        share = B.choose(B.choose(d, "==", one, same_inf), "!=", B.div(g, _q(B, 2)), g)
+        return [_if(need, 0, lambda: B.sum_to(B.choose(d, lose, zero, share), B.shape(a))),
+                _if(need, 1, lambda: B.sum_to(B.choose(d, win, zero, share), B.shape(b)))]
+    return vjp
+
+
+def extremum_kink(B, ins, p):
+    if B.any_zero(B.sub(ins[0], ins[1])):
+        return "maximum / minimum of equal elements: each side gets half the gradient in PyTorch"
+    return None
+
+
+def where_shape(shapes, p, loc):
+    return broadcast_shapes(broadcast_shapes(shapes[2], shapes[0], loc), shapes[1], loc)
+
+
+def where_forward(B, ins, p):
+    a, b, cond = ins
+    shape = where_shape([B.shape(v) for v in ins], p, None)
+    return B.broadcast_to(B.choose(cond, "!=", a, b), shape)
+
+
+def where_vjp(B, gs, ins, outs, p, need):
+    # self: where(condition, grad, 0); other: where(condition, 0, grad), each summed to its shape
+    a, b, cond = ins
+    g = gs[0]
+    zero = B.zeros(B.shape(g))
+    return [_if(need, 0, lambda: B.sum_to(B.broadcast_to(B.where(cond, g, zero), B.shape(g)), B.shape(a))),
+            _if(need, 1, lambda: B.sum_to(B.broadcast_to(B.where(cond, zero, g), B.shape(g)), B.shape(b)))]
+
+
+# ----------------------------------------------------------------------------- comparisons
+
+#: torch.gt and its kin by name: (the relation ``a - b REL 0`` tests, its LaTeX)
+RELATIONS = {"gt": (">", ">"), "ge": (">=", "\\geq"), "lt": ("<", "<"), "le": ("<=", "\\leq"), "eq": ("==", "="),
+             "ne": ("!=", "\\neq")}
+_COMPARE_FN = {name: Fn(name, f"\\left[#0 {tex} #1\\right]", no_gradient) for name, (_, tex) in RELATIONS.items()}
+
+
+def compare_forward(B, ins, p):
+    """1 (True) where ``a REL b``, else 0: decided on ``a - b`` (IEEE: nan compares false, != true),
+    except where two equal infinities make that difference nan (they are equal)."""
+    a, b = ins
+    rel = RELATIONS[p][0]
+    d = B.sub(a, b)
+    shape = broadcast_shapes(B.shape(a), B.shape(b), None)
+    zero, one = B.zeros(shape), _q(B, 1)
+    plain = B.choose(d, rel, one, zero)
+    equal_infinities = B.choose(_nan(B, d), "!=", B.choose(_nan(B, a), "!=", zero, B.choose(_nan(B, b), "!=", zero, one)),
+                                zero)
+    tie = one if rel in ("==", ">=", "<=") else zero
+    return B.broadcast_to(B.choose(equal_infinities, "!=", tie, plain), shape)
+
+
+def no_vjp(B, gs, ins, outs, p, need):
+    """A comparison makes no node (both inputs are non-differentiable), so nothing asks this."""
+    return [None for _ in ins]
+
+
+# ----------------------------------------------------------------------------- the records
+
+_SELF = (Save("self", "in", 0),)
+_RESULT = (Save("result", "out", 0),)
+_X = (Check(((2, 3),)),)
+
+
+def _unary(name, node, forward, vjp, saves, formula, **kw):
+    return Op(name, node, forward, vjp, same_shape, saves, formula, **kw)
+
+
+
+# ----------------------------------------------------------------------------- how they read (adjoint.mathtree)
+# Elementwise activations read by name, their VJP as lambda (.) f'(x) with f' named too; softmax
+# and log_softmax as module-level functions of the whole tensor with a declared J^T lambda.
+
+LEAKY, LEAKY_PRIME = elementwise_named("leaky_relu", "\\operatorname{leaky\\_relu}")
+GELU, GELU_PRIME = elementwise_named("gelu", "\\operatorname{gelu}")
+SILU, SILU_PRIME = elementwise_named("silu", "\\operatorname{silu}")
+ELU, ELU_PRIME = elementwise_named("elu", "\\operatorname{elu}")
+SOFTPLUS, SOFTPLUS_PRIME = elementwise_named("softplus", "\\operatorname{softplus}")
+HARDTANH, HARDTANH_PRIME = elementwise_named("hardtanh", "\\operatorname{hardtanh}")
+CLAMP, CLAMP_PRIME = elementwise_named("clamp", "\\operatorname{clamp}")
+CLAMP_T = Fn("clamp_t", "\\operatorname{clamp}\\left(#0,\\ #1,\\ #2\\right)", generic_vjp)
+SOFTMAX = Fn("softmax", "\\operatorname{softmax}_{#s}\\left(#0\\right)", generic_vjp)
+LOG_SOFTMAX = Fn("log_softmax", "\\log\\operatorname{softmax}_{#s}\\left(#0\\right)", generic_vjp)
+MAXIMUM = Fn("maximum", "\\max\\left(#0,\\ #1\\right)", generic_vjp, SymPyName("Max"))
+MINIMUM = Fn("minimum", "\\min\\left(#0,\\ #1\\right)", generic_vjp, SymPyName("Min"))
+WHERE = Fn("where", "\\operatorname{where}\\left(#2,\\ #0,\\ #1\\right)", generic_vjp)
+
+
+def _named(fn: Fn, sub) -> Math:
+    """fn(x) with its parameters (from the op's params) in the subscript."""
+    return Math(lambda a, p, shape, k: TFn(fn, (a[0],), tuple(shape), sub(p), p))
+
+
+def _bounds_text(p) -> str:
+    lo, hi = p
+    return "[" + (number_text(lo) if lo is not None else "-\\infty") + "," + \
+        (number_text(hi) if hi is not None else "\\infty") + "]"
+
+
+_LEAKY = _named(LEAKY, number_text)
+_GELU = _named(GELU, lambda p: "\\tanh" if p == "tanh" else "")
+_SILU = _named(SILU, lambda p: "")
+_ELU = _named(ELU, lambda p: f"\\alpha={number_text(p[0])}" + ("" if p[1:] == (1, 1) else
+                                                               f",{number_text(p[1])},{number_text(p[2])}"))
+_SOFTPLUS = _named(SOFTPLUS, lambda p: f"\\beta={number_text(p[0])}")
+_HARDTANH = _named(HARDTANH, _bounds_text)
+_CLAMP = _named(CLAMP, _bounds_text)
+_SOFTMAX = _named(SOFTMAX, lambda p: dims_text((p,)))
+_LOG_SOFTMAX = _named(LOG_SOFTMAX, lambda p: dims_text((p,)))
+
+OPS = (
+    _unary("leaky_relu", "LeakyReluBackward0", leaky_relu_forward, leaky_relu_vjp, _SELF,
+           "g where a > 0, else g * negative_slope", negzero="keep", kink=leaky_kink,
+           kink_doc="leaky_relu'(0) = negative_slope", math=_LEAKY, checks=(Check(((2, 3),), Fraction(1, 10)),)),
+    _unary("leaky_relu_", "LeakyReluBackward1", leaky_relu_forward, leaky_relu_result_vjp, _RESULT,
+           "g where out > 0, else g * negative_slope (in place; a negative slope raises in backward)",
+           negzero="keep", kink=leaky_kink, kink_doc="leaky_relu'(0) = negative_slope",
+           math=_LEAKY, checks=(Check(((2, 3),), Fraction(1, 10)),)),
+    _unary("gelu", "GeluBackward0", gelu_forward, gelu_vjp, _SELF,
+           "g * (Phi(a) + a * phi(a)); tanh form: its derivative", negzero="keep",
+           math=_GELU, checks=(Check(((2, 3),), "none"), Check(((2, 2),), "tanh"))),
+    _unary("silu", "SiluBackward0", silu_forward, silu_vjp, _SELF, "g * s * (1 + a * (1 - s)), s = sigmoid(a)",
+           negzero="keep", math=_SILU, checks=_X),
+    _unary("elu", "EluBackward0", elu_forward, elu_vjp, _SELF,
+           "g * scale where a > 0, else g * input_scale * alpha * scale * exp(a * input_scale)", negzero="keep",
+           kink=elu_kink,
+           kink_doc="elu'(0) = alpha (the a <= 0 branch)",
+           math=_ELU, checks=(Check(((2, 3),), (Fraction(3, 2), Fraction(1), Fraction(1))),)),
+    _unary("elu_", "EluBackward1", elu_forward, elu_result_vjp, _RESULT,
+           "g * scale where out > 0, else g * input_scale * (out + alpha * scale) (in place; alpha < 0 raises)",
+           negzero="keep", kink=elu_kink, kink_doc="elu'(0) = alpha (the out <= 0 branch)",
+           math=_ELU, checks=(Check(((2, 3),), (Fraction(3, 2), Fraction(1), Fraction(1))),)),
+    _unary("softplus", "SoftplusBackward0", softplus_forward, softplus_vjp, _SELF,
+           "g where a * beta > threshold, else g * z / (z + 1), z = exp(a * beta)", kink=softplus_kink,
+           kink_doc="at a * beta = threshold: the smooth branch",
+           math=_SOFTPLUS, checks=(Check(((2, 3),), (Fraction(2), Fraction(3, 2))), Check(((2, 2),), (Fraction(1), Fraction(20))))),
+    _unary("hardtanh", "HardtanhBackward0", hardtanh_forward, hardtanh_vjp, _SELF,
+           "g where min_val < a < max_val, else 0", negzero="structural", grows=False, kink=hardtanh_kink,
+           kink_doc="0 at a = min_val and at a = max_val", math=_HARDTANH, checks=(Check(((4,),), (Fraction(-1, 2), Fraction(1))),)),
+    _unary("clamp", "ClampBackward1", clamp_forward, clamp_vjp, _SELF,
+           "g where min <= a <= max (the bounds given), else 0", negzero="structural", grows=False, kink=clamp_kink,
+           kink_doc="1 at a = min and at a = max (g passes); 0 everywhere when min > max",
+           math=_CLAMP, checks=(Check(((4,),), (Fraction(-1, 2), Fraction(1))), Check(((3,),), (None, Fraction(1, 2))))),
+    Op("clamp_tensor", "ClampBackward0", clamp_tensor_forward, clamp_tensor_vjp, clamp_tensor_shape,
+       (Save("max", "in", 2), Save("min", "in", 1), Save("self", "in", 0)),
+       "self: g where min <= a <= max; min: g where a < min < max; max: g where a > max or max < min",
+       negzero="structural", grows=False, kink_doc="self: g at the bounds; min gets nothing when min >= max",
+       math=Math(applied(CLAMP_T)), checks=(Check(((2, 2), (2,), (2, 2)), (True, True)),)),
+    Op("softmax", "SoftmaxBackward0", softmax_forward, softmax_vjp, lambda shapes, p, loc: tuple(shapes[0]),
+       _RESULT, "out * (g - sum(g * out, dim))", grows=False, math=_SOFTMAX, checks=(Check(((2, 3),), 1), Check(((2, 2),), 0))),
+    Op("log_softmax", "LogSoftmaxBackward0", log_softmax_forward, log_softmax_vjp,
+       lambda shapes, p, loc: tuple(shapes[0]), _RESULT, "g - exp(out) * sum(g, dim)",
+       math=_LOG_SOFTMAX, checks=(Check(((2, 3),), 1), Check(((2, 2),), 0))),
+    Op("maximum", "MaximumBackward0", _extremum_forward(True), _extremum_vjp(True), binary_shape,
+       (Save("other", "in", 1), Save("self", "in", 0)), "0 where a < b, g / 2 where a = b (each side), else g (a nan operand: g)",
+       negzero="structural",
+       kink=extremum_kink, kink_doc="equal elements: g / 2 to each", math=Math(applied(MAXIMUM)), checks=(Check(((2, 3), (3,))),)),
+    Op("minimum", "MinimumBackward0", _extremum_forward(False), _extremum_vjp(False), binary_shape,
+       (Save("other", "in", 1), Save("self", "in", 0)), "0 where a > b, g / 2 where a = b (each side), else g (a nan operand: g)",
+       negzero="structural",
+       kink=extremum_kink, kink_doc="equal elements: g / 2 to each", math=Math(applied(MINIMUM)), checks=(Check(((2, 3), (3,))),)),
+    Op("where", "WhereBackward0", where_forward, where_vjp, where_shape, (Save("condition", "in", 2),),
+       "g where condition, else 0; other: the rest", negzero="structural", differentiable=(True, True, False),
+       kink_doc="condition (bool) has no edge; it is the only saved tensor",
+       math=Math(applied(WHERE)), checks=(Check(((2, 3), (3,), (2, 3))),)),
+    Op("compare", "(none)", compare_forward, no_vjp, binary_shape, (),
+       "not differentiable: the result is a bool tensor with no grad_fn", negzero="never", grows=False,
+       differentiable=(False, False), out_dtypes=("bool",),
+       kink_doc="-- (no node; nan compares false, except !=)",
+       math=Math(lambda a, p, shape, k: TFn(_COMPARE_FN[p], tuple(a), shape))),
+)
+
+
+# every op of this family but softmax and log_softmax runs as one TensorIterator (an elementwise kernel)
+OPS = tuple(replace(op, elementwise=True) if op.name not in ("softmax", "log_softmax") else op for op in OPS)

@@ -1,0 +1,250 @@
+"""Attention's primitives: ``_scaled_dot_product_flash_attention_for_cpu``
+(``ScaledDotProductFlashAttentionForCpuBackward0``, what ``F.scaled_dot_product_attention``
+runs on the CPU, and ``MultiheadAttention`` with ``need_weights=False``), and ``baddbmm``
+(``BaddbmmBackward0``, the masked scores of ``MultiheadAttention``).
+
+``mean_dims`` normalizes ``mean(dim=...)`` arguments into the reductions family's
+``mean_dim`` parameters, for the modules that average over fixed dims.
+
+Flash attention: ``out = softmax(q k^T * scale + mask) v`` per batch and head, with
+``scale = 1 / sqrt(E)`` (a closed form), and ``logsumexp`` of the scores, an output without a
+gradient. The node saves ``attn_mask`` (when given), ``key``, ``query``, ``value``,
+``logsumexp``, ``output``, in that pack order (probed on 2.13). The VJP is the softmax
+chain rule: ``dS = P * (dO v^T - rowsum(dO * out))``, ``dq = dS k * scale``,
+``dk = dS^T q * scale``, ``dv = P^T dO``, with ``P = exp(q k^T * scale + mask - logsumexp)``
+from the saved (unpacked) tensors, as the CPU kernel recomputes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from adjoint.format.errors import ProblemError
+from adjoint.values.mathtree import Fn, TBin, TFn, generic_vjp, layer, no_gradient
+from adjoint.engine.ops import Check, Math, Op, Save
+from adjoint.engine.ops.linalg import BMM
+from adjoint.engine.ops.arith import broadcast_shapes
+
+
+def _prod(xs) -> int:
+    out = 1
+    for v in xs:
+        out *= v
+    return out
+
+
+def batched_matmul(B, a, b):
+    """(..., m, k) @ (..., k, n) for equal leading dims, one exact product per batch entry."""
+    sa, sb = B.shape(a), B.shape(b)
+    lead = tuple(sa[:-2])
+    n = _prod(lead)
+    a3 = B.reshape(a, (n,) + tuple(sa[-2:]))
+    b3 = B.reshape(b, (n,) + tuple(sb[-2:]))
+    if n == 0:
+        return B.zeros(lead + (sa[-2], sb[-1]))
+    pieces = [B.matmul2d(B.index(a3, (i,)), B.index(b3, (i,))) for i in range(n)]
+    return B.reshape(B.stack(pieces, 0), lead + (sa[-2], sb[-1]))
+
+
+def transpose_last(B, x):
+    nd = len(B.shape(x))
+    return B.permute(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+def softmax_last(B, x):
+    e = B.exp(x)
+    shape = B.shape(e)
+    return B.div(e, B.sum_to(e, tuple(shape[:-1]) + (1,)))
+
+
+# ----------------------------------------------------------------------------- flash attention
+
+@dataclass(frozen=True)
+class SdpaSpec:
+    """``head_dim`` E (the scale is the closed form 1/sqrt(E)); ``is_causal``: key j > query i is
+    masked out (top-left aligned, as the CPU kernel does)."""
+
+    head_dim: int
+    is_causal: bool = False
+
+
+def sdpa_shape(shapes, p: SdpaSpec, loc):
+    q, k, v, mask = shapes
+    if len(q) != 4 or len(k) != 4 or len(v) != 4:
+        raise ProblemError(loc, "scaled_dot_product_attention on the CPU here takes 4-D query, key and value "
+                                "(batch, heads, length, dim)")
+    if q[-1] != k[-1] or k[-2] != v[-2] or q[:2] != k[:2] or k[:2] != v[:2]:
+        raise ProblemError(loc, f"scaled_dot_product_attention: query {list(q)}, key {list(k)} and value {list(v)} "
+                                "do not fit (PyTorch raises a RuntimeError)")
+    if mask is not None:
+        broadcast_shapes(mask, tuple(q[:-1]) + (k[-2],), loc)
+    out = tuple(q[:-1]) + (v[-1],)
+    return (out, tuple(q[:-1]))
+
+
+def _scores(B, q, k, mask, head_dim):
+    scale = B.div(B.scalar(1), B.sqrt(B.scalar(head_dim)))
+    s = B.mul(batched_matmul(B, q, transpose_last(B, k)), scale)
+    if mask is not None:
+        s = B.add(s, mask)
+    return s, scale
+
+
+def _causal_keep(B, s, p: SdpaSpec):
+    """exp of the scores, zero where the causal mask removes a key (exp(-inf))."""
+    e = B.exp(s)
+    if not p.is_causal:
+        return e
+    shape = B.shape(s)
+    lq, lk = shape[-2], shape[-1]
+    keep = B.constant([int(j <= i) for i in range(lq) for j in range(lk)], (lq, lk))
+    return B.mul(e, keep)
+
+
+def sdpa_forward(B, ins, p: SdpaSpec):
+    q, k, v, mask = ins
+    s, _ = _scores(B, q, k, mask, p.head_dim)
+    e = _causal_keep(B, s, p)
+    total = B.sum_to(e, tuple(B.shape(e)[:-1]) + (1,))
+    out = batched_matmul(B, B.div(e, total), v)
+    return out, B.reshape(B.log(total), tuple(B.shape(s)[:-1]))
+
+
+def sdpa_vjp(B, gs, ins, outs, p: SdpaSpec, need):
+    q, k, v, mask = ins
+    g, out = gs[0], outs[0]
+    s, scale = _scores(B, q, k, mask, p.head_dim)
+    e = _causal_keep(B, s, p)
+    # the CPU kernel (cpu_flash_attention_backward) recomputes P = exp(scores - logsumexp) from the
+    # saved logsumexp, not by normalizing again: under saved-tensor hooks whose unpack changes the
+    # values, the unpacked q, k and logsumexp give P (tests/data/regressions/sdpa_backward_uses_saved_logsumexp.yaml)
+    lse = outs[1] if len(outs) > 1 and outs[1] is not None else None
+    if lse is None:
+        prob = B.div(e, B.sum_to(e, tuple(B.shape(e)[:-1]) + (1,)))
+    else:
+        prob = B.div(e, B.exp(B.reshape(lse, tuple(B.shape(lse)) + (1,))))
+    gq = gk = gv = None
+    if need[2]:
+        gv = batched_matmul(B, transpose_last(B, prob), g)
+    if need[0] or need[1]:
+        dp = batched_matmul(B, g, transpose_last(B, v))
+        row = B.sum_to(B.mul(g, out), tuple(B.shape(out)[:-1]) + (1,))
+        ds = B.mul(prob, B.sub(dp, row))
+        if need[0]:
+            gq = B.mul(batched_matmul(B, ds, k), scale)
+        if need[1]:
+            gk = B.mul(batched_matmul(B, transpose_last(B, ds), q), scale)
+    return [gq, gk, gv, None]
+
+
+# ----------------------------------------------------------------------------- baddbmm
+
+def baddbmm_shape(shapes, p, loc):
+    s, b1, b2 = shapes
+    if len(b1) != 3 or len(b2) != 3 or b1[0] != b2[0] or b1[2] != b2[1]:
+        raise ProblemError(loc, f"baddbmm: batch1 {list(b1)} and batch2 {list(b2)} cannot be multiplied "
+                                "(PyTorch raises this)")
+    out = (b1[0], b1[1], b2[2])
+    if broadcast_shapes(s, out, loc) != out:
+        raise ProblemError(loc, f"baddbmm: self of shape {list(s)} does not broadcast to {list(out)} "
+                                "(PyTorch raises this)")
+    return out
+
+
+def baddbmm_forward(B, ins, p):
+    s, b1, b2 = ins
+    return B.add(s, batched_matmul(B, b1, b2))
+
+
+def baddbmm_vjp(B, gs, ins, outs, p, need):
+    g = gs[0]
+    s, b1, b2 = ins
+    return [B.sum_to(g, B.shape(s)) if need[0] else None,
+            batched_matmul(B, g, transpose_last(B, b2)) if need[1] else None,
+            batched_matmul(B, transpose_last(B, b1), g) if need[2] else None]
+
+
+# ----------------------------------------------------------------------------- how they read (adjoint.mathtree)
+# Flash attention reads as one function of (q, k, v[, mask]) (J^T lambda declared generic: the softmax chain
+# rule above); its logsumexp output has no gradient. baddbmm is the algebra's own: s + bmm(b1, b2).
+
+ATTENTION = Fn("attention", "\\operatorname{attention}_{#s}\\left(#*\\right)", generic_vjp)
+LOGSUMEXP = Fn("attention_logsumexp", "\\operatorname{lse}_{#s}\\left(#*\\right)", no_gradient)
+
+
+def _sdpa_sub(p: SdpaSpec) -> str:
+    return "\\mathrm{causal}" if p.is_causal else ""
+
+
+def _baddbmm_formula(a, p, shape, k):
+    return TBin("add", a[0], TFn(BMM, (a[1], a[2]), tuple(shape)), tuple(shape))
+
+
+OPS = (
+    Op("sdpa_flash_cpu", "ScaledDotProductFlashAttentionForCpuBackward0", sdpa_forward, sdpa_vjp, sdpa_shape,
+       (Save("attn_mask", "in", 3), Save("key", "in", 1), Save("query", "in", 0), Save("value", "in", 2),
+        Save("logsumexp", "out", 1), Save("output", "out", 0)),
+       "P = softmax(q k^T / sqrt(E) + mask); dS = P * (g v^T - rowsum(g * out)); dq = dS k / sqrt(E), "
+       "dk = dS^T q / sqrt(E), dv = P^T g", grows=True, outputs=2, diff_outputs=1,
+       differentiable=(True, True, True, False),
+       checks=(Check(((1, 1, 2, 1), (1, 1, 2, 1), (1, 1, 2, 1), None), SdpaSpec(1)),
+               Check(((1, 1, 2, 1), (1, 1, 2, 1), (1, 1, 2, 1), (1, 1, 2, 2)), SdpaSpec(1, True))),
+       math=Math(layer((ATTENTION, LOGSUMEXP), _sdpa_sub))),
+    Op("baddbmm", "BaddbmmBackward0", baddbmm_forward, baddbmm_vjp, baddbmm_shape,
+       (Save("batch1", "in", 1, if_need=2), Save("batch2", "in", 2, if_need=1)),
+       "g (summed back to self), g b2^T, b1^T g, per batch", math=Math(_baddbmm_formula), checks=(Check(((1, 2, 2), (2, 2, 1), (2, 1, 2))),)),
+)
+
+
+def mean_dims(ndim: int, dims, keepdim: bool, loc) -> tuple[tuple[int, ...], bool]:
+    """``mean(dim=...)``'s dims normalized (negative counted from the end), refusing out of range."""
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    out = []
+    for d in dims:
+        if not -max(ndim, 1) <= d < max(ndim, 1):
+            raise ProblemError(loc, f"Dimension out of range (expected to be in range of [{-ndim}, {ndim - 1}], but got "
+                                    f"{d}) (PyTorch raises IndexError)")
+        out.append(d % ndim)
+    return tuple(sorted(set(out))), keepdim
+
+
+
+# ----------------------------------------------------------------------------- repeat (bias_k / bias_v)
+
+def repeat_shape(shapes, reps, loc):
+    shape = tuple(shapes[0])
+    if len(reps) < len(shape):
+        raise ProblemError(loc, "Number of dimensions of repeat dims can not be smaller than number of dimensions of "
+                                "tensor (PyTorch raises this)")
+    padded = (1,) * (len(reps) - len(shape)) + shape
+    return tuple(s * r for s, r in zip(padded, reps))
+
+
+def repeat_forward(B, ins, reps):
+    x = ins[0]
+    shape = B.shape(x)
+    padded = (1,) * (len(reps) - len(shape)) + tuple(shape)
+    x = B.reshape(x, padded)
+    # tile: (r0, s0, r1, s1, ...) then merged, as np.tile lays it out
+    inter = tuple(v for r, s in zip(reps, padded) for v in (r, s))
+    expanded = B.broadcast_to(B.reshape(x, tuple(v for s in padded for v in (1, s))), inter)
+    return B.reshape(expanded, repeat_shape([shape], reps, None))
+
+
+def repeat_vjp(B, gs, ins, outs, reps, need):
+    x = ins[0]
+    shape = B.shape(x)
+    padded = (1,) * (len(reps) - len(shape)) + tuple(shape)
+    inter = tuple(v for r, s in zip(reps, padded) for v in (r, s))
+    summed = B.sum_to(B.reshape(gs[0], inter), tuple(v for s in padded for v in (1, s)))
+    return [B.reshape(summed, shape)]
+
+
+#: how repeat reads; J^T lambda declared generic (the copies summed back)
+REPEAT = Fn("repeat", "\\operatorname{repeat}_{#s}\\left(#0\\right)", generic_vjp)
+
+OPS = OPS + (
+    Op("repeat", "RepeatBackward0", repeat_forward, repeat_vjp, repeat_shape, (),
+       "g summed over the repeated copies", negzero="structural", grows=False,
+       math=Math(layer((REPEAT,), lambda reps: "(" + ",".join(str(r) for r in reps) + ")")), checks=(Check(((1, 2),), (3, 2)), Check(((2,),), (2, 1, 2)))),
+)

@@ -1,0 +1,252 @@
+"""Convolution (``aten::convolution``, ``ConvolutionBackward0``) and constant padding
+(``constant_pad_nd``, ``ConstantPadNdBackward0``, which ``padding="same"`` adds when the
+total padding is odd).
+
+The convolution is computed as PyTorch's CPU kernels do it mathematically: the input is
+padded with zeros, unfolded into patches (``im2col``) and multiplied by the weight, group by
+group. The backward is the same unfolding read backwards: ``grad_weight = g^T cols``,
+``grad_input`` is ``g W`` folded back (``col2im``, overlapping patches add up) and cropped,
+``grad_bias`` is ``g`` summed over the batch and the positions. ``ConvolutionBackward0``
+saves ``input`` and ``weight`` whatever needs a gradient (probed on 2.13).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from adjoint.format.errors import ProblemError
+from adjoint.values.mathtree import Fn, generic_vjp, layer
+from adjoint.engine.ops import Check, Math, Op, Save
+
+
+@dataclass(frozen=True)
+class ConvSpec:
+    """The convolution's integer arguments, one entry per spatial dimension."""
+
+    stride: tuple[int, ...]
+    padding: tuple[int, ...]
+    dilation: tuple[int, ...]
+    groups: int
+
+
+def conv_out_size(size: int, k: int, s: int, p: int, d: int) -> int:
+    return (size + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def conv_shape(shapes, p: ConvSpec, loc):
+    x, w, b = shapes
+    n_sp = len(w) - 2
+    if len(x) != n_sp + 2:
+        raise ProblemError(loc, f"Expected {n_sp + 1}D (unbatched) or {n_sp + 2}D (batched) input to conv{n_sp}d, "
+                                f"but got input of size: {list(x)} (PyTorch raises this)")
+    if x[1] != w[1] * p.groups:
+        raise ProblemError(loc, f"Given groups={p.groups}, weight of size {list(w)}, expected input{list(x)} to have "
+                                f"{w[1] * p.groups} channels, but got {x[1]} channels instead (PyTorch raises this)")
+    if w[0] % p.groups:
+        raise ProblemError(loc, f"Given groups={p.groups}, expected weight to be divisible by {p.groups} at dimension "
+                                f"0, but got weight of size {list(w)} instead (PyTorch raises this)")
+    if b is not None and tuple(b) != (w[0],):
+        raise ProblemError(loc, f"Given weight of size {list(w)}, expected bias to be 1-dimensional with {w[0]} "
+                                f"elements, but got bias of size {list(b)} instead (PyTorch raises this)")
+    out = []
+    for size, k, s, pad, d in zip(x[2:], w[2:], p.stride, p.padding, p.dilation):
+        if size + 2 * pad < d * (k - 1) + 1:
+            padded = [sz + 2 * pd for sz, pd in zip(x[2:], p.padding)]
+            raise ProblemError(loc, f"Calculated padded input size per channel: ({' x '.join(map(str, padded))}). "
+                                    "Kernel size: ({}). Kernel size can't be greater than actual input size "
+                                    "(PyTorch raises this)".format(" x ".join(map(str, w[2:]))))
+        out.append(conv_out_size(size, k, s, pad, d))
+    return (x[0], w[0]) + tuple(out)
+
+
+def _positions(in_shape, k_shape, p: ConvSpec):
+    """Index arrays into the padded input: one per spatial dim, broadcast to
+    (*out_spatial, *kernel_spatial)."""
+    n = len(k_shape)
+    outs = [conv_out_size(sz, k, s, pd, d) for sz, k, s, pd, d in
+            zip(in_shape, k_shape, p.stride, p.padding, p.dilation)]
+    keys = []
+    for i in range(n):
+        pos = np.arange(outs[i])[:, None] * p.stride[i] + np.arange(k_shape[i])[None, :] * p.dilation[i]
+        shape = [1] * (2 * n)
+        shape[i], shape[n + i] = outs[i], k_shape[i]
+        keys.append(pos.reshape(shape))
+    return tuple(outs), tuple(keys)
+
+
+def _padded(B, x, pads):
+    n, c = B.shape(x)[:2]
+    spatial = B.shape(x)[2:]
+    shape = (n, c) + tuple(s + 2 * pd for s, pd in zip(spatial, pads))
+    key = (slice(None), slice(None)) + tuple(slice(pd, pd + s) for s, pd in zip(spatial, pads))
+    return B.place(shape, key, x) if any(pads) else x
+
+
+def _cols(B, x, k_shape, p: ConvSpec, group: int):
+    """The patches of one group: (N * L, Cg * K) and the output's spatial shape."""
+    n_batch, c = B.shape(x)[:2]
+    cg = c // p.groups
+    outs, keys = _positions(B.shape(x)[2:], k_shape, p)
+    xp = _padded(B, x, p.padding)
+    patches = B.index(xp, (slice(None), slice(group * cg, (group + 1) * cg)) + keys)  # (N, Cg, *O, *K)
+    nd = len(k_shape)
+    perm = (0,) + tuple(range(2, 2 + nd)) + (1,) + tuple(range(2 + nd, 2 + 2 * nd))
+    length, kprod = _prod(outs), _prod(k_shape)
+    return B.reshape(B.permute(patches, perm), (n_batch * length, cg * kprod)), outs
+
+
+def _prod(xs) -> int:
+    out = 1
+    for v in xs:
+        out *= v
+    return out
+
+
+def _group_weight(B, w, p: ConvSpec, group: int):
+    o = B.shape(w)[0]
+    og = o // p.groups
+    piece = B.index(w, (slice(group * og, (group + 1) * og),))
+    return B.reshape(piece, (og, _prod(B.shape(w)[1:])))
+
+
+def _to_channels(B, y, n_batch: int, outs) -> object:
+    """(N * L, O) -> (N, O, *outs)."""
+    o = B.shape(y)[1]
+    y = B.permute(B.reshape(y, (n_batch, _prod(outs), o)), (0, 2, 1))
+    return B.reshape(y, (n_batch, o) + tuple(outs))
+
+
+def _from_channels(B, g, group: int, groups: int):
+    """The gradient of one group's output channels, (N, Og, *outs) -> (N * L, Og)."""
+    shape = B.shape(g)
+    og = shape[1] // groups
+    piece = B.index(g, (slice(None), slice(group * og, (group + 1) * og)))
+    length = _prod(shape[2:])
+    return B.reshape(B.permute(B.reshape(piece, (shape[0], og, length)), (0, 2, 1)), (shape[0] * length, og))
+
+
+def conv_forward(B, ins, p: ConvSpec):
+    x, w, b = ins
+    k_shape = B.shape(w)[2:]
+    pieces = []
+    outs = None
+    for gi in range(p.groups):
+        cols, outs = _cols(B, x, k_shape, p, gi)
+        pieces.append(_to_channels(B, B.matmul2d(cols, B.t2(_group_weight(B, w, p, gi))), B.shape(x)[0], outs))
+    y = pieces[0] if len(pieces) == 1 else B.concat(pieces, 1)
+    if b is not None:
+        y = B.add(y, B.reshape(b, (B.shape(b)[0],) + (1,) * len(k_shape)))
+    return y
+
+
+def conv_vjp(B, gs, ins, outs, p: ConvSpec, need):
+    g = gs[0]
+    x, w, b = ins
+    k_shape = B.shape(w)[2:]
+    x_shape = B.shape(x)
+    cg = x_shape[1] // p.groups
+    gx = gw = gb = None
+    if need[0]:
+        padded_shape = x_shape[:2] + tuple(s + 2 * pd for s, pd in zip(x_shape[2:], p.padding))
+        _, keys = _positions(x_shape[2:], k_shape, p)
+        total = B.zeros(padded_shape)
+        nd = len(k_shape)
+        for gi in range(p.groups):
+            gcols = B.matmul2d(_from_channels(B, g, gi, p.groups), _group_weight(B, w, p, gi))  # (N*L, Cg*K)
+            outs_sp = B.shape(g)[2:]
+            folded = B.reshape(gcols, (x_shape[0],) + tuple(outs_sp) + (cg,) + tuple(k_shape))
+            perm = (0, 1 + nd) + tuple(range(1, 1 + nd)) + tuple(range(2 + nd, 2 + 2 * nd))
+            folded = B.permute(folded, perm)  # (N, Cg, *O, *K)
+            key = (slice(None), slice(gi * cg, (gi + 1) * cg)) + keys
+            total = B.add(total, B.place_add(padded_shape, key, folded))
+        crop = (slice(None), slice(None)) + tuple(slice(pd, pd + s) for s, pd in zip(x_shape[2:], p.padding))
+        gx = B.index(total, crop) if any(p.padding) else total
+    if need[1]:
+        pieces = []
+        for gi in range(p.groups):
+            cols, _ = _cols(B, x, k_shape, p, gi)
+            gwg = B.matmul2d(B.t2(_from_channels(B, g, gi, p.groups)), cols)  # (Og, Cg*K)
+            pieces.append(B.reshape(gwg, (B.shape(gwg)[0], cg) + tuple(k_shape)))
+        gw = pieces[0] if len(pieces) == 1 else B.concat(pieces, 0)
+    if len(need) > 2 and need[2] and b is not None:
+        o = B.shape(g)[1]
+        gb = B.reshape(B.sum_to(g, (1, o) + (1,) * len(k_shape)), (o,))
+    return [gx, gw, gb]
+
+
+# ----------------------------------------------------------------------------- constant_pad_nd
+
+def pad_shape(shapes, pads, loc):
+    shape = list(shapes[0])
+    if len(pads) % 2 or len(pads) // 2 > len(shape):
+        raise ProblemError(loc, f"Padding length must be divisible by 2 and at most twice the input's dimensions, "
+                                f"got {len(pads)} for a {len(shape)}-D input (PyTorch raises this)")
+    for i in range(len(pads) // 2):
+        d = len(shape) - 1 - i
+        shape[d] += pads[2 * i] + pads[2 * i + 1]
+        if shape[d] < 0:
+            raise ProblemError(loc, f"The input size {shapes[0][d]}, plus negative padding {pads[2 * i]} and "
+                                    f"{pads[2 * i + 1]} resulted in a negative output size, which is invalid "
+                                    "(PyTorch raises this)")
+    return tuple(shape)
+
+
+def _pad_keys(in_shape, pads):
+    """(key into the output where the input lands, key into the input of what is kept)."""
+    out_key, in_key = [], []
+    for d, size in enumerate(in_shape):
+        i = len(in_shape) - 1 - d
+        lo, hi = (pads[2 * i], pads[2 * i + 1]) if 2 * i < len(pads) else (0, 0)
+        keep_lo, keep_hi = max(0, -lo), size - max(0, -hi)
+        in_key.append(slice(keep_lo, keep_hi))
+        out_key.append(slice(max(0, lo), max(0, lo) + max(0, keep_hi - keep_lo)))
+    return tuple(out_key), tuple(in_key)
+
+
+def pad_forward(B, ins, pads):
+    x = ins[0]
+    out_shape = pad_shape([B.shape(x)], pads, None)
+    out_key, in_key = _pad_keys(B.shape(x), pads)
+    return B.place(out_shape, out_key, B.index(x, in_key))
+
+
+def pad_vjp(B, gs, ins, outs, pads, need):
+    x = ins[0]
+    out_key, in_key = _pad_keys(B.shape(x), pads)
+    return [B.place(B.shape(x), in_key, B.index(gs[0], out_key))]
+
+
+# ----------------------------------------------------------------------------- how they read (adjoint.mathtree)
+# A convolution reads as one function of (input, weight, bias) with its non-default arguments as a subscript;
+# its J^T lambda is declared generic (the col2im / patch products are in the formula above and docs/ops.md).
+
+CONV = Fn("conv", "\\operatorname{conv}_{#s}\\left(#*\\right)", generic_vjp)
+PAD = Fn("pad", "\\operatorname{pad}_{#s}\\left(#0\\right)", generic_vjp)
+
+
+def _conv_sub(p: ConvSpec) -> str:
+    parts = [f"\\mathrm{{{name}}}={_tuple_text(v)}" for name, v, default in
+             (("stride", p.stride, 1), ("padding", p.padding, 0), ("dilation", p.dilation, 1))
+             if any(x != default for x in v)]
+    return ",\\,".join(parts + ([f"\\mathrm{{groups}}={p.groups}"] if p.groups != 1 else []))
+
+
+def _tuple_text(v) -> str:
+    return str(v[0]) if len(set(v)) == 1 else "(" + ",".join(str(x) for x in v) + ")"
+
+
+OPS = (
+    Op("convolution", "ConvolutionBackward0", conv_forward, conv_vjp, conv_shape,
+       (Save("input", "in", 0), Save("weight", "in", 1)),
+       "grad_input: g (N, O, *out) times W, folded back over the patches (col2im); grad_weight: g^T times the "
+       "patches; grad_bias: g summed over batch and positions", grows=True,
+       checks=(Check(((1, 2, 3, 3), (2, 2, 2, 2), (2,)), ConvSpec((1, 1), (1, 0), (1, 1), 1)),
+               Check(((2, 4, 5), (2, 2, 2), None), ConvSpec((2,), (1,), (2,), 2))),
+       math=Math(layer((CONV,), _conv_sub))),
+    Op("constant_pad_nd", "ConstantPadNdBackward0", pad_forward, pad_vjp, pad_shape, (),
+       "g cropped back to the input (negative pads: zeros where the input was cut)", negzero="structural",
+       grows=False, math=Math(layer((PAD,), lambda pads: _tuple_text(tuple(pads)) if len(pads) > 1 else str(pads[0]))),
+       checks=(Check(((2, 3),), (0, 1)), Check(((2, 3),), (1, -1, 0, 1)))),
+)

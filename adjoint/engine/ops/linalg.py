@@ -1,0 +1,170 @@
+"""Matrix products: mm, mv, dot, addmm, bmm (what ``matmul`` and ``F.linear`` dispatch to), and
+``_reshape_alias``, the view ``reshape`` makes of a non-contiguous tensor whose strides allow
+one (ReshapeAliasBackward0; matmul's batched path meets it after ``expand``)."""
+
+from __future__ import annotations
+
+from adjoint.format.errors import ProblemError
+from adjoint.values.mathtree import TT, Fn, TBin, TFn, TInner, TMatMul
+from adjoint.engine.ops import Check, Math, Op, Save
+from adjoint.engine.ops.arith import broadcast_shapes
+
+
+def _if(need, i, thunk):
+    return thunk() if need[i] else None
+
+
+def mm_shape(shapes, p, loc):
+    (m, k), (k2, n) = shapes
+    if k != k2:
+        raise ProblemError(loc, f"matmul shapes {list(shapes[0])} and {list(shapes[1])}: PyTorch raises 'mat1 and "
+                                f"mat2 shapes cannot be multiplied ({m}x{k} and {k2}x{n})'")
+    return (m, n)
+
+
+def mv_shape(shapes, p, loc):
+    (m, k), (k2,) = shapes
+    if k != k2:
+        raise ProblemError(loc, f"matmul shapes {list(shapes[0])} and {list(shapes[1])}: PyTorch raises 'size "
+                                f"mismatch, got input ({m}), mat ({m}x{k}), vec ({k2})'")
+    return (m,)
+
+
+def dot_shape(shapes, p, loc):
+    if shapes[0] != shapes[1]:
+        raise ProblemError(loc, f"matmul of vectors of sizes {shapes[0][0]} and {shapes[1][0]}: PyTorch raises "
+                                "'inconsistent tensor size' (dot needs equal lengths)")
+    return ()
+
+
+def addmm_shape(shapes, p, loc):
+    (m, k), (k2, n) = shapes[1], shapes[2]
+    if k != k2:
+        raise ProblemError(loc, f"Linear input has {k} features but the weight expects {k2}: PyTorch raises "
+                                f"'mat1 and mat2 shapes cannot be multiplied ({m}x{k} and {k2}x{n})'")
+    broadcast_shapes(shapes[0], (m, n), loc)
+    return (m, n)
+
+
+def mm_forward(B, ins, p):
+    return B.matmul2d(ins[0], ins[1])
+
+
+def mm_vjp(B, gs, ins, outs, p, need):
+    g = gs[0]
+    a, b = ins
+    return [_if(need, 0, lambda: B.matmul2d(g, B.t2(b))), _if(need, 1, lambda: B.matmul2d(B.t2(a), g))]
+
+
+def mv_forward(B, ins, p):
+    m, v = ins
+    n = B.shape(v)[0]
+    return B.reshape(B.matmul2d(m, B.reshape(v, (n, 1))), (B.shape(m)[0],))
+
+
+def mv_vjp(B, gs, ins, outs, p, need):
+    g = gs[0]
+    m, v = ins
+    k = B.shape(g)[0]
+    return [_if(need, 0, lambda: B.outer(g, v)),
+            _if(need, 1, lambda: B.reshape(B.matmul2d(B.t2(m), B.reshape(g, (k, 1))), B.shape(v)))]
+
+
+def dot_forward(B, ins, p):
+    a, b = ins
+    n = B.shape(a)[0]
+    return B.reshape(B.matmul2d(B.reshape(a, (1, n)), B.reshape(b, (n, 1))), ())
+
+
+def dot_vjp(B, gs, ins, outs, p, need):
+    g = gs[0]
+    a, b = ins
+    return [_if(need, 0, lambda: B.mul(g, b)), _if(need, 1, lambda: B.mul(g, a))]
+
+
+def addmm_forward(B, ins, p):
+    bias, m1, m2 = ins
+    return B.add(bias, B.matmul2d(m1, m2))
+
+
+def addmm_vjp(B, gs, ins, outs, p, need):
+    g = gs[0]
+    bias, m1, m2 = ins
+    return [_if(need, 0, lambda: B.sum_to(g, B.shape(bias))),
+            _if(need, 1, lambda: B.matmul2d(g, B.t2(m2))),
+            _if(need, 2, lambda: B.matmul2d(B.t2(m1), g))]
+
+
+def bmm_shape(shapes, p, loc):
+    a, b = shapes
+    if len(a) != 3 or len(b) != 3:
+        raise ProblemError(loc, f"bmm of shapes {list(a)} and {list(b)}: PyTorch raises "
+                                f"'{'batch1' if len(a) != 3 else 'batch2'} must be a 3D tensor'")
+    if (b[0], b[1]) != (a[0], a[2]):
+        raise ProblemError(loc, f"bmm of shapes {list(a)} and {list(b)}: PyTorch raises 'Expected size for first two "
+                                f"dimensions of batch2 tensor to be: [{a[0]}, {a[2]}] but got: [{b[0]}, {b[1]}].'")
+    return (a[0], a[1], b[2])
+
+
+def _bt(B, x):
+    """Each matrix of a batch transposed."""
+    return B.permute(x, (0, 2, 1))
+
+
+def bmm_forward(B, ins, p):
+    return B.bmm(ins[0], ins[1])
+
+
+def bmm_vjp(B, gs, ins, outs, p, need):
+    g = gs[0]
+    a, b = ins
+    return [_if(need, 0, lambda: B.bmm(g, _bt(B, b))), _if(need, 1, lambda: B.bmm(_bt(B, a), g))]
+
+
+def _reshape_alias_op():
+    from adjoint.engine.ops.views import RESHAPE_MATH, back_to_input_shape, given_shape, reshape_forward, reshape_scatter, view_layout
+    return Op("reshape_alias", "ReshapeAliasBackward0", reshape_forward, back_to_input_shape, given_shape, (),
+              "g reshaped back", negzero="structural", grows=False, view=True, layout=view_layout,
+              scatter=reshape_scatter, math=RESHAPE_MATH, checks=(Check(((2, 3),), (3, 2)),))
+
+
+
+# ----------------------------------------------------------------------------- how they read (adjoint.mathtree)
+
+def _addmm_formula(a, p, shape, k):
+    """m1 m2 + b (a 1-D bias is a row added to every row: b^T)."""
+    bias = a[0]
+    if len(bias.shape) == 1:
+        bias = TT(bias, (1, bias.shape[0]))
+    return TBin("add", TMatMul(a[1], a[2], shape), bias, shape)
+
+
+def _batch_t(t):
+    s = tuple(t.shape)
+    return TFn(BATCH_T, (t,), s[:-2] + (s[-1], s[-2]))
+
+
+#: a batch of matrices transposed one by one, and their products one by one
+BATCH_T = Fn("bt", "{#0}^{\\top}", lambda lam, n: (_batch_t(lam),), delimited=True)
+BMM = Fn("bmm", "\\operatorname{bmm}\\left(#0,\\ #1\\right)",
+         lambda lam, n: (TFn(BMM, (lam, _batch_t(n.args[1])), n.args[0].shape),
+                         TFn(BMM, (_batch_t(n.args[0]), lam), n.args[1].shape)))
+
+_MATMUL = Math(lambda a, p, shape, k: TMatMul(a[0], a[1], shape))
+_DOT = Math(lambda a, p, shape, k: TInner(a[0], a[1], shape))       # a^T b
+_BMM = Math(lambda a, p, shape, k: TFn(BMM, (a[0], a[1]), tuple(shape)))
+
+OPS = (
+    Op("bmm", "BmmBackward0", bmm_forward, bmm_vjp, bmm_shape,
+       (Save("mat2", "in", 1, if_need=0), Save("self", "in", 0, if_need=1)), "g b^T, a^T g (per batch entry)",
+       math=_BMM, checks=(Check(((2, 2, 3), (2, 3, 2))),)),
+    _reshape_alias_op(),
+    Op("mm", "MmBackward0", mm_forward, mm_vjp, mm_shape,
+       (Save("mat2", "in", 1, if_need=0), Save("self", "in", 0, if_need=1)), "g b^T, a^T g", math=_MATMUL, checks=(Check(((2, 3), (3, 2))),)),
+    Op("mv", "MvBackward0", mv_forward, mv_vjp, mv_shape,
+       (Save("self", "in", 0, if_need=1), Save("vec", "in", 1, if_need=0)), "g v^T (outer), M^T g", math=_MATMUL, checks=(Check(((2, 3), (3,))),)),
+    Op("dot", "DotBackward0", dot_forward, dot_vjp, dot_shape,
+       (Save("self", "in", 0, if_need=1), Save("tensor", "in", 1, if_need=0)), "g*b, g*a", math=_DOT, checks=(Check(((3,), (3,))),)),
+    Op("addmm", "AddmmBackward0", addmm_forward, addmm_vjp, addmm_shape,
+       (Save("mat1", "in", 1, if_need=2), Save("mat2", "in", 2, if_need=1)), "g (summed to the bias), g m2^T, m1^T g", math=Math(_addmm_formula), checks=(Check(((2,), (3, 2), (2, 2))),)),
+)

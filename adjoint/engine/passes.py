@@ -1,0 +1,267 @@
+"""Running one variant: its steps (forward passes, backward passes, hook registration and
+removal, ``zero_grad``, SGD steps), in order, as a PyTorch user's script would.
+
+A variant without ``steps`` runs v1's ``[forward, backward]``. Hooks are registered at the
+start (except those a ``register`` step names), ``when: after_forward`` ones after the first
+forward, ``remove: before_backward`` ones are removed just before the first backward and
+``after_backward`` ones just after it. ``.grad`` accumulates across backward steps.
+
+When PyTorch raises (a hook with ``raises``, backward through a freed graph, a saved tensor
+modified in place, ...), the run stops there and :attr:`VariantRun.error` says so: that is a
+prediction, not bad input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from adjoint.engine.hook_runner import HookRunner
+from adjoint.format.errors import ProblemError
+from adjoint.engine.forward import ForwardResult, Model
+from adjoint.format.problem import OUTPUT, Problem, Step, Variant
+from adjoint.engine.hook_registration import Registrations
+from adjoint.engine.reverse import BackwardRequest, BackwardResult, Engine
+from adjoint.engine.runtime import Runtime, TorchError
+
+DEFAULT_STEPS = ("forward", "backward")
+
+
+@dataclass
+class Pass:
+    """One backward step: its request, the engine's record, and the state right after it."""
+
+    request: BackwardRequest
+    result: BackwardResult
+    forward: ForwardResult           # the forward pass it differentiated
+    calls: range                     # indices into the runtime's log of the calls it made
+    grads: dict                      # tensor name -> .grad value (None) right after it
+    grads_before: dict = field(default_factory=dict)   # the same, right before it
+    step: int = 0                    # its index in the variant's steps
+
+
+@dataclass
+class RunError:
+    """The PyTorch error a variant ends in: its type, message and where it was raised."""
+
+    type: str
+    message: str
+    during: str                      # forward | backward
+    cause: str = "other"             # why PyTorch raised (runtime.TorchError.cause)
+    step: int = 0                    # the index of the step it raised in
+
+
+@dataclass
+class VariantRun:
+    """One variant run by the engine: its forward passes, backward passes, steps and error."""
+
+    problem: Problem
+    variant: Variant
+    rt: Runtime
+    model: Model
+    forwards: list = field(default_factory=list)     # ForwardResult per forward step
+    passes: list = field(default_factory=list)       # Pass per backward step
+    error: RunError | None = None
+    stepped: bool = False            # the variant has explicit steps (the JSON gets ``passes``)
+    reg: Registrations | None = None
+    steps: tuple = ()                # the steps run (v1's [forward, backward] when the file gives none)
+    failed_pass: Pass | None = None  # a backward step PyTorch raised in: what it did until then
+    updates: dict = field(default_factory=dict)   # SGD step index -> [(parameter, before, grad, after)]
+    forward_steps: list = field(default_factory=list)   # the step index of each ForwardResult
+
+    @property
+    def forward(self) -> ForwardResult:
+        return self.forwards[-1]
+
+    @property
+    def last_pass(self) -> Pass | None:
+        return self.passes[-1] if self.passes else None
+
+    @property
+    def retained(self) -> list:
+        """(Tensor, [names]) with retain_grad, the latest tensor of each name, in registration order."""
+        return list(self.reg.retained.values())
+
+    def grads(self) -> dict:
+        """``.grad`` of every leaf that requires grad, then of every tensor with retain_grad
+        (in the order they got it), then None for the tensors a later step retains (a
+        ``retain_grad`` hook registered later, a non-leaf ``backward(inputs=...)``)."""
+        out: dict = {}
+        for name, t in self.model.leaves.items():
+            if self.model.decls[name].requires_grad:
+                out[name] = t.grad
+        bound = self.forwards[-1].names if self.forwards else {}
+        inputs = set(self._backward_inputs())
+        for t, names in self.retained:
+            for name in names:
+                if name in inputs and name in bound and bound[name] is not t:
+                    continue  # a later forward bound the name to its own tensor (its .grad: None until it gets one)
+                out[name] = t.grad
+        for name in self.retained_later():
+            out.setdefault(name, None)
+        return out
+
+    def _backward_inputs(self) -> list[str]:
+        """Names in the ``inputs`` of the variant's ``backward()`` steps (``.grad`` accumulates there)."""
+        names: list[str] = []
+        for step in self.variant.steps or ():
+            bw = step.backward
+            if step.kind == "backward" and bw is not None and bw.method == "backward":
+                names += [n for n, _ in bw.inputs]
+        return names
+
+    def retained_later(self) -> list[str]:
+        """Names the variant retains at some point, leaves excluded."""
+        names = [h.target for h in self.variant.hooks if h.on == "tensor" and h.kind == "retain_grad"]
+        names += self._backward_inputs()
+        bound = self.forwards[-1].names if self.forwards else {}
+        return [n for n in dict.fromkeys(names) if n not in self.model.leaves
+                and not (n in bound and getattr(bound[n], "is_leaf", False) and bound[n].grad_fn is None)]
+
+
+def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> VariantRun:
+    """Run one variant's steps on ``backend`` (exact, float64 or structure values); ``progress``:
+    called as ``progress(stage, done, total)`` while it runs (see adjoint.answer.solve)."""
+    rt = Runtime(backend, problem.dtype)
+    rt.progress = progress
+    reg = Registrations(variant.hooks, rt)
+    model = Model(problem, variant.inputs, rt, reg)
+    reg.model = model
+    rt.hooks_runner = HookRunner(rt, reg)
+    run = VariantRun(problem, variant, rt, model, stepped=variant.steps is not None, reg=reg)
+    steps = variant.steps if variant.steps is not None else tuple(Step(k, variant.loc) for k in DEFAULT_STEPS)
+    run.steps = tuple(steps)
+    later = {i for s in steps if s.kind == "register" for i in s.hooks}
+    for hook in variant.hooks:
+        if hook.when == "before_forward" and hook.index not in later:
+            reg.register(hook.index)
+    first_forward = first_backward = True
+    for index, step in enumerate(steps):
+        during = "backward" if step.kind == "backward" else "forward"
+        try:
+            if step.kind == "forward":
+                run_forward(run, step)
+                run.forward_steps.append(index)
+                if first_forward:
+                    first_forward = False
+                    for hook in variant.hooks:
+                        if hook.when == "after_forward" and hook.index not in later:
+                            reg.register(hook.index)
+                    reg.check_targets(run.forward.names)
+            elif step.kind == "backward":
+                if first_backward:
+                    request = backward_request(problem, step.backward or variant.backward, run, backend)
+                    for hook in variant.hooks:
+                        if hook.remove == "before_backward":
+                            reg.remove(hook.index)
+                    run_backward(run, request, index)
+                    first_backward = False
+                    for hook in variant.hooks:
+                        if hook.remove == "after_backward":
+                            reg.remove(hook.index)
+                else:
+                    run_backward(run, backward_request(problem, step.backward or variant.backward, run, backend), index)
+            elif step.kind == "register":
+                for i in step.hooks:
+                    reg.register(i)
+            elif step.kind == "remove":
+                for i in step.hooks:
+                    reg.remove(i)
+            elif step.kind == "zero_grad":
+                for t in model.leaves.values():
+                    t.grad = None
+            elif step.kind == "step":
+                sgd(run, step.lr, index)
+        except TorchError as exc:
+            run.error = RunError(exc.type, exc.message, during, exc.cause, index)
+            break
+    return run
+
+
+def run_forward(run: VariantRun, step: Step) -> None:
+    if step.inputs:
+        run.model.replace_inputs(step.inputs)
+    run.forwards.append(run.model.forward())
+
+
+def run_backward(run: VariantRun, request: BackwardRequest, step: int = 0) -> None:
+    start = len(run.rt.log)
+    before = run.grads()
+    engine = Engine(run.rt, run.rt.hooks_runner.fire_values)
+    try:
+        result = engine.run(request)
+    except TorchError:
+        run.failed_pass = Pass(request, engine.result, run.forward, range(start, len(run.rt.log)), run.grads(),
+                               before, step)
+        raise
+    finally:
+        if request.method == "backward":  # run_backward retains the grad of non-leaf inputs
+            for name, t, _ in request.inputs:
+                if not t.is_leaf:
+                    run.reg.retained.setdefault(t.id, (t, []))
+                    if name not in run.reg.retained[t.id][1]:
+                        run.reg.retained[t.id][1].append(name)
+    run.passes.append(Pass(request, result, run.forward, range(start, len(run.rt.log)), run.grads(), before, step))
+
+
+def sgd(run: VariantRun, lr, step: int = 0) -> None:
+    """``p -= lr * p.grad`` under no_grad for every parameter with a gradient (an in-place op:
+    the parameter's version goes up, so a retained graph that saved it can no longer run).
+    ``run.updates[step]`` keeps (name, before, grad, after) of each for the reports."""
+    B = run.rt.B
+    updates = run.updates.setdefault(step, [])
+    for name, t in run.model.params.items():
+        if t.grad is not None:
+            before = t.value
+            t.value = B.sub(t.value, B.mul(B.scalar(lr), t.grad))
+            t.version.value += 1
+            updates.append((name, before, t.grad, t.value))
+
+
+def backward_request(problem: Problem, bw, run: VariantRun, backend) -> BackwardRequest:
+    if not run.forwards:
+        raise ProblemError(bw.loc, "a backward step needs a forward step before it")
+    fwd = run.forward
+    root = fwd.loss if fwd.loss is not None else fwd.output
+    where = problem.loss.loc if problem.loss is not None else problem.model.loc
+    if not root.requires_grad:
+        raise ProblemError(where, "nothing the backward starts from requires grad: PyTorch raises 'element 0 of "
+                                  "tensors does not require grad and does not have a grad_fn'")
+    grad_output = None
+    if bw.grad_output is not None:
+        if bw.grad_output.shape != root.shape:
+            raise ProblemError(bw.grad_output.loc, f"backward.grad_output has shape {list(bw.grad_output.shape)} "
+                                                   f"but the tensor backward starts from has shape {list(root.shape)}; "
+                                                   f"give a literal of shape {list(root.shape)}")
+        grad_output = backend.literal(bw.grad_output)
+    elif _numel(root.shape) != 1:
+        raise ProblemError(where, f"backward starts from a tensor of shape {list(root.shape)}: PyTorch raises 'grad "
+                                  "can be implicitly created only for scalar outputs'; add a loss or give "
+                                  "backward.grad_output")
+    inputs = []
+    for name, loc in bw.inputs:
+        if name not in fwd.names:
+            raise ProblemError(loc, f"backward input '{name}' is not a tensor of this problem"
+                                    f"{_suggest(name, fwd.names)}; tensors: {', '.join(fwd.names)}")
+        t = fwd.names[name]
+        if not t.requires_grad:
+            raise ProblemError(loc, f"backward input '{name}' does not require grad: PyTorch raises 'One of the "
+                                    "differentiated Tensors does not require grad'")
+        inputs.append((name, t, loc))
+    return BackwardRequest(root, grad_output, bw.method, tuple(inputs), bw.retain_graph)
+
+
+def root_name(problem: Problem) -> str:
+    return "loss" if problem.loss is not None else OUTPUT
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _suggest(word: str, options) -> str:
+    import difflib
+    close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""

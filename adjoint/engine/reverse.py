@@ -1,0 +1,611 @@
+"""The backward pass, exactly as PyTorch 2.13's autograd engine runs it.
+
+This mirrors ``torch/csrc/autograd/engine.cpp`` on the CPU:
+
+* dependencies are counted over the graph reachable from the root; a node is *ready* when
+  every edge into it has delivered (gradients into one slot are summed first);
+* ready nodes wait in a ``std::priority_queue`` keyed by ``sequence_nr`` (creation order;
+  AccumulateGrad nodes have the maximal key and run as soon as they are ready). Ties are
+  broken by libstdc++'s binary-heap algorithm, which :class:`ReadyQueue` reproduces;
+* running a node: tensor pre-hooks (each tensor's ``register_hook`` dict, in the order the
+  dicts were attached, each hook seeing the previous one's result), then ``retain_grad`` (so
+  ``.grad`` sees the hooked value), then node pre-hooks, then the node (which unpacks its
+  saved tensors first, even when no gradient arrived), then ``validate_outputs`` (which sums
+  broadcast gradients back to each input's shape), then node post-hooks -- the module
+  machinery (full backward hooks, backward-pre hooks, legacy hooks) lives among these;
+  without ``retain_graph`` the node then frees its saved tensors;
+* ``torch.autograd.grad`` (and ``backward(inputs=...)``) only run nodes on a path to the
+  inputs; a captured node that need not run still calls its tensor pre-hooks; one that must
+  run for another input is captured *before* its tensor hooks (PyTorch does the same);
+* custom Functions (``BackwardHookFunction`` and user Functions) turn undefined incoming
+  gradients into zeros before their backward runs (``materialize_grads``), which is where
+  the zero ``grad_input`` of a full backward hook comes from; autograd-generated nodes pass
+  undefined (None) through.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from adjoint.format.errors import ProblemError
+from adjoint.values.exact import ExactLimit
+from adjoint.engine.graph import Edge, Node, Tensor
+from adjoint.engine.nn_module import (LegacyHook, ModuleInputHook, ModuleOutputHook, MultiGradInner, MultiGradState,
+                      UserNodeHook)
+from adjoint.engine.runtime import FREED_GRAPH, CallRecord, Runtime, TorchError
+
+
+@dataclass
+class BackwardRequest:
+    """One call of backward() or autograd.grad: the root, grad_output, inputs and retain_graph."""
+
+    root: Tensor
+    grad_output: object | None        # backend value, or None for ones
+    method: str = "backward"          # backward | grad
+    inputs: tuple = ()                # ((name, Tensor, loc), ...)
+    retain_graph: bool = False
+
+
+@dataclass
+class BackwardResult:
+    """What one backward pass gives: captured gradients, the nodes run and the hook calls."""
+
+    captured: list                    # torch.autograd.grad results, in inputs order
+    seen: dict = field(default_factory=dict)   # Tensor id -> gradient its grad_fn received (after pre-hooks)
+    order: list = field(default_factory=list)  # node names in execution order
+    calls_start: int = 0              # index in the runtime's log where this backward's calls start
+    vjps: dict = field(default_factory=dict)   # id(node) -> (node, incoming grads, need, grads): each VJP
+                                               # computed on the node's own saved values, for reuse by the
+                                               # boundary adjoints (adjoint.answer.solve.pure_vjp)
+
+
+# ----------------------------------------------------------------------------- ready queue
+
+class ReadyQueue:
+    """std::priority_queue<NodeTask, vector, CompareNodeTaskTime> with libstdc++'s heap."""
+
+    def __init__(self):
+        self.heap: list = []
+
+    @staticmethod
+    def _less(a, b) -> bool:
+        return a[0] < b[0]
+
+    def __len__(self) -> int:
+        return len(self.heap)
+
+    def push(self, item) -> None:
+        self.heap.append(item)
+        self._push_heap(len(self.heap) - 1, 0, item)
+
+    def _push_heap(self, hole: int, top: int, value) -> None:
+        h = self.heap
+        parent = (hole - 1) // 2
+        while hole > top and self._less(h[parent], value):
+            h[hole] = h[parent]
+            hole = parent
+            parent = (hole - 1) // 2
+        h[hole] = value
+
+    def pop(self):
+        h = self.heap
+        n = len(h)
+        if n > 1:
+            value = h[n - 1]
+            h[n - 1] = h[0]
+            self._adjust_heap(0, n - 1, value)
+        return h.pop()
+
+    def _adjust_heap(self, hole: int, length: int, value) -> None:
+        h = self.heap
+        top = hole
+        child = hole
+        while child < (length - 1) // 2:
+            child = 2 * (child + 1)
+            if self._less(h[child], h[child - 1]):
+                child -= 1
+            h[hole] = h[child]
+            hole = child
+        if (length & 1) == 0 and child == (length - 2) // 2:
+            child = 2 * (child + 1)
+            h[hole] = h[child - 1]
+            hole = child - 1
+        self._push_heap(hole, top, value)
+
+
+# ----------------------------------------------------------------------------- engine
+
+def n_slots(node: Node) -> int:
+    return 1 if node.is_accumulate else len(node.outputs)
+
+
+def slot_shape(node: Node, i: int) -> tuple:
+    return node.variable.shape if node.is_accumulate else node.outputs[i][0]
+
+
+class Engine:
+    def __init__(self, rt: Runtime, fire):
+        self.rt = rt
+        self.B = rt.B
+        self.fire_hook = fire                  # (hook, args, node, call) -> returned value(s)
+        self.exec_info: dict[Node, dict] = {}
+        self.deps: dict[Node, int] = {}
+        self.multi_states: dict[int, MultiGradState] = {}   # this backward's state of each multi-grad hook
+
+    # ------------------------------------------------------------ run
+    def run(self, req: BackwardRequest) -> BackwardResult:
+        rt = self.rt
+        B = self.B
+        root = req.root
+        result = BackwardResult([None] * len(req.inputs), calls_start=len(rt.log))
+        self.result = result
+        self.retain_graph = req.retain_graph
+        root_edge = rt.gradient_edge(root, hold=False)   # a leaf root: this backward alone may hold its accumulator
+        root_grad = req.grad_output if req.grad_output is not None else B.full(root.shape, 1)
+        self.deps = self.dependencies(root_edge.node)
+        self.root_node = root_edge.node
+        if req.inputs:
+            self.init_exec_info(root_edge.node, req)
+        queue = ReadyQueue()
+        not_ready: dict[Node, list] = {}
+        buf = [None] * n_slots(root_edge.node)
+        buf[root_edge.input_nr] = root_grad
+        queue.push((root_edge.node.seq, root_edge.node, buf))
+        rt.phase = "backward"
+        total = len(self.deps) + 1
+        try:
+            while len(queue):
+                _, node, inputs = queue.pop()
+                outputs = self.evaluate(node, inputs)
+                if rt.progress is not None:
+                    rt.progress("backward", len(result.order), total)
+                if outputs is None:
+                    continue
+                for out, edge in zip(outputs, node.edges):
+                    if edge is None:
+                        continue
+                    target, nr = edge.node, edge.input_nr
+                    self.deps[target] -= 1
+                    ready = self.deps[target] == 0
+                    if target not in not_ready:
+                        if self.exec_info and not self.should_execute(target):
+                            continue
+                        b = [None] * n_slots(target)
+                        b[nr] = _accumulate(B, None, out)
+                        if ready:
+                            queue.push((target.seq, target, b))
+                        else:
+                            not_ready[target] = b
+                    else:
+                        b = not_ready[target]
+                        b[nr] = _accumulate(B, b[nr], out)
+                        if ready:
+                            del not_ready[target]
+                            queue.push((target.seq, target, b))
+        finally:
+            rt.phase = "forward"
+            if root_edge.node.is_accumulate:
+                rt.release_accumulator(root)
+        if req.method == "grad":
+            for (name, t, loc), value in zip(req.inputs, result.captured):
+                if value is None:
+                    raise ProblemError(loc, f"'{name}' receives no gradient: torch.autograd.grad raises 'One of the "
+                                            "differentiated Tensors appears to not have been used in the graph'")
+        return result
+
+    def dependencies(self, root: Node) -> dict[Node, int]:
+        deps: dict[Node, int] = {}
+        seen = {root}
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            for edge in node.edges:
+                if edge is None:
+                    continue
+                target = edge.node
+                deps[target] = deps.get(target, 0) + 1
+                if target not in seen:
+                    seen.add(target)
+                    stack.append(target)
+        return deps
+
+    def init_exec_info(self, root: Node, req: BackwardRequest) -> None:
+        """GraphTask::init_to_execute: which nodes run, which capture (autograd.grad / inputs=)."""
+        accumulate = req.method == "backward"
+        for idx, (name, t, loc) in enumerate(req.inputs):
+            edge = self.input_edge(t)
+            if accumulate and not t.is_leaf:  # run_backward retains grad of non-leaf inputs
+                from adjoint.engine.hook_registration import retain_grad
+                retain_grad(t, self.rt)
+            if edge is None:   # NOTE [ Autograd Unreachable Input ]: an edge to a new Identity node, which no
+                edge = Edge(Node(0, "torch::autograd::Identity", [], kind="identity"), 0)   # graph reaches
+            info = self.exec_info.setdefault(edge.node, {"needed": False, "captures": []})
+            if accumulate:
+                info["needed"] = True
+            else:
+                info["captures"].append((edge.input_nr, idx))
+        memo: dict[Node, bool] = {}
+
+        def needed(node: Node) -> bool:
+            if node in memo:
+                return memo[node]
+            memo[node] = False
+            result = self.exec_info.get(node, {}).get("needed", False)
+            for edge in node.edges:
+                if edge is not None and (needed(edge.node) or self.exec_info.get(edge.node, {}).get("captures")):
+                    result = True
+            if result:
+                self.exec_info.setdefault(node, {"needed": False, "captures": []})["needed"] = True
+            memo[node] = result
+            return result
+
+        needed(root)
+
+    def input_edge(self, t):
+        """THPEngine_run_backward's edge for an ``inputs=`` tensor: its grad_fn, else the leaf's
+        accumulator only if one is alive (try_get_grad_accumulator: none is made for it); None
+        when there is neither."""
+        if t.is_view or t.grad_fn is not None:
+            return self.rt.gradient_edge(t)
+        node = self.rt.existing_grad_accumulator(t)
+        return Edge(node, 0) if node is not None else None
+
+    def should_execute(self, node: Node) -> bool:
+        info = self.exec_info.get(node)
+        return bool(info and (info["needed"] or info["captures"]))
+
+    # ------------------------------------------------------------ one node
+    def evaluate(self, node: Node, inputs: list):
+        if self.exec_info:
+            info = self.exec_info.get(node, {"needed": False, "captures": []})
+            if not info["needed"]:
+                inputs = self.tensor_pre_hooks(node, inputs)
+            for nr, idx in info["captures"]:
+                self.result.captured[idx] = inputs[nr]
+            if not info["needed"]:
+                return None
+        return self.call_function(node, inputs)
+
+    def call_function(self, node: Node, inputs: list) -> list:
+        inputs = self.tensor_pre_hooks(node, inputs)
+        inputs = self.node_pre_hooks(node, inputs)
+        self.note_seen(node, inputs)
+        self.result.order.append(node.name)
+        if node.is_accumulate:
+            self.accumulate(node, inputs[0])
+            return self.post_hooks(node, [], inputs)
+        outputs = self.apply(node, inputs)
+        if not self.retain_graph:
+            for sv in node.saved:
+                sv.released = True
+            node.released = True
+        outputs = self.validate_outputs(node, outputs)
+        return self.post_hooks(node, outputs, inputs)
+
+    def note_seen(self, node: Node, inputs: list) -> None:
+        if node.is_accumulate:
+            self.result.seen[node.variable.id] = inputs[0]
+            return
+        for nr, value in enumerate(inputs):
+            self.result.seen[(id(node), nr)] = value
+
+    def accumulate(self, node: Node, grad) -> None:
+        """AccumulateGrad: ``.grad`` += grad (first time: the gradient itself; nothing when None),
+        then its post-accumulate hooks."""
+        t = node.variable
+        if grad is not None:
+            t.grad = grad if t.grad is None else self.B.add(t.grad, grad)
+        # PyTorch 2.13 calls them also when no gradient arrived (a hook replaced it with None):
+        # handed the tensor, its .grad as it is
+        if t.post_accumulate_hooks:
+            for entry in t.post_accumulate_hooks.live():
+                self.rt.hooks_runner.fire_post_accumulate(entry.hook, t, node)
+
+    def tensor_pre_hooks(self, node: Node, inputs: list) -> list:
+        inputs = list(inputs)
+        if node.is_accumulate:
+            dicts = [(0, node.variable.backward_hooks)] if node.variable.backward_hooks else []
+        else:
+            dicts = node.tensor_pre_hooks
+        for nr, hooks in dicts:
+            for entry in hooks.live():
+                value = inputs[nr]
+                if isinstance(entry, MultiGradInner):
+                    self.multi_grad(entry, value)
+                    continue
+                returned = self.fire_hook(entry.hook, {"grad": value}, node, None)
+                if returned is not None:
+                    self.check_same(entry.hook, returned, slot_shape(node, nr))
+                    inputs[nr] = returned
+        if not node.is_accumulate:
+            for nr, t in node.retains_grad_hooks.items():
+                if inputs[nr] is not None:
+                    t.grad = inputs[nr] if t.grad is None else self.B.add(t.grad, inputs[nr])
+        return inputs
+
+    def node_pre_hooks(self, node: Node, inputs: list) -> list:
+        for entry in node.pre_hooks.live():
+            returned = self.fire_hook(entry.hook, {"grad_outputs": tuple(inputs)}, node, None)
+            if returned is not None:
+                inputs = self.check_tuple(entry.hook, inputs, returned,
+                                          [slot_shape(node, i) for i in range(n_slots(node))])
+        return inputs
+
+    def apply(self, node: Node, inputs: list) -> list:
+        B = self.B
+        if node.kind in ("hookfn", "function"):
+            # PyNode::apply: materialize_grads turns undefined incoming gradients into zeros
+            inputs = [x if x is not None else B.zeros(slot_shape(node, i)) for i, x in enumerate(inputs)]
+            if node.kind == "hookfn":
+                return list(inputs)
+            from adjoint.engine.autograd_function import function_backward
+            return function_backward(self.rt, node, inputs)
+        if node.kind == "copyslices":
+            return self.copy_slices(node, inputs)
+        saved = {id(sv): self.rt.unpack(node, sv) for sv in node.saved}
+        if all(g is None for g in inputs):
+            return [None] * len(node.edges)
+        need = [e is not None and (not self.exec_info or self.should_execute(e.node)) for e in node.edges]
+        if not any(need):
+            return [None] * len(node.edges)
+        ins = list(node.input_values)
+        outs = list(node.output_values)
+        for sv in node.saved:
+            spec = next(s for s in node.op.saves if s.name == sv.name)
+            (ins if spec.what == "in" else outs)[spec.index] = saved[id(sv)]
+        backward_error(node, need)
+        try:
+            grads = node.op.vjp(B, list(inputs), ins, outs, node.params, need)
+        except ExactLimit as exc:
+            raise ProblemError(node.loc, f"the backward of {node.name}: {exc}") from None
+        for g in grads:
+            if g is not None:
+                B.check_size(g, node.loc, f"the backward of {node.name}")
+        if all(a is b for a, b in zip(ins, node.input_values)) and all(a is b for a, b in zip(outs, node.output_values)):
+            self.result.vjps[id(node)] = (node, tuple(inputs), tuple(need), grads)
+        # autograd-generated nodes compute only the slots task_should_compute_output allows (a
+        # TensorList argument is one range: all its slots, once one is needed)
+        if node.op.list_argument:
+            return list(grads)
+        return [x if n else None for x, n in zip(grads, need)]
+
+    def copy_slices(self, node: Node, inputs: list) -> list:
+        """CopySlices: the base's gradient, with the written view's part replaced by what the
+        in-place op's node (called directly: its hooks do not run) gives for it."""
+        from adjoint.engine.inplace import copy_slices_backward
+        view, fn = node.params
+        g = inputs[0]
+        if g is None:
+            return [None] * len(node.edges)
+        if node.released:  # release_variables dropped its fn: CopySlices::apply_impl throws ERR_BACKWARD_TWICE
+            raise TorchError("RuntimeError", FREED_GRAPH, "freed_graph")
+        need = [e is not None and (not self.exec_info or self.should_execute(e.node)) for e in node.edges]
+        out = copy_slices_backward(self.rt, node, g, [True] + need[1:], self.op_vjp)
+        if not self.retain_graph:
+            for sv in fn.saved:
+                sv.released = True
+        # like every node, it hands on (and its post hooks see) only what an edge needs
+        return [x if n else None for x, n in zip(out, need)]
+
+    def op_vjp(self, node: Node, grads: list, need: list) -> list:
+        saved = {id(sv): self.rt.unpack(node, sv) for sv in node.saved}
+        ins = list(node.input_values)
+        outs = list(node.output_values)
+        for sv in node.saved:
+            spec = next(s for s in node.op.saves if s.name == sv.name)
+            (ins if spec.what == "in" else outs)[spec.index] = saved[id(sv)]
+        backward_error(node, need)
+        grads = node.op.vjp(self.B, grads, ins, outs, node.params, need)
+        return [x if n else None for x, n in zip(grads, need)]
+
+    def validate_outputs(self, node: Node, outputs: list) -> list:
+        outputs = list(outputs)
+        for i, edge in enumerate(node.edges):
+            if edge is None or outputs[i] is None:
+                continue
+            want = node.inputs[i].shape
+            got = tuple(self.B.shape(outputs[i]))
+            if got != want:
+                if expandable(want, got):
+                    outputs[i] = self.B.sum_to(outputs[i], want)
+                else:
+                    raise ProblemError(node.loc, f"{node.name} returned an invalid gradient at index {i} - got "
+                                                 f"{list(got)} but expected shape compatible with {list(want)} "
+                                                 "(PyTorch raises this)")
+        return outputs
+
+    def post_hooks(self, node: Node, outputs: list, inputs: list) -> list:
+        for entry in node.post_hooks.live():
+            if isinstance(entry, UserNodeHook):
+                returned = self.fire_hook(entry.hook, {"grad_inputs": tuple(outputs), "grad_outputs": tuple(inputs)},
+                                          node, None)
+                if returned is not None:
+                    outputs = self.check_tuple(entry.hook, outputs, returned, self.edge_shapes(node))
+            elif isinstance(entry, LegacyHook):
+                returned = self.fire_hook(entry.hook, {"grad_input": tuple(outputs), "grad_output": tuple(inputs)},
+                                          node, entry.call)
+                if returned is not None:
+                    outputs = self.check_tuple(entry.hook, outputs, returned, self.edge_shapes(node))
+            elif isinstance(entry, ModuleOutputHook):
+                outputs = self.module_output_hook(entry.state, inputs, node)
+            elif isinstance(entry, ModuleInputHook):
+                outputs = self.module_input_hook(entry.state, outputs, node)
+        return outputs
+
+    def edge_shapes(self, node: Node) -> list:
+        return [node.inputs[i].shape if e is not None else None for i, e in enumerate(node.edges)]
+
+    # ------------------------------------------------------------ nn.Module machinery (torch/utils/hooks.py)
+    def module_output_hook(self, state, grad_output: list, node: Node) -> list:
+        """BackwardHook.setup_output_hook's post-hook on the output BackwardHookFunctionBackward."""
+        call = state.call
+        grads = _pack_with_none(state.output_tensors_index, grad_output, state.n_outputs)
+        state.grad_outputs = grads
+        for hook in state.user_pre_hooks:
+            returned = self.fire_hook(hook.hook, {"grad_output": grads}, node, call)
+            if returned is None:
+                continue
+            grads = tuple(self.check_tuple(hook.hook, list(grads), returned, _shapes(call.out),
+                                           f"the module has {len(grads)} output(s): PyTorch raises 'Backward pre "
+                                           "hook returned an invalid number of grad_output'"))
+            state.grad_outputs = grads
+        local = grads
+        if state.input_tensors_index is None:
+            grad_input = (None,) * state.n_inputs
+            for hook in state.user_hooks:
+                returned = self.fire_hook(hook.hook, {"grad_input": grad_input, "grad_output": grads}, node, call)
+                if returned is not None and not (isinstance(returned, tuple) and all(r is None for r in returned)):
+                    raise ProblemError(hook.hook.returns.loc, f"'{call.path}' has no input that requires grad, so "
+                                                              "its full backward hook may only return None: PyTorch "
+                                                              "raises 'Backward hook for Modules where no input "
+                                                              "requires gradient should always return None or None "
+                                                              "for all gradients'")
+            state.grad_outputs = None
+        return _unpack_none(state.output_tensors_index, local)
+
+    def module_input_hook(self, state, grad_input: list, node: Node) -> list:
+        """BackwardHook._set_user_hook's post-hook on the input BackwardHookFunctionBackward."""
+        call = state.call
+        if state.grad_outputs is None:
+            return grad_input
+        res = _pack_with_none(state.input_tensors_index, grad_input, state.n_inputs)
+        # the zeros BackwardHookFunction materialized for an input without a gradient are
+        # zeros_like(input): an int64 or bool input's grad_input keeps that dtype
+        res = tuple(self.rt.tensor(g, dtype=a.dtype) if g is not None and isinstance(a, Tensor)
+                    and a.dtype != self.rt.dtype else g for g, a in zip(res, call.args))
+        for hook in state.user_hooks:
+            returned = self.fire_hook(hook.hook, {"grad_input": res, "grad_output": state.grad_outputs}, node, call)
+            if returned is None:
+                continue
+            res = tuple(self.check_tuple(hook.hook, list(res), returned, _shapes(call.args),
+                                         f"'{call.path}' has {len(res)} input(s): PyTorch raises 'Backward hook "
+                                         "returned an invalid number of grad_input'"))
+            # the next hook is handed the returned tensors themselves: an int64 one keeps its dtype
+            dtypes = getattr(self.rt.hooks_runner, "returned_dtypes", None) or (None,) * len(res)
+            res = tuple(self.rt.tensor(g, dtype=d) if g is not None and d is not None and d != self.rt.dtype
+                        else g for g, d in zip(res, dtypes))
+        state.grad_outputs = None
+        return _unpack_none(state.input_tensors_index, res)
+
+    # ------------------------------------------------------------ multi-grad hooks
+    def multi_grad(self, entry: MultiGradInner, grad) -> None:
+        # register_multi_grad_hook keys its count, buffer and "ran" flag by the graph task
+        # (torch._C._current_graph_task_id()): every backward starts them afresh
+        state = self.multi_states.setdefault(id(entry.state), MultiGradState(entry.state.hook, entry.state.tensors,
+                                                                                   nodes=entry.state.nodes))
+        hook = state.hook
+        if hook.mode == "any":   # the first of its tensors' gradients in each backward call (graph task)
+            if not state.ran:
+                state.ran = True
+                self.fire_hook(hook, {"grad": grad}, None, None)
+            return
+        if state.count == 0:
+            nodes = state.nodes or [None] * len(state.tensors)
+            state.nb_calls = sum(self.will_execute(t, n) for t, n in zip(state.tensors, nodes))
+            state.buffer = [None] * len(state.tensors)
+        state.count += 1
+        state.buffer[entry.index] = grad
+        if state.count == state.nb_calls:
+            self.fire_hook(hook, {"grads": tuple(state.buffer)}, None, None)
+            state.count = 0
+            state.buffer = None
+
+    def will_execute(self, t: Tensor, node=None) -> bool:
+        """torch._C._will_engine_execute_node of the tensor's grad_fn (or grad accumulator).
+
+        The backward's own root node is never in the graph task's node set (it is where the
+        walk starts), so it answers False: a multi-grad hook over the tensor backward starts
+        from waits for one call fewer (and fires once per call when that was its only other
+        tensor). During autograd.grad, the accumulator of a leaf whose gradient is captured
+        makes PyTorch raise. ``node``: the one the hook captured when it was registered (PyTorch's
+        ``grad_fns``), else the tensor's own now."""
+        if node is None:
+            node = t.grad_fn if t.grad_fn is not None else t.grad_accumulator
+        if node is None or node is self.root_node or node not in self.deps:
+            return False
+        if not self.exec_info:
+            return True
+        if node.kind == "accumulate" and self.exec_info.get(node, {}).get("captures"):
+            raise TorchError("RuntimeError", "A leaf node was passed to _will_engine_execute_node but we are currently "
+                                             "running autograd.grad(). This is currently not supported.")
+        return self.should_execute(node)
+
+    # ------------------------------------------------------------ checks
+    def check_same(self, hook, returned, shape) -> None:
+        if isinstance(returned, tuple) or not self.B.is_value(returned):
+            raise ProblemError(hook.returns.loc, "a tensor hook must return a tensor (the new gradient) or nothing")
+        if tuple(self.B.shape(returned)) != tuple(shape):
+            raise ProblemError(hook.returns.loc, f"the hook returns shape {list(self.B.shape(returned))} for a gradient "
+                                                 f"of shape {list(shape)}: PyTorch raises \"hook 'hook' has changed "
+                                                 "the size of value\"")
+
+    def check_tuple(self, hook, original: list, returned, shapes: list, arity: str | None = None) -> list:
+        """A hook's returned tuple, checked as PyTorch checks it; ``arity`` words a count mismatch."""
+        where = hook.returns.loc
+        if not isinstance(returned, tuple):
+            raise ProblemError(where, f"the {hook.kind} hook must return a tuple such as (2 * grad_input[0],): "
+                                      "PyTorch expects one gradient per slot")
+        if len(returned) != len(original):
+            raise ProblemError(where, f"the {hook.kind} hook returns {len(returned)} value(s) but "
+                                      + (arity or f"PyTorch expects {len(original)}: it raises \"hook 'hook' has "
+                                                  f"returned an incorrect number of values (got {len(returned)}, but "
+                                                  f"expected {len(original)})\""))
+        for r, s in zip(returned, shapes):
+            if r is None or s is None:
+                continue
+            if tuple(self.B.shape(r)) != tuple(s):
+                raise ProblemError(where, f"the hook returns a gradient of shape {list(self.B.shape(r))} where "
+                                          f"PyTorch expects {list(s)}: it raises \"hook 'hook' has changed the size "
+                                          "of value\"")
+        return list(returned)
+
+
+def _pack_with_none(indices: list, values, size: int) -> tuple:
+    """BackwardHook._pack_with_none: one slot per positional input (or output), the gradients of
+    the tensors at ``indices``, None at every other position (a non-tensor argument or output)."""
+    res = [None] * size
+    for i, v in zip(indices, values):
+        res[i] = v
+    return tuple(res)
+
+
+def _unpack_none(indices: list, values) -> list:
+    """BackwardHook._unpack_none: the slots of the tensors back, in order."""
+    return [values[i] for i in indices]
+
+
+def _shapes(values) -> list:
+    """The shape of each tensor among a module's inputs (or its output, or outputs), None elsewhere."""
+    items = values if isinstance(values, tuple) else (values,)
+    return [getattr(v, "shape", None) for v in items]
+
+
+def _accumulate(B, current, new):
+    if new is None:
+        return current
+    if current is None:
+        return new
+    return B.add(current, new)
+
+
+def expandable(shape: tuple, to: tuple) -> bool:
+    """Can ``shape`` be broadcast to ``to`` (is_expandable_to)?"""
+    if len(shape) > len(to):
+        return False
+    for a, b in zip(reversed(shape), reversed(to)):
+        if a != b and a != 1:
+            return False
+    return True
+
+
+def backward_error(node: Node, need: list) -> None:
+    """The node's backward refuses its inputs' dtypes (``x ** b`` for a bool ``b``: ``b - 1``), once
+    its saved tensors are unpacked (the generated ``apply`` unpacks every one first)."""
+    if node.op.backward_error is not None:
+        message = node.op.backward_error(tuple(t.dtype if t is not None else None for t in node.inputs),
+                                         node.params, need)
+        if message:
+            raise TorchError("RuntimeError", message, "dtype")
+
+
+__all__ = ["BackwardRequest", "BackwardResult", "Engine", "ReadyQueue", "TorchError", "CallRecord", "expandable"]

@@ -1,0 +1,525 @@
+"""Read a problem file's YAML into a small located tree. The only module that touches YAML.
+
+Nothing in a problem file is ever constructed by YAML itself. We take the parser's *event*
+stream (libyaml's C parser, ``yaml.CParser`` behind ``yaml.CSafeLoader``, which PyYAML's
+wheels ship; the pure-Python parser of ``yaml.SafeLoader`` only when libyaml is not
+available, ``yaml.__with_libyaml__`` false) and compose the tree ourselves, in one loop with
+an explicit stack, so that:
+
+* every node keeps its line and column (libyaml's marks count characters, as PyYAML's do);
+* nesting is bounded on the YAML structure itself -- brackets in a comment or a block scalar
+  do not count -- before anything recursive could see it (libyaml's own composer recurses in
+  C and crashes the interpreter on a 100,000-deep list, and its scanner slows quadratically
+  with flow depth, so we stop at the first level past the limit);
+* tags that would build objects are refused (on keys too), duplicate keys and duplicate or
+  undefined anchors are reported, and alias expansion is counted (a "billion laughs" file
+  is refused at the alias that overflows the budget, never expanded);
+* plain scalars resolve with PyYAML's YAML 1.1 rules (``yes`` is a boolean, ``1_000`` an
+  int). A ``%YAML`` directive other than 1.1 is refused in one line: YAML 1.2 resolves
+  ``yes``, ``on``, ``1_000`` and ``017`` differently, and reading such a file with 1.1 rules
+  would silently change what it says.
+
+A syntax error found by libyaml is re-described by PyYAML's pure-Python parser, whose
+messages name what was found ("expected ',' or ']', but got ':'"); libyaml's own message is
+used when the pure-Python parser accepts the text (libyaml is stricter on a few inputs,
+e.g. a ``\\ud800`` escape, which would be a lone surrogate).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import yaml
+
+from adjoint.format.errors import Loc, ProblemError
+
+MAX_FILE_BYTES = 1_000_000
+MAX_NODES = 200_000  # values after alias expansion (mapping keys are not counted)
+MAX_DEPTH = 64       # nesting of lists and mappings; flow brackets ([, {) are bounded by the same number
+
+#: libyaml's parser when PyYAML was built with it (its wheels are), else the pure-Python one
+FAST = bool(getattr(yaml, "__with_libyaml__", False))
+_PARSER = yaml.CSafeLoader if FAST else yaml.SafeLoader
+
+_STD = "tag:yaml.org,2002:"
+_SCALAR_KINDS = {_STD + k: k for k in ("str", "int", "float", "bool", "null")}
+_ALLOWED_TAGS = frozenset(_SCALAR_KINDS) | {_STD + "map", _STD + "seq"}
+_STR = _STD + "str"
+#: PyYAML's YAML 1.1 implicit resolvers (first character -> ((tag, regexp), ...)), as its composer uses them
+_WILDCARD = tuple(yaml.SafeLoader.yaml_implicit_resolvers.get(None, ()))
+_RESOLVERS = {first: tuple(rules) + _WILDCARD
+              for first, rules in yaml.SafeLoader.yaml_implicit_resolvers.items() if first is not None}
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class YNode:
+    """A composed YAML value and where it starts. Immutable (read-only properties over slots:
+    a problem file has tens of thousands of scalars, and a frozen dataclass costs four times
+    as much to build); the location is made into a :class:`Loc` only when asked for."""
+
+    __slots__ = ("_file", "_line", "_col")
+
+    def __init__(self, loc: Loc):
+        self._file, self._line, self._col = loc.file, loc.line, loc.col
+
+    @property
+    def loc(self) -> Loc:
+        return Loc(self._file, self._line, self._col)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.loc})"
+
+
+class YScalar(YNode):
+    """A scalar: its text, its YAML 1.1 kind (str | int | float | bool | null), whether it was
+    written quoted or as a block, and where its own text starts (``content``; for a block
+    scalar ``block_indent`` is the 1-based column of its lines), used to point at a column
+    inside an expression."""
+
+    __slots__ = ("_text", "_kind", "_quoted", "_content", "_block_indent")
+
+    def __init__(self, loc: Loc, text: str, kind: str, quoted: bool, content: Loc, block_indent: int | None):
+        super().__init__(loc)
+        self._text, self._kind, self._quoted, self._block_indent = text, kind, quoted, block_indent
+        self._content = None if content == loc else content
+
+    @classmethod
+    def _plain(cls, file: str, line: int, col: int, text: str, kind: str) -> "YScalar":
+        """The loader's fast path: an unquoted scalar whose text starts where it does."""
+        node = cls.__new__(cls)
+        node._file, node._line, node._col, node._text, node._kind = file, line, col, text, kind
+        node._quoted, node._content, node._block_indent = False, None, None
+        return node
+
+    @property
+    def text(self) -> str:
+        return self._text
+
+    @property
+    def kind(self) -> str:
+        return self._kind
+
+    @property
+    def quoted(self) -> bool:
+        return self._quoted
+
+    @property
+    def content(self) -> Loc:
+        return self._content if self._content is not None else self.loc
+
+    @property
+    def block_indent(self) -> int | None:
+        return self._block_indent
+
+    def loc_at(self, line: int, col: int) -> Loc:
+        """File location of 1-based (line, col) inside this scalar's text."""
+        content = self.content
+        if self._block_indent is not None:
+            return Loc(content.file, content.line + line - 1, self._block_indent + col - 1)
+        if line == 1:
+            return Loc(content.file, content.line, content.col + col - 1)
+        return content
+
+    def __repr__(self) -> str:
+        return f"YScalar({self.loc}, {self._text!r}, {self._kind})"
+
+
+class YSeq(YNode):
+    """A list of values."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, loc: Loc, items: tuple[YNode, ...]):
+        super().__init__(loc)
+        self._items = tuple(items)
+
+    @property
+    def items(self) -> tuple[YNode, ...]:
+        return self._items
+
+
+class YMap(YNode):
+    """A mapping, its entries in file order (keys are scalars, each given once)."""
+
+    __slots__ = ("_entries",)
+
+    def __init__(self, loc: Loc, entries: tuple[tuple[YScalar, YNode], ...]):
+        super().__init__(loc)
+        self._entries = tuple(entries)
+
+    @property
+    def entries(self) -> tuple[tuple[YScalar, YNode], ...]:
+        return self._entries
+
+    def keys(self) -> list[str]:
+        return [k.text for k, _ in self._entries]
+
+    def get(self, key: str) -> YNode | None:
+        for k, v in self._entries:
+            if k.text == key:
+                return v
+        return None
+
+    def key_loc(self, key: str) -> Loc:
+        for k, _ in self._entries:
+            if k.text == key:
+                return k.loc
+        return self.loc
+
+
+def kind_name(node: YNode) -> str:
+    if isinstance(node, YMap):
+        return "a mapping"
+    if isinstance(node, YSeq):
+        return "a list"
+    assert isinstance(node, YScalar)
+    return {"str": "a string", "int": "a number", "float": "a number", "bool": "a boolean",
+            "null": "an empty value"}[node.kind]
+
+
+# ----------------------------------------------------------------------------- reading
+
+def read_yaml(path: str, display: str | None = None) -> YNode:
+    """Read and compose ``path``; raise ProblemError (one located line) on anything wrong.
+
+    Only a regular file is read: a FIFO, a device, a socket or a directory is refused at once
+    (opened without blocking, checked with fstat on the open descriptor, so nothing can be
+    swapped in between the check and the read)."""
+    name = display or path
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise ProblemError(Loc(name, 1, 1), f"cannot read the file: {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ProblemError(Loc(name, 1, 1), f"is {_file_kind(mode)}, not a regular file; give a problem file "
+                                                "(or - to read one from standard input)")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=True) as fh:
+            fd = -1
+            raw = fh.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise ProblemError(Loc(name, 1, 1), f"cannot read the file: {exc.strerror or exc}") from None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    return read_yaml_bytes(raw, name)
+
+
+def _file_kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def read_yaml_bytes(raw: bytes, name: str) -> YNode:
+    """Compose a problem file given as bytes (a file's or standard input's content)."""
+    return parse_yaml_text(decode(raw, name), name)
+
+
+def decode(raw: bytes, name: str) -> str:
+    """A problem file's bytes as text: at most MAX_FILE_BYTES of UTF-8 (a BOM is allowed)."""
+    if len(raw) > MAX_FILE_BYTES:
+        raise ProblemError(Loc(name, 1, 1),
+                           f"file is larger than {MAX_FILE_BYTES} bytes; problem files are small "
+                           "data files, write big tensors as a scale times a small literal")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ProblemError(Loc(name, line, 1), "file is not valid UTF-8; save it as UTF-8 text") from None
+
+
+def parse_yaml_text(text: str, name: str) -> YNode:
+    """Compose YAML text into the located tree (one document, a bounded number of values)."""
+    try:
+        parser = _PARSER(text)
+    except (yaml.YAMLError, UnicodeEncodeError) as exc:  # the pure-Python reader checks characters up front
+        raise _syntax_error(text, name, exc) from None
+    try:
+        return _Composer(name, text).document(parser.get_event)
+    except (yaml.YAMLError, UnicodeEncodeError) as exc:
+        raise _syntax_error(text, name, exc) from None
+    finally:
+        parser.dispose()
+
+
+# ----------------------------------------------------------------------------- composing
+
+_FLOW_MSG = f"brackets nested more than {MAX_DEPTH} deep; tensors have at most a few dimensions"
+
+
+class _Open:
+    """A list or mapping whose events are still arriving."""
+
+    __slots__ = ("loc", "is_map", "flow", "items", "seen", "key", "anchor", "count0")
+
+    def __init__(self, loc: Loc, is_map: bool, flow: bool, anchor: str | None, count0: int):
+        self.loc, self.is_map, self.flow, self.anchor, self.count0 = \
+            loc, is_map, flow, anchor, count0
+        self.items: list = []
+        self.seen: dict[str, Loc] = {}
+        self.key: YScalar | None = None
+
+
+class _Composer:
+    """Builds the located tree from parser events: one document, counted, bounded, checked."""
+
+    def __init__(self, name: str, text: str):
+        self.name = name
+        self.text = text
+        self.lines: list[str] | None = None
+        self.count = 0
+        self.anchors: dict[str, tuple[YNode, int]] = {}  # anchor -> (node, values it expands to)
+        self.open_anchors: dict[str, Loc] = {}
+        self.too_deep: Loc | None = None                   # first node past MAX_DEPTH (reported at the end)
+
+    def loc(self, mark) -> Loc:
+        return Loc(self.name, mark.line + 1, mark.column + 1)
+
+    def document(self, get) -> YNode:
+        get()  # StreamStartEvent
+        event = get()
+        if isinstance(event, yaml.StreamEndEvent):
+            raise ProblemError(Loc(self.name, 1, 1), "the file is empty; a problem file is a YAML mapping with name, "
+                                                     "inputs and model")
+        self.check_version(event)
+        root = self.node(get)
+        get()  # DocumentEndEvent
+        event = get()
+        if isinstance(event, yaml.DocumentStartEvent):
+            first = get()
+            raise ProblemError(Loc(self.name, first.start_mark.line + 1, 1),
+                               "the file holds more than one YAML document; put one problem per file")
+        if self.too_deep is not None:
+            raise ProblemError(self.too_deep, f"YAML nesting is deeper than {MAX_DEPTH} levels")
+        return root
+
+    def check_version(self, event) -> None:
+        version = getattr(event, "version", None)
+        if version is not None and tuple(version) != (1, 1):
+            where = self.text.find("%YAML")
+            line = self.text.count("\n", 0, where) + 1 if where >= 0 else 1
+            raise ProblemError(Loc(self.name, line, 1),
+                               f"the file declares YAML {version[0]}.{version[1]} (%YAML directive); problem files "
+                               "are read as YAML 1.1, whose rules for yes/no/on/off, 1_000 and 017 differ from "
+                               "1.2's; remove the directive (or write %YAML 1.1)")
+
+    def node(self, get) -> YNode:
+        """Compose one node (the document's root) from the event stream, without recursion."""
+        stack: list[_Open] = []
+        flow_depth = 0
+        name = self.name
+        scalar_event, alias_event = yaml.ScalarEvent, yaml.AliasEvent
+        seq_start, map_start = yaml.SequenceStartEvent, yaml.MappingStartEvent
+        plain = YScalar._plain
+        while True:
+            event = get()
+            cls = event.__class__
+            parent = stack[-1] if stack else None
+            is_key = parent is not None and parent.is_map and parent.key is None
+            if cls is scalar_event:
+                value = event.value
+                if event.tag is None and event.anchor is None and not event.style and not is_key \
+                        and value.isascii():
+                    # the common case (a number, a name): no tag, no anchor, no quotes, a value
+                    kind = "str"
+                    for tag, regexp in _RESOLVERS.get(value[:1], _WILDCARD):
+                        if regexp.match(value):
+                            kind = _SCALAR_KINDS.get(tag)
+                            break
+                    mark = event.start_mark
+                    node = plain(name, mark.line + 1, mark.column + 1, value, kind)
+                    if kind is None:  # !!timestamp, !!merge, !!value
+                        self.check_tag(tag, node.loc, explicit_only=False, default=tag)
+                else:
+                    node = self.scalar(event, is_key)
+                if not is_key:  # keys are not counted (as before: the budget is for values)
+                    self.count += 1
+                    if self.count > MAX_NODES:
+                        self.count_values(0, node.loc)  # raises: past the budget
+                if len(stack) > MAX_DEPTH and self.too_deep is None and not is_key:
+                    self.too_deep = node.loc
+                if event.anchor is not None:
+                    self.define(event.anchor, node, 1, node.loc)
+            elif cls is alias_event:
+                node, size = self.alias(event)
+                if not is_key:
+                    self.count_values(size, self.loc(event.start_mark))
+            elif cls is seq_start or cls is map_start:
+                loc = self.loc(event.start_mark)
+                if is_key:
+                    raise ProblemError(loc, "mapping keys must be plain names, not lists or mappings")
+                self.check_tag(event.tag, loc, explicit_only=False, default=_STD + ("seq" if cls is seq_start
+                                                                                      else "map"))
+                self.count_values(1, loc)
+                flow = bool(event.flow_style)
+                if flow:
+                    flow_depth += 1
+                    if flow_depth > MAX_DEPTH:
+                        raise ProblemError(loc, _FLOW_MSG)
+                if len(stack) > MAX_DEPTH and self.too_deep is None:
+                    self.too_deep = loc
+                if event.anchor is not None:
+                    if event.anchor in self.anchors or event.anchor in self.open_anchors:
+                        self.duplicate_anchor(event.anchor, loc)
+                    self.open_anchors[event.anchor] = loc
+                stack.append(_Open(loc, cls is map_start, flow, event.anchor, self.count))
+                continue
+            else:  # SequenceEndEvent / MappingEndEvent
+                done = stack.pop()
+                if done.flow:
+                    flow_depth -= 1
+                node = YMap(done.loc, tuple(done.items)) if done.is_map else YSeq(done.loc, tuple(done.items))
+                if done.anchor is not None:
+                    del self.open_anchors[done.anchor]
+                    self.anchors[done.anchor] = (node, self.count - done.count0 + 1)
+                parent = stack[-1] if stack else None
+                is_key = False
+            if parent is None:
+                return node
+            if not parent.is_map:
+                parent.items.append(node)
+            elif is_key:
+                if not isinstance(node, YScalar):
+                    raise ProblemError(self.loc(event.start_mark), "mapping keys must be plain names, not lists or "
+                                                                   "mappings")
+                first = parent.seen.get(node.text)
+                if first is not None:
+                    raise ProblemError(self.loc(event.start_mark),
+                                       f"duplicate key '{node.text}' (first given at line {first.line}); give each "
+                                       "key once")
+                parent.seen[node.text] = node.loc
+                parent.key = node
+            else:
+                parent.items.append((parent.key, node))
+                parent.key = None
+
+    def count_values(self, n: int, loc: Loc) -> None:
+        self.count += n
+        if self.count > MAX_NODES:
+            raise ProblemError(loc, f"more than {MAX_NODES} YAML values (aliases included); problem files describe "
+                                    "small models")
+
+    def define(self, anchor: str, node: YNode, size: int, loc: Loc) -> None:
+        if anchor in self.anchors or anchor in self.open_anchors:
+            self.duplicate_anchor(anchor, loc)
+        self.anchors[anchor] = (node, size)
+
+    def duplicate_anchor(self, anchor: str, loc: Loc) -> None:
+        first = self.anchors[anchor][0].loc if anchor in self.anchors else self.open_anchors[anchor]
+        raise ProblemError(loc, f"YAML anchor &{anchor} is defined twice (first at line {first.line}); give each "
+                                "anchor its own name")
+
+    def alias(self, event) -> tuple[YNode, int]:
+        anchor = event.anchor
+        if anchor in self.open_anchors:
+            raise ProblemError(self.open_anchors[anchor], "a YAML alias refers to a node that contains it (a recursive "
+                                                          "alias); write the value out")
+        if anchor not in self.anchors:
+            raise ProblemError(self.loc(event.start_mark), f"YAML alias *{anchor} refers to no anchor defined before "
+                                                           f"it; define &{anchor} on a value above this line")
+        return self.anchors[anchor]
+
+    def check_tag(self, tag: str | None, loc: Loc, explicit_only: bool, default: str) -> str:
+        """The node's tag: an explicit one must be plain data; an implicit one is ``default``."""
+        if tag is None or tag == "!":
+            tag = default
+            if explicit_only:
+                return tag
+        if tag not in _ALLOWED_TAGS:
+            shown = tag.replace(_STD, "!!")
+            raise ProblemError(loc, f"YAML tag {shown} is not allowed; problem files are plain data "
+                                    "(numbers, strings, lists, mappings)")
+        return tag
+
+    def scalar(self, event, is_key: bool) -> YScalar:
+        mark = event.start_mark
+        loc = Loc(self.name, mark.line + 1, mark.column + 1)
+        value = event.value
+        default = _STR
+        if event.implicit[0] and (event.tag is None or event.tag == "!"):
+            for tag, regexp in _RESOLVERS.get(value[:1], _WILDCARD):
+                if regexp.match(value):
+                    default = tag
+                    break
+        # a key's implicit !!timestamp or !!merge (`<<`) is just a name; on a value it is refused
+        tag = self.check_tag(event.tag, loc, explicit_only=is_key, default=default)
+        if not value.isascii() and _SURROGATE.search(value):
+            at = _SURROGATE.search(value).group()
+            raise ProblemError(loc, f"a string holds the lone surrogate \\u{ord(at):04x}, which is not a character; "
+                                    "write the character itself")
+        style = event.style
+        content = loc
+        block_indent = None
+        if style == "|" or style == ">":
+            content, block_indent = self.block_start(event, loc)
+        elif style == "'" or style == '"':
+            content = Loc(self.name, loc.line, loc.col + 1)
+        return YScalar(loc, value, _SCALAR_KINDS.get(tag, "str"), bool(style), content, block_indent)
+
+    def block_start(self, event, loc: Loc) -> tuple[Loc, int | None]:
+        if self.lines is None:
+            self.lines = self.text.splitlines()
+        first = event.start_mark.line + 1  # 0-based index of the first content line
+        for i in range(first, min(len(self.lines), event.end_mark.line + 1)):
+            stripped = self.lines[i].lstrip(" ")
+            if stripped:
+                indent = len(self.lines[i]) - len(stripped) + 1
+                return Loc(self.name, first + 1, indent), indent
+        return loc, None
+
+
+# ----------------------------------------------------------------------------- syntax errors
+
+def _syntax_error(text: str, name: str, exc: Exception) -> ProblemError:
+    """One located line for a YAML syntax error.
+
+    When libyaml found it, the text is composed again with the pure-Python parser (the error
+    path only): its messages name what was found, and because libyaml's scanner reads ahead,
+    the pure-Python run also reports an earlier problem first (a list used as a key, a
+    duplicate key) as it would be reported without libyaml. libyaml's message is kept when
+    the pure-Python parser accepts the text."""
+    if FAST or isinstance(exc, UnicodeEncodeError):
+        try:
+            parser = yaml.SafeLoader(text)
+            try:
+                _Composer(name, text).document(parser.get_event)
+            finally:
+                parser.dispose()
+        except ProblemError as err:
+            return err
+        except yaml.YAMLError as python_exc:
+            exc = python_exc
+    if isinstance(exc, yaml.reader.ReaderError):
+        pos = exc.position if isinstance(exc.position, int) else 0
+        line = text.count("\n", 0, pos) + 1
+        col = pos - (text.rfind("\n", 0, pos) + 1) + 1
+        char = exc.character if isinstance(exc.character, int) else 0
+        return ProblemError(Loc(name, line, col),
+                            f"the character U+{char:04X} is not allowed in a YAML file; remove it (inside a "
+                            "double-quoted string an escape such as \\x1b can stand for a control character)")
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        where = Loc(name, mark.line + 1, mark.column + 1) if mark else Loc(name, 1, 1)
+        what = exc.problem or exc.context or "malformed YAML"
+        started = ""
+        if exc.context and exc.context_mark is not None and exc.problem_mark is not None \
+                and exc.context_mark.line != exc.problem_mark.line:
+            started = f" ({exc.context} that starts at line {exc.context_mark.line + 1}, " \
+                      f"column {exc.context_mark.column + 1})"
+        return ProblemError(where, f"YAML syntax error: {what}{started}; check indentation, colons and brackets")
+    if isinstance(exc, UnicodeEncodeError):
+        return ProblemError(Loc(name, 1, 1), "the text holds a lone surrogate, which is not a character; write the "
+                                             "character itself")
+    return ProblemError(Loc(name, 1, 1), f"YAML error: {exc}")

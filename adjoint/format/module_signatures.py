@@ -1,0 +1,375 @@
+"""The built-in module types: one record per ``torch.nn`` class a problem file may name.
+
+Each :class:`NNType` says what PyTorch 2.13's class takes and makes, read from its
+``__init__`` (and pinned against real torch in ``tests/test_parse.py``):
+
+* ``args``: the constructor's keyword arguments, with PyTorch's names, defaults and accepted
+  types (:class:`ArgSpec`; ``kernel_size: 3`` and ``[3, 3]`` both, where torch takes both);
+  values are stored as the torch module stores them after construction (``Conv2d``'s
+  ``kernel_size`` as a tuple, ``MaxPool2d``'s as given, its ``stride`` defaulting to
+  ``kernel_size``), numbers exactly (``eps`` 1e-05 is 1/100000);
+* ``params(args)``: the parameters' names and shapes, exactly as ``named_parameters()``
+  names and orders them (``in_proj_weight``, ``in_proj_bias``, ``out_proj.weight``, ...);
+* ``buffers(args)``: the buffers' names, shapes, defaults and dtype as ``named_buffers()``
+  has them (``running_mean`` zeros, ``running_var`` ones, ``num_batches_tracked`` int64 0);
+  a loss's ``weight`` / ``pos_weight`` are buffers in torch, so a file gives them there;
+* ``check(args)``: the constructor's own refusals, with PyTorch's wording;
+* ``inputs``: the forward's positional arguments as torch names them (``optional_inputs``
+  may be left out);
+* ``forward``: None here; the runtime fills in what a call computes.
+
+The functions are named module-level functions (no anonymous rules). Nothing here imports
+torch or YAML: :mod:`adjoint.format.validate_modules` reads the YAML into these shapes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Callable, Mapping
+
+Args = Mapping[str, object]
+
+REQUIRED = "<required>"
+
+#: Arg kinds. int / float / bool / str: one value (float exact, str one of ``choices``);
+#: opt_int / opt_float: or None; ints: an int or ``rank`` ints, stored as a tuple; pool: an int or
+#: ``rank`` ints, stored as given; opt_pool: the same or None; padding: "same", "valid", an int
+#: or ``rank`` ints (tuple); shape: an int or a list of ints (tuple); sizes: a list of ints
+#: (tuple); output_size: an int, None or ``rank`` entries each an int or None.
+ARG_KINDS = ("int", "float", "bool", "str", "opt_int", "opt_float", "ints", "pool", "opt_pool", "padding", "shape",
+             "sizes", "output_size")
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """One constructor argument of an nn layer: its kind, default and allowed values."""
+
+    name: str
+    kind: str
+    default: object = REQUIRED
+    minimum: int | None = None    # ints: each at least this
+    choices: tuple[str, ...] = ()
+    rank: int = 0                 # ints / pool / padding / output_size: how many entries a list has
+
+    @property
+    def required(self) -> bool:
+        return self.default == REQUIRED
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One parameter of an nn layer and its shape rule."""
+
+    name: str                     # as named_parameters() names it, relative to the module
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """One buffer of an nn layer: its shape rule, default value and dtype."""
+
+    name: str                     # as named_buffers() names it
+    shape: tuple[int, ...] | None  # None: any shape (given by the file)
+    default: str | None           # "zeros" | "ones" | None: absent unless the file gives it
+    dtype: str | None = None      # None: the problem's float dtype; "int64"
+
+
+def _no_params(args: Args) -> tuple[ParamSpec, ...]:
+    return ()
+
+
+def _no_buffers(args: Args) -> tuple[BufferSpec, ...]:
+    return ()
+
+
+def _no_check(args: Args) -> tuple[tuple[str, str], ...]:
+    return ()
+
+
+def _as_given(args: dict) -> dict:
+    return args
+
+
+@dataclass(frozen=True)
+class NNType:
+    """An nn layer type (Linear, Conv2d, ...): its arguments, inputs, parameters, buffers and forward."""
+
+    name: str
+    args: tuple[ArgSpec, ...] = ()
+    inputs: tuple[str, ...] = ("input",)
+    optional_inputs: tuple[str, ...] = ()
+    params: Callable[[Args], tuple[ParamSpec, ...]] = _no_params
+    buffers: Callable[[Args], tuple[BufferSpec, ...]] = _no_buffers
+    check: Callable[[Args], tuple[tuple[str, str], ...]] = _no_check   # (arg name, PyTorch's message)
+    resolve: Callable[[dict], dict] = _as_given   # defaults torch derives from other args
+    container: bool = False       # Sequential, ModuleList: children, no args
+    loss: bool = False
+    forward: object = None        # filled by the runtime
+
+    @property
+    def has_params(self) -> bool:
+        return self.params is not _no_params
+
+    @property
+    def has_buffers(self) -> bool:
+        return self.buffers is not _no_buffers
+
+    def arg(self, name: str) -> ArgSpec | None:
+        for a in self.args:
+            if a.name == name:
+                return a
+        return None
+
+
+# ----------------------------------------------------------------------------- parameters
+
+def _linear_params(a: Args) -> tuple[ParamSpec, ...]:
+    out = (ParamSpec("weight", (a["out_features"], a["in_features"])),)
+    return out + ((ParamSpec("bias", (a["out_features"],)),) if a["bias"] else ())
+
+
+def _conv_params(a: Args) -> tuple[ParamSpec, ...]:
+    shape = (a["out_channels"], a["in_channels"] // a["groups"]) + tuple(a["kernel_size"])
+    out = (ParamSpec("weight", shape),)
+    return out + ((ParamSpec("bias", (a["out_channels"],)),) if a["bias"] else ())
+
+
+def _batchnorm_params(a: Args) -> tuple[ParamSpec, ...]:
+    if not a["affine"]:
+        return ()
+    n = (a["num_features"],)
+    return (ParamSpec("weight", n),) + ((ParamSpec("bias", n),) if a["bias"] else ())
+
+
+def _batchnorm_buffers(a: Args) -> tuple[BufferSpec, ...]:
+    if not a["track_running_stats"]:
+        return ()
+    n = (a["num_features"],)
+    return (BufferSpec("running_mean", n, "zeros"), BufferSpec("running_var", n, "ones"),
+            BufferSpec("num_batches_tracked", (), "zeros", "int64"))
+
+
+def _layernorm_params(a: Args) -> tuple[ParamSpec, ...]:
+    if not a["elementwise_affine"]:
+        return ()
+    shape = tuple(a["normalized_shape"])
+    return (ParamSpec("weight", shape),) + ((ParamSpec("bias", shape),) if a["bias"] else ())
+
+
+def _groupnorm_params(a: Args) -> tuple[ParamSpec, ...]:
+    if not a["affine"]:
+        return ()
+    n = (a["num_channels"],)
+    return (ParamSpec("weight", n),) + ((ParamSpec("bias", n),) if a["bias"] else ())
+
+
+def _embedding_params(a: Args) -> tuple[ParamSpec, ...]:
+    return (ParamSpec("weight", (a["num_embeddings"], a["embedding_dim"])),)
+
+
+def _mha_params(a: Args) -> tuple[ParamSpec, ...]:
+    e, kdim, vdim = a["embed_dim"], a["kdim"], a["vdim"]
+    if kdim == e and vdim == e:
+        out: tuple[ParamSpec, ...] = (ParamSpec("in_proj_weight", (3 * e, e)),)
+    else:
+        out = (ParamSpec("q_proj_weight", (e, e)), ParamSpec("k_proj_weight", (e, kdim)),
+               ParamSpec("v_proj_weight", (e, vdim)))
+    if a["bias"]:
+        out += (ParamSpec("in_proj_bias", (3 * e,)),)
+    if a["add_bias_kv"]:
+        out += (ParamSpec("bias_k", (1, 1, e)), ParamSpec("bias_v", (1, 1, e)))
+    out += (ParamSpec("out_proj.weight", (e, e)),)
+    if a["bias"]:
+        out += (ParamSpec("out_proj.bias", (e,)),)
+    return out
+
+
+def _weighted_loss_buffers(a: Args) -> tuple[BufferSpec, ...]:
+    return (BufferSpec("weight", None, None),)
+
+
+def _bce_logits_buffers(a: Args) -> tuple[BufferSpec, ...]:
+    return (BufferSpec("weight", None, None), BufferSpec("pos_weight", None, None))
+
+
+# ----------------------------------------------------------------------------- checks
+
+def _conv_check(a: Args) -> tuple[tuple[str, str], ...]:
+    out = []
+    if a["in_channels"] % a["groups"]:
+        out.append(("groups", "in_channels must be divisible by groups"))
+    if a["out_channels"] % a["groups"]:
+        out.append(("groups", "out_channels must be divisible by groups"))
+    if a["padding"] == "same" and any(s != 1 for s in a["stride"]):
+        out.append(("padding", "padding='same' is not supported for strided convolutions"))
+    return tuple(out)
+
+
+def _groupnorm_check(a: Args) -> tuple[tuple[str, str], ...]:
+    if a["num_channels"] % a["num_groups"]:
+        return (("num_groups", f"num_channels ({a['num_channels']}) must be divisible by num_groups "
+                               f"({a['num_groups']})"),)
+    return ()
+
+
+def _mha_check(a: Args) -> tuple[tuple[str, str], ...]:
+    if a["embed_dim"] % a["num_heads"]:
+        return (("num_heads", "embed_dim must be divisible by num_heads"),)
+    return ()
+
+
+def _dropout_check(a: Args) -> tuple[tuple[str, str], ...]:
+    if not 0 <= a["p"] <= 1:
+        return (("p", f"dropout probability has to be between 0 and 1, but got {float(a['p'])}"),)
+    return ()
+
+
+def _embedding_check(a: Args) -> tuple[tuple[str, str], ...]:
+    idx, n = a["padding_idx"], a["num_embeddings"]
+    if idx is not None and not -n <= idx < n:
+        return (("padding_idx", "Padding_idx must be within num_embeddings"),)
+    return ()
+
+
+# ----------------------------------------------------------------------------- derived defaults
+
+def _pool_resolve(a: dict) -> dict:
+    """``self.stride = stride if (stride is not None) else kernel_size``."""
+    if a.get("stride") is None:
+        a = dict(a, stride=a["kernel_size"])
+    return a
+
+
+def _mha_resolve(a: dict) -> dict:
+    """``kdim`` / ``vdim`` default to ``embed_dim``."""
+    return dict(a, kdim=a["embed_dim"] if a["kdim"] is None else a["kdim"],
+                vdim=a["embed_dim"] if a["vdim"] is None else a["vdim"])
+
+
+def _embedding_resolve(a: dict) -> dict:
+    """A negative ``padding_idx`` counts from the end, as torch stores it."""
+    idx = a["padding_idx"]
+    if idx is not None and -a["num_embeddings"] <= idx < 0:   # out of range: refused by the check
+        a = dict(a, padding_idx=a["num_embeddings"] + idx)
+    return a
+
+
+# ----------------------------------------------------------------------------- the types
+
+def _inplace() -> ArgSpec:
+    return ArgSpec("inplace", "bool", False)
+
+
+def _reduction(*more: str) -> ArgSpec:
+    return ArgSpec("reduction", "str", "mean", choices=("none", "mean", "sum") + more)
+
+
+def _conv(name: str, rank: int) -> NNType:
+    return NNType(name, (
+        ArgSpec("in_channels", "int", minimum=1), ArgSpec("out_channels", "int", minimum=1),
+        ArgSpec("kernel_size", "ints", minimum=1, rank=rank), ArgSpec("stride", "ints", (1,) * rank, 1, rank=rank),
+        ArgSpec("padding", "padding", (0,) * rank, 0, rank=rank),
+        ArgSpec("dilation", "ints", (1,) * rank, 1, rank=rank), ArgSpec("groups", "int", 1, 1),
+        ArgSpec("bias", "bool", True),
+        ArgSpec("padding_mode", "str", "zeros", choices=("zeros", "reflect", "replicate", "circular"))),
+        params=_conv_params, check=_conv_check)
+
+
+def _batchnorm(name: str) -> NNType:
+    return NNType(name, (
+        ArgSpec("num_features", "int", minimum=1), ArgSpec("eps", "float", Fraction(1, 100000)),
+        ArgSpec("momentum", "opt_float", Fraction(1, 10)), ArgSpec("affine", "bool", True),
+        ArgSpec("track_running_stats", "bool", True), ArgSpec("bias", "bool", True)),
+        params=_batchnorm_params, buffers=_batchnorm_buffers)
+
+
+def _loss(name: str, *extra: ArgSpec, buffers=_no_buffers, reduction: ArgSpec | None = None) -> NNType:
+    return NNType(name, (reduction or _reduction(),) + extra, inputs=("input", "target"), buffers=buffers, loss=True)
+
+
+TYPES: dict[str, NNType] = {t.name: t for t in (
+    # v1
+    NNType("Linear", (ArgSpec("in_features", "int", minimum=1), ArgSpec("out_features", "int", minimum=1),
+                      ArgSpec("bias", "bool", True)), params=_linear_params),
+    NNType("ReLU", (_inplace(),)),
+    NNType("Tanh"),
+    NNType("Sigmoid"),
+    NNType("Identity"),
+    NNType("Sequential", container=True),
+    # layers
+    _conv("Conv1d", 1),
+    _conv("Conv2d", 2),
+    NNType("MaxPool2d", (ArgSpec("kernel_size", "pool", minimum=1, rank=2),
+                         ArgSpec("stride", "opt_pool", None, 1, rank=2), ArgSpec("padding", "pool", 0, 0, rank=2),
+                         ArgSpec("dilation", "pool", 1, 1, rank=2), ArgSpec("return_indices", "bool", False),
+                         ArgSpec("ceil_mode", "bool", False)), resolve=_pool_resolve),
+    NNType("AvgPool2d", (ArgSpec("kernel_size", "pool", minimum=1, rank=2),
+                         ArgSpec("stride", "opt_pool", None, 1, rank=2), ArgSpec("padding", "pool", 0, 0, rank=2),
+                         ArgSpec("ceil_mode", "bool", False), ArgSpec("count_include_pad", "bool", True),
+                         ArgSpec("divisor_override", "opt_int", None, 1)), resolve=_pool_resolve),
+    NNType("AdaptiveAvgPool2d", (ArgSpec("output_size", "output_size", minimum=1, rank=2),)),
+    _batchnorm("BatchNorm1d"),
+    _batchnorm("BatchNorm2d"),
+    NNType("LayerNorm", (ArgSpec("normalized_shape", "shape", minimum=1), ArgSpec("eps", "float", Fraction(1, 100000)),
+                         ArgSpec("elementwise_affine", "bool", True), ArgSpec("bias", "bool", True)),
+           params=_layernorm_params),
+    NNType("GroupNorm", (ArgSpec("num_groups", "int", minimum=1), ArgSpec("num_channels", "int", minimum=1),
+                         ArgSpec("eps", "float", Fraction(1, 100000)), ArgSpec("affine", "bool", True),
+                         ArgSpec("bias", "bool", True)), params=_groupnorm_params, check=_groupnorm_check),
+    NNType("Dropout", (ArgSpec("p", "float", Fraction(1, 2)), _inplace()), check=_dropout_check),
+    NNType("Embedding", (ArgSpec("num_embeddings", "int", minimum=1), ArgSpec("embedding_dim", "int", minimum=1),
+                         ArgSpec("padding_idx", "opt_int", None), ArgSpec("max_norm", "opt_float", None),
+                         ArgSpec("norm_type", "float", Fraction(2)), ArgSpec("scale_grad_by_freq", "bool", False),
+                         ArgSpec("sparse", "bool", False)),
+           params=_embedding_params, check=_embedding_check, resolve=_embedding_resolve),
+    NNType("Flatten", (ArgSpec("start_dim", "int", 1), ArgSpec("end_dim", "int", -1))),
+    NNType("Unflatten", (ArgSpec("dim", "int"), ArgSpec("unflattened_size", "sizes"))),
+    NNType("LeakyReLU", (ArgSpec("negative_slope", "float", Fraction(1, 100)), _inplace())),
+    NNType("GELU", (ArgSpec("approximate", "str", "none", choices=("none", "tanh")),)),
+    NNType("SiLU", (_inplace(),)),
+    NNType("ELU", (ArgSpec("alpha", "float", Fraction(1)), _inplace())),
+    NNType("Softplus", (ArgSpec("beta", "float", Fraction(1)), ArgSpec("threshold", "float", Fraction(20)))),
+    NNType("Softmax", (ArgSpec("dim", "opt_int", None),)),
+    NNType("LogSoftmax", (ArgSpec("dim", "opt_int", None),)),
+    NNType("ModuleList", inputs=(), container=True),
+    NNType("MultiheadAttention", (
+        ArgSpec("embed_dim", "int", minimum=1), ArgSpec("num_heads", "int", minimum=1),
+        ArgSpec("dropout", "float", Fraction(0)), ArgSpec("bias", "bool", True), ArgSpec("add_bias_kv", "bool", False),
+        ArgSpec("add_zero_attn", "bool", False), ArgSpec("kdim", "opt_int", None, 1),
+        ArgSpec("vdim", "opt_int", None, 1), ArgSpec("batch_first", "bool", False)),
+        inputs=("query", "key", "value"),
+        optional_inputs=("key_padding_mask", "need_weights", "attn_mask", "average_attn_weights", "is_causal"),
+        params=_mha_params, check=_mha_check, resolve=_mha_resolve),
+    # losses
+    _loss("MSELoss"),
+    _loss("L1Loss"),
+    _loss("SmoothL1Loss", ArgSpec("beta", "float", Fraction(1))),
+    _loss("HuberLoss", ArgSpec("delta", "float", Fraction(1))),
+    _loss("CrossEntropyLoss", ArgSpec("ignore_index", "int", -100), ArgSpec("label_smoothing", "float", Fraction(0)),
+          buffers=_weighted_loss_buffers),
+    _loss("NLLLoss", ArgSpec("ignore_index", "int", -100), buffers=_weighted_loss_buffers),
+    _loss("BCELoss", buffers=_weighted_loss_buffers),
+    _loss("BCEWithLogitsLoss", buffers=_bce_logits_buffers),
+    _loss("KLDivLoss", ArgSpec("log_target", "bool", False), reduction=_reduction("batchmean")),
+)}
+
+#: Constructor arguments PyTorch has that a problem file does not set, and why.
+NOT_ARGS = {
+    "device": "the problem runs on the CPU",
+    "dtype": "the problem's top-level dtype: sets it for every module",
+    "size_average": "it is deprecated in PyTorch; use reduction",
+    "reduce": "it is deprecated in PyTorch; use reduction",
+}
+#: Tensor-valued constructor arguments, which torch registers as buffers.
+TENSOR_ARGS = ("weight", "pos_weight")
+
+
+def lookup(name: str) -> NNType | None:
+    return TYPES.get(name)
+
+
+def resolved_args(t: NNType, given: dict) -> dict:
+    """Defaults filled in, then the values torch derives (``stride`` from ``kernel_size``, ...)."""
+    full = {a.name: given.get(a.name, a.default) for a in t.args}
+    return t.resolve(full)

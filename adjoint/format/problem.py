@@ -1,0 +1,278 @@
+"""A problem file as immutable records: what :mod:`adjoint.format.validate` builds from the YAML.
+
+These records are the interface between reading a file and running it: the runtime
+(:mod:`adjoint.engine.forward`, :mod:`adjoint.engine.reverse`), the torch side and the renderers read
+them and nothing else of the file. Contract: v1 and v2 (user reference: ``docs/format.md``).
+Values are exact (``Fraction``); expressions and forwards are :mod:`adjoint.format.syntax` records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from adjoint.format.errors import Loc, ProblemError
+
+MAX_ELEMENTS = 100_000
+
+BUILTIN_TYPES = ("Linear", "ReLU", "Tanh", "Sigmoid", "Identity", "Sequential")   # v1's; v2: adjoint.format.module_signatures
+ELEMENTWISE_TYPES = ("ReLU", "Tanh", "Sigmoid", "Identity")
+MODULE_HOOK_KINDS = ("full_backward", "full_backward_pre", "backward", "forward", "forward_pre")
+TENSOR_HOOK_KINDS = ("hook", "retain_grad", "post_accumulate_grad")
+NODE_HOOK_KINDS = ("pre", "post")
+ROOT = "model"  # how hooks name the root module
+OUTPUT = "y"    # how the loss names the model's output
+
+
+# ----------------------------------------------------------------------------- values
+
+@dataclass(frozen=True)
+class Sym:
+    """A free symbol, optionally scaled: ``coeff * name``."""
+
+    name: str
+    coeff: Fraction = Fraction(1)
+
+
+Element = Fraction | Sym
+
+
+@dataclass(frozen=True)
+class Literal:
+    """A tensor literal of the problem file: its shape and items."""
+
+    shape: tuple[int, ...]
+    items: tuple[Element, ...]  # row-major
+    loc: Loc
+    # a value backend's own form of this literal, made once (a pure function of the items: the
+    # exact backend keeps its integer array here, so that solving a problem again, or each of
+    # its variants, does not convert 100,000 numbers again)
+    memo: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    @property
+    def symbols(self) -> list[str]:
+        if "symbols" not in self.memo:
+            # a side file's items (adjoint.format.sidefiles.FileItems, not a tuple) are numbers only
+            self.memo["symbols"] = sorted({e.name for e in self.items if isinstance(e, Sym)}) \
+                if isinstance(self.items, tuple) else []
+        return self.memo["symbols"]
+
+
+@dataclass(frozen=True)
+class TensorDecl:
+    """An input, target, parameter or buffer. ``name`` is the full dotted tensor name.
+
+    ``dtype`` is None for the problem's float dtype, or ``"int64"`` (class indices,
+    embedding indices, ``num_batches_tracked``): then every item is an integer."""
+
+    name: str
+    value: Literal
+    requires_grad: bool
+    loc: Loc
+    dtype: str | None = None
+
+
+# ----------------------------------------------------------------------------- modules
+
+@dataclass(frozen=True)
+class Function:
+    """Extension: the module's forward runs as one hand-written ``torch.autograd.Function``.
+
+    ``grads`` has one entry per Function input (the module's positional inputs, then its
+    parameters), each the declared backward formula or None (the backward returns None)."""
+
+    name: str
+    grads: tuple[tuple[str, object | None], ...]   # (slot, syntax.Expr | None)
+    loc: Loc
+
+
+ArgValue = Fraction | int | bool | str | None | tuple  # tuple: of ints (kernel_size: [3, 3])
+
+
+@dataclass(frozen=True)
+class Module:
+    """A module of the problem's model: its type, parameters, children and forward."""
+
+    path: str                    # "" for the root; "layers.0" for a ModuleList item
+    name: str                    # key under its parent's children; "model" for the root
+    type: str | None             # a built-in type (a torch.nn class name), or None for a custom module
+    params: tuple[TensorDecl, ...]   # as named_parameters() names them, given or filled by init
+    children: tuple["Module", ...]
+    inputs: tuple[str, ...]      # forward's argument names
+    forward: object | None       # custom modules: the program (syntax.Program)
+    function: Function | None
+    loc: Loc
+    args: tuple[tuple[str, ArgValue], ...] = ()  # constructor keyword arguments as PyTorch names them,
+                                                 # defaults filled in (built-in types)
+    buffers: tuple[TensorDecl, ...] = ()         # as named_buffers() names them; defaults filled in
+    training: bool = True                        # resolved: own setting, else the parent's
+    input_defaults: tuple[tuple[str, ArgValue], ...] = ()   # inputs: [x, {scale: 1}]
+    mask: Literal | None = None                  # Dropout in training mode: the keep-mask (0/1)
+    is_list: bool = False                        # ModuleList: children named 0, 1, ...
+
+    @property
+    def label(self) -> str:
+        return self.path or ROOT
+
+    def arg(self, name: str, default: ArgValue = None) -> ArgValue:
+        for k, v in self.args:
+            if k == name:
+                return v
+        return default
+
+    def child(self, name: str) -> "Module | None":
+        for c in self.children:
+            if c.name == name:
+                return c
+        return None
+
+    def param(self, name: str) -> TensorDecl | None:
+        for p in self.params:
+            if p.name.rsplit(".", 1)[-1] == name:
+                return p
+        return None
+
+    def walk(self):
+        yield self
+        for c in self.children:
+            yield from c.walk()
+
+
+# ----------------------------------------------------------------------------- hooks
+
+@dataclass(frozen=True)
+class Hook:
+    """One declared hook. ``on`` says what it is registered on:
+
+    * ``module``: ``target`` a module path; ``kind`` forward_pre, forward, full_backward,
+      full_backward_pre, backward (the legacy register_backward_hook);
+    * ``global``: ``register_module_KIND_hook`` (``kind`` as for modules; ``target`` "");
+    * ``tensor``: ``target`` a tensor name; ``kind`` hook, retain_grad, post_accumulate_grad;
+    * ``node``: ``target`` a tensor name whose grad_fn (a leaf: its AccumulateGrad) gets it;
+      ``kind`` pre or post;
+    * ``multi_grad``: ``tensors`` the listed names, ``mode`` all or any; ``target`` them joined by ",";
+    * ``saved_tensors``: ``pack``/``unpack`` expressions, ``scope`` module paths (None: the
+      whole forward, loss included); ``kind`` "saved_tensors", its calls are ``pack``/``unpack``.
+    """
+
+    index: int                   # position in the list it was declared in
+    on: str
+    target: str
+    kind: str
+    returns: object | None       # syntax.Expr
+    does: tuple                  # extension: statements (syntax.Stmt) run before returns
+    remove: str | None           # before_backward | after_backward | None
+    when: str                    # before_forward | after_forward (extension)
+    label: str
+    loc: Loc
+    prepend: bool = False
+    with_kwargs: bool = False
+    always_call: bool = False
+    tensors: tuple[str, ...] = ()        # multi_grad
+    mode: str = "all"                    # multi_grad: all | any
+    pack: object | None = None           # saved_tensors: syntax.Expr of x
+    unpack: object | None = None         # saved_tensors: syntax.Expr of x
+    scope: tuple[str, ...] | None = None  # saved_tensors: module paths; None = the whole forward
+    raises: str | None = None            # raises RuntimeError(raises) when called
+    removes: tuple[int, ...] = ()        # removes these hooks' handles (same list) when it runs
+
+    @property
+    def is_module_backward(self) -> bool:
+        return self.on in ("module", "global") and self.kind in ("full_backward", "full_backward_pre", "backward")
+
+
+# ----------------------------------------------------------------------------- running
+
+@dataclass(frozen=True)
+class Backward:
+    """How a variant runs backward: backward() or autograd.grad, and with what."""
+
+    method: str                  # backward | grad
+    inputs: tuple[tuple[str, Loc], ...]
+    grad_output: Literal | None
+    loc: Loc | None
+    retain_graph: bool = False
+
+
+@dataclass(frozen=True)
+class Step:
+    """One entry of ``steps:``.
+
+    ``kind``: forward (``inputs`` replaces inputs entry by entry), backward (``backward``),
+    register / remove (``hooks``: indices into the variant's hook list), zero_grad, step
+    (plain SGD with ``lr``)."""
+
+    kind: str
+    loc: Loc
+    inputs: tuple[TensorDecl, ...] = ()
+    backward: Backward | None = None
+    hooks: tuple[int, ...] = ()
+    lr: Fraction | None = None
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One variant of a problem: its inputs, hooks, backward and steps."""
+
+    name: str                    # "default" when the file has no variants
+    inputs: tuple[TensorDecl, ...]
+    hooks: tuple[Hook, ...]
+    backward: Backward
+    loc: Loc | None
+    steps: tuple[Step, ...] | None = None   # None: v1's one forward and one backward
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Origin:
+    """``origin:`` (written by ``adjoint import``): the Python model the file was imported from,
+    which ``verify`` rebuilds to check that the file's model builds the same autograd graph."""
+    file: str                                   # absolute, resolved against the problem file's directory
+    factory: str
+    inputs: tuple[tuple[str, tuple[int, ...]], ...]
+    loc: Loc
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A validated problem file: the model, the loss and the variants."""
+
+    name: str
+    description: str
+    path: str
+    model: Module
+    targets: tuple[TensorDecl, ...]
+    loss: object | None          # syntax.Expr
+    variants: tuple[Variant, ...]
+    symbols: dict[str, Fraction] = field(hash=False)
+    dtype: str
+    loc: Loc
+    init_seed: int | None = None
+    origin: Origin | None = None
+
+    def variant(self, name: str) -> Variant:
+        for v in self.variants:
+            if v.name == name:
+                return v
+        names = ", ".join(v.name for v in self.variants)
+        raise ProblemError(None, f"{self.path}: no variant named '{name}'; the file has: {names}")
+
+    def solve(self, variant: str | None = None, numeric: bool = False, mode: str = "exact"):
+        """Derive everything (exactly by default; ``mode`` ``"float64"`` or ``"structure"``: see
+        docs/values.md); returns a :class:`adjoint.answer.prediction.Prediction`."""
+        from adjoint.answer.solve import solve_problem
+        return solve_problem(self, variant=variant, numeric=numeric, mode=mode)
+
+    def free_symbols(self) -> list[str]:
+        found: set[str] = set()
+        for decl in self.all_tensors():
+            found.update(decl.value.symbols)
+        return sorted(found)
+
+    def all_tensors(self):
+        for v in self.variants:
+            yield from v.inputs
+        yield from self.targets
+        for m in self.model.walk():
+            yield from m.params
+            yield from m.buffers

@@ -1,0 +1,346 @@
+"""The expression and statement records of problem files (v2): what :mod:`adjoint.format.expr` parses into.
+
+Plain frozen records, nothing else: the parser (:mod:`adjoint.format.expr`) builds them from Python
+syntax through a whitelist; the runtime (:mod:`adjoint.engine.forward`), the torch side and the
+renderers interpret them. Every record carries the file location of its first character.
+
+Expressions
+-----------
+``Num``        a number literal, exact (``0.3`` is 3/10); ``is_int`` when written as an integer
+``Str``        a string literal (keyword arguments only: ``reduction="sum"``)
+``Bool``       ``True`` / ``False`` (keyword arguments)
+``NoneLit``    ``None`` (a hook's returned tuple, keyword arguments, an index: ``x[None]``)
+``EllipsisLit`` ``...`` (an index)
+``Name``       a name
+``Bin``        ``+ - * / ** @`` (``op`` is the operator's text); ``//`` and ``%`` are refused
+``Neg``        unary minus (``-2`` is folded into ``Num`` by the parser)
+``Call``       ``f(args, k=v)``: ``func`` is a function name (``relu``, ``softmax``; a ``torch.``,
+               ``F.`` or ``torch.nn.functional.`` prefix is dropped and kept in ``prefix``) or a
+               child module path relative to the calling module (``enc``, ``layers.0`` for
+               ``layers[0](x)``)
+``Method``     ``obj.name(args, k=v)``: a Tensor method (``x.view(2, -1)``, ``x.mul_(2)``)
+``Attr``       ``obj.name`` without a call: ``x.T``, ``x.mT``, ``x.shape``
+``Subscript``  ``value[items]``: each item an expression (an int, or a tensor for advanced
+               indexing), a ``Slice``, ``NoneLit`` or ``EllipsisLit``; ``grad_input[0]`` is a
+               Subscript of a tuple
+``Slice``      ``lower:upper:step``, each part optional (None)
+``Tup``        ``(a, b)``; ``ListLit`` ``[a, b]`` (sequence arguments: ``cat([a, b])``, ``dim=[0, 1]``)
+``DictLit``    ``{"bias": v}``: string keys only (a with_kwargs hook's returned kwargs); a dict is
+               indexed by a string: ``kwargs["bias"]``
+
+Statements (a custom forward, a hook's ``does:``)
+----------
+``Assign``     ``target = value``; a target is a ``Name``, a ``Tup`` of targets (unpacking:
+               ``a, b = x.chunk(2)``) or a ``Subscript`` of a name (index assignment, ``x[0] = v``)
+``AugAssign``  ``target op= value`` (``h += x``): target a ``Name`` or a ``Subscript``
+``ExprStmt``   an expression evaluated for its effect (``x.mul_(2)``)
+``With``       ``with no_grad():`` / ``with enable_grad():`` and its indented body
+``Return``     ``return value`` (``value`` may be a ``Tup``: a module returning a tuple)
+
+A ``Program`` is a tuple of statements; a custom forward's program ends in ``Return``
+(a forward written as one expression is a program of one ``Return``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from adjoint.format.errors import Loc
+
+
+@dataclass(frozen=True)
+class Expr:
+    """An expression of the problem language, with its location in the file."""
+
+    loc: Loc
+
+
+@dataclass(frozen=True)
+class Num(Expr):
+    """A number literal (exact), with the text it was written as."""
+
+    value: Fraction
+    text: str
+
+    @property
+    def is_int(self) -> bool:
+        """Written as an integer (``2``, ``-1``): Python gives an int, which matters to torch
+        (``x.view(2, -1)``, ``x ** 2`` vs ``x ** 2.0`` are the same op, ``x[1]`` needs an int)."""
+        return self.value.denominator == 1 and not any(c in self.text for c in ".eE")
+
+
+@dataclass(frozen=True)
+class Str(Expr):
+    """A string literal."""
+
+    value: str
+
+
+@dataclass(frozen=True)
+class Bool(Expr):
+    """True or False."""
+
+    value: bool
+
+
+@dataclass(frozen=True)
+class NoneLit(Expr):
+    """None."""
+
+    pass
+
+
+@dataclass(frozen=True)
+class EllipsisLit(Expr):
+    """The ellipsis `...` in an index."""
+
+    pass
+
+
+@dataclass(frozen=True)
+class Name(Expr):
+    """A name: a tensor, a module or a symbol."""
+
+    id: str
+
+
+@dataclass(frozen=True)
+class Bin(Expr):
+    """A binary operation: + - * / ** @ and the comparisons."""
+
+    op: str
+    left: Expr
+    right: Expr
+
+
+@dataclass(frozen=True)
+class Neg(Expr):
+    """Unary minus."""
+
+    operand: Expr
+
+
+Kwargs = tuple[tuple[str, Expr], ...]
+
+
+@dataclass(frozen=True)
+class Call(Expr):
+    """A function call f(args, kwargs) (prefix: torch, F or nothing)."""
+
+    func: str
+    args: tuple[Expr, ...]
+    kwargs: Kwargs = ()
+    prefix: str = ""             # "torch.", "F.", "torch.nn.functional." as written (dropped from func)
+
+
+@dataclass(frozen=True)
+class Method(Expr):
+    """A method call obj.name(args, kwargs)."""
+
+    obj: Expr
+    name: str
+    args: tuple[Expr, ...]
+    kwargs: Kwargs = ()
+    operator: str = ""               # a comparison operator made the call: the one Python applies to (obj, args[0])
+                                     # (``0 < x`` is ``x > 0``: x.gt(0))
+
+
+@dataclass(frozen=True)
+class Attr(Expr):
+    """An attribute obj.name."""
+
+    obj: Expr
+    name: str
+
+
+@dataclass(frozen=True)
+class Slice(Expr):
+    """A slice lower:upper:step in an index."""
+
+    lower: Expr | None
+    upper: Expr | None
+    step: Expr | None
+
+
+@dataclass(frozen=True)
+class Subscript(Expr):
+    """An index value[items]."""
+
+    value: Expr
+    items: tuple[Expr, ...]      # Expr | Slice | NoneLit | EllipsisLit, one per comma-separated index
+
+
+@dataclass(frozen=True)
+class Tup(Expr):
+    """A tuple."""
+
+    items: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class ListLit(Expr):
+    """A list."""
+
+    items: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class DictLit(Expr):
+    """A dict with string keys."""
+
+    items: tuple[tuple[str, Expr], ...]
+
+
+# ----------------------------------------------------------------------------- statements
+
+@dataclass(frozen=True)
+class Stmt:
+    """A statement of a forward program, with its location in the file."""
+
+    loc: Loc
+
+
+@dataclass(frozen=True)
+class Assign(Stmt):
+    """target = value."""
+
+    target: Expr                 # Name | Tup of targets | Subscript of a Name
+    value: Expr
+
+
+@dataclass(frozen=True)
+class AugAssign(Stmt):
+    """target op= value (in place)."""
+
+    target: Expr                 # Name | Subscript of a Name
+    op: str                      # "+", "-", "*", "/", "**", "@"
+    value: Expr
+
+
+@dataclass(frozen=True)
+class ExprStmt(Stmt):
+    """An expression evaluated for its effect."""
+
+    value: Expr
+
+
+@dataclass(frozen=True)
+class With(Stmt):
+    """A with torch.no_grad() / torch.enable_grad() block."""
+
+    mode: str                    # "no_grad" | "enable_grad"
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class Return(Stmt):
+    """return value."""
+
+    value: Expr
+
+
+Program = tuple[Stmt, ...]
+
+
+# ----------------------------------------------------------------------------- walking
+
+def children(e: Expr) -> tuple[Expr, ...]:
+    """The sub-expressions of ``e``, in source order."""
+    if isinstance(e, Bin):
+        return (e.left, e.right)
+    if isinstance(e, Neg):
+        return (e.operand,)
+    if isinstance(e, Call):
+        return tuple(e.args) + tuple(v for _, v in e.kwargs)
+    if isinstance(e, Method):
+        return (e.obj,) + tuple(e.args) + tuple(v for _, v in e.kwargs)
+    if isinstance(e, Attr):
+        return (e.obj,)
+    if isinstance(e, Subscript):
+        return (e.value,) + tuple(e.items)
+    if isinstance(e, Slice):
+        return tuple(x for x in (e.lower, e.upper, e.step) if x is not None)
+    if isinstance(e, (Tup, ListLit)):
+        return tuple(e.items)
+    if isinstance(e, DictLit):
+        return tuple(v for _, v in e.items)
+    return ()
+
+
+def free_names(e: Expr) -> list[str]:
+    """Names an expression reads, in order of first appearance (function names excluded)."""
+    out: list[str] = []
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Name) and x.id not in out:
+            out.append(x.id)
+        stack.extend(reversed(children(x)))
+    return out
+
+
+def to_source(e: Expr) -> str:
+    """Readable source text of an expression (for reports)."""
+    if isinstance(e, Num):
+        return e.text
+    if isinstance(e, Str):
+        return repr(e.value)
+    if isinstance(e, Bool):
+        return str(e.value)
+    if isinstance(e, NoneLit):
+        return "None"
+    if isinstance(e, EllipsisLit):
+        return "..."
+    if isinstance(e, Name):
+        return e.id
+    if isinstance(e, Neg):
+        return f"-{_paren(e.operand)}"
+    if isinstance(e, Bin):
+        return f"{_paren(e.left)} {e.op} {_paren(e.right)}"
+    if isinstance(e, Call):
+        return f"{e.prefix}{e.func}({_arglist(e.args, e.kwargs)})"
+    if isinstance(e, Method):
+        return f"{_paren(e.obj)}.{e.name}({_arglist(e.args, e.kwargs)})"
+    if isinstance(e, Attr):
+        return f"{_paren(e.obj)}.{e.name}"
+    if isinstance(e, Slice):
+        parts = ["" if x is None else to_source(x) for x in (e.lower, e.upper)]
+        text = ":".join(parts)
+        return text + (f":{to_source(e.step)}" if e.step is not None else "")
+    if isinstance(e, Subscript):
+        return f"{_paren(e.value)}[{', '.join(to_source(i) for i in e.items)}]"
+    if isinstance(e, Tup):
+        inner = ", ".join(to_source(a) for a in e.items)
+        return f"({inner},)" if len(e.items) == 1 else f"({inner})"
+    if isinstance(e, ListLit):
+        return f"[{', '.join(to_source(a) for a in e.items)}]"
+    if isinstance(e, DictLit):
+        return "{" + ", ".join(f"{k!r}: {to_source(v)}" for k, v in e.items) + "}"
+    raise TypeError(e)
+
+
+def stmt_source(s: Stmt) -> str:
+    """One statement as source text (a With gives its header only)."""
+    if isinstance(s, Assign):
+        target = to_source(s.target)
+        return f"{target[1:-1] if isinstance(s.target, Tup) else target} = {to_source(s.value)}"
+    if isinstance(s, AugAssign):
+        return f"{to_source(s.target)} {s.op}= {to_source(s.value)}"
+    if isinstance(s, ExprStmt):
+        return to_source(s.value)
+    if isinstance(s, With):
+        return f"with {s.mode}():"
+    if isinstance(s, Return):
+        value = to_source(s.value)
+        return f"return {value[1:-1] if isinstance(s.value, Tup) and len(s.value.items) > 1 else value}"
+    raise TypeError(s)
+
+
+def _arglist(args, kwargs) -> str:
+    return ", ".join([to_source(a) for a in args] + [f"{k}={to_source(v)}" for k, v in kwargs])
+
+
+def _paren(e: Expr) -> str:
+    s = to_source(e)
+    return f"({s})" if isinstance(e, (Bin, Neg)) else s

@@ -1,0 +1,533 @@
+"""The module tree of a problem file -> :class:`adjoint.format.problem.Module` records (contract v1 and v2).
+
+A module is built-in (``type:`` a ``torch.nn`` class of :mod:`adjoint.format.module_signatures`, with
+``args``, ``params``, ``buffers``), a container (``Sequential``, ``ModuleList``) or custom
+(``forward``, own ``params``/``buffers``/``children``, optionally a ``function``). Every
+module takes ``training`` (inherited) and ``requires_grad: false`` (freezes it and its
+children). Built-in parameters the file leaves out are filled by the ``init`` generator
+(:mod:`adjoint.format.init_draw`) when the file has ``init: {seed: N}``; buffers start at PyTorch's
+defaults. Children are validated independently: a mistake in one does not hide another's.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+from adjoint.format import init_draw as generator
+from adjoint.format import module_signatures as nn_types
+from adjoint.format import torch_names
+from adjoint.format.checks import FAILED, Issues, boolean, identifier, mapping, string, suggest, unknown_keys
+from adjoint.format.errors import Loc, ProblemError, raise_all
+from adjoint.format.expr import parse_expression, parse_program
+from adjoint.format.literals import IDENT_RE, NotANumber, NumberRefused, parse_int, parse_literal, read_number, show_text
+from adjoint.format.loader import YMap, YNode, YScalar, YSeq, kind_name
+from adjoint.format.module_signatures import NNType
+from adjoint.format.problem import ROOT, Function, Literal, Module, TensorDecl
+from adjoint.format.syntax import (Assign, AugAssign, Attr, ExprStmt, Method, Name, Return, With, children as sub_expressions,
+                     to_source)
+from adjoint.format.validate_args import read_args, show_args
+from adjoint.format.validate_tensors import tensor_decl, tensor_table
+
+MODULE_KEYS = ("type", "args", "params", "buffers", "children", "inputs", "forward", "function", "bias", "training",
+               "requires_grad", "mask")
+_COMMON = ("training", "requires_grad")
+_CHILD_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+")
+
+
+def type_list() -> str:
+    return ", ".join(nn_types.TYPES)
+
+
+class ModuleBuilder:
+    """Builds the module tree; records every independent mistake in ``issues``.
+
+    ``complete`` stays True only if every module was built: checks that compare other keys
+    with the tree (hook targets) are skipped otherwise, so a broken module is one line."""
+
+    def __init__(self, issues: Issues, init_seed: int | None, init_given: bool):
+        self.issues = issues
+        self.init_seed = init_seed
+        self.init_given = init_given
+        self.complete = True
+
+    def attempt(self, fn, *args):
+        result = self.issues.attempt(fn, *args)
+        if result is FAILED:
+            self.complete = False
+        return result
+
+    def table(self, node: YNode, what: str, make) -> list[TensorDecl] | object:
+        """A ``NAME: tensor`` table, each entry on its own; FAILED if any entry failed."""
+        before = len(self.issues.errors)
+        out = tensor_table(node, what, make, self.issues)
+        return FAILED if len(self.issues.errors) > before else out
+
+    # ------------------------------------------------------------------ one module
+    def module(self, node: YNode, path: str, name: str, training: bool, frozen: bool) -> Module:
+        what = f"module '{path or ROOT}'"
+        if not isinstance(node, YMap):
+            raise ProblemError(node.loc, f"{what} must be a mapping, not {kind_name(node)}")
+        raise_all(unknown_keys(node, what, MODULE_KEYS))
+        m = node
+        mtype = self.module_type(m, what)
+        t = nn_types.lookup(mtype) if mtype is not None else None
+        if m.get("training") is not None:
+            training = boolean(m.get("training"), f"training of {what}")
+        if m.get("requires_grad") is not None:
+            rg = boolean(m.get("requires_grad"), f"requires_grad of {what}")
+            if rg and frozen:
+                raise ProblemError(m.get("requires_grad").loc, f"{what} is inside a module with requires_grad: false, "
+                                                               "which freezes its children too; drop requires_grad: true")
+            frozen = frozen or not rg
+        prefix = f"{path}." if path else ""
+        if t is None:
+            return self.custom(m, path, name, what, prefix, training, frozen)
+        if t.container:
+            return self.container(m, t, path, name, what, training, frozen)
+        return self.builtin(m, t, path, name, what, prefix, training, frozen)
+
+    def module_type(self, m: YMap, what: str) -> str | None:
+        if m.get("type") is None:
+            return None
+        mtype = string(m.get("type"), f"the type of {what}")
+        if nn_types.lookup(mtype) is not None:
+            return mtype
+        loc = m.get("type").loc
+        if torch_names.is_nn_module(mtype):
+            raise ProblemError(loc, f"'{mtype}' is a torch.nn module adjoint does not model yet (built-in types: "
+                                    f"{type_list()}); write it as a custom module with a forward")
+        raise ProblemError(loc, f"unknown module type '{mtype}'{suggest(mtype, nn_types.TYPES)} (built-in types: "
+                                f"{type_list()}; leave type out for a custom module with a forward)")
+
+    def allowed_only(self, m: YMap, mtype: str, keys: tuple[str, ...]) -> None:
+        errors = [ProblemError(key.loc, f"a {mtype} module takes no '{key.text}'; it takes: {', '.join(keys)}")
+                  for key, _ in m.entries if key.text not in ("type",) + keys]
+        raise_all(errors)
+
+    # ------------------------------------------------------------------ custom
+    def custom(self, m: YMap, path: str, name: str, what: str, prefix: str, training: bool, frozen: bool) -> Module:
+        if m.get("bias") is not None:
+            raise ProblemError(m.key_loc("bias"), f"'bias' is a Linear option; {what} is a custom module")
+        for key in ("args", "mask"):
+            if m.get(key) is not None:
+                raise ProblemError(m.key_loc(key), f"'{key}' belongs to built-in types; {what} is a custom module "
+                                                   "(give type: to use a built-in)")
+        if m.get("forward") is None:
+            raise ProblemError(m.loc, f"{what} has neither a type nor a forward; give type: Linear (or another "
+                                      "built-in) or forward: \"expression\"")
+        inputs, defaults = ("x",), ()
+        if m.get("inputs") is not None:
+            got = self.attempt(input_names, m.get("inputs"), what, True)
+            inputs, defaults = (FAILED, ()) if got is FAILED else got
+        params: list[TensorDecl] | object = []
+        if m.get("params") is not None:
+            params = self.attempt(self.table, m.get("params"), f"the params of {what}",
+                                  lambda n, v, loc: self.param_decl(prefix + n, v, loc, frozen))
+        buffers: list[TensorDecl] | object = []
+        if m.get("buffers") is not None:
+            buffers = self.attempt(self.table, m.get("buffers"), f"the buffers of {what}",
+                                   lambda n, v, loc: tensor_decl(prefix + n, v, loc, f"buffer '{prefix + n}'", False,
+                                                                 ("scale", "dtype")))
+        kids: tuple[Module, ...] | object = ()
+        if m.get("children") is not None:
+            kids = self.attempt(self.children, m.get("children"), path, what, "custom", training, frozen)
+        forward = self.attempt(parse_program, m.get("forward"), f"the forward of {what}")
+        if forward is not FAILED and kids is not FAILED and kids:
+            self.attempt(check_child_access, forward, kids, what)
+        function = None
+        if m.get("function") is not None:
+            if kids:
+                raise ProblemError(m.key_loc("function"), f"{what} declares a custom Function and has children; "
+                                                          "a Function's forward cannot call modules")
+            if inputs is not FAILED and params is not FAILED:
+                function = self.attempt(parse_function, m.get("function"), path, inputs, params, what)
+        if any(x is FAILED for x in (inputs, params, buffers, kids, forward, function)):
+            return FAILED
+        check_unique_names(m, what, inputs, params, buffers, kids)
+        return Module(path, name or ROOT, None, tuple(params), tuple(kids), tuple(inputs), forward, function, m.loc,
+                      buffers=tuple(buffers), training=training, input_defaults=defaults)
+
+    # ------------------------------------------------------------------ containers
+    def container(self, m: YMap, t: NNType, path: str, name: str, what: str, training: bool, frozen: bool) -> Module:
+        is_list = t.name == "ModuleList"
+        self.allowed_only(m, t.name, ("children",) + (() if is_list else ("inputs",)) + _COMMON)
+        if is_list and not path:
+            raise ProblemError(m.loc, "the root module cannot be a ModuleList: a ModuleList has no forward; give the "
+                                      "root a forward that calls layers[0](x), ...")
+        if m.get("children") is None:
+            raise ProblemError(m.loc, f"{what} is a {t.name} without children; give children: "
+                                      + ("[MODULE, ...]" if is_list else "{NAME: MODULE, ...}"))
+        inputs = ("input",) if not is_list else ()
+        if m.get("inputs") is not None:
+            inputs, _ = input_names(m.get("inputs"), what, False)
+            if len(inputs) != 1:
+                raise ProblemError(m.get("inputs").loc, f"a {t.name} module takes exactly one input")
+        kids = self.children(m.get("children"), path, what, t.name, training, frozen)
+        if kids is FAILED:
+            return FAILED
+        return Module(path, name or ROOT, t.name, (), kids, inputs, None, None, m.loc, training=training,
+                      is_list=is_list)
+
+    def children(self, node: YNode, path: str, what: str, kind: str, training: bool, frozen: bool):
+        """``NAME: MODULE`` (custom, Sequential), or a list / ``0:, 1:, ...`` (ModuleList, Sequential)."""
+        if isinstance(node, YSeq) and kind != "custom":
+            entries = [(str(i), item, item.loc) for i, item in enumerate(node.items)]
+        elif isinstance(node, YMap):
+            entries = [(key.text, value, key.loc) for key, value in node.entries]
+            if kind == "ModuleList":
+                for i, (key, _, loc) in enumerate(entries):
+                    if key != str(i):
+                        raise ProblemError(loc, f"the children of a ModuleList are named 0, 1, ... in order; this "
+                                                f"one should be {i}, not '{key}' (or give them as a YAML list)")
+        else:
+            form = "a mapping NAME: MODULE" + (" or a list" if kind != "custom" else "")
+            raise ProblemError(node.loc, f"the children of {what} must be {form}, not {kind_name(node)}")
+        if not entries:
+            raise ProblemError(node.loc, f"the children of {what} are empty")
+        out = []
+        failed = False
+        for key, value, loc in entries:
+            why = _child_name_problem(key, kind != "custom")
+            if why is None and key == ROOT and not path:
+                why = f"'{ROOT}' names the root module; pick another child name"
+            if why is not None:
+                self.issues.add(ProblemError(loc, why))
+                self.complete = False
+                failed = True
+                continue
+            child = self.attempt(self.module, value, f"{path}.{key}" if path else key, key, training, frozen)
+            if child is FAILED:
+                failed = True
+            else:
+                out.append(child)
+        return FAILED if failed else tuple(out)
+
+    # ------------------------------------------------------------------ built-in layers and losses
+    def builtin(self, m: YMap, t: NNType, path: str, name: str, what: str, prefix: str, training: bool,
+                frozen: bool) -> Module:
+        keys = ["args", "inputs"]
+        if t.has_params:
+            keys.append("params")
+        if t.has_buffers:
+            keys.append("buffers")
+        if t.name == "Linear":
+            keys.append("bias")
+        if t.name == "Dropout":
+            keys.append("mask")
+        self.allowed_only(m, t.name, tuple(keys) + _COMMON)
+        inputs = t.inputs
+        if m.get("inputs") is not None:
+            inputs = self.attempt(builtin_inputs, m.get("inputs"), t, what)
+        if t.name == "Linear" and m.get("args") is None:
+            args, params = linear_v1(m, path, what, frozen, self.param_decl)
+        else:
+            if m.get("bias") is not None:
+                raise ProblemError(m.key_loc("bias"), f"{what} gives args:, so give its bias there too, as in args: "
+                                                      "{in_features: 2, out_features: 1, bias: false}")
+            args = read_args(m.get("args"), t, what, m.loc)
+            params = self.builtin_params(m, t, args, prefix, what, frozen)
+        buffers = self.builtin_buffers(m, t, args, prefix, what)
+        mask = None
+        if t.name == "Dropout":
+            mask = dropout_mask(m, args, training, what)
+        if t.name == "MultiheadAttention" and training and args["dropout"] != 0:
+            raise ProblemError(m.loc, f"{what} drops attention weights at random in training mode, which no "
+                                      "prediction can know; give args: {dropout: 0} or training: false")
+        if inputs is FAILED:
+            return FAILED
+        return Module(path, name or ROOT, t.name, params, (), tuple(inputs), None, None, m.loc,
+                      args=tuple(args.items()), buffers=buffers, training=training, mask=mask)
+
+    def builtin_params(self, m: YMap, t: NNType, args: dict, prefix: str, what: str,
+                       frozen: bool) -> tuple[TensorDecl, ...]:
+        specs = t.params(args)
+        given: dict[str, TensorDecl] = {}
+        pnode = m.get("params")
+        if pnode is not None:
+            if not isinstance(pnode, YMap):
+                raise ProblemError(pnode.loc, f"the params of {what} must be a mapping NAME: tensor, not "
+                                              f"{kind_name(pnode)}")
+            names = [s.name for s in specs]
+            errors = []
+            for key, value in pnode.entries:
+                if key.text not in names:
+                    listed = ", ".join(names) or "none"
+                    errors.append(ProblemError(key.loc, f"'{key.text}' is not a parameter of this {t.name}"
+                                                        f"{suggest(key.text, names)} (its parameters: {listed})"))
+                    continue
+                try:
+                    decl = self.param_decl(prefix + key.text, value, key.loc, frozen)
+                except ProblemError as err:
+                    errors.append(err)
+                    continue
+                spec = next(s for s in specs if s.name == key.text)
+                if decl.value.shape != spec.shape:
+                    errors.append(ProblemError(decl.value.loc, f"parameter '{decl.name}' has shape "
+                                                               f"{list(decl.value.shape)} but this {t.name} "
+                                                               f"({show_args(t, args)}) has {list(spec.shape)}"))
+                    continue
+                given[key.text] = decl
+            raise_all(errors)
+        missing = [s for s in specs if s.name not in given]
+        if missing and self.init_seed is None and not self.init_given:
+            names = ", ".join(s.name for s in missing)
+            raise ProblemError(m.loc, f"{what} ({t.name}) has no values for {names}; give them under params: or add "
+                                      "a top-level init: {seed: 0} to generate them")
+        out = []
+        for s in specs:
+            if s.name in given:
+                out.append(given[s.name])
+            else:
+                out.append(self.generated(prefix + s.name, s.shape, m.loc, t, args, frozen))
+        return tuple(out)
+
+    def generated(self, full: str, shape: tuple[int, ...], loc: Loc, t: NNType, args: dict,
+                  frozen: bool) -> TensorDecl:
+        items = list(generator.values(self.init_seed or 0, full, shape))
+        if t.name == "Embedding" and args["padding_idx"] is not None:  # torch zeroes that row at construction
+            width = shape[1]
+            row = args["padding_idx"]
+            items[row * width:(row + 1) * width] = [Fraction(0)] * width
+        return TensorDecl(full, Literal(shape, tuple(items), loc), not frozen, loc)
+
+    def builtin_buffers(self, m: YMap, t: NNType, args: dict, prefix: str, what: str) -> tuple[TensorDecl, ...]:
+        specs = t.buffers(args)
+        given: dict[str, TensorDecl] = {}
+        bnode = m.get("buffers")
+        if bnode is not None:
+            if not isinstance(bnode, YMap):
+                raise ProblemError(bnode.loc, f"the buffers of {what} must be a mapping NAME: tensor, not "
+                                              f"{kind_name(bnode)}")
+            names = [s.name for s in specs]
+            for key, value in bnode.entries:
+                if key.text not in names:
+                    listed = ", ".join(names) or "none"
+                    raise ProblemError(key.loc, f"'{key.text}' is not a buffer of this {t.name}"
+                                                f"{suggest(key.text, names)} (its buffers: {listed})")
+                spec = next(s for s in specs if s.name == key.text)
+                keys = ("scale",) + (("dtype",) if spec.dtype else ())
+                decl = tensor_decl(prefix + key.text, value, key.loc, f"buffer '{prefix + key.text}'", False, keys,
+                                   spec.dtype)
+                if spec.shape is not None and decl.value.shape != spec.shape:
+                    raise ProblemError(decl.value.loc, f"buffer '{decl.name}' has shape {list(decl.value.shape)} but "
+                                                       f"this {t.name} ({show_args(t, args)}) has {list(spec.shape)}")
+                given[key.text] = decl
+        out = []
+        for s in specs:
+            if s.name in given:
+                out.append(given[s.name])
+            elif s.default is not None:
+                value = Fraction(1) if s.default == "ones" else Fraction(0)
+                n = 1
+                for d in s.shape:
+                    n *= d
+                out.append(TensorDecl(prefix + s.name, Literal(s.shape, (value,) * n, m.loc), False, m.loc, s.dtype))
+        return tuple(out)
+
+    # ------------------------------------------------------------------ parameters
+    def param_decl(self, full: str, node: YNode, loc: Loc, frozen: bool) -> TensorDecl:
+        decl = tensor_decl(full, node, loc, f"parameter '{full}'", True, ("requires_grad", "scale"))
+        if frozen and decl.requires_grad:
+            if isinstance(node, YMap) and node.get("requires_grad") is not None:
+                raise ProblemError(node.get("requires_grad").loc, f"parameter '{full}' is in a module with "
+                                                                  "requires_grad: false, which freezes it; drop "
+                                                                  "requires_grad: true")
+            decl = TensorDecl(decl.name, decl.value, False, decl.loc, decl.dtype)
+        return decl
+
+
+# ----------------------------------------------------------------------------- pieces
+
+def _child_name_problem(key: str, numbered: bool) -> str | None:
+    """A child's name is an identifier; children of Sequential and ModuleList may be numbers too."""
+    if identifier_ok(key) or (numbered and _CHILD_KEY_RE.fullmatch(key)):
+        return None
+    return f"{show_text(key)} is not a valid module name; use letters, digits and _"
+
+
+def identifier_ok(text: str) -> bool:
+    return IDENT_RE.fullmatch(text) is not None
+
+
+def input_names(node: YNode, what: str, defaults_allowed: bool) -> tuple[tuple[str, ...], tuple]:
+    """``[x, u]`` or ``[x, {scale: 1}]``: names and ``(name, default)`` pairs, Python's rules."""
+    if isinstance(node, YScalar) and node.kind == "str":
+        items = [node]
+    elif isinstance(node, YSeq):
+        items = list(node.items)
+    else:
+        raise ProblemError(node.loc, f"the inputs of {what} must be a list of argument names, e.g. [x, u]")
+    names: list[str] = []
+    defaults: list[tuple[str, object]] = []
+    for item in items:
+        if isinstance(item, YMap) and len(item.entries) == 1 and defaults_allowed:
+            key, value = item.entries[0]
+            n = identifier(key, "argument name")
+            defaults.append((n, default_value(value, f"the default of '{n}'")))
+        elif isinstance(item, YMap):
+            raise ProblemError(item.loc, "an input with a default is one NAME: VALUE mapping, as in {scale: 1}"
+                               if defaults_allowed else f"the inputs of {what} take no defaults")
+        else:
+            n = identifier(_scalar(item, f"an input name of {what}"), "argument name")
+            if defaults:
+                raise ProblemError(item.loc, f"input '{n}' has no default but follows one that has: Python raises "
+                                             "'parameter without a default follows parameter with a default'")
+        if n in names:
+            raise ProblemError(item.loc, f"argument '{n}' is listed twice in the inputs of {what}")
+        names.append(n)
+    if not names:
+        raise ProblemError(node.loc, f"{what} needs at least one input")
+    return tuple(names), tuple(defaults)
+
+
+def _scalar(node: YNode, what: str) -> YScalar:
+    string(node, what)
+    assert isinstance(node, YScalar)
+    return node
+
+
+def default_value(node: YNode, what: str):
+    """A default: a number (int stays int), a bool, None or a string."""
+    if isinstance(node, YScalar):
+        if node.kind == "null":
+            return None
+        if node.kind == "bool":
+            return boolean(node, what)
+        if node.kind == "int":
+            return parse_int(node, what)
+        try:
+            return read_number(node.text)
+        except NumberRefused as exc:
+            raise ProblemError(node.loc, f"{what}: {exc}") from None
+        except NotANumber:
+            if node.kind == "str":
+                return node.text
+    raise ProblemError(node.loc, f"{what} must be a number, true/false, null or a string, not {kind_name(node)}")
+
+
+def builtin_inputs(node: YNode, t: NNType, what: str) -> tuple[str, ...]:
+    names, _ = input_names(node, what, False)
+    low, high = len(t.inputs), len(t.inputs) + len(t.optional_inputs)
+    if not low <= len(names) <= high:
+        if low == high == 1:
+            raise ProblemError(node.loc, f"a {t.name} module takes exactly one input")
+        count = f"{low}" if low == high else f"{low} to {high}"
+        raise ProblemError(node.loc, f"a {t.name} module takes {count} inputs "
+                                     f"({', '.join(t.inputs + t.optional_inputs)})")
+    return names
+
+
+def linear_v1(m: YMap, path: str, what: str, frozen: bool, param_decl) -> tuple[dict, tuple[TensorDecl, ...]]:
+    """v1's Linear: no args, the shape read from params (``bias: false`` in params or on the module)."""
+    prefix = f"{path}." if path else ""
+    pnode = m.get("params")
+    if pnode is None:
+        raise ProblemError(m.loc, f"{what} is a Linear without params; give params: {{weight: [[...]], bias: [...]}}, "
+                                  "or args: {in_features: N, out_features: M} and a top-level init: {seed: 0}")
+    mapping(pnode, f"the params of {what}", ("weight",), ("bias",))
+    weight = param_decl(prefix + "weight", pnode.get("weight"), pnode.key_loc("weight"), frozen)
+    if len(weight.value.shape) != 2:
+        raise ProblemError(weight.value.loc, f"Linear weight must be 2-D (out_features, in_features), "
+                                             f"got shape {list(weight.value.shape)}")
+    out_f, in_f = weight.value.shape
+    args = {"in_features": in_f, "out_features": out_f, "bias": True}
+    bias_node = pnode.get("bias")
+    if bias_node is None:
+        bias_node = m.get("bias")
+    if bias_node is None:
+        raise ProblemError(pnode.loc, f"{what}: give bias: [...] (shape [{out_f}]) or bias: false")
+    if isinstance(bias_node, YScalar) and bias_node.kind == "bool":
+        if boolean(bias_node, "bias"):
+            raise ProblemError(bias_node.loc, "bias: true needs values; give bias: [...] or bias: false")
+        return dict(args, bias=False), (weight,)
+    bias = param_decl(prefix + "bias", bias_node, pnode.key_loc("bias") if pnode.get("bias") else m.key_loc("bias"),
+                      frozen)
+    if bias.value.shape != (out_f,):
+        raise ProblemError(bias.value.loc, f"Linear bias must have shape [{out_f}] "
+                                           f"(out_features of weight {list(weight.value.shape)}), "
+                                           f"got {list(bias.value.shape)}")
+    return args, (weight, bias)
+
+
+def dropout_mask(m: YMap, args: dict, training: bool, what: str) -> Literal | None:
+    """Dropout in training mode draws a random keep-mask: the file gives it (0/1 elements)."""
+    p = args["p"]
+    node = m.get("mask")
+    if node is None:
+        if training and 0 < p < 1:
+            raise ProblemError(m.loc, f"{what} is a Dropout in training mode, which keeps elements at random; give "
+                                      "mask: [...] (1 keeps an element, 0 drops it) or training: false")
+        return None
+    if not training:
+        raise ProblemError(m.key_loc("mask"), f"{what} is in eval mode, where Dropout passes its input through; "
+                                              "drop mask:")
+    lit = parse_literal(node, f"the mask of {what}")
+    for e in lit.items:
+        if not (isinstance(e, Fraction) and e in (0, 1)):
+            raise ProblemError(lit.loc, f"the mask of {what} holds {e}; a keep-mask holds 0 (dropped) and 1 (kept)")
+    if p == 1 and any(lit.items) or p == 0 and not all(lit.items):
+        raise ProblemError(lit.loc, f"with p = {float(p)} Dropout " + ("drops every element" if p == 1 else
+                                    "keeps every element") + "; the mask must say so")
+    return lit
+
+
+def parse_function(node: YNode, path: str, inputs: tuple[str, ...], params: list[TensorDecl], what: str) -> Function:
+    f = mapping(node, f"the function of {what}", ("backward",), ("name",))
+    default = "".join(part[:1].upper() + part[1:] for part in re.split(r"[._]", path or ROOT) if part) + "Function"
+    name = string(f.get("name"), "function name") if f.get("name") is not None else default
+    if not identifier_ok(name):
+        raise ProblemError(f.get("name").loc, f"'{name}' is not a valid class name")
+    bw = f.get("backward")
+    if not isinstance(bw, YMap):
+        raise ProblemError(bw.loc, "function.backward must be a mapping ARG: \"gradient expression\"")
+    slots = list(inputs) + [p.name.rsplit(".", 1)[-1] for p in params]
+    for key, _ in bw.entries:
+        if key.text not in slots:
+            raise ProblemError(key.loc, f"'{key.text}' is not an input or parameter of {what}"
+                                        f"{suggest(key.text, slots)} (slots: {', '.join(slots)})")
+    grads = tuple((s, parse_expression(bw.get(s), f"the backward formula for {s}") if bw.get(s) is not None else None)
+                  for s in slots)
+    return Function(name, grads, f.loc)
+
+
+def check_unique_names(m: YMap, what: str, inputs, params, buffers, kids) -> None:
+    seen: dict[str, str] = {}
+    for kind, names in (("input", inputs), ("parameter", [p.name.rsplit(".", 1)[-1] for p in params]),
+                        ("buffer", [b.name.rsplit(".", 1)[-1] for b in buffers]),
+                        ("child module", [c.name for c in kids])):
+        for n in names:
+            if n in seen:
+                raise ProblemError(m.loc, f"'{n}' in {what} is both a {seen[n]} and a {kind}; names must be unique")
+            seen[n] = kind
+
+
+def check_child_access(program, kids: tuple[Module, ...], what: str) -> None:
+    """``enc.block(x)`` (or ``enc.weight``) reaches inside a child: not supported; a module calls
+    its own children, and a child calls its own."""
+    names = {c.name for c in kids}
+    for e in _program_expressions(program):
+        if isinstance(e, (Method, Attr)) and isinstance(e.obj, Name) and e.obj.id in names:
+            raise ProblemError(e.loc, f"'{to_source(e)}' reaches inside the child module '{e.obj.id}', which is not "
+                                      f"supported; call a child from its parent's forward (give '{e.obj.id}' a "
+                                      "forward that does this, and call it)")
+
+
+def _program_expressions(program):
+    """Every expression of a program, statements in order (``with`` bodies included), each tree
+    walked without recursion."""
+    stack = list(reversed(program))
+    roots = []
+    while stack:
+        s = stack.pop()
+        if isinstance(s, With):
+            stack.extend(reversed(s.body))
+        elif isinstance(s, (Assign, AugAssign)):
+            roots.extend([s.target, s.value])
+        elif isinstance(s, (ExprStmt, Return)):
+            roots.append(s.value)
+    work = list(reversed(roots))
+    while work:
+        e = work.pop()
+        yield e
+        work.extend(reversed(sub_expressions(e)))

@@ -1,0 +1,61 @@
+"""Tensor declarations of problem files: inputs, targets, parameters, buffers, masks.
+
+A declaration is a literal (:func:`adjoint.format.literals.parse_literal`) or a mapping
+``{value: LITERAL, scale: S, requires_grad: BOOL, dtype: int64}`` with the keys the place
+allows. ``dtype: int64`` makes an integer tensor (class indices, embedding indices): every
+element an integer in int64's range; ``dtype: bool`` a bool tensor (``where``'s condition):
+every element true or false. Neither may require grad (PyTorch raises 'Only
+Tensors of floating point and complex dtype can require gradients').
+"""
+
+from __future__ import annotations
+
+from adjoint.format.checks import FAILED, Issues, boolean, choice, identifier, mapping
+from adjoint.format.errors import Loc, ProblemError
+from adjoint.format.literals import check_integer, parse_literal
+from adjoint.format.loader import YMap, YNode, kind_name
+from adjoint.format.problem import TensorDecl
+
+INT_DTYPES = ("int64", "bool")
+
+
+def tensor_decl(name: str, node: YNode, loc: Loc, what: str, default_rg: bool, keys: tuple[str, ...],
+                dtype: str | None = None) -> TensorDecl:
+    """``LITERAL`` or a mapping with ``value`` and some of ``keys`` (requires_grad, scale, dtype).
+    ``dtype`` forces the dtype (a buffer torch keeps as int64)."""
+    if not isinstance(node, YMap):
+        decl = TensorDecl(name, parse_literal(node, what), default_rg if dtype is None else False, loc, dtype)
+        if decl.dtype is not None:
+            check_integer(decl)
+        return decl
+    mapping(node, what, ("value",), keys)
+    rg_node = node.get("requires_grad")
+    rg = boolean(rg_node, f"requires_grad of {what}") if rg_node is not None else default_rg
+    if node.get("dtype") is not None:
+        given = choice(node.get("dtype"), f"the dtype of {what}", INT_DTYPES)
+        if dtype is not None and given != dtype:
+            raise ProblemError(node.get("dtype").loc, f"{what} is {dtype} in PyTorch; drop dtype:")
+        dtype = given
+    if dtype is not None:
+        if rg_node is not None and rg:
+            raise ProblemError(rg_node.loc, f"{what} is {'an' if dtype == 'int64' else 'a'} {dtype} tensor, which cannot require grad: PyTorch raises "
+                                            "'Only Tensors of floating point and complex dtype can require gradients'")
+        rg = False
+    lit_map = YMap(node.loc, tuple((k, v) for k, v in node.entries if k.text not in ("requires_grad", "dtype")))
+    decl = TensorDecl(name, parse_literal(lit_map, what, booleans=dtype == "bool"), rg, loc, dtype)
+    if dtype is not None:
+        check_integer(decl)
+    return decl
+
+
+def tensor_table(node: YNode, what: str, make, issues: Issues) -> list:
+    """A mapping ``NAME: tensor``: ``make(name, value_node, key_loc)`` per entry (names checked).
+    Each entry is checked on its own: the ones that fail are recorded in ``issues`` and left out."""
+    if not isinstance(node, YMap):
+        raise ProblemError(node.loc, f"{what} must be a mapping NAME: tensor, not {kind_name(node)}")
+    out = []
+    for key, value in node.entries:
+        decl = issues.attempt(lambda: make(identifier(key, "tensor name"), value, key.loc))
+        if decl is not FAILED:
+            out.append(decl)
+    return out

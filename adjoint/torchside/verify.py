@@ -1,0 +1,291 @@
+"""``adjoint verify``: run each problem in real PyTorch 2.13 and compare with the exact prediction.
+
+For every file and variant: solve exactly (numerically, through the file's ``symbols:``, when
+the file has free symbols), build and run the same thing in torch
+(:mod:`adjoint.torchside`, imported lazily: the only place torch is loaded), and compare
+(:mod:`adjoint.torchside.compare`, whose docstring states the tolerances). Everything the contract's
+answer holds is compared, v2 included: an ``error`` PyTorch raised (or did not), ``passes``
+of a variant with steps, the marks of each hook call. With ``fd``, the final gradients also
+get a third, independent opinion: central differences in float64, as
+``torch.autograd.gradcheck`` computes them, with gradcheck's tolerance (skipped, with the
+reason, where the final gradients are not the derivative of one forward: steps, an error,
+a hook that changes gradients or saved tensors).
+
+Every file is loaded and solved before anything runs or prints, so bad input (a
+ProblemError, which propagates; the CLI prints it as one line and exits 2) writes nothing.
+Then torch is imported: when it cannot be, that is one ProblemError line too, saying how to
+install it. The report names the torch it ran against, and ``warn`` is told when that is not
+the version the predictions model. Exit code: 0 when everything matched, 1 on any mismatch.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from adjoint.torchside.compare import FD_TOLERANCE, Row, compare, compare_fd, tolerance
+from adjoint.format.errors import ProblemError
+from adjoint.render.jsontext import dumps
+from adjoint.format.problem import Problem
+
+PROGRESS_MIN_JOBS = 8   # a progress bar (when the caller gives one) from this many variants on
+MODELLED_TORCH = "2.13.0"  # the PyTorch release whose semantics the predictions encode
+INSTALL_TORCH = (f"pip install torch=={MODELLED_TORCH} (the CPU wheel; outside this project's machines add "
+                 "--index-url https://download.pytorch.org/whl/cpu)")
+
+
+@dataclass
+class VariantResult:
+    """The verify result of one variant: its rows, timing and what torch showed."""
+
+    problem: str
+    file: str
+    variant: str
+    dtype: str
+    rows: list[Row]
+    seconds: float
+    observed: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.rows)
+
+    def to_json(self) -> dict:
+        rtol, atol = tolerance(self.dtype)
+        return {"problem": self.problem, "file": self.file, "variant": self.variant, "dtype": self.dtype,
+                "rtol": rtol, "atol": atol, "ok": self.ok, "seconds": round(self.seconds, 4),
+                "mismatches": sum(not r.ok for r in self.rows), "rows": [r.to_json() for r in self.rows],
+                "observed": self.observed}
+
+
+def predict(problem: Problem, variant: str | None, mode: str = "exact"):
+    """The prediction (exact by default, else in ``mode``); numeric through ``symbols:`` when
+    the file has free symbols."""
+    return problem.solve(variant=variant, numeric=bool(problem.free_symbols()), mode=mode)
+
+
+def predicted_json(vp) -> dict:
+    """The contract JSON of one predicted variant (the side ``compare`` holds PyTorch to)."""
+    return vp.to_json()
+
+
+def run(files: list[str], dtype: str | None, as_json: bool, fd: bool, variant: str | None, echo,
+        progress=None, *, load=None, warn=None, mode: str = "exact") -> int:
+    """Verify every variant of every file; ``echo`` prints a line, ``progress(total)`` (optional:
+    the CLI passes a progress bar) returns an object with ``update(n, item)`` and ``finish()``.
+    ``load(path)`` reads a problem (default :func:`adjoint.load`; the CLI's also reads ``-``);
+    ``warn(line)`` is told when torch is not the modelled release (default: ``echo``). ``mode``:
+    the answer mode predicted and compared (``structure``: shapes, None patterns, calls, no values)."""
+    if load is None:
+        from adjoint import load
+
+    start = time.perf_counter()
+    jobs = []
+    for path in files:
+        problem = load(path)
+        prediction = predict(problem, variant, mode)
+        for vp in prediction.variants:
+            jobs.append((path, problem, vp))
+    version = torch_version()
+    if version.split("+")[0] != MODELLED_TORCH:
+        (warn or echo)(f"adjoint: warning: verifying against torch {version}, but the predictions model PyTorch "
+                       f"{MODELLED_TORCH}; a mismatch may be a change between releases; {INSTALL_TORCH}")
+
+    results = []
+    bar = progress(len(jobs)) if progress is not None and len(jobs) >= PROGRESS_MIN_JOBS else None
+    for path, problem, vp in jobs:
+        results.append(verify_variant(path, problem, vp, dtype or problem.dtype, fd))
+        if bar is not None:
+            bar.update(1, f"{problem.name}::{vp.name}")
+    if bar is not None:
+        bar.finish()
+    elapsed = time.perf_counter() - start
+
+    summary = _summary(results, len({r.file for r in results}), elapsed)
+    if as_json:
+        echo(dumps({"torch": version, "results": [r.to_json() for r in results], "summary": summary}))
+    else:
+        echo(f"verified against torch {version}")
+        echo("\n".join(render_result(r) for r in results))
+        echo(summary["line"])
+    return 0 if summary["ok"] else 1
+
+
+def torch_version() -> str:
+    """The torch version; one ProblemError line, saying how to install it, when it cannot be imported."""
+    try:
+        from adjoint.torchside import torch_version as version
+        return version()
+    except ImportError as exc:
+        if not (exc.name or "").split(".")[0] == "torch":
+            raise
+        raise ProblemError(None, f"adjoint verify runs the problems in PyTorch, which is not installed here "
+                                 f"({exc}); install it: {INSTALL_TORCH}") from None
+    except OSError as exc:  # a broken installation: a shared library that does not load
+        raise ProblemError(None, f"adjoint verify runs the problems in PyTorch, which failed to load ({exc}); "
+                                 f"reinstall it: {INSTALL_TORCH}") from None
+
+
+def verify_variant(path: str, problem: Problem, vp, dtype: str, fd: bool) -> VariantResult:
+    from adjoint.torchside import finite_differences, run_variant
+
+    t0 = time.perf_counter()
+    decl = problem.variant(vp.name)
+    predicted = predicted_json(vp)
+    observed = run_variant(problem, decl, dtype)
+    rows = compare(predicted, observed, dtype)
+    if problem.origin is not None:
+        rows.append(origin_row(problem, decl, dtype))
+    if fd:
+        names, skipped = fd_targets(problem, decl, vp)
+        checked = finite_differences(problem, decl, names) if names else {}
+        checked.update(skipped)
+        fd_rows = compare_fd(predicted, checked)
+        kinks = list(vp.kinks)
+        for r in fd_rows:
+            if not r.ok and kinks:
+                # no derivative exists at a kink: PyTorch's convention is checked above, FD cannot decide
+                r.ok, r.skipped = True, True
+                r.detail = ("inconclusive: the forward passes a kink, where finite differences see a one-sided or "
+                            f"averaged slope ({r.detail}; PyTorch's convention: {'; '.join(kinks)})")
+        rows += fd_rows
+    return VariantResult(problem.name, path, vp.name, dtype, rows, time.perf_counter() - t0, observed)
+
+
+def origin_row(problem: Problem, decl, dtype: str) -> Row:
+    """An imported file (``origin:``): the file's model and the user's module build the same graph."""
+    from adjoint.torchside.importer.graphcheck import compare_graphs
+
+    same, detail = compare_graphs(problem, decl, dtype)
+    return Row("graph", "autograd graph = origin's module", same, None, None, detail)
+
+
+def fd_targets(problem: Problem, decl, vp) -> tuple[list[str], dict[str, str]]:
+    """Which final gradients central differences can check, and why the others are skipped.
+
+    FD measures the true derivative of the (hooked) forward; a backward hook that returns a
+    replacement, or a custom Function whose declared backward is not its true VJP, makes
+    ``.grad`` differ from it on purpose. An FD disagreement where the forward passes a kink
+    (relu, abs, sqrt, norm at 0, ``x ** 0``; the prediction notes them) is reported as
+    inconclusive rather than as a mismatch: the derivative does not exist there."""
+    changing = [h for h in decl.hooks if h.returns is not None and _fires_in_backward(h)]
+    bw = decl.backward
+    if bw.method == "grad" or bw.inputs:
+        wanted = [n for n, _ in bw.inputs]
+    else:
+        wanted = list(vp.grads)
+    whole = _not_one_function(decl, vp)
+    if whole is not None:
+        return [], {n: whole for n in wanted} if wanted else {"(every gradient)": whole}
+    leaves = {d.name for d in list(decl.inputs) + [d for m in problem.model.walk() for d in m.params]
+              if d.requires_grad}
+    skipped: dict[str, str] = {}
+    if changing:
+        reason = (f"hook {changing[0].index} ('{changing[0].label}') returns a replacement gradient, so this "
+                  "gradient is not the derivative finite differences measure")
+        return [], {n: reason for n in wanted}
+    wrong = [f for f in vp.functions if not f.matches]
+    if wrong:
+        reason = (f"the custom Function {wrong[0].name} declares a backward for '{wrong[0].slot}' that is not its "
+                  "true derivative")
+        return [], {n: reason for n in wanted}
+    names = []
+    for n in wanted:
+        if n in leaves:
+            names.append(n)
+        else:
+            skipped[n] = "not a leaf: finite differences perturb leaves (inputs and parameters) only"
+    return names, skipped
+
+
+def _not_one_function(decl, vp) -> str | None:
+    """Why the final gradients are not the derivative of one forward (None when they are)."""
+    if vp.error is not None:
+        return "PyTorch raises while running this variant (the prediction is an error): no gradients to check"
+    if decl.steps is not None:
+        return ("the variant runs steps (several passes, accumulation, SGD): its final gradients are not the "
+                "derivative of one forward")
+    for h in decl.hooks:
+        if h.on == "saved_tensors" and not (_is_x(h.pack) and _is_x(h.unpack)):
+            return (f"hook {h.index} ('{h.label}') changes the tensors backward uses (its pack/unpack are not the "
+                    "identity), so the gradients are not the derivative finite differences measure")
+    return None
+
+
+def _is_x(e) -> bool:
+    from adjoint.format.syntax import Name
+    return isinstance(e, Name) and e.id == "x"
+
+
+def _fires_in_backward(h) -> bool:
+    """Can this hook change a gradient? Forward-phase hooks cannot; a module hook registered after
+    the forward never fires; a tensor or node hook removed before backward never fires (a module
+    backward hook removed then still does: the forward captured it)."""
+    if h.on == "module":
+        return h.kind not in ("forward", "forward_pre") and h.when != "after_forward"
+    return h.remove != "before_backward"
+
+
+# ----------------------------------------------------------------------------- reporting
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2e}"
+
+
+def render_result(r: VariantResult) -> str:
+    rtol, atol = tolerance(r.dtype)
+    head = (f"== {r.problem} :: {r.variant}  [{r.dtype}, |diff| <= {atol:g} + {rtol:g}*max|predicted| per tensor]  "
+            f"{'PASS' if r.ok else 'FAIL'}  ({r.file}, {r.seconds:.2f}s)")
+    value_rows = [row for row in r.rows if row.section == "values"]
+    aggregate = f"forward values ({sum(row.ok for row in value_rows)} of {len(value_rows)} tensors)"
+    width = max([len(_item(row)) for row in r.rows] + [len("what"), len(aggregate) if value_rows else 0])
+    lines = [head, f"   {'what':<{width}}  {'max |diff|':>10}  {'max rel':>9}  result"]
+    for row in r.rows:
+        if row.section == "values" and row.ok:
+            continue
+        lines.append(_line(row, width))
+    if value_rows:
+        good = [row for row in value_rows if row.ok]
+        if good:
+            agg = Row("values", aggregate, True,
+                      _max(row.max_abs for row in good), _max(row.max_rel for row in good))
+            lines.append(_line(agg, width))
+    if any(row.section == "fd" for row in r.rows):
+        frtol, fatol = FD_TOLERANCE
+        lines.append(f"   (fd: central differences in float64, eps 1e-6, |diff| <= {fatol:g} + {frtol:g}*|predicted|)")
+    return "\n".join(lines) + "\n"
+
+
+def _item(row: Row) -> str:
+    return row.item if row.section != "values" else f"{row.item}"
+
+
+def _line(row: Row, width: int) -> str:
+    result = "skipped" if row.skipped else ("ok" if row.ok else "MISMATCH")
+    line = f"   {_item(row):<{width}}  {_fmt(row.max_abs):>10}  {_fmt(row.max_rel):>9}  {result}"
+    if row.detail and (not row.ok or row.skipped):
+        line += f"\n   {'':<{width}}    -> {row.detail}"
+    return line
+
+
+def _max(xs) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return max(xs) if xs else None
+
+
+def _summary(results: list[VariantResult], n_files: int, elapsed: float) -> dict:
+    passed = sum(r.ok for r in results)
+    failed = len(results) - passed
+    rows = sum(not row.skipped for r in results for row in r.rows)
+    bad = sum(not row.ok for r in results for row in r.rows)
+    dtypes = sorted({r.dtype for r in results})
+    failing = [f"{r.problem}::{r.variant}" for r in results if not r.ok]
+    line = (f"{'OK' if not failed else 'FAILED'}: {n_files} problem{'s' if n_files != 1 else ''}, "
+            f"{len(results)} variant{'s' if len(results) != 1 else ''} ({', '.join(dtypes)}): {passed} passed, "
+            f"{failed} failed; {rows} comparisons, {bad} mismatch{'es' if bad != 1 else ''}; {elapsed:.2f}s")
+    if failing:
+        line += f"; failing: {', '.join(failing[:10])}" + (" ..." if len(failing) > 10 else "")
+    return {"ok": failed == 0, "problems": n_files, "variants": len(results), "passed": passed, "failed": failed,
+            "comparisons": rows, "mismatches": bad, "seconds": round(elapsed, 3), "line": line}
+
+

@@ -1,0 +1,336 @@
+"""The exact backend: values are :class:`adjoint.values.exact.Exact` tensors.
+
+Rationals stay rationals (FLINT), free symbols and transcendentals are SymPy closed forms,
+and PyTorch's IEEE conventions are followed where it relies on them (x/0 = inf, 0/0 = nan,
+sqrt of a negative = nan, -0.0; see :mod:`adjoint.values.exact` and :mod:`adjoint.values.signed_zero`).
+After every op, :meth:`ExactBackend.after_op` refuses a forward value PyTorch could not
+follow exactly: a non-finite value made from finite operands, or one beyond the dtype's range.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from adjoint.values import exact as E
+from adjoint.values import pointwise as T
+from adjoint.values import arith as O
+from adjoint.values import joins as J
+from adjoint.format.errors import ProblemError
+from adjoint.values.exact import Exact
+from adjoint.values.signed_zero import result_mask
+from adjoint.values.backends.exact_families import ExactLosses, ExactNN, ExactSelections
+from adjoint.values.backends.rational import QArray
+from adjoint.values.backends.symbolic import MAX_CLOSED_FORM, sympy, tree_size
+
+
+class ExactBackend(ExactLosses, ExactSelections, ExactNN):
+    """Exact values (:class:`adjoint.values.exact.Exact`). ``symbols``: values bound to the file's free
+    symbols (``--numeric``, verify); ``closed``: the file has free symbols left free, so every
+    transcendental value stays a SymPy closed form (otherwise it is certified: balls, with a
+    small closed form shown while there is one). ``undecided`` collects the notes of signs no
+    precision could decide (:meth:`notes`)."""
+
+    name = "exact"
+    max_elements = 5_000_000   # per tensor: exact elements are Python integers (tens of bytes each)
+
+    def __init__(self, dtype: str = "float32", symbols: dict | None = None, closed: bool = False):
+        self.dtype = dtype
+        self.symbols = symbols
+        self.closed = closed
+        self.undecided: list[str] = []
+        self._sizes: dict = {}    # closed form -> its tree size (check_size), shared parts measured once
+
+    def notes(self) -> list[str]:
+        """What the run could not decide (a certified sign that stayed open at the largest precision)."""
+        return list(dict.fromkeys(self.undecided))
+
+    def _undecided(self, what: str):
+        def record(mask: np.ndarray) -> None:
+            where = [int(i) for i in np.argwhere(mask)[0]] if mask.ndim else []
+            self.undecided.append(f"{what}: the sign of element {where} (and {int(mask.sum()) - 1} more) could not "
+                                  f"be decided at {E.Bl.MAX_PREC} bits; it is taken as 0 (the value is 0 to over "
+                                  "1200 digits)" if mask.sum() > 1 else
+                                  f"{what}: the sign of element {where} could not be decided at {E.Bl.MAX_PREC} "
+                                  "bits; it is taken as 0 (the value is 0 to over 1200 digits)")
+        return record
+
+    # ------------------------------------------------------------------ construction
+    def literal(self, lit):
+        """A tensor literal; free symbols become SymPy symbols (or their bound numbers). A literal
+        of numbers is converted once (kept in ``lit.memo``: the integer array and its FLINT
+        matrix serve every later solve of the problem)."""
+        if not lit.symbols:
+            qa = lit.memo.get("exact")
+            if qa is None:
+                items = lit.items
+                if isinstance(items, tuple):
+                    qa = QArray.from_fractions(items, tuple(lit.shape))
+                else:  # a side file's integer array over one denominator (adjoint.format.sidefiles)
+                    qa = QArray(items.num.astype(object).reshape(tuple(lit.shape)), items.den)
+                lit.memo["exact"] = qa
+            return Exact.from_q(qa)
+        items = []
+        symbolic = False
+        for e in lit.items:
+            name = getattr(e, "name", None)
+            if name is not None:
+                if self.symbols is not None and name in self.symbols:
+                    items.append(E.q(self.symbols[name] * e.coeff))
+                else:
+                    sp = sympy()
+                    items.append(sp.Rational(e.coeff.numerator, e.coeff.denominator) * sp.Symbol(name, real=True))
+                    symbolic = True
+            else:
+                items.append(e)
+        if symbolic:
+            self.closed = True
+        return Exact.of(items, lit.shape)
+
+    def scalar(self, value):
+        return Exact.scalar(E.q(value) if not isinstance(value, Exact) else value.item())
+
+    def zeros(self, shape):
+        return Exact.zeros(tuple(shape))
+
+    def full(self, shape, value):
+        return Exact.full(tuple(shape), value)
+
+    # ------------------------------------------------------------------ queries
+    def shape(self, x):
+        return x.shape
+
+    def numel(self, x):
+        return x.size
+
+    def any_zero(self, x) -> bool:
+        return bool(x.zero_mask().any())
+
+    def all_zero(self, x) -> bool:
+        return bool(x.zero_mask().all())
+
+    def is_symbolic(self, x) -> bool:
+        return x.is_symbolic()
+
+    # ------------------------------------------------------------------ arithmetic
+    add = staticmethod(E.add)
+    sub = staticmethod(E.sub)
+    mul = staticmethod(E.mul)
+    div = staticmethod(E.div)
+    neg = staticmethod(E.neg)
+
+    def pow(self, x, e):
+        return O.power(x, e, self.closed)
+
+    # ------------------------------------------------------------------ elementwise functions
+    def relu(self, x):
+        return T.relu(x, self._undecided("relu"))
+
+    def tanh(self, x):
+        return T.unary("tanh", x, self.closed)
+
+    def sigmoid(self, x):
+        return T.unary("sigmoid", x, self.closed)
+
+    def exp(self, x):
+        return T.unary("exp", x, self.closed)
+
+    def log(self, x):
+        return T.unary("log", x, self.closed)
+
+    def sin(self, x):
+        return T.unary("sin", x, self.closed)
+
+    def cos(self, x):
+        return T.unary("cos", x, self.closed)
+
+    def sqrt(self, x):
+        return T.unary("sqrt", x, self.closed)
+
+    def abs(self, x):
+        return T.absolute(x, self._undecided("abs"))
+
+    def sgn(self, x):
+        """sgn(x): -1, 0, 1 (SymPy's sign for a closed form with free symbols)."""
+        return T.sgn(x, self._undecided("sgn"))
+
+    # ------------------------------------------------------------------ selections
+    def mask(self, x, predicate):
+        """0/1 rational mask from a predicate on each element's sign (-1, 0, 1, 'nan', None)."""
+        return T.mask(x, predicate, self._undecided("a kink"))
+
+    where = staticmethod(E.where)
+
+    def select_positive(self, x, g):
+        """``threshold_backward(g, x, 0)``: ATen's ``x <= 0 ? 0 : g`` (a select, not a product; a
+        nan x keeps g)."""
+        return T.select_positive(x, g, self._undecided("threshold_backward"))
+
+    def negate_at_negzero(self, x, ref):
+        """-x where ``ref`` holds -0.0 (PyTorch's float), else x."""
+        return E.negate_where(x, ref.negzero)
+
+    # ------------------------------------------------------------------ structure and products
+    def reshape(self, x, shape):
+        return x.reshape(tuple(shape))
+
+    def t2(self, x):
+        return x.transpose()
+
+    def broadcast_to(self, x, shape):
+        return x.broadcast_to(tuple(shape))
+
+    def index(self, x, key):
+        """``x[key]`` (numpy indexing: ints, slices, None, Ellipsis, integer arrays), a copy."""
+        return x.restructured(lambda a: np.array(a[key], dtype=a.dtype, copy=True))
+
+    def permute(self, x, perm):
+        return x.restructured(lambda a: np.ascontiguousarray(np.transpose(a, perm)))
+
+    def place(self, shape, key, g):
+        """zeros(shape) with ``g`` written at ``key``."""
+        return self.assign(Exact.zeros(tuple(shape)), key, g)
+
+    def assign(self, base, key, new):
+        """``base`` with ``base[key] = new`` (new broadcast), the -0.0 marks following the elements."""
+        return J.assign(base, key, new)
+
+    def place_add(self, shape, key, g):
+        """zeros(shape) with ``g`` added at ``key`` (repeated indices add up: index_put_ accumulate)."""
+        return J.place_add(shape, key, g)
+
+    def concat(self, xs, axis):
+        return J.join(list(xs), lambda arrs: np.concatenate(arrs, axis=axis))
+
+    def stack(self, xs, axis):
+        return J.join(list(xs), lambda arrs: np.stack(arrs, axis=axis))
+
+    sum_to = staticmethod(E.sum_to)
+    matmul2d = staticmethod(E.matmul2d)
+    outer = staticmethod(E.outer)
+    total = staticmethod(E.total)
+
+    def check_literal(self, value, decl) -> None:
+        refuse_overflow(value, self.dtype, decl.value.loc, f"the literal of '{decl.name}'")
+
+    def check_output(self, value, loc, what: str) -> None:
+        refuse_overflow(value, self.dtype, loc, what)
+
+    def is_value(self, x) -> bool:
+        return isinstance(x, Exact)
+
+    def symbols_like(self, shape, prefix: str):
+        """A tensor of fresh real symbols ``prefix0, prefix1, ...`` (a generic cotangent)."""
+        n = 1
+        for d in shape:
+            n *= d
+        sp = sympy()
+        return Exact.of([sp.Symbol(f"{prefix}{i}", real=True) for i in range(n)], tuple(shape))
+
+    def equals(self, x, y) -> bool:
+        return x.equals(y)
+
+    def same_value(self, x, y) -> bool:
+        """Only the same object: an exact value's -0.0 mask and certified recipe are part of it."""
+        return x is y
+
+    def strings(self, x):
+        return x.strings()
+
+    # ------------------------------------------------------------------ after each op
+    def after_op(self, op, ins, params, out, loc, check: bool):
+        """The -0.0 mask of the result; refuse a value beyond the dtype's range (PyTorch makes it
+        inf) or a closed form too large to print, wherever the op runs; with ``check`` (the
+        model's forward), also a non-finite value made from finite operands."""
+        out = out.with_negzero(result_mask(op, ins, params, out))
+        if op.grows:   # in a hook's body too: PyTorch's float overflows there just the same
+            refuse_overflow(out, self.dtype, loc, f"this op ({op.node})", "change the values so the forward pass "
+                            "stays finite" if check else "change the values or the hook so every value stays finite")
+        self.check_size(out, loc, f"this op ({op.node})")
+        if check:
+            refuse_nonfinite(op, [x for x in ins if x is not None], out, loc)
+        return out
+
+    def check_size(self, x, loc, what: str) -> None:
+        """Refuse a closed form (free symbols) grown past :data:`MAX_CLOSED_FORM` tree nodes in one
+        element: its text would take gigabytes. Known before any of it is printed."""
+        if x.kind != "elements":
+            return
+        for e in x.elems.reshape(-1).tolist():
+            if type(e) is not E.fmpq and tree_size(e, self._sizes) > MAX_CLOSED_FORM:
+                raise ProblemError(loc, f"{what} gives a closed form of more than {MAX_CLOSED_FORM:,} terms in the "
+                                        "free symbols, whose text would run to megabytes per element; give the "
+                                        "symbols values (symbols:) and solve with --numeric, or use fewer layers")
+
+
+# ----------------------------------------------------------------------------- refusals
+
+def refuse_nonfinite(op, ins: list, out: Exact, loc) -> None:
+    """PyTorch would carry inf/nan on silently; a forward pass that makes one is almost surely a mistake."""
+    if out.rational or not out.has_nonfinite() or any(x.has_nonfinite() for x in ins):
+        return
+    for idx, e in enumerate(out.flat()):
+        if E.s_is_nonfinite(e):
+            where = _index(idx, out.shape)
+            operands = "; ".join(f"operand {k + 1} = {_element(x, idx, out.shape)}" for k, x in enumerate(ins))
+            what = op.nonfinite or "a non-finite value"
+            raise ProblemError(loc, f"{what} at the given values ({op.node}, element {where}: "
+                                    f"{operands}) gives {E.s_str(e)} in PyTorch; change the values so the "
+                                    "forward pass stays finite")
+
+
+#: The smallest magnitude each dtype rounds to inf (round to nearest: max + half an ulp), and
+#: the bits of numerator and denominator under which a rational is surely below it.
+_OVERFLOW = {"float32": E.q(2 ** 128 - 2 ** 103), "float64": E.q(2 ** 1024 - 2 ** 970)}
+_SAFE_BITS = {"float32": 127, "float64": 1023}
+_MAX_TEXT = {"float32": "3.4e38", "float64": "1.8e308"}
+
+
+def refuse_overflow(out: Exact, dtype: str, loc, what: str,
+                    remedy: str = "change the values so the forward pass stays finite") -> None:
+    """A finite exact value PyTorch cannot hold: it becomes inf (and later nan), which no exact
+    prediction follows. Closed forms are sized numerically; ones with free symbols are not
+    checked (verify binds the symbols, and checks then)."""
+    limit = _OVERFLOW[dtype]
+    if out.rational:
+        if out.qa.max_abs_num() < int(limit.p) * out.qa.den // int(limit.q):
+            return  # the largest |element| is below the limit: one comparison for the tensor
+    elif out.kind == "real":
+        if _certified_below(out, limit):
+            return
+    approx_limit = E.s_approx(limit, 20)
+    for idx, e in enumerate(out.flat()):
+        if E.s_is_nonfinite(e):
+            continue
+        if type(e) is E.fmpq:
+            big = abs(e) >= limit
+        else:
+            v = E.s_approx(e, 20)
+            big = v is not None and abs(v) >= approx_limit
+        if big:
+            raise ProblemError(loc, f"{what} gives {E.s_sci(e)} at element {_index(idx, out.shape)}, beyond "
+                                    f"{dtype}'s range (about ±{_MAX_TEXT[dtype]}): PyTorch makes it inf; {remedy}")
+
+
+def _certified_below(out: Exact, limit) -> bool:
+    """Every certified element is surely below ``limit`` in size (checked on the balls)."""
+    bound = E.flint.arb(limit)
+    for b in out.balls.reshape(-1).tolist():
+        if b.is_finite() and not (abs(b) < bound):
+            return False
+    return True
+
+
+def _index(flat: int, shape) -> str:
+    return str([int(i) for i in np.unravel_index(flat, shape)])
+
+
+def _element(x: Exact, flat: int, out_shape) -> str:
+    if x.size == 1:
+        return x.strings_flat()[0]
+    try:
+        shaped = np.broadcast_shapes(x.shape, tuple(out_shape))
+    except ValueError:  # a reduction's operand: no element of it corresponds to one of the result
+        return f"a tensor of shape {list(x.shape)}"
+    strings = np.empty(x.shape, dtype=object)
+    strings.reshape(-1)[:] = x.strings_flat()
+    return np.broadcast_to(strings, shaped).reshape(-1)[flat]

@@ -1,0 +1,403 @@
+"""The float64 backend: the same engine on numpy float64 arrays (``--float64``).
+
+For models too large for exact arithmetic: every op rule runs unchanged on IEEE doubles, so
+the node chain, the hook calls and their order are PyTorch's, and the numbers are what a
+float64 PyTorch run gives up to its own rounding (summation order differs). IEEE itself makes
+the infinities, NaNs and signed zeros PyTorch makes (``x / 0``, ``sqrt'(0)``, ``-0.0``), so
+nothing is tracked on the side and nothing is refused: a value beyond float64's range is
+``inf``, as in PyTorch.
+
+A value is a :class:`F64`: the array, with the JSON fields of the contract (``value``: the
+floats; ``exact``: null, since this mode has no exact values). Free symbols need numbers
+(``symbols:``): a literal holding an unbound symbol is refused.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from adjoint.format.errors import ProblemError
+from adjoint.values.backends.inexact import NoExactChecks
+
+_SIGN_KEYS = (-1, 0, 1, "nan")
+
+
+class F64:
+    """An immutable float64 tensor value."""
+
+    __slots__ = ("a",)
+
+    def __init__(self, a):
+        self.a = np.asarray(a, dtype=np.float64)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.a.shape)
+
+    @property
+    def size(self) -> int:
+        return int(self.a.size)
+
+    @property
+    def ndim(self) -> int:
+        return self.a.ndim
+
+    def floats(self):
+        return self.a.tolist() if self.a.ndim else float(self.a)
+
+    def strings(self, printer=None):
+        """No exact text in this mode (the contract's ``exact`` is null)."""
+        return None
+
+    def flat(self) -> list[float]:
+        return self.a.reshape(-1).tolist()
+
+    def ints(self):
+        """Nested Python ints (an integer tensor's values)."""
+        out = self.a.astype(np.int64)
+        return out.tolist() if out.ndim else int(out)
+
+    def equals(self, other) -> bool:
+        """The same doubles (nan equals nan; -0.0 equals 0.0, as ``==`` has it)."""
+        return isinstance(other, F64) and self.shape == other.shape and bool(
+            np.array_equal(self.a, other.a, equal_nan=True))
+
+    def item(self) -> float:
+        return float(self.a.reshape(-1)[0])
+
+    def __repr__(self) -> str:
+        return f"F64({self.floats()!r})"
+
+
+def _v(a) -> F64:
+    return F64(a)
+
+
+class Float64Backend(NoExactChecks):
+    """numpy float64 values; the method API of :class:`adjoint.values.backends.exact.ExactBackend`."""
+
+    name = "float64"
+    max_elements = 100_000_000   # per tensor: 800 MB of doubles
+    closed = False
+
+    def __init__(self, dtype: str = "float32", symbols: dict | None = None):
+        self.dtype = dtype
+        self.symbols = symbols
+
+    # ------------------------------------------------------------------ construction
+    def literal(self, lit):
+        if not lit.symbols:
+            a = lit.memo.get("float64")
+            if a is None:
+                items = lit.items
+                a = (np.array([float(e) for e in items], dtype=np.float64) if isinstance(items, tuple)
+                     else items.floats()).reshape(lit.shape)
+                a.flags.writeable = False
+                lit.memo["float64"] = a
+            return F64(a)
+        out = []
+        for e in lit.items:
+            name = getattr(e, "name", None)
+            if name is None:
+                out.append(float(e))
+            elif self.symbols is not None and name in self.symbols:
+                out.append(float(self.symbols[name] * e.coeff))
+            else:
+                raise ProblemError(lit.loc, f"free symbol '{name}' has no value, and float64 mode computes with "
+                                            f"numbers; add symbols: {{{name}: 0.5}} or another number")
+        return F64(np.array(out, dtype=np.float64).reshape(lit.shape))
+
+    def scalar(self, value):
+        return F64(float(value.item() if isinstance(value, F64) else value))
+
+    def zeros(self, shape):
+        return F64(np.zeros(tuple(shape)))
+
+    def full(self, shape, value):
+        return F64(np.full(tuple(shape), float(value)))
+
+    # ------------------------------------------------------------------ queries
+    def shape(self, x):
+        return x.shape
+
+    def numel(self, x):
+        return x.size
+
+    def any_zero(self, x) -> bool:
+        return bool(np.any(x.a == 0))
+
+    def all_zero(self, x) -> bool:
+        return bool(np.all(x.a == 0))
+
+    def is_symbolic(self, x) -> bool:
+        return False
+
+    # ------------------------------------------------------------------ arithmetic
+    # IEEE results (inf, nan) are PyTorch's too: numpy's warnings about them are silenced
+    def add(self, x, y):
+        with np.errstate(all="ignore"):
+            return _v(x.a + y.a)
+
+    def sub(self, x, y):
+        with np.errstate(all="ignore"):
+            return _v(x.a - y.a)
+
+    def mul(self, x, y):
+        with np.errstate(all="ignore"):
+            return _v(x.a * y.a)
+
+    def div(self, x, y):
+        with np.errstate(all="ignore"):
+            return _v(x.a / y.a)
+
+    def neg(self, x):
+        return _v(-x.a)
+
+    def pow(self, x, e):
+        with np.errstate(all="ignore"):
+            return _v(np.power(x.a, e.a))
+
+    # ------------------------------------------------------------------ elementwise functions
+    def relu(self, x):
+        a = x.a
+        return _v(np.where((a > 0) | (a == 0) | np.isnan(a), a, 0.0))  # relu keeps -0.0 and nan
+
+    def _fn(self, fn, x):
+        with np.errstate(all="ignore"):
+            return _v(fn(x.a))
+
+    def tanh(self, x):
+        return self._fn(np.tanh, x)
+
+    def sigmoid(self, x):
+        return self._fn(lambda a: 1.0 / (1.0 + np.exp(-a)), x)
+
+    def exp(self, x):
+        return self._fn(np.exp, x)
+
+    def log(self, x):
+        return self._fn(np.log, x)
+
+    def sin(self, x):
+        return self._fn(np.sin, x)
+
+    def cos(self, x):
+        return self._fn(np.cos, x)
+
+    def sqrt(self, x):
+        return self._fn(np.sqrt, x)
+
+    def abs(self, x):
+        return _v(np.abs(x.a))
+
+    def sgn(self, x):
+        return _v(np.sign(x.a))
+
+    # ------------------------------------------------------------------ selections
+    def mask(self, x, predicate):
+        """0/1 mask from a predicate on each element's sign (-1, 0, 1, 'nan')."""
+        table = {k: 1.0 if predicate(k) else 0.0 for k in _SIGN_KEYS}
+        a = x.a
+        out = np.where(np.isnan(a), table["nan"],
+                       np.where(a > 0, table[1], np.where(a < 0, table[-1], table[0])))
+        return _v(out)
+
+    def where(self, cond, x, y):
+        return _v(np.where(cond.a != 0, x.a, y.a))
+
+    def select_positive(self, x, g):
+        """ATen's ``x <= 0 ? 0 : g``: a nan x keeps g."""
+        return _v(np.where(x.a <= 0, 0.0, np.broadcast_to(g.a, x.shape)))
+
+    def negate_at_negzero(self, x, ref):
+        """IEEE already signs the infinity at -0.0 (g / (2 * -0.0) is -inf): nothing to do."""
+        return x
+
+    # ------------------------------------------------------------------ structure and products
+    def reshape(self, x, shape):
+        return _v(x.a.reshape(tuple(shape)))
+
+    def t2(self, x):
+        return _v(x.a.T if x.a.ndim == 2 else x.a)   # a view: values are never written in place
+
+    def broadcast_to(self, x, shape):
+        return _v(np.broadcast_to(x.a, tuple(shape)).copy())
+
+    def index(self, x, key):
+        return _v(np.array(x.a[key], dtype=np.float64, copy=True))
+
+    def permute(self, x, perm):
+        return _v(np.ascontiguousarray(np.transpose(x.a, perm)))
+
+    def place(self, shape, key, g):
+        return self.assign(self.zeros(shape), key, g)
+
+    def assign(self, base, key, new):
+        a = np.array(base.a, copy=True)
+        a[key] = np.broadcast_to(new.a, np.shape(a[key]))
+        return _v(a)
+
+    def place_add(self, shape, key, g):
+        a = np.zeros(tuple(shape))
+        np.add.at(a, key, np.broadcast_to(g.a, np.shape(a[key])))
+        return _v(a)
+
+    def concat(self, xs, axis):
+        return _v(np.concatenate([x.a for x in xs], axis=axis))
+
+    def stack(self, xs, axis):
+        return _v(np.stack([x.a for x in xs], axis=axis))
+
+    def sum_to(self, x, shape):
+        shape = tuple(shape)
+        if x.shape == shape:
+            return x
+        lead = x.ndim - len(shape)
+        axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and x.shape[lead + i] != 1)
+        return _v(np.sum(x.a, axis=axes, keepdims=True).reshape(shape))
+
+    def matmul2d(self, x, y):
+        with np.errstate(all="ignore"):
+            return _v(x.a @ y.a)
+
+    def outer(self, x, y):
+        with np.errstate(all="ignore"):
+            return _v(np.outer(x.a, y.a))
+
+    def total(self, x):
+        with np.errstate(all="ignore"):
+            return _v(np.sum(x.a))
+
+    # ------------------------------------------------------------------ checks (none: IEEE is PyTorch's arithmetic)
+    def is_value(self, x) -> bool:
+        return isinstance(x, F64)
+
+    def symbols_like(self, shape, prefix: str):
+        raise NotImplementedError("float64 mode has no symbols")
+
+    def equals(self, x, y) -> bool:
+        return x.shape == y.shape and bool(np.all((x.a == y.a) | (np.isnan(x.a) & np.isnan(y.a))))
+
+    def same_value(self, x, y) -> bool:
+        """The very same doubles, signs of zeros and NaNs included: whatever is computed from one
+        is what would be computed from the other (the boundaries reuse the engine's VJPs on it)."""
+        return x is y or (x.shape == y.shape and bool(np.array_equal(x.a, y.a, equal_nan=True))
+                          and bool(np.array_equal(np.signbit(x.a), np.signbit(y.a))))
+
+
+
+    # ------------------------------------------------------------------ the op families' methods
+    # (activations, reductions, losses, nn): the same API as the exact backend's family blocks,
+    # with PyTorch's CPU conventions where numpy's differ
+    def clamp(self, x, lo=None, hi=None):
+        """max(min(x, hi), lo): lo wins when lo > hi, as torch.clamp; nan stays nan."""
+        a = x.a
+        if hi is not None:
+            a = np.minimum(a, float(hi))
+        if lo is not None:
+            a = np.maximum(a, float(lo))
+        return _v(a)
+
+    def clamped_log(self, x):
+        """max(log(x), -100) elementwise (binary_cross_entropy's kernel)."""
+        with np.errstate(all="ignore"):
+            return _v(np.maximum(np.log(x.a), -100.0))
+
+    def ints(self, x) -> list[int]:
+        return [int(v) for v in x.a.reshape(-1)]
+
+    def integers(self, values, shape):
+        return _v(np.array([int(v) for v in values], dtype=np.float64).reshape(tuple(shape)))
+
+    def constant(self, values, shape):
+        return _v(np.array([float(v) for v in values], dtype=np.float64).reshape(tuple(shape)))
+
+    def as_indices(self, x) -> np.ndarray:
+        return x.a.astype(np.int64)
+
+    def within(self, x, lo, hi) -> bool:
+        a = x.a
+        return bool(np.all((a >= float(lo)) & (a <= float(hi))))   # nan is outside
+
+    def choose(self, test, rel: str, a, b):
+        """Elementwise ``a if test REL 0 else b`` (IEEE: a comparison with nan is false, != true)."""
+        t = test.a
+        holds = {">": t > 0, ">=": t >= 0, "<": t < 0, "<=": t <= 0, "==": t == 0, "!=": t != 0}[rel]
+        return _v(np.where(holds, a.a, b.a))
+
+    def erf(self, x):
+        return _v(np.vectorize(math.erf, otypes=[np.float64])(x.a) if x.size else x.a)
+
+    def pi(self):
+        return F64(math.pi)
+
+    def sum_dims(self, x, dims, keepdim: bool):
+        dims = _reduced(x, dims)
+        with np.errstate(all="ignore"):
+            return _v(np.sum(x.a, axis=dims, keepdims=keepdim))
+
+    def amax(self, x, dims, keepdim: bool, largest: bool = True):
+        """The largest (smallest) element over ``dims``; nan propagates (np.max does too)."""
+        dims = _reduced(x, dims)
+        return _v((np.max if largest else np.min)(x.a, axis=dims, keepdims=keepdim))
+
+    def argmax(self, x, dim: int, keepdim: bool, largest: bool = True):
+        """(values, indices) over one dim, the first index among ties and the first nan (max.dim on CPU)."""
+        if x.ndim == 0:
+            return x, F64(0.0)
+        a = x.a
+        nan = np.isnan(a)
+        key = np.where(nan, np.inf, a) if largest else np.where(nan, -np.inf, a)
+        pick = np.argmax(key, axis=dim) if largest else np.argmin(key, axis=dim)
+        first_nan = np.argmax(nan, axis=dim)
+        idx = np.where(np.any(nan, axis=dim), first_nan, pick)
+        vals = np.take_along_axis(a, np.expand_dims(idx, dim), axis=dim)
+        if not keepdim:
+            vals = np.squeeze(vals, axis=dim)
+        else:
+            idx = np.expand_dims(idx, dim)
+        return _v(vals), _v(idx.astype(np.float64))
+
+    def place_along(self, shape, dim: int, indices, g, keepdim: bool):
+        """zeros(shape) with ``g`` written at ``indices`` along ``dim`` (value_selecting_reduction_backward)."""
+        shape = tuple(shape)
+        if not shape:
+            return g
+        kept = tuple(1 if d == dim else n for d, n in enumerate(shape))
+        out = np.zeros(shape)
+        np.put_along_axis(out, indices.a.astype(np.int64).reshape(kept), g.a.reshape(kept), axis=dim)
+        return _v(out)
+
+    def bmm(self, a, b):
+        with np.errstate(all="ignore"):
+            return _v(np.matmul(a.a, b.a))
+
+    def window_max(self, x, windows):
+        """Max pooling's selection (see the exact backend's): per row and window the first
+        largest element, the last nan when there is one; (values, indices, some window tied)."""
+        a = x.a
+        rows = a.shape[0]
+        vals = np.empty((rows, len(windows)))
+        idx = np.zeros((rows, len(windows)), dtype=np.int64)
+        tied = False
+        for o, win in enumerate(windows):
+            win = np.asarray(win, dtype=np.int64)
+            sub = a[:, win]
+            nan = np.isnan(sub)
+            best = np.argmax(np.where(nan, -np.inf, sub), axis=1)
+            last_nan = sub.shape[1] - 1 - np.argmax(nan[:, ::-1], axis=1)
+            has_nan = nan.any(axis=1)
+            pick = np.where(has_nan, last_nan, best)
+            top = sub[np.arange(rows), best]
+            tied = tied or bool(np.any(~has_nan & ((sub == top[:, None]).sum(axis=1) > 1)))
+            idx[:, o] = win[pick]
+            vals[:, o] = sub[np.arange(rows), pick]
+        return _v(vals), idx, tied
+
+
+def _reduced(x: F64, dims) -> tuple[int, ...]:
+    """The dims a reduction sums over: every dim when none given; a 0-d tensor reduces nothing."""
+    dims = tuple(dims) if dims else tuple(range(x.ndim))
+    return tuple(d for d in dims if d < x.ndim)

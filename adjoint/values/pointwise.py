@@ -1,0 +1,133 @@
+"""Elementwise functions and sign-based selections of :class:`adjoint.values.exact.Exact` tensors:
+the elementary functions (:mod:`adjoint.values.backends.elementary`), relu, abs, sgn, the
+``threshold_backward`` select, and 0/1 masks from element signs.
+
+A decision taken on a certified element's sign (``relu`` at a kink) may refine it
+(:meth:`adjoint.values.exact.Exact.signs`); one no precision decides is taken as 0 and reported
+through ``undecided``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import flint
+import numpy as np
+
+from adjoint.values import ieee as I
+from adjoint.values.backends import balls as Bl
+from adjoint.values.backends import rational as R
+from adjoint.values.backends.elementary import ELEMENTARY
+from adjoint.values.backends.symbolic import s_sign, s_sym, sympy
+from adjoint.values.exact import Exact
+from adjoint.values.arith import _forms, mul, neg, where_mask
+
+fmpq = flint.fmpq
+_Q0 = fmpq(0)
+
+
+def mask(x: Exact, predicate, undecided=None) -> Exact:
+    """0/1 rational mask from a predicate on element signs (for relu, abs, norm kinks)."""
+    signs = x.signs(undecided).reshape(-1).tolist()
+    ones = np.array([1 if predicate(s) else 0 for s in signs], dtype=object).reshape(x.shape)
+    return Exact.from_q(R.QArray(ones, 1, True))
+
+
+def keep_mask(x: Exact, predicate, undecided=None) -> np.ndarray:
+    """Bool mask from a predicate on element signs."""
+    if x.kind == "rational":
+        s = x.qa.signs()
+        table = np.array([bool(predicate(-1)), bool(predicate(0)), bool(predicate(1))])
+        return np.asarray(table[s.astype(np.int64) + 1], dtype=bool)
+    signs = x.signs(undecided).reshape(-1).tolist()
+    return np.array([bool(predicate(s)) for s in signs], dtype=bool).reshape(x.shape)
+
+
+def unary(name: str, x: Exact, closed: bool = False) -> Exact:
+    """An elementary function (:data:`adjoint.values.backends.elementary.ELEMENTARY`: tanh, exp, log,
+    sin, cos, sqrt, sigmoid) of every element, PyTorch's domain rules included (log of 0 is
+    -inf, of a negative nan; sqrt of a negative nan). ``closed``: a file with free symbols,
+    where results stay SymPy closed forms."""
+    fn = ELEMENTARY[name]
+    if x.kind == "elements" or closed:
+        return x.as_sym().map(fn.closed)
+    if x.size == 0:
+        return x
+    exact = _exact_points(fn, x)
+    if exact is not None:
+        return exact
+    if fn.domain != "real":
+        signs = x.signs()
+        s = signs.reshape(-1).tolist()
+        bad = np.array([v == -1 or v == "nan" or (fn.domain == "positive" and v == 0) for v in s],
+                       dtype=bool).reshape(x.shape)
+        if bad.any():
+            out = unary(name, where_mask(bad, Exact.full(x.shape, 1), x))
+            values = [math.nan if v != 0 else -math.inf for v in np.asarray(signs)[bad].tolist()]
+            return I.overwrite(out, bad, values)
+    forms = _forms(name, (x,), x.shape, fn.at_rational)
+    out = Exact.certified(x.shape, Bl.vectorize(fn.ball), (x,), forms)
+    return I.with_specials(out, name, (x,))
+
+
+def _exact_points(fn, x: Exact) -> Exact | None:
+    """The result when every element is a rational point with a rational value (tanh(0) = 0,
+    sqrt(9/4) = 3/2, ...)."""
+    if x.kind != "rational":
+        return None
+    vals = []
+    for v in x.qa.elements().reshape(-1).tolist():
+        r = fn.at_rational(v)
+        if r is None:
+            return None
+        vals.append(r)
+    return Exact(np.array(vals, dtype=object).reshape(x.shape), True)
+
+
+def relu(x: Exact, undecided=None) -> Exact:
+    if x.kind == "elements":
+        sp = sympy()
+
+        def one(e):
+            s = s_sign(e)
+            if s is None:
+                return sp.Max(0, e)
+            if s == "nan":
+                return e
+            return e if s == 1 else _Q0
+        return x.map(one)
+    keep = keep_mask(x, lambda s: s == 1 or s == "nan", undecided)
+    return where_mask(keep, x, Exact.zeros(x.shape))
+
+
+def absolute(x: Exact, undecided=None) -> Exact:
+    if x.kind == "elements":
+        sp = sympy()
+
+        def one(e):
+            s = s_sign(e)
+            if s is None:
+                return sp.Abs(e)
+            return -s_sym(e) if s == -1 else e
+        return x.map(one)
+    negative = keep_mask(x, lambda s: s == -1, undecided)
+    return where_mask(negative, neg(x), x)
+
+
+def sgn(x: Exact, undecided=None) -> Exact:
+    if x.is_symbolic():
+        sp = sympy()
+        return x.map(lambda e: sp.sign(s_sym(e)))
+    signs = x.signs(undecided).reshape(-1).tolist()
+    vals = [fmpq({1: 1, -1: -1}.get(s, 0)) for s in signs]
+    return Exact(np.array(vals, dtype=object).reshape(x.shape), True)
+
+
+def select_positive(x: Exact, g: Exact, undecided=None) -> Exact:
+    """``threshold_backward(g, x, 0)``: ATen's ``x <= 0 ? 0 : g`` (a select, not a product), so
+    g where x > 0 and also where x is nan (``nan <= 0`` is false), else 0."""
+    if x.is_symbolic():
+        sp = sympy()
+        return mul(g, x.map(lambda e: sp.Heaviside(s_sym(e), 0)))
+    keep = keep_mask(x, lambda s: s == 1 or s == "nan", undecided)
+    return where_mask(keep, g.broadcast_to(x.shape) if g.shape != x.shape else g, Exact.zeros(x.shape))

@@ -1,0 +1,98 @@
+"""Which exact zeros PyTorch holds as -0.0.
+
+An exact zero has no sign, but IEEE floats do, and PyTorch's sqrt'(x) = g / (2 sqrt(x)) is
+-inf at -0.0 (so is the derivative of x ** 0.5, which PyTorch runs as sqrt). A zero's sign
+depends on how it was made, with PyTorch's own kernel choices (probed on 2.13):
+
+* a product or quotient is -0.0 when exactly one factor is negative (IEEE);
+* a sum is -0.0 only when both terms are -0.0; ``a - b`` is ``a + (-b)``; ``-x`` flips;
+* relu, tanh, sin, sqrt, ``x ** 0.5`` and odd powers keep a -0.0; views and transposes too;
+* sum, mean, mm, mv, dot, addmm and norm accumulate from +0.0, so they never give -0.0;
+  abs gives +0.0; exp, cos, sigmoid never give 0.
+
+:func:`result_mask` gives the sign-bit mask of an op's exact zeros from its inputs' masks.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from adjoint.values.exact import Exact
+
+
+def sign_bits(x: Exact, where: np.ndarray | None = None) -> np.ndarray:
+    """True where the float PyTorch holds has its sign bit set (negative, or -0.0); with
+    ``where``, only those positions are examined (a sign can cost a numerical evaluation)."""
+    if x.kind == "rational":
+        bits = np.asarray(x.qa.num < 0, dtype=bool)
+        if where is not None:
+            bits = bits & where
+    else:
+        bits = np.zeros(x.shape, dtype=bool)
+        look = np.ones(x.shape, dtype=bool) if where is None else where
+        if look.any():
+            signs = x.signs()
+            bits = np.array([bool(w) and s == -1 for s, w in zip(signs.reshape(-1).tolist(),
+                                                                 look.reshape(-1).tolist())],
+                            dtype=bool).reshape(x.shape)
+    if x.negzero is not None:
+        bits = bits | x.negzero
+    return bits
+
+
+def zero_mask(x: Exact) -> np.ndarray:
+    """Exact zeros (certified elements decided by their balls)."""
+    return x.zero_mask()
+
+
+def result_mask(op, ins: list[Exact], params, out: Exact) -> np.ndarray | None:
+    """The -0.0 mask of an op's result (None: no -0.0 anywhere), by the op's ``negzero`` rule:
+    keep (elementwise, the input's -0.0 survive), structural (views: the value's own reshaping
+    carried the mask), keep_odd_pow (``x ** p``), negate, product, sum, difference, never."""
+    rule = op.negzero
+    if rule == "structural":
+        return out.negzero
+    if rule == "keep" or (rule == "keep_odd_pow" and _keeps_sign(params)):
+        mask = ins[0].negzero
+    elif rule == "negate":
+        zeros = zero_mask(out)
+        mask = zeros & ~_nz(ins[0]) if zeros.any() else None
+    elif rule == "product":
+        zeros = zero_mask(out)
+        if not zeros.any():
+            return None
+        sa = sign_bits(_view(ins[0], out.shape), zeros)
+        sb = sign_bits(_view(ins[1], out.shape), zeros)
+        mask = zeros & (sa ^ sb)
+    elif rule == "sum":
+        if ins[0].negzero is None or ins[1].negzero is None:
+            return None
+        a, b = np.broadcast_arrays(ins[0].negzero, ins[1].negzero)
+        mask = a & b
+    elif rule == "difference":
+        if ins[0].negzero is None:
+            return None
+        a, b = np.broadcast_arrays(ins[0].negzero, zero_mask(ins[1]) & ~_nz(ins[1]))
+        mask = a & b
+    else:
+        return None
+    if mask is None or not mask.any():
+        return None
+    return np.asarray(mask, dtype=bool).reshape(out.shape)
+
+
+def _view(x: Exact, shape) -> Exact:
+    """``x`` broadcast to ``shape``, its -0.0 mask with it."""
+    return x.broadcast_to(tuple(shape))
+
+
+def _nz(x: Exact) -> np.ndarray:
+    return x.negzero if x.negzero is not None else np.zeros(x.shape, dtype=bool)
+
+
+def _keeps_sign(p) -> bool:
+    """x ** p keeps -0.0 for odd integer p and for p = 1/2 (PyTorch runs it as sqrt)."""
+    p = Fraction(p)
+    return p == Fraction(1, 2) or (p.denominator == 1 and p.numerator % 2 == 1 and p > 0)
