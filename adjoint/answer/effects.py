@@ -24,6 +24,7 @@ from fractions import Fraction
 
 from adjoint.format.errors import ProblemError
 from adjoint.values import exact as E
+from adjoint.values import arith as A
 from adjoint.values.exact import Exact
 from adjoint.answer.prediction import VariantPrediction
 from adjoint.format.syntax import Name
@@ -79,7 +80,7 @@ def hook_effects(v: VariantPrediction) -> Effects:
     if base.error is not None:
         return Effects(ran=True, error=f"{base.error.type}: {base.error.message}")
     out = Effects(ran=True)
-    if v.loss is not None and base.loss is not None and not v.loss.equals(base.loss):
+    if v.loss is not None and base.loss is not None and not A.equal(v.loss, base.loss):
         out.changes.append(Change("loss", "loss", base.loss, v.loss, _ratio(base.loss, v.loss)))
     for name, after in (v.returned or {}).items():
         before = (base.returned or {}).get(name)
@@ -105,7 +106,7 @@ def _observing(hook):
 def _same(a, b) -> bool:
     if a is None or b is None:
         return a is None and b is None
-    return a.shape == b.shape and a.equals(b)
+    return a.shape == b.shape and A.same(a, b)
 
 
 def _ratio(before, after):
@@ -128,7 +129,7 @@ def _ratio(before, after):
         if not pairs:
             return None
         guess = Fraction(pairs[0][1] / pairs[0][0]).limit_denominator(1000)
-    if guess in (0, 1) or not after.equals(E.mul(before, Exact.full(before.shape, guess))):
+    if guess in (0, 1) or not A.equal(after, A.mul(before, Exact.full(before.shape, guess))):
         return None
     return E.q(guess)
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from adjoint.values import exact as E
+from adjoint.values import arith as A
 from adjoint.format import syntax as S
 from adjoint.values.exact import Exact
 from adjoint.engine.autograd_function import declared_vjp, slots_of
@@ -297,8 +298,8 @@ class Analysis:
                     continue
                 c = self.canon(edge)
                 if r.shape != g.vars[c].shape:
-                    r = E.sum_to(r, g.vars[c].shape)
-                cot[c] = r if cot.get(c) is None else E.add(cot[c], r)
+                    r = A.sum_to(r, g.vars[c].shape)
+                cot[c] = r if cot.get(c) is None else A.add(cot[c], r)
         return cot
 
     def _vjp(self, eqn, gs: list) -> list:

@@ -14,6 +14,7 @@ import sympy
 
 from adjoint.values.backends.exact import ExactBackend
 from adjoint.values.exact import Exact, s_sym
+from adjoint.values.arith import equal
 from adjoint.engine.ops import REGISTRY, Check, Op
 
 #: A point away from kinks: every value non-zero, distinct, small.
@@ -92,7 +93,7 @@ def check(op: Op, case: Check) -> list[str]:
     problems = []
     for i in checked:
         got, expected = vjp[i], want_all[i]
-        if got is None or got.shape != expected.shape or not got.equals(expected):
+        if got is None or got.shape != expected.shape or not equal(got, expected):
             problems.append(f"{op.name}{list(case.shapes)} input {i}: vjp {got} != J^T g {expected}")
     return problems
 
@@ -126,7 +127,7 @@ def reads_only_saved(op: Op, case: Check) -> list[str]:
                 args = {"in": list(ins), "out": list(outs)}
                 args[what][i] = moved
                 got = op.vjp(B, g, args["in"], args["out"], case.params, need)
-                if any((a is None) != (b is None) or (a is not None and not a.equals(b)) for a, b in zip(base, got)):
+                if any((a is None) != (b is None) or (a is not None and not equal(a, b)) for a, b in zip(base, got)):
                     problems.append(f"{op.name} ({op.node}): the VJP reads {what}put {i}, which the node does not save")
                     break
     return problems

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from adjoint.values.arith import same
+
 INF_SEQ = 2 ** 64 - 1  # AccumulateGrad's sequence_nr (UINT64_MAX)
 
 
@@ -177,7 +179,7 @@ class Typed:
         return self.value.size
 
     def equals(self, other) -> bool:
-        return isinstance(other, Typed) and other.dtype == self.dtype and self.value.equals(other.value)
+        return isinstance(other, Typed) and other.dtype == self.dtype and same(self.value, other.value)
 
     def elements(self):
         """The values as nested lists of Python ints (bools for a bool tensor); None without values."""

@@ -30,7 +30,8 @@ from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import CopySlicesWrite, Edge, Node, SavedVariable, Tensor
 from adjoint.values.strides import contiguous_strides
 from adjoint.engine.ops import REGISTRY
-from adjoint.engine.runtime import TorchError
+from adjoint.engine.torch_errors import TorchError
+from adjoint.engine.view_history import rebase_message, regenerate, view_value
 
 #: ``t op= v`` for a tensor ``t``: Tensor.__iadd__ and friends (``@=`` is not in-place in torch).
 AUGMENTED = {"+": "add_", "-": "sub_", "*": "mul_", "/": "div_", "**": "pow_"}
@@ -78,75 +79,6 @@ def call_inplace(rt, name: str, target: Tensor, args: list, kwargs: dict, loc: L
     if name == "copy_" and isinstance(args[0], Fraction):
         args = [rt.wrapped_number(args[0])]
     return apply_inplace(rt, m.prim, target, list(args), None, loc)
-
-
-def _whole(shape: tuple, items: list) -> bool:
-    """Do ``items`` (slices and ``...`` only) cover every element of a tensor of ``shape``?"""
-    if any(not (isinstance(i, slice) or i is Ellipsis) for i in items) or sum(i is Ellipsis for i in items) > 1:
-        return False
-    dims = [i for i in items if i is not Ellipsis]
-    if len(dims) > len(shape):
-        return False
-    at = 0
-    for i in items:
-        if i is Ellipsis:
-            at += len(shape) - len(dims)
-            continue
-        # as applySlice tests it: the start as written (a negative one is not normalized first)
-        if i.step not in (None, 1) or (i.start or 0) != 0 or (i.stop is not None and i.stop < shape[at]):
-            return False
-        at += 1
-    return True
-
-
-def setitem(rt, x, items: list, value, loc: Loc) -> None:
-    """``x[items] = value``: copy_ into the view indexing gives (x itself for a lone full slice)."""
-    from adjoint.engine.bindings.views import getitem
-    if not isinstance(x, Tensor):
-        raise ProblemError(loc, "only tensors support index assignment here")
-    if isinstance(value, Fraction):
-        value = rt.tensor(rt.B.scalar(value), dtype=x.dtype)
-    if not isinstance(value, Tensor):
-        raise ProblemError(loc, "index assignment needs a tensor or a number on the right")
-    # set_item's applySlicing skips a slice over a whole dimension (applySlice's optimization,
-    # not disabled for assignment): when every item is one (or ...), the write goes into x itself
-    target = x if _whole(x.shape, items) else getitem(rt, x, items, loc, lone=False)
-    apply_inplace(rt, *_copy_to(rt, target, value, loc), loc)
-
-
-def _copy_to(rt, dst: Tensor, src: Tensor, loc: Loc) -> tuple:
-    """set_item's ``copy_to`` (torch/csrc/autograd/python_variable_indexing.cpp): the same sizes
-    are a plain ``copy_``; else a value without dimensions (a number, a 0-d tensor) is ``fill_``
-    (FillBackward3); else the value is first viewed without its leading size-1 dimensions
-    (``slicePrefix1sSize``: a ViewBackward0, even when nothing is dropped) and expanded to the
-    destination's sizes when they still differ (``expand_inplace``: an ExpandBackward0). Returns
-    the in-place primitive, its target and its operands."""
-    from adjoint.engine.bindings.views import view
-    from adjoint.engine.ops.views import expand_shape
-    if src.shape == dst.shape:
-        return "copy_", dst, [src], None
-    if not src.shape:
-        return "fill_", dst, [src], None
-    kept = list(src.shape)
-    while kept and kept[0] == 1:
-        kept.pop(0)
-    src = view(rt, src, tuple(kept), loc)
-    if src.shape != dst.shape:
-        lead = len(dst.shape) - len(src.shape)
-        if lead < 0:
-            why = (f"the number of sizes provided ({len(dst.shape)}) must be greater or equal to the number of "
-                   f"dimensions in the tensor ({len(src.shape)})")
-        else:
-            bad = next((i for i, n in enumerate(src.shape) if n not in (1, dst.shape[lead + i])), None)
-            why = None if bad is None else (f"the expanded size of the tensor ({dst.shape[lead + bad]}) must match "
-                                            f"the existing size ({src.shape[bad]}) at non-singleton dimension "
-                                            f"{lead + bad}")
-        if why is not None:
-            raise ProblemError(loc, f"a value of shape {list(src.shape)} does not fit the indexed part, of shape "
-                                    f"{list(dst.shape)} (PyTorch raises RuntimeError: {why}); give a value that "
-                                    f"broadcasts to {list(dst.shape)}")
-        src = rt.apply("expand", [src], expand_shape([src.shape], dst.shape, loc), loc)
-    return "copy_", dst, [src], None
 
 
 # ----------------------------------------------------------------------------- the in-place kernel
@@ -227,37 +159,6 @@ def check_cast(rt, prim: str, target: Tensor, operands: list, numbers: list, par
                                              f"type {_TYPE_NAME[target.dtype]}", "dtype")
     raise ProblemError(loc, f"{prim} written in place into a {target.dtype} tensor is not modelled (integer and bool "
                             "arithmetic); compute in a float tensor")
-
-
-_MULTI = ("This view is the output of a function that returns multiple views. Such functions do not allow the "
-          "output views to be modified inplace. You should replace the inplace operation by an out-of-place one.")
-
-
-_CUSTOM = ("This view was created inside a custom Function (or because an input was returned as-is) and the "
-           "autograd logic to handle view+inplace would override the custom backward associated with the custom "
-           "Function, leading to incorrect gradients. This behavior is forbidden. You can fix this by cloning the "
-           "output of the custom Function.")
-_NO_GRAD = ("Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by moving "
-            "both the view and the inplace either both inside the no_grad block (if you don't want the inplace to be "
-            "tracked) or both outside (if you want the inplace to be tracked).")
-
-
-def rebase_message(t: Tensor, indirect: bool) -> str:
-    """handle_view_on_rebase's message for a view PyTorch forbids to modify (directly, or
-    ``indirect``: through its base or another view): the view's own node names it when it has
-    one, a view without one (made under no_grad, or of a tensor that does not require grad)
-    "was created in no_grad mode"; the tail says why, by the view's creation kind."""
-    kind = t.creation[0]
-    name = t.creation[1] if len(t.creation) > 1 else None
-    modified = "its base or another view of its base has been" if indirect else "is being"
-    has_fn = t.grad_fn is not None
-    if kind == "no_grad" or not has_fn:
-        prefix = (f"Output {t.output_nr} of {name} is a view of a view which was created in" if has_fn and name
-                  else "A view was created in")
-        msg = f"{prefix} no_grad mode and {modified} modified inplace with grad mode enabled."
-    else:
-        msg = f"Output {t.output_nr} of {name} is a view and {modified} modified inplace."
-    return f"{msg} {_MULTI if kind == 'multi' else _CUSTOM if kind == 'custom' else _NO_GRAD}"
 
 
 def check_inplace_allowed(t: Tensor) -> None:
@@ -449,7 +350,6 @@ def _positions(shape, chain) -> tuple:
     index key shaped like the view: the chain replayed on the elements' numbers (exact as
     doubles: a tensor has far fewer than 2**53 elements)."""
     from adjoint.values.backends.float64 import F64, Float64Backend
-    from adjoint.engine.runtime import view_value
     numbers = F64(np.arange(_numel(shape), dtype=np.float64).reshape(tuple(shape)))
     at = view_value(Float64Backend(), numbers, chain).a.astype(np.int64)
     return np.unravel_index(at, tuple(shape))
@@ -492,53 +392,10 @@ def rebase_view(rt, view: Tensor, fn: Node, loc, base_before) -> None:
     regenerate(rt, view)
 
 
-def regenerate(rt, view: Tensor) -> None:
-    """VariableHooks::grad_fn for a view whose base changed since its grad_fn was made:
-    a fresh AsStridedBackward0 on the base's current history."""
-    from adjoint.engine.ops.views import AsStrided
-    base = view.grad_base
-    old = view.grad_fn
-    spec = AsStrided(view.shape, view.strides, view.offset, view.grad_view_ops)
-    node = rt.new_node("AsStridedBackward0", [rt.gradient_edge(base)], REGISTRY["as_strided"], spec, [base], None)
-    node.outputs = [(view.shape, view.dtype)]
-    node.output_values = [view.value]
-    rt.record("as_strided", [base], [view], spec, node, None)
-    view.grad_fn = node
-    view.output_nr = 0
-    view.requires_grad = True
-    view.is_leaf = False
-    view.view_version = view.version.value
-    view.backward_hooks = None
-    if view.retains_grad and old is not None:
-        for nr, r in list(old.retains_grad_hooks.items()):
-            if r is view:
-                del old.retains_grad_hooks[nr]
-        node.retains_grad_hooks[0] = view
-
-
-def stale(t: Tensor) -> bool:
-    """Reading ``t.grad_fn`` makes a new one: a view whose base was written in place since its
-    grad_fn was made (or since it was made without one), while the base requires grad."""
-    return t.is_view and t.grad_base.requires_grad and t.view_version != t.version.value
-
-
-def refresh(rt, t: Tensor) -> None:
-    """A view of a base that was modified in place since its grad_fn was made gets a new one
-    when next used (as ``t.grad_fn`` does in PyTorch); a piece of a multi-output view op
-    cannot, and PyTorch raises."""
-    if not stale(t):
-        return
-    # handle_view_on_rebase(indirect=true): only a view made as a plain view may be regenerated
-    if t.creation and t.creation[0] in ("custom", "multi", "no_grad"):
-        raise TorchError("RuntimeError", rebase_message(t, True), "view_inplace")
-    regenerate(rt, t)
-
-
 def copy_slices_backward(rt, node: Node, g, need: list, fn_vjp) -> list:
     """CopySlices's backward: the base's gradient ``g``, with the written view's part replaced by
     what the in-place op's node gives for it (``fn_vjp(fn, grads, need)``: called directly, so
     the node's own hooks do not run); its other inputs' gradients as that node gives them."""
-    from adjoint.engine.runtime import view_value
     B = rt.B
     view, fn = node.params
     grad_slice = view_value(B, g, view.grad_view_ops)

@@ -21,7 +21,8 @@ from adjoint.engine.bindings import FUNCTION_NAMES, FUNCTIONS, METHODS, call_fun
 from adjoint.engine.bindings.core import binary, neg
 from adjoint.engine.bindings.views import attribute, getitem
 from adjoint.engine.graph import Tensor
-from adjoint.engine.inplace import INPLACE_METHODS, AUGMENTED, call_inplace, setitem
+from adjoint.engine.inplace import INPLACE_METHODS, AUGMENTED, call_inplace
+from adjoint.engine.bindings.setitem import setitem
 
 
 class Scope(Protocol):

@@ -24,25 +24,8 @@ from adjoint.values.exact import ExactLimit
 from adjoint.values.strides import iterator_strides, contiguous_strides
 from adjoint.engine.graph import INF_SEQ, Application, Edge, HookDict, Node, SavedVariable, Tensor
 from adjoint.engine.ops import REGISTRY, Op
-
-
-class TorchError(Exception):
-    """An error PyTorch raises while running the file (the contract's ``error``).
-
-    ``cause`` says why, for the reports: ``hook_raised`` (a hook or a pack/unpack with
-    ``raises``), ``freed_graph`` (backward through saved tensors already freed),
-    ``saved_modified`` (a saved tensor modified in place since), ``leaf_inplace`` (an in-place op
-    on a leaf that requires grad, or a view of one), ``view_inplace`` (an in-place op on a view
-    PyTorch forbids to modify: a custom Function's or a multi-output op's output, a view made
-    under no_grad), ``hook_result`` (a hook returned what PyTorch refuses), ``dtype`` (a kernel refuses
-    its operands' dtypes: ``-b`` or ``b - x`` for a bool ``b``, a float result written in place
-    into a bool or int64 tensor, the backward of ``x ** b``)."""
-
-    def __init__(self, type_: str, message: str, cause: str = "other"):
-        super().__init__(message)
-        self.type = type_
-        self.message = message
-        self.cause = cause
+from adjoint.engine.torch_errors import TorchError
+from adjoint.engine.view_history import rebase_message, refresh, view_value
 
 
 @dataclass
@@ -140,7 +123,6 @@ class Runtime:
         """impl::gradient_edge. ``hold=False``: for a backward's root, whose leaf accumulator the
         running backward alone holds (see :meth:`grad_accumulator`)."""
         if t.is_view:
-            from adjoint.engine.inplace import refresh
             refresh(self, t)
         if t.grad_fn is not None:
             return Edge(t.grad_fn, t.output_nr)
@@ -431,7 +413,6 @@ def version_message(sv: SavedVariable, node: Node, nodes=(), live=None, captured
     if not sv.is_output and t.is_view and t.view_version != t.version.value and t.creation \
             and t.creation[0] in ("custom", "multi", "no_grad"):
         # reading the view's grad_fn for the message cannot regenerate it: PyTorch raises that instead
-        from adjoint.engine.inplace import rebase_message
         return rebase_message(t, True)
     owner_name, nr = (owner.name if owner else None), (t.output_nr if not sv.is_output else 0)
     if not sv.is_output and t.is_view and t.grad_base.requires_grad and t.view_version != t.version.value:
@@ -450,15 +431,6 @@ def short_name(name: str) -> str:
     its whole name (``torch::autograd::CopySlices``)."""
     import re
     return re.sub(r"Backward(\d*)$", lambda m: "" if m.group(1) in ("", "0") else m.group(1), name)
-
-
-def view_value(B, base_value, chain):
-    """A view's value from its base's, replaying the view ops."""
-    v = base_value
-    for opname, params, k, _ in chain:
-        out = REGISTRY[opname].forward(B, [v], params)
-        v = out[k] if isinstance(out, tuple) else out
-    return v
 
 
 def _key_layout(src: Tensor, key: tuple):

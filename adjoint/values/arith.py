@@ -15,8 +15,6 @@ float arithmetic element by element (:func:`_ieee`), the only per-element Python
 
 from __future__ import annotations
 
-import math
-
 import flint
 import numpy as np
 
@@ -24,8 +22,7 @@ from adjoint.values import ieee as I
 from adjoint.values.backends import balls as Bl
 from adjoint.values.backends import forms as F
 from adjoint.values.backends import rational as R
-from adjoint.values.backends.symbolic import (MAX_CLOSED_PRODUCTS, MAX_ROOT_DEGREE, ExactLimit, check_exponent, s_div, s_mul, s_norm, s_pow, s_sym,
-                                sympy)
+from adjoint.values.backends.symbolic import MAX_CLOSED_PRODUCTS, ExactLimit, s_div, s_mul, s_norm, s_sym, sympy
 from adjoint.values.exact import Exact, Real, _is_special
 
 fmpq = flint.fmpq
@@ -204,99 +201,6 @@ def binary(fn, x: Exact, y: Exact) -> Exact:
     if x.kind == "elements" or y.kind == "elements":
         return _from_elements(out)
     return Exact(out)
-
-
-def power(x: Exact, e: Exact, closed: bool = False) -> Exact:
-    """x ** e with PyTorch's real semantics: pow(x, 0) = 1; 0 ** negative = inf; a negative base
-    with a non-integer exponent is nan. ``closed``: a file with free symbols (SymPy results)."""
-    if (not closed and x.kind == "rational" and e.kind == "rational" and e.size != 1
-            and any(int(k.q) > MAX_ROOT_DEGREE for k in e.qa.elements().reshape(-1).tolist())):
-        return _power_per_exponent(x, e)
-    if x.kind == "elements" or e.kind == "elements" or e.size != 1 or e.kind != "rational":
-        return binary(s_pow, x, e)
-    k = e.qa.item()
-    shape = _bshape(x, e)
-    if x.shape != shape:
-        x = x.broadcast_to(shape)
-    if k == 0:
-        return Exact.full(x.shape, 1)
-    if x.kind == "rational" and k.q == 1:
-        if _has_large(x):
-            check_exponent(k)
-        n = int(k.p)
-        if n >= 0:
-            return Exact.from_q(R.power(x.qa, n))
-        if not x.zero_mask().any():
-            q = R.power(x.qa, n)
-            if q is not None:
-                return Exact.from_q(q)
-    if closed:
-        return binary(s_pow, x.as_sym(), e)
-    if k == fmpq(1, 2):
-        from adjoint.values.pointwise import unary  # (that module builds on this one)
-        return unary("sqrt", x)
-    return _certified_power(x, k)
-
-
-def _power_per_exponent(x: Exact, e: Exact) -> Exact:
-    """x ** e for rational tensors where some exponent has a denominator past MAX_ROOT_DEGREE:
-    SymPy would hunt for an exact root of that degree (minutes), so each distinct exponent goes
-    the scalar way (a certified ball power) and the pieces are put together."""
-    shape = _bshape(x, e)
-    x, e = x.broadcast_to(shape), e.broadcast_to(shape)
-    ks = e.qa.elements()
-    out = None
-    for k in dict.fromkeys(ks.reshape(-1).tolist()):
-        part = power(x, Exact.scalar(k))
-        out = part if out is None else where_mask(np.asarray(ks == k, dtype=bool), part, out)
-    return out
-
-
-def _certified_power(x: Exact, k: fmpq) -> Exact:
-    """x ** k for a rational k (x rational or certified): 0 ** k is 0 (k > 0) or inf (k < 0); a
-    negative base with a non-integer k is nan; otherwise a ball power."""
-    integer = k.q == 1
-    if _has_specials(x):
-        special = np.asarray(_is_special(x.forms), dtype=bool)
-        out = _certified_power(where_mask(special, Exact.full(x.shape, 1), x), k)
-        return I.overwrite(out, special, [_pow_float(f.value, k) for f in x.forms[special].tolist()])
-    signs = x.signs()
-    s = signs.reshape(-1).tolist()
-    bad = np.array([v == "nan" or v == 0 and k < 0 or v == -1 and not integer for v in s],
-                   dtype=bool).reshape(x.shape)
-    if bad.any():
-        safe = where_mask(bad, Exact.full(x.shape, 1), x)
-        out = _certified_power(safe, k)
-        values = [math.inf if v == 0 else math.nan for v in np.asarray(signs)[bad].tolist()]
-        return I.overwrite(out, bad, values)
-    n = int(k.p) if integer else None
-
-    def recipe(b):
-        if n is not None:
-            return np.asarray(_POW_INT(b, n), dtype=object)
-        return np.asarray(_POW_Q(b, arb(k)), dtype=object)
-    zero_ok = np.array([v == 0 for v in s], dtype=bool).reshape(x.shape)
-    forms = _forms("pow", (x, Exact.scalar(k)), x.shape, (lambda p, r: p ** int(r.p)) if integer else None)
-    out = Exact.certified(x.shape, recipe, (x,), forms)
-    if zero_ok.any() and not integer:
-        out = I.overwrite(out, zero_ok, [0.0] * int(zero_ok.sum()))
-    return out
-
-
-def _pow_float(v: float, k: fmpq) -> float:
-    try:
-        return math.pow(v, float(k))
-    except (ValueError, OverflowError):
-        return math.nan
-
-
-_POW_INT = np.frompyfunc(lambda b, n: b ** n, 2, 1)
-_POW_Q = np.frompyfunc(lambda b, r: b ** r if not b.is_zero() else b, 2, 1)
-
-
-def _has_large(x: Exact) -> bool:
-    num, den = x.qa.num, x.qa.den
-    return bool(((num != 0) & (num != den) & (num != -den)).any())
 
 
 def where(cond: Exact, x: Exact, y: Exact) -> Exact:
@@ -492,6 +396,14 @@ def negate_where(x: Exact, mask) -> Exact:
 
 
 # ----------------------------------------------------------------------------- equality
+
+def same(x, y) -> bool:
+    """Equal values of any answer mode: exact tensors compared exactly (:func:`equal`), any
+    other value by its own ``equals``."""
+    if isinstance(x, Exact):
+        return isinstance(y, Exact) and equal(x, y)
+    return x.equals(y)
+
 
 def equal(x: Exact, y: Exact) -> bool:
     if x.shape != y.shape:

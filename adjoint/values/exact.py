@@ -13,7 +13,7 @@ An :class:`Exact` is an immutable n-d array of one of three kinds:
   (free symbols, and every closed form of a file that has free symbols, of any size; SymPy's
   ``oo``/``-oo``/``nan`` there): the closed-form mode.
 
-Operations (:mod:`adjoint.values.arith`, re-exported here) keep the kinds apart and promote
+Operations (:mod:`adjoint.values.arith`, :mod:`adjoint.values.pointwise`) keep the kinds apart and promote
 rational < real < elements. A certified tensor whose every element turns out exact becomes
 rational again, so rational work never pays for balls, and neither ever pays for SymPy.
 
@@ -423,10 +423,6 @@ class Exact:
         vals = [int(e) if type(e) is fmpq else int(s_sym(e)) for e in self.a.reshape(-1).tolist()]
         return _nest(vals, self.shape)
 
-    def equals(self, other: "Exact") -> bool:
-        from adjoint.values.arith import equal
-        return equal(self, other)
-
     def __repr__(self) -> str:
         if self.size <= REPR_ELEMENTS:
             return f"Exact({self.strings()!r})"
@@ -529,8 +525,3 @@ def _to_sym_array(a: np.ndarray) -> np.ndarray:
     for i, e in enumerate(a.reshape(-1).tolist()):
         flat[i] = s_sym(e)
     return out
-
-
-from adjoint.values.arith import (add, binary, div, equal, matmul2d, mul, neg, negate_where, outer, sub,  # noqa: E402,F401
-                         sum_to, total, where)
-from adjoint.values.pointwise import mask  # noqa: E402,F401

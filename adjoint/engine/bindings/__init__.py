@@ -14,42 +14,15 @@ refused with a message that says so (``adjoint.format.torch_names``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from fractions import Fraction
-from typing import Callable
+from adjoint.format.errors import Loc
+from adjoint.engine.bindings import activations, core, losses, nn, reductions, views
+from adjoint.engine.bindings.signature import REQUIRED, Function, Param, bind, check_kind, describe
 
-from adjoint.format.errors import Loc, ProblemError
-from adjoint.engine.graph import Tensor
-
-REQUIRED = object()
-
-
-@dataclass(frozen=True)
-class Param:
-    """One parameter: ``kind`` is what it accepts (tensor, tensors, int, ints, number, bool,
-    str, dtype, any); ``default`` is PyTorch's (REQUIRED: none); ``optional``: None is accepted."""
-
-    name: str
-    kind: str
-    default: object = REQUIRED
-    optional: bool = False
-    keyword_only: bool = False
-
-
-@dataclass(frozen=True)
-class Function:
-    """A function of the problem language (torch.x, F.x or a Tensor method): its parameters and how it lowers to ops."""
-
-    name: str
-    params: tuple[Param, ...]
-    lower: Callable                 # (rt, args: dict, loc) -> Tensor | tuple | number
-    where: str = "both"             # function | method | both
-    varargs: bool = False           # the last parameter also takes the rest positionally: view(2, 3)
-    doc: str = ""                   # what PyTorch runs (the node chain), for docs/ops.md
+__all__ = ["FUNCTIONS", "METHODS", "FUNCTION_NAMES", "REQUIRED", "Function", "Param", "bind", "call_function",
+           "check_kind", "describe"]
 
 
 def _collect() -> tuple[dict[str, Function], dict[str, Function]]:
-    from adjoint.engine.bindings import activations, core, losses, nn, reductions, views
     functions: dict[str, Function] = {}
     methods: dict[str, Function] = {}
     for family in (core, views, activations, reductions, nn, losses):
@@ -67,100 +40,6 @@ def _collect() -> tuple[dict[str, Function], dict[str, Function]]:
 
 FUNCTIONS, METHODS = _collect()
 FUNCTION_NAMES = tuple(FUNCTIONS)
-
-
-# ----------------------------------------------------------------------------- binding
-
-def bind(fn: Function, args: list, kwargs: dict, loc: Loc, what: str) -> dict:
-    """Python's argument binding against PyTorch's signature; a mismatch is the TypeError
-    PyTorch raises (bad input)."""
-    params = fn.params
-    positional = [p for p in params if not p.keyword_only]
-    bound: dict = {}
-    if fn.varargs and len(args) > len(positional) - 1:
-        head = len(positional) - 1
-        rest = args[head:]
-        args = list(args[:head]) + ([rest[0]] if len(rest) == 1 and isinstance(rest[0], (tuple, list)) else
-                                    [tuple(rest)])
-    if len(args) > len(positional):
-        raise ProblemError(loc, f"{what}() takes at most {len(positional)} positional argument(s) "
-                                f"({', '.join(p.name for p in positional)}), got {len(args)}: PyTorch raises TypeError")
-    for p, a in zip(positional, args):
-        bound[p.name] = a
-    names = {p.name for p in params}
-    for k, v in kwargs.items():
-        if k not in names:
-            raise ProblemError(loc, f"{what}() got an unexpected keyword argument '{k}' (it takes "
-                                    f"{', '.join(p.name for p in params)}): PyTorch raises TypeError")
-        if k in bound:
-            raise ProblemError(loc, f"{what}() got multiple values for argument '{k}': PyTorch raises TypeError")
-        bound[k] = v
-    out = {}
-    for p in params:
-        if p.name not in bound:
-            if p.default is REQUIRED:
-                raise ProblemError(loc, f"{what}() missing required argument '{p.name}': PyTorch raises TypeError")
-            out[p.name] = p.default
-            continue
-        out[p.name] = check_kind(bound[p.name], p, loc, what)
-    return out
-
-
-def check_kind(v, p: Param, loc: Loc, what: str):
-    if v is None:
-        if p.optional or p.default is None:
-            return None
-        raise ProblemError(loc, f"{what}(): argument '{p.name}' must be {_KIND_WORDS[p.kind]}, not None: PyTorch "
-                                "raises TypeError")
-    ok = {
-        "tensor": lambda: isinstance(v, Tensor),
-        "tensors": lambda: isinstance(v, (tuple, list)) and all(isinstance(t, Tensor) for t in v),
-        "int": lambda: _is_int(v),
-        "ints": lambda: _is_int(v) or (isinstance(v, (tuple, list)) and all(_is_int(i) for i in v)),
-        "number": lambda: isinstance(v, Fraction) and not isinstance(v, bool),
-        "scalar": lambda: isinstance(v, (Fraction, Tensor)) and not isinstance(v, bool),
-        "bool": lambda: isinstance(v, bool),
-        "str": lambda: isinstance(v, str),
-        "any": lambda: True,
-    }[p.kind]()
-    if not ok:
-        raise ProblemError(loc, f"{what}(): argument '{p.name}' must be {_KIND_WORDS[p.kind]}, not "
-                                f"{describe(v)}: PyTorch raises TypeError")
-    if p.kind == "int":
-        return int(v)
-    if p.kind == "ints":
-        return (int(v),) if _is_int(v) else tuple(int(i) for i in v)
-    if p.kind == "tensors":
-        return tuple(v)
-    return v
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, Fraction) and not isinstance(v, bool) and v.denominator == 1
-
-
-_KIND_WORDS = {"tensor": "a Tensor", "tensors": "a tuple or list of Tensors", "int": "an int",
-               "ints": "an int or a tuple of ints", "number": "a number", "scalar": "a number or a Tensor",
-               "bool": "True or False", "str": "a string", "any": "a value"}
-
-
-def describe(v) -> str:
-    """What a value is, in a message ("a Tensor", "a number", "None", ...)."""
-    if v is None:
-        return "None"
-    if isinstance(v, bool):
-        return "a bool"
-    if isinstance(v, Tensor):
-        return "a Tensor"
-    if isinstance(v, Fraction):
-        return "a number"
-    if isinstance(v, str):
-        return "a string"
-    if isinstance(v, (tuple, list)):
-        return "a tuple"
-    if isinstance(v, dict):
-        return "a dict"
-    return type(v).__name__
 
 
 def call_function(rt, name: str, args: list, kwargs: dict, loc: Loc, method_of=None):

@@ -21,7 +21,7 @@ from adjoint.engine.graph import Tensor
 from adjoint.engine.ops.attention import mean_dims
 from adjoint.engine.ops.conv import ConvSpec
 from adjoint.engine.ops.pool import PoolSpec
-from adjoint.engine.bindings import Function, Param
+from adjoint.engine.bindings.signature import Function, Param
 
 
 def expand_arg(v, rank: int, name: str, what: str, loc: Loc, minimum: int) -> tuple[int, ...]:
@@ -42,7 +42,7 @@ def expand_arg(v, rank: int, name: str, what: str, loc: Loc, minimum: int) -> tu
 def _ints_or_str(v, loc: Loc, what: str):
     if isinstance(v, str) or (isinstance(v, tuple) and all(type(i) is int for i in v)):
         return v   # a padding string, or the default
-    from adjoint.engine.bindings import check_kind
+    from adjoint.engine.bindings.signature import check_kind
     return check_kind(v, Param("padding", "ints"), loc, what)
 
 

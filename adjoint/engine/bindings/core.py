@@ -19,7 +19,7 @@ from adjoint.values.exact import MAX_EXACT_EXPONENT
 from adjoint.engine.graph import Tensor
 from adjoint.values.strides import contiguous_strides, is_contiguous, view_strides
 from adjoint.engine.ops.arith import broadcast_shapes
-from adjoint.engine.bindings import Function, Param
+from adjoint.engine.bindings.signature import Function, Param
 
 
 def _dims(shape) -> str:

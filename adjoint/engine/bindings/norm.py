@@ -26,7 +26,7 @@ from adjoint.engine.graph import Tensor
 from adjoint.values.strides import is_contiguous
 from adjoint.engine.ops.embedding import EmbeddingSpec
 from adjoint.engine.ops.norm import BatchNormSpec, GroupNormSpec, LayerNormSpec, _channel_shape, _mean_over
-from adjoint.engine.bindings import Function, Param
+from adjoint.engine.bindings.signature import Function, Param
 
 
 def _prod(xs) -> int:

@@ -21,7 +21,7 @@ from fractions import Fraction
 
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
-from adjoint.engine.bindings import Function, Param
+from adjoint.engine.bindings.signature import Function, Param
 from adjoint.engine.bindings.views import dim_index
 
 #: A parameter the call did not pass (PyTorch picks a different overload then).

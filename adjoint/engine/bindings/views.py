@@ -21,9 +21,9 @@ from fractions import Fraction
 
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
-from adjoint.engine.runtime import TorchError
+from adjoint.engine.torch_errors import TorchError
 from adjoint.values.strides import is_contiguous, view_strides
-from adjoint.engine.bindings import Function, Param, REQUIRED
+from adjoint.engine.bindings.signature import Function, Param, REQUIRED
 
 
 def _numel(shape) -> int:

@@ -23,7 +23,8 @@ from fractions import Fraction
 
 from adjoint.values.mathtree.sympy_names import SymPyName
 from adjoint.values.mathtree import Fn, TFn, applied, dims_text, elementwise_named, generic_vjp, no_gradient, number_text
-from adjoint.engine.ops import Check, Math, Op, Save
+from adjoint.engine.ops.record import Check, Math, Op, Save
+from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.ops.arith import binary_shape, broadcast_shapes, same_shape
 
 
@@ -36,7 +37,6 @@ def _if(need, i, thunk):
 
 
 def _torch_error(message: str):
-    from adjoint.engine.runtime import TorchError  # the runtime imports the registry: import at use
     return TorchError("RuntimeError", message)
 
 

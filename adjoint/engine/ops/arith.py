@@ -12,7 +12,7 @@ from fractions import Fraction
 
 from adjoint.format.errors import ProblemError
 from adjoint.values.mathtree import TBin, TConst, TNeg, binary, number
-from adjoint.engine.ops import Check, Math, Op, Save
+from adjoint.engine.ops.record import Check, Math, Op, Save
 
 
 def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...], loc) -> tuple[int, ...]:

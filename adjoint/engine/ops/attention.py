@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from adjoint.format.errors import ProblemError
 from adjoint.values.mathtree import Fn, TBin, TFn, generic_vjp, layer, no_gradient
-from adjoint.engine.ops import Check, Math, Op, Save
+from adjoint.engine.ops.record import Check, Math, Op, Save
 from adjoint.engine.ops.linalg import BMM
 from adjoint.engine.ops.arith import broadcast_shapes
 

@@ -13,7 +13,7 @@ from fractions import Fraction
 
 from adjoint.values.mathtree.sympy_names import SymPyName
 from adjoint.values.mathtree import LOG, Fn, Indicator, Relu, Sigmoid, TBin, TConst, TFn, TNeg, applied, elementwise, no_gradient
-from adjoint.engine.ops import Check, Math, Op, Save
+from adjoint.engine.ops.record import Check, Math, Op, Save
 from adjoint.engine.ops.arith import same_shape
 
 

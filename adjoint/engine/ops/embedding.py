@@ -16,7 +16,7 @@ import numpy as np
 
 from adjoint.format.errors import ProblemError
 from adjoint.values.mathtree import Fn, generic_vjp, layer
-from adjoint.engine.ops import Check, Math, Op, Save
+from adjoint.engine.ops.record import Check, Math, Op, Save
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,12 @@
-"""Matrix products: mm, mv, dot, addmm, bmm (what ``matmul`` and ``F.linear`` dispatch to), and
-``_reshape_alias``, the view ``reshape`` makes of a non-contiguous tensor whose strides allow
-one (ReshapeAliasBackward0; matmul's batched path meets it after ``expand``)."""
+"""Matrix products: mm, mv, dot, addmm, bmm (what ``matmul`` and ``F.linear`` dispatch to).
+``_reshape_alias``, which matmul's batched path meets after ``expand``, is a view: it lives with
+the views (:mod:`adjoint.engine.ops.views`)."""
 
 from __future__ import annotations
 
 from adjoint.format.errors import ProblemError
 from adjoint.values.mathtree import TT, Fn, TBin, TFn, TInner, TMatMul
-from adjoint.engine.ops import Check, Math, Op, Save
+from adjoint.engine.ops.record import Check, Math, Op, Save
 from adjoint.engine.ops.arith import broadcast_shapes
 
 
@@ -121,14 +121,6 @@ def bmm_vjp(B, gs, ins, outs, p, need):
     return [_if(need, 0, lambda: B.bmm(g, _bt(B, b))), _if(need, 1, lambda: B.bmm(_bt(B, a), g))]
 
 
-def _reshape_alias_op():
-    from adjoint.engine.ops.views import RESHAPE_MATH, back_to_input_shape, given_shape, reshape_forward, reshape_scatter, view_layout
-    return Op("reshape_alias", "ReshapeAliasBackward0", reshape_forward, back_to_input_shape, given_shape, (),
-              "g reshaped back", negzero="structural", grows=False, view=True, layout=view_layout,
-              scatter=reshape_scatter, math=RESHAPE_MATH, checks=(Check(((2, 3),), (3, 2)),))
-
-
-
 # ----------------------------------------------------------------------------- how they read (adjoint.mathtree)
 
 def _addmm_formula(a, p, shape, k):
@@ -158,7 +150,6 @@ OPS = (
     Op("bmm", "BmmBackward0", bmm_forward, bmm_vjp, bmm_shape,
        (Save("mat2", "in", 1, if_need=0), Save("self", "in", 0, if_need=1)), "g b^T, a^T g (per batch entry)",
        math=_BMM, checks=(Check(((2, 2, 3), (2, 3, 2))),)),
-    _reshape_alias_op(),
     Op("mm", "MmBackward0", mm_forward, mm_vjp, mm_shape,
        (Save("mat2", "in", 1, if_need=0), Save("self", "in", 0, if_need=1)), "g b^T, a^T g", math=_MATMUL, checks=(Check(((2, 3), (3, 2))),)),
     Op("mv", "MvBackward0", mv_forward, mv_vjp, mv_shape,

@@ -34,7 +34,7 @@ from fractions import Fraction
 import numpy as np
 
 from adjoint.values.mathtree import Fn, TBin, TConst, TFn, applied, generic_vjp, number, number_text
-from adjoint.engine.ops import Check, Math, Op, Save
+from adjoint.engine.ops.record import Check, Math, Op, Save
 from adjoint.engine.ops.arith import binary_shape, same_shape
 
 #: ``binary_cross_entropy_backward``'s EPSILON: 1e-12 as a float32 holds it, in float64 too

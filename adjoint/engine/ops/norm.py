@@ -26,7 +26,7 @@ from fractions import Fraction
 
 from adjoint.format.errors import ProblemError
 from adjoint.values.mathtree import Fn, generic_vjp, layer, no_gradient, number_text
-from adjoint.engine.ops import Check, Math, Op, Save
+from adjoint.engine.ops.record import Check, Math, Op, Save
 
 
 def _prod(xs) -> int:

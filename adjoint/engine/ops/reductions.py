@@ -23,7 +23,7 @@ from fractions import Fraction
 from adjoint.values.mathtree.sympy_names import SymPyName
 from adjoint.values.mathtree import (Fn, TBin, TConst, TFn, TOnes, applied, dims_text, generic_vjp, number_text, numel,
                                    shape_text)
-from adjoint.engine.ops import Check, Math, Op, Save
+from adjoint.engine.ops.record import Check, Math, Op, Save
 from adjoint.engine.ops.views import EXPAND
 
 

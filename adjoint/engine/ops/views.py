@@ -15,7 +15,7 @@ from fractions import Fraction
 from adjoint.format.errors import ProblemError
 from adjoint.values.strides import expanded, permuted, unsqueezed
 from adjoint.values.mathtree import TT, Fn, TConst, TFn, TSub, reshaped, shape_text, sum_to
-from adjoint.engine.ops import Check, Math, Op
+from adjoint.engine.ops.record import Check, Math, Op
 
 
 def _norm_dim(d: int, n: int) -> int:
@@ -309,16 +309,14 @@ class AsStrided:
     def apply(self, B, base_value):
         v = base_value
         for opname, params, k, _ in self.view_ops:
-            from adjoint.engine.ops import REGISTRY
-            out = REGISTRY[opname].forward(B, [v], params)
+            out = _BY_NAME[opname].forward(B, [v], params)
             v = out[k] if isinstance(out, tuple) else out
         return v
 
     def backward(self, B, g, base_shape):
         """g put back where the view lies, zeros elsewhere: each view op's VJP, last first."""
-        from adjoint.engine.ops import REGISTRY
         for opname, params, k, in_shape in reversed(self.view_ops):
-            op = REGISTRY[opname]
+            op = _BY_NAME[opname]
             zero_in = B.zeros(in_shape)
             if op.outputs != 1:
                 outs = list(op.forward(B, [zero_in], params))
@@ -521,10 +519,9 @@ def _transpose_formula(a, p, shape, k):
 
 def _as_strided_formula(a, p, shape, k):
     """A regenerated view reads as the views it was made by, applied to the base's current value."""
-    from adjoint.engine.ops import REGISTRY
     t = a[0]
     for opname, params, j, in_shape in p.view_ops:
-        op = REGISTRY[opname]
+        op = _BY_NAME[opname]
         out = op.shape([tuple(in_shape)], params, None)
         t = op.math.formula([t], params, out[j] if op.outputs != 1 else out, j)
     return t
@@ -552,6 +549,14 @@ _COPY = Math(lambda a, p, shape, k: a[1] if tuple(a[1].shape) == tuple(shape)   
 def _view(name, node, forward, vjp, shape, layout, scatter, formula, **kw):
     return Op(name, node, forward, vjp, shape, (), formula, negzero="structural", grows=False, view=True,
               layout=layout, scatter=scatter, **kw)
+
+
+def _reshape_alias_op():
+    """``_reshape_alias``: the view ``reshape`` makes of a non-contiguous tensor whose strides allow
+    one (ReshapeAliasBackward0)."""
+    return Op("reshape_alias", "ReshapeAliasBackward0", reshape_forward, back_to_input_shape, given_shape, (),
+              "g reshaped back", negzero="structural", grows=False, view=True, layout=view_layout,
+              scatter=reshape_scatter, math=RESHAPE_MATH, checks=(Check(((2, 3),), (3, 2)),))
 
 
 OPS = (
@@ -612,4 +617,8 @@ OPS = (
     Op("fill_", "FillBackward3", copy_forward, copy_vjp, copy_shape, (),
        "0 for the overwritten tensor; g summed for the value", negzero="structural", grows=False,
        math=_COPY, clones_aliased_value=True, checks=(Check(((2, 2), ())),)),
+    _reshape_alias_op(),
 )
+
+#: the view ops by name: what a regenerated view (:class:`AsStrided`) replays and undoes
+_BY_NAME = {op.name: op for op in OPS}

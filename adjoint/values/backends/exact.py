@@ -112,14 +112,14 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN):
         return x.is_symbolic()
 
     # ------------------------------------------------------------------ arithmetic
-    add = staticmethod(E.add)
-    sub = staticmethod(E.sub)
-    mul = staticmethod(E.mul)
-    div = staticmethod(E.div)
-    neg = staticmethod(E.neg)
+    add = staticmethod(O.add)
+    sub = staticmethod(O.sub)
+    mul = staticmethod(O.mul)
+    div = staticmethod(O.div)
+    neg = staticmethod(O.neg)
 
     def pow(self, x, e):
-        return O.power(x, e, self.closed)
+        return T.power(x, e, self.closed)
 
     # ------------------------------------------------------------------ elementwise functions
     def relu(self, x):
@@ -158,7 +158,7 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN):
         """0/1 rational mask from a predicate on each element's sign (-1, 0, 1, 'nan', None)."""
         return T.mask(x, predicate, self._undecided("a kink"))
 
-    where = staticmethod(E.where)
+    where = staticmethod(O.where)
 
     def select_positive(self, x, g):
         """``threshold_backward(g, x, 0)``: ATen's ``x <= 0 ? 0 : g`` (a select, not a product; a
@@ -167,7 +167,7 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN):
 
     def negate_at_negzero(self, x, ref):
         """-x where ``ref`` holds -0.0 (PyTorch's float), else x."""
-        return E.negate_where(x, ref.negzero)
+        return O.negate_where(x, ref.negzero)
 
     # ------------------------------------------------------------------ structure and products
     def reshape(self, x, shape):
@@ -204,10 +204,10 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN):
     def stack(self, xs, axis):
         return J.join(list(xs), lambda arrs: np.stack(arrs, axis=axis))
 
-    sum_to = staticmethod(E.sum_to)
-    matmul2d = staticmethod(E.matmul2d)
-    outer = staticmethod(E.outer)
-    total = staticmethod(E.total)
+    sum_to = staticmethod(O.sum_to)
+    matmul2d = staticmethod(O.matmul2d)
+    outer = staticmethod(O.outer)
+    total = staticmethod(O.total)
 
     def check_literal(self, value, decl) -> None:
         refuse_overflow(value, self.dtype, decl.value.loc, f"the literal of '{decl.name}'")
@@ -227,7 +227,7 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN):
         return Exact.of([sp.Symbol(f"{prefix}{i}", real=True) for i in range(n)], tuple(shape))
 
     def equals(self, x, y) -> bool:
-        return x.equals(y)
+        return O.equal(x, y)
 
     def same_value(self, x, y) -> bool:
         """Only the same object: an exact value's -0.0 mask and certified recipe are part of it."""

@@ -9,6 +9,7 @@ import flint
 import numpy as np
 
 from adjoint.values import exact as E
+from adjoint.values import arith as A
 from adjoint.values import pointwise as T
 from adjoint.values import joins as J
 from adjoint.values.exact import Exact
@@ -255,7 +256,7 @@ class ExactSelections:
         n = a.shape[0]
         if n == 0:
             return Exact.zeros((0, a.shape[1], b.shape[2]))
-        pieces = [E.matmul2d(a.restructured(lambda v, i=i: v[i].copy()), b.restructured(lambda v, i=i: v[i].copy()))
+        pieces = [A.matmul2d(a.restructured(lambda v, i=i: v[i].copy()), b.restructured(lambda v, i=i: v[i].copy()))
                   for i in range(n)]
         return J.join(pieces, lambda arrs: np.stack(arrs, axis=0))
 
@@ -328,7 +329,7 @@ def _nn_compare(e, best) -> int | None:
             return 1
         if a < b:
             return -1
-    sign = E.s_sign(E.sub(Exact.scalar(e), Exact.scalar(best)).item())
+    sign = E.s_sign(A.sub(Exact.scalar(e), Exact.scalar(best)).item())
     if sign is None:
         raise ValueError("max pooling compared values with free symbols")
     return sign

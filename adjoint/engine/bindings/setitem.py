@@ -1,0 +1,78 @@
+"""Index assignment, ``x[items] = value``, as ``THPVariable_setitem`` runs it: ``copy_`` (or
+``fill_``) into the view indexing gives, and a lone full slice writes into ``x`` itself."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from adjoint.format.errors import Loc, ProblemError
+from adjoint.engine.graph import Tensor
+from adjoint.engine.inplace import apply_inplace
+from adjoint.engine.ops.views import expand_shape
+from adjoint.engine.bindings.views import getitem, view
+
+
+def _whole(shape: tuple, items: list) -> bool:
+    """Do ``items`` (slices and ``...`` only) cover every element of a tensor of ``shape``?"""
+    if any(not (isinstance(i, slice) or i is Ellipsis) for i in items) or sum(i is Ellipsis for i in items) > 1:
+        return False
+    dims = [i for i in items if i is not Ellipsis]
+    if len(dims) > len(shape):
+        return False
+    at = 0
+    for i in items:
+        if i is Ellipsis:
+            at += len(shape) - len(dims)
+            continue
+        # as applySlice tests it: the start as written (a negative one is not normalized first)
+        if i.step not in (None, 1) or (i.start or 0) != 0 or (i.stop is not None and i.stop < shape[at]):
+            return False
+        at += 1
+    return True
+
+
+def setitem(rt, x, items: list, value, loc: Loc) -> None:
+    """``x[items] = value``: copy_ into the view indexing gives (x itself for a lone full slice)."""
+    if not isinstance(x, Tensor):
+        raise ProblemError(loc, "only tensors support index assignment here")
+    if isinstance(value, Fraction):
+        value = rt.tensor(rt.B.scalar(value), dtype=x.dtype)
+    if not isinstance(value, Tensor):
+        raise ProblemError(loc, "index assignment needs a tensor or a number on the right")
+    # set_item's applySlicing skips a slice over a whole dimension (applySlice's optimization,
+    # not disabled for assignment): when every item is one (or ...), the write goes into x itself
+    target = x if _whole(x.shape, items) else getitem(rt, x, items, loc, lone=False)
+    apply_inplace(rt, *_copy_to(rt, target, value, loc), loc)
+
+
+def _copy_to(rt, dst: Tensor, src: Tensor, loc: Loc) -> tuple:
+    """set_item's ``copy_to`` (torch/csrc/autograd/python_variable_indexing.cpp): the same sizes
+    are a plain ``copy_``; else a value without dimensions (a number, a 0-d tensor) is ``fill_``
+    (FillBackward3); else the value is first viewed without its leading size-1 dimensions
+    (``slicePrefix1sSize``: a ViewBackward0, even when nothing is dropped) and expanded to the
+    destination's sizes when they still differ (``expand_inplace``: an ExpandBackward0). Returns
+    the in-place primitive, its target and its operands."""
+    if src.shape == dst.shape:
+        return "copy_", dst, [src], None
+    if not src.shape:
+        return "fill_", dst, [src], None
+    kept = list(src.shape)
+    while kept and kept[0] == 1:
+        kept.pop(0)
+    src = view(rt, src, tuple(kept), loc)
+    if src.shape != dst.shape:
+        lead = len(dst.shape) - len(src.shape)
+        if lead < 0:
+            why = (f"the number of sizes provided ({len(dst.shape)}) must be greater or equal to the number of "
+                   f"dimensions in the tensor ({len(src.shape)})")
+        else:
+            bad = next((i for i, n in enumerate(src.shape) if n not in (1, dst.shape[lead + i])), None)
+            why = None if bad is None else (f"the expanded size of the tensor ({dst.shape[lead + bad]}) must match "
+                                            f"the existing size ({src.shape[bad]}) at non-singleton dimension "
+                                            f"{lead + bad}")
+        if why is not None:
+            raise ProblemError(loc, f"a value of shape {list(src.shape)} does not fit the indexed part, of shape "
+                                    f"{list(dst.shape)} (PyTorch raises RuntimeError: {why}); give a value that "
+                                    f"broadcasts to {list(dst.shape)}")
+        src = rt.apply("expand", [src], expand_shape([src.shape], dst.shape, loc), loc)
+    return "copy_", dst, [src], None

@@ -1,0 +1,22 @@
+"""PyTorch's own errors, as a run of the file provokes them: a prediction, never bad input."""
+
+from __future__ import annotations
+
+
+class TorchError(Exception):
+    """An error PyTorch raises while running the file (the contract's ``error``).
+
+    ``cause`` says why, for the reports: ``hook_raised`` (a hook or a pack/unpack with
+    ``raises``), ``freed_graph`` (backward through saved tensors already freed),
+    ``saved_modified`` (a saved tensor modified in place since), ``leaf_inplace`` (an in-place op
+    on a leaf that requires grad, or a view of one), ``view_inplace`` (an in-place op on a view
+    PyTorch forbids to modify: a custom Function's or a multi-output op's output, a view made
+    under no_grad), ``hook_result`` (a hook returned what PyTorch refuses), ``dtype`` (a kernel refuses
+    its operands' dtypes: ``-b`` or ``b - x`` for a bool ``b``, a float result written in place
+    into a bool or int64 tensor, the backward of ``x ** b``)."""
+
+    def __init__(self, type_: str, message: str, cause: str = "other"):
+        super().__init__(message)
+        self.type = type_
+        self.message = message
+        self.cause = cause
