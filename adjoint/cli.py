@@ -135,7 +135,7 @@ def _one_document(paths: tuple[str, ...]) -> bool:
 
 def _load(path: str):
     """A problem from a file, or from standard input for ``-``."""
-    from adjoint import load, loads
+    from adjoint.api import load, loads
 
     if path != "-":
         return load(path)
@@ -325,7 +325,7 @@ def import_(model, input_specs, loss, out):
     traces the model with torch.fx and writes a v2 problem file: built-in types for the
     torch.nn modules the format has, a forward for every other module, the parameters
     exactly, the hooks already registered (observe-only), inputs of the given shapes."""
-    from adjoint import loads
+    from adjoint.api import loads
     from adjoint.render.output import check_target, write_atomic
 
     protect = (model.rpartition(":")[0],) if ":" in model else ()

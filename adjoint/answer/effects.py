@@ -25,6 +25,7 @@ from fractions import Fraction
 from adjoint.format.errors import ProblemError
 from adjoint.values import exact as E
 from adjoint.values import arith as A
+from adjoint.values.arith import rational_ratio
 from adjoint.values.exact import Exact
 from adjoint.answer.prediction import VariantPrediction
 from adjoint.format.syntax import Name
@@ -132,24 +133,6 @@ def _ratio(before, after):
     if guess in (0, 1) or not A.equal(after, A.mul(before, Exact.full(before.shape, guess))):
         return None
     return E.q(guess)
-
-
-def rational_ratio(p: Exact, q: Exact):
-    """c with q == c * p elementwise, both rational (p nonzero somewhere), else None."""
-    if p.shape != q.shape or not (p.rational and q.rational):
-        return None
-    c = None
-    for x, y in zip(p.flat(), q.flat()):
-        if x == 0:
-            if y != 0:
-                return None
-            continue
-        r = y / x
-        if c is None:
-            c = r
-        elif r != c:
-            return None
-    return c
 
 
 def _float_ratio(before: list[float], after: list[float]):

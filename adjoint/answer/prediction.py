@@ -1,8 +1,9 @@
 """What ``adjoint solve`` answers: plain records, and their JSON form (the contract).
 
-Each record also shows itself in a notebook (``_repr_html_``: a compact table, built by
-:mod:`adjoint.render.html`) and has a short ``repr``; a :class:`Prediction` is indexed by
-variant name (``pred["legacy"]``). None of this touches the JSON."""
+Each record has a short ``repr``; a :class:`Prediction` is indexed by variant name
+(``pred["legacy"]``). How a record shows itself in a notebook, and the picture of a variant,
+are the render layer's (:mod:`adjoint.render.notebook`): ``adjoint.load(...).solve()`` hands
+back these records with that display added."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from typing import TYPE_CHECKING, Callable
 from adjoint.values.backends import symbolic
 from adjoint.values.exact import Exact
 from adjoint.engine.graph import Typed
+from adjoint.engine.adjoints import Boundary
+from adjoint.engine.function_checks import FunctionCheck
 
 if TYPE_CHECKING:
     from adjoint.engine.passes import VariantRun
@@ -32,17 +35,8 @@ class _DerivationRecord:
 _record = _DerivationRecord()
 
 
-class _Shown:
-    """Notebook display of a record: an HTML table (IPython calls ``_repr_html_``)."""
-
-    def _repr_html_(self) -> str:
-        from adjoint.render.html import html_of
-
-        return html_of(self)
-
-
 @dataclass(repr=False)
-class HookRecord(_Shown):
+class HookRecord:
     """One hook call of the prediction, as reported: what it was handed and returned."""
 
     index: int                 # position in the hook list it was declared in
@@ -66,40 +60,8 @@ class HookRecord(_Shown):
         return f"<HookRecord {self.kind} on {self.on} {self.target!r}{where}: {returned}>"
 
 
-@dataclass(repr=False)
-class Boundary(_Shown):
-    """One module call: the Lagrangian view. lambda_out = grad_output, lambda_in = J^T lambda_out."""
-
-    callid: str
-    path: str
-    k: int
-    type: str
-    arg_names: tuple[str, ...]
-    input_names: tuple[str, ...]      # tensor names of the positional inputs (or a description)
-    output_name: str
-    nodes: list[str]                  # autograd nodes the call created, in creation order
-    grad_output: tuple                # Exact | None per output
-    grad_input: tuple                 # Exact | None per positional input
-    depth: int
-
-    def __repr__(self) -> str:
-        return f"<Boundary {self.callid} [{self.type}]: {len(self.grad_output)} grad_output, {len(self.grad_input)} grad_input>"
-
-
 @dataclass
-class FunctionCheck(_Shown):
-    """Whether a custom Function's backward matches the true vector-Jacobian product."""
-
-    callid: str
-    name: str
-    slot: str
-    declared: str
-    true: str
-    matches: bool
-
-
-@dataclass
-class ErrorRecord(_Shown):
+class ErrorRecord:
     """PyTorch raised while running the variant (a prediction, not bad input)."""
 
     type: str
@@ -112,7 +74,7 @@ class ErrorRecord(_Shown):
 
 
 @dataclass(repr=False)
-class PassRecord(_Shown):
+class PassRecord:
     """One backward step of ``steps``: the calls it made, the grads right after it."""
 
     hook_calls: list
@@ -131,7 +93,7 @@ class PassRecord(_Shown):
 
 
 @dataclass(repr=False)
-class VariantPrediction(_Shown):
+class VariantPrediction:
     """The prediction for one variant: loss, gradients, hook calls, values and notes."""
 
     name: str
@@ -171,19 +133,6 @@ class VariantPrediction(_Shown):
         return (f"<VariantPrediction {self.name!r}: {_count(len(self.hook_calls), 'hook call')}, "
                 f"{_count(len(self.grads), 'grad')}>")
 
-    def _repr_markdown_(self) -> str:
-        from adjoint.render.html import markdown_of
-
-        return markdown_of(self)
-
-    def graph(self):
-        """The backward graph as PyTorch builds it, hooks drawn where they attach
-        (:class:`adjoint.render.graph.Picture`: ``.dot`` source, ``.svg()``, shown in a notebook;
-        drawing needs Graphviz)."""
-        from adjoint.render.graph import picture
-
-        return picture(self)
-
     def to_json(self, printer=None) -> dict:
         """The contract's JSON of this variant (``printer``: shared by every closed form shown;
         see :func:`value_json`)."""
@@ -207,7 +156,7 @@ class VariantPrediction(_Shown):
 
 
 @dataclass(repr=False)
-class Prediction(_Shown):
+class Prediction:
     """The prediction for a whole problem: one VariantPrediction per variant."""
 
     problem: object
@@ -243,11 +192,6 @@ class Prediction(_Shown):
 
     def __repr__(self) -> str:
         return f"<Prediction {self.problem.name!r}: {_count(len(self.variants), 'variant')} ({', '.join(self.names)})>"
-
-    def _repr_markdown_(self) -> str:
-        from adjoint.render.html import markdown_of
-
-        return markdown_of(self)
 
     def to_json(self) -> dict:
         printer = shared_printer()

@@ -18,7 +18,7 @@ from adjoint.values.backends.float64 import Float64Backend
 from adjoint.values.backends.structure import StructureBackend
 from adjoint.format.errors import ProblemError
 from adjoint.engine.forward import Call
-from adjoint.engine.autograd_function import check_functions
+from adjoint.engine.function_checks import check_functions
 from adjoint.engine.graph import Node, Tensor, Typed
 from adjoint.engine.adjoints import boundaries_of, seen_at
 from adjoint.engine.passes import VariantRun, root_name, run_variant

@@ -14,6 +14,7 @@ import numpy as np
 
 from adjoint.values import exact as E
 from adjoint.values.exact import Exact, q, s_sym
+from adjoint.values.arith import rational_ratio
 
 __all__ = ["Exact", "decimal_value", "q", "ratio", "s_sym", "same"]
 
@@ -63,5 +64,4 @@ def same(p: Exact | None, q: Exact | None) -> bool:
 
 def ratio(p: Exact, q: Exact):
     """c with q == c * p elementwise (p nonzero somewhere), else None (both rational)."""
-    from adjoint.answer.effects import rational_ratio
     return rational_ratio(p, q)

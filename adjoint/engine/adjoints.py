@@ -5,11 +5,32 @@ ignored (:func:`boundaries_of`, :func:`pure_vjp`); the gradient PyTorch carried 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from adjoint.engine.autograd_function import declared_vjp
 from adjoint.engine.graph import Node, Tensor
 from adjoint.engine.inplace import copy_slices_backward
-from adjoint.answer.prediction import Boundary
 from adjoint.format.problem import OUTPUT, ROOT
+
+
+@dataclass(repr=False)
+class Boundary:
+    """One module call: the Lagrangian view. lambda_out = grad_output, lambda_in = J^T lambda_out."""
+
+    callid: str
+    path: str
+    k: int
+    type: str
+    arg_names: tuple[str, ...]
+    input_names: tuple[str, ...]      # tensor names of the positional inputs (or a description)
+    output_name: str
+    nodes: list[str]                  # autograd nodes the call created, in creation order
+    grad_output: tuple                # Exact | None per output
+    grad_input: tuple                 # Exact | None per positional input
+    depth: int
+
+    def __repr__(self) -> str:
+        return f"<Boundary {self.callid} [{self.type}]: {len(self.grad_output)} grad_output, {len(self.grad_input)} grad_input>"
 
 
 def seen_at(bwd, t: Tensor):

@@ -257,12 +257,6 @@ class Problem:
         names = ", ".join(v.name for v in self.variants)
         raise ProblemError(None, f"{self.path}: no variant named '{name}'; the file has: {names}")
 
-    def solve(self, variant: str | None = None, numeric: bool = False, mode: str = "exact"):
-        """Derive everything (exactly by default; ``mode`` ``"float64"`` or ``"structure"``: see
-        docs/values.md); returns a :class:`adjoint.answer.prediction.Prediction`."""
-        from adjoint.answer.solve import solve_problem
-        return solve_problem(self, variant=variant, numeric=numeric, mode=mode)
-
     def free_symbols(self) -> list[str]:
         found: set[str] = set()
         for decl in self.all_tensors():

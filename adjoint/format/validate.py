@@ -289,3 +289,16 @@ def _range_checks(dtype: str, inputs, targets, model, variants, symbols, snode: 
                     errors.append(err)
     raise_all(errors)
 
+
+
+def load(path: str) -> Problem:
+    """Read and validate the problem file at ``path`` (``adjoint.load`` is this, with the
+    conveniences of :class:`adjoint.api.Problem`)."""
+    from adjoint.format.loader import read_yaml
+    return build_problem(read_yaml(path), path)
+
+
+def loads(text: str, name: str = "<string>") -> Problem:
+    """Like :func:`load`, from YAML text."""
+    from adjoint.format.loader import parse_yaml_text
+    return build_problem(parse_yaml_text(text, name), name)

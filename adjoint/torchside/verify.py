@@ -27,6 +27,7 @@ from adjoint.torchside.compare import FD_TOLERANCE, Row, compare, compare_fd, to
 from adjoint.format.errors import ProblemError
 from adjoint.render.jsontext import dumps
 from adjoint.format.problem import Problem
+from adjoint.answer.solve import solve_problem
 
 PROGRESS_MIN_JOBS = 8   # a progress bar (when the caller gives one) from this many variants on
 MODELLED_TORCH = "2.13.0"  # the PyTorch release whose semantics the predictions encode
@@ -61,7 +62,7 @@ class VariantResult:
 def predict(problem: Problem, variant: str | None, mode: str = "exact"):
     """The prediction (exact by default, else in ``mode``); numeric through ``symbols:`` when
     the file has free symbols."""
-    return problem.solve(variant=variant, numeric=bool(problem.free_symbols()), mode=mode)
+    return solve_problem(problem, variant=variant, numeric=bool(problem.free_symbols()), mode=mode)
 
 
 def predicted_json(vp) -> dict:
@@ -77,7 +78,7 @@ def run(files: list[str], dtype: str | None, as_json: bool, fd: bool, variant: s
     ``warn(line)`` is told when torch is not the modelled release (default: ``echo``). ``mode``:
     the answer mode predicted and compared (``structure``: shapes, None patterns, calls, no values)."""
     if load is None:
-        from adjoint import load
+        from adjoint.format.validate import load
 
     start = time.perf_counter()
     jobs = []

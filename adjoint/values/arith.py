@@ -437,3 +437,21 @@ def _equal_elements(x: Exact, y: Exact) -> bool:
         if not is_zero(sa - sb):
             return False
     return True
+
+
+def rational_ratio(p: Exact, q: Exact):
+    """c with q == c * p elementwise, both rational (p nonzero somewhere), else None."""
+    if p.shape != q.shape or not (p.rational and q.rational):
+        return None
+    c = None
+    for x, y in zip(p.flat(), q.flat()):
+        if x == 0:
+            if y != 0:
+                return None
+            continue
+        r = y / x
+        if c is None:
+            c = r
+        elif r != c:
+            return None
+    return c

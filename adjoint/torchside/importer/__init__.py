@@ -56,7 +56,7 @@ def from_module(model: nn.Module, *example_inputs: torch.Tensor, loss: str = DEF
     """The problem for ``model`` called on ``example_inputs`` (their values exactly, each
     ``requires_grad: true``), loaded: an :class:`adjoint.Problem`, ready to ``.solve()``.
     ``adjoint.from_module_text`` gives the YAML text instead."""
-    from adjoint import loads
+    from adjoint.format.validate import loads
     return loads(from_module_text(model, *example_inputs, loss=loss, name=name), f"<{type(model).__name__}>")
 
 
