@@ -12,7 +12,8 @@ import mpmath
 import pytest
 
 import adjoint
-from adjoint.values.backends import balls, forms
+from adjoint.values.numbers import balls
+from adjoint.values.numbers import forms
 
 mpmath.mp.dps = 300
 

@@ -7,7 +7,6 @@ Also: what the record says about in-place versions, steps and errors, and the la
 
 from __future__ import annotations
 
-import ast
 import glob
 import json
 import os
@@ -257,27 +256,3 @@ def test_error_records():
 def test_variant_prediction_exposes_the_typed_record():
     hints = typing.get_type_hints(VariantPrediction.derivation.fget)
     assert hints["return"] is VariantDerivation
-
-
-def test_latex_renderer_imports_nothing_from_the_engine_but_the_record():
-    """render/latex/*.py import adjoint.derivation (the record and its value helpers) and the
-    tree IR (adjoint.values.mathtree), nothing else of adjoint."""
-    folder = os.path.join(ROOT, "adjoint", "render", "latex")
-    bad = []
-    for path in sorted(glob.glob(os.path.join(folder, "*.py"))):
-        tree = ast.parse(open(path).read())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom):
-                if node.level >= 3:
-                    ok = (node.module or "").split(".")[0] == "derivation"
-                elif node.level == 0:
-                    ok = (not (node.module or "").startswith("adjoint") or node.module.startswith("adjoint.derivation")
-                          or node.module.startswith("adjoint.values.mathtree"))
-                else:
-                    ok = True                            # within render/latex
-                if not ok:
-                    bad.append(f"{os.path.basename(path)}:{node.lineno} from {'.' * node.level}{node.module}")
-            elif isinstance(node, ast.Import):
-                bad += [f"{os.path.basename(path)}:{node.lineno} import {a.name}" for a in node.names
-                        if a.name.startswith("adjoint") and not a.name.startswith(("adjoint.derivation", "adjoint.values.mathtree"))]
-    assert bad == []

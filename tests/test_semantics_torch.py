@@ -795,7 +795,7 @@ def test_leaf_root_accumulator_is_freed_after_the_backward():
 def test_elementary_functions_at_ieee_specials():
     import math
 
-    from adjoint.values.backends.elementary import ELEMENTARY
+    from adjoint.values.numbers.elementary import ELEMENTARY
     from adjoint.values.ieee import ieee
 
     for name in ELEMENTARY:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Callable
 
-from adjoint.values.backends import symbolic
+from adjoint.values.numbers import symbolic
 from adjoint.values.exact import Exact
 from adjoint.engine.graph import Typed
 from adjoint.engine.adjoints import Boundary

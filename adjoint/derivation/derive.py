@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from adjoint.values.backends.symbolic import sympy as load_sympy
+from adjoint.values.numbers.symbolic import sympy as load_sympy
 from adjoint.values.exact import Exact
 from adjoint.engine.graph import Typed
 from adjoint.values.mathtree import TConst, simplify, to_sympy, vjp_tree

@@ -3,11 +3,11 @@ selections: :mod:`adjoint.values.pointwise`; joins and writes: :mod:`adjoint.val
 IEEE specials: :mod:`adjoint.values.ieee`).
 
 Every operation takes the fast path its operands allow: two rational tensors stay integer
-arrays over a common denominator (:mod:`adjoint.values.backends.rational`); a certified operand
-makes a certified result (:mod:`adjoint.values.backends.balls`: one vectorised ball operation, its
+arrays over a common denominator (:mod:`adjoint.values.numbers.rational`); a certified operand
+makes a certified result (:mod:`adjoint.values.numbers.balls`: one vectorised ball operation, its
 recipe kept for refinement, closed forms carried while small); an operand of the
 closed-form kind makes the result SymPy elements, with the element functions of
-:mod:`adjoint.values.backends.symbolic` (IEEE conventions included).
+:mod:`adjoint.values.numbers.symbolic` (IEEE conventions included).
 
 IEEE specials in certified tensors (``inf``, ``nan``: the closed form :class:`Special`) follow
 float arithmetic element by element (:func:`_ieee`), the only per-element Python here.
@@ -19,10 +19,10 @@ import flint
 import numpy as np
 
 from adjoint.values import ieee as I
-from adjoint.values.backends import balls as Bl
-from adjoint.values.backends import forms as F
-from adjoint.values.backends import rational as R
-from adjoint.values.backends.symbolic import MAX_CLOSED_PRODUCTS, ExactLimit, s_div, s_mul, s_norm, s_sym, sympy
+from adjoint.values.numbers import balls as Bl
+from adjoint.values.numbers import forms as F
+from adjoint.values.numbers import rational as R
+from adjoint.values.numbers.symbolic import MAX_CLOSED_PRODUCTS, ExactLimit, s_div, s_mul, s_norm, s_sym, sympy
 from adjoint.values.exact import Exact, Real, _is_special
 
 fmpq = flint.fmpq
@@ -420,7 +420,7 @@ def equal(x: Exact, y: Exact) -> bool:
 
 
 def _equal_elements(x: Exact, y: Exact) -> bool:
-    from adjoint.values.backends.symbolic import is_zero
+    from adjoint.values.numbers.symbolic import is_zero
     S = sympy().S
     for a, b in zip(x.flat(), y.flat()):
         if type(a) is fmpq and type(b) is fmpq:

@@ -1,7 +1,7 @@
 """Certified elements and tensors: their decisions and their text.
 
-The certified kind of :class:`adjoint.values.exact.Exact` holds balls (:mod:`adjoint.values.backends.balls`)
-and small closed forms (:mod:`adjoint.values.backends.forms`). This module reads them: each
+The certified kind of :class:`adjoint.values.exact.Exact` holds balls (:mod:`adjoint.values.numbers.balls`)
+and small closed forms (:mod:`adjoint.values.numbers.forms`). This module reads them: each
 element's sign (refining the balls until it is decided, else taking 0 and saying so), its
 correctly rounded float64, its text (closed form, exact rational, or ``~`` and certified
 digits), and :class:`Real`, one element as code that walks elements (the LaTeX printer,
@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 import flint
 import numpy as np
 
-from adjoint.values.backends import balls as Bl
-from adjoint.values.backends import forms as F
-from adjoint.values.backends.symbolic import fmpq_float, loaded, s_norm, s_str, s_sym, sympy
+from adjoint.values.numbers import balls as Bl
+from adjoint.values.numbers import forms as F
+from adjoint.values.numbers.symbolic import fmpq_float, loaded, s_norm, s_str, s_sym, sympy
 
 if TYPE_CHECKING:
     from adjoint.values.exact import Exact

@@ -3,10 +3,10 @@
 An :class:`Exact` is an immutable n-d array of one of three kinds:
 
 * ``rational``: every element an exact rational, held as integer numerators over one
-  common denominator (:mod:`adjoint.values.backends.rational`): the common case, vectorised;
-* ``real``: certified numbers (:mod:`adjoint.values.backends.balls`): one ball per element,
+  common denominator (:mod:`adjoint.values.numbers.rational`): the common case, vectorised;
+* ``real``: certified numbers (:mod:`adjoint.values.numbers.balls`): one ball per element,
   recomputable at any precision through the tensor's recipe, and per element an optional
-  small closed form (:mod:`adjoint.values.backends.forms`): an exact rational, an IEEE special, or
+  small closed form (:mod:`adjoint.values.numbers.forms`): an exact rational, an IEEE special, or
   an expression such as ``tanh(3/8)`` while it stays small. Transcendental values of a file
   without free symbols are of this kind;
 * ``elements``: an object array of single elements, each an ``fmpq`` or a SymPy expression
@@ -17,7 +17,7 @@ Operations (:mod:`adjoint.values.arith`, :mod:`adjoint.values.pointwise`) keep t
 rational < real < elements. A certified tensor whose every element turns out exact becomes
 rational again, so rational work never pays for balls, and neither ever pays for SymPy.
 
-The element functions (``s_*``) live in :mod:`adjoint.values.backends.symbolic` and are re-exported
+The element functions (``s_*``) live in :mod:`adjoint.values.numbers.symbolic` and are re-exported
 here: IEEE conventions (x/0 = +-inf, 0/0 = nan, sqrt of a negative = nan) and SymPy's
 closed forms; SymPy is imported on first use only.
 """
@@ -30,10 +30,10 @@ import flint
 import numpy as np
 
 from adjoint.values import certified as C
-from adjoint.values.backends import balls as Bl
-from adjoint.values.backends import forms as F
-from adjoint.values.backends.rational import QArray
-from adjoint.values.backends.symbolic import (MAX_EXACT_EXPONENT, ExactLimit, check_exponent, fmpq_float, is_zero, loaded,  # noqa: F401
+from adjoint.values.numbers import balls as Bl
+from adjoint.values.numbers import forms as F
+from adjoint.values.numbers.rational import QArray
+from adjoint.values.numbers.symbolic import (MAX_EXACT_EXPONENT, ExactLimit, check_exponent, fmpq_float, is_zero, loaded,  # noqa: F401
                                 has_symbols, memo_printer, s_approx, s_div, s_float, s_is_nan, s_is_nonfinite, s_log, s_mul, s_norm, s_pow,
                                 s_sci, s_sign, s_sqrt, s_str, s_sym, sympy)
 
@@ -401,7 +401,7 @@ class Exact:
 
     def strings(self, printer=None):
         """Nested lists of the elements' exact text (``printer``: a shared SymPy printer from
-        :func:`adjoint.values.backends.symbolic.memo_printer`, for closed forms across tensors)."""
+        :func:`adjoint.values.numbers.symbolic.memo_printer`, for closed forms across tensors)."""
         return _nest(self.strings_flat(printer), self.shape)
 
     def strings_flat(self, printer=None) -> list[str]:
@@ -452,7 +452,7 @@ class Exact:
 
     def transpose(self) -> "Exact":
         if self.kind == "rational" and self.ndim == 2:
-            from adjoint.values.backends.rational import transpose
+            from adjoint.values.numbers.rational import transpose
             out = Exact.from_q(transpose(self.qa))
             if self.negzero is not None:
                 out.negzero = self.negzero.T.copy()

@@ -1,6 +1,6 @@
 """IEEE specials in certified tensors: ``inf``, ``-inf`` and ``nan`` where PyTorch makes them.
 
-A certified element may be an IEEE special (its closed form a :class:`~adjoint.values.backends.forms.Special`;
+A certified element may be an IEEE special (its closed form a :class:`~adjoint.values.numbers.forms.Special`;
 its ball ``nan``). Wherever an operand is one, the result follows float arithmetic on
 the specials and on the signs of the finite operands (``inf * -2 = -inf``, ``0 * inf = nan``,
 ``1 / inf = 0``): the only element-by-element Python in the certified arithmetic.
@@ -13,9 +13,9 @@ import math
 import flint
 import numpy as np
 
-from adjoint.values.backends import forms as F
-from adjoint.values.backends.elementary import ELEMENTARY
-from adjoint.values.backends.symbolic import sympy
+from adjoint.values.numbers import forms as F
+from adjoint.values.numbers.elementary import ELEMENTARY
+from adjoint.values.numbers.symbolic import sympy
 from adjoint.values.exact import Exact, _is_special
 
 fmpq = flint.fmpq

@@ -9,8 +9,8 @@ import math
 import flint
 import numpy as np
 
-from adjoint.values.backends import rational as R
-from adjoint.values.backends.symbolic import sympy
+from adjoint.values.numbers import rational as R
+from adjoint.values.numbers.symbolic import sympy
 from adjoint.values.exact import Exact
 from adjoint.values.arith import _from_elements, _kind, _wrap_sym
 

@@ -1,5 +1,5 @@
 """Elementwise functions and sign-based selections of :class:`adjoint.values.exact.Exact` tensors:
-the elementary functions (:mod:`adjoint.values.backends.elementary`), relu, abs, sgn, the
+the elementary functions (:mod:`adjoint.values.numbers.elementary`), relu, abs, sgn, the
 ``threshold_backward`` select, and 0/1 masks from element signs.
 
 A decision taken on a certified element's sign (``relu`` at a kink) may refine it
@@ -15,10 +15,10 @@ import flint
 import numpy as np
 
 from adjoint.values import ieee as I
-from adjoint.values.backends import balls as Bl
-from adjoint.values.backends import rational as R
-from adjoint.values.backends.elementary import ELEMENTARY
-from adjoint.values.backends.symbolic import MAX_ROOT_DEGREE, check_exponent, s_pow, s_sign, s_sym, sympy
+from adjoint.values.numbers import balls as Bl
+from adjoint.values.numbers import rational as R
+from adjoint.values.numbers.elementary import ELEMENTARY
+from adjoint.values.numbers.symbolic import MAX_ROOT_DEGREE, check_exponent, s_pow, s_sign, s_sym, sympy
 from adjoint.values.exact import Exact, _is_special
 from adjoint.values.arith import _bshape, _forms, _has_specials, binary, mul, neg, where_mask
 
@@ -46,7 +46,7 @@ def keep_mask(x: Exact, predicate, undecided=None) -> np.ndarray:
 
 
 def unary(name: str, x: Exact, closed: bool = False) -> Exact:
-    """An elementary function (:data:`adjoint.values.backends.elementary.ELEMENTARY`: tanh, exp, log,
+    """An elementary function (:data:`adjoint.values.numbers.elementary.ELEMENTARY`: tanh, exp, log,
     sin, cos, sqrt, sigmoid) of every element, PyTorch's domain rules included (log of 0 is
     -inf, of a negative nan; sqrt of a negative nan). ``closed``: a file with free symbols,
     where results stay SymPy closed forms."""

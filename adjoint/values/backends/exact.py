@@ -19,8 +19,8 @@ from adjoint.format.errors import ProblemError
 from adjoint.values.exact import Exact
 from adjoint.values.signed_zero import result_mask
 from adjoint.values.backends.exact_families import ExactLosses, ExactNN, ExactSelections
-from adjoint.values.backends.rational import QArray
-from adjoint.values.backends.symbolic import MAX_CLOSED_FORM, sympy, tree_size
+from adjoint.values.numbers.rational import QArray
+from adjoint.values.numbers.symbolic import MAX_CLOSED_FORM, sympy, tree_size
 
 
 class ExactBackend(ExactLosses, ExactSelections, ExactNN):

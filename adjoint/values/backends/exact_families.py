@@ -14,7 +14,7 @@ from adjoint.values import pointwise as T
 from adjoint.values import joins as J
 from adjoint.values.exact import Exact
 from adjoint.values.signed_zero import zero_mask
-from adjoint.values.backends.symbolic import sympy
+from adjoint.values.numbers.symbolic import sympy
 
 
 # ----------------------------------------------------------------------------- losses

@@ -8,7 +8,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Callable
 
-from adjoint.values.backends.symbolic import sympy as load_sympy
+from adjoint.values.numbers.symbolic import sympy as load_sympy
 from adjoint.values.mathtree.sympy_names import SymPyName
 
 from adjoint.values.mathtree.nodes import Fn, TBin, TFn, TJac, TNode

@@ -9,7 +9,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from adjoint.values import exact as E
-from adjoint.values.backends.symbolic import sympy as load_sympy
+from adjoint.values.numbers.symbolic import sympy as load_sympy
 from adjoint.values.exact import Exact
 from adjoint.values.mathtree.nodes import (TT, TAtom, TBin, TCall, TConst, TFn, TInner, TJac, TLam, TMatMul, TNeg, TNode, TOnes, TPlace, TPut,
                     TSub, TSumTo)

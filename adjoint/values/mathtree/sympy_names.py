@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from adjoint.values.backends.symbolic import sympy as load_sympy
+from adjoint.values.numbers.symbolic import sympy as load_sympy
 
 
 class SymPyName:

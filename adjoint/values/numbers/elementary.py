@@ -17,7 +17,7 @@ from typing import Callable
 
 import flint
 
-from adjoint.values.backends import symbolic
+from adjoint.values.numbers import symbolic
 
 fmpq = flint.fmpq
 _Q0 = fmpq(0)

@@ -1,6 +1,6 @@
 """Closed forms of certified numbers, IEEE specials, and the bridge to SymPy.
 
-A certified element (:mod:`adjoint.values.backends.balls`) may carry a closed form: the exact
+A certified element (:mod:`adjoint.values.numbers.balls`) may carry a closed form: the exact
 expression it was computed by, kept while it stays small, so that a user reads
 ``tanh(3/10)`` rather than 20 digits, and so that identities SymPy sees structurally
 (``tanh(a) - tanh(a)`` is 0) decide zero tests the balls cannot. A form is one of
@@ -15,7 +15,7 @@ expression it was computed by, kept while it stays small, so that a user reads
 * a SymPy constant expression (a backend method written with SymPy element functions).
 
 Forms are plain Python tuples until shown: :func:`to_sympy` replays them through the same
-SymPy element functions the closed-form mode uses (:mod:`adjoint.values.backends.symbolic`), so a
+SymPy element functions the closed-form mode uses (:mod:`adjoint.values.numbers.symbolic`), so a
 small closed form reads exactly as SymPy writes it. SymPy is imported only then.
 :func:`arb_of_sympy` evaluates a SymPy constant rigorously in ball arithmetic (never by
 SymPy's floating ``evalf``).
@@ -27,7 +27,7 @@ import functools
 
 import flint
 
-from adjoint.values.backends import symbolic as S
+from adjoint.values.numbers import symbolic as S
 
 fmpq = flint.fmpq
 arb = flint.arb
@@ -153,7 +153,7 @@ def _apply(op: str, args: list):
         return S.s_pow(args[0], args[1])
     if op == "abs":
         return sp.Abs(args[0])
-    from adjoint.values.backends.elementary import ELEMENTARY
+    from adjoint.values.numbers.elementary import ELEMENTARY
     if op in ELEMENTARY:
         return ELEMENTARY[op].closed(args[0])
     raise ValueError(f"no SymPy rule for the closed-form operation {op!r}")
@@ -256,7 +256,7 @@ def _arb_node(sp, x, args: list):
     cert = getattr(x, "certified_ball", None)
     if cert is not None:
         return cert()
-    raise NoBallRule(f"no ball-arithmetic rule for {name} (in {x}); add it to adjoint.values.backends.forms.ARB_FUNCTIONS")
+    raise NoBallRule(f"no ball-arithmetic rule for {name} (in {x}); add it to adjoint.values.numbers.forms.ARB_FUNCTIONS")
 
 
 # ----------------------------------------------------------------------------- certified atoms
@@ -288,7 +288,7 @@ def _atom_class():
             return (id(self.element.tensor), self.element.index)
 
         def certified_ball(self):
-            from adjoint.values.backends import balls
+            from adjoint.values.numbers import balls
             return balls.balls_at(self.element.tensor, flint.ctx.prec)[self.element.index]
 
         def _eval_evalf(self, prec):

@@ -3,7 +3,7 @@
 The element functions (``s_*``) work on single elements, each an ``fmpq`` or a SymPy
 expression, and implement the IEEE-754 conventions PyTorch relies on: x/0 is +-inf (nan for
 0/0), inf*0 is nan, sqrt of a negative is nan. They serve the closed-form mode (a file with
-free symbols) and the display of small closed forms (:mod:`adjoint.values.backends.forms`).
+free symbols) and the display of small closed forms (:mod:`adjoint.values.numbers.forms`).
 
 SymPy is imported on first use (:func:`sympy`), never at import time: ``adjoint solve`` of a
 file of rationals does not load it.
