@@ -139,7 +139,7 @@ def test_ctrl_c_is_one_line_exit_130(monkeypatch):
     def interrupted(path, check=True):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(adjoint, "load", interrupted)
+    monkeypatch.setattr(adjoint.api, "load", interrupted)   # what the CLI calls
     code, out, err = run("solve", SLINEAR)
     assert (code, out, err) == (130, "", "interrupted\n")
 

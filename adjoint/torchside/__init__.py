@@ -6,12 +6,24 @@ which torch function a name is; ``dropout``: a declared Dropout mask forced), re
 hooks for real (``hooks``), runs its steps and returns what was observed, in the contract's
 per-variant JSON shape (``run``; ``values``: tensors as JSON; ``graphs``: which node a hook
 ran at). :func:`finite_differences` (``fd``) is the independent float64 check of the final gradients.
+
+Importing this package does not import torch (``verify`` reads and checks its files first, and
+says so when torch is missing); :func:`run_variant` and :func:`finite_differences` load it.
 """
 
-from adjoint.torchside.fd import finite_differences
-from adjoint.torchside.run import run_variant
-
 __all__ = ["run_variant", "finite_differences", "torch_version"]
+
+
+def __getattr__(name: str):
+    if name == "run_variant":
+        from adjoint.torchside.run import run_variant
+
+        return run_variant
+    if name == "finite_differences":
+        from adjoint.torchside.fd import finite_differences
+
+        return finite_differences
+    raise AttributeError(f"module 'adjoint.torchside' has no attribute {name!r}")
 
 
 def torch_version() -> str:
