@@ -20,10 +20,12 @@ import click
 
 from .errors import ProblemError
 from .safetext import terminal_safe
+from adjoint.torchenv import EnvironmentProblem
 
 STDIN = "<stdin>"
 EXIT_INTERRUPTED = 128 + signal.SIGINT    # 130, as a shell reports Ctrl-C
 EXIT_TERMINATED = 128 + signal.SIGTERM    # 143
+EXIT_ENVIRONMENT = 4                      # torch missing or broken (adjoint.torchenv)
 
 
 class _Terminated(BaseException):
@@ -68,6 +70,9 @@ class _Group(click.Group):
             pass
         try:
             return super().main(*args, **kwargs)
+        except EnvironmentProblem as err:   # torch missing or broken: the machine, not the file
+            _say(err.line())
+            sys.exit(EXIT_ENVIRONMENT)
         except ProblemError as err:
             _fail(err)
         except click.exceptions.Exit as exc:
@@ -78,6 +83,9 @@ class _Group(click.Group):
         except _Terminated:
             _say("terminated")
             sys.exit(EXIT_TERMINATED)
+        except click.exceptions.NoArgsIsHelpError as exc:   # bare `adjoint` (or a group without a command)
+            click.echo(exc.ctx.get_help())                    # the help as --help prints it, lines intact
+            sys.exit(0)
         except click.ClickException as exc:
             _say(f"adjoint: {exc.format_message()}")
             sys.exit(2)
@@ -219,13 +227,14 @@ def solve(files, as_json, variant, numeric, exact, values, recursion, float64, s
 def verify(paths, dtype, as_json, fd, variant, float64, structure):
     """Run the same problems in real PyTorch and compare with the prediction.
 
-    Needs torch 2.13.0 (pip install torch==2.13.0, the CPU wheel); the report names the torch
-    it ran against and warns when it is another version."""
+    Runs the torch installed here, whatever its release (the CPU build: pip install torch
+    --index-url https://download.pytorch.org/whl/cpu). The predictions follow PyTorch 2.13; the
+    report names the torch it ran against and says so when that is another release."""
     from .verify import run
 
     progress = _ProgressBar if sys.stderr.isatty() and not as_json else None
     code = run(_expand(paths), dtype=dtype, as_json=as_json, fd=fd, variant=variant,
-               echo=_verify_echo(as_json), progress=progress, load=_load, warn=_say, mode=_mode(float64, structure))
+               echo=_verify_echo(as_json), progress=progress, load=_load, mode=_mode(float64, structure))
     sys.exit(code)
 
 
@@ -333,10 +342,12 @@ def import_(model, input_specs, loss, out):
         check_target(out, protect)
     try:
         from .torchside.importer import import_file
-    except ImportError as exc:
-        from .verify import INSTALL_TORCH
-        raise ProblemError(None, f"adjoint import reads a PyTorch model, and PyTorch is not installed here ({exc}); "
-                                 f"install it: {INSTALL_TORCH}") from None
+    except Exception as exc:
+        from adjoint.torchenv import classify
+        problem = classify(exc, "adjoint import")
+        if problem is None:
+            raise
+        raise problem from None
     text = import_file(model, list(input_specs), loss, out)
     loads(text, out or "<import>")      # the file it writes is a valid problem (a mistake here is a bug)
     if out and out != "-":
