@@ -186,17 +186,27 @@ def _mode(float64: bool, structure: bool) -> str:
 @click.option("--recursion/--no-recursion", default=None,
               help="Show (or hide) the adjoint recursion (the multipliers at every module boundary); by default "
                    "it is shown when short.")
+@click.option("-o", "--output", "out",
+              help="Write the report (the JSON with --json) to this file instead of standard output, atomically "
+                   "(never over a problem file); - is standard output.")
 @_mode_options
-def solve(files, as_json, variant, numeric, exact, values, recursion, float64, structure):
+def solve(files, as_json, variant, numeric, exact, values, recursion, float64, structure, out):
     """Derive every hook call, what the hooks changed and the final grads, exactly.
 
     The report is coloured on a terminal (not when piped, nor with NO_COLOR set) and wrapped
-    to its width (COLUMNS when not a terminal, else 80)."""
+    to its width (COLUMNS when not a terminal, else 80); written to a file with -o, it is
+    plain text."""
     from .solve import solve_problem
 
     mode = _mode(float64, structure)
+    paths = _expand(files)
+    protect = tuple(p for p in paths if p != "-")
+    if out is not None and out != "-":
+        from .output import check_target
+
+        check_target(out, protect)
     predictions = []
-    for path in _expand(files):
+    for path in paths:
         problem = _load(path)
         bar = _SolveProgress(path) if sys.stderr.isatty() else None
         try:
@@ -208,12 +218,27 @@ def solve(files, as_json, variant, numeric, exact, values, recursion, float64, s
         from .jsonout import dumps
 
         docs = [p.to_json() for p in predictions]
-        click.echo(dumps(docs[0] if _one_document(files) else docs))
+        text = dumps(docs[0] if _one_document(files) else docs) + "\n"
+        if out is None or out == "-":
+            click.echo(text, nl=False)
+            return
     else:
         from .render.console import console, print_report
         from .render.report import Options
 
-        print_report(predictions, Options(exact=exact, values=values, recursion=recursion), console())
+        opts = Options(exact=exact, values=values, recursion=recursion)
+        if out is None or out == "-":
+            print_report(predictions, opts, console())
+            return
+        import io
+
+        buf = io.StringIO()
+        print_report(predictions, opts, console(buf, color=False))
+        text = buf.getvalue()
+    from .output import write_atomic
+
+    write_atomic(out, text, protect=protect)
+    click.echo(terminal_safe(f"wrote {out}"))
 
 
 @main.command()
@@ -361,8 +386,8 @@ def import_(model, input_specs, loss, out):
 @click.argument("file")
 @click.option("-o", "--output", "out",
               help="Where to write: OUT.tex (with --pdf also OUT.pdf beside it); OUT.pdf writes only the PDF "
-                   "(--pdf implied); - writes to standard output (the PDF with --pdf). Default: FILE with .tex "
-                   "(and .pdf); never the problem file itself.")
+                   "(--pdf implied); - writes to standard output (the PDF with --pdf). Default: FILE's name with "
+                   ".tex (and .pdf) in the current directory; never the problem file itself.")
 @click.option("--pdf", is_flag=True, help="Also compile to PDF with a LaTeX engine.")
 @click.option("--variant", help="Only this variant.")
 def latex(file, out, pdf, variant):
@@ -412,8 +437,9 @@ def latex(file, out, pdf, variant):
 @click.argument("file")
 @click.option("-o", "--output", "out",
               help="Where to write: OUT.svg, OUT.png, OUT.pdf or OUT.dot (the Graphviz source); - writes to "
-                   "standard output (SVG, or --format). Default: FILE with .svg. With several variants and no "
-                   "--variant, one file per variant: OUT-VARIANT.svg.")
+                   "standard output (SVG, or --format). Default: FILE's name with .svg in the current directory. "
+                   "With several variants and no --variant, one file per variant: -o g.svg writes "
+                   "g-VARIANT.svg for each.")
 @click.option("--variant", help="Only this variant.")
 @click.option("--format", "fmt", type=click.Choice(["svg", "png", "pdf", "dot"]),
               help="The picture's format when -o does not say it (-o -, or no -o).")
@@ -476,10 +502,16 @@ def _graph_targets(file: str, out: str | None, fmt: str | None, variants: list[s
                                      "make them agree")
     else:
         kind = fmt or "svg"
-        stem, ext = os.path.splitext(file)[0], "." + kind
+        stem, ext = _here(file, ""), "." + kind
     if len(variants) == 1:
         return [(variants[0], kind, stem + ext)]
     return [(name, kind, f"{stem}-{_file_part(name)}{ext}") for name in variants]
+
+
+def _here(file: str, ext: str) -> str:
+    """The default output name: FILE's name with ``ext``, in the current directory (as every
+    command line tool writes), not beside FILE."""
+    return os.path.splitext(os.path.basename(file))[0] + ext
 
 
 def _file_part(name: str) -> str:
@@ -514,7 +546,7 @@ def _latex_targets(file: str, out: str | None, pdf: bool) -> list[tuple[str, str
             raise ProblemError(None, "-: the problem comes from standard input, so there is no name to give the "
                                      "PDF; add -o OUT.pdf (or -o - for standard output)")
         return [("tex", "-")]
-    tex = out if out is not None else os.path.splitext(file)[0] + ".tex"
+    tex = out if out is not None else _here(file, ".tex")
     return [("tex", tex)] + ([("pdf", os.path.splitext(tex)[0] + ".pdf")] if pdf else [])
 
 

@@ -345,3 +345,44 @@ def test_verify_in_each_mode():
         code, out, _ = run("verify", path, flag)
         assert code == 0, out
         assert "0 mismatches" in out
+
+
+# ----------------------------------------------------------------------------- where output goes
+
+def test_solve_writes_the_report_or_json_with_dash_o(tmp_path):
+    report = tmp_path / "r.txt"
+    code, out, err = run("solve", SLINEAR, "-o", str(report))
+    assert code == 0 and out == f"wrote {report}\n" and err == ""
+    _, printed, _ = run("solve", SLINEAR)
+    assert report.read_text() == printed            # the same plain report as piped output
+    doc = tmp_path / "r.json"
+    code, out, err = run("solve", SLINEAR, "--json", "-o", str(doc))
+    assert code == 0 and strict_json(doc.read_text())["problem"] == "slinear" and doc.read_text().endswith("}\n")
+    code, out, err = run("solve", SLINEAR, "--json", "-o", "-")
+    assert code == 0 and strict_json(out)["problem"] == "slinear"
+
+
+def test_solve_dash_o_never_overwrites_a_problem_file(tmp_path):
+    problem = tmp_path / "p.yaml"
+    problem.write_text(open(SLINEAR).read())
+    code, out, err = run("solve", str(problem), "-o", str(problem))
+    assert code == 2 and out == "" and "is the problem file being read" in err
+    assert problem.read_text() == open(SLINEAR).read()
+
+
+def test_latex_and_graph_write_into_the_current_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run("latex", SLINEAR)
+    assert code == 0 and out == "wrote slinear.tex\n" and (tmp_path / "slinear.tex").exists()
+    assert not os.path.exists(os.path.join(ROOT, "problems", "slinear.tex"))
+    code, out, err = run("graph", SLINEAR, "--variant", "legacy", "--format", "dot")
+    assert code == 0 and out == "wrote slinear.dot\n" and (tmp_path / "slinear.dot").read_text().startswith("digraph")
+
+
+def test_graph_dash_o_with_several_variants_is_one_file_each_and_the_help_says_so(tmp_path):
+    code, out, err = run("graph", SLINEAR, "-o", str(tmp_path / "g.dot"))
+    names = [f"g-{v}.dot" for v in ("full", "rescaled", "legacy")]
+    assert code == 0 and out == "wrote " + " and ".join(str(tmp_path / n) for n in names) + "\n"
+    assert sorted(os.listdir(tmp_path)) == sorted(names)
+    help_text = " ".join(run("graph", "--help")[1].split())
+    assert "-o g.svg writes g-VARIANT.svg for each" in help_text and "in the current directory" in help_text
