@@ -20,11 +20,12 @@ import numpy as np
 
 from ..errors import ProblemError
 from .inexact import NoExactChecks
+from adjoint.asdata import AsData
 
 _SIGN_KEYS = (-1, 0, 1, "nan")
 
 
-class F64:
+class F64(AsData):
     """An immutable float64 tensor value."""
 
     __slots__ = ("a",)
