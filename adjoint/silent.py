@@ -71,16 +71,33 @@ def _reason(hook, run) -> str:
     reg = run.reg
     if reg is not None and hook.index not in reg.handles:
         return "never registered: the step that registers it is not reached"
-    if reg is not None and hook.index not in reg.active and not reg.handles.get(hook.index):
+    removed = reg is not None and hook.index not in reg.active and not reg.handles.get(hook.index)
+    # what the graph shows comes first: a hook removed after the backward whose node never ran
+    # did not fire because its node never ran
+    reason = _structural(hook, run, reg)
+    if reason is not None:
+        return reason
+    if removed:
         return "removed (handle.remove()) before it could fire"
-    if not run.passes and hook.on not in ("module", "global", "saved_tensors"):
-        return "the variant runs no backward"
-    nodes, leaves = _ran(run)
+    if hook.on in ("module", "global") and hook.when == "after_forward":
+        return ("registered after its module's call: a call hands the backward the module hooks it had then "
+                "(BackwardHook's user_hooks)")
+    t = reg.names.get(hook.target) if reg is not None else None
+    if hook.on == "tensor" and isinstance(t, Tensor) and t.id not in reg.attached.get(hook.index, ()):
+        return (f"it is on an earlier version of {hook.target} (registered before an in-place op on it), whose "
+                "gradient nothing computes")
+    return "its node ran without calling it (no reason recorded)"
+
+
+def _structural(hook, run, reg) -> str | None:
+    """The reason the graph itself gives (nothing to fire on), or None when the hook's place ran."""
     if hook.on in ("module", "global"):
-        return _module_reason(hook, run, nodes)
+        return _module_reason(hook, run)
+    if not run.passes:
+        return "the variant runs no backward" if hook.on != "saved_tensors" else None
+    nodes, leaves = _ran(run)
     if hook.on == "saved_tensors":
-        return "nothing was saved for backward in its scope" if hook.kind == "pack" or hook.pack is not None \
-            else "no saved tensor was unpacked"
+        return None
     if hook.on == "multi_grad":
         return "none of its tensors got a gradient" if hook.mode == "any" else \
             "not every one of its tensors was reached by the backward"
@@ -88,36 +105,39 @@ def _reason(hook, run) -> str:
     if not isinstance(t, Tensor):
         return "its tensor does not exist in this run"
     if t.grad_fn is None:   # a leaf: its AccumulateGrad
-        if t.id not in leaves:
-            if hook.on == "node":
-                return f"its node AccumulateGrad never ran: no gradient reached the leaf {hook.target}"
-            return f"its tensor got no gradient: no gradient reached the leaf {hook.target}"
-        return "its leaf's AccumulateGrad ran without calling it (no reason recorded)"
-    node = t.grad_fn
-    if id(node) not in nodes:
+        if t.id in leaves:
+            return None
         if hook.on == "node":
-            return f"its node {node.name} never ran: no gradient reached {hook.target}"
-        return f"its tensor got no gradient: {hook.target}'s grad_fn {node.name} never ran"
-    if hook.on == "tensor" and hook.index in reg.attached and t.id not in reg.attached[hook.index]:
-        return (f"it is on an earlier version of {hook.target} (registered before an in-place op on it), whose "
-                "gradient nothing computes")
-    return "the engine ran its tensor's node without calling it (no reason recorded)"
+            return f"its node AccumulateGrad never ran: no gradient reached the leaf {hook.target}"
+        return f"its tensor got no gradient: no gradient reached the leaf {hook.target}"
+    node = t.grad_fn
+    if id(node) in nodes:
+        return None
+    if hook.on == "node":
+        return f"its node {node.name} never ran: no gradient reached {hook.target}"
+    return f"its tensor got no gradient: {hook.target}'s grad_fn {node.name} never ran"
 
 
-def _module_reason(hook, run, nodes: set[int]) -> str:
+def _module_reason(hook, run) -> str | None:
     calls = [c for f in run.forwards for c in f.calls
              if hook.on == "global" or c.path == hook.target or c.module.path == hook.target]
     if not calls:
         return "its module was never called" if hook.on == "module" else "no module was called"
     if hook.kind in ("forward", "forward_pre"):
-        return "its module was called, but not while it was registered"
+        return None
+    if not run.passes:
+        return "the variant runs no backward"
+    nodes, _ = _ran(run)
     attached = [n for c in calls for n in (c.in_node, c.out_node, c.legacy_node) if n is not None]
-    if not attached:
-        return "no gradient can reach its module: no input or output of the call requires grad"
+    if not attached:   # the calls set up no BackwardHook: none requires grad, or the hook came later
+        outs = [o for c in calls for o in (c.out if isinstance(c.out, tuple) else (c.out,))]
+        if any(isinstance(o, Tensor) and o.requires_grad for o in outs):
+            return None
+        return "no gradient can reach its module: its output does not require grad"
     if not any(id(n) in nodes for n in attached):
         names = ", ".join(dict.fromkeys(n.name for n in attached))
         return f"its node never ran: no gradient reached the module's output ({names} did not run)"
-    return "its module's nodes ran without calling it (no reason recorded)"
+    return None
 
 
 def unkept_grads(v) -> list[str]:

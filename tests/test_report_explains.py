@@ -64,6 +64,33 @@ def test_every_hook_that_never_fired_is_listed_with_its_reason():
     assert "hooks that never fired" in html and "its module was never called" in html
 
 
+def test_a_module_hook_registered_after_the_call_is_said_so():
+    vv = build(adjoint.load(SILENT).solve(variant="late")).variants[0]
+    assert [(s.kind, s.target, s.reason) for s in vv.silent] == [
+        ("full_backward", "b", "registered after its module's call: a call hands the backward the module hooks it "
+                               "had then (BackwardHook's user_hooks)")]
+
+
+@pytest.mark.torch
+def test_in_torch_a_full_backward_hook_registered_after_the_forward_never_fires():
+    import torch
+
+    b = torch.nn.Linear(2, 1)
+    fired = []
+    x = torch.tensor([1.5, -2.0], requires_grad=True)
+    y = b(x) * 2
+    b.register_full_backward_hook(lambda m, gi, go: fired.append("b"))
+    x.register_hook(lambda g: fired.append("x"))
+    (y ** 2).sum().backward()
+    assert fired == ["x"]
+
+
+def test_what_the_graph_shows_comes_before_a_later_removal():
+    vv = build(adjoint.load(SILENT).solve(variant="removed_after")).variants[0]
+    assert [s.reason for s in vv.silent] == [
+        "its tensor got no gradient: u's grad_fn BackwardHookFunctionBackward never ran"]
+
+
 def test_a_variant_whose_hooks_all_fire_lists_none():
     vv = build(adjoint.load(TENSOR_HOOKS).solve()).variants[0]
     assert vv.silent == [] and "never fired" not in render(adjoint.load(TENSOR_HOOKS).solve())
