@@ -149,6 +149,8 @@ def test_a_non_leaf_grad_is_said_to_be_none_and_why():
     assert ("z.grad, model.grad: None -- not leaves, and retain_grad() was not called on them (PyTorch fills "
             ".grad of leaves only; reading it warns)") in text
     assert "z.grad, model.grad: None" in pred._repr_html_()
+    # every variant shares it: said once, in the first
+    assert [vv.unkept for vv in build(pred).variants] == [["z", "model"], [], []] and text.count("not leaves") == 1
 
 
 def test_a_retained_non_leaf_is_not_in_that_list():

@@ -134,8 +134,11 @@ def _variant(v: VariantPrediction, ref: VariantPrediction | None, shared_loss, s
         if n not in said_notes and n not in notes and not _said_with_its_place(n, v.notes + v.kinks):
             notes.append(n)
     said_notes.update(notes)
+    unkept = unkept_grads(v)
+    if not is_ref and unkept == unkept_grads(ref):
+        unkept = []   # said once, in the first variant
     return VariantView(v, groups, effects, None if shared_loss is not None else v.loss, grads, same, v.returned,
-                       values, values_same, boundaries, boundaries_same, notes, silent_hooks(v), unkept_grads(v))
+                       values, values_same, boundaries, boundaries_same, notes, silent_hooks(v), unkept)
 
 
 def _values(v, ref, is_ref, opts: Options, report: ReportView):
