@@ -62,10 +62,13 @@ class AsData:
 
 
 def _key(key) -> tuple:
-    """An index as a tuple of ints, slices, None and Ellipsis (PyTorch accepts the same)."""
+    """An index as a tuple of ints, slices, None, Ellipsis and integer or bool arrays (lists)."""
     parts = key if isinstance(key, tuple) else (key,)
     out = []
     for p in parts:
+        if isinstance(p, (list, np.ndarray)):     # advanced indexing: integer or bool positions
+            out.append(np.asarray(p))
+            continue
         if isinstance(p, bool) or not (isinstance(p, (int, slice)) or p is None or p is Ellipsis
                                        or hasattr(p, "__index__")):
             raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are "
@@ -77,6 +80,8 @@ def _key(key) -> tuple:
 def _check(shape: tuple, key: tuple) -> None:
     """PyTorch's IndexError for an integer out of range or too many indices."""
     dims = [p for p in key if p is not None and p is not Ellipsis]
+    if any(isinstance(p, np.ndarray) for p in key):
+        return   # advanced indexing: numpy's own IndexError says what is out of range
     if len(dims) > len(shape):
         raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
     if Ellipsis in key:

@@ -39,6 +39,8 @@ def test_index_len_iterate_and_convert(mode):
     assert np.asarray(w[-1, -1]) == a[-1, -1]
     assert len(w) == 2 and [np.asarray(r).tolist() for r in w] == a.tolist()
     assert w[0, 1].shape == () and w[0].shape == (2,)
+    assert np.array_equal(np.asarray(w[[1, 0]]), a[[1, 0]]) and np.array_equal(np.asarray(w[:, [True, False]]),
+                                                                                a[:, [True, False]])
 
 
 def test_an_exact_element_stays_exact():
