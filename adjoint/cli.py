@@ -2,7 +2,8 @@
 over the Python API.
 
 Bad input (a problem-file or command-line mistake) is one line on stderr, exit code 2,
-nothing written; every line that quotes a file name or the file's text goes through
+nothing written; torch missing or failing to import (``verify``, ``import``) is one line saying
+what is wrong with the environment, exit code 4 (:mod:`adjoint.torchenv`); every line that quotes a file name or the file's text goes through
 :func:`adjoint.safetext.terminal_safe`. Ctrl-C is one line, ``interrupted``, exit 130;
 SIGTERM unwinds the same way (temporary files and directories removed), exit 143. ``-``
 reads the problem from standard input (named ``<stdin>`` in messages) and, for ``-o``,
