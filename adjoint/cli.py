@@ -2,8 +2,9 @@
 over the Python API.
 
 Bad input (a problem-file or command-line mistake) is one line on stderr, exit code 2,
-nothing written; every line that quotes a file name or the file's text goes through
-:func:`adjoint.render.safetext.terminal_safe`. Ctrl-C is one line, ``interrupted``, exit 130;
+nothing written; torch missing or failing to import (``verify``, ``import``) is one line saying
+what is wrong with the environment, exit code 4 (:mod:`adjoint.torchenv`); every line that quotes a file name or the file's text goes through
+:func:`adjoint.safetext.terminal_safe`. Ctrl-C is one line, ``interrupted``, exit 130;
 SIGTERM unwinds the same way (temporary files and directories removed), exit 143. ``-``
 reads the problem from standard input (named ``<stdin>`` in messages) and, for ``-o``,
 writes to standard output. torch is imported only by ``verify`` and ``import``.
@@ -18,12 +19,14 @@ import time
 
 import click
 
-from adjoint.format.errors import ProblemError
-from adjoint.render.safetext import terminal_safe
+from .errors import ProblemError
+from .safetext import terminal_safe
+from adjoint.torchenv import EnvironmentProblem
 
 STDIN = "<stdin>"
 EXIT_INTERRUPTED = 128 + signal.SIGINT    # 130, as a shell reports Ctrl-C
 EXIT_TERMINATED = 128 + signal.SIGTERM    # 143
+EXIT_ENVIRONMENT = 4                      # torch missing or broken (adjoint.torchenv)
 
 
 class _Terminated(BaseException):
@@ -68,6 +71,9 @@ class _Group(click.Group):
             pass
         try:
             return super().main(*args, **kwargs)
+        except EnvironmentProblem as err:   # torch missing or broken: the machine, not the file
+            _say(err.line())
+            sys.exit(EXIT_ENVIRONMENT)
         except ProblemError as err:
             _fail(err)
         except click.exceptions.Exit as exc:
@@ -78,6 +84,9 @@ class _Group(click.Group):
         except _Terminated:
             _say("terminated")
             sys.exit(EXIT_TERMINATED)
+        except click.exceptions.NoArgsIsHelpError as exc:   # bare `adjoint` (or a group without a command)
+            click.echo(exc.ctx.get_help())                    # the help as --help prints it, lines intact
+            sys.exit(0)
         except click.ClickException as exc:
             _say(f"adjoint: {exc.format_message()}")
             sys.exit(2)
@@ -178,17 +187,27 @@ def _mode(float64: bool, structure: bool) -> str:
 @click.option("--recursion/--no-recursion", default=None,
               help="Show (or hide) the adjoint recursion (the multipliers at every module boundary); by default "
                    "it is shown when short.")
+@click.option("-o", "--output", "out",
+              help="Write the report (the JSON with --json) to this file instead of standard output, atomically "
+                   "(never over a problem file); - is standard output.")
 @_mode_options
-def solve(files, as_json, variant, numeric, exact, values, recursion, float64, structure):
+def solve(files, as_json, variant, numeric, exact, values, recursion, float64, structure, out):
     """Derive every hook call, what the hooks changed and the final grads, exactly.
 
     The report is coloured on a terminal (not when piped, nor with NO_COLOR set) and wrapped
-    to its width (COLUMNS when not a terminal, else 80)."""
-    from adjoint.answer.solve import solve_problem
+    to its width (COLUMNS when not a terminal, else 80); written to a file with -o, it is
+    plain text."""
+    from .solve import solve_problem
 
     mode = _mode(float64, structure)
+    paths = _expand(files)
+    protect = tuple(p for p in paths if p != "-")
+    if out is not None and out != "-":
+        from .output import check_target
+
+        check_target(out, protect)
     predictions = []
-    for path in _expand(files):
+    for path in paths:
         problem = _load(path)
         bar = _SolveProgress(path) if sys.stderr.isatty() else None
         try:
@@ -200,12 +219,27 @@ def solve(files, as_json, variant, numeric, exact, values, recursion, float64, s
         from adjoint.render.jsontext import dumps
 
         docs = [p.to_json() for p in predictions]
-        click.echo(dumps(docs[0] if _one_document(files) else docs))
+        text = dumps(docs[0] if _one_document(files) else docs) + "\n"
+        if out is None or out == "-":
+            click.echo(text, nl=False)
+            return
     else:
         from adjoint.render.console import console, print_report
         from adjoint.render.report import Options
 
-        print_report(predictions, Options(exact=exact, values=values, recursion=recursion), console())
+        opts = Options(exact=exact, values=values, recursion=recursion)
+        if out is None or out == "-":
+            print_report(predictions, opts, console())
+            return
+        import io
+
+        buf = io.StringIO()
+        print_report(predictions, opts, console(buf, color=False))
+        text = buf.getvalue()
+    from .output import write_atomic
+
+    write_atomic(out, text, protect=protect)
+    click.echo(terminal_safe(f"wrote {out}"))
 
 
 @main.command()
@@ -219,13 +253,14 @@ def solve(files, as_json, variant, numeric, exact, values, recursion, float64, s
 def verify(paths, dtype, as_json, fd, variant, float64, structure):
     """Run the same problems in real PyTorch and compare with the prediction.
 
-    Needs torch 2.13.0 (pip install torch==2.13.0, the CPU wheel); the report names the torch
-    it ran against and warns when it is another version."""
-    from adjoint.torchside.verify import run
+    Runs the torch installed here, whatever its release (the CPU build: pip install torch
+    --index-url https://download.pytorch.org/whl/cpu). The predictions follow PyTorch 2.13; the
+    report names the torch it ran against and says so when that is another release."""
+    from .verify import run
 
     progress = _ProgressBar if sys.stderr.isatty() and not as_json else None
     code = run(_expand(paths), dtype=dtype, as_json=as_json, fd=fd, variant=variant,
-               echo=_verify_echo(as_json), progress=progress, load=_load, warn=_say, mode=_mode(float64, structure))
+               echo=_verify_echo(as_json), progress=progress, load=_load, mode=_mode(float64, structure))
     sys.exit(code)
 
 
@@ -332,11 +367,13 @@ def import_(model, input_specs, loss, out):
     if out and out != "-":
         check_target(out, protect)
     try:
-        from adjoint.torchside.importer import import_file
-    except ImportError as exc:
-        from adjoint.torchside.verify import INSTALL_TORCH
-        raise ProblemError(None, f"adjoint import reads a PyTorch model, and PyTorch is not installed here ({exc}); "
-                                 f"install it: {INSTALL_TORCH}") from None
+        from .torchside.importer import import_file
+    except Exception as exc:
+        from adjoint.torchenv import classify
+        problem = classify(exc, "adjoint import")
+        if problem is None:
+            raise
+        raise problem from None
     text = import_file(model, list(input_specs), loss, out)
     loads(text, out or "<import>")      # the file it writes is a valid problem (a mistake here is a bug)
     if out and out != "-":
@@ -350,8 +387,8 @@ def import_(model, input_specs, loss, out):
 @click.argument("file")
 @click.option("-o", "--output", "out",
               help="Where to write: OUT.tex (with --pdf also OUT.pdf beside it); OUT.pdf writes only the PDF "
-                   "(--pdf implied); - writes to standard output (the PDF with --pdf). Default: FILE with .tex "
-                   "(and .pdf); never the problem file itself.")
+                   "(--pdf implied); - writes to standard output (the PDF with --pdf). Default: FILE's name with "
+                   ".tex (and .pdf) in the current directory; never the problem file itself.")
 @click.option("--pdf", is_flag=True, help="Also compile to PDF with a LaTeX engine.")
 @click.option("--variant", help="Only this variant.")
 def latex(file, out, pdf, variant):
@@ -401,8 +438,9 @@ def latex(file, out, pdf, variant):
 @click.argument("file")
 @click.option("-o", "--output", "out",
               help="Where to write: OUT.svg, OUT.png, OUT.pdf or OUT.dot (the Graphviz source); - writes to "
-                   "standard output (SVG, or --format). Default: FILE with .svg. With several variants and no "
-                   "--variant, one file per variant: OUT-VARIANT.svg.")
+                   "standard output (SVG, or --format). Default: FILE's name with .svg in the current directory. "
+                   "With several variants and no --variant, one file per variant: -o g.svg writes "
+                   "g-VARIANT.svg for each.")
 @click.option("--variant", help="Only this variant.")
 @click.option("--format", "fmt", type=click.Choice(["svg", "png", "pdf", "dot"]),
               help="The picture's format when -o does not say it (-o -, or no -o).")
@@ -465,10 +503,16 @@ def _graph_targets(file: str, out: str | None, fmt: str | None, variants: list[s
                                      "make them agree")
     else:
         kind = fmt or "svg"
-        stem, ext = os.path.splitext(file)[0], "." + kind
+        stem, ext = _here(file, ""), "." + kind
     if len(variants) == 1:
         return [(variants[0], kind, stem + ext)]
     return [(name, kind, f"{stem}-{_file_part(name)}{ext}") for name in variants]
+
+
+def _here(file: str, ext: str) -> str:
+    """The default output name: FILE's name with ``ext``, in the current directory (as every
+    command line tool writes), not beside FILE."""
+    return os.path.splitext(os.path.basename(file))[0] + ext
 
 
 def _file_part(name: str) -> str:
@@ -503,7 +547,7 @@ def _latex_targets(file: str, out: str | None, pdf: bool) -> list[tuple[str, str
             raise ProblemError(None, "-: the problem comes from standard input, so there is no name to give the "
                                      "PDF; add -o OUT.pdf (or -o - for standard output)")
         return [("tex", "-")]
-    tex = out if out is not None else os.path.splitext(file)[0] + ".tex"
+    tex = out if out is not None else _here(file, ".tex")
     return [("tex", tex)] + ([("pdf", os.path.splitext(tex)[0] + ".pdf")] if pdf else [])
 
 

@@ -218,12 +218,13 @@ def test_terminal_safe():
 # ----------------------------------------------------------------------------- verify and torch
 
 def test_verify_without_torch_says_how_to_install_it(tmp_path):
+    """torch missing is the environment, not the file: one line saying how to install the CPU build, exit 4."""
     (tmp_path / "sitecustomize.py").write_text(BLOCK_TORCH)
     proc = cli("verify", SLINEAR, env={"PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"})
-    assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr == ("adjoint verify runs the problems in PyTorch, which is not installed here (No module "
-                           "named 'torch'); install it: pip install torch==2.13.0 (the CPU wheel; outside this "
-                           "project's machines add --index-url https://download.pytorch.org/whl/cpu)\n")
+    assert proc.returncode == 4 and proc.stdout == ""
+    assert proc.stderr == ("adjoint verify runs PyTorch, which is not installed in this Python (ModuleNotFoundError: "
+                           "No module named 'torch'); install the CPU build: pip install torch --index-url "
+                           "https://download.pytorch.org/whl/cpu\n")
 
 
 def test_verify_without_torch_still_reports_bad_input_first(tmp_path):
@@ -234,21 +235,71 @@ def test_verify_without_torch_still_reports_bad_input_first(tmp_path):
     assert proc.returncode == 2 and proc.stderr.startswith(f"{bad}:2:1: YAML syntax error")
 
 
+@pytest.mark.parametrize("body, detail", [
+    ("raise OSError('libtorch_cpu.so: cannot open shared object file: No such file or directory')\n",
+     "OSError: libtorch_cpu.so: cannot open shared object file: No such file or directory"),
+    ("import a_dependency_torch_lost\n",
+     "ModuleNotFoundError: No module named 'a_dependency_torch_lost'"),
+    ("from . import _C\n", "ImportError: cannot import name '_C' from "),
+    ("raise AttributeError(\"module 'numpy' has no attribute 'bool8'\")\n",
+     "AttributeError: module 'numpy' has no attribute 'bool8'"),
+])
+def test_a_broken_torch_is_an_environment_problem_not_a_bug(tmp_path, body, detail):
+    """A torch whose import fails (a missing shared library, a dependency it lost, a half-removed
+    package, an incompatible numpy) is said as what is wrong with the environment, exit 4 -- not
+    "internal error ... please report it" (exit 3)."""
+    torch_dir = tmp_path / "torch"
+    torch_dir.mkdir()
+    (torch_dir / "__init__.py").write_text(body)
+    for args in (("verify", SLINEAR), ("import", "examples/mlp.py:make_model", "--input", "x=2x4")):
+        proc = cli(*args, env={"PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"})
+        assert proc.returncode == 4 and proc.stdout == "", proc.stderr
+        line = proc.stderr
+        assert line.startswith(f"adjoint {args[0]} runs PyTorch, and the torch installed at "
+                               f"{os.path.realpath(torch_dir)} fails to import ({detail}")
+        assert line.endswith("the installation is broken or incomplete: reinstall it, e.g. pip install "
+                             "--force-reinstall torch --index-url https://download.pytorch.org/whl/cpu\n")
+        assert len(line.splitlines()) == 1 and "internal error" not in line
+
+
+def test_a_bug_in_adjoint_is_still_a_bug(monkeypatch):
+    """Only failures raised by torch's own import are the environment's: ours stay exit 3."""
+    from adjoint import torchenv
+
+    try:
+        raise KeyError("ours")
+    except KeyError as exc:
+        assert torchenv.classify(exc, "adjoint verify") is None
+
+
+def test_bare_adjoint_prints_its_help_as_lines():
+    proc = cli()
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert proc.stdout.startswith("Usage: adjoint [OPTIONS] COMMAND [ARGS]...\n\n")
+    assert "\\n" not in proc.stdout and proc.stdout == cli("--help").stdout
+
+
 @pytest.mark.torch
-def test_verify_names_its_torch_and_warns_on_another(monkeypatch):
+def test_verify_names_its_torch_and_says_which_semantics_on_another(monkeypatch):
     import torch
 
     from adjoint.torchside import verify
 
     code, out, err = run("verify", SLINEAR)
     assert code == 0 and out.startswith(f"verified against torch {torch.__version__}\n") and err == ""
-    monkeypatch.setattr(verify, "torch_version", lambda: "2.5.1+cpu")
+    assert "semantics" not in out
+    monkeypatch.setattr(verify, "torch_version", lambda: "2.13.1+cpu")   # a patch release: 2.13's semantics
     code, out, err = run("verify", SLINEAR)
-    assert code == 0 and out.startswith("verified against torch 2.5.1+cpu\n")
-    assert err.startswith("adjoint: warning: verifying against torch 2.5.1+cpu, but the predictions model "
-                          "PyTorch 2.13.0;") and len(err.splitlines()) == 1
+    assert code == 0 and out.startswith("verified against torch 2.13.1+cpu\n== ") and err == ""
+    monkeypatch.setattr(verify, "torch_version", lambda: "2.14.1+cpu")
+    code, out, err = run("verify", SLINEAR)
+    assert code == 0 and err == ""
+    assert out.startswith("verified against torch 2.14.1+cpu\nnote: the predictions follow PyTorch 2.13.0 "
+                          "semantics and this run uses torch 2.14.1+cpu; no difference between the two is known "
+                          "to adjoint, but none is ruled out; a mismatch may be a change between releases\n== ")
     code, out, err = run("verify", "--json", SLINEAR)
-    assert strict_json(out)["torch"] == "2.5.1+cpu"
+    doc = strict_json(out)
+    assert doc["torch"] == "2.14.1+cpu" and doc["semantics"] == "2.13.0" and doc["note"].startswith("note: the ")
 
 
 def test_solve_progress_bar_draws_after_its_delay(capsys, monkeypatch):
@@ -294,3 +345,44 @@ def test_verify_in_each_mode():
         code, out, _ = run("verify", path, flag)
         assert code == 0, out
         assert "0 mismatches" in out
+
+
+# ----------------------------------------------------------------------------- where output goes
+
+def test_solve_writes_the_report_or_json_with_dash_o(tmp_path):
+    report = tmp_path / "r.txt"
+    code, out, err = run("solve", SLINEAR, "-o", str(report))
+    assert code == 0 and out == f"wrote {report}\n" and err == ""
+    _, printed, _ = run("solve", SLINEAR)
+    assert report.read_text() == printed            # the same plain report as piped output
+    doc = tmp_path / "r.json"
+    code, out, err = run("solve", SLINEAR, "--json", "-o", str(doc))
+    assert code == 0 and strict_json(doc.read_text())["problem"] == "slinear" and doc.read_text().endswith("}\n")
+    code, out, err = run("solve", SLINEAR, "--json", "-o", "-")
+    assert code == 0 and strict_json(out)["problem"] == "slinear"
+
+
+def test_solve_dash_o_never_overwrites_a_problem_file(tmp_path):
+    problem = tmp_path / "p.yaml"
+    problem.write_text(open(SLINEAR).read())
+    code, out, err = run("solve", str(problem), "-o", str(problem))
+    assert code == 2 and out == "" and "is the problem file being read" in err
+    assert problem.read_text() == open(SLINEAR).read()
+
+
+def test_latex_and_graph_write_into_the_current_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run("latex", SLINEAR)
+    assert code == 0 and out == "wrote slinear.tex\n" and (tmp_path / "slinear.tex").exists()
+    assert not os.path.exists(os.path.join(ROOT, "problems", "slinear.tex"))
+    code, out, err = run("graph", SLINEAR, "--variant", "legacy", "--format", "dot")
+    assert code == 0 and out == "wrote slinear.dot\n" and (tmp_path / "slinear.dot").read_text().startswith("digraph")
+
+
+def test_graph_dash_o_with_several_variants_is_one_file_each_and_the_help_says_so(tmp_path):
+    code, out, err = run("graph", SLINEAR, "-o", str(tmp_path / "g.dot"))
+    names = [f"g-{v}.dot" for v in ("full", "rescaled", "legacy")]
+    assert code == 0 and out == "wrote " + " and ".join(str(tmp_path / n) for n in names) + "\n"
+    assert sorted(os.listdir(tmp_path)) == sorted(names)
+    help_text = " ".join(run("graph", "--help")[1].split())
+    assert "-o g.svg writes g-VARIANT.svg for each" in help_text and "in the current directory" in help_text

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 
@@ -197,14 +196,15 @@ def test_picture_formats(fmt, magic):
 
 
 @pytest.mark.graphviz
-def test_graph_writes_one_file_per_variant(tmp_path):
-    shutil.copy(SLINEAR, tmp_path / "p.yaml")
-    code, out, err = graph(str(tmp_path / "p.yaml"))
+def test_graph_writes_one_file_per_variant(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)          # by default into the current directory, not beside FILE
+    code, out, err = graph(SLINEAR)
     assert code == 0, err
-    written = [tmp_path / f"p-{v}.svg" for v in ("full", "rescaled", "legacy")]
-    assert out.decode() == "wrote " + " and ".join(map(str, written)) + "\n"
+    written = [tmp_path / f"slinear-{v}.svg" for v in ("full", "rescaled", "legacy")]
+    assert out.decode() == "wrote " + " and ".join(p.name for p in written) + "\n"
+    assert not any(f.endswith(".svg") for f in os.listdir(os.path.dirname(SLINEAR)))
     assert all(b"<svg" in p.read_bytes()[:400] for p in written)
-    code, out, err = graph(str(tmp_path / "p.yaml"), "--variant", "legacy", "-o", str(tmp_path / "g.png"))
+    code, out, err = graph(SLINEAR, "--variant", "legacy", "-o", str(tmp_path / "g.png"))
     assert code == 0 and (tmp_path / "g.png").read_bytes().startswith(b"\x89PNG")
     assert os.stat(tmp_path / "g.png").st_mode & 0o777 == 0o666 & ~_umask()
 

@@ -68,7 +68,7 @@ def test_a_file_gets_the_generated_values_as_literals():
            "{in_features: 2, out_features: 3}}\n  forward: lin(x)\n"
     lin = adjoint.loads(text).model.child("lin")
     assert lin.params[0].value.items == init.values(5, "lin.weight", (3, 2))
-    assert lin.params[1].value.items == init.values(5, "lin.bias", (3,))
+    assert lin.params[1].value.items == init.values(5, "lin.bias", (3,), fan=2)   # the weight's fan_in
     assert all(p.requires_grad for p in lin.params)
 
 
@@ -78,3 +78,36 @@ def test_given_parameters_are_kept_and_only_missing_ones_generated():
     lin = adjoint.loads(text).model
     assert lin.params[1].value.items == (Fraction(1, 2),)
     assert lin.params[0].value.items == init.values(0, "weight", (1, 2))
+
+
+def test_a_bias_is_bounded_by_its_weights_fan_in_as_torch_draws_it():
+    """A hand-written classifier's biases were up to 1 (fan_in of a 1-D tensor is 1): PyTorch
+    draws a Linear's or a convolution's bias from U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with the
+    weight's fan_in. Now the bias gets the weight's bound: 1/2 for in_features 4, 1/8 for a
+    Conv2d with 2 input channels and a 3x3 kernel (fan_in 18: 1/4 > 1/sqrt(18) >= 1/8)."""
+    text = ("name: t\ninputs:\n  x: [[[[1, 2], [3, 4]], [[1, 2], [3, 4]]]]\ninit: {seed: 3}\nmodel:\n  children:\n"
+            "    lin: {type: Linear, args: {in_features: 4, out_features: 64}}\n"
+            "    conv: {type: Conv2d, args: {in_channels: 2, out_channels: 64, kernel_size: 3, padding: 1}}\n"
+            "    norm: {type: LayerNorm, args: {normalized_shape: [4]}}\n"
+            "  forward: norm(lin(flatten(conv(x)[:, 0])))\n")
+    model = adjoint.loads(text).model
+    lin_bias = model.child("lin").params[1].value.items
+    conv_bias = model.child("conv").params[1].value.items
+    assert lin_bias == init.values(3, "lin.bias", (64,), fan=4)
+    assert Fraction(1, 4) < max(abs(v) for v in lin_bias) <= Fraction(1, 2) and min(lin_bias) < 0 < max(lin_bias)
+    assert conv_bias == init.values(3, "conv.bias", (64,), fan=18)
+    assert Fraction(1, 16) < max(abs(v) for v in conv_bias) <= Fraction(1, 8)
+    # a LayerNorm's parameters keep their own shape's rule (documented: not torch's ones and zeros)
+    assert model.child("norm").params[1].value.items == init.values(3, "norm.bias", (4,))
+
+
+@pytest.mark.torch
+def test_torchs_bias_bound_is_the_weights_fan_in():
+    import torch
+
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(4, 4096)
+    conv = torch.nn.Conv2d(2, 4096, 3)
+    assert 0.49 < lin.bias.abs().max().item() <= 0.5                      # 1/sqrt(4)
+    assert 0.23 < conv.bias.abs().max().item() <= 1 / 18 ** 0.5           # 1/sqrt(2 * 3 * 3)
+    assert init.fan_in(tuple(conv.weight.shape)) == 18 and init.fan_in(tuple(lin.weight.shape)) == 4

@@ -54,10 +54,11 @@ def test_latex_never_overwrites_its_input(tmp_path):
     assert problem.read_bytes() == before
 
 
-def test_default_output_of_a_tex_named_problem_is_refused(tmp_path):
+def test_default_output_of_a_tex_named_problem_is_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)    # the default output is written in the current directory
     problem = tmp_path / "p.tex"   # a problem file named *.tex: its default output is itself
     problem.write_text(open(SLINEAR).read())
-    code, out, err = run("latex", str(problem))
+    code, out, err = run("latex", "p.tex")
     assert "is the problem file being read" in one_line(code, err)
     assert problem.read_text() == open(SLINEAR).read()
 
@@ -73,10 +74,11 @@ def test_a_link_to_the_input_is_the_input(tmp_path, how):
     assert problem.read_text() == open(SLINEAR).read()
 
 
-def test_pdf_next_to_the_input_may_not_be_the_input(tmp_path):
+def test_pdf_next_to_the_input_may_not_be_the_input(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     problem = tmp_path / "p.pdf"   # odd, but then --pdf's default PDF would be the problem file
     problem.write_text(open(SLINEAR).read())
-    code, out, err = run("latex", str(problem), "--pdf")
+    code, out, err = run("latex", "p.pdf", "--pdf")
     assert "p.pdf: is the problem file being read" in one_line(code, err)
     assert not (tmp_path / "p.tex").exists()  # refused before anything was written
 

@@ -17,7 +17,9 @@ in full, so that anyone can reproduce the values without this code:
    ``1 / sqrt(fan_in)``, i.e. ``2 ** -j`` for the least ``j >= 0`` with ``4 ** j >= fan_in``.
    ``fan_in`` is computed as ``torch.nn.init._calculate_fan_in_and_fan_out`` does
    (``shape[1]`` times the product of ``shape[2:]``), and is 1 for tensors of fewer than
-   two dimensions.
+   two dimensions -- except the ``bias`` of ``Linear``, ``Conv1d`` and ``Conv2d``, whose
+   ``fan_in`` is its module's ``weight``'s, as PyTorch's ``reset_parameters`` draws it
+   (``uniform_(bias, -1/sqrt(fan_in), 1/sqrt(fan_in))``): a bias is as small as the weights.
 
 Every value is a dyadic rational (a float32 holds it exactly), of magnitude at most
 ``bound``, close to the scale of torch's default ``kaiming_uniform_(a=sqrt(5))``.
@@ -63,18 +65,36 @@ def fan_in(shape: tuple[int, ...]) -> int:
 
 def bound(shape: tuple[int, ...]) -> Fraction:
     """The largest power of two not above ``1 / sqrt(fan_in)``."""
-    n = fan_in(shape)
+    return bound_of_fan_in(fan_in(shape))
+
+
+def bound_of_fan_in(n: int) -> Fraction:
+    """The largest power of two not above ``1 / sqrt(n)``."""
     j = 0
     while 4 ** j < n:
         j += 1
     return Fraction(1, 2 ** j)
 
 
-def values(seed: int, name: str, shape: tuple[int, ...]) -> tuple[Fraction, ...]:
-    """The generated elements of tensor ``name`` of ``shape``, row-major."""
+#: module types whose ``bias`` PyTorch draws from U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with the
+#: weight's fan_in (their ``reset_parameters``)
+BIAS_FROM_WEIGHT = ("Linear", "Conv1d", "Conv2d")
+
+
+def param_fan_in(module_type: str, param: str, shapes: dict[str, tuple[int, ...]]) -> int | None:
+    """The fan_in a parameter's bound comes from when it is not its own (a Linear's or a
+    convolution's bias: its weight's); None: its own shape's."""
+    if module_type in BIAS_FROM_WEIGHT and param == "bias" and "weight" in shapes:
+        return fan_in(shapes["weight"])
+    return None
+
+
+def values(seed: int, name: str, shape: tuple[int, ...], fan: int | None = None) -> tuple[Fraction, ...]:
+    """The generated elements of tensor ``name`` of ``shape``, row-major; ``fan``: the fan_in
+    the bound comes from, when not the tensor's own (:func:`param_fan_in`)."""
     count = 1
     for n in shape:
         count *= n
-    scale = bound(shape) / 128
+    scale = bound_of_fan_in(fan_in(shape) if fan is None else fan) / 128
     draws = splitmix64(fnv1a64(f"{seed}\0{name}".encode("utf-8")), count)
     return tuple(scale * ((d >> 56) - 128) for d in draws)

@@ -284,7 +284,8 @@ class ModuleBuilder:
 
     def generated(self, full: str, shape: tuple[int, ...], loc: Loc, t: NNType, args: dict,
                   frozen: bool) -> TensorDecl:
-        items = list(generator.values(self.init_seed or 0, full, shape))
+        fan = generator.param_fan_in(t.name, full.rsplit(".", 1)[-1], {s.name: s.shape for s in t.params(args)})
+        items = list(generator.values(self.init_seed or 0, full, shape, fan))
         if t.name == "Embedding" and args["padding_idx"] is not None:  # torch zeroes that row at construction
             width = shape[1]
             row = args["padding_idx"]

@@ -20,10 +20,11 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from adjoint.answer.prediction import Boundary, HookRecord, Prediction
-from adjoint.render.safetext import terminal_safe
-from adjoint.render import values as fmt
-from adjoint.render.report import Group, Options, ReportView, VariantView, build
+from ..prediction import Boundary, HookRecord, Prediction
+from ..safetext import terminal_safe
+from . import values as fmt
+from .report import Group, Options, ReportView, VariantView, build
+from adjoint.render.explain import silent_what, unkept_line
 
 #: spaces at the end of a line (before any closing colour codes)
 _TRAILING = re.compile(r"[ ]+(?=(?:\x1b\[[0-9;]*m)*$)", re.MULTILINE)
@@ -109,6 +110,7 @@ def _variant(vv: VariantView, r: ReportView, opts: Options) -> list:
     if vv.loss is not None:
         out.append(Text.assemble("loss = ", fmt.value(vv.loss, opts.exact)))
     out.extend(_calls(vv, opts))
+    out.extend(_silent(vv))
     if v.error is not None:
         return out
     out.extend(_changes(vv, opts))
@@ -167,6 +169,11 @@ def _call(number: int, h: HookRecord, opts: Options):
     grid.add_row(Text(f"#{number}", NUMBER), _call_title(h))
     rows = []
     for name, x in h.args.items():
+        if h.kind == "post_accumulate_grad" and name == "tensor":
+            # handed the leaf itself (the parameter), not a gradient: the record holds its .grad
+            rows.append(("tensor", Text.assemble(_safe(h.target), (" itself (the leaf, not a gradient)", DIM)), None))
+            rows.append((f"{h.target}.grad", fmt.value(x, opts.exact), None))
+            continue
         rows.append((name, fmt.value(x, opts.exact), None))
     if h.raised:
         rows.append(("raises", "RuntimeError (the hook's raises:)", ERROR))
@@ -265,6 +272,22 @@ def _grads(vv: VariantView, r: ReportView, opts: Options) -> list:
         out.append(Text("  " + "; ".join(rest), DIM))
     if not shown and not rest:
         out.append(Text("  none: nothing requires grad", DIM))
+    if vv.unkept:
+        out.append(_pad(Text(_safe(unkept_line(vv.unkept)), NONE), (0, 0, 0, 2)))
+    return out
+
+
+def _silent(vv: VariantView) -> list:
+    if not vv.silent:
+        return []
+    out: list = [Text("hooks that never fired", HEAD)]
+    rows = Table.grid(padding=(0, 1))
+    rows.add_column(no_wrap=True)
+    rows.add_column()
+    for s in vv.silent:
+        rows.add_row(Text("  -", DIM), Text.assemble((_safe(silent_what(s)), KIND), "  ", (_safe(s.label), DIM),
+                                                     "\n", _safe(s.reason)))
+    out.append(rows)
     return out
 
 

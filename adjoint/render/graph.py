@@ -242,6 +242,12 @@ class _Drawing:
             slot = str(i) if many else ""
             if e is None:
                 stub = f"{self.ids[id(n)]}_none{i}"
+                if (id(n), i) in zeros and n.kind == "hookfn":   # zeros materialized for the hook, then dropped
+                    g.node(stub, "zeros (materialized), no edge", shape="plaintext", style="", fontcolor=ZERO,
+                           fontsize="9")
+                    g.edge(self.ids[id(n)], stub, style="dashed", color=ZERO, arrowhead="none", taillabel=slot,
+                           fontcolor=ZERO, label="zeros", penwidth="1.5")
+                    continue
                 g.node(stub, "None", shape="plaintext", style="", fontcolor=GREY, fontsize="9")
                 g.edge(self.ids[id(n)], stub, style="dashed", color=GREY, arrowhead="none", taillabel=slot,
                        fontcolor=GREY)

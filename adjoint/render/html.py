@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import html
 
-from adjoint.values.exact import Exact
-from adjoint.answer.prediction import Boundary, ErrorRecord, FunctionCheck, HookRecord, PassRecord, Prediction, VariantPrediction
-from adjoint.render import values as fmt
-from adjoint.render.report import Options, ReportView, VariantView, build, variant_view
+from ..exact import Exact
+from ..prediction import Boundary, ErrorRecord, FunctionCheck, HookRecord, PassRecord, Prediction, VariantPrediction
+from . import values as fmt
+from .report import Options, ReportView, VariantView, build, variant_view
+from adjoint.render.explain import silent_what, unkept_line
 
 TABLE = 'style="border-collapse:collapse;margin:0.2em 0 0.6em 0;font-size:90%"'
 TH = 'style="text-align:left;padding:2px 10px 2px 0;border-bottom:1px solid #ccc"'
@@ -77,6 +78,10 @@ def _variant(vv: VariantView, r: ReportView | None, heading: bool) -> str:
             rows.append((c.number, c.hook, g.title))
     out.append(_calls_table([(n, h) for n, h, _ in rows], titles=[t for *_, t in rows]) if rows
                else f"<p {MUTED}>no hook fired</p>")
+    if vv.silent:
+        out.append("<p style=\"margin:0.3em 0 0 0\"><b>hooks that never fired</b></p><ul style=\"margin:0.2em 0\">"
+                   + "".join(f"<li>{_e(silent_what(s))} <span {MUTED}>{_e(s.label)}</span>: {_e(s.reason)}</li>"
+                             for s in vv.silent) + "</ul>")
     for g in vv.groups:
         if g.grads_after:
             out.append(_pairs_table([(f"{_e(n)}.grad", _cell(x)) for n, x in g.grads_after.items()],
@@ -109,7 +114,10 @@ def _calls_table(rows: list[tuple[int | None, HookRecord]], titles: list | None 
             what += f" (call {h.k})"
         if h.label:
             what += f"<br><span {MUTED}>{_e(h.label)}</span>"
-        handed = "<br>".join(f"{_e(k)} = {_cell(x)}" for k, x in h.args.items())
+        handed = "<br>".join(
+            f"tensor = <b>{_e(h.target)}</b> itself <span {MUTED}>(the leaf, not a gradient)</span><br>"
+            f"{_e(h.target)}.grad = {_cell(x)}" if h.kind == "post_accumulate_grad" and k == "tensor"
+            else f"{_e(k)} = {_cell(x)}" for k, x in h.args.items())
         if h.raised:
             returned = "<span style=\"color:#b00020\">raised</span>"
         elif h.returned is None:
@@ -165,6 +173,8 @@ def _grads(vv: VariantView, r: ReportView | None) -> str:
         out.append(_pairs_table(rows, ("tensor", "final .grad")))
     if notes:
         out.append(f"<p {MUTED}>.grad of {'; '.join(notes)}</p>")
+    if vv.unkept:
+        out.append(f"<p {MUTED}>{_e(unkept_line(vv.unkept))}</p>")
     return "".join(out)
 
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from adjoint.answer.effects import Effects, hook_effects
-from adjoint.values.exact import Exact
-from adjoint.values.arith import same
-from adjoint.answer.prediction import Boundary, HookRecord, Prediction, VariantPrediction
+from ..effects import Effects, hook_effects
+from ..exact import Exact
+from ..prediction import Boundary, HookRecord, Prediction, VariantPrediction
+from adjoint.silent import silent_hooks, unkept_grads
 
 #: forward values are shown without --values when there are at most this many, each this small
 SHORT_VALUES = 6
@@ -74,6 +74,8 @@ class VariantView:
     boundaries: list[Boundary] | None  # the recursion to print (None: not shown)
     boundaries_same_as: str | None
     notes: list[str]                  # variant notes not already said by an earlier variant
+    silent: list = field(default_factory=list)     # hooks that never fired, with the reason (adjoint.silent)
+    unkept: list = field(default_factory=list)     # non-leaf names whose .grad stays None (no retain_grad)
 
 
 @dataclass
@@ -115,7 +117,8 @@ def _variant(v: VariantPrediction, ref: VariantPrediction | None, shared_loss, s
              report: ReportView) -> VariantView:
     groups = _groups(v)
     if v.error is not None:
-        return VariantView(v, groups, Effects(ran=False), None, {}, [], None, None, None, None, None, [])
+        return VariantView(v, groups, Effects(ran=False), None, {}, [], None, None, None, None, None, [],
+                           silent_hooks(v))
     effects = hook_effects(v)
     is_ref = ref is None or v is ref
     grads, same = {}, []
@@ -128,11 +131,14 @@ def _variant(v: VariantPrediction, ref: VariantPrediction | None, shared_loss, s
     boundaries, boundaries_same = _boundaries(v, ref, is_ref, opts, report)
     notes = []
     for n in v.notes + v.kinks:
-        if n not in said_notes and n not in notes:
+        if n not in said_notes and n not in notes and not _said_with_its_place(n, v.notes + v.kinks):
             notes.append(n)
     said_notes.update(notes)
+    unkept = unkept_grads(v)
+    if not is_ref and unkept == unkept_grads(ref):
+        unkept = []   # said once, in the first variant
     return VariantView(v, groups, effects, None if shared_loss is not None else v.loss, grads, same, v.returned,
-                       values, values_same, boundaries, boundaries_same, notes)
+                       values, values_same, boundaries, boundaries_same, notes, silent_hooks(v), unkept)
 
 
 def _values(v, ref, is_ref, opts: Options, report: ReportView):
@@ -190,6 +196,12 @@ def _groups(v: VariantPrediction) -> list[Group]:
     if len(groups) == 1 and not stepped:
         groups[0].title = None
     return groups
+
+
+def _said_with_its_place(note: str, notes: list) -> bool:
+    """A note that another note (or kink) says too, with the node and the place (``NODE at
+    FILE:L:C: note``): said once, located."""
+    return any(n != note and n.endswith(": " + note) for n in notes)
 
 
 def _same(a, b) -> bool:

@@ -13,9 +13,9 @@ a hook that changes gradients or saved tensors).
 
 Every file is loaded and solved before anything runs or prints, so bad input (a
 ProblemError, which propagates; the CLI prints it as one line and exits 2) writes nothing.
-Then torch is imported: when it cannot be, that is one ProblemError line too, saying how to
-install it. The report names the torch it ran against, and ``warn`` is told when that is not
-the version the predictions model. Exit code: 0 when everything matched, 1 on any mismatch.
+Then torch is imported, whatever release is installed: when it cannot be, that is one line
+saying what is wrong with the environment (:mod:`adjoint.torchenv`). The report names the torch
+it ran against and, when that is not 2.13, says that the predictions follow 2.13's semantics. Exit code: 0 when everything matched, 1 on any mismatch.
 """
 
 from __future__ import annotations
@@ -23,16 +23,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from adjoint.torchside.compare import FD_TOLERANCE, Row, compare, compare_fd, tolerance
-from adjoint.format.errors import ProblemError
-from adjoint.render.jsontext import dumps
-from adjoint.format.problem import Problem
-from adjoint.answer.solve import solve_problem
+from .compare import FD_TOLERANCE, Row, compare, compare_fd, tolerance
+from .errors import ProblemError
+from .jsonout import dumps
+from .problem import Problem
+from adjoint.torchenv import MODELLED_TORCH, classify, semantics_note
 
 PROGRESS_MIN_JOBS = 8   # a progress bar (when the caller gives one) from this many variants on
-MODELLED_TORCH = "2.13.0"  # the PyTorch release whose semantics the predictions encode
-INSTALL_TORCH = (f"pip install torch=={MODELLED_TORCH} (the CPU wheel; outside this project's machines add "
-                 "--index-url https://download.pytorch.org/whl/cpu)")
 
 
 @dataclass
@@ -71,11 +68,12 @@ def predicted_json(vp) -> dict:
 
 
 def run(files: list[str], dtype: str | None, as_json: bool, fd: bool, variant: str | None, echo,
-        progress=None, *, load=None, warn=None, mode: str = "exact") -> int:
+        progress=None, *, load=None, mode: str = "exact") -> int:
     """Verify every variant of every file; ``echo`` prints a line, ``progress(total)`` (optional:
     the CLI passes a progress bar) returns an object with ``update(n, item)`` and ``finish()``.
     ``load(path)`` reads a problem (default :func:`adjoint.load`; the CLI's also reads ``-``);
-    ``warn(line)`` is told when torch is not the modelled release (default: ``echo``). ``mode``:
+    When torch is another release than the one predictions follow, the report says so in a line
+    after the torch it names (JSON: ``"note"``). ``mode``:
     the answer mode predicted and compared (``structure``: shapes, None patterns, calls, no values)."""
     if load is None:
         from adjoint.format.validate import load
@@ -88,9 +86,7 @@ def run(files: list[str], dtype: str | None, as_json: bool, fd: bool, variant: s
         for vp in prediction.variants:
             jobs.append((path, problem, vp))
     version = torch_version()
-    if version.split("+")[0] != MODELLED_TORCH:
-        (warn or echo)(f"adjoint: warning: verifying against torch {version}, but the predictions model PyTorch "
-                       f"{MODELLED_TORCH}; a mismatch may be a change between releases; {INSTALL_TORCH}")
+    note = semantics_note(version)   # another release than the one predictions follow: said in the report
 
     results = []
     bar = progress(len(jobs)) if progress is not None and len(jobs) >= PROGRESS_MIN_JOBS else None
@@ -104,27 +100,28 @@ def run(files: list[str], dtype: str | None, as_json: bool, fd: bool, variant: s
 
     summary = _summary(results, len({r.file for r in results}), elapsed)
     if as_json:
-        echo(dumps({"torch": version, "results": [r.to_json() for r in results], "summary": summary}))
+        echo(dumps({"torch": version, "semantics": MODELLED_TORCH, "note": note,
+                    "results": [r.to_json() for r in results], "summary": summary}))
     else:
         echo(f"verified against torch {version}")
+        if note is not None:
+            echo(note)
         echo("\n".join(render_result(r) for r in results))
         echo(summary["line"])
     return 0 if summary["ok"] else 1
 
 
 def torch_version() -> str:
-    """The torch version; one ProblemError line, saying how to install it, when it cannot be imported."""
+    """The torch version; when torch cannot be imported, one line saying what is wrong with the
+    environment and how to repair it (:mod:`adjoint.torchenv`: exit 4 in the CLI)."""
     try:
         from adjoint.torchside import torch_version as version
         return version()
-    except ImportError as exc:
-        if not (exc.name or "").split(".")[0] == "torch":
+    except Exception as exc:
+        problem = classify(exc, "adjoint verify")
+        if problem is None:
             raise
-        raise ProblemError(None, f"adjoint verify runs the problems in PyTorch, which is not installed here "
-                                 f"({exc}); install it: {INSTALL_TORCH}") from None
-    except OSError as exc:  # a broken installation: a shared library that does not load
-        raise ProblemError(None, f"adjoint verify runs the problems in PyTorch, which failed to load ({exc}); "
-                                 f"reinstall it: {INSTALL_TORCH}") from None
+        raise problem from None
 
 
 def verify_variant(path: str, problem: Problem, vp, dtype: str, fd: bool) -> VariantResult:

@@ -18,13 +18,14 @@ import math
 
 import numpy as np
 
-from adjoint.format.errors import ProblemError
-from adjoint.values.backends.inexact import NoExactChecks
+from ..errors import ProblemError
+from .inexact import NoExactChecks
+from adjoint.asdata import AsData
 
 _SIGN_KEYS = (-1, 0, 1, "nan")
 
 
-class F64:
+class F64(AsData):
     """An immutable float64 tensor value."""
 
     __slots__ = ("a",)
