@@ -3,8 +3,8 @@ over the Python API.
 
 Bad input (a problem-file or command-line mistake) is one line on stderr, exit code 2,
 nothing written; torch missing or failing to import (``verify``, ``import``) is one line saying
-what is wrong with the environment, exit code 4 (:mod:`adjoint.torchenv`); every line that quotes a file name or the file's text goes through
-:func:`adjoint.safetext.terminal_safe`. Ctrl-C is one line, ``interrupted``, exit 130;
+what is wrong with the environment, exit code 4 (:mod:`adjoint.torchside.torchenv`); every line that quotes a file name or the file's text goes through
+:func:`adjoint.render.safetext.terminal_safe`. Ctrl-C is one line, ``interrupted``, exit 130;
 SIGTERM unwinds the same way (temporary files and directories removed), exit 143. ``-``
 reads the problem from standard input (named ``<stdin>`` in messages) and, for ``-o``,
 writes to standard output. torch is imported only by ``verify`` and ``import``.
@@ -19,14 +19,14 @@ import time
 
 import click
 
-from .errors import ProblemError
-from .safetext import terminal_safe
-from adjoint.torchenv import EnvironmentProblem
+from adjoint.format.errors import ProblemError
+from adjoint.render.safetext import terminal_safe
+from adjoint.torchside.torchenv import EnvironmentProblem
 
 STDIN = "<stdin>"
 EXIT_INTERRUPTED = 128 + signal.SIGINT    # 130, as a shell reports Ctrl-C
 EXIT_TERMINATED = 128 + signal.SIGTERM    # 143
-EXIT_ENVIRONMENT = 4                      # torch missing or broken (adjoint.torchenv)
+EXIT_ENVIRONMENT = 4                      # torch missing or broken (adjoint.torchside.torchenv)
 
 
 class _Terminated(BaseException):
@@ -197,13 +197,13 @@ def solve(files, as_json, variant, numeric, exact, values, recursion, float64, s
     The report is coloured on a terminal (not when piped, nor with NO_COLOR set) and wrapped
     to its width (COLUMNS when not a terminal, else 80); written to a file with -o, it is
     plain text."""
-    from .solve import solve_problem
+    from adjoint.answer.solve import solve_problem
 
     mode = _mode(float64, structure)
     paths = _expand(files)
     protect = tuple(p for p in paths if p != "-")
     if out is not None and out != "-":
-        from .output import check_target
+        from adjoint.render.output import check_target
 
         check_target(out, protect)
     predictions = []
@@ -236,7 +236,7 @@ def solve(files, as_json, variant, numeric, exact, values, recursion, float64, s
         buf = io.StringIO()
         print_report(predictions, opts, console(buf, color=False))
         text = buf.getvalue()
-    from .output import write_atomic
+    from adjoint.render.output import write_atomic
 
     write_atomic(out, text, protect=protect)
     click.echo(terminal_safe(f"wrote {out}"))
@@ -256,7 +256,7 @@ def verify(paths, dtype, as_json, fd, variant, float64, structure):
     Runs the torch installed here, whatever its release (the CPU build: pip install torch
     --index-url https://download.pytorch.org/whl/cpu). The predictions follow PyTorch 2.13; the
     report names the torch it ran against and says so when that is another release."""
-    from .verify import run
+    from adjoint.torchside.verify import run
 
     progress = _ProgressBar if sys.stderr.isatty() and not as_json else None
     code = run(_expand(paths), dtype=dtype, as_json=as_json, fd=fd, variant=variant,
@@ -367,9 +367,9 @@ def import_(model, input_specs, loss, out):
     if out and out != "-":
         check_target(out, protect)
     try:
-        from .torchside.importer import import_file
+        from adjoint.torchside.importer import import_file
     except Exception as exc:
-        from adjoint.torchenv import classify
+        from adjoint.torchside.torchenv import classify
         problem = classify(exc, "adjoint import")
         if problem is None:
             raise

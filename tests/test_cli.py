@@ -264,7 +264,7 @@ def test_a_broken_torch_is_an_environment_problem_not_a_bug(tmp_path, body, deta
 
 def test_a_bug_in_adjoint_is_still_a_bug(monkeypatch):
     """Only failures raised by torch's own import are the environment's: ours stay exit 3."""
-    from adjoint import torchenv
+    from adjoint.torchside import torchenv
 
     try:
         raise KeyError("ours")

@@ -226,7 +226,7 @@ def test_in_torch_a_max_pool_tie_goes_to_the_first():
 @pytest.mark.torch
 @pytest.mark.parametrize("path", [SILENT, TIE], ids=os.path.basename)
 def test_the_problems_here_verify_against_torch(path):
-    from adjoint import verify
+    from adjoint.torchside import verify
 
     lines = []
     assert verify.run([path], None, False, False, None, lines.append) == 0, "\n".join(lines)

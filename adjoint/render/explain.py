@@ -1,5 +1,5 @@
 """The words both reports (terminal and notebook) use for what a run did not do: the non-leaf
-tensors whose ``.grad`` stays None, and the hooks that never fired (:mod:`adjoint.silent`
+tensors whose ``.grad`` stays None, and the hooks that never fired (:mod:`adjoint.answer.silent`
 finds them and their reasons in the engine's records)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def unkept_line(names: list[str]) -> str:
 
 
 def silent_what(s) -> str:
-    """A hook that never fired (an :class:`adjoint.silent.Silent`), named as a call's title names it."""
+    """A hook that never fired (an :class:`adjoint.answer.silent.Silent`), named as a call's title names it."""
     where = {"tensor": f"on tensor {s.target}", "node": f"on node {s.target}", "module": f"on module {s.target}",
              "global": "(global)", "multi_grad": f"on tensors {s.target}",
              "saved_tensors": "(saved_tensors_hooks)"}.get(s.on, s.target)

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..effects import Effects, hook_effects
-from ..exact import Exact
-from ..prediction import Boundary, HookRecord, Prediction, VariantPrediction
-from adjoint.silent import silent_hooks, unkept_grads
+from adjoint.answer.effects import Effects, hook_effects
+from adjoint.values.exact import Exact
+from adjoint.answer.prediction import Boundary, HookRecord, Prediction, VariantPrediction
+from adjoint.answer.silent import silent_hooks, unkept_grads
+from adjoint.values.arith import same
 
 #: forward values are shown without --values when there are at most this many, each this small
 SHORT_VALUES = 6
@@ -74,7 +75,7 @@ class VariantView:
     boundaries: list[Boundary] | None  # the recursion to print (None: not shown)
     boundaries_same_as: str | None
     notes: list[str]                  # variant notes not already said by an earlier variant
-    silent: list = field(default_factory=list)     # hooks that never fired, with the reason (adjoint.silent)
+    silent: list = field(default_factory=list)     # hooks that never fired, with the reason (adjoint.answer.silent)
     unkept: list = field(default_factory=list)     # non-leaf names whose .grad stays None (no retain_grad)
 
 

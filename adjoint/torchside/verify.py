@@ -14,7 +14,7 @@ a hook that changes gradients or saved tensors).
 Every file is loaded and solved before anything runs or prints, so bad input (a
 ProblemError, which propagates; the CLI prints it as one line and exits 2) writes nothing.
 Then torch is imported, whatever release is installed: when it cannot be, that is one line
-saying what is wrong with the environment (:mod:`adjoint.torchenv`). The report names the torch
+saying what is wrong with the environment (:mod:`adjoint.torchside.torchenv`). The report names the torch
 it ran against and, when that is not 2.13, says that the predictions follow 2.13's semantics. Exit code: 0 when everything matched, 1 on any mismatch.
 """
 
@@ -23,11 +23,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from .compare import FD_TOLERANCE, Row, compare, compare_fd, tolerance
-from .errors import ProblemError
-from .jsonout import dumps
-from .problem import Problem
-from adjoint.torchenv import MODELLED_TORCH, classify, semantics_note
+from adjoint.torchside.compare import FD_TOLERANCE, Row, compare, compare_fd, tolerance
+from adjoint.format.errors import ProblemError
+from adjoint.render.jsontext import dumps
+from adjoint.format.problem import Problem
+from adjoint.answer.solve import solve_problem
+from adjoint.torchside.torchenv import MODELLED_TORCH, classify, semantics_note
 
 PROGRESS_MIN_JOBS = 8   # a progress bar (when the caller gives one) from this many variants on
 
@@ -113,7 +114,7 @@ def run(files: list[str], dtype: str | None, as_json: bool, fd: bool, variant: s
 
 def torch_version() -> str:
     """The torch version; when torch cannot be imported, one line saying what is wrong with the
-    environment and how to repair it (:mod:`adjoint.torchenv`: exit 4 in the CLI)."""
+    environment and how to repair it (:mod:`adjoint.torchside.torchenv`: exit 4 in the CLI)."""
     try:
         from adjoint.torchside import torch_version as version
         return version()

@@ -29,12 +29,12 @@ from fractions import Fraction
 import flint
 import numpy as np
 
-from . import certified as C
-from .backends import balls as Bl
-from .backends import forms as F
-from .backends.rational import QArray
-from adjoint.asdata import AsData
-from .backends.symbolic import (MAX_EXACT_EXPONENT, ExactLimit, check_exponent, fmpq_float, is_zero, loaded,  # noqa: F401
+from adjoint.values import certified as C
+from adjoint.values.numbers import balls as Bl
+from adjoint.values.numbers import forms as F
+from adjoint.values.numbers.rational import QArray
+from adjoint.values.asdata import AsData
+from adjoint.values.numbers.symbolic import (MAX_EXACT_EXPONENT, ExactLimit, check_exponent, fmpq_float, is_zero, loaded,  # noqa: F401
                                 has_symbols, memo_printer, s_approx, s_div, s_float, s_is_nan, s_is_nonfinite, s_log, s_mul, s_norm, s_pow,
                                 s_sci, s_sign, s_sqrt, s_str, s_sym, sympy)
 

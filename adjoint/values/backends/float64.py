@@ -18,9 +18,9 @@ import math
 
 import numpy as np
 
-from ..errors import ProblemError
-from .inexact import NoExactChecks
-from adjoint.asdata import AsData
+from adjoint.format.errors import ProblemError
+from adjoint.values.backends.inexact import NoExactChecks
+from adjoint.values.asdata import AsData
 
 _SIGN_KEYS = (-1, 0, 1, "nan")
 

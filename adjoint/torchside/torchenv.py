@@ -15,7 +15,7 @@ import importlib.util
 import os
 import traceback
 
-from .errors import ProblemError
+from adjoint.format.errors import ProblemError
 
 #: the PyTorch release whose semantics the predictions follow
 MODELLED_TORCH = "2.13.0"

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .graph import Tensor
+from adjoint.engine.graph import Tensor
 
 
 @dataclass(frozen=True)
