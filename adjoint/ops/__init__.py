@@ -85,7 +85,7 @@ class Op:
     shape: Callable                  # (shapes, p, loc) -> shape (or tuple of shapes); raises ProblemError
     saves: tuple[Save, ...]          # in pack order (unpack runs in the same order)
     formula: str                     # the derivative, as docs/ops.md and the derivation show it
-    negzero: str = "never"           # how the exact backend tracks -0.0: keep | negate | product | sum |
+    negzero: str = "never"           # how the exact backend tracks -0.0: keep | negate | product | input_sign | sum |
                                      # difference | never (see adjoint/signed_zero.py)
     grows: bool = True               # results may be larger than the operands (the overflow check runs)
     nonfinite: str | None = None     # what makes a non-finite forward value ("division by zero")
@@ -123,8 +123,9 @@ class Op:
 
 def _collect() -> dict[str, Op]:
     from . import activations, arith, elementwise, linalg, losses, nn, reductions, views
+    from adjoint.ops import masking, swish
     registry: dict[str, Op] = {}
-    for family in (arith, elementwise, linalg, reductions, views, activations, nn, losses):
+    for family in (arith, elementwise, linalg, reductions, views, activations, nn, losses, masking, swish):
         for op in family.OPS:
             if op.name in registry:
                 raise ValueError(f"primitive {op.name!r} is defined twice")
