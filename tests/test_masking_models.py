@@ -175,3 +175,57 @@ model:
     with pytest.raises(ProblemError) as ours:
         adjoint.loads(text).solve()
     assert str(theirs.value) in str(ours.value)
+
+
+# ----------------------------------------------------------------------------- float("-inf")
+
+CAUSAL = [[False, True, True], [False, False, True], [False, False, False]]
+SCORES = {"a": ([[[1, -2, 0.5], [3, 0.25, -1], [0, 2, -0.5]], [[0.5, 1, 2], [-1, 0, 1], [2, 2, 1]]], True),
+          "k": (CAUSAL, False, "bool")}
+
+
+@pytest.mark.parametrize("expr,fn", [
+    ("F.softmax(a.masked_fill(k, float('-inf')), dim=-1)",
+     lambda a, k: F.softmax(a.masked_fill(k, float("-inf")), dim=-1)),
+    ("torch.softmax(a.masked_fill(k, float(' -Infinity ')), -1)",
+     lambda a, k: torch.softmax(a.masked_fill(k, float(" -Infinity ")), -1)),
+    ("F.log_softmax(torch.masked_fill(a, k, float('-inf')), 2)",
+     lambda a, k: F.log_softmax(torch.masked_fill(a, k, float("-inf")), 2).masked_fill(k, 0)),
+])
+def test_a_causal_mask_with_minus_infinity_against_torch(expr, fn):
+    # exp(-inf) = 0 exactly: the masked scores get probability 0 and gradient 0
+    if "log_softmax" in expr:
+        expr = expr + ".masked_fill(k, 0)"
+    assert case(SCORES, expr, fn) == []
+
+
+def test_minus_infinity_in_place_against_torch():
+    child = expr_child(["a", "k"], "c = a * 1\nc.masked_fill_(k, float('-inf'))\nreturn c.softmax(-1)")
+
+    def run(a, k):
+        c = a * 1
+        c.masked_fill_(k, float("-inf"))
+        return c.softmax(-1)
+    assert compare(SCORES, child, Lambda(run)) == []
+
+
+@pytest.mark.parametrize("forward,needle", [
+    ("(x + float('-inf')).sum()", "arithmetic with an infinite number is not modelled"),
+    ("x.masked_fill(m, float('nan')).sum()", "float('nan') is not modelled"),
+    ("x.masked_fill(m, float('abc')).sum()", "only float(\"inf\") and float(\"-inf\")"),
+    ("x.masked_fill(m, 'a').sum()", "argument 'value' must be a number or a Tensor"),
+])
+def test_infinite_numbers_elsewhere_are_refused(forward, needle):
+    with pytest.raises(ProblemError) as err:
+        _solve(forward)
+    assert needle in str(err.value)
+
+
+def test_a_fully_masked_row_is_nan_as_in_torch():
+    v = _solve("F.softmax(x.masked_fill(m, float('-inf')), dim=1)[0].sum()", "[[true, true], [false, true]]")
+    x = torch.tensor([[1., -2], [3, 4]], requires_grad=True)
+    y = F.softmax(x.masked_fill(torch.tensor([[True, True], [False, True]]), float("-inf")), dim=1)[0].sum()
+    y.backward()
+    assert torch.isnan(y) and v["values"]["y"]["exact"] == "nan"
+    # the softmax row is nan, its gradient too, but masked_fill's backward zeroes the masked slots
+    assert v["grads"]["x"]["value"] == x.grad.tolist() == [[0.0, 0.0], [0.0, 0.0]]

@@ -1,7 +1,7 @@
 """``masked_fill`` and ``masked_fill_``: what PyTorch 2.13 runs for each (checked in real torch).
 
 * ``torch.masked_fill(input, mask, value)`` / ``Tensor.masked_fill(mask, value)``: a number
-  value is ``MaskedFillBackward0`` (one edge, ``input``), a 0-d tensor value
+  value (``float("-inf")`` and ``float("inf")`` too: :mod:`adjoint.infinity`) is ``MaskedFillBackward0`` (one edge, ``input``), a 0-d tensor value
   ``MaskedFillBackward1`` (edges ``input``, ``value``; the value's edge is None when it needs
   no gradient); both save the mask; the result has the broadcast shape of input and mask;
 * ``Tensor.masked_fill_(mask, value)``: the same nodes in place (version bump,
@@ -14,9 +14,12 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from ..errors import Loc, ProblemError
 from ..graph import Tensor
 from . import Function, Param
+from adjoint.infinity import Infinite
 
 
 def _check_input(rt, x: Tensor, loc: Loc, what: str) -> None:
@@ -26,13 +29,20 @@ def _check_input(rt, x: Tensor, loc: Loc, what: str) -> None:
 
 
 def masked_fill(rt, x: Tensor, mask: Tensor, value, loc: Loc, inplace: bool = False):
-    """One MaskedFillBackward0 (a number) or MaskedFillBackward1 (a 0-d tensor) node."""
+    """One MaskedFillBackward0 (a number, ``float("-inf")`` too) or MaskedFillBackward1 (a 0-d
+    tensor) node."""
     what = "masked_fill_" if inplace else "masked_fill"
     _check_input(rt, x, loc, what)
     if isinstance(value, Tensor):
         prim, others, params = "masked_fill_tensor", [value, mask], None
-    else:
+    elif isinstance(value, Infinite):
+        prim, others, params = "masked_fill", [mask], value.text
+    elif isinstance(value, Fraction) and not isinstance(value, bool):
         prim, others, params = "masked_fill", [mask], value
+    else:
+        from adjoint.functions import describe
+        raise ProblemError(loc, f"{what}(): argument 'value' must be a number or a Tensor, not {describe(value)}: "
+                                "PyTorch raises TypeError")
     if inplace:
         from adjoint.inplace import apply_inplace
         return apply_inplace(rt, prim, x, others, params, loc)
@@ -52,7 +62,7 @@ def lower_masked_fill_(rt, a, loc):
 
 
 _MASK = Param("mask", "tensor")
-_VALUE = Param("value", "scalar")
+_VALUE = Param("value", "any")   # a number, float("-inf") / float("inf"), or a 0-d tensor
 
 FUNCTIONS = (
     Function("masked_fill", (Param("input", "tensor"), _MASK, _VALUE), lower_masked_fill, where="function",

@@ -117,6 +117,8 @@ class Op:
                                      # | None: the kernel
                                      # refuses these operand dtypes (-bool, bool - x). Raised where the kernel runs:
                                      # after the node is made and its inputs packed, before any value
+    fills: bool = False              # every result element is an operand's or a value the file gives (masked_fill):
+                                     # a non-finite one (float("-inf")) is the file's own, not refused as a mistake
     backward_error: Callable | None = None  # (dtypes, p, need) -> message | None: the node's backward raises
                                      # for these input dtypes (x ** bool: exponent - 1), after its unpacks
 

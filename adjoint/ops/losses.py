@@ -484,7 +484,7 @@ OPS = (
        math=_DIV_SCALAR, checks=(Check(((2,),), Fraction(2)),)),
     Op("masked_fill", "MaskedFillBackward0", masked_fill_forward, masked_fill_vjp, masked_fill_shape,
        (Save("mask", "in", 1),), "g, 0 where the mask is set (summed to self's shape)", differentiable=(True, False),
-       negzero="structural", grows=False, forward_error=mask_error,
+       negzero="structural", grows=False, forward_error=mask_error, fills=True,
        kink_doc="the mask (bool) has no edge; it is the only saved tensor",
        math=_MASKED_FILL, checks=(Check(((3,),), Fraction(0), fixed=((0, 1, 0),)),
                                   Check(((3,), (2, 3)), Fraction(-1, 2), given=((1, (1, 0, 0, 0, 1, 1)),)))),

@@ -64,9 +64,17 @@ def fill(B, x, mask, value):
     return B.choose(B.broadcast_to(mask, shape), "!=", B.broadcast_to(value, shape), B.broadcast_to(x, shape))
 
 
+def fill_value(B, p):
+    """The number masked_fill writes: a Fraction, or ``"inf"`` / ``"-inf"`` (``float("-inf")``:
+    IEEE's ``-1 / 0``)."""
+    if isinstance(p, str):
+        return B.div(B.scalar(Fraction(-1 if p == "-inf" else 1)), B.scalar(Fraction(0)))
+    return B.scalar(Fraction(p))
+
+
 def masked_fill_forward(B, ins, p):
     x, mask = ins
-    return fill(B, x, mask, B.scalar(Fraction(p)))
+    return fill(B, x, mask, fill_value(B, p))
 
 
 def self_grad(B, g, x, mask):
@@ -105,7 +113,7 @@ OPS = (
     Op("masked_fill_tensor", "MaskedFillBackward1", masked_fill_tensor_forward, masked_fill_tensor_vjp,
        masked_fill_tensor_shape, (Save("mask", "in", 2),),
        "self: g, 0 where the mask is set (summed to self's shape); value: the sum of g where the mask is set",
-       negzero="structural", grows=False, differentiable=(True, True, False), forward_error=mask_error,
+       negzero="structural", grows=False, differentiable=(True, True, False), forward_error=mask_error, fills=True,
        kink_doc="the mask (bool) has no edge; it is the only saved tensor",
        math=Math(lambda a, p, shape, k: TFn(MASKED_FILL_T, (a[0], a[1], a[2]), tuple(shape))),
        checks=(Check(((2, 3), (), (2, 3)), None, given=((2, (1, 0, 1, 0, 0, 1)),)),
