@@ -29,7 +29,10 @@ GENERIC = {"var", "max_all", "min_all", "amax", "amin", "max_dim", "min_dim", "n
            "convolution", "constant_pad_nd", "max_pool2d_with_indices", "avg_pool2d", "adaptive_avg_pool2d",
            "native_batch_norm", "native_layer_norm", "native_group_norm", "embedding", "sdpa_flash_cpu", "repeat",
            # adjoint/ops/masking.py, adjoint/ops/swish.py
-           "masked_fill_tensor", "hardswish", "mish"}
+           "masked_fill_tensor", "hardswish", "mish",
+           # adjoint/ops/indexing.py
+           "index_1", "index_2", "index_3", "index_select", "gather", "scatter", "scatter_value", "scatter_add",
+           "index_add"}
 
 
 def test_every_op_declares_its_math():

@@ -50,10 +50,10 @@ class Function:
 
 def _collect() -> tuple[dict[str, Function], dict[str, Function]]:
     from . import activations, core, losses, nn, reductions, views
-    from adjoint.functions import masking, swish
+    from adjoint.functions import indexing, masking, swish
     functions: dict[str, Function] = {}
     methods: dict[str, Function] = {}
-    for family in (core, views, activations, reductions, nn, losses, masking, swish):
+    for family in (core, views, activations, reductions, nn, losses, masking, swish, indexing):
         for fn in family.FUNCTIONS:
             if fn.where in ("function", "both"):
                 if fn.name in functions:
