@@ -60,6 +60,9 @@ def build_problem(tree: YNode, path: str) -> Problem:
     inputs = part("inputs", _inputs, issues)
     builder = ModuleBuilder(issues, None if seed is FAILED else seed, top.get("init") is not None)
     model = part("model", builder.module, "", ROOT, True, False)
+    if model is not FAILED:
+        from adjoint.tying import resolve_ties
+        model = issues.attempt(resolve_ties, model)
     if model is FAILED:
         builder.complete = False
     targets = part("targets", lambda n: tuple(tensor_table(n, "targets", target_decl, issues))) \

@@ -253,7 +253,8 @@ class Session:
 
     def sgd(self, lr) -> None:
         with torch.no_grad():
-            for p in self.params.values():
+            # a tied Parameter (two names, one tensor) is updated once, as model.parameters() lists it once
+            for p in {id(p): p for p in self.params.values()}.values():
                 if p.grad is not None:
                     p -= number(lr) * p.grad
 
