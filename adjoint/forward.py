@@ -91,6 +91,9 @@ class Model:
         self.globals: dict[str, Tensor] = {}    # inputs and targets, by name
         self.params: dict[str, Tensor] = {}     # parameters, by full name
         self.hooks: dict[str, ModuleHooks] = {m.label: ModuleHooks() for m in problem.model.walk()}
+        from adjoint.submodules import builtin_submodules
+        for label in builtin_submodules(problem.model):   # attn.out_proj: hooks registered, never fired
+            self.hooks[label] = ModuleHooks()
         self.global_hooks = ModuleHooks()
         for d in list(inputs) + list(problem.targets):
             self.globals[d.name] = self.leaf(d)

@@ -215,7 +215,8 @@ def _cross_checks(inputs, targets, model, model_complete: bool, has_loss: bool, 
         except ProblemError as err:
             errors.append(err)
     if model is not FAILED and model_complete and variants is not FAILED:
-        paths = [m.label for m in model.walk()]
+        from adjoint.submodules import builtin_submodules
+        paths = [m.label for m in model.walk()] + builtin_submodules(model)
         for v in variants:
             for hook in v.hooks:
                 if hook.on == "module" and hook.target not in paths:

@@ -64,11 +64,19 @@ def fill(B, x, mask, value):
     return B.choose(B.broadcast_to(mask, shape), "!=", B.broadcast_to(value, shape), B.broadcast_to(x, shape))
 
 
+def infinity(B, negative: bool, shape=()):
+    """A tensor of ``-inf`` (``+inf``) as a constant: every backend's ``full`` takes SymPy's
+    infinity (the exact one keeps it a special form with no recipe to recompute, so a certified
+    value built on it refines without meeting a ``1 / 0`` ball)."""
+    from ..backends.symbolic import sympy
+    S = sympy().S
+    return B.full(tuple(shape), S.NegativeInfinity if negative else S.Infinity)
+
+
 def fill_value(B, p):
-    """The number masked_fill writes: a Fraction, or ``"inf"`` / ``"-inf"`` (``float("-inf")``:
-    IEEE's ``-1 / 0``)."""
+    """The number masked_fill writes: a Fraction, or ``"inf"`` / ``"-inf"`` (``float("-inf")``)."""
     if isinstance(p, str):
-        return B.div(B.scalar(Fraction(-1 if p == "-inf" else 1)), B.scalar(Fraction(0)))
+        return infinity(B, p == "-inf")
     return B.scalar(Fraction(p))
 
 
