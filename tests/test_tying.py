@@ -90,7 +90,7 @@ def test_verify_ties_the_torch_side_for_real(tmp_path):
     path = tmp_path / "tied.yaml"
     path.write_text(TEXT + "variants:\n  plain: {}\n  sgd: {steps: [forward, backward, {step: {lr: 0.5}}, forward, "
                            "backward]}\n  hooked: {hooks: [{module: head, kind: full_backward}, "
-                           "{tensor: head.weight, kind: post_accumulate_grad}]}\n")
+                           "{tensor: head.weight, kind: post_accumulate_grad}, {tensor: emb.weight}, {tensor: head.weight}]}\n")
     out: list[str] = []
     assert verify.run([str(path)], None, False, False, None, out.append) == 0, "\n".join(out)
 
