@@ -50,8 +50,9 @@ def problem_text(inputs: dict, child: str, out_shape, forward: str | None = None
     """The YAML of a case: ``inputs`` name -> (value, requires_grad); ``child`` the mapping of ``m``."""
     names = list(inputs)
     lines = ["name: opcheck", "dtype: float64", "inputs:"]
-    for n, (value, rg) in inputs.items():
-        lines.append(f"  {n}: {{value: {json.dumps(value)}, requires_grad: {'true' if rg else 'false'}}}")
+    for n, (value, rg, *dtype) in inputs.items():   # (value, requires_grad[, "bool" | "int64"])
+        kind = f", dtype: {dtype[0]}" if dtype else ""
+        lines.append(f"  {n}: {{value: {json.dumps(value)}, requires_grad: {'true' if rg else 'false'}{kind}}}")
     lines.append("targets:")
     lines.append(f"  W: {json.dumps(_weights(out_shape).tolist())}")
     body = forward or f"h = m({', '.join(names)})\nreturn (h * W).sum()"
@@ -84,7 +85,8 @@ def _close(ours, theirs) -> bool:
 
 
 def run_torch(inputs: dict, module: nn.Module):
-    leaves = {n: torch.tensor(v, dtype=F64, requires_grad=rg) for n, (v, rg) in inputs.items()}
+    leaves = {n: torch.tensor(v, dtype=getattr(torch, dt[0]) if dt else F64, requires_grad=rg)
+              for n, (v, rg, *dt) in inputs.items()}
     seen = []
     packs, unpacks = [], []
 

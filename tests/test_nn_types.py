@@ -54,6 +54,10 @@ CONFIGS = {
     "Softplus": [{}, {"beta": Fraction(2), "threshold": Fraction(10)}],
     "Softmax": [{}, {"dim": -1}],
     "LogSoftmax": [{}, {"dim": 1}],
+    "Hardtanh": [{}, {"min_val": Fraction(-1, 2), "max_val": Fraction(3), "inplace": True}],
+    "ReLU6": [{}, {"inplace": True}],
+    "Hardswish": [{}, {"inplace": True}],
+    "Mish": [{}, {"inplace": True}],
     "MultiheadAttention": [{"embed_dim": 4, "num_heads": 2},
                            {"embed_dim": 4, "num_heads": 1, "kdim": 3, "vdim": 5, "add_bias_kv": True},
                            {"embed_dim": 6, "num_heads": 3, "bias": False, "batch_first": True, "add_zero_attn": True}],
@@ -93,7 +97,8 @@ def test_every_type_of_the_contract_is_there():
     contract = ("Linear ReLU Tanh Sigmoid Identity Sequential Conv1d Conv2d MaxPool2d AvgPool2d AdaptiveAvgPool2d "
                 "BatchNorm1d BatchNorm2d LayerNorm GroupNorm Dropout Embedding Flatten Unflatten LeakyReLU GELU SiLU "
                 "ELU Softplus Softmax LogSoftmax ModuleList MultiheadAttention MSELoss L1Loss SmoothL1Loss HuberLoss "
-                "CrossEntropyLoss NLLLoss BCELoss BCEWithLogitsLoss KLDivLoss").split()
+                "CrossEntropyLoss NLLLoss BCELoss BCEWithLogitsLoss KLDivLoss "
+                "Hardtanh ReLU6 Hardswish Mish").split()
     assert sorted(nn_types.TYPES) == sorted(contract)
     assert sorted(CONFIGS) == sorted(set(contract) - set(CONTAINERS))
 

@@ -209,7 +209,8 @@ class UnitBuilder:
         a, t = self.a, self.tensors
         letters = {}
         for name, vid in self.g.leaves.items():
-            letters[vid] = self.leaf_symbol(name)
+            if vid not in letters:      # a tied parameter reads as its first name's symbol
+                letters[vid] = self.leaf_symbol(name)
         for vid in a.constants:
             letters[vid] = Symbol("leaf", a.names_of[vid][0])
         z = a.z_states([s.letter for s in letters.values() if not s.module])

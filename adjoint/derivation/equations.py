@@ -150,7 +150,9 @@ class _Builder:
         run, fwd, g = self.run, self.fwd, self.g
         for name in run.model.leaves:
             t = fwd.names.get(name)
-            if isinstance(t, Tensor):
+            if isinstance(t, Tensor) and t.id in g.leaf_var:   # a tied parameter: the same leaf, another name
+                g.leaves[name] = g.leaf_var[t.id]
+            elif isinstance(t, Tensor):
                 vid = self.new_var(t, fwd.leaf_values.get(name, t.value), leaf=True)
                 g.leaves[name] = vid
                 g.leaf_var[t.id] = vid

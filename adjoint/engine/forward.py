@@ -91,12 +91,21 @@ class Model:
         self.globals: dict[str, Tensor] = {}    # inputs and targets, by name
         self.params: dict[str, Tensor] = {}     # parameters, by full name
         self.hooks: dict[str, ModuleHooks] = {m.label: ModuleHooks() for m in problem.model.walk()}
+        from adjoint.format.submodules import builtin_submodules
+        for label in builtin_submodules(problem.model):   # attn.out_proj: hooks registered, never fired
+            self.hooks[label] = ModuleHooks()
         self.global_hooks = ModuleHooks()
         for d in list(inputs) + list(problem.targets):
             self.globals[d.name] = self.leaf(d)
         for m in problem.model.walk():
             for d in m.params:
-                self.params[d.name] = self.leaf(d, is_param=True)
+                if d.tied is None:
+                    self.params[d.name] = self.leaf(d, is_param=True)
+        for m in problem.model.walk():   # a tied parameter is the named one's leaf (adjoint.format.tying)
+            for d in m.params:
+                if d.tied is not None:
+                    self.params[d.name] = self.leaves[d.name] = self.params[d.tied]
+                    self.decls[d.name] = d
         for m in problem.model.walk():
             for d in m.buffers:
                 self.leaf(d)
@@ -139,7 +148,7 @@ class _Pass:
         self.bound_at: dict[str, int] = {}
         self.leaf_values = {name: t.value for name, t in model.leaves.items()}
 
-    def bind(self, name: str, t, loc: Loc | None) -> None:
+    def bind(self, name: str, t, loc: Loc | None, aliases: tuple = ()) -> None:
         if name in self.names:
             raise ProblemError(loc, f"two tensors are named '{name}'; two things with one name are an error "
                                     "(rename one)")
@@ -147,12 +156,17 @@ class _Pass:
         self.bound_at[name] = len(self.rt.applications)
         if isinstance(t, Tensor) and t.name is None:
             t.name = name
-        self.m.reg.bound(name, t)
+        self.m.reg.bound(name, t, aliases)
 
     def run(self) -> ForwardResult:
         self.m.reg.new_forward()
+        tied = {}   # a tied parameter's other names (adjoint.format.tying): its hooks go on in the file's order
+        for name, d in self.m.decls.items():
+            if d.tied is not None:
+                tied.setdefault(d.tied, []).append(name)
         for name, t in self.m.leaves.items():
-            self.bind(name, t, None)
+            d = self.m.decls[name]
+            self.bind(name, t, None, tuple(tied.get(name, ())) + ((d.tied,) if d.tied is not None else ()))
         root = self.p.model
         if len(root.inputs) != len(self.m.inputs):
             raise ProblemError(root.loc, f"the root module takes {len(root.inputs)} input(s) ({', '.join(root.inputs)}) "

@@ -68,14 +68,17 @@ class Registrations:
         # again), it goes back on them
         self.attached[index] = set()
 
-    def bound(self, name: str, t) -> None:
+    def bound(self, name: str, t, aliases: tuple = ()) -> None:
         """The forward bound ``name`` to ``t``: attach the active hooks that target it (once per
-        tensor: a leaf bound again by the next forward keeps its hooks)."""
+        tensor: a leaf bound again by the next forward keeps its hooks). ``aliases``: other
+        names of the same tensor (a tied parameter, already bound): their hooks and this
+        name's go on in the order the file lists them, as the user registered them."""
         self.names[name] = t
         self.current[name] = t
         if not isinstance(t, Tensor):
             return
-        for index in sorted(self.active.intersection(self._targeting(name))):
+        targeting = set(self._targeting(name)).union(*(self._targeting(a) for a in aliases))
+        for index in sorted(self.active.intersection(targeting)):
             hook = self.hooks[index]
             if hook.on == "multi_grad":
                 self.try_multi_grad(hook)

@@ -103,7 +103,9 @@ def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc)
     old_edge = gradient_edge_now(rt, target) if make_node and target.needs_grad else None
     node = None
     if make_node:
-        edges = [old_edge] + [rt.gradient_edge(t) if t.needs_grad else None for t in ts[1:]]
+        # a non-differentiable operand (masked_fill_'s mask, last in the op's order) has no edge
+        diff = op.differentiable or (True,) * len(ts)
+        edges = [old_edge] + [rt.gradient_edge(t) if t.needs_grad else None for t, d in zip(ts[1:], diff[1:]) if d]
         node = rt.new_node(op.node, edges, op, params, ts, loc, seq)
         save_inputs(rt, node, op, ts)
     rt.check_dtypes(op, ts, params)

@@ -190,6 +190,9 @@ class Interp:
             kwargs = {k: self.eval(v) for k, v in e.kwargs}
             if e.prefix:
                 check_prefix(e)
+            if e.func == "float" and e.prefix == "" and not self.is_child("float"):
+                from adjoint.engine.infinity import python_float
+                return python_float(args, kwargs, e.loc)
             if e.func in FUNCTIONS and not (e.prefix == "" and self.is_child(e.func)):
                 self.check_tensor_args(e, args)
                 return call_function(self.rt, e.func, args, kwargs, e.loc)
@@ -319,5 +322,9 @@ class Interp:
             raise ProblemError(e.loc, f"'{S.to_source(e)}' is a tuple; index it first, e.g. {S.to_source(e)}[0]")
         if isinstance(v, (str, bool, dict)) or v is Ellipsis:
             raise ProblemError(e.loc, f"'{S.to_source(e)}' is {describe(v)}, which '{op}' does not take")
+        from adjoint.engine.infinity import Infinite
+        if isinstance(v, Infinite):
+            raise ProblemError(e.loc, f"'{S.to_source(e)}' is infinite: arithmetic with an infinite number is not "
+                                      "modelled; it may be masked_fill's value (x.masked_fill(mask, float(\"-inf\")))")
         return v
 

@@ -210,7 +210,7 @@ def sgd(run: VariantRun, lr, step: int = 0) -> None:
     B = run.rt.B
     updates = run.updates.setdefault(step, [])
     for name, t in run.model.params.items():
-        if t.grad is not None:
+        if t.grad is not None and run.model.decls[name].tied is None:   # a tied Parameter is updated once
             before = t.value
             t.value = B.sub(t.value, B.mul(B.scalar(lr), t.grad))
             t.version.value += 1

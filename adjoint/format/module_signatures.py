@@ -219,6 +219,12 @@ def _mha_check(a: Args) -> tuple[tuple[str, str], ...]:
     return ()
 
 
+def _hardtanh_check(a: Args) -> tuple[tuple[str, str], ...]:
+    if a["max_val"] <= a["min_val"]:
+        return (("max_val", f"max_val ({float(a['max_val'])}) must be greater than min_val ({float(a['min_val'])})"),)
+    return ()
+
+
 def _dropout_check(a: Args) -> tuple[tuple[str, str], ...]:
     if not 0 <= a["p"] <= 1:
         return (("p", f"dropout probability has to be between 0 and 1, but got {float(a['p'])}"),)
@@ -330,6 +336,11 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
     NNType("SiLU", (_inplace(),)),
     NNType("ELU", (ArgSpec("alpha", "float", Fraction(1)), _inplace())),
     NNType("Softplus", (ArgSpec("beta", "float", Fraction(1)), ArgSpec("threshold", "float", Fraction(20)))),
+    NNType("Hardtanh", (ArgSpec("min_val", "float", Fraction(-1)), ArgSpec("max_val", "float", Fraction(1)), _inplace()),
+           check=_hardtanh_check),
+    NNType("ReLU6", (_inplace(),)),
+    NNType("Hardswish", (_inplace(),)),
+    NNType("Mish", (_inplace(),)),
     NNType("Softmax", (ArgSpec("dim", "opt_int", None),)),
     NNType("LogSoftmax", (ArgSpec("dim", "opt_int", None),)),
     NNType("ModuleList", inputs=(), container=True),
@@ -360,6 +371,8 @@ NOT_ARGS = {
     "dtype": "the problem's top-level dtype: sets it for every module",
     "size_average": "it is deprecated in PyTorch; use reduction",
     "reduce": "it is deprecated in PyTorch; use reduction",
+    "min_value": "it is deprecated in PyTorch (Hardtanh); use min_val",
+    "max_value": "it is deprecated in PyTorch (Hardtanh); use max_val",
 }
 #: Tensor-valued constructor arguments, which torch registers as buffers.
 TENSOR_ARGS = ("weight", "pos_weight")

@@ -70,6 +70,8 @@ class TensorDecl:
     requires_grad: bool
     loc: Loc
     dtype: str | None = None
+    tied: str | None = None      # a parameter that *is* another one (params: {weight: {tied: emb.weight}}):
+                                 # that one's full name; value, requires_grad and dtype are its (adjoint.format.tying)
 
 
 # ----------------------------------------------------------------------------- modules

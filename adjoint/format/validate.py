@@ -60,6 +60,9 @@ def build_problem(tree: YNode, path: str) -> Problem:
     inputs = part("inputs", _inputs, issues)
     builder = ModuleBuilder(issues, None if seed is FAILED else seed, top.get("init") is not None)
     model = part("model", builder.module, "", ROOT, True, False)
+    if model is not FAILED:
+        from adjoint.format.tying import resolve_ties
+        model = issues.attempt(resolve_ties, model)
     if model is FAILED:
         builder.complete = False
     targets = part("targets", lambda n: tuple(tensor_table(n, "targets", target_decl, issues))) \
@@ -212,7 +215,8 @@ def _cross_checks(inputs, targets, model, model_complete: bool, has_loss: bool, 
         except ProblemError as err:
             errors.append(err)
     if model is not FAILED and model_complete and variants is not FAILED:
-        paths = [m.label for m in model.walk()]
+        from adjoint.format.submodules import builtin_submodules
+        paths = [m.label for m in model.walk()] + builtin_submodules(model)
         for v in variants:
             for hook in v.hooks:
                 if hook.on == "module" and hook.target not in paths:

@@ -25,7 +25,8 @@ from adjoint.format.loader import YMap, YNode, YScalar, YSeq, kind_name
 from adjoint.format.module_signatures import NNType
 from adjoint.format.problem import ROOT, Function, Literal, Module, TensorDecl
 from adjoint.format.syntax import (Assign, AugAssign, Attr, ExprStmt, Method, Name, Return, With, children as sub_expressions,
-                     to_source)
+                                  to_source)
+from adjoint.format.tying import is_tied, tied_decl
 from adjoint.format.validate_args import read_args, show_args
 from adjoint.format.validate_tensors import tensor_decl, tensor_table
 
@@ -256,12 +257,13 @@ class ModuleBuilder:
                     errors.append(ProblemError(key.loc, f"'{key.text}' is not a parameter of this {t.name}"
                                                         f"{suggest(key.text, names)} (its parameters: {listed})"))
                     continue
+                spec = next(s for s in specs if s.name == key.text)
                 try:
-                    decl = self.param_decl(prefix + key.text, value, key.loc, frozen)
+                    decl = tied_decl(prefix + key.text, value, key.loc, spec.shape, frozen) if is_tied(value) \
+                        else self.param_decl(prefix + key.text, value, key.loc, frozen)
                 except ProblemError as err:
                     errors.append(err)
                     continue
-                spec = next(s for s in specs if s.name == key.text)
                 if decl.value.shape != spec.shape:
                     errors.append(ProblemError(decl.value.loc, f"parameter '{decl.name}' has shape "
                                                                f"{list(decl.value.shape)} but this {t.name} "
@@ -328,6 +330,8 @@ class ModuleBuilder:
 
     # ------------------------------------------------------------------ parameters
     def param_decl(self, full: str, node: YNode, loc: Loc, frozen: bool) -> TensorDecl:
+        if is_tied(node):   # a custom module's tied parameter: any shape (the named one's)
+            return tied_decl(full, node, loc, None, frozen)
         decl = tensor_decl(full, node, loc, f"parameter '{full}'", True, ("requires_grad", "scale"))
         if frozen and decl.requires_grad:
             if isinstance(node, YMap) and node.get("requires_grad") is not None:

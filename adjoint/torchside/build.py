@@ -269,6 +269,10 @@ def build(run, root: Module, dtype: torch.dtype, symbols: dict) -> tuple[nn.Modu
     """The torch module tree for ``root``; also every parameter and buffer by full name."""
     tensors: dict[str, torch.Tensor] = {}
     module = _build(run, root, dtype, symbols, tensors)
+    for decl in root.walk():   # head.weight = emb.weight: one Parameter in both modules (adjoint.format.tying)
+        for p in decl.params:
+            if p.tied is not None:
+                tensors[p.name] = _put(module, p.name, tensors[p.tied])
     for decl in root.walk():   # parents first: a child's own training flag wins
         target = module if not decl.path else module.get_submodule(decl.path)
         target.train(decl.training)

@@ -43,6 +43,8 @@ def function(name: str, prefix: str, loc: Loc):
     """The torch callable of a function call ``prefix + name`` (see the module docstring)."""
     if name.startswith("_"):
         raise ProblemError(loc, f"'{prefix}{name}' is private to PyTorch; call a public function")
+    if name == "float" and prefix == "":   # Python's float("-inf") (adjoint.engine.infinity)
+        return float
     if prefix == "torch.":
         fn = getattr(torch, name, None)
     elif prefix in FUNCTIONAL_PREFIXES:

@@ -105,17 +105,20 @@ class Hooks:
             self.remove(index)
         nn_module._global_is_full_backward_hook = self.global_mode_before
 
-    def bound(self, name: str, value) -> None:
-        """The forward bound ``name``: attach the active hooks that target it (once per tensor)."""
+    def bound(self, name: str, value, aliases: tuple = ()) -> None:
+        """The forward bound ``name``: attach the active hooks that target it (once per tensor).
+        ``aliases``: the tensor's other names (a tied Parameter): their hooks go on with this
+        name's, in the order the file lists them, as a user's register_hook lines run."""
         self.names[name] = value
         if not isinstance(value, torch.Tensor):
             return
+        names = (name,) + tuple(aliases)
         for index in sorted(self.active):
             hook = self.hooks[index]
             if hook.on == "multi_grad" and name in hook.tensors:
                 self.try_multi_grad(hook)
                 continue
-            if hook.target != name or id(value) in self.attached[index]:
+            if hook.target not in names or id(value) in self.attached[index]:
                 continue
             if hook.on == "tensor" or (hook.on == "node" and value.grad_fn is not None):
                 self.attached[index].add(id(value))

@@ -159,9 +159,9 @@ class Session:
             return self.globals[name]
         raise ProblemError(loc, f"unknown name '{name}' in {where}")
 
-    def bind(self, name: str, value) -> None:
+    def bind(self, name: str, value, aliases: tuple = ()) -> None:
         self.fpass.names[name] = value
-        self.hooks.bound(name, value)
+        self.hooks.bound(name, value, aliases)
 
     def call_module(self, decl: Module, args: list, kwargs: dict):
         """One call of a module, as its parent's forward makes it."""
@@ -215,8 +215,8 @@ class Session:
         fp = ForwardPass(len(self.forwards))
         self.forwards.append(fp)
         self.fpass = fp
-        for name, t in self.leaves.items():
-            self.bind(name, t)
+        for name, t in self.leaves.items():   # a tied Parameter's names are aliases of one tensor
+            self.bind(name, t, tuple(n for n, o in self.leaves.items() if o is t and n != name))
         with contextlib.ExitStack() as stack:
             if self.hooks.any_saved_tensors():
                 stack.enter_context(WatchPacks(self.log, self.nodes.scan))
@@ -253,7 +253,8 @@ class Session:
 
     def sgd(self, lr) -> None:
         with torch.no_grad():
-            for p in self.params.values():
+            # a tied Parameter (two names, one tensor) is updated once, as model.parameters() lists it once
+            for p in {id(p): p for p in self.params.values()}.values():
                 if p.grad is not None:
                     p -= number(lr) * p.grad
 

@@ -50,7 +50,8 @@ def zero_mask(x: Exact) -> np.ndarray:
 def result_mask(op, ins: list[Exact], params, out: Exact) -> np.ndarray | None:
     """The -0.0 mask of an op's result (None: no -0.0 anywhere), by the op's ``negzero`` rule:
     keep (elementwise, the input's -0.0 survive), structural (views: the value's own reshaping
-    carried the mask), keep_odd_pow (``x ** p``), negate, product, sum, difference, never."""
+    carried the mask), keep_odd_pow (``x ** p``), negate, product, input_sign (a zero result is
+    -0.0 where the input's sign bit is set), sum, difference, never."""
     rule = op.negzero
     if rule == "structural":
         return out.negzero
@@ -66,6 +67,11 @@ def result_mask(op, ins: list[Exact], params, out: Exact) -> np.ndarray | None:
         sa = sign_bits(_view(ins[0], out.shape), zeros)
         sb = sign_bits(_view(ins[1], out.shape), zeros)
         mask = zeros & (sa ^ sb)
+    elif rule == "input_sign":   # x times a non-negative factor (hardswish): a zero takes x's sign
+        zeros = zero_mask(out)
+        if not zeros.any():
+            return None
+        mask = zeros & sign_bits(ins[0], zeros)
     elif rule == "sum":
         if ins[0].negzero is None or ins[1].negzero is None:
             return None

@@ -39,6 +39,9 @@ def setitem(rt, x, items: list, value, loc: Loc) -> None:
         value = rt.tensor(rt.B.scalar(value), dtype=x.dtype)
     if not isinstance(value, Tensor):
         raise ProblemError(loc, "index assignment needs a tensor or a number on the right")
+    if any(isinstance(i, (Tensor, tuple)) for i in items):
+        raise ProblemError(loc, "assigning through a tensor or list index (index_put_) is not modelled yet; use "
+                                "masked_fill, scatter or index_add (out of place)")
     # set_item's applySlicing skips a slice over a whole dimension (applySlice's optimization,
     # not disabled for assignment): when every item is one (or ...), the write goes into x itself
     target = x if _whole(x.shape, items) else getitem(rt, x, items, loc, lone=False)

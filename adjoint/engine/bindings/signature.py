@@ -38,6 +38,15 @@ class Function:
     doc: str = ""                   # what PyTorch runs (the node chain), for docs/ops.md
 
 
+def dim_index(d: int, ndim: int, loc: Loc, what: str = "dim") -> int:
+    """``maybe_wrap_dim``: a dimension argument, negative ones counted from the end."""
+    n = max(ndim, 1)
+    if not -n <= d < n:
+        raise ProblemError(loc, f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {d}): "
+                                "PyTorch raises IndexError")
+    return d + n if d < 0 else d
+
+
 # ----------------------------------------------------------------------------- binding
 
 def bind(fn: Function, args: list, kwargs: dict, loc: Loc, what: str) -> dict:

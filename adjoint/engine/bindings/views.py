@@ -12,7 +12,8 @@
 * indexing ``x[...]`` as ``THPVariable_getitem`` does it: a lone slice is always a
   ``slice`` (even ``x[:]``), a lone int a ``select``, a lone ``None`` an ``unsqueeze``, a lone
   ``...`` an ``alias``; in a tuple each item in turn (a full slice is skipped there), and an
-  ``alias`` when nothing was applied; integer tensors or lists then index (``IndexBackward0``).
+  ``alias`` when nothing was applied; integer tensors, bool masks or lists then index
+  (``IndexBackward0``: :mod:`adjoint.engine.bindings.indexing`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.torch_errors import TorchError
 from adjoint.values.strides import is_contiguous, view_strides
+from adjoint.engine.bindings.signature import dim_index  # noqa: F401 (the families read it here too)
 from adjoint.engine.bindings.signature import Function, Param, REQUIRED
 
 
@@ -31,14 +33,6 @@ def _numel(shape) -> int:
     for d in shape:
         n *= d
     return n
-
-
-def dim_index(d: int, ndim: int, loc: Loc, what: str = "dim") -> int:
-    n = max(ndim, 1)
-    if not -n <= d < n:
-        raise ProblemError(loc, f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {d}): "
-                                "PyTorch raises IndexError")
-    return d + n if d < 0 else d
 
 
 def infer_shape(shape, numel: int, loc: Loc) -> tuple:
@@ -259,6 +253,9 @@ def attribute(rt, x: Tensor, name: str, loc: Loc):
 
 def getitem(rt, x: Tensor, items: list, loc: Loc, lone: bool):
     """``x[items]`` as THPVariable_getitem applies it (see the module docstring)."""
+    if any(isinstance(i, Tensor) and not i.shape for i in items):
+        from adjoint.engine.bindings.indexing import zero_d_indices
+        items = zero_d_indices(rt, items, loc)
     if lone:
         item = items[0]
         if isinstance(item, slice):
@@ -273,7 +270,9 @@ def getitem(rt, x: Tensor, items: list, loc: Loc, lone: bool):
             return select(rt, x, 0, item, loc)
     out = x
     dim = 0
-    specified = sum(1 for i in items if i is not None and i is not Ellipsis)
+    # a bool mask covers as many dims as it has (count_specified_dimensions)
+    specified = sum(len(i.shape) if isinstance(i, Tensor) and i.dtype == "bool" else 1
+                    for i in items if i is not None and i is not Ellipsis)
     if specified > len(x.shape):
         raise ProblemError(loc, f"too many indices for tensor of dimension {len(x.shape)}: PyTorch raises IndexError")
     advanced = []
@@ -295,10 +294,10 @@ def getitem(rt, x: Tensor, items: list, loc: Loc, lone: bool):
             dim += 1
         else:
             advanced.append((dim, item))
-            dim += 1
+            dim += len(item.shape) if isinstance(item, Tensor) and item.dtype == "bool" else 1
     if advanced:
-        raise ProblemError(loc, "indexing with a tensor or a list (advanced indexing, IndexBackward0) is a PyTorch "
-                                "feature adjoint does not model yet; use ints, slices, None and ...")
+        from adjoint.engine.bindings.indexing import advanced_index
+        return advanced_index(rt, out, advanced, loc)
     if out is x:
         return rt.apply("alias", [x], None, loc)
     return out

@@ -37,8 +37,13 @@ class LayerCall:
 
 def _collect() -> dict[str, Callable]:
     from adjoint.engine.layers import activations, basic, losses, nn
+    from adjoint.engine.layers import activations
+    from adjoint.engine.layers import basic
+    from adjoint.engine.layers import losses
+    from adjoint.engine.layers import nn
+    from adjoint.engine.layers import swish
     forwards: dict[str, Callable] = {}
-    for family in (basic, activations, nn, losses):
+    for family in (basic, activations, nn, losses, swish):
         for name, fn in family.FORWARDS.items():
             if name in forwards:
                 raise ValueError(f"module type {name!r} has two forwards")

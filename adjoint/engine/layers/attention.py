@@ -15,7 +15,9 @@ the same tensor) and ``F.multi_head_attention_forward``, step by step:
 * ``need_weights=False``: ``scaled_dot_product_attention``, which on the CPU is one
   ``ScaledDotProductFlashAttentionForCpuBackward0``, then ``permute``/``reshape``, ``linear``.
 
-Masks are float tensors (a problem file has no bool tensors), added to the scores; the fast
+Masks are float tensors added to the scores, or bool tensors the module first turns into
+float ones (``F._canonical_mask``: 0 where False, ``-inf`` where True; no node), as PyTorch
+does; the fast
 path (``_native_multi_head_attention``) only runs when nothing needs a gradient, where it makes
 no node and computes the same values, so it needs no model of its own.
 """
@@ -96,9 +98,9 @@ def _bind(c) -> dict:
         if k.endswith("mask"):
             if v is not None and not isinstance(v, Tensor):
                 raise ProblemError(c.loc, f"MultiheadAttention: '{k}' must be a tensor or None")
-            if v is not None and v.dtype not in ("float32", "float64"):
+            if v is not None and v.dtype not in ("float32", "float64", "bool"):
                 raise ProblemError(c.loc, f"only bool and floating types of {k} are supported (PyTorch raises "
-                                          "AssertionError); give a float mask, added to the scores")
+                                          "AssertionError)")
         elif not isinstance(v, bool):
             raise ProblemError(c.loc, f"MultiheadAttention: '{k}' must be True or False")
     return bound
@@ -108,6 +110,9 @@ def mha_forward(c):
     """nn.MultiheadAttention.forward (the slow path): returns (attn_output, attn_weights or None)."""
     a = _bind(c)
     query, key, value = a["query"], a["key"], a["value"]
+    from adjoint.engine.layers.masks import canonical_mask
+    for k in ("key_padding_mask", "attn_mask"):   # the module's F._canonical_mask: bool -> 0 / -inf
+        a[k] = canonical_mask(c.rt, a[k], query.dtype)
     ops = _Ops(c.rt, c.loc)
     batched = len(query.shape) == 3
     if c.arg("batch_first") and batched:

@@ -36,6 +36,13 @@ import numpy as np
 from adjoint.values.mathtree import Fn, TBin, TConst, TFn, applied, generic_vjp, number, number_text
 from adjoint.engine.ops.record import Check, Math, Op, Save
 from adjoint.engine.ops.arith import binary_shape, same_shape
+from adjoint.values.mathtree import Fn, TBin, TConst, TFn, applied, generic_vjp, number, number_text
+from adjoint.engine.ops.record import Check
+from adjoint.engine.ops.record import Math
+from adjoint.engine.ops.record import Op
+from adjoint.engine.ops.record import Save
+from adjoint.engine.ops.arith import binary_shape, same_shape
+from adjoint.engine.ops.masking import mask_error, masked_fill_forward, masked_fill_shape, masked_fill_vjp
 
 #: ``binary_cross_entropy_backward``'s EPSILON: 1e-12 as a float32 holds it, in float64 too
 #: (torch 2.13 float64: d/dx at x = 0, target 1 is -1000000003995.8029 = -1 / float32(1e-12)).
@@ -335,17 +342,6 @@ def div_scalar_vjp(B, gs, ins, outs, p, need):
     return [B.div(gs[0], B.scalar(p))]
 
 
-def masked_fill_forward(B, ins, p):
-    x, mask = ins
-    return B.where(B.broadcast_to(mask, B.shape(x)), B.full(B.shape(x), p), x)
-
-
-def masked_fill_vjp(B, gs, ins, outs, p, need):
-    x, mask = ins
-    g = gs[0]
-    return [B.where(B.broadcast_to(mask, B.shape(g)), B.zeros(B.shape(g)), g)]
-
-
 def xlogy_forward(B, ins, p):
     """x * log(y), 0 where x == 0 (unless y is nan)."""
     x, y = ins
@@ -492,9 +488,12 @@ OPS = (
        math=_ADD_SCALAR, checks=(Check(((2,),), Fraction(1, 30)),)),
     Op("div_scalar", "DivBackward1", div_scalar_forward, div_scalar_vjp, same_shape, (), "g / s",
        math=_DIV_SCALAR, checks=(Check(((2,),), Fraction(2)),)),
-    Op("masked_fill", "MaskedFillBackward0", masked_fill_forward, masked_fill_vjp, same_shape,
-       (Save("mask", "in", 1),), "g, 0 where the mask is set", differentiable=(True, False),
-       math=_MASKED_FILL, checks=(Check(((3,),), Fraction(0), fixed=((0, 1, 0),)),)),
+    Op("masked_fill", "MaskedFillBackward0", masked_fill_forward, masked_fill_vjp, masked_fill_shape,
+       (Save("mask", "in", 1),), "g, 0 where the mask is set (summed to self's shape)", differentiable=(True, False),
+       negzero="structural", grows=False, forward_error=mask_error, fills=True,
+       kink_doc="the mask (bool) has no edge; it is the only saved tensor",
+       math=_MASKED_FILL, checks=(Check(((3,),), Fraction(0), fixed=((0, 1, 0),)),
+                                  Check(((3,), (2, 3)), Fraction(-1, 2), given=((1, (1, 0, 0, 0, 1, 1)),)))),
     Op("xlogy", "XlogyBackward0", xlogy_forward, xlogy_vjp, binary_shape,
        (Save("other", "in", 1), Save("self", "in", 0)), "g log(y) (0 where x = 0, y <= 0); g x / y",
        kink_doc="x = 0: the value is 0 (not nan), d/dx masked to 0 where also y <= 0",

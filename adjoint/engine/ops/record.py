@@ -63,7 +63,7 @@ class Op:
     shape: Callable                  # (shapes, p, loc) -> shape (or tuple of shapes); raises ProblemError
     saves: tuple[Save, ...]          # in pack order (unpack runs in the same order)
     formula: str                     # the derivative, as docs/ops.md and the derivation show it
-    negzero: str = "never"           # how the exact backend tracks -0.0: keep | negate | product | sum |
+    negzero: str = "never"           # how the exact backend tracks -0.0: keep | negate | product | input_sign | sum |
                                      # difference | never (see adjoint/values/signed_zero.py)
     grows: bool = True               # results may be larger than the operands (the overflow check runs)
     nonfinite: str | None = None     # what makes a non-finite forward value ("division by zero")
@@ -95,5 +95,7 @@ class Op:
                                      # | None: the kernel
                                      # refuses these operand dtypes (-bool, bool - x). Raised where the kernel runs:
                                      # after the node is made and its inputs packed, before any value
+    fills: bool = False              # every result element is an operand's or a value the file gives (masked_fill):
+                                     # a non-finite one (float("-inf")) is the file's own, not refused as a mistake
     backward_error: Callable | None = None  # (dtypes, p, need) -> message | None: the node's backward raises
                                      # for these input dtypes (x ** bool: exponent - 1), after its unpacks

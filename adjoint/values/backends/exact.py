@@ -246,7 +246,7 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN):
             refuse_overflow(out, self.dtype, loc, f"this op ({op.node})", "change the values so the forward pass "
                             "stays finite" if check else "change the values or the hook so every value stays finite")
         self.check_size(out, loc, f"this op ({op.node})")
-        if check:
+        if check and not op.fills:
             refuse_nonfinite(op, [x for x in ins if x is not None], out, loc)
         return out
 

@@ -234,7 +234,21 @@ def refine(root, prec: int) -> None:
     for x in order:
         with workprec(prec):
             x.balls = as_array(x.recipe(*[balls_at(i, prec) for i in x.inputs]), x.shape)
+            _pin_exact(x)
         x.prec = prec
+
+
+def _pin_exact(x) -> None:
+    """Elements whose form is an exact rational keep that value when recomputed: an IEEE special
+    settled them (``exp(-inf)`` is exactly 0), and the recipe, which sees the special as a nan
+    ball, would otherwise make them nan at the new precision."""
+    if x.forms is None:
+        return
+    flat_f = x.forms.reshape(-1).tolist()
+    flat_b = x.balls.reshape(-1)
+    for i, f in enumerate(flat_f):
+        if type(f) is flint.fmpq and not flat_b[i].is_exact():
+            flat_b[i] = flint.arb(f)
 
 
 def as_array(v, shape) -> np.ndarray:

@@ -1,0 +1,240 @@
+"""Advanced indexing and gathers: what PyTorch 2.13 runs for each (checked in real torch).
+
+* ``x[idx]``, ``x[:, idx]``, ``x[mask]``, ``x[i, j]`` with int64 tensors, bool masks or lists of
+  ints: ``THPVariable_getitem`` applies the ints, slices, ``None`` and ``...`` first (views:
+  :func:`adjoint.engine.bindings.views.getitem`), then one ``index`` (``IndexBackward0``, saving the
+  index tensors) with the tensors at the dims they stand at; a list of ints is an int64
+  tensor; indices separated by a slice put their broadcast dims first (numpy's rule);
+  out-of-range indices, float indices, masks of the wrong shape and indices that do not
+  broadcast are PyTorch's IndexError (refused with its message);
+* ``torch.index_select(input, dim, index)``: ``IndexSelectBackward0`` (a 1-d or 0-d int64
+  index);
+* ``torch.gather(input, dim, index)``: ``GatherBackward0`` (the index has input's number of
+  dims, no larger than input apart from ``dim``);
+* ``torch.scatter(input, dim, index, src)`` / ``value=``: ``ScatterBackward0`` /
+  ``ScatterBackward1``; a target written twice is refused (PyTorch's result is then
+  unspecified); ``torch.scatter_add``: ``ScatterAddBackward0``; ``torch.index_add(input, dim,
+  index, source, *, alpha=1)``: ``IndexAddBackward0``;
+* ``torch.argmax`` / ``argmin(input, dim=None, keepdim=False)``: no node, an int64 tensor (the
+  first index among ties).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from adjoint.format.errors import Loc, ProblemError
+from adjoint.engine.graph import Tensor
+from adjoint.engine.bindings.signature import Function
+from adjoint.engine.bindings.signature import Param
+from adjoint.engine.ops.indexing import IndexSpec, along_key
+from adjoint.engine.bindings.signature import dim_index
+
+
+def _index_error(loc: Loc, message: str):
+    return ProblemError(loc, f"{message}: PyTorch raises IndexError")
+
+
+def as_index_tensor(rt, item, loc: Loc) -> Tensor:
+    """An index item as the tensor PyTorch makes of it (a list of ints is an int64 tensor)."""
+    if isinstance(item, Tensor):
+        if item.dtype not in ("int64", "bool"):
+            raise _index_error(loc, "tensors used as indices must be long, int, byte or bool tensors")
+        return item
+    if isinstance(item, tuple) and item and all(isinstance(v, Fraction) and v.denominator == 1 for v in item):
+        return rt.tensor(rt.B.integers([int(v) for v in item], (len(item),)), dtype="int64")
+    raise ProblemError(loc, "an index list must be a flat list of integers, as in x[[2, 0]]; use an int64 tensor "
+                            "for more dimensions")
+
+
+def zero_d_indices(rt, items: list, loc: Loc) -> list:
+    """A 0-d int64 tensor index is an int to applySlicing (a ``select``, no IndexBackward0)."""
+    out = []
+    for i in items:
+        if isinstance(i, Tensor) and not i.shape:
+            if i.dtype != "int64":
+                raise ProblemError(loc, f"indexing with a 0-d {i.dtype} tensor is not modelled yet; index with an "
+                                        "int64 tensor, a list or a bool mask with dimensions")
+            i = int(rt.B.as_indices(i.value).reshape(-1)[0])
+        out.append(i)
+    return out
+
+
+def advanced_index(rt, x: Tensor, advanced: list, loc: Loc) -> Tensor:
+    """``x[...]``'s tensor indices, after the basic ones were applied: ``advanced`` is a list of
+    (dim of ``x``, item)."""
+    if len(advanced) > 3:
+        raise ProblemError(loc, "indexing with more than three index tensors is not modelled yet")
+    B = rt.B
+    tensors, dims, kinds, counts = [], [], [], []
+    for k, (d, item) in enumerate(advanced):
+        t = as_index_tensor(rt, item, loc)
+        if t.dtype == "bool":
+            span = x.shape[d:d + len(t.shape)]
+            if tuple(span) != tuple(t.shape):
+                raise _index_error(loc, f"The shape of the mask {list(t.shape)} at index {k} does not match the shape "
+                                        f"of the indexed tensor {list(x.shape)} at index {d}")
+            counts.append(int(np.count_nonzero(B.as_indices(t.value))))
+        else:
+            counts.append(None)
+        tensors.append(t)
+        dims.append(d)
+        kinds.append(t.dtype if t.dtype == "bool" else "int")
+    shapes = [tuple(t.shape) if kind == "int" else (c,) for t, kind, c in zip(tensors, kinds, counts)]
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise _index_error(loc, "shape mismatch: indexing tensors could not be broadcast together with shapes "
+                                + ", ".join(str(list(s)) for s in shapes)) from None
+    for k, (t, d, kind) in enumerate(zip(tensors, dims, kinds)):   # the kernel checks bounds last
+        n = x.shape[d]
+        for v in ([] if kind == "bool" else B.as_indices(t.value).reshape(-1).tolist()):
+            if not -n <= v < n:
+                raise _index_error(loc, f"index {v} is out of bounds for dimension {k} with size {n}")
+    spec = IndexSpec(tuple(dims), tuple(kinds), tuple(counts))
+    return rt.apply(f"index_{len(tensors)}", [x] + tensors, spec, loc)
+
+
+def _int_index(t: Tensor, loc: Loc, what: str) -> None:
+    if t.dtype != "int64":
+        raise ProblemError(loc, f"{what}(): Expected dtype int64 for index (PyTorch raises RuntimeError); declare the "
+                                "index with dtype: int64")
+
+
+def lower_index_select(rt, a, loc):
+    x, idx = a["input"], a["index"]
+    d = dim_index(a["dim"], len(x.shape), loc)
+    if idx.dtype != "int64":
+        raise ProblemError(loc, "index_select(): Expected dtype int32 or int64 for index: PyTorch raises RuntimeError")
+    if len(idx.shape) > 1:
+        raise _index_error(loc, "index_select(): Index is supposed to be a vector")
+    n = x.shape[d] if x.shape else 1
+    for v in rt.B.as_indices(idx.value).reshape(-1).tolist():
+        if not 0 <= v < n:
+            raise ProblemError(loc, f"INDICES element is out of DATA bounds, id={v} axis_dim={n}: PyTorch raises "
+                                    "RuntimeError")
+    return rt.apply("index_select", [x, idx], d, loc)
+
+
+def _gather_checks(rt, x: Tensor, d: int, idx: Tensor, loc: Loc, what: str, src: Tensor | None = None) -> None:
+    _int_index(idx, loc, what)
+    if len(idx.shape) != len(x.shape):
+        raise ProblemError(loc, "Index tensor must have the same number of dimensions as input tensor: PyTorch raises "
+                                "RuntimeError")
+    for k, (i, s) in enumerate(zip(idx.shape, x.shape)):
+        if k != d and i > s:
+            raise ProblemError(loc, f"Size does not match at dimension {k} expected index {list(idx.shape)} to be no "
+                                    f"larger than self {list(x.shape)} apart from dimension {d}: PyTorch raises "
+                                    "RuntimeError")
+    if src is not None:
+        for k, (i, s) in enumerate(zip(idx.shape, src.shape)):
+            if i > s:
+                raise ProblemError(loc, f"Expected index {list(idx.shape)} to be no larger than self {list(x.shape)} "
+                                        f"apart from dimension {d} and to be no larger size than src "
+                                        f"{list(src.shape)}: PyTorch raises RuntimeError")
+    n = x.shape[d] if x.shape else 1
+    for v in rt.B.as_indices(idx.value).reshape(-1).tolist():
+        if not 0 <= v < n:
+            raise ProblemError(loc, f"index {v} is out of bounds for dimension {d} with size {n}: PyTorch raises "
+                                    "RuntimeError")
+
+
+def lower_gather(rt, a, loc):
+    x, idx = a["input"], a["index"]
+    d = dim_index(a["dim"], len(x.shape), loc)
+    _gather_checks(rt, x, d, idx, loc, "gather")
+    return rt.apply("gather", [x, idx], d, loc)
+
+
+def _no_repeats(rt, idx: Tensor, d: int, loc: Loc) -> None:
+    ii = rt.B.as_indices(idx.value)
+    cols = [np.broadcast_to(k, ii.shape).reshape(-1).tolist() for k in along_key(ii, d)]
+    if len(set(zip(*cols))) != ii.size:
+        raise ProblemError(loc, "scatter writes one position twice: PyTorch's result is then unspecified (whichever "
+                                "write lands last); use scatter_add or distinct indices")
+
+
+def lower_scatter(rt, a, loc):
+    x, idx, src, value = a["input"], a["index"], a["src"], a["value"]
+    d = dim_index(a["dim"], len(x.shape), loc)
+    if a["reduce"] is not None:
+        raise ProblemError(loc, "scatter(..., reduce=...) is not modelled yet")
+    if src is None and value is None:
+        raise ProblemError(loc, "scatter() needs src (a tensor) or value (a number), as PyTorch does")
+    if isinstance(src, Fraction):
+        src, value = None, src
+    _gather_checks(rt, x, d, idx, loc, "scatter", src)
+    _no_repeats(rt, idx, d, loc)
+    if src is not None:
+        if not isinstance(src, Tensor):
+            raise ProblemError(loc, "scatter(): argument 'src' must be a Tensor: PyTorch raises TypeError")
+        return rt.apply("scatter", [x, src, idx], d, loc)
+    return rt.apply("scatter_value", [x, idx], (d, value), loc)
+
+
+def lower_scatter_add(rt, a, loc):
+    x, idx, src = a["input"], a["index"], a["src"]
+    d = dim_index(a["dim"], len(x.shape), loc)
+    _gather_checks(rt, x, d, idx, loc, "scatter_add", src)
+    return rt.apply("scatter_add", [x, src, idx], d, loc)
+
+
+def lower_index_add(rt, a, loc):
+    x, idx, source, alpha = a["input"], a["index"], a["source"], a["alpha"]
+    d = dim_index(a["dim"], len(x.shape), loc)
+    _int_index(idx, loc, "index_add")
+    if len(idx.shape) > 1:
+        raise _index_error(loc, "index_add_(): Index is supposed to be a vector")
+    n = x.shape[d] if x.shape else 1
+    want = list(x.shape)
+    if want:
+        want[d] = idx.shape[0] if idx.shape else 1
+    if list(source.shape) != want and not (not source.shape and len(want) <= 1):
+        raise ProblemError(loc, f"index_add_(): Expected source to have shape {want} (self with dim {d} of the "
+                                f"index's length), got {list(source.shape)}: PyTorch raises RuntimeError")
+    for v in rt.B.as_indices(idx.value).reshape(-1).tolist():
+        if not 0 <= v < n:
+            raise _index_error(loc, f"index out of range in self (index {v}, dimension {d} of size {n})")
+    return rt.apply("index_add", [x, source, idx], (d, alpha), loc)
+
+
+def _arg(largest: bool):
+    def lower(rt, a, loc):
+        x = a["input"]
+        dim = a["dim"]
+        d = None if dim is None else dim_index(dim, len(x.shape), loc)
+        if x.shape and (x.shape[d] if d is not None else np.prod(x.shape)) == 0:
+            raise ProblemError(loc, "argmax(): Expected reduction dim to be specified for input.numel() == 0")
+        for t in (x,):
+            if rt.B.is_symbolic(t.value):
+                raise ProblemError(loc, f"{'argmax' if largest else 'argmin'} of values with free symbols: which "
+                                        "element is selected depends on them; bind them under symbols:")
+        return rt.apply("argmax", [x], (d, bool(a["keepdim"]), largest), loc)
+    lower.__name__ = "lower_argmax" if largest else "lower_argmin"
+    return lower
+
+
+_IN = Param("input", "tensor")
+_DIM = Param("dim", "int")
+_INDEX = Param("index", "tensor")
+
+FUNCTIONS = (
+    Function("index_select", (_IN, _DIM, _INDEX), lower_index_select,
+             doc="IndexSelectBackward0 (saves index)"),
+    Function("gather", (_IN, _DIM, _INDEX, Param("sparse_grad", "bool", False, keyword_only=True)), lower_gather,
+             doc="GatherBackward0 (saves index, self)"),
+    Function("scatter", (_IN, _DIM, _INDEX, Param("src", "any", None), Param("value", "number", None, keyword_only=True),
+                         Param("reduce", "str", None, keyword_only=True)), lower_scatter,
+             doc="ScatterBackward0 (src; edges input, src), ScatterBackward1 (value); saves index"),
+    Function("scatter_add", (_IN, _DIM, _INDEX, Param("src", "tensor")), lower_scatter_add,
+             doc="ScatterAddBackward0 (edges input, src; saves index)"),
+    Function("index_add", (_IN, _DIM, _INDEX, Param("source", "tensor"),
+                           Param("alpha", "number", Fraction(1), keyword_only=True)), lower_index_add,
+             doc="IndexAddBackward0 (edges input, source; saves index, source)"),
+    Function("argmax", (_IN, Param("dim", "int", None), Param("keepdim", "bool", False)), _arg(True),
+             doc="no node: an int64 tensor (ties: the first index)"),
+    Function("argmin", (_IN, Param("dim", "int", None), Param("keepdim", "bool", False)), _arg(False),
+             doc="no node: an int64 tensor (ties: the first index)"),
+)

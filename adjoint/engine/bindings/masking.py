@@ -1,0 +1,76 @@
+"""``masked_fill`` and ``masked_fill_``: what PyTorch 2.13 runs for each (checked in real torch).
+
+* ``torch.masked_fill(input, mask, value)`` / ``Tensor.masked_fill(mask, value)``: a number
+  value (``float("-inf")`` and ``float("inf")`` too: :mod:`adjoint.engine.infinity`) is ``MaskedFillBackward0`` (one edge, ``input``), a 0-d tensor value
+  ``MaskedFillBackward1`` (edges ``input``, ``value``; the value's edge is None when it needs
+  no gradient); both save the mask; the result has the broadcast shape of input and mask;
+* ``Tensor.masked_fill_(mask, value)``: the same nodes in place (version bump,
+  ``rebase_history``, PyTorch's refusal on a leaf that requires grad); the mask must broadcast
+  to the tensor written;
+* the mask must be bool: an int64 or float mask is PyTorch's RuntimeError, raised after the
+  node is made (a prediction); the input must be a float tensor here (filling an int64 or bool
+  tensor, whose value PyTorch truncates, is not modelled).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from adjoint.format.errors import Loc, ProblemError
+from adjoint.engine.graph import Tensor
+from adjoint.engine.bindings.signature import Function
+from adjoint.engine.bindings.signature import Param
+from adjoint.engine.infinity import Infinite
+
+
+def _check_input(rt, x: Tensor, loc: Loc, what: str) -> None:
+    if x.dtype in ("int64", "bool"):
+        raise ProblemError(loc, f"{what} of {'an' if x.dtype == 'int64' else 'a'} {x.dtype} tensor is not modelled yet "
+                                "(PyTorch truncates the value to the tensor's dtype); fill a float tensor")
+
+
+def masked_fill(rt, x: Tensor, mask: Tensor, value, loc: Loc, inplace: bool = False):
+    """One MaskedFillBackward0 (a number, ``float("-inf")`` too) or MaskedFillBackward1 (a 0-d
+    tensor) node."""
+    what = "masked_fill_" if inplace else "masked_fill"
+    _check_input(rt, x, loc, what)
+    if isinstance(value, Tensor):
+        prim, others, params = "masked_fill_tensor", [value, mask], None
+    elif isinstance(value, Infinite):
+        prim, others, params = "masked_fill", [mask], value.text
+    elif isinstance(value, Fraction) and not isinstance(value, bool):
+        prim, others, params = "masked_fill", [mask], value
+    else:
+        from adjoint.engine.bindings.signature import describe
+        raise ProblemError(loc, f"{what}(): argument 'value' must be a number or a Tensor, not {describe(value)}: "
+                                "PyTorch raises TypeError")
+    if inplace:
+        from adjoint.engine.inplace import apply_inplace
+        return apply_inplace(rt, prim, x, others, params, loc)
+    return rt.apply(prim, [x] + others, params, loc)
+
+
+def lower_masked_fill(rt, a, loc):
+    return masked_fill(rt, a["input"], a["mask"], a["value"], loc)
+
+
+def lower_masked_fill_method(rt, a, loc):
+    return masked_fill(rt, a["self"], a["mask"], a["value"], loc)
+
+
+def lower_masked_fill_(rt, a, loc):
+    return masked_fill(rt, a["self"], a["mask"], a["value"], loc, inplace=True)
+
+
+_MASK = Param("mask", "tensor")
+_VALUE = Param("value", "any")   # a number, float("-inf") / float("inf"), or a 0-d tensor
+
+FUNCTIONS = (
+    Function("masked_fill", (Param("input", "tensor"), _MASK, _VALUE), lower_masked_fill, where="function",
+             doc="MaskedFillBackward0 (a number value; saves the mask) or MaskedFillBackward1 (a 0-d tensor value; "
+                 "edges input, value)"),
+    Function("masked_fill", (Param("self", "tensor"), _MASK, _VALUE), lower_masked_fill_method, where="method",
+             doc="torch.masked_fill(self, mask, value)"),
+    Function("masked_fill_", (Param("self", "tensor"), _MASK, _VALUE), lower_masked_fill_, where="method",
+             doc="MaskedFillBackward0 / MaskedFillBackward1, in place"),
+)
