@@ -124,7 +124,8 @@ class Op:
 def _collect() -> dict[str, Op]:
     from . import activations, arith, elementwise, linalg, losses, nn, reductions, views
     registry: dict[str, Op] = {}
-    for family in (arith, elementwise, linalg, reductions, views, activations, nn, losses):
+    from . import second
+    for family in (arith, elementwise, linalg, reductions, views, activations, nn, losses, second):
         for op in family.OPS:
             if op.name in registry:
                 raise ValueError(f"primitive {op.name!r} is defined twice")

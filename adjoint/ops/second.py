@@ -1,0 +1,60 @@
+"""The primitives a create_graph backward records that no forward makes: the backward kernels
+(``tanh_backward``, ``threshold_backward``) whose nodes are ``TanhBackwardBackward0`` and
+``ThresholdBackwardBackward0`` (derivatives.yaml's entries for them). adjoint.second_formulas
+calls them; their VJPs run in the backward after it (grad of grad).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from ..derivation.mathtree import TBin, TConst, TFn
+from . import Check, Math, Op, Save
+from .arith import binary_shape
+from .elementwise import STEP
+
+
+def tanh_backward_forward(B, ins, p):
+    g, out = ins
+    return B.mul(g, B.sub(B.scalar(1), B.mul(out, out)))
+
+
+def tanh_backward_vjp(B, gs, ins, outs, p, need):
+    # grad_output: tanh_backward(grad, output); output: grad * (-2 * output * grad_output)
+    g = gs[0]
+    go, out = ins
+    a = B.mul(g, B.sub(B.scalar(1), B.mul(out, out))) if need[0] else None
+    b = B.mul(g, B.mul(B.mul(B.scalar(-2), out), go)) if need[1] else None
+    return [a, b]
+
+
+def threshold_backward_forward(B, ins, p):
+    g, x = ins
+    return B.select_positive(x, g)
+
+
+def threshold_backward_vjp(B, gs, ins, outs, p, need):
+    # grad_output: threshold_backward(grad, self, 0); self: zeros_like(grad)
+    g = gs[0]
+    _, x = ins
+    return [B.select_positive(x, g) if need[0] else None, B.zeros(B.shape(x)) if need[1] else None]
+
+
+def _tanh_backward_math(a, p, shape, k):
+    one_minus = TBin("sub", TConst(Fraction(1)), TBin("pow", a[1], TConst(Fraction(2)), a[1].shape), a[1].shape)
+    return TBin("mul", a[0], one_minus, shape)
+
+
+def _threshold_backward_math(a, p, shape, k):
+    return TBin("mul", a[0], TFn(STEP, (a[1],), a[1].shape), shape)
+
+
+OPS = (
+    Op("tanh_backward", "TanhBackwardBackward0", tanh_backward_forward, tanh_backward_vjp, binary_shape,
+       (Save("grad_output", "in", 0, if_need=1), Save("output", "in", 1)),
+       "g * (1 - out^2); g * (-2 * out * grad_output)", math=Math(_tanh_backward_math),
+       checks=(Check(((2,), (2,)), positive="unit"),)),
+    Op("threshold_backward", "ThresholdBackwardBackward0", threshold_backward_forward, threshold_backward_vjp,
+       binary_shape, (Save("self", "in", 1),), "g where self > 0, else 0; 0",
+       math=Math(_threshold_backward_math), checks=(Check(((2,), (2,)), positive=True),)),
+)
