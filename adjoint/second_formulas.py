@@ -59,7 +59,7 @@ def _pow_scalar(rt, node, grads, saved, need):
     if p == 0:
         return [rt.tensor(rt.B.zeros(x.shape))]
     if p == Fraction(1, 2):
-        raise NotModelled("pow_scalar")   # x ** 0.5 runs as sqrt in PyTorch: its own formula
+        raise NotModelled("PowBackward0 of x ** 0.5")   # its value at 0 is not checked against torch yet
     local = rt.apply("mul_scalar", [rt.apply("pow_scalar", [x], p - 1, node.loc)], p, node.loc)
     return [rt.apply("mul", [grads[0], local], None, node.loc)]
 
@@ -125,7 +125,7 @@ def _mm(rt, node, grads, saved, need):
 def _addmm(rt, node, grads, saved, need):
     # AddmmBackward0 (beta = alpha = 1): self is grad itself; mat1, then mat2, as mm
     if node.params not in (None, (1, 1), (Fraction(1), Fraction(1))):
-        raise NotModelled("addmm")
+        raise NotModelled("AddmmBackward0 with beta or alpha")
     g = grads[0]
     _, mat1, mat2 = node.inputs
     a = _mat1_grad(rt, node, g, mat1, saved["mat2"]) if need[1] else None

@@ -272,3 +272,12 @@ def test_bad_second_order_keys(tmp_path, body, message):
     path.write_text(ERRORS.replace("STEPS", f"[forward, {{backward: {body}}}]"))
     out = cli("solve", str(path))
     assert out.returncode == 2 and message in out.stderr, out.stderr
+
+
+def test_latex_says_what_a_second_order_pass_differentiates():
+    from adjoint.render.latex.document import render_document
+    tex = render_document(adjoint.load("problems/gradient_penalty.yaml").solve())
+    assert "\\subsection{Backward pass 2: second order}" in tex
+    assert "This backward pass starts from \\texttt{loss + 10 * sum(gx ** 2)}, not from the loss." in tex
+    assert "\\texttt{create\\_graph=True}: each node's backward formula runs as recorded operations" in tex
+    assert "Backward pass 2: Lagrangian" not in tex
