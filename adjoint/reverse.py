@@ -229,7 +229,7 @@ class Engine:
                 from .registration import retain_grad
                 retain_grad(t, self.rt)
             if edge is None:   # NOTE [ Autograd Unreachable Input ]: an edge to a new Identity node, which no
-                edge = Edge(Node(0, "torch::autograd::Identity", [], kind="identity"), 0)   # graph reaches
+                edge = Edge(self.identity_node(), 0)   # graph reaches
             info = self.exec_info.setdefault(edge.node, {"needed": False, "captures": []})
             if accumulate:
                 info["needed"] = True
@@ -251,6 +251,11 @@ class Engine:
             return result
 
         needed(root)
+
+    def identity_node(self) -> Node:
+        """The Identity node THPEngine_run_backward makes for an unreachable input: a Node like any
+        other, so it takes the next sequence_nr."""
+        return Node(self.rt._new_seq(), "torch::autograd::Identity", [], kind="identity")
 
     def input_edge(self, t):
         """THPEngine_run_backward's edge for an ``inputs=`` tensor: its grad_fn, else the leaf's

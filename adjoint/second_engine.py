@@ -38,12 +38,19 @@ class SecondEngine(Engine):
     def start(self, req):
         roots = self.root_tensors
         grads = [g if g is not None else self.ones(t) for g, t in zip(self.root_grads, roots)]
+        # THPEngine_run_backward makes the Identity nodes of unreachable inputs before execute()
+        # makes the GraphRoot: they take their sequence_nr first
+        self.identities = [super(SecondEngine, self).identity_node() for _, t, _ in req.inputs
+                           if self.input_edge(t) is None]
         if len(roots) == 1:
             return self.rt.gradient_edge(roots[0], hold=False), grads[0]
         node = Node(self.rt._new_seq(), "torch::autograd::GraphRoot", [self.rt.gradient_edge(t) for t in roots],
                     kind="graphroot", params=tuple(grads), inputs=roots)
         node.outputs = [((), self.rt.dtype)]
         return Edge(node, 0), None
+
+    def identity_node(self) -> Node:
+        return self.identities.pop(0)
 
     def ones(self, t: Tensor):
         value = self.B.full(t.shape, 1)

@@ -281,3 +281,81 @@ def test_latex_says_what_a_second_order_pass_differentiates():
     assert "This backward pass starts from \\texttt{loss + (10 * sum(gx ** 2))}, not from the loss." in tex
     assert "\\texttt{create\\_graph=True}: each node's backward formula runs as recorded operations" in tex
     assert "Backward pass 2: Lagrangian" not in tex
+
+
+# ----------------------------------------------------------------------------- random compositions
+
+import random  # noqa: E402
+
+UNARY = [("tanh({})", torch.tanh), ("relu({})", torch.relu), ("({}) ** 2", lambda a: a ** 2),
+         ("({}) ** 3", lambda a: a ** 3), ("-({})", lambda a: -a), ("({}) * 1.5", lambda a: a * 1.5)]
+BINARY = [("({}) * ({})", lambda a, b: a * b), ("({}) + ({})", lambda a, b: a + b),
+          ("({}) - ({})", lambda a, b: a - b)]
+LEAVES = ["x", "w", "c"]
+
+
+def random_expr(rng, depth):
+    """(adjoint source, torch function of (x, w, c)) of a random composition of modelled ops."""
+    if depth == 0 or rng.random() < 0.25:
+        name = rng.choice(LEAVES)
+        return name, (lambda env, n=name: env[n])
+    if rng.random() < 0.5:
+        text, fn = rng.choice(UNARY)
+        a, fa = random_expr(rng, depth - 1)
+        return text.format(a), (lambda env: fn(fa(env)))
+    text, fn = rng.choice(BINARY)
+    a, fa = random_expr(rng, depth - 1)
+    b, fb = random_expr(rng, depth - 1)
+    return text.format(a, b), (lambda env: fn(fa(env), fb(env)))
+
+
+RANDOM = """
+name: random
+dtype: float64
+inputs:
+  x: {value: [0.3, -0.5], requires_grad: true}
+  w: {value: [0.7, 0.2], requires_grad: true}
+  c: {value: [1.5], requires_grad: true}
+model:
+  inputs: [x, w, c]
+  forward: "FORWARD"
+loss: "REDUCE(y)"
+steps:
+  - forward
+  - {backward: {method: grad, inputs: [x, w, c], create_graph: true, materialize_grads: true, as: [gx, gw, gc]}}
+  - {backward: {method: grad, inputs: [x, w, c], root: "ROOT", materialize_grads: true, as: [hx, hw, hc]}}
+"""
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_second_order_against_torch(seed):
+    """Random compositions of the modelled ops: the first-order gradients' recorded graphs (names,
+    sequence_nr) and the second grad's results, against torch."""
+    rng = random.Random(seed)
+    text, fn = random_expr(rng, 4)
+    reduce = rng.choice(["sum", "mean"])
+    problem = adjoint.loads(RANDOM.replace("FORWARD", text).replace("REDUCE", reduce)
+                            .replace("ROOT", "sum(gx * gx) + sum(gw) * 2 + sum(gc)"))
+    base = start_seq()
+    env = {"x": torch.tensor([0.3, -0.5], dtype=F64, requires_grad=True),
+           "w": torch.tensor([0.7, 0.2], dtype=F64, requires_grad=True),
+           "c": torch.tensor([1.5], dtype=F64, requires_grad=True)}
+    out = fn(env)
+    loss = out.sum() if reduce == "sum" else out.mean()
+    leaves = [env["x"], env["w"], env["c"]]
+    if not loss.requires_grad:
+        pytest.skip("the composition does not require grad")
+    gs = torch.autograd.grad(loss, leaves, create_graph=True, materialize_grads=True)
+    root = (gs[0] * gs[0]).sum() + gs[1].sum() * 2 + gs[2].sum()
+    run = run_variant(problem, problem.variants[0], Float64Backend(problem.dtype, None))
+    if not root.requires_grad:
+        assert run.error is not None and run.error.message.startswith("element 0 of tensors does not require grad")
+        return
+    hs = torch.autograd.grad(root, leaves, materialize_grads=True)
+    assert run.error is None, run.error
+    for name, g in zip(("gx", "gw", "gc"), gs):
+        t = run.made[name]
+        if t is not None and t.grad_fn is not None:
+            assert chain_ours(t) == chain_torch(g, base), (text, name)
+    for name, h in zip(("hx", "hw", "hc"), hs):
+        assert run.made[name].value.a.tolist() == pytest.approx(h.tolist(), abs=1e-9), (text, name)
