@@ -133,6 +133,15 @@ def _addmm(rt, node, grads, saved, need):
     return [g if need[0] else None, a, b]
 
 
+def _mse_loss(rt, node, grads, saved, need):
+    # MseLossBackward0: self: mse_loss_backward(grad, self, target), then target: mse_loss_backward(grad, target, self)
+    g = grads[0]
+    x, y = saved["self"], saved["target"]
+    a = rt.apply("mse_loss_backward", [g, x, y], node.params, node.loc) if need[0] else None
+    b = rt.apply("mse_loss_backward", [g, y, x], node.params, node.loc) if need[1] else None
+    return [a, b]
+
+
 def _view(rt, node, grads, saved, need):
     # ViewBackward0: grad.reshape(self.sizes()) -- a view of a contiguous gradient
     g = grads[0]
@@ -174,5 +183,5 @@ class NotModelled(Exception):
 FORMULAS = {
     "mul": _mul, "add": _add, "sub": _sub, "neg": _neg, "mul_scalar": _mul_scalar, "div_scalar": _div_scalar,
     "pow_scalar": _pow_scalar, "tanh": _tanh, "relu": _relu, "sum": _sum, "mean": _mean, "t": _t, "mm": _mm,
-    "addmm": _addmm, "view": _view, "expand": _expand,
+    "addmm": _addmm, "view": _view, "expand": _expand, "mse_loss": _mse_loss,
 }

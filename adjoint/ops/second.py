@@ -12,6 +12,7 @@ from ..derivation.mathtree import TBin, TConst, TFn
 from . import Check, Math, Op, Save
 from .arith import binary_shape
 from .elementwise import STEP
+from .losses import Pointwise
 
 
 def tanh_backward_forward(B, ins, p):
@@ -40,6 +41,47 @@ def threshold_backward_vjp(B, gs, ins, outs, p, need):
     return [B.select_positive(x, g) if need[0] else None, B.zeros(B.shape(x)) if need[1] else None]
 
 
+def _mse_norm(B, shape, reduction):
+    n = 1
+    for d in shape:
+        n *= d
+    return Fraction(2, n) if reduction == "mean" else Fraction(2)
+
+
+def mse_loss_backward_shape(shapes, p, loc):
+    return tuple(shapes[1])
+
+
+def mse_loss_backward_forward(B, ins, p):
+    # mse_loss_backward(grad_output, self, target, reduction): norm * (self - target) * grad_output
+    g, x, y = ins
+    return B.mul(B.mul(B.scalar(_mse_norm(B, B.shape(x), p.reduction)), B.sub(x, y)), g)
+
+
+def mse_loss_backward_vjp(B, gs, ins, outs, p, need):
+    # grad_output: mse_loss_double_backward_grad_output (summed unless reduction none);
+    # self: mse_loss_double_backward(grad * grad_output) = 2 grad grad_output (/ numel for mean);
+    # target: its negative
+    g = gs[0]
+    go, x, y = ins
+    norm = B.scalar(_mse_norm(B, B.shape(x), p.reduction))
+    a = None
+    if need[0]:
+        r = B.mul(B.mul(norm, B.sub(x, y)), g)
+        a = r if p.reduction == "none" else B.reshape(B.total(r), tuple(B.shape(go)))
+    both = B.mul(norm, B.mul(g, go)) if need[1] or need[2] else None
+    return [a, both if need[1] else None, B.neg(both) if need[2] else None]
+
+
+def _mse_loss_backward_math(a, p, shape, k):
+    n = 1
+    for d in a[1].shape:
+        n *= d
+    norm = Fraction(2, n) if p.reduction == "mean" else Fraction(2)
+    diff = TBin("sub", a[1], a[2], a[1].shape)
+    return TBin("mul", TBin("mul", TConst(norm), diff, a[1].shape), a[0], shape)
+
+
 def _tanh_backward_math(a, p, shape, k):
     one_minus = TBin("sub", TConst(Fraction(1)), TBin("pow", a[1], TConst(Fraction(2)), a[1].shape), a[1].shape)
     return TBin("mul", a[0], one_minus, shape)
@@ -57,4 +99,10 @@ OPS = (
     Op("threshold_backward", "ThresholdBackwardBackward0", threshold_backward_forward, threshold_backward_vjp,
        binary_shape, (Save("self", "in", 1),), "g where self > 0, else 0; 0",
        math=Math(_threshold_backward_math), checks=(Check(((2,), (2,)), positive=True),)),
+    Op("mse_loss_backward", "MseLossBackwardBackward0", mse_loss_backward_forward, mse_loss_backward_vjp,
+       mse_loss_backward_shape, (Save("grad_output", "in", 0), Save("self", "in", 1), Save("target", "in", 2)),
+       "sum(norm (x - y) g) (elementwise for none); norm g grad_output; its negative",
+       math=Math(_mse_loss_backward_math),
+       checks=(Check(((), (3,), (3,)), Pointwise("mean")), Check(((), (3,), (3,)), Pointwise("sum")),
+               Check(((3,), (3,), (3,)), Pointwise("none")))),
 )

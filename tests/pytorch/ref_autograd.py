@@ -181,15 +181,33 @@ def test_hook_edge_case_when_called_with_grad():
 
 
 def test_grad_unreachable():
+    return {"allow_unused": _grad_unreachable(True), "not_allowed": _grad_unreachable(False)}
+
+
+def _grad_unreachable(allow: bool):
     log = Log()
     x, y = leaf([1.0]), leaf([1.0])
-    z = x * 2
-    w = y * 2
-    try:
-        torch.autograd.grad(x * 2, [x, y], allow_unused=False)
-    except RuntimeError as e:
-        return observation(log, error=error(e, "backward", log))
-    raise AssertionError("PyTorch did not raise")
+    z = x * 2  # noqa: F841 (x and y get their grad accumulators)
+    w = y * 2  # noqa: F841
+    fresh = leaf([1.0])   # the test's new z: no grad accumulator
+    if not allow:
+        try:
+            torch.autograd.grad(x * 2, [x, y], allow_unused=False)
+        except RuntimeError as e:
+            assert "Set allow_unused=True" in str(e)
+            return observation(log, error=error(e, "backward", log))
+        raise AssertionError("PyTorch did not raise")
+    first, second = {}, {}
+    state = lambda: grads(x=x, y=y, z=fresh)  # noqa: E731
+    with log.backward_pass(state, lambda: first):
+        grad_x, grad_y = torch.autograd.grad(x * 2, [x, y], allow_unused=True)
+        first.update(x=snap(grad_x), y=snap(grad_y))
+    assert torch.equal(grad_x, x * 2) and grad_y is None
+    with log.backward_pass(state, lambda: second):
+        grad_x, grad_z = torch.autograd.grad(x * 2, [x, fresh], allow_unused=True)
+        second.update(x=snap(grad_x), z=snap(grad_z))
+    assert torch.equal(grad_x, x * 2) and grad_z is None
+    return observation(log, grads(x=x, y=y, z=fresh), returned=second)
 
 
 class _Identity(torch.autograd.Function):
@@ -648,8 +666,16 @@ def test_full_backward_hook_double_backward():
     func = nn.MSELoss()
     func.register_full_backward_hook(log.module_hook(0, "full_backward", "func"))
     f = func(x, y)
-    (gradx_f,) = torch.autograd.grad(f, x, create_graph=True)
-    return observation(log, grads(x=x), returned={"x": snap(gradx_f)})
+    first, second = {}, {}
+    with log.backward_pass(lambda: grads(x=x), lambda: first):
+        (gradx_f,) = torch.autograd.grad(f, x, create_graph=True)
+        first["x"] = snap(gradx_f)
+    assert len(log.calls) == 1
+    with log.backward_pass(lambda: grads(x=x), lambda: second):
+        (gradx_x,) = torch.autograd.grad(gradx_f, x)
+        second["x"] = snap(gradx_x)
+    assert len(log.calls) == 1   # the second-order pass does not fire the hook
+    return observation(log, grads(x=x), returned=second)
 
 
 # ----------------------------------------------------------------------------- saved-tensor hooks
