@@ -40,10 +40,22 @@ def test_grad_nonleaf_many_outputs():
 
 def test_grad_nonleaf_register_hook():
     log = Log()
-    x = leaf([0.5, -1, 2])
+    x = leaf([0.5, -1, 2, 0.25, -3])
     x_list = x.unbind()
-    x_list[0].register_hook(log.tensor_hook(0, "x0"))
-    x_list[0].backward()
+    results = []
+    hook = log.tensor_hook(0, "x0")
+    x_list[0].register_hook(lambda g: (results.append(g), hook(g))[1])
+    with log.backward_pass(lambda: grads(x=x)):
+        x_list[0].backward()
+    assert torch.equal(results[-1], torch.tensor(1.0, dtype=torch.float64))
+    expected = torch.tensor([1.0, 0, 0, 0, 0], dtype=torch.float64)
+    assert torch.equal(x.grad, expected) and x_list[0].grad is None
+    for i in range(1, 5):
+        with log.backward_pass(lambda: grads(x=x)):
+            x_list[i].backward()
+        assert results[-1] is None
+        expected[i] = 1.0
+        assert torch.equal(x.grad, expected) and x_list[i].grad is None
     return observation(log, grads(x=x))
 
 
