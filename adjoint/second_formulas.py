@@ -69,6 +69,50 @@ def _tanh(rt, node, grads, saved, need):
     return [rt.apply("tanh_backward", [grads[0], saved["result"]], None, node.loc)]
 
 
+def _sigmoid(rt, node, grads, saved, need):
+    # sigmoid_backward(grad, result): SigmoidBackwardBackward0
+    return [rt.apply("sigmoid_backward", [grads[0], saved["result"]], None, node.loc)]
+
+
+def _exp(rt, node, grads, saved, need):
+    # grad * result
+    return [rt.apply("mul", [grads[0], saved["result"]], None, node.loc)]
+
+
+def _log(rt, node, grads, saved, need):
+    # grad.div(self)
+    return [rt.apply("div", [grads[0], saved["self"]], None, node.loc)]
+
+
+def _sqrt(rt, node, grads, saved, need):
+    # grad / (2 * result): MulBackward1, then DivBackward0
+    twice = rt.apply("mul_scalar", [saved["result"]], Fraction(2), node.loc)
+    return [rt.apply("div", [grads[0], twice], None, node.loc)]
+
+
+def _sin(rt, node, grads, saved, need):
+    # grad * self.cos()
+    return [rt.apply("mul", [grads[0], rt.apply("cos", [saved["self"]], None, node.loc)], None, node.loc)]
+
+
+def _cos(rt, node, grads, saved, need):
+    # grad * -self.sin()
+    minus = rt.apply("neg", [rt.apply("sin", [saved["self"]], None, node.loc)], None, node.loc)
+    return [rt.apply("mul", [grads[0], minus], None, node.loc)]
+
+
+def _div(rt, node, grads, saved, need):
+    # DivBackward0: other first, -grad * ((self / other) / other) (the right operand, then -grad), then self: grad / other
+    g = grads[0]
+    other = None
+    if need[1]:
+        q = rt.apply("div", [rt.apply("div", [saved["self"], saved["other"]], None, node.loc), saved["other"]], None,
+                     node.loc)
+        other = rt.apply("mul", [rt.apply("neg", [g], None, node.loc), q], None, node.loc)
+    this = rt.apply("div", [g, saved["other"]], None, node.loc) if need[0] else None
+    return [this, other]
+
+
 def _relu(rt, node, grads, saved, need):
     # threshold_backward(grad, result, 0): ThresholdBackwardBackward0
     return [rt.apply("threshold_backward", [grads[0], saved["result"]], None, node.loc)]
@@ -183,5 +227,6 @@ class NotModelled(Exception):
 FORMULAS = {
     "mul": _mul, "add": _add, "sub": _sub, "neg": _neg, "mul_scalar": _mul_scalar, "div_scalar": _div_scalar,
     "pow_scalar": _pow_scalar, "tanh": _tanh, "relu": _relu, "sum": _sum, "mean": _mean, "t": _t, "mm": _mm,
-    "addmm": _addmm, "view": _view, "expand": _expand, "mse_loss": _mse_loss,
+    "addmm": _addmm, "view": _view, "expand": _expand, "mse_loss": _mse_loss, "sigmoid": _sigmoid, "exp": _exp,
+    "log": _log, "sqrt": _sqrt, "sin": _sin, "cos": _cos, "div": _div,
 }

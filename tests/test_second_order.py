@@ -288,9 +288,12 @@ def test_latex_says_what_a_second_order_pass_differentiates():
 import random  # noqa: E402
 
 UNARY = [("tanh({})", torch.tanh), ("relu({})", torch.relu), ("({}) ** 2", lambda a: a ** 2),
-         ("({}) ** 3", lambda a: a ** 3), ("-({})", lambda a: -a), ("({}) * 1.5", lambda a: a * 1.5)]
+         ("({}) ** 3", lambda a: a ** 3), ("-({})", lambda a: -a), ("({}) * 1.5", lambda a: a * 1.5),
+         ("sigmoid({})", torch.sigmoid), ("exp({})", torch.exp), ("sin({})", torch.sin), ("cos({})", torch.cos),
+         ("log(({}) ** 2 + 0.5)", lambda a: torch.log(a ** 2 + 0.5)),
+         ("sqrt(({}) ** 2 + 0.5)", lambda a: torch.sqrt(a ** 2 + 0.5))]
 BINARY = [("({}) * ({})", lambda a, b: a * b), ("({}) + ({})", lambda a, b: a + b),
-          ("({}) - ({})", lambda a, b: a - b)]
+          ("({}) - ({})", lambda a, b: a - b), ("({}) / (({}) ** 2 + 1)", lambda a, b: a / (b ** 2 + 1))]
 LEAVES = ["x", "w", "c"]
 
 
@@ -327,7 +330,7 @@ steps:
 """
 
 
-@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("seed", range(60))
 def test_random_second_order_against_torch(seed):
     """Random compositions of the modelled ops: the first-order gradients' recorded graphs (names,
     sequence_nr) and the second grad's results, against torch."""

@@ -1,6 +1,7 @@
 """The primitives a create_graph backward records that no forward makes: the backward kernels
-(``tanh_backward``, ``threshold_backward``) whose nodes are ``TanhBackwardBackward0`` and
-``ThresholdBackwardBackward0`` (derivatives.yaml's entries for them). adjoint.second_formulas
+(``tanh_backward``, ``sigmoid_backward``, ``threshold_backward``, ``mse_loss_backward``) whose
+nodes are ``TanhBackwardBackward0``, ``SigmoidBackwardBackward0``, ``ThresholdBackwardBackward0``
+and ``MseLossBackwardBackward0`` (derivatives.yaml's entries for them). adjoint.second_formulas
 calls them; their VJPs run in the backward after it (grad of grad).
 """
 
@@ -27,6 +28,25 @@ def tanh_backward_vjp(B, gs, ins, outs, p, need):
     a = B.mul(g, B.sub(B.scalar(1), B.mul(out, out))) if need[0] else None
     b = B.mul(g, B.mul(B.mul(B.scalar(-2), out), go)) if need[1] else None
     return [a, b]
+
+
+def sigmoid_backward_forward(B, ins, p):
+    g, out = ins
+    return B.mul(g, B.mul(B.sub(B.scalar(1), out), out))
+
+
+def sigmoid_backward_vjp(B, gs, ins, outs, p, need):
+    # grad_output: sigmoid_backward(grad, output); output: grad * grad_output * (-2 * output + 1)
+    g = gs[0]
+    go, out = ins
+    a = B.mul(g, B.mul(B.sub(B.scalar(1), out), out)) if need[0] else None
+    b = B.mul(B.mul(g, go), B.add(B.mul(B.scalar(-2), out), B.scalar(1))) if need[1] else None
+    return [a, b]
+
+
+def _sigmoid_backward_math(a, p, shape, k):
+    one_minus = TBin("sub", TConst(Fraction(1)), a[1], a[1].shape)
+    return TBin("mul", a[0], TBin("mul", one_minus, a[1], a[1].shape), shape)
 
 
 def threshold_backward_forward(B, ins, p):
@@ -95,6 +115,10 @@ OPS = (
     Op("tanh_backward", "TanhBackwardBackward0", tanh_backward_forward, tanh_backward_vjp, binary_shape,
        (Save("grad_output", "in", 0, if_need=1), Save("output", "in", 1)),
        "g * (1 - out^2); g * (-2 * out * grad_output)", math=Math(_tanh_backward_math),
+       checks=(Check(((2,), (2,)), positive="unit"),)),
+    Op("sigmoid_backward", "SigmoidBackwardBackward0", sigmoid_backward_forward, sigmoid_backward_vjp, binary_shape,
+       (Save("grad_output", "in", 0, if_need=1), Save("output", "in", 1)),
+       "g * (1 - out) * out; g * grad_output * (1 - 2 out)", math=Math(_sigmoid_backward_math),
        checks=(Check(((2,), (2,)), positive="unit"),)),
     Op("threshold_backward", "ThresholdBackwardBackward0", threshold_backward_forward, threshold_backward_vjp,
        binary_shape, (Save("self", "in", 1),), "g where self > 0, else 0; 0",
