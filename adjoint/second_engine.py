@@ -100,9 +100,29 @@ class SecondEngine(Engine):
         super().note_seen(node, [x.value if isinstance(x, Tensor) else x for x in inputs])
 
     def tensor_pre_hooks(self, node, inputs):
-        if self.create_graph and not node.is_accumulate and node.retains_grad_hooks:
-            raise NotModelled("retain_grad")
-        return super().tensor_pre_hooks(node, inputs)
+        if not self.create_graph or node.is_accumulate or not node.retains_grad_hooks:
+            return super().tensor_pre_hooks(node, inputs)
+        retains = node.retains_grad_hooks
+        node.retains_grad_hooks = {}
+        try:
+            inputs = super().tensor_pre_hooks(node, inputs)
+        finally:
+            node.retains_grad_hooks = retains
+        for nr, t in retains.items():
+            g = inputs[nr]
+            if g is None:
+                continue
+            # retain_grad's hook under grad mode: grad.clone() (CloneBackward0), then .grad + grad (AddBackward0)
+            if t.grad is None:
+                new = self.rt.apply("clone", [g], None, self.loc)
+            else:
+                old = getattr(t, "grad_tensor", None)
+                if old is None or old.value is not t.grad:
+                    old = self.rt.tensor(t.grad)
+                new = self.rt.apply("add", [old, g], None, self.loc)
+            t.grad_tensor = new
+            t.grad = new.value
+        return inputs
 
     def fire_graph(self, hook, args, node=None, call=None):
         """A hook in a create_graph backward: handed the gradient tensors, run with grad mode on;

@@ -63,7 +63,7 @@ def second_backward(s, bw, made: dict) -> dict | None:
             made[name] = g
             if g is not None:
                 s.keep(g)
-                s.hooks.bound(name, g)
+                s.bind(name, g)   # the current forward's names: hooks on it (multi_grad too) are registered now
         return {name: snap(g, s.dtype) for (name, _), g in zip(bw.inputs, out)}
     torch.autograd.backward(roots, grad_tensors=grads, retain_graph=bw.retain_graph or None,
                             create_graph=sec.create_graph, inputs=wrt or None)

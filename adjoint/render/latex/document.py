@@ -13,7 +13,6 @@ from .section_lagrangian import LagrangianSection
 from .section_model import ModelSections
 from .section_steps import StepSections
 from .text import esc, symbol_tex
-from adjoint.render.latex.text import code
 
 
 PREAMBLE = r"""\documentclass[11pt,a4paper]{article}
@@ -223,6 +222,7 @@ def _once(shared: dict, key: str, text: str, heading: str, here: str) -> str:
 def second_pass(v, number) -> str:
     """For a backward pass from ``root:``/``roots:`` expressions: what it differentiates, in place of the
     forward's Lagrangian (whose multipliers are those of the loss, not of this root)."""
+    from .text import code
     info = next((s for s in v.steps if s.kind == "backward" and s.backward == number), None)
     if info is None or not info.second or not info.second["roots"]:
         return ""
