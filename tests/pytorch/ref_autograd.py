@@ -536,9 +536,12 @@ def test_backward_with_nonleaf_inputs():
     def state():
         return lambda: grads(x=x, y=y, z=z, x_nonleaf=x_nonleaf)
     with log.backward_pass(state()):
-        out.backward(ones, retain_graph=True, inputs=[x, y, x_nonleaf])
+        out.backward(ones, create_graph=True, inputs=[x, y, x_nonleaf])
+    assert torch.equal(y.grad, x + 2 * y) and torch.equal(x.grad, 2 * x + y)
+    assert torch.equal(x_nonleaf.grad, 2 * x_nonleaf + y)
     with log.backward_pass(state()):
-        out.backward(ones, inputs=[z])
+        out.backward(ones, create_graph=True, inputs=[z])
+    assert z.grad is None
     return observation(log, grads(x=x, y=y, z=z, x_nonleaf=x_nonleaf))
 
 
