@@ -240,14 +240,35 @@ def _identity_function(name: str):
 
 
 def test_grad_unreachable_discovery():
+    return {name: _grad_unreachable_discovery(name) for name in ("grad", "grad_two_inputs", "backward_inputs")}
+
+
+def _grad_unreachable_discovery(scenario: str):
     log = Log()
     MyFunc = _identity_function("MyFunc")
     u = leaf([0.5])
+    y = leaf([-1])
+    z = leaf([0.25])
     x = MyFunc.apply(u * 2)
     x.grad_fn.register_prehook(log.node_pre_hook(0, "f", fn=raising("This node should not be executed!")))
-    y = leaf([-1])
-    torch.autograd.backward(x, inputs=(y,))
-    return observation(log, grads(u=u, y=y))
+    state = lambda: grads(u=u, y=y, z=z)  # noqa: E731
+    returned = {}
+    with log.backward_pass(state, lambda: returned):
+        if scenario == "grad":
+            (gY,) = torch.autograd.grad(x, (y,), allow_unused=True)
+            assert gY is None
+            returned["y"] = snap(gY)
+        elif scenario == "grad_two_inputs":
+            (gY, gZ) = torch.autograd.grad(x + z, (y, z), allow_unused=True)
+            assert gY is None and gZ is not None
+            returned.update(y=snap(gY), z=snap(gZ))
+        else:
+            torch.autograd.backward(x, inputs=(y,))
+            assert y.grad is None
+    out = observation(log, state())
+    if returned:
+        out["returned"] = returned
+    return out
 
 
 def test_hooks__tensor_hooks():
