@@ -68,6 +68,7 @@ class VariantRun:
     failed_pass: Pass | None = None  # a backward step PyTorch raised in: what it did until then
     updates: dict = field(default_factory=dict)   # SGD step index -> [(parameter, before, grad, after)]
     forward_steps: list = field(default_factory=list)   # the step index of each ForwardResult
+    made: dict = field(default_factory=dict)   # names bound by backward steps' as: (adjoint.second_run)
 
     @property
     def forward(self) -> ForwardResult:

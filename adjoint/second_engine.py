@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from adjoint.errors import ProblemError
 from adjoint.graph import Edge, Node, Tensor
-from adjoint.reverse import BackwardResult, Engine
+from adjoint.reverse import BackwardResult, Engine, slot_shape
 from adjoint.runtime import TorchError
 from adjoint.second_formulas import FORMULAS, NotModelled, sum_to
 
@@ -146,7 +146,7 @@ class SecondEngine(Engine):
             return super().apply(node, inputs)
         rt = self.rt
         if node.kind == "hookfn":   # BackwardHookFunction: materialized zeros, the gradients handed on as they are
-            return [x if x is not None else rt.tensor(self.B.zeros(node.outputs[i][0])) for i, x in enumerate(inputs)]
+            return [x if x is not None else rt.tensor(self.B.zeros(slot_shape(node, i))) for i, x in enumerate(inputs)]
         if node.kind != "op" or node.op.name not in FORMULAS:
             raise NotModelled(node.name if node.kind != "op" else node.op.node)
         saved = self.unpack_tensors(node)

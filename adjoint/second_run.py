@@ -17,6 +17,7 @@ What PyTorch does, in order, when the user's line runs:
 from __future__ import annotations
 
 from adjoint.errors import ProblemError
+from adjoint.graph import Tensor
 from adjoint.interp import EnvScope, Interp
 from adjoint.reverse import BackwardRequest
 from adjoint.runtime import TorchError
@@ -57,10 +58,7 @@ def second_request(problem, bw, run, backend) -> BackwardRequest:
         raise TorchError("ValueError", "Expected allow_unused to be True or not passed when materialize_grads=True, "
                                        "but got: allow_unused=False.", "arguments")
     fwd = run.forward
-    made = getattr(run, "made", None)
-    if made is None:
-        made = run.made = {}
-    env = {**fwd.names, **made}
+    env = {**fwd.names, **run.made}
     if s.roots:
         rt = run.rt
         rt.quiet += 1   # the roots are the user's code between passes, not equations of the forward
@@ -101,8 +99,10 @@ def second_request(problem, bw, run, backend) -> BackwardRequest:
             raise ProblemError(loc, f"backward input '{name}' is not a tensor of this problem; tensors: "
                                     f"{', '.join(env)}")
         t = env[name]
-        if not t.requires_grad:
-            raise TorchError("RuntimeError", "One of the differentiated Tensors does not require grad", "arguments")
+        if t is None or not t.requires_grad:
+            raise TorchError("RuntimeError", "One of the differentiated Tensors does not require grad"
+                             if bw.method == "grad" else "can't retain_grad on Tensor that has requires_grad=False",
+                             "arguments")
         inputs.append((name, t, loc))
     req = BackwardRequest(roots[0], None, bw.method, tuple(inputs), bw.retain_graph or s.create_graph)
     req.second = SecondRequest(s, tuple(roots), grads, bw.loc)
@@ -122,15 +122,12 @@ def bind_names(run, request: BackwardRequest, engine: SecondEngine) -> None:
     if not s.names:
         return
     made = run.made
-    for (name, _), value, t in zip(s.names, request_captured(engine), engine.tensors or [None] * len(s.names)):
+    for (name, _), value, t in zip(s.names, engine.result.captured, engine.tensors or [None] * len(s.names)):
         if value is None:
             made[name] = None
             continue
-        tensor = t if isinstance(t, type(request.root)) else run.rt.tensor(value)
+        tensor = t if isinstance(t, Tensor) else run.rt.tensor(value)
         tensor.name = tensor.name or name
         made[name] = tensor
         run.reg.bound(name, tensor)
 
-
-def request_captured(engine: SecondEngine) -> list:
-    return list(engine.result.captured)
