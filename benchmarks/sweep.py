@@ -27,12 +27,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 sys.path.insert(0, os.path.dirname(HERE))   # this checkout's adjoint, not an installed one
 
 import gen as G  # noqa: E402
+from gen.second import generate_second  # noqa: E402
 
 DISAGREE = ("crash", "harness", "invalid", "refused", "mismatch")
 
 
 def one(job):
-    seed, i, budget, timeout = job
+    seed, i, budget, timeout = job[:4]
+    if len(job) > 4 and job[4] == "second":   # tests/gen/second.py: create_graph, grad of grad
+        text, cov = generate_second(random.Random(f"{seed}-{i}"))
+        return i, text, G.check(text, timeout=timeout), cov
     spec = G.generate_spec(random.Random(f"{seed}-{i}"), budget)
     text = G.to_yaml(spec)
     outcome = G.check(text, timeout=timeout)
@@ -51,17 +55,19 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     ap.add_argument("--out", default=None, help="where to write disagreeing problems (default: a new temp dir)")
     ap.add_argument("--quiet", action="store_true", help="no progress line")
+    ap.add_argument("--kind", choices=("all", "second"), default="all",
+                    help="second: only second-order problems (tests/gen/second.py; default all: tests/gen)")
     args = ap.parse_args(argv)
 
     if args.only is not None:
-        i, text, outcome, _ = one((args.seed, args.only, args.budget, args.timeout))
+        i, text, outcome, _ = one((args.seed, args.only, args.budget, args.timeout, args.kind))
         print(text)
         print(f"# problem {i} of seed {args.seed}: {outcome.status} ({outcome.seconds:.2f}s)")
         print("\n".join("# " + line for line in outcome.report().splitlines()))
         return 0 if outcome.ok and outcome.status != "timeout" else 1
 
     out_dir = args.out
-    jobs = [(args.seed, i, args.budget, args.timeout) for i in range(args.start, args.start + args.n)]
+    jobs = [(args.seed, i, args.budget, args.timeout, args.kind) for i in range(args.start, args.start + args.n)]
     statuses: Counter = Counter()       # per variant
     problem_status: Counter = Counter()
     coverage: Counter = Counter()

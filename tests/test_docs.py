@@ -17,6 +17,13 @@ from adjoint.format.module_signatures import TYPES
 from adjoint.format.validate import INPUT_KEYS, TOP_KEYS, VARIANT_KEYS
 from adjoint.format.validate_hooks import BACKWARD_KEYS, HOOK_KEYS, STEP_KINDS
 from adjoint.format.validate_modules import MODULE_KEYS
+from adjoint.engine.bindings import FUNCTIONS, METHODS
+from adjoint.engine.hook_kinds import GLOBAL_KINDS, KINDS
+from adjoint.format.module_signatures import TYPES
+from adjoint.format.validate import INPUT_KEYS, TOP_KEYS, VARIANT_KEYS
+from adjoint.format.validate_hooks import BACKWARD_KEYS, HOOK_KEYS, STEP_KINDS
+from adjoint.format.validate_modules import MODULE_KEYS
+from adjoint.format.second_steps import SECOND_KEYS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = [os.path.join(ROOT, "README.md"), os.path.join(ROOT, "DEVELOPERS.md")] + sorted(
@@ -36,7 +43,7 @@ WORDS = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", " ".join(FENCED + INLINE)))  #
 
 @pytest.mark.parametrize("what, names", [
     ("top-level key", TOP_KEYS), ("module key", MODULE_KEYS), ("variant key", VARIANT_KEYS),
-    ("input key", INPUT_KEYS), ("hook key", HOOK_KEYS), ("backward key", BACKWARD_KEYS + ("retain_graph",)),
+    ("input key", INPUT_KEYS), ("hook key", HOOK_KEYS), ("backward key", BACKWARD_KEYS + ("retain_graph",) + SECOND_KEYS),
     ("step", STEP_KINDS), ("hook kind", tuple(k.kind for k in KINDS) + GLOBAL_KINDS),
     ("module type", tuple(TYPES)), ("function", tuple(FUNCTIONS)), ("method", tuple(METHODS)),
 ])

@@ -223,6 +223,8 @@ def test_document_numbers_match_prediction(path):
     pred, tex = _solved(path)
     sections = _sections(tex, pred)
     for v in pred.variants:
+        if v.passes is not None:   # a variant with steps titles each pass's sections by the pass
+            continue               # (tests/test_latex_v2.py reads those)
         sec = sections[v.name]
         hooks = sec.split("\\subsection{Hook calls, in firing order}")[1].split("\\subsection{", 1)[0]
         assert hooks.count("\\subsubsection*{") == len(v.hook_calls)

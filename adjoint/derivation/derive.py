@@ -75,6 +75,7 @@ def _steps(run, vd: VariantDerivation, unit_of_step: dict, first_unit: dict, num
         elif step.kind == "backward":
             bw = step.backward or run.variant.backward
             info.retain_graph, info.method = bw.retain_graph, bw.method
+            info.second = second_info(bw.second)
             info.inputs = [name for name, _ in bw.inputs]
             if info.ran and (not info.failed or run.failed_pass is not None):
                 p = next(backwards, None)
@@ -89,6 +90,16 @@ def _steps(run, vd: VariantDerivation, unit_of_step: dict, first_unit: dict, num
             info.updates = list(run.updates.get(index, []))
         out.append(info)
     return out
+
+
+def second_info(s) -> dict | None:
+    """A backward step's second-order options, as the document words them."""
+    if s is None:
+        return None
+    from adjoint.format.syntax import to_source
+    return {"create_graph": s.create_graph, "names": [n for n, _ in s.names],
+            "roots": [to_source(e) for e in s.roots], "allow_unused": s.allow_unused,
+            "materialize_grads": s.materialize_grads}
 
 
 def _error(run, pv, vd: VariantDerivation, records: list, passes: list, unit_of_step: dict) -> ErrorInfo:

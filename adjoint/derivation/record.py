@@ -364,6 +364,8 @@ class StepInfo:
     updates: list = field(default_factory=list)   # step: (parameter, before, grad, after)
     failed: bool = False             # PyTorch raised in this step
     ran: bool = True                 # False: after the error, never run
+    second: dict | None = None       # backward: its second-order options as plain data (create_graph, names,
+                                     # roots as source text, allow_unused, materialize_grads)
 
 
 @dataclass

@@ -22,6 +22,14 @@ from adjoint.format.problem import OUTPUT, Problem, Step, Variant
 from adjoint.engine.hook_registration import Registrations
 from adjoint.engine.reverse import BackwardRequest, BackwardResult, Engine
 from adjoint.engine.runtime import Runtime, TorchError
+from adjoint.engine.hook_runner import HookRunner
+from adjoint.format.errors import ProblemError
+from adjoint.engine.forward import ForwardResult, Model
+from adjoint.format.problem import OUTPUT, Problem, Step, Variant
+from adjoint.engine.hook_registration import Registrations
+from adjoint.engine.reverse import BackwardRequest, BackwardResult, Engine
+from adjoint.engine.runtime import Runtime, TorchError
+from adjoint.engine.second_run import bind_names, second_engine, second_request, with_step_names
 
 DEFAULT_STEPS = ("forward", "backward")
 
@@ -67,6 +75,7 @@ class VariantRun:
     failed_pass: Pass | None = None  # a backward step PyTorch raised in: what it did until then
     updates: dict = field(default_factory=dict)   # SGD step index -> [(parameter, before, grad, after)]
     forward_steps: list = field(default_factory=list)   # the step index of each ForwardResult
+    made: dict = field(default_factory=dict)   # names bound by backward steps' as: (adjoint.engine.second_run)
 
     @property
     def forward(self) -> ForwardResult:
@@ -146,7 +155,7 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
                     for hook in variant.hooks:
                         if hook.when == "after_forward" and hook.index not in later:
                             reg.register(hook.index)
-                    reg.check_targets(run.forward.names)
+                    reg.check_targets(with_step_names(run.forward.names, variant))
             elif step.kind == "backward":
                 if first_backward:
                     request = backward_request(problem, step.backward or variant.backward, run, backend)
@@ -186,7 +195,8 @@ def run_forward(run: VariantRun, step: Step) -> None:
 def run_backward(run: VariantRun, request: BackwardRequest, step: int = 0) -> None:
     start = len(run.rt.log)
     before = run.grads()
-    engine = Engine(run.rt, run.rt.hooks_runner.fire_values)
+    second = getattr(request, "second", None)
+    engine = Engine(run.rt, run.rt.hooks_runner.fire_values) if second is None else second_engine(run, request)
     try:
         result = engine.run(request)
     except TorchError:
@@ -201,6 +211,8 @@ def run_backward(run: VariantRun, request: BackwardRequest, step: int = 0) -> No
                     if name not in run.reg.retained[t.id][1]:
                         run.reg.retained[t.id][1].append(name)
     run.passes.append(Pass(request, result, run.forward, range(start, len(run.rt.log)), run.grads(), before, step))
+    if second is not None:
+        bind_names(run, request, engine)
 
 
 def sgd(run: VariantRun, lr, step: int = 0) -> None:
@@ -218,6 +230,8 @@ def sgd(run: VariantRun, lr, step: int = 0) -> None:
 
 
 def backward_request(problem: Problem, bw, run: VariantRun, backend) -> BackwardRequest:
+    if bw.second is not None:
+        return second_request(problem, bw, run, backend)
     if not run.forwards:
         raise ProblemError(bw.loc, "a backward step needs a forward step before it")
     fwd = run.forward

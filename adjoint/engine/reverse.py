@@ -135,13 +135,11 @@ class Engine:
     # ------------------------------------------------------------ run
     def run(self, req: BackwardRequest) -> BackwardResult:
         rt = self.rt
-        B = self.B
         root = req.root
         result = BackwardResult([None] * len(req.inputs), calls_start=len(rt.log))
         self.result = result
         self.retain_graph = req.retain_graph
-        root_edge = rt.gradient_edge(root, hold=False)   # a leaf root: this backward alone may hold its accumulator
-        root_grad = req.grad_output if req.grad_output is not None else B.full(root.shape, 1)
+        root_edge, root_grad = self.start(req)
         self.deps = self.dependencies(root_edge.node)
         self.root_node = root_edge.node
         if req.inputs:
@@ -171,14 +169,14 @@ class Engine:
                         if self.exec_info and not self.should_execute(target):
                             continue
                         b = [None] * n_slots(target)
-                        b[nr] = _accumulate(B, None, out)
+                        b[nr] = self.sum_into(None, out)
                         if ready:
                             queue.push((target.seq, target, b))
                         else:
                             not_ready[target] = b
                     else:
                         b = not_ready[target]
-                        b[nr] = _accumulate(B, b[nr], out)
+                        b[nr] = self.sum_into(b[nr], out)
                         if ready:
                             del not_ready[target]
                             queue.push((target.seq, target, b))
@@ -186,12 +184,24 @@ class Engine:
             rt.phase = "forward"
             if root_edge.node.is_accumulate:
                 rt.release_accumulator(root)
+        self.check_unused(req, result)
+        return result
+
+    def start(self, req: BackwardRequest):
+        """The edge the backward starts from and the gradient handed to it."""
+        root_edge = self.rt.gradient_edge(req.root, hold=False)   # a leaf root: this backward alone may hold its accumulator
+        return root_edge, req.grad_output if req.grad_output is not None else self.B.full(req.root.shape, 1)
+
+    def sum_into(self, current, new):
+        """InputBuffer::add: a second gradient into one slot is summed."""
+        return _accumulate(self.B, current, new)
+
+    def check_unused(self, req: BackwardRequest, result: BackwardResult) -> None:
         if req.method == "grad":
             for (name, t, loc), value in zip(req.inputs, result.captured):
                 if value is None:
                     raise ProblemError(loc, f"'{name}' receives no gradient: torch.autograd.grad raises 'One of the "
                                             "differentiated Tensors appears to not have been used in the graph'")
-        return result
 
     def dependencies(self, root: Node) -> dict[Node, int]:
         deps: dict[Node, int] = {}
@@ -218,7 +228,7 @@ class Engine:
                 from adjoint.engine.hook_registration import retain_grad
                 retain_grad(t, self.rt)
             if edge is None:   # NOTE [ Autograd Unreachable Input ]: an edge to a new Identity node, which no
-                edge = Edge(Node(0, "torch::autograd::Identity", [], kind="identity"), 0)   # graph reaches
+                edge = Edge(self.identity_node(), 0)   # graph reaches
             info = self.exec_info.setdefault(edge.node, {"needed": False, "captures": []})
             if accumulate:
                 info["needed"] = True
@@ -240,6 +250,11 @@ class Engine:
             return result
 
         needed(root)
+
+    def identity_node(self) -> Node:
+        """The Identity node THPEngine_run_backward makes for an unreachable input: a Node like any
+        other, so it takes the next sequence_nr."""
+        return Node(self.rt._new_seq(), "torch::autograd::Identity", [], kind="identity")
 
     def input_edge(self, t):
         """THPEngine_run_backward's edge for an ``inputs=`` tensor: its grad_fn, else the leaf's

@@ -194,6 +194,7 @@ class Backward:
     grad_output: Literal | None
     loc: Loc | None
     retain_graph: bool = False
+    second: object | None = None  # create_graph, as:, root:/roots:, allow_unused, ... (adjoint.format.second_steps.SecondOrder)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,13 @@ from adjoint.format.expr import parse_expression, parse_statements
 from adjoint.format.literals import parse_int, parse_literal, parse_number
 from adjoint.format.loader import YMap, YNode, YScalar, YSeq, kind_name
 from adjoint.format.problem import MODULE_HOOK_KINDS, NODE_HOOK_KINDS, TENSOR_HOOK_KINDS, Backward, Hook, Step, TensorDecl
+from adjoint.format.checks import FAILED, Issues, boolean, choice, mapping, string
+from adjoint.format.errors import Loc, ProblemError, raise_all
+from adjoint.format.expr import parse_expression, parse_statements
+from adjoint.format.literals import parse_int, parse_literal, parse_number
+from adjoint.format.loader import YMap, YNode, YScalar, YSeq, kind_name
+from adjoint.format.second_steps import SECOND_KEYS, parse_second
+from adjoint.format.problem import MODULE_HOOK_KINDS, NODE_HOOK_KINDS, TENSOR_HOOK_KINDS, Backward, Hook, Step, TensorDecl
 
 HOOK_KEYS = ("module", "tensor", "node", "global", "multi_grad", "saved_tensors", "kind", "mode", "scope", "returns",
              "does", "remove", "removes", "label", "when", "prepend", "with_kwargs", "always_call", "raises")
@@ -217,7 +224,7 @@ def check_hook_list(hooks: list[Hook], node: YSeq) -> None:
 def parse_backward(node: YNode | None, base: Backward | None, in_step: bool = False) -> Backward:
     if node is None:
         return base or Backward("backward", (), None, None)
-    b = mapping(node, "backward", (), BACKWARD_KEYS + (("retain_graph",) if in_step else ()))
+    b = mapping(node, "backward", (), BACKWARD_KEYS + (("retain_graph",) + SECOND_KEYS if in_step else ()))
     method = choice(b.get("method"), "backward method", ("backward", "grad")) if b.get("method") else "backward"
     inputs: tuple[tuple[str, Loc], ...] = ()
     if b.get("inputs") is not None:
@@ -231,11 +238,15 @@ def parse_backward(node: YNode | None, base: Backward | None, in_step: bool = Fa
                 raise ProblemError(item.loc, f"'{n}' is listed twice in backward.inputs")
             names.append((n, item.loc))
         inputs = tuple(names)
+    second = parse_second(b, method, inputs) if in_step else None
     if method == "grad" and not inputs:
         raise ProblemError(b.loc, "method: grad needs inputs: [TENSOR, ...] (torch.autograd.grad(outputs, inputs))")
     grad_output = parse_literal(b.get("grad_output"), "backward.grad_output") if b.get("grad_output") is not None else None
     retain = boolean(b.get("retain_graph"), "retain_graph") if b.get("retain_graph") is not None else False
-    return Backward(method, inputs, grad_output, b.loc, retain)
+    if second is not None and second.grad_outputs and grad_output is not None:
+        raise ProblemError(b.get("grad_output").loc, "give either grad_output (with the one root) or grad_outputs "
+                                                     "(one per entry of roots), not both")
+    return Backward(method, inputs, grad_output, b.loc, retain, second)
 
 
 def parse_steps(node: YNode, what: str, base: Backward, input_decl, input_names: tuple[str, ...],

@@ -50,6 +50,17 @@ from adjoint.torchside.program import Program
 from adjoint.torchside.savednodes import SavedNodes
 from adjoint.torchside.unfinished import WatchPacks
 from adjoint.torchside.values import DTYPES, literal_tensor, number, snap
+from adjoint.format.errors import Loc, ProblemError
+from adjoint.format.problem import OUTPUT, Module, Problem, Step, Variant
+from adjoint.torchside import graphs
+from adjoint.torchside.build import build, module_paths
+from adjoint.torchside.dropout import forced_mask
+from adjoint.torchside.hooks import Hooks
+from adjoint.torchside.program import Program
+from adjoint.torchside.savednodes import SavedNodes
+from adjoint.torchside.unfinished import WatchPacks
+from adjoint.torchside.values import DTYPES, literal_tensor, number, snap
+from adjoint.torchside.second import second_backward
 
 DEFAULT_STEPS = ("forward", "backward")
 
@@ -91,6 +102,7 @@ class Session:
         self.declared_grad = {d.name: d.requires_grad for d in list(variant.inputs) + list(problem.targets)}
         self.declared_grad.update({d.name: d.requires_grad for m in problem.model.walk() for d in m.params})
         self.backward_inputs = backward_inputs(variant)
+        self.made: dict = {}                      # names bound by as: (adjoint.torchside.second)
         self.globals: dict[str, torch.Tensor] = {}
         for d in list(variant.inputs) + list(problem.targets):
             self.globals[d.name] = self.leaves[d.name] = self.leaf(d)
@@ -237,6 +249,8 @@ class Session:
 
     def backward(self, bw) -> dict | None:
         """One backward step; returns what ``torch.autograd.grad`` returned, by name (None for backward)."""
+        if bw.second is not None:
+            return second_backward(self, bw, self.made)
         fp = self.forwards[-1]
         root = fp.loss if fp.loss is not None else fp.output
         gradient = literal_tensor(bw.grad_output, self.dtype, self.symbols) if bw.grad_output is not None else None

@@ -47,6 +47,10 @@ given or from ``init:``, ``training: false`` and ``requires_grad: false`` module
 module, a functional loss or a loss expression; hooks from the same machinery
 (``tests/gen/layers.py``).
 
+Second-order problems (create_graph, grad of grad) have their own small generator,
+``second.py`` (``benchmarks/sweep.py --kind second``), over the ops whose create_graph
+recording is modelled; :func:`generate` does not draw them (its seeds stay as they were).
+
 The package, one job per module: ``rand`` (the source of choices), ``trees`` (expression
 trees and their text), ``specs`` (the problem's static model), ``analysis`` (the abstract
 interpretation), ``exprs``, ``viewexprs`` and ``cmpexprs`` (expressions of a requested shape,

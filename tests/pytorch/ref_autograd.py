@@ -40,10 +40,22 @@ def test_grad_nonleaf_many_outputs():
 
 def test_grad_nonleaf_register_hook():
     log = Log()
-    x = leaf([0.5, -1, 2])
+    x = leaf([0.5, -1, 2, 0.25, -3])
     x_list = x.unbind()
-    x_list[0].register_hook(log.tensor_hook(0, "x0"))
-    x_list[0].backward()
+    results = []
+    hook = log.tensor_hook(0, "x0")
+    x_list[0].register_hook(lambda g: (results.append(g), hook(g))[1])
+    with log.backward_pass(lambda: grads(x=x)):
+        x_list[0].backward()
+    assert torch.equal(results[-1], torch.tensor(1.0, dtype=torch.float64))
+    expected = torch.tensor([1.0, 0, 0, 0, 0], dtype=torch.float64)
+    assert torch.equal(x.grad, expected) and x_list[0].grad is None
+    for i in range(1, 5):
+        with log.backward_pass(lambda: grads(x=x)):
+            x_list[i].backward()
+        assert results[-1] is None
+        expected[i] = 1.0
+        assert torch.equal(x.grad, expected) and x_list[i].grad is None
     return observation(log, grads(x=x))
 
 
@@ -181,15 +193,33 @@ def test_hook_edge_case_when_called_with_grad():
 
 
 def test_grad_unreachable():
+    return {"allow_unused": _grad_unreachable(True), "not_allowed": _grad_unreachable(False)}
+
+
+def _grad_unreachable(allow: bool):
     log = Log()
     x, y = leaf([1.0]), leaf([1.0])
-    z = x * 2
-    w = y * 2
-    try:
-        torch.autograd.grad(x * 2, [x, y], allow_unused=False)
-    except RuntimeError as e:
-        return observation(log, error=error(e, "backward", log))
-    raise AssertionError("PyTorch did not raise")
+    z = x * 2  # noqa: F841 (x and y get their grad accumulators)
+    w = y * 2  # noqa: F841
+    fresh = leaf([1.0])   # the test's new z: no grad accumulator
+    if not allow:
+        try:
+            torch.autograd.grad(x * 2, [x, y], allow_unused=False)
+        except RuntimeError as e:
+            assert "Set allow_unused=True" in str(e)
+            return observation(log, error=error(e, "backward", log))
+        raise AssertionError("PyTorch did not raise")
+    first, second = {}, {}
+    state = lambda: grads(x=x, y=y, z=fresh)  # noqa: E731
+    with log.backward_pass(state, lambda: first):
+        grad_x, grad_y = torch.autograd.grad(x * 2, [x, y], allow_unused=True)
+        first.update(x=snap(grad_x), y=snap(grad_y))
+    assert torch.equal(grad_x, x * 2) and grad_y is None
+    with log.backward_pass(state, lambda: second):
+        grad_x, grad_z = torch.autograd.grad(x * 2, [x, fresh], allow_unused=True)
+        second.update(x=snap(grad_x), z=snap(grad_z))
+    assert torch.equal(grad_x, x * 2) and grad_z is None
+    return observation(log, grads(x=x, y=y, z=fresh), returned=second)
 
 
 class _Identity(torch.autograd.Function):
@@ -210,14 +240,35 @@ def _identity_function(name: str):
 
 
 def test_grad_unreachable_discovery():
+    return {name: _grad_unreachable_discovery(name) for name in ("grad", "grad_two_inputs", "backward_inputs")}
+
+
+def _grad_unreachable_discovery(scenario: str):
     log = Log()
     MyFunc = _identity_function("MyFunc")
     u = leaf([0.5])
+    y = leaf([-1])
+    z = leaf([0.25])
     x = MyFunc.apply(u * 2)
     x.grad_fn.register_prehook(log.node_pre_hook(0, "f", fn=raising("This node should not be executed!")))
-    y = leaf([-1])
-    torch.autograd.backward(x, inputs=(y,))
-    return observation(log, grads(u=u, y=y))
+    state = lambda: grads(u=u, y=y, z=z)  # noqa: E731
+    returned = {}
+    with log.backward_pass(state, lambda: returned):
+        if scenario == "grad":
+            (gY,) = torch.autograd.grad(x, (y,), allow_unused=True)
+            assert gY is None
+            returned["y"] = snap(gY)
+        elif scenario == "grad_two_inputs":
+            (gY, gZ) = torch.autograd.grad(x + z, (y, z), allow_unused=True)
+            assert gY is None and gZ is not None
+            returned.update(y=snap(gY), z=snap(gZ))
+        else:
+            torch.autograd.backward(x, inputs=(y,))
+            assert y.grad is None
+    out = observation(log, state())
+    if returned:
+        out["returned"] = returned
+    return out
 
 
 def test_hooks__tensor_hooks():
@@ -506,9 +557,12 @@ def test_backward_with_nonleaf_inputs():
     def state():
         return lambda: grads(x=x, y=y, z=z, x_nonleaf=x_nonleaf)
     with log.backward_pass(state()):
-        out.backward(ones, retain_graph=True, inputs=[x, y, x_nonleaf])
+        out.backward(ones, create_graph=True, inputs=[x, y, x_nonleaf])
+    assert torch.equal(y.grad, x + 2 * y) and torch.equal(x.grad, 2 * x + y)
+    assert torch.equal(x_nonleaf.grad, 2 * x_nonleaf + y)
     with log.backward_pass(state()):
-        out.backward(ones, inputs=[z])
+        out.backward(ones, create_graph=True, inputs=[z])
+    assert z.grad is None
     return observation(log, grads(x=x, y=y, z=z, x_nonleaf=x_nonleaf))
 
 
@@ -648,8 +702,16 @@ def test_full_backward_hook_double_backward():
     func = nn.MSELoss()
     func.register_full_backward_hook(log.module_hook(0, "full_backward", "func"))
     f = func(x, y)
-    (gradx_f,) = torch.autograd.grad(f, x, create_graph=True)
-    return observation(log, grads(x=x), returned={"x": snap(gradx_f)})
+    first, second = {}, {}
+    with log.backward_pass(lambda: grads(x=x), lambda: first):
+        (gradx_f,) = torch.autograd.grad(f, x, create_graph=True)
+        first["x"] = snap(gradx_f)
+    assert len(log.calls) == 1
+    with log.backward_pass(lambda: grads(x=x), lambda: second):
+        (gradx_x,) = torch.autograd.grad(gradx_f, x)
+        second["x"] = snap(gradx_x)
+    assert len(log.calls) == 1   # the second-order pass does not fire the hook
+    return observation(log, grads(x=x), returned=second)
 
 
 # ----------------------------------------------------------------------------- saved-tensor hooks

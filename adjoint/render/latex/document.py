@@ -189,8 +189,12 @@ def _stepped(v, shared: dict, many: bool, figure: str) -> str:
             out.append(w.heading("What it does before PyTorch raises", "what it does before PyTorch raises")
                        + "The backward pass stops at the error below; the multipliers are those it would compute.\n\n")
         title = "Lagrangian and adjoint recursion"
-        out.append(_once(shared, "lagrangian", w.lagrangian(), w.heading(title, title), here))
-        if not u.failed:
+        second = second_pass(v, u.backward_number)
+        if second:
+            out.append(w.heading("Second order", "second order") + second)
+        else:
+            out.append(_once(shared, "lagrangian", w.lagrangian(), w.heading(title, title), here))
+        if not u.failed and not second:
             out.append(_once(shared, "boundaries", w.boundaries(), w.heading("Module boundaries"), here))
         out.append(w.hook_calls(u.backward_calls))
         if not u.failed:
@@ -213,3 +217,20 @@ def _once(shared: dict, key: str, text: str, heading: str, here: str) -> str:
         return f"{head}Exactly as in {shared[(key, body)]} above.\n\n"
     shared[(key, body)] = here
     return text
+
+
+def second_pass(v, number) -> str:
+    """For a backward pass from ``root:``/``roots:`` expressions: what it differentiates, in place of the
+    forward's Lagrangian (whose multipliers are those of the loss, not of this root)."""
+    from adjoint.render.latex.text import code
+    info = next((s for s in v.steps if s.kind == "backward" and s.backward == number), None)
+    if info is None or not info.second or not info.second["roots"]:
+        return ""
+    roots = ", ".join(code(r) for r in info.second["roots"])
+    return ("This backward pass starts from " + roots + ", not from the loss. A gradient an earlier pass returned "
+            "with \\texttt{create\\_graph=True} is itself a function of the inputs and parameters, computed by the "
+            "recorded backward formulas; differentiating it again is the adjoint of the adjoint recursion "
+            "(second derivatives: the gradient of a gradient penalty, a Hessian-vector product). The multipliers "
+            "of the forward's Lagrangian above are those of the loss and do not apply here; the hook calls and "
+            "the gradients below are what PyTorch computes, node by node, through the recorded graph and the "
+            "forward's graph.\n\n")

@@ -71,7 +71,7 @@ class StepSections(UnitWriter):
                 text += " with respect to " + ", ".join(code(n) for n in info.inputs)
             if info.retain_graph:
                 text += ", \\texttt{retain\\_graph=True}: the saved tensors are kept for another pass"
-            text += ")"
+            text += second_words(info.second) + ")"
             if info.forward is not None:
                 text += f" through the graph of forward pass {info.forward}"
             if info.failed:
@@ -117,3 +117,22 @@ class StepSections(UnitWriter):
             for h in err.calls:
                 out.append(self._hook_call(h))
         return "".join(out)
+
+
+def second_words(s: dict | None) -> str:
+    """The second-order options of a backward step, in the step list."""
+    if not s:
+        return ""
+    text = ""
+    if s["roots"]:
+        text += (", from " if len(s["roots"]) == 1 else ", from the roots ") + ", ".join(code(r) for r in s["roots"])
+    if s["create_graph"]:
+        text += (", \\texttt{create\\_graph=True}: each node's backward formula runs as recorded operations, so the "
+                 "gradients it returns have a graph of their own")
+    if s["allow_unused"]:
+        text += ", \\texttt{allow\\_unused=True}"
+    if s["materialize_grads"]:
+        text += ", \\texttt{materialize\\_grads=True}"
+    if s["names"]:
+        text += "; it returns " + ", ".join(code(n) for n in s["names"])
+    return text

@@ -1,0 +1,135 @@
+"""The primitives a create_graph backward records that no forward makes: the backward kernels
+(``tanh_backward``, ``sigmoid_backward``, ``threshold_backward``, ``mse_loss_backward``) whose
+nodes are ``TanhBackwardBackward0``, ``SigmoidBackwardBackward0``, ``ThresholdBackwardBackward0``
+and ``MseLossBackwardBackward0`` (derivatives.yaml's entries for them). adjoint.engine.second_formulas
+calls them; their VJPs run in the backward after it (grad of grad).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from adjoint.values.mathtree import TBin, TConst, TFn
+from adjoint.engine.ops.record import Check
+from adjoint.engine.ops.record import Math
+from adjoint.engine.ops.record import Op
+from adjoint.engine.ops.record import Save
+from adjoint.engine.ops.arith import binary_shape
+from adjoint.engine.ops.elementwise import STEP
+from adjoint.engine.ops.losses import Pointwise
+
+
+def tanh_backward_forward(B, ins, p):
+    g, out = ins
+    return B.mul(g, B.sub(B.scalar(1), B.mul(out, out)))
+
+
+def tanh_backward_vjp(B, gs, ins, outs, p, need):
+    # grad_output: tanh_backward(grad, output); output: grad * (-2 * output * grad_output)
+    g = gs[0]
+    go, out = ins
+    a = B.mul(g, B.sub(B.scalar(1), B.mul(out, out))) if need[0] else None
+    b = B.mul(g, B.mul(B.mul(B.scalar(-2), out), go)) if need[1] else None
+    return [a, b]
+
+
+def sigmoid_backward_forward(B, ins, p):
+    g, out = ins
+    return B.mul(g, B.mul(B.sub(B.scalar(1), out), out))
+
+
+def sigmoid_backward_vjp(B, gs, ins, outs, p, need):
+    # grad_output: sigmoid_backward(grad, output); output: grad * grad_output * (-2 * output + 1)
+    g = gs[0]
+    go, out = ins
+    a = B.mul(g, B.mul(B.sub(B.scalar(1), out), out)) if need[0] else None
+    b = B.mul(B.mul(g, go), B.add(B.mul(B.scalar(-2), out), B.scalar(1))) if need[1] else None
+    return [a, b]
+
+
+def _sigmoid_backward_math(a, p, shape, k):
+    one_minus = TBin("sub", TConst(Fraction(1)), a[1], a[1].shape)
+    return TBin("mul", a[0], TBin("mul", one_minus, a[1], a[1].shape), shape)
+
+
+def threshold_backward_forward(B, ins, p):
+    g, x = ins
+    return B.select_positive(x, g)
+
+
+def threshold_backward_vjp(B, gs, ins, outs, p, need):
+    # grad_output: threshold_backward(grad, self, 0); self: zeros_like(grad)
+    g = gs[0]
+    _, x = ins
+    return [B.select_positive(x, g) if need[0] else None, B.zeros(B.shape(x)) if need[1] else None]
+
+
+def _mse_norm(B, shape, reduction):
+    n = 1
+    for d in shape:
+        n *= d
+    return Fraction(2, n) if reduction == "mean" else Fraction(2)
+
+
+def mse_loss_backward_shape(shapes, p, loc):
+    return tuple(shapes[1])
+
+
+def mse_loss_backward_forward(B, ins, p):
+    # mse_loss_backward(grad_output, self, target, reduction): norm * (self - target) * grad_output
+    g, x, y = ins
+    return B.mul(B.mul(B.scalar(_mse_norm(B, B.shape(x), p.reduction)), B.sub(x, y)), g)
+
+
+def mse_loss_backward_vjp(B, gs, ins, outs, p, need):
+    # grad_output: mse_loss_double_backward_grad_output (summed unless reduction none);
+    # self: mse_loss_double_backward(grad * grad_output) = 2 grad grad_output (/ numel for mean);
+    # target: its negative
+    g = gs[0]
+    go, x, y = ins
+    norm = B.scalar(_mse_norm(B, B.shape(x), p.reduction))
+    a = None
+    if need[0]:
+        r = B.mul(B.mul(norm, B.sub(x, y)), g)
+        a = r if p.reduction == "none" else B.reshape(B.total(r), tuple(B.shape(go)))
+    both = B.mul(norm, B.mul(g, go)) if need[1] or need[2] else None
+    return [a, both if need[1] else None, B.neg(both) if need[2] else None]
+
+
+def _mse_loss_backward_math(a, p, shape, k):
+    n = 1
+    for d in a[1].shape:
+        n *= d
+    norm = Fraction(2, n) if p.reduction == "mean" else Fraction(2)
+    diff = TBin("sub", a[1], a[2], a[1].shape)
+    return TBin("mul", TBin("mul", TConst(norm), diff, a[1].shape), a[0], shape)
+
+
+def _tanh_backward_math(a, p, shape, k):
+    one_minus = TBin("sub", TConst(Fraction(1)), TBin("pow", a[1], TConst(Fraction(2)), a[1].shape), a[1].shape)
+    return TBin("mul", a[0], one_minus, shape)
+
+
+def _threshold_backward_math(a, p, shape, k):
+    return TBin("mul", a[0], TFn(STEP, (a[1],), a[1].shape), shape)
+
+
+OPS = (
+    Op("tanh_backward", "TanhBackwardBackward0", tanh_backward_forward, tanh_backward_vjp, binary_shape,
+       (Save("grad_output", "in", 0, if_need=1), Save("output", "in", 1)),
+       "g * (1 - out^2); g * (-2 * out * grad_output)", math=Math(_tanh_backward_math),
+       checks=(Check(((2,), (2,)), positive="unit"),)),
+    Op("sigmoid_backward", "SigmoidBackwardBackward0", sigmoid_backward_forward, sigmoid_backward_vjp, binary_shape,
+       (Save("grad_output", "in", 0, if_need=1), Save("output", "in", 1)),
+       "g * (1 - out) * out; g * grad_output * (1 - 2 out)", math=Math(_sigmoid_backward_math),
+       checks=(Check(((2,), (2,)), positive="unit"),)),
+    Op("threshold_backward", "ThresholdBackwardBackward0", threshold_backward_forward, threshold_backward_vjp,
+       binary_shape, (Save("self", "in", 1),), "g where self > 0, else 0; 0",
+       math=Math(_threshold_backward_math), checks=(Check(((2,), (2,)), positive=True),)),
+    Op("mse_loss_backward", "MseLossBackwardBackward0", mse_loss_backward_forward, mse_loss_backward_vjp,
+       mse_loss_backward_shape, (Save("grad_output", "in", 0), Save("self", "in", 1), Save("target", "in", 2)),
+       "sum(norm (x - y) g) (elementwise for none); norm g grad_output; its negative",
+       math=Math(_mse_loss_backward_math),
+       checks=(Check(((), (3,), (3,)), Pointwise("mean")), Check(((), (3,), (3,)), Pointwise("sum")),
+               Check(((3,), (3,), (3,)), Pointwise("none")))),
+)

@@ -1,0 +1,220 @@
+"""The engine for backward steps with second-order options (adjoint.format.second_steps).
+
+:class:`SecondEngine` is :class:`adjoint.engine.reverse.Engine` plus:
+
+* several roots (``roots:``): PyTorch's ``GraphRoot`` node (it takes a ``sequence_nr``), whose
+  edges are the roots' gradient edges and which hands each its ``grad_outputs`` entry;
+* ``allow_unused`` / ``materialize_grads``: an input that gets no gradient is None, or zeros
+  (``torch.zeros_like(input, requires_grad=True)``: a new leaf); without either, PyTorch's error
+  is the answer (a :class:`~adjoint.engine.runtime.TorchError`, not bad input);
+* ``create_graph``: gradients are tensors with their own ``grad_fn``. Every node runs its
+  backward formula as recorded ops (adjoint.engine.second_formulas), two gradients reaching one slot
+  are summed by a recorded ``add`` (InputBuffer::accumulate under grad mode), ``validate_outputs``
+  sums broadcast gradients with recorded ``sum``/``view``, hooks run with grad mode on (what they
+  return is part of the graph), and ``.grad`` is replaced out of place (a first gradient is copied
+  into a new tensor: ``CopyBackwards``; a later one is added: ``AddBackward0``).
+"""
+
+from __future__ import annotations
+
+from adjoint.format.errors import ProblemError
+from adjoint.engine.graph import Edge, Node, Tensor
+from adjoint.engine.reverse import BackwardResult, Engine, slot_shape
+from adjoint.engine.runtime import TorchError
+from adjoint.engine.second_formulas import FORMULAS, NotModelled, sum_to
+
+
+class SecondEngine(Engine):
+    def __init__(self, rt, fire, second, loc, root_grads=None, root_tensors=()):
+        super().__init__(rt, fire if not second.create_graph else self.fire_graph)
+        self.second = second
+        self.loc = loc                         # the backward step (where refusals point)
+        self.create_graph = second.create_graph
+        self.root_tensors = tuple(root_tensors)   # every root (several: a GraphRoot)
+        self.root_grads = root_grads           # per root: gradient (value, or Tensor under create_graph)
+        self.tensors: list = []                # create_graph: the captured gradients as tensors
+
+    # ------------------------------------------------------------ start and end
+    def start(self, req):
+        roots = self.root_tensors
+        grads = [g if g is not None else self.ones(t) for g, t in zip(self.root_grads, roots)]
+        # THPEngine_run_backward makes the Identity nodes of unreachable inputs before execute()
+        # makes the GraphRoot: they take their sequence_nr first
+        self.identities = [super(SecondEngine, self).identity_node() for _, t, _ in req.inputs
+                           if self.input_edge(t) is None]
+        if len(roots) == 1:
+            return self.rt.gradient_edge(roots[0], hold=False), grads[0]
+        node = Node(self.rt._new_seq(), "torch::autograd::GraphRoot", [self.rt.gradient_edge(t) for t in roots],
+                    kind="graphroot", params=tuple(grads), inputs=roots)
+        node.outputs = [((), self.rt.dtype)]
+        return Edge(node, 0), None
+
+    def identity_node(self) -> Node:
+        return self.identities.pop(0)
+
+    def ones(self, t: Tensor):
+        value = self.B.full(t.shape, 1)
+        return self.rt.tensor(value) if self.create_graph else value
+
+    def run(self, req) -> BackwardResult:
+        before = self.rt.grad_enabled
+        self.rt.grad_enabled = self.create_graph    # the engine's GradMode is create_graph
+        try:
+            result = super().run(req)
+        except NotModelled as exc:
+            raise ProblemError(self.loc, f"create_graph through {exc.prim} is not modelled yet; run this backward "
+                                         "without create_graph, or use ops whose double backward is modelled "
+                                         "(docs/not-modelled.md)") from None
+        finally:
+            self.rt.grad_enabled = before
+        return result
+
+    def check_unused(self, req, result) -> None:
+        if req.method != "grad":
+            return
+        s = self.second
+        if s.materialize_grads and s.allow_unused is False:
+            return   # raised before the backward ran (adjoint.engine.second_run)
+        self.tensors = list(result.captured)
+        for i, ((name, t, loc), value) in enumerate(zip(req.inputs, result.captured)):
+            if value is not None:
+                if isinstance(value, Tensor):
+                    result.captured[i] = value.value
+                continue
+            if s.materialize_grads:   # torch.zeros_like(input, requires_grad=True)
+                zeros = self.rt.leaf(self.B.zeros(t.shape), True)
+                self.tensors[i] = zeros
+                result.captured[i] = zeros.value
+            elif not s.allow_unused:
+                raise TorchError("RuntimeError", f"The differentiated Tensor at index {i} appears to not have been "
+                                                 "used in the graph. Set allow_unused=True if this is the desired "
+                                                 "behavior.", "unused")
+
+    # ------------------------------------------------------------ recording (create_graph)
+    def sum_into(self, current, new):
+        if not self.create_graph or current is None or new is None:
+            return super().sum_into(current, new)
+        return self.rt.apply("add", [current, new], None, self.loc)   # old_var + var
+
+    def note_seen(self, node, inputs) -> None:
+        super().note_seen(node, [x.value if isinstance(x, Tensor) else x for x in inputs])
+
+    def tensor_pre_hooks(self, node, inputs):
+        if not self.create_graph or node.is_accumulate or not node.retains_grad_hooks:
+            return super().tensor_pre_hooks(node, inputs)
+        retains = node.retains_grad_hooks
+        node.retains_grad_hooks = {}
+        try:
+            inputs = super().tensor_pre_hooks(node, inputs)
+        finally:
+            node.retains_grad_hooks = retains
+        for nr, t in retains.items():
+            g = inputs[nr]
+            if g is None:
+                continue
+            # retain_grad's hook under grad mode: grad.clone() (CloneBackward0), then .grad + grad (AddBackward0)
+            if t.grad is None:
+                new = self.rt.apply("clone", [g], None, self.loc)
+            else:
+                old = getattr(t, "grad_tensor", None)
+                if old is None or old.value is not t.grad:
+                    old = self.rt.tensor(t.grad)
+                new = self.rt.apply("add", [old, g], None, self.loc)
+            t.grad_tensor = new
+            t.grad = new.value
+        return inputs
+
+    def fire_graph(self, hook, args, node=None, call=None):
+        """A hook in a create_graph backward: handed the gradient tensors, run with grad mode on;
+        what it returns is a tensor of the graph."""
+        return self.rt.hooks_runner.fire(hook, args, node, call)
+
+    def check_same(self, hook, returned, shape) -> None:
+        super().check_same(hook, returned.value if isinstance(returned, Tensor) else returned, shape)
+
+    def check_tuple(self, hook, original, returned, shapes, arity=None):
+        if isinstance(returned, tuple):
+            plain = tuple(r.value if isinstance(r, Tensor) else r for r in returned)
+            super().check_tuple(hook, [o.value if isinstance(o, Tensor) else o for o in original], plain, shapes, arity)
+            return list(returned)
+        return super().check_tuple(hook, original, returned, shapes, arity)
+
+    def apply(self, node, inputs):
+        if node.kind == "graphroot":
+            return list(node.params)
+        if not self.create_graph:
+            return super().apply(node, inputs)
+        rt = self.rt
+        if node.kind == "hookfn":   # BackwardHookFunction: materialized zeros, the gradients handed on as they are
+            return [x if x is not None else rt.tensor(self.B.zeros(slot_shape(node, i))) for i, x in enumerate(inputs)]
+        if node.kind != "op" or node.op.name not in FORMULAS:
+            raise NotModelled(node.name if node.kind != "op" else node.op.node)
+        saved = self.unpack_tensors(node)
+        if all(g is None for g in inputs):
+            return [None] * len(node.edges)
+        need = [e is not None and (not self.exec_info or self.should_execute(e.node)) for e in node.edges]
+        if not any(need):
+            return [None] * len(node.edges)
+        grads = list(FORMULAS[node.op.name](rt, node, list(inputs), saved, need))
+        return [x if n else None for x, n in zip(grads, need)]
+
+    def unpack_tensors(self, node) -> dict:
+        """SavedVariable::unpack of every saved tensor (in pack order): an input as the tensor
+        itself, an output as a tensor whose grad_fn is the node."""
+        out = {}
+        for sv in node.saved:
+            if sv.hooks is not None:
+                raise NotModelled("saved tensors with saved_tensors hooks")
+            self.rt.unpack(node, sv)   # freed or modified since: PyTorch's error
+            spec = next(s for s in node.op.saves if s.name == sv.name)
+            if spec.what == "in":
+                out[sv.name] = node.inputs[spec.index]
+            else:
+                shape, dtype = node.outputs[spec.index]
+                out[sv.name] = self.rt.tensor(node.output_values[spec.index], True, node, spec.index, dtype=dtype)
+        return out
+
+    def validate_outputs(self, node, outputs):
+        if not self.create_graph:
+            return super().validate_outputs(node, outputs)
+        outputs = list(outputs)
+        for i, edge in enumerate(node.edges):
+            if edge is None or outputs[i] is None:
+                continue
+            want = tuple(node.inputs[i].shape)
+            if tuple(outputs[i].shape) != want:
+                outputs[i] = sum_to(self.rt, outputs[i], want, self.loc)
+        return outputs
+
+    def accumulate(self, node, grad) -> None:
+        if not self.create_graph:
+            return super().accumulate(node, grad)
+        t = node.variable
+        rt = self.rt
+        if grad is not None:
+            old = getattr(t, "grad_tensor", None)
+            if t.grad is None:
+                new = self.copy_of(grad)
+            else:
+                if old is None or old.value is not t.grad:
+                    old = rt.tensor(t.grad)
+                new = rt.apply("add", [old, grad], None, self.loc)   # variable_grad + new_grad
+            t.grad_tensor = new
+            t.grad = new.value
+        if t.post_accumulate_hooks:
+            for entry in t.post_accumulate_hooks.live():
+                rt.hooks_runner.fire_post_accumulate(entry.hook, t, node)
+
+    def copy_of(self, grad: Tensor) -> Tensor:
+        """clone_obey_contract: ``new_grad.new_empty_strided(...).copy_(new_grad)`` under grad
+        mode: a ``CopyBackwards`` node when the gradient requires grad."""
+        rt = self.rt
+        dst = rt.tensor(grad.value)
+        if not grad.requires_grad:
+            return dst
+        from adjoint.engine.ops import REGISTRY
+        node = rt.new_node("torch::autograd::CopyBackwards", [None, rt.gradient_edge(grad)], REGISTRY["copy_"], None,
+                           (dst, grad), self.loc)
+        node.outputs = [(dst.shape, dst.dtype)]
+        node.output_values = [dst.value]
+        return rt.tensor(grad.value, True, node, 0, dtype=grad.dtype)

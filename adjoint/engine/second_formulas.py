@@ -1,0 +1,232 @@
+"""Backward formulas recorded as ops: what a node computes under ``create_graph=True``.
+
+With ``create_graph`` PyTorch's engine runs every node with grad mode on, so the node's backward
+formula (derivatives.yaml, torch/csrc/autograd/FunctionsManual.cpp) is itself a sequence of
+ordinary ATen calls: each one whose operands require grad makes a node, with the next
+``sequence_nr``. One function per primitive here replays those calls through
+:meth:`adjoint.engine.runtime.Runtime.apply`, in PyTorch's order (checked in real torch 2.13 by printing
+``grad_fn`` chains and ``_sequence_nr()`` of first-order gradients; tests/test_second_order.py).
+
+A formula is ``f(rt, node, grads, saved, need)``: ``grads`` the incoming gradient tensors (one per
+output), ``saved`` the node's saved tensors by name (inputs as the tensors themselves, outputs
+rebuilt with the node as grad_fn, as ``SavedVariable::unpack`` does), ``need[i]`` whether input
+slot ``i``'s gradient is wanted; it returns one Tensor or None per input slot. A primitive
+without an entry is refused (``create_graph through OP is not modelled yet``), never computed
+another way.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+
+def _mul(rt, node, grads, saved, need):
+    # MulBackward0: the generated apply computes ``other`` (grad * self) before ``self`` (grad * other)
+    g = grads[0]
+    other = rt.apply("mul", [g, saved["self"]], None, node.loc) if need[1] else None
+    this = rt.apply("mul", [g, saved["other"]], None, node.loc) if need[0] else None
+    return [this, other]
+
+
+def _add(rt, node, grads, saved, need):
+    # AddBackward0 (alpha 1): the gradient itself to both slots (no op)
+    return [grads[0] if need[0] else None, grads[0] if len(need) > 1 and need[1] else None]
+
+
+def _sub(rt, node, grads, saved, need):
+    # SubBackward0 (alpha 1): other is -grad (NegBackward0), computed before self (grad itself)
+    other = rt.apply("neg", [grads[0]], None, node.loc) if len(need) > 1 and need[1] else None
+    return [grads[0] if need[0] else None, other]
+
+
+def _neg(rt, node, grads, saved, need):
+    return [rt.apply("neg", [grads[0]], None, node.loc)]
+
+
+def _mul_scalar(rt, node, grads, saved, need):
+    # MulBackward1: grad * other (a Scalar): mul.Scalar again
+    return [rt.apply("mul_scalar", [grads[0]], node.params, node.loc)]
+
+
+def _div_scalar(rt, node, grads, saved, need):
+    return [rt.apply("div_scalar", [grads[0]], node.params, node.loc)]
+
+
+def _pow_scalar(rt, node, grads, saved, need):
+    # pow_backward: grad * (exponent * self.pow(exponent - 1)); exponent 0: zeros_like(self)
+    p = node.params
+    x = saved["self"]
+    if p == 0:
+        return [rt.tensor(rt.B.zeros(x.shape))]
+    if p == Fraction(1, 2):
+        raise NotModelled("PowBackward0 of x ** 0.5")   # its value at 0 is not checked against torch yet
+    local = rt.apply("mul_scalar", [rt.apply("pow_scalar", [x], p - 1, node.loc)], p, node.loc)
+    return [rt.apply("mul", [grads[0], local], None, node.loc)]
+
+
+def _tanh(rt, node, grads, saved, need):
+    # tanh_backward(grad, result): TanhBackwardBackward0
+    return [rt.apply("tanh_backward", [grads[0], saved["result"]], None, node.loc)]
+
+
+def _sigmoid(rt, node, grads, saved, need):
+    # sigmoid_backward(grad, result): SigmoidBackwardBackward0
+    return [rt.apply("sigmoid_backward", [grads[0], saved["result"]], None, node.loc)]
+
+
+def _exp(rt, node, grads, saved, need):
+    # grad * result
+    return [rt.apply("mul", [grads[0], saved["result"]], None, node.loc)]
+
+
+def _log(rt, node, grads, saved, need):
+    # grad.div(self)
+    return [rt.apply("div", [grads[0], saved["self"]], None, node.loc)]
+
+
+def _sqrt(rt, node, grads, saved, need):
+    # grad / (2 * result): MulBackward1, then DivBackward0
+    twice = rt.apply("mul_scalar", [saved["result"]], Fraction(2), node.loc)
+    return [rt.apply("div", [grads[0], twice], None, node.loc)]
+
+
+def _sin(rt, node, grads, saved, need):
+    # grad * self.cos()
+    return [rt.apply("mul", [grads[0], rt.apply("cos", [saved["self"]], None, node.loc)], None, node.loc)]
+
+
+def _cos(rt, node, grads, saved, need):
+    # grad * -self.sin()
+    minus = rt.apply("neg", [rt.apply("sin", [saved["self"]], None, node.loc)], None, node.loc)
+    return [rt.apply("mul", [grads[0], minus], None, node.loc)]
+
+
+def _div(rt, node, grads, saved, need):
+    # DivBackward0: other first, -grad * ((self / other) / other) (the right operand, then -grad), then self: grad / other
+    g = grads[0]
+    other = None
+    if need[1]:
+        q = rt.apply("div", [rt.apply("div", [saved["self"], saved["other"]], None, node.loc), saved["other"]], None,
+                     node.loc)
+        other = rt.apply("mul", [rt.apply("neg", [g], None, node.loc), q], None, node.loc)
+    this = rt.apply("div", [g, saved["other"]], None, node.loc) if need[0] else None
+    return [this, other]
+
+
+def _relu(rt, node, grads, saved, need):
+    # threshold_backward(grad, result, 0): ThresholdBackwardBackward0
+    return [rt.apply("threshold_backward", [grads[0], saved["result"]], None, node.loc)]
+
+
+def _sum(rt, node, grads, saved, need):
+    # SumBackward0: grad.expand(self.sizes())
+    return [rt.apply("expand", [grads[0]], tuple(node.inputs[0].shape), node.loc)]
+
+
+def _mean(rt, node, grads, saved, need):
+    # MeanBackward0: mean_backward = sum_backward(grad, sizes).div(numel): ExpandBackward0, DivBackward1
+    shape = tuple(node.inputs[0].shape)
+    n = 1
+    for d in shape:
+        n *= d
+    expanded = rt.apply("expand", [grads[0]], shape, node.loc)
+    return [rt.apply("div_scalar", [expanded], Fraction(n), node.loc)]
+
+
+def _t(rt, node, grads, saved, need):
+    # TBackward0: grad.t()
+    return [rt.apply("t", [grads[0]], None, node.loc)]
+
+
+def _column_major(t) -> bool:
+    """mm_mat1_backward / mm_mat2_backward's test: strides[0] == 1 and strides[1] == sizes[0]."""
+    return len(t.strides) == 2 and t.strides[0] == 1 and t.strides[1] == t.shape[0]
+
+
+def _mat1_grad(rt, node, g, mat1, mat2):
+    if _column_major(mat1):   # maybe_multiply(mat2.conj().mm(grad.t()).t(), alpha)
+        inner = rt.apply("mm", [mat2, rt.apply("t", [g], None, node.loc)], None, node.loc)
+        return rt.apply("t", [inner], None, node.loc)
+    return rt.apply("mm", [g, rt.apply("t", [mat2], None, node.loc)], None, node.loc)
+
+
+def _mat2_grad(rt, node, g, mat1, mat2):
+    if _column_major(mat2):   # maybe_multiply(grad.t().mm(mat1.conj()).t(), alpha)
+        inner = rt.apply("mm", [rt.apply("t", [g], None, node.loc), mat1], None, node.loc)
+        return rt.apply("t", [inner], None, node.loc)
+    return rt.apply("mm", [rt.apply("t", [mat1], None, node.loc), g], None, node.loc)
+
+
+def _mm(rt, node, grads, saved, need):
+    # MmBackward0: self (mm_mat1_backward) then mat2 (mm_mat2_backward)
+    g = grads[0]
+    mat1, mat2 = node.inputs
+    a = _mat1_grad(rt, node, g, mat1, saved["mat2"]) if need[0] else None
+    b = _mat2_grad(rt, node, g, saved["self"], mat2) if need[1] else None
+    return [a, b]
+
+
+def _addmm(rt, node, grads, saved, need):
+    # AddmmBackward0 (beta = alpha = 1): self is grad itself; mat1, then mat2, as mm
+    if node.params not in (None, (1, 1), (Fraction(1), Fraction(1))):
+        raise NotModelled("AddmmBackward0 with beta or alpha")
+    g = grads[0]
+    _, mat1, mat2 = node.inputs
+    a = _mat1_grad(rt, node, g, mat1, saved["mat2"]) if need[1] else None
+    b = _mat2_grad(rt, node, g, saved["mat1"], mat2) if need[2] else None
+    return [g if need[0] else None, a, b]
+
+
+def _mse_loss(rt, node, grads, saved, need):
+    # MseLossBackward0: self: mse_loss_backward(grad, self, target), then target: mse_loss_backward(grad, target, self)
+    g = grads[0]
+    x, y = saved["self"], saved["target"]
+    a = rt.apply("mse_loss_backward", [g, x, y], node.params, node.loc) if need[0] else None
+    b = rt.apply("mse_loss_backward", [g, y, x], node.params, node.loc) if need[1] else None
+    return [a, b]
+
+
+def _view(rt, node, grads, saved, need):
+    # ViewBackward0: grad.reshape(self.sizes()) -- a view of a contiguous gradient
+    g = grads[0]
+    shape = tuple(node.inputs[0].shape)
+    if tuple(g.shape) == shape:
+        return [g]
+    return [rt.apply("view", [g], shape, node.loc)]
+
+
+def _expand(rt, node, grads, saved, need):
+    # ExpandBackward0: at::sum_to(grad, self.sizes())
+    return [sum_to(rt, grads[0], tuple(node.inputs[0].shape), node.loc)]
+
+
+def sum_to(rt, g, shape: tuple, loc):
+    """at::sum_to (validate_outputs, ExpandBackward0): sum over the leading and the broadcast
+    dimensions with keepdim (SumBackward1), then a view when leading dimensions went away."""
+    sizes = tuple(g.shape)
+    if sizes == shape:
+        return g
+    lead = len(sizes) - len(shape)
+    dims = list(range(lead)) + [i for i in range(lead, len(sizes)) if shape[i - lead] == 1 and sizes[i] != 1]
+    out = g
+    if dims:
+        out = rt.apply("sum_dim", [g], (tuple(dims), True), loc)
+    if lead > 0:
+        out = rt.apply("view", [out], shape, loc)
+    return out
+
+
+class NotModelled(Exception):
+    """The double-backward recording of this primitive is not built: refused, never guessed."""
+
+    def __init__(self, prim: str):
+        super().__init__(prim)
+        self.prim = prim
+
+
+FORMULAS = {
+    "mul": _mul, "add": _add, "sub": _sub, "neg": _neg, "mul_scalar": _mul_scalar, "div_scalar": _div_scalar,
+    "pow_scalar": _pow_scalar, "tanh": _tanh, "relu": _relu, "sum": _sum, "mean": _mean, "t": _t, "mm": _mm,
+    "addmm": _addmm, "view": _view, "expand": _expand, "mse_loss": _mse_loss, "sigmoid": _sigmoid, "exp": _exp,
+    "log": _log, "sqrt": _sqrt, "sin": _sin, "cos": _cos, "div": _div,
+}

@@ -1,0 +1,133 @@
+"""Running a backward step with second-order options (adjoint.format.second_steps): its roots, the
+engine, the names ``as:`` binds.
+
+What PyTorch does, in order, when the user's line runs:
+
+* ``torch.autograd.grad(..., allow_unused=False, materialize_grads=True)`` raises a ValueError
+  before anything else;
+* the roots are evaluated (each ``root:`` expression is ordinary code: its ops make nodes);
+* ``_make_grads``: a root that requires grad and has more than one element needs its
+  ``grad_outputs`` entry ("grad can be implicitly created only for scalar outputs");
+* the engine refuses a root that does not require grad ("element i of tensors does not
+  require grad and does not have a grad_fn");
+* the backward runs (adjoint.engine.second_engine); ``as:`` binds the returned gradients, and the
+  hooks of the file that target those names are registered on them right then.
+"""
+
+from __future__ import annotations
+
+from adjoint.format.errors import ProblemError
+from adjoint.engine.graph import Tensor
+from adjoint.engine.interpreter import EnvScope, Interp
+from adjoint.engine.reverse import BackwardRequest
+from adjoint.engine.runtime import TorchError
+from adjoint.engine.second_engine import SecondEngine
+
+
+class SecondRequest:
+    """The roots of one second-order backward, their gradients, and its options."""
+
+    def __init__(self, second, roots, grads, loc):
+        self.second = second
+        self.roots = roots
+        self.grads = grads
+        self.loc = loc
+
+
+def step_names(variant) -> list[str]:
+    """The names the variant's steps bind with ``as:``."""
+    names: list[str] = []
+    for step in variant.steps or ():
+        bw = step.backward
+        if step.kind == "backward" and bw is not None and bw.second is not None:
+            names += [n for n, _ in bw.second.names]
+    return names
+
+
+def with_step_names(names: dict, variant) -> dict:
+    """The forward's names and the ones steps will bind (hook targets may name either)."""
+    extra = step_names(variant)
+    return {**names, **{n: None for n in extra if n not in names}} if extra else names
+
+
+def second_request(problem, bw, run, backend) -> BackwardRequest:
+    s = bw.second
+    if not run.forwards:
+        raise ProblemError(bw.loc, "a backward step needs a forward step before it")
+    if s.materialize_grads and s.allow_unused is False:
+        raise TorchError("ValueError", "Expected allow_unused to be True or not passed when materialize_grads=True, "
+                                       "but got: allow_unused=False.", "arguments")
+    fwd = run.forward
+    env = {**fwd.names, **run.made}
+    if s.roots:
+        rt = run.rt
+        rt.quiet += 1   # the roots are the user's code between passes, not equations of the forward
+        try:
+            roots = [Interp(rt, EnvScope(dict(env), "a root")).eval(e) for e in s.roots]
+        finally:
+            rt.quiet -= 1
+        for e, r in zip(s.roots, roots):
+            if not hasattr(r, "requires_grad") or not hasattr(r, "shape"):
+                raise ProblemError(e.loc, "a root must be a tensor expression such as \"sum(gx ** 2)\"")
+    else:
+        root = fwd.loss if fwd.loss is not None else fwd.output
+        roots = [root]
+    given = list(s.grad_outputs) if s.grad_outputs else [bw.grad_output]
+    grads = []
+    for i, (r, lit) in enumerate(zip(roots, given)):
+        if lit is not None:
+            if tuple(lit.shape) != tuple(r.shape):
+                raise ProblemError(lit.loc, f"this gradient has shape {list(lit.shape)} but root {i} has shape "
+                                            f"{list(r.shape)}: PyTorch raises 'Mismatch in shape'; give a literal "
+                                            f"of shape {list(r.shape)}")
+            value = backend.literal(lit)
+            grads.append(run.rt.tensor(value) if s.create_graph else value)
+        else:
+            n = 1
+            for d in r.shape:
+                n *= d
+            if r.requires_grad and n != 1:
+                raise TorchError("RuntimeError", "grad can be implicitly created only for scalar outputs", "arguments")
+            grads.append(None)
+    for i, r in enumerate(roots):
+        if not r.requires_grad:
+            raise TorchError("RuntimeError", f"element {i} of tensors does not require grad and does not have a "
+                                             "grad_fn", "arguments")
+    inputs = []
+    for name, loc in bw.inputs:
+        if name not in env:
+            raise ProblemError(loc, f"backward input '{name}' is not a tensor of this problem; tensors: "
+                                    f"{', '.join(env)}")
+        t = env[name]
+        if t is None or not t.requires_grad:
+            raise TorchError("RuntimeError", "One of the differentiated Tensors does not require grad"
+                             if bw.method == "grad" else "can't retain_grad on Tensor that has requires_grad=False",
+                             "arguments")
+        inputs.append((name, t, loc))
+    req = BackwardRequest(roots[0], None, bw.method, tuple(inputs), bw.retain_graph or s.create_graph)
+    req.second = SecondRequest(s, tuple(roots), grads, bw.loc)
+    return req
+
+
+def second_engine(run, request: BackwardRequest) -> SecondEngine:
+    sr = request.second
+    return SecondEngine(run.rt, run.rt.hooks_runner.fire_values, sr.second, sr.loc, sr.grads, sr.roots)
+
+
+def bind_names(run, request: BackwardRequest, engine: SecondEngine) -> None:
+    """``as:``: the returned gradients get their names (a tensor with its grad_fn under
+    create_graph; a plain tensor otherwise; None for an unused input); hooks targeting them are
+    registered now."""
+    s = request.second.second
+    if not s.names:
+        return
+    made = run.made
+    for (name, _), value, t in zip(s.names, engine.result.captured, engine.tensors or [None] * len(s.names)):
+        if value is None:
+            made[name] = None
+            continue
+        tensor = t if isinstance(t, Tensor) else run.rt.tensor(value)
+        tensor.name = tensor.name or name
+        made[name] = tensor
+        run.reg.bound(name, tensor)
+

@@ -1,0 +1,70 @@
+"""The torch twin of a backward step with second-order options (adjoint.format.second_steps): the
+user's own lines, ``torch.autograd.grad(roots, inputs, grad_outputs, create_graph=...,
+allow_unused=..., materialize_grads=...)`` or ``torch.autograd.backward(roots, grad_tensors,
+create_graph=..., inputs=...)``, with the ``as:`` names bound to what it returns."""
+
+from __future__ import annotations
+
+import torch
+
+from adjoint.format.errors import Loc, ProblemError
+from adjoint.torchside.values import literal_tensor, snap
+
+
+class RootScope:
+    """A root expression: the forward's named tensors and the names earlier steps made."""
+
+    def __init__(self, names: dict):
+        self.names = names
+
+    def lookup(self, name: str, loc: Loc):
+        if name in self.names:
+            return self.names[name]
+        raise ProblemError(loc, f"unknown name '{name}' in a root")
+
+    def assign(self, name, value, loc):
+        raise ProblemError(loc, "a root is one expression")
+
+    def child(self, name: str):
+        return None
+
+    def call_child(self, name: str, args: list, kwargs: dict, loc: Loc):
+        raise ProblemError(loc, f"unknown function '{name}' in a root")
+
+
+def second_backward(s, bw, made: dict) -> dict | None:
+    """One backward step with ``bw.second``; returns what ``torch.autograd.grad`` returned, by
+    name (None for backward). ``made``: the names bound by ``as:`` so far (updated)."""
+    sec = bw.second
+    fp = s.forwards[-1]
+    names = {**fp.names, **made}
+    kwargs = {}
+    if sec.allow_unused is not None:
+        kwargs["allow_unused"] = sec.allow_unused
+    if sec.materialize_grads:
+        kwargs["materialize_grads"] = True
+    if sec.materialize_grads and sec.allow_unused is False:   # raised before the roots are touched
+        torch.autograd.grad(fp.loss if fp.loss is not None else fp.output, [], **kwargs)
+    if sec.roots:
+        roots = []
+        for e in sec.roots:
+            r = s.program(RootScope(names)).eval(e)
+            s.keep(r)
+            roots.append(r)
+    else:
+        roots = [fp.loss if fp.loss is not None else fp.output]
+    given = list(sec.grad_outputs) if sec.grad_outputs else [bw.grad_output]
+    grads = [literal_tensor(g, s.dtype, s.symbols) if g is not None else None for g in given]
+    wrt = [names[name] for name, _ in bw.inputs]
+    if bw.method == "grad":
+        out = torch.autograd.grad(roots, wrt, grad_outputs=grads, retain_graph=bw.retain_graph or None,
+                                  create_graph=sec.create_graph, **kwargs)
+        for (name, _), g in zip(sec.names, out):
+            made[name] = g
+            if g is not None:
+                s.keep(g)
+                s.bind(name, g)   # the current forward's names: hooks on it (multi_grad too) are registered now
+        return {name: snap(g, s.dtype) for (name, _), g in zip(bw.inputs, out)}
+    torch.autograd.backward(roots, grad_tensors=grads, retain_graph=bw.retain_graph or None,
+                            create_graph=sec.create_graph, inputs=wrt or None)
+    return None

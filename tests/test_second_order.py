@@ -1,0 +1,364 @@
+"""Second order (create_graph, as:, root:/roots:, allow_unused, materialize_grads): the graph a
+create_graph backward records, node for node against real torch 2.13, values, PyTorch's errors
+as answers, and refusals of what is not modelled yet."""
+
+import subprocess
+import sys
+import warnings
+
+import pytest
+from conftest import require_torch
+
+torch = require_torch()
+
+import adjoint  # noqa: E402
+from adjoint.values.backends.float64 import Float64Backend  # noqa: E402
+from adjoint.engine.graph import INF_SEQ  # noqa: E402
+from adjoint.engine.passes import run_variant  # noqa: E402
+
+warnings.filterwarnings("ignore")
+F64 = torch.float64
+
+
+def ours(text: str, name: str = "gx"):
+    """The engine's run of the first variant, and the tensor ``as:`` bound to ``name``."""
+    problem = adjoint.loads(text)
+    run = run_variant(problem, problem.variants[0], Float64Backend(problem.dtype, None))
+    assert run.error is None, run.error
+    return run, run.made[name]
+
+
+def chain_ours(t):
+    def walk(node):
+        if node is None:
+            return None
+        seq = None if node.seq == INF_SEQ else node.seq
+        return (node.name, seq, [walk(e.node) if e is not None else None for e in node.edges])
+    return walk(t.grad_fn)
+
+
+def chain_torch(t, offset):
+    def walk(fn):
+        if fn is None:
+            return None
+        acc = "AccumulateGrad" in fn.name()
+        return (fn.name(), None if acc else fn._sequence_nr() - offset,
+                [] if acc else [walk(n) for n, _ in fn.next_functions])
+    return walk(t.grad_fn)
+
+
+def start_seq():
+    """The sequence_nr the next node made in this thread gets (torch numbers nodes per thread)."""
+    a = torch.zeros(1, requires_grad=True)
+    return (a * 1).grad_fn._sequence_nr() + 1
+
+
+ELEMENTWISE = """
+name: chain
+dtype: float64
+inputs:
+  x: {value: [0.3, -0.5], requires_grad: true}
+  w: {value: [0.7, 0.2], requires_grad: true}
+  c: {value: [1.5], requires_grad: true}
+model:
+  inputs: [x, w, c]
+  forward: "FORWARD"
+loss: "LOSS"
+steps:
+  - forward
+  - {backward: {method: grad, inputs: [x], create_graph: true, as: [gx]}}
+"""
+
+CASES = [  # (forward, loss, the same in torch)
+    ("tanh(w * x)", "sum(y ** 2)", lambda x, w, c: (torch.tanh(w * x) ** 2).sum()),
+    ("(x - w) * c", "sum(y)", lambda x, w, c: ((x - w) * c).sum()),
+    ("x * x * 2.5", "mean(y)", lambda x, w, c: (x * x * 2.5).mean()),
+    ("relu(x * w) + x ** 3", "sum(y * c)", lambda x, w, c: ((torch.relu(x * w) + x ** 3) * c).sum()),
+    ("-x * w", "sum(y) * sum(y)", lambda x, w, c: (lambda y: y.sum() * y.sum())(-x * w)),
+]
+
+
+@pytest.mark.parametrize("forward,loss,twin", CASES, ids=[c[0] for c in CASES])
+def test_first_order_gradient_graph_is_torchs(forward, loss, twin):
+    """grad(loss, x, create_graph=True): the gradient's grad_fn chain, names and sequence_nr, as torch records it."""
+    _, gx = ours(ELEMENTWISE.replace("FORWARD", forward).replace("LOSS", loss))
+    base = start_seq()
+    x = torch.tensor([0.3, -0.5], dtype=F64, requires_grad=True)
+    w = torch.tensor([0.7, 0.2], dtype=F64, requires_grad=True)
+    c = torch.tensor([1.5], dtype=F64, requires_grad=True)
+    g, = torch.autograd.grad(twin(x, w, c), [x], create_graph=True)
+    assert chain_ours(gx) == chain_torch(g, base)
+    assert gx.value.a.tolist() == pytest.approx(g.tolist(), abs=1e-12)
+
+
+LINEAR = """
+name: lin
+dtype: float64
+inputs:
+  x: {value: [[0.3, -0.5, 0.2]], requires_grad: true}
+model:
+  type: Sequential
+  children:
+    lin: {type: Linear, params: {weight: [[0.1, 0.2, -0.3], [0.4, -0.1, 0.5]], bias: [0.1, -0.2]}}
+    act: {type: Tanh}
+loss: "sum(y ** 2)"
+steps:
+  - forward
+  - {backward: {method: grad, inputs: [x, lin.weight, lin.bias], create_graph: true, as: [gx, gw, gb]}}
+"""
+
+
+def test_linear_double_backward_graph_is_torchs():
+    """AddmmBackward0 under create_graph: mat1 (t, mm), mat2 (t, mm, t: weight.t() is column-major),
+    the bias summed by validate_outputs (sum, view), TBackward0's t."""
+    run, _ = ours(LINEAR)
+    base = start_seq()
+    lin = torch.nn.Linear(3, 2).double()
+    with torch.no_grad():
+        lin.weight.copy_(torch.tensor([[0.1, 0.2, -0.3], [0.4, -0.1, 0.5]]))
+        lin.bias.copy_(torch.tensor([0.1, -0.2]))
+    x = torch.tensor([[0.3, -0.5, 0.2]], dtype=F64, requires_grad=True)
+    loss = (torch.tanh(lin(x)) ** 2).sum()
+    gs = torch.autograd.grad(loss, [x, lin.weight, lin.bias], create_graph=True)
+    for name, g in zip(("gx", "gw", "gb"), gs):
+        assert chain_ours(run.made[name]) == chain_torch(g, base), name
+
+
+GP = """
+name: gp
+dtype: float64
+inputs:
+  x: {value: [0.3, -0.5], requires_grad: true}
+  w: {value: [0.7, 0.2], requires_grad: true}
+model:
+  inputs: [x, w]
+  forward: "tanh(w * x)"
+loss: "sum(y ** 2)"
+steps:
+  - forward
+  - {backward: {method: grad, inputs: [x], create_graph: true, as: [gx]}}
+  - {backward: {root: "sum(gx ** 2)"}}
+hooks:
+  - {tensor: y}
+  - {tensor: gx, returns: "grad * 2"}
+"""
+
+
+def test_gradient_penalty_hooks_and_grads():
+    """Hooks on a forward tensor fire in both backwards (the second runs TanhBackward0 again: the
+    saved result's grad_fn); a hook on gx (registered right after the step) fires in the second."""
+    pred = adjoint.loads(GP).solve().variants[0]
+    calls = [(c.label, [float(v) for v in c.args["grad"].floats()]) for c in pred.hook_calls]
+    seen = []
+    x = torch.tensor([0.3, -0.5], dtype=F64, requires_grad=True)
+    w = torch.tensor([0.7, 0.2], dtype=F64, requires_grad=True)
+    y = torch.tanh(w * x)
+    y.register_hook(lambda g: seen.append(("hook@y", g.tolist())))
+    gx, = torch.autograd.grad((y ** 2).sum(), [x], create_graph=True)
+    gx.register_hook(lambda g: (seen.append(("hook@gx", g.tolist())), g * 2)[1])
+    (gx ** 2).sum().backward()
+    assert [c[0] for c in calls] == [s[0] for s in seen] == ["hook@y", "hook@gx", "hook@y"]
+    for (_, a), (_, b) in zip(calls, seen):
+        assert a == pytest.approx(b, abs=1e-12)
+    assert [float(v) for v in pred.grads["x"].floats()] == pytest.approx(x.grad.tolist(), abs=1e-12)
+    assert [float(v) for v in pred.grads["w"].floats()] == pytest.approx(w.grad.tolist(), abs=1e-12)
+
+
+def test_grad_accumulated_out_of_place_under_create_graph():
+    """backward(create_graph=True): .grad is a new tensor with CopyBackwards (clone_obey_contract)."""
+    text = GP.replace("{backward: {method: grad, inputs: [x], create_graph: true, as: [gx]}}",
+                      "{backward: {create_graph: true}}").replace("  - {backward: {root: \"sum(gx ** 2)\"}}\n", "")
+    text = text.replace("  - {tensor: gx, returns: \"grad * 2\"}\n", "")
+    problem = adjoint.loads(text)
+    run = run_variant(problem, problem.variants[0], Float64Backend(problem.dtype, None))
+    base = start_seq()
+    x = torch.tensor([0.3, -0.5], dtype=F64, requires_grad=True)
+    w = torch.tensor([0.7, 0.2], dtype=F64, requires_grad=True)
+    (torch.tanh(w * x) ** 2).sum().backward(create_graph=True)
+    for name, t in (("x", x), ("w", w)):
+        ours_t = run.model.leaves[name].grad_tensor
+        assert chain_ours(ours_t) == chain_torch(t.grad, base), name
+
+
+ERRORS = """
+name: errs
+dtype: float64
+inputs:
+  x: {value: [0.3, -0.5], requires_grad: true}
+  w: {value: [0.7, 0.2], requires_grad: true}
+model:
+  inputs: [x, w]
+  forward: "x * 2"
+loss: "sum(y ** 2)"
+steps: STEPS
+"""
+
+
+def torch_error(fn):
+    x = torch.tensor([0.3, -0.5], dtype=F64, requires_grad=True)
+    w = torch.tensor([0.7, 0.2], dtype=F64, requires_grad=True)
+    loss = ((x * 2) ** 2).sum()
+    try:
+        fn(loss, x, w)
+    except (RuntimeError, ValueError) as exc:
+        return type(exc).__name__, str(exc)
+    raise AssertionError("torch raised nothing")
+
+
+@pytest.mark.parametrize("steps,twin", [
+    ("[forward, {backward: {method: grad, inputs: [x, w], allow_unused: false, materialize_grads: true}}]",
+     lambda loss, x, w: torch.autograd.grad(loss, [x, w], allow_unused=False, materialize_grads=True)),
+    ("[forward, {backward: {method: grad, inputs: [x, w], allow_unused: false}}]",
+     lambda loss, x, w: torch.autograd.grad(loss, [x, w], allow_unused=False)),
+    ("[forward, {backward: {method: grad, inputs: [x], as: [gx]}}, {backward: {root: \"sum(gx ** 2)\"}}]",
+     lambda loss, x, w: torch.autograd.grad(loss, [x])[0].pow(2).sum().backward()),
+], ids=["materialize_without_allow_unused", "unused_input", "root_without_graph"])
+def test_pytorch_errors_are_answers(steps, twin):
+    pred = adjoint.loads(ERRORS.replace("STEPS", steps)).solve().variants[0]
+    kind, message = torch_error(twin)
+    assert pred.error is not None
+    assert (pred.error.type, pred.error.message) == (kind, message)
+
+
+def test_allow_unused_and_materialize_grads():
+    text = ERRORS.replace("STEPS", "[forward, {backward: {method: grad, inputs: [x, w], materialize_grads: true, "
+                                   "create_graph: true, as: [gx, gw]}}]")
+    run, gw = ours(text, "gw")
+    x = torch.tensor([0.3, -0.5], dtype=F64, requires_grad=True)
+    w = torch.tensor([0.7, 0.2], dtype=F64, requires_grad=True)
+    _, tw = torch.autograd.grad(((x * 2) ** 2).sum(), [x, w], materialize_grads=True, create_graph=True)
+    assert (gw.is_leaf, gw.requires_grad, gw.value.a.tolist()) == (tw.is_leaf, tw.requires_grad, tw.tolist())
+    pred = adjoint.loads(ERRORS.replace("STEPS", "[forward, {backward: {method: grad, inputs: [x, w], "
+                                                 "allow_unused: true}}]")).solve().variants[0]
+    assert pred.returned["w"] is None
+
+
+def test_several_roots_with_grad_outputs():
+    text = GP.replace("{backward: {root: \"sum(gx ** 2)\"}}",
+                      "{backward: {roots: [loss, \"sum(gx ** 3)\"], grad_outputs: [2, null]}}")
+    text = text.replace("  - {tensor: gx, returns: \"grad * 2\"}\n", "")
+    pred = adjoint.loads(text).solve().variants[0]
+    x = torch.tensor([0.3, -0.5], dtype=F64, requires_grad=True)
+    w = torch.tensor([0.7, 0.2], dtype=F64, requires_grad=True)
+    loss = (torch.tanh(w * x) ** 2).sum()
+    gx, = torch.autograd.grad(loss, [x], create_graph=True)
+    torch.autograd.backward([loss, (gx ** 3).sum()], [torch.tensor(2.0, dtype=F64), None])
+    assert [float(v) for v in pred.grads["x"].floats()] == pytest.approx(x.grad.tolist(), abs=1e-12)
+    assert [float(v) for v in pred.grads["w"].floats()] == pytest.approx(w.grad.tolist(), abs=1e-12)
+
+
+def cli(*args, stdin=None):
+    return subprocess.run([sys.executable, "-m", "adjoint", *args], capture_output=True, text=True, input=stdin)
+
+
+def test_unmodelled_double_backward_is_refused(tmp_path):
+    path = tmp_path / "sig.yaml"
+    path.write_text(ELEMENTWISE.replace("FORWARD", "abs(w * x)").replace("LOSS", "sum(y)"))
+    out = cli("solve", str(path))
+    assert out.returncode == 2
+    assert out.stderr.strip() == (f"{path}:14:16: create_graph through AbsBackward0 is not modelled yet; run this "
+                                  "backward without create_graph, or use ops whose double backward is modelled "
+                                  "(docs/not-modelled.md)")
+
+
+@pytest.mark.parametrize("body,message", [
+    ("{method: backward, as: [g]}", "as: names what torch.autograd.grad returns; it needs method: grad"),
+    ("{method: grad, inputs: [x], as: [a, b]}", "as: gives 2 name(s) for 1 input(s)"),
+    ("{grad_outputs: [1]}", "grad_outputs: goes with roots:"),
+    ("{allow_unused: true}", "allow_unused is an argument of torch.autograd.grad"),
+])
+def test_bad_second_order_keys(tmp_path, body, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(ERRORS.replace("STEPS", f"[forward, {{backward: {body}}}]"))
+    out = cli("solve", str(path))
+    assert out.returncode == 2 and message in out.stderr, out.stderr
+
+
+def test_latex_says_what_a_second_order_pass_differentiates():
+    from adjoint.render.latex.document import render_document
+    tex = render_document(adjoint.load("problems/gradient_penalty.yaml").solve())
+    assert "\\subsection{Backward pass 2: second order}" in tex
+    assert "This backward pass starts from \\texttt{loss + (10 * sum(gx ** 2))}, not from the loss." in tex
+    assert "\\texttt{create\\_graph=True}: each node's backward formula runs as recorded operations" in tex
+    assert "Backward pass 2: Lagrangian" not in tex
+
+
+# ----------------------------------------------------------------------------- random compositions
+
+import random  # noqa: E402
+
+UNARY = [("tanh({})", torch.tanh), ("relu({})", torch.relu), ("({}) ** 2", lambda a: a ** 2),
+         ("({}) ** 3", lambda a: a ** 3), ("-({})", lambda a: -a), ("({}) * 1.5", lambda a: a * 1.5),
+         ("sigmoid({})", torch.sigmoid), ("exp({})", torch.exp), ("sin({})", torch.sin), ("cos({})", torch.cos),
+         ("log(({}) ** 2 + 0.5)", lambda a: torch.log(a ** 2 + 0.5)),
+         ("sqrt(({}) ** 2 + 0.5)", lambda a: torch.sqrt(a ** 2 + 0.5))]
+BINARY = [("({}) * ({})", lambda a, b: a * b), ("({}) + ({})", lambda a, b: a + b),
+          ("({}) - ({})", lambda a, b: a - b), ("({}) / (({}) ** 2 + 1)", lambda a, b: a / (b ** 2 + 1))]
+LEAVES = ["x", "w", "c"]
+
+
+def random_expr(rng, depth):
+    """(adjoint source, torch function of (x, w, c)) of a random composition of modelled ops."""
+    if depth == 0 or rng.random() < 0.25:
+        name = rng.choice(LEAVES)
+        return name, (lambda env, n=name: env[n])
+    if rng.random() < 0.5:
+        text, fn = rng.choice(UNARY)
+        a, fa = random_expr(rng, depth - 1)
+        return text.format(a), (lambda env: fn(fa(env)))
+    text, fn = rng.choice(BINARY)
+    a, fa = random_expr(rng, depth - 1)
+    b, fb = random_expr(rng, depth - 1)
+    return text.format(a, b), (lambda env: fn(fa(env), fb(env)))
+
+
+RANDOM = """
+name: random
+dtype: float64
+inputs:
+  x: {value: [0.3, -0.5], requires_grad: true}
+  w: {value: [0.7, 0.2], requires_grad: true}
+  c: {value: [1.5], requires_grad: true}
+model:
+  inputs: [x, w, c]
+  forward: "FORWARD"
+loss: "REDUCE(y)"
+steps:
+  - forward
+  - {backward: {method: grad, inputs: [x, w, c], create_graph: true, materialize_grads: true, as: [gx, gw, gc]}}
+  - {backward: {method: grad, inputs: [x, w, c], root: "ROOT", materialize_grads: true, as: [hx, hw, hc]}}
+"""
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_random_second_order_against_torch(seed):
+    """Random compositions of the modelled ops: the first-order gradients' recorded graphs (names,
+    sequence_nr) and the second grad's results, against torch."""
+    rng = random.Random(seed)
+    text, fn = random_expr(rng, 4)
+    reduce = rng.choice(["sum", "mean"])
+    problem = adjoint.loads(RANDOM.replace("FORWARD", text).replace("REDUCE", reduce)
+                            .replace("ROOT", "sum(gx * gx) + sum(gw) * 2 + sum(gc)"))
+    base = start_seq()
+    env = {"x": torch.tensor([0.3, -0.5], dtype=F64, requires_grad=True),
+           "w": torch.tensor([0.7, 0.2], dtype=F64, requires_grad=True),
+           "c": torch.tensor([1.5], dtype=F64, requires_grad=True)}
+    out = fn(env)
+    loss = out.sum() if reduce == "sum" else out.mean()
+    leaves = [env["x"], env["w"], env["c"]]
+    if not loss.requires_grad:
+        pytest.skip("the composition does not require grad")
+    gs = torch.autograd.grad(loss, leaves, create_graph=True, materialize_grads=True)
+    root = (gs[0] * gs[0]).sum() + gs[1].sum() * 2 + gs[2].sum()
+    run = run_variant(problem, problem.variants[0], Float64Backend(problem.dtype, None))
+    if not root.requires_grad:
+        assert run.error is not None and run.error.message.startswith("element 0 of tensors does not require grad")
+        return
+    hs = torch.autograd.grad(root, leaves, materialize_grads=True)
+    assert run.error is None, run.error
+    for name, g in zip(("gx", "gw", "gc"), gs):
+        t = run.made[name]
+        if t is not None and t.grad_fn is not None:
+            assert chain_ours(t) == chain_torch(g, base), (text, name)
+    for name, h in zip(("hx", "hw", "hc"), hs):
+        assert run.made[name].value.a.tolist() == pytest.approx(h.tolist(), abs=1e-9), (text, name)
