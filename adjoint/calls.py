@@ -73,7 +73,11 @@ class HookRunner:
         if hook.raises is not None:
             record.raised = True
             raise TorchError("RuntimeError", hook.raises, "hook_raised")
-        returned = run_hook_body(rt, hook, env)
+        try:
+            returned = run_hook_body(rt, hook, env)
+        except TorchError:
+            record.raised = True   # its body raised (a None argument computed with, ...): PyTorch propagates it
+            raise
         record.returned = snapshot(returned)
         return returned
 
@@ -154,7 +158,11 @@ class HookRunner:
         if hook.raises is not None:
             record.raised = True
             raise TorchError("RuntimeError", hook.raises, "hook_raised")
-        returned = Interp(rt, EnvScope(dict(env), f"the {kind} hook '{hook.label}'")).eval(expr)
+        try:
+            returned = Interp(rt, EnvScope(dict(env), f"the {kind} hook '{hook.label}'")).eval(expr)
+        except TorchError:
+            record.raised = True
+            raise
         record.returned = snapshot(returned)
         return returned
 

@@ -296,12 +296,18 @@ class Hooks:
             raise RuntimeError(hook.raises)
         scope = EnvScope(dict(env if env is not None else args), f"the {record['kind']} hook '{hook.label}'")
         program = run.program(scope)
-        if kind in ("pack", "unpack"):
-            returned = program.eval(body)
-        else:
-            for stmt in hook.does:
-                program.execute(stmt)
-            returned = program.eval(hook.returns) if hook.returns is not None else None
+        try:
+            if kind in ("pack", "unpack"):
+                returned = program.eval(body)
+            else:
+                for stmt in hook.does:
+                    program.execute(stmt)
+                returned = program.eval(hook.returns) if hook.returns is not None else None
+        except ProblemError:
+            raise
+        except Exception:
+            record["raised"] = True   # its body raised: the error propagates as PyTorch lets it
+            raise
         record["returned"] = snap(returned, run.dtype)
         return returned
 

@@ -56,7 +56,8 @@ DEFAULT_STEPS = ("forward", "backward")
 #: What PyTorch raises when a file makes it fail (a hook that raises, a freed graph, a tensor
 #: modified in place that backward needs, a shape it refuses): the run stops into ``error``.
 #: Anything else is a bug of the torch side and propagates.
-TORCH_ERRORS = (RuntimeError, ValueError, TypeError, IndexError, NotImplementedError, ZeroDivisionError)
+TORCH_ERRORS = (RuntimeError, ValueError, TypeError, IndexError, NotImplementedError, ZeroDivisionError,
+                AttributeError)
 
 
 @dataclass
