@@ -151,8 +151,12 @@ class _Pass:
 
     def run(self) -> ForwardResult:
         self.m.reg.new_forward()
-        for name, t in self.m.leaves.items():
-            self.bind(name, t, None)
+        try:   # the leaves' hooks go on as a script registers them before its forward
+            for name, t in self.m.leaves.items():
+                self.bind(name, t, None)
+        except TorchError as exc:
+            exc.during = "register"
+            raise
         root = self.p.model
         if len(root.inputs) != len(self.m.inputs):
             raise ProblemError(root.loc, f"the root module takes {len(root.inputs)} input(s) ({', '.join(root.inputs)}) "

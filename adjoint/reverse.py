@@ -187,10 +187,11 @@ class Engine:
             if root_edge.node.is_accumulate:
                 rt.release_accumulator(root)
         if req.method == "grad":
-            for (name, t, loc), value in zip(req.inputs, result.captured):
-                if value is None:
-                    raise ProblemError(loc, f"'{name}' receives no gradient: torch.autograd.grad raises 'One of the "
-                                            "differentiated Tensors appears to not have been used in the graph'")
+            for i, value in enumerate(result.captured):
+                if value is None:   # after the whole backward ran: every hook call before it happened
+                    raise TorchError("RuntimeError", f"The differentiated Tensor at index {i} appears to not have "
+                                                     "been used in the graph. Set allow_unused=True if this is the "
+                                                     "desired behavior.", "autograd")
         return result
 
     def dependencies(self, root: Node) -> dict[Node, int]:

@@ -191,8 +191,6 @@ def observed(stem: str) -> dict:
 #: Ports where PyTorch raises but the contract makes the file bad input (exit 2, one located line;
 #: v1's answer, kept): file stem -> what the line says.
 BAD_INPUT: dict[str, str] = {
-    "test_grad_unreachable": "torch.autograd.grad raises 'One of the differentiated Tensors appears to not have been "
-                             "used in the graph'",
     "test_hook_no_requires_grad__invalid": "its full backward hook may only return None",
 }
 

@@ -216,8 +216,12 @@ class Session:
         fp = ForwardPass(len(self.forwards))
         self.forwards.append(fp)
         self.fpass = fp
-        for name, t in self.leaves.items():
-            self.bind(name, t)
+        try:   # the leaves' hooks go on as a script registers them before its forward
+            for name, t in self.leaves.items():
+                self.bind(name, t)
+        except (RuntimeError, ValueError, AssertionError) as exc:
+            exc.adjoint_during = "register"
+            raise
         with contextlib.ExitStack() as stack:
             if self.hooks.any_saved_tensors():
                 stack.enter_context(WatchPacks(self.log, self.nodes.scan))
@@ -360,16 +364,21 @@ def run_steps(s: Session, steps, passes: list) -> dict | None:
     """Run the steps in order; the contract's ``error`` when PyTorch raised, else None."""
     hooks = s.v.hooks
     later = {i for step in steps if step.kind == "register" for i in step.hooks}
-    for hook in hooks:
-        if hook.when == "before_forward" and hook.index not in later:
-            s.hooks.register(hook.index)
+    try:
+        for hook in hooks:
+            if hook.when == "before_forward" and hook.index not in later:
+                s.hooks.register(hook.index)
+    except TORCH_ERRORS + (AssertionError,) as exc:   # PyTorch refuses a registration
+        return _error(exc, "register", s)
     first_forward = first_backward = True
     for step in steps:
+        registering = False
         try:
             if step.kind == "forward":
                 s.forward(step.inputs)
                 if first_forward:
                     first_forward = False
+                    registering = True
                     for hook in hooks:
                         if hook.when == "after_forward" and hook.index not in later:
                             s.hooks.register(hook.index)
@@ -392,6 +401,7 @@ def run_steps(s: Session, steps, passes: list) -> dict | None:
                         if hook.remove == "after_backward":
                             s.hooks.remove(hook.index)
             elif step.kind == "register":
+                registering = True
                 for i in step.hooks:
                     s.hooks.register(i)
             elif step.kind == "remove":
@@ -403,11 +413,17 @@ def run_steps(s: Session, steps, passes: list) -> dict | None:
                 s.sgd(step.lr)
         except ProblemError:
             raise
-        except TORCH_ERRORS as exc:
-            return {"type": type(exc).__name__, "message": str(exc),
-                    "during": "backward" if step.kind == "backward" else "forward",
-                    "after_call": len(s.log) - 1 if s.log else None}
+        except TORCH_ERRORS + (AssertionError,) as exc:
+            during = "register" if registering or getattr(exc, "adjoint_during", None) == "register" else \
+                "backward" if step.kind == "backward" else "forward"
+            return _error(exc, during, s)
     return None
+
+
+def _error(exc: BaseException, during: str, s: Session) -> dict:
+    """The contract's ``error`` for what PyTorch (or Python) raised."""
+    return {"type": type(exc).__name__, "message": str(exc), "during": during,
+            "after_call": len(s.log) - 1 if s.log else None}
 
 
 def finish_calls(s: Session) -> None:
