@@ -23,6 +23,7 @@ from fractions import Fraction
 
 from ..errors import Loc, ProblemError
 from ..graph import Tensor
+from adjoint.runtime import TorchError
 from ..layout import is_contiguous
 from ..ops.embedding import EmbeddingSpec
 from ..ops.norm import BatchNormSpec, GroupNormSpec, LayerNormSpec, _channel_shape, _mean_over
@@ -37,10 +38,12 @@ def _prod(xs) -> int:
 
 
 def verify_batch_size(shape, loc: Loc) -> None:
-    """F._verify_batch_size: training statistics need more than one value per channel."""
+    """F._verify_batch_size: training statistics need more than one value per channel. PyTorch's
+    ValueError is the answer; the size is printed as it was passed (F.batch_norm passes
+    ``input.size()``, a torch.Size; F.group_norm a list)."""
     if shape[0] * _prod(shape[2:]) == 1:
-        raise ProblemError(loc, f"Expected more than 1 value per channel when training, got input size "
-                                f"torch.Size({list(shape)}): PyTorch raises ValueError")
+        size = f"torch.Size({list(shape)})" if isinstance(shape, tuple) else str(list(shape))
+        raise TorchError("ValueError", f"Expected more than 1 value per channel when training, got input size {size}")
 
 
 def batch_norm(rt, x: Tensor, running_mean, running_var, weight, bias, training: bool, momentum, eps, loc: Loc):
