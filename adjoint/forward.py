@@ -32,6 +32,7 @@ from .modules import BackwardHookState, LegacyHook, ModuleHooks, ModuleInputHook
 from .registration import grad_fn
 from .problem import OUTPUT, ROOT, Module, Problem, TensorDecl
 from .runtime import Runtime, TorchError
+from adjoint import warns
 
 
 @dataclass(eq=False)
@@ -253,11 +254,17 @@ class _Pass:
                         elif entry.hook.with_kwargs:
                             # called without kwargs (a global hook always is, on this path): the
                             # TypeError is silenced like any error of these hooks, its body never runs
+                            warns.always_call_silenced(self.rt, is_global, "hook() missing 1 required positional "
+                                                                           "argument: 'output'")
                             continue
                         try:
                             returned = self.fire_forward(entry, env, call)
-                        except TorchError:
-                            continue  # silenced (a warning) as another error was raised in forward
+                        except TorchError as exc:   # silenced, with a warning, as another error was raised in forward
+                            record = self.rt.log[-1] if self.rt.log else None
+                            if record is not None and record.hook is entry.hook and record.raised:
+                                record.raised, record.silenced = False, True
+                            warns.always_call_silenced(self.rt, is_global, exc.message)
+                            continue
                         if returned is not None:
                             state["result"] = returned
             raise
@@ -631,19 +638,12 @@ def _same_value(value):
 
 
 def _warning_reads(rt, args, result, node) -> None:
-    """``Module._maybe_warn_non_full_backward_hook``, run after a legacy hook is registered: it
-    only warns, but it reads ``grad_fn`` of every output (a tensor or a tuple of tensors) and,
-    when they have exactly the hooked node among them, of every input (all tensors), and each
-    read makes a stale view's new grad_fn then (a node, in creation order)."""
-    outs = (result,) if isinstance(result, Tensor) else result
-    if not (isinstance(outs, tuple) and all(isinstance(r, Tensor) for r in outs)):
-        return
-    if not all(isinstance(a, Tensor) for a in args):
-        return
-    out_nodes = {id(n) for n in (grad_fn(rt, r) for r in outs) if n is not None}
-    if out_nodes == {id(node)}:
-        for a in args:
-            grad_fn(rt, a)
+    """``Module._maybe_warn_non_full_backward_hook``, run after a legacy hook is registered: its
+    FutureWarnings (adjoint.warns), and the ``grad_fn`` reads it makes -- of every output (a
+    tensor or a tuple of tensors) and, when they have exactly the hooked node among them, of
+    every input (all tensors): each read makes a stale view's new grad_fn then (a node, in
+    creation order)."""
+    warns.non_full_backward_hook(rt, args, result, node, grad_fn, Tensor)
 
 
 def _called_without(entry, missing: str) -> None:

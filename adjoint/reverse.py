@@ -33,6 +33,7 @@ from .graph import Edge, Node, Tensor
 from .modules import (LegacyHook, ModuleInputHook, ModuleOutputHook, MultiGradInner, MultiGradState,
                       UserNodeHook)
 from .runtime import FREED_GRAPH, CallRecord, Runtime, TorchError
+from adjoint import warns
 
 
 @dataclass
@@ -452,15 +453,14 @@ class Engine:
             state.grad_outputs = grads
         local = grads
         if state.input_tensors_index is None:
+            warns.warn(self.rt, "UserWarning", warns.FULL_HOOK_NO_INPUTS)
             grad_input = (None,) * state.n_inputs
             for hook in state.user_hooks:
                 returned = self.fire_hook(hook.hook, {"grad_input": grad_input, "grad_output": grads}, node, call)
                 if returned is not None and not (isinstance(returned, tuple) and all(r is None for r in returned)):
-                    raise ProblemError(hook.hook.returns.loc, f"'{call.path}' has no input that requires grad, so "
-                                                              "its full backward hook may only return None: PyTorch "
-                                                              "raises 'Backward hook for Modules where no input "
-                                                              "requires gradient should always return None or None "
-                                                              "for all gradients'")
+                    raise TorchError("RuntimeError", "Backward hook for Modules where no input requires gradient "
+                                                     "should always return None or None for all gradients.",
+                                     "hook_result")
             state.grad_outputs = None
         return _unpack_none(state.output_tensors_index, local)
 

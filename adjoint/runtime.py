@@ -58,6 +58,7 @@ class CallRecord:
     call: object = None               # the module call that fired (module and global hooks)
     phase: str = "backward"
     raised: bool = False
+    silenced: bool = False            # it raised and PyTorch swallowed the error with a warning (always_call)
     is_global: bool = False
     why: list = field(default_factory=list)
     grads_then: dict = field(default_factory=dict)   # leaf name -> .grad value when the hook ran
@@ -87,6 +88,7 @@ class Runtime:
         self.quiet = 0                        # > 0 inside a Function's forward or a pack hook
         self.applications: list[Application] = []   # every op of the forward (see graph.Application)
         self.progress = None                  # callable(stage, done, total) told of the work done (a progress bar)
+        self.warnings: list = []              # adjoint.warns.Warned: every warning PyTorch issued, in order
 
     @property
     def active(self) -> bool:

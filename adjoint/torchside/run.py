@@ -82,6 +82,7 @@ class Session:
         self.dtype = DTYPES[dtype]
         self.symbols = dict(problem.symbols)
         self.log: list[dict] = []
+        self.phase = "register"          # the phase of the step running (the ``during`` of warnings)
         self.kept: list = []
         self.kept_versions: dict[int, int] = {}   # id(tensor) -> its _version when first kept
         self.nodes = graphs.NodeIndex()
@@ -336,8 +337,10 @@ def run_variant(problem: Problem, variant: Variant, dtype: str) -> dict:
     passes: list[dict] = []
     returned = None
     error = None
+    warned: list[dict] = []
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("always")   # every warning each time it is issued, as the contract lists them
+        warnings.showwarning = _recorder(s, warned)
         try:
             with s.saved_nodes.recording():
                 error = run_steps(s, steps, passes)
@@ -347,7 +350,7 @@ def run_variant(problem: Problem, variant: Variant, dtype: str) -> dict:
     s.saved_nodes.resolve(s.log)
     finish_calls(s)
     if error is not None:
-        return {"error": error, "hook_calls": s.log}
+        return {"error": error, "hook_calls": s.log, "warnings": warned}
     fp = s.forwards[-1] if s.forwards else None
     observed = {"loss": fp.values.get("loss") if fp is not None and fp.loss is not None else None,
                 "values": fp.values if fp is not None else {}, "grads": s.grads(), "hook_calls": s.log}
@@ -357,13 +360,31 @@ def run_variant(problem: Problem, variant: Variant, dtype: str) -> dict:
         observed["returned"] = returned
     if variant.steps is not None:
         observed["passes"] = passes
+    observed["warnings"] = warned
     return observed
+
+
+#: the start of the warning ``_call_impl`` issues when it silences an always_call forward hook's error
+SILENCED = "with ``always_call=True`` raised an exception that was silenced as another error was raised in forward"
+
+
+def _recorder(s: Session, warned: list):
+    """A ``warnings.showwarning`` that lists each warning (category, message, the phase of the
+    step running); the silencing warning marks the hook call it silenced (the last one logged)."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        text = str(message)
+        warned.append({"category": category.__name__, "message": text, "during": s.phase})
+        if SILENCED in text and s.log and s.log[-1].get("raised"):
+            del s.log[-1]["raised"]
+            s.log[-1]["silenced"] = True
+    return show
 
 
 def run_steps(s: Session, steps, passes: list) -> dict | None:
     """Run the steps in order; the contract's ``error`` when PyTorch raised, else None."""
     hooks = s.v.hooks
     later = {i for step in steps if step.kind == "register" for i in step.hooks}
+    s.phase = "register"
     try:
         for hook in hooks:
             if hook.when == "before_forward" and hook.index not in later:
@@ -373,6 +394,7 @@ def run_steps(s: Session, steps, passes: list) -> dict | None:
     first_forward = first_backward = True
     for step in steps:
         registering = False
+        s.phase = "backward" if step.kind == "backward" else "register" if step.kind == "register" else "forward"
         try:
             if step.kind == "forward":
                 s.forward(step.inputs)
