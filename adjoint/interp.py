@@ -269,6 +269,11 @@ class Interp:
                                               f"({e.func}(): argument '{fn.params[0].name}' must be Tensor)")
 
     def method(self, obj, e: S.Method, args: list, kwargs: dict):
+        if e.operator in ("==", "!=") and (obj is None or args[0] is None):
+            # Python's == with None: identity (None, and a Tensor's __eq__ with None, give a bool);
+            # the bool goes on as a Python value (an operand it cannot be is refused where it is used)
+            same = obj is args[0]
+            return same if e.operator == "==" else not same
         if e.operator:
             self.check_comparison(obj, e, args)
         if not isinstance(obj, Tensor):
@@ -343,7 +348,10 @@ class Interp:
                                       "(unsupported operand type NoneType)")
         if isinstance(v, tuple):
             raise ProblemError(e.loc, f"'{S.to_source(e)}' is a tuple; index it first, e.g. {S.to_source(e)}[0]")
-        if isinstance(v, (str, bool, dict)) or v is Ellipsis:
+        if isinstance(v, bool):
+            raise ProblemError(e.loc, f"'{S.to_source(e)}' is the Python bool {v} here (== or != with None gives "
+                                      f"one); '{op}' with a Python bool is not modelled yet; compare tensors")
+        if isinstance(v, (str, dict)) or v is Ellipsis:
             raise ProblemError(e.loc, f"'{S.to_source(e)}' is {describe(v)}, which '{op}' does not take")
         return v
 
