@@ -208,17 +208,25 @@ class Hooks:
                 handle = t.register_post_accumulate_grad_hook(
                     lambda tensor: self.fire(hook, {"tensor": tensor.grad}, env={"tensor": tensor}))
             else:
-                handle = t.register_hook(lambda grad: self.fire(hook, {"grad": grad}))
+                def fn(grad):   # named 'hook' below: PyTorch's messages name the function
+                    return self.fire(hook, {"grad": grad})
+                fn.__name__ = fn.__qualname__ = "hook"
+                handle = t.register_hook(fn)
             self.handles[hook.index].append(handle)
             return
         self.attach_node(hook, t.grad_fn)
 
     def attach_node(self, hook: Hook, node) -> None:
         if hook.kind == "pre":
-            handle = node.register_prehook(lambda grad_outputs: self.fire(hook, {"grad_outputs": grad_outputs}))
+            def fn(grad_outputs):
+                return self.fire(hook, {"grad_outputs": grad_outputs})
+            fn.__name__ = fn.__qualname__ = "hook"   # PyTorch's messages name the function
+            handle = node.register_prehook(fn)
         else:
-            handle = node.register_hook(lambda grad_inputs, grad_outputs: self.fire(
-                hook, {"grad_inputs": grad_inputs, "grad_outputs": grad_outputs}))
+            def fn(grad_inputs, grad_outputs):
+                return self.fire(hook, {"grad_inputs": grad_inputs, "grad_outputs": grad_outputs})
+            fn.__name__ = fn.__qualname__ = "hook"
+            handle = node.register_hook(fn)
         self.handles[hook.index].append(handle)
 
     def attach_accumulator(self, hook: Hook, leaf) -> None:

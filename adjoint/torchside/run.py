@@ -374,7 +374,10 @@ def _recorder(s: Session, warned: list):
     def show(message, category, filename, lineno, file=None, line=None):
         text = str(message)
         warned.append({"category": category.__name__, "message": text, "during": s.phase})
-        if SILENCED in text and s.log and s.log[-1].get("raised"):
+        # the silenced hook's call is the last one logged -- unless Python refused to call it at all
+        # (a with_kwargs hook called without kwargs): then nothing of it was logged
+        if SILENCED in text and s.log and s.log[-1].get("raised") and s.log[-1]["kind"] == "forward" \
+                and "required positional argument" not in text:
             del s.log[-1]["raised"]
             s.log[-1]["silenced"] = True
     return show
