@@ -47,10 +47,10 @@ def number_type(e: S.Expr) -> str | None:
             return None
         if e.op == "/":
             return "float"
-        if e.op == "**":
-            if left == right == "int" and isinstance(e.right, S.Num) and e.right.value >= 0:
-                return "int"
-            return "float" if "float" in (left, right) else None
+        if e.op == "**":   # int ** int is an int for an exponent >= 0, a float below
+            if "float" in (left, right):
+                return "float"
+            return ("int" if e.right.value >= 0 else "float") if isinstance(e.right, S.Num) else None
         return "int" if left == right == "int" else "float"
     return None
 
