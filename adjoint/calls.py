@@ -15,6 +15,7 @@ from .errors import ProblemError
 from .graph import Tensor, recorded
 from .interp import EnvScope, Interp
 from .runtime import CallRecord, TorchError
+from adjoint.raising import raises_now
 
 _GRAD = attrgetter("grad")
 
@@ -70,9 +71,9 @@ class HookRunner:
         rt.log.append(record)
         for index in hook.removes:
             self.reg.remove(index)
-        if hook.raises is not None:
+        if raises_now(hook, record.kind):
             record.raised = True
-            raise TorchError("RuntimeError", hook.raises, "hook_raised")
+            raise TorchError(hook.raises_type, hook.raises, "hook_raised")
         try:
             returned = run_hook_body(rt, hook, env)
         except TorchError:
@@ -155,9 +156,9 @@ class HookRunner:
         record = CallRecord(hook, kind, None, snapshot(env), node=node, phase=rt.phase, grads_then=self.grads_now(),
                             saved=slot, tensor=tensor)
         rt.log.append(record)
-        if hook.raises is not None:
+        if raises_now(hook, kind):
             record.raised = True
-            raise TorchError("RuntimeError", hook.raises, "hook_raised")
+            raise TorchError(hook.raises_type, hook.raises, "hook_raised")
         try:
             returned = Interp(rt, EnvScope(dict(env), f"the {kind} hook '{hook.label}'")).eval(expr)
         except TorchError:

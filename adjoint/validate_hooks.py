@@ -16,6 +16,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from .checks import FAILED, Issues, boolean, choice, mapping, string
+from adjoint.raising import parse_raises
 from .errors import Loc, ProblemError, raise_all
 from .expr import parse_expression, parse_statements
 from .literals import parse_int, parse_literal, parse_number
@@ -128,11 +129,13 @@ def parse_hook(node: YNode, index: int, what: str, count: int) -> Hook:
                         "with_kwargs: is taken by forward and forward_pre module hooks (global hooks: forward only)")
     always_call = _flag(h, "always_call", on in ("module", "global") and kind == "forward",
                         "always_call: is taken by forward hooks only (register_forward_hook(..., always_call=True))")
-    raises = string(h.get("raises"), f"raises of hook {index}") if h.get("raises") is not None else None
+    raises, raises_type, raises_in = parse_raises(h.get("raises"), index, kind) if h.get("raises") is not None \
+        else (None, "RuntimeError", None)
     label = string(h.get("label"), "label") if h.get("label") is not None else default_label(on, kind, target)
     return Hook(index, on, target, kind, returns, does, remove, when, label, h.loc, prepend=prepend,
                 with_kwargs=with_kwargs, always_call=always_call, tensors=tensors, mode=mode, pack=pack,
-                unpack=unpack, scope=scope, raises=raises, removes=removes)
+                unpack=unpack, scope=scope, raises=raises, removes=removes, raises_type=raises_type,
+                raises_in=raises_in)
 
 
 def default_label(on: str, kind: str, target: str) -> str:

@@ -38,6 +38,17 @@ from ..problem import Hook
 from . import graphs
 from .program import EnvScope
 from .values import snap
+from adjoint.raising import raises_now
+
+
+class HookRaised(Exception):
+    """The base of the custom exception classes a file's ``raises: {type: NAME}`` names."""
+
+
+def exception_class(name: str) -> type:
+    """``class NAME(Exception)``, as the user's script defines it (here under :class:`HookRaised`,
+    so the run knows it as the file's own error)."""
+    return type(name, (HookRaised,), {})
 
 GLOBAL_REGISTER = {
     "forward_pre": nn_module.register_module_forward_pre_hook,
@@ -299,9 +310,9 @@ class Hooks:
             run.saved_nodes.mark(len(run.log) - 1)
         for index in hook.removes:
             self.remove(index)
-        if hook.raises is not None:
+        if raises_now(hook, record["kind"]):
             record["raised"] = True
-            raise RuntimeError(hook.raises)
+            raise (RuntimeError if hook.raises_type == "RuntimeError" else exception_class(hook.raises_type))(hook.raises)
         scope = EnvScope(dict(env if env is not None else args), f"the {record['kind']} hook '{hook.label}'")
         program = run.program(scope)
         try:

@@ -45,7 +45,7 @@ from ..problem import OUTPUT, Module, Problem, Step, Variant
 from . import graphs
 from .build import build, module_paths
 from .dropout import forced_mask
-from .hooks import Hooks
+from .hooks import HookRaised, Hooks
 from .program import Program
 from .savednodes import SavedNodes
 from .unfinished import WatchPacks
@@ -392,7 +392,7 @@ def run_steps(s: Session, steps, passes: list) -> dict | None:
         for hook in hooks:
             if hook.when == "before_forward" and hook.index not in later:
                 s.hooks.register(hook.index)
-    except TORCH_ERRORS + (AssertionError,) as exc:   # PyTorch refuses a registration
+    except TORCH_ERRORS + (AssertionError, HookRaised) as exc:   # PyTorch refuses a registration
         return _error(exc, "register", s)
     first_forward = first_backward = True
     for step in steps:
@@ -438,7 +438,7 @@ def run_steps(s: Session, steps, passes: list) -> dict | None:
                 s.sgd(step.lr)
         except ProblemError:
             raise
-        except TORCH_ERRORS + (AssertionError,) as exc:
+        except TORCH_ERRORS + (AssertionError, HookRaised) as exc:
             during = "register" if registering or getattr(exc, "adjoint_during", None) == "register" else \
                 "backward" if step.kind == "backward" else "forward"
             return _error(exc, during, s)
