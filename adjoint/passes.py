@@ -22,6 +22,7 @@ from .problem import OUTPUT, Problem, Step, Variant
 from .registration import Registrations
 from .reverse import BackwardRequest, BackwardResult, Engine
 from .runtime import Runtime, TorchError
+from adjoint import warns
 
 DEFAULT_STEPS = ("forward", "backward")
 
@@ -223,6 +224,8 @@ def sgd(run: VariantRun, lr, step: int = 0) -> None:
     B = run.rt.B
     updates = run.updates.setdefault(step, [])
     for name, t in run.model.params.items():
+        if t.grad_fn is not None:   # written in place by an op that recorded: reading its .grad warns
+            warns.warn(run.rt, "UserWarning", warns.NON_LEAF_GRAD)
         if t.grad is not None:
             before = t.value
             t.value = B.sub(t.value, B.mul(B.scalar(lr), t.grad))

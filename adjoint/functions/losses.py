@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from adjoint import warns
 from ..errors import Loc, ProblemError
 from ..graph import Tensor
 from ..ops.arith import broadcast_shapes
@@ -424,6 +425,8 @@ def lower_binary_cross_entropy_with_logits(rt, a: dict, loc: Loc):
 
 def lower_kl_div(rt, a: dict, loc: Loc):
     x, t = a["input"], a["target"]
+    if a.get("size_average") is None and a.get("reduce") is None and a.get("reduction", "mean") == "mean":
+        warns.warn(rt, "UserWarning", warns.KL_DIV_MEAN)   # F.kl_div warns before anything runs
     reduction = reduction_of(a, loc, "kl_div", batchmean=True)
     if "int64" in (x.dtype, t.dtype):
         raise ProblemError(loc, "kl_div: Integral inputs not supported. (PyTorch raises RuntimeError)")
