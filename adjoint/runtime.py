@@ -213,6 +213,10 @@ class Runtime:
             self._save(node, op, ts, [], "in")
         self.check_dtypes(op, ts, params)
         values = [t.value if t is not None else None for t in ts]
+        if op.value_error is not None:   # the kernel refuses its operands' values (after the node and packs)
+            refused = op.value_error(self.B, values, params)
+            if refused:
+                raise TorchError(refused[0], refused[1], "value")
         try:
             raw = op.forward(self.B, values, params)
         except ExactLimit as exc:

@@ -130,3 +130,26 @@ def test_a_refusal_where_pytorch_raises_is_a_disagreement():
     status = {name: st for name, st, _ in outcome.variants}
     assert status == {"unknown_type": "refused", "predicted": "both_raise"}, outcome.report()
     assert "where PyTorch raises" in outcome.report()
+
+
+@pytest.mark.torch
+def test_bce_refuses_its_input_after_packing_it():
+    """binary_cross_entropy's kernel checks the input's values after autograd packed self and
+    target: the pack hook is called twice, then PyTorch raises (the torch side of verify
+    cannot name the node of an op that raised, so this is pinned here, against torch itself)."""
+    import torch
+    import torch.nn.functional as F
+
+    x = torch.tensor([0.5, -1.0], dtype=torch.float64, requires_grad=True)
+    t = torch.tensor([1.0, 0.0], dtype=torch.float64)
+    packed = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda v: packed.append(v.tolist()) or v, lambda v: v):
+        with pytest.raises(RuntimeError) as exc:
+            F.binary_cross_entropy(x * 2, t)
+    text = "\n".join(["name: bce", "dtype: float64", "inputs:", "  x: {value: [0.5, -1], requires_grad: true}",
+                      "  t: [1, 0]", "model:", "  inputs: [x, t]", '  forward: "F.binary_cross_entropy(x * 2, t)"',
+                      'loss: "y"', "hooks:", '  - {saved_tensors: {pack: "x", unpack: "x"}}', ""])
+    v = adjoint.loads(text).solve().to_json()["variants"]["default"]
+    assert v["error"] == {"type": "RuntimeError", "message": str(exc.value), "during": "forward", "after_call": 1}
+    assert [(c["kind"], c["args"]["x"]["value"], c["node"]) for c in v["hook_calls"]] == \
+        [("pack", packed[0], "BinaryCrossEntropyBackward0"), ("pack", packed[1], "BinaryCrossEntropyBackward0")]

@@ -117,6 +117,9 @@ class Op:
                                      # | None: the kernel
                                      # refuses these operand dtypes (-bool, bool - x). Raised where the kernel runs:
                                      # after the node is made and its inputs packed, before any value
+    value_error: Callable | None = None     # (B, input values, p) -> (type, message) | None: the kernel refuses
+                                     # its operands' values (BCE's input outside [0, 1]); raised where
+                                     # forward_error is, after the node is made and its inputs packed
     backward_error: Callable | None = None  # (dtypes, p, need) -> message | None: the node's backward raises
                                      # for these input dtypes (x ** bool: exponent - 1), after its unpacks
 
