@@ -16,6 +16,7 @@ from .graph import Tensor, recorded
 from .interp import EnvScope, Interp
 from .runtime import CallRecord, TorchError
 from adjoint.raising import raises_now
+from adjoint.pyerrors import type_name
 
 _GRAD = attrgetter("grad")
 
@@ -171,6 +172,12 @@ class HookRunner:
 def as_values(returned, hook):
     if returned is None:
         return None
+    if hook.on == "tensor" and not isinstance(returned, (tuple, Tensor)):
+        # a tensor hook's result is checked at once (check_single_result): a Python number is
+        # "expected Variable, but hook returned 'int'" (the type as the expression makes it)
+        name = type_name(returned, hook.returns) if hook.returns is not None else None
+        if name in ("int", "float", "bool"):
+            raise TorchError("TypeError", f"expected Variable, but hook returned '{name}'", "hook_result")
     if isinstance(returned, tuple):
         return tuple(_value(r, hook) for r in returned)
     return _value(returned, hook)
