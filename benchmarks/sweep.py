@@ -123,7 +123,7 @@ def main(argv=None) -> int:
     print(f"problems tried:    {len(seconds)}")
     print(f"variants checked:  {sum(statuses.values())}: " +
           ", ".join(f"{k} {v}" for k, v in statuses.most_common()))
-    print("                   (ok: every item matched; both_raise: solve and PyTorch both refuse; nonfinite: solve "
+    print("                   (ok: every item matched; both_raise: solve predicts PyTorch's error exactly (type, message, phase, the calls before it); nonfinite: solve "
           "refuses a non-finite forward, skipped;\n                   f32/f64_rounding: PyTorch's rounding, at least "
           "1000x larger in float32 than in float64 (or solve --float64 gives it); overflow: an exact value beyond the dtype's range;\n"
           "                   torch_crashes: solve refuses a problem PyTorch segfaults on, and a child process running it "

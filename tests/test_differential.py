@@ -78,7 +78,8 @@ def test_regression(path):
         text = fh.read()
     outcome = check(text, timeout=HANG_GUARD_SECONDS)
     assert outcome.ok, outcome.report()
-    assert all(st == "ok" for _, st, _ in outcome.variants), outcome.report()
+    # ok, or both_raise: the predicted error is PyTorch's, exactly (type, message, during, the calls before it)
+    assert all(st in ("ok", "both_raise") for _, st, _ in outcome.variants), outcome.report()
 
 
 #: Problems ``generate(random.Random(f"v2-{seed}"), CI_BUDGET)`` chosen (greedily, from 400)

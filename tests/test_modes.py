@@ -72,13 +72,19 @@ def _close(exact, approx, where: str) -> None:
         assert abs(x - y) <= 1e-9 * scale + 1e-12, f"{where}: {x} vs {y}"
 
 
+#: Files whose answer is an error a kernel raises on its operands' values, which --structure (no
+#: values) cannot see (docs/not-modelled.md, "Answer modes"): compared in float64 only.
+VALUE_ERRORS = {"bce_values_out_of_range_raise.yaml"}
+
+
 @pytest.mark.parametrize("path", FILES)
 def test_float64_and_structure_follow_the_exact_answer(path):
     try:
         _, exact = _solve(path, "exact")
     except ProblemError:
         pytest.skip("the exact mode refuses this file (e.g. a value beyond the dtype's range)")
-    for mode in ("float64", "structure"):
+    modes = ("float64",) if os.path.basename(path) in VALUE_ERRORS else ("float64", "structure")
+    for mode in modes:
         _, other = _solve(path, mode)
         _walk(exact, other, mode)
 

@@ -157,7 +157,7 @@ hooks:
 """)
     obs = run_variant(problem, problem.variants[0], "float32")
     assert obs["error"]["type"] == "RuntimeError" and "require" in obs["error"]["message"]
-    assert obs["error"]["during"] == "forward" and obs["error"]["after_call"] is None and obs["hook_calls"] == []
+    assert obs["error"]["during"] == "register" and obs["error"]["after_call"] is None and obs["hook_calls"] == []
 
 
 def test_finite_differences_slinear(slinear):

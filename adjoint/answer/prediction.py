@@ -53,6 +53,7 @@ class HookRecord:
     why: list[str] = field(default_factory=list)
     raised: bool = False       # the hook raised (the contract's ``"raised": true``)
     is_global: bool = False    # a global module hook (``"global": true``; ``target`` is the module that fired)
+    silenced: bool = False     # it raised and PyTorch swallowed the error with a warning (``"silenced": true``)
 
     def __repr__(self) -> str:
         where = f" at {self.node}" if self.node else ""
@@ -115,6 +116,7 @@ class VariantPrediction:
                                                  # included; None where none arrives), as its grad_fn sees it
     passes: list | None = None        # PassRecord per backward step (variants with steps)
     error: ErrorRecord | None = None
+    warnings: list = field(default_factory=list)   # adjoint.engine.warns.Warned: every warning PyTorch issues, in order
     deriver: Callable | None = field(default=None, repr=False)   # VariantPrediction -> VariantDerivation
     _derivation: _record.VariantDerivation | None = field(default=None, repr=False)
 
@@ -137,8 +139,10 @@ class VariantPrediction:
         """The contract's JSON of this variant (``printer``: shared by every closed form shown;
         see :func:`value_json`)."""
         printer = printer if printer is not None else shared_printer()
+        warned = [w.to_json() for w in self.warnings]
         if self.error is not None:
-            return {"error": self.error.to_json(), "hook_calls": [hook_json(h, printer) for h in self.hook_calls]}
+            return {"error": self.error.to_json(), "hook_calls": [hook_json(h, printer) for h in self.hook_calls],
+                    "warnings": warned}
         out = {
             "loss": value_json(self.loss, printer) if self.loss is not None else None,
             "values": {k: value_json(v, printer) for k, v in self.values.items()},
@@ -152,6 +156,7 @@ class VariantPrediction:
             out["returned"] = {k: value_json(v, printer) for k, v in self.returned.items()}
         if self.passes is not None:
             out["passes"] = [p.to_json(printer) for p in self.passes]
+        out["warnings"] = warned
         return out
 
 
@@ -242,6 +247,8 @@ def hook_json(h: HookRecord, printer=None) -> dict:
         out["global"] = True
     if h.raised:
         out["raised"] = True
+    if h.silenced:
+        out["silenced"] = True
     if h.kind in ("pack", "unpack"):
         out["node"] = h.node
     return out

@@ -95,7 +95,7 @@ def assemble(run: VariantRun, progress=None) -> VariantPrediction:
                                  functions=[], node_order=[], symbolic=False, run=run,
                                  error=ErrorRecord(err.type, err.message, err.during,
                                                    len(hook_calls) - 1 if hook_calls else None),
-                                 deriver=derive_variant)
+                                 deriver=derive_variant, warnings=list(run.rt.warnings))
     fwd, last = run.forward, run.last_pass
     values = dict(fwd.values)
     loss = fwd.values["loss"] if fwd.loss is not None else None
@@ -114,7 +114,7 @@ def assemble(run: VariantRun, progress=None) -> VariantPrediction:
         node_order=last.result.order if last else [], symbolic=symbolic,
         kinks=[note for _, _, note in fwd.notes], run=run,
         carried={name: seen_at(last.result, t) if last else None for name, t in fwd.names.items()}, passes=passes,
-        deriver=derive_variant)
+        deriver=derive_variant, warnings=list(run.rt.warnings))
 
 
 def _returned(p) -> dict | None:
@@ -172,7 +172,7 @@ def _record(run: VariantRun, rec, producers: dict, calls: dict) -> HookRecord:
         target = hook.target
     why = _why_forward(rec) if rec.phase == "forward" else _why(run, rec)
     return HookRecord(hook.index, hook.label, rec.kind, hook.on, target, k, count, rec.phase, node, rec.args,
-                      rec.returned, why, raised=rec.raised, is_global=rec.is_global)
+                      rec.returned, why, raised=rec.raised, is_global=rec.is_global, silenced=rec.silenced)
 
 
 def _why_forward(rec) -> list[str]:

@@ -124,7 +124,7 @@ def declared(h) -> DeclaredHook:
                         h.always_call, tuple(h.tensors), h.mode,
                         source(h.pack) if h.pack is not None else None,
                         source(h.unpack) if h.unpack is not None else None,
-                        h.scope, h.raises, tuple(h.removes))
+                        h.scope, h.raises, tuple(h.removes), getattr(h, "raises_type", "RuntimeError"))
 
 
 class UnitBuilder:

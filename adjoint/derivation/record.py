@@ -188,6 +188,7 @@ class DeclaredHook:
     scope: tuple | None = None
     raises: str | None = None
     removes: tuple = ()
+    raises_type: str = "RuntimeError"   # the class it raises (raises: {type: NAME})
     fires: bool = True               # it is called at least once in the variant
 
 

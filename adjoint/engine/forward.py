@@ -32,6 +32,17 @@ from adjoint.engine.nn_module import BackwardHookState, LegacyHook, ModuleHooks,
 from adjoint.engine.hook_registration import grad_fn
 from adjoint.format.problem import OUTPUT, ROOT, Module, Problem, TensorDecl
 from adjoint.engine.runtime import Runtime, TorchError
+from adjoint.format import syntax as S
+from adjoint.format.errors import Loc, ProblemError
+from adjoint.engine.bindings import FUNCTION_NAMES
+from adjoint.engine.bindings.core import linear
+from adjoint.engine.graph import Node, Tensor, recorded
+from adjoint.engine.interpreter import Interp
+from adjoint.engine.nn_module import BackwardHookState, LegacyHook, ModuleHooks, ModuleInputHook, ModuleOutputHook
+from adjoint.engine.hook_registration import grad_fn
+from adjoint.format.problem import OUTPUT, ROOT, Module, Problem, TensorDecl
+from adjoint.engine.runtime import Runtime, TorchError
+from adjoint.engine import warns
 
 
 @dataclass(eq=False)
@@ -164,9 +175,13 @@ class _Pass:
         for name, d in self.m.decls.items():
             if d.tied is not None:
                 tied.setdefault(d.tied, []).append(name)
-        for name, t in self.m.leaves.items():
-            d = self.m.decls[name]
-            self.bind(name, t, None, tuple(tied.get(name, ())) + ((d.tied,) if d.tied is not None else ()))
+        try:   # the leaves' hooks go on as a script registers them before its forward
+            for name, t in self.m.leaves.items():
+                d = self.m.decls[name]
+                self.bind(name, t, None, tuple(tied.get(name, ())) + ((d.tied,) if d.tied is not None else ()))
+        except TorchError as exc:
+            exc.during = "register"
+            raise
         root = self.p.model
         if len(root.inputs) != len(self.m.inputs):
             raise ProblemError(root.loc, f"the root module takes {len(root.inputs)} input(s) ({', '.join(root.inputs)}) "
@@ -263,11 +278,17 @@ class _Pass:
                         elif entry.hook.with_kwargs:
                             # called without kwargs (a global hook always is, on this path): the
                             # TypeError is silenced like any error of these hooks, its body never runs
+                            warns.always_call_silenced(self.rt, is_global, "hook() missing 1 required positional "
+                                                                           "argument: 'output'")
                             continue
                         try:
                             returned = self.fire_forward(entry, env, call)
-                        except TorchError:
-                            continue  # silenced (a warning) as another error was raised in forward
+                        except TorchError as exc:   # silenced, with a warning, as another error was raised in forward
+                            record = self.rt.log[-1] if self.rt.log else None
+                            if record is not None and record.hook is entry.hook and record.raised:
+                                record.raised, record.silenced = False, True
+                            warns.always_call_silenced(self.rt, is_global, exc.message)
+                            continue
                         if returned is not None:
                             state["result"] = returned
             raise
@@ -641,19 +662,12 @@ def _same_value(value):
 
 
 def _warning_reads(rt, args, result, node) -> None:
-    """``Module._maybe_warn_non_full_backward_hook``, run after a legacy hook is registered: it
-    only warns, but it reads ``grad_fn`` of every output (a tensor or a tuple of tensors) and,
-    when they have exactly the hooked node among them, of every input (all tensors), and each
-    read makes a stale view's new grad_fn then (a node, in creation order)."""
-    outs = (result,) if isinstance(result, Tensor) else result
-    if not (isinstance(outs, tuple) and all(isinstance(r, Tensor) for r in outs)):
-        return
-    if not all(isinstance(a, Tensor) for a in args):
-        return
-    out_nodes = {id(n) for n in (grad_fn(rt, r) for r in outs) if n is not None}
-    if out_nodes == {id(node)}:
-        for a in args:
-            grad_fn(rt, a)
+    """``Module._maybe_warn_non_full_backward_hook``, run after a legacy hook is registered: its
+    FutureWarnings (adjoint.engine.warns), and the ``grad_fn`` reads it makes -- of every output (a
+    tensor or a tuple of tensors) and, when they have exactly the hooked node among them, of
+    every input (all tensors): each read makes a stale view's new grad_fn then (a node, in
+    creation order)."""
+    warns.non_full_backward_hook(rt, args, result, node, grad_fn, Tensor)
 
 
 def _called_without(entry, missing: str) -> None:

@@ -24,6 +24,12 @@ from adjoint.engine.graph import HookDict, Tensor
 from adjoint.engine.view_history import refresh, stale
 from adjoint.engine.nn_module import MultiGradInner, MultiGradState, UserNodeHook, UserTensorHook
 from adjoint.engine.runtime import held_by_an_edge
+from adjoint.format.errors import ProblemError
+from adjoint.engine.graph import HookDict, Tensor
+from adjoint.engine.inplace import refresh, stale
+from adjoint.engine.nn_module import MultiGradInner, MultiGradState, UserNodeHook, UserTensorHook
+from adjoint.engine.runtime import held_by_an_edge
+from adjoint.engine.runtime import TorchError
 
 
 class Registrations:
@@ -154,9 +160,9 @@ class Registrations:
         if hook.kind in ("full_backward", "backward"):
             full = hook.kind == "full_backward"
             if state.is_full is not None and state.is_full != full:
-                raise ProblemError(hook.loc, f"module '{hook.target}' gets both a legacy backward hook and a "
-                                             "full backward hook: PyTorch raises 'Cannot use both regular "
-                                             "backward hooks and full backward hooks on a single Module'")
+                where = "as a global Module hook" if hook.on == "global" else "on a single Module"
+                raise TorchError("RuntimeError", f"Cannot use both regular backward hooks and full backward hooks "
+                                                 f"{where}. Please use only one of them.", "register")
             state.is_full = full
         hooks = state.dict_for(hook.kind)
         hid = self.rt.add_hook(hooks, _ModuleEntry(hook), hook.prepend)
@@ -176,9 +182,11 @@ class Registrations:
         index = hook.index
         if hook.on == "tensor":
             if not t.needs_grad:  # a view also requires grad when its base does (DifferentiableViewMeta)
-                what = "retain_grad on" if hook.kind == "retain_grad" else "a hook on"
-                raise ProblemError(hook.loc, f"'{hook.target}' does not require grad, so PyTorch refuses {what} it "
-                                             "('cannot register a hook on a tensor that doesn't require gradient')")
+                if hook.kind == "retain_grad":
+                    raise TorchError("RuntimeError", "can't retain_grad on Tensor that has requires_grad=False",
+                                     "register")
+                raise TorchError("RuntimeError", "cannot register a hook on a tensor that doesn't require gradient",
+                                 "register")
             if hook.kind == "retain_grad":
                 if not t.is_leaf:  # retain_grad() on a leaf is a no-op: its .grad is kept anyway (and on
                     # a view that has no grad_fn yet: is_leaf reads grad_fn_ as it is)
@@ -187,8 +195,8 @@ class Registrations:
                 return
             if hook.kind == "post_accumulate_grad":
                 if grad_fn(self.rt, t) is not None:
-                    raise ProblemError(hook.loc, f"'{hook.target}' is not a leaf: PyTorch raises 'post accumulate "
-                                                 "grad hooks cannot be registered on non-leaf tensors'")
+                    raise TorchError("RuntimeError", "post accumulate grad hooks cannot be registered on non-leaf "
+                                                     "tensors", "register")
                 if t.post_accumulate_hooks is None:
                     t.post_accumulate_hooks = HookDict()
                 hooks = t.post_accumulate_hooks
@@ -235,16 +243,15 @@ class Registrations:
         accumulator: _get_grad_fn_or_grad_acc; an in-place op on a tensor later does not move it)
         and hooks every tensor; mode any reads no grad_fn and hooks only the tensors that
         require grad (register_hook reads grad_fn only when it makes the tensor's hook dict)."""
+        if hook.mode not in ("all", "any"):   # register_multi_grad_hook checks it first
+            raise TorchError("ValueError", f"Expects mode to be one of ('all', 'any') but got {hook.mode}", "register")
         nodes = None
         if hook.mode == "all":
             nodes = [grad_fn(self.rt, t) if grad_fn(self.rt, t) is not None else
                      (self.rt.grad_accumulator(t) if t.requires_grad and not t.edgeless else None) for t in tensors]
             for name, t in zip(hook.tensors, tensors):
-                if not t.needs_grad:
-                    raise ProblemError(hook.loc, f"'{name}' does not require grad, so register_multi_grad_hook "
-                                                 "(mode all) finds no grad_fn for it and PyTorch raises "
-                                                 "AssertionError('Expected gradient function to be set'); "
-                                                 "mode any skips it")
+                if not t.needs_grad:   # mode any skips such a tensor
+                    raise TorchError("AssertionError", "Expected gradient function to be set", "register")
         if nodes is not None:   # the inner hooks' closures hold these grad_fns (alive while the hooks are)
             self.rt.captured_nodes.extend(n for n in nodes if n is not None)
         state = MultiGradState(hook, tensors, nodes=nodes)

@@ -15,6 +15,12 @@ from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Tensor, recorded
 from adjoint.engine.interpreter import EnvScope, Interp
 from adjoint.engine.runtime import CallRecord, TorchError
+from adjoint.format.errors import ProblemError
+from adjoint.engine.graph import Tensor, recorded
+from adjoint.engine.interpreter import EnvScope, Interp
+from adjoint.engine.runtime import CallRecord, TorchError
+from adjoint.format.raising import raises_now
+from adjoint.engine.pyerrors import type_name
 
 _GRAD = attrgetter("grad")
 
@@ -70,10 +76,14 @@ class HookRunner:
         rt.log.append(record)
         for index in hook.removes:
             self.reg.remove(index)
-        if hook.raises is not None:
+        if raises_now(hook, record.kind):
             record.raised = True
-            raise TorchError("RuntimeError", hook.raises, "hook_raised")
-        returned = run_hook_body(rt, hook, env)
+            raise TorchError(hook.raises_type, hook.raises, "hook_raised")
+        try:
+            returned = run_hook_body(rt, hook, env)
+        except TorchError:
+            record.raised = True   # its body raised (a None argument computed with, ...): PyTorch propagates it
+            raise
         record.returned = snapshot(returned)
         return returned
 
@@ -151,10 +161,14 @@ class HookRunner:
         record = CallRecord(hook, kind, None, snapshot(env), node=node, phase=rt.phase, grads_then=self.grads_now(),
                             saved=slot, tensor=tensor)
         rt.log.append(record)
-        if hook.raises is not None:
+        if raises_now(hook, kind):
             record.raised = True
-            raise TorchError("RuntimeError", hook.raises, "hook_raised")
-        returned = Interp(rt, EnvScope(dict(env), f"the {kind} hook '{hook.label}'")).eval(expr)
+            raise TorchError(hook.raises_type, hook.raises, "hook_raised")
+        try:
+            returned = Interp(rt, EnvScope(dict(env), f"the {kind} hook '{hook.label}'")).eval(expr)
+        except TorchError:
+            record.raised = True
+            raise
         record.returned = snapshot(returned)
         return returned
 
@@ -162,6 +176,12 @@ class HookRunner:
 def as_values(returned, hook):
     if returned is None:
         return None
+    if hook.on == "tensor" and not isinstance(returned, (tuple, Tensor)):
+        # a tensor hook's result is checked at once (check_single_result): a Python number is
+        # "expected Variable, but hook returned 'int'" (the type as the expression makes it)
+        name = type_name(returned, hook.returns) if hook.returns is not None else None
+        if name in ("int", "float", "bool"):
+            raise TorchError("TypeError", f"expected Variable, but hook returned '{name}'", "hook_result")
     if isinstance(returned, tuple):
         return tuple(_value(r, hook) for r in returned)
     return _value(returned, hook)

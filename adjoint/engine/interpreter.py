@@ -23,6 +23,10 @@ from adjoint.engine.bindings.views import attribute, getitem
 from adjoint.engine.graph import Tensor
 from adjoint.engine.inplace import INPLACE_METHODS, AUGMENTED, call_inplace
 from adjoint.engine.bindings.setitem import setitem
+from adjoint.engine import pyerrors
+
+#: operands CPython words otherwise (concatenation, repetition): not modelled, refused
+_SEQUENCES = (tuple, str, dict)
 
 
 class Scope(Protocol):
@@ -142,14 +146,23 @@ class Interp:
             items = self.index_items(stmt.target)
             current = self.subscript_of(base, items, stmt.target)
             value = self.eval(stmt.value)
+            self.check_augmented_none(current, stmt, value)
             result = self.apply_augmented(current, stmt.op, value, stmt.loc)
             setitem(self.rt, base, items, result, stmt.loc)
             return
         current = self.eval(stmt.target)
         value = self.eval(stmt.value)
+        self.check_augmented_none(current, stmt, value)
         result = self.apply_augmented(current, stmt.op, value, stmt.loc)
         if result is not current:
             self.scope.assign_again(stmt.target.id, result, stmt.loc)
+
+    def check_augmented_none(self, current, stmt: S.AugAssign, value) -> None:
+        """``t op= v`` with None on a side: CPython's TypeError (Tensor's in-place operators
+        return NotImplemented for None), worded with ``op=``."""
+        if (current is None or value is None) and not isinstance(current, _SEQUENCES) \
+                and not isinstance(value, _SEQUENCES):
+            raise pyerrors.binary_none(stmt.op + "=", current, stmt.target, value, stmt.value, stmt.loc)
 
     def apply_augmented(self, current, op: str, value, loc: Loc):
         if isinstance(current, Tensor) and op in AUGMENTED:
@@ -199,11 +212,15 @@ class Interp:
             return self.scope.call(e.func, args, kwargs, e.loc)
         if isinstance(e, S.Method):
             obj = self.eval(e.obj)
+            if obj is None and not e.operator:
+                raise pyerrors.no_attribute(e.name)
             args = [self.eval(a) for a in e.args]
             kwargs = {k: self.eval(v) for k, v in e.kwargs}
             return self.method(obj, e, args, kwargs)
         if isinstance(e, S.Attr):
             obj = self.eval(e.obj)
+            if obj is None:
+                raise pyerrors.no_attribute(e.name)
             if not isinstance(obj, Tensor):
                 raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is {describe(obj)}, which has no attribute "
                                           f"'{e.name}'")
@@ -225,14 +242,20 @@ class Interp:
                 if not ready:
                     stack += [(node, True), (node.right, False), (node.left, False)]
                     continue
-                b = self.operand(values.pop(), node.right, node.op)
-                a = self.operand(values.pop(), node.left, node.op)
+                b, a = values.pop(), values.pop()
+                if (a is None or b is None) and not isinstance(a, _SEQUENCES) and not isinstance(b, _SEQUENCES):
+                    raise pyerrors.binary_none(node.op, a, node.left, b, node.right, node.loc)
+                b = self.operand(b, node.right, node.op)
+                a = self.operand(a, node.left, node.op)
                 values.append(binary(self.rt, node.op, a, b, node.loc))
             elif isinstance(node, S.Neg):
                 if not ready:
                     stack += [(node, True), (node.operand, False)]
                     continue
-                values.append(neg(self.rt, self.operand(values.pop(), node.operand, "unary -"), node.loc))
+                operand = values.pop()
+                if operand is None:
+                    raise pyerrors.unary_none("-")
+                values.append(neg(self.rt, self.operand(operand, node.operand, "unary -"), node.loc))
             else:
                 values.append(self.eval(node))
         return values[0]
@@ -250,6 +273,11 @@ class Interp:
                                               f"({e.func}(): argument '{fn.params[0].name}' must be Tensor)")
 
     def method(self, obj, e: S.Method, args: list, kwargs: dict):
+        if e.operator in ("==", "!=") and (obj is None or args[0] is None):
+            # Python's == with None: identity (None, and a Tensor's __eq__ with None, give a bool);
+            # the bool goes on as a Python value (an operand it cannot be is refused where it is used)
+            same = obj is args[0]
+            return same if e.operator == "==" else not same
         if e.operator:
             self.check_comparison(obj, e, args)
         if not isinstance(obj, Tensor):
@@ -266,6 +294,9 @@ class Interp:
     def check_comparison(self, obj, e: S.Method, args: list) -> None:
         """``a > b`` with None on a side (a hook's argument with no gradient): Python raises
         TypeError for an ordering; ``==`` / ``!=`` give a Python bool, not a tensor."""
+        if (obj is None or args[0] is None) and e.operator not in ("==", "!=") \
+                and not isinstance(obj, _SEQUENCES) and not isinstance(args[0], _SEQUENCES):
+            raise pyerrors.comparison_none(e.operator, obj, e.obj, args[0], e.args[0], e.loc)
         for v, src in ((obj, e.obj), (args[0], e.args[0])):
             if v is None:
                 if e.operator in ("==", "!="):
@@ -303,8 +334,7 @@ class Interp:
                 raise ProblemError(e.loc, f"index a tuple with an integer, as in {S.to_source(e.value)}[0]")
             index = items[0]
             if not -len(v) <= index < len(v):
-                raise ProblemError(e.loc, f"index {index} is out of range: '{S.to_source(e.value)}' has {len(v)} "
-                                          f"entr{'y' if len(v) == 1 else 'ies'} (PyTorch: tuple index out of range)")
+                raise pyerrors.tuple_index()
             return v[index]
         if isinstance(v, dict):
             if len(items) != 1 or items[0] not in v:
@@ -312,6 +342,8 @@ class Interp:
             return v[items[0]]
         if isinstance(v, Tensor):
             return getitem(self.rt, v, items, e.loc, lone=len(e.items) == 1)
+        if v is None:
+            raise pyerrors.not_subscriptable()
         raise ProblemError(e.loc, f"'{S.to_source(e.value)}' is {describe(v)}; only tuples and tensors can be indexed")
 
     def operand(self, v, e: S.Expr, op: str):
@@ -320,7 +352,10 @@ class Interp:
                                       "(unsupported operand type NoneType)")
         if isinstance(v, tuple):
             raise ProblemError(e.loc, f"'{S.to_source(e)}' is a tuple; index it first, e.g. {S.to_source(e)}[0]")
-        if isinstance(v, (str, bool, dict)) or v is Ellipsis:
+        if isinstance(v, bool):
+            raise ProblemError(e.loc, f"'{S.to_source(e)}' is the Python bool {v} here (== or != with None gives "
+                                      f"one); '{op}' with a Python bool is not modelled yet; compare tensors")
+        if isinstance(v, (str, dict)) or v is Ellipsis:
             raise ProblemError(e.loc, f"'{S.to_source(e)}' is {describe(v)}, which '{op}' does not take")
         from adjoint.engine.infinity import Infinite
         if isinstance(v, Infinite):

@@ -30,6 +30,14 @@ from adjoint.engine.hook_registration import Registrations
 from adjoint.engine.reverse import BackwardRequest, BackwardResult, Engine
 from adjoint.engine.runtime import Runtime, TorchError
 from adjoint.engine.second_run import bind_names, second_engine, second_request, with_step_names
+from adjoint.engine.hook_runner import HookRunner
+from adjoint.format.errors import ProblemError
+from adjoint.engine.forward import ForwardResult, Model
+from adjoint.format.problem import OUTPUT, Problem, Step, Variant
+from adjoint.engine.hook_registration import Registrations
+from adjoint.engine.reverse import BackwardRequest, BackwardResult, Engine
+from adjoint.engine.runtime import Runtime, TorchError
+from adjoint.engine import warns
 
 DEFAULT_STEPS = ("forward", "backward")
 
@@ -140,9 +148,13 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
     steps = variant.steps if variant.steps is not None else tuple(Step(k, variant.loc) for k in DEFAULT_STEPS)
     run.steps = tuple(steps)
     later = {i for s in steps if s.kind == "register" for i in s.hooks}
-    for hook in variant.hooks:
-        if hook.when == "before_forward" and hook.index not in later:
-            reg.register(hook.index)
+    try:
+        for hook in variant.hooks:
+            if hook.when == "before_forward" and hook.index not in later:
+                reg.register(hook.index)
+    except TorchError as exc:   # PyTorch refuses a registration (a hook on a tensor without grad, ...)
+        run.error = RunError(exc.type, exc.message, "register", exc.cause, 0)
+        return run
     first_forward = first_backward = True
     for index, step in enumerate(steps):
         during = "backward" if step.kind == "backward" else "forward"
@@ -154,7 +166,7 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
                     first_forward = False
                     for hook in variant.hooks:
                         if hook.when == "after_forward" and hook.index not in later:
-                            reg.register(hook.index)
+                            _register(reg, hook.index)
                     reg.check_targets(with_step_names(run.forward.names, variant))
             elif step.kind == "backward":
                 if first_backward:
@@ -171,7 +183,7 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
                     run_backward(run, backward_request(problem, step.backward or variant.backward, run, backend), index)
             elif step.kind == "register":
                 for i in step.hooks:
-                    reg.register(i)
+                    _register(reg, i)
             elif step.kind == "remove":
                 for i in step.hooks:
                     reg.remove(i)
@@ -181,9 +193,18 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
             elif step.kind == "step":
                 sgd(run, step.lr, index)
         except TorchError as exc:
-            run.error = RunError(exc.type, exc.message, during, exc.cause, index)
+            run.error = RunError(exc.type, exc.message, getattr(exc, "during", None) or during, exc.cause, index)
             break
     return run
+
+
+def _register(reg: Registrations, index: int) -> None:
+    """Register a hook between steps; PyTorch refusing it is an error ``during: register``."""
+    try:
+        reg.register(index)
+    except TorchError as exc:
+        exc.during = "register"
+        raise
 
 
 def run_forward(run: VariantRun, step: Step) -> None:
@@ -222,6 +243,8 @@ def sgd(run: VariantRun, lr, step: int = 0) -> None:
     B = run.rt.B
     updates = run.updates.setdefault(step, [])
     for name, t in run.model.params.items():
+        if t.grad_fn is not None:   # written in place by an op that recorded: reading its .grad warns
+            warns.warn(run.rt, "UserWarning", warns.NON_LEAF_GRAD)
         if t.grad is not None and run.model.decls[name].tied is None:   # a tied Parameter is updated once
             before = t.value
             t.value = B.sub(t.value, B.mul(B.scalar(lr), t.grad))
@@ -236,21 +259,20 @@ def backward_request(problem: Problem, bw, run: VariantRun, backend) -> Backward
         raise ProblemError(bw.loc, "a backward step needs a forward step before it")
     fwd = run.forward
     root = fwd.loss if fwd.loss is not None else fwd.output
-    where = problem.loss.loc if problem.loss is not None else problem.model.loc
-    if not root.requires_grad:
-        raise ProblemError(where, "nothing the backward starts from requires grad: PyTorch raises 'element 0 of "
-                                  "tensors does not require grad and does not have a grad_fn'")
+    # PyTorch's order: _make_grads (the gradient's shape; an implicit one only for a root that
+    # requires grad), then the engine's checks of the root, then of the inputs
     grad_output = None
     if bw.grad_output is not None:
-        if bw.grad_output.shape != root.shape:
-            raise ProblemError(bw.grad_output.loc, f"backward.grad_output has shape {list(bw.grad_output.shape)} "
-                                                   f"but the tensor backward starts from has shape {list(root.shape)}; "
-                                                   f"give a literal of shape {list(root.shape)}")
+        if tuple(bw.grad_output.shape) != tuple(root.shape):
+            raise TorchError("RuntimeError", f"Mismatch in shape: grad_output[0] has a shape of "
+                                             f"{_torch_size(bw.grad_output.shape)} and output[0] has a shape of "
+                                             f"{_torch_size(root.shape)}.", "autograd")
         grad_output = backend.literal(bw.grad_output)
-    elif _numel(root.shape) != 1:
-        raise ProblemError(where, f"backward starts from a tensor of shape {list(root.shape)}: PyTorch raises 'grad "
-                                  "can be implicitly created only for scalar outputs'; add a loss or give "
-                                  "backward.grad_output")
+    elif root.requires_grad and _numel(root.shape) != 1:
+        raise TorchError("RuntimeError", "grad can be implicitly created only for scalar outputs", "autograd")
+    if not root.requires_grad:
+        raise TorchError("RuntimeError", "element 0 of tensors does not require grad and does not have a grad_fn",
+                         "autograd")
     inputs = []
     for name, loc in bw.inputs:
         if name not in fwd.names:
@@ -258,14 +280,19 @@ def backward_request(problem: Problem, bw, run: VariantRun, backend) -> Backward
                                     f"{_suggest(name, fwd.names)}; tensors: {', '.join(fwd.names)}")
         t = fwd.names[name]
         if not t.requires_grad:
-            raise ProblemError(loc, f"backward input '{name}' does not require grad: PyTorch raises 'One of the "
-                                    "differentiated Tensors does not require grad'")
+            if bw.method == "grad":
+                raise TorchError("RuntimeError", "One of the differentiated Tensors does not require grad", "autograd")
+            raise TorchError("RuntimeError", "can't retain_grad on Tensor that has requires_grad=False", "autograd")
         inputs.append((name, t, loc))
     return BackwardRequest(root, grad_output, bw.method, tuple(inputs), bw.retain_graph)
 
 
 def root_name(problem: Problem) -> str:
     return "loss" if problem.loss is not None else OUTPUT
+
+
+def _torch_size(shape) -> str:
+    return f"torch.Size([{', '.join(str(d) for d in shape)}])"
 
 
 def _numel(shape) -> int:

@@ -33,6 +33,8 @@ from adjoint.engine.graph import Edge, Node, Tensor
 from adjoint.engine.nn_module import (LegacyHook, ModuleInputHook, ModuleOutputHook, MultiGradInner, MultiGradState,
                       UserNodeHook)
 from adjoint.engine.runtime import FREED_GRAPH, CallRecord, Runtime, TorchError
+from adjoint.engine.runtime import FREED_GRAPH, CallRecord, Runtime, TorchError
+from adjoint.engine import warns
 
 
 @dataclass
@@ -198,10 +200,11 @@ class Engine:
 
     def check_unused(self, req: BackwardRequest, result: BackwardResult) -> None:
         if req.method == "grad":
-            for (name, t, loc), value in zip(req.inputs, result.captured):
-                if value is None:
-                    raise ProblemError(loc, f"'{name}' receives no gradient: torch.autograd.grad raises 'One of the "
-                                            "differentiated Tensors appears to not have been used in the graph'")
+            for i, value in enumerate(result.captured):
+                if value is None:   # after the whole backward ran: every hook call before it happened
+                    raise TorchError("RuntimeError", f"The differentiated Tensor at index {i} appears to not have "
+                                                     "been used in the graph. Set allow_unused=True if this is the "
+                                                     "desired behavior.", "autograd")
 
     def dependencies(self, root: Node) -> dict[Node, int]:
         deps: dict[Node, int] = {}
@@ -460,21 +463,19 @@ class Engine:
             returned = self.fire_hook(hook.hook, {"grad_output": grads}, node, call)
             if returned is None:
                 continue
-            grads = tuple(self.check_tuple(hook.hook, list(grads), returned, _shapes(call.out),
-                                           f"the module has {len(grads)} output(s): PyTorch raises 'Backward pre "
-                                           "hook returned an invalid number of grad_output'"))
+            last = hook is state.user_pre_hooks[-1] and (state.input_tensors_index is not None or not state.user_hooks)
+            grads = tuple(self.check_tuple(hook.hook, list(grads), returned, _shapes(call.out), "grad_output", last))
             state.grad_outputs = grads
         local = grads
         if state.input_tensors_index is None:
+            warns.warn(self.rt, "UserWarning", warns.FULL_HOOK_NO_INPUTS)
             grad_input = (None,) * state.n_inputs
             for hook in state.user_hooks:
                 returned = self.fire_hook(hook.hook, {"grad_input": grad_input, "grad_output": grads}, node, call)
                 if returned is not None and not (isinstance(returned, tuple) and all(r is None for r in returned)):
-                    raise ProblemError(hook.hook.returns.loc, f"'{call.path}' has no input that requires grad, so "
-                                                              "its full backward hook may only return None: PyTorch "
-                                                              "raises 'Backward hook for Modules where no input "
-                                                              "requires gradient should always return None or None "
-                                                              "for all gradients'")
+                    raise TorchError("RuntimeError", "Backward hook for Modules where no input requires gradient "
+                                                     "should always return None or None for all gradients.",
+                                     "hook_result")
             state.grad_outputs = None
         return _unpack_none(state.output_tensors_index, local)
 
@@ -492,9 +493,8 @@ class Engine:
             returned = self.fire_hook(hook.hook, {"grad_input": res, "grad_output": state.grad_outputs}, node, call)
             if returned is None:
                 continue
-            res = tuple(self.check_tuple(hook.hook, list(res), returned, _shapes(call.args),
-                                         f"'{call.path}' has {len(res)} input(s): PyTorch raises 'Backward hook "
-                                         "returned an invalid number of grad_input'"))
+            res = tuple(self.check_tuple(hook.hook, list(res), returned, _shapes(call.args), "grad_input",
+                                         hook is state.user_hooks[-1]))
             # the next hook is handed the returned tensors themselves: an int64 one keeps its dtype
             dtypes = getattr(self.rt.hooks_runner, "returned_dtypes", None) or (None,) * len(res)
             res = tuple(self.rt.tensor(g, dtype=d) if g is not None and d is not None and d != self.rt.dtype
@@ -547,31 +547,49 @@ class Engine:
 
     # ------------------------------------------------------------ checks
     def check_same(self, hook, returned, shape) -> None:
-        if isinstance(returned, tuple) or not self.B.is_value(returned):
+        """A tensor hook's result, checked as ``check_single_result`` does (its ``hook 'hook'``: the
+        function's name; adjoint calls every hook function ``hook``)."""
+        if isinstance(returned, tuple):
+            raise TorchError("TypeError", "expected Variable, but hook returned 'tuple'", "hook_result")
+        if not self.B.is_value(returned):
             raise ProblemError(hook.returns.loc, "a tensor hook must return a tensor (the new gradient) or nothing")
         if tuple(self.B.shape(returned)) != tuple(shape):
-            raise ProblemError(hook.returns.loc, f"the hook returns shape {list(self.B.shape(returned))} for a gradient "
-                                                 f"of shape {list(shape)}: PyTorch raises \"hook 'hook' has changed "
-                                                 "the size of value\"")
+            raise TorchError("RuntimeError", "hook 'hook' has changed the size of value", "hook_result")
 
-    def check_tuple(self, hook, original: list, returned, shapes: list, arity: str | None = None) -> list:
-        """A hook's returned tuple, checked as PyTorch checks it; ``arity`` words a count mismatch."""
+    def check_tuple(self, hook, original: list, returned, shapes: list, module: str | None = None,
+                    last: bool = True) -> list:
+        """A hook's returned tuple, checked as PyTorch checks it: a node hook (and the legacy module
+        hook, a post-hook on its node) by ``PyFunctionPostHook`` / ``PyFunctionPreHook`` right after
+        it returns; a full backward (pre-)hook (``module``: ``grad_input`` / ``grad_output``) by
+        ``BackwardHook`` for its count, right after it returns, and for its shapes by the engine
+        once BackwardHook's own ``hook`` returns -- after the module's later hooks (``last``: none
+        follows; otherwise not modelled yet, refused)."""
         where = hook.returns.loc
         if not isinstance(returned, tuple):
+            if module is None and self.B.is_value(returned):
+                raise TorchError("TypeError", "expected tuple, but hook returned 'Tensor'", "hook_result")
             raise ProblemError(where, f"the {hook.kind} hook must return a tuple such as (2 * grad_input[0],): "
                                       "PyTorch expects one gradient per slot")
         if len(returned) != len(original):
-            raise ProblemError(where, f"the {hook.kind} hook returns {len(returned)} value(s) but "
-                                      + (arity or f"PyTorch expects {len(original)}: it raises \"hook 'hook' has "
-                                                  f"returned an incorrect number of values (got {len(returned)}, but "
-                                                  f"expected {len(original)})\""))
+            if module == "grad_input":
+                message = f"Backward hook returned an invalid number of grad_input, got {len(returned)}, but " \
+                          f"expected {len(original)}"
+            elif module == "grad_output":
+                message = f"Backward pre hook returned an invalid number of grad_output, got {len(returned)}, " \
+                          f"but expected {len(original)}"
+            else:
+                message = f"hook 'hook' has returned an incorrect number of values (got {len(returned)}, but " \
+                          f"expected {len(original)})"
+            raise TorchError("RuntimeError", message, "hook_result")
         for r, s in zip(returned, shapes):
             if r is None or s is None:
                 continue
             if tuple(self.B.shape(r)) != tuple(s):
-                raise ProblemError(where, f"the hook returns a gradient of shape {list(self.B.shape(r))} where "
-                                          f"PyTorch expects {list(s)}: it raises \"hook 'hook' has changed the size "
-                                          "of value\"")
+                if not last:
+                    raise ProblemError(where, f"the hook returns a gradient of shape {list(self.B.shape(r))} where "
+                                              f"PyTorch expects {list(s)}; PyTorch raises once the module's later "
+                                              "hooks ran, which adjoint does not model yet")
+                raise TorchError("RuntimeError", "hook 'hook' has changed the size of value", "hook_result")
         return list(returned)
 
 

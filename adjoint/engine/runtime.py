@@ -41,6 +41,7 @@ class CallRecord:
     call: object = None               # the module call that fired (module and global hooks)
     phase: str = "backward"
     raised: bool = False
+    silenced: bool = False            # it raised and PyTorch swallowed the error with a warning (always_call)
     is_global: bool = False
     why: list = field(default_factory=list)
     grads_then: dict = field(default_factory=dict)   # leaf name -> .grad value when the hook ran
@@ -70,6 +71,7 @@ class Runtime:
         self.quiet = 0                        # > 0 inside a Function's forward or a pack hook
         self.applications: list[Application] = []   # every op of the forward (see graph.Application)
         self.progress = None                  # callable(stage, done, total) told of the work done (a progress bar)
+        self.warnings: list = []              # adjoint.engine.warns.Warned: every warning PyTorch issued, in order
 
     @property
     def active(self) -> bool:
@@ -193,6 +195,10 @@ class Runtime:
             self._save(node, op, ts, [], "in")
         self.check_dtypes(op, ts, params)
         values = [t.value if t is not None else None for t in ts]
+        if op.value_error is not None:   # the kernel refuses its operands' values (after the node and packs)
+            refused = op.value_error(self.B, values, params)
+            if refused:
+                raise TorchError(refused[0], refused[1], "value")
         try:
             raw = op.forward(self.B, values, params)
         except ExactLimit as exc:

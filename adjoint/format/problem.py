@@ -175,7 +175,9 @@ class Hook:
     pack: object | None = None           # saved_tensors: syntax.Expr of x
     unpack: object | None = None         # saved_tensors: syntax.Expr of x
     scope: tuple[str, ...] | None = None  # saved_tensors: module paths; None = the whole forward
-    raises: str | None = None            # raises RuntimeError(raises) when called
+    raises: str | None = None            # raises RuntimeError(raises) when called (the message)
+    raises_type: str = "RuntimeError"    # raises: {type: NAME}: the class raised (a custom exception class)
+    raises_in: str | None = None         # raises: {in: pack | unpack}: which call of a saved_tensors hook raises
     removes: tuple[int, ...] = ()        # removes these hooks' handles (same list) when it runs
 
     @property

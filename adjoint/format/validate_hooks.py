@@ -28,6 +28,13 @@ from adjoint.format.literals import parse_int, parse_literal, parse_number
 from adjoint.format.loader import YMap, YNode, YScalar, YSeq, kind_name
 from adjoint.format.second_steps import SECOND_KEYS, parse_second
 from adjoint.format.problem import MODULE_HOOK_KINDS, NODE_HOOK_KINDS, TENSOR_HOOK_KINDS, Backward, Hook, Step, TensorDecl
+from adjoint.format.checks import FAILED, Issues, boolean, choice, mapping, string
+from adjoint.format.raising import parse_raises
+from adjoint.format.errors import Loc, ProblemError, raise_all
+from adjoint.format.expr import parse_expression, parse_statements
+from adjoint.format.literals import parse_int, parse_literal, parse_number
+from adjoint.format.loader import YMap, YNode, YScalar, YSeq, kind_name
+from adjoint.format.problem import MODULE_HOOK_KINDS, NODE_HOOK_KINDS, TENSOR_HOOK_KINDS, Backward, Hook, Step, TensorDecl
 
 HOOK_KEYS = ("module", "tensor", "node", "global", "multi_grad", "saved_tensors", "kind", "mode", "scope", "returns",
              "does", "remove", "removes", "label", "when", "prepend", "with_kwargs", "always_call", "raises")
@@ -88,7 +95,8 @@ def parse_hook(node: YNode, index: int, what: str, count: int) -> Hook:
             unpack = parse_expression(s.get("unpack"), f"the unpack of hook {index}", allow_none=True)
     _only_with(h, "mode", on == "multi_grad", "multi_grad: hooks")
     _only_with(h, "scope", on == "saved_tensors", "saved_tensors: hooks")
-    mode = choice(h.get("mode"), "mode", ("all", "any")) if h.get("mode") is not None else "all"
+    # any string: an unknown mode is PyTorch's ValueError when the hook is registered (an answer)
+    mode = string(h.get("mode"), "mode") if h.get("mode") is not None else "all"
     if h.get("scope") is not None:
         scope = _names(h.get("scope"), f"the scope of hook {index}", "module paths")
         target = ",".join(scope)
@@ -134,11 +142,13 @@ def parse_hook(node: YNode, index: int, what: str, count: int) -> Hook:
                         "with_kwargs: is taken by forward and forward_pre module hooks (global hooks: forward only)")
     always_call = _flag(h, "always_call", on in ("module", "global") and kind == "forward",
                         "always_call: is taken by forward hooks only (register_forward_hook(..., always_call=True))")
-    raises = string(h.get("raises"), f"raises of hook {index}") if h.get("raises") is not None else None
+    raises, raises_type, raises_in = parse_raises(h.get("raises"), index, kind) if h.get("raises") is not None \
+        else (None, "RuntimeError", None)
     label = string(h.get("label"), "label") if h.get("label") is not None else default_label(on, kind, target)
     return Hook(index, on, target, kind, returns, does, remove, when, label, h.loc, prepend=prepend,
                 with_kwargs=with_kwargs, always_call=always_call, tensors=tensors, mode=mode, pack=pack,
-                unpack=unpack, scope=scope, raises=raises, removes=removes)
+                unpack=unpack, scope=scope, raises=raises, removes=removes, raises_type=raises_type,
+                raises_in=raises_in)
 
 
 def default_label(on: str, kind: str, target: str) -> str:
@@ -191,31 +201,15 @@ def _indices(node: YNode, what: str, count: int, of: str) -> tuple[int, ...]:
 
 
 def check_hook_list(hooks: list[Hook], node: YSeq) -> None:
-    """What only the whole list shows: handles removed that do not exist; a module (or the
-    global registry) given both a legacy and a full backward hook, which PyTorch refuses."""
+    """What only the whole list shows: handles removed that do not exist."""
     errors = []
     for h in hooks:
         for i in h.removes:
             if hooks[i].kind in ("retain_grad", "saved_tensors"):
                 errors.append(ProblemError(node.items[h.index].loc, f"hook {h.index} removes hook {i}, a "
                                                                     f"{hooks[i].kind} hook, which has no handle"))
-    modes: dict[tuple[str, str], set[str]] = {}
-    for h in hooks:
-        mode = {"full_backward": "full", "backward": "legacy"}.get(h.kind)
-        if mode is None or h.on not in ("module", "global"):
-            continue
-        key = (h.on, h.target)
-        modes.setdefault(key, set()).add(mode)
-        if len(modes[key]) == 2:
-            if h.on == "module":
-                errors.append(ProblemError(h.loc, f"module '{h.target}' gets both a legacy backward hook and a full "
-                                                  "backward hook: PyTorch raises 'Cannot use both regular backward "
-                                                  "hooks and full backward hooks on a single Module'"))
-            else:
-                errors.append(ProblemError(h.loc, "the global hooks include both a legacy backward hook and a full "
-                                                  "backward hook: PyTorch raises 'Cannot use both regular backward "
-                                                  "hooks and full backward hooks as a global Module hook'"))
-            modes[key] = {mode}
+    # a module (or the global registry) given both a legacy and a full backward hook is well formed:
+    # PyTorch's RuntimeError when the second is registered is the answer (adjoint.engine.hook_registration)
     raise_all(errors)
 
 

@@ -111,6 +111,7 @@ def _variant(vv: VariantView, r: ReportView, opts: Options) -> list:
         out.append(Text.assemble("loss = ", fmt.value(vv.loss, opts.exact)))
     out.extend(_calls(vv, opts))
     out.extend(_silent(vv))
+    out.extend(_warnings(v))
     if v.error is not None:
         return out
     out.extend(_changes(vv, opts))
@@ -188,6 +189,17 @@ def _call(number: int, h: HookRecord, opts: Options):
     return grid
 
 
+def _warnings(v) -> list:
+    """The warnings PyTorch issues, one line each, in order."""
+    if not v.warnings:
+        return []
+    out: list = [Text(f"warnings ({len(v.warnings)})", HEAD)]
+    for w in v.warnings:
+        out.append(Text.assemble("  ", (_safe(w.category), ERROR), (f" during the {w.during}: ", DIM),
+                                 _safe(w.message)))
+    return out
+
+
 def _call_title(h: HookRecord) -> Text:
     t = Text()
     if h.is_global:
@@ -214,6 +226,8 @@ def _call_title(h: HookRecord) -> Text:
         t.append(_safe(h.node), NODE)
     if h.phase == "forward":
         t.append("  [forward]", DIM)
+    if getattr(h, "silenced", False):
+        t.append("  raised, silenced by PyTorch (a warning)", DIM)
     if h.label:
         t.append("  ")
         t.append(_safe(h.label), DIM)

@@ -259,7 +259,7 @@ def _row(section: str, item: str, diff: _Diff) -> Row:
 
 #: Marks a call record may carry besides its key, with the value their absence means: a global
 #: hook's call, a hook that raised, the node a pack or unpack ran for.
-CALL_MARKS = (("global", False), ("raised", False), ("node", None))
+CALL_MARKS = (("global", False), ("raised", False), ("silenced", False), ("node", None))
 
 
 def call_key(c: dict) -> tuple:
@@ -372,7 +372,9 @@ def compare(predicted: dict, observed: dict, dtype: str, values: bool = True) ->
     if perr is not None or oerr is not None:
         rows.append(_compare_error(perr, oerr))
         rows += _compare_calls(predicted.get("hook_calls") or [], observed.get("hook_calls") or [], rtol, atol, dtype)
+        rows += _compare_warnings(predicted, observed)
         return rows
+    rows += _compare_warnings(predicted, observed)
     diff = _Diff(rtol, atol, dtype)
     diff.value("loss", predicted.get("loss"), observed.get("loss"))
     if predicted.get("loss") is not None or observed.get("loss") is not None:
@@ -389,6 +391,22 @@ def compare(predicted: dict, observed: dict, dtype: str, values: bool = True) ->
         rows += _compare_table("values", "value", predicted.get("values") or {}, observed.get("values") or {},
                                rtol, atol, dtype)
     return rows
+
+
+def _compare_warnings(predicted: dict, observed: dict) -> list[Row]:
+    """The ``warnings`` (contract v3): every warning PyTorch issued, in order, each time, as
+    (category, exact message, during). Compared when both sides list them."""
+    if "warnings" not in predicted or "warnings" not in observed:
+        return []
+    key = lambda w: (w.get("category"), w.get("message"), w.get("during"))   # noqa: E731
+    p, o = [key(w) for w in predicted["warnings"]], [key(w) for w in observed["warnings"]]
+    if p == o:
+        return [Row("warnings", f"warnings ({len(p)})", True, None, None)]
+    first = next((i for i, (a, b) in enumerate(zip(p, o)) if a != b), min(len(p), len(o)))
+    said = lambda w: f"{w[0]} during {w[1 + 1]}: {w[1]!r}" if w is not None else "nothing"   # noqa: E731
+    return [Row("warnings", "warnings", False, None, None,
+                f"predicted {len(p)} warning(s), PyTorch issued {len(o)}; #{first + 1}: predicted "
+                f"{said(p[first] if first < len(p) else None)}, PyTorch {said(o[first] if first < len(o) else None)}")]
 
 
 def _describe_error(e: dict) -> str:

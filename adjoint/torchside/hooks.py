@@ -38,6 +38,17 @@ from adjoint.format.problem import Hook
 from adjoint.torchside import graphs
 from adjoint.torchside.program import EnvScope
 from adjoint.torchside.values import snap
+from adjoint.format.raising import raises_now
+
+
+class HookRaised(Exception):
+    """The base of the custom exception classes a file's ``raises: {type: NAME}`` names."""
+
+
+def exception_class(name: str) -> type:
+    """``class NAME(Exception)``, as the user's script defines it (here under :class:`HookRaised`,
+    so the run knows it as the file's own error)."""
+    return type(name, (HookRaised,), {})
 
 GLOBAL_REGISTER = {
     "forward_pre": nn_module.register_module_forward_pre_hook,
@@ -211,17 +222,25 @@ class Hooks:
                 handle = t.register_post_accumulate_grad_hook(
                     lambda tensor: self.fire(hook, {"tensor": tensor.grad}, env={"tensor": tensor}))
             else:
-                handle = t.register_hook(lambda grad: self.fire(hook, {"grad": grad}))
+                def fn(grad):   # named 'hook' below: PyTorch's messages name the function
+                    return self.fire(hook, {"grad": grad})
+                fn.__name__ = fn.__qualname__ = "hook"
+                handle = t.register_hook(fn)
             self.handles[hook.index].append(handle)
             return
         self.attach_node(hook, t.grad_fn)
 
     def attach_node(self, hook: Hook, node) -> None:
         if hook.kind == "pre":
-            handle = node.register_prehook(lambda grad_outputs: self.fire(hook, {"grad_outputs": grad_outputs}))
+            def fn(grad_outputs):
+                return self.fire(hook, {"grad_outputs": grad_outputs})
+            fn.__name__ = fn.__qualname__ = "hook"   # PyTorch's messages name the function
+            handle = node.register_prehook(fn)
         else:
-            handle = node.register_hook(lambda grad_inputs, grad_outputs: self.fire(
-                hook, {"grad_inputs": grad_inputs, "grad_outputs": grad_outputs}))
+            def fn(grad_inputs, grad_outputs):
+                return self.fire(hook, {"grad_inputs": grad_inputs, "grad_outputs": grad_outputs})
+            fn.__name__ = fn.__qualname__ = "hook"
+            handle = node.register_hook(fn)
         self.handles[hook.index].append(handle)
 
     def attach_accumulator(self, hook: Hook, leaf) -> None:
@@ -294,17 +313,23 @@ class Hooks:
             run.saved_nodes.mark(len(run.log) - 1)
         for index in hook.removes:
             self.remove(index)
-        if hook.raises is not None:
+        if raises_now(hook, record["kind"]):
             record["raised"] = True
-            raise RuntimeError(hook.raises)
+            raise (RuntimeError if hook.raises_type == "RuntimeError" else exception_class(hook.raises_type))(hook.raises)
         scope = EnvScope(dict(env if env is not None else args), f"the {record['kind']} hook '{hook.label}'")
         program = run.program(scope)
-        if kind in ("pack", "unpack"):
-            returned = program.eval(body)
-        else:
-            for stmt in hook.does:
-                program.execute(stmt)
-            returned = program.eval(hook.returns) if hook.returns is not None else None
+        try:
+            if kind in ("pack", "unpack"):
+                returned = program.eval(body)
+            else:
+                for stmt in hook.does:
+                    program.execute(stmt)
+                returned = program.eval(hook.returns) if hook.returns is not None else None
+        except ProblemError:
+            raise
+        except Exception:
+            record["raised"] = True   # its body raised: the error propagates as PyTorch lets it
+            raise
         record["returned"] = snap(returned, run.dtype)
         return returned
 

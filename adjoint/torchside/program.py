@@ -182,6 +182,8 @@ class Program:
             return self.keep(callables.function(e.func, e.prefix, e.loc)(*args, **kwargs))
         if isinstance(e, S.Method):
             obj = self.eval(e.obj)
+            if obj is None and not e.operator:
+                getattr(obj, e.name)   # Python's AttributeError, before the arguments are evaluated
             args = [self.eval(a) for a in e.args]
             kwargs = {k: self.eval(v) for k, v in e.kwargs}
             if e.operator:   # a comparison operator: Python's own (None != 0 is True, None > 0 raises TypeError)
@@ -192,6 +194,8 @@ class Program:
             return self.keep(callables.method(obj, e.name, e.loc)(*args, **kwargs))
         if isinstance(e, S.Attr):
             obj = self.eval(e.obj)
+            if obj is None:
+                getattr(obj, e.name)   # Python's AttributeError
             if not isinstance(obj, torch.Tensor):
                 raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is {type(obj).__name__}, not a tensor")
             return self.keep(callables.attribute(obj, e.name, e.loc))
@@ -212,6 +216,6 @@ class Program:
         try:
             return value[key]
         except (IndexError, KeyError, TypeError) as exc:
-            if isinstance(value, torch.Tensor):
-                raise
+            if isinstance(value, torch.Tensor) or value is None or (isinstance(value, tuple) and isinstance(exc, IndexError)):
+                raise   # Python's own error, as the user's script meets it
             raise ProblemError(e.loc, f"'{S.to_source(e)}': Python raises {type(exc).__name__} ({exc})") from None

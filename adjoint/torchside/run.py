@@ -61,13 +61,24 @@ from adjoint.torchside.savednodes import SavedNodes
 from adjoint.torchside.unfinished import WatchPacks
 from adjoint.torchside.values import DTYPES, literal_tensor, number, snap
 from adjoint.torchside.second import second_backward
+from adjoint.format.errors import Loc, ProblemError
+from adjoint.format.problem import OUTPUT, Module, Problem, Step, Variant
+from adjoint.torchside import graphs
+from adjoint.torchside.build import build, module_paths
+from adjoint.torchside.dropout import forced_mask
+from adjoint.torchside.hooks import HookRaised, Hooks
+from adjoint.torchside.program import Program
+from adjoint.torchside.savednodes import SavedNodes
+from adjoint.torchside.unfinished import WatchPacks
+from adjoint.torchside.values import DTYPES, literal_tensor, number, snap
 
 DEFAULT_STEPS = ("forward", "backward")
 
 #: What PyTorch raises when a file makes it fail (a hook that raises, a freed graph, a tensor
 #: modified in place that backward needs, a shape it refuses): the run stops into ``error``.
 #: Anything else is a bug of the torch side and propagates.
-TORCH_ERRORS = (RuntimeError, ValueError, TypeError, IndexError, NotImplementedError, ZeroDivisionError)
+TORCH_ERRORS = (RuntimeError, ValueError, TypeError, IndexError, NotImplementedError, ZeroDivisionError,
+                AttributeError)
 
 
 @dataclass
@@ -92,6 +103,7 @@ class Session:
         self.dtype = DTYPES[dtype]
         self.symbols = dict(problem.symbols)
         self.log: list[dict] = []
+        self.phase = "register"          # the phase of the step running (the ``during`` of warnings)
         self.kept: list = []
         self.kept_versions: dict[int, int] = {}   # id(tensor) -> its _version when first kept
         self.nodes = graphs.NodeIndex()
@@ -227,8 +239,12 @@ class Session:
         fp = ForwardPass(len(self.forwards))
         self.forwards.append(fp)
         self.fpass = fp
-        for name, t in self.leaves.items():   # a tied Parameter's names are aliases of one tensor
-            self.bind(name, t, tuple(n for n, o in self.leaves.items() if o is t and n != name))
+        try:   # the leaves' hooks go on as a script registers them before its forward
+            for name, t in self.leaves.items():   # a tied Parameter's names are aliases of one tensor
+                self.bind(name, t, tuple(n for n, o in self.leaves.items() if o is t and n != name))
+        except (RuntimeError, ValueError, AssertionError) as exc:
+            exc.adjoint_during = "register"
+            raise
         with contextlib.ExitStack() as stack:
             if self.hooks.any_saved_tensors():
                 stack.enter_context(WatchPacks(self.log, self.nodes.scan))
@@ -346,8 +362,10 @@ def run_variant(problem: Problem, variant: Variant, dtype: str) -> dict:
     passes: list[dict] = []
     returned = None
     error = None
+    warned: list[dict] = []
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("always")   # every warning each time it is issued, as the contract lists them
+        warnings.showwarning = _recorder(s, warned)
         try:
             with s.saved_nodes.recording():
                 error = run_steps(s, steps, passes)
@@ -357,7 +375,7 @@ def run_variant(problem: Problem, variant: Variant, dtype: str) -> dict:
     s.saved_nodes.resolve(s.log)
     finish_calls(s)
     if error is not None:
-        return {"error": error, "hook_calls": s.log}
+        return {"error": error, "hook_calls": s.log, "warnings": warned}
     fp = s.forwards[-1] if s.forwards else None
     observed = {"loss": fp.values.get("loss") if fp is not None and fp.loss is not None else None,
                 "values": fp.values if fp is not None else {}, "grads": s.grads(), "hook_calls": s.log}
@@ -367,23 +385,50 @@ def run_variant(problem: Problem, variant: Variant, dtype: str) -> dict:
         observed["returned"] = returned
     if variant.steps is not None:
         observed["passes"] = passes
+    observed["warnings"] = warned
     return observed
+
+
+#: the start of the warning ``_call_impl`` issues when it silences an always_call forward hook's error
+SILENCED = "with ``always_call=True`` raised an exception that was silenced as another error was raised in forward"
+
+
+def _recorder(s: Session, warned: list):
+    """A ``warnings.showwarning`` that lists each warning (category, message, the phase of the
+    step running); the silencing warning marks the hook call it silenced (the last one logged)."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        text = str(message)
+        warned.append({"category": category.__name__, "message": text, "during": s.phase})
+        # the silenced hook's call is the last one logged -- unless Python refused to call it at all
+        # (a with_kwargs hook called without kwargs): then nothing of it was logged
+        if SILENCED in text and s.log and s.log[-1].get("raised") and s.log[-1]["kind"] == "forward" \
+                and "required positional argument" not in text:
+            del s.log[-1]["raised"]
+            s.log[-1]["silenced"] = True
+    return show
 
 
 def run_steps(s: Session, steps, passes: list) -> dict | None:
     """Run the steps in order; the contract's ``error`` when PyTorch raised, else None."""
     hooks = s.v.hooks
     later = {i for step in steps if step.kind == "register" for i in step.hooks}
-    for hook in hooks:
-        if hook.when == "before_forward" and hook.index not in later:
-            s.hooks.register(hook.index)
+    s.phase = "register"
+    try:
+        for hook in hooks:
+            if hook.when == "before_forward" and hook.index not in later:
+                s.hooks.register(hook.index)
+    except TORCH_ERRORS + (AssertionError, HookRaised) as exc:   # PyTorch refuses a registration
+        return _error(exc, "register", s)
     first_forward = first_backward = True
     for step in steps:
+        registering = False
+        s.phase = "backward" if step.kind == "backward" else "register" if step.kind == "register" else "forward"
         try:
             if step.kind == "forward":
                 s.forward(step.inputs)
                 if first_forward:
                     first_forward = False
+                    registering = True
                     for hook in hooks:
                         if hook.when == "after_forward" and hook.index not in later:
                             s.hooks.register(hook.index)
@@ -406,6 +451,7 @@ def run_steps(s: Session, steps, passes: list) -> dict | None:
                         if hook.remove == "after_backward":
                             s.hooks.remove(hook.index)
             elif step.kind == "register":
+                registering = True
                 for i in step.hooks:
                     s.hooks.register(i)
             elif step.kind == "remove":
@@ -417,11 +463,17 @@ def run_steps(s: Session, steps, passes: list) -> dict | None:
                 s.sgd(step.lr)
         except ProblemError:
             raise
-        except TORCH_ERRORS as exc:
-            return {"type": type(exc).__name__, "message": str(exc),
-                    "during": "backward" if step.kind == "backward" else "forward",
-                    "after_call": len(s.log) - 1 if s.log else None}
+        except TORCH_ERRORS + (AssertionError, HookRaised) as exc:
+            during = "register" if registering or getattr(exc, "adjoint_during", None) == "register" else \
+                "backward" if step.kind == "backward" else "forward"
+            return _error(exc, during, s)
     return None
+
+
+def _error(exc: BaseException, during: str, s: Session) -> dict:
+    """The contract's ``error`` for what PyTorch (or Python) raised."""
+    return {"type": type(exc).__name__, "message": str(exc), "during": during,
+            "after_call": len(s.log) - 1 if s.log else None}
 
 
 def finish_calls(s: Session) -> None:

@@ -51,7 +51,8 @@ def check(text: str, timeout: float = 30.0) -> Outcome:
     Per variant: ``ok`` (every compared item within adjoint.torchside.compare's tolerance), ``mismatch``
     (some item differs, or PyTorch raised where the prediction runs), ``nonfinite`` (solve
     refuses a non-finite forward: PyTorch would carry inf/nan on, nothing to compare),
-    ``both_raise`` (solve says PyTorch raises, and it does), ``f32_rounding`` /
+    ``both_raise`` (solve predicts PyTorch's error, and PyTorch raises exactly it: type, message,
+    ``during``, ``after_call`` and every hook call before it), ``f32_rounding`` /
     ``f64_rounding`` (a run is off by more than compare's tolerance for its dtype, and every
     such element is off at least 1000 times more in float32 than in float64: PyTorch's
     rounding through an ill-conditioned op, such as 1 - tanh(x)^2 at a saturated tanh, not a
@@ -60,7 +61,7 @@ def check(text: str, timeout: float = 30.0) -> Outcome:
     ``solve --float64`` gives PyTorch's float64 run on every item), ``overflow`` (the variant disagrees, and some exact forward value is
     finite but beyond the dtype's range: PyTorch overflowed to inf, then maybe nan),
     ``refused`` (solve raises a
-    ProblemError but PyTorch runs), ``torch_crashes`` (solve refuses because PyTorch crashes
+    ProblemError but PyTorch runs, or raises: its error is an answer, never a refusal), ``torch_crashes`` (solve refuses because PyTorch crashes
     there, and the torch side, run in a child process, does die of a signal), ``invalid`` (the file does not even load: a generator
     bug), ``crash`` (a traceback from adjoint), ``harness`` (a traceback from the torch side
     or the comparison), ``timeout`` (solve and compare took longer than ``timeout`` seconds)."""
@@ -168,8 +169,8 @@ def _check_variant(problem, v, compare, run_variant, out: Outcome, text: str):
             raise
         except Exception:
             return "harness", traceback.format_exc(limit=-4)
-        if observed.get("error"):
-            return "both_raise", f"solve: {message}; PyTorch: {observed['error']}"
+        if observed.get("error"):   # PyTorch's error is an answer: refusing it is a disagreement
+            return "refused", f"solve refuses ({message}) where PyTorch raises {observed['error']}"
         return "refused", f"solve refuses ({message}) but PyTorch runs"
     except Exception:
         return "crash", traceback.format_exc(limit=-6)
@@ -182,6 +183,10 @@ def _check_variant(problem, v, compare, run_variant, out: Outcome, text: str):
     except Exception:
         return "harness", traceback.format_exc(limit=-4)
     bad = [r for r in rows if not r.ok]
+    if not bad and predicted.get("error"):
+        # the predicted error is PyTorch's: type, exact message, during, after_call, and every
+        # hook call before it (compare's run and hook_calls rows)
+        return "both_raise", f"{predicted['error']['type']}: {predicted['error']['message']}"
     if bad:
         detail = "; ".join(f"{r.item}: {r.detail}" for r in bad[:6])
         if _beyond_range(predicted, problem.dtype) or _forward_beyond_range(vp, problem.dtype):

@@ -33,6 +33,15 @@ from adjoint.engine.ops.losses import BCE, BCE_EPSILON, BCELogits, Nll, Pointwis
 from adjoint.engine.bindings.signature import Function, Param
 from adjoint.engine.bindings.core import binary
 from adjoint.engine.bindings.views import lower_contiguous, view
+from adjoint.engine import warns
+from adjoint.format.errors import Loc, ProblemError
+from adjoint.engine.graph import Tensor
+from adjoint.engine.ops.arith import broadcast_shapes
+from adjoint.engine.ops.losses import BCE, BCE_EPSILON, BCELogits, Nll, Pointwise
+from adjoint.engine.bindings.signature import Function
+from adjoint.engine.bindings.signature import Param
+from adjoint.engine.bindings.core import binary
+from adjoint.engine.bindings.views import lower_contiguous, view
 
 _FLOAT_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}
 
@@ -390,12 +399,7 @@ def lower_binary_cross_entropy(rt, a: dict, loc: Loc):
             raise ProblemError(loc, f"output with shape {list(x.shape)} doesn't match the broadcast shape "
                                     f"{list(shape)} (PyTorch raises RuntimeError)")
     _no_grad_arg(weight, "weight", "binary_cross_entropy", loc)
-    B = rt.B
-    if not B.within(x.value, 0, 1):
-        raise ProblemError(loc, "all elements of input should be between 0 and 1 (PyTorch raises RuntimeError)")
-    if not B.within(y.value, 0, 1):
-        raise ProblemError(loc, "all elements of target should be between 0 and 1 (PyTorch raises RuntimeError)")
-    p = BCE(reduction, BCE_EPSILON)
+    p = BCE(reduction, BCE_EPSILON)   # an input or target outside [0, 1]: the kernel's error (ops.losses)
     if weight is None:
         return rt.apply("binary_cross_entropy", [x, y], p, loc)
     return rt.apply("binary_cross_entropy_w", [x, y, weight], p, loc)
@@ -424,6 +428,8 @@ def lower_binary_cross_entropy_with_logits(rt, a: dict, loc: Loc):
 
 def lower_kl_div(rt, a: dict, loc: Loc):
     x, t = a["input"], a["target"]
+    if a.get("size_average") is None and a.get("reduce") is None and a.get("reduction", "mean") == "mean":
+        warns.warn(rt, "UserWarning", warns.KL_DIV_MEAN)   # F.kl_div warns before anything runs
     reduction = reduction_of(a, loc, "kl_div", batchmean=True)
     if "int64" in (x.dtype, t.dtype):
         raise ProblemError(loc, "kl_div: Integral inputs not supported. (PyTorch raises RuntimeError)")

@@ -27,8 +27,14 @@ from adjoint.values.strides import is_contiguous
 from adjoint.engine.ops.embedding import EmbeddingSpec
 from adjoint.engine.ops.norm import BatchNormSpec, GroupNormSpec, LayerNormSpec, _channel_shape, _mean_over
 from adjoint.engine.bindings.signature import Function, Param
-
-
+from adjoint.format.errors import Loc, ProblemError
+from adjoint.engine.graph import Tensor
+from adjoint.engine.runtime import TorchError
+from adjoint.values.strides import is_contiguous
+from adjoint.engine.ops.embedding import EmbeddingSpec
+from adjoint.engine.ops.norm import BatchNormSpec, GroupNormSpec, LayerNormSpec, _channel_shape, _mean_over
+from adjoint.engine.bindings.signature import Function
+from adjoint.engine.bindings.signature import Param
 def _prod(xs) -> int:
     out = 1
     for v in xs:
@@ -37,10 +43,12 @@ def _prod(xs) -> int:
 
 
 def verify_batch_size(shape, loc: Loc) -> None:
-    """F._verify_batch_size: training statistics need more than one value per channel."""
+    """F._verify_batch_size: training statistics need more than one value per channel. PyTorch's
+    ValueError is the answer; the size is printed as it was passed (F.batch_norm passes
+    ``input.size()``, a torch.Size; F.group_norm a list)."""
     if shape[0] * _prod(shape[2:]) == 1:
-        raise ProblemError(loc, f"Expected more than 1 value per channel when training, got input size "
-                                f"torch.Size({list(shape)}): PyTorch raises ValueError")
+        size = f"torch.Size({list(shape)})" if isinstance(shape, tuple) else str(list(shape))
+        raise TorchError("ValueError", f"Expected more than 1 value per channel when training, got input size {size}")
 
 
 def batch_norm(rt, x: Tensor, running_mean, running_var, weight, bias, training: bool, momentum, eps, loc: Loc):

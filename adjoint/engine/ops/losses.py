@@ -405,6 +405,15 @@ def _bcel(name: str, weighted: bool, pos: bool) -> Op:
               checks=checks)
 
 
+def bce_value_error(B, values, p):
+    """binary_cross_entropy's CPU kernel checks every element of input, then of target, to be in [0, 1]."""
+    if not B.within(values[0], 0, 1):
+        return ("RuntimeError", "all elements of input should be between 0 and 1")
+    if not B.within(values[1], 0, 1):
+        return ("RuntimeError", "all elements of target should be between 0 and 1")
+    return None
+
+
 def _bce(name: str, weighted: bool) -> Op:
     saves = _SELF_TARGET + ((Save("weight", "in", 2),) if weighted else ())
     extra = ((Fraction(1, 2), Fraction(2), Fraction(3, 2)),) if weighted else ()
@@ -412,7 +421,8 @@ def _bce(name: str, weighted: bool) -> Op:
     return Op(name, "BinaryCrossEntropyBackward0", bce_forward, bce_vjp, reduced_shape, saves,
               "g w (x - y) / max(x (1 - x), 1e-12); target: -g w logit(x)", kink=bce_kink,
               kink_doc="log clamped at -100; gradient denominator at least float32(1e-12); d/dy at x = 0, 1 is +-inf",
-              differentiable=(True, True) + ((False,) if weighted else ()), math=Math(_bce_formula), checks=checks)
+              differentiable=(True, True) + ((False,) if weighted else ()), math=Math(_bce_formula), checks=checks,
+              value_error=bce_value_error)
 
 
 

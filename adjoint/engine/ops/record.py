@@ -97,5 +97,8 @@ class Op:
                                      # after the node is made and its inputs packed, before any value
     fills: bool = False              # every result element is an operand's or a value the file gives (masked_fill):
                                      # a non-finite one (float("-inf")) is the file's own, not refused as a mistake
+    value_error: Callable | None = None     # (B, input values, p) -> (type, message) | None: the kernel refuses
+                                     # its operands' values (BCE's input outside [0, 1]); raised where
+                                     # forward_error is, after the node is made and its inputs packed
     backward_error: Callable | None = None  # (dtypes, p, need) -> message | None: the node's backward raises
                                      # for these input dtypes (x ** bool: exponent - 1), after its unpacks

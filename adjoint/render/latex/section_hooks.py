@@ -74,7 +74,7 @@ class HookSections(UnitWriter):
         if h.always_call:
             text += "; \\texttt{always\\_call=True}: it runs even when the forward raises"
         if h.raises is not None:
-            text += f"; it raises \\texttt{{RuntimeError({esc(repr(h.raises))})}}"
+            text += f"; it raises \\texttt{{{esc(h.raises_type)}({esc(repr(h.raises))})}}"
         if h.removes:
             text += "; when it runs it removes the handle of " + ", ".join(self._hook_name(i) for i in h.removes)
         if h.remove:
@@ -302,7 +302,8 @@ class HookSections(UnitWriter):
         if h.raised:
             hook = self.vd.hooks[h.hook] if 0 <= h.hook < len(self.vd.hooks) else None
             message = esc(repr(hook.raises)) if hook is not None and hook.raises is not None else ""
-            out.append(f"It raises \\texttt{{RuntimeError({message})}}: PyTorch stops here "
+            kind = esc(hook.raises_type) if hook is not None else "RuntimeError"
+            out.append(f"It raises \\texttt{{{kind}({message})}}: PyTorch stops here "
                        "(see \\emph{The error}).\n\n")
         elif h.returned is None:
             if h.kind in ("forward", "forward_pre") and self._always_after_error(h):

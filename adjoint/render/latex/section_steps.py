@@ -31,6 +31,14 @@ _WHY = {
                     "\\texttt{unbind}), or a view made under \\texttt{no\\_grad}; rewriting its base's history would "
                     "bypass that node's backward.",
     "hook_result": "the hook returned something PyTorch does not accept from that kind of hook.",
+    "python": "the hook's own code raises Python's error: it computes with an argument PyTorch hands as None "
+              "(no gradient flows there), or reads past the end of a tuple; PyTorch does not catch exceptions from "
+              "hooks, so the exception leaves the forward or backward call at once and nothing after it runs.",
+    "register": "PyTorch refuses the registration itself: the tensor or module cannot take that kind of hook "
+                "(a hook on a tensor that does not require grad, a post-accumulate hook on a non-leaf, an "
+                "unknown multi-grad mode, legacy and full backward hooks on one module).",
+    "autograd": "the backward call itself is refused before or after the graph runs: what it starts from does not "
+                "require grad, or an input asked for received no gradient.",
     "dtype": "the kernel refuses its operands' dtypes: PyTorch has no negation or subtraction of bool tensors "
              "(a mask is inverted with \\texttt{\\textasciitilde} or \\texttt{logical\\_not}), and an in-place op "
              "cannot write a float result into a bool or int64 tensor.",

@@ -1,0 +1,114 @@
+"""Python's own errors in a program of the file, as CPython 3 words them: predictions, not refusals.
+
+A hook body that computes with an argument PyTorch handed as None (``grad_input[0] * 2`` where
+no gradient flows) makes CPython raise ``TypeError: unsupported operand type(s) for *:
+'NoneType' and 'int'``; PyTorch lets it propagate out of ``backward()``. That is the answer to
+the file (a :class:`~adjoint.engine.runtime.TorchError`, the contract's ``error``), not bad input. The
+messages here are CPython's, checked against CPython 3.11 with torch 2.13 (``Tensor`` and
+``Parameter`` return ``NotImplemented`` for a None operand, so CPython's generic message is
+what the user sees):
+
+* a binary operator with a None operand: ``unsupported operand type(s) for OP: 'A' and 'B'``
+  (``**`` is worded ``** or pow()``);
+* unary minus of None: ``bad operand type for unary -: 'NoneType'``;
+* an ordering comparison with None: ``'OP' not supported between instances of 'A' and 'B'``;
+* a method or attribute of None: ``AttributeError: 'NoneType' object has no attribute 'NAME'``;
+* indexing None: ``TypeError: 'NoneType' object is not subscriptable``; a tuple index out of
+  range: ``IndexError: tuple index out of range``.
+
+A Python number's type (``int`` or ``float``) is read from the expression that made it (the
+engine keeps numbers exact, as fractions); where that cannot be told, the operation is refused
+as not modelled rather than guessed.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from adjoint.format import syntax as S
+from adjoint.format.errors import ProblemError
+from adjoint.engine.graph import Tensor
+from adjoint.engine.runtime import TorchError
+
+#: how CPython names the operator in "unsupported operand type(s) for OP"
+_OP_TEXT = {"**": "** or pow()"}
+
+
+def number_type(e: S.Expr) -> str | None:
+    """``int`` or ``float``: the Python type of the number expression ``e`` evaluates to, or
+    None when it cannot be told from the expression alone (a name bound elsewhere)."""
+    if isinstance(e, S.Num):
+        return "int" if e.is_int else "float"
+    if isinstance(e, S.Neg):
+        return number_type(e.operand)
+    if isinstance(e, S.Bin):
+        left, right = number_type(e.left), number_type(e.right)
+        if left is None or right is None:
+            return None
+        if e.op == "/":
+            return "float"
+        if e.op == "**":   # int ** int is an int for an exponent >= 0, a float below
+            if "float" in (left, right):
+                return "float"
+            return ("int" if e.right.value >= 0 else "float") if isinstance(e.right, S.Num) else None
+        return "int" if left == right == "int" else "float"
+    return None
+
+
+def type_name(value, e: S.Expr) -> str | None:
+    """The Python type name of ``value`` (what ``e`` evaluated to) as CPython's messages print it,
+    or None when adjoint cannot tell it."""
+    if value is None:
+        return "NoneType"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, Tensor):
+        return "Parameter" if value.is_param else "Tensor"
+    if isinstance(value, Fraction):
+        return number_type(e)
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    return None
+
+
+def _unknown(loc, what: str) -> ProblemError:
+    return ProblemError(loc, f"{what}: Python raises TypeError, with a message adjoint cannot word exactly here "
+                             "(the number's type, int or float, is not known); not modelled yet -- compute with "
+                             "a tensor or a number literal")
+
+
+def binary_none(op: str, a, a_expr: S.Expr, b, b_expr: S.Expr, loc) -> TorchError:
+    """CPython's TypeError for ``a OP b`` where one operand is None and the other a number, a
+    tensor or None."""
+    left, right = type_name(a, a_expr), type_name(b, b_expr)
+    if left is None or right is None:
+        raise _unknown(loc, f"'{S.to_source(a_expr)} {op} {S.to_source(b_expr)}' has a None operand")
+    return TorchError("TypeError", f"unsupported operand type(s) for {_OP_TEXT.get(op, op)}: '{left}' and '{right}'",
+                      "python")
+
+
+def unary_none(op: str = "-") -> TorchError:
+    return TorchError("TypeError", f"bad operand type for unary {op}: 'NoneType'", "python")
+
+
+def comparison_none(op: str, a, a_expr: S.Expr, b, b_expr: S.Expr, loc) -> TorchError:
+    """CPython's TypeError for an ordering ``a OP b`` with a None operand."""
+    left, right = type_name(a, a_expr), type_name(b, b_expr)
+    if left is None or right is None:
+        raise _unknown(loc, f"'{S.to_source(a_expr)} {op} {S.to_source(b_expr)}' has a None operand")
+    return TorchError("TypeError", f"'{op}' not supported between instances of '{left}' and '{right}'", "python")
+
+
+def no_attribute(name: str) -> TorchError:
+    """``None.NAME`` (a method or an attribute of an argument PyTorch handed as None)."""
+    return TorchError("AttributeError", f"'NoneType' object has no attribute '{name}'", "python")
+
+
+def not_subscriptable() -> TorchError:
+    return TorchError("TypeError", "'NoneType' object is not subscriptable", "python")
+
+
+def tuple_index() -> TorchError:
+    return TorchError("IndexError", "tuple index out of range", "python")
