@@ -21,6 +21,7 @@ from .loader import YMap, YNode, YScalar, kind_name
 from .problem import OUTPUT, ROOT, Module, Problem, TensorDecl, Variant
 from .validate_hooks import check_step_hooks, parse_backward, parse_hooks, parse_steps
 from .validate_modules import ModuleBuilder
+from adjoint.validate_output import check_output_name
 from .validate_origin import read_origin
 from .validate_tensors import tensor_decl, tensor_table
 
@@ -208,6 +209,7 @@ def _cross_checks(inputs, targets, model, model_complete: bool, has_loss: bool, 
     errors: list[ProblemError] = []
     if FAILED not in (inputs, targets, model):
         try:
+            check_output_name(model, has_loss)
             _check_name_clashes(inputs, targets, model, has_loss)
         except ProblemError as err:
             errors.append(err)
