@@ -31,6 +31,7 @@ from .interp import Interp
 from .modules import BackwardHookState, LegacyHook, ModuleHooks, ModuleInputHook, ModuleOutputHook
 from .registration import grad_fn
 from .problem import OUTPUT, ROOT, Module, Problem, TensorDecl
+from adjoint.sizes import check_leaf_size
 from .runtime import Runtime, TorchError
 
 
@@ -102,6 +103,7 @@ class Model:
                 self.leaf(d)
 
     def leaf(self, d: TensorDecl, is_param: bool = False) -> Tensor:
+        check_leaf_size(d, self.rt.B)
         t = self.rt.leaf(self.rt.B.literal(d.value), d.requires_grad, dtype=d.dtype, name=d.name, is_param=is_param)
         self.rt.B.check_literal(t.value, d)
         self.leaves[d.name] = t

@@ -279,8 +279,8 @@ def _side_file(node: YMap, what: str) -> Literal:
         if v is None:
             continue
         if not (isinstance(v, YScalar) and v.kind == "str" and v.text.strip()):
-            raise ProblemError(v.loc, f"{name} of the side file of {what} must be a file name such as weights.npy, "
-                                      f"not {show(v)}")
+            right = "a file name such as weights.npy" if name == "file" else "a tensor name such as fc1.weight"
+            raise ProblemError(v.loc, f"{name} of the side file of {what} must be {right}, not {show(v)}")
         spec[name] = v.text.strip()
     shape, items = read_side_file(node.get("file").loc, spec, what)
     return Literal(shape, items, node.loc)

@@ -15,6 +15,8 @@ import re
 from fractions import Fraction
 
 from . import init as generator
+from adjoint.init_items import generated as generated_items
+from adjoint.sidefiles import FileItems
 from . import nn_types, torch_names
 from .checks import FAILED, Issues, boolean, identifier, mapping, string, suggest, unknown_keys
 from .errors import Loc, ProblemError, raise_all
@@ -283,12 +285,14 @@ class ModuleBuilder:
 
     def generated(self, full: str, shape: tuple[int, ...], loc: Loc, t: NNType, args: dict,
                   frozen: bool) -> TensorDecl:
-        items = list(generator.values(self.init_seed or 0, full, shape))
+        items = generated_items(loc, self.init_seed or 0, full, shape, f"parameter '{full}'")
         if t.name == "Embedding" and args["padding_idx"] is not None:  # torch zeroes that row at construction
             width = shape[1]
             row = args["padding_idx"]
-            items[row * width:(row + 1) * width] = [Fraction(0)] * width
-        return TensorDecl(full, Literal(shape, tuple(items), loc), not frozen, loc)
+            num = items.num.copy()
+            num[row * width:(row + 1) * width] = 0
+            items = FileItems(num, items.den, items.source)
+        return TensorDecl(full, Literal(shape, items, loc), not frozen, loc)
 
     def builtin_buffers(self, m: YMap, t: NNType, args: dict, prefix: str, what: str) -> tuple[TensorDecl, ...]:
         specs = t.buffers(args)

@@ -22,6 +22,7 @@ import math
 
 import flint
 import numpy as np
+from adjoint.sizes import broadcast_shape
 
 fmpq = flint.fmpq
 fmpz_mat = flint.fmpz_mat
@@ -311,18 +312,18 @@ def div(x: QArray, y: QArray) -> QArray | None:
     if y.num.size == 1:
         n = int(y.num.reshape(-1)[0])
         num = x.num * (y.den if n > 0 else -y.den)
-        shape = np.broadcast_shapes(x.num.shape, y.num.shape)
+        shape = broadcast_shape(x.num.shape, y.num.shape)
         if np.shape(num) != shape:
             num = np.broadcast_to(num, shape).copy()
         return QArray(num, x.den * abs(n))
-    p, q = np.broadcast_arrays(x.num * y.den, y.num * x.den)
+    p, q = x.num * y.den, y.num * x.den
     return from_pairs(p, q)
 
 
 def from_pairs(p: np.ndarray, q: np.ndarray) -> QArray | None:
     """Elementwise p / q (ints, q nonzero) as one QArray; None when the shared denominator
     would be too large."""
-    shape = np.broadcast(p, q).shape
+    shape = broadcast_shape(np.shape(p), np.shape(q))
     p = np.broadcast_to(p, shape).reshape(-1)
     q = np.broadcast_to(q, shape).reshape(-1)
     neg_q = q < 0

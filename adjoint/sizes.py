@@ -1,0 +1,42 @@
+"""Sizes known before work: refusals made from shapes and exponents, before any value is made.
+
+The exact mode holds at most ``B.max_elements`` elements per tensor (its elements are Python
+integers); a leaf tensor (an input, a parameter, a side file's array) larger than that is
+refused at its declaration, before its values are converted."""
+
+from __future__ import annotations
+
+import math
+
+from adjoint.errors import ProblemError
+
+
+def check_leaf_size(decl, backend) -> None:
+    """Refuse a declared tensor the value backend cannot hold (known from its shape)."""
+    limit = backend.max_elements
+    n = math.prod(decl.value.shape)
+    if limit is not None and n > limit:
+        alternative = {"exact": ", or solve with --float64 or --structure", "float64": ", or solve with --structure"}
+        raise ProblemError(decl.loc, f"'{decl.name}' has {n:,} elements, more than the {backend.name} mode holds "
+                                     f"({limit:,}); use a smaller tensor{alternative.get(backend.name, '')}")
+
+
+def broadcast_shape(*shapes) -> tuple[int, ...]:
+    """``numpy.broadcast_shapes`` for any number of dimensions (numpy's own stops at 32; PyTorch
+    tensors have up to 64): ValueError when the shapes do not broadcast."""
+    n = max((len(s) for s in shapes), default=0)
+    out = [1] * n
+    for s in shapes:
+        for i, d in enumerate((1,) * (n - len(s)) + tuple(s)):
+            if d != 1:
+                if out[i] != 1 and out[i] != d:
+                    raise ValueError(f"shapes {[list(t) for t in shapes]} do not broadcast")
+                out[i] = int(d)
+    return tuple(out)
+
+
+def broadcast_arrays(*arrays):
+    """``numpy.broadcast_arrays`` (read-only views) for any number of dimensions."""
+    import numpy as np
+    shape = broadcast_shape(*[np.shape(a) for a in arrays])
+    return [np.broadcast_to(a, shape) for a in arrays]
