@@ -17,6 +17,8 @@ import sys
 import time
 
 import click
+from adjoint.cli_paths import refuse_links_outside
+from adjoint.cli_paths import side_files
 
 from .errors import ProblemError
 from .safetext import terminal_safe
@@ -120,6 +122,7 @@ def _expand(paths: tuple[str, ...]) -> list[str]:
                            and os.path.isfile(os.path.join(p, f)))
             if not found:
                 raise ProblemError(None, f"{terminal_safe(p)}: no .yaml or .yml problem files in this directory")
+            refuse_links_outside(p, found)
             files.extend(found)
         elif os.path.lexists(p):
             files.append(p)
@@ -366,6 +369,7 @@ def latex(file, out, pdf, variant):
     targets = _latex_targets(file, out, pdf)
     protect = () if file == "-" else (file,)
     problem = _load(file)
+    protect += tuple(side_files(problem))
     for _, path in targets:
         if path != "-":
             check_target(path, protect)
@@ -419,6 +423,7 @@ def graph(file, out, variant, fmt, float64, structure):
 
     problem = _load(file)
     protect = () if file == "-" else (file,)
+    protect += tuple(side_files(problem))
     pred = problem.solve(variant=variant, mode=_mode(float64, structure))
     targets = _graph_targets(file, out, fmt, [v.name for v in pred.variants])
     for _, _, path in targets:

@@ -32,9 +32,10 @@ class FileItems:
     tuple of Fractions a YAML literal has (iteration, ``len``, indexing, equality), and the
     value backends read ``num`` and ``den`` directly."""
 
-    __slots__ = ("num", "den", "source", "_floats")
+    __slots__ = ("num", "den", "source", "_floats", "path")
 
-    def __init__(self, num: np.ndarray, den: int, source: str):
+    def __init__(self, num: np.ndarray, den: int, source: str, path: str | None = None):
+        self.path = path        # the file read (resolved), None for values made otherwise (init:)
         self.num = num          # 1-D: int64, or object (Python ints) when an int64 would overflow
         self.den = den
         self.source = source
@@ -80,7 +81,7 @@ class FileItems:
         """The elements times ``scale`` (``{value: {file: ...}, scale: S}``)."""
         p, q = scale.numerator, scale.denominator
         num = self.num.astype(object) * p
-        return FileItems(num, self.den * q, self.source)
+        return FileItems(num, self.den * q, self.source, self.path)
 
 
 def read(node_loc: Loc, spec: dict, what: str) -> tuple[tuple[int, ...], FileItems]:
@@ -106,7 +107,9 @@ def read(node_loc: Loc, spec: dict, what: str) -> tuple[tuple[int, ...], FileIte
     if array.ndim and 0 in array.shape:
         raise ProblemError(node_loc, f"{what}: '{spec['file']}' holds an empty array (shape {list(array.shape)}); "
                                      "tensors here have at least one element per dimension")
-    return tuple(int(d) for d in array.shape), exact_items(node_loc, array, spec["file"], what)
+    items = exact_items(node_loc, array, spec["file"], what)
+    items.path = path
+    return tuple(int(d) for d in array.shape), items
 
 
 def _resolve(loc: Loc, name: str, what: str) -> str:
