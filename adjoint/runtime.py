@@ -24,6 +24,7 @@ from .exact import ExactLimit
 from .layout import iterator_strides, contiguous_strides
 from .graph import INF_SEQ, Application, Edge, HookDict, Node, SavedVariable, Tensor
 from .ops import REGISTRY, Op
+from adjoint.sizes import check_work
 
 
 class TorchError(Exception):
@@ -197,6 +198,7 @@ class Runtime:
         out_shape = op.shape([t.shape if t is not None else None for t in ts], params, loc)
         multi = op.outputs != 1
         self._check_size(op, out_shape if multi else [out_shape], loc)
+        check_work(op, [t.shape if t is not None else None for t in ts], params, self.B, loc)
         diff = op.differentiable or (True,) * len(ts)
         rg = [d and t is not None and t.needs_grad for t, d in zip(ts, diff)]
         node = None

@@ -40,3 +40,21 @@ def broadcast_arrays(*arrays):
     import numpy as np
     shape = broadcast_shape(*[np.shape(a) for a in arrays])
     return [np.broadcast_to(a, shape) for a in arrays]
+
+
+#: the most elements an op's intermediate array may have in a mode without a size limit (--structure)
+MAX_WORK = 100_000_000
+
+
+def check_work(op, in_shapes, params, backend, loc) -> None:
+    """Refuse an op whose lowering would make an array larger than the mode holds (a
+    convolution padded by 10**8 makes 2 * 10**8 zeros, whatever its output), from the shapes,
+    before anything is made."""
+    if op.work is None:
+        return
+    n = op.work(in_shapes, params)
+    limit = backend.max_elements if backend.max_elements is not None else MAX_WORK
+    if n > limit:
+        raise ProblemError(loc, f"this op ({op.node}) would make {n:,} intermediate elements (padded input or "
+                                f"patches), more than the {backend.name} mode holds ({limit:,}); use smaller "
+                                "padding, dilation or shapes")

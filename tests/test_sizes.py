@@ -80,3 +80,15 @@ def test_a_large_init_model_reports_only_what_it_shows(tmp_path):
     assert result.exit_code == 0, (result.stderr, result.exception)
     assert "b.weight.grad  tensor 2000x2000 [" in result.stdout and "(4000000 elements)" in result.stdout
     assert "b.bias.grad    tensor 2000 [1, 1, 1, 1, 1, 1, ...] (2000 elements)" in result.stdout
+
+
+def test_a_huge_padding_and_dilation_is_refused_in_structure_mode_too(tmp_path):
+    path = tmp_path / "conv.yaml"
+    path.write_text("name: conv\ninputs:\n  x: {value: [[[1, 2, 3]]], requires_grad: true}\nmodel:\n  type: Conv1d\n"
+                    "  args: {in_channels: 1, out_channels: 1, kernel_size: 1, padding: 99999999, dilation: 99999999}\n"
+                    "  params: {weight: [[[1]]], bias: [0]}\nloss: \"sum(y)\"\n")
+    result = CliRunner().invoke(main, ["solve", "--structure", str(path)])
+    assert result.exit_code == 2
+    assert result.stderr == (f"{path}:5:3: this op (ConvolutionBackward0) would make 200,000,001 intermediate elements "
+                             "(padded input or patches), more than the structure mode holds (100,000,000); use smaller "
+                             "padding, dilation or shapes\n")

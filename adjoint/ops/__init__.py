@@ -119,6 +119,8 @@ class Op:
                                      # after the node is made and its inputs packed, before any value
     backward_error: Callable | None = None  # (dtypes, p, need) -> message | None: the node's backward raises
                                      # for these input dtypes (x ** bool: exponent - 1), after its unpacks
+    work: Callable | None = None     # (input shapes, p) -> elements of the largest array the op's lowering makes
+                                     # (a convolution's padded input and patches): checked like the output's size
 
 
 def _collect() -> dict[str, Op]:
