@@ -58,3 +58,18 @@ def check_work(op, in_shapes, params, backend, loc) -> None:
         raise ProblemError(loc, f"this op ({op.node}) would make {n:,} intermediate elements (padded input or "
                                 f"patches), more than the {backend.name} mode holds ({limit:,}); use smaller "
                                 "padding, dilation or shapes")
+
+
+#: the largest denominator (bits) an exact rational may get: more than a float32 ** 4096 needs
+#: (0.1 in float32 is 13421773/2**27; its 4096th power has a 110,592-bit denominator)
+MAX_EXACT_BITS = 131_072
+
+
+def check_bits(bits: int) -> None:
+    """Refuse, before computing it, an exact value whose denominator would pass MAX_EXACT_BITS
+    (x * x squared 16 times, (x ** 4096) ** 4096): ExactLimit, located by the op that asked."""
+    if bits > MAX_EXACT_BITS:
+        from adjoint.backends.symbolic import ExactLimit
+        raise ExactLimit(f"an exact value here would have a denominator of about {int(bits * 0.30103):,} digits, more "
+                         f"than adjoint computes exactly (about {int(MAX_EXACT_BITS * 0.30103):,}); use --float64, "
+                         "or smaller powers")
