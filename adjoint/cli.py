@@ -491,7 +491,7 @@ def _graph_figures(prediction) -> dict[str, bytes]:
     if find_engine() is None:  # compile_pdf says what to install: one line, not a warning before it
         return {}
     try:
-        return {graph_file(i): picture(v).render("pdf") for i, v in enumerate(prediction.variants, 1)}
+        return {graph_file(i): picture(v).render("pdf", max_inches=200) for i, v in enumerate(prediction.variants, 1)}
     except ProblemError as err:
         _say(f"adjoint: warning: the PDF has no graph pictures: {err.message}")
         return {}

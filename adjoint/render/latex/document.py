@@ -13,6 +13,7 @@ from .section_lagrangian import LagrangianSection
 from .section_model import ModelSections
 from .section_steps import StepSections
 from .text import esc, symbol_tex
+from adjoint.render.latex.lines import wrap
 
 
 PREAMBLE = r"""\documentclass[11pt,a4paper]{article}
@@ -30,7 +31,7 @@ PREAMBLE = r"""\documentclass[11pt,a4paper]{article}
 def render_document(prediction) -> str:
     """The whole derivation of every variant of a solved problem (``adjoint.prediction.Prediction``)
     as one standalone LaTeX document."""
-    return typeset(derive_problem(prediction))
+    return wrap(typeset(derive_problem(prediction)))
 
 
 def typeset(d: ProblemDerivation) -> str:
