@@ -21,6 +21,7 @@ from .expr import parse_expression, parse_statements
 from .literals import parse_int, parse_literal, parse_number
 from .loader import YMap, YNode, YScalar, YSeq, kind_name
 from .problem import MODULE_HOOK_KINDS, NODE_HOOK_KINDS, TENSOR_HOOK_KINDS, Backward, Hook, Step, TensorDecl
+from adjoint.validate_steps import check_step_order
 
 HOOK_KEYS = ("module", "tensor", "node", "global", "multi_grad", "saved_tensors", "kind", "mode", "scope", "returns",
              "does", "remove", "removes", "label", "when", "prepend", "with_kwargs", "always_call", "raises")
@@ -246,7 +247,10 @@ def parse_steps(node: YNode, what: str, base: Backward, input_decl, input_names:
         raise ProblemError(node.loc, f"{what} must be a non-empty list such as [forward, backward]")
     steps = [issues.attempt(parse_step, item, i, what, base, input_decl, input_names)
              for i, item in enumerate(node.items)]
-    return FAILED if any(s is FAILED for s in steps) else tuple(steps)
+    if any(s is FAILED for s in steps):
+        return FAILED
+    check_step_order(steps, node.loc, what)
+    return tuple(steps)
 
 
 def parse_step(node: YNode, i: int, what: str, base: Backward, input_decl, input_names) -> Step:

@@ -255,7 +255,7 @@ class Session:
         with torch.no_grad():
             for p in self.params.values():
                 if p.grad is not None:
-                    p -= number(lr) * p.grad
+                    p -= float(number(lr)) * p.grad   # lr is a Python float, as a user types it (1e30, not 10**30)
 
     def grads(self) -> dict:
         """``.grad`` of every leaf declared to require grad, then of every tensor with retain_grad,
