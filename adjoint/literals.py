@@ -237,6 +237,8 @@ def parse_int(node: YNode, what: str, minimum: int | None = None, maximum: int |
 
 def show(node: YNode) -> str:
     if isinstance(node, YScalar):
+        if node.kind in ("int", "float") and ":" in node.text:   # 1:30 -- YAML 1.1's base 60, which we do not read
+            return f"{show_text(node.text)} (a YAML 1.1 base-60 number, which adjoint does not read: write it in decimal)"
         return show_text(node.text) if node.kind == "str" else kind_name(node)
     return kind_name(node)
 
