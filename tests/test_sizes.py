@@ -92,3 +92,12 @@ def test_a_huge_padding_and_dilation_is_refused_in_structure_mode_too(tmp_path):
     assert result.stderr == (f"{path}:5:3: this op (ConvolutionBackward0) would make 200,000,001 intermediate elements "
                              "(padded input or patches), more than the structure mode holds (100,000,000); use smaller "
                              "padding, dilation or shapes\n")
+
+
+@pytest.mark.torch
+def test_import_refuses_a_huge_input_before_drawing_it():
+    require_torch()
+    result = CliRunner().invoke(main, ["import", "examples/mlp.py:make_model", "--input", "x=100000x100000"])
+    assert result.exit_code == 2, (result.stderr, result.exception)
+    assert result.stderr == ("--input x=100000x100000: 10,000,000,000 elements, more than a problem file's tensor may "
+                             "have (100,000); give a smaller shape\n")
