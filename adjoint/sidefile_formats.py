@@ -40,6 +40,9 @@ def check_shape(loc: Loc, shape, name: str, what: str, max_elements: int) -> int
     if len(shape) > MAX_FILE_DIMS:
         raise ProblemError(loc, f"{what}: '{name}' holds a {len(shape)}-dimensional array; PyTorch tensors have at "
                                 f"most {MAX_FILE_DIMS} dimensions")
+    if any(d < 0 for d in shape):
+        raise ProblemError(loc, f"{what}: '{name}' claims a negative dimension (shape {list(shape)}); save it again with "
+                                "numpy.save")
     if any(d == 0 for d in shape):
         raise ProblemError(loc, f"{what}: '{name}' holds an empty array (shape {list(shape)}); tensors here have at "
                                 "least one element per dimension")

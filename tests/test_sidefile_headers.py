@@ -84,6 +84,7 @@ NPY = {
     "timedelta": (_npy(np.array([1, 2], dtype="timedelta64[s]")), "holds timedelta64[s] values (not real numbers)"),
     "complex": (_npy(np.array([1, 2], dtype=np.complex128)), "holds complex128 values (not real numbers)"),
     "structured": (_npy(np.zeros(2, dtype=[("a", "<f4")])), "values (not real numbers)"),
+    "negative-dim": (_npy_claiming((2, -1)), "'w.npy' claims a negative dimension (shape [2, -1])"),
     "seventy-dims": (_npy_claiming((1,) * 70), "holds a 70-dimensional array; PyTorch tensors have at most 64"),
 }
 
