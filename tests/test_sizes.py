@@ -101,3 +101,21 @@ def test_import_refuses_a_huge_input_before_drawing_it():
     assert result.exit_code == 2, (result.stderr, result.exception)
     assert result.stderr == ("--input x=100000x100000: 10,000,000,000 elements, more than a problem file's tensor may "
                              "have (100,000); give a smaller shape\n")
+
+
+def test_a_large_tensor_is_compared_as_element_by_element():
+    """compare's whole-array pass: the same verdicts, messages and largest differences as the
+    one-element-at-a-time loop (written out here by hand)."""
+    from adjoint.compare import _Diff
+    n = 200_000
+    pred = [0.5] * n
+    obs = [0.5] * n
+    obs[7] = 0.5 + 1e-3             # over the tolerance
+    obs[11] = float("inf")          # a non-finite value where the prediction is finite
+    obs[13] = 0.5 + 1e-9            # within it
+    d = _Diff(rtol=1e-5, atol=1e-6, dtype="float32")
+    d.value("w", {"shape": [n], "dtype": "float32", "value": pred}, {"shape": [n], "dtype": "float32", "value": obs})
+    assert len(d.problems) == 2
+    assert d.problems[0].startswith("w[7]: predicted 0.5, observed 0.501 (|diff| 0.001 > ")
+    assert d.problems[1].startswith("w[11]: predicted 0.5, observed inf")
+    assert d.max_abs == abs((0.5 + 1e-3) - 0.5) and d.max_rel == abs((0.5 + 1e-3) - 0.5) / 0.5
