@@ -285,6 +285,9 @@ def attack(seed: int, n: int, verify_every: int) -> dict:
                         counts[(key, "verified")] += 1
             elif code == 2 and len(err.splitlines()) == 1 and result.stdout == "" and "Traceback" not in err:
                 counts[(key, "refused")] += 1
+            elif code == 2 and result.stdout == "" and "Traceback" not in err and all(
+                    line.startswith(problem + ":") for line in err.splitlines()):
+                counts[(key, "refused, several mistakes")] += 1   # independent mistakes: one located line each
             else:
                 counts[(key, f"exit {code}")] += 1
                 findings.append((key, f"exit {code}", command, err[-300:], repr(result.exception)[:200]))
