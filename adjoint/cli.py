@@ -18,6 +18,8 @@ import sys
 import time
 
 import click
+from adjoint.render.paths import refuse_links_outside
+from adjoint.render.paths import side_files
 
 from adjoint.format.errors import ProblemError
 from adjoint.render.safetext import terminal_safe
@@ -129,6 +131,7 @@ def _expand(paths: tuple[str, ...]) -> list[str]:
                            and os.path.isfile(os.path.join(p, f)))
             if not found:
                 raise ProblemError(None, f"{terminal_safe(p)}: no .yaml or .yml problem files in this directory")
+            refuse_links_outside(p, found)
             files.extend(found)
         elif os.path.lexists(p):
             files.append(p)
@@ -403,6 +406,7 @@ def latex(file, out, pdf, variant):
     targets = _latex_targets(file, out, pdf)
     protect = () if file == "-" else (file,)
     problem = _load(file)
+    protect += tuple(side_files(problem))
     for _, path in targets:
         if path != "-":
             check_target(path, protect)
@@ -457,6 +461,7 @@ def graph(file, out, variant, fmt, float64, structure):
 
     problem = _load(file)
     protect = () if file == "-" else (file,)
+    protect += tuple(side_files(problem))
     pred = problem.solve(variant=variant, mode=_mode(float64, structure))
     targets = _graph_targets(file, out, fmt, [v.name for v in pred.variants])
     for _, _, path in targets:
@@ -530,7 +535,7 @@ def _graph_figures(prediction) -> dict[str, bytes]:
     if find_engine() is None:  # compile_pdf says what to install: one line, not a warning before it
         return {}
     try:
-        return {graph_file(i): picture(v).render("pdf") for i, v in enumerate(prediction.variants, 1)}
+        return {graph_file(i): picture(v).render("pdf", max_inches=200) for i, v in enumerate(prediction.variants, 1)}
     except ProblemError as err:
         _say(f"adjoint: warning: the PDF has no graph pictures: {err.message}")
         return {}

@@ -43,6 +43,17 @@ from adjoint.engine.hook_registration import grad_fn
 from adjoint.format.problem import OUTPUT, ROOT, Module, Problem, TensorDecl
 from adjoint.engine.runtime import Runtime, TorchError
 from adjoint.engine import warns
+from adjoint.format import syntax as S
+from adjoint.format.errors import Loc, ProblemError
+from adjoint.engine.bindings import FUNCTION_NAMES
+from adjoint.engine.bindings.core import linear
+from adjoint.engine.graph import Node, Tensor, recorded
+from adjoint.engine.interpreter import Interp
+from adjoint.engine.nn_module import BackwardHookState, LegacyHook, ModuleHooks, ModuleInputHook, ModuleOutputHook
+from adjoint.engine.hook_registration import grad_fn
+from adjoint.format.problem import OUTPUT, ROOT, Module, Problem, TensorDecl
+from adjoint.values.numbers.sizes import check_leaf_size
+from adjoint.engine.runtime import Runtime, TorchError
 
 
 @dataclass(eq=False)
@@ -122,6 +133,7 @@ class Model:
                 self.leaf(d)
 
     def leaf(self, d: TensorDecl, is_param: bool = False) -> Tensor:
+        check_leaf_size(d, self.rt.B)
         t = self.rt.leaf(self.rt.B.literal(d.value), d.requires_grad, dtype=d.dtype, name=d.name, is_param=is_param)
         self.rt.B.check_literal(t.value, d)
         self.leaves[d.name] = t

@@ -143,7 +143,7 @@ def _with_fixed(case: Check) -> Check:
     shapes, given = list(case.shapes), list(case.given)
     for value in case.fixed:
         a = np.array(value, dtype=object)
-        given.append((len(shapes), tuple(a.flat)))
+        given.append((len(shapes), tuple(a.reshape(-1))))
         shapes.append(a.shape)
     return replace(case, shapes=tuple(shapes), given=tuple(given), fixed=())
 

@@ -26,6 +26,7 @@ from adjoint.engine.graph import INF_SEQ, Application, Edge, HookDict, Node, Sav
 from adjoint.engine.ops import REGISTRY, Op
 from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.view_history import rebase_message, refresh, view_value
+from adjoint.values.numbers.sizes import check_work
 
 
 @dataclass
@@ -181,6 +182,7 @@ class Runtime:
         out_shape = op.shape([t.shape if t is not None else None for t in ts], params, loc)
         multi = op.outputs != 1
         self._check_size(op, out_shape if multi else [out_shape], loc)
+        check_work(op, [t.shape if t is not None else None for t in ts], params, self.B, loc)
         diff = op.differentiable or (True,) * len(ts)
         rg = [d and t is not None and t.needs_grad for t, d in zip(ts, diff)]
         node = None

@@ -237,6 +237,8 @@ def parse_int(node: YNode, what: str, minimum: int | None = None, maximum: int |
 
 def show(node: YNode) -> str:
     if isinstance(node, YScalar):
+        if node.kind in ("int", "float") and ":" in node.text:   # 1:30 -- YAML 1.1's base 60, which we do not read
+            return f"{show_text(node.text)} (a YAML 1.1 base-60 number, which adjoint does not read: write it in decimal)"
         return show_text(node.text) if node.kind == "str" else kind_name(node)
     return kind_name(node)
 
@@ -279,8 +281,8 @@ def _side_file(node: YMap, what: str) -> Literal:
         if v is None:
             continue
         if not (isinstance(v, YScalar) and v.kind == "str" and v.text.strip()):
-            raise ProblemError(v.loc, f"{name} of the side file of {what} must be a file name such as weights.npy, "
-                                      f"not {show(v)}")
+            right = "a file name such as weights.npy" if name == "file" else "a tensor name such as fc1.weight"
+            raise ProblemError(v.loc, f"{name} of the side file of {what} must be {right}, not {show(v)}")
         spec[name] = v.text.strip()
     shape, items = read_side_file(node.get("file").loc, spec, what)
     return Literal(shape, items, node.loc)

@@ -13,21 +13,19 @@ object arrays (a problem file is data: nothing in it is executed).
 
 from __future__ import annotations
 
-import json
 import os
 from fractions import Fraction
 
 import numpy as np
 
 from adjoint.format.errors import Loc, ProblemError
+from adjoint.format.errors import Loc, ProblemError
+from adjoint.format.sidefile_formats import read_npy, read_safetensors
 
 #: the most elements a side-file tensor may have
 MAX_FILE_ELEMENTS = 50_000_000
 #: the largest side file read (bytes)
 MAX_FILE_BYTES = 2 << 30
-
-_SAFETENSORS_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": "bf16", "I64": np.int64,
-                       "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
 
 
 class FileItems:
@@ -35,9 +33,10 @@ class FileItems:
     tuple of Fractions a YAML literal has (iteration, ``len``, indexing, equality), and the
     value backends read ``num`` and ``den`` directly."""
 
-    __slots__ = ("num", "den", "source", "_floats")
+    __slots__ = ("num", "den", "source", "_floats", "path")
 
-    def __init__(self, num: np.ndarray, den: int, source: str):
+    def __init__(self, num: np.ndarray, den: int, source: str, path: str | None = None):
+        self.path = path        # the file read (resolved), None for values made otherwise (init:)
         self.num = num          # 1-D: int64, or object (Python ints) when an int64 would overflow
         self.den = den
         self.source = source
@@ -70,8 +69,11 @@ class FileItems:
         """Each element as a float64 (exact for float16/32/64 sources); computed once (the load's
         range check, the float64 mode and the torch side all ask), read-only."""
         if self._floats is None:
-            out = self.num.astype(np.float64) / self.den if self.num.dtype != object else \
-                np.array([n / self.den for n in self.num.tolist()], dtype=np.float64)
+            den = self.den
+            if self.num.dtype != object and den & (den - 1) == 0:   # n / 2**k: exact, or one rounding (subnormals)
+                out = np.ldexp(self.num.astype(np.float64), -(den.bit_length() - 1))
+            else:   # Python's int / int rounds once, however large den is (numpy's would overflow converting it)
+                out = np.array([n / den for n in self.num.tolist()], dtype=np.float64)
             out.flags.writeable = False
             self._floats = out
         return self._floats
@@ -80,7 +82,7 @@ class FileItems:
         """The elements times ``scale`` (``{value: {file: ...}, scale: S}``)."""
         p, q = scale.numerator, scale.denominator
         num = self.num.astype(object) * p
-        return FileItems(num, self.den * q, self.source)
+        return FileItems(num, self.den * q, self.source, self.path)
 
 
 def read(node_loc: Loc, spec: dict, what: str) -> tuple[tuple[int, ...], FileItems]:
@@ -106,7 +108,9 @@ def read(node_loc: Loc, spec: dict, what: str) -> tuple[tuple[int, ...], FileIte
     if array.ndim and 0 in array.shape:
         raise ProblemError(node_loc, f"{what}: '{spec['file']}' holds an empty array (shape {list(array.shape)}); "
                                      "tensors here have at least one element per dimension")
-    return tuple(int(d) for d in array.shape), exact_items(node_loc, array, spec["file"], what)
+    items = exact_items(node_loc, array, spec["file"], what)
+    items.path = path
+    return tuple(int(d) for d in array.shape), items
 
 
 def _resolve(loc: Loc, name: str, what: str) -> str:
@@ -114,6 +118,9 @@ def _resolve(loc: Loc, name: str, what: str) -> str:
     if not problem or problem.startswith("<") or problem == "-":
         raise ProblemError(loc, f"{what}: a problem read from standard input or a string has no directory to find "
                                 f"'{name}' in; write the problem to a file next to it")
+    if "\0" in name:
+        raise ProblemError(loc, f"{what}: the file name {name!r} holds a NUL character, which no file name can; "
+                                "name the file as it is saved")
     if os.path.isabs(name) or ".." in name.replace("\\", "/").split("/"):
         raise ProblemError(loc, f"{what}: '{name}' is outside the problem's directory; name a file in that directory "
                                 "or below it (no absolute path, no '..')")
@@ -128,47 +135,11 @@ def _resolve(loc: Loc, name: str, what: str) -> str:
 
 
 def _read_npy(loc: Loc, path: str, name: str, what: str) -> np.ndarray:
-    try:
-        return np.load(path, allow_pickle=False)
-    except ValueError as exc:
-        raise ProblemError(loc, f"{what}: '{name}' holds Python objects, which are never loaded from a problem "
-                                f"({exc}); save a numeric array") from None
-    except OSError as exc:
-        raise ProblemError(loc, f"{what}: '{name}' is not a readable .npy file ({exc}); save it with numpy.save") \
-            from None
+    return read_npy(loc, path, name, what, MAX_FILE_ELEMENTS)
 
 
 def _read_safetensors(loc: Loc, path: str, name: str, key, what: str) -> np.ndarray:
-    with open(path, "rb") as fh:
-        raw = fh.read()
-    try:
-        n = int.from_bytes(raw[:8], "little")
-        header = json.loads(raw[8:8 + n].decode("utf-8"))
-    except (ValueError, UnicodeDecodeError):
-        raise ProblemError(loc, f"{what}: '{name}' is not a safetensors file (its header does not parse)") from None
-    tensors = {k: v for k, v in header.items() if k != "__metadata__"}
-    if key is None:
-        if len(tensors) != 1:
-            raise ProblemError(loc, f"{what}: '{name}' holds {len(tensors)} tensors; say which with key: (one of "
-                                    f"{', '.join(sorted(tensors)[:8])})")
-        key = next(iter(tensors))
-    if key not in tensors:
-        raise ProblemError(loc, f"{what}: '{name}' has no tensor '{key}'; it has {', '.join(sorted(tensors)[:8])}")
-    entry = tensors[key]
-    dtype = _SAFETENSORS_DTYPES.get(entry.get("dtype"))
-    if dtype is None:
-        raise ProblemError(loc, f"{what}: tensor '{key}' of '{name}' is {entry.get('dtype')}, which adjoint does not "
-                                f"read; store it as one of {', '.join(_SAFETENSORS_DTYPES)}")
-    start, end = entry["data_offsets"]
-    data = raw[8 + n + start:8 + n + end]
-    if dtype == "bf16":  # bfloat16: the top half of a float32
-        array = (np.frombuffer(data, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
-    else:
-        array = np.frombuffer(data, dtype=np.dtype(dtype).newbyteorder("<"))
-    shape = tuple(entry["shape"])
-    if array.size != int(np.prod(shape)):
-        raise ProblemError(loc, f"{what}: tensor '{key}' of '{name}' has {array.size} values for shape {list(shape)}")
-    return array.reshape(shape)
+    return read_safetensors(loc, path, name, key, what, MAX_FILE_ELEMENTS)
 
 
 def exact_items(loc: Loc, array: np.ndarray, name: str, what: str) -> FileItems:

@@ -35,6 +35,13 @@ from adjoint.format.expr import parse_expression, parse_statements
 from adjoint.format.literals import parse_int, parse_literal, parse_number
 from adjoint.format.loader import YMap, YNode, YScalar, YSeq, kind_name
 from adjoint.format.problem import MODULE_HOOK_KINDS, NODE_HOOK_KINDS, TENSOR_HOOK_KINDS, Backward, Hook, Step, TensorDecl
+from adjoint.format.checks import FAILED, Issues, boolean, choice, mapping, string
+from adjoint.format.errors import Loc, ProblemError, raise_all
+from adjoint.format.expr import parse_expression, parse_statements
+from adjoint.format.literals import parse_int, parse_literal, parse_number
+from adjoint.format.loader import YMap, YNode, YScalar, YSeq, kind_name
+from adjoint.format.problem import MODULE_HOOK_KINDS, NODE_HOOK_KINDS, TENSOR_HOOK_KINDS, Backward, Hook, Step, TensorDecl
+from adjoint.format.validate_steps import check_step_order
 
 HOOK_KEYS = ("module", "tensor", "node", "global", "multi_grad", "saved_tensors", "kind", "mode", "scope", "returns",
              "does", "remove", "removes", "label", "when", "prepend", "with_kwargs", "always_call", "raises")
@@ -251,7 +258,10 @@ def parse_steps(node: YNode, what: str, base: Backward, input_decl, input_names:
         raise ProblemError(node.loc, f"{what} must be a non-empty list such as [forward, backward]")
     steps = [issues.attempt(parse_step, item, i, what, base, input_decl, input_names)
              for i, item in enumerate(node.items)]
-    return FAILED if any(s is FAILED for s in steps) else tuple(steps)
+    if any(s is FAILED for s in steps):
+        return FAILED
+    check_step_order(steps, node.loc, what)
+    return tuple(steps)
 
 
 def parse_step(node: YNode, i: int, what: str, base: Backward, input_decl, input_names) -> Step:

@@ -29,6 +29,22 @@ from adjoint.format.syntax import (Assign, AugAssign, Attr, ExprStmt, Method, Na
 from adjoint.format.tying import is_tied, tied_decl
 from adjoint.format.validate_args import read_args, show_args
 from adjoint.format.validate_tensors import tensor_decl, tensor_table
+from adjoint.format import init_draw as generator
+from adjoint.format.init_items import generated as generated_items
+from adjoint.format.sidefiles import FileItems
+from adjoint.format import module_signatures as nn_types
+from adjoint.format import torch_names
+from adjoint.format.checks import FAILED, Issues, boolean, identifier, mapping, string, suggest, unknown_keys
+from adjoint.format.errors import Loc, ProblemError, raise_all
+from adjoint.format.expr import parse_expression, parse_program
+from adjoint.format.literals import IDENT_RE, NotANumber, NumberRefused, parse_int, parse_literal, read_number, show_text
+from adjoint.format.loader import YMap, YNode, YScalar, YSeq, kind_name
+from adjoint.format.module_signatures import NNType
+from adjoint.format.problem import ROOT, Function, Literal, Module, TensorDecl
+from adjoint.format.syntax import (Assign, AugAssign, Attr, ExprStmt, Method, Name, Return, With, children as sub_expressions,
+                     to_source)
+from adjoint.format.validate_args import read_args, show_args
+from adjoint.format.validate_tensors import tensor_decl, tensor_table
 
 MODULE_KEYS = ("type", "args", "params", "buffers", "children", "inputs", "forward", "function", "bias", "training",
                "requires_grad", "mask")
@@ -287,12 +303,14 @@ class ModuleBuilder:
     def generated(self, full: str, shape: tuple[int, ...], loc: Loc, t: NNType, args: dict,
                   frozen: bool) -> TensorDecl:
         fan = generator.param_fan_in(t.name, full.rsplit(".", 1)[-1], {s.name: s.shape for s in t.params(args)})
-        items = list(generator.values(self.init_seed or 0, full, shape, fan))
+        items = generated_items(loc, self.init_seed or 0, full, shape, f"parameter '{full}'", fan)
         if t.name == "Embedding" and args["padding_idx"] is not None:  # torch zeroes that row at construction
             width = shape[1]
             row = args["padding_idx"]
-            items[row * width:(row + 1) * width] = [Fraction(0)] * width
-        return TensorDecl(full, Literal(shape, tuple(items), loc), not frozen, loc)
+            num = items.num.copy()
+            num[row * width:(row + 1) * width] = 0
+            items = FileItems(num, items.den, items.source)
+        return TensorDecl(full, Literal(shape, items, loc), not frozen, loc)
 
     def builtin_buffers(self, m: YMap, t: NNType, args: dict, prefix: str, what: str) -> tuple[TensorDecl, ...]:
         specs = t.buffers(args)

@@ -31,10 +31,19 @@ from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Node, Tensor
 from adjoint.answer.prediction import VariantPrediction
 from adjoint.render.safetext import terminal_safe
+from adjoint.format.errors import ProblemError
+from adjoint.engine.graph import Node, Tensor
+from adjoint.answer.prediction import VariantPrediction
+from adjoint.render.safetext import terminal_safe
+from adjoint.render.dot import run_dot
 
 FORMATS = ("svg", "png", "pdf", "dot")
 NEEDS_DOT = ("drawing the graph needs Graphviz's dot program, which is not installed: apt-get install graphviz "
              "(or brew install graphviz); -o FILE.dot writes the source without it")
+#: the most characters of one problem-file text (a label, a name) drawn in the picture
+MAX_TEXT = 200
+#: the most characters of one HTML-like label (Graphviz refuses more than 16,384)
+MAX_LABEL = 12_000
 NEEDS_BINDING = "drawing the graph needs the Python package graphviz: pip install 'graphviz>=0.20'"
 
 #: hooks drawn above the node they run at (they see its incoming gradient); the rest below
@@ -70,21 +79,19 @@ class Picture:
     def source(self) -> str:
         return self.graph.source
 
-    def render(self, fmt: str) -> bytes:
-        """The picture as ``svg``, ``png``, ``pdf`` or ``dot`` (the source) bytes."""
+    def render(self, fmt: str, max_inches: float | None = None) -> bytes:
+        """The picture as ``svg``, ``png``, ``pdf`` or ``dot`` (the source) bytes; with
+        ``max_inches``, a larger drawing is scaled down to fit that square (a figure in the
+        LaTeX document: TeX cannot take a picture over 16,383 pt, about 227 inches)."""
         if fmt not in FORMATS:
             raise ProblemError(None, f"cannot draw the graph as '{fmt}'; the formats are {', '.join(FORMATS)}")
         if fmt == "dot":
             return self.source.encode("utf-8")
-        graphviz = _graphviz()
-        try:
-            return self.graph.pipe(format=fmt, quiet=True)
-        except graphviz.ExecutableNotFound:
-            raise ProblemError(None, NEEDS_DOT) from None
-        except graphviz.CalledProcessError as exc:
-            detail = " ".join((exc.stderr or b"").decode("utf-8", "replace").split())[:200]
-            raise ProblemError(None, f"Graphviz's dot failed on the graph ({detail or exc}); this is a bug in "
-                                     "adjoint, please report it with the problem file") from None
+        graph = self.graph
+        if max_inches is not None:
+            graph = graph.copy()
+            graph.graph_attr["size"] = f"{max_inches},{max_inches}"
+        return run_dot(graph.source, fmt, NEEDS_DOT)
 
     def svg(self) -> str:
         return self.render("svg").decode("utf-8")
@@ -358,14 +365,29 @@ class _Drawing:
 
 
 def _label(lines: list[tuple[str, bool]]) -> str:
-    """An HTML-like label: the first bold line(s) as given, the others small; text already escaped."""
+    """An HTML-like label: the first bold line(s) as given, the others small; text already escaped.
+    Lines past what Graphviz takes in one label (16,384 characters) are counted, not drawn."""
     rows = []
-    for text, bold in lines:
+    used = 0
+    for i, (text, bold) in enumerate(lines):
+        used += len(text) + 80
+        if used > MAX_LABEL:
+            rows.append(f'<TR><TD><FONT POINT-SIZE="9">… ({len(lines) - i} more lines)</FONT></TD></TR>')
+            break
+        if len(text) > MAX_LABEL // 2:   # one line joining many texts: cut, never inside an &entity;
+            text = text[:MAX_LABEL // 2]
+            if text.rfind("&") > text.rfind(";"):
+                text = text[:text.rfind("&")]
+            text += "…"
         cell = f"<B>{text}</B>" if bold else f'<FONT POINT-SIZE="9">{text}</FONT>'
         rows.append(f"<TR><TD>{cell}</TD></TR>")
     return f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="1">{"".join(rows)}</TABLE>>'
 
 
 def _h(text: str) -> str:
-    """Problem-file text made safe inside an HTML-like label (and free of control characters)."""
-    return html.escape(terminal_safe(str(text)), quote=True).replace("&#x27;", "&#39;")
+    """Problem-file text made safe inside an HTML-like label (and free of control characters),
+    cut to MAX_TEXT characters: Graphviz refuses a label over 16,384."""
+    text = str(text)
+    if len(text) > MAX_TEXT:
+        text = text[:MAX_TEXT - 1] + "…"
+    return html.escape(terminal_safe(text), quote=True).replace("&#x27;", "&#39;")

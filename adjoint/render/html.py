@@ -16,6 +16,11 @@ from adjoint.answer.prediction import Boundary, ErrorRecord, FunctionCheck, Hook
 from adjoint.render import values as fmt
 from adjoint.render.report import Options, ReportView, VariantView, build, variant_view
 from adjoint.render.explain import silent_what, unkept_line
+from adjoint.values.exact import Exact
+from adjoint.answer.prediction import Boundary, ErrorRecord, FunctionCheck, HookRecord, PassRecord, Prediction, VariantPrediction
+from adjoint.render import values as fmt
+from adjoint.render.report import Options, ReportView, VariantView, build, variant_view
+from adjoint.render.safetext import terminal_safe
 
 TABLE = 'style="border-collapse:collapse;margin:0.2em 0 0.6em 0;font-size:90%"'
 TH = 'style="text-align:left;padding:2px 10px 2px 0;border-bottom:1px solid #ccc"'
@@ -220,7 +225,9 @@ def _div(body: str) -> str:
 
 
 def _e(text) -> str:
-    return html.escape(str(text), quote=True)
+    """Problem-file text for HTML: controls, bidi overrides and lone surrogates shown as escapes
+    (as the terminal, the graph and the LaTeX document show them), then HTML-escaped."""
+    return html.escape(terminal_safe(str(text), keep_newlines=True), quote=True)
 
 
 # ----------------------------------------------------------------------------- Markdown
@@ -251,7 +258,7 @@ def _grads_md(v: VariantPrediction) -> str:
 
 def _md(text) -> str:
     """Text for a Markdown table cell: HTML-escaped, pipes and Markdown's specials escaped."""
-    out = html.escape(" ".join(str(text).split()), quote=False)
+    out = html.escape(terminal_safe(" ".join(str(text).split())), quote=False)
     for ch in "\\|*_`[]#<>":
         out = out.replace(ch, "\\" + ch)
     return out

@@ -6,8 +6,8 @@ The rules (docs/cli.md says the same for users):
   (fsync), and is renamed over the target. A full disk, a name too long for the file
   system, a missing permission or an interruption leaves the previous file unchanged and
   the temporary file removed; it is one ProblemError line (exit 2 in the CLI).
-* **Never the problem file.** A target that is one of the ``protect`` files (the inputs,
-  compared as files: a hard link or a symbolic link to the input counts) is refused.
+* **Never the problem file.** A target that is one of the ``protect`` files (the inputs and
+  the side files they read, compared as files: a hard link or a symbolic link to the input counts) is refused.
 * **Symbolic links are written through.** The file the link points to gets the new content
   and the link stays a link (what an editor does); a link to nothing is refused, so a link
   planted beforehand cannot make us create a file elsewhere.
@@ -50,13 +50,14 @@ def check_target(path: str, protect: Sequence[str] = ()) -> str:
         return real
     except OSError as exc:
         raise _os_error(path, exc) from None
-    for source in protect:
+    for i, source in enumerate(protect):   # the problem file first, then the side files it reads
         try:
             same = os.path.samefile(real, source)
         except OSError:
             same = False
         if same:
-            raise ProblemError(None, f"{shown}: is the problem file being read; writing there would overwrite it, "
+            what = "the problem file being read" if i == 0 else "a side file the problem reads"
+            raise ProblemError(None, f"{shown}: is {what}; writing there would overwrite it, "
                                      "give another output name with -o")
     if not stat.S_ISREG(st.st_mode):
         raise ProblemError(None, f"{shown}: is not a regular file (a device, FIFO or socket); give a file name "

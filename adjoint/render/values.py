@@ -42,16 +42,20 @@ def _nested(x, leaf) -> str:
 def tensor(v, exact: bool = False) -> str:
     """A tensor: decimals (or, with ``exact``, the exact form and its decimals beside it); in
     --structure mode (no values) its shape, in --float64 mode (no exact form) its decimals."""
+    if v.size > MAX_SHOWN:   # only the first elements are shown: only they are converted (4M would take a minute)
+        first = v.restructured(lambda a: a.reshape(-1)[:FIRST].copy()) if isinstance(v, Exact) else v
+        floats, exact_strings = first.floats(), first.strings()
+        if floats is None and exact_strings is None:
+            return f"tensor {'x'.join(map(str, v.shape))}"
+        flat = _flat(floats) if floats is not None and (not exact or exact_strings is None) else _flat(exact_strings)
+        head = ", ".join(number(e) if isinstance(e, float) else str(e) for e in flat[:FIRST])
+        return f"tensor {'x'.join(map(str, v.shape))} [{head}, ...] ({v.size} elements)"
     floats = v.floats()
     exact_strings = v.strings()
     if floats is None and exact_strings is None:
         return f"tensor {'x'.join(map(str, v.shape)) or '0-d'}"
     if exact_strings is None:
         exact = False
-    if v.size > MAX_SHOWN:
-        flat = _flat(floats) if floats is not None and not exact else _flat(v.strings())
-        head = ", ".join(number(e) if isinstance(e, float) else str(e) for e in flat[:FIRST])
-        return f"tensor {'x'.join(map(str, v.shape))} [{head}, ...] ({v.size} elements)"
     if exact_strings is None:
         return _nested(floats, number)
     strings = _nested(exact_strings, str)

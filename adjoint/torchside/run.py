@@ -286,7 +286,7 @@ class Session:
             # a tied Parameter (two names, one tensor) is updated once, as model.parameters() lists it once
             for p in {id(p): p for p in self.params.values()}.values():
                 if p.grad is not None:
-                    p -= number(lr) * p.grad
+                    p -= float(number(lr)) * p.grad   # lr is a Python float, as a user types it (1e30, not 10**30)
 
     def grads(self) -> dict:
         """``.grad`` of every leaf declared to require grad, then of every tensor with retain_grad,

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import flint
 import numpy as np
+from adjoint.values.numbers.sizes import broadcast_shape
+from adjoint.values.numbers.sizes import broadcast_arrays
 
 from adjoint.values import ieee as I
 from adjoint.values.numbers import balls as Bl
@@ -39,7 +41,7 @@ def _kind(*xs: Exact) -> str:
 
 
 def _bshape(*xs: Exact) -> tuple[int, ...]:
-    return tuple(np.broadcast_shapes(*[x.shape for x in xs]))
+    return broadcast_shape(*[x.shape for x in xs])
 
 
 # ----------------------------------------------------------------------------- closed forms alongside balls
@@ -51,7 +53,7 @@ def _forms(op: str, xs: tuple, shape, exact_fn=None) -> np.ndarray | None:
     if not all(_may_have_forms(x) for x in xs):
         return None
     arrays = [x.form_array() for x in xs]
-    arrays = np.broadcast_arrays(*arrays)
+    arrays = broadcast_arrays(*arrays)
     out = np.empty(shape, dtype=object)
     flat = out.reshape(-1)
     any_form = False
@@ -69,7 +71,7 @@ def _forms(op: str, xs: tuple, shape, exact_fn=None) -> np.ndarray | None:
 # ----------------------------------------------------------------------------- elementwise arithmetic
 
 def _elements_binary(fn, x: Exact, y: Exact) -> Exact:
-    a, b = np.broadcast_arrays(x.as_sym().elems if x.kind == "elements" else x.a,
+    a, b = broadcast_arrays(x.as_sym().elems if x.kind == "elements" else x.a,
                                y.as_sym().elems if y.kind == "elements" else y.a)
     out = np.empty(a.shape, dtype=object)
     flat = out.reshape(-1)
@@ -193,7 +195,7 @@ def _wrap_sym(a) -> Exact:
 def binary(fn, x: Exact, y: Exact) -> Exact:
     """Elementwise fn over broadcast x, y with element helpers (s_div, s_pow, ...): the
     general, element-by-element path (results classified again)."""
-    a, b = np.broadcast_arrays(x.a, y.a)
+    a, b = broadcast_arrays(x.a, y.a)
     out = np.empty(a.shape, dtype=object)
     flat = out.reshape(-1)
     for i, (e1, e2) in enumerate(zip(a.reshape(-1).tolist(), b.reshape(-1).tolist())):
@@ -210,7 +212,7 @@ def where(cond: Exact, x: Exact, y: Exact) -> Exact:
 
 def where_mask(keep: np.ndarray, x: Exact, y: Exact) -> Exact:
     """x where ``keep`` (a bool array), else y, broadcast."""
-    shape = tuple(np.broadcast_shapes(keep.shape, x.shape, y.shape))
+    shape = broadcast_shape(keep.shape, x.shape, y.shape)
     keep = np.broadcast_to(keep, shape)
     k = _kind(x, y)
     if k == "rational":
@@ -218,7 +220,7 @@ def where_mask(keep: np.ndarray, x: Exact, y: Exact) -> Exact:
             return Exact.from_q(R.QArray(np.where(keep, x.qa.num, 0).astype(object), x.qa.den, True))
         return Exact.from_q(R.where(keep, x.qa, y.qa))
     if k == "elements":
-        a, b = np.broadcast_arrays(x.as_sym().elems, y.as_sym().elems)
+        a, b = broadcast_arrays(x.as_sym().elems, y.as_sym().elems)
         return _from_elements(np.where(keep, a, b).astype(object))
     fx, fy = x.form_array(), y.form_array()
     forms = None
@@ -231,7 +233,7 @@ def where_mask(keep: np.ndarray, x: Exact, y: Exact) -> Exact:
     mask = keep.copy()
 
     def recipe(a, b):
-        return np.where(mask, *np.broadcast_arrays(a, b)).astype(object)
+        return np.where(mask, *broadcast_arrays(a, b)).astype(object)
     return Exact.certified(shape, recipe, (x, y), forms)
 
 

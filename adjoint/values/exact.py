@@ -300,7 +300,7 @@ class Exact(AsData):
     def _numbers(self):
         floats = self.floats()
         if floats is None:
-            names = sorted({str(s) for e in self.a.flat for s in getattr(e, "free_symbols", ())})
+            names = sorted({str(s) for e in self.a.reshape(-1) for s in getattr(e, "free_symbols", ())})
             raise TypeError(f"this value is a closed form in the free symbol(s) {', '.join(names)}, not a number; "
                             "solve with numeric=True (solve --numeric) to substitute the file's symbols:, or "
                             "use .item() / .strings() for the exact form")

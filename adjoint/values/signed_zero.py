@@ -18,6 +18,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
+from adjoint.values.numbers.sizes import broadcast_arrays
 
 from adjoint.values.exact import Exact
 
@@ -75,12 +76,12 @@ def result_mask(op, ins: list[Exact], params, out: Exact) -> np.ndarray | None:
     elif rule == "sum":
         if ins[0].negzero is None or ins[1].negzero is None:
             return None
-        a, b = np.broadcast_arrays(ins[0].negzero, ins[1].negzero)
+        a, b = broadcast_arrays(ins[0].negzero, ins[1].negzero)
         mask = a & b
     elif rule == "difference":
         if ins[0].negzero is None:
             return None
-        a, b = np.broadcast_arrays(ins[0].negzero, zero_mask(ins[1]) & ~_nz(ins[1]))
+        a, b = broadcast_arrays(ins[0].negzero, zero_mask(ins[1]) & ~_nz(ins[1]))
         mask = a & b
     else:
         return None

@@ -61,6 +61,17 @@ def conv_shape(shapes, p: ConvSpec, loc):
     return (x[0], w[0]) + tuple(out)
 
 
+def conv_work(shapes, p: ConvSpec) -> int:
+    """The largest array the lowering makes: the padded input, or the patches (N, Cg, *out, *kernel)."""
+    x, w = shapes[0], shapes[1]
+    if x is None or w is None or len(x) != len(w) or len(x) < 3:
+        return 0   # the shape rule raises PyTorch's complaint
+    padded = x[0] * x[1] * _prod(s + 2 * pd for s, pd in zip(x[2:], p.padding))
+    outs = [max(conv_out_size(sz, k, s, pd, d), 0) for sz, k, s, pd, d in
+            zip(x[2:], w[2:], p.stride, p.padding, p.dilation)]
+    return max(padded, x[0] * w[1] * _prod(outs) * _prod(w[2:]))
+
+
 def _positions(in_shape, k_shape, p: ConvSpec):
     """Index arrays into the padded input: one per spatial dim, broadcast to
     (*out_spatial, *kernel_spatial)."""
@@ -241,7 +252,7 @@ OPS = (
     Op("convolution", "ConvolutionBackward0", conv_forward, conv_vjp, conv_shape,
        (Save("input", "in", 0), Save("weight", "in", 1)),
        "grad_input: g (N, O, *out) times W, folded back over the patches (col2im); grad_weight: g^T times the "
-       "patches; grad_bias: g summed over batch and positions", grows=True,
+       "patches; grad_bias: g summed over batch and positions", grows=True, work=conv_work,
        checks=(Check(((1, 2, 3, 3), (2, 2, 2, 2), (2,)), ConvSpec((1, 1), (1, 0), (1, 1), 1)),
                Check(((2, 4, 5), (2, 2, 2), None), ConvSpec((2,), (1,), (2,), 2))),
        math=Math(layer((CONV,), _conv_sub))),

@@ -102,3 +102,5 @@ class Op:
                                      # forward_error is, after the node is made and its inputs packed
     backward_error: Callable | None = None  # (dtypes, p, need) -> message | None: the node's backward raises
                                      # for these input dtypes (x ** bool: exponent - 1), after its unpacks
+    work: Callable | None = None     # (input shapes, p) -> elements of the largest array the op's lowering makes
+                                     # (a convolution's padded input and patches): checked like the output's size

@@ -13,6 +13,16 @@ from adjoint.render.latex.section_lagrangian import LagrangianSection
 from adjoint.render.latex.section_model import ModelSections
 from adjoint.render.latex.section_steps import StepSections
 from adjoint.render.latex.text import esc, symbol_tex
+from adjoint.derivation import ProblemDerivation, derive_problem
+from adjoint.derivation import values as E
+from adjoint.render.latex.numbers import SHORT_FRACTION, SIG_DIGITS, format_rational
+from adjoint.render.latex.section_gradients import GradientSections
+from adjoint.render.latex.section_hooks import HookSections
+from adjoint.render.latex.section_lagrangian import LagrangianSection
+from adjoint.render.latex.section_model import ModelSections
+from adjoint.render.latex.section_steps import StepSections
+from adjoint.render.latex.text import esc, symbol_tex
+from adjoint.render.latex.lines import wrap
 
 
 PREAMBLE = r"""\documentclass[11pt,a4paper]{article}
@@ -30,7 +40,7 @@ PREAMBLE = r"""\documentclass[11pt,a4paper]{article}
 def render_document(prediction) -> str:
     """The whole derivation of every variant of a solved problem (``adjoint.answer.prediction.Prediction``)
     as one standalone LaTeX document."""
-    return typeset(derive_problem(prediction))
+    return wrap(typeset(derive_problem(prediction)))
 
 
 def typeset(d: ProblemDerivation) -> str:

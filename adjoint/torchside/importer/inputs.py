@@ -14,6 +14,10 @@ from torch import nn
 
 from adjoint.format import init_draw as init
 from adjoint.format.errors import ProblemError
+from adjoint.format import init_draw as init
+from adjoint.format.errors import ProblemError
+import math
+from adjoint.format.problem import MAX_ELEMENTS
 
 _SPEC = re.compile(r"([A-Za-z][A-Za-z0-9_]*)=([0-9]+(?:x[0-9]+)*)")
 SEED = 0
@@ -26,6 +30,9 @@ def parse(spec: str) -> tuple[str, tuple[int, ...]]:
     shape = tuple(int(d) for d in m.group(2).split("x"))
     if any(d == 0 for d in shape) or len(shape) > 6:
         raise ProblemError(None, f"--input {spec}: every dim must be at least 1 (and at most 6 dims); e.g. x=2x4")
+    if math.prod(shape) > MAX_ELEMENTS:   # known before a value is drawn (10**10 hung)
+        raise ProblemError(None, f"--input {spec}: {math.prod(shape):,} elements, more than a problem file's tensor "
+                                 f"may have ({MAX_ELEMENTS:,}); give a smaller shape")
     return m.group(1), shape
 
 

@@ -10,6 +10,7 @@ follow exactly: a non-finite value made from finite operands, or one beyond the 
 from __future__ import annotations
 
 import numpy as np
+from adjoint.values.numbers.sizes import broadcast_shape
 
 from adjoint.values import exact as E
 from adjoint.values import pointwise as T
@@ -328,7 +329,7 @@ def _element(x: Exact, flat: int, out_shape) -> str:
     if x.size == 1:
         return x.strings_flat()[0]
     try:
-        shaped = np.broadcast_shapes(x.shape, tuple(out_shape))
+        shaped = broadcast_shape(x.shape, tuple(out_shape))
     except ValueError:  # a reduction's operand: no element of it corresponds to one of the result
         return f"a tensor of shape {list(x.shape)}"
     strings = np.empty(x.shape, dtype=object)

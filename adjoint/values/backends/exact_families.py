@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import flint
 import numpy as np
+from adjoint.values.numbers.sizes import broadcast_arrays
 
 from adjoint.values import exact as E
 from adjoint.values import arith as A
@@ -188,12 +189,12 @@ class ExactSelections:
     def choose(self, test, rel: str, a, b):
         """Elementwise ``a if test REL 0 else b`` (broadcast), REL one of > >= < <= == !=; a
         chosen element keeps its -0.0 mark (clamp, maximum and where return an operand's float)."""
-        t, p, q = np.broadcast_arrays(test.a, a.a, b.a)
+        t, p, q = broadcast_arrays(test.a, a.a, b.a)
         out = np.empty(t.shape, dtype=object)
         flat = out.reshape(-1)
         picked_a = np.zeros(t.shape, dtype=bool)
         pa = picked_a.reshape(-1)
-        for i, (e, x, y) in enumerate(zip(t.flat, p.flat, q.flat)):
+        for i, (e, x, y) in enumerate(zip(t.reshape(-1), p.reshape(-1), q.reshape(-1))):
             holds = _holds(e, rel)
             if holds is None:
                 flat[i] = sympy().Piecewise((E.s_sym(x), getattr(sympy(), _RELATION[rel])(E.s_sym(e), 0)), (E.s_sym(y), True))
@@ -247,7 +248,7 @@ class ExactSelections:
         gv = g.reshape(kept) if not keepdim else g
         out = Exact.zeros(shape) if gv.rational else Exact.zeros(shape).as_sym()
         a = np.array(out.a, copy=True)
-        pos = np.array([int(i) for i in idx.a.flat], dtype=np.int64).reshape(kept)
+        pos = np.array([int(i) for i in idx.a.reshape(-1)], dtype=np.int64).reshape(kept)
         np.put_along_axis(a, pos, gv.a, axis=dim)
         return Exact(a, True) if gv.rational else _from_objects(a)
 
@@ -276,7 +277,7 @@ class ExactNN:
 
     def as_indices(self, x) -> np.ndarray:
         """An integer tensor's elements as a numpy int64 array (embedding and pooling indices)."""
-        return np.array([int(e.p) for e in x.a.flat], dtype=np.int64).reshape(x.shape)
+        return np.array([int(e.p) for e in x.a.reshape(-1)], dtype=np.int64).reshape(x.shape)
 
 
     def window_max(self, x, windows):

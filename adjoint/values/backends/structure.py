@@ -13,6 +13,7 @@ values (none among the ops so far) could not be modelled here.
 from __future__ import annotations
 
 import numpy as np
+from adjoint.values.numbers.sizes import broadcast_shape
 
 from adjoint.values.backends.inexact import NoExactChecks
 
@@ -61,7 +62,7 @@ class Shaped:
 
 
 def _b(*xs) -> Shaped:
-    return Shaped(np.broadcast_shapes(*[x.shape for x in xs]))
+    return Shaped(broadcast_shape(*[x.shape for x in xs]))
 
 
 def _same(x) -> Shaped:

@@ -22,6 +22,8 @@ import math
 
 import flint
 import numpy as np
+from adjoint.values.numbers.sizes import broadcast_shape
+from adjoint.values.numbers.sizes import check_bits
 
 fmpq = flint.fmpq
 fmpz_mat = flint.fmpz_mat
@@ -294,10 +296,12 @@ def neg(x: QArray) -> QArray:
 
 
 def mul(x: QArray, y: QArray) -> QArray:
+    check_bits(x.den.bit_length() + y.den.bit_length())
     return QArray(x.num * y.num, x.den * y.den)
 
 
 def scale(x: QArray, c: fmpq) -> QArray:
+    check_bits(x.den.bit_length() + int(c.q).bit_length())
     return QArray(x.num * int(c.p), x.den * int(c.q))
 
 
@@ -308,21 +312,22 @@ def where(cond: np.ndarray, x: QArray, y: QArray) -> QArray:
 
 def div(x: QArray, y: QArray) -> QArray | None:
     """x / y for y without zeros; None when the shared denominator would be too large."""
+    check_bits(x.den.bit_length() + max(y.den.bit_length(), y.max_abs_num().bit_length()))
     if y.num.size == 1:
         n = int(y.num.reshape(-1)[0])
         num = x.num * (y.den if n > 0 else -y.den)
-        shape = np.broadcast_shapes(x.num.shape, y.num.shape)
+        shape = broadcast_shape(x.num.shape, y.num.shape)
         if np.shape(num) != shape:
             num = np.broadcast_to(num, shape).copy()
         return QArray(num, x.den * abs(n))
-    p, q = np.broadcast_arrays(x.num * y.den, y.num * x.den)
+    p, q = x.num * y.den, y.num * x.den
     return from_pairs(p, q)
 
 
 def from_pairs(p: np.ndarray, q: np.ndarray) -> QArray | None:
     """Elementwise p / q (ints, q nonzero) as one QArray; None when the shared denominator
     would be too large."""
-    shape = np.broadcast(p, q).shape
+    shape = broadcast_shape(np.shape(p), np.shape(q))
     p = np.broadcast_to(p, shape).reshape(-1)
     q = np.broadcast_to(q, shape).reshape(-1)
     neg_q = q < 0
@@ -340,6 +345,7 @@ def from_pairs(p: np.ndarray, q: np.ndarray) -> QArray | None:
 
 def power(x: QArray, n: int) -> QArray | None:
     """x ** n for an integer n (x without zeros when n < 0)."""
+    check_bits(abs(n) * max(x.den.bit_length(), x.max_abs_num().bit_length() if n < 0 else 0))
     if n >= 0:
         return QArray(x.num ** n, x.den ** n, True)  # lowest terms stay lowest terms
     k = -n
@@ -357,6 +363,7 @@ def sum_axes(x: QArray, axes: tuple[int, ...]) -> QArray:
 
 def matmul(x: QArray, y: QArray) -> QArray:
     """(m, k) @ (k, n): one fmpz_mat product over the two denominators."""
+    check_bits(x.den.bit_length() + y.den.bit_length())
     return QArray.lazy(x.zmat() * y.zmat(), x.den * y.den)
 
 
