@@ -15,6 +15,7 @@ from .errors import ProblemError
 from .graph import Tensor, recorded
 from .interp import EnvScope, Interp
 from .runtime import CallRecord, TorchError
+from adjoint.hookwrites import LeafGrads, Wrapped, run_body, wrap_args
 
 _GRAD = attrgetter("grad")
 
@@ -59,11 +60,15 @@ class HookRunner:
             return v
         return self.rt.tensor(v)
 
-    def fire(self, hook, args: dict, node=None, call=None, kind: str | None = None, shown: dict | None = None):
+    def fire(self, hook, args: dict, node=None, call=None, kind: str | None = None, shown: dict | None = None,
+             objs: dict | None = None):
         """Call ``hook`` with ``args``; returns its result as runtime objects (Tensor, tuple, None).
-        ``shown``: what the log records as the arguments, when that is not ``args`` itself."""
+        ``shown``: what the log records as the arguments, when that is not ``args`` itself.
+        ``objs``: which engine tensor (adjoint.gradalias.GradObj) each argument is; after the call
+        ``self.writes`` maps those the body wrote in place to their new values (adjoint.hookwrites)."""
         rt = self.rt
-        env = {k: self.wrap(v) for k, v in args.items()}
+        wrapped = Wrapped()
+        env = wrap_args(rt, args, objs, wrapped)
         record = CallRecord(hook, kind or hook.kind, hook.target, snapshot(env if shown is None else shown),
                             node=node, call=call, phase=rt.phase, is_global=hook.on == "global",
                             grads_then=self.grads_now())
@@ -73,8 +78,22 @@ class HookRunner:
         if hook.raises is not None:
             record.raised = True
             raise TorchError("RuntimeError", hook.raises, "hook_raised")
-        returned = run_hook_body(rt, hook, env)
+        grads = LeafGrads()
+        self.writes, self.returned_obj, self.leaf_changes = {}, None, []
+        returned = run_body(rt, hook, env, grads)
         record.returned = snapshot(returned)
+        writes, unknown = wrapped.writes()
+        if unknown and rt.phase == "backward":
+            raise ProblemError(hook.loc, f"the {hook.kind} hook '{hook.label}' writes an argument in place where "
+                                         "adjoint does not know which tensor of PyTorch's engine it is: not modelled "
+                                         "yet (return the new value instead)")
+        self.writes = writes
+        self.leaf_changes = grads.settle()
+        record.wrote = bool(writes) or bool(self.leaf_changes)
+        if isinstance(returned, tuple):
+            self.returned_obj = tuple(wrapped.obj_of(r) for r in returned)
+        else:
+            self.returned_obj = wrapped.obj_of(returned)
         return returned
 
     def grads_now(self) -> dict:
@@ -94,12 +113,12 @@ class HookRunner:
         _, names, tensors = self._grad_leaves
         return dict(zip(names, map(_GRAD, tensors)))
 
-    def fire_values(self, hook, args: dict, node=None, call=None):
+    def fire_values(self, hook, args: dict, node=None, call=None, objs: dict | None = None):
         """A backward hook: handed values, returns values (None, a value, or a tuple of them)."""
         before = self.rt.grad_enabled
         self.rt.grad_enabled = False
         try:
-            returned = self.fire(hook, args, node, call)
+            returned = self.fire(hook, args, node, call, objs=objs)
         finally:
             self.rt.grad_enabled = before
         # the dtype of each tensor a hook returned in a tuple (an int64 zeros grad_input handed on as it is

@@ -33,6 +33,7 @@ from .graph import Edge, Node, Tensor
 from .modules import (LegacyHook, ModuleInputHook, ModuleOutputHook, MultiGradInner, MultiGradState,
                       UserNodeHook)
 from .runtime import FREED_GRAPH, CallRecord, Runtime, TorchError
+from adjoint.gradalias import Aliases, fresh, output_objs
 
 
 @dataclass
@@ -150,6 +151,8 @@ class Engine:
         not_ready: dict[Node, list] = {}
         buf = [None] * n_slots(root_edge.node)
         buf[root_edge.input_nr] = root_grad
+        self.alias = Aliases(self)
+        self.alias.deliver(root_edge.node, root_edge.input_nr, fresh(), True, buf)
         queue.push((root_edge.node.seq, root_edge.node, buf))
         rt.phase = "backward"
         total = len(self.deps) + 1
@@ -161,7 +164,8 @@ class Engine:
                     rt.progress("backward", len(result.order), total)
                 if outputs is None:
                     continue
-                for out, edge in zip(outputs, node.edges):
+                out_objs = self.alias.out_objs
+                for out, edge, obj in zip(outputs, node.edges, out_objs):
                     if edge is None:
                         continue
                     target, nr = edge.node, edge.input_nr
@@ -172,12 +176,16 @@ class Engine:
                             continue
                         b = [None] * n_slots(target)
                         b[nr] = _accumulate(B, None, out)
+                        if out is not None:
+                            self.alias.deliver(target, nr, obj, True, b)
                         if ready:
                             queue.push((target.seq, target, b))
                         else:
                             not_ready[target] = b
                     else:
                         b = not_ready[target]
+                        if out is not None:
+                            self.alias.deliver(target, nr, obj, b[nr] is None, b)
                         b[nr] = _accumulate(B, b[nr], out)
                         if ready:
                             del not_ready[target]
@@ -256,13 +264,19 @@ class Engine:
 
     # ------------------------------------------------------------ one node
     def evaluate(self, node: Node, inputs: list):
+        alias = self.alias
+        alias.objs = alias.take(node, len(inputs))
+        alias.out_objs = []
+        alias.frames = [[inputs, alias.objs]]
         if self.exec_info:
             info = self.exec_info.get(node, {"needed": False, "captures": []})
             if not info["needed"]:
                 inputs = self.tensor_pre_hooks(node, inputs)
             for nr, idx in info["captures"]:
                 self.result.captured[idx] = inputs[nr]
+                alias.capture(idx, alias.objs[nr])
             if not info["needed"]:
+                alias.frames = []
                 return None
         return self.call_function(node, inputs)
 
@@ -271,6 +285,7 @@ class Engine:
         inputs = self.node_pre_hooks(node, inputs)
         self.note_seen(node, inputs)
         self.result.order.append(node.name)
+        alias = self.alias
         if node.is_accumulate:
             self.accumulate(node, inputs[0])
             return self.post_hooks(node, [], inputs)
@@ -280,6 +295,9 @@ class Engine:
                 sv.released = True
             node.released = True
         outputs = self.validate_outputs(node, outputs)
+        alias.out_objs = output_objs(node, alias.objs, outputs, self.B.shape)
+        # the engine keeps a node's inputs alive for its post hooks only (call_function copies them)
+        alias.frames = [[outputs, alias.out_objs]] + ([[inputs, alias.objs]] if len(node.post_hooks) else [])
         return self.post_hooks(node, outputs, inputs)
 
     def note_seen(self, node: Node, inputs: list) -> None:
@@ -294,12 +312,15 @@ class Engine:
         then its post-accumulate hooks."""
         t = node.variable
         if grad is not None:
+            self.alias.accumulated(t, t.grad is None, self.alias.objs[0])
             t.grad = grad if t.grad is None else self.B.add(t.grad, grad)
         # PyTorch 2.13 calls them also when no gradient arrived (a hook replaced it with None):
         # handed the tensor, its .grad as it is
         if t.post_accumulate_hooks:
+            runner = self.rt.hooks_runner
             for entry in t.post_accumulate_hooks.live():
-                self.rt.hooks_runner.fire_post_accumulate(entry.hook, t, node)
+                runner.fire_post_accumulate(entry.hook, t, node)
+                self.alias.leaf_writes(runner.leaf_changes, entry.hook)
 
     def tensor_pre_hooks(self, node: Node, inputs: list) -> list:
         inputs = list(inputs)
@@ -307,16 +328,21 @@ class Engine:
             dicts = [(0, node.variable.backward_hooks)] if node.variable.backward_hooks else []
         else:
             dicts = node.tensor_pre_hooks
+        alias = self.alias
+        objs = alias.objs
+        alias.frames[0][0] = inputs
         for nr, hooks in dicts:
             for entry in hooks.live():
                 value = inputs[nr]
                 if isinstance(entry, MultiGradInner):
                     self.multi_grad(entry, value)
                     continue
-                returned = self.fire_hook(entry.hook, {"grad": value}, node, None)
+                returned = self.fire_hook(entry.hook, {"grad": value}, node, None, objs={"grad": objs[nr]})
+                alias.after_hook(entry.hook)
                 if returned is not None:
                     self.check_same(entry.hook, returned, slot_shape(node, nr))
                     inputs[nr] = returned
+                    objs[nr] = alias.returned(objs[nr])
         if not node.is_accumulate:
             for nr, t in node.retains_grad_hooks.items():
                 if inputs[nr] is not None:
@@ -324,11 +350,17 @@ class Engine:
         return inputs
 
     def node_pre_hooks(self, node: Node, inputs: list) -> list:
+        alias = self.alias
         for entry in node.pre_hooks.live():
-            returned = self.fire_hook(entry.hook, {"grad_outputs": tuple(inputs)}, node, None)
+            alias.frames[0][0] = inputs
+            returned = self.fire_hook(entry.hook, {"grad_outputs": tuple(inputs)}, node, None,
+                                      objs={"grad_outputs": tuple(alias.objs)})
+            alias.after_hook(entry.hook)
             if returned is not None:
                 inputs = self.check_tuple(entry.hook, inputs, returned,
                                           [slot_shape(node, i) for i in range(n_slots(node))])
+                alias.objs[:] = alias.returned_tuple(alias.objs)
+        alias.frames[0][0] = inputs
         return inputs
 
     def apply(self, node: Node, inputs: list) -> list:
@@ -415,17 +447,25 @@ class Engine:
         return outputs
 
     def post_hooks(self, node: Node, outputs: list, inputs: list) -> list:
+        alias = self.alias
         for entry in node.post_hooks.live():
+            alias.set_outputs(outputs)
             if isinstance(entry, UserNodeHook):
                 returned = self.fire_hook(entry.hook, {"grad_inputs": tuple(outputs), "grad_outputs": tuple(inputs)},
-                                          node, None)
+                                          node, None, objs={"grad_inputs": tuple(alias.out_objs),
+                                                            "grad_outputs": tuple(alias.objs)})
+                alias.after_hook(entry.hook)
                 if returned is not None:
                     outputs = self.check_tuple(entry.hook, outputs, returned, self.edge_shapes(node))
+                    alias.out_objs[:] = alias.returned_tuple(alias.out_objs)
             elif isinstance(entry, LegacyHook):
                 returned = self.fire_hook(entry.hook, {"grad_input": tuple(outputs), "grad_output": tuple(inputs)},
-                                          node, entry.call)
+                                          node, entry.call, objs={"grad_input": tuple(alias.out_objs),
+                                                                  "grad_output": tuple(alias.objs)})
+                alias.after_hook(entry.hook)
                 if returned is not None:
                     outputs = self.check_tuple(entry.hook, outputs, returned, self.edge_shapes(node))
+                    alias.out_objs[:] = alias.returned_tuple(alias.out_objs)
             elif isinstance(entry, ModuleOutputHook):
                 outputs = self.module_output_hook(entry.state, inputs, node)
             elif isinstance(entry, ModuleInputHook):

@@ -63,6 +63,7 @@ class CallRecord:
     grads_then: dict = field(default_factory=dict)   # leaf name -> .grad value when the hook ran
     saved: str | None = None          # pack / unpack: the saved variable's name (self, other, result, ...)
     tensor: object = None             # pack / unpack: the tensor saved (as it was when saved)
+    wrote: bool = False               # the body wrote an argument (or a leaf's .grad) in place
 
 
 class Runtime:

@@ -215,8 +215,12 @@ def _why(run: VariantRun, rec) -> list[str]:
         why.append("the gradient is undefined here (an earlier hook returned None for it)")
     if hook.kind == "post" and rec.returned is not None:
         why.append("the returned tuple replaces the node's grad_inputs, which flow upstream")
-    if hook.does and hook.returns is None:
-        why.append("the hook rebinds a local name but returns nothing: PyTorch ignores the change")
+    if rec.wrote:
+        why.append("the hook writes in place what it was handed: that is the engine's own tensor, so the written "
+                   "value flows on (to later hooks, the node and .grad, and to every gradient that is the same "
+                   "tensor), although the hook returns " + ("a value" if rec.returned is not None else "None"))
+    elif hook.does and hook.returns is None:
+        why.append("the hook only rebinds local names and returns nothing: nothing it computed flows on")
     return why
 
 

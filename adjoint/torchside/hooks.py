@@ -295,7 +295,9 @@ class Hooks:
             record["raised"] = True
             raise RuntimeError(hook.raises)
         scope = EnvScope(dict(env if env is not None else args), f"the {record['kind']} hook '{hook.label}'")
-        program = run.program(scope)
+        # in the backward, a value the body makes is not kept alive by the run (a plain script keeps
+        # none): an extra reference to the gradient would change what AccumulateGrad steals
+        program = run.program(scope) if graphs.current_node() is None else run.backward_program(scope)
         if kind in ("pack", "unpack"):
             returned = program.eval(body)
         else:

@@ -122,6 +122,14 @@ class Session:
     def program(self, scope) -> Program:
         return Program(scope, self.keep)
 
+    def backward_program(self, scope) -> Program:
+        """A hook body run by the engine: only values with a graph (create_graph) are kept."""
+        return Program(scope, self.keep_graphs)
+
+    def keep_graphs(self, value) -> None:
+        if any(t.grad_fn is not None for t in graphs.tensors_in(value)):
+            self.keep(value)
+
     def keep(self, value) -> None:
         """Keep every value the run makes alive (every node stays reachable), noting each
         tensor's version: a view unchanged since may have its grad_fn read (see readable)."""

@@ -1,0 +1,277 @@
+"""Which gradients are one tensor in PyTorch's engine: what a hook that writes in place changes.
+
+A hook handed a gradient is handed the engine's own tensor, so ``grad.mul_(2)`` (returning
+None) changes what flows on -- and every other place the engine holds that same tensor. The
+engine here passes values, so this module keeps, beside every gradient the engine holds, a
+:class:`GradObj`: the identity of the tensor PyTorch 2.13 would hold there. Two holders with
+one ``GradObj`` are one tensor (a write through one is seen by the other); two with different
+``GradObj`` but one :class:`Storage` may share memory (a view); different storages never do.
+
+Where PyTorch hands on the same tensor (checked in torch with ``is`` and storage pointers on
+each node's ``grad_outputs`` and ``grad_inputs``):
+
+* an input buffer that received one gradient *is* that gradient (``InputBuffer::add`` moves
+  it in); one that received two or more is a sum no other holder shares (``old + new``, or
+  ``old.add_(new)`` only when nothing else holds ``old``);
+* ``AddBackward0`` hands its incoming gradient itself to ``self`` and (alpha 1) to ``other``;
+  ``SubBackward0`` to ``self``; ``CloneBackward0``, ``AliasBackward0``, ``ExpandBackward0``
+  (to the same shape) and ``BackwardHookFunctionBackward`` (module hooks) hand it on as it is;
+  ``validate_outputs`` makes a new tensor where it sums a broadcast gradient or casts a dtype;
+* view backwards (``ViewBackward0``, ``TBackward0``, ``SumBackward0``'s expand, ``CatBackward0``'s
+  narrows, ...) hand on a view of it: another tensor, one storage. An op not listed as making a
+  new tensor is taken to be such a view, which only ever makes adjoint refuse a write it cannot
+  place, never guess it;
+* ``AccumulateGrad`` with no ``.grad`` yet takes the gradient itself as ``.grad`` when nothing
+  else holds it (``new_grad.use_count() <= num_expected_refs``), else a copy; with a ``.grad``,
+  it adds in place (``.grad`` stays the same tensor).
+
+A write to a tensor whose storage another live holder shares through a view is refused
+(exit 2, not modelled yet): the write's effect on the view is not modelled.
+"""
+
+from __future__ import annotations
+
+from .errors import ProblemError
+
+
+class Storage:
+    """One block of memory (union-find: an op of unknown aliasing merges its inputs' storages)."""
+
+    __slots__ = ("parent",)
+
+    def __init__(self):
+        self.parent = None
+
+    def root(self) -> "Storage":
+        s = self
+        while s.parent is not None:
+            s = s.parent
+        return s
+
+
+class GradObj:
+    """One tensor object of PyTorch's engine (a gradient buffer, ``.grad``, a hook's argument)."""
+
+    __slots__ = ("storage",)
+
+    def __init__(self, storage: Storage | None = None):
+        self.storage = storage if storage is not None else Storage()
+
+
+def fresh() -> GradObj:
+    return GradObj()
+
+
+def view_of(objs) -> GradObj:
+    """A new tensor that may share memory with any of ``objs``."""
+    objs = [o for o in objs if o is not None]
+    if not objs:
+        return fresh()
+    root = objs[0].storage.root()
+    for o in objs[1:]:
+        r = o.storage.root()
+        if r is not root:
+            r.parent = root
+    return GradObj(root)
+
+
+#: backward nodes whose every output is a new tensor (checked in torch 2.13: no output is the
+#: incoming gradient or shares its storage)
+FRESH = frozenset((
+    "MulBackward0", "MulBackward1", "DivBackward0", "DivBackward1", "DivBackward2", "NegBackward0",
+    "PowBackward0", "PowBackward1", "PowBackward2", "RsubBackward0", "RsubBackward1", "MeanBackward0",
+    "MeanBackward1", "SelectBackward0", "SliceBackward0", "ReluBackward0", "TanhBackward0", "ExpBackward0",
+    "MmBackward0", "ToCopyBackward0", "WhereBackward0", "AbsBackward0", "SigmoidBackward0", "MaximumBackward0",
+    "MinimumBackward0", "ClampBackward1", "SqrtBackward0", "UnbindBackward0", "SplitBackward0", "LogBackward0",
+    "SinBackward0", "CosBackward0",
+))
+
+#: backward nodes that hand the incoming gradient itself to these output slots (other slots: new tensors)
+SAME = {
+    "AddBackward0": None,        # both (``other`` only with alpha 1: see same_slots)
+    "SubBackward0": (0,),
+    "CloneBackward0": (0,),
+    "AliasBackward0": (0,),
+    "ExpandBackward0": (0,),     # to the same shape (sum_to hands the gradient itself back)
+}
+
+
+def same_slots(node) -> tuple:
+    """The output slots of ``node`` that are its incoming gradient itself."""
+    if node.name == "AddBackward0":
+        alpha = _alpha(node)
+        return (0, 1) if alpha == 1 else (0,)
+    return SAME[node.name]
+
+
+def _alpha(node):
+    p = node.params
+    if isinstance(p, dict):
+        return p.get("alpha", 1)
+    return 1 if p is None else p
+
+
+def output_objs(node, in_objs: list, outputs: list, shape_of) -> list:
+    """The tensor each output of ``node`` is, given what its inputs are (``in_objs``).
+
+    ``shape_of(value)``: a value's shape, to tell ``ExpandBackward0``'s same-shape hand-on and
+    ``validate_outputs``' summing from a hand-on."""
+    out = []
+    kind = node.kind
+    for i, g in enumerate(outputs):
+        if g is None:
+            out.append(None)
+            continue
+        if kind == "hookfn":
+            out.append(in_objs[i] if i < len(in_objs) and in_objs[i] is not None else fresh())
+        elif kind not in ("function", "copyslices") and node.name in FRESH:
+            out.append(fresh())
+        elif kind not in ("function", "copyslices") and node.name in SAME and i in same_slots(node):
+            src = in_objs[0] if in_objs else None
+            # validate_outputs sums a broadcast gradient (a new tensor); a dtype cast is one too
+            edge_in = node.inputs[i] if i < len(node.inputs) else None
+            same_shape = edge_in is None or tuple(shape_of(g)) == tuple(edge_in.shape)
+            same_dtype = edge_in is None or edge_in.dtype == _out_dtype(node)
+            in_shape = node.outputs[0][0] if node.outputs else None
+            handed = in_shape is None or tuple(in_shape) == tuple(shape_of(g))
+            out.append(src if src is not None and same_shape and same_dtype and handed else fresh())
+        elif kind not in ("function", "copyslices") and node.name in SAME:
+            out.append(fresh())
+        else:
+            out.append(view_of(in_objs))
+    return out
+
+
+def _out_dtype(node):
+    outs = node.outputs
+    if outs and len(outs[0]) > 1:
+        return outs[0][1]
+    return None
+
+
+class Aliases:
+    """The holders of gradient tensors during one backward call, and the writes between them."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.pending: dict = {}        # (node, slot) -> GradObj of a buffer not yet consumed
+        self.lists: dict = {}          # node -> its buffer (the values list)
+        self.grads: dict = {}          # leaf Tensor -> GradObj of its .grad (set when this backward made it)
+        self.frames: list = []         # [values list, objs list] of the node running (inputs, then outputs)
+        self.states: list = []         # [state, objs of state.grad_outputs] of module hooks holding grad_outputs
+        self.captured: list = []       # GradObj per torch.autograd.grad result
+
+        self.objs: list = []           # GradObj of each input of the node running
+        self.out_objs: list = []       # GradObj of each of its outputs (once computed)
+
+    # ------------------------------------------------------------ the running node
+    def set_outputs(self, outputs: list) -> None:
+        for frame in self.frames:
+            if frame[1] is self.out_objs:
+                frame[0] = outputs
+
+    def capture(self, idx: int, obj) -> None:
+        """torch.autograd.grad hands back the captured buffer itself."""
+        while len(self.captured) <= idx:
+            self.captured.append(None)
+        self.captured[idx] = obj
+
+    def after_hook(self, hook) -> None:
+        """The hook just run wrote these engine tensors in place: every holder sees the write."""
+        writes = self.engine.rt.hooks_runner.writes
+        if writes:
+            self.write(writes, hook)
+
+    def returned(self, old):
+        """The tensor a hook returned: one of its arguments itself, else a new tensor."""
+        r = self.engine.rt.hooks_runner.returned_obj
+        return r if isinstance(r, GradObj) else fresh()
+
+    def returned_tuple(self, old: list) -> list:
+        r = self.engine.rt.hooks_runner.returned_obj
+        r = r if isinstance(r, tuple) else (None,) * len(old)
+        return [o if isinstance(o, GradObj) else fresh() for o in r]
+
+    def accumulated(self, t, first: bool, obj) -> None:
+        """AccumulateGrad on ``t``: the first gradient becomes ``.grad`` itself when nothing else
+        holds it, else a copy; later ones are added into ``.grad`` in place."""
+        if first:
+            self.grads[t] = obj if obj is not None and not self.held_elsewhere(obj) else fresh()
+        else:
+            self.grad_obj(t)
+
+    def leaf_writes(self, changes: list, hook) -> None:
+        """A hook wrote leaves' ``.grad``: in place (every holder of that tensor sees it) or by
+        assignment (``.grad`` is another tensor from now on)."""
+        for leaf, how in changes:
+            if how == "assign":
+                self.grads[leaf] = fresh()
+            else:
+                self.write({self.grad_obj(leaf): leaf.grad}, hook)
+
+    # ------------------------------------------------------------ buffers
+    def deliver(self, node, slot: int, obj: GradObj, first: bool, values: list) -> None:
+        self.lists[node] = values
+        self.pending[(node, slot)] = obj if first else fresh()
+
+    def take(self, node, n: int) -> list:
+        self.lists.pop(node, None)
+        return [self.pending.pop((node, i), None) for i in range(n)]
+
+    def grad_obj(self, t) -> GradObj:
+        obj = self.grads.get(t)
+        if obj is None:
+            obj = self.grads[t] = fresh()
+        return obj
+
+    def held_elsewhere(self, obj: GradObj, frame_values=None) -> bool:
+        """Does any live holder other than the running node's inputs hold ``obj`` itself?"""
+        if any(o is obj for o in self.pending.values()):
+            return True
+        for _state, objs in self.states:
+            if any(o is obj for o in objs):
+                return True
+        return any(o is obj for o in self.grads.values())
+
+    # ------------------------------------------------------------ writes
+    def write(self, writes: dict, hook) -> None:
+        """A hook wrote these tensors in place (GradObj -> new value): every holder sees it."""
+        for obj, value in writes.items():
+            self._check_views(obj, hook)
+            for values, objs in self.frames:
+                for i, o in enumerate(objs):
+                    if o is obj:
+                        values[i] = value
+            for (node, slot), o in self.pending.items():
+                if o is obj:
+                    self.lists[node][slot] = value
+            for t, o in self.grads.items():
+                if o is obj:
+                    t.grad = value
+            for state, objs in self.states:
+                if any(o is obj for o in objs):
+                    state.grad_outputs = tuple(value if o is obj else v for v, o in zip(state.grad_outputs, objs))
+            for i, o in enumerate(self.captured):
+                if o is obj:
+                    self.engine.result.captured[i] = value
+
+    def _check_views(self, obj: GradObj, hook) -> None:
+        root = obj.storage.root()
+        others = [o for o in self._all_objs() if o is not obj and o.storage.root() is root]
+        if others:
+            raise ProblemError(hook.loc, f"the {_kind(hook)} '{hook.label}' writes a gradient in place that "
+                                         "PyTorch's engine shares, through a view, with another gradient it still "
+                                         "holds: not modelled yet (return the new value instead of writing in place)")
+
+    def _all_objs(self):
+        for _values, objs in self.frames:
+            yield from (o for o in objs if o is not None)
+        yield from (o for o in self.pending.values() if o is not None)
+        yield from self.grads.values()
+        for _state, objs in self.states:
+            yield from (o for o in objs if o is not None)
+        yield from (o for o in self.captured if o is not None)
+
+
+def _kind(hook) -> str:
+    return "tensor hook" if hook.kind == "hook" else f"{hook.kind} hook"
