@@ -32,6 +32,7 @@ A write to a tensor whose storage another live holder shares through a view is r
 from __future__ import annotations
 
 from .errors import ProblemError
+from .graph import Tensor
 
 
 class Storage:
@@ -83,7 +84,15 @@ FRESH = frozenset((
     "MeanBackward1", "SelectBackward0", "SliceBackward0", "ReluBackward0", "TanhBackward0", "ExpBackward0",
     "MmBackward0", "ToCopyBackward0", "WhereBackward0", "AbsBackward0", "SigmoidBackward0", "MaximumBackward0",
     "MinimumBackward0", "ClampBackward1", "SqrtBackward0", "UnbindBackward0", "SplitBackward0", "LogBackward0",
-    "SinBackward0", "CosBackward0",
+    "SinBackward0", "CosBackward0", "MvBackward0", "DotBackward0", "BmmBackward0", "LogSoftmaxBackward0",
+    "SoftmaxBackward0", "GeluBackward0", "SiluBackward0", "LeakyReluBackward0", "EluBackward0", "SoftplusBackward0",
+    "HardtanhBackward0", "MseLossBackward0", "HuberLossBackward0", "SmoothL1LossBackward0",
+    "BinaryCrossEntropyBackward0", "BinaryCrossEntropyWithLogitsBackward0", "NllLossBackward0", "ReciprocalBackward0",
+    "RepeatBackward0", "AmaxBackward0", "AminBackward0", "MaxBackward0", "MaxBackward1", "MinBackward0",
+    "MinBackward1", "VarBackward0", "LinalgVectorNormBackward0", "XlogyBackward0", "MaskedFillBackward0",
+    "ConstantPadNdBackward0", "ClampBackward0", "EmbeddingBackward0", "NativeLayerNormBackward0",
+    "AsStridedBackward0", "SplitWithSizesBackward0", "ZeroBackward0", "MaxPool2DWithIndicesBackward0",
+    "AvgPool2DBackward0", "ConvolutionBackward0", "NativeGroupNormBackward0", "NativeBatchNormBackward0",
 ))
 
 #: backward nodes that hand the incoming gradient itself to these output slots (other slots: new tensors)
@@ -93,6 +102,9 @@ SAME = {
     "CloneBackward0": (0,),
     "AliasBackward0": (0,),
     "ExpandBackward0": (0,),     # to the same shape (sum_to hands the gradient itself back)
+    "AddmmBackward0": (0,),      # the bias, when it is not broadcast (beta 1)
+    "BaddbmmBackward0": (0,),
+    "torch::autograd::CopyBackwards": (1,),   # copy_'s source (same shape and dtype)
 }
 
 
@@ -176,11 +188,36 @@ class Aliases:
             self.captured.append(None)
         self.captured[idx] = obj
 
-    def after_hook(self, hook) -> None:
-        """The hook just run wrote these engine tensors in place: every holder sees the write."""
+    def after_hook(self, hook) -> dict:
+        """The hook just run wrote these engine tensors in place: every holder sees the write.
+        Returns the writes (GradObj -> new value)."""
         writes = self.engine.rt.hooks_runner.writes
         if writes:
             self.write(writes, hook)
+        return writes
+
+    @staticmethod
+    def refresh(values: tuple, objs: tuple, writes: dict) -> tuple:
+        """A tuple of gradients the engine holds locally, after ``writes`` (tensors stay: they were
+        written themselves)."""
+        if not writes:
+            return values
+        return tuple(writes[o] if o is not None and o in writes and not isinstance(v, Tensor) else v
+                     for v, o in zip(values, objs))
+
+    def hold(self, state, objs: tuple) -> None:
+        """BackwardHook keeps ``grad_outputs`` (these tensors) until its input hook runs."""
+        self.release(state)
+        self.states.append([state, tuple(objs)])
+
+    def held(self, state) -> tuple | None:
+        for st, objs in self.states:
+            if st is state:
+                return objs
+        return None
+
+    def release(self, state) -> None:
+        self.states = [e for e in self.states if e[0] is not state]
 
     def returned(self, old):
         """The tensor a hook returned: one of its arguments itself, else a new tensor."""
@@ -249,8 +286,13 @@ class Aliases:
                 if o is obj:
                     t.grad = value
             for state, objs in self.states:
-                if any(o is obj for o in objs):
-                    state.grad_outputs = tuple(value if o is obj else v for v, o in zip(state.grad_outputs, objs))
+                if getattr(state, "buffer", None) is not None:   # a multi-grad hook's buffer (a list)
+                    for i, o in enumerate(objs):
+                        if o is obj:
+                            state.buffer[i] = value
+                elif getattr(state, "grad_outputs", None) is not None and any(o is obj for o in objs):
+                    state.grad_outputs = tuple(value if o is obj and not isinstance(v, Tensor) else v
+                                               for v, o in zip(state.grad_outputs, objs))
             for i, o in enumerate(self.captured):
                 if o is obj:
                     self.engine.result.captured[i] = value

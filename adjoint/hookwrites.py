@@ -58,16 +58,20 @@ class Wrapped:
 
 def wrap_args(rt, args: dict, objs: dict | None, wrapped: Wrapped) -> dict:
     """A hook's arguments as tensors: backend values wrapped once per engine tensor."""
-    objs = objs or {}
 
     def one(v, obj):
         if isinstance(v, tuple):
             inner = obj if isinstance(obj, tuple) else (None,) * len(v)
             return tuple(one(x, o) for x, o in zip(v, inner))
+        if isinstance(v, Tensor) and watch:
+            wrapped.entries.append((v, obj, v.version.value))   # a tensor the engine made (an int64 zeros grad_input)
+            return v
         if v is None or isinstance(v, Tensor) or not rt.B.is_value(v):
             return v
         return wrapped.tensor(rt, v, obj)
 
+    watch = objs is not None   # a backward hook handed the engine's gradients (not forward tensors, not a leaf)
+    objs = objs or {}
     return {k: one(v, objs.get(k)) for k, v in args.items()}
 
 

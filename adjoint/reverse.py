@@ -335,7 +335,8 @@ class Engine:
             for entry in hooks.live():
                 value = inputs[nr]
                 if isinstance(entry, MultiGradInner):
-                    self.multi_grad(entry, value)
+                    alias.frames[0][0] = inputs
+                    self.multi_grad(entry, value, objs[nr])
                     continue
                 returned = self.fire_hook(entry.hook, {"grad": value}, node, None, objs={"grad": objs[nr]})
                 alias.after_hook(entry.hook)
@@ -479,21 +480,29 @@ class Engine:
     def module_output_hook(self, state, grad_output: list, node: Node) -> list:
         """BackwardHook.setup_output_hook's post-hook on the output BackwardHookFunctionBackward."""
         call = state.call
+        alias = self.alias
         grads = _pack_with_none(state.output_tensors_index, grad_output, state.n_outputs)
+        gobjs = _pack_with_none(state.output_tensors_index, alias.objs, state.n_outputs)
         state.grad_outputs = grads
+        alias.hold(state, gobjs)
         for hook in state.user_pre_hooks:
-            returned = self.fire_hook(hook.hook, {"grad_output": grads}, node, call)
+            returned = self.fire_hook(hook.hook, {"grad_output": grads}, node, call, objs={"grad_output": gobjs})
+            grads = alias.refresh(grads, gobjs, alias.after_hook(hook.hook))
             if returned is None:
                 continue
             grads = tuple(self.check_tuple(hook.hook, list(grads), returned, _shapes(call.out),
                                            f"the module has {len(grads)} output(s): PyTorch raises 'Backward pre "
                                            "hook returned an invalid number of grad_output'"))
+            gobjs = tuple(alias.returned_tuple(gobjs))
             state.grad_outputs = grads
+            alias.hold(state, gobjs)
         local = grads
         if state.input_tensors_index is None:
             grad_input = (None,) * state.n_inputs
             for hook in state.user_hooks:
-                returned = self.fire_hook(hook.hook, {"grad_input": grad_input, "grad_output": grads}, node, call)
+                returned = self.fire_hook(hook.hook, {"grad_input": grad_input, "grad_output": grads}, node, call,
+                                          objs={"grad_input": grad_input, "grad_output": gobjs})
+                grads = local = alias.refresh(grads, gobjs, alias.after_hook(hook.hook))
                 if returned is not None and not (isinstance(returned, tuple) and all(r is None for r in returned)):
                     raise ProblemError(hook.hook.returns.loc, f"'{call.path}' has no input that requires grad, so "
                                                               "its full backward hook may only return None: PyTorch "
@@ -501,6 +510,8 @@ class Engine:
                                                               "requires gradient should always return None or None "
                                                               "for all gradients'")
             state.grad_outputs = None
+            alias.release(state)
+        alias.out_objs[:] = _unpack_none(state.output_tensors_index, gobjs)
         return _unpack_none(state.output_tensors_index, local)
 
     def module_input_hook(self, state, grad_input: list, node: Node) -> list:
@@ -513,31 +524,40 @@ class Engine:
         # zeros_like(input): an int64 or bool input's grad_input keeps that dtype
         res = tuple(self.rt.tensor(g, dtype=a.dtype) if g is not None and isinstance(a, Tensor)
                     and a.dtype != self.rt.dtype else g for g, a in zip(res, call.args))
+        alias = self.alias
+        robjs = _pack_with_none(state.input_tensors_index, alias.out_objs, state.n_inputs)
         for hook in state.user_hooks:
-            returned = self.fire_hook(hook.hook, {"grad_input": res, "grad_output": state.grad_outputs}, node, call)
+            returned = self.fire_hook(hook.hook, {"grad_input": res, "grad_output": state.grad_outputs}, node, call,
+                                      objs={"grad_input": robjs, "grad_output": alias.held(state)})
+            res = alias.refresh(res, robjs, alias.after_hook(hook.hook))
             if returned is None:
                 continue
             res = tuple(self.check_tuple(hook.hook, list(res), returned, _shapes(call.args),
                                          f"'{call.path}' has {len(res)} input(s): PyTorch raises 'Backward hook "
                                          "returned an invalid number of grad_input'"))
+            robjs = tuple(alias.returned_tuple(robjs))
             # the next hook is handed the returned tensors themselves: an int64 one keeps its dtype
             dtypes = getattr(self.rt.hooks_runner, "returned_dtypes", None) or (None,) * len(res)
             res = tuple(self.rt.tensor(g, dtype=d) if g is not None and d is not None and d != self.rt.dtype
                         else g for g, d in zip(res, dtypes))
         state.grad_outputs = None
+        alias.release(state)
+        alias.out_objs[:] = _unpack_none(state.input_tensors_index, robjs)
         return _unpack_none(state.input_tensors_index, res)
 
     # ------------------------------------------------------------ multi-grad hooks
-    def multi_grad(self, entry: MultiGradInner, grad) -> None:
+    def multi_grad(self, entry: MultiGradInner, grad, obj=None) -> None:
         # register_multi_grad_hook keys its count, buffer and "ran" flag by the graph task
         # (torch._C._current_graph_task_id()): every backward starts them afresh
         state = self.multi_states.setdefault(id(entry.state), MultiGradState(entry.state.hook, entry.state.tensors,
                                                                                    nodes=entry.state.nodes))
         hook = state.hook
+        alias = self.alias
         if hook.mode == "any":   # the first of its tensors' gradients in each backward call (graph task)
             if not state.ran:
                 state.ran = True
-                self.fire_hook(hook, {"grad": grad}, None, None)
+                self.fire_hook(hook, {"grad": grad}, None, None, objs={"grad": obj})
+                alias.after_hook(hook)
             return
         if state.count == 0:
             nodes = state.nodes or [None] * len(state.tensors)
@@ -545,10 +565,14 @@ class Engine:
             state.buffer = [None] * len(state.tensors)
         state.count += 1
         state.buffer[entry.index] = grad
+        held = alias.held(state) or (None,) * len(state.buffer)
+        alias.hold(state, held[:entry.index] + (obj,) + held[entry.index + 1:])
         if state.count == state.nb_calls:
-            self.fire_hook(hook, {"grads": tuple(state.buffer)}, None, None)
+            self.fire_hook(hook, {"grads": tuple(state.buffer)}, None, None, objs={"grads": alias.held(state)})
+            alias.after_hook(hook)
             state.count = 0
             state.buffer = None
+            alias.release(state)
 
     def will_execute(self, t: Tensor, node=None) -> bool:
         """torch._C._will_engine_execute_node of the tensor's grad_fn (or grad accumulator).
