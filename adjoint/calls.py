@@ -51,6 +51,8 @@ class HookRunner:
         self.rt = rt
         self.reg = registrations
         self._grad_leaves = None   # (leaf tensors, names requiring grad, their tensors): see grads_now
+        self.written_leaves: dict = {}   # name -> leaf Tensor a hook body wrote in place (leaf_values)
+        self.writes, self.returned_obj, self.leaf_changes = {}, None, []
 
     def wrap(self, v):
         """A backend value as a tensor a hook can compute with (no grad), tuples element-wise."""
@@ -80,7 +82,12 @@ class HookRunner:
             raise TorchError("RuntimeError", hook.raises, "hook_raised")
         grads = LeafGrads()
         self.writes, self.returned_obj, self.leaf_changes = {}, None, []
+        leaves = self.leaf_args(env)
         returned = run_body(rt, hook, env, grads)
+        wrote_leaves = [name for name, t, version in leaves if t.version.value != version]
+        for name, t, version in leaves:
+            if t.version.value != version:
+                self.written_leaves.setdefault(name, t)
         record.returned = snapshot(returned)
         writes, unknown = wrapped.writes()
         if unknown and rt.phase == "backward":
@@ -89,12 +96,43 @@ class HookRunner:
                                          "yet (return the new value instead)")
         self.writes = writes
         self.leaf_changes = grads.settle()
-        record.wrote = bool(writes) or bool(self.leaf_changes)
+        record.wrote = (("gradient",) if writes else ()) + tuple(f"leaf {n}" for n in wrote_leaves) + tuple(
+            f"{self.leaf_name(t)}.grad{' (assigned)' if how == 'assign' else ''}" for t, how in self.leaf_changes)
         if isinstance(returned, tuple):
             self.returned_obj = tuple(wrapped.obj_of(r) for r in returned)
         else:
             self.returned_obj = wrapped.obj_of(returned)
         return returned
+
+    def leaf_args(self, env: dict) -> list:
+        """(name, leaf, version) of each model leaf among a hook's arguments (a post_accumulate_grad
+        hook's ``tensor``; a forward hook's inputs)."""
+        model = self.reg.model
+        if model is None:
+            return []
+        found = []
+        stack = list(env.values())
+        while stack:
+            v = stack.pop()
+            if isinstance(v, tuple):
+                stack.extend(v)
+            elif isinstance(v, Tensor) and v.is_leaf:
+                for name, t in model.leaves.items():
+                    if t is v:
+                        found.append((name, v, v.version.value))
+                        break
+        return found
+
+    def leaf_name(self, t) -> str:
+        model = self.reg.model
+        for name, x in (model.leaves.items() if model is not None else ()):
+            if x is t:
+                return name
+        return "a leaf"
+
+    def leaf_values(self) -> dict:
+        """The value now of every leaf a hook wrote (the answer's ``leaf_values``)."""
+        return {name: t.value for name, t in self.written_leaves.items()}
 
     def grads_now(self) -> dict:
         """``.grad`` of every leaf that requires grad, right now (what a hook would see).
@@ -173,9 +211,20 @@ class HookRunner:
         if hook.raises is not None:
             record.raised = True
             raise TorchError("RuntimeError", hook.raises, "hook_raised")
+        version = tensor.version.value if kind == "pack" and isinstance(tensor, Tensor) else None
         returned = Interp(rt, EnvScope(dict(env), f"the {kind} hook '{hook.label}'")).eval(expr)
         record.returned = snapshot(returned)
+        if version is not None and tensor.version.value != version:
+            # SavedVariable checks the input's version once the pack hook returns
+            record.wrote = ("pack input",)
+            raise TorchError("RuntimeError", PACK_INPLACE, "pack_inplace")
         return returned
+
+
+#: SavedVariable's refusal of a pack hook that wrote its input (torch/csrc/autograd/saved_variable.cpp)
+PACK_INPLACE = ("A saved tensor pack hook is modifying its input in place. Tensors provided as input to pack hook "
+                "cannot be modified by in-place operations as this can lead to unexpected side-effects. Please open "
+                "an issue if you need to perform in-place operations on the input to a pack hook.")
 
 
 def as_values(returned, hook):

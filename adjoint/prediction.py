@@ -59,6 +59,7 @@ class HookRecord(_Shown):
     why: list[str] = field(default_factory=list)
     raised: bool = False       # the hook raised (the contract's ``"raised": true``)
     is_global: bool = False    # a global module hook (``"global": true``; ``target`` is the module that fired)
+    wrote: tuple = ()          # what its body wrote in place (runtime.CallRecord.wrote)
 
     def __repr__(self) -> str:
         where = f" at {self.node}" if self.node else ""
@@ -118,6 +119,7 @@ class PassRecord(_Shown):
     hook_calls: list
     grads: dict
     returned: dict | None
+    leaf_values: dict | None = None   # leaf name -> value after the pass, for leaves a hook wrote
 
     def __repr__(self) -> str:
         return f"<PassRecord: {_count(len(self.hook_calls), 'hook call')}, {_count(len(self.grads), 'grad')}>"
@@ -127,6 +129,8 @@ class PassRecord(_Shown):
                "grads": {k: value_json(v, printer) for k, v in self.grads.items()}}
         if self.returned is not None:
             out["returned"] = {k: value_json(v, printer) for k, v in self.returned.items()}
+        if self.leaf_values:
+            out["leaf_values"] = {k: value_json(v, printer) for k, v in self.leaf_values.items()}
         return out
 
 
@@ -155,6 +159,7 @@ class VariantPrediction(_Shown):
     error: ErrorRecord | None = None
     deriver: Callable | None = field(default=None, repr=False)   # VariantPrediction -> VariantDerivation
     _derivation: _record.VariantDerivation | None = field(default=None, repr=False)
+    leaf_values: dict = field(default_factory=dict)   # leaf name -> value after the run, for leaves a hook wrote
 
     @property
     def derivation(self) -> _record.VariantDerivation:
@@ -203,6 +208,8 @@ class VariantPrediction(_Shown):
             out["returned"] = {k: value_json(v, printer) for k, v in self.returned.items()}
         if self.passes is not None:
             out["passes"] = [p.to_json(printer) for p in self.passes]
+        if self.leaf_values:
+            out["leaf_values"] = {k: value_json(v, printer) for k, v in self.leaf_values.items()}
         return out
 
 

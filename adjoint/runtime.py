@@ -36,7 +36,8 @@ class TorchError(Exception):
     PyTorch forbids to modify: a custom Function's or a multi-output op's output, a view made
     under no_grad), ``hook_result`` (a hook returned what PyTorch refuses), ``dtype`` (a kernel refuses
     its operands' dtypes: ``-b`` or ``b - x`` for a bool ``b``, a float result written in place
-    into a bool or int64 tensor, the backward of ``x ** b``)."""
+    into a bool or int64 tensor, the backward of ``x ** b``), ``pack_inplace`` (a pack hook wrote its
+    input in place)."""
 
     def __init__(self, type_: str, message: str, cause: str = "other"):
         super().__init__(message)
@@ -63,7 +64,8 @@ class CallRecord:
     grads_then: dict = field(default_factory=dict)   # leaf name -> .grad value when the hook ran
     saved: str | None = None          # pack / unpack: the saved variable's name (self, other, result, ...)
     tensor: object = None             # pack / unpack: the tensor saved (as it was when saved)
-    wrote: bool = False               # the body wrote an argument (or a leaf's .grad) in place
+    wrote: tuple = ()                 # what the body wrote: "gradient" (an engine tensor it was handed),
+                                      # "leaf NAME", "NAME.grad" / "NAME.grad (assigned)"
 
 
 class Runtime:
