@@ -51,12 +51,21 @@ class Storage:
 
 
 class GradObj:
-    """One tensor object of PyTorch's engine (a gradient buffer, ``.grad``, a hook's argument)."""
+    """One tensor object of PyTorch's engine (a gradient buffer, ``.grad``, a hook's argument).
 
-    __slots__ = ("storage",)
+    ``strides``: its layout when it is not contiguous in a way a write can tell (the expanded
+    gradient ``SumBackward0`` / ``SumBackward1`` hand on: stride 0 where they broadcast, so an
+    in-place write raises PyTorch's internal-overlap error)."""
 
-    def __init__(self, storage: Storage | None = None):
+    __slots__ = ("storage", "strides")
+
+    def __init__(self, storage: Storage | None = None, strides: tuple | None = None):
         self.storage = storage if storage is not None else Storage()
+        self.strides = strides
+
+    @property
+    def overlaps(self) -> bool:
+        return self.strides is not None and 0 in self.strides
 
 
 def fresh() -> GradObj:
@@ -149,9 +158,32 @@ def output_objs(node, in_objs: list, outputs: list, shape_of) -> list:
             out.append(src if src is not None and same_shape and same_dtype and handed else fresh())
         elif kind not in ("function", "copyslices") and node.name in SAME:
             out.append(fresh())
+        elif kind == "op" and node.name in ("SumBackward0", "SumBackward1"):
+            obj = view_of(in_objs)
+            obj.strides = _expanded_strides(node)
+            out.append(obj)
         else:
             out.append(view_of(in_objs))
     return out
+
+
+def _expanded_strides(node) -> tuple:
+    """The strides of ``sum``'s gradient: ``grad.expand(sizes)`` (all 0), or for ``sum(dims)``
+    ``grad`` unsqueezed at the summed dims and expanded there (0 at those dims)."""
+    from .layout import contiguous_strides
+    shape = tuple(node.inputs[0].shape)
+    if node.name == "SumBackward0":
+        return (0,) * len(shape)
+    dims = node.params[0]
+    nd = len(shape)
+    summed = set(range(nd)) if dims is None or (isinstance(dims, (tuple, list)) and not dims) else {
+        d % nd for d in (dims if isinstance(dims, (tuple, list)) else (dims,))}
+    kept = tuple(1 if d in summed else n for d, n in enumerate(shape))
+    strides = list(contiguous_strides(kept))
+    for d in summed:
+        if shape[d] != 1:
+            strides[d] = 0
+    return tuple(strides)
 
 
 def _out_dtype(node):

@@ -31,6 +31,8 @@ class Wrapped:
         if obj is not None and id(obj) in self.by_obj:
             return self.by_obj[id(obj)]
         t = rt.tensor(value)
+        if obj is not None and obj.strides is not None:
+            t.strides = obj.strides          # an expanded gradient: writing it in place raises, as in PyTorch
         self.entries.append((t, obj, t.version.value))
         if obj is not None:
             self.by_obj[id(obj)] = t
@@ -49,7 +51,7 @@ class Wrapped:
         out, unknown = {}, False
         for t, obj, version in self.entries:
             if t.version.value != version:
-                if obj is None:
+                if obj is None or obj.overlaps:   # written through a view of an expanded gradient
                     unknown = True
                 else:
                     out[obj] = t.value
