@@ -212,8 +212,13 @@ class HookRunner:
             record.raised = True
             raise TorchError("RuntimeError", hook.raises, "hook_raised")
         version = tensor.version.value if kind == "pack" and isinstance(tensor, Tensor) else None
+        unpack_version = env["x"].version.value if kind == "unpack" and isinstance(env.get("x"), Tensor) else None
         returned = Interp(rt, EnvScope(dict(env), f"the {kind} hook '{hook.label}'")).eval(expr)
         record.returned = snapshot(returned)
+        handed = env.get("x")
+        if kind == "unpack" and isinstance(handed, Tensor) and handed.version.value != unpack_version:
+            raise ProblemError(hook.loc, f"the unpack hook '{hook.label}' writes what it is handed in place: not "
+                                         "modelled yet (return a new value instead)")
         if version is not None and tensor.version.value != version:
             # SavedVariable checks the input's version once the pack hook returns
             record.wrote = ("pack input",)
