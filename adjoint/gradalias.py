@@ -57,11 +57,15 @@ class GradObj:
     gradient ``SumBackward0`` / ``SumBackward1`` hand on: stride 0 where they broadcast, so an
     in-place write raises PyTorch's internal-overlap error)."""
 
-    __slots__ = ("storage", "strides")
+    __slots__ = ("storage", "strides", "base", "to_base", "from_base", "contiguous")
 
     def __init__(self, storage: Storage | None = None, strides: tuple | None = None):
         self.storage = storage if storage is not None else Storage()
         self.strides = strides
+        self.base = None          # a view: the tensor it views, with the maps between their values
+        self.to_base = None       # (B, new value of this view) -> new value of the base
+        self.from_base = None     # (B, value of the base) -> value of this view
+        self.contiguous = strides is None
 
     @property
     def overlaps(self) -> bool:
@@ -132,8 +136,46 @@ def _alpha(node):
     return 1 if p is None else p
 
 
-def output_objs(node, in_objs: list, outputs: list, shape_of) -> list:
-    """The tensor each output of ``node`` is, given what its inputs are (``in_objs``).
+#: view backwards whose output is ``grad`` reshaped (row-major order kept: a view of a contiguous gradient)
+RESHAPES = frozenset(("ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "UnsqueezeBackward0",
+                      "SqueezeBackward0", "SqueezeBackward1", "SqueezeBackward2", "SqueezeBackward4"))
+#: view backwards whose output is ``grad`` with its dims permuted
+PERMUTES = frozenset(("TBackward0", "TransposeBackward0", "PermuteBackward0"))
+
+
+def _view_obj(node, src: GradObj, g_shape: tuple, v_shape: tuple) -> GradObj | None:
+    """The view a reshape or permute backward hands on, with the maps between its value and the
+    incoming gradient's (None when the relation is not one of those)."""
+    from .ops.views import _inverse, transpose_perm
+    obj = GradObj(src.storage.root())
+    obj.base = src
+    nd = len(g_shape)
+    if node.name in RESHAPES or (node.name == "TBackward0" and nd < 2):
+        unit_only = tuple(d for d in g_shape if d != 1) == tuple(d for d in v_shape if d != 1)
+        if not src.contiguous and not unit_only:
+            return None       # reshaping a non-contiguous gradient may copy it: not modelled
+        # a view that only adds or drops size-1 dims (squeeze, unsqueeze, a reshape to such a
+        # shape) is a view of any layout, in the same row-major order of elements
+        obj.to_base = lambda B, v: B.reshape(v, g_shape)
+        obj.from_base = lambda B, g: B.reshape(g, v_shape)
+        obj.contiguous = src.contiguous
+        return obj
+    if node.name == "TBackward0":
+        perm = (1, 0)
+    elif node.name == "TransposeBackward0":
+        perm = transpose_perm(nd, node.params)
+    else:
+        perm = _inverse(node.params)
+    back = _inverse(perm)
+    obj.to_base = lambda B, v: B.permute(v, back)
+    obj.from_base = lambda B, g: B.permute(g, perm)
+    obj.contiguous = perm == tuple(range(nd))
+    return obj
+
+
+def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | None = None) -> list:
+    """The tensor each output of ``node`` is, given what its inputs are (``in_objs``; their values
+    ``inputs``).
 
     ``shape_of(value)``: a value's shape, to tell ``ExpandBackward0``'s same-shape hand-on and
     ``validate_outputs``' summing from a hand-on."""
@@ -158,6 +200,10 @@ def output_objs(node, in_objs: list, outputs: list, shape_of) -> list:
             out.append(src if src is not None and same_shape and same_dtype and handed else fresh())
         elif kind not in ("function", "copyslices") and node.name in SAME:
             out.append(fresh())
+        elif (kind == "op" and (node.name in RESHAPES or node.name in PERMUTES) and in_objs and in_objs[0] is not None
+              and inputs and inputs[0] is not None
+              and (view := _view_obj(node, in_objs[0], tuple(shape_of(inputs[0])), tuple(shape_of(g)))) is not None):
+            out.append(view)
         elif kind == "op" and node.name in ("SumBackward0", "SumBackward1"):
             obj = view_of(in_objs)
             obj.strides = _expanded_strides(node)
@@ -265,7 +311,9 @@ class Aliases:
         """AccumulateGrad on ``t``: the first gradient becomes ``.grad`` itself when nothing else
         holds it, else a copy; later ones are added into ``.grad`` in place."""
         if first:
-            self.grads[t] = obj if obj is not None and not self.held_elsewhere(obj) else fresh()
+            # (a gradient whose layout differs from the leaf's is copied too: obeys_layout_contract)
+            steal = obj is not None and obj.contiguous and obj.strides is None and not self.held_elsewhere(obj)
+            self.grads[t] = obj if steal else fresh()
         else:
             self.grad_obj(t)
 
@@ -304,38 +352,67 @@ class Aliases:
 
     # ------------------------------------------------------------ writes
     def write(self, writes: dict, hook) -> None:
-        """A hook wrote these tensors in place (GradObj -> new value): every holder sees it."""
-        for obj, value in writes.items():
-            self._check_views(obj, hook)
-            for values, objs in self.frames:
+        """A hook wrote these tensors in place (GradObj -> new value): every holder of each sees it,
+        the tensor a written view views, and every live view of a written tensor."""
+        B = self.engine.B
+        done: dict = {}                 # id(GradObj) -> (GradObj, new value)
+        todo = list(writes.items())
+        while todo:
+            obj, value = todo.pop()
+            if id(obj) in done:
+                continue
+            done[id(obj)] = (obj, value)
+            if obj.base is not None and obj.to_base is not None:
+                todo.append((obj.base, obj.to_base(B, value)))
+        # live views of a written tensor (through views no one holds any more, too)
+        for obj in list(self._all_objs()):
+            if id(obj) in done:
+                continue
+            chain, a = [], obj
+            while a is not None and id(a) not in done and a.from_base is not None:
+                chain.append(a)
+                a = a.base
+            if a is None or id(a) not in done or not chain:
+                continue
+            value = done[id(a)][1]
+            for v in reversed(chain):
+                value = v.from_base(B, value)
+                done[id(v)] = (v, value)
+        roots = {id(o.storage.root()) for o, _v in done.values()}
+        for o in self._all_objs():
+            if id(o) not in done and id(o.storage.root()) in roots:
+                self._refuse(hook)
+        for obj, value in done.values():
+            self._place(obj, value)
+
+    def _place(self, obj: GradObj, value) -> None:
+        for values, objs in self.frames:
+            for i, o in enumerate(objs):
+                if o is obj:
+                    values[i] = value
+        for (node, slot), o in self.pending.items():
+            if o is obj:
+                self.lists[node][slot] = value
+        for t, o in self.grads.items():
+            if o is obj:
+                t.grad = value
+        for state, objs in self.states:
+            if getattr(state, "buffer", None) is not None:   # a multi-grad hook's buffer (a list)
                 for i, o in enumerate(objs):
                     if o is obj:
-                        values[i] = value
-            for (node, slot), o in self.pending.items():
-                if o is obj:
-                    self.lists[node][slot] = value
-            for t, o in self.grads.items():
-                if o is obj:
-                    t.grad = value
-            for state, objs in self.states:
-                if getattr(state, "buffer", None) is not None:   # a multi-grad hook's buffer (a list)
-                    for i, o in enumerate(objs):
-                        if o is obj:
-                            state.buffer[i] = value
-                elif getattr(state, "grad_outputs", None) is not None and any(o is obj for o in objs):
-                    state.grad_outputs = tuple(value if o is obj and not isinstance(v, Tensor) else v
-                                               for v, o in zip(state.grad_outputs, objs))
-            for i, o in enumerate(self.captured):
-                if o is obj:
-                    self.engine.result.captured[i] = value
+                        state.buffer[i] = value
+            elif getattr(state, "grad_outputs", None) is not None and any(o is obj for o in objs):
+                state.grad_outputs = tuple(value if o is obj and not isinstance(v, Tensor) else v
+                                           for v, o in zip(state.grad_outputs, objs))
+        for i, o in enumerate(self.captured):
+            if o is obj:
+                self.engine.result.captured[i] = value
 
-    def _check_views(self, obj: GradObj, hook) -> None:
-        root = obj.storage.root()
-        others = [o for o in self._all_objs() if o is not obj and o.storage.root() is root]
-        if others:
-            raise ProblemError(hook.loc, f"the {_kind(hook)} '{hook.label}' writes a gradient in place that "
-                                         "PyTorch's engine shares, through a view, with another gradient it still "
-                                         "holds: not modelled yet (return the new value instead of writing in place)")
+    @staticmethod
+    def _refuse(hook):
+        raise ProblemError(hook.loc, f"the {_kind(hook)} '{hook.label}' writes a gradient in place that "
+                                     "PyTorch's engine shares, through a view, with another gradient it still "
+                                     "holds: not modelled yet (return the new value instead of writing in place)")
 
     def _all_objs(self):
         for _values, objs in self.frames:

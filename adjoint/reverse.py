@@ -295,7 +295,7 @@ class Engine:
                 sv.released = True
             node.released = True
         outputs = self.validate_outputs(node, outputs)
-        alias.out_objs = output_objs(node, alias.objs, outputs, self.B.shape)
+        alias.out_objs = output_objs(node, alias.objs, outputs, self.B.shape, inputs)
         # the engine keeps a node's inputs alive for its post hooks only (call_function copies them)
         alias.frames = [[outputs, alias.out_objs]] + ([[inputs, alias.objs]] if len(node.post_hooks) else [])
         return self.post_hooks(node, outputs, inputs)

@@ -321,10 +321,42 @@ def test_writing_an_expanded_sum_gradient_raises():
     assert "more than one element of the written-to tensor" in v.error.message
 
 
-# 8. a write adjoint cannot place (through a view of a gradient another branch still holds) is refused
-def test_write_through_a_view_of_a_shared_gradient_is_refused():
-    text = SHARED.replace("    return pa + pb", "    return pa + pb.view(2)").replace(
-        "  b: {value: [1.0, -1.0], requires_grad: true}", "  b: {value: [[1.0, -1.0]], requires_grad: true}")
+# 8. a write through a view reaches the gradient it views, which another branch still holds
+VIEW = """
+name: view
+inputs:
+  a: {value: [[1.0, 2.0], [3.0, -1.0]], requires_grad: true}
+  b: {value: [[1.0, -1.0], [0.5, 2.0]], requires_grad: true}
+model:
+  inputs: [a, b]
+  forward: |
+    pa = a * 2
+    q = b * 3
+    return pa + q.t()
+loss: "sum(y * y)"
+hooks:
+  - {tensor: q, does: "grad[0, 1] = 100"}
+"""
+
+
+def test_write_through_a_transposed_view_reaches_the_other_branch():
+    a = torch.tensor([[1.0, 2.0], [3.0, -1.0]], requires_grad=True)
+    b = torch.tensor([[1.0, -1.0], [0.5, 2.0]], requires_grad=True)
+    pa, q = a * 2, b * 3
+
+    def hook(g):
+        g[0, 1] = 100
+    q.register_hook(hook)
+    y = pa + q.t()
+    (y * y).sum().backward()
+    v = solve(VIEW)
+    assert same(v.grads["a"], a.grad) and same(v.grads["b"], b.grad)
+    assert fl(v.grads["a"])[1, 0] == 100 * 2     # q's write at [0, 1] is pa's gradient at [1, 0]
+
+
+# 9. a write adjoint cannot place (through cat's piece of a gradient another branch still holds) is refused
+def test_write_through_a_cat_piece_of_a_shared_gradient_is_refused():
+    text = SHARED.replace("    return pa + pb", "    return cat([pa, pb])")
     text = text.replace('  - {tensor: pa, does: "grad.mul_(10)"}\n', "")
     with pytest.raises(ProblemError) as err:
         adjoint.loads(text).solve()

@@ -7,7 +7,8 @@ from fractions import Fraction as Fr
 from .analysis import Analysis, Info
 from .cmpexprs import cmp_rescale
 from .specs import BackwardSpec, HookSpec, Leaf, Mod, ProblemSpec, VariantSpec
-from gen.inplace import INPLACE_P, write
+from gen.inplace import INPLACE_P, write, writes_in_place
+from gen.trees import src
 
 
 #: How often a v2 problem's variant runs ``steps:`` instead of one forward and backward (its
@@ -199,6 +200,12 @@ class HookGen:
                 hooks.append(others[j])
                 j += 1
         self.v2_extras(p, a, inputs, hooks)
+        if any(h.returns is not None and "None" in src(h.returns) for h in hooks):
+            # a hook returning None somewhere may leave a slot undefined that an in-place write reads
+            # (a Python error in the hook body: not what these bodies are for)
+            for h in hooks:
+                if writes_in_place(h):
+                    h.does = []
         return hooks, back
 
     def pick_target(self, names: list) -> str:
