@@ -57,7 +57,7 @@ class GradObj:
     gradient ``SumBackward0`` / ``SumBackward1`` hand on: stride 0 where they broadcast, so an
     in-place write raises PyTorch's internal-overlap error)."""
 
-    __slots__ = ("storage", "strides", "base", "to_base", "from_base", "contiguous")
+    __slots__ = ("storage", "strides", "base", "to_base", "from_base", "contiguous", "unknown_layout")
 
     def __init__(self, storage: Storage | None = None, strides: tuple | None = None):
         self.storage = storage if storage is not None else Storage()
@@ -66,6 +66,12 @@ class GradObj:
         self.to_base = None       # (B, new value of this view) -> new value of the base
         self.from_base = None     # (B, value of the base) -> value of this view
         self.contiguous = strides is None
+        self.unknown_layout = False   # a view of an expanded gradient through an op not modelled here
+
+    @property
+    def opaque(self) -> bool:
+        """A write into it cannot be placed: its elements may alias each other in a way not modelled."""
+        return self.unknown_layout
 
     @property
     def overlaps(self) -> bool:
@@ -77,7 +83,8 @@ def fresh() -> GradObj:
 
 
 def view_of(objs) -> GradObj:
-    """A new tensor that may share memory with any of ``objs``."""
+    """A new tensor that may share memory with any of ``objs`` (in a layout not modelled: a view
+    of an expanded gradient may itself repeat elements, so a write into it is not placed)."""
     objs = [o for o in objs if o is not None]
     if not objs:
         return fresh()
@@ -86,7 +93,9 @@ def view_of(objs) -> GradObj:
         r = o.storage.root()
         if r is not root:
             r.parent = root
-    return GradObj(root)
+    obj = GradObj(root)
+    obj.unknown_layout = any(o.overlaps or o.unknown_layout for o in objs)
+    return obj
 
 
 #: backward nodes whose every output is a new tensor (checked in torch 2.13: no output is the
@@ -147,6 +156,8 @@ def _view_obj(node, src: GradObj, g_shape: tuple, v_shape: tuple) -> GradObj | N
     """The view a reshape or permute backward hands on, with the maps between its value and the
     incoming gradient's (None when the relation is not one of those)."""
     from .ops.views import _inverse, transpose_perm
+    if src.unknown_layout:
+        return None
     obj = GradObj(src.storage.root())
     obj.base = src
     nd = len(g_shape)
@@ -159,6 +170,9 @@ def _view_obj(node, src: GradObj, g_shape: tuple, v_shape: tuple) -> GradObj | N
         obj.to_base = lambda B, v: B.reshape(v, g_shape)
         obj.from_base = lambda B, g: B.reshape(g, v_shape)
         obj.contiguous = src.contiguous
+        if src.strides is not None:   # an expanded gradient stays expanded along the same dims
+            kept = iter([st for d, st in zip(g_shape, src.strides) if d != 1])
+            obj.strides = tuple(next(kept) if d != 1 else 1 for d in v_shape)
         return obj
     if node.name == "TBackward0":
         perm = (1, 0)
@@ -169,7 +183,9 @@ def _view_obj(node, src: GradObj, g_shape: tuple, v_shape: tuple) -> GradObj | N
     back = _inverse(perm)
     obj.to_base = lambda B, v: B.permute(v, back)
     obj.from_base = lambda B, g: B.permute(g, perm)
-    obj.contiguous = perm == tuple(range(nd))
+    obj.contiguous = src.contiguous and perm == tuple(range(nd))
+    if src.strides is not None:
+        obj.strides = tuple(src.strides[d] for d in perm)
     return obj
 
 

@@ -51,7 +51,7 @@ class Wrapped:
         out, unknown = {}, False
         for t, obj, version in self.entries:
             if t.version.value != version:
-                if obj is None or obj.overlaps:   # written through a view of an expanded gradient
+                if obj is None or obj.overlaps or obj.opaque:   # through a view of an expanded gradient
                     unknown = True
                 else:
                     out[obj] = t.value

@@ -200,12 +200,13 @@ class HookGen:
                 hooks.append(others[j])
                 j += 1
         self.v2_extras(p, a, inputs, hooks)
-        if any(h.returns is not None and "None" in src(h.returns) for h in hooks):
-            # a hook returning None somewhere may leave a slot undefined that an in-place write reads
-            # (a Python error in the hook body: not what these bodies are for)
-            for h in hooks:
-                if writes_in_place(h):
-                    h.does = []
+        nones = any(h.returns is not None and "None" in src(h.returns) for h in hooks)
+        for h in hooks:
+            # a hook returning None somewhere, or a backward that computes only what its inputs need,
+            # may leave a slot undefined that an in-place write reads (a Python error in the hook
+            # body: not what these bodies are for)
+            if writes_in_place(h) and (nones or (back.inputs and h.on in ("node", "module"))):
+                h.does = []
         return hooks, back
 
     def pick_target(self, names: list) -> str:
