@@ -361,3 +361,15 @@ def test_write_through_a_cat_piece_of_a_shared_gradient_is_refused():
     with pytest.raises(ProblemError) as err:
         adjoint.loads(text).solve()
     assert "not modelled yet" in str(err.value)
+
+
+# 10. every answer says what the write did: the report, the JSON's leaf_values, the LaTeX document
+def test_latex_and_report_say_the_hook_writes_in_place():
+    from adjoint.render.latex import render_document
+    for text in (CLIP, SGD):
+        pred = adjoint.loads(text).solve()
+        tex = render_document(pred)
+        assert "writes in place" in tex and "PyTorch ignores" not in tex
+        assert "ignores the change" not in render(pred, width=200)
+    tex = render_document(adjoint.loads(SGD).solve())
+    assert "leaf lin.weight" in tex
