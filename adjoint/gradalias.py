@@ -203,6 +203,8 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
             continue
         if kind == "hookfn":
             out.append(in_objs[i] if i < len(in_objs) and in_objs[i] is not None else fresh())
+        elif kind == "function" and _arithmetic_formula(node, i):
+            out.append(fresh())
         elif kind not in ("function", "copyslices") and node.name in FRESH:
             out.append(fresh())
         elif kind not in ("function", "copyslices") and node.name in SAME and i in same_slots(node):
@@ -227,6 +229,17 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
         else:
             out.append(view_of(in_objs))
     return out
+
+
+def _arithmetic_formula(node, i: int) -> bool:
+    """A custom Function's backward formula for output ``i`` is an operator expression
+    (``grad_output * output``): PyTorch computes a new tensor, which the node hands on."""
+    from adjoint import syntax as S
+    try:
+        formula = node.params.function.grads[i][1]
+    except (AttributeError, IndexError, TypeError):
+        return False
+    return isinstance(formula, (S.Bin, S.Neg))
 
 
 def _expanded_strides(node) -> tuple:
