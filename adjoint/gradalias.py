@@ -223,8 +223,18 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
               and (view := _view_obj(node, in_objs[0], tuple(shape_of(inputs[0])), tuple(shape_of(g)))) is not None):
             out.append(view)
         elif kind == "op" and node.name in ("SumBackward0", "SumBackward1"):
-            obj = view_of(in_objs)
-            obj.strides = _expanded_strides(node)
+            strides = _expanded_strides(node)
+            src = in_objs[0] if in_objs else None
+            if 0 not in strides and src is not None and not src.unknown_layout and inputs and inputs[0] is not None:
+                # nothing repeats (the summed dims have size 1): a view of the gradient, only reshaped
+                g_shape, v_shape = tuple(shape_of(inputs[0])), tuple(shape_of(g))
+                obj = GradObj(src.storage.root())
+                obj.base, obj.contiguous = src, src.contiguous
+                obj.to_base = lambda B, v, s=g_shape: B.reshape(v, s)
+                obj.from_base = lambda B, x, s=v_shape: B.reshape(x, s)
+            else:
+                obj = view_of(in_objs)
+                obj.strides = strides
             out.append(obj)
         else:
             out.append(view_of(in_objs))
@@ -247,8 +257,8 @@ def _expanded_strides(node) -> tuple:
     ``grad`` unsqueezed at the summed dims and expanded there (0 at those dims)."""
     from .layout import contiguous_strides
     shape = tuple(node.inputs[0].shape)
-    if node.name == "SumBackward0":
-        return (0,) * len(shape)
+    if node.name == "SumBackward0":   # stride 0 along every dim that repeats the element (size > 1)
+        return tuple(0 if n != 1 else 1 for n in shape)
     dims = node.params[0]
     nd = len(shape)
     summed = set(range(nd)) if dims is None or (isinstance(dims, (tuple, list)) and not dims) else {
