@@ -15,18 +15,21 @@ from .errors import ProblemError
 from .graph import Tensor, recorded
 from .interp import EnvScope, Interp
 from .runtime import CallRecord, TorchError
-from adjoint.hookwrites import LeafGrads, Wrapped, run_body, wrap_args
+from adjoint.hookwrites import HookInterp, LeafGrads, Wrapped, wrap_args
 
 _GRAD = attrgetter("grad")
 
 
-def run_hook_body(rt, hook, env: dict):
+def run_hook_body(rt, hook, env: dict, grads: LeafGrads | None = None):
     """Run a hook's ``does`` lines, then its ``returns`` expression (None when it has none).
 
-    ``does`` only rebinds local names, as in Python: it changes nothing unless returned."""
+    Rebinding a name changes nothing unless returned, as in Python; writing in place what the
+    hook was handed writes the engine's tensors (adjoint.hookwrites: ``grads`` tracks the
+    leaves' ``.grad`` the body reads, writes and sets)."""
     env = dict(env)
     kind = "tensor hook" if hook.kind == "hook" else f"{hook.kind} hook"
-    interp = Interp(rt, EnvScope(env, f"the {kind} '{hook.label}'"))
+    interp = HookInterp(rt, EnvScope(env, f"the {kind} '{hook.label}'"),
+                        grads if grads is not None else LeafGrads())
     for stmt in hook.does:
         interp.execute(stmt)
     if hook.returns is None:
@@ -83,7 +86,7 @@ class HookRunner:
         grads = LeafGrads()
         self.writes, self.returned_obj, self.leaf_changes = {}, None, []
         leaves = self.leaf_args(env)
-        returned = run_body(rt, hook, env, grads)
+        returned = run_hook_body(rt, hook, env, grads)
         wrote_leaves = [name for name, t, version in leaves if t.version.value != version]
         for name, t, version in leaves:
             if t.version.value != version:

@@ -160,15 +160,3 @@ class LeafGrads:
                 leaf.grad = t.value
                 changed.append((leaf, "write"))
         return changed
-
-
-def run_body(rt, hook, env: dict, grads: LeafGrads):
-    """A hook's ``does`` lines, then its ``returns`` (None when absent), with ``.grad`` support."""
-    from .interp import EnvScope
-    kind = "tensor hook" if hook.kind == "hook" else f"{hook.kind} hook"
-    interp = HookInterp(rt, EnvScope(dict(env), f"the {kind} '{hook.label}'"), grads)
-    for stmt in hook.does:
-        interp.execute(stmt)
-    if hook.returns is None:
-        return None
-    return interp.eval(hook.returns)
