@@ -275,8 +275,8 @@ PROGRAM_REFUSALS = [
     ("a = b = x\nreturn a", "2:7: the forward: assign one target per line, as in 'h = a * b'"),
     ("*a, b = x\nreturn b", "2:3: the forward: starred assignment is not allowed; unpack into as many names as there "
                             "are values"),
-    ("x.y = 2\nreturn x", "2:3: the forward: assigning to an attribute is not allowed; assign to a name or into a "
-                          "subscript (x[0] = v)"),
+    ("x.y = 2\nreturn x", "2:3: the forward: assigning to an attribute is not allowed; assign to a name, into a "
+                          "subscript (x[0] = v) or a leaf's .grad (t.grad = v)"),
     ("x[0][1] = 2\nreturn x", "2:3: the forward: assign into a subscript of a name, as in 'x[0] = v'"),
     ("if x:\n    h = 1\nreturn h", "2:3: the forward: an if is not allowed; a forward holds assignments, calls, "
                                    "'with no_grad():' blocks and a final 'return expr'"),

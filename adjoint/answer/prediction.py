@@ -54,6 +54,7 @@ class HookRecord:
     raised: bool = False       # the hook raised (the contract's ``"raised": true``)
     is_global: bool = False    # a global module hook (``"global": true``; ``target`` is the module that fired)
     silenced: bool = False     # it raised and PyTorch swallowed the error with a warning (``"silenced": true``)
+    wrote: tuple = ()          # what its body wrote in place (runtime.CallRecord.wrote)
 
     def __repr__(self) -> str:
         where = f" at {self.node}" if self.node else ""
@@ -81,6 +82,7 @@ class PassRecord:
     hook_calls: list
     grads: dict
     returned: dict | None
+    leaf_values: dict | None = None   # leaf name -> value after the pass, for leaves a hook wrote
 
     def __repr__(self) -> str:
         return f"<PassRecord: {_count(len(self.hook_calls), 'hook call')}, {_count(len(self.grads), 'grad')}>"
@@ -90,6 +92,8 @@ class PassRecord:
                "grads": {k: value_json(v, printer) for k, v in self.grads.items()}}
         if self.returned is not None:
             out["returned"] = {k: value_json(v, printer) for k, v in self.returned.items()}
+        if self.leaf_values:
+            out["leaf_values"] = {k: value_json(v, printer) for k, v in self.leaf_values.items()}
         return out
 
 
@@ -119,6 +123,7 @@ class VariantPrediction:
     warnings: list = field(default_factory=list)   # adjoint.engine.warns.Warned: every warning PyTorch issues, in order
     deriver: Callable | None = field(default=None, repr=False)   # VariantPrediction -> VariantDerivation
     _derivation: _record.VariantDerivation | None = field(default=None, repr=False)
+    leaf_values: dict = field(default_factory=dict)   # leaf name -> value after the run, for leaves a hook wrote
 
     @property
     def derivation(self) -> _record.VariantDerivation:
@@ -157,6 +162,8 @@ class VariantPrediction:
         if self.passes is not None:
             out["passes"] = [p.to_json(printer) for p in self.passes]
         out["warnings"] = warned
+        if self.leaf_values:
+            out["leaf_values"] = {k: value_json(v, printer) for k, v in self.leaf_values.items()}
         return out
 
 

@@ -106,7 +106,8 @@ def assemble(run: VariantRun, progress=None) -> VariantPrediction:
     symbolic = any(run.rt.B.is_symbolic(v) for v in values.values() if not isinstance(v, Typed))
     passes = None
     if run.stepped:
-        passes = [PassRecord([hook_calls[i] for i in p.calls], dict(p.grads), _returned(p)) for p in run.passes]
+        passes = [PassRecord([hook_calls[i] for i in p.calls], dict(p.grads), _returned(p), dict(p.leaf_values))
+                  for p in run.passes]
     return VariantPrediction(
         name=run.variant.name, method=last.request.method if last else "backward", root=root_name(run.problem),
         loss=loss, values=values, boundaries=_boundaries(run, progress), grads=run.grads(), returned=returned,
@@ -114,7 +115,7 @@ def assemble(run: VariantRun, progress=None) -> VariantPrediction:
         node_order=last.result.order if last else [], symbolic=symbolic,
         kinks=[note for _, _, note in fwd.notes], run=run,
         carried={name: seen_at(last.result, t) if last else None for name, t in fwd.names.items()}, passes=passes,
-        deriver=derive_variant, warnings=list(run.rt.warnings))
+        deriver=derive_variant, warnings=list(run.rt.warnings), leaf_values=run.rt.hooks_runner.leaf_values())
 
 
 def _returned(p) -> dict | None:
@@ -172,7 +173,7 @@ def _record(run: VariantRun, rec, producers: dict, calls: dict) -> HookRecord:
         target = hook.target
     why = _why_forward(rec) if rec.phase == "forward" else _why(run, rec)
     return HookRecord(hook.index, hook.label, rec.kind, hook.on, target, k, count, rec.phase, node, rec.args,
-                      rec.returned, why, raised=rec.raised, is_global=rec.is_global, silenced=rec.silenced)
+                      rec.returned, why, raised=rec.raised, is_global=rec.is_global, silenced=rec.silenced, wrote=rec.wrote)
 
 
 def _why_forward(rec) -> list[str]:
@@ -215,8 +216,20 @@ def _why(run: VariantRun, rec) -> list[str]:
         why.append("the gradient is undefined here (an earlier hook returned None for it)")
     if hook.kind == "post" and rec.returned is not None:
         why.append("the returned tuple replaces the node's grad_inputs, which flow upstream")
-    if hook.does and hook.returns is None:
-        why.append("the hook rebinds a local name but returns nothing: PyTorch ignores the change")
+    if "gradient" in rec.wrote:
+        why.append("the hook writes in place a gradient it was handed: that is the engine's own tensor, so the "
+                   "written value flows on (to later hooks, the node and .grad, and to every gradient that is the "
+                   "same tensor), although the hook returns " + ("a value" if rec.returned is not None else "None"))
+    for what in rec.wrote:
+        if what.startswith("leaf "):
+            why.append(f"the hook writes the {what} in place: its value changes from now on (later forwards use it; "
+                       "a node that saved it can no longer run)")
+        elif what.endswith("(assigned)"):
+            why.append(f"the hook sets {what[:-len(' (assigned)')]}: it is another tensor from now on")
+        elif what.endswith(".grad"):
+            why.append(f"the hook writes {what} in place: the accumulated gradient changes")
+    if not rec.wrote and hook.does and hook.returns is None:
+        why.append("the hook only rebinds local names and returns nothing: nothing it computed flows on")
     return why
 
 

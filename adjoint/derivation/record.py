@@ -249,6 +249,7 @@ class HookCall:
     saved: str | None = None         # pack / unpack: the saved variable (self, other, result, ...)
     saved_var: int | None = None     # pack / unpack: the tensor saved
     later: list = field(default_factory=list)   # tensor / node hooks: later versions of its tensor (in place)
+    wrote: tuple = ()                # what its body wrote in place (runtime.CallRecord.wrote)
 
 
 # ----------------------------------------------------------------------------- results

@@ -21,17 +21,25 @@ from adjoint.engine.interpreter import EnvScope, Interp
 from adjoint.engine.runtime import CallRecord, TorchError
 from adjoint.format.raising import raises_now
 from adjoint.engine.pyerrors import type_name
+from adjoint.format.errors import ProblemError
+from adjoint.engine.graph import Tensor, recorded
+from adjoint.engine.interpreter import EnvScope, Interp
+from adjoint.engine.runtime import CallRecord, TorchError
+from adjoint.engine.hookwrites import HookInterp, LeafGrads, Wrapped, wrap_args
 
 _GRAD = attrgetter("grad")
 
 
-def run_hook_body(rt, hook, env: dict):
+def run_hook_body(rt, hook, env: dict, grads: LeafGrads | None = None):
     """Run a hook's ``does`` lines, then its ``returns`` expression (None when it has none).
 
-    ``does`` only rebinds local names, as in Python: it changes nothing unless returned."""
+    Rebinding a name changes nothing unless returned, as in Python; writing in place what the
+    hook was handed writes the engine's tensors (adjoint.engine.hookwrites: ``grads`` tracks the
+    leaves' ``.grad`` the body reads, writes and sets)."""
     env = dict(env)
     kind = "tensor hook" if hook.kind == "hook" else f"{hook.kind} hook"
-    interp = Interp(rt, EnvScope(env, f"the {kind} '{hook.label}'"))
+    interp = HookInterp(rt, EnvScope(env, f"the {kind} '{hook.label}'"),
+                        grads if grads is not None else LeafGrads())
     for stmt in hook.does:
         interp.execute(stmt)
     if hook.returns is None:
@@ -56,6 +64,8 @@ class HookRunner:
         self.rt = rt
         self.reg = registrations
         self._grad_leaves = None   # (leaf tensors, names requiring grad, their tensors): see grads_now
+        self.written_leaves: dict = {}   # name -> leaf Tensor a hook body wrote in place (leaf_values)
+        self.writes, self.returned_obj, self.leaf_changes = {}, None, []
 
     def wrap(self, v):
         """A backend value as a tensor a hook can compute with (no grad), tuples element-wise."""
@@ -65,11 +75,15 @@ class HookRunner:
             return v
         return self.rt.tensor(v)
 
-    def fire(self, hook, args: dict, node=None, call=None, kind: str | None = None, shown: dict | None = None):
+    def fire(self, hook, args: dict, node=None, call=None, kind: str | None = None, shown: dict | None = None,
+             objs: dict | None = None):
         """Call ``hook`` with ``args``; returns its result as runtime objects (Tensor, tuple, None).
-        ``shown``: what the log records as the arguments, when that is not ``args`` itself."""
+        ``shown``: what the log records as the arguments, when that is not ``args`` itself.
+        ``objs``: which engine tensor (adjoint.engine.gradalias.GradObj) each argument is; after the call
+        ``self.writes`` maps those the body wrote in place to their new values (adjoint.engine.hookwrites)."""
         rt = self.rt
-        env = {k: self.wrap(v) for k, v in args.items()}
+        wrapped = Wrapped()
+        env = wrap_args(rt, args, objs, wrapped)
         record = CallRecord(hook, kind or hook.kind, hook.target, snapshot(env if shown is None else shown),
                             node=node, call=call, phase=rt.phase, is_global=hook.on == "global",
                             grads_then=self.grads_now())
@@ -79,13 +93,63 @@ class HookRunner:
         if raises_now(hook, record.kind):
             record.raised = True
             raise TorchError(hook.raises_type, hook.raises, "hook_raised")
+        grads = LeafGrads()
+        self.writes, self.returned_obj, self.leaf_changes = {}, None, []
+        leaves = self.leaf_args(env)
         try:
-            returned = run_hook_body(rt, hook, env)
+            returned = run_hook_body(rt, hook, env, grads)
         except TorchError:
             record.raised = True   # its body raised (a None argument computed with, ...): PyTorch propagates it
             raise
+        wrote_leaves = [name for name, t, version in leaves if t.version.value != version]
+        for name, t, version in leaves:
+            if t.version.value != version:
+                self.written_leaves.setdefault(name, t)
         record.returned = snapshot(returned)
+        writes, unknown = wrapped.writes()
+        if unknown and rt.phase == "backward":
+            raise ProblemError(hook.loc, f"the {hook.kind} hook '{hook.label}' writes an argument in place where "
+                                         "adjoint does not know which tensor of PyTorch's engine it is: not modelled "
+                                         "yet (return the new value instead)")
+        self.writes = writes
+        self.leaf_changes = grads.settle()
+        record.wrote = (("gradient",) if writes else ()) + tuple(f"leaf {n}" for n in wrote_leaves) + tuple(
+            f"{self.leaf_name(t)}.grad{' (assigned)' if how == 'assign' else ''}" for t, how in self.leaf_changes)
+        if isinstance(returned, tuple):
+            self.returned_obj = tuple(wrapped.obj_of(r) for r in returned)
+        else:
+            self.returned_obj = wrapped.obj_of(returned)
         return returned
+
+    def leaf_args(self, env: dict) -> list:
+        """(name, leaf, version) of each model leaf among a hook's arguments (a post_accumulate_grad
+        hook's ``tensor``; a forward hook's inputs)."""
+        model = self.reg.model
+        if model is None:
+            return []
+        found = []
+        stack = list(env.values())
+        while stack:
+            v = stack.pop()
+            if isinstance(v, tuple):
+                stack.extend(v)
+            elif isinstance(v, Tensor) and v.is_leaf:
+                for name, t in model.leaves.items():
+                    if t is v:
+                        found.append((name, v, v.version.value))
+                        break
+        return found
+
+    def leaf_name(self, t) -> str:
+        model = self.reg.model
+        for name, x in (model.leaves.items() if model is not None else ()):
+            if x is t:
+                return name
+        return "a leaf"
+
+    def leaf_values(self) -> dict:
+        """The value now of every leaf a hook wrote (the answer's ``leaf_values``)."""
+        return {name: t.value for name, t in self.written_leaves.items()}
 
     def grads_now(self) -> dict:
         """``.grad`` of every leaf that requires grad, right now (what a hook would see).
@@ -104,12 +168,12 @@ class HookRunner:
         _, names, tensors = self._grad_leaves
         return dict(zip(names, map(_GRAD, tensors)))
 
-    def fire_values(self, hook, args: dict, node=None, call=None):
+    def fire_values(self, hook, args: dict, node=None, call=None, objs: dict | None = None):
         """A backward hook: handed values, returns values (None, a value, or a tuple of them)."""
         before = self.rt.grad_enabled
         self.rt.grad_enabled = False
         try:
-            returned = self.fire(hook, args, node, call)
+            returned = self.fire(hook, args, node, call, objs=objs)
         finally:
             self.rt.grad_enabled = before
         # the dtype of each tensor a hook returned in a tuple (an int64 zeros grad_input handed on as it is
@@ -164,13 +228,29 @@ class HookRunner:
         if raises_now(hook, kind):
             record.raised = True
             raise TorchError(hook.raises_type, hook.raises, "hook_raised")
+        version = tensor.version.value if kind == "pack" and isinstance(tensor, Tensor) else None
+        unpack_version = env["x"].version.value if kind == "unpack" and isinstance(env.get("x"), Tensor) else None
         try:
             returned = Interp(rt, EnvScope(dict(env), f"the {kind} hook '{hook.label}'")).eval(expr)
         except TorchError:
             record.raised = True
             raise
         record.returned = snapshot(returned)
+        handed = env.get("x")
+        if kind == "unpack" and isinstance(handed, Tensor) and handed.version.value != unpack_version:
+            raise ProblemError(hook.loc, f"the unpack hook '{hook.label}' writes what it is handed in place: not "
+                                         "modelled yet (return a new value instead)")
+        if version is not None and tensor.version.value != version:
+            # SavedVariable checks the input's version once the pack hook returns
+            record.wrote = ("pack input",)
+            raise TorchError("RuntimeError", PACK_INPLACE, "pack_inplace")
         return returned
+
+
+#: SavedVariable's refusal of a pack hook that wrote its input (torch/csrc/autograd/saved_variable.cpp)
+PACK_INPLACE = ("A saved tensor pack hook is modifying its input in place. Tensors provided as input to pack hook "
+                "cannot be modified by in-place operations as this can lead to unexpected side-effects. Please open "
+                "an issue if you need to perform in-place operations on the input to a pack hook.")
 
 
 def as_values(returned, hook):

@@ -53,6 +53,7 @@ class Pass:
     grads: dict                      # tensor name -> .grad value (None) right after it
     grads_before: dict = field(default_factory=dict)   # the same, right before it
     step: int = 0                    # its index in the variant's steps
+    leaf_values: dict = field(default_factory=dict)   # leaf name -> value right after it, for leaves hooks wrote
 
 
 @dataclass
@@ -231,7 +232,8 @@ def run_backward(run: VariantRun, request: BackwardRequest, step: int = 0) -> No
                     run.reg.retained.setdefault(t.id, (t, []))
                     if name not in run.reg.retained[t.id][1]:
                         run.reg.retained[t.id][1].append(name)
-    run.passes.append(Pass(request, result, run.forward, range(start, len(run.rt.log)), run.grads(), before, step))
+    run.passes.append(Pass(request, result, run.forward, range(start, len(run.rt.log)), run.grads(), before, step,
+                           run.rt.hooks_runner.leaf_values()))
     if second is not None:
         bind_names(run, request, engine)
 

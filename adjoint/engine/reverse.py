@@ -35,6 +35,8 @@ from adjoint.engine.nn_module import (LegacyHook, ModuleInputHook, ModuleOutputH
 from adjoint.engine.runtime import FREED_GRAPH, CallRecord, Runtime, TorchError
 from adjoint.engine.runtime import FREED_GRAPH, CallRecord, Runtime, TorchError
 from adjoint.engine import warns
+from adjoint.engine.runtime import FREED_GRAPH, CallRecord, Runtime, TorchError
+from adjoint.engine.gradalias import Aliases, fresh, output_objs
 
 
 @dataclass
@@ -150,6 +152,8 @@ class Engine:
         not_ready: dict[Node, list] = {}
         buf = [None] * n_slots(root_edge.node)
         buf[root_edge.input_nr] = root_grad
+        self.alias = Aliases(self)
+        self.alias.deliver(root_edge.node, root_edge.input_nr, fresh(), True, buf)
         queue.push((root_edge.node.seq, root_edge.node, buf))
         rt.phase = "backward"
         total = len(self.deps) + 1
@@ -161,7 +165,8 @@ class Engine:
                     rt.progress("backward", len(result.order), total)
                 if outputs is None:
                     continue
-                for out, edge in zip(outputs, node.edges):
+                out_objs = self.alias.out_objs
+                for out, edge, obj in zip(outputs, node.edges, out_objs):
                     if edge is None:
                         continue
                     target, nr = edge.node, edge.input_nr
@@ -172,12 +177,16 @@ class Engine:
                             continue
                         b = [None] * n_slots(target)
                         b[nr] = self.sum_into(None, out)
+                        if out is not None:
+                            self.alias.deliver(target, nr, obj, True, b)
                         if ready:
                             queue.push((target.seq, target, b))
                         else:
                             not_ready[target] = b
                     else:
                         b = not_ready[target]
+                        if out is not None:
+                            self.alias.deliver(target, nr, obj, b[nr] is None, b)
                         b[nr] = self.sum_into(b[nr], out)
                         if ready:
                             del not_ready[target]
@@ -274,13 +283,19 @@ class Engine:
 
     # ------------------------------------------------------------ one node
     def evaluate(self, node: Node, inputs: list):
+        alias = self.alias
+        alias.objs = alias.take(node, len(inputs))
+        alias.out_objs = []
+        alias.frames = [[inputs, alias.objs]]
         if self.exec_info:
             info = self.exec_info.get(node, {"needed": False, "captures": []})
             if not info["needed"]:
                 inputs = self.tensor_pre_hooks(node, inputs)
             for nr, idx in info["captures"]:
                 self.result.captured[idx] = inputs[nr]
+                alias.capture(idx, alias.objs[nr])
             if not info["needed"]:
+                alias.frames = []
                 return None
         return self.call_function(node, inputs)
 
@@ -289,6 +304,7 @@ class Engine:
         inputs = self.node_pre_hooks(node, inputs)
         self.note_seen(node, inputs)
         self.result.order.append(node.name)
+        alias = self.alias
         if node.is_accumulate:
             self.accumulate(node, inputs[0])
             return self.post_hooks(node, [], inputs)
@@ -298,6 +314,9 @@ class Engine:
                 sv.released = True
             node.released = True
         outputs = self.validate_outputs(node, outputs)
+        alias.out_objs = output_objs(node, alias.objs, outputs, self.B.shape, inputs)
+        # the engine keeps a node's inputs alive for its post hooks only (call_function copies them)
+        alias.frames = [[outputs, alias.out_objs]] + ([[inputs, alias.objs]] if len(node.post_hooks) else [])
         return self.post_hooks(node, outputs, inputs)
 
     def note_seen(self, node: Node, inputs: list) -> None:
@@ -312,12 +331,15 @@ class Engine:
         then its post-accumulate hooks."""
         t = node.variable
         if grad is not None:
+            self.alias.accumulated(t, t.grad is None, self.alias.objs[0])
             t.grad = grad if t.grad is None else self.B.add(t.grad, grad)
         # PyTorch 2.13 calls them also when no gradient arrived (a hook replaced it with None):
         # handed the tensor, its .grad as it is
         if t.post_accumulate_hooks:
+            runner = self.rt.hooks_runner
             for entry in t.post_accumulate_hooks.live():
-                self.rt.hooks_runner.fire_post_accumulate(entry.hook, t, node)
+                runner.fire_post_accumulate(entry.hook, t, node)
+                self.alias.leaf_writes(runner.leaf_changes, entry.hook)
 
     def tensor_pre_hooks(self, node: Node, inputs: list) -> list:
         inputs = list(inputs)
@@ -325,16 +347,22 @@ class Engine:
             dicts = [(0, node.variable.backward_hooks)] if node.variable.backward_hooks else []
         else:
             dicts = node.tensor_pre_hooks
+        alias = self.alias
+        objs = alias.objs
+        alias.frames[0][0] = inputs
         for nr, hooks in dicts:
             for entry in hooks.live():
                 value = inputs[nr]
                 if isinstance(entry, MultiGradInner):
-                    self.multi_grad(entry, value)
+                    alias.frames[0][0] = inputs
+                    self.multi_grad(entry, value, objs[nr])
                     continue
-                returned = self.fire_hook(entry.hook, {"grad": value}, node, None)
+                returned = self.fire_hook(entry.hook, {"grad": value}, node, None, objs={"grad": objs[nr]})
+                alias.after_hook(entry.hook)
                 if returned is not None:
                     self.check_same(entry.hook, returned, slot_shape(node, nr))
                     inputs[nr] = returned
+                    objs[nr] = alias.returned(objs[nr])
         if not node.is_accumulate:
             for nr, t in node.retains_grad_hooks.items():
                 if inputs[nr] is not None:
@@ -342,11 +370,17 @@ class Engine:
         return inputs
 
     def node_pre_hooks(self, node: Node, inputs: list) -> list:
+        alias = self.alias
         for entry in node.pre_hooks.live():
-            returned = self.fire_hook(entry.hook, {"grad_outputs": tuple(inputs)}, node, None)
+            alias.frames[0][0] = inputs
+            returned = self.fire_hook(entry.hook, {"grad_outputs": tuple(inputs)}, node, None,
+                                      objs={"grad_outputs": tuple(alias.objs)})
+            alias.after_hook(entry.hook)
             if returned is not None:
                 inputs = self.check_tuple(entry.hook, inputs, returned,
                                           [slot_shape(node, i) for i in range(n_slots(node))])
+                alias.objs[:] = alias.returned_tuple(alias.objs)
+        alias.frames[0][0] = inputs
         return inputs
 
     def apply(self, node: Node, inputs: list) -> list:
@@ -433,17 +467,25 @@ class Engine:
         return outputs
 
     def post_hooks(self, node: Node, outputs: list, inputs: list) -> list:
+        alias = self.alias
         for entry in node.post_hooks.live():
+            alias.set_outputs(outputs)
             if isinstance(entry, UserNodeHook):
                 returned = self.fire_hook(entry.hook, {"grad_inputs": tuple(outputs), "grad_outputs": tuple(inputs)},
-                                          node, None)
+                                          node, None, objs={"grad_inputs": tuple(alias.out_objs),
+                                                            "grad_outputs": tuple(alias.objs)})
+                alias.after_hook(entry.hook)
                 if returned is not None:
                     outputs = self.check_tuple(entry.hook, outputs, returned, self.edge_shapes(node))
+                    alias.out_objs[:] = alias.returned_tuple(alias.out_objs)
             elif isinstance(entry, LegacyHook):
                 returned = self.fire_hook(entry.hook, {"grad_input": tuple(outputs), "grad_output": tuple(inputs)},
-                                          node, entry.call)
+                                          node, entry.call, objs={"grad_input": tuple(alias.out_objs),
+                                                                  "grad_output": tuple(alias.objs)})
+                alias.after_hook(entry.hook)
                 if returned is not None:
                     outputs = self.check_tuple(entry.hook, outputs, returned, self.edge_shapes(node))
+                    alias.out_objs[:] = alias.returned_tuple(alias.out_objs)
             elif isinstance(entry, ModuleOutputHook):
                 outputs = self.module_output_hook(entry.state, inputs, node)
             elif isinstance(entry, ModuleInputHook):
@@ -457,26 +499,36 @@ class Engine:
     def module_output_hook(self, state, grad_output: list, node: Node) -> list:
         """BackwardHook.setup_output_hook's post-hook on the output BackwardHookFunctionBackward."""
         call = state.call
+        alias = self.alias
         grads = _pack_with_none(state.output_tensors_index, grad_output, state.n_outputs)
+        gobjs = _pack_with_none(state.output_tensors_index, alias.objs, state.n_outputs)
         state.grad_outputs = grads
+        alias.hold(state, gobjs)
         for hook in state.user_pre_hooks:
-            returned = self.fire_hook(hook.hook, {"grad_output": grads}, node, call)
+            returned = self.fire_hook(hook.hook, {"grad_output": grads}, node, call, objs={"grad_output": gobjs})
+            grads = alias.refresh(grads, gobjs, alias.after_hook(hook.hook))
             if returned is None:
                 continue
             last = hook is state.user_pre_hooks[-1] and (state.input_tensors_index is not None or not state.user_hooks)
             grads = tuple(self.check_tuple(hook.hook, list(grads), returned, _shapes(call.out), "grad_output", last))
+            gobjs = tuple(alias.returned_tuple(gobjs))
             state.grad_outputs = grads
+            alias.hold(state, gobjs)
         local = grads
         if state.input_tensors_index is None:
             warns.warn(self.rt, "UserWarning", warns.FULL_HOOK_NO_INPUTS)
             grad_input = (None,) * state.n_inputs
             for hook in state.user_hooks:
-                returned = self.fire_hook(hook.hook, {"grad_input": grad_input, "grad_output": grads}, node, call)
+                returned = self.fire_hook(hook.hook, {"grad_input": grad_input, "grad_output": grads}, node, call,
+                                          objs={"grad_input": grad_input, "grad_output": gobjs})
+                grads = local = alias.refresh(grads, gobjs, alias.after_hook(hook.hook))
                 if returned is not None and not (isinstance(returned, tuple) and all(r is None for r in returned)):
                     raise TorchError("RuntimeError", "Backward hook for Modules where no input requires gradient "
                                                      "should always return None or None for all gradients.",
                                      "hook_result")
             state.grad_outputs = None
+            alias.release(state)
+        alias.out_objs[:] = _unpack_none(state.output_tensors_index, gobjs)
         return _unpack_none(state.output_tensors_index, local)
 
     def module_input_hook(self, state, grad_input: list, node: Node) -> list:
@@ -489,30 +541,39 @@ class Engine:
         # zeros_like(input): an int64 or bool input's grad_input keeps that dtype
         res = tuple(self.rt.tensor(g, dtype=a.dtype) if g is not None and isinstance(a, Tensor)
                     and a.dtype != self.rt.dtype else g for g, a in zip(res, call.args))
+        alias = self.alias
+        robjs = _pack_with_none(state.input_tensors_index, alias.out_objs, state.n_inputs)
         for hook in state.user_hooks:
-            returned = self.fire_hook(hook.hook, {"grad_input": res, "grad_output": state.grad_outputs}, node, call)
+            returned = self.fire_hook(hook.hook, {"grad_input": res, "grad_output": state.grad_outputs}, node, call,
+                                      objs={"grad_input": robjs, "grad_output": alias.held(state)})
+            res = alias.refresh(res, robjs, alias.after_hook(hook.hook))
             if returned is None:
                 continue
             res = tuple(self.check_tuple(hook.hook, list(res), returned, _shapes(call.args), "grad_input",
                                          hook is state.user_hooks[-1]))
+            robjs = tuple(alias.returned_tuple(robjs))
             # the next hook is handed the returned tensors themselves: an int64 one keeps its dtype
             dtypes = getattr(self.rt.hooks_runner, "returned_dtypes", None) or (None,) * len(res)
             res = tuple(self.rt.tensor(g, dtype=d) if g is not None and d is not None and d != self.rt.dtype
                         else g for g, d in zip(res, dtypes))
         state.grad_outputs = None
+        alias.release(state)
+        alias.out_objs[:] = _unpack_none(state.input_tensors_index, robjs)
         return _unpack_none(state.input_tensors_index, res)
 
     # ------------------------------------------------------------ multi-grad hooks
-    def multi_grad(self, entry: MultiGradInner, grad) -> None:
+    def multi_grad(self, entry: MultiGradInner, grad, obj=None) -> None:
         # register_multi_grad_hook keys its count, buffer and "ran" flag by the graph task
         # (torch._C._current_graph_task_id()): every backward starts them afresh
         state = self.multi_states.setdefault(id(entry.state), MultiGradState(entry.state.hook, entry.state.tensors,
                                                                                    nodes=entry.state.nodes))
         hook = state.hook
+        alias = self.alias
         if hook.mode == "any":   # the first of its tensors' gradients in each backward call (graph task)
             if not state.ran:
                 state.ran = True
-                self.fire_hook(hook, {"grad": grad}, None, None)
+                self.fire_hook(hook, {"grad": grad}, None, None, objs={"grad": obj})
+                alias.after_hook(hook)
             return
         if state.count == 0:
             nodes = state.nodes or [None] * len(state.tensors)
@@ -520,10 +581,14 @@ class Engine:
             state.buffer = [None] * len(state.tensors)
         state.count += 1
         state.buffer[entry.index] = grad
+        held = alias.held(state) or (None,) * len(state.buffer)
+        alias.hold(state, held[:entry.index] + (obj,) + held[entry.index + 1:])
         if state.count == state.nb_calls:
-            self.fire_hook(hook, {"grads": tuple(state.buffer)}, None, None)
+            self.fire_hook(hook, {"grads": tuple(state.buffer)}, None, None, objs={"grads": alias.held(state)})
+            alias.after_hook(hook)
             state.count = 0
             state.buffer = None
+            alias.release(state)
 
     def will_execute(self, t: Tensor, node=None) -> bool:
         """torch._C._will_engine_execute_node of the tensor's grad_fn (or grad accumulator).

@@ -48,6 +48,8 @@ class CallRecord:
     grads_then: dict = field(default_factory=dict)   # leaf name -> .grad value when the hook ran
     saved: str | None = None          # pack / unpack: the saved variable's name (self, other, result, ...)
     tensor: object = None             # pack / unpack: the tensor saved (as it was when saved)
+    wrote: tuple = ()                 # what the body wrote: "gradient" (an engine tensor it was handed),
+                                      # "leaf NAME", "NAME.grad" / "NAME.grad (assigned)"
 
 
 class Runtime:

@@ -385,9 +385,12 @@ class _Builder:
         if isinstance(node, ast.Starred):
             raise ProblemError(self.loc(node), f"{what}: starred assignment is not allowed; unpack into as many "
                                                "names as there are values")
+        if isinstance(node, ast.Attribute) and node.attr == "grad" and isinstance(node.value, ast.Name):
+            # ``t.grad = v`` (a hook body setting a leaf's .grad; the interpreter says where it may stand)
+            return Attr(self.loc(node), Name(self.loc(node.value), node.value.id), "grad")
         if isinstance(node, ast.Attribute):
-            raise ProblemError(self.loc(node), f"{what}: assigning to an attribute is not allowed; assign to a name "
-                                               "or into a subscript (x[0] = v)")
+            raise ProblemError(self.loc(node), f"{what}: assigning to an attribute is not allowed; assign to a name, "
+                                               "into a subscript (x[0] = v) or a leaf's .grad (t.grad = v)")
         kind = "a tuple" if isinstance(node, (ast.Tuple, ast.List)) else "this"
         raise ProblemError(self.loc(node), f"{what}: cannot assign to {kind} here; assign to a name or a subscript")
 

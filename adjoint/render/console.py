@@ -180,6 +180,8 @@ def _call(number: int, h: HookRecord, opts: Options):
         rows.append(("raises", "RuntimeError (the hook's raises:)", ERROR))
     elif h.returned is not None:
         rows.append(("returned", fmt.value(h.returned, opts.exact), CHANGED))
+    elif getattr(h, "wrote", ()):
+        rows.append(("returned", "None (writes in place)", CHANGED))
     else:
         rows.append(("returned", "None (observes)", NONE))
     body = [_pairs(rows, indent=0)]
@@ -288,6 +290,9 @@ def _grads(vv: VariantView, r: ReportView, opts: Options) -> list:
         out.append(Text("  none: nothing requires grad", DIM))
     if vv.unkept:
         out.append(_pad(Text(_safe(unkept_line(vv.unkept)), NONE), (0, 0, 0, 2)))
+    if v.leaf_values:
+        out.append(Text("leaf values after the run  (hooks wrote these leaves in place)", HEAD))
+        out.append(_pairs([(n, fmt.value(x, opts.exact), CHANGED) for n, x in v.leaf_values.items()]))
     return out
 
 

@@ -388,6 +388,9 @@ def compare(predicted: dict, observed: dict, dtype: str, values: bool = True) ->
                                observed.get("returned") or {}, rtol, atol, dtype)
     if "passes" in predicted or "passes" in observed:
         rows += _compare_passes(predicted.get("passes") or [], observed.get("passes") or [], rtol, atol, dtype)
+    if "leaf_values" in predicted or "leaf_values" in observed:
+        rows += _compare_table("leaf_values", "leaf value", predicted.get("leaf_values") or {},
+                               observed.get("leaf_values") or {}, rtol, atol, dtype)
     if values:
         rows += _compare_table("values", "value", predicted.get("values") or {}, observed.get("values") or {},
                                rtol, atol, dtype)
@@ -446,6 +449,9 @@ def _compare_passes(pred: list[dict], obs: list[dict], rtol: float, atol: float,
         if p.get("returned") or o.get("returned"):
             rows += _compare_table("passes", f"{head}returned", p.get("returned") or {}, o.get("returned") or {},
                                    rtol, atol, dtype)
+        if p.get("leaf_values") or o.get("leaf_values"):
+            rows += _compare_table("passes", f"{head}leaf value", p.get("leaf_values") or {},
+                                   o.get("leaf_values") or {}, rtol, atol, dtype)
     return rows
 
 

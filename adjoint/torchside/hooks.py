@@ -317,7 +317,11 @@ class Hooks:
             record["raised"] = True
             raise (RuntimeError if hook.raises_type == "RuntimeError" else exception_class(hook.raises_type))(hook.raises)
         scope = EnvScope(dict(env if env is not None else args), f"the {record['kind']} hook '{hook.label}'")
-        program = run.program(scope)
+        # in the backward, a value the body makes is not kept alive by the run (a plain script keeps
+        # none): an extra reference to the gradient would change what AccumulateGrad steals
+        program = run.program(scope) if graphs.current_node() is None else run.backward_program(scope)
+        leaves = [(name, t, t._version) for name, t in run.leaves.items()
+                  if any(t is a for a in _tensors(env if env is not None else args))]
         try:
             if kind in ("pack", "unpack"):
                 returned = program.eval(body)
@@ -330,6 +334,9 @@ class Hooks:
         except Exception:
             record["raised"] = True   # its body raised: the error propagates as PyTorch lets it
             raise
+        for name, t, version in leaves:
+            if t._version != version:
+                run.written_leaves.setdefault(name, t)
         record["returned"] = snap(returned, run.dtype)
         return returned
 
@@ -350,3 +357,15 @@ class Hooks:
             return {"_label": label, "_k": None, "_fi": None}
         k, fi = found
         return {"_label": label, "_k": k, "_fi": fi}
+
+
+def _tensors(args: dict) -> list:
+    """The tensors among a hook's arguments (tuples flattened)."""
+    out, stack = [], list(args.values())
+    while stack:
+        v = stack.pop()
+        if isinstance(v, (tuple, list)):
+            stack.extend(v)
+        elif isinstance(v, torch.Tensor):
+            out.append(v)
+    return out

@@ -115,6 +115,12 @@ class Program:
             for t, v in zip(target.items, items):
                 self.bind(t, v, loc)
             return
+        if isinstance(target, S.Attr) and target.name == "grad":   # a hook body's t.grad = v
+            obj = self.eval(target.obj)
+            if not isinstance(obj, torch.Tensor):
+                raise ProblemError(loc, f"'{S.to_source(target.obj)}' is {type(obj).__name__}, not a tensor")
+            obj.grad = value
+            return
         raise ProblemError(loc, f"cannot assign to '{S.to_source(target)}'")
 
     def augmented(self, stmt: S.AugAssign) -> None:
@@ -128,6 +134,12 @@ class Program:
             value = self.eval(stmt.value)
             result = self.keep(op(current, value))
             self.setitem(base, items, result, stmt.loc)
+            return
+        if isinstance(stmt.target, S.Attr) and stmt.target.name == "grad":   # t.grad op= v: get, __iop__, set
+            obj = self.eval(stmt.target.obj)
+            current = self.eval(stmt.target)
+            value = self.eval(stmt.value)
+            obj.grad = op(current, value)
             return
         if not isinstance(stmt.target, S.Name):
             raise ProblemError(stmt.loc, f"cannot assign to '{S.to_source(stmt.target)}'")

@@ -111,6 +111,7 @@ class Session:
         self.fpass: ForwardPass | None = None
         self.inputs = tuple(variant.inputs)
         self.leaves: dict[str, torch.Tensor] = {}
+        self.written_leaves: dict[str, torch.Tensor] = {}   # leaves a hook body wrote in place (leaf_values)
         self.declared_grad = {d.name: d.requires_grad for d in list(variant.inputs) + list(problem.targets)}
         self.declared_grad.update({d.name: d.requires_grad for m in problem.model.walk() for d in m.params})
         self.backward_inputs = backward_inputs(variant)
@@ -145,6 +146,14 @@ class Session:
     # ------------------------------------------------------------------ what modules and hooks ask
     def program(self, scope) -> Program:
         return Program(scope, self.keep)
+
+    def backward_program(self, scope) -> Program:
+        """A hook body run by the engine: only values with a graph (create_graph) are kept."""
+        return Program(scope, self.keep_graphs)
+
+    def keep_graphs(self, value) -> None:
+        if any(t.grad_fn is not None for t in graphs.tensors_in(value)):
+            self.keep(value)
 
     def keep(self, value) -> None:
         """Keep every value the run makes alive (every node stays reachable), noting each
@@ -288,6 +297,10 @@ class Session:
                 if p.grad is not None:
                     p -= float(number(lr)) * p.grad   # lr is a Python float, as a user types it (1e30, not 10**30)
 
+    def leaf_values(self) -> dict:
+        """The value now of every leaf a hook wrote in place."""
+        return {name: snap(t.detach(), self.dtype) for name, t in self.written_leaves.items()}
+
     def grads(self) -> dict:
         """``.grad`` of every leaf declared to require grad, then of every tensor with retain_grad,
         then of every non-leaf a backward step names in ``inputs`` (``backward(inputs=...)``
@@ -386,6 +399,8 @@ def run_variant(problem: Problem, variant: Variant, dtype: str) -> dict:
     if variant.steps is not None:
         observed["passes"] = passes
     observed["warnings"] = warned
+    if s.written_leaves:
+        observed["leaf_values"] = s.leaf_values()
     return observed
 
 
@@ -442,6 +457,8 @@ def run_steps(s: Session, steps, passes: list) -> dict | None:
                 s.hooks.fired.clear()   # which call fired at a shared node counts afresh in every backward
                 returned = s.backward(bw)
                 entry = {"hook_calls": s.log[start:], "grads": s.grads()}
+                if s.written_leaves:
+                    entry["leaf_values"] = s.leaf_values()
                 if returned is not None:
                     entry["returned"] = returned
                 passes.append(entry)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from gen.inplace import writes_in_place
 from .analysis import Analysis
 from .specs import ProblemSpec
 from .trees import op_names, src
@@ -76,6 +77,8 @@ def coverage(p: ProblemSpec) -> Counter:
                     c["hook returns None entries"] += 1
             if h.does:
                 c["hook does:"] += 1
+                if writes_in_place(h):
+                    c["hook writes in place"] += 1
             for key in h.opts:
                 if key not in ("pack", "unpack"):
                     c[f"hook option {key}"] += 1

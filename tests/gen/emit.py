@@ -118,7 +118,7 @@ def _hook_yaml(h: HookSpec) -> str:
     if h.opts.get("removes"):
         parts.append(f"removes: [{', '.join(map(str, h.opts['removes']))}]")
     if h.does:
-        parts.append(f"does: {_q(chr(10).join(f'{n} = {src(t)}' for n, t in h.does))}")
+        parts.append(f"does: {_q(chr(10).join(_does_line(e) for e in h.does))}")
     if h.returns is not None:
         parts.append(f"returns: {_q(src(h.returns))}")
     if h.remove:
@@ -202,3 +202,12 @@ def to_yaml(p: ProblemSpec) -> str:
             if v.steps:
                 out.extend(steps_yaml(v.steps, 4, _leaf_yaml, _backward_items))
     return "\n".join(out) + "\n"
+
+
+def _does_line(entry) -> str:
+    """One ``does:`` statement: ``name = tree``, a call (name None), or ``name op= tree``."""
+    if len(entry) == 3:
+        name, op, t = entry
+        return f"{name} {op}= {src(t)}"
+    name, t = entry
+    return src(t) if name is None else f"{name} = {src(t)}"

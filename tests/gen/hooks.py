@@ -7,6 +7,8 @@ from fractions import Fraction as Fr
 from .analysis import Analysis, Info
 from .cmpexprs import cmp_rescale
 from .specs import BackwardSpec, HookSpec, Leaf, Mod, ProblemSpec, VariantSpec
+from gen.inplace import INPLACE_P, write, writes_in_place
+from gen.trees import src
 
 
 #: How often a v2 problem's variant runs ``steps:`` instead of one forward and backward (its
@@ -130,6 +132,9 @@ class HookGen:
                 self.tuple_does(h, "grad_input")
             elif h.kind == "full_backward_pre":
                 self.tuple_does(h, "grad_output")
+            if (self.v2 and h.kind in ("full_backward", "full_backward_pre", "backward") and h.returns is None
+                    and not h.does and s.coin(INPLACE_P)):
+                self.module_inplace(h, [c for c in a.calls if c.path == h.target])
         # 4. tensor and node hooks
         rg_names = [nm for nm, inf in a.names.items() if inf.rg]
         gf_names = [nm for nm, inf in a.names.items() if inf.gf]
@@ -162,11 +167,18 @@ class HookGen:
                 if s.coin(0.5) and info.known:
                     h.returns = self.node_returns(nk, info)
                 self.tuple_does(h, "grad_outputs" if nk == "pre" else "grad_inputs")
+                if self.v2 and h.returns is None and not h.does and info.known and s.coin(INPLACE_P):
+                    defined = [info.nr] if nk == "pre" else [k for k, e in enumerate(info.edges) if e]
+                    if defined:
+                        arg = "grad_outputs" if nk == "pre" else "grad_inputs"
+                        h.does = write(s, ("idx", ("n", arg), s.choice(defined)))
             elif kind == "retain" and rg_names:
                 h = HookSpec("tensor", self.pick_target(rg_names), "retain_grad")
             elif rg_names:
                 h = HookSpec("tensor", self.pick_target(rg_names), "hook", implicit_kind=s.coin(0.5))
                 self.tensor_returns(h)
+                if self.v2 and h.returns is None and not h.does and s.coin(INPLACE_P):
+                    h.does = write(s, ("n", "grad"), "grad")
             else:
                 continue
             if self.timing and s.coin(0.1):
@@ -188,6 +200,13 @@ class HookGen:
                 hooks.append(others[j])
                 j += 1
         self.v2_extras(p, a, inputs, hooks)
+        nones = any(h.returns is not None and "None" in src(h.returns) for h in hooks)
+        for h in hooks:
+            # a hook returning None somewhere, or a backward that computes only what its inputs need,
+            # may leave a slot undefined that an in-place write reads (a Python error in the hook
+            # body: not what these bodies are for)
+            if writes_in_place(h) and (nones or (back.inputs and h.on in ("node", "module"))):
+                h.does = []
         return hooks, back
 
     def pick_target(self, names: list) -> str:
@@ -275,6 +294,25 @@ class HookGen:
         elif style == "does_rebind":                              # rebinding, then returning it: effect
             h.does = [("grad", ("b", "+", g, ("c", Fr(1)))), ("grad", ("b", "*", g, ("c", Fr(2))))]
             h.returns = g
+
+    def module_inplace(self, h: HookSpec, calls: list) -> None:
+        """A module backward hook that writes a slot it is handed in place (one every call defines)."""
+        s = self.s
+        if h.kind == "full_backward_pre":
+            h.does = write(s, ("idx", ("n", "grad_output"), 0))
+            return
+        if h.kind == "full_backward":
+            n = len(calls[0].args_rg) if calls else 0
+            defined = [i for i in range(n) if calls and all(c.args_rg[i] for c in calls)]
+            arg = "grad_input"
+        else:   # legacy: the grad_inputs of the module's last node
+            edges = {c.out.edges for c in calls if c.out.gf}
+            if len(edges) != 1 or not all(c.out.known for c in calls if c.out.gf):
+                return
+            defined = [k for k, e in enumerate(next(iter(edges))) if e]
+            arg = "grad_input"
+        if defined:
+            h.does = write(s, ("idx", ("n", arg), s.choice(defined)))
 
     def tuple_does(self, h: HookSpec, arg: str) -> None:
         """Module and node hooks: rebind the tuple argument in ``does:`` (no effect), or copy it

@@ -9,6 +9,7 @@ call, which changes the edges other hooks see), :meth:`v2_extras` after it.
 
 from __future__ import annotations
 
+from gen.inplace import INPLACE_P, optimizer_step
 from .specs import HookSpec
 
 GLOBAL_KINDS = [(2, "forward_pre"), (2, "forward"), (3, "full_backward"), (2, "full_backward_pre"), (1, "backward")]
@@ -70,7 +71,10 @@ class HookGenV2:
         extra = []
         if used and s.coin(0.3):
             for _ in range(s.int(1, 2)):
-                extra.append(HookSpec("tensor", s.choice(used), "post_accumulate_grad"))
+                h = HookSpec("tensor", s.choice(used), "post_accumulate_grad")
+                if s.coin(INPLACE_P):
+                    h.does = optimizer_step(s)
+                extra.append(h)
         if used and s.coin(0.25):
             nk = s.choice(["pre", "post"])
             h = HookSpec("node", s.choice(used), nk)

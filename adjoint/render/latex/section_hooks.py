@@ -64,7 +64,7 @@ class HookSections(UnitWriter):
             if h.returns is not None:
                 text += f", returning ${self.P.doprint(h.returns)}$"
             elif h.kind != "retain_grad":
-                text += ", returning nothing (it only observes)"
+                text += ", returning nothing" + ("" if h.does else " (it only observes)")
         if h.does:
             text += "; it runs " + ", ".join(code(x) for x in h.does)
         if h.prepend:
@@ -313,9 +313,11 @@ class HookSections(UnitWriter):
             elif h.kind in ("pack", "unpack"):
                 pass
             elif h.kind != "retain_grad":
-                if h.does:
-                    out.append("It returns \\texttt{None}: whatever it rebinds inside, PyTorch ignores; nothing "
-                               "changes.\n\n")
+                if h.wrote:
+                    out.append(self._wrote(h))
+                elif h.does:
+                    out.append("It returns \\texttt{None}: it only rebinds local names, so nothing it computes "
+                               "flows on.\n\n")
                 else:
                     out.append("It returns \\texttt{None}: it only observes, and nothing changes.\n\n")
         else:
@@ -343,6 +345,14 @@ class HookSections(UnitWriter):
         what = f"\\texttt{{{esc(h.saved)}}}" if h.saved else "a tensor"
         var = f" (${self.sym(h.saved_var)}$)" if h.saved_var is not None and self.u is not None else ""
         return f"{what}{var} that the node saves"
+
+    @staticmethod
+    def _wrote(h) -> str:
+        """A hook that wrote in place and returned None (adjoint.engine.hookwrites): what it wrote is said
+        under Why."""
+        what = ["a gradient it was handed" if w == "gradient" else esc(w) for w in h.wrote]
+        return ("It returns \\texttt{None} but writes in place (" + ", ".join(what) + "): the values shown "
+                "are what it was handed, before its writes.\n\n")
 
     def _always_after_error(self, h: HookCall) -> bool:
         err = self.vd.error

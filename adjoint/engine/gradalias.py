@@ -1,0 +1,467 @@
+"""Which gradients are one tensor in PyTorch's engine: what a hook that writes in place changes.
+
+A hook handed a gradient is handed the engine's own tensor, so ``grad.mul_(2)`` (returning
+None) changes what flows on -- and every other place the engine holds that same tensor. The
+engine here passes values, so this module keeps, beside every gradient the engine holds, a
+:class:`GradObj`: the identity of the tensor PyTorch 2.13 would hold there. Two holders with
+one ``GradObj`` are one tensor (a write through one is seen by the other); two with different
+``GradObj`` but one :class:`Storage` may share memory (a view); different storages never do.
+
+Where PyTorch hands on the same tensor (checked in torch with ``is`` and storage pointers on
+each node's ``grad_outputs`` and ``grad_inputs``):
+
+* an input buffer that received one gradient *is* that gradient (``InputBuffer::add`` moves
+  it in); one that received two or more is a sum no other holder shares (``old + new``, or
+  ``old.add_(new)`` only when nothing else holds ``old``);
+* ``AddBackward0`` hands its incoming gradient itself to ``self`` and (alpha 1) to ``other``;
+  ``SubBackward0`` to ``self``; ``CloneBackward0``, ``AliasBackward0``, ``ExpandBackward0``
+  (to the same shape) and ``BackwardHookFunctionBackward`` (module hooks) hand it on as it is;
+  ``validate_outputs`` makes a new tensor where it sums a broadcast gradient or casts a dtype;
+* view backwards (``ViewBackward0``, ``TBackward0``, ``SumBackward0``'s expand, ``CatBackward0``'s
+  narrows, ...) hand on a view of it: another tensor, one storage. An op not listed as making a
+  new tensor is taken to be such a view, which only ever makes adjoint refuse a write it cannot
+  place, never guess it;
+* ``AccumulateGrad`` with no ``.grad`` yet takes the gradient itself as ``.grad`` when nothing
+  else holds it (``new_grad.use_count() <= num_expected_refs``), else a copy; with a ``.grad``,
+  it adds in place (``.grad`` stays the same tensor).
+
+A write to a tensor whose storage another live holder shares through a view is refused
+(exit 2, not modelled yet): the write's effect on the view is not modelled.
+"""
+
+from __future__ import annotations
+
+from adjoint.format.errors import ProblemError
+from adjoint.engine.graph import Tensor
+
+
+class Storage:
+    """One block of memory (union-find: an op of unknown aliasing merges its inputs' storages)."""
+
+    __slots__ = ("parent",)
+
+    def __init__(self):
+        self.parent = None
+
+    def root(self) -> "Storage":
+        s = self
+        while s.parent is not None:
+            s = s.parent
+        return s
+
+
+class GradObj:
+    """One tensor object of PyTorch's engine (a gradient buffer, ``.grad``, a hook's argument).
+
+    ``strides``: its layout when it is not contiguous in a way a write can tell (the expanded
+    gradient ``SumBackward0`` / ``SumBackward1`` hand on: stride 0 where they broadcast, so an
+    in-place write raises PyTorch's internal-overlap error)."""
+
+    __slots__ = ("storage", "strides", "base", "to_base", "from_base", "contiguous", "unknown_layout")
+
+    def __init__(self, storage: Storage | None = None, strides: tuple | None = None):
+        self.storage = storage if storage is not None else Storage()
+        self.strides = strides
+        self.base = None          # a view: the tensor it views, with the maps between their values
+        self.to_base = None       # (B, new value of this view) -> new value of the base
+        self.from_base = None     # (B, value of the base) -> value of this view
+        self.contiguous = strides is None
+        self.unknown_layout = False   # a view of an expanded gradient through an op not modelled here
+
+    @property
+    def opaque(self) -> bool:
+        """A write into it cannot be placed: its elements may alias each other in a way not modelled."""
+        return self.unknown_layout
+
+    @property
+    def overlaps(self) -> bool:
+        return self.strides is not None and 0 in self.strides
+
+
+def fresh() -> GradObj:
+    return GradObj()
+
+
+def view_of(objs) -> GradObj:
+    """A new tensor that may share memory with any of ``objs`` (in a layout not modelled: a view
+    of an expanded gradient may itself repeat elements, so a write into it is not placed)."""
+    objs = [o for o in objs if o is not None]
+    if not objs:
+        return fresh()
+    root = objs[0].storage.root()
+    for o in objs[1:]:
+        r = o.storage.root()
+        if r is not root:
+            r.parent = root
+    obj = GradObj(root)
+    obj.unknown_layout = any(o.overlaps or o.unknown_layout for o in objs)
+    return obj
+
+
+#: backward nodes whose every output is a new tensor (checked in torch 2.13: no output is the
+#: incoming gradient or shares its storage)
+FRESH = frozenset((
+    "MulBackward0", "MulBackward1", "DivBackward0", "DivBackward1", "DivBackward2", "NegBackward0",
+    "PowBackward0", "PowBackward1", "PowBackward2", "RsubBackward0", "RsubBackward1", "MeanBackward0",
+    "MeanBackward1", "SelectBackward0", "SliceBackward0", "ReluBackward0", "TanhBackward0", "ExpBackward0",
+    "MmBackward0", "ToCopyBackward0", "WhereBackward0", "AbsBackward0", "SigmoidBackward0", "MaximumBackward0",
+    "MinimumBackward0", "ClampBackward1", "SqrtBackward0", "UnbindBackward0", "SplitBackward0", "LogBackward0",
+    "SinBackward0", "CosBackward0", "MvBackward0", "DotBackward0", "BmmBackward0", "LogSoftmaxBackward0",
+    "SoftmaxBackward0", "GeluBackward0", "SiluBackward0", "LeakyReluBackward0", "EluBackward0", "SoftplusBackward0",
+    "HardtanhBackward0", "MseLossBackward0", "HuberLossBackward0", "SmoothL1LossBackward0",
+    "BinaryCrossEntropyBackward0", "BinaryCrossEntropyWithLogitsBackward0", "NllLossBackward0", "ReciprocalBackward0",
+    "RepeatBackward0", "AmaxBackward0", "AminBackward0", "MaxBackward0", "MaxBackward1", "MinBackward0",
+    "MinBackward1", "VarBackward0", "LinalgVectorNormBackward0", "XlogyBackward0", "MaskedFillBackward0",
+    "ConstantPadNdBackward0", "ClampBackward0", "EmbeddingBackward0", "NativeLayerNormBackward0",
+    "AsStridedBackward0", "SplitWithSizesBackward0", "ZeroBackward0", "MaxPool2DWithIndicesBackward0",
+    "AvgPool2DBackward0", "ConvolutionBackward0", "NativeGroupNormBackward0", "NativeBatchNormBackward0",
+))
+
+#: backward nodes that hand the incoming gradient itself to these output slots (other slots: new tensors)
+SAME = {
+    "AddBackward0": None,        # both (``other`` only with alpha 1: see same_slots)
+    "SubBackward0": (0,),
+    "CloneBackward0": (0,),
+    "AliasBackward0": (0,),
+    "ExpandBackward0": (0,),     # to the same shape (sum_to hands the gradient itself back)
+    "AddmmBackward0": (0,),      # the bias, when it is not broadcast (beta 1)
+    "BaddbmmBackward0": (0,),
+    "torch::autograd::CopyBackwards": (1,),   # copy_'s source (same shape and dtype)
+}
+
+
+def same_slots(node) -> tuple:
+    """The output slots of ``node`` that are its incoming gradient itself."""
+    if node.name == "AddBackward0":
+        alpha = _alpha(node)
+        return (0, 1) if alpha == 1 else (0,)
+    return SAME[node.name]
+
+
+def _alpha(node):
+    p = node.params
+    if isinstance(p, dict):
+        return p.get("alpha", 1)
+    return 1 if p is None else p
+
+
+#: view backwards whose output is ``grad`` reshaped (row-major order kept: a view of a contiguous gradient)
+RESHAPES = frozenset(("ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "UnsqueezeBackward0",
+                      "SqueezeBackward0", "SqueezeBackward1", "SqueezeBackward2", "SqueezeBackward4"))
+#: view backwards whose output is ``grad`` with its dims permuted
+PERMUTES = frozenset(("TBackward0", "TransposeBackward0", "PermuteBackward0"))
+
+
+def _view_obj(node, src: GradObj, g_shape: tuple, v_shape: tuple) -> GradObj | None:
+    """The view a reshape or permute backward hands on, with the maps between its value and the
+    incoming gradient's (None when the relation is not one of those)."""
+    from adjoint.engine.ops.views import _inverse, transpose_perm
+    if src.unknown_layout:
+        return None
+    obj = GradObj(src.storage.root())
+    obj.base = src
+    nd = len(g_shape)
+    if node.name in RESHAPES or (node.name == "TBackward0" and nd < 2):
+        unit_only = tuple(d for d in g_shape if d != 1) == tuple(d for d in v_shape if d != 1)
+        if not src.contiguous and not unit_only:
+            return None       # reshaping a non-contiguous gradient may copy it: not modelled
+        # a view that only adds or drops size-1 dims (squeeze, unsqueeze, a reshape to such a
+        # shape) is a view of any layout, in the same row-major order of elements
+        obj.to_base = lambda B, v: B.reshape(v, g_shape)
+        obj.from_base = lambda B, g: B.reshape(g, v_shape)
+        obj.contiguous = src.contiguous
+        if src.strides is not None:   # an expanded gradient stays expanded along the same dims
+            kept = iter([st for d, st in zip(g_shape, src.strides) if d != 1])
+            obj.strides = tuple(next(kept) if d != 1 else 1 for d in v_shape)
+        return obj
+    if node.name == "TBackward0":
+        perm = (1, 0)
+    elif node.name == "TransposeBackward0":
+        perm = transpose_perm(nd, node.params)
+    else:
+        perm = _inverse(node.params)
+    back = _inverse(perm)
+    obj.to_base = lambda B, v: B.permute(v, back)
+    obj.from_base = lambda B, g: B.permute(g, perm)
+    obj.contiguous = src.contiguous and perm == tuple(range(nd))
+    if src.strides is not None:
+        obj.strides = tuple(src.strides[d] for d in perm)
+    return obj
+
+
+def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | None = None) -> list:
+    """The tensor each output of ``node`` is, given what its inputs are (``in_objs``; their values
+    ``inputs``).
+
+    ``shape_of(value)``: a value's shape, to tell ``ExpandBackward0``'s same-shape hand-on and
+    ``validate_outputs``' summing from a hand-on."""
+    out = []
+    kind = node.kind
+    for i, g in enumerate(outputs):
+        if g is None:
+            out.append(None)
+            continue
+        if kind == "hookfn":
+            out.append(in_objs[i] if i < len(in_objs) and in_objs[i] is not None else fresh())
+        elif kind == "function" and _arithmetic_formula(node, i):
+            out.append(fresh())
+        elif kind not in ("function", "copyslices") and node.name in FRESH:
+            out.append(fresh())
+        elif kind not in ("function", "copyslices") and node.name in SAME and i in same_slots(node):
+            src = in_objs[0] if in_objs else None
+            # validate_outputs sums a broadcast gradient (a new tensor); a dtype cast is one too
+            edge_in = node.inputs[i] if i < len(node.inputs) else None
+            same_shape = edge_in is None or tuple(shape_of(g)) == tuple(edge_in.shape)
+            same_dtype = edge_in is None or edge_in.dtype == _out_dtype(node)
+            in_shape = node.outputs[0][0] if node.outputs else None
+            handed = in_shape is None or tuple(in_shape) == tuple(shape_of(g))
+            out.append(src if src is not None and same_shape and same_dtype and handed else fresh())
+        elif kind not in ("function", "copyslices") and node.name in SAME:
+            out.append(fresh())
+        elif (kind == "op" and (node.name in RESHAPES or node.name in PERMUTES) and in_objs and in_objs[0] is not None
+              and inputs and inputs[0] is not None
+              and (view := _view_obj(node, in_objs[0], tuple(shape_of(inputs[0])), tuple(shape_of(g)))) is not None):
+            out.append(view)
+        elif kind == "op" and node.name in ("SumBackward0", "SumBackward1"):
+            strides = _expanded_strides(node)
+            src = in_objs[0] if in_objs else None
+            if 0 not in strides and src is not None and not src.unknown_layout and inputs and inputs[0] is not None:
+                # nothing repeats (the summed dims have size 1): a view of the gradient, only reshaped
+                g_shape, v_shape = tuple(shape_of(inputs[0])), tuple(shape_of(g))
+                obj = GradObj(src.storage.root())
+                obj.base, obj.contiguous = src, src.contiguous
+                obj.to_base = lambda B, v, s=g_shape: B.reshape(v, s)
+                obj.from_base = lambda B, x, s=v_shape: B.reshape(x, s)
+            else:
+                obj = view_of(in_objs)
+                obj.strides = strides
+            out.append(obj)
+        else:
+            out.append(view_of(in_objs))
+    return out
+
+
+def _arithmetic_formula(node, i: int) -> bool:
+    """A custom Function's backward formula for output ``i`` is an operator expression
+    (``grad_output * output``): PyTorch computes a new tensor, which the node hands on."""
+    from adjoint.format import syntax as S
+    try:
+        formula = node.params.function.grads[i][1]
+    except (AttributeError, IndexError, TypeError):
+        return False
+    return isinstance(formula, (S.Bin, S.Neg))
+
+
+def _expanded_strides(node) -> tuple:
+    """The strides of ``sum``'s gradient: ``grad.expand(sizes)`` (all 0), or for ``sum(dims)``
+    ``grad`` unsqueezed at the summed dims and expanded there (0 at those dims)."""
+    from adjoint.values.strides import contiguous_strides
+    shape = tuple(node.inputs[0].shape)
+    if node.name == "SumBackward0":   # stride 0 along every dim that repeats the element (size > 1)
+        return tuple(0 if n != 1 else 1 for n in shape)
+    dims = node.params[0]
+    nd = len(shape)
+    summed = set(range(nd)) if dims is None or (isinstance(dims, (tuple, list)) and not dims) else {
+        d % nd for d in (dims if isinstance(dims, (tuple, list)) else (dims,))}
+    kept = tuple(1 if d in summed else n for d, n in enumerate(shape))
+    strides = list(contiguous_strides(kept))
+    for d in summed:
+        if shape[d] != 1:
+            strides[d] = 0
+    return tuple(strides)
+
+
+def _out_dtype(node):
+    outs = node.outputs
+    if outs and len(outs[0]) > 1:
+        return outs[0][1]
+    return None
+
+
+class Aliases:
+    """The holders of gradient tensors during one backward call, and the writes between them."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.pending: dict = {}        # (node, slot) -> GradObj of a buffer not yet consumed
+        self.lists: dict = {}          # node -> its buffer (the values list)
+        self.grads: dict = {}          # leaf Tensor -> GradObj of its .grad (set when this backward made it)
+        self.frames: list = []         # [values list, objs list] of the node running (inputs, then outputs)
+        self.states: list = []         # [state, objs of state.grad_outputs] of module hooks holding grad_outputs
+        self.captured: list = []       # GradObj per torch.autograd.grad result
+
+        self.objs: list = []           # GradObj of each input of the node running
+        self.out_objs: list = []       # GradObj of each of its outputs (once computed)
+
+    # ------------------------------------------------------------ the running node
+    def set_outputs(self, outputs: list) -> None:
+        for frame in self.frames:
+            if frame[1] is self.out_objs:
+                frame[0] = outputs
+
+    def capture(self, idx: int, obj) -> None:
+        """torch.autograd.grad hands back the captured buffer itself."""
+        while len(self.captured) <= idx:
+            self.captured.append(None)
+        self.captured[idx] = obj
+
+    def after_hook(self, hook) -> dict:
+        """The hook just run wrote these engine tensors in place: every holder sees the write.
+        Returns the writes (GradObj -> new value)."""
+        writes = self.engine.rt.hooks_runner.writes
+        if writes:
+            self.write(writes, hook)
+        return writes
+
+    @staticmethod
+    def refresh(values: tuple, objs: tuple, writes: dict) -> tuple:
+        """A tuple of gradients the engine holds locally, after ``writes`` (tensors stay: they were
+        written themselves)."""
+        if not writes:
+            return values
+        return tuple(writes[o] if o is not None and o in writes and not isinstance(v, Tensor) else v
+                     for v, o in zip(values, objs))
+
+    def hold(self, state, objs: tuple) -> None:
+        """BackwardHook keeps ``grad_outputs`` (these tensors) until its input hook runs."""
+        self.release(state)
+        self.states.append([state, tuple(objs)])
+
+    def held(self, state) -> tuple | None:
+        for st, objs in self.states:
+            if st is state:
+                return objs
+        return None
+
+    def release(self, state) -> None:
+        self.states = [e for e in self.states if e[0] is not state]
+
+    def returned(self, old):
+        """The tensor a hook returned: one of its arguments itself, else a new tensor."""
+        r = self.engine.rt.hooks_runner.returned_obj
+        return r if isinstance(r, GradObj) else fresh()
+
+    def returned_tuple(self, old: list) -> list:
+        r = self.engine.rt.hooks_runner.returned_obj
+        r = r if isinstance(r, tuple) else (None,) * len(old)
+        return [o if isinstance(o, GradObj) else fresh() for o in r]
+
+    def accumulated(self, t, first: bool, obj) -> None:
+        """AccumulateGrad on ``t``: the first gradient becomes ``.grad`` itself when nothing else
+        holds it, else a copy; later ones are added into ``.grad`` in place."""
+        if first:
+            # (a gradient whose layout differs from the leaf's is copied too: obeys_layout_contract)
+            steal = obj is not None and obj.contiguous and obj.strides is None and not self.held_elsewhere(obj)
+            self.grads[t] = obj if steal else fresh()
+        else:
+            self.grad_obj(t)
+
+    def leaf_writes(self, changes: list, hook) -> None:
+        """A hook wrote leaves' ``.grad``: in place (every holder of that tensor sees it) or by
+        assignment (``.grad`` is another tensor from now on)."""
+        for leaf, how in changes:
+            if how == "assign":
+                self.grads[leaf] = fresh()
+            else:
+                self.write({self.grad_obj(leaf): leaf.grad}, hook)
+
+    # ------------------------------------------------------------ buffers
+    def deliver(self, node, slot: int, obj: GradObj, first: bool, values: list) -> None:
+        self.lists[node] = values
+        self.pending[(node, slot)] = obj if first else fresh()
+
+    def take(self, node, n: int) -> list:
+        self.lists.pop(node, None)
+        return [self.pending.pop((node, i), None) for i in range(n)]
+
+    def grad_obj(self, t) -> GradObj:
+        obj = self.grads.get(t)
+        if obj is None:
+            obj = self.grads[t] = fresh()
+        return obj
+
+    def held_elsewhere(self, obj: GradObj, frame_values=None) -> bool:
+        """Does any live holder other than the running node's inputs hold ``obj`` itself?"""
+        if any(o is obj for o in self.pending.values()):
+            return True
+        for _state, objs in self.states:
+            if any(o is obj for o in objs):
+                return True
+        return any(o is obj for o in self.grads.values())
+
+    # ------------------------------------------------------------ writes
+    def write(self, writes: dict, hook) -> None:
+        """A hook wrote these tensors in place (GradObj -> new value): every holder of each sees it,
+        the tensor a written view views, and every live view of a written tensor."""
+        B = self.engine.B
+        done: dict = {}                 # id(GradObj) -> (GradObj, new value)
+        todo = list(writes.items())
+        while todo:
+            obj, value = todo.pop()
+            if id(obj) in done:
+                continue
+            done[id(obj)] = (obj, value)
+            if obj.base is not None and obj.to_base is not None:
+                todo.append((obj.base, obj.to_base(B, value)))
+        # live views of a written tensor (through views no one holds any more, too)
+        for obj in list(self._all_objs()):
+            if id(obj) in done:
+                continue
+            chain, a = [], obj
+            while a is not None and id(a) not in done and a.from_base is not None:
+                chain.append(a)
+                a = a.base
+            if a is None or id(a) not in done or not chain:
+                continue
+            value = done[id(a)][1]
+            for v in reversed(chain):
+                value = v.from_base(B, value)
+                done[id(v)] = (v, value)
+        roots = {id(o.storage.root()) for o, _v in done.values()}
+        for o in self._all_objs():
+            if id(o) not in done and id(o.storage.root()) in roots:
+                self._refuse(hook)
+        for obj, value in done.values():
+            self._place(obj, value)
+
+    def _place(self, obj: GradObj, value) -> None:
+        for values, objs in self.frames:
+            for i, o in enumerate(objs):
+                if o is obj:
+                    values[i] = value
+        for (node, slot), o in self.pending.items():
+            if o is obj:
+                self.lists[node][slot] = value
+        for t, o in self.grads.items():
+            if o is obj:
+                t.grad = value
+        for state, objs in self.states:
+            if getattr(state, "buffer", None) is not None:   # a multi-grad hook's buffer (a list)
+                for i, o in enumerate(objs):
+                    if o is obj:
+                        state.buffer[i] = value
+            elif getattr(state, "grad_outputs", None) is not None and any(o is obj for o in objs):
+                state.grad_outputs = tuple(value if o is obj and not isinstance(v, Tensor) else v
+                                           for v, o in zip(state.grad_outputs, objs))
+        for i, o in enumerate(self.captured):
+            if o is obj:
+                self.engine.result.captured[i] = value
+
+    @staticmethod
+    def _refuse(hook):
+        raise ProblemError(hook.loc, f"the {_kind(hook)} '{hook.label}' writes a gradient in place that "
+                                     "PyTorch's engine shares, through a view, with another gradient it still "
+                                     "holds: not modelled yet (return the new value instead of writing in place)")
+
+    def _all_objs(self):
+        for _values, objs in self.frames:
+            yield from (o for o in objs if o is not None)
+        yield from (o for o in self.pending.values() if o is not None)
+        yield from self.grads.values()
+        for _state, objs in self.states:
+            yield from (o for o in objs if o is not None)
+        yield from (o for o in self.captured if o is not None)
+
+
+def _kind(hook) -> str:
+    return "tensor hook" if hook.kind == "hook" else f"{hook.kind} hook"
