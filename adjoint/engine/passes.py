@@ -154,7 +154,7 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
             if hook.when == "before_forward" and hook.index not in later:
                 reg.register(hook.index)
     except TorchError as exc:   # PyTorch refuses a registration (a hook on a tensor without grad, ...)
-        run.error = RunError(exc.type, exc.message, "register", exc.cause, 0)
+        run.error = RunError(exc.type, exc.message, "register", exc.cause, -1)   # before the first step
         return run
     first_forward = first_backward = True
     for index, step in enumerate(steps):

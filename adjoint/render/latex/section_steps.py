@@ -107,9 +107,13 @@ class StepSections(UnitWriter):
         return f"The SGD step of step {info.index + 1}, parameter by parameter:\n" + b.render()
 
     def error_section(self, err: ErrorInfo) -> str:
-        where = "backward" if err.during == "backward" else "forward"
+        if err.during == "register":
+            when = "while the hooks are registered, " + (f"in step {err.step + 1}" if err.step >= 0 else
+                                                          "before the first step")
+        else:
+            when = f"during the {'backward' if err.during == 'backward' else 'forward'} pass (step {err.step + 1})"
         out = ["\\subsection{The error}\n",
-               f"PyTorch raises \\texttt{{{esc(err.type)}}} during the {where} pass (step {err.step + 1}):\n"
+               f"PyTorch raises \\texttt{{{esc(err.type)}}} {when}:\n"
                f"\\begin{{quote}}\\texttt{{{esc(err.message)}}}\\end{{quote}}\n",
                f"Why: {_WHY.get(err.cause, 'this is what PyTorch does here.')}\n\n"]
         if err.raised_by is not None:
