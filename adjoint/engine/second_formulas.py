@@ -7,6 +7,11 @@ ordinary ATen calls: each one whose operands require grad makes a node, with the
 :meth:`adjoint.engine.runtime.Runtime.apply`, in PyTorch's order (checked in real torch 2.13 by printing
 ``grad_fn`` chains and ``_sequence_nr()`` of first-order gradients; tests/test_second_order.py).
 
+The generated ``apply`` of a node computes its inputs' gradients in the alphabetical order of
+the argument names in derivatives.yaml (``MulBackward0``: ``other`` before ``self``;
+``MmBackward0``: ``mat2`` before ``self``; ``AddmmBackward0``: ``mat1``, ``mat2``, ``self``),
+so the formulas below make their nodes in that order.
+
 A formula is ``f(rt, node, grads, saved, need)``: ``grads`` the incoming gradient tensors (one per
 output), ``saved`` the node's saved tensors by name (inputs as the tensors themselves, outputs
 rebuilt with the node as grad_fn, as ``SavedVariable::unpack`` does), ``need[i]`` whether input
@@ -113,6 +118,70 @@ def _div(rt, node, grads, saved, need):
     return [this, other]
 
 
+def _leaky_relu(rt, node, grads, saved, need):
+    # leaky_relu_backward(grad, self, negative_slope, false): LeakyReluBackwardBackward0
+    return [rt.apply("leaky_relu_backward", [grads[0], saved["self"]], node.params, node.loc)]
+
+
+def _dims(dims, ndim: int) -> list:
+    return sorted({d % ndim for d in dims}) if dims else list(range(ndim))
+
+
+def _sum_backward(rt, node, g, loc):
+    """sum_backward(grad, sizes, dims, keepdim): without keepdim, grad.unsqueeze(d) for each
+    reduced dim in increasing order (one UnsqueezeBackward0 each), then expand (ExpandBackward0)."""
+    shape = tuple(node.inputs[0].shape)
+    dims, keepdim = node.params
+    if not keepdim and shape:
+        for d in _dims(dims, len(shape)):
+            g = rt.apply("unsqueeze", [g], d, loc)
+    return rt.apply("expand", [g], shape, loc)
+
+
+def _sum_dim(rt, node, grads, saved, need):
+    return [_sum_backward(rt, node, grads[0], node.loc)]
+
+
+def _mean_dim(rt, node, grads, saved, need):
+    # mean_backward: sum_backward(...) / the number of elements reduced (DivBackward1)
+    shape = tuple(node.inputs[0].shape)
+    n = 1
+    for d in _dims(node.params[0], len(shape)):
+        n *= shape[d]
+    return [rt.apply("div_scalar", [_sum_backward(rt, node, grads[0], node.loc)], Fraction(n), node.loc)]
+
+
+def _unsqueeze(rt, node, grads, saved, need):
+    # UnsqueezeBackward0: grad.squeeze(dim) (SqueezeBackward1)
+    return [rt.apply("squeeze_dim", [grads[0]], (node.params,), node.loc)]
+
+
+def _squeeze(rt, node, grads, saved, need):
+    # SqueezeBackward0/1/2: unsqueeze_to(grad, dims, sizes): grad.unsqueeze(d) for each squeezed size-1 dim
+    shape = tuple(node.inputs[0].shape)
+    p = node.params
+    dims = [i for i, d in enumerate(shape) if d == 1] if p is None else sorted(d % len(shape) for d in p
+                                                                              if shape[d % len(shape)] == 1)
+    g = grads[0]
+    for d in dims:
+        g = rt.apply("unsqueeze", [g], d, node.loc)
+    return [g]
+
+
+def _transpose(rt, node, grads, saved, need):
+    # TransposeBackward0: grad.transpose(dim0, dim1)
+    return [rt.apply("transpose", [grads[0]], node.params, node.loc)]
+
+
+def _permute(rt, node, grads, saved, need):
+    # PermuteBackward0: permute_backwards: grad.permute(the inverse permutation)
+    perm = [d % len(node.params) for d in node.params]
+    inverse = [0] * len(perm)
+    for i, d in enumerate(perm):
+        inverse[d] = i
+    return [rt.apply("permute", [grads[0]], tuple(inverse), node.loc)]
+
+
 def _relu(rt, node, grads, saved, need):
     # threshold_backward(grad, result, 0): ThresholdBackwardBackward0
     return [rt.apply("threshold_backward", [grads[0], saved["result"]], None, node.loc)]
@@ -158,11 +227,11 @@ def _mat2_grad(rt, node, g, mat1, mat2):
 
 
 def _mm(rt, node, grads, saved, need):
-    # MmBackward0: self (mm_mat1_backward) then mat2 (mm_mat2_backward)
+    # MmBackward0: mat2 (mm_mat2_backward), then self (mm_mat1_backward): alphabetical, as the generated apply
     g = grads[0]
     mat1, mat2 = node.inputs
-    a = _mat1_grad(rt, node, g, mat1, saved["mat2"]) if need[0] else None
     b = _mat2_grad(rt, node, g, saved["self"], mat2) if need[1] else None
+    a = _mat1_grad(rt, node, g, mat1, saved["mat2"]) if need[0] else None
     return [a, b]
 
 
@@ -228,5 +297,7 @@ FORMULAS = {
     "mul": _mul, "add": _add, "sub": _sub, "neg": _neg, "mul_scalar": _mul_scalar, "div_scalar": _div_scalar,
     "pow_scalar": _pow_scalar, "tanh": _tanh, "relu": _relu, "sum": _sum, "mean": _mean, "t": _t, "mm": _mm,
     "addmm": _addmm, "view": _view, "expand": _expand, "mse_loss": _mse_loss, "sigmoid": _sigmoid, "exp": _exp,
-    "log": _log, "sqrt": _sqrt, "sin": _sin, "cos": _cos, "div": _div,
+    "log": _log, "sqrt": _sqrt, "sin": _sin, "cos": _cos, "div": _div, "leaky_relu": _leaky_relu,
+    "sum_dim": _sum_dim, "mean_dim": _mean_dim, "unsqueeze": _unsqueeze, "squeeze_all": _squeeze,
+    "squeeze_dim": _squeeze, "squeeze_dims": _squeeze, "transpose": _transpose, "permute": _permute,
 }

@@ -52,6 +52,24 @@ def _sigmoid_backward_math(a, p, shape, k):
     return TBin("mul", a[0], TBin("mul", one_minus, a[1], a[1].shape), shape)
 
 
+def leaky_relu_backward_forward(B, ins, p):
+    g, x = ins
+    return B.choose(x, ">", g, B.mul(g, B.scalar(p)))
+
+
+def leaky_relu_backward_vjp(B, gs, ins, outs, p, need):
+    # grad_output: leaky_relu_backward(grad, self, negative_slope); self: zeros_like(grad)
+    g = gs[0]
+    _, x = ins
+    return [B.choose(x, ">", g, B.mul(g, B.scalar(p))) if need[0] else None, B.zeros(B.shape(x)) if need[1] else None]
+
+
+def _leaky_relu_backward_math(a, p, shape, k):
+    step = TFn(STEP, (a[1],), a[1].shape)
+    slope = TBin("mul", TConst(Fraction(p)), TBin("sub", TConst(Fraction(1)), step, a[1].shape), a[1].shape)
+    return TBin("mul", a[0], TBin("add", step, slope, a[1].shape), shape)
+
+
 def threshold_backward_forward(B, ins, p):
     g, x = ins
     return B.select_positive(x, g)
@@ -123,6 +141,9 @@ OPS = (
        (Save("grad_output", "in", 0, if_need=1), Save("output", "in", 1)),
        "g * (1 - out) * out; g * grad_output * (1 - 2 out)", math=Math(_sigmoid_backward_math),
        checks=(Check(((2,), (2,)), positive="unit"),)),
+    Op("leaky_relu_backward", "LeakyReluBackwardBackward0", leaky_relu_backward_forward, leaky_relu_backward_vjp,
+       binary_shape, (Save("self", "in", 1),), "g where self > 0, else g * negative_slope; 0",
+       math=Math(_leaky_relu_backward_math), checks=(Check(((2,), (2,)), Fraction(1, 10), positive=True),)),
     Op("threshold_backward", "ThresholdBackwardBackward0", threshold_backward_forward, threshold_backward_vjp,
        binary_shape, (Save("self", "in", 1),), "g where self > 0, else 0; 0",
        math=Math(_threshold_backward_math), checks=(Check(((2,), (2,)), positive=True),)),
