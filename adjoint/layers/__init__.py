@@ -37,9 +37,9 @@ class LayerCall:
 
 def _collect() -> dict[str, Callable]:
     from . import activations, basic, losses, nn
-    from adjoint.layers import swish
+    from adjoint.layers import recurrent, swish
     forwards: dict[str, Callable] = {}
-    for family in (basic, activations, nn, losses, swish):
+    for family in (basic, activations, nn, losses, swish, recurrent):
         for name, fn in family.FORWARDS.items():
             if name in forwards:
                 raise ValueError(f"module type {name!r} has two forwards")

@@ -125,9 +125,9 @@ class Op:
 
 def _collect() -> dict[str, Op]:
     from . import activations, arith, elementwise, linalg, losses, nn, reductions, views
-    from adjoint.ops import indexing, masking, swish
+    from adjoint.ops import indexing, masking, recurrent, swish
     registry: dict[str, Op] = {}
-    for family in (arith, elementwise, linalg, reductions, views, activations, nn, losses, masking, swish, indexing):
+    for family in (arith, elementwise, linalg, reductions, views, activations, nn, losses, masking, swish, indexing, recurrent):
         for op in family.OPS:
             if op.name in registry:
                 raise ValueError(f"primitive {op.name!r} is defined twice")
