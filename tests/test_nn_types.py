@@ -58,6 +58,10 @@ CONFIGS = {
     "ReLU6": [{}, {"inplace": True}],
     "Hardswish": [{}, {"inplace": True}],
     "Mish": [{}, {"inplace": True}],
+    "RNNCell": [{"input_size": 3, "hidden_size": 2}, {"input_size": 1, "hidden_size": 4, "bias": False,
+                                                      "nonlinearity": "relu"}],
+    "LSTMCell": [{"input_size": 3, "hidden_size": 2}, {"input_size": 2, "hidden_size": 1, "bias": False}],
+    "GRUCell": [{"input_size": 3, "hidden_size": 2}, {"input_size": 2, "hidden_size": 3, "bias": False}],
     "MultiheadAttention": [{"embed_dim": 4, "num_heads": 2},
                            {"embed_dim": 4, "num_heads": 1, "kdim": 3, "vdim": 5, "add_bias_kv": True},
                            {"embed_dim": 6, "num_heads": 3, "bias": False, "batch_first": True, "add_zero_attn": True}],
@@ -98,7 +102,7 @@ def test_every_type_of_the_contract_is_there():
                 "BatchNorm1d BatchNorm2d LayerNorm GroupNorm Dropout Embedding Flatten Unflatten LeakyReLU GELU SiLU "
                 "ELU Softplus Softmax LogSoftmax ModuleList MultiheadAttention MSELoss L1Loss SmoothL1Loss HuberLoss "
                 "CrossEntropyLoss NLLLoss BCELoss BCEWithLogitsLoss KLDivLoss "
-                "Hardtanh ReLU6 Hardswish Mish").split()
+                "Hardtanh ReLU6 Hardswish Mish RNNCell LSTMCell GRUCell").split()
     assert sorted(nn_types.TYPES) == sorted(contract)
     assert sorted(CONFIGS) == sorted(set(contract) - set(CONTAINERS))
 

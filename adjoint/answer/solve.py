@@ -201,7 +201,8 @@ def _why(run: VariantRun, rec) -> list[str]:
             why.append("no input of the module requires grad: the hook fires as soon as grad_output is known, "
                        "with every grad_input None")
         else:
-            zeros = [call.module.inputs[i] for i, a in enumerate(call.args) if not a.requires_grad]
+            zeros = [call.module.inputs[i] if i < len(call.module.inputs) else f"#{i}"
+                     for i, a in enumerate(call.args) if isinstance(a, Tensor) and not a.requires_grad]
             if zeros:
                 why.append(f"input(s) {', '.join(zeros)} do not require grad: PyTorch hands a zero tensor there "
                            "(BackwardHookFunction materializes the missing gradient)")

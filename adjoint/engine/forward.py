@@ -590,10 +590,10 @@ class _ModuleScope:
             raise ProblemError(loc, f"unknown function '{name}' in the forward of '{self.mod.label}'"
                                     + (close or suggest_function(name))
                                     + (f" (child modules here: {', '.join(children)})" if children else ""))
-        if not kwargs and not child.input_defaults and len(args) != len(child.inputs):
+        if not kwargs and not child.input_defaults and not _arity_ok(child, len(args)):
             raise ProblemError(loc, f"module '{child.label}' takes {len(child.inputs)} input(s) "
                                     f"({', '.join(child.inputs)}), got {len(args)}")
-        if child.type is not None and not all(isinstance(a, Tensor) for a in args):
+        if child.type is not None and not all(isinstance(a, Tensor) or _tensor_tuple(a) for a in args):
             raise ProblemError(loc, f"module '{child.label}' must be called with tensors")
         if child.type is None and not any(isinstance(a, Tensor) for a in list(args) + list(kwargs.values())):
             raise ProblemError(loc, f"module '{child.label}' must be called with tensors")
@@ -627,16 +627,27 @@ class _LossScope:
             raise ProblemError(loc, f"unknown function '{name}' in the loss{suggest_function(name)}"
                                     + (f" (the root's children, which the loss may call: {', '.join(children)})"
                                        if children else " (the loss may call the root's children; it has none)"))
-        if not kwargs and not child.input_defaults and len(args) != len(child.inputs):
+        if not kwargs and not child.input_defaults and not _arity_ok(child, len(args)):
             raise ProblemError(loc, f"module '{child.label}' takes {len(child.inputs)} input(s) "
                                     f"({', '.join(child.inputs)}), got {len(args)}")
         if not any(isinstance(a, Tensor) for a in list(args) + list(kwargs.values())) or \
-                (child.type is not None and not all(isinstance(a, Tensor) for a in args)):
+                (child.type is not None and not all(isinstance(a, Tensor) or _tensor_tuple(a) for a in args)):
             raise ProblemError(loc, f"module '{child.label}' must be called with tensors")
         return self.run.call_module(child, list(args), loc, kwargs)
 
     def assign(self, name, value, loc):
         raise ProblemError(loc, "the loss is one expression")
+
+
+def _arity_ok(child: Module, n: int) -> bool:
+    """A call's positional count: a built-in's optional inputs may be given positionally
+    (``cell(x, hx)``, ``lstm(x, (h, c))``)."""
+    if n == len(child.inputs):
+        return True
+    from adjoint.format.module_signatures import lookup
+    t = lookup(child.type) if child.type is not None else None
+    return t is not None and tuple(child.inputs) == t.inputs and \
+        len(t.inputs) <= n <= len(t.inputs) + len(t.optional_inputs)
 
 
 def _tensor_tuple(v) -> bool:

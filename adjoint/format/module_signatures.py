@@ -282,6 +282,23 @@ def _conv(name: str, rank: int) -> NNType:
         params=_conv_params, check=_conv_check)
 
 
+def _cell_params(gates: int):
+    """weight_ih (G*H, I), weight_hh (G*H, H), bias_ih, bias_hh (G*H), as named_parameters() has them."""
+    def params(a: Args) -> tuple[ParamSpec, ...]:
+        g, h, i = gates * a["hidden_size"], a["hidden_size"], a["input_size"]
+        out = (ParamSpec("weight_ih", (g, i)), ParamSpec("weight_hh", (g, h)))
+        return out + ((ParamSpec("bias_ih", (g,)), ParamSpec("bias_hh", (g,))) if a["bias"] else ())
+    params.__name__ = f"_cell_params_{gates}"
+    return params
+
+
+def _cell(name: str, gates: int, *extra: ArgSpec) -> NNType:
+    """RNNCell / LSTMCell / GRUCell (adjoint/engine/layers/recurrent.py): ``hx`` optional."""
+    return NNType(name, (ArgSpec("input_size", "int", minimum=1), ArgSpec("hidden_size", "int", minimum=1),
+                         ArgSpec("bias", "bool", True)) + extra,
+                  inputs=("input",), optional_inputs=("hx",), params=_cell_params(gates))
+
+
 def _batchnorm(name: str) -> NNType:
     return NNType(name, (
         ArgSpec("num_features", "int", minimum=1), ArgSpec("eps", "float", Fraction(1, 100000)),
@@ -341,6 +358,9 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
     NNType("ReLU6", (_inplace(),)),
     NNType("Hardswish", (_inplace(),)),
     NNType("Mish", (_inplace(),)),
+    _cell("RNNCell", 1, ArgSpec("nonlinearity", "str", "tanh", choices=("tanh", "relu"))),
+    _cell("LSTMCell", 4),
+    _cell("GRUCell", 3),
     NNType("Softmax", (ArgSpec("dim", "opt_int", None),)),
     NNType("LogSoftmax", (ArgSpec("dim", "opt_int", None),)),
     NNType("ModuleList", inputs=(), container=True),

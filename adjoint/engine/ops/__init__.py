@@ -26,7 +26,7 @@ Conventions of the rule functions (``forward(B, ins, p)``, ``vjp(B, gs, ins, out
 
 from __future__ import annotations
 
-from adjoint.engine.ops import activations, arith, elementwise, indexing, linalg, losses, masking, nn, reductions, second, swish, views
+from adjoint.engine.ops import activations, arith, elementwise, indexing, linalg, losses, masking, nn, recurrent, reductions, second, swish, views
 from adjoint.engine.ops.record import Check, Math, Op, Save
 
 __all__ = ["REGISTRY", "Check", "Math", "Op", "Save"]
@@ -34,7 +34,7 @@ __all__ = ["REGISTRY", "Check", "Math", "Op", "Save"]
 
 def _collect() -> dict[str, Op]:
     registry: dict[str, Op] = {}
-    for family in (arith, elementwise, linalg, reductions, views, activations, nn, losses, masking, swish, indexing, second):
+    for family in (arith, elementwise, linalg, reductions, views, activations, nn, losses, masking, swish, indexing, recurrent, second):
         for op in family.OPS:
             if op.name in registry:
                 raise ValueError(f"primitive {op.name!r} is defined twice")
