@@ -33,6 +33,7 @@ from .graph import Edge, Node, Tensor
 from .modules import (LegacyHook, ModuleInputHook, ModuleOutputHook, MultiGradInner, MultiGradState,
                       UserNodeHook)
 from .runtime import FREED_GRAPH, CallRecord, Runtime, TorchError
+from adjoint.reducer_hook import ReducerPostHook
 
 
 @dataclass
@@ -430,6 +431,8 @@ class Engine:
                 outputs = self.module_output_hook(entry.state, inputs, node)
             elif isinstance(entry, ModuleInputHook):
                 outputs = self.module_input_hook(entry.state, outputs, node)
+            elif isinstance(entry, ReducerPostHook):   # DistributedDataParallel's (adjoint.distributed)
+                entry()
         return outputs
 
     def edge_shapes(self, node: Node) -> list:

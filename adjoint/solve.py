@@ -44,6 +44,15 @@ def solve_problem(problem: Problem, variant: str | None = None, numeric: bool = 
                                       "number")
         symbols = problem.symbols
     chosen = [problem.variant(variant)] if variant else list(problem.variants)
+    if problem.distributed is not None:   # DistributedDataParallel: one answer per rank (adjoint.distributed)
+        from adjoint.distributed import solve_distributed
+
+        def make_backend():
+            if mode == "exact":
+                return ExactBackend(problem.dtype, symbols, symbols is None and bool(problem.free_symbols()))
+            return MODES[mode](problem.dtype, symbols)
+        with _cyclic_gc_paused():
+            return Prediction(problem, solve_distributed(problem, variant, make_backend, progress), numeric, mode)
     with _cyclic_gc_paused():
         return Prediction(problem, [solve_variant(problem, v, symbols, mode, progress) for v in chosen], numeric,
                           mode)

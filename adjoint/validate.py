@@ -23,6 +23,7 @@ from .validate_hooks import check_step_hooks, parse_backward, parse_hooks, parse
 from .validate_modules import ModuleBuilder
 from .validate_origin import read_origin
 from .validate_tensors import tensor_decl, tensor_table
+from adjoint.distributed_format import build_distributed, has_distributed
 
 TOP_KEYS = ("name", "inputs", "model", "description", "targets", "loss", "hooks", "variants", "backward",
             "symbols", "dtype", "init", "steps", "origin")
@@ -42,6 +43,8 @@ def target_decl(name: str, node: YNode, loc: Loc) -> TensorDecl:
 def build_problem(tree: YNode, path: str) -> Problem:
     if not isinstance(tree, YMap):
         raise ProblemError(tree.loc, f"the problem file must be a mapping, not {kind_name(tree)}")
+    if has_distributed(tree):   # each rank's file, validated as an ordinary one
+        return build_distributed(tree, path, build_problem)
     issues = Issues()
     top = tree
     unknown = unknown_keys(top, "the problem file", TOP_KEYS)
