@@ -20,6 +20,7 @@ import click
 
 from .errors import ProblemError
 from .safetext import terminal_safe
+from adjoint.distributed_format import refuse as refuse_distributed
 
 STDIN = "<stdin>"
 EXIT_INTERRUPTED = 128 + signal.SIGINT    # 130, as a shell reports Ctrl-C
@@ -366,6 +367,7 @@ def latex(file, out, pdf, variant):
     targets = _latex_targets(file, out, pdf)
     protect = () if file == "-" else (file,)
     problem = _load(file)
+    refuse_distributed(problem, "latex")
     for _, path in targets:
         if path != "-":
             check_target(path, protect)
@@ -418,6 +420,7 @@ def graph(file, out, variant, fmt, float64, structure):
     from .render.graph import picture
 
     problem = _load(file)
+    refuse_distributed(problem, "graph")
     protect = () if file == "-" else (file,)
     pred = problem.solve(variant=variant, mode=_mode(float64, structure))
     targets = _graph_targets(file, out, fmt, [v.name for v in pred.variants])
