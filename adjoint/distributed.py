@@ -258,8 +258,8 @@ def run_ranks(problem, name: str, make_backend) -> list[VariantRun]:
     for index, step in enumerate(steps):
         synced = spec.synced(step)
         try:
-            for run, reducer in zip(runs, reducers):
-                _step(run, reducer, step, index, synced, first_forward, first_backward, later)
+            for run, reducer in zip(runs, reducers):   # a forward's inputs may be per rank: each its own step
+                _step(run, reducer, run.steps[index], index, synced, first_forward, first_backward, later)
         except TorchError as exc:
             raise ProblemError(step.loc, f"PyTorch raises {exc.type} here on a rank ({exc.message}); an error "
                                          "under DistributedDataParallel is not modelled yet") from None

@@ -143,7 +143,7 @@ def _rank_tree(tree: YMap, rank: int, world_size: int, no_sync: set) -> YMap:
         if key.text == "inputs":
             value = _rank_inputs(value, rank, world_size)
         elif key.text == "steps":
-            value = _flat_steps(value, no_sync)
+            value = _flat_steps(value, no_sync, rank, world_size)
         elif key.text == "variants" and isinstance(value, YMap):
             value = YMap(value.loc, tuple((k, _rank_variant(v, rank, world_size, no_sync)) for k, v in value.entries))
         entries.append((key, value))
@@ -158,7 +158,7 @@ def _rank_variant(node: YNode, rank: int, world_size: int, no_sync: set) -> YNod
         if key.text == "inputs":
             value = _rank_inputs(value, rank, world_size)
         elif key.text == "steps":
-            value = _flat_steps(value, no_sync)
+            value = _flat_steps(value, no_sync, rank, world_size)
         entries.append((key, value))
     return YMap(node.loc, tuple(entries))
 
@@ -185,7 +185,7 @@ def _rank_inputs(node: YNode, rank: int, world_size: int) -> YNode:
     return YMap(node.loc, tuple(out))
 
 
-def _flat_steps(node: YNode, no_sync: set) -> YNode:
+def _flat_steps(node: YNode, no_sync: set, rank: int, world_size: int) -> YNode:
     if not isinstance(node, YSeq):
         return node
     items: list = []
@@ -199,10 +199,22 @@ def _flat_steps(node: YNode, no_sync: set) -> YNode:
                 if isinstance(inner, YMap) and len(inner.entries) == 1 and inner.entries[0][0].text == "no_sync":
                     raise ProblemError(inner.loc, "no_sync inside no_sync: write one no_sync with all the steps")
                 no_sync.add(inner.loc)
-                items.append(inner)
+                items.append(_rank_step(inner, rank, world_size))
         else:
-            items.append(item)
+            items.append(_rank_step(item, rank, world_size))
     return YSeq(node.loc, tuple(items))
+
+
+def _rank_step(node: YNode, rank: int, world_size: int) -> YNode:
+    """``{forward: {inputs: {x: {per_rank: [...]}}}}``: that rank's value."""
+    if not (isinstance(node, YMap) and len(node.entries) == 1 and node.entries[0][0].text == "forward"):
+        return node
+    key, body = node.entries[0]
+    if not isinstance(body, YMap) or body.get("inputs") is None:
+        return node
+    body = YMap(body.loc, tuple((k, _rank_inputs(v, rank, world_size) if k.text == "inputs" else v)
+                                for k, v in body.entries))
+    return YMap(node.loc, ((key, body),))
 
 
 def _refuse_unmodelled(problem, spec: Distributed) -> None:
