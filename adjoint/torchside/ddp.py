@@ -21,6 +21,7 @@ import warnings
 from datetime import timedelta
 
 import torch
+import torch._dynamo  # noqa: F401  DistributedDataParallel.__init__ imports it (8-14 s here): once, before forking
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
