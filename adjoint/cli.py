@@ -420,7 +420,6 @@ def graph(file, out, variant, fmt, float64, structure):
     from .render.graph import picture
 
     problem = _load(file)
-    refuse_distributed(problem, "graph")
     protect = () if file == "-" else (file,)
     pred = problem.solve(variant=variant, mode=_mode(float64, structure))
     targets = _graph_targets(file, out, fmt, [v.name for v in pred.variants])
@@ -428,7 +427,10 @@ def graph(file, out, variant, fmt, float64, structure):
         if path != "-":
             check_target(path, protect)
     written = []
-    for (name, kind, path), v in zip(targets, pred.variants):
+    # a distributed file: rank 0's graph (every rank builds the same graph and fires its hooks,
+    # comm hooks included, in the same order; only the values differ)
+    shown = [v.ranks[0] for v in pred.variants] if problem.distributed is not None else pred.variants
+    for (name, kind, path), v in zip(targets, shown):
         data = picture(v).render(kind)
         if path == "-":
             stream = click.get_binary_stream("stdout")

@@ -149,19 +149,21 @@ class Reducer:
         b = next(k for k, bucket in enumerate(self.buckets) if index in bucket)
         self.pending[b] -= 1
         while self.next_bucket < len(self.buckets) and self.pending[self.next_bucket] == 0:
-            self.launch(self.next_bucket)
+            self.launch(self.next_bucket, t.grad_accumulator)
             self.next_bucket += 1
         if self.next_bucket == len(self.buckets):
             self.finalize_queued = True
 
-    def launch(self, k: int) -> None:
+    def launch(self, k: int, node) -> None:
+        """Bucket ``k`` to the comm hook, from the Reducer's post-hook on ``node`` (the
+        AccumulateGrad whose parameter completed it, or a later bucket)."""
         B = self.B
         flat = B.concat([B.reshape(self.contents[i], (_numel(self.params[i][1].shape),)) for i in self.buckets[k]], 0)
         rec = None
         if self.spec.comm_hook is not None:
             names = tuple(self.params[i][0] for i in self.buckets[k])
             decl = CommHookDecl(f"bucket{k}", f"comm_hook@bucket{k}")
-            rec = CallRecord(decl, "comm_hook", decl.target, {"bucket": flat, "parameters": names})
+            rec = CallRecord(decl, "comm_hook", decl.target, {"bucket": flat, "parameters": names}, node=node)
             self.run.rt.log.append(rec)
         self.launched.append((k, flat, rec))
 
