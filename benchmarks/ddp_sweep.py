@@ -30,6 +30,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     out = args.out or tempfile.mkdtemp(prefix="ddp-sweep-")
+    os.makedirs(out, exist_ok=True)
     indices = [args.only] if args.only is not None else range(args.n)
     bad = 0
     refused = 0
