@@ -38,6 +38,7 @@ from adjoint.calls import HookRunner
 from adjoint.distributed_hook import evaluate
 from adjoint.errors import ProblemError
 from adjoint.forward import Model
+from adjoint.lowprec import compress_allreduce
 from adjoint.passes import DEFAULT_STEPS, RunError, VariantRun, backward_request, run_backward, run_forward, sgd
 from adjoint.problem import Step
 from adjoint.reducer_hook import ReducerPostHook
@@ -48,6 +49,7 @@ MIB = 1024 * 1024
 DEFAULT_FIRST_BUCKET_BYTES = MIB          # dist._DEFAULT_FIRST_BUCKET_BYTES
 DEFAULT_BUCKET_CAP_MB = 25
 ITEMSIZE = {"float32": 4, "float64": 8}
+COMPRESSED = {"fp16_compress": "float16", "bf16_compress": "bfloat16"}
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ class Reducer:
     def __init__(self, spec, run: VariantRun, dtype: str):
         self.spec = spec
         self.run = run
+        self.dtype = dtype
         self.B = run.rt.B
         seen: set = set()
         self.params = []      # (name, Tensor), the parameters DDP reduces, named_parameters order
@@ -184,6 +187,8 @@ def finalize(reducers: list[Reducer]) -> None:
         elif hook.builtin == "allreduce":   # default_hooks.allreduce_hook: buffer.div_(world_size), all_reduce
             parts = [B.div(f, B.scalar(ws)) for f in flats]
             results = [_sum(B, parts)] * ws
+        elif hook.builtin in COMPRESSED:    # fp16_compress_hook / bf16_compress_hook: rounded (adjoint.lowprec)
+            results = [compress_allreduce(B, flats, COMPRESSED[hook.builtin], first.dtype, hook.loc)] * ws
         else:
             results = evaluate(hook.returns, B, flats, ws)
             shape = tuple(B.shape(flats[0]))

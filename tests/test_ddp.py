@@ -22,6 +22,7 @@ import pytest
 import adjoint
 from adjoint import ProblemError
 from adjoint.distributed import assign_buckets
+from adjoint.lowprec import round_to
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -91,6 +92,18 @@ def test_buckets_are_filled_in_order_and_closed_at_their_limit():
     assert assign_buckets([0, 1, 2], [8, 8, 8], [100]) == [[0, 1, 2]]
 
 
+def test_rounding_to_16_bits_is_ieee_round_to_nearest_even():
+    two = Fraction(2)
+    assert round_to(1 + two ** -11, "float16") == 1                       # a tie: to the even neighbour
+    assert round_to(1 + 3 * two ** -11, "float16") == 1 + two ** -9       # a tie the other way
+    assert round_to(1 + two ** -11 + two ** -30, "float16") == 1 + two ** -10
+    assert round_to(two ** -25, "float16") == 0                           # half the smallest subnormal
+    assert round_to(3 * two ** -25, "float16") == two ** -23
+    assert round_to(Fraction(65519), "float16") == 65504 and round_to(Fraction(65520), "float16") is None
+    assert round_to(1 + two ** -8, "bfloat16") == 1 and round_to(-(1 + 3 * two ** -8), "bfloat16") == -(1 + two ** -6)
+    assert round_to(Fraction(1, 10), "float32") == Fraction(13421773, 2 ** 27)   # float32(0.1)
+
+
 def test_probe_predicted_exactly_as_real_torch_printed_it():
     ranks = _ranks(PROBE_FILE)
     for (rank, p), (params, bucket) in PROBE.items():
@@ -154,6 +167,23 @@ def test_the_report_shows_ranks_side_by_side():
     assert "parameters: out.bias, out.weight, hidden.bias, hidden.weight" in text
 
 
+@pytest.mark.torch
+@pytest.mark.parametrize("fmt", ["fp16_compress", "bf16_compress"])
+def test_compressing_comm_hooks_are_predicted_exactly(tmp_path, fmt):
+    from adjoint.verify_ddp import verify_ranks
+
+    text = open(DDP, encoding="utf-8").read().replace("{builtin: allreduce}", "{builtin: " + fmt + "}")
+    text = text.replace("[[[1, 2]], [[2, -1]]]", "[[[0.1, 0.2]], [[0.3, -0.7]]]")   # gradients 16 bits cannot hold
+    problem = adjoint.loads(text, "compressed.yaml")
+    vp = problem.solve().variant("default")
+    # the rounding shows: the result is not the exact mean of the two buffers
+    comms = [[c for c in r["passes"][0]["hook_calls"] if c["kind"] == "comm_hook"][0] for r in vp.to_json()["ranks"]]
+    b0, b1 = (_exact(c["args"]["bucket"]) for c in comms)
+    assert _exact(comms[0]["returned"]) != [(a + b) / 2 for a, b in zip(b0, b1)]
+    rows, _ = verify_ranks(problem, vp, problem.dtype, False)
+    assert rows and all(r.ok for r in rows), [r for r in rows if not r.ok]
+
+
 @pytest.mark.parametrize("block,message", [
     ("distributed:\n  world_size: 2\n  wrap: fsdp\n", "distributed.wrap: fsdp (FSDP) is not modelled yet"),
     ("distributed:\n  world_size: 2\n  wrap: ddp\n  args: {find_unused_parameters: true}\n",
@@ -162,8 +192,10 @@ def test_the_report_shows_ranks_side_by_side():
      "distributed.args.static_graph: true is not modelled yet"),
     ("distributed:\n  world_size: 2\n  wrap: ddp\n  args: {mixed_precision: 1}\n",
      "distributed.args: 'mixed_precision' is not modelled yet"),
-    ("distributed:\n  world_size: 2\n  wrap: ddp\n  comm_hook: {builtin: fp16_compress}\n",
-     "distributed.comm_hook.builtin: fp16_compress is not modelled yet"),
+    ("distributed:\n  world_size: 2\n  wrap: ddp\n  comm_hook: {builtin: powerSGD}\n",
+     "distributed.comm_hook.builtin: powerSGD is not modelled yet"),
+    ("distributed:\n  world_size: 3\n  wrap: ddp\n  comm_hook: {builtin: fp16_compress}\n",
+     "fp16_compress on more than 2 ranks is not modelled yet"),
     ("distributed:\n  world_size: 2\n  wrap: ddp\n  comm_hook: {returns: \"bucket.sum()\"}\n",
      "only numbers, bucket, world_size"),
     ("distributed:\n  world_size: 2\n  wrap: ddp\n  comm_hook: {returns: \"grad * 2\"}\n",

@@ -34,6 +34,9 @@ from adjoint.syntax import Bin, Call, Name, Neg, Num
 from .run import DEFAULT_STEPS, TORCH_ERRORS, Session, finish_calls
 from .values import snap
 
+#: the file's built-in comm hooks: torch.distributed.algorithms.ddp_comm_hooks.default_hooks
+BUILTIN_HOOKS = {"allreduce": default_hooks.allreduce_hook, "fp16_compress": default_hooks.fp16_compress_hook,
+                 "bf16_compress": default_hooks.bf16_compress_hook}
 DEFAULT_TIMEOUT = 90.0     # seconds for the whole run (process start, init, every step)
 
 
@@ -159,8 +162,8 @@ def _logged_hook(s: Session, hook, world_size: int):
                         "parameters": [names[id(p)] for p in bucket.parameters()]},
                "returned": None}
         s.log.append(rec)
-        if hook.builtin == "allreduce":
-            fut = default_hooks.allreduce_hook(None, bucket)
+        if hook.builtin is not None:
+            fut = BUILTIN_HOOKS[hook.builtin](None, bucket)
         else:
             fut = torch.futures.Future()
             fut.set_result(_evaluate(hook.returns, bucket.buffer(), world_size))
