@@ -1,5 +1,6 @@
 """A distributed file run for real: ``world_size`` processes, torch.distributed with gloo on
-127.0.0.1, each wrapping its model in DistributedDataParallel and running the steps.
+127.0.0.1 (rank 0's TCPStore on a port the OS assigns, handed to the other ranks), each
+wrapping its model in DistributedDataParallel and running the steps.
 
 :func:`run_distributed` starts the processes (forked from this one: torch is already
 imported, so they start in well under a second), waits for them within ``timeout`` seconds
@@ -14,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
-import socket
 import time
 import traceback
 import warnings
@@ -40,20 +40,14 @@ BUILTIN_HOOKS = {"allreduce": default_hooks.allreduce_hook, "fp16_compress": def
 DEFAULT_TIMEOUT = 90.0     # seconds for the whole run (process start, init, every step)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_distributed(problem, variant: str, dtype: str, timeout: float = DEFAULT_TIMEOUT) -> list[dict]:
     """The observed JSON of every rank, in rank order. Raises RuntimeError (with the failing
     rank's traceback) when a process fails, and TimeoutError when they do not finish in time."""
     spec = problem.distributed
     ctx = mp.get_context("fork")
     results = ctx.Queue()
-    port = free_port()
-    procs = [ctx.Process(target=_worker, args=(problem, variant, dtype, rank, spec.world_size, port, results,
+    ports = ctx.Queue()     # rank 0's store port, once per other rank (the OS picks it: no race for a port)
+    procs = [ctx.Process(target=_worker, args=(problem, variant, dtype, rank, spec.world_size, ports, results,
                                                 timeout), daemon=True)
              for rank in range(spec.world_size)]
     out: dict[int, dict] = {}
@@ -82,14 +76,21 @@ def run_distributed(problem, variant: str, dtype: str, timeout: float = DEFAULT_
         for p in procs:
             p.join(5)
         results.close()
+        ports.close()
     return [out[r] for r in range(len(procs))]
 
 
-def _worker(problem, variant: str, dtype: str, rank: int, world_size: int, port: int, results, timeout: float):
+def _worker(problem, variant: str, dtype: str, rank: int, world_size: int, ports, results, timeout: float):
     try:
         torch.set_num_threads(1)
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size,
-                                timeout=timedelta(seconds=timeout))
+        wait = timedelta(seconds=timeout)
+        if rank == 0:   # the rendezvous store, on a port the OS gives it
+            store = dist.TCPStore("127.0.0.1", 0, world_size, is_master=True, timeout=wait, wait_for_workers=False)
+            for _ in range(world_size - 1):
+                ports.put(store.port)
+        else:
+            store = dist.TCPStore("127.0.0.1", ports.get(timeout=timeout), world_size, is_master=False, timeout=wait)
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size, timeout=wait)
         try:
             observed = run_rank(problem, variant, dtype, rank)
         finally:

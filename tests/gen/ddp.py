@@ -5,8 +5,8 @@ What it builds: 1 to 3 ranks; a Sequential of one to three Linear layers (with a
 bias, some frozen: DDP leaves them out of its buckets) with ReLU, Tanh or nothing between;
 per-rank inputs (requiring grad or not) and per-rank inputs of later forwards; a loss; hooks
 on parameters (tensor hooks that observe or rescale, post-accumulate hooks), on the input and
-full backward hooks on layers; no comm hook, the built-in ``allreduce`` or a written one over
-``bucket`` with ``all_reduce``; the default buckets or tiny ``bucket_cap_mb`` (several
+full backward hooks on layers; no comm hook, the built-in ``allreduce``, ``fp16_compress`` or
+``bf16_compress`` (up to 2 ranks) or a written one over ``bucket`` with ``all_reduce``; the default buckets or tiny ``bucket_cap_mb`` (several
 buckets after the rebuild); steps of synchronized iterations, ``no_sync`` blocks (a whole
 iteration, only its forward, only its backward), ``zero_grad`` and SGD steps.
 """
@@ -73,9 +73,11 @@ def generate(rng: random.Random) -> str:
     cap = rng.choice(CAPS)
     if cap is not None:
         lines.append(f"  args: {{bucket_cap_mb: {cap}}}")
-    hook = rng.choice(("none", "allreduce", "written", "written"))
+    hook = rng.choice(("none", "allreduce", "written", "written") + (("compress",) * 2 if ws <= 2 else ()))
     if hook == "allreduce":
         lines.append("  comm_hook: {builtin: allreduce}")
+    elif hook == "compress":
+        lines.append(f"  comm_hook: {{builtin: {rng.choice(('fp16_compress', 'bf16_compress'))}}}")
     elif hook == "written":
         lines.append(f'  comm_hook: {{returns: "{rng.choice(WRITTEN_HOOKS)}"}}')
     hooks = []
