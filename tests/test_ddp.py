@@ -310,3 +310,18 @@ def test_a_run_out_of_time_ends_every_process_it_started():
     with pytest.raises(TimeoutError, match="did not finish within"):
         run_distributed(adjoint.load(DDP), "default", "float64", timeout=0.001)
     assert set(multiprocessing.active_children()) <= before
+
+
+def test_generated_ddp_problems_load_and_solve():
+    """tests/gen/ddp.py (the DDP sweep's generator, benchmarks/ddp_sweep.py): every problem of a
+    few seeds is a valid distributed file whose every rank solves."""
+    import random
+
+    sys.path.insert(0, HERE)
+    from gen.ddp import generate
+
+    for i in range(12):
+        text = generate(random.Random(f"suite-{i}"))
+        problem = adjoint.loads(text, f"gen-{i}.yaml")
+        ranks = problem.solve().to_json()["variants"]["default"]["ranks"]
+        assert len(ranks) == problem.distributed.world_size
