@@ -118,7 +118,7 @@ class Reducer:
 
     # ------------------------------------------------------------ forward
     def pre_forward(self, synced: bool) -> None:
-        if self.expect_hooks and synced:
+        if self.expect_hooks and self.contents:
             # the previous armed backward never finished its reduction (a parameter got no gradient)
             raise _unused(self)
         if self.rebuilt_order and not self.has_rebuilt:
@@ -261,7 +261,6 @@ def run_ranks(problem, name: str, make_backend) -> list[VariantRun]:
             if hook.when == "before_forward" and hook.index not in later:
                 run.reg.register(hook.index)
     first_forward = first_backward = True
-    synced_forward = False
     for index, step in enumerate(steps):
         synced = spec.synced(step)
         try:
@@ -272,10 +271,11 @@ def run_ranks(problem, name: str, make_backend) -> list[VariantRun]:
                                          "under DistributedDataParallel is not modelled yet") from None
         if step.kind == "forward":
             first_forward = False
-            synced_forward = synced
         elif step.kind == "backward":
             first_backward = False
-            if synced_forward and any(r.expect_hooks for r in reducers):
+            # an armed reducer whose hooks ran in this backward: finalize_backward, with the collectives
+            # (a forward inside no_sync after the arming forward does not disarm it)
+            if any(r.expect_hooks and r.contents for r in reducers):
                 finalize(reducers)
                 for run in runs:
                     run.passes[-1].grads = run.grads()

@@ -288,7 +288,14 @@ def test_written_hook_rebuild_and_no_sync_forward_verify(tmp_path):
                     " forward, backward]\n")
     plain = _write(tmp_path, BASE + "hooks: [{tensor: b.weight, kind: post_accumulate_grad}]\n"
                    + "steps: [forward, backward, forward, backward]\n", "plain.yaml")
-    for path in (PROBE_FILE, tiny, plain):
+    # two forwards before a backward; an arming forward, then one inside no_sync: the backward is
+    # still reduced (no_sync does not disarm); then only a no_sync forward: local
+    armed = _write(tmp_path, BASE + "  comm_hook: {builtin: allreduce}\nhooks: [{tensor: a.bias, kind: hook}]\n"
+                   + "steps: [forward, forward, backward, forward, {no_sync: [forward]}, backward, "
+                     "{no_sync: [forward]}, backward]\n", "armed.yaml")
+    kinds = [[c["kind"] for c in p["hook_calls"]] for p in _ranks(armed)[1]["passes"]]
+    assert kinds == [["hook", "comm_hook"], ["hook", "comm_hook"], ["hook"]]
+    for path in (PROBE_FILE, tiny, plain, armed):
         problem = adjoint.load(path)
         rows, _ = verify_ranks(problem, problem.solve().variant("default"), problem.dtype, False)
         assert rows and all(r.ok for r in rows), [r for r in rows if not r.ok]
