@@ -8,7 +8,8 @@ on parameters (tensor hooks that observe or rescale, post-accumulate hooks), on 
 full backward hooks on layers; no comm hook, the built-in ``allreduce``, ``fp16_compress`` or
 ``bf16_compress`` (up to 2 ranks) or a written one over ``bucket`` with ``all_reduce``; the default buckets or tiny ``bucket_cap_mb`` (several
 buckets after the rebuild); steps of synchronized iterations, ``no_sync`` blocks (a whole
-iteration, only its forward, only its backward), ``zero_grad`` and SGD steps.
+iteration, only its forward, only its backward, a forward inside one after an arming forward),
+two forwards before a backward, ``zero_grad`` and SGD steps.
 """
 
 from __future__ import annotations
@@ -104,15 +105,19 @@ def generate(rng: random.Random) -> str:
             forward = ("{forward: {inputs: {x: {per_rank: [" + ", ".join(_tensor(rng, (batch, dims[0]))
                                                                       for _ in range(ws))
                        + "]" + (", requires_grad: true" if x_grad else "") + "}}}}")
-        mode = rng.choice(("sync", "sync", "no_sync", "fwd_only", "bwd_only"))
+        mode = rng.choice(("sync", "sync", "no_sync", "fwd_only", "bwd_only", "rearmed", "twice"))
         if mode == "sync":
             steps += [forward, "backward"]
         elif mode == "no_sync":
             steps.append(f"{{no_sync: [{forward}, backward]}}")
         elif mode == "fwd_only":
             steps += [f"{{no_sync: [{forward}]}}", "backward"]
-        else:
+        elif mode == "bwd_only":
             steps += [forward, "{no_sync: [backward]}"]
+        elif mode == "rearmed":     # armed, then a forward inside no_sync: the backward is still reduced
+            steps += [forward, "{no_sync: [forward]}", "backward"]
+        else:
+            steps += [forward, "forward", "backward"]
         r = rng.random()
         if r < 0.15:
             steps.append("zero_grad")
