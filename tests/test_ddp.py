@@ -3,7 +3,7 @@ and verification on real gloo processes (tests start their own process groups on
 world_size 2, tiny models; every process they start is ended).
 
 Expected values come from real torch: ``PROBE`` is what a hand-written torch script printed
-(2 processes, gloo, float64; the script is quoted in tests/ddp/probe.yaml's comment), or from
+(2 processes, gloo, float64; the set-up is written in tests/ddp/probe.yaml's comment), or from
 relations that hold by DDP's definition (an average is the mean of the ranks' buffers; no_sync
 adds the local gradient to .grad)."""
 
