@@ -24,6 +24,9 @@ from adjoint.render.paths import side_files
 from adjoint.format.errors import ProblemError
 from adjoint.render.safetext import terminal_safe
 from adjoint.torchside.torchenv import EnvironmentProblem
+from adjoint.format.errors import ProblemError
+from adjoint.render.safetext import terminal_safe
+from adjoint.format.distributed import refuse as refuse_distributed
 
 STDIN = "<stdin>"
 EXIT_INTERRUPTED = 128 + signal.SIGINT    # 130, as a shell reports Ctrl-C
@@ -407,6 +410,7 @@ def latex(file, out, pdf, variant):
     protect = () if file == "-" else (file,)
     problem = _load(file)
     protect += tuple(side_files(problem))
+    refuse_distributed(problem, "latex")
     for _, path in targets:
         if path != "-":
             check_target(path, protect)
@@ -468,7 +472,10 @@ def graph(file, out, variant, fmt, float64, structure):
         if path != "-":
             check_target(path, protect)
     written = []
-    for (name, kind, path), v in zip(targets, pred.variants):
+    # a distributed file: rank 0's graph (every rank builds the same graph and fires its hooks,
+    # comm hooks included, in the same order; only the values differ)
+    shown = [v.ranks[0] for v in pred.variants] if problem.distributed is not None else pred.variants
+    for (name, kind, path), v in zip(targets, shown):
         data = picture(v).render(kind)
         if path == "-":
             stream = click.get_binary_stream("stdout")

@@ -103,3 +103,15 @@ def pytest_runtest_setup(item):
             reason = probe()
             if reason is not None:
                 _missing(reason)
+
+
+def single_process(paths):
+    """``paths`` without the distributed files (a top-level ``distributed:`` block): the tests
+    that run one process's answer (LaTeX, the derivation record, one-process torch runs) skip
+    those; tests/test_ddp.py covers them."""
+    out = []
+    for p in paths:
+        with open(p, encoding="utf-8") as f:
+            if not any(line.startswith("distributed:") for line in f):
+                out.append(p)
+    return out

@@ -20,11 +20,15 @@ from adjoint.derivation import VariantDerivation
 from adjoint.values.mathtree import TPut
 from adjoint.format.errors import ProblemError
 from adjoint.answer.prediction import VariantPrediction, value_json
+from adjoint.values.mathtree import TPut
+from adjoint.format.errors import ProblemError
+from adjoint.answer.prediction import VariantPrediction, value_json
+from conftest import single_process
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FILES = sorted(glob.glob(os.path.join(ROOT, "problems", "*.yaml"))
-               + glob.glob(os.path.join(ROOT, "tests", "data", "**", "*.yaml"), recursive=True)
-               + glob.glob(os.path.join(ROOT, "tests", "pytorch", "*.yaml")))
+FILES = single_process(sorted(glob.glob(os.path.join(ROOT, "problems", "*.yaml"))
+                              + glob.glob(os.path.join(ROOT, "tests", "data", "**", "*.yaml"), recursive=True)
+                              + glob.glob(os.path.join(ROOT, "tests", "pytorch", "*.yaml"))))
 
 
 def _q(x) -> Fraction:

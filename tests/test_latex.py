@@ -37,9 +37,10 @@ from adjoint.values.arith import equal
 from adjoint.format.errors import ProblemError
 from adjoint.render.latex import DerivationPrinter, code, format_rational, render_document, tex_width
 from adjoint.render.pdf import compile_pdf
+from conftest import single_process
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PROBLEMS = sorted(glob.glob(os.path.join(ROOT, "problems", "*.yaml")))
+PROBLEMS = single_process(sorted(glob.glob(os.path.join(ROOT, "problems", "*.yaml"))))
 EXTRA = sorted(glob.glob(os.path.join(ROOT, "tests", "data", "*.yaml")))
 SLINEAR = os.path.join(ROOT, "problems", "slinear.yaml")
 

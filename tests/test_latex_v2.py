@@ -17,11 +17,12 @@ import adjoint
 from adjoint.format.errors import ProblemError
 from adjoint.render.latex import render_document
 from adjoint.render.pdf import compile_pdf, find_engine
+from conftest import single_process
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FILES = sorted(glob.glob(os.path.join(ROOT, "problems", "*.yaml"))
-               + glob.glob(os.path.join(ROOT, "tests", "data", "**", "*.yaml"), recursive=True)
-               + glob.glob(os.path.join(ROOT, "tests", "pytorch", "*.yaml")))
+FILES = single_process(sorted(glob.glob(os.path.join(ROOT, "problems", "*.yaml"))
+                              + glob.glob(os.path.join(ROOT, "tests", "data", "**", "*.yaml"), recursive=True)
+                              + glob.glob(os.path.join(ROOT, "tests", "pytorch", "*.yaml"))))
 
 #: one file per v2 feature: compiled in the suite
 COMPILED = ["tests/data/latex/views_and_copies.yaml", "tests/data/latex/mlp_cross_entropy.yaml",

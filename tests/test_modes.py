@@ -13,6 +13,7 @@ import os
 
 import pytest
 from conftest import require_torch
+from conftest import single_process
 from test_pytorch_ports import PENDING
 
 import adjoint
@@ -21,7 +22,7 @@ from adjoint.format.errors import ProblemError
 from adjoint.answer.solve import solve_problem
 
 #: every worked problem and test file, and every third PyTorch port the engine solves
-FILES = sorted(glob.glob("problems/*.yaml") + glob.glob("tests/data/**/*.yaml", recursive=True)
+FILES = single_process(sorted(glob.glob("problems/*.yaml"))) + sorted(glob.glob("tests/data/**/*.yaml", recursive=True)
                + [p for p in sorted(glob.glob("tests/pytorch/*.yaml"))
                   if os.path.basename(p)[:-5] not in PENDING][::3])
 
@@ -90,7 +91,7 @@ def test_float64_and_structure_follow_the_exact_answer(path):
 
 
 @pytest.mark.torch
-@pytest.mark.parametrize("path", sorted(glob.glob("problems/*.yaml") + glob.glob("tests/data/*.yaml")))
+@pytest.mark.parametrize("path", single_process(sorted(glob.glob("problems/*.yaml") + glob.glob("tests/data/*.yaml"))))
 def test_float64_mode_matches_torch(path):
     require_torch()
     from adjoint.torchside import run_variant

@@ -210,6 +210,20 @@ class Prediction:
         return {"problem": self.problem.name, "variants": {v.name: v.to_json(printer) for v in self.variants}}
 
 
+@dataclass(repr=False)
+class RanksPrediction:
+    """One variant of a distributed file: the usual variant answer of every rank."""
+
+    name: str
+    ranks: list
+
+    def __repr__(self) -> str:
+        return f"<RanksPrediction {self.name!r}: {len(self.ranks)} ranks>"
+
+    def to_json(self, printer=None) -> dict:
+        return {"ranks": [vp.to_json(printer) for vp in self.ranks]}
+
+
 def shared_printer():
     """One SymPy printer for a whole prediction's closed forms (they share subexpressions: each
     is printed once), or None when SymPy was never needed."""

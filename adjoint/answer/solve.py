@@ -22,6 +22,8 @@ from adjoint.engine.function_checks import check_functions
 from adjoint.engine.graph import Node, Tensor, Typed
 from adjoint.engine.adjoints import boundaries_of, seen_at
 from adjoint.engine.passes import VariantRun, root_name, run_variant
+from adjoint.engine.distributed import run_ranks
+from adjoint.answer.prediction import RanksPrediction
 from adjoint.answer.prediction import Boundary, ErrorRecord, HookRecord, PassRecord, Prediction, VariantPrediction
 from adjoint.format.problem import Problem, Variant
 
@@ -44,6 +46,13 @@ def solve_problem(problem: Problem, variant: str | None = None, numeric: bool = 
                                       "number")
         symbols = problem.symbols
     chosen = [problem.variant(variant)] if variant else list(problem.variants)
+    if problem.distributed is not None:   # DistributedDataParallel: one answer per rank (adjoint.engine.distributed)
+        def make_backend():
+            if mode == "exact":
+                return ExactBackend(problem.dtype, symbols, symbols is None and bool(problem.free_symbols()))
+            return MODES[mode](problem.dtype, symbols)
+        with _cyclic_gc_paused():
+            return Prediction(problem, solve_distributed(problem, variant, make_backend, progress), numeric, mode)
     with _cyclic_gc_paused():
         return Prediction(problem, [solve_variant(problem, v, symbols, mode, progress) for v in chosen], numeric,
                           mode)
@@ -261,3 +270,15 @@ def _boundaries(run: VariantRun, progress=None) -> list[Boundary]:
     if last is None:
         return []
     return boundaries_of(run.rt, last.forward, last.result, progress)
+
+
+def solve_distributed(problem, variant: str | None, backend_class, progress=None) -> list[RanksPrediction]:
+    """Every rank of a distributed file run in lockstep (adjoint.engine.distributed), each answered as
+    an ordinary variant."""
+    chosen = [variant] if variant else [v.name for v in problem.variants]
+    out = []
+    for name in chosen:
+        problem.variant(name)   # the ProblemError naming the variants when there is none of that name
+        runs = run_ranks(problem, name, backend_class)
+        out.append(RanksPrediction(name, [assemble(run, progress) for run in runs]))
+    return out

@@ -37,6 +37,8 @@ from adjoint.engine.runtime import FREED_GRAPH, CallRecord, Runtime, TorchError
 from adjoint.engine import warns
 from adjoint.engine.runtime import FREED_GRAPH, CallRecord, Runtime, TorchError
 from adjoint.engine.gradalias import Aliases, fresh, output_objs
+from adjoint.engine.runtime import FREED_GRAPH, CallRecord, Runtime, TorchError
+from adjoint.engine.reducer_hook import ReducerPostHook
 
 
 @dataclass
@@ -490,6 +492,8 @@ class Engine:
                 outputs = self.module_output_hook(entry.state, inputs, node)
             elif isinstance(entry, ModuleInputHook):
                 outputs = self.module_input_hook(entry.state, outputs, node)
+            elif isinstance(entry, ReducerPostHook):   # DistributedDataParallel's (adjoint.engine.distributed)
+                entry()
         return outputs
 
     def edge_shapes(self, node: Node) -> list:

@@ -254,6 +254,7 @@ class Problem:
     loc: Loc
     init_seed: int | None = None
     origin: Origin | None = None
+    distributed: object | None = field(default=None, compare=False)   # distributed_format.Distributed
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:

@@ -72,6 +72,10 @@ def print_report(preds: list[Prediction], opts: Options, out: Console) -> None:
         for i, pred in enumerate(preds):
             if i:
                 out.print()
+            if pred.problem.distributed is not None:   # DDP: the ranks side by side
+                from adjoint.render.ranks import ranks_report
+                out.print(ranks_report(pred, opts))
+                continue
             out.print(report(build(pred, opts), opts))
     out.file.write(_TRAILING.sub("", captured.get()))
     out.file.flush()

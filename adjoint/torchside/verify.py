@@ -129,6 +129,10 @@ def verify_variant(path: str, problem: Problem, vp, dtype: str, fd: bool) -> Var
     from adjoint.torchside import finite_differences, run_variant
 
     t0 = time.perf_counter()
+    if problem.distributed is not None:   # DistributedDataParallel: world_size real processes, every rank compared
+        from adjoint.torchside.verify_ddp import verify_ranks
+        rows, observed = verify_ranks(problem, vp, dtype, fd)
+        return VariantResult(problem.name, path, vp.name, dtype, rows, time.perf_counter() - t0, observed)
     decl = problem.variant(vp.name)
     predicted = predicted_json(vp)
     observed = run_variant(problem, decl, dtype)

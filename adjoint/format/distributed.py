@@ -1,0 +1,259 @@
+"""The ``distributed:`` block of a problem file (DistributedDataParallel), read and checked.
+
+A file with ``distributed:`` describes ``world_size`` processes running the same script. Each
+rank is validated as an ordinary problem file: the tree is rewritten once per rank (an
+input's ``per_rank: [V0, V1, ...]`` becomes that rank's ``value: Vr``; a
+``{no_sync: [STEP, ...]}`` step becomes its steps, whose locations are remembered as run
+inside ``ddp.no_sync()``) and handed to the ordinary validator, so every location a message
+names is the file's own. What is not modelled yet is refused here with one located line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+
+from adjoint.format.checks import boolean, mapping, unknown_keys
+from adjoint.format.errors import Loc, ProblemError
+from adjoint.format.literals import parse_int, parse_number
+from adjoint.format.loader import YMap, YNode, YScalar, YSeq, kind_name
+
+DISTRIBUTED_KEYS = ("world_size", "wrap", "args", "comm_hook")
+#: DistributedDataParallel's keyword arguments the model knows, with their PyTorch defaults
+DDP_ARGS = {"bucket_cap_mb": None, "find_unused_parameters": False, "static_graph": False,
+            "gradient_as_bucket_view": False, "broadcast_buffers": True}
+#: arguments whose non-default value is not modelled yet (what PyTorch does there is written
+#: down in docs/semantics.md and docs/not-modelled.md)
+NOT_YET = {"find_unused_parameters": True, "static_graph": True, "gradient_as_bucket_view": True}
+BUILTIN_HOOKS = ("allreduce", "fp16_compress", "bf16_compress", "powerSGD")
+MODELLED_HOOKS = ("allreduce", "fp16_compress", "bf16_compress")
+COMPRESSING = ("fp16_compress", "bf16_compress")
+MAX_WORLD_SIZE = 8
+
+
+@dataclass(frozen=True)
+class CommHook:
+    """``comm_hook:``: a built-in (``builtin``) or written (``returns`` over ``bucket``)."""
+
+    builtin: str | None
+    returns: object | None        # syntax.Expr
+    loc: Loc
+
+
+@dataclass(frozen=True)
+class Distributed:
+    """A ``distributed:`` block, and the file as each rank sees it."""
+
+    world_size: int
+    wrap: str                                  # ddp
+    bucket_cap_mb: Fraction | None             # None: PyTorch's default (25 MiB; a 1 MiB first bucket)
+    find_unused_parameters: bool
+    static_graph: bool
+    gradient_as_bucket_view: bool
+    comm_hook: CommHook | None
+    loc: Loc
+    no_sync: frozenset = frozenset()            # the Locs of the steps run inside ddp.no_sync()
+    ranks: tuple = field(default=(), compare=False, repr=False)   # the Problem of each rank (rank 0's is the file's)
+
+    def synced(self, step) -> bool:
+        return step.loc not in self.no_sync
+
+
+def has_distributed(tree: YNode) -> bool:
+    return isinstance(tree, YMap) and tree.get("distributed") is not None
+
+
+def build_distributed(tree: YMap, path: str, build_problem):
+    """The Problem of a file with ``distributed:``: rank 0's, carrying the block and every rank's."""
+    dnode = tree.get("distributed")
+    spec = read_block(dnode)
+    no_sync: set = set()
+    problems = []
+    for rank in range(spec.world_size):
+        rewritten = _rank_tree(tree, rank, spec.world_size, no_sync)
+        problems.append(build_problem(rewritten, path))
+    _refuse_unmodelled(problems[0], spec)
+    spec = replace(spec, no_sync=frozenset(no_sync), ranks=tuple(problems))
+    return replace(problems[0], distributed=spec)
+
+
+def read_block(node: YNode) -> Distributed:
+    m = mapping(node, "distributed", ("world_size", "wrap"), ("args", "comm_hook"))
+    for err in unknown_keys(m, "distributed", DISTRIBUTED_KEYS):
+        raise err
+    world_size = parse_int(m.get("world_size"), "distributed.world_size", 1, MAX_WORLD_SIZE)
+    wrap_node = m.get("wrap")
+    if not isinstance(wrap_node, YScalar) or wrap_node.text not in ("ddp", "fsdp", "fully_shard"):
+        raise ProblemError(wrap_node.loc, "distributed.wrap must be ddp (DistributedDataParallel)")
+    if wrap_node.text != "ddp":
+        raise ProblemError(wrap_node.loc, f"distributed.wrap: {wrap_node.text} (FSDP) is not modelled yet; "
+                                          "use wrap: ddp (see docs/not-modelled.md)")
+    args = dict(DDP_ARGS)
+    if m.get("args") is not None:
+        a = m.get("args")
+        if not isinstance(a, YMap):
+            raise ProblemError(a.loc, f"distributed.args must be a mapping of DistributedDataParallel's keyword "
+                                      f"arguments, not {kind_name(a)}")
+        for key, value in a.entries:
+            if key.text not in DDP_ARGS:
+                raise ProblemError(key.loc, f"distributed.args: '{key.text}' is not modelled yet; the modelled "
+                                            f"arguments are {', '.join(DDP_ARGS)}")
+            if key.text == "bucket_cap_mb":
+                cap = parse_number(value, "distributed.args.bucket_cap_mb")
+                if cap <= 0:
+                    raise ProblemError(value.loc, "distributed.args.bucket_cap_mb must be a positive number of MiB")
+                args[key.text] = cap
+            else:
+                args[key.text] = boolean(value, f"distributed.args.{key.text}")
+                if NOT_YET.get(key.text) is args[key.text]:
+                    raise ProblemError(value.loc, f"distributed.args.{key.text}: {str(args[key.text]).lower()} is "
+                                                  f"not modelled yet; use {str(not args[key.text]).lower()}")
+    hook = None
+    if m.get("comm_hook") is not None:
+        hook = _comm_hook(m.get("comm_hook"))
+        if hook.builtin in COMPRESSING and world_size > 2:
+            raise ProblemError(m.get("comm_hook").get("builtin").loc,
+                               f"distributed.comm_hook.builtin: {hook.builtin} on more than 2 ranks is not modelled "
+                               "yet (gloo sums the 16-bit values in its ring order, rounding after each addition); "
+                               "use world_size 2")
+    return Distributed(world_size, "ddp", args["bucket_cap_mb"], args["find_unused_parameters"],
+                       args["static_graph"], args["gradient_as_bucket_view"], hook, node.loc)
+
+
+def _comm_hook(node: YNode) -> CommHook:
+    m = mapping(node, "distributed.comm_hook", (), ("builtin", "returns", "does"))
+    if (m.get("builtin") is None) == (m.get("returns") is None):
+        raise ProblemError(node.loc, "distributed.comm_hook takes builtin: NAME or returns: EXPR (over bucket)")
+    if m.get("does") is not None:
+        raise ProblemError(m.key_loc("does"), "distributed.comm_hook: does: is not modelled yet; write the hook as "
+                                              "one returns: EXPR over bucket")
+    if m.get("builtin") is not None:
+        b = m.get("builtin")
+        if not isinstance(b, YScalar) or b.text not in BUILTIN_HOOKS:
+            raise ProblemError(b.loc, f"distributed.comm_hook.builtin must be one of {', '.join(BUILTIN_HOOKS)}")
+        if b.text not in MODELLED_HOOKS:
+            raise ProblemError(b.loc, f"distributed.comm_hook.builtin: {b.text} is not modelled yet; the modelled "
+                                      f"built-in is {', '.join(MODELLED_HOOKS)}")
+        return CommHook(b.text, None, node.loc)
+    from adjoint.format.comm_hook import parse_comm_expression
+    return CommHook(None, parse_comm_expression(m.get("returns")), node.loc)
+
+
+# ----------------------------------------------------------------------------- one rank's file
+
+def _rank_tree(tree: YMap, rank: int, world_size: int, no_sync: set) -> YMap:
+    entries = []
+    for key, value in tree.entries:
+        if key.text == "distributed":
+            continue
+        if key.text == "inputs":
+            value = _rank_inputs(value, rank, world_size)
+        elif key.text == "steps":
+            value = _flat_steps(value, no_sync, rank, world_size)
+        elif key.text == "variants" and isinstance(value, YMap):
+            value = YMap(value.loc, tuple((k, _rank_variant(v, rank, world_size, no_sync)) for k, v in value.entries))
+        entries.append((key, value))
+    return YMap(tree.loc, tuple(entries))
+
+
+def _rank_variant(node: YNode, rank: int, world_size: int, no_sync: set) -> YNode:
+    if not isinstance(node, YMap):
+        return node
+    entries = []
+    for key, value in node.entries:
+        if key.text == "inputs":
+            value = _rank_inputs(value, rank, world_size)
+        elif key.text == "steps":
+            value = _flat_steps(value, no_sync, rank, world_size)
+        entries.append((key, value))
+    return YMap(node.loc, tuple(entries))
+
+
+def _rank_inputs(node: YNode, rank: int, world_size: int) -> YNode:
+    if not isinstance(node, YMap):
+        return node
+    out = []
+    for key, decl in node.entries:
+        if isinstance(decl, YMap) and decl.get("per_rank") is not None:
+            values = decl.get("per_rank")
+            if decl.get("value") is not None:
+                raise ProblemError(decl.key_loc("per_rank"), f"input '{key.text}' has both value and per_rank; "
+                                                             "give one of them")
+            if not isinstance(values, YSeq) or len(values.items) != world_size:
+                n = len(values.items) if isinstance(values, YSeq) else kind_name(values)
+                raise ProblemError(values.loc, f"input '{key.text}': per_rank must list one value per rank "
+                                               f"({world_size}, distributed.world_size), not {n}")
+            kloc = decl.key_loc("per_rank")
+            vkey = YScalar(kloc, "value", "str", False, kloc, None)
+            decl = YMap(decl.loc, tuple((vkey, values.items[rank]) if k.text == "per_rank" else (k, v)
+                                        for k, v in decl.entries))
+        out.append((key, decl))
+    return YMap(node.loc, tuple(out))
+
+
+def _flat_steps(node: YNode, no_sync: set, rank: int, world_size: int) -> YNode:
+    if not isinstance(node, YSeq):
+        return node
+    items: list = []
+    for item in node.items:
+        if isinstance(item, YMap) and len(item.entries) == 1 and item.entries[0][0].text == "no_sync":
+            body = item.entries[0][1]
+            if not isinstance(body, YSeq) or not body.items:
+                raise ProblemError(body.loc, "no_sync takes a non-empty list of steps, such as "
+                                             "{no_sync: [forward, backward]}")
+            for inner in body.items:
+                if isinstance(inner, YMap) and len(inner.entries) == 1 and inner.entries[0][0].text == "no_sync":
+                    raise ProblemError(inner.loc, "no_sync inside no_sync: write one no_sync with all the steps")
+                no_sync.add(inner.loc)
+                items.append(_rank_step(inner, rank, world_size))
+        else:
+            items.append(_rank_step(item, rank, world_size))
+    return YSeq(node.loc, tuple(items))
+
+
+def _rank_step(node: YNode, rank: int, world_size: int) -> YNode:
+    """``{forward: {inputs: {x: {per_rank: [...]}}}}``: that rank's value."""
+    if not (isinstance(node, YMap) and len(node.entries) == 1 and node.entries[0][0].text == "forward"):
+        return node
+    key, body = node.entries[0]
+    if not isinstance(body, YMap) or body.get("inputs") is None:
+        return node
+    body = YMap(body.loc, tuple((k, _rank_inputs(v, rank, world_size) if k.text == "inputs" else v)
+                                for k, v in body.entries))
+    return YMap(node.loc, ((key, body),))
+
+
+def _refuse_unmodelled(problem, spec: Distributed) -> None:
+    """What a distributed run does not model yet: one located line each."""
+    for v in problem.variants:
+        for step in v.steps or ():
+            if step.kind == "backward" and step.backward is not None:
+                bw = step.backward
+                if bw.method != "backward":
+                    raise ProblemError(bw.loc or step.loc, "torch.autograd.grad under DistributedDataParallel "
+                                                           "is not modelled yet; use method: backward")
+                if bw.inputs:
+                    raise ProblemError(bw.inputs[0][1], "backward(inputs=...) under DistributedDataParallel is "
+                                                        "not modelled yet")
+        bw = v.backward
+        if bw.method != "backward":
+            raise ProblemError(bw.loc or v.loc, "torch.autograd.grad under DistributedDataParallel is not "
+                                                "modelled yet; use method: backward")
+        if bw.inputs:
+            raise ProblemError(bw.inputs[0][1], "backward(inputs=...) under DistributedDataParallel is not "
+                                                "modelled yet")
+    if not any(d.requires_grad for m in problem.model.walk() for d in m.params):
+        raise ProblemError(problem.model.loc, "no parameter of the model requires grad: PyTorch's "
+                                              "DistributedDataParallel refuses such a module (an error not modelled "
+                                              "yet); give it a parameter that requires grad")
+    if any(m.buffers for m in problem.model.walk()):
+        m = next(m for m in problem.model.walk() if m.buffers)
+        raise ProblemError(m.loc, "a model with buffers under DistributedDataParallel (broadcast_buffers) is not "
+                                  "modelled yet")
+
+
+def refuse(problem, command: str) -> None:
+    """One located line for a command that does not handle distributed files yet."""
+    if problem.distributed is not None:
+        raise ProblemError(problem.distributed.loc, f"adjoint {command} of a distributed file is not modelled yet; "
+                                                    "use adjoint solve or adjoint verify")

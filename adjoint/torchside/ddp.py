@@ -1,0 +1,251 @@
+"""A distributed file run for real: ``world_size`` processes, torch.distributed with gloo on
+127.0.0.1 (rank 0's TCPStore on a port the OS assigns, handed to the other ranks), each
+wrapping its model in DistributedDataParallel and running the steps.
+
+:func:`run_distributed` starts the processes (forked from this one: torch is already
+imported, so they start in well under a second), waits for them within ``timeout`` seconds
+and ends every one it started, also when one fails or hangs. Each returns the observed JSON
+of :func:`adjoint.torchside.run.run_variant` as its rank saw it; a comm hook call is logged
+as ``{hook: null, kind: comm_hook, target: bucketK, label: comm_hook@bucketK, args: {bucket,
+parameters}, returned}``, the bucket's buffer copied when the hook is called.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import time
+import traceback
+import warnings
+from datetime import timedelta
+
+import torch
+import torch._dynamo  # noqa: F401  DistributedDataParallel.__init__ imports it (8-14 s here): once, before forking
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.nn.parallel import DistributedDataParallel
+
+from adjoint.format.errors import ProblemError
+from adjoint.format.problem import Step
+from adjoint.format.comm_hook import OPS
+from adjoint.format.syntax import Bin, Call, Name, Neg, Num
+from adjoint.torchside.run import DEFAULT_STEPS, TORCH_ERRORS, Session, finish_calls
+from adjoint.torchside.values import snap
+
+#: the file's built-in comm hooks: torch.distributed.algorithms.ddp_comm_hooks.default_hooks
+BUILTIN_HOOKS = {"allreduce": default_hooks.allreduce_hook, "fp16_compress": default_hooks.fp16_compress_hook,
+                 "bf16_compress": default_hooks.bf16_compress_hook}
+DEFAULT_TIMEOUT = 90.0     # seconds for the whole run (process start, init, every step)
+
+
+def run_distributed(problem, variant: str, dtype: str, timeout: float = DEFAULT_TIMEOUT) -> list[dict]:
+    """The observed JSON of every rank, in rank order. Raises RuntimeError (with the failing
+    rank's traceback) when a process fails, and TimeoutError when they do not finish in time."""
+    spec = problem.distributed
+    ctx = mp.get_context("fork")
+    results = ctx.Queue()
+    ports = ctx.Queue()     # rank 0's store port, once per other rank (the OS picks it: no race for a port)
+    procs = [ctx.Process(target=_worker, args=(problem, variant, dtype, rank, spec.world_size, ports, results,
+                                                timeout), daemon=True)
+             for rank in range(spec.world_size)]
+    out: dict[int, dict] = {}
+    deadline = time.monotonic() + timeout
+    try:
+        for p in procs:
+            p.start()
+        while len(out) < len(procs):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"the {spec.world_size} DDP processes did not finish within {timeout:.0f} s")
+            try:
+                status, rank, payload = results.get(timeout=min(left, 1.0))
+            except queue.Empty:
+                dead = [p for p in procs if p.exitcode not in (None, 0)]
+                if dead:
+                    raise RuntimeError(f"a DDP process exited with code {dead[0].exitcode} before reporting")
+                continue
+            if status != "ok":
+                raise RuntimeError(f"rank {rank} failed:\n{payload}")
+            out[rank] = payload
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+        for p in procs:
+            p.join(5)
+        results.close()
+        ports.close()
+    return [out[r] for r in range(len(procs))]
+
+
+def _worker(problem, variant: str, dtype: str, rank: int, world_size: int, ports, results, timeout: float):
+    try:
+        torch.set_num_threads(1)
+        wait = timedelta(seconds=timeout)
+        if rank == 0:   # the rendezvous store, on a port the OS gives it
+            store = dist.TCPStore("127.0.0.1", 0, world_size, is_master=True, timeout=wait, wait_for_workers=False)
+            for _ in range(world_size - 1):
+                ports.put(store.port)
+        else:
+            store = dist.TCPStore("127.0.0.1", ports.get(timeout=timeout), world_size, is_master=False, timeout=wait)
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size, timeout=wait)
+        try:
+            observed = run_rank(problem, variant, dtype, rank)
+        finally:
+            dist.destroy_process_group()
+        results.put(("ok", rank, observed))
+    except BaseException:   # reported to the parent, which ends every process
+        results.put(("error", rank, traceback.format_exc()))
+    finally:
+        results.close()
+        results.join_thread()
+        os._exit(0)
+
+
+class DDPSession(Session):
+    """A Session whose root module is called through its DistributedDataParallel wrapper."""
+
+    ddp = None
+
+    def call_module(self, decl, args, kwargs):
+        if decl is not self.p.model or self.ddp is None:
+            return super().call_module(decl, args, kwargs)
+        label = decl.label
+        inner = self.modules[label]
+        self.modules[label] = self.ddp
+        try:
+            return super().call_module(decl, args, kwargs)
+        finally:
+            self.modules[label] = inner
+
+
+def run_rank(problem, variant: str, dtype: str, rank: int) -> dict:
+    spec = problem.distributed
+    mine = spec.ranks[rank]
+    decl = mine.variant(variant)
+    s = DDPSession(mine, decl, dtype)
+    kwargs = {"find_unused_parameters": spec.find_unused_parameters, "static_graph": spec.static_graph,
+              "gradient_as_bucket_view": spec.gradient_as_bucket_view}
+    if spec.bucket_cap_mb is not None:
+        kwargs["bucket_cap_mb"] = float(spec.bucket_cap_mb)
+    s.ddp = DistributedDataParallel(s.root, **kwargs)
+    if spec.comm_hook is not None:
+        s.ddp.register_comm_hook(None, _logged_hook(s, spec.comm_hook, world_size=dist.get_world_size()))
+    steps = decl.steps if decl.steps is not None else tuple(Step(k, decl.loc) for k in DEFAULT_STEPS)
+    passes: list[dict] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            error = _run_steps(s, steps, passes, spec)
+        finally:
+            s.close()
+    s.nodes.scan(s.kept)
+    finish_calls(s)
+    if error is not None:
+        return {"error": error, "hook_calls": s.log}
+    fp = s.forwards[-1] if s.forwards else None
+    observed = {"loss": fp.values.get("loss") if fp is not None and fp.loss is not None else None,
+                "values": fp.values if fp is not None else {}, "grads": s.grads(), "hook_calls": s.log}
+    if decl.steps is not None:
+        observed["passes"] = passes
+    return observed
+
+
+def _logged_hook(s: Session, hook, world_size: int):
+    names = {id(t): name for name, t in s.params.items()}
+
+    def comm_hook(state, bucket):
+        k = bucket.index()
+        rec = {"hook": None, "label": f"comm_hook@bucket{k}", "kind": "comm_hook", "target": f"bucket{k}",
+               "args": {"bucket": snap(bucket.buffer().clone(), s.dtype),
+                        "parameters": [names[id(p)] for p in bucket.parameters()]},
+               "returned": None}
+        s.log.append(rec)
+        if hook.builtin is not None:
+            fut = BUILTIN_HOOKS[hook.builtin](None, bucket)
+        else:
+            fut = torch.futures.Future()
+            fut.set_result(_evaluate(hook.returns, bucket.buffer(), world_size))
+
+        def done(f):
+            value = f.value()
+            value = value[0] if isinstance(value, list) else value
+            rec["returned"] = snap(value.clone(), s.dtype)
+            return value
+        return fut.then(done)
+    return comm_hook
+
+
+def _evaluate(e, buffer: torch.Tensor, world_size: int):
+    """A written comm hook's expression in torch (the language of adjoint.format.comm_hook)."""
+    if isinstance(e, Num):
+        v = e.value
+        return int(v) if v.denominator == 1 else float(v)
+    if isinstance(e, Name):
+        return buffer if e.id == "bucket" else world_size
+    if isinstance(e, Neg):
+        return -_evaluate(e.operand, buffer, world_size)
+    if isinstance(e, Call):
+        t = _evaluate(e.args[0], buffer, world_size)
+        t = t.clone() if isinstance(t, torch.Tensor) else torch.tensor(t, dtype=buffer.dtype)
+        dist.all_reduce(t)
+        return t
+    if isinstance(e, Bin) and e.op in OPS:
+        a, b = _evaluate(e.left, buffer, world_size), _evaluate(e.right, buffer, world_size)
+        return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b}[e.op]()
+    raise ProblemError(e.loc, "not modelled in a comm hook")
+
+
+def _run_steps(s: DDPSession, steps, passes: list, spec) -> dict | None:
+    """:func:`adjoint.torchside.run.run_steps`, each step a rank's script runs inside
+    ``ddp.no_sync()`` when the file puts it in a ``no_sync`` block."""
+    hooks = s.v.hooks
+    later = {i for step in steps if step.kind == "register" for i in step.hooks}
+    for hook in hooks:
+        if hook.when == "before_forward" and hook.index not in later:
+            s.hooks.register(hook.index)
+    first_forward = first_backward = True
+    for step in steps:
+        try:
+            with (s.ddp.no_sync() if not spec.synced(step) else contextlib.nullcontext()):
+                if step.kind == "forward":
+                    s.forward(step.inputs)
+                    if first_forward:
+                        first_forward = False
+                        for hook in hooks:
+                            if hook.when == "after_forward" and hook.index not in later:
+                                s.hooks.register(hook.index)
+                elif step.kind == "backward":
+                    bw = step.backward or s.v.backward
+                    if first_backward:
+                        for hook in hooks:
+                            if hook.remove == "before_backward":
+                                s.hooks.remove(hook.index)
+                    start = len(s.log)
+                    s.hooks.fired.clear()
+                    s.backward(bw)
+                    passes.append({"hook_calls": s.log[start:], "grads": s.grads()})
+                    if first_backward:
+                        first_backward = False
+                        for hook in hooks:
+                            if hook.remove == "after_backward":
+                                s.hooks.remove(hook.index)
+                elif step.kind == "register":
+                    for i in step.hooks:
+                        s.hooks.register(i)
+                elif step.kind == "remove":
+                    for i in step.hooks:
+                        s.hooks.remove(i)
+                elif step.kind == "zero_grad":
+                    s.zero_grad()
+                elif step.kind == "step":
+                    s.sgd(step.lr)
+        except ProblemError:
+            raise
+        except TORCH_ERRORS as exc:
+            return {"type": type(exc).__name__, "message": str(exc),
+                    "during": "backward" if step.kind == "backward" else "forward",
+                    "after_call": len(s.log) - 1 if s.log else None}
+    return None

@@ -1,0 +1,127 @@
+"""Random DistributedDataParallel problem files (``distributed:``), for the DDP sweep
+(``benchmarks/ddp_sweep.py``: problem ``i`` of seed ``s`` is ``generate(random.Random(f"{s}-{i}"))``).
+
+What it builds: 1 to 3 ranks; a Sequential of one to three Linear layers (with and without
+bias, some frozen: DDP leaves them out of its buckets) with ReLU, Tanh or nothing between;
+per-rank inputs (requiring grad or not) and per-rank inputs of later forwards; a loss; hooks
+on parameters (tensor hooks that observe or rescale, post-accumulate hooks), on the input and
+full backward hooks on layers; no comm hook, the built-in ``allreduce``, ``fp16_compress`` or
+``bf16_compress`` (up to 2 ranks) or a written one over ``bucket`` with ``all_reduce``; the default buckets or tiny ``bucket_cap_mb`` (several
+buckets after the rebuild); steps of synchronized iterations, ``no_sync`` blocks (a whole
+iteration, only its forward, only its backward, a forward inside one after an arming forward),
+two forwards before a backward, ``zero_grad`` and SGD steps.
+"""
+
+from __future__ import annotations
+
+import random
+
+WRITTEN_HOOKS = ("all_reduce(bucket) / world_size", "all_reduce(bucket)", "all_reduce(bucket / world_size)",
+                 "all_reduce(bucket * 2) / 4 - bucket * 0.5", "bucket * 2", "-all_reduce(-bucket) / 2")
+CAPS = (None, None, "0.00001", "0.00002", "0.0001")
+
+
+def _num(rng: random.Random) -> str:
+    v = rng.randint(-8, 8) / 4
+    return str(int(v)) if v == int(v) else str(v)
+
+
+def _tensor(rng: random.Random, shape: tuple) -> str:
+    if len(shape) == 1:
+        return "[" + ", ".join(_num(rng) for _ in range(shape[0])) + "]"
+    return "[" + ", ".join(_tensor(rng, shape[1:]) for _ in range(shape[0])) + "]"
+
+
+def generate(rng: random.Random) -> str:
+    ws = rng.choice((2, 2, 2, 3, 1))
+    dtype = rng.choice(("float64", "float64", "float32"))
+    hook = rng.choice(("none", "allreduce", "written", "written") + (("compress",) * 2 if ws <= 2 else ()))
+    # Tanh only in float64 (1 - tanh(z)**2 cancels in float32 for |z| of a few units, beyond verify's
+    # float32 tolerance: a single-process matter) and not under 16-bit compression (whose rounding
+    # is modelled for rational values only)
+    tanh = dtype == "float64" and hook != "compress"
+    n_layers = rng.randint(1, 3)
+    dims = [rng.randint(1, 3) for _ in range(n_layers + 1)]
+    batch = rng.randint(1, 2)
+    x_grad = rng.random() < 0.3
+    lines = ["name: ddp-gen", f"dtype: {dtype}", "inputs:"]
+    per_rank = ", ".join(_tensor(rng, (batch, dims[0])) for _ in range(ws))
+    lines.append(f"  x: {{per_rank: [{per_rank}]{', requires_grad: true' if x_grad else ''}}}")
+    lines += ["model:", "  type: Sequential", "  children:"]
+    params: list[str] = []
+    layers: list[str] = []
+    for i in range(n_layers):
+        bias = rng.random() < 0.75
+        frozen = rng.random() < 0.1
+        w = _tensor(rng, (dims[i + 1], dims[i]))
+        p = f"weight: {{value: {w}, requires_grad: false}}" if frozen else f"weight: {w}"
+        if bias:
+            p += f", bias: {_tensor(rng, (dims[i + 1],))}"
+        extra = "" if bias else ", bias: false"
+        lines.append(f"    l{i}: {{type: Linear{extra}, params: {{{p}}}}}")
+        layers.append(f"l{i}")
+        if not frozen:
+            params.append(f"l{i}.weight")
+        if bias:
+            params.append(f"l{i}.bias")
+        if i < n_layers - 1:
+            act = rng.choice(("ReLU", "Tanh", None) if tanh else ("ReLU", None))
+            if act:
+                lines.append(f"    a{i}: {{type: {act}}}")
+    if not params:   # DDP needs a parameter that requires grad
+        lines.append(f"    extra: {{type: Linear, bias: false, params: {{weight: {_tensor(rng, (1, dims[-1]))}}}}}")
+        params.append("extra.weight")
+        layers.append("extra")
+    lines.append('loss: "' + rng.choice(("(y ** 2).sum()", "y.sum()", "((y - 0.5) ** 2).mean()")) + '"')
+    lines += ["distributed:", f"  world_size: {ws}", "  wrap: ddp"]
+    cap = rng.choice(CAPS)
+    if cap is not None:
+        lines.append(f"  args: {{bucket_cap_mb: {cap}}}")
+    if hook == "allreduce":
+        lines.append("  comm_hook: {builtin: allreduce}")
+    elif hook == "compress":
+        lines.append(f"  comm_hook: {{builtin: {rng.choice(('fp16_compress', 'bf16_compress'))}}}")
+    elif hook == "written":
+        lines.append(f'  comm_hook: {{returns: "{rng.choice(WRITTEN_HOOKS)}"}}')
+    hooks = []
+    for p in rng.sample(params, rng.randint(0, len(params))):
+        kind = rng.choice(("hook", "hook", "post_accumulate_grad"))
+        if kind == "hook" and rng.random() < 0.3:
+            hooks.append(f'{{tensor: {p}, kind: hook, returns: "grad * 2"}}')
+        else:
+            hooks.append(f"{{tensor: {p}, kind: {kind}}}")
+    if x_grad and rng.random() < 0.5:
+        hooks.append("{tensor: x, kind: hook}")
+    if rng.random() < 0.4:
+        hooks.append(f"{{module: {rng.choice(layers)}, kind: full_backward}}")
+    rng.shuffle(hooks)
+    if hooks:
+        lines.append("hooks:")
+        lines += [f"  - {h}" for h in hooks]
+    steps = []
+    for it in range(rng.randint(1, 3)):
+        forward = "forward"
+        if it and rng.random() < 0.3:
+            forward = ("{forward: {inputs: {x: {per_rank: [" + ", ".join(_tensor(rng, (batch, dims[0]))
+                                                                      for _ in range(ws))
+                       + "]" + (", requires_grad: true" if x_grad else "") + "}}}}")
+        mode = rng.choice(("sync", "sync", "no_sync", "fwd_only", "bwd_only", "rearmed", "twice"))
+        if mode == "sync":
+            steps += [forward, "backward"]
+        elif mode == "no_sync":
+            steps.append(f"{{no_sync: [{forward}, backward]}}")
+        elif mode == "fwd_only":
+            steps += [f"{{no_sync: [{forward}]}}", "backward"]
+        elif mode == "bwd_only":
+            steps += [forward, "{no_sync: [backward]}"]
+        elif mode == "rearmed":     # armed, then a forward inside no_sync: the backward is still reduced
+            steps += [forward, "{no_sync: [forward]}", "backward"]
+        else:
+            steps += [forward, "forward", "backward"]
+        r = rng.random()
+        if r < 0.15:
+            steps.append("zero_grad")
+        elif r < 0.3:
+            steps.append("{step: {lr: 0.5}}")
+    lines.append("steps: [" + ", ".join(steps) + "]")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,334 @@
+"""DistributedDataParallel: the ``distributed:`` block, the Reducer model, the answer per rank,
+and verification on real gloo processes (tests start their own process groups on 127.0.0.1,
+world_size 2, tiny models; every process they start is ended).
+
+Expected values come from real torch: ``PROBE`` is what a hand-written torch script printed
+(2 processes, gloo, float64; the set-up is written in tests/ddp/probe.yaml's comment), or from
+relations that hold by DDP's definition (an average is the mean of the ranks' buffers; no_sync
+adds the local gradient to .grad)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from fractions import Fraction
+
+import pytest
+
+import adjoint
+from adjoint import ProblemError
+from adjoint.engine.distributed import assign_buckets
+from adjoint.values.lowprec import round_to
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+DDP = os.path.join(ROOT, "problems", "ddp.yaml")
+PROBE_FILE = os.path.join(HERE, "ddp", "probe.yaml")
+
+#: printed by real torch 2.13 (two gloo processes, float64) for tests/ddp/probe.yaml's set-up:
+#: per rank and pass, the comm hook's bucket (parameters in buffer order) and .grad after
+PROBE = {
+    (0, 0): (["0.weight", "0.bias", "1.weight", "1.bias"],
+             ["4.144", "8.288", "4.736", "9.472", "4.144", "4.736", "5.92", "10.064", "5.92"]),
+    (1, 0): (["0.weight", "0.bias", "1.weight", "1.bias"],
+             ["9.156", "9.156", "10.464", "10.464", "4.578", "5.232", "7.194", "13.08", "6.54"]),
+    (0, 1): (["1.bias", "1.weight", "0.bias", "0.weight"],
+             ["14.61", "19.127", "35.036", "10.227", "11.688", "18.382", "32.186", "21.008", "36.784"]),
+    (1, 1): (["1.bias", "1.weight", "0.bias", "0.weight"],
+             ["15.85", "22.911", "44.28", "11.095", "12.68", "33.586", "35.658", "38.384", "40.752"]),
+}
+PROBE_GRADS = {0: {"0.weight": ["6.65", "8.722", "7.6", "9.968"], "0.bias": ["4.361", "4.984"],
+                   "1.weight": ["6.557", "11.572"], "1.bias": ["6.23"]},
+               1: {"0.weight": ["25.984", "33.922", "29.696", "38.768"], "0.bias": ["10.661", "12.184"],
+                   "1.weight": ["21.019", "39.658"], "1.bias": ["15.23"]}}
+
+
+def _exact(v) -> list[Fraction]:
+    """A VALUE's exact elements, flattened."""
+    def flat(x):
+        return [y for i in x for y in flat(i)] if isinstance(x, list) else [x]
+    return [Fraction(s) for s in flat(v["exact"])]
+
+
+def _ranks(path: str, variant: str = "default") -> list[dict]:
+    return adjoint.load(path).solve().to_json()["variants"][variant]["ranks"]
+
+
+def _write(tmp_path, text: str, name: str = "f.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+BASE = textwrap.dedent("""\
+    name: d
+    dtype: float64
+    inputs:
+      x: {per_rank: [[[1, 2]], [[2, -1]]]}
+    model:
+      type: Sequential
+      children:
+        a: {type: Linear, params: {weight: [[0.5, 1], [1, -0.5]], bias: [1, 0]}}
+        b: {type: Linear, params: {weight: [[1, 2]], bias: [0.5]}}
+    loss: "(y ** 2).sum()"
+    distributed:
+      world_size: 2
+      wrap: ddp
+    """)
+
+
+# ----------------------------------------------------------------------------- the model, no torch
+
+def test_buckets_are_filled_in_order_and_closed_at_their_limit():
+    # compute_bucket_assignment_by_size: a bucket closes as soon as it reaches its limit
+    assert assign_buckets([0, 1, 2], [8, 8, 8], [10**9]) == [[0, 1, 2]]
+    # sizes by index: 3 -> 32 bytes (>= 10: alone), 2 -> 16 and 1 -> 8 (24 >= 20), then 0 in the last
+    assert assign_buckets([3, 2, 1, 0], [4, 8, 16, 32], [10, 20]) == [[3], [2, 1], [0]]
+    assert assign_buckets([0, 1, 2], [8, 8, 8], [8]) == [[0], [1], [2]]
+    assert assign_buckets([0, 1, 2], [8, 8, 8], [100]) == [[0, 1, 2]]
+
+
+def test_rounding_to_16_bits_is_ieee_round_to_nearest_even():
+    two = Fraction(2)
+    assert round_to(1 + two ** -11, "float16") == 1                       # a tie: to the even neighbour
+    assert round_to(1 + 3 * two ** -11, "float16") == 1 + two ** -9       # a tie the other way
+    assert round_to(1 + two ** -11 + two ** -30, "float16") == 1 + two ** -10
+    assert round_to(two ** -25, "float16") == 0                           # half the smallest subnormal
+    assert round_to(3 * two ** -25, "float16") == two ** -23
+    assert round_to(Fraction(65519), "float16") == 65504 and round_to(Fraction(65520), "float16") is None
+    assert round_to(1 + two ** -8, "bfloat16") == 1 and round_to(-(1 + 3 * two ** -8), "bfloat16") == -(1 + two ** -6)
+    assert round_to(Fraction(1, 10), "float32") == Fraction(13421773, 2 ** 27)   # float32(0.1)
+
+
+def test_probe_predicted_exactly_as_real_torch_printed_it():
+    ranks = _ranks(PROBE_FILE)
+    for (rank, p), (params, bucket) in PROBE.items():
+        (comm,) = [c for c in ranks[rank]["passes"][p]["hook_calls"] if c["kind"] == "comm_hook"]
+        assert comm["target"] == "bucket0" and comm["label"] == "comm_hook@bucket0"
+        assert comm["args"]["parameters"] == params
+        assert _exact(comm["args"]["bucket"]) == [Fraction(s) for s in bucket]
+    for rank in (0, 1):
+        for p, grads in PROBE_GRADS.items():
+            got = ranks[rank]["passes"][p]["grads"]
+            assert {k: _exact(v) for k, v in got.items()} == {k: [Fraction(s) for s in v] for k, v in grads.items()}
+    # the tensor hook and the post-accumulate hook see the local gradient, before the comm hook
+    labels = [c["label"] for c in ranks[1]["passes"][1]["hook_calls"]]
+    assert labels == ["hook@1.bias", "post_accumulate_grad@1.bias", "comm_hook@bucket0"]
+    calls = ranks[1]["passes"][1]["hook_calls"]
+    assert _exact(calls[0]["args"]["grad"]) == [Fraction("9.62")]
+    assert _exact(calls[1]["args"]["tensor"]) == [Fraction("15.85")]   # 6.23 (averaged) + 9.62 (local)
+
+
+def test_no_sync_accumulates_locally_and_the_next_synced_backward_averages_it():
+    ranks = _ranks(DDP)
+    names = ["hidden.weight", "hidden.bias", "out.weight", "out.bias"]
+    for r in ranks:
+        assert [len(p["hook_calls"]) for p in r["passes"]] == [4, 3, 4]
+        assert [c["kind"] for c in r["passes"][1]["hook_calls"]].count("comm_hook") == 0
+    first = [_exact(r["passes"][0]["grads"]["out.weight"]) for r in ranks]
+    assert first[0] == first[1]                                    # averaged after pass 1
+    for r in ranks:
+        local = _exact(r["passes"][1]["hook_calls"][0]["args"]["grad"])    # hook on out.weight: local gradient
+        after = _exact(r["passes"][1]["grads"]["out.weight"])
+        assert after == [a + b for a, b in zip(first[0], local)]   # no_sync: .grad += local, nothing reduced
+    # pass 3: the buffer is each rank's accumulated .grad (+ its new local gradient), in ready order;
+    # the result is the mean of the two buffers, and becomes .grad on both ranks
+    comms = [[c for c in r["passes"][2]["hook_calls"] if c["kind"] == "comm_hook"][0] for r in ranks]
+    assert comms[0]["args"]["parameters"] == ["out.bias", "out.weight", "hidden.bias", "hidden.weight"]
+    assert [c["label"] for c in ranks[0]["passes"][0]["hook_calls"]][-1] == "comm_hook@bucket0"
+    assert ranks[0]["passes"][0]["hook_calls"][-1]["args"]["parameters"] == names
+    b0, b1 = (_exact(c["args"]["bucket"]) for c in comms)
+    mean = [(a + b) / 2 for a, b in zip(b0, b1)]
+    for c, r in zip(comms, ranks):
+        assert _exact(c["returned"]) == mean
+        assert _exact(r["grads"]["out.bias"]) == mean[:1]
+
+
+def test_without_a_comm_hook_no_call_is_made_and_grads_are_averaged(tmp_path):
+    path = _write(tmp_path, BASE + "steps: [forward, backward]\n")
+    ranks = _ranks(path)
+    assert [r["hook_calls"] for r in ranks] == [[], []]
+    assert _exact(ranks[0]["grads"]["b.bias"]) == _exact(ranks[1]["grads"]["b.bias"])
+    # hand derivation: y = b(a(x)); dL/db.bias = 2y; rank 0: a(x) = [3.5, 0], y = 4; rank 1: a(x) = [1, 2.5], y = 6.5
+    assert _exact(ranks[0]["grads"]["b.bias"]) == [Fraction(8 + 13, 2)]
+
+
+def test_the_report_shows_ranks_side_by_side():
+    from adjoint.render.console import render
+    from adjoint.render.report import Options
+
+    text = render(adjoint.load(DDP).solve(), Options(), width=160)
+    assert "DistributedDataParallel, world_size 2, comm hook allreduce" in text
+    assert "rank 0" in text and "rank 1" in text and "inside no_sync: gradients stay local" in text
+    assert "parameters: out.bias, out.weight, hidden.bias, hidden.weight" in text
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("fmt", ["fp16_compress", "bf16_compress"])
+def test_compressing_comm_hooks_are_predicted_exactly(tmp_path, fmt):
+    from adjoint.torchside.verify_ddp import verify_ranks
+
+    text = open(DDP, encoding="utf-8").read().replace("{builtin: allreduce}", "{builtin: " + fmt + "}")
+    text = text.replace("[[[1, 2]], [[2, -1]]]", "[[[0.1, 0.2]], [[0.3, -0.7]]]")   # gradients 16 bits cannot hold
+    problem = adjoint.loads(text, "compressed.yaml")
+    vp = problem.solve().variant("default")
+    # the rounding shows: the result is not the exact mean of the two buffers
+    comms = [[c for c in r["passes"][0]["hook_calls"] if c["kind"] == "comm_hook"][0] for r in vp.to_json()["ranks"]]
+    b0, b1 = (_exact(c["args"]["bucket"]) for c in comms)
+    assert _exact(comms[0]["returned"]) != [(a + b) / 2 for a, b in zip(b0, b1)]
+    rows, _ = verify_ranks(problem, vp, problem.dtype, False)
+    assert rows and all(r.ok for r in rows), [r for r in rows if not r.ok]
+
+
+@pytest.mark.parametrize("block,message", [
+    ("distributed:\n  world_size: 2\n  wrap: fsdp\n", "distributed.wrap: fsdp (FSDP) is not modelled yet"),
+    ("distributed:\n  world_size: 2\n  wrap: ddp\n  args: {find_unused_parameters: true}\n",
+     "distributed.args.find_unused_parameters: true is not modelled yet"),
+    ("distributed:\n  world_size: 2\n  wrap: ddp\n  args: {static_graph: true}\n",
+     "distributed.args.static_graph: true is not modelled yet"),
+    ("distributed:\n  world_size: 2\n  wrap: ddp\n  args: {mixed_precision: 1}\n",
+     "distributed.args: 'mixed_precision' is not modelled yet"),
+    ("distributed:\n  world_size: 2\n  wrap: ddp\n  comm_hook: {builtin: powerSGD}\n",
+     "distributed.comm_hook.builtin: powerSGD is not modelled yet"),
+    ("distributed:\n  world_size: 3\n  wrap: ddp\n  comm_hook: {builtin: fp16_compress}\n",
+     "fp16_compress on more than 2 ranks is not modelled yet"),
+    ("distributed:\n  world_size: 2\n  wrap: ddp\n  comm_hook: {returns: \"bucket.sum()\"}\n",
+     "only numbers, bucket, world_size"),
+    ("distributed:\n  world_size: 2\n  wrap: ddp\n  comm_hook: {returns: \"grad * 2\"}\n",
+     "'grad' is not known there"),
+    ("distributed:\n  world_size: 3\n  wrap: ddp\n", "per_rank must list one value per rank (3, "
+                                                       "distributed.world_size), not 2"),
+])
+def test_what_is_not_modelled_is_refused_with_one_located_line(tmp_path, block, message):
+    text = BASE.split("distributed:")[0] + block
+    path = _write(tmp_path, text)
+    with pytest.raises(ProblemError, match="^" + re.escape(str(path)) + r":\d+:\d+: .*" + re.escape(message)):
+        adjoint.load(path).solve()
+
+
+def test_no_sync_needs_a_list_and_refuses_autograd_grad(tmp_path):
+    path = _write(tmp_path, BASE + "steps: [forward, {no_sync: []}]\n")
+    with pytest.raises(ProblemError, match=r"f\.yaml:14:28: no_sync takes a non-empty list"):
+        adjoint.load(path)
+    path = _write(tmp_path, BASE + "backward: {method: grad, inputs: [a.bias]}\n")
+    with pytest.raises(ProblemError, match="torch.autograd.grad under DistributedDataParallel is not modelled yet"):
+        adjoint.load(path)
+
+
+def test_latex_refuses_a_distributed_file_and_graph_draws_rank_0():
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "adjoint", *args], capture_output=True, text=True, cwd=ROOT,
+                              env={**os.environ, "PYTHONPATH": ROOT}, timeout=120)
+    proc = run("latex", DDP, "-o", "-")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert proc.stderr.strip().endswith("adjoint latex of a distributed file is not modelled yet; use adjoint solve "
+                                        "or adjoint verify")
+    proc = run("graph", DDP, "-o", "-", "--format", "dot")
+    assert proc.returncode == 0, proc.stderr
+    # the comm hook's note hangs after the AccumulateGrad whose Reducer hook launched the bucket
+    assert "#4, #11  comm_hook on bucket0" in proc.stdout
+
+
+# ----------------------------------------------------------------------------- real gloo processes
+
+@pytest.fixture(scope="module")
+def ddp_run():
+    from conftest import require_torch
+    require_torch()
+    from adjoint.torchside.ddp import run_distributed
+
+    problem = adjoint.load(DDP)
+    pred = problem.solve().variant("default")
+    return problem, pred.to_json()["ranks"], run_distributed(problem, "default", "float64")
+
+
+@pytest.mark.torch
+def test_ddp_problem_agrees_with_real_gloo_processes_on_every_rank(ddp_run):
+    from adjoint.torchside.compare import compare
+
+    _, predicted, observed = ddp_run
+    assert len(observed) == 2
+    for p, o in zip(predicted, observed):
+        rows = compare(p, o, "float64")
+        assert rows and all(r.ok for r in rows), [r for r in rows if not r.ok]
+        assert [c["kind"] for c in o["hook_calls"]].count("comm_hook") == 2
+
+
+@pytest.mark.torch
+def test_a_wrong_bucket_order_or_value_is_caught(ddp_run):
+    import copy
+
+    from adjoint.torchside.compare import compare
+
+    _, predicted, observed = ddp_run
+    wrong = copy.deepcopy(predicted[1])
+    comm = [c for c in wrong["passes"][2]["hook_calls"] if c["kind"] == "comm_hook"][0]
+    comm["args"]["parameters"] = list(reversed(comm["args"]["parameters"]))
+    assert not all(r.ok for r in compare(wrong, observed[1], "float64"))
+    wrong = copy.deepcopy(predicted[0])
+    wrong["grads"]["out.bias"]["value"] = [wrong["grads"]["out.bias"]["value"][0] + 1e-6]
+    assert not all(r.ok for r in compare(wrong, observed[0], "float64"))
+
+
+@pytest.mark.torch
+def test_written_hook_rebuild_and_no_sync_forward_verify(tmp_path):
+    from adjoint.torchside.verify_ddp import verify_ranks
+
+    # the probe (a written hook with all_reduce, per-rank step inputs); then tiny buckets, no comm
+    # hook, a forward inside no_sync followed by a backward outside it (the forward decides: local),
+    # and a synced forward whose backward runs inside no_sync (it is reduced)
+    tiny = _write(tmp_path, BASE.replace("  wrap: ddp\n", "  wrap: ddp\n  args: {bucket_cap_mb: 0.00001}\n"
+                                         "  comm_hook: {builtin: allreduce}\n")
+                  + "hooks: [{tensor: a.bias, kind: hook}, {module: b, kind: full_backward}]\n"
+                  + "steps: [forward, backward, {no_sync: [forward]}, backward, forward, {no_sync: [backward]},"
+                    " forward, backward]\n")
+    plain = _write(tmp_path, BASE + "hooks: [{tensor: b.weight, kind: post_accumulate_grad}]\n"
+                   + "steps: [forward, backward, forward, backward]\n", "plain.yaml")
+    # two forwards before a backward; an arming forward, then one inside no_sync: the backward is
+    # still reduced (no_sync does not disarm); then only a no_sync forward: local
+    armed = _write(tmp_path, BASE + "  comm_hook: {builtin: allreduce}\nhooks: [{tensor: a.bias, kind: hook}]\n"
+                   + "steps: [forward, forward, backward, forward, {no_sync: [forward]}, backward, "
+                     "{no_sync: [forward]}, backward]\n", "armed.yaml")
+    kinds = [[c["kind"] for c in p["hook_calls"]] for p in _ranks(armed)[1]["passes"]]
+    assert kinds == [["hook", "comm_hook"], ["hook", "comm_hook"], ["hook"]]
+    for path in (PROBE_FILE, tiny, plain, armed):
+        problem = adjoint.load(path)
+        rows, _ = verify_ranks(problem, problem.solve().variant("default"), problem.dtype, False)
+        assert rows and all(r.ok for r in rows), [r for r in rows if not r.ok]
+    ranks = _ranks(tiny)
+    comms = [[c["args"]["parameters"] for c in p["hook_calls"] if c["kind"] == "comm_hook"] for p in ranks[0]["passes"]]
+    # 10-byte buckets after the rebuild, filled in ready order: 8 + 16 bytes, then 16, then 32
+    assert comms == [[["a.weight", "a.bias", "b.weight", "b.bias"]], [],
+                     [["b.bias", "b.weight"], ["a.bias"], ["a.weight"]],
+                     [["b.bias", "b.weight"], ["a.bias"], ["a.weight"]]]
+
+
+@pytest.mark.torch
+def test_a_run_out_of_time_ends_every_process_it_started():
+    from conftest import require_torch
+    require_torch()
+    from adjoint.torchside.ddp import run_distributed
+
+    before = set(multiprocessing.active_children())
+    with pytest.raises(TimeoutError, match="did not finish within"):
+        run_distributed(adjoint.load(DDP), "default", "float64", timeout=0.001)
+    assert set(multiprocessing.active_children()) <= before
+
+
+def test_generated_ddp_problems_load_and_solve():
+    """tests/gen/ddp.py (the DDP sweep's generator, benchmarks/ddp_sweep.py): every problem of a
+    few seeds is a valid distributed file whose every rank solves."""
+    import random
+
+    sys.path.insert(0, HERE)
+    from gen.ddp import generate
+
+    for i in range(12):
+        text = generate(random.Random(f"suite-{i}"))
+        problem = adjoint.loads(text, f"gen-{i}.yaml")
+        ranks = problem.solve().to_json()["variants"]["default"]["ranks"]
+        assert len(ranks) == problem.distributed.world_size
