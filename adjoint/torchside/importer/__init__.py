@@ -25,17 +25,25 @@ from .builtins import param_entry
 from .tree import TreeWriter
 from .userfile import call_factory, split_spec
 from .where import show_path, source_files
+from adjoint.torchside.importer.forwardcheck import check_model
+from adjoint.torchside.importer.userfile import factory_location
 
 DEFAULT_LOSS = "sum(y)"
 
 
 def problem_text(model: nn.Module, named_inputs: list[tuple[str, torch.Tensor]], loss: str = DEFAULT_LOSS,
-                 name: str = "imported", origin: dict | None = None, header: list[str] | None = None) -> str:
-    """The problem file (YAML text) for ``model`` called on ``named_inputs``."""
+                 name: str = "imported", origin: dict | None = None, header: list[str] | None = None,
+                 hooks_mode: str = "translate", notes: list | None = None, factory_at: str | None = None) -> str:
+    """The problem file (YAML text) for ``model`` called on ``named_inputs``. ``hooks_mode``:
+    ``translate`` (a hook body that cannot be translated is refused) or ``observe`` (it is
+    written observe-only, and ``notes`` learns which hooks' effects are left out)."""
     dtype = _dtype(model)
     files = source_files(model)
+    check_model(model, files, factory_at)
     shapes, examples = _example_calls(model, [t for _, t in named_inputs])
-    tree = TreeWriter(files, shapes, examples).module(model, "", True)
+    writer = TreeWriter(files, shapes, examples)
+    writer.factory_at = factory_at
+    tree = writer.module(model, "", True)
     top: dict = {"name": Flow(name)}
     top["description"] = Text(f"{type(model).__name__} imported from its PyTorch module by adjoint import")
     top["dtype"] = Flow("float64" if dtype == torch.float64 else "float32")
@@ -46,9 +54,13 @@ def problem_text(model: nn.Module, named_inputs: list[tuple[str, torch.Tensor]],
     top["inputs"] = {n: _input_entry(t, n) for n, t in named_inputs}
     top["model"] = tree
     top["loss"] = Text(loss)
-    found = hooks.registered(model)
+    notes = [] if notes is None else notes
+    found = hooks.registered(model, hooks_mode, notes)
     if found:
         top["hooks"] = found
+    if notes:
+        header = list(header or []) + ["", "LEFT OUT (--hooks observe): these hooks are observe-only here; their "
+                                           "effect on the gradients is not in this file:"] + notes
     return document(header or [], top)
 
 
@@ -72,8 +84,10 @@ def from_module_text(model: nn.Module, *example_inputs: torch.Tensor, loss: str 
     return problem_text(model, [(n, t.detach().to(dtype)) for n, t in zip(names, example_inputs)], loss, name)
 
 
-def import_file(spec: str, input_specs: list[str], loss: str = DEFAULT_LOSS, out_path: str | None = None) -> str:
-    """``adjoint import FILE.py:FACTORY --input NAME=SHAPE ...``: the problem file's text."""
+def import_file(spec: str, input_specs: list[str], loss: str = DEFAULT_LOSS, out_path: str | None = None,
+                hooks_mode: str = "translate", notes: list | None = None) -> str:
+    """``adjoint import FILE.py:FACTORY --input NAME=SHAPE ...``: the problem file's text
+    (``hooks_mode``, ``notes``: as :func:`problem_text`)."""
     path, factory = split_spec(spec)
     check_loss(loss)
     shapes = [inputs.parse(s) for s in input_specs]
@@ -91,10 +105,13 @@ def import_file(spec: str, input_specs: list[str], loss: str = DEFAULT_LOSS, out
     command = f"adjoint import {show_path(path)}:{factory} " + " ".join(f"--input {s}" for s in input_specs)
     if loss != DEFAULT_LOSS:
         command += f" --loss '{loss}'"
+    if hooks_mode != "translate":
+        command += f" --hooks {hooks_mode}"
     header = [f"Written by: {command}",
-              "Parameters are exact: each value is the tensor's float, digit for digit. Hooks the model had are",
-              "observe-only here (the comment names the Python function): add returns: to change a gradient."]
-    return problem_text(model, named, loss, stem, origin, header)
+              "Parameters are exact: each value is the tensor's float, digit for digit. The hooks the model had",
+              "are translated from their Python bodies (the comment names each function)."]
+    return problem_text(model, named, loss, stem, origin, header, hooks_mode, [] if notes is None else notes,
+                        factory_at=factory_location(path, factory))
 
 
 def check_loss(loss: str) -> None:

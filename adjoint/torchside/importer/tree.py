@@ -25,6 +25,7 @@ from .program import write_forward
 from .record import record
 from .refuse import refuse
 from .where import of_exception, of_module
+from adjoint.torchside.importer.forwardcheck import augmented
 
 CONTAINERS = (nn.Sequential, nn.ModuleList)
 
@@ -35,13 +36,14 @@ class TreeWriter:
         self.shapes = shapes            # module path -> the input shapes of its calls (for Dropout masks)
         self.examples = examples        # module path -> (args, kwargs) of its first call (for record)
         self.sites: dict[str, str | None] = {}  # module path -> the line of the user's code that calls it
+        self.factory_at: str | None = None      # the factory's def: where a refusal of a torch.nn root points
 
     def module(self, m: nn.Module, path: str, parent_training: bool) -> dict:
         out: dict = {}
         tname = builtins.type_name(m)
         kind = type(m).__name__
         if isinstance(m, nn.ModuleDict):
-            raise refuse(self.sites.get(path) or of_module(m),
+            raise refuse(self.sites.get(path) or of_module(m) or self.factory_at,
                          f"module '{path or 'model'}' is an nn.ModuleDict, which the problem format does not have",
                          "use nn.ModuleList or named attributes for its children")
         if tname is not None and not isinstance(m, CONTAINERS):
@@ -66,11 +68,11 @@ class TreeWriter:
         if own_buffers:
             out["buffers"] = own_buffers
         if type(m).__module__.startswith("torch.") and type(m) not in CONTAINERS:
-            raise refuse(self.sites.get(path) or of_module(m),
+            raise refuse(self.sites.get(path) or of_module(m) or self.factory_at,
                          f"module '{path or 'model'}' is torch.nn.{kind}, which adjoint does not model",
                          "see docs/format.md (built-in types) for the torch.nn modules a problem file has")
         forward = self.forward(m, path) if type(m) not in CONTAINERS else None   # first: it knows the call sites
-        children = list(m.named_children())
+        children = [(n, c) for n, c in m._modules.items() if c is not None]   # a stateless module listed twice too
         if children:
             kids = [(n, self.module(c, self.full(path, n), m.training)) for n, c in children]
             out["children"] = [k for _, k in kids] if isinstance(m, nn.ModuleList) else dict(kids)
@@ -106,6 +108,13 @@ class TreeWriter:
         return Flow(nested(keep.to(torch.int64).tolist(), f"the mask of {path}"))
 
     def forward(self, m: nn.Module, path: str) -> tuple[list, str]:
+        if augmented(m):        # fx writes h += x out of place: record a real call, which keeps it in place
+            example = self.examples.get(path)
+            if example is None:
+                raise refuse(of_module(m), f"'{path or 'model'}' ({type(m).__name__}) writes a tensor in place "
+                                           "(op=) and is never called on the example inputs",
+                             "give inputs with which the model calls it")
+            return write_forward(m, path, record(m, *example), self.files, self.sites)
         try:
             graph = trace(m)
         except Exception as exc:   # fx refuses in many ways: TraceError, TypeError, NotImplementedError...
