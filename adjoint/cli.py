@@ -215,8 +215,11 @@ def solve(files, as_json, variant, numeric, exact, values, recursion, float64, s
                                                       "\"inf\", \"-inf\", \"nan\").")
 @click.option("--fd", is_flag=True, help="Also check final grads by central differences in float64.")
 @click.option("--variant", help="Verify only this variant.")
+@click.option("--origin", is_flag=True, help="Also run the Python model an imported file's origin: names (this runs "
+                                             "that file's code), with its own hooks, and compare it with the "
+                                             "prediction.")
 @_mode_options
-def verify(paths, dtype, as_json, fd, variant, float64, structure):
+def verify(paths, dtype, as_json, fd, variant, float64, structure, origin):
     """Run the same problems in real PyTorch and compare with the prediction.
 
     Needs torch 2.13.0 (pip install torch==2.13.0, the CPU wheel); the report names the torch
@@ -225,7 +228,8 @@ def verify(paths, dtype, as_json, fd, variant, float64, structure):
 
     progress = _ProgressBar if sys.stderr.isatty() and not as_json else None
     code = run(_expand(paths), dtype=dtype, as_json=as_json, fd=fd, variant=variant,
-               echo=_verify_echo(as_json), progress=progress, load=_load, warn=_say, mode=_mode(float64, structure))
+               echo=_verify_echo(as_json), progress=progress, load=_load, warn=_say, mode=_mode(float64, structure),
+               origin=origin)
     sys.exit(code)
 
 
@@ -318,13 +322,17 @@ class _ProgressBar:
               help="One input of the forward, in its order: its name and shape, dims joined by x (x=2x4).")
 @click.option("--loss", default="sum(y)", show_default=True, help="The loss, an expression of y (the output).")
 @click.option("-o", "--output", "out", help="The problem file to write; - or absent: standard output.")
-def import_(model, input_specs, loss, out):
+@click.option("--hooks", "hooks_mode", type=click.Choice(["translate", "observe"]), default="translate",
+              show_default=True, help="A hook whose body cannot be translated: stop (translate), or write it "
+                                      "observe-only, its effect left out and said so (observe).")
+def import_(model, input_specs, loss, out, hooks_mode):
     """Write a problem file from a real model: MODEL is FILE.py:FACTORY.
 
     Calls FACTORY() (a function of FILE.py returning the nn.Module: this runs your code),
     traces the model with torch.fx and writes a v2 problem file: built-in types for the
     torch.nn modules the format has, a forward for every other module, the parameters
-    exactly, the hooks already registered (observe-only), inputs of the given shapes."""
+    exactly, the hooks already registered (their Python bodies translated), inputs of the given
+    shapes."""
     from . import loads
     from .output import check_target, write_atomic
 
@@ -337,8 +345,11 @@ def import_(model, input_specs, loss, out):
         from .verify import INSTALL_TORCH
         raise ProblemError(None, f"adjoint import reads a PyTorch model, and PyTorch is not installed here ({exc}); "
                                  f"install it: {INSTALL_TORCH}") from None
-    text = import_file(model, list(input_specs), loss, out)
+    notes: list[str] = []
+    text = import_file(model, list(input_specs), loss, out, hooks_mode, notes)
     loads(text, out or "<import>")      # the file it writes is a valid problem (a mistake here is a bug)
+    for note in notes:
+        _say(f"adjoint: {note}")
     if out and out != "-":
         write_atomic(out, text, protect=protect)
         click.echo(terminal_safe(f"wrote {out}"))
