@@ -143,7 +143,8 @@ def verify_variant(path: str, problem: Problem, vp, dtype: str, fd: bool, origin
     rows = compare(predicted, observed, dtype)
     if problem.origin is not None:
         if origin:
-            from .torchside.importer.originrun import origin_rows
+            from .torchside.importer.originrun import confined, origin_rows
+            confined(path, problem)
             rows.append(origin_row(problem, decl, dtype))
             rows += origin_rows(problem, decl, predicted, dtype)
         else:

@@ -46,6 +46,10 @@ def _write(tmp_path, name: str, text: str) -> str:
 
 
 def _imported(tmp_path, file: str, factory: str, specs: list[str], loss: str = "sum(y)"):
+    if os.path.dirname(os.path.abspath(file)) != str(tmp_path):   # verify --origin runs only a file beside the problem
+        copy = tmp_path / os.path.basename(file)
+        copy.write_text(open(file).read())
+        file = str(copy)
     out = str(tmp_path / "problem.yaml")
     text = import_file(f"{file}:{factory}", specs, loss, out)
     with open(out, "w") as fh:
@@ -90,13 +94,14 @@ def test_example_imports_solves_and_verifies_against_the_users_module(tmp_path, 
     assert problem.origin is not None and problem.origin.factory == factory
     prediction = predict(problem, None)
     vp = prediction.variants[0]
-    result = verify_variant(path, problem, vp, problem.dtype, False)
+    result = verify_variant(path, problem, vp, problem.dtype, False, origin=True)
     bad = [(r.section, r.item, r.detail) for r in result.rows if not r.ok]
     assert not bad, bad
     graph = [r for r in result.rows if r.section == "graph"]
     assert len(graph) == 1 and graph[0].ok
+    assert any(r.section == "origin" and r.item.startswith("grad ") for r in result.rows)
     # the user's own module, run by torch on the same inputs: the same loss and gradients
-    loss, grads = _user_run(problem, file, factory)
+    loss, grads = _user_run(problem, problem.origin.file, factory)
     js = vp.to_json()
     _close(js["loss"], loss, "loss")
     for tname, g in grads.items():
@@ -286,7 +291,7 @@ def test_verify_reports_a_file_whose_graph_differs_from_the_users_module(tmp_pat
     with open(path, "w") as fh:
         fh.write(text.replace("F.relu(norm(fc1(x)))", "torch.tanh(norm(fc1(x)))"))
     problem = adjoint.load(path)
-    result = verify_variant(path, problem, predict(problem, None).variants[0], problem.dtype, False)
+    result = verify_variant(path, problem, predict(problem, None).variants[0], problem.dtype, False, origin=True)
     graph = [r for r in result.rows if r.section == "graph"]
     assert not graph[0].ok
     assert "node #5 in creation order differs: the file's model makes TanhBackward0" in graph[0].detail

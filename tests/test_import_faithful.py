@@ -1,0 +1,414 @@
+"""``adjoint import`` holds to the user's own code: hooks translated (or refused at their line),
+nothing of the forward dropped silently, and ``verify --origin`` proving it against the user's
+module with its real hooks.
+
+Every expected value is real torch running the user's module as written here (its hooks
+included), never adjoint's output; every refusal is checked for the user's ``file:line``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from conftest import require_torch
+
+torch = require_torch()
+
+import adjoint  # noqa: E402
+from adjoint.errors import ProblemError  # noqa: E402
+from adjoint.torchside.importer import import_file  # noqa: E402
+from adjoint.torchside.importer.userfile import call_factory  # noqa: E402
+from adjoint.verify import predict, verify_variant  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+MODELS = '''\
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+SCALE = 0.5
+CALLS = []
+
+
+class Two(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+        self.b = nn.Linear(3, 1)
+
+    def forward(self, x):
+        return self.b(torch.tanh(self.a(x)))
+
+
+def halve(module, grad_input, grad_output):
+    CALLS.append(grad_output[0].norm().item())
+    g = grad_input[0] * SCALE
+    return (g,)
+
+
+def make_halving():
+    torch.manual_seed(0)
+    m = Two().double()
+    m.a.register_full_backward_hook(halve)
+    return m
+
+
+def make_clamped():
+    torch.manual_seed(1)
+    m = Two().double()
+    limit = 0.05
+    m.a.weight.register_hook(lambda g: g.clamp(-limit, limit))
+    m.b.register_full_backward_pre_hook(lambda mod, go: (2 * go[0],))
+    return m
+
+
+def choose(module, grad_input, grad_output):
+    if grad_input[0].abs().max() > 0.1:
+        return (grad_input[0] * 0.25,)
+    return None
+
+
+def make_untranslatable():
+    torch.manual_seed(0)
+    m = Two().double()
+    m.a.register_full_backward_hook(choose)
+    return m
+
+
+def in_place_body(module, grad_input, grad_output):
+    grad_input[0].mul_(2)
+
+
+def make_in_place_body():
+    m = Two().double()
+    m.a.register_full_backward_hook(in_place_body)
+    return m
+
+
+class NoGrad(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+
+    def forward(self, x):
+        with torch.no_grad():
+            h = self.a(x)
+        return h * x
+
+
+class SetsRequiresGrad(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+
+    def forward(self, x):
+        h = self.a(x).detach()
+        h.requires_grad = True
+        return h * x
+
+
+class Checkpointed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return checkpoint(self.a, x, use_reentrant=False)
+
+
+class HookInForward(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+
+    def forward(self, x):
+        h = self.a(x)
+        h.register_hook(lambda g: g * 2)
+        return h
+
+
+class Residual(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+        self.b = nn.Linear(3, 3)
+
+    def forward(self, x):
+        h = self.a(x)
+        h += x
+        h = h * 3
+        h *= 2
+        return self.b(h) * (h > 0)
+
+
+def make_residual():
+    torch.manual_seed(2)
+    return Residual().double()
+
+
+class SavedThenWritten(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+
+    def forward(self, x):
+        h = torch.tanh(self.a(x))
+        h *= 2
+        return h
+
+
+def make_saved_then_written():
+    return SavedThenWritten().double()
+
+
+class Tied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Linear(3, 3, bias=False)
+        self.head = nn.Linear(3, 3, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, x):
+        return self.head(self.emb(x))
+
+
+def make_repeated():
+    lin = nn.Linear(3, 3)
+    return nn.Sequential(lin, nn.Tanh(), lin)
+
+
+def make_repeated_activation():
+    torch.manual_seed(3)
+    act = nn.Tanh()
+    return nn.Sequential(nn.Linear(3, 3), act, nn.Linear(3, 3), act).double()
+
+
+def make_lstm():
+    return nn.LSTM(3, 3)
+
+
+def make_exiting():
+    raise SystemExit(0)
+'''
+
+
+@pytest.fixture
+def models(tmp_path):
+    path = tmp_path / "models.py"
+    path.write_text(MODELS)
+    return str(path)
+
+
+def _import(models: str, factory: str, specs=("x=2x3",), hooks_mode="translate", notes=None):
+    out = os.path.join(os.path.dirname(models), f"{factory}.yaml")
+    text = import_file(f"{models}:{factory}", list(specs), "sum(y)", out, hooks_mode, notes)
+    with open(out, "w") as fh:
+        fh.write(text)
+    return out, text, adjoint.load(out)
+
+
+def _refused(models: str, factory: str, specs=("x=2x3",)) -> str:
+    with pytest.raises(ProblemError) as err:
+        import_file(f"{models}:{factory}", list(specs), "sum(y)", None)
+    return str(err.value)
+
+
+def _line_of(models: str, text: str) -> int:
+    """The line of ``models`` holding ``text`` (1-based): where a refusal must point."""
+    with open(models) as fh:
+        for i, line in enumerate(fh, 1):
+            if text in line:
+                return i
+    raise AssertionError(text)
+
+
+def _user_run(problem, models: str, factory: str):
+    """The user's module with its own hooks (the factory called again), in float64, on the
+    file's input values: loss, grads, and how many times each kind of hook was called."""
+    model = call_factory(models, factory).double()
+    d = problem.variants[0].inputs[0]
+    x = torch.tensor([float(v) for v in d.value.items], dtype=torch.float64).reshape(d.value.shape)
+    x.requires_grad_(True)
+    loss = model(x).sum()
+    loss.backward()
+    grads = {"x": x.grad}
+    grads.update({n: p.grad for n, p in model.named_parameters()})
+    return loss.detach(), grads
+
+
+def _assert_same(problem, models, factory):
+    vp = predict(problem, None, "float64").variants[0]
+    js = vp.to_json()
+    loss, grads = _user_run(problem, models, factory)
+    assert abs(js["loss"]["value"] - loss.item()) <= 1e-12
+    for name, g in grads.items():
+        want = torch.tensor(js["grads"][name]["value"], dtype=torch.float64)
+        assert torch.allclose(want, g, rtol=1e-10, atol=1e-12), (name, want, g)
+    return vp
+
+
+# ----------------------------------------------------------------------------- hooks translated
+
+def test_a_gradient_changing_def_hook_is_translated_and_its_effect_predicted(models):
+    path, text, problem = _import(models, "make_halving")
+    # the list append observes; g = grad_input[0] * SCALE with SCALE captured by value
+    assert ('{module: a, kind: full_backward, does: "g = grad_input[0] * 0.5", returns: "(g,)"}'
+            f"  # halve ({os.path.relpath(models) if not os.path.relpath(models).startswith('..') else models}:"
+            f"{_line_of(models, 'def halve')})") in text
+    vp = _assert_same(problem, models, "make_halving")
+    # the hook halves x's gradient: without it torch gives twice that
+    model = call_factory(models, "make_halving").double()
+    for h in list(model.a._backward_hooks):
+        del model.a._backward_hooks[h]
+    d = problem.variants[0].inputs[0]
+    x = torch.tensor([float(v) for v in d.value.items], dtype=torch.float64).reshape(d.value.shape)
+    x.requires_grad_(True)
+    model(x).sum().backward()
+    assert torch.allclose(2 * torch.tensor(vp.to_json()["grads"]["x"]["value"], dtype=torch.float64), x.grad)
+
+
+def test_lambda_hooks_on_a_parameter_and_a_module_are_translated(models):
+    path, text, problem = _import(models, "make_clamped")
+    assert '{tensor: a.weight, returns: "grad.clamp(-0.05, 0.05)"}' in text
+    assert '{module: b, kind: full_backward_pre, returns: "(2 * grad_output[0],)"}' in text
+    vp = _assert_same(problem, models, "make_clamped")
+    calls = vp.to_json()["hook_calls"]
+    assert [(c["kind"], c["target"]) for c in calls] == [("full_backward_pre", "b"), ("hook", "a.weight")]
+
+
+def test_a_hook_that_cannot_be_translated_is_refused_at_its_line(models):
+    msg = _refused(models, "make_untranslatable")
+    assert msg.startswith(f"{models}:{_line_of(models, 'if grad_input[0].abs().max()')}: the full_backward hook on "
+                          "'a' (choose) cannot be translated into the problem format: an 'if' statement")
+    assert "--hooks observe" in msg and "\n" not in msg
+    msg = _refused(models, "make_in_place_body")
+    assert msg.startswith(f"{models}:{_line_of(models, 'grad_input[0].mul_(2)')}:")
+    assert "in-place call .mul_()" in msg
+
+
+def test_hooks_observe_writes_it_observe_only_and_verify_origin_shows_the_effect_left_out(models):
+    notes: list = []
+    path, text, problem = _import(models, "make_untranslatable", hooks_mode="observe", notes=notes)
+    assert len(notes) == 1 and "imported observe-only: its effect on the gradients is left out" in notes[0]
+    assert "# LEFT OUT (--hooks observe)" in text and "OBSERVE-ONLY, its effect is left out" in text
+    vp = predict(problem, None, "float64").variants[0]
+    result = verify_variant(path, problem, vp, "float64", False, origin=True)
+    bad = [r for r in result.rows if not r.ok]
+    assert bad and all(r.section == "origin" for r in bad)
+    assert any(r.item.startswith("grad x") for r in bad)
+
+
+def test_verify_origin_compares_the_users_hooks_calls_and_grads(models):
+    path, text, problem = _import(models, "make_halving")
+    vp = predict(problem, None, "float64").variants[0]
+    result = verify_variant(path, problem, vp, "float64", False, origin=True)
+    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+    origin = [r.item for r in result.rows if r.section == "origin"]
+    assert "#1 full_backward@a hook 0 'full_backward@a' (your module)" in origin
+    assert "grad a.weight (your module)" in origin
+    # an edited returns: is caught against the user's hook
+    with open(path) as fh:
+        edited = fh.read().replace('returns: "(g,)"', 'returns: "(2 * g,)"')
+    with open(path, "w") as fh:
+        fh.write(edited)
+    problem = adjoint.load(path)
+    vp = predict(problem, None, "float64").variants[0]
+    result = verify_variant(path, problem, vp, "float64", False, origin=True)
+    assert not result.ok
+    assert {r.item for r in result.rows if not r.ok} >= {"grad x (your module)"}
+
+
+# ----------------------------------------------------------------------------- the forward kept
+
+def test_an_in_place_write_of_a_saved_tensor_is_predicted_as_torchs_error(models):
+    path, text, problem = _import(models, "make_saved_then_written")
+    assert "h.mul_(2)" in text
+    error = predict(problem, None, "float64").variants[0].to_json()["error"]
+    model = call_factory(models, "make_saved_then_written")
+    with pytest.raises(RuntimeError) as raised:
+        model(torch.ones(2, 3, dtype=torch.float64, requires_grad=True)).sum().backward()
+    assert error["type"] == "RuntimeError" and error["during"] == "backward"
+    assert error["message"].split("[")[0] == str(raised.value).split("[")[0]
+
+
+def test_in_place_residuals_and_comparisons_import_in_place(models):
+    path, text, problem = _import(models, "make_residual")
+    # h += x is Tensor.__iadd__, i.e. add_ (recorded from a real call: fx would write h + x)
+    assert "    h = a(x)\n    h.add_(x)\n    h_2 = h.mul(3)\n    h_2.mul_(2)\n" in text
+    assert "h_2.gt(0)" in text
+    _assert_same(problem, models, "make_residual")
+    vp = predict(problem, None, "float64").variants[0]
+    assert verify_variant(path, problem, vp, "float64", False, origin=True).ok
+
+
+@pytest.mark.parametrize("cls, line, words", [
+    ("NoGrad", "with torch.no_grad():", "the block 'with torch.no_grad():'"),
+    ("SetsRequiresGrad", "h.requires_grad = True", "sets .requires_grad inside the forward"),
+    ("Checkpointed", "return checkpoint(", "checkpoint(...) (torch.utils.checkpoint) cannot be imported yet"),
+    ("HookInForward", "h.register_hook(", "registers a tensor hook inside the forward"),
+])
+def test_what_fx_would_drop_from_a_forward_is_refused_at_its_line(tmp_path, cls, line, words):
+    path = tmp_path / "models.py"
+    path.write_text(MODELS + f"\n\ndef make():\n    return {cls}()\n")
+    msg = _refused(str(path), "make")
+    assert msg.startswith(f"{path}:{_line_of(str(path), line)}: the model ({cls}): "), msg
+    assert words in msg
+    assert "\n" not in msg
+
+
+def test_tied_weights_and_a_shared_module_with_tensors_are_refused(models):
+    with open(models, "a") as fh:
+        fh.write("\n\ndef make_tied():\n    return Tied()\n")
+    msg = _refused(models, "make_tied")
+    assert msg.startswith(f"{models}:{_line_of(models, 'def make_tied')}: parameter 'head.weight' is the same "
+                          "Parameter as 'emb.weight' (tied weights)")
+    msg = _refused(models, "make_repeated")
+    assert msg.startswith(f"{models}:{_line_of(models, 'def make_repeated():')}: module '2' is the same Linear as "
+                          "'0'")
+
+
+def test_a_stateless_module_listed_twice_is_written_for_both_calls(models):
+    path, text, problem = _import(models, "make_repeated_activation")
+    assert text.count("type: Tanh") == 2
+    _assert_same(problem, models, "make_repeated_activation")
+
+
+def test_a_torch_nn_root_and_a_factory_exiting_are_located_in_the_users_file(models):
+    msg = _refused(models, "make_lstm")
+    assert msg.startswith(f"{models}:{_line_of(models, 'def make_lstm')}: module 'model' is torch.nn.LSTM")
+    msg = _refused(models, "make_exiting")
+    assert msg.startswith(f"{models}:{_line_of(models, 'raise SystemExit(0)')}: make_exiting() raised SystemExit")
+
+
+# ----------------------------------------------------------------------------- verify runs no code unasked
+
+def test_verify_runs_the_origin_only_with_the_flag_and_only_beside_the_file(tmp_path, models):
+    path, text, problem = _import(models, "make_halving")
+    marker = tmp_path / "ran"
+    with open(models, "a") as fh:                 # module-level code: runs whenever the file is imported
+        fh.write(f"\nopen({str(marker)!r}, 'w').close()\n")
+    marker.unlink(missing_ok=True)
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    cmd = [sys.executable, "-m", "adjoint", "verify", path, "--float64"]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not marker.exists() and "verify --origin would run" in done.stdout
+    done = subprocess.run(cmd + ["--origin"], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert marker.exists() and "(your module)" in done.stdout
+    # a file whose origin lies outside its directory: one line, exit 2, nothing run
+    marker.unlink()
+    elsewhere = tmp_path / "sub"
+    elsewhere.mkdir()
+    moved = elsewhere / "problem.yaml"
+    moved.write_text(text.replace('file: "models.py"', 'file: "../models.py"'))
+    done = subprocess.run([sys.executable, "-m", "adjoint", "verify", str(moved), "--origin"],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "lies outside the problem file's directory" in done.stderr and not marker.exists()
