@@ -318,14 +318,17 @@ class _ProgressBar:
 
 @main.command(name="import")
 @click.argument("model")
-@click.option("--input", "input_specs", multiple=True, metavar="NAME=SHAPE",
-              help="One input of the forward, in its order: its name and shape, dims joined by x (x=2x4).")
+@click.option("--input", "input_specs", multiple=True, metavar="NAME=SHAPE[:DTYPE[:LO-HI]]",
+              help="One input of the forward, in its order: its name and shape, dims joined by x (x=2x4); "
+                   "int64 token ids with their range [LO, HI) (ids=2x8:int64:0-100), or a bool mask (m=2x8:bool).")
 @click.option("--loss", default="sum(y)", show_default=True, help="The loss, an expression of y (the output).")
 @click.option("-o", "--output", "out", help="The problem file to write; - or absent: standard output.")
 @click.option("--hooks", "hooks_mode", type=click.Choice(["translate", "observe"]), default="translate",
               show_default=True, help="A hook whose body cannot be translated: stop (translate), or write it "
                                       "observe-only, its effect left out and said so (observe).")
-def import_(model, input_specs, loss, out, hooks_mode):
+@click.option("--target", "target_specs", multiple=True, metavar="NAME=SHAPE[:DTYPE[:LO-HI]]",
+              help="A target the loss reads (not passed to the forward), e.g. t=2x8:int64:0-100.")
+def import_(model, input_specs, loss, out, hooks_mode, target_specs):
     """Write a problem file from a real model: MODEL is FILE.py:FACTORY.
 
     Calls FACTORY() (a function of FILE.py returning the nn.Module: this runs your code),
@@ -346,7 +349,7 @@ def import_(model, input_specs, loss, out, hooks_mode):
         raise ProblemError(None, f"adjoint import reads a PyTorch model, and PyTorch is not installed here ({exc}); "
                                  f"install it: {INSTALL_TORCH}") from None
     notes: list[str] = []
-    text = import_file(model, list(input_specs), loss, out, hooks_mode, notes)
+    text = import_file(model, list(input_specs), loss, out, hooks_mode, notes, list(target_specs))
     loads(text, out or "<import>")      # the file it writes is a valid problem (a mistake here is a bug)
     for note in notes:
         _say(f"adjoint: {note}")

@@ -274,6 +274,11 @@ class Writer:
 
     def call_args(self, node: fx.Node, args, kwargs) -> str:
         kwargs = {k: v for k, v in kwargs.items() if not (k == "inplace" and v is False)}
+        if node.op == "call_function":     # fx records F.softmax(x, dim=-1) with _stacklevel=3, dtype=None
+            defaults = _defaults(node.target)
+            kwargs = {k: v for k, v in kwargs.items() if not k.startswith("_") and
+                      not (k in defaults and not isinstance(v, fx.Node) and type(v) is type(defaults[k])
+                           and v == defaults[k])}
         parts = [self.arg(a) for a in args] + [f"{k}={self.arg(v)}" for k, v in kwargs.items()]
         return ", ".join(parts)
 
@@ -363,6 +368,16 @@ def _show_target(node: fx.Node) -> str:
     if module == "_operator":
         module = "operator"
     return f"{module}.{name}" if module else name
+
+
+def _defaults(target) -> dict:
+    """The Python defaults of a function's keyword parameters (empty when Python cannot tell)."""
+    import inspect
+    try:
+        params = inspect.signature(target).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
 
 
 def _modelled(node: fx.Node) -> bool:

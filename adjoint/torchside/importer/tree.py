@@ -59,7 +59,7 @@ class TreeWriter:
             self.builtin_values(m, tname, path, out)
             return out
         own_params = {n: builtins.param_entry(p, self.full(path, n)) for n, p in m.named_parameters(recurse=False)}
-        own_buffers = {n: builtins.tensor_value(b, self.full(path, n)) for n, b in m.named_buffers(recurse=False)}
+        own_buffers = {n: _buffer(b, self.full(path, n)) for n, b in m.named_buffers(recurse=False)}
         if type(m) in CONTAINERS and (own_params or own_buffers):
             raise refuse(of_module(m), f"the {kind} '{path or 'model'}' holds tensors of its own",
                          "move them into a module of their own")
@@ -144,3 +144,15 @@ def _input(item) -> str:
                                                else repr(default))
         return f"{{{name}: {text}}}"
     return item
+
+
+def _buffer(b: torch.Tensor, name: str):
+    """A custom module's buffer: its values, with its dtype when it is int64 or bool (a causal
+    mask is a bool tensor: written as numbers alone it would read back as float)."""
+    if b.is_floating_point():
+        return builtins.tensor_value(b, name)
+    if b.dtype not in (torch.int64, torch.bool):
+        raise refuse(None, f"buffer '{name}' is {b.dtype}", "a problem file holds float, int64 and bool tensors: "
+                                                            "convert it (.long() or .bool())")
+    return flow_map([("value", Flow(nested(b.tolist(), f"buffer {name}"))),
+                     ("dtype", Flow("int64" if b.dtype == torch.int64 else "bool"))])
