@@ -348,8 +348,13 @@ def import_(model, input_specs, loss, out, hooks_mode, target_specs):
         from .verify import INSTALL_TORCH
         raise ProblemError(None, f"adjoint import reads a PyTorch model, and PyTorch is not installed here ({exc}); "
                                  f"install it: {INSTALL_TORCH}") from None
+    from .torchside.importer import side_file_for, side_path
     notes: list[str] = []
-    text = import_file(model, list(input_specs), loss, out, hooks_mode, notes, list(target_specs))
+    side = side_file_for(out)
+    text = import_file(model, list(input_specs), loss, out, hooks_mode, notes, list(target_specs), side)
+    if side.tensors:                    # the big tensors, beside the file (before it is read back: it names them)
+        write_atomic(side_path(out, side), side.data(), protect=protect)
+        click.echo(terminal_safe(f"wrote {side_path(out, side)} ({len(side.tensors)} tensors)"))
     loads(text, out or "<import>")      # the file it writes is a valid problem (a mistake here is a bug)
     for note in notes:
         _say(f"adjoint: {note}")

@@ -412,3 +412,94 @@ def test_verify_runs_the_origin_only_with_the_flag_and_only_beside_the_file(tmp_
                           capture_output=True, text=True, env=env)
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "lies outside the problem file's directory" in done.stderr and not marker.exists()
+
+
+# ----------------------------------------------------------------------------- token models, side files, the loss
+
+EXAMPLES = os.path.join(ROOT, "examples")
+
+
+def test_a_causal_lm_with_token_ids_and_a_target_imports_and_equals_the_users_module(tmp_path):
+    lm = tmp_path / "causal_lm.py"
+    lm.write_text(open(os.path.join(EXAMPLES, "causal_lm.py")).read())
+    out = str(tmp_path / "lm.yaml")
+    text = import_file(f"{lm}:make_untied", ["ids=1x3:int64:0-5"], "cross_entropy(y[0], t[0])", out,
+                       target_specs=["t=1x3:int64:0-5"])
+    with open(out, "w") as fh:
+        fh.write(text)
+    # the ids and the target as the header says they were drawn
+    ids = torch.randint(0, 5, (1, 3), generator=torch.Generator().manual_seed(0))
+    t = torch.randint(0, 5, (1, 3), generator=torch.Generator().manual_seed(1))
+    assert f"ids: {{value: {ids.tolist()}, dtype: int64}}" in text and f"t: {{value: {t.tolist()}, dtype: int64}}" in text
+    assert "# input ids: torch.randint(0, 5, (1, 3), generator=torch.Generator().manual_seed(0))" in text
+    assert "mask: {value: [[1, 0, 0], [1, 1, 0], [1, 1, 1]], dtype: bool}" in text
+    assert '{module: v, kind: full_backward_pre, returns: "(grad_output[0].clamp(-0.25, 0.25),)"}' in text
+    problem = adjoint.load(out)
+    vp = predict(problem, None, "float64").variants[0]
+    js = vp.to_json()
+    # the user's module, its clipping hook included, in float64
+    model = call_factory(str(lm), "make_untied").double()
+    loss = torch.nn.functional.cross_entropy(model(ids)[0], t[0])
+    loss.backward()
+    assert abs(js["loss"]["value"] - loss.item()) <= 1e-12
+    for name, p in model.named_parameters():
+        want = torch.tensor(js["grads"][name]["value"], dtype=torch.float64)
+        assert torch.allclose(want, p.grad, rtol=1e-10, atol=1e-12), name
+    result = verify_variant(out, problem, vp, "float64", False, origin=True)
+    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+    # the tied model: refused, naming both names, at the factory
+    msg = _refused(str(lm), "make_model", ("ids=1x3:int64:0-5",))
+    assert msg.startswith(f"{lm}:{_line_of(str(lm), 'def make_model')}: parameter 'head.weight' is the same "
+                          "Parameter as 'emb.weight' (tied weights)")
+    # from Python: an Embedding-first model takes int64 example inputs
+    problem = adjoint.from_module(call_factory(str(lm), "make_untied"), ids)
+    assert problem.variants[0].inputs[0].dtype == "int64"
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("ids=2x8:int64", "give an int64 input its range of values"),
+    ("ids=2x8:int32:0-5", "unknown dtype 'int32'"),
+    ("ids=2x8:int64:5-5", "needs LO < HI"),
+    ("x=2x8:float:0-5", "a range LO-HI is for int64 inputs"),
+])
+def test_bad_input_specs_are_one_line(models, spec, words):
+    assert words in _refused(models, "make_halving", (spec,))
+
+
+def test_the_loss_is_checked_at_import_before_anything_is_written(models):
+    for loss, words in (("sum(z)", "--loss:1:5: unknown name 'z' in the loss"),
+                        ("foo(y)", "--loss:1:1: unknown function 'foo' in the loss"),
+                        ("cross_entropy(y, t)", "unknown name 't' in the loss")):
+        with pytest.raises(ProblemError) as err:
+            import_file(f"{models}:make_halving", ["x=2x3"], loss, None)
+        assert str(err.value).startswith(words.split(" unknown")[0] if words.startswith("--") else ""), str(err.value)
+        assert words in str(err.value)
+
+
+def test_big_tensors_go_to_a_side_file_that_reads_back_exactly(tmp_path):
+    model = tmp_path / "wide.py"
+    model.write_text(textwrap.dedent("""\
+        import torch
+        from torch import nn
+
+        def make():
+            torch.manual_seed(0)
+            return nn.Sequential(nn.Linear(20, 20), nn.Tanh(), nn.Linear(20, 1)).double()
+        """))
+    out = tmp_path / "wide.yaml"
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    done = subprocess.run([sys.executable, "-m", "adjoint", "import", f"{model}:make", "--input", "x=2x20",
+                           "-o", str(out)], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert f"wrote {tmp_path / 'wide.safetensors'} (1 tensors)" in done.stdout
+    text = out.read_text()
+    assert 'weight: {value: {file: "wide.safetensors", key: "0.weight"}}' in text   # 400 elements
+    assert "bias: [" in text                                                           # 20: inline
+    problem = adjoint.load(str(out))
+    js = predict(problem, None, "float64").variants[0].to_json()
+    user = call_factory(str(model), "make")
+    assert js["values"]["0.weight"]["value"] == user[0].weight.tolist()             # bit for bit
+    # to standard output there is no directory for the side file: one line
+    done = subprocess.run([sys.executable, "-m", "adjoint", "import", f"{model}:make", "--input", "x=2x20"],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 2 and "give -o PROBLEM.yaml" in done.stderr and done.stderr.count("\n") == 1

@@ -35,7 +35,7 @@ DEFAULT_LOSS = "sum(y)"
 def problem_text(model: nn.Module, named_inputs: list[tuple[str, torch.Tensor]], loss: str = DEFAULT_LOSS,
                  name: str = "imported", origin: dict | None = None, header: list[str] | None = None,
                  hooks_mode: str = "translate", notes: list | None = None, factory_at: str | None = None,
-                 targets: list | None = None) -> str:
+                 targets: list | None = None, side=None) -> str:
     """The problem file (YAML text) for ``model`` called on ``named_inputs``. ``hooks_mode``:
     ``translate`` (a hook body that cannot be translated is refused) or ``observe`` (it is
     written observe-only, and ``notes`` learns which hooks' effects are left out)."""
@@ -46,6 +46,7 @@ def problem_text(model: nn.Module, named_inputs: list[tuple[str, torch.Tensor]],
     check_loss_names(loss, [n for n, _ in named_inputs] + [n for n, _ in targets or []], model)
     writer = TreeWriter(files, shapes, examples)
     writer.factory_at = factory_at
+    writer.side = side
     tree = writer.module(model, "", True)
     top: dict = {"name": Flow(name)}
     top["description"] = Text(f"{type(model).__name__} imported from its PyTorch module by adjoint import")
@@ -54,7 +55,7 @@ def problem_text(model: nn.Module, named_inputs: list[tuple[str, torch.Tensor]],
         top["origin"] = flow_map([("file", Text(origin["file"])), ("factory", Flow(origin["factory"])),
                                   ("inputs", flow_map([(k, Flow("[" + ", ".join(map(str, v)) + "]"))
                                                        for k, v in origin["inputs"]]))])
-    top["inputs"] = {n: _input_entry(t, n) for n, t in named_inputs}
+    top["inputs"] = {n: _input_entry(t, n, side) for n, t in named_inputs}
     if targets:
         top["targets"] = {n: _input_entry(t, n) if not t.is_floating_point() else
                           Flow(nested(t.tolist(), f"target {n}")) for n, t in targets}
@@ -92,9 +93,12 @@ def from_module_text(model: nn.Module, *example_inputs: torch.Tensor, loss: str 
 
 
 def import_file(spec: str, input_specs: list[str], loss: str = DEFAULT_LOSS, out_path: str | None = None,
-                hooks_mode: str = "translate", notes: list | None = None, target_specs: list[str] = ()) -> str:
+                hooks_mode: str = "translate", notes: list | None = None, target_specs: list[str] = (),
+                side=None) -> str:
     """``adjoint import FILE.py:FACTORY --input NAME=SHAPE ...``: the problem file's text
-    (``hooks_mode``, ``notes``: as :func:`problem_text`)."""
+    (``hooks_mode``, ``notes``: as :func:`problem_text`). ``side``: a :class:`.sidewrite.SideFile`
+    that receives the big tensors (absent: one named after ``out_path``, its bytes for the
+    caller to write at :func:`side_path`)."""
     path, factory = split_spec(spec)
     full = [inputs.parse_full(s) for s in input_specs]
     tfull = [inputs.parse_full(s, "--target") for s in target_specs]
@@ -135,7 +139,7 @@ def import_file(spec: str, input_specs: list[str], loss: str = DEFAULT_LOSS, out
     if drawn_notes:
         header += ["Integer and bool values drawn as:"] + drawn_notes
     return problem_text(model, named, loss, stem, origin, header, hooks_mode, [] if notes is None else notes,
-                        factory_at=factory_location(path, factory), targets=targets)
+                        factory_at=factory_location(path, factory), targets=targets, side=side)
 
 
 def check_loss(loss: str) -> None:
@@ -187,7 +191,14 @@ def _dtype(model: nn.Module) -> torch.dtype:
     return floats.pop() if floats else torch.float32
 
 
-def _input_entry(t: torch.Tensor, name: str, requires_grad: bool = True):
+def _input_entry(t: torch.Tensor, name: str, side=None):
+    if side is not None and side.wants(t):
+        fields = [("value", side.put(name, t))]
+        if t.is_floating_point():
+            fields.append(("requires_grad", True))
+        else:
+            fields.append(("dtype", Flow("int64" if t.dtype == torch.int64 else "bool")))
+        return flow_map(fields)
     if not t.is_floating_point():
         return flow_map([("value", Flow(nested(t.tolist(), f"input {name}"))),
                          ("dtype", Flow("int64" if t.dtype == torch.int64 else "bool"))])
@@ -239,3 +250,16 @@ def _cloned(value):
     if isinstance(value, dict):
         return {k: _cloned(v) for k, v in value.items()}
     return value
+
+
+def side_file_for(out_path: str | None):
+    """The :class:`.sidewrite.SideFile` an import to ``out_path`` writes big tensors into
+    (``STEM.safetensors`` beside it; no name for standard output)."""
+    from .sidewrite import SideFile
+    if not out_path or out_path == "-":
+        return SideFile(None)
+    return SideFile(os.path.splitext(os.path.basename(out_path))[0] + ".safetensors")
+
+
+def side_path(out_path: str, side) -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(out_path)), side.name)

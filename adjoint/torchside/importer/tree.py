@@ -37,6 +37,7 @@ class TreeWriter:
         self.examples = examples        # module path -> (args, kwargs) of its first call (for record)
         self.sites: dict[str, str | None] = {}  # module path -> the line of the user's code that calls it
         self.factory_at: str | None = None      # the factory's def: where a refusal of a torch.nn root points
+        self.side = None                        # a sidewrite.SideFile for big tensors (None: all inline)
 
     def module(self, m: nn.Module, path: str, parent_training: bool) -> dict:
         out: dict = {}
@@ -58,8 +59,9 @@ class TreeWriter:
         if tname is not None and not isinstance(m, CONTAINERS):
             self.builtin_values(m, tname, path, out)
             return out
-        own_params = {n: builtins.param_entry(p, self.full(path, n)) for n, p in m.named_parameters(recurse=False)}
-        own_buffers = {n: _buffer(b, self.full(path, n)) for n, b in m.named_buffers(recurse=False)}
+        own_params = {n: builtins.param_entry(p, self.full(path, n), self.side)
+                      for n, p in m.named_parameters(recurse=False)}
+        own_buffers = {n: _buffer(b, self.full(path, n), self.side) for n, b in m.named_buffers(recurse=False)}
         if type(m) in CONTAINERS and (own_params or own_buffers):
             raise refuse(of_module(m), f"the {kind} '{path or 'model'}' holds tensors of its own",
                          "move them into a module of their own")
@@ -88,10 +90,10 @@ class TreeWriter:
         return f"{path}.{name}" if path else name
 
     def builtin_values(self, m: nn.Module, tname: str, path: str, out: dict) -> None:
-        params = {n: builtins.param_entry(p, self.full(path, n)) for n, p in m.named_parameters()}
+        params = {n: builtins.param_entry(p, self.full(path, n), self.side) for n, p in m.named_parameters()}
         if params:
             out["params"] = params
-        buffers = builtins.buffer_entries(m, tname, self.full(path, ""))
+        buffers = builtins.buffer_entries(m, tname, self.full(path, ""), self.side)
         if buffers:
             out["buffers"] = buffers
         if tname == "Dropout" and m.training and 0 < m.p < 1:
@@ -146,11 +148,11 @@ def _input(item) -> str:
     return item
 
 
-def _buffer(b: torch.Tensor, name: str):
+def _buffer(b: torch.Tensor, name: str, side=None):
     """A custom module's buffer: its values, with its dtype when it is int64 or bool (a causal
     mask is a bool tensor: written as numbers alone it would read back as float)."""
     if b.is_floating_point():
-        return builtins.tensor_value(b, name)
+        return builtins.tensor_value(b, name, side, name)
     if b.dtype not in (torch.int64, torch.bool):
         raise refuse(None, f"buffer '{name}' is {b.dtype}", "a problem file holds float, int64 and bool tensors: "
                                                             "convert it (.long() or .bool())")
