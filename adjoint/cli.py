@@ -355,7 +355,16 @@ def import_(model, input_specs, loss, out, hooks_mode, target_specs):
     if side.tensors:                    # the big tensors, beside the file (before it is read back: it names them)
         write_atomic(side_path(out, side), side.data(), protect=protect)
         click.echo(terminal_safe(f"wrote {side_path(out, side)} ({len(side.tensors)} tensors)"))
-    loads(text, out or "<import>")      # the file it writes is a valid problem (a mistake here is a bug)
+    from .loader import MAX_FILE_BYTES
+    if len(text.encode("utf-8")) > MAX_FILE_BYTES:
+        raise ProblemError(None, f"the problem file would be {len(text.encode('utf-8'))} bytes, more than the "
+                                 f"{MAX_FILE_BYTES} a problem file may hold; the model has too many small tensors to "
+                                 "write inline: import a smaller part of it")
+    try:
+        loads(text, out or "<import>")  # the file it writes is a valid problem (a mistake here is a bug)
+    except ProblemError as err:
+        raise ProblemError(None, f"adjoint import made a file its own loader refuses (a bug of adjoint import: please "
+                                 f"report it); nothing was written: {' '.join(str(err).split())[:300]}") from None
     for note in notes:
         _say(f"adjoint: {note}")
     if out and out != "-":

@@ -503,3 +503,27 @@ def test_big_tensors_go_to_a_side_file_that_reads_back_exactly(tmp_path):
     done = subprocess.run([sys.executable, "-m", "adjoint", "import", f"{model}:make", "--input", "x=2x20"],
                           capture_output=True, text=True, env=env)
     assert done.returncode == 2 and "give -o PROBLEM.yaml" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_a_hook_on_a_submodule_of_a_built_in_is_refused_at_the_hook(tmp_path):
+    path = tmp_path / "mha.py"
+    path.write_text(textwrap.dedent("""\
+        import torch
+        from torch import nn
+
+        class Wrap(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.attn = nn.MultiheadAttention(2, 1, batch_first=True)
+
+            def forward(self, x):
+                return self.attn(x, x, x, need_weights=False)[0]
+
+        def make():
+            m = Wrap()
+            m.attn.out_proj.register_forward_hook(lambda mod, i, o: o * 2)
+            return m
+        """))
+    msg = _refused(str(path), "make", ("x=1x2x2",))
+    assert msg.startswith(f"{path}:14: the forward hook (make.<locals>.<lambda>) on 'attn.out_proj', a submodule of "
+                          "the built-in MultiheadAttention 'attn', cannot be written yet")
