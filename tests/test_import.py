@@ -36,6 +36,7 @@ CASES = {
     "resnet": ("resnet.py", "make_model", ["x=2x2x3x3"]),
     "resnet_train": ("resnet.py", "make_training_block", ["x=2x1x2x2"]),
     "transformer": ("transformer.py", "make_model", ["x=1x1x2"]),
+    "hooked": ("hooked.py", "make_model", ["x=2x3"]),      # gradient-changing hooks, translated
 }
 
 
@@ -88,6 +89,9 @@ def test_example_imports_solves_and_verifies_against_the_users_module(tmp_path, 
     name, factory, specs = CASES[case]
     file = os.path.join(EXAMPLES, name)
     path, text, problem = _imported(tmp_path, file, factory, specs)
+    if case == "hooked":        # the hooks' bodies translated: their effect is in the prediction
+        assert '{module: fc2, kind: full_backward, returns: "(grad_input[0] * 0.5,)"}' in text
+        assert '{tensor: fc1.weight, returns: "grad.clamp(-0.1, 0.1)"}' in text
     if case == "transformer":   # the user's own names: h = self.ln1(x); x = x + attended (x taken: x_2)
         assert ("    h = ln1(x)\n    x_2 = x + attn(h, h, h, need_weights=False)[0]\n"
                 "    return x_2 + mlp(ln2(x_2))\n") in text
