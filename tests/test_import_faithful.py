@@ -167,6 +167,11 @@ def make_saved_then_written():
     return SavedThenWritten().double()
 
 
+class Constant(nn.Module):
+    def forward(self, x):
+        return x + torch.ones(3)
+
+
 class Tied(nn.Module):
     def __init__(self):
         super().__init__()
@@ -352,6 +357,7 @@ def test_in_place_residuals_and_comparisons_import_in_place(models):
     ("SetsRequiresGrad", "h.requires_grad = True", "sets .requires_grad inside the forward"),
     ("Checkpointed", "return checkpoint(", "checkpoint(...) (torch.utils.checkpoint) cannot be imported yet"),
     ("HookInForward", "h.register_hook(", "registers a tensor hook inside the forward"),
+    ("Constant", "torch.ones(3)", "makes a constant tensor inside its forward"),
 ])
 def test_what_fx_would_drop_from_a_forward_is_refused_at_its_line(tmp_path, cls, line, words):
     path = tmp_path / "models.py"
@@ -527,3 +533,14 @@ def test_a_hook_on_a_submodule_of_a_built_in_is_refused_at_the_hook(tmp_path):
     msg = _refused(str(path), "make", ("x=1x2x2",))
     assert msg.startswith(f"{path}:14: the forward hook (make.<locals>.<lambda>) on 'attn.out_proj', a submodule of "
                           "the built-in MultiheadAttention 'attn', cannot be written yet")
+
+
+def test_verify_origin_of_a_factory_that_exits_is_a_failing_row_not_a_silent_exit(tmp_path, models):
+    path, text, problem = _import(models, "make_halving")
+    with open(path, "w") as fh:
+        fh.write(text.replace("factory: make_halving", "factory: make_exiting"))
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    done = subprocess.run([sys.executable, "-m", "adjoint", "verify", path, "--float64", "--origin"],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "make_exiting() raised SystemExit" in done.stdout

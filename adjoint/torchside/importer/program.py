@@ -148,6 +148,10 @@ class Writer:
 
     def get_attr(self, node: fx.Node) -> None:
         target = str(node.target)
+        if target.startswith("_tensor_constant"):
+            raise self.fail(node, "makes a constant tensor inside its forward (torch.ones, torch.zeros, torch.full, "
+                                  "torch.arange, torch.tensor ...), which the problem format cannot write yet",
+                            "make it once in __init__ and register it (self.register_buffer('c', torch.ones(3)))")
         if target not in self.own:
             raise self.fail(node, f"uses the tensor attribute '{target}', which is not one of its own parameters "
                                   "or buffers", "register it on this module (nn.Parameter or register_buffer)")
