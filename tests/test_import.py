@@ -385,8 +385,10 @@ def test_from_module_returns_the_loaded_problem(tmp_path):
     model(xx).sum().backward()
     _close(js["grads"]["x"], xx.grad, "x")
     _close(js["grads"]["0.weight"], model[0].weight.grad, "0.weight")
-    with pytest.raises(ProblemError, match="floating-point tensors"):
+    with pytest.raises(ProblemError, match="floating-point, int64 or bool tensors as example inputs, not list"):
         adjoint.from_module(model, [1, 2])
+    with pytest.raises(ProblemError, match="not torch.int32"):
+        adjoint.from_module(model, torch.tensor([[1, 2]], dtype=torch.int32))
 
 
 UNUSED = """\

@@ -544,3 +544,29 @@ def test_verify_origin_of_a_factory_that_exits_is_a_failing_row_not_a_silent_exi
                           capture_output=True, text=True, env=env)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "make_exiting() raised SystemExit" in done.stdout
+
+
+def test_a_local_named_like_a_handed_argument_is_renamed(tmp_path):
+    path = tmp_path / "clash.py"
+    path.write_text(textwrap.dedent("""\
+        import torch
+        from torch import nn
+
+        def triple(g):
+            grad = 3
+            return g * grad
+
+        def make():
+            torch.manual_seed(0)
+            m = nn.Linear(2, 1).double()
+            m.weight.register_hook(triple)
+            return m
+        """))
+    out, text, problem = _import(str(path), "make", ("x=1x2",))
+    assert '{tensor: weight, does: "grad_ = 3", returns: "grad * grad_"}' in text
+    js = predict(problem, None, "float64").variants[0].to_json()
+    model = call_factory(str(path), "make")
+    d = problem.variants[0].inputs[0]
+    x = torch.tensor([float(v) for v in d.value.items], dtype=torch.float64).reshape(d.value.shape)
+    model(x).sum().backward()
+    assert torch.allclose(torch.tensor(js["grads"]["weight"]["value"], dtype=torch.float64), model.weight.grad)

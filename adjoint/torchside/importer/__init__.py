@@ -3,11 +3,15 @@
 One job per module: :mod:`.userfile` loads ``FILE.py`` and calls its factory;
 :mod:`.inputs` makes the inputs; :mod:`.tree` writes the module tree (:mod:`.builtins` for the
 ``torch.nn`` types the format has, :mod:`.fxtrace` + :mod:`.program` for every other module's
-forward); :mod:`.hooks` lists the hooks already registered; :mod:`.numbers` writes values
-exactly; :mod:`.emit` writes the YAML text (``adjoint.loader`` stays the only reader);
-:mod:`.graphcheck` is ``verify``'s check that the file's model and the user's module build
-the same autograd graph; :mod:`.where` and :mod:`.refuse` say where in the user's code
-something is that cannot be imported.
+forward); :mod:`.forwardcheck` refuses what fx would silently lose (``with`` blocks,
+``.requires_grad`` writes, ``checkpoint``, hooks registered inside a forward, tied
+parameters, shared modules holding tensors); :mod:`.hooks` lists the hooks already
+registered and :mod:`.hookbody` translates their Python bodies; :mod:`.numbers` writes values
+exactly, :mod:`.sidewrite` puts big tensors in a safetensors side file; :mod:`.emit` writes
+the YAML text (``adjoint.loader`` stays the only reader); :mod:`.graphcheck` and
+:mod:`.originrun` are ``verify --origin``: the user's module (with the user's own hooks)
+against the file's graph and prediction; :mod:`.where` and :mod:`.refuse` say where in the
+user's code something is that cannot be imported.
 """
 
 from __future__ import annotations

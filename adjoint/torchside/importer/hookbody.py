@@ -147,6 +147,7 @@ class _Translator:
         self.hidden = hidden            # the module argument (not handed by the format)
         self.line = line
         self.local: set[str] = set()
+        self.locals: dict[str, str] = {}   # a local name -> its name in the file (renamed off the handed names)
         closure = fn.__closure__ or ()
         self.cells = {n: c for n, c in zip(fn.__code__.co_freevars, closure)}
 
@@ -176,7 +177,10 @@ class _Translator:
                 target = s.targets[0].id
                 if target == self.hidden or target in self.cells or target in ("torch", "F"):
                     raise self.fail(f"assigning '{target}'", s)
-                does.append(f"{self.mapping.get(target, target)} = {self.expr(s.value)}")
+                value = self.expr(s.value)
+                if target not in self.mapping and target not in self.local:
+                    self.local_name(target)
+                does.append(f"{self.mapping.get(target) or self.locals[target]} = {value}")
                 self.local.add(target)
             elif self.observing(s):
                 continue
@@ -189,6 +193,15 @@ class _Translator:
         if returns is None:
             return Body((), None)
         return Body(tuple(does), returns)
+
+    def local_name(self, name: str) -> str:
+        """A local's name in the file: its own, unless that is a name the format hands the hook."""
+        taken = set(self.mapping.values()) | set(self.locals.values()) | {"module", "torch", "F"}
+        new = name
+        while new in taken:
+            new += "_"
+        self.locals[name] = new
+        return new
 
     def returned(self, value) -> str | None:
         if isinstance(value, ast.Constant) and value.value is None:
@@ -300,7 +313,7 @@ class _Translator:
         if n in self.mapping:
             return self.mapping[n]
         if n in self.local:
-            return n
+            return self.locals[n]
         value = self.value_of(n)
         if isinstance(value, (bool, int, float)) or value is None:
             return python_constant(value)
