@@ -570,3 +570,19 @@ def test_a_local_named_like_a_handed_argument_is_renamed(tmp_path):
     x = torch.tensor([float(v) for v in d.value.items], dtype=torch.float64).reshape(d.value.shape)
     model(x).sum().backward()
     assert torch.allclose(torch.tensor(js["grads"]["weight"]["value"], dtype=torch.float64), model.weight.grad)
+
+
+def test_cli_hooks_observe_and_target_options(tmp_path, models):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    out = tmp_path / "u.yaml"
+    base = [sys.executable, "-m", "adjoint", "import", f"{models}:make_untranslatable", "--input", "x=2x3",
+            "-o", str(out)]
+    done = subprocess.run(base, capture_output=True, text=True, env=env)
+    assert done.returncode == 2 and not out.exists() and done.stderr.count("\n") == 1
+    done = subprocess.run(base + ["--hooks", "observe", "--target", "t=2x1", "--loss", "sum((y - t) ** 2)"],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "is imported observe-only: its effect on the gradients is left out" in done.stderr
+    problem = adjoint.load(str(out))
+    assert [t.name for t in problem.targets] == ["t"] and not problem.targets[0].requires_grad
+    assert "--hooks observe" in out.read_text().splitlines()[0]
