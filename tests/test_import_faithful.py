@@ -586,3 +586,45 @@ def test_cli_hooks_observe_and_target_options(tmp_path, models):
     problem = adjoint.load(str(out))
     assert [t.name for t in problem.targets] == ["t"] and not problem.targets[0].requires_grad
     assert "--hooks observe" in out.read_text().splitlines()[0]
+
+
+def test_partial_hooks_and_default_arguments_are_captured_by_value(tmp_path):
+    path = tmp_path / "partials.py"
+    path.write_text(textwrap.dedent("""\
+        from functools import partial
+
+        import torch
+        from torch import nn
+
+        SEEN = {}
+
+        def save(name, module, grad_input, grad_output):
+            SEEN[name] = grad_output[0].detach().clone()
+
+        def scale(module, grad_input, grad_output, factor=1.0):
+            return (grad_input[0] * factor,)
+
+        def boost(grad, by=3):
+            return grad * by
+
+        def make():
+            torch.manual_seed(0)
+            m = nn.Sequential(nn.Linear(2, 2), nn.Tanh(), nn.Linear(2, 1)).double()
+            m[0].register_full_backward_hook(partial(save, "first"))
+            m[2].register_full_backward_hook(partial(scale, factor=0.25))
+            m[0].bias.register_hook(boost)
+            return m
+        """))
+    out, text, problem = _import(str(path), "make", ("x=2x2",))
+    assert "- {module: 0, kind: full_backward}  # save (" in text.replace('"0"', "0")
+    assert 'kind: full_backward, returns: "(grad_input[0] * 0.25,)"}' in text
+    assert '{tensor: 0.bias, returns: "grad * 3"}' in text.replace('"0.bias"', "0.bias")
+    js = predict(problem, None, "float64").variants[0].to_json()
+    model = call_factory(str(path), "make")
+    d = problem.variants[0].inputs[0]
+    x = torch.tensor([float(v) for v in d.value.items], dtype=torch.float64).reshape(d.value.shape)
+    x.requires_grad_(True)
+    model(x).sum().backward()
+    for name, p in model.named_parameters():
+        assert torch.allclose(torch.tensor(js["grads"][name]["value"], dtype=torch.float64), p.grad), name
+    assert torch.allclose(torch.tensor(js["grads"]["x"]["value"], dtype=torch.float64), x.grad)

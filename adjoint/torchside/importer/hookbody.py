@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import inspect
 import textwrap
 import types
@@ -74,16 +75,31 @@ class Body:
 def translate(fn, names: tuple[str, ...], module_arg: bool) -> Body:
     """The body of ``fn`` over the format's argument ``names`` (``module_arg``: its first
     parameter is the module, which the format does not hand)."""
+    args, keywords = (), {}
+    if isinstance(fn, functools.partial):     # partial(save, name="fc1"): its arguments are captured values
+        args, keywords = fn.args, dict(fn.keywords)
+        fn = fn.func
+        if not isinstance(fn, types.FunctionType):
+            raise Untranslatable(f"the hook is a partial of a {type(fn).__name__}, not of a def")
     fn = _plain_function(fn)
     node, first_line = _parse(fn)
-    params = _params(node)
+    every = _params(node)
+    defaults = dict(zip(every[len(every) - len(fn.__defaults__ or ()):], fn.__defaults__ or ()))
+    bound = dict(zip(every, args))
+    rest = every[len(args):]
     wanted = len(names) + (1 if module_arg else 0)
-    if len(params) != wanted:
-        raise Untranslatable(f"the hook takes {len(params)} argument(s) ({', '.join(params)}), where PyTorch "
-                             f"hands {wanted}", first_line)
+    handed, after = rest[:wanted], rest[wanted:]
+    clash = [p for p in handed if p in keywords]
+    missing = [p for p in after if p not in keywords and p not in defaults]
+    if len(handed) != wanted or clash or missing or any(k not in every for k in keywords):
+        raise Untranslatable(f"the hook takes ({', '.join(every)}){' with ' + ', '.join(keywords) + ' bound' if keywords else ''}, "
+                             f"where PyTorch hands {wanted} argument(s)", first_line)
+    bound.update({p: defaults[p] for p in after if p not in keywords})
+    bound.update(keywords)
+    params = handed
     mapping = dict(zip(params[1:] if module_arg else params, names))
     hidden = params[0] if module_arg else None
-    return _Translator(fn, mapping, hidden, first_line).body(node)
+    return _Translator(fn, mapping, hidden, first_line, bound).body(node)
 
 
 def _plain_function(fn):
@@ -135,14 +151,15 @@ def _shift(node, offset: int) -> None:
 
 def _params(node) -> list[str]:
     a = node.args
-    if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or a.defaults:
-        raise Untranslatable("the hook takes *args, **kwargs, keyword-only or default arguments", node.lineno)
+    if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs:
+        raise Untranslatable("the hook takes *args, **kwargs or keyword-only arguments", node.lineno)
     return [p.arg for p in a.args]
 
 
 class _Translator:
-    def __init__(self, fn, mapping: dict[str, str], hidden: str | None, line: int):
+    def __init__(self, fn, mapping: dict[str, str], hidden: str | None, line: int, bound: dict | None = None):
         self.fn = fn
+        self.bound = bound or {}         # a partial's bound arguments (captured by value)
         self.mapping = mapping          # the user's parameter name -> the format's name
         self.hidden = hidden            # the module argument (not handed by the format)
         self.line = line
@@ -297,6 +314,8 @@ class _Translator:
         raise self.fail(f"the constant {value!r}", node)
 
     def value_of(self, name: str):
+        if name in self.bound:
+            return self.bound[name]
         if name in self.cells:
             try:
                 return self.cells[name].cell_contents
