@@ -172,6 +172,16 @@ class Constant(nn.Module):
         return x + torch.ones(3)
 
 
+class Decorated(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+
+    @torch.no_grad()
+    def forward(self, x):
+        return self.a(x)
+
+
 class Tied(nn.Module):
     def __init__(self):
         super().__init__()
@@ -358,6 +368,7 @@ def test_in_place_residuals_and_comparisons_import_in_place(models):
     ("Checkpointed", "return checkpoint(", "checkpoint(...) (torch.utils.checkpoint) cannot be imported yet"),
     ("HookInForward", "h.register_hook(", "registers a tensor hook inside the forward"),
     ("Constant", "torch.ones(3)", "makes a constant tensor inside its forward"),
+    ("Decorated", "@torch.no_grad()", "the decorator @torch.no_grad() on its forward cannot be imported"),
 ])
 def test_what_fx_would_drop_from_a_forward_is_refused_at_its_line(tmp_path, cls, line, words):
     path = tmp_path / "models.py"

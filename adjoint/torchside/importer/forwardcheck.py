@@ -43,7 +43,11 @@ _AUTOGRAD_CALLS = {"register_hook": "registers a tensor hook inside the forward"
                    "register_post_accumulate_grad_hook": "registers a tensor hook inside the forward",
                    "retain_grad": "calls retain_grad() inside the forward",
                    "requires_grad_": "changes requires_grad inside the forward",
-                   "backward": "runs backward inside the forward"}
+                   "backward": "runs backward inside the forward",
+                   "set_grad_enabled": "switches grad mode inside the forward",
+                   "no_grad": "switches grad mode inside the forward",
+                   "enable_grad": "switches grad mode inside the forward",
+                   "inference_mode": "switches grad mode inside the forward"}
 
 
 def check_model(model: nn.Module, files: set[str], factory_at: str | None) -> None:
@@ -91,7 +95,7 @@ def _check_shared(model: nn.Module, factory_at: str | None) -> None:
 
 
 def _forward_source(m: nn.Module):
-    forward = type(m).forward
+    forward = inspect.unwrap(type(m).forward)      # a decorated forward: the user's function inside
     try:
         lines, start = inspect.getsourcelines(forward)
         path = inspect.getsourcefile(forward)
@@ -123,6 +127,11 @@ def _check_forward(m: nn.Module, path: str) -> None:
         return f"{show_path(os.path.abspath(file))}:{start + node.lineno - 1}"
 
     for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.decorator_list:
+            deco = ast.unparse(node.decorator_list[0])
+            raise refuse(at(node.decorator_list[0]), f"{who}: the decorator @{deco} on its forward cannot be imported "
+                                                     "(torch.fx traces the function inside it)",
+                         "remove the decorator for the import, or write the forward in the problem file by hand")
         if isinstance(node, (ast.With, ast.AsyncWith)):
             ctx = ast.unparse(node.items[0].context_expr)
             raise refuse(at(node), f"{who}: the block 'with {ctx}:' in its forward cannot be imported (torch.fx "
