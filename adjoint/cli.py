@@ -348,14 +348,14 @@ def import_(model, input_specs, loss, out, hooks_mode, target_specs):
         from .verify import INSTALL_TORCH
         raise ProblemError(None, f"adjoint import reads a PyTorch model, and PyTorch is not installed here ({exc}); "
                                  f"install it: {INSTALL_TORCH}") from None
-    from .torchside.importer import side_file_for, side_path
+    from adjoint.torchside.importer import side_file_for, side_path
     notes: list[str] = []
     side = side_file_for(out)
     text = import_file(model, list(input_specs), loss, out, hooks_mode, notes, list(target_specs), side)
     if side.tensors:                    # the big tensors, beside the file (before it is read back: it names them)
         write_atomic(side_path(out, side), side.data(), protect=protect)
         click.echo(terminal_safe(f"wrote {side_path(out, side)} ({len(side.tensors)} tensors)"))
-    from .loader import MAX_FILE_BYTES
+    from adjoint.loader import MAX_FILE_BYTES
     if len(text.encode("utf-8")) > MAX_FILE_BYTES:
         raise ProblemError(None, f"the problem file would be {len(text.encode('utf-8'))} bytes, more than the "
                                  f"{MAX_FILE_BYTES} a problem file may hold; the model has too many small tensors to "

@@ -90,7 +90,7 @@ def run(files: list[str], dtype: str | None, as_json: bool, fd: bool, variant: s
             jobs.append((path, problem, vp))
     version = torch_version()
     if origin:      # every origin file is confined before any of the user's code runs
-        from .torchside.importer.originrun import confined
+        from adjoint.torchside.importer.originrun import confined
         for path, problem, _ in jobs:
             if problem.origin is not None:
                 confined(path, problem)
@@ -143,7 +143,7 @@ def verify_variant(path: str, problem: Problem, vp, dtype: str, fd: bool, origin
     rows = compare(predicted, observed, dtype)
     if problem.origin is not None:
         if origin:
-            from .torchside.importer.originrun import confined, origin_rows
+            from adjoint.torchside.importer.originrun import confined, origin_rows
             confined(path, problem)
             rows.append(origin_row(problem, decl, dtype))
             rows += origin_rows(problem, decl, predicted, dtype)

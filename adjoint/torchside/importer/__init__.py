@@ -158,10 +158,10 @@ def check_loss_names(loss: str, names: list[str], model: nn.Module) -> None:
     module of the model (``--loss:1:COL: ...`` otherwise, before anything is written)."""
     from dataclasses import fields, is_dataclass
 
-    from ...expr import parse_expression
-    from ...functions import FUNCTIONS
-    from ...loader import YScalar
-    from ...syntax import Call, Name
+    from adjoint.expr import parse_expression
+    from adjoint.functions import FUNCTIONS
+    from adjoint.loader import YScalar
+    from adjoint.syntax import Call, Name
     expr = parse_expression(YScalar._plain("--loss", 1, 1, loss, "str"), "the loss")
     known = {"y", "model"} | set(names) | {n for n, _ in model.named_parameters()} | \
         {n for n, _ in model.named_modules() if n}
@@ -259,7 +259,7 @@ def _cloned(value):
 def side_file_for(out_path: str | None):
     """The :class:`.sidewrite.SideFile` an import to ``out_path`` writes big tensors into
     (``STEM.safetensors`` beside it; no name for standard output)."""
-    from .sidewrite import SideFile
+    from adjoint.torchside.importer.sidewrite import SideFile
     if not out_path or out_path == "-":
         return SideFile(None)
     return SideFile(os.path.splitext(os.path.basename(out_path))[0] + ".safetensors")

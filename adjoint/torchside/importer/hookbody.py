@@ -35,8 +35,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ...functions import FUNCTIONS, METHODS
-from .numbers import python_constant
+from adjoint.functions import FUNCTIONS, METHODS
+from adjoint.torchside.importer.numbers import python_constant
 
 #: The names the format hands each hook kind, after the ``module`` argument (None: not handed).
 MODULE_ARGS = {

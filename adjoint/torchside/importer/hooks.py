@@ -119,7 +119,7 @@ def registered(model: nn.Module, mode: str = "translate", notes: list | None = N
 
 def _inside_builtins(model: nn.Module) -> dict[str, str]:
     """Paths of modules inside a built-in type (``attn.out_proj``) -> ``Type 'path'`` of that built-in."""
-    from .builtins import type_name
+    from adjoint.torchside.importer.builtins import type_name
     out = {}
     for path, m in model.named_modules():
         if type_name(m) is not None and not isinstance(m, (nn.Sequential, nn.ModuleList)):

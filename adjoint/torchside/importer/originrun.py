@@ -27,14 +27,14 @@ import warnings
 import torch
 from torch.nn.modules import module as nn_module
 
-from ...compare import Row, compare
-from ...errors import ProblemError
-from ...problem import Problem
-from ..program import EnvScope, Program
-from ..values import DTYPES, literal_tensor, snap
-from .hooks import _GLOBAL, _TABLES
-from .userfile import call_factory
-from .where import show_path
+from adjoint.compare import Row, compare
+from adjoint.errors import ProblemError
+from adjoint.problem import Problem
+from adjoint.torchside.program import EnvScope, Program
+from adjoint.torchside.values import DTYPES, literal_tensor, snap
+from adjoint.torchside.importer.hooks import _GLOBAL, _TABLES
+from adjoint.torchside.importer.userfile import call_factory
+from adjoint.torchside.importer.where import show_path
 
 
 def confined(problem_path: str, problem: Problem) -> str:

@@ -17,8 +17,8 @@ import json
 import numpy as np
 import torch
 
-from ...errors import ProblemError
-from .emit import Flow, Text, flow_map
+from adjoint.errors import ProblemError
+from adjoint.torchside.importer.emit import Flow, Text, flow_map
 
 INLINE_MAX = 256
 _DTYPES = {torch.float32: ("F32", "<f4"), torch.float64: ("F64", "<f8"), torch.int64: ("I64", "<i8"),
