@@ -47,11 +47,14 @@ def problem_text(model: nn.Module, named_inputs: list[tuple[str, torch.Tensor]],
     files = source_files(model)
     check_model(model, files, factory_at)
     shapes, examples = _example_calls(model, [t for _, t in named_inputs])
-    check_loss_names(loss, [n for n, _ in named_inputs] + [n for n, _ in targets or []], model)
+
     writer = TreeWriter(files, shapes, examples)
     writer.factory_at = factory_at
     writer.side = side
     tree = writer.module(model, "", True)
+    forward = tree.get("forward")
+    assigned = re.findall(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=[^=]", forward.text, re.M) if forward is not None else []
+    check_loss_names(loss, [n for n, _ in named_inputs] + [n for n, _ in targets or []] + assigned, model)
     top: dict = {"name": Flow(name)}
     top["description"] = Text(f"{type(model).__name__} imported from its PyTorch module by adjoint import")
     top["dtype"] = Flow("float64" if dtype == torch.float64 else "float32")
