@@ -639,3 +639,51 @@ def test_partial_hooks_and_default_arguments_are_captured_by_value(tmp_path):
     for name, p in model.named_parameters():
         assert torch.allclose(torch.tensor(js["grads"][name]["value"], dtype=torch.float64), p.grad), name
     assert torch.allclose(torch.tensor(js["grads"]["x"]["value"], dtype=torch.float64), x.grad)
+
+
+def test_forward_pre_global_and_post_accumulate_hooks_translate_and_verify_against_the_module(tmp_path):
+    path = tmp_path / "fw.py"
+    path.write_text(textwrap.dedent("""\
+        import torch
+        from torch import nn
+
+        class Two(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = nn.Linear(3, 3)
+                self.b = nn.Linear(3, 1)
+
+            def forward(self, x):
+                return self.b(torch.relu(self.a(x)))
+
+        def make():
+            torch.manual_seed(0)
+            m = Two().double()
+            m.a.register_forward_hook(lambda mod, inp, out: out * 2)
+            m.b.register_forward_pre_hook(lambda mod, args: (args[0] - 0.5,))
+            m.a.register_full_backward_pre_hook(lambda mod, go: (go[0] + 1,))
+            m.register_full_backward_hook(lambda mod, gi, go: None)
+            torch.nn.modules.module.register_module_full_backward_hook(lambda mod, gi, go: None)
+            m.b.bias.register_post_accumulate_grad_hook(lambda t: None)
+            return m
+        """))
+    before = dict(torch.nn.modules.module._global_backward_hooks)
+    out, text, problem = _import(str(path), "make", ("x=2x3",))
+    assert dict(torch.nn.modules.module._global_backward_hooks) == before     # the factory's global hook went
+    assert '{module: a, kind: forward, returns: "output * 2"}' in text
+    assert '{module: b, kind: forward_pre, returns: "(input[0] - 0.5,)"}' in text
+    assert "{global: full_backward}" in text and "{tensor: b.bias, kind: post_accumulate_grad}" in text
+    vp = predict(problem, None, "float64").variants[0]
+    result = verify_variant(out, problem, vp, "float64", False, origin=True)
+    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+    assert dict(torch.nn.modules.module._global_backward_hooks) == before
+    # the user's module, by hand: forward hook doubles a's output, pre hook shifts b's input
+    model = call_factory(str(path), "make")
+    d = problem.variants[0].inputs[0]
+    x = torch.tensor([float(v) for v in d.value.items], dtype=torch.float64).reshape(d.value.shape)
+    model(x).sum().backward()
+    torch.nn.modules.module._global_backward_hooks.clear()
+    torch.nn.modules.module._global_backward_hooks.update(before)
+    js = vp.to_json()
+    for name, p in model.named_parameters():
+        assert torch.allclose(torch.tensor(js["grads"][name]["value"], dtype=torch.float64), p.grad), name

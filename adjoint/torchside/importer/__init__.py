@@ -106,6 +106,12 @@ def import_file(spec: str, input_specs: list[str], loss: str = DEFAULT_LOSS, out
     (``hooks_mode``, ``notes``: as :func:`problem_text`). ``side``: a :class:`.sidewrite.SideFile`
     that receives the big tensors (absent: one named after ``out_path``, its bytes for the
     caller to write at :func:`side_path`)."""
+    from adjoint.torchside.importer.originrun import restored_global_hooks
+    with restored_global_hooks():       # the factory's global module hooks do not outlive the import
+        return _import_file(spec, input_specs, loss, out_path, hooks_mode, notes, target_specs, side)
+
+
+def _import_file(spec, input_specs, loss, out_path, hooks_mode, notes, target_specs, side) -> str:
     path, factory = split_spec(spec)
     full = [inputs.parse_full(s) for s in input_specs]
     tfull = [inputs.parse_full(s, "--target") for s in target_specs]

@@ -21,6 +21,7 @@ an imported file from someone else cannot make ``verify --origin`` run ``../else
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 
@@ -160,56 +161,70 @@ def _wrap(index: int, decl_hook, kind: str, target, on: str, kw: bool, fn, log: 
     return wrapper
 
 
+@contextlib.contextmanager
+def restored_global_hooks():
+    """The global module hooks a factory registers (``register_module_*_hook``) go when the
+    block ends, so that calling it again does not register them twice."""
+    before = {attr: dict(getattr(nn_module, attr)) for _, attr in _GLOBAL}
+    mode = nn_module._global_is_full_backward_hook
+    try:
+        yield
+    finally:
+        for _, attr in _GLOBAL:
+            table = getattr(nn_module, attr)
+            for hid in [h for h in table if h not in before[attr]]:
+                del table[hid]
+        nn_module._global_is_full_backward_hook = mode
+
+
 def run_origin(problem: Problem, decl, dtype: str) -> tuple[dict, int]:
     """(observed JSON, how many hooks the module carries): the user's module run on the file's inputs."""
+    with restored_global_hooks():
+        return _run_origin(problem, decl, dtype)
+
+
+def _run_origin(problem: Problem, decl, dtype: str) -> tuple[dict, int]:
     origin = problem.origin
     float_dtype = DTYPES[dtype]
-    globals_before = {attr: dict(getattr(nn_module, attr)) for _, attr in _GLOBAL}
+    model = call_factory(origin.file, origin.factory).to(float_dtype)
+    symbols = dict(problem.symbols)
+    env: dict = {}
+    args = []
+    for d in decl.inputs:
+        kind = {"int64": torch.int64, "bool": torch.bool}.get(getattr(d, "dtype", None) or "", float_dtype)
+        t = literal_tensor(d.value, kind, symbols)
+        if d.requires_grad:
+            t.requires_grad_(True)
+        env[d.name] = t
+        args.append(t)
+    for d in problem.targets:
+        kind = {"int64": torch.int64, "bool": torch.bool}.get(getattr(d, "dtype", None) or "", float_dtype)
+        env[d.name] = literal_tensor(d.value, kind, symbols)
+    found, labels = _hooks(model)
+    log: list = []
+    for index, (hid, table, kind, target, on, kw) in enumerate(found):
+        decl_hook = decl.hooks[index] if index < len(decl.hooks) else None
+        table[hid] = _wrap(index, decl_hook, kind, target, on, kw, table[hid], log, labels, float_dtype)
+    leaves = dict((d.name, env[d.name]) for d in decl.inputs if d.requires_grad)
+    seen = set()
+    for name, p in model.named_parameters():
+        if id(p) not in seen and p.requires_grad:
+            seen.add(id(p))
+            leaves[name] = p
+    observed: dict = {}
+    during = "forward"
     try:
-        model = call_factory(origin.file, origin.factory).to(float_dtype)
-        symbols = dict(problem.symbols)
-        env: dict = {}
-        args = []
-        for d in decl.inputs:
-            kind = {"int64": torch.int64, "bool": torch.bool}.get(getattr(d, "dtype", None) or "", float_dtype)
-            t = literal_tensor(d.value, kind, symbols)
-            if d.requires_grad:
-                t.requires_grad_(True)
-            env[d.name] = t
-            args.append(t)
-        for d in problem.targets:
-            kind = {"int64": torch.int64, "bool": torch.bool}.get(getattr(d, "dtype", None) or "", float_dtype)
-            env[d.name] = literal_tensor(d.value, kind, symbols)
-        found, labels = _hooks(model)
-        log: list = []
-        for index, (hid, table, kind, target, on, kw) in enumerate(found):
-            decl_hook = decl.hooks[index] if index < len(decl.hooks) else None
-            table[hid] = _wrap(index, decl_hook, kind, target, on, kw, table[hid], log, labels, float_dtype)
-        leaves = dict((d.name, env[d.name]) for d in decl.inputs if d.requires_grad)
-        seen = set()
-        for name, p in model.named_parameters():
-            if id(p) not in seen and p.requires_grad:
-                seen.add(id(p))
-                leaves[name] = p
-        observed: dict = {}
-        during = "forward"
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                out = model(*args)
-                env["y"] = out
-                loss = Program(EnvScope(env, "the loss")).eval(problem.loss) if problem.loss is not None else out
-                observed["loss"] = snap(loss, float_dtype)
-                during = "backward"
-                loss.backward()
-        except (RuntimeError, ValueError, TypeError, IndexError) as exc:
-            return ({"error": {"type": type(exc).__name__, "message": str(exc), "during": during,
-                               "after_call": len(log) - 1 if log else None}, "hook_calls": log}, len(found))
-        observed["hook_calls"] = log
-        observed["grads"] = {n: snap(t.grad, float_dtype) for n, t in leaves.items()}
-        return observed, len(found)
-    finally:
-        for _, attr in _GLOBAL:         # the factory's global hooks go when the run ends
-            table = getattr(nn_module, attr)
-            for hid in [h for h in table if h not in globals_before[attr]]:
-                del table[hid]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = model(*args)
+            env["y"] = out
+            loss = Program(EnvScope(env, "the loss")).eval(problem.loss) if problem.loss is not None else out
+            observed["loss"] = snap(loss, float_dtype)
+            during = "backward"
+            loss.backward()
+    except (RuntimeError, ValueError, TypeError, IndexError) as exc:
+        return ({"error": {"type": type(exc).__name__, "message": str(exc), "during": during,
+                           "after_call": len(log) - 1 if log else None}, "hook_calls": log}, len(found))
+    observed["hook_calls"] = log
+    observed["grads"] = {n: snap(t.grad, float_dtype) for n, t in leaves.items()}
+    return observed, len(found)
