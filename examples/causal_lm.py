@@ -1,12 +1,15 @@
-"""A tiny causal language model: token embedding, one masked self-attention head, a tied
-output head (the embedding's weight), and a gradient-clipping hook on the attention.
+"""A tiny causal language model: token embedding, one masked self-attention head, an output
+head tied to the embedding (``head.weight = emb.weight``), and a gradient-clipping hook.
 
-    adjoint import examples/causal_lm.py:make_model --input ids=1x3:int64:0-5 -o causal_lm.yaml
+    adjoint import examples/causal_lm.py:make_untied --input ids=1x3:int64:0-5 \
+        --target t=1x3:int64:0-5 --loss 'cross_entropy(y[0], t[0])' -o causal_lm.yaml
     adjoint verify causal_lm.yaml --float64 --origin     # also runs this module, with its hook
 
 The ids are int64 token ids in [0, 5) drawn from a seeded generator (the file's header says
-how); the causal mask is a bool buffer; the head reuses ``emb.weight`` (tied: one Parameter,
-one ``.grad``); ``clip`` clamps the gradient flowing into the attention's output projection.
+how); the causal mask is a bool buffer; ``clip`` clamps the gradient flowing into the value
+projection. ``make_model`` ties the head to the embedding (one Parameter, one ``.grad``):
+the problem format cannot write a tie yet, so its import stops with one line naming both
+names rather than untying them; ``make_untied`` is the same model with its own head weight.
 """
 
 import torch
