@@ -255,8 +255,11 @@ def solve(files, as_json, variant, numeric, exact, values, recursion, float64, s
                                                       "\"inf\", \"-inf\", \"nan\").")
 @click.option("--fd", is_flag=True, help="Also check final grads by central differences in float64.")
 @click.option("--variant", help="Verify only this variant.")
+@click.option("--origin", is_flag=True, help="Also run the Python model an imported file's origin: names (this runs "
+                                             "that file's code), with its own hooks, and compare it with the "
+                                             "prediction.")
 @_mode_options
-def verify(paths, dtype, as_json, fd, variant, float64, structure):
+def verify(paths, dtype, as_json, fd, variant, float64, structure, origin):
     """Run the same problems in real PyTorch and compare with the prediction.
 
     Runs the torch installed here, whatever its release (the CPU build: pip install torch
@@ -266,7 +269,8 @@ def verify(paths, dtype, as_json, fd, variant, float64, structure):
 
     progress = _ProgressBar if sys.stderr.isatty() and not as_json else None
     code = run(_expand(paths), dtype=dtype, as_json=as_json, fd=fd, variant=variant,
-               echo=_verify_echo(as_json), progress=progress, load=_load, mode=_mode(float64, structure))
+               echo=_verify_echo(as_json), progress=progress, load=_load, mode=_mode(float64, structure),
+               origin=origin)
     sys.exit(code)
 
 
@@ -355,17 +359,24 @@ class _ProgressBar:
 
 @main.command(name="import")
 @click.argument("model")
-@click.option("--input", "input_specs", multiple=True, metavar="NAME=SHAPE",
-              help="One input of the forward, in its order: its name and shape, dims joined by x (x=2x4).")
+@click.option("--input", "input_specs", multiple=True, metavar="NAME=SHAPE[:DTYPE[:LO-HI]]",
+              help="One input of the forward, in its order: its name and shape, dims joined by x (x=2x4); "
+                   "int64 token ids with their range [LO, HI) (ids=2x8:int64:0-100), or a bool mask (m=2x8:bool).")
 @click.option("--loss", default="sum(y)", show_default=True, help="The loss, an expression of y (the output).")
 @click.option("-o", "--output", "out", help="The problem file to write; - or absent: standard output.")
-def import_(model, input_specs, loss, out):
+@click.option("--hooks", "hooks_mode", type=click.Choice(["translate", "observe"]), default="translate",
+              show_default=True, help="A hook whose body cannot be translated: stop (translate), or write it "
+                                      "observe-only, its effect left out and said so (observe).")
+@click.option("--target", "target_specs", multiple=True, metavar="NAME=SHAPE[:DTYPE[:LO-HI]]",
+              help="A target the loss reads (not passed to the forward), e.g. t=2x8:int64:0-100.")
+def import_(model, input_specs, loss, out, hooks_mode, target_specs):
     """Write a problem file from a real model: MODEL is FILE.py:FACTORY.
 
     Calls FACTORY() (a function of FILE.py returning the nn.Module: this runs your code),
     traces the model with torch.fx and writes a v2 problem file: built-in types for the
     torch.nn modules the format has, a forward for every other module, the parameters
-    exactly, the hooks already registered (observe-only), inputs of the given shapes."""
+    exactly, the hooks already registered (their Python bodies translated), inputs of the given
+    shapes."""
     from adjoint.api import loads
     from adjoint.render.output import check_target, write_atomic
 
@@ -380,8 +391,25 @@ def import_(model, input_specs, loss, out):
         if problem is None:
             raise
         raise problem from None
-    text = import_file(model, list(input_specs), loss, out)
-    loads(text, out or "<import>")      # the file it writes is a valid problem (a mistake here is a bug)
+    from adjoint.torchside.importer import side_file_for, side_path
+    notes: list[str] = []
+    side = side_file_for(out)
+    text = import_file(model, list(input_specs), loss, out, hooks_mode, notes, list(target_specs), side)
+    if side.tensors:                    # the big tensors, beside the file (before it is read back: it names them)
+        write_atomic(side_path(out, side), side.data(), protect=protect)
+        click.echo(terminal_safe(f"wrote {side_path(out, side)} ({len(side.tensors)} tensors)"))
+    from adjoint.format.loader import MAX_FILE_BYTES
+    if len(text.encode("utf-8")) > MAX_FILE_BYTES:
+        raise ProblemError(None, f"the problem file would be {len(text.encode('utf-8'))} bytes, more than the "
+                                 f"{MAX_FILE_BYTES} a problem file may hold; the model has too many small tensors to "
+                                 "write inline: import a smaller part of it")
+    try:
+        loads(text, out or "<import>")  # the file it writes is a valid problem (a mistake here is a bug)
+    except ProblemError as err:
+        raise ProblemError(None, f"adjoint import made a file its own loader refuses (a bug of adjoint import: please "
+                                 f"report it); nothing was written: {' '.join(str(err).split())[:300]}") from None
+    for note in notes:
+        _say(f"adjoint: {note}")
     if out and out != "-":
         write_atomic(out, text, protect=protect)
         click.echo(terminal_safe(f"wrote {out}"))

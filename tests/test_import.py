@@ -36,6 +36,7 @@ CASES = {
     "resnet": ("resnet.py", "make_model", ["x=2x2x3x3"]),
     "resnet_train": ("resnet.py", "make_training_block", ["x=2x1x2x2"]),
     "transformer": ("transformer.py", "make_model", ["x=1x1x2"]),
+    "hooked": ("hooked.py", "make_model", ["x=2x3"]),      # gradient-changing hooks, translated
 }
 
 
@@ -46,6 +47,10 @@ def _write(tmp_path, name: str, text: str) -> str:
 
 
 def _imported(tmp_path, file: str, factory: str, specs: list[str], loss: str = "sum(y)"):
+    if os.path.dirname(os.path.abspath(file)) != str(tmp_path):   # verify --origin runs only a file beside the problem
+        copy = tmp_path / os.path.basename(file)
+        copy.write_text(open(file).read())
+        file = str(copy)
     out = str(tmp_path / "problem.yaml")
     text = import_file(f"{file}:{factory}", specs, loss, out)
     with open(out, "w") as fh:
@@ -84,19 +89,23 @@ def test_example_imports_solves_and_verifies_against_the_users_module(tmp_path, 
     name, factory, specs = CASES[case]
     file = os.path.join(EXAMPLES, name)
     path, text, problem = _imported(tmp_path, file, factory, specs)
+    if case == "hooked":        # the hooks' bodies translated: their effect is in the prediction
+        assert '{module: fc2, kind: full_backward, returns: "(grad_input[0] * 0.5,)"}' in text
+        assert '{tensor: fc1.weight, returns: "grad.clamp(-0.1, 0.1)"}' in text
     if case == "transformer":   # the user's own names: h = self.ln1(x); x = x + attended (x taken: x_2)
         assert ("    h = ln1(x)\n    x_2 = x + attn(h, h, h, need_weights=False)[0]\n"
                 "    return x_2 + mlp(ln2(x_2))\n") in text
     assert problem.origin is not None and problem.origin.factory == factory
     prediction = predict(problem, None)
     vp = prediction.variants[0]
-    result = verify_variant(path, problem, vp, problem.dtype, False)
+    result = verify_variant(path, problem, vp, problem.dtype, False, origin=True)
     bad = [(r.section, r.item, r.detail) for r in result.rows if not r.ok]
     assert not bad, bad
     graph = [r for r in result.rows if r.section == "graph"]
     assert len(graph) == 1 and graph[0].ok
+    assert any(r.section == "origin" and r.item.startswith("grad ") for r in result.rows)
     # the user's own module, run by torch on the same inputs: the same loss and gradients
-    loss, grads = _user_run(problem, file, factory)
+    loss, grads = _user_run(problem, problem.origin.file, factory)
     js = vp.to_json()
     _close(js["loss"], loss, "loss")
     for tname, g in grads.items():
@@ -286,7 +295,7 @@ def test_verify_reports_a_file_whose_graph_differs_from_the_users_module(tmp_pat
     with open(path, "w") as fh:
         fh.write(text.replace("F.relu(norm(fc1(x)))", "torch.tanh(norm(fc1(x)))"))
     problem = adjoint.load(path)
-    result = verify_variant(path, problem, predict(problem, None).variants[0], problem.dtype, False)
+    result = verify_variant(path, problem, predict(problem, None).variants[0], problem.dtype, False, origin=True)
     graph = [r for r in result.rows if r.section == "graph"]
     assert not graph[0].ok
     assert "node #5 in creation order differs: the file's model makes TanhBackward0" in graph[0].detail
@@ -376,8 +385,10 @@ def test_from_module_returns_the_loaded_problem(tmp_path):
     model(xx).sum().backward()
     _close(js["grads"]["x"], xx.grad, "x")
     _close(js["grads"]["0.weight"], model[0].weight.grad, "0.weight")
-    with pytest.raises(ProblemError, match="floating-point tensors"):
+    with pytest.raises(ProblemError, match="floating-point, int64 or bool tensors as example inputs, not list"):
         adjoint.from_module(model, [1, 2])
+    with pytest.raises(ProblemError, match="not torch.int32"):
+        adjoint.from_module(model, torch.tensor([[1, 2]], dtype=torch.int32))
 
 
 UNUSED = """\

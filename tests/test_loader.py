@@ -174,7 +174,8 @@ def test_alias_expansion_is_counted_at_the_alias_that_overflows():
     # the root, then a..e: 1 + 11 + 111 + 1,111 + 11,111 + 111,111 = 123,466 values; f's list
     # makes 123,467 and its first *e (111,111 more) passes 200,000: line 6, column 8
     assert error("\n".join(lines) + "\n") == \
-        "f.yaml:6:8: more than 200000 YAML values (aliases included); problem files describe small models"
+        "f.yaml:6:8: more than 200000 YAML values (aliases included); problem files describe small models: put big " \
+        "tensors in side files ({value: {file: w.safetensors, key: NAME}}; adjoint import writes them)"
 
 
 # ----------------------------------------------------------------------------- directives, characters

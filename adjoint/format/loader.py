@@ -232,7 +232,8 @@ def decode(raw: bytes, name: str) -> str:
     if len(raw) > MAX_FILE_BYTES:
         raise ProblemError(Loc(name, 1, 1),
                            f"file is larger than {MAX_FILE_BYTES} bytes; problem files are small "
-                           "data files, write big tensors as a scale times a small literal")
+                           "data files: put big tensors in side files ({value: {file: w.safetensors, key: NAME}}; "
+                           "adjoint import writes them)")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -409,7 +410,8 @@ class _Composer:
         self.count += n
         if self.count > MAX_NODES:
             raise ProblemError(loc, f"more than {MAX_NODES} YAML values (aliases included); problem files describe "
-                                    "small models")
+                                    "small models: put big tensors in side files ({value: {file: w.safetensors, "
+                                    "key: NAME}}; adjoint import writes them)")
 
     def define(self, anchor: str, node: YNode, size: int, loc: Loc) -> None:
         if anchor in self.anchors or anchor in self.open_anchors:

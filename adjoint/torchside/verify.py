@@ -69,13 +69,15 @@ def predicted_json(vp) -> dict:
 
 
 def run(files: list[str], dtype: str | None, as_json: bool, fd: bool, variant: str | None, echo,
-        progress=None, *, load=None, mode: str = "exact") -> int:
+        progress=None, *, load=None, mode: str = "exact", origin: bool = False) -> int:
     """Verify every variant of every file; ``echo`` prints a line, ``progress(total)`` (optional:
     the CLI passes a progress bar) returns an object with ``update(n, item)`` and ``finish()``.
     ``load(path)`` reads a problem (default :func:`adjoint.load`; the CLI's also reads ``-``);
     When torch is another release than the one predictions follow, the report says so in a line
     after the torch it names (JSON: ``"note"``). ``mode``:
-    the answer mode predicted and compared (``structure``: shapes, None patterns, calls, no values)."""
+    the answer mode predicted and compared (``structure``: shapes, None patterns, calls, no values).
+    ``origin``: an imported file's ``origin:`` module is rebuilt and run (the user's Python, with
+    the user's hooks: :mod:`adjoint.torchside.importer.originrun`); without it, it is not run."""
     if load is None:
         from adjoint.format.validate import load
 
@@ -87,12 +89,17 @@ def run(files: list[str], dtype: str | None, as_json: bool, fd: bool, variant: s
         for vp in prediction.variants:
             jobs.append((path, problem, vp))
     version = torch_version()
+    if origin:      # every origin file is confined before any of the user's code runs
+        from adjoint.torchside.importer.originrun import confined
+        for path, problem, _ in jobs:
+            if problem.origin is not None:
+                confined(path, problem)
     note = semantics_note(version)   # another release than the one predictions follow: said in the report
 
     results = []
     bar = progress(len(jobs)) if progress is not None and len(jobs) >= PROGRESS_MIN_JOBS else None
     for path, problem, vp in jobs:
-        results.append(verify_variant(path, problem, vp, dtype or problem.dtype, fd))
+        results.append(verify_variant(path, problem, vp, dtype or problem.dtype, fd, origin))
         if bar is not None:
             bar.update(1, f"{problem.name}::{vp.name}")
     if bar is not None:
@@ -125,7 +132,7 @@ def torch_version() -> str:
         raise problem from None
 
 
-def verify_variant(path: str, problem: Problem, vp, dtype: str, fd: bool) -> VariantResult:
+def verify_variant(path: str, problem: Problem, vp, dtype: str, fd: bool, origin: bool = False) -> VariantResult:
     from adjoint.torchside import finite_differences, run_variant
 
     t0 = time.perf_counter()
@@ -138,7 +145,15 @@ def verify_variant(path: str, problem: Problem, vp, dtype: str, fd: bool) -> Var
     observed = run_variant(problem, decl, dtype)
     rows = compare(predicted, observed, dtype)
     if problem.origin is not None:
-        rows.append(origin_row(problem, decl, dtype))
+        if origin:
+            from adjoint.torchside.importer.originrun import confined, origin_rows
+            confined(path, problem)
+            rows.append(origin_row(problem, decl, dtype))
+            rows += origin_rows(problem, decl, predicted, dtype)
+        else:
+            rows.append(Row("origin", "origin's module", True, None, None,
+                            "not run: verify --origin would run the Python file origin: names (your code) and "
+                            "compare its graph, hook calls and grads with the prediction", skipped=True))
     if fd:
         names, skipped = fd_targets(problem, decl, vp)
         checked = finite_differences(problem, decl, names) if names else {}

@@ -3,11 +3,15 @@
 One job per module: :mod:`.userfile` loads ``FILE.py`` and calls its factory;
 :mod:`.inputs` makes the inputs; :mod:`.tree` writes the module tree (:mod:`.builtins` for the
 ``torch.nn`` types the format has, :mod:`.fxtrace` + :mod:`.program` for every other module's
-forward); :mod:`.hooks` lists the hooks already registered; :mod:`.numbers` writes values
-exactly; :mod:`.emit` writes the YAML text (``adjoint.format.loader`` stays the only reader);
-:mod:`.graphcheck` is ``verify``'s check that the file's model and the user's module build
-the same autograd graph; :mod:`.where` and :mod:`.refuse` say where in the user's code
-something is that cannot be imported.
+forward); :mod:`.forwardcheck` refuses what fx would silently lose (``with`` blocks,
+``.requires_grad`` writes, ``checkpoint``, hooks registered inside a forward, tied
+parameters, shared modules holding tensors); :mod:`.hooks` lists the hooks already
+registered and :mod:`.hookbody` translates their Python bodies; :mod:`.numbers` writes values
+exactly, :mod:`.sidewrite` puts big tensors in a safetensors side file; :mod:`.emit` writes
+the YAML text (``adjoint.format.loader`` stays the only reader); :mod:`.graphcheck` and
+:mod:`.originrun` are ``verify --origin``: the user's module (with the user's own hooks)
+against the file's graph and prediction; :mod:`.where` and :mod:`.refuse` say where in the
+user's code something is that cannot be imported.
 """
 
 from __future__ import annotations
@@ -25,17 +29,40 @@ from adjoint.torchside.importer.builtins import param_entry
 from adjoint.torchside.importer.tree import TreeWriter
 from adjoint.torchside.importer.userfile import call_factory, split_spec
 from adjoint.torchside.importer.where import show_path, source_files
+from adjoint.format.errors import ProblemError
+from adjoint.torchside.importer import hooks
+from adjoint.torchside.importer import inputs
+from adjoint.torchside.importer.emit import Flow, Text, document, flow_map
+from adjoint.torchside.importer.builtins import param_entry
+from adjoint.torchside.importer.numbers import nested
+from adjoint.torchside.importer.tree import TreeWriter
+from adjoint.torchside.importer.userfile import call_factory, split_spec
+from adjoint.torchside.importer.where import show_path, source_files
+from adjoint.torchside.importer.forwardcheck import check_model
+from adjoint.torchside.importer.userfile import factory_location
 
 DEFAULT_LOSS = "sum(y)"
 
 
 def problem_text(model: nn.Module, named_inputs: list[tuple[str, torch.Tensor]], loss: str = DEFAULT_LOSS,
-                 name: str = "imported", origin: dict | None = None, header: list[str] | None = None) -> str:
-    """The problem file (YAML text) for ``model`` called on ``named_inputs``."""
+                 name: str = "imported", origin: dict | None = None, header: list[str] | None = None,
+                 hooks_mode: str = "translate", notes: list | None = None, factory_at: str | None = None,
+                 targets: list | None = None, side=None) -> str:
+    """The problem file (YAML text) for ``model`` called on ``named_inputs``. ``hooks_mode``:
+    ``translate`` (a hook body that cannot be translated is refused) or ``observe`` (it is
+    written observe-only, and ``notes`` learns which hooks' effects are left out)."""
     dtype = _dtype(model)
     files = source_files(model)
+    check_model(model, files, factory_at)
     shapes, examples = _example_calls(model, [t for _, t in named_inputs])
-    tree = TreeWriter(files, shapes, examples).module(model, "", True)
+
+    writer = TreeWriter(files, shapes, examples)
+    writer.factory_at = factory_at
+    writer.side = side
+    tree = writer.module(model, "", True)
+    forward = tree.get("forward")
+    assigned = re.findall(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=[^=]", forward.text, re.M) if forward is not None else []
+    check_loss_names(loss, [n for n, _ in named_inputs] + [n for n, _ in targets or []] + assigned, model)
     top: dict = {"name": Flow(name)}
     top["description"] = Text(f"{type(model).__name__} imported from its PyTorch module by adjoint import")
     top["dtype"] = Flow("float64" if dtype == torch.float64 else "float32")
@@ -43,12 +70,19 @@ def problem_text(model: nn.Module, named_inputs: list[tuple[str, torch.Tensor]],
         top["origin"] = flow_map([("file", Text(origin["file"])), ("factory", Flow(origin["factory"])),
                                   ("inputs", flow_map([(k, Flow("[" + ", ".join(map(str, v)) + "]"))
                                                        for k, v in origin["inputs"]]))])
-    top["inputs"] = {n: _input_entry(t, n) for n, t in named_inputs}
+    top["inputs"] = {n: _input_entry(t, n, side) for n, t in named_inputs}
+    if targets:
+        top["targets"] = {n: _input_entry(t, n) if not t.is_floating_point() else
+                          Flow(nested(t.tolist(), f"target {n}")) for n, t in targets}
     top["model"] = tree
     top["loss"] = Text(loss)
-    found = hooks.registered(model)
+    notes = [] if notes is None else notes
+    found = hooks.registered(model, hooks_mode, notes)
     if found:
         top["hooks"] = found
+    if notes:
+        header = list(header or []) + ["", "LEFT OUT (--hooks observe): these hooks are observe-only here; their "
+                                           "effect on the gradients is not in this file:"] + notes
     return document(header or [], top)
 
 
@@ -63,38 +97,70 @@ def from_module(model: nn.Module, *example_inputs: torch.Tensor, loss: str = DEF
 def from_module_text(model: nn.Module, *example_inputs: torch.Tensor, loss: str = DEFAULT_LOSS,
                      name: str = "imported") -> str:
     for t in example_inputs:
-        if not isinstance(t, torch.Tensor) or not t.is_floating_point():
-            raise ProblemError(None, f"from_module takes floating-point tensors as example inputs, not "
+        if not isinstance(t, torch.Tensor) or not (t.is_floating_point() or t.dtype in (torch.int64, torch.bool)):
+            raise ProblemError(None, f"from_module takes floating-point, int64 or bool tensors as example inputs, not "
                                      f"{type(t).__name__ if not isinstance(t, torch.Tensor) else t.dtype}")
     names = inputs.forward_names(model, len(example_inputs))
     inputs.check_count(model, names)
     dtype = _dtype(model)
-    return problem_text(model, [(n, t.detach().to(dtype)) for n, t in zip(names, example_inputs)], loss, name)
+    return problem_text(model, [(n, t.detach().to(dtype) if t.is_floating_point() else t.detach())
+                                for n, t in zip(names, example_inputs)], loss, name)
 
 
-def import_file(spec: str, input_specs: list[str], loss: str = DEFAULT_LOSS, out_path: str | None = None) -> str:
-    """``adjoint import FILE.py:FACTORY --input NAME=SHAPE ...``: the problem file's text."""
+def import_file(spec: str, input_specs: list[str], loss: str = DEFAULT_LOSS, out_path: str | None = None,
+                hooks_mode: str = "translate", notes: list | None = None, target_specs: list[str] = (),
+                side=None) -> str:
+    """``adjoint import FILE.py:FACTORY --input NAME=SHAPE ...``: the problem file's text
+    (``hooks_mode``, ``notes``: as :func:`problem_text`). ``side``: a :class:`.sidewrite.SideFile`
+    that receives the big tensors (absent: one named after ``out_path``, its bytes for the
+    caller to write at :func:`side_path`)."""
+    from adjoint.torchside.importer.originrun import restored_global_hooks
+    with restored_global_hooks():       # the factory's global module hooks do not outlive the import
+        return _import_file(spec, input_specs, loss, out_path, hooks_mode, notes, target_specs, side)
+
+
+def _import_file(spec, input_specs, loss, out_path, hooks_mode, notes, target_specs, side) -> str:
     path, factory = split_spec(spec)
-    check_loss(loss)
-    shapes = [inputs.parse(s) for s in input_specs]
+    full = [inputs.parse_full(s) for s in input_specs]
+    tfull = [inputs.parse_full(s, "--target") for s in target_specs]
+    shapes = [(n, s) for n, s, _, _ in full]
     if not shapes:
         raise ProblemError(None, "give the model's inputs: --input NAME=SHAPE for each (e.g. --input x=2x4)")
-    if len({n for n, _ in shapes}) != len(shapes):
-        raise ProblemError(None, "--input: each input name once; give the inputs in the forward's order")
+    if len({n for n, _, _, _ in full + tfull}) != len(full) + len(tfull):
+        raise ProblemError(None, "--input/--target: each name once; give the inputs in the forward's order")
+    check_loss(loss)
     model = call_factory(path, factory)
     inputs.check_count(model, [n for n, _ in shapes])
     dtype = _dtype(model)
-    named = [(n, inputs.generated(n, s, dtype)) for n, s in shapes]
+    drawn_notes = []
+
+    def made(position, n, s, kind, span, what):
+        if kind == "float":
+            return n, inputs.generated(n, s, dtype)
+        call = (f"torch.randint({span[0]}, {span[1]}, {s}" if kind == "int64" else
+                f"torch.bernoulli(torch.full({s}, 0.5)") + f", generator=torch.Generator().manual_seed({inputs.SEED + position}))"
+        drawn_notes.append(f"{what} {n}: {call}")
+        return n, inputs.drawn(position, s, kind, span)
+
+    named = [made(i, *f, "input") for i, f in enumerate(full)]
+    targets = [made(len(full) + i, *f, "target") for i, f in enumerate(tfull)]
+
     base = os.path.dirname(os.path.abspath(out_path)) if out_path and out_path != "-" else os.getcwd()
     origin = {"file": os.path.relpath(os.path.abspath(path), base), "factory": factory, "inputs": shapes}
     stem = re.sub(r"[^a-z0-9_-]+", "_", os.path.splitext(os.path.basename(path))[0].lower()).strip("_") or "imported"
     command = f"adjoint import {show_path(path)}:{factory} " + " ".join(f"--input {s}" for s in input_specs)
+    command += "".join(f" --target {s}" for s in target_specs)
     if loss != DEFAULT_LOSS:
         command += f" --loss '{loss}'"
+    if hooks_mode != "translate":
+        command += f" --hooks {hooks_mode}"
     header = [f"Written by: {command}",
-              "Parameters are exact: each value is the tensor's float, digit for digit. Hooks the model had are",
-              "observe-only here (the comment names the Python function): add returns: to change a gradient."]
-    return problem_text(model, named, loss, stem, origin, header)
+              "Parameters are exact: each value is the tensor's float, digit for digit. The hooks the model had",
+              "are translated from their Python bodies (the comment names each function)."]
+    if drawn_notes:
+        header += ["Integer and bool values drawn as:"] + drawn_notes
+    return problem_text(model, named, loss, stem, origin, header, hooks_mode, [] if notes is None else notes,
+                        factory_at=factory_location(path, factory), targets=targets, side=side)
 
 
 def check_loss(loss: str) -> None:
@@ -102,6 +168,36 @@ def check_loss(loss: str) -> None:
     from adjoint.format.expr import parse_expression
     from adjoint.format.loader import YScalar
     parse_expression(YScalar._plain("--loss", 1, 1, loss, "str"), "the loss")
+
+
+def check_loss_names(loss: str, names: list[str], model: nn.Module) -> None:
+    """Every name the loss reads is the output ``y``, an input or a target, a parameter or a
+    module of the model (``--loss:1:COL: ...`` otherwise, before anything is written)."""
+    from dataclasses import fields, is_dataclass
+
+    from adjoint.format.expr import parse_expression
+    from adjoint.engine.bindings import FUNCTIONS
+    from adjoint.format.loader import YScalar
+    from adjoint.format.syntax import Call, Name
+    expr = parse_expression(YScalar._plain("--loss", 1, 1, loss, "str"), "the loss")
+    known = {"y", "model"} | set(names) | {n for n, _ in model.named_parameters()} | \
+        {n for n, _ in model.named_modules() if n}
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Name) and e.id not in known:
+            raise ProblemError(e.loc, f"unknown name '{e.id}' in the loss; it reads y (the model's output), the "
+                                      f"inputs and --target names ({', '.join(sorted(set(names))) or 'none'})")
+        if isinstance(e, Call) and e.func not in FUNCTIONS:
+            raise ProblemError(e.loc, f"unknown function '{e.func}' in the loss; see docs/format.md (expressions)")
+        if is_dataclass(e):
+            for f in fields(e):
+                v = getattr(e, f.name)
+                for item in (v if isinstance(v, tuple) else (v,)):
+                    if is_dataclass(item):
+                        stack.append(item)
+                    elif isinstance(item, tuple):
+                        stack.extend(i for i in item if is_dataclass(i))
 
 
 def _dtype(model: nn.Module) -> torch.dtype:
@@ -116,7 +212,17 @@ def _dtype(model: nn.Module) -> torch.dtype:
     return floats.pop() if floats else torch.float32
 
 
-def _input_entry(t: torch.Tensor, name: str):
+def _input_entry(t: torch.Tensor, name: str, side=None):
+    if side is not None and side.wants(t):
+        fields = [("value", side.put(name, t))]
+        if t.is_floating_point():
+            fields.append(("requires_grad", True))
+        else:
+            fields.append(("dtype", Flow("int64" if t.dtype == torch.int64 else "bool")))
+        return flow_map(fields)
+    if not t.is_floating_point():
+        return flow_map([("value", Flow(nested(t.tolist(), f"input {name}"))),
+                         ("dtype", Flow("int64" if t.dtype == torch.int64 else "bool"))])
     value = param_entry(t.detach().requires_grad_(True), name)
     return {"requires_grad": True, "value": value} if isinstance(value, list) else \
         flow_map([("value", value), ("requires_grad", True)])
@@ -165,3 +271,16 @@ def _cloned(value):
     if isinstance(value, dict):
         return {k: _cloned(v) for k, v in value.items()}
     return value
+
+
+def side_file_for(out_path: str | None):
+    """The :class:`.sidewrite.SideFile` an import to ``out_path`` writes big tensors into
+    (``STEM.safetensors`` beside it; no name for standard output)."""
+    from adjoint.torchside.importer.sidewrite import SideFile
+    if not out_path or out_path == "-":
+        return SideFile(None)
+    return SideFile(os.path.splitext(os.path.basename(out_path))[0] + ".safetensors")
+
+
+def side_path(out_path: str, side) -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(out_path)), side.name)

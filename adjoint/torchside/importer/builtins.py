@@ -82,12 +82,21 @@ def args(module: nn.Module, tname: str) -> list[tuple[str, Flow]]:
     return out
 
 
-def tensor_value(t: torch.Tensor, what: str) -> Flow:
+def tensor_value(t: torch.Tensor, what: str, side=None, key: str | None = None) -> Flow:
+    """The literal of ``t``; a big one (``side.wants`` it) as its side-file entry under ``key``."""
+    if side is not None and key is not None and side.wants(t):
+        return flow_map([("value", side.put(key, t))])
     return Flow(nested(t.detach().cpu().tolist(), what))
 
 
-def param_entry(t: torch.Tensor, name: str):
-    """A parameter's value (rows on lines of their own when it is a matrix or more)."""
+def param_entry(t: torch.Tensor, name: str, side=None):
+    """A parameter's value (rows on lines of their own when it is a matrix or more); a big one
+    in the side file (:mod:`.sidewrite`)."""
+    if side is not None and side.wants(t):
+        fields = [("value", side.put(name, t))]
+        if not t.requires_grad:
+            fields.append(("requires_grad", False))
+        return flow_map(fields)
     rows = t.detach().cpu()
     if rows.dim() >= 2:
         value = [Flow(nested(r.tolist(), f"parameter {name}")) for r in rows]
@@ -98,7 +107,7 @@ def param_entry(t: torch.Tensor, name: str):
     return value
 
 
-def buffer_entries(module: nn.Module, tname: str, prefix: str) -> dict:
+def buffer_entries(module: nn.Module, tname: str, prefix: str, side=None) -> dict:
     """Buffers that differ from the values the type starts with (``running_mean`` zeros, ...)."""
     specs = {s.name: s for s in nn_types.TYPES[tname].buffers(_resolved_args(module, tname))}
     out = {}
@@ -113,7 +122,7 @@ def buffer_entries(module: nn.Module, tname: str, prefix: str) -> dict:
         if buf.dtype == torch.int64:
             out[name] = flow_map([("value", Flow(nested(buf.tolist(), prefix + name))), ("dtype", Flow("int64"))])
         else:
-            out[name] = tensor_value(buf, f"buffer {prefix}{name}")
+            out[name] = tensor_value(buf, f"buffer {prefix}{name}", side, prefix + name)
     return out
 
 

@@ -68,6 +68,12 @@ def file_graph(problem: Problem, decl: Variant, dtype: str):
 
 
 def user_graph(problem: Problem, decl: Variant, dtype: str):
+    from adjoint.torchside.importer.originrun import restored_global_hooks
+    with restored_global_hooks():       # the factory's global hooks must not outlive this call
+        return _user_graph(problem, decl, dtype)
+
+
+def _user_graph(problem: Problem, decl: Variant, dtype: str):
     origin = problem.origin
     model = call_factory(origin.file, origin.factory).to(DTYPES[dtype])
     symbols = dict(problem.symbols)

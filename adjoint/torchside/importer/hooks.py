@@ -1,9 +1,14 @@
-"""The module hooks already registered on the user's model, as observe-only hook entries.
+"""The hooks already registered on the user's model, as hook entries with their bodies translated.
 
 A hook's Python body is the user's code: the problem file cannot run it, so each one is
-written with its kind and target only (it then observes: what it is handed is what
-``solve`` answers), and a comment names the function and where it is defined, for the
-user to turn into ``returns:`` when it changes a gradient. Registration order is the order
+translated into the format's expression language (:mod:`.hookbody`: ``returns:`` and
+``does:`` over the arguments the hook is handed, constants captured by value); a body that
+only observes is written observe-only. A comment names the function and where it is
+defined. A body that cannot be translated stops the import at the hook's ``file:line``
+(:class:`ImportOptions` ``hooks="observe"``, ``--hooks observe``: it is written observe-only,
+and the comment and the import's notes say that its effect is left out). Module hooks,
+global module hooks, and tensor hooks on parameters (``register_hook``,
+``register_post_accumulate_grad_hook``) are found. Registration order is the order
 of the handles' ids (PyTorch numbers every hook handle from one counter), so hooks on
 different modules and of different kinds come out in the order the user registered them;
 ``prepend=True``, ``with_kwargs=True`` and ``always_call=True`` are read back from where
@@ -19,6 +24,10 @@ import re
 
 from adjoint.torchside.importer.emit import Flow, Note, Text, flow_map
 from adjoint.torchside.importer.where import of_object
+from adjoint.torchside.importer.emit import Flow, Note, Text, flow_map
+from adjoint.torchside.importer.where import of_object
+from adjoint.torchside.importer.hookbody import MODULE_ARGS, TENSOR_ARGS, Untranslatable, translate
+from adjoint.torchside.importer.refuse import refuse
 
 _TABLES = (("forward_pre", "_forward_pre_hooks"), ("forward", "_forward_hooks"),
            ("full_backward_pre", "_backward_pre_hooks"), ("backward", "_backward_hooks"))
@@ -47,34 +56,113 @@ def _entries(table: dict, extra: dict) -> list[tuple[int, bool, object]]:
     return out
 
 
-def registered(model: nn.Module) -> list:
-    """Hook entries (with their comments), in registration order."""
+def registered(model: nn.Module, mode: str = "translate", notes: list | None = None) -> list:
+    """Hook entries (with their comments), in registration order. ``mode``: ``translate`` (a body
+    that cannot be translated is refused) or ``observe`` (it is written observe-only, and a
+    line saying so is added to ``notes``)."""
     found = []
+    inside = _inside_builtins(model)
     for path, module in model.named_modules():
         target = path or "model"
         for kind, attr in _TABLES:
             table = getattr(module, attr, None) or {}
             for hid, prepended, fn in _entries(table, {}):
+                if path in inside:
+                    raise refuse(of_object(fn), f"the {kind} hook ({_name(fn)}) on '{path}', a submodule of the built-in "
+                                                f"{inside[path]}, cannot be written yet: the problem format registers "
+                                                "hooks on the modules of its tree",
+                                 "register it on the built-in module itself, or leave it out")
                 k = kind
                 if attr == "_backward_hooks":
                     k = "full_backward" if module._is_full_backward_hook else "backward"
                 fields = [("module", Flow(target) if _plain(target) else Text(target)), ("kind", Flow(k))]
                 if prepended:
                     fields.append(("prepend", True))
+                kw = False
                 if kind in ("forward", "forward_pre"):
-                    kw = (module._forward_hooks_with_kwargs if kind == "forward"
-                          else module._forward_pre_hooks_with_kwargs)
-                    if kw.get(hid):
+                    kwtable = (module._forward_hooks_with_kwargs if kind == "forward"
+                               else module._forward_pre_hooks_with_kwargs)
+                    kw = bool(kwtable.get(hid))
+                    if kw:
                         fields.append(("with_kwargs", True))
                 if kind == "forward" and module._forward_hooks_always_called.get(hid):
                     fields.append(("always_call", True))
-                found.append((hid, Note(flow_map(fields), _describe(fn))))
+                names = MODULE_ARGS[k + ("+kwargs" if kw else "")]
+                found.append((hid, _entry(fields, fn, names, True, f"{k} hook on '{target}'", mode, notes)))
     for kind, attr in _GLOBAL:
         table = getattr(nn_module, attr, None) or {}
         for hid, _, fn in _entries(table, {}):
             k = kind
             if attr == "_global_backward_hooks":
                 k = "full_backward" if nn_module._global_is_full_backward_hook else "backward"
-            found.append((hid, Note(flow_map([("global", Flow(k))]), _describe(fn))))
+            kw = False
+            if k == "forward":
+                kw = bool(nn_module._global_forward_hooks_with_kwargs.get(hid)) if hasattr(
+                    nn_module, "_global_forward_hooks_with_kwargs") else False
+            names = MODULE_ARGS[k + ("+kwargs" if kw else "")]
+            fields = [("global", Flow(k))] + ([("with_kwargs", True)] if kw else [])
+            found.append((hid, _entry(fields, fn, names, True, f"global {k} hook", mode, notes)))
+    seen = set()
+    for name, p in model.named_parameters():
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        target = Flow(name) if _plain(name) else Text(name)
+        for hid, _, fn in _entries(getattr(p, "_backward_hooks", None) or {}, {}):
+            found.append((hid, _entry([("tensor", target)], fn, TENSOR_ARGS["hook"], False,
+                                      f"tensor hook on '{name}'", mode, notes)))
+        for hid, _, fn in _entries(getattr(p, "_post_accumulate_grad_hooks", None) or {}, {}):
+            found.append((hid, _entry([("tensor", target), ("kind", Flow("post_accumulate_grad"))], fn,
+                                      TENSOR_ARGS["post_accumulate_grad"], False,
+                                      f"post-accumulate-grad hook on '{name}'", mode, notes)))
     found.sort(key=lambda e: e[0])
     return [note for _, note in found]
+
+
+def _inside_builtins(model: nn.Module) -> dict[str, str]:
+    """Paths of modules inside a built-in type (``attn.out_proj``) -> ``Type 'path'`` of that built-in."""
+    from adjoint.torchside.importer.builtins import type_name
+    out = {}
+    for path, m in model.named_modules():
+        if type_name(m) is not None and not isinstance(m, (nn.Sequential, nn.ModuleList)):
+            for sub, _ in m.named_modules():
+                if sub:
+                    out[f"{path}.{sub}" if path else sub] = f"{type(m).__name__} '{path or 'model'}'"
+    return out
+
+
+def _entry(fields: list, fn, names: tuple, module_arg: bool, what: str, mode: str, notes: list | None) -> Note:
+    """One hook entry: its body translated, or (``mode`` observe) observe-only with the reason."""
+    where = of_object(fn)
+    try:
+        body = translate(fn, names, module_arg)
+    except Untranslatable as exc:
+        place = _line_of(where, exc.line)
+        if mode != "observe":
+            raise refuse(place, f"the {what} ({_name(fn)}) cannot be translated into the problem format: "
+                                f"{exc.what}", "write it with returns: over its arguments, or pass --hooks observe "
+                                               "to import it observe-only (its effect left out)") from None
+        reason = f"{_describe(fn)}: OBSERVE-ONLY, its effect is left out ({exc.what})"
+        if notes is not None:
+            notes.append(f"{place or _name(fn)}: the {what} is imported observe-only: its effect on the gradients "
+                         f"is left out ({exc.what})")
+        return Note(flow_map(fields), reason)
+    if body.returns is not None:
+        if body.does:
+            fields.append(("does", Text("; ".join(body.does)) if len(body.does) == 1 else
+                           Flow("[" + ", ".join(Text(d).text for d in body.does) + "]")))
+        fields.append(("returns", Text(body.returns)))
+    return Note(flow_map(fields), _describe(fn))
+
+
+def _name(fn) -> str:
+    return getattr(fn, "__qualname__", None) or type(fn).__name__
+
+
+def _line_of(where: str | None, line: int | None) -> str | None:
+    if where is None:
+        return None
+    if line is None:
+        return where
+    path, _, _ = where.rpartition(":")
+    return f"{path}:{line}"

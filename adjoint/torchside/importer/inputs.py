@@ -1,7 +1,11 @@
-"""The inputs of an imported problem: ``NAME=SHAPE`` on the command line, tensors from Python.
+"""The inputs of an imported problem: ``NAME=SHAPE[:DTYPE[:LO-HI]]`` on the command line, tensors from Python.
 
-Values from the command line come from the project's ``init`` generator (:mod:`adjoint.format.init_draw`,
-seed 0, the input's name as its stream), exact dyadic numbers, ``requires_grad: true``.
+Float values from the command line come from the project's ``init`` generator
+(:mod:`adjoint.format.init_draw`, seed 0, the input's name as its stream), exact dyadic numbers,
+``requires_grad: true``. ``ids=2x8:int64:0-100`` is an int64 tensor (token ids, class
+indices) of values in ``[0, 100)``, ``mask=2x8:bool`` a bool tensor: drawn with
+``torch.randint`` / ``torch.bernoulli`` from a ``torch.Generator`` seeded with :data:`SEED`
+plus the input's position, which the file's header records; they never require grad.
 """
 
 from __future__ import annotations
@@ -19,21 +23,51 @@ from adjoint.format.errors import ProblemError
 import math
 from adjoint.format.problem import MAX_ELEMENTS
 
-_SPEC = re.compile(r"([A-Za-z][A-Za-z0-9_]*)=([0-9]+(?:x[0-9]+)*)")
+_SPEC = re.compile(r"([A-Za-z][A-Za-z0-9_]*)=([0-9]+(?:x[0-9]+)*)(?::([a-z0-9]+)(?::(-?[0-9]+)-(-?[0-9]+))?)?")
 SEED = 0
+DTYPES = ("float", "int64", "bool")
 
 
-def parse(spec: str) -> tuple[str, tuple[int, ...]]:
+def parse(spec: str, option: str = "--input") -> tuple[str, tuple[int, ...]]:
+    """(name, shape) of ``NAME=SHAPE``; :func:`parse_full` for the dtype and range too."""
+    name, shape, _, _ = parse_full(spec, option)
+    return name, shape
+
+
+def parse_full(spec: str, option: str = "--input") -> tuple[str, tuple[int, ...], str, tuple[int, int] | None]:
+    """(name, shape, dtype, (lo, hi) or None) of ``NAME=SHAPE[:DTYPE[:LO-HI]]``."""
     m = _SPEC.fullmatch(spec)
     if not m:
-        raise ProblemError(None, f"--input {spec}: write NAME=SHAPE with the dims joined by x, e.g. x=2x4")
+        raise ProblemError(None, f"{option} {spec}: write NAME=SHAPE with the dims joined by x, e.g. x=2x4, or "
+                                 "NAME=SHAPE:int64:LO-HI for integers in [LO, HI) (ids=2x8:int64:0-100), "
+                                 "NAME=SHAPE:bool for a mask")
     shape = tuple(int(d) for d in m.group(2).split("x"))
     if any(d == 0 for d in shape) or len(shape) > 6:
-        raise ProblemError(None, f"--input {spec}: every dim must be at least 1 (and at most 6 dims); e.g. x=2x4")
+        raise ProblemError(None, f"{option} {spec}: every dim must be at least 1 (and at most 6 dims); e.g. x=2x4")
     if math.prod(shape) > MAX_ELEMENTS:   # known before a value is drawn (10**10 hung)
-        raise ProblemError(None, f"--input {spec}: {math.prod(shape):,} elements, more than a problem file's tensor "
+        raise ProblemError(None, f"{option} {spec}: {math.prod(shape):,} elements, more than a problem file's tensor "
                                  f"may have ({MAX_ELEMENTS:,}); give a smaller shape")
-    return m.group(1), shape
+    dtype = m.group(3) or "float"
+    if dtype not in DTYPES:
+        raise ProblemError(None, f"{option} {spec}: unknown dtype '{dtype}'; write float (the default), int64 or bool")
+    span = None
+    if m.group(4) is not None:
+        span = (int(m.group(4)), int(m.group(5)))
+        if dtype != "int64" or span[1] <= span[0]:
+            raise ProblemError(None, f"{option} {spec}: a range LO-HI is for int64 inputs and needs LO < HI "
+                                     "(values in [LO, HI)), e.g. ids=2x8:int64:0-100")
+    elif dtype == "int64":
+        raise ProblemError(None, f"{option} {spec}: give an int64 input its range of values, e.g. {m.group(1)}="
+                                 f"{m.group(2)}:int64:0-100 (values in [0, 100))")
+    return m.group(1), shape, dtype, span
+
+
+def drawn(position: int, shape: tuple[int, ...], dtype: str, span) -> torch.Tensor:
+    """An int64 or bool input: drawn from a generator seeded with ``SEED + position``."""
+    g = torch.Generator().manual_seed(SEED + position)
+    if dtype == "int64":
+        return torch.randint(span[0], span[1], shape, generator=g, dtype=torch.int64)
+    return torch.bernoulli(torch.full(shape, 0.5, dtype=torch.float64), generator=g).to(torch.bool)
 
 
 def generated(name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:

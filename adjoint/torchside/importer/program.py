@@ -31,6 +31,11 @@ from adjoint.engine.bindings import FUNCTIONS, METHODS
 from adjoint.torchside.importer.numbers import python_constant
 from adjoint.torchside.importer.refuse import refuse
 from adjoint.torchside.importer.where import frame_of, of_stack_trace
+from adjoint.engine.bindings import FUNCTIONS, METHODS
+from adjoint.torchside.importer.numbers import python_constant
+from adjoint.torchside.importer.refuse import refuse
+from adjoint.torchside.importer.where import frame_of, of_stack_trace
+from adjoint.engine.inplace import INPLACE_METHODS
 
 _ASSIGNED = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:=[^=]|[-+*/@]=)")
 
@@ -38,6 +43,9 @@ ATOM = 100
 BINARY = {operator.add: ("+", 10), operator.sub: ("-", 10), operator.mul: ("*", 20),
           operator.truediv: ("/", 20), operator.matmul: ("@", 20), operator.pow: ("**", 40)}
 NEG = 30
+#: comparisons: the format takes one per expression, so each is a line of its own
+COMPARE = {operator.gt: ">", operator.ge: ">=", operator.lt: "<", operator.le: "<=", operator.eq: "==",
+           operator.ne: "!="}
 RESERVED = {"y", "loss", "model", "x_", "torch", "F", "nn", "self"}
 ATTRIBUTES = ("shape", "T", "mT")
 #: Calls that return a tuple the code may unpack (how many items, when the node says so).
@@ -119,7 +127,8 @@ class Writer:
                 self.output(node)
             elif node in self.unpacked:
                 continue
-            elif not _live(node) and node.op in ("call_function", "call_method") and not _in_place(node):
+            elif not _live(node) and node.op in ("call_function", "call_method") and not _in_place(node) \
+                    and _modelled(node):
                 continue    # an op whose value nothing uses (a child's call is kept: its hooks fire)
             else:
                 self.op(node)
@@ -143,6 +152,10 @@ class Writer:
 
     def get_attr(self, node: fx.Node) -> None:
         target = str(node.target)
+        if target.startswith("_tensor_constant"):
+            raise self.fail(node, "makes a constant tensor inside its forward (torch.ones, torch.zeros, torch.full, "
+                                  "torch.arange, torch.tensor ...), which the problem format cannot write yet",
+                            "make it once in __init__ and register it (self.register_buffer('c', torch.ones(3)))")
         if target not in self.own:
             raise self.fail(node, f"uses the tensor attribute '{target}', which is not one of its own parameters "
                                   "or buffers", "register it on this module (nn.Parameter or register_buffer)")
@@ -160,8 +173,16 @@ class Writer:
         self.lines.append(f"return {text}")
 
     def op(self, node: fx.Node) -> None:
+        if node.op == "call_method" and str(node.target) in INPLACE_METHODS:
+            self.in_place(node)
+            return
         self.consume(_refs((node.args, node.kwargs)))
         expr = self.render(node)
+        if node.op == "call_function" and node.target in COMPARE:
+            self.exprs[node] = expr
+            self.flush()
+            self.assign(node)
+            return
         count = self.tuple_count(node) if len(_live(node)) > 1 else None
         if count is not None:
             self.flush()
@@ -183,6 +204,19 @@ class Writer:
             return
         self.flush()
         self.assign(node)
+
+    def in_place(self, node: fx.Node) -> None:
+        """``h.add_(x)`` (``h += x`` recorded from a real call): a line of its own on a named
+        tensor; later uses of its value name the tensor it wrote."""
+        recv = node.args[0]
+        if not isinstance(recv, fx.Node):
+            raise self.fail(node, f"calls .{node.target}() on a constant", "write it on a tensor")
+        self.flush()
+        if self.exprs[recv].prec != ATOM or not self.exprs[recv].text.isidentifier():
+            self.assign(recv)
+        text = f"{self.exprs[recv].text}.{node.target}({self.call_args(node, node.args[1:], node.kwargs)})"
+        self.lines.append(text)
+        self.exprs[node] = Expr(self.exprs[recv].text)
 
     def fresh(self, base: str) -> str:
         while base in self.taken:
@@ -248,6 +282,11 @@ class Writer:
 
     def call_args(self, node: fx.Node, args, kwargs) -> str:
         kwargs = {k: v for k, v in kwargs.items() if not (k == "inplace" and v is False)}
+        if node.op == "call_function":     # fx records F.softmax(x, dim=-1) with _stacklevel=3, dtype=None
+            defaults = _defaults(node.target)
+            kwargs = {k: v for k, v in kwargs.items() if not k.startswith("_") and
+                      not (k in defaults and not isinstance(v, fx.Node) and type(v) is type(defaults[k])
+                           and v == defaults[k])}
         parts = [self.arg(a) for a in args] + [f"{k}={self.arg(v)}" for k, v in kwargs.items()]
         return ", ".join(parts)
 
@@ -276,6 +315,9 @@ class Writer:
             right = prec + 1 if sym != "**" else prec
             left = prec if sym != "**" else prec + 1
             return Expr(f"{self.arg(a, left)} {sym} {self.arg(b, right)}", prec)
+        if target in COMPARE and not node.kwargs:
+            a, b = node.args
+            return Expr(f"{self.arg(a, 5)} {COMPARE[target]} {self.arg(b, 5)}", 4)
         if target is operator.neg:
             return Expr(f"-{self.arg(node.args[0], NEG)}", NEG)
         if target is operator.getitem:
@@ -334,6 +376,25 @@ def _show_target(node: fx.Node) -> str:
     if module == "_operator":
         module = "operator"
     return f"{module}.{name}" if module else name
+
+
+def _defaults(target) -> dict:
+    """The Python defaults of a function's keyword parameters (empty when Python cannot tell)."""
+    import inspect
+    try:
+        params = inspect.signature(target).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+
+
+def _modelled(node: fx.Node) -> bool:
+    """A call the format has (dropping it when unused changes nothing); anything else is
+    rendered, and so refused, rather than dropped (``h.register_hook(f)``, ``h.retain_grad()``)."""
+    if node.op == "call_method":
+        return str(node.target) in METHODS
+    return node.target in BINARY or node.target in COMPARE or node.target in (operator.neg, operator.getitem) or \
+        (_namespace(node.target) is not None and getattr(node.target, "__name__", None) in FUNCTIONS)
 
 
 def _dead(node: fx.Node) -> bool:

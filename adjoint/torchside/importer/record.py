@@ -21,7 +21,11 @@ from torch.overrides import TorchFunctionMode
 
 _OPERATORS = {"__add__": operator.add, "__sub__": operator.sub, "__mul__": operator.mul,
               "__truediv__": operator.truediv, "__matmul__": operator.matmul, "__pow__": operator.pow,
-              "__neg__": operator.neg, "__getitem__": operator.getitem}
+              "__neg__": operator.neg, "__getitem__": operator.getitem,
+              "__gt__": operator.gt, "__ge__": operator.ge, "__lt__": operator.lt, "__le__": operator.le,
+              "__eq__": operator.eq, "__ne__": operator.ne}
+#: ``h += x``: Tensor.__iadd__ runs add_ (the node PyTorch makes is add_'s, in place)
+_AUGMENTED = {"__iadd__": "add_", "__isub__": "sub_", "__imul__": "mul_", "__itruediv__": "div_"}
 _REFLECTED = {"__radd__": operator.add, "__rsub__": operator.sub, "__rmul__": operator.mul,
               "__rtruediv__": operator.truediv, "__rmatmul__": operator.matmul, "__rpow__": operator.pow}
 
@@ -66,6 +70,8 @@ class Recorder(TorchFunctionMode):
         self._stack = "".join(traceback.format_stack()[:-1])
         if name in _OPERATORS:
             node = self.graph.call_function(_OPERATORS[name], self.map(args), self.map(kwargs))
+        elif name in _AUGMENTED:
+            node = self.graph.call_method(_AUGMENTED[name], self.map(args), self.map(kwargs))
         elif name in _REFLECTED:
             a, b = args
             node = self.graph.call_function(_REFLECTED[name], (self.map(b), self.map(a)), self.map(kwargs))

@@ -25,6 +25,15 @@ from adjoint.torchside.importer.program import write_forward
 from adjoint.torchside.importer.record import record
 from adjoint.torchside.importer.refuse import refuse
 from adjoint.torchside.importer.where import of_exception, of_module
+from adjoint.torchside.importer import builtins
+from adjoint.torchside.importer.emit import Block, Flow, flow_map
+from adjoint.torchside.importer.fxtrace import trace
+from adjoint.torchside.importer.numbers import nested
+from adjoint.torchside.importer.program import write_forward
+from adjoint.torchside.importer.record import record
+from adjoint.torchside.importer.refuse import refuse
+from adjoint.torchside.importer.where import of_exception, of_module
+from adjoint.torchside.importer.forwardcheck import augmented
 
 CONTAINERS = (nn.Sequential, nn.ModuleList)
 
@@ -35,13 +44,15 @@ class TreeWriter:
         self.shapes = shapes            # module path -> the input shapes of its calls (for Dropout masks)
         self.examples = examples        # module path -> (args, kwargs) of its first call (for record)
         self.sites: dict[str, str | None] = {}  # module path -> the line of the user's code that calls it
+        self.factory_at: str | None = None      # the factory's def: where a refusal of a torch.nn root points
+        self.side = None                        # a sidewrite.SideFile for big tensors (None: all inline)
 
     def module(self, m: nn.Module, path: str, parent_training: bool) -> dict:
         out: dict = {}
         tname = builtins.type_name(m)
         kind = type(m).__name__
         if isinstance(m, nn.ModuleDict):
-            raise refuse(self.sites.get(path) or of_module(m),
+            raise refuse(self.sites.get(path) or of_module(m) or self.factory_at,
                          f"module '{path or 'model'}' is an nn.ModuleDict, which the problem format does not have",
                          "use nn.ModuleList or named attributes for its children")
         if tname is not None and not isinstance(m, CONTAINERS):
@@ -56,8 +67,9 @@ class TreeWriter:
         if tname is not None and not isinstance(m, CONTAINERS):
             self.builtin_values(m, tname, path, out)
             return out
-        own_params = {n: builtins.param_entry(p, self.full(path, n)) for n, p in m.named_parameters(recurse=False)}
-        own_buffers = {n: builtins.tensor_value(b, self.full(path, n)) for n, b in m.named_buffers(recurse=False)}
+        own_params = {n: builtins.param_entry(p, self.full(path, n), self.side)
+                      for n, p in m.named_parameters(recurse=False)}
+        own_buffers = {n: _buffer(b, self.full(path, n), self.side) for n, b in m.named_buffers(recurse=False)}
         if type(m) in CONTAINERS and (own_params or own_buffers):
             raise refuse(of_module(m), f"the {kind} '{path or 'model'}' holds tensors of its own",
                          "move them into a module of their own")
@@ -66,11 +78,11 @@ class TreeWriter:
         if own_buffers:
             out["buffers"] = own_buffers
         if type(m).__module__.startswith("torch.") and type(m) not in CONTAINERS:
-            raise refuse(self.sites.get(path) or of_module(m),
+            raise refuse(self.sites.get(path) or of_module(m) or self.factory_at,
                          f"module '{path or 'model'}' is torch.nn.{kind}, which adjoint does not model",
                          "see docs/format.md (built-in types) for the torch.nn modules a problem file has")
         forward = self.forward(m, path) if type(m) not in CONTAINERS else None   # first: it knows the call sites
-        children = list(m.named_children())
+        children = [(n, c) for n, c in m._modules.items() if c is not None]   # a stateless module listed twice too
         if children:
             kids = [(n, self.module(c, self.full(path, n), m.training)) for n, c in children]
             out["children"] = [k for _, k in kids] if isinstance(m, nn.ModuleList) else dict(kids)
@@ -86,10 +98,10 @@ class TreeWriter:
         return f"{path}.{name}" if path else name
 
     def builtin_values(self, m: nn.Module, tname: str, path: str, out: dict) -> None:
-        params = {n: builtins.param_entry(p, self.full(path, n)) for n, p in m.named_parameters()}
+        params = {n: builtins.param_entry(p, self.full(path, n), self.side) for n, p in m.named_parameters()}
         if params:
             out["params"] = params
-        buffers = builtins.buffer_entries(m, tname, self.full(path, ""))
+        buffers = builtins.buffer_entries(m, tname, self.full(path, ""), self.side)
         if buffers:
             out["buffers"] = buffers
         if tname == "Dropout" and m.training and 0 < m.p < 1:
@@ -106,6 +118,13 @@ class TreeWriter:
         return Flow(nested(keep.to(torch.int64).tolist(), f"the mask of {path}"))
 
     def forward(self, m: nn.Module, path: str) -> tuple[list, str]:
+        if augmented(m):        # fx writes h += x out of place: record a real call, which keeps it in place
+            example = self.examples.get(path)
+            if example is None:
+                raise refuse(of_module(m), f"'{path or 'model'}' ({type(m).__name__}) writes a tensor in place "
+                                           "(op=) and is never called on the example inputs",
+                             "give inputs with which the model calls it")
+            return write_forward(m, path, record(m, *example), self.files, self.sites)
         try:
             graph = trace(m)
         except Exception as exc:   # fx refuses in many ways: TraceError, TypeError, NotImplementedError...
@@ -135,3 +154,15 @@ def _input(item) -> str:
                                                else repr(default))
         return f"{{{name}: {text}}}"
     return item
+
+
+def _buffer(b: torch.Tensor, name: str, side=None):
+    """A custom module's buffer: its values, with its dtype when it is int64 or bool (a causal
+    mask is a bool tensor: written as numbers alone it would read back as float)."""
+    if b.is_floating_point():
+        return builtins.tensor_value(b, name, side, name)
+    if b.dtype not in (torch.int64, torch.bool):
+        raise refuse(None, f"buffer '{name}' is {b.dtype}", "a problem file holds float, int64 and bool tensors: "
+                                                            "convert it (.long() or .bool())")
+    return flow_map([("value", Flow(nested(b.tolist(), f"buffer {name}"))),
+                     ("dtype", Flow("int64" if b.dtype == torch.int64 else "bool"))])

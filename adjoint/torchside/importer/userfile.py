@@ -38,10 +38,12 @@ def load_factory(path: str, factory: str):
     here = os.path.abspath(path)
     try:
         spec.loader.exec_module(module)
+    except KeyboardInterrupt:
+        raise
     except SyntaxError as exc:
         raise ProblemError(None, f"{show_path(exc.filename or path)}:{exc.lineno}:{exc.offset}: {exc.msg}; "
                                  "the file must be valid Python") from None
-    except Exception as exc:
+    except BaseException as exc:       # SystemExit too: sys.exit() in the file is not the tool's exit
         where = of_exception(exc, {here}) or show_path(path)
         raise ProblemError(None, f"{where}: importing the file raised {type(exc).__name__}: {_one(exc)}; "
                                  "fix the file so that python can import it") from None
@@ -58,7 +60,9 @@ def call_factory(path: str, factory: str) -> nn.Module:
     fn, here = load_factory(path, factory)
     try:
         model = fn()
-    except Exception as exc:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:       # SystemExit too: the factory's sys.exit() is not the tool's exit
         where = of_exception(exc, {here}) or show_path(path)
         raise ProblemError(None, f"{where}: {factory}() raised {type(exc).__name__}: {_one(exc)}; "
                                  "the factory must build the model without arguments") from None
@@ -70,3 +74,15 @@ def call_factory(path: str, factory: str) -> nn.Module:
 
 def _one(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:200] or "(no message)"
+
+
+def factory_location(path: str, factory: str) -> str | None:
+    """``file:line`` of the factory's ``def`` (where a refusal about the model as a whole points)."""
+    import inspect
+    name = "adjoint_user_" + "".join(c if c.isalnum() else "_" for c in os.path.abspath(path))
+    fn = getattr(sys.modules.get(name), factory, None)
+    try:
+        _, line = inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        return None
+    return f"{show_path(path)}:{line}"

@@ -35,7 +35,10 @@ def of_object(obj) -> str | None:
 def of_module(module) -> str | None:
     """Where the module's ``forward`` is defined (its class when forward is inherited from torch)."""
     forward = getattr(type(module), "forward", None)
-    return of_object(forward) if forward is not None else of_object(type(module))
+    found = of_object(forward) if forward is not None else of_object(type(module))
+    if found is not None and "/torch/" in os.path.abspath(found).replace(os.sep, "/"):
+        return None     # a torch.nn class: torch's own source is not where the user's code is
+    return found
 
 
 def _user_frame(frames, files: set[str]) -> str | None:

@@ -1,0 +1,395 @@
+"""A hook's Python body written in the problem format's expression language.
+
+``adjoint import`` finds the hooks a model carries as Python functions; a problem file cannot
+run Python, so each body is *translated*: its source (:func:`inspect.getsource`) parsed with
+:mod:`ast`, its parameters renamed to the names the format hands a hook of that kind
+(``(module, grad_input, grad_output)`` -> ``grad_input``, ``grad_output``; a tensor hook's
+one argument -> ``grad``), every other name it reads captured by value (a number, a bool,
+``None``, a tuple of them, from the closure or the module's globals; ``torch`` and
+``torch.nn.functional`` as themselves), and:
+
+* ``name = EXPR`` lines -> ``does:`` lines; the final ``return EXPR`` -> ``returns:``;
+* a body that returns nothing (``None``, or no ``return``) and only observes -- ``print``,
+  ``list.append``, storing into a container, pure Tensor methods such as ``.norm()`` -- is
+  written observe-only: what it is handed is the answer, and nothing it does changes a
+  gradient;
+* anything else (an ``if``, a call of another Python function, an in-place method on a
+  tensor, the ``module`` argument read, a captured tensor or object) raises
+  :class:`Untranslatable` with what it is, and :mod:`.hooks` refuses the import at the hook's
+  ``file:line`` (or, with ``--hooks observe``, writes the hook observe-only and says so).
+
+The translation is checked with the format's own parser before it is written, so a body the
+format would refuse is refused here, at the user's line.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import functools
+import inspect
+import textwrap
+import types
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from adjoint.engine.bindings import FUNCTIONS, METHODS
+from adjoint.torchside.importer.numbers import python_constant
+
+#: The names the format hands each hook kind, after the ``module`` argument (None: not handed).
+MODULE_ARGS = {
+    "forward_pre": ("input",), "forward_pre+kwargs": ("input", "kwargs"),
+    "forward": ("input", "output"), "forward+kwargs": ("input", "kwargs", "output"),
+    "full_backward_pre": ("grad_output",),
+    "full_backward": ("grad_input", "grad_output"), "backward": ("grad_input", "grad_output"),
+}
+TENSOR_ARGS = {"hook": ("grad",), "post_accumulate_grad": ("tensor",)}
+
+_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.MatMult: "@"}
+_CMP = {ast.Gt: ">", ast.GtE: ">=", ast.Lt: "<", ast.LtE: "<=", ast.Eq: "==", ast.NotEq: "!="}
+_PREC = {"+": 10, "-": 10, "*": 20, "/": 20, "@": 20, "**": 40}
+#: calls a hook may make only to observe (their value is not a gradient)
+_OBSERVING_BUILTINS = {"print", "len", "float", "int", "str", "repr", "format", "id", "isinstance", "type",
+                       "tuple", "list", "round", "abs", "min", "max", "sum"}
+_OBSERVING_METHODS = {"append", "extend", "add", "update", "setdefault", "info", "debug", "warning", "write",
+                      "format", "item", "tolist"}
+
+
+class Untranslatable(Exception):
+    """What in the hook's body the format cannot say (``where``: the user's ``file:line``)."""
+
+    def __init__(self, what: str, line: int | None = None):
+        super().__init__(what)
+        self.what = what
+        self.line = line
+
+
+@dataclass(frozen=True)
+class Body:
+    does: tuple[str, ...]
+    returns: str | None        # None: the hook observes (returns None)
+
+
+def translate(fn, names: tuple[str, ...], module_arg: bool) -> Body:
+    """The body of ``fn`` over the format's argument ``names`` (``module_arg``: its first
+    parameter is the module, which the format does not hand)."""
+    args, keywords = (), {}
+    if isinstance(fn, functools.partial):     # partial(save, name="fc1"): its arguments are captured values
+        args, keywords = fn.args, dict(fn.keywords)
+        fn = fn.func
+        if not isinstance(fn, types.FunctionType):
+            raise Untranslatable(f"the hook is a partial of a {type(fn).__name__}, not of a def")
+    fn = _plain_function(fn)
+    node, first_line = _parse(fn)
+    every = _params(node)
+    defaults = dict(zip(every[len(every) - len(fn.__defaults__ or ()):], fn.__defaults__ or ()))
+    bound = dict(zip(every, args))
+    rest = every[len(args):]
+    wanted = len(names) + (1 if module_arg else 0)
+    handed, after = rest[:wanted], rest[wanted:]
+    clash = [p for p in handed if p in keywords]
+    missing = [p for p in after if p not in keywords and p not in defaults]
+    if len(handed) != wanted or clash or missing or any(k not in every for k in keywords):
+        raise Untranslatable(f"the hook takes ({', '.join(every)}){' with ' + ', '.join(keywords) + ' bound' if keywords else ''}, "
+                             f"where PyTorch hands {wanted} argument(s)", first_line)
+    bound.update({p: defaults[p] for p in after if p not in keywords})
+    bound.update(keywords)
+    params = handed
+    mapping = dict(zip(params[1:] if module_arg else params, names))
+    hidden = params[0] if module_arg else None
+    return _Translator(fn, mapping, hidden, first_line, bound).body(node)
+
+
+def _plain_function(fn):
+    if isinstance(fn, types.MethodType):
+        raise Untranslatable("the hook is a bound method (it can read its object's state)")
+    if not isinstance(fn, types.FunctionType):
+        raise Untranslatable(f"the hook is a {type(fn).__name__}, not a def or a lambda")
+    return fn
+
+
+def _parse(fn):
+    try:
+        lines, start = inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        raise Untranslatable("Python cannot find the hook's source") from None
+    text = textwrap.dedent("".join(lines))
+    tree = None
+    for attempt in (text, "(\n" + text + "\n)"):
+        try:
+            tree = ast.parse(attempt)
+            offset = start - (1 if attempt is text else 2)
+            break
+        except SyntaxError:
+            continue
+    if tree is None:
+        raise Untranslatable("its source cannot be read on its own (a lambda inside a longer expression)", start)
+    if fn.__name__ == "<lambda>":
+        argnames = fn.__code__.co_varnames[:fn.__code__.co_argcount]
+        found = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda)
+                 and tuple(a.arg for a in n.args.args) == tuple(argnames)]
+        if not found or len({ast.dump(n) for n in found}) != 1:
+            raise Untranslatable("its line holds several lambdas that could be it; give the hook a def", start)
+        node = found[0]
+    else:
+        found = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and n.name == fn.__name__]
+        if not found:
+            raise Untranslatable("its definition was not found in its source", start)
+        node = found[0]
+    _shift(node, offset)
+    return node, start
+
+
+def _shift(node, offset: int) -> None:
+    for n in ast.walk(node):
+        if hasattr(n, "lineno"):
+            n.lineno += offset
+
+
+def _params(node) -> list[str]:
+    a = node.args
+    if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs:
+        raise Untranslatable("the hook takes *args, **kwargs or keyword-only arguments", node.lineno)
+    return [p.arg for p in a.args]
+
+
+class _Translator:
+    def __init__(self, fn, mapping: dict[str, str], hidden: str | None, line: int, bound: dict | None = None):
+        self.fn = fn
+        self.bound = bound or {}         # a partial's bound arguments (captured by value)
+        self.mapping = mapping          # the user's parameter name -> the format's name
+        self.hidden = hidden            # the module argument (not handed by the format)
+        self.line = line
+        self.local: set[str] = set()
+        self.locals: dict[str, str] = {}   # a local name -> its name in the file (renamed off the handed names)
+        closure = fn.__closure__ or ()
+        self.cells = {n: c for n, c in zip(fn.__code__.co_freevars, closure)}
+
+    def fail(self, what: str, node=None):
+        return Untranslatable(what, getattr(node, "lineno", None) or self.line)
+
+    # ------------------------------------------------------------------ statements
+    def body(self, node) -> Body:
+        if isinstance(node, ast.Lambda):
+            text = self.returned(node.body)
+            return Body((), text)
+        stmts = list(node.body)
+        if stmts and isinstance(stmts[0], ast.Expr) and isinstance(stmts[0].value, ast.Constant) \
+                and isinstance(stmts[0].value.value, str):
+            stmts = stmts[1:]                                  # the docstring
+        does: list[str] = []
+        returns = None
+        for i, s in enumerate(stmts):
+            last = i == len(stmts) - 1
+            if isinstance(s, ast.Return):
+                if not last:
+                    raise self.fail("a 'return' before the end of the body", s)
+                returns = None if s.value is None else self.returned(s.value)
+            elif isinstance(s, ast.Pass):
+                continue
+            elif isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
+                target = s.targets[0].id
+                if target == self.hidden or target in self.cells or target in ("torch", "F"):
+                    raise self.fail(f"assigning '{target}'", s)
+                value = self.expr(s.value)
+                if target not in self.mapping and target not in self.local:
+                    self.local_name(target)
+                does.append(f"{self.mapping.get(target) or self.locals[target]} = {value}")
+                self.local.add(target)
+            elif self.observing(s):
+                continue
+            elif isinstance(s, ast.If):
+                raise self.fail("an 'if' statement (the format writes a choice as where(COND, A, B))", s)
+            elif isinstance(s, ast.AugAssign):
+                raise self.fail(f"'{ast.unparse(s)}' (an in-place update: not modelled in a hook body yet)", s)
+            else:
+                raise self.fail(f"the statement '{_short(ast.unparse(s))}'", s)
+        if returns is None:
+            return Body((), None)
+        return Body(tuple(does), returns)
+
+    def local_name(self, name: str) -> str:
+        """A local's name in the file: its own, unless that is a name the format hands the hook."""
+        taken = set(self.mapping.values()) | set(self.locals.values()) | {"module", "torch", "F"}
+        new = name
+        while new in taken:
+            new += "_"
+        self.locals[name] = new
+        return new
+
+    def returned(self, value) -> str | None:
+        if isinstance(value, ast.Constant) and value.value is None:
+            return None
+        return self.expr(value)
+
+    def observing(self, s) -> bool:
+        """A statement that only records (``print(g.norm())``, ``seen.append(g)``, ``store[k] = g``)."""
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
+            call = s.value
+        elif isinstance(s, ast.Assign) and all(isinstance(t, ast.Subscript) for t in s.targets):
+            for t in s.targets:
+                if self.reads_argument(t.value):
+                    raise self.fail(f"'{_short(ast.unparse(s))}' writes into a tensor it is handed "
+                                    "(in place: not modelled in a hook body yet)", s)
+            call = None
+        elif isinstance(s, (ast.Global, ast.Nonlocal)):
+            return True
+        else:
+            return False
+        for n in ast.walk(s):
+            if isinstance(n, ast.Call):
+                self.check_observing_call(n, top=n is call)
+            if isinstance(n, ast.Name) and n.id == self.hidden:
+                raise self.fail(f"the module argument '{self.hidden}' is read", s)
+        return True
+
+    def reads_argument(self, node) -> bool:
+        return any(isinstance(n, ast.Name) and (n.id in self.mapping or n.id in self.local) for n in ast.walk(node))
+
+    def check_observing_call(self, call: ast.Call, top: bool) -> None:
+        f = call.func
+        if isinstance(f, ast.Attribute):
+            if f.attr.endswith("_") and not f.attr.startswith("_"):
+                raise self.fail(f"the in-place call .{f.attr}() (not modelled in a hook body yet)", call)
+            if f.attr in _OBSERVING_METHODS or f.attr in METHODS:
+                if f.attr in _OBSERVING_METHODS and top and self.reads_argument(f.value):
+                    raise self.fail(f"'.{f.attr}()' called on a tensor it is handed", call)
+                return
+            raise self.fail(f"the call .{f.attr}() (adjoint cannot tell what it changes)", call)
+        if isinstance(f, ast.Name) and f.id in _OBSERVING_BUILTINS and self.value_of(f.id) is getattr(builtins, f.id):
+            return
+        raise self.fail(f"the call {_short(ast.unparse(call))} (a Python function adjoint cannot see into)", call)
+
+    # ------------------------------------------------------------------ expressions
+    def expr(self, node, prec: int = 0) -> str:
+        text, own = self.visit(node)
+        return text if own >= prec else f"({text})"
+
+    def visit(self, node) -> tuple[str, int]:
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            sym = _BINOPS[type(node.op)]
+            p = _PREC[sym]
+            left, right = (p + 1, p) if sym == "**" else (p, p + 1)
+            return f"{self.expr(node.left, left)} {sym} {self.expr(node.right, right)}", p
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return f"-{self.expr(node.operand, 30)}", 30
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.UAdd):
+            return self.visit(node.operand)
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _CMP:
+            return f"{self.expr(node.left, 5)} {_CMP[type(node.ops[0])]} {self.expr(node.comparators[0], 5)}", 4
+        if isinstance(node, ast.Constant):
+            return self.constant(node.value, node), 100
+        if isinstance(node, ast.Name):
+            return self.name(node), 100
+        if isinstance(node, (ast.Tuple, ast.List)):
+            inner = ", ".join(self.expr(e) for e in node.elts)
+            if isinstance(node, ast.Tuple):
+                return "(" + inner + ("," if len(node.elts) == 1 else "") + ")", 100
+            return "[" + inner + "]", 100
+        if isinstance(node, ast.Subscript):
+            return f"{self.expr(node.value, 100)}[{self.index(node.slice)}]", 100
+        if isinstance(node, ast.Call):
+            return self.call(node), 100
+        if isinstance(node, ast.Attribute) and node.attr in ("T", "mT", "shape"):
+            return f"{self.expr(node.value, 100)}.{node.attr}", 100
+        if isinstance(node, ast.IfExp):
+            raise self.fail("a conditional expression (the format writes a choice as where(COND, A, B))", node)
+        raise self.fail(f"the expression '{_short(ast.unparse(node))}'", node)
+
+    def index(self, node) -> str:
+        if isinstance(node, ast.Tuple):
+            return ", ".join(self.index(e) for e in node.elts)
+        if isinstance(node, ast.Slice):
+            parts = ["" if v is None else self.expr(v) for v in (node.lower, node.upper)]
+            text = ":".join(parts)
+            return text + (":" + self.expr(node.step) if node.step is not None else "")
+        return self.expr(node)
+
+    def constant(self, value, node) -> str:
+        if value is None or isinstance(value, (bool, int, float, str)) or value is Ellipsis:
+            return python_constant(value)
+        raise self.fail(f"the constant {value!r}", node)
+
+    def value_of(self, name: str):
+        if name in self.bound:
+            return self.bound[name]
+        if name in self.cells:
+            try:
+                return self.cells[name].cell_contents
+            except ValueError:
+                raise Untranslatable(f"'{name}' is not yet bound in the hook's closure", self.line) from None
+        if name in self.fn.__globals__:
+            return self.fn.__globals__[name]
+        return getattr(builtins, name, _MISSING)
+
+    def name(self, node: ast.Name) -> str:
+        n = node.id
+        if n == self.hidden:
+            raise self.fail(f"the module argument '{n}' is read (the format hands a hook its gradients only)", node)
+        if n in self.mapping:
+            return self.mapping[n]
+        if n in self.local:
+            return self.locals[n]
+        value = self.value_of(n)
+        if isinstance(value, (bool, int, float)) or value is None:
+            return python_constant(value)
+        if isinstance(value, tuple) and all(isinstance(v, (bool, int, float)) for v in value):
+            return python_constant(value)
+        if value is _MISSING:
+            raise self.fail(f"the name '{n}', which is not defined", node)
+        raise self.fail(f"'{n}', a captured {type(value).__name__} (only numbers, bools, None and tuples of them "
+                        "are captured by value)", node)
+
+    def call(self, node: ast.Call) -> str:
+        f = node.func
+        args = [self.expr(a) for a in node.args]
+        for k in node.keywords:
+            if k.arg is None:
+                raise self.fail("a **kwargs call", node)
+            args.append(f"{k.arg}={self.expr(k.value)}")
+        if isinstance(f, ast.Attribute):
+            base = f.value
+            namespace = self.namespace(base)
+            if namespace is not None:
+                if f.attr not in FUNCTIONS or getattr(namespace[1], f.attr, None) is None:
+                    raise self.fail(f"{namespace[0]}.{f.attr}, which adjoint does not model", node)
+                return f"{namespace[0]}.{f.attr}({', '.join(args)})"
+            if f.attr.endswith("_") and not f.attr.startswith("_"):
+                raise self.fail(f"the in-place call .{f.attr}() (not modelled in a hook body yet)", node)
+            if f.attr not in METHODS:
+                raise self.fail(f"the Tensor method .{f.attr}(), which adjoint does not model", node)
+            return f"{self.expr(base, 100)}.{f.attr}({', '.join(args)})"
+        if isinstance(f, ast.Name) and f.id not in self.mapping and f.id not in self.local:
+            value = self.value_of(f.id)
+            for prefix, ns in (("torch", torch), ("F", F)):
+                if f.id in FUNCTIONS and getattr(ns, f.id, None) is value and value is not None:
+                    return f"{prefix}.{f.id}({', '.join(args)})"
+            if value is builtins.tuple and len(node.args) == 1 and not node.keywords:
+                inner = node.args[0]
+                if isinstance(inner, (ast.List, ast.Tuple)):
+                    return self.expr(ast.Tuple(elts=inner.elts, ctx=ast.Load()))
+        raise self.fail(f"the call {_short(ast.unparse(node))} (a Python function adjoint cannot see into)", node)
+
+    def namespace(self, base) -> tuple[str, object] | None:
+        """``torch`` / ``F`` (``torch.nn.functional``) as the hook's code names them."""
+        if isinstance(base, ast.Name) and base.id not in self.mapping and base.id not in self.local:
+            value = self.value_of(base.id)
+            if value is torch:
+                return "torch", torch
+            if value is F:
+                return "F", F
+        if isinstance(base, ast.Attribute) and ast.unparse(base) == "torch.nn.functional" and \
+                self.value_of("torch") is torch:
+            return "F", F
+        return None
+
+
+_MISSING = object()
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= 60 else text[:57] + "..."

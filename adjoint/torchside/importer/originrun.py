@@ -1,0 +1,230 @@
+"""``verify --origin``: the user's own module, with the user's own hooks, run on the file's inputs.
+
+This is the proof an imported file needs: the file's prediction is compared with what the
+user's ``nn.Module`` -- rebuilt by calling ``origin.factory`` from ``origin.file`` (the user's
+Python, run only because the user passed ``--origin``) -- does when it runs, its registered
+hooks being the user's own Python functions. The module is converted to the run's dtype and
+called on the file's input values (int64 and bool inputs as they are); the loss is the file's
+``loss:`` over its output ``y``; ``.backward()`` runs. Every hook the module carries is
+wrapped in place (the entry of the dict PyTorch keeps it in is replaced by a function that
+logs what the hook is handed and what it returns, then calls it), in registration order,
+which is the order ``adjoint import`` writes the file's ``hooks:``; so hook ``i`` of the
+user's module is compared with hook ``i`` of the file. The observed side is the contract's
+JSON (``loss``, ``hook_calls``, ``grads`` of every input and parameter, or ``error``), and
+:func:`adjoint.torchside.compare.compare` compares it as it compares any torch run (forward values of
+the file's intermediate names are not compared: the user's module has no such names; a
+module's ``call`` number is left out on both sides).
+
+The origin file must lie in the problem file's directory or below it (as side files must):
+an imported file from someone else cannot make ``verify --origin`` run ``../elsewhere.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import warnings
+
+import torch
+from torch.nn.modules import module as nn_module
+
+from adjoint.torchside.compare import Row, compare
+from adjoint.format.errors import ProblemError
+from adjoint.format.problem import Problem
+from adjoint.torchside.program import EnvScope, Program
+from adjoint.torchside.values import DTYPES, literal_tensor, snap
+from adjoint.torchside.importer.hooks import _GLOBAL, _TABLES
+from adjoint.torchside.importer.userfile import call_factory
+from adjoint.torchside.importer.where import show_path
+
+
+def confined(problem_path: str, problem: Problem) -> str:
+    """The origin file, when it lies in the problem file's directory or below it (else one line)."""
+    origin = problem.origin
+    if not problem_path or problem_path == "-" or problem_path.startswith("<"):
+        raise ProblemError(origin.loc, "verify --origin runs the Python file origin: names, relative to the problem "
+                                       "file; a problem read from standard input has no directory: give its path")
+    base = os.path.realpath(os.path.dirname(os.path.abspath(problem_path)))
+    target = os.path.realpath(origin.file)
+    if os.path.commonpath([base, target]) != base:
+        raise ProblemError(origin.loc, f"origin's file {show_path(origin.file)} lies outside the problem file's "
+                                       "directory; verify --origin runs only a Python file in that directory or below "
+                                       "it: import with -o next to your model, or copy the model beside the file")
+    return target
+
+
+def origin_rows(problem: Problem, decl, predicted: dict, dtype: str) -> list[Row]:
+    """The prediction against the user's module (rows of section ``origin``)."""
+    where = f"{show_path(problem.origin.file)}:{problem.origin.factory}"
+    try:
+        observed, count = run_origin(problem, decl, dtype)
+    except ProblemError as err:
+        return [Row("origin", f"the module from {where}", False, None, None, f"cannot run it ({err})")]
+    rows = []
+    if count != len(decl.hooks):
+        rows.append(Row("origin", "hooks registered", False, None, None,
+                        f"the module from {where} carries {count} hook(s), the file's variant {len(decl.hooks)}: "
+                        "they are matched by registration order"))
+    wanted = {k: v for k, v in predicted.items() if k in ("loss", "grads", "hook_calls", "error")}
+    wanted["hook_calls"] = [_without_call(c) for c in wanted.get("hook_calls") or []]
+    if "error" not in wanted:
+        observed_grads = observed.get("grads") or {}
+        wanted["grads"] = {k: v for k, v in (wanted.get("grads") or {}).items() if k in observed_grads}
+    for row in compare(wanted, observed, dtype, values=False):
+        rows.append(Row("origin", f"{row.item} (your module)", row.ok, row.max_abs, row.max_rel, row.detail,
+                        row.skipped))
+    return rows
+
+
+def _without_call(c: dict) -> dict:
+    return {k: v for k, v in c.items() if k != "call"}
+
+
+def _hooks(model):
+    """(handle id, table, key, kind, target, on) of every hook on the module, registration order."""
+    out = []
+    labels = {id(m): (p or "model") for p, m in model.named_modules()}
+    for path, m in model.named_modules():
+        for kind, attr in _TABLES:
+            table = getattr(m, attr, None) or {}
+            for hid in list(table):
+                k = kind
+                if attr == "_backward_hooks":
+                    k = "full_backward" if m._is_full_backward_hook else "backward"
+                kw = False
+                if kind == "forward":
+                    kw = bool(m._forward_hooks_with_kwargs.get(hid))
+                elif kind == "forward_pre":
+                    kw = bool(m._forward_pre_hooks_with_kwargs.get(hid))
+                out.append((hid, table, k, path or "model", "module", kw))
+    for kind, attr in _GLOBAL:
+        table = getattr(nn_module, attr, None) or {}
+        for hid in list(table):
+            k = kind
+            if attr == "_global_backward_hooks":
+                k = "full_backward" if nn_module._global_is_full_backward_hook else "backward"
+            kw = k == "forward" and bool(nn_module._global_forward_hooks_with_kwargs.get(hid))
+            out.append((hid, table, k, None, "global", kw))
+    seen = set()
+    for name, p in model.named_parameters():
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        for hid in list(getattr(p, "_backward_hooks", None) or {}):
+            out.append((hid, p._backward_hooks, "hook", name, "tensor", False))
+        for hid in list(getattr(p, "_post_accumulate_grad_hooks", None) or {}):
+            out.append((hid, p._post_accumulate_grad_hooks, "post_accumulate_grad", name, "tensor", False))
+    out.sort(key=lambda e: e[0])
+    return out, labels
+
+
+def _wrap(index: int, decl_hook, kind: str, target, on: str, kw: bool, fn, log: list, labels: dict, dtype):
+    def record(args: dict, module=None) -> dict:
+        rec = {"hook": index, "label": decl_hook.label if decl_hook is not None else f"{kind}@{target}",
+               "kind": kind, "target": target if on != "global" else labels.get(id(module), "?"),
+               "args": {n: snap(v, dtype) for n, v in args.items()}, "returned": None}
+        if on == "global":
+            rec["global"] = True
+        log.append(rec)
+        return rec
+
+    def done(rec, returned):
+        rec["returned"] = snap(returned, dtype)
+        return returned
+
+    if on == "tensor" and kind == "post_accumulate_grad":
+        def wrapper(tensor):
+            return done(record({"tensor": tensor.grad}), fn(tensor))
+    elif on == "tensor":
+        def wrapper(grad):
+            return done(record({"grad": grad}), fn(grad))
+    elif kind == "forward_pre" and kw:
+        def wrapper(module, args, kwargs):
+            return done(record({"input": args, "kwargs": kwargs}, module), fn(module, args, kwargs))
+    elif kind == "forward_pre":
+        def wrapper(module, args):
+            return done(record({"input": args}, module), fn(module, args))
+    elif kind == "forward" and kw:
+        def wrapper(module, args, kwargs, output):
+            return done(record({"input": args, "kwargs": kwargs, "output": output}, module),
+                        fn(module, args, kwargs, output))
+    elif kind == "forward":
+        def wrapper(module, args, output):
+            return done(record({"input": args, "output": output}, module), fn(module, args, output))
+    elif kind == "full_backward_pre":
+        def wrapper(module, grad_output):
+            return done(record({"grad_output": grad_output}, module), fn(module, grad_output))
+    else:
+        def wrapper(module, grad_input, grad_output):
+            return done(record({"grad_input": grad_input, "grad_output": grad_output}, module),
+                        fn(module, grad_input, grad_output))
+    return wrapper
+
+
+@contextlib.contextmanager
+def restored_global_hooks():
+    """The global module hooks a factory registers (``register_module_*_hook``) go when the
+    block ends, so that calling it again does not register them twice."""
+    before = {attr: dict(getattr(nn_module, attr)) for _, attr in _GLOBAL}
+    mode = nn_module._global_is_full_backward_hook
+    try:
+        yield
+    finally:
+        for _, attr in _GLOBAL:
+            table = getattr(nn_module, attr)
+            for hid in [h for h in table if h not in before[attr]]:
+                del table[hid]
+        nn_module._global_is_full_backward_hook = mode
+
+
+def run_origin(problem: Problem, decl, dtype: str) -> tuple[dict, int]:
+    """(observed JSON, how many hooks the module carries): the user's module run on the file's inputs."""
+    with restored_global_hooks():
+        return _run_origin(problem, decl, dtype)
+
+
+def _run_origin(problem: Problem, decl, dtype: str) -> tuple[dict, int]:
+    origin = problem.origin
+    float_dtype = DTYPES[dtype]
+    model = call_factory(origin.file, origin.factory).to(float_dtype)
+    symbols = dict(problem.symbols)
+    env: dict = {}
+    args = []
+    for d in decl.inputs:
+        kind = {"int64": torch.int64, "bool": torch.bool}.get(getattr(d, "dtype", None) or "", float_dtype)
+        t = literal_tensor(d.value, kind, symbols)
+        if d.requires_grad:
+            t.requires_grad_(True)
+        env[d.name] = t
+        args.append(t)
+    for d in problem.targets:
+        kind = {"int64": torch.int64, "bool": torch.bool}.get(getattr(d, "dtype", None) or "", float_dtype)
+        env[d.name] = literal_tensor(d.value, kind, symbols)
+    found, labels = _hooks(model)
+    log: list = []
+    for index, (hid, table, kind, target, on, kw) in enumerate(found):
+        decl_hook = decl.hooks[index] if index < len(decl.hooks) else None
+        table[hid] = _wrap(index, decl_hook, kind, target, on, kw, table[hid], log, labels, float_dtype)
+    leaves = dict((d.name, env[d.name]) for d in decl.inputs if d.requires_grad)
+    seen = set()
+    for name, p in model.named_parameters():
+        if id(p) not in seen and p.requires_grad:
+            seen.add(id(p))
+            leaves[name] = p
+    observed: dict = {}
+    during = "forward"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = model(*args)
+            env["y"] = out
+            loss = Program(EnvScope(env, "the loss")).eval(problem.loss) if problem.loss is not None else out
+            observed["loss"] = snap(loss, float_dtype)
+            during = "backward"
+            loss.backward()
+    except (RuntimeError, ValueError, TypeError, IndexError) as exc:
+        return ({"error": {"type": type(exc).__name__, "message": str(exc), "during": during,
+                           "after_call": len(log) - 1 if log else None}, "hook_calls": log}, len(found))
+    observed["hook_calls"] = log
+    observed["grads"] = {n: snap(t.grad, float_dtype) for n, t in leaves.items()}
+    return observed, len(found)

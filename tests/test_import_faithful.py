@@ -1,0 +1,689 @@
+"""``adjoint import`` holds to the user's own code: hooks translated (or refused at their line),
+nothing of the forward dropped silently, and ``verify --origin`` proving it against the user's
+module with its real hooks.
+
+Every expected value is real torch running the user's module as written here (its hooks
+included), never adjoint's output; every refusal is checked for the user's ``file:line``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from conftest import require_torch
+
+torch = require_torch()
+
+import adjoint  # noqa: E402
+from adjoint.format.errors import ProblemError  # noqa: E402
+from adjoint.torchside.importer import import_file  # noqa: E402
+from adjoint.torchside.importer.userfile import call_factory  # noqa: E402
+from adjoint.torchside.verify import predict, verify_variant  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+MODELS = '''\
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+SCALE = 0.5
+CALLS = []
+
+
+class Two(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+        self.b = nn.Linear(3, 1)
+
+    def forward(self, x):
+        return self.b(torch.tanh(self.a(x)))
+
+
+def halve(module, grad_input, grad_output):
+    CALLS.append(grad_output[0].norm().item())
+    g = grad_input[0] * SCALE
+    return (g,)
+
+
+def make_halving():
+    torch.manual_seed(0)
+    m = Two().double()
+    m.a.register_full_backward_hook(halve)
+    return m
+
+
+def make_clamped():
+    torch.manual_seed(1)
+    m = Two().double()
+    limit = 0.05
+    m.a.weight.register_hook(lambda g: g.clamp(-limit, limit))
+    m.b.register_full_backward_pre_hook(lambda mod, go: (2 * go[0],))
+    return m
+
+
+def choose(module, grad_input, grad_output):
+    if grad_input[0].abs().max() > 0.1:
+        return (grad_input[0] * 0.25,)
+    return None
+
+
+def make_untranslatable():
+    torch.manual_seed(0)
+    m = Two().double()
+    m.a.register_full_backward_hook(choose)
+    return m
+
+
+def in_place_body(module, grad_input, grad_output):
+    grad_input[0].mul_(2)
+
+
+def make_in_place_body():
+    m = Two().double()
+    m.a.register_full_backward_hook(in_place_body)
+    return m
+
+
+class NoGrad(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+
+    def forward(self, x):
+        with torch.no_grad():
+            h = self.a(x)
+        return h * x
+
+
+class SetsRequiresGrad(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+
+    def forward(self, x):
+        h = self.a(x).detach()
+        h.requires_grad = True
+        return h * x
+
+
+class Checkpointed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return checkpoint(self.a, x, use_reentrant=False)
+
+
+class HookInForward(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+
+    def forward(self, x):
+        h = self.a(x)
+        h.register_hook(lambda g: g * 2)
+        return h
+
+
+class Residual(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+        self.b = nn.Linear(3, 3)
+
+    def forward(self, x):
+        h = self.a(x)
+        h += x
+        h = h * 3
+        h *= 2
+        return self.b(h) * (h > 0)
+
+
+def make_residual():
+    torch.manual_seed(2)
+    return Residual().double()
+
+
+class SavedThenWritten(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+
+    def forward(self, x):
+        h = torch.tanh(self.a(x))
+        h *= 2
+        return h
+
+
+def make_saved_then_written():
+    return SavedThenWritten().double()
+
+
+class Constant(nn.Module):
+    def forward(self, x):
+        return x + torch.ones(3)
+
+
+class Decorated(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+
+    @torch.no_grad()
+    def forward(self, x):
+        return self.a(x)
+
+
+class Tied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Linear(3, 3, bias=False)
+        self.head = nn.Linear(3, 3, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, x):
+        return self.head(self.emb(x))
+
+
+def make_repeated():
+    lin = nn.Linear(3, 3)
+    return nn.Sequential(lin, nn.Tanh(), lin)
+
+
+def make_repeated_activation():
+    torch.manual_seed(3)
+    act = nn.Tanh()
+    return nn.Sequential(nn.Linear(3, 3), act, nn.Linear(3, 3), act).double()
+
+
+def make_lstm():
+    return nn.LSTM(3, 3)
+
+
+def make_exiting():
+    raise SystemExit(0)
+'''
+
+
+@pytest.fixture
+def models(tmp_path):
+    path = tmp_path / "models.py"
+    path.write_text(MODELS)
+    return str(path)
+
+
+def _import(models: str, factory: str, specs=("x=2x3",), hooks_mode="translate", notes=None):
+    out = os.path.join(os.path.dirname(models), f"{factory}.yaml")
+    text = import_file(f"{models}:{factory}", list(specs), "sum(y)", out, hooks_mode, notes)
+    with open(out, "w") as fh:
+        fh.write(text)
+    return out, text, adjoint.load(out)
+
+
+def _refused(models: str, factory: str, specs=("x=2x3",)) -> str:
+    with pytest.raises(ProblemError) as err:
+        import_file(f"{models}:{factory}", list(specs), "sum(y)", None)
+    return str(err.value)
+
+
+def _line_of(models: str, text: str) -> int:
+    """The line of ``models`` holding ``text`` (1-based): where a refusal must point."""
+    with open(models) as fh:
+        for i, line in enumerate(fh, 1):
+            if text in line:
+                return i
+    raise AssertionError(text)
+
+
+def _user_run(problem, models: str, factory: str):
+    """The user's module with its own hooks (the factory called again), in float64, on the
+    file's input values: loss, grads, and how many times each kind of hook was called."""
+    model = call_factory(models, factory).double()
+    d = problem.variants[0].inputs[0]
+    x = torch.tensor([float(v) for v in d.value.items], dtype=torch.float64).reshape(d.value.shape)
+    x.requires_grad_(True)
+    loss = model(x).sum()
+    loss.backward()
+    grads = {"x": x.grad}
+    grads.update({n: p.grad for n, p in model.named_parameters()})
+    return loss.detach(), grads
+
+
+def _assert_same(problem, models, factory):
+    vp = predict(problem, None, "float64").variants[0]
+    js = vp.to_json()
+    loss, grads = _user_run(problem, models, factory)
+    assert abs(js["loss"]["value"] - loss.item()) <= 1e-12
+    for name, g in grads.items():
+        want = torch.tensor(js["grads"][name]["value"], dtype=torch.float64)
+        assert torch.allclose(want, g, rtol=1e-10, atol=1e-12), (name, want, g)
+    return vp
+
+
+# ----------------------------------------------------------------------------- hooks translated
+
+def test_a_gradient_changing_def_hook_is_translated_and_its_effect_predicted(models):
+    path, text, problem = _import(models, "make_halving")
+    # the list append observes; g = grad_input[0] * SCALE with SCALE captured by value
+    assert ('{module: a, kind: full_backward, does: "g = grad_input[0] * 0.5", returns: "(g,)"}'
+            f"  # halve ({os.path.relpath(models) if not os.path.relpath(models).startswith('..') else models}:"
+            f"{_line_of(models, 'def halve')})") in text
+    vp = _assert_same(problem, models, "make_halving")
+    # the hook halves x's gradient: without it torch gives twice that
+    model = call_factory(models, "make_halving").double()
+    for h in list(model.a._backward_hooks):
+        del model.a._backward_hooks[h]
+    d = problem.variants[0].inputs[0]
+    x = torch.tensor([float(v) for v in d.value.items], dtype=torch.float64).reshape(d.value.shape)
+    x.requires_grad_(True)
+    model(x).sum().backward()
+    assert torch.allclose(2 * torch.tensor(vp.to_json()["grads"]["x"]["value"], dtype=torch.float64), x.grad)
+
+
+def test_lambda_hooks_on_a_parameter_and_a_module_are_translated(models):
+    path, text, problem = _import(models, "make_clamped")
+    assert '{tensor: a.weight, returns: "grad.clamp(-0.05, 0.05)"}' in text
+    assert '{module: b, kind: full_backward_pre, returns: "(2 * grad_output[0],)"}' in text
+    vp = _assert_same(problem, models, "make_clamped")
+    calls = vp.to_json()["hook_calls"]
+    assert [(c["kind"], c["target"]) for c in calls] == [("full_backward_pre", "b"), ("hook", "a.weight")]
+
+
+def test_a_hook_that_cannot_be_translated_is_refused_at_its_line(models):
+    msg = _refused(models, "make_untranslatable")
+    assert msg.startswith(f"{models}:{_line_of(models, 'if grad_input[0].abs().max()')}: the full_backward hook on "
+                          "'a' (choose) cannot be translated into the problem format: an 'if' statement")
+    assert "--hooks observe" in msg and "\n" not in msg
+    msg = _refused(models, "make_in_place_body")
+    assert msg.startswith(f"{models}:{_line_of(models, 'grad_input[0].mul_(2)')}:")
+    assert "in-place call .mul_()" in msg
+
+
+def test_hooks_observe_writes_it_observe_only_and_verify_origin_shows_the_effect_left_out(models):
+    notes: list = []
+    path, text, problem = _import(models, "make_untranslatable", hooks_mode="observe", notes=notes)
+    assert len(notes) == 1 and "imported observe-only: its effect on the gradients is left out" in notes[0]
+    assert "# LEFT OUT (--hooks observe)" in text and "OBSERVE-ONLY, its effect is left out" in text
+    vp = predict(problem, None, "float64").variants[0]
+    result = verify_variant(path, problem, vp, "float64", False, origin=True)
+    bad = [r for r in result.rows if not r.ok]
+    assert bad and all(r.section == "origin" for r in bad)
+    assert any(r.item.startswith("grad x") for r in bad)
+
+
+def test_verify_origin_compares_the_users_hooks_calls_and_grads(models):
+    path, text, problem = _import(models, "make_halving")
+    vp = predict(problem, None, "float64").variants[0]
+    result = verify_variant(path, problem, vp, "float64", False, origin=True)
+    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+    origin = [r.item for r in result.rows if r.section == "origin"]
+    assert "#1 full_backward@a hook 0 'full_backward@a' (your module)" in origin
+    assert "grad a.weight (your module)" in origin
+    # an edited returns: is caught against the user's hook
+    with open(path) as fh:
+        edited = fh.read().replace('returns: "(g,)"', 'returns: "(2 * g,)"')
+    with open(path, "w") as fh:
+        fh.write(edited)
+    problem = adjoint.load(path)
+    vp = predict(problem, None, "float64").variants[0]
+    result = verify_variant(path, problem, vp, "float64", False, origin=True)
+    assert not result.ok
+    assert {r.item for r in result.rows if not r.ok} >= {"grad x (your module)"}
+
+
+# ----------------------------------------------------------------------------- the forward kept
+
+def test_an_in_place_write_of_a_saved_tensor_is_predicted_as_torchs_error(models):
+    path, text, problem = _import(models, "make_saved_then_written")
+    assert "h.mul_(2)" in text
+    error = predict(problem, None, "float64").variants[0].to_json()["error"]
+    model = call_factory(models, "make_saved_then_written")
+    with pytest.raises(RuntimeError) as raised:
+        model(torch.ones(2, 3, dtype=torch.float64, requires_grad=True)).sum().backward()
+    assert error["type"] == "RuntimeError" and error["during"] == "backward"
+    assert error["message"].split("[")[0] == str(raised.value).split("[")[0]
+
+
+def test_in_place_residuals_and_comparisons_import_in_place(models):
+    path, text, problem = _import(models, "make_residual")
+    # h += x is Tensor.__iadd__, i.e. add_ (recorded from a real call: fx would write h + x)
+    assert "    h = a(x)\n    h.add_(x)\n    h_2 = h.mul(3)\n    h_2.mul_(2)\n" in text
+    assert "h_2.gt(0)" in text
+    _assert_same(problem, models, "make_residual")
+    vp = predict(problem, None, "float64").variants[0]
+    assert verify_variant(path, problem, vp, "float64", False, origin=True).ok
+
+
+@pytest.mark.parametrize("cls, line, words", [
+    ("NoGrad", "with torch.no_grad():", "the block 'with torch.no_grad():'"),
+    ("SetsRequiresGrad", "h.requires_grad = True", "sets .requires_grad inside the forward"),
+    ("Checkpointed", "return checkpoint(", "checkpoint(...) (torch.utils.checkpoint) cannot be imported yet"),
+    ("HookInForward", "h.register_hook(", "registers a tensor hook inside the forward"),
+    ("Constant", "torch.ones(3)", "makes a constant tensor inside its forward"),
+    ("Decorated", "@torch.no_grad()", "the decorator @torch.no_grad() on its forward cannot be imported"),
+])
+def test_what_fx_would_drop_from_a_forward_is_refused_at_its_line(tmp_path, cls, line, words):
+    path = tmp_path / "models.py"
+    path.write_text(MODELS + f"\n\ndef make():\n    return {cls}()\n")
+    msg = _refused(str(path), "make")
+    assert msg.startswith(f"{path}:{_line_of(str(path), line)}: the model ({cls}): "), msg
+    assert words in msg
+    assert "\n" not in msg
+
+
+def test_tied_weights_and_a_shared_module_with_tensors_are_refused(models):
+    with open(models, "a") as fh:
+        fh.write("\n\ndef make_tied():\n    return Tied()\n")
+    msg = _refused(models, "make_tied")
+    assert msg.startswith(f"{models}:{_line_of(models, 'def make_tied')}: parameter 'head.weight' is the same "
+                          "Parameter as 'emb.weight' (tied weights)")
+    msg = _refused(models, "make_repeated")
+    assert msg.startswith(f"{models}:{_line_of(models, 'def make_repeated():')}: module '2' is the same Linear as "
+                          "'0'")
+
+
+def test_a_stateless_module_listed_twice_is_written_for_both_calls(models):
+    path, text, problem = _import(models, "make_repeated_activation")
+    assert text.count("type: Tanh") == 2
+    _assert_same(problem, models, "make_repeated_activation")
+
+
+def test_a_torch_nn_root_and_a_factory_exiting_are_located_in_the_users_file(models):
+    msg = _refused(models, "make_lstm")
+    assert msg.startswith(f"{models}:{_line_of(models, 'def make_lstm')}: module 'model' is torch.nn.LSTM")
+    msg = _refused(models, "make_exiting")
+    assert msg.startswith(f"{models}:{_line_of(models, 'raise SystemExit(0)')}: make_exiting() raised SystemExit")
+
+
+# ----------------------------------------------------------------------------- verify runs no code unasked
+
+def test_verify_runs_the_origin_only_with_the_flag_and_only_beside_the_file(tmp_path, models):
+    path, text, problem = _import(models, "make_halving")
+    marker = tmp_path / "ran"
+    with open(models, "a") as fh:                 # module-level code: runs whenever the file is imported
+        fh.write(f"\nopen({str(marker)!r}, 'w').close()\n")
+    marker.unlink(missing_ok=True)
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    cmd = [sys.executable, "-m", "adjoint", "verify", path, "--float64"]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not marker.exists() and "verify --origin would run" in done.stdout
+    done = subprocess.run(cmd + ["--origin"], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert marker.exists() and "(your module)" in done.stdout
+    # a file whose origin lies outside its directory: one line, exit 2, nothing run
+    marker.unlink()
+    elsewhere = tmp_path / "sub"
+    elsewhere.mkdir()
+    moved = elsewhere / "problem.yaml"
+    moved.write_text(text.replace('file: "models.py"', 'file: "../models.py"'))
+    done = subprocess.run([sys.executable, "-m", "adjoint", "verify", str(moved), "--origin"],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "lies outside the problem file's directory" in done.stderr and not marker.exists()
+
+
+# ----------------------------------------------------------------------------- token models, side files, the loss
+
+EXAMPLES = os.path.join(ROOT, "examples")
+
+
+def test_a_causal_lm_with_token_ids_and_a_target_imports_and_equals_the_users_module(tmp_path):
+    lm = tmp_path / "causal_lm.py"
+    lm.write_text(open(os.path.join(EXAMPLES, "causal_lm.py")).read())
+    out = str(tmp_path / "lm.yaml")
+    text = import_file(f"{lm}:make_untied", ["ids=1x3:int64:0-5"], "cross_entropy(y[0], t[0])", out,
+                       target_specs=["t=1x3:int64:0-5"])
+    with open(out, "w") as fh:
+        fh.write(text)
+    # the ids and the target as the header says they were drawn
+    ids = torch.randint(0, 5, (1, 3), generator=torch.Generator().manual_seed(0))
+    t = torch.randint(0, 5, (1, 3), generator=torch.Generator().manual_seed(1))
+    assert f"ids: {{value: {ids.tolist()}, dtype: int64}}" in text and f"t: {{value: {t.tolist()}, dtype: int64}}" in text
+    assert "# input ids: torch.randint(0, 5, (1, 3), generator=torch.Generator().manual_seed(0))" in text
+    assert "mask: {value: [[1, 0, 0], [1, 1, 0], [1, 1, 1]], dtype: bool}" in text
+    assert '{module: v, kind: full_backward_pre, returns: "(grad_output[0].clamp(-0.25, 0.25),)"}' in text
+    problem = adjoint.load(out)
+    vp = predict(problem, None, "float64").variants[0]
+    js = vp.to_json()
+    # the user's module, its clipping hook included, in float64
+    model = call_factory(str(lm), "make_untied").double()
+    loss = torch.nn.functional.cross_entropy(model(ids)[0], t[0])
+    loss.backward()
+    assert abs(js["loss"]["value"] - loss.item()) <= 1e-12
+    for name, p in model.named_parameters():
+        want = torch.tensor(js["grads"][name]["value"], dtype=torch.float64)
+        assert torch.allclose(want, p.grad, rtol=1e-10, atol=1e-12), name
+    result = verify_variant(out, problem, vp, "float64", False, origin=True)
+    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+    # the tied model: refused, naming both names, at the factory
+    msg = _refused(str(lm), "make_model", ("ids=1x3:int64:0-5",))
+    assert msg.startswith(f"{lm}:{_line_of(str(lm), 'def make_model')}: parameter 'head.weight' is the same "
+                          "Parameter as 'emb.weight' (tied weights)")
+    # from Python: an Embedding-first model takes int64 example inputs
+    problem = adjoint.from_module(call_factory(str(lm), "make_untied"), ids)
+    assert problem.variants[0].inputs[0].dtype == "int64"
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("ids=2x8:int64", "give an int64 input its range of values"),
+    ("ids=2x8:int32:0-5", "unknown dtype 'int32'"),
+    ("ids=2x8:int64:5-5", "needs LO < HI"),
+    ("x=2x8:float:0-5", "a range LO-HI is for int64 inputs"),
+])
+def test_bad_input_specs_are_one_line(models, spec, words):
+    assert words in _refused(models, "make_halving", (spec,))
+
+
+def test_the_loss_is_checked_at_import_before_anything_is_written(models):
+    for loss, words in (("sum(z)", "--loss:1:5: unknown name 'z' in the loss"),
+                        ("foo(y)", "--loss:1:1: unknown function 'foo' in the loss"),
+                        ("cross_entropy(y, t)", "unknown name 't' in the loss")):
+        with pytest.raises(ProblemError) as err:
+            import_file(f"{models}:make_halving", ["x=2x3"], loss, None)
+        assert str(err.value).startswith(words.split(" unknown")[0] if words.startswith("--") else ""), str(err.value)
+        assert words in str(err.value)
+
+
+def test_big_tensors_go_to_a_side_file_that_reads_back_exactly(tmp_path):
+    model = tmp_path / "wide.py"
+    model.write_text(textwrap.dedent("""\
+        import torch
+        from torch import nn
+
+        def make():
+            torch.manual_seed(0)
+            return nn.Sequential(nn.Linear(20, 20), nn.Tanh(), nn.Linear(20, 1)).double()
+        """))
+    out = tmp_path / "wide.yaml"
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    done = subprocess.run([sys.executable, "-m", "adjoint", "import", f"{model}:make", "--input", "x=2x20",
+                           "-o", str(out)], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert f"wrote {tmp_path / 'wide.safetensors'} (1 tensors)" in done.stdout
+    text = out.read_text()
+    assert 'weight: {value: {file: "wide.safetensors", key: "0.weight"}}' in text   # 400 elements
+    assert "bias: [" in text                                                           # 20: inline
+    problem = adjoint.load(str(out))
+    js = predict(problem, None, "float64").variants[0].to_json()
+    user = call_factory(str(model), "make")
+    assert js["values"]["0.weight"]["value"] == user[0].weight.tolist()             # bit for bit
+    # to standard output there is no directory for the side file: one line
+    done = subprocess.run([sys.executable, "-m", "adjoint", "import", f"{model}:make", "--input", "x=2x20"],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 2 and "give -o PROBLEM.yaml" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_a_hook_on_a_submodule_of_a_built_in_is_refused_at_the_hook(tmp_path):
+    path = tmp_path / "mha.py"
+    path.write_text(textwrap.dedent("""\
+        import torch
+        from torch import nn
+
+        class Wrap(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.attn = nn.MultiheadAttention(2, 1, batch_first=True)
+
+            def forward(self, x):
+                return self.attn(x, x, x, need_weights=False)[0]
+
+        def make():
+            m = Wrap()
+            m.attn.out_proj.register_forward_hook(lambda mod, i, o: o * 2)
+            return m
+        """))
+    msg = _refused(str(path), "make", ("x=1x2x2",))
+    assert msg.startswith(f"{path}:14: the forward hook (make.<locals>.<lambda>) on 'attn.out_proj', a submodule of "
+                          "the built-in MultiheadAttention 'attn', cannot be written yet")
+
+
+def test_verify_origin_of_a_factory_that_exits_is_a_failing_row_not_a_silent_exit(tmp_path, models):
+    path, text, problem = _import(models, "make_halving")
+    with open(path, "w") as fh:
+        fh.write(text.replace("factory: make_halving", "factory: make_exiting"))
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    done = subprocess.run([sys.executable, "-m", "adjoint", "verify", path, "--float64", "--origin"],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "make_exiting() raised SystemExit" in done.stdout
+
+
+def test_a_local_named_like_a_handed_argument_is_renamed(tmp_path):
+    path = tmp_path / "clash.py"
+    path.write_text(textwrap.dedent("""\
+        import torch
+        from torch import nn
+
+        def triple(g):
+            grad = 3
+            return g * grad
+
+        def make():
+            torch.manual_seed(0)
+            m = nn.Linear(2, 1).double()
+            m.weight.register_hook(triple)
+            return m
+        """))
+    out, text, problem = _import(str(path), "make", ("x=1x2",))
+    assert '{tensor: weight, does: "grad_ = 3", returns: "grad * grad_"}' in text
+    js = predict(problem, None, "float64").variants[0].to_json()
+    model = call_factory(str(path), "make")
+    d = problem.variants[0].inputs[0]
+    x = torch.tensor([float(v) for v in d.value.items], dtype=torch.float64).reshape(d.value.shape)
+    model(x).sum().backward()
+    assert torch.allclose(torch.tensor(js["grads"]["weight"]["value"], dtype=torch.float64), model.weight.grad)
+
+
+def test_cli_hooks_observe_and_target_options(tmp_path, models):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    out = tmp_path / "u.yaml"
+    base = [sys.executable, "-m", "adjoint", "import", f"{models}:make_untranslatable", "--input", "x=2x3",
+            "-o", str(out)]
+    done = subprocess.run(base, capture_output=True, text=True, env=env)
+    assert done.returncode == 2 and not out.exists() and done.stderr.count("\n") == 1
+    done = subprocess.run(base + ["--hooks", "observe", "--target", "t=2x1", "--loss", "sum((y - t) ** 2)"],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "is imported observe-only: its effect on the gradients is left out" in done.stderr
+    problem = adjoint.load(str(out))
+    assert [t.name for t in problem.targets] == ["t"] and not problem.targets[0].requires_grad
+    assert "--hooks observe" in out.read_text().splitlines()[0]
+
+
+def test_partial_hooks_and_default_arguments_are_captured_by_value(tmp_path):
+    path = tmp_path / "partials.py"
+    path.write_text(textwrap.dedent("""\
+        from functools import partial
+
+        import torch
+        from torch import nn
+
+        SEEN = {}
+
+        def save(name, module, grad_input, grad_output):
+            SEEN[name] = grad_output[0].detach().clone()
+
+        def scale(module, grad_input, grad_output, factor=1.0):
+            return (grad_input[0] * factor,)
+
+        def boost(grad, by=3):
+            return grad * by
+
+        def make():
+            torch.manual_seed(0)
+            m = nn.Sequential(nn.Linear(2, 2), nn.Tanh(), nn.Linear(2, 1)).double()
+            m[0].register_full_backward_hook(partial(save, "first"))
+            m[2].register_full_backward_hook(partial(scale, factor=0.25))
+            m[0].bias.register_hook(boost)
+            return m
+        """))
+    out, text, problem = _import(str(path), "make", ("x=2x2",))
+    assert "- {module: 0, kind: full_backward}  # save (" in text.replace('"0"', "0")
+    assert 'kind: full_backward, returns: "(grad_input[0] * 0.25,)"}' in text
+    assert '{tensor: 0.bias, returns: "grad * 3"}' in text.replace('"0.bias"', "0.bias")
+    js = predict(problem, None, "float64").variants[0].to_json()
+    model = call_factory(str(path), "make")
+    d = problem.variants[0].inputs[0]
+    x = torch.tensor([float(v) for v in d.value.items], dtype=torch.float64).reshape(d.value.shape)
+    x.requires_grad_(True)
+    model(x).sum().backward()
+    for name, p in model.named_parameters():
+        assert torch.allclose(torch.tensor(js["grads"][name]["value"], dtype=torch.float64), p.grad), name
+    assert torch.allclose(torch.tensor(js["grads"]["x"]["value"], dtype=torch.float64), x.grad)
+
+
+def test_forward_pre_global_and_post_accumulate_hooks_translate_and_verify_against_the_module(tmp_path):
+    path = tmp_path / "fw.py"
+    path.write_text(textwrap.dedent("""\
+        import torch
+        from torch import nn
+
+        class Two(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = nn.Linear(3, 3)
+                self.b = nn.Linear(3, 1)
+
+            def forward(self, x):
+                return self.b(torch.relu(self.a(x)))
+
+        def make():
+            torch.manual_seed(0)
+            m = Two().double()
+            m.a.register_forward_hook(lambda mod, inp, out: out * 2)
+            m.b.register_forward_pre_hook(lambda mod, args: (args[0] - 0.5,))
+            m.a.register_full_backward_pre_hook(lambda mod, go: (go[0] + 1,))
+            m.register_full_backward_hook(lambda mod, gi, go: None)
+            torch.nn.modules.module.register_module_full_backward_hook(lambda mod, gi, go: None)
+            m.b.bias.register_post_accumulate_grad_hook(lambda t: None)
+            return m
+        """))
+    before = dict(torch.nn.modules.module._global_backward_hooks)
+    out, text, problem = _import(str(path), "make", ("x=2x3",))
+    assert dict(torch.nn.modules.module._global_backward_hooks) == before     # the factory's global hook went
+    assert '{module: a, kind: forward, returns: "output * 2"}' in text
+    assert '{module: b, kind: forward_pre, returns: "(input[0] - 0.5,)"}' in text
+    assert "{global: full_backward}" in text and "{tensor: b.bias, kind: post_accumulate_grad}" in text
+    vp = predict(problem, None, "float64").variants[0]
+    result = verify_variant(out, problem, vp, "float64", False, origin=True)
+    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+    assert dict(torch.nn.modules.module._global_backward_hooks) == before
+    # the user's module, by hand: forward hook doubles a's output, pre hook shifts b's input
+    model = call_factory(str(path), "make")
+    d = problem.variants[0].inputs[0]
+    x = torch.tensor([float(v) for v in d.value.items], dtype=torch.float64).reshape(d.value.shape)
+    model(x).sum().backward()
+    torch.nn.modules.module._global_backward_hooks.clear()
+    torch.nn.modules.module._global_backward_hooks.update(before)
+    js = vp.to_json()
+    for name, p in model.named_parameters():
+        assert torch.allclose(torch.tensor(js["grads"][name]["value"], dtype=torch.float64), p.grad), name
