@@ -124,20 +124,21 @@ class SecondEngine(Engine):
             t.grad = new.value
         return inputs
 
-    def fire_graph(self, hook, args, node=None, call=None):
+    def fire_graph(self, hook, args, node=None, call=None, **how):
         """A hook in a create_graph backward: handed the gradient tensors, run with grad mode on;
-        what it returns is a tensor of the graph."""
-        return self.rt.hooks_runner.fire(hook, args, node, call)
+        what it returns is a tensor of the graph (``how``: the runner's other arguments, such as
+        which engine tensor each argument is)."""
+        return self.rt.hooks_runner.fire(hook, args, node, call, **how)
 
     def check_same(self, hook, returned, shape) -> None:
         super().check_same(hook, returned.value if isinstance(returned, Tensor) else returned, shape)
 
-    def check_tuple(self, hook, original, returned, shapes, arity=None):
+    def check_tuple(self, hook, original, returned, shapes, *how):
         if isinstance(returned, tuple):
             plain = tuple(r.value if isinstance(r, Tensor) else r for r in returned)
-            super().check_tuple(hook, [o.value if isinstance(o, Tensor) else o for o in original], plain, shapes, arity)
+            super().check_tuple(hook, [o.value if isinstance(o, Tensor) else o for o in original], plain, shapes, *how)
             return list(returned)
-        return super().check_tuple(hook, original, returned, shapes, arity)
+        return super().check_tuple(hook, original, returned, shapes, *how)
 
     def apply(self, node, inputs):
         if node.kind == "graphroot":
