@@ -109,8 +109,9 @@ def test_cells_verify_exactly_with_hooks(tmp_path):
 def test_a_wrong_input_size_is_pytorchs_error():
     with pytest.raises(RuntimeError) as theirs:
         nn.GRUCell(3, 2).double()(torch.tensor(X, dtype=F64))
+    import json
     text = _text("GRUCell", {}, 3, "return m(x, h)").replace("input_size: 2", "input_size: 3")
-    text = text.replace('"weight_ih": [[', '"weight_ih": [[0, ').replace("], [", ", 0], [", 5)
-    with pytest.raises(adjoint.ProblemError if hasattr(adjoint, "ProblemError") else Exception) as ours:
+    text = text.replace(json.dumps(_params(3)["weight_ih"]), json.dumps(_params(3, i=3)["weight_ih"]))
+    with pytest.raises(Exception) as ours:
         adjoint.loads(text).solve()
-    assert str(theirs.value) in str(ours.value) or "inconsistent input_size" in str(ours.value)
+    assert str(theirs.value) in str(ours.value)

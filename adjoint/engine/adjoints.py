@@ -43,6 +43,8 @@ def seen_at(bwd, t: Tensor):
 
 
 def describe_tensor(t) -> str:
+    if isinstance(t, tuple):   # a tuple argument (an LSTMCell's (h, c)): its tensors' names, not their reprs
+        return "(" + ", ".join(describe_tensor(x) for x in t) + ")"
     if not isinstance(t, Tensor):
         return "None" if t is None else str(t)
     if t.name:
