@@ -24,8 +24,6 @@ from adjoint.render.paths import side_files
 from adjoint.format.errors import ProblemError
 from adjoint.render.safetext import terminal_safe
 from adjoint.torchside.torchenv import EnvironmentProblem
-from adjoint.format.errors import ProblemError
-from adjoint.render.safetext import terminal_safe
 from adjoint.format.distributed import refuse as refuse_distributed
 
 STDIN = "<stdin>"

@@ -668,6 +668,7 @@ def test_forward_pre_global_and_post_accumulate_hooks_translate_and_verify_again
             return m
         """))
     before = dict(torch.nn.modules.module._global_backward_hooks)
+    mode_before = torch.nn.modules.module._global_is_full_backward_hook
     out, text, problem = _import(str(path), "make", ("x=2x3",))
     assert dict(torch.nn.modules.module._global_backward_hooks) == before     # the factory's global hook went
     assert '{module: a, kind: forward, returns: "output * 2"}' in text
@@ -684,6 +685,7 @@ def test_forward_pre_global_and_post_accumulate_hooks_translate_and_verify_again
     model(x).sum().backward()
     torch.nn.modules.module._global_backward_hooks.clear()
     torch.nn.modules.module._global_backward_hooks.update(before)
+    torch.nn.modules.module._global_is_full_backward_hook = mode_before   # as registering left it: restored too
     js = vp.to_json()
     for name, p in model.named_parameters():
         assert torch.allclose(torch.tensor(js["grads"][name]["value"], dtype=torch.float64), p.grad), name

@@ -24,10 +24,6 @@ from adjoint.engine.graph import HookDict, Tensor
 from adjoint.engine.view_history import refresh, stale
 from adjoint.engine.nn_module import MultiGradInner, MultiGradState, UserNodeHook, UserTensorHook
 from adjoint.engine.runtime import held_by_an_edge
-from adjoint.format.errors import ProblemError
-from adjoint.engine.graph import HookDict, Tensor
-from adjoint.engine.nn_module import MultiGradInner, MultiGradState, UserNodeHook, UserTensorHook
-from adjoint.engine.runtime import held_by_an_edge
 from adjoint.engine.runtime import TorchError
 
 

@@ -15,16 +15,8 @@ from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Tensor, recorded
 from adjoint.engine.interpreter import EnvScope, Interp
 from adjoint.engine.runtime import CallRecord, TorchError
-from adjoint.format.errors import ProblemError
-from adjoint.engine.graph import Tensor, recorded
-from adjoint.engine.interpreter import EnvScope, Interp
-from adjoint.engine.runtime import CallRecord, TorchError
 from adjoint.format.raising import raises_now
 from adjoint.engine.pyerrors import type_name
-from adjoint.format.errors import ProblemError
-from adjoint.engine.graph import Tensor, recorded
-from adjoint.engine.interpreter import EnvScope, Interp
-from adjoint.engine.runtime import CallRecord, TorchError
 from adjoint.engine.hookwrites import HookInterp, LeafGrads, Wrapped, wrap_args
 
 _GRAD = attrgetter("grad")

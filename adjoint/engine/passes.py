@@ -22,21 +22,7 @@ from adjoint.format.problem import OUTPUT, Problem, Step, Variant
 from adjoint.engine.hook_registration import Registrations
 from adjoint.engine.reverse import BackwardRequest, BackwardResult, Engine
 from adjoint.engine.runtime import Runtime, TorchError
-from adjoint.engine.hook_runner import HookRunner
-from adjoint.format.errors import ProblemError
-from adjoint.engine.forward import ForwardResult, Model
-from adjoint.format.problem import OUTPUT, Problem, Step, Variant
-from adjoint.engine.hook_registration import Registrations
-from adjoint.engine.reverse import BackwardRequest, BackwardResult, Engine
-from adjoint.engine.runtime import Runtime, TorchError
 from adjoint.engine.second_run import bind_names, second_engine, second_request, with_step_names
-from adjoint.engine.hook_runner import HookRunner
-from adjoint.format.errors import ProblemError
-from adjoint.engine.forward import ForwardResult, Model
-from adjoint.format.problem import OUTPUT, Problem, Step, Variant
-from adjoint.engine.hook_registration import Registrations
-from adjoint.engine.reverse import BackwardRequest, BackwardResult, Engine
-from adjoint.engine.runtime import Runtime, TorchError
 from adjoint.engine import warns
 
 DEFAULT_STEPS = ("forward", "backward")

@@ -33,11 +33,8 @@ from adjoint.engine.graph import Edge, Node, Tensor
 from adjoint.engine.nn_module import (LegacyHook, ModuleInputHook, ModuleOutputHook, MultiGradInner, MultiGradState,
                       UserNodeHook)
 from adjoint.engine.runtime import FREED_GRAPH, CallRecord, Runtime, TorchError
-from adjoint.engine.runtime import FREED_GRAPH, CallRecord, Runtime, TorchError
 from adjoint.engine import warns
-from adjoint.engine.runtime import FREED_GRAPH, CallRecord, Runtime, TorchError
 from adjoint.engine.gradalias import Aliases, fresh, output_objs
-from adjoint.engine.runtime import FREED_GRAPH, CallRecord, Runtime, TorchError
 from adjoint.engine.reducer_hook import ReducerPostHook
 
 

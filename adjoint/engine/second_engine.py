@@ -21,6 +21,7 @@ from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Edge, Node, Tensor
 from adjoint.engine.reverse import BackwardResult, Engine, slot_shape
 from adjoint.engine.runtime import TorchError
+from adjoint.engine import warns
 from adjoint.engine.second_formulas import FORMULAS, NotModelled, sum_to
 
 
@@ -42,6 +43,8 @@ class SecondEngine(Engine):
         # makes the GraphRoot: they take their sequence_nr first
         self.identities = [super(SecondEngine, self).identity_node() for _, t, _ in req.inputs
                            if self.input_edge(t) is None]
+        if self.create_graph and req.method == "backward":   # Engine::execute, before the graph task runs
+            warns.warn_once(self.rt, "UserWarning", warns.CREATE_GRAPH_CYCLE, "backward")
         if len(roots) == 1:
             return self.rt.gradient_edge(roots[0], hold=False), grads[0]
         node = Node(self.rt._new_seq(), "torch::autograd::GraphRoot", [self.rt.gradient_edge(t) for t in roots],

@@ -71,6 +71,19 @@ class Warned:
         return {"category": self.category, "message": self.message, "during": self.during}
 
 
+#: engine.cpp's ``Engine::execute``: ``backward()`` (it accumulates into ``.grad``) with
+#: ``create_graph=True``. A ``TORCH_WARN_ONCE``: issued the first time in a process only (a
+#: variant is answered as a fresh script, so once per variant)
+CREATE_GRAPH_CYCLE = ("Using backward() with create_graph=True will create a reference cycle between the parameter and "
+                      "its gradient which can cause a memory leak. We recommend using autograd.grad when creating the "
+                      "graph to avoid this. If you have to use this function, make sure to reset the .grad fields of "
+                      "your parameters to None after use to break the cycle and avoid the leak. (Triggered internally "
+                      "at /__w/pytorch/pytorch/torch/csrc/autograd/engine.cpp:1307.)")
+
+#: PyTorch's warnings issued once per process (``TORCH_WARN_ONCE``)
+ONCE = (CREATE_GRAPH_CYCLE,)
+
+
 def warn(rt, category: str, message: str, during: str | None = None) -> None:
     rt.warnings.append(Warned(category, message, during or rt.phase))
 
@@ -117,3 +130,9 @@ def _next_functions(rt, node) -> set:
             target = edge.node if hasattr(edge, "node") else edge
             out.add(("acc",) if getattr(target, "is_accumulate", False) else id(target))
     return out
+
+
+def warn_once(rt, category: str, message: str, during: str | None = None) -> None:
+    """A ``TORCH_WARN_ONCE``: issued unless this run issued it already."""
+    if not any(w.message == message for w in rt.warnings):
+        warn(rt, category, message, during)

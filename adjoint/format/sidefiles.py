@@ -19,7 +19,6 @@ from fractions import Fraction
 import numpy as np
 
 from adjoint.format.errors import Loc, ProblemError
-from adjoint.format.errors import Loc, ProblemError
 from adjoint.format.sidefile_formats import read_npy, read_safetensors
 
 #: the most elements a side-file tensor may have

@@ -23,27 +23,7 @@ from adjoint.format.validate_hooks import check_step_hooks, parse_backward, pars
 from adjoint.format.validate_modules import ModuleBuilder
 from adjoint.format.validate_origin import read_origin
 from adjoint.format.validate_tensors import tensor_decl, tensor_table
-from adjoint.format.checks import FAILED, NAME_RE, Issues, choice, identifier, missing_keys, string, suggest, unknown_keys
-from adjoint.format.errors import Loc, ProblemError, raise_all
-from adjoint.format.expr import parse_expression
-from adjoint.format.literals import check_range, check_symbol_value, parse_int, parse_number, show_text, symbol_name_problem
-from adjoint.format.loader import YMap, YNode, YScalar, kind_name
-from adjoint.format.problem import OUTPUT, ROOT, Module, Problem, TensorDecl, Variant
-from adjoint.format.validate_hooks import check_step_hooks, parse_backward, parse_hooks, parse_steps
-from adjoint.format.validate_modules import ModuleBuilder
 from adjoint.format.validate_output import check_output_name
-from adjoint.format.validate_origin import read_origin
-from adjoint.format.validate_tensors import tensor_decl, tensor_table
-from adjoint.format.checks import FAILED, NAME_RE, Issues, choice, identifier, missing_keys, string, suggest, unknown_keys
-from adjoint.format.errors import Loc, ProblemError, raise_all
-from adjoint.format.expr import parse_expression
-from adjoint.format.literals import check_range, check_symbol_value, parse_int, parse_number, show_text, symbol_name_problem
-from adjoint.format.loader import YMap, YNode, YScalar, kind_name
-from adjoint.format.problem import OUTPUT, ROOT, Module, Problem, TensorDecl, Variant
-from adjoint.format.validate_hooks import check_step_hooks, parse_backward, parse_hooks, parse_steps
-from adjoint.format.validate_modules import ModuleBuilder
-from adjoint.format.validate_origin import read_origin
-from adjoint.format.validate_tensors import tensor_decl, tensor_table
 from adjoint.format.distributed import build_distributed, has_distributed
 
 TOP_KEYS = ("name", "inputs", "model", "description", "targets", "loss", "hooks", "variants", "backward",

@@ -21,26 +21,8 @@ from adjoint.format.expr import parse_expression, parse_statements
 from adjoint.format.literals import parse_int, parse_literal, parse_number
 from adjoint.format.loader import YMap, YNode, YScalar, YSeq, kind_name
 from adjoint.format.problem import MODULE_HOOK_KINDS, NODE_HOOK_KINDS, TENSOR_HOOK_KINDS, Backward, Hook, Step, TensorDecl
-from adjoint.format.checks import FAILED, Issues, boolean, choice, mapping, string
-from adjoint.format.errors import Loc, ProblemError, raise_all
-from adjoint.format.expr import parse_expression, parse_statements
-from adjoint.format.literals import parse_int, parse_literal, parse_number
-from adjoint.format.loader import YMap, YNode, YScalar, YSeq, kind_name
 from adjoint.format.second_steps import SECOND_KEYS, parse_second
-from adjoint.format.problem import MODULE_HOOK_KINDS, NODE_HOOK_KINDS, TENSOR_HOOK_KINDS, Backward, Hook, Step, TensorDecl
-from adjoint.format.checks import FAILED, Issues, boolean, choice, mapping, string
 from adjoint.format.raising import parse_raises
-from adjoint.format.errors import Loc, ProblemError, raise_all
-from adjoint.format.expr import parse_expression, parse_statements
-from adjoint.format.literals import parse_int, parse_literal, parse_number
-from adjoint.format.loader import YMap, YNode, YScalar, YSeq, kind_name
-from adjoint.format.problem import MODULE_HOOK_KINDS, NODE_HOOK_KINDS, TENSOR_HOOK_KINDS, Backward, Hook, Step, TensorDecl
-from adjoint.format.checks import FAILED, Issues, boolean, choice, mapping, string
-from adjoint.format.errors import Loc, ProblemError, raise_all
-from adjoint.format.expr import parse_expression, parse_statements
-from adjoint.format.literals import parse_int, parse_literal, parse_number
-from adjoint.format.loader import YMap, YNode, YScalar, YSeq, kind_name
-from adjoint.format.problem import MODULE_HOOK_KINDS, NODE_HOOK_KINDS, TENSOR_HOOK_KINDS, Backward, Hook, Step, TensorDecl
 from adjoint.format.validate_steps import check_step_order
 
 HOOK_KEYS = ("module", "tensor", "node", "global", "multi_grad", "saved_tensors", "kind", "mode", "scope", "returns",

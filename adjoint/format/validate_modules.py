@@ -29,22 +29,8 @@ from adjoint.format.syntax import (Assign, AugAssign, Attr, ExprStmt, Method, Na
 from adjoint.format.tying import is_tied, tied_decl
 from adjoint.format.validate_args import read_args, show_args
 from adjoint.format.validate_tensors import tensor_decl, tensor_table
-from adjoint.format import init_draw as generator
 from adjoint.format.init_items import generated as generated_items
 from adjoint.format.sidefiles import FileItems
-from adjoint.format import module_signatures as nn_types
-from adjoint.format import torch_names
-from adjoint.format.checks import FAILED, Issues, boolean, identifier, mapping, string, suggest, unknown_keys
-from adjoint.format.errors import Loc, ProblemError, raise_all
-from adjoint.format.expr import parse_expression, parse_program
-from adjoint.format.literals import IDENT_RE, NotANumber, NumberRefused, parse_int, parse_literal, read_number, show_text
-from adjoint.format.loader import YMap, YNode, YScalar, YSeq, kind_name
-from adjoint.format.module_signatures import NNType
-from adjoint.format.problem import ROOT, Function, Literal, Module, TensorDecl
-from adjoint.format.syntax import (Assign, AugAssign, Attr, ExprStmt, Method, Name, Return, With, children as sub_expressions,
-                     to_source)
-from adjoint.format.validate_args import read_args, show_args
-from adjoint.format.validate_tensors import tensor_decl, tensor_table
 
 MODULE_KEYS = ("type", "args", "params", "buffers", "children", "inputs", "forward", "function", "bias", "training",
                "requires_grad", "mask")

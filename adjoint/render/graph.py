@@ -31,10 +31,6 @@ from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Node, Tensor
 from adjoint.answer.prediction import VariantPrediction
 from adjoint.render.safetext import terminal_safe
-from adjoint.format.errors import ProblemError
-from adjoint.engine.graph import Node, Tensor
-from adjoint.answer.prediction import VariantPrediction
-from adjoint.render.safetext import terminal_safe
 from adjoint.render.dot import run_dot
 
 FORMATS = ("svg", "png", "pdf", "dot")

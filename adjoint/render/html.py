@@ -16,10 +16,6 @@ from adjoint.answer.prediction import Boundary, ErrorRecord, FunctionCheck, Hook
 from adjoint.render import values as fmt
 from adjoint.render.report import Options, ReportView, VariantView, build, variant_view
 from adjoint.render.explain import silent_what, unkept_line
-from adjoint.values.exact import Exact
-from adjoint.answer.prediction import Boundary, ErrorRecord, FunctionCheck, HookRecord, PassRecord, Prediction, VariantPrediction
-from adjoint.render import values as fmt
-from adjoint.render.report import Options, ReportView, VariantView, build, variant_view
 from adjoint.render.safetext import terminal_safe
 
 TABLE = 'style="border-collapse:collapse;margin:0.2em 0 0.6em 0;font-size:90%"'

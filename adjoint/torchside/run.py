@@ -40,16 +40,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from adjoint.format.errors import Loc, ProblemError
-from adjoint.format.problem import OUTPUT, Module, Problem, Step, Variant
-from adjoint.torchside import graphs
-from adjoint.torchside.build import build, module_paths
-from adjoint.torchside.dropout import forced_mask
-from adjoint.torchside.hooks import Hooks
-from adjoint.torchside.program import Program
-from adjoint.torchside.savednodes import SavedNodes
-from adjoint.torchside.unfinished import WatchPacks
-from adjoint.torchside.values import DTYPES, literal_tensor, number, snap
+from adjoint.engine.warns import ONCE
+
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.format.problem import OUTPUT, Module, Problem, Step, Variant
 from adjoint.torchside import graphs
@@ -61,16 +53,7 @@ from adjoint.torchside.savednodes import SavedNodes
 from adjoint.torchside.unfinished import WatchPacks
 from adjoint.torchside.values import DTYPES, literal_tensor, number, snap
 from adjoint.torchside.second import second_backward
-from adjoint.format.errors import Loc, ProblemError
-from adjoint.format.problem import OUTPUT, Module, Problem, Step, Variant
-from adjoint.torchside import graphs
-from adjoint.torchside.build import build, module_paths
-from adjoint.torchside.dropout import forced_mask
 from adjoint.torchside.hooks import HookRaised, Hooks
-from adjoint.torchside.program import Program
-from adjoint.torchside.savednodes import SavedNodes
-from adjoint.torchside.unfinished import WatchPacks
-from adjoint.torchside.values import DTYPES, literal_tensor, number, snap
 
 DEFAULT_STEPS = ("forward", "backward")
 
@@ -368,6 +351,20 @@ class LossScope:
 
 # ----------------------------------------------------------------------------- the variant
 
+def _as_fresh_process(warned: list[dict]) -> list[dict]:
+    """The warnings as a fresh script issues them: a TORCH_WARN_ONCE only the first time."""
+    out, seen = [], set()
+    for w in warned:
+        text = w.get("message", "")
+        once = next((m for m in ONCE if text.startswith(m)), None)
+        if once is not None:
+            if once in seen:
+                continue
+            seen.add(once)
+        out.append(w)
+    return out
+
+
 def run_variant(problem: Problem, variant: Variant, dtype: str) -> dict:
     """Build, register, run every step in real torch; the observed JSON (see the module docstring)."""
     s = Session(problem, variant, dtype)
@@ -376,6 +373,8 @@ def run_variant(problem: Problem, variant: Variant, dtype: str) -> dict:
     returned = None
     error = None
     warned: list[dict] = []
+    always = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)   # a TORCH_WARN_ONCE is issued again in this process: kept once below
     with warnings.catch_warnings():
         warnings.simplefilter("always")   # every warning each time it is issued, as the contract lists them
         warnings.showwarning = _recorder(s, warned)
@@ -384,6 +383,8 @@ def run_variant(problem: Problem, variant: Variant, dtype: str) -> dict:
                 error = run_steps(s, steps, passes)
         finally:
             s.close()
+            torch.set_warn_always(always)
+    warned = _as_fresh_process(warned)
     s.nodes.scan(s.kept)
     s.saved_nodes.resolve(s.log)
     finish_calls(s)

@@ -34,14 +34,8 @@ from adjoint.engine.bindings.signature import Function, Param
 from adjoint.engine.bindings.core import binary
 from adjoint.engine.bindings.views import lower_contiguous, view
 from adjoint.engine import warns
-from adjoint.format.errors import Loc, ProblemError
-from adjoint.engine.graph import Tensor
-from adjoint.engine.ops.arith import broadcast_shapes
-from adjoint.engine.ops.losses import BCE, BCE_EPSILON, BCELogits, Nll, Pointwise
 from adjoint.engine.bindings.signature import Function
 from adjoint.engine.bindings.signature import Param
-from adjoint.engine.bindings.core import binary
-from adjoint.engine.bindings.views import lower_contiguous, view
 
 _FLOAT_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}
 

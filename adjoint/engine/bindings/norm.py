@@ -27,12 +27,7 @@ from adjoint.values.strides import is_contiguous
 from adjoint.engine.ops.embedding import EmbeddingSpec
 from adjoint.engine.ops.norm import BatchNormSpec, GroupNormSpec, LayerNormSpec, _channel_shape, _mean_over
 from adjoint.engine.bindings.signature import Function, Param
-from adjoint.format.errors import Loc, ProblemError
-from adjoint.engine.graph import Tensor
 from adjoint.engine.runtime import TorchError
-from adjoint.values.strides import is_contiguous
-from adjoint.engine.ops.embedding import EmbeddingSpec
-from adjoint.engine.ops.norm import BatchNormSpec, GroupNormSpec, LayerNormSpec, _channel_shape, _mean_over
 from adjoint.engine.bindings.signature import Function
 from adjoint.engine.bindings.signature import Param
 def _prod(xs) -> int:

@@ -13,15 +13,6 @@ from adjoint.render.latex.section_lagrangian import LagrangianSection
 from adjoint.render.latex.section_model import ModelSections
 from adjoint.render.latex.section_steps import StepSections
 from adjoint.render.latex.text import esc, symbol_tex
-from adjoint.derivation import ProblemDerivation, derive_problem
-from adjoint.derivation import values as E
-from adjoint.render.latex.numbers import SHORT_FRACTION, SIG_DIGITS, format_rational
-from adjoint.render.latex.section_gradients import GradientSections
-from adjoint.render.latex.section_hooks import HookSections
-from adjoint.render.latex.section_lagrangian import LagrangianSection
-from adjoint.render.latex.section_model import ModelSections
-from adjoint.render.latex.section_steps import StepSections
-from adjoint.render.latex.text import esc, symbol_tex
 from adjoint.render.latex.lines import wrap
 
 

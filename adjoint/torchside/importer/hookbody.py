@@ -68,6 +68,8 @@ class Untranslatable(Exception):
 
 @dataclass(frozen=True)
 class Body:
+    """A hook's body as the format writes it: statements (``does:``) and the returned expression."""
+
     does: tuple[str, ...]
     returns: str | None        # None: the hook observes (returns None)
 

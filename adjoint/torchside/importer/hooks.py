@@ -24,8 +24,6 @@ import re
 
 from adjoint.torchside.importer.emit import Flow, Note, Text, flow_map
 from adjoint.torchside.importer.where import of_object
-from adjoint.torchside.importer.emit import Flow, Note, Text, flow_map
-from adjoint.torchside.importer.where import of_object
 from adjoint.torchside.importer.hookbody import MODULE_ARGS, TENSOR_ARGS, Untranslatable, translate
 from adjoint.torchside.importer.refuse import refuse
 

@@ -18,8 +18,6 @@ from torch import nn
 
 from adjoint.format import init_draw as init
 from adjoint.format.errors import ProblemError
-from adjoint.format import init_draw as init
-from adjoint.format.errors import ProblemError
 import math
 from adjoint.format.problem import MAX_ELEMENTS
 

@@ -31,10 +31,6 @@ from adjoint.engine.bindings import FUNCTIONS, METHODS
 from adjoint.torchside.importer.numbers import python_constant
 from adjoint.torchside.importer.refuse import refuse
 from adjoint.torchside.importer.where import frame_of, of_stack_trace
-from adjoint.engine.bindings import FUNCTIONS, METHODS
-from adjoint.torchside.importer.numbers import python_constant
-from adjoint.torchside.importer.refuse import refuse
-from adjoint.torchside.importer.where import frame_of, of_stack_trace
 from adjoint.engine.inplace import INPLACE_METHODS
 
 _ASSIGNED = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:=[^=]|[-+*/@]=)")

@@ -25,14 +25,6 @@ from adjoint.torchside.importer.program import write_forward
 from adjoint.torchside.importer.record import record
 from adjoint.torchside.importer.refuse import refuse
 from adjoint.torchside.importer.where import of_exception, of_module
-from adjoint.torchside.importer import builtins
-from adjoint.torchside.importer.emit import Block, Flow, flow_map
-from adjoint.torchside.importer.fxtrace import trace
-from adjoint.torchside.importer.numbers import nested
-from adjoint.torchside.importer.program import write_forward
-from adjoint.torchside.importer.record import record
-from adjoint.torchside.importer.refuse import refuse
-from adjoint.torchside.importer.where import of_exception, of_module
 from adjoint.torchside.importer.forwardcheck import augmented
 
 CONTAINERS = (nn.Sequential, nn.ModuleList)
