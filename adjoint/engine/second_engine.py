@@ -43,8 +43,6 @@ class SecondEngine(Engine):
         # makes the GraphRoot: they take their sequence_nr first
         self.identities = [super(SecondEngine, self).identity_node() for _, t, _ in req.inputs
                            if self.input_edge(t) is None]
-        if self.create_graph and req.method == "backward":   # Engine::execute, before the graph task runs
-            warns.warn_once(self.rt, "UserWarning", warns.CREATE_GRAPH_CYCLE, "backward")
         if len(roots) == 1:
             return self.rt.gradient_edge(roots[0], hold=False), grads[0]
         node = Node(self.rt._new_seq(), "torch::autograd::GraphRoot", [self.rt.gradient_edge(t) for t in roots],
@@ -70,6 +68,11 @@ class SecondEngine(Engine):
                                          "(docs/not-modelled.md)") from None
         finally:
             self.rt.grad_enabled = before
+            if self.create_graph and req.method == "backward":
+                # Engine::execute's TORCH_WARN_ONCE, issued in C++ while the backward starts; the
+                # PyWarningHandler around run_backward hands it to Python only when the call
+                # returns (or raises): after every warning Python code issued during the backward
+                warns.warn_once(self.rt, "UserWarning", warns.CREATE_GRAPH_CYCLE, "backward")
         return result
 
     def check_unused(self, req, result) -> None:
