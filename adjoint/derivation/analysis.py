@@ -16,7 +16,6 @@ import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from adjoint.values import exact as E
 from adjoint.values import arith as A
 from adjoint.format import syntax as S
 from adjoint.values.exact import Exact

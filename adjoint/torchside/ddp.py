@@ -31,7 +31,8 @@ from adjoint.format.errors import ProblemError
 from adjoint.format.problem import Step
 from adjoint.format.comm_hook import OPS
 from adjoint.format.syntax import Bin, Call, Name, Neg, Num
-from adjoint.torchside.run import DEFAULT_STEPS, TORCH_ERRORS, Session, finish_calls
+from adjoint.torchside.run import (DEFAULT_STEPS, TORCH_ERRORS, Session, finish_calls, register_after_forward,
+                                   remove_before_backward)
 from adjoint.torchside.values import snap
 
 #: the file's built-in comm hooks: torch.distributed.algorithms.ddp_comm_hooks.default_hooks
@@ -214,15 +215,11 @@ def _run_steps(s: DDPSession, steps, passes: list, spec) -> dict | None:
                     s.forward(step.inputs)
                     if first_forward:
                         first_forward = False
-                        for hook in hooks:
-                            if hook.when == "after_forward" and hook.index not in later:
-                                s.hooks.register(hook.index)
+                        register_after_forward(s, hooks, later)
                 elif step.kind == "backward":
                     bw = step.backward or s.v.backward
                     if first_backward:
-                        for hook in hooks:
-                            if hook.remove == "before_backward":
-                                s.hooks.remove(hook.index)
+                        remove_before_backward(s, hooks)
                     start = len(s.log)
                     s.hooks.fired.clear()
                     s.backward(bw)

@@ -47,7 +47,6 @@ from adjoint.format.problem import OUTPUT, Module, Problem, Step, Variant
 from adjoint.torchside import graphs
 from adjoint.torchside.build import build, module_paths
 from adjoint.torchside.dropout import forced_mask
-from adjoint.torchside.hooks import Hooks
 from adjoint.torchside.program import Program
 from adjoint.torchside.savednodes import SavedNodes
 from adjoint.torchside.unfinished import WatchPacks
@@ -424,6 +423,21 @@ def _recorder(s: Session, warned: list):
     return show
 
 
+def register_after_forward(s: Session, hooks, later) -> None:
+    """The file's ``when: after_forward`` hooks, registered once the first forward ran (those
+    that a step registers ``later`` wait for it)."""
+    for hook in hooks:
+        if hook.when == "after_forward" and hook.index not in later:
+            s.hooks.register(hook.index)
+
+
+def remove_before_backward(s: Session, hooks) -> None:
+    """The file's ``remove: before_backward`` hooks, removed before the first backward."""
+    for hook in hooks:
+        if hook.remove == "before_backward":
+            s.hooks.remove(hook.index)
+
+
 def run_steps(s: Session, steps, passes: list) -> dict | None:
     """Run the steps in order; the contract's ``error`` when PyTorch raised, else None."""
     hooks = s.v.hooks
@@ -445,15 +459,11 @@ def run_steps(s: Session, steps, passes: list) -> dict | None:
                 if first_forward:
                     first_forward = False
                     registering = True
-                    for hook in hooks:
-                        if hook.when == "after_forward" and hook.index not in later:
-                            s.hooks.register(hook.index)
+                    register_after_forward(s, hooks, later)
             elif step.kind == "backward":
                 bw = step.backward or s.v.backward
                 if first_backward:
-                    for hook in hooks:
-                        if hook.remove == "before_backward":
-                            s.hooks.remove(hook.index)
+                    remove_before_backward(s, hooks)
                 start = len(s.log)
                 s.hooks.fired.clear()   # which call fired at a shared node counts afresh in every backward
                 returned = s.backward(bw)

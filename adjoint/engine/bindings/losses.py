@@ -34,8 +34,6 @@ from adjoint.engine.bindings.signature import Function, Param
 from adjoint.engine.bindings.core import binary
 from adjoint.engine.bindings.views import lower_contiguous, view
 from adjoint.engine import warns
-from adjoint.engine.bindings.signature import Function
-from adjoint.engine.bindings.signature import Param
 
 _FLOAT_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}
 

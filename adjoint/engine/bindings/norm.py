@@ -28,8 +28,6 @@ from adjoint.engine.ops.embedding import EmbeddingSpec
 from adjoint.engine.ops.norm import BatchNormSpec, GroupNormSpec, LayerNormSpec, _channel_shape, _mean_over
 from adjoint.engine.bindings.signature import Function, Param
 from adjoint.engine.runtime import TorchError
-from adjoint.engine.bindings.signature import Function
-from adjoint.engine.bindings.signature import Param
 def _prod(xs) -> int:
     out = 1
     for v in xs:

@@ -36,17 +36,7 @@ class LayerCall:
 
 
 def _collect() -> dict[str, Callable]:
-    from adjoint.engine.layers import activations, basic, losses, nn
-    from adjoint.engine.layers import activations
-    from adjoint.engine.layers import basic
-    from adjoint.engine.layers import losses
-    from adjoint.engine.layers import nn
-    from adjoint.engine.layers import swish
-    from adjoint.engine.layers import activations
-    from adjoint.engine.layers import basic
-    from adjoint.engine.layers import losses
-    from adjoint.engine.layers import nn
-    from adjoint.engine.layers import recurrent, swish
+    from adjoint.engine.layers import activations, basic, losses, nn, recurrent, swish
     forwards: dict[str, Callable] = {}
     for family in (basic, activations, nn, losses, swish, recurrent):
         for name, fn in family.FORWARDS.items():

@@ -36,10 +36,6 @@ import numpy as np
 from adjoint.values.mathtree import Fn, TBin, TConst, TFn, applied, generic_vjp, number, number_text
 from adjoint.engine.ops.record import Check, Math, Op, Save
 from adjoint.engine.ops.arith import binary_shape, same_shape
-from adjoint.engine.ops.record import Check
-from adjoint.engine.ops.record import Math
-from adjoint.engine.ops.record import Op
-from adjoint.engine.ops.record import Save
 from adjoint.engine.ops.masking import mask_error, masked_fill_forward, masked_fill_shape, masked_fill_vjp
 
 #: ``binary_cross_entropy_backward``'s EPSILON: 1e-12 as a float32 holds it, in float64 too

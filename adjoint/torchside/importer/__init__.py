@@ -29,8 +29,6 @@ from adjoint.torchside.importer.builtins import param_entry
 from adjoint.torchside.importer.tree import TreeWriter
 from adjoint.torchside.importer.userfile import call_factory, split_spec
 from adjoint.torchside.importer.where import show_path, source_files
-from adjoint.torchside.importer import hooks
-from adjoint.torchside.importer import inputs
 from adjoint.torchside.importer.numbers import nested
 from adjoint.torchside.importer.forwardcheck import check_model
 from adjoint.torchside.importer.userfile import factory_location
