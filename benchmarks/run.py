@@ -56,7 +56,9 @@ from perf.spec import Outcome  # noqa: E402
 PREFIX = "RESULT "
 #: numpy's BLAS (the --float64 mode's matrix products) on one thread, as torch is
 #: (reference.TORCH_THREADS): OpenBLAS's spinning threads on a shared two-core machine made a
-#: product 4-8x slower than on one thread, and the ratio would time the machine's load
+#: product 4-8x slower than on one thread, and the ratio would time the machine's load. Units
+#: with ``own_threads`` (issue 29's float64 MLP) run as a user runs them instead: adjoint sizes
+#: its BLAS pool itself (threadpoolctl), torch uses its default intra-op threads.
 BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 
 
@@ -91,8 +93,9 @@ def run_unit(unit: units.Unit, quick: bool, timeout: float | None) -> list[Outco
     tmpdir = tempfile.mkdtemp(prefix=f"adjoint-bench-{unit.name}-")
     argv = [sys.executable, os.path.abspath(__file__), "--worker", unit.name, "--tmpdir", tmpdir]
     argv += ["--quick"] if quick else []
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
-               **BLAS_THREADS)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+    if not unit.own_threads:
+        env.update(BLAS_THREADS)
     started = time.perf_counter()
     print(f"{unit.name} ...", end="", file=sys.stderr, flush=True)
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,

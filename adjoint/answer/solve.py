@@ -11,10 +11,10 @@ told ``progress(stage, done, total)`` as the work goes (stage ``forward``, ``bac
 from __future__ import annotations
 
 import gc
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 from adjoint.values.backends.exact import ExactBackend
-from adjoint.values.backends.float64 import Float64Backend
+from adjoint.values.backends.float64 import Float64Backend, blas_limited
 from adjoint.values.backends.structure import StructureBackend
 from adjoint.format.errors import ProblemError
 from adjoint.engine.forward import Call
@@ -53,7 +53,7 @@ def solve_problem(problem: Problem, variant: str | None = None, numeric: bool = 
             return MODES[mode](problem.dtype, symbols)
         with _cyclic_gc_paused():
             return Prediction(problem, solve_distributed(problem, variant, make_backend, progress), numeric, mode)
-    with _cyclic_gc_paused():
+    with _cyclic_gc_paused(), (blas_limited() if mode == "float64" else nullcontext()):
         return Prediction(problem, [solve_variant(problem, v, symbols, mode, progress) for v in chosen], numeric,
                           mode)
 

@@ -15,7 +15,7 @@ import sys
 from . import engine, reference
 from .clock import Side, interleaved, process_seconds, seconds
 from .context import ROOT, Context, fresh_sympy_cache
-from .problems import (chain_case, cnn_case, gpt2_case, mlp_case, resnet18_case, symbolic_case,
+from .problems import (chain_case, cnn_case, gpt2_case, mlp_case, mlp_f64_case, resnet18_case, symbolic_case,
                        transformer_case, write_model)
 
 #: torch calls per round (a forward + backward takes about a millisecond); half under --quick
@@ -62,6 +62,7 @@ def mlp(ctx: Context) -> None:
     ctx.emit("mlp.load_s", times["load"])
     ctx.emit("mlp.libyaml_compose_s", times["compose"])
     ctx.emit("mlp.load/libyaml_compose", times["load"] / times["compose"])
+    load_s = times["load"]
 
     problem = engine.load(path)
     prediction = engine.solve(problem)
@@ -80,6 +81,8 @@ def mlp(ctx: Context) -> None:
     ctx.emit("mlp.flint_floor_s", times["floor"])
     ctx.emit("mlp.(solve+json)/torch", (times["solve"] + times["json"]) / times["torch"])
     ctx.emit("mlp.solve/flint_floor", times["solve"] / times["floor"])
+    ctx.emit("mlp.solve/torch", times["solve"] / times["torch"])
+    ctx.emit("mlp.(load+solve+json)/torch", (load_s + times["solve"] + times["json"]) / times["torch"])
     _decimal_floor(ctx, "mlp", engine.to_json(prediction), times["torch"])
 
     phases = _median_phases(problem, rounds)
@@ -169,10 +172,13 @@ def mlp_tanh(ctx: Context) -> None:
     def solve_json():
         engine.to_json(engine.solve(problem))
 
-    times = interleaved([Side("ours", solve_json, before=fresh_sympy_cache), torch_side], ctx.rounds(5, 3),
-                        warmup=False)
+    times = interleaved([Side("ours", solve_json, before=fresh_sympy_cache),
+                         Side("solve", lambda: engine.solve(problem), before=fresh_sympy_cache), torch_side],
+                        ctx.rounds(5, 3), warmup=False)
     ctx.emit("mlp_tanh.solve+json_s", times["ours"])
+    ctx.emit("mlp_tanh.solve_s", times["solve"])
     ctx.emit("mlp_tanh.(solve+json)/torch", times["ours"] / times["torch"])
+    ctx.emit("mlp_tanh.solve/torch", times["solve"] / times["torch"])
     _decimal_floor(ctx, "mlp_tanh", engine.to_json(engine.solve(problem)), times["torch"])
 
 
@@ -274,6 +280,25 @@ def startup(ctx: Context) -> None:
     ctx.emit("startup.adjoint_solve/import_sympy", times["adjoint"] / times["sympy"])
 
 
+def startup_mlp(ctx: Context) -> None:
+    """Issue 29: ``adjoint solve`` of the ``mlp`` file as a process vs the same model run as a
+    torch script that registers the same hooks, each printing what it is handed (what a user
+    would write instead), as a process; median wall-clock seconds, interleaved."""
+    import compileall
+
+    compileall.compile_dir(os.path.join(ROOT, "adjoint"), quiet=1)
+    case = mlp_case(activation="ReLU")
+    path = ctx.write("mlp.yaml", case.text)
+    script = ctx.write("mlp_torch.py", reference.torch_mlp_script(case))
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    commands = {"adjoint": _adjoint_command() + ["solve", path],
+                "torch": [sys.executable, script]}
+    times = process_seconds(commands, ctx.rounds(5, 3), env, ROOT)
+    ctx.emit("startup_mlp.adjoint_solve_s", times["adjoint"])
+    ctx.emit("startup_mlp.torch_script_s", times["torch"])
+    ctx.emit("startup_mlp.adjoint_solve/torch_script", times["adjoint"] / times["torch"])
+
+
 def memory(ctx: Context) -> None:
     """Peak resident memory (ru_maxrss) of this process after loading, solving and writing the
     JSON of ``mlp``; the process imports nothing else heavy (never torch)."""
@@ -369,3 +394,52 @@ def gpt2(ctx: Context) -> None:
     _large_model(ctx, "gpt2", gpt2_case(layers=12, width=768, heads=12, seq=16),
                  gpt2_case(layers=1, width=24, heads=2, seq=4))
 
+
+
+# ----------------------------------------------------------------------------- issue 29: --float64 under load
+
+def _blas_job():
+    """Another BLAS job on the same cores: a process multiplying 512x512 matrices with numpy's
+    default threads, until killed (what issue 29 measured beside)."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                                                            "OMP_NUM_THREADS")}
+    code = "import numpy as np\na = np.random.default_rng(0).standard_normal((512, 512))\nwhile True:\n    a @ a\n"
+    return subprocess.Popen([sys.executable, "-c", code], env=env)
+
+
+def f64_mlp(ctx: Context) -> None:
+    """Issue 29: ``--float64`` solve of a ReLU MLP 256x16, batch 32, a full backward hook on every
+    Linear (float32 side-file weights) vs torch's float64 forward + backward of the same model with
+    the same hooks, both with their own thread pools (the unit runs without the harness's
+    one-thread environment): once on a quiet machine, once beside another BLAS job (a process
+    multiplying matrices on every core). Also the BLAS threads adjoint chose in each case."""
+    import time
+
+    from adjoint.values.backends.float64 import blas_threads
+
+    path = write_model(mlp_f64_case(), os.path.join(ctx.tmpdir, "model"))
+    warm = engine.load(write_model(mlp_f64_case(width=8, layers=2, batch=2), os.path.join(ctx.tmpdir, "small")))
+    engine.solve_mode(warm, "float64")
+    problem = engine.load(path)
+    torch_step = reference.torch_problem(problem, threads=None)
+    _loss_close(engine.solve_mode(problem, "float64"), torch_step(), "f64_mlp")
+    sides = [Side("torch", torch_step, inner=1 if ctx.quick else 5),
+             Side("float64", lambda: engine.solve_mode(problem, "float64"))]
+    ctx.emit("f64_mlp.blas_threads_quiet", blas_threads())
+    times = interleaved(sides, ctx.rounds(5, 3), warmup=False)
+    ctx.emit("f64_mlp.torch_fwd_bwd_s", times["torch"])
+    ctx.emit("f64_mlp.float64_s", times["float64"])
+    ctx.emit("f64_mlp.float64/torch", times["float64"] / times["torch"])
+    job = _blas_job()
+    try:
+        time.sleep(5 if ctx.quick else 20)   # the load average the thread choice reads catches up
+        ctx.emit("f64_mlp.blas_threads_loaded", blas_threads())
+        times = interleaved(sides, ctx.rounds(5, 3), warmup=False)
+    finally:
+        job.kill()
+        job.wait()
+    ctx.emit("f64_mlp.loaded_torch_fwd_bwd_s", times["torch"])
+    ctx.emit("f64_mlp.loaded_float64_s", times["float64"])
+    ctx.emit("f64_mlp.loaded_float64/torch", times["float64"] / times["torch"])

@@ -296,6 +296,27 @@ def resnet18_case(size: int = 32, batch: int = 1, classes: int = 10, seed: int =
     return ModelCase("resnet18", "\n".join(lines) + "\n", files)
 
 
+def mlp_f64_case(width: int = 256, layers: int = 16, batch: int = 32, seed: int = 0) -> ModelCase:
+    """Issue 29's ``--float64`` MLP: ``layers`` Linear(width, width) with ReLU between them, input
+    (batch, width), a full backward hook on every Linear, loss ``sum(y * y)``; weights float32 side
+    files (N(0, 1/width), so the values stay of order one), dtype float64."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    files: dict = {}
+    lines = ["name: mlp_f64", "dtype: float64", "inputs:",
+             f"  x: {_weights(files, rng, 'x', (batch, width), 1.0)}", "model:", "  type: Sequential",
+             "  children:"]
+    for i in range(layers):
+        lines.append(f"    fc{i}: {{type: Linear, args: {{in_features: {width}, out_features: {width}}}, "
+                     f"params: {{weight: {_weights(files, rng, f'fc{i}.weight', (width, width), width ** -0.5)}, "
+                     f"bias: {_weights(files, rng, f'fc{i}.bias', (width,), 0.1)}}}}}")
+        if i < layers - 1:
+            lines.append(f"    act{i}: {{type: ReLU}}")
+    lines += ['loss: "sum(y * y)"', "hooks:"] + [f"  - {{module: fc{i}, kind: full_backward}}" for i in range(layers)]
+    return ModelCase(f"mlp_f64_w{width}_l{layers}_b{batch}", "\n".join(lines) + "\n", files)
+
+
 def gpt2_case(layers: int = 12, width: int = 768, heads: int = 12, seq: int = 16, batch: int = 1,
               seed: int = 0) -> ModelCase:
     """Issue 12's GPT-2 shape: ``layers`` pre-LN blocks (LayerNorm, MultiheadAttention with

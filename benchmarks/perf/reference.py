@@ -227,17 +227,19 @@ class _LossScope:
         return self.run.call_module(self.child(name), args, kwargs)
 
 
-def torch_problem(problem) -> Callable[[], object]:
+def torch_problem(problem, threads: int | None = TORCH_THREADS) -> Callable[[], object]:
     """One torch forward + backward of a problem's model as ``adjoint verify``'s torch side builds
     it (``adjoint.torchside.build``: the real ``torch.nn`` classes with the file's parameters, in the
     file's dtype), with its module backward hooks registered (each observing); the first variant's
-    inputs. Returns ``step``: grads set to None, forward, loss, ``backward()``; it returns the loss."""
+    inputs. Returns ``step``: grads set to None, forward, loss, ``backward()``; it returns the loss.
+    ``threads``: torch's intra-op threads (None leaves torch's default)."""
     import torch
 
     from adjoint.torchside.build import build, module_paths
     from adjoint.torchside.values import literal_tensor
 
-    torch.set_num_threads(TORCH_THREADS)
+    if threads is not None:     # None: torch's own default pool, as a user runs it
+        torch.set_num_threads(threads)
     dtype = {"float32": torch.float32, "float64": torch.float64}[problem.dtype]
     variant = problem.variants[0]
     leaves = {}
@@ -266,3 +268,26 @@ def torch_problem(problem) -> Callable[[], object]:
         return loss.detach()
 
     return step
+
+
+def torch_mlp_script(case: MLPCase) -> str:
+    """The ``mlp`` model as the torch script a user would run instead of adjoint: the same layers
+    and values, a full backward hook on every Linear and a tensor hook on every activation output,
+    each printing what it is handed, then forward, ``sum(y * y)``, backward."""
+    def lit(rows) -> str:
+        return repr([[float(v) for v in row] for row in rows])
+
+    lines = ["import torch", "torch.set_printoptions(precision=17)",
+             f"x = torch.tensor({lit(case.x)}, dtype=torch.float64, requires_grad=True)", "layers = []"]
+    for w, b in zip(case.weights, case.biases):
+        lines += [f"lin = torch.nn.Linear({len(w[0])}, {len(w)}, dtype=torch.float64)",
+                  "with torch.no_grad():",
+                  f"    lin.weight.copy_(torch.tensor({lit(w)}, dtype=torch.float64))",
+                  f"    lin.bias.copy_(torch.tensor({[float(v) for v in b]!r}, dtype=torch.float64))",
+                  "lin.register_full_backward_hook(lambda m, gi, go: print('full_backward', gi, go))",
+                  "layers.append(lin)"]
+    act = {"ReLU": "torch.relu", "Tanh": "torch.tanh"}[case.activation]
+    lines += ["h = x", "for i, lin in enumerate(layers):", "    h = lin(h)", "    if i < len(layers) - 1:",
+              f"        h = {act}(h)", "        h.register_hook(lambda g: print('hook', g))",
+              "loss = (h * h).sum()", "loss.backward()", "print('x.grad', x.grad)"]
+    return "\n".join(lines) + "\n"

@@ -15,6 +15,8 @@ floats; ``exact``: null, since this mode has no exact values). Free symbols need
 from __future__ import annotations
 
 import math
+import os
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -402,3 +404,38 @@ def _reduced(x: F64, dims) -> tuple[int, ...]:
     """The dims a reduction sums over: every dim when none given; a 0-d tensor reduces nothing."""
     dims = tuple(dims) if dims else tuple(range(x.ndim))
     return tuple(d for d in dims if d < x.ndim)
+
+
+# ----------------------------------------------------------------------------- BLAS threads
+
+def blas_threads() -> int:
+    """How many threads numpy's BLAS may use for this solve: the cores not already busy.
+
+    OpenBLAS's threads spin while they wait for work; beside another busy process on the same
+    cores they spin against it, and one matrix product took 70x the time torch took at the same
+    moment (torch sizes its own pool and does not spin that way). So the solve takes the cores
+    the last minute's load average leaves idle (``os.getloadavg``; this process counts as one
+    of them), at least one and at most the cores this process may run on."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        busy = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return cores
+    return max(1, min(cores, int(cores - busy + 1.0)))
+
+
+@contextmanager
+def blas_limited():
+    """numpy's BLAS held to :func:`blas_threads` threads while the block runs (threadpoolctl,
+    a dependency; the limit is lifted again afterwards). Without threadpoolctl (a stripped
+    install) the block runs unlimited."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        yield
+        return
+    with threadpool_limits(limits=blas_threads(), user_api="blas"):
+        yield
