@@ -144,12 +144,19 @@ def test_ctrl_c_is_one_line_exit_130(monkeypatch):
     assert (code, out, err) == (130, "", "interrupted\n")
 
 
+def _default_sigint():
+    """In the child: Ctrl-C's default action, whatever the test process inherited (a process
+    whose parent ignores SIGINT starts with it ignored, and Python then leaves it so)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _latex_in_background(tmp_path):
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     proc = subprocess.Popen([sys.executable, "-m", "adjoint", "latex", SLINEAR, "-o", str(tmp_path / "out.tex"),
                              "--pdf"], env=dict(os.environ, PYTHONPATH=ROOT, TMPDIR=str(tmpdir)),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint)
     deadline = time.monotonic() + 120  # hang guard only
     while not any(p.name.startswith("adjoint-latex-") for p in tmpdir.iterdir()):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()

@@ -90,7 +90,8 @@ def test_dot_does_not_outlive_an_interrupted_graph(tmp_path, sig):
                     "loss: \"sum(y)\"\n")
     env = dict(os.environ, PYTHONPATH=os.path.abspath(ROOT))
     proc = subprocess.Popen([sys.executable, "-m", "adjoint", "graph", "--structure", str(path), "-o",
-                             str(tmp_path / "slow.svg")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             str(tmp_path / "slow.svg")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))   # not an inherited SIG_IGN
     dots = []
     guard = time.monotonic() + 120
     while not dots and time.monotonic() < guard and proc.poll() is None:
