@@ -31,6 +31,7 @@ from adjoint.torchside.importer.userfile import call_factory, split_spec
 from adjoint.torchside.importer.where import show_path, source_files
 from adjoint.torchside.importer.numbers import nested
 from adjoint.torchside.importer.forwardcheck import check_model
+from adjoint.torchside.importer.forwardcheck import shared_paths, tie_names
 from adjoint.torchside.importer.userfile import factory_location
 
 DEFAULT_LOSS = "sum(y)"
@@ -51,6 +52,8 @@ def problem_text(model: nn.Module, named_inputs: list[tuple[str, torch.Tensor]],
     writer = TreeWriter(files, shapes, examples)
     writer.factory_at = factory_at
     writer.side = side
+    writer.tied = tie_names(model)
+    writer.aliases = shared_paths(model)
     tree = writer.module(model, "", True)
     forward = tree.get("forward")
     assigned = re.findall(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=[^=]", forward.text, re.M) if forward is not None else []
