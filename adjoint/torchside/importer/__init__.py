@@ -31,7 +31,7 @@ from adjoint.torchside.importer.userfile import call_factory, split_spec
 from adjoint.torchside.importer.where import show_path, source_files
 from adjoint.torchside.importer.numbers import nested
 from adjoint.torchside.importer.forwardcheck import check_model
-from adjoint.torchside.importer.forwardcheck import shared_paths, tie_names
+from adjoint.torchside.importer.forwardcheck import ForwardWatch, shared_paths, tie_names
 from adjoint.torchside.importer.userfile import factory_location
 
 DEFAULT_LOSS = "sum(y)"
@@ -241,10 +241,12 @@ def _example_calls(model: nn.Module, args: list[torch.Tensor]) -> tuple[dict, di
         handles.append(m.register_forward_pre_hook(pre, prepend=True, with_kwargs=True))
     state = {n: b.detach().clone() for n, b in model.named_buffers()}   # BatchNorm's statistics move
     rng = torch.get_rng_state()
+    watch = ForwardWatch(source_files(model))
     try:
-        with torch.no_grad():
+        with torch.no_grad(), watch:
             model(*args)
     except Exception as exc:
+        watch.check()
         raise ProblemError(None, f"running {type(model).__name__} on the example inputs raised "
                                  f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}; give inputs of the "
                                  "shapes the model takes") from None
@@ -255,6 +257,7 @@ def _example_calls(model: nn.Module, args: list[torch.Tensor]) -> tuple[dict, di
             for n, b in model.named_buffers():
                 b.copy_(state[n])
         torch.set_rng_state(rng)
+    watch.check()
     return shapes, examples
 
 

@@ -183,3 +183,81 @@ def _check_forward(m: nn.Module, path: str) -> None:
                 raise refuse(at(node), f"{who}: {_AUTOGRAD_CALLS[name]} ('{ast.unparse(node)}'), which torch.fx does "
                                        "not record", "register the hook on the model before importing it, or write "
                                                      "the file's hooks: by hand")
+
+
+_SETTERS = ("requires_grad", "data", "grad")
+_WATCHED_CALLS = ("register_hook", "register_post_accumulate_grad_hook", "retain_grad", "requires_grad_")
+
+
+class ForwardWatch:
+    """Watches the example run for what the source check cannot see (an alias, a helper function
+    the forward calls): a ``torch.utils.checkpoint`` call (``checkpoint``,
+    ``checkpoint_sequential``: fx and the recording would trace through it and drop its
+    recomputation), a ``.requires_grad`` / ``.data`` / ``.grad`` write, ``register_hook``,
+    ``retain_grad()`` or ``requires_grad_()`` on a tensor (fx never sees them). The first one is
+    refused at the user's line that made it (the innermost frame in ``files``)."""
+
+    def __init__(self, files: set[str]):
+        import torch
+        import torch.utils.checkpoint as ckpt
+        from torch.overrides import TorchFunctionMode
+        self.files = files
+        self.codes = {inspect.unwrap(ckpt.checkpoint).__code__: "checkpoint",
+                      inspect.unwrap(ckpt.checkpoint_sequential).__code__: "checkpoint_sequential"}
+        self.setters = {id(getattr(torch._C.TensorBase, n)): n for n in _SETTERS}
+        self.found: tuple[str, str | None] | None = None
+        self._previous = None
+        watch = self
+
+        class Mode(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                watch.seen(func)
+                return func(*args, **(kwargs or {}))
+        self.mode = Mode()
+
+    def _where(self, frame) -> str | None:
+        while frame is not None:
+            path = os.path.abspath(frame.f_code.co_filename)
+            if path in self.files:
+                return f"{show_path(path)}:{frame.f_lineno}"
+            frame = frame.f_back
+        return None
+
+    def seen(self, func) -> None:
+        if self.found is not None:
+            return
+        import sys
+        owner = getattr(func, "__self__", None)
+        if getattr(func, "__name__", None) == "__set__" and id(owner) in self.setters:
+            self.found = (f"sets .{self.setters[id(owner)]} on a tensor", self._where(sys._getframe(2)))
+        elif getattr(func, "__name__", None) in _WATCHED_CALLS:
+            self.found = (f"calls .{func.__name__}() on a tensor", self._where(sys._getframe(2)))
+
+    def _profile(self, frame, event, arg):
+        if event == "call" and self.found is None and frame.f_code in self.codes:
+            self.found = (f"calls {self.codes[frame.f_code]}(...) (torch.utils.checkpoint)", self._where(frame.f_back))
+
+    def __enter__(self):
+        import sys
+        self._previous = sys.getprofile()
+        sys.setprofile(self._profile)
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        import sys
+        self.mode.__exit__(*exc)
+        sys.setprofile(self._previous)
+        return False
+
+    def check(self) -> None:
+        if self.found is None:
+            return
+        what, where = self.found
+        if "checkpoint" in what:
+            raise refuse(where, f"the model {what} in its forward, which cannot be imported yet: the engine does not "
+                                "model its recomputation, and tracing through it would drop it",
+                         "call the function directly for the import, or leave the model out")
+        raise refuse(where, f"the model {what} in its forward, which torch.fx does not record",
+                     "write the forward in the problem file by hand, or move the line out of the model "
+                     "(register hooks on the model before importing it)")
