@@ -4,8 +4,9 @@ One job per module: :mod:`.userfile` loads ``FILE.py`` and calls its factory;
 :mod:`.inputs` makes the inputs; :mod:`.tree` writes the module tree (:mod:`.builtins` for the
 ``torch.nn`` types the format has, :mod:`.fxtrace` + :mod:`.program` for every other module's
 forward); :mod:`.forwardcheck` refuses what fx would silently lose (``with`` blocks,
-``.requires_grad`` writes, ``checkpoint``, hooks registered inside a forward, tied
-parameters, shared modules holding tensors); :mod:`.hooks` lists the hooks already
+``.requires_grad`` writes, ``checkpoint``, hooks registered inside a forward -- in its source,
+and on the example run -- and a module under two names holding buffers or hooks; tied
+parameters are written ``{tied: FIRST}``); :mod:`.hooks` lists the hooks already
 registered and :mod:`.hookbody` translates their Python bodies; :mod:`.numbers` writes values
 exactly, :mod:`.sidewrite` puts big tensors in a safetensors side file; :mod:`.emit` writes
 the YAML text (``adjoint.format.loader`` stays the only reader); :mod:`.graphcheck` and

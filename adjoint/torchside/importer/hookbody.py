@@ -13,8 +13,13 @@ one argument -> ``grad``), every other name it reads captured by value (a number
   ``list.append``, storing into a container, pure Tensor methods such as ``.norm()`` -- is
   written observe-only: what it is handed is the answer, and nothing it does changes a
   gradient;
-* anything else (an ``if``, a call of another Python function, an in-place method on a
-  tensor, the ``module`` argument read, a captured tensor or object) raises
+* a body that writes in place what it is handed (``g.clamp_(-c, c)``, ``g *= 2``,
+  ``grad_input[0][0] = 0``, ``p.grad.mul_(0.5)``, ``p.grad = None``, a ``with
+  torch.no_grad():`` block of such lines) keeps its lines under ``does:`` even when it
+  returns None: the engine hands it PyTorch's own gradient tensors (docs/format.md, "Hook
+  bodies that write in place");
+* anything else (an ``if``, a call of another Python function, an in-place method the format
+  does not have, the ``module`` argument read, a captured tensor or object) raises
   :class:`Untranslatable` with what it is, and :mod:`.hooks` refuses the import at the hook's
   ``file:line`` (or, with ``--hooks observe``, writes the hook observe-only and says so).
 
