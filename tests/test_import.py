@@ -128,6 +128,34 @@ def test_example_imports_solves_and_verifies_against_the_users_module(tmp_path, 
         assert js["grads"]["head.weight"]["value"] == js["grads"]["emb.weight"]["value"]
 
 
+def test_resnet18_with_side_files_imports_solves_and_verifies_against_the_users_module(tmp_path):
+    """examples/resnet18.py's eighteen layers (make_narrow: 8 to 64 channels; the full-size model
+    is benchmarks/import_big.py's) on the smallest input it takes, its big tensors in a side file:
+    solved in float64, verified against the user's module (graph, loss, every .grad)."""
+    from adjoint.torchside.importer import side_file_for, side_path
+    file = tmp_path / "resnet18.py"
+    file.write_text(open(os.path.join(EXAMPLES, "resnet18.py")).read())
+    out = str(tmp_path / "narrow.yaml")
+    side = side_file_for(out)
+    text = import_file(f"{file}:make_narrow", ["x=1x3x1x1"], "sum(y)", out, side=side)
+    assert side.tensors and 'value: {file: "narrow.safetensors", key: "layer4.1.conv2.weight"}' in text
+    with open(side_path(out, side), "wb") as fh:
+        fh.write(side.data())
+    with open(out, "w") as fh:
+        fh.write(text)
+    problem = adjoint.load(out)
+    vp = predict(problem, None, "float64").variants[0]
+    result = verify_variant(out, problem, vp, "float64", False, origin=True)
+    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+    assert [r.ok for r in result.rows if r.section == "graph"] == [True]
+    loss, grads = _user_run(problem, str(file), "make_narrow")
+    js = vp.to_json()
+    _close(js["loss"], loss, "loss")
+    assert len(grads) == 1 + 62                      # x and the 62 parameters
+    for tname, g in grads.items():
+        _close(js["grads"][tname], g, f"grad {tname}")
+
+
 def test_cli_import_writes_a_loadable_file_and_refuses_bad_input(tmp_path):
     out = tmp_path / "mlp.yaml"
     env = dict(os.environ, PYTHONPATH=ROOT)
