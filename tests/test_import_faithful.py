@@ -402,6 +402,24 @@ def test_tied_weights_and_a_module_listed_twice_import_tied_and_equal_the_users_
                 return m
 
 
+            class Block(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.lin = nn.Linear(3, 3)
+                    self.scale = nn.Parameter(torch.tensor([0.5, -1.0, 2.0]))
+
+                def forward(self, x):
+                    return torch.tanh(self.lin(x)) * self.scale + x
+
+
+            def make_block_twice():
+                torch.manual_seed(6)
+                blk = Block()
+                m = nn.Sequential(blk, nn.ReLU(), blk).double()
+                m[0].lin.weight.register_hook(lambda g: g * 2)
+                return m
+
+
             def make_repeated_hooked():
                 lin = nn.Linear(3, 3)
                 lin.register_forward_hook(lambda mod, i, o: o * 2)
@@ -427,6 +445,13 @@ def test_tied_weights_and_a_module_listed_twice_import_tied_and_equal_the_users_
     vp = _assert_same(problem, models, "make_repeated")
     result = verify_variant(path, problem, vp, "float64", False, origin=True)
     assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+    # a custom block listed twice, with a tensor hook on its (one) weight: the hook runs once, on the summed gradient
+    path, text, problem = _import(models, "make_block_twice")
+    assert "scale: {tied: 0.scale}" in text and "weight: {tied: 0.lin.weight}" in text
+    vp = _assert_same(problem, models, "make_block_twice")
+    result = verify_variant(path, problem, vp, "float64", False, origin=True)
+    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+    assert len(vp.to_json()["hook_calls"]) == 1
     # with a module hook it would need registering twice: refused, at the factory
     msg = _refused(models, "make_repeated_hooked")
     assert msg.startswith(f"{models}:{_line_of(models, 'def make_repeated_hooked():')}: module '2' is the same "
