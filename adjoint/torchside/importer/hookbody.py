@@ -225,6 +225,9 @@ class _Translator:
             return None
         if isinstance(s, ast.If):
             raise self.fail("an 'if' statement (the format writes a choice as where(COND, A, B))", s)
+        if isinstance(s, (ast.For, ast.While)):
+            raise self.fail(f"a '{'for' if isinstance(s, ast.For) else 'while'}' loop (write each element's line: "
+                            "grad_input[0].mul_(0.1))", s)
         raise self.fail(f"the statement '{_short(ast.unparse(s))}'", s)
 
     def write(self, s) -> list[str] | None:
