@@ -420,6 +420,12 @@ def test_tied_weights_and_a_module_listed_twice_import_tied_and_equal_the_users_
                 return m
 
 
+            def make_repeated_global():
+                m = make_repeated()
+                torch.nn.modules.module.register_module_full_backward_hook(lambda mod, gi, go: None)
+                return m
+
+
             def make_repeated_hooked():
                 lin = nn.Linear(3, 3)
                 lin.register_forward_hook(lambda mod, i, o: o * 2)
@@ -452,6 +458,15 @@ def test_tied_weights_and_a_module_listed_twice_import_tied_and_equal_the_users_
     result = verify_variant(path, problem, vp, "float64", False, origin=True)
     assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
     assert len(vp.to_json()["hook_calls"]) == 1
+    # a global hook sees the one module on both calls, named by its first name: verify --origin agrees
+    before = dict(torch.nn.modules.module._global_backward_hooks)
+    path, text, problem = _import(models, "make_repeated_global")
+    assert "{global: full_backward}" in text
+    vp = predict(problem, None, "float64").variants[0]
+    assert [c["target"] for c in vp.to_json()["hook_calls"]] == ["2", "1", "0", "model"]
+    result = verify_variant(path, problem, vp, "float64", False, origin=True)
+    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+    assert dict(torch.nn.modules.module._global_backward_hooks) == before
     # with a module hook it would need registering twice: refused, at the factory
     msg = _refused(models, "make_repeated_hooked")
     assert msg.startswith(f"{models}:{_line_of(models, 'def make_repeated_hooked():')}: module '2' is the same "
