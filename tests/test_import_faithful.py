@@ -850,6 +850,22 @@ def make(hooks=True):
 
 def make_bare():
     return make(False)
+
+
+def boost(module, inp, out):
+    out.mul_(2)
+
+
+def shift(module, args):
+    args[0].add_(1)
+
+
+def make_forward_writes():
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(3, 3), nn.Tanh(), nn.Linear(3, 1)).double()
+    m[0].register_forward_hook(boost)
+    m[2].register_forward_pre_hook(shift)     # writes tanh's output, which TanhBackward0 saved
+    return m
 '''
 
 
@@ -894,6 +910,19 @@ def test_hook_bodies_that_write_in_place_are_translated_and_equal_the_users_modu
     assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
     calls = [r for r in result.rows if r.section == "origin" and r.item.startswith("#")]
     assert len(calls) == 6
+    # forward hooks that write in place: the pre hook overwrites what TanhBackward0 saved, PyTorch's error
+    out, text, problem = _import(str(path), "make_forward_writes")
+    assert '{module: "0", kind: forward, does: "output.mul_(2)"}' in text
+    assert '{module: "2", kind: forward_pre, does: "input[0].add_(1)"}' in text
+    vp = predict(problem, None, "float64").variants[0]
+    error = vp.to_json()["error"]
+    model = call_factory(str(path), "make_forward_writes")
+    with pytest.raises(RuntimeError) as raised:
+        model(x.detach().requires_grad_(True)).sum().backward()
+    assert error["type"] == "RuntimeError" and error["during"] == "backward"
+    assert error["message"] == str(raised.value)
+    result = verify_variant(out, problem, vp, "float64", False, origin=True)
+    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
 
 
 def test_checkpoint_and_requires_grad_writes_outside_the_forwards_source_are_refused_at_their_line(tmp_path):
