@@ -2,7 +2,7 @@
 ``--structure`` and ``--float64`` and, with ``--verify``, verified with ``--origin`` against
 the module itself. Each step is a fresh process, timed (wall and child CPU seconds).
 
-    python benchmarks/import_big.py [--verify] [--keep DIR]
+    python benchmarks/import_big.py [--verify] [--input x=1x3x1x1] [--keep DIR]
 
 Too slow for the test suite on two shared cores (tests use small models); numbers in
 docs/import.md.
@@ -38,12 +38,13 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--verify", action="store_true", help="also verify --float64 --origin (slow)")
     ap.add_argument("--keep", help="work in this directory (kept) instead of a temporary one")
+    ap.add_argument("--input", default="x=1x3x32x32", help="the input (x=1x3x1x1 is the smallest ResNet-18 takes)")
     args = ap.parse_args()
     work = args.keep or tempfile.mkdtemp(prefix="adjoint-big-")
     os.makedirs(work, exist_ok=True)
     shutil.copy(os.path.join(ROOT, "examples", "resnet18.py"), work)
     py = [sys.executable, "-m", "adjoint"]
-    steps = [("import", py + ["import", "resnet18.py:make_model", "--input", "x=1x3x32x32", "-o", "resnet18.yaml"]),
+    steps = [("import", py + ["import", "resnet18.py:make_model", "--input", args.input, "-o", "resnet18.yaml"]),
              ("solve --structure", py + ["solve", "resnet18.yaml", "--structure"]),
              ("solve --float64", py + ["solve", "resnet18.yaml", "--float64"])]
     if args.verify:

@@ -1,15 +1,15 @@
 """A tiny causal language model: token embedding, one masked self-attention head, an output
 head tied to the embedding (``head.weight = emb.weight``), and a gradient-clipping hook.
 
-    adjoint import examples/causal_lm.py:make_untied --input ids=1x3:int64:0-5 \
+    adjoint import examples/causal_lm.py:make_model --input ids=1x3:int64:0-5 \
         --target t=1x3:int64:0-5 --loss 'cross_entropy(y[0], t[0])' -o causal_lm.yaml
     adjoint verify causal_lm.yaml --float64 --origin     # also runs this module, with its hook
 
 The ids are int64 token ids in [0, 5) drawn from a seeded generator (the file's header says
-how); the causal mask is a bool buffer; ``clip`` clamps the gradient flowing into the value
-projection. ``make_model`` ties the head to the embedding (one Parameter, one ``.grad``):
-the problem format cannot write a tie yet, so its import stops with one line naming both
-names rather than untying them; ``make_untied`` is the same model with its own head weight.
+how); the causal mask is a bool buffer; ``clip`` returns the gradient flowing into the value
+projection clamped (a changed gradient). ``make_model`` ties the head to the embedding: one
+Parameter, one ``.grad``, written ``head: {..., params: {weight: {tied: emb.weight}}}``;
+``make_untied`` is the same model with its own head weight (two Parameters, two ``.grad``s).
 """
 
 import torch
@@ -48,7 +48,7 @@ def make_model():
 
 
 def make_untied():
-    """The same model with its own head weight (what imports while tying is not in the format)."""
+    """The same model with its own head weight (a copy of the embedding's, untied)."""
     torch.manual_seed(0)
     model = CausalLM()
     model.head.weight = nn.Parameter(model.emb.weight.detach().clone())

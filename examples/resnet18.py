@@ -7,6 +7,11 @@ the problem file.
     adjoint solve resnet18.yaml --float64        # the same engine on doubles
 
 (The exact mode is for tiny models: a ResNet-18 is a --float64 / --structure model.)
+``make_narrow`` is the same eighteen layers with 8 to 64 channels instead of 64 to 512 (the
+test suite's ResNet-18: its biggest tensors still go to the side file):
+
+    adjoint import examples/resnet18.py:make_narrow --input x=1x3x1x1 -o narrow.yaml
+    adjoint verify narrow.yaml --float64 --origin
 """
 
 import torch
@@ -33,18 +38,19 @@ class BasicBlock(nn.Module):
 
 
 class ResNet18(nn.Module):
-    def __init__(self, classes=10):
+    def __init__(self, classes=10, width=64):
         super().__init__()
-        self.conv1 = nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False)
-        self.bn1 = nn.BatchNorm2d(64)
+        w1, w2, w3, w4 = width, 2 * width, 4 * width, 8 * width
+        self.conv1 = nn.Conv2d(3, w1, 7, stride=2, padding=3, bias=False)
+        self.bn1 = nn.BatchNorm2d(w1)
         self.relu = nn.ReLU()
         self.maxpool = nn.MaxPool2d(3, stride=2, padding=1)
-        self.layer1 = nn.Sequential(BasicBlock(64, 64), BasicBlock(64, 64))
-        self.layer2 = nn.Sequential(BasicBlock(64, 128, 2), BasicBlock(128, 128))
-        self.layer3 = nn.Sequential(BasicBlock(128, 256, 2), BasicBlock(256, 256))
-        self.layer4 = nn.Sequential(BasicBlock(256, 512, 2), BasicBlock(512, 512))
+        self.layer1 = nn.Sequential(BasicBlock(w1, w1), BasicBlock(w1, w1))
+        self.layer2 = nn.Sequential(BasicBlock(w1, w2, 2), BasicBlock(w2, w2))
+        self.layer3 = nn.Sequential(BasicBlock(w2, w3, 2), BasicBlock(w3, w3))
+        self.layer4 = nn.Sequential(BasicBlock(w3, w4, 2), BasicBlock(w4, w4))
         self.avgpool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(512, classes)
+        self.fc = nn.Linear(w4, classes)
 
     def forward(self, x):
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
@@ -55,3 +61,8 @@ class ResNet18(nn.Module):
 def make_model():
     torch.manual_seed(0)
     return ResNet18().eval()
+
+
+def make_narrow():
+    torch.manual_seed(0)
+    return ResNet18(width=8).eval()

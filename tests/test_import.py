@@ -37,6 +37,7 @@ CASES = {
     "resnet_train": ("resnet.py", "make_training_block", ["x=2x1x2x2"]),
     "transformer": ("transformer.py", "make_model", ["x=1x1x2"]),
     "hooked": ("hooked.py", "make_model", ["x=2x3"]),      # gradient-changing hooks, translated
+    "causal_lm": ("causal_lm.py", "make_model", ["ids=1x3:int64:0-5"]),   # token ids, a tied head, a clipping hook
 }
 
 
@@ -67,10 +68,13 @@ def _user_run(problem, file: str, factory: str, dtype=torch.float32):
     model = call_factory(file, factory)
     args = []
     for d in problem.variants[0].inputs:
-        args.append(torch.tensor(_floats(d), dtype=dtype).reshape(d.value.shape).requires_grad_(True))
+        if d.dtype == "int64":      # token ids
+            args.append(torch.tensor([int(v) for v in d.value.items], dtype=torch.int64).reshape(d.value.shape))
+        else:
+            args.append(torch.tensor(_floats(d), dtype=dtype).reshape(d.value.shape).requires_grad_(True))
     loss = model(*args).sum()
     loss.backward()
-    grads = {d.name: a.grad for d, a in zip(problem.variants[0].inputs, args)}
+    grads = {d.name: a.grad for d, a in zip(problem.variants[0].inputs, args) if a.is_floating_point()}
     grads.update({n: p.grad for n, p in model.named_parameters()})
     return loss.detach(), grads
 
@@ -92,6 +96,10 @@ def test_example_imports_solves_and_verifies_against_the_users_module(tmp_path, 
     if case == "hooked":        # the hooks' bodies translated: their effect is in the prediction
         assert '{module: fc2, kind: full_backward, returns: "(grad_input[0] * 0.5,)"}' in text
         assert '{tensor: fc1.weight, returns: "grad.clamp(-0.1, 0.1)"}' in text
+        assert '{tensor: fc1.bias, does: "grad.clamp_(-0.05, 0.05)"}' in text      # in place, returns None
+    if case == "causal_lm":     # head.weight = emb.weight: one Parameter, tied in the file
+        assert "weight: {tied: emb.weight}" in text
+        assert '{module: v, kind: full_backward_pre, returns: "(grad_output[0].clamp(-0.25, 0.25),)"}' in text
     if case == "transformer":   # the user's own names: h = self.ln1(x); x = x + attended (x taken: x_2)
         assert ("    h = ln1(x)\n    x_2 = x + attn(h, h, h, need_weights=False)[0]\n"
                 "    return x_2 + mlp(ln2(x_2))\n") in text
@@ -110,6 +118,41 @@ def test_example_imports_solves_and_verifies_against_the_users_module(tmp_path, 
     _close(js["loss"], loss, "loss")
     for tname, g in grads.items():
         assert tname in js["grads"], tname
+        _close(js["grads"][tname], g, f"grad {tname}")
+    if case == "hooked":        # the hooks change what flows: the module without them gives other gradients
+        _, bare = _user_run(problem, problem.origin.file, "make_bare")
+        for tname in ("x", "fc1.weight", "fc1.bias"):
+            assert not torch.allclose(bare[tname], grads[tname]), tname
+    if case == "causal_lm":     # one .grad, listed under both names; PyTorch's named_parameters lists the first
+        assert "head.weight" not in grads
+        assert js["grads"]["head.weight"]["value"] == js["grads"]["emb.weight"]["value"]
+
+
+def test_resnet18_with_side_files_imports_solves_and_verifies_against_the_users_module(tmp_path):
+    """examples/resnet18.py's eighteen layers (make_narrow: 8 to 64 channels; the full-size model
+    is benchmarks/import_big.py's) on the smallest input it takes, its big tensors in a side file:
+    solved in float64, verified against the user's module (graph, loss, every .grad)."""
+    from adjoint.torchside.importer import side_file_for, side_path
+    file = tmp_path / "resnet18.py"
+    file.write_text(open(os.path.join(EXAMPLES, "resnet18.py")).read())
+    out = str(tmp_path / "narrow.yaml")
+    side = side_file_for(out)
+    text = import_file(f"{file}:make_narrow", ["x=1x3x1x1"], "sum(y)", out, side=side)
+    assert side.tensors and 'value: {file: "narrow.safetensors", key: "layer4.1.conv2.weight"}' in text
+    with open(side_path(out, side), "wb") as fh:
+        fh.write(side.data())
+    with open(out, "w") as fh:
+        fh.write(text)
+    problem = adjoint.load(out)
+    vp = predict(problem, None, "float64").variants[0]
+    result = verify_variant(out, problem, vp, "float64", False, origin=True)
+    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+    assert [r.ok for r in result.rows if r.section == "graph"] == [True]
+    loss, grads = _user_run(problem, str(file), "make_narrow")
+    js = vp.to_json()
+    _close(js["loss"], loss, "loss")
+    assert len(grads) == 1 + 62                      # x and the 62 parameters
+    for tname, g in grads.items():
         _close(js["grads"][tname], g, f"grad {tname}")
 
 

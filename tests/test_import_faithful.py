@@ -91,6 +91,16 @@ def make_in_place_body():
     return m
 
 
+def not_modelled_in_place(module, grad_input, grad_output):
+    grad_input[0].fill_diagonal_(0)
+
+
+def make_not_modelled_in_place():
+    m = Two().double()
+    m.a.register_full_backward_hook(not_modelled_in_place)
+    return m
+
+
 class NoGrad(nn.Module):
     def __init__(self):
         super().__init__()
@@ -194,6 +204,7 @@ class Tied(nn.Module):
 
 
 def make_repeated():
+    torch.manual_seed(5)
     lin = nn.Linear(3, 3)
     return nn.Sequential(lin, nn.Tanh(), lin)
 
@@ -302,9 +313,9 @@ def test_a_hook_that_cannot_be_translated_is_refused_at_its_line(models):
     assert msg.startswith(f"{models}:{_line_of(models, 'if grad_input[0].abs().max()')}: the full_backward hook on "
                           "'a' (choose) cannot be translated into the problem format: an 'if' statement")
     assert "--hooks observe" in msg and "\n" not in msg
-    msg = _refused(models, "make_in_place_body")
-    assert msg.startswith(f"{models}:{_line_of(models, 'grad_input[0].mul_(2)')}:")
-    assert "in-place call .mul_()" in msg
+    msg = _refused(models, "make_not_modelled_in_place")
+    assert msg.startswith(f"{models}:{_line_of(models, 'grad_input[0].fill_diagonal_(0)')}:")
+    assert "the in-place call .fill_diagonal_(), which adjoint does not model" in msg
 
 
 def test_hooks_observe_writes_it_observe_only_and_verify_origin_shows_the_effect_left_out(models):
@@ -379,15 +390,87 @@ def test_what_fx_would_drop_from_a_forward_is_refused_at_its_line(tmp_path, cls,
     assert "\n" not in msg
 
 
-def test_tied_weights_and_a_shared_module_with_tensors_are_refused(models):
+def test_tied_weights_and_a_module_listed_twice_import_tied_and_equal_the_users_module(models):
     with open(models, "a") as fh:
-        fh.write("\n\ndef make_tied():\n    return Tied()\n")
-    msg = _refused(models, "make_tied")
-    assert msg.startswith(f"{models}:{_line_of(models, 'def make_tied')}: parameter 'head.weight' is the same "
-                          "Parameter as 'emb.weight' (tied weights)")
-    msg = _refused(models, "make_repeated")
-    assert msg.startswith(f"{models}:{_line_of(models, 'def make_repeated():')}: module '2' is the same Linear as "
-                          "'0'")
+        fh.write(textwrap.dedent("""
+
+            def make_tied():
+                torch.manual_seed(4)
+                m = Tied().double()
+                m.emb.weight.register_hook(lambda g: g * 0.5)
+                m.head.register_full_backward_hook(lambda mod, gi, go: (gi[0] * 3,))
+                return m
+
+
+            class Block(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.lin = nn.Linear(3, 3)
+                    self.scale = nn.Parameter(torch.tensor([0.5, -1.0, 2.0]))
+
+                def forward(self, x):
+                    return torch.tanh(self.lin(x)) * self.scale + x
+
+
+            def make_block_twice():
+                torch.manual_seed(6)
+                blk = Block()
+                m = nn.Sequential(blk, nn.ReLU(), blk).double()
+                m[0].lin.weight.register_hook(lambda g: g * 2)
+                return m
+
+
+            def make_repeated_global():
+                m = make_repeated()
+                torch.nn.modules.module.register_module_full_backward_hook(lambda mod, gi, go: None)
+                return m
+
+
+            def make_repeated_hooked():
+                lin = nn.Linear(3, 3)
+                lin.register_forward_hook(lambda mod, i, o: o * 2)
+                return nn.Sequential(lin, nn.Tanh(), lin)
+            """))
+    # head.weight = emb.weight: one Parameter, written once and tied under its second name
+    path, text, problem = _import(models, "make_tied")
+    assert "weight: {tied: emb.weight}" in text and text.count("tied:") == 1
+    model = call_factory(models, "make_tied")
+    assert [n for n, _ in model.named_parameters()] == ["emb.weight"]     # PyTorch de-duplicates: one name
+    vp = _assert_same(problem, models, "make_tied")                       # loss, x.grad, emb.weight's one .grad
+    js = vp.to_json()
+    assert js["grads"]["head.weight"]["value"] == js["grads"]["emb.weight"]["value"]   # the same .grad, two names
+    result = verify_variant(path, problem, vp, "float64", False, origin=True)
+    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+    origin = [r.item for r in result.rows if r.section == "origin"]
+    assert "grad emb.weight (your module)" in origin and "grad head.weight (your module)" not in origin
+    assert sum("(your module)" in i and i.startswith("#") for i in origin) == 2    # both hooks' calls compared
+    assert any(r.section == "graph" and r.ok for r in result.rows)
+    # Sequential(lin, Tanh(), lin): named_modules lists lin once; written once per name, its parameters tied
+    path, text, problem = _import(models, "make_repeated")
+    assert "weight: {tied: 0.weight}" in text and "bias: {tied: 0.bias}" in text
+    vp = _assert_same(problem, models, "make_repeated")
+    result = verify_variant(path, problem, vp, "float64", False, origin=True)
+    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+    # a custom block listed twice, with a tensor hook on its (one) weight: the hook runs once, on the summed gradient
+    path, text, problem = _import(models, "make_block_twice")
+    assert "scale: {tied: 0.scale}" in text and "weight: {tied: 0.lin.weight}" in text
+    vp = _assert_same(problem, models, "make_block_twice")
+    result = verify_variant(path, problem, vp, "float64", False, origin=True)
+    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+    assert len(vp.to_json()["hook_calls"]) == 1
+    # a global hook sees the one module on both calls, named by its first name: verify --origin agrees
+    before = dict(torch.nn.modules.module._global_backward_hooks)
+    path, text, problem = _import(models, "make_repeated_global")
+    assert "{global: full_backward}" in text
+    vp = predict(problem, None, "float64").variants[0]
+    assert [c["target"] for c in vp.to_json()["hook_calls"]] == ["2", "1", "0", "model"]
+    result = verify_variant(path, problem, vp, "float64", False, origin=True)
+    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+    assert dict(torch.nn.modules.module._global_backward_hooks) == before
+    # with a module hook it would need registering twice: refused, at the factory
+    msg = _refused(models, "make_repeated_hooked")
+    assert msg.startswith(f"{models}:{_line_of(models, 'def make_repeated_hooked():')}: module '2' is the same "
+                          "Linear as '0' (one module under two names, with hooks)")
 
 
 def test_a_stateless_module_listed_twice_is_written_for_both_calls(models):
@@ -464,10 +547,25 @@ def test_a_causal_lm_with_token_ids_and_a_target_imports_and_equals_the_users_mo
         assert torch.allclose(want, p.grad, rtol=1e-10, atol=1e-12), name
     result = verify_variant(out, problem, vp, "float64", False, origin=True)
     assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
-    # the tied model: refused, naming both names, at the factory
-    msg = _refused(str(lm), "make_model", ("ids=1x3:int64:0-5",))
-    assert msg.startswith(f"{lm}:{_line_of(str(lm), 'def make_model')}: parameter 'head.weight' is the same "
-                          "Parameter as 'emb.weight' (tied weights)")
+    # the tied model: head.weight written {tied: emb.weight}; one .grad, as the user's module has
+    text = import_file(f"{lm}:make_model", ["ids=1x3:int64:0-5"], "cross_entropy(y[0], t[0])", out,
+                       target_specs=["t=1x3:int64:0-5"])
+    with open(out, "w") as fh:
+        fh.write(text)
+    assert "weight: {tied: emb.weight}" in text
+    problem = adjoint.load(out)
+    vp = predict(problem, None, "float64").variants[0]
+    js = vp.to_json()
+    model = call_factory(str(lm), "make_model").double()
+    assert model.head.weight is model.emb.weight
+    loss = torch.nn.functional.cross_entropy(model(ids)[0], t[0])
+    loss.backward()
+    assert abs(js["loss"]["value"] - loss.item()) <= 1e-12
+    for name in ("emb.weight", "head.weight"):
+        want = torch.tensor(js["grads"][name]["value"], dtype=torch.float64)
+        assert torch.allclose(want, model.emb.weight.grad, rtol=1e-10, atol=1e-12), name
+    result = verify_variant(out, problem, vp, "float64", False, origin=True)
+    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
     # from Python: an Embedding-first model takes int64 example inputs
     problem = adjoint.from_module(call_factory(str(lm), "make_untied"), ids)
     assert problem.variants[0].inputs[0].dtype == "int64"
@@ -689,3 +787,208 @@ def test_forward_pre_global_and_post_accumulate_hooks_translate_and_verify_again
     js = vp.to_json()
     for name, p in model.named_parameters():
         assert torch.allclose(torch.tensor(js["grads"][name]["value"], dtype=torch.float64), p.grad), name
+
+
+# ----------------------------------------------------------------------------- hook bodies that write in place
+
+INPLACE_HOOKS = '''\
+import torch
+from torch import nn
+
+LIMIT = 0.05
+
+
+class Two(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+        self.b = nn.Linear(3, 2)
+
+    def forward(self, x):
+        return self.b(torch.tanh(self.a(x))) * 3
+
+
+def clip_(g):
+    g.clamp_(-LIMIT, LIMIT)
+
+
+def scale(module, grad_input, grad_output):
+    grad_input[0].mul_(0.1)
+
+
+def double(g):
+    g *= 2
+
+
+def zero_first(module, grad_output):
+    g = grad_output[0]
+    g[0] = 0
+
+
+def sgd(p):
+    with torch.no_grad():
+        p.sub_(0.5 * p.grad)
+    p.grad = None
+
+
+def halve_grad(p):
+    p.grad.mul_(0.5)
+
+
+def make(hooks=True):
+    torch.manual_seed(0)
+    m = Two().double()
+    if hooks:
+        m.a.weight.register_hook(clip_)
+        m.a.register_full_backward_hook(scale)
+        m.b.bias.register_hook(double)
+        m.b.register_full_backward_pre_hook(zero_first)
+        m.b.weight.register_post_accumulate_grad_hook(halve_grad)
+        m.a.bias.register_post_accumulate_grad_hook(sgd)
+    return m
+
+
+def make_bare():
+    return make(False)
+
+
+def boost(module, inp, out):
+    out.mul_(2)
+
+
+def shift(module, args):
+    args[0].add_(1)
+
+
+def make_forward_writes():
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(3, 3), nn.Tanh(), nn.Linear(3, 1)).double()
+    m[0].register_forward_hook(boost)
+    m[2].register_forward_pre_hook(shift)     # writes tanh's output, which TanhBackward0 saved
+    return m
+'''
+
+
+def test_hook_bodies_that_write_in_place_are_translated_and_equal_the_users_module(tmp_path):
+    path = tmp_path / "inplace.py"
+    path.write_text(INPLACE_HOOKS)
+    out, text, problem = _import(str(path), "make")
+    for line in ('{tensor: a.weight, does: "grad.clamp_(-0.05, 0.05)"}',
+                 '{module: a, kind: full_backward, does: "grad_input[0].mul_(0.1)"}',
+                 '{tensor: b.bias, does: "grad *= 2"}',
+                 '{module: b, kind: full_backward_pre, does: ["g = grad_output[0]", "g[0] = 0"]}',
+                 '{tensor: b.weight, kind: post_accumulate_grad, does: "tensor.grad.mul_(0.5)"}',
+                 '{tensor: a.bias, kind: post_accumulate_grad, does: ["with torch.no_grad():\\n    '
+                 'tensor.sub_(0.5 * tensor.grad)", "tensor.grad = None"]}'):
+        assert line in text, line
+    vp = predict(problem, None, "float64").variants[0]
+    js = vp.to_json()
+    # the user's module with its own hooks, by hand
+    model = call_factory(str(path), "make")
+    d = problem.variants[0].inputs[0]
+    x = torch.tensor([float(v) for v in d.value.items], dtype=torch.float64).reshape(d.value.shape)
+    x.requires_grad_(True)
+    bias_before = model.a.bias.detach().clone()
+    loss = model(x).sum()
+    loss.backward()
+    assert abs(js["loss"]["value"] - loss.item()) <= 1e-12
+    assert model.a.bias.grad is None and js["grads"]["a.bias"] is None                 # sgd cleared it
+    for name, g in (("x", x.grad), ("a.weight", model.a.weight.grad), ("b.weight", model.b.weight.grad),
+                    ("b.bias", model.b.bias.grad)):
+        assert torch.allclose(torch.tensor(js["grads"][name]["value"], dtype=torch.float64), g,
+                              rtol=1e-10, atol=1e-12), name
+    assert torch.allclose(torch.tensor(js["leaf_values"]["a.bias"]["value"], dtype=torch.float64),
+                          model.a.bias.detach(), rtol=1e-10, atol=1e-12)
+    assert not torch.equal(model.a.bias.detach(), bias_before)                        # the step happened
+    # the writes change what flows: the same module without its hooks gives other gradients
+    bare = call_factory(str(path), "make_bare")
+    bare(x.detach().requires_grad_(True)).sum().backward()
+    assert not torch.allclose(bare.a.weight.grad, model.a.weight.grad)
+    assert not torch.allclose(bare.b.weight.grad, model.b.weight.grad)
+    # verify --origin: every hook call (what it was handed, what it returned) and .grad of the user's module
+    result = verify_variant(out, problem, vp, "float64", False, origin=True)
+    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+    calls = [r for r in result.rows if r.section == "origin" and r.item.startswith("#")]
+    assert len(calls) == 6
+    # forward hooks that write in place: the pre hook overwrites what TanhBackward0 saved, PyTorch's error
+    out, text, problem = _import(str(path), "make_forward_writes")
+    assert '{module: "0", kind: forward, does: "output.mul_(2)"}' in text
+    assert '{module: "2", kind: forward_pre, does: "input[0].add_(1)"}' in text
+    vp = predict(problem, None, "float64").variants[0]
+    error = vp.to_json()["error"]
+    model = call_factory(str(path), "make_forward_writes")
+    with pytest.raises(RuntimeError) as raised:
+        model(x.detach().requires_grad_(True)).sum().backward()
+    assert error["type"] == "RuntimeError" and error["during"] == "backward"
+    assert error["message"] == str(raised.value)
+    result = verify_variant(out, problem, vp, "float64", False, origin=True)
+    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+
+
+def test_checkpoint_and_requires_grad_writes_outside_the_forwards_source_are_refused_at_their_line(tmp_path):
+    path = tmp_path / "helpers.py"
+    path.write_text(textwrap.dedent("""\
+        import torch
+        import torch.utils.checkpoint as cp
+        from torch import nn
+
+
+        def run_block(block, x):
+            return cp.checkpoint(block, x, use_reentrant=False)
+
+
+        def fresh(h):
+            h = h.detach()
+            h.requires_grad = True
+            return h
+
+
+        class Ck(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = nn.Linear(3, 3)
+
+            def forward(self, x):
+                return run_block(self.a, x) * 2
+
+
+        class Seq(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.s = nn.Sequential(nn.Linear(3, 3), nn.Tanh())
+
+            def forward(self, x):
+                return self.s[0](x) + cp.checkpoint_sequential(self.s, 1, x, use_reentrant=False)
+
+
+        class Fresh(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = nn.Linear(3, 3)
+
+            def forward(self, x):
+                return fresh(self.a(x)) * x
+
+
+        def make_ck():
+            return Ck()
+
+
+        def make_seq():
+            return Seq()
+
+
+        def make_fresh():
+            return Fresh()
+        """))
+    where = str(path)
+    msg = _refused(where, "make_ck")
+    assert msg.startswith(f"{where}:{_line_of(where, 'return cp.checkpoint(')}: the model calls checkpoint(...) "
+                          "(torch.utils.checkpoint) in its forward, which cannot be imported yet"), msg
+    msg = _refused(where, "make_seq")      # the source check: checkpoint_sequential named in the forward itself
+    assert msg.startswith(f"{where}:{_line_of(where, 'cp.checkpoint_sequential(')}: the model (Seq): "
+                          "checkpoint_sequential(...) (torch.utils.checkpoint) cannot be imported yet"), msg
+    msg = _refused(where, "make_fresh")
+    assert msg.startswith(f"{where}:{_line_of(where, 'h.requires_grad = True')}: the model sets .requires_grad on "
+                          "a tensor in its forward, which torch.fx does not record"), msg
+    assert all("\n" not in m for m in (msg,))

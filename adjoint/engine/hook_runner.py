@@ -127,9 +127,8 @@ class HookRunner:
                 stack.extend(v)
             elif isinstance(v, Tensor) and v.is_leaf:
                 for name, t in model.leaves.items():
-                    if t is v:
+                    if t is v:      # every name: a tied Parameter's leaf_values are listed as its grads are
                         found.append((name, v, v.version.value))
-                        break
         return found
 
     def leaf_name(self, t) -> str:

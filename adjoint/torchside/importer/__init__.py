@@ -4,8 +4,9 @@ One job per module: :mod:`.userfile` loads ``FILE.py`` and calls its factory;
 :mod:`.inputs` makes the inputs; :mod:`.tree` writes the module tree (:mod:`.builtins` for the
 ``torch.nn`` types the format has, :mod:`.fxtrace` + :mod:`.program` for every other module's
 forward); :mod:`.forwardcheck` refuses what fx would silently lose (``with`` blocks,
-``.requires_grad`` writes, ``checkpoint``, hooks registered inside a forward, tied
-parameters, shared modules holding tensors); :mod:`.hooks` lists the hooks already
+``.requires_grad`` writes, ``checkpoint``, hooks registered inside a forward -- in its source,
+and on the example run -- and a module under two names holding buffers or hooks; tied
+parameters are written ``{tied: FIRST}``); :mod:`.hooks` lists the hooks already
 registered and :mod:`.hookbody` translates their Python bodies; :mod:`.numbers` writes values
 exactly, :mod:`.sidewrite` puts big tensors in a safetensors side file; :mod:`.emit` writes
 the YAML text (``adjoint.format.loader`` stays the only reader); :mod:`.graphcheck` and
@@ -31,6 +32,7 @@ from adjoint.torchside.importer.userfile import call_factory, split_spec
 from adjoint.torchside.importer.where import show_path, source_files
 from adjoint.torchside.importer.numbers import nested
 from adjoint.torchside.importer.forwardcheck import check_model
+from adjoint.torchside.importer.forwardcheck import ForwardWatch, shared_paths, tie_names
 from adjoint.torchside.importer.userfile import factory_location
 
 DEFAULT_LOSS = "sum(y)"
@@ -51,6 +53,8 @@ def problem_text(model: nn.Module, named_inputs: list[tuple[str, torch.Tensor]],
     writer = TreeWriter(files, shapes, examples)
     writer.factory_at = factory_at
     writer.side = side
+    writer.tied = tie_names(model)
+    writer.aliases = shared_paths(model)
     tree = writer.module(model, "", True)
     forward = tree.get("forward")
     assigned = re.findall(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=[^=]", forward.text, re.M) if forward is not None else []
@@ -238,10 +242,12 @@ def _example_calls(model: nn.Module, args: list[torch.Tensor]) -> tuple[dict, di
         handles.append(m.register_forward_pre_hook(pre, prepend=True, with_kwargs=True))
     state = {n: b.detach().clone() for n, b in model.named_buffers()}   # BatchNorm's statistics move
     rng = torch.get_rng_state()
+    watch = ForwardWatch(source_files(model))
     try:
-        with torch.no_grad():
+        with torch.no_grad(), watch:
             model(*args)
     except Exception as exc:
+        watch.check()
         raise ProblemError(None, f"running {type(model).__name__} on the example inputs raised "
                                  f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}; give inputs of the "
                                  "shapes the model takes") from None
@@ -252,6 +258,7 @@ def _example_calls(model: nn.Module, args: list[torch.Tensor]) -> tuple[dict, di
             for n, b in model.named_buffers():
                 b.copy_(state[n])
         torch.set_rng_state(rng)
+    watch.check()
     return shapes, examples
 
 

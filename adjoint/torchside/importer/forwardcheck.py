@@ -17,9 +17,9 @@ something else:
 
 The other two silent changes are in the module tree: one ``Parameter`` under two names (tied
 weights: ``head.weight = emb.weight``) and one module under two names (``Sequential(lin,
-act, lin)``: ``named_children`` lists it once). Tied parameters are refused (the format
-cannot tie them yet); a shared module is refused when it holds tensors or hooks, and written
-once per name otherwise (a stateless module called twice computes what two copies compute).
+act, lin)``: ``named_modules`` lists it once). A tied parameter is written ``{tied: FIRST}``
+(:func:`tie_names`); a shared module is written once per name, its parameters tied to the
+first name's, and refused when it holds buffers or module hooks.
 
 Each refusal is one line naming the user's ``file:line``.
 """
@@ -67,28 +67,55 @@ def _custom(m: nn.Module) -> bool:
 
 
 def _check_tied(model: nn.Module, factory_at: str | None) -> None:
+    """A tied Parameter is written ``{tied: FIRST}`` (:mod:`.tree`); the format refuses a tie in a
+    frozen module, so a frozen tied Parameter is refused here, naming both names."""
     first: dict[int, str] = {}
     for name, p in model.named_parameters(remove_duplicate=False):
-        if id(p) in first:
-            raise refuse(factory_at, f"parameter '{name}' is the same Parameter as '{first[id(p)]}' (tied weights), "
-                                     "which the problem format cannot write yet: written as two parameters, they "
-                                     "would get two .grads where PyTorch accumulates one",
-                         "import the model untied (give each module its own Parameter) or leave the tie out")
-        first[id(p)] = name
+        if id(p) in first and not p.requires_grad:
+            raise refuse(factory_at, f"parameter '{name}' is the same Parameter as '{first[id(p)]}' (tied weights) "
+                                     "and does not require grad, which the problem format cannot write yet",
+                         "import it with requires_grad=True, or untie it")
+        first.setdefault(id(p), name)
+
+
+def tie_names(model: nn.Module) -> dict[int, str]:
+    """id(Parameter) -> its first full name (``named_parameters``' order, which is the one name
+    PyTorch's de-duplicating ``named_parameters()`` gives it); every later name is written as
+    ``{tied: FIRST}``."""
+    first: dict[int, str] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        first.setdefault(id(p), name)
+    return first
+
+
+def shared_paths(model: nn.Module) -> dict[str, str]:
+    """A module listed under a second name (``Sequential(lin, act, lin)``: '2') -> its first name ('0')."""
+    first: dict[int, str] = {}
+    out: dict[str, str] = {}
+    for name, m in model.named_modules(remove_duplicate=False):
+        if id(m) in first:
+            out[name] = first[id(m)]
+        else:
+            first[id(m)] = name
+    return out
 
 
 def _check_shared(model: nn.Module, factory_at: str | None) -> None:
+    """One module under two names is written once per name, its parameters tied to the first
+    name's (the same leaves, so the same graph and one ``.grad``); refused when it holds buffers
+    (two copies would be updated apart) or module hooks (PyTorch runs the one module's hooks on
+    both calls; the file would need them registered twice)."""
     first: dict[int, str] = {}
     for name, m in model.named_modules(remove_duplicate=False):
         if id(m) not in first:
             first[id(m)] = name
             continue
-        holds = next(iter(m.parameters()), None) is not None or next(iter(m.buffers()), None) is not None
+        holds = next(iter(m.buffers()), None) is not None
         hooked = any(getattr(sub, attr, None) for sub in m.modules()
                      for attr in ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks"))
         if holds or hooked:
             raise refuse(factory_at, f"module '{name}' is the same {type(m).__name__} as '{first[id(m)] or 'model'}' "
-                                     f"(one module under two names, {'holding tensors' if holds else 'with hooks'}), "
+                                     f"(one module under two names, {'holding buffers' if holds else 'with hooks'}), "
                                      "which the problem format cannot write yet",
                          "call the module twice from a forward of your own (self.lin(self.act(self.lin(x)))) "
                          "instead of listing it twice")
@@ -156,3 +183,81 @@ def _check_forward(m: nn.Module, path: str) -> None:
                 raise refuse(at(node), f"{who}: {_AUTOGRAD_CALLS[name]} ('{ast.unparse(node)}'), which torch.fx does "
                                        "not record", "register the hook on the model before importing it, or write "
                                                      "the file's hooks: by hand")
+
+
+_SETTERS = ("requires_grad", "data", "grad")
+_WATCHED_CALLS = ("register_hook", "register_post_accumulate_grad_hook", "retain_grad", "requires_grad_")
+
+
+class ForwardWatch:
+    """Watches the example run for what the source check cannot see (an alias, a helper function
+    the forward calls): a ``torch.utils.checkpoint`` call (``checkpoint``,
+    ``checkpoint_sequential``: fx and the recording would trace through it and drop its
+    recomputation), a ``.requires_grad`` / ``.data`` / ``.grad`` write, ``register_hook``,
+    ``retain_grad()`` or ``requires_grad_()`` on a tensor (fx never sees them). The first one is
+    refused at the user's line that made it (the innermost frame in ``files``)."""
+
+    def __init__(self, files: set[str]):
+        import torch
+        import torch.utils.checkpoint as ckpt
+        from torch.overrides import TorchFunctionMode
+        self.files = files
+        self.codes = {inspect.unwrap(ckpt.checkpoint).__code__: "checkpoint",
+                      inspect.unwrap(ckpt.checkpoint_sequential).__code__: "checkpoint_sequential"}
+        self.setters = {id(getattr(torch._C.TensorBase, n)): n for n in _SETTERS}
+        self.found: tuple[str, str | None] | None = None
+        self._previous = None
+        watch = self
+
+        class Mode(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                watch.seen(func)
+                return func(*args, **(kwargs or {}))
+        self.mode = Mode()
+
+    def _where(self, frame) -> str | None:
+        while frame is not None:
+            path = os.path.abspath(frame.f_code.co_filename)
+            if path in self.files:
+                return f"{show_path(path)}:{frame.f_lineno}"
+            frame = frame.f_back
+        return None
+
+    def seen(self, func) -> None:
+        if self.found is not None:
+            return
+        import sys
+        owner = getattr(func, "__self__", None)
+        if getattr(func, "__name__", None) == "__set__" and id(owner) in self.setters:
+            self.found = (f"sets .{self.setters[id(owner)]} on a tensor", self._where(sys._getframe(2)))
+        elif getattr(func, "__name__", None) in _WATCHED_CALLS:
+            self.found = (f"calls .{func.__name__}() on a tensor", self._where(sys._getframe(2)))
+
+    def _profile(self, frame, event, arg):
+        if event == "call" and self.found is None and frame.f_code in self.codes:
+            self.found = (f"calls {self.codes[frame.f_code]}(...) (torch.utils.checkpoint)", self._where(frame.f_back))
+
+    def __enter__(self):
+        import sys
+        self._previous = sys.getprofile()
+        sys.setprofile(self._profile)
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        import sys
+        self.mode.__exit__(*exc)
+        sys.setprofile(self._previous)
+        return False
+
+    def check(self) -> None:
+        if self.found is None:
+            return
+        what, where = self.found
+        if "checkpoint" in what:
+            raise refuse(where, f"the model {what} in its forward, which cannot be imported yet: the engine does not "
+                                "model its recomputation, and tracing through it would drop it",
+                         "call the function directly for the import, or leave the model out")
+        raise refuse(where, f"the model {what} in its forward, which torch.fx does not record",
+                     "write the forward in the problem file by hand, or move the line out of the model "
+                     "(register hooks on the model before importing it)")

@@ -61,7 +61,9 @@ def file_graph(problem: Problem, decl: Variant, dtype: str):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             fp = s.forward()
-        names = {id(t): name for name, t in s.leaves.items()}
+        names: dict[int, str] = {}
+        for name, t in s.leaves.items():    # a tied Parameter: its first name, as named_parameters() gives it
+            names.setdefault(id(t), name)
         return signature(fp.output, names)
     finally:
         s.close()

@@ -13,8 +13,13 @@ one argument -> ``grad``), every other name it reads captured by value (a number
   ``list.append``, storing into a container, pure Tensor methods such as ``.norm()`` -- is
   written observe-only: what it is handed is the answer, and nothing it does changes a
   gradient;
-* anything else (an ``if``, a call of another Python function, an in-place method on a
-  tensor, the ``module`` argument read, a captured tensor or object) raises
+* a body that writes in place what it is handed (``g.clamp_(-c, c)``, ``g *= 2``,
+  ``grad_input[0][0] = 0``, ``p.grad.mul_(0.5)``, ``p.grad = None``, a ``with
+  torch.no_grad():`` block of such lines) keeps its lines under ``does:`` even when it
+  returns None: the engine hands it PyTorch's own gradient tensors (docs/format.md, "Hook
+  bodies that write in place");
+* anything else (an ``if``, a call of another Python function, an in-place method the format
+  does not have, the ``module`` argument read, a captured tensor or object) raises
   :class:`Untranslatable` with what it is, and :mod:`.hooks` refuses the import at the hook's
   ``file:line`` (or, with ``--hooks observe``, writes the hook observe-only and says so).
 
@@ -36,6 +41,7 @@ import torch
 import torch.nn.functional as F
 
 from adjoint.engine.bindings import FUNCTIONS, METHODS
+from adjoint.engine.inplace import INPLACE_METHODS
 from adjoint.torchside.importer.numbers import python_constant
 
 #: The names the format hands each hook kind, after the ``module`` argument (None: not handed).
@@ -166,6 +172,7 @@ class _Translator:
         self.hidden = hidden            # the module argument (not handed by the format)
         self.line = line
         self.local: set[str] = set()
+        self.inplace = False
         self.locals: dict[str, str] = {}   # a local name -> its name in the file (renamed off the handed names)
         closure = fn.__closure__ or ()
         self.cells = {n: c for n, c in zip(fn.__code__.co_freevars, closure)}
@@ -184,34 +191,100 @@ class _Translator:
             stmts = stmts[1:]                                  # the docstring
         does: list[str] = []
         returns = None
+        self.inplace = False        # set by any in-place write (a statement, or an in-place method in an expression)
         for i, s in enumerate(stmts):
             last = i == len(stmts) - 1
             if isinstance(s, ast.Return):
                 if not last:
                     raise self.fail("a 'return' before the end of the body", s)
                 returns = None if s.value is None else self.returned(s.value)
-            elif isinstance(s, ast.Pass):
                 continue
-            elif isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
-                target = s.targets[0].id
-                if target == self.hidden or target in self.cells or target in ("torch", "F"):
-                    raise self.fail(f"assigning '{target}'", s)
-                value = self.expr(s.value)
-                if target not in self.mapping and target not in self.local:
-                    self.local_name(target)
-                does.append(f"{self.mapping.get(target) or self.locals[target]} = {value}")
-                self.local.add(target)
-            elif self.observing(s):
-                continue
-            elif isinstance(s, ast.If):
-                raise self.fail("an 'if' statement (the format writes a choice as where(COND, A, B))", s)
-            elif isinstance(s, ast.AugAssign):
-                raise self.fail(f"'{ast.unparse(s)}' (an in-place update: not modelled in a hook body yet)", s)
-            else:
-                raise self.fail(f"the statement '{_short(ast.unparse(s))}'", s)
-        if returns is None:
+            does.extend(self.statement(s) or ())
+        if returns is None and not self.inplace:
             return Body((), None)
         return Body(tuple(does), returns)
+
+    def statement(self, s) -> list[str] | None:
+        """The ``does:`` lines of one statement (None: it only observes, and is left out)."""
+        if isinstance(s, ast.Pass):
+            return None
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
+            target = s.targets[0].id
+            if target == self.hidden or target in self.cells or target in ("torch", "F"):
+                raise self.fail(f"assigning '{target}'", s)
+            value = self.expr(s.value)
+            if target not in self.mapping and target not in self.local:
+                self.local_name(target)
+            self.local.add(target)
+            return [f"{self.mapping.get(target) or self.locals[target]} = {value}"]
+        written = self.write(s)
+        if written is not None:
+            self.inplace = True
+            return written
+        if self.observing(s):
+            return None
+        if isinstance(s, ast.If):
+            raise self.fail("an 'if' statement (the format writes a choice as where(COND, A, B))", s)
+        if isinstance(s, (ast.For, ast.While)):
+            raise self.fail(f"a '{'for' if isinstance(s, ast.For) else 'while'}' loop (write each element's line: "
+                            "grad_input[0].mul_(0.1))", s)
+        raise self.fail(f"the statement '{_short(ast.unparse(s))}'", s)
+
+    def write(self, s) -> list[str] | None:
+        """A statement writing a handed tensor (or a local) in place, as the format writes it:
+        ``g.clamp_(-c, c)``, ``g *= 2``, ``grad_input[0][0] = 0``, ``p.grad = None``,
+        ``p.grad.mul_(0.5)``, and a ``with torch.no_grad():`` block of such lines
+        (docs/format.md, "Hook bodies that write in place"). None: not such a statement."""
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Attribute):
+            f = s.value.func
+            if self.inplace_name(f.attr) and self.reads_argument(f.value):
+                return [self.expr(s.value)]
+            return None
+        if isinstance(s, ast.AugAssign):
+            if type(s.op) not in _BINOPS or _BINOPS[type(s.op)] == "@":
+                raise self.fail(f"'{_short(ast.unparse(s))}' (an augmented assignment the format does not write)", s)
+            return [f"{self.written(s.target, s)} {_BINOPS[type(s.op)]}= {self.expr(s.value)}"]
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], (ast.Subscript, ast.Attribute)):
+            t = s.targets[0]
+            if not self.reads_argument(t):
+                return None
+            return [f"{self.written(t, s)} = {self.expr(s.value)}"]
+        if isinstance(s, ast.With):
+            if len(s.items) != 1 or s.items[0].optional_vars is not None:
+                return None
+            ctx = s.items[0].context_expr
+            mode = None
+            if isinstance(ctx, ast.Call) and not ctx.args and not ctx.keywords and isinstance(ctx.func, ast.Attribute) \
+                    and self.namespace(ctx.func.value) == ("torch", torch) and ctx.func.attr in ("no_grad", "enable_grad"):
+                mode = ctx.func.attr
+            if mode is None:
+                raise self.fail(f"the block 'with {_short(ast.unparse(ctx))}:' (a hook body takes 'with "
+                                "torch.no_grad():' and 'with torch.enable_grad():' blocks)", s)
+            inner: list[str] = []
+            for sub in s.body:
+                inner.extend(self.statement(sub) or ())
+            if not inner:
+                return None
+            return [f"with torch.{mode}():\n" + "\n".join("    " + line.replace("\n", "\n    ") for line in inner)]
+        return None
+
+    def written(self, target, s) -> str:
+        """The target of an in-place write: a handed tensor or a local, an index into one, or
+        its ``.grad``."""
+        if isinstance(target, ast.Name):
+            if target.id in self.mapping or target.id in self.local:
+                return self.name(target)
+            raise self.fail(f"'{_short(ast.unparse(s))}' writes '{target.id}', which is neither an argument nor a "
+                            "tensor the hook made", s)
+        if isinstance(target, ast.Subscript) and self.reads_argument(target.value):
+            return f"{self.expr(target.value, 100)}[{self.index(target.slice)}]"
+        if isinstance(target, ast.Attribute) and target.attr == "grad" and self.reads_argument(target.value):
+            return f"{self.expr(target.value, 100)}.grad"
+        raise self.fail(f"'{_short(ast.unparse(s))}' writes what the format cannot name", s)
+
+    @staticmethod
+    def inplace_name(attr: str) -> bool:
+        return attr.endswith("_") and not attr.startswith("_")
 
     def local_name(self, name: str) -> str:
         """A local's name in the file: its own, unless that is a name the format hands the hook."""
@@ -255,7 +328,7 @@ class _Translator:
         f = call.func
         if isinstance(f, ast.Attribute):
             if f.attr.endswith("_") and not f.attr.startswith("_"):
-                raise self.fail(f"the in-place call .{f.attr}() (not modelled in a hook body yet)", call)
+                raise self.fail(f"the in-place call .{f.attr}() inside a call adjoint cannot see into", call)
             if f.attr in _OBSERVING_METHODS or f.attr in METHODS:
                 if f.attr in _OBSERVING_METHODS and top and self.reads_argument(f.value):
                     raise self.fail(f"'.{f.attr}()' called on a tensor it is handed", call)
@@ -295,6 +368,8 @@ class _Translator:
             return f"{self.expr(node.value, 100)}[{self.index(node.slice)}]", 100
         if isinstance(node, ast.Call):
             return self.call(node), 100
+        if isinstance(node, ast.Attribute) and node.attr == "grad" and self.reads_argument(node.value):
+            return f"{self.expr(node.value, 100)}.grad", 100
         if isinstance(node, ast.Attribute) and node.attr in ("T", "mT", "shape"):
             return f"{self.expr(node.value, 100)}.{node.attr}", 100
         if isinstance(node, ast.IfExp):
@@ -359,9 +434,11 @@ class _Translator:
                 if f.attr not in FUNCTIONS or getattr(namespace[1], f.attr, None) is None:
                     raise self.fail(f"{namespace[0]}.{f.attr}, which adjoint does not model", node)
                 return f"{namespace[0]}.{f.attr}({', '.join(args)})"
-            if f.attr.endswith("_") and not f.attr.startswith("_"):
-                raise self.fail(f"the in-place call .{f.attr}() (not modelled in a hook body yet)", node)
-            if f.attr not in METHODS:
+            if self.inplace_name(f.attr):
+                if f.attr not in METHODS and f.attr not in INPLACE_METHODS:
+                    raise self.fail(f"the in-place call .{f.attr}(), which adjoint does not model", node)
+                self.inplace = True
+            if f.attr not in METHODS and f.attr not in INPLACE_METHODS:
                 raise self.fail(f"the Tensor method .{f.attr}(), which adjoint does not model", node)
             return f"{self.expr(base, 100)}.{f.attr}({', '.join(args)})"
         if isinstance(f, ast.Name) and f.id not in self.mapping and f.id not in self.local:

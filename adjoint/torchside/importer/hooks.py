@@ -145,10 +145,10 @@ def _entry(fields: list, fn, names: tuple, module_arg: bool, what: str, mode: st
             notes.append(f"{place or _name(fn)}: the {what} is imported observe-only: its effect on the gradients "
                          f"is left out ({exc.what})")
         return Note(flow_map(fields), reason)
+    if body.does:       # a body that writes in place keeps its lines even when it returns None
+        fields.append(("does", Text(body.does[0]) if len(body.does) == 1 else
+                       Flow("[" + ", ".join(Text(d).text for d in body.does) + "]")))
     if body.returns is not None:
-        if body.does:
-            fields.append(("does", Text("; ".join(body.does)) if len(body.does) == 1 else
-                           Flow("[" + ", ".join(Text(d).text for d in body.does) + "]")))
         fields.append(("returns", Text(body.returns)))
     return Note(flow_map(fields), _describe(fn))
 

@@ -65,8 +65,9 @@ def origin_rows(problem: Problem, decl, predicted: dict, dtype: str) -> list[Row
         rows.append(Row("origin", "hooks registered", False, None, None,
                         f"the module from {where} carries {count} hook(s), the file's variant {len(decl.hooks)}: "
                         "they are matched by registration order"))
+    aliases = observed.pop("aliases", {})
     wanted = {k: v for k, v in predicted.items() if k in ("loss", "grads", "hook_calls", "error")}
-    wanted["hook_calls"] = [_without_call(c) for c in wanted.get("hook_calls") or []]
+    wanted["hook_calls"] = [_first_name(_without_call(c), aliases) for c in wanted.get("hook_calls") or []]
     if "error" not in wanted:
         observed_grads = observed.get("grads") or {}
         wanted["grads"] = {k: v for k, v in (wanted.get("grads") or {}).items() if k in observed_grads}
@@ -78,6 +79,28 @@ def origin_rows(problem: Problem, decl, predicted: dict, dtype: str) -> list[Row
 
 def _without_call(c: dict) -> dict:
     return {k: v for k, v in c.items() if k != "call"}
+
+
+def _first_name(c: dict, aliases: dict[str, str]) -> dict:
+    """A call on a module the file writes under its second name (``Sequential(lin, act, lin)``'s
+    '2') is, in the user's module, a call on the one module, which PyTorch names by its first."""
+    target = c.get("target")
+    if isinstance(target, str):
+        for second, first in aliases.items():
+            if target == second or target.startswith(second + "."):
+                return dict(c, target=first + target[len(second):])
+    return c
+
+
+def _aliases(model) -> dict[str, str]:
+    first: dict[int, str] = {}
+    out = {}
+    for name, m in model.named_modules(remove_duplicate=False):
+        if id(m) in first:
+            out[name] = first[id(m)] or "model"
+        else:
+            first[id(m)] = name
+    return out
 
 
 def _hooks(model):
@@ -224,7 +247,9 @@ def _run_origin(problem: Problem, decl, dtype: str) -> tuple[dict, int]:
             loss.backward()
     except (RuntimeError, ValueError, TypeError, IndexError) as exc:
         return ({"error": {"type": type(exc).__name__, "message": str(exc), "during": during,
-                           "after_call": len(log) - 1 if log else None}, "hook_calls": log}, len(found))
+                           "after_call": len(log) - 1 if log else None}, "hook_calls": log,
+                 "aliases": _aliases(model)}, len(found))
     observed["hook_calls"] = log
     observed["grads"] = {n: snap(t.grad, float_dtype) for n, t in leaves.items()}
+    observed["aliases"] = _aliases(model)
     return observed, len(found)

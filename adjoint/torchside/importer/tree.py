@@ -38,6 +38,8 @@ class TreeWriter:
         self.sites: dict[str, str | None] = {}  # module path -> the line of the user's code that calls it
         self.factory_at: str | None = None      # the factory's def: where a refusal of a torch.nn root points
         self.side = None                        # a sidewrite.SideFile for big tensors (None: all inline)
+        self.tied: dict[int, str] = {}          # id(Parameter) -> its first full name (a later one is tied to it)
+        self.aliases: dict[str, str] = {}       # a module's second name -> its first (one module listed twice)
 
     def module(self, m: nn.Module, path: str, parent_training: bool) -> dict:
         out: dict = {}
@@ -59,8 +61,7 @@ class TreeWriter:
         if tname is not None and not isinstance(m, CONTAINERS):
             self.builtin_values(m, tname, path, out)
             return out
-        own_params = {n: builtins.param_entry(p, self.full(path, n), self.side)
-                      for n, p in m.named_parameters(recurse=False)}
+        own_params = {n: self.param(p, self.full(path, n)) for n, p in m.named_parameters(recurse=False)}
         own_buffers = {n: _buffer(b, self.full(path, n), self.side) for n, b in m.named_buffers(recurse=False)}
         if type(m) in CONTAINERS and (own_params or own_buffers):
             raise refuse(of_module(m), f"the {kind} '{path or 'model'}' holds tensors of its own",
@@ -85,12 +86,27 @@ class TreeWriter:
             out["forward"] = Block(text)
         return out
 
+    def param(self, p: torch.Tensor, full: str):
+        """A parameter's entry: its value, or ``{tied: FIRST}`` when the same Parameter was listed
+        first under another name (``head.weight = emb.weight``; a module listed twice)."""
+        first = self.tied.get(id(p), full)
+        if first != full:
+            return flow_map([("tied", Flow(first))])
+        return builtins.param_entry(p, full, self.side)
+
+    def first_path(self, path: str) -> str:
+        """The name under which ``named_modules`` lists the module (its calls are recorded there)."""
+        for second, first in self.aliases.items():
+            if path == second or path.startswith(second + "."):
+                return first + path[len(second):]
+        return path
+
     @staticmethod
     def full(path: str, name: str) -> str:
         return f"{path}.{name}" if path else name
 
     def builtin_values(self, m: nn.Module, tname: str, path: str, out: dict) -> None:
-        params = {n: builtins.param_entry(p, self.full(path, n), self.side) for n, p in m.named_parameters()}
+        params = {n: self.param(p, self.full(path, n)) for n, p in m.named_parameters()}
         if params:
             out["params"] = params
         buffers = builtins.buffer_entries(m, tname, self.full(path, ""), self.side)
@@ -100,7 +116,7 @@ class TreeWriter:
             out["mask"] = self.mask(m, path)
 
     def mask(self, m: nn.Module, path: str) -> Flow:
-        shapes = self.shapes.get(path) or []
+        shapes = self.shapes.get(self.first_path(path)) or []
         if len(shapes) != 1:
             raise refuse(of_module(m), f"the Dropout '{path}' is in training mode and called {len(shapes)} times "
                                        "with the example inputs", "call model.eval() (or give it p=0), or call it "
@@ -111,7 +127,7 @@ class TreeWriter:
 
     def forward(self, m: nn.Module, path: str) -> tuple[list, str]:
         if augmented(m):        # fx writes h += x out of place: record a real call, which keeps it in place
-            example = self.examples.get(path)
+            example = self.examples.get(self.first_path(path))
             if example is None:
                 raise refuse(of_module(m), f"'{path or 'model'}' ({type(m).__name__}) writes a tensor in place "
                                            "(op=) and is never called on the example inputs",
@@ -127,7 +143,7 @@ class TreeWriter:
     def fallback(self, m: nn.Module, path: str, exc: Exception):
         """fx could not trace: record the ops of one real call instead (:mod:`.record`); when that
         fails too, the one line names fx's complaint and the user's line it came from."""
-        example = self.examples.get(path)
+        example = self.examples.get(self.first_path(path))
         if example is not None:
             try:
                 return record(m, *example)
