@@ -186,10 +186,8 @@ def test_compressing_comm_hooks_are_predicted_exactly(tmp_path, fmt):
 
 @pytest.mark.parametrize("block,message", [
     ("distributed:\n  world_size: 2\n  wrap: fsdp\n", "distributed.wrap: fsdp (FSDP) is not modelled yet"),
-    ("distributed:\n  world_size: 2\n  wrap: ddp\n  args: {find_unused_parameters: true}\n",
-     "distributed.args.find_unused_parameters: true is not modelled yet"),
-    ("distributed:\n  world_size: 2\n  wrap: ddp\n  args: {static_graph: true}\n",
-     "distributed.args.static_graph: true is not modelled yet"),
+    ("distributed:\n  world_size: 2\n  wrap: ddp\n  args: {static_graph: true}\nsteps: [{no_sync: [forward, backward]}]\n",
+     "no_sync with static_graph: true is not modelled yet"),
     ("distributed:\n  world_size: 2\n  wrap: ddp\n  args: {mixed_precision: 1}\n",
      "distributed.args: 'mixed_precision' is not modelled yet"),
     ("distributed:\n  world_size: 2\n  wrap: ddp\n  comm_hook: {builtin: powerSGD}\n",

@@ -45,6 +45,7 @@ from adjoint.engine.reducer_hook import ReducerPostHook, SinkHook
 from adjoint.engine.hook_registration import Registrations
 from adjoint.engine.runtime import CallRecord, Runtime, TorchError
 from adjoint.engine.graph import Node, Tensor
+from adjoint.engine import warns
 
 MIB = 1024 * 1024
 DEFAULT_FIRST_BUCKET_BYTES = MIB          # dist._DEFAULT_FIRST_BUCKET_BYTES
@@ -127,7 +128,8 @@ class Reducer:
         self.ready: set = set()               # perIterationReadyParams_
         self.launched: list = []         # (bucket index, flat buffer, CallRecord | None)
         self.finalize_queued = False
-        self.iterations = 0                   # num_iterations_: synchronized forwards
+        self.bwd_calls = 0                    # num_bwd_calls_: backwards whose hooks reached the Reducer
+        self.first_hook_called = False        # first_autograd_hook_called_ (reset by finalize_backward)
         self.unused: list[int] = []           # unused_parameters_
         self.marked_unused = False            # has_marked_unused_parameters_
         self.local_used: set = set()          # local_used_map_ (find_unused, static graph's first iteration)
@@ -140,12 +142,14 @@ class Reducer:
         for i, (_, t) in enumerate(self.params):
             node = run.rt.grad_accumulator(t)
             node.post_hooks.add(-1 - i, ReducerPostHook(self, i))
+        if self.static and self.find_unused:   # DistributedDataParallel.__init__ -> _set_static_graph
+            warns.warn(run.rt, "UserWarning", STATIC_AND_FIND_UNUSED, "setup")
 
     def static_first(self) -> bool:
-        return self.static and self.iterations == 1
+        return self.static and self.bwd_calls == 1
 
     def static_later(self) -> bool:
-        return self.static and self.iterations > 1
+        return self.static and self.bwd_calls > 1
 
     def should_rebuild(self) -> bool:
         return (self.static or not self.find_unused) and not self.has_rebuilt
@@ -154,8 +158,6 @@ class Reducer:
     def pre_forward(self, synced: bool) -> None:
         """DDP's _pre_forward: prepare_for_forward (synchronized only), then _rebuild_buckets,
         which first checks that the prior reduction finished."""
-        if synced:
-            self.iterations += 1
         if self.require_finalize:
             raise TorchError("RuntimeError", unfinished_message(self), "ddp_unfinished")
         order = self.order_source.rebuilt_order
@@ -219,6 +221,9 @@ class Reducer:
     # ------------------------------------------------------------ backward
     def autograd_hook(self, index: int) -> None:
         name, t = self.params[index]
+        if not self.first_hook_called:
+            self.first_hook_called = True
+            self.bwd_calls += 1
         if (self.find_unused and not self.static) or self.static_first():
             if t.grad is not None:      # marked even outside an armed backward (no_sync)
                 self.local_used.add(index)
@@ -298,6 +303,11 @@ class Reducer:
             self.run.rt.log.append(rec)
         self.launched.append((k, flat, rec))
 
+
+STATIC_AND_FIND_UNUSED = ("You passed find_unused_parameters=true to DistributedDataParallel, `_set_static_graph` will "
+                          "detect unused parameters automatically, so you do not need to set find_unused_parameters=true, "
+                          "just be sure these unused parameters will not change during training loop while calling "
+                          "`_set_static_graph`.")
 
 GRAPH_CHANGED = ("Your training graph has changed in this iteration, e.g., one parameter is unused in first "
                  "iteration, but then got used in the second iteration. this is not compatible with static_graph "
@@ -385,6 +395,7 @@ def finalize(reducers: list[Reducer]) -> None:
             r.expect_hooks = False
             r.finalize_queued = False
             r.require_finalize = False
+            r.first_hook_called = False
             if r.find_unused and not r.static:
                 r.local_used = set()
             if r.static_later() and r.should_rebuild():

@@ -33,6 +33,7 @@ from adjoint.format.comm_hook import OPS
 from adjoint.format.syntax import Bin, Call, Name, Neg, Num
 from adjoint.torchside.run import (DEFAULT_STEPS, TORCH_ERRORS, Session, finish_calls, register_after_forward,
                                    remove_before_backward)
+from adjoint.torchside.run import _as_fresh_process, _recorder
 from adjoint.torchside.values import snap
 
 #: the file's built-in comm hooks: torch.distributed.algorithms.ddp_comm_hooks.default_hooks
@@ -131,26 +132,34 @@ def run_rank(problem, variant: str, dtype: str, rank: int) -> dict:
               "gradient_as_bucket_view": spec.gradient_as_bucket_view}
     if spec.bucket_cap_mb is not None:
         kwargs["bucket_cap_mb"] = float(spec.bucket_cap_mb)
-    s.ddp = DistributedDataParallel(s.root, **kwargs)
-    if spec.comm_hook is not None:
-        s.ddp.register_comm_hook(None, _logged_hook(s, spec.comm_hook, world_size=dist.get_world_size()))
     steps = decl.steps if decl.steps is not None else tuple(Step(k, decl.loc) for k in DEFAULT_STEPS)
     passes: list[dict] = []
+    warned: list[dict] = []
+    always = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)   # a TORCH_WARN_ONCE is issued again in this process: kept once below
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("always")   # every warning each time it is issued, as in a single process
+        warnings.showwarning = _recorder(s, warned)
         try:
+            s.phase = "setup"
+            s.ddp = DistributedDataParallel(s.root, **kwargs)
+            if spec.comm_hook is not None:
+                s.ddp.register_comm_hook(None, _logged_hook(s, spec.comm_hook, world_size=dist.get_world_size()))
             error = _run_steps(s, steps, passes, spec)
         finally:
             s.close()
+            torch.set_warn_always(always)
+    warned = _as_fresh_process(warned)
     s.nodes.scan(s.kept)
     finish_calls(s)
     if error is not None:
-        return {"error": error, "hook_calls": s.log}
+        return {"error": error, "hook_calls": s.log, "warnings": warned}
     fp = s.forwards[-1] if s.forwards else None
     observed = {"loss": fp.values.get("loss") if fp is not None and fp.loss is not None else None,
                 "values": fp.values if fp is not None else {}, "grads": s.grads(), "hook_calls": s.log}
     if decl.steps is not None:
         observed["passes"] = passes
+    observed["warnings"] = warned
     return observed
 
 
@@ -204,11 +213,13 @@ def _run_steps(s: DDPSession, steps, passes: list, spec) -> dict | None:
     ``ddp.no_sync()`` when the file puts it in a ``no_sync`` block."""
     hooks = s.v.hooks
     later = {i for step in steps if step.kind == "register" for i in step.hooks}
+    s.phase = "register"
     for hook in hooks:
         if hook.when == "before_forward" and hook.index not in later:
             s.hooks.register(hook.index)
     first_forward = first_backward = True
     for step in steps:
+        s.phase = "backward" if step.kind == "backward" else "register" if step.kind == "register" else "forward"
         try:
             with (s.ddp.no_sync() if not spec.synced(step) else contextlib.nullcontext()):
                 if step.kind == "forward":
