@@ -69,6 +69,18 @@ class CommHookDecl:
     when: str = "before_forward"
 
 
+@dataclass(frozen=True)
+class PassReduction:
+    """What one rank's Reducer did in one backward pass: whether it reduced (finalize_backward
+    wrote .grad), the buckets it launched (index, parameters in buffer order, the flat buffer,
+    the collective's result), and each parameter's .grad before the reduction was written."""
+
+    number: int            # the backward pass, 1-based
+    reduced: bool
+    buckets: tuple         # ((k, names, flat, result), ...)
+    local: dict            # parameter name -> .grad as this rank had it when the backward ended
+
+
 def assign_buckets(order: list[int], nbytes: list[int], limits: list[int]) -> list[list[int]]:
     """``compute_bucket_assignment_by_size`` for one dtype: fill buckets in ``order``; a bucket is
     closed once its size reaches its limit (``limits[i]`` for the i-th bucket, the last limit
@@ -139,6 +151,9 @@ class Reducer:
         self.delay_enqueued = False           # DDP._static_graph_delay_allreduce_enqueued
         self.delay_queued = False             # reducer._delay_all_reduce queued by _DDPSink's backward
         self.order_source = self              # rank 0's Reducer: rebuilt buckets are broadcast from it
+        self.results: dict = {}               # launched bucket j -> the collective's result on this rank
+        self.history: list[PassReduction] = []   # one per backward pass, for the derivation (adjoint.derivation.ddp)
+        run.ddp = self
         for i, (_, t) in enumerate(self.params):
             node = run.rt.grad_accumulator(t)
             node.post_hooks.add(-1 - i, ReducerPostHook(self, i))
@@ -176,6 +191,7 @@ class Reducer:
             self.contents = {}
             self.ready = set()
             self.launched = []
+            self.results = {}
             self.finalize_queued = False
             self.marked_unused = False
             self.per_iteration = list(self.triggered)
@@ -377,6 +393,7 @@ def finalize(reducers: list[Reducer]) -> None:
         results = reduce_bucket(B, hook, flats, ws, first.dtype)
         for r, result in zip(reducers, results):
             _, _, rec = r.launched[j]
+            r.results[j] = result
             if rec is not None:
                 rec.returned = result
             if not r.finalize_queued:
@@ -513,6 +530,7 @@ def _end_backward(runs: list, reducers: list, step) -> None:
             r.delay_queued = False
             r.delay_all_reduce()
     queued = [r.finalize_queued for r in reducers]
+    locals_ = [{name: t.grad for name, t in r.params} for r in reducers]
     if any(queued):
         if not all(queued) or len({len(r.launched) for r in reducers}) != 1:
             raise ProblemError(step.loc, "the ranks launch different buckets in this backward (a parameter gets a "
@@ -521,6 +539,12 @@ def _end_backward(runs: list, reducers: list, step) -> None:
         finalize(reducers)
     else:
         _complete_launched(reducers)
+    for r, q, before in zip(reducers, queued, locals_):
+        buckets = tuple((k, tuple(r.params[i][0] for i in r.buckets[k]), flat, r.results.get(j))
+                        for j, (k, flat, _) in enumerate(r.launched)) if r.expect_hooks or q else ()
+        r.history.append(PassReduction(len(r.run.passes), q, buckets, before))
+        if q or not r.expect_hooks:
+            r.launched, r.results = [], {}
     for run, s in zip(runs, start):
         last = run.passes[-1]
         if len(run.rt.log) > s:   # calls made when the backward ends belong to it
@@ -544,6 +568,7 @@ def _complete_launched(reducers: list, strict: bool = True) -> None:
         results = reduce_bucket(first.B, first.spec.comm_hook, [r.launched[j][1] for r in reducers], len(reducers),
                                 first.dtype)
         for r, result in zip(reducers, results):
+            r.results[j] = result
             if r.launched[j][2] is not None:
                 r.launched[j][2].returned = result
 
