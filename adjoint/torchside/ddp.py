@@ -45,14 +45,22 @@ DEFAULT_TIMEOUT = 90.0     # seconds for the whole run (process start, init, eve
 def run_distributed(problem, variant: str, dtype: str, timeout: float = DEFAULT_TIMEOUT) -> list[dict]:
     """The observed JSON of every rank, in rank order. Raises RuntimeError (with the failing
     rank's traceback) when a process fails, and TimeoutError when they do not finish in time."""
-    spec = problem.distributed
+    return run_distributed_many([(problem, variant, dtype)], timeout)[0]
+
+
+def run_distributed_many(jobs: list, timeout: float = DEFAULT_TIMEOUT) -> list[list[dict]]:
+    """Several (problem, variant, dtype) runs of one world_size in one start of the processes
+    and their process group (each run wraps its own model in a new DistributedDataParallel):
+    every run's observed JSON per rank, in job order. ``timeout`` is for the whole batch."""
+    world_size = jobs[0][0].distributed.world_size
+    if any(p.distributed.world_size != world_size for p, _, _ in jobs):
+        raise ValueError("the runs of one batch must have one world_size")
     ctx = mp.get_context("fork")
     results = ctx.Queue()
     ports = ctx.Queue()     # rank 0's store port, once per other rank (the OS picks it: no race for a port)
-    procs = [ctx.Process(target=_worker, args=(problem, variant, dtype, rank, spec.world_size, ports, results,
-                                                timeout), daemon=True)
-             for rank in range(spec.world_size)]
-    out: dict[int, dict] = {}
+    procs = [ctx.Process(target=_worker, args=(jobs, rank, world_size, ports, results, timeout), daemon=True)
+             for rank in range(world_size)]
+    out: dict[int, list] = {}
     deadline = time.monotonic() + timeout
     try:
         for p in procs:
@@ -60,7 +68,7 @@ def run_distributed(problem, variant: str, dtype: str, timeout: float = DEFAULT_
         while len(out) < len(procs):
             left = deadline - time.monotonic()
             if left <= 0:
-                raise TimeoutError(f"the {spec.world_size} DDP processes did not finish within {timeout:.0f} s")
+                raise TimeoutError(f"the {world_size} DDP processes did not finish within {timeout:.0f} s")
             try:
                 status, rank, payload = results.get(timeout=min(left, 1.0))
             except queue.Empty:
@@ -79,10 +87,10 @@ def run_distributed(problem, variant: str, dtype: str, timeout: float = DEFAULT_
             p.join(5)
         results.close()
         ports.close()
-    return [out[r] for r in range(len(procs))]
+    return [[out[r][j] for r in range(len(procs))] for j in range(len(jobs))]
 
 
-def _worker(problem, variant: str, dtype: str, rank: int, world_size: int, ports, results, timeout: float):
+def _worker(jobs: list, rank: int, world_size: int, ports, results, timeout: float):
     try:
         torch.set_num_threads(1)
         wait = timedelta(seconds=timeout)
@@ -94,7 +102,7 @@ def _worker(problem, variant: str, dtype: str, rank: int, world_size: int, ports
             store = dist.TCPStore("127.0.0.1", ports.get(timeout=timeout), world_size, is_master=False, timeout=wait)
         dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size, timeout=wait)
         try:
-            observed = run_rank(problem, variant, dtype, rank)
+            observed = [run_rank(problem, variant, dtype, rank) for problem, variant, dtype in jobs]
         finally:
             dist.destroy_process_group()
         results.put(("ok", rank, observed))
