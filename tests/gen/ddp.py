@@ -9,7 +9,12 @@ full backward hooks on layers; no comm hook, the built-in ``allreduce``, ``fp16_
 ``bf16_compress`` (up to 2 ranks) or a written one over ``bucket`` with ``all_reduce``; the default buckets or tiny ``bucket_cap_mb`` (several
 buckets after the rebuild); steps of synchronized iterations, ``no_sync`` blocks (a whole
 iteration, only its forward, only its backward, a forward inside one after an arming forward),
-two forwards before a backward, ``zero_grad`` and SGD steps.
+two forwards before a backward, ``zero_grad`` and SGD steps. DistributedDataParallel's
+``find_unused_parameters``, ``static_graph`` (never with ``no_sync``) and
+``gradient_as_bucket_view``, each drawn on its own; a model written as a program that leaves
+one declared layer unused (without ``find_unused_parameters`` or ``static_graph``: the next
+forward's "Expected to have finished reduction" error); a ``full_backward_pre`` hook returning
+``(None,)`` (parameters without gradient).
 """
 
 from __future__ import annotations
