@@ -254,10 +254,3 @@ def _refuse_unmodelled(problem, spec: Distributed) -> None:
         m = next(m for m in problem.model.walk() if m.buffers)
         raise ProblemError(m.loc, "a model with buffers under DistributedDataParallel (broadcast_buffers) is not "
                                   "modelled yet")
-
-
-def refuse(problem, command: str) -> None:
-    """One located line for a command that does not handle distributed files yet."""
-    if problem.distributed is not None:
-        raise ProblemError(problem.distributed.loc, f"adjoint {command} of a distributed file is not modelled yet; "
-                                                    "use adjoint solve or adjoint verify")
