@@ -479,15 +479,20 @@ def run_ranks(problem, name: str, make_backend) -> list[VariantRun]:
     steps = runs[0].steps
     variant = runs[0].variant
     later = {i for s in steps if s.kind == "register" for i in s.hooks}
-    try:
-        for run in runs:
+    refused = []
+    for run in runs:   # PyTorch refusing a registration: each rank's error, before the first step
+        try:
             for hook in variant.hooks:
                 if hook.when == "before_forward" and hook.index not in later:
                     run.reg.register(hook.index)
-    except TorchError as exc:
-        raise ProblemError(variant.loc, f"PyTorch raises {exc.type} registering a hook on a rank ({exc.message}); "
-                                        "an error while registering under DistributedDataParallel is not "
-                                        "modelled yet") from None
+        except TorchError as exc:
+            refused.append((run, exc))
+    if refused:
+        if len(refused) != len(runs):
+            raise ProblemError(variant.loc, "PyTorch refuses a hook's registration on some ranks only: not modelled")
+        for run, exc in refused:
+            run.error = RunError(exc.type, exc.message, "register", exc.cause, -1)
+        return runs
     first_forward = first_backward = True
     for index, step in enumerate(steps):
         synced = spec.synced(step)

@@ -33,7 +33,8 @@ from adjoint.format.comm_hook import OPS
 from adjoint.format.syntax import Bin, Call, Name, Neg, Num
 from adjoint.torchside.run import (DEFAULT_STEPS, TORCH_ERRORS, Session, finish_calls, register_after_forward,
                                    remove_before_backward)
-from adjoint.torchside.run import _as_fresh_process, _recorder
+from adjoint.torchside.run import _as_fresh_process, _error, _recorder
+from adjoint.torchside.hooks import HookRaised
 from adjoint.torchside.values import snap
 
 #: the file's built-in comm hooks: torch.distributed.algorithms.ddp_comm_hooks.default_hooks
@@ -222,11 +223,15 @@ def _run_steps(s: DDPSession, steps, passes: list, spec) -> dict | None:
     hooks = s.v.hooks
     later = {i for step in steps if step.kind == "register" for i in step.hooks}
     s.phase = "register"
-    for hook in hooks:
-        if hook.when == "before_forward" and hook.index not in later:
-            s.hooks.register(hook.index)
+    try:
+        for hook in hooks:
+            if hook.when == "before_forward" and hook.index not in later:
+                s.hooks.register(hook.index)
+    except TORCH_ERRORS + (AssertionError, HookRaised) as exc:   # PyTorch refuses a registration
+        return _error(exc, "register", s)
     first_forward = first_backward = True
     for step in steps:
+        registering = False
         s.phase = "backward" if step.kind == "backward" else "register" if step.kind == "register" else "forward"
         try:
             with (s.ddp.no_sync() if not spec.synced(step) else contextlib.nullcontext()):
@@ -234,6 +239,7 @@ def _run_steps(s: DDPSession, steps, passes: list, spec) -> dict | None:
                     s.forward(step.inputs)
                     if first_forward:
                         first_forward = False
+                        registering = True
                         register_after_forward(s, hooks, later)
                 elif step.kind == "backward":
                     bw = step.backward or s.v.backward
@@ -249,6 +255,7 @@ def _run_steps(s: DDPSession, steps, passes: list, spec) -> dict | None:
                             if hook.remove == "after_backward":
                                 s.hooks.remove(hook.index)
                 elif step.kind == "register":
+                    registering = True
                     for i in step.hooks:
                         s.hooks.register(i)
                 elif step.kind == "remove":
@@ -260,8 +267,8 @@ def _run_steps(s: DDPSession, steps, passes: list, spec) -> dict | None:
                     s.sgd(step.lr)
         except ProblemError:
             raise
-        except TORCH_ERRORS as exc:
-            return {"type": type(exc).__name__, "message": str(exc),
-                    "during": "backward" if step.kind == "backward" else "forward",
-                    "after_call": len(s.log) - 1 if s.log else None}
+        except TORCH_ERRORS + (AssertionError, HookRaised) as exc:
+            during = "register" if registering or getattr(exc, "adjoint_during", None) == "register" else \
+                "backward" if step.kind == "backward" else "forward"
+            return _error(exc, during, s)
     return None

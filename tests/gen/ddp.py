@@ -123,6 +123,10 @@ def generate(rng: random.Random) -> str:
         hooks.append("{tensor: x, kind: hook}")
     if rng.random() < 0.4:
         hooks.append(f"{{module: {rng.choice(layers)}, kind: full_backward}}")
+    if rng.random() < 0.05:   # without x requiring grad PyTorch refuses it: each rank's error
+        hooks.append("{tensor: x, kind: hook}")
+    if rng.random() < 0.05:   # raises on every rank: each rank's error
+        hooks.append(f'{{tensor: {rng.choice(params)}, kind: hook, raises: {{type: HookError, message: "stop"}}}}')
     if rng.random() < 0.1:   # no gradient reaches the layer's parameters: the Reducer copies zeros
         hooks.append(f'{{module: {rng.choice(layers)}, kind: full_backward_pre, returns: "(None,)"}}')
     rng.shuffle(hooks)
