@@ -23,6 +23,7 @@ import adjoint
 from adjoint import ProblemError
 from adjoint.engine.distributed import assign_buckets
 from adjoint.values.lowprec import round_to
+from adjoint.answer.prediction import value_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -305,8 +306,17 @@ def test_an_unused_parameter_without_find_unused_is_the_next_forwards_error():
     from adjoint.render.console import render
     from adjoint.render.report import Options
 
-    text = render(adjoint.load(os.path.join(HERE, "ddp", "unfinished.yaml")).solve(), Options(), width=200)
+    pred = adjoint.load(os.path.join(HERE, "ddp", "unfinished.yaml")).solve()
+    text = render(pred, Options(), width=200)
     assert "rank 0: PyTorch raises RuntimeError during forward: Expected to have finished reduction" in text
+    # gradient_as_bucket_view, no comm hook: the ready parameters' .grad is the bucket view, grad / 2
+    # (what a real-torch probe printed for this set-up: b.bias 4.9375 on rank 0, 2 on rank 1)
+    grads = [vp.run.passes[0].grads for vp in pred.variant("default").ranks]
+    assert [_exact(value_json(g["b.bias"])) for g in grads] == [[Fraction("4.9375")], [Fraction(2)]]
+    from adjoint.render.latex import render_document
+
+    section = render_document(pred).split("What DistributedDataParallel does")[1]
+    assert "Not every parameter became ready" in section and "its bucket view" in section
 
 
 def test_static_graph_reduces_the_first_iteration_when_its_backward_ends():

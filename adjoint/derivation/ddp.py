@@ -63,7 +63,7 @@ def derive_distributed(prediction):
                             for j, (k, names, _, _) in enumerate(first.buckets)
                             if all(len(h.buckets) > j for h in hs))
             names = list(first.local)
-            passes.append(ReductionInfo(first.number, first.reduced, bool(first.buckets) or first.reduced, buckets,
+            passes.append(ReductionInfo(first.number, first.reduced, first.armed, buckets,
                                         {n: tuple(h.local[n] for h in hs) for n in names},
                                         {n: tuple(run.passes[i].grads.get(n) for run in runs) for n in names}))
         infos.append(DistributedInfo(rp.name, spec.world_size, hook, spec.find_unused_parameters, spec.static_graph,

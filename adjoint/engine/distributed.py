@@ -79,6 +79,7 @@ class PassReduction:
     reduced: bool
     buckets: tuple         # ((k, names, flat, result), ...)
     local: dict            # parameter name -> .grad as this rank had it when the backward ended
+    armed: bool = True     # the Reducer expected its hooks (a synchronized forward armed it)
 
 
 def assign_buckets(order: list[int], nbytes: list[int], limits: list[int]) -> list[list[int]]:
@@ -527,6 +528,7 @@ def _end_backward(runs: list, reducers: list, step) -> None:
     graph, first iteration), then the Reducer's finalize_backward when its last bucket was
     launched (the collectives done across the ranks)."""
     start = [len(run.rt.log) for run in runs]
+    armed = [r.expect_hooks for r in reducers]
     if any(r.delay_queued for r in reducers):
         if not all(r.delay_queued for r in reducers):
             raise ProblemError(step.loc, "the ranks differ in whether _DDPSink's delayed all-reduce runs: not "
@@ -544,10 +546,10 @@ def _end_backward(runs: list, reducers: list, step) -> None:
         finalize(reducers)
     else:
         _complete_launched(reducers)
-    for r, q, before in zip(reducers, queued, locals_):
+    for r, q, before, a in zip(reducers, queued, locals_, armed):
         buckets = tuple((k, tuple(r.params[i][0] for i in r.buckets[k]), flat, r.results.get(j))
                         for j, (k, flat, _) in enumerate(r.launched)) if r.expect_hooks or q else ()
-        r.history.append(PassReduction(len(r.run.passes), q, buckets, before))
+        r.history.append(PassReduction(len(r.run.passes), q, buckets, before, a))
         if q or not r.expect_hooks:
             r.launched, r.results = [], {}
     for run, s in zip(runs, start):

@@ -45,7 +45,7 @@ class DistributedSection(UnitWriter):
                "the backward pass ends each parameter's slice of its reduced bucket overwrites \\texttt{.grad}.\n\n",
                _HOOK[info.hook] + "\n\n", self._options(info)]
         for p in info.passes:
-            out.append(self._pass(p, W))
+            out.append(self._pass(p, W, info.gradient_as_bucket_view))
         return "".join(out)
 
     @staticmethod
@@ -73,15 +73,17 @@ class DistributedSection(UnitWriter):
                          "its bucket as soon as its parameter is ready (without a comm hook, already divided by $W$).")
         return (" ".join(words) + "\n\n") if words else ""
 
-    def _pass(self, p, W: int) -> str:
+    def _pass(self, p, W: int, view: bool = False) -> str:
         out = [f"\\subsubsection*{{Backward pass {p.number}}}\n"]
         if not p.synced:
             out.append("The forward it differentiates ran inside \\texttt{no\\_sync()}: the Reducer was not armed, "
                        "nothing is reduced, and \\texttt{.grad} keeps each rank's own accumulated gradient.\n\n")
         elif not p.reduced:
             out.append("Not every parameter became ready in this backward pass, so the Reducer never finishes its "
-                       "reduction and \\texttt{.grad} keeps each rank's local value; the next forward raises "
-                       "PyTorch's ``Expected to have finished reduction'' error.\n\n")
+                       "reduction and \\texttt{.grad} keeps each rank's local value"
+                       + (" (for a parameter that became ready, its bucket view: divided by $W$ when there is no "
+                          "comm hook)" if view else "")
+                       + "; the next forward raises PyTorch's ``Expected to have finished reduction'' error.\n\n")
         for b in p.buckets:
             out.append(f"Bucket {b.index} holds " + ", ".join(code(n) for n in b.parameters)
                        + " (in buffer order).\n")
