@@ -66,11 +66,13 @@ def _error(ranks, opts) -> Stack:
 
 
 def _hook_words(spec) -> str:
+    options = "".join(f", {name}" for name in ("find_unused_parameters", "static_graph", "gradient_as_bucket_view")
+                      if getattr(spec, name))
     if spec.comm_hook is None:
-        return ", no comm hook (the reducer's own allreduce: grad / world_size, summed)"
+        return f"{options}, no comm hook (the reducer's own allreduce: grad / world_size, summed)"
     if spec.comm_hook.builtin is not None:
-        return f", comm hook {spec.comm_hook.builtin}"
-    return ", a written comm hook"
+        return f"{options}, comm hook {spec.comm_hook.builtin}"
+    return f"{options}, a written comm hook"
 
 
 def _calls(ranks, i, opts) -> Table:

@@ -7,7 +7,7 @@ the result) and each rank's ``.grad`` before and after the reduction. Typesets
 from __future__ import annotations
 
 from adjoint.render.latex.layout import Block
-from adjoint.render.latex.text import code, esc, mcode
+from adjoint.render.latex.text import code, mcode
 from adjoint.render.latex.writer import UnitWriter
 
 _HOOK = {
@@ -106,6 +106,3 @@ class DistributedSection(UnitWriter):
         out.append(blk.render())
         return "".join(out)
 
-
-def ddp_title(info) -> str:
-    return esc(info.variant)
