@@ -41,6 +41,10 @@ def ranks_report(pred, opts):
             parts.append(_grads(v.ranks, i, opts))
         if any(vp.error is not None for vp in v.ranks):
             parts.append(_error(v.ranks, opts))
+        for r, vp in enumerate(v.ranks):
+            for w in vp.warnings:
+                parts.append(Text.assemble((f"rank {r}: {terminal_safe(w.category)}", "yellow"),
+                                           (f" during {w.during}: ", DIM), terminal_safe(w.message)))
     return Stack(*parts)
 
 
