@@ -24,7 +24,6 @@ from adjoint.render.paths import side_files
 from adjoint.format.errors import ProblemError
 from adjoint.render.safetext import terminal_safe
 from adjoint.torchside.torchenv import EnvironmentProblem
-from adjoint.format.distributed import refuse as refuse_distributed
 
 STDIN = "<stdin>"
 EXIT_INTERRUPTED = 128 + signal.SIGINT    # 130, as a shell reports Ctrl-C
@@ -436,7 +435,6 @@ def latex(file, out, pdf, variant):
     protect = () if file == "-" else (file,)
     problem = _load(file)
     protect += tuple(side_files(problem))
-    refuse_distributed(problem, "latex")
     for _, path in targets:
         if path != "-":
             check_target(path, protect)
@@ -568,7 +566,8 @@ def _graph_figures(prediction) -> dict[str, bytes]:
     if find_engine() is None:  # compile_pdf says what to install: one line, not a warning before it
         return {}
     try:
-        return {graph_file(i): picture(v).render("pdf", max_inches=200) for i, v in enumerate(prediction.variants, 1)}
+        shown = [getattr(v, "ranks", [v])[0] for v in prediction.variants]   # a distributed file: rank 0's graph
+        return {graph_file(i): picture(v).render("pdf", max_inches=200) for i, v in enumerate(shown, 1)}
     except ProblemError as err:
         _say(f"adjoint: warning: the PDF has no graph pictures: {err.message}")
         return {}

@@ -23,6 +23,7 @@ import adjoint
 from adjoint import ProblemError
 from adjoint.engine.distributed import assign_buckets
 from adjoint.values.lowprec import round_to
+from adjoint.answer.prediction import value_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -186,10 +187,8 @@ def test_compressing_comm_hooks_are_predicted_exactly(tmp_path, fmt):
 
 @pytest.mark.parametrize("block,message", [
     ("distributed:\n  world_size: 2\n  wrap: fsdp\n", "distributed.wrap: fsdp (FSDP) is not modelled yet"),
-    ("distributed:\n  world_size: 2\n  wrap: ddp\n  args: {find_unused_parameters: true}\n",
-     "distributed.args.find_unused_parameters: true is not modelled yet"),
-    ("distributed:\n  world_size: 2\n  wrap: ddp\n  args: {static_graph: true}\n",
-     "distributed.args.static_graph: true is not modelled yet"),
+    ("distributed:\n  world_size: 2\n  wrap: ddp\n  args: {static_graph: true}\nsteps: [{no_sync: [forward, backward]}]\n",
+     "no_sync with static_graph: true is not modelled yet"),
     ("distributed:\n  world_size: 2\n  wrap: ddp\n  args: {mixed_precision: 1}\n",
      "distributed.args: 'mixed_precision' is not modelled yet"),
     ("distributed:\n  world_size: 2\n  wrap: ddp\n  comm_hook: {builtin: powerSGD}\n",
@@ -219,87 +218,217 @@ def test_no_sync_needs_a_list_and_refuses_autograd_grad(tmp_path):
         adjoint.load(path)
 
 
-def test_latex_refuses_a_distributed_file_and_graph_draws_rank_0():
+def test_latex_writes_rank_0_and_what_ddp_does_and_graph_draws_rank_0(tmp_path):
     def run(*args):
         return subprocess.run([sys.executable, "-m", "adjoint", *args], capture_output=True, text=True, cwd=ROOT,
                               env={**os.environ, "PYTHONPATH": ROOT}, timeout=120)
-    proc = run("latex", DDP, "-o", "-")
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
-    assert proc.stderr.strip().endswith("adjoint latex of a distributed file is not modelled yet; use adjoint solve "
-                                        "or adjoint verify")
+    from adjoint.render.latex import render_document
+    from adjoint.render.pdf import compile_pdf
+
+    tex = render_document(adjoint.load(DDP).solve())      # what adjoint latex writes
+    assert compile_pdf(tex, None).pdf.startswith(b"%PDF")    # and --pdf compiles
+    section = tex.split("\\subsection{What DistributedDataParallel does}")[1]
+    assert "built-in \\texttt{allreduce\\_hook}" in section and "$W = 2$" in section
+    # pass 2 ran inside no_sync; pass 3's bucket is in ready order; every rank's .grad is listed
+    assert section.count("\\subsubsection*{Backward pass") == 3
+    assert "inside \\texttt{no\\_sync()}" in section.split("Backward pass 2}")[1].split("Backward pass 3}")[0]
+    assert "Bucket 0 holds \\texttt{out.\\allowbreak{}bias}, \\texttt{out.\\allowbreak{}weight}" in section
+    assert "\\mathtt{out.bias.grad}^{(1)}" in section
+    # rank 0's own derivation says a reduced .grad is DDP's, not the rank's gradient
+    assert "what DistributedDataParallel wrote when the backward pass ended" in tex.split("What Distributed")[0]
     proc = run("graph", DDP, "-o", "-", "--format", "dot")
     assert proc.returncode == 0, proc.stderr
     # the comm hook's note hangs after the AccumulateGrad whose Reducer hook launched the bucket
     assert "#4, #11  comm_hook on bucket0" in proc.stdout
 
 
+#: what a hand-written torch script printed for tests/ddp/unused.yaml's set-up (2 gloo processes,
+#: float64; its modules were Sequential's "0", "1" and "unused", here a, b, u): per rank, the comm
+#: hook calls of pass 1 (parameters, bucket, returned) and .grad after passes 1 and 3
+UNUSED_PROBE = {
+    0: [(["u.bias"], ["0"], ["0"]), (["b.bias", "u.weight"], ["9.875", "0", "0"], ["6.9375", "0", "0"]),
+        (["b.weight"], ["24.6875", "41.96875"], ["13.84375", "23.984375"]),
+        (["a.bias"], ["4.9375", "7.40625"], ["3.46875", "5.203125"]),
+        (["a.weight"], ["4.9375", "9.875", "7.40625", "14.8125"], ["4.46875", "3.9375", "6.703125", "5.90625"])],
+    1: [(["u.bias"], ["0"], ["0"]), (["b.bias", "u.weight"], ["4", "0", "0"], ["6.9375", "0", "0"]),
+        (["b.weight"], ["3", "6"], ["13.84375", "23.984375"]), (["a.bias"], ["2", "3"], ["3.46875", "5.203125"]),
+        (["a.weight"], ["4", "-2", "6", "-3"], ["4.46875", "3.9375", "6.703125", "5.90625"])],
+}
+UNUSED_GRADS = {0: {"a.weight": ["4.46875", "3.9375", "6.703125", "5.90625"], "a.bias": ["3.46875", "5.203125"],
+                    "b.weight": ["13.84375", "23.984375"], "b.bias": ["6.9375"], "u.weight": None, "u.bias": None},
+                2: {"a.weight": ["13.40625", "11.8125", "20.109375", "17.71875"], "a.bias": ["10.40625", "15.609375"],
+                    "b.weight": ["41.53125", "71.953125"], "b.bias": ["20.8125"], "u.weight": None, "u.bias": None}}
+#: ... and for tests/ddp/unfinished.yaml's set-up (no find_unused_parameters), rank R's error at the
+#: second forward
+UNFINISHED = ("Expected to have finished reduction in the prior iteration before starting a new one. This error "
+              "indicates that your module has parameters that were not used in producing loss. You can enable "
+              "unused parameter detection by passing the keyword argument `find_unused_parameters=True` to "
+              "`torch.nn.parallel.DistributedDataParallel`, and by \nmaking sure all `forward` function outputs "
+              "participate in calculating loss. \nIf you already have done the above, then the distributed data "
+              "parallel module wasn't able to locate the output tensors in the return value of your module's "
+              "`forward` function. Please include the loss function and the structure of the return value of "
+              "`forward` of your module when reporting this issue (e.g. list, dict, iterable).\nParameter indices "
+              "which did not receive grad for rank {rank}: 4 5\n In addition, you can set the environment variable "
+              "TORCH_DISTRIBUTED_DEBUG to either INFO or DETAIL to print out information about which particular "
+              "parameters did not receive gradient on this rank as part of this error")
+
+
+def test_find_unused_parameters_predicted_as_real_torch_printed_it():
+    pred = adjoint.load(os.path.join(HERE, "ddp", "unused.yaml")).solve()
+    ranks = pred.to_json()["variants"]["default"]["ranks"]
+    for rank, calls in UNUSED_PROBE.items():
+        comms = [c for c in ranks[rank]["passes"][0]["hook_calls"] if c["kind"] == "comm_hook"]
+        assert [c["target"] for c in comms] == [f"bucket{k}" for k in range(5)]
+        for c, (params, bucket, returned) in zip(comms, calls):
+            assert c["args"]["parameters"] == params
+            assert _exact(c["args"]["bucket"]) == [Fraction(v) for v in bucket]
+            assert _exact(c["returned"]) == [Fraction(v) for v in returned]
+        for p, grads in UNUSED_GRADS.items():
+            got = ranks[rank]["passes"][p]["grads"]
+            assert {k: (None if v is None else _exact(v)) for k, v in got.items()} == \
+                {k: (None if v is None else [Fraction(x) for x in v]) for k, v in grads.items()}
+    # the unused parameters' bucket is launched at the first gradient, before the hook's own bucket
+    labels = [c["label"] for c in ranks[0]["passes"][0]["hook_calls"]]
+    assert labels[:5] == ["hook@y", "post_accumulate_grad@b.bias", "comm_hook@bucket0", "comm_hook@bucket1",
+                          "post_accumulate_grad@b.weight"]
+    # y is _DDPSink's output: its node is _DDPSinkBackward, next to the model's own output node
+    y = pred.variant("default").ranks[0].run.forward.names["y"]
+    assert y.grad_fn.name == "_DDPSinkBackward" and y.grad_fn.edges[0].node.name == "AddmmBackward0"
+
+
+def test_an_unused_parameter_without_find_unused_is_the_next_forwards_error():
+    ranks = _ranks(os.path.join(HERE, "ddp", "unfinished.yaml"))
+    for rank, r in enumerate(ranks):
+        assert r["error"]["type"] == "RuntimeError" and r["error"]["during"] == "forward"
+        assert r["error"]["message"] == UNFINISHED.format(rank=rank)
+        assert [c["label"] for c in r["hook_calls"]] == ["hook@y"] + [f"post_accumulate_grad@{p}" for p in
+                                                                      ("b.bias", "b.weight", "a.bias", "a.weight")]
+    from adjoint.render.console import render
+    from adjoint.render.report import Options
+
+    pred = adjoint.load(os.path.join(HERE, "ddp", "unfinished.yaml")).solve()
+    text = render(pred, Options(), width=200)
+    assert "rank 0: PyTorch raises RuntimeError during forward: Expected to have finished reduction" in text
+    # gradient_as_bucket_view, no comm hook: the ready parameters' .grad is the bucket view, grad / 2
+    # (what a real-torch probe printed for this set-up: b.bias 4.9375 on rank 0, 2 on rank 1)
+    grads = [vp.run.passes[0].grads for vp in pred.variant("default").ranks]
+    assert [_exact(value_json(g["b.bias"])) for g in grads] == [[Fraction("4.9375")], [Fraction(2)]]
+    from adjoint.render.latex import render_document
+
+    section = render_document(pred).split("What DistributedDataParallel does")[1]
+    assert "Not every parameter became ready" in section and "its bucket view" in section
+
+
+def test_static_graph_reduces_the_first_iteration_when_its_backward_ends():
+    ranks = _ranks(os.path.join(HERE, "ddp", "static.yaml"))
+    names = ["a.weight", "a.bias", "b.weight", "b.bias", "c.weight", "c.bias"]
+    for r in ranks:
+        first = r["passes"][0]["hook_calls"]
+        assert [c["kind"] for c in first][-1] == "comm_hook" and len([c for c in first if c["kind"] == "comm_hook"]) == 1
+        assert first[-1]["args"]["parameters"] == names              # one bucket, parameter order
+        second = [c["args"]["parameters"] for c in r["passes"][1]["hook_calls"] if c["kind"] == "comm_hook"]
+        assert second == [names]                                     # not rebuilt before the third forward
+        third = [c["args"]["parameters"] for c in r["passes"][2]["hook_calls"] if c["kind"] == "comm_hook"]
+        assert len(third) > 1 and third[0][0] in ("b.bias", "c.bias")   # rebuilt: ready order, 10-byte buckets
+        # static_graph with find_unused_parameters: PyTorch's construction warning
+        assert [(w["category"], w["during"]) for w in r["warnings"]] == [("UserWarning", "setup")]
+    b0, b1 = (_exact(r["passes"][0]["hook_calls"][-1]["args"]["bucket"]) for r in ranks)
+    assert _exact(ranks[0]["passes"][0]["hook_calls"][-1]["returned"]) == [(x + y) / 2 for x, y in zip(b0, b1)]
+
+
+def test_a_parameter_without_gradient_is_reduced_as_zeros():
+    ranks = _ranks(os.path.join(HERE, "ddp", "nograd.yaml"))
+    for r in ranks:
+        (pre, pah, comm) = r["passes"][0]["hook_calls"]
+        assert pre["label"] == "full_backward_pre@b" and pah["label"] == "post_accumulate_grad@b.bias"
+        assert pah["args"]["tensor"] is None or "value" in pah["args"]["tensor"]
+        assert _exact(comm["args"]["bucket"]) == [0] * 9
+        assert all(_exact(v) == [0] * len(_exact(v)) for v in r["passes"][0]["grads"].values())
+    assert _exact(ranks[0]["grads"]["b.bias"]) == [Fraction(8 + 13, 2)]   # zeros + the mean (hand: 2y per rank)
+
+
 # ----------------------------------------------------------------------------- real gloo processes
 
+WRITTEN_TINY = ("  wrap: ddp\n", "  wrap: ddp\n  args: {bucket_cap_mb: 0.00001}\n  comm_hook: {builtin: allreduce}\n")
+
+
+def _batch_files(tmp) -> dict:
+    """Every file the gloo tests check, by name: the worked problem, tests/ddp/*.yaml (world_size 2)
+    and three written here (tiny buckets and no_sync forwards; no comm hook; an arming forward
+    then one inside no_sync)."""
+    files = {"ddp": DDP}
+    for name in sorted(os.listdir(os.path.join(HERE, "ddp"))):
+        files[name[:-5]] = os.path.join(HERE, "ddp", name)
+    texts = {
+        "tiny": BASE.replace(*WRITTEN_TINY) + "hooks: [{tensor: a.bias, kind: hook}, {module: b, kind: full_backward}]\n"
+        + "steps: [forward, backward, {no_sync: [forward]}, backward, forward, {no_sync: [backward]}, forward, backward]\n",
+        "plain": BASE + "hooks: [{tensor: b.weight, kind: post_accumulate_grad}]\nsteps: [forward, backward, forward, "
+                        "backward]\n",
+        "armed": BASE + "  comm_hook: {builtin: allreduce}\nhooks: [{tensor: a.bias, kind: hook}]\n"
+                 + "steps: [forward, forward, backward, forward, {no_sync: [forward]}, backward, {no_sync: [forward]}, "
+                   "backward]\n"}
+    for name, text in texts.items():
+        path = tmp / f"{name}.yaml"
+        path.write_text(text)
+        files[name] = str(path)
+    return files
+
+
 @pytest.fixture(scope="module")
-def ddp_run():
+def gloo(tmp_path_factory):
+    """Every file of :func:`_batch_files` solved, and run on 2 real gloo processes: one start for all."""
     from conftest import require_torch
     require_torch()
-    from adjoint.torchside.ddp import run_distributed
+    from adjoint.torchside.ddp import run_distributed_many
 
-    problem = adjoint.load(DDP)
-    pred = problem.solve().variant("default")
-    return problem, pred.to_json()["ranks"], run_distributed(problem, "default", "float64")
+    files = _batch_files(tmp_path_factory.mktemp("ddp"))
+    problems = {name: adjoint.load(path) for name, path in files.items()}
+    predicted = {name: p.solve().variant("default").to_json()["ranks"] for name, p in problems.items()}
+    runs = run_distributed_many([(p, "default", p.dtype) for p in problems.values()])
+    return files, predicted, dict(zip(problems, runs))
 
 
 @pytest.mark.torch
-def test_ddp_problem_agrees_with_real_gloo_processes_on_every_rank(ddp_run):
+def test_every_ddp_file_agrees_with_real_gloo_processes_on_every_rank(gloo):
+    """The worked problem, find_unused_parameters, the unfinished reduction's error, static_graph,
+    gradient_as_bucket_view, a parameter without gradient, a hook's error on every rank, the written
+    comm hook probe, rebuilt tiny buckets, no_sync forwards and backwards: every rank compared."""
     from adjoint.torchside.compare import compare
 
-    _, predicted, observed = ddp_run
-    assert len(observed) == 2
-    for p, o in zip(predicted, observed):
-        rows = compare(p, o, "float64")
-        assert rows and all(r.ok for r in rows), [r for r in rows if not r.ok]
-        assert [c["kind"] for c in o["hook_calls"]].count("comm_hook") == 2
+    files, predicted, observed = gloo
+    for name in files:
+        assert len(observed[name]) == 2
+        for p, o in zip(predicted[name], observed[name]):
+            rows = compare(p, o, "float64")
+            assert rows and all(r.ok for r in rows), (name, [r for r in rows if not r.ok])
+    assert [c["kind"] for c in observed["ddp"][0]["hook_calls"]].count("comm_hook") == 2
+    for rank in (0, 1):
+        assert observed["unfinished"][rank]["error"]["message"] == UNFINISHED.format(rank=rank)
 
 
 @pytest.mark.torch
-def test_a_wrong_bucket_order_or_value_is_caught(ddp_run):
+def test_a_wrong_bucket_order_or_value_is_caught(gloo):
     import copy
 
     from adjoint.torchside.compare import compare
 
-    _, predicted, observed = ddp_run
-    wrong = copy.deepcopy(predicted[1])
+    _, predicted, observed = gloo
+    wrong = copy.deepcopy(predicted["ddp"][1])
     comm = [c for c in wrong["passes"][2]["hook_calls"] if c["kind"] == "comm_hook"][0]
     comm["args"]["parameters"] = list(reversed(comm["args"]["parameters"]))
-    assert not all(r.ok for r in compare(wrong, observed[1], "float64"))
-    wrong = copy.deepcopy(predicted[0])
+    assert not all(r.ok for r in compare(wrong, observed["ddp"][1], "float64"))
+    wrong = copy.deepcopy(predicted["ddp"][0])
     wrong["grads"]["out.bias"]["value"] = [wrong["grads"]["out.bias"]["value"][0] + 1e-6]
-    assert not all(r.ok for r in compare(wrong, observed[0], "float64"))
+    assert not all(r.ok for r in compare(wrong, observed["ddp"][0], "float64"))
 
 
-@pytest.mark.torch
-def test_written_hook_rebuild_and_no_sync_forward_verify(tmp_path):
-    from adjoint.torchside.verify_ddp import verify_ranks
-
-    # the probe (a written hook with all_reduce, per-rank step inputs); then tiny buckets, no comm
-    # hook, a forward inside no_sync followed by a backward outside it (the forward decides: local),
-    # and a synced forward whose backward runs inside no_sync (it is reduced)
-    tiny = _write(tmp_path, BASE.replace("  wrap: ddp\n", "  wrap: ddp\n  args: {bucket_cap_mb: 0.00001}\n"
-                                         "  comm_hook: {builtin: allreduce}\n")
-                  + "hooks: [{tensor: a.bias, kind: hook}, {module: b, kind: full_backward}]\n"
-                  + "steps: [forward, backward, {no_sync: [forward]}, backward, forward, {no_sync: [backward]},"
-                    " forward, backward]\n")
-    plain = _write(tmp_path, BASE + "hooks: [{tensor: b.weight, kind: post_accumulate_grad}]\n"
-                   + "steps: [forward, backward, forward, backward]\n", "plain.yaml")
+def test_written_hook_rebuild_and_no_sync_forward(tmp_path):
+    files = _batch_files(tmp_path)
     # two forwards before a backward; an arming forward, then one inside no_sync: the backward is
     # still reduced (no_sync does not disarm); then only a no_sync forward: local
-    armed = _write(tmp_path, BASE + "  comm_hook: {builtin: allreduce}\nhooks: [{tensor: a.bias, kind: hook}]\n"
-                   + "steps: [forward, forward, backward, forward, {no_sync: [forward]}, backward, "
-                     "{no_sync: [forward]}, backward]\n", "armed.yaml")
-    kinds = [[c["kind"] for c in p["hook_calls"]] for p in _ranks(armed)[1]["passes"]]
+    kinds = [[c["kind"] for c in p["hook_calls"]] for p in _ranks(files["armed"])[1]["passes"]]
     assert kinds == [["hook", "comm_hook"], ["hook", "comm_hook"], ["hook"]]
-    for path in (PROBE_FILE, tiny, plain, armed):
-        problem = adjoint.load(path)
-        rows, _ = verify_ranks(problem, problem.solve().variant("default"), problem.dtype, False)
-        assert rows and all(r.ok for r in rows), [r for r in rows if not r.ok]
-    ranks = _ranks(tiny)
+    ranks = _ranks(files["tiny"])
     comms = [[c["args"]["parameters"] for c in p["hook_calls"] if c["kind"] == "comm_hook"] for p in ranks[0]["passes"]]
     # 10-byte buckets after the rebuild, filled in ready order: 8 + 16 bytes, then 16, then 32
     assert comms == [[["a.weight", "a.bias", "b.weight", "b.bias"]], [],

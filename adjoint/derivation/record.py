@@ -411,6 +411,8 @@ class VariantDerivation:
     steps: list = field(default_factory=list)   # StepInfo
     stepped: bool = False            # the file gives steps (else v1's forward, backward)
     error: ErrorInfo | None = None
+    reduced_passes: tuple = ()       # DistributedDataParallel: the backward passes (1-based) whose .grad became
+                                     # the average over the ranks (adjoint.derivation.ddp)
 
 
 @dataclass

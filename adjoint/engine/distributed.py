@@ -41,9 +41,11 @@ from adjoint.engine.forward import Model
 from adjoint.values.lowprec import compress_allreduce
 from adjoint.engine.passes import DEFAULT_STEPS, RunError, VariantRun, backward_request, run_backward, run_forward, sgd
 from adjoint.format.problem import Step
-from adjoint.engine.reducer_hook import ReducerPostHook
+from adjoint.engine.reducer_hook import ReducerPostHook, SinkHook
 from adjoint.engine.hook_registration import Registrations
 from adjoint.engine.runtime import CallRecord, Runtime, TorchError
+from adjoint.engine.graph import Node, Tensor
+from adjoint.engine import warns
 
 MIB = 1024 * 1024
 DEFAULT_FIRST_BUCKET_BYTES = MIB          # dist._DEFAULT_FIRST_BUCKET_BYTES
@@ -67,6 +69,19 @@ class CommHookDecl:
     when: str = "before_forward"
 
 
+@dataclass(frozen=True)
+class PassReduction:
+    """What one rank's Reducer did in one backward pass: whether it reduced (finalize_backward
+    wrote .grad), the buckets it launched (index, parameters in buffer order, the flat buffer,
+    the collective's result), and each parameter's .grad before the reduction was written."""
+
+    number: int            # the backward pass, 1-based
+    reduced: bool
+    buckets: tuple         # ((k, names, flat, result), ...)
+    local: dict            # parameter name -> .grad as this rank had it when the backward ended
+    armed: bool = True     # the Reducer expected its hooks (a synchronized forward armed it)
+
+
 def assign_buckets(order: list[int], nbytes: list[int], limits: list[int]) -> list[list[int]]:
     """``compute_bucket_assignment_by_size`` for one dtype: fill buckets in ``order``; a bucket is
     closed once its size reaches its limit (``limits[i]`` for the i-th bucket, the last limit
@@ -86,12 +101,13 @@ def assign_buckets(order: list[int], nbytes: list[int], limits: list[int]) -> li
 
 
 class Reducer:
-    """One rank's Reducer."""
+    """One rank's Reducer (and the DistributedDataParallel wrapper's state around it)."""
 
-    def __init__(self, spec, run: VariantRun, dtype: str):
+    def __init__(self, spec, run: VariantRun, dtype: str, rank: int = 0):
         self.spec = spec
         self.run = run
         self.dtype = dtype
+        self.rank = rank
         self.B = run.rt.B
         seen: set = set()
         self.params = []      # (name, Tensor), the parameters DDP reduces, named_parameters order
@@ -103,59 +119,193 @@ class Reducer:
         cap = spec.bucket_cap_mb if spec.bucket_cap_mb is not None else DEFAULT_BUCKET_CAP_MB
         self.cap = int(cap * MIB)
         self.first_cap = DEFAULT_FIRST_BUCKET_BYTES if spec.bucket_cap_mb is None else self.cap
-        self.buckets = assign_buckets(list(range(len(self.params))), self.nbytes, [sys.maxsize])
+        self.find_unused = spec.find_unused_parameters
+        self.static = spec.static_graph
+        self.view = spec.gradient_as_bucket_view
+        # BucketCapacityConfig.compute_bucket_size_limits, then the list reversed (DDP's
+        # _ddp_init_helper): buckets are expected to become ready last-parameters-first
+        if self.static or not self.find_unused:
+            limits = [sys.maxsize]
+        elif self.first_cap < self.cap:
+            limits = [self.first_cap, self.cap]
+        else:
+            limits = [self.cap]
+        self.buckets = list(reversed(assign_buckets(list(range(len(self.params))), self.nbytes, limits)))
         self.rebuilt_order: list[int] = []
         self.has_rebuilt = False
         self.expect_hooks = False
+        self.require_finalize = False
         self.pending: list[int] = []
         self.next_bucket = 0
         self.contents: dict[int, object] = {}
+        self.ready: set = set()               # perIterationReadyParams_
         self.launched: list = []         # (bucket index, flat buffer, CallRecord | None)
         self.finalize_queued = False
+        self.bwd_calls = 0                    # num_bwd_calls_: backwards whose hooks reached the Reducer
+        self.first_hook_called = False        # first_autograd_hook_called_ (reset by finalize_backward)
+        self.unused: list[int] = []           # unused_parameters_
+        self.marked_unused = False            # has_marked_unused_parameters_
+        self.local_used: set = set()          # local_used_map_ (find_unused, static graph's first iteration)
+        self.static_used: set | None = None   # static graph: the parameters used on some rank in iteration 1
+        self.triggered = [0] * len(self.params)   # numGradHooksTriggeredMap_
+        self.per_iteration: list[int] = []    # numGradHooksTriggeredMapPerIteration_
+        self.delay_enqueued = False           # DDP._static_graph_delay_allreduce_enqueued
+        self.delay_queued = False             # reducer._delay_all_reduce queued by _DDPSink's backward
+        self.order_source = self              # rank 0's Reducer: rebuilt buckets are broadcast from it
+        self.results: dict = {}               # launched bucket j -> the collective's result on this rank
+        self.history: list[PassReduction] = []   # one per backward pass, for the derivation (adjoint.derivation.ddp)
+        run.ddp = self
         for i, (_, t) in enumerate(self.params):
             node = run.rt.grad_accumulator(t)
             node.post_hooks.add(-1 - i, ReducerPostHook(self, i))
+        if self.static and self.find_unused:   # DistributedDataParallel.__init__ -> _set_static_graph
+            warns.warn(run.rt, "UserWarning", STATIC_AND_FIND_UNUSED, "setup")
+
+    def static_first(self) -> bool:
+        return self.static and self.bwd_calls == 1
+
+    def static_later(self) -> bool:
+        return self.static and self.bwd_calls > 1
+
+    def should_rebuild(self) -> bool:
+        return (self.static or not self.find_unused) and not self.has_rebuilt
 
     # ------------------------------------------------------------ forward
     def pre_forward(self, synced: bool) -> None:
-        if self.expect_hooks and self.contents:
-            # the previous armed backward never finished its reduction (a parameter got no gradient)
-            raise _unused(self)
-        if self.rebuilt_order and not self.has_rebuilt:
-            self.buckets = assign_buckets(self.rebuilt_order, self.nbytes, [self.first_cap, self.cap])
+        """DDP's _pre_forward: prepare_for_forward (synchronized only), then _rebuild_buckets,
+        which first checks that the prior reduction finished."""
+        if self.require_finalize:
+            raise TorchError("RuntimeError", unfinished_message(self), "ddp_unfinished")
+        order = self.order_source.rebuilt_order
+        if order and self.should_rebuild():
+            self.buckets = assign_buckets(list(order), self.nbytes, [self.first_cap, self.cap])
             self.has_rebuilt = True
-            self.rebuilt_order = []
 
-    def post_forward(self, synced: bool) -> None:
+    def post_forward(self, synced: bool, out):
+        """DDP's _post_forward on the root module's output: prepare_for_backward (synchronized
+        only; with find_unused_parameters the graph is searched from the output for parameters
+        it does not reach), then the output through _DDPSink when PyTorch puts it there."""
         if synced:
             self.expect_hooks = True
             self.pending = [len(b) for b in self.buckets]
             self.next_bucket = 0
             self.contents = {}
+            self.ready = set()
             self.launched = []
+            self.results = {}
             self.finalize_queued = False
+            self.marked_unused = False
+            self.per_iteration = list(self.triggered)
+            if self.find_unused and not self.static:
+                reached = _reached_accumulators(out)
+                self.unused = [i for i, (_, t) in enumerate(self.params) if id(t.grad_accumulator) not in reached]
+        if (self.find_unused and not self.static) or (self.static and not self.delay_enqueued):
+            return self.sink(out)
+        return out
+
+    def sink(self, out):
+        """``_DDPSink.apply(weakref, *outputs)``: one node, ``_DDPSinkBackward``, over the outputs that
+        have a grad_fn; each output a clone (``_ddp_sink_clone``) made inside the Function."""
+        rt = self.run.rt
+        outs = list(out) if isinstance(out, tuple) else [out]
+        idx = [i for i, v in enumerate(outs) if isinstance(v, Tensor) and v.grad_fn is not None]
+        if not idx or not rt.grad_enabled:
+            return out
+        tensors = [outs[i] for i in idx]
+        node = Node(rt._new_seq(), "_DDPSinkBackward", [rt.gradient_edge(t) for t in tensors], kind="ddpsink",
+                    inputs=tuple(tensors), input_values=tuple(t.value for t in tensors),
+                    module_call=rt.call_stack[-1] if rt.call_stack else None)
+        rt.nodes.append(node)
+        node.post_hooks.add(-1 - len(self.params), SinkHook(self, -1))
+        made = []
+        for k, t in enumerate(tensors):
+            c = rt.tensor(t.value, True, node, k, dtype=t.dtype)
+            c.creation = ("custom", "_DDPSink")
+            made.append(c)
+        node.outputs = [(t.shape, t.dtype) for t in made]
+        node.output_values = [t.value for t in made]
+        rt.record("bhf", tensors, made, None, node, None)
+        for i, c in zip(idx, made):
+            outs[i] = c
+        return tuple(outs) if isinstance(out, tuple) else outs[0]
+
+    def sink_backward(self) -> None:
+        """_DDPSink.backward: with static_graph, the first time, queue_callback(reducer._delay_all_reduce)."""
+        if self.static and not self.delay_enqueued:
+            self.delay_queued = True
+            self.delay_enqueued = True
 
     # ------------------------------------------------------------ backward
     def autograd_hook(self, index: int) -> None:
+        name, t = self.params[index]
+        if not self.first_hook_called:
+            self.first_hook_called = True
+            self.bwd_calls += 1
+        if (self.find_unused and not self.static) or self.static_first():
+            if t.grad is not None:      # marked even outside an armed backward (no_sync)
+                self.local_used.add(index)
+        if self.static_first():
+            self.triggered[index] += 1
+            return
         if not self.expect_hooks:
             return
-        if not self.has_rebuilt:
+        if not self.marked_unused:
+            self.marked_unused = True
+            for u in self.unused:
+                self.mark_ready(u, t.grad_accumulator)
+        if self.static_later():
+            if self.per_iteration[index] <= 0:
+                raise TorchError("RuntimeError", GRAPH_CHANGED, "ddp_graph_changed")
+            self.per_iteration[index] -= 1
+            if self.per_iteration[index] != 0:
+                return
+        if self.should_rebuild():
             self.rebuilt_order.append(index)
+        self.mark_ready(index, t.grad_accumulator)
+
+    def copy_in(self, index: int) -> None:
+        """mark_variable_ready_dense: the gradient into its bucket view (times 1/world_size when
+        there is no comm hook); zeros when it has none. With gradient_as_bucket_view, .grad
+        becomes that bucket view."""
         name, t = self.params[index]
+        B = self.B
         if t.grad is None:
-            raise ProblemError(self.spec.loc, f"under DistributedDataParallel '{name}' became ready without a "
-                                              "gradient (a hook returned None): not modelled yet")
-        if index in self.contents:
+            self.contents[index] = B.zeros(t.shape)
+            return
+        value = t.grad
+        if self.spec.comm_hook is None:
+            value = B.mul(B.scalar(Fraction(1, self.spec.world_size)), value)
+        self.contents[index] = value
+        if self.view:
+            t.grad = value
+
+    def mark_ready(self, index: int, node) -> None:
+        name, _ = self.params[index]
+        if index in self.ready:
             raise ProblemError(self.spec.loc, f"under DistributedDataParallel '{name}' became ready twice in one "
                                               "backward: PyTorch's error there is not modelled yet")
-        self.contents[index] = t.grad
+        self.ready.add(index)
+        self.require_finalize = True
+        self.copy_in(index)
         b = next(k for k, bucket in enumerate(self.buckets) if index in bucket)
         self.pending[b] -= 1
         while self.next_bucket < len(self.buckets) and self.pending[self.next_bucket] == 0:
-            self.launch(self.next_bucket, t.grad_accumulator)
+            self.launch(self.next_bucket, node)
             self.next_bucket += 1
         if self.next_bucket == len(self.buckets):
             self.finalize_queued = True
+
+    def delay_all_reduce(self) -> None:
+        """Reducer::delay_all_reduce, at the end of a static graph's first backward: every
+        parameter copied into its bucket in parameter order (those whose hook never fired are
+        the unused ones from now on), every bucket launched, then finalize_backward."""
+        self.unused = [i for i in range(len(self.params)) if self.triggered[i] == 0]
+        self.require_finalize = True
+        for i in range(len(self.params)):
+            self.copy_in(i)
+        for k in range(len(self.buckets)):
+            self.launch(k, None)
+        self.finalize_queued = True
 
     def launch(self, k: int, node) -> None:
         """Bucket ``k`` to the comm hook, from the Reducer's post-hook on ``node`` (the
@@ -171,44 +321,121 @@ class Reducer:
         self.launched.append((k, flat, rec))
 
 
+STATIC_AND_FIND_UNUSED = ("You passed find_unused_parameters=true to DistributedDataParallel, `_set_static_graph` will "
+                          "detect unused parameters automatically, so you do not need to set find_unused_parameters=true, "
+                          "just be sure these unused parameters will not change during training loop while calling "
+                          "`_set_static_graph`.")
+
+GRAPH_CHANGED = ("Your training graph has changed in this iteration, e.g., one parameter is unused in first "
+                 "iteration, but then got used in the second iteration. this is not compatible with static_graph "
+                 "set to True.")
+
+
+def unfinished_message(r: Reducer) -> str:
+    """Reducer::ensure_prior_reduction_finished's words (TORCH_DISTRIBUTED_DEBUG unset)."""
+    base = ("Expected to have finished reduction in the prior iteration before starting a new one. This error "
+            "indicates that your module has parameters that were not used in producing loss. ")
+    outputs = "making sure all `forward` function outputs participate in calculating loss. "
+    bug = ("\nIf you already have done the above, then the distributed data parallel module wasn't able to locate "
+           "the output tensors in the return value of your module's `forward` function. Please include the loss "
+           "function and the structure of the return value of `forward` of your module when reporting this issue "
+           "(e.g. list, dict, iterable).")
+    if r.static:
+        base = ("Expected to have finished reduction in the prior iteration before starting a new one. This error "
+                "indicates that your training graph has changed in this iteration, e.g., one parameter is used in "
+                "first iteration, but then got unused in the second iteration. this is not compatible with "
+                "static_graph set to True.")
+    elif not r.find_unused:
+        base += ("You can enable unused parameter detection by passing the keyword argument "
+                 "`find_unused_parameters=True` to `torch.nn.parallel.DistributedDataParallel`, and by \n"
+                 + outputs + bug)
+    else:
+        base += ("Since `find_unused_parameters=True` is enabled, this likely  means that not all `forward` "
+                 "outputs participate in computing loss. You can fix this by " + outputs + bug)
+    missing = " ".join(str(i) for i in range(len(r.params)) if i not in r.ready)
+    return (base + f"\nParameter indices which did not receive grad for rank {r.rank}: {missing}"
+            "\n In addition, you can set the environment variable TORCH_DISTRIBUTED_DEBUG to either INFO or DETAIL "
+            "to print out information about which particular parameters did not receive gradient on this rank as "
+            "part of this error")
+
+
+def _reached_accumulators(out) -> set:
+    """The ids of the AccumulateGrad nodes the graph reaches from the output's grad_fns
+    (Reducer::prepare_for_backward's search)."""
+    outs = list(out) if isinstance(out, tuple) else [out]
+    stack = [t.grad_fn for t in outs if isinstance(t, Tensor) and t.grad_fn is not None]
+    stack += [t.grad_accumulator for t in outs if isinstance(t, Tensor) and t.grad_fn is None
+              and t.requires_grad and t.grad_accumulator is not None]
+    seen: set = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        for e in node.edges:
+            if e is not None and id(e.node) not in seen:
+                stack.append(e.node)
+    return seen
+
+
 def finalize(reducers: list[Reducer]) -> None:
     """The collectives of one synchronized backward on every rank, then ``finalize_backward``."""
     first = reducers[0]
-    if not all(r.finalize_queued for r in reducers):
-        raise _unused(next(r for r in reducers if not r.finalize_queued))
     ws = len(reducers)
     B = first.B
     hook = first.spec.comm_hook
+    # the parameters some rank used (local_used_map_ all-reduced), for find_unused_parameters and static_graph
+    used = set().union(*(r.local_used for r in reducers))
+    if first.static and first.static_used is None:
+        for r in reducers:
+            r.static_used = used
     for j, (k, _, _) in enumerate(first.launched):
         flats = [r.launched[j][1] for r in reducers]
-        if hook is None:        # the reducer's own allreduce: grad * (1 / world_size) copied in, then summed
-            parts = [B.mul(B.scalar(Fraction(1, ws)), f) for f in flats]
-            results = [_sum(B, parts)] * ws
-        elif hook.builtin == "allreduce":   # default_hooks.allreduce_hook: buffer.div_(world_size), all_reduce
-            parts = [B.div(f, B.scalar(ws)) for f in flats]
-            results = [_sum(B, parts)] * ws
-        elif hook.builtin in COMPRESSED:    # fp16_compress_hook / bf16_compress_hook: rounded (adjoint.values.lowprec)
-            results = [compress_allreduce(B, flats, COMPRESSED[hook.builtin], first.dtype, hook.loc)] * ws
-        else:
-            results = evaluate(hook.returns, B, flats, ws)
-            shape = tuple(B.shape(flats[0]))
-            for value in results:
-                if isinstance(value, Fraction) or tuple(B.shape(value)) != shape:
-                    raise ProblemError(hook.returns.loc, f"the comm hook must return a tensor of the bucket's shape "
-                                                         f"{list(shape)}")
+        results = reduce_bucket(B, hook, flats, ws, first.dtype)
         for r, result in zip(reducers, results):
             _, _, rec = r.launched[j]
+            r.results[j] = result
             if rec is not None:
                 rec.returned = result
+            if not r.finalize_queued:
+                continue
             offset = 0
             for i in r.buckets[k]:
                 _, t = r.params[i]
                 n = _numel(t.shape)
-                t.grad = B.reshape(B.index(result, (slice(offset, offset + n),)), t.shape)
+                globally_used = (not (r.static or r.find_unused) or i in used
+                                 or (r.static and r.static_used is not None and i in r.static_used))
+                if globally_used:
+                    t.grad = B.reshape(B.index(result, (slice(offset, offset + n),)), t.shape)
                 offset += n
     for r in reducers:
-        r.expect_hooks = False
-        r.finalize_queued = False
+        if r.finalize_queued:
+            r.expect_hooks = False
+            r.finalize_queued = False
+            r.require_finalize = False
+            r.first_hook_called = False
+            if r.find_unused and not r.static:
+                r.local_used = set()
+            if r.static_later() and r.should_rebuild():
+                r.rebuilt_order.extend(r.unused)
+
+
+def reduce_bucket(B, hook, flats: list, ws: int, dtype: str) -> list:
+    """One bucket's collective: each rank's result."""
+    if hook is None:        # the reducer's own allreduce: the buffers (grad / world_size) summed
+        return [_sum(B, flats)] * ws
+    if hook.builtin == "allreduce":   # default_hooks.allreduce_hook: buffer.div_(world_size), all_reduce
+        parts = [B.div(f, B.scalar(ws)) for f in flats]
+        return [_sum(B, parts)] * ws
+    if hook.builtin in COMPRESSED:    # fp16_compress_hook / bf16_compress_hook: rounded (adjoint.values.lowprec)
+        return [compress_allreduce(B, flats, COMPRESSED[hook.builtin], dtype, hook.loc)] * ws
+    results = evaluate(hook.returns, B, flats, ws)
+    shape = tuple(B.shape(flats[0]))
+    for value in results:
+        if isinstance(value, Fraction) or tuple(B.shape(value)) != shape:
+            raise ProblemError(hook.returns.loc, f"the comm hook must return a tensor of the bucket's shape "
+                                                 f"{list(shape)}")
+    return results
 
 
 def _sum(B, parts: list):
@@ -223,13 +450,6 @@ def _numel(shape) -> int:
     for d in shape:
         n *= d
     return n
-
-
-def _unused(r: Reducer) -> ProblemError:
-    missing = [name for i, (name, _) in enumerate(r.params) if i not in r.contents]
-    return ProblemError(r.spec.loc, f"parameter(s) {', '.join(missing)} received no gradient in a synchronized "
-                                    "backward: PyTorch's 'Expected to have finished reduction' error "
-                                    "(find_unused_parameters) is not modelled yet")
 
 
 # ----------------------------------------------------------------------------- the ranks in lockstep
@@ -249,37 +469,115 @@ def new_run(problem, variant, backend) -> VariantRun:
 
 def run_ranks(problem, name: str, make_backend) -> list[VariantRun]:
     """Every rank's run of variant ``name``: DDP wraps the model, then the hooks are registered,
-    then the steps run on all ranks, one step at a time."""
+    then the steps run on all ranks, one step at a time. A PyTorch error raised on every rank
+    at one step ends every rank's run there (each rank's ``error``); one raised on some ranks
+    only would leave the others waiting in a collective, which is refused."""
     spec = problem.distributed
     runs = [new_run(p, p.variant(name), make_backend()) for p in spec.ranks]
-    reducers = [Reducer(spec, run, p.dtype) for run, p in zip(runs, spec.ranks)]
+    reducers = [Reducer(spec, run, p.dtype, rank) for rank, (run, p) in enumerate(zip(runs, spec.ranks))]
+    for r in reducers:
+        r.order_source = reducers[0]
     steps = runs[0].steps
     variant = runs[0].variant
     later = {i for s in steps if s.kind == "register" for i in s.hooks}
-    for run in runs:
-        for hook in variant.hooks:
-            if hook.when == "before_forward" and hook.index not in later:
-                run.reg.register(hook.index)
+    refused = []
+    for run in runs:   # PyTorch refusing a registration: each rank's error, before the first step
+        try:
+            for hook in variant.hooks:
+                if hook.when == "before_forward" and hook.index not in later:
+                    run.reg.register(hook.index)
+        except TorchError as exc:
+            refused.append((run, exc))
+    if refused:
+        if len(refused) != len(runs):
+            raise ProblemError(variant.loc, "PyTorch refuses a hook's registration on some ranks only: not modelled")
+        for run, exc in refused:
+            run.error = RunError(exc.type, exc.message, "register", exc.cause, -1)
+        return runs
     first_forward = first_backward = True
     for index, step in enumerate(steps):
         synced = spec.synced(step)
-        try:
-            for run, reducer in zip(runs, reducers):   # a forward's inputs may be per rank: each its own step
+        during = "backward" if step.kind == "backward" else "forward"
+        errors = []
+        for run, reducer in zip(runs, reducers):   # a forward's inputs may be per rank: each its own step
+            try:
                 _step(run, reducer, run.steps[index], index, synced, first_forward, first_backward, later)
-        except TorchError as exc:
-            raise ProblemError(step.loc, f"PyTorch raises {exc.type} here on a rank ({exc.message}); an error "
-                                         "under DistributedDataParallel is not modelled yet") from None
+            except TorchError as exc:
+                errors.append((run, exc))
+        if step.kind == "backward" and not errors:
+            _end_backward(runs, reducers, step)
+        if errors:
+            if len(errors) != len(runs):
+                bad = ", ".join(str(runs.index(run)) for run, _ in errors)
+                raise ProblemError(step.loc, f"PyTorch raises {errors[0][1].type} here on rank(s) {bad} only "
+                                             f"({errors[0][1].message.splitlines()[0]}); the other ranks would wait "
+                                             "for them in a collective: not modelled")
+            for run, exc in errors:
+                run.error = RunError(exc.type, exc.message, getattr(exc, "during", None) or during, exc.cause, index)
+            _complete_launched(reducers, strict=False)
+            return runs
         if step.kind == "forward":
             first_forward = False
         elif step.kind == "backward":
             first_backward = False
-            # an armed reducer whose hooks ran in this backward: finalize_backward, with the collectives
-            # (a forward inside no_sync after the arming forward does not disarm it)
-            if any(r.expect_hooks and r.contents for r in reducers):
-                finalize(reducers)
-                for run in runs:
-                    run.passes[-1].grads = run.grads()
     return runs
+
+
+def _end_backward(runs: list, reducers: list, step) -> None:
+    """What the end of a backward does on every rank: _DDPSink's queued delay_all_reduce (static
+    graph, first iteration), then the Reducer's finalize_backward when its last bucket was
+    launched (the collectives done across the ranks)."""
+    start = [len(run.rt.log) for run in runs]
+    armed = [r.expect_hooks for r in reducers]
+    if any(r.delay_queued for r in reducers):
+        if not all(r.delay_queued for r in reducers):
+            raise ProblemError(step.loc, "the ranks differ in whether _DDPSink's delayed all-reduce runs: not "
+                                         "modelled")
+        for r in reducers:
+            r.delay_queued = False
+            r.delay_all_reduce()
+    queued = [r.finalize_queued for r in reducers]
+    locals_ = [{name: t.grad for name, t in r.params} for r in reducers]
+    if any(queued):
+        if not all(queued) or len({len(r.launched) for r in reducers}) != 1:
+            raise ProblemError(step.loc, "the ranks launch different buckets in this backward (a parameter gets a "
+                                         "gradient on some ranks only): they would wait for each other in a "
+                                         "collective; not modelled")
+        finalize(reducers)
+    else:
+        _complete_launched(reducers)
+    for r, q, before, a in zip(reducers, queued, locals_, armed):
+        buckets = tuple((k, tuple(r.params[i][0] for i in r.buckets[k]), flat, r.results.get(j))
+                        for j, (k, flat, _) in enumerate(r.launched)) if r.expect_hooks or q else ()
+        r.history.append(PassReduction(len(r.run.passes), q, buckets, before, a))
+        if q or not r.expect_hooks:
+            r.launched, r.results = [], {}
+    for run, s in zip(runs, start):
+        last = run.passes[-1]
+        if len(run.rt.log) > s:   # calls made when the backward ends belong to it
+            last.calls = range(last.calls.start, len(run.rt.log))
+        last.grads = run.grads()
+
+
+def _complete_launched(reducers: list, strict: bool = True) -> None:
+    """Buckets launched in a backward whose reduction does not finish: their collectives still
+    complete (every rank launched them), so a comm hook's result is known; .grad is not written."""
+    counts = {len(r.launched) for r in reducers}
+    if len(counts) != 1:
+        if not strict:
+            return
+        raise ProblemError(reducers[0].spec.loc, "the ranks launch different buckets before a reduction that does "
+                                                 "not finish: they would wait for each other; not modelled")
+    first = reducers[0]
+    for j in range(len(first.launched)):
+        if all(r.launched[j][2] is None or r.launched[j][2].returned is not None for r in reducers):
+            continue
+        results = reduce_bucket(first.B, first.spec.comm_hook, [r.launched[j][1] for r in reducers], len(reducers),
+                                first.dtype)
+        for r, result in zip(reducers, results):
+            r.results[j] = result
+            if r.launched[j][2] is not None:
+                r.launched[j][2].returned = result
 
 
 def _step(run: VariantRun, reducer: Reducer, step, index: int, synced: bool, first_forward: bool,
@@ -287,9 +585,9 @@ def _step(run: VariantRun, reducer: Reducer, step, index: int, synced: bool, fir
     variant, reg = run.variant, run.reg
     if step.kind == "forward":
         reducer.pre_forward(synced)
+        run.model.root_wrapper = lambda out: reducer.post_forward(synced, out)
         run_forward(run, step)
         run.forward_steps.append(index)
-        reducer.post_forward(synced)
         if first_forward:
             for hook in variant.hooks:
                 if hook.when == "after_forward" and hook.index not in later:

@@ -83,6 +83,10 @@ class ForwardResult:
 class Model:
     """The leaves and module hook state of one variant, shared by all of its forward passes."""
 
+    #: a wrapper's work on the root module's output (DistributedDataParallel's _post_forward:
+    #: adjoint.engine.distributed), applied before the output is named; None: no wrapper
+    root_wrapper = None
+
     def __init__(self, problem: Problem, inputs: tuple[TensorDecl, ...], rt: Runtime, registrations):
         self.p = problem
         self.rt = rt
@@ -232,6 +236,8 @@ class _Pass:
         call.out = out
         call.end = len(rt.nodes)
         rt.call_stack.pop()
+        if mod is self.p.model and self.m.root_wrapper is not None:
+            out = self.m.root_wrapper(out)
         self.bind_output(callid, out, loc)  # the root's output is "model" (and "y", bound by run())
         return out
 

@@ -21,3 +21,13 @@ class ReducerPostHook:
 
     def __call__(self) -> None:
         self.reducer.autograd_hook(self.index)
+
+
+class SinkHook(ReducerPostHook):
+    """What ``_DDPSink.backward`` does besides handing its gradients on (with static_graph, the
+    first time, ``queue_callback(reducer._delay_all_reduce)``), run as a post-hook of its node."""
+
+    __slots__ = ()
+
+    def __call__(self) -> None:
+        self.reducer.sink_backward()

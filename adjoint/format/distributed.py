@@ -24,7 +24,7 @@ DDP_ARGS = {"bucket_cap_mb": None, "find_unused_parameters": False, "static_grap
             "gradient_as_bucket_view": False, "broadcast_buffers": True}
 #: arguments whose non-default value is not modelled yet (what PyTorch does there is written
 #: down in docs/semantics.md and docs/not-modelled.md)
-NOT_YET = {"find_unused_parameters": True, "static_graph": True, "gradient_as_bucket_view": True}
+NOT_YET: dict = {}
 BUILTIN_HOOKS = ("allreduce", "fp16_compress", "bf16_compress", "powerSGD")
 MODELLED_HOOKS = ("allreduce", "fp16_compress", "bf16_compress")
 COMPRESSING = ("fp16_compress", "bf16_compress")
@@ -73,6 +73,10 @@ def build_distributed(tree: YMap, path: str, build_problem):
         rewritten = _rank_tree(tree, rank, spec.world_size, no_sync)
         problems.append(build_problem(rewritten, path))
     _refuse_unmodelled(problems[0], spec)
+    if spec.static_graph and no_sync:
+        raise ProblemError(min(no_sync, key=lambda loc: (loc.line, loc.col)),
+                           "no_sync with static_graph: true is not modelled yet (DDP's _DDPSink then queues the "
+                           "first iteration's delayed all-reduce even inside no_sync); use static_graph: false")
     spec = replace(spec, no_sync=frozenset(no_sync), ranks=tuple(problems))
     return replace(problems[0], distributed=spec)
 
@@ -250,10 +254,3 @@ def _refuse_unmodelled(problem, spec: Distributed) -> None:
         m = next(m for m in problem.model.walk() if m.buffers)
         raise ProblemError(m.loc, "a model with buffers under DistributedDataParallel (broadcast_buffers) is not "
                                   "modelled yet")
-
-
-def refuse(problem, command: str) -> None:
-    """One located line for a command that does not handle distributed files yet."""
-    if problem.distributed is not None:
-        raise ProblemError(problem.distributed.loc, f"adjoint {command} of a distributed file is not modelled yet; "
-                                                    "use adjoint solve or adjoint verify")

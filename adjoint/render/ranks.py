@@ -39,15 +39,44 @@ def ranks_report(pred, opts):
                                        (" inside no_sync: gradients stay local" if local else "", DIM)))
             parts.append(_calls(v.ranks, i, opts))
             parts.append(_grads(v.ranks, i, opts))
+        if any(vp.error is not None for vp in v.ranks):
+            parts.append(_error(v.ranks, opts))
+        for r, vp in enumerate(v.ranks):
+            for w in vp.warnings:
+                parts.append(Text.assemble((f"rank {r}: {terminal_safe(w.category)}", "yellow"),
+                                           (f" during {w.during}: ", DIM), terminal_safe(w.message)))
+    return Stack(*parts)
+
+
+def _error(ranks, opts) -> Stack:
+    """The calls each rank made after its last finished backward pass, then the error it raised."""
+    parts: list = []
+    done = [vp.run.passes[-1].calls.stop if vp.run.passes else 0 for vp in ranks]
+    columns = [vp.hook_calls[start:] for vp, start in zip(ranks, done)]
+    if any(columns):
+        table = Table(box=None, pad_edge=False, show_header=True, header_style=DIM)
+        table.add_column("#", style=DIM, justify="right")
+        for r in range(len(ranks)):
+            table.add_column(f"rank {r}")
+        for n in range(max(len(c) for c in columns)):
+            table.add_row(str(n + 1), *[_call(c[n], opts) if n < len(c) else Text("") for c in columns])
+        parts.append(Text("until the error", TITLE))
+        parts.append(table)
+    for r, vp in enumerate(ranks):
+        if vp.error is not None:
+            parts.append(Text.assemble((f"rank {r}: PyTorch raises {terminal_safe(vp.error.type)}", "bold red"),
+                                       (f" during {vp.error.during}: ", DIM), terminal_safe(vp.error.message)))
     return Stack(*parts)
 
 
 def _hook_words(spec) -> str:
+    options = "".join(f", {name}" for name in ("find_unused_parameters", "static_graph", "gradient_as_bucket_view")
+                      if getattr(spec, name))
     if spec.comm_hook is None:
-        return ", no comm hook (the reducer's own allreduce: grad / world_size, summed)"
+        return f"{options}, no comm hook (the reducer's own allreduce: grad / world_size, summed)"
     if spec.comm_hook.builtin is not None:
-        return f", comm hook {spec.comm_hook.builtin}"
-    return ", a written comm hook"
+        return f"{options}, comm hook {spec.comm_hook.builtin}"
+    return f"{options}, a written comm hook"
 
 
 def _calls(ranks, i, opts) -> Table:

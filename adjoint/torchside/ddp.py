@@ -33,6 +33,8 @@ from adjoint.format.comm_hook import OPS
 from adjoint.format.syntax import Bin, Call, Name, Neg, Num
 from adjoint.torchside.run import (DEFAULT_STEPS, TORCH_ERRORS, Session, finish_calls, register_after_forward,
                                    remove_before_backward)
+from adjoint.torchside.run import _as_fresh_process, _error, _recorder
+from adjoint.torchside.hooks import HookRaised
 from adjoint.torchside.values import snap
 
 #: the file's built-in comm hooks: torch.distributed.algorithms.ddp_comm_hooks.default_hooks
@@ -44,14 +46,22 @@ DEFAULT_TIMEOUT = 90.0     # seconds for the whole run (process start, init, eve
 def run_distributed(problem, variant: str, dtype: str, timeout: float = DEFAULT_TIMEOUT) -> list[dict]:
     """The observed JSON of every rank, in rank order. Raises RuntimeError (with the failing
     rank's traceback) when a process fails, and TimeoutError when they do not finish in time."""
-    spec = problem.distributed
+    return run_distributed_many([(problem, variant, dtype)], timeout)[0]
+
+
+def run_distributed_many(jobs: list, timeout: float = DEFAULT_TIMEOUT) -> list[list[dict]]:
+    """Several (problem, variant, dtype) runs of one world_size in one start of the processes
+    and their process group (each run wraps its own model in a new DistributedDataParallel):
+    every run's observed JSON per rank, in job order. ``timeout`` is for the whole batch."""
+    world_size = jobs[0][0].distributed.world_size
+    if any(p.distributed.world_size != world_size for p, _, _ in jobs):
+        raise ValueError("the runs of one batch must have one world_size")
     ctx = mp.get_context("fork")
     results = ctx.Queue()
     ports = ctx.Queue()     # rank 0's store port, once per other rank (the OS picks it: no race for a port)
-    procs = [ctx.Process(target=_worker, args=(problem, variant, dtype, rank, spec.world_size, ports, results,
-                                                timeout), daemon=True)
-             for rank in range(spec.world_size)]
-    out: dict[int, dict] = {}
+    procs = [ctx.Process(target=_worker, args=(jobs, rank, world_size, ports, results, timeout), daemon=True)
+             for rank in range(world_size)]
+    out: dict[int, list] = {}
     deadline = time.monotonic() + timeout
     try:
         for p in procs:
@@ -59,7 +69,7 @@ def run_distributed(problem, variant: str, dtype: str, timeout: float = DEFAULT_
         while len(out) < len(procs):
             left = deadline - time.monotonic()
             if left <= 0:
-                raise TimeoutError(f"the {spec.world_size} DDP processes did not finish within {timeout:.0f} s")
+                raise TimeoutError(f"the {world_size} DDP processes did not finish within {timeout:.0f} s")
             try:
                 status, rank, payload = results.get(timeout=min(left, 1.0))
             except queue.Empty:
@@ -78,10 +88,10 @@ def run_distributed(problem, variant: str, dtype: str, timeout: float = DEFAULT_
             p.join(5)
         results.close()
         ports.close()
-    return [out[r] for r in range(len(procs))]
+    return [[out[r][j] for r in range(len(procs))] for j in range(len(jobs))]
 
 
-def _worker(problem, variant: str, dtype: str, rank: int, world_size: int, ports, results, timeout: float):
+def _worker(jobs: list, rank: int, world_size: int, ports, results, timeout: float):
     try:
         torch.set_num_threads(1)
         wait = timedelta(seconds=timeout)
@@ -93,7 +103,7 @@ def _worker(problem, variant: str, dtype: str, rank: int, world_size: int, ports
             store = dist.TCPStore("127.0.0.1", ports.get(timeout=timeout), world_size, is_master=False, timeout=wait)
         dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size, timeout=wait)
         try:
-            observed = run_rank(problem, variant, dtype, rank)
+            observed = [run_rank(problem, variant, dtype, rank) for problem, variant, dtype in jobs]
         finally:
             dist.destroy_process_group()
         results.put(("ok", rank, observed))
@@ -131,26 +141,34 @@ def run_rank(problem, variant: str, dtype: str, rank: int) -> dict:
               "gradient_as_bucket_view": spec.gradient_as_bucket_view}
     if spec.bucket_cap_mb is not None:
         kwargs["bucket_cap_mb"] = float(spec.bucket_cap_mb)
-    s.ddp = DistributedDataParallel(s.root, **kwargs)
-    if spec.comm_hook is not None:
-        s.ddp.register_comm_hook(None, _logged_hook(s, spec.comm_hook, world_size=dist.get_world_size()))
     steps = decl.steps if decl.steps is not None else tuple(Step(k, decl.loc) for k in DEFAULT_STEPS)
     passes: list[dict] = []
+    warned: list[dict] = []
+    always = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)   # a TORCH_WARN_ONCE is issued again in this process: kept once below
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("always")   # every warning each time it is issued, as in a single process
+        warnings.showwarning = _recorder(s, warned)
         try:
+            s.phase = "setup"
+            s.ddp = DistributedDataParallel(s.root, **kwargs)
+            if spec.comm_hook is not None:
+                s.ddp.register_comm_hook(None, _logged_hook(s, spec.comm_hook, world_size=dist.get_world_size()))
             error = _run_steps(s, steps, passes, spec)
         finally:
             s.close()
+            torch.set_warn_always(always)
+    warned = _as_fresh_process(warned)
     s.nodes.scan(s.kept)
     finish_calls(s)
     if error is not None:
-        return {"error": error, "hook_calls": s.log}
+        return {"error": error, "hook_calls": s.log, "warnings": warned}
     fp = s.forwards[-1] if s.forwards else None
     observed = {"loss": fp.values.get("loss") if fp is not None and fp.loss is not None else None,
                 "values": fp.values if fp is not None else {}, "grads": s.grads(), "hook_calls": s.log}
     if decl.steps is not None:
         observed["passes"] = passes
+    observed["warnings"] = warned
     return observed
 
 
@@ -204,17 +222,24 @@ def _run_steps(s: DDPSession, steps, passes: list, spec) -> dict | None:
     ``ddp.no_sync()`` when the file puts it in a ``no_sync`` block."""
     hooks = s.v.hooks
     later = {i for step in steps if step.kind == "register" for i in step.hooks}
-    for hook in hooks:
-        if hook.when == "before_forward" and hook.index not in later:
-            s.hooks.register(hook.index)
+    s.phase = "register"
+    try:
+        for hook in hooks:
+            if hook.when == "before_forward" and hook.index not in later:
+                s.hooks.register(hook.index)
+    except TORCH_ERRORS + (AssertionError, HookRaised) as exc:   # PyTorch refuses a registration
+        return _error(exc, "register", s)
     first_forward = first_backward = True
     for step in steps:
+        registering = False
+        s.phase = "backward" if step.kind == "backward" else "register" if step.kind == "register" else "forward"
         try:
             with (s.ddp.no_sync() if not spec.synced(step) else contextlib.nullcontext()):
                 if step.kind == "forward":
                     s.forward(step.inputs)
                     if first_forward:
                         first_forward = False
+                        registering = True
                         register_after_forward(s, hooks, later)
                 elif step.kind == "backward":
                     bw = step.backward or s.v.backward
@@ -230,6 +255,7 @@ def _run_steps(s: DDPSession, steps, passes: list, spec) -> dict | None:
                             if hook.remove == "after_backward":
                                 s.hooks.remove(hook.index)
                 elif step.kind == "register":
+                    registering = True
                     for i in step.hooks:
                         s.hooks.register(i)
                 elif step.kind == "remove":
@@ -241,8 +267,8 @@ def _run_steps(s: DDPSession, steps, passes: list, spec) -> dict | None:
                     s.sgd(step.lr)
         except ProblemError:
             raise
-        except TORCH_ERRORS as exc:
-            return {"type": type(exc).__name__, "message": str(exc),
-                    "during": "backward" if step.kind == "backward" else "forward",
-                    "after_call": len(s.log) - 1 if s.log else None}
+        except TORCH_ERRORS + (AssertionError, HookRaised) as exc:
+            during = "register" if registering or getattr(exc, "adjoint_during", None) == "register" else \
+                "backward" if step.kind == "backward" else "forward"
+            return _error(exc, during, s)
     return None

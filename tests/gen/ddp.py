@@ -9,7 +9,12 @@ full backward hooks on layers; no comm hook, the built-in ``allreduce``, ``fp16_
 ``bf16_compress`` (up to 2 ranks) or a written one over ``bucket`` with ``all_reduce``; the default buckets or tiny ``bucket_cap_mb`` (several
 buckets after the rebuild); steps of synchronized iterations, ``no_sync`` blocks (a whole
 iteration, only its forward, only its backward, a forward inside one after an arming forward),
-two forwards before a backward, ``zero_grad`` and SGD steps.
+two forwards before a backward, ``zero_grad`` and SGD steps. DistributedDataParallel's
+``find_unused_parameters``, ``static_graph`` (never with ``no_sync``) and
+``gradient_as_bucket_view``, each drawn on its own; a model written as a program that leaves
+one declared layer unused (without ``find_unused_parameters`` or ``static_graph``: the next
+forward's "Expected to have finished reduction" error); a ``full_backward_pre`` hook returning
+``(None,)`` (parameters without gradient).
 """
 
 from __future__ import annotations
@@ -47,9 +52,18 @@ def generate(rng: random.Random) -> str:
     lines = ["name: ddp-gen", f"dtype: {dtype}", "inputs:"]
     per_rank = ", ".join(_tensor(rng, (batch, dims[0])) for _ in range(ws))
     lines.append(f"  x: {{per_rank: [{per_rank}]{', requires_grad: true' if x_grad else ''}}}")
-    lines += ["model:", "  type: Sequential", "  children:"]
+    # DistributedDataParallel's options (each drawn on its own); a model may leave a layer unused
+    # (a program that never calls it): with find_unused_parameters it is marked ready by the
+    # Reducer, with static_graph it is the first iteration's unused one, and with neither the
+    # next forward raises "Expected to have finished reduction ..."
+    find_unused = rng.random() < 0.35
+    static = rng.random() < 0.25
+    as_view = rng.random() < 0.3
+    unused_layer = rng.random() < 0.35
+    lines += ["model:"] + ([] if unused_layer else ["  type: Sequential"]) + ["  children:"]
     params: list[str] = []
     layers: list[str] = []
+    calls: list[str] = []
     for i in range(n_layers):
         bias = rng.random() < 0.75
         frozen = rng.random() < 0.1
@@ -60,6 +74,7 @@ def generate(rng: random.Random) -> str:
         extra = "" if bias else ", bias: false"
         lines.append(f"    l{i}: {{type: Linear{extra}, params: {{{p}}}}}")
         layers.append(f"l{i}")
+        calls.append(f"l{i}")
         if not frozen:
             params.append(f"l{i}.weight")
         if bias:
@@ -68,15 +83,29 @@ def generate(rng: random.Random) -> str:
             act = rng.choice(("ReLU", "Tanh", None) if tanh else ("ReLU", None))
             if act:
                 lines.append(f"    a{i}: {{type: {act}}}")
+                calls.append(f"a{i}")
     if not params:   # DDP needs a parameter that requires grad
         lines.append(f"    extra: {{type: Linear, bias: false, params: {{weight: {_tensor(rng, (1, dims[-1]))}}}}}")
         params.append("extra.weight")
         layers.append("extra")
+        calls.append("extra")
+    if unused_layer:   # declared where the program's order puts it, never called
+        where = rng.randint(0, len(lines) - lines.index("  children:") - 1)
+        unused = f"    u: {{type: Linear, params: {{weight: {_tensor(rng, (1, dims[0]))}, bias: [{_num(rng)}]}}}}"
+        lines.insert(lines.index("  children:") + 1 + where, unused)
+        body = "x"
+        for c in calls:
+            body = f"{c}({body})"
+        lines += ["  forward: |", f"    return {body}"]
     lines.append('loss: "' + rng.choice(("(y ** 2).sum()", "y.sum()", "((y - 0.5) ** 2).mean()")) + '"')
     lines += ["distributed:", f"  world_size: {ws}", "  wrap: ddp"]
     cap = rng.choice(CAPS)
-    if cap is not None:
-        lines.append(f"  args: {{bucket_cap_mb: {cap}}}")
+    args = [f"bucket_cap_mb: {cap}"] if cap is not None else []
+    args += ["find_unused_parameters: true"] if find_unused else []
+    args += ["static_graph: true"] if static else []
+    args += ["gradient_as_bucket_view: true"] if as_view else []
+    if args:
+        lines.append(f"  args: {{{', '.join(args)}}}")
     if hook == "allreduce":
         lines.append("  comm_hook: {builtin: allreduce}")
     elif hook == "compress":
@@ -94,6 +123,12 @@ def generate(rng: random.Random) -> str:
         hooks.append("{tensor: x, kind: hook}")
     if rng.random() < 0.4:
         hooks.append(f"{{module: {rng.choice(layers)}, kind: full_backward}}")
+    if rng.random() < 0.05:   # without x requiring grad PyTorch refuses it: each rank's error
+        hooks.append("{tensor: x, kind: hook}")
+    if rng.random() < 0.05:   # raises on every rank: each rank's error
+        hooks.append(f'{{tensor: {rng.choice(params)}, kind: hook, raises: {{type: HookError, message: "stop"}}}}')
+    if rng.random() < 0.1:   # no gradient reaches the layer's parameters: the Reducer copies zeros
+        hooks.append(f'{{module: {rng.choice(layers)}, kind: full_backward_pre, returns: "(None,)"}}')
     rng.shuffle(hooks)
     if hooks:
         lines.append("hooks:")
@@ -105,7 +140,8 @@ def generate(rng: random.Random) -> str:
             forward = ("{forward: {inputs: {x: {per_rank: [" + ", ".join(_tensor(rng, (batch, dims[0]))
                                                                       for _ in range(ws))
                        + "]" + (", requires_grad: true" if x_grad else "") + "}}}}")
-        mode = rng.choice(("sync", "sync", "no_sync", "fwd_only", "bwd_only", "rearmed", "twice"))
+        mode = rng.choice(("sync", "sync", "no_sync", "fwd_only", "bwd_only", "rearmed", "twice")
+                          if not static else ("sync", "sync", "twice"))   # no_sync with static_graph: refused
         if mode == "sync":
             steps += [forward, "backward"]
         elif mode == "no_sync":

@@ -31,11 +31,17 @@ PREAMBLE = r"""\documentclass[11pt,a4paper]{article}
 def render_document(prediction) -> str:
     """The whole derivation of every variant of a solved problem (``adjoint.answer.prediction.Prediction``)
     as one standalone LaTeX document."""
+    if getattr(prediction.problem, "distributed", None) is not None:
+        from adjoint.derivation.ddp import derive_distributed
+
+        d, infos = derive_distributed(prediction)
+        return wrap(typeset(d, infos))
     return wrap(typeset(derive_problem(prediction)))
 
 
-def typeset(d: ProblemDerivation) -> str:
-    """The document of a derivation record."""
+def typeset(d: ProblemDerivation, ddp: list | None = None) -> str:
+    """The document of a derivation record (``ddp``: a distributed file's DistributedInfo per variant,
+    adjoint.derivation.ddp: its section ends each variant)."""
     out = [PREAMBLE]
     out.append(f"\\title{{The derivation of \\texttt{{{esc(d.name)}}}}}\n")
     out.append("\\author{written by \\texttt{adjoint latex}}\n\\date{}\n\\begin{document}\n\\maketitle\n")
@@ -54,6 +60,9 @@ def typeset(d: ProblemDerivation) -> str:
         simple = not v.stepped and v.error is None and len(v.units) == 1
         figure = graph_figure(d.path, v, i + 1, named)
         out.append(_simple(v, shared, named, figure) if simple else _stepped(v, shared, named, figure))
+        if ddp is not None:
+            from adjoint.render.latex.section_ddp import DistributedSection
+            out.append(DistributedSection(v, None).ddp_section(ddp[i]))
     out.append("\\end{document}\n")
     return "".join(out)
 

@@ -88,6 +88,12 @@ class GradientSections(UnitWriter):
             return "".join(out)
         rb = Block()
         stored = f"\\text{{returned}}_{{{mcode(g.name)}}}" if g.returned else mcode(g.name + ".grad")
+        if u.backward_number in getattr(self.vd, "reduced_passes", ()):
+            self.value_rows(rb, stored, g.value, [], exact=True)
+            out.append(f"{what} what DistributedDataParallel wrote when the backward pass ended: the ranks' "
+                       "reduced gradient (see ``What DistributedDataParallel does'' below), not this rank's own:\n"
+                       + rb.render())
+            return "".join(out)
         if g.before is not None:
             b = Block()
             self.value_rows(b, "\\text{added}", g.added, [], exact=True)

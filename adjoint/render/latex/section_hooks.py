@@ -28,12 +28,13 @@ class HookSections(UnitWriter):
              "multi_grad": "multi-grad hook (\\texttt{torch.autograd.graph.register\\_multi\\_grad\\_hook})",
              "saved_tensors": "pair of saved-tensor hooks (\\texttt{torch.autograd.graph.saved\\_tensors\\_hooks})",
              "pack": "pack hook (\\texttt{saved\\_tensors\\_hooks})",
-             "unpack": "unpack hook (\\texttt{saved\\_tensors\\_hooks})"}
+             "unpack": "unpack hook (\\texttt{saved\\_tensors\\_hooks})",
+             "comm_hook": "DDP communication hook (\\texttt{DistributedDataParallel.register\\_comm\\_hook})"}
 
     #: what a hook is attached to, as the registration list and the calls say it
     _ON = {"module": "module", "tensor": "tensor", "node": "the autograd node that produced tensor",
            "global": "every module (a global hook) --- here module", "multi_grad": "tensors",
-           "saved_tensors": "the saved tensors of"}
+           "saved_tensors": "the saved tensors of", "comm": "bucket"}
 
     def hooks_registered(self) -> str:
         hooks = self.vd.hooks
@@ -202,6 +203,9 @@ class HookSections(UnitWriter):
         "unpack": "An unpack hook runs when a node's backward reads a saved tensor (all of them, in the order they "
                   "were packed, before the node computes anything); it is handed what the pack hook returned, and "
                   "what it returns is what the backward formula uses.",
+        "comm_hook": "DistributedDataParallel's Reducer calls it once a bucket of gradients is complete, with the "
+                     "bucket's flat buffer (this rank's gradients of the parameters listed, in buffer order); what "
+                     "it returns becomes those parameters' \\texttt{.grad} when the backward pass ends.",
     }
 
     _ACCUMULATE = {
@@ -300,7 +304,7 @@ class HookSections(UnitWriter):
             out.append(self._legacy_contrast(h))
         out.append(self._grads_then(h))
         if h.raised:
-            hook = self.vd.hooks[h.hook] if 0 <= h.hook < len(self.vd.hooks) else None
+            hook = self.vd.hooks[h.hook] if h.hook is not None and 0 <= h.hook < len(self.vd.hooks) else None
             message = esc(repr(hook.raises)) if hook is not None and hook.raises is not None else ""
             kind = esc(hook.raises_type) if hook is not None else "RuntimeError"
             out.append(f"It raises \\texttt{{{kind}({message})}}: PyTorch stops here "
@@ -322,7 +326,7 @@ class HookSections(UnitWriter):
                     out.append("It returns \\texttt{None}: it only observes, and nothing changes.\n\n")
         else:
             out.append(self._returned(h))
-        hook = self.vd.hooks[h.hook] if 0 <= h.hook < len(self.vd.hooks) else None
+        hook = self.vd.hooks[h.hook] if h.hook is not None and 0 <= h.hook < len(self.vd.hooks) else None
         if hook is not None and hook.removes:
             out.append("When it runs it removes the handle of " + ", ".join(self._hook_name(i) for i in hook.removes)
                        + ": a removed hook no longer runs from the next time its dict is read (a dict PyTorch is "
