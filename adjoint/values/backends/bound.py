@@ -178,7 +178,9 @@ class BoundBackend(Float64Backend):
         return self._b(r, _times(d, _e(x)) + ulps * self._round(r))
 
     def relu(self, x):
-        return self._b(super().relu(x).a, _e(x))
+        """1-Lipschitz; exactly 0 (no error) where even the rounded ``x`` stays negative."""
+        ex = _e(x)
+        return self._b(super().relu(x).a, np.where(x.a < -ex, 0.0, ex))
 
     def tanh(self, x):
         return self._elementwise(np.tanh, x, lambda a, r: 1 - r * r)
