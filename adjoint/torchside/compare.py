@@ -18,7 +18,12 @@ Pure Python, no torch. :func:`compare` returns one :class:`Row` per compared ite
 * ``values`` (forward values of every named tensor, buffers included) unless ``values=False``.
 
 Integer tensors (``"dtype": "int64"``) are compared exactly, and a dtype that differs is a
-mismatch on its own. Float tensors:
+mismatch on its own. Float tensors, given the variant's bound run (``compare(..., bounds=)``,
+:func:`adjoint.answer.bounds.bound_json`, as ``verify`` and the differential check give it):
+each element within its own first-order bound on PyTorch's rounding in the dtype, floored at
+:data:`FLOOR_ULPS` ulps of the predicted value (docs/verify.md, "How close is close
+enough"); the row reports the largest bound (``bound``). Without one, or for an element whose
+bound is unknown (``fallback``), the fixed
 
 tolerance (the dtype PyTorch ran in; the prediction is exact), element by element:
 ``|observed - predicted| <= atol + rtol * max|predicted|``, the max taken over the tensor
