@@ -149,3 +149,16 @@ def test_wrong_predictions_are_mismatches_even_small_ones(dtype):
         bad = copy.deepcopy(pred)
         _set(bad, path, fn)
         assert all(r.ok for r in compare(bad, observed, dtype)), what
+
+
+def test_every_value_method_of_the_float64_backend_has_a_bound_rule():
+    """A method the bound backend inherits would hand back a value without a bound (held to the
+    fixed tolerance then): every method that makes a value must be overridden with its rule.
+    A new backend method (DEVELOPERS.md, "A new primitive") gets one in values/backends/bound.py."""
+    from adjoint.values.backends.float64 import Float64Backend
+
+    no_value = {"_fn", "after_op", "all_zero", "any_zero", "as_indices", "check_literal", "check_output", "check_size",
+                "closed", "equals", "ints", "is_symbolic", "is_value", "max_elements", "negate_at_negzero", "notes",
+                "numel", "same_value", "shape", "strings", "symbols_like", "within", "name"}
+    names = {n for c in Float64Backend.__mro__[:-1] for n in vars(c) if not n.startswith("__")}
+    assert sorted(names - no_value - set(vars(BoundBackend))) == []
