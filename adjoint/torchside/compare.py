@@ -235,12 +235,13 @@ def element_bounds(b, shape: list, pf: list, dtype: str | None):
     if len(flat) != len(pf) or not all(_is_number(x) for x in flat):
         return None
     bounds = np.asarray(flat, dtype=np.float64)
-    fixed = ~np.isfinite(bounds)
+    predicted = np.asarray(pf, dtype=np.float64)
+    fixed = ~np.isfinite(bounds) & np.isfinite(predicted)   # an inf or nan prediction is compared as itself
     typ = np.float32 if dtype == "float32" else np.float64
     with np.errstate(all="ignore"):
-        mag = np.abs(np.asarray(pf, dtype=np.float64)).astype(typ)
+        mag = np.abs(predicted).astype(typ)
         floor = FLOOR_ULPS * np.spacing(np.where(np.isfinite(mag), mag, typ(0))).astype(np.float64)
-    return np.maximum(np.where(fixed, 0.0, bounds), floor), fixed
+    return np.maximum(np.where(np.isfinite(bounds), bounds, 0.0), floor), fixed
 
 
 def _is_mapping(v) -> bool:

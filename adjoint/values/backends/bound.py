@@ -166,7 +166,7 @@ class BoundBackend(Float64Backend):
     def pow(self, x, e):
         r = super().pow(x, e).a
         with np.errstate(all="ignore"):
-            dx = e.a * np.power(x.a, e.a - 1)
+            dx = np.where(e.a == 0, 0.0, e.a * np.power(x.a, e.a - 1))   # x ** 0 is exactly 1, whatever x
             de = r * np.log(np.abs(x.a))
         return self._b(r, _times(dx, _e(x)) + _times(de, _e(e)) + KERNEL_ULPS * self._round(r))
 
