@@ -71,7 +71,14 @@ def _times(d, e):
 
 
 def _scalar_error(v, u: float, dtype: str) -> float:
-    """How far the number ``v`` is from its nearest value of ``dtype``."""
+    """How far the number ``v`` is from its nearest value of ``dtype`` (an infinity or NaN is itself)."""
+    if not isinstance(v, (int, Fraction)):
+        try:
+            f = float(v)   # a float, or a special form (SymPy's infinity: masks, masked_fill)
+        except (TypeError, ValueError, OverflowError):
+            return math.nan
+        if not math.isfinite(f):
+            return 0.0
     try:
         q = v if isinstance(v, Fraction) else Fraction(v)
     except (TypeError, ValueError, OverflowError):
@@ -96,12 +103,15 @@ class BoundBackend(Float64Backend):
         self.u = UNIT_ROUNDOFF[self.compared]
 
     def _b(self, a, e) -> Bnd:
+        """A value and its bounds; an infinite or NaN element is itself (compared as such), its bound 0."""
+        a = np.asarray(a, dtype=np.float64)
         with np.errstate(all="ignore"):
-            return Bnd(a, np.asarray(e, dtype=np.float64) * 1.0)
+            e = np.broadcast_to(np.asarray(e, dtype=np.float64), a.shape)
+            return Bnd(a, np.where(np.isfinite(a), e, 0.0))
 
     def _round(self, a) -> np.ndarray:
         with np.errstate(all="ignore"):
-            return self.u * np.abs(a)
+            return np.where(np.isfinite(a), self.u * np.abs(a), 0.0)
 
     # ------------------------------------------------------------------ construction
     def literal(self, lit):
