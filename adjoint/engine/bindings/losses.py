@@ -254,8 +254,8 @@ def nll_loss_nd(rt, x: Tensor, target: Tensor, weight: Tensor | None, reduction:
         raise ProblemError(loc, f"Expected 1 or more dimensions (got {nd}) (PyTorch raises ValueError)")
     if nd != 1 and (not target.shape or x.shape[0] != target.shape[0]):
         got = target.shape[0] if target.shape else 0
-        raise ProblemError(loc, f"Expected input batch_size ({x.shape[0]}) to match target batch_size ({got}). "
-                                "(PyTorch raises ValueError)")
+        # nll_loss_nd's TORCH_CHECK_VALUE, before any node of its own (cross_entropy's log_softmax ran): an answer
+        raise TorchError("ValueError", f"Expected input batch_size ({x.shape[0]}) to match target batch_size ({got}).")
     if nd <= 2:
         if len(target.shape) > 1:
             raise ProblemError(loc, "0D or 1D target tensor expected, multi-target not supported (PyTorch raises "
