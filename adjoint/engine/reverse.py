@@ -631,6 +631,8 @@ class Engine:
         once BackwardHook's own ``hook`` returns -- after the module's later hooks (``last``: none
         follows; otherwise not modelled yet, refused)."""
         where = hook.returns.loc
+        if not isinstance(returned, tuple) and module is not None and self.B.is_value(returned):
+            return self._tensor_for_tuple(hook, original, returned, shapes, module, last)
         if not isinstance(returned, tuple):
             if module is None and self.B.is_value(returned):
                 raise TorchError("TypeError", "expected tuple, but hook returned 'Tensor'", "hook_result")
@@ -657,6 +659,22 @@ class Engine:
                                               "hooks ran, which adjoint does not model yet")
                 raise TorchError("RuntimeError", "hook 'hook' has changed the size of value", "hook_result")
         return list(returned)
+
+
+    def _tensor_for_tuple(self, hook, original: list, returned, shapes: list, module: str, last: bool) -> list:
+        """A full backward (pre-)hook that returns a tensor where BackwardHook expects a tuple: its
+        ``len(out)`` is the tensor's first size (a 0-d tensor has none: TypeError) and its slots
+        are the tensor's rows, so PyTorch refuses the count, or the rows' shape once the module's
+        last hook returned. A tensor whose rows pass both checks runs on with them: not modelled."""
+        shape = tuple(self.B.shape(returned))
+        if not shape:
+            raise TorchError("TypeError", "len() of a 0-d tensor", "hook_result")
+        rows = tuple(self.B.index(returned, (i,)) for i in range(shape[0]))
+        if len(rows) == len(original) and last and all(
+                s is None or tuple(shape[1:]) == tuple(s) for s in shapes):
+            raise ProblemError(hook.returns.loc, f"the {hook.kind} hook returns a tensor whose rows PyTorch would take "
+                                                 "as the gradients (one per slot); not modelled: return a tuple")
+        return self.check_tuple(hook, original, rows, shapes, module, last)
 
 
 def _pack_with_none(indices: list, values, size: int) -> tuple:
