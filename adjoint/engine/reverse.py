@@ -36,6 +36,7 @@ from adjoint.engine.runtime import FREED_GRAPH, CallRecord, Runtime, TorchError
 from adjoint.engine import warns
 from adjoint.engine.gradalias import Aliases, fresh, output_objs
 from adjoint.engine.reducer_hook import ReducerPostHook
+from adjoint.engine.returned_number import ReturnedNumber
 
 
 @dataclass
@@ -649,6 +650,13 @@ class Engine:
                 message = f"hook 'hook' has returned an incorrect number of values (got {len(returned)}, but " \
                           f"expected {len(original)})"
             raise TorchError("RuntimeError", message, "hook_result")
+        number = next((r for r in returned if isinstance(r, ReturnedNumber)), None)
+        if number is not None:
+            if module is not None and not last:
+                raise ProblemError(where, f"the hook returns a Python {number.name} where PyTorch expects a tensor or "
+                                          "None; the module's later hooks would be handed it, which adjoint does not "
+                                          "model yet")
+            raise TorchError("TypeError", f"expected Variable, but hook returned '{number.name}'", "hook_result")
         for r, s in zip(returned, shapes):
             if r is None or s is None:
                 continue
