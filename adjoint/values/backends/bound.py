@@ -93,7 +93,7 @@ def _scalar_error(v, u: float, dtype: str) -> float:
 
 
 class BoundBackend(Float64Backend):
-    """Float64 values with rounding bounds for a run in ``unit``'s dtype (:data:`UNIT_ROUNDOFF`)."""
+    """Float64 values with rounding bounds for a PyTorch run in the ``compared`` dtype (its unit roundoff: :data:`UNIT_ROUNDOFF`)."""
 
     name = "bound"
 
