@@ -558,6 +558,13 @@ class Engine:
             dtypes = getattr(self.rt.hooks_runner, "returned_dtypes", None) or (None,) * len(res)
             res = tuple(self.rt.tensor(g, dtype=d) if g is not None and d is not None and d != self.rt.dtype
                         else g for g, d in zip(res, dtypes))
+        # BackwardHook's hook returns: its node's post-hook check compares each gradient with the
+        # one the node computed (a hook but the last may have changed a shape: the later ones ran)
+        shapes = _shapes(call.args)
+        for i in state.input_tensors_index:
+            r = res[i].value if isinstance(res[i], Tensor) else res[i]
+            if r is not None and shapes[i] is not None and tuple(self.B.shape(r)) != tuple(shapes[i]):
+                raise TorchError("RuntimeError", "hook 'hook' has changed the size of value", "hook_result")
         state.grad_outputs = None
         alias.release(state)
         alias.out_objs[:] = _unpack_none(state.input_tensors_index, robjs)
@@ -661,6 +668,8 @@ class Engine:
             if r is None or s is None:
                 continue
             if tuple(self.B.shape(r)) != tuple(s):
+                if not last and module == "grad_input":
+                    return list(returned)   # the module's later hooks are handed it; checked once they ran
                 if not last:
                     raise ProblemError(where, f"the hook returns a gradient of shape {list(self.B.shape(r))} where "
                                               f"PyTorch expects {list(s)}; PyTorch raises once the module's later "
