@@ -637,7 +637,8 @@ class Engine:
         it returns; a full backward (pre-)hook (``module``: ``grad_input`` / ``grad_output``) by
         ``BackwardHook`` for its count, right after it returns, and for its shapes by the engine
         once BackwardHook's own ``hook`` returns -- after the module's later hooks (``last``: none
-        follows; otherwise not modelled yet, refused)."""
+        follows; otherwise a full backward hook's gradients are handed on and checked by
+        :meth:`module_input_hook` once the last ran, a pre-hook's refused, not modelled yet)."""
         where = hook.returns.loc
         if not isinstance(returned, tuple) and module is not None and self.B.is_value(returned):
             return self._tensor_for_tuple(hook, original, returned, shapes, module, last)
