@@ -24,13 +24,11 @@ from dataclasses import dataclass, field
 
 from adjoint.format import syntax as S
 from adjoint.format.errors import Loc, ProblemError
-from adjoint.engine.bindings import FUNCTION_NAMES
-from adjoint.engine.bindings.core import linear
 from adjoint.engine.graph import Node, Tensor, recorded
 from adjoint.engine.interpreter import Interp
 from adjoint.engine.nn_module import BackwardHookState, LegacyHook, ModuleHooks, ModuleInputHook, ModuleOutputHook
 from adjoint.engine.hook_registration import grad_fn
-from adjoint.format.problem import OUTPUT, ROOT, Module, Problem, TensorDecl
+from adjoint.format.problem import OUTPUT, Module, Problem, TensorDecl
 from adjoint.engine.runtime import Runtime, TorchError
 from adjoint.engine import warns
 from adjoint.values.numbers.sizes import check_leaf_size
@@ -317,7 +315,10 @@ class _Pass:
                 returned = self.fire_forward(entry, {"input": tuple(state["args"])}, call)
                 if returned is not None:
                     new = returned if isinstance(returned, tuple) else (returned,)
-                    self.check_forward_args(new, mod, entry.hook, state["kwargs"])
+                    state["refused"] = forward_arity_error(new, mod, state["kwargs"])
+                    if state["refused"] is None or entry is not (glob.forward_pre.pairs() +
+                                                                 own.forward_pre.pairs())[-1][1]:
+                        self.check_forward_args(new, mod, entry.hook, state["kwargs"])
                     state["args"] = list(new)
         args = state["args"]
         call.args = tuple(args)
@@ -326,6 +327,8 @@ class _Pass:
             args = self.setup_input_hook(call, args)
             state["args"] = args
         call.body_start, call.body_eqn = len(rt.nodes), len(rt.applications)
+        if state.get("refused") is not None:   # forward(*args) of a built-in layer, handed the wrong count
+            raise TorchError("TypeError", state["refused"])
         out = self.module_forward(mod, list(args), state["kwargs"], call, loc)
         state["result"] = out
         # _call_impl takes (*global hooks, *own hooks) as one tuple before running any: a hook that
@@ -444,6 +447,8 @@ class _Pass:
         return outs, node
 
     def check_forward_args(self, new: tuple, mod: Module, hook, kwargs: dict | None = None) -> None:
+        """The inputs a forward_pre hook returned, as far as adjoint models them (the count a built-in
+        layer's forward refuses, when no later pre-hook is handed them: :func:`forward_arity_error`)."""
         # keyword arguments that are no input of the module (a built-in's options: need_weights=False) stay
         # as they are, PyTorch calling forward(*new_args, **kwargs); the others bind inputs
         given = len(new) + len([k for k in (kwargs or {}) if k in mod.inputs])
@@ -688,3 +693,25 @@ def _called_without(entry, missing: str) -> None:
     if entry.hook.with_kwargs:
         raise TorchError("TypeError", f"hook() missing 1 required positional argument: '{missing}'", "hook_result")
 
+
+#: built-in layers whose forward is inherited (torch 2.13): the defining class's name
+FORWARD_OWNER = {"BatchNorm1d": "_BatchNorm", "BatchNorm2d": "_BatchNorm", "ReLU6": "Hardtanh"}
+
+
+def forward_arity_error(new: tuple, mod: Module, kwargs: dict) -> str | None:
+    """CPython's TypeError when a built-in layer's ``forward(self, INPUTS)`` (every input required,
+    as torch.nn declares them: tests/test_forward_pre_arity.py) is called with the ``new`` inputs
+    a forward_pre hook returned; None when the count is right or the layer is not such a one."""
+    from adjoint.format.module_signatures import lookup
+
+    t = lookup(mod.type) if mod.type is not None else None
+    if t is None or t.container or t.optional_inputs or kwargs or len(new) == len(t.inputs):
+        return None
+    owner = FORWARD_OWNER.get(t.name, t.name)   # the class that defines forward: CPython names its qualname
+    if len(new) > len(t.inputs):
+        return f"{owner}.forward() takes {len(t.inputs) + 1} positional arguments but {len(new) + 1} were given"
+    missing = [f"'{n}'" for n in t.inputs[len(new):]]
+    names = missing[0] if len(missing) == 1 else (
+        f"{missing[0]} and {missing[1]}" if len(missing) == 2 else ", ".join(missing[:-1]) + f", and {missing[-1]}")
+    return (f"{owner}.forward() missing {len(missing)} required positional argument{'s' if len(missing) > 1 else ''}: "
+            f"{names}")

@@ -17,6 +17,7 @@ from adjoint.engine.interpreter import EnvScope, Interp
 from adjoint.engine.runtime import CallRecord, TorchError
 from adjoint.format.raising import raises_now
 from adjoint.engine.pyerrors import type_name
+from adjoint.engine.returned_number import ReturnedNumber
 from adjoint.engine.hookwrites import HookInterp, LeafGrads, Wrapped, wrap_args
 
 _GRAD = attrgetter("grad")
@@ -254,8 +255,29 @@ def as_values(returned, hook):
         if name in ("int", "float", "bool"):
             raise TorchError("TypeError", f"expected Variable, but hook returned '{name}'", "hook_result")
     if isinstance(returned, tuple):
+        if (hook.on, hook.kind) in NUMBER_CHECKED:
+            items = getattr(hook.returns, "items", None)
+            exprs = items if items is not None and len(items) == len(returned) else (None,) * len(returned)
+            return tuple(_number_or_value(r, hook, e) for r, e in zip(returned, exprs))
         return tuple(_value(r, hook) for r in returned)
     return _value(returned, hook)
+
+
+#: backward hooks whose returned tuple PyTorch checks element by element (PyFunctionPreHook /
+#: PyFunctionPostHook's check_single_result, on the node, or on BackwardHook's node for a module)
+NUMBER_CHECKED = {("node", "pre"), ("node", "post"), ("module", "backward"), ("module", "full_backward"),
+                  ("module", "full_backward_pre")}
+
+
+def _number_or_value(v, hook, e):
+    """A returned tuple's item: a Python number whose type the expression shows is handed on as a
+    :class:`ReturnedNumber` (PyTorch's TypeError once the tuple's length is checked)."""
+    if v is None or isinstance(v, (Tensor, tuple)):
+        return _value(v, hook)
+    name = type_name(v, e) if e is not None else None
+    if name in ("int", "float", "bool"):
+        return ReturnedNumber(name)
+    return _value(v, hook)
 
 
 def _value(v, hook):

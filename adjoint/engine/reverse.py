@@ -36,6 +36,7 @@ from adjoint.engine.runtime import FREED_GRAPH, CallRecord, Runtime, TorchError
 from adjoint.engine import warns
 from adjoint.engine.gradalias import Aliases, fresh, output_objs
 from adjoint.engine.reducer_hook import ReducerPostHook
+from adjoint.engine.returned_number import ReturnedNumber
 
 
 @dataclass
@@ -559,6 +560,13 @@ class Engine:
             dtypes = getattr(self.rt.hooks_runner, "returned_dtypes", None) or (None,) * len(res)
             res = tuple(self.rt.tensor(g, dtype=d) if g is not None and d is not None and d != self.rt.dtype
                         else g for g, d in zip(res, dtypes))
+        # BackwardHook's hook returns: its node's post-hook check compares each gradient with the
+        # one the node computed (a hook but the last may have changed a shape: the later ones ran)
+        shapes = _shapes(call.args)
+        for i in state.input_tensors_index:
+            r = res[i].value if isinstance(res[i], Tensor) else res[i]
+            if r is not None and shapes[i] is not None and tuple(self.B.shape(r)) != tuple(shapes[i]):
+                raise TorchError("RuntimeError", "hook 'hook' has changed the size of value", "hook_result")
         state.grad_outputs = None
         alias.release(state)
         alias.out_objs[:] = _unpack_none(state.input_tensors_index, robjs)
@@ -631,8 +639,11 @@ class Engine:
         it returns; a full backward (pre-)hook (``module``: ``grad_input`` / ``grad_output``) by
         ``BackwardHook`` for its count, right after it returns, and for its shapes by the engine
         once BackwardHook's own ``hook`` returns -- after the module's later hooks (``last``: none
-        follows; otherwise not modelled yet, refused)."""
+        follows; otherwise a full backward hook's gradients are handed on and checked by
+        :meth:`module_input_hook` once the last ran, a pre-hook's refused, not modelled yet)."""
         where = hook.returns.loc
+        if not isinstance(returned, tuple) and module is not None and self.B.is_value(returned):
+            return self._tensor_for_tuple(hook, original, returned, shapes, module, last)
         if not isinstance(returned, tuple):
             if module is None and self.B.is_value(returned):
                 raise TorchError("TypeError", "expected tuple, but hook returned 'Tensor'", "hook_result")
@@ -649,16 +660,41 @@ class Engine:
                 message = f"hook 'hook' has returned an incorrect number of values (got {len(returned)}, but " \
                           f"expected {len(original)})"
             raise TorchError("RuntimeError", message, "hook_result")
+        number = next((r for r in returned if isinstance(r, ReturnedNumber)), None)
+        if number is not None:
+            if module is not None and not last:
+                raise ProblemError(where, f"the hook returns a Python {number.name} where PyTorch expects a tensor or "
+                                          "None; the module's later hooks would be handed it, which adjoint does not "
+                                          "model yet")
+            raise TorchError("TypeError", f"expected Variable, but hook returned '{number.name}'", "hook_result")
         for r, s in zip(returned, shapes):
             if r is None or s is None:
                 continue
             if tuple(self.B.shape(r)) != tuple(s):
+                if not last and module == "grad_input":
+                    return list(returned)   # the module's later hooks are handed it; checked once they ran
                 if not last:
                     raise ProblemError(where, f"the hook returns a gradient of shape {list(self.B.shape(r))} where "
                                               f"PyTorch expects {list(s)}; PyTorch raises once the module's later "
                                               "hooks ran, which adjoint does not model yet")
                 raise TorchError("RuntimeError", "hook 'hook' has changed the size of value", "hook_result")
         return list(returned)
+
+
+    def _tensor_for_tuple(self, hook, original: list, returned, shapes: list, module: str, last: bool) -> list:
+        """A full backward (pre-)hook that returns a tensor where BackwardHook expects a tuple: its
+        ``len(out)`` is the tensor's first size (a 0-d tensor has none: TypeError) and its slots
+        are the tensor's rows, so PyTorch refuses the count, or the rows' shape once the module's
+        last hook returned. A tensor whose rows pass both checks runs on with them: not modelled."""
+        shape = tuple(self.B.shape(returned))
+        if not shape:
+            raise TorchError("TypeError", "len() of a 0-d tensor", "hook_result")
+        rows = tuple(self.B.index(returned, (i,)) for i in range(shape[0]))
+        if len(rows) == len(original) and last and all(
+                s is None or tuple(shape[1:]) == tuple(s) for s in shapes):
+            raise ProblemError(hook.returns.loc, f"the {hook.kind} hook returns a tensor whose rows PyTorch would take "
+                                                 "as the gradients (one per slot); not modelled: return a tuple")
+        return self.check_tuple(hook, original, rows, shapes, module, last)
 
 
 def _pack_with_none(indices: list, values, size: int) -> tuple:

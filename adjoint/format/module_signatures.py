@@ -268,7 +268,9 @@ def _inplace() -> ArgSpec:
 
 
 def _reduction(*more: str) -> ArgSpec:
-    return ArgSpec("reduction", "str", "mean", choices=("none", "mean", "sum") + more)
+    """Any string: a loss module's constructor keeps it, and its forward's functional raises
+    PyTorch's ValueError for an unknown one (an answer; ``more``: the extra names it knows)."""
+    return ArgSpec("reduction", "str", "mean")
 
 
 def _conv(name: str, rank: int) -> NNType:

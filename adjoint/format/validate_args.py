@@ -78,6 +78,10 @@ def read_arg(node: YNode, spec: nn_types.ArgSpec, what: str):
         return parse_number(node, what)
     if kind == "bool":
         return boolean(node, what)
+    if kind == "str" and not spec.choices:   # any string (a loss's reduction: its forward refuses an unknown one)
+        if not isinstance(node, YScalar) or node.kind != "str":
+            raise ProblemError(node.loc, f"{what} must be a string, not {kind_name(node)}")
+        return node.text
     if kind == "str":
         return choice(node, what, spec.choices)
     if kind == "padding" and isinstance(node, YScalar) and node.kind == "str":

@@ -18,7 +18,12 @@ Pure Python, no torch. :func:`compare` returns one :class:`Row` per compared ite
 * ``values`` (forward values of every named tensor, buffers included) unless ``values=False``.
 
 Integer tensors (``"dtype": "int64"``) are compared exactly, and a dtype that differs is a
-mismatch on its own. Float tensors:
+mismatch on its own. Float tensors, given the variant's bound run (``compare(..., bounds=)``,
+:func:`adjoint.answer.bounds.bound_json`, as ``verify`` and the differential check give it):
+each element within its own first-order bound on PyTorch's rounding in the dtype, floored at
+:data:`FLOOR_ULPS` ulps of the predicted value (docs/verify.md, "How close is close
+enough"); the row reports the largest bound (``bound``). Without one, or for an element whose
+bound is unknown (``fallback``), the fixed
 
 tolerance (the dtype PyTorch ran in; the prediction is exact), element by element:
 ``|observed - predicted| <= atol + rtol * max|predicted|``, the max taken over the tensor
@@ -71,6 +76,8 @@ class Row:
     max_rel: float | None   # largest |observed - predicted| / |predicted| (predicted != 0)
     detail: str = ""        # for a mismatch: the argument, element, both values
     skipped: bool = False   # not compared (the detail says why); counts as ok
+    bound: float | None = None   # the largest per-element rounding bound the elements were held to (None: none)
+    fallback: bool = False  # some element had no rounding bound: held to the dtype's fixed tolerance instead
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -87,6 +94,8 @@ class _Diff:
         self.max_abs: float | None = None
         self.max_rel: float | None = None
         self.problems: list[str] = []
+        self.bound: float | None = None     # the largest rounding bound used (see value's ``b``)
+        self.fallback = False               # some element compared with the fixed tolerance, for want of a bound
 
     @property
     def ok(self) -> bool:
@@ -95,8 +104,11 @@ class _Diff:
     def fail(self, msg: str) -> None:
         self.problems.append(msg)
 
-    def value(self, where: str, p, o) -> None:
-        """Compare VALUE | [VALUE|None, ...] | {NAME: ...} (a hook's kwargs) | number | None."""
+    def value(self, where: str, p, o, b=None) -> None:
+        """Compare VALUE | [VALUE|None, ...] | {NAME: ...} (a hook's kwargs) | number | None.
+
+        ``b``: the same item of the bound run (:mod:`adjoint.answer.bounds`), whose VALUEs carry
+        each element's rounding bound; None where there is none (the fixed tolerance then)."""
         if p is None or o is None:
             if p is None and o is None:
                 return
@@ -112,15 +124,16 @@ class _Diff:
             if len(p) != len(o):
                 self.fail(f"{where}: predicted a tuple of {len(p)}, {self.other} a tuple of {len(o)}")
                 return
+            bs = b if isinstance(b, list) and len(b) == len(p) else [None] * len(p)
             for i, (pi, oi) in enumerate(zip(p, o)):
-                self.value(f"{where}[{i}]", pi, oi)
+                self.value(f"{where}[{i}]", pi, oi, bs[i])
             return
         if _is_mapping(p) or _is_mapping(o):
             if not (_is_mapping(p) and _is_mapping(o)) or set(p) != set(o):
                 self.fail(f"{where}: predicted {_describe(p)}, {self.other} {_describe(o)}")
                 return
             for k in p:
-                self.value(f"{where}.{k}", p[k], o[k])
+                self.value(f"{where}.{k}", p[k], o[k], b.get(k) if _is_mapping(b) else None)
             return
         if not isinstance(p, dict) or not isinstance(o, dict):
             self.plain(where, p, o)
@@ -149,8 +162,22 @@ class _Diff:
                     self.fail(f"{where}{_index(idx, shape)}: predicted {_num(b)}, {self.other} {_num(a)} "
                               f"({p['dtype']}: compared exactly)")
             return
-        scale = max([abs(b) for b in pf if not _special(b)], default=0.0)
+        scale = max([abs(x) for x in pf if not _special(x)], default=0.0)
         tol = self.atol + self.rtol * scale
+        bounds = element_bounds(b, shape, pf, self.dtype)
+        if bounds is not None:
+            held, fixed = bounds
+            if fixed.any():
+                self.fallback = True
+                held = np.where(fixed, tol, held)
+            if (~fixed).any():
+                top = float(held[~fixed].max())
+                self.bound = top if self.bound is None else max(self.bound, top)
+            for idx in suspects(of, pf, held, self):
+                self.number(f"{where}{_index(idx, shape)}", pf[idx], of[idx], float(held[idx]), scale,
+                            bounded=not fixed[idx])
+            return
+        self.fallback = True
         for idx in suspects(of, pf, tol, self):   # the elements that may fail: the rest pass, counted at once
             self.number(f"{where}{_index(idx, shape)}", pf[idx], of[idx], tol, scale)
 
@@ -167,7 +194,7 @@ class _Diff:
         scale = abs(p) if not _special(p) else 0.0
         self.number(where, float(p), float(o), self.atol + self.rtol * scale, scale)
 
-    def number(self, where: str, b: float, a: float, tol: float, scale: float) -> None:
+    def number(self, where: str, b: float, a: float, tol: float, scale: float, bounded: bool = False) -> None:
         """Predicted ``b`` against observed ``a`` within ``tol``."""
         if _special(a) or _special(b):
             if not _same_special(a, b):
@@ -184,10 +211,37 @@ class _Diff:
         if b != 0:
             r = d / abs(b)
             self.max_rel = r if self.max_rel is None else max(self.max_rel, r)
-        if d > tol:
+        if d > tol and bounded:
+            self.fail(f"{where}: predicted {_num(b)}, {self.other} {_num(a)} (|diff| {d:.3g} > {tol:.3g}, the bound "
+                      f"on PyTorch's {self.dtype} rounding of this element: not rounding)")
+        elif d > tol:
             self.fail(f"{where}: predicted {_num(b)}, {self.other} {_num(a)} "
                       f"(|diff| {d:.3g} > {self.atol:g} + {self.rtol:g}*{scale:.3g}, the largest |predicted| "
                       "in this tensor)")
+
+
+#: the floor of every element's bound, in units in the last place of the predicted value in the dtype
+FLOOR_ULPS = 4
+
+
+def element_bounds(b, shape: list, pf: list, dtype: str | None):
+    """Each element's rounding bound from the bound run's VALUE ``b`` (its ``exact`` field holds
+    them), floored at :data:`FLOOR_ULPS` ulps of the predicted value: ``(bounds, fixed)`` with
+    ``fixed`` marking the elements without a finite bound (held to the fixed tolerance), or None
+    when ``b`` has no bounds of this shape."""
+    if not isinstance(b, dict) or list(b.get("shape") or []) != list(shape) or b.get("exact") is None:
+        return None
+    flat = _flat(b["exact"])
+    if len(flat) != len(pf) or not all(_is_number(x) for x in flat):
+        return None
+    bounds = np.asarray(flat, dtype=np.float64)
+    predicted = np.asarray(pf, dtype=np.float64)
+    fixed = ~np.isfinite(bounds) & np.isfinite(predicted)   # an inf or nan prediction is compared as itself
+    typ = np.float32 if dtype == "float32" else np.float64
+    with np.errstate(all="ignore"):
+        mag = np.abs(predicted).astype(typ)
+        floor = FLOOR_ULPS * np.spacing(np.where(np.isfinite(mag), mag, typ(0))).astype(np.float64)
+    return np.maximum(np.where(np.isfinite(bounds), bounds, 0.0), floor), fixed
 
 
 def _is_mapping(v) -> bool:
@@ -253,7 +307,8 @@ def _describe(v) -> str:
 
 
 def _row(section: str, item: str, diff: _Diff) -> Row:
-    return Row(section, item, diff.ok, diff.max_abs, diff.max_rel, "; ".join(diff.problems))
+    return Row(section, item, diff.ok, diff.max_abs, diff.max_rel, "; ".join(diff.problems), bound=diff.bound,
+               fallback=diff.fallback and diff.max_abs is not None)
 
 
 # ----------------------------------------------------------------------------- hook calls
@@ -276,9 +331,12 @@ def call_name(c: dict, n: int | None = None) -> str:
 
 
 def _compare_calls(pred: list[dict], obs: list[dict], rtol: float, atol: float, dtype: str,
-                   section: str = "hook_calls", head: str = "") -> list[Row]:
-    """Align the two call lists and compare matched calls; rows in ``section``, items prefixed ``head``."""
+                   section: str = "hook_calls", head: str = "", bounds: list | None = None) -> list[Row]:
+    """Align the two call lists and compare matched calls; rows in ``section``, items prefixed ``head``.
+    ``bounds``: the bound run's calls (the same list as ``pred``'s when its run went the same way)."""
     rows: list[Row] = []
+    if not isinstance(bounds, list) or [call_key(c) for c in bounds] != [call_key(c) for c in pred]:
+        bounds = [None] * len(pred)
     pk = [call_key(c) for c in pred]
     ok_ = [call_key(c) for c in obs]
     matcher = difflib.SequenceMatcher(None, pk, ok_, autojunk=False)
@@ -287,7 +345,7 @@ def _compare_calls(pred: list[dict], obs: list[dict], rtol: float, atol: float, 
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
             for i, j in zip(range(i1, i2), range(j1, j2)):
-                row = _compare_call(pred[i], obs[j], i + 1, j + 1, rtol, atol, dtype)
+                row = _compare_call(pred[i], obs[j], i + 1, j + 1, rtol, atol, dtype, bounds[i])
                 row.section, row.item = section, head + row.item
                 rows.append(row)
             continue
@@ -317,8 +375,11 @@ def _sequence(calls: list[dict]) -> str:
     return text or "none"
 
 
-def _compare_call(p: dict, o: dict, n_pred: int, n_obs: int, rtol: float, atol: float, dtype: str) -> Row:
+def _compare_call(p: dict, o: dict, n_pred: int, n_obs: int, rtol: float, atol: float, dtype: str,
+                  b: dict | None = None) -> Row:
     diff = _Diff(rtol, atol, dtype)
+    b = b or {}
+    ba = b.get("args") or {}
     if p.get("label") != o.get("label"):
         diff.fail(f"label: predicted '{p.get('label')}', observed '{o.get('label')}'")
     pa, oa = p.get("args") or {}, o.get("args") or {}
@@ -330,11 +391,11 @@ def _compare_call(p: dict, o: dict, n_pred: int, n_obs: int, rtol: float, atol: 
             diff.fail(f"argument '{name}' handed by PyTorch but not predicted")
     for name in pa:
         if name in oa:
-            diff.value(name, pa[name], oa[name])
+            diff.value(name, pa[name], oa[name], ba.get(name))
     for mark, default in CALL_MARKS:
         if p.get(mark, default) != o.get(mark, default):
             diff.fail(f"{mark}: predicted {p.get(mark, default)!r}, observed {o.get(mark, default)!r}")
-    diff.value("returned", p.get("returned"), o.get("returned"))
+    diff.value("returned", p.get("returned"), o.get("returned"), b.get("returned"))
     name = call_name(p, n_pred)
     if n_obs != n_pred:
         name += f" (observed as #{n_obs})"
@@ -344,15 +405,16 @@ def _compare_call(p: dict, o: dict, n_pred: int, n_obs: int, rtol: float, atol: 
 # ----------------------------------------------------------------------------- tables of tensors
 
 def _compare_table(section: str, label: str, pred: dict, obs: dict, rtol: float, atol: float,
-                   dtype: str | None) -> list[Row]:
+                   dtype: str | None, bounds: dict | None = None) -> list[Row]:
     rows = []
+    bounds = bounds if isinstance(bounds, dict) else {}
     for name, pv in pred.items():
         if name not in obs:
             rows.append(Row(section, f"{label} {name}", False, None, None,
                             f"predicted ({_describe(pv)}) but not observed"))
             continue
         diff = _Diff(rtol, atol, dtype)
-        diff.value(name, pv, obs[name])
+        diff.value(name, pv, obs[name], bounds.get(name))
         rows.append(_row(section, f"{label} {name}", diff))
     for name, ov in obs.items():
         if name not in pred:
@@ -365,35 +427,43 @@ def tolerance(dtype: str) -> tuple[float, float]:
     return TOLERANCES[dtype]
 
 
-def compare(predicted: dict, observed: dict, dtype: str, values: bool = True) -> list[Row]:
-    """Rows comparing one predicted variant with one observed variant (both contract JSON)."""
+def compare(predicted: dict, observed: dict, dtype: str, values: bool = True, bounds: dict | None = None) -> list[Row]:
+    """Rows comparing one predicted variant with one observed variant (both contract JSON).
+
+    ``bounds``: the same variant's bound run (:func:`adjoint.answer.bounds.bound_json`): each
+    float element is then held to its own bound on PyTorch's rounding, floored at a few ulps;
+    without it (or where it has none) to the dtype's fixed tolerance."""
     rtol, atol = tolerance(dtype)
+    b = bounds if isinstance(bounds, dict) and bounds.get("error") is None else {}
     rows: list[Row] = []
     perr, oerr = predicted.get("error"), observed.get("error")
     if perr is not None or oerr is not None:
         rows.append(_compare_error(perr, oerr))
-        rows += _compare_calls(predicted.get("hook_calls") or [], observed.get("hook_calls") or [], rtol, atol, dtype)
+        rows += _compare_calls(predicted.get("hook_calls") or [], observed.get("hook_calls") or [], rtol, atol, dtype,
+                               bounds=(bounds or {}).get("hook_calls"))
         rows += _compare_warnings(predicted, observed)
         return rows
     rows += _compare_warnings(predicted, observed)
     diff = _Diff(rtol, atol, dtype)
-    diff.value("loss", predicted.get("loss"), observed.get("loss"))
+    diff.value("loss", predicted.get("loss"), observed.get("loss"), b.get("loss"))
     if predicted.get("loss") is not None or observed.get("loss") is not None:
         rows.append(_row("loss", "loss", diff))
-    rows += _compare_calls(predicted.get("hook_calls") or [], observed.get("hook_calls") or [], rtol, atol, dtype)
+    rows += _compare_calls(predicted.get("hook_calls") or [], observed.get("hook_calls") or [], rtol, atol, dtype,
+                           bounds=b.get("hook_calls"))
     rows += _compare_table("grads", "grad", predicted.get("grads") or {}, observed.get("grads") or {},
-                           rtol, atol, dtype)
+                           rtol, atol, dtype, b.get("grads"))
     if "returned" in predicted or "returned" in observed:
         rows += _compare_table("returned", "returned", predicted.get("returned") or {},
-                               observed.get("returned") or {}, rtol, atol, dtype)
+                               observed.get("returned") or {}, rtol, atol, dtype, b.get("returned"))
     if "passes" in predicted or "passes" in observed:
-        rows += _compare_passes(predicted.get("passes") or [], observed.get("passes") or [], rtol, atol, dtype)
+        rows += _compare_passes(predicted.get("passes") or [], observed.get("passes") or [], rtol, atol, dtype,
+                                b.get("passes"))
     if "leaf_values" in predicted or "leaf_values" in observed:
         rows += _compare_table("leaf_values", "leaf value", predicted.get("leaf_values") or {},
-                               observed.get("leaf_values") or {}, rtol, atol, dtype)
+                               observed.get("leaf_values") or {}, rtol, atol, dtype, b.get("leaf_values"))
     if values:
         rows += _compare_table("values", "value", predicted.get("values") or {}, observed.get("values") or {},
-                               rtol, atol, dtype)
+                               rtol, atol, dtype, b.get("values"))
     return rows
 
 
@@ -433,25 +503,28 @@ def _compare_error(p: dict | None, o: dict | None) -> Row:
                "; ".join(problems))
 
 
-def _compare_passes(pred: list[dict], obs: list[dict], rtol: float, atol: float, dtype: str) -> list[Row]:
+def _compare_passes(pred: list[dict], obs: list[dict], rtol: float, atol: float, dtype: str,
+                    bounds: list | None = None) -> list[Row]:
     """Each backward step's calls, grads and returned values (``passes``), pass by pass."""
     rows: list[Row] = []
+    bounds = bounds if isinstance(bounds, list) and len(bounds) == len(pred) else [{}] * len(pred)
     if len(pred) != len(obs):
         rows.append(Row("passes", "passes", False, None, None,
                         f"predicted {len(pred)} backward passes, observed {len(obs)}"))
-    for n, (p, o) in enumerate(zip(pred, obs), start=1):
+    for n, (p, o, b) in enumerate(zip(pred, obs, bounds), start=1):
         head = f"pass {n}: "
+        b = b or {}
         rows += _compare_calls(p.get("hook_calls") or [], o.get("hook_calls") or [], rtol, atol, dtype,
-                               section="passes", head=head)
+                               section="passes", head=head, bounds=b.get("hook_calls"))
         for row in _compare_table("passes", f"{head}grad", p.get("grads") or {}, o.get("grads") or {},
-                                  rtol, atol, dtype):
+                                  rtol, atol, dtype, b.get("grads")):
             rows.append(row)
         if p.get("returned") or o.get("returned"):
             rows += _compare_table("passes", f"{head}returned", p.get("returned") or {}, o.get("returned") or {},
-                                   rtol, atol, dtype)
+                                   rtol, atol, dtype, b.get("returned"))
         if p.get("leaf_values") or o.get("leaf_values"):
             rows += _compare_table("passes", f"{head}leaf value", p.get("leaf_values") or {},
-                                   o.get("leaf_values") or {}, rtol, atol, dtype)
+                                   o.get("leaf_values") or {}, rtol, atol, dtype, b.get("leaf_values"))
     return rows
 
 

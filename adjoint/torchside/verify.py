@@ -23,8 +23,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from adjoint.torchside.compare import FD_TOLERANCE, Row, compare, compare_fd, tolerance
-from adjoint.format.errors import ProblemError
+from adjoint.torchside.compare import FD_TOLERANCE, FLOOR_ULPS, Row, compare, compare_fd, tolerance
 from adjoint.render.jsontext import dumps
 from adjoint.format.problem import Problem
 from adjoint.answer.solve import solve_problem
@@ -52,7 +51,7 @@ class VariantResult:
     def to_json(self) -> dict:
         rtol, atol = tolerance(self.dtype)
         return {"problem": self.problem, "file": self.file, "variant": self.variant, "dtype": self.dtype,
-                "rtol": rtol, "atol": atol, "ok": self.ok, "seconds": round(self.seconds, 4),
+                "rtol": rtol, "atol": atol, "bounded": any(r.bound is not None for r in self.rows), "ok": self.ok, "seconds": round(self.seconds, 4),
                 "mismatches": sum(not r.ok for r in self.rows), "rows": [r.to_json() for r in self.rows],
                 "observed": self.observed}
 
@@ -143,7 +142,10 @@ def verify_variant(path: str, problem: Problem, vp, dtype: str, fd: bool, origin
     decl = problem.variant(vp.name)
     predicted = predicted_json(vp)
     observed = run_variant(problem, decl, dtype)
-    rows = compare(predicted, observed, dtype)
+    bounds, why = rounding_bounds(problem, vp, dtype)
+    rows = compare(predicted, observed, dtype, bounds=bounds)
+    if why is not None:
+        rows.append(Row("bounds", "rounding bounds", True, None, None, why, skipped=True))
     if problem.origin is not None:
         if origin:
             from adjoint.torchside.importer.originrun import confined, origin_rows
@@ -168,6 +170,21 @@ def verify_variant(path: str, problem: Problem, vp, dtype: str, fd: bool, origin
                             f"averaged slope ({r.detail}; PyTorch's convention: {'; '.join(kinks)})")
         rows += fd_rows
     return VariantResult(problem.name, path, vp.name, dtype, rows, time.perf_counter() - t0, observed)
+
+
+def rounding_bounds(problem: Problem, vp, dtype: str) -> tuple[dict | None, str | None]:
+    """The variant's per-element bounds on PyTorch's rounding in ``dtype`` (the engine run on the
+    bound backend: docs/verify.md), and why there are none when there are none (every float is
+    then held to the dtype's fixed tolerance)."""
+    run = getattr(vp, "run", None)
+    if run is None or run.rt.B.name != "exact":
+        return None, None   # float64 or structure predictions: compared with the fixed tolerance
+    from adjoint.answer.bounds import bound_json
+    try:
+        return bound_json(problem, vp.name, dtype), None
+    except Exception as exc:   # the bound run is a second opinion on the tolerance, never the answer
+        return None, (f"no rounding bounds for this variant ({type(exc).__name__}: {exc}); every value is held to "
+                      f"{dtype}'s fixed tolerance instead")
 
 
 def origin_row(problem: Problem, decl, dtype: str) -> Row:
@@ -252,8 +269,13 @@ def _fmt(x: float | None) -> str:
 
 def render_result(r: VariantResult) -> str:
     rtol, atol = tolerance(r.dtype)
-    head = (f"== {r.problem} :: {r.variant}  [{r.dtype}, |diff| <= {atol:g} + {rtol:g}*max|predicted| per tensor]  "
-            f"{'PASS' if r.ok else 'FAIL'}  ({r.file}, {r.seconds:.2f}s)")
+    if any(row.bound is not None for row in r.rows):
+        held = f"|diff| <= each element's bound on PyTorch's rounding (at least {FLOOR_ULPS} ulps)"
+        if any(row.fallback for row in r.rows):
+            held += f"; where none, {atol:g} + {rtol:g}*max|predicted| per tensor"
+    else:
+        held = f"|diff| <= {atol:g} + {rtol:g}*max|predicted| per tensor"
+    head = f"== {r.problem} :: {r.variant}  [{r.dtype}, {held}]  {'PASS' if r.ok else 'FAIL'}  ({r.file}, {r.seconds:.2f}s)"
     value_rows = [row for row in r.rows if row.section == "values"]
     aggregate = f"forward values ({sum(row.ok for row in value_rows)} of {len(value_rows)} tensors)"
     width = max([len(_item(row)) for row in r.rows] + [len("what"), len(aggregate) if value_rows else 0])
@@ -266,7 +288,8 @@ def render_result(r: VariantResult) -> str:
         good = [row for row in value_rows if row.ok]
         if good:
             agg = Row("values", aggregate, True,
-                      _max(row.max_abs for row in good), _max(row.max_rel for row in good))
+                      _max(row.max_abs for row in good), _max(row.max_rel for row in good),
+                      bound=_max(row.bound for row in good), fallback=any(row.fallback for row in good))
             lines.append(_line(agg, width))
     if any(row.section == "fd" for row in r.rows):
         frtol, fatol = FD_TOLERANCE
@@ -280,6 +303,10 @@ def _item(row: Row) -> str:
 
 def _line(row: Row, width: int) -> str:
     result = "skipped" if row.skipped else ("ok" if row.ok else "MISMATCH")
+    if row.ok and not row.skipped and row.bound is not None:
+        result = f"ok, within PyTorch's rounding (bound {row.bound:.2e})"
+        if row.fallback:
+            result += " and the fixed tolerance"
     line = f"   {_item(row):<{width}}  {_fmt(row.max_abs):>10}  {_fmt(row.max_rel):>9}  {result}"
     if row.detail and (not row.ok or row.skipped):
         line += f"\n   {'':<{width}}    -> {row.detail}"

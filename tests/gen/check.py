@@ -48,7 +48,8 @@ def _alarm(signum, frame):
 def check(text: str, timeout: float = 30.0) -> Outcome:
     """Solve every variant exactly, run it in real PyTorch (adjoint.torchside) and compare.
 
-    Per variant: ``ok`` (every compared item within adjoint.torchside.compare's tolerance), ``mismatch``
+    Per variant: ``ok`` (every compared item within verify's per-element rounding bounds,
+    docs/verify.md; the fixed tolerance where none), ``mismatch``
     (some item differs, or PyTorch raised where the prediction runs), ``nonfinite`` (solve
     refuses a non-finite forward: PyTorch would carry inf/nan on, nothing to compare),
     ``both_raise`` (solve predicts PyTorch's error, and PyTorch raises exactly it: type, message,
@@ -177,7 +178,7 @@ def _check_variant(problem, v, compare, run_variant, out: Outcome, text: str):
     out.solve_seconds += time.perf_counter() - t0
     try:
         observed = run_variant(problem, v, problem.dtype)
-        rows = compare(predicted, observed, problem.dtype)
+        rows = compare(predicted, observed, problem.dtype, bounds=_bounds(problem, v))
     except _Timeout:
         raise
     except Exception:
@@ -218,6 +219,19 @@ def _check_variant(problem, v, compare, run_variant, out: Outcome, text: str):
                 return "f64_rounding", detail
         return "mismatch", detail
     return "ok", ""
+
+
+def _bounds(problem, v) -> dict | None:
+    """The variant's bounds on PyTorch's rounding (verify's: docs/verify.md), None when the bound
+    run fails (the fixed tolerance then holds; the differential check itself stays the judge)."""
+    from adjoint.answer.bounds import bound_json
+
+    try:
+        return bound_json(problem, v.name, problem.dtype)
+    except _Timeout:
+        raise
+    except Exception:
+        return None
 
 
 def _float64_engine_agrees(problem, v, observed: dict, compare) -> bool:

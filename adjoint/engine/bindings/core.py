@@ -22,10 +22,6 @@ from adjoint.engine.ops.arith import broadcast_shapes
 from adjoint.engine.bindings.signature import Function, Param
 
 
-def _dims(shape) -> str:
-    return "x".join(str(n) for n in shape) if shape else "scalar"
-
-
 def is_number(v) -> bool:
     return isinstance(v, Fraction)
 
@@ -159,10 +155,7 @@ def matmul(rt, a: Tensor, b: Tensor, loc: Loc):
         return ap("dot", [a, b], None, loc)
     if da == 2 and db == 1:
         return ap("mv", [a, b], None, loc)
-    if da == 1 and db == 2:
-        if sa[0] != sb[0]:
-            raise ProblemError(loc, f"matmul shapes {list(sa)} and {list(sb)}: PyTorch raises 'mat1 and mat2 "
-                                    f"shapes cannot be multiplied (1x{sa[0]} and {_dims(sb)})'")
+    if da == 1 and db == 2:   # mismatched sizes: mm refuses, after the unsqueeze (an answer)
         u = ap("unsqueeze", [a], 0, loc)
         m = ap("mm", [u, b], None, loc)
         return ap("squeeze_", [m], 0, loc)
@@ -220,13 +213,6 @@ def linear(rt, x: Tensor, weight: Tensor, bias: Tensor | None, loc: Loc):
     ap = rt.apply
     if not sx:
         raise ProblemError(loc, "Linear needs an input of at least 1 dimension, got a 0-d tensor")
-    if sx[-1] != sw[1]:
-        rows = 1
-        for n in sx[:-1]:
-            rows *= n
-        raise ProblemError(loc, f"Linear input has shape {list(sx)} but weight has shape {list(sw)}: PyTorch raises "
-                                f"'mat1 and mat2 shapes cannot be multiplied ({rows}x{sx[-1]} and "
-                                f"{sw[1]}x{sw[0]})'")
     if bias is not None:
         if len(sx) == 2:
             return ap("addmm", [bias, x, ap("t", [weight], None, loc)], None, loc)

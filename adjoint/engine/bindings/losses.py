@@ -34,6 +34,7 @@ from adjoint.engine.bindings.signature import Function, Param
 from adjoint.engine.bindings.core import binary
 from adjoint.engine.bindings.views import lower_contiguous, view
 from adjoint.engine import warns
+from adjoint.engine.torch_errors import TorchError
 
 _FLOAT_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}
 
@@ -52,15 +53,27 @@ def _numel(shape) -> int:
 # ----------------------------------------------------------------------------- argument checks
 
 def reduction_of(a: dict, loc: Loc, fn: str, batchmean: bool = False) -> str:
-    """``reduction`` as _Reduction.get_enum accepts it; the deprecated ``size_average`` /
-    ``reduce`` are refused (use reduction)."""
+    """``reduction`` as given (:func:`reduction_enum` checks it where PyTorch does); the deprecated
+    ``size_average`` / ``reduce`` are refused (use reduction)."""
     for old in ("size_average", "reduce"):
         if a.get(old) is not None:
             raise ProblemError(loc, f"{fn}(): '{old}' is deprecated in PyTorch and not modelled; use reduction=")
-    r = a["reduction"]
-    if r not in ("none", "mean", "sum") and not (batchmean and r == "batchmean"):
-        raise ProblemError(loc, f"{r} is not a valid value for reduction: PyTorch raises ValueError")
-    return r
+    return a["reduction"]
+
+
+#: _Reduction.get_enum's warning for the old name of "mean"
+ELEMENTWISE_MEAN = "reduction='elementwise_mean' is deprecated. Please use reduction='mean' instead."
+
+
+def reduction_enum(rt, r: str) -> str:
+    """``_Reduction.get_enum(reduction)``, at the point the functional evaluates it: an unknown
+    name is PyTorch's ValueError (an answer); ``elementwise_mean`` is ``mean`` with a warning."""
+    if r in ("none", "mean", "sum"):
+        return r
+    if r == "elementwise_mean":
+        warns.warn(rt, "UserWarning", ELEMENTWISE_MEAN)
+        return "mean"
+    raise TorchError("ValueError", f"{r} is not a valid value for reduction")
 
 
 def _float_tensor(t: Tensor, what: str, fn: str, loc: Loc) -> None:
@@ -97,6 +110,8 @@ def _reduce(rt, t: Tensor, reduction: str, loc: Loc):
 def _weighted(rt, loss: Tensor, weight: Tensor, reduction: str, loc: Loc, mean_by_weight: bool):
     """The Python tail of mse_loss / l1_loss (sum / sum(weight)) and huber_loss (mean)."""
     out = rt.apply("mul", [loss, weight], None, loc)
+    if reduction not in ("none", "mean", "sum"):   # this tail names the reduction itself, and knows no alias
+        raise TorchError("ValueError", f"Invalid reduction mode: {reduction}. Expected one of 'none', 'mean', 'sum'.")
     if reduction == "none":
         return out
     if reduction == "sum" or not mean_by_weight:
@@ -118,7 +133,7 @@ def lower_mse_loss(rt, a: dict, loc: Loc):
     _pointwise_dtypes(x, y, "mse_loss", loc)
     xs, ys = broadcast_pair(rt, x, y, loc)
     if weight is None:
-        return rt.apply("mse_loss", [xs, ys], Pointwise(reduction), loc)
+        return rt.apply("mse_loss", [xs, ys], Pointwise(reduction_enum(rt, reduction)), loc)
     _check_weight_size(weight, x, loc)
     squared = rt.apply("pow_scalar", [rt.apply("sub", [xs, ys], None, loc)], Fraction(2), loc)
     return _weighted(rt, squared, weight, reduction, loc, True)
@@ -135,7 +150,7 @@ def lower_l1_loss(rt, a: dict, loc: Loc):
     _pointwise_dtypes(x, y, "l1_loss", loc)
     xs, ys = broadcast_pair(rt, x, y, loc)
     if weight is None:
-        return l1(rt, xs, ys, reduction, loc)
+        return l1(rt, xs, ys, reduction_enum(rt, reduction), loc)
     _check_weight_size(weight, x, loc)
     absolute = rt.apply("abs", [rt.apply("sub", [xs, ys], None, loc)], None, loc)
     return _weighted(rt, absolute, weight, reduction, loc, True)
@@ -146,6 +161,7 @@ def lower_smooth_l1_loss(rt, a: dict, loc: Loc):
     reduction = reduction_of(a, loc, "smooth_l1_loss")
     _pointwise_dtypes(x, y, "smooth_l1_loss", loc)
     xs, ys = broadcast_pair(rt, x, y, loc)
+    reduction = reduction_enum(rt, reduction)
     if beta == 0:
         return l1(rt, xs, ys, reduction, loc)
     if beta < 0:
@@ -159,6 +175,8 @@ def lower_huber_loss(rt, a: dict, loc: Loc):
     reduction = reduction_of(a, loc, "huber_loss")
     _pointwise_dtypes(x, y, "huber_loss", loc)
     xs, ys = broadcast_pair(rt, x, y, loc)
+    if weight is None:
+        reduction = reduction_enum(rt, reduction)
     if delta <= 0:
         raise ProblemError(loc, "huber_loss does not support non-positive values for delta. (PyTorch raises "
                                 "RuntimeError)")
@@ -236,8 +254,8 @@ def nll_loss_nd(rt, x: Tensor, target: Tensor, weight: Tensor | None, reduction:
         raise ProblemError(loc, f"Expected 1 or more dimensions (got {nd}) (PyTorch raises ValueError)")
     if nd != 1 and (not target.shape or x.shape[0] != target.shape[0]):
         got = target.shape[0] if target.shape else 0
-        raise ProblemError(loc, f"Expected input batch_size ({x.shape[0]}) to match target batch_size ({got}). "
-                                "(PyTorch raises ValueError)")
+        # nll_loss_nd's TORCH_CHECK_VALUE, before any node of its own (cross_entropy's log_softmax ran): an answer
+        raise TorchError("ValueError", f"Expected input batch_size ({x.shape[0]}) to match target batch_size ({got}).")
     if nd <= 2:
         if len(target.shape) > 1:
             raise ProblemError(loc, "0D or 1D target tensor expected, multi-target not supported (PyTorch raises "
@@ -267,7 +285,7 @@ def nll_loss_nd(rt, x: Tensor, target: Tensor, weight: Tensor | None, reduction:
 
 
 def lower_nll_loss(rt, a: dict, loc: Loc):
-    reduction = reduction_of(a, loc, "nll_loss")
+    reduction = reduction_enum(rt, reduction_of(a, loc, "nll_loss"))
     return nll_loss_nd(rt, a["input"], a["target"], a["weight"], reduction, a["ignore_index"], loc)
 
 
@@ -353,7 +371,7 @@ def cross_entropy_smoothed(rt, x: Tensor, target: Tensor, weight: Tensor | None,
 
 def lower_cross_entropy(rt, a: dict, loc: Loc):
     x, target, weight = a["input"], a["target"], a["weight"]
-    reduction = reduction_of(a, loc, "cross_entropy")
+    reduction = reduction_enum(rt, reduction_of(a, loc, "cross_entropy"))
     ignore_index, ls = a["ignore_index"], a["label_smoothing"]
     _float_tensor(x, "the input", "cross_entropy", loc)
     if x.shape == target.shape:
@@ -378,7 +396,7 @@ def lower_cross_entropy(rt, a: dict, loc: Loc):
 
 def lower_binary_cross_entropy(rt, a: dict, loc: Loc):
     x, y, weight = a["input"], a["target"], a["weight"]
-    reduction = reduction_of(a, loc, "binary_cross_entropy")
+    reduction = reduction_enum(rt, reduction_of(a, loc, "binary_cross_entropy"))
     if y.shape != x.shape:
         raise ProblemError(loc, f"Using a target size ({_size(y.shape)}) that is different to the input size "
                                 f"({_size(x.shape)}) is deprecated. Please ensure they have the same size. (PyTorch "
@@ -399,7 +417,7 @@ def lower_binary_cross_entropy(rt, a: dict, loc: Loc):
 
 def lower_binary_cross_entropy_with_logits(rt, a: dict, loc: Loc):
     x, y, weight, pos_weight = a["input"], a["target"], a["weight"], a["pos_weight"]
-    reduction = reduction_of(a, loc, "binary_cross_entropy_with_logits")
+    reduction = reduction_enum(rt, reduction_of(a, loc, "binary_cross_entropy_with_logits"))
     if y.shape != x.shape:
         raise ProblemError(loc, f"Target size ({_size(y.shape)}) must be the same as input size ({_size(x.shape)}) "
                                 "(PyTorch raises ValueError)")
@@ -423,6 +441,8 @@ def lower_kl_div(rt, a: dict, loc: Loc):
     if a.get("size_average") is None and a.get("reduce") is None and a.get("reduction", "mean") == "mean":
         warns.warn(rt, "UserWarning", warns.KL_DIV_MEAN)   # F.kl_div warns before anything runs
     reduction = reduction_of(a, loc, "kl_div", batchmean=True)
+    if reduction != "batchmean":
+        reduction = reduction_enum(rt, reduction)
     if "int64" in (x.dtype, t.dtype):
         raise ProblemError(loc, "kl_div: Integral inputs not supported. (PyTorch raises RuntimeError)")
     if a["log_target"]:

@@ -14,36 +14,56 @@ def _if(need, i, thunk):
     return thunk() if need[i] else None
 
 
+# Mismatched inner sizes are the kernel's RuntimeError, an answer (``value_error``): PyTorch's
+# autograd kernel makes the node and packs what it saves first, then the kernel refuses, so the
+# shape rules give the shape the product would have and the refusal comes after the packs.
+
 def mm_shape(shapes, p, loc):
     (m, k), (k2, n) = shapes
-    if k != k2:
-        raise ProblemError(loc, f"matmul shapes {list(shapes[0])} and {list(shapes[1])}: PyTorch raises 'mat1 and "
-                                f"mat2 shapes cannot be multiplied ({m}x{k} and {k2}x{n})'")
     return (m, n)
+
+
+def _mm_message(a, b) -> str:
+    return f"mat1 and mat2 shapes cannot be multiplied ({a[0]}x{a[1]} and {b[0]}x{b[1]})"
+
+
+def mm_value_error(B, values, p):
+    a, b = B.shape(values[0]), B.shape(values[1])
+    return ("RuntimeError", _mm_message(a, b)) if a[1] != b[0] else None
 
 
 def mv_shape(shapes, p, loc):
     (m, k), (k2,) = shapes
-    if k != k2:
-        raise ProblemError(loc, f"matmul shapes {list(shapes[0])} and {list(shapes[1])}: PyTorch raises 'size "
-                                f"mismatch, got input ({m}), mat ({m}x{k}), vec ({k2})'")
     return (m,)
 
 
+def mv_value_error(B, values, p):
+    (m, k), (k2,) = B.shape(values[0]), B.shape(values[1])
+    return ("RuntimeError", f"size mismatch, got input ({m}), mat ({m}x{k}), vec ({k2})") if k != k2 else None
+
+
 def dot_shape(shapes, p, loc):
-    if shapes[0] != shapes[1]:
-        raise ProblemError(loc, f"matmul of vectors of sizes {shapes[0][0]} and {shapes[1][0]}: PyTorch raises "
-                                "'inconsistent tensor size' (dot needs equal lengths)")
     return ()
+
+
+def dot_value_error(B, values, p):
+    (n,), (n2,) = B.shape(values[0]), B.shape(values[1])
+    if n == n2:
+        return None
+    return ("RuntimeError", f"inconsistent tensor size, expected tensor [{n}] and src [{n2}] to have the same number "
+                            f"of elements, but got {n} and {n2} elements respectively")
 
 
 def addmm_shape(shapes, p, loc):
     (m, k), (k2, n) = shapes[1], shapes[2]
-    if k != k2:
-        raise ProblemError(loc, f"Linear input has {k} features but the weight expects {k2}: PyTorch raises "
-                                f"'mat1 and mat2 shapes cannot be multiplied ({m}x{k} and {k2}x{n})'")
-    broadcast_shapes(shapes[0], (m, n), loc)
+    if k == k2:
+        broadcast_shapes(shapes[0], (m, n), loc)
     return (m, n)
+
+
+def addmm_value_error(B, values, p):
+    a, b = B.shape(values[1]), B.shape(values[2])
+    return ("RuntimeError", _mm_message(a, b)) if a[1] != b[0] else None
 
 
 def mm_forward(B, ins, p):
@@ -100,10 +120,15 @@ def bmm_shape(shapes, p, loc):
     if len(a) != 3 or len(b) != 3:
         raise ProblemError(loc, f"bmm of shapes {list(a)} and {list(b)}: PyTorch raises "
                                 f"'{'batch1' if len(a) != 3 else 'batch2'} must be a 3D tensor'")
-    if (b[0], b[1]) != (a[0], a[2]):
-        raise ProblemError(loc, f"bmm of shapes {list(a)} and {list(b)}: PyTorch raises 'Expected size for first two "
-                                f"dimensions of batch2 tensor to be: [{a[0]}, {a[2]}] but got: [{b[0]}, {b[1]}].'")
     return (a[0], a[1], b[2])
+
+
+def bmm_value_error(B, values, p):
+    a, b = B.shape(values[0]), B.shape(values[1])
+    if (b[0], b[1]) == (a[0], a[2]):
+        return None
+    return ("RuntimeError", f"Expected size for first two dimensions of batch2 tensor to be: [{a[0]}, {a[2]}] but "
+                            f"got: [{b[0]}, {b[1]}].")
 
 
 def _bt(B, x):
@@ -149,13 +174,17 @@ _BMM = Math(lambda a, p, shape, k: TFn(BMM, (a[0], a[1]), tuple(shape)))
 OPS = (
     Op("bmm", "BmmBackward0", bmm_forward, bmm_vjp, bmm_shape,
        (Save("mat2", "in", 1, if_need=0), Save("self", "in", 0, if_need=1)), "g b^T, a^T g (per batch entry)",
-       math=_BMM, checks=(Check(((2, 2, 3), (2, 3, 2))),)),
+       math=_BMM, checks=(Check(((2, 2, 3), (2, 3, 2))),), value_error=bmm_value_error),
     Op("mm", "MmBackward0", mm_forward, mm_vjp, mm_shape,
-       (Save("mat2", "in", 1, if_need=0), Save("self", "in", 0, if_need=1)), "g b^T, a^T g", math=_MATMUL, checks=(Check(((2, 3), (3, 2))),)),
+       (Save("mat2", "in", 1, if_need=0), Save("self", "in", 0, if_need=1)), "g b^T, a^T g", math=_MATMUL, checks=(Check(((2, 3), (3, 2))),),
+       value_error=mm_value_error),
     Op("mv", "MvBackward0", mv_forward, mv_vjp, mv_shape,
-       (Save("self", "in", 0, if_need=1), Save("vec", "in", 1, if_need=0)), "g v^T (outer), M^T g", math=_MATMUL, checks=(Check(((2, 3), (3,))),)),
+       (Save("self", "in", 0, if_need=1), Save("vec", "in", 1, if_need=0)), "g v^T (outer), M^T g", math=_MATMUL, checks=(Check(((2, 3), (3,))),),
+       value_error=mv_value_error),
     Op("dot", "DotBackward0", dot_forward, dot_vjp, dot_shape,
-       (Save("self", "in", 0, if_need=1), Save("tensor", "in", 1, if_need=0)), "g*b, g*a", math=_DOT, checks=(Check(((3,), (3,))),)),
+       (Save("self", "in", 0, if_need=1), Save("tensor", "in", 1, if_need=0)), "g*b, g*a", math=_DOT, checks=(Check(((3,), (3,))),),
+       value_error=dot_value_error),
     Op("addmm", "AddmmBackward0", addmm_forward, addmm_vjp, addmm_shape,
-       (Save("mat1", "in", 1, if_need=2), Save("mat2", "in", 2, if_need=1)), "g (summed to the bias), g m2^T, m1^T g", math=Math(_addmm_formula), checks=(Check(((2,), (3, 2), (2, 2))),)),
+       (Save("mat1", "in", 1, if_need=2), Save("mat2", "in", 2, if_need=1)), "g (summed to the bias), g m2^T, m1^T g", math=Math(_addmm_formula), checks=(Check(((2,), (3, 2), (2, 2))),),
+       value_error=addmm_value_error),
 )

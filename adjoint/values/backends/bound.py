@@ -1,0 +1,371 @@
+"""The rounding-bound backend: how far PyTorch's floats may be from the exact answer, element by element.
+
+``verify`` compares the exact prediction with PyTorch's float32 or float64 run. The difference
+is PyTorch's rounding, and how large that may be depends on the computation: an exact 0 that
+float64 PyTorch computes as 1.6e-8 after a cancellation (LayerNorm over one element of 1e6)
+is within rounding, while the same 1.6e-8 on a value made by one multiplication is not. This
+backend runs the same engine (every op rule, forward and backward, unchanged) on pairs: the
+value (float64, as :class:`~adjoint.values.backends.float64.Float64Backend` computes it) and
+``e``, a first-order bound on ``|computed - exact|`` for a run in the compared dtype, whose unit
+roundoff is ``u`` (2**-24 for float32, 2**-53 for float64). Each method adds its own rounding
+to the errors its operands carry (docs/verify.md states the rules):
+
+* a literal or Python number: its own rounding into the dtype (0 when representable);
+* ``x + y``, ``x - y``: ``e_x + e_y + u |x +- y|``; ``x * y``: ``|y| e_x + |x| e_y + u |x y|``;
+  ``x / y``: ``e_x / |y| + |x| e_y / y^2 + u |x / y|``;
+* an elementwise ``f``: ``|f'(x)| e_x + k u |f(x)|`` (k = 1 for sqrt, 4 for the vectorized
+  transcendental kernels; ``sqrt``'s term at most ``sqrt(e_x)``); 1-Lipschitz selections
+  (``relu``, ``abs``, ``clamp``, ``max``, pooling, ``where``) carry their operands' bounds;
+* a sum of ``m`` terms (``sum``, ``sum_to``, the scatter of index_add): ``sum e + (m - 1) u
+  sum |terms|``, which holds in any summation order; a matrix product over ``K``:
+  ``|A| e_B + e_A |B| + K u |A| |B|``.
+
+A value whose bound is unknown (an operand no method of this backend made) has ``e`` NaN, and
+so has whatever is computed from it: ``verify`` then falls back to its fixed tolerance for
+that value and says so. A bound is first order (products of two errors are left out) and is
+evaluated at the float64 values; decisions taken on values (a relu's sign, the argmax) are
+assumed to be PyTorch's too.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from adjoint.values.backends.float64 import F64, Float64Backend
+
+UNIT_ROUNDOFF = {"float32": 2.0 ** -24, "float64": 2.0 ** -53}
+KERNEL_ULPS = 4.0   # a vectorized transcendental kernel's error, in units of u (SLEEF's are within 1 to 3.5 ulp)
+
+
+class Bnd(F64):
+    """A float64 value with ``e``, the bound on the dtype's rounding error of each element."""
+
+    __slots__ = ("e",)
+
+    def __init__(self, a, e=None):
+        super().__init__(a)
+        self.e = np.full(self.a.shape, np.nan) if e is None else np.broadcast_to(
+            np.asarray(e, dtype=np.float64), self.a.shape)
+
+    def bounds(self):
+        """The bounds as nested lists (the shape of ``floats()``)."""
+        return self.e.tolist() if self.e.ndim else float(self.e)
+
+    def strings(self, printer=None):
+        """In a bound run, the contract's ``exact`` field carries each element's bound (see :func:`bound_of`)."""
+        return self.bounds()
+
+
+def _e(x) -> np.ndarray:
+    e = getattr(x, "e", None)
+    return np.full(np.shape(x.a), np.nan) if e is None else e
+
+
+def _times(d, e):
+    """``d * e`` with 0 wherever ``e`` is 0 (no error in, none out: an infinite slope at an exact point)."""
+    with np.errstate(all="ignore"):
+        return np.where(e == 0, 0.0, np.abs(d) * e)
+
+
+def _scalar_error(v, u: float, dtype: str) -> float:
+    """How far the number ``v`` is from its nearest value of ``dtype`` (an infinity or NaN is itself)."""
+    if not isinstance(v, (int, Fraction)):
+        try:
+            f = float(v)   # a float, or a special form (SymPy's infinity: masks, masked_fill)
+        except (TypeError, ValueError, OverflowError):
+            return math.nan
+        if not math.isfinite(f):
+            return 0.0
+    try:
+        q = v if isinstance(v, Fraction) else Fraction(v)
+    except (TypeError, ValueError, OverflowError):
+        return math.nan
+    f = float(q)
+    if math.isinf(f):
+        return math.nan
+    f_dtype = float(np.float32(f)) if dtype == "float32" else f
+    if math.isinf(f_dtype):
+        return math.nan
+    return float(abs(Fraction(f_dtype) - q)) * (1 + 2.0 ** -50)
+
+
+class BoundBackend(Float64Backend):
+    """Float64 values with rounding bounds for a PyTorch run in the ``compared`` dtype (its unit roundoff: :data:`UNIT_ROUNDOFF`)."""
+
+    name = "bound"
+
+    def __init__(self, dtype: str = "float32", symbols: dict | None = None, compared: str | None = None):
+        super().__init__(dtype, symbols)
+        self.compared = compared or dtype
+        self.u = UNIT_ROUNDOFF[self.compared]
+
+    def _b(self, a, e) -> Bnd:
+        """A value and its bounds; an infinite or NaN element is itself (compared as such), its bound 0."""
+        a = np.asarray(a, dtype=np.float64)
+        with np.errstate(all="ignore"):
+            e = np.broadcast_to(np.asarray(e, dtype=np.float64), a.shape)
+            return Bnd(a, np.where(np.isfinite(a), e, 0.0))
+
+    def _round(self, a) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return np.where(np.isfinite(a), self.u * np.abs(a), 0.0)
+
+    # ------------------------------------------------------------------ construction
+    def literal(self, lit):
+        v = super().literal(lit)
+        if lit.symbols or not isinstance(lit.items, tuple):
+            a = v.a
+            if isinstance(lit.items, tuple) or getattr(lit.items, "den", None) != 1:
+                return self._b(a, self._round(a) * 2)
+            exact = np.abs(a) < (2.0 ** 24 if self.compared == "float32" else 2.0 ** 53)
+            return self._b(a, np.where(exact, 0.0, self._round(a)))
+        e = lit.memo.get(("bound", self.compared))
+        if e is None:
+            e = np.array([_scalar_error(q, self.u, self.compared) for q in lit.items],
+                         dtype=np.float64).reshape(v.a.shape)
+            lit.memo[("bound", self.compared)] = e
+        return self._b(v.a, e)
+
+    def scalar(self, value):
+        if isinstance(value, F64):
+            return Bnd(float(value.item()), float(_e(value).reshape(-1)[0]) if value.size else 0.0)
+        return Bnd(float(value), _scalar_error(value, self.u, self.compared))
+
+    def zeros(self, shape):
+        return Bnd(np.zeros(tuple(shape)), 0.0)
+
+    def full(self, shape, value):
+        return Bnd(np.full(tuple(shape), float(value)), _scalar_error(value, self.u, self.compared))
+
+    def integers(self, values, shape):
+        return Bnd(super().integers(values, shape).a, 0.0)
+
+    def constant(self, values, shape):
+        a = super().constant(values, shape).a
+        e = np.array([_scalar_error(v, self.u, self.compared) for v in values], dtype=np.float64)
+        return Bnd(a, e.reshape(a.shape))
+
+    def pi(self):
+        return Bnd(math.pi, self.u * math.pi)
+
+    # ------------------------------------------------------------------ arithmetic
+    def add(self, x, y):
+        r = super().add(x, y).a
+        return self._b(r, _e(x) + _e(y) + self._round(r))
+
+    def sub(self, x, y):
+        r = super().sub(x, y).a
+        return self._b(r, _e(x) + _e(y) + self._round(r))
+
+    def mul(self, x, y):
+        r = super().mul(x, y).a
+        return self._b(r, _times(y.a, _e(x)) + _times(x.a, _e(y)) + self._round(r))
+
+    def div(self, x, y):
+        r = super().div(x, y).a
+        with np.errstate(all="ignore"):
+            dy = np.abs(r / y.a)
+            return self._b(r, _times(1.0 / y.a, _e(x)) + _times(dy, _e(y)) + self._round(r))
+
+    def neg(self, x):
+        return self._b(-x.a, _e(x))
+
+    def pow(self, x, e):
+        r = super().pow(x, e).a
+        with np.errstate(all="ignore"):
+            dx = np.where(e.a == 0, 0.0, e.a * np.power(x.a, e.a - 1))   # x ** 0 is exactly 1, whatever x
+            de = r * np.log(np.abs(x.a))
+        return self._b(r, _times(dx, _e(x)) + _times(de, _e(e)) + KERNEL_ULPS * self._round(r))
+
+    # ------------------------------------------------------------------ elementwise functions
+    def _elementwise(self, fn, x, slope, ulps: float = KERNEL_ULPS):
+        r = Float64Backend._fn(self, fn, x).a
+        with np.errstate(all="ignore"):
+            d = slope(x.a, r)
+        return self._b(r, _times(d, _e(x)) + ulps * self._round(r))
+
+    def relu(self, x):
+        """1-Lipschitz; exactly 0 (no error) where even the rounded ``x`` stays negative."""
+        ex = _e(x)
+        return self._b(super().relu(x).a, np.where(x.a < -ex, 0.0, ex))
+
+    def tanh(self, x):
+        return self._elementwise(np.tanh, x, lambda a, r: 1 - r * r)
+
+    def sigmoid(self, x):
+        return self._elementwise(lambda a: 1.0 / (1.0 + np.exp(-a)), x, lambda a, r: r * (1 - r))
+
+    def exp(self, x):
+        return self._elementwise(np.exp, x, lambda a, r: r)
+
+    def log(self, x):
+        return self._elementwise(np.log, x, lambda a, r: 1.0 / a)
+
+    def sin(self, x):
+        return self._elementwise(np.sin, x, lambda a, r: np.cos(a))
+
+    def cos(self, x):
+        return self._elementwise(np.cos, x, lambda a, r: np.sin(a))
+
+    def sqrt(self, x):
+        r = Float64Backend._fn(self, np.sqrt, x).a
+        ex = _e(x)
+        with np.errstate(all="ignore"):
+            first = np.minimum(_times(0.5 / r, ex), np.sqrt(ex))
+        return self._b(r, first + self._round(r))
+
+    def abs(self, x):
+        return self._b(np.abs(x.a), _e(x))
+
+    def sgn(self, x):
+        return Bnd(super().sgn(x).a, 0.0)
+
+    def erf(self, x):
+        r = super().erf(x).a
+        with np.errstate(all="ignore"):
+            d = 2 / math.sqrt(math.pi) * np.exp(-x.a * x.a)
+        return self._b(r, _times(d, _e(x)) + KERNEL_ULPS * self._round(r))
+
+    def clamp(self, x, lo=None, hi=None):
+        return self._b(super().clamp(x, lo, hi).a, _e(x))
+
+    def clamped_log(self, x):
+        r = super().clamped_log(x).a
+        with np.errstate(all="ignore"):
+            e = _times(1.0 / x.a, _e(x)) + KERNEL_ULPS * self._round(r)
+        return self._b(r, np.where(r == -100.0, 0.0, e))
+
+    # ------------------------------------------------------------------ selections
+    def mask(self, x, predicate):
+        return Bnd(super().mask(x, predicate).a, 0.0)
+
+    def where(self, cond, x, y):
+        c = np.broadcast_to(cond.a != 0, np.broadcast_shapes(cond.shape, x.shape, y.shape))
+        return self._b(np.where(c, x.a, y.a), np.where(c, _e(x), _e(y)))
+
+    def select_positive(self, x, g):
+        r = super().select_positive(x, g).a
+        return self._b(r, np.where(x.a <= 0, 0.0, np.broadcast_to(_e(g), x.shape)))
+
+    def choose(self, test, rel: str, a, b):
+        r = super().choose(test, rel, a, b).a
+        ea, eb = F64(np.broadcast_to(_e(a), a.shape)), F64(np.broadcast_to(_e(b), b.shape))
+        return self._b(r, Float64Backend.choose(self, test, rel, ea, eb).a)
+
+    # ------------------------------------------------------------------ structure
+    def _both(self, fn, x):
+        return self._b(fn(x).a, fn(F64(_e(x))).a)
+
+    def reshape(self, x, shape):
+        return self._both(lambda v: Float64Backend.reshape(self, v, shape), x)
+
+    def t2(self, x):
+        return self._both(lambda v: Float64Backend.t2(self, v), x)
+
+    def broadcast_to(self, x, shape):
+        return self._both(lambda v: Float64Backend.broadcast_to(self, v, shape), x)
+
+    def index(self, x, key):
+        return self._both(lambda v: Float64Backend.index(self, v, key), x)
+
+    def permute(self, x, perm):
+        return self._both(lambda v: Float64Backend.permute(self, v, perm), x)
+
+    def place(self, shape, key, g):
+        return self.assign(self.zeros(shape), key, g)
+
+    def assign(self, base, key, new):
+        r = Float64Backend.assign(self, base, key, new).a
+        e = Float64Backend.assign(self, F64(_e(base)), key, F64(_e(new))).a
+        return self._b(r, e)
+
+    def place_add(self, shape, key, g):
+        r = Float64Backend.place_add(self, shape, key, g).a
+        eg = Float64Backend.place_add(self, shape, key, F64(_e(g))).a
+        mag = Float64Backend.place_add(self, shape, key, F64(np.abs(g.a))).a
+        count = Float64Backend.place_add(self, shape, key, F64(np.ones(g.shape))).a
+        return self._b(r, eg + np.maximum(count - 1, 0) * self.u * mag)
+
+    def concat(self, xs, axis):
+        return self._b(np.concatenate([x.a for x in xs], axis=axis),
+                       np.concatenate([np.broadcast_to(_e(x), x.shape) for x in xs], axis=axis))
+
+    def stack(self, xs, axis):
+        return self._b(np.stack([x.a for x in xs], axis=axis),
+                       np.stack([np.broadcast_to(_e(x), x.shape) for x in xs], axis=axis))
+
+    # ------------------------------------------------------------------ sums and products
+    def _summed(self, total, x, parts: int):
+        """A sum of ``parts`` terms per output element: the terms' bounds summed plus ``(parts - 1) u sum |terms|``."""
+        r = total(x).a
+        e = total(F64(np.broadcast_to(_e(x), x.shape))).a
+        mag = total(F64(np.abs(x.a))).a
+        return self._b(r, e + max(parts - 1, 0) * self.u * mag)
+
+    def sum_to(self, x, shape):
+        shape = tuple(shape)
+        if x.shape == shape:
+            return x
+        parts = x.size // max(1, int(np.prod(shape))) if x.size else 0
+        return self._summed(lambda v: Float64Backend.sum_to(self, v, shape), x, parts)
+
+    def total(self, x):
+        return self._summed(lambda v: Float64Backend.total(self, v), x, x.size)
+
+    def sum_dims(self, x, dims, keepdim: bool):
+        out = Float64Backend.sum_dims(self, x, dims, keepdim)
+        parts = x.size // max(1, out.size) if x.size else 0
+        return self._summed(lambda v: Float64Backend.sum_dims(self, v, dims, keepdim), x, parts)
+
+    def _product(self, mm, x, y, inner: int):
+        r = mm(x, y).a
+        ax, ay = F64(np.abs(x.a)), F64(np.abs(y.a))
+        ex, ey = F64(np.broadcast_to(_e(x), x.shape)), F64(np.broadcast_to(_e(y), y.shape))
+        e = mm(ax, ey).a + mm(ex, ay).a + inner * self.u * mm(ax, ay).a
+        return self._b(r, e)
+
+    def matmul2d(self, x, y):
+        return self._product(lambda a, b: Float64Backend.matmul2d(self, a, b), x, y, x.shape[-1] if x.ndim else 1)
+
+    def bmm(self, a, b):
+        return self._product(lambda p, q: Float64Backend.bmm(self, p, q), a, b, a.shape[-1] if a.ndim else 1)
+
+    def outer(self, x, y):
+        r = Float64Backend.outer(self, x, y).a
+        e = np.outer(np.abs(x.a), _e(y)) + np.outer(_e(x), np.abs(y.a)) + self._round(r)
+        return self._b(r, e)
+
+    # ------------------------------------------------------------------ selections by value
+    def amax(self, x, dims, keepdim: bool, largest: bool = True):
+        r = super().amax(x, dims, keepdim, largest).a
+        e = Float64Backend.amax(self, F64(np.broadcast_to(_e(x), x.shape)), dims, keepdim, True).a
+        return self._b(r, e)
+
+    def argmax(self, x, dim: int, keepdim: bool, largest: bool = True):
+        vals, idx = super().argmax(x, dim, keepdim, largest)
+        if x.ndim == 0:
+            return Bnd(x.a, _e(x)), Bnd(0.0, 0.0)
+        e = np.max(np.broadcast_to(_e(x), x.shape), axis=dim, keepdims=keepdim)
+        return self._b(vals.a, e), Bnd(idx.a, 0.0)
+
+    def place_along(self, shape, dim: int, indices, g, keepdim: bool):
+        r = super().place_along(shape, dim, indices, g, keepdim)
+        if not tuple(shape):
+            return g
+        e = Float64Backend.place_along(self, shape, dim, indices, F64(np.broadcast_to(_e(g), g.shape)), keepdim).a
+        return self._b(r.a, e)
+
+    def window_max(self, x, windows):
+        vals, idx, tied = super().window_max(x, windows)
+        ex = np.broadcast_to(_e(x), x.shape)
+        e = np.stack([np.max(ex[:, np.asarray(w, dtype=np.int64)], axis=1) if len(w) else np.zeros(x.shape[0])
+                      for w in windows], axis=1) if windows else np.zeros((x.shape[0], 0))
+        return self._b(vals.a, e), idx, tied
+
+
+def bound_of(value: dict) -> list | float | None:
+    """The bounds a bound run's VALUE carries (its ``exact`` field), or None."""
+    return value.get("exact") if isinstance(value, dict) else None
