@@ -36,6 +36,7 @@ from adjoint.engine.runtime import FREED_GRAPH, CallRecord, Runtime, TorchError
 from adjoint.engine import warns
 from adjoint.engine.gradalias import Aliases, fresh, output_objs
 from adjoint.engine.reducer_hook import ReducerPostHook
+from adjoint.engine.complex_grad import call_vjp
 
 
 @dataclass
@@ -406,7 +407,7 @@ class Engine:
             (ins if spec.what == "in" else outs)[spec.index] = saved[id(sv)]
         backward_error(node, need)
         try:
-            grads = node.op.vjp(B, list(inputs), ins, outs, node.params, need)
+            grads = call_vjp(node, B, list(inputs), ins, outs, need)
         except ExactLimit as exc:
             raise ProblemError(node.loc, f"the backward of {node.name}: {exc}") from None
         for g in grads:
@@ -446,7 +447,7 @@ class Engine:
             spec = next(s for s in node.op.saves if s.name == sv.name)
             (ins if spec.what == "in" else outs)[spec.index] = saved[id(sv)]
         backward_error(node, need)
-        grads = node.op.vjp(self.B, grads, ins, outs, node.params, need)
+        grads = call_vjp(node, self.B, grads, ins, outs, need)
         return [x if n else None for x, n in zip(grads, need)]
 
     def validate_outputs(self, node: Node, outputs: list) -> list:

@@ -1,0 +1,101 @@
+"""Complex tensors in the engine: which primitives take them, their result dtypes, and the
+backward in PyTorch's convention.
+
+PyTorch's gradient of a complex tensor is the conjugate Wirtinger derivative (its autograd
+note, "Autograd for Complex Numbers"): for a real loss L of z, ``z.grad`` is ``dL/dz*``, and
+a node whose function f is holomorphic hands back ``grad * conj(f'(z))`` -- derivatives.yaml's
+``grad * other.conj()`` for mul, ``grad.mm(mat2.t().conj())`` for mm, ``grad * result.conj()``
+for exp. The op rules (:mod:`adjoint.engine.ops`) are written for real numbers as
+``grad * f'(x)``; every primitive admitted here besides :data:`NATIVE` is a polynomial, a
+quotient or exp with real coefficients, for which ``f'(conj z) = conj(f'(z))``: so its rule
+run on the conjugated saved values is PyTorch's formula exactly (:func:`call_vjp`). The
+:data:`NATIVE` rules are written in PyTorch's complex form already (``abs``: ``grad *
+sgn(self)``, ``conj``, ``view_as_real``, ``view_as_complex``). A real input of a complex
+node receives the real part of its gradient (derivatives.yaml's ``handle_r_to_c``).
+
+Any other primitive with a complex operand is refused with the file's line: never a silent
+wrong answer.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from adjoint.format.errors import ProblemError
+
+COMPLEX_DTYPES = ("complex64", "complex128")
+_REAL_OF = {"complex64": "float32", "complex128": "float64"}
+_COMPLEX_OF = {"float32": "complex64", "float64": "complex128"}
+
+#: primitives modelled with complex operands
+COMPLEX_OPS = frozenset((
+    "add", "sub", "rsub", "mul", "div", "reciprocal", "neg", "pow_scalar", "exp", "abs",
+    "sum", "mean", "sum_dim", "mean_dim", "mm", "mv", "dot", "bmm", "addmm",
+    "reshape_alias", "t", "view", "unsafe_view", "squeeze_", "select", "slice", "transpose", "permute", "unsqueeze",
+    "squeeze_all", "squeeze_dim", "squeeze_dims", "expand", "alias", "clone",
+    "conj", "view_as_real", "view_as_complex"))
+#: rules written in PyTorch's complex form already (no conjugation around them)
+NATIVE = frozenset(("abs", "conj", "view_as_real", "view_as_complex"))
+#: results of real dtype from a complex operand
+_TO_REAL = frozenset(("abs", "view_as_real"))
+#: products whose operands must share one dtype (ATen refuses a mix)
+_SAME_DTYPE = frozenset(("mm", "mv", "dot", "bmm", "addmm"))
+
+
+def is_complex(t) -> bool:
+    return t is not None and getattr(t, "dtype", None) in COMPLEX_DTYPES
+
+
+def check_operands(op, ts, params, loc) -> None:
+    """Refuse a primitive with a complex operand that is not modelled (named, at the file's line)."""
+    if not any(is_complex(t) for t in ts):
+        return
+    if op.name not in COMPLEX_OPS:
+        raise ProblemError(loc, f"{op.name} ({op.node}) of a complex tensor is not modelled; complex tensors take "
+                                "+ - * / (tensors and real numbers), neg, conj, real, imag, abs, exp, integer pow, "
+                                "sum, mean, matmul/mm, Linear, view_as_real, view_as_complex and views (docs/ops.md)")
+    if op.name == "pow_scalar" and not (isinstance(params, (int, Fraction)) and Fraction(params).denominator == 1):
+        raise ProblemError(loc, f"a complex tensor to the power {params} is not modelled; an integer exponent is")
+    if op.name in _SAME_DTYPE:
+        dtypes = {t.dtype for t in ts if t is not None and not t.wrapped}
+        if len(dtypes) > 1:
+            raise ProblemError(loc, f"{op.node} of {' and '.join(sorted(dtypes))} operands is not modelled (PyTorch "
+                                    "refuses a product of mixed dtypes); give every operand the same complex dtype")
+
+
+def result_dtype(op, ts, default: str) -> str | None:
+    """The output dtype when a complex tensor is involved (None otherwise): ``abs`` and
+    ``view_as_real`` of a complex tensor are real, ``view_as_complex`` of a real one is
+    complex; otherwise the promoted dtype of the operands (a float64 or complex128 operand
+    makes complex128, as torch.result_type does)."""
+    operands = [t for t in ts if t is not None and not t.wrapped]
+    if op.name == "view_as_complex":
+        return _COMPLEX_OF.get(operands[0].dtype) if operands else None
+    if not any(is_complex(t) for t in operands):
+        return None
+    if op.name in _TO_REAL:
+        return _REAL_OF[operands[0].dtype]
+    wide = any(t.dtype in ("complex128", "float64") for t in operands)
+    return "complex128" if wide else "complex64"
+
+
+def complex_node(node) -> bool:
+    return any(is_complex(t) for t in node.inputs) or any(d in COMPLEX_DTYPES for _, d in node.outputs)
+
+
+def call_vjp(node, B, gs, ins, outs, need) -> list:
+    """``node.op.vjp`` in PyTorch's convention for complex values (see the module docstring)."""
+    op = node.op
+    if not complex_node(node) or not hasattr(B, "conj"):
+        return op.vjp(B, gs, ins, outs, node.params, need)
+    if op.name in NATIVE:
+        grads = op.vjp(B, gs, ins, outs, node.params, need)
+    else:
+        conj = B.conj
+        grads = op.vjp(B, gs, [conj(x) if x is not None else None for x in ins],
+                       [conj(x) if x is not None else None for x in outs], node.params, need)
+    grads = list(grads)
+    for i, t in enumerate(node.inputs):
+        if i < len(grads) and grads[i] is not None and t is not None and not is_complex(t):
+            grads[i] = B.real(grads[i])      # handle_r_to_c: a real input's gradient is real
+    return grads
