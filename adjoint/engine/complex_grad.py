@@ -79,6 +79,13 @@ def result_dtype(op, ts, default: str) -> str | None:
     return "complex128" if wide else "complex64"
 
 
+def value_dtype(B, value) -> str | None:
+    """The dtype of a tensor made from a complex value with no dtype given (a gradient handed
+    to a hook): the file's complex dtype."""
+    is_cx = getattr(B, "is_complex", None)
+    return B.complex_dtype if is_cx is not None and is_cx(value) else None
+
+
 def complex_node(node) -> bool:
     return any(is_complex(t) for t in node.inputs) or any(d in COMPLEX_DTYPES for _, d in node.outputs)
 

@@ -36,7 +36,7 @@ from adjoint.engine.runtime import FREED_GRAPH, CallRecord, Runtime, TorchError
 from adjoint.engine import warns
 from adjoint.engine.gradalias import Aliases, fresh, output_objs
 from adjoint.engine.reducer_hook import ReducerPostHook
-from adjoint.engine.complex_grad import call_vjp
+from adjoint.engine.complex_grad import COMPLEX_DTYPES, call_vjp, is_complex
 
 
 @dataclass
@@ -542,7 +542,7 @@ class Engine:
         # the zeros BackwardHookFunction materialized for an input without a gradient are
         # zeros_like(input): an int64 or bool input's grad_input keeps that dtype
         res = tuple(self.rt.tensor(g, dtype=a.dtype) if g is not None and isinstance(a, Tensor)
-                    and a.dtype != self.rt.dtype else g for g, a in zip(res, call.args))
+                    and a.dtype != self.rt.dtype and not is_complex(a) else g for g, a in zip(res, call.args))
         alias = self.alias
         robjs = _pack_with_none(state.input_tensors_index, alias.out_objs, state.n_inputs)
         for hook in state.user_hooks:
@@ -557,7 +557,7 @@ class Engine:
             # the next hook is handed the returned tensors themselves: an int64 one keeps its dtype
             dtypes = getattr(self.rt.hooks_runner, "returned_dtypes", None) or (None,) * len(res)
             res = tuple(self.rt.tensor(g, dtype=d) if g is not None and d is not None and d != self.rt.dtype
-                        else g for g, d in zip(res, dtypes))
+                        and d not in COMPLEX_DTYPES else g for g, d in zip(res, dtypes))
         state.grad_outputs = None
         alias.release(state)
         alias.out_objs[:] = _unpack_none(state.input_tensors_index, robjs)

@@ -107,7 +107,8 @@ class Runtime:
     def tensor(self, value, requires_grad: bool = False, grad_fn: Node | None = None, output_nr: int = 0,
                dtype: str | None = None, name: str | None = None) -> Tensor:
         shape = tuple(self.B.shape(value))
-        t = Tensor(self.next_tensor, shape, dtype or self.dtype, value, requires_grad, grad_fn,
+        dtype = dtype or complex_grad.value_dtype(self.B, value) or self.dtype
+        t = Tensor(self.next_tensor, shape, dtype, value, requires_grad, grad_fn,
                    output_nr, grad_fn is None, name=name, strides=contiguous_strides(shape))
         self.next_tensor += 1
         self.all_tensors.append(t)

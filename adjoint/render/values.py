@@ -75,6 +75,8 @@ def value(x, exact: bool = False) -> str:
         return "None"
     if isinstance(x, TENSORS):
         return tensor(x, exact)
+    if isinstance(x, Cx):
+        return complex_tensor(x, exact)
     if isinstance(x, Typed) and x.dtype in ("complex64", "complex128"):
         return complex_tensor(x.value, exact)
     if isinstance(x, Typed):   # an int64 or bool tensor: its integers (True / False), as PyTorch prints them

@@ -72,16 +72,20 @@ def _texts(re, im):
     return complex_text(re, im)
 
 
-def complex_json(v, dtype: str, printer=None) -> dict:
+def complex_json(v, dtype: str | None, printer=None) -> dict:
     """The contract's VALUE of a complex tensor (see the module docstring); ``v`` a :class:`Cx`,
     or a real value a complex tensor holds (materialized zeros): its imaginary part is 0."""
     if isinstance(v, Cx):
-        return {"shape": list(v.shape), "value": v.floats(), "exact": v.strings(printer), "dtype": dtype}
+        out = {"shape": list(v.shape), "value": v.floats(), "exact": v.strings(printer)}
+        if dtype is not None:
+            out["dtype"] = dtype
+        return out
     re = v.floats()
     strings = v.strings(printer) if printer is not None else v.strings()
     zero_f = _map(re, lambda _: 0.0) if re is not None else None
     return {"shape": list(v.shape), "value": _pairs(re, zero_f) if re is not None else None,
-            "exact": _texts(strings, _map(strings, lambda _: "0")) if strings is not None else None, "dtype": dtype}
+            "exact": _texts(strings, _map(strings, lambda _: "0")) if strings is not None else None,
+            **({"dtype": dtype} if dtype is not None else {})}
 
 
 def _map(x, f):

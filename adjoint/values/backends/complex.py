@@ -24,8 +24,9 @@ _BILINEAR = ("mul", "matmul2d", "outer", "bmm")
 class ComplexBackend:
     """The real backend ``inner``'s methods, extended to :class:`Cx` values."""
 
-    def __init__(self, inner):
+    def __init__(self, inner, complex_dtype: str = "complex128"):
         self.inner = inner
+        self.complex_dtype = complex_dtype   # the dtype of a complex value made with none given
         for name in _LINEAR:
             if hasattr(inner, name):
                 setattr(self, name, self._linear(name))
@@ -261,4 +262,5 @@ def for_problem(problem, backend):
     if backend.name == "structure":
         raise ProblemError(first.loc, f"'{first.name}' is a complex tensor, which --structure does not model; solve "
                                       "exactly or with --float64")
-    return ComplexBackend(backend)
+    wide = any(d.dtype == "complex128" for d in problem.all_tensors())
+    return ComplexBackend(backend, "complex128" if wide else "complex64")
