@@ -33,7 +33,7 @@ COMPLEX_OPS = frozenset((
     "sum", "mean", "sum_dim", "mean_dim", "mm", "mv", "dot", "bmm", "addmm",
     "reshape_alias", "t", "view", "unsafe_view", "squeeze_", "select", "slice", "transpose", "permute", "unsqueeze",
     "squeeze_all", "squeeze_dim", "squeeze_dims", "expand", "alias", "clone",
-    "conj", "view_as_real", "view_as_complex"))
+    "conj", "view_as_real", "view_as_complex", "neg_view"))
 #: rules written in PyTorch's complex form already (no conjugation around them)
 NATIVE = frozenset(("abs", "conj", "view_as_real", "view_as_complex"))
 #: results of real dtype from a complex operand

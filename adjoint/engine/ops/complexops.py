@@ -4,7 +4,8 @@ Their backward formulas are derivatives.yaml's, already in PyTorch's convention 
 gradients (the conjugate Wirtinger derivative; docs/semantics.md, "Complex numbers"):
 ``conj: grad.conj()``, ``view_as_real: at::view_as_complex(grad.contiguous())``,
 ``view_as_complex: at::view_as_real(grad.contiguous().resolve_conj())``. ``z.real`` and
-``z.imag`` are ``select(view_as_real(z), -1, 0 / 1)``, as ATen writes them (no op of their own).
+``z.imag`` are ``select(view_as_real(z), -1, 0 / 1)``, as ATen writes them (no op of their own);
+``neg_view`` is the ``_neg_view`` that ``imag`` of a conjugated tensor takes (NegViewBackward0).
 
 On a real-valued backend (the gradient checker's) a value is its real part: ``conj`` is the
 identity, ``view_as_real`` pairs each element with 0, ``view_as_complex`` keeps the first of
@@ -76,8 +77,17 @@ def view_as_complex_shape(shapes, p, loc):
     return s[:-1]
 
 
+def neg_view_forward(B, ins, p):
+    return B.neg(ins[0])
+
+
+def neg_view_vjp(B, gs, ins, outs, p, need):
+    return [B.neg(gs[0])]
+
+
 CONJ = Fn("conj", "\\overline{#0}", generic_vjp, delimited=True)
 AS_REAL = Fn("view_as_real", "\\operatorname{view\\_as\\_real}\\left(#0\\right)", generic_vjp)
+NEG_VIEW = Fn("neg_view", "\\operatorname{neg\\_view}\\left(#0\\right)", generic_vjp)
 AS_COMPLEX = Fn("view_as_complex", "\\operatorname{view\\_as\\_complex}\\left(#0\\right)", generic_vjp)
 
 
@@ -92,4 +102,6 @@ OPS = (
        "view_as_complex(g)", grows=False, math=_math(AS_REAL), checks=(Check(((2,),)),)),
     Op("view_as_complex", "ViewAsComplexBackward0", view_as_complex_forward, view_as_complex_vjp,
        view_as_complex_shape, (), "view_as_real(g)", grows=False, math=_math(AS_COMPLEX), checks=(Check(((3, 2),)),)),
+    Op("neg_view", "NegViewBackward0", neg_view_forward, neg_view_vjp, lambda s, p, loc: tuple(s[0]), (), "-g",
+       grows=False, math=_math(NEG_VIEW), checks=(Check(((2, 2),)),)),
 )
