@@ -257,6 +257,8 @@ def value_json(v, printer=None) -> dict | list | float | int | str | None:
             {"shape": list(v.value.shape), "value": None, "exact": None, "dtype": v.dtype}
     if isinstance(v, Cx):   # a complex value whose tensor's dtype the record did not keep
         return complex_json(v, None, printer)
+    if isinstance(v, Typed) and v.dtype in ("float32", "float64"):   # a complex tensor's real view of the other width
+        return {"shape": list(v.value.shape), "value": v.value.floats(), "exact": v.value.strings(), "dtype": v.dtype}
     if isinstance(v, Typed):   # an integer or bool tensor (--structure: no values, as for every tensor)
         return {"shape": list(v.value.shape), "value": v.elements(), "exact": v.value.strings(), "dtype": v.dtype}
     if not isinstance(v, Exact):  # the float64 and structure modes' values

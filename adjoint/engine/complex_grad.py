@@ -72,6 +72,11 @@ def result_dtype(op, ts, default: str) -> str | None:
     if op.name == "view_as_complex":
         return _COMPLEX_OF.get(operands[0].dtype) if operands else None
     if not any(is_complex(t) for t in operands):
+        # the real view of a complex64 tensor in a float64 file (or the reverse): a float dtype
+        # not the file's own, promoted as torch.result_type does
+        floats = {t.dtype for t in operands if t.dtype in ("float32", "float64")}
+        if floats and floats != {default}:
+            return "float64" if "float64" in floats else "float32"
         return None
     if op.name in _TO_REAL:
         return _REAL_OF[operands[0].dtype]
@@ -83,7 +88,9 @@ def value_dtype(B, value) -> str | None:
     """The dtype of a tensor made from a complex value with no dtype given (a gradient handed
     to a hook): the file's complex dtype."""
     is_cx = getattr(B, "is_complex", None)
-    return B.complex_dtype if is_cx is not None and is_cx(value) else None
+    if is_cx is None or not is_cx(value):
+        return None
+    return value.dtype or B.complex_dtype
 
 
 def complex_node(node) -> bool:
@@ -103,6 +110,9 @@ def call_vjp(node, B, gs, ins, outs, need) -> list:
                        [conj(x) if x is not None else None for x in outs], node.params, need)
     grads = list(grads)
     for i, t in enumerate(node.inputs):
-        if i < len(grads) and grads[i] is not None and t is not None and not is_complex(t):
-            grads[i] = B.real(grads[i])      # handle_r_to_c: a real input's gradient is real
+        if i < len(grads) and grads[i] is not None and t is not None:
+            if not is_complex(t):
+                grads[i] = B.real(grads[i])      # handle_r_to_c: a real input's gradient is real
+            elif B.is_complex(grads[i]):
+                grads[i] = grads[i].tagged(t.dtype)   # the engine's validate_outputs: the input's dtype
     return grads

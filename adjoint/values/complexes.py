@@ -20,10 +20,11 @@ from adjoint.values.numbers.gaussian import complex_text
 class Cx:
     """A complex tensor value: real part ``re`` and imaginary part ``im`` (same shape)."""
 
-    __slots__ = ("re", "im")
+    __slots__ = ("re", "im", "dtype")
 
-    def __init__(self, re, im):
+    def __init__(self, re, im, dtype: str | None = None):
         self.re, self.im = re, im
+        self.dtype = dtype   # the dtype of the tensor it is the gradient of, when the engine knows it
 
     @property
     def shape(self) -> tuple:
@@ -52,6 +53,10 @@ class Cx:
         if re is None or im is None:
             return None
         return _texts(re, im)
+
+    def tagged(self, dtype: str | None) -> "Cx":
+        """The same value, as the gradient of a tensor of ``dtype``."""
+        return self if dtype is None or dtype == self.dtype else Cx(self.re, self.im, dtype)
 
     def equals(self, other) -> bool:
         return isinstance(other, Cx) and self.re.equals(other.re) and self.im.equals(other.im)
