@@ -116,3 +116,13 @@ def call_vjp(node, B, gs, ins, outs, need) -> list:
             elif B.is_complex(grads[i]):
                 grads[i] = grads[i].tagged(t.dtype)   # the engine's validate_outputs: the input's dtype
     return grads
+
+
+def refuse_complex_inplace(ts, prim: str, loc) -> None:
+    """An in-place write into or from a complex tensor, or into the real view of one (``z.real``,
+    ``view_as_real(z)``, which share the complex tensor's memory in PyTorch), is not modelled."""
+    target = ts[0]
+    inside = getattr(target, "of_complex", False) or (target.base is not None and getattr(target.base, "of_complex", False))
+    if inside or any(is_complex(t) for t in ts):
+        raise ProblemError(loc, f"the in-place {prim} on a complex tensor (or on its real view) is not modelled; "
+                                "write it out of place (z = z * 2)")

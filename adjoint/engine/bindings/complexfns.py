@@ -35,11 +35,17 @@ def conj(rt, z: Tensor, loc: Loc):
     return out
 
 
+def _as_real(rt, z: Tensor, loc: Loc):
+    out = rt.apply("view_as_real", [z], None, loc)
+    out.of_complex = True   # it shares the complex tensor's memory: no in-place write modelled
+    return out
+
+
 def _real_view(rt, z: Tensor, loc: Loc):
     if is_conj(z):   # at::real / at::imag: view_as_real(self._conj())
         w = rt.apply("conj", [z], None, loc)
-        return rt.apply("view_as_real", [w], None, loc)
-    return rt.apply("view_as_real", [z], None, loc)
+        return _as_real(rt, w, loc)
+    return _as_real(rt, z, loc)
 
 
 def real(rt, z: Tensor, loc: Loc):
@@ -63,7 +69,7 @@ def view_as_real(rt, z: Tensor, loc: Loc):
         raise TorchError("RuntimeError", "view_as_real is only supported for complex tensors", "dtype")
     if is_conj(z):
         raise TorchError("RuntimeError", _RESOLVE, "dtype")
-    return rt.apply("view_as_real", [z], None, loc)
+    return _as_real(rt, z, loc)
 
 
 def view_as_complex(rt, x: Tensor, loc: Loc):
