@@ -15,7 +15,7 @@ each pair -- the same maps restricted to real numbers, so the checks hold there 
 from __future__ import annotations
 
 from adjoint.format.errors import ProblemError
-from adjoint.values.mathtree import Fn, TFn
+from adjoint.values.mathtree import Fn, TFn, TNeg
 from adjoint.values.mathtree.functions import generic_vjp
 from adjoint.engine.ops.record import Check, Math, Op
 
@@ -87,7 +87,6 @@ def neg_view_vjp(B, gs, ins, outs, p, need):
 
 CONJ = Fn("conj", "\\overline{#0}", generic_vjp, delimited=True)
 AS_REAL = Fn("view_as_real", "\\operatorname{view\\_as\\_real}\\left(#0\\right)", generic_vjp)
-NEG_VIEW = Fn("neg_view", "\\operatorname{neg\\_view}\\left(#0\\right)", generic_vjp)
 AS_COMPLEX = Fn("view_as_complex", "\\operatorname{view\\_as\\_complex}\\left(#0\\right)", generic_vjp)
 
 
@@ -103,5 +102,5 @@ OPS = (
     Op("view_as_complex", "ViewAsComplexBackward0", view_as_complex_forward, view_as_complex_vjp,
        view_as_complex_shape, (), "view_as_real(g)", grows=False, math=_math(AS_COMPLEX), checks=(Check(((3, 2),)),)),
     Op("neg_view", "NegViewBackward0", neg_view_forward, neg_view_vjp, lambda s, p, loc: tuple(s[0]), (), "-g",
-       grows=False, math=_math(NEG_VIEW), checks=(Check(((2, 2),)),)),
+       grows=False, math=Math(lambda a, p, shape, k: TNeg(a[0], shape)), checks=(Check(((2, 2),)),)),
 )
