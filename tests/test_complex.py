@@ -206,3 +206,15 @@ def test_gaussian_rationals():
     assert str(a ** 3) == "-11 - 2*i"
     assert complex_text("~0.5", "1 - tanh(2)**2") == "~0.5 + (1 - tanh(2)**2)*i"
     assert complex_text("0", "~-1.2e-7") == "0 - ~1.2e-7*i"
+
+
+def test_latex_typesets_complex_values_and_the_convention():
+    from adjoint.render.latex import render_document
+
+    pred = adjoint.load("problems/complex_layer.yaml").solve()
+    tex = render_document(pred)
+    assert "conjugate Wirtinger" in tex
+    assert "1 + 2\\mathrm{i} & 3 - \\mathrm{i}" in tex                     # z as given
+    # z.grad = conj(W)^T (2y), by hand in test_complex_layer_hooks_by_hand: 79/10 + 18/5 i, 175/8 - 37/8 i
+    assert "\\mathtt{z.grad} & = \\begin{bmatrix}7.9 + 3.6\\mathrm{i} & 21.875 - 4.625\\mathrm{i}\\end{bmatrix}" in tex
+    assert "without hooks" not in tex   # no hook changes a gradient here: the hook-free values are PyTorch's
