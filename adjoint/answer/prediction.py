@@ -255,8 +255,8 @@ def value_json(v, printer=None) -> dict | list | float | int | str | None:
     if isinstance(v, Typed) and v.dtype in ("complex64", "complex128"):   # adjoint.values.complexes
         return complex_json(v.value, v.dtype, printer) if v.value is not None and v.value.floats is not None else \
             {"shape": list(v.value.shape), "value": None, "exact": None, "dtype": v.dtype}
-    if isinstance(v, Cx):   # a complex value whose tensor's dtype the record did not keep
-        return complex_json(v, None, printer)
+    if isinstance(v, Cx):   # a complex value: a gradient knows its tensor's dtype (adjoint.engine.complex_grad)
+        return complex_json(v, v.dtype, printer)
     if isinstance(v, Typed) and v.dtype in ("float32", "float64"):   # a complex tensor's real view of the other width
         return {"shape": list(v.value.shape), "value": v.value.floats(), "exact": v.value.strings(), "dtype": v.dtype}
     if isinstance(v, Typed):   # an integer or bool tensor (--structure: no values, as for every tensor)

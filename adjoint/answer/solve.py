@@ -17,7 +17,6 @@ from adjoint.values.backends.exact import ExactBackend
 from adjoint.values.backends.float64 import Float64Backend
 from adjoint.values.backends.structure import StructureBackend
 from adjoint.values.backends import complex as complex_values
-from adjoint.values.complexes import Cx
 from adjoint.format.errors import ProblemError
 from adjoint.engine.forward import Call
 from adjoint.engine.function_checks import check_functions
@@ -122,7 +121,7 @@ def assemble(run: VariantRun, progress=None) -> VariantPrediction:
                   for p in run.passes]
     return VariantPrediction(
         name=run.variant.name, method=last.request.method if last else "backward", root=root_name(run.problem),
-        loss=loss, values=values, boundaries=_boundaries(run, progress), grads=_typed_grads(run, run.grads()), returned=returned,
+        loss=loss, values=values, boundaries=_boundaries(run, progress), grads=run.grads(), returned=returned,
         hook_calls=hook_calls, notes=notes, functions=check_functions(run) if run.rt.B.name == "exact" else [],
         node_order=last.result.order if last else [], symbolic=symbolic,
         kinks=[note for _, _, note in fwd.notes], run=run,
@@ -134,16 +133,6 @@ def _returned(p) -> dict | None:
     if p.request.method != "grad":
         return None
     return {name: value for (name, _, _), value in zip(p.request.inputs, p.result.captured)}
-
-
-def _typed_grads(run: VariantRun, grads: dict) -> dict:
-    """``.grad`` values, a complex one with its tensor's dtype (the JSON writes it)."""
-    if not any(isinstance(v, Cx) for v in grads.values()):
-        return grads
-    tensors = dict(run.model.leaves)
-    if run.forwards:
-        tensors.update(run.forward.names)
-    return {k: Typed(v, tensors[k].dtype) if isinstance(v, Cx) and k in tensors else v for k, v in grads.items()}
 
 
 def _node_names(run: VariantRun) -> dict:

@@ -265,8 +265,8 @@ class DerivationPrinter(LatexPrinter):
         mag = b[1:] if neg else b
         mag = "" if mag == "1" else mag
         if a in ("0", "-0"):
-            return f"{'-' if neg else ''}{mag}\mathrm{{i}}"
-        return f"{a} {'-' if neg else '+'} {mag}\mathrm{{i}}"
+            return f"{'-' if neg else ''}{mag}\\mathrm{{i}}"
+        return f"{a} {'-' if neg else '+'} {mag}\\mathrm{{i}}"
 
     def complex_tensor(self, x, budget: float, max_cols: int | None = None) -> str | None:
         """A complex tensor (:class:`adjoint.values.complexes.Cx`): each element ``a + b i``, as a number,

@@ -148,6 +148,8 @@ class ComplexBackend:
         if not isinstance(x, Cx):
             return self.inner.pow(x, e)
         k = _integer(e, self.inner)
+        if k is None and self.inner.name == "structure":   # shapes only: the power keeps the shape
+            return x
         if k is None:
             raise NotImplementedError("a complex tensor's power with a non-integer exponent")
         one = Cx(self.inner.full(x.shape, 1), self.inner.zeros(x.shape))
@@ -252,14 +254,10 @@ def _integer(e, inner):
 
 
 def for_problem(problem, backend):
-    """``backend`` extended to complex values when the file declares a complex tensor (the
-    structure mode has no values to extend: refused there, at the first such declaration)."""
-    from adjoint.format.errors import ProblemError
+    """``backend`` extended to complex values when the file declares a complex tensor (in the
+    structure mode a complex value is a pair of shapes)."""
     first = next((d for d in problem.all_tensors() if d.dtype in ("complex64", "complex128")), None)
     if first is None:
         return backend
-    if backend.name == "structure":
-        raise ProblemError(first.loc, f"'{first.name}' is a complex tensor, which --structure does not model; solve "
-                                      "exactly or with --float64")
     wide = any(d.dtype == "complex128" for d in problem.all_tensors())
     return ComplexBackend(backend, "complex128" if wide else "complex64")
