@@ -16,7 +16,7 @@ from nodechain import chain, leaf_names
 
 C128 = torch.complex128
 
-# every complex op of the slice, each intermediate named so its graph can be compared
+# every complex op of the slice (complex Python numbers too), each intermediate named so its graph can be compared
 FORWARD = """\
     a = z * w + x
     b = a.conj() * 2 - z / w
@@ -26,7 +26,8 @@ FORWARD = """\
     f = torch.view_as_complex(e * 3)
     g = (z @ w).abs() + f.abs().sum() + (w - 1).abs().pow(2).mean() + torch.real(-z).sum()
     h = mm(w.reshape(2, 1), z.reshape(1, 2)).sum() * 0.5 + 1 / z.sum()
-    k = c.sum() + d.sum() + e.sum() + g + h.abs()
+    s = 1j - (z * 1j + (1 + 2j) * z - 0.5j) / (2 - 1j) + x * 2j + (2j / z) * (x - 1j) + torch.mul(z, -3j)
+    k = c.sum() + d.sum() + e.sum() + g + h.abs() + s.abs().sum()
     return k
 """
 
@@ -66,7 +67,8 @@ def _torch_run():
     t["f"] = f = torch.view_as_complex(e * 3)
     t["g"] = g = (z @ w).abs() + f.abs().sum() + (w - 1).abs().pow(2).mean() + torch.real(-z).sum()
     t["h"] = h = torch.mm(w.reshape(2, 1), z.reshape(1, 2)).sum() * 0.5 + 1 / z.sum()
-    t["k"] = k = c.sum() + d.sum() + e.sum() + g + h.abs()
+    t["s"] = s = 1j - (z * 1j + (1 + 2j) * z - 0.5j) / (2 - 1j) + x * 2j + (2j / z) * (x - 1j) + torch.mul(z, -3j)
+    t["k"] = k = c.sum() + d.sum() + e.sum() + g + h.abs() + s.abs().sum()
     k.backward()
     return t, seen
 
@@ -86,7 +88,7 @@ def test_graphs_values_and_gradients_match_torch(both):
     v, (theirs, seen) = both
     ours = v.run.forward.names
     js = v.to_json()
-    for name in "abcdefghk":
+    for name in "abcdefghsk":
         assert chain(ours[name], leaf_names(ours)) == chain(theirs[name], leaf_names(theirs)), name
         value = js["values"][name]
         assert value.get("dtype") == (str(theirs[name].dtype).removeprefix("torch.")

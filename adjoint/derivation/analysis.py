@@ -189,6 +189,8 @@ class Analysis:
     def operand(self, i, eqns: list, functions: dict) -> TNode | None:
         if i is None:                                   # an optional tensor argument not given
             return None
+        if isinstance(i, Cx):                           # a complex Python number PyTorch wrapped (2j)
+            return TConst(i, i.shape)
         if isinstance(i, Exact):
             if i.size == 1 and i.rational:
                 x = i.item()

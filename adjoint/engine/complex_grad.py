@@ -22,6 +22,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from adjoint.format.errors import ProblemError
+from adjoint.format.gaussian import Gaussian
 
 COMPLEX_DTYPES = ("complex64", "complex128")
 _REAL_OF = {"complex64": "float32", "complex128": "float64"}
@@ -44,6 +45,14 @@ _SAME_DTYPE = frozenset(("mm", "mv", "dot", "bmm", "addmm"))
 
 def is_complex(t) -> bool:
     return t is not None and getattr(t, "dtype", None) in COMPLEX_DTYPES
+
+
+def check_numbers(B, ins, loc) -> None:
+    """A complex Python number (``2j``) in a file without complex tensors: refused (its values
+    would need the complex backend the file does not set up)."""
+    if not hasattr(B, "is_complex") and any(isinstance(x, Gaussian) for x in ins):
+        raise ProblemError(loc, "a complex number (such as 2j) in a file without complex tensors is not modelled; "
+                                "declare an input with dtype: complex64 or complex128")
 
 
 def check_operands(op, ts, params, loc) -> None:
@@ -71,6 +80,10 @@ def result_dtype(op, ts, default: str) -> str | None:
     operands = [t for t in ts if t is not None and not t.wrapped]
     if op.name == "view_as_complex":
         return _COMPLEX_OF.get(operands[0].dtype) if operands else None
+    if any(t is not None and t.wrapped and is_complex(t) for t in ts) and not any(is_complex(t) for t in operands):
+        # a real tensor and a complex number (x * 1j): complex of the tensor's width
+        floats = [t.dtype for t in operands if t.dtype in _COMPLEX_OF]
+        return "complex128" if "float64" in floats else "complex64"
     if not any(is_complex(t) for t in operands):
         # the real view of a complex64 tensor in a float64 file (or the reverse): a float dtype
         # not the file's own, promoted as torch.result_type does

@@ -182,6 +182,7 @@ class Runtime:
         if self.progress is not None:
             self.progress("forward", self.seq, None)
         # None: an optional tensor argument not given (a convolution's bias): no edge value, never saved
+        complex_grad.check_numbers(self.B, ins, loc)
         ts = [x if isinstance(x, Tensor) or x is None else self.wrapped_number(x) for x in ins]
         complex_grad.check_operands(op, ts, params, loc)
         out_shape = op.shape([t.shape if t is not None else None for t in ts], params, loc)

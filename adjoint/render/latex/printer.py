@@ -332,6 +332,10 @@ class DerivationPrinter(LatexPrinter):
                 return 45 if self.elem(e).startswith("-") else min(elem_prec(e), 100)
             return 100
         if isinstance(n, TConst):
+            if isinstance(n.value, Cx):      # a + b i
+                return 40 if n.value.size == 1 else 100
+            if type(n.value).__name__ == "Gaussian":
+                return 40
             if isinstance(n.value, Exact):
                 return 100
             cv = _const_value(n)
@@ -368,8 +372,11 @@ class DerivationPrinter(LatexPrinter):
         return base
 
     def _print_TConst(self, n: TConst) -> str:
-        if isinstance(n.value, Exact):
+        if isinstance(n.value, (Exact, Cx)):
             return self._print(n.value)
+        if type(n.value).__name__ == "Gaussian":   # a complex Python number
+            return self.complex_elem(fmpq(n.value.re.numerator, n.value.re.denominator),
+                                     fmpq(n.value.im.numerator, n.value.im.denominator))
         v = Fraction(n.value) if not isinstance(n.value, fmpq) else Fraction(int(n.value.p), int(n.value.q))
         return format_rational(fmpq(v.numerator, v.denominator)).signed()
 

@@ -13,6 +13,7 @@ real backend's. Which ops may meet a complex operand at all is decided before th
 from __future__ import annotations
 
 from adjoint.values.complexes import Cx
+from adjoint.values.numbers.gaussian import Gaussian
 
 #: the real backend's methods that act on each part alone (linear in the value)
 _LINEAR = ("neg", "reshape", "t2", "broadcast_to", "index", "permute", "sum_to", "total", "sum_dims", "place",
@@ -78,6 +79,11 @@ class ComplexBackend:
         if imag is None:
             return self.inner.literal(lit)
         return Cx(self.inner.literal(lit), self.inner.literal(imag))
+
+    def scalar(self, value):
+        if isinstance(value, Gaussian):   # a complex Python number (2j): a 0-d complex value
+            return Cx(self.inner.scalar(value.re), self.inner.scalar(value.im))
+        return self.inner.scalar(value)
 
     def make(self, re, im):
         return Cx(re, im)
