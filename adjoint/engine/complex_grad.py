@@ -47,10 +47,13 @@ def is_complex(t) -> bool:
     return t is not None and getattr(t, "dtype", None) in COMPLEX_DTYPES
 
 
-def check_numbers(B, ins, loc) -> None:
+def check_numbers(B, opname: str, ins, params, loc) -> None:
     """A complex Python number (``2j``) in a file without complex tensors: refused (its values
-    would need the complex backend the file does not set up)."""
-    if not hasattr(B, "is_complex") and any(isinstance(x, Gaussian) for x in ins):
+    would need the complex backend the file does not set up); so is one as an op's parameter
+    other than ``rsub``'s (``1j - x``): a complex exponent (``x ** 1j``, ``2j ** x``)."""
+    if isinstance(params, Gaussian) and opname != "rsub":
+        raise ProblemError(loc, f"a complex exponent ({opname}) is not modelled; complex tensors take integer powers")
+    if not hasattr(B, "is_complex") and (isinstance(params, Gaussian) or any(isinstance(x, Gaussian) for x in ins)):
         raise ProblemError(loc, "a complex number (such as 2j) in a file without complex tensors is not modelled; "
                                 "declare an input with dtype: complex64 or complex128")
 
@@ -61,7 +64,7 @@ def check_operands(op, ts, params, loc) -> None:
         return
     if op.name not in COMPLEX_OPS:
         raise ProblemError(loc, f"{op.name} ({op.node}) of a complex tensor is not modelled; complex tensors take "
-                                "+ - * / (tensors and real numbers), neg, conj, real, imag, abs, exp, integer pow, "
+                                "+ - * / (tensors, real and complex numbers), neg, conj, real, imag, abs, exp, integer pow, "
                                 "sum, mean, matmul/mm, Linear, view_as_real, view_as_complex and views (docs/ops.md)")
     if op.name == "pow_scalar" and not (isinstance(params, (int, Fraction)) and Fraction(params).denominator == 1):
         raise ProblemError(loc, f"a complex tensor to the power {params} is not modelled; an integer exponent is")
@@ -72,7 +75,7 @@ def check_operands(op, ts, params, loc) -> None:
                                     "refuses a product of mixed dtypes); give every operand the same complex dtype")
 
 
-def result_dtype(op, ts, default: str) -> str | None:
+def result_dtype(op, ts, default: str, params=None) -> str | None:
     """The output dtype when a complex tensor is involved (None otherwise): ``abs`` and
     ``view_as_real`` of a complex tensor are real, ``view_as_complex`` of a real one is
     complex; otherwise the promoted dtype of the operands (a float64 or complex128 operand
@@ -80,7 +83,8 @@ def result_dtype(op, ts, default: str) -> str | None:
     operands = [t for t in ts if t is not None and not t.wrapped]
     if op.name == "view_as_complex":
         return _COMPLEX_OF.get(operands[0].dtype) if operands else None
-    if any(t is not None and t.wrapped and is_complex(t) for t in ts) and not any(is_complex(t) for t in operands):
+    if (isinstance(params, Gaussian) or any(t is not None and t.wrapped and is_complex(t) for t in ts)) \
+            and not any(is_complex(t) for t in operands):
         # a real tensor and a complex number (x * 1j): complex of the tensor's width
         floats = [t.dtype for t in operands if t.dtype in _COMPLEX_OF]
         return "complex128" if "float64" in floats else "complex64"
@@ -104,6 +108,12 @@ def value_dtype(B, value) -> str | None:
     if is_cx is None or not is_cx(value):
         return None
     return value.dtype or B.complex_dtype
+
+
+def tag_complex(value, dtype: str):
+    """A complex value as the value of a tensor of ``dtype`` (a hook's returned gradient)."""
+    tagged = getattr(value, "tagged", None)
+    return tagged(dtype) if tagged is not None and dtype in COMPLEX_DTYPES else value
 
 
 def complex_node(node) -> bool:

@@ -107,7 +107,8 @@ class Runtime:
     def tensor(self, value, requires_grad: bool = False, grad_fn: Node | None = None, output_nr: int = 0,
                dtype: str | None = None, name: str | None = None) -> Tensor:
         shape = tuple(self.B.shape(value))
-        dtype = dtype or complex_grad.value_dtype(self.B, value) or self.dtype
+        held = complex_grad.value_dtype(self.B, value)   # a complex value is held by a complex tensor
+        dtype = held if held is not None and dtype not in complex_grad.COMPLEX_DTYPES else dtype or self.dtype
         t = Tensor(self.next_tensor, shape, dtype, value, requires_grad, grad_fn,
                    output_nr, grad_fn is None, name=name, strides=contiguous_strides(shape))
         self.next_tensor += 1
@@ -182,7 +183,7 @@ class Runtime:
         if self.progress is not None:
             self.progress("forward", self.seq, None)
         # None: an optional tensor argument not given (a convolution's bias): no edge value, never saved
-        complex_grad.check_numbers(self.B, ins, loc)
+        complex_grad.check_numbers(self.B, opname, ins, params, loc)
         ts = [x if isinstance(x, Tensor) or x is None else self.wrapped_number(x) for x in ins]
         complex_grad.check_operands(op, ts, params, loc)
         out_shape = op.shape([t.shape if t is not None else None for t in ts], params, loc)
@@ -220,7 +221,7 @@ class Runtime:
                 self.notes.append((node.name if node is not None else op.name, loc, note))
         shapes = out_shape if multi else (out_shape,)
         n_diff = len(outs_v) if op.diff_outputs is None else op.diff_outputs
-        complex_dtype = complex_grad.result_dtype(op, ts, self.dtype)
+        complex_dtype = complex_grad.result_dtype(op, ts, self.dtype, params)
         if op.elementwise and not op.out_dtypes:
             promoted = complex_dtype or self._promoted_dtype(op, ts, diff, loc)
         else:
