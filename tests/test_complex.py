@@ -220,3 +220,17 @@ def test_latex_typesets_complex_values_and_the_convention():
     # z.grad = conj(W)^T (2y), by hand in test_complex_layer_hooks_by_hand: 79/10 + 18/5 i, 175/8 - 37/8 i
     assert "\\mathtt{z.grad} & = \\begin{bmatrix}7.9 + 3.6\\mathrm{i} & 21.875 - 4.625\\mathrm{i}\\end{bmatrix}" in tex
     assert "without hooks" not in tex   # no hook changes a gradient here: the hook-free values are PyTorch's
+
+
+@pytest.mark.parametrize("i", [0, 5])
+def test_generated_complex_problem_matches_torch(i):
+    # tests/gen/complexgen.py (benchmarks/sweep.py --kind complex): a few fixed problems, checked
+    # like tests/test_differential.py checks the others (every variant solved, run in torch, compared)
+    import random
+
+    from gen import check
+    from gen.complexgen import generate_complex
+
+    text, _ = generate_complex(random.Random(f"1-{i}"))
+    outcome = check(text, timeout=60.0)
+    assert all(st in ("ok", "both_raise") for _, st, _ in outcome.variants), outcome.report()
