@@ -138,6 +138,8 @@ def call_vjp(node, B, gs, ins, outs, need) -> list:
                 grads[i] = B.real(grads[i])      # handle_r_to_c: a real input's gradient is real
             elif B.is_complex(grads[i]):
                 grads[i] = grads[i].tagged(t.dtype)   # the engine's validate_outputs: the input's dtype
+            else:                                     # a real rule's zeros (x ** 0): a complex zero
+                grads[i] = B.make(grads[i], B.zeros(B.shape(grads[i]))).tagged(t.dtype)
     return grads
 
 
