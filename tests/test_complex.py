@@ -27,7 +27,9 @@ FORWARD = """\
     g = (z @ w).abs() + f.abs().sum() + (w - 1).abs().pow(2).mean() + torch.real(-z).sum()
     h = mm(w.reshape(2, 1), z.reshape(1, 2)).sum() * 0.5 + 1 / z.sum()
     s = 1j - (z * 1j + (1 + 2j) * z - 0.5j) / (2 - 1j) + x * 2j + (2j / z) * (x - 1j) + torch.mul(z, -3j)
-    k = c.sum() + d.sum() + e.sum() + g + h.abs() + s.abs().sum()
+    u = torch.cat((z, x, z * 1j))
+    v = torch.stack((z, x), dim=1)
+    k = c.sum() + d.sum() + e.sum() + g + h.abs() + s.abs().sum() + u.abs().sum() + (v ** 2).real.sum()
     return k
 """
 
@@ -68,7 +70,9 @@ def _torch_run():
     t["g"] = g = (z @ w).abs() + f.abs().sum() + (w - 1).abs().pow(2).mean() + torch.real(-z).sum()
     t["h"] = h = torch.mm(w.reshape(2, 1), z.reshape(1, 2)).sum() * 0.5 + 1 / z.sum()
     t["s"] = s = 1j - (z * 1j + (1 + 2j) * z - 0.5j) / (2 - 1j) + x * 2j + (2j / z) * (x - 1j) + torch.mul(z, -3j)
-    t["k"] = k = c.sum() + d.sum() + e.sum() + g + h.abs() + s.abs().sum()
+    t["u"] = u = torch.cat((z, x, z * 1j))
+    t["v"] = v = torch.stack((z, x), dim=1)
+    t["k"] = k = c.sum() + d.sum() + e.sum() + g + h.abs() + s.abs().sum() + u.abs().sum() + (v ** 2).real.sum()
     k.backward()
     return t, seen
 
@@ -88,7 +92,7 @@ def test_graphs_values_and_gradients_match_torch(both):
     v, (theirs, seen) = both
     ours = v.run.forward.names
     js = v.to_json()
-    for name in "abcdefghsk":
+    for name in "abcdefghsuvk":
         assert chain(ours[name], leaf_names(ours)) == chain(theirs[name], leaf_names(theirs)), name
         value = js["values"][name]
         assert value.get("dtype") == (str(theirs[name].dtype).removeprefix("torch.")

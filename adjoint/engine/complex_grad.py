@@ -34,7 +34,7 @@ COMPLEX_OPS = frozenset((
     "sum", "mean", "sum_dim", "mean_dim", "mm", "mv", "dot", "bmm", "addmm",
     "reshape_alias", "t", "view", "unsafe_view", "squeeze_", "select", "slice", "transpose", "permute", "unsqueeze",
     "squeeze_all", "squeeze_dim", "squeeze_dims", "expand", "alias", "clone",
-    "conj", "view_as_real", "view_as_complex", "neg_view"))
+    "conj", "view_as_real", "view_as_complex", "neg_view", "cat", "stack"))
 #: rules written in PyTorch's complex form already (no conjugation around them)
 NATIVE = frozenset(("abs", "conj", "view_as_real", "view_as_complex"))
 #: results of real dtype from a complex operand
@@ -65,7 +65,7 @@ def check_operands(op, ts, params, loc) -> None:
     if op.name not in COMPLEX_OPS:
         raise ProblemError(loc, f"{op.name} ({op.node}) of a complex tensor is not modelled; complex tensors take "
                                 "+ - * / (tensors, real and complex numbers), neg, conj, real, imag, abs, exp, integer pow, "
-                                "sum, mean, matmul/mm, Linear, view_as_real, view_as_complex and views (docs/ops.md)")
+                                "sum, mean, cat, stack, matmul/mm, Linear, view_as_real, view_as_complex and views (docs/ops.md)")
     if op.name == "pow_scalar" and not (isinstance(params, (int, Fraction)) and Fraction(params).denominator == 1):
         raise ProblemError(loc, f"a complex tensor to the power {params} is not modelled; an integer exponent is")
     if op.name in _SAME_DTYPE:

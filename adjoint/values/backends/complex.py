@@ -174,6 +174,20 @@ class ComplexBackend:
         r = self.inner.exp(x.re)
         return Cx(self.inner.mul(r, self.inner.cos(x.im)), self.inner.mul(r, self.inner.sin(x.im)))
 
+    def concat(self, xs, axis):
+        return self._joined("concat", xs, axis)
+
+    def stack(self, xs, axis):
+        return self._joined("stack", xs, axis)
+
+    def _joined(self, name: str, xs, axis):
+        f = getattr(self.inner, name)
+        xs = list(xs)
+        if not any(isinstance(x, Cx) for x in xs):
+            return f(xs, axis)
+        parts = [self.parts(x) for x in xs]
+        return Cx(f([p[0] for p in parts], axis), f([p[1] for p in parts], axis))
+
     # ------------------------------------------------------------------ complex-only functions
     def conj(self, x):
         if isinstance(x, Cx):
