@@ -14,6 +14,7 @@ JSON (the contract's VALUE of a complex tensor): ``"value"`` holds, per element,
 
 from __future__ import annotations
 
+from adjoint.values.arith import same
 from adjoint.values.numbers.gaussian import complex_text
 
 
@@ -59,7 +60,7 @@ class Cx:
         return self if dtype is None or dtype == self.dtype else Cx(self.re, self.im, dtype)
 
     def equals(self, other) -> bool:
-        return isinstance(other, Cx) and self.re.equals(other.re) and self.im.equals(other.im)
+        return isinstance(other, Cx) and same(self.re, other.re) and same(self.im, other.im)
 
     def __repr__(self) -> str:
         return f"Cx({self.strings()!r})"
