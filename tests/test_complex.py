@@ -238,3 +238,15 @@ def test_generated_complex_problem_matches_torch(i):
     text, _ = generate_complex(random.Random(f"1-{i}"))
     outcome = check(text, timeout=60.0)
     assert all(st in ("ok", "both_raise") for _, st, _ in outcome.variants), outcome.report()
+
+
+def test_report_writes_complex_values():
+    from click.testing import CliRunner
+
+    from adjoint.cli import main
+
+    out = CliRunner().invoke(main, ["solve", "problems/complex_layer.yaml"]).output
+    # z.grad = 79/10 + 18/5 i, 175/8 - 37/8 i (test_complex_layer_hooks_by_hand)
+    assert "z.grad           [[7.9+3.6i, 21.875-4.625i]]" in out
+    out = CliRunner().invoke(main, ["solve", "--exact", "tests/data/regressions/complex_hook_kinds.yaml"]).output
+    assert "79/10 + 18/5*i" in out and "Traceback" not in out
