@@ -11,7 +11,7 @@ What it builds, over the ops modelled on complex tensors:
   and a real ``x`` (some requiring grad) with a named intermediate ``h``, composed of
   ``* + - /`` (with tensors, real numbers and complex numbers such as ``2j``), ``conj``,
   ``.real``, ``.imag``, ``abs``, ``exp`` (scaled), integer powers, ``view_as_real`` /
-  ``view_as_complex``, ``sum``;
+  ``view_as_complex``, ``sum`` and ``mean`` (over a dim too), indexing, ``cat``, ``stack``;
 * a real loss (``|y|^2`` summed, ``y.real`` or ``y.imag`` summed, ``abs(y)`` averaged);
 * hooks: tensor hooks (observing or rescaling) on leaves, ``h`` and ``y``, a full backward hook
   on a Linear, in one or two variants; sometimes a loss that stays complex (PyTorch's
@@ -25,7 +25,9 @@ from collections import Counter
 
 UNARY = ["({}).conj()", "({}).real", "({}).imag", "({}).abs()", "torch.exp(0.25 * ({}))", "({}) ** 2", "({}) ** 3",
          "-({})", "({}) * 1.5", "({}) * 2j", "(1 - 2j) * ({})", "1j - ({})",
-         "torch.view_as_complex(torch.view_as_real(({}) * (1 + 1j)) * 0.5)", "({}) / (2 + 1j)"]
+         "torch.view_as_complex(torch.view_as_real(({}) * (1 + 1j)) * 0.5)", "({}) / (2 + 1j)",
+         "({0})[0] * ({0}).sum()", "({}).sum(dim=0, keepdim=True) * 0.5", "({})[1:] * 2",
+         "torch.cat((({0})[:1], ({0})[1:] * 1j))", "torch.stack((({0}), ({0}) * 2), dim=1).mean(dim=1)"]
 BINARY = ["({}) * ({})", "({}) + ({})", "({}) - ({})", "({}) / (({}).abs() ** 2 + 1)", "({}) * ({}).conj()"]
 
 

@@ -16,8 +16,9 @@ from adjoint.values.complexes import Cx
 from adjoint.values.numbers.gaussian import Gaussian
 
 #: the real backend's methods that act on each part alone (linear in the value)
-_LINEAR = ("neg", "reshape", "t2", "broadcast_to", "index", "permute", "sum_to", "total", "sum_dims", "place",
-           "place_add", "place_along")
+_LINEAR = ("neg", "reshape", "t2", "broadcast_to", "index", "permute", "sum_to", "total", "sum_dims")
+#: linear in their last argument (the gradient placed into zeros of a shape)
+_PLACING = ("place", "place_add", "place_along")
 #: methods bilinear in two values: complex product from four real ones
 _BILINEAR = ("mul", "matmul2d", "outer", "bmm")
 
@@ -34,6 +35,9 @@ class ComplexBackend:
         for name in _BILINEAR:
             if hasattr(inner, name):
                 setattr(self, name, self._bilinear(name))
+        for name in _PLACING:
+            if hasattr(inner, name):
+                setattr(self, name, self._placing(name))
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
@@ -47,6 +51,27 @@ class ComplexBackend:
                 return Cx(f(x.re, *args, **kw), f(x.im, *args, **kw))
             return f(x, *args, **kw)
         return method
+
+    def _placing(self, name):
+        f = getattr(self.inner, name)
+
+        def method(*args):
+            *head, g = args
+            if name == "place_along":   # (shape, dim, indices, g, keepdim)
+                *head, g, keepdim = args
+                if isinstance(g, Cx):
+                    return Cx(f(*head, g.re, keepdim), f(*head, g.im, keepdim))
+                return f(*args)
+            if isinstance(g, Cx):
+                return Cx(f(*head, g.re), f(*head, g.im))
+            return f(*args)
+        return method
+
+    def assign(self, base, key, new):
+        if not isinstance(base, Cx) and not isinstance(new, Cx):
+            return self.inner.assign(base, key, new)
+        (a, b), (c, d) = self.parts(base), self.parts(new)
+        return Cx(self.inner.assign(a, key, c), self.inner.assign(b, key, d))
 
     def _bilinear(self, name):
         f = getattr(self.inner, name)
