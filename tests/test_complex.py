@@ -250,3 +250,11 @@ def test_report_writes_complex_values():
     assert "z.grad           [[7.9+3.6i, 21.875-4.625i]]" in out
     out = CliRunner().invoke(main, ["solve", "--exact", "tests/data/regressions/complex_hook_kinds.yaml"]).output
     assert "79/10 + 18/5*i" in out and "Traceback" not in out
+
+
+def test_complex_values_as_data():
+    import numpy as np
+
+    g = adjoint.load("problems/complex_layer.yaml").solve().variants[0].grads["z"]
+    assert np.asarray(g).tolist() == [[7.9 + 3.6j, 21.875 - 4.625j]]      # 79/10 + 18/5 i, 175/8 - 37/8 i
+    assert complex(g[0, 1]) == 21.875 - 4.625j and len(g) == 1

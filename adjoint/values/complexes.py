@@ -19,7 +19,8 @@ from adjoint.values.numbers.gaussian import complex_text
 
 
 class Cx:
-    """A complex tensor value: real part ``re`` and imaginary part ``im`` (same shape)."""
+    """A complex tensor value: real part ``re`` and imaginary part ``im`` (same shape). As data:
+    ``numpy.asarray(v)`` (complex128), ``complex(v)`` of one element, ``v[i]``, ``len(v)``."""
 
     __slots__ = ("re", "im", "dtype")
 
@@ -54,6 +55,30 @@ class Cx:
         if re is None or im is None:
             return None
         return _texts(re, im)
+
+    def __array__(self, dtype=None, copy=None):
+        """``numpy.asarray(v)``: complex128, each part the nearest double."""
+        import numpy as np
+
+        pairs = self.floats()
+        if pairs is None:
+            raise TypeError("a complex value with free symbols has no decimal value")
+        a = np.asarray(pairs, dtype=np.float64)
+        out = a[..., 0] + 1j * a[..., 1]
+        return out.astype(dtype) if dtype is not None else out
+
+    def __complex__(self) -> complex:
+        if self.size != 1:
+            raise TypeError("only a one-element complex value converts to a Python complex")
+        return complex(self.__array__().reshape(-1)[0])
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __getitem__(self, key) -> "Cx":
+        return Cx(self.re[key], self.im[key], self.dtype)
 
     def tagged(self, dtype: str | None) -> "Cx":
         """The same value, as the gradient of a tensor of ``dtype``."""
