@@ -173,7 +173,6 @@ REFUSED = [
     ("x * True", "1:9: True is only allowed as a call argument, as in keepdim=True"),
     ("None", "1:5: None is only allowed as a call argument, an index (x[None]) or inside a hook's returned tuple"),
     ("x * ...", "1:9: '...' is only allowed as an index, as in x[..., 0]"),
-    ("x * 3j", "1:9: a complex literal is not allowed; expressions take real numbers"),
     ("sum(x, **opts)", "1:14: '**' unpacking is not allowed in a call; write the keyword arguments out, as in "
                        "sum(x, dim=0)"),
     ("layers[-1](x)", "1:12: call a ModuleList item by a non-negative integer literal, as in layers[0](x)"),
@@ -201,6 +200,12 @@ def test_integer_literals_torch_takes_are_accepted():
     # torch.ones(1) * 2**63 and + (-2**63) work; one more either way raises OverflowError
     assert parse_expression(node("x * 18446744073709551615"), "e").right.value == 2 ** 64 - 1
     assert parse_expression(node("x + -9223372036854775808"), "e").right.value == -2 ** 63
+
+
+def test_imaginary_literals_are_gaussian_rationals():
+    # 3j is a complex number (docs/format.md, "Complex tensors"): exact, its text kept
+    e = parse_expression(node("x * 0.5j"), "e")
+    assert (e.right.value.re, e.right.value.im, e.right.text, e.right.is_int) == (0, Fraction(1, 2), "0.5j", False)
 
 
 def test_none_anywhere_in_a_hook_return():

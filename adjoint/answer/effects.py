@@ -29,6 +29,7 @@ from adjoint.values.arith import rational_ratio
 from adjoint.values.exact import Exact
 from adjoint.answer.prediction import VariantPrediction
 from adjoint.format.syntax import Name
+from adjoint.values.complexes import Cx
 
 
 @dataclass
@@ -81,7 +82,7 @@ def hook_effects(v: VariantPrediction) -> Effects:
     if base.error is not None:
         return Effects(ran=True, error=f"{base.error.type}: {base.error.message}")
     out = Effects(ran=True)
-    if v.loss is not None and base.loss is not None and not A.equal(v.loss, base.loss):
+    if v.loss is not None and base.loss is not None and not _same(v.loss, base.loss):
         out.changes.append(Change("loss", "loss", base.loss, v.loss, _ratio(base.loss, v.loss)))
     for name, after in (v.returned or {}).items():
         before = (base.returned or {}).get(name)
@@ -114,6 +115,8 @@ def _ratio(before, after):
     """after / before when that is one nonzero rational for every element, else None. For closed
     forms (tanh(3/10), symbols) the factor is guessed from the decimals and then checked exactly."""
     if before is None or after is None or before.shape != after.shape:
+        return None
+    if isinstance(before, Cx) or isinstance(after, Cx):   # a complex factor is not said
         return None
     if not isinstance(before, Exact) or not isinstance(after, Exact):
         return _float_ratio(before.flat(), after.flat())   # --float64

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Callable
 from adjoint.values.numbers import symbolic
 from adjoint.values.exact import Exact
 from adjoint.engine.graph import Typed
+from adjoint.values.complexes import Cx, complex_json
 from adjoint.engine.adjoints import Boundary
 from adjoint.engine.function_checks import FunctionCheck
 
@@ -251,6 +252,13 @@ def value_json(v, printer=None) -> dict | list | float | int | str | None:
         return int(v) if v.denominator == 1 else float(v)
     if isinstance(v, (str, bool)):
         return v
+    if isinstance(v, Typed) and v.dtype in ("complex64", "complex128"):   # adjoint.values.complexes
+        return complex_json(v.value, v.dtype, printer) if v.value is not None and v.value.floats is not None else \
+            {"shape": list(v.value.shape), "value": None, "exact": None, "dtype": v.dtype}
+    if isinstance(v, Cx):   # a complex value: a gradient knows its tensor's dtype (adjoint.engine.complex_grad)
+        return complex_json(v, v.dtype, printer)
+    if isinstance(v, Typed) and v.dtype in ("float32", "float64"):   # a complex tensor's real view of the other width
+        return {"shape": list(v.value.shape), "value": v.value.floats(), "exact": v.value.strings(), "dtype": v.dtype}
     if isinstance(v, Typed):   # an integer or bool tensor (--structure: no values, as for every tensor)
         return {"shape": list(v.value.shape), "value": v.elements(), "exact": v.value.strings(), "dtype": v.dtype}
     if not isinstance(v, Exact):  # the float64 and structure modes' values

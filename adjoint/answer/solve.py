@@ -16,6 +16,7 @@ from contextlib import contextmanager, nullcontext
 from adjoint.values.backends.exact import ExactBackend
 from adjoint.values.backends.float64 import Float64Backend, blas_limited
 from adjoint.values.backends.structure import StructureBackend
+from adjoint.values.backends import complex as complex_values
 from adjoint.format.errors import ProblemError
 from adjoint.engine.forward import Call
 from adjoint.engine.function_checks import check_functions
@@ -79,6 +80,7 @@ def solve_variant(problem: Problem, variant: Variant, symbols: dict | None = Non
         backend = ExactBackend(problem.dtype, symbols, symbols is None and bool(problem.free_symbols()))
     else:
         backend = MODES[mode](problem.dtype, symbols)
+    backend = complex_values.for_problem(problem, backend)
     return assemble(run_variant(problem, variant, backend, progress), progress)
 
 

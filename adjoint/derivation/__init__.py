@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from adjoint.values.exact import Exact, Real
 from adjoint.engine.graph import Typed
+from adjoint.values.complexes import Cx
 from adjoint.derivation import values
 from adjoint.values import mathtree
 
@@ -50,8 +51,10 @@ def derive(prediction) -> ProblemDerivation:
     problem = prediction.problem
     symbols = dict(problem.symbols) if prediction.numeric and problem.symbols else {}
     variants = [v.derivation for v in prediction.variants]
-    return ProblemDerivation(problem.name, problem.description, symbols, variants, notations(variants),
-                             problem.path)
+    used = notations(variants)
+    if any(d.dtype in ("complex64", "complex128") for d in problem.all_tensors()):
+        used.add("complex")   # complex tensors: the document states PyTorch's convention for their gradients
+    return ProblemDerivation(problem.name, problem.description, symbols, variants, used, problem.path)
 
 
 #: the same function under a name no submodule shadows: importing ``adjoint.derivation.derive``
@@ -87,4 +90,4 @@ __all__ = ["Arrival", "ArrivalTerm", "Boundary", "BoundaryInput", "CallInfo", "C
            "DeclaredHook", "ErrorInfo", "Exact", "FunctionNote", "Gradient", "HookArg", "HookCall", "Ident",
            "LegacyRow",
            "LocalDerivative", "ProblemDerivation", "Step", "StepInfo", "Symbol", "TensorInfo", "Typed", "Unit",
-           "VariantDerivation", "Version", "derive", "derive_problem", "mathtree", "values"]
+           "VariantDerivation", "Version", "derive", "derive_problem", "mathtree", "values", "Cx"]

@@ -26,6 +26,8 @@ from adjoint.values.mathtree import (TT, TAtom, TBin, TCall, TConst, TLam, TMatM
 from adjoint.engine.ops import REGISTRY
 from adjoint.derivation.equations import Equations
 from adjoint.derivation.expressions import expr_tree
+from adjoint.engine.complex_grad import call_vjp, complex_node
+from adjoint.values.complexes import Cx
 
 #: chain-rule expansions with more paths than this are summarised by the recursion
 MAX_PATHS = 4
@@ -187,6 +189,8 @@ class Analysis:
     def operand(self, i, eqns: list, functions: dict) -> TNode | None:
         if i is None:                                   # an optional tensor argument not given
             return None
+        if isinstance(i, Cx):                           # a complex Python number PyTorch wrapped (2j)
+            return TConst(i, i.shape)
         if isinstance(i, Exact):
             if i.size == 1 and i.rational:
                 x = i.item()
@@ -296,9 +300,10 @@ class Analysis:
                 if edge is None or r is None:
                     continue
                 c = self.canon(edge)
+                ops = self.B if isinstance(r, Cx) or isinstance(cot.get(c), Cx) else A   # complex: its backend
                 if r.shape != g.vars[c].shape:
-                    r = A.sum_to(r, g.vars[c].shape)
-                cot[c] = r if cot.get(c) is None else A.add(cot[c], r)
+                    r = ops.sum_to(r, g.vars[c].shape)
+                cot[c] = r if cot.get(c) is None else ops.add(cot[c], r)
         return cot
 
     def _vjp(self, eqn, gs: list) -> list:
@@ -316,6 +321,9 @@ class Analysis:
                                                                           list(fn.output_values), fn.params, need))
         need = [e is not None for e in eqn.edges]
         op = REGISTRY[eqn.prim]
+        if complex_node(eqn.node):   # PyTorch's convention for complex values (adjoint.engine.complex_grad)
+            one = op.outputs == 1
+            return call_vjp(eqn.node, B, [gs[0]] if one else gs, ins, outs[:1] if one else outs, need)
         if op.outputs == 1:
             return op.vjp(B, [gs[0]], ins, outs[:1], eqn.params, need)
         return op.vjp(B, gs, ins, outs, eqn.params, need)

@@ -5,6 +5,8 @@ needs (:func:`source`)."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from adjoint.format import syntax as X
 from adjoint.values.mathtree import TT, TBin, TCall, TConst, TIndex, TInner, TMatMul, TName, TNeg, TNode, TNone, TTuple
 from adjoint.values.mathtree import t_shape as _t_shape
@@ -89,7 +91,7 @@ def source(e: X.Expr, parent: int = 0, right: bool = False) -> str:
     if isinstance(e, X.Tup):
         inner = ", ".join(source(a) for a in e.items)
         return f"({inner},)" if len(e.items) == 1 else f"({inner})"
-    if isinstance(e, X.Num) and e.value < 0 and parent > 10:
+    if isinstance(e, X.Num) and parent > 10 and (e.value < 0 if isinstance(e.value, Fraction) else e.text.startswith("-")):
         return f"({e.text})"
     return X.to_source(e)
 

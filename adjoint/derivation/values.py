@@ -15,6 +15,8 @@ import numpy as np
 from adjoint.values import exact as E
 from adjoint.values.exact import Exact, q, s_sym
 from adjoint.values.arith import rational_ratio
+from adjoint.values.complexes import Cx
+from adjoint.engine.graph import Typed
 
 __all__ = ["Exact", "decimal_value", "q", "ratio", "s_sym", "same"]
 
@@ -37,6 +39,9 @@ def same(p: Exact | None, q: Exact | None) -> bool:
     """Equal values, for labelling ("this is lambda_3")."""
     if p is None or q is None:
         return p is q
+    p, q = getattr(p, "value", p) if isinstance(p, Typed) else p, getattr(q, "value", q) if isinstance(q, Typed) else q
+    if isinstance(p, Cx) or isinstance(q, Cx):   # complex values: both parts the same
+        return isinstance(p, Cx) and isinstance(q, Cx) and same(p.re, q.re) and same(p.im, q.im)
     if p.shape != q.shape:
         return False
     if p.rational and q.rational:
@@ -64,4 +69,6 @@ def same(p: Exact | None, q: Exact | None) -> bool:
 
 def ratio(p: Exact, q: Exact):
     """c with q == c * p elementwise (p nonzero somewhere), else None (both rational)."""
+    if not isinstance(p, Exact) or not isinstance(q, Exact):   # a complex or typed value: no ratio is said
+        return None
     return rational_ratio(p, q)

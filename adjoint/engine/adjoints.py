@@ -11,6 +11,7 @@ from adjoint.engine.autograd_function import declared_vjp
 from adjoint.engine.graph import Node, Tensor
 from adjoint.engine.inplace import copy_slices_backward
 from adjoint.format.problem import OUTPUT, ROOT
+from adjoint.engine.complex_grad import call_vjp
 
 
 @dataclass(repr=False)
@@ -160,7 +161,7 @@ def pure_vjp(rt, nodes: list[Node], seeds: list, wrt, known: dict | None = None,
             need = [e is not None for e in node.edges]
             outs = _known_vjp(B, known, node, gs, need)
             if outs is None:
-                outs = node.op.vjp(B, gs, list(node.input_values), list(node.output_values), node.params, need)
+                outs = call_vjp(node, B, gs, list(node.input_values), list(node.output_values), need)
         for i, (edge, g) in enumerate(zip(node.edges, outs)):
             if edge is None or g is None:
                 continue

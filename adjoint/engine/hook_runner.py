@@ -19,6 +19,7 @@ from adjoint.format.raising import raises_now
 from adjoint.engine.pyerrors import type_name
 from adjoint.engine.returned_number import ReturnedNumber
 from adjoint.engine.hookwrites import HookInterp, LeafGrads, Wrapped, wrap_args
+from adjoint.engine.complex_grad import tag_complex
 
 _GRAD = attrgetter("grad")
 
@@ -284,7 +285,7 @@ def _value(v, hook):
     if v is None:
         return None
     if isinstance(v, Tensor):
-        return v.value
+        return tag_complex(v.value, v.dtype)
     if isinstance(v, tuple):
         raise ProblemError(hook.returns.loc, "nested tuples are not valid hook results")
     # a plain Python number: PyTorch would reject it as a gradient

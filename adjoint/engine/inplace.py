@@ -32,6 +32,7 @@ from adjoint.values.strides import contiguous_strides
 from adjoint.engine.ops import REGISTRY
 from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.view_history import rebase_message, regenerate, view_value
+from adjoint.engine.complex_grad import refuse_complex_inplace
 
 #: ``t op= v`` for a tensor ``t``: Tensor.__iadd__ and friends (``@=`` is not in-place in torch).
 AUGMENTED = {"+": "add_", "-": "sub_", "*": "mul_", "/": "div_", "**": "pow_"}
@@ -86,6 +87,7 @@ def call_inplace(rt, name: str, target: Tensor, args: list, kwargs: dict, loc: L
 def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc) -> Tensor:
     op = REGISTRY[prim]
     ts = [target] + [x if isinstance(x, Tensor) else rt.wrapped_number(x) for x in others]
+    refuse_complex_inplace(ts, prim, loc)
     out_shape = op.shape([t.shape for t in ts], params, loc)
     if tuple(out_shape) != target.shape:
         raise ProblemError(loc, f"output with shape {list(target.shape)} doesn't match the broadcast shape "

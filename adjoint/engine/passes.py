@@ -258,6 +258,9 @@ def backward_request(problem: Problem, bw, run: VariantRun, backend) -> Backward
         grad_output = backend.literal(bw.grad_output)
     elif root.requires_grad and _numel(root.shape) != 1:
         raise TorchError("RuntimeError", "grad can be implicitly created only for scalar outputs", "autograd")
+    elif root.requires_grad and root.dtype in ("complex64", "complex128"):   # _make_grads: a real scalar only
+        raise TorchError("RuntimeError", "grad can be implicitly created only for real scalar outputs but got "
+                                         f"torch.{root.dtype}", "autograd")
     if not root.requires_grad:
         raise TorchError("RuntimeError", "element 0 of tensors does not require grad and does not have a grad_fn",
                          "autograd")

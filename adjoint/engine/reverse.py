@@ -37,6 +37,7 @@ from adjoint.engine import warns
 from adjoint.engine.gradalias import Aliases, fresh, output_objs
 from adjoint.engine.reducer_hook import ReducerPostHook
 from adjoint.engine.returned_number import ReturnedNumber
+from adjoint.engine.complex_grad import COMPLEX_DTYPES, call_vjp, is_complex
 
 
 @dataclass
@@ -409,7 +410,7 @@ class Engine:
             (ins if spec.what == "in" else outs)[spec.index] = saved[id(sv)]
         backward_error(node, need)
         try:
-            grads = node.op.vjp(B, list(inputs), ins, outs, node.params, need)
+            grads = call_vjp(node, B, list(inputs), ins, outs, need)
         except ExactLimit as exc:
             raise ProblemError(node.loc, f"the backward of {node.name}: {exc}") from None
         for g in grads:
@@ -449,7 +450,7 @@ class Engine:
             spec = next(s for s in node.op.saves if s.name == sv.name)
             (ins if spec.what == "in" else outs)[spec.index] = saved[id(sv)]
         backward_error(node, need)
-        grads = node.op.vjp(self.B, grads, ins, outs, node.params, need)
+        grads = call_vjp(node, self.B, grads, ins, outs, need)
         return [x if n else None for x, n in zip(grads, need)]
 
     def validate_outputs(self, node: Node, outputs: list) -> list:
@@ -544,7 +545,7 @@ class Engine:
         # the zeros BackwardHookFunction materialized for an input without a gradient are
         # zeros_like(input): an int64 or bool input's grad_input keeps that dtype
         res = tuple(self.rt.tensor(g, dtype=a.dtype) if g is not None and isinstance(a, Tensor)
-                    and a.dtype != self.rt.dtype else g for g, a in zip(res, call.args))
+                    and a.dtype != self.rt.dtype and not is_complex(a) else g for g, a in zip(res, call.args))
         alias = self.alias
         robjs = _pack_with_none(state.input_tensors_index, alias.out_objs, state.n_inputs)
         for hook in state.user_hooks:
@@ -559,7 +560,7 @@ class Engine:
             # the next hook is handed the returned tensors themselves: an int64 one keeps its dtype
             dtypes = getattr(self.rt.hooks_runner, "returned_dtypes", None) or (None,) * len(res)
             res = tuple(self.rt.tensor(g, dtype=d) if g is not None and d is not None and d != self.rt.dtype
-                        else g for g, d in zip(res, dtypes))
+                        and d not in COMPLEX_DTYPES else g for g, d in zip(res, dtypes))
         # BackwardHook's hook returns: its node's post-hook check compares each gradient with the
         # one the node computed (a hook but the last may have changed a shape: the later ones ran)
         shapes = _shapes(call.args)

@@ -27,6 +27,7 @@ from adjoint.engine.ops import REGISTRY, Op
 from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.view_history import rebase_message, refresh, view_value
 from adjoint.values.numbers.sizes import check_work
+from adjoint.engine import complex_grad
 
 
 @dataclass
@@ -106,7 +107,9 @@ class Runtime:
     def tensor(self, value, requires_grad: bool = False, grad_fn: Node | None = None, output_nr: int = 0,
                dtype: str | None = None, name: str | None = None) -> Tensor:
         shape = tuple(self.B.shape(value))
-        t = Tensor(self.next_tensor, shape, dtype or self.dtype, value, requires_grad, grad_fn,
+        held = complex_grad.value_dtype(self.B, value)   # a complex value is held by a complex tensor
+        dtype = held if held is not None and dtype not in complex_grad.COMPLEX_DTYPES else dtype or self.dtype
+        t = Tensor(self.next_tensor, shape, dtype, value, requires_grad, grad_fn,
                    output_nr, grad_fn is None, name=name, strides=contiguous_strides(shape))
         self.next_tensor += 1
         self.all_tensors.append(t)
@@ -180,7 +183,9 @@ class Runtime:
         if self.progress is not None:
             self.progress("forward", self.seq, None)
         # None: an optional tensor argument not given (a convolution's bias): no edge value, never saved
+        complex_grad.check_numbers(self.B, opname, ins, params, loc)
         ts = [x if isinstance(x, Tensor) or x is None else self.wrapped_number(x) for x in ins]
+        complex_grad.check_operands(op, ts, params, loc)
         out_shape = op.shape([t.shape if t is not None else None for t in ts], params, loc)
         multi = op.outputs != 1
         self._check_size(op, out_shape if multi else [out_shape], loc)
@@ -216,8 +221,9 @@ class Runtime:
                 self.notes.append((node.name if node is not None else op.name, loc, note))
         shapes = out_shape if multi else (out_shape,)
         n_diff = len(outs_v) if op.diff_outputs is None else op.diff_outputs
+        complex_dtype = complex_grad.result_dtype(op, ts, self.dtype, params)
         if op.elementwise and not op.out_dtypes:
-            promoted = self._promoted_dtype(op, ts, diff, loc)
+            promoted = complex_dtype or self._promoted_dtype(op, ts, diff, loc)
         else:
             promoted = None
             if not op.view and any(d and t is not None and t.dtype == "bool" for t, d in zip(ts, diff)):
@@ -226,7 +232,8 @@ class Runtime:
                                         "or multiply a float tensor by it")
         outs = []
         for k, (v, shape) in enumerate(zip(outs_v, shapes)):
-            dtype = (op.out_dtypes[k] if k < len(op.out_dtypes) else None) or promoted or (ts[0].dtype if ts else None)
+            dtype = (op.out_dtypes[k] if k < len(op.out_dtypes) else None) or complex_dtype or promoted or \
+                (ts[0].dtype if ts else None)
             grad = node is not None and k < n_diff
             t = self.tensor(v, grad, node if grad else None, k if grad else 0, dtype=dtype)
             t.version.value = op.result_version

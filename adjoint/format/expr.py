@@ -27,6 +27,7 @@ import threading
 from dataclasses import dataclass
 from fractions import Fraction
 
+from adjoint.format.gaussian import Gaussian
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.format.literals import NotANumber, NumberRefused, read_number
 from adjoint.format.loader import YScalar, YSeq, YNode
@@ -535,8 +536,13 @@ class _Builder:
                 raise ProblemError(loc, "a string literal is not allowed here; strings are call arguments "
                                         "(reduction=\"sum\"), dict keys and keys of a dict (kwargs[\"bias\"])")
             return Str(loc, v)
-        if isinstance(v, complex):
-            raise ProblemError(loc, "a complex literal is not allowed; expressions take real numbers")
+        if isinstance(v, complex):   # an imaginary literal (2j, 0.5j): a Gaussian rational (1 + 2j folds as Python)
+            text = self.segment(node).replace("_", "")
+            try:
+                im = read_number(text[:-1], floor="normal")
+            except (NumberRefused, NotANumber) as exc:
+                raise ProblemError(loc, f"number literal {exc}" if isinstance(exc, NotANumber) else str(exc)) from None
+            return Num(loc, Gaussian(Fraction(0), im), text)
         if not isinstance(v, (int, float)):
             raise ProblemError(loc, f"a {type(v).__name__} literal is not allowed; expressions take numbers and names")
         return self.number(node, loc)

@@ -58,7 +58,8 @@ class Expr:
 
 @dataclass(frozen=True)
 class Num(Expr):
-    """A number literal (exact), with the text it was written as."""
+    """A number literal (exact), with the text it was written as (an imaginary literal ``2j``: a
+    :class:`adjoint.format.gaussian.Gaussian`)."""
 
     value: Fraction
     text: str
@@ -67,7 +68,7 @@ class Num(Expr):
     def is_int(self) -> bool:
         """Written as an integer (``2``, ``-1``): Python gives an int, which matters to torch
         (``x.view(2, -1)``, ``x ** 2`` vs ``x ** 2.0`` are the same op, ``x[1]`` needs an int)."""
-        return self.value.denominator == 1 and not any(c in self.text for c in ".eE")
+        return getattr(self.value, "denominator", None) == 1 and not any(c in self.text for c in ".eE")
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from adjoint.format.expr import parse_expression, parse_program
 from adjoint.format.literals import IDENT_RE, NotANumber, NumberRefused, parse_int, parse_literal, read_number, show_text
 from adjoint.format.loader import YMap, YNode, YScalar, YSeq, kind_name
 from adjoint.format.module_signatures import NNType
+from adjoint.format.complex_literals import complex_decl, is_complex_node
 from adjoint.format.problem import ROOT, Function, Literal, Module, TensorDecl
 from adjoint.format.syntax import (Assign, AugAssign, Attr, ExprStmt, Method, Name, Return, With, children as sub_expressions,
                                   to_source)
@@ -336,13 +337,14 @@ class ModuleBuilder:
     def param_decl(self, full: str, node: YNode, loc: Loc, frozen: bool) -> TensorDecl:
         if is_tied(node):   # a custom module's tied parameter: any shape (the named one's)
             return tied_decl(full, node, loc, None, frozen)
-        decl = tensor_decl(full, node, loc, f"parameter '{full}'", True, ("requires_grad", "scale"))
+        decl = complex_decl(full, node, loc, f"parameter '{full}'", True) if is_complex_node(node) else \
+            tensor_decl(full, node, loc, f"parameter '{full}'", True, ("requires_grad", "scale"))
         if frozen and decl.requires_grad:
             if isinstance(node, YMap) and node.get("requires_grad") is not None:
                 raise ProblemError(node.get("requires_grad").loc, f"parameter '{full}' is in a module with "
                                                                   "requires_grad: false, which freezes it; drop "
                                                                   "requires_grad: true")
-            decl = TensorDecl(decl.name, decl.value, False, decl.loc, decl.dtype)
+            decl = TensorDecl(decl.name, decl.value, False, decl.loc, decl.dtype)  # a complex one keeps its dtype
         return decl
 
 

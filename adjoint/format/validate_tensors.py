@@ -15,6 +15,7 @@ from adjoint.format.errors import Loc, ProblemError
 from adjoint.format.literals import check_integer, parse_literal
 from adjoint.format.loader import YMap, YNode, kind_name
 from adjoint.format.problem import TensorDecl
+from adjoint.format.complex_literals import COMPLEX_DTYPES, complex_decl, is_complex_node
 
 INT_DTYPES = ("int64", "bool")
 
@@ -23,6 +24,8 @@ def tensor_decl(name: str, node: YNode, loc: Loc, what: str, default_rg: bool, k
                 dtype: str | None = None) -> TensorDecl:
     """``LITERAL`` or a mapping with ``value`` and some of ``keys`` (requires_grad, scale, dtype).
     ``dtype`` forces the dtype (a buffer torch keeps as int64)."""
+    if is_complex_node(node) and "dtype" in keys and dtype is None:
+        return complex_decl(name, node, loc, what, default_rg)
     if not isinstance(node, YMap):
         decl = TensorDecl(name, parse_literal(node, what), default_rg if dtype is None else False, loc, dtype)
         if decl.dtype is not None:
@@ -32,7 +35,7 @@ def tensor_decl(name: str, node: YNode, loc: Loc, what: str, default_rg: bool, k
     rg_node = node.get("requires_grad")
     rg = boolean(rg_node, f"requires_grad of {what}") if rg_node is not None else default_rg
     if node.get("dtype") is not None:
-        given = choice(node.get("dtype"), f"the dtype of {what}", INT_DTYPES)
+        given = choice(node.get("dtype"), f"the dtype of {what}", INT_DTYPES + COMPLEX_DTYPES)
         if dtype is not None and given != dtype:
             raise ProblemError(node.get("dtype").loc, f"{what} is {dtype} in PyTorch; drop dtype:")
         dtype = given

@@ -15,6 +15,7 @@ from adjoint.values.backends.float64 import F64
 from adjoint.values.backends.structure import Shaped
 from adjoint.values.exact import Exact
 from adjoint.engine.graph import Typed
+from adjoint.values.complexes import Cx
 
 #: the tensor types of the three answer modes (exact, --float64, --structure)
 TENSORS = (Exact, F64, Shaped)
@@ -74,6 +75,10 @@ def value(x, exact: bool = False) -> str:
         return "None"
     if isinstance(x, TENSORS):
         return tensor(x, exact)
+    if isinstance(x, Cx):
+        return complex_tensor(x, exact)
+    if isinstance(x, Typed) and x.dtype in ("complex64", "complex128"):
+        return complex_tensor(x.value, exact)
     if isinstance(x, Typed):   # an int64 or bool tensor: its integers (True / False), as PyTorch prints them
         elements = x.elements()
         return tensor(x.value) if elements is None else _nested(elements, str)
@@ -85,6 +90,35 @@ def value(x, exact: bool = False) -> str:
     if isinstance(x, dict):
         return "{" + ", ".join(f"{k}: {value(i, exact)}" for k, i in x.items()) + "}"
     return str(x)
+
+
+def complex_tensor(v, exact: bool = False) -> str:
+    """A complex tensor: ``[1+2i, 0.5-0.25i]`` (decimals), with ``exact`` its exact elements
+    ``RE + IM*i`` beside them; a real value a complex tensor holds (zeros) has imaginary part 0."""
+    pairs = v.floats() if isinstance(v, Cx) else _nested_pairs(v.floats())
+    if pairs is None:
+        return tensor(v) if not isinstance(v, Cx) else f"tensor {'x'.join(map(str, v.shape)) or '0-d'}"
+    dec = _complex_nested(pairs)
+    if not exact:
+        return dec
+    strings = v.strings() if isinstance(v, Cx) else None
+    return dec if strings is None else f"{_nested(strings, str)} (≈ {dec})"
+
+
+def _nested_pairs(x):
+    if x is None:
+        return None
+    return [_nested_pairs(i) for i in x] if isinstance(x, list) else [x, 0.0]
+
+
+def _complex_nested(x) -> str:
+    if isinstance(x, list) and x and isinstance(x[0], list):
+        return "[" + ", ".join(_complex_nested(i) for i in x) + "]"
+    if isinstance(x, list) and not x:
+        return "[]"
+    re, im = x
+    sign = "-" if (im < 0 or (im == 0 and math.copysign(1, im) < 0)) else "+"
+    return f"{number(re)}{sign}{number(abs(im))}i"
 
 
 def ratio(r) -> str:

@@ -85,7 +85,7 @@ def fill(decl: Module, module: nn.Module, dtype: torch.dtype, symbols: dict) -> 
         if rel not in params:
             raise ProblemError(d.loc, f"torch.nn.{decl.type} has no parameter '{rel}' (it has: "
                                       f"{', '.join(params) or 'none'})")
-        value = literal_tensor(d.value, params[rel].dtype, symbols)
+        value = literal_tensor(d.value, DTYPES[d.dtype] if d.dtype is not None else params[rel].dtype, symbols)
         if tuple(value.shape) != tuple(params[rel].shape):
             raise ProblemError(d.loc, f"'{d.name}' has shape {list(value.shape)} but torch.nn.{decl.type}'s "
                                       f"{rel} has {list(params[rel].shape)}")
@@ -291,7 +291,8 @@ def _build(run, decl: Module, dtype: torch.dtype, symbols: dict, tensors: dict) 
         return module
     params, buffers = {}, {}
     for d in decl.params:
-        p = nn.Parameter(literal_tensor(d.value, dtype, symbols), requires_grad=d.requires_grad)
+        p = nn.Parameter(literal_tensor(d.value, DTYPES[d.dtype] if d.dtype is not None else dtype, symbols),
+                         requires_grad=d.requires_grad)
         params[d.name.rsplit(".", 1)[-1]] = p
         tensors[d.name] = p
     for d in decl.buffers:

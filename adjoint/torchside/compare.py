@@ -155,7 +155,7 @@ class _Diff:
             self.fail(f"{where}: {self.other} no number ({o.get('note', 'missing value')})")
             return
         pf, of = _flat(pv), _flat(ov)
-        shape = list(p["shape"])
+        shape = list(p["shape"]) + ([2] if p.get("dtype") in ("complex64", "complex128") else [])   # [re, im] pairs
         if p.get("dtype") in INTEGER_DTYPES:   # integers are exact on both sides
             for idx, (a, b) in enumerate(zip(of, pf)):
                 if a != b:

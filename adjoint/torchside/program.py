@@ -15,6 +15,8 @@ dicts. Names and child-module calls are resolved by a *scope* (``lookup``, ``ass
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import operator
 
 import torch
@@ -163,6 +165,8 @@ class Program:
 
     def eval(self, e: S.Expr):
         if isinstance(e, S.Num):
+            if not isinstance(e.value, Fraction):   # an imaginary literal: Python's complex
+                return complex(e.value)
             return int(e.value) if e.is_int else float(e.value)
         if isinstance(e, (S.Str, S.Bool)):
             return e.value

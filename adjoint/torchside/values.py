@@ -24,7 +24,8 @@ import torch
 from adjoint.format.errors import ProblemError
 from adjoint.format.problem import Literal, Sym
 
-DTYPES = {"float32": torch.float32, "float64": torch.float64, "int64": torch.int64, "bool": torch.bool}
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "int64": torch.int64, "bool": torch.bool,
+          "complex64": torch.complex64, "complex128": torch.complex128}
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 
 #: The float32 overflow threshold: rationals at least this large round to infinity (IEEE 754:
@@ -101,6 +102,10 @@ def literal_tensor(lit: Literal, dtype: torch.dtype, symbols: dict[str, Fraction
     """The literal as a new tensor of ``dtype``, each element rounded once: a fresh tensor, as
     ``torch.tensor(...)`` makes (no base, version 0), so version counters and views behave as in a
     user's script."""
+    if dtype.is_complex:   # a complex literal (adjoint.format.complex_literals): its parts, each rounded once
+        part = torch.float32 if dtype == torch.complex64 else torch.float64
+        re = literal_tensor(Literal(lit.shape, lit.items, lit.loc), part, symbols)
+        return torch.complex(re, literal_tensor(lit.imag, part, symbols)).clone()
     fast = _file_floats(lit, dtype)
     if fast is not None:
         return fast
@@ -120,7 +125,9 @@ def snap(x, float_dtype: torch.dtype):
         return None
     if isinstance(x, torch.Tensor):
         t = x.detach()
-        if t.is_floating_point():
+        if t.is_complex():   # pairs [re, im] (adjoint.values.complexes)
+            out = {"shape": list(t.shape), "value": torch.view_as_real(t.resolve_conj()).to(torch.float64).tolist()}
+        elif t.is_floating_point():
             out = {"shape": list(t.shape), "value": t.to(torch.float64).tolist()}
         else:
             out = {"shape": list(t.shape), "value": t.tolist()}

@@ -142,8 +142,14 @@ def verify_variant(path: str, problem: Problem, vp, dtype: str, fd: bool, origin
     decl = problem.variant(vp.name)
     predicted = predicted_json(vp)
     observed = run_variant(problem, decl, dtype)
-    bounds, why = rounding_bounds(problem, vp, dtype)
-    rows = compare(predicted, observed, dtype, bounds=bounds)
+    # a complex64 tensor computes in float32 whatever the file's dtype: its tolerance is float32's
+    narrow = any(d.dtype == "complex64" for d in problem.all_tensors())
+    if any(d.dtype in ("complex64", "complex128") for d in problem.all_tensors()):
+        bounds, why = None, ("no rounding bounds for complex tensors yet (the bound backend is real); every value "
+                             f"is held to {'float32' if narrow else dtype}'s fixed tolerance instead")
+    else:
+        bounds, why = rounding_bounds(problem, vp, dtype)
+    rows = compare(predicted, observed, "float32" if narrow else dtype, bounds=bounds)
     if why is not None:
         rows.append(Row("bounds", "rounding bounds", True, None, None, why, skipped=True))
     if problem.origin is not None:

@@ -20,10 +20,11 @@ from adjoint.engine.graph import Tensor
 from adjoint.values.strides import contiguous_strides, is_contiguous, view_strides
 from adjoint.engine.ops.arith import broadcast_shapes
 from adjoint.engine.bindings.signature import Function, Param
+from adjoint.format.gaussian import Gaussian
 
 
 def is_number(v) -> bool:
-    return isinstance(v, Fraction)
+    return isinstance(v, (Fraction, Gaussian))
 
 
 # ----------------------------------------------------------------------------- operators
@@ -73,8 +74,12 @@ def fold(op: str, a: Fraction, b: Fraction, loc: Loc) -> Fraction:
         return a * b
     if op == "/":
         if b == 0:
-            raise ProblemError(loc, "division by zero between two numbers: Python raises ZeroDivisionError")
+            raise ProblemError(loc, "division by zero between two numbers: Python raises ZeroDivisionError"
+                               if not isinstance(b, Gaussian) else "complex division by zero: Python raises "
+                               "ZeroDivisionError")
         return a / b
+    if op == "**" and (isinstance(a, Gaussian) or isinstance(b, Gaussian)):
+        raise ProblemError(loc, "a power of complex numbers is not modelled; write the product out")
     if op == "**":
         if b.denominator == 1 and abs(b) > MAX_EXACT_EXPONENT and abs(a) not in (0, 1):
             raise ProblemError(loc, f"the exponent {b} is too large to compute exactly (at most "

@@ -10,6 +10,7 @@ from typing import Callable
 
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
+from adjoint.format.gaussian import Gaussian
 
 REQUIRED = object()
 
@@ -96,7 +97,7 @@ def check_kind(v, p: Param, loc: Loc, what: str):
         "int": lambda: _is_int(v),
         "ints": lambda: _is_int(v) or (isinstance(v, (tuple, list)) and all(_is_int(i) for i in v)),
         "number": lambda: isinstance(v, Fraction) and not isinstance(v, bool),
-        "scalar": lambda: isinstance(v, (Fraction, Tensor)) and not isinstance(v, bool),
+        "scalar": lambda: isinstance(v, (Fraction, Gaussian, Tensor)) and not isinstance(v, bool),
         "bool": lambda: isinstance(v, bool),
         "str": lambda: isinstance(v, str),
         "any": lambda: True,

@@ -26,6 +26,7 @@ from adjoint.engine.torch_errors import TorchError
 from adjoint.values.strides import is_contiguous, view_strides
 from adjoint.engine.bindings.signature import dim_index  # noqa: F401 (the families read it here too)
 from adjoint.engine.bindings.signature import Function, Param, REQUIRED
+from adjoint.engine.bindings.complexfns import attribute as complex_attribute
 
 
 def _numel(shape) -> int:
@@ -248,7 +249,7 @@ def attribute(rt, x: Tensor, name: str, loc: Loc):
         return tuple(Fraction(d) for d in x.shape)
     if name == "ndim":
         return Fraction(len(x.shape))
-    raise KeyError(name)
+    return complex_attribute(rt, x, name, loc)
 
 
 def getitem(rt, x: Tensor, items: list, loc: Loc, lone: bool):

@@ -128,6 +128,13 @@ _NOTATION = (
     ("TJac", "$J_{f}^{\\top}\\lambda$ is the vector--Jacobian product of a function written as a whole (a layer, "
              "a loss, $\\operatorname{softmax}$), as its PyTorch node computes it"),
     ("prime", "$f'$ is the derivative of an elementwise function $f$, applied elementwise"),
+    ("complex", "complex numbers are written $a + b\\mathrm{i}$; for complex tensors the gradients are PyTorch's "
+                "conjugate Wirtinger derivatives: for the real loss $\\ell$ of $z = x + \\mathrm{i}y$, "
+                "$\\partial\\ell/\\partial z$ here is $\\partial\\ell/\\partial x + \\mathrm{i}\\,\\partial\\ell/\\partial y$ "
+                "(what \\texttt{z.grad} holds), and every $J^{\\top}\\lambda$ is the conjugate transpose "
+                "$\\overline{J}^{\\top}\\lambda$: a formula such as $\\lambda\\,W$ reads $\\lambda\\,\\overline{W}$ and "
+                "$\\lambda \\odot \\operatorname{sign}(x)$ takes $\\operatorname{sign}(x) = x/|x|$ (derivatives.yaml's "
+                "\\texttt{grad * other.conj()}); the values shown are PyTorch's"),
 )
 
 

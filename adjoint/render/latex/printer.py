@@ -16,7 +16,7 @@ import sympy
 from sympy.printing.latex import LatexPrinter
 from sympy.printing.precedence import PRECEDENCE
 
-from adjoint.derivation import Exact, Real
+from adjoint.derivation import Cx, Exact, Real
 from adjoint.derivation import values as E
 from adjoint.values.mathtree import (TT, TAtom, TBin, TCall, TConst, TDeriv, TFn, TIndex, TInner, TJac, TLam, TMatMul,
                                     TName, TNeg, TNode, TNone, TOnes, TPlace, TProduct, TPut, TSub, TSumTo, TSym,
@@ -196,6 +196,10 @@ class DerivationPrinter(LatexPrinter):
                 return closed
         return None
 
+    def _print_Cx(self, x) -> str:
+        tex = self.complex_tensor(x, self.budget)
+        return tex if tex is not None else f"\\text{{(a complex tensor of shape {list(x.shape)})}}"
+
     def _print_Exact(self, x: Exact) -> str:
         tex = self.tensor(x, self.budget)
         return tex if tex is not None else self.tensor(x, 10 ** 6, max_cols=6)
@@ -203,6 +207,8 @@ class DerivationPrinter(LatexPrinter):
     def tensor(self, x: Exact, budget: float, max_cols: int | None = None) -> str | None:
         """An exact tensor as a number, a column vector (written as a transposed row) or a
         matrix, eliding middle columns/rows to fit ``budget`` em; None if it cannot fit."""
+        if isinstance(x, Cx):
+            return self.complex_tensor(x, budget, max_cols)
         if x.size == 1:
             return self.elem(x.item())
         if x.ndim == 1:
@@ -250,6 +256,38 @@ class DerivationPrinter(LatexPrinter):
             width += w
         return "\\left[" + ",\\ ".join(parts) + "\\right]"
 
+    def complex_elem(self, re_e, im_e, slash: bool = False) -> str:
+        """``a + b i`` (``a``, ``b i``, or ``0`` when a part is zero)."""
+        a, b = self.elem(re_e, slash), self.elem(im_e, slash)
+        if b in ("0", "-0"):
+            return a
+        neg = b.startswith("-")
+        mag = b[1:] if neg else b
+        mag = "" if mag == "1" else mag
+        if a in ("0", "-0"):
+            return f"{'-' if neg else ''}{mag}\\mathrm{{i}}"
+        return f"{a} {'-' if neg else '+'} {mag}\\mathrm{{i}}"
+
+    def complex_tensor(self, x, budget: float, max_cols: int | None = None) -> str | None:
+        """A complex tensor (:class:`adjoint.values.complexes.Cx`): each element ``a + b i``, as a number,
+        a transposed row or a matrix; None when it does not fit or has more dimensions."""
+        if not isinstance(x.re, Exact) or not isinstance(x.im, Exact):
+            return None
+        cells = [self.complex_elem(a, b, slash=x.size > 1) for a, b in zip(x.re.flat(), x.im.flat())]
+        if x.size == 1:
+            return cells[0]
+        if x.ndim == 1:
+            body = self._row_fit(cells, budget - 1.5, max_cols)
+            return None if body is None else f"\\begin{{bmatrix}}{body}\\end{{bmatrix}}^{{\\top}}"
+        if x.ndim == 2:
+            m, n = x.shape
+            grid = [cells[i * n:(i + 1) * n] for i in range(m)]
+            keep = self._cols_fit(grid, n, budget, max_cols)
+            if keep is None or None in keep or m > MAX_ROWS:
+                return None
+            return "\\begin{bmatrix}" + " \\\\ ".join(" & ".join(r[j] for j in keep) for r in grid) + "\\end{bmatrix}"
+        return None
+
     def _row_fit(self, cells: list[str], budget: float, max_cols: int | None) -> str | None:
         widths = [tex_width(c) for c in cells]
         keep = _choose_columns(widths, budget, max_cols)
@@ -269,6 +307,8 @@ class DerivationPrinter(LatexPrinter):
                 return self.prec(n.a)      # the transpose of a number prints as the number
         if isinstance(n, TAtom) and self.subst is not None:
             v = self.subst.get(n.var)
+            if isinstance(v, Cx):   # a + b i: a sum
+                return 40 if v.size == 1 else 100
             if v is not None and v.size == 1:
                 tex = self.elem(v.item())
                 if tex.startswith("-"):
@@ -279,15 +319,23 @@ class DerivationPrinter(LatexPrinter):
             return 100
         if isinstance(n, TLam) and self.subst is not None and self.lam_values is not None:
             v = self.lam_values.get(n.var)
+            if isinstance(v, Cx):
+                return 40 if v.size == 1 else 100
             if v is not None and v.size == 1 and self.elem(v.item()).startswith("-"):
                 return 45
             return 100
         if isinstance(n, TVal):
+            if isinstance(n.value, Cx):
+                return 40 if n.value.size == 1 else 100
             if n.value.size == 1:
                 e = n.value.item()
                 return 45 if self.elem(e).startswith("-") else min(elem_prec(e), 100)
             return 100
         if isinstance(n, TConst):
+            if isinstance(n.value, Cx):      # a + b i
+                return 40 if n.value.size == 1 else 100
+            if type(n.value).__name__ == "Gaussian":
+                return 40
             if isinstance(n.value, Exact):
                 return 100
             cv = _const_value(n)
@@ -324,8 +372,11 @@ class DerivationPrinter(LatexPrinter):
         return base
 
     def _print_TConst(self, n: TConst) -> str:
-        if isinstance(n.value, Exact):
+        if isinstance(n.value, (Exact, Cx)):
             return self._print(n.value)
+        if type(n.value).__name__ == "Gaussian":   # a complex Python number
+            return self.complex_elem(fmpq(n.value.re.numerator, n.value.re.denominator),
+                                     fmpq(n.value.im.numerator, n.value.im.denominator))
         v = Fraction(n.value) if not isinstance(n.value, fmpq) else Fraction(int(n.value.p), int(n.value.q))
         return format_rational(fmpq(v.numerator, v.denominator)).signed()
 
@@ -390,6 +441,9 @@ class DerivationPrinter(LatexPrinter):
                 if value.ndim == 1:       # the transpose of a column is the row
                     tex = self._print(value)
                     return tex[:-len("^{\\top}")] if tex.endswith("^{\\top}") else tex
+                if value.ndim == 2 and isinstance(value, Cx):
+                    return self._print(Cx(Exact(value.re.a.T.copy(), value.re.rational),
+                                          Exact(value.im.a.T.copy(), value.im.rational)))
                 if value.ndim == 2:
                     return self._print(Exact(value.a.T.copy(), value.rational))
         base = self._print(a)

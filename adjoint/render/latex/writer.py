@@ -14,7 +14,7 @@ from fractions import Fraction
 import flint
 import numpy as np
 
-from adjoint.derivation import Arrival, Chain, Exact, Ident, Step, Symbol, Typed, Unit, VariantDerivation
+from adjoint.derivation import Arrival, Chain, Cx, Exact, Ident, Step, Symbol, Typed, Unit, VariantDerivation
 from adjoint.derivation import values as E
 from adjoint.values.mathtree import TBin, TDeriv, TMatMul, TNode, TProduct, TSym, TVal
 from adjoint.render.latex.layout import Block, Terms, sym_pieces
@@ -101,7 +101,7 @@ class UnitWriter:
 
     @staticmethod
     def is_tensor_value(v) -> bool:
-        return isinstance(v, (Exact, Typed))
+        return isinstance(v, (Exact, Typed, Cx))
 
     def plain(self, v) -> str:
         """A value that is not a tensor (a hook's Python number, string, flag, tuple or dict) as math."""
@@ -135,6 +135,9 @@ class UnitWriter:
             extra = self.exact_of(x, avail) if exact else None
             block.eq(lhs, *segs, t + ("" if extra else tail), *([extra + tail] if extra else []))
             return
+        if isinstance(x, Cx):   # a complex tensor too wide for one line: its shape
+            block.eq(lhs, *segs, f"\\text{{(a complex tensor of shape {list(x.shape)})}}" + tail)
+            return
         if segs:
             block.eq(lhs, *segs)
         flat = x.flat()
@@ -159,7 +162,7 @@ class UnitWriter:
 
     def exact_of(self, x: Exact | None, avail: float = LINE_EM / 2) -> str | None:
         """The exact fractions of a result, when the printed value does not show them."""
-        if x is None or x.size > 64:
+        if x is None or x.size > 64 or isinstance(x, Cx):
             return None
         notes = [self.P.exact_note(e, slash=x.size > 1) for e in x.flat()]
         if all(n is None for n in notes):

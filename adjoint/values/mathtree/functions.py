@@ -42,6 +42,8 @@ def number(x) -> Fraction:
         return Fraction(x)
     if type(x).__name__ == "fmpq":
         return Fraction(int(x.p), int(x.q))
+    if type(x).__name__ == "Gaussian":   # a complex number (1j - z): kept as it is
+        return x
     return Fraction(x)
 
 

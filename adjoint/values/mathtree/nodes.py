@@ -329,7 +329,7 @@ def is_scalar_shape(shape) -> bool:
 
 def const_value(node: TNode):
     """The number a constant node holds (a Fraction), None for anything else."""
-    if isinstance(node, TConst) and not isinstance(node.value, Exact):
+    if isinstance(node, TConst) and not isinstance(node.value, Exact) and not hasattr(node.value, "re"):   # not complex
         return Fraction(node.value) if not isinstance(node.value, fmpq) else Fraction(int(node.value.p),
                                                                                       int(node.value.q))
     return None

@@ -1,0 +1,115 @@
+"""Complex tensors' functions: ``conj``, ``real``/``imag`` (also the attributes ``z.real``,
+``z.imag``), ``view_as_real``, ``view_as_complex``, lowered as ATen runs them.
+
+``conj`` of a complex tensor is a lazy view with the conjugate bit set (ConjBackward0); of a
+real tensor it is the tensor itself. ``real(z)`` is ``select(view_as_real(z), -1, 0)``, and
+of a tensor with the conjugate bit ``view_as_real(z._conj())`` first (one more
+ConjBackward0); ``imag`` of such a tensor also negates the real view (``_neg_view``,
+NegViewBackward0) before selecting. ``view_as_real`` refuses a tensor with the conjugate bit
+and a real one; ``view_as_complex`` a tensor whose last dimension is not of size 2 with stride
+1, or whose other strides or offset are odd -- each with PyTorch's RuntimeError.
+"""
+
+from __future__ import annotations
+
+from adjoint.format.errors import Loc
+from adjoint.engine.bindings.signature import Function, Param
+from adjoint.engine.graph import Tensor
+from adjoint.engine.torch_errors import TorchError
+from adjoint.engine.complex_grad import is_complex
+
+_RESOLVE = ("view_as_real doesn't work on unresolved conjugated tensors.  To resolve the conjugate tensor so you can "
+            "view it as real, use self.resolve_conj(); however, be warned that the resulting tensor will NOT alias "
+            "the original.")
+
+
+def is_conj(t: Tensor) -> bool:
+    return bool(getattr(t, "conj_bit", False))
+
+
+def conj(rt, z: Tensor, loc: Loc):
+    if not is_complex(z):
+        return z
+    out = rt.apply("conj", [z], None, loc)
+    out.conj_bit = not is_conj(z)
+    return out
+
+
+def _as_real(rt, z: Tensor, loc: Loc):
+    out = rt.apply("view_as_real", [z], None, loc)
+    out.of_complex = True   # it shares the complex tensor's memory: no in-place write modelled
+    return out
+
+
+def _real_view(rt, z: Tensor, loc: Loc):
+    if is_conj(z):   # at::real / at::imag: view_as_real(self._conj())
+        w = rt.apply("conj", [z], None, loc)
+        return _as_real(rt, w, loc)
+    return _as_real(rt, z, loc)
+
+
+def real(rt, z: Tensor, loc: Loc):
+    if not is_complex(z):
+        return z
+    r = _real_view(rt, z, loc)
+    return rt.apply("select", [r], (len(r.shape) - 1, 0), loc)
+
+
+def imag(rt, z: Tensor, loc: Loc):
+    if not is_complex(z):
+        raise TorchError("RuntimeError", "imag is not implemented for tensors with non-complex dtypes.", "dtype")
+    r = _real_view(rt, z, loc)
+    if is_conj(z):
+        r = rt.apply("neg_view", [r], None, loc)
+    return rt.apply("select", [r], (len(r.shape) - 1, 1), loc)
+
+
+def view_as_real(rt, z: Tensor, loc: Loc):
+    if not is_complex(z):
+        raise TorchError("RuntimeError", "view_as_real is only supported for complex tensors", "dtype")
+    if is_conj(z):
+        raise TorchError("RuntimeError", _RESOLVE, "dtype")
+    return _as_real(rt, z, loc)
+
+
+def view_as_complex(rt, x: Tensor, loc: Loc):
+    names = {"int64": "Long", "bool": "Bool"}
+    if x.dtype not in ("float32", "float64"):
+        kind = names.get(x.dtype, "ComplexFloat" if x.dtype == "complex64" else "ComplexDouble")
+        raise TorchError("RuntimeError", "view_as_complex is only supported for half, float and double tensors, but "
+                                         f"got a tensor of scalar type: {kind}", "dtype")
+    if not x.shape or x.shape[-1] != 2:
+        raise TorchError("RuntimeError", "Tensor must have a last dimension of size 2", "dtype")
+    strides = x.strides or ()
+    if strides and strides[-1] != 1:
+        raise TorchError("RuntimeError", "Tensor must have a last dimension with stride 1", "dtype")
+    if any(s % 2 for s in strides[:-1]):
+        raise TorchError("RuntimeError", "Tensor must have a stride divisible by 2 for all but last dimension", "dtype")
+    if (getattr(x, "offset", 0) or 0) % 2:
+        raise TorchError("RuntimeError", "Tensor must have a storage_offset divisible by 2", "dtype")
+    return rt.apply("view_as_complex", [x], None, loc)
+
+
+def attribute(rt, x: Tensor, name: str, loc: Loc):
+    """``z.real`` and ``z.imag``; KeyError for any other name."""
+    if name == "real":
+        return real(rt, x, loc)
+    if name == "imag":
+        return imag(rt, x, loc)
+    raise KeyError(name)
+
+
+_IN = (Param("input", "tensor"),)
+
+FUNCTIONS = (
+    Function("conj", _IN, lambda rt, a, loc: conj(rt, a["input"], loc), where="both",
+             doc="ConjBackward0 on a complex tensor; a real one is returned as is"),
+    Function("real", _IN, lambda rt, a, loc: real(rt, a["input"], loc), where="function",
+             doc="select(view_as_real(z), -1, 0)"),
+    Function("imag", _IN, lambda rt, a, loc: imag(rt, a["input"], loc), where="function",
+             doc="select(view_as_real(z), -1, 1)"),
+    Function("view_as_real", _IN, lambda rt, a, loc: view_as_real(rt, a["input"], loc), where="function",
+             doc="ViewAsRealBackward0"),
+    Function("view_as_complex", _IN, lambda rt, a, loc: view_as_complex(rt, a["input"], loc), where="function",
+             doc="ViewAsComplexBackward0"),
+)

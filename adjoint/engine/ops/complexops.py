@@ -1,0 +1,106 @@
+"""Complex tensors' own primitives: conj, view_as_real, view_as_complex.
+
+Their backward formulas are derivatives.yaml's, already in PyTorch's convention for complex
+gradients (the conjugate Wirtinger derivative; docs/semantics.md, "Complex numbers"):
+``conj: grad.conj()``, ``view_as_real: at::view_as_complex(grad.contiguous())``,
+``view_as_complex: at::view_as_real(grad.contiguous().resolve_conj())``. ``z.real`` and
+``z.imag`` are ``select(view_as_real(z), -1, 0 / 1)``, as ATen writes them (no op of their own);
+``neg_view`` is the ``_neg_view`` that ``imag`` of a conjugated tensor takes (NegViewBackward0).
+
+On a real-valued backend (the gradient checker's) a value is its real part: ``conj`` is the
+identity, ``view_as_real`` pairs each element with 0, ``view_as_complex`` keeps the first of
+each pair -- the same maps restricted to real numbers, so the checks hold there too.
+"""
+
+from __future__ import annotations
+
+from adjoint.format.errors import ProblemError
+from adjoint.values.mathtree import Fn, TFn, TNeg
+from adjoint.values.mathtree.functions import generic_vjp
+from adjoint.engine.ops.record import Check, Math, Op
+
+
+def _conj(B, x):
+    f = getattr(B, "conj", None)
+    return f(x) if f is not None else x
+
+
+def _as_real(B, x):
+    f = getattr(B, "view_as_real", None)
+    if f is not None:
+        return f(x)
+    shape = tuple(B.shape(x))
+    return B.concat([B.reshape(x, shape + (1,)), B.reshape(B.zeros(shape), shape + (1,))], -1)
+
+
+def _as_complex(B, x):
+    f = getattr(B, "view_as_complex", None)
+    if f is not None:
+        return f(x)
+    shape = tuple(B.shape(x))
+    return B.index(x, tuple(slice(None) for _ in shape[:-1]) + (0,))
+
+
+def conj_forward(B, ins, p):
+    return _conj(B, ins[0])
+
+
+def conj_vjp(B, gs, ins, outs, p, need):
+    return [_conj(B, gs[0])]
+
+
+def view_as_real_forward(B, ins, p):
+    return _as_real(B, ins[0])
+
+
+def view_as_real_vjp(B, gs, ins, outs, p, need):
+    return [_as_complex(B, gs[0])]
+
+
+def view_as_real_shape(shapes, p, loc):
+    return tuple(shapes[0]) + (2,)
+
+
+def view_as_complex_forward(B, ins, p):
+    return _as_complex(B, ins[0])
+
+
+def view_as_complex_vjp(B, gs, ins, outs, p, need):
+    return [_as_real(B, gs[0])]
+
+
+def view_as_complex_shape(shapes, p, loc):
+    s = tuple(shapes[0])
+    if not s or s[-1] != 2:
+        raise ProblemError(loc, f"view_as_complex of a tensor of shape {list(s)}: PyTorch raises 'Tensor must have a "
+                                "last dimension of size 2'")
+    return s[:-1]
+
+
+def neg_view_forward(B, ins, p):
+    return B.neg(ins[0])
+
+
+def neg_view_vjp(B, gs, ins, outs, p, need):
+    return [B.neg(gs[0])]
+
+
+CONJ = Fn("conj", "\\overline{#0}", generic_vjp, delimited=True)
+AS_REAL = Fn("view_as_real", "\\operatorname{view\\_as\\_real}\\left(#0\\right)", generic_vjp)
+AS_COMPLEX = Fn("view_as_complex", "\\operatorname{view\\_as\\_complex}\\left(#0\\right)", generic_vjp)
+
+
+def _math(fn):
+    return Math(lambda a, p, shape, k: TFn(fn, tuple(a), shape))
+
+
+OPS = (
+    Op("conj", "ConjBackward0", conj_forward, conj_vjp, lambda s, p, loc: tuple(s[0]), (), "conj(g)", grows=False,
+       math=_math(CONJ), checks=(Check(((2, 2),)),)),
+    Op("view_as_real", "ViewAsRealBackward0", view_as_real_forward, view_as_real_vjp, view_as_real_shape, (),
+       "view_as_complex(g)", grows=False, math=_math(AS_REAL), checks=(Check(((2,),)),)),
+    Op("view_as_complex", "ViewAsComplexBackward0", view_as_complex_forward, view_as_complex_vjp,
+       view_as_complex_shape, (), "view_as_real(g)", grows=False, math=_math(AS_COMPLEX), checks=(Check(((3, 2),)),)),
+    Op("neg_view", "NegViewBackward0", neg_view_forward, neg_view_vjp, lambda s, p, loc: tuple(s[0]), (), "-g",
+       grows=False, math=Math(lambda a, p, shape, k: TNeg(a[0], shape)), checks=(Check(((2, 2),)),)),
+)

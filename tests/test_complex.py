@@ -1,0 +1,260 @@
+"""Complex tensors (docs/semantics.md, "Complex numbers"): graphs, values and gradients against
+real torch, PyTorch's conjugate Wirtinger convention checked on values derived by hand, the
+errors PyTorch raises, and the refusals of what is not modelled."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+import torch
+
+import adjoint
+from adjoint.format.errors import ProblemError
+from adjoint.values.numbers.gaussian import Gaussian, complex_text
+from nodechain import chain, leaf_names
+
+C128 = torch.complex128
+
+# every complex op of the slice (complex Python numbers too), each intermediate named so its graph can be compared
+FORWARD = """\
+    a = z * w + x
+    b = a.conj() * 2 - z / w
+    c = (b.exp() * x).real + b.imag * 3
+    d = z.conj().real + z.conj().imag
+    e = torch.view_as_real(a ** 2)
+    f = torch.view_as_complex(e * 3)
+    g = (z @ w).abs() + f.abs().sum() + (w - 1).abs().pow(2).mean() + torch.real(-z).sum()
+    h = mm(w.reshape(2, 1), z.reshape(1, 2)).sum() * 0.5 + 1 / z.sum()
+    s = 1j - (z * 1j + (1 + 2j) * z - 0.5j) / (2 - 1j) + x * 2j + (2j / z) * (x - 1j) + torch.mul(z, -3j)
+    u = torch.cat((z, x, z * 1j))
+    v = torch.stack((z, x), dim=1)
+    k = c.sum() + d.sum() + e.sum() + g + h.abs() + s.abs().sum() + u.abs().sum() + (v ** 2).real.sum()
+    return k
+"""
+
+PROBLEM = f"""\
+name: complex_graphs
+dtype: float64
+inputs:
+  z: {{value: [1, 3], imag: [2, -1], dtype: complex128, requires_grad: true}}
+  w: {{value: ["1/2", 2], imag: [-1, "1/4"], dtype: complex128, requires_grad: true}}
+  x: {{value: [2, -1], requires_grad: true}}
+model:
+  inputs: [z, w, x]
+  forward: |
+{FORWARD}variants:
+  v:
+    hooks:
+      - {{tensor: z, kind: hook}}
+      - {{tensor: a, kind: hook}}
+      - {{tensor: x, kind: hook}}
+"""
+
+
+def _torch_run():
+    z = torch.tensor([1 + 2j, 3 - 1j], dtype=C128, requires_grad=True)
+    w = torch.tensor([0.5 - 1j, 2 + 0.25j], dtype=C128, requires_grad=True)
+    x = torch.tensor([2.0, -1.0], dtype=torch.float64, requires_grad=True)
+    seen = {}
+    t = {"z": z, "w": w, "x": x}
+    z.register_hook(lambda g: seen.setdefault("z", g.clone()))
+    x.register_hook(lambda g: seen.setdefault("x", g.clone()))
+    t["a"] = a = z * w + x
+    a.register_hook(lambda g: seen.setdefault("a", g.clone()))
+    t["b"] = b = a.conj() * 2 - z / w
+    t["c"] = c = (b.exp() * x).real + b.imag * 3
+    t["d"] = d = z.conj().real + z.conj().imag
+    t["e"] = e = torch.view_as_real(a ** 2)
+    t["f"] = f = torch.view_as_complex(e * 3)
+    t["g"] = g = (z @ w).abs() + f.abs().sum() + (w - 1).abs().pow(2).mean() + torch.real(-z).sum()
+    t["h"] = h = torch.mm(w.reshape(2, 1), z.reshape(1, 2)).sum() * 0.5 + 1 / z.sum()
+    t["s"] = s = 1j - (z * 1j + (1 + 2j) * z - 0.5j) / (2 - 1j) + x * 2j + (2j / z) * (x - 1j) + torch.mul(z, -3j)
+    t["u"] = u = torch.cat((z, x, z * 1j))
+    t["v"] = v = torch.stack((z, x), dim=1)
+    t["k"] = k = c.sum() + d.sum() + e.sum() + g + h.abs() + s.abs().sum() + u.abs().sum() + (v ** 2).real.sum()
+    k.backward()
+    return t, seen
+
+
+def _pairs(t: torch.Tensor) -> torch.Tensor:
+    t = t.detach()
+    return torch.view_as_real(t.resolve_conj()) if t.is_complex() else t
+
+
+@pytest.fixture(scope="module")
+def both():
+    pred = adjoint.loads(PROBLEM).solve()
+    return pred.variants[0], _torch_run()
+
+
+def test_graphs_values_and_gradients_match_torch(both):
+    v, (theirs, seen) = both
+    ours = v.run.forward.names
+    js = v.to_json()
+    for name in "abcdefghsuvk":
+        assert chain(ours[name], leaf_names(ours)) == chain(theirs[name], leaf_names(theirs)), name
+        value = js["values"][name]
+        assert value.get("dtype") == (str(theirs[name].dtype).removeprefix("torch.")
+                                      if theirs[name].dtype != torch.float64 else None), name
+        assert torch.allclose(torch.tensor(value["value"], dtype=torch.float64), _pairs(theirs[name]),
+                              rtol=1e-12, atol=1e-12), name
+    for name in "zwx":
+        assert torch.allclose(torch.tensor(js["grads"][name]["value"], dtype=torch.float64),
+                              _pairs(theirs[name].grad), rtol=1e-12, atol=1e-12), name
+    calls = {c["target"]: c["args"]["grad"] for c in js["hook_calls"]}
+    for name in "zax":
+        assert torch.allclose(torch.tensor(calls[name]["value"], dtype=torch.float64), _pairs(seen[name]),
+                              rtol=1e-12, atol=1e-12), name
+        assert calls[name].get("dtype") == ("complex128" if seen[name].is_complex() else None)
+
+
+def test_wirtinger_convention_exactly():
+    # L = |z w|^2: PyTorch's z.grad = dL/dx + i dL/dy = 2 (z w) conj(w), by hand:
+    # z = 1+2i, w = 3-i: z w = 5+5i; z.grad = 2(5+5i)(3+i) = 20+40i, w.grad = 2(5+5i)(1-2i) = 30-10i
+    text = """\
+name: wirtinger
+dtype: float64
+inputs:
+  z: {value: [1], imag: [2], dtype: complex128, requires_grad: true}
+  w: {value: [3], imag: [-1], dtype: complex128, requires_grad: true}
+model:
+  inputs: [z, w]
+  forward: "(z * w).abs().pow(2).sum()"
+"""
+    js = adjoint.loads(text).solve().variants[0].to_json()
+    assert js["grads"]["z"] == {"shape": [1], "value": [[20.0, 40.0]], "exact": ["20 + 40*i"], "dtype": "complex128"}
+    assert js["grads"]["w"]["exact"] == ["30 - 10*i"]
+    assert js["values"]["y"]["exact"] == "50"   # |5+5i|^2
+
+
+def test_complex_layer_hooks_by_hand():
+    # problems/complex_layer.yaml: y = W z + b, L = sum |y|^2; grad_output = 2y, W.grad = 2y conj(z)^T
+    js = adjoint.load("problems/complex_layer.yaml").solve().variants[0].to_json()
+    W = [[Gaussian(Fraction(1, 2), Fraction(1)), Gaussian(Fraction(-1), Fraction(1, 2))],
+         [Gaussian(Fraction(2)), Gaussian(Fraction(1, 4), Fraction(-2))]]
+    b = [Gaussian(Fraction(1, 10), Fraction(3, 10)), Gaussian(Fraction(-1, 5))]
+    z = [Gaussian(Fraction(1), Fraction(2)), Gaussian(Fraction(3), Fraction(-1))]
+    y = [W[i][0] * z[0] + W[i][1] * z[1] + b[i] for i in range(2)]
+    full = next(c for c in js["hook_calls"] if c["kind"] == "full_backward")
+    assert full["args"]["grad_output"][0]["exact"] == [[str(2 * y[0]), str(2 * y[1])]]
+    gz = [W[0][j].conj() * 2 * y[0] + W[1][j].conj() * 2 * y[1] for j in range(2)]
+    assert full["args"]["grad_input"][0]["exact"] == [[str(g) for g in gz]]
+    assert js["grads"]["lin.weight"]["exact"] == [[str(2 * y[i] * z[j].conj()) for j in range(2)] for i in range(2)]
+
+
+def test_complex_root_raises_as_torch():
+    z = torch.tensor([1 + 2j], dtype=C128, requires_grad=True)
+    with pytest.raises(RuntimeError) as theirs:
+        (z * 2).sum().backward()
+    text = """\
+name: root
+dtype: float64
+inputs:
+  z: {value: [1], imag: [2], dtype: complex128, requires_grad: true}
+model:
+  inputs: [z]
+  forward: "(z * 2).sum()"
+"""
+    err = adjoint.loads(text).solve().variants[0].to_json()["error"]
+    assert (err["type"], err["message"], err["during"]) == ("RuntimeError", str(theirs.value), "backward")
+
+
+@pytest.mark.parametrize("forward,message", [
+    ("torch.tanh(z).abs().sum()", "tanh (TanhBackward0) of a complex tensor is not modelled"),
+    ("(z ** 0.5).abs().sum()", "a complex tensor to the power 1/2 is not modelled"),
+    ("mm(z.reshape(1, 2), x.reshape(2, 1)).abs().sum()", "MmBackward0 of complex128 and float64 operands"),
+])
+def test_not_modelled_is_refused_at_the_line(forward, message):
+    text = f"""\
+name: refused
+dtype: float64
+inputs:
+  z: {{value: [1, 3], imag: [2, -1], dtype: complex128, requires_grad: true}}
+  x: {{value: [2, -1], requires_grad: true}}
+model:
+  inputs: [z, x]
+  forward: "{forward}"
+"""
+    with pytest.raises(ProblemError) as err:
+        adjoint.loads(text).solve()
+    assert message in str(err.value) and err.value.loc.line == 8
+
+
+def test_view_errors_are_torch_errors():
+    x = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64, requires_grad=True)
+    z = torch.tensor([1 + 2j], dtype=C128, requires_grad=True)
+    cases = [("torch.view_as_complex(x)", lambda: torch.view_as_complex(x)),
+             ("torch.view_as_real(z.conj())", lambda: torch.view_as_real(z.conj())),
+             ("x.imag", lambda: x.imag)]
+    for forward, run in cases:
+        with pytest.raises(RuntimeError) as theirs:
+            run()
+        text = f"""\
+name: e
+dtype: float64
+inputs:
+  z: {{value: [1], imag: [2], dtype: complex128, requires_grad: true}}
+  x: {{value: [1, 2, 3], requires_grad: true}}
+model:
+  inputs: [z, x]
+  forward: "{forward}"
+"""
+        err = adjoint.loads(text).solve().variants[0].to_json()["error"]
+        assert (err["type"], err["message"]) == ("RuntimeError", str(theirs.value)), forward
+
+
+def test_gaussian_rationals():
+    a, b = Gaussian(Fraction(1), Fraction(2)), Gaussian(Fraction(3), Fraction(-1))
+    assert complex(a * b) == (1 + 2j) * (3 - 1j)
+    assert a / b == Gaussian(Fraction(1, 10), Fraction(7, 10))      # (1+2i)(3+i)/10
+    assert a ** -1 == Gaussian(Fraction(1, 5), Fraction(-2, 5))
+    assert str(a ** 3) == "-11 - 2*i"
+    assert complex_text("~0.5", "1 - tanh(2)**2") == "~0.5 + (1 - tanh(2)**2)*i"
+    assert complex_text("0", "~-1.2e-7") == "0 - ~1.2e-7*i"
+
+
+def test_latex_typesets_complex_values_and_the_convention():
+    from adjoint.render.latex import render_document
+
+    pred = adjoint.load("problems/complex_layer.yaml").solve()
+    tex = render_document(pred)
+    assert "conjugate Wirtinger" in tex
+    assert "1 + 2\\mathrm{i} & 3 - \\mathrm{i}" in tex                     # z as given
+    # z.grad = conj(W)^T (2y), by hand in test_complex_layer_hooks_by_hand: 79/10 + 18/5 i, 175/8 - 37/8 i
+    assert "\\mathtt{z.grad} & = \\begin{bmatrix}7.9 + 3.6\\mathrm{i} & 21.875 - 4.625\\mathrm{i}\\end{bmatrix}" in tex
+    assert "without hooks" not in tex   # no hook changes a gradient here: the hook-free values are PyTorch's
+
+
+@pytest.mark.parametrize("i", [0, 5])
+def test_generated_complex_problem_matches_torch(i):
+    # tests/gen/complexgen.py (benchmarks/sweep.py --kind complex): a few fixed problems, checked
+    # like tests/test_differential.py checks the others (every variant solved, run in torch, compared)
+    import random
+
+    from gen import check
+    from gen.complexgen import generate_complex
+
+    text, _ = generate_complex(random.Random(f"1-{i}"))
+    outcome = check(text, timeout=60.0)
+    assert all(st in ("ok", "both_raise") for _, st, _ in outcome.variants), outcome.report()
+
+
+def test_report_writes_complex_values():
+    from click.testing import CliRunner
+
+    from adjoint.cli import main
+
+    out = CliRunner().invoke(main, ["solve", "problems/complex_layer.yaml"]).output
+    # z.grad = 79/10 + 18/5 i, 175/8 - 37/8 i (test_complex_layer_hooks_by_hand)
+    assert "z.grad           [[7.9+3.6i, 21.875-4.625i]]" in out
+    out = CliRunner().invoke(main, ["solve", "--exact", "tests/data/regressions/complex_hook_kinds.yaml"]).output
+    assert "79/10 + 18/5*i" in out and "Traceback" not in out
+
+
+def test_complex_values_as_data():
+    import numpy as np
+
+    g = adjoint.load("problems/complex_layer.yaml").solve().variants[0].grads["z"]
+    assert np.asarray(g).tolist() == [[7.9 + 3.6j, 21.875 - 4.625j]]      # 79/10 + 18/5 i, 175/8 - 37/8 i
+    assert complex(g[0, 1]) == 21.875 - 4.625j and len(g) == 1
