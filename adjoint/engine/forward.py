@@ -55,6 +55,7 @@ class Call:
     body_start: int = 0               # index into runtime.nodes after the input wrapping
     body_eqn: int = 0                 # index into runtime.applications after the input wrapping
     end: int = 0
+    recomputes: "Call | None" = None  # a call checkpoint's recomputation made: the call it repeats
 
     @property
     def path(self) -> str:
@@ -150,8 +151,11 @@ class _Pass:
         self.log_start = len(self.rt.log)
         self.bound_at: dict[str, int] = {}
         self.leaf_values = {name: t.value for name, t in model.leaves.items()}
+        self.replay = None            # while checkpoint recomputes: the region's original calls, in order
 
     def bind(self, name: str, t, loc: Loc | None, aliases: tuple = ()) -> None:
+        if self.replay is not None:   # checkpoint's recomputation names nothing (adjoint.engine.checkpoint)
+            return
         if name in self.names:
             raise ProblemError(loc, f"two tensors are named '{name}'; two things with one name are an error "
                                     "(rename one)")
@@ -211,11 +215,15 @@ class _Pass:
         rt = self.rt
         label = mod.label
         kwargs = dict(kwargs or {})
-        k = self.call_counts[label] = self.call_counts.get(label, 0) + 1
-        callid = label if k == 1 else f"{label}#{k}"
         parent = rt.call_stack[-1].id if rt.call_stack else None
-        call = Call(len(self.calls), mod, callid, k, parent)
-        self.calls.append(call)
+        if self.replay is not None:   # checkpoint's recomputation: the call repeats one of the region's
+            from adjoint.engine.checkpoint import replayed_call
+            call = replayed_call(self, mod, parent)
+        else:
+            k = self.call_counts[label] = self.call_counts.get(label, 0) + 1
+            callid = label if k == 1 else f"{label}#{k}"
+            call = Call(len(self.calls), mod, callid, k, parent)
+            self.calls.append(call)
         rt.call_stack.append(call)
         scoped = self.m.reg.saved_hooks_for(label)
         rt.saved_hooks.extend(scoped)
@@ -232,8 +240,13 @@ class _Pass:
         call.out = out
         call.end = len(rt.nodes)
         rt.call_stack.pop()
-        self.bind_output(callid, out, loc)  # the root's output is "model" (and "y", bound by run())
+        self.bind_output(call.callid, out, loc)  # the root's output is "model" (and "y", bound by run())
         return out
+
+    def checkpoint(self, child: Module, args: list, kwargs: dict, loc: Loc):
+        """``torch.utils.checkpoint.checkpoint(child, *args, ...)`` (adjoint.engine.checkpoint)."""
+        from adjoint.engine.checkpoint import run_checkpoint
+        return run_checkpoint(self, child, args, kwargs, loc)
 
     def bind_output(self, name: str, out, loc) -> None:
         """A module's output: ``PATH`` (``PATH[0]``, ``PATH[1]``, ... for a tuple)."""
@@ -560,6 +573,13 @@ class _ModuleScope:
                                      list(self.run.m.globals)))
         raise ProblemError(loc, f"unknown name '{name}' in the forward of '{self.mod.label}'{_suggest(name, options)}; "
                                 f"known here: {', '.join(options) or 'nothing'}")
+
+    def checkpoint(self, name: str, args: list, kwargs: dict, loc: Loc):
+        child = self.find_child(name)
+        if child is None:
+            raise ProblemError(loc, f"checkpoint's function '{name}' must be a child module of '{self.mod.label}'"
+                                    f"{_suggest(name, [c.name for c in self.mod.children])}")
+        return self.run.checkpoint(child, args, kwargs, loc)
 
     def call(self, name: str, args: list, kwargs: dict, loc: Loc):
         child = self.find_child(name)

@@ -199,6 +199,8 @@ class Interp:
         if isinstance(e, (S.Bin, S.Neg)):
             return self.operators(e)
         if isinstance(e, S.Call):
+            if e.func == "checkpoint" and e.prefix == "" and not self.is_child("checkpoint"):
+                return self.checkpoint(e)
             args = [self.eval(a) for a in e.args]
             kwargs = {k: self.eval(v) for k, v in e.kwargs}
             if e.prefix:
@@ -230,6 +232,15 @@ class Interp:
                 raise ProblemError(e.loc, f"the tensor attribute '{e.name}' is not modelled; use .T, .mT, .shape, "
                                           ".ndim") from None
         raise ProblemError(e.loc, f"'{S.to_source(e)}' is not supported here")
+
+    def checkpoint(self, e: S.Call):
+        """``checkpoint(FN, *args, use_reentrant=..., ...)``: FN names a child module (not a value)."""
+        if not e.args or not isinstance(e.args[0], S.Name) or not hasattr(self.scope, "checkpoint"):
+            raise ProblemError(e.loc, "checkpoint(FN, *args, use_reentrant=...) takes a child module's name first, "
+                                      "in a module's forward")
+        args = [self.eval(a) for a in e.args[1:]]
+        kwargs = {k: self.eval(v) for k, v in e.kwargs}
+        return self.scope.checkpoint(e.args[0].id, args, kwargs, e.loc)
 
     def operators(self, root: S.Expr):
         """A tree of operators, evaluated without recursion (a 1,000-term sum is a 1,000-deep

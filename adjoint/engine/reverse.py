@@ -155,6 +155,7 @@ class Engine:
         self.alias.deliver(root_edge.node, root_edge.input_nr, fresh(), True, buf)
         queue.push((root_edge.node.seq, root_edge.node, buf))
         rt.phase = "backward"
+        outer_task, rt.graph_task = rt.graph_task, object()   # a new GraphTask (checkpoint recomputes per task)
         total = len(self.deps) + 1
         try:
             while len(queue):
@@ -192,6 +193,7 @@ class Engine:
                             queue.push((target.seq, target, b))
         finally:
             rt.phase = "forward"
+            rt.graph_task = outer_task
             if root_edge.node.is_accumulate:
                 rt.release_accumulator(root)
         self.check_unused(req, result)

@@ -217,6 +217,10 @@ class ModuleScope:
     def call_child(self, name: str, args: list, kwargs: dict, loc: Loc):
         return self.run.call_module(self.child(name), args, kwargs)
 
+    def checkpoint(self, name: str, args: list, kwargs: dict, loc: Loc):
+        from adjoint.torchside.checkpoint import checkpoint
+        return checkpoint(self.run, self.child(name), args, kwargs)
+
 
 # ----------------------------------------------------------------------------- custom autograd.Function
 

@@ -187,6 +187,11 @@ class Program:
         if isinstance(e, S.Subscript):
             return self.keep(self.getitem(self.eval(e.value), self.index(e), e))
         if isinstance(e, S.Call):
+            if e.func == "checkpoint" and not e.prefix and hasattr(self.scope, "checkpoint") \
+                    and self.scope.child("checkpoint") is None:   # torch.utils.checkpoint.checkpoint(child, ...)
+                args = [self.eval(a) for a in e.args[1:]]
+                kwargs = {k: self.eval(v) for k, v in e.kwargs}
+                return self.keep(self.scope.checkpoint(e.args[0].id, args, kwargs, e.loc))
             args = [self.eval(a) for a in e.args]
             kwargs = {k: self.eval(v) for k, v in e.kwargs}
             if not e.prefix and self.scope.child(e.func) is not None:
