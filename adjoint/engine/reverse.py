@@ -386,9 +386,12 @@ class Engine:
 
     def apply(self, node: Node, inputs: list) -> list:
         B = self.B
-        if node.kind in ("hookfn", "function"):
+        if node.kind in ("hookfn", "function", "checkpoint"):
             # PyNode::apply: materialize_grads turns undefined incoming gradients into zeros
             inputs = [x if x is not None else B.zeros(slot_shape(node, i)) for i, x in enumerate(inputs)]
+            if node.kind == "checkpoint":   # CheckpointFunction.backward: a reentrant backward
+                from adjoint.engine.checkpoint_reentrant import checkpoint_backward
+                return checkpoint_backward(self, node, inputs)
             if node.kind == "hookfn":
                 return list(inputs)
             from adjoint.engine.autograd_function import function_backward
