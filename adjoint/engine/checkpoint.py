@@ -181,6 +181,11 @@ def run_checkpoint(run, child, args: list, kwargs: dict, loc):
         del rt.saved_hooks[depth:]
     frame.calls = run.calls[start:]
     frame.forward_completed = True
+    if frame.calls:
+        frame.calls[0].checkpoint = ("non-reentrant, early_stop=True: recomputed in the backward at the first unpack of "
+                                     "a tensor it saved, up to the last saving op" if early_stop else
+                                     "non-reentrant, early_stop=False: recomputed whole in the backward at the first "
+                                     "unpack of a tensor it saved")
     return out
 
 
@@ -190,7 +195,6 @@ def replayed_call(run, mod, parent):
     from adjoint.engine.forward import Call
     original = next(run.replay, None)
     if original is None or original.module is not mod:
-        k, callid = 1, mod.label
-    else:
-        k, callid = original.k, original.callid
-    return Call(-1, mod, callid, k, parent, recomputes=original)
+        return Call(None, mod, mod.label, 1, parent)
+    # the original's id: reports place the recomputed call's hooks on the original call's module box
+    return Call(original.id, mod, original.callid, original.k, original.parent, recomputes=original)

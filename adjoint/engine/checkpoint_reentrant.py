@@ -43,6 +43,8 @@ class Reentrant:
     def pure_vjp(self, rt, grads: list) -> list:
         """J^T of the region through the last recomputation's nodes, hooks ignored (one value per edge)."""
         from adjoint.engine.adjoints import pure_vjp
+        if self.recomputed is None:   # the backward stopped before the node ran: no recomputed graph
+            return [None] * sum(isinstance(a, Tensor) for a in self.args)
         nodes, outs, detached = self.recomputed
         seeds = [(o, g) for o, g in zip(outs, grads) if isinstance(o, Tensor) and o.requires_grad]
         return pure_vjp(rt, nodes, seeds, detached)
@@ -70,6 +72,9 @@ def run_reentrant(run, child, args: list, loc):
     finally:
         rt.grad_enabled = before
     state.calls = run.calls[start:]
+    if state.calls:
+        state.calls[0].checkpoint = ("reentrant: run under no_grad; its node CheckpointFunctionBackward recomputes it "
+                                     "with grad and runs a reentrant backward through it")
     if node is None:
         return out
     outs = out if isinstance(out, tuple) else (out,)
@@ -79,6 +84,8 @@ def run_reentrant(run, child, args: list, loc):
                                 "as it is, or the same tensor twice, is not modelled yet")
     for k, o in enumerate(outs):   # Function.apply makes FN's results the node's outputs
         o.requires_grad, o.grad_fn, o.output_nr, o.is_leaf = True, node, k, False
+    if state.calls:   # the region's call: its hook-free J^T is the node's (adjoint.engine.adjoints)
+        state.calls[0].body_start = rt.nodes.index(node)
     node.outputs = [(o.shape, o.dtype) for o in outs]
     node.output_values = [o.value for o in outs]
     for i, t in enumerate(tensors):   # ctx.save_for_backward(*tensor_inputs), packed after forward

@@ -56,6 +56,7 @@ class Call:
     body_eqn: int = 0                 # index into runtime.applications after the input wrapping
     end: int = 0
     recomputes: "Call | None" = None  # a call checkpoint's recomputation made: the call it repeats
+    checkpoint: str | None = None     # the call checkpoint(...) made: how it is recomputed (adjoint.engine.checkpoint)
 
     @property
     def path(self) -> str:
