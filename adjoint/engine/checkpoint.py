@@ -172,6 +172,11 @@ def run_checkpoint(run, child, args: list, kwargs: dict, loc):
         return run_reentrant(run, child, args, loc)
     if not rt.grad_enabled:   # _checkpoint_without_reentrant_generator: nothing to do without grad mode
         return run.call_module(child, list(args), loc)
+    if any(not getattr(h, "is_checkpoint", False) for h in rt.saved_hooks):
+        from adjoint.format.errors import ProblemError
+        raise ProblemError(loc, "checkpoint(..., use_reentrant=False) inside the scope of saved_tensors hooks is not "
+                                "modelled yet (PyTorch packs the region's inputs with them, and unpacks them when it "
+                                "recomputes); narrow the hooks' scope, or use use_reentrant=True")
     frame = CheckpointFrame(run, child, args, {}, early_stop, loc)
     start, depth = len(run.calls), len(rt.saved_hooks)
     rt.saved_hooks.append(frame)
@@ -188,13 +193,3 @@ def run_checkpoint(run, child, args: list, kwargs: dict, loc):
                                      "unpack of a tensor it saved")
     return out
 
-
-def replayed_call(run, mod, parent):
-    """The Call record of one module call the recomputation makes: it repeats the region's
-    next original call (same module, same call number), and is not one of the forward's calls."""
-    from adjoint.engine.forward import Call
-    original = next(run.replay, None)
-    if original is None or original.module is not mod:
-        return Call(None, mod, mod.label, 1, parent)
-    # the original's id: reports place the recomputed call's hooks on the original call's module box
-    return Call(original.id, mod, original.callid, original.k, original.parent, recomputes=original)

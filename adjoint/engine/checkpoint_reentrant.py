@@ -97,9 +97,9 @@ def run_reentrant(run, child, args: list, loc):
     return out
 
 
-def checkpoint_backward(engine, node: Node, grads: list) -> list:
-    """CheckpointFunction.backward, run by the outer engine as the node's apply."""
-    from adjoint.engine.reverse import BackwardRequest, Engine
+def checkpoint_backward(engine, node: Node, grads: list, backward) -> list:
+    """CheckpointFunction.backward, run by the outer engine as the node's apply; ``backward(root,
+    grad)`` runs ``torch.autograd.backward(root, grad)`` on a new engine."""
     rt = engine.rt
     state: Reentrant = node.params
     if engine.exec_info:
@@ -132,7 +132,7 @@ def checkpoint_backward(engine, node: Node, grads: list) -> list:
     root, g = with_grad[0]
     rt.reentrant += 1
     try:
-        Engine(rt, rt.hooks_runner.fire_values).run(BackwardRequest(root, g))
+        backward(root, g)
     finally:
         rt.reentrant -= 1
         rt.phase = "backward"

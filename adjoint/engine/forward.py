@@ -24,13 +24,11 @@ from dataclasses import dataclass, field
 
 from adjoint.format import syntax as S
 from adjoint.format.errors import Loc, ProblemError
-from adjoint.engine.bindings import FUNCTION_NAMES
-from adjoint.engine.bindings.core import linear
 from adjoint.engine.graph import Node, Tensor, recorded
 from adjoint.engine.interpreter import Interp
 from adjoint.engine.nn_module import BackwardHookState, LegacyHook, ModuleHooks, ModuleInputHook, ModuleOutputHook
 from adjoint.engine.hook_registration import grad_fn
-from adjoint.format.problem import OUTPUT, ROOT, Module, Problem, TensorDecl
+from adjoint.format.problem import OUTPUT, Module, Problem, TensorDecl
 from adjoint.engine.runtime import Runtime, TorchError
 from adjoint.engine import warns
 from adjoint.values.numbers.sizes import check_leaf_size
@@ -217,9 +215,8 @@ class _Pass:
         label = mod.label
         kwargs = dict(kwargs or {})
         parent = rt.call_stack[-1].id if rt.call_stack else None
-        if self.replay is not None:   # checkpoint's recomputation: the call repeats one of the region's
-            from adjoint.engine.checkpoint import replayed_call
-            call = replayed_call(self, mod, parent)
+        if self.replay is not None:   # checkpoint's recomputation: the call repeats the region's next one
+            call = self.replayed_call(mod, parent)
         else:
             k = self.call_counts[label] = self.call_counts.get(label, 0) + 1
             callid = label if k == 1 else f"{label}#{k}"
@@ -243,6 +240,15 @@ class _Pass:
         rt.call_stack.pop()
         self.bind_output(call.callid, out, loc)  # the root's output is "model" (and "y", bound by run())
         return out
+
+    def replayed_call(self, mod: Module, parent) -> Call:
+        """A module call of checkpoint's recomputation: it repeats the region's next original call
+        (same call number; its id, so reports place its hooks on the original's module box) and is
+        not one of the forward's calls."""
+        original = next(self.replay, None)
+        if original is None or original.module is not mod:
+            return Call(None, mod, mod.label, 1, parent)
+        return Call(original.id, mod, original.callid, original.k, original.parent, recomputes=original)
 
     def checkpoint(self, child: Module, args: list, kwargs: dict, loc: Loc):
         """``torch.utils.checkpoint.checkpoint(child, *args, ...)`` (adjoint.engine.checkpoint)."""

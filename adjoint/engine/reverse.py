@@ -391,7 +391,8 @@ class Engine:
             inputs = [x if x is not None else B.zeros(slot_shape(node, i)) for i, x in enumerate(inputs)]
             if node.kind == "checkpoint":   # CheckpointFunction.backward: a reentrant backward
                 from adjoint.engine.checkpoint_reentrant import checkpoint_backward
-                return checkpoint_backward(self, node, inputs)
+                return checkpoint_backward(self, node, inputs, lambda root, grad: Engine(
+                    self.rt, self.rt.hooks_runner.fire_values).run(BackwardRequest(root, grad)))
             if node.kind == "hookfn":
                 return list(inputs)
             from adjoint.engine.autograd_function import function_backward
