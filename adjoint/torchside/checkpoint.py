@@ -17,6 +17,7 @@ import contextlib
 import torch
 import torch.utils.checkpoint as torch_checkpoint
 
+from adjoint.torchside import graphs
 from adjoint.torchside.dropout import forced_mask
 
 
@@ -28,6 +29,7 @@ class Replay:
         self.seen: dict = {}
         self.fi = fi
         self.current: dict = {}
+        self.starts: dict = {}        # label -> the sequence_nr its current recomputed call began at
 
 
 def checkpoint(run, decl, args: list, kwargs: dict):
@@ -68,15 +70,24 @@ def replayed_call(run, decl, args: list, kwargs: dict):
     label = decl.label
     n = replay.seen[label] = replay.seen.get(label, 0) + 1
     outer = replay.current.get(label)
-    replay.current[label] = (replay.base.get(label, 0) + n, replay.fi)
+    k = replay.base.get(label, 0) + n
+    replay.current[label] = (k, replay.fi)
+    outer_start = replay.starts.get(label)
+    replay.starts[label] = graphs.next_sequence_nr()
     try:
         with contextlib.ExitStack() as stack:
             for hook in run.hooks.saved_hooks(label):
                 stack.enter_context(run.hooks.saved_tensors(hook))
             if decl.mask is not None:
                 stack.enter_context(forced_mask(decl, run.dtype, run.symbols))
-            return run.modules[label](*args, **kwargs)
+            out = run.modules[label](*args, **kwargs)
+        for t in graphs.tensors_in(out):   # its output's BackwardHookFunctionBackward: where its hooks run
+            if graphs.grad_fn_of(t) is not None:
+                run.nodes.note_call(t.grad_fn, label, k, replay.fi)
+        return out
     finally:
+        if outer_start is not None:
+            replay.starts[label] = outer_start
         if outer is None:
             replay.current.pop(label, None)
         else:

@@ -221,11 +221,14 @@ class Session:
             # the output's graph, indexed before the file's forward hooks run: one that raises
             # drops the output, and a pack call of the module's ops would be left without its node
             self.nodes.scan(output, self.readable)
+            k, fi, start = fp.counts.get(label), fp.index, fp.starts.get(label, 0)
+            if self.replay is not None and label in self.replay.current:   # checkpoint's recomputation
+                (k, fi), start = self.replay.current[label], self.replay.starts[label]
             for t in graphs.tensors_in(args):
                 node = graphs.grad_fn_of(t)
                 if (node is not None and node.name() == "BackwardHookFunctionBackward"
-                        and graphs.sequence_nr(node) >= fp.starts.get(label, 0)):
-                    self.nodes.note_call(node, label, fp.counts[label], fp.index)
+                        and graphs.sequence_nr(node) >= start):
+                    self.nodes.note_call(node, label, k, fi)
         return observe
 
     # ------------------------------------------------------------------ steps
