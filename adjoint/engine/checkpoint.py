@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from adjoint.engine.graph import Tensor
 from adjoint.engine.runtime import TorchError
 from adjoint.engine import warns
 
@@ -73,6 +74,7 @@ class CheckpointFrame:
         self.recomputed: set = set()    # graph tasks that recomputed
         self.calls: list = []          # the module calls the original region made, in order
         self.forward_completed = False
+        self.packed_inputs: list = []  # save_inputs: (hooks, what they packed) per tensor argument
 
     # ---------------------------------------------------------------- _checkpoint_hook
     def pack(self, rt, t, node, slot):
@@ -96,6 +98,8 @@ class CheckpointFrame:
 
     def recompute(self, rt, gid) -> None:
         """FN again on the saved inputs, grad mode on, under ``_recomputation_hook``."""
+        for hooks, packed in self.packed_inputs:   # get_inputs: an enclosing checkpoint's unpack
+            hooks.unpack(rt, packed, None, None)
         hooks = RecomputationHooks(self, gid)
         before_grad, depth, stack = rt.grad_enabled, len(rt.saved_hooks), len(rt.call_stack)
         rt.saved_hooks.append(hooks)
@@ -178,6 +182,10 @@ def run_checkpoint(run, child, args: list, kwargs: dict, loc):
                                 "modelled yet (PyTorch packs the region's inputs with them, and unpacks them when it "
                                 "recomputes); narrow the hooks' scope, or use use_reentrant=True")
     frame = CheckpointFrame(run, child, args, {}, early_stop, loc)
+    if rt.saved_hooks:   # save_inputs: the arguments are saved tensors, packed by an enclosing checkpoint's
+        # hooks (a recomputation's pack may stop it right here: _StopRecomputationError)
+        top = rt.saved_hooks[-1]
+        frame.packed_inputs = [(top, top.pack(rt, a, None, None)) for a in args if isinstance(a, Tensor)]
     start, depth = len(run.calls), len(rt.saved_hooks)
     rt.saved_hooks.append(frame)
     try:
