@@ -584,8 +584,10 @@ class _ModuleScope:
     def checkpoint(self, name: str, args: list, kwargs: dict, loc: Loc):
         child = self.find_child(name)
         if child is None:
-            raise ProblemError(loc, f"checkpoint's function '{name}' must be a child module of '{self.mod.label}'"
-                                    f"{_suggest(name, [c.name for c in self.mod.children])}")
+            children = [c.name for c in self.mod.children]
+            raise ProblemError(loc, f"checkpoint's function '{name}' is not a child module of '{self.mod.label}'; "
+                                    "checkpoint(CHILD, *args, use_reentrant=...) takes a child's name"
+                                    + (f" ({', '.join(children)})" if children else " (it has no children)"))
         return self.run.checkpoint(child, args, kwargs, loc)
 
     def call(self, name: str, args: list, kwargs: dict, loc: Loc):
