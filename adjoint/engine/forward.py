@@ -151,6 +151,13 @@ class _Pass:
         self.bound_at: dict[str, int] = {}
         self.leaf_values = {name: t.value for name, t in model.leaves.items()}
         self.replay = None            # while checkpoint recomputes: the region's original calls, in order
+        self.closures: dict = {}      # module label -> {name: value} it reads from its caller (``uses:``)
+
+    def capture(self, child: Module, lookup, loc: Loc) -> None:
+        """``uses:``: what ``child``'s forward reads from its caller, as the caller has it now (the
+        recomputation of a checkpointed call reads the same: names are never rebound)."""
+        if child.uses and self.replay is None:
+            self.closures[child.label] = {n: lookup(n, loc) for n in child.uses}
 
     def bind(self, name: str, t, loc: Loc | None, aliases: tuple = ()) -> None:
         if self.replay is not None:   # checkpoint's recomputation names nothing (adjoint.engine.checkpoint)
@@ -563,6 +570,11 @@ class _ModuleScope:
         p = self.mod.param(name)
         if p is not None:
             return self.run.m.params[p.name]
+        if name in self.mod.uses:   # a closure's name: the caller's tensor
+            if name not in self.run.closures.get(self.mod.label, {}):
+                raise ProblemError(loc, f"'{self.mod.label}' reads '{name}' from its caller (uses:), but its caller "
+                                        "has no such name (only a custom forward's call passes its names on)")
+            return self.run.closures[self.mod.label][name]
         for b in self.mod.buffers:   # a custom module's buffers (running statistics for batch_norm, ...)
             if b.name.rsplit(".", 1)[-1] == name:
                 return self.run.m.leaves[b.name]
@@ -588,6 +600,7 @@ class _ModuleScope:
             raise ProblemError(loc, f"checkpoint's function '{name}' is not a child module of '{self.mod.label}'; "
                                     "checkpoint(CHILD, *args, use_reentrant=...) takes a child's name"
                                     + (f" ({', '.join(children)})" if children else " (it has no children)"))
+        self.run.capture(child, self.lookup, loc)
         return self.run.checkpoint(child, args, kwargs, loc)
 
     def call(self, name: str, args: list, kwargs: dict, loc: Loc):
@@ -606,6 +619,7 @@ class _ModuleScope:
             raise ProblemError(loc, f"module '{child.label}' must be called with tensors")
         if child.type is None and not any(isinstance(a, Tensor) for a in list(args) + list(kwargs.values())):
             raise ProblemError(loc, f"module '{child.label}' must be called with tensors")
+        self.run.capture(child, self.lookup, loc)
         return self.run.call_module(child, list(args), loc, kwargs)
 
 

@@ -116,6 +116,7 @@ class Session:
         self.saved_nodes = SavedNodes(not forward_only and any(h.on == "saved_tensors" for h in variant.hooks))
         self.observers = [self.modules[label].register_forward_hook(self._observe(label)) for label in self.decls]
         self.replay = None     # while checkpoint recomputes: adjoint.torchside.checkpoint.Replay
+        self.closures: dict = {}   # module label -> {name: tensor} it reads from its caller (uses:)
         self.reentrant = 0     # depth of the reentrant backward running
 
     def leaf(self, d) -> torch.Tensor:

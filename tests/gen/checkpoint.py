@@ -10,7 +10,7 @@ What it builds:
   ``checkpoint(CHILD, prev, use_reentrant=...)`` with ``use_reentrant`` True, False or absent
   (PyTorch's warning) and, when False, ``early_stop`` True, False or absent; a region's child
   is a custom module (a Linear, an activation, sometimes a second Linear or an elementwise
-  line, a named intermediate ``h``) or a built-in (Linear, Tanh, Sigmoid, ReLU); sometimes a
+  line, a named intermediate ``h``, sometimes the Linear's call itself checkpointed: nested) or a built-in (Linear, Tanh, Sigmoid, ReLU); sometimes a
   child is called a second time without checkpoint, or a region runs under ``no_grad``;
 * a loss (``sum(y * y)``, ``sum(y)``, ``mean(y ** 2)``);
 * hooks in two or three variants: module forward, forward-pre, full backward (and pre) and
@@ -69,6 +69,11 @@ def generate_checkpoint(rng: random.Random):
             second = rng.random() < 0.4
             parts = [f"        lin: {_linear(rng, n, n)}", f"        act: {{type: {act}}}"]
             body_lines = ["h = lin(x)"]
+            if rng.random() < 0.25:   # a checkpoint nested in the region
+                inner = rng.choice(["False", "True"])
+                body_lines = [f"h = checkpoint(lin, x, use_reentrant={inner}"
+                              + (f", early_stop={rng.choice(['True', 'False'])})" if inner == "False" else ")")]
+                cov[f"nested use_reentrant={inner}"] += 1
             ret = "act(h)"
             if second:
                 parts.append(f"        lin2: {_linear(rng, n, n)}")
