@@ -186,15 +186,15 @@ def run_checkpoint(run, child, args: list, kwargs: dict, loc):
         # hooks (a recomputation's pack may stop it right here: _StopRecomputationError)
         top = rt.saved_hooks[-1]
         frame.packed_inputs = [(top, top.pack(rt, a, None, None)) for a in args if isinstance(a, Tensor)]
-    start, depth = len(run.calls), len(rt.saved_hooks)
+    start, depth = run.calls_mark(), len(rt.saved_hooks)
     rt.saved_hooks.append(frame)
     try:
         out = run.call_module(child, list(args), loc)
     finally:
         del rt.saved_hooks[depth:]
-    frame.calls = run.calls[start:]
+    frame.calls = run.calls_since(start)
     frame.forward_completed = True
-    if frame.calls:
+    if frame.calls and run.replay is None:
         frame.calls[0].checkpoint = ("non-reentrant, early_stop=True: recomputed in the backward at the first unpack of "
                                      "a tensor it saved, up to the last saving op" if early_stop else
                                      "non-reentrant, early_stop=False: recomputed whole in the backward at the first "

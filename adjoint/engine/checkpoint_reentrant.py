@@ -66,13 +66,13 @@ def run_reentrant(run, child, args: list, loc):
         rt.nodes.append(node)
     before = rt.grad_enabled
     rt.grad_enabled = False
-    start = len(run.calls)
+    start = run.calls_mark()
     try:
         out = run.call_module(child, list(args), loc)
     finally:
         rt.grad_enabled = before
-    state.calls = run.calls[start:]
-    if state.calls:
+    state.calls = run.calls_since(start)
+    if state.calls and run.replay is None:
         state.calls[0].checkpoint = ("reentrant: run under no_grad; its node CheckpointFunctionBackward recomputes it "
                                      "with grad and runs a reentrant backward through it")
     if node is None:
@@ -84,7 +84,7 @@ def run_reentrant(run, child, args: list, loc):
                                 "as it is, or the same tensor twice, is not modelled yet")
     for k, o in enumerate(outs):   # Function.apply makes FN's results the node's outputs
         o.requires_grad, o.grad_fn, o.output_nr, o.is_leaf = True, node, k, False
-    if state.calls:   # the region's call: its hook-free J^T is the node's (adjoint.engine.adjoints)
+    if state.calls and run.replay is None:   # the region's call: its hook-free J^T is the node's (adjoint.engine.adjoints)
         state.calls[0].body_start = rt.nodes.index(node)
     node.outputs = [(o.shape, o.dtype) for o in outs]
     node.output_values = [o.value for o in outs]

@@ -151,6 +151,7 @@ class _Pass:
         self.bound_at: dict[str, int] = {}
         self.leaf_values = {name: t.value for name, t in model.leaves.items()}
         self.replay = None            # while checkpoint recomputes: the region's original calls, in order
+        self.replayed: list = []      # the original calls the recomputations repeated, in order
         self.closures: dict = {}      # module label -> {name: value} it reads from its caller (``uses:``)
 
     def capture(self, child: Module, lookup, loc: Loc) -> None:
@@ -253,9 +254,18 @@ class _Pass:
         (same call number; its id, so reports place its hooks on the original's module box) and is
         not one of the forward's calls."""
         original = next(self.replay, None)
+        self.replayed.append(original)
         if original is None or original.module is not mod:
             return Call(None, mod, mod.label, 1, parent)
         return Call(original.id, mod, original.callid, original.k, original.parent, recomputes=original)
+
+    def calls_mark(self) -> int:
+        """Where the calls made from now on start: in the forward's calls, or, while a region is
+        recomputed, in the original calls it repeats (a checkpoint nested in it)."""
+        return len(self.calls) if self.replay is None else len(self.replayed)
+
+    def calls_since(self, mark: int) -> list:
+        return self.calls[mark:] if self.replay is None else [c for c in self.replayed[mark:] if c is not None]
 
     def checkpoint(self, child: Module, args: list, kwargs: dict, loc: Loc):
         """``torch.utils.checkpoint.checkpoint(child, *args, ...)`` (adjoint.engine.checkpoint)."""

@@ -35,6 +35,11 @@ class Replay:
 def checkpoint(run, decl, args: list, kwargs: dict):
     fp = run.fpass
     state = {"original": True, "counts": dict(fp.counts), "fi": fp.index}
+    if run.replay is not None:   # a checkpoint nested in a region being recomputed: the calls it repeats
+        replay = run.replay
+        state["counts"] = {label: replay.base.get(label, 0) + replay.seen.get(label, 0)
+                           for label in set(replay.base) | set(replay.seen)}
+        state["fi"] = replay.fi
     reentrant = kwargs.get("use_reentrant", True) is not False
 
     def function(*a):

@@ -103,6 +103,7 @@ def generate_checkpoint(rng: random.Random):
             forward.append("with no_grad():")
             forward.append(f"  z{r} = checkpoint({name}, {prev}{kw})")
             cov["under no_grad"] += 1
+            inner_names = []   # bound in the no_grad call: no grad_fn, nothing to hook
         forward.append(call)
         named.append(out)
         if mode == "False":
