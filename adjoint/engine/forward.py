@@ -150,6 +150,7 @@ class _Pass:
         self.log_start = len(self.rt.log)
         self.bound_at: dict[str, int] = {}
         self.leaf_values = {name: t.value for name, t in model.leaves.items()}
+        self.rt.names = self.names    # hook bodies may read the forward's named tensors
         self.replay = None            # while checkpoint recomputes: the region's original calls, in order
         self.replayed: list = []      # the original calls the recomputations repeated, in order
         self.closures: dict = {}      # module label -> {name: value} it reads from its caller (``uses:``)

@@ -30,7 +30,7 @@ def run_hook_body(rt, hook, env: dict, grads: LeafGrads | None = None):
     leaves' ``.grad`` the body reads, writes and sets)."""
     env = dict(env)
     kind = "tensor hook" if hook.kind == "hook" else f"{hook.kind} hook"
-    interp = HookInterp(rt, EnvScope(env, f"the {kind} '{hook.label}'"),
+    interp = HookInterp(rt, EnvScope(env, f"the {kind} '{hook.label}'", rt.names),
                         grads if grads is not None else LeafGrads())
     for stmt in hook.does:
         interp.execute(stmt)

@@ -42,13 +42,16 @@ class EnvScope:
 
     assigning = None
 
-    def __init__(self, env: dict, what: str):
+    def __init__(self, env: dict, what: str, names: dict | None = None):
         self.env = env
         self.what = what
+        self.names = names if names is not None else {}
 
     def lookup(self, name, loc):
         if name in self.env:
             return self.env[name]
+        if name in self.names:   # a hook body may name the forward's tensors
+            return self.names[name]
         raise ProblemError(loc, f"unknown name '{name}' in {self.what}; available: {', '.join(self.env)}")
 
     def call(self, name, args, kwargs, loc):
@@ -201,6 +204,11 @@ class Interp:
         if isinstance(e, S.Call):
             if e.func == "checkpoint" and e.prefix == "" and not self.is_child("checkpoint"):
                 return self.checkpoint(e)
+            if e.func == "backward" and e.prefix == "" and isinstance(self.scope, EnvScope):   # in a hook body
+                from adjoint.engine.nested_backward import nested_backward
+                args = [self.eval(a) for a in e.args]
+                return nested_backward(self.rt, args[0] if args else None, args[1:],
+                                       {k: self.eval(v) for k, v in e.kwargs}, e.loc)
             args = [self.eval(a) for a in e.args]
             kwargs = {k: self.eval(v) for k, v in e.kwargs}
             if e.prefix:
@@ -295,6 +303,9 @@ class Interp:
             raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is {describe(obj)}, which has no method '{e.name}'")
         if e.name in INPLACE_METHODS:
             return call_inplace(self.rt, e.name, obj, args, kwargs, e.loc)
+        if e.name == "backward" and isinstance(self.scope, EnvScope):   # T.backward(...) in a hook body
+            from adjoint.engine.nested_backward import nested_backward
+            return nested_backward(self.rt, obj, args, kwargs, e.loc)
         if e.name in METHODS:
             return call_function(self.rt, e.name, args, kwargs, e.loc, method_of=obj)
         from adjoint.format.torch_names import is_tensor_member

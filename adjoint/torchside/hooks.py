@@ -320,7 +320,7 @@ class Hooks:
         if raises_now(hook, record["kind"]):
             record["raised"] = True
             raise (RuntimeError if hook.raises_type == "RuntimeError" else exception_class(hook.raises_type))(hook.raises)
-        scope = EnvScope(dict(env if env is not None else args), f"the {record['kind']} hook '{hook.label}'")
+        scope = EnvScope(dict(env if env is not None else args), f"the {record['kind']} hook '{hook.label}'", run)
         # in the backward, a value the body makes is not kept alive by the run (a plain script keeps
         # none): an extra reference to the gradient would change what AccumulateGrad steals
         program = run.program(scope) if graphs.current_node() is None else run.backward_program(scope)

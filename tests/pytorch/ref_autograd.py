@@ -1044,4 +1044,36 @@ def test_nested_checkpoint_same_graph__early_stop_false():
     return _nested_checkpoint_same_graph(False)
 
 
+def _nested_checkpoint_reentrant_backwards(early_stop: bool):
+    from torch.utils.checkpoint import checkpoint, set_checkpoint_early_stop
+    log = Log()
+
+    def fn(a):
+        x = a.sin().cos()
+        out = x.sin()
+        return x, out
+
+    def hook(*_unused_args):
+        # do backward again, but skip over the part of the graph where
+        # the hook was registered
+        x.backward(retain_graph=True)
+
+    a = leaf(1.0)
+    a.register_hook(log.tensor_hook(1, "a"))
+    with set_checkpoint_early_stop(early_stop):
+        x, out = checkpoint(fn, a, use_reentrant=False)
+    out.grad_fn.register_hook(log.node_post_hook(0, "out", fn=hook))
+    out.backward(retain_graph=True)
+    assert fired(log.calls) == [0, 1, 1]
+    return observation(log, grads(a=a))
+
+
+def test_nested_checkpoint_reentrant_backwards__early_stop_true():
+    return _nested_checkpoint_reentrant_backwards(True)
+
+
+def test_nested_checkpoint_reentrant_backwards__early_stop_false():
+    return _nested_checkpoint_reentrant_backwards(False)
+
+
 __all__ = [name for name in dir() if name.startswith("test_")]
