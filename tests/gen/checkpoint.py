@@ -17,6 +17,9 @@ What it builds:
   legacy backward hooks on the children and their submodules, global module hooks, tensor
   hooks on parameters and on named intermediates (a region's own, which the reentrant variant
   refuses to register: PyTorch's error), node hooks, post-accumulate hooks;
+* a hook body that runs ``h.backward(...)`` (a reentrant backward; without retain_graph the outer
+  backward then meets a freed graph; ``h.sum()`` computed in the backward has no graph: errors
+  PyTorch raises, answers like any other);
 * steps: one backward, two with ``retain_graph`` (each recomputes), or ``autograd.grad``
   (which the reentrant variant refuses: PyTorch's error).
 """
@@ -156,10 +159,15 @@ def generate_checkpoint(rng: random.Random):
                 t = rng.choice(pool)
                 out.append(f"{{tensor: {t}}}")
                 cov["tensor hook on an intermediate"] += 1
-            else:
+            elif c < 0.95:
                 t = rng.choice(named[1:] or named)
                 out.append(f"{{node: {t}, kind: {rng.choice(['pre', 'post'])}}}")
                 cov["node hook"] += 1
+            else:   # a hook body that runs a backward: reentrant inside the backward
+                t = rng.choice(named[1:] or named)
+                body = rng.choice(["h.backward(h, retain_graph=True)", "h.backward(h)", "h.sum().backward()"])
+                out.append(f"{{node: {t}, kind: {rng.choice(['pre', 'post'])}, does: \"{body}\"}}")
+                cov["hook body runs a backward"] += 1
         # a hook twice on one module kind is fine; legacy and full on one module is PyTorch's error (an answer)
         return "[" + ", ".join(out) + "]"
 
