@@ -17,8 +17,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REGIONS = os.path.join(ROOT, "tests", "data", "regressions", "checkpoint_regions.yaml")
 
 
+_SOLVED: dict = {}
+
+
+def _solved(path: str):
+    """Every variant of ``path`` solved once for the whole module."""
+    if path not in _SOLVED:
+        _SOLVED[path] = adjoint.load(path).solve()
+    return _SOLVED[path]
+
+
 def _calls(path: str, variant: str) -> tuple[dict, list]:
-    v = adjoint.load(path).solve(variant=variant).to_json()["variants"][variant]
+    v = _solved(path).to_json()["variants"][variant]
     return v, [(c["label"], c.get("recomputed", False), c.get("reentrant", 0)) for c in v["hook_calls"]]
 
 
@@ -57,7 +67,7 @@ def test_each_backward_recomputes_and_grad_refuses_the_reentrant_variant():
 
 def test_warnings_of_checkpoint_itself():
     path = os.path.join(ROOT, "tests", "data", "regressions", "checkpoint_warnings.yaml")
-    v = adjoint.load(path).solve(variant="observe").to_json()["variants"]["observe"]
+    v = _solved(path).to_json()["variants"]["observe"]
     messages = [w["message"] for w in v["warnings"]]
     assert messages[0].startswith("torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly.")
     assert messages[1] == "None of the inputs have requires_grad=True. Gradients will be None"
@@ -65,7 +75,7 @@ def test_warnings_of_checkpoint_itself():
 
 
 def test_document_says_which_region_is_recomputed():
-    text = render_document(adjoint.load(REGIONS).solve(variant="observe"))
+    text = render_document(_solved(REGIONS))
     assert "called through \\texttt{checkpoint} (non-reentrant, early\\_stop=True" in text
     assert "called through \\texttt{checkpoint} (non-reentrant, early\\_stop=False" in text
     assert "called through \\texttt{checkpoint} (reentrant" in text
