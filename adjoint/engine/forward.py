@@ -611,6 +611,12 @@ class _ModuleScope:
             raise ProblemError(loc, f"checkpoint's function '{name}' is not a child module of '{self.mod.label}'; "
                                     "checkpoint(CHILD, *args, use_reentrant=...) takes a child's name"
                                     + (f" ({', '.join(children)})" if children else " (it has no children)"))
+        if not child.input_defaults and not _arity_ok(child, len(args)):
+            raise ProblemError(loc, f"module '{child.label}' takes {len(child.inputs)} input(s) "
+                                    f"({', '.join(child.inputs)}), got {len(args)} after checkpoint's function; "
+                                    f"pass them in order: checkpoint({name}, {', '.join(child.inputs)}, ...)")
+        if not any(isinstance(a, Tensor) for a in args):
+            raise ProblemError(loc, f"checkpoint(...) hands '{child.label}' no tensor: give its tensor inputs")
         self.run.capture(child, self.lookup, loc)
         return self.run.checkpoint(child, args, kwargs, loc)
 
