@@ -105,3 +105,13 @@ def test_refusals_name_what_is_not_modelled(forward, more, message):
     with pytest.raises(ProblemError) as info:
         adjoint.loads(_BASE.format(forward=forward, more=more)).solve()
     assert message in str(info.value)
+
+
+def test_report_marks_recomputed_and_reentrant_calls():
+    from click.testing import CliRunner
+
+    from adjoint.cli import main
+    out = CliRunner().invoke(main, ["solve", REGIONS, "--variant", "observe"]).output
+    text = " ".join(out.split())   # the report wraps long lines
+    assert "#8 forward on module k.lin [recomputed by checkpoint]" in text
+    assert "#9 full_backward on module k.act at BackwardHookFunctionBackward [reentrant backward, depth 1]" in text

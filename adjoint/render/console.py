@@ -234,6 +234,10 @@ def _call_title(h: HookRecord) -> Text:
         t.append("  [forward]", DIM)
     if getattr(h, "silenced", False):
         t.append("  raised, silenced by PyTorch (a warning)", DIM)
+    if getattr(h, "recomputed", False):
+        t.append("  [recomputed by checkpoint]", DIM)
+    if getattr(h, "reentrant", 0):
+        t.append(f"  [reentrant backward, depth {h.reentrant}]", DIM)
     if h.label:
         t.append("  ")
         t.append(_safe(h.label), DIM)
