@@ -23,7 +23,7 @@ from rich.text import Text
 from adjoint.answer.prediction import Boundary, HookRecord, Prediction
 from adjoint.render.safetext import terminal_safe
 from adjoint.render import values as fmt
-from adjoint.render.report import Group, Options, ReportView, VariantView, build
+from adjoint.render.report import Options, ReportView, VariantView, build
 from adjoint.render.explain import silent_what, unkept_line
 
 #: spaces at the end of a line (before any closing colour codes)
