@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.dirname(HERE))   # this checkout's adjoint, not an in
 import gen as G  # noqa: E402
 from gen.second import generate_second  # noqa: E402
 from gen.complexgen import generate_complex  # noqa: E402
+from gen.checkpoint import generate_checkpoint  # noqa: E402
 
 DISAGREE = ("crash", "harness", "invalid", "refused", "mismatch")
 
@@ -38,8 +39,9 @@ def one(job):
     if len(job) > 4 and job[4] == "second":   # tests/gen/second.py: create_graph, grad of grad
         text, cov = generate_second(random.Random(f"{seed}-{i}"))
         return i, text, G.check(text, timeout=timeout), cov
-    if len(job) > 4 and job[4] == "complex":   # tests/gen/complexgen.py: complex tensors
-        text, cov = generate_complex(random.Random(f"{seed}-{i}"))
+    if len(job) > 4 and job[4] in ("complex", "checkpoint"):   # tests/gen/complexgen.py, tests/gen/checkpoint.py
+        make = generate_complex if job[4] == "complex" else generate_checkpoint
+        text, cov = make(random.Random(f"{seed}-{i}"))
         return i, text, G.check(text, timeout=timeout), cov
     spec = G.generate_spec(random.Random(f"{seed}-{i}"), budget)
     text = G.to_yaml(spec)
@@ -59,9 +61,10 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     ap.add_argument("--out", default=None, help="where to write disagreeing problems (default: a new temp dir)")
     ap.add_argument("--quiet", action="store_true", help="no progress line")
-    ap.add_argument("--kind", choices=("all", "second", "complex"), default="all",
+    ap.add_argument("--kind", choices=("all", "second", "complex", "checkpoint"), default="all",
                     help="second: only second-order problems (tests/gen/second.py); complex: complex tensors "
-                         "(tests/gen/complexgen.py); default all: tests/gen")
+                         "(tests/gen/complexgen.py); checkpoint: only torch.utils.checkpoint problems "
+                         "(tests/gen/checkpoint.py); default all: tests/gen")
     args = ap.parse_args(argv)
 
     if args.only is not None:

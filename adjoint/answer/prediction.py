@@ -56,6 +56,8 @@ class HookRecord:
     is_global: bool = False    # a global module hook (``"global": true``; ``target`` is the module that fired)
     silenced: bool = False     # it raised and PyTorch swallowed the error with a warning (``"silenced": true``)
     wrote: tuple = ()          # what its body wrote in place (runtime.CallRecord.wrote)
+    recomputed: bool = False   # made by checkpoint's recomputation (``"recomputed": true``)
+    reentrant: int = 0         # depth of the reentrant backward it ran in (``"reentrant": N``; absent at 0)
 
     def __repr__(self) -> str:
         where = f" at {self.node}" if self.node else ""
@@ -278,6 +280,10 @@ def hook_json(h: HookRecord, printer=None) -> dict:
         out["raised"] = True
     if h.silenced:
         out["silenced"] = True
+    if h.recomputed:
+        out["recomputed"] = True
+    if h.reentrant:
+        out["reentrant"] = h.reentrant
     if h.kind in ("pack", "unpack"):
         out["node"] = h.node
     return out

@@ -166,7 +166,7 @@ def _record(run: VariantRun, rec, producers: dict, calls: dict) -> HookRecord:
     k = call.k if call is not None else None
     count = 1
     if call is not None:
-        count = calls.get(id(call))
+        count = calls.get(id(call.recomputes if call.recomputes is not None else call))
         if count is None:
             # a forward that raised is in no ForwardResult: its calls so far (the pass in progress) count
             last = getattr(run.model, "last_pass", None)
@@ -184,7 +184,8 @@ def _record(run: VariantRun, rec, producers: dict, calls: dict) -> HookRecord:
         target = hook.target
     why = _why_forward(rec) if rec.phase == "forward" else _why(run, rec)
     return HookRecord(hook.index, hook.label, rec.kind, hook.on, target, k, count, rec.phase, node, rec.args,
-                      rec.returned, why, raised=rec.raised, is_global=rec.is_global, silenced=rec.silenced, wrote=rec.wrote)
+                      rec.returned, why, raised=rec.raised, is_global=rec.is_global, silenced=rec.silenced, wrote=rec.wrote,
+                      recomputed=rec.recomputed, reentrant=rec.reentrant)
 
 
 def _why_forward(rec) -> list[str]:

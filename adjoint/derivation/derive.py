@@ -364,6 +364,7 @@ class UnitBuilder:
                         cv.body - 0.5, bool(c.bw is not None or c.legacy_hooks))
         if mod.forward is not None and mod.type is None:
             info.forward_source = program_source(mod.forward)
+        info.checkpoint = c.checkpoint
         if mod.function is not None:
             info.backward_source = "; ".join(f"{slot}: {source(f) if f is not None else 'None'}"
                                              for slot, f in mod.function.grads)

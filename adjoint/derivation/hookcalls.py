@@ -34,7 +34,8 @@ class _HookCallBuilder:
         hook = rec.hook
         out = HookCall(self.number, h.index, h.label, h.kind, h.on, h.target, h.k, h.calls_of_module, h.phase,
                        h.node, [], h.returned, None, list(h.why), h.raised, h.is_global,
-                       does=bool(hook.does), grads_then=dict(rec.grads_then), saved=rec.saved, wrote=tuple(rec.wrote))
+                       does=bool(hook.does), grads_then=dict(rec.grads_then), saved=rec.saved, wrote=tuple(rec.wrote),
+                       recomputed=rec.recomputed, reentrant=rec.reentrant)
         if b is None:
             out.args = [HookArg(name, pos, item, None) for name, value in h.args.items()
                         for pos, item in _items(value)]

@@ -161,6 +161,7 @@ class CallInfo:
     hooked: bool                     # it has module backward hooks (full, pre or legacy)
     forward_source: str | None = None    # a custom module's forward, as source text
     backward_source: str | None = None   # a custom Function's declared backward, as source text
+    checkpoint: str | None = None        # called through torch.utils.checkpoint: how it is recomputed
 
 
 # ----------------------------------------------------------------------------- hooks
@@ -250,6 +251,8 @@ class HookCall:
     saved_var: int | None = None     # pack / unpack: the tensor saved
     later: list = field(default_factory=list)   # tensor / node hooks: later versions of its tensor (in place)
     wrote: tuple = ()                # what its body wrote in place (runtime.CallRecord.wrote)
+    recomputed: bool = False         # made by checkpoint's recomputation in the backward
+    reentrant: int = 0               # depth of the reentrant backward it ran in
 
 
 # ----------------------------------------------------------------------------- results

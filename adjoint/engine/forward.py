@@ -53,6 +53,8 @@ class Call:
     body_start: int = 0               # index into runtime.nodes after the input wrapping
     body_eqn: int = 0                 # index into runtime.applications after the input wrapping
     end: int = 0
+    recomputes: "Call | None" = None  # a call checkpoint's recomputation made: the call it repeats
+    checkpoint: str | None = None     # the call checkpoint(...) made: how it is recomputed (adjoint.engine.checkpoint)
 
     @property
     def path(self) -> str:
@@ -152,8 +154,20 @@ class _Pass:
         self.log_start = len(self.rt.log)
         self.bound_at: dict[str, int] = {}
         self.leaf_values = {name: t.value for name, t in model.leaves.items()}
+        self.rt.names = self.names    # hook bodies may read the forward's named tensors
+        self.replay = None            # while checkpoint recomputes: the region's original calls, in order
+        self.replayed: list = []      # the original calls the recomputations repeated, in order
+        self.closures: dict = {}      # module label -> {name: value} it reads from its caller (``uses:``)
+
+    def capture(self, child: Module, lookup, loc: Loc) -> None:
+        """``uses:``: what ``child``'s forward reads from its caller, as the caller has it now (the
+        recomputation of a checkpointed call reads the same: names are never rebound)."""
+        if child.uses and self.replay is None:
+            self.closures[child.label] = {n: lookup(n, loc) for n in child.uses}
 
     def bind(self, name: str, t, loc: Loc | None, aliases: tuple = ()) -> None:
+        if self.replay is not None:   # checkpoint's recomputation names nothing (adjoint.engine.checkpoint)
+            return
         if name in self.names:
             raise ProblemError(loc, f"two tensors are named '{name}'; two things with one name are an error "
                                     "(rename one)")
@@ -213,11 +227,14 @@ class _Pass:
         rt = self.rt
         label = mod.label
         kwargs = dict(kwargs or {})
-        k = self.call_counts[label] = self.call_counts.get(label, 0) + 1
-        callid = label if k == 1 else f"{label}#{k}"
         parent = rt.call_stack[-1].id if rt.call_stack else None
-        call = Call(len(self.calls), mod, callid, k, parent)
-        self.calls.append(call)
+        if self.replay is not None:   # checkpoint's recomputation: the call repeats the region's next one
+            call = self.replayed_call(mod, parent)
+        else:
+            k = self.call_counts[label] = self.call_counts.get(label, 0) + 1
+            callid = label if k == 1 else f"{label}#{k}"
+            call = Call(len(self.calls), mod, callid, k, parent)
+            self.calls.append(call)
         rt.call_stack.append(call)
         scoped = self.m.reg.saved_hooks_for(label)
         rt.saved_hooks.extend(scoped)
@@ -236,8 +253,31 @@ class _Pass:
         rt.call_stack.pop()
         if mod is self.p.model and self.m.root_wrapper is not None:
             out = self.m.root_wrapper(out)
-        self.bind_output(callid, out, loc)  # the root's output is "model" (and "y", bound by run())
+        self.bind_output(call.callid, out, loc)  # the root's output is "model" (and "y", bound by run())
         return out
+
+    def replayed_call(self, mod: Module, parent) -> Call:
+        """A module call of checkpoint's recomputation: it repeats the region's next original call
+        (same call number; its id, so reports place its hooks on the original's module box) and is
+        not one of the forward's calls."""
+        original = next(self.replay, None)
+        self.replayed.append(original)
+        if original is None or original.module is not mod:
+            return Call(None, mod, mod.label, 1, parent)
+        return Call(original.id, mod, original.callid, original.k, original.parent, recomputes=original)
+
+    def calls_mark(self) -> int:
+        """Where the calls made from now on start: in the forward's calls, or, while a region is
+        recomputed, in the original calls it repeats (a checkpoint nested in it)."""
+        return len(self.calls) if self.replay is None else len(self.replayed)
+
+    def calls_since(self, mark: int) -> list:
+        return self.calls[mark:] if self.replay is None else [c for c in self.replayed[mark:] if c is not None]
+
+    def checkpoint(self, child: Module, args: list, kwargs: dict, loc: Loc):
+        """``torch.utils.checkpoint.checkpoint(child, *args, ...)`` (adjoint.engine.checkpoint)."""
+        from adjoint.engine.checkpoint import run_checkpoint
+        return run_checkpoint(self, child, args, kwargs, loc)
 
     def bind_output(self, name: str, out, loc) -> None:
         """A module's output: ``PATH`` (``PATH[0]``, ``PATH[1]``, ... for a tuple)."""
@@ -554,6 +594,11 @@ class _ModuleScope:
         p = self.mod.param(name)
         if p is not None:
             return self.run.m.params[p.name]
+        if name in self.mod.uses:   # a closure's name: the caller's tensor
+            if name not in self.run.closures.get(self.mod.label, {}):
+                raise ProblemError(loc, f"'{self.mod.label}' reads '{name}' from its caller (uses:), but its caller "
+                                        "has no such name (only a custom forward's call passes its names on)")
+            return self.run.closures[self.mod.label][name]
         for b in self.mod.buffers:   # a custom module's buffers (running statistics for batch_norm, ...)
             if b.name.rsplit(".", 1)[-1] == name:
                 return self.run.m.leaves[b.name]
@@ -572,6 +617,22 @@ class _ModuleScope:
         raise ProblemError(loc, f"unknown name '{name}' in the forward of '{self.mod.label}'{_suggest(name, options)}; "
                                 f"known here: {', '.join(options) or 'nothing'}")
 
+    def checkpoint(self, name: str, args: list, kwargs: dict, loc: Loc):
+        child = self.find_child(name)
+        if child is None:
+            children = [c.name for c in self.mod.children]
+            raise ProblemError(loc, f"checkpoint's function '{name}' is not a child module of '{self.mod.label}'; "
+                                    "checkpoint(CHILD, *args, use_reentrant=...) takes a child's name"
+                                    + (f" ({', '.join(children)})" if children else " (it has no children)"))
+        if not child.input_defaults and not _arity_ok(child, len(args)):
+            raise ProblemError(loc, f"module '{child.label}' takes {len(child.inputs)} input(s) "
+                                    f"({', '.join(child.inputs)}), got {len(args)} after checkpoint's function; "
+                                    f"pass them in order: checkpoint({name}, {', '.join(child.inputs)}, ...)")
+        if not any(isinstance(a, Tensor) for a in args):
+            raise ProblemError(loc, f"checkpoint(...) hands '{child.label}' no tensor: give its tensor inputs")
+        self.run.capture(child, self.lookup, loc)
+        return self.run.checkpoint(child, args, kwargs, loc)
+
     def call(self, name: str, args: list, kwargs: dict, loc: Loc):
         child = self.find_child(name)
         if child is None:
@@ -588,6 +649,7 @@ class _ModuleScope:
             raise ProblemError(loc, f"module '{child.label}' must be called with tensors")
         if child.type is None and not any(isinstance(a, Tensor) for a in list(args) + list(kwargs.values())):
             raise ProblemError(loc, f"module '{child.label}' must be called with tensors")
+        self.run.capture(child, self.lookup, loc)
         return self.run.call_module(child, list(args), loc, kwargs)
 
 

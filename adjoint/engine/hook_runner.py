@@ -32,7 +32,7 @@ def run_hook_body(rt, hook, env: dict, grads: LeafGrads | None = None):
     leaves' ``.grad`` the body reads, writes and sets)."""
     env = dict(env)
     kind = "tensor hook" if hook.kind == "hook" else f"{hook.kind} hook"
-    interp = HookInterp(rt, EnvScope(env, f"the {kind} '{hook.label}'"),
+    interp = HookInterp(rt, EnvScope(env, f"the {kind} '{hook.label}'", rt.names),
                         grads if grads is not None else LeafGrads())
     for stmt in hook.does:
         interp.execute(stmt)
@@ -81,6 +81,7 @@ class HookRunner:
         record = CallRecord(hook, kind or hook.kind, hook.target, snapshot(env if shown is None else shown),
                             node=node, call=call, phase=rt.phase, is_global=hook.on == "global",
                             grads_then=self.grads_now())
+        record.recomputed, record.reentrant = rt.recomputing > 0, rt.reentrant
         rt.log.append(record)
         for index in hook.removes:
             self.reg.remove(index)
@@ -190,6 +191,8 @@ class HookRunner:
     # ------------------------------------------------------------------ saved tensors
     def pack(self, hook, t: Tensor, node, slot: str | None = None):
         """Pack hook for ``t``, saved by ``node`` as ``slot`` (self, other, result, ...)."""
+        if getattr(hook, "is_checkpoint", False):   # checkpoint's own hooks (adjoint.engine.checkpoint)
+            return hook.pack(self.rt, t, node, slot)
         before = self.rt.grad_enabled
         self.rt.grad_enabled = False
         self.rt.quiet += 1
@@ -202,6 +205,8 @@ class HookRunner:
     def unpack(self, hook, packed, node, sv=None):
         """Unpack hook for what the pack hook returned for the saved variable ``sv`` of ``node``
         (run as the node runs: with grad mode off, as backward without create_graph has it)."""
+        if getattr(hook, "is_checkpoint", False):
+            return hook.unpack(self.rt, packed, node, sv)
         before = self.rt.grad_enabled
         self.rt.grad_enabled = False
         try:
@@ -217,6 +222,7 @@ class HookRunner:
         rt = self.rt
         record = CallRecord(hook, kind, None, snapshot(env), node=node, phase=rt.phase, grads_then=self.grads_now(),
                             saved=slot, tensor=tensor)
+        record.recomputed, record.reentrant = rt.recomputing > 0, rt.reentrant
         rt.log.append(record)
         if raises_now(hook, kind):
             record.raised = True

@@ -42,13 +42,16 @@ class EnvScope:
 
     assigning = None
 
-    def __init__(self, env: dict, what: str):
+    def __init__(self, env: dict, what: str, names: dict | None = None):
         self.env = env
         self.what = what
+        self.names = names if names is not None else {}
 
     def lookup(self, name, loc):
         if name in self.env:
             return self.env[name]
+        if name in self.names:   # a hook body may name the forward's tensors
+            return self.names[name]
         raise ProblemError(loc, f"unknown name '{name}' in {self.what}; available: {', '.join(self.env)}")
 
     def call(self, name, args, kwargs, loc):
@@ -199,6 +202,13 @@ class Interp:
         if isinstance(e, (S.Bin, S.Neg)):
             return self.operators(e)
         if isinstance(e, S.Call):
+            if e.func == "checkpoint" and e.prefix == "" and not self.is_child("checkpoint"):
+                return self.checkpoint(e)
+            if e.func == "backward" and e.prefix == "" and isinstance(self.scope, EnvScope):   # in a hook body
+                from adjoint.engine.nested_backward import nested_backward
+                args = [self.eval(a) for a in e.args]
+                return nested_backward(self.rt, args[0] if args else None, args[1:],
+                                       {k: self.eval(v) for k, v in e.kwargs}, e.loc)
             args = [self.eval(a) for a in e.args]
             kwargs = {k: self.eval(v) for k, v in e.kwargs}
             if e.prefix:
@@ -230,6 +240,15 @@ class Interp:
                 raise ProblemError(e.loc, f"the tensor attribute '{e.name}' is not modelled; use .T, .mT, .shape, "
                                           ".ndim") from None
         raise ProblemError(e.loc, f"'{S.to_source(e)}' is not supported here")
+
+    def checkpoint(self, e: S.Call):
+        """``checkpoint(FN, *args, use_reentrant=..., ...)``: FN names a child module (not a value)."""
+        if not e.args or not isinstance(e.args[0], S.Name) or not hasattr(self.scope, "checkpoint"):
+            raise ProblemError(e.loc, "checkpoint(FN, *args, use_reentrant=...) takes a child module's name first, "
+                                      "in a module's forward")
+        args = [self.eval(a) for a in e.args[1:]]
+        kwargs = {k: self.eval(v) for k, v in e.kwargs}
+        return self.scope.checkpoint(e.args[0].id, args, kwargs, e.loc)
 
     def operators(self, root: S.Expr):
         """A tree of operators, evaluated without recursion (a 1,000-term sum is a 1,000-deep
@@ -284,6 +303,9 @@ class Interp:
             raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is {describe(obj)}, which has no method '{e.name}'")
         if e.name in INPLACE_METHODS:
             return call_inplace(self.rt, e.name, obj, args, kwargs, e.loc)
+        if e.name == "backward" and isinstance(self.scope, EnvScope):   # T.backward(...) in a hook body
+            from adjoint.engine.nested_backward import nested_backward
+            return nested_backward(self.rt, obj, args, kwargs, e.loc)
         if e.name in METHODS:
             return call_function(self.rt, e.name, args, kwargs, e.loc, method_of=obj)
         from adjoint.format.torch_names import is_tensor_member

@@ -131,6 +131,8 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
     model = Model(problem, variant.inputs, rt, reg)
     reg.model = model
     rt.hooks_runner = HookRunner(rt, reg)
+    rt.backward_runner = lambda root, grad, retain: Engine(rt, rt.hooks_runner.fire_values).run(
+        BackwardRequest(root, grad, retain_graph=retain))   # a hook body's backward (adjoint.engine.nested_backward)
     run = VariantRun(problem, variant, rt, model, stepped=variant.steps is not None, reg=reg)
     steps = variant.steps if variant.steps is not None else tuple(Step(k, variant.loc) for k in DEFAULT_STEPS)
     run.steps = tuple(steps)

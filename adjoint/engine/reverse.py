@@ -157,6 +157,7 @@ class Engine:
         self.alias.deliver(root_edge.node, root_edge.input_nr, fresh(), True, buf)
         queue.push((root_edge.node.seq, root_edge.node, buf))
         rt.phase = "backward"
+        outer_task, rt.graph_task = rt.graph_task, object()   # a new GraphTask (checkpoint recomputes per task)
         total = len(self.deps) + 1
         try:
             while len(queue):
@@ -194,6 +195,7 @@ class Engine:
                             queue.push((target.seq, target, b))
         finally:
             rt.phase = "forward"
+            rt.graph_task = outer_task
             if root_edge.node.is_accumulate:
                 rt.release_accumulator(root)
         self.check_unused(req, result)
@@ -388,9 +390,13 @@ class Engine:
         B = self.B
         if node.kind == "ddpsink":   # DistributedDataParallel's _DDPSink: set_materialize_grads(False), identity
             return list(inputs)
-        if node.kind in ("hookfn", "function"):
+        if node.kind in ("hookfn", "function", "checkpoint"):
             # PyNode::apply: materialize_grads turns undefined incoming gradients into zeros
             inputs = [x if x is not None else B.zeros(slot_shape(node, i)) for i, x in enumerate(inputs)]
+            if node.kind == "checkpoint":   # CheckpointFunction.backward: a reentrant backward
+                from adjoint.engine.checkpoint_reentrant import checkpoint_backward
+                return checkpoint_backward(self, node, inputs, lambda root, grad: Engine(
+                    self.rt, self.rt.hooks_runner.fire_values).run(BackwardRequest(root, grad)))
             if node.kind == "hookfn":
                 return list(inputs)
             from adjoint.engine.autograd_function import function_backward

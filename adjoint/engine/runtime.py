@@ -51,6 +51,8 @@ class CallRecord:
     tensor: object = None             # pack / unpack: the tensor saved (as it was when saved)
     wrote: tuple = ()                 # what the body wrote: "gradient" (an engine tensor it was handed),
                                       # "leaf NAME", "NAME.grad" / "NAME.grad (assigned)"
+    recomputed: bool = False          # made by checkpoint's recomputation (adjoint.engine.checkpoint)
+    reentrant: int = 0                # depth of the reentrant backward it ran in (0: the outer one)
 
 
 class Runtime:
@@ -76,6 +78,11 @@ class Runtime:
         self.applications: list[Application] = []   # every op of the forward (see graph.Application)
         self.progress = None                  # callable(stage, done, total) told of the work done (a progress bar)
         self.warnings: list = []              # adjoint.engine.warns.Warned: every warning PyTorch issued, in order
+        self.graph_task = None                # the backward running (its GraphTask): checkpoint recomputes once per task
+        self.recomputing = 0                  # > 0 while checkpoint recomputes a region (adjoint.engine.checkpoint)
+        self.reentrant = 0                    # depth of the reentrant backward running (0: none or the outer one)
+        self.backward_runner = None           # (root, gradient, retain_graph) -> runs a backward (a hook body's)
+        self.names: dict = {}                 # the running forward's named tensors (hook bodies may read them)
 
     @property
     def active(self) -> bool:

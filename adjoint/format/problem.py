@@ -111,6 +111,7 @@ class Module:
     input_defaults: tuple[tuple[str, ArgValue], ...] = ()   # inputs: [x, {scale: 1}]
     mask: Literal | None = None                  # Dropout in training mode: the keep-mask (0/1)
     is_list: bool = False                        # ModuleList: children named 0, 1, ...
+    uses: tuple[str, ...] = ()                   # names its forward reads from its caller's (a closure)
 
     @property
     def label(self) -> str:

@@ -34,7 +34,7 @@ from adjoint.format.init_items import generated as generated_items
 from adjoint.format.sidefiles import FileItems
 
 MODULE_KEYS = ("type", "args", "params", "buffers", "children", "inputs", "forward", "function", "bias", "training",
-               "requires_grad", "mask")
+               "requires_grad", "mask", "uses")
 _COMMON = ("training", "requires_grad")
 _CHILD_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+")
 
@@ -149,8 +149,15 @@ class ModuleBuilder:
         if any(x is FAILED for x in (inputs, params, buffers, kids, forward, function)):
             return FAILED
         check_unique_names(m, what, inputs, params, buffers, kids)
+        uses: tuple = ()
+        if m.get("uses") is not None:   # names read from the caller, as a closure reads them
+            uses, _ = input_names(m.get("uses"), f"the uses of {what}", False)
+            for n in uses:
+                if n in inputs or any(p.name.rsplit(".", 1)[-1] == n for p in params):
+                    raise ProblemError(m.get("uses").loc, f"'{n}' is both in uses and an input or parameter of "
+                                                          f"{what}; a name comes from one place")
         return Module(path, name or ROOT, None, tuple(params), tuple(kids), tuple(inputs), forward, function, m.loc,
-                      buffers=tuple(buffers), training=training, input_defaults=defaults)
+                      buffers=tuple(buffers), training=training, input_defaults=defaults, uses=tuple(uses))
 
     # ------------------------------------------------------------------ containers
     def container(self, m: YMap, t: NNType, path: str, name: str, what: str, training: bool, frozen: bool) -> Module:

@@ -23,7 +23,7 @@ from rich.text import Text
 from adjoint.answer.prediction import Boundary, HookRecord, Prediction
 from adjoint.render.safetext import terminal_safe
 from adjoint.render import values as fmt
-from adjoint.render.report import Group, Options, ReportView, VariantView, build
+from adjoint.render.report import Options, ReportView, VariantView, build
 from adjoint.render.explain import silent_what, unkept_line
 
 #: spaces at the end of a line (before any closing colour codes)
@@ -234,6 +234,10 @@ def _call_title(h: HookRecord) -> Text:
         t.append("  [forward]", DIM)
     if getattr(h, "silenced", False):
         t.append("  raised, silenced by PyTorch (a warning)", DIM)
+    if getattr(h, "recomputed", False):
+        t.append("  [recomputed by checkpoint]", DIM)
+    if getattr(h, "reentrant", 0):
+        t.append(f"  [reentrant backward, depth {h.reentrant}]", DIM)
     if h.label:
         t.append("  ")
         t.append(_safe(h.label), DIM)

@@ -201,6 +201,8 @@ class ModuleScope:
             return self.module._parameters[name]
         if name in self.module._buffers:
             return self.module._buffers[name]
+        if name in self.decl.uses:   # a closure's name: the caller's tensor
+            return self.run.closures[self.decl.label][name]
         return self.run.lookup_global(name, loc, f"the forward of '{self.decl.label}'")
 
     def assign(self, name: str, value, loc: Loc) -> None:
@@ -215,7 +217,18 @@ class ModuleScope:
         return decl
 
     def call_child(self, name: str, args: list, kwargs: dict, loc: Loc):
+        self.capture(self.child(name), loc)
         return self.run.call_module(self.child(name), args, kwargs)
+
+    def checkpoint(self, name: str, args: list, kwargs: dict, loc: Loc):
+        from adjoint.torchside.checkpoint import checkpoint
+        self.capture(self.child(name), loc)
+        return checkpoint(self.run, self.child(name), args, kwargs)
+
+    def capture(self, child, loc: Loc) -> None:
+        """``uses:``: the names the child's forward reads from this caller, as a closure would."""
+        if child.uses and self.run.replay is None:
+            self.run.closures[child.label] = {n: self.lookup(n, loc) for n in child.uses}
 
 
 # ----------------------------------------------------------------------------- custom autograd.Function

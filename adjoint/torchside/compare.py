@@ -315,7 +315,8 @@ def _row(section: str, item: str, diff: _Diff) -> Row:
 
 #: Marks a call record may carry besides its key, with the value their absence means: a global
 #: hook's call, a hook that raised, the node a pack or unpack ran for.
-CALL_MARKS = (("global", False), ("raised", False), ("silenced", False), ("node", None))
+CALL_MARKS = (("global", False), ("raised", False), ("silenced", False), ("node", None), ("recomputed", False),
+              ("reentrant", None))
 
 
 def call_key(c: dict) -> tuple:

@@ -308,6 +308,10 @@ class Hooks:
                 record["target"] = record["_label"]
         if where:
             record.update(where)
+        if run.replay is not None:
+            record["recomputed"] = True
+        if run.reentrant:
+            record["reentrant"] = run.reentrant
         run.log.append(record)
         if kind in ("pack", "unpack"):
             run.saved_nodes.mark(len(run.log) - 1)
@@ -316,7 +320,7 @@ class Hooks:
         if raises_now(hook, record["kind"]):
             record["raised"] = True
             raise (RuntimeError if hook.raises_type == "RuntimeError" else exception_class(hook.raises_type))(hook.raises)
-        scope = EnvScope(dict(env if env is not None else args), f"the {record['kind']} hook '{hook.label}'")
+        scope = EnvScope(dict(env if env is not None else args), f"the {record['kind']} hook '{hook.label}'", run)
         # in the backward, a value the body makes is not kept alive by the run (a plain script keeps
         # none): an extra reference to the gradient would change what AccumulateGrad steals
         program = run.program(scope) if graphs.current_node() is None else run.backward_program(scope)
@@ -346,6 +350,9 @@ class Hooks:
         run = self.run
         label = run.label_of(module)
         node = graphs.current_node()
+        if run.replay is not None and label in run.replay.current:   # a call checkpoint's recomputation made
+            k, fi = run.replay.current[label]
+            return {"_label": label, "_k": k, "_fi": fi}
         if node is None:
             fp = run.fpass
             return {"_label": label, "_k": fp.counts.get(label, 0), "_fi": fp.index}

@@ -38,14 +38,33 @@ GRAD_MODES = {"no_grad": torch.no_grad, "enable_grad": torch.enable_grad}
 class EnvScope:
     """Names from a dict (a hook's arguments); no child modules; assignments rebind locally."""
 
-    def __init__(self, env: dict, what: str):
+    def __init__(self, env: dict, what: str, run=None):
         self.env = env
         self.what = what
+        self.run = run   # a hook body's: the session (the forward's names; a backward it runs)
 
     def lookup(self, name: str, loc: Loc):
         if name in self.env:
             return self.env[name]
+        if self.run is not None and name in self.run.current_names():   # the forward's named tensors
+            return self.run.current_names()[name]
         raise ProblemError(loc, f"unknown name '{name}' in {self.what}")
+
+    def nested_backward(self, t, args: list, kwargs: dict, loc: Loc):
+        """``T.backward(...)`` in a hook body: inside a running backward, a reentrant one."""
+        if self.run is None or not isinstance(t, torch.Tensor):
+            raise ProblemError(loc, f"verify does not run backward(...) in {self.what}")
+        kwargs = dict(kwargs)
+        if "grad_tensors" in kwargs:
+            kwargs["gradient"] = kwargs.pop("grad_tensors")
+        inside = torch._C._current_graph_task_id() != -1
+        if inside:
+            self.run.reentrant += 1
+        try:
+            t.backward(*args, **kwargs)
+        finally:
+            if inside:
+                self.run.reentrant -= 1
 
     def assign(self, name: str, value, loc: Loc) -> None:
         self.env[name] = value
@@ -191,10 +210,17 @@ class Program:
         if isinstance(e, S.Subscript):
             return self.keep(self.getitem(self.eval(e.value), self.index(e), e))
         if isinstance(e, S.Call):
+            if e.func == "checkpoint" and not e.prefix and hasattr(self.scope, "checkpoint") \
+                    and self.scope.child("checkpoint") is None:   # torch.utils.checkpoint.checkpoint(child, ...)
+                args = [self.eval(a) for a in e.args[1:]]
+                kwargs = {k: self.eval(v) for k, v in e.kwargs}
+                return self.keep(self.scope.checkpoint(e.args[0].id, args, kwargs, e.loc))
             args = [self.eval(a) for a in e.args]
             kwargs = {k: self.eval(v) for k, v in e.kwargs}
             if not e.prefix and self.scope.child(e.func) is not None:
                 return self.keep(self.scope.call_child(e.func, args, kwargs, e.loc))
+            if e.func == "backward" and not e.prefix and hasattr(self.scope, "nested_backward"):
+                return self.scope.nested_backward(args[0] if args else None, args[1:], kwargs, e.loc)
             return self.keep(callables.function(e.func, e.prefix, e.loc)(*args, **kwargs))
         if isinstance(e, S.Method):
             obj = self.eval(e.obj)
@@ -207,6 +233,8 @@ class Program:
             if not isinstance(obj, torch.Tensor):
                 raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is {type(obj).__name__}, not a tensor; it has no "
                                           f"method '{e.name}' here")
+            if e.name == "backward" and hasattr(self.scope, "nested_backward"):
+                return self.scope.nested_backward(obj, args, kwargs, e.loc)
             return self.keep(callables.method(obj, e.name, e.loc)(*args, **kwargs))
         if isinstance(e, S.Attr):
             obj = self.eval(e.obj)

@@ -115,6 +115,9 @@ class Session:
         self.hooks = Hooks(self, variant.hooks, forward_only)
         self.saved_nodes = SavedNodes(not forward_only and any(h.on == "saved_tensors" for h in variant.hooks))
         self.observers = [self.modules[label].register_forward_hook(self._observe(label)) for label in self.decls]
+        self.replay = None     # while checkpoint recomputes: adjoint.torchside.checkpoint.Replay
+        self.closures: dict = {}   # module label -> {name: tensor} it reads from its caller (uses:)
+        self.reentrant = 0     # depth of the reentrant backward running
 
     def leaf(self, d) -> torch.Tensor:
         t = literal_tensor(d.value, DTYPES[d.dtype] if d.dtype is not None else self.dtype, self.symbols)
@@ -175,6 +178,8 @@ class Session:
         raise ProblemError(loc, f"unknown name '{name}' in {where}")
 
     def bind(self, name: str, value, aliases: tuple = ()) -> None:
+        if self.replay is not None:   # checkpoint's recomputation names nothing (adjoint.torchside.checkpoint)
+            return
         self.fpass.names[name] = value
         self.hooks.bound(name, value, aliases)
 
@@ -182,6 +187,9 @@ class Session:
         """One call of a module, as its parent's forward makes it."""
         fp = self.fpass
         label = decl.label
+        if self.replay is not None:   # checkpoint's recomputation: the region's calls again, uncounted
+            from adjoint.torchside.checkpoint import replayed_call
+            return replayed_call(self, decl, args, kwargs)
         k = fp.counts[label] = fp.counts.get(label, 0) + 1
         fp.starts[label] = graphs.next_sequence_nr()
         module = self.modules[label]
@@ -214,11 +222,14 @@ class Session:
             # the output's graph, indexed before the file's forward hooks run: one that raises
             # drops the output, and a pack call of the module's ops would be left without its node
             self.nodes.scan(output, self.readable)
+            k, fi, start = fp.counts.get(label), fp.index, fp.starts.get(label, 0)
+            if self.replay is not None and label in self.replay.current:   # checkpoint's recomputation
+                (k, fi), start = self.replay.current[label], self.replay.starts[label]
             for t in graphs.tensors_in(args):
                 node = graphs.grad_fn_of(t)
                 if (node is not None and node.name() == "BackwardHookFunctionBackward"
-                        and graphs.sequence_nr(node) >= fp.starts.get(label, 0)):
-                    self.nodes.note_call(node, label, fp.counts[label], fp.index)
+                        and graphs.sequence_nr(node) >= start):
+                    self.nodes.note_call(node, label, k, fi)
         return observe
 
     # ------------------------------------------------------------------ steps

@@ -1001,4 +1001,79 @@ def test_post_accumulate_grad_hook_returns_not_none():
         return observation(log, error=error(e, "backward", log))
     raise AssertionError("PyTorch did not raise")
 
+
+# ----------------------------------------------------------------------------- torch.utils.checkpoint
+
+
+def test_checkpointing_without_reentrant_parameter_used_in_an_out():
+    from torch.utils.checkpoint import checkpoint
+    log = Log()
+    w = leaf([[0.5, -1], [2, 0.25]])
+    w.register_hook(log.tensor_hook(0, "w"))
+    x = leaf([[0.75, 0.5], [-0.25, 1]])
+    h = w * x  # Using w outside the checkpoint
+    out = checkpoint(lambda x: w * x, h, use_reentrant=False)  # Using w inside the checkpoint
+    out.sum().backward()
+    assert fired(log.calls) == [0]   # should only call hook once
+    return observation(log, grads(w=w, x=x))
+
+
+def _nested_checkpoint_same_graph(early_stop: bool):
+    from torch.utils.checkpoint import checkpoint, set_checkpoint_early_stop
+    log = Log()
+
+    def fn(a):
+        return a.sin().cos().sin()
+
+    a = leaf(1.0)
+    with set_checkpoint_early_stop(early_stop):
+        out = checkpoint(fn, a, use_reentrant=False)
+    # The hook is registered on the original graph
+    out.grad_fn.next_functions[0][0].register_hook(log.node_post_hook(0, "fn.c"))
+    # And backward is performed on the original graph
+    out.backward()
+    assert fired(log.calls) == [0]
+    return observation(log, grads(a=a))
+
+
+def test_nested_checkpoint_same_graph__early_stop_true():
+    return _nested_checkpoint_same_graph(True)
+
+
+def test_nested_checkpoint_same_graph__early_stop_false():
+    return _nested_checkpoint_same_graph(False)
+
+
+def _nested_checkpoint_reentrant_backwards(early_stop: bool):
+    from torch.utils.checkpoint import checkpoint, set_checkpoint_early_stop
+    log = Log()
+
+    def fn(a):
+        x = a.sin().cos()
+        out = x.sin()
+        return x, out
+
+    def hook(*_unused_args):
+        # do backward again, but skip over the part of the graph where
+        # the hook was registered
+        x.backward(retain_graph=True)
+
+    a = leaf(1.0)
+    a.register_hook(log.tensor_hook(1, "a"))
+    with set_checkpoint_early_stop(early_stop):
+        x, out = checkpoint(fn, a, use_reentrant=False)
+    out.grad_fn.register_hook(log.node_post_hook(0, "out", fn=hook))
+    out.backward(retain_graph=True)
+    assert fired(log.calls) == [0, 1, 1]
+    return observation(log, grads(a=a))
+
+
+def test_nested_checkpoint_reentrant_backwards__early_stop_true():
+    return _nested_checkpoint_reentrant_backwards(True)
+
+
+def test_nested_checkpoint_reentrant_backwards__early_stop_false():
+    return _nested_checkpoint_reentrant_backwards(False)
+
+
 __all__ = [name for name in dir() if name.startswith("test_")]

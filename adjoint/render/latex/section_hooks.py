@@ -300,6 +300,11 @@ class HookSections(UnitWriter):
             for lhs, (names, nums, total) in chains:
                 self.value_rows(cb, lhs, total, [names, nums])
             out.append(cb.render())
+        if h.recomputed:
+            out.append("This call is made by \\texttt{checkpoint}'s recomputation of its region, in the backward.\n\n")
+        if h.reentrant:
+            out.append(f"It runs in a reentrant backward (depth {h.reentrant}), started by "
+                       "\\texttt{CheckpointFunctionBackward} inside the outer one.\n\n")
         if h.kind == "backward" and h.phase == "backward":
             out.append(self._legacy_contrast(h))
         out.append(self._grads_then(h))

@@ -105,6 +105,8 @@ class ModelSections(UnitWriter):
             head += f"; forward: {code(call.forward_source)}"
         if call.backward_source is not None:
             head += f"; its backward is declared as {code(call.backward_source)}"
+        if call.checkpoint is not None:
+            head += f"; called through \\texttt{{checkpoint}} ({esc(call.checkpoint)})"
         return head + ".\n\n"
 
     def _step_text(self, st: Step, depth: int, label: str | None = None) -> str:

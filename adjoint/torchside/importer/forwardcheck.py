@@ -177,8 +177,10 @@ def _check_forward(m: nn.Module, path: str) -> None:
             name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
             if name in _CHECKPOINT:
                 raise refuse(at(node), f"{who}: {name}(...) (torch.utils.checkpoint) cannot be imported yet: the "
-                                       "engine does not model its recomputation, and tracing through it would drop it",
-                             "call the function directly for the import, or leave the model out")
+                                       "importer does not write checkpoint regions, and tracing through it would drop "
+                                       "the recomputation",
+                             "call the function directly for the import and write checkpoint(CHILD, ...) into the "
+                             "file by hand, or leave the model out")
             if name in _AUTOGRAD_CALLS:
                 raise refuse(at(node), f"{who}: {_AUTOGRAD_CALLS[name]} ('{ast.unparse(node)}'), which torch.fx does "
                                        "not record", "register the hook on the model before importing it, or write "

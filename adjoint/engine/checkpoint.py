@@ -1,0 +1,203 @@
+"""``torch.utils.checkpoint.checkpoint(FN, *args, ...)`` in a forward, as PyTorch 2.13 runs it.
+
+PyTorch's torch/utils/checkpoint.py, step by step:
+
+* ``use_reentrant`` not given: a UserWarning ("the use_reentrant parameter should be passed
+  explicitly ...") and the reentrant variant (2.13 still defaults to True).
+* **non-reentrant** (``use_reentrant=False``; ``_checkpoint_without_reentrant_generator``): with
+  grad mode off, FN simply runs. Otherwise FN runs under ``_checkpoint_hook``, a
+  ``saved_tensors_hooks`` pair (the innermost one while it is active): every tensor an op of the
+  region saves is packed as an empty ``_Holder``. The region's nodes are the ordinary ones (hooks
+  see the same graph). In the backward, the first unpack of one of the frame's holders in a
+  graph task re-runs FN on the saved inputs, with grad mode on, under ``_recomputation_hook``:
+  its pack hook fills the holders in order; with ``early_stop`` (the default) the recomputation
+  stops (``_StopRecomputationError``, swallowed) as soon as the last holder is filled, so what
+  FN would run after the last saving op -- module forward hooks of later modules, the op itself's
+  module's forward hook -- does not run. Every user hook the recomputation calls is a call of
+  the answer marked ``recomputed``. A second unpack of one holder in one graph task is
+  PyTorch's CheckpointError; another graph task (``retain_graph``) recomputes again.
+* **reentrant** (``CheckpointFunction``): see :mod:`adjoint.engine.checkpoint_reentrant`.
+
+Names: the original forward binds the region's names (and registers hooks on them) once; the
+recomputation binds none (its tensors are new ones no hook of the file names: in PyTorch a hook
+registered on them would never fire, as nothing runs a backward through them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from adjoint.engine.graph import Tensor
+from adjoint.engine.runtime import TorchError
+from adjoint.engine import warns
+
+USE_REENTRANT_WARNING = (
+    "torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly. Starting in PyTorch 2.9, "
+    "calling checkpoint without use_reentrant will raise an exception. use_reentrant=False is recommended, but if "
+    "you need to preserve the current default behavior, you can pass use_reentrant=True. Refer to docs for more "
+    "details on the differences between the two variants.")
+
+UNPACKED_TWICE = ("torch.utils.checkpoint: Unpack is being triggered for a tensor that was already unpacked once. If "
+                  "you are calling ctx.saved_tensors in backward, make sure to do so only once. Otherwise please open "
+                  "an issue with details on your use case.")
+
+#: the keyword arguments of ``checkpoint`` a file may give (PyTorch's names)
+OPTIONS = ("use_reentrant", "preserve_rng_state", "early_stop")
+
+
+class StopRecomputation(Exception):
+    """``_StopRecomputationError``: raised by the recomputation's pack hook once every holder is filled."""
+
+
+@dataclass(eq=False)
+class Holder:
+    """``_Holder``: what the forward's pack hook returns; the recomputation fills it per graph task."""
+
+    values: dict = field(default_factory=dict)     # graph task -> the recomputed value (None once unpacked)
+
+
+class CheckpointFrame:
+    """``_CheckpointFrame`` with its ``_checkpoint_hook``: pushed on the runtime's saved-tensor
+    hooks stack while the region's forward runs (duck-typed by the hook runner: ``is_checkpoint``)."""
+
+    is_checkpoint = True
+    label = "checkpoint"
+
+    def __init__(self, run, child, args: list, kwargs: dict, early_stop: bool, loc):
+        self.run = run                 # the forward pass (adjoint.engine.forward._Pass)
+        self.child = child
+        self.args = list(args)
+        self.kwargs = dict(kwargs)
+        self.early_stop = early_stop
+        self.loc = loc
+        self.holders: list[Holder] = []
+        self.recomputed: set = set()    # graph tasks that recomputed
+        self.calls: list = []          # the module calls the original region made, in order
+        self.forward_completed = False
+        self.packed_inputs: list = []  # save_inputs: (hooks, what they packed) per tensor argument
+
+    # ---------------------------------------------------------------- _checkpoint_hook
+    def pack(self, rt, t, node, slot):
+        holder = Holder()
+        self.holders.append(holder)
+        return holder
+
+    def unpack(self, rt, holder: Holder, node, sv):
+        gid = rt.graph_task
+        if gid not in self.recomputed:
+            self.recompute(rt, gid)
+            self.recomputed.add(gid)
+        if gid not in holder.values:
+            raise TorchError("RuntimeError", "torch.utils.checkpoint: internal error: a holder was not recomputed",
+                             "checkpoint")
+        value = holder.values[gid]
+        if value is None:
+            raise TorchError("CheckpointError", UNPACKED_TWICE, "checkpoint")
+        holder.values[gid] = None
+        return value
+
+    def recompute(self, rt, gid) -> None:
+        """FN again on the saved inputs, grad mode on, under ``_recomputation_hook``."""
+        for hooks, packed in self.packed_inputs:   # get_inputs: an enclosing checkpoint's unpack
+            hooks.unpack(rt, packed, None, None)
+        hooks = RecomputationHooks(self, gid)
+        before_grad, depth, stack = rt.grad_enabled, len(rt.saved_hooks), len(rt.call_stack)
+        rt.saved_hooks.append(hooks)
+        rt.grad_enabled = True
+        rt.recomputing += 1
+        run = self.run
+        replay = run.replay
+        run.replay = iter(self.calls)
+        try:
+            run.call_module(self.child, list(self.args), self.loc, dict(self.kwargs))
+        except StopRecomputation:
+            pass
+        finally:
+            run.replay = replay
+            rt.recomputing -= 1
+            rt.grad_enabled = before_grad
+            del rt.saved_hooks[depth:]
+            del rt.call_stack[stack:]
+
+
+class RecomputationHooks:
+    """``_recomputation_hook``: fills the frame's holders in order; stops at the last with early_stop."""
+
+    is_checkpoint = True
+    label = "checkpoint recomputation"
+
+    def __init__(self, frame: CheckpointFrame, gid):
+        self.frame = frame
+        self.gid = gid
+        self.counter = 0
+
+    def pack(self, rt, t, node, slot):
+        frame = self.frame
+        idx = self.counter
+        self.counter += 1
+        if idx >= len(frame.holders):
+            raise TorchError("CheckpointError", "torch.utils.checkpoint: trying to save more tensors during "
+                             "recomputation than during the original forward pass.", "checkpoint")
+        frame.holders[idx].values[self.gid] = t.value
+        if frame.early_stop and self.counter == len(frame.holders):
+            raise StopRecomputation
+        return t.value
+
+    def unpack(self, rt, packed, node, sv):
+        return packed
+
+
+def options(rt, kwargs: dict, loc) -> tuple[bool, bool]:
+    """(use_reentrant, early_stop) from ``checkpoint``'s keyword arguments; the missing
+    ``use_reentrant`` warning is issued here, as ``checkpoint`` issues it first."""
+    from adjoint.format.errors import ProblemError
+    for k in kwargs:
+        if k not in OPTIONS:
+            raise ProblemError(loc, f"checkpoint(...) keyword '{k}' is not modelled; the modelled ones are "
+                                    f"{', '.join(OPTIONS)}")
+    for k in OPTIONS:
+        if k in kwargs and kwargs[k] is not None and not isinstance(kwargs[k], bool):
+            raise ProblemError(loc, f"checkpoint(...)'s {k} must be True or False")
+    use_reentrant = kwargs.get("use_reentrant")
+    if use_reentrant is None:
+        warns.warn(rt, "UserWarning", USE_REENTRANT_WARNING)
+        use_reentrant = True
+    # early_stop is a named parameter of checkpoint(): the reentrant variant ignores it
+    early_stop = kwargs.get("early_stop", True)
+    return bool(use_reentrant), bool(early_stop)
+
+
+def run_checkpoint(run, child, args: list, kwargs: dict, loc):
+    """``checkpoint(child, *args, **kwargs)`` in the forward pass ``run`` (forward._Pass)."""
+    rt = run.rt
+    use_reentrant, early_stop = options(rt, kwargs, loc)
+    if use_reentrant:
+        from adjoint.engine.checkpoint_reentrant import run_reentrant
+        return run_reentrant(run, child, args, loc)
+    if not rt.grad_enabled:   # _checkpoint_without_reentrant_generator: nothing to do without grad mode
+        return run.call_module(child, list(args), loc)
+    if any(not getattr(h, "is_checkpoint", False) for h in rt.saved_hooks):
+        from adjoint.format.errors import ProblemError
+        raise ProblemError(loc, "checkpoint(..., use_reentrant=False) inside the scope of saved_tensors hooks is not "
+                                "modelled yet (PyTorch packs the region's inputs with them, and unpacks them when it "
+                                "recomputes); narrow the hooks' scope, or use use_reentrant=True")
+    frame = CheckpointFrame(run, child, args, {}, early_stop, loc)
+    if rt.saved_hooks:   # save_inputs: the arguments are saved tensors, packed by an enclosing checkpoint's
+        # hooks (a recomputation's pack may stop it right here: _StopRecomputationError)
+        top = rt.saved_hooks[-1]
+        frame.packed_inputs = [(top, top.pack(rt, a, None, None)) for a in args if isinstance(a, Tensor)]
+    start, depth = run.calls_mark(), len(rt.saved_hooks)
+    rt.saved_hooks.append(frame)
+    try:
+        out = run.call_module(child, list(args), loc)
+    finally:
+        del rt.saved_hooks[depth:]
+    frame.calls = run.calls_since(start)
+    frame.forward_completed = True
+    if frame.calls and run.replay is None:
+        frame.calls[0].checkpoint = ("non-reentrant, early_stop=True: recomputed in the backward at the first unpack of "
+                                     "a tensor it saved, up to the last saving op" if early_stop else
+                                     "non-reentrant, early_stop=False: recomputed whole in the backward at the first "
+                                     "unpack of a tensor it saved")
+    return out
+

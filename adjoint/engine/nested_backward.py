@@ -1,0 +1,64 @@
+"""``T.backward(...)`` / ``backward(T, ...)`` as a statement of a hook body: a backward started
+while another may be running.
+
+PyTorch's ``Engine::execute`` called from a hook that runs inside a backward (on the engine's
+CPU thread) is a reentrant backward: a new graph task one level deeper, run to completion
+before the outer one goes on (its ready queue serves the deeper task first); every hook call in
+it is marked ``reentrant`` with its depth. Called from a hook that runs in the forward it is an
+ordinary backward (depth 0). ``torch.autograd.backward``'s checks come first: a root that does
+not require grad, an implicit gradient for a root with more than one element.
+"""
+
+from __future__ import annotations
+
+from adjoint.format.errors import ProblemError
+from adjoint.engine.graph import Tensor
+from adjoint.engine.runtime import TorchError
+
+#: the keyword arguments modelled (Tensor.backward's; torch.autograd.backward's grad_tensors)
+KEYWORDS = ("gradient", "grad_tensors", "retain_graph")
+
+
+def nested_backward(rt, root, args: list, kwargs: dict, loc):
+    """Run the backward (``rt.backward_runner(root, gradient, retain_graph)`` runs one engine)."""
+    if not isinstance(root, Tensor):
+        raise ProblemError(loc, "backward(...) in a hook body needs a tensor to start from")
+    for k in kwargs:
+        if k not in KEYWORDS:
+            raise ProblemError(loc, f"backward(..., {k}=...) in a hook body is not modelled yet; the modelled "
+                                    f"keywords are {', '.join(KEYWORDS)}")
+    if len(args) > 2:
+        raise ProblemError(loc, "backward(...) in a hook body: give retain_graph by keyword")
+    gradient = args[0] if args else kwargs.get("gradient", kwargs.get("grad_tensors"))
+    retain = args[1] if len(args) > 1 else kwargs.get("retain_graph")
+    if gradient is not None and not isinstance(gradient, Tensor):
+        raise ProblemError(loc, "backward(...)'s gradient must be a tensor here")
+    if retain is not None and not isinstance(retain, bool):
+        raise ProblemError(loc, "backward(...)'s retain_graph must be True or False")
+    if gradient is None and root.requires_grad and _numel(root.shape) != 1:
+        raise TorchError("RuntimeError", "grad can be implicitly created only for scalar outputs", "autograd")
+    if not root.requires_grad:
+        raise TorchError("RuntimeError", "element 0 of tensors does not require grad and does not have a grad_fn",
+                         "autograd")
+    if gradient is not None and tuple(gradient.shape) != tuple(root.shape):
+        raise TorchError("RuntimeError", f"Mismatch in shape: grad_output[0] has a shape of "
+                                         f"torch.Size({list(gradient.shape)}) and output[0] has a shape of "
+                                         f"torch.Size({list(root.shape)}).", "autograd")
+    inside = rt.phase == "backward"
+    phase, grad_mode = rt.phase, rt.grad_enabled
+    if inside:
+        rt.reentrant += 1
+    try:
+        rt.backward_runner(root, gradient.value if gradient is not None else None, bool(retain))
+    finally:
+        if inside:
+            rt.reentrant -= 1
+        rt.phase, rt.grad_enabled = phase, grad_mode
+    return None
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
