@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.dirname(HERE))   # this checkout's adjoint, not an in
 
 import gen as G  # noqa: E402
 from gen.second import generate_second  # noqa: E402
+from gen.recurrent import generate_rnn_spec  # noqa: E402
 
 DISAGREE = ("crash", "harness", "invalid", "refused", "mismatch")
 
@@ -37,7 +38,10 @@ def one(job):
     if len(job) > 4 and job[4] == "second":   # tests/gen/second.py: create_graph, grad of grad
         text, cov = generate_second(random.Random(f"{seed}-{i}"))
         return i, text, G.check(text, timeout=timeout), cov
-    spec = G.generate_spec(random.Random(f"{seed}-{i}"), budget)
+    if len(job) > 4 and job[4] == "rnn":   # tests/gen/recurrent.py: a recurrent layer in each
+        spec = generate_rnn_spec(random.Random(f"{seed}-{i}"), budget)
+    else:
+        spec = G.generate_spec(random.Random(f"{seed}-{i}"), budget)
     text = G.to_yaml(spec)
     outcome = G.check(text, timeout=timeout)
     return i, text, outcome, G.coverage(spec)
@@ -55,8 +59,9 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     ap.add_argument("--out", default=None, help="where to write disagreeing problems (default: a new temp dir)")
     ap.add_argument("--quiet", action="store_true", help="no progress line")
-    ap.add_argument("--kind", choices=("all", "second"), default="all",
-                    help="second: only second-order problems (tests/gen/second.py; default all: tests/gen)")
+    ap.add_argument("--kind", choices=("all", "second", "rnn"), default="all",
+                    help="second: only second-order problems (tests/gen/second.py; default all: tests/gen); "
+                         "rnn: layer problems each with an nn.RNN / LSTM / GRU (tests/gen/recurrent.py)")
     args = ap.parse_args(argv)
 
     if args.only is not None:

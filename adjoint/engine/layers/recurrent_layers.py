@@ -15,7 +15,8 @@ it on the CPU. ``torch/nn/modules/rnn.py`` prepares the input and the state, the
   ``x_t`` in place of their input linear; the step outputs ``stack``ed; a bidirectional layer
   runs the reverse direction after the forward one (its own projection, the steps in reverse
   order, outputs put back in time order and stacked) and ``cat``s the two on the last dim;
-* the final states ``stack``ed over layers (LSTM: ``h`` then ``c``); ``batch_first``: the output
+* the final states ``stack``ed over layers (LSTM: ``c`` first, then ``h``: the arguments of
+  ``std::make_tuple`` as GCC evaluates them, right to left); ``batch_first``: the output
   transposed back, in place for RNN and GRU (``transpose_``: ``TransposeBackward1``), a view for
   LSTM (``TransposeBackward0``).
 
@@ -200,7 +201,10 @@ def _forward(c, kind: str):
         finals += last
     output = x
     if lstm:
-        hidden = (_stack(c, [h for h, _ in finals]), _stack(c, [s for _, s in finals]))
+        # std::make_tuple(outputs, at::stack(hy, 0), at::stack(cy, 0)): GCC evaluates the arguments
+        # right to left, so c's stack is made first
+        c_n = _stack(c, [s for _, s in finals])
+        hidden = (_stack(c, [h for h, _ in finals]), c_n)
     else:
         hidden = _stack(c, finals)
     if batch_first:
