@@ -92,6 +92,8 @@ def _run_steps(c, cell, steps, hidden, sfx: str, lstm: bool):
     outs = []
     for x_t in steps:
         hidden = cell(c, x_t, hidden, sfx)
+        for t in hidden if lstm else (hidden,):
+            t.step_state = True   # the derivation's states: one cell per step (else its trees grow exponentially)
         outs.append(hidden[0] if lstm else hidden)
     return outs, hidden
 
