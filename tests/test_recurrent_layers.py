@@ -196,3 +196,38 @@ def test_pytorchs_errors_are_the_answer(kind, xs, hs, call):
     text = _text(kind, {}, xs, hs, f"out, hn = {call}" if kind != "LSTM" else f"out, (hn, cn) = {call}")
     answer = adjoint.loads(text).solve().variants[0].to_json()["error"]
     assert (answer["type"], answer["message"]) == (type(theirs.value).__name__, str(theirs.value))
+
+
+def test_lstm_lm_problem_by_hand_in_torch():
+    """problems/lstm_lm.yaml written out in torch by hand (its init values read from the answer):
+    loss, the LSTM's full backward hook (grad_output's nested-tuple slot None, one call), the
+    scores' gradient (exactly 0 above the diagonal), the tied weight's one .grad."""
+    answer = adjoint.load("problems/lstm_lm.yaml").solve()
+    v = next(x for x in answer.variants if x.name == "lstm_hooks")
+    names = v.run.forward.names
+    emb = nn.Embedding(5, 3).double()
+    lstm = nn.LSTM(3, 3, num_layers=2, batch_first=True).double()
+    with torch.no_grad():
+        emb.weight.copy_(torch.tensor(np.array(names["emb.weight"].value.floats()), dtype=F64))
+        for n, p in lstm.named_parameters():
+            p.copy_(torch.tensor(np.array(names[f"lstm.{n}"].value.floats()), dtype=F64))
+    calls = []
+    lstm.register_full_backward_hook(lambda m, gi, go: calls.append((gi, go)))
+    ids = torch.tensor([[2, 0, 3]])
+    causal = torch.tensor([[False, True, True], [False, False, True], [False, False, False]])
+    o, (hn, cn) = lstm(emb(ids))
+    s = (o @ o.transpose(1, 2)) * 0.5
+    s.retain_grad()
+    p = s.masked_fill(causal, float("-inf")).softmax(-1)
+    h = o + p @ o
+    logits = (h @ emb.weight.t()).view(3, 5)
+    loss = nn.functional.cross_entropy(logits, torch.tensor([0, 3, 1]))
+    loss.backward()
+    assert np.isclose(float(np.array(v.loss.floats()).reshape(-1)[0]), loss.item(), rtol=1e-12)
+    [(gi, go)] = calls
+    assert go[1] is None
+    full = [c for c in v.hook_calls if c.kind == "full_backward"]
+    assert len(full) == 1 and full[0].args["grad_output"][1] is None
+    assert np.allclose(np.array(full[0].args["grad_output"][0].floats()), go[0].numpy(), rtol=1e-10, atol=1e-15)
+    assert (s.grad[0].triu(1) == 0).all()
+    assert np.allclose(np.array(v.grads["emb.weight"].floats()), emb.weight.grad.numpy(), rtol=1e-10, atol=1e-15)
