@@ -579,7 +579,7 @@ class LayerGen:
         gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[typ]
         batched = len(shape) == 3
         bf = batched and s.coin(0.4)
-        hidden = s.int(1, 2 if typ == "LSTM" else 3)
+        hidden = s.int(2, 2 if typ == "LSTM" else 3)   # a width of 1 makes a later LayerNorm over it rounding noise
         layers = s.weighted([(3, 1), (1, 2)])
         dirs = 2 if s.coin(0.3) else 1
         bias = s.coin(0.8)
@@ -623,7 +623,7 @@ class LayerGen:
         m.inputs = ["input", "hx"][:len(in_shapes)]
         m.frozen = frozen
         m.tuple_out = True
-        m.weights_shape = state
+        m.weights_shape = state if typ != "LSTM" else None   # an LSTM's [1] is the tuple (h_n, c_n)
         self.rnn_made = True
         if typ == "LSTM":
             self.needs_f64 = True      # float32: oneDNN's fused kernel on the CPU (not modelled)
