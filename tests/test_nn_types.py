@@ -77,7 +77,8 @@ CONFIGS = {
     "RNN": [{"input_size": 3, "hidden_size": 2}, {"input_size": 2, "hidden_size": 3, "num_layers": 2,
                                                   "nonlinearity": "relu", "bias": False, "bidirectional": True}],
     "LSTM": [{"input_size": 3, "hidden_size": 2}, {"input_size": 2, "hidden_size": 1, "num_layers": 3,
-                                                   "batch_first": True, "dropout": Fraction(1, 2)}],
+                                                   "batch_first": True, "dropout": Fraction(1, 2)},
+             {"input_size": 2, "hidden_size": 3, "proj_size": 2, "num_layers": 2, "bidirectional": True}],
     "GRU": [{"input_size": 3, "hidden_size": 2}, {"input_size": 1, "hidden_size": 2, "num_layers": 2,
                                                   "bidirectional": True, "bias": False}],
 }

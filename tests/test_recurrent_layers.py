@@ -42,6 +42,8 @@ CASES = [
      lambda m, x, h, c: _hc(m(x), mul=True)),
     ("LSTM", {}, (2, 2), (1, 3), "out, (h1, c1) = m(x, (h, c))\n    hn = h1 + c1",
      lambda m, x, h, c: _hc(m(x, (h, c)))),
+    ("LSTM", {"proj_size": 2, "num_layers": 2, "bidirectional": True, "batch_first": True}, (1, 2, 2), None,
+     "out, (h1, c1) = m(x)\n    hn = h1.sum() + c1.sum()", lambda m, x, h, c: _hc(m(x), total=True)),
     ("GRU", {}, (3, 1, 2), (1, 1, 3), "out, hn = m(x, h)", lambda m, x, h, c: m(x, h)),
     ("GRU", {"bidirectional": True, "batch_first": True}, (1, 2, 2), None, "out, hn = m(x)",
      lambda m, x, h, c: m(x)),
@@ -79,9 +81,9 @@ def _graph(root, names: dict) -> list:
     return [(_name(n), [edge(ch, nr) for ch, nr in zip(_children(n), nrs(n))]) for n in order]
 
 
-def _hc(res, mul=False):
+def _hc(res, mul=False, total=False):
     out, (h, c) = res
-    return out, (h * c if mul else h + c)
+    return out, (h.sum() + c.sum() if total else h * c if mul else h + c)
 
 
 def _text(kind, args, xs, hs, forward, training=True):
@@ -185,15 +187,19 @@ def test_gru_batch_first_relu_rnn_verify_exactly(tmp_path):
     ("RNN", (2, 2), (1, 1, 3), "m(x, h)"),              # unbatched input, 3-D state
     ("LSTM", (2, 1, 2), (1, 1, 2), "m(x, (h, c))"),     # hidden[0] size
     ("RNN", (2,), None, "m(x)"),                        # 1-D input
+    ("LSTM", (2, 1, 2), (1, 1, 3), "mp(x, (h, c))"),    # proj_size: hidden[0] size (1, 1, 2)
 ])
 def test_pytorchs_errors_are_the_answer(kind, xs, hs, call):
     x = torch.tensor(_vals(xs, 0), dtype=F64)
     h = torch.tensor(_vals(hs, 1), dtype=F64) if hs else None
     c = torch.tensor(_vals(hs, 2), dtype=F64) if hs else None
     m = getattr(nn, kind)(2, 3).double()
+    mp = nn.LSTM(2, 3, proj_size=2).double()
     with pytest.raises(Exception) as theirs:
-        eval(call, {"m": m, "x": x, "h": h, "c": c})
-    text = _text(kind, {}, xs, hs, f"out, hn = {call}" if kind != "LSTM" else f"out, (hn, cn) = {call}")
+        eval(call, {"m": m, "mp": mp, "x": x, "h": h, "c": c})
+    args = {"proj_size": 2} if call.startswith("mp") else {}
+    call = call.replace("mp(", "m(")
+    text = _text(kind, args, xs, hs, f"out, hn = {call}" if kind != "LSTM" else f"out, (hn, cn) = {call}")
     answer = adjoint.loads(text).solve().variants[0].to_json()["error"]
     assert (answer["type"], answer["message"]) == (type(theirs.value).__name__, str(theirs.value))
 

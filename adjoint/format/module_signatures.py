@@ -301,18 +301,23 @@ def _cell(name: str, gates: int, *extra: ArgSpec) -> NNType:
 
 def _rnn_params(gates: int):
     """nn.RNN / LSTM / GRU: per layer and direction ``weight_ih_l{k}{sfx}``, ``weight_hh_l{k}{sfx}``,
-    ``bias_ih_l{k}{sfx}``, ``bias_hh_l{k}{sfx}`` (``_reverse`` for the second direction), in
-    ``named_parameters()`` order; a layer above the first takes ``hidden * directions`` inputs."""
+    ``bias_ih_l{k}{sfx}``, ``bias_hh_l{k}{sfx}`` (``_reverse`` for the second direction), and an
+    LSTM's ``weight_hr_l{k}{sfx}`` with ``proj_size``, in ``named_parameters()`` order; a layer
+    above the first takes ``hidden * directions`` inputs (``proj_size * directions``)."""
     def params(a: Args) -> tuple[ParamSpec, ...]:
         g, h, dirs = gates * a["hidden_size"], a["hidden_size"], 2 if a["bidirectional"] else 1
+        proj = a.get("proj_size", 0)
+        real = proj or h
         out: tuple[ParamSpec, ...] = ()
         for layer in range(a["num_layers"]):
-            n_in = a["input_size"] if layer == 0 else h * dirs
+            n_in = a["input_size"] if layer == 0 else real * dirs
             for d in range(dirs):
                 sfx = f"_l{layer}" + ("_reverse" if d else "")
-                out += (ParamSpec(f"weight_ih{sfx}", (g, n_in)), ParamSpec(f"weight_hh{sfx}", (g, h)))
+                out += (ParamSpec(f"weight_ih{sfx}", (g, n_in)), ParamSpec(f"weight_hh{sfx}", (g, real)))
                 if a["bias"]:
                     out += (ParamSpec(f"bias_ih{sfx}", (g,)), ParamSpec(f"bias_hh{sfx}", (g,)))
+                if proj:
+                    out += (ParamSpec(f"weight_hr{sfx}", (proj, h)),)
         return out
     params.__name__ = f"_rnn_params_{gates}"
     return params

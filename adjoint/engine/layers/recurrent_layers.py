@@ -21,8 +21,10 @@ it on the CPU. ``torch/nn/modules/rnn.py`` prepares the input and the state, the
   LSTM (``TransposeBackward0``).
 
 The output is ``(output, h_n)`` (LSTM: ``(output, (h_n, c_n))``). Dropout between layers draws at
-random: a file gives ``dropout: 0`` or ``training: false``. An LSTM in float32 runs oneDNN's
-fused kernel on the CPU (``MkldnnRnnLayerBackward0``), which is not modelled.
+random: a file gives ``dropout: 0`` or ``training: false``. An LSTM with ``proj_size`` projects
+each step's ``h`` (``hy.matmul(w_hr.t())``: ``TBackward0``, ``MmBackward0``) before it is the
+step's output and the next step's state. An LSTM in float32 runs oneDNN's fused kernel on the
+CPU (``MkldnnRnnLayerBackward0``), which is not modelled.
 """
 
 from __future__ import annotations
@@ -73,6 +75,9 @@ def _lstm_cell(c, x_t, hidden, sfx):
     outgate = _inplace(c, "sigmoid_", outgate)
     cy = _inplace(c, "add_", binary(c.rt, "*", forget, cx, c.loc), binary(c.rt, "*", ingate, cell, c.loc))
     hy = binary(c.rt, "*", outgate, _fn(c, "tanh", cy), c.loc)
+    w_hr = c.params.get(f"weight_hr{sfx}")
+    if w_hr is not None:   # proj_size: params.matmul_hr(hy), hy.matmul(w_hr.t())
+        hy = _fn(c, "matmul", hy, _fn(c, "t", w_hr))
     return hy, cy
 
 
@@ -138,9 +143,6 @@ def _forward(c, kind: str):
                                   "which adjoint does not model; use dtype: float64 (or write the loop with LSTMCell)")
     hidden_size, layers = c.arg("hidden_size"), c.arg("num_layers")
     batch_first, dirs = c.arg("batch_first"), 2 if c.arg("bidirectional") else 1
-    if c.arg("proj_size", 0):
-        raise ProblemError(c.loc, "nn.LSTM with proj_size is not modelled; give proj_size: 0 (or project the outputs "
-                                  "with a Linear)")
     if c.arg("dropout") != 0 and layers == 1:
         raise ProblemError(c.loc, f"{kind} with dropout and num_layers 1 makes PyTorch warn at construction (dropout "
                                   "only acts between layers), which is not modelled; give args: {dropout: 0}")
@@ -172,17 +174,18 @@ def _forward(c, kind: str):
         if not batched:
             states = [_fn(c, "unsqueeze", s, Fraction(1)) for s in states]
     batch = x.shape[0] if batch_first else x.shape[1]
-    expected = (layers * dirs, batch, hidden_size)
+    expected = (layers * dirs, batch, c.arg("proj_size", 0) or hidden_size)
+    expected_c = (layers * dirs, batch, hidden_size)
     if not states:
         zeros = c.rt.tensor(c.rt.B.zeros(expected), dtype=x.dtype)
-        states = [zeros, c.rt.tensor(c.rt.B.zeros(expected), dtype=x.dtype)] if lstm else [zeros]
+        states = [zeros, c.rt.tensor(c.rt.B.zeros(expected_c), dtype=x.dtype)] if lstm else [zeros]
     # check_forward_args
     if x.shape[-1] != c.arg("input_size"):
         raise TorchError("RuntimeError", f"input.size(-1) must be equal to input_size. Expected {c.arg('input_size')}, "
                                          f"got {x.shape[-1]}")
     if lstm:
         _hidden_check(c, states[0], expected, "Expected hidden[0] size {}, got {}")
-        _hidden_check(c, states[1], expected, "Expected hidden[1] size {}, got {}")
+        _hidden_check(c, states[1], expected_c, "Expected hidden[1] size {}, got {}")
     else:
         _hidden_check(c, states[0], expected, "Expected hidden size {}, got {}")
     # ATen (RNN.cpp)
