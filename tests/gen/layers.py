@@ -596,22 +596,29 @@ class LayerGen:
             args["bidirectional"] = True
         if layers == 2 and self.root_training is False and s.coin(0.5):
             args["dropout"] = Fr(1, 2)          # eval mode: no dropout between layers
+        proj = 0
+        if typ == "LSTM" and s.coin(0.25):
+            hidden, proj = 3, 2
+            args["hidden_size"], args["proj_size"] = hidden, proj
+        real = proj or hidden
         shapes = {}
         for layer in range(layers):
             for d in range(dirs):
                 sfx = f"_l{layer}" + ("_reverse" if d else "")
-                shapes[f"weight_ih{sfx}"] = (gates * hidden, shape[-1] if layer == 0 else hidden * dirs)
-                shapes[f"weight_hh{sfx}"] = (gates * hidden, hidden)
+                shapes[f"weight_ih{sfx}"] = (gates * hidden, shape[-1] if layer == 0 else real * dirs)
+                shapes[f"weight_hh{sfx}"] = (gates * hidden, real)
                 if bias:
                     shapes[f"bias_ih{sfx}"] = (gates * hidden,)
                     shapes[f"bias_hh{sfx}"] = (gates * hidden,)
+                if proj:
+                    shapes[f"weight_hr{sfx}"] = (proj, hidden)
         if batched:
             batch = shape[0] if bf else shape[1]
-            out = shape[:2] + (hidden * dirs,)
-            state = (layers * dirs, batch, hidden)
+            out = shape[:2] + (real * dirs,)
+            state = (layers * dirs, batch, real)
         else:
-            out = (shape[0], hidden * dirs)
-            state = (layers * dirs, hidden)
+            out = (shape[0], real * dirs)
+            state = (layers * dirs, real)
         in_shapes = [shape]
         h0 = None
         if typ != "LSTM" and s.coin(0.3):
@@ -630,7 +637,7 @@ class LayerGen:
         which = 1 if typ != "LSTM" and s.coin(0.25) else 0
         extra = (("n", h0.name),) if h0 is not None else ()
         m.call_tree = lambda cur, m=m, extra=extra, which=which: ("idx", ("call", m.name, (cur,) + extra), which)
-        self.v2_used[f"layer {typ}{' relu' if relu else ''}{' batch_first' if bf else ''}"
+        self.v2_used[f"layer {typ}{' relu' if relu else ''}{' proj_size' if proj else ''}{' batch_first' if bf else ''}"
                      f"{' bidirectional' if dirs == 2 else ''}{' unbatched' if not batched else ''}"] += 1
         if which == 1:
             return "mod", m, state
