@@ -237,3 +237,19 @@ def test_lstm_lm_problem_by_hand_in_torch():
     assert np.allclose(np.array(full[0].args["grad_output"][0].floats()), go[0].numpy(), rtol=1e-10, atol=1e-15)
     assert (s.grad[0].triu(1) == 0).all()
     assert np.allclose(np.array(v.grads["emb.weight"].floats()), emb.weight.grad.numpy(), rtol=1e-10, atol=1e-15)
+
+
+def test_init_draws_at_pytorchs_recurrent_scale():
+    """RNNBase.reset_parameters: every parameter from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)),
+    input_size and the parameter's own shape aside; init: {seed: N} draws at the largest power of
+    two below that bound (docs/format.md)."""
+    from adjoint.format import init_draw
+    for kind, gates, hidden in (("LSTM", 4, 5), ("GRU", 3, 2), ("RNN", 1, 17), ("GRUCell", 3, 5)):
+        m = getattr(nn, kind)(7, hidden)
+        stdv = 1 / np.sqrt(hidden)
+        assert all(float(p.abs().max()) <= stdv for p in m.parameters())
+        shapes = {n: tuple(p.shape) for n, p in m.named_parameters()}
+        for name in shapes:
+            fan = init_draw.param_fan_in(kind, name, shapes)
+            bound = init_draw.bound_of_fan_in(fan)
+            assert fan == hidden and bound <= stdv < 2 * bound, (kind, name)
