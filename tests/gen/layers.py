@@ -5,7 +5,8 @@ kind come from the shared machinery (hooks, hooks2, steps) like any other proble
 Layers: Conv1d Conv2d MaxPool2d AvgPool2d AdaptiveAvgPool2d BatchNorm1d/2d (training and eval,
 buffers given or PyTorch's defaults, momentum None) LayerNorm GroupNorm Dropout (training: a
 declared ``mask:``; eval) Embedding (int64 indices, a target; ``padding_idx``)
-MultiheadAttention (self- or cross-attention, batch_first or not, need_weights) Flatten
+MultiheadAttention (self- or cross-attention, batch_first or not, need_weights) RNN (tanh, relu)
+LSTM (proj_size) GRU (layers, directions, batch_first, unbatched, a given state: ``rnn_stage``) Flatten
 Unflatten Linear, the activations ReLU LeakyReLU GELU SiLU ELU Softplus Tanh Sigmoid Softmax
 LogSoftmax (some in place), the losses MSELoss L1Loss SmoothL1Loss HuberLoss CrossEntropyLoss
 NLLLoss BCELoss BCEWithLogitsLoss KLDivLoss (``reduction=``, weights as buffers), and the
