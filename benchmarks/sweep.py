@@ -30,6 +30,7 @@ import gen as G  # noqa: E402
 from gen.second import generate_second  # noqa: E402
 from gen.complexgen import generate_complex  # noqa: E402
 from gen.checkpoint import generate_checkpoint  # noqa: E402
+from gen.recurrent import generate_rnn_spec  # noqa: E402
 
 DISAGREE = ("crash", "harness", "invalid", "refused", "mismatch")
 
@@ -43,7 +44,10 @@ def one(job):
         make = generate_complex if job[4] == "complex" else generate_checkpoint
         text, cov = make(random.Random(f"{seed}-{i}"))
         return i, text, G.check(text, timeout=timeout), cov
-    spec = G.generate_spec(random.Random(f"{seed}-{i}"), budget)
+    if len(job) > 4 and job[4] == "rnn":   # tests/gen/recurrent.py: a recurrent layer in each
+        spec = generate_rnn_spec(random.Random(f"{seed}-{i}"), budget)
+    else:
+        spec = G.generate_spec(random.Random(f"{seed}-{i}"), budget)
     text = G.to_yaml(spec)
     outcome = G.check(text, timeout=timeout)
     return i, text, outcome, G.coverage(spec)
@@ -61,10 +65,11 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     ap.add_argument("--out", default=None, help="where to write disagreeing problems (default: a new temp dir)")
     ap.add_argument("--quiet", action="store_true", help="no progress line")
-    ap.add_argument("--kind", choices=("all", "second", "complex", "checkpoint"), default="all",
+    ap.add_argument("--kind", choices=("all", "second", "complex", "checkpoint", "rnn"), default="all",
                     help="second: only second-order problems (tests/gen/second.py); complex: complex tensors "
                          "(tests/gen/complexgen.py); checkpoint: only torch.utils.checkpoint problems "
-                         "(tests/gen/checkpoint.py); default all: tests/gen")
+                         "(tests/gen/checkpoint.py); rnn: layer problems each with an nn.RNN / LSTM / GRU "
+                         "(tests/gen/recurrent.py); default all: tests/gen")
     args = ap.parse_args(argv)
 
     if args.only is not None:

@@ -233,8 +233,12 @@ def test_document_numbers_match_prediction(path):
             part = part.split("Written out with the chain rule")[0].split("would instead be handed")[0]
             for arg, value in h.args.items():
                 items = value if isinstance(value, tuple) else (value,)
+                flat = []      # a tuple nested in the tuple (an LSTM's (out, (h_n, c_n))) item by item
                 for j, item in enumerate(items):
-                    lhs = "\\mathtt{" + arg.replace("_", "\\_") + "}" + (f"[{j}]" if isinstance(value, tuple) else "")
+                    flat += [(f"[{j}][{k}]", x) for k, x in enumerate(item)] if isinstance(item, tuple) else \
+                        [(f"[{j}]", item)]
+                for pos, item in flat:
+                    lhs = "\\mathtt{" + arg.replace("_", "\\_") + "}" + (pos if isinstance(value, tuple) else "")
                     if item is None:
                         assert _row(part, lhs)[0].startswith("\\mathrm{None}")
                     elif _is_complex(item):   # a + b i: tests/test_complex.py reads those

@@ -74,6 +74,13 @@ CONFIGS = {
     "BCELoss": [{}],
     "BCEWithLogitsLoss": [{}],
     "KLDivLoss": [{}, {"log_target": True, "reduction": "sum"}],
+    "RNN": [{"input_size": 3, "hidden_size": 2}, {"input_size": 2, "hidden_size": 3, "num_layers": 2,
+                                                  "nonlinearity": "relu", "bias": False, "bidirectional": True}],
+    "LSTM": [{"input_size": 3, "hidden_size": 2}, {"input_size": 2, "hidden_size": 1, "num_layers": 3,
+                                                   "batch_first": True, "dropout": Fraction(1, 2)},
+             {"input_size": 2, "hidden_size": 3, "proj_size": 2, "num_layers": 2, "bidirectional": True}],
+    "GRU": [{"input_size": 3, "hidden_size": 2}, {"input_size": 1, "hidden_size": 2, "num_layers": 2,
+                                                  "bidirectional": True, "bias": False}],
 }
 CONTAINERS = ("Sequential", "ModuleList")
 #: torch.__init__ parameters that are not arguments in a problem file: torch's own varargs, and
@@ -102,7 +109,7 @@ def test_every_type_of_the_contract_is_there():
                 "BatchNorm1d BatchNorm2d LayerNorm GroupNorm Dropout Embedding Flatten Unflatten LeakyReLU GELU SiLU "
                 "ELU Softplus Softmax LogSoftmax ModuleList MultiheadAttention MSELoss L1Loss SmoothL1Loss HuberLoss "
                 "CrossEntropyLoss NLLLoss BCELoss BCEWithLogitsLoss KLDivLoss "
-                "Hardtanh ReLU6 Hardswish Mish RNNCell LSTMCell GRUCell").split()
+                "Hardtanh ReLU6 Hardswish Mish RNNCell LSTMCell GRUCell RNN LSTM GRU").split()
     assert sorted(nn_types.TYPES) == sorted(contract)
     assert sorted(CONFIGS) == sorted(set(contract) - set(CONTAINERS))
 
@@ -111,6 +118,15 @@ def test_every_type_of_the_contract_is_there():
 def test_constructor_arguments_are_torchs(name):
     t = nn_types.TYPES[name]
     params = inspect.signature(getattr(nn, name).__init__).parameters
+    if name in ("RNN", "LSTM", "GRU"):   # __init__(*args, **kwargs): RNNBase's, after its mode; RNN takes
+        base = dict(inspect.signature(nn.RNNBase.__init__).parameters)   # nonlinearity; proj_size is LSTM's
+        del base["mode"]
+        if name != "LSTM":
+            del base["proj_size"]
+        if name == "RNN":
+            base["nonlinearity"] = inspect.Parameter("nonlinearity", inspect.Parameter.KEYWORD_ONLY, default="tanh")
+            assert nn.RNN(1, 1).nonlinearity == "tanh"
+        params = base
     torch_args = {p for p in params if p not in NOT_ARGUMENTS}
     ours = {a.name for a in t.args}
     if name in CONTAINERS:
@@ -170,6 +186,8 @@ REFUSALS = [
     ("Dropout", {"p": Fraction(3, 2)}),
     ("Embedding", {"num_embeddings": 3, "embedding_dim": 2, "padding_idx": 3}),
     ("Embedding", {"num_embeddings": 3, "embedding_dim": 2, "padding_idx": -4}),
+    ("GRU", {"input_size": 1, "hidden_size": 2, "dropout": Fraction(3, 2)}),
+    ("LSTM", {"input_size": 1, "hidden_size": 2, "proj_size": 2}),
 ]
 
 

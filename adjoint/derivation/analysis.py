@@ -74,6 +74,7 @@ class Analysis:
         self.leaves += self.constants
         named = {c for c in self.names_of if not g.vars[c].leaf and c in made}
         named |= {self.canon(v) for v in self.versions()} | set(self.bases())
+        named |= {c for c in made if g.vars[c].tensor is not None and g.vars[c].tensor.step_state}
         root_names = set(self.names_of.get(self.root, [])) - {"loss"}
         self.root_is_state = bool(root_names) or self.root in self.leaves or self.root is None
         self.states = [c for c in sorted(named) if c != self.root or self.root_is_state]

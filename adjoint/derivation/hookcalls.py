@@ -238,9 +238,11 @@ class _HookCallBuilder:
 
 
 def _items(value) -> list:
-    """An argument as (position, item) pairs: a tuple by index, a dict (kwargs) by key, else one item."""
+    """An argument as (position, item) pairs: a tuple by index, a dict (kwargs) by key, else one item;
+    a tuple nested in a tuple (an LSTM's output ``(out, (h_n, c_n))``) item by item, at ``(i, j)``."""
     if isinstance(value, tuple):
-        return list(enumerate(value))
+        return [((i, j), x) if isinstance(item, tuple) else (i, item)
+                for i, item in enumerate(value) for j, x in (enumerate(item) if isinstance(item, tuple) else [(0, item)])]
     if isinstance(value, dict):
         return list(value.items())
     return [(None, value)]

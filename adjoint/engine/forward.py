@@ -32,6 +32,7 @@ from adjoint.format.problem import OUTPUT, Module, Problem, TensorDecl
 from adjoint.engine.runtime import Runtime, TorchError
 from adjoint.engine import warns
 from adjoint.values.numbers.sizes import check_leaf_size
+from adjoint.format.module_signatures import lookup as nn_type
 
 
 @dataclass(eq=False)
@@ -492,7 +493,10 @@ class _Pass:
         # keyword arguments that are no input of the module (a built-in's options: need_weights=False) stay
         # as they are, PyTorch calling forward(*new_args, **kwargs); the others bind inputs
         given = len(new) + len([k for k in (kwargs or {}) if k in mod.inputs])
-        if len(new) > len(mod.inputs) or (not mod.input_defaults and given != len(mod.inputs)):
+        # a built-in's optional inputs (an RNN's hx) may be passed on too
+        optional = len(nn_type(mod.type).optional_inputs) if mod.type is not None and nn_type(mod.type) else 0
+        if len(new) > len(mod.inputs) + optional or (
+                not mod.input_defaults and not len(mod.inputs) <= given <= len(mod.inputs) + optional):
             raise ProblemError(hook.returns.loc, f"the forward_pre hook returns {len(new)} input(s) but "
                                                  f"'{mod.label}' takes {len(mod.inputs)}: PyTorch raises TypeError "
                                                  "in forward()")

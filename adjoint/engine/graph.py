@@ -120,6 +120,8 @@ class Tensor:
     edgeless: bool = False           # requires grad through its base but has no gradient edge (a view made
                                      # under no_grad: no grad_fn, and no AccumulateGrad either)
     name: str | None = None          # the first name it was bound to (reports)
+    step_state: bool = False         # a recurrent layer's state after one time step: a named tensor of the
+                                     # derivation (its steps stay one cell deep), never a name of the file
 
     @property
     def value(self):

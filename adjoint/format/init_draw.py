@@ -81,11 +81,21 @@ def bound_of_fan_in(n: int) -> Fraction:
 BIAS_FROM_WEIGHT = ("Linear", "Conv1d", "Conv2d")
 
 
+#: recurrent modules and their gate counts: ``reset_parameters`` draws every parameter from
+#: U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)) (RNNBase, RNNCellBase)
+RECURRENT_GATES = {"RNN": 1, "GRU": 3, "LSTM": 4, "RNNCell": 1, "GRUCell": 3, "LSTMCell": 4}
+
+
 def param_fan_in(module_type: str, param: str, shapes: dict[str, tuple[int, ...]]) -> int | None:
     """The fan_in a parameter's bound comes from when it is not its own (a Linear's or a
-    convolution's bias: its weight's); None: its own shape's."""
+    convolution's bias: its weight's; a recurrent module's parameters: ``hidden_size``); None:
+    its own shape's."""
     if module_type in BIAS_FROM_WEIGHT and param == "bias" and "weight" in shapes:
         return fan_in(shapes["weight"])
+    if module_type in RECURRENT_GATES:
+        first = shapes.get("weight_ih_l0", shapes.get("weight_ih"))
+        if first is not None:
+            return first[0] // RECURRENT_GATES[module_type]
     return None
 
 

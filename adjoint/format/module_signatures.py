@@ -301,6 +301,54 @@ def _cell(name: str, gates: int, *extra: ArgSpec) -> NNType:
                   inputs=("input",), optional_inputs=("hx",), params=_cell_params(gates))
 
 
+def _rnn_params(gates: int):
+    """nn.RNN / LSTM / GRU: per layer and direction ``weight_ih_l{k}{sfx}``, ``weight_hh_l{k}{sfx}``,
+    ``bias_ih_l{k}{sfx}``, ``bias_hh_l{k}{sfx}`` (``_reverse`` for the second direction), and an
+    LSTM's ``weight_hr_l{k}{sfx}`` with ``proj_size``, in ``named_parameters()`` order; a layer
+    above the first takes ``hidden * directions`` inputs (``proj_size * directions``)."""
+    def params(a: Args) -> tuple[ParamSpec, ...]:
+        g, h, dirs = gates * a["hidden_size"], a["hidden_size"], 2 if a["bidirectional"] else 1
+        proj = a.get("proj_size", 0)
+        real = proj or h
+        out: tuple[ParamSpec, ...] = ()
+        for layer in range(a["num_layers"]):
+            n_in = a["input_size"] if layer == 0 else real * dirs
+            for d in range(dirs):
+                sfx = f"_l{layer}" + ("_reverse" if d else "")
+                out += (ParamSpec(f"weight_ih{sfx}", (g, n_in)), ParamSpec(f"weight_hh{sfx}", (g, real)))
+                if a["bias"]:
+                    out += (ParamSpec(f"bias_ih{sfx}", (g,)), ParamSpec(f"bias_hh{sfx}", (g,)))
+                if proj:
+                    out += (ParamSpec(f"weight_hr{sfx}", (proj, h)),)
+        return out
+    params.__name__ = f"_rnn_params_{gates}"
+    return params
+
+
+def _rnn_check(a: Args) -> tuple[tuple[str, str], ...]:
+    if not 0 <= a["dropout"] <= 1:
+        return (("dropout", "dropout should be a number in range [0, 1] representing the probability of an "
+                            "element being zeroed"),)
+    if a.get("proj_size", 0) >= a["hidden_size"]:
+        return (("proj_size", "proj_size has to be smaller than hidden_size"),)
+    return ()
+
+
+def _rnn(name: str, gates: int, nonlinearity: bool = False, proj: bool = False) -> NNType:
+    """nn.RNN / LSTM / GRU (adjoint/engine/layers/recurrent_layers.py), PyTorch's argument order:
+    ``hx`` optional (a pair ``(h_0, c_0)`` for LSTM)."""
+    args = (ArgSpec("input_size", "int", minimum=1), ArgSpec("hidden_size", "int", minimum=1),
+            ArgSpec("num_layers", "int", 1, minimum=1))
+    if nonlinearity:
+        args += (ArgSpec("nonlinearity", "str", "tanh", choices=("tanh", "relu")),)
+    args += (ArgSpec("bias", "bool", True), ArgSpec("batch_first", "bool", False),
+             ArgSpec("dropout", "float", Fraction(0)), ArgSpec("bidirectional", "bool", False))
+    if proj:
+        args += (ArgSpec("proj_size", "int", 0, minimum=0),)
+    return NNType(name, args, inputs=("input",), optional_inputs=("hx",), params=_rnn_params(gates),
+                  check=_rnn_check)
+
+
 def _batchnorm(name: str) -> NNType:
     return NNType(name, (
         ArgSpec("num_features", "int", minimum=1), ArgSpec("eps", "float", Fraction(1, 100000)),
@@ -385,6 +433,10 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
     _loss("BCELoss", buffers=_weighted_loss_buffers),
     _loss("BCEWithLogitsLoss", buffers=_bce_logits_buffers),
     _loss("KLDivLoss", ArgSpec("log_target", "bool", False), reduction=_reduction("batchmean")),
+    # recurrent layers
+    _rnn("RNN", 1, nonlinearity=True),
+    _rnn("LSTM", 4, proj=True),
+    _rnn("GRU", 3),
 )}
 
 #: Constructor arguments PyTorch has that a problem file does not set, and why.

@@ -41,7 +41,7 @@ wrap, a freed graph, a hook that raises) are predictions like any other answer.
 Layer problems, a fifth of all (:data:`layers.LAYER_SHARE`, drawn from the same number as
 the v2 coin, so the other problems are unchanged): the ``torch.nn`` layer types (Conv1d/2d,
 the pools, BatchNorm1d/2d in training and eval with buffers, LayerNorm, GroupNorm, Dropout with
-its mask, Embedding, MultiheadAttention, Flatten/Unflatten, the activations and the losses
+its mask, Embedding, MultiheadAttention, RNN/LSTM/GRU, Flatten/Unflatten, the activations and the losses
 with ``reduction=``) and their functional forms, chained with consistent shapes, parameters
 given or from ``init:``, ``training: false`` and ``requires_grad: false`` modules, a loss
 module, a functional loss or a loss expression; hooks from the same machinery

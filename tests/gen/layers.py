@@ -5,7 +5,8 @@ kind come from the shared machinery (hooks, hooks2, steps) like any other proble
 Layers: Conv1d Conv2d MaxPool2d AvgPool2d AdaptiveAvgPool2d BatchNorm1d/2d (training and eval,
 buffers given or PyTorch's defaults, momentum None) LayerNorm GroupNorm Dropout (training: a
 declared ``mask:``; eval) Embedding (int64 indices, a target; ``padding_idx``)
-MultiheadAttention (self- or cross-attention, batch_first or not, need_weights) Flatten
+MultiheadAttention (self- or cross-attention, batch_first or not, need_weights) RNN (tanh, relu)
+LSTM (proj_size) GRU (layers, directions, batch_first, unbatched, a given state: ``rnn_stage``) Flatten
 Unflatten Linear, the activations ReLU LeakyReLU GELU SiLU ELU Softplus Tanh Sigmoid Softmax
 LogSoftmax (some in place), the losses MSELoss L1Loss SmoothL1Loss HuberLoss CrossEntropyLoss
 NLLLoss BCELoss BCEWithLogitsLoss KLDivLoss (``reduction=``, weights as buffers), and the
@@ -175,6 +176,10 @@ class LayerGen:
             shape = None
         self.root_training = None if s.coin(0.85) else False
         root_kind = s.weighted([(1, "Sequential"), (3, "custom")]) if start != "embed" else "custom"
+        if getattr(self, "force_rnn", False):   # tests/gen/recurrent.py: a recurrent layer in every problem
+            root_kind = "custom"
+            if start == "img":
+                shape = shape[:3]
         children: list[Mod] = []
         lines: list = []
         root_params: list[Leaf] = []
@@ -262,6 +267,8 @@ class LayerGen:
             loss = self.layer_loss(model, shape, root_kind == "custom")
         name = f"gen-{self.fresh('p')}"
         dtype = s.weighted([(8, "float64"), (1, "float32"), (1, None)])
+        if getattr(self, "needs_f64", False):
+            dtype = "float64"
         p = ProblemSpec(name, self.inputs, self.targets, model, loss, [], BackwardSpec(), None, dtype)
         if self.uses_init:
             p.init = s.int(0, 9)
@@ -313,11 +320,17 @@ class LayerGen:
             opts += [(3, "conv1d"), (2, "bn"), (1, "gn"), (2, "ln"), (1, "dropout"), (2, "flatten")]
             if shape[2] in (2, 4) and functional:
                 opts.append((2, "mha"))
+            if functional:
+                opts.append((2, "rnn"))
         elif r == 2:
             opts += [(3, "linear"), (2, "bn"), (2, "ln"), (1, "gn"), (1, "dropout"), (1, "unflatten")]
+            if functional:
+                opts.append((1, "rnn"))
         else:
             opts = [(1, "act")]
         kind = s.weighted(opts)
+        if getattr(self, "force_rnn", False) and not getattr(self, "rnn_made", False) and functional and r in (2, 3):
+            kind = "rnn"
         if functional and kind in ("act", "conv2d", "conv1d", "maxpool", "avgpool", "adaptive", "ln", "gn") \
                 and s.coin(0.3):
             return self.fn_stage(kind, shape, root_params)
@@ -506,6 +519,8 @@ class LayerGen:
         if kind == "linear":
             m = self.linear(name, path, shape)
             return "mod", m, m.out_shape
+        if kind == "rnn":
+            return self.rnn_stage(name, path, shape, frozen, init)
         if kind == "mha":
             if not self.spend():
                 return None
@@ -552,6 +567,82 @@ class LayerGen:
                 m.call_tree = lambda cur, m=m, kws=tuple(kws), t=t: ("idx", ("call", m.name, (cur, cur, ("n", t.name)) + kws), 0)
             return "mod", m, shape
         return None
+
+    def rnn_stage(self, name: str, path: str, shape: tuple, frozen: bool, init: bool):
+        """nn.RNN / LSTM / GRU on a 3-D (seq, batch, feature; or batch_first) or unbatched 2-D
+        input: the output (``rnn(x)[0]``) or, for RNN and GRU, the final state (``[1]``)."""
+        s = self.s
+        typ = s.weighted([(2, "LSTM"), (2, "GRU"), (1, "RNN"), (1, "RNN relu")])
+        if typ != "RNN relu" and not self.spend():
+            typ = "RNN relu"
+        relu = typ == "RNN relu"
+        typ = typ.split()[0]
+        gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[typ]
+        batched = len(shape) == 3
+        bf = batched and s.coin(0.4)
+        hidden = s.int(2, 2 if typ == "LSTM" else 3)   # a width of 1 makes a later LayerNorm over it rounding noise
+        layers = s.weighted([(3, 1), (1, 2)])
+        dirs = 2 if s.coin(0.3) else 1
+        bias = s.coin(0.8)
+        args = {"input_size": shape[-1], "hidden_size": hidden}
+        if layers != 1:
+            args["num_layers"] = layers
+        if relu:
+            args["nonlinearity"] = "relu"
+        if not bias:
+            args["bias"] = False
+        if bf:
+            args["batch_first"] = True
+        if dirs == 2:
+            args["bidirectional"] = True
+        if layers == 2 and self.root_training is False and s.coin(0.5):
+            args["dropout"] = Fr(1, 2)          # eval mode: no dropout between layers
+        proj = 0
+        if typ == "LSTM" and s.coin(0.25):
+            hidden, proj = 3, 2
+            args["hidden_size"], args["proj_size"] = hidden, proj
+        real = proj or hidden
+        shapes = {}
+        for layer in range(layers):
+            for d in range(dirs):
+                sfx = f"_l{layer}" + ("_reverse" if d else "")
+                shapes[f"weight_ih{sfx}"] = (gates * hidden, shape[-1] if layer == 0 else real * dirs)
+                shapes[f"weight_hh{sfx}"] = (gates * hidden, real)
+                if bias:
+                    shapes[f"bias_ih{sfx}"] = (gates * hidden,)
+                    shapes[f"bias_hh{sfx}"] = (gates * hidden,)
+                if proj:
+                    shapes[f"weight_hr{sfx}"] = (proj, hidden)
+        if batched:
+            batch = shape[0] if bf else shape[1]
+            out = shape[:2] + (real * dirs,)
+            state = (layers * dirs, batch, real)
+        else:
+            out = (shape[0], real * dirs)
+            state = (layers * dirs, real)
+        in_shapes = [shape]
+        h0 = None
+        if typ != "LSTM" and s.coin(0.3):
+            h0 = Leaf(self.fresh("h0"), state, self.values(state), False)
+            self.targets.append(h0)
+            in_shapes.append(state)
+            self.v2_used["layer recurrent state given"] += 1
+        m = self.lmod(name, path, typ, in_shapes, out, args, self.lparams(path, shapes, frozen), init)
+        m.inputs = ["input", "hx"][:len(in_shapes)]
+        m.frozen = frozen
+        m.tuple_out = True
+        m.weights_shape = state if typ != "LSTM" else None   # an LSTM's [1] is the tuple (h_n, c_n)
+        self.rnn_made = True
+        if typ == "LSTM":
+            self.needs_f64 = True      # float32: oneDNN's fused kernel on the CPU (not modelled)
+        which = 1 if typ != "LSTM" and s.coin(0.25) else 0
+        extra = (("n", h0.name),) if h0 is not None else ()
+        m.call_tree = lambda cur, m=m, extra=extra, which=which: ("idx", ("call", m.name, (cur,) + extra), which)
+        self.v2_used[f"layer {typ}{' relu' if relu else ''}{' proj_size' if proj else ''}{' batch_first' if bf else ''}"
+                     f"{' bidirectional' if dirs == 2 else ''}{' unbatched' if not batched else ''}"] += 1
+        if which == 1:
+            return "mod", m, state
+        return "mod", m, out
 
     def fn_stage(self, kind: str, shape: tuple, root_params: list):
         """A functional form inside the root's forward (parameters are the root's)."""

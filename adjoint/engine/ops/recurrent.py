@@ -16,3 +16,14 @@ _SPLIT = next(op for op in _VIEW_OPS if op.name == "split")
 OPS = (
     replace(_SPLIT, name="unsafe_split", node="UnsafeSplitBackward0", view=False, layout=None, scatter=None),
 )
+
+_TRANSPOSE = next(op for op in _VIEW_OPS if op.name == "transpose")
+
+#: ``transpose_`` (``TransposeBackward1``): the in-place transpose ATen's ``rnn_tanh`` / ``rnn_relu`` /
+#: ``gru`` apply to their fresh stacked output when ``batch_first`` (``std::get<0>(results).transpose_(0,
+#: 1)``): not a view, the result's version is 1 and its strides are the stacked tensor's, permuted
+#: (the layer sets them).
+OPS = OPS + (
+    replace(_TRANSPOSE, name="transpose_", node="TransposeBackward1", view=False, layout=None, scatter=None,
+            result_version=1),
+)

@@ -347,6 +347,8 @@ class HookSections(UnitWriter):
             return ""
         if isinstance(pos, str):
             return f"[\\text{{\\texttt{{{esc(repr(pos))}}}}}]"
+        if isinstance(pos, tuple):   # an item of a nested tuple (an LSTM's (out, (h_n, c_n)))
+            return "".join(f"[{p}]" for p in pos)
         return f"[{pos}]"
 
     def _saved(self, h: HookCall) -> str:
