@@ -249,7 +249,7 @@ def value_json(v, printer=None) -> dict | list | float | int | str | None:
         return {k: value_json(x, printer) for k, x in v.items()}
     if isinstance(v, Fraction):
         return int(v) if v.denominator == 1 else float(v)
-    if isinstance(v, (str, bool)):
+    if isinstance(v, (str, bool, int)):   # int: a key stash() returned
         return v
     if isinstance(v, Typed):   # an integer or bool tensor (--structure: no values, as for every tensor)
         return {"shape": list(v.value.shape), "value": v.elements(), "exact": v.value.strings(), "dtype": v.dtype}

@@ -33,6 +33,7 @@ from adjoint.engine.hook_registration import grad_fn
 from adjoint.format.problem import OUTPUT, ROOT, Module, Problem, TensorDecl
 from adjoint.engine.runtime import Runtime, TorchError
 from adjoint.engine import warns
+from adjoint.engine import saved_hooks
 from adjoint.values.numbers.sizes import check_leaf_size
 
 
@@ -179,12 +180,11 @@ class _Pass:
             raise ProblemError(root.loc, f"the root module takes {len(root.inputs)} input(s) ({', '.join(root.inputs)}) "
                                          f"but the problem declares {len(self.m.inputs)} "
                                          f"({', '.join(d.name for d in self.m.inputs)}); inputs are passed in order")
-        whole = self.m.reg.forward_starts()
-        self.rt.saved_hooks.extend(whole)
+        whole = saved_hooks.enter(self.rt, self.m.reg.forward_starts())
         try:
             out, loss = self.model_and_loss(root)
         finally:
-            del self.rt.saved_hooks[len(self.rt.saved_hooks) - len(whole):]
+            saved_hooks.leave(self.rt, whole)
         self.m.reg.forward_ends(self.names)
         values = {name: recorded(t) for name, t in self.names.items()}
         return ForwardResult(self.names, self.calls, out, loss, self.rt.notes[self.notes_start:], values,
@@ -212,13 +212,12 @@ class _Pass:
         label = mod.label
         kwargs = dict(kwargs or {})
         k = self.call_counts[label] = self.call_counts.get(label, 0) + 1
+        scoped = saved_hooks.enter(rt, self.m.reg.saved_hooks_for(label))  # the with blocks around the call
         callid = label if k == 1 else f"{label}#{k}"
         parent = rt.call_stack[-1].id if rt.call_stack else None
         call = Call(len(self.calls), mod, callid, k, parent)
         self.calls.append(call)
         rt.call_stack.append(call)
-        scoped = self.m.reg.saved_hooks_for(label)
-        rt.saved_hooks.extend(scoped)
         try:
             own, glob = self.m.hooks[label], self.m.global_hooks
             if not (own.any() or glob.any()):
@@ -228,7 +227,7 @@ class _Pass:
             else:
                 out = self.call_with_hooks(mod, call, own, glob, list(args), kwargs, loc)
         finally:
-            del rt.saved_hooks[len(rt.saved_hooks) - len(scoped):]
+            saved_hooks.leave(rt, scoped)
         call.out = out
         call.end = len(rt.nodes)
         rt.call_stack.pop()
