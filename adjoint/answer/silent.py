@@ -94,9 +94,9 @@ def _structural(hook, run, reg) -> str | None:
     if hook.on in ("module", "global"):
         return _module_reason(hook, run)
     if not run.passes:
-        return "the variant runs no backward" if hook.on != "saved_tensors" else None
+        return "the variant runs no backward" if hook.on not in ("saved_tensors", "saved") else None
     nodes, leaves = _ran(run)
-    if hook.on == "saved_tensors":
+    if hook.on in ("saved_tensors", "saved", "disable_saved_tensors_hooks"):
         return None
     if hook.on == "multi_grad":
         return "none of its tensors got a gradient" if hook.mode == "any" else \

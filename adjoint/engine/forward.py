@@ -24,13 +24,11 @@ from dataclasses import dataclass, field
 
 from adjoint.format import syntax as S
 from adjoint.format.errors import Loc, ProblemError
-from adjoint.engine.bindings import FUNCTION_NAMES
-from adjoint.engine.bindings.core import linear
 from adjoint.engine.graph import Node, Tensor, recorded
 from adjoint.engine.interpreter import Interp
 from adjoint.engine.nn_module import BackwardHookState, LegacyHook, ModuleHooks, ModuleInputHook, ModuleOutputHook
 from adjoint.engine.hook_registration import grad_fn
-from adjoint.format.problem import OUTPUT, ROOT, Module, Problem, TensorDecl
+from adjoint.format.problem import OUTPUT, Module, Problem, TensorDecl
 from adjoint.engine.runtime import Runtime, TorchError
 from adjoint.engine import warns
 from adjoint.engine import saved_hooks

@@ -23,7 +23,7 @@ from rich.text import Text
 from adjoint.answer.prediction import Boundary, HookRecord, Prediction
 from adjoint.render.safetext import terminal_safe
 from adjoint.render import values as fmt
-from adjoint.render.report import Group, Options, ReportView, VariantView, build
+from adjoint.render.report import Options, ReportView, VariantView, build
 from adjoint.render.explain import silent_what, unkept_line
 
 #: spaces at the end of a line (before any closing colour codes)
@@ -212,7 +212,7 @@ def _call_title(h: HookRecord) -> Text:
         t.append("global ", KIND)
     t.append(_safe(h.kind), KIND)
     if h.kind in ("pack", "unpack"):
-        t.append(" (saved_tensors_hooks)", DIM)
+        t.append(" (register_hooks on one saved tensor)" if h.on == "saved" else " (saved_tensors_hooks)", DIM)
         if h.target:
             t.append(" for ")
             t.append(_safe(h.target))
