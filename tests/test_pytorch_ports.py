@@ -46,11 +46,7 @@ STEMS = [os.path.splitext(os.path.basename(f))[0] for f in FILES]
 RTOL, ATOL = 1e-10, 1e-12
 
 #: Ports the engine cannot solve yet: file stem -> the contract features it is missing.
-PENDING: dict[str, str] = {
-    "test_saved_tensor_hooks_custom_error_propagation":
-        "the pack call that raises is predicted, but its target is null: the op's output was never made, so "
-        "no name is bound to it (the reference names the module output it would have been)",
-}
+PENDING: dict[str, str] = {}
 
 
 # ----------------------------------------------------------------------------- comparing
