@@ -81,7 +81,7 @@ def hook_effects(v: VariantPrediction) -> Effects:
     if base.error is not None:
         return Effects(ran=True, error=f"{base.error.type}: {base.error.message}")
     out = Effects(ran=True)
-    if v.loss is not None and base.loss is not None and not A.equal(v.loss, base.loss):
+    if v.loss is not None and base.loss is not None and not _same(v.loss, base.loss):
         out.changes.append(Change("loss", "loss", base.loss, v.loss, _ratio(base.loss, v.loss)))
     for name, after in (v.returned or {}).items():
         before = (base.returned or {}).get(name)

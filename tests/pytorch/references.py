@@ -234,3 +234,35 @@ def test_saved_tensor_hooks_custom_error_propagation():  # noqa: F811 (now as wr
             out["error_on_unpack_hook"] = observation(log, error=error(e, "backward", log))
     assert set(out) == {"error_on_pack_hook", "error_on_unpack_hook"}, "PyTorch did not raise"
     return out
+
+
+_B33 = [[0.5, -1, 2], [0.25, 1.5, -0.5], [1, -2, 0.75]]
+
+
+def test_tensor_hooks_inplace_multiple_outputs__var_mean():
+    log = Log()
+    b = leaf(_B33)
+    out1, out2 = torch.var_mean(b, dim=0)
+    out1.register_hook(log.tensor_hook(0, "out1"))
+    out2.register_hook(log.tensor_hook(1, "out2"))
+    out1.mul_(2)
+    out1.register_hook(log.tensor_hook(2, "out1"))
+    (out1 + out2 * 3).sum().backward()
+    assert sorted(c["hook"] for c in log.calls) == [0, 1, 2]   # counts == [1, 1, 1]
+    return observation(log, grads(b=b))
+
+
+def test_retains_grad_inplace_multiple_outputs__var_mean():
+    b = leaf(_B33)
+    var, mean = torch.var_mean(b, dim=0)
+    var.retain_grad()
+    mean.retain_grad()
+    var.mul_(2)
+    (var + mean).sum().backward()
+    gvar, gmean = var.grad, mean.grad
+    a = b.detach().requires_grad_(True)
+    var2, mean2 = torch.var_mean(a, dim=0)
+    var2.mul_(2)
+    gvar_expected, gmean_expected = torch.autograd.grad((var2 + mean2).sum(), inputs=(var2, mean2))
+    assert torch.equal(gvar, gvar_expected) and torch.equal(gmean, gmean_expected)
+    return observation(Log(), grads(b=b, var=var, mean=mean))
