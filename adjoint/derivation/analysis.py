@@ -267,6 +267,8 @@ class Analysis:
             for a in mod.forward:
                 if isinstance(a, S.Assign):
                     env[a.target.id] = expr_tree(a.value, env)
+            if mod.function.save is not None:   # the formulas read saved[i]: ctx.save_for_backward's arguments
+                env["saved"] = TTuple(tuple(expr_tree(e, env) for e in mod.function.save))
             if n_out > 1:
                 env["grad_output"] = TTuple(tuple(lam if i == k else TConst(Fraction(0), lam.shape)
                                                   for i in range(n_out)))

@@ -49,7 +49,7 @@ def apply_function(rt, mod, args: list[Tensor]) -> Tensor:
                     module_call=rt.call_stack[-1] if rt.call_stack else None, loc=mod.function.loc)
         rt.nodes.append(node)
     plain = {n: _same_layout(rt.tensor(t.value, dtype=t.dtype), t) for n, t in zip(slots_of(mod), args)}
-    out, _ = evaluate_program(rt, mod, plain)
+    out, local = evaluate_program(rt, mod, plain)
     outs = out if isinstance(out, tuple) else (out,)
     given = {id(t): a for t, a in zip(plain.values(), args)}
     results = []
@@ -63,13 +63,38 @@ def apply_function(rt, mod, args: list[Tensor]) -> Tensor:
     if node is not None:
         node.outputs = [(r.shape, r.dtype) for r in results]
         node.output_values = [r.value for r in results]
-        for i, t in enumerate(args):
-            sv = SavedVariable(f"saved{i}", t, t.version.value, False, t.value)
+        saved = [(t, False) for t in args]
+        if mod.function.save is not None:   # ctx.save_for_backward(*save): an input or output saved is that tensor
+            made = {id(o): r for o, r in zip(outs, results)}
+            saved = [(given.get(id(v), made.get(id(v), v)), id(v) in made)
+                     for v in save_values(rt, mod, plain, local, out)]
+        for i, (t, is_output) in enumerate(saved):
+            sv = SavedVariable(f"saved{i}", t, t.version.value, is_output, t.value)
             if rt.saved_hooks:
                 sv.hooks = rt.saved_hooks[-1]
                 sv.packed = rt.hooks_runner.pack(sv.hooks, t, node, sv.name)
             node.saved.append(sv)
     return tuple(results) if isinstance(out, tuple) else results[0]
+
+
+def save_values(rt, mod, inputs: dict, local: dict, output) -> list:
+    """``ctx.save_for_backward(*save)``'s arguments, evaluated after the forward (grad mode off)
+    over the inputs, the forward's names and ``output``."""
+    scope = _PureScope(mod, dict(inputs))
+    scope.local = dict(local)
+    scope.local["output"] = output
+    before = rt.grad_enabled
+    rt.grad_enabled = False
+    rt.quiet += 1
+    try:
+        values = [Interp(rt, scope).eval(e) for e in mod.function.save]
+    finally:
+        rt.grad_enabled = before
+        rt.quiet -= 1
+    for e, v in zip(mod.function.save, values):
+        if not isinstance(v, Tensor):
+            raise ProblemError(e.loc, "save_for_backward saves tensors; this entry of save: is not one")
+    return values
 
 
 def _same_layout(t: Tensor, like: Tensor) -> Tensor:
@@ -84,16 +109,24 @@ def function_backward(rt, node: Node, grads: list) -> list:
     """The declared backward formulas, evaluated on the (unpacked) saved inputs."""
     mod = node.params
     values = [rt.unpack(node, sv) for sv in node.saved]
+    if mod.function.save is not None:
+        return declared_vjp(rt, mod, list(node.input_values), grads if len(grads) > 1 else grads[0], saved=values)
     return declared_vjp(rt, mod, values, grads if len(grads) > 1 else grads[0])
 
 
-def declared_vjp(rt, mod, values: list, grad_output) -> list:
+def declared_vjp(rt, mod, values: list, grad_output, saved: list | None = None) -> list:
     """``grad_output``: one value, or a list of them for a Function with several outputs (then
-    ``grad_output`` and ``output`` are tuples in the formulas)."""
+    ``grad_output`` and ``output`` are tuples in the formulas). With ``save:`` the formulas see
+    ``saved`` (what the node unpacked, or else what the forward on ``values`` saves) and
+    ``grad_output`` only, as a Function's backward sees ``ctx.saved_tensors``."""
     env = {n: rt.tensor(v) for n, v in zip(slots_of(mod), values)}
     output, local = evaluate_program(rt, mod, dict(env))
-    env.update(local)
-    env["output"] = output
+    if mod.function.save is not None:
+        kept = saved if saved is not None else [t.value for t in save_values(rt, mod, env, local, output)]
+        env = {"saved": tuple(rt.tensor(v) for v in kept)}
+    else:
+        env.update(local)
+        env["output"] = output
     env["grad_output"] = (tuple(rt.tensor(g) for g in grad_output) if isinstance(grad_output, list)
                           else rt.tensor(grad_output))
     out = []

@@ -35,7 +35,8 @@ def register_saved(rt, hook, node) -> None:
     attr = f"_raw_saved_{hook.slot}"
     if node is None:
         raise TorchError("AttributeError", f"'NoneType' object has no attribute '{attr}'", "register")
-    sv = next((s for s in node.saved if s.name == hook.slot), None)
+    # a custom Function's node keeps its saved tensors as _raw_saved_tensors (a tuple), no _raw_saved_NAME
+    sv = next((s for s in node.saved if s.name == hook.slot), None) if node.kind != "function" else None
     if sv is None:
         if hook.slot in _slots_of(node):
             raise TorchError("RuntimeError", NONE_VALUE, "register")
@@ -50,6 +51,8 @@ def register_saved(rt, hook, node) -> None:
 
 def _slots_of(node) -> tuple:
     """The saved-variable attributes the node's class has, saved this time or not."""
+    if node.kind == "function":
+        return ()
     op = getattr(node, "op", None)
     saves = getattr(op, "saves", None) if node.kind == "op" else None
     return tuple(s.name for s in saves) if saves else tuple(s.name for s in node.saved)

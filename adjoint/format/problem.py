@@ -86,6 +86,8 @@ class Function:
     name: str
     grads: tuple[tuple[str, object | None], ...]   # (slot, syntax.Expr | None)
     loc: Loc
+    save: tuple | None = None    # ctx.save_for_backward(*save): syntax.Expr over the inputs, the forward's
+                                 # names and output; None: every input is saved (and the formulas see them)
 
 
 ArgValue = Fraction | int | bool | str | None | tuple  # tuple: of ints (kernel_size: [3, 3])

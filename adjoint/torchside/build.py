@@ -238,17 +238,28 @@ def make_function(decl: Module, run) -> type:
         return out, {k: v for k, v in env.items() if k not in slots}
 
     def forward(ctx, *tensors):
-        ctx.save_for_backward(*tensors)
-        out, _ = evaluate(tensors)
+        if fdecl.save is None:
+            ctx.save_for_backward(*tensors)
+            out, _ = evaluate(tensors)
+            return out
+        out, local = evaluate(tensors)   # save: ctx.save_for_backward(*save) after the forward's body
+        env = dict(zip(slots, tensors))
+        env.update(local)
+        env["output"] = out
+        ctx.save_for_backward(*[run.program(EnvScope(dict(env), f"the save of {fdecl.name}")).eval(e)
+                                for e in fdecl.save])
         return out
 
     def backward(ctx, *grad_outputs):
         grad_output = grad_outputs[0] if len(grad_outputs) == 1 else grad_outputs   # a tuple forward: a tuple
         tensors = ctx.saved_tensors
-        output, local = evaluate(tensors)
-        env = dict(zip(slots, tensors))
-        env.update(local)
-        env["output"] = output
+        if fdecl.save is None:
+            output, local = evaluate(tensors)
+            env = dict(zip(slots, tensors))
+            env.update(local)
+            env["output"] = output
+        else:   # the backward sees what it saved, nothing else
+            env = {"saved": tensors}
         env["grad_output"] = grad_output
         grads = []
         for slot, formula in fdecl.grads:
