@@ -266,3 +266,26 @@ def test_retains_grad_inplace_multiple_outputs__var_mean():
     gvar_expected, gmean_expected = torch.autograd.grad((var2 + mean2).sum(), inputs=(var2, mean2))
     assert torch.equal(gvar, gvar_expected) and torch.equal(gmean, gmean_expected)
     return observation(Log(), grads(b=b, var=var, mean=mean))
+
+
+def test_saved_tensor_hooks_custom_function_intermediates():
+    class Func(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            intermediate = x.exp()
+            ctx.save_for_backward(intermediate.clone())   # the test: .clone().detach_().requires_grad_(True)
+            return x.exp()
+
+        @staticmethod
+        def backward(ctx, grad_out):
+            (intermediate,) = ctx.saved_tensors
+            return grad_out * intermediate
+
+    log = Log()
+    a = leaf(1.0)
+    with torch.autograd.graph.saved_tensors_hooks(*log.saved_tensors(0)):
+        with log.op("FuncBackward", "func"):
+            out = Func.apply(a)
+    log.name_nodes(func=out)
+    out.backward()
+    return observation(log, grads(a=a))
