@@ -24,7 +24,6 @@ import time
 from dataclasses import dataclass, field
 
 from adjoint.torchside.compare import FD_TOLERANCE, Row, compare, compare_fd, tolerance
-from adjoint.format.errors import ProblemError
 from adjoint.render.jsontext import dumps
 from adjoint.format.problem import Problem
 from adjoint.answer.solve import solve_problem
