@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from adjoint.format import syntax as S
 from adjoint.format.errors import Loc, ProblemError
@@ -465,8 +466,8 @@ class _Pass:
         scope = _ModuleScope(self, mod, call, bind_arguments(mod, args, kwargs, loc))
         result = Interp(rt, scope).run(mod.forward)
         ret = mod.forward[-1]
-        if not (isinstance(result, Tensor) or (isinstance(result, tuple) and result
-                                                and all(isinstance(r, Tensor) for r in result))):
+        if not (isinstance(result, Tensor) or (isinstance(result, tuple) and any(isinstance(r, Tensor) for r in result)
+                                                and all(isinstance(r, Tensor) or plain_value(r) for r in result))):
             raise ProblemError(ret.value.loc, f"the forward of '{mod.label}' must return a tensor or a tuple of "
                                               "tensors")
         return result
@@ -654,6 +655,12 @@ def bind_arguments(mod: Module, args: list, kwargs: dict, loc: Loc) -> dict:
                                         "TypeError in forward()")
             bound[n] = defaults[n]
     return bound
+
+
+def plain_value(v) -> bool:
+    """A non-tensor a module may return among tensors (a bool flag, a number, None): PyTorch's
+    backward hooks give its slot None."""
+    return v is None or isinstance(v, (bool, int, float, Fraction))
 
 
 def _same_value(value):

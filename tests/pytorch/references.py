@@ -289,3 +289,32 @@ def test_saved_tensor_hooks_custom_function_intermediates():
     log.name_nodes(func=out)
     out.backward()
     return observation(log, grads(a=a))
+
+
+def test_hook_extra_input():
+    import torch.nn as nn
+
+    class MyModule(nn.Module):
+        def forward(self, non_tensor, tensor):
+            return tensor.clone(), non_tensor
+
+    class Root(nn.Module):   # the problem's root: passes inp on
+        def __init__(self):
+            super().__init__()
+            self.mod = MyModule()
+
+        def forward(self, inp):
+            out, _ = self.mod(True, inp)
+            return out
+
+    def body(grad_input, grad_output):
+        assert grad_input[0] is None and isinstance(grad_input[1], torch.Tensor)
+        assert isinstance(grad_output[0], torch.Tensor) and grad_output[1] is None
+
+    root = Root()
+    log = Log(root)
+    inp = leaf([0.5, -1])
+    root.mod.register_full_backward_hook(log.module_hook(0, "full_backward", "mod", fn=body))
+    root(inp).sum().backward()
+    assert len(log.calls) == 1
+    return observation(log, grads(inp=inp))
