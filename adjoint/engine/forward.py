@@ -239,6 +239,8 @@ class _Pass:
             for i, t in enumerate(out):
                 if isinstance(t, Tensor):
                     self.bind(f"{name}[{i}]", t, loc)
+        elif isinstance(out, dict):   # a dict output: its tensors are named where the caller assigns them
+            return
         else:
             self.bind(name, out, loc)
 
@@ -340,6 +342,9 @@ class _Pass:
                     out = returned
                     state["result"] = out
         if call.bw is not None:
+            if not isinstance(out, (Tensor, tuple)):   # _call_impl warns, then BackwardHook finds no tensor
+                warns.warn(rt, "UserWarning", "For backward hooks to be called, module output should be a Tensor or "
+                                              f"a tuple of Tensors but received <class '{type(out).__name__}'>")
             out = self.setup_output_hook(call, out)
             state["result"] = out
         if legacy:
@@ -467,7 +472,8 @@ class _Pass:
         result = Interp(rt, scope).run(mod.forward)
         ret = mod.forward[-1]
         if not (isinstance(result, Tensor) or (isinstance(result, tuple) and any(isinstance(r, Tensor) for r in result)
-                                                and all(isinstance(r, Tensor) or plain_value(r) for r in result))):
+                                                and all(isinstance(r, Tensor) or plain_value(r) for r in result))
+                or tensor_dict(result)):
             raise ProblemError(ret.value.loc, f"the forward of '{mod.label}' must return a tensor or a tuple of "
                                               "tensors")
         return result
@@ -573,7 +579,7 @@ class _ModuleScope:
                                     f"({', '.join(child.inputs)}), got {len(args)}")
         if child.type is not None and not all(isinstance(a, Tensor) or _tensor_tuple(a) for a in args):
             raise ProblemError(loc, f"module '{child.label}' must be called with tensors")
-        if child.type is None and not any(isinstance(a, Tensor) for a in list(args) + list(kwargs.values())):
+        if child.type is None and not any(isinstance(a, Tensor) or tensor_dict(a) for a in list(args) + list(kwargs.values())):
             raise ProblemError(loc, f"module '{child.label}' must be called with tensors")
         return self.run.call_module(child, list(args), loc, kwargs)
 
@@ -655,6 +661,11 @@ def bind_arguments(mod: Module, args: list, kwargs: dict, loc: Loc) -> dict:
                                         "TypeError in forward()")
             bound[n] = defaults[n]
     return bound
+
+
+def tensor_dict(v) -> bool:
+    """A dict of tensors a custom module takes or returns (PyTorch's BackwardHook sees no tensor in it)."""
+    return isinstance(v, dict) and bool(v) and all(isinstance(k, str) and isinstance(x, Tensor) for k, x in v.items())
 
 
 def plain_value(v) -> bool:

@@ -318,3 +318,55 @@ def test_hook_extra_input():
     root(inp).sum().backward()
     assert len(log.calls) == 1
     return observation(log, grads(inp=inp))
+
+
+def test_bw_hook_warning_for_non_tensor_or_tuple():
+    import warnings as _warnings
+
+    import torch.nn as nn
+
+    counter = {"forward": 0, "backward": 0}
+
+    def fw_pre_hook(_inputs):
+        counter["forward"] += 1
+
+    def fw_hook(_inputs, _outputs):
+        counter["forward"] += 1
+
+    def bw_pre_hook(_grad_output):
+        counter["backward"] += 1
+
+    def bw_hook(_inputs, _outputs):
+        counter["backward"] += 1
+
+    class TestModule(nn.Module):
+        def forward(self, dict):
+            inp = dict["x"]
+            x = torch.nn.functional.softmax(inp, dim=0)
+            return {"x": x}
+
+    class Root(nn.Module):   # the problem's root: builds the dict
+        def __init__(self):
+            super().__init__()
+            self.test_module = TestModule()
+
+        def forward(self, x):
+            return self.test_module({"x": x})["x"]
+
+    root = Root()
+    log = Log(root)
+    model = root.test_module
+    x = leaf([1, 1])
+    model.register_forward_pre_hook(log.module_hook(0, "forward_pre", "test_module", fn=fw_pre_hook))
+    model.register_forward_hook(log.module_hook(1, "forward", "test_module", fn=fw_hook))
+    model.register_full_backward_pre_hook(log.module_hook(2, "full_backward_pre", "test_module", fn=bw_pre_hook))
+    model.register_full_backward_hook(log.module_hook(3, "full_backward", "test_module", fn=bw_hook))
+    with _warnings.catch_warnings(record=True) as w:
+        _warnings.simplefilter("always")
+        y = root(x)
+        loss = y.sum()
+        loss.backward()
+    assert counter == {"forward": 2, "backward": 0} and len(w) == 1
+    assert "should be a Tensor or a tuple of Tensors" in str(w[0].message)
+    return observation(log, grads(x=x),
+                       warnings=[{"category": w[0].category.__name__, "message": str(w[0].message)}])
