@@ -370,3 +370,24 @@ def test_bw_hook_warning_for_non_tensor_or_tuple():
     assert "should be a Tensor or a tuple of Tensors" in str(w[0].message)
     return observation(log, grads(x=x),
                        warnings=[{"category": w[0].category.__name__, "message": str(w[0].message)}])
+
+
+def test_grad_fn_prehooks_multiple_outputs__var_mean():
+    out = {}
+    b = leaf(_B33)
+    var, mean = torch.var_mean(b, dim=0)
+    (var + mean).sum().backward()
+    out["no_hook"] = observation(Log(), grads(a=b))
+    log = Log()
+    a = b.detach().requires_grad_()
+
+    def prehook(grad_output):
+        gvar, gmean = grad_output
+        return (gvar * 2, gmean * 2)
+
+    var, mean = torch.var_mean(a, dim=0)
+    mean.grad_fn.register_prehook(log.node_pre_hook(0, "mean", fn=prehook))
+    (var + mean).sum().backward()
+    assert len(log.calls) == 1 and torch.allclose(a.grad, b.grad * 2)
+    out["prehook"] = observation(log, grads(a=a))
+    return out
