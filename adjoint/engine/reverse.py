@@ -122,8 +122,11 @@ def n_slots(node: Node) -> int:
     return 1 if node.is_accumulate else len(node.outputs)
 
 
-def slot_shape(node: Node, i: int) -> tuple:
-    return node.variable.shape if node.is_accumulate else node.outputs[i][0]
+def slot_shape(node: Node, i: int) -> tuple | None:
+    """The shape of output slot ``i`` (None: a custom Function's non-tensor output, never a gradient)."""
+    if node.is_accumulate:
+        return node.variable.shape
+    return node.outputs[i][0] if node.outputs[i] is not None else None
 
 
 class Engine:
@@ -386,7 +389,8 @@ class Engine:
         B = self.B
         if node.kind in ("hookfn", "function"):
             # PyNode::apply: materialize_grads turns undefined incoming gradients into zeros
-            inputs = [x if x is not None else B.zeros(slot_shape(node, i)) for i, x in enumerate(inputs)]
+            inputs = [x if x is not None or slot_shape(node, i) is None else B.zeros(slot_shape(node, i))
+                      for i, x in enumerate(inputs)]
             if node.kind == "hookfn":
                 return list(inputs)
             from adjoint.engine.autograd_function import function_backward

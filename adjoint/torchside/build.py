@@ -238,8 +238,9 @@ def make_function(decl: Module, run) -> type:
         return out, {k: v for k, v in env.items() if k not in slots}
 
     def forward(ctx, *tensors):
-        if fdecl.save is None:
-            ctx.save_for_backward(*tensors)
+        if fdecl.save is None:   # every tensor input; a Python argument is kept on ctx (ctx.a = a)
+            ctx.save_for_backward(*[t for t in tensors if isinstance(t, torch.Tensor)])
+            ctx.plain = {i: t for i, t in enumerate(tensors) if not isinstance(t, torch.Tensor)}
             out, _ = evaluate(tensors)
             return out
         out, local = evaluate(tensors)   # save: ctx.save_for_backward(*save) after the forward's body
@@ -254,6 +255,8 @@ def make_function(decl: Module, run) -> type:
         grad_output = grad_outputs[0] if len(grad_outputs) == 1 else grad_outputs   # a tuple forward: a tuple
         tensors = ctx.saved_tensors
         if fdecl.save is None:
+            kept = iter(tensors)
+            tensors = [ctx.plain[i] if i in ctx.plain else next(kept) for i in range(len(slots))]
             output, local = evaluate(tensors)
             env = dict(zip(slots, tensors))
             env.update(local)

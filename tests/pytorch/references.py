@@ -391,3 +391,34 @@ def test_grad_fn_prehooks_multiple_outputs__var_mean():
     assert len(log.calls) == 1 and torch.allclose(a.grad, b.grad * 2)
     out["prehook"] = observation(log, grads(a=a))
     return out
+
+
+def test_grad_fn_prehooks_multiple_outputs__custom_function():
+    from torch.autograd import Function
+
+    class DoubleMul2(Function):
+        @staticmethod
+        def forward(ctx, x, a, y):
+            ctx.a = a
+            return a * x * 2, a, a * y * 2
+
+        @staticmethod
+        def backward(ctx, g1, _a, g2):
+            return ctx.a * g1 * 2, None, ctx.a * g2 * 2
+
+    def prehook(grad_output):
+        g1, ga, g2 = grad_output
+        assert ga is None
+        return (g1 * 2, None, g2 * 2)
+
+    log = Log()
+    a = leaf(_B33)
+    b = leaf([[-0.5, 1, 0.25], [2, -1.5, 0.5], [0.75, 1, -2]])
+    k = 3
+    c, _, d = DoubleMul2.apply(a, k, b)
+    c.grad_fn.register_prehook(log.node_pre_hook(0, "c", fn=prehook))
+    (c + d).sum().backward()
+    assert len(log.calls) == 1
+    assert torch.allclose(a.grad, torch.ones(1, dtype=a.dtype) * 4 * k)
+    assert torch.allclose(b.grad, torch.ones(1, dtype=b.dtype) * 4 * k)
+    return observation(log, grads(a=a, b=b))

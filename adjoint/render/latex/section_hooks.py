@@ -113,7 +113,8 @@ class HookSections(UnitWriter):
             call = u.calls[bd.call]
             outs = ", ".join(self.sym(x) for x in call.outs)
             out.append(f"\\textbf{{{esc(bd.callid)}}} ({esc(bd.type)}): "
-                       f"{', '.join('$' + self.sym(x) + '$' for x in call.args)} $\\mapsto$ ${outs}$\n")
+                       f"{', '.join('$' + self.sym(x) + '$' for x in call.args) or '--'} $\\mapsto$ "
+                       + (f"${outs}$" if outs else "--") + "\n")
             b = Block()
             go = bd.grad_output
             outputs = [(f"{mcode('grad_output')}[{i}]", o.value, o.ident) for i, o in enumerate(bd.outputs)] or \
