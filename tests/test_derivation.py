@@ -246,7 +246,7 @@ hooks:
 
 
 def test_error_records():
-    _, d = _unit("tests/pytorch/test_saved_tensor_hooks_custom_error_propagation.yaml", "default")
+    _, d = _unit("tests/pytorch/test_saved_tensor_hooks_custom_error_propagation.yaml", "error_on_pack_hook")
     err = d.error
     assert (err.cause, err.during, err.step, err.raised_by, err.after_call) == ("hook_raised", "forward", 0, 1, 1)
     assert [h.kind for h in err.calls] == ["pack"] and not d.units
