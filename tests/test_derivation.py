@@ -20,9 +20,6 @@ from adjoint.derivation import VariantDerivation
 from adjoint.values.mathtree import TPut
 from adjoint.format.errors import ProblemError
 from adjoint.answer.prediction import VariantPrediction, value_json
-from adjoint.values.mathtree import TPut
-from adjoint.format.errors import ProblemError
-from adjoint.answer.prediction import VariantPrediction, value_json
 from conftest import single_process
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
