@@ -20,9 +20,6 @@ from adjoint.derivation import VariantDerivation
 from adjoint.values.mathtree import TPut
 from adjoint.format.errors import ProblemError
 from adjoint.answer.prediction import VariantPrediction, value_json
-from adjoint.values.mathtree import TPut
-from adjoint.format.errors import ProblemError
-from adjoint.answer.prediction import VariantPrediction, value_json
 from conftest import single_process
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -246,7 +243,7 @@ hooks:
 
 
 def test_error_records():
-    _, d = _unit("tests/pytorch/test_saved_tensor_hooks_custom_error_propagation.yaml", "default")
+    _, d = _unit("tests/pytorch/test_saved_tensor_hooks_custom_error_propagation.yaml", "error_on_pack_hook")
     err = d.error
     assert (err.cause, err.during, err.step, err.raised_by, err.after_call) == ("hook_raised", "forward", 0, 1, 1)
     assert [h.kind for h in err.calls] == ["pack"] and not d.units

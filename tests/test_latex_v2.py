@@ -85,7 +85,7 @@ def test_steps_passes_and_accumulation_are_typeset():
 
 def test_errors_are_typeset():
     tex = _tex("tests/pytorch/test_saved_tensor_hooks_custom_error_propagation.yaml")
-    assert "\\subsection{The error}" in tex and "\\texttt{RuntimeError}" in tex
+    assert "\\subsection{The error}" in tex and "\\texttt{CustomError}" in tex
     assert "Why: the hook's own code raises it" in tex and "never runs (PyTorch raised before)" in tex
     assert "The hook call that raises is number 1" in tex
 

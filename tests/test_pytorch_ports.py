@@ -13,8 +13,9 @@ Comparison (lenient only where the contract is): hook calls in order, each with 
 kind, target, hook index, call number, ``global``/``raised``/``node`` marks, argument names,
 None-versus-tensor pattern, shapes and values (rtol 1e-10, atol 1e-12: both sides are exact
 or float64); the free-text ``label`` is not compared. Then ``grads``, ``returned``,
-``passes``, ``error`` (type, exact message, during, after_call) and the ``values`` the
-reference reports (only those its PyTorch test asserts on).
+``passes``, ``error`` (type, exact message, during, after_call), the ``values`` the
+reference reports (only those its PyTorch test asserts on) and, when it reports them, the
+``warnings`` (category and message, in order).
 """
 
 from __future__ import annotations
@@ -46,11 +47,7 @@ STEMS = [os.path.splitext(os.path.basename(f))[0] for f in FILES]
 RTOL, ATOL = 1e-10, 1e-12
 
 #: Ports the engine cannot solve yet: file stem -> the contract features it is missing.
-PENDING: dict[str, str] = {
-    "test_saved_tensor_hooks_custom_error_propagation":
-        "the pack call that raises is predicted, but its target is null: the op's output was never made, so "
-        "no name is bound to it (the reference names the module output it would have been)",
-}
+PENDING: dict[str, str] = {}
 
 
 # ----------------------------------------------------------------------------- comparing
@@ -177,6 +174,10 @@ def diff_variant(pred: dict, ref: dict, variant: str) -> list[str]:
             out += diff_table(p.get("returned"), r["returned"], f"{at} pass {k + 1} returned")
     for name, value in ref.get("values", {}).items():
         out += diff_value((pred.get("values") or {}).get(name), value, f"{at} values[{name}]")
+    if "warnings" in ref:   # the UserWarnings PyTorch issued: category and message, in order
+        got = [{k: w[k] for k in ("category", "message")} for w in pred.get("warnings") or []]
+        if got != ref["warnings"]:
+            out.append(f"{at} warnings: predicted {got}, torch {ref['warnings']}")
     return out
 
 
@@ -274,7 +275,7 @@ def test_reference_runs_and_is_well_formed(stem):
     """Every reference runs green in torch now and answers in the contract's JSON shape."""
     for variant, obs in observed(stem).items():
         where = f"{stem}/{variant}"
-        assert set(obs) <= {"hook_calls", "grads", "returned", "passes", "error", "values"}, sorted(obs)
+        assert set(obs) <= {"hook_calls", "grads", "returned", "passes", "error", "values", "warnings"}, sorted(obs)
         _check_calls(obs["hook_calls"], f"{where} hook_calls")
         for key in ("grads", "returned", "values"):
             for name, v in obs.get(key, {}).items():

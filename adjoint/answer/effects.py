@@ -61,7 +61,7 @@ class Effects:
 
 def returns_something(v: VariantPrediction) -> bool:
     """True when some hook call of the variant handed a value back (or saved-tensor hooks are active)."""
-    if any(h.on == "saved_tensors" for h in v.run.variant.hooks):
+    if any(h.on in ("saved_tensors", "saved") for h in v.run.variant.hooks):
         return True
     return any(h.returned is not None and h.kind not in ("pack", "unpack") for h in v.hook_calls)
 
@@ -99,7 +99,7 @@ def hook_effects(v: VariantPrediction) -> Effects:
 
 def _observing(hook):
     """The hook with its return value taken away (it still fires, raises and removes)."""
-    if hook.on == "saved_tensors":
+    if hook.on in ("saved_tensors", "saved"):
         through = Name(hook.loc, "x")
         return dataclasses.replace(hook, pack=through, unpack=through)
     return dataclasses.replace(hook, returns=None, does=())

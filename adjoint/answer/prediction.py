@@ -252,7 +252,7 @@ def value_json(v, printer=None) -> dict | list | float | int | str | None:
         return {k: value_json(x, printer) for k, x in v.items()}
     if isinstance(v, Fraction):
         return int(v) if v.denominator == 1 else float(v)
-    if isinstance(v, (str, bool)):
+    if isinstance(v, (str, bool, int)):   # int: a key stash() returned
         return v
     if isinstance(v, Typed) and v.dtype in ("complex64", "complex128"):   # adjoint.values.complexes
         return complex_json(v.value, v.dtype, printer) if v.value is not None and v.value.floats is not None else \

@@ -94,9 +94,9 @@ def _structural(hook, run, reg) -> str | None:
     if hook.on in ("module", "global"):
         return _module_reason(hook, run)
     if not run.passes:
-        return "the variant runs no backward" if hook.on != "saved_tensors" else None
+        return "the variant runs no backward" if hook.on not in ("saved_tensors", "saved") else None
     nodes, leaves = _ran(run)
-    if hook.on == "saved_tensors":
+    if hook.on in ("saved_tensors", "saved", "disable_saved_tensors_hooks"):
         return None
     if hook.on == "multi_grad":
         return "none of its tensors got a gradient" if hook.mode == "any" else \
@@ -133,6 +133,9 @@ def _module_reason(hook, run) -> str | None:
         outs = [o for c in calls for o in (c.out if isinstance(c.out, tuple) else (c.out,))]
         if any(isinstance(o, Tensor) and o.requires_grad for o in outs):
             return None
+        if any(isinstance(o, dict) for o in outs):   # BackwardHook finds no tensor in a dict (PyTorch warns)
+            return ("its module takes and returns dicts: PyTorch's BackwardHook wraps no tensor in them, so its "
+                    "backward hooks cannot fire (the forward's warning)")
         return "no gradient can reach its module: its output does not require grad"
     if not any(id(n) in nodes for n in attached):
         names = ", ".join(dict.fromkeys(n.name for n in attached))

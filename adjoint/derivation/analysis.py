@@ -243,8 +243,9 @@ class Analysis:
             return ins[k]
         if eqn.prim == "function":
             node = TCall(eqn.params.function.name, tuple(ins), shape, k if len(eqn.outs) > 1 else None)
-            functions[id(node)] = self._function_formulas(eqn.params, ins, out_atom if out_atom is not None else node,
-                                                          k, len(eqn.outs))
+            n_out = len(eqn.node.outputs) if eqn.node is not None else len(eqn.outs)   # with non-tensor outputs
+            functions[id(node)] = self._function_formulas(eqn.params, self._function_args(eqn, ins),
+                                                          out_atom if out_atom is not None else node, k, n_out)
             return node
         if eqn.prim == "copy_slices":
             return self._copy_slices(eqn, ins, shape)
@@ -265,6 +266,15 @@ class Analysis:
         value = REGISTRY[write.prim].math.formula([view] + list(ins[1:]), write.params, view.shape, 0)
         return TPut(ins[0], view, value, region, tuple(shape))
 
+    @staticmethod
+    def _function_args(eqn, ins: list) -> list:
+        """The Function's arguments as trees: the tensors' (``ins``), a Python number as a constant."""
+        values = eqn.node.input_values if eqn.node is not None else ()
+        if len(values) == len(ins):
+            return list(ins)
+        trees = iter(ins)
+        return [TConst(Fraction(v), ()) if isinstance(v, (bool, int, Fraction)) else next(trees) for v in values]
+
     def _function_formulas(self, mod, ins: list, out_tree: TNode, k: int, n_out: int):
         def formulas(lam: TNode) -> dict:
             env = dict(zip(slots_of(mod), ins))
@@ -272,6 +282,8 @@ class Analysis:
             for a in mod.forward:
                 if isinstance(a, S.Assign):
                     env[a.target.id] = expr_tree(a.value, env)
+            if mod.function.save is not None:   # the formulas read saved[i]: ctx.save_for_backward's arguments
+                env["saved"] = TTuple(tuple(expr_tree(e, env) for e in mod.function.save))
             if n_out > 1:
                 env["grad_output"] = TTuple(tuple(lam if i == k else TConst(Fraction(0), lam.shape)
                                                   for i in range(n_out)))
@@ -314,6 +326,14 @@ class Analysis:
         outs = [g.vars[o].value for o in eqn.outs]
         if eqn.prim == "function":
             filled = [x if x is not None else B.zeros(g.vars[o].shape) for x, o in zip(gs, eqn.outs)]
+            node = eqn.node
+            if node is not None and (len(node.input_values) != len(ins) or None in node.outputs):
+                # Python arguments and non-tensor outputs: the backward sees every slot (None for those)
+                tensors, grads = iter(ins), iter(filled)
+                args = [next(tensors) if B.is_value(v) else v for v in node.input_values]
+                full = [next(grads) if o is not None else None for o in node.outputs]
+                out = declared_vjp(self.run.rt, eqn.params, args, full if len(full) > 1 else full[0])
+                return [x for v, x in zip(node.input_values, out) if B.is_value(v)]
             return declared_vjp(self.run.rt, eqn.params, ins, filled if len(filled) > 1 else filled[0])
         if eqn.prim == "copy_slices":
             need = [e is not None for e in eqn.edges]

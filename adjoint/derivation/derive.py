@@ -124,7 +124,8 @@ def declared(h) -> DeclaredHook:
                         h.always_call, tuple(h.tensors), h.mode,
                         source(h.pack) if h.pack is not None else None,
                         source(h.unpack) if h.unpack is not None else None,
-                        h.scope, h.raises, tuple(h.removes), getattr(h, "raises_type", "RuntimeError"))
+                        h.scope, h.raises, tuple(h.removes), getattr(h, "raises_type", "RuntimeError"),
+                        slot=h.slot, message=h.message)
 
 
 class UnitBuilder:

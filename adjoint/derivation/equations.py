@@ -171,7 +171,7 @@ class _Builder:
             outs = c.out if isinstance(c.out, tuple) else (c.out,)
             at = fwd.bound_at.get(c.callid, fwd.bound_at.get(f"{c.callid}[0]", fwd.apps.stop))
             legacy = self.g.eqn_of_node.get(id(c.legacy_node)) if c.legacy_node is not None else None
-            g.calls.append(CallView(i, c, tuple(self.version_at(a, c.body_eqn) for a in c.args),
+            g.calls.append(CallView(i, c, tuple(self.version_at(a, c.body_eqn) for a in c.args if isinstance(a, Tensor)),
                                     tuple(self.version_at(o, at) for o in outs if isinstance(o, Tensor)),
                                     c.body_eqn - fwd.apps.start, legacy))
         root = fwd.loss if fwd.loss is not None else fwd.output

@@ -66,6 +66,12 @@ def expr_tree(e: X.Expr, env: dict) -> TNode:
             return TMatMul(a, b, tuple(sa[:-1]) + (sb[-1],))
         op = {"+": "add", "-": "sub", "*": "mul", "/": "div", "**": "pow"}[e.op]
         return TBin(op, a, b, _broadcast(a.shape, b.shape))
+    if isinstance(e, X.Method) and not e.args and not e.kwargs:
+        if e.name in ("clone", "detach", "contiguous"):   # the same values
+            return expr_tree(e.obj, env)
+        if e.name in _ELEMENTWISE:                         # x.exp() is exp(x)
+            a = expr_tree(e.obj, env)
+            return REGISTRY[e.name].math.formula([a], None, a.shape, 0)
     return TName(X.to_source(e))            # anything else (a dict, a method call) reads as its source
 
 

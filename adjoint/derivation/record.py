@@ -191,6 +191,8 @@ class DeclaredHook:
     removes: tuple = ()
     raises_type: str = "RuntimeError"   # the class it raises (raises: {type: NAME})
     fires: bool = True               # it is called at least once in the variant
+    slot: str | None = None          # saved: the saved tensor's slot (grad_fn._raw_saved_SLOT)
+    message: str | None = None       # disable_saved_tensors_hooks: its message
 
 
 @dataclass

@@ -10,7 +10,10 @@ incoming gradients into zeros.
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from adjoint.format.errors import ProblemError
+from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.graph import Node, SavedVariable, Tensor
 from adjoint.engine.interpreter import EnvScope, Interp
 from adjoint.engine.ops import Save
@@ -31,45 +34,78 @@ def evaluate_program(rt, mod, env: dict):
     finally:
         rt.grad_enabled = before
         rt.quiet -= 1
-    if not (isinstance(out, Tensor) or (isinstance(out, tuple) and out and all(isinstance(o, Tensor) for o in out))):
+    if not (isinstance(out, Tensor) or (isinstance(out, tuple) and any(isinstance(o, Tensor) for o in out)
+                                        and all(isinstance(o, Tensor) or _plain(o) for o in out))):
         raise ProblemError(mod.forward[-1].value.loc, f"the forward of '{mod.label}' must return a tensor or a "
                                                       "tuple of tensors")
     return out, scope.local
 
 
-def apply_function(rt, mod, args: list[Tensor]) -> Tensor:
-    rg = [t.requires_grad for t in args]
+def apply_function(rt, mod, args: list) -> Tensor:
+    # a Python value among the arguments (a bool, a number) is no edge: unpack_input collects the
+    # tensors only, and the backward's gradient for it must be None
+    tensors = [t for t in args if isinstance(t, Tensor)]
+    rg = [t.requires_grad for t in tensors]
     node = None
     if rt.grad_enabled and any(rg):
         # THPFunction_apply collects the next edges (unpack_input: reading each input's grad_fn,
         # which makes a stale view's new one) before it makes the PyNode and its sequence_nr
-        edges = [rt.gradient_edge(t) if r else None for t, r in zip(args, rg)]
+        edges = [rt.gradient_edge(t) if r else None for t, r in zip(tensors, rg)]
         node = Node(rt._new_seq(), f"{mod.function.name}Backward", edges, kind="function", params=mod,
-                    inputs=tuple(args), input_values=tuple(t.value for t in args),
+                    inputs=tuple(tensors), input_values=tuple(t.value if isinstance(t, Tensor) else t for t in args),
                     module_call=rt.call_stack[-1] if rt.call_stack else None, loc=mod.function.loc)
         rt.nodes.append(node)
-    plain = {n: _same_layout(rt.tensor(t.value, dtype=t.dtype), t) for n, t in zip(slots_of(mod), args)}
-    out, _ = evaluate_program(rt, mod, plain)
+    plain = {n: (_same_layout(rt.tensor(t.value, dtype=t.dtype), t) if isinstance(t, Tensor) else t)
+             for n, t in zip(slots_of(mod), args)}
+    out, local = evaluate_program(rt, mod, plain)
     outs = out if isinstance(out, tuple) else (out,)
-    given = {id(t): a for t, a in zip(plain.values(), args)}
+    given = {id(t): a for t, a in zip(plain.values(), args) if isinstance(t, Tensor)}
     results = []
     for k, o in enumerate(outs):
+        if not isinstance(o, Tensor):   # a non-tensor output is returned as it is; its gradient slot stays None
+            results.append(o)
+            continue
         rt.B.check_output(o.value, mod.function.loc, f"{mod.function.name}.forward")
         r = _same_layout(rt.tensor(o.value, node is not None, node, k, dtype=o.dtype), o)
         if id(o) in given and node is not None:  # an input returned as-is: a view PyTorch refuses to modify
             r.creation = ("custom", mod.function.name)
         results.append(r)
-    rt.record("function", args, results, mod, node, mod.function.loc)
+    rt.record("function", tensors, [r for r in results if isinstance(r, Tensor)], mod, node, mod.function.loc)
     if node is not None:
-        node.outputs = [(r.shape, r.dtype) for r in results]
-        node.output_values = [r.value for r in results]
-        for i, t in enumerate(args):
-            sv = SavedVariable(f"saved{i}", t, t.version.value, False, t.value)
+        node.outputs = [(r.shape, r.dtype) if isinstance(r, Tensor) else None for r in results]
+        node.output_values = [r.value if isinstance(r, Tensor) else None for r in results]
+        saved = [(t, False) for t in tensors]
+        if mod.function.save is not None:   # ctx.save_for_backward(*save): an input or output saved is that tensor
+            made = {id(o): r for o, r in zip(outs, results)}
+            saved = [(given.get(id(v), made.get(id(v), v)), id(v) in made)
+                     for v in save_values(rt, mod, plain, local, out)]
+        for i, (t, is_output) in enumerate(saved):
+            sv = SavedVariable(f"saved{i}", t, t.version.value, is_output, t.value)
             if rt.saved_hooks:
                 sv.hooks = rt.saved_hooks[-1]
                 sv.packed = rt.hooks_runner.pack(sv.hooks, t, node, sv.name)
             node.saved.append(sv)
     return tuple(results) if isinstance(out, tuple) else results[0]
+
+
+def save_values(rt, mod, inputs: dict, local: dict, output) -> list:
+    """``ctx.save_for_backward(*save)``'s arguments, evaluated after the forward (grad mode off)
+    over the inputs, the forward's names and ``output``."""
+    scope = _PureScope(mod, dict(inputs))
+    scope.local = dict(local)
+    scope.local["output"] = output
+    before = rt.grad_enabled
+    rt.grad_enabled = False
+    rt.quiet += 1
+    try:
+        values = [Interp(rt, scope).eval(e) for e in mod.function.save]
+    finally:
+        rt.grad_enabled = before
+        rt.quiet -= 1
+    for e, v in zip(mod.function.save, values):
+        if not isinstance(v, Tensor):
+            raise ProblemError(e.loc, "save_for_backward saves tensors; this entry of save: is not one")
+    return values
 
 
 def _same_layout(t: Tensor, like: Tensor) -> Tensor:
@@ -83,19 +119,49 @@ def _same_layout(t: Tensor, like: Tensor) -> Tensor:
 def function_backward(rt, node: Node, grads: list) -> list:
     """The declared backward formulas, evaluated on the (unpacked) saved inputs."""
     mod = node.params
-    values = [rt.unpack(node, sv) for sv in node.saved]
-    return declared_vjp(rt, mod, values, grads if len(grads) > 1 else grads[0])
+    unpacked = [rt.unpack(node, sv) for sv in node.saved]
+    if mod.function.save is not None:
+        out = declared_vjp(rt, mod, list(node.input_values), grads if len(grads) > 1 else grads[0], saved=unpacked)
+    else:   # every tensor input was saved; a Python argument is what the forward was given
+        kept = iter(unpacked)
+        values = [next(kept) if rt.B.is_value(v) else v for v in node.input_values]
+        out = declared_vjp(rt, mod, values, grads if len(grads) > 1 else grads[0])
+    return tensor_slots(rt, node, out)
 
 
-def declared_vjp(rt, mod, values: list, grad_output) -> list:
+def tensor_slots(rt, node: Node, grads: list) -> list:
+    """The backward's gradients for the tensor inputs (the node's edges); one for a Python argument
+    must be None (PyTorch's RuntimeError otherwise)."""
+    out = []
+    for i, (v, g) in enumerate(zip(node.input_values, grads)):
+        if rt.B.is_value(v):
+            out.append(g)
+        elif g is not None:
+            raise TorchError("RuntimeError", f"function {node.name} returned a gradient different than None at "
+                                             f"position {i + 1}, but the corresponding forward input was not a "
+                                             "Variable", "hook_result")
+    return out
+
+
+def _plain(v) -> bool:
+    return v is None or isinstance(v, (bool, int, float, Fraction))
+
+
+def declared_vjp(rt, mod, values: list, grad_output, saved: list | None = None) -> list:
     """``grad_output``: one value, or a list of them for a Function with several outputs (then
-    ``grad_output`` and ``output`` are tuples in the formulas)."""
-    env = {n: rt.tensor(v) for n, v in zip(slots_of(mod), values)}
+    ``grad_output`` and ``output`` are tuples in the formulas). With ``save:`` the formulas see
+    ``saved`` (what the node unpacked, or else what the forward on ``values`` saves) and
+    ``grad_output`` only, as a Function's backward sees ``ctx.saved_tensors``."""
+    env = {n: (rt.tensor(v) if rt.B.is_value(v) else v) for n, v in zip(slots_of(mod), values)}
     output, local = evaluate_program(rt, mod, dict(env))
-    env.update(local)
-    env["output"] = output
-    env["grad_output"] = (tuple(rt.tensor(g) for g in grad_output) if isinstance(grad_output, list)
-                          else rt.tensor(grad_output))
+    if mod.function.save is not None:
+        kept = saved if saved is not None else [t.value for t in save_values(rt, mod, env, local, output)]
+        env = {"saved": tuple(rt.tensor(v) for v in kept)}
+    else:
+        env.update(local)
+        env["output"] = output
+    env["grad_output"] = (tuple(rt.tensor(g) if g is not None else None for g in grad_output)
+                          if isinstance(grad_output, list) else rt.tensor(grad_output))
     out = []
     for slot, formula in mod.function.grads:
         if formula is None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from adjoint.format import syntax as S
 from adjoint.format.errors import Loc, ProblemError
@@ -31,6 +32,7 @@ from adjoint.engine.hook_registration import grad_fn
 from adjoint.format.problem import OUTPUT, Module, Problem, TensorDecl
 from adjoint.engine.runtime import Runtime, TorchError
 from adjoint.engine import warns
+from adjoint.engine import saved_hooks
 from adjoint.values.numbers.sizes import check_leaf_size
 from adjoint.format.module_signatures import lookup as nn_type
 
@@ -196,12 +198,11 @@ class _Pass:
             raise ProblemError(root.loc, f"the root module takes {len(root.inputs)} input(s) ({', '.join(root.inputs)}) "
                                          f"but the problem declares {len(self.m.inputs)} "
                                          f"({', '.join(d.name for d in self.m.inputs)}); inputs are passed in order")
-        whole = self.m.reg.forward_starts()
-        self.rt.saved_hooks.extend(whole)
+        whole = saved_hooks.enter(self.rt, self.m.reg.forward_starts())
         try:
             out, loss = self.model_and_loss(root)
         finally:
-            del self.rt.saved_hooks[len(self.rt.saved_hooks) - len(whole):]
+            saved_hooks.leave(self.rt, whole)
         self.m.reg.forward_ends(self.names)
         values = {name: recorded(t) for name, t in self.names.items()}
         return ForwardResult(self.names, self.calls, out, loss, self.rt.notes[self.notes_start:], values,
@@ -228,6 +229,7 @@ class _Pass:
         rt = self.rt
         label = mod.label
         kwargs = dict(kwargs or {})
+        scoped = saved_hooks.enter(rt, self.m.reg.saved_hooks_for(label))  # the with blocks around the call
         parent = rt.call_stack[-1].id if rt.call_stack else None
         if self.replay is not None:   # checkpoint's recomputation: the call repeats the region's next one
             call = self.replayed_call(mod, parent)
@@ -237,8 +239,6 @@ class _Pass:
             call = Call(len(self.calls), mod, callid, k, parent)
             self.calls.append(call)
         rt.call_stack.append(call)
-        scoped = self.m.reg.saved_hooks_for(label)
-        rt.saved_hooks.extend(scoped)
         try:
             own, glob = self.m.hooks[label], self.m.global_hooks
             if not (own.any() or glob.any()):
@@ -248,7 +248,7 @@ class _Pass:
             else:
                 out = self.call_with_hooks(mod, call, own, glob, list(args), kwargs, loc)
         finally:
-            del rt.saved_hooks[len(rt.saved_hooks) - len(scoped):]
+            saved_hooks.leave(rt, scoped)
         call.out = out
         call.end = len(rt.nodes)
         rt.call_stack.pop()
@@ -286,6 +286,8 @@ class _Pass:
             for i, t in enumerate(out):
                 if isinstance(t, Tensor):
                     self.bind(f"{name}[{i}]", t, loc)
+        elif isinstance(out, dict):   # a dict output: its tensors are named where the caller assigns them
+            return
         else:
             self.bind(name, out, loc)
 
@@ -392,6 +394,9 @@ class _Pass:
                     out = returned
                     state["result"] = out
         if call.bw is not None:
+            if not isinstance(out, (Tensor, tuple)):   # _call_impl warns, then BackwardHook finds no tensor
+                warns.warn(rt, "UserWarning", "For backward hooks to be called, module output should be a Tensor or "
+                                              f"a tuple of Tensors but received <class '{type(out).__name__}'>")
             out = self.setup_output_hook(call, out)
             state["result"] = out
         if legacy:
@@ -523,8 +528,9 @@ class _Pass:
         scope = _ModuleScope(self, mod, call, bind_arguments(mod, args, kwargs, loc))
         result = Interp(rt, scope).run(mod.forward)
         ret = mod.forward[-1]
-        if not (isinstance(result, Tensor) or (isinstance(result, tuple) and result
-                                                and all(isinstance(r, Tensor) for r in result))):
+        if not (isinstance(result, Tensor) or (isinstance(result, tuple) and any(isinstance(r, Tensor) for r in result)
+                                                and all(isinstance(r, Tensor) or plain_value(r) for r in result))
+                or tensor_dict(result)):
             raise ProblemError(ret.value.loc, f"the forward of '{mod.label}' must return a tensor or a tuple of "
                                               "tensors")
         return result
@@ -651,7 +657,7 @@ class _ModuleScope:
                                     f"({', '.join(child.inputs)}), got {len(args)}")
         if child.type is not None and not all(isinstance(a, Tensor) or _tensor_tuple(a) for a in args):
             raise ProblemError(loc, f"module '{child.label}' must be called with tensors")
-        if child.type is None and not any(isinstance(a, Tensor) for a in list(args) + list(kwargs.values())):
+        if child.type is None and not any(isinstance(a, Tensor) or tensor_dict(a) for a in list(args) + list(kwargs.values())):
             raise ProblemError(loc, f"module '{child.label}' must be called with tensors")
         self.run.capture(child, self.lookup, loc)
         return self.run.call_module(child, list(args), loc, kwargs)
@@ -734,6 +740,17 @@ def bind_arguments(mod: Module, args: list, kwargs: dict, loc: Loc) -> dict:
                                         "TypeError in forward()")
             bound[n] = defaults[n]
     return bound
+
+
+def tensor_dict(v) -> bool:
+    """A dict of tensors a custom module takes or returns (PyTorch's BackwardHook sees no tensor in it)."""
+    return isinstance(v, dict) and bool(v) and all(isinstance(k, str) and isinstance(x, Tensor) for k, x in v.items())
+
+
+def plain_value(v) -> bool:
+    """A non-tensor a module may return among tensors (a bool flag, a number, None): PyTorch's
+    backward hooks give its slot None."""
+    return v is None or isinstance(v, (bool, int, float, Fraction))
 
 
 def _same_value(value):

@@ -37,11 +37,13 @@ def check_functions(run) -> list:
         mod = node.params
         call = node.module_call
         values = list(node.input_values)
-        cots = [rt.B.symbols_like(shape, f"g{k}_" if len(node.outputs) > 1 else "g")
-                for k, (shape, _) in enumerate(node.outputs)]
+        cots = [rt.B.symbols_like(o[0], f"g{k}_" if len(node.outputs) > 1 else "g") if o is not None else None
+                for k, o in enumerate(node.outputs)]
         declared = declared_vjp(rt, mod, values, cots if len(cots) > 1 else cots[0])
         true = _true_vjp(rt, mod, values, cots)
-        for (slot, formula), d, t in zip(mod.function.grads, declared, true):
+        for (slot, formula), d, t, v in zip(mod.function.grads, declared, true, values):
+            if not rt.B.is_value(v):   # a Python argument: no gradient (tensor_slots checks it is None)
+                continue
             d, t = _comparable(rt.B, d, t)
             matches = d is None or (rt.B.shape(d) == rt.B.shape(t) and rt.B.equals(d, t))
             text = to_source(formula) if formula is not None else "None"
@@ -62,8 +64,11 @@ def _true_vjp(rt, mod, values: list, cots: list) -> list:
     """Run the Function's forward with grad enabled on every input and pull ``cots`` back."""
     mini = Runtime(rt.B, rt.dtype)
     mini.quiet = 1
-    leaves = [mini.leaf(v, True) for v in values]
+    leaves = [mini.leaf(v, True) if rt.B.is_value(v) else v for v in values]
     scope = _PureScope(mod, dict(zip(slots_of(mod), leaves)))
     result = Interp(mini, scope).run(mod.forward)
     results = result if isinstance(result, tuple) else (result,)
-    return pure_vjp(mini, mini.nodes, [(r, c) for r, c in zip(results, cots) if r.requires_grad], leaves)
+    tensors = [t for t in leaves if rt.B.is_value(getattr(t, "value", None))]
+    grads = iter(pure_vjp(mini, mini.nodes, [(r, c) for r, c in zip(results, cots)
+                                             if c is not None and r.requires_grad], tensors))
+    return [next(grads) if rt.B.is_value(v) else None for v in values]

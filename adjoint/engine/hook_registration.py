@@ -25,6 +25,7 @@ from adjoint.engine.view_history import refresh, stale
 from adjoint.engine.nn_module import MultiGradInner, MultiGradState, UserNodeHook, UserTensorHook
 from adjoint.engine.runtime import held_by_an_edge
 from adjoint.engine.runtime import TorchError
+from adjoint.engine.saved_hooks import register_saved
 
 
 class Registrations:
@@ -51,7 +52,7 @@ class Registrations:
             self.register_module_hook(hook)
         elif hook.on == "multi_grad":
             self.try_multi_grad(hook)
-        elif hook.on == "tensor" and hook.target in self.names:
+        elif hook.on in ("tensor", "saved") and hook.target in self.names:
             self.bound(hook.target, self.names[hook.target])
         elif hook.on == "node" and hook.target in self.names:
             t = self.names[hook.target]
@@ -86,6 +87,10 @@ class Registrations:
                 continue
             if t.id in self.attached.get(index, ()):
                 continue
+            if hook.on == "saved":   # t.grad_fn._raw_saved_SLOT.register_hooks(pack, unpack), once per tensor
+                self.attached[index].add(t.id)
+                register_saved(self.rt, hook, grad_fn(self.rt, t))
+                continue
             if hook.on == "tensor" or (hook.on == "node" and grad_fn(self.rt, t) is not None):
                 self.attached[index].add(t.id)
                 self.attach(hook, t)
@@ -106,7 +111,7 @@ class Registrations:
         """Indices of the saved_tensors hooks, active or not (usually none: a module call then
         does not scan every hook of the file)."""
         if self._saved is None:
-            self._saved = [i for i, h in enumerate(self.hooks) if h.on == "saved_tensors"]
+            self._saved = [i for i, h in enumerate(self.hooks) if h.on in ("saved_tensors", "disable_saved_tensors_hooks")]
         return self._saved
 
     def new_forward(self) -> None:
@@ -137,7 +142,7 @@ class Registrations:
         """Every tensor or node hook must name a tensor of the problem."""
         for index in sorted(self.active):
             hook = self.hooks[index]
-            if hook.on in ("tensor", "node") and hook.target not in names:
+            if hook.on in ("tensor", "node", "saved") and hook.target not in names:
                 raise ProblemError(hook.loc, f"hook target '{hook.target}' is not a tensor of this problem"
                                              f"{_suggest(hook.target, names)}; tensors: {', '.join(names)}")
 

@@ -20,6 +20,7 @@ from adjoint.engine.pyerrors import type_name
 from adjoint.engine.returned_number import ReturnedNumber
 from adjoint.engine.hookwrites import HookInterp, LeafGrads, Wrapped, wrap_args
 from adjoint.engine.complex_grad import tag_complex
+from adjoint.engine.stash import StashScope
 
 _GRAD = attrgetter("grad")
 
@@ -214,8 +215,12 @@ class HookRunner:
                                    sv.name if sv is not None else None, sv.tensor if sv is not None else None)
         finally:
             self.rt.grad_enabled = before
-        if not isinstance(out, Tensor):
-            raise ProblemError(hook.unpack.loc, "the unpack hook must return a tensor (what the node's backward uses)")
+        if not isinstance(out, Tensor):   # PySavedVariableHooks::call_unpack_hook checks the result
+            name = type_name(out, hook.unpack) if not isinstance(out, tuple) else "tuple"
+            if name is None:
+                raise ProblemError(hook.unpack.loc, "the unpack hook must return a tensor (what the node's backward uses)")
+            raise TorchError("TypeError", "Output of saved tensor unpack_hook expected to be a Tensor but got result "
+                                          f"of type {name}", "hook_result")
         return out.value
 
     def _saved_call(self, hook, expr, kind: str, env: dict, node, slot=None, tensor=None):
@@ -230,7 +235,9 @@ class HookRunner:
         version = tensor.version.value if kind == "pack" and isinstance(tensor, Tensor) else None
         unpack_version = env["x"].version.value if kind == "unpack" and isinstance(env.get("x"), Tensor) else None
         try:
-            returned = Interp(rt, EnvScope(dict(env), f"the {kind} hook '{hook.label}'")).eval(expr)
+            returned = Interp(rt, StashScope(dict(env), f"the {kind} hook '{hook.label}'", kind,
+                                             self.__dict__.setdefault("stashes", {}).setdefault(hook.index, []))
+                              ).eval(expr)
         except TorchError:
             record.raised = True
             raise

@@ -124,8 +124,11 @@ def n_slots(node: Node) -> int:
     return 1 if node.is_accumulate else len(node.outputs)
 
 
-def slot_shape(node: Node, i: int) -> tuple:
-    return node.variable.shape if node.is_accumulate else node.outputs[i][0]
+def slot_shape(node: Node, i: int) -> tuple | None:
+    """The shape of output slot ``i`` (None: a custom Function's non-tensor output, never a gradient)."""
+    if node.is_accumulate:
+        return node.variable.shape
+    return node.outputs[i][0] if node.outputs[i] is not None else None
 
 
 class Engine:
@@ -392,7 +395,8 @@ class Engine:
             return list(inputs)
         if node.kind in ("hookfn", "function", "checkpoint"):
             # PyNode::apply: materialize_grads turns undefined incoming gradients into zeros
-            inputs = [x if x is not None else B.zeros(slot_shape(node, i)) for i, x in enumerate(inputs)]
+            inputs = [x if x is not None or slot_shape(node, i) is None else B.zeros(slot_shape(node, i))
+                      for i, x in enumerate(inputs)]
             if node.kind == "checkpoint":   # CheckpointFunction.backward: a reentrant backward
                 from adjoint.engine.checkpoint_reentrant import checkpoint_backward
                 return checkpoint_backward(self, node, inputs, lambda root, grad: Engine(

@@ -86,6 +86,8 @@ class Function:
     name: str
     grads: tuple[tuple[str, object | None], ...]   # (slot, syntax.Expr | None)
     loc: Loc
+    save: tuple | None = None    # ctx.save_for_backward(*save): syntax.Expr over the inputs, the forward's
+                                 # names and output; None: every input is saved (and the formulas see them)
 
 
 ArgValue = Fraction | int | bool | str | None | tuple  # tuple: of ints (kernel_size: [3, 3])
@@ -155,7 +157,9 @@ class Hook:
       ``kind`` pre or post;
     * ``multi_grad``: ``tensors`` the listed names, ``mode`` all or any; ``target`` them joined by ",";
     * ``saved_tensors``: ``pack``/``unpack`` expressions, ``scope`` module paths (None: the
-      whole forward, loss included); ``kind`` "saved_tensors", its calls are ``pack``/``unpack``.
+      whole forward, loss included); ``kind`` "saved_tensors", its calls are ``pack``/``unpack``;
+    * ``saved``: ``target`` a tensor name, ``slot`` one saved tensor of its grad_fn, ``pack``/``unpack``
+      (``kind`` "saved_tensors"); ``disable_saved_tensors_hooks``: ``message``, ``scope`` as above.
     """
 
     index: int                   # position in the list it was declared in
@@ -180,6 +184,8 @@ class Hook:
     raises_type: str = "RuntimeError"    # raises: {type: NAME}: the class raised (a custom exception class)
     raises_in: str | None = None         # raises: {in: pack | unpack}: which call of a saved_tensors hook raises
     removes: tuple[int, ...] = ()        # removes these hooks' handles (same list) when it runs
+    slot: str | None = None              # saved: the saved tensor's name on the node (grad_fn._raw_saved_SLOT)
+    message: str | None = None           # disable_saved_tensors_hooks: the error message
 
     @property
     def is_module_backward(self) -> bool:

@@ -24,10 +24,11 @@ from adjoint.format.problem import MODULE_HOOK_KINDS, NODE_HOOK_KINDS, TENSOR_HO
 from adjoint.format.second_steps import SECOND_KEYS, parse_second
 from adjoint.format.raising import parse_raises
 from adjoint.format.validate_steps import check_step_order
+from adjoint.format.validate_saved import SAVED_KEYS, SAVED_TARGETS, check_not_saved_keys, parse_saved_target
 
 HOOK_KEYS = ("module", "tensor", "node", "global", "multi_grad", "saved_tensors", "kind", "mode", "scope", "returns",
-             "does", "remove", "removes", "label", "when", "prepend", "with_kwargs", "always_call", "raises")
-TARGET_KEYS = ("module", "tensor", "node", "global", "multi_grad", "saved_tensors")
+             "does", "remove", "removes", "label", "when", "prepend", "with_kwargs", "always_call", "raises") + SAVED_KEYS
+TARGET_KEYS = ("module", "tensor", "node", "global", "multi_grad", "saved_tensors") + SAVED_TARGETS
 BACKWARD_KEYS = ("method", "inputs", "grad_output")
 STEP_KINDS = ("forward", "backward", "register", "remove", "zero_grad", "step")
 
@@ -52,8 +53,11 @@ def parse_hook(node: YNode, index: int, what: str, count: int) -> Hook:
     targets = [k for k in TARGET_KEYS if h.get(k) is not None]
     if len(targets) != 1:
         raise ProblemError(h.loc, f"hook {index} needs exactly one of module:, tensor:, node:, global:, multi_grad:, "
-                                  f"saved_tensors: (it has {', '.join(targets) or 'none'})")
+                                  f"saved_tensors:, saved:, disable_saved_tensors_hooks: (it has {', '.join(targets) or 'none'})")
     on = targets[0]
+    check_not_saved_keys(h, on)
+    if on in SAVED_TARGETS:
+        return _saved_hook(h, on, index, count)
     tensors: tuple[str, ...] = ()
     pack = unpack = None
     scope = None
@@ -140,6 +144,24 @@ def parse_hook(node: YNode, index: int, what: str, count: int) -> Hook:
                 raises_in=raises_in)
 
 
+def _saved_hook(h: YMap, on: str, index: int, count: int) -> Hook:
+    """A ``saved:`` or ``disable_saved_tensors_hooks:`` hook (format/validate_saved.py)."""
+    f = parse_saved_target(h, on, index)
+    scope = _names(h.get("scope"), f"the scope of hook {index}", "module paths") if h.get("scope") is not None else None
+    when = "before_forward"
+    if h.get("when") is not None:
+        when = choice(h.get("when"), "when", ("before_forward", "after_forward", "before_backward"))
+        when = "after_forward" if when == "before_backward" else when
+    raises, raises_type, raises_in = parse_raises(h.get("raises"), index, "saved_tensors") \
+        if h.get("raises") is not None else (None, "RuntimeError", None)
+    target = f["target"] if scope is None else ",".join(scope)
+    label = string(h.get("label"), "label") if h.get("label") is not None else (
+        f"{on}@{target}" + (f".{f['slot']}" if on == "saved" else "") if target else on)
+    return Hook(index, on, target, f["kind"], None, (), None, when, label, h.loc, pack=f.get("pack"),
+                unpack=f.get("unpack"), scope=scope, raises=raises, raises_type=raises_type, raises_in=raises_in,
+                slot=f.get("slot"), message=f.get("message"))
+
+
 def default_label(on: str, kind: str, target: str) -> str:
     if on == "global":
         return f"{kind}@global"
@@ -194,7 +216,7 @@ def check_hook_list(hooks: list[Hook], node: YSeq) -> None:
     errors = []
     for h in hooks:
         for i in h.removes:
-            if hooks[i].kind in ("retain_grad", "saved_tensors"):
+            if hooks[i].kind in ("retain_grad", "saved_tensors", "disable_saved_tensors_hooks"):
                 errors.append(ProblemError(node.items[h.index].loc, f"hook {h.index} removes hook {i}, a "
                                                                     f"{hooks[i].kind} hook, which has no handle"))
     # a module (or the global registry) given both a legacy and a full backward hook is well formed:
@@ -313,7 +335,7 @@ def check_step_hooks(steps: tuple[Step, ...], hooks: tuple[Hook, ...], what: str
             if n >= len(hooks):
                 have = f"hooks 0 to {len(hooks) - 1}" if hooks else "no hooks"
                 errors.append(ProblemError(s.loc, f"step {i} of {what} names hook {n}, but {owner} has {have}"))
-            elif s.kind == "remove" and hooks[n].kind in ("retain_grad", "saved_tensors"):
+            elif s.kind == "remove" and hooks[n].kind in ("retain_grad", "saved_tensors", "disable_saved_tensors_hooks"):
                 errors.append(ProblemError(s.loc, f"step {i} of {what} removes hook {n}, a {hooks[n].kind} hook, "
                                                   "which has no handle"))
     raise_all(errors)

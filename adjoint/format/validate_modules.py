@@ -491,7 +491,7 @@ def dropout_mask(m: YMap, args: dict, training: bool, what: str) -> Literal | No
 
 
 def parse_function(node: YNode, path: str, inputs: tuple[str, ...], params: list[TensorDecl], what: str) -> Function:
-    f = mapping(node, f"the function of {what}", ("backward",), ("name",))
+    f = mapping(node, f"the function of {what}", ("backward",), ("name", "save"))
     default = "".join(part[:1].upper() + part[1:] for part in re.split(r"[._]", path or ROOT) if part) + "Function"
     name = string(f.get("name"), "function name") if f.get("name") is not None else default
     if not identifier_ok(name):
@@ -506,7 +506,14 @@ def parse_function(node: YNode, path: str, inputs: tuple[str, ...], params: list
                                         f"{suggest(key.text, slots)} (slots: {', '.join(slots)})")
     grads = tuple((s, parse_expression(bw.get(s), f"the backward formula for {s}") if bw.get(s) is not None else None)
                   for s in slots)
-    return Function(name, grads, f.loc)
+    save = None
+    if f.get("save") is not None:
+        items = f.get("save")
+        if not isinstance(items, YSeq) or not items.items:
+            raise ProblemError(items.loc, "function.save must be a list of expressions (ctx.save_for_backward's "
+                                          "arguments), as in save: [x, \"h\"]")
+        save = tuple(parse_expression(item, f"entry {i} of the save of {what}") for i, item in enumerate(items.items))
+    return Function(name, grads, f.loc, save)
 
 
 def check_unique_names(m: YMap, what: str, inputs, params, buffers, kids) -> None:

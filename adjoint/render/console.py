@@ -212,7 +212,7 @@ def _call_title(h: HookRecord) -> Text:
         t.append("global ", KIND)
     t.append(_safe(h.kind), KIND)
     if h.kind in ("pack", "unpack"):
-        t.append(" (saved_tensors_hooks)", DIM)
+        t.append(" (register_hooks on one saved tensor)" if h.on == "saved" else " (saved_tensors_hooks)", DIM)
         if h.target:
             t.append(" for ")
             t.append(_safe(h.target))

@@ -251,17 +251,31 @@ def make_function(decl: Module, run) -> type:
         return out, {k: v for k, v in env.items() if k not in slots}
 
     def forward(ctx, *tensors):
-        ctx.save_for_backward(*tensors)
-        out, _ = evaluate(tensors)
+        if fdecl.save is None:   # every tensor input; a Python argument is kept on ctx (ctx.a = a)
+            ctx.save_for_backward(*[t for t in tensors if isinstance(t, torch.Tensor)])
+            ctx.plain = {i: t for i, t in enumerate(tensors) if not isinstance(t, torch.Tensor)}
+            out, _ = evaluate(tensors)
+            return out
+        out, local = evaluate(tensors)   # save: ctx.save_for_backward(*save) after the forward's body
+        env = dict(zip(slots, tensors))
+        env.update(local)
+        env["output"] = out
+        ctx.save_for_backward(*[run.program(EnvScope(dict(env), f"the save of {fdecl.name}")).eval(e)
+                                for e in fdecl.save])
         return out
 
     def backward(ctx, *grad_outputs):
         grad_output = grad_outputs[0] if len(grad_outputs) == 1 else grad_outputs   # a tuple forward: a tuple
         tensors = ctx.saved_tensors
-        output, local = evaluate(tensors)
-        env = dict(zip(slots, tensors))
-        env.update(local)
-        env["output"] = output
+        if fdecl.save is None:
+            kept = iter(tensors)
+            tensors = [ctx.plain[i] if i in ctx.plain else next(kept) for i in range(len(slots))]
+            output, local = evaluate(tensors)
+            env = dict(zip(slots, tensors))
+            env.update(local)
+            env["output"] = output
+        else:   # the backward sees what it saved, nothing else
+            env = {"saved": tensors}
         env["grad_output"] = grad_output
         grads = []
         for slot, formula in fdecl.grads:

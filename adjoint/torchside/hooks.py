@@ -39,6 +39,7 @@ from adjoint.torchside import graphs
 from adjoint.torchside.program import EnvScope
 from adjoint.torchside.values import snap
 from adjoint.format.raising import raises_now
+from adjoint.torchside.saved_hooks import StashScope, disabled, register_saved
 
 
 class HookRaised(Exception):
@@ -90,7 +91,7 @@ class Hooks:
         self.attached.setdefault(index, set())
         if hook.on in ("module", "global"):
             self.register_module_hook(hook)
-        elif hook.on == "tensor" and hook.target in self.names:
+        elif hook.on in ("tensor", "saved") and hook.target in self.names:
             self.bound(hook.target, self.names[hook.target])
         elif hook.on == "node" and hook.target in self.names:
             t = self.names[hook.target]
@@ -131,6 +132,10 @@ class Hooks:
                 continue
             if hook.target not in names or id(value) in self.attached[index]:
                 continue
+            if hook.on == "saved":   # t.grad_fn._raw_saved_SLOT.register_hooks(pack, unpack), once per tensor
+                self.attached[index].add(id(value))
+                register_saved(self, hook, value)
+                continue
             if hook.on == "tensor" or (hook.on == "node" and value.grad_fn is not None):
                 self.attached[index].add(id(value))
                 self.attach(hook, value)
@@ -154,7 +159,7 @@ class Hooks:
         out = []
         for index in sorted(self.active):
             hook = self.hooks[index]
-            if hook.on != "saved_tensors":
+            if hook.on not in ("saved_tensors", "disable_saved_tensors_hooks"):
                 continue
             if (scope_of is None and hook.scope is None) or (scope_of is not None and hook.scope is not None
                                                              and scope_of in hook.scope):
@@ -279,7 +284,12 @@ class Hooks:
     # ------------------------------------------------------------------ saved tensors
     @contextlib.contextmanager
     def saved_tensors(self, hook: Hook):
-        """``with torch.autograd.graph.saved_tensors_hooks(pack, unpack):`` for one declared hook."""
+        """``with torch.autograd.graph.saved_tensors_hooks(pack, unpack):`` for one declared hook
+        (``disable_saved_tensors_hooks(MESSAGE)`` for such an entry)."""
+        if hook.on == "disable_saved_tensors_hooks":
+            with disabled(hook):
+                yield
+            return
         def pack(x):   # the node being built: read from the run's records (savednodes), else the newest one
             seq = graphs.next_sequence_nr() - 1
             return self.fire(hook, {"x": x}, kind="pack", body=hook.pack, where={"_seq": seq})
@@ -320,7 +330,10 @@ class Hooks:
         if raises_now(hook, record["kind"]):
             record["raised"] = True
             raise (RuntimeError if hook.raises_type == "RuntimeError" else exception_class(hook.raises_type))(hook.raises)
-        scope = EnvScope(dict(env if env is not None else args), f"the {record['kind']} hook '{hook.label}'", run)
+        scope = EnvScope(dict(env if env is not None else args), f"the {record['kind']} hook '{hook.label}'", run) \
+            if kind not in ("pack", "unpack") else \
+            StashScope(dict(args), f"the {kind} hook '{hook.label}'", kind,
+                       self.__dict__.setdefault("stashes", {}).setdefault(hook.index, []))
         # in the backward, a value the body makes is not kept alive by the run (a plain script keeps
         # none): an extra reference to the gradient would change what AccumulateGrad steals
         program = run.program(scope) if graphs.current_node() is None else run.backward_program(scope)

@@ -113,7 +113,7 @@ class Session:
         self.labels = {id(m): label for label, m in self.modules.items()}
         self.decls = {m.label: m for m in problem.model.walk()}
         self.hooks = Hooks(self, variant.hooks, forward_only)
-        self.saved_nodes = SavedNodes(not forward_only and any(h.on == "saved_tensors" for h in variant.hooks))
+        self.saved_nodes = SavedNodes(not forward_only and any(h.on in ("saved_tensors", "saved") for h in variant.hooks))
         self.observers = [self.modules[label].register_forward_hook(self._observe(label)) for label in self.decls]
         self.replay = None     # while checkpoint recomputes: adjoint.torchside.checkpoint.Replay
         self.closures: dict = {}   # module label -> {name: tensor} it reads from its caller (uses:)
@@ -244,7 +244,7 @@ class Session:
         try:   # the leaves' hooks go on as a script registers them before its forward
             for name, t in self.leaves.items():   # a tied Parameter's names are aliases of one tensor
                 self.bind(name, t, tuple(n for n, o in self.leaves.items() if o is t and n != name))
-        except (RuntimeError, ValueError, AssertionError) as exc:
+        except (RuntimeError, ValueError, AssertionError, AttributeError) as exc:
             exc.adjoint_during = "register"
             raise
         with contextlib.ExitStack() as stack:

@@ -247,7 +247,7 @@ def _not_one_function(decl, vp) -> str | None:
         return ("the variant runs steps (several passes, accumulation, SGD): its final gradients are not the "
                 "derivative of one forward")
     for h in decl.hooks:
-        if h.on == "saved_tensors" and not (_is_x(h.pack) and _is_x(h.unpack)):
+        if h.on in ("saved_tensors", "saved") and not (_is_x(h.pack) and _is_x(h.unpack)):
             return (f"hook {h.index} ('{h.label}') changes the tensors backward uses (its pack/unpack are not the "
                     "identity), so the gradients are not the derivative finite differences measure")
     return None

@@ -79,6 +79,23 @@ def lower_var(rt, a, loc):
     return rt.apply("var", [x], (reduce_dims(x, dim, loc), correction, a["keepdim"]), loc)
 
 
+def lower_var_mean(rt, a, loc):
+    """torch.var_mean (a function, no Tensor method): the same arguments as var; one VarMeanBackward0."""
+    x, dim, unbiased, correction = a["input"], a["dim"], a["unbiased"], a["correction"]
+    if isinstance(dim, bool):          # var_mean(x, True): the var_mean(input, unbiased) overload
+        if unbiased is not None:
+            raise ProblemError(loc, "var_mean() got unbiased twice: PyTorch raises TypeError")
+        dim, unbiased = None, dim
+    if unbiased is not None and correction is not None:
+        raise ProblemError(loc, "var_mean() takes unbiased or correction, not both: PyTorch raises TypeError "
+                                "(invalid combination of arguments)")
+    if correction is None:
+        correction = Fraction(0) if unbiased is False else Fraction(1)
+    if not isinstance(correction, Fraction) or isinstance(correction, bool):
+        raise ProblemError(loc, "var_mean(): correction must be a number: PyTorch raises TypeError")
+    return rt.apply("var_mean", [x], (reduce_dims(x, dim, loc), correction, a["keepdim"]), loc)
+
+
 def _refuse_symbolic(rt, x: Tensor, loc: Loc, what: str) -> None:
     if rt.B.is_symbolic(x.value):
         raise ProblemError(loc, f"{what} over values with free symbols: which element is selected depends on the "
@@ -186,4 +203,9 @@ FUNCTIONS = (
     Function("norm", (_IN, Param("p", "any", "fro"), Param("dim", "any", None), Param("keepdim", "bool", False),
                       Param("dtype", "any", None)), lower_norm,
              doc="torch.linalg.vector_norm: LinalgVectorNormBackward0 (saves self, result)"),
+    Function("var_mean", (_IN, Param("dim", "any", None), Param("unbiased", "bool", None),
+                          Param("keepdim", "bool", False), Param("correction", "any", None, keyword_only=True)),
+             lower_var_mean, where="function",
+             doc="VarMeanBackward0 (saves self; two outputs, var and mean): var's and mean's backward, each "
+                 "for an output whose gradient is defined"),
 )

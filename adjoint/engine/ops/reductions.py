@@ -339,6 +339,39 @@ def _norm_formula(a, p, shape, k):
     sub = ",\\,".join(x for x in (number_text(order), dims_text(dims, keepdim)) if x)
     return TFn(PNORM, (a[0],), tuple(shape), sub)
 
+
+# ----------------------------------------------------------------------------- var_mean
+
+def var_mean_shape(shapes, p, loc):
+    out = reduced_shape(shapes[0], p[0], p[-1])
+    return (out, out)
+
+
+def var_mean_forward(B, ins, p):
+    """torch.var_mean: (var, mean) over ``dims`` -- one VarMeanBackward0 node, two outputs."""
+    dims, correction, keepdim = p
+    return (var_forward(B, ins, p), mean_dim_forward(B, ins, (dims, keepdim)))
+
+
+def var_mean_vjp(B, gs, ins, outs, p, need):
+    # var_mean_backward: var_backward(gvar) if gvar is defined, plus mean_backward(gmean) if gmean is
+    g_var, g_mean = (list(gs) + [None, None])[:2]
+    dims, correction, keepdim = p
+    total = None
+    if g_var is not None:
+        total = var_vjp(B, [g_var], ins, outs, p, need)[0]
+    if g_mean is not None:
+        part = mean_dim_vjp(B, [g_mean], ins, outs, (dims, keepdim), need)[0]
+        total = part if total is None else B.add(total, part)
+    return [total]
+
+
+VAR_MEAN_MEAN = Fn("var_mean_mean", "\\operatorname{mean}_{#s}\\left(#0\\right)", generic_vjp)
+_VAR_MEAN = Math(lambda a, p, shape, k: TFn(VAR, (a[0],), tuple(shape),
+                                            ",\\,".join(x for x in (dims_text(p[0], p[2]),
+                                                                    f"\\mathrm{{correction}}={p[1]}") if x))
+                 if k == 0 else TFn(VAR_MEAN_MEAN, (a[0],), tuple(shape), dims_text(p[0], p[2])))
+
 OPS = (
     Op("sum", "SumBackward0", sum_forward, sum_vjp, scalar_shape, (), "g broadcast to a's shape", math=Math(applied(SUM)), checks=(Check(((2, 2),)),)),
     Op("mean", "MeanBackward0", mean_forward, mean_vjp, scalar_shape, (), "g / numel, broadcast", grows=False,
@@ -375,4 +408,8 @@ OPS = (
        math=Math(_norm_formula), checks=(Check(((3,),)), Check(((2, 3),), (Fraction(1), (1,), False)), Check(((2, 3),), (Fraction(3), (), True)),
                Check(((2, 3),), (Fraction(1, 2), (0,), False)), Check(((2, 3),), (Fraction(3, 2), (1,), True)),
                Check(((2, 3),), ("inf", (1,), False)))),
+    Op("var_mean", "VarMeanBackward0", var_mean_forward, var_mean_vjp, var_mean_shape, (Save("self", "in", 0),),
+       "2 / (N - correction) * g_var * (a - mean(a, dims)) + g_mean / N (each only when its gradient is defined)",
+       nonfinite="a variance over N <= correction elements", outputs=2, math=_VAR_MEAN,
+       checks=(Check(((2, 3),), ((1,), 1, False)), Check(((2, 3),), ((), 0, False)))),
 )

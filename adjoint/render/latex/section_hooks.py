@@ -29,7 +29,8 @@ class HookSections(UnitWriter):
              "saved_tensors": "pair of saved-tensor hooks (\\texttt{torch.autograd.graph.saved\\_tensors\\_hooks})",
              "pack": "pack hook (\\texttt{saved\\_tensors\\_hooks})",
              "unpack": "unpack hook (\\texttt{saved\\_tensors\\_hooks})",
-             "comm_hook": "DDP communication hook (\\texttt{DistributedDataParallel.register\\_comm\\_hook})"}
+             "comm_hook": "DDP communication hook (\\texttt{DistributedDataParallel.register\\_comm\\_hook})",
+             "disable_saved_tensors_hooks": "\\texttt{torch.autograd.graph.disable\\_saved\\_tensors\\_hooks}"}
 
     #: what a hook is attached to, as the registration list and the calls say it
     _ON = {"module": "module", "tensor": "tensor", "node": "the autograd node that produced tensor",
@@ -54,6 +55,14 @@ class HookSections(UnitWriter):
         elif h.on == "multi_grad":
             text = (f"{self._KIND['multi_grad']} in mode \\texttt{{{esc(h.mode)}}} on tensors "
                     + ", ".join(code(t) for t in h.tensors))
+        elif h.on == "saved":
+            text = (f"pair of hooks on one saved tensor (\\texttt{{{esc(h.target)}.grad\\_fn.\\_raw\\_saved\\_"
+                    f"{esc(h.slot or '')}.register\\_hooks}}): packed at once by {code('x -> ' + h.pack)}, unpacked "
+                    f"by {code('x -> ' + h.unpack)}")
+        elif h.on == "disable_saved_tensors_hooks":
+            where = ("the calls of " + ", ".join(code(m) for m in h.scope) if h.scope else "the whole forward pass")
+            text = (f"{self._KIND[h.kind]} around {where}: entering saved-tensor hooks inside it raises "
+                    f"{code(h.message or '')}")
         elif h.on == "saved_tensors":
             where = ("the calls of " + ", ".join(code(m) for m in h.scope) if h.scope else "the whole forward pass")
             text = (f"{self._KIND['saved_tensors']} around {where}: every tensor an op saves for backward is packed "
@@ -61,7 +70,7 @@ class HookSections(UnitWriter):
         else:
             what = {"module": "module", "tensor": "tensor", "node": "the autograd node that made tensor"}[h.on]
             text = f"{self._KIND[h.kind]} on {what} {code(h.target)}"
-        if h.on != "saved_tensors":
+        if h.on not in ("saved_tensors", "saved", "disable_saved_tensors_hooks"):
             if h.returns is not None:
                 text += f", returning ${self.P.doprint(h.returns)}$"
             elif h.kind != "retain_grad":
@@ -105,7 +114,8 @@ class HookSections(UnitWriter):
             call = u.calls[bd.call]
             outs = ", ".join(self.sym(x) for x in call.outs)
             out.append(f"\\textbf{{{esc(bd.callid)}}} ({esc(bd.type)}): "
-                       f"{', '.join('$' + self.sym(x) + '$' for x in call.args)} $\\mapsto$ ${outs}$\n")
+                       f"{', '.join('$' + self.sym(x) + '$' for x in call.args) or '--'} $\\mapsto$ "
+                       + (f"${outs}$" if outs else "--") + "\n")
             b = Block()
             go = bd.grad_output
             outputs = [(f"{mcode('grad_output')}[{i}]", o.value, o.ident) for i, o in enumerate(bd.outputs)] or \

@@ -100,7 +100,7 @@ class ModelSections(UnitWriter):
         if call.k > 1:
             head += f", call {call.k}"
         outs = ", ".join(self.sym(x) for x in call.outs)
-        head += f"): {ins} $\\mapsto$ ${outs}$"
+        head += f"): {ins or '--'} $\\mapsto$ " + (f"${outs}$" if outs else "--")   # a dict has no tensor symbol
         if call.forward_source is not None:
             head += f"; forward: {code(call.forward_source)}"
         if call.backward_source is not None:
