@@ -17,12 +17,6 @@ from adjoint.format.module_signatures import TYPES
 from adjoint.format.validate import INPUT_KEYS, TOP_KEYS, VARIANT_KEYS
 from adjoint.format.validate_hooks import BACKWARD_KEYS, HOOK_KEYS, STEP_KINDS
 from adjoint.format.validate_modules import MODULE_KEYS
-from adjoint.engine.bindings import FUNCTIONS, METHODS
-from adjoint.engine.hook_kinds import GLOBAL_KINDS, KINDS
-from adjoint.format.module_signatures import TYPES
-from adjoint.format.validate import INPUT_KEYS, TOP_KEYS, VARIANT_KEYS
-from adjoint.format.validate_hooks import BACKWARD_KEYS, HOOK_KEYS, STEP_KINDS
-from adjoint.format.validate_modules import MODULE_KEYS
 from adjoint.format.second_steps import SECOND_KEYS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
