@@ -163,6 +163,16 @@ def _view_obj(node, src: GradObj, g_shape: tuple, v_shape: tuple) -> GradObj | N
     nd = len(g_shape)
     if node.name in RESHAPES or (node.name == "TBackward0" and nd < 2):
         unit_only = tuple(d for d in g_shape if d != 1) == tuple(d for d in v_shape if d != 1)
+        if src.strides is not None and not unit_only:
+            # an expanded gradient reshaped (Flatten's backward of sum's gradient): a view when
+            # ATen's computeStride finds strides for the new shape, else reshape copies it
+            strides = view_strides(g_shape, src.strides, v_shape)
+            if strides is None:
+                return None
+            obj.to_base = lambda B, v: B.reshape(v, g_shape)
+            obj.from_base = lambda B, g: B.reshape(g, v_shape)
+            obj.contiguous, obj.strides = src.contiguous, strides
+            return obj
         if not src.contiguous and not unit_only:
             return None       # reshaping a non-contiguous gradient may copy it: not modelled
         # a view that only adds or drops size-1 dims (squeeze, unsqueeze, a reshape to such a
@@ -187,6 +197,34 @@ def _view_obj(node, src: GradObj, g_shape: tuple, v_shape: tuple) -> GradObj | N
     if src.strides is not None:
         obj.strides = tuple(src.strides[d] for d in perm)
     return obj
+
+
+def view_strides(shape: tuple, strides: tuple, new_shape: tuple) -> tuple | None:
+    """ATen's ``computeStride`` (aten/src/ATen/TensorUtils.cpp): the strides of ``view(new_shape)``
+    of a tensor of ``shape`` and ``strides``, or None when no view has that shape (reshape then
+    copies). Dims are merged in chunks whose elements are evenly spaced."""
+    numel = 1
+    for n in shape:
+        numel *= n
+    if numel == 0 or not shape:
+        return None if numel == 0 else tuple(1 for _ in new_shape)
+    new = [0] * len(new_shape)
+    view_d = len(new_shape) - 1
+    chunk_base = strides[-1]
+    tensor_numel = view_numel = 1
+    for d in range(len(shape) - 1, -1, -1):
+        tensor_numel *= shape[d]
+        if d == 0 or (shape[d - 1] != 1 and strides[d - 1] != tensor_numel * chunk_base):
+            while view_d >= 0 and (view_numel < tensor_numel or new_shape[view_d] == 1):
+                new[view_d] = view_numel * chunk_base
+                view_numel *= new_shape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if d > 0:
+                chunk_base = strides[d - 1]
+                tensor_numel = view_numel = 1
+    return tuple(new) if view_d == -1 else None
 
 
 def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | None = None) -> list:
