@@ -67,6 +67,13 @@ def unary(name: str, x: Exact, closed: bool = False) -> Exact:
             out = unary(name, where_mask(bad, Exact.full(x.shape, 1), x))
             values = [math.nan if v != 0 else -math.inf for v in np.asarray(signs)[bad].tolist()]
             return I.overwrite(out, bad, values)
+        zero = np.array([v == 0 for v in s], dtype=bool).reshape(x.shape)
+        if name == "sqrt" and zero.any():
+            # an element decided exactly zero (a difference of equal values, zero to 200 digits:
+            # docs/values.md) whose ball still straddles 0, where a ball's sqrt is undefined:
+            # sqrt(0) is 0 exactly, as PyTorch's float sqrt of the exact 0.0 it computes
+            rest = unary(name, where_mask(zero, Exact.full(x.shape, 1), x))
+            return where_mask(zero, Exact.full(x.shape, 0), rest)
     forms = _forms(name, (x,), x.shape, fn.at_rational)
     out = Exact.certified(x.shape, Bl.vectorize(fn.ball), (x,), forms)
     return I.with_specials(out, name, (x,))
