@@ -219,6 +219,12 @@ def _mha_check(a: Args) -> tuple[tuple[str, str], ...]:
     return ()
 
 
+def _transformer_check(a: Args) -> tuple[tuple[str, str], ...]:
+    if a["d_model"] % a["nhead"]:
+        return (("nhead", "embed_dim must be divisible by num_heads"),)
+    return ()
+
+
 def _hardtanh_check(a: Args) -> tuple[tuple[str, str], ...]:
     if a["max_val"] <= a["min_val"]:
         return (("max_val", f"max_val ({float(a['max_val'])}) must be greater than min_val ({float(a['min_val'])})"),)
@@ -383,6 +389,15 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
     _loss("BCELoss", buffers=_weighted_loss_buffers),
     _loss("BCEWithLogitsLoss", buffers=_bce_logits_buffers),
     _loss("KLDivLoss", ArgSpec("log_target", "bool", False), reduction=_reduction("batchmean")),
+    # built-ins made of built-ins: their submodules (adjoint/format/composite.py) own the parameters
+    NNType("TransformerEncoderLayer", (
+        ArgSpec("d_model", "int", minimum=1), ArgSpec("nhead", "int", minimum=1),
+        ArgSpec("dim_feedforward", "int", 2048, 1), ArgSpec("dropout", "float", Fraction(1, 10)),
+        ArgSpec("activation", "str", "relu", choices=("relu", "gelu")),
+        ArgSpec("layer_norm_eps", "float", Fraction(1, 100000)), ArgSpec("batch_first", "bool", False),
+        ArgSpec("norm_first", "bool", False), ArgSpec("bias", "bool", True)),
+        inputs=("src",), optional_inputs=("src_mask", "src_key_padding_mask", "is_causal"),
+        check=_transformer_check),
 )}
 
 #: Constructor arguments PyTorch has that a problem file does not set, and why.
