@@ -226,7 +226,8 @@ class LayerGen:
                 if getattr(obj, "kv_factor", None) is not None:
                     obj.kv = self.fresh("kv")
                     lines.append((obj.kv, ("b", "*", obj.kv_factor, cur)))
-                call = ("call", obj.name, (cur,) * len(obj.in_shapes)) if not getattr(obj, "tuple_out", False) else obj.call_tree(cur)
+                call = obj.call_tree(cur) if getattr(obj, "call_tree", None) is not None else (
+                    "call", obj.name, (cur,) * len(obj.in_shapes))
             else:
                 call = obj(cur)
             if root_kind == "custom":
@@ -313,6 +314,7 @@ class LayerGen:
             opts += [(3, "conv1d"), (2, "bn"), (1, "gn"), (2, "ln"), (1, "dropout"), (2, "flatten")]
             if shape[2] in (2, 4) and functional:
                 opts.append((2, "mha"))
+                opts.append((1, "encoder"))
         elif r == 2:
             opts += [(3, "linear"), (2, "bn"), (2, "ln"), (1, "gn"), (1, "dropout"), (1, "unflatten")]
         else:
@@ -506,6 +508,8 @@ class LayerGen:
         if kind == "linear":
             m = self.linear(name, path, shape)
             return "mod", m, m.out_shape
+        if kind == "encoder":
+            return self.encoder_stage(name, path, shape)
         if kind == "mha":
             if not self.spend():
                 return None
@@ -552,6 +556,54 @@ class LayerGen:
                 m.call_tree = lambda cur, m=m, kws=tuple(kws), t=t: ("idx", ("call", m.name, (cur, cur, ("n", t.name)) + kws), 0)
             return "mod", m, shape
         return None
+
+    def encoder_stage(self, name: str, path: str, shape: tuple):
+        """A TransformerEncoderLayer (dropout 0, never frozen: a frozen one in eval mode with
+        batch_first takes PyTorch's fast path, which is refused); its parameters from init; called ``enc(x)`` or with a bool
+        ``src_key_padding_mask`` (a constant input)."""
+        s = self.s
+        if not (self.spend() and self.spend()):
+            return None
+        e = shape[2]
+        ff = s.choice([2, 3])
+        args = {"d_model": e, "nhead": s.choice([1, 2]) if e == 4 else 1, "dim_feedforward": ff, "dropout": 0}
+        bf = s.coin(0.5)
+        if bf:
+            args["batch_first"] = True
+        if s.coin(0.4):
+            args["norm_first"] = True
+        if s.coin(0.3):
+            args["activation"] = "gelu"
+            self.spend()
+        bias = not s.coin(0.15)
+        if not bias:
+            args["bias"] = False
+        shapes = {"self_attn.in_proj_weight": (3 * e, e)}
+        if bias:
+            shapes["self_attn.in_proj_bias"] = (3 * e,)
+        shapes["self_attn.out_proj.weight"] = (e, e)
+        if bias:
+            shapes["self_attn.out_proj.bias"] = (e,)
+        for lin, (o, i) in (("linear1", (ff, e)), ("linear2", (e, ff))):
+            shapes[f"{lin}.weight"] = (o, i)
+            if bias:
+                shapes[f"{lin}.bias"] = (o,)
+        for norm in ("norm1", "norm2"):
+            shapes[f"{norm}.weight"] = (e,)
+            if bias:
+                shapes[f"{norm}.bias"] = (e,)
+        m = self.lmod(name, path, "TransformerEncoderLayer", [shape], shape, args,
+                      self.lparams(path, shapes, False), True)
+        m.inputs = ["src"]
+        self.v2_used["layer TransformerEncoderLayer"] += 1
+        if s.coin(0.3):   # key padding: batch x length, never a whole row
+            b, l = (shape[0], shape[1]) if bf else (shape[1], shape[0])
+            vals = [Fr(int(j == l - 1 and l > 1 and s.coin(0.7))) for _ in range(b) for j in range(l)]
+            t = Leaf(self.fresh("pad"), (b, l), vals, False, dtype="bool")
+            self.targets.append(t)
+            self.v2_used["layer TransformerEncoderLayer padding mask"] += 1
+            m.call_tree = lambda cur, m=m, t=t: ("call", m.name, (cur, ("kw", "src_key_padding_mask", ("n", t.name))))
+        return "mod", m, shape
 
     def fn_stage(self, kind: str, shape: tuple, root_params: list):
         """A functional form inside the root's forward (parameters are the root's)."""
