@@ -1,4 +1,5 @@
-"""nn.TransformerEncoderLayer and F.scaled_dot_product_attention against real torch (float64).
+"""nn.TransformerEncoderLayer, nn.TransformerDecoderLayer and F.scaled_dot_product_attention
+against real torch (float64).
 
 The layer: the slow path a backward takes, its submodules called as modules. Compared with a
 real ``nn.TransformerEncoderLayer`` holding the file's parameters: the node chain behind the
@@ -48,8 +49,8 @@ def _text(args: dict, call: str, batch_first: bool) -> str:
             "loss: \"sum(y * y)\"\nhooks:\n" + hooks + "  - {saved_tensors: {pack: \"x\", unpack: \"x\"}}\n")
 
 
-def _torch_layer(problem, args: dict) -> tuple[nn.Module, dict]:
-    m = nn.TransformerEncoderLayer(**args).double()
+def _torch_layer(problem, args: dict, cls=nn.TransformerEncoderLayer) -> tuple[nn.Module, dict]:
+    m = cls(**args).double()
     layer = problem.model.child("layer")
     with torch.no_grad():
         for kid in layer.children:
@@ -158,3 +159,38 @@ def test_sdpa_math_path_is_refused():
     q = torch.ones(2, 3, 2, requires_grad=True)
     names = str(F.scaled_dot_product_attention(q, q, q).grad_fn.next_functions)
     assert "Bmm" in names
+
+
+DECODER = """name: t
+dtype: float64
+init: {seed: 2}
+inputs:
+  x: {value: [[[1, 0.5, -1, 2]], [[0.25, -0.5, 1, 1]], [[2, 1, 0, -1]]], requires_grad: true}
+  mem: {value: [[[0.5, 1, -1, 0]], [[1, -0.5, 0.25, 1]]], requires_grad: true}
+  causal: {value: [[false, true, true], [false, false, true], [false, false, false]], dtype: bool}
+model:
+  children:
+    layer: {type: TransformerDecoderLayer, args: {d_model: 4, nhead: 2, dim_feedforward: 2, dropout: 0}}
+  inputs: [x, mem, causal]
+  forward: |
+    return layer(x, mem, tgt_mask=causal)
+loss: "sum(y * y)"
+"""
+
+
+def test_decoder_layer_node_chain_and_grads_match_torch():
+    problem = adjoint.loads(DECODER)
+    v = problem.solve().variants[0]
+    js = v.to_json()
+    m, names = _torch_layer(problem, {"d_model": 4, "nhead": 2, "dim_feedforward": 2, "dropout": 0},
+                            nn.TransformerDecoderLayer)
+    x = torch.tensor([[[1, 0.5, -1, 2]], [[0.25, -0.5, 1, 1]], [[2, 1, 0, -1]]], dtype=torch.float64,
+                     requires_grad=True)
+    mem = torch.tensor([[[0.5, 1, -1, 0]], [[1, -0.5, 0.25, 1]]], dtype=torch.float64, requires_grad=True)
+    y = m(x, mem, tgt_mask=torch.tensor([[False, True, True], [False, False, True], [False, False, False]]))
+    (y * y).sum().backward()
+    names.update({"x": x, "mem": mem})
+    ours = v.run.forward.names
+    assert chain(ours["layer"], leaf_names(ours)) == torch_chain(y, names)
+    for n, t in names.items():
+        assert_close(js["grads"][n]["value"], t.grad, f"grad of {n}")

@@ -1,6 +1,7 @@
 """Built-in types made of built-in types: ``nn.TransformerEncoderLayer`` owns a
-``MultiheadAttention``, two ``Linear``, two ``LayerNorm`` and three ``Dropout`` submodules,
-made by its ``__init__`` in this order (``named_modules()``, ``named_parameters()`` and the
+``MultiheadAttention``, two ``Linear``, two ``LayerNorm`` and three ``Dropout`` submodules
+(``nn.TransformerDecoderLayer`` a second attention ``multihead_attn``, ``norm3`` and
+``dropout3`` too), made by its ``__init__`` in this order (``named_modules()``, ``named_parameters()`` and the
 file's hook targets follow it: ``layer.self_attn``, ``layer.linear1``, ...).
 
 :data:`CHILDREN` maps such a type to a function of its resolved constructor args giving
@@ -33,9 +34,19 @@ def _encoder_layer(a: Mapping) -> tuple[tuple[str, str, dict], ...]:
     )
 
 
+def _decoder_layer(a: Mapping) -> tuple[tuple[str, str, dict], ...]:
+    enc = {name: (t, args) for name, t, args in _encoder_layer(a)}
+    order = ("self_attn", "multihead_attn", "linear1", "dropout", "linear2", "norm1", "norm2", "norm3", "dropout1",
+             "dropout2", "dropout3")
+    twin = {"multihead_attn": "self_attn", "norm3": "norm2", "dropout3": "dropout2"}
+    return tuple((name,) + tuple(dict(x) if isinstance(x, dict) else x for x in enc[twin.get(name, name)])
+                 for name in order)
+
+
 #: built-in type -> its submodules from its constructor args
 CHILDREN: dict[str, Callable[[Mapping], tuple[tuple[str, str, dict], ...]]] = {
     "TransformerEncoderLayer": _encoder_layer,
+    "TransformerDecoderLayer": _decoder_layer,
 }
 
 

@@ -219,6 +219,15 @@ def _mha_check(a: Args) -> tuple[tuple[str, str], ...]:
     return ()
 
 
+#: TransformerEncoderLayer's and TransformerDecoderLayer's constructor arguments (activation: the strings)
+_TRANSFORMER_ARGS = (
+    ArgSpec("d_model", "int", minimum=1), ArgSpec("nhead", "int", minimum=1),
+    ArgSpec("dim_feedforward", "int", 2048, 1), ArgSpec("dropout", "float", Fraction(1, 10)),
+    ArgSpec("activation", "str", "relu", choices=("relu", "gelu")),
+    ArgSpec("layer_norm_eps", "float", Fraction(1, 100000)), ArgSpec("batch_first", "bool", False),
+    ArgSpec("norm_first", "bool", False), ArgSpec("bias", "bool", True))
+
+
 def _transformer_check(a: Args) -> tuple[tuple[str, str], ...]:
     if a["d_model"] % a["nhead"]:
         return (("nhead", "embed_dim must be divisible by num_heads"),)
@@ -390,14 +399,14 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
     _loss("BCEWithLogitsLoss", buffers=_bce_logits_buffers),
     _loss("KLDivLoss", ArgSpec("log_target", "bool", False), reduction=_reduction("batchmean")),
     # built-ins made of built-ins: their submodules (adjoint/format/composite.py) own the parameters
-    NNType("TransformerEncoderLayer", (
-        ArgSpec("d_model", "int", minimum=1), ArgSpec("nhead", "int", minimum=1),
-        ArgSpec("dim_feedforward", "int", 2048, 1), ArgSpec("dropout", "float", Fraction(1, 10)),
-        ArgSpec("activation", "str", "relu", choices=("relu", "gelu")),
-        ArgSpec("layer_norm_eps", "float", Fraction(1, 100000)), ArgSpec("batch_first", "bool", False),
-        ArgSpec("norm_first", "bool", False), ArgSpec("bias", "bool", True)),
+    NNType("TransformerEncoderLayer", _TRANSFORMER_ARGS,
         inputs=("src",), optional_inputs=("src_mask", "src_key_padding_mask", "is_causal"),
         check=_transformer_check),
+    NNType("TransformerDecoderLayer", _TRANSFORMER_ARGS,
+           inputs=("tgt", "memory"),
+           optional_inputs=("tgt_mask", "memory_mask", "tgt_key_padding_mask", "memory_key_padding_mask",
+                            "tgt_is_causal", "memory_is_causal"),
+           check=_transformer_check),
 )}
 
 #: Constructor arguments PyTorch has that a problem file does not set, and why.

@@ -99,6 +99,75 @@ def encoder_layer_forward(c):
     return call("norm2", add(x, ff_block(x)))
 
 
+_DECODER_NAMES = ("tgt", "memory", "tgt_mask", "memory_mask", "tgt_key_padding_mask", "memory_key_padding_mask",
+                  "tgt_is_causal", "memory_is_causal")
+
+
+def _bind_decoder(c) -> dict:
+    if len(c.args) > len(_DECODER_NAMES):
+        raise ProblemError(c.loc, f"TransformerDecoderLayer takes at most {len(_DECODER_NAMES)} arguments, got "
+                                  f"{len(c.args)}: Python raises TypeError in forward()")
+    bound = dict(zip(_DECODER_NAMES, c.args))
+    for k, v in c.kwargs.items():
+        if k not in _DECODER_NAMES:
+            raise ProblemError(c.loc, f"TransformerDecoderLayer.forward() got an unexpected keyword argument '{k}' "
+                                      f"(it takes {', '.join(_DECODER_NAMES)}): Python raises TypeError")
+        if k in bound:
+            raise ProblemError(c.loc, f"TransformerDecoderLayer.forward() got multiple values for argument '{k}'")
+        bound[k] = v
+    for k in ("tgt", "memory"):
+        if not isinstance(bound.get(k), Tensor):
+            raise ProblemError(c.loc, f"TransformerDecoderLayer needs a tensor for '{k}'")
+    for k in _DECODER_NAMES[2:6]:
+        v = bound.setdefault(k, None)
+        if v is not None and not isinstance(v, Tensor):
+            raise ProblemError(c.loc, f"TransformerDecoderLayer: '{k}' must be a tensor or None")
+    for k in _DECODER_NAMES[6:]:
+        if not isinstance(bound.setdefault(k, False), bool):
+            raise ProblemError(c.loc, f"TransformerDecoderLayer: '{k}' must be True or False")
+    return bound
+
+
+def decoder_layer_forward(c):
+    """nn.TransformerDecoderLayer.forward: no mask canonicalization of its own (the attentions
+    do it), no fast path; self-attention, cross-attention on ``memory``, feed-forward."""
+    a = _bind_decoder(c)
+    rt, loc = c.rt, c.loc
+    kids = {k.name: k for k in c.module.children}
+
+    def call(name, *args, **kwargs):
+        return c.call_child(kids[name], list(args), kwargs)
+
+    def add(x, y):
+        return binary(rt, "+", x, y, loc)
+
+    def sa_block(x):
+        out = call("self_attn", x, x, x, attn_mask=a["tgt_mask"], key_padding_mask=a["tgt_key_padding_mask"],
+                   is_causal=a["tgt_is_causal"], need_weights=False)[0]
+        return call("dropout1", out)
+
+    def mha_block(x):
+        mem = a["memory"]
+        out = call("multihead_attn", x, mem, mem, attn_mask=a["memory_mask"],
+                   key_padding_mask=a["memory_key_padding_mask"], is_causal=a["memory_is_causal"],
+                   need_weights=False)[0]
+        return call("dropout2", out)
+
+    def ff_block(x):
+        h = call_function(rt, c.arg("activation"), [call("linear1", x)], {}, loc)
+        return call("dropout3", call("linear2", call("dropout", h)))
+
+    x = a["tgt"]
+    if c.arg("norm_first"):
+        x = add(x, sa_block(call("norm1", x)))
+        x = add(x, mha_block(call("norm2", x)))
+        return add(x, ff_block(call("norm3", x)))
+    x = call("norm1", add(x, sa_block(x)))
+    x = call("norm2", add(x, mha_block(x)))
+    return call("norm3", add(x, ff_block(x)))
+
+
 FORWARDS = {
     "TransformerEncoderLayer": encoder_layer_forward,
+    "TransformerDecoderLayer": decoder_layer_forward,
 }
