@@ -310,6 +310,8 @@ class LayerGen:
         if r == 4:
             opts += [(4, "conv2d"), (2, "bn"), (1, "gn"), (2, "maxpool"), (1, "avgpool"), (1, "adaptive"),
                      (2, "flatten"), (1, "dropout"), (1, "ln")]
+            if functional:
+                opts.append((1, "sdpa"))
         elif r == 3:
             opts += [(3, "conv1d"), (2, "bn"), (1, "gn"), (2, "ln"), (1, "dropout"), (2, "flatten")]
             if shape[2] in (2, 4) and functional:
@@ -320,6 +322,8 @@ class LayerGen:
         else:
             opts = [(1, "act")]
         kind = s.weighted(opts)
+        if kind == "sdpa":
+            return self.fn_stage(kind, shape, root_params)
         if functional and kind in ("act", "conv2d", "conv1d", "maxpool", "avgpool", "adaptive", "ln", "gn") \
                 and s.coin(0.3):
             return self.fn_stage(kind, shape, root_params)
@@ -613,6 +617,24 @@ class LayerGen:
         def op(name, items, out):
             return lambda cur: ("op", "fn", name, None, (cur,) + tuple(items), "", out, "node")
 
+        if kind == "sdpa":    # (batch, heads, length, E) self-attention: the fused CPU kernel
+            if not self.spend():
+                return None
+            l = shape[2]
+            items = []
+            form = s.weighted([(3, "plain"), (2, "causal"), (2, "mask"), (1, "scale")])
+            if form == "causal":
+                items.append(("kw", "is_causal", ("lit", "True")))
+            elif form == "mask":     # bool, True attends; a row all False gives 0
+                keep = Leaf(self.fresh("keep"), (l, l), [Fr(int(s.coin(0.7))) for _ in range(l * l)], False,
+                            dtype="bool")
+                self.targets.append(keep)
+                items.append(("kw", "attn_mask", ("n", keep.name)))
+            elif form == "scale":
+                items.append(("kw", "scale", ("lit", "0.5")))
+            self.v2_used[f"layer sdpa {form}"] += 1
+            return "fn", (lambda cur: ("op", "fn", "F.scaled_dot_product_attention", None, (cur, cur, cur)
+                                       + tuple(items), "", shape, "node")), shape
         if kind == "act":
             t = self.act_type()
             a = self.act_args(t, shape)
