@@ -310,8 +310,6 @@ class LayerGen:
         if r == 4:
             opts += [(4, "conv2d"), (2, "bn"), (1, "gn"), (2, "maxpool"), (1, "avgpool"), (1, "adaptive"),
                      (2, "flatten"), (1, "dropout"), (1, "ln")]
-            if functional:
-                opts.append((1, "sdpa"))
         elif r == 3:
             opts += [(3, "conv1d"), (2, "bn"), (1, "gn"), (2, "ln"), (1, "dropout"), (2, "flatten")]
             if shape[2] in (2, 4) and functional:
@@ -322,8 +320,8 @@ class LayerGen:
         else:
             opts = [(1, "act")]
         kind = s.weighted(opts)
-        if kind == "sdpa":
-            return self.fn_stage(kind, shape, root_params)
+        if kind == "act" and r == 4 and functional and s.coin(0.3):   # (batch, heads, length, E): attention
+            return self.fn_stage("sdpa", shape, root_params)
         if functional and kind in ("act", "conv2d", "conv1d", "maxpool", "avgpool", "adaptive", "ln", "gn") \
                 and s.coin(0.3):
             return self.fn_stage(kind, shape, root_params)
