@@ -194,3 +194,30 @@ def test_decoder_layer_node_chain_and_grads_match_torch():
     assert chain(ours["layer"], leaf_names(ours)) == torch_chain(y, names)
     for n, t in names.items():
         assert_close(js["grads"][n]["value"], t.grad, f"grad of {n}")
+
+
+def test_import_writes_the_layers_as_their_type():
+    """``adjoint import``: the layers' constructor arguments read back from their submodules,
+    their parameters under named_parameters()'s names; the solved gradients are torch's."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = nn.TransformerEncoderLayer(4, 2, 3, dropout=0.0, activation="gelu", norm_first=True)
+            self.dec = nn.TransformerDecoderLayer(4, 1, 2, dropout=0.0, bias=False)
+
+        def forward(self, x):
+            h = self.enc(x)
+            return self.dec(h, x)
+
+    torch.manual_seed(0)
+    m = Model().double()
+    x = torch.tensor([[[0.5, -1, 0.25, 1]], [[1, 0, -0.5, 0.75]]], dtype=torch.float64, requires_grad=True)
+    text = adjoint.from_module_text(m, x)
+    assert "type: TransformerEncoderLayer" in text and "activation: \"gelu\"" in text
+    assert "type: TransformerDecoderLayer" in text and "bias: false" in text
+    js = adjoint.loads(text).solve().variants[0].to_json()
+    m(x).sum().backward()
+    for n, p in m.named_parameters():
+        assert_close(js["grads"][n]["value"], p.grad, f"grad of {n}")
+    from adjoint.torchside.importer.builtins import type_name
+    assert type_name(nn.TransformerEncoderLayer(4, 2, activation=torch.tanh)) is None   # a callable activation
