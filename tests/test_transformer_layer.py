@@ -221,3 +221,4 @@ def test_import_writes_the_layers_as_their_type():
         assert_close(js["grads"][n]["value"], p.grad, f"grad of {n}")
     from adjoint.torchside.importer.builtins import type_name
     assert type_name(nn.TransformerEncoderLayer(4, 2, activation=torch.tanh)) is None   # a callable activation
+
