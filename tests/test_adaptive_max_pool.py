@@ -43,3 +43,17 @@ def test_adaptive_max_pools_match_torch():
     assert chain(ours["p2[0]"], leaf_names(ours)) == torch_chain(b, {"x": x})
     assert js["values"]["p2[1]"]["value"] == i.tolist()
     assert_close(js["grads"]["x"]["value"], x.grad, "grad of x")
+
+
+def test_import_writes_a_kept_size_as_null():
+    """``adjoint import`` of AdaptiveMaxPool2d((None, 2)) / AdaptiveAvgPool2d((None, 2)): None is YAML's null
+    (it was written as the string None, which the loader refused)."""
+    x = torch.tensor([[[1, 3, -1, 0.5], [0, 1, 2, -2], [2, -1, 0.25, 1]]], dtype=torch.float64, requires_grad=True)
+    for pool in (nn.AdaptiveMaxPool2d((None, 2)), nn.AdaptiveAvgPool2d((None, 2))):
+        text = adjoint.from_module_text(nn.Sequential(pool), x)
+        assert "output_size: [null, 2]" in text
+        js = adjoint.loads(text).solve().variants[0].to_json()
+        y = pool(x)
+        x.grad = None
+        y.sum().backward()
+        assert_close(js["grads"]["x"]["value"], x.grad, type(pool).__name__)

@@ -80,7 +80,8 @@ def _arg_text(value, spec) -> Flow:
         items = list(value)
         if spec.kind in ("ints", "pool", "padding") and items and all(v == items[0] for v in items):
             return Flow(repr(items[0]))
-        return Flow("[" + ", ".join(repr(v) if not isinstance(v, str) else f'"{v}"' for v in items) + "]")
+        return Flow("[" + ", ".join("null" if v is None else repr(v) if not isinstance(v, str) else f'"{v}"'
+                                    for v in items) + "]")
     if isinstance(value, bool):
         return Flow("true" if value else "false")
     if value is None:
