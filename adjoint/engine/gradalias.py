@@ -179,15 +179,6 @@ def _view_obj(node, src: GradObj, g_shape: tuple, v_shape: tuple) -> GradObj | N
         unit_only = tuple(d for d in g_shape if d != 1) == tuple(d for d in v_shape if d != 1)
         if not src.contiguous and not unit_only:
             return None       # reshaping a non-contiguous gradient may copy it: not modelled
-        if src.strides is not None and not unit_only:
-            if any(src.strides):
-                return None   # reshaping an expanded or permuted gradient: not modelled
-            # every element one (sum's grad.expand(sizes)): the reshape is a view, expanded alike
-            obj.to_base = lambda B, v: B.reshape(v, g_shape)
-            obj.from_base = lambda B, g: B.reshape(g, v_shape)
-            obj.contiguous = src.contiguous
-            obj.strides = (0,) * len(v_shape)
-            return obj
         # a view that only adds or drops size-1 dims (squeeze, unsqueeze, a reshape to such a
         # shape) is a view of any layout, in the same row-major order of elements
         obj.to_base = lambda B, v: B.reshape(v, g_shape)
