@@ -209,5 +209,6 @@ def test_generator_covers_every_feature():
                                       "BCEWithLogitsLoss")),
             "layer loss F.cross_entropy", "layer loss F.kl_div", "layer loss F.binary_cross_entropy",
             "layer attention key is value", "layer attention three tensors", "layer in-place activation",
-            "layer F.embedding", "layer functional maxpool", "layer functional avgpool"]
+            "layer F.embedding", "layer functional maxpool", "layer functional avgpool",
+            "module TransformerEncoderLayer", "layer functional sdpa"]
     assert not [k for k in rare if not counts.get(k)], [k for k in rare if not counts.get(k)]

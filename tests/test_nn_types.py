@@ -81,6 +81,14 @@ CONFIGS = {
              {"input_size": 2, "hidden_size": 3, "proj_size": 2, "num_layers": 2, "bidirectional": True}],
     "GRU": [{"input_size": 3, "hidden_size": 2}, {"input_size": 1, "hidden_size": 2, "num_layers": 2,
                                                   "bidirectional": True, "bias": False}],
+    "TransformerEncoderLayer": [{"d_model": 4, "nhead": 2},
+                                {"d_model": 6, "nhead": 3, "dim_feedforward": 5, "dropout": Fraction(0),
+                                 "activation": "gelu", "layer_norm_eps": Fraction(1, 1000), "batch_first": True,
+                                 "norm_first": True, "bias": False}],
+    "TransformerDecoderLayer": [{"d_model": 4, "nhead": 2},
+                                {"d_model": 2, "nhead": 1, "dim_feedforward": 3, "bias": False, "norm_first": True}],
+    "AdaptiveMaxPool1d": [{"output_size": 3}, {"output_size": 2, "return_indices": True}],
+    "AdaptiveMaxPool2d": [{"output_size": 3}, {"output_size": (None, 2), "return_indices": True}],
 }
 CONTAINERS = ("Sequential", "ModuleList")
 #: torch.__init__ parameters that are not arguments in a problem file: torch's own varargs, and
@@ -90,7 +98,10 @@ NOT_ARGUMENTS = {"self", "args", "kwargs", "_weight", "_freeze"}
 #: BatchNorm, LayerNorm, GroupNorm: bias; MultiheadAttention: bias, add_bias_kv; losses: the reduction
 #: is kept, MSELoss and friends keep nothing else).
 UNSTORED = {"Linear": 1, "Conv1d": 1, "Conv2d": 1, "BatchNorm1d": 1, "BatchNorm2d": 1, "LayerNorm": 1,
-            "GroupNorm": 1, "MultiheadAttention": 2}
+            "GroupNorm": 1, "MultiheadAttention": 2,
+            # the Transformer layers keep only norm_first (the rest lives on their submodules; activation and
+            # dropout are a function and a submodule there)
+            "TransformerEncoderLayer": 8, "TransformerDecoderLayer": 8}
 
 
 def torch_value(v):
@@ -109,7 +120,8 @@ def test_every_type_of_the_contract_is_there():
                 "BatchNorm1d BatchNorm2d LayerNorm GroupNorm Dropout Embedding Flatten Unflatten LeakyReLU GELU SiLU "
                 "ELU Softplus Softmax LogSoftmax ModuleList MultiheadAttention MSELoss L1Loss SmoothL1Loss HuberLoss "
                 "CrossEntropyLoss NLLLoss BCELoss BCEWithLogitsLoss KLDivLoss "
-                "Hardtanh ReLU6 Hardswish Mish RNNCell LSTMCell GRUCell RNN LSTM GRU").split()
+                "Hardtanh ReLU6 Hardswish Mish RNNCell LSTMCell GRUCell RNN LSTM GRU "
+                "TransformerEncoderLayer TransformerDecoderLayer AdaptiveMaxPool1d AdaptiveMaxPool2d").split()
     assert sorted(nn_types.TYPES) == sorted(contract)
     assert sorted(CONFIGS) == sorted(set(contract) - set(CONTAINERS))
 
@@ -160,7 +172,12 @@ def test_parameters_buffers_and_stored_arguments_match_torch(name, i, args):
     assert t.check(nn_types.resolved_args(t, args)) == ()
     full = nn_types.resolved_args(t, args)
     m = getattr(nn, name)(**{k: torch_value(v) for k, v in args.items()})
-    assert [(p.name, p.shape) for p in t.params(full)] == [(n, tuple(p.shape)) for n, p in m.named_parameters()]
+    from adjoint.format.composite import CHILDREN
+    specs = [(p.name, p.shape) for p in t.params(full)]
+    if name in CHILDREN:   # built-ins made of built-ins: the parameters are their submodules'
+        specs = [(f"{c}.{p.name}", p.shape) for c, ct, cargs in CHILDREN[name](full)
+                 for p in nn_types.TYPES[ct].params(nn_types.resolved_args(nn_types.TYPES[ct], cargs))]
+    assert specs == [(n, tuple(p.shape)) for n, p in m.named_parameters()]
     buffers = [b for b in t.buffers(full) if b.default is not None]
     assert [(b.name, b.shape) for b in buffers] == [(n, tuple(b.shape)) for n, b in m.named_buffers()]
     for spec, (_, real) in zip(buffers, m.named_buffers()):
@@ -169,7 +186,7 @@ def test_parameters_buffers_and_stored_arguments_match_torch(name, i, args):
     compared = 0
     for a in t.args:
         real = getattr(m, a.name, inspect.Parameter.empty)
-        if real is inspect.Parameter.empty or isinstance(real, torch.Tensor) or \
+        if real is inspect.Parameter.empty or isinstance(real, (torch.Tensor, nn.Module)) or callable(real) or \
                 (a.kind == "bool" and not isinstance(real, bool)):
             continue   # not kept as an attribute (Linear's bias is the Parameter, or None)
         assert stored(real) == torch_value(full[a.name]), a.name
@@ -183,6 +200,7 @@ REFUSALS = [
     ("Conv1d", {"in_channels": 1, "out_channels": 1, "kernel_size": 3, "padding": "same", "stride": (2,)}),
     ("GroupNorm", {"num_groups": 3, "num_channels": 4}),
     ("MultiheadAttention", {"embed_dim": 5, "num_heads": 2}),
+    ("TransformerEncoderLayer", {"d_model": 5, "nhead": 2}),
     ("Dropout", {"p": Fraction(3, 2)}),
     ("Embedding", {"num_embeddings": 3, "embedding_dim": 2, "padding_idx": 3}),
     ("Embedding", {"num_embeddings": 3, "embedding_dim": 2, "padding_idx": -4}),
@@ -222,12 +240,13 @@ def yaml_value(v):
 @pytest.mark.parametrize("name,i,args", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
 def test_a_file_with_init_builds_what_torch_builds(name, i, args):
     items = ", ".join(f"{k}: {yaml_value(v)}" for k, v in args.items())
-    extra = ", training: false" if name in ("Dropout", "MultiheadAttention") else ""
+    extra = ", training: false" if name in ("Dropout", "MultiheadAttention", "TransformerEncoderLayer",
+                                            "TransformerDecoderLayer") else ""
     text = f"name: t\ninputs:\n  x: [1]\ninit: {{seed: 3}}\nmodel:\n  children:\n    m: {{type: {name}, " \
            f"args: {{{items}}}{extra}}}\n  forward: m(x)\n"
     mod = adjoint.loads(text).model.child("m")
     real = getattr(nn, name)(**{k: torch_value(v) for k, v in args.items()})
-    assert [(p.name, p.value.shape, p.requires_grad) for p in mod.params] == \
+    assert [(p.name, p.value.shape, p.requires_grad) for sub in mod.walk() for p in sub.params] == \
         [("m." + n, tuple(p.shape), p.requires_grad) for n, p in real.named_parameters()]
     assert [(b.name, b.value.shape, b.dtype) for b in mod.buffers] == \
         [("m." + n, tuple(b.shape), "int64" if b.dtype == torch.int64 else None) for n, b in real.named_buffers()]

@@ -953,3 +953,39 @@ def test_stale_view_grad_fn_is_made_where_pytorch_reads_it():
             warnings.simplefilter("ignore")
             ours = adjoint.loads(text).solve().variants[0].run.forward.names
         assert chain(ours["model"], leaf_names({"x": ours["x"]})) == chain(out, leaf_names({"x": x})), label
+
+
+SDPA_LAYOUT = """name: heads-last
+dtype: float64
+inputs:
+  x: {value: [[[[2, 0.125, 0.75], [0.25, 0.125, -0.75], [0, -1, -2]], [[-1.25, -0.25, -0.5], [0.25, 0.5, 0.25], [-0.75, 0, 1.25]]]], requires_grad: true}
+model:
+  forward: |
+    return F.scaled_dot_product_attention(x, x, x, is_causal=True)
+loss: "sum(y * y)"
+hooks:
+  - {tensor: x, kind: post_accumulate_grad, does: "tensor.grad.clamp_(-0.25, 0.25)"}
+  - {node: x, kind: post}
+"""
+
+
+def test_flash_attention_gradients_are_heads_last_so_accumulate_grad_copies():
+    import torch.nn.functional as F
+    x = torch.tensor([[[[2, 0.125, 0.75], [0.25, 0.125, -0.75], [0, -1, -2]],
+                       [[-1.25, -0.25, -0.5], [0.25, 0.5, 0.25], [-0.75, 0, 1.25]]]], dtype=F64, requires_grad=True)
+    y = F.scaled_dot_product_attention(x, x, x, is_causal=True)
+    seen = []
+    def clamp(t):
+        t.grad.clamp_(-0.25, 0.25)
+    x.register_post_accumulate_grad_hook(clamp)
+    y.grad_fn.next_functions[0][0].register_hook(lambda gi, go: seen.append(go[0].clone()))
+    assert torch.autograd.grad((y * y).sum(), x, retain_graph=True)[0].stride() == (18, 3, 6, 1)   # (L*H*E, E, H*E, 1)
+    (y * y).sum().backward()
+    assert seen[0].abs().max() > 0.25 and x.grad.abs().max() <= 0.25     # the hook's clamp hit a copy
+    call = [c for c in solve(SDPA_LAYOUT).to_json()["hook_calls"] if c["kind"] == "post"][0]
+    assert same_list(call["args"]["grad_outputs"][0]["value"], seen[0])
+
+
+def same_list(ours, theirs) -> bool:
+    return np.allclose(np.asarray(ours, dtype=float), theirs.detach().numpy(), rtol=1e-10, atol=1e-12)
+

@@ -117,6 +117,20 @@ FRESH = frozenset((
     "AvgPool2DBackward0", "ConvolutionBackward0", "NativeGroupNormBackward0", "NativeBatchNormBackward0",
 ))
 
+#: backward nodes whose gradients are new tensors laid out (batch, length, heads, E) in memory while
+#: shaped (batch, heads, length, E): the CPU flash attention backward (probed on 2.13: strides
+#: (L*H*E, E, H*E, 1)). Not a leaf's layout (unless heads or length is 1), so AccumulateGrad copies
+#: such a gradient into ``.grad`` (obeys_layout_contract) instead of stealing it.
+HEADS_LAST = frozenset(("ScaledDotProductFlashAttentionForCpuBackward0",))
+
+
+def _heads_last(shape: tuple) -> GradObj:
+    b, h, l, e = shape
+    if h == 1 or l == 1:
+        return fresh()
+    return GradObj(None, (l * h * e, e, h * e, 1))
+
+
 #: backward nodes that hand the incoming gradient itself to these output slots (other slots: new tensors)
 SAME = {
     "AddBackward0": None,        # both (``other`` only with alpha 1: see same_slots)
@@ -245,6 +259,8 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
             out.append(fresh())
         elif kind not in ("function", "copyslices") and node.name in FRESH:
             out.append(fresh())
+        elif kind == "op" and node.name in HEADS_LAST and len(shape_of(g)) == 4:
+            out.append(_heads_last(tuple(shape_of(g))))
         elif kind not in ("function", "copyslices") and node.name in SAME and i in same_slots(node):
             src = in_objs[0] if in_objs else None
             # validate_outputs sums a broadcast gradient (a new tensor); a dtype cast is one too
@@ -406,7 +422,14 @@ class Aliases:
     # ------------------------------------------------------------ buffers
     def deliver(self, node, slot: int, obj: GradObj, first: bool, values: list) -> None:
         self.lists[node] = values
-        self.pending[(node, slot)] = obj if first else fresh()
+        if first:
+            self.pending[(node, slot)] = obj
+            return
+        # InputBuffer::accumulate adds into the buffer in place when it can: a heads-last
+        # gradient (HEADS_LAST) keeps its layout through the sum
+        prev = self.pending.get((node, slot))
+        keep = prev is not None and prev.strides is not None and 0 not in prev.strides and not prev.unknown_layout
+        self.pending[(node, slot)] = GradObj(None, prev.strides) if keep else fresh()
 
     def take(self, node, n: int) -> list:
         self.lists.pop(node, None)

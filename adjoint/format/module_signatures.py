@@ -219,6 +219,21 @@ def _mha_check(a: Args) -> tuple[tuple[str, str], ...]:
     return ()
 
 
+#: TransformerEncoderLayer's and TransformerDecoderLayer's constructor arguments (activation: the strings)
+_TRANSFORMER_ARGS = (
+    ArgSpec("d_model", "int", minimum=1), ArgSpec("nhead", "int", minimum=1),
+    ArgSpec("dim_feedforward", "int", 2048, 1), ArgSpec("dropout", "float", Fraction(1, 10)),
+    ArgSpec("activation", "str", "relu", choices=("relu", "gelu")),
+    ArgSpec("layer_norm_eps", "float", Fraction(1, 100000)), ArgSpec("batch_first", "bool", False),
+    ArgSpec("norm_first", "bool", False), ArgSpec("bias", "bool", True))
+
+
+def _transformer_check(a: Args) -> tuple[tuple[str, str], ...]:
+    if a["d_model"] % a["nhead"]:
+        return (("nhead", "embed_dim must be divisible by num_heads"),)
+    return ()
+
+
 def _hardtanh_check(a: Args) -> tuple[tuple[str, str], ...]:
     if a["max_val"] <= a["min_val"]:
         return (("max_val", f"max_val ({float(a['max_val'])}) must be greater than min_val ({float(a['min_val'])})"),)
@@ -437,6 +452,19 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
     _rnn("RNN", 1, nonlinearity=True),
     _rnn("LSTM", 4, proj=True),
     _rnn("GRU", 3),
+    # built-ins made of built-ins: their submodules (adjoint/format/composite.py) own the parameters
+    NNType("TransformerEncoderLayer", _TRANSFORMER_ARGS,
+        inputs=("src",), optional_inputs=("src_mask", "src_key_padding_mask", "is_causal"),
+        check=_transformer_check),
+    NNType("AdaptiveMaxPool1d", (ArgSpec("output_size", "output_size", minimum=1, rank=1),
+                                 ArgSpec("return_indices", "bool", False))),
+    NNType("AdaptiveMaxPool2d", (ArgSpec("output_size", "output_size", minimum=1, rank=2),
+                                 ArgSpec("return_indices", "bool", False))),
+    NNType("TransformerDecoderLayer", _TRANSFORMER_ARGS,
+           inputs=("tgt", "memory"),
+           optional_inputs=("tgt_mask", "memory_mask", "tgt_key_padding_mask", "memory_key_padding_mask",
+                            "tgt_is_causal", "memory_is_causal"),
+           check=_transformer_check),
 )}
 
 #: Constructor arguments PyTorch has that a problem file does not set, and why.

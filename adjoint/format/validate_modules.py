@@ -89,6 +89,10 @@ class ModuleBuilder:
             return self.custom(m, path, name, what, prefix, training, frozen)
         if t.container:
             return self.container(m, t, path, name, what, training, frozen)
+        from adjoint.format.composite import is_composite
+        if is_composite(t.name):   # TransformerEncoderLayer: built-in submodules (adjoint.format.validate_composite)
+            from adjoint.format.validate_composite import composite
+            return composite(self, m, t, path, name, what, prefix, training, frozen, builtin_inputs)
         return self.builtin(m, t, path, name, what, prefix, training, frozen)
 
     def module_type(self, m: YMap, what: str) -> str | None:

@@ -307,6 +307,13 @@ def build(run, root: Module, dtype: torch.dtype, symbols: dict) -> tuple[nn.Modu
 
 
 def _build(run, decl: Module, dtype: torch.dtype, symbols: dict, tensors: dict) -> nn.Module:
+    if decl.type is not None and decl.children and decl.type not in ("Sequential", "ModuleList"):
+        from adjoint.torchside.composite import count_children   # TransformerEncoderLayer: the real class
+        module = builtin(decl, dtype, symbols)
+        for child in decl.children:
+            tensors.update(fill(child, module.get_submodule(child.name), dtype, symbols))
+        count_children(run, decl, module)
+        return module
     children = {c.name: _build(run, c, dtype, symbols, tensors) for c in decl.children}
     if decl.type == "Sequential":
         return TorchSequential(run, decl, children)

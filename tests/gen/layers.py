@@ -231,7 +231,8 @@ class LayerGen:
                 if getattr(obj, "kv_factor", None) is not None:
                     obj.kv = self.fresh("kv")
                     lines.append((obj.kv, ("b", "*", obj.kv_factor, cur)))
-                call = ("call", obj.name, (cur,) * len(obj.in_shapes)) if not getattr(obj, "tuple_out", False) else obj.call_tree(cur)
+                call = obj.call_tree(cur) if getattr(obj, "call_tree", None) is not None else (
+                    "call", obj.name, (cur,) * len(obj.in_shapes))
             else:
                 call = obj(cur)
             if root_kind == "custom":
@@ -320,6 +321,7 @@ class LayerGen:
             opts += [(3, "conv1d"), (2, "bn"), (1, "gn"), (2, "ln"), (1, "dropout"), (2, "flatten")]
             if shape[2] in (2, 4) and functional:
                 opts.append((2, "mha"))
+                opts.append((1, "encoder"))
             if functional:
                 opts.append((2, "rnn"))
         elif r == 2:
@@ -331,6 +333,8 @@ class LayerGen:
         kind = s.weighted(opts)
         if getattr(self, "force_rnn", False) and not getattr(self, "rnn_made", False) and functional and r in (2, 3):
             kind = "rnn"
+        if kind == "act" and r == 4 and functional and s.coin(0.3):   # (batch, heads, length, E): attention
+            return self.fn_stage("sdpa", shape, root_params)
         if functional and kind in ("act", "conv2d", "conv1d", "maxpool", "avgpool", "adaptive", "ln", "gn") \
                 and s.coin(0.3):
             return self.fn_stage(kind, shape, root_params)
@@ -521,6 +525,8 @@ class LayerGen:
             return "mod", m, m.out_shape
         if kind == "rnn":
             return self.rnn_stage(name, path, shape, frozen, init)
+        if kind == "encoder":
+            return self.encoder_stage(name, path, shape)
         if kind == "mha":
             if not self.spend():
                 return None
@@ -643,6 +649,53 @@ class LayerGen:
         if which == 1:
             return "mod", m, state
         return "mod", m, out
+    def encoder_stage(self, name: str, path: str, shape: tuple):
+        """A TransformerEncoderLayer (dropout 0, never frozen: a frozen one in eval mode with
+        batch_first takes PyTorch's fast path, which is refused); its parameters from init; called ``enc(x)`` or with a bool
+        ``src_key_padding_mask`` (a constant input)."""
+        s = self.s
+        if not (self.spend() and self.spend()):
+            return None
+        e = shape[2]
+        ff = s.choice([2, 3])
+        args = {"d_model": e, "nhead": s.choice([1, 2]) if e == 4 else 1, "dim_feedforward": ff, "dropout": 0}
+        bf = s.coin(0.5)
+        if bf:
+            args["batch_first"] = True
+        if s.coin(0.4):
+            args["norm_first"] = True
+        if s.coin(0.3):
+            args["activation"] = "gelu"
+            self.spend()
+        bias = not s.coin(0.15)
+        if not bias:
+            args["bias"] = False
+        shapes = {"self_attn.in_proj_weight": (3 * e, e)}
+        if bias:
+            shapes["self_attn.in_proj_bias"] = (3 * e,)
+        shapes["self_attn.out_proj.weight"] = (e, e)
+        if bias:
+            shapes["self_attn.out_proj.bias"] = (e,)
+        for lin, (o, i) in (("linear1", (ff, e)), ("linear2", (e, ff))):
+            shapes[f"{lin}.weight"] = (o, i)
+            if bias:
+                shapes[f"{lin}.bias"] = (o,)
+        for norm in ("norm1", "norm2"):
+            shapes[f"{norm}.weight"] = (e,)
+            if bias:
+                shapes[f"{norm}.bias"] = (e,)
+        m = self.lmod(name, path, "TransformerEncoderLayer", [shape], shape, args,
+                      self.lparams(path, shapes, False), True)
+        m.inputs = ["src"]
+        self.v2_used["layer TransformerEncoderLayer"] += 1
+        if s.coin(0.3):   # key padding: batch x length, never a whole row
+            b, l = (shape[0], shape[1]) if bf else (shape[1], shape[0])
+            vals = [Fr(int(j == l - 1 and l > 1 and s.coin(0.7))) for _ in range(b) for j in range(l)]
+            t = Leaf(self.fresh("pad"), (b, l), vals, False, dtype="bool")
+            self.targets.append(t)
+            self.v2_used["layer TransformerEncoderLayer padding mask"] += 1
+            m.call_tree = lambda cur, m=m, t=t: ("call", m.name, (cur, ("kw", "src_key_padding_mask", ("n", t.name))))
+        return "mod", m, shape
 
     def fn_stage(self, kind: str, shape: tuple, root_params: list):
         """A functional form inside the root's forward (parameters are the root's)."""
@@ -652,6 +705,24 @@ class LayerGen:
         def op(name, items, out):
             return lambda cur: ("op", "fn", name, None, (cur,) + tuple(items), "", out, "node")
 
+        if kind == "sdpa":    # (batch, heads, length, E) self-attention: the fused CPU kernel
+            if not self.spend():
+                return None
+            l = shape[2]
+            items = []
+            form = s.weighted([(3, "plain"), (2, "causal"), (2, "mask"), (1, "scale")])
+            if form == "causal":
+                items.append(("kw", "is_causal", ("lit", "True")))
+            elif form == "mask":     # bool, True attends; a row all False gives 0
+                keep = Leaf(self.fresh("keep"), (l, l), [Fr(int(s.coin(0.7))) for _ in range(l * l)], False,
+                            dtype="bool")
+                self.targets.append(keep)
+                items.append(("kw", "attn_mask", ("n", keep.name)))
+            elif form == "scale":
+                items.append(("kw", "scale", ("lit", "0.5")))
+            self.v2_used[f"layer sdpa {form}"] += 1
+            return "fn", (lambda cur: ("op", "fn", "F.scaled_dot_product_attention", None, (cur, cur, cur)
+                                       + tuple(items), "", shape, "node")), shape
         if kind == "act":
             t = self.act_type()
             a = self.act_args(t, shape)

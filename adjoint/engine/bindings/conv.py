@@ -24,6 +24,12 @@ from adjoint.engine.ops.pool import PoolSpec
 from adjoint.engine.bindings.signature import Function, Param
 
 
+
+#: TORCH_WARN in at::_convolution_mode (every call) when padding='same' pads one side more (the 2.13.0 CPU wheel's path)
+SAME_EVEN_KERNEL = ("Using padding='same' with even kernel lengths and odd dilation may require a zero-padded copy of "
+                    "the input be created (Triggered internally at /__w/pytorch/pytorch/aten/src/ATen/native/"
+                    "Convolution.cpp:1101.)")
+
 def expand_arg(v, rank: int, name: str, what: str, loc: Loc, minimum: int) -> tuple[int, ...]:
     """An int or ``rank`` ints (PyTorch's ``_pair`` / expand_param_if_needed)."""
     t = (int(v),) if not isinstance(v, (tuple, list)) else tuple(int(n) for n in v)
@@ -77,6 +83,8 @@ def convolution(rt, x: Tensor, w: Tensor, b: Tensor | None, stride, padding, dil
             left = [d * (k - 1) // 2 for d, k in zip(dilation, w.shape[2:])]
             right = [d * (k - 1) - lo for d, k, lo in zip(dilation, w.shape[2:], left)]
             if left != right:
+                from adjoint.engine.warns import warn
+                warn(rt, "UserWarning", SAME_EVEN_KERNEL)
                 pad_nd = [0] * (2 * rank)
                 for i in range(rank):
                     pad_nd[2 * (rank - 1 - i) + 1] = right[i] - left[i]
@@ -177,6 +185,58 @@ def _int(v, loc: Loc) -> int:
                             "raises TypeError")
 
 
+def adaptive_max_pool2d(rt, x: Tensor, output_size, return_indices: bool, loc: Loc):
+    """F.adaptive_max_pool2d: one AdaptiveMaxPool2DBackward0 (``None`` in output_size keeps that size)."""
+    if len(x.shape) not in (3, 4):
+        raise ProblemError(loc, f"adaptive_max_pool2d(): Expected 3D or 4D tensor, but got {list(x.shape)} "
+                                "(PyTorch raises this)")
+    sizes = (output_size, output_size) if output_size is None or isinstance(output_size, int) else tuple(output_size)
+    if len(sizes) != 2:
+        raise ProblemError(loc, f"adaptive_max_pool2d: internal error: output_size.size() must be 2 (got "
+                                f"{len(sizes)} entries; PyTorch raises this)")
+    out_hw = tuple(x.shape[-2 + i] if s is None else int(s) for i, s in enumerate(sizes))
+    if any(s < 1 for s in out_hw):
+        raise ProblemError(loc, f"adaptive_max_pool2d: output sizes {list(out_hw)} must be at least 1 here")
+    _refuse_symbolic(rt, x, loc, "adaptive_max_pool2d")
+    out, indices = rt.apply("adaptive_max_pool2d", [x], out_hw, loc)
+    return (out, indices) if return_indices else out
+
+
+def adaptive_max_pool1d(rt, x: Tensor, output_size, return_indices: bool, loc: Loc):
+    """F.adaptive_max_pool1d: ``unsqueeze(-2)`` (UnsqueezeBackward0), adaptive_max_pool2d to (1, L),
+    ``squeeze(-2)`` (SqueezeBackward1) of the output and of the indices."""
+    if len(x.shape) not in (2, 3):
+        raise ProblemError(loc, f"adaptive_max_pool1d() argument 'input' (position 1) must be 2D or 3D, got "
+                                f"{list(x.shape)} (PyTorch raises this)")
+    if isinstance(output_size, tuple):
+        if len(output_size) != 1:
+            raise ProblemError(loc, f"adaptive_max_pool1d() argument 'output_size' should contain one int (got "
+                                    f"{len(output_size)}) (PyTorch raises this)")
+        output_size = output_size[0]
+    length = x.shape[-1] if output_size is None else int(output_size)
+    ap = rt.apply
+    u = ap("unsqueeze", [x], len(x.shape) - 1, loc)
+    out, indices = adaptive_max_pool2d(rt, u, (1, length), True, loc)
+    nd = len(out.shape)
+    out = ap("squeeze_dim", [out], (nd - 2,), loc)
+    indices = ap("squeeze_dim", [indices], (nd - 2,), loc)
+    return (out, indices) if return_indices else out
+
+
+def _output_size(size, loc: Loc):
+    if isinstance(size, (tuple, list)):
+        return tuple(None if s is None else _int(s, loc) for s in size)
+    return None if size is None else _int(size, loc)
+
+
+def lower_adaptive_max_pool2d(rt, a: dict, loc: Loc):
+    return adaptive_max_pool2d(rt, a["input"], _output_size(a["output_size"], loc), a["return_indices"], loc)
+
+
+def lower_adaptive_max_pool1d(rt, a: dict, loc: Loc):
+    return adaptive_max_pool1d(rt, a["input"], _output_size(a["output_size"], loc), a["return_indices"], loc)
+
+
 _IN = Param("input", "tensor")
 
 
@@ -203,4 +263,10 @@ FUNCTIONS = (
              lower_avg_pool2d, where="function", doc="AvgPool2DBackward0"),
     Function("adaptive_avg_pool2d", (_IN, Param("output_size", "any")), lower_adaptive_avg_pool2d,
              where="function", doc="AdaptiveAvgPool2DBackward0; output 1 x 1: MeanBackward1 (mean over H, W)"),
+    Function("adaptive_max_pool2d", (_IN, Param("output_size", "any"), Param("return_indices", "bool", False)),
+             lower_adaptive_max_pool2d, where="function",
+             doc="AdaptiveMaxPool2DBackward0 (saves self, indices; return_indices=True: also the int64 indices)"),
+    Function("adaptive_max_pool1d", (_IN, Param("output_size", "any"), Param("return_indices", "bool", False)),
+             lower_adaptive_max_pool1d, where="function",
+             doc="UnsqueezeBackward0, AdaptiveMaxPool2DBackward0, SqueezeBackward1"),
 )

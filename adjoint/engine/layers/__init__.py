@@ -38,8 +38,9 @@ class LayerCall:
 def _collect() -> dict[str, Callable]:
     from adjoint.engine.layers import activations, basic, losses, nn, recurrent, swish
     from adjoint.engine.layers import recurrent_layers
+    from adjoint.engine.layers import transformer
     forwards: dict[str, Callable] = {}
-    for family in (basic, activations, nn, losses, swish, recurrent, recurrent_layers):
+    for family in (basic, activations, nn, losses, swish, recurrent, recurrent_layers, transformer):
         for name, fn in family.FORWARDS.items():
             if name in forwards:
                 raise ValueError(f"module type {name!r} has two forwards")

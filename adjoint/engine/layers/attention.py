@@ -111,6 +111,11 @@ def mha_forward(c):
     a = _bind(c)
     query, key, value = a["query"], a["key"], a["value"]
     from adjoint.engine.layers.masks import canonical_mask
+    kpm, am = a["key_padding_mask"], a["attn_mask"]
+    if kpm is not None and am is not None and kpm.dtype != am.dtype:   # F._canonical_mask's check_other
+        from adjoint.engine.warns import warn
+        warn(c.rt, "UserWarning", "Support for mismatched key_padding_mask and attn_mask is deprecated. Use same "
+                                  "type for both instead.")
     for k in ("key_padding_mask", "attn_mask"):   # the module's F._canonical_mask: bool -> 0 / -inf
         a[k] = canonical_mask(c.rt, a[k], query.dtype)
     ops = _Ops(c.rt, c.loc)

@@ -3,8 +3,8 @@
 ``torch.zeros_like(mask, dtype=query.dtype).masked_fill_(mask, float("-inf"))``: 0 where the
 mask is False, ``-inf`` where it is True. Nothing requires grad there, so no node is made; the
 result is a plain float tensor the attention adds to its scores (``exp(-inf)`` is exactly 0).
-A float mask is returned as it is. (PyTorch's deprecation warning for a bool key_padding_mask
-with a float attn_mask is not reported.)
+A float mask is returned as it is. (A key_padding_mask and an attn_mask of different dtypes: the
+callers issue PyTorch's deprecation warning.)
 """
 
 from __future__ import annotations

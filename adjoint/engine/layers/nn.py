@@ -44,6 +44,19 @@ def adaptive_avg_pool_forward(c):
     return adaptive_avg_pool2d(c.rt, c.args[0], c.arg("output_size"), c.loc)
 
 
+def adaptive_max_pool_forward(rank: int):
+    """F.adaptive_max_pool{rank}d(input, self.output_size, self.return_indices)."""
+    def forward(c):
+        from adjoint.engine.bindings.conv import adaptive_max_pool1d, adaptive_max_pool2d
+        pool = adaptive_max_pool1d if rank == 1 else adaptive_max_pool2d
+        size = c.arg("output_size")
+        if isinstance(size, (tuple, list)):
+            size = tuple(size)
+        return pool(c.rt, c.args[0], size, c.arg("return_indices"), c.loc)
+    forward.__name__ = f"adaptive_max_pool{rank}d_forward"
+    return forward
+
+
 def _batch_norm(dims: tuple[int, ...]):
     def forward(c):
         x = c.args[0]
@@ -107,4 +120,6 @@ FORWARDS = {
     "Dropout": dropout_forward,
     "Embedding": embedding_forward,
     "MultiheadAttention": attention.mha_forward,
+    "AdaptiveMaxPool1d": adaptive_max_pool_forward(1),
+    "AdaptiveMaxPool2d": adaptive_max_pool_forward(2),
 }

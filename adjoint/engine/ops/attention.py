@@ -61,11 +61,12 @@ def softmax_last(B, x):
 
 @dataclass(frozen=True)
 class SdpaSpec:
-    """``head_dim`` E (the scale is the closed form 1/sqrt(E)); ``is_causal``: key j > query i is
-    masked out (top-left aligned, as the CPU kernel does)."""
+    """``head_dim`` E (the scale is the closed form 1/sqrt(E) unless ``scale`` is given); ``is_causal``:
+    key j > query i is masked out (top-left aligned, as the CPU kernel does)."""
 
     head_dim: int
     is_causal: bool = False
+    scale: object = None          # F.scaled_dot_product_attention(scale=): a number; None: 1/sqrt(E)
 
 
 def sdpa_shape(shapes, p: SdpaSpec, loc):
@@ -82,8 +83,8 @@ def sdpa_shape(shapes, p: SdpaSpec, loc):
     return (out, tuple(q[:-1]))
 
 
-def _scores(B, q, k, mask, head_dim):
-    scale = B.div(B.scalar(1), B.sqrt(B.scalar(head_dim)))
+def _scores(B, q, k, mask, head_dim, given=None):
+    scale = B.div(B.scalar(1), B.sqrt(B.scalar(head_dim))) if given is None else B.scalar(given)
     s = B.mul(batched_matmul(B, q, transpose_last(B, k)), scale)
     if mask is not None:
         s = B.add(s, mask)
@@ -101,11 +102,20 @@ def _causal_keep(B, s, p: SdpaSpec):
     return B.mul(e, keep)
 
 
+def _row_totals(B, e, masked: bool):
+    """The rows' sums of exp; a row a mask removes entirely sums to 0, which the CPU kernel
+    treats as 1: its output row is 0 and its logsumexp 0 (probed on 2.13), never nan."""
+    total = B.sum_to(e, tuple(B.shape(e)[:-1]) + (1,))
+    if not masked:
+        return total
+    return B.choose(total, "==", B.full(B.shape(total), 1), total)
+
+
 def sdpa_forward(B, ins, p: SdpaSpec):
     q, k, v, mask = ins
-    s, _ = _scores(B, q, k, mask, p.head_dim)
+    s, _ = _scores(B, q, k, mask, p.head_dim, p.scale)
     e = _causal_keep(B, s, p)
-    total = B.sum_to(e, tuple(B.shape(e)[:-1]) + (1,))
+    total = _row_totals(B, e, mask is not None)
     out = batched_matmul(B, B.div(e, total), v)
     return out, B.reshape(B.log(total), tuple(B.shape(s)[:-1]))
 
@@ -113,14 +123,14 @@ def sdpa_forward(B, ins, p: SdpaSpec):
 def sdpa_vjp(B, gs, ins, outs, p: SdpaSpec, need):
     q, k, v, mask = ins
     g, out = gs[0], outs[0]
-    s, scale = _scores(B, q, k, mask, p.head_dim)
+    s, scale = _scores(B, q, k, mask, p.head_dim, p.scale)
     e = _causal_keep(B, s, p)
     # the CPU kernel (cpu_flash_attention_backward) recomputes P = exp(scores - logsumexp) from the
     # saved logsumexp, not by normalizing again: under saved-tensor hooks whose unpack changes the
     # values, the unpacked q, k and logsumexp give P (tests/data/regressions/sdpa_backward_uses_saved_logsumexp.yaml)
     lse = outs[1] if len(outs) > 1 and outs[1] is not None else None
     if lse is None:
-        prob = B.div(e, B.sum_to(e, tuple(B.shape(e)[:-1]) + (1,)))
+        prob = B.div(e, _row_totals(B, e, mask is not None))
     else:
         prob = B.div(e, B.exp(B.reshape(lse, tuple(B.shape(lse)) + (1,))))
     gq = gk = gv = None

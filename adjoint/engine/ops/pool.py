@@ -272,3 +272,58 @@ OPS = (
        (Save("self", "in", 0),), "g / window size spread over each (overlapping) window", grows=False,
        math=Math(layer((ADAPTIVE,), lambda out: _pair(tuple(out)))), checks=(Check(((1, 3, 5),), (2, 3)),)),
 )
+
+
+# ----------------------------------------------------------------------------- adaptive max pooling
+# adaptive_max_pool2d (AdaptiveMaxPool2DBackward0): the adaptive windows [floor(o * I / O), ceil((o + 1) * I / O))
+# per dim, each reduced like a max-pool window (cpu_adaptive_max_pool: row-major scan, the first maximum wins, a
+# NaN wins); saves self and the indices (result1); adaptive_max_pool1d is unsqueeze(-2), this, squeeze(-2).
+
+def adaptive_windows(in_hw, out_hw) -> list[np.ndarray]:
+    (h, w), (oh, ow) = in_hw, out_hw
+    wins = []
+    for i in range(oh):
+        h0, h1 = (i * h) // oh, -((-(i + 1) * h) // oh)
+        for j in range(ow):
+            w0, w1 = (j * w) // ow, -((-(j + 1) * w) // ow)
+            wins.append(np.array([r * w + c for r in range(h0, h1) for c in range(w0, w1)], dtype=np.int64))
+    return wins
+
+
+def adaptive_max_shape(shapes, out_hw, loc):
+    x = shapes[0]
+    _check_plane(x, "adaptive_max_pool2d", loc)
+    out = tuple(x[:-2]) + tuple(out_hw)
+    return (out, out)
+
+
+def adaptive_max_forward(B, ins, out_hw):
+    x = ins[0]
+    shape = B.shape(x)
+    out_shape = tuple(shape[:-2]) + tuple(out_hw)
+    vals, idx, _ = B.window_max(_planes(B, x), adaptive_windows(shape[-2:], out_hw))
+    return B.reshape(vals, out_shape), B.constant(idx.reshape(-1).tolist(), out_shape)
+
+
+def adaptive_max_kink(B, ins, out_hw):
+    x = ins[0]
+    _, _, tied = B.window_max(_planes(B, x), adaptive_windows(B.shape(x)[-2:], out_hw))
+    if tied:
+        return ("an adaptive max-pool window holds its maximum more than once: PyTorch routes the gradient to the "
+                "first (row-major) of them")
+    return None
+
+
+ADAPTIVE_MAX = Fn("adaptive_max_pool2d", "\\operatorname{adaptivemaxpool}_{#s}\\left(#0\\right)", generic_vjp)
+ADAPTIVE_ARGMAX = Fn("adaptive_max_pool2d_indices", "\\operatorname{argadaptivemaxpool}_{#s}\\left(#0\\right)",
+                     no_gradient)
+
+OPS = OPS + (
+    Op("adaptive_max_pool2d", "AdaptiveMaxPool2DBackward0", adaptive_max_forward, max_pool_vjp, adaptive_max_shape,
+       (Save("self", "in", 0), Save("result1", "out", 1)),
+       "g added at each adaptive window's index (the first maximum)", negzero="structural", grows=False, outputs=2,
+       diff_outputs=1, out_dtypes=(None, "int64"), kink=adaptive_max_kink,
+       kink_doc="ties in a window: the first maximum (row-major) gets the gradient",
+       checks=(Check(((1, 3, 2),), (2, 1), differences=True), Check(((1, 1, 3, 3),), (2, 2), differences=True)),
+       math=Math(layer((ADAPTIVE_MAX, ADAPTIVE_ARGMAX), lambda out: _pair(tuple(out))))),
+)

@@ -22,9 +22,28 @@ from adjoint.torchside.importer.numbers import nested
 def type_name(module: nn.Module) -> str | None:
     """The built-in type ``module`` is, or None (a custom module)."""
     name = type(module).__name__
+    if name in _TRANSFORMER and _activation(module) is None:
+        return None     # a callable activation: not a type the format has (refused as torch.nn)
     if name in nn_types.TYPES and getattr(nn, name, None) is type(module):
         return name
     return None
+
+
+#: the Transformer layers: their constructor arguments live on their submodules
+_TRANSFORMER = ("TransformerEncoderLayer", "TransformerDecoderLayer")
+
+
+def _activation(module: nn.Module) -> str | None:
+    import torch.nn.functional as F
+    return {id(F.relu): "relu", id(F.gelu): "gelu"}.get(id(getattr(module, "activation", None)))
+
+
+def _transformer_arg(module: nn.Module, name: str):
+    attn = module.self_attn
+    return {"d_model": attn.embed_dim, "nhead": attn.num_heads, "dim_feedforward": module.linear1.out_features,
+            "dropout": module.dropout.p, "activation": _activation(module), "layer_norm_eps": module.norm1.eps,
+            "batch_first": attn.batch_first, "norm_first": module.norm_first,
+            "bias": module.linear1.bias is not None}[name]
 
 
 def _bias_present(module: nn.Module, name: str) -> bool:
@@ -34,6 +53,8 @@ def _bias_present(module: nn.Module, name: str) -> bool:
 
 
 def _read(module: nn.Module, tname: str, spec) -> object:
+    if tname in _TRANSFORMER:
+        return _transformer_arg(module, spec.name)
     if spec.name == "bias":
         if not getattr(module, "affine", True) or not getattr(module, "elementwise_affine", True):
             return True     # no parameters at all: bias keeps its default
@@ -59,7 +80,8 @@ def _arg_text(value, spec) -> Flow:
         items = list(value)
         if spec.kind in ("ints", "pool", "padding") and items and all(v == items[0] for v in items):
             return Flow(repr(items[0]))
-        return Flow("[" + ", ".join(repr(v) if not isinstance(v, str) else f'"{v}"' for v in items) + "]")
+        return Flow("[" + ", ".join("null" if v is None else repr(v) if not isinstance(v, str) else f'"{v}"'
+                                    for v in items) + "]")
     if isinstance(value, bool):
         return Flow("true" if value else "false")
     if value is None:

@@ -1,0 +1,173 @@
+"""``nn.TransformerEncoderLayer``'s forward as torch 2.13 runs it when a gradient is needed
+(torch/nn/modules/transformer.py): the slow path, calling its submodules as modules.
+
+* ``F._canonical_mask`` of ``src_key_padding_mask`` (a bool mask becomes 0 / ``-inf``; a
+  UserWarning when its dtype differs from ``src_mask``'s) and of ``src_mask``; no node;
+* ``norm_first``: ``x = x + _sa_block(norm1(x))``, ``x = x + _ff_block(norm2(x))``; else
+  ``x = norm1(x + _sa_block(x))``, ``x = norm2(x + _ff_block(x))``;
+* ``_sa_block``: ``self_attn(x, x, x, attn_mask=, key_padding_mask=, need_weights=False,
+  is_causal=)[0]`` then ``dropout1``; ``_ff_block``: ``linear2(dropout(activation(linear1(x))))``
+  then ``dropout2``, the activation ``F.relu`` or ``F.gelu`` (a function, not a submodule).
+
+The fast path (``torch._transformer_encoder_layer_fwd``, one fused call with no node and no
+submodule called) runs only when nothing needs a gradient (or grad mode is off) and the layer
+is in eval mode, batch_first, with biases and an even head count; such a call is refused.
+"""
+
+from __future__ import annotations
+
+from adjoint.format.errors import ProblemError
+from adjoint.engine.bindings import call_function
+from adjoint.engine.bindings.core import binary
+from adjoint.engine.graph import Tensor
+from adjoint.engine.layers.masks import canonical_mask
+from adjoint.engine.warns import warn
+
+_NAMES = ("src", "src_mask", "src_key_padding_mask", "is_causal")
+
+
+def _bind(c) -> dict:
+    if len(c.args) > len(_NAMES):
+        raise ProblemError(c.loc, f"TransformerEncoderLayer takes at most {len(_NAMES)} arguments, got "
+                                  f"{len(c.args)}: Python raises TypeError in forward()")
+    bound = dict(zip(_NAMES, c.args))
+    for k, v in c.kwargs.items():
+        if k not in _NAMES:
+            raise ProblemError(c.loc, f"TransformerEncoderLayer.forward() got an unexpected keyword argument '{k}' "
+                                      f"(it takes {', '.join(_NAMES)}): Python raises TypeError")
+        if k in bound:
+            raise ProblemError(c.loc, f"TransformerEncoderLayer.forward() got multiple values for argument '{k}'")
+        bound[k] = v
+    if not isinstance(bound.get("src"), Tensor):
+        raise ProblemError(c.loc, "TransformerEncoderLayer needs a tensor for 'src'")
+    for k in ("src_mask", "src_key_padding_mask"):
+        v = bound.setdefault(k, None)
+        if v is not None and not isinstance(v, Tensor):
+            raise ProblemError(c.loc, f"TransformerEncoderLayer: '{k}' must be a tensor or None")
+        if v is not None and v.dtype not in ("float32", "float64", "bool"):
+            raise ProblemError(c.loc, f"only bool and floating types of {k} are supported (PyTorch raises "
+                                      "AssertionError)")
+    causal = bound.setdefault("is_causal", False)
+    if not isinstance(causal, bool):
+        raise ProblemError(c.loc, "TransformerEncoderLayer: 'is_causal' must be True or False")
+    return bound
+
+
+def _fast_path(c, src: Tensor) -> bool:
+    """The conditions under which PyTorch skips the slow path (hooks on submodules aside)."""
+    if len(src.shape) != 3 or c.training or not c.arg("batch_first") or not c.arg("bias") or c.arg("nhead") % 2:
+        return False
+    if not c.rt.grad_enabled:
+        return True
+    return not (src.requires_grad or any(p.requires_grad for kid in c.module.children for p in kid.params))
+
+
+def encoder_layer_forward(c):
+    a = _bind(c)
+    rt, loc = c.rt, c.loc
+    src, mask, kpm = a["src"], a["src_mask"], a["src_key_padding_mask"]
+    if kpm is not None and mask is not None and kpm.dtype != mask.dtype:
+        warn(rt, "UserWarning", "Support for mismatched src_key_padding_mask and src_mask is deprecated. Use same type "
+                                "for both instead.")
+    kpm = canonical_mask(rt, kpm, src.dtype)
+    mask = canonical_mask(rt, mask, src.dtype)
+    if _fast_path(c, src):
+        raise ProblemError(loc, f"'{c.module.label}' takes PyTorch's fast path here (torch._transformer_encoder_layer_fwd: "
+                                "eval mode, batch_first, nothing requiring grad), which adjoint does not model yet")
+    kids = {k.name: k for k in c.module.children}
+
+    def call(name, *args, **kwargs):
+        return c.call_child(kids[name], list(args), kwargs)
+
+    def add(x, y):
+        return binary(rt, "+", x, y, loc)
+
+    def sa_block(x):
+        out = call("self_attn", x, x, x, attn_mask=mask, key_padding_mask=kpm, need_weights=False,
+                   is_causal=a["is_causal"])[0]
+        return call("dropout1", out)
+
+    def ff_block(x):
+        h = call_function(rt, c.arg("activation"), [call("linear1", x)], {}, loc)
+        return call("dropout2", call("linear2", call("dropout", h)))
+
+    x = src
+    if c.arg("norm_first"):
+        x = add(x, sa_block(call("norm1", x)))
+        return add(x, ff_block(call("norm2", x)))
+    x = call("norm1", add(x, sa_block(x)))
+    return call("norm2", add(x, ff_block(x)))
+
+
+_DECODER_NAMES = ("tgt", "memory", "tgt_mask", "memory_mask", "tgt_key_padding_mask", "memory_key_padding_mask",
+                  "tgt_is_causal", "memory_is_causal")
+
+
+def _bind_decoder(c) -> dict:
+    if len(c.args) > len(_DECODER_NAMES):
+        raise ProblemError(c.loc, f"TransformerDecoderLayer takes at most {len(_DECODER_NAMES)} arguments, got "
+                                  f"{len(c.args)}: Python raises TypeError in forward()")
+    bound = dict(zip(_DECODER_NAMES, c.args))
+    for k, v in c.kwargs.items():
+        if k not in _DECODER_NAMES:
+            raise ProblemError(c.loc, f"TransformerDecoderLayer.forward() got an unexpected keyword argument '{k}' "
+                                      f"(it takes {', '.join(_DECODER_NAMES)}): Python raises TypeError")
+        if k in bound:
+            raise ProblemError(c.loc, f"TransformerDecoderLayer.forward() got multiple values for argument '{k}'")
+        bound[k] = v
+    for k in ("tgt", "memory"):
+        if not isinstance(bound.get(k), Tensor):
+            raise ProblemError(c.loc, f"TransformerDecoderLayer needs a tensor for '{k}'")
+    for k in _DECODER_NAMES[2:6]:
+        v = bound.setdefault(k, None)
+        if v is not None and not isinstance(v, Tensor):
+            raise ProblemError(c.loc, f"TransformerDecoderLayer: '{k}' must be a tensor or None")
+    for k in _DECODER_NAMES[6:]:
+        if not isinstance(bound.setdefault(k, False), bool):
+            raise ProblemError(c.loc, f"TransformerDecoderLayer: '{k}' must be True or False")
+    return bound
+
+
+def decoder_layer_forward(c):
+    """nn.TransformerDecoderLayer.forward: no mask canonicalization of its own (the attentions
+    do it), no fast path; self-attention, cross-attention on ``memory``, feed-forward."""
+    a = _bind_decoder(c)
+    rt, loc = c.rt, c.loc
+    kids = {k.name: k for k in c.module.children}
+
+    def call(name, *args, **kwargs):
+        return c.call_child(kids[name], list(args), kwargs)
+
+    def add(x, y):
+        return binary(rt, "+", x, y, loc)
+
+    def sa_block(x):
+        out = call("self_attn", x, x, x, attn_mask=a["tgt_mask"], key_padding_mask=a["tgt_key_padding_mask"],
+                   is_causal=a["tgt_is_causal"], need_weights=False)[0]
+        return call("dropout1", out)
+
+    def mha_block(x):
+        mem = a["memory"]
+        out = call("multihead_attn", x, mem, mem, attn_mask=a["memory_mask"],
+                   key_padding_mask=a["memory_key_padding_mask"], is_causal=a["memory_is_causal"],
+                   need_weights=False)[0]
+        return call("dropout2", out)
+
+    def ff_block(x):
+        h = call_function(rt, c.arg("activation"), [call("linear1", x)], {}, loc)
+        return call("dropout3", call("linear2", call("dropout", h)))
+
+    x = a["tgt"]
+    if c.arg("norm_first"):
+        x = add(x, sa_block(call("norm1", x)))
+        x = add(x, mha_block(call("norm2", x)))
+        return add(x, ff_block(call("norm3", x)))
+    x = call("norm1", add(x, sa_block(x)))
+    x = call("norm2", add(x, mha_block(x)))
+    return call("norm3", add(x, ff_block(x)))
+
+
+FORWARDS = {
+    "TransformerEncoderLayer": encoder_layer_forward,
+    "TransformerDecoderLayer": decoder_layer_forward,
+}
