@@ -314,7 +314,8 @@ def test_verify_rows_are_aligned_and_verdicts_coloured_on_a_terminal_only(tmp_pa
     assert plain.returncode == 0 and "\x1b" not in plain.stdout
     rows = [line for line in plain.stdout.splitlines() if line.startswith("   ")]
     assert rows[-1].startswith("   forward values (")            # the aggregate row: as long as any
-    assert len({line.rindex(" ") for line in rows}) == 1            # every result in one column
+    column = rows[0].index("result")                                 # the header row
+    assert all(line[column - 2:column] == "  " and line[column] != " " for line in rows)   # every result in one column
     forced = subprocess.run([sys.executable, "-m", "adjoint", "verify", str(path)], capture_output=True, text=True,
                             env={**env, "FORCE_COLOR": "1"}, timeout=300)
     assert "\x1b[1;32mPASS\x1b[0m" in forced.stdout and "\x1b[1;32mOK\x1b[0m:" in forced.stdout

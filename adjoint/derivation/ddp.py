@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from adjoint.derivation import derive
+from adjoint.derivation import derive_problem
 
 
 @dataclass(frozen=True)
 class BucketInfo:
+    """One bucket of one backward pass: its parameters and what each rank's collective saw."""
+
     index: int
     parameters: tuple          # names, in buffer order
     buffers: tuple             # each rank's flat buffer as the collective was handed it
@@ -23,6 +25,8 @@ class BucketInfo:
 
 @dataclass(frozen=True)
 class ReductionInfo:
+    """One backward pass of DDP's Reducer: whether it reduced, its buckets, the local gradients."""
+
     number: int                # the backward pass, 1-based
     reduced: bool              # finalize_backward wrote .grad
     synced: bool               # the Reducer was armed (its hooks copied gradients into buckets)
@@ -71,7 +75,7 @@ def derive_distributed(prediction):
         reduced = tuple(p.number for p in passes if p.reduced)
         rank0.append(replace(rp.ranks[0].derivation, reduced_passes=reduced))
     first = _Rank0(prediction.problem, rank0, prediction.numeric)
-    return derive(first), infos
+    return derive_problem(first), infos
 
 
 class _Rank0:
