@@ -23,6 +23,7 @@ from adjoint.derivation.record import (Arrival, ArrivalTerm, Boundary, BoundaryI
                      DeclaredHook, ErrorInfo, FunctionNote, Gradient, Ident, LocalDerivative, Step, StepInfo, Symbol,
                      TensorInfo, Unit, VariantDerivation, Version)
 from adjoint.derivation.values import ratio, same
+from adjoint.derivation.second import second_order
 
 
 def derive_variant(pred_variant) -> VariantDerivation:
@@ -179,6 +180,7 @@ class UnitBuilder:
             self.effects(unit, backward_calls)
             self.gradients(unit, calls)
             self.silent(unit, backward_calls)
+            unit.second = second_order(self.run, p, list(self.run.passes) + [self.run.failed_pass], backward_number)
         return unit
 
     def silent(self, unit: Unit, calls: list) -> None:
