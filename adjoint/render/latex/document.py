@@ -209,7 +209,9 @@ def _stepped(v, shared: dict, many: bool, figure: str) -> str:
         title = "Lagrangian and adjoint recursion"
         second = second_pass(v, u.backward_number)
         if second and getattr(u, "second", None) is not None:
-            out.append(second_section(u.second, u.gradients, w.heading("Second order", "second order")))
+            info = next(s for s in v.steps if s.kind == "backward" and s.backward == u.backward_number)
+            out.append(_once(shared, "second", second_section(u.second, u.gradients, w.heading("Second order",
+                             "second order"), info.second["roots"]), w.heading("Second order", "second order"), here))
         elif second:
             out.append(w.heading("Second order", "second order") + second)
         else:

@@ -37,7 +37,7 @@ def _bar(sym: str) -> str:
     return f"\\bar\\lambda_{{{sym}}}"
 
 
-def second_section(rec, gradients: list, heading: str) -> str:
+def second_section(rec, gradients: list, heading: str, sources: list = ()) -> str:
     lab = labels(rec)
     names = {f"v#{v}": s for v, s in lab.items()}
     names.update({f"l#{v}": _bar(s) for v, s in lab.items()})
@@ -46,7 +46,9 @@ def second_section(rec, gradients: list, heading: str) -> str:
     passes = ", ".join(str(n) for n in rec.passes)
     out = [heading]
     out.append(
-        "This backward pass starts from " + ", ".join(f"${lab[r]}$" for r in rec.roots) + ", a function of gradients "
+        "This backward pass starts from " + (", ".join(code(x) for x in sources) + ", not from the loss: "
+                                             if sources else "") +
+        ", ".join(f"${lab[r]}$" for r in rec.roots) + " below, a function of gradients "
         f"that backward pass{'es' if len(rec.passes) > 1 else ''} {passes} returned with "
         "\\texttt{create\\_graph=True}. Such a pass runs every node's backward formula as ops PyTorch records "
         f"({rec.recorded} in all), so its gradients are tensors with their own graph. Differentiating them again "
