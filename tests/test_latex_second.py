@@ -171,3 +171,17 @@ def test_summed_gradients_and_full_hooks_typeset():
 @pytest.mark.parametrize("path", [HV, GP])
 def test_second_order_documents_compile(path):
     compile_pdf(_tex(path), None, strict=True)
+
+
+def test_failed_create_graph_pass_typesets():
+    """A create_graph grad that PyTorch stops (an unused input): the failed pass's document is written."""
+    path = "tests/data/regressions/create_graph_unused_input_error.yaml"
+    tex = _tex(path)
+    w = torch.tensor([-0.25, 1.5], dtype=torch.float64, requires_grad=True)
+    c = torch.tensor([1.5], dtype=torch.float64, requires_grad=True)
+    x = torch.tensor([-0.5, 1.5], dtype=torch.float64)
+    h = x / (w ** 2 + 1) + (x - w)
+    loss = ((x - h) * w).mean()
+    with pytest.raises(RuntimeError) as err:
+        torch.autograd.grad(loss, [c, w], create_graph=True)
+    assert str(err.value).split(".")[0] in tex

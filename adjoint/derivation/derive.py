@@ -12,7 +12,7 @@ from fractions import Fraction
 
 from adjoint.values.numbers.symbolic import sympy as load_sympy
 from adjoint.values.exact import Exact
-from adjoint.engine.graph import Typed
+from adjoint.engine.graph import Tensor, Typed
 from adjoint.values.mathtree import TConst, simplify, to_sympy, vjp_tree
 from adjoint.engine.adjoints import boundaries_of
 from adjoint.derivation.analysis import Analysis, AStep
@@ -515,7 +515,9 @@ class UnitBuilder:
         p = self.p
         if p.request.method != "grad":
             return None
-        return {name: value for (name, _, _), value in zip(p.request.inputs, p.result.captured)}
+        # a create_graph result the engine left as its tensor (as materialize_grads' zeros): its value
+        return {name: value.value if isinstance(value, Tensor) else value
+                for (name, _, _), value in zip(p.request.inputs, p.result.captured)}
 
     def gradient(self, name: str, value, returned: bool, calls: list) -> Gradient:
         a, g = self.a, self.g
