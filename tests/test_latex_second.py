@@ -108,9 +108,12 @@ def test_hessian_vector_second_order_derivation():
     _close(_row(s, "\\bar\\lambda_{g_{6}}"), [[0.3], [-0.7]])
     hv, hx = torch.autograd.grad((gw * v).sum(), [w, x], allow_unused=True)
     tail = s[s.index("What this pass returns"):]
-    _close(_row(tail, "\\frac{\\partial}{\\partial \\mathtt{lin.weight}}").replace("\\cdots &", ""),
+    _close(_row(tail, "\\frac{\\partial r_{2}}{\\partial \\mathtt{lin.weight}}").replace("\\cdots &", ""),
            hv[:, [0, 2]])
-    _close(_row(tail, "\\frac{\\partial}{\\partial \\mathtt{x}}").replace("\\cdots &", ""), hx[:, [0, 2]])
+    _close(_row(tail, "\\frac{\\partial r_{2}}{\\partial \\mathtt{x}}").replace("\\cdots &", ""), hx[:, [0, 2]])
+    # x's own multiplier (through the recorded mm only): g5 v, g5 = dL/d(pre-activation) = 2 y (1 - y^2)
+    y = torch.tanh(torch.addmm(b, x, w.t())).detach()
+    _close(_row(s, "\\bar\\lambda_{\\mathtt{x}}"), (2 * y * (1 - y ** 2)) @ v)
 
 
 def test_gradient_penalty_second_order_derivation():
@@ -135,9 +138,10 @@ def test_gradient_penalty_second_order_derivation():
     _close(_row(s, "\\bar\\lambda_{\\mathtt{loss}}"), 1.0)
     root.backward()
     tail = s[s.index("What this pass returns"):]
-    _close(_row(tail, "\\mathtt{x}.\\mathtt{grad}"), x.grad)
-    _close(_row(tail, "\\mathtt{fc1.weight}.\\mathtt{grad}"), fc1.weight.grad)
-    _close(_row(tail, "\\mathtt{fc2.bias}.\\mathtt{grad}"), fc2.bias.grad)
+    # each .grad: carried back through the forward's equations, equal to the engine's value and torch's
+    _close(_row(tail, "\\frac{\\partial r_{4}}{\\partial \\mathtt{x}}"), x.grad)
+    _close(_row(tail, "\\frac{\\partial r_{4}}{\\partial \\mathtt{fc1.weight}}"), fc1.weight.grad)
+    _close(_row(tail, "\\frac{\\partial r_{4}}{\\partial \\mathtt{fc2.bias}}"), fc2.bias.grad)
     # the hooked variant: a full backward hook fires in both passes; its second pass is the same derivation
     hooked = tex[tex.index("\\section{Variant \\texttt{hooked}}"):]
     assert "\\subsection{Backward pass 2: second order}" in hooked and "full\\_backward" in hooked

@@ -23,7 +23,7 @@ from adjoint.derivation.record import (Arrival, ArrivalTerm, Boundary, BoundaryI
                      DeclaredHook, ErrorInfo, FunctionNote, Gradient, Ident, LocalDerivative, Step, StepInfo, Symbol,
                      TensorInfo, Unit, VariantDerivation, Version)
 from adjoint.derivation.values import ratio, same
-from adjoint.derivation.second import second_order
+from adjoint.derivation.second import second_order, second_totals
 
 
 def derive_variant(pred_variant) -> VariantDerivation:
@@ -181,6 +181,8 @@ class UnitBuilder:
             self.gradients(unit, calls)
             self.silent(unit, backward_calls)
             unit.second = second_order(self.run, p, list(self.run.passes) + [self.run.failed_pass], backward_number)
+            if unit.second is not None:
+                second_totals(unit.second, self.g, self.a, unit.gradients, same)
         return unit
 
     def silent(self, unit: Unit, calls: list) -> None:

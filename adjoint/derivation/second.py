@@ -35,6 +35,7 @@ class SecondTensor:
     value: object                    # Exact: its value when the op read (or made) it
     grad_fn: str | None = None       # a forward tensor's node (TanhBackward0), None for a leaf
     bar: object = None               # its \bar\lambda through the recorded ops (hooks ignored), None: none reaches it
+    key: tuple = ()                  # a forward tensor: ("node", id(grad_fn), output_nr) or ("leaf", id(tensor))
 
 
 @dataclass
@@ -70,6 +71,20 @@ class SecondOrder:
     adjoints: list = field(default_factory=list)    # SecondAdjoint, from the roots down
     recorded: int = 0                # how many ops the create_graph passes recorded in all
     skipped: list = field(default_factory=list)     # prims of needed ops without a formula here (none expected)
+    totals: list = field(default_factory=list)      # SecondTotal per gradient the pass returns, when checked
+
+
+@dataclass
+class SecondTotal:
+    """A gradient the pass returns as the sum of its two parts: the leaf's own lambda-bar (through the
+    recorded formulas) and what the forward's graph carries back from the lambda-bar of the forward's
+    tensors; written only when the sum is exactly the engine's value."""
+
+    name: str
+    var: int | None                  # the leaf's SecondTensor var (None: the formulas do not read it)
+    direct: object                   # Exact or None
+    through_forward: object          # Exact
+    total: object                    # Exact
 
 
 def second_order(run, p, passes: list, number: int) -> SecondOrder | None:
@@ -119,7 +134,9 @@ def second_order(run, p, passes: list, number: int) -> SecondOrder | None:
                 role = "recorded" if role == "backward" else "root"
             grad_fn = t.grad_fn.name if role == "forward" and t.grad_fn is not None else None
             var_of[id(t)] = len(rec.tensors)
-            rec.tensors.append(SecondTensor(len(rec.tensors), t.name, role, tuple(t.shape), value, grad_fn))
+            key = (("node", id(t.grad_fn), t.output_nr) if t.grad_fn is not None else ("leaf", id(t))) \
+                if role == "forward" else ()
+            rec.tensors.append(SecondTensor(len(rec.tensors), t.name, role, tuple(t.shape), value, grad_fn, key=key))
         return var_of[id(t)]
 
     for _, stage, app in used:
@@ -178,3 +195,39 @@ def _adjoints(rec: SecondOrder, used: list, var_of: dict, B) -> None:
         t.bar = bars.get(t.var)
     order = sorted(terms, key=lambda v: -max((i for i, e in enumerate(rec.equations) if e.out == v), default=-1))
     rec.adjoints = [SecondAdjoint(v, terms[v]) for v in order if rec.tensors[v].role != "constant"]
+
+
+def second_totals(rec: SecondOrder, g, a, gradients: list, same) -> None:
+    """Carry the lambda-bar of the forward's tensors back through the forward's equations (``g``, ``a``: the
+    unit's Equations and Analysis; hooks ignored) and split each returned gradient into its two parts; kept
+    only when their sum is exactly the engine's value (``same``)."""
+    seeds: dict = {}
+    direct: dict = {}
+    for t in rec.tensors:
+        if t.role != "forward" or t.bar is None:
+            continue
+        kind = t.key[0] if t.key else None
+        vid = g.var_of_node.get(t.key[1:]) if kind == "node" else g.leaf_var.get(t.key[1]) if kind == "leaf" else None
+        if vid is None and kind == "leaf" and t.name:
+            vid = g.leaves.get(t.name)    # a saved leaf unpacks as another Tensor object of the same leaf
+        if vid is None:
+            return                        # a tensor the forward's equations do not show: no split
+        c = a.canon(vid)
+        seeds[c] = t.bar if c not in seeds else A.add(seeds[c], t.bar)
+        if kind == "leaf":
+            direct[c] = t
+    if not seeds:
+        return
+    cot = a.sweep(range(len(g.eqns)), dict(seeds))
+    for gr in gradients:
+        vid = g.final.get(gr.name)
+        if vid is None or gr.value is None:
+            continue
+        c = a.canon(vid)
+        total = cot.get(c)
+        if total is None or not same(gr.value, total):
+            continue
+        leaf = direct.get(c)
+        own = leaf.bar if leaf is not None else None
+        rest = A.sub(total, own) if own is not None else total
+        rec.totals.append(SecondTotal(gr.name, leaf.var if leaf is not None else None, own, rest, total))

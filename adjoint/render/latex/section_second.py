@@ -133,7 +133,30 @@ def _results(rec, lab: dict, gradients: list, P) -> str:
                    " on through the forward's graph (its equations above, with $\\bar\\lambda$ in place of "
                    "$\\lambda$), and a leaf's gradient is the sum of both parts. " if any(t.grad_fn for t in fw)
                    else "For a leaf of the forward pass, $\\bar\\lambda$ above is its whole gradient. ")
-    shown = [g for g in gradients if g.value is not None]
+    split = {t.name: t for t in rec.totals}
+    if rec.totals:
+        root = lab[rec.roots[0]] if len(rec.roots) == 1 else "r"
+        out.append("Carried back through the forward's equations (hooks ignored), they add up to the gradients "
+                   "PyTorch returns, exactly: each is the leaf's own $\\bar\\lambda$ plus "
+                   "$\\sum_k J_{k\\theta}^{\\top}\\bar\\lambda_k$ over the forward's equations $k$ that read it "
+                   "(the forward's recursion above, seeded with the $\\bar\\lambda$ of its tensors):\n")
+        block = Block()
+        for t in rec.totals:
+            own = _bar(lab[t.var]) if t.var is not None else None
+            lhs = f"\\frac{{\\partial {root}}}{{\\partial {_name_tex(t.name)}}}"
+            sym = (own + " + " if own else "") + "\\sum_k J_{k}^{\\top}\\bar\\lambda_k"
+            parts = None
+            if own is not None:
+                a, b = _value(P, t.direct, 24), _value(P, t.through_forward, 24)
+                if a is not None and b is not None:
+                    parts = a + " + " + (f"\\left({b}\\right)" if b.startswith("-") else b)
+                    if tex_width(parts) > LINE_EM - 14:
+                        parts = None
+            block.eq(lhs, sym, parts, _value(P, t.total, LINE_EM - 14) or "\\text{(below)}")
+        out.append(block.render())
+    shown = [g for g in gradients if g.value is not None and g.name not in split]
+    if shown and rec.totals:
+        out.append("The other gradients this pass leaves (the engine's values):\n")
     if shown:
         out.append("The gradients PyTorch hands back (the values the engine computed; the gradients section below "
                    "gives each exactly):\n")
@@ -143,6 +166,6 @@ def _results(rec, lab: dict, gradients: list, P) -> str:
                    else f"{_name_tex(g.name)}.\\mathtt{{grad}}")
             block.eq(lhs, _value(P, g.value, LINE_EM - 14) or "\\text{(below)}")
         out.append(block.render())
-    else:
+    elif not rec.totals:
         out.append("This pass returns no gradient.\n\n")
     return "".join(out)
