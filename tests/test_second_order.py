@@ -306,7 +306,7 @@ def test_latex_says_what_a_second_order_pass_differentiates():
     from adjoint.render.latex.document import render_document
     tex = render_document(adjoint.load("problems/gradient_penalty.yaml").solve())
     assert "\\subsection{Backward pass 2: second order}" in tex
-    assert "This backward pass starts from \\texttt{loss + (10 * sum(gx ** 2))}, not from the loss." in tex
+    assert "This backward pass starts from \\texttt{loss + (10 * sum(gx ** 2))}, not from the loss: $r_{4}$ below" in tex
     assert "\\texttt{create\\_graph=True}: each node's backward formula runs as recorded operations" in tex
     assert "Backward pass 2: Lagrangian" not in tex
 

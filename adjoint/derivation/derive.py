@@ -12,7 +12,7 @@ from fractions import Fraction
 
 from adjoint.values.numbers.symbolic import sympy as load_sympy
 from adjoint.values.exact import Exact
-from adjoint.engine.graph import Typed
+from adjoint.engine.graph import Tensor, Typed
 from adjoint.values.mathtree import TConst, simplify, to_sympy, vjp_tree
 from adjoint.engine.adjoints import boundaries_of
 from adjoint.derivation.analysis import Analysis, AStep
@@ -23,6 +23,7 @@ from adjoint.derivation.record import (Arrival, ArrivalTerm, Boundary, BoundaryI
                      DeclaredHook, ErrorInfo, FunctionNote, Gradient, Ident, LocalDerivative, Step, StepInfo, Symbol,
                      TensorInfo, Unit, VariantDerivation, Version)
 from adjoint.derivation.values import ratio, same
+from adjoint.derivation.second import second_order, second_totals
 
 
 def derive_variant(pred_variant) -> VariantDerivation:
@@ -179,6 +180,9 @@ class UnitBuilder:
             self.effects(unit, backward_calls)
             self.gradients(unit, calls)
             self.silent(unit, backward_calls)
+            unit.second = second_order(self.run, p, list(self.run.passes) + [self.run.failed_pass], backward_number)
+            if unit.second is not None:
+                second_totals(unit.second, self.g, self.a, unit.gradients, same)
         return unit
 
     def silent(self, unit: Unit, calls: list) -> None:
@@ -513,7 +517,9 @@ class UnitBuilder:
         p = self.p
         if p.request.method != "grad":
             return None
-        return {name: value for (name, _, _), value in zip(p.request.inputs, p.result.captured)}
+        # a create_graph result the engine left as its tensor (as materialize_grads' zeros): its value
+        return {name: value.value if isinstance(value, Tensor) else value
+                for (name, _, _), value in zip(p.request.inputs, p.result.captured)}
 
     def gradient(self, name: str, value, returned: bool, calls: list) -> Gradient:
         a, g = self.a, self.g

@@ -352,6 +352,7 @@ class Unit:
     silent: list = field(default_factory=list)   # (hook index, var it sits on, the tensor's last version, why:
                                                  # removed | stale | no_grad | inputs | unreached) of the tensor / node
                                                  # hooks that do not fire in this backward pass
+    second: object = None            # a pass from a root reading create_graph gradients: its derivation.second.SecondOrder
 
 
 @dataclass

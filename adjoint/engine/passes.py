@@ -40,6 +40,7 @@ class Pass:
     grads_before: dict = field(default_factory=dict)   # the same, right before it
     step: int = 0                    # its index in the variant's steps
     leaf_values: dict = field(default_factory=dict)   # leaf name -> value right after it, for leaves hooks wrote
+    recorded: list = field(default_factory=list)   # create_graph: the ops its backward formulas recorded
 
 
 @dataclass
@@ -223,6 +224,7 @@ def run_backward(run: VariantRun, request: BackwardRequest, step: int = 0) -> No
     run.passes.append(Pass(request, result, run.forward, range(start, len(run.rt.log)), run.grads(), before, step,
                            run.rt.hooks_runner.leaf_values()))
     if second is not None:
+        run.passes[-1].recorded = list(getattr(engine, "recorded", []))
         bind_names(run, request, engine)
 
 

@@ -83,6 +83,8 @@ class Runtime:
         self.reentrant = 0                    # depth of the reentrant backward running (0: none or the outer one)
         self.backward_runner = None           # (root, gradient, retain_graph) -> runs a backward (a hook body's)
         self.names: dict = {}                 # the running forward's named tensors (hook bodies may read them)
+        self.second_record: list | None = None   # a create_graph backward's (or a root's) ops (adjoint.engine.second_engine)
+        self.second_from = None                  # the node whose backward formula is running then
 
     @property
     def active(self) -> bool:
@@ -98,6 +100,10 @@ class Runtime:
             self.applications.append(Application(prim, tuple(ins), tuple(outs), params, node,
                                                  self.call_stack[-1] if self.call_stack else None, loc,
                                                  before, tuple(t.value for t in outs)))
+        elif self.second_record is not None:
+            before = tuple(in_values) if in_values is not None else tuple(t.value for t in ins)
+            self.second_record.append(Application(prim, tuple(ins), tuple(outs), params, node, self.second_from, loc,
+                                                  before, tuple(t.value for t in outs)))
 
     # ------------------------------------------------------------------ counters
     def new_handle(self) -> int:

@@ -34,6 +34,7 @@ class SecondEngine(Engine):
         self.root_tensors = tuple(root_tensors)   # every root (several: a GraphRoot)
         self.root_grads = root_grads           # per root: gradient (value, or Tensor under create_graph)
         self.tensors: list = []                # create_graph: the captured gradients as tensors
+        self.recorded: list = []               # create_graph: the ops it recorded (graph.Application, call = node)
 
     # ------------------------------------------------------------ start and end
     def start(self, req):
@@ -60,6 +61,9 @@ class SecondEngine(Engine):
     def run(self, req) -> BackwardResult:
         before = self.rt.grad_enabled
         self.rt.grad_enabled = self.create_graph    # the engine's GradMode is create_graph
+        recording = self.rt.second_record
+        if self.create_graph:     # every op it records, kept for the derivation (adjoint.derivation.second)
+            self.rt.second_record = self.recorded
         try:
             result = super().run(req)
         except NotModelled as exc:
@@ -68,6 +72,7 @@ class SecondEngine(Engine):
                                          "(docs/not-modelled.md)") from None
         finally:
             self.rt.grad_enabled = before
+            self.rt.second_record = recording
             if self.create_graph and req.method == "backward":
                 # Engine::execute's TORCH_WARN_ONCE, issued in C++ while the backward starts; the
                 # PyWarningHandler around run_backward hands it to Python only when the call
@@ -162,7 +167,11 @@ class SecondEngine(Engine):
         need = [e is not None and (not self.exec_info or self.should_execute(e.node)) for e in node.edges]
         if not any(need):
             return [None] * len(node.edges)
-        grads = list(FORMULAS[node.op.name](rt, node, list(inputs), saved, need))
+        rt.second_from = node       # the ops recorded now are this node's backward formula (the document says so)
+        try:
+            grads = list(FORMULAS[node.op.name](rt, node, list(inputs), saved, need))
+        finally:
+            rt.second_from = None
         return [x if n else None for x, n in zip(grads, need)]
 
     def unpack_tensors(self, node) -> dict:

@@ -65,10 +65,12 @@ def second_request(problem, bw, run, backend) -> BackwardRequest:
     if s.roots:
         rt = run.rt
         rt.quiet += 1   # the roots are the user's code between passes, not equations of the forward
+        recording, rt.second_record = rt.second_record, []   # but their ops are kept for the derivation
         try:
             roots = [Interp(rt, EnvScope(dict(env), "a root")).eval(e) for e in s.roots]
         finally:
             rt.quiet -= 1
+            root_ops, rt.second_record = rt.second_record, recording
         for e, r in zip(s.roots, roots):
             if not hasattr(r, "requires_grad") or not hasattr(r, "shape"):
                 raise ProblemError(e.loc, "a root must be a tensor expression such as \"sum(gx ** 2)\"")
@@ -109,6 +111,7 @@ def second_request(problem, bw, run, backend) -> BackwardRequest:
         inputs.append((name, t, loc))
     req = BackwardRequest(roots[0], None, bw.method, tuple(inputs), bw.retain_graph or s.create_graph)
     req.second = SecondRequest(s, tuple(roots), grads, bw.loc)
+    req.second.root_ops = root_ops if s.roots else []
     return req
 
 

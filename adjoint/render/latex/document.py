@@ -14,6 +14,7 @@ from adjoint.render.latex.section_model import ModelSections
 from adjoint.render.latex.section_steps import StepSections
 from adjoint.render.latex.text import esc, symbol_tex
 from adjoint.render.latex.lines import wrap
+from adjoint.render.latex.section_second import second_section
 
 
 PREAMBLE = r"""\documentclass[11pt,a4paper]{article}
@@ -207,7 +208,11 @@ def _stepped(v, shared: dict, many: bool, figure: str) -> str:
                        + "The backward pass stops at the error below; the multipliers are those it would compute.\n\n")
         title = "Lagrangian and adjoint recursion"
         second = second_pass(v, u.backward_number)
-        if second:
+        if second and getattr(u, "second", None) is not None:
+            info = next(s for s in v.steps if s.kind == "backward" and s.backward == u.backward_number)
+            out.append(_once(shared, "second", second_section(u.second, u.gradients, w.heading("Second order",
+                             "second order"), info.second["roots"]), w.heading("Second order", "second order"), here))
+        elif second:
             out.append(w.heading("Second order", "second order") + second)
         else:
             out.append(_once(shared, "lagrangian", w.lagrangian(), w.heading(title, title), here))
