@@ -45,6 +45,11 @@ def apply_function(rt, mod, args: list) -> Tensor:
     # a Python value among the arguments (a bool, a number) is no edge: unpack_input collects the
     # tensors only, and the backward's gradient for it must be None
     tensors = [t for t in args if isinstance(t, Tensor)]
+    dirty = mod.function.dirty
+    if dirty:   # ctx.mark_dirty (adjoint/engine/dirty.py)
+        from adjoint.engine import dirty as dirty_rules
+        by_slot = dict(zip(slots_of(mod), args))
+        dirty_rules.check_dirty_inputs(mod, by_slot, mod.function.save is not None)
     rg = [t.requires_grad for t in tensors]
     node = None
     if rt.grad_enabled and any(rg):
@@ -60,16 +65,24 @@ def apply_function(rt, mod, args: list) -> Tensor:
     out, local = evaluate_program(rt, mod, plain)
     outs = out if isinstance(out, tuple) else (out,)
     given = {id(t): a for t, a in zip(plain.values(), args) if isinstance(t, Tensor)}
+    if dirty:
+        dirty_rules.write_dirty(mod, by_slot, plain)
     results = []
     for k, o in enumerate(outs):
         if not isinstance(o, Tensor):   # a non-tensor output is returned as it is; its gradient slot stays None
             results.append(o)
             continue
         rt.B.check_output(o.value, mod.function.loc, f"{mod.function.name}.forward")
+        mine = dirty_rules.dirty_output(rt, mod, node, by_slot, plain, o, k) if dirty else None
+        if mine is not None:    # a dirty input returned: that very tensor, rebased onto the node
+            results.append(mine)
+            continue
         r = _same_layout(rt.tensor(o.value, node is not None, node, k, dtype=o.dtype), o)
         if id(o) in given and node is not None:  # an input returned as-is: a view PyTorch refuses to modify
             r.creation = ("custom", mod.function.name)
         results.append(r)
+    if dirty:
+        dirty_rules.check_returned(mod, plain, outs)
     rt.record("function", tensors, [r for r in results if isinstance(r, Tensor)], mod, node, mod.function.loc)
     if node is not None:
         node.outputs = [(r.shape, r.dtype) if isinstance(r, Tensor) else None for r in results]
