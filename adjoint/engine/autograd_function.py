@@ -66,14 +66,14 @@ def apply_function(rt, mod, args: list) -> Tensor:
     outs = out if isinstance(out, tuple) else (out,)
     given = {id(t): a for t, a in zip(plain.values(), args) if isinstance(t, Tensor)}
     if dirty:
-        dirty_rules.write_dirty(mod, by_slot, plain)
+        dirty_rules.write_dirty(rt, mod, by_slot, plain)
     results = []
     for k, o in enumerate(outs):
         if not isinstance(o, Tensor):   # a non-tensor output is returned as it is; its gradient slot stays None
             results.append(o)
             continue
         rt.B.check_output(o.value, mod.function.loc, f"{mod.function.name}.forward")
-        mine = dirty_rules.dirty_output(rt, mod, node, by_slot, plain, o, k) if dirty else None
+        mine = dirty_rules.dirty_output(rt, mod, node, by_slot, plain, o, k, len(outs)) if dirty else None
         if mine is not None:    # a dirty input returned: that very tensor, rebased onto the node
             results.append(mine)
             continue

@@ -8,20 +8,30 @@ output (``_process_backward_mode_ad``'s ``set_history``): a dirty input returned
 tensor, its history rebased onto the Function's node at that output (``rebase_history``: its
 tensor hooks cleared, ``retain_grad`` moved along), unless it is a leaf that requires grad
 (PyTorch's RuntimeError); at the end, a dirty input that was not returned is PyTorch's
-RuntimeError. A dirty input that is a view (PyTorch: a ``CopySlices`` node on its base, the
-view's ``grad_fn`` regenerated) and one that requires grad while no node is made (grad mode
-off: PyTorch returns a detached alias) are refused as not modelled."""
+RuntimeError. A dirty input that is a view raises PyTorch's errors (with several outputs; a
+view PyTorch forbids to modify; a view of a leaf that requires grad); one that PyTorch accepts
+(a ``CopySlices`` node on its base, the view's ``grad_fn`` regenerated) is refused as not
+modelled, as is one that requires grad while no node is made (grad mode off: PyTorch returns
+a detached alias)."""
 
 from __future__ import annotations
 
 from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Tensor
-from adjoint.engine.inplace import rebase
+from adjoint.engine.inplace import rebase, write
 from adjoint.engine.torch_errors import TorchError
+from adjoint.engine.view_history import rebase_message
 
 LEAF = "a leaf Variable that requires grad has been used in an in-place operation."
 NOT_RETURNED = ("Some elements marked as dirty during the forward method were not returned as output. The inputs "
                 "that are modified inplace must all be outputs of the Function.")
+VIEW_MULTI = ("If your Function modifies inplace an input that is a view of another Tensor, your Function cannot "
+              "return more than one Tensor. This is not supported by the current autograd engine. You should either "
+              "make sure the input is not a view (using .clone() for example) or make your Function only return one "
+              "Tensor (potentially splitting it into two Functions: one doing the inplace that returns a single "
+              "Tensor and a second one that does the other operations). You can ask on the forum "
+              "https://discuss.pytorch.org/ if you need help to do this change.")
+VIEW_OF_LEAF = "a view of a leaf Variable that requires grad is being used in an in-place operation."
 
 
 def check_dirty_inputs(mod, by_slot: dict, save_declared: bool) -> None:
@@ -30,25 +40,30 @@ def check_dirty_inputs(mod, by_slot: dict, save_declared: bool) -> None:
         t = by_slot[name]
         if not isinstance(t, Tensor):
             raise ProblemError(loc, f"ctx.mark_dirty takes tensors; '{name}' is a Python value here")
-        if t.is_view or t.is_detached:
-            raise ProblemError(loc, f"'{name}' is a view of another tensor here: a custom Function marking a view "
-                                    "dirty (CopySlices on its base) is not modelled; pass a tensor that is not a view "
-                                    "(.clone() it)")
+        if t.is_detached or t.detached_root is not None:
+            raise ProblemError(loc, f"'{name}' shares memory with a detach()ed tensor here: a custom Function marking "
+                                    "it dirty is not modelled; pass a tensor of its own (.clone() it)")
         if not save_declared:
             raise ProblemError(loc, "a Function with dirty: declares save: (ctx.save_for_backward), so that its "
                                     "backward does not run the in-place forward again")
 
 
-def write_dirty(mod, by_slot: dict, plain: dict) -> None:
+def write_dirty(rt, mod, by_slot: dict, plain: dict) -> None:
     """The forward's in-place writes reach the input itself; then get_and_bump_dirty."""
     for name, _ in mod.function.dirty:
         t, copy = by_slot[name], plain[name]
-        t.value = copy.value
-        t.version.value += copy.version.value + 1
+        writes = copy.version.value
+        if t.is_view:
+            write(rt, t, copy.value)    # through to the base: one bump
+        else:
+            t.value = copy.value
+            t.version.value += 1
+        t.version.value += writes
 
 
-def dirty_output(rt, mod, node, by_slot: dict, plain: dict, o, k: int):
-    """The real input for output ``k`` when it is a dirty input's copy (set_history), else None."""
+def dirty_output(rt, mod, node, by_slot: dict, plain: dict, o, k: int, n_outputs: int):
+    """The real input for output ``k`` when it is a dirty input's copy (set_history), else None.
+    ``n_outputs``: how many outputs the forward returned (Python values included)."""
     for name, loc in mod.function.dirty:
         if plain[name] is not o:
             continue
@@ -58,8 +73,10 @@ def dirty_output(rt, mod, node, by_slot: dict, plain: dict, o, k: int):
                 raise ProblemError(loc, f"'{name}' requires grad but the Function makes no node here (grad mode "
                                         "off): PyTorch returns a detached alias of it, not modelled")
             return t
-        if t.is_leaf and t.requires_grad:
+        if (t.is_leaf or (t.is_view and t.grad_fn is None)) and t.needs_grad:   # a view made under no_grad too
             raise TorchError("RuntimeError", LEAF, "leaf_inplace")
+        if t.is_view:
+            view_rules(t, loc, name, n_outputs)
         t.grad = None          # var.mutable_grad().reset()
         rebase(t, node, k)     # clear_hooks, rebase_history(var, {cdata, output_nr})
         return t
@@ -72,3 +89,18 @@ def check_returned(mod, plain: dict, outs) -> None:
     for name, _ in mod.function.dirty:
         if id(plain[name]) not in returned:
             raise TorchError("RuntimeError", NOT_RETURNED, "dirty_not_returned")
+
+
+def view_rules(t: Tensor, loc, name: str, n_outputs: int) -> None:
+    """A dirty input that is a view, in set_history's order: more than one output is an error;
+    then rebase_history's: a view PyTorch forbids to modify (handle_view_on_rebase), a view of
+    a leaf that requires grad; else CopySlices on its base, which is not modelled."""
+    if n_outputs > 1:
+        raise TorchError("RuntimeError", VIEW_MULTI, "view_inplace")
+    if t.creation and t.creation[0] in ("custom", "multi", "no_grad"):
+        raise TorchError("RuntimeError", rebase_message(t, False), "view_inplace")
+    if t.grad_base.is_leaf and t.grad_base.requires_grad:
+        raise TorchError("RuntimeError", VIEW_OF_LEAF, "leaf_inplace")
+    raise ProblemError(loc, f"'{name}' is a view of another tensor here: a custom Function marking a view dirty "
+                            "(a CopySlices node on its base, the view's grad_fn regenerated) is not modelled; pass a "
+                            "tensor that is not a view (.clone() it)")
