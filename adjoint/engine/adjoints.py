@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from adjoint.engine.autograd_function import declared_vjp
 from adjoint.engine.graph import Node, Tensor
 from adjoint.engine.inplace import copy_slices_backward
+from adjoint.engine.dirty import args_at_call
 from adjoint.format.problem import OUTPUT, ROOT
 from adjoint.engine.complex_grad import call_vjp
 
@@ -72,8 +73,8 @@ def boundaries_of(rt, fwd, bwd, progress=None) -> list[Boundary]:
         if any(g is not None for g in gouts):
             start = position[id(call.in_node)] if call.in_node is not None else call.body_start
             seeds = [(t, g) for t, g in zip(outs, gouts) if g is not None]
-            gin = tuple(pure_vjp(rt, rt.nodes[start:call.end], seeds, call.args, getattr(bwd, "vjps", None),
-                                 _input_slots(call)))
+            gin = tuple(pure_vjp(rt, rt.nodes[start:call.end], seeds, args_at_call(rt, call),
+                                 getattr(bwd, "vjps", None), _input_slots(call)))
             if call.module.type == "Identity":
                 gin = (gouts[0] if call.args[0].requires_grad else None,)
         else:

@@ -16,6 +16,8 @@ a detached alias)."""
 
 from __future__ import annotations
 
+import copy
+
 from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.inplace import rebase, write
@@ -104,3 +106,31 @@ def view_rules(t: Tensor, loc, name: str, n_outputs: int) -> None:
     raise ProblemError(loc, f"'{name}' is a view of another tensor here: a custom Function marking a view dirty "
                             "(a CopySlices node on its base, the view's grad_fn regenerated) is not modelled; pass a "
                             "tensor that is not a view (.clone() it)")
+
+
+def args_at_call(rt, call) -> tuple:
+    """A Function call's arguments as they were when it was called: a dirty input the call
+    rebased onto its node is, for the module's adjoint (``adjoints.boundaries_of``), the tensor
+    at the node's edge for it (its history before the call), not the call's output."""
+    fn = getattr(call.module, "function", None)
+    if fn is None or not fn.dirty:
+        return call.args
+    node = next((n for n in call.body_nodes(rt) if n.kind == "function"), None)
+    if node is None:
+        return call.args
+    edges = iter(node.edges)
+    out = []
+    for a in call.args:
+        if not isinstance(a, Tensor):
+            out.append(a)
+            continue
+        edge = next(edges, None)
+        if a.grad_fn is not node:
+            out.append(a)
+            continue
+        before = copy.copy(a)
+        before.grad_fn = edge.node if edge is not None else None
+        before.output_nr = edge.input_nr if edge is not None else 0
+        before.requires_grad = edge is not None
+        out.append(before)
+    return tuple(out)
