@@ -60,3 +60,15 @@ def test_module_adjoint_reads_the_input_before_the_call():
     f = next(b for b in variant.boundaries if b.path == "f")
     assert [float(v) for v in f.grad_output[0].tolist()] == [0.5, -1.5]
     assert [float(v) for v in f.grad_input[0].tolist()] == [1.0, -3.0]
+
+
+def test_declared_backward_is_checked_against_the_derivative_at_the_input_before_the_write():
+    # a.mul_(2) in place: the true VJP for a is 2 * grad_output (by hand); grad_output alone
+    # forgets the factor, 2 * grad_output does not. The check runs the forward on a clone of
+    # the input (a leaf written in place would be PyTorch's error).
+    wrong = _BASE.format(dirty="[a]", save=_SAVE, forward=_CALL).replace('"grad_output * 2"', '"grad_output"')
+    right = _BASE.format(dirty="[a]", save=_SAVE, forward=_CALL)
+    [check] = adjoint.loads(wrong).solve().variants[0].functions
+    assert (check.slot, check.matches) == ("a", False)
+    [check] = adjoint.loads(right).solve().variants[0].functions
+    assert (check.slot, check.matches) == ("a", True)
