@@ -28,6 +28,7 @@ from adjoint.derivation.equations import Equations
 from adjoint.derivation.expressions import expr_tree
 from adjoint.engine.complex_grad import call_vjp, complex_node
 from adjoint.values.complexes import Cx
+from adjoint.format.errors import ProblemError
 
 #: chain-rule expansions with more paths than this are summarised by the recursion
 MAX_PATHS = 4
@@ -263,6 +264,10 @@ class Analysis:
             return t
 
         view = region(ins[0])
+        if write.prim == "function":   # a custom Function that marked a view dirty (adjoint/engine/dirty.py)
+            raise ProblemError(eqn.node.params[1].loc, "the derivation of a custom Function that marks a view dirty "
+                                                       "(CopySlices around its node) is not modelled; adjoint solve "
+                                                       "and verify answer it")
         value = REGISTRY[write.prim].math.formula([view] + list(ins[1:]), write.params, view.shape, 0)
         return TPut(ins[0], view, value, region, tuple(shape))
 

@@ -66,14 +66,14 @@ def apply_function(rt, mod, args: list) -> Tensor:
     outs = out if isinstance(out, tuple) else (out,)
     given = {id(t): a for t, a in zip(plain.values(), args) if isinstance(t, Tensor)}
     if dirty:
-        dirty_rules.write_dirty(rt, mod, by_slot, plain)
+        before = dirty_rules.write_dirty(rt, mod, by_slot, plain)
     results = []
     for k, o in enumerate(outs):
         if not isinstance(o, Tensor):   # a non-tensor output is returned as it is; its gradient slot stays None
             results.append(o)
             continue
         rt.B.check_output(o.value, mod.function.loc, f"{mod.function.name}.forward")
-        mine = dirty_rules.dirty_output(rt, mod, node, by_slot, plain, o, k, len(outs)) if dirty else None
+        mine = dirty_rules.dirty_output(rt, mod, node, by_slot, plain, o, k, len(outs), args, before) if dirty else None
         if mine is not None:    # a dirty input returned: that very tensor, rebased onto the node
             results.append(mine)
             continue
@@ -90,7 +90,8 @@ def apply_function(rt, mod, args: list) -> Tensor:
         saved = [(t, False) for t in tensors]
         if mod.function.save is not None:   # ctx.save_for_backward(*save): an input or output saved is that tensor
             made = {id(o): r for o, r in zip(outs, results)}
-            saved = [(given.get(id(v), made.get(id(v), v)), id(v) in made)
+            # is_output: var.grad_fn() is the node (a dirty view's is its regenerated AsStridedBackward0)
+            saved = [(given.get(id(v), made.get(id(v), v)), id(v) in made and made[id(v)].grad_fn is node)
                      for v in save_values(rt, mod, plain, local, out)]
         for i, (t, is_output) in enumerate(saved):
             sv = SavedVariable(f"saved{i}", t, t.version.value, is_output, t.value)

@@ -16,11 +16,9 @@ a detached alias)."""
 
 from __future__ import annotations
 
-import copy
-
 from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Tensor
-from adjoint.engine.inplace import rebase, write
+from adjoint.engine.inplace import rebase, rebase_view, write
 from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.view_history import rebase_message
 
@@ -50,20 +48,24 @@ def check_dirty_inputs(mod, by_slot: dict, save_declared: bool) -> None:
                                     "backward does not run the in-place forward again")
 
 
-def write_dirty(rt, mod, by_slot: dict, plain: dict) -> None:
-    """The forward's in-place writes reach the input itself; then get_and_bump_dirty."""
+def write_dirty(rt, mod, by_slot: dict, plain: dict) -> dict:
+    """The forward's in-place writes reach the input itself; then get_and_bump_dirty. Returns
+    each dirty view's base value before the write (for the record of the forward)."""
+    before = {}
     for name, _ in mod.function.dirty:
         t, copy = by_slot[name], plain[name]
         writes = copy.version.value
         if t.is_view:
+            before[name] = t.grad_base.value
             write(rt, t, copy.value)    # through to the base: one bump
         else:
             t.value = copy.value
             t.version.value += 1
         t.version.value += writes
+    return before
 
 
-def dirty_output(rt, mod, node, by_slot: dict, plain: dict, o, k: int, n_outputs: int):
+def dirty_output(rt, mod, node, by_slot: dict, plain: dict, o, k: int, n_outputs: int, args: list, before: dict):
     """The real input for output ``k`` when it is a dirty input's copy (set_history), else None.
     ``n_outputs``: how many outputs the forward returned (Python values included)."""
     for name, loc in mod.function.dirty:
@@ -80,7 +82,10 @@ def dirty_output(rt, mod, node, by_slot: dict, plain: dict, o, k: int, n_outputs
         if t.is_view:
             view_rules(t, loc, name, n_outputs)
         t.grad = None          # var.mutable_grad().reset()
-        rebase(t, node, k)     # clear_hooks, rebase_history(var, {cdata, output_nr})
+        if t.is_view:
+            rebase_dirty_view(rt, mod, node, t, loc, name, args, before[name])
+        else:
+            rebase(t, node, k)     # clear_hooks, rebase_history(var, {cdata, output_nr})
         return t
     return None
 
@@ -103,34 +108,16 @@ def view_rules(t: Tensor, loc, name: str, n_outputs: int) -> None:
         raise TorchError("RuntimeError", rebase_message(t, False), "view_inplace")
     if t.grad_base.is_leaf and t.grad_base.requires_grad:
         raise TorchError("RuntimeError", VIEW_OF_LEAF, "leaf_inplace")
-    raise ProblemError(loc, f"'{name}' is a view of another tensor here: a custom Function marking a view dirty "
-                            "(a CopySlices node on its base, the view's grad_fn regenerated) is not modelled; pass a "
-                            "tensor that is not a view (.clone() it)")
 
 
-def args_at_call(rt, call) -> tuple:
-    """A Function call's arguments as they were when it was called: a dirty input the call
-    rebased onto its node is, for the module's adjoint (``adjoints.boundaries_of``), the tensor
-    at the node's edge for it (its history before the call), not the call's output."""
-    fn = getattr(call.module, "function", None)
-    if fn is None or not fn.dirty:
-        return call.args
-    node = next((n for n in call.body_nodes(rt) if n.kind == "function"), None)
-    if node is None:
-        return call.args
-    edges = iter(node.edges)
-    out = []
-    for a in call.args:
-        if not isinstance(a, Tensor):
-            out.append(a)
-            continue
-        edge = next(edges, None)
-        if a.grad_fn is not node:
-            out.append(a)
-            continue
-        before = copy.copy(a)
-        before.grad_fn = edge.node if edge is not None else None
-        before.output_nr = edge.input_nr if edge is not None else 0
-        before.requires_grad = edge is not None
-        out.append(before)
-    return tuple(out)
+def rebase_dirty_view(rt, mod, node, t: Tensor, loc, name: str, args: list, base_before) -> None:
+    """rebase_history on a dirty view: CopySlices(base's edge, the Function's node) becomes the
+    base's grad_fn, the view's is regenerated (AsStridedBackward0). CopySlices hands its first
+    slot's gradient to the view's part and the node's other slots to the node's other edges:
+    modelled when the view is the Function's first argument and every argument is a tensor."""
+    if args[0] is not t or not all(isinstance(a, Tensor) for a in args):
+        raise ProblemError(loc, f"'{name}' is a view marked dirty that is not the Function's first argument, or the "
+                                "Function takes Python values: CopySlices pairs its base with the Function's first "
+                                "edge; not modelled; pass the view first, or a tensor that is not a view (.clone() it)")
+    rebase_view(rt, t, node, loc, base_before)
+
