@@ -10,9 +10,9 @@ tensor hooks cleared, ``retain_grad`` moved along), unless it is a leaf that req
 (PyTorch's RuntimeError); at the end, a dirty input that was not returned is PyTorch's
 RuntimeError. A dirty input that is a view raises PyTorch's errors (with several outputs; a
 view PyTorch forbids to modify; a view of a leaf that requires grad); one that PyTorch accepts
-(a ``CopySlices`` node on its base, the view's ``grad_fn`` regenerated) is refused as not
-modelled, as is one that requires grad while no node is made (grad mode off: PyTorch returns
-a detached alias)."""
+gets a ``CopySlices`` node on its base and its ``grad_fn`` regenerated (modelled when it is the
+Function's first argument). One that requires grad while no node is made (grad mode off:
+PyTorch returns a detached alias) is refused as not modelled."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def check_returned(mod, plain: dict, outs) -> None:
 def view_rules(t: Tensor, loc, name: str, n_outputs: int) -> None:
     """A dirty input that is a view, in set_history's order: more than one output is an error;
     then rebase_history's: a view PyTorch forbids to modify (handle_view_on_rebase), a view of
-    a leaf that requires grad; else CopySlices on its base, which is not modelled."""
+    a leaf that requires grad (else :func:`rebase_dirty_view`)."""
     if n_outputs > 1:
         raise TorchError("RuntimeError", VIEW_MULTI, "view_inplace")
     if t.creation and t.creation[0] in ("custom", "multi", "no_grad"):
