@@ -390,7 +390,8 @@ def rebase_view(rt, view: Tensor, fn: Node, loc, base_before) -> None:
     copy.outputs = [(base.shape, base.dtype)]
     copy.output_values = [base.value]
     rt.nodes.append(copy)
-    rt.record("copy_slices", (base,) + tuple(fn.inputs[1:]), [base], CopySlicesWrite(view.grad_view_ops, fn.op.name if fn.op is not None else "function",
+    prim = fn.op.name if fn.op is not None else "function"   # a custom Function that marked the view dirty
+    rt.record("copy_slices", (base,) + tuple(fn.inputs[1:]), [base], CopySlicesWrite(view.grad_view_ops, prim,
                                                                                      fn.params),
               copy, loc, (base_before,) + tuple(fn.input_values[1:]))
     rebase(base, copy)
