@@ -95,3 +95,11 @@ def test_dirty_view_module_adjoint_and_latex_refusal():
     with pytest.raises(ProblemError) as info:
         render_document(problem.solve())
     assert "marks a view dirty (CopySlices around its node) is not modelled" in str(info.value)
+
+
+def test_an_input_written_without_dirty_is_refused():
+    text = _BASE.format(dirty="[a]", save=_SAVE, forward=_CALL).replace("        dirty: [a]\n", "")
+    with pytest.raises(ProblemError) as info:
+        adjoint.loads(text).solve()
+    assert "writes its input 'a' in place without marking it dirty" in str(info.value)
+    assert info.value.loc.line == 13   # the function: mapping

@@ -65,6 +65,8 @@ def apply_function(rt, mod, args: list) -> Tensor:
     out, local = evaluate_program(rt, mod, plain)
     outs = out if isinstance(out, tuple) else (out,)
     given = {id(t): a for t, a in zip(plain.values(), args) if isinstance(t, Tensor)}
+    from adjoint.engine.dirty import check_undeclared_writes
+    check_undeclared_writes(mod, plain)
     if dirty:
         before = dirty_rules.write_dirty(rt, mod, by_slot, plain)
     results = []

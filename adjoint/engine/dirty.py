@@ -121,3 +121,14 @@ def rebase_dirty_view(rt, mod, node, t: Tensor, loc, name: str, args: list, base
                                 "edge; not modelled; pass the view first, or a tensor that is not a view (.clone() it)")
     rebase_view(rt, t, node, loc, base_before)
 
+
+
+def check_undeclared_writes(mod, plain: dict) -> None:
+    """A forward that writes an input in place (or a view of it) without marking it dirty
+    changes the caller's tensor in PyTorch; the engine's forward ran on a copy: refused."""
+    dirty = {name for name, _ in mod.function.dirty}
+    for name, copy in plain.items():
+        if isinstance(copy, Tensor) and name not in dirty and copy.version.value:
+            raise ProblemError(mod.function.loc, f"the forward of {mod.function.name} writes its input '{name}' in "
+                                                 f"place without marking it dirty: not modelled; list it in dirty: "
+                                                 f"[{name}] (ctx.mark_dirty) and return it")
