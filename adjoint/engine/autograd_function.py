@@ -50,6 +50,7 @@ def apply_function(rt, mod, args: list) -> Tensor:
         from adjoint.engine import dirty as dirty_rules
         by_slot = dict(zip(slots_of(mod), args))
         dirty_rules.check_dirty_inputs(mod, by_slot, mod.function.save is not None)
+        in_values = [t.value for t in tensors]   # before the forward writes the dirty ones
     rg = [t.requires_grad for t in tensors]
     node = None
     if rt.grad_enabled and any(rg):
@@ -75,7 +76,8 @@ def apply_function(rt, mod, args: list) -> Tensor:
             results.append(o)
             continue
         rt.B.check_output(o.value, mod.function.loc, f"{mod.function.name}.forward")
-        mine = dirty_rules.dirty_output(rt, mod, node, by_slot, plain, o, k, len(outs), args, before) if dirty else None
+        mine = (dirty_rules.dirty_output(rt, mod, node, by_slot, plain, o, k, len(outs), args, before,
+                                         (tensors, in_values)) if dirty else None)
         if mine is not None:    # a dirty input returned: that very tensor, rebased onto the node
             results.append(mine)
             continue
@@ -85,7 +87,10 @@ def apply_function(rt, mod, args: list) -> Tensor:
         results.append(r)
     if dirty:
         dirty_rules.check_returned(mod, plain, outs)
-    rt.record("function", tensors, [r for r in results if isinstance(r, Tensor)], mod, node, mod.function.loc)
+    if not (dirty and node is not None and any(t.is_view for t in tensors if t.grad_fn is not node)):
+        # (a dirty view's Function was recorded before its CopySlices, which wraps it)
+        rt.record("function", tensors, [r for r in results if isinstance(r, Tensor)], mod, node, mod.function.loc,
+                  in_values if dirty else None)
     if node is not None:
         node.outputs = [(r.shape, r.dtype) if isinstance(r, Tensor) else None for r in results]
         node.output_values = [r.value if isinstance(r, Tensor) else None for r in results]

@@ -65,7 +65,8 @@ def write_dirty(rt, mod, by_slot: dict, plain: dict) -> dict:
     return before
 
 
-def dirty_output(rt, mod, node, by_slot: dict, plain: dict, o, k: int, n_outputs: int, args: list, before: dict):
+def dirty_output(rt, mod, node, by_slot: dict, plain: dict, o, k: int, n_outputs: int, args: list, before: dict,
+                 record: tuple):
     """The real input for output ``k`` when it is a dirty input's copy (set_history), else None.
     ``n_outputs``: how many outputs the forward returned (Python values included)."""
     for name, loc in mod.function.dirty:
@@ -83,7 +84,7 @@ def dirty_output(rt, mod, node, by_slot: dict, plain: dict, o, k: int, n_outputs
             view_rules(t, loc, name, n_outputs)
         t.grad = None          # var.mutable_grad().reset()
         if t.is_view:
-            rebase_dirty_view(rt, mod, node, t, loc, name, args, before[name])
+            rebase_dirty_view(rt, mod, node, t, loc, name, args, before[name], record)
         else:
             rebase(t, node, k)     # clear_hooks, rebase_history(var, {cdata, output_nr})
         return t
@@ -110,7 +111,7 @@ def view_rules(t: Tensor, loc, name: str, n_outputs: int) -> None:
         raise TorchError("RuntimeError", VIEW_OF_LEAF, "leaf_inplace")
 
 
-def rebase_dirty_view(rt, mod, node, t: Tensor, loc, name: str, args: list, base_before) -> None:
+def rebase_dirty_view(rt, mod, node, t: Tensor, loc, name: str, args: list, base_before, record: tuple) -> None:
     """rebase_history on a dirty view: CopySlices(base's edge, the Function's node) becomes the
     base's grad_fn, the view's is regenerated (AsStridedBackward0). CopySlices hands its first
     slot's gradient to the view's part and the node's other slots to the node's other edges:
@@ -119,6 +120,8 @@ def rebase_dirty_view(rt, mod, node, t: Tensor, loc, name: str, args: list, base
         raise ProblemError(loc, f"'{name}' is a view marked dirty that is not the Function's first argument, or the "
                                 "Function takes Python values: CopySlices pairs its base with the Function's first "
                                 "edge; not modelled; pass the view first, or a tensor that is not a view (.clone() it)")
+    tensors, in_values = record   # the Function's equation first: the CopySlices one wraps it
+    rt.record("function", tensors, [t], mod, node, mod.function.loc, in_values)
     rebase_view(rt, t, node, loc, base_before)
 
 
