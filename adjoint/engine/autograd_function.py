@@ -51,6 +51,7 @@ def apply_function(rt, mod, args: list) -> Tensor:
         by_slot = dict(zip(slots_of(mod), args))
         dirty_rules.check_dirty_inputs(mod, by_slot, mod.function.save is not None)
         in_values = [t.value for t in tensors]   # before the forward writes the dirty ones
+        dirty_view = any(by_slot[name].is_view for name, _ in dirty)
     rg = [t.requires_grad for t in tensors]
     node = None
     if rt.grad_enabled and any(rg):
@@ -87,7 +88,7 @@ def apply_function(rt, mod, args: list) -> Tensor:
         results.append(r)
     if dirty:
         dirty_rules.check_returned(mod, plain, outs)
-    if not (dirty and node is not None and any(t.is_view for t in tensors if t.grad_fn is not node)):
+    if not (dirty and node is not None and dirty_view):
         # (a dirty view's Function was recorded before its CopySlices, which wraps it)
         rt.record("function", tensors, [r for r in results if isinstance(r, Tensor)], mod, node, mod.function.loc,
                   in_values if dirty else None)
