@@ -248,10 +248,10 @@ class Analysis:
                                                           out_atom if out_atom is not None else node, k, n_out)
             return node
         if eqn.prim == "copy_slices":
-            return self._copy_slices(eqn, ins, shape)
+            return self._copy_slices(eqn, ins, shape, functions)
         return REGISTRY[eqn.prim].math.formula(ins, eqn.params, shape, k)
 
-    def _copy_slices(self, eqn, ins: list, shape) -> TNode:
+    def _copy_slices(self, eqn, ins: list, shape, functions: dict) -> TNode:
         """base' = base with its view replaced by op(view of base, others): what CopySlices computes."""
         write = eqn.params
 
@@ -263,6 +263,11 @@ class Analysis:
             return t
 
         view = region(ins[0])
+        if write.prim == "function":   # a custom Function that marked a view dirty (adjoint/engine/dirty.py)
+            mod = write.params
+            value = TCall(mod.function.name, (view,) + tuple(ins[1:]), view.shape, None)
+            functions[id(value)] = self._function_formulas(mod, [view] + list(ins[1:]), value, 0, 1)
+            return TPut(ins[0], view, value, region, tuple(shape))
         value = REGISTRY[write.prim].math.formula([view] + list(ins[1:]), write.params, view.shape, 0)
         return TPut(ins[0], view, value, region, tuple(shape))
 
@@ -339,7 +344,9 @@ class Analysis:
             need = [e is not None for e in eqn.edges]
             return copy_slices_backward(self.run.rt, eqn.node, gs[0], need,
                                         lambda fn, grads, need: fn.op.vjp(B, grads, list(fn.input_values),
-                                                                          list(fn.output_values), fn.params, need))
+                                                                          list(fn.output_values), fn.params, need)
+                                        if fn.kind != "function" else   # a Function that marked a view dirty
+                                        declared_vjp(self.run.rt, fn.params, list(fn.input_values), grads[0]))
         need = [e is not None for e in eqn.edges]
         op = REGISTRY[eqn.prim]
         if complex_node(eqn.node):   # PyTorch's convention for complex values (adjoint.engine.complex_grad)

@@ -12,6 +12,7 @@ from adjoint.engine.graph import Node, Tensor
 from adjoint.engine.inplace import copy_slices_backward
 from adjoint.format.problem import OUTPUT, ROOT
 from adjoint.engine.complex_grad import call_vjp
+from adjoint.engine.dirty_adjoint import dirty_call_grads
 
 
 @dataclass(repr=False)
@@ -72,8 +73,10 @@ def boundaries_of(rt, fwd, bwd, progress=None) -> list[Boundary]:
         if any(g is not None for g in gouts):
             start = position[id(call.in_node)] if call.in_node is not None else call.body_start
             seeds = [(t, g) for t, g in zip(outs, gouts) if g is not None]
-            gin = tuple(pure_vjp(rt, rt.nodes[start:call.end], seeds, call.args, getattr(bwd, "vjps", None),
-                                 _input_slots(call)))
+            gin = dirty_call_grads(rt, call, gouts)   # a Function that wrote its input in place
+            if gin is None:
+                gin = tuple(pure_vjp(rt, rt.nodes[start:call.end], seeds, call.args, getattr(bwd, "vjps", None),
+                                     _input_slots(call)))
             if call.module.type == "Identity":
                 gin = (gouts[0] if call.args[0].requires_grad else None,)
         else:
@@ -161,7 +164,9 @@ def pure_vjp(rt, nodes: list[Node], seeds: list, wrt, known: dict | None = None,
                 continue
             outs = copy_slices_backward(rt, node, gs[0], [e is not None for e in node.edges],
                                         lambda fn, grads, need: fn.op.vjp(B, grads, list(fn.input_values),
-                                                                          list(fn.output_values), fn.params, need))
+                                                                          list(fn.output_values), fn.params, need)
+                                        if fn.kind != "function" else   # a Function that marked a view dirty
+                                        declared_vjp(rt, fn.params, list(fn.input_values), grads[0]))
         else:
             need = [e is not None for e in node.edges]
             outs = _known_vjp(B, known, node, gs, need)

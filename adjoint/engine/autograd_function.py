@@ -45,6 +45,13 @@ def apply_function(rt, mod, args: list) -> Tensor:
     # a Python value among the arguments (a bool, a number) is no edge: unpack_input collects the
     # tensors only, and the backward's gradient for it must be None
     tensors = [t for t in args if isinstance(t, Tensor)]
+    dirty = mod.function.dirty
+    if dirty:   # ctx.mark_dirty (adjoint/engine/dirty.py)
+        from adjoint.engine import dirty as dirty_rules
+        by_slot = dict(zip(slots_of(mod), args))
+        dirty_rules.check_dirty_inputs(mod, by_slot, mod.function.save is not None)
+        in_values = [t.value for t in tensors]   # before the forward writes the dirty ones
+        dirty_view = any(by_slot[name].is_view for name, _ in dirty)
     rg = [t.requires_grad for t in tensors]
     node = None
     if rt.grad_enabled and any(rg):
@@ -60,24 +67,39 @@ def apply_function(rt, mod, args: list) -> Tensor:
     out, local = evaluate_program(rt, mod, plain)
     outs = out if isinstance(out, tuple) else (out,)
     given = {id(t): a for t, a in zip(plain.values(), args) if isinstance(t, Tensor)}
+    from adjoint.engine.dirty import check_undeclared_writes
+    check_undeclared_writes(mod, plain)
+    if dirty:
+        before = dirty_rules.write_dirty(rt, mod, by_slot, plain)
     results = []
     for k, o in enumerate(outs):
         if not isinstance(o, Tensor):   # a non-tensor output is returned as it is; its gradient slot stays None
             results.append(o)
             continue
         rt.B.check_output(o.value, mod.function.loc, f"{mod.function.name}.forward")
+        mine = (dirty_rules.dirty_output(rt, mod, node, by_slot, plain, o, k, len(outs), args, before,
+                                         (tensors, in_values)) if dirty else None)
+        if mine is not None:    # a dirty input returned: that very tensor, rebased onto the node
+            results.append(mine)
+            continue
         r = _same_layout(rt.tensor(o.value, node is not None, node, k, dtype=o.dtype), o)
         if id(o) in given and node is not None:  # an input returned as-is: a view PyTorch refuses to modify
             r.creation = ("custom", mod.function.name)
         results.append(r)
-    rt.record("function", tensors, [r for r in results if isinstance(r, Tensor)], mod, node, mod.function.loc)
+    if dirty:
+        dirty_rules.check_returned(mod, plain, outs)
+    if not (dirty and node is not None and dirty_view):
+        # (a dirty view's Function was recorded before its CopySlices, which wraps it)
+        rt.record("function", tensors, [r for r in results if isinstance(r, Tensor)], mod, node, mod.function.loc,
+                  in_values if dirty else None)
     if node is not None:
         node.outputs = [(r.shape, r.dtype) if isinstance(r, Tensor) else None for r in results]
         node.output_values = [r.value if isinstance(r, Tensor) else None for r in results]
         saved = [(t, False) for t in tensors]
         if mod.function.save is not None:   # ctx.save_for_backward(*save): an input or output saved is that tensor
             made = {id(o): r for o, r in zip(outs, results)}
-            saved = [(given.get(id(v), made.get(id(v), v)), id(v) in made)
+            # is_output: var.grad_fn() is the node (a dirty view's is its regenerated AsStridedBackward0)
+            saved = [(given.get(id(v), made.get(id(v), v)), id(v) in made and made[id(v)].grad_fn is node)
                      for v in save_values(rt, mod, plain, local, out)]
         for i, (t, is_output) in enumerate(saved):
             sv = SavedVariable(f"saved{i}", t, t.version.value, is_output, t.value)

@@ -65,7 +65,10 @@ def _true_vjp(rt, mod, values: list, cots: list) -> list:
     mini = Runtime(rt.B, rt.dtype)
     mini.quiet = 1
     leaves = [mini.leaf(v, True) if rt.B.is_value(v) else v for v in values]
-    scope = _PureScope(mod, dict(zip(slots_of(mod), leaves)))
+    dirty = {name for name, _ in mod.function.dirty}   # written in place by the forward: a clone of the leaf
+    ins = [mini.apply("clone", [t], None, mod.function.loc) if n in dirty else t
+           for n, t in zip(slots_of(mod), leaves)]
+    scope = _PureScope(mod, dict(zip(slots_of(mod), ins)))
     result = Interp(mini, scope).run(mod.forward)
     results = result if isinstance(result, tuple) else (result,)
     tensors = [t for t in leaves if rt.B.is_value(getattr(t, "value", None))]

@@ -359,12 +359,13 @@ def _positions(shape, chain) -> tuple:
     return np.unravel_index(at, tuple(shape))
 
 
-def rebase(t: Tensor, node: Node) -> None:
-    """rebase_history on a tensor that is not a view: its grad_fn becomes ``node``;
-    update_tensor_hooks_on_new_gradfn: the hook dict starts afresh, retain_grad moves along."""
+def rebase(t: Tensor, node: Node, output_nr: int = 0) -> None:
+    """rebase_history on a tensor that is not a view: its grad_fn becomes ``node`` (at
+    ``output_nr``: a custom Function's dirty output); update_tensor_hooks_on_new_gradfn: the
+    hook dict starts afresh, retain_grad moves along."""
     old = t.grad_fn
     t.grad_fn = node
-    t.output_nr = 0
+    t.output_nr = output_nr
     t.requires_grad = True
     t.is_leaf = False
     t.backward_hooks = None
@@ -373,7 +374,7 @@ def rebase(t: Tensor, node: Node) -> None:
         for nr, r in list(old.retains_grad_hooks.items()):
             if r is t:
                 del old.retains_grad_hooks[nr]
-        node.retains_grad_hooks[0] = t
+        node.retains_grad_hooks[output_nr] = t
 
 
 def rebase_view(rt, view: Tensor, fn: Node, loc, base_before) -> None:
@@ -389,7 +390,8 @@ def rebase_view(rt, view: Tensor, fn: Node, loc, base_before) -> None:
     copy.outputs = [(base.shape, base.dtype)]
     copy.output_values = [base.value]
     rt.nodes.append(copy)
-    rt.record("copy_slices", (base,) + tuple(fn.inputs[1:]), [base], CopySlicesWrite(view.grad_view_ops, fn.op.name,
+    prim = fn.op.name if fn.op is not None else "function"   # a custom Function that marked the view dirty
+    rt.record("copy_slices", (base,) + tuple(fn.inputs[1:]), [base], CopySlicesWrite(view.grad_view_ops, prim,
                                                                                      fn.params),
               copy, loc, (base_before,) + tuple(fn.input_values[1:]))
     rebase(base, copy)

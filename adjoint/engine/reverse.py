@@ -453,6 +453,9 @@ class Engine:
         return [x if n else None for x, n in zip(out, need)]
 
     def op_vjp(self, node: Node, grads: list, need: list) -> list:
+        if node.kind == "function":   # a custom Function that marked a view dirty (adjoint/engine/dirty.py)
+            from adjoint.engine.autograd_function import function_backward
+            return [x if n else None for x, n in zip(function_backward(self.rt, node, grads), need)]
         saved = {id(sv): self.rt.unpack(node, sv) for sv in node.saved}
         ins = list(node.input_values)
         outs = list(node.output_values)

@@ -495,7 +495,7 @@ def dropout_mask(m: YMap, args: dict, training: bool, what: str) -> Literal | No
 
 
 def parse_function(node: YNode, path: str, inputs: tuple[str, ...], params: list[TensorDecl], what: str) -> Function:
-    f = mapping(node, f"the function of {what}", ("backward",), ("name", "save"))
+    f = mapping(node, f"the function of {what}", ("backward",), ("name", "save", "dirty"))
     default = "".join(part[:1].upper() + part[1:] for part in re.split(r"[._]", path or ROOT) if part) + "Function"
     name = string(f.get("name"), "function name") if f.get("name") is not None else default
     if not identifier_ok(name):
@@ -517,7 +517,8 @@ def parse_function(node: YNode, path: str, inputs: tuple[str, ...], params: list
             raise ProblemError(items.loc, "function.save must be a list of expressions (ctx.save_for_backward's "
                                           "arguments), as in save: [x, \"h\"]")
         save = tuple(parse_expression(item, f"entry {i} of the save of {what}") for i, item in enumerate(items.items))
-    return Function(name, grads, f.loc, save)
+    from adjoint.format.validate_dirty import parse_dirty
+    return Function(name, grads, f.loc, save, parse_dirty(f.get("dirty"), slots, what))
 
 
 def check_unique_names(m: YMap, what: str, inputs, params, buffers, kids) -> None:

@@ -262,6 +262,8 @@ def make_function(decl: Module, run) -> type:
         env["output"] = out
         ctx.save_for_backward(*[run.program(EnvScope(dict(env), f"the save of {fdecl.name}")).eval(e)
                                 for e in fdecl.save])
+        if fdecl.dirty:   # ctx.mark_dirty(*dirty): the inputs the forward wrote in place
+            ctx.mark_dirty(*[tensors[slots.index(name)] for name, _ in fdecl.dirty])
         return out
 
     def backward(ctx, *grad_outputs):
