@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 
 import torch
 from torch import nn
@@ -244,7 +245,10 @@ def _example_calls(model: nn.Module, args: list[torch.Tensor]) -> tuple[dict, di
     rng = torch.get_rng_state()
     watch = ForwardWatch(source_files(model))
     try:
-        with torch.no_grad(), watch:
+        with torch.no_grad(), watch, warnings.catch_warnings():
+            # checkpoint's own warnings (no input requires grad here; use_reentrant absent) are the
+            # example run's, not the user's: the problem's run says them again where PyTorch does
+            warnings.filterwarnings("ignore", module="torch.utils.checkpoint")
             model(*args)
     except Exception as exc:
         watch.check()
