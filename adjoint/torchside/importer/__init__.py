@@ -248,7 +248,7 @@ def _example_calls(model: nn.Module, args: list[torch.Tensor]) -> tuple[dict, di
         with torch.no_grad(), watch, warnings.catch_warnings():
             # checkpoint's own warnings (no input requires grad here; use_reentrant absent) are the
             # example run's, not the user's: the problem's run says them again where PyTorch does
-            warnings.filterwarnings("ignore", module="torch.utils.checkpoint")
+            warnings.filterwarnings("ignore", message="torch.utils.checkpoint|None of the inputs have requires_grad")
             model(*args)
     except Exception as exc:
         watch.check()
