@@ -3,8 +3,9 @@
 One job per module: :mod:`.userfile` loads ``FILE.py`` and calls its factory;
 :mod:`.inputs` makes the inputs; :mod:`.tree` writes the module tree (:mod:`.builtins` for the
 ``torch.nn`` types the format has, :mod:`.fxtrace` + :mod:`.program` for every other module's
-forward); :mod:`.forwardcheck` refuses what fx would silently lose (``with`` blocks,
-``.requires_grad`` writes, ``checkpoint``, hooks registered inside a forward -- in its source,
+forward; ``checkpoint(self.CHILD, ...)`` kept as a call); :mod:`.forwardcheck` refuses what fx
+would silently lose (``with`` blocks, ``.requires_grad`` writes, a ``checkpoint`` the format cannot
+write, hooks registered inside a forward -- in its source,
 and on the example run -- and a module under two names holding buffers or hooks; tied
 parameters are written ``{tied: FIRST}``); :mod:`.hooks` lists the hooks already
 registered and :mod:`.hookbody` translates their Python bodies; :mod:`.numbers` writes values

@@ -8,7 +8,9 @@ something else:
   block, so values made inside it would require grad;
 * ``h.requires_grad = True`` / ``h.data = ...`` / ``h.grad = ...``: attribute writes fx never sees;
 * ``torch.utils.checkpoint.checkpoint(f, x)``: fx traces through it, so the recomputation
-  (and the hook calls it makes) would vanish;
+  (and the hook calls it makes) would vanish; a forward's own ``checkpoint(self.CHILD, ...)``
+  is kept as one call (:mod:`.fxtrace`), anything else (a lambda, a bound method, a
+  ``ModuleList`` item, ``context_fn=``, ``checkpoint_sequential``, a call in a helper) refused;
 * ``h.register_hook(...)``, ``h.retain_grad()``, ``h.requires_grad_()``, ``backward()``
   inside a forward: their values are unused, so they would be dropped as dead code;
 * ``h += x``: a proxy has no ``__iadd__``, so fx records ``h + x``, out of place. Such a
