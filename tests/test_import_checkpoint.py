@@ -11,6 +11,7 @@ user's ``file:line``.
 
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 
@@ -25,64 +26,13 @@ from adjoint.torchside.importer import import_file  # noqa: E402
 from adjoint.torchside.importer.userfile import call_factory  # noqa: E402
 from adjoint.torchside.verify import predict, verify_variant  # noqa: E402
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 MODELS = '''\
 import torch
 import torch.utils.checkpoint as cp
 from torch import nn
 from torch.utils.checkpoint import checkpoint
-
-CALLS = []
-
-
-class Block(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = nn.Linear(3, 3)
-        self.act = nn.Tanh()
-
-    def forward(self, x):
-        return self.act(self.lin(x)) * 2
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.w = nn.Parameter(torch.tensor([0.5, -1.0, 2.0]))
-        self.f = Block()
-        self.g = Block()
-        self.act = nn.Tanh()
-        self.head = nn.Linear(3, 1)
-
-    def forward(self, x):
-        h = x * self.w
-        a = checkpoint(self.f, h, use_reentrant=False)
-        b = cp.checkpoint(self.g, a, use_reentrant=True)
-        c = checkpoint(self.f, b, use_reentrant=False, early_stop=False)
-        d = checkpoint(self.act, c, preserve_rng_state=False)
-        return self.head(d + a)
-
-
-def pre(module, args):
-    CALLS.append("forward_pre")
-
-
-def fwd(module, args, output):
-    CALLS.append("forward")
-
-
-def bwd(module, grad_input, grad_output):
-    CALLS.append("full_backward")
-
-
-def make_net():
-    torch.manual_seed(0)
-    m = Net().double()
-    m.f.lin.register_full_backward_hook(bwd)
-    m.f.act.register_forward_pre_hook(pre)
-    m.g.act.register_forward_hook(fwd)
-    m.g.lin.register_full_backward_hook(bwd)
-    m.act.register_full_backward_hook(bwd)
-    return m
 
 
 class Lambda(nn.Module):
@@ -169,9 +119,11 @@ def _line_of(models: str, text: str) -> int:
     raise AssertionError(text)
 
 
-def test_checkpoint_calls_are_written_as_the_format_writes_them_and_verify_origin_agrees(models):
-    out = models.replace(".py", ".yaml")
-    text = import_file(f"{models}:make_net", ["x=2x3"], "sum(y)", out)
+def test_checkpoint_calls_are_written_as_the_format_writes_them_and_verify_origin_agrees(tmp_path):
+    example = tmp_path / "checkpointed.py"      # verify --origin runs only a file beside the problem
+    example.write_text(open(os.path.join(ROOT, "examples", "checkpointed.py")).read())
+    out = str(tmp_path / "checkpointed.yaml")
+    text = import_file(f"{example}:make_model", ["x=2x3"], "sum(y)", out)
     with open(out, "w") as fh:
         fh.write(text)
     # each call as the user wrote it: the child by name, the keywords kept, an absent use_reentrant absent
@@ -183,7 +135,7 @@ def test_checkpoint_calls_are_written_as_the_format_writes_them_and_verify_origi
     js = vp.to_json()
 
     # the user's module, run by real torch: its hooks' calls (the recomputed ones included) and grads
-    mod = call_factory(models, "make_net")
+    mod = call_factory(str(example), "make_model")
     calls = sys.modules[type(mod).__module__].CALLS
     calls.clear()
     x = torch.tensor([float(v) for v in problem.variants[0].inputs[0].value.items],
