@@ -129,7 +129,7 @@ class Checkpointed(nn.Module):
         self.a = nn.Linear(3, 3)
 
     def forward(self, x):
-        return checkpoint(self.a, x, use_reentrant=False)
+        return checkpoint(lambda t: self.a(t) * 2, x, use_reentrant=False)
 
 
 class HookInForward(nn.Module):
@@ -376,7 +376,8 @@ def test_in_place_residuals_and_comparisons_import_in_place(models):
 @pytest.mark.parametrize("cls, line, words", [
     ("NoGrad", "with torch.no_grad():", "the block 'with torch.no_grad():'"),
     ("SetsRequiresGrad", "h.requires_grad = True", "sets .requires_grad inside the forward"),
-    ("Checkpointed", "return checkpoint(", "checkpoint(...) (torch.utils.checkpoint) cannot be imported yet"),
+    ("Checkpointed", "return checkpoint(", "checkpoint(...) (torch.utils.checkpoint) is handed a lambda, which "
+                                           "cannot be imported yet"),
     ("HookInForward", "h.register_hook(", "registers a tensor hook inside the forward"),
     ("Constant", "torch.ones(3)", "makes a constant tensor inside its forward"),
     ("Decorated", "@torch.no_grad()", "the decorator @torch.no_grad() on its forward cannot be imported"),

@@ -3,8 +3,9 @@
 One job per module: :mod:`.userfile` loads ``FILE.py`` and calls its factory;
 :mod:`.inputs` makes the inputs; :mod:`.tree` writes the module tree (:mod:`.builtins` for the
 ``torch.nn`` types the format has, :mod:`.fxtrace` + :mod:`.program` for every other module's
-forward); :mod:`.forwardcheck` refuses what fx would silently lose (``with`` blocks,
-``.requires_grad`` writes, ``checkpoint``, hooks registered inside a forward -- in its source,
+forward; ``checkpoint(self.CHILD, ...)`` kept as a call); :mod:`.forwardcheck` refuses what fx
+would silently lose (``with`` blocks, ``.requires_grad`` writes, a ``checkpoint`` the format cannot
+write, hooks registered inside a forward -- in its source,
 and on the example run -- and a module under two names holding buffers or hooks; tied
 parameters are written ``{tied: FIRST}``); :mod:`.hooks` lists the hooks already
 registered and :mod:`.hookbody` translates their Python bodies; :mod:`.numbers` writes values
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 
 import torch
 from torch import nn
@@ -244,7 +246,10 @@ def _example_calls(model: nn.Module, args: list[torch.Tensor]) -> tuple[dict, di
     rng = torch.get_rng_state()
     watch = ForwardWatch(source_files(model))
     try:
-        with torch.no_grad(), watch:
+        with torch.no_grad(), watch, warnings.catch_warnings():
+            # checkpoint's own warnings (no input requires grad here; use_reentrant absent) are the
+            # example run's, not the user's: the problem's run says them again where PyTorch does
+            warnings.filterwarnings("ignore", message="torch.utils.checkpoint|None of the inputs have requires_grad")
             model(*args)
     except Exception as exc:
         watch.check()

@@ -8,7 +8,9 @@ something else:
   block, so values made inside it would require grad;
 * ``h.requires_grad = True`` / ``h.data = ...`` / ``h.grad = ...``: attribute writes fx never sees;
 * ``torch.utils.checkpoint.checkpoint(f, x)``: fx traces through it, so the recomputation
-  (and the hook calls it makes) would vanish;
+  (and the hook calls it makes) would vanish; a forward's own ``checkpoint(self.CHILD, ...)``
+  is kept as one call (:mod:`.fxtrace`), anything else (a lambda, a bound method, a
+  ``ModuleList`` item, ``context_fn=``, ``checkpoint_sequential``, a call in a helper) refused;
 * ``h.register_hook(...)``, ``h.retain_grad()``, ``h.requires_grad_()``, ``backward()``
   inside a forward: their values are unused, so they would be dropped as dead code;
 * ``h += x``: a proxy has no ``__iadd__``, so fx records ``h + x``, out of place. Such a
@@ -175,16 +177,55 @@ def _check_forward(m: nn.Module, path: str) -> None:
         if isinstance(node, ast.Call):
             f = node.func
             name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
-            if name in _CHECKPOINT:
+            if name == "checkpoint":
+                _check_checkpoint(node, who, at)
+            elif name in _CHECKPOINT:
                 raise refuse(at(node), f"{who}: {name}(...) (torch.utils.checkpoint) cannot be imported yet: the "
-                                       "importer does not write checkpoint regions, and tracing through it would drop "
-                                       "the recomputation",
-                             "call the function directly for the import and write checkpoint(CHILD, ...) into the "
-                             "file by hand, or leave the model out")
+                                       "problem format has checkpoint(CHILD, ...) only, and tracing through it would "
+                                       "drop the recomputation",
+                             "checkpoint each block with checkpoint(self.block, h, use_reentrant=...), or call the "
+                             "function directly for the import and write the file's checkpoint(...) by hand")
             if name in _AUTOGRAD_CALLS:
                 raise refuse(at(node), f"{who}: {_AUTOGRAD_CALLS[name]} ('{ast.unparse(node)}'), which torch.fx does "
                                        "not record", "register the hook on the model before importing it, or write "
                                                      "the file's hooks: by hand")
+
+
+def calls_checkpoint(m: nn.Module) -> bool:
+    """Does the forward's source call ``checkpoint(...)`` (written as a checkpoint node, :mod:`.fxtrace`)?"""
+    found = _forward_source(m)
+    if found is None:
+        return False
+    return any(isinstance(n, ast.Call) and _call_name(n) == "checkpoint" for n in ast.walk(found[0]))
+
+
+def _call_name(node: ast.Call) -> str | None:
+    f = node.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+
+
+def _check_checkpoint(node: ast.Call, who: str, at) -> None:
+    """``checkpoint(self.CHILD, *args, use_reentrant=..., early_stop=..., preserve_rng_state=...)``
+    is written as the format writes it (:mod:`.fxtrace`); anything else is refused at its line."""
+    from adjoint.torchside.importer.fxtrace import CHECKPOINT_KEYWORDS
+    instead = ("checkpoint a child module (checkpoint(self.block, h, use_reentrant=False)), or call the function "
+               "directly for the import and write the file's checkpoint(...) by hand")
+    first = node.args[0] if node.args else None
+    if not (isinstance(first, ast.Attribute) and isinstance(first.value, ast.Name) and first.value.id == "self"):
+        what = "a lambda" if isinstance(first, ast.Lambda) else f"'{ast.unparse(first)}'" if first is not None \
+            else "no function"
+        raise refuse(at(node), f"{who}: checkpoint(...) (torch.utils.checkpoint) is handed {what}, which cannot be "
+                               "imported yet: the importer writes checkpoint(CHILD, ...) of a child module "
+                               "(self.NAME) only", instead)
+    starred = [a for a in node.args if isinstance(a, ast.Starred)] + [k for k in node.keywords if k.arg is None]
+    if starred:
+        raise refuse(at(node), f"{who}: checkpoint(...) (torch.utils.checkpoint) is given *args or **kwargs, which "
+                               "cannot be imported", "write its arguments out one by one")
+    for k in node.keywords:
+        if k.arg not in CHECKPOINT_KEYWORDS:
+            raise refuse(at(node), f"{who}: checkpoint(...) (torch.utils.checkpoint) is given {k.arg}=, which the "
+                                   "problem format does not have (it has use_reentrant, early_stop and "
+                                   "preserve_rng_state)", f"drop {k.arg}= for the import, or leave the model out")
 
 
 _SETTERS = ("requires_grad", "data", "grad")
@@ -237,6 +278,8 @@ class ForwardWatch:
 
     def _profile(self, frame, event, arg):
         if event == "call" and self.found is None and frame.f_code in self.codes:
+            if self.codes[frame.f_code] == "checkpoint" and _written_checkpoint(frame):
+                return      # checkpoint(self.CHILD, ...) in a forward: written as a checkpoint node
             self.found = (f"calls {self.codes[frame.f_code]}(...) (torch.utils.checkpoint)", self._where(frame.f_back))
 
     def __enter__(self):
@@ -257,9 +300,21 @@ class ForwardWatch:
             return
         what, where = self.found
         if "checkpoint" in what:
-            raise refuse(where, f"the model {what} in its forward, which cannot be imported yet: the engine does not "
-                                "model its recomputation, and tracing through it would drop it",
-                         "call the function directly for the import, or leave the model out")
+            raise refuse(where, f"the model {what} in its forward, which cannot be imported yet: the importer writes "
+                                "checkpoint(CHILD, ...) called by a forward on one of its child modules only, and "
+                                "tracing through it would drop the recomputation",
+                         "call checkpoint(self.block, ...) in the module's own forward, or call the function "
+                         "directly for the import and write the file's checkpoint(...) by hand")
         raise refuse(where, f"the model {what} in its forward, which torch.fx does not record",
                      "write the forward in the problem file by hand, or move the line out of the model "
                      "(register hooks on the model before importing it)")
+
+
+def _written_checkpoint(frame) -> bool:
+    """A ``checkpoint`` call the importer writes: handed a module, directly by a module's
+    ``forward`` (a helper function in between is traced through by fx, so it is refused)."""
+    caller = frame.f_back
+    while caller is not None and "/torch/" in caller.f_code.co_filename.replace(os.sep, "/"):
+        caller = caller.f_back      # torch's wrappers around checkpoint (dynamo's disable)
+    return isinstance(frame.f_locals.get("function"), nn.Module) and caller is not None and \
+        caller.f_code.co_name == "forward" and isinstance(caller.f_locals.get("self"), nn.Module)

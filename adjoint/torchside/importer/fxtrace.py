@@ -5,6 +5,12 @@ child is imported on its own, as a built-in type or with its own traced forward)
 forward is recorded as its own code wrote it. Stack traces are recorded, so a node can say
 which line of the user's code made it.
 
+``torch.utils.checkpoint.checkpoint(self.CHILD, *args, use_reentrant=..., ...)`` is a leaf
+too: one ``call_function`` node whose target is PyTorch's ``checkpoint`` and whose first
+argument is the child's path (a string; ``node.meta["checkpoint_child"]`` says so), never
+traced through, so the program writes the call as the format does (``checkpoint(CHILD, h,
+use_reentrant=False)``) and the region is recomputed in the backward as PyTorch does.
+
 When fx cannot trace the forward (data-dependent control flow, a Python call fx cannot see
 through), the forward is run once on the example values it receives (:mod:`.record`) and
 the tensor ops it ran are recorded with PyTorch's ``__torch_function__`` mode instead: the
@@ -13,7 +19,18 @@ program is then the path that example took.
 
 from __future__ import annotations
 
+import torch.utils.checkpoint as ckpt
 from torch import fx, nn
+
+#: PyTorch's own function (the target of a checkpoint node)
+CHECKPOINT = ckpt.checkpoint
+#: the keywords the format writes (contract: use_reentrant, early_stop, preserve_rng_state)
+CHECKPOINT_KEYWORDS = ("use_reentrant", "early_stop", "preserve_rng_state")
+
+
+class CheckpointNotWritten(Exception):
+    """A checkpoint call the format cannot write (not a child module, another keyword): the
+    tree writer refuses it at the user's line rather than tracing through it."""
 
 
 class ChildTracer(fx.Tracer):
@@ -23,6 +40,46 @@ class ChildTracer(fx.Tracer):
 
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
         return True
+
+    def checkpoint_call(self, function, args, kwargs):
+        if not isinstance(function, nn.Module):
+            raise CheckpointNotWritten(f"checkpoint(...) is handed {type(function).__name__}, not a child module")
+        try:
+            path = self.path_of_module(function)
+        except NameError:
+            raise CheckpointNotWritten("checkpoint(...) is handed a module that is not one of the model's") from None
+        other = [k for k in kwargs if k not in CHECKPOINT_KEYWORDS]
+        if other:
+            raise CheckpointNotWritten(f"checkpoint(...) is given {other[0]}=, which the problem format does not have")
+        for k, v in kwargs.items():
+            if not isinstance(v, bool) and not (k == "use_reentrant" and v is None):
+                raise CheckpointNotWritten(f"checkpoint(...) is given {k}={type(v).__name__}, not True or False")
+        proxy = self.create_proxy("call_function", CHECKPOINT, (path, *args), dict(kwargs))
+        proxy.node.meta["checkpoint_child"] = path
+        return proxy
+
+    def trace(self, root, concrete_args=None):
+        """fx's trace, with ``checkpoint`` a leaf: PyTorch's function replaced, while tracing, in
+        ``torch.utils.checkpoint`` and in the globals of the forward's module that name it."""
+        def leaf(function, *args, **kwargs):
+            return self.checkpoint_call(function, args, kwargs)
+
+        forward = getattr(type(root), "forward", None)
+        spaces = [vars(ckpt)]
+        globs = getattr(forward, "__globals__", None)
+        if globs is not None and globs is not vars(ckpt):
+            spaces.append(globs)
+        saved = []
+        for space in spaces:
+            for name, value in list(space.items()):
+                if value is CHECKPOINT:
+                    saved.append((space, name))
+                    space[name] = leaf
+        try:
+            return super().trace(root, concrete_args)
+        finally:
+            for space, name in saved:
+                space[name] = CHECKPOINT
 
 
 def trace(module: nn.Module) -> fx.Graph:

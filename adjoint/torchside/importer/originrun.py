@@ -36,6 +36,7 @@ from adjoint.torchside.values import DTYPES, literal_tensor, snap
 from adjoint.torchside.importer.hooks import _GLOBAL, _TABLES
 from adjoint.torchside.importer.userfile import call_factory
 from adjoint.torchside.importer.where import show_path
+from adjoint.torchside.importer.origincheckpoint import Marks, marked_checkpoints
 
 
 def confined(problem_path: str, problem: Problem) -> str:
@@ -141,13 +142,16 @@ def _hooks(model):
     return out, labels
 
 
-def _wrap(index: int, decl_hook, kind: str, target, on: str, kw: bool, fn, log: list, labels: dict, dtype):
+def _wrap(index: int, decl_hook, kind: str, target, on: str, kw: bool, fn, log: list, labels: dict, dtype,
+          marks=None):
     def record(args: dict, module=None) -> dict:
         rec = {"hook": index, "label": decl_hook.label if decl_hook is not None else f"{kind}@{target}",
                "kind": kind, "target": target if on != "global" else labels.get(id(module), "?"),
                "args": {n: snap(v, dtype) for n, v in args.items()}, "returned": None}
         if on == "global":
             rec["global"] = True
+        if marks is not None:
+            marks.mark(rec)     # a call of checkpoint's recomputation, or of its reentrant backward
         log.append(rec)
         return rec
 
@@ -225,9 +229,10 @@ def _run_origin(problem: Problem, decl, dtype: str) -> tuple[dict, int]:
         env[d.name] = literal_tensor(d.value, kind, symbols)
     found, labels = _hooks(model)
     log: list = []
+    marks = Marks()
     for index, (hid, table, kind, target, on, kw) in enumerate(found):
         decl_hook = decl.hooks[index] if index < len(decl.hooks) else None
-        table[hid] = _wrap(index, decl_hook, kind, target, on, kw, table[hid], log, labels, float_dtype)
+        table[hid] = _wrap(index, decl_hook, kind, target, on, kw, table[hid], log, labels, float_dtype, marks)
     leaves = dict((d.name, env[d.name]) for d in decl.inputs if d.requires_grad)
     seen = set()
     for name, p in model.named_parameters():
@@ -237,7 +242,7 @@ def _run_origin(problem: Problem, decl, dtype: str) -> tuple[dict, int]:
     observed: dict = {}
     during = "forward"
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), marked_checkpoints(model, marks):
             warnings.simplefilter("ignore")
             out = model(*args)
             env["y"] = out

@@ -325,12 +325,27 @@ class Writer:
             return Expr(f"{self.arg(base, ATOM)}[{inner}]")
         if target is builtins.getattr and node.args[1] in ATTRIBUTES:
             return Expr(f"{self.arg(node.args[0], ATOM)}.{node.args[1]}")
+        if "checkpoint_child" in node.meta:
+            return self.checkpoint(node)
         prefix = _namespace(target)
         name = getattr(target, "__name__", None)
         if prefix is None or name not in FUNCTIONS:
             raise self.fail(node, f"calls {_show_target(node)}, which adjoint does not model",
                             "see docs/format.md (expressions) for the functions a forward may call")
         return Expr(f"{prefix}{name}({self.call_args(node, node.args, node.kwargs)})")
+
+    def checkpoint(self, node: fx.Node) -> Expr:
+        """``checkpoint(CHILD, *args, use_reentrant=..., ...)`` as the format writes it (the child by
+        its name; the keywords as the user gave them, an absent ``use_reentrant`` absent)."""
+        path = node.meta["checkpoint_child"]
+        self.sites.setdefault(self.prefix + path, self.where(node))
+        if path not in self.children:
+            raise self.fail(node, f"checkpoints '{path}', which is not one of its own named children (a "
+                                  "ModuleList's item or a grandchild cannot be written in checkpoint(...) yet)",
+                            "give the module a named child for the checkpointed block (self.block = ...)")
+        parts = [path] + [self.arg(a) for a in node.args[1:]]
+        parts += [f"{k}={self.arg(v)}" for k, v in node.kwargs.items() if not (k == "use_reentrant" and v is None)]
+        return Expr(f"checkpoint({', '.join(parts)})")
 
     def child(self, node: fx.Node) -> str:
         target = str(node.target)

@@ -26,6 +26,8 @@ from adjoint.torchside.importer.record import record
 from adjoint.torchside.importer.refuse import refuse
 from adjoint.torchside.importer.where import of_exception, of_module
 from adjoint.torchside.importer.forwardcheck import augmented
+from adjoint.torchside.importer.forwardcheck import calls_checkpoint
+from adjoint.torchside.importer.fxtrace import CheckpointNotWritten
 
 CONTAINERS = (nn.Sequential, nn.ModuleList)
 
@@ -126,6 +128,8 @@ class TreeWriter:
         return Flow(nested(keep.to(torch.int64).tolist(), f"the mask of {path}"))
 
     def forward(self, m: nn.Module, path: str) -> tuple[list, str]:
+        if calls_checkpoint(m):     # only fx writes checkpoint(...); a recorded call would run through it
+            return self.checkpointing_forward(m, path)
         if augmented(m):        # fx writes h += x out of place: record a real call, which keeps it in place
             example = self.examples.get(self.first_path(path))
             if example is None:
@@ -139,6 +143,27 @@ class TreeWriter:
             graph = self.fallback(m, path, exc)
         return write_forward(m, path, graph, self.files, self.sites)
 
+
+    def checkpointing_forward(self, m: nn.Module, path: str) -> tuple[list, str]:
+        """A forward that calls ``checkpoint``: traced by fx (the call kept as one node), or refused
+        at the user's line; never recorded from a real call, which would run through the region."""
+        who = f"'{path or 'model'}' ({type(m).__name__})"
+        if augmented(m):
+            raise refuse(of_module(m), f"{who} calls checkpoint(...) and writes a tensor in place (op=), which "
+                                       "cannot be imported together yet", "write h = h + x for the import")
+        try:
+            graph = trace(m)
+        except CheckpointNotWritten as exc:
+            raise refuse(of_exception(exc, self.files) or of_module(m), f"{who}: {exc}",
+                         "checkpoint a child module (checkpoint(self.block, h, use_reentrant=False)), with "
+                         "use_reentrant, early_stop and preserve_rng_state as keywords") from None
+        except Exception as exc:
+            where = of_exception(exc, self.files) or of_module(m)
+            first = " ".join(str(exc).split()) or type(exc).__name__
+            raise refuse(where, f"torch.fx cannot trace the forward of {who}, which calls checkpoint(...): "
+                                f"{first[:200]}", "write its forward without data-dependent Python control "
+                                                  "flow") from None
+        return write_forward(m, path, graph, self.files, self.sites)
 
     def fallback(self, m: nn.Module, path: str, exc: Exception):
         """fx could not trace: record the ops of one real call instead (:mod:`.record`); when that
