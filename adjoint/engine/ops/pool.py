@@ -179,17 +179,38 @@ def adaptive_matrix(in_hw, out_hw) -> list[list[Fraction]]:
     return rows
 
 
+def _window_sum(B, planes, matrix, forward: bool):
+    """``planes @ M^T`` (forward: each output the weighted sum of its window) or ``planes @ M``
+    (backward: each input the sum of the windows covering it) adding only the weights a window
+    has, as PyTorch's kernels loop over windows: an infinite or NaN value reaches only the
+    positions its windows cover (a matrix product would add ``nan * 0`` everywhere: an input no
+    window covers gets 0 from avg_pool2d's backward, not nan). Without a zero weight the product
+    itself (every position in every window)."""
+    n_out, n_in = len(matrix), len(matrix[0]) if matrix else 0
+    if all(v != 0 for row in matrix for v in row):
+        m = B.constant([v for row in matrix for v in row], (n_out, n_in))
+        return B.matmul2d(planes, B.t2(m) if forward else m)
+    outs, ins, weights = [], [], []
+    for o, row in enumerate(matrix):
+        for i, v in enumerate(row):
+            if v != 0:
+                outs.append(o)
+                ins.append(i)
+                weights.append(v)
+    src, dst, size = (ins, outs, n_out) if forward else (outs, ins, n_in)
+    picked = B.index(planes, (slice(None), np.array(src, dtype=np.int64)))
+    terms = B.mul(picked, B.constant(weights, (len(weights),)))
+    return B.place_add((B.shape(planes)[0], size), (slice(None), np.array(dst, dtype=np.int64)), terms)
+
+
 def _linear_pool(B, x, matrix, out_hw):
     shape = B.shape(x)
-    m = B.constant([v for row in matrix for v in row], (len(matrix), shape[-2] * shape[-1]))
-    y = B.matmul2d(_planes(B, x), B.t2(m))
+    y = _window_sum(B, _planes(B, x), matrix, forward=True)
     return B.reshape(y, tuple(shape[:-2]) + tuple(out_hw))
 
 
 def _linear_pool_vjp(B, g, x, matrix):
-    shape = B.shape(x)
-    m = B.constant([v for row in matrix for v in row], (len(matrix), shape[-2] * shape[-1]))
-    return B.reshape(B.matmul2d(_planes(B, g), m), shape)
+    return B.reshape(_window_sum(B, _planes(B, g), matrix, forward=False), B.shape(x))
 
 
 def avg_pool_shape(shapes, p: PoolSpec, loc):
