@@ -227,7 +227,8 @@ OPS = (
        "g*b*a^(b-1) (0 where b = 0); g*out*log(a)", nonfinite="a power that is not a real number",
        kink_doc="d/db is 0 where a = 0 and b >= 0", math=_POW, backward_error=pow_tensor_backward_error, checks=(Check(((2,), (2,)), positive=True),)),
     Op("rpow", "PowBackward2", rpow_forward, rpow_vjp, same_shape, (Save("exponent", "in", 0), Save("result", "out", 0)),
-       "g*out*log(n)", nonfinite="a power that is not a real number", kink_doc="0 where n = 0 and a >= 0", math=_RPOW, checks=(Check(((2,),), Fraction(3, 2)),)),
+       "g*out*log(n)", nonfinite="a power that is not a real number", kink_doc="0 where n = 0 and a >= 0", math=_RPOW, checks=(Check(((2,),), Fraction(3, 2)),),
+       contiguous_result=True),
 )
 
 

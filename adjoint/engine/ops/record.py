@@ -79,6 +79,9 @@ class Op:
     view: bool = False               # the outputs are views of input 0 (share its storage and version)
     elementwise: bool = False        # computed by a TensorIterator: the result's strides follow the
                                      # operands' memory order (adjoint.values.strides.iterator_strides)
+    contiguous_result: bool = False  # elementwise, but the kernel allocates its result contiguous whatever
+                                     # the operands' layout (pow(Scalar, Tensor): its meta function passes no
+                                     # strides to set_output_raw_strided)
     layout: Callable | None = None   # views: (shape, strides, offset, p) -> (strides | None, offset)
     scatter: Callable | None = None  # views: (B, base, new view value, p) -> the base with the view written
     math: Math | None = None         # how it reads in the derivation (required: tests/test_registry_math.py)
