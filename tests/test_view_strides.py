@@ -1,5 +1,5 @@
-"""The strides a view of an expanded gradient gets (adjoint.engine.gradalias.view_strides, ATen's
-computeStride), against real torch's ``as_strided(...).view(...)``: a view where torch makes one,
+"""The strides a view of an expanded gradient gets (adjoint.values.strides.view_strides, ATen's
+computeStride, which the alias model of adjoint.engine.gradalias uses), against real torch's ``as_strided(...).view(...)``: a view where torch makes one,
 None (reshape copies) where torch's view refuses."""
 
 import itertools
@@ -10,7 +10,7 @@ from conftest import require_torch
 
 torch = require_torch()
 
-from adjoint.engine.gradalias import view_strides  # noqa: E402
+from adjoint.values.strides import view_strides  # noqa: E402
 
 CASES = [((3, 36), (0, 0), (3, 3, 4, 3)), ((3, 4), (0, 1), (12,)), ((3, 4), (1, 0), (12,)),
          ((2, 3, 4), (0, 4, 1), (2, 12)), ((2, 3, 4), (0, 4, 1), (6, 4)), ((2, 3, 4), (0, 0, 1), (6, 4)),

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Tensor
+from adjoint.values.strides import view_strides
 
 
 class Storage:
@@ -211,34 +212,6 @@ def _view_obj(node, src: GradObj, g_shape: tuple, v_shape: tuple) -> GradObj | N
     if src.strides is not None:
         obj.strides = tuple(src.strides[d] for d in perm)
     return obj
-
-
-def view_strides(shape: tuple, strides: tuple, new_shape: tuple) -> tuple | None:
-    """ATen's ``computeStride`` (aten/src/ATen/TensorUtils.cpp): the strides of ``view(new_shape)``
-    of a tensor of ``shape`` and ``strides``, or None when no view has that shape (reshape then
-    copies). Dims are merged in chunks whose elements are evenly spaced."""
-    numel = 1
-    for n in shape:
-        numel *= n
-    if numel == 0 or not shape:
-        return None if numel == 0 else tuple(1 for _ in new_shape)
-    new = [0] * len(new_shape)
-    view_d = len(new_shape) - 1
-    chunk_base = strides[-1]
-    tensor_numel = view_numel = 1
-    for d in range(len(shape) - 1, -1, -1):
-        tensor_numel *= shape[d]
-        if d == 0 or (shape[d - 1] != 1 and strides[d - 1] != tensor_numel * chunk_base):
-            while view_d >= 0 and (view_numel < tensor_numel or new_shape[view_d] == 1):
-                new[view_d] = view_numel * chunk_base
-                view_numel *= new_shape[view_d]
-                view_d -= 1
-            if view_numel != tensor_numel:
-                return None
-            if d > 0:
-                chunk_base = strides[d - 1]
-                tensor_numel = view_numel = 1
-    return tuple(new) if view_d == -1 else None
 
 
 def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | None = None) -> list:

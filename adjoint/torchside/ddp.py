@@ -31,10 +31,8 @@ from adjoint.format.errors import ProblemError
 from adjoint.format.problem import Step
 from adjoint.format.comm_hook import OPS
 from adjoint.format.syntax import Bin, Call, Name, Neg, Num
-from adjoint.torchside.run import (DEFAULT_STEPS, TORCH_ERRORS, Session, finish_calls, register_after_forward,
-                                   remove_before_backward)
-from adjoint.torchside.run import _as_fresh_process, _error, _recorder
-from adjoint.torchside.hooks import HookRaised
+from adjoint.torchside.run import DEFAULT_STEPS, Session, finish_calls, run_steps
+from adjoint.torchside.run import _as_fresh_process, _recorder
 from adjoint.torchside.values import snap
 
 #: the file's built-in comm hooks: torch.distributed.algorithms.ddp_comm_hooks.default_hooks
@@ -220,55 +218,5 @@ def _evaluate(e, buffer: torch.Tensor, world_size: int):
 def _run_steps(s: DDPSession, steps, passes: list, spec) -> dict | None:
     """:func:`adjoint.torchside.run.run_steps`, each step a rank's script runs inside
     ``ddp.no_sync()`` when the file puts it in a ``no_sync`` block."""
-    hooks = s.v.hooks
-    later = {i for step in steps if step.kind == "register" for i in step.hooks}
-    s.phase = "register"
-    try:
-        for hook in hooks:
-            if hook.when == "before_forward" and hook.index not in later:
-                s.hooks.register(hook.index)
-    except TORCH_ERRORS + (AssertionError, HookRaised) as exc:   # PyTorch refuses a registration
-        return _error(exc, "register", s)
-    first_forward = first_backward = True
-    for step in steps:
-        registering = False
-        s.phase = "backward" if step.kind == "backward" else "register" if step.kind == "register" else "forward"
-        try:
-            with (s.ddp.no_sync() if not spec.synced(step) else contextlib.nullcontext()):
-                if step.kind == "forward":
-                    s.forward(step.inputs)
-                    if first_forward:
-                        first_forward = False
-                        registering = True
-                        register_after_forward(s, hooks, later)
-                elif step.kind == "backward":
-                    bw = step.backward or s.v.backward
-                    if first_backward:
-                        remove_before_backward(s, hooks)
-                    start = len(s.log)
-                    s.hooks.fired.clear()
-                    s.backward(bw)
-                    passes.append({"hook_calls": s.log[start:], "grads": s.grads()})
-                    if first_backward:
-                        first_backward = False
-                        for hook in hooks:
-                            if hook.remove == "after_backward":
-                                s.hooks.remove(hook.index)
-                elif step.kind == "register":
-                    registering = True
-                    for i in step.hooks:
-                        s.hooks.register(i)
-                elif step.kind == "remove":
-                    for i in step.hooks:
-                        s.hooks.remove(i)
-                elif step.kind == "zero_grad":
-                    s.zero_grad()
-                elif step.kind == "step":
-                    s.sgd(step.lr)
-        except ProblemError:
-            raise
-        except TORCH_ERRORS + (AssertionError, HookRaised) as exc:
-            during = "register" if registering or getattr(exc, "adjoint_during", None) == "register" else \
-                "backward" if step.kind == "backward" else "forward"
-            return _error(exc, during, s)
-    return None
+    return run_steps(s, steps, passes, pass_extras=False,
+                     in_step=lambda step: s.ddp.no_sync() if not spec.synced(step) else contextlib.nullcontext())

@@ -449,8 +449,12 @@ def remove_before_backward(s: Session, hooks) -> None:
             s.hooks.remove(hook.index)
 
 
-def run_steps(s: Session, steps, passes: list) -> dict | None:
-    """Run the steps in order; the contract's ``error`` when PyTorch raised, else None."""
+def run_steps(s: Session, steps, passes: list, in_step=None, pass_extras: bool = True) -> dict | None:
+    """Run the steps in order; the contract's ``error`` when PyTorch raised, else None.
+
+    ``in_step(step)``: a context each step runs in (DDP: ``ddp.no_sync()`` for a step of a
+    ``no_sync`` block; none by default). ``pass_extras``: a pass records ``leaf_values`` and
+    ``returned`` beside its calls and grads (a DDP rank's passes record only those two)."""
     hooks = s.v.hooks
     later = {i for step in steps if step.kind == "register" for i in step.hooks}
     s.phase = "register"
@@ -465,41 +469,42 @@ def run_steps(s: Session, steps, passes: list) -> dict | None:
         registering = False
         s.phase = "backward" if step.kind == "backward" else "register" if step.kind == "register" else "forward"
         try:
-            if step.kind == "forward":
-                s.forward(step.inputs)
-                if first_forward:
-                    first_forward = False
+            with (in_step(step) if in_step is not None else contextlib.nullcontext()):
+                if step.kind == "forward":
+                    s.forward(step.inputs)
+                    if first_forward:
+                        first_forward = False
+                        registering = True
+                        register_after_forward(s, hooks, later)
+                elif step.kind == "backward":
+                    bw = step.backward or s.v.backward
+                    if first_backward:
+                        remove_before_backward(s, hooks)
+                    start = len(s.log)
+                    s.hooks.fired.clear()   # which call fired at a shared node counts afresh in every backward
+                    returned = s.backward(bw)
+                    entry = {"hook_calls": s.log[start:], "grads": s.grads()}
+                    if pass_extras and s.written_leaves:
+                        entry["leaf_values"] = s.leaf_values()
+                    if pass_extras and returned is not None:
+                        entry["returned"] = returned
+                    passes.append(entry)
+                    if first_backward:
+                        first_backward = False
+                        for hook in hooks:
+                            if hook.remove == "after_backward":
+                                s.hooks.remove(hook.index)
+                elif step.kind == "register":
                     registering = True
-                    register_after_forward(s, hooks, later)
-            elif step.kind == "backward":
-                bw = step.backward or s.v.backward
-                if first_backward:
-                    remove_before_backward(s, hooks)
-                start = len(s.log)
-                s.hooks.fired.clear()   # which call fired at a shared node counts afresh in every backward
-                returned = s.backward(bw)
-                entry = {"hook_calls": s.log[start:], "grads": s.grads()}
-                if s.written_leaves:
-                    entry["leaf_values"] = s.leaf_values()
-                if returned is not None:
-                    entry["returned"] = returned
-                passes.append(entry)
-                if first_backward:
-                    first_backward = False
-                    for hook in hooks:
-                        if hook.remove == "after_backward":
-                            s.hooks.remove(hook.index)
-            elif step.kind == "register":
-                registering = True
-                for i in step.hooks:
-                    s.hooks.register(i)
-            elif step.kind == "remove":
-                for i in step.hooks:
-                    s.hooks.remove(i)
-            elif step.kind == "zero_grad":
-                s.zero_grad()
-            elif step.kind == "step":
-                s.sgd(step.lr)
+                    for i in step.hooks:
+                        s.hooks.register(i)
+                elif step.kind == "remove":
+                    for i in step.hooks:
+                        s.hooks.remove(i)
+                elif step.kind == "zero_grad":
+                    s.zero_grad()
+                elif step.kind == "step":
+                    s.sgd(step.lr)
         except ProblemError:
             raise
         except TORCH_ERRORS + (AssertionError, HookRaised) as exc:

@@ -63,37 +63,31 @@ def _sum_like(whole: str, by_dims: str, what: str):
     return lower
 
 
-def lower_var(rt, a, loc):
+def _variance_args(a, loc, what: str) -> tuple:
+    """(dims, correction, keepdim) of var / var_mean: the (input, unbiased) overload, unbiased or
+    correction (not both), correction 1 unless unbiased=False; PyTorch's TypeErrors otherwise."""
     x, dim, unbiased, correction = a["input"], a["dim"], a["unbiased"], a["correction"]
     if isinstance(dim, bool):          # var(x, True): the var(input, unbiased) overload
         if unbiased is not None:
-            raise ProblemError(loc, "var() got unbiased twice: PyTorch raises TypeError")
+            raise ProblemError(loc, f"{what}() got unbiased twice: PyTorch raises TypeError")
         dim, unbiased = None, dim
     if unbiased is not None and correction is not None:
-        raise ProblemError(loc, "var() takes unbiased or correction, not both: PyTorch raises TypeError (invalid "
-                                "combination of arguments)")
-    if correction is None:
-        correction = Fraction(0) if unbiased is False else Fraction(1)
-    if not isinstance(correction, Fraction) or isinstance(correction, bool):
-        raise ProblemError(loc, "var(): correction must be a number: PyTorch raises TypeError")
-    return rt.apply("var", [x], (reduce_dims(x, dim, loc), correction, a["keepdim"]), loc)
-
-
-def lower_var_mean(rt, a, loc):
-    """torch.var_mean (a function, no Tensor method): the same arguments as var; one VarMeanBackward0."""
-    x, dim, unbiased, correction = a["input"], a["dim"], a["unbiased"], a["correction"]
-    if isinstance(dim, bool):          # var_mean(x, True): the var_mean(input, unbiased) overload
-        if unbiased is not None:
-            raise ProblemError(loc, "var_mean() got unbiased twice: PyTorch raises TypeError")
-        dim, unbiased = None, dim
-    if unbiased is not None and correction is not None:
-        raise ProblemError(loc, "var_mean() takes unbiased or correction, not both: PyTorch raises TypeError "
+        raise ProblemError(loc, f"{what}() takes unbiased or correction, not both: PyTorch raises TypeError "
                                 "(invalid combination of arguments)")
     if correction is None:
         correction = Fraction(0) if unbiased is False else Fraction(1)
     if not isinstance(correction, Fraction) or isinstance(correction, bool):
-        raise ProblemError(loc, "var_mean(): correction must be a number: PyTorch raises TypeError")
-    return rt.apply("var_mean", [x], (reduce_dims(x, dim, loc), correction, a["keepdim"]), loc)
+        raise ProblemError(loc, f"{what}(): correction must be a number: PyTorch raises TypeError")
+    return reduce_dims(x, dim, loc), correction, a["keepdim"]
+
+
+def lower_var(rt, a, loc):
+    return rt.apply("var", [a["input"]], _variance_args(a, loc, "var"), loc)
+
+
+def lower_var_mean(rt, a, loc):
+    """torch.var_mean (a function, no Tensor method): the same arguments as var; one VarMeanBackward0."""
+    return rt.apply("var_mean", [a["input"]], _variance_args(a, loc, "var_mean"), loc)
 
 
 def _refuse_symbolic(rt, x: Tensor, loc: Loc, what: str) -> None:
