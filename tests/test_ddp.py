@@ -461,3 +461,37 @@ def test_generated_ddp_problems_load_and_solve():
         problem = adjoint.loads(text, f"gen-{i}.yaml")
         ranks = problem.solve().to_json()["variants"]["default"]["ranks"]
         assert len(ranks) == problem.distributed.world_size
+
+
+def test_a_comm_hook_writing_the_bucket_in_place():
+    """does: writes the buffer in the hook call; .grad ends as what the hook returns (hand
+    derivation: dL/db.bias = 2y, y = 4 on rank 0 and 6.5 on rank 1, so 8 and 13 locally)."""
+    local = ["8", "13"]
+    # bucket *= 0.5, the buffer returned: each rank keeps half its own gradient, nothing is reduced
+    ranks = _ranks(os.path.join(HERE, "ddp", "inplace_local.yaml"))
+    for r, g in zip(ranks, local):
+        (comm,) = [c for c in r["passes"][0]["hook_calls"] if c["kind"] == "comm_hook"]
+        assert _exact(comm["args"]["bucket"])[-1] == Fraction(g)             # handed before the write
+        assert _exact(comm["returned"]) == [v / 2 for v in _exact(comm["args"]["bucket"])]
+        assert _exact(r["passes"][0]["grads"]["b.bias"]) == [Fraction(g) / 2]
+    # div_ then all_reduce in place, the buffer returned: the mean, as the built-in hook gives
+    ranks = _ranks(os.path.join(HERE, "ddp", "inplace_allreduce.yaml"))
+    assert [_exact(r["passes"][0]["grads"]["b.bias"]) for r in ranks] == [[Fraction(21, 2)]] * 2
+    # mul_(2) in place, then all_reduce(bucket) / (2 * world_size): the doubled buffers' sum over 4
+    ranks = _ranks(os.path.join(HERE, "ddp", "inplace_hook.yaml"))
+    comms = [[c for c in r["passes"][0]["hook_calls"] if c["kind"] == "comm_hook"][0] for r in ranks]
+    b0, b1 = (_exact(c["args"]["bucket"]) for c in comms)
+    assert _exact(comms[0]["returned"]) == [(x + y) / 2 for x, y in zip(b0, b1)]
+    assert [_exact(r["passes"][0]["grads"]["b.bias"]) for r in ranks] == [[Fraction(21, 2)]] * 2
+
+
+@pytest.mark.parametrize("hook,message", [
+    ('{does: "bucket.exp_()"}', "a comm hook's does: writes the bucket in place"),
+    ('{does: "bucket.copy_(2)"}', "bucket.copy_ takes a tensor"),
+    ('{does: "all_reduce(bucket)"}\n  args: {gradient_as_bucket_view: true}',
+     "all_reduce in does: with gradient_as_bucket_view: true is not modelled yet"),
+])
+def test_a_comm_hook_does_outside_its_language_is_refused(tmp_path, hook, message):
+    path = _write(tmp_path, BASE + "  comm_hook: " + hook + "\n")
+    with pytest.raises(ProblemError, match=re.escape(message)):
+        adjoint.load(path).solve()

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from adjoint.engine.hook_runner import HookRunner
-from adjoint.format.comm_hook import evaluate
+from adjoint.format.comm_hook import evaluate, reduces, run_writes
 from adjoint.format.errors import ProblemError
 from adjoint.engine.forward import Model
 from adjoint.values.lowprec import compress_allreduce
@@ -153,6 +153,7 @@ class Reducer:
         self.delay_queued = False             # reducer._delay_all_reduce queued by _DDPSink's backward
         self.order_source = self              # rank 0's Reducer: rebuilt buckets are broadcast from it
         self.results: dict = {}               # launched bucket j -> the collective's result on this rank
+        self.written: dict = {}               # launched bucket j -> its buffer after the comm hook's local does:
         self.history: list[PassReduction] = []   # one per backward pass, for the derivation (adjoint.derivation.ddp)
         run.ddp = self
         for i, (_, t) in enumerate(self.params):
@@ -193,6 +194,7 @@ class Reducer:
             self.ready = set()
             self.launched = []
             self.results = {}
+            self.written = {}
             self.finalize_queued = False
             self.marked_unused = False
             self.per_iteration = list(self.triggered)
@@ -313,12 +315,36 @@ class Reducer:
         B = self.B
         flat = B.concat([B.reshape(self.contents[i], (_numel(self.params[i][1].shape),)) for i in self.buckets[k]], 0)
         rec = None
-        if self.spec.comm_hook is not None:
+        hook = self.spec.comm_hook
+        if hook is not None:
             names = tuple(self.params[i][0] for i in self.buckets[k])
             decl = CommHookDecl(f"bucket{k}", f"comm_hook@bucket{k}")
             rec = CallRecord(decl, "comm_hook", decl.target, {"bucket": flat, "parameters": names}, node=node)
             self.run.rt.log.append(rec)
         self.launched.append((k, flat, rec))
+        if hook is not None and hook.does and not reduces(hook.does):
+            self.written[len(self.launched) - 1] = self.write_bucket(k, flat)
+
+    def write_bucket(self, k: int, flat):
+        """A written comm hook's ``does:`` on this rank's buffer, in the hook call: the buffer after
+        the writes. With gradient_as_bucket_view each parameter's .grad is its view of the
+        buffer, so the writes show in .grad at once (until finalize_backward copies the result)."""
+        B = self.B
+        (new,) = run_writes(self.spec.comm_hook.does, B, [flat], self.spec.world_size)
+        if self.view:
+            offset = 0
+            for i in self.buckets[k]:
+                _, t = self.params[i]
+                n = _numel(t.shape)
+                if t.grad is not None and t.grad is self.contents.get(i):
+                    t.grad = B.reshape(B.index(new, (slice(offset, offset + n),)), t.shape)
+                    self.contents[i] = t.grad
+                offset += n
+        return new
+
+    def operand(self, j: int):
+        """Launched bucket ``j``'s buffer as the collective reads it (after a local ``does:``)."""
+        return self.written.get(j, self.launched[j][1])
 
 
 STATIC_AND_FIND_UNUSED = ("You passed find_unused_parameters=true to DistributedDataParallel, `_set_static_graph` will "
@@ -390,7 +416,7 @@ def finalize(reducers: list[Reducer]) -> None:
         for r in reducers:
             r.static_used = used
     for j, (k, _, _) in enumerate(first.launched):
-        flats = [r.launched[j][1] for r in reducers]
+        flats = [r.operand(j) for r in reducers]
         results = reduce_bucket(B, hook, flats, ws, first.dtype)
         for r, result in zip(reducers, results):
             _, _, rec = r.launched[j]
@@ -429,6 +455,10 @@ def reduce_bucket(B, hook, flats: list, ws: int, dtype: str) -> list:
         return [_sum(B, parts)] * ws
     if hook.builtin in COMPRESSED:    # fp16_compress_hook / bf16_compress_hook: rounded (adjoint.values.lowprec)
         return [compress_allreduce(B, flats, COMPRESSED[hook.builtin], dtype, hook.loc)] * ws
+    if hook.does and reduces(hook.does):   # does: reads the other ranks (all_reduce): run here, on every rank
+        flats = run_writes(hook.does, B, flats, ws)
+    if hook.returns is None:          # the Future holds the buffer the hook wrote
+        return list(flats)
     results = evaluate(hook.returns, B, flats, ws)
     shape = tuple(B.shape(flats[0]))
     for value in results:
@@ -551,7 +581,7 @@ def _end_backward(runs: list, reducers: list, step) -> None:
                         for j, (k, flat, _) in enumerate(r.launched)) if r.expect_hooks or q else ()
         r.history.append(PassReduction(len(r.run.passes), q, buckets, before, a))
         if q or not r.expect_hooks:
-            r.launched, r.results = [], {}
+            r.launched, r.results, r.written = [], {}, {}
     for run, s in zip(runs, start):
         last = run.passes[-1]
         if len(run.rt.log) > s:   # calls made when the backward ends belong to it
@@ -572,7 +602,7 @@ def _complete_launched(reducers: list, strict: bool = True) -> None:
     for j in range(len(first.launched)):
         if all(r.launched[j][2] is None or r.launched[j][2].returned is not None for r in reducers):
             continue
-        results = reduce_bucket(first.B, first.spec.comm_hook, [r.launched[j][1] for r in reducers], len(reducers),
+        results = reduce_bucket(first.B, first.spec.comm_hook, [r.operand(j) for r in reducers], len(reducers),
                                 first.dtype)
         for r, result in zip(reducers, results):
             r.results[j] = result

@@ -33,11 +33,13 @@ MAX_WORLD_SIZE = 8
 
 @dataclass(frozen=True)
 class CommHook:
-    """``comm_hook:``: a built-in (``builtin``) or written (``returns`` over ``bucket``)."""
+    """``comm_hook:``: a built-in (``builtin``) or written (``does`` writing ``bucket`` in place, then
+    ``returns`` over ``bucket``; ``returns`` None with ``does``: the bucket's buffer itself)."""
 
     builtin: str | None
     returns: object | None        # syntax.Expr
     loc: Loc
+    does: tuple = ()              # format.comm_hook.BucketWrite, in order
 
 
 @dataclass(frozen=True)
@@ -120,17 +122,23 @@ def read_block(node: YNode) -> Distributed:
                                f"distributed.comm_hook.builtin: {hook.builtin} on more than 2 ranks is not modelled "
                                "yet (gloo sums the 16-bit values in its ring order, rounding after each addition); "
                                "use world_size 2")
+    if hook is not None and hook.does and args["gradient_as_bucket_view"]:
+        from adjoint.format.comm_hook import reduces
+        if reduces(hook.does):
+            raise ProblemError(m.get("comm_hook").key_loc("does"),
+                               "distributed.comm_hook.does: all_reduce in does: with gradient_as_bucket_view: true is "
+                               "not modelled yet (.grad, the bucket's view, would show the other ranks' buffers "
+                               "during the backward); use all_reduce in returns:, or gradient_as_bucket_view: false")
     return Distributed(world_size, "ddp", args["bucket_cap_mb"], args["find_unused_parameters"],
                        args["static_graph"], args["gradient_as_bucket_view"], hook, node.loc)
 
 
 def _comm_hook(node: YNode) -> CommHook:
     m = mapping(node, "distributed.comm_hook", (), ("builtin", "returns", "does"))
-    if (m.get("builtin") is None) == (m.get("returns") is None):
-        raise ProblemError(node.loc, "distributed.comm_hook takes builtin: NAME or returns: EXPR (over bucket)")
-    if m.get("does") is not None:
-        raise ProblemError(m.key_loc("does"), "distributed.comm_hook: does: is not modelled yet; write the hook as "
-                                              "one returns: EXPR over bucket")
+    written = m.get("returns") is not None or m.get("does") is not None
+    if (m.get("builtin") is None) != written:
+        raise ProblemError(node.loc, "distributed.comm_hook takes builtin: NAME, or does: [STMT, ...] and/or "
+                                     "returns: EXPR (over bucket)")
     if m.get("builtin") is not None:
         b = m.get("builtin")
         if not isinstance(b, YScalar) or b.text not in BUILTIN_HOOKS:
@@ -139,8 +147,10 @@ def _comm_hook(node: YNode) -> CommHook:
             raise ProblemError(b.loc, f"distributed.comm_hook.builtin: {b.text} is not modelled yet; the modelled "
                                       f"built-in is {', '.join(MODELLED_HOOKS)}")
         return CommHook(b.text, None, node.loc)
-    from adjoint.format.comm_hook import parse_comm_expression
-    return CommHook(None, parse_comm_expression(m.get("returns")), node.loc)
+    from adjoint.format.comm_hook import parse_comm_expression, parse_comm_statements
+    does = parse_comm_statements(m.get("does")) if m.get("does") is not None else ()
+    returns = parse_comm_expression(m.get("returns")) if m.get("returns") is not None else None
+    return CommHook(None, returns, node.loc, does)
 
 
 # ----------------------------------------------------------------------------- one rank's file

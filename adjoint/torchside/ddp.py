@@ -183,8 +183,11 @@ def _logged_hook(s: Session, hook, world_size: int):
         if hook.builtin is not None:
             fut = BUILTIN_HOOKS[hook.builtin](None, bucket)
         else:
+            buffer = bucket.buffer()
+            for w in hook.does:     # written in place, in the hook call
+                _write(w, buffer, world_size)
             fut = torch.futures.Future()
-            fut.set_result(_evaluate(hook.returns, bucket.buffer(), world_size))
+            fut.set_result(buffer if hook.returns is None else _evaluate(hook.returns, buffer, world_size))
 
         def done(f):
             value = f.value()
@@ -193,6 +196,18 @@ def _logged_hook(s: Session, hook, world_size: int):
             return value
         return fut.then(done)
     return comm_hook
+
+
+def _write(w, buffer: torch.Tensor, world_size: int) -> None:
+    """One ``does:`` line of a written comm hook (adjoint.format.comm_hook.BucketWrite), in torch."""
+    if w.op == "all_reduce":
+        dist.all_reduce(buffer)
+        return
+    value = _evaluate(w.operand, buffer, world_size)
+    if w.op is None:
+        buffer.copy_(value)
+    else:
+        {"*": buffer.mul_, "/": buffer.div_, "+": buffer.add_, "-": buffer.sub_}[w.op](value)
 
 
 def _evaluate(e, buffer: torch.Tensor, world_size: int):
