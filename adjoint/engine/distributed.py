@@ -307,6 +307,8 @@ class Reducer:
             self.copy_in(i)
         for k in range(len(self.buckets)):
             self.launch(k, None)
+        if not self.expect_hooks:   # finalize_backward's TORCH_INTERNAL_ASSERT (the first forward ran in no_sync)
+            raise TorchError("RuntimeError", UNARMED_FINALIZE, "ddp_unarmed_finalize")
         self.finalize_queued = True
 
     def launch(self, k: int, node) -> None:
@@ -351,6 +353,12 @@ STATIC_AND_FIND_UNUSED = ("You passed find_unused_parameters=true to Distributed
                           "detect unused parameters automatically, so you do not need to set find_unused_parameters=true, "
                           "just be sure these unused parameters will not change during training loop while calling "
                           "`_set_static_graph`.")
+
+#: Reducer::finalize_backward's first line, ``TORCH_INTERNAL_ASSERT(expect_autograd_hooks_)``, as the
+#: torch 2.13.0 CPU wheel words it (its build path and line): a static graph's first iteration run
+#: inside no_sync queues the delayed all-reduce, which finalizes a Reducer no forward armed
+UNARMED_FINALIZE = ('expect_autograd_hooks_ INTERNAL ASSERT FAILED at "/__w/pytorch/pytorch/torch/csrc/distributed/'
+                    'c10d/reducer.cpp":1732, please report a bug to PyTorch. ')
 
 GRAPH_CHANGED = ("Your training graph has changed in this iteration, e.g., one parameter is unused in first "
                  "iteration, but then got used in the second iteration. this is not compatible with static_graph "
@@ -535,7 +543,7 @@ def run_ranks(problem, name: str, make_backend) -> list[VariantRun]:
             except TorchError as exc:
                 errors.append((run, exc))
         if step.kind == "backward" and not errors:
-            _end_backward(runs, reducers, step)
+            errors = _end_backward(runs, reducers, step)
         if errors:
             if len(errors) != len(runs):
                 bad = ", ".join(str(runs.index(run)) for run, _ in errors)
@@ -553,19 +561,26 @@ def run_ranks(problem, name: str, make_backend) -> list[VariantRun]:
     return runs
 
 
-def _end_backward(runs: list, reducers: list, step) -> None:
+def _end_backward(runs: list, reducers: list, step) -> list:
     """What the end of a backward does on every rank: _DDPSink's queued delay_all_reduce (static
     graph, first iteration), then the Reducer's finalize_backward when its last bucket was
-    launched (the collectives done across the ranks)."""
+    launched (the collectives done across the ranks). Returns the errors PyTorch raises there
+    (rank, TorchError): finalize_backward refusing a Reducer no forward armed."""
     start = [len(run.rt.log) for run in runs]
     armed = [r.expect_hooks for r in reducers]
     if any(r.delay_queued for r in reducers):
         if not all(r.delay_queued for r in reducers):
             raise ProblemError(step.loc, "the ranks differ in whether _DDPSink's delayed all-reduce runs: not "
                                          "modelled")
-        for r in reducers:
+        errors = []
+        for run, r in zip(runs, reducers):
             r.delay_queued = False
-            r.delay_all_reduce()
+            try:
+                r.delay_all_reduce()
+            except TorchError as exc:
+                errors.append((run, exc))
+        if errors:   # every rank (each ran the same first iteration inside no_sync)
+            return errors
     queued = [r.finalize_queued for r in reducers]
     locals_ = [{name: t.grad for name, t in r.params} for r in reducers]
     if any(queued):
@@ -587,6 +602,7 @@ def _end_backward(runs: list, reducers: list, step) -> None:
         if len(run.rt.log) > s:   # calls made when the backward ends belong to it
             last.calls = range(last.calls.start, len(run.rt.log))
         last.grads = run.grads()
+    return []
 
 
 def _complete_launched(reducers: list, strict: bool = True) -> None:

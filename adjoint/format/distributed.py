@@ -75,10 +75,6 @@ def build_distributed(tree: YMap, path: str, build_problem):
         rewritten = _rank_tree(tree, rank, spec.world_size, no_sync)
         problems.append(build_problem(rewritten, path))
     _refuse_unmodelled(problems[0], spec)
-    if spec.static_graph and no_sync:
-        raise ProblemError(min(no_sync, key=lambda loc: (loc.line, loc.col)),
-                           "no_sync with static_graph: true is not modelled yet (DDP's _DDPSink then queues the "
-                           "first iteration's delayed all-reduce even inside no_sync); use static_graph: false")
     spec = replace(spec, no_sync=frozenset(no_sync), ranks=tuple(problems))
     return replace(problems[0], distributed=spec)
 

@@ -6,11 +6,13 @@ bias, some frozen: DDP leaves them out of its buckets) with ReLU, Tanh or nothin
 per-rank inputs (requiring grad or not) and per-rank inputs of later forwards; a loss; hooks
 on parameters (tensor hooks that observe or rescale, post-accumulate hooks), on the input and
 full backward hooks on layers; no comm hook, the built-in ``allreduce``, ``fp16_compress`` or
-``bf16_compress`` (up to 2 ranks) or a written one over ``bucket`` with ``all_reduce``; the default buckets or tiny ``bucket_cap_mb`` (several
+``bf16_compress`` (up to 2 ranks) or a written one over ``bucket`` with ``all_reduce`` (some writing
+the bucket in place first, ``does:``); the default buckets or tiny ``bucket_cap_mb`` (several
 buckets after the rebuild); steps of synchronized iterations, ``no_sync`` blocks (a whole
 iteration, only its forward, only its backward, a forward inside one after an arming forward),
 two forwards before a backward, ``zero_grad`` and SGD steps. DistributedDataParallel's
-``find_unused_parameters``, ``static_graph`` (never with ``no_sync``) and
+``find_unused_parameters``, ``static_graph`` (with ``no_sync`` too: a first iteration inside it is
+PyTorch's internal assert) and
 ``gradient_as_bucket_view``, each drawn on its own; a model written as a program that leaves
 one declared layer unused (without ``find_unused_parameters`` or ``static_graph``: the next
 forward's "Expected to have finished reduction" error); a ``full_backward_pre`` hook returning
@@ -23,6 +25,13 @@ import random
 
 WRITTEN_HOOKS = ("all_reduce(bucket) / world_size", "all_reduce(bucket)", "all_reduce(bucket / world_size)",
                  "all_reduce(bucket * 2) / 4 - bucket * 0.5", "bucket * 2", "-all_reduce(-bucket) / 2")
+#: written comm hooks that write the bucket in place (does:), with or without returns:; the last
+#: all-reduces in does: (refused with gradient_as_bucket_view, so not drawn with it)
+DOES_HOOKS = ('{does: "bucket.mul_(2)", returns: "all_reduce(bucket) / (2 * world_size)"}',
+              '{does: "bucket *= 0.5"}',
+              '{does: ["bucket.add_(1)", "bucket.sub_(bucket * 0.5)"], returns: "all_reduce(bucket)"}',
+              '{does: "bucket.copy_(bucket * 3)", returns: "bucket - 1"}',
+              '{does: ["bucket.div_(world_size)", "all_reduce(bucket)"]}')
 CAPS = (None, None, "0.00001", "0.00002", "0.0001")
 
 
@@ -110,6 +119,8 @@ def generate(rng: random.Random) -> str:
         lines.append("  comm_hook: {builtin: allreduce}")
     elif hook == "compress":
         lines.append(f"  comm_hook: {{builtin: {rng.choice(('fp16_compress', 'bf16_compress'))}}}")
+    elif hook == "written" and rng.random() < 0.4:
+        lines.append(f"  comm_hook: {rng.choice(DOES_HOOKS[:-1] if as_view else DOES_HOOKS)}")
     elif hook == "written":
         lines.append(f'  comm_hook: {{returns: "{rng.choice(WRITTEN_HOOKS)}"}}')
     hooks = []
@@ -140,8 +151,7 @@ def generate(rng: random.Random) -> str:
             forward = ("{forward: {inputs: {x: {per_rank: [" + ", ".join(_tensor(rng, (batch, dims[0]))
                                                                       for _ in range(ws))
                        + "]" + (", requires_grad: true" if x_grad else "") + "}}}}")
-        mode = rng.choice(("sync", "sync", "no_sync", "fwd_only", "bwd_only", "rearmed", "twice")
-                          if not static else ("sync", "sync", "twice"))   # no_sync with static_graph: refused
+        mode = rng.choice(("sync", "sync", "no_sync", "fwd_only", "bwd_only", "rearmed", "twice"))
         if mode == "sync":
             steps += [forward, "backward"]
         elif mode == "no_sync":
