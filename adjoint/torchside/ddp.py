@@ -118,6 +118,10 @@ class DDPSession(Session):
 
     ddp = None
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.comm_futures: list = []     # every comm hook call's Future, in call order
+
     def call_module(self, decl, args, kwargs):
         if decl is not self.p.model or self.ddp is None:
             return super().call_module(decl, args, kwargs)
@@ -153,6 +157,8 @@ def run_rank(problem, variant: str, dtype: str, rank: int) -> dict:
             if spec.comm_hook is not None:
                 s.ddp.register_comm_hook(None, _logged_hook(s, spec.comm_hook, world_size=dist.get_world_size()))
             error = _run_steps(s, steps, passes, spec)
+            for fut in s.comm_futures:   # a bucket DDP never waited for (the backward raised): its value
+                fut.wait()               # once the collective every rank launched completes
         finally:
             s.close()
             torch.set_warn_always(always)
@@ -194,7 +200,9 @@ def _logged_hook(s: Session, hook, world_size: int):
             value = value[0] if isinstance(value, list) else value
             rec["returned"] = snap(value.clone(), s.dtype)
             return value
-        return fut.then(done)
+        out = fut.then(done)
+        s.comm_futures.append(out)
+        return out
     return comm_hook
 
 
