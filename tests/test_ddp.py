@@ -356,7 +356,8 @@ def _batch_files(tmp) -> dict:
     then one inside no_sync)."""
     files = {"ddp": DDP}
     for name in sorted(os.listdir(os.path.join(HERE, "ddp"))):
-        files[name[:-5]] = os.path.join(HERE, "ddp", name)
+        if not name.startswith("partial_"):     # some ranks raise: each its own start (test_partial_errors_on_gloo)
+            files[name[:-5]] = os.path.join(HERE, "ddp", name)
     texts = {
         "tiny": BASE.replace(*WRITTEN_TINY) + "hooks: [{tensor: a.bias, kind: hook}, {module: b, kind: full_backward}]\n"
         + "steps: [forward, backward, {no_sync: [forward]}, backward, forward, {no_sync: [backward]}, forward, backward]\n",
@@ -515,3 +516,39 @@ def test_no_sync_with_static_graph():
     for r in _ranks(os.path.join(HERE, "ddp", "static_no_sync_first.yaml")):
         assert r["error"] == {"type": "RuntimeError", "message": UNARMED, "during": "backward", "after_call": 1}
         assert [c["label"] for c in r["hook_calls"]] == ["hook@b.bias", "comm_hook@bucket0"]
+
+
+def _waits(path: str) -> list:
+    return [(r["error"].get("waits"), r["error"]["during"], r["error"]["after_call"],
+             [c["label"] for c in r["hook_calls"]][-3:]) for r in _ranks(path)]
+
+
+def test_an_error_on_some_ranks_only_leaves_the_others_waiting():
+    """Where each survivor waits (what real gloo processes showed: tests/ddp/partial_*.yaml)."""
+    (w0, d0, a0, calls0), (w1, _, _, calls1) = _waits(os.path.join(HERE, "ddp", "partial_forward.yaml"))
+    assert w0 == {"for": [1], "in": "finalize_backward's wait for the all-reduce of bucket 0"} and d0 == "backward"
+    assert w1 is None and calls1 == [] and calls0 == ["hook@b.bias"]
+    # the Reducer's async all-reduces: rank 0 runs its whole backward, then waits for a bucket rank 1 never launched
+    (w0, _, _, calls0), (w1, _, _, calls1) = _waits(os.path.join(HERE, "ddp", "partial_backward.yaml"))
+    assert w0["in"] == "finalize_backward's wait for the all-reduce of bucket 1"
+    assert calls0 == ["hook@h", "comm_hook@bucket1", "comm_hook@bucket2"] and calls1[-1] == "hook@h"
+    # a written hook's all_reduce is in the call: rank 0 stops inside the call on bucket 1
+    (w0, _, a0, calls0), _ = _waits(os.path.join(HERE, "ddp", "partial_written.yaml"))
+    assert w0["in"] == "the all_reduce of its comm hook call on bucket 1" and calls0[-1] == "comm_hook@bucket1"
+    assert a0 == 6
+
+
+@pytest.mark.torch
+def test_partial_errors_on_gloo():
+    """Each file alone on two gloo processes (the rank that raises ends, as its script would):
+    the waiting rank gets gloo's RuntimeError where predicted, with the same calls before it."""
+    from conftest import require_torch
+    require_torch()
+    from adjoint.torchside.verify_ddp import verify_ranks
+
+    for name in ("partial_backward", "partial_written"):
+        problem = adjoint.load(os.path.join(HERE, "ddp", f"{name}.yaml"))
+        rows, observed = verify_ranks(problem, problem.solve().variant("default"), "float64", False)
+        assert rows and all(r.ok for r in rows), (name, [r for r in rows if not r.ok])
+        assert any(r.item.startswith("rank 0: waits in") for r in rows)
+        assert "Connection closed by peer" in observed["ranks"][0]["error"]["message"]

@@ -73,9 +73,13 @@ class ErrorRecord:
     message: str
     during: str                       # forward | backward
     after_call: int | None            # index in hook_calls of the last call made before it left PyTorch
+    waits: dict | None = None         # DDP: {"for": [ranks], "in": what}: blocked in a collective those ranks never join
 
     def to_json(self) -> dict:
-        return {"type": self.type, "message": self.message, "during": self.during, "after_call": self.after_call}
+        out = {"type": self.type, "message": self.message, "during": self.during, "after_call": self.after_call}
+        if self.waits is not None:
+            out["waits"] = dict(self.waits)
+        return out
 
 
 @dataclass(repr=False)

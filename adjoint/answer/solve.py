@@ -105,7 +105,7 @@ def assemble(run: VariantRun, progress=None) -> VariantPrediction:
                                  values={}, boundaries=[], grads={}, returned=None, hook_calls=hook_calls, notes=[],
                                  functions=[], node_order=[], symbolic=False, run=run,
                                  error=ErrorRecord(err.type, err.message, err.during,
-                                                   len(hook_calls) - 1 if hook_calls else None),
+                                                   len(hook_calls) - 1 if hook_calls else None, err.waits),
                                  deriver=derive_variant, warnings=list(run.rt.warnings))
     fwd, last = run.forward, run.last_pass
     values = dict(fwd.values)

@@ -37,6 +37,7 @@ from fractions import Fraction
 from adjoint.engine.hook_runner import HookRunner
 from adjoint.format.comm_hook import evaluate, reduces, run_writes
 from adjoint.format.errors import ProblemError
+from adjoint.format.syntax import Bin, Call, Neg
 from adjoint.engine.forward import Model
 from adjoint.values.lowprec import compress_allreduce
 from adjoint.engine.passes import DEFAULT_STEPS, RunError, VariantRun, backward_request, run_backward, run_forward, sgd
@@ -508,8 +509,10 @@ def new_run(problem, variant, backend) -> VariantRun:
 def run_ranks(problem, name: str, make_backend) -> list[VariantRun]:
     """Every rank's run of variant ``name``: DDP wraps the model, then the hooks are registered,
     then the steps run on all ranks, one step at a time. A PyTorch error raised on every rank
-    at one step ends every rank's run there (each rank's ``error``); one raised on some ranks
-    only would leave the others waiting in a collective, which is refused."""
+    at one step ends every rank's run there (each rank's ``error``). One raised on some ranks
+    only ends theirs; the others run on alone until they wait in a collective the dead ranks
+    never join (their ``error`` then says where: ``waits``), and what cannot be told exactly is
+    refused."""
     spec = problem.distributed
     runs = [new_run(p, p.variant(name), make_backend()) for p in spec.ranks]
     reducers = [Reducer(spec, run, p.dtype, rank) for rank, (run, p) in enumerate(zip(runs, spec.ranks))]
@@ -533,32 +536,133 @@ def run_ranks(problem, name: str, make_backend) -> list[VariantRun]:
             run.error = RunError(exc.type, exc.message, "register", exc.cause, -1)
         return runs
     first_forward = first_backward = True
+    died: dict = {}      # rank -> (the step it raised in, the buckets it had launched in that pass)
     for index, step in enumerate(steps):
+        live = [i for i, run in enumerate(runs) if run.error is None]
+        if not live:
+            break
         synced = spec.synced(step)
         during = "backward" if step.kind == "backward" else "forward"
         errors = []
-        for run, reducer in zip(runs, reducers):   # a forward's inputs may be per rank: each its own step
+        for i in live:   # a forward's inputs may be per rank: each its own step
+            run, reducer = runs[i], reducers[i]
+            if died and step.kind == "forward" and _rebuilds(reducer):
+                _block(run, index, "forward", died, "the broadcast of the rebuilt buckets (sync_bucket_indices, "
+                                                    "at the start of the forward)")
+                continue
             try:
                 _step(run, reducer, run.steps[index], index, synced, first_forward, first_backward, later)
             except TorchError as exc:
                 errors.append((run, exc))
-        if step.kind == "backward" and not errors:
+        live = [i for i in live if runs[i].error is None]
+        if step.kind == "backward" and not errors and not died:
             errors = _end_backward(runs, reducers, step)
-        if errors:
-            if len(errors) != len(runs):
-                bad = ", ".join(str(runs.index(run)) for run, _ in errors)
-                raise ProblemError(step.loc, f"PyTorch raises {errors[0][1].type} here on rank(s) {bad} only "
-                                             f"({errors[0][1].message.splitlines()[0]}); the other ranks would wait "
-                                             "for them in a collective: not modelled")
+        if errors and len(errors) == len(runs):     # every rank: each rank's error
             for run, exc in errors:
                 run.error = RunError(exc.type, exc.message, getattr(exc, "during", None) or during, exc.cause, index)
             _complete_launched(reducers, strict=False)
             return runs
+        for run, exc in errors:                     # some ranks only: the others run on to a collective
+            i = runs.index(run)
+            run.error = RunError(exc.type, exc.message, getattr(exc, "during", None) or during, exc.cause, index)
+            died[i] = (index, len(reducers[i].launched) if step.kind == "backward" else 0)
+        if died and step.kind == "backward":
+            for i in live:
+                if runs[i].error is None:
+                    _survivor_backward(runs[i], reducers[i], runs, reducers, died, index, step)
         if step.kind == "forward":
             first_forward = False
         elif step.kind == "backward":
             first_backward = False
     return runs
+
+
+def _rebuilds(r) -> bool:
+    """Whether this rank's next forward broadcasts rebuilt buckets (Reducer::rebuild_buckets after
+    ensure_prior_reduction_finished, which raises first)."""
+    return not r.require_finalize and bool(r.rebuilt_order) and r.should_rebuild()
+
+
+def _block(run, index: int, during: str, died: dict, what: str, upto=None) -> None:
+    """This rank waits in a collective the ranks in ``died`` never join: its run ends there
+    (``upto``: the call record it waits in; the calls after it are never made)."""
+    if upto is not None:
+        pos = next(k for k, rec in enumerate(run.rt.log) if rec is upto)
+        del run.rt.log[pos + 1:]
+    ranks = sorted(died)
+    names = ", ".join(str(r) for r in ranks)
+    message = (f"waits in {what} for rank(s) {names}, which raised before joining it: PyTorch raises gloo's "
+               "RuntimeError here when their processes end ('Connection closed by peer') or when the process "
+               "group's timeout passes; those words (a port, a time) are not predicted")
+    run.error = RunError("RuntimeError", message, during, "ddp_blocked", index, {"for": ranks, "in": what})
+
+
+def _survivor_backward(run, r, runs: list, reducers: list, died: dict, index: int, step) -> None:
+    """The end of a backward on a rank that did not raise while other ranks did: where it waits
+    for them, or (a pass that reduces nothing) how it runs on."""
+    hook = r.spec.comm_hook
+    sync = hook is not None and hook.builtin is None and _hook_collective(hook)
+    joined = min(n if at == index else 0 for at, n in died.values())   # buckets every dead rank launched
+    if sync:   # the written hook's all_reduce runs in the hook call: the results of the joined buckets are known
+        for j in range(min(joined, len(r.launched))):
+            ranks = [k for k in range(len(runs)) if runs[k].error is None or died.get(k, (None,))[0] == index]
+            results = reduce_bucket(r.B, hook, [reducers[k].operand(j) for k in ranks], len(runs), r.dtype)
+            for k, result in zip(ranks, results):
+                rec = reducers[k].launched[j][2]
+                if rec is not None:
+                    rec.returned = result
+    if sync and len(r.launched) > joined:
+        k = r.launched[joined][0]
+        _block(run, index, "backward", died, f"the all_reduce of its comm hook call on bucket {k}",
+               upto=r.launched[joined][2])
+        return
+    if r.delay_queued:          # static graph, first iteration: the delayed all-reduce at the end of the backward
+        r.delay_queued = False
+        start = len(r.launched)
+        try:
+            r.delay_all_reduce()
+        except TorchError as exc:
+            run.error = RunError(exc.type, exc.message, "backward", exc.cause, index)
+            return
+        if sync:
+            _block(run, index, "backward", died, f"the all_reduce of its comm hook call on bucket "
+                                                 f"{r.launched[start][0]}", upto=r.launched[start][2])
+        else:
+            _block(run, index, "backward", died, "finalize_backward's wait for the buckets' all-reduces")
+        return
+    if r.finalize_queued:
+        if sync:
+            if not (r.find_unused and not r.static):
+                raise ProblemError(step.loc, "under DistributedDataParallel some ranks raise here, and the others' "
+                                             "comm hook collectives were all joined before: they would finish the "
+                                             "backward without waiting; not modelled yet")
+            _block(run, index, "backward", died, "finalize_backward's wait for the all-reduce of the used-parameter "
+                                                 "map (find_unused_parameters)")
+            return
+        if joined >= len(r.launched):
+            raise ProblemError(step.loc, "under DistributedDataParallel some ranks raise here after launching every "
+                                         "bucket: whether their all-reduces complete before their processes end is "
+                                         "a race; not modelled")
+        _block(run, index, "backward", died, f"finalize_backward's wait for the all-reduce of bucket "
+                                             f"{r.launched[joined][0]}")
+        return
+    if r.expect_hooks:
+        raise ProblemError(step.loc, "under DistributedDataParallel some ranks raise here while the others' reduction "
+                                     "does not finish (buckets left pending): not modelled yet")
+    _end_backward([run], [r], step)     # a pass that reduces nothing (no_sync): the rank runs on
+
+
+def _hook_collective(hook) -> bool:
+    """Whether a written comm hook calls all_reduce (synchronously, in the hook call)."""
+    def has(e) -> bool:
+        if isinstance(e, Call):
+            return True
+        if isinstance(e, Bin):
+            return has(e.left) or has(e.right)
+        if isinstance(e, Neg):
+            return has(e.operand)
+        return False
+    return reduces(hook.does) or (hook.returns is not None and has(hook.returns))
 
 
 def _end_backward(runs: list, reducers: list, step) -> list:

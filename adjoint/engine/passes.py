@@ -52,6 +52,7 @@ class RunError:
     during: str                      # forward | backward
     cause: str = "other"             # why PyTorch raised (runtime.TorchError.cause)
     step: int = 0                    # the index of the step it raised in
+    waits: dict | None = None        # DDP: the rank waits in a collective other ranks never join (their error)
 
 
 @dataclass

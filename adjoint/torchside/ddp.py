@@ -41,13 +41,17 @@ BUILTIN_HOOKS = {"allreduce": default_hooks.allreduce_hook, "fp16_compress": def
 DEFAULT_TIMEOUT = 90.0     # seconds for the whole run (process start, init, every step)
 
 
-def run_distributed(problem, variant: str, dtype: str, timeout: float = DEFAULT_TIMEOUT) -> list[dict]:
+def run_distributed(problem, variant: str, dtype: str, timeout: float = DEFAULT_TIMEOUT,
+                    alone: bool = False) -> list[dict]:
     """The observed JSON of every rank, in rank order. Raises RuntimeError (with the failing
-    rank's traceback) when a process fails, and TimeoutError when they do not finish in time."""
-    return run_distributed_many([(problem, variant, dtype)], timeout)[0]
+    rank's traceback) when a process fails, and TimeoutError when they do not finish in time.
+    ``alone``: a run where some ranks raise and the others wait for them in a collective: each
+    process ends as the script would (its process group not destroyed), so the waiting ranks
+    see their peers go."""
+    return run_distributed_many([(problem, variant, dtype)], timeout, alone)[0]
 
 
-def run_distributed_many(jobs: list, timeout: float = DEFAULT_TIMEOUT) -> list[list[dict]]:
+def run_distributed_many(jobs: list, timeout: float = DEFAULT_TIMEOUT, alone: bool = False) -> list[list[dict]]:
     """Several (problem, variant, dtype) runs of one world_size in one start of the processes
     and their process group (each run wraps its own model in a new DistributedDataParallel):
     every run's observed JSON per rank, in job order. ``timeout`` is for the whole batch."""
@@ -57,7 +61,7 @@ def run_distributed_many(jobs: list, timeout: float = DEFAULT_TIMEOUT) -> list[l
     ctx = mp.get_context("fork")
     results = ctx.Queue()
     ports = ctx.Queue()     # rank 0's store port, once per other rank (the OS picks it: no race for a port)
-    procs = [ctx.Process(target=_worker, args=(jobs, rank, world_size, ports, results, timeout), daemon=True)
+    procs = [ctx.Process(target=_worker, args=(jobs, rank, world_size, ports, results, timeout, alone), daemon=True)
              for rank in range(world_size)]
     out: dict[int, list] = {}
     deadline = time.monotonic() + timeout
@@ -89,7 +93,7 @@ def run_distributed_many(jobs: list, timeout: float = DEFAULT_TIMEOUT) -> list[l
     return [[out[r][j] for r in range(len(procs))] for j in range(len(jobs))]
 
 
-def _worker(jobs: list, rank: int, world_size: int, ports, results, timeout: float):
+def _worker(jobs: list, rank: int, world_size: int, ports, results, timeout: float, alone: bool = False):
     try:
         torch.set_num_threads(1)
         wait = timedelta(seconds=timeout)
@@ -100,6 +104,9 @@ def _worker(jobs: list, rank: int, world_size: int, ports, results, timeout: flo
         else:
             store = dist.TCPStore("127.0.0.1", ports.get(timeout=timeout), world_size, is_master=False, timeout=wait)
         dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size, timeout=wait)
+        if alone:    # reported, then the process ends as the script would: the ranks waiting for it see it go
+            results.put(("ok", rank, [run_rank(problem, variant, dtype, rank) for problem, variant, dtype in jobs]))
+            return
         try:
             observed = [run_rank(problem, variant, dtype, rank) for problem, variant, dtype in jobs]
         finally:
@@ -158,7 +165,10 @@ def run_rank(problem, variant: str, dtype: str, rank: int) -> dict:
                 s.ddp.register_comm_hook(None, _logged_hook(s, spec.comm_hook, world_size=dist.get_world_size()))
             error = _run_steps(s, steps, passes, spec)
             for fut in s.comm_futures:   # a bucket DDP never waited for (the backward raised): its value
-                fut.wait()               # once the collective every rank launched completes
+                try:                     # once the collective every rank launched completes
+                    fut.wait()
+                except RuntimeError:     # a collective a rank never joined (it raised): no value
+                    pass
         finally:
             s.close()
             torch.set_warn_always(always)
