@@ -536,6 +536,11 @@ def test_an_error_on_some_ranks_only_leaves_the_others_waiting():
     (w0, _, a0, calls0), _ = _waits(os.path.join(HERE, "ddp", "partial_written.yaml"))
     assert w0["in"] == "the all_reduce of its comm hook call on bucket 1" and calls0[-1] == "comm_hook@bucket1"
     assert a0 == 6
+    from adjoint.render.console import render
+    from adjoint.render.report import Options
+
+    text = render(adjoint.load(os.path.join(HERE, "ddp", "partial_written.yaml")).solve(), Options(), width=200)
+    assert "rank 0: PyTorch raises RuntimeError during backward: waits in the all_reduce of its comm hook" in text
 
 
 @pytest.mark.torch

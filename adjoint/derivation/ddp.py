@@ -59,7 +59,7 @@ def derive_distributed(prediction):
     for rp in prediction.variants:
         runs = [vp.run for vp in rp.ranks]
         passes = []
-        for i, _ in enumerate(runs[0].passes):
+        for i in range(min(min(len(run.passes), len(run.ddp.history)) for run in runs)):   # passes every rank finished
             hs = [run.ddp.history[i] for run in runs]
             first = hs[0]
             buckets = tuple(BucketInfo(k, names, tuple(h.buckets[j][2] for h in hs),

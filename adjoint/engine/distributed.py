@@ -589,6 +589,8 @@ def _block(run, index: int, during: str, died: dict, what: str, upto=None) -> No
     if upto is not None:
         pos = next(k for k, rec in enumerate(run.rt.log) if rec is upto)
         del run.rt.log[pos + 1:]
+    if during == "backward" and run.passes and run.passes[-1].step == index:
+        run.passes.pop()      # the backward never returns: not a finished pass
     ranks = sorted(died)
     names = ", ".join(str(r) for r in ranks)
     message = (f"waits in {what} for rank(s) {names}, which raised before joining it: PyTorch raises gloo's "

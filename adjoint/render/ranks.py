@@ -32,7 +32,7 @@ def ranks_report(pred, opts):
         parts.append(Text(f"variant {terminal_safe(v.name)}", HEAD))
         runs = [vp.run for vp in v.ranks]
         steps = runs[0].steps
-        for i, _ in enumerate(v.ranks[0].run.passes):
+        for i in range(min(len(vp.run.passes) for vp in v.ranks)):   # a rank that raised early has fewer
             step = runs[0].passes[i].step
             local = not spec.synced(steps[step])
             parts.append(Text.assemble((f"pass {i + 1}", TITLE), (f"  (step {step + 1})", DIM),
@@ -51,7 +51,8 @@ def ranks_report(pred, opts):
 def _error(ranks, opts) -> Stack:
     """The calls each rank made after its last finished backward pass, then the error it raised."""
     parts: list = []
-    done = [vp.run.passes[-1].calls.stop if vp.run.passes else 0 for vp in ranks]
+    shown = min(len(vp.run.passes) for vp in ranks)      # the passes every rank finished, shown above
+    done = [vp.run.passes[shown - 1].calls.stop if shown else 0 for vp in ranks]
     columns = [vp.hook_calls[start:] for vp, start in zip(ranks, done)]
     if any(columns):
         table = Table(box=None, pad_edge=False, show_header=True, header_style=DIM)
