@@ -648,10 +648,17 @@ def _survivor_backward(run, r, runs: list, reducers: list, died: dict, index: in
         _block(run, index, "backward", died, f"finalize_backward's wait for the all-reduce of bucket "
                                              f"{r.launched[joined][0]}")
         return
-    if r.expect_hooks:
-        raise ProblemError(step.loc, "under DistributedDataParallel some ranks raise here while the others' reduction "
-                                     "does not finish (buckets left pending): not modelled yet")
-    _end_backward([run], [r], step)     # a pass that reduces nothing (no_sync): the rank runs on
+    if r.expect_hooks and r.view and r.launched:
+        raise ProblemError(step.loc, "under DistributedDataParallel some ranks raise here while the others leave "
+                                     "their reduction pending with gradient_as_bucket_view (.grad, the bucket views, "
+                                     "would take all-reduces that never complete): not modelled yet")
+    # a pass that reduces nothing (no_sync), or whose reduction stays pending (a bucket never complete):
+    # nothing waits, the rank runs on; the all-reduces it launched never complete (no value)
+    _end_backward([run], [r], step)
+    for _, _, rec in r.launched:
+        if rec is not None:
+            rec.returned = None
+    r.results = {}
 
 
 def _hook_collective(hook) -> bool:

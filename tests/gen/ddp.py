@@ -16,7 +16,8 @@ PyTorch's internal assert) and
 ``gradient_as_bucket_view``, each drawn on its own; a model written as a program that leaves
 one declared layer unused (without ``find_unused_parameters`` or ``static_graph``: the next
 forward's "Expected to have finished reduction" error); a ``full_backward_pre`` hook returning
-``(None,)`` (parameters without gradient).
+``(None,)`` (parameters without gradient); an error on one rank only (a batch of two rows there
+with a hook on y keeping one, or an input one feature too wide): the others wait for it.
 """
 
 from __future__ import annotations
@@ -59,7 +60,15 @@ def generate(rng: random.Random) -> str:
     batch = rng.randint(1, 2)
     x_grad = rng.random() < 0.3
     lines = ["name: ddp-gen", f"dtype: {dtype}", "inputs:"]
-    per_rank = ", ".join(_tensor(rng, (batch, dims[0])) for _ in range(ws))
+    # an error on one rank only: its batch has two rows where the others have one (a hook on y
+    # keeping one row raises there), or its input is one feature too wide (its forward raises)
+    partial = rng.choice(("rows", "width")) if ws > 1 and rng.random() < 0.12 else None
+    bad = rng.randrange(ws)
+    if partial == "rows":
+        batch = 1
+    shapes = [(2 if partial == "rows" and r == bad else batch, dims[0] + (partial == "width" and r == bad))
+              for r in range(ws)]
+    per_rank = ", ".join(_tensor(rng, shape) for shape in shapes)
     lines.append(f"  x: {{per_rank: [{per_rank}]{', requires_grad: true' if x_grad else ''}}}")
     # DistributedDataParallel's options (each drawn on its own); a model may leave a layer unused
     # (a program that never calls it): with find_unused_parameters it is marked ready by the
@@ -138,6 +147,8 @@ def generate(rng: random.Random) -> str:
         hooks.append("{tensor: x, kind: hook}")
     if rng.random() < 0.05:   # raises on every rank: each rank's error
         hooks.append(f'{{tensor: {rng.choice(params)}, kind: hook, raises: {{type: HookError, message: "stop"}}}}')
+    if partial == "rows":
+        hooks.append('{tensor: y, kind: hook, returns: "grad[:1]"}')
     if rng.random() < 0.1:   # no gradient reaches the layer's parameters: the Reducer copies zeros
         hooks.append(f'{{module: {rng.choice(layers)}, kind: full_backward_pre, returns: "(None,)"}}')
     rng.shuffle(hooks)
