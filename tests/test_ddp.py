@@ -189,8 +189,11 @@ def test_compressing_comm_hooks_are_predicted_exactly(tmp_path, fmt):
     ("distributed:\n  world_size: 2\n  wrap: fsdp\n", "distributed.wrap: fsdp (FSDP) is not modelled yet"),
     ("distributed:\n  world_size: 2\n  wrap: ddp\n  args: {mixed_precision: 1}\n",
      "distributed.args: 'mixed_precision' is not modelled yet"),
-    ("distributed:\n  world_size: 2\n  wrap: ddp\n  comm_hook: {builtin: powerSGD}\n",
-     "distributed.comm_hook.builtin: powerSGD is not modelled yet"),
+    ("distributed:\n  world_size: 2\n  wrap: ddp\n  comm_hook: {builtin: powerSGD, state: {start_powerSGD_iter: 2}}\n"
+     "steps: [forward, backward, forward, backward, forward, backward]\n",
+     "powerSGD_hook compresses from iteration 2 on (a random projection and an orthogonalization): not modelled yet"),
+    ("distributed:\n  world_size: 2\n  wrap: ddp\n  comm_hook: {builtin: allreduce, state: {random_seed: 1}}\n",
+     "distributed.comm_hook.state is PowerSGDState's arguments: only with builtin: powerSGD"),
     ("distributed:\n  world_size: 3\n  wrap: ddp\n  comm_hook: {builtin: fp16_compress}\n",
      "fp16_compress on more than 2 ranks is not modelled yet"),
     ("distributed:\n  world_size: 2\n  wrap: ddp\n  comm_hook: {returns: \"bucket.sum()\"}\n",
@@ -557,3 +560,17 @@ def test_partial_errors_on_gloo():
         assert rows and all(r.ok for r in rows), (name, [r for r in rows if not r.ok])
         assert any(r.item.startswith("rank 0: waits in") for r in rows)
         assert "Connection closed by peer" in observed["ranks"][0]["error"]["message"]
+
+
+def test_powersgd_is_plain_allreduce_below_start_powersgd_iter():
+    """powerSGD_hook's first start_powerSGD_iter iterations are default._allreduce_fut (the mean:
+    hand derivation of b.bias as above, 8 and 13 locally); PowerSGDState's own refusal is each
+    rank's error (its words printed by real torch)."""
+    ranks = _ranks(os.path.join(HERE, "ddp", "powersgd.yaml"))
+    for r in ranks:
+        assert _exact(r["passes"][0]["grads"]["b.bias"]) == [Fraction(21, 2)]
+        assert len([c for c in r["passes"][3]["hook_calls"] if c["kind"] == "comm_hook"]) == 3
+    for r in _ranks(os.path.join(HERE, "ddp", "powersgd_start.yaml")):
+        assert r["error"] == {"type": "ValueError", "during": "register", "after_call": None, "message":
+                              "Expect `start_powerSGD_iter` > 1 if `use_error_feedback` or `warm_start` is enabled, "
+                              "because PowerSGD can only be applied after the first two iterations in DDP."}

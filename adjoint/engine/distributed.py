@@ -155,6 +155,7 @@ class Reducer:
         self.order_source = self              # rank 0's Reducer: rebuilt buckets are broadcast from it
         self.results: dict = {}               # launched bucket j -> the collective's result on this rank
         self.written: dict = {}               # launched bucket j -> its buffer after the comm hook's local does:
+        self.psgd_iter = 0                    # powerSGD: PowerSGDState.iter on this rank
         self.history: list[PassReduction] = []   # one per backward pass, for the derivation (adjoint.derivation.ddp)
         run.ddp = self
         for i, (_, t) in enumerate(self.params):
@@ -319,6 +320,14 @@ class Reducer:
         flat = B.concat([B.reshape(self.contents[i], (_numel(self.params[i][1].shape),)) for i in self.buckets[k]], 0)
         rec = None
         hook = self.spec.comm_hook
+        if hook is not None and hook.builtin == "powerSGD":   # PowerSGDState.iter, counted at the last bucket
+            if self.psgd_iter >= hook.state_arg("start_powerSGD_iter"):
+                raise ProblemError(hook.loc, f"powerSGD_hook compresses from iteration "
+                                             f"{hook.state_arg('start_powerSGD_iter')} on (a random projection and an "
+                                             "orthogonalization): not modelled yet; only its first "
+                                             "start_powerSGD_iter iterations, plain allreduce, are")
+            if k == len(self.buckets) - 1:
+                self.psgd_iter += 1
         if hook is not None:
             names = tuple(self.params[i][0] for i in self.buckets[k])
             decl = CommHookDecl(f"bucket{k}", f"comm_hook@bucket{k}")
@@ -354,6 +363,9 @@ STATIC_AND_FIND_UNUSED = ("You passed find_unused_parameters=true to Distributed
                           "detect unused parameters automatically, so you do not need to set find_unused_parameters=true, "
                           "just be sure these unused parameters will not change during training loop while calling "
                           "`_set_static_graph`.")
+
+POWERSGD_START = ("Expect `start_powerSGD_iter` > 1 if `use_error_feedback` or `warm_start` is enabled, because "
+                  "PowerSGD can only be applied after the first two iterations in DDP.")
 
 #: Reducer::finalize_backward's first line, ``TORCH_INTERNAL_ASSERT(expect_autograd_hooks_)``, as the
 #: torch 2.13.0 CPU wheel words it (its build path and line): a static graph's first iteration run
@@ -459,7 +471,8 @@ def reduce_bucket(B, hook, flats: list, ws: int, dtype: str) -> list:
     """One bucket's collective: each rank's result."""
     if hook is None:        # the reducer's own allreduce: the buffers (grad / world_size) summed
         return [_sum(B, flats)] * ws
-    if hook.builtin == "allreduce":   # default_hooks.allreduce_hook: buffer.div_(world_size), all_reduce
+    if hook.builtin in ("allreduce", "powerSGD"):   # allreduce_hook, and powerSGD_hook's first iterations
+        # (default._allreduce_fut): buffer.div_(world_size), all_reduce
         parts = [B.div(f, B.scalar(ws)) for f in flats]
         return [_sum(B, parts)] * ws
     if hook.builtin in COMPRESSED:    # fp16_compress_hook / bf16_compress_hook: rounded (adjoint.values.lowprec)
@@ -521,6 +534,12 @@ def run_ranks(problem, name: str, make_backend) -> list[VariantRun]:
     steps = runs[0].steps
     variant = runs[0].variant
     later = {i for s in steps if s.kind == "register" for i in s.hooks}
+    hook = spec.comm_hook
+    if hook is not None and hook.builtin == "powerSGD" and hook.state_arg("start_powerSGD_iter") <= 1 and (
+            hook.state_arg("use_error_feedback") or hook.state_arg("warm_start")):
+        for run in runs:     # PowerSGDState(...) raises, at the comm hook's registration
+            run.error = RunError("ValueError", POWERSGD_START, "register", "ddp_powersgd_state", -1)
+        return runs
     refused = []
     for run in runs:   # PyTorch refusing a registration: each rank's error, before the first step
         try:

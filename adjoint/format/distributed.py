@@ -26,7 +26,12 @@ DDP_ARGS = {"bucket_cap_mb": None, "find_unused_parameters": False, "static_grap
 #: down in docs/semantics.md and docs/not-modelled.md)
 NOT_YET: dict = {}
 BUILTIN_HOOKS = ("allreduce", "fp16_compress", "bf16_compress", "powerSGD")
-MODELLED_HOOKS = ("allreduce", "fp16_compress", "bf16_compress")
+MODELLED_HOOKS = ("allreduce", "fp16_compress", "bf16_compress", "powerSGD")
+#: PowerSGDState's keyword arguments (powerSGD_hook.py) and their defaults; only its vanilla
+#: allreduce phase (the first start_powerSGD_iter iterations) is modelled
+POWERSGD_STATE = {"matrix_approximation_rank": 1, "start_powerSGD_iter": 1000, "min_compression_rate": 2,
+                  "use_error_feedback": True, "warm_start": True, "orthogonalization_epsilon": 0, "random_seed": 0,
+                  "batch_tensors_with_same_shape": False}
 COMPRESSING = ("fp16_compress", "bf16_compress")
 MAX_WORLD_SIZE = 8
 
@@ -40,6 +45,10 @@ class CommHook:
     returns: object | None        # syntax.Expr
     loc: Loc
     does: tuple = ()              # format.comm_hook.BucketWrite, in order
+    state: tuple = ()             # powerSGD: PowerSGDState's keyword arguments, ((name, value), ...)
+
+    def state_arg(self, name: str):
+        return dict(self.state).get(name, POWERSGD_STATE[name])
 
 
 @dataclass(frozen=True)
@@ -130,7 +139,7 @@ def read_block(node: YNode) -> Distributed:
 
 
 def _comm_hook(node: YNode) -> CommHook:
-    m = mapping(node, "distributed.comm_hook", (), ("builtin", "returns", "does"))
+    m = mapping(node, "distributed.comm_hook", (), ("builtin", "returns", "does", "state"))
     written = m.get("returns") is not None or m.get("does") is not None
     if (m.get("builtin") is None) != written:
         raise ProblemError(node.loc, "distributed.comm_hook takes builtin: NAME, or does: [STMT, ...] and/or "
@@ -142,11 +151,40 @@ def _comm_hook(node: YNode) -> CommHook:
         if b.text not in MODELLED_HOOKS:
             raise ProblemError(b.loc, f"distributed.comm_hook.builtin: {b.text} is not modelled yet; the modelled "
                                       f"built-in is {', '.join(MODELLED_HOOKS)}")
-        return CommHook(b.text, None, node.loc)
+        state = _powersgd_state(m.get("state")) if m.get("state") is not None else ()
+        if state and b.text != "powerSGD":
+            raise ProblemError(m.key_loc("state"), "distributed.comm_hook.state is PowerSGDState's arguments: only "
+                                                   "with builtin: powerSGD")
+        return CommHook(b.text, None, node.loc, state=state)
+    if m.get("state") is not None:
+        raise ProblemError(m.key_loc("state"), "distributed.comm_hook.state is PowerSGDState's arguments: only "
+                                               "with builtin: powerSGD")
     from adjoint.format.comm_hook import parse_comm_expression, parse_comm_statements
     does = parse_comm_statements(m.get("does")) if m.get("does") is not None else ()
     returns = parse_comm_expression(m.get("returns")) if m.get("returns") is not None else None
     return CommHook(None, returns, node.loc, does)
+
+
+def _powersgd_state(node: YNode) -> tuple:
+    """``state:`` of ``builtin: powerSGD``: PowerSGDState(process_group=None, **state)."""
+    if not isinstance(node, YMap):
+        raise ProblemError(node.loc, f"distributed.comm_hook.state must be a mapping of PowerSGDState's keyword "
+                                     f"arguments, not {kind_name(node)}")
+    out = []
+    for key, value in node.entries:
+        if key.text not in POWERSGD_STATE:
+            raise ProblemError(key.loc, f"distributed.comm_hook.state: '{key.text}' is not PowerSGDState's; its "
+                                        f"arguments are {', '.join(POWERSGD_STATE)}")
+        what = f"distributed.comm_hook.state.{key.text}"
+        default = POWERSGD_STATE[key.text]
+        if isinstance(default, bool):
+            out.append((key.text, boolean(value, what)))
+        elif isinstance(default, int) and key.text != "min_compression_rate":
+            out.append((key.text, parse_int(value, what, 0 if key.text == "random_seed" else
+                                            (1 if key.text == "matrix_approximation_rank" else -2 ** 31), 2 ** 31)))
+        else:
+            out.append((key.text, parse_number(value, what)))
+    return tuple(out)
 
 
 # ----------------------------------------------------------------------------- one rank's file

@@ -24,7 +24,7 @@ import torch
 import torch._dynamo  # noqa: F401  DistributedDataParallel.__init__ imports it (8-14 s here): once, before forking
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 from torch.nn.parallel import DistributedDataParallel
 
 from adjoint.format.errors import ProblemError
@@ -161,9 +161,17 @@ def run_rank(problem, variant: str, dtype: str, rank: int) -> dict:
         try:
             s.phase = "setup"
             s.ddp = DistributedDataParallel(s.root, **kwargs)
+            error = None
             if spec.comm_hook is not None:
-                s.ddp.register_comm_hook(None, _logged_hook(s, spec.comm_hook, world_size=dist.get_world_size()))
-            error = _run_steps(s, steps, passes, spec)
+                try:
+                    state = (powerSGD_hook.PowerSGDState(None, **dict(spec.comm_hook.state))
+                             if spec.comm_hook.builtin == "powerSGD" else None)
+                except ValueError as exc:   # PowerSGDState refuses its arguments: the registration line raises
+                    error = {"type": "ValueError", "message": str(exc), "during": "register", "after_call": None}
+                else:
+                    s.ddp.register_comm_hook(state, _logged_hook(s, spec.comm_hook, world_size=dist.get_world_size()))
+            if error is None:
+                error = _run_steps(s, steps, passes, spec)
             for fut in s.comm_futures:   # a bucket DDP never waited for (the backward raised): its value
                 try:                     # once the collective every rank launched completes
                     fut.wait()
@@ -189,14 +197,16 @@ def run_rank(problem, variant: str, dtype: str, rank: int) -> dict:
 def _logged_hook(s: Session, hook, world_size: int):
     names = {id(t): name for name, t in s.params.items()}
 
-    def comm_hook(state, bucket):
+    def comm_hook(state, bucket):     # state: the PowerSGDState registered with it (powerSGD), else None
         k = bucket.index()
         rec = {"hook": None, "label": f"comm_hook@bucket{k}", "kind": "comm_hook", "target": f"bucket{k}",
                "args": {"bucket": snap(bucket.buffer().clone(), s.dtype),
                         "parameters": [names[id(p)] for p in bucket.parameters()]},
                "returned": None}
         s.log.append(rec)
-        if hook.builtin is not None:
+        if hook.builtin == "powerSGD":
+            fut = powerSGD_hook.powerSGD_hook(state, bucket)
+        elif hook.builtin is not None:
             fut = BUILTIN_HOOKS[hook.builtin](None, bucket)
         else:
             buffer = bucket.buffer()

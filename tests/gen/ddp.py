@@ -5,7 +5,8 @@ What it builds: 1 to 3 ranks; a Sequential of one to three Linear layers (with a
 bias, some frozen: DDP leaves them out of its buckets) with ReLU, Tanh or nothing between;
 per-rank inputs (requiring grad or not) and per-rank inputs of later forwards; a loss; hooks
 on parameters (tensor hooks that observe or rescale, post-accumulate hooks), on the input and
-full backward hooks on layers; no comm hook, the built-in ``allreduce``, ``fp16_compress`` or
+full backward hooks on layers; no comm hook, the built-in ``allreduce``, ``powerSGD`` (below its
+``start_powerSGD_iter``, or 1: PowerSGDState's error), ``fp16_compress`` or
 ``bf16_compress`` (up to 2 ranks) or a written one over ``bucket`` with ``all_reduce`` (some writing
 the bucket in place first, ``does:``); the default buckets or tiny ``bucket_cap_mb`` (several
 buckets after the rebuild); steps of synchronized iterations, ``no_sync`` blocks (a whole
@@ -50,7 +51,8 @@ def _tensor(rng: random.Random, shape: tuple) -> str:
 def generate(rng: random.Random) -> str:
     ws = rng.choice((2, 2, 2, 3, 1))
     dtype = rng.choice(("float64", "float64", "float32"))
-    hook = rng.choice(("none", "allreduce", "written", "written") + (("compress",) * 2 if ws <= 2 else ()))
+    hook = rng.choice(("none", "allreduce", "written", "written", "powerSGD")
+                      + (("compress",) * 2 if ws <= 2 else ()))
     # Tanh only in float64 (1 - tanh(z)**2 cancels in float32 for |z| of a few units, beyond verify's
     # float32 tolerance: a single-process matter) and not under 16-bit compression (whose rounding
     # is modelled for rational values only)
@@ -128,6 +130,8 @@ def generate(rng: random.Random) -> str:
         lines.append("  comm_hook: {builtin: allreduce}")
     elif hook == "compress":
         lines.append(f"  comm_hook: {{builtin: {rng.choice(('fp16_compress', 'bf16_compress'))}}}")
+    elif hook == "powerSGD":   # at most 3 iterations: start 3 or 4 never compresses; 1 is PowerSGDState's error
+        lines.append(f"  comm_hook: {{builtin: powerSGD, state: {{start_powerSGD_iter: {rng.choice((3, 4, 4, 1))}}}}}")
     elif hook == "written" and rng.random() < 0.4:
         lines.append(f"  comm_hook: {rng.choice(DOES_HOOKS[:-1] if as_view else DOES_HOOKS)}")
     elif hook == "written":

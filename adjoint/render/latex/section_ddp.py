@@ -25,7 +25,10 @@ _HOOK = {
                      "rank ends with a rounded mean.",
     "written": "The comm hook is the file's own: it is handed the bucket's flat buffer, \\texttt{all\\_reduce(T)} "
                "sums \\texttt{T} over the ranks, and what it returns becomes the bucket's gradients (a mean "
-               "only when the hook divides by $W$).",
+               "only when the hook divides by $W$; lines under \\texttt{does} first write the buffer in place).",
+    "powerSGD": "The comm hook is the built-in \\texttt{powerSGD\\_hook}, in its first "
+                "\\texttt{start\\_powerSGD\\_iter} iterations: plain all-reduce, the bucket divided by $W$ and "
+                "summed over the ranks, so each rank ends with the mean $\\frac{1}{W}\\sum_r g^{(r)}$.",
 }
 
 
