@@ -539,6 +539,9 @@ def test_an_error_on_some_ranks_only_leaves_the_others_waiting():
     (w0, _, a0, calls0), _ = _waits(os.path.join(HERE, "ddp", "partial_written.yaml"))
     assert w0["in"] == "the all_reduce of its comm hook call on bucket 1" and calls0[-1] == "comm_hook@bucket1"
     assert a0 == 6
+    # a static graph's delayed all-reduce: the written hook's all_reduce waits before finalize's assert
+    (w0, _, _, calls0), _ = _waits(os.path.join(HERE, "ddp", "partial_static_no_sync.yaml"))
+    assert w0["in"] == "the all_reduce of its comm hook call on bucket 0" and calls0 == ["comm_hook@bucket0"]
     from adjoint.render.console import render
     from adjoint.render.report import Options
 
@@ -554,7 +557,7 @@ def test_partial_errors_on_gloo():
     require_torch()
     from adjoint.torchside.verify_ddp import verify_ranks
 
-    for name in ("partial_backward", "partial_written"):
+    for name in ("partial_backward", "partial_written", "partial_static_no_sync"):
         problem = adjoint.load(os.path.join(HERE, "ddp", f"{name}.yaml"))
         rows, observed = verify_ranks(problem, problem.solve().variant("default"), "float64", False)
         assert rows and all(r.ok for r in rows), (name, [r for r in rows if not r.ok])

@@ -642,8 +642,12 @@ def _survivor_backward(run, r, runs: list, reducers: list, died: dict, index: in
         start = len(r.launched)
         try:
             r.delay_all_reduce()
-        except TorchError as exc:
-            run.error = RunError(exc.type, exc.message, "backward", exc.cause, index)
+        except TorchError as exc:   # finalize_backward's assert: after the launches, so a written hook's
+            if sync and len(r.launched) > start:   # all_reduce in the first of them waits first
+                _block(run, index, "backward", died, f"the all_reduce of its comm hook call on bucket "
+                                                     f"{r.launched[start][0]}", upto=r.launched[start][2])
+            else:
+                run.error = RunError(exc.type, exc.message, "backward", exc.cause, index)
             return
         if sync:
             _block(run, index, "backward", died, f"the all_reduce of its comm hook call on bucket "
