@@ -562,7 +562,8 @@ def test_partial_errors_on_gloo():
         rows, observed = verify_ranks(problem, problem.solve().variant("default"), "float64", False)
         assert rows and all(r.ok for r in rows), (name, [r for r in rows if not r.ok])
         assert any(r.item.startswith("rank 0: waits in") for r in rows)
-        assert "Connection closed by peer" in observed["ranks"][0]["error"]["message"]
+        said = observed["ranks"][0]["error"]["message"]   # the peer's process ended: gloo's words vary
+        assert "Connection closed by peer" in said or "Connection reset by peer" in said, said
 
 
 def test_powersgd_is_plain_allreduce_below_start_powersgd_iter():
