@@ -573,6 +573,7 @@ def run_ranks(problem, name: str, make_backend) -> list[VariantRun]:
                 _step(run, reducer, run.steps[index], index, synced, first_forward, first_backward, later)
             except TorchError as exc:
                 errors.append((run, exc))
+        ran = [i for i in live if runs[i].error is None or i in {runs.index(run) for run, _ in errors}]
         live = [i for i in live if runs[i].error is None]
         if step.kind == "backward" and not errors and not died:
             errors = _end_backward(runs, reducers, step)
@@ -588,7 +589,10 @@ def run_ranks(problem, name: str, make_backend) -> list[VariantRun]:
         if died and step.kind == "backward":
             for i in live:
                 if runs[i].error is None:
-                    _survivor_backward(runs[i], reducers[i], runs, reducers, died, index, step)
+                    _survivor_backward(runs[i], reducers[i], ran, reducers, died, index, step)
+        for i in live:   # a rank waiting from now on joins no later collective either
+            if runs[i].error is not None and i not in died:
+                died[i] = (index, len(reducers[i].launched))
         if step.kind == "forward":
             first_forward = False
         elif step.kind == "backward":
@@ -618,17 +622,17 @@ def _block(run, index: int, during: str, died: dict, what: str, upto=None) -> No
     run.error = RunError("RuntimeError", message, during, "ddp_blocked", index, {"for": ranks, "in": what})
 
 
-def _survivor_backward(run, r, runs: list, reducers: list, died: dict, index: int, step) -> None:
+def _survivor_backward(run, r, ran: list, reducers: list, died: dict, index: int, step) -> None:
     """The end of a backward on a rank that did not raise while other ranks did: where it waits
-    for them, or (a pass that reduces nothing) how it runs on."""
+    for them, or (a pass that reduces nothing) how it runs on. ``ran``: the ranks that ran this
+    backward (those that raised in it included)."""
     hook = r.spec.comm_hook
     sync = hook is not None and hook.builtin is None and _hook_collective(hook)
     joined = min(n if at == index else 0 for at, n in died.values())   # buckets every dead rank launched
     if sync:   # the written hook's all_reduce runs in the hook call: the results of the joined buckets are known
         for j in range(min(joined, len(r.launched))):
-            ranks = [k for k in range(len(runs)) if runs[k].error is None or died.get(k, (None,))[0] == index]
-            results = reduce_bucket(r.B, hook, [reducers[k].operand(j) for k in ranks], len(runs), r.dtype)
-            for k, result in zip(ranks, results):
+            results = reduce_bucket(r.B, hook, [reducers[k].operand(j) for k in ran], len(reducers), r.dtype)
+            for k, result in zip(ran, results):
                 rec = reducers[k].launched[j][2]
                 if rec is not None:
                     rec.returned = result
