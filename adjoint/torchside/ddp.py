@@ -172,11 +172,7 @@ def run_rank(problem, variant: str, dtype: str, rank: int) -> dict:
                     s.ddp.register_comm_hook(state, _logged_hook(s, spec.comm_hook, world_size=dist.get_world_size()))
             if error is None:
                 error = _run_steps(s, steps, passes, spec)
-            for fut in s.comm_futures:   # a bucket DDP never waited for (the backward raised): its value
-                try:                     # once the collective every rank launched completes
-                    fut.wait()
-                except RuntimeError:     # a collective a rank never joined (it raised): no value
-                    pass
+            _settle(s.comm_futures)
         finally:
             s.close()
             torch.set_warn_always(always)
@@ -192,6 +188,17 @@ def run_rank(problem, variant: str, dtype: str, rank: int) -> dict:
         observed["passes"] = passes
     observed["warnings"] = warned
     return observed
+
+
+def _settle(futures: list, patience: float = 5.0) -> None:
+    """Give every comm hook's Future DDP never waited for (a backward that raised) the time to
+    complete, so its call records its value: a collective every rank launched completes within
+    milliseconds; one some rank never joined never does (no value; not waited for beyond
+    ``patience`` seconds, so a run does not hang on it)."""
+    deadline = time.monotonic() + patience
+    for fut in futures:
+        while not fut.done() and time.monotonic() < deadline:
+            time.sleep(0.005)
 
 
 def _logged_hook(s: Session, hook, world_size: int):
