@@ -627,7 +627,10 @@ def _survivor_backward(run, r, ran: list, reducers: list, died: dict, index: int
     for them, or (a pass that reduces nothing) how it runs on. ``ran``: the ranks that ran this
     backward (those that raised in it included)."""
     hook = r.spec.comm_hook
-    sync = hook is not None and hook.builtin is None and _hook_collective(hook)
+    written = hook is not None and hook.builtin is None
+    sync = written and _hook_collective(hook)           # the hook's own all_reduce, in the call
+    nocoll = written and not sync                       # a written hook that reduces nothing: no wait for it
+    usedmap = r.find_unused and not r.static            # the used-parameter map's all-reduce, waited in finalize
     joined = min(n if at == index else 0 for at, n in died.values())   # buckets every dead rank launched
     if sync:   # the written hook's all_reduce runs in the hook call: the results of the joined buckets are known
         for j in range(min(joined, len(r.launched))):
@@ -656,15 +659,18 @@ def _survivor_backward(run, r, ran: list, reducers: list, died: dict, index: int
         if sync:
             _block(run, index, "backward", died, f"the all_reduce of its comm hook call on bucket "
                                                  f"{r.launched[start][0]}", upto=r.launched[start][2])
+        elif nocoll:
+            _block(run, index, "backward", died, "finalize_backward's wait for the all-reduce of the used-parameter "
+                                                 "map (static graph, first iteration)")
         else:
             _block(run, index, "backward", died, "finalize_backward's wait for the buckets' all-reduces")
         return
     if r.finalize_queued:
-        if sync:
-            if not (r.find_unused and not r.static):
+        if sync or nocoll:
+            if not usedmap:
                 raise ProblemError(step.loc, "under DistributedDataParallel some ranks raise here, and the others' "
-                                             "comm hook collectives were all joined before: they would finish the "
-                                             "backward without waiting; not modelled yet")
+                                             "written comm hook leaves them no collective to wait in (all joined, or "
+                                             "none): they would finish the backward alone; not modelled yet")
             _block(run, index, "backward", died, "finalize_backward's wait for the all-reduce of the used-parameter "
                                                  "map (find_unused_parameters)")
             return
@@ -681,9 +687,12 @@ def _survivor_backward(run, r, ran: list, reducers: list, died: dict, index: int
                                      "would take all-reduces that never complete): not modelled yet")
     # a pass that reduces nothing (no_sync), or whose reduction stays pending (a bucket never complete):
     # nothing waits, the rank runs on; the all-reduces it launched never complete (no value)
+    if nocoll and r.launched:
+        raise ProblemError(step.loc, "under DistributedDataParallel some ranks raise here while the others leave "
+                                     "their reduction pending with a comm hook that reduces nothing: not modelled yet")
     _end_backward([run], [r], step)
-    for _, _, rec in r.launched:
-        if rec is not None:
+    for j, (_, _, rec) in enumerate(r.launched):
+        if rec is not None and not (sync and j < joined):   # a written hook's joined all_reduce has its value
             rec.returned = None
     r.results = {}
 
