@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from fractions import Fraction
 
 import numpy as np
 
@@ -337,7 +338,8 @@ def judge(item: str, args: list[str], expect: str, tmp: str):
     before = set(os.listdir(folder)) if os.path.isdir(folder) else set()
     stamp = {f: os.path.getmtime(os.path.join(folder, f)) for f in before} if os.path.isdir(folder) else {}
     result, secs = cli(args)
-    command = " ".join(os.path.basename(a) if os.sep in a else a for a in args)
+    command = " ".join(os.path.basename(a.rstrip("/")) + ("/" if a.endswith("/") else "") if os.sep in a else a
+                       for a in args)
     if len(command) > 90:
         command = command[:87] + "..."
     if result is None:
@@ -362,7 +364,8 @@ def judge(item: str, args: list[str], expect: str, tmp: str):
     if ok and expect == "tiny":
         doc = json.loads(result.stdout)
         x = doc["variants"]["default"]["values"]["x"]
-        ok = x["exact"][0].startswith("1/") and x["value"] == [1e-300, -1e-300, 1e-300]
+        ok = [Fraction(e) for e in x["exact"]] == [Fraction(v) for v in (1e-300, -1e-300, 1e-300)] \
+            and x["value"] == [1e-300, -1e-300, 1e-300]
         note = f"read exactly: {x['value']}"
     elif ok and expect == "seq":
         text = open(args[-1]).read()
