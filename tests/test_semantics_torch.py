@@ -989,3 +989,21 @@ def test_flash_attention_gradients_are_heads_last_so_accumulate_grad_copies():
 def same_list(ours, theirs) -> bool:
     return np.allclose(np.asarray(ours, dtype=float), theirs.detach().numpy(), rtol=1e-10, atol=1e-12)
 
+
+
+# signed zeros from -inf (issue 28, round three): 1 / x, n / x and odd negative powers of -inf
+# are -0.0 (C's pow), even and fractional ones +0.0; the sign bit of each exact zero against torch
+def test_signed_zero_from_minus_inf():
+    from adjoint.values.signed_zero import sign_bits
+
+    x = torch.tensor([1.0, 2.0], dtype=F64)
+    h = x.masked_fill(torch.tensor([True, False]), float("-inf"))
+    cases = {"1 / h": 1 / h, "2 / h": 2 / h, "h ** -1": h ** -1, "h ** -3": h ** -3, "h ** -2": h ** -2,
+             "h ** -1.5": h ** -1.5, "-1 / h": -1 / h}
+    for expr, want in cases.items():
+        text = ("name: z\ndtype: float64\ninputs:\n  x: {value: [1, 2], requires_grad: true}\n"
+                "  m: {value: [true, false], dtype: bool}\nmodel:\n  inputs: [x, m]\n  forward: |\n"
+                f"    h = x.masked_fill(m, float(\"-inf\"))\n    z = {expr}\n    return z + x\nloss: \"sum(y)\"\n")
+        pred = adjoint.loads(text).solve().variants[0]
+        assert pred.values["z"].strings()[0] == "0", expr
+        assert sign_bits(pred.values["z"]).tolist() == torch.signbit(want).tolist(), expr

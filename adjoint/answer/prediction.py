@@ -15,6 +15,7 @@ from adjoint.values.numbers import symbolic
 from adjoint.values.exact import Exact
 from adjoint.engine.graph import Typed
 from adjoint.values.complexes import Cx, complex_json
+from adjoint.values.shown import signed_floats
 from adjoint.engine.adjoints import Boundary
 from adjoint.engine.function_checks import FunctionCheck
 
@@ -213,6 +214,9 @@ class Prediction:
         return f"<Prediction {self.problem.name!r}: {_count(len(self.variants), 'variant')} ({', '.join(self.names)})>"
 
     def to_json(self) -> dict:
+        if self.mode == "exact":   # counted before any text is made (adjoint.answer.text_budget)
+            from adjoint.answer.text_budget import check_exact_text
+            check_exact_text(self.variants, getattr(self.problem, "loc", None))
         printer = shared_printer()
         return {"problem": self.problem.name, "variants": {v.name: v.to_json(printer) for v in self.variants}}
 
@@ -269,7 +273,7 @@ def value_json(v, printer=None) -> dict | list | float | int | str | None:
         return {"shape": list(v.value.shape), "value": v.elements(), "exact": v.value.strings(), "dtype": v.dtype}
     if not isinstance(v, Exact):  # the float64 and structure modes' values
         return {"shape": list(v.shape), "value": v.floats(), "exact": v.strings()}
-    return {"shape": list(v.shape), "value": v.floats(), "exact": v.strings(printer)}
+    return {"shape": list(v.shape), "value": signed_floats(v), "exact": v.strings(printer)}
 
 
 def hook_json(h: HookRecord, printer=None) -> dict:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from adjoint.format.errors import ProblemError
 from adjoint.format.syntax import to_source
 from adjoint.engine.adjoints import pure_vjp
 from adjoint.engine.autograd_function import _PureScope, declared_vjp, slots_of
@@ -26,9 +27,35 @@ class FunctionCheck:
     matches: bool
 
 
-def check_functions(run) -> list:
+#: gradient symbols x input elements a Function's check may expand (each element of J^T g is a
+#: sum of up to that many symbolic terms; a 12x12 ``x @ x`` is 20,736, a 24x24 one 331,776)
+MAX_CHECK_TERMS = 200_000
+
+
+def check_size(rt, mod, node, values: list, limit: int | None = None) -> None:
+    """Refuse, before any symbol is made, a check whose symbolic expansion would be too large:
+    ``g`` has one symbol per output element, and each input element's J^T g may hold them all."""
+    limit = MAX_CHECK_TERMS if limit is None else limit
+    symbols = sum(_size(o[0]) for o in node.outputs if o is not None)   # (shape, ...) per output
+    elements = sum(_size(rt.B.shape(v)) for v in values if rt.B.is_value(v))
+    if symbols * elements > limit:
+        raise ProblemError(mod.function.loc, f"checking Function {mod.function.name}'s declared backward exactly "
+                           f"expands J^T g for {symbols} gradient symbols over {elements} input elements "
+                           f"({symbols * elements} terms, more than {limit}); use --float64 (no exact check), or "
+                           "check the Function on smaller inputs")
+
+
+def _size(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def check_functions(run, limit: int | None = None) -> list:
     """Compare each Function's declared backward formulas with the true vector-Jacobian product,
-    exactly, for every incoming gradient (a symbolic cotangent ``g0, g1, ...``)."""
+    exactly, for every incoming gradient (a symbolic cotangent ``g0, g1, ...``); a check too large
+    to expand is refused first (:func:`check_size`)."""
     rt = run.rt
     out = []
     for node in rt.nodes:
@@ -37,6 +64,7 @@ def check_functions(run) -> list:
         mod = node.params
         call = node.module_call
         values = list(node.input_values)
+        check_size(rt, mod, node, values, limit)
         cots = [rt.B.symbols_like(o[0], f"g{k}_" if len(node.outputs) > 1 else "g") if o is not None else None
                 for k, o in enumerate(node.outputs)]
         declared = declared_vjp(rt, mod, values, cots if len(cots) > 1 else cots[0])

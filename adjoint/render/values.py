@@ -16,6 +16,7 @@ from adjoint.values.backends.structure import Shaped
 from adjoint.values.exact import Exact
 from adjoint.engine.graph import Typed
 from adjoint.values.complexes import Cx
+from adjoint.values.shown import signed_floats, underflow_decimals
 
 #: the tensor types of the three answer modes (exact, --float64, --structure)
 TENSORS = (Exact, F64, Shaped)
@@ -40,18 +41,36 @@ def _nested(x, leaf) -> str:
     return leaf(x)
 
 
+def _floats(v):
+    """The decimals of ``v`` as PyTorch holds them (-0.0 included), and a leaf printer that
+    writes an element too small for a float64 as its exact decimal and the zero PyTorch float64
+    holds: ``-1e-400 (float64: -0)``."""
+    if not isinstance(v, Exact):
+        return v.floats(), number
+    floats = signed_floats(v)
+    tiny = underflow_decimals(v) if floats is not None else {}
+    if not tiny:
+        return floats, number
+    position = iter(range(v.size))
+
+    def leaf(x):
+        i = next(position)
+        return f"{tiny[i]} (float64: {number(x)})" if i in tiny else number(x)
+    return floats, leaf
+
+
 def tensor(v, exact: bool = False) -> str:
     """A tensor: decimals (or, with ``exact``, the exact form and its decimals beside it); in
     --structure mode (no values) its shape, in --float64 mode (no exact form) its decimals."""
     if v.size > MAX_SHOWN:   # only the first elements are shown: only they are converted (4M would take a minute)
         first = v.restructured(lambda a: a.reshape(-1)[:FIRST].copy()) if isinstance(v, Exact) else v
-        floats, exact_strings = first.floats(), first.strings()
+        (floats, leaf), exact_strings = _floats(first), first.strings()
         if floats is None and exact_strings is None:
             return f"tensor {'x'.join(map(str, v.shape))}"
         flat = _flat(floats) if floats is not None and (not exact or exact_strings is None) else _flat(exact_strings)
-        head = ", ".join(number(e) if isinstance(e, float) else str(e) for e in flat[:FIRST])
+        head = ", ".join(leaf(e) if isinstance(e, float) else str(e) for e in flat[:FIRST])
         return f"tensor {'x'.join(map(str, v.shape))} [{head}, ...] ({v.size} elements)"
-    floats = v.floats()
+    floats, leaf = _floats(v)
     exact_strings = v.strings()
     if floats is None and exact_strings is None:
         return f"tensor {'x'.join(map(str, v.shape)) or '0-d'}"
@@ -62,7 +81,7 @@ def tensor(v, exact: bool = False) -> str:
     strings = _nested(exact_strings, str)
     if floats is None:
         return strings
-    dec = _nested(floats, number)
+    dec = _nested(floats, leaf)
     if not exact or dec == strings:
         return dec
     return f"{strings} (≈ {dec})"

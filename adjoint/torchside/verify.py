@@ -62,8 +62,12 @@ def predict(problem: Problem, variant: str | None, mode: str = "exact"):
     return solve_problem(problem, variant=variant, numeric=bool(problem.free_symbols()), mode=mode)
 
 
-def predicted_json(vp) -> dict:
-    """The contract JSON of one predicted variant (the side ``compare`` holds PyTorch to)."""
+def predicted_json(vp, loc=None) -> dict:
+    """The contract JSON of one predicted variant (the side ``compare`` holds PyTorch to); an
+    exact answer with too many closed forms to print is refused first (``loc``: the file's)."""
+    from adjoint.answer.text_budget import check_exact_text
+
+    check_exact_text([vp], loc)
     return vp.to_json()
 
 
@@ -140,7 +144,7 @@ def verify_variant(path: str, problem: Problem, vp, dtype: str, fd: bool, origin
         rows, observed = verify_ranks(problem, vp, dtype, fd)
         return VariantResult(problem.name, path, vp.name, dtype, rows, time.perf_counter() - t0, observed)
     decl = problem.variant(vp.name)
-    predicted = predicted_json(vp)
+    predicted = predicted_json(vp, problem.loc)
     observed = run_variant(problem, decl, dtype)
     # a complex64 tensor computes in float32 whatever the file's dtype: its tolerance is float32's
     narrow = any(d.dtype == "complex64" for d in problem.all_tensors())

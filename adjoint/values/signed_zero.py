@@ -7,6 +7,7 @@ depends on how it was made, with PyTorch's own kernel choices (probed on 2.13):
 * a product or quotient is -0.0 when exactly one factor is negative (IEEE);
 * a sum is -0.0 only when both terms are -0.0; ``a - b`` is ``a + (-b)``; ``-x`` flips;
 * relu, tanh, sin, sqrt, ``x ** 0.5`` and odd powers keep a -0.0; views and transposes too;
+* ``1 / x`` (``reciprocal``) and odd negative powers of ``-inf`` are -0.0;
 * sum, mean, mm, mv, dot, addmm and norm accumulate from +0.0, so they never give -0.0;
   abs gives +0.0; exp, cos, sigmoid never give 0.
 
@@ -68,7 +69,8 @@ def result_mask(op, ins: list[Exact], params, out: Exact) -> np.ndarray | None:
         sa = sign_bits(_view(ins[0], out.shape), zeros)
         sb = sign_bits(_view(ins[1], out.shape), zeros)
         mask = zeros & (sa ^ sb)
-    elif rule == "input_sign":   # x times a non-negative factor (hardswish): a zero takes x's sign
+    elif rule == "input_sign" or (rule == "keep_odd_pow" and _odd_negative(params)):
+        # x times a non-negative factor (hardswish), 1 / x, x ** -3: a zero takes x's sign
         zeros = zero_mask(out)
         if not zeros.any():
             return None
@@ -97,6 +99,12 @@ def _view(x: Exact, shape) -> Exact:
 
 def _nz(x: Exact) -> np.ndarray:
     return x.negzero if x.negzero is not None else np.zeros(x.shape, dtype=bool)
+
+
+def _odd_negative(p) -> bool:
+    """x ** p for an odd negative integer p: a zero result (x = +-inf) has x's sign, as C's pow."""
+    p = Fraction(p)
+    return p.denominator == 1 and p.numerator % 2 == 1 and p < 0
 
 
 def _keeps_sign(p) -> bool:

@@ -216,7 +216,7 @@ OPS = (
        (Save("other", "in", 1), Save("self", "in", 0, if_need=1)), "g/b, -g*a/b^2", negzero="product",
        nonfinite="division by zero", math=_DIV, checks=(Check(((2, 3), (3,)), positive=True),)),
     Op("reciprocal", "ReciprocalBackward0", reciprocal_forward, reciprocal_vjp, same_shape,
-       (Save("result", "out", 0),), "-g*out^2", nonfinite="division by zero (1/x)", math=_RECIPROCAL, checks=(Check(((2, 2),)),)),
+       (Save("result", "out", 0),), "-g*out^2", negzero="input_sign", nonfinite="division by zero (1/x)", math=_RECIPROCAL, checks=(Check(((2, 2),)),)),
     Op("neg", "NegBackward0", neg_forward, neg_vjp, same_shape, (), "-g", negzero="negate", grows=False, math=_NEG,
        forward_error=neg_error, checks=(Check(((2,),)),)),
     Op("pow_scalar", "PowBackward0", pow_scalar_forward, pow_scalar_vjp, same_shape, (Save("self", "in", 0),),
