@@ -16,7 +16,7 @@ from adjoint.values.exact import Exact
 from adjoint.values.numbers import forms as F
 
 #: closed-form elements the exact JSON of one problem may hold (about a millisecond or more each)
-MAX_CLOSED_FORMS = 2000
+MAX_CLOSED_FORMS = 50_000
 
 
 def closed_forms(x) -> int:
