@@ -195,6 +195,9 @@ def _text(f, b, wide: bool, printer) -> str:
     if f is not None and type(f) is not Real:
         if type(f) is F.Special:
             return f.text
+        plain = F.plain_text(f)
+        if plain is not None:
+            return plain
         return s_str(s_norm(F.to_sympy(f)), printer)
     if b.is_exact():
         return str(Bl.exact_value(b))
