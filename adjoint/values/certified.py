@@ -206,4 +206,13 @@ def _text(f, b, wide: bool, printer) -> str:
 
 
 
-is_special = np.frompyfunc(lambda f: type(f) is F.Special, 1, 1)
+_is_special_any = np.frompyfunc(lambda f: type(f) is F.Special, 1, 1)
+
+
+def is_special(forms):
+    """Mask of the IEEE specials (``inf``, ``-inf``, ``nan`` forms) among ``forms``, an object
+    array: a bool array of its shape, made by one comprehension (no Python call per element)."""
+    if type(forms) is not np.ndarray:
+        return _is_special_any(forms)
+    special = F.Special
+    return np.array([type(f) is special for f in forms.reshape(-1).tolist()], dtype=bool).reshape(forms.shape)
