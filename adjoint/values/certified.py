@@ -183,12 +183,9 @@ def strings(x, printer=None) -> list[str]:
         idx = np.nonzero(wide)[0]
         Bl.refine(x, Bl.next_precision(x.prec, Bl.worst_accuracy(x.balls.reshape(-1)[idx]), Bl.DIGIT_BITS))
         wide &= Bl.needs_digits(x.balls.reshape(-1))
-    flat_b = x.balls.reshape(-1)
-    out = []
+    flat_b = x.balls.reshape(-1).tolist()   # plain lists: no numpy indexing per element
     with Bl.workprec(x.prec):
-        for i, f in enumerate(forms):
-            out.append(_text(f, flat_b[i], bool(wide[i]), printer))
-    return out
+        return [_text(f, b, w, printer) for f, b, w in zip(forms, flat_b, wide.reshape(-1).tolist())]
 
 
 def _text(f, b, wide: bool, printer) -> str:
