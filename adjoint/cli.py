@@ -219,13 +219,25 @@ def solve(files, as_json, variant, numeric, exact, values, recursion, float64, s
             if bar is not None:
                 bar.finish()
     if as_json:
-        from adjoint.render.jsontext import dumps
+        from adjoint.render.jsontext import dump
 
-        docs = [p.to_json() for p in predictions]
-        text = dumps(docs[0] if _one_document(files) else docs) + "\n"
+        docs = [p.to_json(lazy=True) for p in predictions]
+        doc = docs[0] if _one_document(files) else docs
+
+        def produce(write):   # the text streamed, a tensor at a time: never all in memory
+            dump(doc, write)
+            write("\n")
+
         if out is None or out == "-":
-            click.echo(text, nl=False)
+            stdout = click.get_text_stream("stdout")
+            produce(stdout.write)
+            stdout.flush()
             return
+        from adjoint.render.output import write_atomic_with
+
+        write_atomic_with(out, produce, protect=protect)
+        click.echo(terminal_safe(f"wrote {out}"))
+        return
     else:
         from adjoint.render.console import console, print_report
         from adjoint.render.report import Options

@@ -50,3 +50,33 @@ def test_every_dataclass_has_a_docstring():
                     and any("dataclass" in ast.unparse(d) for d in node.decorator_list)):
                 missing.append(f"{path}:{node.lineno} {node.name}")
     assert missing == []
+
+
+#: what `adjoint solve` of a rational file must not load at start-up: SymPy and torch (and mpmath,
+#: SymPy's), the BLAS thread control (the --float64 mode's), the other commands' renderers
+#: (LaTeX, PDF, graphs, notebooks), the derivation, the torch side beyond its environment check,
+#: and what only an error message needs (difflib's suggestions, traceback's frames)
+NOT_AT_START = ("sympy", "torch", "mpmath", "threadpoolctl", "difflib", "traceback", "adjoint.render.latex",
+                "adjoint.render.pdf", "adjoint.render.graph", "adjoint.render.dot", "adjoint.render.html",
+                "adjoint.render.notebook", "adjoint.derivation", "adjoint.torchside.verify",
+                "adjoint.torchside.run", "adjoint.torchside.build", "adjoint.torchside.importer")
+
+START = """
+import sys
+from adjoint.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    assert not exc.code, exc.code
+print(sorted(m for m in sys.modules if m.split(".")[0] in ("sympy", "torch", "mpmath", "threadpoolctl", "difflib",
+                                                             "traceback") or m.startswith("adjoint.")))
+"""
+
+
+def test_solve_start_up_loads_nothing_heavy():
+    for args in (["solve", "problems/slinear.yaml"], ["solve", "--json", "problems/mlp_relu.yaml"]):
+        out = subprocess.run([sys.executable, "-c", START, *args], capture_output=True, text=True, check=True)
+        loaded = eval(out.stdout.strip().splitlines()[-1], {})  # a printed list of strings  # noqa: S307
+        assert "adjoint.answer.solve" in loaded   # the program did solve
+        bad = [m for m in loaded if any(m == p or m.startswith(p + ".") for p in NOT_AT_START)]
+        assert bad == [], args

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import partial
 from typing import TYPE_CHECKING, Callable
 
 from adjoint.values.numbers import symbolic
@@ -95,13 +96,13 @@ class PassRecord:
     def __repr__(self) -> str:
         return f"<PassRecord: {_count(len(self.hook_calls), 'hook call')}, {_count(len(self.grads), 'grad')}>"
 
-    def to_json(self, printer=None) -> dict:
-        out = {"hook_calls": [hook_json(h, printer) for h in self.hook_calls],
-               "grads": {k: value_json(v, printer) for k, v in self.grads.items()}}
+    def to_json(self, printer=None, lazy: bool = False) -> dict:
+        out = {"hook_calls": [hook_json(h, printer, lazy) for h in self.hook_calls],
+               "grads": {k: value_json(v, printer, lazy) for k, v in self.grads.items()}}
         if self.returned is not None:
-            out["returned"] = {k: value_json(v, printer) for k, v in self.returned.items()}
+            out["returned"] = {k: value_json(v, printer, lazy) for k, v in self.returned.items()}
         if self.leaf_values:
-            out["leaf_values"] = {k: value_json(v, printer) for k, v in self.leaf_values.items()}
+            out["leaf_values"] = {k: value_json(v, printer, lazy) for k, v in self.leaf_values.items()}
         return out
 
 
@@ -148,30 +149,30 @@ class VariantPrediction:
         return (f"<VariantPrediction {self.name!r}: {_count(len(self.hook_calls), 'hook call')}, "
                 f"{_count(len(self.grads), 'grad')}>")
 
-    def to_json(self, printer=None) -> dict:
+    def to_json(self, printer=None, lazy: bool = False) -> dict:
         """The contract's JSON of this variant (``printer``: shared by every closed form shown;
-        see :func:`value_json`)."""
+        ``lazy``: see :func:`value_json`)."""
         printer = printer if printer is not None else shared_printer()
         warned = [w.to_json() for w in self.warnings]
         if self.error is not None:
-            return {"error": self.error.to_json(), "hook_calls": [hook_json(h, printer) for h in self.hook_calls],
-                    "warnings": warned}
+            return {"error": self.error.to_json(),
+                    "hook_calls": [hook_json(h, printer, lazy) for h in self.hook_calls], "warnings": warned}
         out = {
-            "loss": value_json(self.loss, printer) if self.loss is not None else None,
-            "values": {k: value_json(v, printer) for k, v in self.values.items()},
-            "adjoints": {b.callid: {"grad_output": [value_json(g, printer) for g in b.grad_output],
-                                    "grad_input": [value_json(g, printer) for g in b.grad_input]}
+            "loss": value_json(self.loss, printer, lazy) if self.loss is not None else None,
+            "values": {k: value_json(v, printer, lazy) for k, v in self.values.items()},
+            "adjoints": {b.callid: {"grad_output": [value_json(g, printer, lazy) for g in b.grad_output],
+                                    "grad_input": [value_json(g, printer, lazy) for g in b.grad_input]}
                          for b in self.boundaries},
-            "grads": {k: value_json(v, printer) for k, v in self.grads.items()},
-            "hook_calls": [hook_json(h, printer) for h in self.hook_calls],
+            "grads": {k: value_json(v, printer, lazy) for k, v in self.grads.items()},
+            "hook_calls": [hook_json(h, printer, lazy) for h in self.hook_calls],
         }
         if self.returned is not None:
-            out["returned"] = {k: value_json(v, printer) for k, v in self.returned.items()}
+            out["returned"] = {k: value_json(v, printer, lazy) for k, v in self.returned.items()}
         if self.passes is not None:
-            out["passes"] = [p.to_json(printer) for p in self.passes]
+            out["passes"] = [p.to_json(printer, lazy) for p in self.passes]
         out["warnings"] = warned
         if self.leaf_values:
-            out["leaf_values"] = {k: value_json(v, printer) for k, v in self.leaf_values.items()}
+            out["leaf_values"] = {k: value_json(v, printer, lazy) for k, v in self.leaf_values.items()}
         return out
 
 
@@ -213,12 +214,16 @@ class Prediction:
     def __repr__(self) -> str:
         return f"<Prediction {self.problem.name!r}: {_count(len(self.variants), 'variant')} ({', '.join(self.names)})>"
 
-    def to_json(self) -> dict:
+    def to_json(self, lazy: bool = False) -> dict:
+        """The contract's JSON. ``lazy``: each tensor's ``value`` and ``exact`` lists are left as
+        callables making them (:func:`adjoint.render.jsontext.dump` writes such a document one
+        tensor at a time, so the whole text never has to be in memory)."""
         if self.mode == "exact":   # counted before any text is made (adjoint.answer.text_budget)
             from adjoint.answer.text_budget import check_exact_text
             check_exact_text(self.variants, getattr(self.problem, "loc", None))
         printer = shared_printer()
-        return {"problem": self.problem.name, "variants": {v.name: v.to_json(printer) for v in self.variants}}
+        return {"problem": self.problem.name,
+                "variants": {v.name: v.to_json(printer, lazy) for v in self.variants}}
 
 
 @dataclass(repr=False)
@@ -231,8 +236,8 @@ class RanksPrediction:
     def __repr__(self) -> str:
         return f"<RanksPrediction {self.name!r}: {len(self.ranks)} ranks>"
 
-    def to_json(self, printer=None) -> dict:
-        return {"ranks": [vp.to_json(printer) for vp in self.ranks]}
+    def to_json(self, printer=None, lazy: bool = False) -> dict:
+        return {"ranks": [vp.to_json(printer, lazy) for vp in self.ranks]}
 
 
 def shared_printer():
@@ -247,17 +252,18 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}{'' if n == 1 else 's'}"
 
 
-def value_json(v, printer=None) -> dict | list | float | int | str | None:
+def value_json(v, printer=None, lazy: bool = False) -> dict | list | float | int | str | None:
     """A value as the contract writes it: VALUE for a tensor (shape, decimal value, exact text;
     null where a mode or a free symbol gives none), a list for a tuple, an object for a dict (a
     hook's kwargs), a plain number for a Python number, a string as is. ``printer``: one SymPy
-    printer shared by every closed form of a prediction."""
+    printer shared by every closed form of a prediction. ``lazy``: a tensor's ``value`` and
+    ``exact`` are callables that make those lists when the JSON writer reaches them."""
     if v is None:
         return None
     if isinstance(v, tuple):
-        return [value_json(x, printer) for x in v]
+        return [value_json(x, printer, lazy) for x in v]
     if isinstance(v, dict):
-        return {k: value_json(x, printer) for k, x in v.items()}
+        return {k: value_json(x, printer, lazy) for k, x in v.items()}
     if isinstance(v, Fraction):
         return int(v) if v.denominator == 1 else float(v)
     if isinstance(v, (str, bool, int)):   # int: a key stash() returned
@@ -272,14 +278,18 @@ def value_json(v, printer=None) -> dict | list | float | int | str | None:
     if isinstance(v, Typed):   # an integer or bool tensor (--structure: no values, as for every tensor)
         return {"shape": list(v.value.shape), "value": v.elements(), "exact": v.value.strings(), "dtype": v.dtype}
     if not isinstance(v, Exact):  # the float64 and structure modes' values
+        if lazy:
+            return {"shape": list(v.shape), "value": v.floats, "exact": v.strings}
         return {"shape": list(v.shape), "value": v.floats(), "exact": v.strings()}
+    if lazy:
+        return {"shape": list(v.shape), "value": partial(signed_floats, v), "exact": partial(v.strings, printer)}
     return {"shape": list(v.shape), "value": signed_floats(v), "exact": v.strings(printer)}
 
 
-def hook_json(h: HookRecord, printer=None) -> dict:
+def hook_json(h: HookRecord, printer=None, lazy: bool = False) -> dict:
     out = {"hook": h.index, "label": h.label, "kind": h.kind, "target": h.target,
-           "args": {k: value_json(v, printer) for k, v in h.args.items()},
-           "returned": value_json(h.returned, printer)}
+           "args": {k: value_json(v, printer, lazy) for k, v in h.args.items()},
+           "returned": value_json(h.returned, printer, lazy)}
     if h.on in ("module", "global") and h.calls_of_module > 1:
         out["call"] = h.k
     if h.is_global:

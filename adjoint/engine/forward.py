@@ -19,7 +19,6 @@ Names: every tensor gets the dotted name of the contract (``f1.h``, ``f1#2``, ``
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -543,6 +542,8 @@ class _Pass:
 
 
 def _suggest(word: str, options) -> str:
+    import difflib   # only when a name is wrong: not on every start
+
     close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
     return f"; did you mean '{close[0]}'?" if close else ""
 

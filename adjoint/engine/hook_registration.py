@@ -17,8 +17,6 @@ Each registration keeps its handle (the dict and the id), so ``remove``, ``remov
 
 from __future__ import annotations
 
-import difflib
-
 from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import HookDict, Tensor
 from adjoint.engine.view_history import refresh, stale
@@ -317,6 +315,8 @@ def retain_grad(t: Tensor, rt) -> None:
 
 
 def _suggest(word: str, options) -> str:
+    import difflib   # only when a name is wrong: not on every start
+
     close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
     return f"; did you mean '{close[0]}'?" if close else ""
 

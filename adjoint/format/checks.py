@@ -10,7 +10,6 @@ one line, not a cascade.
 
 from __future__ import annotations
 
-import difflib
 import re
 
 from adjoint.format.errors import ProblemError, ProblemErrors, raise_all
@@ -54,6 +53,8 @@ class Issues:
 
 
 def suggest(word: str, options) -> str:
+    import difflib   # only when a name is wrong: not on every start
+
     close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
     return f"; did you mean '{close[0]}'?" if close else ""
 

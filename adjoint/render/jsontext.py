@@ -23,8 +23,13 @@ _FLOAT_REPR = float.__repr__
 _INT_REPR = int.__repr__
 
 
+#: how many pieces :func:`dump` gathers before handing their text to ``write``
+SPILL_PARTS = 2048
+
+
 def dumps(doc, indent: int | None = 2) -> str:
-    """``doc`` as strict JSON text, non-finite floats written as "inf", "-inf", "nan"."""
+    """``doc`` as strict JSON text, non-finite floats written as "inf", "-inf", "nan". With an
+    indent, a callable in ``doc`` stands for the value it returns (see :func:`dump`)."""
     if indent is None:
         try:
             return json.dumps(doc, indent=None, allow_nan=False)
@@ -33,6 +38,18 @@ def dumps(doc, indent: int | None = 2) -> str:
     parts: list[str] = []
     _Writer(" " * indent if isinstance(indent, int) else str(indent), parts).value(doc, 0)
     return "".join(parts)
+
+
+def dump(doc, write, indent: int = 2) -> None:
+    """Write the text ``dumps(doc, indent)`` makes, in pieces, by calling ``write(str)``.
+
+    A callable in ``doc`` (a ``Prediction.to_json(lazy=True)``'s tensor lists) is called when
+    the writer reaches it and its result written and dropped: a big answer's text and its
+    lists of numbers are never all in memory at once, one tensor's at a time."""
+    parts: list[str] = []
+    _Writer(" " * indent if isinstance(indent, int) else str(indent), parts, write).value(doc, 0)
+    if parts:
+        write("".join(parts))
 
 
 def finite(doc):
@@ -84,9 +101,16 @@ def _key(k) -> str:
 class _Writer:
     """Appends the text of a value at a nesting level, as json's indenting encoder lays it out."""
 
-    def __init__(self, unit: str, parts: list[str]):
+    def __init__(self, unit: str, parts: list[str], write=None):
         self.unit = unit
         self.parts = parts
+        self.write = write   # None: keep every piece (dumps); else hand them on now and then (dump)
+
+    def spill(self) -> None:
+        """Hand the pieces gathered so far to ``write`` (dump), when there are enough of them."""
+        if self.write is not None and len(self.parts) >= SPILL_PARTS:
+            self.write("".join(self.parts))
+            self.parts.clear()
 
     def value(self, v, level: int) -> None:
         t = type(v)
@@ -94,6 +118,8 @@ class _Writer:
             self.mapping(v, level)
         elif t is list or t is tuple:
             self.sequence(v, level)
+        elif t is not str and t is not float and callable(v):   # a deferred value: made now, written, dropped
+            self.value(v(), level)
         else:
             self.parts.append(_scalar(v))
 
@@ -111,6 +137,7 @@ class _Writer:
             out.append(_key(k))
             out.append(": ")
             self.value(v, level + 1)
+            self.spill()
         out.append("\n" + self.unit * level + "}")
 
     def sequence(self, items, level: int) -> None:
@@ -121,6 +148,7 @@ class _Writer:
         flat = _flat_text(items, "," + inner)
         if flat is not None:
             self.parts.append("[" + inner + flat + "\n" + self.unit * level + "]")
+            self.spill()
             return
         out = self.parts
         out.append("[")
@@ -129,6 +157,7 @@ class _Writer:
             out.append(inner if first else "," + inner)
             first = False
             self.value(v, level + 1)
+            self.spill()
         out.append("\n" + self.unit * level + "]")
 
 

@@ -73,8 +73,16 @@ def write_atomic(path: str, data: str | bytes, protect: Sequence[str] = ()) -> N
 
     A path that cannot or must not be written is bad input: one ProblemError line, nothing
     written. Text is written as UTF-8."""
-    real = check_target(path, protect)
     payload = data.encode("utf-8") if isinstance(data, str) else data
+    write_atomic_with(path, lambda write: write(payload), protect)
+
+
+def write_atomic_with(path: str, produce, protect: Sequence[str] = ()) -> None:
+    """:func:`write_atomic` of content made in pieces: ``produce(write)`` calls ``write`` with
+    each piece (str, written as UTF-8, or bytes) in order, so the whole content is never in
+    memory at once (``solve --json -o``). An exception in ``produce`` leaves the previous file
+    exactly as it was, like any other failure."""
+    real = check_target(path, protect)
     try:
         mode = stat.S_IMODE(os.stat(real).st_mode)
     except FileNotFoundError:
@@ -86,11 +94,14 @@ def write_atomic(path: str, data: str | bytes, protect: Sequence[str] = ()) -> N
     except OSError as exc:
         raise _os_error(path, exc) from None
     try:
-        try:
-            os.fchmod(fd, mode)
-            view = memoryview(payload)
+        def write(piece: str | bytes) -> None:
+            view = memoryview(piece.encode("utf-8") if isinstance(piece, str) else piece)
             while view:
                 view = view[os.write(fd, view):]
+
+        try:
+            os.fchmod(fd, mode)
+            produce(write)
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import traceback
 
 from adjoint.format.errors import ProblemError
 
@@ -53,6 +52,8 @@ def from_torch(exc: BaseException) -> bool:
     where = torch_location()
     if where is None:
         return False
+    import traceback   # only on a failed import: not on every start
+
     for frame in traceback.extract_tb(exc.__traceback__):
         if os.path.realpath(frame.filename).startswith(where + os.sep):
             return True

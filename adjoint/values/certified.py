@@ -183,18 +183,18 @@ def strings(x, printer=None) -> list[str]:
         idx = np.nonzero(wide)[0]
         Bl.refine(x, Bl.next_precision(x.prec, Bl.worst_accuracy(x.balls.reshape(-1)[idx]), Bl.DIGIT_BITS))
         wide &= Bl.needs_digits(x.balls.reshape(-1))
-    flat_b = x.balls.reshape(-1)
-    out = []
+    flat_b = x.balls.reshape(-1).tolist()   # plain lists: no numpy indexing per element
     with Bl.workprec(x.prec):
-        for i, f in enumerate(forms):
-            out.append(_text(f, flat_b[i], bool(wide[i]), printer))
-    return out
+        return [_text(f, b, w, printer) for f, b, w in zip(forms, flat_b, wide.reshape(-1).tolist())]
 
 
 def _text(f, b, wide: bool, printer) -> str:
     if f is not None and type(f) is not Real:
         if type(f) is F.Special:
             return f.text
+        plain = F.plain_text(f)
+        if plain is not None:
+            return plain
         return s_str(s_norm(F.to_sympy(f)), printer)
     if b.is_exact():
         return str(Bl.exact_value(b))
@@ -203,4 +203,13 @@ def _text(f, b, wide: bool, printer) -> str:
 
 
 
-is_special = np.frompyfunc(lambda f: type(f) is F.Special, 1, 1)
+_is_special_any = np.frompyfunc(lambda f: type(f) is F.Special, 1, 1)
+
+
+def is_special(forms):
+    """Mask of the IEEE specials (``inf``, ``-inf``, ``nan`` forms) among ``forms``, an object
+    array: a bool array of its shape, made by one comprehension (no Python call per element)."""
+    if type(forms) is not np.ndarray:
+        return _is_special_any(forms)
+    special = F.Special
+    return np.array([type(f) is special for f in forms.reshape(-1).tolist()], dtype=bool).reshape(forms.shape)

@@ -40,9 +40,12 @@ def solve_mode(problem, mode: str):
 
 
 def to_json(prediction) -> str:
-    """The JSON text ``adjoint solve --json`` prints."""
-    from adjoint.render.jsontext import dumps
-    return dumps(prediction.to_json(), indent=2)
+    """The JSON text ``adjoint solve --json`` prints, made as it makes it (streamed, a tensor's
+    lists at a time; the pieces joined here only to hand back one string)."""
+    from adjoint.render.jsontext import dump
+    parts: list[str] = []
+    dump(prediction.to_json(lazy=True), parts.append)
+    return "".join(parts)
 
 
 def grad_elements(prediction, tensor: str) -> list:

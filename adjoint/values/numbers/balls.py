@@ -182,7 +182,16 @@ def _is_too_wide(b) -> bool:
 
 
 _too_wide = np.frompyfunc(_is_too_wide, 1, 1)
-_exact = np.frompyfunc(lambda b: b.is_exact(), 1, 1)
+_exact_any = np.frompyfunc(lambda b: b.is_exact(), 1, 1)
+_exact_arb = np.frompyfunc(arb.is_exact, 1, 1)   # the C method itself: no Python frame per element
+
+
+def _exact(a: np.ndarray) -> np.ndarray:
+    """``b.is_exact()`` of every ball (an object array); arb balls without a Python call each."""
+    try:
+        return _exact_arb(a)
+    except TypeError:   # an element that is not an arb
+        return _exact_any(a)
 
 
 def exact_value(b) -> fmpq:

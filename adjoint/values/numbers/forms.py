@@ -185,6 +185,26 @@ def to_sympy(f):
     return f._sym
 
 
+#: functions whose SymPy form of a nonzero rational ``r`` is ``f(r)`` for ``r > 0`` and
+#: ``-f(-r)`` for ``r < 0`` (odd, and SymPy evaluates them at no other rational): their text is
+#: written without SymPy by :func:`plain_text`
+PLAIN_ODD = frozenset({"tanh"})
+
+
+def plain_text(f) -> str | None:
+    """The text SymPy's ``sstr`` writes for ``f`` when ``f`` is an odd function of one nonzero
+    rational (``tanh(3/8)``, ``-tanh(3/8)``), made without importing SymPy (a Tanh network's
+    first layer: hundreds of them in an answer); None for any other form."""
+    if type(f) is not Form or f.op not in PLAIN_ODD or f._sym is not None:
+        return None
+    (r,) = f.args
+    if type(r) is not fmpq or r == 0:
+        return None
+    if r > 0:
+        return f"{f.op}({r})"
+    return f"-{f.op}({-r})"
+
+
 def _leaf(a):
     if type(a) is Form:
         return a._sym
