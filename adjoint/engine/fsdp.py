@@ -167,6 +167,8 @@ class FSDPRank:
         """The sharded gradients put aside, and the user's post-accumulate-grad hooks off the
         parameters the forward used (in PyTorch they sit on the sharded parameters)."""
         self.queued = False
+        self.log_start = len(self.run.rt.log)
+        self.assigned: dict = {}      # name -> the log position at which its sharded .grad is assigned
         for g in self.groups:
             g.done = False
             for name, t in g.params:
@@ -187,6 +189,7 @@ class FSDPRank:
         records = []
         runner = self.run.rt.hooks_runner
         for name, t, _ in taken:
+            self.assigned[name] = len(self.run.rt.log)
             hooks = self.stashed.get(name)
             if not hooks:
                 continue
@@ -194,6 +197,17 @@ class FSDPRank:
                 runner.fire_post_accumulate(entry.hook, t, None)
                 records.append((name, self.run.rt.log[-1]))
         self.pending.append((i, taken, records))
+
+    def grads_then(self, old: dict) -> None:
+        """What each call of this backward saw as a parameter's .grad (the sharded parameter's): the
+        one before the backward until FSDP assigned the new one."""
+        log = self.run.rt.log
+        for k in range(self.log_start, len(log)):
+            then = log[k].grads_then
+            for name in self.names:
+                if name in then:
+                    at = self.assigned.get(name)
+                    then[name] = self.sharded.get(name) if at is not None and k >= at else old.get(name)
 
     def final_callback(self) -> None:
         """_root_post_backward_final_callback: the groups whose post_backward did not run."""
@@ -225,6 +239,7 @@ def finalize(ranks: list[FSDPRank], step) -> None:
                                      "(a gradient on some ranks only): they would wait for each other; not modelled")
     ws = len(ranks)
     B = ranks[0].B
+    old_grads = [dict(r.sharded) for r in ranks]
     for j, (i, taken, _) in enumerate(ranks[0].pending):
         for k, (name, t, _) in enumerate(taken):
             values = [r.pending[j][1][k][2] for r in ranks]
@@ -244,6 +259,7 @@ def finalize(ranks: list[FSDPRank], step) -> None:
                 record.args["tensor"] = r.sharded[name]
     for r in ranks:
         r.pending = []
+        r.grads_then(old_grads[r.rank])
         r.after_backward()
 
 
