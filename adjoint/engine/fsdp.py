@@ -217,10 +217,12 @@ class FSDPRank:
             if not g.done:
                 self.post_backward(i)
 
-    def after_backward(self) -> None:
+    def after_backward(self, failed: bool = False) -> None:
+        """The sharded gradients back on the parameters. After a backward that raised, the unsharded
+        gradients it accumulated stay on the unsharded parameters, which the file cannot name."""
         for g in self.groups:
             for name, t in g.params:
-                if t.grad is not None:
+                if t.grad is not None and not failed:
                     raise ProblemError(self.spec.loc, f"under fully_shard the gradient of '{name}' arrives after its "
                                                       "group's post-backward ran: not modelled yet")
                 t.grad = self.sharded.get(name)
@@ -331,7 +333,8 @@ def _step(run, r: FSDPRank, step, index: int, first_forward: bool, first_backwar
         try:
             run_backward(run, request, index)
         except TorchError:
-            r.after_backward()
+            r.pending = []
+            r.after_backward(failed=True)
             raise
         if first_backward:
             for hook in variant.hooks:
