@@ -54,7 +54,8 @@ def derive_distributed(prediction):
     spec = prediction.problem.distributed
     if spec.wrap == "fully_shard":   # rank 0's derivation; what FSDP adds is said by its own section
         first = _Rank0(prediction.problem, [rp.ranks[0].derivation for rp in prediction.variants], prediction.numeric)
-        return derive_problem(first), None
+        from adjoint.derivation.fsdp import fsdp_infos
+        return derive_problem(first), fsdp_infos(prediction)
     hook = ("none" if spec.comm_hook is None else spec.comm_hook.builtin if spec.comm_hook.builtin is not None
             else "written")
     rank0 = []

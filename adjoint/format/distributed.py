@@ -100,8 +100,9 @@ def read_block(node: YNode) -> Distributed:
         raise ProblemError(wrap_node.loc, "distributed.wrap must be ddp (DistributedDataParallel) or fully_shard "
                                           "(FSDP2)")
     if wrap_node.text == "fsdp":
-        raise ProblemError(wrap_node.loc, "distributed.wrap: fsdp (the FullyShardedDataParallel class) is not "
-                                          "modelled; use wrap: fully_shard (FSDP2) or wrap: ddp")
+        raise ProblemError(wrap_node.loc, "distributed.wrap: fsdp (FSDP) is not modelled yet (the "
+                                          "FullyShardedDataParallel class); use wrap: fully_shard (FSDP2's "
+                                          "fully_shard) or wrap: ddp")
     if wrap_node.text == "fully_shard":
         from adjoint.format.fsdp_block import read_fsdp_args
         f = read_fsdp_args(m)

@@ -53,7 +53,6 @@ def read_fsdp_args(m: YMap) -> dict:
 
 def check_fsdp_problem(problem, spec) -> None:
     """What a fully_shard run does not model yet, and shard names that are no submodule."""
-    from adjoint.format.errors import Loc  # noqa: F401  (locations come from the file's nodes)
     modules = {m.label: m for m in problem.model.walk()}
     root = problem.model
     order = []
@@ -87,7 +86,9 @@ def check_fsdp_problem(problem, spec) -> None:
                                                   "modelled yet (FSDP calls it after the reduce-scatter, with the "
                                                   "sharded DTensor parameter); give it no returns/does/raises")
                 else:
-                    raise ProblemError(h.loc, f"a {h.kind} hook on parameter '{h.target}' under fully_shard is not "
+                    what = ("tensor hook" if h.kind == "hook" else f"node {h.kind}-hook" if h.on == "node"
+                            else f"{h.kind} hook")
+                    raise ProblemError(h.loc, f"a {what} on parameter '{h.target}' under fully_shard is not "
                                               "modelled yet (it is registered on the sharded DTensor parameter, "
                                               "which the forward does not use: PyTorch never calls it)")
     if any(m.buffers for m in problem.model.walk()):
