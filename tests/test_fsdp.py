@@ -158,16 +158,12 @@ BASE = textwrap.dedent("""\
     ("steps: [{no_sync: [forward, backward]}]\n", "no_sync is DistributedDataParallel's"),
     ("hooks: [{tensor: b.weight, kind: post_accumulate_grad, returns: tensor}]\n",
      "a post_accumulate_grad hook with a body under fully_shard"),
-    ("hooks: [{module: b, kind: forward, on: global}]\n", None),
+    ("hooks: [{global: forward}]\n", "global module hooks under fully_shard are not modelled yet"),
     ("backward: {method: grad, inputs: [x]}\n", "torch.autograd.grad under fully_shard"),
 ])
 def test_what_is_not_modelled_is_refused_with_one_located_line(tmp_path, extra, message):
     path = tmp_path / "f.yaml"
-    path.write_text(BASE + extra if extra.startswith("  ") else BASE + extra)
-    if message is None:
-        with pytest.raises(ProblemError):
-            adjoint.load(str(path)).solve()
-        return
+    path.write_text(BASE + extra)
     with pytest.raises(ProblemError, match=message.replace("(", r"\(").replace(")", r"\)")):
         adjoint.load(str(path)).solve()
 
