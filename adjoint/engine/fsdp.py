@@ -5,8 +5,8 @@ lockstep, each on the ordinary engine, with a model of what fully_shard adds on 
 What PyTorch 2.13 does (torch/distributed/fsdp/_fully_shard/_fsdp_state.py,
 _fsdp_param_group.py, _fsdp_collectives.py; checked on real gloo processes on CPU):
 
-* ``fully_shard(module)`` replaces each parameter it manages (the module's parameters that no
-  module sharded before it manages, ``named_parameters`` order) with a DTensor sharded on dim 0:
+* ``fully_shard(module)`` replaces each parameter it manages (its subtree's parameters that no
+  module sharded before it manages, in post-order: children first, then the module's own) with a DTensor sharded on dim 0:
   rank r holds rows ``[r*c, min(n, (r+1)*c))`` with ``c = ceil(n / world_size)`` (possibly none).
   A hook a user registers on ``module.weight`` is registered on that sharded parameter.
 * Its forward pre-hook (prepended, so it runs before the user's) all-gathers the parameters
@@ -90,9 +90,10 @@ class FSDPRank:
         managed: set = set()
         by_label = {m.label: m for m in root.walk()}
         groups = {}
+        done: set = set()
         for label in sharded:          # the order fully_shard is called in
             params = []
-            for m in by_label[label].walk():
+            for m in _managed_modules(by_label[label], done):
                 for d in m.params:
                     t = run.model.params[d.name]
                     if id(t) in managed:
@@ -100,6 +101,7 @@ class FSDPRank:
                     managed.add(id(t))
                     params.append((d.name, t))
             groups[label] = Group(label, params)
+            done.add(label)
         # FSDPState._lazy_init: the states in the root's named_modules order; a module with no
         # parameter of its own to manage has no param group (no node, no post_backward)
         self.groups = [groups[m.label] for m in root.walk() if m.label in groups]
@@ -109,6 +111,7 @@ class FSDPRank:
         self.sharded: dict = {}       # name -> the sharded .grad (the local rows) before this backward
         self.stashed: dict = {}       # name -> the post-accumulate-grad hooks moved off the unsharded parameter
         self.queued = False
+        self.failed = False           # this rank's backward raised
         run.fsdp = self
         self.states = set(sharded)
         run.model.module_wrapper = self.pre_forward
@@ -167,6 +170,7 @@ class FSDPRank:
         """The sharded gradients put aside, and the user's post-accumulate-grad hooks off the
         parameters the forward used (in PyTorch they sit on the sharded parameters)."""
         self.queued = False
+        self.failed = False
         self.log_start = len(self.run.rt.log)
         self.assigned: dict = {}      # name -> the log position at which its sharded .grad is assigned
         for g in self.groups:
@@ -230,11 +234,13 @@ class FSDPRank:
                 g.done = False
 
 
-def finalize(ranks: list[FSDPRank], step) -> None:
-    """Every rank's final callback, then the reduce-scatters (the mean over ranks, each rank's rows)
-    in the order the post-backwards ran, and what the post-accumulate-grad calls were handed."""
-    for r in ranks:
-        r.final_callback()
+def finalize(ranks: list[FSDPRank], step, failed: bool = False) -> None:
+    """Every rank's final callback (not after an error: the engine drops queued callbacks), then
+    the reduce-scatters (the mean over ranks, each rank's rows) in the order the post-backwards
+    ran, and what the post-accumulate-grad calls were handed."""
+    if not failed:
+        for r in ranks:
+            r.final_callback()
     shapes = {tuple((i, tuple(n for n, _, _ in taken)) for i, taken, _ in r.pending) for r in ranks}
     if len(shapes) != 1:
         raise ProblemError(step.loc, "under fully_shard the ranks reduce different parameter groups in this backward "
@@ -262,7 +268,22 @@ def finalize(ranks: list[FSDPRank], step) -> None:
     for r in ranks:
         r.pending = []
         r.grads_then(old_grads[r.rank])
-        r.after_backward()
+        r.after_backward(failed)
+
+
+def _managed_modules(root, sharded: set) -> list:
+    """_get_managed_modules: a post-order walk (children first, then the module), not entering a
+    module fully_shard was already applied to."""
+    out: list = []
+
+    def dfs(m) -> None:
+        if m is not root and m.label in sharded:
+            return
+        for c in m.children:
+            dfs(c)
+        out.append(m)
+    dfs(root)
+    return out
 
 
 def run_fsdp_ranks(problem, name: str, make_backend) -> list:
@@ -294,6 +315,8 @@ def run_fsdp_ranks(problem, name: str, make_backend) -> list:
                                              "for them in a collective: not modelled")
             for run, exc in errors:
                 run.error = RunError(exc.type, exc.message, getattr(exc, "during", None) or during, exc.cause, index)
+            if step.kind == "backward" and all(r.failed for r in ranks):
+                finalize(ranks, step, failed=True)   # the reduce-scatters that ran before the error
             return runs
         if step.kind == "backward":
             starts = [len(run.rt.log) for run in runs]
@@ -333,8 +356,7 @@ def _step(run, r: FSDPRank, step, index: int, first_forward: bool, first_backwar
         try:
             run_backward(run, request, index)
         except TorchError:
-            r.pending = []
-            r.after_backward(failed=True)
+            r.failed = True
             raise
         if first_backward:
             for hook in variant.hooks:
