@@ -116,6 +116,12 @@ def test_every_fsdp_file_agrees_with_real_gloo_processes_on_every_rank(gloo):
     # the empty shards of a one-row parameter on 3 ranks, as torch reports them
     grads = [o["grads"]["lin2.weight"]["shape"] for o in observed["root_params.yaml"]]
     assert grads == [[1, 3], [0, 3], [0, 3]]
+    # a backward raising after a group's reduce-scatter: its hooks were handed the reduced rows
+    calls = [c for c in observed["error_after_reduce.yaml"][0]["hook_calls"] if c["kind"] == "post_accumulate_grad"]
+    assert len(calls) == 2 and all(c["args"]["tensor"] is not None for c in calls)
+    # a root's own parameter is its group's last
+    labels = [c["label"] for c in observed["root_last.yaml"][0]["hook_calls"]][:6]
+    assert labels[-1] == "post_accumulate_grad@scale"
 
 
 @pytest.mark.torch
