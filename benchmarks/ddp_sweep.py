@@ -43,7 +43,7 @@ def main(argv=None) -> int:
         if args.only is not None:
             print(text)
         try:
-            problem = adjoint.loads(text, f"ddp-{args.seed}-{i}.yaml")
+            problem = adjoint.loads(text, f"{args.kind}-{args.seed}-{i}.yaml")
             pred = problem.solve()
         except adjoint.ProblemError as exc:
             refused += 1
@@ -58,12 +58,12 @@ def main(argv=None) -> int:
             detail = [traceback.format_exc()]
         if detail:
             bad += 1
-            path = os.path.join(out, f"ddp-{args.seed}-{i}.yaml")
+            path = os.path.join(out, f"{args.kind}-{args.seed}-{i}.yaml")
             with open(path, "w", encoding="utf-8") as f:
                 f.write(text + "".join(f"# {line}\n" for d in detail for line in d.splitlines()))
             print(f"{i}: DISAGREES ({len(detail)} rows): {path}")
     n = len(indices)
-    print(f"{n} DDP problems, seed {args.seed}: {n - bad - refused} agreed, {bad} disagreed, {refused} refused; "
+    print(f"{n} {args.kind.upper()} problems, seed {args.seed}: {n - bad - refused} agreed, {bad} disagreed, {refused} refused; "
           f"{time.perf_counter() - t0:.0f} s")
     return 1 if bad else 0
 

@@ -160,7 +160,6 @@ BASE = textwrap.dedent("""\
     ("  shard: a\n", "distributed.shard must be a list of submodule names"),
     ("  args: {mp_policy: 1}\n", "distributed.args: 'mp_policy' is not modelled for fully_shard"),
     ("  comm_hook: {builtin: allreduce}\n", "distributed.comm_hook is DistributedDataParallel's"),
-    ("steps: [forward, backward, {step: {lr: 0.1}}]\n", "an optimizer step under fully_shard"),
     ("steps: [{no_sync: [forward, backward]}]\n", "no_sync is DistributedDataParallel's"),
     ("hooks: [{tensor: b.weight, kind: post_accumulate_grad, returns: tensor}]\n",
      "a post_accumulate_grad hook with a body under fully_shard"),

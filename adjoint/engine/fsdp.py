@@ -38,7 +38,7 @@ from fractions import Fraction
 
 from adjoint.engine.distributed import new_run
 from adjoint.engine.graph import HookDict, Tensor
-from adjoint.engine.passes import RunError, backward_request, run_backward, run_forward
+from adjoint.engine.passes import RunError, backward_request, run_backward, run_forward, sgd
 from adjoint.engine.reducer_hook import ReducerPostHook
 from adjoint.engine.runtime import TorchError
 from adjoint.engine import warns
@@ -271,6 +271,30 @@ def finalize(ranks: list[FSDPRank], step, failed: bool = False) -> None:
         r.after_backward(failed)
 
 
+def sgd_step(ranks: list[FSDPRank], step, index: int) -> None:
+    """``p -= lr * p.grad`` on every sharded parameter with a gradient: each rank updates its rows
+    with its rows of the gradient, so the parameter the next forward all-gathers is the whole one
+    updated with the whole (concatenated) gradient -- which is what the engine computes."""
+    B = ranks[0].B
+    full = {}
+    for name in sorted(ranks[0].names):
+        parts = [r.run.model.params[name].grad for r in ranks]
+        if all(p is not None for p in parts):
+            full[name] = B.concat(parts, 0) if len(parts) > 1 else parts[0]
+        elif any(p is not None for p in parts):
+            raise ProblemError(step.loc, f"under fully_shard '{name}' has a gradient on some ranks only: not modelled")
+    for r in ranks:
+        kept = {}
+        for name, value in full.items():
+            t = r.run.model.params[name]
+            kept[name], t.grad = t.grad, value
+        try:
+            sgd(r.run, step.lr, index)
+        finally:
+            for name, value in kept.items():
+                r.run.model.params[name].grad = value
+
+
 def _managed_modules(root, sharded: set) -> list:
     """_get_managed_modules: a post-order walk (children first, then the module), not entering a
     module fully_shard was already applied to."""
@@ -302,6 +326,9 @@ def run_fsdp_ranks(problem, name: str, make_backend) -> list:
     for index, step in enumerate(steps):
         during = "backward" if step.kind == "backward" else "forward"
         errors = []
+        if step.kind == "step":
+            sgd_step(ranks, step, index)
+            continue
         for run, r in zip(runs, ranks):
             try:
                 _step(run, r, run.steps[index], index, first_forward, first_backward, later)

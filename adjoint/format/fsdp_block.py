@@ -69,9 +69,6 @@ def check_fsdp_problem(problem, spec) -> None:
     for v in problem.variants:
         steps = list(v.steps or ())
         for step in steps:
-            if step.kind == "step":
-                raise ProblemError(step.loc, "an optimizer step under fully_shard (on the sharded DTensor "
-                                             "parameters) is not modelled yet")
             if step.kind == "backward" and step.backward is not None:
                 _check_backward(step.backward, step.loc)
         _check_backward(v.backward, v.loc)

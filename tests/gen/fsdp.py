@@ -10,7 +10,7 @@ inputs requiring grad or not (the final callback's post-backward); observing
 post-accumulate-grad hooks on parameters, tensor hooks on the input and on activations
 (observing or rescaling), full backward hooks on layers (observing or halving grad_input),
 ``retain_grad``, a hook raising on every rank; steps of iterations, two forwards before a
-backward, ``zero_grad`` and a later forward's own inputs.
+backward, ``zero_grad``, SGD steps and a later forward's own inputs.
 """
 
 from __future__ import annotations
@@ -111,7 +111,10 @@ def generate(rng: random.Random) -> str:
             steps += [forward, "forward", "backward"]
         else:
             steps += [forward, "backward"]
-        if rng.random() < 0.2:
+        r = rng.random()
+        if r < 0.2:
             steps.append("zero_grad")
+        elif r < 0.4:
+            steps.append("{step: {lr: 0.5}}")
     lines.append("steps: [" + ", ".join(steps) + "]")
     return "\n".join(lines) + "\n"
