@@ -20,7 +20,7 @@ _fsdp_param_group.py, _fsdp_collectives.py; checked on real gloo processes on CP
   slice is assigned to the sharded parameter's ``.grad`` (added to it when it has one); then
   the sharded parameter's post-accumulate-grad hooks are called, handed that parameter, in
   parameter order. A tensor hook on the sharded parameter never fires (the forward does not
-  use it).
+  use it): the engine takes the parameter's tensor hooks off it during a backward.
 * A group whose post-backward did not run in the backward (its module's inputs do not
   require grad) runs it in the root's final callback, queued by the first pre-backward hook
   of the backward, at its end: modules in ``named_modules`` order.
@@ -110,6 +110,7 @@ class FSDPRank:
         self.pending: list = []       # (group index, [(name, Tensor, unsharded grad)], [(name, CallRecord)])
         self.sharded: dict = {}       # name -> the sharded .grad (the local rows) before this backward
         self.stashed: dict = {}       # name -> the post-accumulate-grad hooks moved off the unsharded parameter
+        self.silent: dict = {}        # name -> its tensor hooks, off the parameter during a backward
         self.queued = False
         self.failed = False           # this rank's backward raised
         run.fsdp = self
@@ -180,6 +181,8 @@ class FSDPRank:
                 t.grad = None
                 self.stashed[name] = t.post_accumulate_hooks
                 t.post_accumulate_hooks = HookDict()
+                # a tensor hook on the parameter sits on the sharded one, which the backward never reaches
+                self.silent[name], t.backward_hooks = t.backward_hooks, None
 
     def post_backward(self, i: int) -> None:
         g = self.groups[i]
@@ -231,6 +234,7 @@ class FSDPRank:
                                                       "group's post-backward ran: not modelled yet")
                 t.grad = self.sharded.get(name)
                 t.post_accumulate_hooks = self.stashed.get(name)
+                t.backward_hooks = self.silent.get(name)
                 g.done = False
 
 

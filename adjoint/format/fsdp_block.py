@@ -82,12 +82,9 @@ def check_fsdp_problem(problem, spec) -> None:
                         raise ProblemError(h.loc, "a post_accumulate_grad hook with a body under fully_shard is not "
                                                   "modelled yet (FSDP calls it after the reduce-scatter, with the "
                                                   "sharded DTensor parameter); give it no returns/does/raises")
-                else:
-                    what = ("tensor hook" if h.kind == "hook" else f"node {h.kind}-hook" if h.on == "node"
-                            else f"{h.kind} hook")
-                    raise ProblemError(h.loc, f"a {what} on parameter '{h.target}' under fully_shard is not "
-                                              "modelled yet (it is registered on the sharded DTensor parameter, "
-                                              "which the forward does not use: PyTorch never calls it)")
+                elif h.on == "node":
+                    raise ProblemError(h.loc, f"a node {h.kind}-hook on parameter '{h.target}' under fully_shard is "
+                                              "not modelled yet")
     if any(m.buffers for m in problem.model.walk()):
         m = next(m for m in problem.model.walk() if m.buffers)
         raise ProblemError(m.loc, "a model with buffers under fully_shard is not modelled yet")
