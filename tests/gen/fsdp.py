@@ -7,8 +7,9 @@ bias, some frozen) with ReLU, Tanh (float64) or nothing between, or the same lay
 a program root with a parameter of its own (the root's group); ``shard:`` a random subset of
 the layers in a random order (the root last); ``reshard_after_forward`` drawn; per-rank
 inputs requiring grad or not (the final callback's post-backward); observing
-post-accumulate-grad hooks on parameters, tensor hooks on the input and on activations
-(observing or rescaling), full backward hooks on layers (observing or halving grad_input),
+post-accumulate-grad hooks and tensor hooks (never called) on parameters, tensor hooks on the
+input and on activations (observing or rescaling), full backward hooks on layers (observing or
+halving grad_input),
 ``retain_grad``, a hook raising on every rank; steps of iterations, two forwards before a
 backward, ``zero_grad``, SGD steps and a later forward's own inputs.
 """
@@ -78,7 +79,13 @@ def generate(rng: random.Random) -> str:
         lines.append(f"  args: {{reshard_after_forward: {rng.choice(('true', 'false'))}}}")
     hooks = []
     for p in rng.sample(params, rng.randint(0, len(params))):
-        hooks.append(f"{{tensor: {p}, kind: post_accumulate_grad}}")
+        r = rng.random()
+        if r < 0.7:
+            hooks.append(f"{{tensor: {p}, kind: post_accumulate_grad}}")
+        elif r < 0.85:   # on the sharded parameter: never called
+            hooks.append(f'{{tensor: {p}, kind: hook, returns: "grad * 2"}}')
+        else:
+            hooks.append(f"{{tensor: {p}, kind: hook}}")
     for a in rng.sample(acts, rng.randint(0, len(acts))):
         if rng.random() < 0.3:
             hooks.append(f'{{tensor: {a}, kind: hook, returns: "grad * 2"}}')
