@@ -101,5 +101,6 @@ def _check_backward(bw, loc) -> None:
                                           "method: backward")
     if bw.inputs:
         raise ProblemError(bw.inputs[0][1], "backward(inputs=...) under fully_shard is not modelled yet")
-    if getattr(bw, "create_graph", False) or getattr(bw, "retain_graph", False):
-        raise ProblemError(bw.loc or loc, "retain_graph / create_graph under fully_shard are not modelled yet")
+    if bw.second is not None:
+        raise ProblemError(bw.loc or loc, "create_graph and the second-order keys under fully_shard are not "
+                                          "modelled yet")
