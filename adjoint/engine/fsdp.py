@@ -193,17 +193,26 @@ class FSDPRank:
             t.grad = None
         if not taken:
             return
-        records = []
+        records: list = []
         runner = self.run.rt.hooks_runner
-        for name, t, _ in taken:
-            self.assigned[name] = len(self.run.rt.log)
+        log = self.run.rt.log
+        self.pending.append((i, taken, records))
+        for k, (name, t, _) in enumerate(taken):
+            self.assigned[name] = len(log)
             hooks = self.stashed.get(name)
             if not hooks:
                 continue
             for entry in hooks.live():
-                runner.fire_post_accumulate(entry.hook, t, None)
-                records.append((name, self.run.rt.log[-1]))
-        self.pending.append((i, taken, records))
+                start = len(log)
+                try:
+                    runner.fire_post_accumulate(entry.hook, t, None)
+                except TorchError:
+                    # foreach_reduce stops there: the parameters after it keep their sharded .grad
+                    if len(log) > start:
+                        records.append((name, log[-1]))
+                    self.pending[-1] = (i, taken[:k + 1], records)
+                    raise
+                records.append((name, log[-1]))
 
     def grads_then(self, old: dict) -> None:
         """What each call of this backward saw as a parameter's .grad (the sharded parameter's): the

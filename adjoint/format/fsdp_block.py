@@ -78,10 +78,11 @@ def check_fsdp_problem(problem, spec) -> None:
                 raise ProblemError(h.loc, "global module hooks under fully_shard are not modelled yet")
             if h.target in params:
                 if h.kind == "post_accumulate_grad":
-                    if h.returns is not None or h.does or h.raises is not None:
+                    if h.returns is not None or h.does:
                         raise ProblemError(h.loc, "a post_accumulate_grad hook with a body under fully_shard is not "
                                                   "modelled yet (FSDP calls it after the reduce-scatter, with the "
-                                                  "sharded DTensor parameter); give it no returns/does/raises")
+                                                  "sharded DTensor parameter); give it no returns/does (raises: is "
+                                                  "modelled)")
                 elif h.on == "node":
                     raise ProblemError(h.loc, f"a node {h.kind}-hook on parameter '{h.target}' under fully_shard is "
                                               "not modelled yet")
