@@ -184,3 +184,7 @@ def test_the_report_and_the_latex_document(tmp_path):
     tex = render_document(pred)
     assert "What fully\\_shard does" in tex
     assert "rank 0 row 0, rank 1 none, rank 2 none" in tex
+    # a post-accumulate-grad call is handed this rank's rows of the mean: no gradient of one run
+    calls = [part for part in tex.split("\\subsubsection*")[1:]
+             if "post\\_accumulate\\_grad@" in part.split("\n", 1)[0]]
+    assert calls and all("gradient reaching" not in part.split("\\end{align*}", 1)[0] for part in calls)

@@ -63,10 +63,14 @@ class Group:
 class PostBackwardHook(ReducerPostHook):
     """``RegisterPostBackwardFunction.backward``: the group's post_backward, run as the node runs."""
 
-    __slots__ = ()
+    __slots__ = ("node",)
+
+    def __init__(self, state, index: int, node):
+        super().__init__(state, index)
+        self.node = node
 
     def __call__(self) -> None:
-        self.reducer.post_backward(self.index)
+        self.reducer.post_backward(self.index, self.node)
 
 
 def shard_rows(n: int, world_size: int, rank: int) -> tuple[int, int]:
@@ -132,7 +136,7 @@ class FSDPRank:
         node.name = POST_BACKWARD_NODE
         for t in outs:
             t.creation = (t.creation[0], "RegisterPostBackwardFunction")
-        node.post_hooks.add(-100000 - i, PostBackwardHook(self, i))
+        node.post_hooks.add(-100000 - i, PostBackwardHook(self, i, node))
         args = list(args)
         for k, t in zip(idx, outs):
             args[k] = t
@@ -184,7 +188,8 @@ class FSDPRank:
                 # a tensor hook on the parameter sits on the sharded one, which the backward never reaches
                 self.silent[name], t.backward_hooks = t.backward_hooks, None
 
-    def post_backward(self, i: int) -> None:
+    def post_backward(self, i: int, node=None) -> None:
+        """FSDPParamGroup.post_backward, from its node (``node``) or the final callback (None)."""
         g = self.groups[i]
         g.done = True
         self.queued = True
@@ -205,14 +210,18 @@ class FSDPRank:
             for entry in hooks.live():
                 start = len(log)
                 try:
+                    # no node: the derivation reads a post-accumulate call's node as the AccumulateGrad
+                    # that stored .grad, and the sharded parameter's is never run
                     runner.fire_post_accumulate(entry.hook, t, None)
                 except TorchError:
                     # foreach_reduce stops there: the parameters after it keep their sharded .grad
                     if len(log) > start:
                         records.append((name, log[-1]))
+                        log[-1].sharded = True
                     self.pending[-1] = (i, taken[:k + 1], records)
                     raise
                 records.append((name, log[-1]))
+                log[-1].sharded = True    # what it is handed is no gradient of this rank's run alone
 
     def grads_then(self, old: dict) -> None:
         """What each call of this backward saw as a parameter's .grad (the sharded parameter's): the
