@@ -56,7 +56,7 @@ class Group:
 
     def __init__(self, label: str, params: list):
         self.label = label
-        self.params = params          # [(name, Tensor)], the managed parameters in named_parameters order
+        self.params = params          # [(name, Tensor)], the managed parameters in _get_managed_modules' order
         self.done = False             # post_backward ran in this backward (TrainingState.POST_BACKWARD)
 
 

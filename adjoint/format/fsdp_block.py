@@ -89,6 +89,10 @@ def check_fsdp_problem(problem, spec) -> None:
     if any(m.buffers for m in problem.model.walk()):
         m = next(m for m in problem.model.walk() if m.buffers)
         raise ProblemError(m.loc, "a model with buffers under fully_shard is not modelled yet")
+    tied = [d for m in problem.model.walk() for d in m.params if d.tied is not None]
+    if tied:
+        raise ProblemError(tied[0].loc, "tied parameters under fully_shard are not modelled yet (one module's "
+                                        "fully_shard replaces the parameter, the other still holds the original)")
     if any(d.dtype not in (None, problem.dtype) for m in problem.model.walk() for d in m.params):
         raise ProblemError(problem.model.loc, "parameters of several dtypes under fully_shard are not modelled yet")
 
