@@ -164,6 +164,8 @@ BASE = textwrap.dedent("""\
     ("hooks: [{tensor: b.weight, kind: post_accumulate_grad, returns: tensor}]\n",
      "a post_accumulate_grad hook with a body under fully_shard"),
     ("hooks: [{global: forward}]\n", "global module hooks under fully_shard are not modelled yet"),
+    ("  shard: [a]\nhooks: [{module: a, kind: forward_pre, prepend: true}]\n",
+     "a forward_pre hook with prepend: true"),
     ("backward: {method: grad, inputs: [x]}\n", "torch.autograd.grad under fully_shard"),
 ])
 def test_what_is_not_modelled_is_refused_with_one_located_line(tmp_path, extra, message):

@@ -76,6 +76,10 @@ def check_fsdp_problem(problem, spec) -> None:
         for h in v.hooks:
             if h.on == "global":
                 raise ProblemError(h.loc, "global module hooks under fully_shard are not modelled yet")
+            if (h.on == "module" and h.prepend and h.kind in ("forward_pre", "forward")
+                    and h.target in {lb for lb, _ in spec.shard} | {root.label}):
+                raise ProblemError(h.loc, f"a {h.kind} hook with prepend: true on a module fully_shard wraps is not "
+                                          "modelled yet (it would run before FSDP's own hook)")
             if h.target in params:
                 if h.kind == "post_accumulate_grad":
                     if h.returns is not None or h.does:
