@@ -90,7 +90,7 @@ class Model:
     #: adjoint.engine.distributed), applied before the output is named; None: no wrapper
     root_wrapper = None
     #: a wrapper's forward pre-hook prepended on some modules (fully_shard's: adjoint.engine.fsdp),
-    #: called as module_wrapper(forward, module, args) -> args; None: no wrapper
+    #: called as module_wrapper(forward, module, args, kwargs) -> (args, kwargs); None: no wrapper
     module_wrapper = None
     module_post = None     # and its forward hook registered before any user hook: module_post(module, output)
 
@@ -245,7 +245,7 @@ class _Pass:
         rt.call_stack.append(call)
         try:
             if self.m.module_wrapper is not None and self.replay is None:
-                args = self.m.module_wrapper(self, mod, list(args))
+                args, kwargs = self.m.module_wrapper(self, mod, list(args), kwargs)
             own, glob = self.m.hooks[label], self.m.global_hooks
             if not (own.any() or glob.any()):
                 call.args = tuple(args)

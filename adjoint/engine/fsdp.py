@@ -123,24 +123,26 @@ class FSDPRank:
         run.model.module_post = self.post_forward
 
     # ------------------------------------------------------------ forward
-    def pre_forward(self, fwd, mod, args: list) -> list:
-        """FSDPState._pre_forward -> FSDPParamGroup.pre_forward -> _register_post_backward_hook."""
+    def pre_forward(self, fwd, mod, args: list, kwargs: dict) -> tuple[list, dict]:
+        """FSDPState._pre_forward -> FSDPParamGroup.pre_forward -> _register_post_backward_hook: one
+        node over the tensors of (args, kwargs) that require grad, in that order."""
         i = self.by_label.get(mod.label)
         rt = self.run.rt
         if i is None or not self.groups[i].params or not rt.grad_enabled:
-            return args
-        idx = [k for k, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
-        if not idx:
-            return args
-        outs, node = fwd.backward_hook_function([args[k] for k in idx])
+            return args, kwargs
+        args, kwargs = list(args), dict(kwargs)
+        slots = [(args, k) for k, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
+        slots += [(kwargs, k) for k, a in kwargs.items() if isinstance(a, Tensor) and a.requires_grad]
+        if not slots:
+            return args, kwargs
+        outs, node = fwd.backward_hook_function([where[k] for where, k in slots])
         node.name = POST_BACKWARD_NODE
         for t in outs:
             t.creation = (t.creation[0], "RegisterPostBackwardFunction")
         node.post_hooks.add(-100000 - i, PostBackwardHook(self, i, node))
-        args = list(args)
-        for k, t in zip(idx, outs):
-            args[k] = t
-        return args
+        for (where, k), t in zip(slots, outs):
+            where[k] = t
+        return args, kwargs
 
     def post_forward(self, mod, out) -> None:
         """FSDPState._post_forward -> _register_pre_backward_hook: PyTorch warns for each output
