@@ -190,3 +190,14 @@ def test_the_report_and_the_latex_document(tmp_path):
     calls = [part for part in tex.split("\\subsubsection*")[1:]
              if "post\\_accumulate\\_grad@" in part.split("\n", 1)[0]]
     assert calls and all("gradient reaching" not in part.split("\\end{align*}", 1)[0] for part in calls)
+
+
+def test_a_sharded_module_returning_a_view_warns_naming_its_fsdp_class():
+    """fc2's full backward hook makes its output, the root Sequential's, a BackwardHookFunction
+    view: the root's FSDP post-forward warns once per forward, naming FSDPSequential (the class
+    fully_shard makes, FSDP<name>); fc2's own post-forward sees the output before the hook's view."""
+    ranks = adjoint.load(os.path.join(HERE, "fsdp", "mlp.yaml")).solve().to_json()["variants"]["default"]["ranks"]
+    for r in ranks:
+        messages = [w["message"] for w in r["warnings"]]
+        assert len(messages) == 2   # two forwards
+        assert all(m.startswith("FSDP2-wrapped module (FSDPSequential) returned a view tensor.") for m in messages)
