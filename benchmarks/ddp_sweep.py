@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 import adjoint  # noqa: E402
 from adjoint.torchside.verify_ddp import verify_ranks  # noqa: E402
 from gen.ddp import generate  # noqa: E402
+from gen.fsdp import generate as generate_fsdp  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -28,6 +29,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", default="1")
     ap.add_argument("--only", type=int, default=None, help="check just problem INDEX and print it")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--kind", choices=("ddp", "fsdp"), default="ddp",
+                    help="ddp: tests/gen/ddp.py; fsdp: fully_shard files (tests/gen/fsdp.py)")
     args = ap.parse_args(argv)
     out = args.out or tempfile.mkdtemp(prefix="ddp-sweep-")
     os.makedirs(out, exist_ok=True)
@@ -36,11 +39,11 @@ def main(argv=None) -> int:
     refused = 0
     t0 = time.perf_counter()
     for i in indices:
-        text = generate(random.Random(f"{args.seed}-{i}"))
+        text = (generate_fsdp if args.kind == "fsdp" else generate)(random.Random(f"{args.seed}-{i}"))
         if args.only is not None:
             print(text)
         try:
-            problem = adjoint.loads(text, f"ddp-{args.seed}-{i}.yaml")
+            problem = adjoint.loads(text, f"{args.kind}-{args.seed}-{i}.yaml")
             pred = problem.solve()
         except adjoint.ProblemError as exc:
             refused += 1
@@ -55,12 +58,12 @@ def main(argv=None) -> int:
             detail = [traceback.format_exc()]
         if detail:
             bad += 1
-            path = os.path.join(out, f"ddp-{args.seed}-{i}.yaml")
+            path = os.path.join(out, f"{args.kind}-{args.seed}-{i}.yaml")
             with open(path, "w", encoding="utf-8") as f:
                 f.write(text + "".join(f"# {line}\n" for d in detail for line in d.splitlines()))
             print(f"{i}: DISAGREES ({len(detail)} rows): {path}")
     n = len(indices)
-    print(f"{n} DDP problems, seed {args.seed}: {n - bad - refused} agreed, {bad} disagreed, {refused} refused; "
+    print(f"{n} {args.kind.upper()} problems, seed {args.seed}: {n - bad - refused} agreed, {bad} disagreed, {refused} refused; "
           f"{time.perf_counter() - t0:.0f} s")
     return 1 if bad else 0
 

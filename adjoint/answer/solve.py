@@ -282,6 +282,10 @@ def solve_distributed(problem, variant: str | None, backend_class, progress=None
     out = []
     for name in chosen:
         problem.variant(name)   # the ProblemError naming the variants when there is none of that name
-        runs = run_ranks(problem, name, backend_class)
+        if problem.distributed.wrap == "fully_shard":
+            from adjoint.engine.fsdp import run_fsdp_ranks
+            runs = run_fsdp_ranks(problem, name, backend_class)
+        else:
+            runs = run_ranks(problem, name, backend_class)
         out.append(RanksPrediction(name, [assemble(run, progress) for run in runs]))
     return out

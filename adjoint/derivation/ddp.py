@@ -52,6 +52,10 @@ class DistributedInfo:
 def derive_distributed(prediction):
     """(the ProblemDerivation of rank 0, [DistributedInfo per variant])."""
     spec = prediction.problem.distributed
+    if spec.wrap == "fully_shard":   # rank 0's derivation; what FSDP adds is said by its own section
+        first = _Rank0(prediction.problem, [rp.ranks[0].derivation for rp in prediction.variants], prediction.numeric)
+        from adjoint.derivation.fsdp import fsdp_infos
+        return derive_problem(first), fsdp_infos(prediction)
     hook = ("none" if spec.comm_hook is None else spec.comm_hook.builtin if spec.comm_hook.builtin is not None
             else "written")
     rank0 = []

@@ -136,6 +136,8 @@ class _HookCallBuilder:
         vid = self.tensor
         if vid is None:
             return {}
+        if h.on == "tensor" and getattr(self.rec, "sharded", False):
+            return {}   # fully_shard: this rank's rows of the mean over ranks (adjoint.engine.fsdp), no gradient of one run
         if h.on == "tensor":
             return {"tensor": [vid]} if h.kind == "post_accumulate_grad" else {"grad": [vid]}
         if self.rec.node is not None and self.rec.node.is_accumulate:

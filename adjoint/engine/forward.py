@@ -88,6 +88,10 @@ class Model:
     #: a wrapper's work on the root module's output (DistributedDataParallel's _post_forward:
     #: adjoint.engine.distributed), applied before the output is named; None: no wrapper
     root_wrapper = None
+    #: a wrapper's forward pre-hook prepended on some modules (fully_shard's: adjoint.engine.fsdp),
+    #: called as module_wrapper(forward, module, args, kwargs) -> (args, kwargs); None: no wrapper
+    module_wrapper = None
+    module_post = None     # and its forward hook registered before any user hook: module_post(module, output)
 
     def __init__(self, problem: Problem, inputs: tuple[TensorDecl, ...], rt: Runtime, registrations):
         self.p = problem
@@ -239,11 +243,15 @@ class _Pass:
             self.calls.append(call)
         rt.call_stack.append(call)
         try:
+            if self.m.module_wrapper is not None and self.replay is None:
+                args, kwargs = self.m.module_wrapper(self, mod, list(args), kwargs)
             own, glob = self.m.hooks[label], self.m.global_hooks
             if not (own.any() or glob.any()):
                 call.args = tuple(args)
                 call.body_start, call.body_eqn = len(rt.nodes), len(rt.applications)
                 out = self.module_forward(mod, list(args), kwargs, call, loc)
+                if self.m.module_post is not None and self.replay is None:
+                    self.m.module_post(mod, out)
             else:
                 out = self.call_with_hooks(mod, call, own, glob, list(args), kwargs, loc)
         finally:
@@ -372,6 +380,8 @@ class _Pass:
         if state.get("refused") is not None:   # forward(*args) of a built-in layer, handed the wrong count
             raise TorchError("TypeError", state["refused"])
         out = self.module_forward(mod, list(args), state["kwargs"], call, loc)
+        if self.m.module_post is not None and self.replay is None:   # a wrapper's first forward hook
+            self.m.module_post(mod, out)
         state["result"] = out
         # _call_impl takes (*global hooks, *own hooks) as one tuple before running any: a hook that
         # removes another (even the module's own, from a global one) does not stop it this call

@@ -18,7 +18,7 @@ from adjoint.format.errors import Loc, ProblemError
 from adjoint.format.literals import parse_int, parse_number
 from adjoint.format.loader import YMap, YNode, YScalar, YSeq, kind_name
 
-DISTRIBUTED_KEYS = ("world_size", "wrap", "args", "comm_hook")
+DISTRIBUTED_KEYS = ("world_size", "wrap", "args", "comm_hook", "shard")
 #: DistributedDataParallel's keyword arguments the model knows, with their PyTorch defaults
 DDP_ARGS = {"bucket_cap_mb": None, "find_unused_parameters": False, "static_graph": False,
             "gradient_as_bucket_view": False, "broadcast_buffers": True}
@@ -65,6 +65,8 @@ class Distributed:
     loc: Loc
     no_sync: frozenset = frozenset()            # the Locs of the steps run inside ddp.no_sync()
     ranks: tuple = field(default=(), compare=False, repr=False)   # the Problem of each rank (rank 0's is the file's)
+    shard: tuple = ()                           # fully_shard: ((submodule label, Loc), ...), sharded in this order
+    reshard_after_forward: bool | None = None   # fully_shard's argument (None: PyTorch's default)
 
     def synced(self, step) -> bool:
         return step.loc not in self.no_sync
@@ -83,22 +85,39 @@ def build_distributed(tree: YMap, path: str, build_problem):
     for rank in range(spec.world_size):
         rewritten = _rank_tree(tree, rank, spec.world_size, no_sync)
         problems.append(build_problem(rewritten, path))
+    if spec.wrap == "fully_shard":
+        from adjoint.format.fsdp_block import check_fsdp_problem
+        if no_sync:
+            raise ProblemError(min(no_sync, key=lambda loc: (loc.line, loc.col)),
+                               "no_sync is DistributedDataParallel's; under fully_shard it is not modelled yet")
+        check_fsdp_problem(problems[0], spec)
+        return replace(problems[0], distributed=replace(spec, ranks=tuple(problems)))
     _refuse_unmodelled(problems[0], spec)
     spec = replace(spec, no_sync=frozenset(no_sync), ranks=tuple(problems))
     return replace(problems[0], distributed=spec)
 
 
 def read_block(node: YNode) -> Distributed:
-    m = mapping(node, "distributed", ("world_size", "wrap"), ("args", "comm_hook"))
+    m = mapping(node, "distributed", ("world_size", "wrap"), ("args", "comm_hook", "shard"))
     for err in unknown_keys(m, "distributed", DISTRIBUTED_KEYS):
         raise err
     world_size = parse_int(m.get("world_size"), "distributed.world_size", 1, MAX_WORLD_SIZE)
     wrap_node = m.get("wrap")
     if not isinstance(wrap_node, YScalar) or wrap_node.text not in ("ddp", "fsdp", "fully_shard"):
-        raise ProblemError(wrap_node.loc, "distributed.wrap must be ddp (DistributedDataParallel)")
-    if wrap_node.text != "ddp":
-        raise ProblemError(wrap_node.loc, f"distributed.wrap: {wrap_node.text} (FSDP) is not modelled yet; "
-                                          "use wrap: ddp (see docs/not-modelled.md)")
+        raise ProblemError(wrap_node.loc, "distributed.wrap must be ddp (DistributedDataParallel) or fully_shard "
+                                          "(FSDP2)")
+    if wrap_node.text == "fsdp":
+        raise ProblemError(wrap_node.loc, "distributed.wrap: fsdp (FSDP) is not modelled yet (the "
+                                          "FullyShardedDataParallel class); use wrap: fully_shard (FSDP2's "
+                                          "fully_shard) or wrap: ddp")
+    if wrap_node.text == "fully_shard":
+        from adjoint.format.fsdp_block import read_fsdp_args
+        f = read_fsdp_args(m)
+        return Distributed(world_size, "fully_shard", None, False, False, False, None, node.loc,
+                           shard=f["shard"], reshard_after_forward=f["reshard_after_forward"])
+    if m.get("shard") is not None:
+        raise ProblemError(m.key_loc("shard"), "distributed.shard is fully_shard's (wrap: fully_shard); "
+                                               "DistributedDataParallel wraps the whole model")
     args = dict(DDP_ARGS)
     if m.get("args") is not None:
         a = m.get("args")

@@ -26,7 +26,7 @@ def ranks_report(pred, opts):
     spec = pred.problem.distributed
     parts: list = [Text.assemble((terminal_safe(pred.problem.name), TITLE),
                                  (f"  DistributedDataParallel, world_size {spec.world_size}"
-                                  f"{_hook_words(spec)}", DIM))]
+                                  f"{_hook_words(spec)}" if spec.wrap != "fully_shard" else _fsdp_words(spec), DIM))]
     for v in pred.variants:
         parts.append(Text(""))
         parts.append(Text(f"variant {terminal_safe(v.name)}", HEAD))
@@ -121,3 +121,12 @@ def _value(v, opts) -> str:
     if isinstance(v, tuple):
         return "(" + ", ".join(_value(x, opts) for x in v) + ")"
     return terminal_safe(fmt.value(v, opts.exact))
+
+
+def _fsdp_words(spec) -> str:
+    shard = ", ".join(label for label, _ in spec.shard)
+    order = f"{shard}, then the root" if shard else "the root"
+    resh = ("" if spec.reshard_after_forward is None
+            else f", reshard_after_forward={spec.reshard_after_forward}")
+    return (f"  fully_shard (FSDP2), world_size {spec.world_size}: {order}{resh}; gradients reduce-scattered "
+            "(the mean over ranks), each rank's .grad its dim-0 rows")

@@ -108,7 +108,7 @@ def _worker(jobs: list, rank: int, world_size: int, ports, results, timeout: flo
             results.put(("ok", rank, [run_rank(problem, variant, dtype, rank) for problem, variant, dtype in jobs]))
             return
         try:
-            observed = [run_rank(problem, variant, dtype, rank) for problem, variant, dtype in jobs]
+            observed = [_runner(problem)(problem, variant, dtype, rank) for problem, variant, dtype in jobs]
         finally:
             dist.destroy_process_group()
         results.put(("ok", rank, observed))
@@ -118,6 +118,14 @@ def _worker(jobs: list, rank: int, world_size: int, ports, results, timeout: flo
         results.close()
         results.join_thread()
         os._exit(0)
+
+
+def _runner(problem):
+    """One rank's run of a file: DistributedDataParallel's, or fully_shard's (adjoint.torchside.fsdp)."""
+    if problem.distributed.wrap == "fully_shard":
+        from adjoint.torchside.fsdp import run_fsdp_rank
+        return run_fsdp_rank
+    return run_rank
 
 
 class DDPSession(Session):

@@ -124,6 +124,8 @@ def snap(x, float_dtype: torch.dtype):
     if x is None:
         return None
     if isinstance(x, torch.Tensor):
+        if hasattr(x, "placements") and hasattr(x, "to_local"):   # a DTensor (fully_shard): this rank's rows
+            x = x.to_local()
         t = x.detach()
         if t.is_complex():   # pairs [re, im] (adjoint.values.complexes)
             out = {"shape": list(t.shape), "value": torch.view_as_real(t.resolve_conj()).to(torch.float64).tolist()}

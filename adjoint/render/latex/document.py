@@ -61,7 +61,10 @@ def typeset(d: ProblemDerivation, ddp: list | None = None) -> str:
         simple = not v.stepped and v.error is None and len(v.units) == 1
         figure = graph_figure(d.path, v, i + 1, named)
         out.append(_simple(v, shared, named, figure) if simple else _stepped(v, shared, named, figure))
-        if ddp is not None:
+        if ddp is not None and getattr(ddp[i], "fsdp", False):
+            from adjoint.render.latex.section_fsdp import fsdp_section
+            out.append(fsdp_section(ddp[i]))
+        elif ddp is not None:
             from adjoint.render.latex.section_ddp import DistributedSection
             out.append(DistributedSection(v, None).ddp_section(ddp[i]))
     out.append("\\end{document}\n")
