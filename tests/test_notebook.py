@@ -103,3 +103,14 @@ def test_html_of_errors_and_function_checks():
     checks = adjoint.load(os.path.join(ROOT, "problems", "custom_function.yaml")).solve().variants[0].functions
     assert any("differs from the true derivative" in c._repr_html_() for c in checks if not c.matches)
     assert all("equals the true derivative" in c._repr_html_() for c in checks if c.matches)
+
+
+def test_a_distributed_answer_shows_every_rank():
+    # problems/ddp.yaml: two ranks with different inputs, .grad averaged (the same on both);
+    # the hook calls differ per rank. The HTML and the Markdown name each rank's answer.
+    pred = adjoint.load(os.path.join(ROOT, "problems", "ddp.yaml")).solve()
+    page = pred._repr_html_()
+    assert "variant default, rank 0" in page and "variant default, rank 1" in page
+    md = pred._repr_markdown_()
+    assert "| default, rank 0 |" in md and "| default, rank 1 |" in md
+    assert md.count("hidden.weight.grad") == 2

@@ -12,7 +12,8 @@ from __future__ import annotations
 import html
 
 from adjoint.values.exact import Exact
-from adjoint.answer.prediction import Boundary, ErrorRecord, FunctionCheck, HookRecord, PassRecord, Prediction, VariantPrediction
+from adjoint.answer.prediction import (Boundary, ErrorRecord, FunctionCheck, HookRecord, PassRecord, Prediction,
+                                       RanksPrediction, VariantPrediction)
 from adjoint.render import values as fmt
 from adjoint.render.report import Options, ReportView, VariantView, build, variant_view
 from adjoint.render.explain import silent_what, unkept_line
@@ -52,6 +53,8 @@ def html_of(obj) -> str:
 
 
 def prediction_html(pred: Prediction, opts: Options = Options()) -> str:
+    if any(isinstance(v, RanksPrediction) for v in pred.variants):
+        return _ranks_html(pred)
     r = build(pred, opts)
     out = [f"<p><b>{_e(r.name)}</b> <span {MUTED}>&middot; {len(r.variants)} variant"
            f"{'s' if len(r.variants) != 1 else ''}{' (numeric)' if r.numeric else ''}</span></p>"]
@@ -61,6 +64,18 @@ def prediction_html(pred: Prediction, opts: Options = Options()) -> str:
         out.append(f"<p>loss = {_cell(r.loss)} <span {MUTED}>(every variant)</span></p>")
     for vv in r.variants:
         out.append(_variant(vv, r, heading=True))
+    return _div("".join(out))
+
+
+def _ranks_html(pred: Prediction) -> str:
+    """A distributed file's answer: each variant's ranks one after another (every rank's answer
+    is an ordinary variant answer, shown as one)."""
+    out = [f"<p><b>{_e(pred.problem.name)}</b> <span {MUTED}>&middot; {len(pred.variants)} variant"
+           f"{'s' if len(pred.variants) != 1 else ''}, one answer per rank</span></p>"]
+    for rp in pred.variants:
+        for rank, vp in enumerate(rp.ranks):
+            out.append(f"<h4 style=\"margin:0.8em 0 0.2em 0\">variant {_e(rp.name)}, rank {rank}</h4>")
+            out.append(_variant(variant_view(vp), None, heading=False))
     return _div("".join(out))
 
 
@@ -234,7 +249,9 @@ def markdown_of(obj) -> str:
         lines = [f"**{_md(obj.problem.name)}**: {len(obj.variants)} variant(s)", "",
                  "| variant | hook calls | grads |", "|---|---|---|"]
         for v in obj.variants:
-            lines.append(f"| {_md(v.name)} | {len(v.hook_calls)} | {_md(_grads_md(v))} |")
+            for rank, vp in (enumerate(v.ranks) if isinstance(v, RanksPrediction) else [(None, v)]):
+                name = v.name if rank is None else f"{v.name}, rank {rank}"
+                lines.append(f"| {_md(name)} | {len(vp.hook_calls)} | {_md(_grads_md(vp))} |")
         return "\n".join(lines) + "\n"
     if isinstance(obj, VariantPrediction):
         lines = [f"**variant {_md(obj.name)}**", "", "| # | hook | at | returned |", "|---|---|---|---|"]
