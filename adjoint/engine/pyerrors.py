@@ -112,3 +112,25 @@ def not_subscriptable() -> TorchError:
 
 def tuple_index() -> TorchError:
     return TorchError("IndexError", "tuple index out of range", "python")
+
+
+#: one-tensor functions whose bare name is ``torch.nn.functional``'s Python function, which calls
+#: the method on its argument (``F.tanh(input)`` is ``input.tanh()``): None has no such attribute
+_FUNCTIONAL_METHOD_CALLS = frozenset({"tanh", "sigmoid"})
+#: one-tensor functions of ``torch`` (C++ bindings, one schema ``f(Tensor input)``) whose argument
+#: parser words a None argument as ``f(): argument 'input' (position 1) must be Tensor, not NoneType``
+_UNARY_TORCH = frozenset({"tanh", "sigmoid", "exp", "log", "sin", "cos", "sqrt", "abs", "neg"})
+
+
+def unary_function_none(name: str, prefix: str, nargs: int, nkwargs: int) -> TorchError | None:
+    """PyTorch's error for ``NAME(None)`` (a hook argument PyTorch handed as None), or None
+    when it is not one of the cases modelled: one positional argument, no keywords, a function
+    of :data:`_UNARY_TORCH` called bare or as ``torch.NAME`` (``F.tanh``: the method call).
+    Checked against torch 2.13 in tests/test_pyerrors_calls.py."""
+    if nargs != 1 or nkwargs or name not in _UNARY_TORCH:
+        return None
+    if prefix in ("", "F.", "nn.functional.", "torch.nn.functional.") and name in _FUNCTIONAL_METHOD_CALLS:
+        return no_attribute(name)
+    if prefix in ("", "torch."):
+        return TorchError("TypeError", f"{name}(): argument 'input' (position 1) must be Tensor, not NoneType", "python")
+    return None
