@@ -29,3 +29,30 @@ def test_each_modelled_call_of_none_raises_what_torch_raises():
             checked += 1
     assert checked >= 2 * len(_UNARY_TORCH)
     assert pyerrors.unary_function_none("tanh", "", 2, 0) is None        # other calls: not modelled here
+
+
+@pytest.mark.torch
+def test_custom_forward_binding_errors_are_cpythons():
+    """``binding_error`` against CPython binding the torch twin's own CustomModule.forward
+    signature (adjoint/torchside/build.py's ``signature_of``), over counts, keywords, defaults."""
+    import itertools
+    from types import SimpleNamespace
+
+    from adjoint.torchside.build import signature_of
+
+    checked = 0
+    for names, defaults in ((["a"], []), (["a", "b"], []), (["a", "b", "c"], []), (["a", "b"], ["b"]),
+                            (["a", "b", "c"], ["b", "c"]), ([], [])):
+        decl = SimpleNamespace(inputs=names, input_defaults=[(n, 1) for n in defaults])
+        fn = signature_of(decl)
+        for nargs in range(len(names) + 3):
+            for keywords in itertools.chain([[]], ([k] for k in names + ["q"]), [names[-1:] + ["q"]]):
+                try:
+                    fn(None, *range(nargs), **{k: 0 for k in keywords})
+                    theirs = None
+                except TypeError as exc:
+                    theirs = str(exc)
+                ours = pyerrors.binding_error("CustomModule.forward", names, set(defaults), nargs, keywords)
+                assert ours == theirs, (names, defaults, nargs, keywords)
+                checked += 1
+    assert checked > 100
