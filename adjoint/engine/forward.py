@@ -30,6 +30,7 @@ from adjoint.engine.nn_module import BackwardHookState, LegacyHook, ModuleHooks,
 from adjoint.engine.hook_registration import grad_fn
 from adjoint.format.problem import OUTPUT, Module, Problem, TensorDecl
 from adjoint.engine.runtime import Runtime, TorchError
+from adjoint.engine import pyerrors
 from adjoint.engine import warns
 from adjoint.engine import saved_hooks
 from adjoint.values.numbers.sizes import check_leaf_size
@@ -663,7 +664,7 @@ class _ModuleScope:
             raise ProblemError(loc, f"unknown function '{name}' in the forward of '{self.mod.label}'"
                                     + (close or suggest_function(name))
                                     + (f" (child modules here: {', '.join(children)})" if children else ""))
-        if not kwargs and not child.input_defaults and not _arity_ok(child, len(args)):
+        if not kwargs and not child.input_defaults and not _arity_ok(child, len(args)) and not _custom(child):
             raise ProblemError(loc, f"module '{child.label}' takes {len(child.inputs)} input(s) "
                                     f"({', '.join(child.inputs)}), got {len(args)}")
         if child.type is not None and not all(isinstance(a, Tensor) or _tensor_tuple(a) for a in args):
@@ -701,7 +702,7 @@ class _LossScope:
             raise ProblemError(loc, f"unknown function '{name}' in the loss{suggest_function(name)}"
                                     + (f" (the root's children, which the loss may call: {', '.join(children)})"
                                        if children else " (the loss may call the root's children; it has none)"))
-        if not kwargs and not child.input_defaults and not _arity_ok(child, len(args)):
+        if not kwargs and not child.input_defaults and not _arity_ok(child, len(args)) and not _custom(child):
             raise ProblemError(loc, f"module '{child.label}' takes {len(child.inputs)} input(s) "
                                     f"({', '.join(child.inputs)}), got {len(args)}")
         if not any(isinstance(a, Tensor) for a in list(args) + list(kwargs.values())) or \
@@ -728,10 +729,21 @@ def _tensor_tuple(v) -> bool:
     return isinstance(v, tuple) and all(isinstance(x, Tensor) or x is None for x in v)
 
 
+def _custom(mod: Module) -> bool:
+    """A custom module with a forward program: a wrong count of inputs is CPython's TypeError when
+    its forward is called (after the forward pre-hooks), predicted by :func:`bind_arguments`."""
+    return mod.type is None and mod.function is None and bool(mod.forward)
+
+
 def bind_arguments(mod: Module, args: list, kwargs: dict, loc: Loc) -> dict:
     """Python's binding of a call's arguments to the forward's parameters (``inputs``), with
     the declared defaults; a mismatch is the TypeError PyTorch's forward would raise."""
     names = list(mod.inputs)
+    if mod.type is None and mod.function is None:   # CustomModule.forward(self, INPUTS): CPython's binding
+        refused = pyerrors.binding_error(pyerrors.CUSTOM_FORWARD, names, {n for n, _ in mod.input_defaults},
+                                         len(args), list(kwargs))
+        if refused is not None:
+            raise TorchError("TypeError", refused)
     if len(args) > len(names):
         raise ProblemError(loc, f"module '{mod.label}' takes {len(names)} input(s) ({', '.join(names)}), got "
                                 f"{len(args)}: Python raises TypeError in forward()")
@@ -798,6 +810,9 @@ def forward_arity_error(new: tuple, mod: Module, kwargs: dict) -> str | None:
     a forward_pre hook returned; None when the count is right or the layer is not such a one."""
     from adjoint.format.module_signatures import lookup
 
+    if mod.type is None and mod.function is None:   # a custom module: CPython's binding of CustomModule.forward
+        return pyerrors.binding_error(pyerrors.CUSTOM_FORWARD, list(mod.inputs), {n for n, _ in mod.input_defaults},
+                                      len(new), list(kwargs))
     t = lookup(mod.type) if mod.type is not None else None
     if t is None or t.container or t.optional_inputs or kwargs or len(new) == len(t.inputs):
         return None

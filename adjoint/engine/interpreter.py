@@ -24,6 +24,7 @@ from adjoint.engine.graph import Tensor
 from adjoint.engine.inplace import INPLACE_METHODS, AUGMENTED, call_inplace
 from adjoint.engine.bindings.setitem import setitem
 from adjoint.engine import pyerrors
+from adjoint.engine.torch_errors import TorchError
 
 #: operands CPython words otherwise (concatenation, repetition): not modelled, refused
 _SEQUENCES = (tuple, str, dict)
@@ -264,6 +265,8 @@ class Interp:
                 b, a = values.pop(), values.pop()
                 if (a is None or b is None) and not isinstance(a, _SEQUENCES) and not isinstance(b, _SEQUENCES):
                     raise pyerrors.binary_none(node.op, a, node.left, b, node.right, node.loc)
+                if isinstance(a, bool) or isinstance(b, bool):
+                    a, b = self.python_bools(node, a, b)
                 b = self.operand(b, node.right, node.op)
                 a = self.operand(a, node.left, node.op)
                 values.append(binary(self.rt, node.op, a, b, node.loc))
@@ -287,6 +290,10 @@ class Interp:
         """v1's wording for a whitelisted one-tensor function handed something else."""
         fn = FUNCTIONS[e.func]
         if args and fn.params and fn.params[0].kind == "tensor" and not isinstance(args[0], Tensor):
+            if args[0] is None:   # PyTorch's own error where it is modelled: an answer, not a refusal
+                error = pyerrors.unary_function_none(e.func, e.prefix, len(e.args), len(e.kwargs))
+                if error is not None:
+                    raise error
             got = "None" if args[0] is None else ("a tuple" if isinstance(args[0], tuple) else "a number")
             raise ProblemError(e.args[0].loc, f"{e.func}() needs a tensor, got {got}: PyTorch raises TypeError "
                                               f"({e.func}(): argument '{fn.params[0].name}' must be Tensor)")
@@ -368,6 +375,22 @@ class Interp:
             raise pyerrors.not_subscriptable()
         raise ProblemError(e.loc, f"'{S.to_source(e.value)}' is {describe(v)}; only tuples and tensors can be indexed")
 
+    def python_bools(self, node: S.Bin, a, b):
+        """``a OP b`` with the Python bool that ``==`` / ``!=`` with None gives: Python takes it as
+        the int 0 or 1 beside a number; a float tensor's operator wraps it as a 0-d bool tensor,
+        which PyTorch promotes to the tensor's dtype (``x * (g == None)`` is ``x * 0``, the same
+        node; a wrapped number is never saved), except that ``-`` refuses a bool operand. Beside
+        an integer or bool tensor, or as ``@``'s operand, it stays refused (``operand``)."""
+        other = b if isinstance(a, bool) else a
+        if node.op == "@" or (isinstance(other, Tensor) and other.dtype not in ("float32", "float64")):
+            return a, b
+        if isinstance(other, Tensor) and node.op == "-":
+            from adjoint.engine.ops.arith import SUB_BOOL
+            raise TorchError("RuntimeError", SUB_BOOL, "dtype")
+        if not isinstance(other, (Tensor, Fraction, bool)):
+            return a, b
+        return (Fraction(int(a)) if isinstance(a, bool) else a), (Fraction(int(b)) if isinstance(b, bool) else b)
+
     def operand(self, v, e: S.Expr, op: str):
         if v is None:
             raise ProblemError(e.loc, f"'{S.to_source(e)}' is None here, so '{op}' fails: PyTorch raises TypeError "
@@ -376,7 +399,8 @@ class Interp:
             raise ProblemError(e.loc, f"'{S.to_source(e)}' is a tuple; index it first, e.g. {S.to_source(e)}[0]")
         if isinstance(v, bool):
             raise ProblemError(e.loc, f"'{S.to_source(e)}' is the Python bool {v} here (== or != with None gives "
-                                      f"one); '{op}' with a Python bool is not modelled yet; compare tensors")
+                                      f"one); '{op}' with a Python bool is modelled beside a float tensor or a number only; "
+                                      "compare tensors")
         if isinstance(v, (str, dict)) or v is Ellipsis:
             raise ProblemError(e.loc, f"'{S.to_source(e)}' is {describe(v)}, which '{op}' does not take")
         from adjoint.engine.infinity import Infinite

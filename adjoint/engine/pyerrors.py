@@ -112,3 +112,64 @@ def not_subscriptable() -> TorchError:
 
 def tuple_index() -> TorchError:
     return TorchError("IndexError", "tuple index out of range", "python")
+
+
+#: one-tensor functions whose bare name is ``torch.nn.functional``'s Python function, which calls
+#: the method on its argument (``F.tanh(input)`` is ``input.tanh()``): None has no such attribute
+_FUNCTIONAL_METHOD_CALLS = frozenset({"tanh", "sigmoid"})
+#: one-tensor functions of ``torch`` (C++ bindings, one schema ``f(Tensor input)``) whose argument
+#: parser words a None argument as ``f(): argument 'input' (position 1) must be Tensor, not NoneType``
+_UNARY_TORCH = frozenset({"tanh", "sigmoid", "exp", "log", "sin", "cos", "sqrt", "abs", "neg"})
+
+
+def unary_function_none(name: str, prefix: str, nargs: int, nkwargs: int) -> TorchError | None:
+    """PyTorch's error for ``NAME(None)`` (a hook argument PyTorch handed as None), or None
+    when it is not one of the cases modelled: one positional argument, no keywords, a function
+    of :data:`_UNARY_TORCH` called bare or as ``torch.NAME`` (``F.tanh``: the method call).
+    Checked against torch 2.13 in tests/test_pyerrors_calls.py."""
+    if nargs != 1 or nkwargs or name not in _UNARY_TORCH:
+        return None
+    if prefix in ("", "F.", "nn.functional.", "torch.nn.functional.") and name in _FUNCTIONAL_METHOD_CALLS:
+        return no_attribute(name)
+    if prefix in ("", "torch."):
+        return TorchError("TypeError", f"{name}(): argument 'input' (position 1) must be Tensor, not NoneType", "python")
+    return None
+
+
+#: the class a custom module's forward is defined in, as CPython names it in a binding error
+#: (the torch twin's ``adjoint.torchside.build.CustomModule``: a user's own class would put its name here)
+CUSTOM_FORWARD = "CustomModule.forward"
+
+
+def _quoted_list(names: list) -> str:
+    q = [f"'{n}'" for n in names]
+    if len(q) == 1:
+        return q[0]
+    if len(q) == 2:
+        return f"{q[0]} and {q[1]}"
+    return ", ".join(q[:-1]) + f", and {q[-1]}"
+
+
+def binding_error(qualname: str, names: list, defaults: set, nargs: int, keywords: list) -> str | None:
+    """CPython 3.11's TypeError for calling ``def forward(self, NAMES...)`` (``defaults``: the
+    names that have one) with ``nargs`` positional arguments after ``self`` and the keyword
+    arguments ``keywords``, in the order its frame set-up checks them (keywords, then the
+    positional count, then what is missing); None when the call binds. Checked against CPython
+    itself in tests/test_pyerrors_calls.py."""
+    bound = set(names[:nargs])
+    for k in keywords:
+        if k not in names:
+            return f"{qualname}() got an unexpected keyword argument '{k}'"
+        if k in bound:
+            return f"{qualname}() got multiple values for argument '{k}'"
+        bound.add(k)
+    if nargs > len(names):
+        required = len([n for n in names if n not in defaults])
+        takes = (f"from {required + 1} to {len(names) + 1} positional arguments" if required < len(names)
+                 else f"{len(names) + 1} positional argument{'s' if len(names) + 1 != 1 else ''}")
+        return f"{qualname}() takes {takes} but {nargs + 1} were given"
+    missing = [n for n in names if n not in bound and n not in defaults]
+    if missing:
+        return (f"{qualname}() missing {len(missing)} required positional argument{'s' if len(missing) > 1 else ''}: "
+                f"{_quoted_list(missing)}")
+    return None

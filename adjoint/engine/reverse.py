@@ -674,6 +674,21 @@ class Engine:
                 message = f"hook 'hook' has returned an incorrect number of values (got {len(returned)}, but " \
                           f"expected {len(original)})"
             raise TorchError("RuntimeError", message, "hook_result")
+        if module is None:
+            # PyFunctionPre/PostHook's check_result: check_single_result slot by slot, in order --
+            # None passes, a value where the hook was handed None is refused before its type is
+            # read, then a number's type, then the size
+            for r, o, s in zip(returned, original, shapes):
+                if r is None:
+                    continue
+                if o is None:
+                    raise TorchError("RuntimeError", "can't replace a None gradient with a non-None value",
+                                     "hook_result")
+                if isinstance(r, ReturnedNumber):
+                    raise TorchError("TypeError", f"expected Variable, but hook returned '{r.name}'", "hook_result")
+                if s is not None and tuple(self.B.shape(r)) != tuple(s):
+                    raise TorchError("RuntimeError", "hook 'hook' has changed the size of value", "hook_result")
+            return list(returned)
         number = next((r for r in returned if isinstance(r, ReturnedNumber)), None)
         if number is not None:
             if module is not None and not last:

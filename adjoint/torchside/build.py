@@ -24,6 +24,8 @@ The *run* object handed to the modules (:class:`adjoint.torchside.run.Session`) 
 
 from __future__ import annotations
 
+import types
+
 import torch
 from torch import nn
 
@@ -149,6 +151,8 @@ class CustomModule(nn.Module):
 
     def forward(self, *args, **kwargs):
         decl = self._adjoint_decl
+        if self._adjoint_function is None:   # CPython's own binding of forward(self, INPUTS), its own TypeError
+            signature_of(decl)(self, *args, **kwargs)
         bound = bind_arguments(decl, args, kwargs)
         if self._adjoint_function is not None:
             tensors = [bound[n] for n in decl.inputs]
@@ -156,6 +160,28 @@ class CustomModule(nn.Module):
             return watch_call(self._adjoint_run.log, self._adjoint_function.apply, *tensors, *params)
         scope = ModuleScope(self._adjoint_run, decl, self, bound)
         return self._adjoint_run.program(scope).run(decl.forward)
+
+
+def _signature_template(self):
+    return None
+
+
+def signature_of(decl: Module):
+    """A function ``CustomModule.forward(self, INPUTS)`` with the declared inputs and defaults and
+    an empty body, built from a code object (no source is compiled): calling it makes CPython
+    bind the arguments as a user's own forward would, and raise its own TypeError when they do
+    not bind."""
+    names = tuple(decl.inputs)
+    defaults = dict(decl.input_defaults)
+    trailing = []
+    for n in reversed(names):   # Python's defaults are the trailing parameters'
+        if n not in defaults:
+            break
+        trailing.insert(0, number(defaults[n]))
+    code = _signature_template.__code__.replace(
+        co_argcount=len(names) + 1, co_varnames=("self",) + names, co_nlocals=len(names) + 1,
+        co_name="forward", co_qualname="CustomModule.forward")
+    return types.FunctionType(code, {}, "forward", tuple(trailing) or None)
 
 
 def bind_arguments(decl: Module, args: tuple, kwargs: dict) -> dict:

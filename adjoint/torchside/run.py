@@ -544,7 +544,7 @@ def finish_calls(s: Session) -> None:
         if record["kind"] in ("pack", "unpack"):
             seq = record.pop("_seq", None)
             name = record.pop("_node", None)
-            record["node"] = name or s.nodes.name(seq) or s.saved_nodes.name(seq)
+            record["node"] = name or s.nodes.name(seq) or s.saved_nodes.name(seq) or s.saved_nodes.op_node(seq)
             record["target"] = producers.get(seq) if seq is not None else None
 
 

@@ -36,6 +36,7 @@ class SavedNodes:
         self.enabled = enabled
         self.events = None
         self.names: dict[int, str] = {}        # sequence_nr -> node name, from the backward's records
+        self.ops: dict[int, tuple[str, int]] = {}   # sequence_nr -> (forward op, its argument count)
 
     @contextlib.contextmanager
     def recording(self):
@@ -43,7 +44,7 @@ class SavedNodes:
         if not self.enabled:
             yield
             return
-        prof = profiler_legacy.profile()
+        prof = profiler_legacy.profile(record_shapes=True)   # the argument count names an op's overload
         try:
             with prof:
                 yield
@@ -74,11 +75,22 @@ class SavedNodes:
                 continue
             record = log[index]
             record["_seq"] = owner.sequence_nr
+            if record["kind"] == "pack" and not _is_node(owner):
+                shapes = owner.input_shapes
+                self.ops.setdefault(owner.sequence_nr, (owner.name, len(shapes) if shapes is not None else None))
             if record["kind"] == "unpack" and _is_node(owner):
                 record["_node"] = owner.name
 
     def name(self, seq: int | None) -> str | None:
         return self.names.get(seq) if seq is not None else None
+
+    def op_node(self, seq: int | None) -> str | None:
+        """The node the forward op numbered ``seq`` built, from the op's name alone (a node its
+        op dropped when it raised after the pack hooks ran: :mod:`.opnodes`)."""
+        from adjoint.torchside.opnodes import node_of_op
+
+        op = self.ops.get(seq) if seq is not None else None
+        return node_of_op(*op) if op is not None else None
 
 
 def _is_node(e) -> bool:

@@ -18,7 +18,6 @@ from adjoint.format.errors import Loc, ProblemError
 from adjoint.values.exact import MAX_EXACT_EXPONENT
 from adjoint.engine.graph import Tensor
 from adjoint.values.strides import contiguous_strides, is_contiguous, view_strides
-from adjoint.engine.ops.arith import broadcast_shapes
 from adjoint.engine.bindings.signature import Function, Param
 from adjoint.format.gaussian import Gaussian
 
@@ -197,7 +196,7 @@ def _batched(rt, a: Tensor, b: Tensor, loc: Loc):
             return matmul(rt, rt.apply("squeeze_dim", [a], (0,), loc), b, loc)
         if batch_b[0] == 1 and b.requires_grad:
             return matmul(rt, a, rt.apply("squeeze_dim", [b], (0,), loc), loc)
-    batch = broadcast_shapes(batch_a, batch_b, loc)
+    batch = _matmul_batch(batch_a, batch_b)
     count = _numel(batch)
     a3 = aten_reshape(rt, rt.apply("expand", [a], batch + (n, m1), loc), (count, n, m1), loc)
     if db == 1:
@@ -210,6 +209,21 @@ def _batched(rt, a: Tensor, b: Tensor, loc: Loc):
     if db == 1:
         out = rt.apply("squeeze_dim", [out], (2,), loc)
     return rt.apply("unsafe_view", [out], out_shape, loc)
+
+
+def _matmul_batch(a: tuple, b: tuple) -> tuple:
+    """_matmul_impl's ``at::infer_size(batch_tensor1, batch_tensor2)``: the broadcast batch, or
+    its RuntimeError, raised before any node is made; infer_size walks the dimensions from the
+    last, so the first mismatch from the right is the one named (its index in the broadcast)."""
+    from adjoint.engine.torch_errors import TorchError
+
+    n = max(len(a), len(b))
+    pa, pb = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
+    for i in range(n - 1, -1, -1):
+        if pa[i] != pb[i] and pa[i] != 1 and pb[i] != 1:
+            raise TorchError("RuntimeError", f"The size of tensor a ({pa[i]}) must match the size of tensor b "
+                                             f"({pb[i]}) at non-singleton dimension {i}")
+    return tuple(max(x, y) for x, y in zip(pa, pb))
 
 
 def linear(rt, x: Tensor, weight: Tensor, bias: Tensor | None, loc: Loc):

@@ -11,20 +11,25 @@ roundoff is ``u`` (2**-24 for float32, 2**-53 for float64). Each method adds its
 to the errors its operands carry (docs/verify.md states the rules):
 
 * a literal or Python number: its own rounding into the dtype (0 when representable);
-* ``x + y``, ``x - y``: ``e_x + e_y + u |x +- y|``; ``x * y``: ``|y| e_x + |x| e_y + u |x y|``;
-  ``x / y``: ``e_x / |y| + |x| e_y / y^2 + u |x / y|``;
-* an elementwise ``f``: ``|f'(x)| e_x + k u |f(x)|`` (k = 1 for sqrt, 4 for the vectorized
-  transcendental kernels; ``sqrt``'s term at most ``sqrt(e_x)``); 1-Lipschitz selections
-  (``relu``, ``abs``, ``clamp``, ``max``, pooling, ``where``) carry their operands' bounds;
+* ``x + y``, ``x - y``: ``e_x + e_y + u |x +- y|`` (exact in the subnormal range);
+  ``x * y``: ``|y| e_x + |x| e_y + e_x e_y + u |x y| + eta``;
+  ``x / y``: ``(e_x + |x / y| e_y) / (|y| - e_y) + u |x / y| + eta`` (unbounded when ``e_y >= |y|``),
+  ``eta`` the spacing of the dtype's subnormals (2**-149, 2**-1074): an underflowed product is
+  off by up to half of it, whatever its size;
+* an elementwise ``f``: ``max |f'| e_x + k (u |f(x)| + eta)``, the slope's largest value over
+  ``[x - e_x, x + e_x]`` (k = 1 for sqrt, 4 for the vectorized transcendental kernels; ``sqrt``'s
+  term at most ``sqrt(e_x)``; erf's own error is 16 u absolute: GELU's kernel); 1-Lipschitz
+  selections (``relu``, ``abs``, ``clamp``, ``max``, pooling, ``where``) carry their operands' bounds;
 * a sum of ``m`` terms (``sum``, ``sum_to``, the scatter of index_add): ``sum e + (m - 1) u
   sum |terms|``, which holds in any summation order; a matrix product over ``K``:
-  ``|A| e_B + e_A |B| + K u |A| |B|``.
+  ``|A| e_B + e_A |B| + e_A e_B + K (u |A| |B| + eta)``.
 
 A value whose bound is unknown (an operand no method of this backend made) has ``e`` NaN, and
 so has whatever is computed from it: ``verify`` then falls back to its fixed tolerance for
-that value and says so. A bound is first order (products of two errors are left out) and is
-evaluated at the float64 values; decisions taken on values (a relu's sign, the argmax) are
-assumed to be PyTorch's too.
+that value and says so. The products and quotients keep their error products, so a value that
+is (nearly) 0 in float64 and in the exact answer alike (``1 + tanh(z)`` at a saturated tanh,
+times a gradient of 1e-22) still gets a bound; the bound is evaluated at the float64 values;
+decisions taken on values (a relu's sign, the argmax) are assumed to be PyTorch's too.
 """
 
 from __future__ import annotations
@@ -37,7 +42,16 @@ import numpy as np
 from adjoint.values.backends.float64 import F64, Float64Backend
 
 UNIT_ROUNDOFF = {"float32": 2.0 ** -24, "float64": 2.0 ** -53}
+#: the spacing of the dtype's subnormals: a product or quotient whose exact value is below the
+#: smallest normal number rounds with an absolute error up to half of it (gradual underflow), not
+#: a relative one (5.5e-43 is -0 in a float32 run); sums and differences of floats are exact there
+UNDERFLOW = {"float32": 2.0 ** -149, "float64": 2.0 ** -1074}
 KERNEL_ULPS = 4.0   # a vectorized transcendental kernel's error, in units of u (SLEEF's are within 1 to 3.5 ulp)
+#: the erf inside GELU's CPU kernel (Vectorized<float>::erf, a rational approximation, then ``1 + erf``)
+#: is off by up to about 6.4e-7 in float32 (measured over [-10, 10]), an absolute error of about 11 u,
+#: not a relative one: ``1 + erf(x / sqrt 2)`` at x = -3.5 keeps only that much of its few significant
+#: bits. The bound takes 16 u, absolute, for every erf (|erf| <= 1, so it also covers 4 u |erf|).
+ERF_ABS_ULPS = 16.0
 
 
 class Bnd(F64):
@@ -62,6 +76,11 @@ class Bnd(F64):
 def _e(x) -> np.ndarray:
     e = getattr(x, "e", None)
     return np.full(np.shape(x.a), np.nan) if e is None else e
+
+
+def _nearest0(a, e):
+    """The point of ``[a - e, a + e]`` nearest 0 (where tanh', sigmoid' and erf' are largest)."""
+    return np.sign(a) * np.maximum(np.abs(a) - e, 0.0)
 
 
 def _times(d, e):
@@ -101,6 +120,7 @@ class BoundBackend(Float64Backend):
         super().__init__(dtype, symbols)
         self.compared = compared or dtype
         self.u = UNIT_ROUNDOFF[self.compared]
+        self.eta = UNDERFLOW[self.compared]
 
     def _b(self, a, e) -> Bnd:
         """A value and its bounds; an infinite or NaN element is itself (compared as such), its bound 0."""
@@ -110,8 +130,15 @@ class BoundBackend(Float64Backend):
             return Bnd(a, np.where(np.isfinite(a), e, 0.0))
 
     def _round(self, a) -> np.ndarray:
+        """A sum's or difference's own rounding: ``u |a|`` (exact in the subnormal range)."""
         with np.errstate(all="ignore"):
             return np.where(np.isfinite(a), self.u * np.abs(a), 0.0)
+
+    def _round_under(self, a, ops: float = 1.0) -> np.ndarray:
+        """The rounding of ``ops`` products, quotients or kernel results: ``u |a|`` each, plus the
+        subnormal spacing ``eta`` each (an underflowed result is off by up to half of it)."""
+        with np.errstate(all="ignore"):
+            return np.where(np.isfinite(a), ops * (self.u * np.abs(a) + self.eta), 0.0)
 
     # ------------------------------------------------------------------ construction
     def literal(self, lit):
@@ -162,13 +189,21 @@ class BoundBackend(Float64Backend):
 
     def mul(self, x, y):
         r = super().mul(x, y).a
-        return self._b(r, _times(y.a, _e(x)) + _times(x.a, _e(y)) + self._round(r))
+        ex, ey = _e(x), _e(y)
+        # |x~ y~ - x y| <= |y| e_x + |x| e_y + e_x e_y: the product of the errors counts where both
+        # values are (nearly) 0, as 1 + tanh(z) and 1 - tanh(z)^2 at a saturated tanh times a tiny gradient
+        return self._b(r, _times(y.a, ex) + _times(x.a, ey) + _times(ex, ey) + self._round_under(r))
 
     def div(self, x, y):
         r = super().div(x, y).a
+        ex, ey = _e(x), _e(y)
         with np.errstate(all="ignore"):
-            dy = np.abs(r / y.a)
-            return self._b(r, _times(1.0 / y.a, _e(x)) + _times(dy, _e(y)) + self._round(r))
+            # |x~ / y~ - x / y| <= (e_x + |x / y| e_y) / (|y| - e_y), unbounded (inf: the fixed
+            # tolerance) when the rounded divisor may be 0
+            den = np.abs(y.a) - ey
+            first = np.where((ex == 0) & (ey == 0), 0.0,
+                             np.where(den > 0, (ex + _times(r, ey)) / np.where(den > 0, den, 1.0), np.inf))
+            return self._b(r, first + self._round_under(r))
 
     def neg(self, x):
         return self._b(-x.a, _e(x))
@@ -178,14 +213,17 @@ class BoundBackend(Float64Backend):
         with np.errstate(all="ignore"):
             dx = np.where(e.a == 0, 0.0, e.a * np.power(x.a, e.a - 1))   # x ** 0 is exactly 1, whatever x
             de = r * np.log(np.abs(x.a))
-        return self._b(r, _times(dx, _e(x)) + _times(de, _e(e)) + KERNEL_ULPS * self._round(r))
+        return self._b(r, _times(dx, _e(x)) + _times(de, _e(e)) + self._round_under(r, KERNEL_ULPS))
 
     # ------------------------------------------------------------------ elementwise functions
     def _elementwise(self, fn, x, slope, ulps: float = KERNEL_ULPS):
+        """``f(x)``: ``slope(x, e_x)`` is the largest ``|f'|`` over ``[x - e_x, x + e_x]`` (the mean
+        value theorem, so the bound holds beyond first order), plus the kernel's own ``ulps``."""
         r = Float64Backend._fn(self, fn, x).a
+        ex = np.broadcast_to(_e(x), np.shape(x.a))
         with np.errstate(all="ignore"):
-            d = slope(x.a, r)
-        return self._b(r, _times(d, _e(x)) + ulps * self._round(r))
+            d = slope(x.a, ex)
+        return self._b(r, _times(d, ex) + self._round_under(r, ulps))
 
     def relu(self, x):
         """1-Lipschitz; exactly 0 (no error) where even the rounded ``x`` stays negative."""
@@ -193,22 +231,25 @@ class BoundBackend(Float64Backend):
         return self._b(super().relu(x).a, np.where(x.a < -ex, 0.0, ex))
 
     def tanh(self, x):
-        return self._elementwise(np.tanh, x, lambda a, r: 1 - r * r)
+        return self._elementwise(np.tanh, x, lambda a, e: 1 - np.tanh(_nearest0(a, e)) ** 2)
 
     def sigmoid(self, x):
-        return self._elementwise(lambda a: 1.0 / (1.0 + np.exp(-a)), x, lambda a, r: r * (1 - r))
+        def slope(a, e):
+            s = 1.0 / (1.0 + np.exp(-_nearest0(a, e)))
+            return s * (1 - s)
+        return self._elementwise(lambda a: 1.0 / (1.0 + np.exp(-a)), x, slope)
 
     def exp(self, x):
-        return self._elementwise(np.exp, x, lambda a, r: r)
+        return self._elementwise(np.exp, x, lambda a, e: np.exp(a + e))
 
     def log(self, x):
-        return self._elementwise(np.log, x, lambda a, r: 1.0 / a)
+        return self._elementwise(np.log, x, lambda a, e: np.where(np.abs(a) > e, 1.0 / (np.abs(a) - e), np.inf))
 
     def sin(self, x):
-        return self._elementwise(np.sin, x, lambda a, r: np.cos(a))
+        return self._elementwise(np.sin, x, lambda a, e: np.minimum(1.0, np.abs(np.cos(a)) + e))
 
     def cos(self, x):
-        return self._elementwise(np.cos, x, lambda a, r: np.sin(a))
+        return self._elementwise(np.cos, x, lambda a, e: np.minimum(1.0, np.abs(np.sin(a)) + e))
 
     def sqrt(self, x):
         r = Float64Backend._fn(self, np.sqrt, x).a
@@ -225,17 +266,22 @@ class BoundBackend(Float64Backend):
 
     def erf(self, x):
         r = super().erf(x).a
+        ex = np.broadcast_to(_e(x), np.shape(x.a))
         with np.errstate(all="ignore"):
-            d = 2 / math.sqrt(math.pi) * np.exp(-x.a * x.a)
-        return self._b(r, _times(d, _e(x)) + KERNEL_ULPS * self._round(r))
+            n = _nearest0(x.a, ex)
+            d = 2 / math.sqrt(math.pi) * np.exp(-n * n)
+            own = np.where(np.isfinite(r), ERF_ABS_ULPS * self.u + self.eta, 0.0)
+        return self._b(r, _times(d, ex) + own)
 
     def clamp(self, x, lo=None, hi=None):
         return self._b(super().clamp(x, lo, hi).a, _e(x))
 
     def clamped_log(self, x):
         r = super().clamped_log(x).a
+        ex = np.broadcast_to(_e(x), np.shape(x.a))
         with np.errstate(all="ignore"):
-            e = _times(1.0 / x.a, _e(x)) + KERNEL_ULPS * self._round(r)
+            slope = np.where(np.abs(x.a) > ex, 1.0 / (np.abs(x.a) - ex), np.inf)
+            e = _times(slope, ex) + self._round_under(r, KERNEL_ULPS)
         return self._b(r, np.where(r == -100.0, 0.0, e))
 
     # ------------------------------------------------------------------ selections
@@ -324,7 +370,7 @@ class BoundBackend(Float64Backend):
         r = mm(x, y).a
         ax, ay = F64(np.abs(x.a)), F64(np.abs(y.a))
         ex, ey = F64(np.broadcast_to(_e(x), x.shape)), F64(np.broadcast_to(_e(y), y.shape))
-        e = mm(ax, ey).a + mm(ex, ay).a + inner * self.u * mm(ax, ay).a
+        e = mm(ax, ey).a + mm(ex, ay).a + mm(ex, ey).a + inner * (self.u * mm(ax, ay).a + self.eta)
         return self._b(r, e)
 
     def matmul2d(self, x, y):
@@ -335,7 +381,8 @@ class BoundBackend(Float64Backend):
 
     def outer(self, x, y):
         r = Float64Backend.outer(self, x, y).a
-        e = np.outer(np.abs(x.a), _e(y)) + np.outer(_e(x), np.abs(y.a)) + self._round(r)
+        e = (np.outer(np.abs(x.a), _e(y)) + np.outer(_e(x), np.abs(y.a)) + np.outer(_e(x), _e(y))
+             + self._round_under(r))
         return self._b(r, e)
 
     # ------------------------------------------------------------------ selections by value

@@ -9,6 +9,8 @@ follow exactly: a non-finite value made from finite operands, or one beyond the 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from adjoint.values.numbers.sizes import broadcast_shape
 
@@ -244,6 +246,8 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN):
         model's forward), also a non-finite value made from finite operands."""
         out = out.with_negzero(result_mask(op, ins, params, out))
         if op.grows:   # in a hook's body too: PyTorch's float overflows there just the same
+            if not check:   # outside the model's forward: an overflow PyTorch surely makes is its inf
+                out = overflow_to_inf(out, self.dtype)
             refuse_overflow(out, self.dtype, loc, f"this op ({op.node})", "change the values so the forward pass "
                             "stays finite" if check else "change the values or the hook so every value stays finite")
         self.check_size(out, loc, f"this op ({op.node})")
@@ -310,6 +314,41 @@ def refuse_overflow(out: Exact, dtype: str, loc, what: str,
         if big:
             raise ProblemError(loc, f"{what} gives {E.s_sci(e)} at element {_index(idx, out.shape)}, beyond "
                                     f"{dtype}'s range (about ±{_MAX_TEXT[dtype]}): PyTorch makes it inf; {remedy}")
+
+
+#: how far beyond the dtype's overflow threshold an exact value must be for PyTorch's float to be
+#: inf whatever its rounding: a computed value is within a few ulps of the exact one, far below
+#: a factor of 2; nearer the threshold the rounding decides, and the value stays refused
+OVERFLOW_MARGIN = 2
+
+
+def overflow_to_inf(out: Exact, dtype: str) -> Exact:
+    """``out`` with every finite element at least :data:`OVERFLOW_MARGIN` times beyond the dtype's
+    range replaced by PyTorch's float for it, +-inf by its sign (IEEE overflow; what follows is
+    IEEE arithmetic on it: values/ieee.py). Elements nearer the threshold are left as they are
+    (refuse_overflow refuses them)."""
+    from adjoint.values import ieee as I
+
+    limit = _OVERFLOW[dtype]
+    if out.rational:
+        if out.qa.max_abs_num() < int(limit.p) * out.qa.den // int(limit.q):
+            return out
+    elif out.kind == "real":
+        if _certified_below(out, limit):
+            return out
+    far = E.s_approx(limit * OVERFLOW_MARGIN, 20)
+    mask = np.zeros(out.size, dtype=bool)
+    values = []
+    for idx, e in enumerate(out.flat()):
+        if E.s_is_nonfinite(e):
+            continue
+        v = E.s_approx(e, 20)
+        if v is not None and abs(v) >= far:
+            mask[idx] = True
+            values.append(math.inf if v > 0 else -math.inf)
+    if not mask.any():
+        return out
+    return I.overwrite(out, mask.reshape(out.shape), values)
 
 
 def _certified_below(out: Exact, limit) -> bool:

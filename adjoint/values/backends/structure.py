@@ -89,7 +89,8 @@ class StructureBackend(NoExactChecks):
     def literal(self, lit):
         known = None
         if isinstance(lit.items, tuple) and not lit.symbols and all(
-                getattr(e, "denominator", None) == 1 or isinstance(e, int) for e in lit.items):
+                (getattr(e, "denominator", None) == 1 or isinstance(e, int)) and -2 ** 63 <= e < 2 ** 63
+                for e in lit.items):   # integers an int64 holds (1e200 is an integer too)
             known = np.array([int(e) for e in lit.items], dtype=np.int64).reshape(lit.shape)
         return Shaped(lit.shape, known)
 
