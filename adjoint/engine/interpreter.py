@@ -262,6 +262,9 @@ class Interp:
                     stack += [(node, True), (node.right, False), (node.left, False)]
                     continue
                 b, a = values.pop(), values.pop()
+                if node.op == "+" and isinstance(a, tuple) and isinstance(b, tuple):   # Python's tuple concatenation
+                    values.append(a + b)
+                    continue
                 if (a is None or b is None) and not isinstance(a, _SEQUENCES) and not isinstance(b, _SEQUENCES):
                     raise pyerrors.binary_none(node.op, a, node.left, b, node.right, node.loc)
                 b = self.operand(b, node.right, node.op)
@@ -352,6 +355,8 @@ class Interp:
 
     def subscript_of(self, v, items: list, e: S.Subscript):
         if isinstance(v, tuple):
+            if len(items) == 1 and isinstance(items[0], slice):   # Python's tuple slice: a tuple
+                return v[items[0]]
             if len(items) != 1 or not isinstance(items[0], int):
                 raise ProblemError(e.loc, f"index a tuple with an integer, as in {S.to_source(e.value)}[0]")
             index = items[0]
