@@ -24,6 +24,7 @@ from adjoint.engine.graph import Tensor
 from adjoint.engine.inplace import INPLACE_METHODS, AUGMENTED, call_inplace
 from adjoint.engine.bindings.setitem import setitem
 from adjoint.engine import pyerrors
+from adjoint.engine.pylist import PyList
 
 #: operands CPython words otherwise (concatenation, repetition): not modelled, refused
 _SEQUENCES = (tuple, str, dict)
@@ -194,7 +195,7 @@ class Interp:
         if isinstance(e, S.Tup):
             return tuple(self.eval(i) for i in e.items)
         if isinstance(e, S.ListLit):
-            return tuple(self.eval(i) for i in e.items)
+            return PyList(self.eval(i) for i in e.items)
         if isinstance(e, S.DictLit):
             return {k: self.eval(v) for k, v in e.items}
         if isinstance(e, S.Subscript):
