@@ -160,7 +160,9 @@ class Hook:
     * ``saved_tensors``: ``pack``/``unpack`` expressions, ``scope`` module paths (None: the
       whole forward, loss included); ``kind`` "saved_tensors", its calls are ``pack``/``unpack``;
     * ``saved``: ``target`` a tensor name, ``slot`` one saved tensor of its grad_fn, ``pack``/``unpack``
-      (``kind`` "saved_tensors"); ``disable_saved_tensors_hooks``: ``message``, ``scope`` as above.
+      (``kind`` "saved_tensors"); ``disable_saved_tensors_hooks``: ``message``, ``scope`` as above;
+    * ``save_on_cpu``: ``torch.autograd.graph.save_on_cpu(pin_memory)`` (``kind`` "save_on_cpu",
+      ``scope`` as above): PyTorch's own pack/unpack pair, no call of the answer.
     """
 
     index: int                   # position in the list it was declared in
@@ -187,6 +189,7 @@ class Hook:
     removes: tuple[int, ...] = ()        # removes these hooks' handles (same list) when it runs
     slot: str | None = None              # saved: the saved tensor's name on the node (grad_fn._raw_saved_SLOT)
     message: str | None = None           # disable_saved_tensors_hooks: the error message
+    pin_memory: bool = False             # save_on_cpu: its pin_memory argument
 
     @property
     def is_module_backward(self) -> bool:

@@ -139,3 +139,39 @@ def test_hook_non_full_warning():
                 "the forward contains multiple autograd Nodes")
     assert len(caught) == 4 and all(e in str(w.message) for e, w in zip(expected, caught))
     return observation(log, warnings=_warned(caught))
+
+
+def test_save_on_cpu_and_checkpoint():
+    """TestAutograd.test_save_on_cpu_and_checkpoint, with the file's fixed a: the three
+    forwards first, then each backward (a.grad set to None between: the next backward
+    refills it, as a.grad.zero_() then accumulating does)."""
+    from torch.utils.checkpoint import checkpoint
+
+    log = Log()
+    a = leaf([[0.5, -0.75], [1.25, 0.25]])
+    b = a.pow(2).pow(2).pow(2).pow(2)
+    with torch.autograd.graph.save_on_cpu():
+        h = a.pow(2)
+        h = checkpoint(lambda x: x.pow(2).pow(2), h, use_reentrant=False)
+        c = h.pow(2)
+
+    def f(a):
+        h = a.pow(2)
+        with torch.autograd.graph.save_on_cpu():
+            h = h.pow(2).pow(2)
+        return h.pow(2)
+
+    d = checkpoint(f, a, use_reentrant=False)
+    with log.backward_pass(lambda: grads(a=a)):
+        b.sum().backward()
+    b_grad = a.grad.clone()
+    a.grad = None
+    with log.backward_pass(lambda: grads(a=a)):
+        c.sum().backward()
+    c_grad = a.grad.clone()
+    a.grad = None
+    with log.backward_pass(lambda: grads(a=a)):
+        d.sum().backward()
+    d_grad = a.grad.clone()
+    assert torch.equal(b_grad, c_grad) and torch.equal(b_grad, d_grad)
+    return observation(log, grads(a=a))
