@@ -244,12 +244,13 @@ class Interp:
 
     def checkpoint(self, e: S.Call):
         """``checkpoint(FN, *args, use_reentrant=..., ...)``: FN names a child module (not a value)."""
-        if not e.args or not isinstance(e.args[0], S.Name) or not hasattr(self.scope, "checkpoint"):
-            raise ProblemError(e.loc, "checkpoint(FN, *args, use_reentrant=...) takes a child module's name first, "
-                                      "in a module's forward")
+        path = S.module_path(e.args[0]) if e.args else None
+        if path is None or not hasattr(self.scope, "checkpoint"):
+            raise ProblemError(e.loc, "checkpoint(FN, *args, use_reentrant=...) takes a child module first (its name, "
+                                      "or a ModuleList item: layers[0]), in a module's forward")
         args = [self.eval(a) for a in e.args[1:]]
         kwargs = {k: self.eval(v) for k, v in e.kwargs}
-        return self.scope.checkpoint(e.args[0].id, args, kwargs, e.loc)
+        return self.scope.checkpoint(path, args, kwargs, e.loc)
 
     def operators(self, root: S.Expr):
         """A tree of operators, evaluated without recursion (a 1,000-term sum is a 1,000-deep
