@@ -264,8 +264,9 @@ class Interp:
                     stack += [(node, True), (node.right, False), (node.left, False)]
                     continue
                 b, a = values.pop(), values.pop()
-                if node.op == "+" and isinstance(a, tuple) and isinstance(b, tuple):   # Python's tuple concatenation
-                    values.append(a + b)
+                if node.op == "+" and isinstance(a, tuple) and isinstance(b, tuple) and \
+                        isinstance(a, PyList) == isinstance(b, PyList):   # Python's tuple (list) concatenation
+                    values.append(PyList(a + b) if isinstance(a, PyList) else a + b)
                     continue
                 if (a is None or b is None) and not isinstance(a, _SEQUENCES) and not isinstance(b, _SEQUENCES):
                     raise pyerrors.binary_none(node.op, a, node.left, b, node.right, node.loc)
