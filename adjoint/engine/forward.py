@@ -242,7 +242,7 @@ class _Pass:
         rt.call_stack.append(call)
         try:
             own, glob = self.m.hooks[label], self.m.global_hooks
-            if not (own.any() or glob.any()):
+            if mod.plain or not (own.any() or glob.any()):   # a plain function: no nn.Module, no hook
                 call.args = tuple(args)
                 call.body_start, call.body_eqn = len(rt.nodes), len(rt.applications)
                 out = self.module_forward(mod, list(args), kwargs, call, loc)

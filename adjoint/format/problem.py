@@ -115,6 +115,8 @@ class Module:
     mask: Literal | None = None                  # Dropout in training mode: the keep-mask (0/1)
     is_list: bool = False                        # ModuleList: children named 0, 1, ...
     uses: tuple[str, ...] = ()                   # names its forward reads from its caller's (a closure)
+    plain: bool = False                          # a plain Python function (a lambda handed to checkpoint),
+                                                 # not an nn.Module: its calls run no hook of any kind
 
     @property
     def label(self) -> str:

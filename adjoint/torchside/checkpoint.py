@@ -85,7 +85,8 @@ def replayed_call(run, decl, args: list, kwargs: dict):
                 stack.enter_context(run.hooks.saved_tensors(hook))
             if decl.mask is not None:
                 stack.enter_context(forced_mask(decl, run.dtype, run.symbols))
-            out = run.modules[label](*args, **kwargs)
+            module = run.modules[label]
+            out = (module.forward if decl.plain else module)(*args, **kwargs)
         for t in graphs.tensors_in(out):   # its output's BackwardHookFunctionBackward: where its hooks run
             if graphs.grad_fn_of(t) is not None:
                 run.nodes.note_call(t.grad_fn, label, k, replay.fi)
