@@ -241,7 +241,7 @@ class _Pass:
             self.calls.append(call)
         rt.call_stack.append(call)
         try:
-            own, glob = self.m.hooks[label], self.m.global_hooks
+            own, glob = (self.m.hooks[label], self.m.global_hooks) if not mod.plain else (None, None)
             if mod.plain or not (own.any() or glob.any()):   # a plain function: no nn.Module, no hook
                 call.args = tuple(args)
                 call.body_start, call.body_eqn = len(rt.nodes), len(rt.applications)
@@ -628,6 +628,10 @@ class _ModuleScope:
                                      list(self.run.m.globals)))
         raise ProblemError(loc, f"unknown name '{name}' in the forward of '{self.mod.label}'{_suggest(name, options)}; "
                                 f"known here: {', '.join(options) or 'nothing'}")
+
+    def checkpoint_sequential(self, name: str, segments, inp, kwargs: dict, loc: Loc):
+        from adjoint.engine.checkpoint_sequential import run_checkpoint_sequential
+        return run_checkpoint_sequential(self, name, segments, inp, kwargs, loc)
 
     def checkpoint(self, name: str, args: list, kwargs: dict, loc: Loc):
         child = self.find_child(name)

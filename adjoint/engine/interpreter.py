@@ -205,6 +205,16 @@ class Interp:
         if isinstance(e, S.Call):
             if e.func == "checkpoint" and e.prefix == "" and not self.is_child("checkpoint"):
                 return self.checkpoint(e)
+            if e.func == "checkpoint_sequential" and e.prefix == "" and not self.is_child("checkpoint_sequential") \
+                    and hasattr(self.scope, "checkpoint_sequential"):
+                path = S.module_path(e.args[0]) if len(e.args) == 3 else None
+                if path is None:
+                    raise ProblemError(e.loc, "checkpoint_sequential(FUNCTIONS, segments, input, use_reentrant=...) "
+                                              "takes a Sequential or ModuleList child, a number and a tensor")
+                segments = self.eval(e.args[1])
+                segments = int(segments) if isinstance(segments, Fraction) and segments.denominator == 1 else segments
+                return self.scope.checkpoint_sequential(path, segments, self.eval(e.args[2]),
+                                                        {k: self.eval(v) for k, v in e.kwargs}, e.loc)
             if e.func == "backward" and e.prefix == "" and isinstance(self.scope, EnvScope):   # in a hook body
                 from adjoint.engine.nested_backward import nested_backward
                 args = [self.eval(a) for a in e.args]

@@ -215,6 +215,11 @@ class Program:
                 args = [self.eval(a) for a in e.args[1:]]
                 kwargs = {k: self.eval(v) for k, v in e.kwargs}
                 return self.keep(self.scope.checkpoint(S.module_path(e.args[0]), args, kwargs, e.loc))
+            if e.func == "checkpoint_sequential" and not e.prefix and hasattr(self.scope, "checkpoint_sequential") \
+                    and self.scope.child("checkpoint_sequential") is None:
+                kwargs = {k: self.eval(v) for k, v in e.kwargs}
+                return self.keep(self.scope.checkpoint_sequential(S.module_path(e.args[0]), self.eval(e.args[1]),
+                                                                  self.eval(e.args[2]), kwargs, e.loc))
             args = [self.eval(a) for a in e.args]
             kwargs = {k: self.eval(v) for k, v in e.kwargs}
             if not e.prefix and self.scope.child(e.func) is not None:
