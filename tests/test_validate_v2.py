@@ -305,7 +305,7 @@ def test_every_v2_hook_key_lands_in_its_field():
 
 HOOK_REFUSALS = [
     ("{module: model, tensor: x, kind: forward}", "6:5: hook 0 needs exactly one of module:, tensor:, node:, global:, "
-                                                  "multi_grad:, saved_tensors:, saved:, disable_saved_tensors_hooks: (it has module, tensor)"),
+                                                  "multi_grad:, saved_tensors:, saved:, disable_saved_tensors_hooks:, save_on_cpu: (it has module, tensor)"),
     ("{global: forward_pre, with_kwargs: true}", "6:27: with_kwargs: is taken by forward and forward_pre module hooks "
                                                  "(global hooks: forward only)"),
     ("{module: model, kind: backward, prepend: true}", "6:37: prepend: is taken by module hooks only "

@@ -45,8 +45,8 @@ def silent_hooks(v) -> list[Silent]:
     fired = {h.index for h in v.hook_calls}
     out = []
     for hook in run.variant.hooks:
-        if hook.index in fired or (hook.on == "tensor" and hook.kind == "retain_grad"):
-            continue   # retain_grad is not a call: its effect is the tensor's .grad
+        if hook.index in fired or (hook.on == "tensor" and hook.kind == "retain_grad") or hook.on == "save_on_cpu":
+            continue   # retain_grad is not a call: its effect is the tensor's .grad; save_on_cpu calls nothing of the file
         out.append(Silent(hook.index, hook.label, hook.kind, hook.on, hook.target, _reason(hook, run)))
     return out
 
@@ -94,9 +94,9 @@ def _structural(hook, run, reg) -> str | None:
     if hook.on in ("module", "global"):
         return _module_reason(hook, run)
     if not run.passes:
-        return "the variant runs no backward" if hook.on not in ("saved_tensors", "saved") else None
+        return "the variant runs no backward" if hook.on not in ("saved_tensors", "saved", "save_on_cpu") else None
     nodes, leaves = _ran(run)
-    if hook.on in ("saved_tensors", "saved", "disable_saved_tensors_hooks"):
+    if hook.on in ("saved_tensors", "saved", "disable_saved_tensors_hooks", "save_on_cpu"):
         return None
     if hook.on == "multi_grad":
         return "none of its tensors got a gradient" if hook.mode == "any" else \

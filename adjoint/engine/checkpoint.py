@@ -98,8 +98,8 @@ class CheckpointFrame:
 
     def recompute(self, rt, gid) -> None:
         """FN again on the saved inputs, grad mode on, under ``_recomputation_hook``."""
-        for hooks, packed in self.packed_inputs:   # get_inputs: an enclosing checkpoint's unpack
-            hooks.unpack(rt, packed, None, None)
+        for hooks, packed in self.packed_inputs:   # get_inputs: an enclosing checkpoint's (or save_on_cpu's) unpack
+            rt.hooks_runner.unpack(hooks, packed, None, None)
         hooks = RecomputationHooks(self, gid)
         before_grad, depth, stack = rt.grad_enabled, len(rt.saved_hooks), len(rt.call_stack)
         rt.saved_hooks.append(hooks)
@@ -176,16 +176,16 @@ def run_checkpoint(run, child, args: list, kwargs: dict, loc):
         return run_reentrant(run, child, args, loc)
     if not rt.grad_enabled:   # _checkpoint_without_reentrant_generator: nothing to do without grad mode
         return run.call_module(child, list(args), loc)
-    if any(not getattr(h, "is_checkpoint", False) for h in rt.saved_hooks):
+    if any(not getattr(h, "is_checkpoint", False) and getattr(h, "on", None) != "save_on_cpu" for h in rt.saved_hooks):
         from adjoint.format.errors import ProblemError
         raise ProblemError(loc, "checkpoint(..., use_reentrant=False) inside the scope of saved_tensors hooks is not "
                                 "modelled yet (PyTorch packs the region's inputs with them, and unpacks them when it "
                                 "recomputes); narrow the hooks' scope, or use use_reentrant=True")
     frame = CheckpointFrame(run, child, args, {}, early_stop, loc)
     if rt.saved_hooks:   # save_inputs: the arguments are saved tensors, packed by an enclosing checkpoint's
-        # hooks (a recomputation's pack may stop it right here: _StopRecomputationError)
+        # hooks (a recomputation's pack may stop it right here: _StopRecomputationError) or save_on_cpu's
         top = rt.saved_hooks[-1]
-        frame.packed_inputs = [(top, top.pack(rt, a, None, None)) for a in args if isinstance(a, Tensor)]
+        frame.packed_inputs = [(top, rt.hooks_runner.pack(top, a, None, None)) for a in args if isinstance(a, Tensor)]
     start, depth = run.calls_mark(), len(rt.saved_hooks)
     rt.saved_hooks.append(frame)
     try:

@@ -33,6 +33,7 @@ from adjoint.engine.runtime import Runtime, TorchError
 from adjoint.engine import pyerrors
 from adjoint.engine import warns
 from adjoint.engine import saved_hooks
+from adjoint.engine.pylist import PyList, is_tuple
 from adjoint.values.numbers.sizes import check_leaf_size
 from adjoint.format.module_signatures import lookup as nn_type
 
@@ -244,14 +245,14 @@ class _Pass:
             self.calls.append(call)
         rt.call_stack.append(call)
         try:
-            if self.m.module_wrapper is not None and self.replay is None:
+            if self.m.module_wrapper is not None and self.replay is None and not mod.plain:
                 args, kwargs = self.m.module_wrapper(self, mod, list(args), kwargs)
-            own, glob = self.m.hooks[label], self.m.global_hooks
-            if not (own.any() or glob.any()):
+            own, glob = (self.m.hooks[label], self.m.global_hooks) if not mod.plain else (None, None)
+            if mod.plain or not (own.any() or glob.any()):   # a plain function: no nn.Module, no hook
                 call.args = tuple(args)
                 call.body_start, call.body_eqn = len(rt.nodes), len(rt.applications)
                 out = self.module_forward(mod, list(args), kwargs, call, loc)
-                if self.m.module_post is not None and self.replay is None:
+                if self.m.module_post is not None and self.replay is None and not mod.plain:
                     self.m.module_post(mod, out)
             else:
                 out = self.call_with_hooks(mod, call, own, glob, list(args), kwargs, loc)
@@ -290,11 +291,11 @@ class _Pass:
 
     def bind_output(self, name: str, out, loc) -> None:
         """A module's output: ``PATH`` (``PATH[0]``, ``PATH[1]``, ... for a tuple)."""
-        if isinstance(out, tuple):
+        if is_tuple(out):
             for i, t in enumerate(out):
                 if isinstance(t, Tensor):
                     self.bind(f"{name}[{i}]", t, loc)
-        elif isinstance(out, dict):   # a dict output: its tensors are named where the caller assigns them
+        elif isinstance(out, (dict, PyList)):   # a dict or list output: its tensors are named where the caller assigns them
             return
         else:
             self.bind(name, out, loc)
@@ -404,9 +405,10 @@ class _Pass:
                     out = returned
                     state["result"] = out
         if call.bw is not None:
-            if not isinstance(out, (Tensor, tuple)):   # _call_impl warns, then BackwardHook finds no tensor
+            if not (isinstance(out, Tensor) or is_tuple(out)):   # _call_impl warns, then BackwardHook finds no tensor
+                kind = "list" if isinstance(out, PyList) else type(out).__name__
                 warns.warn(rt, "UserWarning", "For backward hooks to be called, module output should be a Tensor or "
-                                              f"a tuple of Tensors but received <class '{type(out).__name__}'>")
+                                              f"a tuple of Tensors but received <class '{kind}'>")
             out = self.setup_output_hook(call, out)
             state["result"] = out
         if legacy:
@@ -436,14 +438,14 @@ class _Pass:
 
     def setup_output_hook(self, call: Call, out):
         state = call.bw
-        outs = list(out) if isinstance(out, tuple) else [out]
+        outs = list(out) if is_tuple(out) else [out]   # a list is one value to BackwardHook
         state.n_outputs = len(outs)
         new, index, node = self.apply_on_tensors(outs)
         state.output_tensors_index = index
         if node is not None:
             call.out_node = node
             node.post_hooks.add(self.rt.new_handle(), ModuleOutputHook(state))
-        return tuple(new) if isinstance(out, tuple) else new[0]
+        return tuple(new) if is_tuple(out) else new[0]
 
     def apply_on_tensors(self, values: list):
         """BackwardHook._apply_on_tensors: BackwardHookFunction over the tensors among ``values``
@@ -639,6 +641,10 @@ class _ModuleScope:
         raise ProblemError(loc, f"unknown name '{name}' in the forward of '{self.mod.label}'{_suggest(name, options)}; "
                                 f"known here: {', '.join(options) or 'nothing'}")
 
+    def checkpoint_sequential(self, name: str, segments, inp, kwargs: dict, loc: Loc):
+        from adjoint.engine.checkpoint_sequential import run_checkpoint_sequential
+        return run_checkpoint_sequential(self, name, segments, inp, kwargs, loc)
+
     def checkpoint(self, name: str, args: list, kwargs: dict, loc: Loc):
         child = self.find_child(name)
         if child is None:
@@ -669,7 +675,8 @@ class _ModuleScope:
                                     f"({', '.join(child.inputs)}), got {len(args)}")
         if child.type is not None and not all(isinstance(a, Tensor) or _tensor_tuple(a) for a in args):
             raise ProblemError(loc, f"module '{child.label}' must be called with tensors")
-        if child.type is None and not any(isinstance(a, Tensor) or tensor_dict(a) for a in list(args) + list(kwargs.values())):
+        if child.type is None and not any(isinstance(a, Tensor) or tensor_dict(a) or _tensor_tuple(a)
+                                          for a in list(args) + list(kwargs.values())):
             raise ProblemError(loc, f"module '{child.label}' must be called with tensors")
         self.run.capture(child, self.lookup, loc)
         return self.run.call_module(child, list(args), loc, kwargs)

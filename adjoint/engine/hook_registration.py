@@ -109,7 +109,8 @@ class Registrations:
         """Indices of the saved_tensors hooks, active or not (usually none: a module call then
         does not scan every hook of the file)."""
         if self._saved is None:
-            self._saved = [i for i, h in enumerate(self.hooks) if h.on in ("saved_tensors", "disable_saved_tensors_hooks")]
+            self._saved = [i for i, h in enumerate(self.hooks)
+                           if h.on in ("saved_tensors", "disable_saved_tensors_hooks", "save_on_cpu")]
         return self._saved
 
     def new_forward(self) -> None:

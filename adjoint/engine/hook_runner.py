@@ -194,6 +194,9 @@ class HookRunner:
         """Pack hook for ``t``, saved by ``node`` as ``slot`` (self, other, result, ...)."""
         if getattr(hook, "is_checkpoint", False):   # checkpoint's own hooks (adjoint.engine.checkpoint)
             return hook.pack(self.rt, t, node, slot)
+        if hook.on == "save_on_cpu":   # PyTorch's own pair: no call of the answer
+            from adjoint.engine.save_on_cpu import pack_to_cpu
+            return pack_to_cpu(hook, t)
         before = self.rt.grad_enabled
         self.rt.grad_enabled = False
         self.rt.quiet += 1
@@ -208,6 +211,9 @@ class HookRunner:
         (run as the node runs: with grad mode off, as backward without create_graph has it)."""
         if getattr(hook, "is_checkpoint", False):
             return hook.unpack(self.rt, packed, node, sv)
+        if hook.on == "save_on_cpu":
+            from adjoint.engine.save_on_cpu import unpack_from_cpu
+            return unpack_from_cpu(packed)
         before = self.rt.grad_enabled
         self.rt.grad_enabled = False
         try:

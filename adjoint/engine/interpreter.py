@@ -25,6 +25,7 @@ from adjoint.engine.inplace import INPLACE_METHODS, AUGMENTED, call_inplace
 from adjoint.engine.bindings.setitem import setitem
 from adjoint.engine import pyerrors
 from adjoint.engine.torch_errors import TorchError
+from adjoint.engine.pylist import PyList
 
 #: operands CPython words otherwise (concatenation, repetition): not modelled, refused
 _SEQUENCES = (tuple, str, dict)
@@ -195,7 +196,7 @@ class Interp:
         if isinstance(e, S.Tup):
             return tuple(self.eval(i) for i in e.items)
         if isinstance(e, S.ListLit):
-            return tuple(self.eval(i) for i in e.items)
+            return PyList(self.eval(i) for i in e.items)
         if isinstance(e, S.DictLit):
             return {k: self.eval(v) for k, v in e.items}
         if isinstance(e, S.Subscript):
@@ -205,6 +206,16 @@ class Interp:
         if isinstance(e, S.Call):
             if e.func == "checkpoint" and e.prefix == "" and not self.is_child("checkpoint"):
                 return self.checkpoint(e)
+            if e.func == "checkpoint_sequential" and e.prefix == "" and not self.is_child("checkpoint_sequential") \
+                    and hasattr(self.scope, "checkpoint_sequential"):
+                path = S.module_path(e.args[0]) if len(e.args) == 3 else None
+                if path is None:
+                    raise ProblemError(e.loc, "checkpoint_sequential(FUNCTIONS, segments, input, use_reentrant=...) "
+                                              "takes a Sequential or ModuleList child, a number and a tensor")
+                segments = self.eval(e.args[1])
+                segments = int(segments) if isinstance(segments, Fraction) and segments.denominator == 1 else segments
+                return self.scope.checkpoint_sequential(path, segments, self.eval(e.args[2]),
+                                                        {k: self.eval(v) for k, v in e.kwargs}, e.loc)
             if e.func == "backward" and e.prefix == "" and isinstance(self.scope, EnvScope):   # in a hook body
                 from adjoint.engine.nested_backward import nested_backward
                 args = [self.eval(a) for a in e.args]
@@ -244,12 +255,13 @@ class Interp:
 
     def checkpoint(self, e: S.Call):
         """``checkpoint(FN, *args, use_reentrant=..., ...)``: FN names a child module (not a value)."""
-        if not e.args or not isinstance(e.args[0], S.Name) or not hasattr(self.scope, "checkpoint"):
-            raise ProblemError(e.loc, "checkpoint(FN, *args, use_reentrant=...) takes a child module's name first, "
-                                      "in a module's forward")
+        path = S.module_path(e.args[0]) if e.args else None
+        if path is None or not hasattr(self.scope, "checkpoint"):
+            raise ProblemError(e.loc, "checkpoint(FN, *args, use_reentrant=...) takes a child module first (its name, "
+                                      "or a ModuleList item: layers[0]), in a module's forward")
         args = [self.eval(a) for a in e.args[1:]]
         kwargs = {k: self.eval(v) for k, v in e.kwargs}
-        return self.scope.checkpoint(e.args[0].id, args, kwargs, e.loc)
+        return self.scope.checkpoint(path, args, kwargs, e.loc)
 
     def operators(self, root: S.Expr):
         """A tree of operators, evaluated without recursion (a 1,000-term sum is a 1,000-deep
@@ -263,6 +275,10 @@ class Interp:
                     stack += [(node, True), (node.right, False), (node.left, False)]
                     continue
                 b, a = values.pop(), values.pop()
+                if node.op == "+" and isinstance(a, tuple) and isinstance(b, tuple) and \
+                        isinstance(a, PyList) == isinstance(b, PyList):   # Python's tuple (list) concatenation
+                    values.append(PyList(a + b) if isinstance(a, PyList) else a + b)
+                    continue
                 if (a is None or b is None) and not isinstance(a, _SEQUENCES) and not isinstance(b, _SEQUENCES):
                     raise pyerrors.binary_none(node.op, a, node.left, b, node.right, node.loc)
                 if isinstance(a, bool) or isinstance(b, bool):
@@ -359,6 +375,8 @@ class Interp:
 
     def subscript_of(self, v, items: list, e: S.Subscript):
         if isinstance(v, tuple):
+            if len(items) == 1 and isinstance(items[0], slice):   # Python's tuple slice: a tuple
+                return v[items[0]]
             if len(items) != 1 or not isinstance(items[0], int):
                 raise ProblemError(e.loc, f"index a tuple with an integer, as in {S.to_source(e.value)}[0]")
             index = items[0]

@@ -179,15 +179,26 @@ class SecondEngine(Engine):
         itself, an output as a tensor whose grad_fn is the node."""
         out = {}
         for sv in node.saved:
-            if sv.hooks is not None:
+            own = sv.hooks is not None and (getattr(sv.hooks, "is_checkpoint", False)
+                                            or getattr(sv.hooks, "on", None) == "save_on_cpu")
+            if sv.hooks is not None and not own:
                 raise NotModelled("saved tensors with saved_tensors hooks")
-            self.rt.unpack(node, sv)   # freed or modified since: PyTorch's error
+            # freed or modified since: PyTorch's error; a checkpoint holder: the region recomputed
+            # (its recomputed tensors saved detached), save_on_cpu: the tensor kept
+            value = self.rt.unpack(node, sv)
             spec = next(s for s in node.op.saves if s.name == sv.name)
             if spec.what == "in":
-                out[sv.name] = node.inputs[spec.index]
+                # with hooks SavedVariable::unpack rewires the data to the input's grad_fn (or a leaf's
+                # accumulator), so the graph is the input's own; its data is the unpacked value
+                t = node.inputs[spec.index]
+                if own and t.version.value != sv.saved_version:
+                    raise NotModelled("a saved tensor written in place since it was saved, unpacked through "
+                                      "checkpoint or save_on_cpu under create_graph")
+                out[sv.name] = t
             else:
                 shape, dtype = node.outputs[spec.index]
-                out[sv.name] = self.rt.tensor(node.output_values[spec.index], True, node, spec.index, dtype=dtype)
+                data = value if own else node.output_values[spec.index]
+                out[sv.name] = self.rt.tensor(data, True, node, spec.index, dtype=dtype)
         return out
 
     def validate_outputs(self, node, outputs):

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from adjoint.engine.pylist import is_tuple
+
 FULL_HOOK_NO_INPUTS = ("Full backward hook is firing when gradients are computed with respect to module outputs since "
                        "no inputs require gradients. See https://docs.pytorch.org/docs/main/generated/"
                        "torch.nn.Module.html#torch.nn.Module.register_full_backward_hook for more details.")
@@ -101,7 +103,7 @@ def non_full_backward_hook(rt, args, result, node, grad_fn, tensor_type) -> None
     exactly the hooked node, of every input: each read makes a stale view's new grad_fn then
     (``grad_fn(rt, t)``), which is why this runs even when nothing is shown."""
     outs = (result,) if isinstance(result, tensor_type) else result
-    if not (isinstance(outs, tuple) and all(isinstance(r, tensor_type) for r in outs)):
+    if not (is_tuple(outs) and all(isinstance(r, tensor_type) for r in outs)):
         warn(rt, "FutureWarning", NON_FULL_OUTPUT)
         return
     if not all(isinstance(a, tensor_type) for a in args):

@@ -115,6 +115,8 @@ class Module:
     mask: Literal | None = None                  # Dropout in training mode: the keep-mask (0/1)
     is_list: bool = False                        # ModuleList: children named 0, 1, ...
     uses: tuple[str, ...] = ()                   # names its forward reads from its caller's (a closure)
+    plain: bool = False                          # a plain Python function (a lambda handed to checkpoint),
+                                                 # not an nn.Module: its calls run no hook of any kind
 
     @property
     def label(self) -> str:
@@ -160,7 +162,9 @@ class Hook:
     * ``saved_tensors``: ``pack``/``unpack`` expressions, ``scope`` module paths (None: the
       whole forward, loss included); ``kind`` "saved_tensors", its calls are ``pack``/``unpack``;
     * ``saved``: ``target`` a tensor name, ``slot`` one saved tensor of its grad_fn, ``pack``/``unpack``
-      (``kind`` "saved_tensors"); ``disable_saved_tensors_hooks``: ``message``, ``scope`` as above.
+      (``kind`` "saved_tensors"); ``disable_saved_tensors_hooks``: ``message``, ``scope`` as above;
+    * ``save_on_cpu``: ``torch.autograd.graph.save_on_cpu(pin_memory)`` (``kind`` "save_on_cpu",
+      ``scope`` as above): PyTorch's own pack/unpack pair, no call of the answer.
     """
 
     index: int                   # position in the list it was declared in
@@ -187,6 +191,7 @@ class Hook:
     removes: tuple[int, ...] = ()        # removes these hooks' handles (same list) when it runs
     slot: str | None = None              # saved: the saved tensor's name on the node (grad_fn._raw_saved_SLOT)
     message: str | None = None           # disable_saved_tensors_hooks: the error message
+    pin_memory: bool = False             # save_on_cpu: its pin_memory argument
 
     @property
     def is_module_backward(self) -> bool:

@@ -345,3 +345,18 @@ def _arglist(args, kwargs) -> str:
 def _paren(e: Expr) -> str:
     s = to_source(e)
     return f"({s})" if isinstance(e, (Bin, Neg)) else s
+
+
+def module_path(e) -> str | None:
+    """The module path a ``checkpoint`` argument names: ``f``, ``layers[0]`` (``layers.0``),
+    ``blocks[1][0]``; None for anything else."""
+    parts = []
+    while True:
+        if isinstance(e, Name):
+            return ".".join([e.id] + parts[::-1])
+        if isinstance(e, Subscript) and len(e.items) == 1 and isinstance(e.items[0], Num) \
+                and e.items[0].value.denominator == 1 and e.items[0].value >= 0 and "." not in e.items[0].text:
+            parts.append(str(int(e.items[0].value)))
+            e = e.value
+        else:
+            return None

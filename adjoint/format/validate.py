@@ -227,6 +227,9 @@ def _cross_checks(inputs, targets, model, model_complete: bool, has_loss: bool, 
                 if hook.on == "module" and hook.target not in paths:
                     errors.append(ProblemError(hook.loc, f"hook target module '{hook.target}' does not exist"
                                                          f"{suggest(hook.target, paths)}; modules: {', '.join(paths)}"))
+                elif hook.on == "module" and any(m.plain for m in model.walk() if m.label == hook.target):
+                    errors.append(ProblemError(hook.loc, f"'{hook.target}' is a plain function (plain: true), not an "
+                                                         "nn.Module: it has no module hooks"))
                 for p in hook.scope or ():
                     if p not in paths:
                         errors.append(ProblemError(hook.loc, f"the scope of hook {hook.index} names '{p}', which is not "

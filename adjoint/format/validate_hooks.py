@@ -53,7 +53,7 @@ def parse_hook(node: YNode, index: int, what: str, count: int) -> Hook:
     targets = [k for k in TARGET_KEYS if h.get(k) is not None]
     if len(targets) != 1:
         raise ProblemError(h.loc, f"hook {index} needs exactly one of module:, tensor:, node:, global:, multi_grad:, "
-                                  f"saved_tensors:, saved:, disable_saved_tensors_hooks: (it has {', '.join(targets) or 'none'})")
+                                  f"saved_tensors:, saved:, disable_saved_tensors_hooks:, save_on_cpu: (it has {', '.join(targets) or 'none'})")
     on = targets[0]
     check_not_saved_keys(h, on)
     if on in SAVED_TARGETS:
@@ -159,7 +159,7 @@ def _saved_hook(h: YMap, on: str, index: int, count: int) -> Hook:
         f"{on}@{target}" + (f".{f['slot']}" if on == "saved" else "") if target else on)
     return Hook(index, on, target, f["kind"], None, (), None, when, label, h.loc, pack=f.get("pack"),
                 unpack=f.get("unpack"), scope=scope, raises=raises, raises_type=raises_type, raises_in=raises_in,
-                slot=f.get("slot"), message=f.get("message"))
+                slot=f.get("slot"), message=f.get("message"), pin_memory=f.get("pin_memory", False))
 
 
 def default_label(on: str, kind: str, target: str) -> str:
@@ -216,7 +216,7 @@ def check_hook_list(hooks: list[Hook], node: YSeq) -> None:
     errors = []
     for h in hooks:
         for i in h.removes:
-            if hooks[i].kind in ("retain_grad", "saved_tensors", "disable_saved_tensors_hooks"):
+            if hooks[i].kind in ("retain_grad", "saved_tensors", "disable_saved_tensors_hooks", "save_on_cpu"):
                 errors.append(ProblemError(node.items[h.index].loc, f"hook {h.index} removes hook {i}, a "
                                                                     f"{hooks[i].kind} hook, which has no handle"))
     # a module (or the global registry) given both a legacy and a full backward hook is well formed:
@@ -335,7 +335,8 @@ def check_step_hooks(steps: tuple[Step, ...], hooks: tuple[Hook, ...], what: str
             if n >= len(hooks):
                 have = f"hooks 0 to {len(hooks) - 1}" if hooks else "no hooks"
                 errors.append(ProblemError(s.loc, f"step {i} of {what} names hook {n}, but {owner} has {have}"))
-            elif s.kind == "remove" and hooks[n].kind in ("retain_grad", "saved_tensors", "disable_saved_tensors_hooks"):
+            elif s.kind == "remove" and hooks[n].kind in ("retain_grad", "saved_tensors", "disable_saved_tensors_hooks",
+                                                          "save_on_cpu"):
                 errors.append(ProblemError(s.loc, f"step {i} of {what} removes hook {n}, a {hooks[n].kind} hook, "
                                                   "which has no handle"))
     raise_all(errors)

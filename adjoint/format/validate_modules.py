@@ -34,7 +34,7 @@ from adjoint.format.init_items import generated as generated_items
 from adjoint.format.sidefiles import FileItems
 
 MODULE_KEYS = ("type", "args", "params", "buffers", "children", "inputs", "forward", "function", "bias", "training",
-               "requires_grad", "mask", "uses")
+               "requires_grad", "mask", "uses", "plain")
 _COMMON = ("training", "requires_grad")
 _CHILD_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+")
 
@@ -160,8 +160,10 @@ class ModuleBuilder:
                 if n in inputs or any(p.name.rsplit(".", 1)[-1] == n for p in params):
                     raise ProblemError(m.get("uses").loc, f"'{n}' is both in uses and an input or parameter of "
                                                           f"{what}; a name comes from one place")
+        plain = plain_function(m, path, what)
         return Module(path, name or ROOT, None, tuple(params), tuple(kids), tuple(inputs), forward, function, m.loc,
-                      buffers=tuple(buffers), training=training, input_defaults=defaults, uses=tuple(uses))
+                      buffers=tuple(buffers), training=training, input_defaults=defaults, uses=tuple(uses),
+                      plain=plain)
 
     # ------------------------------------------------------------------ containers
     def container(self, m: YMap, t: NNType, path: str, name: str, what: str, training: bool, frozen: bool) -> Module:
@@ -561,3 +563,27 @@ def _program_expressions(program):
         e = work.pop()
         yield e
         work.extend(reversed(sub_expressions(e)))
+
+
+def plain_function(m: YMap, path: str, what: str) -> bool:
+    """``plain: true``: the child is a plain Python function (``lambda x: w * x`` handed to
+    ``checkpoint``), not an ``nn.Module``: no module hook, global hook or BackwardHook around
+    its calls. Not the root (a problem's model is a module), not a custom Function, and no
+    parameters of its own (a function reads its caller's tensors through ``uses:``)."""
+    node = m.get("plain")
+    if node is None:
+        return False
+    text = getattr(node, "text", None)
+    if text not in ("true", "false", "True", "False"):
+        raise ProblemError(node.loc, f"plain: of {what} is true or false")
+    plain = text in ("true", "True")
+    if plain and not path:
+        raise ProblemError(m.key_loc("plain"), "the root module cannot be plain: the model is an nn.Module")
+    if plain and m.get("function") is not None:
+        raise ProblemError(m.key_loc("plain"), f"{what} is a custom autograd Function; plain: is for a plain Python "
+                                               "function")
+    if plain and m.get("params") is not None:
+        raise ProblemError(m.key_loc("params"), f"{what} is a plain function and has no parameters of its own; read "
+                                                "its caller's tensors with uses: [NAME, ...]")
+    return plain
+

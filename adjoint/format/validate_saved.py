@@ -18,9 +18,10 @@ from adjoint.format.errors import ProblemError
 from adjoint.format.expr import parse_expression
 from adjoint.format.loader import YMap
 
-SAVED_KEYS = ("saved", "slot", "pack", "unpack", "disable_saved_tensors_hooks")
-SAVED_TARGETS = ("saved", "disable_saved_tensors_hooks")
+SAVED_KEYS = ("saved", "slot", "pack", "unpack", "disable_saved_tensors_hooks", "save_on_cpu")
+SAVED_TARGETS = ("saved", "disable_saved_tensors_hooks", "save_on_cpu")
 DISABLE = "disable_saved_tensors_hooks"
+SAVE_ON_CPU = "save_on_cpu"
 
 
 def parse_saved_target(h: YMap, on: str, index: int) -> dict:
@@ -35,6 +36,8 @@ def parse_saved_target(h: YMap, on: str, index: int) -> dict:
         if h.get(key) is not None:
             raise ProblemError(h.key_loc(key), f"a {on}: hook has no handle to remove (PyTorch returns none); "
                                                f"drop {key}:")
+    if on == SAVE_ON_CPU:
+        return parse_save_on_cpu(h, index)
     if on == DISABLE:
         for key in ("slot", "pack", "unpack", "raises", "when"):
             if h.get(key) is not None:
@@ -60,6 +63,30 @@ def parse_saved_target(h: YMap, on: str, index: int) -> dict:
     pack = parse_expression(h.get("pack"), f"the pack of hook {index}", allow_none=True)
     unpack = parse_expression(h.get("unpack"), f"the unpack of hook {index}", allow_none=True)
     return {"kind": "saved_tensors", "target": target, "slot": slot, "pack": pack, "unpack": unpack}
+
+
+def parse_save_on_cpu(h: YMap, index: int) -> dict:
+    """``{save_on_cpu: {pin_memory: BOOL}, scope: [...]}``: ``with
+    torch.autograd.graph.save_on_cpu(pin_memory=...)`` around the forward (or the calls of the
+    modules in ``scope``); ``save_on_cpu: {}`` takes PyTorch's default, ``pin_memory=False``."""
+    for key in ("slot", "pack", "unpack", "raises", "when"):
+        if h.get(key) is not None:
+            raise ProblemError(h.key_loc(key), f"{key}: is not taken by a save_on_cpu: entry (PyTorch's own pack and "
+                                               "unpack; scope: says around what)")
+    body = h.get(SAVE_ON_CPU)
+    if not isinstance(body, YMap):
+        raise ProblemError(body.loc, f"the save_on_cpu of hook {index} is a mapping of its arguments: "
+                                     "save_on_cpu: {} or save_on_cpu: {pin_memory: true}")
+    pin = False
+    for key, value in body.entries:
+        if key.text != "pin_memory":
+            raise ProblemError(key.loc, f"save_on_cpu takes pin_memory only, not '{key.text}' (device_type: a "
+                                        "CPU run has no other device)")
+        text = getattr(value, "text", None)
+        if text not in ("true", "false", "True", "False"):
+            raise ProblemError(value.loc, "pin_memory is true or false")
+        pin = text in ("true", "True")
+    return {"kind": SAVE_ON_CPU, "target": "", "pin_memory": pin}
 
 
 def check_not_saved_keys(h: YMap, on: str) -> None:

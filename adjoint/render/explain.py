@@ -22,5 +22,6 @@ def silent_what(s) -> str:
     where = {"tensor": f"on tensor {s.target}", "node": f"on node {s.target}", "module": f"on module {s.target}",
              "global": "(global)", "multi_grad": f"on tensors {s.target}",
              "saved_tensors": "(saved_tensors_hooks)", "saved": f"on a saved tensor of {s.target}",
-             "disable_saved_tensors_hooks": "(disable_saved_tensors_hooks)"}.get(s.on, s.target)
+             "disable_saved_tensors_hooks": "(disable_saved_tensors_hooks)",
+             "save_on_cpu": "(save_on_cpu)"}.get(s.on, s.target)
     return f"{s.kind} {where}"

@@ -251,6 +251,10 @@ class ModuleScope:
         self.capture(self.child(name), loc)
         return checkpoint(self.run, self.child(name), args, kwargs)
 
+    def checkpoint_sequential(self, name: str, segments, inp, kwargs: dict, loc: Loc):
+        from adjoint.torchside.checkpoint import checkpoint_sequential
+        return checkpoint_sequential(self.run, self.child(name), segments, inp, kwargs, loc)
+
     def capture(self, child, loc: Loc) -> None:
         """``uses:``: the names the child's forward reads from this caller, as a closure would."""
         if child.uses and self.run.replay is None:

@@ -85,7 +85,8 @@ def replayed_call(run, decl, args: list, kwargs: dict):
                 stack.enter_context(run.hooks.saved_tensors(hook))
             if decl.mask is not None:
                 stack.enter_context(forced_mask(decl, run.dtype, run.symbols))
-            out = run.modules[label](*args, **kwargs)
+            module = run.modules[label]
+            out = (module.forward if decl.plain else module)(*args, **kwargs)
         for t in graphs.tensors_in(out):   # its output's BackwardHookFunctionBackward: where its hooks run
             if graphs.grad_fn_of(t) is not None:
                 run.nodes.note_call(t.grad_fn, label, k, replay.fi)
@@ -97,3 +98,45 @@ def replayed_call(run, decl, args: list, kwargs: dict):
             replay.current.pop(label, None)
         else:
             replay.current[label] = outer
+
+
+def _same(v):
+    return v
+
+
+class _Segment(torch.nn.Module):
+    """``run_function(start, end, functions)`` of ``checkpoint_sequential``: the items called in
+    order through the run (so their calls are counted, replayed and hooked as PyTorch's are);
+    a plain function, so the run calls its ``forward`` directly."""
+
+    def __init__(self, run, decl):
+        super().__init__()
+        object.__setattr__(self, "_run", run)
+        object.__setattr__(self, "_decl", decl)
+
+    def forward(self, input):
+        for item in self._decl.children:
+            input = self._run.call_module(item, [input], {})
+        return input
+
+
+def checkpoint_sequential(run, container, segments, inp, kwargs: dict, loc):
+    """``torch.utils.checkpoint.checkpoint_sequential(container, segments, inp, **kwargs)``: PyTorch's
+    own function first runs on no functions (its warning, its keyword and segment-count errors),
+    then its segments are checkpointed as it checkpoints them, each a plain function."""
+    from adjoint.engine.checkpoint_sequential import segment_function
+    torch_checkpoint.checkpoint_sequential([_same], 1, None, **kwargs)   # its warning and keyword check only
+    use_reentrant = kwargs.get("use_reentrant")
+    use_reentrant = True if use_reentrant is None else use_reentrant
+    preserve = kwargs.get("preserve_rng_state", True)
+    items = list(container.children)
+    size = len(items) // segments
+    end = -1
+    for k, start in enumerate(range(0, size * (segments - 1), size)):
+        end = start + size - 1
+        seg = segment_function(container, start, end, k, loc)
+        run.modules.setdefault(seg.label, _Segment(run, seg))
+        inp = checkpoint(run, seg, [inp], {"use_reentrant": use_reentrant, "preserve_rng_state": preserve})
+    for item in items[end + 1:]:
+        inp = run.call_module(item, [inp], {})
+    return inp

@@ -159,7 +159,7 @@ class Hooks:
         out = []
         for index in sorted(self.active):
             hook = self.hooks[index]
-            if hook.on not in ("saved_tensors", "disable_saved_tensors_hooks"):
+            if hook.on not in ("saved_tensors", "disable_saved_tensors_hooks", "save_on_cpu"):
                 continue
             if (scope_of is None and hook.scope is None) or (scope_of is not None and hook.scope is not None
                                                              and scope_of in hook.scope):
@@ -288,6 +288,10 @@ class Hooks:
         (``disable_saved_tensors_hooks(MESSAGE)`` for such an entry)."""
         if hook.on == "disable_saved_tensors_hooks":
             with disabled(hook):
+                yield
+            return
+        if hook.on == "save_on_cpu":
+            with torch.autograd.graph.save_on_cpu(pin_memory=hook.pin_memory):
                 yield
             return
         def pack(x):   # the node being built: read from the run's records (savednodes), else the newest one

@@ -214,7 +214,12 @@ class Program:
                     and self.scope.child("checkpoint") is None:   # torch.utils.checkpoint.checkpoint(child, ...)
                 args = [self.eval(a) for a in e.args[1:]]
                 kwargs = {k: self.eval(v) for k, v in e.kwargs}
-                return self.keep(self.scope.checkpoint(e.args[0].id, args, kwargs, e.loc))
+                return self.keep(self.scope.checkpoint(S.module_path(e.args[0]), args, kwargs, e.loc))
+            if e.func == "checkpoint_sequential" and not e.prefix and hasattr(self.scope, "checkpoint_sequential") \
+                    and self.scope.child("checkpoint_sequential") is None:
+                kwargs = {k: self.eval(v) for k, v in e.kwargs}
+                return self.keep(self.scope.checkpoint_sequential(S.module_path(e.args[0]), self.eval(e.args[1]),
+                                                                  self.eval(e.args[2]), kwargs, e.loc))
             args = [self.eval(a) for a in e.args]
             kwargs = {k: self.eval(v) for k, v in e.kwargs}
             if not e.prefix and self.scope.child(e.func) is not None:

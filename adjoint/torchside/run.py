@@ -198,7 +198,7 @@ class Session:
                 stack.enter_context(self.hooks.saved_tensors(hook))
             if decl.mask is not None:
                 stack.enter_context(forced_mask(decl, self.dtype, self.symbols))
-            out = module(*args, **kwargs)
+            out = (module.forward if decl.plain else module)(*args, **kwargs)   # plain: a function, no _call_impl
         self.keep(out)
         legacy_read = _legacy_hooked_output(module, out)
         for t in graphs.tensors_in(out):

@@ -468,8 +468,9 @@ def test_hook_no_requires_grad__returns_none_or_grad_input():
 def test_hook_no_requires_grad__invalid():
     mod = _linear_2_3()
     log = Log(mod)
-    mod.register_full_backward_hook(log.module_hook(0, "full_backward", "model", fn=lambda gi, go: (2 * go[0],)))
-    loss = mod(tensor([[0.25, -0.5]])).sum()
+    inp = tensor([[0.25, -0.5]])
+    mod.register_full_backward_hook(log.module_hook(0, "full_backward", "model", fn=lambda gi, go: inp))
+    loss = mod(inp).sum()
     try:
         loss.backward()
     except RuntimeError as e:

@@ -422,3 +422,8 @@ def test_grad_fn_prehooks_multiple_outputs__custom_function():
     assert torch.allclose(a.grad, torch.ones(1, dtype=a.dtype) * 4 * k)
     assert torch.allclose(b.grad, torch.ones(1, dtype=b.dtype) * 4 * k)
     return observation(log, grads(a=a, b=b))
+
+
+# ----------------------------------------------------------------------------- contract v3 ports (ref_portsa.py)
+
+from ref_portsa import *  # noqa: E402,F401,F403  (module-hook, checkpoint and save_on_cpu ports)

@@ -30,7 +30,8 @@ class HookSections(UnitWriter):
              "pack": "pack hook (\\texttt{saved\\_tensors\\_hooks})",
              "unpack": "unpack hook (\\texttt{saved\\_tensors\\_hooks})",
              "comm_hook": "DDP communication hook (\\texttt{DistributedDataParallel.register\\_comm\\_hook})",
-             "disable_saved_tensors_hooks": "\\texttt{torch.autograd.graph.disable\\_saved\\_tensors\\_hooks}"}
+             "disable_saved_tensors_hooks": "\\texttt{torch.autograd.graph.disable\\_saved\\_tensors\\_hooks}",
+             "save_on_cpu": "\\texttt{torch.autograd.graph.save\\_on\\_cpu}"}
 
     #: what a hook is attached to, as the registration list and the calls say it
     _ON = {"module": "module", "tensor": "tensor", "node": "the autograd node that produced tensor",
@@ -63,6 +64,11 @@ class HookSections(UnitWriter):
             where = ("the calls of " + ", ".join(code(m) for m in h.scope) if h.scope else "the whole forward pass")
             text = (f"{self._KIND[h.kind]} around {where}: entering saved-tensor hooks inside it raises "
                     f"{code(h.message or '')}")
+        elif h.on == "save_on_cpu":
+            where = ("the calls of " + ", ".join(code(m) for m in h.scope) if h.scope else "the whole forward pass")
+            text = (f"{self._KIND[h.kind]} (\\texttt{{pin\\_memory={h.pin_memory}}}) around {where}: PyTorch's own "
+                    "pair of saved-tensor hooks; on a CPU run it keeps each saved tensor "
+                    + ("as a copy" if h.pin_memory else "as it is") + " and calls nothing of the file")
         elif h.on == "saved_tensors":
             where = ("the calls of " + ", ".join(code(m) for m in h.scope) if h.scope else "the whole forward pass")
             text = (f"{self._KIND['saved_tensors']} around {where}: every tensor an op saves for backward is packed "
@@ -70,7 +76,7 @@ class HookSections(UnitWriter):
         else:
             what = {"module": "module", "tensor": "tensor", "node": "the autograd node that made tensor"}[h.on]
             text = f"{self._KIND[h.kind]} on {what} {code(h.target)}"
-        if h.on not in ("saved_tensors", "saved", "disable_saved_tensors_hooks"):
+        if h.on not in ("saved_tensors", "saved", "disable_saved_tensors_hooks", "save_on_cpu"):
             if h.returns is not None:
                 text += f", returning ${self.P.doprint(h.returns)}$"
             elif h.kind != "retain_grad":
@@ -91,7 +97,7 @@ class HookSections(UnitWriter):
             text += f"; its handle is removed {esc(h.remove.replace('_', ' '))}"
         if h.when == "after_forward":
             text += "; registered after the forward pass"
-        if not h.fires and h.kind not in ("retain_grad", "saved_tensors") and h.remove != "before_backward":
+        if not h.fires and h.kind not in ("retain_grad", "saved_tensors", "save_on_cpu") and h.remove != "before_backward":
             text += "; it never fires in this variant"
         return text
 

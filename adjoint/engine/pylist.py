@@ -1,0 +1,17 @@
+"""A Python list a program builds (``[a, b]``): a tuple everywhere a sequence is read (``cat([a,
+b])``, ``dim=[0, 1]``, ``l[0]``), but not a tuple where PyTorch asks ``isinstance(x, tuple)``:
+``nn.Module``'s legacy-hook check (``_maybe_warn_non_full_backward_hook``) and ``BackwardHook``,
+which look into tuples only."""
+
+from __future__ import annotations
+
+
+class PyList(tuple):
+    """``[a, b]`` as written in a forward or a hook body."""
+
+    __slots__ = ()
+
+
+def is_tuple(v) -> bool:
+    """``isinstance(v, tuple)`` as Python answers it for the program's value."""
+    return isinstance(v, tuple) and not isinstance(v, PyList)
