@@ -262,6 +262,8 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
             else:
                 obj = view_of(in_objs)
                 obj.strides = strides
+                if src is not None and not src.unknown_layout and inputs and inputs[0] is not None:
+                    _expanded_maps(obj, src, tuple(shape_of(inputs[0])), tuple(shape_of(g)), strides)
             out.append(obj)
         else:
             out.append(view_of(in_objs))
@@ -277,6 +279,27 @@ def _arithmetic_formula(node, i: int) -> bool:
     except (AttributeError, IndexError, TypeError):
         return False
     return isinstance(formula, (S.Bin, S.Neg))
+
+
+def _expanded_maps(obj: GradObj, src: GradObj, g_shape: tuple, v_shape: tuple, strides: tuple) -> None:
+    """``sum``'s gradient ``grad.expand(sizes)`` as a view of ``grad``: each element of the base is
+    every element of the view along the broadcast dims (stride 0). A write PyTorch lets through
+    (``zero_``, ``fill_``: no overlap check) writes the base; its new value is the view's at index 0
+    along those dims -- when the view's new value repeats it everywhere, as memory does. A value
+    that does not (an element written through a narrower view, where every repeat is one memory
+    location) has no base value here: ``to_base`` answers None, and the write is not placed."""
+    key = tuple(0 if st == 0 else slice(None) for st in strides)
+    kept = tuple(1 if st == 0 else n for n, st in zip(v_shape, strides))
+
+    def to_base(B, v):
+        b = B.reshape(B.index(v, key), kept)
+        if not B.equals(B.broadcast_to(b, v_shape), v):
+            return None
+        return B.reshape(b, g_shape)
+
+    obj.base = src
+    obj.to_base = to_base
+    obj.from_base = lambda B, g: B.broadcast_to(B.reshape(g, kept), v_shape)
 
 
 def _expanded_strides(node) -> tuple:
@@ -436,7 +459,10 @@ class Aliases:
                 continue
             done[id(obj)] = (obj, value)
             if obj.base is not None and obj.to_base is not None:
-                todo.append((obj.base, obj.to_base(B, value)))
+                base_value = obj.to_base(B, value)
+                if base_value is None:   # a write into repeated elements that memory cannot hold
+                    raise ProblemError(hook.loc, unplaced(hook))
+                todo.append((obj.base, base_value))
         # live views of a written tensor (through views no one holds any more, too)
         for obj in list(self._all_objs()):
             if id(obj) in done:
@@ -495,6 +521,12 @@ class Aliases:
         for _state, objs in self.states:
             yield from (o for o in objs if o is not None)
         yield from (o for o in self.captured if o is not None)
+
+
+def unplaced(hook) -> str:
+    """The refusal of a write whose effect on PyTorch's engine tensors is not modelled."""
+    return (f"the {_kind(hook)} '{hook.label}' writes an argument in place where adjoint does not know which "
+            "tensor of PyTorch's engine it is: not modelled yet (return the new value instead)")
 
 
 def _kind(hook) -> str:
