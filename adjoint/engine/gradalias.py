@@ -249,6 +249,13 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
               and inputs and inputs[0] is not None
               and (view := _view_obj(node, in_objs[0], tuple(shape_of(inputs[0])), tuple(shape_of(g)))) is not None):
             out.append(view)
+        elif (kind == "op" and node.name == "CatBackward0" and in_objs and in_objs[0] is not None
+              and in_objs[0].overlaps and not in_objs[0].unknown_layout):
+            # cat's pieces are narrows of the gradient: an expanded one's strides, so a write that
+            # checks overlap raises PyTorch's error; one that does not (zero_) is not placed
+            obj = GradObj(in_objs[0].storage.root(), in_objs[0].strides)
+            obj.contiguous = False
+            out.append(obj)
         elif kind == "op" and node.name in ("SumBackward0", "SumBackward1"):
             strides = _expanded_strides(node)
             src = in_objs[0] if in_objs else None
