@@ -230,6 +230,15 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
             out.append(in_objs[i] if i < len(in_objs) and in_objs[i] is not None else fresh())
         elif kind == "function" and _arithmetic_formula(node, i):
             out.append(fresh())
+        elif kind == "function" and _passthrough_formula(node, i):
+            # a backward returning ``grad_output`` itself hands on the incoming tensor (PyNode keeps
+            # the object); validate_outputs sums it to a broadcast input's shape or casts it: new
+            src = in_objs[0] if in_objs else None
+            edge_in = node.inputs[i] if i < len(node.inputs) else None
+            same = edge_in is None or (tuple(shape_of(g)) == tuple(edge_in.shape) and edge_in.dtype == _out_dtype(node))
+            handed = inputs is not None and len(inputs) == 1 and inputs[0] is not None and \
+                tuple(shape_of(inputs[0])) == tuple(shape_of(g))
+            out.append(src if src is not None and same and handed else fresh())
         elif kind not in ("function", "copyslices") and node.name in FRESH:
             out.append(fresh())
         elif kind == "op" and node.name in HEADS_LAST and len(shape_of(g)) == 4:
@@ -286,6 +295,16 @@ def _arithmetic_formula(node, i: int) -> bool:
     except (AttributeError, IndexError, TypeError):
         return False
     return isinstance(formula, (S.Bin, S.Neg))
+
+
+def _passthrough_formula(node, i: int) -> bool:
+    """A custom Function's backward formula for output ``i`` is ``grad_output`` itself."""
+    from adjoint.format import syntax as S
+    try:
+        formula = node.params.function.grads[i][1]
+    except (AttributeError, IndexError, TypeError):
+        return False
+    return isinstance(formula, S.Name) and formula.id == "grad_output"
 
 
 def _expanded_maps(obj: GradObj, src: GradObj, g_shape: tuple, v_shape: tuple, strides: tuple) -> None:
