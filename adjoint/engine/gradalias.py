@@ -58,7 +58,7 @@ class GradObj:
     gradient ``SumBackward0`` / ``SumBackward1`` hand on: stride 0 where they broadcast, so an
     in-place write raises PyTorch's internal-overlap error)."""
 
-    __slots__ = ("storage", "strides", "base", "to_base", "from_base", "contiguous", "unknown_layout")
+    __slots__ = ("storage", "strides", "base", "to_base", "from_base", "contiguous", "unknown_layout", "value")
 
     def __init__(self, storage: Storage | None = None, strides: tuple | None = None):
         self.storage = storage if storage is not None else Storage()
@@ -68,6 +68,7 @@ class GradObj:
         self.from_base = None     # (B, value of the base) -> value of this view
         self.contiguous = strides is None
         self.unknown_layout = False   # a view of an expanded gradient through an op not modelled here
+        self.value = None             # its value now, where a view's write needs it (a narrow's base)
 
     @property
     def opaque(self) -> bool:
@@ -265,6 +266,9 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
             obj = GradObj(in_objs[0].storage.root(), in_objs[0].strides)
             obj.contiguous = False
             out.append(obj)
+        elif (kind == "op" and node.name == "CatBackward0" and in_objs and in_objs[0] is not None and inputs
+              and inputs[0] is not None and (view := _cat_piece(node, i, in_objs[0], inputs[0], g, shape_of)) is not None):
+            out.append(view)
         elif kind == "op" and node.name in ("SumBackward0", "SumBackward1"):
             strides = _expanded_strides(node)
             src = in_objs[0] if in_objs else None
@@ -295,6 +299,40 @@ def _arithmetic_formula(node, i: int) -> bool:
     except (AttributeError, IndexError, TypeError):
         return False
     return isinstance(formula, (S.Bin, S.Neg))
+
+
+def _cat_piece(node, i: int, src: GradObj, grad, g, shape_of) -> GradObj | None:
+    """``cat``'s gradient for input ``i``: ``grad.narrow(dim, offset, size)`` (cat_tensors_backward),
+    a view of the incoming gradient (None: not one this models -- a non-contiguous or expanded
+    gradient, a cast piece). A write into it writes that slice of the gradient; a write into the
+    gradient changes the piece. A piece laid out as its input (a narrow along the first dim of
+    size > 1) is what AccumulateGrad takes as ``.grad`` itself."""
+    from adjoint.values.strides import contiguous_strides
+    if src.strides is not None or not src.contiguous or src.unknown_layout:
+        return None
+    g_shape, v_shape = tuple(shape_of(grad)), tuple(shape_of(g))
+    nd = len(g_shape)
+    if nd == 0 or len(v_shape) != nd:
+        return None
+    dim = node.params % nd
+    start = 0
+    for j in range(i):
+        edge_in = node.inputs[j] if j < len(node.inputs) else None
+        if edge_in is None or len(tuple(edge_in.shape)) != nd:
+            return None
+        start += tuple(edge_in.shape)[dim]
+    edge_in = node.inputs[i] if i < len(node.inputs) else None
+    if edge_in is None or tuple(edge_in.shape) != v_shape or edge_in.dtype != _out_dtype(node):
+        return None
+    key = (slice(None),) * dim + (slice(start, start + v_shape[dim]),)
+    src.value = grad
+    obj = GradObj(src.storage.root())
+    obj.base = src
+    obj.to_base = lambda B, v: None if src.value is None else B.assign(src.value, key, v)
+    obj.from_base = lambda B, x: B.index(x, key)
+    strides, own = contiguous_strides(g_shape), contiguous_strides(v_shape)
+    obj.contiguous = all(n == 1 or a == b for n, a, b in zip(v_shape, strides, own))
+    return obj
 
 
 def _passthrough_formula(node, i: int) -> bool:
@@ -511,6 +549,7 @@ class Aliases:
             self._place(obj, value)
 
     def _place(self, obj: GradObj, value) -> None:
+        obj.value = value
         for values, objs in self.frames:
             for i, o in enumerate(objs):
                 if o is obj:
