@@ -58,7 +58,7 @@ class GradObj:
     gradient ``SumBackward0`` / ``SumBackward1`` hand on: stride 0 where they broadcast, so an
     in-place write raises PyTorch's internal-overlap error)."""
 
-    __slots__ = ("storage", "strides", "base", "to_base", "from_base", "contiguous", "unknown_layout")
+    __slots__ = ("storage", "strides", "base", "to_base", "from_base", "contiguous", "unknown_layout", "value")
 
     def __init__(self, storage: Storage | None = None, strides: tuple | None = None):
         self.storage = storage if storage is not None else Storage()
@@ -68,6 +68,7 @@ class GradObj:
         self.from_base = None     # (B, value of the base) -> value of this view
         self.contiguous = strides is None
         self.unknown_layout = False   # a view of an expanded gradient through an op not modelled here
+        self.value = None             # its value now, where a view's write needs it (a narrow's base)
 
     @property
     def opaque(self) -> bool:
@@ -230,6 +231,15 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
             out.append(in_objs[i] if i < len(in_objs) and in_objs[i] is not None else fresh())
         elif kind == "function" and _arithmetic_formula(node, i):
             out.append(fresh())
+        elif kind == "function" and _passthrough_formula(node, i):
+            # a backward returning ``grad_output`` itself hands on the incoming tensor (PyNode keeps
+            # the object); validate_outputs sums it to a broadcast input's shape or casts it: new
+            src = in_objs[0] if in_objs else None
+            edge_in = node.inputs[i] if i < len(node.inputs) else None
+            same = edge_in is None or (tuple(shape_of(g)) == tuple(edge_in.shape) and edge_in.dtype == _out_dtype(node))
+            handed = inputs is not None and len(inputs) == 1 and inputs[0] is not None and \
+                tuple(shape_of(inputs[0])) == tuple(shape_of(g))
+            out.append(src if src is not None and same and handed else fresh())
         elif kind not in ("function", "copyslices") and node.name in FRESH:
             out.append(fresh())
         elif kind == "op" and node.name in HEADS_LAST and len(shape_of(g)) == 4:
@@ -249,6 +259,16 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
               and inputs and inputs[0] is not None
               and (view := _view_obj(node, in_objs[0], tuple(shape_of(inputs[0])), tuple(shape_of(g)))) is not None):
             out.append(view)
+        elif (kind == "op" and node.name == "CatBackward0" and in_objs and in_objs[0] is not None
+              and in_objs[0].overlaps and not in_objs[0].unknown_layout):
+            # cat's pieces are narrows of the gradient: an expanded one's strides, so a write that
+            # checks overlap raises PyTorch's error; one that does not (zero_) is not placed
+            obj = GradObj(in_objs[0].storage.root(), in_objs[0].strides)
+            obj.contiguous = False
+            out.append(obj)
+        elif (kind == "op" and node.name == "CatBackward0" and in_objs and in_objs[0] is not None and inputs
+              and inputs[0] is not None and (view := _cat_piece(node, i, in_objs[0], inputs[0], g, shape_of)) is not None):
+            out.append(view)
         elif kind == "op" and node.name in ("SumBackward0", "SumBackward1"):
             strides = _expanded_strides(node)
             src = in_objs[0] if in_objs else None
@@ -262,6 +282,8 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
             else:
                 obj = view_of(in_objs)
                 obj.strides = strides
+                if src is not None and not src.unknown_layout and inputs and inputs[0] is not None:
+                    _expanded_maps(obj, src, tuple(shape_of(inputs[0])), tuple(shape_of(g)), strides)
             out.append(obj)
         else:
             out.append(view_of(in_objs))
@@ -277,6 +299,71 @@ def _arithmetic_formula(node, i: int) -> bool:
     except (AttributeError, IndexError, TypeError):
         return False
     return isinstance(formula, (S.Bin, S.Neg))
+
+
+def _cat_piece(node, i: int, src: GradObj, grad, g, shape_of) -> GradObj | None:
+    """``cat``'s gradient for input ``i``: ``grad.narrow(dim, offset, size)`` (cat_tensors_backward),
+    a view of the incoming gradient (None: not one this models -- a non-contiguous or expanded
+    gradient, a cast piece). A write into it writes that slice of the gradient; a write into the
+    gradient changes the piece. A piece laid out as its input (a narrow along the first dim of
+    size > 1) is what AccumulateGrad takes as ``.grad`` itself."""
+    from adjoint.values.strides import contiguous_strides
+    if src.strides is not None or not src.contiguous or src.unknown_layout:
+        return None
+    g_shape, v_shape = tuple(shape_of(grad)), tuple(shape_of(g))
+    nd = len(g_shape)
+    if nd == 0 or len(v_shape) != nd:
+        return None
+    dim = node.params % nd
+    start = 0
+    for j in range(i):
+        edge_in = node.inputs[j] if j < len(node.inputs) else None
+        if edge_in is None or len(tuple(edge_in.shape)) != nd:
+            return None
+        start += tuple(edge_in.shape)[dim]
+    edge_in = node.inputs[i] if i < len(node.inputs) else None
+    if edge_in is None or tuple(edge_in.shape) != v_shape or edge_in.dtype != _out_dtype(node):
+        return None
+    key = (slice(None),) * dim + (slice(start, start + v_shape[dim]),)
+    src.value = grad
+    obj = GradObj(src.storage.root())
+    obj.base = src
+    obj.to_base = lambda B, v: None if src.value is None else B.assign(src.value, key, v)
+    obj.from_base = lambda B, x: B.index(x, key)
+    strides, own = contiguous_strides(g_shape), contiguous_strides(v_shape)
+    obj.contiguous = all(n == 1 or a == b for n, a, b in zip(v_shape, strides, own))
+    return obj
+
+
+def _passthrough_formula(node, i: int) -> bool:
+    """A custom Function's backward formula for output ``i`` is ``grad_output`` itself."""
+    from adjoint.format import syntax as S
+    try:
+        formula = node.params.function.grads[i][1]
+    except (AttributeError, IndexError, TypeError):
+        return False
+    return isinstance(formula, S.Name) and formula.id == "grad_output"
+
+
+def _expanded_maps(obj: GradObj, src: GradObj, g_shape: tuple, v_shape: tuple, strides: tuple) -> None:
+    """``sum``'s gradient ``grad.expand(sizes)`` as a view of ``grad``: each element of the base is
+    every element of the view along the broadcast dims (stride 0). A write PyTorch lets through
+    (``zero_``, ``fill_``: no overlap check) writes the base; its new value is the view's at index 0
+    along those dims -- when the view's new value repeats it everywhere, as memory does. A value
+    that does not (an element written through a narrower view, where every repeat is one memory
+    location) has no base value here: ``to_base`` answers None, and the write is not placed."""
+    key = tuple(0 if st == 0 else slice(None) for st in strides)
+    kept = tuple(1 if st == 0 else n for n, st in zip(v_shape, strides))
+
+    def to_base(B, v):
+        b = B.reshape(B.index(v, key), kept)
+        if not B.equals(B.broadcast_to(b, v_shape), v):
+            return None
+        return B.reshape(b, g_shape)
+
+    obj.base = src
+    obj.to_base = to_base
+    obj.from_base = lambda B, g: B.broadcast_to(B.reshape(g, kept), v_shape)
 
 
 def _expanded_strides(node) -> tuple:
@@ -436,7 +523,10 @@ class Aliases:
                 continue
             done[id(obj)] = (obj, value)
             if obj.base is not None and obj.to_base is not None:
-                todo.append((obj.base, obj.to_base(B, value)))
+                base_value = obj.to_base(B, value)
+                if base_value is None:   # a write into repeated elements that memory cannot hold
+                    raise ProblemError(hook.loc, unplaced(hook))
+                todo.append((obj.base, base_value))
         # live views of a written tensor (through views no one holds any more, too)
         for obj in list(self._all_objs()):
             if id(obj) in done:
@@ -459,6 +549,7 @@ class Aliases:
             self._place(obj, value)
 
     def _place(self, obj: GradObj, value) -> None:
+        obj.value = value
         for values, objs in self.frames:
             for i, o in enumerate(objs):
                 if o is obj:
@@ -495,6 +586,12 @@ class Aliases:
         for _state, objs in self.states:
             yield from (o for o in objs if o is not None)
         yield from (o for o in self.captured if o is not None)
+
+
+def unplaced(hook) -> str:
+    """The refusal of a write whose effect on PyTorch's engine tensors is not modelled."""
+    return (f"the {_kind(hook)} '{hook.label}' writes an argument in place where adjoint does not know which "
+            "tensor of PyTorch's engine it is: not modelled yet (return the new value instead)")
 
 
 def _kind(hook) -> str:

@@ -19,6 +19,7 @@ from adjoint.format.raising import raises_now
 from adjoint.engine.pyerrors import type_name
 from adjoint.engine.returned_number import ReturnedNumber
 from adjoint.engine.hookwrites import HookInterp, LeafGrads, Wrapped, wrap_args
+from adjoint.engine.gradalias import unplaced
 from adjoint.engine.complex_grad import tag_complex
 from adjoint.engine.stash import StashScope
 
@@ -102,11 +103,9 @@ class HookRunner:
             if t.version.value != version:
                 self.written_leaves.setdefault(name, t)
         record.returned = snapshot(returned)
-        writes, unknown = wrapped.writes()
+        writes, unknown = wrapped.writes(rt.B)
         if unknown and rt.phase == "backward":
-            raise ProblemError(hook.loc, f"the {hook.kind} hook '{hook.label}' writes an argument in place where "
-                                         "adjoint does not know which tensor of PyTorch's engine it is: not modelled "
-                                         "yet (return the new value instead)")
+            raise ProblemError(hook.loc, unplaced(hook))
         self.writes = writes
         self.leaf_changes = grads.settle()
         record.wrote = (("gradient",) if writes else ()) + tuple(f"leaf {n}" for n in wrote_leaves) + tuple(

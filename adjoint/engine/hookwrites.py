@@ -45,13 +45,18 @@ class Wrapped:
                 return obj
         return None
 
-    def writes(self) -> tuple[dict, bool]:
+    def writes(self, B) -> tuple[dict, bool]:
         """(GradObj -> new value for every argument written in place, whether an argument with
-        no known engine tensor was written)."""
+        no known engine tensor was written).
+
+        An expanded gradient (``sum``'s) written by an op PyTorch lets through (``zero_``,
+        ``fill_``) is placed when its new value repeats along the broadcast dims as memory does
+        (adjoint.engine.gradalias: ``to_base``)."""
         out, unknown = {}, False
         for t, obj, version in self.entries:
             if t.version.value != version:
-                if obj is None or obj.overlaps or obj.opaque:   # through a view of an expanded gradient
+                placed = obj is not None and obj.overlaps and obj.to_base is not None and obj.to_base(B, t.value) is not None
+                if obj is None or obj.opaque or (obj.overlaps and not placed):   # through a view of an expanded gradient
                     unknown = True
                 else:
                     out[obj] = t.value
