@@ -61,32 +61,66 @@ def test_grad_nonleaf_register_hook():
 
 def test_post_accumulate_grad_hook_multiple_hooks():
     log = Log()
-    t = leaf([0.5, -1, 2])
-    t.register_post_accumulate_grad_hook(log.post_acc_hook(0, "t"))
-    t.register_post_accumulate_grad_hook(log.post_acc_hook(1, "t"))
-    t.sum().backward()
-    return observation(log, grads(t=t))
+
+    def hook1(tensor):
+        tensor.sub_(tensor.grad)
+
+    def hook2(tensor):
+        tensor.mul_(4.0)
+
+    tensor = leaf([0.5, -1, 2])
+    tensor_ref = tensor.detach().clone()
+    tensor.register_post_accumulate_grad_hook(log.post_acc_hook(0, "t", fn=hook1))
+    tensor.register_post_accumulate_grad_hook(log.post_acc_hook(1, "t", fn=hook2))
+    sum = tensor.sum()
+    sum.backward()
+    assert torch.equal(4.0 * (tensor_ref - 1.0), tensor.detach())   # both hooks ran, in order
+    return observation(log, grads(t=tensor), leaf_values={"t": snap(tensor)})
 
 
 def test_post_accumulate_grad_hook_multiple_tensors():
     log = Log()
+
+    def hook(tensor):
+        tensor.sub_(tensor.grad)
+
     tensor1, tensor2 = leaf([0.5, -1, 2]), leaf([1, 0.25, -0.5, 3, -2])
-    tensor1.register_post_accumulate_grad_hook(log.post_acc_hook(0, "tensor1"))
-    tensor2.register_post_accumulate_grad_hook(log.post_acc_hook(1, "tensor2"))
-    (tensor1.sum() + tensor2.sum()).backward()
-    return observation(log, grads(tensor1=tensor1, tensor2=tensor2))
+    tensor1_ref, tensor2_ref = tensor1.detach().clone(), tensor2.detach().clone()
+    tensor1.register_post_accumulate_grad_hook(log.post_acc_hook(0, "tensor1", fn=hook))
+    tensor2.register_post_accumulate_grad_hook(log.post_acc_hook(1, "tensor2", fn=hook))
+    every = lambda: grads(tensor1=tensor1, tensor2=tensor2)   # noqa: E731
+    with log.backward_pass(every):
+        tensor1.sum().backward()
+    with log.backward_pass(every):
+        tensor2.sum().backward()
+    assert torch.equal(tensor1_ref - 1.0, tensor1.detach()) and torch.equal(tensor2_ref - 1.0, tensor2.detach())
+    return observation(log, every(), leaf_values={"tensor1": snap(tensor1), "tensor2": snap(tensor2)})
 
 
 def test_post_accumulate_grad_hook_ordering():
     log = Log()
-    t = leaf([0.5, -1, 2])
-    acc_grad = t.view_as(t).grad_fn.next_functions[0][0]
-    t.register_hook(log.tensor_hook(0, "t", fn=lambda grad: grad.sub(2.0)))
-    acc_grad.register_prehook(log.node_pre_hook(1, "t", fn=lambda grad_out: (grad_out[0].div(5.0),)))
-    t.register_post_accumulate_grad_hook(log.post_acc_hook(2, "t"))
-    acc_grad.register_hook(log.node_post_hook(3, "t"))
-    t.sum().backward()
-    return observation(log, grads(t=t))
+    tensor = leaf([0.5, -1, 2])
+
+    def pre_hook(grad):
+        return grad.sub(2.0)
+
+    def acc_grad_node_pre_hook(grad_out):
+        return (grad_out[0].div(5.0),)
+
+    def post_acc_grad_hook(tensor):
+        tensor.grad.add_(0.5)
+
+    def acc_grad_node_post_hook(grad_in, grad_out):
+        tensor.grad = grad_out[0].mul(10)
+
+    acc_grad = tensor.view_as(tensor).grad_fn.next_functions[0][0]
+    tensor.register_hook(log.tensor_hook(0, "t", fn=pre_hook))
+    acc_grad.register_prehook(log.node_pre_hook(1, "t", fn=acc_grad_node_pre_hook))
+    tensor.register_post_accumulate_grad_hook(log.post_acc_hook(2, "t", fn=post_acc_grad_hook))
+    acc_grad.register_hook(log.node_post_hook(3, "t", fn=acc_grad_node_post_hook))
+    tensor.sum().backward()
+    assert torch.equal(torch.tensor([3.0, 3.0, 3.0], dtype=torch.float64), tensor.grad)
+    return observation(log, grads(t=tensor))
 
 
 def test_prehook_ordering():
@@ -993,11 +1027,15 @@ def test_saved_tensor_hooks_custom_error_propagation():
 
 def test_post_accumulate_grad_hook_returns_not_none():
     log = Log()
-    t = leaf([[0.5, -1, 2], [0.25, 1.5, -0.5]])
-    t.register_post_accumulate_grad_hook(log.post_acc_hook(0, "t", fn=lambda tensor: tensor * 1))
+
+    def bad_hook(tensor):
+        return tensor.grad
+
+    tensor = leaf([[0.5, -1, 2], [0.25, 1.5, -0.5]])
+    tensor.register_post_accumulate_grad_hook(log.post_acc_hook(0, "t", fn=bad_hook))
     try:
-        t.sum().backward()
-    except RuntimeError as e:
+        tensor.sum().backward()
+    except RuntimeError as e:   # "hooks should return None."
         return observation(log, error=error(e, "backward", log))
     raise AssertionError("PyTorch did not raise")
 

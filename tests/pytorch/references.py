@@ -422,3 +422,9 @@ def test_grad_fn_prehooks_multiple_outputs__custom_function():
     assert torch.allclose(a.grad, torch.ones(1, dtype=a.dtype) * 4 * k)
     assert torch.allclose(b.grad, torch.ones(1, dtype=b.dtype) * 4 * k)
     return observation(log, grads(a=a, b=b))
+
+
+# ----------------------------------------------------------------------------- issue 24: second order,
+# reentrant backwards, hook bodies that write (test/test_autograd.py)
+
+from ref_autograd2 import *         # noqa: E402,F401,F403
