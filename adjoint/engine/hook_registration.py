@@ -121,12 +121,23 @@ class Registrations:
     def forward_starts(self) -> list:
         """A forward pass starts: the saved-tensor hooks active over the whole forward."""
         return [self.hooks[i] for i in self._saved_tensors_hooks()
-                if i in self.active and self.hooks[i].scope is None]
+                if i in self.active and self.hooks[i].scope is None and self._now(self.hooks[i])]
 
     def saved_hooks_for(self, path: str) -> list:
         """The saved-tensor hooks whose scope names the module ``path``."""
         return [self.hooks[i] for i in self._saved_tensors_hooks()
-                if i in self.active and self.hooks[i].scope is not None and path in self.hooks[i].scope]
+                if i in self.active and self.hooks[i].scope is not None and path in self.hooks[i].scope
+                and self._now(self.hooks[i])]
+
+    def _now(self, hook) -> bool:
+        """A ``saved_tensors`` block with ``during:`` is around the steps it lists only."""
+        during = getattr(hook, "during", None)
+        return during is None or getattr(self, "step", None) in during
+
+    def saved_hooks_during_backward(self, step: int) -> list:
+        """The saved-tensor blocks (``during:``) around backward step ``step``, outermost first."""
+        return [self.hooks[i] for i in self._saved_tensors_hooks()
+                if i in self.active and step in (getattr(self.hooks[i], "during", None) or ())]
 
     def forward_ends(self, names: dict) -> None:
         """A forward pass ended: node hooks on leaves go on the AccumulateGrad the pass made;

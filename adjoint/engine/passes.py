@@ -148,6 +148,7 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
     first_forward = first_backward = True
     for index, step in enumerate(steps):
         during = "backward" if step.kind == "backward" else "forward"
+        reg.step = index   # saved_tensors blocks with during: are around the steps they list
         try:
             if step.kind == "forward":
                 run_forward(run, step)
@@ -158,6 +159,9 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
                         if hook.when == "after_forward" and hook.index not in later:
                             _register(reg, hook.index)
                     reg.check_targets(with_step_names(run.forward.names, variant))
+            elif step.kind == "backward" and reg.saved_hooks_during_backward(index):
+                from adjoint.engine.saved_during import backward_step_within
+                first_backward = backward_step_within(run, problem, variant, step, index, first_backward, backend)
             elif step.kind == "backward":
                 if first_backward:
                     request = backward_request(problem, step.backward or variant.backward, run, backend)

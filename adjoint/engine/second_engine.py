@@ -179,16 +179,37 @@ class SecondEngine(Engine):
         itself, an output as a tensor whose grad_fn is the node."""
         out = {}
         for sv in node.saved:
-            if sv.hooks is not None:
-                raise NotModelled("saved tensors with saved_tensors hooks")
-            self.rt.unpack(node, sv)   # freed or modified since: PyTorch's error
+            value = self.rt.unpack(node, sv)   # freed or modified since: PyTorch's error; hooks: the unpack's result
             spec = next(s for s in node.op.saves if s.name == sv.name)
-            if spec.what == "in":
+            if sv.hooks is not None:
+                out[sv.name] = self.hooked(node, spec, value)
+            elif spec.what == "in":
                 out[sv.name] = node.inputs[spec.index]
             else:
                 shape, dtype = node.outputs[spec.index]
                 out[sv.name] = self.rt.tensor(node.output_values[spec.index], True, node, spec.index, dtype=dtype)
         return out
+
+    def hooked(self, node, spec, value) -> Tensor:
+        """SavedVariable::unpack with hooks: a new tensor holding what the unpack hook returned,
+        on the saved tensor's place in the graph -- an output on the node itself; a non-leaf input
+        on its grad_fn as saved (the node's edge); a leaf on the leaf's own AccumulateGrad
+        (``set_grad_accumulator``), so a gradient through it reaches the leaf's ``.grad``."""
+        rt = self.rt
+        if isinstance(value, Tensor):
+            value = value.value
+        if spec.what != "in":
+            dtype = node.outputs[spec.index][1]
+            return rt.tensor(value, True, node, spec.index, dtype=dtype)
+        original = node.inputs[spec.index]
+        edge = node.edges[spec.index] if spec.index < len(node.edges) else None
+        if edge is None:
+            return rt.tensor(value, False, dtype=original.dtype)
+        if edge.node.kind == "accumulate":
+            t = rt.tensor(value, True, dtype=original.dtype)
+            t.grad_accumulator = edge.node
+            return t
+        return rt.tensor(value, True, edge.node, edge.input_nr, dtype=original.dtype)
 
     def validate_outputs(self, node, outputs):
         if not self.create_graph:

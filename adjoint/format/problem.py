@@ -187,6 +187,7 @@ class Hook:
     removes: tuple[int, ...] = ()        # removes these hooks' handles (same list) when it runs
     slot: str | None = None              # saved: the saved tensor's name on the node (grad_fn._raw_saved_SLOT)
     message: str | None = None           # disable_saved_tensors_hooks: the error message
+    during: tuple[int, ...] | None = None  # saved_tensors: the steps the with block is around (None: every forward)
 
     @property
     def is_module_backward(self) -> bool:

@@ -27,7 +27,7 @@ from adjoint.format.validate_steps import check_step_order
 from adjoint.format.validate_saved import SAVED_KEYS, SAVED_TARGETS, check_not_saved_keys, parse_saved_target
 
 HOOK_KEYS = ("module", "tensor", "node", "global", "multi_grad", "saved_tensors", "kind", "mode", "scope", "returns",
-             "does", "remove", "removes", "label", "when", "prepend", "with_kwargs", "always_call", "raises") + SAVED_KEYS
+             "does", "remove", "removes", "label", "when", "prepend", "with_kwargs", "always_call", "raises", "during") + SAVED_KEYS
 TARGET_KEYS = ("module", "tensor", "node", "global", "multi_grad", "saved_tensors") + SAVED_TARGETS
 BACKWARD_KEYS = ("method", "inputs", "grad_output")
 STEP_KINDS = ("forward", "backward", "register", "remove", "zero_grad", "step")
@@ -88,6 +88,9 @@ def parse_hook(node: YNode, index: int, what: str, count: int) -> Hook:
             unpack = parse_expression(s.get("unpack"), f"the unpack of hook {index}", allow_none=True)
     _only_with(h, "mode", on == "multi_grad", "multi_grad: hooks")
     _only_with(h, "scope", on == "saved_tensors", "saved_tensors: hooks")
+    _only_with(h, "during", on == "saved_tensors", "saved_tensors: hooks")
+    from adjoint.format.validate_during import parse_during
+    during = parse_during(h.get("during"), index) if h.get("during") is not None else None
     # any string: an unknown mode is PyTorch's ValueError when the hook is registered (an answer)
     mode = string(h.get("mode"), "mode") if h.get("mode") is not None else "all"
     if h.get("scope") is not None:
@@ -141,12 +144,13 @@ def parse_hook(node: YNode, index: int, what: str, count: int) -> Hook:
     return Hook(index, on, target, kind, returns, does, remove, when, label, h.loc, prepend=prepend,
                 with_kwargs=with_kwargs, always_call=always_call, tensors=tensors, mode=mode, pack=pack,
                 unpack=unpack, scope=scope, raises=raises, removes=removes, raises_type=raises_type,
-                raises_in=raises_in)
+                raises_in=raises_in, during=during)
 
 
 def _saved_hook(h: YMap, on: str, index: int, count: int) -> Hook:
     """A ``saved:`` or ``disable_saved_tensors_hooks:`` hook (format/validate_saved.py)."""
     f = parse_saved_target(h, on, index)
+    _only_with(h, "during", False, "saved_tensors: hooks")
     scope = _names(h.get("scope"), f"the scope of hook {index}", "module paths") if h.get("scope") is not None else None
     when = "before_forward"
     if h.get("when") is not None:
@@ -338,4 +342,6 @@ def check_step_hooks(steps: tuple[Step, ...], hooks: tuple[Hook, ...], what: str
             elif s.kind == "remove" and hooks[n].kind in ("retain_grad", "saved_tensors", "disable_saved_tensors_hooks"):
                 errors.append(ProblemError(s.loc, f"step {i} of {what} removes hook {n}, a {hooks[n].kind} hook, "
                                                   "which has no handle"))
+    from adjoint.format.validate_during import check_during
+    errors += check_during(steps, hooks, what)
     raise_all(errors)

@@ -161,6 +161,8 @@ class Hooks:
             hook = self.hooks[index]
             if hook.on not in ("saved_tensors", "disable_saved_tensors_hooks"):
                 continue
+            if getattr(hook, "during", None) is not None and getattr(self, "step", None) not in hook.during:
+                continue   # a block around other steps only
             if (scope_of is None and hook.scope is None) or (scope_of is not None and hook.scope is not None
                                                              and scope_of in hook.scope):
                 out.append(hook)

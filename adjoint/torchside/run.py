@@ -465,8 +465,9 @@ def run_steps(s: Session, steps, passes: list, in_step=None, pass_extras: bool =
     except TORCH_ERRORS + (AssertionError, HookRaised) as exc:   # PyTorch refuses a registration
         return _error(exc, "register", s)
     first_forward = first_backward = True
-    for step in steps:
+    for index, step in enumerate(steps):
         registering = False
+        s.hooks.step = index   # saved_tensors blocks with during: are around the steps they list
         s.phase = "backward" if step.kind == "backward" else "register" if step.kind == "register" else "forward"
         try:
             with (in_step(step) if in_step is not None else contextlib.nullcontext()):
@@ -482,7 +483,11 @@ def run_steps(s: Session, steps, passes: list, in_step=None, pass_extras: bool =
                         remove_before_backward(s, hooks)
                     start = len(s.log)
                     s.hooks.fired.clear()   # which call fired at a shared node counts afresh in every backward
-                    returned = s.backward(bw)
+                    with contextlib.ExitStack() as blocks:   # during: [this step]
+                        for hook in s.hooks.saved_hooks(None):
+                            if getattr(hook, "during", None) is not None:
+                                blocks.enter_context(s.hooks.saved_tensors(hook))
+                        returned = s.backward(bw)
                     entry = {"hook_calls": s.log[start:], "grads": s.grads()}
                     if pass_extras and s.written_leaves:
                         entry["leaf_values"] = s.leaf_values()
