@@ -5,9 +5,11 @@ tests/pytorch/, named after it, written from PyTorch's test, never from adjoint'
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
-from capture import Log, error, observation, tensor
+from capture import Log, error, grads, observation, snap, tensor
 
 
 def test_post_accumulate_grad_hook_on_non_leaf():
@@ -35,3 +37,63 @@ def test_multi_grad_hooks_invalid_mode():
     except ValueError as e:     # "Expects mode to be one of ('all', 'any') but got foo"
         return observation(log, error=error(e, "register", log))
     raise AssertionError("PyTorch did not raise")
+
+
+def _double_backward_with_hooks(pack_body, around: set):
+    """One block of test_default_saved_tensors_hooks_double_backward: ``around`` says which of
+    the forward (0), the create_graph grad (1) and the backward (2) the saved_tensors_hooks
+    block is around. Pack calls made inside the grad's C++ formulas cannot name their node;
+    they are named here by hand from FunctionsManual's pow_backward, grad * (3 * self.pow(2)):
+    self.pow(2) saves a (PowBackward0, unnamed), the product saves grad (MulBackward0, g)."""
+    log = Log()
+    pack, unpack = log.saved_tensors(0, pack_body, lambda x: x)
+    by_hand = []
+
+    def labelled_pack(x):
+        if not by_hand:                 # a forward op: named by log.op
+            return pack(x)
+        log._op = by_hand.pop(0)
+        try:
+            return pack(x)
+        finally:
+            log._op = None
+
+    def block(step):
+        return torch.autograd.graph.saved_tensors_hooks(labelled_pack, unpack) if step in around \
+            else contextlib.nullcontext()
+
+    a = tensor([0.5, -1, 2, 0.25, -1.5], requires_grad=True)
+    with block(0):
+        with log.op("PowBackward0", "y"):
+            y = a**3
+        s = torch.sum(y)
+    log.name_nodes(y=y)
+    returned = {}
+    with log.backward_pass(lambda: grads(a=a), lambda: returned):
+        with block(1):
+            by_hand[:] = [("PowBackward0", None), ("MulBackward0", "g")]
+            (g,) = torch.autograd.grad(s, (a,), create_graph=True)
+            by_hand.clear()
+        returned["a"] = snap(g)   # autograd.grad returns one gradient per input
+    log.name_nodes(g=g)
+    with log.backward_pass(lambda: grads(a=a)):
+        with block(2):
+            g.sum().backward()
+    return observation(log, grads(a=a)), a
+
+
+def test_default_saved_tensors_hooks_double_backward():
+    out = {}
+    obs, a = _double_backward_with_hooks(lambda x: x, {0, 1, 2})
+    assert torch.equal(6 * a.detach(), a.grad)
+    out["identity"] = obs
+    obs, a = _double_backward_with_hooks(lambda x: 2 * x, {0})
+    assert torch.equal(6 * 2 * a.detach(), a.grad)          # factor 2 because only a is saved once
+    out["forward_only"] = obs
+    obs, a = _double_backward_with_hooks(lambda x: 2 * x, {1, 2})
+    assert torch.equal(6 * 4 * a.detach(), a.grad)          # pow_backward saves grad and a
+    out["backward_only"] = obs
+    obs, a = _double_backward_with_hooks(lambda x: 2 * x, {0, 1, 2})
+    assert torch.equal(6 * 8 * a.detach(), a.grad)          # 2 * 4 = 8
+    out["both"] = obs
+    return out
