@@ -207,8 +207,8 @@ def run_forward(run: VariantRun, step: Step) -> None:
     run.forwards.append(run.model.forward())
 
 
-def run_backward(run: VariantRun, request: BackwardRequest, step: int = 0) -> None:
-    start = len(run.rt.log)
+def run_backward(run: VariantRun, request: BackwardRequest, step: int = 0, start: int | None = None) -> None:
+    start = len(run.rt.log) if start is None else start   # start: the pass began earlier (its root's packs)
     before = run.grads()
     second = getattr(request, "second", None)
     engine = Engine(run.rt, run.rt.hooks_runner.fire_values) if second is None else second_engine(run, request)

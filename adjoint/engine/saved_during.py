@@ -14,6 +14,7 @@ def backward_step_within(run, problem, variant, step, index: int, first_backward
     step (hooks removed before and after the first backward); returns ``first_backward`` after it."""
     from adjoint.engine.passes import backward_request, run_backward
     reg = run.reg
+    start = len(run.rt.log)   # the root's ops pack inside the blocks: those calls are the pass's
     blocks = saved_hooks.enter(run.rt, reg.saved_hooks_during_backward(index))
     try:
         request = backward_request(problem, step.backward or variant.backward, run, backend)
@@ -21,7 +22,7 @@ def backward_step_within(run, problem, variant, step, index: int, first_backward
             for hook in variant.hooks:
                 if hook.remove == "before_backward":
                     reg.remove(hook.index)
-        run_backward(run, request, index)
+        run_backward(run, request, index, start)
     finally:
         saved_hooks.leave(run.rt, blocks)
     if first_backward:

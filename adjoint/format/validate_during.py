@@ -30,10 +30,14 @@ def check_during(steps, hooks, what: str) -> list[ProblemError]:
     errors = []
     for h in hooks:
         for i in getattr(h, "during", None) or ():
+            if not steps:
+                errors.append(ProblemError(h.loc, f"during: of hook {h.index} names steps, but there is no steps: "
+                                                  "list; write the steps (forward, backward, ...) it is around"))
+                break
             if i >= len(steps):
-                have = f"steps 0 to {len(steps) - 1}" if steps else "no steps: list"
-                errors.append(ProblemError(h.loc, f"during: of hook {h.index} names step {i}, but {what} has {have}; "
-                                                  "list the steps the with block is around"))
+                errors.append(ProblemError(h.loc, f"during: of hook {h.index} names step {i}, but {what} has "
+                                                  f"{len(steps)} steps, numbered 0 to {len(steps) - 1}; list the "
+                                                  "steps the with block is around"))
             elif steps[i].kind not in ("forward", "backward"):
                 errors.append(ProblemError(h.loc, f"during: of hook {h.index} names step {i}, a {steps[i].kind} step; "
                                                   "a saved_tensors block is around a forward or a backward step"))
