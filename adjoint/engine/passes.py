@@ -134,6 +134,7 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
     rt.hooks_runner = HookRunner(rt, reg)
     rt.backward_runner = lambda root, grad, retain: Engine(rt, rt.hooks_runner.fire_values).run(
         BackwardRequest(root, grad, retain_graph=retain))   # a hook body's backward (adjoint.engine.nested_backward)
+    rt.grad_runner = lambda *args: _hook_body_grad(rt, *args)   # a hook body's torch.autograd.grad
     run = VariantRun(problem, variant, rt, model, stepped=variant.steps is not None, reg=reg)
     steps = variant.steps if variant.steps is not None else tuple(Step(k, variant.loc) for k in DEFAULT_STEPS)
     run.steps = tuple(steps)
@@ -161,7 +162,8 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
                     reg.check_targets(with_step_names(run.forward.names, variant))
             elif step.kind == "backward" and reg.saved_hooks_during_backward(index):
                 from adjoint.engine.saved_during import backward_step_within
-                first_backward = backward_step_within(run, problem, variant, step, index, first_backward, backend)
+                first_backward = backward_step_within(run, problem, variant, step, index, first_backward, backend,
+                                                      backward_request, run_backward)
             elif step.kind == "backward":
                 if first_backward:
                     request = backward_request(problem, step.backward or variant.backward, run, backend)
@@ -305,3 +307,12 @@ def _suggest(word: str, options) -> str:
     import difflib
     close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
     return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def _hook_body_grad(rt, root, grad, inputs: tuple, retain: bool, allow_unused: bool) -> list:
+    """A hook body's ``torch.autograd.grad`` (adjoint.engine.nested_grad): one engine run of
+    method grad; with ``allow_unused`` an unreached input's gradient is None, not the error."""
+    engine = Engine(rt, rt.hooks_runner.fire_values)
+    if allow_unused:
+        engine.check_unused = lambda req, result: None
+    return engine.run(BackwardRequest(root, grad, "grad", inputs, retain)).captured

@@ -9,10 +9,11 @@ from __future__ import annotations
 from adjoint.engine import saved_hooks
 
 
-def backward_step_within(run, problem, variant, step, index: int, first_backward: bool, backend) -> bool:
+def backward_step_within(run, problem, variant, step, index: int, first_backward: bool, backend,
+                         backward_request, run_backward) -> bool:
     """Run backward step ``index`` inside its blocks, as adjoint.engine.passes runs a backward
-    step (hooks removed before and after the first backward); returns ``first_backward`` after it."""
-    from adjoint.engine.passes import backward_request, run_backward
+    step (hooks removed before and after the first backward, with passes' ``backward_request``
+    and ``run_backward``); returns ``first_backward`` after it."""
     reg = run.reg
     start = len(run.rt.log)   # the root's ops pack inside the blocks: those calls are the pass's
     blocks = saved_hooks.enter(run.rt, reg.saved_hooks_during_backward(index))
