@@ -58,9 +58,7 @@ def nested_grad(rt, e, args: list, kwargs: dict, in_hook: bool):
     gradient = given.get("grad_outputs")
     if isinstance(gradient, (list, tuple)):
         if len(gradient) != 1:
-            raise TorchError("RuntimeError", f"grad can be implicitly created only for scalar outputs"
-                             if not gradient else f"Mismatch in sequence length: len(outputs) is 1, "
-                             f"len(grad_outputs) is {len(gradient)}", "autograd")
+            raise ProblemError(loc, "torch.autograd.grad's grad_outputs: give one gradient for the one output")
         gradient = gradient[0]
     if gradient is not None and not isinstance(gradient, Tensor):
         raise ProblemError(loc, "torch.autograd.grad's grad_outputs must be a tensor here")
