@@ -53,7 +53,7 @@ def nested_grad(rt, e, args: list, kwargs: dict, in_hook: bool):
     if len(outputs) != 1:
         raise ProblemError(loc, "torch.autograd.grad in a hook body takes one output here (a tensor or [tensor])")
     if not inputs:
-        raise TorchError("ValueError", "grad requires non-empty inputs.", "autograd")
+        raise TorchError("RuntimeError", "`inputs` argument to `grad()` cannot be empty.", "autograd")
     root = outputs[0]
     gradient = given.get("grad_outputs")
     if isinstance(gradient, (list, tuple)):

@@ -185,7 +185,10 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
                     reg.remove(i)
             elif step.kind == "zero_grad":
                 for t in model.leaves.values():
-                    t.grad = None
+                    if step.set_to_none or t.grad is None:
+                        t.grad = None
+                    else:   # set_to_none=False: grad.zero_() (values: zeros of its shape)
+                        t.grad = backend.zeros(tuple(backend.shape(t.grad)))
             elif step.kind == "step":
                 sgd(run, step.lr, index)
         except TorchError as exc:
@@ -251,6 +254,8 @@ def sgd(run: VariantRun, lr, step: int = 0) -> None:
 
 
 def backward_request(problem: Problem, bw, run: VariantRun, backend) -> BackwardRequest:
+    if getattr(bw, "empty_inputs", False) and run.forwards:   # checked first, before anything is made
+        raise TorchError("RuntimeError", f"`inputs` argument to `{bw.method}()` cannot be empty.", "arguments")
     if bw.second is not None:
         return second_request(problem, bw, run, backend)
     if not run.forwards:

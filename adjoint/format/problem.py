@@ -206,6 +206,7 @@ class Backward:
     loc: Loc | None
     retain_graph: bool = False
     second: object | None = None  # create_graph, as:, root:/roots:, allow_unused, ... (adjoint.format.second_steps.SecondOrder)
+    empty_inputs: bool = False   # inputs: [] -- PyTorch refuses it when the backward is called (an answer)
 
 
 @dataclass(frozen=True)
@@ -222,6 +223,7 @@ class Step:
     backward: Backward | None = None
     hooks: tuple[int, ...] = ()
     lr: Fraction | None = None
+    set_to_none: bool = True     # zero_grad: False zeroes each existing .grad in place instead
 
 
 @dataclass(frozen=True)

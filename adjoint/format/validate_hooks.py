@@ -236,10 +236,11 @@ def parse_backward(node: YNode | None, base: Backward | None, in_step: bool = Fa
     b = mapping(node, "backward", (), BACKWARD_KEYS + (("retain_graph",) + SECOND_KEYS if in_step else ()))
     method = choice(b.get("method"), "backward method", ("backward", "grad")) if b.get("method") else "backward"
     inputs: tuple[tuple[str, Loc], ...] = ()
-    if b.get("inputs") is not None:
+    empty = isinstance(b.get("inputs"), YSeq) and not b.get("inputs").items   # inputs=[]: PyTorch's error, an answer
+    if b.get("inputs") is not None and not empty:
         inode = b.get("inputs")
         if not isinstance(inode, YSeq) or not inode.items:
-            raise ProblemError(inode.loc, "backward.inputs must be a non-empty list of tensor names")
+            raise ProblemError(inode.loc, "backward.inputs must be a list of tensor names")
         names = []
         for item in inode.items:
             n = string(item, "a backward input")
@@ -248,14 +249,14 @@ def parse_backward(node: YNode | None, base: Backward | None, in_step: bool = Fa
             names.append((n, item.loc))
         inputs = tuple(names)
     second = parse_second(b, method, inputs) if in_step else None
-    if method == "grad" and not inputs:
+    if method == "grad" and not inputs and not empty:
         raise ProblemError(b.loc, "method: grad needs inputs: [TENSOR, ...] (torch.autograd.grad(outputs, inputs))")
     grad_output = parse_literal(b.get("grad_output"), "backward.grad_output") if b.get("grad_output") is not None else None
     retain = boolean(b.get("retain_graph"), "retain_graph") if b.get("retain_graph") is not None else False
     if second is not None and second.grad_outputs and grad_output is not None:
         raise ProblemError(b.get("grad_output").loc, "give either grad_output (with the one root) or grad_outputs "
                                                      "(one per entry of roots), not both")
-    return Backward(method, inputs, grad_output, b.loc, retain, second)
+    return Backward(method, inputs, grad_output, b.loc, retain, second, empty_inputs=empty)
 
 
 def parse_steps(node: YNode, what: str, base: Backward, input_decl, input_names: tuple[str, ...],
@@ -309,9 +310,10 @@ def parse_step(node: YNode, i: int, what: str, base: Backward, input_decl, input
             indices.append(n)
         return Step(kind, loc, hooks=tuple(indices))
     if kind == "zero_grad":
-        if body is not None:
-            raise ProblemError(body.loc, f"{where}: zero_grad takes nothing (every .grad is set to None)")
-        return Step("zero_grad", loc)
+        if body is None:
+            return Step("zero_grad", loc)
+        z = mapping(body, f"the zero_grad of {where}", ("set_to_none",), ())   # {zero_grad: {set_to_none: false}}
+        return Step("zero_grad", loc, set_to_none=boolean(z.get("set_to_none"), "set_to_none"))
     if body is None:
         raise ProblemError(loc, f"{where}: write {{step: {{lr: 0.1}}}} with the learning rate")
     s = mapping(body, f"the step of {where}", ("lr",), ())

@@ -267,6 +267,12 @@ class Session:
 
     def backward(self, bw) -> dict | None:
         """One backward step; returns what ``torch.autograd.grad`` returned, by name (None for backward)."""
+        if getattr(bw, "empty_inputs", False):   # inputs=[]: PyTorch's own error
+            fp = self.forwards[-1]
+            root = fp.loss if fp.loss is not None else fp.output
+            if bw.method == "grad":
+                torch.autograd.grad(root, [])
+            torch.autograd.backward(root, inputs=[])
         if bw.second is not None:
             return second_backward(self, bw, self.made)
         fp = self.forwards[-1]
@@ -279,9 +285,16 @@ class Session:
         root.backward(gradient=gradient, retain_graph=bw.retain_graph, inputs=wrt or None)
         return None
 
-    def zero_grad(self) -> None:
+    def zero_grad(self, set_to_none: bool = True) -> None:
         for t in self.leaves.values():
-            t.grad = None
+            if set_to_none:
+                t.grad = None
+            elif t.grad is not None:   # Module.zero_grad(set_to_none=False)'s treatment of each .grad
+                if t.grad.grad_fn is not None:
+                    t.grad.detach_()
+                else:
+                    t.grad.requires_grad_(False)
+                t.grad.zero_()
 
     def sgd(self, lr) -> None:
         with torch.no_grad():
@@ -507,7 +520,7 @@ def run_steps(s: Session, steps, passes: list, in_step=None, pass_extras: bool =
                     for i in step.hooks:
                         s.hooks.remove(i)
                 elif step.kind == "zero_grad":
-                    s.zero_grad()
+                    s.zero_grad(step.set_to_none)
                 elif step.kind == "step":
                     s.sgd(step.lr)
         except ProblemError:

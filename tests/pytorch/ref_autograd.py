@@ -5,6 +5,8 @@ fixed values."""
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import torch.nn as nn
 
@@ -556,20 +558,53 @@ def test_tensor_hooks_inplace_over_view():
 # ----------------------------------------------------------------------------- backward(inputs=...)
 
 
-def test_backward_with_inputs():
+def _backward_with_inputs(empty: bool) -> dict:
     log = Log()
     x = leaf([[0.5, -1], [2, 0.25]])
     y = leaf([[1, -0.5], [-2, 1.5]])
-    gradient = tensor([[1, 1], [1, 1]])
 
     def fn():
         return x ** 2 + y * x + y ** 2
-    for i, inputs in enumerate(([x, y], [x], [y], y)):
-        if i:
-            x.grad = y.grad = None                    # zero_grad (the test zeroes them in place)
-        with log.backward_pass(lambda: grads(x=x, y=y)):
-            torch.autograd.backward(fn(), gradient, inputs=inputs)
-    return observation(log, grads(x=x, y=y))
+
+    gradient = tensor([[1, 1], [1, 1]])
+    x_grad_expected = 2 * x.detach() + y.detach()
+    y_grad_expected = x.detach() + 2 * y.detach()
+
+    @torch.no_grad()
+    def reset_grad():
+        x.grad.zero_()
+        y.grad.zero_()
+
+    zeros = torch.zeros(2, 2, dtype=torch.float64)
+    every = lambda: grads(x=x, y=y)   # noqa: E731
+    passes = contextlib.nullcontext if empty else (lambda: log.backward_pass(every))   # an error answer has no passes
+    with passes():
+        torch.autograd.backward(fn(), gradient, inputs=[x, y])
+    assert torch.equal(x.grad, x_grad_expected) and torch.equal(y.grad, y_grad_expected)
+    reset_grad()
+    with passes():
+        torch.autograd.backward(fn(), gradient, inputs=[x])
+    assert torch.equal(x.grad, x_grad_expected) and torch.equal(y.grad, zeros)
+    reset_grad()
+    with passes():
+        torch.autograd.backward(fn(), gradient, inputs=[y])
+    assert torch.equal(y.grad, y_grad_expected) and torch.equal(x.grad, zeros)
+    reset_grad()
+    with passes():
+        torch.autograd.backward(fn(), gradient, inputs=y)
+    assert torch.equal(y.grad, y_grad_expected) and torch.equal(x.grad, zeros)
+    if not empty:
+        return observation(log, every())
+    reset_grad()
+    try:
+        torch.autograd.backward(fn(), gradient, inputs=[])
+    except RuntimeError as e:   # "cannot be empty"
+        return observation(log, error=error(e, "backward", log))
+    raise AssertionError("PyTorch did not raise")
+
+
+def test_backward_with_inputs():
+    return {"inputs_listed": _backward_with_inputs(False), "inputs_empty": _backward_with_inputs(True)}
 
 
 def test_backward_with_scalar_input():
