@@ -193,6 +193,7 @@ class DeclaredHook:
     fires: bool = True               # it is called at least once in the variant
     slot: str | None = None          # saved: the saved tensor's slot (grad_fn._raw_saved_SLOT)
     message: str | None = None       # disable_saved_tensors_hooks: its message
+    next: tuple = ()                 # node: the next_functions walk from the target's grad_fn
 
 
 @dataclass

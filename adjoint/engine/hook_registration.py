@@ -220,6 +220,9 @@ class Registrations:
         if node is None:
             raise ProblemError(hook.loc, f"'{hook.target}' has no grad_fn (it is a leaf or does not require grad), so "
                                          "there is no autograd node to hook; hook the tensor instead (tensor:)")
+        if getattr(hook, "next", ()):
+            from adjoint.engine.next_functions import walk
+            node = walk(node, hook)
         hooks = node.pre_hooks if hook.kind == "pre" else node.post_hooks
         self.handles[index].append((hooks, self.rt.add_hook(hooks, UserNodeHook(hook))))
 
@@ -246,6 +249,9 @@ class Registrations:
         if node is None or id(node) in self.attached[hook.index] or not held_by_an_edge(node, self.rt.nodes):
             return
         self.attached[hook.index].add(id(node))
+        if getattr(hook, "next", ()):
+            from adjoint.engine.next_functions import walk
+            node = walk(node, hook)
         hooks = node.pre_hooks if hook.kind == "pre" else node.post_hooks
         self.handles[hook.index].append((hooks, self.rt.add_hook(hooks, UserNodeHook(hook))))
 

@@ -188,6 +188,7 @@ class Hook:
     slot: str | None = None              # saved: the saved tensor's name on the node (grad_fn._raw_saved_SLOT)
     message: str | None = None           # disable_saved_tensors_hooks: the error message
     during: tuple[int, ...] | None = None  # saved_tensors: the steps the with block is around (None: every forward)
+    next: tuple[int, ...] = ()           # node: grad_fn.next_functions[i][0]... walked from the target's grad_fn
 
     @property
     def is_module_backward(self) -> bool:

@@ -1,4 +1,4 @@
-"""``during: [STEP, ...]`` on a ``saved_tensors:`` hook: the steps its ``with
+"""``during: [STEP, ...]`` on a ``saved_tensors:`` hook (and ``next:`` on a ``node:`` hook, below): the steps its ``with
 torch.autograd.graph.saved_tensors_hooks(pack, unpack)`` block is around (contract v3
 section 3), by their index in ``steps:`` (0 is the first step). A forward step listed: the
 block is around that forward (or the calls of its ``scope``); a backward step listed: around
@@ -42,3 +42,12 @@ def check_during(steps, hooks, what: str) -> list[ProblemError]:
                 errors.append(ProblemError(h.loc, f"during: of hook {h.index} names step {i}, a {steps[i].kind} step; "
                                                   "a saved_tensors block is around a forward or a backward step"))
     return errors
+
+
+def parse_next(node: YNode, index: int) -> tuple[int, ...]:
+    """``next: [i, j, ...]`` on a ``node:`` hook: the node ``grad_fn.next_functions[i][0]
+    .next_functions[j][0]...`` of the target, one index per step (a node no tensor names)."""
+    if not isinstance(node, YSeq) or not node.items:
+        raise ProblemError(node.loc, f"next: of hook {index} must be a non-empty list of indices into next_functions, "
+                                     "as in next: [1, 0]")
+    return tuple(parse_int(item, f"an index in next: of hook {index}", 0) for item in node.items)

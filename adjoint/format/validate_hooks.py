@@ -27,7 +27,7 @@ from adjoint.format.validate_steps import check_step_order
 from adjoint.format.validate_saved import SAVED_KEYS, SAVED_TARGETS, check_not_saved_keys, parse_saved_target
 
 HOOK_KEYS = ("module", "tensor", "node", "global", "multi_grad", "saved_tensors", "kind", "mode", "scope", "returns",
-             "does", "remove", "removes", "label", "when", "prepend", "with_kwargs", "always_call", "raises", "during") + SAVED_KEYS
+             "does", "remove", "removes", "label", "when", "prepend", "with_kwargs", "always_call", "raises", "during", "next") + SAVED_KEYS
 TARGET_KEYS = ("module", "tensor", "node", "global", "multi_grad", "saved_tensors") + SAVED_TARGETS
 BACKWARD_KEYS = ("method", "inputs", "grad_output")
 STEP_KINDS = ("forward", "backward", "register", "remove", "zero_grad", "step")
@@ -89,6 +89,9 @@ def parse_hook(node: YNode, index: int, what: str, count: int) -> Hook:
     _only_with(h, "mode", on == "multi_grad", "multi_grad: hooks")
     _only_with(h, "scope", on == "saved_tensors", "saved_tensors: hooks")
     _only_with(h, "during", on == "saved_tensors", "saved_tensors: hooks")
+    _only_with(h, "next", on == "node", "node: hooks (a node reached through next_functions)")
+    from adjoint.format.validate_during import parse_next
+    walk = parse_next(h.get("next"), index) if h.get("next") is not None else ()
     from adjoint.format.validate_during import parse_during
     during = parse_during(h.get("during"), index) if h.get("during") is not None else None
     # any string: an unknown mode is PyTorch's ValueError when the hook is registered (an answer)
@@ -144,7 +147,7 @@ def parse_hook(node: YNode, index: int, what: str, count: int) -> Hook:
     return Hook(index, on, target, kind, returns, does, remove, when, label, h.loc, prepend=prepend,
                 with_kwargs=with_kwargs, always_call=always_call, tensors=tensors, mode=mode, pack=pack,
                 unpack=unpack, scope=scope, raises=raises, removes=removes, raises_type=raises_type,
-                raises_in=raises_in, during=during)
+                raises_in=raises_in, during=during, next=walk)
 
 
 def _saved_hook(h: YMap, on: str, index: int, count: int) -> Hook:

@@ -238,6 +238,8 @@ class Hooks:
         self.attach_node(hook, t.grad_fn)
 
     def attach_node(self, hook: Hook, node) -> None:
+        for i in getattr(hook, "next", ()):   # next: [i, ...]: grad_fn.next_functions[i][0]...
+            node = node.next_functions[i][0]
         if hook.kind == "pre":
             def fn(grad_outputs):
                 return self.fire(hook, {"grad_outputs": grad_outputs})

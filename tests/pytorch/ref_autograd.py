@@ -682,33 +682,65 @@ def test_backward_hook_relative_ordering():
         def forward(self, x):
             return self.linear(x)
 
+    x = leaf([[0.5, -1], [2, 0.25]])
     module = MyModule()
     log = Log(module)
-    x = leaf([[0.5, -1], [2, 0.25]])
-    module.register_full_backward_hook(log.module_hook(0, "full_backward", "model"))
-    inner = {}
-    module.linear.register_forward_hook(lambda m, i, o: inner.update(linear=o))
+    order = []
+    module.register_full_backward_hook(log.module_hook(0, "full_backward", "model", fn=lambda *_: order.append(
+        "module_full_backward_hook_BackwardHookFunctionBackward0")))
+    # the file's target for the node the test's walk numbers count: the tensor whose grad_fn it is
+    # (a leaf: its AccumulateGrad), or the tensor its next: starts from
+    targets = {1: "loss", 2: "model", 3: "linear", 4: "linear.bias", 5: "linear", 6: "x", 7: "linear",
+               8: "linear.weight"}
+
+    def make_pre_hook(id, count):
+        return log.node_pre_hook(2 * count - 1, targets[count], fn=lambda _: order.append(f"pre_hook_{id}"))
+
+    def make_post_hook(id, count):
+        return log.node_post_hook(2 * count, targets[count], fn=lambda _1, _2: order.append(f"post_hook_{id}"))
+
+    count = 0
+
+    def register_hooks_on_all_nodes(nodes):
+        nonlocal count
+        for node, _ in nodes:
+            count += 1
+            id = f"{node.name()}_{count}"
+            node.register_prehook(make_pre_hook(id, count))
+            node.register_hook(make_post_hook(id, count))
+            register_hooks_on_all_nodes(node.next_functions)
+
     loss = module(x).sum()
-    w, bias = module.linear.weight, module.linear.bias
-    out_node = loss.grad_fn.next_functions[0][0]                  # BackwardHookFunctionBackward
-    nodes = [("loss", loss.grad_fn), ("model", out_node), ("linear", inner["linear"].grad_fn)]
-    for i, (name, node) in enumerate(nodes):
-        node.register_prehook(log.node_pre_hook(1 + 2 * i, name))
-        node.register_hook(log.node_post_hook(2 + 2 * i, name))
-    addmm = inner["linear"].grad_fn
-    accs = {"linear.bias": addmm.next_functions[0][0], "linear.weight": addmm.next_functions[2][0].next_functions[0][0]}
-    accs["x"] = addmm.next_functions[1][0].next_functions[0][0]   # through the input's BackwardHookFunctionBackward
-    for i, name in enumerate(("linear.bias", "linear.weight", "x")):
-        accs[name].register_prehook(log.node_pre_hook(7 + 2 * i, name))
-        accs[name].register_hook(log.node_post_hook(8 + 2 * i, name))
-    x.register_hook(log.tensor_hook(13, "x"))
-    w.register_hook(log.tensor_hook(14, "linear.weight"))
-    bias.register_hook(log.tensor_hook(15, "linear.bias"))
-    x.register_post_accumulate_grad_hook(log.post_acc_hook(16, "x"))
-    w.register_post_accumulate_grad_hook(log.post_acc_hook(17, "linear.weight"))
-    bias.register_post_accumulate_grad_hook(log.post_acc_hook(18, "linear.bias"))
+    register_hooks_on_all_nodes(((loss.grad_fn, None),))
+
+    def make_tensor_pre_hook(id, hook, target):
+        return log.tensor_hook(hook, target, fn=lambda _: order.append(f"tensor_pre_hook_{id}"))
+
+    def make_post_acc_grad_hook(id, hook, target):
+        return log.post_acc_hook(hook, target, fn=lambda _: order.append(f"post_acc_grad_hook_{id}"))
+
+    x.register_hook(make_tensor_pre_hook("x", 17, "x"))
+    module.linear.weight.register_hook(make_tensor_pre_hook("weight", 18, "linear.weight"))
+    module.linear.bias.register_hook(make_tensor_pre_hook("bias", 19, "linear.bias"))
+    x.register_post_accumulate_grad_hook(make_post_acc_grad_hook("x", 20, "x"))
+    module.linear.weight.register_post_accumulate_grad_hook(make_post_acc_grad_hook("weight", 21, "linear.weight"))
+    module.linear.bias.register_post_accumulate_grad_hook(make_post_acc_grad_hook("bias", 22, "linear.bias"))
     loss.backward()
-    assert fired(log.calls) == [1, 2, 3, 4, 5, 6, 15, 7, 18, 8, 14, 9, 17, 10, 0, 13, 11, 16, 12]
+    expected_order = [
+        "pre_hook_SumBackward0_1", "post_hook_SumBackward0_1",
+        "pre_hook_BackwardHookFunctionBackward_2", "post_hook_BackwardHookFunctionBackward_2",
+        "pre_hook_AddmmBackward0_3", "post_hook_AddmmBackward0_3",
+        "tensor_pre_hook_bias", "pre_hook_torch::autograd::AccumulateGrad_4", "post_acc_grad_hook_bias",
+        "post_hook_torch::autograd::AccumulateGrad_4",
+        "pre_hook_TBackward0_7", "post_hook_TBackward0_7",
+        "tensor_pre_hook_weight", "pre_hook_torch::autograd::AccumulateGrad_8", "post_acc_grad_hook_weight",
+        "post_hook_torch::autograd::AccumulateGrad_8",
+        "pre_hook_BackwardHookFunctionBackward_5", "module_full_backward_hook_BackwardHookFunctionBackward0",
+        "post_hook_BackwardHookFunctionBackward_5",
+        "tensor_pre_hook_x", "pre_hook_torch::autograd::AccumulateGrad_6", "post_acc_grad_hook_x",
+        "post_hook_torch::autograd::AccumulateGrad_6",
+    ]
+    assert order == expected_order, order
     return observation(log, param_grads(module, x=x))
 
 
