@@ -184,7 +184,7 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
                 for i in step.hooks:
                     reg.remove(i)
             elif step.kind == "zero_grad":
-                for t in model.leaves.values():
+                for t in _zeroed(model.leaves, step):
                     if step.set_to_none or t.grad is None:
                         t.grad = None
                     else:   # set_to_none=False: grad.zero_() (values: zeros of its shape)
@@ -321,3 +321,15 @@ def _hook_body_grad(rt, root, grad, inputs: tuple, retain: bool, allow_unused: b
     if allow_unused:
         engine.check_unused = lambda req, result: None
     return engine.run(BackwardRequest(root, grad, "grad", inputs, retain)).captured
+
+
+def _zeroed(leaves: dict, step: Step) -> list:
+    """The leaves a zero_grad step clears: every one, or those its ``leaves:`` names
+    (``y.grad.zero_()`` for each, with ``set_to_none: false``)."""
+    if not step.leaves:
+        return list(leaves.values())
+    for name in step.leaves:
+        if name not in leaves:
+            raise ProblemError(step.loc, f"zero_grad names '{name}', which is not a leaf of this problem; leaves: "
+                                         f"{', '.join(leaves)}")
+    return [leaves[name] for name in step.leaves]

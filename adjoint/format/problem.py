@@ -225,6 +225,7 @@ class Step:
     hooks: tuple[int, ...] = ()
     lr: Fraction | None = None
     set_to_none: bool = True     # zero_grad: False zeroes each existing .grad in place instead
+    leaves: tuple = ()           # zero_grad: only these leaves' .grad (names; empty: every leaf)
 
 
 @dataclass(frozen=True)

@@ -315,8 +315,11 @@ def parse_step(node: YNode, i: int, what: str, base: Backward, input_decl, input
     if kind == "zero_grad":
         if body is None:
             return Step("zero_grad", loc)
-        z = mapping(body, f"the zero_grad of {where}", ("set_to_none",), ())   # {zero_grad: {set_to_none: false}}
-        return Step("zero_grad", loc, set_to_none=boolean(z.get("set_to_none"), "set_to_none"))
+        z = mapping(body, f"the zero_grad of {where}", (), ("set_to_none", "leaves"))   # {zero_grad: {set_to_none: false}}
+        leaves = tuple(_names(z.get("leaves"), f"the leaves of {where}", "leaf names")) \
+            if z.get("leaves") is not None else ()
+        none = boolean(z.get("set_to_none"), "set_to_none") if z.get("set_to_none") is not None else True
+        return Step("zero_grad", loc, set_to_none=none, leaves=leaves)
     if body is None:
         raise ProblemError(loc, f"{where}: write {{step: {{lr: 0.1}}}} with the learning rate")
     s = mapping(body, f"the step of {where}", ("lr",), ())

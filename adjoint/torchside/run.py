@@ -285,8 +285,8 @@ class Session:
         root.backward(gradient=gradient, retain_graph=bw.retain_graph, inputs=wrt or None)
         return None
 
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        for t in self.leaves.values():
+    def zero_grad(self, set_to_none: bool = True, only: tuple = ()) -> None:
+        for t in ([self.leaves[n] for n in only] if only else self.leaves.values()):
             if set_to_none:
                 t.grad = None
             elif t.grad is not None:   # Module.zero_grad(set_to_none=False)'s treatment of each .grad
@@ -520,7 +520,7 @@ def run_steps(s: Session, steps, passes: list, in_step=None, pass_extras: bool =
                     for i in step.hooks:
                         s.hooks.remove(i)
                 elif step.kind == "zero_grad":
-                    s.zero_grad(step.set_to_none)
+                    s.zero_grad(step.set_to_none, step.leaves)
                 elif step.kind == "step":
                     s.sgd(step.lr)
         except ProblemError:

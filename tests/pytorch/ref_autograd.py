@@ -328,11 +328,14 @@ def test_hooks__tensor_hooks():
         z.backward(ones, retain_graph=True)
     test.remove()
     z.register_hook(log.tensor_hook(3, "z", fn=lambda g: g.mul(2)))
-    x.grad = y.grad = None                            # zero_grad (the test: y.grad.zero_())
+    with torch.no_grad():
+        y.grad.zero_()
     with log.backward_pass(state()):
         z.backward(ones, retain_graph=True)
+    assert torch.equal(y.grad, (x.detach() + 1) * 2)
     y.register_hook(log.tensor_hook(4, "y", fn=lambda g: g.mul(2)))
-    x.grad = y.grad = None
+    with torch.no_grad():
+        y.grad.zero_()
     with log.backward_pass(state()):
         z.backward(ones)
     assert torch.equal(y.grad, (x + 1) * 4)
