@@ -310,6 +310,9 @@ class Interp:
         if e.name == "backward" and isinstance(self.scope, EnvScope):   # T.backward(...) in a hook body
             from adjoint.engine.nested_backward import nested_backward
             return nested_backward(self.rt, obj, args, kwargs, e.loc)
+        if e.name == "requires_grad_" and isinstance(self.scope, EnvScope):   # a new leaf, in a hook body
+            from adjoint.engine.requires_grad import requires_grad_
+            return requires_grad_(obj, args, kwargs, e.loc)
         if e.name in METHODS:
             return call_function(self.rt, e.name, args, kwargs, e.loc, method_of=obj)
         from adjoint.format.torch_names import is_tensor_member

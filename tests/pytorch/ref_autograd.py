@@ -749,16 +749,26 @@ def test_backward_hook_relative_ordering():
 
 def test_reentrant_with_non_leaf_variable_hook():
     log = Log()
-    param = leaf([0.5, -1, 2])
-    tmp = param * param
     handle = None
+    param = leaf([0.5, -1, 2])
 
     def manual_increase_gradient(grad):
         handle.remove()
-        return grad + 2                               # g.grad of the test's inner backward is 2
+        # Add some sort of gradient penalty by directly updating the gradients
+        with torch.enable_grad():
+            g = grad.detach().requires_grad_()
+            out = ((g * 2) + 5).sum()
+            out.backward()
+        res = g.grad + grad
+        return res
+
+    # Forward pass
+    tmp = param * param
     handle = tmp.register_hook(log.tensor_hook(0, "tmp", fn=manual_increase_gradient))
     loss = tmp.sum()
+    # Compute the gradients
     loss.backward()
+    assert torch.equal(param.grad, 6 * param.detach())
     return observation(log, grads(param=param))
 
 

@@ -97,3 +97,31 @@ def test_default_saved_tensors_hooks_double_backward():
     assert torch.equal(6 * 8 * a.detach(), a.grad)          # 2 * 4 = 8
     out["both"] = obs
     return out
+
+
+def test_reentrant_with_leaf_variable_hook():
+    log = Log()
+    handle = None
+    param = tensor([0.5, -1, 2], requires_grad=True)
+
+    def add_gradient_penalty_to_grad(grad):
+        handle.remove()
+        old_param_grad = grad
+        param.grad = None
+        # Add some sort of gradient penalty by directly updating the gradients
+        with torch.enable_grad():
+            g = grad.detach().requires_grad_()
+            new_param = param.detach().requires_grad_()
+            out = ((g * 2) + new_param).sum()
+            out.backward()
+        res = g.grad + grad
+        param.grad = old_param_grad
+        return res
+
+    handle = param.register_hook(log.tensor_hook(0, "param", fn=add_gradient_penalty_to_grad))
+    # Forward pass
+    tmp = param * param
+    loss = tmp.sum()
+    # Compute the gradients
+    loss.backward()
+    return observation(log, grads(param=param))
