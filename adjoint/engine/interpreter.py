@@ -310,9 +310,12 @@ class Interp:
         if e.name == "backward" and isinstance(self.scope, EnvScope):   # T.backward(...) in a hook body
             from adjoint.engine.nested_backward import nested_backward
             return nested_backward(self.rt, obj, args, kwargs, e.loc)
-        if e.name == "requires_grad_" and isinstance(self.scope, EnvScope):   # a new leaf, in a hook body
+        if e.name == "requires_grad_":   # a new leaf (a hook body's grad.detach(), a Function's saved copy)
             from adjoint.engine.requires_grad import requires_grad_
             return requires_grad_(obj, args, kwargs, e.loc)
+        if e.name == "detach_":
+            from adjoint.engine.requires_grad import detach_
+            return detach_(obj, args, kwargs, e.loc)
         if e.name in METHODS:
             return call_function(self.rt, e.name, args, kwargs, e.loc, method_of=obj)
         from adjoint.format.torch_names import is_tensor_member

@@ -1,4 +1,4 @@
-"""``t.requires_grad_(requires_grad=True)`` in a hook body: the idiom
+"""``t.requires_grad_(requires_grad=True)`` (and ``t.detach_()``, below). In a hook body the idiom
 ``g = grad.detach().requires_grad_()`` makes a new leaf a backward run by the hook body can
 differentiate into (its ``.grad`` then read as ``g.grad``). PyTorch's refusals are answers: a
 non-leaf set to False ("you can only change requires_grad flags of leaf variables. ..."), an
@@ -30,4 +30,18 @@ def requires_grad_(t: Tensor, args: list, kwargs: dict, loc) -> Tensor:
         raise TorchError("RuntimeError", NOT_FLOAT, "autograd")
     t.requires_grad = flag
     t.edgeless = False
+    return t
+
+
+def detach_(t: Tensor, args: list, kwargs: dict, loc) -> Tensor:
+    """``t.detach_()``: the tensor leaves its graph in place (no grad_fn, no longer requiring
+    grad) and is returned. A view is not modelled (PyTorch refuses to detach views in place)."""
+    if args or kwargs:
+        raise ProblemError(loc, "detach_ takes no arguments")
+    if t.base is not None:
+        raise ProblemError(loc, "detach_() of a view is not modelled yet (PyTorch refuses it); use detach()")
+    t.grad_fn = None
+    t.output_nr = 0
+    t.is_leaf = True
+    t.requires_grad = False
     return t
