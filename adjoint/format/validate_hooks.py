@@ -315,6 +315,9 @@ def parse_step(node: YNode, i: int, what: str, base: Backward, input_decl, input
     if kind == "zero_grad":
         if body is None:
             return Step("zero_grad", loc)
+        if not isinstance(body, YMap):
+            raise ProblemError(body.loc, f"{where}: zero_grad takes nothing (every .grad is set to None), or "
+                                         "{set_to_none: false, leaves: [NAME, ...]}")
         z = mapping(body, f"the zero_grad of {where}", (), ("set_to_none", "leaves"))   # {zero_grad: {set_to_none: false}}
         leaves = tuple(_names(z.get("leaves"), f"the leaves of {where}", "leaf names")) \
             if z.get("leaves") is not None else ()
