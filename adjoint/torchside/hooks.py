@@ -296,7 +296,10 @@ class Hooks:
             return
         def pack(x):   # the node being built: read from the run's records (savednodes), else the newest one
             seq = graphs.next_sequence_nr() - 1
-            return self.fire(hook, {"x": x}, kind="pack", body=hook.pack, where={"_seq": seq})
+            where = {"_seq": seq}
+            if torch._C._current_graph_task_id() != -1:   # an op a create_graph backward records
+                where["_in_backward"] = True
+            return self.fire(hook, {"x": x}, kind="pack", body=hook.pack, where=where)
 
         def unpack(x):  # the node whose saved tensor it is: from the records, else the engine's current node
             node = graphs.current_node()

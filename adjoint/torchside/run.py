@@ -563,6 +563,10 @@ def finish_calls(s: Session) -> None:
             seq = record.pop("_seq", None)
             name = record.pop("_node", None)
             record["node"] = name or s.nodes.name(seq) or s.saved_nodes.name(seq)
+            if record.pop("_in_backward", False) and record["node"] is None:
+                # a node a create_graph backward recorded that no later graph reaches: the torch
+                # side has no way to name it (the comparison does not hold it against the prediction)
+                record["node_unseen"] = True
             record["target"] = producers.get(seq) if seq is not None else None
 
 
