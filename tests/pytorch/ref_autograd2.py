@@ -125,3 +125,37 @@ def test_reentrant_with_leaf_variable_hook():
     # Compute the gradients
     loss.backward()
     return observation(log, grads(param=param))
+
+
+def _saved_original_double_backward(get_input, name: str):
+    """The double-backward case of test_saved_variable_packing_unpacking_saved_original_with_hooks."""
+    log = Log()
+    leaves, a = get_input()
+    y = a**3
+    log.name_nodes(y=y)
+    pack, unpack = log.saved_tensors(0)
+    with log.op("PowBackward0", "y"):
+        y.grad_fn._raw_saved_self.register_hooks(pack, unpack)
+    s = torch.sum(y)
+    returned = {}
+    with log.backward_pass(lambda: grads(**leaves), lambda: returned):
+        (g,) = torch.autograd.grad(s, (a,), create_graph=True)
+        returned["a"] = snap(g)
+    with log.backward_pass(lambda: grads(**leaves)):
+        g.sum().backward()
+    assert torch.equal(leaves[name].grad, 6 * a.detach())   # the test asserts it for the leaf
+    return observation(log, grads(**leaves))
+
+
+def test_saved_variable_packing_unpacking_saved_original_with_hooks__leaf_double_backward():
+    def get_input():
+        a = tensor([0.5, -1.5], requires_grad=True)
+        return {"a": a}, a
+    return _saved_original_double_backward(get_input, "a")
+
+
+def test_saved_variable_packing_unpacking_saved_original_with_hooks__not_leaf_double_backward():
+    def get_input():
+        r = tensor([0.5, -1.5], requires_grad=True)
+        return {"r": r}, 1 + r
+    return _saved_original_double_backward(get_input, "r")
