@@ -164,6 +164,7 @@ def test_generator_covers_every_feature():
         "module ReLU", "module Tanh", "module Sigmoid", "module Identity", "module Sequential",
         "module custom multi-line", "module custom multi-input multi-line", "child called twice",
         "multi-input call, mixed requires_grad", "module Function (correct)", "module Function (wrong)",
+        "module Function dirty",
         "param requires_grad false", "input requires grad", "input no grad", "targets", "loss", "no loss",
         "backward grad_output", "backward method grad", "backward(inputs=...)", "variants",
         "+", "-", "*", "/", "**", "n +", "n -", "n *", "n /", "n **", "+ n", "- n", "* n", "/ n", "** n",

@@ -174,6 +174,8 @@ def diff_variant(pred: dict, ref: dict, variant: str) -> list[str]:
             out += diff_table(p.get("returned"), r["returned"], f"{at} pass {k + 1} returned")
     for name, value in ref.get("values", {}).items():
         out += diff_value((pred.get("values") or {}).get(name), value, f"{at} values[{name}]")
+    if "leaf_values" in ref:   # leaves a hook body wrote in place, after the last pass
+        out += diff_table(pred.get("leaf_values"), ref["leaf_values"], f"{at} leaf_values")
     if "warnings" in ref:   # the UserWarnings PyTorch issued: category and message, in order
         got = [{k: w[k] for k in ("category", "message")} for w in pred.get("warnings") or []]
         if got != ref["warnings"]:
@@ -275,9 +277,10 @@ def test_reference_runs_and_is_well_formed(stem):
     """Every reference runs green in torch now and answers in the contract's JSON shape."""
     for variant, obs in observed(stem).items():
         where = f"{stem}/{variant}"
-        assert set(obs) <= {"hook_calls", "grads", "returned", "passes", "error", "values", "warnings"}, sorted(obs)
+        assert set(obs) <= {"hook_calls", "grads", "returned", "passes", "error", "values", "warnings",
+                            "leaf_values"}, sorted(obs)
         _check_calls(obs["hook_calls"], f"{where} hook_calls")
-        for key in ("grads", "returned", "values"):
+        for key in ("grads", "returned", "values", "leaf_values"):
             for name, v in obs.get(key, {}).items():
                 _check_value(v, f"{where} {key}[{name}]")
         for k, p in enumerate(obs.get("passes", [])):
@@ -285,7 +288,7 @@ def test_reference_runs_and_is_well_formed(stem):
             _check_calls(p["hook_calls"], f"{where} pass {k + 1}")
         if "error" in obs:
             e = obs["error"]
-            assert set(e) == {"type", "message", "during", "after_call"} and e["during"] in ("forward", "backward")
+            assert set(e) == {"type", "message", "during", "after_call"} and e["during"] in ("register", "forward", "backward")
             assert e["after_call"] is None or 0 <= e["after_call"] < len(obs["hook_calls"])
 
 

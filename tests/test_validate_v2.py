@@ -370,7 +370,8 @@ def test_step_refusals_are_all_reported():
         "f.yaml:8:25: step 2 of steps sets input 'z', which the problem does not declare; a step can only change "
         "declared inputs (x)",
         "f.yaml:9:5: step 3 of steps: write {step: {lr: 0.1}} with the learning rate",
-        "f.yaml:10:17: step 4 of steps: zero_grad takes nothing (every .grad is set to None)"]
+        "f.yaml:10:17: step 4 of steps: zero_grad takes nothing (every .grad is set to None), or "
+        "{set_to_none: false, leaves: [NAME, ...]}"]
 
 
 def test_step_hook_indices_are_checked_per_variant():

@@ -145,6 +145,9 @@ def _node_names(run: VariantRun) -> dict:
         for name, t in f.names.items():
             if isinstance(t, Tensor) and t.grad_fn is not None:
                 out.setdefault(id(t.grad_fn), name)
+    for name, t in (getattr(run, "made", None) or {}).items():   # as: names (a create_graph gradient's node)
+        if isinstance(t, Tensor) and t.grad_fn is not None:
+            out.setdefault(id(t.grad_fn), name)
     return out
 
 

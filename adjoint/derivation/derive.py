@@ -126,7 +126,8 @@ def declared(h) -> DeclaredHook:
                         source(h.pack) if h.pack is not None else None,
                         source(h.unpack) if h.unpack is not None else None,
                         h.scope, h.raises, tuple(h.removes), getattr(h, "raises_type", "RuntimeError"),
-                        slot=h.slot, message=h.message, pin_memory=getattr(h, "pin_memory", False))
+                        slot=h.slot, message=h.message, pin_memory=getattr(h, "pin_memory", False),
+                        next=tuple(getattr(h, "next", ())))
 
 
 class UnitBuilder:

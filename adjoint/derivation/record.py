@@ -194,6 +194,7 @@ class DeclaredHook:
     slot: str | None = None          # saved: the saved tensor's slot (grad_fn._raw_saved_SLOT)
     message: str | None = None       # disable_saved_tensors_hooks: its message
     pin_memory: bool = False         # save_on_cpu: its pin_memory argument
+    next: tuple = ()                 # node: the next_functions walk from the target's grad_fn
 
 
 @dataclass

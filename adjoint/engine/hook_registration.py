@@ -120,12 +120,23 @@ class Registrations:
     def forward_starts(self) -> list:
         """A forward pass starts: the saved-tensor hooks active over the whole forward."""
         return [self.hooks[i] for i in self._saved_tensors_hooks()
-                if i in self.active and self.hooks[i].scope is None]
+                if i in self.active and self.hooks[i].scope is None and self._now(self.hooks[i])]
 
     def saved_hooks_for(self, path: str) -> list:
         """The saved-tensor hooks whose scope names the module ``path``."""
         return [self.hooks[i] for i in self._saved_tensors_hooks()
-                if i in self.active and self.hooks[i].scope is not None and path in self.hooks[i].scope]
+                if i in self.active and self.hooks[i].scope is not None and path in self.hooks[i].scope
+                and self._now(self.hooks[i])]
+
+    def _now(self, hook) -> bool:
+        """A ``saved_tensors`` block with ``during:`` is around the steps it lists only."""
+        during = getattr(hook, "during", None)
+        return during is None or getattr(self, "step", None) in during
+
+    def saved_hooks_during_backward(self, step: int) -> list:
+        """The saved-tensor blocks (``during:``) around backward step ``step``, outermost first."""
+        return [self.hooks[i] for i in self._saved_tensors_hooks()
+                if i in self.active and step in (getattr(self.hooks[i], "during", None) or ())]
 
     def forward_ends(self, names: dict) -> None:
         """A forward pass ended: node hooks on leaves go on the AccumulateGrad the pass made;
@@ -208,6 +219,9 @@ class Registrations:
         if node is None:
             raise ProblemError(hook.loc, f"'{hook.target}' has no grad_fn (it is a leaf or does not require grad), so "
                                          "there is no autograd node to hook; hook the tensor instead (tensor:)")
+        if getattr(hook, "next", ()):
+            from adjoint.engine.next_functions import walk
+            node = walk(node, hook)
         hooks = node.pre_hooks if hook.kind == "pre" else node.post_hooks
         self.handles[index].append((hooks, self.rt.add_hook(hooks, UserNodeHook(hook))))
 
@@ -234,6 +248,9 @@ class Registrations:
         if node is None or id(node) in self.attached[hook.index] or not held_by_an_edge(node, self.rt.nodes):
             return
         self.attached[hook.index].add(id(node))
+        if getattr(hook, "next", ()):
+            from adjoint.engine.next_functions import walk
+            node = walk(node, hook)
         hooks = node.pre_hooks if hook.kind == "pre" else node.post_hooks
         self.handles[hook.index].append((hooks, self.rt.add_hook(hooks, UserNodeHook(hook))))
 

@@ -221,6 +221,10 @@ class Interp:
                 args = [self.eval(a) for a in e.args]
                 return nested_backward(self.rt, args[0] if args else None, args[1:],
                                        {k: self.eval(v) for k, v in e.kwargs}, e.loc)
+            if e.prefix in ("torch.autograd.", "autograd."):   # torch.autograd.grad(...) in a hook body
+                from adjoint.engine.nested_grad import nested_grad
+                return nested_grad(self.rt, e, [self.eval(a) for a in e.args],
+                                   {k: self.eval(v) for k, v in e.kwargs}, isinstance(self.scope, EnvScope))
             args = [self.eval(a) for a in e.args]
             kwargs = {k: self.eval(v) for k, v in e.kwargs}
             if e.prefix:
@@ -329,6 +333,12 @@ class Interp:
         if e.name == "backward" and isinstance(self.scope, EnvScope):   # T.backward(...) in a hook body
             from adjoint.engine.nested_backward import nested_backward
             return nested_backward(self.rt, obj, args, kwargs, e.loc)
+        if e.name == "requires_grad_":   # a new leaf (a hook body's grad.detach(), a Function's saved copy)
+            from adjoint.engine.requires_grad import requires_grad_
+            return requires_grad_(obj, args, kwargs, e.loc)
+        if e.name == "detach_":
+            from adjoint.engine.requires_grad import detach_
+            return detach_(obj, args, kwargs, e.loc)
         if e.name in METHODS:
             return call_function(self.rt, e.name, args, kwargs, e.loc, method_of=obj)
         from adjoint.format.torch_names import is_tensor_member

@@ -135,6 +135,7 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
     rt.hooks_runner = HookRunner(rt, reg)
     rt.backward_runner = lambda root, grad, retain: Engine(rt, rt.hooks_runner.fire_values).run(
         BackwardRequest(root, grad, retain_graph=retain))   # a hook body's backward (adjoint.engine.nested_backward)
+    rt.grad_runner = lambda *args: _hook_body_grad(rt, *args)   # a hook body's torch.autograd.grad
     run = VariantRun(problem, variant, rt, model, stepped=variant.steps is not None, reg=reg)
     steps = variant.steps if variant.steps is not None else tuple(Step(k, variant.loc) for k in DEFAULT_STEPS)
     run.steps = tuple(steps)
@@ -149,6 +150,7 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
     first_forward = first_backward = True
     for index, step in enumerate(steps):
         during = "backward" if step.kind == "backward" else "forward"
+        reg.step = index   # saved_tensors blocks with during: are around the steps they list
         try:
             if step.kind == "forward":
                 run_forward(run, step)
@@ -159,6 +161,10 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
                         if hook.when == "after_forward" and hook.index not in later:
                             _register(reg, hook.index)
                     reg.check_targets(with_step_names(run.forward.names, variant))
+            elif step.kind == "backward" and reg.saved_hooks_during_backward(index):
+                from adjoint.engine.saved_during import backward_step_within
+                first_backward = backward_step_within(run, problem, variant, step, index, first_backward, backend,
+                                                      backward_request, run_backward)
             elif step.kind == "backward":
                 if first_backward:
                     request = backward_request(problem, step.backward or variant.backward, run, backend)
@@ -179,8 +185,11 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
                 for i in step.hooks:
                     reg.remove(i)
             elif step.kind == "zero_grad":
-                for t in model.leaves.values():
-                    t.grad = None
+                for t in _zeroed(model.leaves, step):
+                    if step.set_to_none or t.grad is None:
+                        t.grad = None
+                    else:   # set_to_none=False: grad.zero_() (values: zeros of its shape)
+                        t.grad = backend.zeros(tuple(backend.shape(t.grad)))
             elif step.kind == "step":
                 sgd(run, step.lr, index)
         except TorchError as exc:
@@ -204,8 +213,8 @@ def run_forward(run: VariantRun, step: Step) -> None:
     run.forwards.append(run.model.forward())
 
 
-def run_backward(run: VariantRun, request: BackwardRequest, step: int = 0) -> None:
-    start = len(run.rt.log)
+def run_backward(run: VariantRun, request: BackwardRequest, step: int = 0, start: int | None = None) -> None:
+    start = len(run.rt.log) if start is None else start   # start: the pass began earlier (its root's packs)
     before = run.grads()
     second = getattr(request, "second", None)
     engine = Engine(run.rt, run.rt.hooks_runner.fire_values) if second is None else second_engine(run, request)
@@ -246,6 +255,8 @@ def sgd(run: VariantRun, lr, step: int = 0) -> None:
 
 
 def backward_request(problem: Problem, bw, run: VariantRun, backend) -> BackwardRequest:
+    if getattr(bw, "empty_inputs", False) and run.forwards:   # checked first, before anything is made
+        raise TorchError("RuntimeError", f"`inputs` argument to `{bw.method}()` cannot be empty.", "arguments")
     if bw.second is not None:
         return second_request(problem, bw, run, backend)
     if not run.forwards:
@@ -302,3 +313,24 @@ def _suggest(word: str, options) -> str:
     import difflib
     close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
     return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def _hook_body_grad(rt, root, grad, inputs: tuple, retain: bool, allow_unused: bool) -> list:
+    """A hook body's ``torch.autograd.grad`` (adjoint.engine.nested_grad): one engine run of
+    method grad; with ``allow_unused`` an unreached input's gradient is None, not the error."""
+    engine = Engine(rt, rt.hooks_runner.fire_values)
+    if allow_unused:
+        engine.check_unused = lambda req, result: None
+    return engine.run(BackwardRequest(root, grad, "grad", inputs, retain)).captured
+
+
+def _zeroed(leaves: dict, step: Step) -> list:
+    """The leaves a zero_grad step clears: every one, or those its ``leaves:`` names
+    (``y.grad.zero_()`` for each, with ``set_to_none: false``)."""
+    if not step.leaves:
+        return list(leaves.values())
+    for name in step.leaves:
+        if name not in leaves:
+            raise ProblemError(step.loc, f"zero_grad names '{name}', which is not a leaf of this problem; leaves: "
+                                         f"{', '.join(leaves)}")
+    return [leaves[name] for name in step.leaves]

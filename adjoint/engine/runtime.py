@@ -82,6 +82,7 @@ class Runtime:
         self.recomputing = 0                  # > 0 while checkpoint recomputes a region (adjoint.engine.checkpoint)
         self.reentrant = 0                    # depth of the reentrant backward running (0: none or the outer one)
         self.backward_runner = None           # (root, gradient, retain_graph) -> runs a backward (a hook body's)
+        self.grad_runner = None               # (root, gradient, inputs, retain, allow_unused) -> a hook body's autograd.grad
         self.names: dict = {}                 # the running forward's named tensors (hook bodies may read them)
         self.second_record: list | None = None   # a create_graph backward's (or a root's) ops (adjoint.engine.second_engine)
         self.second_from = None                  # the node whose backward formula is running then

@@ -179,27 +179,38 @@ class SecondEngine(Engine):
         itself, an output as a tensor whose grad_fn is the node."""
         out = {}
         for sv in node.saved:
-            own = sv.hooks is not None and (getattr(sv.hooks, "is_checkpoint", False)
-                                            or getattr(sv.hooks, "on", None) == "save_on_cpu")
-            if sv.hooks is not None and not own:
-                raise NotModelled("saved tensors with saved_tensors hooks")
-            # freed or modified since: PyTorch's error; a checkpoint holder: the region recomputed
-            # (its recomputed tensors saved detached), save_on_cpu: the tensor kept
-            value = self.rt.unpack(node, sv)
+            value = self.rt.unpack(node, sv)   # freed or modified since: PyTorch's error; hooks (a checkpoint's
+            # recomputation, save_on_cpu's kept tensor, a user's unpack hook): the unpack's result
             spec = next(s for s in node.op.saves if s.name == sv.name)
-            if spec.what == "in":
-                # with hooks SavedVariable::unpack rewires the data to the input's grad_fn (or a leaf's
-                # accumulator), so the graph is the input's own; its data is the unpacked value
-                t = node.inputs[spec.index]
-                if own and t.version.value != sv.saved_version:
-                    raise NotModelled("a saved tensor written in place since it was saved, unpacked through "
-                                      "checkpoint or save_on_cpu under create_graph")
-                out[sv.name] = t
+            if sv.hooks is not None:
+                out[sv.name] = self.hooked(node, spec, value)
+            elif spec.what == "in":
+                out[sv.name] = node.inputs[spec.index]
             else:
                 shape, dtype = node.outputs[spec.index]
-                data = value if own else node.output_values[spec.index]
-                out[sv.name] = self.rt.tensor(data, True, node, spec.index, dtype=dtype)
+                out[sv.name] = self.rt.tensor(node.output_values[spec.index], True, node, spec.index, dtype=dtype)
         return out
+
+    def hooked(self, node, spec, value) -> Tensor:
+        """SavedVariable::unpack with hooks: a new tensor holding what the unpack hook returned,
+        on the saved tensor's place in the graph -- an output on the node itself; a non-leaf input
+        on its grad_fn as saved (the node's edge); a leaf on the leaf's own AccumulateGrad
+        (``set_grad_accumulator``), so a gradient through it reaches the leaf's ``.grad``."""
+        rt = self.rt
+        if isinstance(value, Tensor):
+            value = value.value
+        if spec.what != "in":
+            dtype = node.outputs[spec.index][1]
+            return rt.tensor(value, True, node, spec.index, dtype=dtype)
+        original = node.inputs[spec.index]
+        edge = node.edges[spec.index] if spec.index < len(node.edges) else None
+        if edge is None:
+            return rt.tensor(value, False, dtype=original.dtype)
+        if edge.node.kind == "accumulate":
+            t = rt.tensor(value, True, dtype=original.dtype)
+            t.grad_accumulator = edge.node
+            return t
+        return rt.tensor(value, True, edge.node, edge.input_nr, dtype=original.dtype)
 
     def validate_outputs(self, node, outputs):
         if not self.create_graph:

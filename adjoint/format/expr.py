@@ -53,7 +53,7 @@ _REFUSED_OPS = {ast.FloorDiv: "//", ast.Mod: "%", ast.LShift: "<<", ast.RShift: 
                 ast.BitAnd: "&", ast.BitXor: "^"}
 
 #: Call prefixes dropped into ``Call.prefix``, longest first.
-PREFIXES = ("torch.nn.functional.", "nn.functional.", "torch.", "F.")
+PREFIXES = ("torch.nn.functional.", "nn.functional.", "torch.", "F.", "torch.autograd.", "autograd.")
 GRAD_MODES = ("no_grad", "enable_grad")
 
 #: Python's integers that PyTorch accepts as a scalar (int64, and uint64 for positives).

@@ -192,6 +192,8 @@ class Hook:
     slot: str | None = None              # saved: the saved tensor's name on the node (grad_fn._raw_saved_SLOT)
     message: str | None = None           # disable_saved_tensors_hooks: the error message
     pin_memory: bool = False             # save_on_cpu: its pin_memory argument
+    during: tuple[int, ...] | None = None  # saved_tensors: the steps the with block is around (None: every forward)
+    next: tuple[int, ...] = ()           # node: grad_fn.next_functions[i][0]... walked from the target's grad_fn
 
     @property
     def is_module_backward(self) -> bool:
@@ -210,6 +212,7 @@ class Backward:
     loc: Loc | None
     retain_graph: bool = False
     second: object | None = None  # create_graph, as:, root:/roots:, allow_unused, ... (adjoint.format.second_steps.SecondOrder)
+    empty_inputs: bool = False   # inputs: [] -- PyTorch refuses it when the backward is called (an answer)
 
 
 @dataclass(frozen=True)
@@ -226,6 +229,8 @@ class Step:
     backward: Backward | None = None
     hooks: tuple[int, ...] = ()
     lr: Fraction | None = None
+    set_to_none: bool = True     # zero_grad: False zeroes each existing .grad in place instead
+    leaves: tuple = ()           # zero_grad: only these leaves' .grad (names; empty: every leaf)
 
 
 @dataclass(frozen=True)

@@ -145,8 +145,7 @@ def _variants(vnode: YNode | None, inputs, hooks, backward, steps, input_names, 
     if vnode is None:
         if FAILED in (inputs, hooks, backward, steps):
             return FAILED
-        if steps is not None:
-            check_step_hooks(steps, hooks, "steps", "the problem")
+        check_step_hooks(steps or (), hooks, "steps", "the problem")
         return [Variant("default", inputs, hooks, backward, None, steps)]
     if not isinstance(vnode, YMap) or not vnode.entries:
         raise ProblemError(vnode.loc, "variants must be a non-empty mapping NAME: {hooks, inputs, backward}")
@@ -183,8 +182,7 @@ def _variant(key: YScalar, node: YNode, inputs, hooks, backward, steps, input_na
     parts = (description, vin, vhooks, vback, vsteps)
     if any(p is FAILED for p in parts):
         return FAILED
-    if vsteps is not None:
-        check_step_hooks(vsteps, vhooks, "steps" if v.get("steps") is None else f"the steps of {what}", what)
+    check_step_hooks(vsteps or (), vhooks, "steps" if v.get("steps") is None else f"the steps of {what}", what)
     return Variant(key.text, vin, vhooks, vback, key.loc, vsteps, description)
 
 

@@ -27,7 +27,7 @@ from adjoint.format.validate_steps import check_step_order
 from adjoint.format.validate_saved import SAVED_KEYS, SAVED_TARGETS, check_not_saved_keys, parse_saved_target
 
 HOOK_KEYS = ("module", "tensor", "node", "global", "multi_grad", "saved_tensors", "kind", "mode", "scope", "returns",
-             "does", "remove", "removes", "label", "when", "prepend", "with_kwargs", "always_call", "raises") + SAVED_KEYS
+             "does", "remove", "removes", "label", "when", "prepend", "with_kwargs", "always_call", "raises", "during", "next") + SAVED_KEYS
 TARGET_KEYS = ("module", "tensor", "node", "global", "multi_grad", "saved_tensors") + SAVED_TARGETS
 BACKWARD_KEYS = ("method", "inputs", "grad_output")
 STEP_KINDS = ("forward", "backward", "register", "remove", "zero_grad", "step")
@@ -88,6 +88,12 @@ def parse_hook(node: YNode, index: int, what: str, count: int) -> Hook:
             unpack = parse_expression(s.get("unpack"), f"the unpack of hook {index}", allow_none=True)
     _only_with(h, "mode", on == "multi_grad", "multi_grad: hooks")
     _only_with(h, "scope", on == "saved_tensors", "saved_tensors: hooks")
+    _only_with(h, "during", on == "saved_tensors", "saved_tensors: hooks")
+    _only_with(h, "next", on == "node", "node: hooks (a node reached through next_functions)")
+    from adjoint.format.validate_during import parse_next
+    walk = parse_next(h.get("next"), index) if h.get("next") is not None else ()
+    from adjoint.format.validate_during import parse_during
+    during = parse_during(h.get("during"), index) if h.get("during") is not None else None
     # any string: an unknown mode is PyTorch's ValueError when the hook is registered (an answer)
     mode = string(h.get("mode"), "mode") if h.get("mode") is not None else "all"
     if h.get("scope") is not None:
@@ -141,12 +147,13 @@ def parse_hook(node: YNode, index: int, what: str, count: int) -> Hook:
     return Hook(index, on, target, kind, returns, does, remove, when, label, h.loc, prepend=prepend,
                 with_kwargs=with_kwargs, always_call=always_call, tensors=tensors, mode=mode, pack=pack,
                 unpack=unpack, scope=scope, raises=raises, removes=removes, raises_type=raises_type,
-                raises_in=raises_in)
+                raises_in=raises_in, during=during, next=walk)
 
 
 def _saved_hook(h: YMap, on: str, index: int, count: int) -> Hook:
     """A ``saved:`` or ``disable_saved_tensors_hooks:`` hook (format/validate_saved.py)."""
     f = parse_saved_target(h, on, index)
+    _only_with(h, "during", False, "saved_tensors: hooks")
     scope = _names(h.get("scope"), f"the scope of hook {index}", "module paths") if h.get("scope") is not None else None
     when = "before_forward"
     if h.get("when") is not None:
@@ -232,10 +239,11 @@ def parse_backward(node: YNode | None, base: Backward | None, in_step: bool = Fa
     b = mapping(node, "backward", (), BACKWARD_KEYS + (("retain_graph",) + SECOND_KEYS if in_step else ()))
     method = choice(b.get("method"), "backward method", ("backward", "grad")) if b.get("method") else "backward"
     inputs: tuple[tuple[str, Loc], ...] = ()
-    if b.get("inputs") is not None:
+    empty = isinstance(b.get("inputs"), YSeq) and not b.get("inputs").items   # inputs=[]: PyTorch's error, an answer
+    if b.get("inputs") is not None and not empty:
         inode = b.get("inputs")
         if not isinstance(inode, YSeq) or not inode.items:
-            raise ProblemError(inode.loc, "backward.inputs must be a non-empty list of tensor names")
+            raise ProblemError(inode.loc, "backward.inputs must be a list of tensor names")
         names = []
         for item in inode.items:
             n = string(item, "a backward input")
@@ -244,14 +252,14 @@ def parse_backward(node: YNode | None, base: Backward | None, in_step: bool = Fa
             names.append((n, item.loc))
         inputs = tuple(names)
     second = parse_second(b, method, inputs) if in_step else None
-    if method == "grad" and not inputs:
+    if method == "grad" and not inputs and not empty:
         raise ProblemError(b.loc, "method: grad needs inputs: [TENSOR, ...] (torch.autograd.grad(outputs, inputs))")
     grad_output = parse_literal(b.get("grad_output"), "backward.grad_output") if b.get("grad_output") is not None else None
     retain = boolean(b.get("retain_graph"), "retain_graph") if b.get("retain_graph") is not None else False
     if second is not None and second.grad_outputs and grad_output is not None:
         raise ProblemError(b.get("grad_output").loc, "give either grad_output (with the one root) or grad_outputs "
                                                      "(one per entry of roots), not both")
-    return Backward(method, inputs, grad_output, b.loc, retain, second)
+    return Backward(method, inputs, grad_output, b.loc, retain, second, empty_inputs=empty)
 
 
 def parse_steps(node: YNode, what: str, base: Backward, input_decl, input_names: tuple[str, ...],
@@ -305,9 +313,16 @@ def parse_step(node: YNode, i: int, what: str, base: Backward, input_decl, input
             indices.append(n)
         return Step(kind, loc, hooks=tuple(indices))
     if kind == "zero_grad":
-        if body is not None:
-            raise ProblemError(body.loc, f"{where}: zero_grad takes nothing (every .grad is set to None)")
-        return Step("zero_grad", loc)
+        if body is None:
+            return Step("zero_grad", loc)
+        if not isinstance(body, YMap):
+            raise ProblemError(body.loc, f"{where}: zero_grad takes nothing (every .grad is set to None), or "
+                                         "{set_to_none: false, leaves: [NAME, ...]}")
+        z = mapping(body, f"the zero_grad of {where}", (), ("set_to_none", "leaves"))   # {zero_grad: {set_to_none: false}}
+        leaves = tuple(_names(z.get("leaves"), f"the leaves of {where}", "leaf names")) \
+            if z.get("leaves") is not None else ()
+        none = boolean(z.get("set_to_none"), "set_to_none") if z.get("set_to_none") is not None else True
+        return Step("zero_grad", loc, set_to_none=none, leaves=leaves)
     if body is None:
         raise ProblemError(loc, f"{where}: write {{step: {{lr: 0.1}}}} with the learning rate")
     s = mapping(body, f"the step of {where}", ("lr",), ())
@@ -339,4 +354,6 @@ def check_step_hooks(steps: tuple[Step, ...], hooks: tuple[Hook, ...], what: str
                                                           "save_on_cpu"):
                 errors.append(ProblemError(s.loc, f"step {i} of {what} removes hook {n}, a {hooks[n].kind} hook, "
                                                   "which has no handle"))
+    from adjoint.format.validate_during import check_during
+    errors += check_during(steps, hooks, what)
     raise_all(errors)

@@ -394,6 +394,8 @@ def _compare_call(p: dict, o: dict, n_pred: int, n_obs: int, rtol: float, atol: 
         if name in oa:
             diff.value(name, pa[name], oa[name], ba.get(name))
     for mark, default in CALL_MARKS:
+        if mark == "node" and o.get("node_unseen") and o.get("node") is None:
+            continue   # a pack for a node only a create_graph backward made and nothing reached: unnamed in torch
         if p.get(mark, default) != o.get(mark, default):
             diff.fail(f"{mark}: predicted {p.get(mark, default)!r}, observed {o.get(mark, default)!r}")
     diff.value("returned", p.get("returned"), o.get("returned"), b.get("returned"))

@@ -161,6 +161,8 @@ class Hooks:
             hook = self.hooks[index]
             if hook.on not in ("saved_tensors", "disable_saved_tensors_hooks", "save_on_cpu"):
                 continue
+            if getattr(hook, "during", None) is not None and getattr(self, "step", None) not in hook.during:
+                continue   # a block around other steps only
             if (scope_of is None and hook.scope is None) or (scope_of is not None and hook.scope is not None
                                                              and scope_of in hook.scope):
                 out.append(hook)
@@ -236,6 +238,8 @@ class Hooks:
         self.attach_node(hook, t.grad_fn)
 
     def attach_node(self, hook: Hook, node) -> None:
+        for i in getattr(hook, "next", ()):   # next: [i, ...]: grad_fn.next_functions[i][0]...
+            node = node.next_functions[i][0]
         if hook.kind == "pre":
             def fn(grad_outputs):
                 return self.fire(hook, {"grad_outputs": grad_outputs})
@@ -296,7 +300,10 @@ class Hooks:
             return
         def pack(x):   # the node being built: read from the run's records (savednodes), else the newest one
             seq = graphs.next_sequence_nr() - 1
-            return self.fire(hook, {"x": x}, kind="pack", body=hook.pack, where={"_seq": seq})
+            where = {"_seq": seq}
+            if torch._C._current_graph_task_id() != -1:   # an op a create_graph backward records
+                where["_in_backward"] = True
+            return self.fire(hook, {"x": x}, kind="pack", body=hook.pack, where=where)
 
         def unpack(x):  # the node whose saved tensor it is: from the records, else the engine's current node
             node = graphs.current_node()

@@ -66,6 +66,19 @@ class EnvScope:
             if inside:
                 self.run.reentrant -= 1
 
+    def nested_grad(self, func: str, args: list, kwargs: dict, loc: Loc):
+        """``torch.autograd.grad(...)`` in a hook body: inside a running backward, a reentrant one."""
+        if self.run is None or func != "grad":
+            raise ProblemError(loc, f"verify does not run torch.autograd.{func}(...) in {self.what}")
+        inside = torch._C._current_graph_task_id() != -1
+        if inside:
+            self.run.reentrant += 1
+        try:
+            return torch.autograd.grad(*args, **kwargs)
+        finally:
+            if inside:
+                self.run.reentrant -= 1
+
     def assign(self, name: str, value, loc: Loc) -> None:
         self.env[name] = value
 
@@ -226,6 +239,8 @@ class Program:
                 return self.keep(self.scope.call_child(e.func, args, kwargs, e.loc))
             if e.func == "backward" and not e.prefix and hasattr(self.scope, "nested_backward"):
                 return self.scope.nested_backward(args[0] if args else None, args[1:], kwargs, e.loc)
+            if e.prefix in ("torch.autograd.", "autograd.") and hasattr(self.scope, "nested_grad"):
+                return self.keep(self.scope.nested_grad(e.func, args, kwargs, e.loc))
             return self.keep(callables.function(e.func, e.prefix, e.loc)(*args, **kwargs))
         if isinstance(e, S.Method):
             obj = self.eval(e.obj)

@@ -267,6 +267,12 @@ class Session:
 
     def backward(self, bw) -> dict | None:
         """One backward step; returns what ``torch.autograd.grad`` returned, by name (None for backward)."""
+        if getattr(bw, "empty_inputs", False):   # inputs=[]: PyTorch's own error
+            fp = self.forwards[-1]
+            root = fp.loss if fp.loss is not None else fp.output
+            if bw.method == "grad":
+                torch.autograd.grad(root, [])
+            torch.autograd.backward(root, inputs=[])
         if bw.second is not None:
             return second_backward(self, bw, self.made)
         fp = self.forwards[-1]
@@ -279,9 +285,16 @@ class Session:
         root.backward(gradient=gradient, retain_graph=bw.retain_graph, inputs=wrt or None)
         return None
 
-    def zero_grad(self) -> None:
-        for t in self.leaves.values():
-            t.grad = None
+    def zero_grad(self, set_to_none: bool = True, only: tuple = ()) -> None:
+        for t in ([self.leaves[n] for n in only] if only else self.leaves.values()):
+            if set_to_none:
+                t.grad = None
+            elif t.grad is not None:   # Module.zero_grad(set_to_none=False)'s treatment of each .grad
+                if t.grad.grad_fn is not None:
+                    t.grad.detach_()
+                else:
+                    t.grad.requires_grad_(False)
+                t.grad.zero_()
 
     def sgd(self, lr) -> None:
         with torch.no_grad():
@@ -465,8 +478,9 @@ def run_steps(s: Session, steps, passes: list, in_step=None, pass_extras: bool =
     except TORCH_ERRORS + (AssertionError, HookRaised) as exc:   # PyTorch refuses a registration
         return _error(exc, "register", s)
     first_forward = first_backward = True
-    for step in steps:
+    for index, step in enumerate(steps):
         registering = False
+        s.hooks.step = index   # saved_tensors blocks with during: are around the steps they list
         s.phase = "backward" if step.kind == "backward" else "register" if step.kind == "register" else "forward"
         try:
             with (in_step(step) if in_step is not None else contextlib.nullcontext()):
@@ -482,7 +496,11 @@ def run_steps(s: Session, steps, passes: list, in_step=None, pass_extras: bool =
                         remove_before_backward(s, hooks)
                     start = len(s.log)
                     s.hooks.fired.clear()   # which call fired at a shared node counts afresh in every backward
-                    returned = s.backward(bw)
+                    with contextlib.ExitStack() as blocks:   # during: [this step]
+                        for hook in s.hooks.saved_hooks(None):
+                            if getattr(hook, "during", None) is not None:
+                                blocks.enter_context(s.hooks.saved_tensors(hook))
+                        returned = s.backward(bw)
                     entry = {"hook_calls": s.log[start:], "grads": s.grads()}
                     if pass_extras and s.written_leaves:
                         entry["leaf_values"] = s.leaf_values()
@@ -502,7 +520,7 @@ def run_steps(s: Session, steps, passes: list, in_step=None, pass_extras: bool =
                     for i in step.hooks:
                         s.hooks.remove(i)
                 elif step.kind == "zero_grad":
-                    s.zero_grad()
+                    s.zero_grad(step.set_to_none, step.leaves)
                 elif step.kind == "step":
                     s.sgd(step.lr)
         except ProblemError:
@@ -545,6 +563,10 @@ def finish_calls(s: Session) -> None:
             seq = record.pop("_seq", None)
             name = record.pop("_node", None)
             record["node"] = name or s.nodes.name(seq) or s.saved_nodes.name(seq) or s.saved_nodes.op_node(seq)
+            if record.pop("_in_backward", False) and record["node"] is None:
+                # a node a create_graph backward recorded that no later graph reaches: the torch
+                # side has no way to name it (the comparison does not hold it against the prediction)
+                record["node_unseen"] = True
             record["target"] = producers.get(seq) if seq is not None else None
 
 

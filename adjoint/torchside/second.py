@@ -59,6 +59,8 @@ def second_backward(s, bw, made: dict) -> dict | None:
     if bw.method == "grad":
         out = torch.autograd.grad(roots, wrt, grad_outputs=grads, retain_graph=bw.retain_graph or None,
                                   create_graph=sec.create_graph, **kwargs)
+        if sec.create_graph:   # the nodes it recorded: pack calls made while it ran are named by them
+            s.nodes.scan([g for g in out if g is not None])
         for (name, _), g in zip(sec.names, out):
             made[name] = g
             if g is not None:
@@ -67,4 +69,6 @@ def second_backward(s, bw, made: dict) -> dict | None:
         return {name: snap(g, s.dtype) for (name, _), g in zip(bw.inputs, out)}
     torch.autograd.backward(roots, grad_tensors=grads, retain_graph=bw.retain_graph or None,
                             create_graph=sec.create_graph, inputs=wrt or None)
+    if sec.create_graph:   # the nodes it recorded, behind the .grad it set
+        s.nodes.scan([t.grad for t in list(s.leaves.values()) + list(wrt) if t.grad is not None])
     return None

@@ -11,7 +11,8 @@ Sequential, a built-in, or a custom module with one or several inputs; built-in 
 and without bias, on 1-D, 2-D and 3-D inputs), ReLU, Tanh, Sigmoid, Identity, nested
 Sequentials; custom modules with multi-line forwards and children (a child called twice,
 multi-input children fed tensors that do not require grad), custom autograd Functions with
-correct and wrong backward formulas; every expression op (+ - * / ** @ unary -, relu tanh
+correct and wrong backward formulas (in v2 problems, some write their input in place and mark
+it dirty: ``dirty:`` with ``save:``); every expression op (+ - * / ** @ unary -, relu tanh
 sigmoid exp log sin cos sqrt abs sum mean norm t) with numbers on either side, broadcasting
 and matmul of ranks 1-2 and N-D @ 1-D/2-D; leaves with and without requires_grad, parameters
 with requires_grad false; targets; a loss or none (then ``backward.grad_output`` when the

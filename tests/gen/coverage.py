@@ -33,6 +33,8 @@ def coverage(p: ProblemSpec) -> Counter:
             c[f"module {m.type}"] += 1
         elif m.function is not None:
             c[f"module Function ({'correct' if m.function.correct else 'wrong'})"] += 1
+            if m.function.dirty:
+                c["module Function dirty"] += 1
             op_names(m.ret, c)
         else:
             c["module custom" + (" multi-input" if len(m.inputs) > 1 else "") +

@@ -86,6 +86,10 @@ def _module_yaml(m: Mod, indent: int) -> list[str]:
         if m.function is not None:
             out.append(f"{pad}function:")
             out.append(f"{pad}  name: {m.function.name}")
+            if m.function.dirty:
+                out.append(f"{pad}  dirty: [{', '.join(m.function.dirty)}]")
+            if m.function.save:
+                out.append(f"{pad}  save: [{', '.join(m.function.save)}]")
             if m.function.grads:
                 out.append(f"{pad}  backward:")
                 for slot, formula in m.function.grads.items():

@@ -14,7 +14,7 @@ from .steps import StepGen
 from .program import ProgramGen
 from .rand import Src
 from .specs import BackwardSpec, FnSpec, Leaf, Mod, ProblemSpec, Stmt
-from .trees import ODD_VALUES, TRANSCENDENTAL_BUDGET, VALUES
+from .trees import ODD_VALUES, TRANSCENDENTAL_BUDGET, VALUES, src
 
 #: How often a custom forward is written as a YAML list of lines instead of a block string
 #: (once refused by adjoint: tests/data/regressions/forward_as_yaml_list.yaml).
@@ -24,6 +24,8 @@ FORWARD_AS_LIST = 0.2
 V2_SHARE = 0.7
 #: How often the root of a v2 problem (a custom module) returns a tuple.
 TUPLE_P = 0.12
+#: Share of one-input custom Functions (v2 problems) that write their input and mark it dirty.
+DIRTY_P = 0.35
 #: How often a custom forward of a v2 problem gets statements.
 STATEMENT_P = 0.6
 
@@ -347,6 +349,8 @@ class Gen(HookGen, HookGenV2, ProgramGen, StepGen, LayerGen):
                                    (2, "linear" if len(shape) == 2 else "scale"), (1, "two_lines")])
             if template in ("tanh", "sin", "exp", "two_lines") and not self.spend():
                 template = "square"
+            if self.v2 and s.coin(DIRTY_P):
+                return self.dirty_function(name, path, arg, shape, correct)
             params = []
             if template == "square":
                 fwd, grads = ("b", "*", x, x), {arg: f"2 * grad_output * {arg}" if correct else f"grad_output * {arg}"}
@@ -384,6 +388,33 @@ class Gen(HookGen, HookGenV2, ProgramGen, StepGen, LayerGen):
                 return mod
             mod = Mod(name, path, None, [arg], [in_shapes[0]], shape, params, ret=fwd, write_inputs=arg != "x")
         mod.function = self.fn_spec(mod, grads, correct)
+        return mod
+
+    def dirty_function(self, name: str, path: str, arg: str, shape: tuple, correct: bool) -> Mod:
+        """A Function that writes its input in place and returns it: ``ctx.mark_dirty(arg)``,
+        the result saved (``save: [arg]``, the input after the write and the version bump).
+        A leaf that requires grad, or an input an earlier node saved, makes PyTorch raise:
+        those are predicted errors."""
+        s = self.s
+        op = s.weighted([(3, "mul_"), (2, "add_"), (1, "exp_")])
+        if op == "exp_" and not self.spend():
+            op = "mul_"
+        if op == "mul_":
+            k = s.choice([Fr(2), Fr(-3), Fr(1, 2)])
+            args = (("c", k),)
+            grad = f"grad_output * {src(('c', k))}" if correct else "grad_output"
+        elif op == "add_":
+            args = (("c", s.choice([Fr(1), Fr(-2), Fr(1, 4)])),)
+            grad = "grad_output + 0 * saved[0]" if correct else "grad_output * saved[0]"
+        else:
+            args = ()
+            grad = "grad_output * saved[0]" if correct else "grad_output"
+        line = Stmt("inplace", arg, op=op, args=args, label=f"dirty {op}")
+        mod = Mod(name, path, None, [arg], [shape], shape, [], lines=[line], ret=("n", arg),
+                  write_inputs=arg != "x")
+        spec = self.fn_spec(mod, {arg: grad}, correct)
+        spec.dirty, spec.save = (arg,), (arg,)
+        mod.function = spec
         return mod
 
     def fn_spec(self, mod: Mod, grads: dict, correct: bool) -> FnSpec:

@@ -15,7 +15,8 @@ What it builds, over the ops whose create_graph recording is modelled (docs/not-
   ``allow_unused`` and ``as:`` again, sometimes a third grad of grad;
 * hooks: tensor hooks (observing or rescaling) on ``h`` / ``y`` and on ``as:`` names, node
   pre/post hooks on ``as:`` names, retain_grad, a multi_grad hook over two ``as:`` names, full
-  backward hooks on a Linear, in two or three variants.
+  backward hooks on a Linear, saved-tensor hooks around the forward or (``during:``) around
+  chosen steps, in two or three variants.
 
 PyTorch's errors (a root that does not require grad: the gradient of a linear function is
 constant) are answers like any other; the differential check compares them.
@@ -162,6 +163,18 @@ def generate_second(rng: random.Random):
                 # over it is refused (PyTorch's AssertionError at registration; v1 refuses the file)
                 hooks.append(f"{{multi_grad: [{names[0]}, {names[1]}], mode: any}}")
                 cov["multi_grad on as: names"] += 1
+            elif choice < 0.88:
+                # saved-tensor hooks around the forward, or (during:) around chosen steps: a
+                # create_graph backward's recorded ops pack through a block around it
+                pack, unpack = rng.choice([("x", "x"), ("x * 2", "x"), ("x", "x / 2"), ("x * 2", "x / 2")])
+                block = f'{{saved_tensors: {{pack: "{pack}", unpack: "{unpack}"}}'
+                if rng.random() < 0.7:
+                    during = sorted(rng.sample(range(len(steps)), rng.randint(1, len(steps))))
+                    block += f", during: [{', '.join(map(str, during))}]"
+                    cov["saved_tensors during steps"] += 1
+                else:
+                    cov["saved_tensors around the forward"] += 1
+                hooks.append(block + "}")
             elif modules:
                 hooks.append(f"{{module: {rng.choice(modules)}, kind: full_backward}}")
                 cov["full_backward"] += 1

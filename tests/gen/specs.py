@@ -22,6 +22,8 @@ class FnSpec:
     name: str
     grads: dict               # slot -> tree | None (absent key: returns None)
     correct: bool
+    dirty: tuple = ()         # ctx.mark_dirty(...): the inputs the forward writes in place and returns
+    save: tuple = ()          # ctx.save_for_backward(...): the formulas then see saved[i] and grad_output only
 
 
 @dataclass

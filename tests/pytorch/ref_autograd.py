@@ -5,6 +5,8 @@ fixed values."""
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import torch.nn as nn
 
@@ -61,32 +63,66 @@ def test_grad_nonleaf_register_hook():
 
 def test_post_accumulate_grad_hook_multiple_hooks():
     log = Log()
-    t = leaf([0.5, -1, 2])
-    t.register_post_accumulate_grad_hook(log.post_acc_hook(0, "t"))
-    t.register_post_accumulate_grad_hook(log.post_acc_hook(1, "t"))
-    t.sum().backward()
-    return observation(log, grads(t=t))
+
+    def hook1(tensor):
+        tensor.sub_(tensor.grad)
+
+    def hook2(tensor):
+        tensor.mul_(4.0)
+
+    tensor = leaf([0.5, -1, 2])
+    tensor_ref = tensor.detach().clone()
+    tensor.register_post_accumulate_grad_hook(log.post_acc_hook(0, "t", fn=hook1))
+    tensor.register_post_accumulate_grad_hook(log.post_acc_hook(1, "t", fn=hook2))
+    sum = tensor.sum()
+    sum.backward()
+    assert torch.equal(4.0 * (tensor_ref - 1.0), tensor.detach())   # both hooks ran, in order
+    return observation(log, grads(t=tensor), leaf_values={"t": snap(tensor)})
 
 
 def test_post_accumulate_grad_hook_multiple_tensors():
     log = Log()
+
+    def hook(tensor):
+        tensor.sub_(tensor.grad)
+
     tensor1, tensor2 = leaf([0.5, -1, 2]), leaf([1, 0.25, -0.5, 3, -2])
-    tensor1.register_post_accumulate_grad_hook(log.post_acc_hook(0, "tensor1"))
-    tensor2.register_post_accumulate_grad_hook(log.post_acc_hook(1, "tensor2"))
-    (tensor1.sum() + tensor2.sum()).backward()
-    return observation(log, grads(tensor1=tensor1, tensor2=tensor2))
+    tensor1_ref, tensor2_ref = tensor1.detach().clone(), tensor2.detach().clone()
+    tensor1.register_post_accumulate_grad_hook(log.post_acc_hook(0, "tensor1", fn=hook))
+    tensor2.register_post_accumulate_grad_hook(log.post_acc_hook(1, "tensor2", fn=hook))
+    every = lambda: grads(tensor1=tensor1, tensor2=tensor2)   # noqa: E731
+    with log.backward_pass(every):
+        tensor1.sum().backward()
+    with log.backward_pass(every):
+        tensor2.sum().backward()
+    assert torch.equal(tensor1_ref - 1.0, tensor1.detach()) and torch.equal(tensor2_ref - 1.0, tensor2.detach())
+    return observation(log, every(), leaf_values={"tensor1": snap(tensor1), "tensor2": snap(tensor2)})
 
 
 def test_post_accumulate_grad_hook_ordering():
     log = Log()
-    t = leaf([0.5, -1, 2])
-    acc_grad = t.view_as(t).grad_fn.next_functions[0][0]
-    t.register_hook(log.tensor_hook(0, "t", fn=lambda grad: grad.sub(2.0)))
-    acc_grad.register_prehook(log.node_pre_hook(1, "t", fn=lambda grad_out: (grad_out[0].div(5.0),)))
-    t.register_post_accumulate_grad_hook(log.post_acc_hook(2, "t"))
-    acc_grad.register_hook(log.node_post_hook(3, "t"))
-    t.sum().backward()
-    return observation(log, grads(t=t))
+    tensor = leaf([0.5, -1, 2])
+
+    def pre_hook(grad):
+        return grad.sub(2.0)
+
+    def acc_grad_node_pre_hook(grad_out):
+        return (grad_out[0].div(5.0),)
+
+    def post_acc_grad_hook(tensor):
+        tensor.grad.add_(0.5)
+
+    def acc_grad_node_post_hook(grad_in, grad_out):
+        tensor.grad = grad_out[0].mul(10)
+
+    acc_grad = tensor.view_as(tensor).grad_fn.next_functions[0][0]
+    tensor.register_hook(log.tensor_hook(0, "t", fn=pre_hook))
+    acc_grad.register_prehook(log.node_pre_hook(1, "t", fn=acc_grad_node_pre_hook))
+    tensor.register_post_accumulate_grad_hook(log.post_acc_hook(2, "t", fn=post_acc_grad_hook))
+    acc_grad.register_hook(log.node_post_hook(3, "t", fn=acc_grad_node_post_hook))
+    tensor.sum().backward()
+    assert torch.equal(torch.tensor([3.0, 3.0, 3.0], dtype=torch.float64), tensor.grad)
+    return observation(log, grads(t=tensor))
 
 
 def test_prehook_ordering():
@@ -292,11 +328,14 @@ def test_hooks__tensor_hooks():
         z.backward(ones, retain_graph=True)
     test.remove()
     z.register_hook(log.tensor_hook(3, "z", fn=lambda g: g.mul(2)))
-    x.grad = y.grad = None                            # zero_grad (the test: y.grad.zero_())
+    with torch.no_grad():
+        y.grad.zero_()
     with log.backward_pass(state()):
         z.backward(ones, retain_graph=True)
+    assert torch.equal(y.grad, (x.detach() + 1) * 2)
     y.register_hook(log.tensor_hook(4, "y", fn=lambda g: g.mul(2)))
-    x.grad = y.grad = None
+    with torch.no_grad():
+        y.grad.zero_()
     with log.backward_pass(state()):
         z.backward(ones)
     assert torch.equal(y.grad, (x + 1) * 4)
@@ -522,20 +561,53 @@ def test_tensor_hooks_inplace_over_view():
 # ----------------------------------------------------------------------------- backward(inputs=...)
 
 
-def test_backward_with_inputs():
+def _backward_with_inputs(empty: bool) -> dict:
     log = Log()
     x = leaf([[0.5, -1], [2, 0.25]])
     y = leaf([[1, -0.5], [-2, 1.5]])
-    gradient = tensor([[1, 1], [1, 1]])
 
     def fn():
         return x ** 2 + y * x + y ** 2
-    for i, inputs in enumerate(([x, y], [x], [y], y)):
-        if i:
-            x.grad = y.grad = None                    # zero_grad (the test zeroes them in place)
-        with log.backward_pass(lambda: grads(x=x, y=y)):
-            torch.autograd.backward(fn(), gradient, inputs=inputs)
-    return observation(log, grads(x=x, y=y))
+
+    gradient = tensor([[1, 1], [1, 1]])
+    x_grad_expected = 2 * x.detach() + y.detach()
+    y_grad_expected = x.detach() + 2 * y.detach()
+
+    @torch.no_grad()
+    def reset_grad():
+        x.grad.zero_()
+        y.grad.zero_()
+
+    zeros = torch.zeros(2, 2, dtype=torch.float64)
+    every = lambda: grads(x=x, y=y)   # noqa: E731
+    passes = contextlib.nullcontext if empty else (lambda: log.backward_pass(every))   # an error answer has no passes
+    with passes():
+        torch.autograd.backward(fn(), gradient, inputs=[x, y])
+    assert torch.equal(x.grad, x_grad_expected) and torch.equal(y.grad, y_grad_expected)
+    reset_grad()
+    with passes():
+        torch.autograd.backward(fn(), gradient, inputs=[x])
+    assert torch.equal(x.grad, x_grad_expected) and torch.equal(y.grad, zeros)
+    reset_grad()
+    with passes():
+        torch.autograd.backward(fn(), gradient, inputs=[y])
+    assert torch.equal(y.grad, y_grad_expected) and torch.equal(x.grad, zeros)
+    reset_grad()
+    with passes():
+        torch.autograd.backward(fn(), gradient, inputs=y)
+    assert torch.equal(y.grad, y_grad_expected) and torch.equal(x.grad, zeros)
+    if not empty:
+        return observation(log, every())
+    reset_grad()
+    try:
+        torch.autograd.backward(fn(), gradient, inputs=[])
+    except RuntimeError as e:   # "cannot be empty"
+        return observation(log, error=error(e, "backward", log))
+    raise AssertionError("PyTorch did not raise")
+
+
+def test_backward_with_inputs():
+    return {"inputs_listed": _backward_with_inputs(False), "inputs_empty": _backward_with_inputs(True)}
 
 
 def test_backward_with_scalar_input():
@@ -613,48 +685,90 @@ def test_backward_hook_relative_ordering():
         def forward(self, x):
             return self.linear(x)
 
+    x = leaf([[0.5, -1], [2, 0.25]])
     module = MyModule()
     log = Log(module)
-    x = leaf([[0.5, -1], [2, 0.25]])
-    module.register_full_backward_hook(log.module_hook(0, "full_backward", "model"))
-    inner = {}
-    module.linear.register_forward_hook(lambda m, i, o: inner.update(linear=o))
+    order = []
+    module.register_full_backward_hook(log.module_hook(0, "full_backward", "model", fn=lambda *_: order.append(
+        "module_full_backward_hook_BackwardHookFunctionBackward0")))
+    # the file's target for the node the test's walk numbers count: the tensor whose grad_fn it is
+    # (a leaf: its AccumulateGrad), or the tensor its next: starts from
+    targets = {1: "loss", 2: "model", 3: "linear", 4: "linear.bias", 5: "linear", 6: "x", 7: "linear",
+               8: "linear.weight"}
+
+    def make_pre_hook(id, count):
+        return log.node_pre_hook(2 * count - 1, targets[count], fn=lambda _: order.append(f"pre_hook_{id}"))
+
+    def make_post_hook(id, count):
+        return log.node_post_hook(2 * count, targets[count], fn=lambda _1, _2: order.append(f"post_hook_{id}"))
+
+    count = 0
+
+    def register_hooks_on_all_nodes(nodes):
+        nonlocal count
+        for node, _ in nodes:
+            count += 1
+            id = f"{node.name()}_{count}"
+            node.register_prehook(make_pre_hook(id, count))
+            node.register_hook(make_post_hook(id, count))
+            register_hooks_on_all_nodes(node.next_functions)
+
     loss = module(x).sum()
-    w, bias = module.linear.weight, module.linear.bias
-    out_node = loss.grad_fn.next_functions[0][0]                  # BackwardHookFunctionBackward
-    nodes = [("loss", loss.grad_fn), ("model", out_node), ("linear", inner["linear"].grad_fn)]
-    for i, (name, node) in enumerate(nodes):
-        node.register_prehook(log.node_pre_hook(1 + 2 * i, name))
-        node.register_hook(log.node_post_hook(2 + 2 * i, name))
-    addmm = inner["linear"].grad_fn
-    accs = {"linear.bias": addmm.next_functions[0][0], "linear.weight": addmm.next_functions[2][0].next_functions[0][0]}
-    accs["x"] = addmm.next_functions[1][0].next_functions[0][0]   # through the input's BackwardHookFunctionBackward
-    for i, name in enumerate(("linear.bias", "linear.weight", "x")):
-        accs[name].register_prehook(log.node_pre_hook(7 + 2 * i, name))
-        accs[name].register_hook(log.node_post_hook(8 + 2 * i, name))
-    x.register_hook(log.tensor_hook(13, "x"))
-    w.register_hook(log.tensor_hook(14, "linear.weight"))
-    bias.register_hook(log.tensor_hook(15, "linear.bias"))
-    x.register_post_accumulate_grad_hook(log.post_acc_hook(16, "x"))
-    w.register_post_accumulate_grad_hook(log.post_acc_hook(17, "linear.weight"))
-    bias.register_post_accumulate_grad_hook(log.post_acc_hook(18, "linear.bias"))
+    register_hooks_on_all_nodes(((loss.grad_fn, None),))
+
+    def make_tensor_pre_hook(id, hook, target):
+        return log.tensor_hook(hook, target, fn=lambda _: order.append(f"tensor_pre_hook_{id}"))
+
+    def make_post_acc_grad_hook(id, hook, target):
+        return log.post_acc_hook(hook, target, fn=lambda _: order.append(f"post_acc_grad_hook_{id}"))
+
+    x.register_hook(make_tensor_pre_hook("x", 17, "x"))
+    module.linear.weight.register_hook(make_tensor_pre_hook("weight", 18, "linear.weight"))
+    module.linear.bias.register_hook(make_tensor_pre_hook("bias", 19, "linear.bias"))
+    x.register_post_accumulate_grad_hook(make_post_acc_grad_hook("x", 20, "x"))
+    module.linear.weight.register_post_accumulate_grad_hook(make_post_acc_grad_hook("weight", 21, "linear.weight"))
+    module.linear.bias.register_post_accumulate_grad_hook(make_post_acc_grad_hook("bias", 22, "linear.bias"))
     loss.backward()
-    assert fired(log.calls) == [1, 2, 3, 4, 5, 6, 15, 7, 18, 8, 14, 9, 17, 10, 0, 13, 11, 16, 12]
+    expected_order = [
+        "pre_hook_SumBackward0_1", "post_hook_SumBackward0_1",
+        "pre_hook_BackwardHookFunctionBackward_2", "post_hook_BackwardHookFunctionBackward_2",
+        "pre_hook_AddmmBackward0_3", "post_hook_AddmmBackward0_3",
+        "tensor_pre_hook_bias", "pre_hook_torch::autograd::AccumulateGrad_4", "post_acc_grad_hook_bias",
+        "post_hook_torch::autograd::AccumulateGrad_4",
+        "pre_hook_TBackward0_7", "post_hook_TBackward0_7",
+        "tensor_pre_hook_weight", "pre_hook_torch::autograd::AccumulateGrad_8", "post_acc_grad_hook_weight",
+        "post_hook_torch::autograd::AccumulateGrad_8",
+        "pre_hook_BackwardHookFunctionBackward_5", "module_full_backward_hook_BackwardHookFunctionBackward0",
+        "post_hook_BackwardHookFunctionBackward_5",
+        "tensor_pre_hook_x", "pre_hook_torch::autograd::AccumulateGrad_6", "post_acc_grad_hook_x",
+        "post_hook_torch::autograd::AccumulateGrad_6",
+    ]
+    assert order == expected_order, order
     return observation(log, param_grads(module, x=x))
 
 
 def test_reentrant_with_non_leaf_variable_hook():
     log = Log()
-    param = leaf([0.5, -1, 2])
-    tmp = param * param
     handle = None
+    param = leaf([0.5, -1, 2])
 
     def manual_increase_gradient(grad):
         handle.remove()
-        return grad + 2                               # g.grad of the test's inner backward is 2
+        # Add some sort of gradient penalty by directly updating the gradients
+        with torch.enable_grad():
+            g = grad.detach().requires_grad_()
+            out = ((g * 2) + 5).sum()
+            out.backward()
+        res = g.grad + grad
+        return res
+
+    # Forward pass
+    tmp = param * param
     handle = tmp.register_hook(log.tensor_hook(0, "tmp", fn=manual_increase_gradient))
     loss = tmp.sum()
+    # Compute the gradients
     loss.backward()
+    assert torch.equal(param.grad, 6 * param.detach())
     return observation(log, grads(param=param))
 
 
@@ -993,11 +1107,15 @@ def test_saved_tensor_hooks_custom_error_propagation():
 
 def test_post_accumulate_grad_hook_returns_not_none():
     log = Log()
-    t = leaf([[0.5, -1, 2], [0.25, 1.5, -0.5]])
-    t.register_post_accumulate_grad_hook(log.post_acc_hook(0, "t", fn=lambda tensor: tensor * 1))
+
+    def bad_hook(tensor):
+        return tensor.grad
+
+    tensor = leaf([[0.5, -1, 2], [0.25, 1.5, -0.5]])
+    tensor.register_post_accumulate_grad_hook(log.post_acc_hook(0, "t", fn=bad_hook))
     try:
-        t.sum().backward()
-    except RuntimeError as e:
+        tensor.sum().backward()
+    except RuntimeError as e:   # "hooks should return None."
         return observation(log, error=error(e, "backward", log))
     raise AssertionError("PyTorch did not raise")
 

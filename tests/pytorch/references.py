@@ -101,7 +101,7 @@ def test_setting_default_saved_variable_hooks_twice_should_not_fail():
     x = leaf([0.5, -1])
     with torch.autograd.graph.saved_tensors_hooks(*log.saved_tensors(0)):
         with torch.autograd.graph.saved_tensors_hooks(*log.saved_tensors(1)):
-            x + 1   # the test's `pass`: an op that saves nothing
+            pass
     return observation(log, grads(x=x))
 
 
@@ -427,3 +427,8 @@ def test_grad_fn_prehooks_multiple_outputs__custom_function():
 # ----------------------------------------------------------------------------- contract v3 ports (ref_portsa.py)
 
 from ref_portsa import *  # noqa: E402,F401,F403  (module-hook, checkpoint and save_on_cpu ports)
+
+# ----------------------------------------------------------------------------- issue 24: second order,
+# reentrant backwards, hook bodies that write (test/test_autograd.py)
+
+from ref_autograd2 import *         # noqa: E402,F401,F403

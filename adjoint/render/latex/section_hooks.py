@@ -76,6 +76,10 @@ class HookSections(UnitWriter):
         else:
             what = {"module": "module", "tensor": "tensor", "node": "the autograd node that made tensor"}[h.on]
             text = f"{self._KIND[h.kind]} on {what} {code(h.target)}"
+            if getattr(h, "next", ()):   # next: [i, ...]: a node reached through next_functions
+                path = "".join(f".next_functions[{i}][0]" for i in h.next)
+                text = (f"{self._KIND[h.kind]} on the autograd node {code('grad_fn' + path)} of tensor "
+                        f"{code(h.target)}")
         if h.on not in ("saved_tensors", "saved", "disable_saved_tensors_hooks", "save_on_cpu"):
             if h.returns is not None:
                 text += f", returning ${self.P.doprint(h.returns)}$"
@@ -260,6 +264,11 @@ class HookSections(UnitWriter):
             head = f"The {kind}{where}, during the {h.phase} pass."
         else:
             head = f"The {kind} on {self._ON[h.on]} {target}{where}, during the {h.phase} pass."
+            walk = next((d.next for d in self.vd.hooks if d.index == h.hook and d.on == "node" and d.next), ())
+            if walk:   # next: [i, ...]: the node reached from the target's grad_fn, not its grad_fn
+                path = "".join(f".next_functions[{i}][0]" for i in walk)
+                head = (f"The {kind} on the autograd node {code('grad_fn' + path)} of tensor {code(h.target)}"
+                        f"{where}, during the {h.phase} pass.")
         intro = self._INTRO.get(h.kind, "")
         if h.node == "torch::autograd::AccumulateGrad" and h.kind in self._ACCUMULATE:
             intro += " " + self._ACCUMULATE[h.kind]

@@ -1,0 +1,114 @@
+"""``torch.autograd.grad(outputs, inputs, ...)`` as an expression of a hook body (contract v3
+section 4): a backward started from inside a hook, like ``backward(...)``
+(adjoint.engine.nested_backward), that hands back the gradients of ``inputs`` instead of
+accumulating them into ``.grad``.
+
+Run from a hook that fires inside a backward it is PyTorch's reentrant backward: a new graph
+task one level deeper, run to the end before the outer one goes on, its hook calls marked
+``reentrant``. ``torch.autograd.grad``'s own checks come first, in its order: an output that
+does not require grad, an input that does not require grad, an implicit gradient for an
+output with more than one element; an input the outputs do not reach is PyTorch's error
+unless ``allow_unused=True`` (then None). Modelled: one output (a tensor or a one-tensor
+list), inputs a tensor or a list of tensors, ``grad_outputs``, ``retain_graph``,
+``allow_unused``; ``create_graph=True`` is not modelled here (a step's ``create_graph`` is).
+"""
+
+from __future__ import annotations
+
+from adjoint.format.errors import ProblemError
+from adjoint.engine.graph import Tensor
+from adjoint.engine.runtime import TorchError
+
+PARAMS = ("outputs", "inputs", "grad_outputs", "retain_graph", "create_graph", "only_inputs", "allow_unused")
+KEYWORDS = ("outputs", "inputs", "grad_outputs", "retain_graph", "create_graph", "allow_unused")
+
+
+def nested_grad(rt, e, args: list, kwargs: dict, in_hook: bool):
+    loc = e.loc
+    if e.func != "grad":
+        raise ProblemError(loc, f"torch.autograd.{e.func} is not modelled; torch.autograd.grad(...) is, in a hook body")
+    if not in_hook:
+        raise ProblemError(loc, "torch.autograd.grad(...) is modelled in a hook body; a step differentiates with "
+                                "backward: {method: grad, inputs: [...]}")
+    for k in kwargs:
+        if k not in KEYWORDS:
+            raise ProblemError(loc, f"torch.autograd.grad(..., {k}=...) in a hook body is not modelled yet; the "
+                                    f"modelled keywords are {', '.join(KEYWORDS)}")
+    if len(args) > 3:
+        raise ProblemError(loc, "torch.autograd.grad(outputs, inputs, grad_outputs): give the other arguments by "
+                                "keyword")
+    given = dict(zip(PARAMS, args))
+    for k, v in kwargs.items():
+        if k in given:
+            raise TorchError("TypeError", f"grad() got multiple values for argument '{k}'", "autograd")
+        given[k] = v
+    if "outputs" not in given or "inputs" not in given:
+        missing = "outputs" if "outputs" not in given else "inputs"
+        raise TorchError("TypeError", f"grad() missing 1 required positional argument: '{missing}'", "autograd")
+    if given.get("create_graph"):
+        raise ProblemError(loc, "torch.autograd.grad(..., create_graph=True) in a hook body is not modelled yet; "
+                                "a backward step takes create_graph")
+    outputs = _tensors(given["outputs"], "outputs", loc)
+    inputs = _tensors(given["inputs"], "inputs", loc)
+    if len(outputs) != 1:
+        raise ProblemError(loc, "torch.autograd.grad in a hook body takes one output here (a tensor or [tensor])")
+    if not inputs:
+        raise TorchError("RuntimeError", "`inputs` argument to `grad()` cannot be empty.", "autograd")
+    root = outputs[0]
+    gradient = given.get("grad_outputs")
+    if isinstance(gradient, (list, tuple)):
+        if len(gradient) != 1:
+            raise ProblemError(loc, "torch.autograd.grad's grad_outputs: give one gradient for the one output")
+        gradient = gradient[0]
+    if gradient is not None and not isinstance(gradient, Tensor):
+        raise ProblemError(loc, "torch.autograd.grad's grad_outputs must be a tensor here")
+    if not root.requires_grad:
+        raise TorchError("RuntimeError", "element 0 of tensors does not require grad and does not have a grad_fn",
+                         "autograd")
+    for t in inputs:
+        if not t.requires_grad:
+            raise TorchError("RuntimeError", "One of the differentiated Tensors does not require grad", "autograd")
+    if gradient is None and _numel(root.shape) != 1:
+        raise TorchError("RuntimeError", "grad can be implicitly created only for scalar outputs", "autograd")
+    if gradient is not None and tuple(gradient.shape) != tuple(root.shape):
+        raise TorchError("RuntimeError", f"Mismatch in shape: grad_output[0] has a shape of "
+                                         f"torch.Size({list(gradient.shape)}) and output[0] has a shape of "
+                                         f"torch.Size({list(root.shape)}).", "autograd")
+    retain = given.get("retain_graph")
+    if retain is not None and not isinstance(retain, bool):
+        raise ProblemError(loc, "torch.autograd.grad's retain_graph must be True or False")
+    allow_unused = given.get("allow_unused")
+    named = tuple((f"input {i}", t, loc) for i, t in enumerate(inputs))
+    inside = rt.phase == "backward"
+    phase, grad_mode = rt.phase, rt.grad_enabled
+    if inside:
+        rt.reentrant += 1
+    try:
+        captured = rt.grad_runner(root, gradient.value if gradient is not None else None, named, bool(retain),
+                                  bool(allow_unused))
+    finally:
+        if inside:
+            rt.reentrant -= 1
+        rt.phase, rt.grad_enabled = phase, grad_mode
+    out = []
+    for t, value in zip(inputs, captured):
+        if value is None:   # allow_unused (without it the engine raised PyTorch's error)
+            out.append(None)
+        else:
+            out.append(rt.tensor(value.value if isinstance(value, Tensor) else value, dtype=t.dtype))
+    return tuple(out)
+
+
+def _tensors(value, what: str, loc) -> list:
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    for v in items:
+        if not isinstance(v, Tensor):
+            raise ProblemError(loc, f"torch.autograd.grad's {what} must be tensors (a tensor or a list of them)")
+    return items
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n

@@ -1,0 +1,47 @@
+"""``t.requires_grad_(requires_grad=True)`` (and ``t.detach_()``, below). In a hook body the idiom
+``g = grad.detach().requires_grad_()`` makes a new leaf a backward run by the hook body can
+differentiate into (its ``.grad`` then read as ``g.grad``). PyTorch's refusals are answers: a
+non-leaf set to False ("you can only change requires_grad flags of leaf variables. ..."), an
+integer or bool tensor set to True ("only Tensors of floating point dtype can require
+gradients", as ``requires_grad_`` words it). It returns the tensor itself."""
+
+from __future__ import annotations
+
+from adjoint.format.errors import ProblemError
+from adjoint.engine.graph import Tensor
+from adjoint.engine.torch_errors import TorchError
+
+NON_LEAF = ("you can only change requires_grad flags of leaf variables. If you want to use a computed variable in a "
+            "subgraph that doesn't require differentiation use var_no_grad = var.detach().")
+NOT_FLOAT = "only Tensors of floating point dtype can require gradients"
+
+
+def requires_grad_(t: Tensor, args: list, kwargs: dict, loc) -> Tensor:
+    if len(args) > 1 or set(kwargs) - {"requires_grad"} or (args and kwargs):
+        raise ProblemError(loc, "requires_grad_ takes one argument, requires_grad (True by default)")
+    flag = args[0] if args else kwargs.get("requires_grad", True)
+    if not isinstance(flag, bool):
+        raise ProblemError(loc, "requires_grad_'s argument must be True or False")
+    if t.grad_fn is not None or (t.base is not None and t.base.requires_grad):
+        if not flag:
+            raise TorchError("RuntimeError", NON_LEAF, "autograd")
+        return t
+    if flag and t.dtype not in ("float16", "bfloat16", "float32", "float64", "complex64", "complex128"):
+        raise TorchError("RuntimeError", NOT_FLOAT, "autograd")
+    t.requires_grad = flag
+    t.edgeless = False
+    return t
+
+
+def detach_(t: Tensor, args: list, kwargs: dict, loc) -> Tensor:
+    """``t.detach_()``: the tensor leaves its graph in place (no grad_fn, no longer requiring
+    grad) and is returned. A view is not modelled (PyTorch refuses to detach views in place)."""
+    if args or kwargs:
+        raise ProblemError(loc, "detach_ takes no arguments")
+    if t.base is not None:
+        raise ProblemError(loc, "detach_() of a view is not modelled yet (PyTorch refuses it); use detach()")
+    t.grad_fn = None
+    t.output_nr = 0
+    t.is_leaf = True
+    t.requires_grad = False
+    return t
