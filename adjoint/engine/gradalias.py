@@ -242,6 +242,8 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
             out.append(src if src is not None and same and handed else fresh())
         elif kind not in ("function", "copyslices") and node.name in FRESH:
             out.append(fresh())
+        elif kind == "copyslices" and _copyslices_fresh(node):
+            out.append(fresh())
         elif kind == "op" and node.name in HEADS_LAST and len(shape_of(g)) == 4:
             out.append(_heads_last(tuple(shape_of(g))))
         elif kind not in ("function", "copyslices") and node.name in SAME and i in same_slots(node):
@@ -333,6 +335,15 @@ def _cat_piece(node, i: int, src: GradObj, grad, g, shape_of) -> GradObj | None:
     strides, own = contiguous_strides(g_shape), contiguous_strides(v_shape)
     obj.contiguous = all(n == 1 or a == b for n, a, b in zip(v_shape, strides, own))
     return obj
+
+
+def _copyslices_fresh(node) -> bool:
+    """CopySlices hands on new tensors: the base's gradient is ``result`` (a new tensor the
+    incoming gradient is copied into), the others what its in-place op's node returns for a
+    clone of the written slice -- new tensors too when that node makes new ones or hands on
+    its gradient (the clone, which nothing else holds)."""
+    fn = node.params[1] if isinstance(node.params, tuple) and len(node.params) == 2 else None
+    return fn is not None and getattr(fn, "kind", None) == "op" and (fn.name in FRESH or fn.name in SAME)
 
 
 def _passthrough_formula(node, i: int) -> bool:
