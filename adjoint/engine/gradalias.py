@@ -25,6 +25,11 @@ each node's ``grad_outputs`` and ``grad_inputs``):
   else holds it (``new_grad.use_count() <= num_expected_refs``), else a copy; with a ``.grad``,
   it adds in place (``.grad`` stays the same tensor).
 
+* ``CatBackward0``'s pieces are narrows of a contiguous gradient (views placed by their slice);
+  ``SumBackward``'s expanded gradient is a view of its gradient whose repeats are one element
+  (a ``zero_`` of it writes that element); a custom Function returning ``grad_output`` hands
+  it on itself; ``CopySlices`` hands on new tensors.
+
 A write to a tensor whose storage another live holder shares through a view is refused
 (exit 2, not modelled yet): the write's effect on the view is not modelled.
 """
