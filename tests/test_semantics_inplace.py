@@ -393,9 +393,10 @@ def test_write_through_a_cat_piece_reaches_the_gradient_it_narrows():
     assert fl(v.grads["x"])[2, 1] == 5 * 0.5 * 10 and fl(v.grads["a"])[0, 1] == 10
 
 
-# 9b. a write ad22 still cannot place (through stack's piece of a gradient a branch still holds) is refused
-def test_write_through_a_stack_piece_of_a_shared_gradient_is_refused():
-    text = SHARED.replace("    return pa + pb", "    return torch.stack([pa, pb])")
+# 9b. a write adjoint still cannot place (through stack's piece of a transposed gradient, while
+# a branch still holds it) is refused
+def test_write_through_a_stack_piece_of_a_transposed_gradient_is_refused():
+    text = SHARED.replace("    return pa + pb", "    return torch.stack([pa, pb]).t()")
     text = text.replace('  - {tensor: pa, does: "grad.mul_(10)"}\n', "")
     with pytest.raises(ProblemError) as err:
         adjoint.loads(text).solve()

@@ -25,7 +25,8 @@ each node's ``grad_outputs`` and ``grad_inputs``):
   else holds it (``new_grad.use_count() <= num_expected_refs``), else a copy; with a ``.grad``,
   it adds in place (``.grad`` stays the same tensor).
 
-* ``CatBackward0``'s pieces are narrows of a contiguous gradient (views placed by their slice);
+* ``CatBackward0``'s and ``StackBackward0``'s pieces are narrows / selects of a contiguous
+  gradient (views placed by their slice);
   ``SumBackward``'s expanded gradient is a view of its gradient whose repeats are one element
   (a ``zero_`` of it writes that element); a custom Function returning ``grad_output`` hands
   it on itself; ``CopySlices`` hands on new tensors.
@@ -273,8 +274,9 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
             obj = GradObj(in_objs[0].storage.root(), in_objs[0].strides)
             obj.contiguous = False
             out.append(obj)
-        elif (kind == "op" and node.name == "CatBackward0" and in_objs and in_objs[0] is not None and inputs
-              and inputs[0] is not None and (view := _cat_piece(node, i, in_objs[0], inputs[0], g, shape_of)) is not None):
+        elif (kind == "op" and node.name in ("CatBackward0", "StackBackward0") and in_objs and in_objs[0] is not None
+              and inputs and inputs[0] is not None
+              and (view := _cat_piece(node, i, in_objs[0], inputs[0], g, shape_of)) is not None):
             out.append(view)
         elif kind == "op" and node.name in ("SumBackward0", "SumBackward1"):
             strides = _expanded_strides(node)
@@ -309,35 +311,43 @@ def _arithmetic_formula(node, i: int) -> bool:
 
 
 def _cat_piece(node, i: int, src: GradObj, grad, g, shape_of) -> GradObj | None:
-    """``cat``'s gradient for input ``i``: ``grad.narrow(dim, offset, size)`` (cat_tensors_backward),
-    a view of the incoming gradient (None: not one this models -- a non-contiguous or expanded
-    gradient, a cast piece). A write into it writes that slice of the gradient; a write into the
-    gradient changes the piece. A piece laid out as its input (a narrow along the first dim of
-    size > 1) is what AccumulateGrad takes as ``.grad`` itself."""
+    """``cat``'s gradient for input ``i``: ``grad.narrow(dim, offset, size)`` (cat_tensors_backward);
+    ``stack``'s: ``grad.select(dim, i)`` (stack_tensors_backward). A view of the incoming
+    gradient (None: not one this models -- a non-contiguous or expanded gradient, a cast
+    piece). A write into it writes that part of the gradient; a write into the gradient changes
+    the piece. A piece laid out as its input (a narrow or select along the first dim of size
+    > 1) is what AccumulateGrad takes as ``.grad`` itself."""
     from adjoint.values.strides import contiguous_strides
     if src.strides is not None or not src.contiguous or src.unknown_layout:
         return None
     g_shape, v_shape = tuple(shape_of(grad)), tuple(shape_of(g))
     nd = len(g_shape)
-    if nd == 0 or len(v_shape) != nd:
+    stack = node.name == "StackBackward0"
+    if nd == 0 or len(v_shape) != nd - stack:
         return None
     dim = node.params % nd
-    start = 0
-    for j in range(i):
-        edge_in = node.inputs[j] if j < len(node.inputs) else None
-        if edge_in is None or len(tuple(edge_in.shape)) != nd:
-            return None
-        start += tuple(edge_in.shape)[dim]
     edge_in = node.inputs[i] if i < len(node.inputs) else None
     if edge_in is None or tuple(edge_in.shape) != v_shape or edge_in.dtype != _out_dtype(node):
         return None
-    key = (slice(None),) * dim + (slice(start, start + v_shape[dim]),)
+    if stack:
+        key = (slice(None),) * dim + (i,)
+        strides = contiguous_strides(g_shape)
+        strides = strides[:dim] + strides[dim + 1:]
+    else:
+        start = 0
+        for j in range(i):
+            prev = node.inputs[j] if j < len(node.inputs) else None
+            if prev is None or len(tuple(prev.shape)) != nd:
+                return None
+            start += tuple(prev.shape)[dim]
+        key = (slice(None),) * dim + (slice(start, start + v_shape[dim]),)
+        strides = contiguous_strides(g_shape)
     src.value = grad
     obj = GradObj(src.storage.root())
     obj.base = src
     obj.to_base = lambda B, v: None if src.value is None else B.assign(src.value, key, v)
     obj.from_base = lambda B, x: B.index(x, key)
-    strides, own = contiguous_strides(g_shape), contiguous_strides(v_shape)
+    own = contiguous_strides(v_shape)
     obj.contiguous = all(n == 1 or a == b for n, a, b in zip(v_shape, strides, own))
     return obj
 
