@@ -480,3 +480,36 @@ def test_latex_and_report_say_the_hook_writes_in_place():
         assert "ignores the change" not in render(pred, width=200)
     tex = render_document(adjoint.loads(SGD).solve())
     assert "leaf lin.weight" in tex
+
+
+# 11. an in-place op reading an unchecked alias of what it writes: where every such read comes
+# before its place is written in TensorIterator's order (adjoint.engine.inplace.iteration_rank),
+# PyTorch's result is the one computed from the old values
+def test_alias_reads_before_writes_in_loop_order_read_old_values():
+    from adjoint.engine.inplace import iteration_rank
+    accepted = 0
+    layouts = [((2, 4), (1, 3)), ((4, 2), (3, 1)), ((2, 2, 2), (1, 6, 3)), ((2, 2, 2), (6, 1, 3)),
+               ((3, 2), (1, 4)), ((2, 3), (5, 1))]
+    for shape, strides in layouts:
+        span = 1 + sum((n - 1) * s for n, s in zip(shape, strides))
+        for t_off in range(0, 3):
+            for o_off in range(0, 3):
+                for o_strides in (strides, tuple(reversed(strides)) if len(set(shape)) == 1 else strides):
+                    size = span + 4
+                    base = torch.arange(1.0, size + 1, dtype=torch.float64) * 1.5
+                    t = base.as_strided(shape, strides, t_off)
+                    o = base.as_strided(shape, o_strides, o_off)
+                    addr = lambda st, off: off + sum(np.arange(n).reshape([-1 if k == d else 1 for k in range(len(shape))]) * s
+                                                     for d, (n, s) in enumerate(zip(shape, st)))
+                    w, r = np.broadcast_to(addr(strides, t_off), shape), np.broadcast_to(addr(o_strides, o_off), shape)
+                    rank = iteration_rank(shape, [strides, o_strides])
+                    writer = dict(zip(w.reshape(-1).tolist(), rank.reshape(-1).tolist()))
+                    ok = all(writer.get(a, -1) == -1 or a == wa or writer[a] > k
+                             for a, wa, k in zip(r.reshape(-1).tolist(), w.reshape(-1).tolist(), rank.reshape(-1).tolist()))
+                    if not ok:
+                        continue
+                    expected = t.clone() * o.clone()
+                    t.mul_(o)
+                    assert torch.equal(t, expected), (shape, strides, t_off, o_strides, o_off)
+                    accepted += 1
+    assert accepted > 20
