@@ -486,7 +486,7 @@ def test_latex_and_report_say_the_hook_writes_in_place():
 # before its place is written in TensorIterator's order (adjoint.engine.inplace.iteration_rank),
 # PyTorch's result is the one computed from the old values
 def test_alias_reads_before_writes_in_loop_order_read_old_values():
-    from adjoint.engine.inplace import iteration_rank
+    from adjoint.engine.loop_order import iteration_rank
     accepted = 0
     layouts = [((2, 4), (1, 3)), ((4, 2), (3, 1)), ((2, 2, 2), (1, 6, 3)), ((2, 2, 2), (6, 1, 3)),
                ((3, 2), (1, 4)), ((2, 3), (5, 1))]
