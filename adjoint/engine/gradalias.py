@@ -267,6 +267,10 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
               and inputs and inputs[0] is not None
               and (view := _view_obj(node, in_objs[0], tuple(shape_of(inputs[0])), tuple(shape_of(g)))) is not None):
             out.append(view)
+        elif (kind == "op" and node.name in ("CatBackward0", "StackBackward0") and in_objs and in_objs[0] is not None
+              and inputs and inputs[0] is not None
+              and (view := _cat_piece(node, i, in_objs[0], inputs[0], g, shape_of)) is not None):
+            out.append(view)
         elif (kind == "op" and node.name == "CatBackward0" and in_objs and in_objs[0] is not None
               and in_objs[0].overlaps and not in_objs[0].unknown_layout):
             # cat's pieces are narrows of the gradient: an expanded one's strides, so a write that
@@ -274,10 +278,6 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
             obj = GradObj(in_objs[0].storage.root(), in_objs[0].strides)
             obj.contiguous = False
             out.append(obj)
-        elif (kind == "op" and node.name in ("CatBackward0", "StackBackward0") and in_objs and in_objs[0] is not None
-              and inputs and inputs[0] is not None
-              and (view := _cat_piece(node, i, in_objs[0], inputs[0], g, shape_of)) is not None):
-            out.append(view)
         elif kind == "op" and node.name in ("SumBackward0", "SumBackward1"):
             strides = _expanded_strides(node)
             src = in_objs[0] if in_objs else None
@@ -318,7 +318,8 @@ def _cat_piece(node, i: int, src: GradObj, grad, g, shape_of) -> GradObj | None:
     the piece. A piece laid out as its input (a narrow or select along the first dim of size
     > 1) is what AccumulateGrad takes as ``.grad`` itself."""
     from adjoint.values.strides import contiguous_strides
-    if src.strides is not None or not src.contiguous or src.unknown_layout:
+    expanded = src.overlaps and src.to_base is not None and not src.unknown_layout
+    if (src.strides is not None or not src.contiguous or src.unknown_layout) and not expanded:
         return None
     g_shape, v_shape = tuple(shape_of(grad)), tuple(shape_of(g))
     nd = len(g_shape)
@@ -343,12 +344,42 @@ def _cat_piece(node, i: int, src: GradObj, grad, g, shape_of) -> GradObj | None:
         key = (slice(None),) * dim + (slice(start, start + v_shape[dim]),)
         strides = contiguous_strides(g_shape)
     src.value = grad
+    if expanded:
+        return _expanded_piece(src, key, dim, stack, g_shape, v_shape)
     obj = GradObj(src.storage.root())
     obj.base = src
     obj.to_base = lambda B, v: None if src.value is None else B.assign(src.value, key, v)
     obj.from_base = lambda B, x: B.index(x, key)
     own = contiguous_strides(v_shape)
     obj.contiguous = all(n == 1 or a == b for n, a, b in zip(v_shape, strides, own))
+    return obj
+
+
+def _expanded_piece(src: GradObj, key: tuple, dim: int, stack: bool, g_shape: tuple, v_shape: tuple) -> GradObj:
+    """A piece of ``sum``'s expanded gradient (``src``): its strides (stride 0 repeats one
+    element, so an op that checks overlap raises PyTorch's error). A write PyTorch lets through
+    (``zero_``) writes memory: along a broadcast ``dim`` the piece is every repeat, so the whole
+    expanded gradient takes its value; along another dim the piece's part of it. ``src``'s own
+    ``to_base`` then checks the value repeats as memory does (None: not placed)."""
+    strides = src.strides[:dim] + src.strides[dim + 1:] if stack else src.strides
+    obj = GradObj(src.storage.root(), strides)
+    obj.contiguous = False
+    obj.base = src
+    along_repeats = src.strides[dim] == 0
+    unit = tuple(1 if k == dim else n for k, n in enumerate(g_shape))
+
+    def to_base(B, v):
+        if src.value is None:
+            return None
+        if not along_repeats:
+            return B.assign(src.value, key, v)
+        first = B.reshape(v, unit) if stack else B.index(v, (slice(None),) * dim + (slice(0, 1),))
+        if not stack and not B.equals(B.broadcast_to(first, v_shape), v):
+            return None       # different values along the repeats: memory cannot hold them
+        return B.broadcast_to(first, g_shape)
+
+    obj.to_base = to_base
+    obj.from_base = lambda B, x: B.index(x, key)
     return obj
 
 
