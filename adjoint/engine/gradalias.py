@@ -25,6 +25,12 @@ each node's ``grad_outputs`` and ``grad_inputs``):
   else holds it (``new_grad.use_count() <= num_expected_refs``), else a copy; with a ``.grad``,
   it adds in place (``.grad`` stays the same tensor).
 
+* ``CatBackward0``'s and ``StackBackward0``'s pieces are narrows / selects of a contiguous
+  gradient (views placed by their slice);
+  ``SumBackward``'s expanded gradient is a view of its gradient whose repeats are one element
+  (a ``zero_`` of it writes that element); a custom Function returning ``grad_output`` hands
+  it on itself; ``CopySlices`` hands on new tensors.
+
 A write to a tensor whose storage another live holder shares through a view is refused
 (exit 2, not modelled yet): the write's effect on the view is not modelled.
 """
@@ -242,6 +248,8 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
             out.append(src if src is not None and same and handed else fresh())
         elif kind not in ("function", "copyslices") and node.name in FRESH:
             out.append(fresh())
+        elif kind == "copyslices" and _copyslices_fresh(node):
+            out.append(fresh())
         elif kind == "op" and node.name in HEADS_LAST and len(shape_of(g)) == 4:
             out.append(_heads_last(tuple(shape_of(g))))
         elif kind not in ("function", "copyslices") and node.name in SAME and i in same_slots(node):
@@ -259,6 +267,10 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
               and inputs and inputs[0] is not None
               and (view := _view_obj(node, in_objs[0], tuple(shape_of(inputs[0])), tuple(shape_of(g)))) is not None):
             out.append(view)
+        elif (kind == "op" and node.name in ("CatBackward0", "StackBackward0") and in_objs and in_objs[0] is not None
+              and inputs and inputs[0] is not None
+              and (view := _cat_piece(node, i, in_objs[0], inputs[0], g, shape_of)) is not None):
+            out.append(view)
         elif (kind == "op" and node.name == "CatBackward0" and in_objs and in_objs[0] is not None
               and in_objs[0].overlaps and not in_objs[0].unknown_layout):
             # cat's pieces are narrows of the gradient: an expanded one's strides, so a write that
@@ -266,9 +278,6 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
             obj = GradObj(in_objs[0].storage.root(), in_objs[0].strides)
             obj.contiguous = False
             out.append(obj)
-        elif (kind == "op" and node.name == "CatBackward0" and in_objs and in_objs[0] is not None and inputs
-              and inputs[0] is not None and (view := _cat_piece(node, i, in_objs[0], inputs[0], g, shape_of)) is not None):
-            out.append(view)
         elif kind == "op" and node.name in ("SumBackward0", "SumBackward1"):
             strides = _expanded_strides(node)
             src = in_objs[0] if in_objs else None
@@ -302,37 +311,85 @@ def _arithmetic_formula(node, i: int) -> bool:
 
 
 def _cat_piece(node, i: int, src: GradObj, grad, g, shape_of) -> GradObj | None:
-    """``cat``'s gradient for input ``i``: ``grad.narrow(dim, offset, size)`` (cat_tensors_backward),
-    a view of the incoming gradient (None: not one this models -- a non-contiguous or expanded
-    gradient, a cast piece). A write into it writes that slice of the gradient; a write into the
-    gradient changes the piece. A piece laid out as its input (a narrow along the first dim of
-    size > 1) is what AccumulateGrad takes as ``.grad`` itself."""
+    """``cat``'s gradient for input ``i``: ``grad.narrow(dim, offset, size)`` (cat_tensors_backward);
+    ``stack``'s: ``grad.select(dim, i)`` (stack_tensors_backward). A view of the incoming
+    gradient (None: not one this models -- a non-contiguous or expanded gradient, a cast
+    piece). A write into it writes that part of the gradient; a write into the gradient changes
+    the piece. A piece laid out as its input (a narrow or select along the first dim of size
+    > 1) is what AccumulateGrad takes as ``.grad`` itself."""
     from adjoint.values.strides import contiguous_strides
-    if src.strides is not None or not src.contiguous or src.unknown_layout:
+    expanded = src.overlaps and src.to_base is not None and not src.unknown_layout
+    if (src.strides is not None or not src.contiguous or src.unknown_layout) and not expanded:
         return None
     g_shape, v_shape = tuple(shape_of(grad)), tuple(shape_of(g))
     nd = len(g_shape)
-    if nd == 0 or len(v_shape) != nd:
+    stack = node.name == "StackBackward0"
+    if nd == 0 or len(v_shape) != nd - stack:
         return None
     dim = node.params % nd
-    start = 0
-    for j in range(i):
-        edge_in = node.inputs[j] if j < len(node.inputs) else None
-        if edge_in is None or len(tuple(edge_in.shape)) != nd:
-            return None
-        start += tuple(edge_in.shape)[dim]
     edge_in = node.inputs[i] if i < len(node.inputs) else None
     if edge_in is None or tuple(edge_in.shape) != v_shape or edge_in.dtype != _out_dtype(node):
         return None
-    key = (slice(None),) * dim + (slice(start, start + v_shape[dim]),)
+    if stack:
+        key = (slice(None),) * dim + (i,)
+        strides = contiguous_strides(g_shape)
+        strides = strides[:dim] + strides[dim + 1:]
+    else:
+        start = 0
+        for j in range(i):
+            prev = node.inputs[j] if j < len(node.inputs) else None
+            if prev is None or len(tuple(prev.shape)) != nd:
+                return None
+            start += tuple(prev.shape)[dim]
+        key = (slice(None),) * dim + (slice(start, start + v_shape[dim]),)
+        strides = contiguous_strides(g_shape)
     src.value = grad
+    if expanded:
+        return _expanded_piece(src, key, dim, stack, g_shape, v_shape)
     obj = GradObj(src.storage.root())
     obj.base = src
     obj.to_base = lambda B, v: None if src.value is None else B.assign(src.value, key, v)
     obj.from_base = lambda B, x: B.index(x, key)
-    strides, own = contiguous_strides(g_shape), contiguous_strides(v_shape)
+    own = contiguous_strides(v_shape)
     obj.contiguous = all(n == 1 or a == b for n, a, b in zip(v_shape, strides, own))
     return obj
+
+
+def _expanded_piece(src: GradObj, key: tuple, dim: int, stack: bool, g_shape: tuple, v_shape: tuple) -> GradObj:
+    """A piece of ``sum``'s expanded gradient (``src``): its strides (stride 0 repeats one
+    element, so an op that checks overlap raises PyTorch's error). A write PyTorch lets through
+    (``zero_``) writes memory: along a broadcast ``dim`` the piece is every repeat, so the whole
+    expanded gradient takes its value; along another dim the piece's part of it. ``src``'s own
+    ``to_base`` then checks the value repeats as memory does (None: not placed)."""
+    strides = src.strides[:dim] + src.strides[dim + 1:] if stack else src.strides
+    obj = GradObj(src.storage.root(), strides)
+    obj.contiguous = False
+    obj.base = src
+    along_repeats = src.strides[dim] == 0
+    unit = tuple(1 if k == dim else n for k, n in enumerate(g_shape))
+
+    def to_base(B, v):
+        if src.value is None:
+            return None
+        if not along_repeats:
+            return B.assign(src.value, key, v)
+        first = B.reshape(v, unit) if stack else B.index(v, (slice(None),) * dim + (slice(0, 1),))
+        if not stack and not B.equals(B.broadcast_to(first, v_shape), v):
+            return None       # different values along the repeats: memory cannot hold them
+        return B.broadcast_to(first, g_shape)
+
+    obj.to_base = to_base
+    obj.from_base = lambda B, x: B.index(x, key)
+    return obj
+
+
+def _copyslices_fresh(node) -> bool:
+    """CopySlices hands on new tensors: the base's gradient is ``result`` (a new tensor the
+    incoming gradient is copied into), the others what its in-place op's node returns for a
+    clone of the written slice -- new tensors too when that node makes new ones or hands on
+    its gradient (the clone, which nothing else holds)."""
+    fn = node.params[1] if isinstance(node.params, tuple) and len(node.params) == 2 else None
+    return fn is not None and getattr(fn, "kind", None) == "op" and (fn.name in FRESH or fn.name in SAME)
 
 
 def _passthrough_formula(node, i: int) -> bool:

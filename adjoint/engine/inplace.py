@@ -33,6 +33,7 @@ from adjoint.engine.ops import REGISTRY
 from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.view_history import rebase_message, regenerate, view_value
 from adjoint.engine.complex_grad import refuse_complex_inplace
+from adjoint.engine.loop_order import GRAIN_SIZE, broadcast_strides, iteration_rank, scalar_loop, sequential_operands
 
 #: ``t op= v`` for a tensor ``t``: Tensor.__iadd__ and friends (``@=`` is not in-place in torch).
 AUGMENTED = {"+": "add_", "-": "sub_", "*": "mul_", "/": "div_", "**": "pow_"}
@@ -114,11 +115,14 @@ def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc)
     numbers = [x for x in others if not isinstance(x, Tensor)]
     others = [] if op.clones_aliased_value else ts[1:]
     check_overlap(target, others, op.checks_internal_overlap)
-    refuse_order_dependent(target, others, loc)
+    plan = refuse_order_dependent(target, others, loc, prim)
     if target.dtype != rt.dtype:
         check_cast(rt, prim, target, ts[1:], numbers, params, loc)
     values = [t.value for t in ts]
     base_before = target.grad_base.value if view else None
+    if plan is not None:   # a scalar loop reading what it already wrote (adjoint.engine.loop_order)
+        index = next(i for i, t in enumerate(ts) if t is plan[0])
+        values = sequential_operands(rt.B, op, values, params, index, plan[1], target.shape)
     new_value = rt.B.after_op(op, values, params, op.forward(rt.B, values, params), loc, rt.active)
     write(rt, target, new_value)
     rt.record(prim, ts, [target], params, node, loc, values)
@@ -252,19 +256,25 @@ def _addresses(t: Tensor, shape) -> "np.ndarray":
     return out
 
 
-def refuse_order_dependent(target: Tensor, inputs: list, loc) -> None:
+def refuse_order_dependent(target: Tensor, inputs: list, loc, prim: str | None = None):
     """An in-place op reading an operand that shares memory with what it writes, in a layout
     PyTorch does not check (not both dense: get_overlap_status says TooHard) and where an
-    element is read from a place another element writes: PyTorch's result then depends on the
-    order its loop visits the elements (x.mul_(x.transpose(0, 2)) on a narrowed x reads
-    elements it already overwrote). adjoint refuses this one: no answer would be PyTorch's in
-    general (the order and the vector width are the kernel's)."""
+    element is read from a place another element writes. When every such read comes before
+    that place is written, in the order TensorIterator's loop visits the elements (one thread:
+    fewer than GRAIN_SIZE elements), each element reads the old values -- what the engine
+    computes; a vectorized loop reads a chunk before it writes it, which keeps that. Otherwise
+    (x.mul_(x.transpose(0, 2)) on a narrowed x reads elements it already overwrote) PyTorch's
+    result depends on the kernel's loop and vector width: adjoint refuses the file -- unless the
+    loop is certainly TensorIterator's scalar ``basic_loop`` in that order (an elementwise
+    kernel, one operand reading earlier writes: adjoint.engine.loop_order.scalar_loop), where
+    the answer is ``(operand, reads)``: which element's new value each element reads."""
     import numpy as np
     root = target.base if target.base is not None else target
     n = _numel(target.shape)
     if n == 0 or n > ORDER_CHECK_ELEMENTS:
         return
     written = None
+    plan = None
     for o in inputs:
         if not isinstance(o, Tensor) or o is target or getattr(o, "wrapped", False):
             continue
@@ -278,11 +288,26 @@ def refuse_order_dependent(target: Tensor, inputs: list, loc) -> None:
         except ValueError:
             continue
         clash = (read != written) & np.isin(read, list(writes))
+        if clash.any() and n < GRAIN_SIZE:
+            # which element writes each clashing address, and whether the loop gets there first
+            rank = iteration_rank(tuple(target.shape), [broadcast_strides(target, target.shape)] + [
+                broadcast_strides(x, target.shape) for x in inputs
+                if isinstance(x, Tensor) and x is not target and len(x.shape) <= len(target.shape)])
+            flat_w, flat_r, flat_rank = written.reshape(-1), read.reshape(-1), rank.reshape(-1)
+            writer_rank = dict(zip(flat_w.tolist(), flat_rank.tolist()))
+            mask = clash.reshape(-1)
+            if all(writer_rank[r] > k for r, k in zip(flat_r[mask].tolist(), flat_rank[mask].tolist())):
+                continue
+            reads = scalar_loop(prim, target, inputs, flat_w, flat_r, flat_rank, mask)
+            if reads is not None and plan is None:
+                plan = (o, reads)
+                continue
         if clash.any():
             raise ProblemError(loc, "this in-place op reads an operand that shares memory with the tensor it writes, "
                                     "in a layout PyTorch does not check, so some elements are read after other "
                                     "elements overwrote them and the result depends on PyTorch's loop order; clone() "
                                     "the operand (adjoint does not predict this)")
+    return plan
 
 
 def gradient_edge_now(rt, t: Tensor) -> Edge:
