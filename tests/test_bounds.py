@@ -17,7 +17,7 @@ import adjoint
 from adjoint.answer.bounds import bound_json
 from adjoint.format.problem import Literal
 from adjoint.torchside.compare import compare
-from adjoint.values.backends.bound import BoundBackend
+from adjoint.values.backends.bound import Bnd, BoundBackend
 
 U64 = 2.0 ** -53
 U32 = 2.0 ** -24
@@ -71,6 +71,34 @@ def test_sums_products_and_functions_by_hand():
     assert float(e.e[0]) == pytest.approx(np.exp(0.1) * tenth + 4 * U64 * np.exp(0.1))
     r = B.relu(B.sub(B.literal(_lit(["-3"], [1])), B.literal(_lit(["0.1"], [1]))))
     assert r.e.tolist() == [0.0]                                              # cut even after rounding: exactly 0
+
+
+def test_a_decision_within_its_bound_of_zero_may_go_either_way():
+    # a hook's `g * (g >= 0)` where g is -1e-20 in float64 but within its bound (1e-16) of 0:
+    # PyTorch's g may be positive, so the product may be g itself: its bound is |g| + e_g, not
+    # the eta of a product with 0 (sweep seed 70002, problem 143: 5.6e-16 observed, 2e-323 held)
+    B = BoundBackend("float64")
+    g = Bnd(np.array([-1e-20]), np.array([1e-16]))
+    m = B.mask(g, lambda sign: sign in (0, 1))
+    assert m.a.tolist() == [0.0] and m.e.tolist() == [1.0]
+    p = B.mul(g, m)
+    assert float(p.e[0]) >= 1e-16
+    sure = B.mask(B.literal(_lit(["-2"], [1])), lambda sign: sign in (0, 1))   # exact -2: decided
+    assert sure.e.tolist() == [0.0]
+    picked = B.select_positive(g, B.literal(_lit(["3"], [1])))                  # relu's backward at g
+    assert picked.a.tolist() == [0.0] and float(picked.e[0]) == pytest.approx(3.0)
+
+
+def test_a_bound_run_that_left_the_prediction_says_nothing():
+    # where the bound run's own float64 value overflowed to nan or inf (sweep seed 70001, problem
+    # 1341: a second forward after SGD steps) and the prediction is finite, the element is held to
+    # the fixed tolerance; a finite bound run keeps its bounds, whatever the prediction says
+    from adjoint.torchside.compare import element_bounds
+    b = {"shape": [3], "value": [1.0, float("nan"), float("inf")], "exact": [1e-16, 0.0, 0.0]}
+    held, fixed = element_bounds(b, [3], [1.0, 2.0, 3.0], "float64")
+    assert fixed.tolist() == [False, True, True]
+    b = {"shape": [1], "value": [1.5], "exact": [1e-16]}
+    assert element_bounds(b, [1], [3.0], "float64")[1].tolist() == [False]
 
 
 # ----------------------------------------------------------------------------- against PyTorch

@@ -241,7 +241,13 @@ def element_bounds(b, shape: list, pf: list, dtype: str | None):
     with np.errstate(all="ignore"):
         mag = np.abs(predicted).astype(typ)
         floor = FLOOR_ULPS * np.spacing(np.where(np.isfinite(mag), mag, typ(0))).astype(np.float64)
-    return np.maximum(np.where(np.isfinite(bounds), bounds, 0.0), floor), fixed
+        held = np.maximum(np.where(np.isfinite(bounds), bounds, 0.0), floor)
+        # where the bound run's own float64 value is not finite (it overflowed to inf or nan) but
+        # the prediction is, its bound says nothing about this element: the fixed tolerance then
+        own = _flat(b.get("value")) if b.get("value") is not None else None
+        if own is not None and len(own) == len(pf) and all(_is_number(x) for x in own):
+            fixed |= np.isfinite(predicted) & ~np.isfinite(np.asarray(own, dtype=np.float64))
+    return held, fixed
 
 
 def _is_mapping(v) -> bool:

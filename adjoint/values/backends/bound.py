@@ -73,6 +73,13 @@ class Bnd(F64):
         return self.bounds()
 
 
+def _undecided(x) -> np.ndarray:
+    """Where a decision on ``x``'s sign may differ between PyTorch's float and the float64 value
+    here: the element is within its own (positive) rounding bound of 0."""
+    e = _e(x)
+    return (e > 0) & (np.abs(x.a) <= e)
+
+
 def _e(x) -> np.ndarray:
     e = getattr(x, "e", None)
     return np.full(np.shape(x.a), np.nan) if e is None else e
@@ -286,20 +293,35 @@ class BoundBackend(Float64Backend):
 
     # ------------------------------------------------------------------ selections
     def mask(self, x, predicate):
-        return Bnd(super().mask(x, predicate).a, 0.0)
+        """A 0/1 mask from each element's sign. Where the element is within its own bound of 0
+        (``e > 0``, ``|x| <= e``), PyTorch's float may sit on the other side of 0 than the float64
+        value here, so the mask there may be the other value: its bound is 1 (a product with it
+        then carries ``|g| + e_g``); elsewhere the decision is PyTorch's too (bound 0)."""
+        return Bnd(super().mask(x, predicate).a, np.where(_undecided(x), 1.0, 0.0))
 
     def where(self, cond, x, y):
-        c = np.broadcast_to(cond.a != 0, np.broadcast_shapes(cond.shape, x.shape, y.shape))
-        return self._b(np.where(c, x.a, y.a), np.where(c, _e(x), _e(y)))
+        shape = np.broadcast_shapes(cond.shape, x.shape, y.shape)
+        c = np.broadcast_to(cond.a != 0, shape)
+        ex, ey = np.broadcast_to(_e(x), x.shape), np.broadcast_to(_e(y), y.shape)
+        e = np.where(c, ex, ey)
+        ec = np.broadcast_to(_e(cond), cond.shape)
+        with np.errstate(all="ignore"):   # a condition that may be the other value: either branch
+            either = np.maximum(ex, ey) + np.abs(x.a - y.a)
+        return self._b(np.where(c, x.a, y.a), np.where(np.broadcast_to(ec > 0, shape), either, e))
 
     def select_positive(self, x, g):
         r = super().select_positive(x, g).a
-        return self._b(r, np.where(x.a <= 0, 0.0, np.broadcast_to(_e(g), x.shape)))
+        eg = np.broadcast_to(_e(g), x.shape)
+        e = np.where(x.a <= 0, 0.0, eg)
+        return self._b(r, np.where(_undecided(x), np.abs(np.broadcast_to(g.a, x.shape)) + eg, e))
 
     def choose(self, test, rel: str, a, b):
         r = super().choose(test, rel, a, b).a
         ea, eb = F64(np.broadcast_to(_e(a), a.shape)), F64(np.broadcast_to(_e(b), b.shape))
-        return self._b(r, Float64Backend.choose(self, test, rel, ea, eb).a)
+        e = Float64Backend.choose(self, test, rel, ea, eb).a
+        with np.errstate(all="ignore"):   # a test within its bound of 0: either branch
+            either = np.maximum(ea.a, eb.a) + np.abs(a.a - b.a)
+        return self._b(r, np.where(np.broadcast_to(_undecided(test), np.shape(r)), either, e))
 
     # ------------------------------------------------------------------ structure
     def _both(self, fn, x):
