@@ -111,9 +111,23 @@ def _row_totals(B, e, masked: bool):
     return B.choose(total, "==", B.full(B.shape(total), 1), total)
 
 
+def _shiftable(B, s, mask, p: SdpaSpec) -> bool:
+    """Whether the scores are shifted by each row's max before exp, as the CPU kernel's running max
+    does (the same exact values; in float64 exp of a large score would overflow where PyTorch's
+    does not). With a mask or is_causal the max would have to skip the removed keys: not shifted
+    there; nor with free symbols (the max is open)."""
+    return mask is None and not p.is_causal and not B.is_symbolic(s)
+
+
 def sdpa_forward(B, ins, p: SdpaSpec):
     q, k, v, mask = ins
     s, _ = _scores(B, q, k, mask, p.head_dim, p.scale)
+    if _shiftable(B, s, mask, p):
+        top = B.amax(s, (len(B.shape(s)) - 1,), True)
+        e = B.exp(B.sub(s, top))
+        total = B.sum_to(e, tuple(B.shape(e)[:-1]) + (1,))
+        out = batched_matmul(B, B.div(e, total), v)
+        return out, B.reshape(B.add(B.log(total), top), tuple(B.shape(s)[:-1]))
     e = _causal_keep(B, s, p)
     total = _row_totals(B, e, mask is not None)
     out = batched_matmul(B, B.div(e, total), v)
@@ -124,13 +138,19 @@ def sdpa_vjp(B, gs, ins, outs, p: SdpaSpec, need):
     q, k, v, mask = ins
     g, out = gs[0], outs[0]
     s, scale = _scores(B, q, k, mask, p.head_dim, p.scale)
-    e = _causal_keep(B, s, p)
+    lse_given = outs[1] if len(outs) > 1 and outs[1] is not None else None
+    if lse_given is not None and _shiftable(B, s, mask, p):   # P = exp(scores - logsumexp), as the kernel
+        e = B.exp(B.sub(s, B.reshape(lse_given, tuple(B.shape(lse_given)) + (1,))))
+    else:
+        e = _causal_keep(B, s, p)
     # the CPU kernel (cpu_flash_attention_backward) recomputes P = exp(scores - logsumexp) from the
     # saved logsumexp, not by normalizing again: under saved-tensor hooks whose unpack changes the
     # values, the unpacked q, k and logsumexp give P (tests/data/regressions/sdpa_backward_uses_saved_logsumexp.yaml)
     lse = outs[1] if len(outs) > 1 and outs[1] is not None else None
     if lse is None:
         prob = B.div(e, _row_totals(B, e, mask is not None))
+    elif _shiftable(B, s, mask, p):
+        prob = e
     else:
         prob = B.div(e, B.exp(B.reshape(lse, tuple(B.shape(lse)) + (1,))))
     gq = gk = gv = None

@@ -104,7 +104,7 @@ def batch_norm_forward(B, ins, p: BatchNormSpec):
     x, w, b, rm, rv = ins
     cs = _channel_shape(B.shape(x))
     mean, rstd = _bn_stats(B, x, rm, rv, p)
-    y = _affine(B, B.mul(B.sub(x, mean), rstd), w, b, cs)
+    y = _affine(B, B.normalize(x, mean, rstd), w, b, cs)
     c = cs[1]
     if p.training:
         return y, B.reshape(mean, (c,)), B.reshape(rstd, (c,))
@@ -168,7 +168,7 @@ def _ln_stats(B, x, p: LayerNormSpec):
 def layer_norm_forward(B, ins, p: LayerNormSpec):
     x, w, b = ins
     mean, rstd, _ = _ln_stats(B, x, p)
-    y = B.mul(B.sub(x, mean), rstd)
+    y = B.normalize(x, mean, rstd)
     if w is not None:
         y = B.mul(y, w)
     if b is not None:
@@ -233,7 +233,7 @@ def group_norm_forward(B, ins, p: GroupNormSpec):
     mean = _mean_over(B, xg, keep)
     centered = B.sub(xg, mean)
     rstd = _rstd(B, _mean_over(B, B.mul(centered, centered), keep), p.eps)
-    y = B.reshape(B.mul(centered, rstd), shape)
+    y = B.reshape(B.normalize(xg, mean, rstd), shape)
     y = _affine(B, y, w, b, _channel_shape(shape))
     return y, B.reshape(mean, keep[:2]), B.reshape(rstd, keep[:2])
 

@@ -194,6 +194,16 @@ class BoundBackend(Float64Backend):
         r = super().sub(x, y).a
         return self._b(r, _e(x) + _e(y) + self._round(r))
 
+    def normalize(self, x, mean, rstd):
+        """PyTorch's norm kernels compute ``x * rstd - mean * rstd`` (batch norm: ``x * alpha + beta``,
+        ``beta = b - mean * alpha``): both products round before they cancel, so an element equal to
+        its mean is 0 exactly and about ``u |x rstd|`` in PyTorch. The result carries that rounding,
+        ``2 u (|x| + |mean|) |rstd|``, beside the formula's own bound."""
+        y = super().normalize(x, mean, rstd)
+        with np.errstate(all="ignore"):
+            extra = 2.0 * self.u * (np.abs(x.a) + np.abs(mean.a)) * np.abs(rstd.a)
+        return self._b(y.a, _e(y) + extra)
+
     def mul(self, x, y):
         r = super().mul(x, y).a
         ex, ey = _e(x), _e(y)

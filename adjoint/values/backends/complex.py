@@ -158,6 +158,10 @@ class ComplexBackend:
         tag = x.dtype if isinstance(x, Cx) and isinstance(y, Cx) and x.dtype == y.dtype else None
         return Cx(self.inner.add(a, c), self.inner.add(b, d), tag)
 
+    def normalize(self, x, mean, rstd):
+        """A norm's ``(x - mean) * rstd`` (the rounding backend widens it as PyTorch's fused kernels round)."""
+        return self.mul(self.sub(x, mean), rstd)
+
     def sub(self, x, y):
         if not isinstance(x, Cx) and not isinstance(y, Cx):
             return self.inner.sub(x, y)

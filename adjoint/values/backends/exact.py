@@ -121,6 +121,10 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN):
     div = staticmethod(O.div)
     neg = staticmethod(O.neg)
 
+    def normalize(self, x, mean, rstd):
+        """A norm's ``(x - mean) * rstd`` (the rounding backend widens it as PyTorch's fused kernels round)."""
+        return self.mul(self.sub(x, mean), rstd)
+
     def pow(self, x, e):
         return T.power(x, e, self.closed)
 

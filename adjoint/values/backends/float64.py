@@ -147,6 +147,10 @@ class Float64Backend(NoExactChecks):
         with np.errstate(all="ignore"):
             return _v(x.a - y.a)
 
+    def normalize(self, x, mean, rstd):
+        """A norm's ``(x - mean) * rstd`` (the rounding backend widens it as PyTorch's fused kernels round)."""
+        return self.mul(self.sub(x, mean), rstd)
+
     def mul(self, x, y):
         with np.errstate(all="ignore"):
             return _v(x.a * y.a)

@@ -125,6 +125,10 @@ class StructureBackend(NoExactChecks):
 
     sub = mul = div = pow = add
 
+    def normalize(self, x, mean, rstd):
+        """A norm's ``(x - mean) * rstd`` (the rounding backend widens it as PyTorch's fused kernels round)."""
+        return self.mul(self.sub(x, mean), rstd)
+
     def neg(self, x):
         return _same(x)
 
