@@ -229,10 +229,7 @@ class Float64Backend(NoExactChecks):
         return _v(np.broadcast_to(x.a, tuple(shape)).copy())
 
     def index(self, x, key):
-        out = x.a[key]
-        if not isinstance(out, np.ndarray) or out.dtype != np.float64 or np.may_share_memory(out, x.a):
-            return _v(np.array(out, dtype=np.float64, copy=True))
-        return _v(np.ascontiguousarray(out))   # integer-array indexing made it: no second copy
+        return _v(np.array(x.a[key], dtype=np.float64, copy=True))
 
     def permute(self, x, perm):
         return _v(np.ascontiguousarray(np.transpose(x.a, perm)))
