@@ -59,7 +59,10 @@ def test_every_dataclass_has_a_docstring():
 NOT_AT_START = ("sympy", "torch", "mpmath", "threadpoolctl", "difflib", "traceback", "adjoint.render.latex",
                 "adjoint.render.pdf", "adjoint.render.graph", "adjoint.render.dot", "adjoint.render.html",
                 "adjoint.render.notebook", "adjoint.derivation", "adjoint.torchside.verify",
-                "adjoint.torchside.run", "adjoint.torchside.build", "adjoint.torchside.importer")
+                "adjoint.torchside.run", "adjoint.torchside.build", "adjoint.torchside.importer",
+                # loaded on first use: a file's distributed: block, a steps: backward's second-order keys
+                "adjoint.format.distributed", "adjoint.format.comm_hook", "adjoint.engine.distributed",
+                "adjoint.engine.fsdp", "adjoint.values.lowprec", "adjoint.format.second_steps")
 
 START = """
 import sys
@@ -80,3 +83,13 @@ def test_solve_start_up_loads_nothing_heavy():
         assert "adjoint.answer.solve" in loaded   # the program did solve
         bad = [m for m in loaded if any(m == p or m.startswith(p + ".") for p in NOT_AT_START)]
         assert bad == [], args
+
+
+def test_what_start_up_leaves_out_loads_when_a_file_needs_it():
+    """The distributed and second-order modules a plain solve does not load are loaded by the
+    files that use them (and those files still solve)."""
+    for path, wanted in (("problems/ddp.yaml", ("adjoint.format.distributed", "adjoint.engine.distributed")),
+                         ("problems/hessian_vector.yaml", ("adjoint.format.second_steps",))):
+        out = subprocess.run([sys.executable, "-c", START, "solve", path], capture_output=True, text=True, check=True)
+        loaded = eval(out.stdout.strip().splitlines()[-1], {})  # a printed list of strings  # noqa: S307
+        assert set(wanted) <= set(loaded), path

@@ -84,3 +84,13 @@ def test_cli_stdout_and_file_are_the_old_text(tmp_path):
     wrote = CliRunner().invoke(main, ["solve", "--json", *paths, "-o", str(out)])
     assert wrote.exit_code == 0, wrote.output
     assert out.read_text() == expected
+
+
+def test_lists_of_strings_quoted_as_json_quotes_them():
+    """A list of strings is quoted by concatenation when none needs an escape: the text is still
+    json.dumps's, for plain digit texts and for every character json escapes."""
+    plain = ["-123/456", "7", "tanh(3/8)", " ~!"]
+    docs = [plain, ["x" * 5000, "1/2"]] + [[*plain, c] for c in ('"', "\\", "\n", "\x00", "\x1f", "\x7f", "é", "\u2028")]
+    docs.append(["ok", 1])   # a non-string among strings: the general path
+    for doc in docs:
+        assert dumps({"a": doc}) == json.dumps({"a": doc}, indent=2, allow_nan=False)

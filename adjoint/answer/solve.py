@@ -23,7 +23,6 @@ from adjoint.engine.function_checks import check_functions
 from adjoint.engine.graph import Node, Tensor, Typed
 from adjoint.engine.adjoints import boundaries_of, seen_at
 from adjoint.engine.passes import VariantRun, root_name, run_variant
-from adjoint.engine.distributed import run_ranks
 from adjoint.answer.prediction import RanksPrediction
 from adjoint.answer.prediction import Boundary, ErrorRecord, HookRecord, PassRecord, Prediction, VariantPrediction
 from adjoint.format.problem import Problem, Variant
@@ -289,6 +288,7 @@ def solve_distributed(problem, variant: str | None, backend_class, progress=None
             from adjoint.engine.fsdp import run_fsdp_ranks
             runs = run_fsdp_ranks(problem, name, backend_class)
         else:
+            from adjoint.engine.distributed import run_ranks
             runs = run_ranks(problem, name, backend_class)
         out.append(RanksPrediction(name, [assemble(run, progress) for run in runs]))
     return out

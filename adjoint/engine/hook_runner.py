@@ -9,7 +9,7 @@ converts what it returns.
 
 from __future__ import annotations
 
-from operator import attrgetter
+from operator import attrgetter, is_
 
 from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Tensor, recorded
@@ -60,6 +60,7 @@ class HookRunner:
         self.rt = rt
         self.reg = registrations
         self._grad_leaves = None   # (leaf tensors, names requiring grad, their tensors): see grads_now
+        self._leaf_index = None    # (leaf tensors, id -> names): see leaf_args
         self.written_leaves: dict = {}   # name -> leaf Tensor a hook body wrote in place (leaf_values)
         self.writes, self.returned_obj, self.leaf_changes = {}, None, []
 
@@ -82,7 +83,7 @@ class HookRunner:
         env = wrap_args(rt, args, objs, wrapped)
         record = CallRecord(hook, kind or hook.kind, hook.target, snapshot(env if shown is None else shown),
                             node=node, call=call, phase=rt.phase, is_global=hook.on == "global",
-                            grads_then=self.grads_now())
+                            grads_seen=self.grads_now())
         record.recomputed, record.reentrant = rt.recomputing > 0, rt.reentrant
         rt.log.append(record)
         for index in hook.removes:
@@ -122,6 +123,7 @@ class HookRunner:
         model = self.reg.model
         if model is None:
             return []
+        names_of = self._leaf_names(model)
         found = []
         stack = list(env.values())
         while stack:
@@ -129,10 +131,22 @@ class HookRunner:
             if isinstance(v, tuple):
                 stack.extend(v)
             elif isinstance(v, Tensor) and v.is_leaf:
-                for name, t in model.leaves.items():
-                    if t is v:      # every name: a tied Parameter's leaf_values are listed as its grads are
-                        found.append((name, v, v.version.value))
+                for name in names_of.get(id(v), ()):
+                    # every name: a tied Parameter's leaf_values are listed as its grads are
+                    found.append((name, v, v.version.value))
         return found
+
+    def _leaf_names(self, model) -> dict:
+        """id(leaf tensor) -> its names in ``model.leaves`` (in that order), made once per set of
+        leaf tensors: a hook per layer of a deep model would otherwise scan every leaf per call."""
+        leaves = tuple(model.leaves.values())
+        cached = self._leaf_index
+        if cached is None or len(cached[0]) != len(leaves) or not all(map(is_, cached[0], leaves)):
+            index: dict = {}
+            for name, t in model.leaves.items():
+                index.setdefault(id(t), []).append(name)
+            cached = self._leaf_index = (leaves, index)   # the tuple keeps the tensors (and their ids) alive
+        return cached[1]
 
     def leaf_name(self, t) -> str:
         model = self.reg.model
@@ -145,22 +159,23 @@ class HookRunner:
         """The value now of every leaf a hook wrote (the answer's ``leaf_values``)."""
         return {name: t.value for name, t in self.written_leaves.items()}
 
-    def grads_now(self) -> dict:
-        """``.grad`` of every leaf that requires grad, right now (what a hook would see).
+    def grads_now(self) -> tuple | None:
+        """``.grad`` of every leaf that requires grad, right now (what a hook would see), as
+        (names, values): :attr:`CallRecord.grads_then` makes the dict when it is read.
 
         Taken at every hook call, so a model with a hook per layer takes it once per layer: the
         leaves requiring grad are found once per set of leaf tensors (a forward step's new
         inputs make a new set), and the snapshot is one C-level pass over them."""
         model = self.reg.model
         if model is None:
-            return {}
+            return None
         leaves = tuple(model.leaves.values())
         if self._grad_leaves is None or self._grad_leaves[0] != leaves:
             decls = model.decls
             chosen = [(name, t) for name, t in model.leaves.items() if decls[name].requires_grad]
-            self._grad_leaves = (leaves, [name for name, _ in chosen], [t for _, t in chosen])
+            self._grad_leaves = (leaves, tuple(name for name, _ in chosen), tuple(t for _, t in chosen))
         _, names, tensors = self._grad_leaves
-        return dict(zip(names, map(_GRAD, tensors)))
+        return names, tuple(map(_GRAD, tensors))
 
     def fire_values(self, hook, args: dict, node=None, call=None, objs: dict | None = None):
         """A backward hook: handed values, returns values (None, a value, or a tuple of them)."""
@@ -230,7 +245,7 @@ class HookRunner:
 
     def _saved_call(self, hook, expr, kind: str, env: dict, node, slot=None, tensor=None):
         rt = self.rt
-        record = CallRecord(hook, kind, None, snapshot(env), node=node, phase=rt.phase, grads_then=self.grads_now(),
+        record = CallRecord(hook, kind, None, snapshot(env), node=node, phase=rt.phase, grads_seen=self.grads_now(),
                             saved=slot, tensor=tensor)
         record.recomputed, record.reentrant = rt.recomputing > 0, rt.reentrant
         rt.log.append(record)

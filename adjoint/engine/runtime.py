@@ -46,13 +46,23 @@ class CallRecord:
     silenced: bool = False            # it raised and PyTorch swallowed the error with a warning (always_call)
     is_global: bool = False
     why: list = field(default_factory=list)
-    grads_then: dict = field(default_factory=dict)   # leaf name -> .grad value when the hook ran
+    grads_seen: object = None         # (leaf names, their .grad values) when the hook ran: see grads_then
     saved: str | None = None          # pack / unpack: the saved variable's name (self, other, result, ...)
     tensor: object = None             # pack / unpack: the tensor saved (as it was when saved)
     wrote: tuple = ()                 # what the body wrote: "gradient" (an engine tensor it was handed),
                                       # "leaf NAME", "NAME.grad" / "NAME.grad (assigned)"
     recomputed: bool = False          # made by checkpoint's recomputation (adjoint.engine.checkpoint)
     reentrant: int = 0                # depth of the reentrant backward it ran in (0: the outer one)
+
+    @property
+    def grads_then(self) -> dict:
+        """Leaf name -> .grad value when the hook ran. Taken as two tuples at the call (a hook per
+        layer of a deep model would otherwise build a dict of every leaf per call), made a dict
+        on first read, and that dict is kept (adjoint.engine.fsdp writes into it)."""
+        seen = self.grads_seen
+        if not isinstance(seen, dict):
+            seen = self.grads_seen = dict(zip(*seen)) if seen is not None else {}
+        return seen
 
 
 class Runtime:

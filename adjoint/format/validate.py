@@ -24,7 +24,6 @@ from adjoint.format.validate_modules import ModuleBuilder
 from adjoint.format.validate_origin import read_origin
 from adjoint.format.validate_tensors import tensor_decl, tensor_table
 from adjoint.format.validate_output import check_output_name
-from adjoint.format.distributed import build_distributed, has_distributed
 
 TOP_KEYS = ("name", "inputs", "model", "description", "targets", "loss", "hooks", "variants", "backward",
             "symbols", "dtype", "init", "steps", "origin")
@@ -44,7 +43,9 @@ def target_decl(name: str, node: YNode, loc: Loc) -> TensorDecl:
 def build_problem(tree: YNode, path: str) -> Problem:
     if not isinstance(tree, YMap):
         raise ProblemError(tree.loc, f"the problem file must be a mapping, not {kind_name(tree)}")
-    if has_distributed(tree):   # each rank's file, validated as an ordinary one
+    if tree.get("distributed") is not None:   # each rank's file, validated as an ordinary one
+        from adjoint.format.distributed import build_distributed   # loaded when a file has the block
+
         return build_distributed(tree, path, build_problem)
     issues = Issues()
     top = tree

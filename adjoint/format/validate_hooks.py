@@ -21,7 +21,6 @@ from adjoint.format.expr import parse_expression, parse_statements
 from adjoint.format.literals import parse_int, parse_literal, parse_number
 from adjoint.format.loader import YMap, YNode, YScalar, YSeq, kind_name
 from adjoint.format.problem import MODULE_HOOK_KINDS, NODE_HOOK_KINDS, TENSOR_HOOK_KINDS, Backward, Hook, Step, TensorDecl
-from adjoint.format.second_steps import SECOND_KEYS, parse_second
 from adjoint.format.raising import parse_raises
 from adjoint.format.validate_steps import check_step_order
 from adjoint.format.validate_saved import SAVED_KEYS, SAVED_TARGETS, check_not_saved_keys, parse_saved_target
@@ -236,6 +235,8 @@ def check_hook_list(hooks: list[Hook], node: YSeq) -> None:
 def parse_backward(node: YNode | None, base: Backward | None, in_step: bool = False) -> Backward:
     if node is None:
         return base or Backward("backward", (), None, None)
+    if in_step:   # a steps: backward may be second order (loaded when a file has steps)
+        from adjoint.format.second_steps import SECOND_KEYS, parse_second
     b = mapping(node, "backward", (), BACKWARD_KEYS + (("retain_graph",) + SECOND_KEYS if in_step else ()))
     method = choice(b.get("method"), "backward method", ("backward", "grad")) if b.get("method") else "backward"
     inputs: tuple[tuple[str, Loc], ...] = ()

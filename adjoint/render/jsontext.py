@@ -23,6 +23,10 @@ _FLOAT_REPR = float.__repr__
 _INT_REPR = int.__repr__
 
 
+#: the characters json writes as they are inside a string (printable ASCII but the quote and the
+#: backslash): a list of strings made only of them is quoted by concatenation
+_PLAIN = bytes(c for c in range(0x20, 0x7F) if c not in b'"\\')
+
 #: how many pieces :func:`dump` gathers before handing their text to ``write``
 SPILL_PARTS = 2048
 
@@ -171,7 +175,18 @@ def _flat_text(items, sep: str) -> str | None:
             text = sep.join(map(_FLOAT_REPR, items))
             return None if "n" in text else text  # 'inf' or 'nan': written as strings by the slow path
         if first is str:
-            return sep.join(map(_quote, items))
+            return _quoted_strings(items, sep)
     except TypeError:
         return None
     return None
+
+
+def _quoted_strings(items, sep: str) -> str:
+    """``sep.join(map(_quote, items))``: the same text, but a list whose strings need no escape
+    (an exact tensor's "p/q" texts, thousands of digits each on a deep chain) is quoted by
+    concatenation: json's C quoting reads about 60 MB/s, the check below several times that.
+    A non-string element raises TypeError, as ``_quote`` does."""
+    body = "".join(items)
+    if body.isascii() and not body.encode("ascii").translate(None, _PLAIN):
+        return '"' + ('"' + sep + '"').join(items) + '"'
+    return sep.join(map(_quote, items))

@@ -247,9 +247,14 @@ class Float64Backend(NoExactChecks):
         return _v(a)
 
     def place_add(self, shape, key, g):
-        a = np.zeros(tuple(shape))
-        np.add.at(a, key, np.broadcast_to(g.a, np.shape(a[key])))
-        return _v(a)
+        """zeros(shape) with ``g`` added at ``key``, repeated indices adding up one after another
+        in the key's order (as ``np.add.at``, and as bincount does: the same doubles, several
+        times faster for a convolution's col2im)."""
+        shape = tuple(shape)
+        size = math.prod(shape)
+        where = np.arange(size).reshape(shape)[key]
+        added = np.broadcast_to(g.a, where.shape)
+        return _v(np.bincount(where.reshape(-1), weights=added.reshape(-1), minlength=size).reshape(shape))
 
     def concat(self, xs, axis):
         return _v(np.concatenate([x.a for x in xs], axis=axis))
