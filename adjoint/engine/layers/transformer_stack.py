@@ -94,7 +94,8 @@ def encoder_forward(c):
     layers = kids["layers"].children
     if _sparsity_fast_path(c, src, kpm, mask, layers[0]):
         raise ProblemError(loc, f"'{c.module.label}' takes PyTorch's nested-tensor fast path here (eval mode, "
-                                "src_key_padding_mask, nothing requiring grad), which adjoint does not model yet")
+                                "src_key_padding_mask, nothing requiring grad), which adjoint does not model yet; let the input or "
+                                "a parameter require grad, or give training: true")
     shape = tuple(src.shape)
     batch_first = dict(c.arg("encoder_layer"))["batch_first"]   # first_layer.self_attn.batch_first
     seq_len = shape[0] if len(shape) == 2 else shape[1 if batch_first else 0]   # _get_seq_len
