@@ -467,6 +467,17 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
            optional_inputs=("tgt_mask", "memory_mask", "tgt_key_padding_mask", "memory_key_padding_mask",
                             "tgt_is_causal", "memory_is_causal"),
            check=_transformer_check),
+    # 3-D convolution and pools (adjoint/engine/layers/nn3d.py)
+    _conv("Conv3d", 3),
+    NNType("MaxPool3d", (ArgSpec("kernel_size", "pool", minimum=1, rank=3),
+                         ArgSpec("stride", "opt_pool", None, 1, rank=3), ArgSpec("padding", "pool", 0, 0, rank=3),
+                         ArgSpec("dilation", "pool", 1, 1, rank=3), ArgSpec("return_indices", "bool", False),
+                         ArgSpec("ceil_mode", "bool", False)), resolve=_pool_resolve),
+    NNType("AvgPool3d", (ArgSpec("kernel_size", "pool", minimum=1, rank=3),
+                         ArgSpec("stride", "opt_pool", None, 1, rank=3), ArgSpec("padding", "pool", 0, 0, rank=3),
+                         ArgSpec("ceil_mode", "bool", False), ArgSpec("count_include_pad", "bool", True),
+                         ArgSpec("divisor_override", "opt_int", None, 1)), resolve=_pool_resolve),
+    NNType("AdaptiveAvgPool3d", (ArgSpec("output_size", "output_size", minimum=1, rank=3),)),
     # a stack of deep copies of a layer passed as an argument (adjoint/format/validate_encoder.py)
     NNType("TransformerEncoder", (ArgSpec("encoder_layer", "layer", choices=("TransformerEncoderLayer",)),
                                   ArgSpec("num_layers", "int", minimum=1),
