@@ -30,6 +30,7 @@ from adjoint.engine.ops import activations, arith, elementwise, indexing, linalg
 from adjoint.engine.ops.record import Check, Math, Op, Save
 from adjoint.engine.ops import complexops
 from adjoint.engine.ops import pool3d
+from adjoint.engine.ops import safe_softmax
 
 __all__ = ["REGISTRY", "Check", "Math", "Op", "Save"]
 
@@ -37,7 +38,7 @@ __all__ = ["REGISTRY", "Check", "Math", "Op", "Save"]
 def _collect() -> dict[str, Op]:
     registry: dict[str, Op] = {}
     for family in (arith, elementwise, linalg, reductions, views, activations, nn, losses, masking, swish, indexing, recurrent, second,
-                   complexops, pool3d):
+                   complexops, pool3d, safe_softmax):
         for op in family.OPS:
             if op.name in registry:
                 raise ValueError(f"primitive {op.name!r} is defined twice")
