@@ -152,13 +152,18 @@ def test_sdpa_fully_masked_row_and_bool_mask_against_torch():
     assert y[0, :, 1].abs().sum() == 0
 
 
-def test_sdpa_math_path_is_refused():
-    # 3-D inputs: PyTorch's math path (SafeSoftmaxBackward0 among its nodes), not modelled
+def test_sdpa_math_path_is_predicted():
+    # 3-D inputs: PyTorch's math path (SafeSoftmaxBackward0 among its nodes): predicted since
+    # adjoint/engine/bindings/sdpa_math.py (tests/test_sdpa_math.py pins its node chains)
     text = SDPA.replace("F.scaled_dot_product_attention(q, q * 2, q,", "F.scaled_dot_product_attention(q[0], q[0], q[0],")
-    assert "math path" in _refused(text.replace("attn_mask=keep, ", ""))
-    q = torch.ones(2, 3, 2, requires_grad=True)
-    names = str(F.scaled_dot_product_attention(q, q, q).grad_fn.next_functions)
-    assert "Bmm" in names
+    js = adjoint.loads(text.replace("attn_mask=keep, ", "")).solve().variants[0].to_json()
+    q = torch.tensor([[[[1, 0.5], [-1, 2], [0.25, -0.5]], [[2, 1], [0, -1], [1, 1]]]], dtype=torch.float64,
+                     requires_grad=True)
+    y = F.scaled_dot_product_attention(q[0], q[0], q[0], scale=0.5)
+    assert "Bmm" in str(y.grad_fn.next_functions)
+    (y * y).sum().backward()
+    assert_close(js["values"]["y"]["value"], y, "output")
+    assert_close(js["grads"]["q"]["value"], q.grad, "grad q")
 
 
 DECODER = """name: t

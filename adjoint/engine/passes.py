@@ -129,6 +129,8 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
     called as ``progress(stage, done, total)`` while it runs (see adjoint.answer.solve)."""
     rt = Runtime(backend, problem.dtype)
     rt.progress = progress
+    from adjoint.engine.layers.setup_warnings import construction_warnings
+    construction_warnings(rt, problem.model)   # what the modules' constructors warn (TransformerEncoder)
     reg = Registrations(variant.hooks, rt)
     model = Model(problem, variant.inputs, rt, reg)
     reg.model = model

@@ -50,8 +50,12 @@ CHILDREN: dict[str, Callable[[Mapping], tuple[tuple[str, str, dict], ...]]] = {
 }
 
 
+#: built-ins holding copies of a layer passed as an argument (adjoint/format/validate_encoder.py)
+STACKS = ("TransformerEncoder",)
+
+
 def is_composite(type_name: str | None) -> bool:
-    return type_name in CHILDREN
+    return type_name in CHILDREN or type_name in STACKS
 
 
 def dropout_of(args: Mapping) -> Fraction:

@@ -38,7 +38,9 @@ REQUIRED = "<required>"
 #: or ``rank`` ints (tuple); shape: an int or a list of ints (tuple); sizes: a list of ints
 #: (tuple); output_size: an int, None or ``rank`` entries each an int or None.
 ARG_KINDS = ("int", "float", "bool", "str", "opt_int", "opt_float", "ints", "pool", "opt_pool", "padding", "shape",
-             "sizes", "output_size")
+             "sizes", "output_size", "layer", "opt_layer")
+#: layer / opt_layer: a module passed as an argument, given as the args of the type named by ``choices[0]``
+#: (a mapping; opt_layer: or None), stored as a tuple of (name, value) pairs with defaults filled in.
 
 
 @dataclass(frozen=True)
@@ -465,6 +467,23 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
            optional_inputs=("tgt_mask", "memory_mask", "tgt_key_padding_mask", "memory_key_padding_mask",
                             "tgt_is_causal", "memory_is_causal"),
            check=_transformer_check),
+    # 3-D convolution and pools (adjoint/engine/layers/nn3d.py)
+    _conv("Conv3d", 3),
+    NNType("MaxPool3d", (ArgSpec("kernel_size", "pool", minimum=1, rank=3),
+                         ArgSpec("stride", "opt_pool", None, 1, rank=3), ArgSpec("padding", "pool", 0, 0, rank=3),
+                         ArgSpec("dilation", "pool", 1, 1, rank=3), ArgSpec("return_indices", "bool", False),
+                         ArgSpec("ceil_mode", "bool", False)), resolve=_pool_resolve),
+    NNType("AvgPool3d", (ArgSpec("kernel_size", "pool", minimum=1, rank=3),
+                         ArgSpec("stride", "opt_pool", None, 1, rank=3), ArgSpec("padding", "pool", 0, 0, rank=3),
+                         ArgSpec("ceil_mode", "bool", False), ArgSpec("count_include_pad", "bool", True),
+                         ArgSpec("divisor_override", "opt_int", None, 1)), resolve=_pool_resolve),
+    NNType("AdaptiveAvgPool3d", (ArgSpec("output_size", "output_size", minimum=1, rank=3),)),
+    # a stack of deep copies of a layer passed as an argument (adjoint/format/validate_encoder.py)
+    NNType("TransformerEncoder", (ArgSpec("encoder_layer", "layer", choices=("TransformerEncoderLayer",)),
+                                  ArgSpec("num_layers", "int", minimum=1),
+                                  ArgSpec("norm", "opt_layer", None, choices=("LayerNorm",)),
+                                  ArgSpec("enable_nested_tensor", "bool", True), ArgSpec("mask_check", "bool", True)),
+           inputs=("src",), optional_inputs=("mask", "src_key_padding_mask", "is_causal")),
 )}
 
 #: Constructor arguments PyTorch has that a problem file does not set, and why.

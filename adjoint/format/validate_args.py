@@ -113,6 +113,14 @@ def read_arg(node: YNode, spec: nn_types.ArgSpec, what: str):
             raise ProblemError(node.loc, f"{what} must be an integer or a list of {spec.rank} (integers or null)")
         return tuple(None if isinstance(i, YScalar) and i.kind == "null" else parse_int(i, what, spec.minimum)
                      for i in node.items)
+    if kind in ("layer", "opt_layer"):
+        if kind == "opt_layer" and is_null:
+            return None
+        layer = nn_types.lookup(spec.choices[0])
+        if not isinstance(node, YMap):
+            raise ProblemError(node.loc, f"{what} is a {layer.name}: give its constructor's args as a mapping "
+                                         f"NAME: value{' (or null)' if kind == 'opt_layer' else ''}, not {kind_name(node)}")
+        return tuple(read_args(node, layer, f"{what} ({layer.name})", node.loc).items())
     raise AssertionError(kind)
 
 

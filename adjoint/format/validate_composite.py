@@ -23,6 +23,9 @@ def composite(builder, m: YMap, t, path: str, name: str, what: str, prefix: str,
               builtin_inputs):
     """The module record of a TransformerEncoderLayer (and the like), children included
     (``builtin_inputs``: the ``inputs:`` reader of :mod:`adjoint.format.validate_modules`)."""
+    if t.name not in CHILDREN:   # TransformerEncoder: copies of a layer
+        from adjoint.format.validate_encoder import encoder
+        return encoder(builder, m, t, path, name, what, prefix, training, frozen, builtin_inputs)
     builder.allowed_only(m, t.name, ("args", "inputs", "params", "training", "requires_grad"))
     inputs = t.inputs
     if m.get("inputs") is not None:

@@ -341,6 +341,14 @@ def build(run, root: Module, dtype: torch.dtype, symbols: dict) -> tuple[nn.Modu
 def _build(run, decl: Module, dtype: torch.dtype, symbols: dict, tensors: dict) -> nn.Module:
     if decl.type is not None and decl.children and decl.type not in ("Sequential", "ModuleList"):
         from adjoint.torchside.composite import count_children   # TransformerEncoderLayer: the real class
+        if decl.type == "TransformerEncoder":   # copies of a layer passed as an argument
+            from adjoint.torchside.composite import build_encoder, count_tree
+            module = build_encoder(run, decl, dtype)
+            for d in list(decl.walk())[1:]:
+                tensors.update(fill(d, module.get_submodule(d.path[len(decl.path) + 1 if decl.path else 0:]), dtype,
+                                    symbols))
+            count_tree(run, decl, module)
+            return module
         module = builtin(decl, dtype, symbols)
         for child in decl.children:
             tensors.update(fill(child, module.get_submodule(child.name), dtype, symbols))

@@ -41,3 +41,39 @@ def count_children(run, decl: Module, module: nn.Module) -> None:
         sub = module.get_submodule(child.name)
         sub.__class__ = _counted(type(sub))
         sub.__dict__["_adjoint_call"] = (run, child)
+
+
+def count_tree(run, decl: Module, module: nn.Module) -> None:
+    """:func:`count_children` through every level (``TransformerEncoder``: ``layers.i`` and each
+    layer's own submodules; the ``ModuleList`` itself is never called)."""
+    for child in decl.children:
+        sub = module.get_submodule(child.name)
+        if child.type != "ModuleList":
+            sub.__class__ = _counted(type(sub))
+            sub.__dict__["_adjoint_call"] = (run, child)
+        count_tree(run, child, sub)
+
+
+def _kwargs(type_name: str, items) -> dict:
+    from adjoint.format import module_signatures as nn_types
+    from adjoint.torchside.values import number
+    spec = nn_types.lookup(type_name)
+    return {k: float(v) if spec.arg(k).kind in ("float", "opt_float") and v is not None else number(v)
+            for k, v in items}
+
+
+def build_encoder(run, decl: Module, dtype) -> nn.Module:
+    """``nn.TransformerEncoder(nn.TransformerEncoderLayer(**layer), num_layers, norm=nn.LayerNorm(**norm),
+    ...)`` as a user writes it; the constructor's warnings are kept in ``run.setup_warnings``
+    (``during: setup``), listed before the run's own."""
+    import warnings
+    a = dict(decl.args)
+    layer = nn.TransformerEncoderLayer(**_kwargs("TransformerEncoderLayer", a["encoder_layer"]))
+    norm = nn.LayerNorm(**_kwargs("LayerNorm", a["norm"])) if a["norm"] is not None else None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        module = nn.TransformerEncoder(layer, a["num_layers"], norm=norm, enable_nested_tensor=a["enable_nested_tensor"],
+                                       mask_check=a["mask_check"])
+    kept = run.__dict__.setdefault("setup_warnings", [])
+    kept.extend({"category": w.category.__name__, "message": str(w.message), "during": "setup"} for w in caught)
+    return module.to(dtype)

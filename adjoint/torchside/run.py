@@ -395,7 +395,7 @@ def run_variant(problem: Problem, variant: Variant, dtype: str) -> dict:
     passes: list[dict] = []
     returned = None
     error = None
-    warned: list[dict] = []
+    warned: list[dict] = list(s.__dict__.get("setup_warnings", ()))   # the constructors' (TransformerEncoder)
     always = torch.is_warn_always_enabled()
     torch.set_warn_always(True)   # a TORCH_WARN_ONCE is issued again in this process: kept once below
     with warnings.catch_warnings():

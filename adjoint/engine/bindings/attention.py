@@ -14,8 +14,7 @@ mask as it was given (not broadcast). A row every key of which is masked out giv
 row of 0 and a logsumexp of 0 (no nan), in the forward and the backward.
 
 Anything else takes the math path (``_scaled_dot_product_attention_math``: ``mul``, ``matmul``,
-``_safe_softmax`` (``SafeSoftmaxBackward0``), ``matmul``), which adjoint does not model yet:
-refused, one line.
+``_safe_softmax`` (``SafeSoftmaxBackward0``), ``matmul``): :mod:`adjoint.engine.bindings.sdpa_math`.
 """
 
 from __future__ import annotations
@@ -30,12 +29,6 @@ from adjoint.engine.torch_errors import TorchError
 
 _C10 = {"int64": "long int", "float32": "float", "float64": "double", "bool": "bool"}
 _FLOATS = ("float32", "float64")
-
-
-def _math_path(loc: Loc, why: str):
-    return ProblemError(loc, f"scaled_dot_product_attention here takes PyTorch's math path ({why}), which adjoint "
-                             "does not model yet; the fused CPU kernel needs 4-D query, key and value with equal "
-                             "batch, head and head-dim sizes and a 2-D or 4-D mask without a gradient")
 
 
 def _validate(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> None:
@@ -104,9 +97,9 @@ def scaled_dot_product_attention(rt, a: dict, loc: Loc):
                                 "the query's dtype")
     if mask is not None and mask.dtype == "bool":
         mask = _additive(rt, mask, q.dtype)
-    why = _flash_refusal(q, k, v, mask)
-    if why is not None:
-        raise _math_path(loc, why)
+    if _flash_refusal(q, k, v, mask) is not None:   # the math path (adjoint.engine.bindings.sdpa_math)
+        from adjoint.engine.bindings.sdpa_math import sdpa_math
+        return sdpa_math(rt, q, k, v, mask, bool(a["is_causal"]), a["scale"], loc)
     scale = a["scale"]
     spec = SdpaSpec(q.shape[-1], bool(a["is_causal"]), None if scale is None else Fraction(scale))
     out, _ = rt.apply("sdpa_flash_cpu", [q, k, v, mask], spec, loc)

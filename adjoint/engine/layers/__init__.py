@@ -39,8 +39,11 @@ def _collect() -> dict[str, Callable]:
     from adjoint.engine.layers import activations, basic, losses, nn, recurrent, swish
     from adjoint.engine.layers import recurrent_layers
     from adjoint.engine.layers import transformer
+    from adjoint.engine.layers import transformer_stack
+    from adjoint.engine.layers import nn3d
     forwards: dict[str, Callable] = {}
-    for family in (basic, activations, nn, losses, swish, recurrent, recurrent_layers, transformer):
+    for family in (basic, activations, nn, losses, swish, recurrent, recurrent_layers, transformer, transformer_stack,
+                   nn3d):
         for name, fn in family.FORWARDS.items():
             if name in forwards:
                 raise ValueError(f"module type {name!r} has two forwards")

@@ -29,6 +29,8 @@ from __future__ import annotations
 from adjoint.engine.ops import activations, arith, elementwise, indexing, linalg, losses, masking, nn, recurrent, reductions, second, swish, views
 from adjoint.engine.ops.record import Check, Math, Op, Save
 from adjoint.engine.ops import complexops
+from adjoint.engine.ops import pool3d
+from adjoint.engine.ops import safe_softmax
 
 __all__ = ["REGISTRY", "Check", "Math", "Op", "Save"]
 
@@ -36,7 +38,7 @@ __all__ = ["REGISTRY", "Check", "Math", "Op", "Save"]
 def _collect() -> dict[str, Op]:
     registry: dict[str, Op] = {}
     for family in (arith, elementwise, linalg, reductions, views, activations, nn, losses, masking, swish, indexing, recurrent, second,
-                   complexops):
+                   complexops, pool3d, safe_softmax):
         for op in family.OPS:
             if op.name in registry:
                 raise ValueError(f"primitive {op.name!r} is defined twice")

@@ -24,6 +24,8 @@ def type_name(module: nn.Module) -> str | None:
     name = type(module).__name__
     if name in _TRANSFORMER and _activation(module) is None:
         return None     # a callable activation: not a type the format has (refused as torch.nn)
+    if name == "TransformerEncoder":
+        return None     # its args hold a module: imported as a custom module over its layers, as before
     if name in nn_types.TYPES and getattr(nn, name, None) is type(module):
         return name
     return None
