@@ -161,7 +161,7 @@ def test_module_types_torch_has_but_adjoint_does_not_model():
     assert one(X + "model: {type: Bilinear}\n").startswith(
         "f.yaml:4:15: 'Bilinear' is a torch.nn module adjoint does not model yet (built-in types: Linear, ReLU,")
     assert one(X + "model: {type: Conv3D}\n").startswith(
-        "f.yaml:4:15: unknown module type 'Conv3D'; did you mean 'Conv2d'? (built-in types: Linear,")
+        "f.yaml:4:15: unknown module type 'Conv3D'; did you mean 'Conv3d'? (built-in types: Linear,")
 
 
 def test_a_forward_may_not_reach_inside_a_child():

@@ -64,7 +64,7 @@ def test_fd_at_a_kink_is_inconclusive_not_a_mismatch(tmp_path):
     assert "x[0]: predicted 0, finite differences 0.99999" in text   # FD sees the averaged slope 1
 
 
-def corrupt_grad_input(vp):
+def corrupt_grad_input(vp, loc=None):
     doc = copy.deepcopy(vp.to_json())
     if doc["hook_calls"]:
         arg = doc["hook_calls"][0]["args"]["grad_input"][0]
