@@ -578,3 +578,19 @@ def test_powersgd_is_plain_allreduce_below_start_powersgd_iter():
         assert r["error"] == {"type": "ValueError", "during": "register", "after_call": None, "message":
                               "Expect `start_powerSGD_iter` > 1 if `use_error_feedback` or `warm_start` is enabled, "
                               "because PowerSGD can only be applied after the first two iterations in DDP."}
+
+
+def test_a_survivors_comm_hook_without_a_collective_completes_on_gloo():
+    """tests/ddp/partial_local_comm_hook.yaml on three real gloo processes: rank 0 raises in its
+    forward; ranks 1 and 2 call the written hook `bucket * 2`, whose result is their own, then raise
+    finalize_backward's assert (static graph, first iteration in no_sync)."""
+    from conftest import require_torch
+    require_torch()
+    from adjoint.torchside.verify_ddp import verify_ranks
+
+    problem = adjoint.load(os.path.join(HERE, "ddp", "partial_local_comm_hook.yaml"))
+    rows, observed = verify_ranks(problem, problem.solve().variant("default"), "float32", False)
+    assert rows and all(r.ok for r in rows), [r for r in rows if not r.ok]
+    for rank in observed["ranks"][1:]:
+        hook = [c for c in rank["hook_calls"] if c["kind"] == "comm_hook"][0]
+        assert hook["returned"]["value"][-1] == 2 * hook["args"]["bucket"]["value"][-1] != 0

@@ -655,6 +655,8 @@ def _survivor_backward(run, r, ran: list, reducers: list, died: dict, index: int
                                                      f"{r.launched[start][0]}", upto=r.launched[start][2])
             else:
                 run.error = RunError(exc.type, exc.message, "backward", exc.cause, index)
+                if nocoll:   # the written hook's Futures completed in their calls, from this rank's buffers
+                    _complete_local(r, len(reducers))
             return
         if sync:
             _block(run, index, "backward", died, f"the all_reduce of its comm hook call on bucket "
@@ -695,6 +697,22 @@ def _survivor_backward(run, r, ran: list, reducers: list, died: dict, index: int
         if rec is not None and not (sync and j < joined):   # a written hook's joined all_reduce has its value
             rec.returned = None
     r.results = {}
+
+
+def _complete_local(r: Reducer, world_size: int) -> None:
+    """A rank raising at the end of a backward after it launched buckets while another rank is gone:
+    a written comm hook without a collective (``bucket * 2``) completes its Future at once from
+    this rank's own buffer, so its result is known (seed 64, problem 27 of the DDP sweep: static
+    graph, the delayed all-reduce's launches, then finalize_backward's assert); a hook with one
+    waits for the gone rank and never completes (its result stays unknown)."""
+    hook = r.spec.comm_hook
+    if hook is None or hook.builtin is not None or _hook_collective(hook):
+        return
+    for j, (_, _, rec) in enumerate(r.launched):
+        if rec is not None and rec.returned is None:
+            result = reduce_bucket(r.B, hook, [r.operand(j)], world_size, r.dtype)[0]
+            r.results[j] = result
+            rec.returned = result
 
 
 def _hook_collective(hook) -> bool:
