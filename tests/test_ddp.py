@@ -594,3 +594,18 @@ def test_a_survivors_comm_hook_without_a_collective_completes_on_gloo():
     for rank in observed["ranks"][1:]:
         hook = [c for c in rank["hook_calls"] if c["kind"] == "comm_hook"][0]
         assert hook["returned"]["value"][-1] == 2 * hook["args"]["bucket"]["value"][-1] != 0
+
+
+def test_a_waiting_rank_issues_no_warning_after_its_wait_on_gloo():
+    """tests/ddp/partial_warning_after_wait.yaml: the survivors wait in the comm hook's all_reduce
+    before l0's full hook would warn; PyTorch issues no warning there, nor does the prediction."""
+    from conftest import require_torch
+    require_torch()
+    from adjoint.torchside.verify_ddp import verify_ranks
+
+    problem = adjoint.load(os.path.join(HERE, "ddp", "partial_warning_after_wait.yaml"))
+    vp = problem.solve().variant("default")
+    assert [r.warnings for r in vp.ranks[:2]] == [[], []]
+    rows, observed = verify_ranks(problem, vp, "float64", False)
+    assert rows and all(r.ok for r in rows), [r for r in rows if not r.ok]
+    assert [r["warnings"] for r in observed["ranks"][:2]] == [[], []]

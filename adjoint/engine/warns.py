@@ -25,7 +25,7 @@ warning twice sees it twice under ``simplefilter("always")``; no de-duplication)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from adjoint.engine.pylist import is_tuple
 
@@ -68,6 +68,7 @@ class Warned:
     category: str
     message: str
     during: str
+    at: int = field(default=-1, compare=False)   # how many hook calls the run had logged when it was issued
 
     def to_json(self) -> dict:
         return {"category": self.category, "message": self.message, "during": self.during}
@@ -87,7 +88,7 @@ ONCE = (CREATE_GRAPH_CYCLE,)
 
 
 def warn(rt, category: str, message: str, during: str | None = None) -> None:
-    rt.warnings.append(Warned(category, message, during or rt.phase))
+    rt.warnings.append(Warned(category, message, during or rt.phase, len(getattr(rt, "log", ()))))
 
 
 def always_call_silenced(rt, is_global: bool, message: str) -> None:
