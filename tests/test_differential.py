@@ -214,18 +214,3 @@ def test_generator_covers_every_feature():
             "module TransformerEncoderLayer", "layer functional sdpa"]
     assert not [k for k in rare if not counts.get(k)], [k for k in rare if not counts.get(k)]
 
-
-#: Minimal repros of answers adjoint still gets wrong (docs/not-modelled.md, "Known wrong
-#: answers"): each must disagree with PyTorch until it is fixed -- the day one agrees, this
-#: strict xfail fails and the file moves to tests/data/regressions/.
-KNOWN_WRONG = sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "known_wrong",
-                                            "*.yaml")))
-
-
-@pytest.mark.torch
-@pytest.mark.xfail(strict=True, reason="a known wrong answer (docs/not-modelled.md)")
-@pytest.mark.parametrize("path", KNOWN_WRONG, ids=[os.path.basename(p) for p in KNOWN_WRONG])
-def test_known_wrong_answer_still_disagrees(path):
-    with open(path) as fh:
-        outcome = check(fh.read(), timeout=HANG_GUARD_SECONDS)
-    assert outcome.ok, outcome.report()

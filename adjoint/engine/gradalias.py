@@ -456,7 +456,9 @@ class Aliases:
         self.engine = engine
         self.pending: dict = {}        # (node, slot) -> GradObj of a buffer not yet consumed
         self.lists: dict = {}          # node -> its buffer (the values list)
-        self.grads: dict = {}          # leaf Tensor -> GradObj of its .grad (set when this backward made it)
+        # leaf Tensor -> GradObj of its .grad, kept across backward calls (the runtime's): a .grad
+        # that is a view of another leaf's .grad stays one, so a later accumulation reaches both
+        self.grads: dict = engine.rt.__dict__.setdefault("grad_objs", {})
         self.frames: list = []         # [values list, objs list] of the node running (inputs, then outputs)
         self.states: list = []         # [state, objs of state.grad_outputs] of module hooks holding grad_outputs
         self.captured: list = []       # GradObj per torch.autograd.grad result
@@ -526,6 +528,19 @@ class Aliases:
             self.grads[t] = obj if steal else fresh()
         else:
             self.grad_obj(t)
+
+    def added_into(self, t) -> None:
+        """A later backward added into ``t.grad`` in place: where that ``.grad`` shares its storage
+        with another leaf's (one a view of the other: x0's AccumulateGrad took a buffer as .grad
+        and p4.grad is a narrow of it), the other sees the sum too."""
+        obj = self.grads.get(t)
+        if obj is None:
+            return
+        root = obj.storage.root()
+        if not any(o is not obj and o.storage.root() is root for leaf, o in self.grads.items() if leaf is not t):
+            obj.value = t.grad
+            return
+        self.write({obj: t.grad}, None)
 
     def leaf_writes(self, changes: list, hook) -> None:
         """A hook wrote leaves' ``.grad``: in place (every holder of that tensor sees it) or by
@@ -631,6 +646,9 @@ class Aliases:
 
     @staticmethod
     def _refuse(hook):
+        if hook is None:   # an accumulation into a .grad sharing storage in a way not modelled
+            raise ProblemError(None, "a backward adds into a .grad that shares its storage with another "
+                                     "gradient in a way adjoint does not model yet")
         raise ProblemError(hook.loc, f"the {_kind(hook)} '{hook.label}' writes a gradient in place that "
                                      "PyTorch's engine shares, through a view, with another gradient it still "
                                      "holds: not modelled yet (return the new value instead of writing in place)")

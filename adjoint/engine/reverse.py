@@ -337,8 +337,13 @@ class Engine:
         then its post-accumulate hooks."""
         t = node.variable
         if grad is not None:
-            self.alias.accumulated(t, t.grad is None, self.alias.objs[0])
-            t.grad = grad if t.grad is None else self.B.add(t.grad, grad)
+            first = t.grad is None
+            self.alias.accumulated(t, first, self.alias.objs[0])
+            t.grad = grad if first else self.B.add(t.grad, grad)
+            if first:
+                self.alias.grad_obj(t).value = t.grad
+            else:
+                self.alias.added_into(t)
         # PyTorch 2.13 calls them also when no gradient arrived (a hook replaced it with None):
         # handed the tensor, its .grad as it is
         if t.post_accumulate_hooks:
