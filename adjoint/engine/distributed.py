@@ -702,6 +702,19 @@ def _survivor_backward(run, r, ran: list, reducers: list, died: dict, index: int
     r.results = {}
 
 
+def hook_step(run, reg, step) -> None:
+    """A rank's ``register`` / ``remove`` / ``zero_grad`` step (DDP's and fully_shard's alike)."""
+    if step.kind == "register":
+        for i in step.hooks:
+            reg.register(i)
+    elif step.kind == "remove":
+        for i in step.hooks:
+            reg.remove(i)
+    else:
+        for t in run.model.leaves.values():
+            t.grad = None
+
+
 def _complete_local(r: Reducer, world_size: int) -> None:
     """A rank raising at the end of a backward after it launched buckets while another rank is gone:
     a written comm hook without a collective (``bucket * 2``) completes its Future at once from
@@ -820,15 +833,8 @@ def _step(run: VariantRun, reducer: Reducer, step, index: int, synced: bool, fir
             for hook in variant.hooks:
                 if hook.remove == "after_backward":
                     reg.remove(hook.index)
-    elif step.kind == "register":
-        for i in step.hooks:
-            reg.register(i)
-    elif step.kind == "remove":
-        for i in step.hooks:
-            reg.remove(i)
-    elif step.kind == "zero_grad":
-        for t in run.model.leaves.values():
-            t.grad = None
+    elif step.kind in ("register", "remove", "zero_grad"):
+        hook_step(run, reg, step)
     elif step.kind == "step":
         sgd(run, step.lr, index)
 

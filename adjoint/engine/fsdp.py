@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from adjoint.engine.distributed import new_run
+from adjoint.engine.distributed import hook_step, new_run
 from adjoint.engine.graph import HookDict, Tensor
 from adjoint.engine.passes import RunError, backward_request, run_backward, run_forward, sgd
 from adjoint.engine.reducer_hook import ReducerPostHook
@@ -413,15 +413,8 @@ def _step(run, r: FSDPRank, step, index: int, first_forward: bool, first_backwar
             for hook in variant.hooks:
                 if hook.remove == "after_backward":
                     reg.remove(hook.index)
-    elif step.kind == "register":
-        for i in step.hooks:
-            reg.register(i)
-    elif step.kind == "remove":
-        for i in step.hooks:
-            reg.remove(i)
-    elif step.kind == "zero_grad":
-        for t in run.model.leaves.values():
-            t.grad = None
+    elif step.kind in ("register", "remove", "zero_grad"):
+        hook_step(run, reg, step)
     else:
         raise ProblemError(step.loc, f"the step {step.kind} under fully_shard is not modelled yet")
 

@@ -15,7 +15,7 @@ modelled this way (``ELEMENTWISE``); anything else stays refused.
 from __future__ import annotations
 
 from adjoint.engine.graph import Tensor
-from adjoint.values.strides import contiguous_strides
+from adjoint.values.strides import contiguous_strides, reorder_dimensions
 
 
 def _numel(shape) -> int:
@@ -48,33 +48,8 @@ def iteration_rank(shape, operands: list):
 
 
 def loop_perm(shape, operands: list) -> list:
-    """TensorIterator's dims, innermost first: reorder_dimensions' insertion sort."""
-    nd = len(shape)
-
-    def should_swap(d0, d1):
-        for st in operands:
-            s0, s1 = st[d0], st[d1]
-            if s0 == 0 or s1 == 0:
-                continue
-            if s0 < s1:
-                return -1
-            if s0 > s1:
-                return 1
-            if shape[d0] > shape[d1]:
-                return 1
-        return 0
-
-    perm = list(range(nd - 1, -1, -1))
-    for i in range(1, nd):
-        d1 = i
-        for d0 in range(i - 1, -1, -1):
-            c = should_swap(perm[d0], perm[d1])
-            if c > 0:
-                perm[d0], perm[d1] = perm[d1], perm[d0]
-                d1 = d0
-            elif c < 0:
-                break
-    return perm
+    """TensorIterator's dims, innermost first (:func:`adjoint.values.strides.reorder_dimensions`)."""
+    return reorder_dimensions(shape, operands)
 
 #: in-place primitives whose kernel computes each element from the operands' same element
 ELEMENTWISE = frozenset(("add", "sub", "mul", "div", "copy_"))

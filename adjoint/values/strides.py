@@ -142,6 +142,15 @@ def iterator_strides(operands: list, shape) -> tuple[int, ...]:
         for i, n in enumerate(s):
             b[off + i] = 0 if (n == 1 and shape[off + i] != 1) else st[i]
         aligned.append(b)
+    return _ordered_strides(shape, reorder_dimensions(shape, aligned))
+
+
+def reorder_dimensions(shape, aligned: list) -> list:
+    """TensorIterator's reorder_dimensions: the dims, fastest-moving first, by an insertion sort
+    over the operands' strides ``aligned`` (each as long as ``shape``, 0 where it broadcasts):
+    the first operand whose strides differ decides, a broadcast dim is skipped, equal strides put
+    the smaller size first."""
+    nd = len(shape)
 
     def should_swap(d0: int, d1: int) -> int:
         for b in aligned:
@@ -166,4 +175,4 @@ def iterator_strides(operands: list, shape) -> tuple[int, ...]:
                 dim1 = dim0
             elif c < 0:
                 break
-    return _ordered_strides(shape, perm)
+    return perm
