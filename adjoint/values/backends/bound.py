@@ -279,7 +279,11 @@ class BoundBackend(Float64Backend):
         return self._b(np.abs(x.a), _e(x))
 
     def sgn(self, x):
-        return Bnd(super().sgn(x).a, 0.0)
+        """The sign is exact where it is decided; where the element is within its own bound of 0
+        (``_undecided``) PyTorch's float may be 0 or of the other sign (a float32 gelu far below 0
+        is -0 in PyTorch, about -1e-9 exactly), so the sign there may differ by up to ``1 + |s|``."""
+        s = super().sgn(x).a
+        return Bnd(s, np.where(_undecided(x), 1.0 + np.abs(s), 0.0))
 
     def erf(self, x):
         r = super().erf(x).a
