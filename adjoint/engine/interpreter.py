@@ -124,6 +124,10 @@ class Interp:
             finally:
                 self.rt.grad_enabled = before
             return
+        if isinstance(stmt, S.Assert):
+            from adjoint.engine.asserts import run_assert
+            run_assert(self.eval(stmt.test), stmt)
+            return
         raise ProblemError(stmt.loc, f"'{S.stmt_source(stmt)}' is not supported here")
 
     def bind(self, target: S.Expr, value, loc: Loc) -> None:

@@ -25,6 +25,7 @@ from adjoint.format.loader import YMap, YNode, YScalar, YSeq, kind_name
 from adjoint.format.module_signatures import NNType
 from adjoint.format.complex_literals import complex_decl, is_complex_node
 from adjoint.format.problem import ROOT, Function, Literal, Module, TensorDecl
+from adjoint.format.syntax import Assert
 from adjoint.format.syntax import (Assign, AugAssign, Attr, ExprStmt, Method, Name, Return, With, children as sub_expressions,
                                   to_source)
 from adjoint.format.tying import is_tied, tied_decl
@@ -558,6 +559,8 @@ def _program_expressions(program):
             roots.extend([s.target, s.value])
         elif isinstance(s, (ExprStmt, Return)):
             roots.append(s.value)
+        elif isinstance(s, Assert):
+            roots.append(s.test)
     work = list(reversed(roots))
     while work:
         e = work.pop()

@@ -129,6 +129,10 @@ class Program:
                 for inner in stmt.body:
                     self.execute(inner)
             return
+        if isinstance(stmt, S.Assert):   # Python's own assert: AssertionError when it fails
+            if bool(self.eval(stmt.test)) == stmt.negated:
+                raise AssertionError
+            return
         if isinstance(stmt, S.Return):
             raise ProblemError(stmt.loc, "'return' only ends a forward")
         raise ProblemError(stmt.loc, f"verify does not run '{S.stmt_source(stmt)}'")

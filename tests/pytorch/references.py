@@ -432,3 +432,8 @@ from ref_portsa import *  # noqa: E402,F401,F403  (module-hook, checkpoint and s
 # reentrant backwards, hook bodies that write (test/test_autograd.py)
 
 from ref_autograd2 import *         # noqa: E402,F401,F403
+
+
+# ----------------------------------------------------------------------------- the ports once "Not built yet"
+
+from ref_notbuilt import *          # noqa: F401,F403,E402  (tests/pytorch/ref_notbuilt.py)

@@ -249,6 +249,8 @@ def attribute(rt, x: Tensor, name: str, loc: Loc):
         return tuple(Fraction(d) for d in x.shape)
     if name == "ndim":
         return Fraction(len(x.shape))
+    if name == "requires_grad":   # Tensor.requires_grad: a view's also when its base requires grad now
+        return x.needs_grad
     return complex_attribute(rt, x, name, loc)
 
 
