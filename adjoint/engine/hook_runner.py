@@ -33,6 +33,8 @@ def run_hook_body(rt, hook, env: dict, grads: LeafGrads | None = None):
     hook was handed writes the engine's tensors (adjoint.engine.hookwrites: ``grads`` tracks the
     leaves' ``.grad`` the body reads, writes and sets)."""
     env = dict(env)
+    if getattr(hook, "optimizer", None) is not None:   # optim: torch.optim.Adam([tensor]) (adjoint.engine.adam)
+        env["optim"] = rt.hooks_runner.optimizer_of(hook, env["tensor"])
     kind = "tensor hook" if hook.kind == "hook" else f"{hook.kind} hook"
     interp = HookInterp(rt, EnvScope(env, f"the {kind} '{hook.label}'", rt.names),
                         grads if grads is not None else LeafGrads())
@@ -154,6 +156,15 @@ class HookRunner:
             if x is t:
                 return name
         return "a leaf"
+
+    def optimizer_of(self, hook, tensor):
+        """The optimizer over ``[tensor]`` a hook with ``optimizer:`` steps, made when it first runs
+        (PyTorch's Adam makes its state on the first step) and kept across its calls."""
+        made = self.__dict__.setdefault("optimizers", {})
+        if hook.index not in made:
+            from adjoint.engine.adam import Adam
+            made[hook.index] = Adam(hook.optimizer, [tensor])
+        return made[hook.index]
 
     def leaf_values(self) -> dict:
         """The value now of every leaf a hook wrote (the answer's ``leaf_values``)."""

@@ -330,6 +330,8 @@ class Interp:
             return same if e.operator == "==" else not same
         if e.operator:
             self.check_comparison(obj, e, args)
+        if hasattr(obj, "call_method"):   # an engine object a body names (an optimizer: adjoint.engine.adam)
+            return obj.call_method(self, e.name, args, kwargs, e.loc)
         if not isinstance(obj, Tensor):
             raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is {describe(obj)}, which has no method '{e.name}'")
         if e.name in INPLACE_METHODS:

@@ -226,8 +226,12 @@ class Hooks:
                     self.retained.append((hook.target, t))
                 return
             if hook.kind == "post_accumulate_grad":
+                extra = {}
+                if getattr(hook, "optimizer", None) is not None:   # optims[p] = torch.optim.Adam([p]), then the hook
+                    from adjoint.torchside.optimizers import make_optimizer
+                    extra["optim"] = make_optimizer(hook.optimizer, [t])
                 handle = t.register_post_accumulate_grad_hook(
-                    lambda tensor: self.fire(hook, {"tensor": tensor.grad}, env={"tensor": tensor}))
+                    lambda tensor: self.fire(hook, {"tensor": tensor.grad}, env={"tensor": tensor, **extra}))
             else:
                 def fn(grad):   # named 'hook' below: PyTorch's messages name the function
                     return self.fire(hook, {"grad": grad})

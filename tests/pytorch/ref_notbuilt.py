@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from capture import Log, error, grads, leaf, observation
+from capture import Log, error, grads, leaf, observation, snap
 
 
 def test_hook_requires_grad():
@@ -40,3 +40,65 @@ def test_hook_requires_grad():
     except AssertionError as e:
         return observation(log, grads(inp=inp), error=error(e, "forward", log))
     return observation(log, grads(inp=inp))
+
+
+def test_post_accumulate_grad_hook_e2e():
+    """test/test_autograd.py TestAutograd.test_post_accumulate_grad_hook_e2e, as written: an Adam
+    per parameter stepped (and zero_grad'ed) in its post-accumulate-grad hook, five iterations
+    against a deepcopy stepped by one Adam after each backward; the handles removed, five more
+    iterations leave the parameters as they were. Fixed values for the Linear and the input."""
+    from copy import deepcopy
+
+    log = Log()
+    model = nn.Linear(3, 2).double()
+    with torch.no_grad():
+        model.weight.copy_(torch.tensor([[0.5, -0.25, 1], [-1, 0.75, 0.125]], dtype=torch.float64))
+        model.bias.copy_(torch.tensor([0.25, -0.5], dtype=torch.float64))
+    input = torch.tensor([[0.5, 0.25, 0.75], [0.125, 1, 0.5]], dtype=torch.float64)   # torch.rand(2, 3)
+
+    def setup_optim_in_bwd(model):
+        optims = {}
+        handles = []
+
+        def optim_step_hook(param):
+            optims[param].step()
+            optims[param].zero_grad()
+
+        for i, (name, p) in enumerate(model.named_parameters()):
+            optims[p] = torch.optim.Adam([p])
+            handles.append(p.register_post_accumulate_grad_hook(log.post_acc_hook(i, name, fn=optim_step_hook)))
+        return handles
+
+    handles = setup_optim_in_bwd(model)
+    model_copy = deepcopy(model)
+    optim_copy = torch.optim.Adam(model_copy.parameters())
+    every = lambda: grads(weight=model.weight, bias=model.bias)   # noqa: E731
+
+    def values():
+        return {"weight": snap(model.weight), "bias": snap(model.bias)}
+
+    def iterate():
+        loss = model(input).sum()
+        with log.backward_pass(every):
+            loss.backward()
+        log.passes[-1]["leaf_values"] = values()
+        loss_copy = model_copy(input).sum()
+        loss_copy.backward()
+        optim_copy.step()
+        optim_copy.zero_grad()
+
+    iters = 5
+    for _ in range(iters):
+        iterate()
+    params_copy = []
+    for p_reference, p in zip(model_copy.parameters(), model.parameters()):
+        assert torch.equal(p_reference, p)   # self.assertEqual(p_reference, p)
+        params_copy.append(p_reference.detach().clone())
+    for h in handles:
+        h.remove()
+    for _ in range(iters):
+        iterate()
+    for p_static, p_reference, p in zip(params_copy, model_copy.parameters(), model.parameters()):
+        assert torch.equal(p_static, p)                   # self.assertEqual(p_static, p)
+        assert not torch.allclose(p_reference, p)         # self.assertNotEqual(p_reference, p)
+    return observation(log, every(), leaf_values=values())
