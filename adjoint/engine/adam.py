@@ -27,12 +27,15 @@ from fractions import Fraction
 
 from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Tensor
+from adjoint.engine import warns
+from adjoint.engine.torch_errors import TorchError
 
 
 class Adam:
     """One ``torch.optim.Adam(params, lr, betas, eps)``, its state kept across steps."""
 
-    def __init__(self, decl, params: list[Tensor]):
+    def __init__(self, decl, params: list[Tensor], nonleaf: bool = False):
+        check_settings(decl, nonleaf)
         self.decl = decl
         self.params = list(params)
         self.state: dict = {}   # id(param) -> [step, exp_avg, exp_avg_sq]
@@ -87,9 +90,44 @@ class Adam:
             state[1], state[2] = exp_avg, exp_avg_sq
 
 
+def check_settings(decl, nonleaf: bool = False) -> None:
+    """``Adam.__init__``'s checks, in its order, then ``add_param_group``'s: PyTorch's ValueError."""
+    lr, (beta1, beta2), eps = decl.lr, decl.betas, decl.eps
+    if not 0 <= lr:
+        raise TorchError("ValueError", f"Invalid learning rate: {float(lr)}")
+    if not 0 <= eps:
+        raise TorchError("ValueError", f"Invalid epsilon value: {float(eps)}")
+    for i, b in enumerate((beta1, beta2)):
+        if not 0 <= b < 1:
+            raise TorchError("ValueError", f"Invalid beta parameter at index {i}: {float(b)}")
+    if nonleaf:
+        raise TorchError("ValueError", "can't optimize a non-leaf Tensor")
+
+
 def lerp(B, start, end, weight, small: bool):
     """``start.lerp_(end, weight)`` for a Python-number weight (``small``: ``|weight| < 0.5``), as
     ATen's CPU kernel computes it."""
     if small:
         return B.add(start, B.mul(weight, B.sub(end, start)))
     return B.sub(end, B.mul(B.sub(end, start), B.sub(B.scalar(1), weight)))
+
+
+def optimizer_step(run, decl) -> None:
+    """``{step: {optimizer: ...}}``: ``optimizer.step()`` of one optimizer over
+    ``model.parameters()`` (a tied Parameter once), made at the variant's first step with these
+    settings and kept across its later ones (its state carried over)."""
+    made = run.__dict__.setdefault("optimizers", {})
+    key = (decl.type, decl.lr, decl.betas, decl.eps)
+    if key not in made:
+        params = [t for name, t in run.model.params.items() if run.model.decls[name].tied is None]
+        made[key] = Adam(decl, params)
+    for p in made[key].params:
+        if p.grad_fn is not None:   # Adam reads every parameter's .grad: a non-leaf's warns
+            warns.warn(run.rt, "UserWarning", warns.NON_LEAF_GRAD)
+    made[key].step(run.rt, None, decl.loc)
+
+
+def make_hook_optimizer(rt, hook, t: Tensor, nonleaf: bool) -> None:
+    """A hook's ``optimizer:`` made as the hook is registered (just before, as the recipe makes
+    ``optims[p]`` first): PyTorch's ValueError then is an error ``during: register``."""
+    rt.hooks_runner.__dict__.setdefault("optimizers", {})[hook.index] = Adam(hook.optimizer, [t], nonleaf)

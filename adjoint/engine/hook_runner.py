@@ -158,12 +158,9 @@ class HookRunner:
         return "a leaf"
 
     def optimizer_of(self, hook, tensor):
-        """The optimizer over ``[tensor]`` a hook with ``optimizer:`` steps, made when it first runs
-        (PyTorch's Adam makes its state on the first step) and kept across its calls."""
-        made = self.__dict__.setdefault("optimizers", {})
-        if hook.index not in made:
-            from adjoint.engine.adam import Adam
-            made[hook.index] = Adam(hook.optimizer, [tensor])
+        """The optimizer over ``[tensor]`` a hook with ``optimizer:`` steps, made when the hook was
+        registered and kept across its calls (its state is made on its first step)."""
+        made = self.__dict__.setdefault("optimizers", {})   # made at registration (adjoint.engine.adam)
         return made[hook.index]
 
     def leaf_values(self) -> dict:

@@ -44,11 +44,6 @@ def parse_optimizer(node: YNode, where: str) -> OptimizerDecl:
         if not isinstance(b, YSeq) or len(b.items) != 2:
             raise ProblemError(b.loc, "betas must be a list of two numbers, as in [0.9, 0.999]")
         betas = tuple(parse_number(x, "beta") for x in b.items)
-        for x, v in zip(b.items, betas):
-            if not 0 <= v < 1:
-                raise ProblemError(x.loc, f"Invalid beta parameter: {float(v)}: PyTorch wants 0 <= beta < 1")
-    if lr < 0:
-        raise ProblemError(m.get("lr").loc, f"Invalid learning rate: {float(lr)}: PyTorch wants lr >= 0")
-    if eps < 0:
-        raise ProblemError(m.get("eps").loc, f"Invalid epsilon value: {float(eps)}: PyTorch wants eps >= 0")
+    # out-of-range numbers are PyTorch's ValueError when the optimizer is made: an answer
+    # (adjoint.engine.adam.check_settings), not bad input
     return OptimizerDecl(kind, lr, betas, eps, m.loc)

@@ -232,6 +232,7 @@ class Step:
     lr: Fraction | None = None
     set_to_none: bool = True     # zero_grad: False zeroes each existing .grad in place instead
     leaves: tuple = ()           # zero_grad: only these leaves' .grad (names; empty: every leaf)
+    optimizer: object | None = None   # step: torch.optim.Adam over model.parameters() (format.optimizers); None: SGD
 
 
 @dataclass(frozen=True)

@@ -331,7 +331,14 @@ def parse_step(node: YNode, i: int, what: str, base: Backward, input_decl, input
         return Step("zero_grad", loc, set_to_none=none, leaves=leaves)
     if body is None:
         raise ProblemError(loc, f"{where}: write {{step: {{lr: 0.1}}}} with the learning rate")
-    s = mapping(body, f"the step of {where}", ("lr",), ())
+    s = mapping(body, f"the step of {where}", (), ("lr", "optimizer"))
+    if s.get("optimizer") is not None:   # {step: {optimizer: {type: Adam}}}: one Adam over model.parameters()
+        if s.get("lr") is not None:
+            raise ProblemError(s.key_loc("lr"), f"{where}: the optimizer's lr goes inside it: "
+                                                "{step: {optimizer: {type: Adam, lr: 0.001}}}")
+        return Step("step", loc, optimizer=parse_optimizer(s.get("optimizer"), where))
+    if s.get("lr") is None:
+        raise ProblemError(s.loc, f"the step of {where} is missing the required key 'lr'")
     lr: Fraction = parse_number(s.get("lr"), f"lr of {where}")
     return Step("step", loc, lr=lr)
 

@@ -19,3 +19,13 @@ def optimizer_method(optim: torch.optim.Optimizer, name: str, args: list, kwargs
         raise ProblemError(loc, f"verify runs optim.step() and optim.zero_grad(), not optim.{name}(...)")
     getattr(optim, name)()
     return None
+
+
+def variant_optimizer(state, decl) -> torch.optim.Optimizer:
+    """The optimizer over ``model.parameters()`` (a tied Parameter once) that a variant's
+    ``{step: {optimizer: ...}}`` steps: made at the first such step, kept for the later ones."""
+    made = state.__dict__.setdefault("optimizers", {})
+    key = (decl.type, decl.lr, decl.betas, decl.eps)
+    if key not in made:
+        made[key] = make_optimizer(decl, list({id(p): p for p in state.params.values()}.values()))
+    return made[key]

@@ -44,12 +44,14 @@ def test_hook_requires_grad():
 
 def test_post_accumulate_grad_hook_e2e():
     """test/test_autograd.py TestAutograd.test_post_accumulate_grad_hook_e2e, as written: an Adam
-    per parameter stepped (and zero_grad'ed) in its post-accumulate-grad hook, five iterations
-    against a deepcopy stepped by one Adam after each backward; the handles removed, five more
-    iterations leave the parameters as they were. Fixed values for the Linear and the input."""
+    per parameter stepped (and zero_grad'ed) in its post-accumulate-grad hook (variant
+    in_backward), five iterations against a deepcopy stepped by one Adam after each backward
+    (variant copy); the handles removed, five more iterations leave the parameters as they
+    were. Fixed values for the Linear and the input; the copy's last forward shows its
+    parameters."""
     from copy import deepcopy
 
-    log = Log()
+    log, log_copy = Log(), Log()
     model = nn.Linear(3, 2).double()
     with torch.no_grad():
         model.weight.copy_(torch.tensor([[0.5, -0.25, 1], [-1, 0.75, 0.125]], dtype=torch.float64))
@@ -73,6 +75,7 @@ def test_post_accumulate_grad_hook_e2e():
     model_copy = deepcopy(model)
     optim_copy = torch.optim.Adam(model_copy.parameters())
     every = lambda: grads(weight=model.weight, bias=model.bias)   # noqa: E731
+    every_copy = lambda: grads(weight=model_copy.weight, bias=model_copy.bias)   # noqa: E731
 
     def values():
         return {"weight": snap(model.weight), "bias": snap(model.bias)}
@@ -83,7 +86,8 @@ def test_post_accumulate_grad_hook_e2e():
             loss.backward()
         log.passes[-1]["leaf_values"] = values()
         loss_copy = model_copy(input).sum()
-        loss_copy.backward()
+        with log_copy.backward_pass(every_copy):
+            loss_copy.backward()
         optim_copy.step()
         optim_copy.zero_grad()
 
@@ -101,4 +105,7 @@ def test_post_accumulate_grad_hook_e2e():
     for p_static, p_reference, p in zip(params_copy, model_copy.parameters(), model.parameters()):
         assert torch.equal(p_static, p)                   # self.assertEqual(p_static, p)
         assert not torch.allclose(p_reference, p)         # self.assertNotEqual(p_reference, p)
-    return observation(log, every(), leaf_values=values())
+    y = model_copy(input)   # the copy variant's last forward: its parameters, and its output
+    copy_values = {"weight": snap(model_copy.weight), "bias": snap(model_copy.bias), "y": snap(y)}
+    return {"in_backward": observation(log, every(), leaf_values=values()),
+            "copy": observation(log_copy, every_copy(), values=copy_values)}
