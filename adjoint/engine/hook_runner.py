@@ -249,6 +249,8 @@ class HookRunner:
                 raise ProblemError(hook.unpack.loc, "the unpack hook must return a tensor (what the node's backward uses)")
             raise TorchError("TypeError", "Output of saved tensor unpack_hook expected to be a Tensor but got result "
                                           f"of type {name}", "hook_result")
+        if sv is not None:   # the tensor the unpacked one shares storage with (adjoint.engine.function_does)
+            sv.unpacked = out
         return out.value
 
     def _saved_call(self, hook, expr, kind: str, env: dict, node, slot=None, tensor=None):
@@ -264,8 +266,8 @@ class HookRunner:
         unpack_version = env["x"].version.value if kind == "unpack" and isinstance(env.get("x"), Tensor) else None
         try:
             returned = Interp(rt, StashScope(dict(env), f"the {kind} hook '{hook.label}'", kind,
-                                             self.__dict__.setdefault("stashes", {}).setdefault(hook.index, []))
-                              ).eval(expr)
+                                             self.__dict__.setdefault("stashes", {}).setdefault(hook.index, []),
+                                             rt.names)).eval(expr)
         except TorchError:
             record.raised = True
             raise

@@ -328,6 +328,9 @@ class Interp:
             # the bool goes on as a Python value (an operand it cannot be is refused where it is used)
             same = obj is args[0]
             return same if e.operator == "==" else not same
+        if e.operator and _number(obj) and _number(args[0]):   # two Python numbers (t._version == v): a bool
+            return {"==": obj == args[0], "!=": obj != args[0], "<": obj < args[0], "<=": obj <= args[0],
+                    ">": obj > args[0], ">=": obj >= args[0]}[e.operator]
         if e.operator:
             self.check_comparison(obj, e, args)
         if hasattr(obj, "call_method"):   # an engine object a body names (an optimizer: adjoint.engine.adam)
@@ -443,3 +446,7 @@ class Interp:
                                       "modelled; it may be masked_fill's value (x.masked_fill(mask, float(\"-inf\")))")
         return v
 
+
+def _number(v) -> bool:
+    """A Python number of a program (kept exact as a Fraction; a bool is an int)."""
+    return isinstance(v, (Fraction, int, float)) and not isinstance(v, Tensor)

@@ -583,7 +583,7 @@ class _Builder:
         return self.scalar.loc_at(node.end_lineno, col)
 
     def check_attribute(self, node: ast.Attribute) -> None:
-        if node.attr.startswith("_"):
+        if node.attr.startswith("_") and node.attr != "_version":   # t._version: the version counter, read only
             raise ProblemError(self.attribute_loc(node), f"attribute '{node.attr}' is not allowed: names starting with "
                                                          "'_' are private to PyTorch; use public tensor methods and "
                                                          "attributes")

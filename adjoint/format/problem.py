@@ -89,6 +89,7 @@ class Function:
     save: tuple | None = None    # ctx.save_for_backward(*save): syntax.Expr over the inputs, the forward's
                                  # names and output; None: every input is saved (and the formulas see them)
     dirty: tuple = ()            # ctx.mark_dirty(*dirty): (slot name, Loc) of inputs the forward modifies in place
+    does: tuple = ()             # statements the backward runs before its formulas (syntax.Stmt; with save: only)
 
 
 ArgValue = Fraction | int | bool | str | None | tuple  # tuple: of ints (kernel_size: [3, 3])

@@ -348,7 +348,7 @@ class Hooks:
         scope = EnvScope(dict(env if env is not None else args), f"the {record['kind']} hook '{hook.label}'", run) \
             if kind not in ("pack", "unpack") else \
             StashScope(dict(args), f"the {kind} hook '{hook.label}'", kind,
-                       self.__dict__.setdefault("stashes", {}).setdefault(hook.index, []))
+                       self.__dict__.setdefault("stashes", {}).setdefault(hook.index, []), run)
         # in the backward, a value the body makes is not kept alive by the run (a plain script keeps
         # none): an extra reference to the gradient would change what AccumulateGrad steals
         program = run.program(scope) if graphs.current_node() is None else run.backward_program(scope)

@@ -109,3 +109,35 @@ def test_post_accumulate_grad_hook_e2e():
     copy_values = {"weight": snap(model_copy.weight), "bias": snap(model_copy.bias), "y": snap(y)}
     return {"in_backward": observation(log, every(), leaf_values=values()),
             "copy": observation(log_copy, every_copy(), values=copy_values)}
+
+
+def test_saved_tensors_hook_version_counter_not_shared():
+    """test/test_autograd.py TestAutograd.test_saved_tensors_hook_version_counter_not_shared, as
+    written: the pack hook returns a_replacement (a clone of a made before the with block), the
+    Function's backward writes its unpacked saved tensor in place and asserts a's version did not
+    move. The root module runs the test's two lines; the with block is around the call of test."""
+    log = Log()
+
+    class Test(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x.sin()
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            (x,) = ctx.saved_tensors
+            before = a._version
+            x.add_(1)
+            assert a._version == before   # self.assertEqual(a._version, before)
+            return grad_output
+
+    a = leaf(1.0)   # torch.tensor(1.0, requires_grad=True)
+    a_replacement = a.clone()
+    pack_hook, unpack_hook = log.saved_tensors(0, lambda x: a_replacement, lambda x: x)
+    with torch.autograd.graph.saved_tensors_hooks(pack_hook, unpack_hook):
+        with log.op("TestBackward", "test"):
+            b = Test.apply(a)
+    log.name_nodes(test=b)
+    b.backward()
+    return observation(log, grads(a=a))
