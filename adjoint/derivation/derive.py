@@ -86,6 +86,9 @@ def _steps(run, vd: VariantDerivation, unit_of_step: dict, first_unit: dict, num
                     info.unit = unit_of_step.get(index)
         elif step.kind in ("register", "remove"):
             info.hooks = list(step.hooks)
+        elif step.kind == "step" and getattr(step, "optimizer", None) is not None:
+            o = step.optimizer
+            info.optimizer = (o.type, o.lr, tuple(o.betas), o.eps)
         elif step.kind == "step":
             info.lr = step.lr
             info.updates = list(run.updates.get(index, []))

@@ -143,7 +143,8 @@ def function_backward(rt, node: Node, grads: list) -> list:
     mod = node.params
     unpacked = [rt.unpack(node, sv) for sv in node.saved]
     if mod.function.save is not None:
-        out = declared_vjp(rt, mod, list(node.input_values), grads if len(grads) > 1 else grads[0], saved=unpacked)
+        out = declared_vjp(rt, mod, list(node.input_values), grads if len(grads) > 1 else grads[0], saved=unpacked,
+                           node=node)
     else:   # every tensor input was saved; a Python argument is what the forward was given
         kept = iter(unpacked)
         values = [next(kept) if rt.B.is_value(v) else v for v in node.input_values]
@@ -169,7 +170,7 @@ def _plain(v) -> bool:
     return v is None or isinstance(v, (bool, int, float, Fraction))
 
 
-def declared_vjp(rt, mod, values: list, grad_output, saved: list | None = None) -> list:
+def declared_vjp(rt, mod, values: list, grad_output, saved: list | None = None, node: Node | None = None) -> list:
     """``grad_output``: one value, or a list of them for a Function with several outputs (then
     ``grad_output`` and ``output`` are tuples in the formulas). With ``save:`` the formulas see
     ``saved`` (what the node unpacked, or else what the forward on ``values`` saves) and
@@ -184,6 +185,9 @@ def declared_vjp(rt, mod, values: list, grad_output, saved: list | None = None) 
         env["output"] = output
     env["grad_output"] = (tuple(rt.tensor(g) if g is not None else None for g in grad_output)
                           if isinstance(grad_output, list) else rt.tensor(grad_output))
+    if node is not None and mod.function.does:   # the backward's statements (adjoint.engine.function_does)
+        from adjoint.engine.function_does import run_does
+        run_does(rt, mod, node, env)
     out = []
     for slot, formula in mod.function.grads:
         if formula is None:

@@ -836,6 +836,9 @@ def _step(run: VariantRun, reducer: Reducer, step, index: int, synced: bool, fir
     elif step.kind in ("register", "remove", "zero_grad"):
         hook_step(run, reg, step)
     elif step.kind == "step":
+        if getattr(step, "optimizer", None) is not None:
+            raise ProblemError(step.loc, "an optimizer step ({step: {optimizer: ...}}) is not modelled with "
+                                         "distributed: yet; use {step: {lr: ...}}")
         sgd(run, step.lr, index)
 
 

@@ -351,6 +351,9 @@ def run_fsdp_ranks(problem, name: str, make_backend) -> list:
         during = "backward" if step.kind == "backward" else "forward"
         errors = []
         if step.kind == "step":
+            if getattr(step, "optimizer", None) is not None:
+                raise ProblemError(step.loc, "an optimizer step ({step: {optimizer: ...}}) is not modelled with "
+                                             "fully_shard yet; use {step: {lr: ...}}")
             sgd_step(ranks, step, index)
             continue
         for run, r in zip(runs, ranks):

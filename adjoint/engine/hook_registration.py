@@ -191,6 +191,9 @@ class Registrations:
     def attach(self, hook, t: Tensor) -> None:
         index = hook.index
         if hook.on == "tensor":
+            if getattr(hook, "optimizer", None) is not None:   # optims[p] = torch.optim.Adam([p]), then register
+                from adjoint.engine.adam import make_hook_optimizer
+                make_hook_optimizer(self.rt, hook, t, grad_fn(self.rt, t) is not None and t.id not in self.retained)
             if not t.needs_grad:  # a view also requires grad when its base does (DifferentiableViewMeta)
                 if hook.kind == "retain_grad":
                     raise TorchError("RuntimeError", "can't retain_grad on Tensor that has requires_grad=False",

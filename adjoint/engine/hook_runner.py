@@ -33,6 +33,8 @@ def run_hook_body(rt, hook, env: dict, grads: LeafGrads | None = None):
     hook was handed writes the engine's tensors (adjoint.engine.hookwrites: ``grads`` tracks the
     leaves' ``.grad`` the body reads, writes and sets)."""
     env = dict(env)
+    if getattr(hook, "optimizer", None) is not None:   # optim: torch.optim.Adam([tensor]) (adjoint.engine.adam)
+        env["optim"] = rt.hooks_runner.optimizer_of(hook, env["tensor"])
     kind = "tensor hook" if hook.kind == "hook" else f"{hook.kind} hook"
     interp = HookInterp(rt, EnvScope(env, f"the {kind} '{hook.label}'", rt.names),
                         grads if grads is not None else LeafGrads())
@@ -155,6 +157,12 @@ class HookRunner:
                 return name
         return "a leaf"
 
+    def optimizer_of(self, hook, tensor):
+        """The optimizer over ``[tensor]`` a hook with ``optimizer:`` steps, made when the hook was
+        registered and kept across its calls (its state is made on its first step)."""
+        made = self.__dict__.setdefault("optimizers", {})   # made at registration (adjoint.engine.adam)
+        return made[hook.index]
+
     def leaf_values(self) -> dict:
         """The value now of every leaf a hook wrote (the answer's ``leaf_values``)."""
         return {name: t.value for name, t in self.written_leaves.items()}
@@ -241,6 +249,8 @@ class HookRunner:
                 raise ProblemError(hook.unpack.loc, "the unpack hook must return a tensor (what the node's backward uses)")
             raise TorchError("TypeError", "Output of saved tensor unpack_hook expected to be a Tensor but got result "
                                           f"of type {name}", "hook_result")
+        if sv is not None:   # the tensor the unpacked one shares storage with (adjoint.engine.function_does)
+            sv.unpacked = out
         return out.value
 
     def _saved_call(self, hook, expr, kind: str, env: dict, node, slot=None, tensor=None):
@@ -256,8 +266,8 @@ class HookRunner:
         unpack_version = env["x"].version.value if kind == "unpack" and isinstance(env.get("x"), Tensor) else None
         try:
             returned = Interp(rt, StashScope(dict(env), f"the {kind} hook '{hook.label}'", kind,
-                                             self.__dict__.setdefault("stashes", {}).setdefault(hook.index, []))
-                              ).eval(expr)
+                                             self.__dict__.setdefault("stashes", {}).setdefault(hook.index, []),
+                                             rt.names)).eval(expr)
         except TorchError:
             record.raised = True
             raise

@@ -124,6 +124,10 @@ class Interp:
             finally:
                 self.rt.grad_enabled = before
             return
+        if isinstance(stmt, S.Assert):
+            from adjoint.engine.asserts import run_assert
+            run_assert(self.eval(stmt.test), stmt)
+            return
         raise ProblemError(stmt.loc, f"'{S.stmt_source(stmt)}' is not supported here")
 
     def bind(self, target: S.Expr, value, loc: Loc) -> None:
@@ -324,8 +328,13 @@ class Interp:
             # the bool goes on as a Python value (an operand it cannot be is refused where it is used)
             same = obj is args[0]
             return same if e.operator == "==" else not same
+        if e.operator and _number(obj) and _number(args[0]):   # two Python numbers (t._version == v): a bool
+            return {"==": obj == args[0], "!=": obj != args[0], "<": obj < args[0], "<=": obj <= args[0],
+                    ">": obj > args[0], ">=": obj >= args[0]}[e.operator]
         if e.operator:
             self.check_comparison(obj, e, args)
+        if hasattr(obj, "call_method"):   # an engine object a body names (an optimizer: adjoint.engine.adam)
+            return obj.call_method(self, e.name, args, kwargs, e.loc)
         if not isinstance(obj, Tensor):
             raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is {describe(obj)}, which has no method '{e.name}'")
         if e.name in INPLACE_METHODS:
@@ -437,3 +446,7 @@ class Interp:
                                       "modelled; it may be masked_fill's value (x.masked_fill(mask, float(\"-inf\")))")
         return v
 
+
+def _number(v) -> bool:
+    """A Python number of a program (kept exact as a Fraction; a bool is an int)."""
+    return isinstance(v, (Fraction, int, float)) and not isinstance(v, Tensor)

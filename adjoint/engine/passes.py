@@ -192,6 +192,9 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
                         t.grad = None
                     else:   # set_to_none=False: grad.zero_() (values: zeros of its shape)
                         t.grad = backend.zeros(tuple(backend.shape(t.grad)))
+            elif step.kind == "step" and step.optimizer is not None:
+                from adjoint.engine.adam import optimizer_step
+                optimizer_step(run, step.optimizer)
             elif step.kind == "step":
                 sgd(run, step.lr, index)
         except TorchError as exc:

@@ -14,8 +14,8 @@ from adjoint.engine.interpreter import EnvScope
 class StashScope(EnvScope):
     """A pack or unpack hook's names, with ``stash`` (pack) or ``unstash`` (unpack)."""
 
-    def __init__(self, env: dict, what: str, kind: str, store: list):
-        super().__init__(env, what)
+    def __init__(self, env: dict, what: str, kind: str, store: list, names: dict | None = None):
+        super().__init__(env, what, names)   # names: the forward's named tensors (a closure's)
         self.kind = kind
         self.store = store
 

@@ -31,6 +31,7 @@ from adjoint.format.gaussian import Gaussian
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.format.literals import NotANumber, NumberRefused, read_number
 from adjoint.format.loader import YScalar, YSeq, YNode
+from adjoint.format.syntax import Assert
 from adjoint.format.syntax import (Assign, AugAssign, Attr, Bin, Bool, Call, DictLit, EllipsisLit, Expr, ExprStmt, ListLit, Method, Name,
                      Neg, NoneLit, Num, Program, Return, Slice, Stmt, Str, Subscript, Tup, With, stmt_source, to_source)
 
@@ -335,6 +336,8 @@ class _Builder:
             return ExprStmt(loc, self.expression(stmt.value, _OPERAND))
         if isinstance(stmt, ast.With):
             return self.with_block(stmt, what)
+        if isinstance(stmt, ast.Assert):
+            return self.assert_statement(stmt, what)
         if isinstance(stmt, ast.Return):
             if not allow_return:
                 raise ProblemError(loc, f"{what}: 'return' is only allowed as the last line of a forward")
@@ -344,6 +347,15 @@ class _Builder:
         name = _STMT_NAMES.get(type(stmt), type(stmt).__name__)
         raise ProblemError(loc, f"{what}: {name} is not allowed; a forward holds assignments, calls, "
                                 "'with no_grad():' blocks and a final 'return expr'")
+
+    def assert_statement(self, stmt: ast.Assert, what: str) -> Assert:
+        """``assert EXPR`` / ``assert not EXPR``: Python's AssertionError (an answer) when it fails."""
+        if stmt.msg is not None:
+            raise ProblemError(self.loc(stmt.msg), f"{what}: an assert message is not modelled; write 'assert EXPR'")
+        test, negated = stmt.test, False
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, negated = test.operand, True
+        return Assert(self.loc(stmt), self.expression(test, _OPERAND), negated)
 
     def with_block(self, stmt: ast.With, what: str) -> With:
         loc = self.loc(stmt)
@@ -571,7 +583,7 @@ class _Builder:
         return self.scalar.loc_at(node.end_lineno, col)
 
     def check_attribute(self, node: ast.Attribute) -> None:
-        if node.attr.startswith("_"):
+        if node.attr.startswith("_") and node.attr != "_version":   # t._version: the version counter, read only
             raise ProblemError(self.attribute_loc(node), f"attribute '{node.attr}' is not allowed: names starting with "
                                                          "'_' are private to PyTorch; use public tensor methods and "
                                                          "attributes")

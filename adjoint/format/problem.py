@@ -89,6 +89,7 @@ class Function:
     save: tuple | None = None    # ctx.save_for_backward(*save): syntax.Expr over the inputs, the forward's
                                  # names and output; None: every input is saved (and the formulas see them)
     dirty: tuple = ()            # ctx.mark_dirty(*dirty): (slot name, Loc) of inputs the forward modifies in place
+    does: tuple = ()             # statements the backward runs before its formulas (syntax.Stmt; with save: only)
 
 
 ArgValue = Fraction | int | bool | str | None | tuple  # tuple: of ints (kernel_size: [3, 3])
@@ -194,6 +195,7 @@ class Hook:
     pin_memory: bool = False             # save_on_cpu: its pin_memory argument
     during: tuple[int, ...] | None = None  # saved_tensors: the steps the with block is around (None: every forward)
     next: tuple[int, ...] = ()           # node: grad_fn.next_functions[i][0]... walked from the target's grad_fn
+    optimizer: object | None = None      # post_accumulate_grad: an optimizer over [tensor] (format.optimizers), ``optim``
 
     @property
     def is_module_backward(self) -> bool:
@@ -231,6 +233,7 @@ class Step:
     lr: Fraction | None = None
     set_to_none: bool = True     # zero_grad: False zeroes each existing .grad in place instead
     leaves: tuple = ()           # zero_grad: only these leaves' .grad (names; empty: every leaf)
+    optimizer: object | None = None   # step: torch.optim.Adam over model.parameters() (format.optimizers); None: SGD
 
 
 @dataclass(frozen=True)

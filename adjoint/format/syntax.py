@@ -241,6 +241,14 @@ class Return(Stmt):
     value: Expr
 
 
+@dataclass(frozen=True)
+class Assert(Stmt):
+    """assert test / assert not test: Python's AssertionError when it fails."""
+
+    test: Expr
+    negated: bool = False        # ``assert not test``
+
+
 Program = tuple[Stmt, ...]
 
 
@@ -335,6 +343,8 @@ def stmt_source(s: Stmt) -> str:
     if isinstance(s, Return):
         value = to_source(s.value)
         return f"return {value[1:-1] if isinstance(s.value, Tup) and len(s.value.items) > 1 else value}"
+    if isinstance(s, Assert):
+        return f"assert {'not ' if s.negated else ''}{to_source(s.test)}"
     raise TypeError(s)
 
 

@@ -23,10 +23,11 @@ from adjoint.format.loader import YMap, YNode, YScalar, YSeq, kind_name
 from adjoint.format.problem import MODULE_HOOK_KINDS, NODE_HOOK_KINDS, TENSOR_HOOK_KINDS, Backward, Hook, Step, TensorDecl
 from adjoint.format.raising import parse_raises
 from adjoint.format.validate_steps import check_step_order
+from adjoint.format.optimizers import parse_optimizer
 from adjoint.format.validate_saved import SAVED_KEYS, SAVED_TARGETS, check_not_saved_keys, parse_saved_target
 
 HOOK_KEYS = ("module", "tensor", "node", "global", "multi_grad", "saved_tensors", "kind", "mode", "scope", "returns",
-             "does", "remove", "removes", "label", "when", "prepend", "with_kwargs", "always_call", "raises", "during", "next") + SAVED_KEYS
+             "does", "remove", "removes", "label", "when", "prepend", "with_kwargs", "always_call", "raises", "during", "next", "optimizer") + SAVED_KEYS
 TARGET_KEYS = ("module", "tensor", "node", "global", "multi_grad", "saved_tensors") + SAVED_TARGETS
 BACKWARD_KEYS = ("method", "inputs", "grad_output")
 STEP_KINDS = ("forward", "backward", "register", "remove", "zero_grad", "step")
@@ -143,7 +144,11 @@ def parse_hook(node: YNode, index: int, what: str, count: int) -> Hook:
     raises, raises_type, raises_in = parse_raises(h.get("raises"), index, kind) if h.get("raises") is not None \
         else (None, "RuntimeError", None)
     label = string(h.get("label"), "label") if h.get("label") is not None else default_label(on, kind, target)
-    return Hook(index, on, target, kind, returns, does, remove, when, label, h.loc, prepend=prepend,
+    optimizer = None
+    if h.get("optimizer") is not None:   # optim = torch.optim.Adam([tensor]) for the body (format/optimizers.py)
+        _only_with(h, "optimizer", kind == "post_accumulate_grad", "post_accumulate_grad hooks")
+        optimizer = parse_optimizer(h.get("optimizer"), f"hook {index}")
+    return Hook(index, on, target, kind, returns, does, remove, when, label, h.loc, prepend=prepend, optimizer=optimizer,
                 with_kwargs=with_kwargs, always_call=always_call, tensors=tensors, mode=mode, pack=pack,
                 unpack=unpack, scope=scope, raises=raises, removes=removes, raises_type=raises_type,
                 raises_in=raises_in, during=during, next=walk)
@@ -326,7 +331,14 @@ def parse_step(node: YNode, i: int, what: str, base: Backward, input_decl, input
         return Step("zero_grad", loc, set_to_none=none, leaves=leaves)
     if body is None:
         raise ProblemError(loc, f"{where}: write {{step: {{lr: 0.1}}}} with the learning rate")
-    s = mapping(body, f"the step of {where}", ("lr",), ())
+    s = mapping(body, f"the step of {where}", (), ("lr", "optimizer"))
+    if s.get("optimizer") is not None:   # {step: {optimizer: {type: Adam}}}: one Adam over model.parameters()
+        if s.get("lr") is not None:
+            raise ProblemError(s.key_loc("lr"), f"{where}: the optimizer's lr goes inside it: "
+                                                "{step: {optimizer: {type: Adam, lr: 0.001}}}")
+        return Step("step", loc, optimizer=parse_optimizer(s.get("optimizer"), where))
+    if s.get("lr") is None:
+        raise ProblemError(s.loc, f"the step of {where} is missing the required key 'lr'")
     lr: Fraction = parse_number(s.get("lr"), f"lr of {where}")
     return Step("step", loc, lr=lr)
 

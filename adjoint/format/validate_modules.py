@@ -20,11 +20,13 @@ from adjoint.format import torch_names
 from adjoint.format.checks import FAILED, Issues, boolean, identifier, mapping, string, suggest, unknown_keys
 from adjoint.format.errors import Loc, ProblemError, raise_all
 from adjoint.format.expr import parse_expression, parse_program
+from adjoint.format.expr import parse_statements
 from adjoint.format.literals import IDENT_RE, NotANumber, NumberRefused, parse_int, parse_literal, read_number, show_text
 from adjoint.format.loader import YMap, YNode, YScalar, YSeq, kind_name
 from adjoint.format.module_signatures import NNType
 from adjoint.format.complex_literals import complex_decl, is_complex_node
 from adjoint.format.problem import ROOT, Function, Literal, Module, TensorDecl
+from adjoint.format.syntax import Assert
 from adjoint.format.syntax import (Assign, AugAssign, Attr, ExprStmt, Method, Name, Return, With, children as sub_expressions,
                                   to_source)
 from adjoint.format.tying import is_tied, tied_decl
@@ -497,7 +499,7 @@ def dropout_mask(m: YMap, args: dict, training: bool, what: str) -> Literal | No
 
 
 def parse_function(node: YNode, path: str, inputs: tuple[str, ...], params: list[TensorDecl], what: str) -> Function:
-    f = mapping(node, f"the function of {what}", ("backward",), ("name", "save", "dirty"))
+    f = mapping(node, f"the function of {what}", ("backward",), ("name", "save", "dirty", "does"))
     default = "".join(part[:1].upper() + part[1:] for part in re.split(r"[._]", path or ROOT) if part) + "Function"
     name = string(f.get("name"), "function name") if f.get("name") is not None else default
     if not identifier_ok(name):
@@ -520,7 +522,13 @@ def parse_function(node: YNode, path: str, inputs: tuple[str, ...], params: list
                                           "arguments), as in save: [x, \"h\"]")
         save = tuple(parse_expression(item, f"entry {i} of the save of {what}") for i, item in enumerate(items.items))
     from adjoint.format.validate_dirty import parse_dirty
-    return Function(name, grads, f.loc, save, parse_dirty(f.get("dirty"), slots, what))
+    does = ()
+    if f.get("does") is not None:   # the backward's statements before its formulas (adjoint.engine.function_does)
+        if save is None:
+            raise ProblemError(f.key_loc("does"), "function.does needs save: (its backward sees saved and "
+                                                  "grad_output, as after (x,) = ctx.saved_tensors)")
+        does = parse_statements(f.get("does"), f"the does of the function of {what}")
+    return Function(name, grads, f.loc, save, parse_dirty(f.get("dirty"), slots, what), does)
 
 
 def check_unique_names(m: YMap, what: str, inputs, params, buffers, kids) -> None:
@@ -558,6 +566,8 @@ def _program_expressions(program):
             roots.extend([s.target, s.value])
         elif isinstance(s, (ExprStmt, Return)):
             roots.append(s.value)
+        elif isinstance(s, Assert):
+            roots.append(s.test)
     work = list(reversed(roots))
     while work:
         e = work.pop()

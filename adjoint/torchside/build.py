@@ -309,6 +309,10 @@ def make_function(decl: Module, run) -> type:
         else:   # the backward sees what it saved, nothing else
             env = {"saved": tensors}
         env["grad_output"] = grad_output
+        if fdecl.does:   # the backward's statements; the forward's named tensors as a closure
+            program = run.program(EnvScope(env, f"the backward of {fdecl.name}", run))
+            for stmt in fdecl.does:
+                program.execute(stmt)
         grads = []
         for slot, formula in fdecl.grads:
             if formula is None:

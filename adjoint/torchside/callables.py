@@ -72,7 +72,7 @@ def method(obj: torch.Tensor, name: str, loc: Loc):
 
 def attribute(obj: torch.Tensor, name: str, loc: Loc):
     """``obj.name`` read from the tensor (``T``, ``mT``, ``shape``, ``ndim``, ``grad``, ...)."""
-    if name.startswith("_") or not hasattr(obj, name):
+    if (name.startswith("_") and name != "_version") or not hasattr(obj, name):
         raise ProblemError(loc, f"torch.Tensor has no attribute '{name}'")
     value = getattr(obj, name)
     if callable(value) and not isinstance(value, torch.Tensor):

@@ -226,8 +226,12 @@ class Hooks:
                     self.retained.append((hook.target, t))
                 return
             if hook.kind == "post_accumulate_grad":
+                extra = {}
+                if getattr(hook, "optimizer", None) is not None:   # optims[p] = torch.optim.Adam([p]), then the hook
+                    from adjoint.torchside.optimizers import make_optimizer
+                    extra["optim"] = make_optimizer(hook.optimizer, [t])
                 handle = t.register_post_accumulate_grad_hook(
-                    lambda tensor: self.fire(hook, {"tensor": tensor.grad}, env={"tensor": tensor}))
+                    lambda tensor: self.fire(hook, {"tensor": tensor.grad}, env={"tensor": tensor, **extra}))
             else:
                 def fn(grad):   # named 'hook' below: PyTorch's messages name the function
                     return self.fire(hook, {"grad": grad})
@@ -344,7 +348,7 @@ class Hooks:
         scope = EnvScope(dict(env if env is not None else args), f"the {record['kind']} hook '{hook.label}'", run) \
             if kind not in ("pack", "unpack") else \
             StashScope(dict(args), f"the {kind} hook '{hook.label}'", kind,
-                       self.__dict__.setdefault("stashes", {}).setdefault(hook.index, []))
+                       self.__dict__.setdefault("stashes", {}).setdefault(hook.index, []), run)
         # in the backward, a value the body makes is not kept alive by the run (a plain script keeps
         # none): an extra reference to the gradient would change what AccumulateGrad steals
         program = run.program(scope) if graphs.current_node() is None else run.backward_program(scope)

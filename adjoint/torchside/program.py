@@ -129,6 +129,10 @@ class Program:
                 for inner in stmt.body:
                     self.execute(inner)
             return
+        if isinstance(stmt, S.Assert):   # Python's own assert: AssertionError when it fails
+            if bool(self.eval(stmt.test)) == stmt.negated:
+                raise AssertionError
+            return
         if isinstance(stmt, S.Return):
             raise ProblemError(stmt.loc, "'return' only ends a forward")
         raise ProblemError(stmt.loc, f"verify does not run '{S.stmt_source(stmt)}'")
@@ -244,6 +248,10 @@ class Program:
             return self.keep(callables.function(e.func, e.prefix, e.loc)(*args, **kwargs))
         if isinstance(e, S.Method):
             obj = self.eval(e.obj)
+            if isinstance(obj, torch.optim.Optimizer):   # optim.step() / optim.zero_grad() in a hook body
+                from adjoint.torchside.optimizers import optimizer_method
+                return optimizer_method(obj, e.name, [self.eval(a) for a in e.args],
+                                        {k: self.eval(v) for k, v in e.kwargs}, e.loc)
             if obj is None and not e.operator:
                 getattr(obj, e.name)   # Python's AttributeError, before the arguments are evaluated
             args = [self.eval(a) for a in e.args]

@@ -521,6 +521,9 @@ def run_steps(s: Session, steps, passes: list, in_step=None, pass_extras: bool =
                         s.hooks.remove(i)
                 elif step.kind == "zero_grad":
                     s.zero_grad(step.set_to_none, step.leaves)
+                elif step.kind == "step" and getattr(step, "optimizer", None) is not None:
+                    from adjoint.torchside.optimizers import variant_optimizer
+                    variant_optimizer(s, step.optimizer).step()
                 elif step.kind == "step":
                     s.sgd(step.lr)
         except ProblemError:

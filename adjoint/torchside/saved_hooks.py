@@ -46,8 +46,8 @@ def disabled(hook):
 class StashScope(EnvScope):
     """A pack or unpack body's names, with ``stash`` (pack) or ``unstash`` (unpack)."""
 
-    def __init__(self, env: dict, what: str, kind: str, store: list):
-        super().__init__(env, what)
+    def __init__(self, env: dict, what: str, kind: str, store: list, run=None):
+        super().__init__(env, what, run)   # run: the forward's named tensors (a closure's)
         self.kind = kind
         self.store = store
 

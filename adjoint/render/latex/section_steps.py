@@ -91,6 +91,12 @@ class StepSections(UnitWriter):
         if info.kind == "zero_grad":
             return ("\\texttt{zero\\_grad(set\\_to\\_none=True)}: every \\texttt{.grad} is set to \\texttt{None}, so "
                     "the next backward pass starts accumulating afresh.")
+        if info.optimizer is not None:   # {step: {optimizer: ...}}
+            kind, lr, (b1, b2), eps = info.optimizer
+            return (f"\\texttt{{torch.optim.{kind}}} over \\texttt{{model.parameters()}} steps (learning rate "
+                    f"${self.plain(lr)}$, betas $({self.plain(b1)}, {self.plain(b2)})$, eps ${self.plain(eps)}$): "
+                    "under \\texttt{no\\_grad} each parameter with a gradient is updated in place from its running "
+                    "averages of the gradient and its square, kept across steps.")
         lr = self.plain(info.lr)
         return (f"an SGD step with learning rate ${lr}$: under \\texttt{{no\\_grad}}, $p \\leftarrow p - {lr}\\,"
                 "p.\\mathrm{grad}$ for every parameter with a gradient (in place: each parameter's version "

@@ -1,0 +1,31 @@
+"""The torch twin of ``optimizer:`` (adjoint/format/optimizers.py): the real ``torch.optim``
+optimizer over the hooked tensor, stepped by the hook body."""
+
+from __future__ import annotations
+
+import torch
+
+from adjoint.format.errors import ProblemError
+
+
+def make_optimizer(decl, params: list) -> torch.optim.Optimizer:
+    """``torch.optim.Adam(params, lr=..., betas=(...), eps=...)``: Python floats, as typed."""
+    return torch.optim.Adam(params, lr=float(decl.lr), betas=tuple(float(b) for b in decl.betas),
+                            eps=float(decl.eps))
+
+
+def optimizer_method(optim: torch.optim.Optimizer, name: str, args: list, kwargs: dict, loc):
+    if name not in ("step", "zero_grad") or args or kwargs:
+        raise ProblemError(loc, f"verify runs optim.step() and optim.zero_grad(), not optim.{name}(...)")
+    getattr(optim, name)()
+    return None
+
+
+def variant_optimizer(state, decl) -> torch.optim.Optimizer:
+    """The optimizer over ``model.parameters()`` (a tied Parameter once) that a variant's
+    ``{step: {optimizer: ...}}`` steps: made at the first such step, kept for the later ones."""
+    made = state.__dict__.setdefault("optimizers", {})
+    key = (decl.type, decl.lr, decl.betas, decl.eps)
+    if key not in made:
+        made[key] = make_optimizer(decl, list({id(p): p for p in state.params.values()}.values()))
+    return made[key]
