@@ -89,6 +89,8 @@ def _steps(run, vd: VariantDerivation, unit_of_step: dict, first_unit: dict, num
         elif step.kind == "step":
             info.lr = step.lr
             info.updates = list(run.updates.get(index, []))
+        elif step.kind == "registered":
+            info.read = step.read + (run.registered.get(step.read[2]) if info.ran and not info.failed else None,)
         out.append(info)
     return out
 

@@ -376,6 +376,7 @@ class StepInfo:
     ran: bool = True                 # False: after the error, never run
     second: dict | None = None       # backward: its second-order options as plain data (create_graph, names,
                                      # roots as source text, allow_unused, materialize_grads)
+    read: tuple = ()                 # registered: (module path, hook kind, name, count or None)
 
 
 @dataclass

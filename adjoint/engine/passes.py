@@ -73,6 +73,7 @@ class VariantRun:
     updates: dict = field(default_factory=dict)   # SGD step index -> [(parameter, before, grad, after)]
     forward_steps: list = field(default_factory=list)   # the step index of each ForwardResult
     made: dict = field(default_factory=dict)   # names bound by backward steps' as: (adjoint.engine.second_run)
+    registered: dict = field(default_factory=dict)   # registered steps: name -> hooks in that module's dict then
 
     @property
     def forward(self) -> ForwardResult:
@@ -194,6 +195,9 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
                         t.grad = backend.zeros(tuple(backend.shape(t.grad)))
             elif step.kind == "step":
                 sgd(run, step.lr, index)
+            elif step.kind == "registered":
+                from adjoint.engine.registered import count_registered
+                count_registered(run, step)
         except TorchError as exc:
             run.error = RunError(exc.type, exc.message, getattr(exc, "during", None) or during, exc.cause, index)
             break

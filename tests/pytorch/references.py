@@ -432,3 +432,9 @@ from ref_portsa import *  # noqa: E402,F401,F403  (module-hook, checkpoint and s
 # reentrant backwards, hook bodies that write (test/test_autograd.py)
 
 from ref_autograd2 import *         # noqa: E402,F401,F403
+
+
+# ----------------------------------------------------------------------------- ports upgraded to "as written"
+# (hook-dict sizes, ...): tests/pytorch/ref_portsmisc.py; its definitions replace the ones above.
+
+from ref_portsmisc import *  # noqa: E402,F401,F403

@@ -88,6 +88,12 @@ class StepSections(UnitWriter):
         if info.kind in ("register", "remove"):
             verb = "registered" if info.kind == "register" else "removed (\\texttt{handle.remove()})"
             return "hooks " + verb + ": " + ", ".join(self._hook_name(i) for i in info.hooks) + "."
+        if info.kind == "registered":
+            path, kind, name, count = info.read
+            attr = {"forward_pre": "_forward_pre_hooks", "forward": "_forward_hooks",
+                    "full_backward_pre": "_backward_pre_hooks"}.get(kind, "_backward_hooks")
+            return (f"{code(name)} $= {count}$: the hooks registered in \\texttt{{{esc(path + '.' + attr)}}} "
+                    "at this point (\\texttt{len(handle.hooks\\_dict\\_ref())}).")
         if info.kind == "zero_grad":
             return ("\\texttt{zero\\_grad(set\\_to\\_none=True)}: every \\texttt{.grad} is set to \\texttt{None}, so "
                     "the next backward pass starts accumulating afresh.")
