@@ -216,7 +216,7 @@ def _register(reg: Registrations, index: int) -> None:
 def run_forward(run: VariantRun, step: Step) -> None:
     if step.inputs:
         run.model.replace_inputs(step.inputs)
-    run.forwards.append(run.model.forward())
+    run.forwards.append(run.model.forward(step.call))
 
 
 def run_backward(run: VariantRun, request: BackwardRequest, step: int = 0, start: int | None = None) -> None:

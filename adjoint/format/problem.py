@@ -231,6 +231,7 @@ class Step:
     lr: Fraction | None = None
     set_to_none: bool = True     # zero_grad: False zeroes each existing .grad in place instead
     leaves: tuple = ()           # zero_grad: only these leaves' .grad (names; empty: every leaf)
+    call: str | None = None      # forward: only this child module is called, with the inputs (not the root)
     read: tuple = ()             # registered: (module path, hook kind, name): len() of that module's hook dict
 
 

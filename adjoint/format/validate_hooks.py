@@ -295,9 +295,11 @@ def parse_step(node: YNode, i: int, what: str, base: Backward, input_decl, input
     if kind == "forward":
         inputs: tuple[TensorDecl, ...] = ()
         if body is not None:
-            f = mapping(body, f"the forward of {where}", (), ("inputs",))
+            f = mapping(body, f"the forward of {where}", (), ("inputs", "call"))
             if f.get("inputs") is not None:
                 inputs = _step_inputs(f.get("inputs"), where, input_decl, input_names)
+            if f.get("call") is not None:   # {forward: {call: PATH}}: PATH(*inputs), not the root
+                return Step("forward", loc, inputs=inputs, call=string(f.get("call"), f"the call of {where}"))
         return Step("forward", loc, inputs=inputs)
     if kind == "backward":
         return Step("backward", loc, backward=parse_backward(body, base, in_step=True) if body is not None else base)

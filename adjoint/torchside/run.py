@@ -234,7 +234,7 @@ class Session:
         return observe
 
     # ------------------------------------------------------------------ steps
-    def forward(self, step_inputs=()) -> ForwardPass:
+    def forward(self, step_inputs=(), call: str | None = None) -> ForwardPass:
         for d in step_inputs:
             self.globals[d.name] = self.leaves[d.name] = self.leaf(d)
             self.declared_grad[d.name] = d.requires_grad
@@ -254,10 +254,12 @@ class Session:
             for hook in self.hooks.saved_hooks(None):
                 stack.enter_context(self.hooks.saved_tensors(hook))
             root = self.p.model
+            if call is not None:   # a forward step's call: PATH: that child alone, with the inputs
+                root = next(m for m in self.p.model.walk() if m.label == call)
             fp.output = self.call_module(root, [self.globals[d.name] for d in self.inputs], {})
-            if OUTPUT not in fp.names:
+            if call is None and OUTPUT not in fp.names:
                 self.bind(OUTPUT, fp.output)
-            if self.p.loss is not None:
+            if call is None and self.p.loss is not None:
                 fp.loss = self.program(LossScope(self)).eval(self.p.loss)
                 self.keep(fp.loss)
                 self.bind("loss", fp.loss)
@@ -504,7 +506,7 @@ def run_steps(s: Session, steps, passes: list, in_step=None, pass_extras: bool =
         try:
             with (in_step(step) if in_step is not None else contextlib.nullcontext()):
                 if step.kind == "forward":
-                    s.forward(step.inputs)
+                    s.forward(step.inputs, step.call)
                     if first_forward:
                         first_forward = False
                         registering = True
