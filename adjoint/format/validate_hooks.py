@@ -327,7 +327,7 @@ def parse_step(node: YNode, i: int, what: str, base: Backward, input_decl, input
         none = boolean(z.get("set_to_none"), "set_to_none") if z.get("set_to_none") is not None else True
         return Step("zero_grad", loc, set_to_none=none, leaves=leaves)
     if kind == "registered":
-        from adjoint.format.validate_registered import parse_registered
+        from adjoint.format.validate_step_extras import parse_registered
         return Step("registered", loc, read=parse_registered(body, loc, where))
     if body is None:
         raise ProblemError(loc, f"{where}: write {{step: {{lr: 0.1}}}} with the learning rate")

@@ -1,4 +1,7 @@
-"""The ``registered`` step: how many hooks one module's hook dict holds at that point.
+"""Two step extensions: ``{forward: {call: PATH}}`` (a forward that calls one child module
+alone, as a script calls ``module_1(input)``) and the ``registered`` step.
+
+The ``registered`` step: how many hooks one module's hook dict holds at that point.
 
 ``{registered: {module: PATH, kind: KIND, as: NAME}}`` reads ``len(module._forward_pre_hooks)``
 (``kind: forward_pre``), ``len(module._forward_hooks)`` (``forward``),
@@ -26,3 +29,24 @@ def parse_registered(body: YNode | None, loc: Loc, where: str) -> tuple[str, str
     if not isinstance(name_node, YScalar):
         raise ProblemError(name_node.loc, f"the name (as:) of {where} must be an identifier")
     return path, kind, identifier(name_node, f"the name (as:) of {where}")
+
+
+def check_step_modules(model, variants) -> None:
+    """Every forward step's ``call:`` names a child module, every ``registered`` step a module."""
+    from adjoint.format.errors import raise_all
+    from adjoint.format.submodules import builtin_submodules
+    if model is None or variants is None or not isinstance(variants, list):
+        return
+    labels = [m.label for m in model.walk()]
+    children = [label for m, label in zip(model.walk(), labels) if m is not model]
+    every = labels + list(builtin_submodules(model))
+    errors = []
+    for v in variants:
+        for i, s in enumerate(v.steps or ()):
+            if s.kind == "forward" and s.call is not None and s.call not in children:
+                errors.append(ProblemError(s.loc, f"step {i} calls module '{s.call}', which is not a child module of "
+                                                  f"the model; children: {', '.join(children) or 'none'}"))
+            if s.kind == "registered" and s.read[0] not in every:
+                errors.append(ProblemError(s.loc, f"step {i} reads the hooks of module '{s.read[0]}', which does not "
+                                                  f"exist; modules: {', '.join(every)}"))
+    raise_all(errors)
