@@ -11,7 +11,11 @@ from adjoint.format.errors import ProblemError
 def count_registered(run, step) -> None:
     path, kind, name = step.read
     hooks = run.model.hooks
-    if path not in hooks:
+    if path != "global" and path not in hooks:
         raise ProblemError(step.loc, f"the registered step names module '{path}', which does not exist; modules: "
                                      f"{', '.join(hooks)}")
-    run.registered[name] = len(hooks[path].dict_for(kind).items)
+    state = run.model.global_hooks if path == "global" else hooks[path]
+    if kind == "forward_always_call":   # _forward_hooks_always_called: the always_call marks
+        run.registered[name] = len(state.always_called)
+    else:
+        run.registered[name] = len(state.dict_for(kind).items)

@@ -7,7 +7,10 @@ The ``registered`` step: how many hooks one module's hook dict holds at that poi
 (``kind: forward_pre``), ``len(module._forward_hooks)`` (``forward``),
 ``len(module._backward_pre_hooks)`` (``full_backward_pre``) or ``len(module._backward_hooks)``
 (``full_backward`` and ``backward``: PyTorch keeps both in that one dict) -- what a test
-checks with ``len(handle.hooks_dict_ref())``. The count is the answer's ``registered[NAME]``."""
+checks with ``len(handle.hooks_dict_ref())`` -- or ``len(module._forward_hooks_always_called)``
+(``forward_always_call``). ``module: global`` reads the global dicts
+(``torch.nn.modules.module._global_forward_hooks``, ...). The count is the answer's
+``registered[NAME]``."""
 
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ def parse_registered(body: YNode | None, loc: Loc, where: str) -> tuple[str, str
                                 "the module, which of its hook dicts, and the name of the count")
     r = mapping(body, f"the registered read of {where}", ("module", "kind", "as"), ())
     path = string(r.get("module"), f"the module of {where}")
-    kind = choice(r.get("kind"), f"the hook kind of {where}", MODULE_HOOK_KINDS)
+    kind = choice(r.get("kind"), f"the hook kind of {where}", MODULE_HOOK_KINDS + ("forward_always_call",))
     name_node = r.get("as")
     if not isinstance(name_node, YScalar):
         raise ProblemError(name_node.loc, f"the name (as:) of {where} must be an identifier")
@@ -46,7 +49,7 @@ def check_step_modules(model, variants) -> None:
             if s.kind == "forward" and s.call is not None and s.call not in children:
                 errors.append(ProblemError(s.loc, f"step {i} calls module '{s.call}', which is not a child module of "
                                                   f"the model; children: {', '.join(children) or 'none'}"))
-            if s.kind == "registered" and s.read[0] not in every:
+            if s.kind == "registered" and s.read[0] not in every + ["global"]:
                 errors.append(ProblemError(s.loc, f"step {i} reads the hooks of module '{s.read[0]}', which does not "
-                                                  f"exist; modules: {', '.join(every)}"))
+                                                  f"exist; modules: {', '.join(every)} (or global)"))
     raise_all(errors)

@@ -439,12 +439,19 @@ def run_variant(problem: Problem, variant: Variant, dtype: str) -> dict:
 def count_registered(s: Session, step) -> int:
     """A ``registered`` step in torch: ``len()`` of the module's hook dict, less the forward hook
     this session put on every module to observe its calls."""
+    from torch.nn.modules import module as module_py
     path, kind, _ = step.read
+    if path == "global":
+        return len({"forward_pre": module_py._global_forward_pre_hooks, "forward": module_py._global_forward_hooks,
+                    "full_backward_pre": module_py._global_backward_pre_hooks,
+                    "forward_always_call": module_py._global_forward_hooks_always_called}
+                   .get(kind, module_py._global_backward_hooks))
     if path not in s.modules:
         raise ProblemError(step.loc, f"the registered step names module '{path}', which does not exist")
     m = s.modules[path]
     hooks = {"forward_pre": m._forward_pre_hooks, "forward": m._forward_hooks,
-             "full_backward_pre": m._backward_pre_hooks}.get(kind, m._backward_hooks)
+             "full_backward_pre": m._backward_pre_hooks,
+             "forward_always_call": m._forward_hooks_always_called}.get(kind, m._backward_hooks)
     ours = sum(1 for h in s.observers if h.id in hooks) if kind == "forward" else 0
     return len(hooks) - ours
 

@@ -4,11 +4,12 @@ Written from PyTorch's tests (test/nn/test_module_hooks.py, test/test_autograd.p
 from adjoint's output; they replace the functions of the same name imported earlier."""
 
 import math
+import warnings
 
 import torch
 from torch import nn
 
-from capture import Log, grads, observation, snap, tensor
+from capture import Log, error, grads, observation, snap, tensor
 
 
 def _removable(kind: str) -> dict:
@@ -128,3 +129,141 @@ def test_module_global_hooks():
         for h in handles:
             h.remove()
     return observation(log, grads(input=input))
+
+
+# ----------------------------------------------------------------------------- test_always_called_forward_hooks
+
+def _always_called_sequence() -> dict:
+    """TestModuleHooks.test_always_called_forward_hooks run as written, on one model, one call
+    after another; each call's hook calls (and the hook-dict sizes read before it) become one
+    variant of the two port files. Hook indices are the ones each variant declares."""
+    from ref_module_hooks import ToyModel
+
+    class FailsInForwardModel(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net1 = ToyModel().net1
+
+        def forward(self, x, fail=True):
+            if fail:
+                raise RuntimeError("failing in forward")
+            return self.net1(x)
+
+    class DummyContextManager:
+        def __init__(self, stack):
+            self.stack = stack
+
+        def __enter__(self):
+            self.stack.append(2)
+
+        def __exit__(self, *args):
+            self.stack.append(-1)
+
+    x = tensor([[1, 1]])
+    model = FailsInForwardModel()
+    stack = []
+    ctx = None
+    cur = {"log": None, "index": {}}
+
+    def logged(name, kind, body, glob=False):
+        def hook(m, *args):
+            h = cur["log"].module_hook(cur["index"][name], kind, None if glob else "model", glob=glob,
+                                       fn=lambda *a: body(m, *a))
+            return h(m, *args)
+        return hook
+
+    def setup_context():
+        nonlocal ctx
+        ctx = DummyContextManager(stack)
+
+    def ctx_setup_hook(m, i):
+        setup_context()
+        ctx.__enter__()
+
+    def ctx_setup_failure_hook(m, i):
+        setup_context()
+        ctx.__enter__()
+        raise RuntimeError("failing in ctx setup")
+
+    def ctx_shutdown_hook(m, i, o):
+        ctx.__exit__()
+
+    def ctx_shutdown_failure_hook(m, i, o):
+        ctx.__exit__()
+        raise RuntimeError("failing in ctx shutdown")
+
+    def throw_hook(m, i, o):
+        raise RuntimeError("failing in throw")
+
+    out = {}
+
+    def call(variant, index, registered=None, **kwargs):
+        cur["log"], cur["index"] = Log(model), index
+        try:
+            with warnings.catch_warnings():    # PyTorch warns that it silenced an always_call hook's error
+                warnings.simplefilter("ignore", UserWarning)
+                model(x, **kwargs)
+            obs = observation(cur["log"], {name: snap(p.grad) for name, p in model.named_parameters()})
+        except RuntimeError as e:
+            # the forward (or a pre-hook) raised first, so a forward hook that raised ran in
+            # _call_impl's except branch, which silenced its error with a warning
+            for entry in cur["log"].calls:
+                if entry["kind"] == "forward" and entry.pop("raised", False):
+                    entry["silenced"] = True
+            obs = observation(cur["log"], error=error(e, "forward", cur["log"]))
+        if registered is not None:
+            obs["registered"] = registered
+        out[variant] = obs
+
+    pre = {"ctx_setup_hook": 0, "ctx_shutdown_hook": 1}
+    forward_pre_hook_handle = model.register_forward_pre_hook(logged("ctx_setup_hook", "forward_pre", ctx_setup_hook))
+    forward_hook_handle = model.register_forward_hook(logged("ctx_shutdown_hook", "forward", ctx_shutdown_hook),
+                                                      always_call=True)
+    assert len(model._forward_hooks_always_called) == 1
+    call("forward_raises", pre, {"always_called": len(model._forward_hooks_always_called)})
+    assert out["forward_raises"]["error"]["message"] == "failing in forward" and stack == [2, -1]
+    call("no_error", pre, fail=False)
+    assert stack == [2, -1, 2, -1]
+    forward_pre_hook_handle.remove()
+    model.register_forward_pre_hook(logged("ctx_setup_failure_hook", "forward_pre", ctx_setup_failure_hook))
+    failing = {"ctx_setup_failure_hook": 0, "ctx_shutdown_hook": 1, "throw_hook": 2, "ctx_shutdown_failure_hook": 3}
+    call("setup_fails", failing, fail=False)
+    assert out["setup_fails"]["error"]["message"] == "failing in ctx setup" and stack == [2, -1] * 3
+    forward_hook_handle2 = model.register_forward_hook(logged("throw_hook", "forward", throw_hook),
+                                                       prepend=True, always_call=True)
+    call("throw_prepended", failing, fail=False)
+    assert out["throw_prepended"]["error"]["message"] == "failing in ctx setup" and stack == [2, -1] * 4
+    forward_hook_handle.remove()
+    forward_hook_handle2.remove()
+    assert len(model._forward_hooks_always_called) == 0
+    registered = {"always_called": len(model._forward_hooks_always_called)}
+    forward_hook_handle3 = model.register_forward_hook(
+        logged("ctx_shutdown_failure_hook", "forward", ctx_shutdown_failure_hook), always_call=True)
+    call("shutdown_fails", failing, registered, fail=False)
+    assert out["shutdown_fails"]["error"]["message"] == "failing in ctx setup" and stack == [2, -1] * 5
+    forward_hook_handle3.remove()
+    reg = nn.modules.module
+    glob = {"ctx_setup_failure_hook": 0, "ctx_shutdown_hook": 1}
+    global_forward_hook_handle = reg.register_module_forward_hook(
+        logged("ctx_shutdown_hook", "forward", ctx_shutdown_hook, glob=True), always_call=True)
+    try:
+        assert len(reg._global_forward_hooks_always_called) == 1
+        call("global_always_call", glob, {"global_always_called": len(reg._global_forward_hooks_always_called)},
+             fail=False)
+        assert out["global_always_call"]["error"]["message"] == "failing in ctx setup" and stack == [2, -1] * 6
+    finally:
+        global_forward_hook_handle.remove()
+    assert len(reg._global_forward_hooks_always_called) == 0
+    call("all_removed", glob, {"global_always_called": len(reg._global_forward_hooks_always_called)})
+    assert out["all_removed"]["error"]["message"] == "failing in ctx setup" and stack == [2, -1] * 6 + [2]
+    return out
+
+
+def test_always_called_forward_hooks():
+    out = _always_called_sequence()
+    return {v: out[v] for v in ("no_error", "setup_fails", "throw_prepended", "shutdown_fails", "global_always_call")}
+
+
+def test_always_called_forward_hooks__forward_fails():
+    out = _always_called_sequence()
+    return {v: out[v] for v in ("forward_raises", "all_removed")}

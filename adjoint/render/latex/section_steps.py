@@ -42,6 +42,9 @@ _WHY = {
     "dtype": "the kernel refuses its operands' dtypes: PyTorch has no negation or subtraction of bool tensors "
              "(a mask is inverted with \\texttt{\\textasciitilde} or \\texttt{logical\\_not}), and an in-place op "
              "cannot write a float result into a bool or int64 tensor.",
+    "forward_raised": "a module's forward raises it (its \\texttt{raise} line); \\texttt{nn.Module.\\_call\\_impl} "
+                      "does not catch it, but still calls the module's \\texttt{always\\_call} forward hooks on the "
+                      "way out (handed the output \\texttt{None}).",
 }
 
 
@@ -91,9 +94,11 @@ class StepSections(UnitWriter):
         if info.kind == "registered":
             path, kind, name, count = info.read
             attr = {"forward_pre": "_forward_pre_hooks", "forward": "_forward_hooks",
-                    "full_backward_pre": "_backward_pre_hooks"}.get(kind, "_backward_hooks")
-            return (f"{code(name)} $= {count}$: the hooks registered in \\texttt{{{esc(path + '.' + attr)}}} "
-                    "at this point (\\texttt{len(handle.hooks\\_dict\\_ref())}).")
+                    "full_backward_pre": "_backward_pre_hooks",
+                    "forward_always_call": "_forward_hooks_always_called"}.get(kind, "_backward_hooks")
+            where = "torch.nn.modules.module._global" + attr if path == "global" else path + "." + attr
+            return (f"{code(name)} $= {count}$: the hooks registered in \\texttt{{{esc(where)}}} "
+                    "at this point (its \\texttt{len()}).")
         if info.kind == "zero_grad":
             return ("\\texttt{zero\\_grad(set\\_to\\_none=True)}: every \\texttt{.grad} is set to \\texttt{None}, so "
                     "the next backward pass starts accumulating afresh.")
