@@ -267,3 +267,76 @@ def test_always_called_forward_hooks():
 def test_always_called_forward_hooks__forward_fails():
     out = _always_called_sequence()
     return {v: out[v] for v in ("forward_raises", "all_removed")}
+
+
+# ----------------------------------------------------------------------------- test_copy_slices_graph_task_updates
+
+def _copy_slices_sequence() -> dict:
+    """TestAutograd.test_copy_slices_graph_task_updates as written: f1 and f2, each called five
+    times with y_safe = DelayedError("Boom!", 1)(y), then f3. Returns {file: {variant: observation}}."""
+    from capture import raising
+
+    def f1(x, y):
+        out = x.clone().view(-1)
+        out += y
+        return out
+
+    def f2(x, y):
+        out = x.clone().view(-1)
+        b = out * 2
+        out += y
+        return out + b
+
+    x = torch.tensor([0.5, 0.25], dtype=torch.float64, requires_grad=True)
+    y = torch.tensor([1, -2], dtype=torch.float64, requires_grad=True)
+    y_safe = torch._C._functions.DelayedError("Boom!", 1)(y)
+    out_all = {}
+    for name, f in (("f1", f1), ("f2", f2)):
+        obs = {}
+        for variant, inputs in (("backward", None), ("grad_y", (y,))):
+            log = Log()
+            out = f(x, y_safe)
+            try:
+                if inputs is None:
+                    out.sum().backward()
+                else:
+                    torch.autograd.grad(out.sum(), inputs)
+                raise AssertionError("the test expects RuntimeError 'Boom!'")
+            except RuntimeError as e:
+                assert "Boom!" in str(e)
+                obs[variant] = observation(log, error=error(e, "backward", log))
+        log = Log()
+        state = lambda: {"x": snap(x.grad), "y0": snap(y.grad)}   # noqa: E731
+        for inputs, names in (((x,), ("x",)), ((y_safe,), ("y_safe",)), ((x, y_safe), ("x", "y_safe"))):
+            out = f(x, y_safe)
+            got = []
+            with log.backward_pass(state, lambda: dict(zip(names, map(snap, got)))):
+                got = torch.autograd.grad(out.sum(), inputs)
+        obs["not_asked"] = observation(log, state(), returned=dict(zip(names, map(snap, got))))
+        out_all[name] = obs
+
+    def f3(x, y, log):
+        out = x.clone().view(-1)
+        out.register_hook(log.tensor_hook(0, "out", fn=raising("This should never be called!")))
+        b = out + y
+        out += y
+        return out + b, b
+
+    log = Log()
+    out, b = f3(x, y_safe, log)
+    returned = torch.autograd.grad(out.sum(), (b, y_safe))
+    out_all["f3"] = observation(log, {"x": snap(x.grad), "y0": snap(y.grad)},
+                                returned={"b": snap(returned[0]), "y_safe": snap(returned[1])})
+    return out_all
+
+
+def test_copy_slices_graph_task_updates__f1():
+    return _copy_slices_sequence()["f1"]
+
+
+def test_copy_slices_graph_task_updates__f2():
+    return _copy_slices_sequence()["f2"]
+
+
+def test_copy_slices_graph_task_updates():
+    return _copy_slices_sequence()["f3"]
