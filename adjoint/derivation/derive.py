@@ -73,6 +73,7 @@ def _steps(run, vd: VariantDerivation, unit_of_step: dict, first_unit: dict, num
             info.forward = number_of[id(next(forwards))]
             info.unit = first_unit.get(info.forward)
             info.inputs = [d.name for d in step.inputs]
+            info.call = step.call
         elif step.kind == "backward":
             bw = step.backward or run.variant.backward
             info.retain_graph, info.method = bw.retain_graph, bw.method

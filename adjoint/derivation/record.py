@@ -377,6 +377,7 @@ class StepInfo:
     second: dict | None = None       # backward: its second-order options as plain data (create_graph, names,
                                      # roots as source text, allow_unused, materialize_grads)
     read: tuple = ()                 # registered: (module path, hook kind, name, count or None)
+    call: str | None = None          # forward: the child module called alone (call: PATH), not the root
 
 
 @dataclass

@@ -69,8 +69,11 @@ class StepSections(UnitWriter):
             text = f"forward pass {info.forward}" if info.forward is not None else "a forward pass"
             if info.inputs:
                 text += " with new values for " + ", ".join(code(n) for n in info.inputs)
-            text += (": the model runs, building a graph" if info.forward in (None, 1)
-                     else ": the model runs again, building a new graph")
+            if info.call is not None:
+                text += f": only {code(info.call)} is called, with the inputs, building a graph of its own"
+            else:
+                text += (": the model runs, building a graph" if info.forward in (None, 1)
+                         else ": the model runs again, building a new graph")
             if info.failed:
                 text += "; PyTorch raises during it (see \\emph{The error})"
             return text + "."
