@@ -225,7 +225,11 @@ class _Pass:
         if child is None:
             raise ProblemError(self.p.model.loc, f"a forward step calls module '{path}', which is not a child of "
                                                  "the model; name a child module's path")
-        self.output = out = self.call_module(child, [self.m.globals[d.name] for d in self.m.inputs], child.loc)
+        args = [self.m.globals[d.name] for d in self.m.inputs]
+        if not child.input_defaults and not _arity_ok(child, len(args)) and not _custom(child):
+            raise ProblemError(child.loc, f"a forward step calls module '{path}' with the {len(args)} input(s) of "
+                                          f"the problem, but it takes {len(child.inputs)} ({', '.join(child.inputs)})")
+        self.output = out = self.call_module(child, args, child.loc)
         return out
 
     def model_and_loss(self, root: Module):
