@@ -178,6 +178,9 @@ def diff_variant(pred: dict, ref: dict, variant: str) -> list[str]:
         out += diff_value((pred.get("values") or {}).get(name), value, f"{at} values[{name}]")
     if "leaf_values" in ref:   # leaves a hook body wrote in place, after the last pass
         out += diff_table(pred.get("leaf_values"), ref["leaf_values"], f"{at} leaf_values")
+    if "registered" in ref:   # registered steps: len() of a module's hook dict at that point
+        if pred.get("registered") != ref["registered"]:
+            out.append(f"{at} registered: predicted {pred.get('registered')}, torch {ref['registered']}")
     if "warnings" in ref:   # the UserWarnings PyTorch issued: category and message, in order
         got = [{k: w[k] for k in ("category", "message")} for w in pred.get("warnings") or []]
         if got != ref["warnings"]:
@@ -280,7 +283,7 @@ def test_reference_runs_and_is_well_formed(stem):
     for variant, obs in observed(stem).items():
         where = f"{stem}/{variant}"
         assert set(obs) <= {"hook_calls", "grads", "returned", "passes", "error", "values", "warnings",
-                            "leaf_values"}, sorted(obs)
+                            "leaf_values", "registered"}, sorted(obs)
         _check_calls(obs["hook_calls"], f"{where} hook_calls")
         for key in ("grads", "returned", "values", "leaf_values"):
             for name, v in obs.get(key, {}).items():

@@ -133,6 +133,7 @@ class VariantPrediction:
     deriver: Callable | None = field(default=None, repr=False)   # VariantPrediction -> VariantDerivation
     _derivation: _record.VariantDerivation | None = field(default=None, repr=False)
     leaf_values: dict = field(default_factory=dict)   # leaf name -> value after the run, for leaves a hook wrote
+    registered: dict = field(default_factory=dict)   # registered steps: name -> hooks in that module dict then
 
     @property
     def derivation(self) -> _record.VariantDerivation:
@@ -155,8 +156,11 @@ class VariantPrediction:
         printer = printer if printer is not None else shared_printer()
         warned = [w.to_json() for w in self.warnings]
         if self.error is not None:
-            return {"error": self.error.to_json(),
-                    "hook_calls": [hook_json(h, printer, lazy) for h in self.hook_calls], "warnings": warned}
+            out = {"error": self.error.to_json(),
+                   "hook_calls": [hook_json(h, printer, lazy) for h in self.hook_calls], "warnings": warned}
+            if self.registered:
+                out["registered"] = dict(self.registered)
+            return out
         out = {
             "loss": value_json(self.loss, printer, lazy) if self.loss is not None else None,
             "values": {k: value_json(v, printer, lazy) for k, v in self.values.items()},
@@ -173,6 +177,8 @@ class VariantPrediction:
         out["warnings"] = warned
         if self.leaf_values:
             out["leaf_values"] = {k: value_json(v, printer, lazy) for k, v in self.leaf_values.items()}
+        if self.registered:
+            out["registered"] = dict(self.registered)
         return out
 
 

@@ -73,6 +73,7 @@ def _steps(run, vd: VariantDerivation, unit_of_step: dict, first_unit: dict, num
             info.forward = number_of[id(next(forwards))]
             info.unit = first_unit.get(info.forward)
             info.inputs = [d.name for d in step.inputs]
+            info.call = step.call
         elif step.kind == "backward":
             bw = step.backward or run.variant.backward
             info.retain_graph, info.method = bw.retain_graph, bw.method
@@ -92,6 +93,8 @@ def _steps(run, vd: VariantDerivation, unit_of_step: dict, first_unit: dict, num
         elif step.kind == "step":
             info.lr = step.lr
             info.updates = list(run.updates.get(index, []))
+        elif step.kind == "registered":
+            info.read = step.read + (run.registered.get(step.read[2]) if info.ran and not info.failed else None,)
         out.append(info)
     return out
 

@@ -377,6 +377,8 @@ class StepInfo:
     second: dict | None = None       # backward: its second-order options as plain data (create_graph, names,
                                      # roots as source text, allow_unused, materialize_grads)
     optimizer: tuple | None = None   # step: (type, lr, betas, eps) of an optimizer step (None: SGD)
+    read: tuple = ()                 # registered: (module path, hook kind, name, count or None)
+    call: str | None = None          # forward: the child module called alone (call: PATH), not the root
 
 
 @dataclass

@@ -142,8 +142,11 @@ class Model:
             self.globals[d.name] = self.leaf(d)
 
     # ------------------------------------------------------------------ one forward pass
-    def forward(self) -> ForwardResult:
+    def forward(self, call: str | None = None) -> ForwardResult:
+        """One forward pass: the root called with the inputs, or (``call``: a forward step's
+        ``call: PATH``) only that child module, as a script calls ``module_1(input)``."""
         run = self.last_pass = _Pass(self)   # kept: a pass that raises leaves no ForwardResult
+        run.only = call
         return run.run()
 
 
@@ -166,6 +169,7 @@ class _Pass:
         self.replay = None            # while checkpoint recomputes: the region's original calls, in order
         self.replayed: list = []      # the original calls the recomputations repeated, in order
         self.closures: dict = {}      # module label -> {name: value} it reads from its caller (``uses:``)
+        self.only: str | None = None  # a forward step's call: PATH (only that child is called)
 
     def capture(self, child: Module, lookup, loc: Loc) -> None:
         """``uses:``: what ``child``'s forward reads from its caller, as the caller has it now (the
@@ -205,7 +209,7 @@ class _Pass:
                                          f"({', '.join(d.name for d in self.m.inputs)}); inputs are passed in order")
         whole = saved_hooks.enter(self.rt, self.m.reg.forward_starts())
         try:
-            out, loss = self.model_and_loss(root)
+            out, loss = self.model_and_loss(root) if self.only is None else (self.call_only(self.only), None)
         finally:
             saved_hooks.leave(self.rt, whole)
         self.m.reg.forward_ends(self.names)
@@ -213,6 +217,20 @@ class _Pass:
         return ForwardResult(self.names, self.calls, out, loss, self.rt.notes[self.notes_start:], values,
                              range(self.apps_start, len(self.rt.applications)), range(self.log_start, len(self.rt.log)),
                              self.bound_at, self.leaf_values)
+
+    def call_only(self, path: str):
+        """A forward step's ``call: PATH``: the child module called with the problem's inputs in
+        order (no root forward, no loss); its output is named PATH and is what backward starts from."""
+        child = next((m for m in self.p.model.walk() if m.label == path and m is not self.p.model), None)
+        if child is None:
+            raise ProblemError(self.p.model.loc, f"a forward step calls module '{path}', which is not a child of "
+                                                 "the model; name a child module's path")
+        args = [self.m.globals[d.name] for d in self.m.inputs]
+        if not child.input_defaults and not _arity_ok(child, len(args)) and not _custom(child):
+            raise ProblemError(child.loc, f"a forward step calls module '{path}' with the {len(args)} input(s) of "
+                                          f"the problem, but it takes {len(child.inputs)} ({', '.join(child.inputs)})")
+        self.output = out = self.call_module(child, args, child.loc)
+        return out
 
     def model_and_loss(self, root: Module):
         args = [self.m.globals[d.name] for d in self.m.inputs]

@@ -128,6 +128,8 @@ class Interp:
             from adjoint.engine.asserts import run_assert
             run_assert(self.eval(stmt.test), stmt)
             return
+        if isinstance(stmt, S.Raise):   # the forward raises here (PyTorch's _call_impl sees its error)
+            raise TorchError(stmt.type, stmt.message, "forward_raised")
         raise ProblemError(stmt.loc, f"'{S.stmt_source(stmt)}' is not supported here")
 
     def bind(self, target: S.Expr, value, loc: Loc) -> None:

@@ -73,6 +73,7 @@ class VariantRun:
     updates: dict = field(default_factory=dict)   # SGD step index -> [(parameter, before, grad, after)]
     forward_steps: list = field(default_factory=list)   # the step index of each ForwardResult
     made: dict = field(default_factory=dict)   # names bound by backward steps' as: (adjoint.engine.second_run)
+    registered: dict = field(default_factory=dict)   # registered steps: name -> hooks in that module's dict then
 
     @property
     def forward(self) -> ForwardResult:
@@ -197,6 +198,9 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
                 optimizer_step(run, step.optimizer)
             elif step.kind == "step":
                 sgd(run, step.lr, index)
+            elif step.kind == "registered":
+                from adjoint.engine.registered import count_registered
+                count_registered(run, step)
         except TorchError as exc:
             run.error = RunError(exc.type, exc.message, getattr(exc, "during", None) or during, exc.cause, index)
             break
@@ -215,7 +219,7 @@ def _register(reg: Registrations, index: int) -> None:
 def run_forward(run: VariantRun, step: Step) -> None:
     if step.inputs:
         run.model.replace_inputs(step.inputs)
-    run.forwards.append(run.model.forward())
+    run.forwards.append(run.model.forward(step.call))
 
 
 def run_backward(run: VariantRun, request: BackwardRequest, step: int = 0, start: int | None = None) -> None:

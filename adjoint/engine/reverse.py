@@ -413,6 +413,8 @@ class Engine:
         if node.kind == "copyslices":
             return self.copy_slices(node, inputs)
         saved = {id(sv): self.rt.unpack(node, sv) for sv in node.saved}
+        if getattr(node.op, "sequence_nr_max", False):   # Error::apply throws whatever it is handed
+            backward_error(node, [])
         if all(g is None for g in inputs):
             return [None] * len(node.edges)
         need = [e is not None and (not self.exec_info or self.should_execute(e.node)) for e in node.edges]
@@ -775,6 +777,8 @@ def backward_error(node: Node, need: list) -> None:
     if node.op.backward_error is not None:
         message = node.op.backward_error(tuple(t.dtype if t is not None else None for t in node.inputs),
                                          node.params, need)
+        if isinstance(message, tuple):   # (type, message, cause): a node that always raises (DelayedError's)
+            raise TorchError(*message)
         if message:
             raise TorchError("RuntimeError", message, "dtype")
 

@@ -225,6 +225,8 @@ class Runtime:
             seq = self._new_seq()
             edges = [self.gradient_edge(t) if r else None for t, r, d in zip(ts, rg, diff) if d]
             node = self.new_node(op.node, edges, op, params, ts, loc, seq)
+            if op.sequence_nr_max:   # torch::autograd::Error: UINT64_MAX, runs first once ready
+                node.seq = INF_SEQ
             self._save(node, op, ts, [], "in")
         self.check_dtypes(op, ts, params)
         values = [t.value if t is not None else None for t in ts]

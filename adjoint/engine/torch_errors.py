@@ -14,7 +14,7 @@ class TorchError(Exception):
     under no_grad), ``hook_result`` (a hook returned what PyTorch refuses), ``dtype`` (a kernel refuses
     its operands' dtypes: ``-b`` or ``b - x`` for a bool ``b``, a float result written in place
     into a bool or int64 tensor, the backward of ``x ** b``), ``pack_inplace`` (a pack hook wrote its
-    input in place)."""
+    input in place), ``forward_raised`` (a forward's ``raise`` line)."""
 
     def __init__(self, type_: str, message: str, cause: str = "other"):
         super().__init__(message)

@@ -294,6 +294,9 @@ def _refuse_unmodelled(problem, spec: Distributed) -> None:
     """What a distributed run does not model yet: one located line each."""
     for v in problem.variants:
         for step in v.steps or ():
+            if step.kind == "registered" or (step.kind == "forward" and step.call is not None):
+                raise ProblemError(step.loc, "a registered step or a forward step's call: under "
+                                             "DistributedDataParallel is not modelled yet")
             if step.kind == "backward" and step.backward is not None:
                 bw = step.backward
                 if bw.method != "backward":

@@ -100,6 +100,7 @@ def parse_program(node: YNode, what: str) -> Program:
         scalar = _as_text(item, what, single=False)
         tree = _ast_parse(scalar, "exec", what)
         b = _Builder(scalar, False, stripped=False)
+        b.in_forward = True   # a forward may hold raise lines (adjoint.format.raise_stmt)
         located.extend((stmt, b) for stmt in tree.body)
     if not located:
         raise ProblemError(node.loc, f"{what} is empty; give an expression or lines ending in 'return expr'")
@@ -338,6 +339,9 @@ class _Builder:
             return self.with_block(stmt, what)
         if isinstance(stmt, ast.Assert):
             return self.assert_statement(stmt, what)
+        if isinstance(stmt, ast.Raise) and getattr(self, "in_forward", False):   # a forward's raise line
+            from adjoint.format.raise_stmt import parse_raise
+            return parse_raise(stmt, loc, what)
         if isinstance(stmt, ast.Return):
             if not allow_return:
                 raise ProblemError(loc, f"{what}: 'return' is only allowed as the last line of a forward")

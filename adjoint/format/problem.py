@@ -234,6 +234,8 @@ class Step:
     set_to_none: bool = True     # zero_grad: False zeroes each existing .grad in place instead
     leaves: tuple = ()           # zero_grad: only these leaves' .grad (names; empty: every leaf)
     optimizer: object | None = None   # step: torch.optim.Adam over model.parameters() (format.optimizers); None: SGD
+    call: str | None = None      # forward: only this child module is called, with the inputs (not the root)
+    read: tuple = ()             # registered: (module path, hook kind, name): len() of that module's hook dict
 
 
 @dataclass(frozen=True)

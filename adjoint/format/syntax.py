@@ -249,6 +249,19 @@ class Assert(Stmt):
     negated: bool = False        # ``assert not test``
 
 
+#: the exceptions a forward's ``raise`` line may raise: Python's built-ins whose ``str()`` is the
+#: message as written (KeyError's adds quotes: not offered)
+RAISABLE = ("RuntimeError", "ValueError", "TypeError", "IndexError", "NotImplementedError")
+
+
+@dataclass(frozen=True)
+class Raise(Stmt):
+    """raise TYPE("message") in a forward: the forward stops there with that error."""
+
+    type: str                    # one of RAISABLE
+    message: str
+
+
 Program = tuple[Stmt, ...]
 
 
@@ -345,6 +358,8 @@ def stmt_source(s: Stmt) -> str:
         return f"return {value[1:-1] if isinstance(s.value, Tup) and len(s.value.items) > 1 else value}"
     if isinstance(s, Assert):
         return f"assert {'not ' if s.negated else ''}{to_source(s.test)}"
+    if isinstance(s, Raise):
+        return f"raise {s.type}({s.message!r})"
     raise TypeError(s)
 
 

@@ -82,6 +82,9 @@ def build_problem(tree: YNode, path: str) -> Problem:
                                parse_backward(None, None), input_decl, input_names, issues)
 
     variants = issues.attempt(_variants, top.get("variants"), inputs, hooks, backward, steps, input_names, issues)
+    if model is not FAILED and variants is not FAILED:
+        from adjoint.format.validate_step_extras import check_step_modules
+        issues.attempt(check_step_modules, model, variants)
     if not unknown:
         issues.attempt(_cross_checks, inputs, targets, model, builder.complete, top.get("loss") is not None, variants)
     range_dtype = dtype if dtype is not FAILED else "float64"

@@ -30,7 +30,7 @@ HOOK_KEYS = ("module", "tensor", "node", "global", "multi_grad", "saved_tensors"
              "does", "remove", "removes", "label", "when", "prepend", "with_kwargs", "always_call", "raises", "during", "next", "optimizer") + SAVED_KEYS
 TARGET_KEYS = ("module", "tensor", "node", "global", "multi_grad", "saved_tensors") + SAVED_TARGETS
 BACKWARD_KEYS = ("method", "inputs", "grad_output")
-STEP_KINDS = ("forward", "backward", "register", "remove", "zero_grad", "step")
+STEP_KINDS = ("forward", "backward", "register", "remove", "zero_grad", "step", "registered")
 
 
 # ----------------------------------------------------------------------------- hooks
@@ -300,9 +300,11 @@ def parse_step(node: YNode, i: int, what: str, base: Backward, input_decl, input
     if kind == "forward":
         inputs: tuple[TensorDecl, ...] = ()
         if body is not None:
-            f = mapping(body, f"the forward of {where}", (), ("inputs",))
+            f = mapping(body, f"the forward of {where}", (), ("inputs", "call"))
             if f.get("inputs") is not None:
                 inputs = _step_inputs(f.get("inputs"), where, input_decl, input_names)
+            if f.get("call") is not None:   # {forward: {call: PATH}}: PATH(*inputs), not the root
+                return Step("forward", loc, inputs=inputs, call=string(f.get("call"), f"the call of {where}"))
         return Step("forward", loc, inputs=inputs)
     if kind == "backward":
         return Step("backward", loc, backward=parse_backward(body, base, in_step=True) if body is not None else base)
@@ -329,6 +331,9 @@ def parse_step(node: YNode, i: int, what: str, base: Backward, input_decl, input
             if z.get("leaves") is not None else ()
         none = boolean(z.get("set_to_none"), "set_to_none") if z.get("set_to_none") is not None else True
         return Step("zero_grad", loc, set_to_none=none, leaves=leaves)
+    if kind == "registered":
+        from adjoint.format.validate_step_extras import parse_registered
+        return Step("registered", loc, read=parse_registered(body, loc, where))
     if body is None:
         raise ProblemError(loc, f"{where}: write {{step: {{lr: 0.1}}}} with the learning rate")
     s = mapping(body, f"the step of {where}", (), ("lr", "optimizer"))

@@ -587,8 +587,6 @@ def plain_function(m: YMap, path: str, what: str) -> bool:
     if text not in ("true", "false", "True", "False"):
         raise ProblemError(node.loc, f"plain: of {what} is true or false")
     plain = text in ("true", "True")
-    if plain and not path:
-        raise ProblemError(m.key_loc("plain"), "the root module cannot be plain: the model is an nn.Module")
     if plain and m.get("function") is not None:
         raise ProblemError(m.key_loc("plain"), f"{what} is a custom autograd Function; plain: is for a plain Python "
                                                "function")

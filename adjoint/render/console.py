@@ -116,6 +116,7 @@ def _variant(vv: VariantView, r: ReportView, opts: Options) -> list:
     out.extend(_calls(vv, opts))
     out.extend(_silent(vv))
     out.extend(_warnings(v))
+    out.extend(_registered(v))
     if v.error is not None:
         return out
     out.extend(_changes(vv, opts))
@@ -203,6 +204,16 @@ def _warnings(v) -> list:
     for w in v.warnings:
         out.append(Text.assemble("  ", (_safe(w.category), ERROR), (f" during the {w.during}: ", DIM),
                                  _safe(w.message)))
+    return out
+
+
+def _registered(v) -> list:
+    """The ``registered`` steps' counts: how many hooks a module's dict held at that point."""
+    if not getattr(v, "registered", None):
+        return []
+    out: list = [Text("hooks registered (registered steps)", HEAD)]
+    for name, count in v.registered.items():
+        out.append(Text.assemble("  ", (_safe(name), KIND), f" = {count}"))
     return out
 
 

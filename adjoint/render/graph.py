@@ -338,7 +338,10 @@ class _Drawing:
             for kind, dot_id, attrs in placed.get(cid, []):
                 graph.node(dot_id, **attrs)
             for child in children.get(cid, []):
-                call = self.calls[child]
+                call = self.calls.get(child)
+                if call is None:   # a call of a forward that raised (no record of it): no box of its own
+                    fill(graph, child, depth)
+                    continue
                 sub = self.gv.Digraph(name=f"cluster_{child}", graph_attr={
                     "label": _label([(f"{_h(call.callid)} [{_h(call.module.type or 'custom')}]", True)]),
                     "labeljust": "l", "style": "rounded,filled", "color": "#b0b0b0",

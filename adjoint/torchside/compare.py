@@ -451,8 +451,10 @@ def compare(predicted: dict, observed: dict, dtype: str, values: bool = True, bo
         rows += _compare_calls(predicted.get("hook_calls") or [], observed.get("hook_calls") or [], rtol, atol, dtype,
                                bounds=(bounds or {}).get("hook_calls"))
         rows += _compare_warnings(predicted, observed)
+        rows += _compare_registered(predicted, observed)
         return rows
     rows += _compare_warnings(predicted, observed)
+    rows += _compare_registered(predicted, observed)
     diff = _Diff(rtol, atol, dtype)
     diff.value("loss", predicted.get("loss"), observed.get("loss"), b.get("loss"))
     if predicted.get("loss") is not None or observed.get("loss") is not None:
@@ -490,6 +492,17 @@ def _compare_warnings(predicted: dict, observed: dict) -> list[Row]:
     return [Row("warnings", "warnings", False, None, None,
                 f"predicted {len(p)} warning(s), PyTorch issued {len(o)}; #{first + 1}: predicted "
                 f"{said(p[first] if first < len(p) else None)}, PyTorch {said(o[first] if first < len(o) else None)}")]
+
+
+def _compare_registered(predicted: dict, observed: dict) -> list[Row]:
+    """The counts of ``registered`` steps (a module's hook dict's len() at that point): equal integers."""
+    p, o = predicted.get("registered") or {}, observed.get("registered") or {}
+    rows = []
+    for name in dict.fromkeys(list(p) + list(o)):
+        ok = p.get(name) == o.get(name)
+        rows.append(Row("registered", f"registered {name}", ok, None, None,
+                        "" if ok else f"predicted {p.get(name)} hooks, PyTorch has {o.get(name)}"))
+    return rows
 
 
 def _describe_error(e: dict) -> str:

@@ -133,6 +133,9 @@ class Program:
             if bool(self.eval(stmt.test)) == stmt.negated:
                 raise AssertionError
             return
+        if isinstance(stmt, S.Raise):   # a forward's raise line: the built-in exception, as written
+            raise {"RuntimeError": RuntimeError, "ValueError": ValueError, "TypeError": TypeError,
+                   "IndexError": IndexError, "NotImplementedError": NotImplementedError}[stmt.type](stmt.message)
         if isinstance(stmt, S.Return):
             raise ProblemError(stmt.loc, "'return' only ends a forward")
         raise ProblemError(stmt.loc, f"verify does not run '{S.stmt_source(stmt)}'")

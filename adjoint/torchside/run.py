@@ -115,6 +115,7 @@ class Session:
         self.hooks = Hooks(self, variant.hooks, forward_only)
         self.saved_nodes = SavedNodes(not forward_only and any(h.on in ("saved_tensors", "saved") for h in variant.hooks))
         self.observers = [self.modules[label].register_forward_hook(self._observe(label)) for label in self.decls]
+        self.registered: dict = {}   # registered steps: name -> len() of that module hook dict then
         self.replay = None     # while checkpoint recomputes: adjoint.torchside.checkpoint.Replay
         self.closures: dict = {}   # module label -> {name: tensor} it reads from its caller (uses:)
         self.reentrant = 0     # depth of the reentrant backward running
@@ -233,7 +234,7 @@ class Session:
         return observe
 
     # ------------------------------------------------------------------ steps
-    def forward(self, step_inputs=()) -> ForwardPass:
+    def forward(self, step_inputs=(), call: str | None = None) -> ForwardPass:
         for d in step_inputs:
             self.globals[d.name] = self.leaves[d.name] = self.leaf(d)
             self.declared_grad[d.name] = d.requires_grad
@@ -253,10 +254,12 @@ class Session:
             for hook in self.hooks.saved_hooks(None):
                 stack.enter_context(self.hooks.saved_tensors(hook))
             root = self.p.model
+            if call is not None:   # a forward step's call: PATH: that child alone, with the inputs
+                root = next(m for m in self.p.model.walk() if m.label == call)
             fp.output = self.call_module(root, [self.globals[d.name] for d in self.inputs], {})
-            if OUTPUT not in fp.names:
+            if call is None and OUTPUT not in fp.names:
                 self.bind(OUTPUT, fp.output)
-            if self.p.loss is not None:
+            if call is None and self.p.loss is not None:
                 fp.loss = self.program(LossScope(self)).eval(self.p.loss)
                 self.keep(fp.loss)
                 self.bind("loss", fp.loss)
@@ -412,7 +415,10 @@ def run_variant(problem: Problem, variant: Variant, dtype: str) -> dict:
     s.saved_nodes.resolve(s.log)
     finish_calls(s)
     if error is not None:
-        return {"error": error, "hook_calls": s.log, "warnings": warned}
+        out = {"error": error, "hook_calls": s.log, "warnings": warned}
+        if s.registered:
+            out["registered"] = dict(s.registered)
+        return out
     fp = s.forwards[-1] if s.forwards else None
     observed = {"loss": fp.values.get("loss") if fp is not None and fp.loss is not None else None,
                 "values": fp.values if fp is not None else {}, "grads": s.grads(), "hook_calls": s.log}
@@ -425,7 +431,29 @@ def run_variant(problem: Problem, variant: Variant, dtype: str) -> dict:
     observed["warnings"] = warned
     if s.written_leaves:
         observed["leaf_values"] = s.leaf_values()
+    if s.registered:
+        observed["registered"] = dict(s.registered)
     return observed
+
+
+def count_registered(s: Session, step) -> int:
+    """A ``registered`` step in torch: ``len()`` of the module's hook dict, less the forward hook
+    this session put on every module to observe its calls."""
+    from torch.nn.modules import module as module_py
+    path, kind, _ = step.read
+    if path == "global":
+        return len({"forward_pre": module_py._global_forward_pre_hooks, "forward": module_py._global_forward_hooks,
+                    "full_backward_pre": module_py._global_backward_pre_hooks,
+                    "forward_always_call": module_py._global_forward_hooks_always_called}
+                   .get(kind, module_py._global_backward_hooks))
+    if path not in s.modules:
+        raise ProblemError(step.loc, f"the registered step names module '{path}', which does not exist")
+    m = s.modules[path]
+    hooks = {"forward_pre": m._forward_pre_hooks, "forward": m._forward_hooks,
+             "full_backward_pre": m._backward_pre_hooks,
+             "forward_always_call": m._forward_hooks_always_called}.get(kind, m._backward_hooks)
+    ours = sum(1 for h in s.observers if h.id in hooks) if kind == "forward" else 0
+    return len(hooks) - ours
 
 
 #: the start of the warning ``_call_impl`` issues when it silences an always_call forward hook's error
@@ -485,7 +513,7 @@ def run_steps(s: Session, steps, passes: list, in_step=None, pass_extras: bool =
         try:
             with (in_step(step) if in_step is not None else contextlib.nullcontext()):
                 if step.kind == "forward":
-                    s.forward(step.inputs)
+                    s.forward(step.inputs, step.call)
                     if first_forward:
                         first_forward = False
                         registering = True
@@ -526,6 +554,8 @@ def run_steps(s: Session, steps, passes: list, in_step=None, pass_extras: bool =
                     variant_optimizer(s, step.optimizer).step()
                 elif step.kind == "step":
                     s.sgd(step.lr)
+                elif step.kind == "registered":
+                    s.registered[step.read[2]] = count_registered(s, step)
         except ProblemError:
             raise
         except TORCH_ERRORS + (AssertionError, HookRaised) as exc:

@@ -439,3 +439,8 @@ from ref_autograd2 import *         # noqa: E402,F401,F403
 import ref_notbuilt  # noqa: E402  (tests/pytorch/ref_notbuilt.py: its test_* functions, as names of this module)
 
 globals().update({k: v for k, v in vars(ref_notbuilt).items() if k.startswith("test_")})
+
+# ----------------------------------------------------------------------------- ports upgraded to "as written"
+# (hook-dict sizes, ...): tests/pytorch/ref_portsmisc.py; its definitions replace the ones above.
+
+from ref_portsmisc import *  # noqa: E402,F401,F403

@@ -107,3 +107,5 @@ class Op:
                                      # for these input dtypes (x ** bool: exponent - 1), after its unpacks
     work: Callable | None = None     # (input shapes, p) -> elements of the largest array the op's lowering makes
                                      # (a convolution's padded input and patches): checked like the output's size
+    sequence_nr_max: bool = False    # the node's sequence_nr is UINT64_MAX (DelayedError's Error node), though
+                                     # making it takes one number as any node does

@@ -42,6 +42,9 @@ _WHY = {
     "dtype": "the kernel refuses its operands' dtypes: PyTorch has no negation or subtraction of bool tensors "
              "(a mask is inverted with \\texttt{\\textasciitilde} or \\texttt{logical\\_not}), and an in-place op "
              "cannot write a float result into a bool or int64 tensor.",
+    "forward_raised": "a module's forward raises it (its \\texttt{raise} line); \\texttt{nn.Module.\\_call\\_impl} "
+                      "does not catch it, but still calls the module's \\texttt{always\\_call} forward hooks on the "
+                      "way out (handed the output \\texttt{None}).",
 }
 
 
@@ -66,8 +69,11 @@ class StepSections(UnitWriter):
             text = f"forward pass {info.forward}" if info.forward is not None else "a forward pass"
             if info.inputs:
                 text += " with new values for " + ", ".join(code(n) for n in info.inputs)
-            text += (": the model runs, building a graph" if info.forward in (None, 1)
-                     else ": the model runs again, building a new graph")
+            if info.call is not None:
+                text += f": only {code(info.call)} is called, with the inputs, building a graph of its own"
+            else:
+                text += (": the model runs, building a graph" if info.forward in (None, 1)
+                         else ": the model runs again, building a new graph")
             if info.failed:
                 text += "; PyTorch raises during it (see \\emph{The error})"
             return text + "."
@@ -88,6 +94,14 @@ class StepSections(UnitWriter):
         if info.kind in ("register", "remove"):
             verb = "registered" if info.kind == "register" else "removed (\\texttt{handle.remove()})"
             return "hooks " + verb + ": " + ", ".join(self._hook_name(i) for i in info.hooks) + "."
+        if info.kind == "registered":
+            path, kind, name, count = info.read
+            attr = {"forward_pre": "_forward_pre_hooks", "forward": "_forward_hooks",
+                    "full_backward_pre": "_backward_pre_hooks",
+                    "forward_always_call": "_forward_hooks_always_called"}.get(kind, "_backward_hooks")
+            where = "torch.nn.modules.module._global" + attr if path == "global" else path + "." + attr
+            return (f"{code(name)} $= {count}$: the hooks registered in \\texttt{{{esc(where)}}} "
+                    "at this point (its \\texttt{len()}).")
         if info.kind == "zero_grad":
             return ("\\texttt{zero\\_grad(set\\_to\\_none=True)}: every \\texttt{.grad} is set to \\texttt{None}, so "
                     "the next backward pass starts accumulating afresh.")
