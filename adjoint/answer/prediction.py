@@ -133,6 +133,7 @@ class VariantPrediction:
     deriver: Callable | None = field(default=None, repr=False)   # VariantPrediction -> VariantDerivation
     _derivation: _record.VariantDerivation | None = field(default=None, repr=False)
     leaf_values: dict = field(default_factory=dict)   # leaf name -> value after the run, for leaves a hook wrote
+    reads: list = field(default_factory=list)   # ReadRecord per read step (adjoint.engine.saved_reads)
 
     @property
     def derivation(self) -> _record.VariantDerivation:
@@ -155,8 +156,11 @@ class VariantPrediction:
         printer = printer if printer is not None else shared_printer()
         warned = [w.to_json() for w in self.warnings]
         if self.error is not None:
-            return {"error": self.error.to_json(),
-                    "hook_calls": [hook_json(h, printer, lazy) for h in self.hook_calls], "warnings": warned}
+            out = {"error": self.error.to_json(),
+                   "hook_calls": [hook_json(h, printer, lazy) for h in self.hook_calls], "warnings": warned}
+            if self.reads:
+                out["reads"] = reads_json(self.reads, printer, lazy)
+            return out
         out = {
             "loss": value_json(self.loss, printer, lazy) if self.loss is not None else None,
             "values": {k: value_json(v, printer, lazy) for k, v in self.values.items()},
@@ -173,7 +177,23 @@ class VariantPrediction:
         out["warnings"] = warned
         if self.leaf_values:
             out["leaf_values"] = {k: value_json(v, printer, lazy) for k, v in self.leaf_values.items()}
+        if self.reads:
+            out["reads"] = reads_json(self.reads, printer, lazy)
         return out
+
+
+def reads_json(reads: list, printer=None, lazy: bool = False) -> dict:
+    """The answer's ``reads``: per read step's ``as:`` name, what it read (docs/format.md, "Reading
+    saved tensors")."""
+    out = {}
+    for r in reads:
+        entry = {"read": r.expr, "step": r.step,
+                 "value": r.value if isinstance(r.value, bool) or r.value is None else value_json(r.value, printer, lazy)}
+        if not isinstance(r.value, bool):
+            entry.update({"is": list(r.is_names), "grad_fn": r.grad_fn, "grad_fn_of": list(r.grad_fn_of),
+                          "dtype": r.dtype})
+        out[r.name] = entry
+    return out
 
 
 @dataclass(repr=False)

@@ -24,6 +24,7 @@ from adjoint.engine.reverse import BackwardRequest, BackwardResult, Engine
 from adjoint.engine.runtime import Runtime, TorchError
 from adjoint.engine.second_run import bind_names, second_engine, second_request, with_step_names
 from adjoint.engine import warns
+from adjoint.engine.saved_reads import read_step
 
 DEFAULT_STEPS = ("forward", "backward")
 
@@ -73,6 +74,7 @@ class VariantRun:
     updates: dict = field(default_factory=dict)   # SGD step index -> [(parameter, before, grad, after)]
     forward_steps: list = field(default_factory=list)   # the step index of each ForwardResult
     made: dict = field(default_factory=dict)   # names bound by backward steps' as: (adjoint.engine.second_run)
+    reads: list = field(default_factory=list)   # ReadRecord per read step (adjoint.engine.saved_reads)
 
     @property
     def forward(self) -> ForwardResult:
@@ -151,7 +153,7 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
         return run
     first_forward = first_backward = True
     for index, step in enumerate(steps):
-        during = "backward" if step.kind == "backward" else "forward"
+        during = "backward" if step.kind == "backward" else "read" if step.kind == "read" else "forward"
         reg.step = index   # saved_tensors blocks with during: are around the steps they list
         try:
             if step.kind == "forward":
@@ -194,6 +196,8 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
                         t.grad = backend.zeros(tuple(backend.shape(t.grad)))
             elif step.kind == "step":
                 sgd(run, step.lr, index)
+            elif step.kind == "read":
+                run.reads.append(read_step(run, step, index))
         except TorchError as exc:
             run.error = RunError(exc.type, exc.message, getattr(exc, "during", None) or during, exc.cause, index)
             break

@@ -231,6 +231,7 @@ class Step:
     lr: Fraction | None = None
     set_to_none: bool = True     # zero_grad: False zeroes each existing .grad in place instead
     leaves: tuple = ()           # zero_grad: only these leaves' .grad (names; empty: every leaf)
+    read: tuple | None = None    # read: (what, tensor, slot, as) (adjoint.format.validate_read)
 
 
 @dataclass(frozen=True)

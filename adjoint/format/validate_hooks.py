@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from adjoint.format.validate_read import is_read_step, parse_read
 from adjoint.format.checks import FAILED, Issues, boolean, choice, mapping, string
 from adjoint.format.errors import Loc, ProblemError, raise_all
 from adjoint.format.expr import parse_expression, parse_statements
@@ -29,7 +30,7 @@ HOOK_KEYS = ("module", "tensor", "node", "global", "multi_grad", "saved_tensors"
              "does", "remove", "removes", "label", "when", "prepend", "with_kwargs", "always_call", "raises", "during", "next") + SAVED_KEYS
 TARGET_KEYS = ("module", "tensor", "node", "global", "multi_grad", "saved_tensors") + SAVED_TARGETS
 BACKWARD_KEYS = ("method", "inputs", "grad_output")
-STEP_KINDS = ("forward", "backward", "register", "remove", "zero_grad", "step")
+STEP_KINDS = ("forward", "backward", "register", "remove", "zero_grad", "step", "read")
 
 
 # ----------------------------------------------------------------------------- hooks
@@ -279,6 +280,8 @@ def parse_steps(node: YNode, what: str, base: Backward, input_decl, input_names:
 
 def parse_step(node: YNode, i: int, what: str, base: Backward, input_decl, input_names) -> Step:
     where = f"step {i} of {what}"
+    if is_read_step(node):   # {read: y.grad_fn._saved_self, as: s}
+        return Step("read", node.loc, read=parse_read(node, where))
     if isinstance(node, YScalar) and node.kind == "str":
         kind, body = node.text, None
     elif isinstance(node, YMap) and len(node.entries) == 1:

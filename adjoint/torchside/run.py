@@ -44,6 +44,7 @@ from adjoint.engine.warns import ONCE
 
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.format.problem import OUTPUT, Module, Problem, Step, Variant
+from adjoint.torchside.saved_reads import read_torch
 from adjoint.torchside import graphs
 from adjoint.torchside.build import build, module_paths
 from adjoint.torchside.dropout import forced_mask
@@ -115,6 +116,7 @@ class Session:
         self.hooks = Hooks(self, variant.hooks, forward_only)
         self.saved_nodes = SavedNodes(not forward_only and any(h.on in ("saved_tensors", "saved") for h in variant.hooks))
         self.observers = [self.modules[label].register_forward_hook(self._observe(label)) for label in self.decls]
+        self.reads: dict = {}  # the read steps' answers (adjoint.torchside.saved_reads)
         self.replay = None     # while checkpoint recomputes: adjoint.torchside.checkpoint.Replay
         self.closures: dict = {}   # module label -> {name: tensor} it reads from its caller (uses:)
         self.reentrant = 0     # depth of the reentrant backward running
@@ -412,7 +414,10 @@ def run_variant(problem: Problem, variant: Variant, dtype: str) -> dict:
     s.saved_nodes.resolve(s.log)
     finish_calls(s)
     if error is not None:
-        return {"error": error, "hook_calls": s.log, "warnings": warned}
+        out = {"error": error, "hook_calls": s.log, "warnings": warned}
+        if s.reads:
+            out["reads"] = s.reads
+        return out
     fp = s.forwards[-1] if s.forwards else None
     observed = {"loss": fp.values.get("loss") if fp is not None and fp.loss is not None else None,
                 "values": fp.values if fp is not None else {}, "grads": s.grads(), "hook_calls": s.log}
@@ -425,6 +430,8 @@ def run_variant(problem: Problem, variant: Variant, dtype: str) -> dict:
     observed["warnings"] = warned
     if s.written_leaves:
         observed["leaf_values"] = s.leaf_values()
+    if s.reads:
+        observed["reads"] = s.reads
     return observed
 
 
@@ -523,11 +530,14 @@ def run_steps(s: Session, steps, passes: list, in_step=None, pass_extras: bool =
                     s.zero_grad(step.set_to_none, step.leaves)
                 elif step.kind == "step":
                     s.sgd(step.lr)
+                elif step.kind == "read":
+                    name, entry = read_torch(s, step, index)
+                    s.reads[name] = entry
         except ProblemError:
             raise
         except TORCH_ERRORS + (AssertionError, HookRaised) as exc:
             during = "register" if registering or getattr(exc, "adjoint_during", None) == "register" else \
-                "backward" if step.kind == "backward" else "forward"
+                "backward" if step.kind == "backward" else "read" if step.kind == "read" else "forward"
             return _error(exc, during, s)
     return None
 
