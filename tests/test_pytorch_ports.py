@@ -174,6 +174,18 @@ def diff_variant(pred: dict, ref: dict, variant: str) -> list[str]:
             out += diff_table(p.get("returned"), r["returned"], f"{at} pass {k + 1} returned")
     for name, value in ref.get("values", {}).items():
         out += diff_value((pred.get("values") or {}).get(name), value, f"{at} values[{name}]")
+    for name, r in ref.get("reads", {}).items():   # read steps: every field the reference gives
+        p = (pred.get("reads") or {}).get(name)
+        if p is None:
+            out.append(f"{at} reads[{name}]: not predicted")
+            continue
+        for key, value in r.items():
+            if key == "value" and isinstance(value, dict):
+                out += diff_value(p.get("value"), value, f"{at} reads[{name}].value")
+            elif p.get(key) != value:
+                out.append(f"{at} reads[{name}].{key}: predicted {p.get(key)!r}, torch {value!r}")
+    if set(pred.get("reads") or {}) - set(ref.get("reads", {})):
+        out.append(f"{at} reads: predicted {sorted(pred['reads'])}, torch {sorted(ref.get('reads', {}))}")
     if "leaf_values" in ref:   # leaves a hook body wrote in place, after the last pass
         out += diff_table(pred.get("leaf_values"), ref["leaf_values"], f"{at} leaf_values")
     if "warnings" in ref:   # the UserWarnings PyTorch issued: category and message, in order
@@ -278,7 +290,7 @@ def test_reference_runs_and_is_well_formed(stem):
     for variant, obs in observed(stem).items():
         where = f"{stem}/{variant}"
         assert set(obs) <= {"hook_calls", "grads", "returned", "passes", "error", "values", "warnings",
-                            "leaf_values"}, sorted(obs)
+                            "leaf_values", "reads"}, sorted(obs)
         _check_calls(obs["hook_calls"], f"{where} hook_calls")
         for key in ("grads", "returned", "values", "leaf_values"):
             for name, v in obs.get(key, {}).items():
@@ -288,7 +300,8 @@ def test_reference_runs_and_is_well_formed(stem):
             _check_calls(p["hook_calls"], f"{where} pass {k + 1}")
         if "error" in obs:
             e = obs["error"]
-            assert set(e) == {"type", "message", "during", "after_call"} and e["during"] in ("register", "forward", "backward")
+            assert set(e) == {"type", "message", "during", "after_call"} and \
+                e["during"] in ("register", "forward", "backward", "read")
             assert e["after_call"] is None or 0 <= e["after_call"] < len(obs["hook_calls"])
 
 

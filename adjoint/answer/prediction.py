@@ -190,7 +190,7 @@ def reads_json(reads: list, printer=None, lazy: bool = False) -> dict:
         entry = {"read": r.expr, "step": r.step,
                  "value": r.value if isinstance(r.value, bool) or r.value is None else value_json(r.value, printer, lazy)}
         if not isinstance(r.value, bool):
-            entry.update({"is": list(r.is_names), "grad_fn": r.grad_fn, "grad_fn_of": list(r.grad_fn_of),
+            entry.update({"is": sorted(r.is_names), "grad_fn": r.grad_fn, "grad_fn_of": sorted(r.grad_fn_of),
                           "dtype": r.dtype})
         out[r.name] = entry
     return out

@@ -25,10 +25,10 @@ def read_torch(s, step, index: int) -> tuple[str, dict]:
              "value": snap(out, s.dtype) if isinstance(out, torch.Tensor) else out}
     if isinstance(out, torch.Tensor) or out is None:
         fn = out.grad_fn if out is not None else None
-        entry.update({"is": [n for n, v in names.items() if v is out] if out is not None else [],
+        entry.update({"is": sorted(n for n, v in names.items() if v is out) if out is not None else [],
                       "grad_fn": fn.name() if fn is not None else None,
-                      "grad_fn_of": [n for n, v in names.items() if isinstance(v, torch.Tensor) and fn is not None
-                                     and v.grad_fn is fn],
+                      "grad_fn_of": sorted(n for n, v in names.items() if isinstance(v, torch.Tensor) and fn is not None
+                                           and v.grad_fn is fn),
                       "dtype": DTYPE_NAMES.get(out.dtype, str(out.dtype).removeprefix("torch.")) if out is not None
                       else None})
     return as_name, entry

@@ -24,7 +24,7 @@ from ref_module_hooks import *      # noqa: F401,F403  (every test_* function of
 
 import torch  # noqa: E402
 
-from capture import Log, error, grads, leaf, observation  # noqa: E402
+from capture import Log, error, grads, leaf, observation, saved_read  # noqa: E402
 
 
 def _inplace_double(x):
@@ -42,11 +42,13 @@ _SAVED_ORIGINAL_BODIES = {
 
 def _saved_original_with_hooks(get_input):
     """test_saved_variable_packing_unpacking_saved_original_with_hooks' test(get_input, is_leaf):
-    y = a * a, hooks on y.grad_fn._raw_saved_self, then y.sum().backward()."""
+    y = a * a, hooks on y.grad_fn._raw_saved_self, the read of y.grad_fn._saved_self (its
+    value, and for a non-leaf a its grad_fn, a's own), then y.sum().backward()."""
     out = {}
     for variant, (pack_body, unpack_body) in _SAVED_ORIGINAL_BODIES.items():
         log = Log()
         leaves, a = get_input()
+        grad_fn = a.grad_fn
         y = a * a
         log.name_nodes(model=y)
         pack, unpack = log.saved_tensors(0, pack_body, unpack_body)
@@ -57,15 +59,21 @@ def _saved_original_with_hooks(get_input):
             assert variant == "pack_writes_input"
             out[variant] = observation(log, error=error(e, "forward", log))
             continue
+        names = dict(leaves, a=a, y=y, model=y)   # the file's names of these tensors
         try:
-            y.sum().backward()
+            saved_self = y.grad_fn._saved_self   # the test's read (print(...) in the int case)
         except TypeError as e:      # "Output of saved tensor unpack_hook expected to be a Tensor"
             assert variant == "unpack_returns_int"
-            out[variant] = observation(log, error=error(e, "backward", log))
+            out[variant] = observation(log, error=error(e, "read", log))
             continue
+        reads = {"saved_self": saved_read("y.grad_fn._saved_self", saved_self, names)}
+        assert torch.equal(saved_self, {"half": 1, "double": 2}[variant] * a.detach())   # assertEqual(a / 2 * a, ...)
+        if "a" not in leaves:
+            assert saved_self.grad_fn is grad_fn
+        y.sum().backward()
         if "a" in leaves:   # the test asserts a.grad for a leaf: 2 * a (half), 3 * a (double)
             assert torch.allclose(leaves["a"].grad, {"half": 2, "double": 3}[variant] * a.detach())
-        out[variant] = observation(log, grads(**leaves))
+        out[variant] = observation(log, grads(**leaves), reads=reads)
     return out
 
 
