@@ -22,9 +22,11 @@ from ref_module_hooks import *      # noqa: F401,F403  (every test_* function of
 # hook returning a key). Written from test/test_autograd.py; later definitions of a name replace
 # the ones imported above.
 
+import contextlib  # noqa: E402
+
 import torch  # noqa: E402
 
-from capture import Log, error, grads, leaf, observation, saved_read  # noqa: E402
+from capture import Log, error, grads, leaf, observation, saved_read, snap  # noqa: E402
 
 
 def _inplace_double(x):
@@ -440,3 +442,96 @@ from ref_portsa import *  # noqa: E402,F401,F403  (module-hook, checkpoint and s
 # reentrant backwards, hook bodies that write (test/test_autograd.py)
 
 from ref_autograd2 import *         # noqa: E402,F401,F403
+
+
+# ----------------------------------------------------------------------------- saved tensors read
+# (the read steps: ``{read: y.grad_fn._saved_SLOT, as: NAME}``). Written from test/test_autograd.py.
+
+def test_saved_variable_packing_unpacking_saved_original_with_hooks__not_leaf_double_backward():  # noqa: F811
+    """The double-backward case of test_saved_variable_packing_unpacking_saved_original_with_hooks
+    for a non-leaf a = 1 + r: identity hooks on y.grad_fn._raw_saved_self of y = a ** 3, the
+    create_graph grad, the read of y.grad_fn._saved_self (its grad_fn is a's), the backward."""
+    log = Log()
+    r = leaf([0.5, -1.5])
+    a = 1 + r
+    grad_fn = a.grad_fn
+    y = a**3
+    log.name_nodes(y=y)
+    pack, unpack = log.saved_tensors(0)
+    with log.op("PowBackward0", "y"):
+        y.grad_fn._raw_saved_self.register_hooks(pack, unpack)
+    s = torch.sum(y)
+    returned = {}
+    with log.backward_pass(lambda: grads(r=r), lambda: returned):
+        (g,) = torch.autograd.grad(s, (a,), create_graph=True)
+        returned["a"] = snap(g)
+    saved_self = y.grad_fn._saved_self
+    assert saved_self.grad_fn is grad_fn
+    reads = {"saved_self": saved_read("y.grad_fn._saved_self", saved_self, {"r": r, "a": a, "y": y, "s": s})}
+    with log.backward_pass(lambda: grads(r=r)):
+        g.sum().backward()
+    return observation(log, grads(r=r), reads=reads)
+
+
+def test_saved_variable_packing_unpacking_did_not_save_original_with_hooks():  # noqa: F811 (now as written)
+    log = Log()
+    a = leaf([0.5, -1])
+    y = torch.exp(a)
+    log.name_nodes(model=y)
+    pack, unpack = log.saved_tensors(0)
+    with log.op("ExpBackward0", "model"):
+        y.grad_fn._raw_saved_result.register_hooks(pack, unpack)
+    saved_result = y.grad_fn._saved_result
+    assert torch.equal(y, saved_result)
+    assert y.grad_fn is saved_result.grad_fn
+    reads = {"saved_result": saved_read("y.grad_fn._saved_result", saved_result, {"a": a, "model": y, "y": y})}
+    y.sum().backward()
+    assert torch.allclose(a.grad, y.detach())
+    return observation(log, grads(a=a), reads=reads)
+
+
+def test_saved_variable_packing_unpacking_did_not_save_original_with_default_hooks():  # noqa: F811 (now as written)
+    log = Log()
+    a = leaf([0.5, -1])
+    pack, unpack = log.saved_tensors(0)
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        with log.op("ExpBackward0", "model"):
+            y = torch.exp(a)
+        loss = y.sum()
+        log.name_nodes(model=y)
+        saved_result = y.grad_fn._saved_result
+        assert torch.equal(y, saved_result)
+        reads = {"saved_result": saved_read("y.grad_fn._saved_result", saved_result,
+                                            {"a": a, "model": y, "y": y, "loss": loss})}
+        loss.backward()
+    return observation(log, grads(a=a), reads=reads)
+
+
+def test_saved_variable_packing_unpacking_saved_original_with_default_hooks():  # noqa: F811 (now as written)
+    """Its blocks as variants; every block but the first reads y.grad_fn._saved_self and
+    _saved_other before the backward (equal to a; 2 * a with pack 2x, unpack x)."""
+    out = {}
+    bodies = {"pack_twice": (None, None), "identity": (None, None), "double_half": (lambda x: 2 * x, lambda x: x / 2),
+              "double": (lambda x: 2 * x, None)}
+    for variant in ("pack_twice", "identity", "double_half", "double", "no_hooks"):
+        log = Log()
+        a = leaf([0.5, -1.5])
+        hooks = contextlib.nullcontext() if variant == "no_hooks" else \
+            torch.autograd.graph.saved_tensors_hooks(*log.saved_tensors(0, *bodies[variant]))
+        with hooks:
+            with log.op("MulBackward0", "model"):
+                y = a * a
+            loss = y.sum()
+            log.name_nodes(model=y)
+            if variant == "pack_twice":
+                out[variant] = observation(log, grads(a=a))
+                continue
+            names = {"a": a, "model": y, "y": y, "loss": loss}
+            saved_self, saved_other = y.grad_fn._saved_self, y.grad_fn._saved_other
+            factor = 2 if variant == "double" else 1
+            assert torch.equal(factor * a.detach(), saved_self) and torch.equal(factor * a.detach(), saved_other)
+            reads = {"saved_self": saved_read("y.grad_fn._saved_self", saved_self, names),
+                     "saved_other": saved_read("y.grad_fn._saved_other", saved_other, names)}
+            loss.backward()
+        out[variant] = observation(log, grads(a=a), reads=reads)
+    return out
