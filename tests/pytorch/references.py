@@ -535,3 +535,29 @@ def test_saved_variable_packing_unpacking_saved_original_with_default_hooks():  
             loss.backward()
         out[variant] = observation(log, grads(a=a), reads=reads)
     return out
+
+
+def test_saving_variable_to_disk():  # noqa: F811 (now as written)
+    log = Log()
+    disk = []   # the temporary directory; a key is the index of a saved tensor
+
+    def pack_body(x):
+        disk.append(x)
+        return len(disk) - 1
+
+    def unpack_body(name):
+        return disk[name]
+
+    with torch.autograd.graph.saved_tensors_hooks(*log.saved_tensors(0, pack_body, unpack_body)):
+        a = leaf([1, 1, 1, 1, 1])
+        with log.op("MulBackward0", "model"):
+            y = a * a
+        log.name_nodes(model=y)
+        loss = y.sum()
+        saved_self = y.grad_fn._saved_self
+        assert torch.equal(a, saved_self)
+        reads = {"saved_self": saved_read("y.grad_fn._saved_self", saved_self, {"a": a, "model": y, "y": y,
+                                                                                 "loss": loss})}
+        loss.backward()
+    assert torch.equal(a.grad, 2 * a.detach())
+    return observation(log, grads(a=a), reads=reads)
