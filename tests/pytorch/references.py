@@ -561,3 +561,33 @@ def test_saving_variable_to_disk():  # noqa: F811 (now as written)
         loss.backward()
     assert torch.equal(a.grad, 2 * a.detach())
     return observation(log, grads(a=a), reads=reads)
+
+
+def _graph_save_on_cpu(dtype):
+    """TestAutograd.test_graph_save_on_cpu's test(get_input, cuda=False, pin_memory) for a dense
+    input of ``dtype``: y = a * a under save_on_cpu(pin_memory), the reads of
+    y.grad_fn._saved_self / _saved_other (value, dtype, layout), y.sum().backward()."""
+    out = {}
+    for variant, pin_memory in (("pin_memory_true", True), ("pin_memory_false", False)):
+        log = Log()
+        with torch.autograd.graph.save_on_cpu(pin_memory):
+            a = torch.tensor([0.5, -1.5, 2, 0.25, -0.75], dtype=dtype, requires_grad=True)
+            y = a * a
+            saved_self, saved_other = y.grad_fn._saved_self, y.grad_fn._saved_other
+            assert torch.equal(a, saved_self) and torch.equal(a, saved_other)
+            assert a.dtype == saved_self.dtype and a.layout == saved_self.layout == torch.strided
+            names = {"a": a, "model": y, "y": y}
+            reads = {"saved_self": saved_read("y.grad_fn._saved_self", saved_self, names),
+                     "saved_other": saved_read("y.grad_fn._saved_other", saved_other, names)}
+            y.sum().backward()
+            assert torch.equal(a.grad, 2 * a)
+        out[variant] = observation(log, grads(a=a), reads=reads)
+    return out
+
+
+def test_graph_save_on_cpu():  # noqa: F811 (the float64 case, with its reads)
+    return _graph_save_on_cpu(torch.float64)
+
+
+def test_graph_save_on_cpu__float32():
+    return _graph_save_on_cpu(torch.float32)
