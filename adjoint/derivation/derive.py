@@ -89,6 +89,8 @@ def _steps(run, vd: VariantDerivation, unit_of_step: dict, first_unit: dict, num
         elif step.kind == "step":
             info.lr = step.lr
             info.updates = list(run.updates.get(index, []))
+        elif step.kind == "read":
+            info.read = next((r for r in run.reads if r.step == index), None)
         out.append(info)
     return out
 

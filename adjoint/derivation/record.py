@@ -362,7 +362,7 @@ class StepInfo:
     """One step of a variant's ``steps`` (v1: forward, then backward)."""
 
     index: int
-    kind: str                        # forward | backward | register | remove | zero_grad | step
+    kind: str                        # forward | backward | register | remove | zero_grad | step | read
     unit: int | None = None          # forward / backward: the unit showing it
     forward: int | None = None       # forward: its number; backward: the forward pass it differentiates
     backward: int | None = None      # backward: its number
@@ -376,6 +376,7 @@ class StepInfo:
     ran: bool = True                 # False: after the error, never run
     second: dict | None = None       # backward: its second-order options as plain data (create_graph, names,
                                      # roots as source text, allow_unused, materialize_grads)
+    read: object = None              # read: what it read (adjoint.engine.saved_reads.ReadRecord; None: it raised)
 
 
 @dataclass

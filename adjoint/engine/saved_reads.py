@@ -90,7 +90,11 @@ def read_step(run, step, index: int) -> ReadRecord:
             result_node = node
         rec.dtype, rec.shape = sv.tensor.dtype, tuple(sv.tensor.shape)
     else:
-        out = rt.hooks_runner.unpack_read(sv.hooks, sv.packed, sv)
+        before, rt.phase = rt.phase, "read"   # the unpack's call is the read's, in no pass
+        try:
+            out = rt.hooks_runner.unpack_read(sv.hooks, sv.packed, sv)
+        finally:
+            rt.phase = before
         value = out.value if isinstance(out, Tensor) else out
         rec.dtype = out.dtype if isinstance(out, Tensor) else sv.tensor.dtype
         rec.shape = tuple(out.shape) if isinstance(out, Tensor) else tuple(sv.tensor.shape)

@@ -91,10 +91,25 @@ class StepSections(UnitWriter):
         if info.kind == "zero_grad":
             return ("\\texttt{zero\\_grad(set\\_to\\_none=True)}: every \\texttt{.grad} is set to \\texttt{None}, so "
                     "the next backward pass starts accumulating afresh.")
+        if info.kind == "read":
+            return self._read_line(info)
         lr = self.plain(info.lr)
         return (f"an SGD step with learning rate ${lr}$: under \\texttt{{no\\_grad}}, $p \\leftarrow p - {lr}\\,"
                 "p.\\mathrm{grad}$ for every parameter with a gradient (in place: each parameter's version "
                 "counter goes up, so a graph that saved it can no longer run backward).")
+
+    def _read_line(self, info: StepInfo) -> str:
+        r = info.read
+        if r is None:
+            return "a read between the passes; PyTorch raises during it (see \\emph{The error})."
+        text = f"{code(r.name)} $=$ {code(r.expr)}, read between the passes"
+        if isinstance(r.value, bool) or r.value is None:
+            return text + f": \\texttt{{{r.value}}}."
+        text += (": the saved tensor itself (" + ", ".join(code(n) for n in r.is_names) + ")" if r.is_names
+                 else ": a new tensor (what the unpack gives)")
+        text += (f", whose \\texttt{{grad\\_fn}} is \\texttt{{{esc(r.grad_fn)}}}" if r.grad_fn else ", with no grad\\_fn")
+        shown = self.value(r.value, 14)
+        return text + (f", ${shown}$." if shown else ".")
 
     def _updates(self, info: StepInfo) -> str:
         b = Block()
@@ -111,7 +126,8 @@ class StepSections(UnitWriter):
             when = "while the hooks are registered, " + (f"in step {err.step + 1}" if err.step >= 0 else
                                                           "before the first step")
         else:
-            when = f"during the {'backward' if err.during == 'backward' else 'forward'} pass (step {err.step + 1})"
+            when = (f"in the read of step {err.step + 1}" if err.during == "read" else
+                    f"during the {'backward' if err.during == 'backward' else 'forward'} pass (step {err.step + 1})")
         out = ["\\subsection{The error}\n",
                f"PyTorch raises \\texttt{{{esc(err.type)}}} {when}:\n"
                f"\\begin{{quote}}\\texttt{{{esc(err.message)}}}\\end{{quote}}\n",
