@@ -194,6 +194,7 @@ class Hook:
     pin_memory: bool = False             # save_on_cpu: its pin_memory argument
     during: tuple[int, ...] | None = None  # saved_tensors: the steps the with block is around (None: every forward)
     next: tuple[int, ...] = ()           # node: grad_fn.next_functions[i][0]... walked from the target's grad_fn
+    pack_params: tuple[str, ...] = ("x",)  # saved: the pack hook's parameters (PyTorch hands it one tensor)
 
     @property
     def is_module_backward(self) -> bool:

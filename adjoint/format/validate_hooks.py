@@ -166,7 +166,8 @@ def _saved_hook(h: YMap, on: str, index: int, count: int) -> Hook:
         f"{on}@{target}" + (f".{f['slot']}" if on == "saved" else "") if target else on)
     return Hook(index, on, target, f["kind"], None, (), None, when, label, h.loc, pack=f.get("pack"),
                 unpack=f.get("unpack"), scope=scope, raises=raises, raises_type=raises_type, raises_in=raises_in,
-                slot=f.get("slot"), message=f.get("message"), pin_memory=f.get("pin_memory", False))
+                slot=f.get("slot"), message=f.get("message"), pin_memory=f.get("pin_memory", False),
+                pack_params=f.get("pack_params", ("x",)))
 
 
 def default_label(on: str, kind: str, target: str) -> str:

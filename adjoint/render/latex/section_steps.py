@@ -42,6 +42,8 @@ _WHY = {
     "dtype": "the kernel refuses its operands' dtypes: PyTorch has no negation or subtraction of bool tensors "
              "(a mask is inverted with \\texttt{\\textasciitilde} or \\texttt{logical\\_not}), and an in-place op "
              "cannot write a float result into a bool or int64 tensor.",
+    "hook_arity": "Python cannot call the hook: PyTorch calls a pack hook with the one tensor it saves, and this "
+                  "hook requires more positional arguments.",
 }
 
 
