@@ -17,7 +17,9 @@
   An unpack returning a non-tensor is PySavedVariableHooks' TypeError.
 
 A slot the node's class has but did not save (an input that needed no gradient) reads None; a
-slot it does not have is the node's AttributeError, no grad_fn Python's AttributeError on None.
+slot it does not have (adjoint.format.saved_attributes: torchgen's names) is the node's
+AttributeError, no grad_fn Python's AttributeError on None; a non-tensor slot (``_saved_alpha``)
+is refused, not modelled.
 
 ``torch._C._autograd._saved_tensors_hooks_is_enabled()`` is False inside a
 ``disable_saved_tensors_hooks`` block: between steps no block is entered, so it reads True.
@@ -33,6 +35,7 @@ from adjoint.engine.runtime import FREED_GRAPH
 from adjoint.engine.saved_hooks import _class_name, _slots_of, disabled
 from adjoint.engine.torch_errors import TorchError
 from adjoint.format.errors import ProblemError
+from adjoint.format.saved_attributes import saved_attributes
 
 
 @dataclass
@@ -74,6 +77,12 @@ def read_step(run, step, index: int) -> ReadRecord:
     if sv is None:
         if slot in _slots_of(node):
             return rec          # the slot's SavedVariable was default-constructed: None
+        known = saved_attributes(_class_name(node))   # what torchgen makes the node class save
+        if known is None or slot in known["tensors"] or slot in known["other"]:
+            what = ("a value that is not a tensor" if known is not None and slot in known["other"] else
+                    "a tensor adjoint's model of the node does not save" if known is not None else
+                    "an attribute of a node class adjoint has no table for")
+            raise ProblemError(step.loc, f"read: {_class_name(node)}.{attr} is {what}: not modelled")
         raise TorchError("AttributeError", f"'{_class_name(node)}' object has no attribute '{attr}'", "read")
     if getattr(sv.hooks, "is_checkpoint", False):
         raise ProblemError(step.loc, "read: a saved tensor a checkpoint packed (its read recomputes the forward) is "
