@@ -1,0 +1,51 @@
+"""Read steps ({read: T.grad_fn._saved_SLOT, as: NAME}): the file syntax's refusals, and verify's
+rows for the answer's ``reads`` (each field is held against what torch read; a difference fails).
+Agreement with real torch: tests/data/regressions/saved_tensor_reads.yaml (test_differential)
+and the saved-variable ports (tests/test_pytorch_ports.py)."""
+
+import pytest
+
+import adjoint
+from adjoint.torchside.compare import compare_reads
+
+FILE = """
+name: reads
+dtype: float64
+inputs:
+  a: {value: [0.5, -1.5], requires_grad: true}
+model:
+  inputs: [a]
+  forward: "a * a"
+loss: "sum(y)"
+steps: [forward, READ]
+"""
+
+
+@pytest.mark.parametrize("read, words", [
+    ("{read: y.grad_fn.saved_self, as: s}", "a read is TENSOR.grad_fn._saved_NAME"),
+    ("{read: eval('1'), as: s}", "a read is TENSOR.grad_fn._saved_NAME"),
+    ("{read: y.grad_fn._saved_self, as: 1s}", "'as' takes a Python name"),
+    ("{read: y.grad_fn._saved_self}", "as"),
+    ("{read: z.grad_fn._saved_self, as: s}", "not a tensor of this run"),
+])
+def test_bad_reads_are_located_errors(read, words):
+    with pytest.raises(adjoint.ProblemError, match=words):
+        adjoint.loads(FILE.replace("READ", read)).solve()
+
+
+def test_a_read_of_the_input_itself():
+    got = adjoint.loads(FILE.replace("READ", "{read: y.grad_fn._saved_self, as: s}")).solve().to_json()
+    s = got["variants"]["default"]["reads"]["s"]
+    # y = a * a saves a (a leaf) as self: the read is a itself, no grad_fn, a's values
+    assert (s["is"], s["grad_fn"], s["grad_fn_of"], s["value"]["value"]) == (["a"], None, [], [0.5, -1.5])
+
+
+def test_verify_rows_fail_on_any_difference():
+    pred = {"s": {"read": "y.grad_fn._saved_self", "step": 1, "value": {"shape": [2], "value": [0.5, -1.5]},
+                  "is": ["a"], "grad_fn": None, "grad_fn_of": [], "dtype": "float64"}}
+    assert all(r.ok for r in compare_reads(pred, pred, 1e-10, 1e-12, "float64"))
+    for key, other in (("is", []), ("grad_fn", "AddBackward0"), ("value", {"shape": [2], "value": [0.5, 1.5]}),
+                       ("dtype", "float32")):
+        obs = {"s": dict(pred["s"], **{key: other})}
+        assert not any(r.ok for r in compare_reads(pred, obs, 1e-10, 1e-12, "float64")), key
+    assert not any(r.ok for r in compare_reads(pred, {}, 1e-10, 1e-12, "float64"))
