@@ -49,3 +49,27 @@ def test_verify_rows_fail_on_any_difference():
         obs = {"s": dict(pred["s"], **{key: other})}
         assert not any(r.ok for r in compare_reads(pred, obs, 1e-10, 1e-12, "float64")), key
     assert not any(r.ok for r in compare_reads(pred, {}, 1e-10, 1e-12, "float64"))
+
+
+def test_a_read_name_used_twice_is_refused():
+    two = "{read: y.grad_fn._saved_self, as: s}, {read: y.grad_fn._saved_other, as: s}"
+    with pytest.raises(adjoint.ProblemError, match="reads into 's' again"):
+        adjoint.loads(FILE.replace("READ", two)).solve()
+
+
+def test_a_distributed_file_refuses_reads():
+    text = """
+name: ddp-read
+dtype: float64
+inputs:
+  x: {per_rank: [[[1, 2]], [[2, -1]]]}
+model:
+  children:
+    a: {type: Linear, params: {weight: [[0.5, 1]], bias: [1]}}
+  forward: "a(x)"
+loss: "y.sum()"
+distributed: {world_size: 2, wrap: ddp}
+steps: [forward, {read: torch._C._autograd._saved_tensors_hooks_is_enabled(), as: e}, backward]
+"""
+    with pytest.raises(adjoint.ProblemError, match="not modelled in a distributed"):
+        adjoint.loads(text).solve()

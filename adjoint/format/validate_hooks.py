@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from adjoint.format.validate_read import is_read_step, parse_read
+from adjoint.format.validate_read import check_read_names, is_read_step, parse_read
 from adjoint.format.checks import FAILED, Issues, boolean, choice, mapping, string
 from adjoint.format.errors import Loc, ProblemError, raise_all
 from adjoint.format.expr import parse_expression, parse_statements
@@ -276,6 +276,7 @@ def parse_steps(node: YNode, what: str, base: Backward, input_decl, input_names:
     if any(s is FAILED for s in steps):
         return FAILED
     check_step_order(steps, node.loc, what)
+    check_read_names(steps, what)
     return tuple(steps)
 
 

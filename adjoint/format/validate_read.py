@@ -36,3 +36,15 @@ def parse_read(node: YMap, where: str):
         raise ProblemError(r.get("read").loc, f"{where}: a read is TENSOR.grad_fn._saved_NAME (y.grad_fn._saved_self) "
                                                f"or {HOOKS_ENABLED}, not '{text}'")
     return ("saved", m.group(1), m.group(2), as_name)
+
+
+def check_read_names(steps, what: str) -> None:
+    """Each read's ``as:`` names one answer: a name used twice would hide the first."""
+    seen: set = set()
+    for i, step in enumerate(steps):
+        if step.kind == "read":
+            name = step.read[3]
+            if name in seen:
+                raise ProblemError(step.loc, f"step {i} of {what} reads into '{name}' again; give each read its own "
+                                             "as: name (the answer lists reads by name)")
+            seen.add(name)
