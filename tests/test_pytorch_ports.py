@@ -14,8 +14,9 @@ kind, target, hook index, call number, ``global``/``raised``/``node`` marks, arg
 None-versus-tensor pattern, shapes and values (rtol 1e-10, atol 1e-12: both sides are exact
 or float64); the free-text ``label`` is not compared. Then ``grads``, ``returned``,
 ``passes``, ``error`` (type, exact message, during, after_call), the ``values`` the
-reference reports (only those its PyTorch test asserts on) and, when it reports them, the
-``warnings`` (category and message, in order).
+reference reports (only those its PyTorch test asserts on), the ``reads`` of read steps (every
+field the reference gives) and, when it reports them, the ``warnings`` (category and message,
+in order).
 """
 
 from __future__ import annotations

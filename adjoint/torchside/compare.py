@@ -15,7 +15,10 @@ Pure Python, no torch. :func:`compare` returns one :class:`Row` per compared ite
   entry by entry) and what the hook returned;
 * ``grads`` (every ``.grad``, including which are None) and ``returned`` (``method: grad``);
 * ``passes`` (variants with ``steps``): per backward step, its calls, grads and returned;
-* ``values`` (forward values of every named tensor, buffers included) unless ``values=False``.
+* ``values`` (forward values of every named tensor, buffers included) unless ``values=False``;
+* ``reads`` (read steps, also with an error): per ``as:`` name, the value read (as any tensor;
+  a bool or None exactly) and its ``read``, ``step``, ``is``, ``grad_fn``, ``grad_fn_of`` and
+  ``dtype`` exactly (:func:`compare_reads`).
 
 Integer tensors (``"dtype": "int64"``) are compared exactly, and a dtype that differs is a
 mismatch on its own. Float tensors, given the variant's bound run (``compare(..., bounds=)``,
