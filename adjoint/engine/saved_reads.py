@@ -69,19 +69,17 @@ def read_step(run, step, index: int) -> ReadRecord:
     attr = f"_saved_{slot}"
     if node is None:
         raise TorchError("AttributeError", f"'NoneType' object has no attribute '{attr}'", "read")
-    if node.kind == "function":
-        raise ProblemError(step.loc, f"read: a custom Function's node keeps its saved tensors as saved_tensors, not "
-                                     f"{attr}: not modelled")
-    sv = next((s for s in node.saved if s.name == slot), None)
+    # a node torchgen does not generate (a custom Function's, BackwardHookFunctionBackward, CopySlices) has no
+    # _saved_* getters: PyTorch's AttributeError (a Function keeps its saved tensors as saved_tensors)
+    sv = next((s for s in node.saved if s.name == slot), None) if node.kind == "op" else None
     rec = ReadRecord(as_name, expr, index)
     if sv is None:
-        if slot in _slots_of(node):
-            return rec          # the slot's SavedVariable was default-constructed: None
         known = saved_attributes(_class_name(node))   # what torchgen makes the node class save
-        if known is None or slot in known["tensors"] or slot in known["other"]:
-            what = ("a value that is not a tensor" if known is not None and slot in known["other"] else
-                    "a tensor adjoint's model of the node does not save" if known is not None else
-                    "an attribute of a node class adjoint has no table for")
+        if known is not None and slot in _slots_of(node):
+            return rec          # the slot's SavedVariable was default-constructed: None
+        if known is not None and (slot in known["tensors"] or slot in known["other"]):
+            what = "a value that is not a tensor" if slot in known["other"] else \
+                "a tensor adjoint's model of the node does not save"
             raise ProblemError(step.loc, f"read: {_class_name(node)}.{attr} is {what}: not modelled")
         raise TorchError("AttributeError", f"'{_class_name(node)}' object has no attribute '{attr}'", "read")
     if getattr(sv.hooks, "is_checkpoint", False):
