@@ -73,3 +73,27 @@ steps: [forward, {read: torch._C._autograd._saved_tensors_hooks_is_enabled(), as
 """
     with pytest.raises(adjoint.ProblemError, match="not modelled in a distributed"):
         adjoint.loads(text).solve()
+
+
+FUNCTION = """
+name: reads-function
+dtype: float64
+inputs:
+  x: {value: [0.5, -1.5], requires_grad: true}
+model:
+  inputs: [x]
+  forward: "x * x"
+  function:
+    name: SquareFunction
+    backward:
+      x: "2 * grad_output * x"
+loss: "sum(y)"
+steps: [forward, {read: y.grad_fn._saved_self, as: s}]
+"""
+
+
+def test_a_custom_function_node_has_no_saved_getter():
+    got = adjoint.loads(FUNCTION).solve().to_json()["variants"]["default"]["error"]
+    # PyTorch: a Function's node keeps what it saved as saved_tensors; no _saved_* getter
+    assert (got["type"], got["message"], got["during"]) == \
+        ("AttributeError", "'SquareFunctionBackward' object has no attribute '_saved_self'", "read")

@@ -18,8 +18,9 @@
 
 A slot the node's class has but did not save (an input that needed no gradient) reads None; a
 slot it does not have (adjoint.format.saved_attributes: torchgen's names) is the node's
-AttributeError, no grad_fn Python's AttributeError on None; a non-tensor slot (``_saved_alpha``)
-is refused, not modelled.
+AttributeError, and so is any slot of a node torchgen does not generate (a custom Function's,
+BackwardHookFunctionBackward, CopySlices); no grad_fn is Python's AttributeError on None; a
+non-tensor slot (``_saved_alpha``) or a tensor the op's model does not save is refused.
 
 ``torch._C._autograd._saved_tensors_hooks_is_enabled()`` is False inside a
 ``disable_saved_tensors_hooks`` block: between steps no block is entered, so it reads True.
