@@ -97,3 +97,9 @@ def test_a_custom_function_node_has_no_saved_getter():
     # PyTorch: a Function's node keeps what it saved as saved_tensors; no _saved_* getter
     assert (got["type"], got["message"], got["during"]) == \
         ("AttributeError", "'SquareFunctionBackward' object has no attribute '_saved_self'", "read")
+
+
+def test_a_saved_python_number_is_refused():
+    text = FILE.replace('forward: "a * a"', 'forward: "3 * a"').replace("READ", "{read: y.grad_fn._saved_other, as: s}")
+    with pytest.raises(adjoint.ProblemError, match="Python number"):
+        adjoint.loads(text).solve()

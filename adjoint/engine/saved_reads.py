@@ -83,6 +83,9 @@ def read_step(run, step, index: int) -> ReadRecord:
                 "a tensor adjoint's model of the node does not save"
             raise ProblemError(step.loc, f"read: {_class_name(node)}.{attr} is {what}: not modelled")
         raise TorchError("AttributeError", f"'{_class_name(node)}' object has no attribute '{attr}'", "read")
+    if getattr(sv.tensor, "wrapped", False):   # `3 * x` saves 3 as a 0-d tensor: int64 for an int, float64 for a float
+        raise ProblemError(step.loc, f"read: {_class_name(node)}.{attr} is a Python number PyTorch wrapped into a "
+                                     "0-d tensor (its dtype follows the number's Python type): not modelled")
     if getattr(sv.hooks, "is_checkpoint", False):
         raise ProblemError(step.loc, "read: a saved tensor a checkpoint packed (its read recomputes the forward) is "
                                      "not modelled")
