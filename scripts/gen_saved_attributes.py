@@ -45,7 +45,9 @@ def table() -> dict:
 
 
 if __name__ == "__main__":
-    with open(OUT, "w", encoding="utf-8") as fh:
-        json.dump(table(), fh, indent=0, sort_keys=True)
-        fh.write("\n")
+    data = table()
+    lines = [f"{json.dumps(name)}: {json.dumps(entry, sort_keys=True)}" for name, entry in data["nodes"].items()]
+    with open(OUT, "w", encoding="utf-8") as fh:   # one node a line
+        fh.write(f'{{"torch_version": {json.dumps(data["torch_version"])},\n"nodes": {{\n')
+        fh.write(",\n".join(lines) + "\n}}\n")
     print(f"wrote {OUT}")
