@@ -329,6 +329,8 @@ def parse_step(node: YNode, i: int, what: str, base: Backward, input_decl, input
             if z.get("leaves") is not None else ()
         none = boolean(z.get("set_to_none"), "set_to_none") if z.get("set_to_none") is not None else True
         return Step("zero_grad", loc, set_to_none=none, leaves=leaves)
+    if kind == "read":   # a bare `read` (a mapping with read: first is parsed above)
+        raise ProblemError(loc, f"{where}: write {{read: y.grad_fn._saved_self, as: NAME}}")
     if body is None:
         raise ProblemError(loc, f"{where}: write {{step: {{lr: 0.1}}}} with the learning rate")
     s = mapping(body, f"the step of {where}", ("lr",), ())

@@ -19,7 +19,7 @@ NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def is_read_step(node) -> bool:
-    return isinstance(node, YMap) and bool(node.entries) and node.entries[0][0].text == "read"
+    return isinstance(node, YMap) and any(key.text == "read" for key, _ in node.entries)
 
 
 def parse_read(node: YMap, where: str):
