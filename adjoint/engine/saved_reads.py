@@ -117,7 +117,7 @@ def read_step(run, step, index: int) -> ReadRecord:
             result_node = sv.tensor.grad_fn   # grad_fn_, kept when it was packed
     rec.value = value
     if result_node is not None:
-        rec.grad_fn = result_node.name.rsplit("::", 1)[-1]
+        rec.grad_fn = result_node.name   # as grad_fn.name() gives it (torch::autograd::CopySlices)
         rec.grad_fn_of = tuple(n for n, v in names.items() if isinstance(v, Tensor) and v.grad_fn is result_node)
     return rec
 
