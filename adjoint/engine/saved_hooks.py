@@ -46,6 +46,7 @@ def register_saved(rt, hook, node) -> None:
     if sv.hooks is not None:
         raise TorchError("RuntimeError", HOOKS_SET, "register")
     sv.hooks = hook
+    sv.packed_grad_fn = sv.tensor.grad_fn   # save_metadata when the hooks are registered
     missing = hook.pack_params[1:]
     if missing:   # PyTorch calls pack(x): Python refuses the call before the body runs (the hooks stay set)
         raise TorchError("TypeError", missing_arguments("<lambda>", missing), "hook_arity")

@@ -114,7 +114,7 @@ def read_step(run, step, index: int) -> ReadRecord:
         elif sv.is_output:
             result_node = node
         else:
-            result_node = sv.tensor.grad_fn   # grad_fn_, kept when it was packed
+            result_node = sv.packed_grad_fn   # grad_fn_, kept when it was packed (an in-place op since moves none)
     rec.value = value
     if result_node is not None:
         rec.grad_fn = result_node.name   # as grad_fn.name() gives it (torch::autograd::CopySlices)
