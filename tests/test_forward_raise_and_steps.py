@@ -45,6 +45,6 @@ def test_registered_and_call_steps():
                           "  forward: m1(x)\nsteps:\n  - {registered: {module: m1, kind: forward_always_call, as: n}}\n"
                           "  - {forward: {call: m1}}\n")
     steps = p.variants[0].steps
-    assert p.model.plain and steps[0].read == ("m1", "forward_always_call", "n") and steps[1].call == "m1"
+    assert p.model.plain and steps[0].counts == ("m1", "forward_always_call", "n") and steps[1].call == "m1"
     assert "not one of" in _error(X + "model: {type: Tanh}\nsteps:\n  - forward\n"
                                       "  - {registered: {module: model, kind: forward_kwargs, as: n}}\n")

@@ -14,8 +14,9 @@ kind, target, hook index, call number, ``global``/``raised``/``node`` marks, arg
 None-versus-tensor pattern, shapes and values (rtol 1e-10, atol 1e-12: both sides are exact
 or float64); the free-text ``label`` is not compared. Then ``grads``, ``returned``,
 ``passes``, ``error`` (type, exact message, during, after_call), the ``values`` the
-reference reports (only those its PyTorch test asserts on) and, when it reports them, the
-``warnings`` (category and message, in order).
+reference reports (only those its PyTorch test asserts on), the ``reads`` of read steps (every
+field the reference gives) and, when it reports them, the ``warnings`` (category and message,
+in order).
 """
 
 from __future__ import annotations
@@ -176,6 +177,18 @@ def diff_variant(pred: dict, ref: dict, variant: str) -> list[str]:
                 out += diff_table(p.get("leaf_values"), r["leaf_values"], f"{at} pass {k + 1} leaf_values")
     for name, value in ref.get("values", {}).items():
         out += diff_value((pred.get("values") or {}).get(name), value, f"{at} values[{name}]")
+    for name, r in ref.get("reads", {}).items():   # read steps: every field the reference gives
+        p = (pred.get("reads") or {}).get(name)
+        if p is None:
+            out.append(f"{at} reads[{name}]: not predicted")
+            continue
+        for key, value in r.items():
+            if key == "value" and isinstance(value, dict):
+                out += diff_value(p.get("value"), value, f"{at} reads[{name}].value")
+            elif p.get(key) != value:
+                out.append(f"{at} reads[{name}].{key}: predicted {p.get(key)!r}, torch {value!r}")
+    if set(pred.get("reads") or {}) - set(ref.get("reads", {})):
+        out.append(f"{at} reads: predicted {sorted(pred['reads'])}, torch {sorted(ref.get('reads', {}))}")
     if "leaf_values" in ref:   # leaves a hook body wrote in place, after the last pass
         out += diff_table(pred.get("leaf_values"), ref["leaf_values"], f"{at} leaf_values")
     if "registered" in ref:   # registered steps: len() of a module's hook dict at that point
@@ -283,7 +296,7 @@ def test_reference_runs_and_is_well_formed(stem):
     for variant, obs in observed(stem).items():
         where = f"{stem}/{variant}"
         assert set(obs) <= {"hook_calls", "grads", "returned", "passes", "error", "values", "warnings",
-                            "leaf_values", "registered"}, sorted(obs)
+                            "leaf_values", "registered", "reads"}, sorted(obs)
         _check_calls(obs["hook_calls"], f"{where} hook_calls")
         for key in ("grads", "returned", "values", "leaf_values"):
             for name, v in obs.get(key, {}).items():
@@ -293,7 +306,8 @@ def test_reference_runs_and_is_well_formed(stem):
             _check_calls(p["hook_calls"], f"{where} pass {k + 1}")
         if "error" in obs:
             e = obs["error"]
-            assert set(e) == {"type", "message", "during", "after_call"} and e["during"] in ("register", "forward", "backward")
+            assert set(e) == {"type", "message", "during", "after_call"} and \
+                e["during"] in ("register", "forward", "backward", "read")
             assert e["after_call"] is None or 0 <= e["after_call"] < len(obs["hook_calls"])
 
 
@@ -317,7 +331,8 @@ def test_file_is_a_wellformed_port(stem):
     assert set(top) <= {"name", "description", "inputs", "model", "targets", "loss", "hooks", "variants",
                         "backward", "symbols", "dtype", "steps", "init"}, sorted(top)
     assert top["name"] == stem and re.fullmatch(r"[a-z0-9_-]+", stem)
-    assert top.get("dtype") == "float64", "references run in float64"
+    assert top.get("dtype") == ("float32" if stem.endswith("__float32") else "float64"), \
+        "references run in float64 (a test's float32 case: a __float32 file)"
     test = stem.split("__")[0]
     assert test in " ".join(top.get("description", "").split()).lower(), f"the description should name {test}"
     assert callable(getattr(references, stem, None)), f"references.py has no function {stem}()"

@@ -134,6 +134,7 @@ class VariantPrediction:
     _derivation: _record.VariantDerivation | None = field(default=None, repr=False)
     leaf_values: dict = field(default_factory=dict)   # leaf name -> value after the run, for leaves a hook wrote
     registered: dict = field(default_factory=dict)   # registered steps: name -> hooks in that module dict then
+    reads: list = field(default_factory=list)   # ReadRecord per read step (adjoint.engine.saved_reads)
 
     @property
     def derivation(self) -> _record.VariantDerivation:
@@ -160,6 +161,8 @@ class VariantPrediction:
                    "hook_calls": [hook_json(h, printer, lazy) for h in self.hook_calls], "warnings": warned}
             if self.registered:
                 out["registered"] = dict(self.registered)
+            if self.reads:
+                out["reads"] = reads_json(self.reads, printer, lazy)
             return out
         out = {
             "loss": value_json(self.loss, printer, lazy) if self.loss is not None else None,
@@ -179,7 +182,23 @@ class VariantPrediction:
             out["leaf_values"] = {k: value_json(v, printer, lazy) for k, v in self.leaf_values.items()}
         if self.registered:
             out["registered"] = dict(self.registered)
+        if self.reads:
+            out["reads"] = reads_json(self.reads, printer, lazy)
         return out
+
+
+def reads_json(reads: list, printer=None, lazy: bool = False) -> dict:
+    """The answer's ``reads``: per read step's ``as:`` name, what it read (docs/format.md, "Reading
+    saved tensors")."""
+    out = {}
+    for r in reads:
+        entry = {"read": r.expr, "step": r.step,
+                 "value": r.value if isinstance(r.value, bool) or r.value is None else value_json(r.value, printer, lazy)}
+        if not isinstance(r.value, bool):
+            entry.update({"is": sorted(r.is_names), "grad_fn": r.grad_fn, "grad_fn_of": sorted(r.grad_fn_of),
+                          "dtype": r.dtype})
+        out[r.name] = entry
+    return out
 
 
 @dataclass(repr=False)

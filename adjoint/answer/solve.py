@@ -106,7 +106,7 @@ def assemble(run: VariantRun, progress=None) -> VariantPrediction:
                                  error=ErrorRecord(err.type, err.message, err.during,
                                                    len(hook_calls) - 1 if hook_calls else None, err.waits),
                                  deriver=derive_variant, warnings=list(run.rt.warnings),
-                                 registered=dict(run.registered))
+                                 registered=dict(run.registered), reads=list(run.reads))
     fwd, last = run.forward, run.last_pass
     values = dict(fwd.values)
     loss = fwd.values["loss"] if fwd.loss is not None else None
@@ -127,7 +127,7 @@ def assemble(run: VariantRun, progress=None) -> VariantPrediction:
         kinks=[note for _, _, note in fwd.notes], run=run,
         carried={name: seen_at(last.result, t) if last else None for name, t in fwd.names.items()}, passes=passes,
         deriver=derive_variant, warnings=list(run.rt.warnings), leaf_values=run.rt.hooks_runner.leaf_values(),
-        registered=dict(run.registered))
+        registered=dict(run.registered), reads=list(run.reads))
 
 
 def _returned(p) -> dict | None:

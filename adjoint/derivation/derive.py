@@ -94,7 +94,9 @@ def _steps(run, vd: VariantDerivation, unit_of_step: dict, first_unit: dict, num
             info.lr = step.lr
             info.updates = list(run.updates.get(index, []))
         elif step.kind == "registered":
-            info.read = step.read + (run.registered.get(step.read[2]) if info.ran and not info.failed else None,)
+            info.counts = step.counts + (run.registered.get(step.counts[2]) if info.ran and not info.failed else None,)
+        elif step.kind == "read":
+            info.read = next((r for r in run.reads if r.step == index), None)
         out.append(info)
     return out
 

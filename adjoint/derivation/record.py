@@ -362,7 +362,7 @@ class StepInfo:
     """One step of a variant's ``steps`` (v1: forward, then backward)."""
 
     index: int
-    kind: str                        # forward | backward | register | remove | zero_grad | step
+    kind: str                        # forward | backward | register | remove | zero_grad | step | read
     unit: int | None = None          # forward / backward: the unit showing it
     forward: int | None = None       # forward: its number; backward: the forward pass it differentiates
     backward: int | None = None      # backward: its number
@@ -377,8 +377,9 @@ class StepInfo:
     second: dict | None = None       # backward: its second-order options as plain data (create_graph, names,
                                      # roots as source text, allow_unused, materialize_grads)
     optimizer: tuple | None = None   # step: (type, lr, betas, eps) of an optimizer step (None: SGD)
-    read: tuple = ()                 # registered: (module path, hook kind, name, count or None)
+    counts: tuple = ()               # registered: (module path, hook kind, name, count or None)
     call: str | None = None          # forward: the child module called alone (call: PATH), not the root
+    read: object = None              # read: what it read (adjoint.engine.saved_reads.ReadRecord; None: it raised)
 
 
 @dataclass

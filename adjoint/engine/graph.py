@@ -224,6 +224,7 @@ class SavedVariable:
     weak_grad_fn: "Node | None" = None  # the result of an in-place op on a view: the view's grad_fn when saved
                                         # (its regenerated AsStridedBackward0), named by the version message
                                         # while something still holds it (SavedVariable::weak_grad_fn_)
+    packed_grad_fn: "Node | None" = None  # with hooks: the tensor's grad_fn when they packed it (grad_fn_)
 
 
 @dataclass(eq=False)

@@ -239,10 +239,21 @@ class HookRunner:
         before = self.rt.grad_enabled
         self.rt.grad_enabled = False
         try:
-            out = self._saved_call(hook, hook.unpack, "unpack", {"x": self.wrap(packed)}, node,
-                                   sv.name if sv is not None else None, sv.tensor if sv is not None else None)
+            return self._unpacked(hook, packed, node, sv).value
         finally:
             self.rt.grad_enabled = before
+
+    def unpack_read(self, hook, packed, sv):
+        """The unpack a read of ``grad_fn._saved_SLOT`` runs between steps (adjoint.engine.saved_reads):
+        no node is running and grad mode is the script's; the tensor it returned (save_on_cpu: its value)."""
+        if hook.on == "save_on_cpu":
+            from adjoint.engine.save_on_cpu import unpack_from_cpu
+            return unpack_from_cpu(packed)
+        return self._unpacked(hook, packed, None, sv)
+
+    def _unpacked(self, hook, packed, node, sv):
+        out = self._saved_call(hook, hook.unpack, "unpack", {"x": self.wrap(packed)}, node,
+                               sv.name if sv is not None else None, sv.tensor if sv is not None else None)
         if not isinstance(out, Tensor):   # PySavedVariableHooks::call_unpack_hook checks the result
             name = type_name(out, hook.unpack) if not isinstance(out, tuple) else "tuple"
             if name is None:
@@ -251,7 +262,7 @@ class HookRunner:
                                           f"of type {name}", "hook_result")
         if sv is not None:   # the tensor the unpacked one shares storage with (adjoint.engine.function_does)
             sv.unpacked = out
-        return out.value
+        return out
 
     def _saved_call(self, hook, expr, kind: str, env: dict, node, slot=None, tensor=None):
         rt = self.rt

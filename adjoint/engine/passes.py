@@ -24,6 +24,7 @@ from adjoint.engine.reverse import BackwardRequest, BackwardResult, Engine
 from adjoint.engine.runtime import Runtime, TorchError
 from adjoint.engine.second_run import bind_names, second_engine, second_request, with_step_names
 from adjoint.engine import warns
+from adjoint.engine.saved_reads import read_step
 
 DEFAULT_STEPS = ("forward", "backward")
 
@@ -74,6 +75,7 @@ class VariantRun:
     forward_steps: list = field(default_factory=list)   # the step index of each ForwardResult
     made: dict = field(default_factory=dict)   # names bound by backward steps' as: (adjoint.engine.second_run)
     registered: dict = field(default_factory=dict)   # registered steps: name -> hooks in that module's dict then
+    reads: list = field(default_factory=list)   # ReadRecord per read step (adjoint.engine.saved_reads)
 
     @property
     def forward(self) -> ForwardResult:
@@ -152,7 +154,7 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
         return run
     first_forward = first_backward = True
     for index, step in enumerate(steps):
-        during = "backward" if step.kind == "backward" else "forward"
+        during = "backward" if step.kind == "backward" else "read" if step.kind == "read" else "forward"
         reg.step = index   # saved_tensors blocks with during: are around the steps they list
         try:
             if step.kind == "forward":
@@ -201,6 +203,8 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
             elif step.kind == "registered":
                 from adjoint.engine.registered import count_registered
                 count_registered(run, step)
+            elif step.kind == "read":
+                run.reads.append(read_step(run, step, index))
         except TorchError as exc:
             run.error = RunError(exc.type, exc.message, getattr(exc, "during", None) or during, exc.cause, index)
             break

@@ -9,7 +9,7 @@ from adjoint.format.errors import ProblemError
 
 
 def count_registered(run, step) -> None:
-    path, kind, name = step.read
+    path, kind, name = step.counts
     hooks = run.model.hooks
     if path != "global" and path not in hooks:
         raise ProblemError(step.loc, f"the registered step names module '{path}', which does not exist; modules: "

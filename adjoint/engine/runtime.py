@@ -376,6 +376,7 @@ class Runtime:
             sv = SavedVariable(s.name, t, t.version.value, what == "out", t.value)
             if self.saved_hooks and not getattr(t, "wrapped", False):
                 sv.hooks = self.saved_hooks[-1]
+                sv.packed_grad_fn = t.grad_fn   # SavedVariable::save_metadata's grad_fn_
                 sv.packed = self.hooks_runner.pack(sv.hooks, t, node, sv.name)
             node.saved.append(sv)
 

@@ -46,7 +46,20 @@ def register_saved(rt, hook, node) -> None:
     if sv.hooks is not None:
         raise TorchError("RuntimeError", HOOKS_SET, "register")
     sv.hooks = hook
+    sv.packed_grad_fn = sv.tensor.grad_fn   # save_metadata when the hooks are registered
+    missing = hook.pack_params[1:]
+    if missing:   # PyTorch calls pack(x): Python refuses the call before the body runs (the hooks stay set)
+        raise TorchError("TypeError", missing_arguments("<lambda>", missing), "hook_arity")
     sv.packed = rt.hooks_runner.pack(hook, sv.tensor, node, sv.name)
+
+
+def missing_arguments(name: str, missing: tuple) -> str:
+    """CPython's TypeError for a call that leaves required positional parameters unfilled."""
+    quoted = [f"'{m}'" for m in missing]
+    listed = quoted[0] if len(quoted) == 1 else \
+        (" and ".join(quoted) if len(quoted) == 2 else ", ".join(quoted[:-1]) + ", and " + quoted[-1])
+    s = "" if len(missing) == 1 else "s"
+    return f"{name}() missing {len(missing)} required positional argument{s}: {listed}"
 
 
 def _slots_of(node) -> tuple:

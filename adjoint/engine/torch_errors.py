@@ -13,7 +13,8 @@ class TorchError(Exception):
     PyTorch forbids to modify: a custom Function's or a multi-output op's output, a view made
     under no_grad), ``hook_result`` (a hook returned what PyTorch refuses), ``dtype`` (a kernel refuses
     its operands' dtypes: ``-b`` or ``b - x`` for a bool ``b``, a float result written in place
-    into a bool or int64 tensor, the backward of ``x ** b``), ``pack_inplace`` (a pack hook wrote its
+    into a bool or int64 tensor, the backward of ``x ** b``), ``hook_arity`` (a pack hook taking more
+    parameters than the one tensor PyTorch hands it), ``pack_inplace`` (a pack hook wrote its
     input in place), ``forward_raised`` (a forward's ``raise`` line)."""
 
     def __init__(self, type_: str, message: str, cause: str = "other"):

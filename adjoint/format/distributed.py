@@ -85,6 +85,7 @@ def build_distributed(tree: YMap, path: str, build_problem):
     for rank in range(spec.world_size):
         rewritten = _rank_tree(tree, rank, spec.world_size, no_sync)
         problems.append(build_problem(rewritten, path))
+    _refuse_reads(problems[0])
     if spec.wrap == "fully_shard":
         from adjoint.format.fsdp_block import check_fsdp_problem
         if no_sync:
@@ -95,6 +96,14 @@ def build_distributed(tree: YMap, path: str, build_problem):
     _refuse_unmodelled(problems[0], spec)
     spec = replace(spec, no_sync=frozenset(no_sync), ranks=tuple(problems))
     return replace(problems[0], distributed=spec)
+
+
+def _refuse_reads(problem) -> None:
+    """A read step ({read: ..., as: NAME}) is not modelled on the ranks of a distributed file."""
+    for v in problem.variants:
+        for step in v.steps or ():
+            if step.kind == "read":
+                raise ProblemError(step.loc, "a read step is not modelled in a distributed: file yet")
 
 
 def read_block(node: YNode) -> Distributed:

@@ -196,6 +196,7 @@ class Hook:
     during: tuple[int, ...] | None = None  # saved_tensors: the steps the with block is around (None: every forward)
     next: tuple[int, ...] = ()           # node: grad_fn.next_functions[i][0]... walked from the target's grad_fn
     optimizer: object | None = None      # post_accumulate_grad: an optimizer over [tensor] (format.optimizers), ``optim``
+    pack_params: tuple[str, ...] = ("x",)  # saved: the pack hook's parameters (PyTorch hands it one tensor)
 
     @property
     def is_module_backward(self) -> bool:
@@ -235,7 +236,8 @@ class Step:
     leaves: tuple = ()           # zero_grad: only these leaves' .grad (names; empty: every leaf)
     optimizer: object | None = None   # step: torch.optim.Adam over model.parameters() (format.optimizers); None: SGD
     call: str | None = None      # forward: only this child module is called, with the inputs (not the root)
-    read: tuple = ()             # registered: (module path, hook kind, name): len() of that module's hook dict
+    counts: tuple = ()           # registered: (module path, hook kind, name): len() of that module's hook dict
+    read: tuple | None = None    # read: (what, tensor, slot, as) (adjoint.format.validate_read)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from adjoint.format.validate_read import check_read_names, is_read_step, parse_read
 from adjoint.format.checks import FAILED, Issues, boolean, choice, mapping, string
 from adjoint.format.errors import Loc, ProblemError, raise_all
 from adjoint.format.expr import parse_expression, parse_statements
@@ -30,7 +31,7 @@ HOOK_KEYS = ("module", "tensor", "node", "global", "multi_grad", "saved_tensors"
              "does", "remove", "removes", "label", "when", "prepend", "with_kwargs", "always_call", "raises", "during", "next", "optimizer") + SAVED_KEYS
 TARGET_KEYS = ("module", "tensor", "node", "global", "multi_grad", "saved_tensors") + SAVED_TARGETS
 BACKWARD_KEYS = ("method", "inputs", "grad_output")
-STEP_KINDS = ("forward", "backward", "register", "remove", "zero_grad", "step", "registered")
+STEP_KINDS = ("forward", "backward", "register", "remove", "zero_grad", "step", "registered", "read")
 
 
 # ----------------------------------------------------------------------------- hooks
@@ -170,7 +171,8 @@ def _saved_hook(h: YMap, on: str, index: int, count: int) -> Hook:
         f"{on}@{target}" + (f".{f['slot']}" if on == "saved" else "") if target else on)
     return Hook(index, on, target, f["kind"], None, (), None, when, label, h.loc, pack=f.get("pack"),
                 unpack=f.get("unpack"), scope=scope, raises=raises, raises_type=raises_type, raises_in=raises_in,
-                slot=f.get("slot"), message=f.get("message"), pin_memory=f.get("pin_memory", False))
+                slot=f.get("slot"), message=f.get("message"), pin_memory=f.get("pin_memory", False),
+                pack_params=f.get("pack_params", ("x",)))
 
 
 def default_label(on: str, kind: str, target: str) -> str:
@@ -279,11 +281,14 @@ def parse_steps(node: YNode, what: str, base: Backward, input_decl, input_names:
     if any(s is FAILED for s in steps):
         return FAILED
     check_step_order(steps, node.loc, what)
+    check_read_names(steps, what)
     return tuple(steps)
 
 
 def parse_step(node: YNode, i: int, what: str, base: Backward, input_decl, input_names) -> Step:
     where = f"step {i} of {what}"
+    if is_read_step(node):   # {read: y.grad_fn._saved_self, as: s}
+        return Step("read", node.loc, read=parse_read(node, where))
     if isinstance(node, YScalar) and node.kind == "str":
         kind, body = node.text, None
     elif isinstance(node, YMap) and len(node.entries) == 1:
@@ -333,7 +338,9 @@ def parse_step(node: YNode, i: int, what: str, base: Backward, input_decl, input
         return Step("zero_grad", loc, set_to_none=none, leaves=leaves)
     if kind == "registered":
         from adjoint.format.validate_step_extras import parse_registered
-        return Step("registered", loc, read=parse_registered(body, loc, where))
+        return Step("registered", loc, counts=parse_registered(body, loc, where))
+    if kind == "read":   # a bare `read` (a mapping with read: first is parsed above)
+        raise ProblemError(loc, f"{where}: write {{read: y.grad_fn._saved_self, as: NAME}}")
     if body is None:
         raise ProblemError(loc, f"{where}: write {{step: {{lr: 0.1}}}} with the learning rate")
     s = mapping(body, f"the step of {where}", (), ("lr", "optimizer"))

@@ -18,7 +18,9 @@ from adjoint.format.errors import ProblemError
 from adjoint.format.expr import parse_expression
 from adjoint.format.loader import YMap
 
-SAVED_KEYS = ("saved", "slot", "pack", "unpack", "disable_saved_tensors_hooks", "save_on_cpu")
+SAVED_KEYS = ("saved", "slot", "pack", "unpack", "disable_saved_tensors_hooks", "save_on_cpu", "pack_params")
+#: the most parameters ``pack_params`` may list (PyTorch calls a pack hook with one argument)
+MAX_PACK_PARAMS = 6
 SAVED_TARGETS = ("saved", "disable_saved_tensors_hooks", "save_on_cpu")
 DISABLE = "disable_saved_tensors_hooks"
 SAVE_ON_CPU = "save_on_cpu"
@@ -39,7 +41,7 @@ def parse_saved_target(h: YMap, on: str, index: int) -> dict:
     if on == SAVE_ON_CPU:
         return parse_save_on_cpu(h, index)
     if on == DISABLE:
-        for key in ("slot", "pack", "unpack", "raises", "when"):
+        for key in ("slot", "pack", "unpack", "raises", "when", "pack_params"):
             if h.get(key) is not None:
                 raise ProblemError(h.key_loc(key), f"{key}: is not taken by a disable_saved_tensors_hooks: entry "
                                                    "(a with block with one message; scope: says around what)")
@@ -62,7 +64,23 @@ def parse_saved_target(h: YMap, on: str, index: int) -> dict:
                                       "(register_hooks takes both)")
     pack = parse_expression(h.get("pack"), f"the pack of hook {index}", allow_none=True)
     unpack = parse_expression(h.get("unpack"), f"the unpack of hook {index}", allow_none=True)
-    return {"kind": "saved_tensors", "target": target, "slot": slot, "pack": pack, "unpack": unpack}
+    params = _pack_params(h.get("pack_params"), index) if h.get("pack_params") is not None else ("x",)
+    return {"kind": "saved_tensors", "target": target, "slot": slot, "pack": pack, "unpack": unpack,
+            "pack_params": params}
+
+
+def _pack_params(node, index: int) -> tuple:
+    """``pack_params: [x, b]``: the pack hook's parameters (``lambda x, b: ...``), x first."""
+    items = getattr(node, "items", None)
+    if not items:
+        raise ProblemError(node.loc, f"pack_params of hook {index} takes a list of parameter names, x first, as in "
+                                     "[x, b]")
+    names = tuple(string(item, f"a parameter of pack_params of hook {index}").strip() for item in items)
+    if names[0] != "x" or len(set(names)) != len(names) or not all(n.isidentifier() for n in names) \
+            or len(names) > MAX_PACK_PARAMS:
+        raise ProblemError(node.loc, f"pack_params of hook {index} lists distinct Python names, x first, at most "
+                                     f"{MAX_PACK_PARAMS}, as in [x, b]")
+    return names
 
 
 def parse_save_on_cpu(h: YMap, index: int) -> dict:
@@ -93,7 +111,7 @@ def check_not_saved_keys(h: YMap, on: str) -> None:
     """slot:, and pack:/unpack: at the hook's top level, belong to saved: hooks only."""
     if on == "saved":
         return
-    for key in ("slot", "pack", "unpack"):
+    for key in ("slot", "pack", "unpack", "pack_params"):
         if h.get(key) is not None:
             raise ProblemError(h.key_loc(key), f"{key}: is only for saved: hooks"
                                + (" (a saved_tensors: hook has them inside: saved_tensors: {pack: ..., unpack: ...})"

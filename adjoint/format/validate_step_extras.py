@@ -49,7 +49,7 @@ def check_step_modules(model, variants) -> None:
             if s.kind == "forward" and s.call is not None and s.call not in children:
                 errors.append(ProblemError(s.loc, f"step {i} calls module '{s.call}', which is not a child module of "
                                                   f"the model; children: {', '.join(children) or 'none'}"))
-            if s.kind == "registered" and s.read[0] not in every + ["global"]:
-                errors.append(ProblemError(s.loc, f"step {i} reads the hooks of module '{s.read[0]}', which does not "
+            if s.kind == "registered" and s.counts[0] not in every + ["global"]:
+                errors.append(ProblemError(s.loc, f"step {i} reads the hooks of module '{s.counts[0]}', which does not "
                                                   f"exist; modules: {', '.join(every)} (or global)"))
     raise_all(errors)

@@ -117,6 +117,7 @@ def _variant(vv: VariantView, r: ReportView, opts: Options) -> list:
     out.extend(_silent(vv))
     out.extend(_warnings(v))
     out.extend(_registered(v))
+    out.extend(_reads(v, opts))
     if v.error is not None:
         return out
     out.extend(_changes(vv, opts))
@@ -312,6 +313,24 @@ def _grads(vv: VariantView, r: ReportView, opts: Options) -> list:
     if v.leaf_values:
         out.append(Text("leaf values after the run  (hooks wrote these leaves in place)", HEAD))
         out.append(_pairs([(n, fmt.value(x, opts.exact), CHANGED) for n, x in v.leaf_values.items()]))
+    return out
+
+
+def _reads(v, opts: Options) -> list:
+    """The read steps' answers (``{read: ..., as: NAME}``), in step order."""
+    if not v.reads:
+        return []
+    out: list = [Text("reads", HEAD)]
+    for r in v.reads:
+        out.append(Text.assemble(f"  {_safe(r.name)} = ", (_safe(r.expr), DIM), f"  (step {r.step})"))
+        if isinstance(r.value, bool) or r.value is None:
+            out.append(Text(f"    {r.value}", NONE if r.value is None else None))
+            continue
+        out.append(Text.assemble("    ", fmt.value(r.value, opts.exact)))
+        facts = [f"is {_names(list(r.is_names))}" if r.is_names else "a new tensor"]
+        facts.append(f"grad_fn {r.grad_fn}" + (f" (that of {_names(list(r.grad_fn_of))})" if r.grad_fn_of else "")
+                     if r.grad_fn else "no grad_fn")
+        out.append(Text("    " + _safe("; ".join(facts)), DIM))
     return out
 
 

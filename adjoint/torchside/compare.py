@@ -15,7 +15,10 @@ Pure Python, no torch. :func:`compare` returns one :class:`Row` per compared ite
   entry by entry) and what the hook returned;
 * ``grads`` (every ``.grad``, including which are None) and ``returned`` (``method: grad``);
 * ``passes`` (variants with ``steps``): per backward step, its calls, grads and returned;
-* ``values`` (forward values of every named tensor, buffers included) unless ``values=False``.
+* ``values`` (forward values of every named tensor, buffers included) unless ``values=False``;
+* ``reads`` (read steps, also with an error): per ``as:`` name, the value read (as any tensor;
+  a bool or None exactly) and its ``read``, ``step``, ``is``, ``grad_fn``, ``grad_fn_of`` and
+  ``dtype`` exactly (:func:`compare_reads`).
 
 Integer tensors (``"dtype": "int64"``) are compared exactly, and a dtype that differs is a
 mismatch on its own. Float tensors, given the variant's bound run (``compare(..., bounds=)``,
@@ -452,9 +455,11 @@ def compare(predicted: dict, observed: dict, dtype: str, values: bool = True, bo
                                bounds=(bounds or {}).get("hook_calls"))
         rows += _compare_warnings(predicted, observed)
         rows += _compare_registered(predicted, observed)
+        rows += _reads(predicted, observed, rtol, atol, dtype, None)
         return rows
     rows += _compare_warnings(predicted, observed)
     rows += _compare_registered(predicted, observed)
+    rows += _reads(predicted, observed, rtol, atol, dtype, b.get("reads"))
     diff = _Diff(rtol, atol, dtype)
     diff.value("loss", predicted.get("loss"), observed.get("loss"), b.get("loss"))
     if predicted.get("loss") is not None or observed.get("loss") is not None:
@@ -475,6 +480,41 @@ def compare(predicted: dict, observed: dict, dtype: str, values: bool = True, bo
     if values:
         rows += _compare_table("values", "value", predicted.get("values") or {}, observed.get("values") or {},
                                rtol, atol, dtype, b.get("values"))
+    return rows
+
+
+def _reads(predicted: dict, observed: dict, rtol, atol, dtype, bounds) -> list[Row]:
+    """The read steps' answers (:func:`compare_reads`), when either side has any."""
+    if not predicted.get("reads") and not observed.get("reads"):
+        return []
+    return compare_reads(predicted.get("reads") or {}, observed.get("reads") or {}, rtol, atol, dtype, bounds)
+
+
+#: the fields of a read compared exactly (its ``value`` to the bound, as any tensor)
+READ_FIELDS = ("read", "step", "is", "grad_fn", "grad_fn_of", "dtype")
+
+
+def compare_reads(pred: dict, obs: dict, rtol: float, atol: float, dtype: str, bounds: dict | None = None) -> list:
+    rows = []
+    bounds = bounds if isinstance(bounds, dict) else {}
+    for name in list(pred) + [n for n in obs if n not in pred]:
+        if name not in pred or name not in obs:
+            rows.append(Row("reads", f"read {name}", False, None, None,
+                            "predicted but not observed" if name in pred else "observed but not predicted"))
+            continue
+        p, o = pred[name], obs[name]
+        diff = _Diff(rtol, atol, dtype)
+        for key in READ_FIELDS:
+            if p.get(key) != o.get(key):
+                diff.fail(f"{key}: predicted {p.get(key)!r}, observed {o.get(key)!r}")
+        pv, ov = p.get("value"), o.get("value")
+        if isinstance(pv, bool) or isinstance(ov, bool) or pv is None or ov is None:
+            if pv != ov:
+                diff.fail(f"value: predicted {pv!r}, observed {ov!r}")
+        else:
+            b = bounds.get(name)
+            diff.value("value", pv, ov, b.get("value") if isinstance(b, dict) else None)
+        rows.append(_row("reads", f"read {name} ({p.get('read')})", diff))
     return rows
 
 

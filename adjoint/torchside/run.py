@@ -44,6 +44,7 @@ from adjoint.engine.warns import ONCE
 
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.format.problem import OUTPUT, Module, Problem, Step, Variant
+from adjoint.torchside.saved_reads import read_torch
 from adjoint.torchside import graphs
 from adjoint.torchside.build import build, module_paths
 from adjoint.torchside.dropout import forced_mask
@@ -116,6 +117,7 @@ class Session:
         self.saved_nodes = SavedNodes(not forward_only and any(h.on in ("saved_tensors", "saved") for h in variant.hooks))
         self.observers = [self.modules[label].register_forward_hook(self._observe(label)) for label in self.decls]
         self.registered: dict = {}   # registered steps: name -> len() of that module hook dict then
+        self.reads: dict = {}  # the read steps' answers (adjoint.torchside.saved_reads)
         self.replay = None     # while checkpoint recomputes: adjoint.torchside.checkpoint.Replay
         self.closures: dict = {}   # module label -> {name: tensor} it reads from its caller (uses:)
         self.reentrant = 0     # depth of the reentrant backward running
@@ -418,6 +420,8 @@ def run_variant(problem: Problem, variant: Variant, dtype: str) -> dict:
         out = {"error": error, "hook_calls": s.log, "warnings": warned}
         if s.registered:
             out["registered"] = dict(s.registered)
+        if s.reads:
+            out["reads"] = s.reads
         return out
     fp = s.forwards[-1] if s.forwards else None
     observed = {"loss": fp.values.get("loss") if fp is not None and fp.loss is not None else None,
@@ -433,6 +437,8 @@ def run_variant(problem: Problem, variant: Variant, dtype: str) -> dict:
         observed["leaf_values"] = s.leaf_values()
     if s.registered:
         observed["registered"] = dict(s.registered)
+    if s.reads:
+        observed["reads"] = s.reads
     return observed
 
 
@@ -440,7 +446,7 @@ def count_registered(s: Session, step) -> int:
     """A ``registered`` step in torch: ``len()`` of the module's hook dict, less the forward hook
     this session put on every module to observe its calls."""
     from torch.nn.modules import module as module_py
-    path, kind, _ = step.read
+    path, kind, _ = step.counts
     if path == "global":
         return len({"forward_pre": module_py._global_forward_pre_hooks, "forward": module_py._global_forward_hooks,
                     "full_backward_pre": module_py._global_backward_pre_hooks,
@@ -555,12 +561,15 @@ def run_steps(s: Session, steps, passes: list, in_step=None, pass_extras: bool =
                 elif step.kind == "step":
                     s.sgd(step.lr)
                 elif step.kind == "registered":
-                    s.registered[step.read[2]] = count_registered(s, step)
+                    s.registered[step.counts[2]] = count_registered(s, step)
+                elif step.kind == "read":
+                    name, entry = read_torch(s, step, index)
+                    s.reads[name] = entry
         except ProblemError:
             raise
         except TORCH_ERRORS + (AssertionError, HookRaised) as exc:
             during = "register" if registering or getattr(exc, "adjoint_during", None) == "register" else \
-                "backward" if step.kind == "backward" else "forward"
+                "backward" if step.kind == "backward" else "read" if step.kind == "read" else "forward"
             return _error(exc, during, s)
     return None
 

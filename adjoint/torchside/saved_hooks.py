@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import contextlib
+import types
 
 import torch
 
@@ -34,7 +35,23 @@ def register_saved(hooks, hook, t: torch.Tensor) -> None:
                  "_node": current.name() if current is not None else None}
         return hooks.fire(hook, {"x": x}, kind="unpack", body=hook.unpack, where=where)
 
+    if len(hook.pack_params) > 1:   # lambda x, b: ...: the real call fails in Python, before any body
+        saved.register_hooks(with_params(hook.pack_params), unpack)
+        return
     saved.register_hooks(pack, unpack)
+
+
+def _template(x, p1, p2, p3, p4, p5):   # the code object with_params renames (never called as is)
+    return x
+
+
+def with_params(params: tuple):
+    """A real ``lambda PARAMS: x`` (no source evaluated: the template's code object with its first
+    parameters renamed), so that calling it with one argument is CPython's own TypeError."""
+    code = _template.__code__
+    names = tuple(params) + code.co_varnames[len(params):]
+    code = code.replace(co_argcount=len(params), co_varnames=names, co_name="<lambda>", co_qualname="<lambda>")
+    return types.FunctionType(code, {}, "<lambda>")
 
 
 @contextlib.contextmanager

@@ -226,6 +226,17 @@ class Log:
                             "returned": returned_fn() if returned_fn else {}})
 
 
+def saved_read(expr: str, out, names: dict) -> dict:
+    """The answer's ``reads`` entry for ``out = T.grad_fn._saved_SLOT`` (the read step of a
+    port): its value, which of ``names`` (the file's names of the tensors, by hand) it is the
+    very object of, its grad_fn's name and which of ``names`` have that same node as grad_fn."""
+    fn = out.grad_fn if out is not None else None
+    return {"read": expr, "value": snap(out), "is": sorted(n for n, t in names.items() if t is out and out is not None),
+            "grad_fn": fn.name() if fn is not None else None,
+            "grad_fn_of": sorted(n for n, t in names.items() if fn is not None and t.grad_fn is fn),
+            "dtype": str(out.dtype).removeprefix("torch.") if out is not None else None}
+
+
 def fired(calls: list) -> list[int]:
     """The hook indices of ``calls``, in firing order (what PyTorch's tests assert on)."""
     return [c["hook"] for c in calls]

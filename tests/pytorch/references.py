@@ -22,9 +22,11 @@ from ref_module_hooks import *      # noqa: F401,F403  (every test_* function of
 # hook returning a key). Written from test/test_autograd.py; later definitions of a name replace
 # the ones imported above.
 
+import contextlib  # noqa: E402
+
 import torch  # noqa: E402
 
-from capture import Log, error, grads, leaf, observation  # noqa: E402
+from capture import Log, error, grads, leaf, observation, saved_read, snap  # noqa: E402
 
 
 def _inplace_double(x):
@@ -37,18 +39,28 @@ _SAVED_ORIGINAL_BODIES = {
     "double": (lambda x: 2 * x, lambda x: x),
     "unpack_returns_int": (lambda x: x, lambda x: 1),
     "pack_writes_input": (_inplace_double, lambda x: x / 2),
+    "pack_two_params": (lambda x, b: x, lambda x: x),
+    "pack_two_params_tuple": (lambda x, b: (x, b), lambda x: x),
 }
 
 
 def _saved_original_with_hooks(get_input):
     """test_saved_variable_packing_unpacking_saved_original_with_hooks' test(get_input, is_leaf):
-    y = a * a, hooks on y.grad_fn._raw_saved_self, then y.sum().backward()."""
+    y = a * a, hooks on y.grad_fn._raw_saved_self, the read of y.grad_fn._saved_self (its
+    value, and for a non-leaf a its grad_fn, a's own), then y.sum().backward()."""
     out = {}
     for variant, (pack_body, unpack_body) in _SAVED_ORIGINAL_BODIES.items():
         log = Log()
         leaves, a = get_input()
+        grad_fn = a.grad_fn
         y = a * a
         log.name_nodes(model=y)
+        if variant.startswith("pack_two_params"):   # the test's register_hooks(lambda x, b: ..., lambda x: x)
+            try:
+                y.grad_fn._raw_saved_self.register_hooks(pack_body, unpack_body)
+            except TypeError as e:   # "<lambda>() missing 1 required positional argument: 'b'"
+                out[variant] = observation(log, error=error(e, "forward", log))
+            continue
         pack, unpack = log.saved_tensors(0, pack_body, unpack_body)
         try:
             with log.op("MulBackward0", "model"):
@@ -57,15 +69,21 @@ def _saved_original_with_hooks(get_input):
             assert variant == "pack_writes_input"
             out[variant] = observation(log, error=error(e, "forward", log))
             continue
+        names = dict(leaves, a=a, y=y, model=y)   # the file's names of these tensors
         try:
-            y.sum().backward()
+            saved_self = y.grad_fn._saved_self   # the test's read (print(...) in the int case)
         except TypeError as e:      # "Output of saved tensor unpack_hook expected to be a Tensor"
             assert variant == "unpack_returns_int"
-            out[variant] = observation(log, error=error(e, "backward", log))
+            out[variant] = observation(log, error=error(e, "read", log))
             continue
+        reads = {"saved_self": saved_read("y.grad_fn._saved_self", saved_self, names)}
+        assert torch.equal(saved_self, {"half": 1, "double": 2}[variant] * a.detach())   # assertEqual(a / 2 * a, ...)
+        if "a" not in leaves:
+            assert saved_self.grad_fn is grad_fn
+        y.sum().backward()
         if "a" in leaves:   # the test asserts a.grad for a leaf: 2 * a (half), 3 * a (double)
             assert torch.allclose(leaves["a"].grad, {"half": 2, "double": 3}[variant] * a.detach())
-        out[variant] = observation(log, grads(**leaves))
+        out[variant] = observation(log, grads(**leaves), reads=reads)
     return out
 
 
@@ -81,19 +99,6 @@ def test_saved_variable_packing_unpacking_saved_original_with_hooks__not_leaf():
         r = leaf([0.5, -1.5])
         return {"r": r}, 1 + r
     return _saved_original_with_hooks(get_input)
-
-
-def test_saved_variable_packing_unpacking_did_not_save_original_with_hooks():  # noqa: F811 (replaces the v2 port)
-    log = Log()
-    a = leaf([0.5, -1])
-    y = torch.exp(a)
-    log.name_nodes(model=y)
-    pack, unpack = log.saved_tensors(0)
-    with log.op("ExpBackward0", "model"):
-        y.grad_fn._raw_saved_result.register_hooks(pack, unpack)
-    y.sum().backward()
-    assert torch.allclose(a.grad, y.detach())
-    return observation(log, grads(a=a))
 
 
 def test_setting_default_saved_variable_hooks_twice_should_not_fail():
@@ -162,27 +167,6 @@ def test_pack_hook_with_inplace_modification_should_fail():
         out["raw_saved_result"] = observation(log, error=error(e, "forward", log))
     assert set(out) == {"default_hooks", "raw_saved_result"}, "PyTorch did not raise"
     return out
-
-
-def test_saving_variable_to_disk():
-    log = Log()
-    disk = []   # the temporary directory; a key is the index of a saved tensor
-
-    def pack_body(x):
-        disk.append(x)
-        return len(disk) - 1
-
-    def unpack_body(name):
-        return disk[name]
-
-    with torch.autograd.graph.saved_tensors_hooks(*log.saved_tensors(0, pack_body, unpack_body)):
-        a = leaf([1, 1, 1, 1, 1])
-        with log.op("MulBackward0", "model"):
-            y = a * a
-        log.name_nodes(model=y)
-        y.sum().backward()
-    assert torch.equal(a.grad, 2 * a.detach())
-    return observation(log, grads(a=a))
 
 
 def test_setting_default_saved_variable_hooks_twice_should_use_inner():  # noqa: F811 (now as written)
@@ -432,6 +416,155 @@ from ref_portsa import *  # noqa: E402,F401,F403  (module-hook, checkpoint and s
 # reentrant backwards, hook bodies that write (test/test_autograd.py)
 
 from ref_autograd2 import *         # noqa: E402,F401,F403
+
+
+# ----------------------------------------------------------------------------- saved tensors read
+# (the read steps: ``{read: y.grad_fn._saved_SLOT, as: NAME}``). Written from test/test_autograd.py.
+
+def test_saved_variable_packing_unpacking_saved_original_with_hooks__not_leaf_double_backward():  # noqa: F811
+    """The double-backward case of test_saved_variable_packing_unpacking_saved_original_with_hooks
+    for a non-leaf a = 1 + r: identity hooks on y.grad_fn._raw_saved_self of y = a ** 3, the
+    create_graph grad, the read of y.grad_fn._saved_self (its grad_fn is a's), the backward."""
+    log = Log()
+    r = leaf([0.5, -1.5])
+    a = 1 + r
+    grad_fn = a.grad_fn
+    y = a**3
+    log.name_nodes(y=y)
+    pack, unpack = log.saved_tensors(0)
+    with log.op("PowBackward0", "y"):
+        y.grad_fn._raw_saved_self.register_hooks(pack, unpack)
+    s = torch.sum(y)
+    returned = {}
+    with log.backward_pass(lambda: grads(r=r), lambda: returned):
+        (g,) = torch.autograd.grad(s, (a,), create_graph=True)
+        returned["a"] = snap(g)
+    saved_self = y.grad_fn._saved_self
+    assert saved_self.grad_fn is grad_fn
+    reads = {"saved_self": saved_read("y.grad_fn._saved_self", saved_self, {"r": r, "a": a, "y": y, "s": s})}
+    with log.backward_pass(lambda: grads(r=r)):
+        g.sum().backward()
+    return observation(log, grads(r=r), reads=reads)
+
+
+def test_saved_variable_packing_unpacking_did_not_save_original_with_hooks():  # noqa: F811 (now as written)
+    log = Log()
+    a = leaf([0.5, -1])
+    y = torch.exp(a)
+    log.name_nodes(model=y)
+    pack, unpack = log.saved_tensors(0)
+    with log.op("ExpBackward0", "model"):
+        y.grad_fn._raw_saved_result.register_hooks(pack, unpack)
+    saved_result = y.grad_fn._saved_result
+    assert torch.equal(y, saved_result)
+    assert y.grad_fn is saved_result.grad_fn
+    reads = {"saved_result": saved_read("y.grad_fn._saved_result", saved_result, {"a": a, "model": y, "y": y})}
+    y.sum().backward()
+    assert torch.allclose(a.grad, y.detach())
+    return observation(log, grads(a=a), reads=reads)
+
+
+def test_saved_variable_packing_unpacking_did_not_save_original_with_default_hooks():  # noqa: F811 (now as written)
+    log = Log()
+    a = leaf([0.5, -1])
+    pack, unpack = log.saved_tensors(0)
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        with log.op("ExpBackward0", "model"):
+            y = torch.exp(a)
+        loss = y.sum()
+        log.name_nodes(model=y)
+        saved_result = y.grad_fn._saved_result
+        assert torch.equal(y, saved_result)
+        reads = {"saved_result": saved_read("y.grad_fn._saved_result", saved_result,
+                                            {"a": a, "model": y, "y": y, "loss": loss})}
+        loss.backward()
+    return observation(log, grads(a=a), reads=reads)
+
+
+def test_saved_variable_packing_unpacking_saved_original_with_default_hooks():  # noqa: F811 (now as written)
+    """Its blocks as variants; every block but the first reads y.grad_fn._saved_self and
+    _saved_other before the backward (equal to a; 2 * a with pack 2x, unpack x)."""
+    out = {}
+    bodies = {"pack_twice": (None, None), "identity": (None, None), "double_half": (lambda x: 2 * x, lambda x: x / 2),
+              "double": (lambda x: 2 * x, None)}
+    for variant in ("pack_twice", "identity", "double_half", "double", "no_hooks"):
+        log = Log()
+        a = leaf([0.5, -1.5])
+        hooks = contextlib.nullcontext() if variant == "no_hooks" else \
+            torch.autograd.graph.saved_tensors_hooks(*log.saved_tensors(0, *bodies[variant]))
+        with hooks:
+            with log.op("MulBackward0", "model"):
+                y = a * a
+            loss = y.sum()
+            log.name_nodes(model=y)
+            if variant == "pack_twice":
+                out[variant] = observation(log, grads(a=a))
+                continue
+            names = {"a": a, "model": y, "y": y, "loss": loss}
+            saved_self, saved_other = y.grad_fn._saved_self, y.grad_fn._saved_other
+            factor = 2 if variant == "double" else 1
+            assert torch.equal(factor * a.detach(), saved_self) and torch.equal(factor * a.detach(), saved_other)
+            reads = {"saved_self": saved_read("y.grad_fn._saved_self", saved_self, names),
+                     "saved_other": saved_read("y.grad_fn._saved_other", saved_other, names)}
+            loss.backward()
+        out[variant] = observation(log, grads(a=a), reads=reads)
+    return out
+
+
+def test_saving_variable_to_disk():  # noqa: F811 (now as written)
+    log = Log()
+    disk = []   # the temporary directory; a key is the index of a saved tensor
+
+    def pack_body(x):
+        disk.append(x)
+        return len(disk) - 1
+
+    def unpack_body(name):
+        return disk[name]
+
+    with torch.autograd.graph.saved_tensors_hooks(*log.saved_tensors(0, pack_body, unpack_body)):
+        a = leaf([1, 1, 1, 1, 1])
+        with log.op("MulBackward0", "model"):
+            y = a * a
+        log.name_nodes(model=y)
+        loss = y.sum()
+        saved_self = y.grad_fn._saved_self
+        assert torch.equal(a, saved_self)
+        reads = {"saved_self": saved_read("y.grad_fn._saved_self", saved_self, {"a": a, "model": y, "y": y,
+                                                                                 "loss": loss})}
+        loss.backward()
+    assert torch.equal(a.grad, 2 * a.detach())
+    return observation(log, grads(a=a), reads=reads)
+
+
+def _graph_save_on_cpu(dtype):
+    """TestAutograd.test_graph_save_on_cpu's test(get_input, cuda=False, pin_memory) for a dense
+    input of ``dtype``: y = a * a under save_on_cpu(pin_memory), the reads of
+    y.grad_fn._saved_self / _saved_other (value, dtype, layout), y.sum().backward()."""
+    out = {}
+    for variant, pin_memory in (("pin_memory_true", True), ("pin_memory_false", False)):
+        log = Log()
+        with torch.autograd.graph.save_on_cpu(pin_memory):
+            a = torch.tensor([0.5, -1.5, 2, 0.25, -0.75], dtype=dtype, requires_grad=True)
+            y = a * a
+            saved_self, saved_other = y.grad_fn._saved_self, y.grad_fn._saved_other
+            assert torch.equal(a, saved_self) and torch.equal(a, saved_other)
+            assert a.dtype == saved_self.dtype and a.layout == saved_self.layout == torch.strided
+            names = {"a": a, "model": y, "y": y}
+            reads = {"saved_self": saved_read("y.grad_fn._saved_self", saved_self, names),
+                     "saved_other": saved_read("y.grad_fn._saved_other", saved_other, names)}
+            y.sum().backward()
+            assert torch.equal(a.grad, 2 * a)
+        out[variant] = observation(log, grads(a=a), reads=reads)
+    return out
+
+
+def test_graph_save_on_cpu():  # noqa: F811 (the float64 case, with its reads)
+    return _graph_save_on_cpu(torch.float64)
+
+
+def test_graph_save_on_cpu__float32():
+    return _graph_save_on_cpu(torch.float32)
 
 
 # ----------------------------------------------------------------------------- the ports once "Not built yet"

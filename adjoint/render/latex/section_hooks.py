@@ -259,7 +259,9 @@ class HookSections(UnitWriter):
             target += f" (${self.sym(h.target_var)}$)"
         kind = self._KIND.get(h.kind, esc(h.kind))
         if h.kind in ("pack", "unpack"):
-            head = f"The {kind} for the tensor {self._saved(h)}{where}, during the {h.phase} pass."
+            head = (f"The {kind} for the tensor {self._saved(h)}{where}, during the {h.phase} pass." if h.phase != "read"
+                    else f"The {kind} for the tensor {self._saved(h)}, run by a read of "
+                         "\\texttt{grad\\_fn.\\_saved\\_*} between the passes (no node is running).")
         elif h.on == "saved_tensors":
             head = f"The {kind}{where}, during the {h.phase} pass."
         else:

@@ -42,6 +42,8 @@ _WHY = {
     "dtype": "the kernel refuses its operands' dtypes: PyTorch has no negation or subtraction of bool tensors "
              "(a mask is inverted with \\texttt{\\textasciitilde} or \\texttt{logical\\_not}), and an in-place op "
              "cannot write a float result into a bool or int64 tensor.",
+    "hook_arity": "Python cannot call the hook: PyTorch calls a pack hook with the one tensor it saves, and this "
+                  "hook requires more positional arguments.",
     "forward_raised": "a module's forward raises it (its \\texttt{raise} line); \\texttt{nn.Module.\\_call\\_impl} "
                       "does not catch it, but still calls the module's \\texttt{always\\_call} forward hooks on the "
                       "way out (handed the output \\texttt{None}).",
@@ -95,7 +97,7 @@ class StepSections(UnitWriter):
             verb = "registered" if info.kind == "register" else "removed (\\texttt{handle.remove()})"
             return "hooks " + verb + ": " + ", ".join(self._hook_name(i) for i in info.hooks) + "."
         if info.kind == "registered":
-            path, kind, name, count = info.read
+            path, kind, name, count = info.counts
             attr = {"forward_pre": "_forward_pre_hooks", "forward": "_forward_hooks",
                     "full_backward_pre": "_backward_pre_hooks",
                     "forward_always_call": "_forward_hooks_always_called"}.get(kind, "_backward_hooks")
@@ -105,6 +107,8 @@ class StepSections(UnitWriter):
         if info.kind == "zero_grad":
             return ("\\texttt{zero\\_grad(set\\_to\\_none=True)}: every \\texttt{.grad} is set to \\texttt{None}, so "
                     "the next backward pass starts accumulating afresh.")
+        if info.kind == "read":
+            return self._read_line(info)
         if info.optimizer is not None:   # {step: {optimizer: ...}}
             kind, lr, (b1, b2), eps = info.optimizer
             return (f"\\texttt{{torch.optim.{kind}}} over \\texttt{{model.parameters()}} steps (learning rate "
@@ -115,6 +119,19 @@ class StepSections(UnitWriter):
         return (f"an SGD step with learning rate ${lr}$: under \\texttt{{no\\_grad}}, $p \\leftarrow p - {lr}\\,"
                 "p.\\mathrm{grad}$ for every parameter with a gradient (in place: each parameter's version "
                 "counter goes up, so a graph that saved it can no longer run backward).")
+
+    def _read_line(self, info: StepInfo) -> str:
+        r = info.read
+        if r is None:
+            return "a read between the passes; PyTorch raises during it (see \\emph{The error})."
+        text = f"{code(r.name)} $=$ {code(r.expr)}, read between the passes"
+        if isinstance(r.value, bool) or r.value is None:
+            return text + f": \\texttt{{{r.value}}}."
+        text += (": the saved tensor itself (" + ", ".join(code(n) for n in r.is_names) + ")" if r.is_names
+                 else ": a new tensor (what the unpack gives)")
+        text += (f", whose \\texttt{{grad\\_fn}} is \\texttt{{{esc(r.grad_fn)}}}" if r.grad_fn else ", with no grad\\_fn")
+        shown = self.value(r.value, 14)
+        return text + (f", ${shown}$." if shown else ".")
 
     def _updates(self, info: StepInfo) -> str:
         b = Block()
@@ -131,7 +148,8 @@ class StepSections(UnitWriter):
             when = "while the hooks are registered, " + (f"in step {err.step + 1}" if err.step >= 0 else
                                                           "before the first step")
         else:
-            when = f"during the {'backward' if err.during == 'backward' else 'forward'} pass (step {err.step + 1})"
+            when = (f"in the read of step {err.step + 1}" if err.during == "read" else
+                    f"during the {'backward' if err.during == 'backward' else 'forward'} pass (step {err.step + 1})")
         out = ["\\subsection{The error}\n",
                f"PyTorch raises \\texttt{{{esc(err.type)}}} {when}:\n"
                f"\\begin{{quote}}\\texttt{{{esc(err.message)}}}\\end{{quote}}\n",
