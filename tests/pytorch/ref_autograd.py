@@ -18,18 +18,6 @@ from ref_common import linear, param_grads
 # ----------------------------------------------------------------------------- engine, exec_info, hook order
 
 
-def test_copy_slices_graph_task_updates():
-    log = Log()
-    x, y = leaf([0.5, -1]), leaf([2, 0.25])
-    out = x.clone().view(-1)
-    out.register_hook(log.tensor_hook(0, "out", fn=raising("This should never be called!")))
-    b = out + y
-    out += y
-    r = out + b
-    returned = torch.autograd.grad(r.sum(), (b, y))
-    return observation(log, grads(x=x, y0=y), returned={"b": snap(returned[0]), "y0": snap(returned[1])})
-
-
 def test_grad_nonleaf_many_outputs():
     log = Log()
     x = leaf([[0.5, -1], [2, 0.25], [-1.5, 1], [0.75, -0.5]])
@@ -831,71 +819,6 @@ def test_full_backward_hook_double_backward():
 # ----------------------------------------------------------------------------- saved-tensor hooks
 
 
-def test_saved_variable_packing_unpacking_did_not_save_original_with_hooks():
-    log = Log()
-    a = leaf([0.5, -1])
-    pack, unpack = log.saved_tensors(0)
-    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
-        with log.op("ExpBackward0", "model"):
-            y = torch.exp(a)
-        loss = y.sum()
-    log.name_nodes(model=y)
-    loss.backward()
-    return observation(log, grads(a=a))
-
-
-def test_saved_variable_packing_unpacking_saved_original_with_default_hooks():
-    out = {}
-    bodies = {"pack_twice": (None, None), "identity": (None, None), "double_half": (lambda x: 2 * x, lambda x: x / 2),
-              "double": (lambda x: 2 * x, None)}
-    for variant in ("pack_twice", "identity", "double_half", "double", "no_hooks"):
-        log = Log()
-        a = leaf([0.5, -1.5])
-        if variant == "no_hooks":
-            y = a * a
-            loss = y.sum()
-        else:
-            pack, unpack = log.saved_tensors(0, *bodies[variant])
-            with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
-                with log.op("MulBackward0", "model"):
-                    y = a * a
-                loss = y.sum()
-        log.name_nodes(model=y)
-        if variant != "pack_twice":
-            loss.backward()
-        out[variant] = observation(log, grads(a=a))
-    return out
-
-
-def test_saved_variable_packing_unpacking_did_not_save_original_with_default_hooks():
-    log = Log()
-    a = leaf([0.5, -1])
-    pack, unpack = log.saved_tensors(0)
-    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
-        with log.op("ExpBackward0", "model"):
-            y = torch.exp(a)
-        loss = y.sum()
-        log.name_nodes(model=y)
-        loss.backward()
-    return observation(log, grads(a=a))
-
-
-def test_setting_default_saved_variable_hooks_twice_should_use_inner():
-    log = Log()
-    outer = log.saved_tensors(0, lambda x: 3 * x, lambda x: 3 * x)
-    inner = log.saved_tensors(1, lambda x: 5 * x, lambda x: 5 * x)
-    a, b = leaf([0.5, -1]), leaf([2, 0.25])
-    with torch.autograd.graph.saved_tensors_hooks(*outer):
-        with torch.autograd.graph.saved_tensors_hooks(*inner):
-            with log.op("MulBackward0", "ym"):
-                y = a * a
-        with log.op("MulBackward0", "zm"):
-            z = b * b
-    log.name_nodes(ym=y, zm=z)
-    (y.sum() + z.sum()).backward()
-    return observation(log, grads(a=a, b=b))
-
-
 def test_unpack_hooks_exec_count():
     log = Log()
     pack, unpack = log.saved_tensors(0)
@@ -1090,19 +1013,6 @@ def test_retains_grad_inplace_multiple_outputs():
     var.mul_(2)
     (var + mean).sum().backward()
     return observation(Log(), grads(b=b, var=var, mean=mean))
-
-
-def test_saved_tensor_hooks_custom_error_propagation():
-    log = Log()
-    a = leaf(1.0)
-    pack, unpack = log.saved_tensors(0, raising("pack"))
-    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
-        try:
-            with log.op("SinBackward0", "model"):
-                torch.sin(a)
-        except RuntimeError as e:
-            return observation(log, error=error(e, "forward", log))
-    raise AssertionError("PyTorch did not raise")
 
 
 def test_post_accumulate_grad_hook_returns_not_none():

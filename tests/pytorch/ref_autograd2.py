@@ -153,9 +153,3 @@ def test_saved_variable_packing_unpacking_saved_original_with_hooks__leaf_double
         return {"a": a}, a
     return _saved_original_double_backward(get_input, "a")
 
-
-def test_saved_variable_packing_unpacking_saved_original_with_hooks__not_leaf_double_backward():
-    def get_input():
-        r = tensor([0.5, -1.5], requires_grad=True)
-        return {"r": r}, 1 + r
-    return _saved_original_double_backward(get_input, "r")

@@ -4,14 +4,13 @@ references.py): one function per problem file, named after it, doing by hand in 
 
 from __future__ import annotations
 
-import warnings
 from collections import OrderedDict
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from capture import Log, error, fired, grads, leaf, observation, raising, snap, tensor
+from capture import Log, error, fired, grads, leaf, observation, snap, tensor
 from ref_common import linear, param_grads
 
 
@@ -216,92 +215,10 @@ class FailsInForwardModel(nn.Module):
         return self.net1(x)
 
 
-def test_always_called_forward_hooks():
-    out = {}
-    x = tensor([[1, 1]])
-    for variant in ("no_error", "setup_fails", "throw_prepended", "shutdown_fails", "global_always_call"):
-        model = FailsInForwardModel()
-        log = Log(model)
-        handles = []
-        if variant == "no_error":
-            model.register_forward_pre_hook(log.module_hook(0, "forward_pre", "model"))
-            model.register_forward_hook(log.module_hook(1, "forward", "model"), always_call=True)
-        else:
-            model.register_forward_pre_hook(
-                log.module_hook(0, "forward_pre", "model", fn=raising("failing in ctx setup")))
-        if variant in ("setup_fails", "throw_prepended"):
-            model.register_forward_hook(log.module_hook(1, "forward", "model"), always_call=True)
-        if variant == "throw_prepended":
-            model.register_forward_hook(log.module_hook(2, "forward", "model", fn=raising("failing in throw")),
-                                        prepend=True, always_call=True)
-        if variant == "shutdown_fails":
-            model.register_forward_hook(log.module_hook(1, "forward", "model", fn=raising("failing in ctx shutdown")),
-                                        always_call=True)
-        if variant == "global_always_call":
-            handles.append(nn.modules.module.register_module_forward_hook(
-                log.module_hook(1, "forward", glob=True), always_call=True))
-        try:
-            with warnings.catch_warnings():           # PyTorch warns that it silenced an always_call error
-                warnings.simplefilter("ignore", UserWarning)
-                model(x)
-            out[variant] = observation(log, param_grads(model))
-        except RuntimeError as e:
-            # the forward raised first, so every forward hook that raised ran in _call_impl's except
-            # branch, which silenced its error with a warning: the call is marked silenced, not raised
-            for entry in log.calls:
-                if entry["kind"] == "forward" and entry.pop("raised", False):
-                    entry["silenced"] = True
-            out[variant] = observation(log, error=error(e, "forward", log))
-        finally:
-            for h in handles:
-                h.remove()
-    return out
-
-
 # ----------------------------------------------------------------------------- TestModuleGlobalHooks
 
 
 SMALL = [[0.5, -1], [2, -0.25]]        # the fixed input standing for torch.randn(5, 5)
-
-
-def test_module_global_hooks():
-    module = nn.Sigmoid()
-    log = Log(module)
-    inp = leaf([[1, 1], [1, 1]])
-    g2 = tensor([[2, 2], [2, 2]])
-    reg = nn.modules.module
-
-    def step():
-        return lambda: grads(input=inp)
-    handles = []
-    try:
-        handles.append(reg.register_module_forward_hook(log.module_hook(0, "forward", glob=True)))
-        module(inp)
-        handles.append(reg.register_module_backward_hook(log.module_hook(1, "backward", glob=True)))
-        output_1 = module(inp)
-        with log.backward_pass(step()):
-            output_1.backward(g2, retain_graph=True)
-        with log.backward_pass(step()):
-            output_1.backward(g2, retain_graph=True)
-        handles.append(reg.register_module_forward_hook(log.module_hook(2, "forward", glob=True)))
-        module(inp)
-        test2_bwd = reg.register_module_backward_hook(log.module_hook(3, "backward", glob=True))
-        handles.append(test2_bwd)
-        out = module(inp)
-        with log.backward_pass(step()):
-            out.backward(g2)
-        test2_bwd.remove()
-        out = module(inp)
-        with log.backward_pass(step()):
-            out.backward(g2)
-        handles[2].remove()
-        out = module(inp)
-        with log.backward_pass(step()):
-            out.backward(g2)
-    finally:
-        for h in handles:
-            h.remove()
-    return observation(log, grads(input=inp))
 
 
 def test_module_backward_global_hook_writeable():
@@ -352,14 +269,6 @@ def _removable(kind: str) -> dict:
     module(inp)
     output = module(inp)
     return observation(log, {}, values={"model": snap(output)})
-
-
-def test_module_forward_preforward_hook_removable():
-    return _removable("forward_pre")
-
-
-def test_module_forward_forward_hook_removable():
-    return _removable("forward")
 
 
 def test_global_and_local_hooks_order():

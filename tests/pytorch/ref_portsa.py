@@ -176,17 +176,3 @@ def test_save_on_cpu_and_checkpoint():
     assert torch.equal(b_grad, c_grad) and torch.equal(b_grad, d_grad)
     return observation(log, grads(a=a))
 
-
-def test_graph_save_on_cpu():
-    """TestAutograd.test_graph_save_on_cpu's test(get_input, cuda=False, pin_memory) for a
-    dense float64 input: y = a * a under save_on_cpu(pin_memory), y.sum().backward()."""
-    out = {}
-    for variant, pin_memory in (("pin_memory_true", True), ("pin_memory_false", False)):
-        log = Log()
-        with torch.autograd.graph.save_on_cpu(pin_memory):
-            a = leaf([0.5, -1.5, 2, 0.25, -0.75])
-            y = a * a
-            y.sum().backward()
-            assert torch.equal(a.grad, 2 * a)
-        out[variant] = observation(log, grads(a=a))
-    return out
