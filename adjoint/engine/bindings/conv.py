@@ -109,12 +109,13 @@ def _lower_conv(rank: int):
 
 # ----------------------------------------------------------------------------- pooling
 
-def pool_spec(kernel, stride, padding, loc: Loc, what: str, **extra) -> PoolSpec:
-    """F.max_pool2d / F.avg_pool2d arguments: ``stride=None`` (or ``[]``) is the kernel size."""
-    k = expand_arg(kernel, 2, "kernel_size", what, loc, 1)
+def pool_spec(kernel, stride, padding, loc: Loc, what: str, rank: int = 2, **extra) -> PoolSpec:
+    """F.max_pool{rank}d / F.avg_pool{rank}d arguments: ``stride=None`` (or ``[]``) is the kernel size."""
+    k = expand_arg(kernel, rank, "kernel_size", what, loc, 1)
     empty = stride is None or (isinstance(stride, (tuple, list)) and not stride)
-    s = k if empty else expand_arg(stride, 2, "stride", what, loc, 1)
-    p = expand_arg(padding, 2, "padding", what, loc, 0)
+    s = k if empty else expand_arg(stride, rank, "stride", what, loc, 1)
+    p = expand_arg(padding, rank, "padding", what, loc, 0)
+    extra.setdefault("dilation", (1,) * rank)
     return PoolSpec(k, s, p, **extra)
 
 
@@ -124,58 +125,69 @@ def _refuse_symbolic(rt, x: Tensor, loc: Loc, what: str) -> None:
                                 "them; bind the symbols (symbols: ...) or give numbers")
 
 
-def max_pool2d(rt, x: Tensor, kernel, stride, padding, dilation, ceil_mode: bool, return_indices: bool, loc: Loc):
-    spec = pool_spec(kernel, stride, padding, loc, "max_pool2d",
-                     dilation=expand_arg(dilation, 2, "dilation", "max_pool2d", loc, 1), ceil_mode=ceil_mode)
-    _refuse_symbolic(rt, x, loc, "max_pool2d")
-    out, indices = rt.apply("max_pool2d_with_indices", [x], spec, loc)
+def max_pool(rank: int, rt, x: Tensor, kernel, stride, padding, dilation, ceil_mode: bool, return_indices: bool,
+             loc: Loc):
+    """F.max_pool{rank}d (rank 2 or 3): one MaxPool{rank}DWithIndicesBackward0."""
+    what = f"max_pool{rank}d"
+    spec = pool_spec(kernel, stride, padding, loc, what, rank,
+                     dilation=expand_arg(dilation, rank, "dilation", what, loc, 1), ceil_mode=ceil_mode)
+    _refuse_symbolic(rt, x, loc, what)
+    out, indices = rt.apply(f"max_pool{rank}d_with_indices", [x], spec, loc)
     return (out, indices) if return_indices else out
 
 
-def lower_max_pool2d(rt, a: dict, loc: Loc):
-    return max_pool2d(rt, a["input"], a["kernel_size"], a["stride"], a["padding"], a["dilation"], a["ceil_mode"],
-                      a["return_indices"], loc)
-
-
-def avg_pool2d(rt, x: Tensor, kernel, stride, padding, ceil_mode: bool, count_include_pad: bool, divisor_override,
-               loc: Loc):
+def avg_pool(rank: int, rt, x: Tensor, kernel, stride, padding, ceil_mode: bool, count_include_pad: bool,
+             divisor_override, loc: Loc):
+    """F.avg_pool{rank}d (rank 2 or 3): one AvgPool{rank}DBackward0."""
     if divisor_override is not None and divisor_override == 0:
         raise ProblemError(loc, "divisor must be not zero (PyTorch raises this)")
-    spec = pool_spec(kernel, stride, padding, loc, "avg_pool2d", ceil_mode=ceil_mode,
+    what = f"avg_pool{rank}d"
+    spec = pool_spec(kernel, stride, padding, loc, what, rank, ceil_mode=ceil_mode,
                      count_include_pad=count_include_pad, divisor_override=divisor_override)
-    return rt.apply("avg_pool2d", [x], spec, loc)
+    return rt.apply(what, [x], spec, loc)
 
 
-def lower_avg_pool2d(rt, a: dict, loc: Loc):
-    return avg_pool2d(rt, a["input"], a["kernel_size"], a["stride"], a["padding"], a["ceil_mode"],
-                      a["count_include_pad"], a["divisor_override"], loc)
-
-
-def adaptive_avg_pool2d(rt, x: Tensor, output_size, loc: Loc):
-    """F.adaptive_avg_pool2d; ``None`` in output_size keeps that input size."""
-    if len(x.shape) not in (3, 4):
-        raise ProblemError(loc, f"adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got {list(x.shape)} "
+def adaptive_avg_pool(rank: int, rt, x: Tensor, output_size, loc: Loc):
+    """F.adaptive_avg_pool{rank}d (rank 2 or 3); ``None`` in output_size keeps that input size; an
+    output of all ones is ATen's ``mean`` over the spatial dims (MeanBackward1)."""
+    what = f"adaptive_avg_pool{rank}d"
+    if len(x.shape) not in (rank + 1, rank + 2):
+        raise ProblemError(loc, f"{what}(): Expected {rank + 1}D or {rank + 2}D tensor, but got {list(x.shape)} "
                                 "(PyTorch raises this)")
-    sizes = (output_size, output_size) if output_size is None or isinstance(output_size, int) else tuple(output_size)
-    if len(sizes) != 2:
-        raise ProblemError(loc, f"adaptive_avg_pool2d: output_size must be 2, got {len(sizes)} entries "
+    sizes = (output_size,) * rank if output_size is None or isinstance(output_size, int) else tuple(output_size)
+    if len(sizes) != rank:
+        raise ProblemError(loc, f"{what}: output_size must be {rank}, got {len(sizes)} entries "
                                 "(PyTorch raises this)")
-    out_hw = tuple(x.shape[-2 + i] if s is None else int(s) for i, s in enumerate(sizes))
-    if any(s < 0 for s in out_hw):
-        raise ProblemError(loc, f"adaptive_avg_pool2d: elements of output_size must be greater than or equal to 0 but "
-                                f"received {list(out_hw)} (PyTorch raises this)")
-    if out_hw == (1, 1):
-        return rt.apply("mean_dim", [x], mean_dims(len(x.shape), (-1, -2), True, loc), loc)
-    return rt.apply("adaptive_avg_pool2d", [x], out_hw, loc)
+    out = tuple(x.shape[-rank + i] if s is None else int(s) for i, s in enumerate(sizes))
+    if any(s < 0 for s in out):
+        raise ProblemError(loc, f"{what}: elements of output_size must be greater than or equal to 0 but "
+                                f"received {list(out)} (PyTorch raises this)")
+    if out == (1,) * rank:
+        return rt.apply("mean_dim", [x], mean_dims(len(x.shape), tuple(range(-1, -rank - 1, -1)), True, loc), loc)
+    return rt.apply(what, [x], out, loc)
 
 
-def lower_adaptive_avg_pool2d(rt, a: dict, loc: Loc):
-    size = a["output_size"]
-    if isinstance(size, (tuple, list)):
-        size = tuple(None if s is None else _int(s, loc) for s in size)
-    elif size is not None:
-        size = _int(size, loc)
-    return adaptive_avg_pool2d(rt, a["input"], size, loc)
+def _lower_max_pool(rank: int):
+    def lower(rt, a: dict, loc: Loc):
+        return max_pool(rank, rt, a["input"], a["kernel_size"], a["stride"], a["padding"], a["dilation"],
+                        a["ceil_mode"], a["return_indices"], loc)
+    lower.__name__ = f"lower_max_pool{rank}d"
+    return lower
+
+
+def _lower_avg_pool(rank: int):
+    def lower(rt, a: dict, loc: Loc):
+        return avg_pool(rank, rt, a["input"], a["kernel_size"], a["stride"], a["padding"], a["ceil_mode"],
+                        a["count_include_pad"], a["divisor_override"], loc)
+    lower.__name__ = f"lower_avg_pool{rank}d"
+    return lower
+
+
+def _lower_adaptive_avg_pool(rank: int):
+    def lower(rt, a: dict, loc: Loc):
+        return adaptive_avg_pool(rank, rt, a["input"], _output_size(a["output_size"], loc), loc)
+    lower.__name__ = f"lower_adaptive_avg_pool{rank}d"
+    return lower
 
 
 def _int(v, loc: Loc) -> int:
@@ -255,13 +267,13 @@ FUNCTIONS = (
     Function("max_pool2d", (_IN, Param("kernel_size", "ints"), Param("stride", "ints", None),
                             Param("padding", "ints", (0,)), Param("dilation", "ints", (1,)),
                             Param("ceil_mode", "bool", False), Param("return_indices", "bool", False)),
-             lower_max_pool2d, where="function",
+             _lower_max_pool(2), where="function",
              doc="MaxPool2DWithIndicesBackward0 (return_indices=True: also the int64 indices)"),
     Function("avg_pool2d", (_IN, Param("kernel_size", "ints"), Param("stride", "ints", None),
                             Param("padding", "ints", (0,)), Param("ceil_mode", "bool", False),
                             Param("count_include_pad", "bool", True), Param("divisor_override", "int", None)),
-             lower_avg_pool2d, where="function", doc="AvgPool2DBackward0"),
-    Function("adaptive_avg_pool2d", (_IN, Param("output_size", "any")), lower_adaptive_avg_pool2d,
+             _lower_avg_pool(2), where="function", doc="AvgPool2DBackward0"),
+    Function("adaptive_avg_pool2d", (_IN, Param("output_size", "any")), _lower_adaptive_avg_pool(2),
              where="function", doc="AdaptiveAvgPool2DBackward0; output 1 x 1: MeanBackward1 (mean over H, W)"),
     Function("adaptive_max_pool2d", (_IN, Param("output_size", "any"), Param("return_indices", "bool", False)),
              lower_adaptive_max_pool2d, where="function",
