@@ -484,6 +484,8 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
                                   ArgSpec("norm", "opt_layer", None, choices=("LayerNorm",)),
                                   ArgSpec("enable_nested_tensor", "bool", True), ArgSpec("mask_check", "bool", True)),
            inputs=("src",), optional_inputs=("mask", "src_key_padding_mask", "is_causal")),
+    NNType("AdaptiveMaxPool3d", (ArgSpec("output_size", "output_size", minimum=1, rank=3),
+                                 ArgSpec("return_indices", "bool", False))),
 )}
 
 #: Constructor arguments PyTorch has that a problem file does not set, and why.

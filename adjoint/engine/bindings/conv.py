@@ -197,21 +197,35 @@ def _int(v, loc: Loc) -> int:
                             "raises TypeError")
 
 
-def adaptive_max_pool2d(rt, x: Tensor, output_size, return_indices: bool, loc: Loc):
-    """F.adaptive_max_pool2d: one AdaptiveMaxPool2DBackward0 (``None`` in output_size keeps that size)."""
-    if len(x.shape) not in (3, 4):
-        raise ProblemError(loc, f"adaptive_max_pool2d(): Expected 3D or 4D tensor, but got {list(x.shape)} "
-                                "(PyTorch raises this)")
-    sizes = (output_size, output_size) if output_size is None or isinstance(output_size, int) else tuple(output_size)
-    if len(sizes) != 2:
-        raise ProblemError(loc, f"adaptive_max_pool2d: internal error: output_size.size() must be 2 (got "
-                                f"{len(sizes)} entries; PyTorch raises this)")
-    out_hw = tuple(x.shape[-2 + i] if s is None else int(s) for i, s in enumerate(sizes))
-    if any(s < 1 for s in out_hw):
-        raise ProblemError(loc, f"adaptive_max_pool2d: output sizes {list(out_hw)} must be at least 1 here")
-    _refuse_symbolic(rt, x, loc, "adaptive_max_pool2d")
-    out, indices = rt.apply("adaptive_max_pool2d", [x], out_hw, loc)
+#: adaptive_max_pool{2,3}d's complaints about the input's rank and output_size's length (ATen's words differ)
+_ADAPTIVE_MAX_COMPLAINTS = {
+    2: ("adaptive_max_pool2d(): Expected 3D or 4D tensor, but got {shape} (PyTorch raises this)",
+        "adaptive_max_pool2d: internal error: output_size.size() must be 2 (got {n} entries; PyTorch raises this)"),
+    3: ("adaptive_max_pool3d(): Expected 4D or 5D tensor, but got: {shape} (PyTorch raises this)",
+        "adaptive_max_pool3d(): internal error: output_size.size() must be 3 (got {n} entries; PyTorch raises "
+        "this)"),
+}
+
+
+def adaptive_max_pool(rank: int, rt, x: Tensor, output_size, return_indices: bool, loc: Loc):
+    """F.adaptive_max_pool{rank}d (rank 2 or 3): one AdaptiveMaxPool{rank}DBackward0 (``None`` in
+    output_size keeps that size)."""
+    what = f"adaptive_max_pool{rank}d"
+    if len(x.shape) not in (rank + 1, rank + 2):
+        raise ProblemError(loc, _ADAPTIVE_MAX_COMPLAINTS[rank][0].format(shape=list(x.shape)))
+    sizes = (output_size,) * rank if output_size is None or isinstance(output_size, int) else tuple(output_size)
+    if len(sizes) != rank:
+        raise ProblemError(loc, _ADAPTIVE_MAX_COMPLAINTS[rank][1].format(n=len(sizes)))
+    out = tuple(x.shape[-rank + i] if s is None else int(s) for i, s in enumerate(sizes))
+    if any(s < 1 for s in out):
+        raise ProblemError(loc, f"{what}: output sizes {list(out)} must be at least 1 here")
+    _refuse_symbolic(rt, x, loc, what)
+    out, indices = rt.apply(what, [x], out, loc)
     return (out, indices) if return_indices else out
+
+
+def adaptive_max_pool2d(rt, x: Tensor, output_size, return_indices: bool, loc: Loc):
+    return adaptive_max_pool(2, rt, x, output_size, return_indices, loc)
 
 
 def adaptive_max_pool1d(rt, x: Tensor, output_size, return_indices: bool, loc: Loc):
@@ -241,8 +255,11 @@ def _output_size(size, loc: Loc):
     return None if size is None else _int(size, loc)
 
 
-def lower_adaptive_max_pool2d(rt, a: dict, loc: Loc):
-    return adaptive_max_pool2d(rt, a["input"], _output_size(a["output_size"], loc), a["return_indices"], loc)
+def _lower_adaptive_max_pool(rank: int):
+    def lower(rt, a: dict, loc: Loc):
+        return adaptive_max_pool(rank, rt, a["input"], _output_size(a["output_size"], loc), a["return_indices"], loc)
+    lower.__name__ = f"lower_adaptive_max_pool{rank}d"
+    return lower
 
 
 def lower_adaptive_max_pool1d(rt, a: dict, loc: Loc):
@@ -276,7 +293,7 @@ FUNCTIONS = (
     Function("adaptive_avg_pool2d", (_IN, Param("output_size", "any")), _lower_adaptive_avg_pool(2),
              where="function", doc="AdaptiveAvgPool2DBackward0; output 1 x 1: MeanBackward1 (mean over H, W)"),
     Function("adaptive_max_pool2d", (_IN, Param("output_size", "any"), Param("return_indices", "bool", False)),
-             lower_adaptive_max_pool2d, where="function",
+             _lower_adaptive_max_pool(2), where="function",
              doc="AdaptiveMaxPool2DBackward0 (saves self, indices; return_indices=True: also the int64 indices)"),
     Function("adaptive_max_pool1d", (_IN, Param("output_size", "any"), Param("return_indices", "bool", False)),
              lower_adaptive_max_pool1d, where="function",

@@ -7,7 +7,8 @@
   int64 indices, without a gradient); ``avg_pool3d``: ``AvgPool3DBackward0``;
   ``adaptive_avg_pool3d``: ``AdaptiveAvgPool3DBackward0``, except an output of 1 x 1 x 1, which
   ATen computes as ``mean(dim=(-1, -2, -3), keepdim=True)`` (``MeanBackward1``). An unbatched
-  (4-D) input goes to the kernels as it is: no unsqueeze.
+  (4-D) input goes to the kernels as it is: no unsqueeze; ``adaptive_max_pool3d``:
+  ``AdaptiveMaxPool3DBackward0`` (``return_indices=True`` also returns the int64 indices).
 
 The implementations are :mod:`adjoint.engine.bindings.conv`'s, with the spatial rank 3; the
 entries here are the names.
@@ -15,8 +16,8 @@ entries here are the names.
 
 from __future__ import annotations
 
-from adjoint.engine.bindings.conv import (_conv_params, _lower_adaptive_avg_pool, _lower_avg_pool, _lower_conv,
-                                          _lower_max_pool)
+from adjoint.engine.bindings.conv import (_conv_params, _lower_adaptive_avg_pool, _lower_adaptive_max_pool,
+                                          _lower_avg_pool, _lower_conv, _lower_max_pool)
 from adjoint.engine.bindings.signature import Function, Param
 
 _IN = Param("input", "tensor")
@@ -36,4 +37,7 @@ FUNCTIONS = (
              _lower_avg_pool(3), where="function", doc="AvgPool3DBackward0"),
     Function("adaptive_avg_pool3d", (_IN, Param("output_size", "any")), _lower_adaptive_avg_pool(3),
              where="function", doc="AdaptiveAvgPool3DBackward0; output 1 x 1 x 1: MeanBackward1 (mean over D, H, W)"),
+    Function("adaptive_max_pool3d", (_IN, Param("output_size", "any"), Param("return_indices", "bool", False)),
+             _lower_adaptive_max_pool(3), where="function",
+             doc="AdaptiveMaxPool3DBackward0 (saves self, indices; return_indices=True: also the int64 indices)"),
 )

@@ -61,12 +61,13 @@ def adaptive_avg_pool_forward(rank: int):
 def adaptive_max_pool_forward(rank: int):
     """F.adaptive_max_pool{rank}d(input, self.output_size, self.return_indices)."""
     def forward(c):
-        from adjoint.engine.bindings.conv import adaptive_max_pool1d, adaptive_max_pool2d
-        pool = adaptive_max_pool1d if rank == 1 else adaptive_max_pool2d
+        from adjoint.engine.bindings.conv import adaptive_max_pool, adaptive_max_pool1d
         size = c.arg("output_size")
         if isinstance(size, (tuple, list)):
             size = tuple(size)
-        return pool(c.rt, c.args[0], size, c.arg("return_indices"), c.loc)
+        if rank == 1:
+            return adaptive_max_pool1d(c.rt, c.args[0], size, c.arg("return_indices"), c.loc)
+        return adaptive_max_pool(rank, c.rt, c.args[0], size, c.arg("return_indices"), c.loc)
     forward.__name__ = f"adaptive_max_pool{rank}d_forward"
     return forward
 

@@ -361,7 +361,14 @@ def adaptive_windows(in_sizes, out_sizes) -> list[np.ndarray]:
 def adaptive_max_shape(shapes, out_sizes, loc):
     x = shapes[0]
     rank = len(out_sizes)
-    _check_input(x, f"adaptive_max_pool{rank}d", loc, rank)
+    if rank == 2:
+        _check_input(x, "adaptive_max_pool2d", loc, 2)
+    else:   # adaptive_max_pool3d's own checks
+        empty = [d for d in range(len(x) - rank, len(x)) if x[d] == 0]
+        if empty:
+            raise ProblemError(loc, f"adaptive_max_pool{rank}d(): Expected input to have non-zero size for non-batch "
+                                    f"dimensions, but input has sizes {list(x)} with dimension {empty[0]} being empty "
+                                    "(PyTorch raises this)")
     out = tuple(x[:-rank]) + tuple(out_sizes)
     return (out, out)
 
@@ -381,7 +388,7 @@ def adaptive_max_kink(B, ins, out_sizes):
     _, _, tied = B.window_max(_planes(B, x, rank), adaptive_windows(B.shape(x)[-rank:], out_sizes))
     if tied:
         return ("an adaptive max-pool window holds its maximum more than once: PyTorch routes the gradient to the "
-                "first (row-major) of them")
+                f"first {_SCAN_ORDER[rank]} of them")
     return None
 
 

@@ -1,5 +1,7 @@
 """3-D pooling: ``max_pool3d_with_indices`` (``MaxPool3DWithIndicesBackward0``), ``avg_pool3d``
-(``AvgPool3DBackward0``), ``_adaptive_avg_pool3d`` (``AdaptiveAvgPool3DBackward0``): the registry
+(``AvgPool3DBackward0``), ``_adaptive_avg_pool3d`` (``AdaptiveAvgPool3DBackward0``),
+``adaptive_max_pool3d`` (``AdaptiveMaxPool3DBackward0``: each adaptive window reduced like a
+max-pool window, as ATen's ``cpu_adaptive_max_pool``; saves ``self``, ``result1``): the registry
 entries of :mod:`adjoint.engine.ops.pool`'s pools over (D, H, W) volumes (ATen's
 ``max_pool3d_kernel``, ``avg_pool3d`` and ``adaptive_avg_pool3d`` CPU kernels): a max-pool window
 skips the padding, its index is the flat position ``(d * H + h) * W + w`` in the input volume, the
@@ -12,7 +14,8 @@ dimension. Each node saves ``self`` (and the max pool its indices, ``result1``),
 from __future__ import annotations
 
 from adjoint.values.mathtree import Fn, generic_vjp, layer, no_gradient
-from adjoint.engine.ops.pool import (PoolSpec, _pool_sub, _sizes, adaptive_forward, adaptive_shape, adaptive_vjp,
+from adjoint.engine.ops.pool import (PoolSpec, _pool_sub, _sizes, adaptive_forward, adaptive_max_forward,
+                                     adaptive_max_kink, adaptive_max_shape, adaptive_shape, adaptive_vjp,
                                      avg_pool_forward, avg_pool_shape, avg_pool_vjp, max_pool_forward, max_pool_kink,
                                      max_pool_shape, max_pool_vjp)
 from adjoint.engine.ops.record import Check, Math, Op, Save
@@ -44,4 +47,20 @@ OPS = (
     Op("adaptive_avg_pool3d", "AdaptiveAvgPool3DBackward0", adaptive_forward, adaptive_vjp, adaptive_shape,
        (Save("self", "in", 0),), "g / window size spread over each (overlapping) window", grows=False,
        math=Math(layer((ADAPTIVE3D,), lambda out: _sizes(tuple(out)))), checks=(Check(((1, 3, 2, 5),), (2, 1, 3)),)),
+)
+
+
+ADAPTIVE_MAX3D = Fn("adaptive_max_pool3d", "\\operatorname{adaptivemaxpool}_{#s}\\left(#0\\right)", generic_vjp)
+ADAPTIVE_ARGMAX3D = Fn("adaptive_max_pool3d_indices", "\\operatorname{argadaptivemaxpool}_{#s}\\left(#0\\right)",
+                       no_gradient)
+
+OPS = OPS + (
+    Op("adaptive_max_pool3d", "AdaptiveMaxPool3DBackward0", adaptive_max_forward, max_pool_vjp, adaptive_max_shape,
+       (Save("self", "in", 0), Save("result1", "out", 1)),
+       "g added at each adaptive window's index (the first maximum, d/h/w order)", negzero="structural", grows=False,
+       outputs=2, diff_outputs=1, out_dtypes=(None, "int64"), kink=adaptive_max_kink,
+       kink_doc="ties in a window: the first maximum (d, h, w order) gets the gradient",
+       checks=(Check(((1, 3, 1, 2),), (2, 1, 1), differences=True), Check(((1, 1, 3, 2, 1),), (2, 2, 1),
+                                                                           differences=True)),
+       math=Math(layer((ADAPTIVE_MAX3D, ADAPTIVE_ARGMAX3D), lambda out: _sizes(tuple(out))))),
 )
