@@ -249,6 +249,72 @@ def adaptive_max_pool1d(rt, x: Tensor, output_size, return_indices: bool, loc: L
     return (out, indices) if return_indices else out
 
 
+def _pool1d_args(x: Tensor, kernel, stride, padding, dilation, what: str, loc: Loc):
+    """at::max_pool1d's / at::avg_pool1d's own checks (check_max_pool1d; checkDimRange, check1d): the
+    input 2-D or 3-D, one kernel size, stride (empty: the kernel), padding and dilation each."""
+    if len(x.shape) not in (2, 3):
+        if what == "max_pool1d":
+            raise ProblemError(loc, "max_pool1d: Expected 2D or 3D (batch mode) tensor with optional 0 dim batch size "
+                                    f"for input, but got:{list(x.shape)} (PyTorch raises this)")
+        raise ProblemError(loc, f"Expected 2 to 3 dimensions, but got {len(x.shape)}-dimensional tensor for argument "
+                                f"#1 'self' (while checking arguments for {what}) (PyTorch raises this)")
+
+    def one(v, name: str, minimum: int) -> int:
+        t = (int(v),) if not isinstance(v, (tuple, list)) else tuple(int(n) for n in v)
+        if len(t) != 1:
+            raise ProblemError(loc, f"{what}() {name} must be an int, list of ints or tuple of ints of size 1 but got "
+                                    f"size {len(t)} (PyTorch raises this)")
+        if t[0] < minimum:
+            word = "greater than zero" if minimum == 1 else "non-negative"
+            raise ProblemError(loc, f"{what}() {name} must be {word}, but got {list(t)} (PyTorch raises this)")
+        return t[0]
+    k = one(kernel, "kernel_size", 1)
+    empty = stride is None or (isinstance(stride, (tuple, list)) and not stride)
+    return k, k if empty else one(stride, "stride", 1), one(padding, "padding", 0), one(dilation, "dilation", 1)
+
+
+def max_pool1d(rt, x: Tensor, kernel, stride, padding, dilation, ceil_mode: bool, return_indices: bool, loc: Loc):
+    """F.max_pool1d: ``unsqueeze(-2)`` (UnsqueezeBackward0), max_pool2d_with_indices over (1, L)
+    windows (MaxPool2DWithIndicesBackward0), ``squeeze(-2)`` (SqueezeBackward1) of the output and
+    of the indices, as at::max_pool1d_with_indices (the path of an input that requires grad)."""
+    k, s, p, d = _pool1d_args(x, kernel, stride, padding, dilation, "max_pool1d", loc)
+    if p > k // 2:
+        raise ProblemError(loc, f"max_pool1d() padding should be at most half of kernel size, but got padding={p} and "
+                                f"kernel_size={k} (PyTorch raises this)")
+    from adjoint.engine.ops.pool import pooling_output_size
+    width = pooling_output_size(x.shape[-1], k, p, s, d, ceil_mode)
+    if width <= 0:
+        raise ProblemError(loc, f"max_pool1d() Invalid computed output size: {width} (PyTorch raises this)")
+    _refuse_symbolic(rt, x, loc, "max_pool1d")
+    ap = rt.apply
+    u = ap("unsqueeze", [x], len(x.shape) - 1, loc)
+    out, indices = max_pool(2, rt, u, (1, k), (1, s), (0, p), (1, d), ceil_mode, True, loc)
+    nd = len(out.shape)
+    out = ap("squeeze_dim", [out], (nd - 2,), loc)
+    indices = ap("squeeze_dim", [indices], (nd - 2,), loc)
+    return (out, indices) if return_indices else out
+
+
+def avg_pool1d(rt, x: Tensor, kernel, stride, padding, ceil_mode: bool, count_include_pad: bool, loc: Loc):
+    """F.avg_pool1d: ``unsqueeze(-2)`` (UnsqueezeBackward0), avg_pool2d over (1, L) windows
+    (AvgPool2DBackward0, its checks), ``squeeze(-2)`` (SqueezeBackward1), as at::avg_pool1d."""
+    k, s, p, _ = _pool1d_args(x, kernel, stride, padding, 1, "avg_pool1d", loc)
+    ap = rt.apply
+    u = ap("unsqueeze", [x], len(x.shape) - 1, loc)
+    out = avg_pool(2, rt, u, (1, k), (1, s), (0, p), ceil_mode, count_include_pad, None, loc)
+    return ap("squeeze_dim", [out], (len(out.shape) - 2,), loc)
+
+
+def _lower_max_pool1d(rt, a: dict, loc: Loc):
+    return max_pool1d(rt, a["input"], a["kernel_size"], a["stride"], a["padding"], a["dilation"], a["ceil_mode"],
+                      a["return_indices"], loc)
+
+
+def _lower_avg_pool1d(rt, a: dict, loc: Loc):
+    return avg_pool1d(rt, a["input"], a["kernel_size"], a["stride"], a["padding"], a["ceil_mode"],
+                      a["count_include_pad"], loc)
+
+
 def _output_size(size, loc: Loc):
     if isinstance(size, (tuple, list)):
         return tuple(None if s is None else _int(s, loc) for s in size)
@@ -298,4 +364,14 @@ FUNCTIONS = (
     Function("adaptive_max_pool1d", (_IN, Param("output_size", "any"), Param("return_indices", "bool", False)),
              lower_adaptive_max_pool1d, where="function",
              doc="UnsqueezeBackward0, AdaptiveMaxPool2DBackward0, SqueezeBackward1"),
+    Function("max_pool1d", (_IN, Param("kernel_size", "ints"), Param("stride", "ints", None),
+                            Param("padding", "ints", (0,)), Param("dilation", "ints", (1,)),
+                            Param("ceil_mode", "bool", False), Param("return_indices", "bool", False)),
+             _lower_max_pool1d, where="function",
+             doc="UnsqueezeBackward0, MaxPool2DWithIndicesBackward0, SqueezeBackward1 (return_indices=True: also the "
+                 "int64 indices)"),
+    Function("avg_pool1d", (_IN, Param("kernel_size", "ints"), Param("stride", "ints", None),
+                            Param("padding", "ints", (0,)), Param("ceil_mode", "bool", False),
+                            Param("count_include_pad", "bool", True)),
+             _lower_avg_pool1d, where="function", doc="UnsqueezeBackward0, AvgPool2DBackward0, SqueezeBackward1"),
 )

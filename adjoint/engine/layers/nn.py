@@ -72,6 +72,19 @@ def adaptive_max_pool_forward(rank: int):
     return forward
 
 
+def pool1d_forward(kind: str):
+    """MaxPool1d / AvgPool1d: F.max_pool1d / F.avg_pool1d with the module's arguments."""
+    def forward(c):
+        from adjoint.engine.bindings.conv import avg_pool1d, max_pool1d
+        if kind == "max":
+            return max_pool1d(c.rt, c.args[0], c.arg("kernel_size"), c.arg("stride"), c.arg("padding"),
+                              c.arg("dilation"), c.arg("ceil_mode"), c.arg("return_indices"), c.loc)
+        return avg_pool1d(c.rt, c.args[0], c.arg("kernel_size"), c.arg("stride"), c.arg("padding"), c.arg("ceil_mode"),
+                          c.arg("count_include_pad"), c.loc)
+    forward.__name__ = f"{kind}_pool1d_forward"
+    return forward
+
+
 def _batch_norm(dims: tuple[int, ...]):
     def forward(c):
         x = c.args[0]
@@ -137,4 +150,6 @@ FORWARDS = {
     "MultiheadAttention": attention.mha_forward,
     "AdaptiveMaxPool1d": adaptive_max_pool_forward(1),
     "AdaptiveMaxPool2d": adaptive_max_pool_forward(2),
+    "MaxPool1d": pool1d_forward("max"),
+    "AvgPool1d": pool1d_forward("avg"),
 }
