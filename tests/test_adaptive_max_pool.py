@@ -57,3 +57,42 @@ def test_import_writes_a_kept_size_as_null():
         x.grad = None
         y.sum().backward()
         assert_close(js["grads"]["x"]["value"], x.grad, type(pool).__name__)
+
+
+POOL3D = """name: t
+dtype: float64
+inputs:
+  x: {value: [[[[1, 3, -1], [0.5, 2, 2]], [[0, 1, 2], [-2, 1, 4]], [[2, 2, 0], [1, -3, 5]]]], requires_grad: true}
+model:
+  children:
+    p1: {type: AdaptiveMaxPool3d, args: {output_size: [2, null, 2], return_indices: true}}
+  forward: |
+    a, i = p1(x)
+    b, j = F.adaptive_max_pool3d(x.unsqueeze(0), 1, return_indices=True)
+    return (a * a).sum() + b.sum()
+loss: "y"
+"""
+
+
+def test_adaptive_max_pool3d_matches_torch():
+    """AdaptiveMaxPool3d / F.adaptive_max_pool3d: one AdaptiveMaxPool3DBackward0 on a 4-D
+    (unbatched) and a 5-D input, overlapping windows with a tie (2, 2 at d=2, h=0), the flat
+    (d * H + h) * W + w indices, what the node saves (self, then the indices) and the gradient."""
+    v = adjoint.loads(POOL3D).solve().variants[0]
+    js = v.to_json()
+    x = torch.tensor([[[[1, 3, -1], [0.5, 2, 2]], [[0, 1, 2], [-2, 1, 4]], [[2, 2, 0], [1, -3, 5]]]],
+                     dtype=torch.float64, requires_grad=True)
+    packed = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: packed.append((tuple(t.shape), t.dtype)) or t,
+                                                  lambda t: t):
+        a, i = nn.AdaptiveMaxPool3d((2, None, 2), return_indices=True)(x)
+    b, j = torch.nn.functional.adaptive_max_pool3d(x.unsqueeze(0), 1, return_indices=True)
+    ((a * a).sum() + b.sum()).backward()
+    assert a.grad_fn.name() == "AdaptiveMaxPool3DBackward0"
+    assert packed == [((1, 3, 2, 3), torch.float64), ((1, 2, 2, 2), torch.int64)]
+    ours = v.run.forward.names
+    assert chain(ours["p1[0]"], leaf_names(ours)) == torch_chain(a, {"x": x})
+    assert chain(ours["b"], leaf_names(ours)) == torch_chain(b, {"x": x})
+    assert js["values"]["p1[1]"]["value"] == i.tolist()
+    assert js["values"]["j"]["value"] == j.tolist()
+    assert_close(js["grads"]["x"]["value"], x.grad, "grad of x")

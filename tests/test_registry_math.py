@@ -28,7 +28,7 @@ GENERIC = {"var", "var_mean", "max_all", "min_all", "amax", "amin", "max_dim", "
            "bce_with_logits_w_pw", "nll_loss", "nll_loss_w", "nll_loss2d", "nll_loss2d_w", "masked_fill", "xlogy",
            # the nn layers: one function per kernel, written by name (adjoint/engine/ops/{conv,pool,norm,embedding,attention}.py)
            "convolution", "constant_pad_nd", "max_pool2d_with_indices", "avg_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d",
-           "max_pool3d_with_indices", "avg_pool3d", "adaptive_avg_pool3d", "safe_softmax",
+           "max_pool3d_with_indices", "avg_pool3d", "adaptive_avg_pool3d", "safe_softmax", "adaptive_max_pool3d",
            "native_batch_norm", "native_layer_norm", "native_group_norm", "embedding", "sdpa_flash_cpu", "repeat",
            # adjoint/engine/ops/masking.py, adjoint/engine/ops/swish.py
            "masked_fill_tensor", "hardswish", "mish",

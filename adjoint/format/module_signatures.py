@@ -484,6 +484,16 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
                                   ArgSpec("norm", "opt_layer", None, choices=("LayerNorm",)),
                                   ArgSpec("enable_nested_tensor", "bool", True), ArgSpec("mask_check", "bool", True)),
            inputs=("src",), optional_inputs=("mask", "src_key_padding_mask", "is_causal")),
+    NNType("AdaptiveMaxPool3d", (ArgSpec("output_size", "output_size", minimum=1, rank=3),
+                                 ArgSpec("return_indices", "bool", False))),
+    NNType("MaxPool1d", (ArgSpec("kernel_size", "pool", minimum=1, rank=1),
+                         ArgSpec("stride", "opt_pool", None, 1, rank=1), ArgSpec("padding", "pool", 0, 0, rank=1),
+                         ArgSpec("dilation", "pool", 1, 1, rank=1), ArgSpec("return_indices", "bool", False),
+                         ArgSpec("ceil_mode", "bool", False)), resolve=_pool_resolve),
+    NNType("AvgPool1d", (ArgSpec("kernel_size", "pool", minimum=1, rank=1),
+                         ArgSpec("stride", "opt_pool", None, 1, rank=1), ArgSpec("padding", "pool", 0, 0, rank=1),
+                         ArgSpec("ceil_mode", "bool", False), ArgSpec("count_include_pad", "bool", True)),
+           resolve=_pool_resolve),
 )}
 
 #: Constructor arguments PyTorch has that a problem file does not set, and why.

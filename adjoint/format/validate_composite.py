@@ -10,6 +10,8 @@ module record (its own args, its parameters, the layer's training mode), so hook
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from adjoint.format import module_signatures as nn_types
 from adjoint.format.checks import suggest
 from adjoint.format.composite import CHILDREN
@@ -21,61 +23,88 @@ from adjoint.format.validate_args import read_args
 
 def composite(builder, m: YMap, t, path: str, name: str, what: str, prefix: str, training: bool, frozen: bool,
               builtin_inputs):
-    """The module record of a TransformerEncoderLayer (and the like), children included
+    """The module record of a TransformerEncoderLayer (and the like), children included, or of a
+    TransformerEncoder (copies of a layer: its layout is :mod:`adjoint.format.validate_encoder`'s)
     (``builtin_inputs``: the ``inputs:`` reader of :mod:`adjoint.format.validate_modules`)."""
-    if t.name not in CHILDREN:   # TransformerEncoder: copies of a layer
-        from adjoint.format.validate_encoder import encoder
-        return encoder(builder, m, t, path, name, what, prefix, training, frozen, builtin_inputs)
     builder.allowed_only(m, t.name, ("args", "inputs", "params", "training", "requires_grad"))
     inputs = t.inputs
     if m.get("inputs") is not None:
         inputs = builtin_inputs(m.get("inputs"), t, what)
     args = read_args(m.get("args"), t, what, m.loc)
-    if training and args["dropout"] != 0:
+    if t.name in CHILDREN:
+        layout = _layer_layout(t.name, args)
+    else:   # TransformerEncoder: copies of a layer
+        from adjoint.format.validate_encoder import encoder_layout
+        layout = encoder_layout(args)
+    dropout, where, leaves, copy_of, assemble = layout
+    if training and dropout != 0:
         raise ProblemError(m.loc, f"{what} drops activations and attention weights at random in training mode, which "
-                                  "no prediction can know; give args: {dropout: 0} or training: false")
-    kids = []
-    for cname, ctype, given in CHILDREN[t.name](args):
-        ct = nn_types.lookup(ctype)
-        kids.append((cname, ct, nn_types.resolved_args(ct, given)))
-    specs = [(cname, ct, cargs, s) for cname, ct, cargs in kids for s in ct.params(cargs)]
-    names = [f"{cname}.{s.name}" for cname, _, _, s in specs]
-    given_decls = {}
-    pnode = m.get("params")
-    if pnode is not None:
-        if not isinstance(pnode, YMap):
-            raise ProblemError(pnode.loc, f"the params of {what} must be a mapping NAME: tensor, not {kind_name(pnode)}")
-        errors = []
-        for key, value in pnode.entries:
-            if key.text not in names:
-                errors.append(ProblemError(key.loc, f"'{key.text}' is not a parameter of this {t.name}"
-                                                    f"{suggest(key.text, names)} (its parameters: {', '.join(names)})"))
-                continue
-            spec = specs[names.index(key.text)][3]
-            try:
-                decl = builder.param_decl(prefix + key.text, value, key.loc, frozen)
-            except ProblemError as err:
-                errors.append(err)
-                continue
-            if decl.value.shape != spec.shape:
-                errors.append(ProblemError(decl.value.loc, f"parameter '{decl.name}' has shape {list(decl.value.shape)}"
-                                                           f" but this {t.name} has {list(spec.shape)}"))
-                continue
-            given_decls[key.text] = decl
-        raise_all(errors)
-    missing = [n for n in names if n not in given_decls]
+                                  f"no prediction can know; give {where}: {{dropout: 0}} or training: false")
+    specs = [(rel, ct, cargs, s) for rel, ct, cargs in leaves for s in ct.params(cargs)]
+    names = [f"{rel}.{s.name}" for rel, _, _, s in specs]
+    given = _given_params(builder, m, t, what, prefix, frozen, specs, names)
+    missing = [n for n in names if n not in given and (copy_of(n) is None or copy_of(n) not in given)]
     if missing and builder.init_seed is None and not builder.init_given:
         raise ProblemError(m.loc, f"{what} ({t.name}) has no values for {', '.join(missing)}; give them under params: "
                                   "or add a top-level init: {seed: 0} to generate them")
-    children = []
-    for cname, ct, cargs in kids:
-        cpath = f"{prefix}{cname}"
-        params = []
-        for s in ct.params(cargs):
-            full = f"{cname}.{s.name}"
-            params.append(given_decls[full] if full in given_decls else
-                          builder.generated(prefix + full, s.shape, m.loc, ct, cargs, frozen))
-        children.append(Module(cpath, cname, ct.name, tuple(params), (), tuple(ct.inputs), None, None, m.loc,
-                               args=tuple(cargs.items()), training=training))
+    decls = {}
+    for rel, ct, cargs, s in specs:
+        full = f"{rel}.{s.name}"
+        source = copy_of(full)
+        if full in given:
+            decls[full] = given[full]
+        elif source is not None:   # a deep copy of the first layer
+            decls[full] = replace(decls[source], name=prefix + full, loc=m.loc)
+        else:
+            decls[full] = builder.generated(prefix + full, s.shape, m.loc, ct, cargs, frozen)
+
+    def leaf(rel: str, ct, cargs) -> Module:
+        params = tuple(decls[f"{rel}.{s.name}"] for s in ct.params(cargs))
+        return Module(prefix + rel, rel.rsplit(".", 1)[-1], ct.name, params, (), tuple(ct.inputs), None, None, m.loc,
+                      args=tuple(cargs.items()), training=training)
+
+    children = assemble(leaf, prefix, m.loc, training)
     return Module(path, name or ROOT, t.name, (), tuple(children), tuple(inputs), None, None, m.loc,
                   args=tuple(args.items()), training=training)
+
+
+def _layer_layout(type_name: str, args: dict):
+    """A layer of built-ins (CHILDREN): its dropout and where a file sets it, its parameter-owning
+    submodules ``(name, NNType, resolved args)`` in ``named_modules()`` order, no copies, and its
+    children: those submodules."""
+    leaves = []
+    for cname, ctype, cargs in CHILDREN[type_name](args):
+        ct = nn_types.lookup(ctype)
+        leaves.append((cname, ct, nn_types.resolved_args(ct, cargs)))
+    return (args["dropout"], "args", leaves, lambda full: None,
+            lambda leaf, prefix, loc, training: [leaf(rel, ct, cargs) for rel, ct, cargs in leaves])
+
+
+def _given_params(builder, m: YMap, t, what: str, prefix: str, frozen: bool, specs, names) -> dict:
+    """The file's ``params:`` of a composite, by ``named_parameters()`` name, each checked against
+    its parameter's shape (every error of the block raised together)."""
+    given = {}
+    pnode = m.get("params")
+    if pnode is None:
+        return given
+    if not isinstance(pnode, YMap):
+        raise ProblemError(pnode.loc, f"the params of {what} must be a mapping NAME: tensor, not {kind_name(pnode)}")
+    errors = []
+    for key, value in pnode.entries:
+        if key.text not in names:
+            errors.append(ProblemError(key.loc, f"'{key.text}' is not a parameter of this {t.name}"
+                                                f"{suggest(key.text, names)} (its parameters: {', '.join(names)})"))
+            continue
+        spec = specs[names.index(key.text)][3]
+        try:
+            decl = builder.param_decl(prefix + key.text, value, key.loc, frozen)
+        except ProblemError as err:
+            errors.append(err)
+            continue
+        if decl.value.shape != spec.shape:
+            errors.append(ProblemError(decl.value.loc, f"parameter '{decl.name}' has shape {list(decl.value.shape)}"
+                                                       f" but this {t.name} has {list(spec.shape)}"))
+            continue
+        given[key.text] = decl
+    raise_all(errors)
+    return given

@@ -17,7 +17,6 @@ import os
 import queue
 import time
 import traceback
-import warnings
 from datetime import timedelta
 
 import torch
@@ -28,11 +27,10 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_
 from torch.nn.parallel import DistributedDataParallel
 
 from adjoint.format.errors import ProblemError
-from adjoint.format.problem import Step
 from adjoint.format.comm_hook import OPS
 from adjoint.format.syntax import Bin, Call, Name, Neg, Num
-from adjoint.torchside.run import DEFAULT_STEPS, Session, finish_calls, run_steps
-from adjoint.torchside.run import _as_fresh_process, _recorder
+from adjoint.torchside.rank_run import run_one_rank
+from adjoint.torchside.run import Session, run_steps
 from adjoint.torchside.values import snap
 
 #: the file's built-in comm hooks: torch.distributed.algorithms.ddp_comm_hooks.default_hooks
@@ -150,52 +148,30 @@ class DDPSession(Session):
 
 
 def run_rank(problem, variant: str, dtype: str, rank: int) -> dict:
-    spec = problem.distributed
-    mine = spec.ranks[rank]
-    decl = mine.variant(variant)
-    s = DDPSession(mine, decl, dtype)
+    return run_one_rank(problem, variant, dtype, rank, _wrap_and_run, DDPSession)
+
+
+def _wrap_and_run(s: DDPSession, spec, steps, passes: list) -> dict | None:
+    """DistributedDataParallel around the root, the comm hook registered, the steps; every comm
+    hook's Future given the time to complete."""
     kwargs = {"find_unused_parameters": spec.find_unused_parameters, "static_graph": spec.static_graph,
               "gradient_as_bucket_view": spec.gradient_as_bucket_view}
     if spec.bucket_cap_mb is not None:
         kwargs["bucket_cap_mb"] = float(spec.bucket_cap_mb)
-    steps = decl.steps if decl.steps is not None else tuple(Step(k, decl.loc) for k in DEFAULT_STEPS)
-    passes: list[dict] = []
-    warned: list[dict] = []
-    always = torch.is_warn_always_enabled()
-    torch.set_warn_always(True)   # a TORCH_WARN_ONCE is issued again in this process: kept once below
-    with warnings.catch_warnings():
-        warnings.simplefilter("always")   # every warning each time it is issued, as in a single process
-        warnings.showwarning = _recorder(s, warned)
+    s.ddp = DistributedDataParallel(s.root, **kwargs)
+    error = None
+    if spec.comm_hook is not None:
         try:
-            s.phase = "setup"
-            s.ddp = DistributedDataParallel(s.root, **kwargs)
-            error = None
-            if spec.comm_hook is not None:
-                try:
-                    state = (powerSGD_hook.PowerSGDState(None, **dict(spec.comm_hook.state))
-                             if spec.comm_hook.builtin == "powerSGD" else None)
-                except ValueError as exc:   # PowerSGDState refuses its arguments: the registration line raises
-                    error = {"type": "ValueError", "message": str(exc), "during": "register", "after_call": None}
-                else:
-                    s.ddp.register_comm_hook(state, _logged_hook(s, spec.comm_hook, world_size=dist.get_world_size()))
-            if error is None:
-                error = _run_steps(s, steps, passes, spec)
-            _settle(s.comm_futures)
-        finally:
-            s.close()
-            torch.set_warn_always(always)
-    warned = _as_fresh_process(warned)
-    s.nodes.scan(s.kept)
-    finish_calls(s)
-    if error is not None:
-        return {"error": error, "hook_calls": s.log, "warnings": warned}
-    fp = s.forwards[-1] if s.forwards else None
-    observed = {"loss": fp.values.get("loss") if fp is not None and fp.loss is not None else None,
-                "values": fp.values if fp is not None else {}, "grads": s.grads(), "hook_calls": s.log}
-    if decl.steps is not None:
-        observed["passes"] = passes
-    observed["warnings"] = warned
-    return observed
+            state = (powerSGD_hook.PowerSGDState(None, **dict(spec.comm_hook.state))
+                     if spec.comm_hook.builtin == "powerSGD" else None)
+        except ValueError as exc:   # PowerSGDState refuses its arguments: the registration line raises
+            error = {"type": "ValueError", "message": str(exc), "during": "register", "after_call": None}
+        else:
+            s.ddp.register_comm_hook(state, _logged_hook(s, spec.comm_hook, world_size=dist.get_world_size()))
+    if error is None:
+        error = _run_steps(s, steps, passes, spec)
+    _settle(s.comm_futures)
+    return error
 
 
 def _settle(futures: list, patience: float = 5.0) -> None:

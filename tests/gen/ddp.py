@@ -48,9 +48,77 @@ def _tensor(rng: random.Random, shape: tuple) -> str:
     return "[" + ", ".join(_tensor(rng, shape[1:]) for _ in range(shape[0])) + "]"
 
 
+def _ranks_and_dtype(rng: random.Random) -> tuple[int, str]:
+    return rng.choice((2, 2, 2, 3, 1)), rng.choice(("float64", "float64", "float32"))
+
+
+def _input_line(rng: random.Random, shapes, x_grad: bool) -> str:
+    """``x``, one tensor per rank (of ``shapes[rank]``), requiring grad or not."""
+    per_rank = ", ".join(_tensor(rng, shape) for shape in shapes)
+    return f"  x: {{per_rank: [{per_rank}]{', requires_grad: true' if x_grad else ''}}}"
+
+
+def _linears(rng: random.Random, lines: list, dims: list, activations: tuple):
+    """``len(dims) - 1`` Linear layers ``l{i}`` (with and without bias, some frozen), one of
+    ``activations`` (a type or None) ``a{i}`` between two: their parameters that require grad,
+    the layers, the calls in order, the activations."""
+    params: list[str] = []
+    layers: list[str] = []
+    calls: list[str] = []
+    acts: list[str] = []
+    n_layers = len(dims) - 1
+    for i in range(n_layers):
+        bias = rng.random() < 0.75
+        frozen = rng.random() < 0.1
+        w = _tensor(rng, (dims[i + 1], dims[i]))
+        p = f"weight: {{value: {w}, requires_grad: false}}" if frozen else f"weight: {w}"
+        if bias:
+            p += f", bias: {_tensor(rng, (dims[i + 1],))}"
+        extra = "" if bias else ", bias: false"
+        lines.append(f"    l{i}: {{type: Linear{extra}, params: {{{p}}}}}")
+        layers.append(f"l{i}")
+        calls.append(f"l{i}")
+        if not frozen:
+            params.append(f"l{i}.weight")
+        if bias:
+            params.append(f"l{i}.bias")
+        if i < n_layers - 1:
+            act = rng.choice(activations)
+            if act:
+                lines.append(f"    a{i}: {{type: {act}}}")
+                calls.append(f"a{i}")
+                acts.append(f"a{i}")
+    return params, layers, calls, acts
+
+
+def _loss_line(rng: random.Random) -> str:
+    return 'loss: "' + rng.choice(("(y ** 2).sum()", "y.sum()", "((y - 0.5) ** 2).mean()")) + '"'
+
+
+def _hooks_lines(rng: random.Random, hooks: list) -> list:
+    rng.shuffle(hooks)
+    return ["hooks:"] + [f"  - {h}" for h in hooks] if hooks else []
+
+
+def _forward_step(rng: random.Random, it: int, ws: int, batch: int, dims: list, x_grad: bool) -> str:
+    """A forward; after the first iteration, sometimes with per-rank inputs of its own."""
+    if it and rng.random() < 0.3:
+        return ("{forward: {inputs: {x: {per_rank: [" + ", ".join(_tensor(rng, (batch, dims[0])) for _ in range(ws))
+                + "]" + (", requires_grad: true" if x_grad else "") + "}}}}")
+    return "forward"
+
+
+def _after_step(rng: random.Random, steps: list, zero_grad: float, sgd: float) -> None:
+    """``zero_grad`` with probability ``zero_grad``, else an SGD step up to probability ``sgd`` in all."""
+    r = rng.random()
+    if r < zero_grad:
+        steps.append("zero_grad")
+    elif r < sgd:
+        steps.append("{step: {lr: 0.5}}")
+
+
 def generate(rng: random.Random) -> str:
-    ws = rng.choice((2, 2, 2, 3, 1))
-    dtype = rng.choice(("float64", "float64", "float32"))
+    ws, dtype = _ranks_and_dtype(rng)
     hook = rng.choice(("none", "allreduce", "written", "written", "powerSGD")
                       + (("compress",) * 2 if ws <= 2 else ()))
     # Tanh only in float64 (1 - tanh(z)**2 cancels in float32 for |z| of a few units, beyond verify's
@@ -70,8 +138,7 @@ def generate(rng: random.Random) -> str:
         batch = 1
     shapes = [(2 if partial == "rows" and r == bad else batch, dims[0] + (partial == "width" and r == bad))
               for r in range(ws)]
-    per_rank = ", ".join(_tensor(rng, shape) for shape in shapes)
-    lines.append(f"  x: {{per_rank: [{per_rank}]{', requires_grad: true' if x_grad else ''}}}")
+    lines.append(_input_line(rng, shapes, x_grad))
     # DistributedDataParallel's options (each drawn on its own); a model may leave a layer unused
     # (a program that never calls it): with find_unused_parameters it is marked ready by the
     # Reducer, with static_graph it is the first iteration's unused one, and with neither the
@@ -81,29 +148,7 @@ def generate(rng: random.Random) -> str:
     as_view = rng.random() < 0.3
     unused_layer = rng.random() < 0.35
     lines += ["model:"] + ([] if unused_layer else ["  type: Sequential"]) + ["  children:"]
-    params: list[str] = []
-    layers: list[str] = []
-    calls: list[str] = []
-    for i in range(n_layers):
-        bias = rng.random() < 0.75
-        frozen = rng.random() < 0.1
-        w = _tensor(rng, (dims[i + 1], dims[i]))
-        p = f"weight: {{value: {w}, requires_grad: false}}" if frozen else f"weight: {w}"
-        if bias:
-            p += f", bias: {_tensor(rng, (dims[i + 1],))}"
-        extra = "" if bias else ", bias: false"
-        lines.append(f"    l{i}: {{type: Linear{extra}, params: {{{p}}}}}")
-        layers.append(f"l{i}")
-        calls.append(f"l{i}")
-        if not frozen:
-            params.append(f"l{i}.weight")
-        if bias:
-            params.append(f"l{i}.bias")
-        if i < n_layers - 1:
-            act = rng.choice(("ReLU", "Tanh", None) if tanh else ("ReLU", None))
-            if act:
-                lines.append(f"    a{i}: {{type: {act}}}")
-                calls.append(f"a{i}")
+    params, layers, calls, _ = _linears(rng, lines, dims, ("ReLU", "Tanh", None) if tanh else ("ReLU", None))
     if not params:   # DDP needs a parameter that requires grad
         lines.append(f"    extra: {{type: Linear, bias: false, params: {{weight: {_tensor(rng, (1, dims[-1]))}}}}}")
         params.append("extra.weight")
@@ -117,7 +162,7 @@ def generate(rng: random.Random) -> str:
         for c in calls:
             body = f"{c}({body})"
         lines += ["  forward: |", f"    return {body}"]
-    lines.append('loss: "' + rng.choice(("(y ** 2).sum()", "y.sum()", "((y - 0.5) ** 2).mean()")) + '"')
+    lines.append(_loss_line(rng))
     lines += ["distributed:", f"  world_size: {ws}", "  wrap: ddp"]
     cap = rng.choice(CAPS)
     args = [f"bucket_cap_mb: {cap}"] if cap is not None else []
@@ -155,17 +200,10 @@ def generate(rng: random.Random) -> str:
         hooks.append('{tensor: y, kind: hook, returns: "grad[:1]"}')
     if rng.random() < 0.1:   # no gradient reaches the layer's parameters: the Reducer copies zeros
         hooks.append(f'{{module: {rng.choice(layers)}, kind: full_backward_pre, returns: "(None,)"}}')
-    rng.shuffle(hooks)
-    if hooks:
-        lines.append("hooks:")
-        lines += [f"  - {h}" for h in hooks]
+    lines += _hooks_lines(rng, hooks)
     steps = []
     for it in range(rng.randint(1, 3)):
-        forward = "forward"
-        if it and rng.random() < 0.3:
-            forward = ("{forward: {inputs: {x: {per_rank: [" + ", ".join(_tensor(rng, (batch, dims[0]))
-                                                                      for _ in range(ws))
-                       + "]" + (", requires_grad: true" if x_grad else "") + "}}}}")
+        forward = _forward_step(rng, it, ws, batch, dims, x_grad)
         mode = rng.choice(("sync", "sync", "no_sync", "fwd_only", "bwd_only", "rearmed", "twice"))
         if mode == "sync":
             steps += [forward, "backward"]
@@ -179,10 +217,6 @@ def generate(rng: random.Random) -> str:
             steps += [forward, "{no_sync: [forward]}", "backward"]
         else:
             steps += [forward, "forward", "backward"]
-        r = rng.random()
-        if r < 0.15:
-            steps.append("zero_grad")
-        elif r < 0.3:
-            steps.append("{step: {lr: 0.5}}")
+        _after_step(rng, steps, 0.15, 0.3)
     lines.append("steps: [" + ", ".join(steps) + "]")
     return "\n".join(lines) + "\n"

@@ -18,58 +18,35 @@ from __future__ import annotations
 
 import random
 
-from gen.ddp import _tensor
+from gen.ddp import (_after_step, _forward_step, _hooks_lines, _input_line, _linears, _loss_line,
+                     _ranks_and_dtype, _tensor)
 
 
 def generate(rng: random.Random) -> str:
-    ws = rng.choice((2, 2, 2, 3, 1))
-    dtype = rng.choice(("float64", "float64", "float32"))
+    ws, dtype = _ranks_and_dtype(rng)
     n_layers = rng.randint(1, 3)
     dims = [rng.randint(1, 4) for _ in range(n_layers + 1)]
     batch = rng.randint(1, 2)
     x_grad = rng.random() < 0.4
     program = rng.random() < 0.35
     lines = ["name: fsdp-gen", f"dtype: {dtype}", "inputs:"]
-    per_rank = ", ".join(_tensor(rng, (batch, dims[0])) for _ in range(ws))
-    lines.append(f"  x: {{per_rank: [{per_rank}]{', requires_grad: true' if x_grad else ''}}}")
+    lines.append(_input_line(rng, [(batch, dims[0])] * ws, x_grad))
     lines.append("model:")
     if program:
         lines.append(f"  params: {{scale: {_tensor(rng, (dims[-1],))}}}")
     else:
         lines.append("  type: Sequential")
     lines.append("  children:")
-    params: list[str] = ["scale"] if program else []
-    layers: list[str] = []
-    calls: list[str] = []
-    acts: list[str] = []
-    for i in range(n_layers):
-        bias = rng.random() < 0.75
-        frozen = rng.random() < 0.1
-        w = _tensor(rng, (dims[i + 1], dims[i]))
-        p = f"weight: {{value: {w}, requires_grad: false}}" if frozen else f"weight: {w}"
-        if bias:
-            p += f", bias: {_tensor(rng, (dims[i + 1],))}"
-        extra = "" if bias else ", bias: false"
-        lines.append(f"    l{i}: {{type: Linear{extra}, params: {{{p}}}}}")
-        layers.append(f"l{i}")
-        calls.append(f"l{i}")
-        if not frozen:
-            params.append(f"l{i}.weight")
-        if bias:
-            params.append(f"l{i}.bias")
-        if i < n_layers - 1:
-            act = rng.choice(("ReLU", "Tanh", None) if dtype == "float64" else ("ReLU", None))
-            if act:
-                lines.append(f"    a{i}: {{type: {act}}}")
-                calls.append(f"a{i}")
-                acts.append(f"a{i}")
+    params, layers, calls, acts = _linears(rng, lines, dims, ("ReLU", "Tanh", None) if dtype == "float64"
+                                           else ("ReLU", None))
+    params = (["scale"] if program else []) + params
     if program:
         body = "x"
         for c in calls:
             body = f"{c}({body})"
         lines += ["  forward: |", f"    h = {body}", "    return h * scale"]
         acts.append("h")
-    lines.append('loss: "' + rng.choice(("(y ** 2).sum()", "y.sum()", "((y - 0.5) ** 2).mean()")) + '"')
+    lines.append(_loss_line(rng))
     lines += ["distributed:", f"  world_size: {ws}", "  wrap: fully_shard"]
     shard = rng.sample(layers, rng.randint(0, len(layers)))
     if shard:
@@ -103,25 +80,14 @@ def generate(rng: random.Random) -> str:
             hooks.append(f"{{module: {rng.choice(layers)}, kind: full_backward}}")
     if acts and rng.random() < 0.05:
         hooks.append(f'{{tensor: {rng.choice(acts)}, kind: hook, raises: {{type: HookError, message: "stop"}}}}')
-    rng.shuffle(hooks)
-    if hooks:
-        lines.append("hooks:")
-        lines += [f"  - {h}" for h in hooks]
+    lines += _hooks_lines(rng, hooks)
     steps = []
     for it in range(rng.randint(1, 3)):
-        forward = "forward"
-        if it and rng.random() < 0.3:
-            forward = ("{forward: {inputs: {x: {per_rank: [" + ", ".join(_tensor(rng, (batch, dims[0]))
-                                                                      for _ in range(ws))
-                       + "]" + (", requires_grad: true" if x_grad else "") + "}}}}")
+        forward = _forward_step(rng, it, ws, batch, dims, x_grad)
         if rng.random() < 0.2:
             steps += [forward, "forward", "backward"]
         else:
             steps += [forward, "backward"]
-        r = rng.random()
-        if r < 0.2:
-            steps.append("zero_grad")
-        elif r < 0.4:
-            steps.append("{step: {lr: 0.5}}")
+        _after_step(rng, steps, 0.2, 0.4)
     lines.append("steps: [" + ", ".join(steps) + "]")
     return "\n".join(lines) + "\n"

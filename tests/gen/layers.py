@@ -2,7 +2,7 @@
 consistent shapes, then a loss module, a functional loss or a loss expression; hooks of every
 kind come from the shared machinery (hooks, hooks2, steps) like any other problem's.
 
-Layers: Conv1d Conv2d MaxPool2d AvgPool2d AdaptiveAvgPool2d BatchNorm1d/2d (training and eval,
+Layers: Conv1d Conv2d MaxPool2d AvgPool2d AdaptiveAvgPool2d MaxPool1d AvgPool1d BatchNorm1d/2d (training and eval,
 buffers given or PyTorch's defaults, momentum None) LayerNorm GroupNorm Dropout (training: a
 declared ``mask:``; eval) Embedding (int64 indices, a target; ``padding_idx``)
 MultiheadAttention (self- or cross-attention, batch_first or not, need_weights) RNN (tanh, relu)
@@ -10,7 +10,7 @@ LSTM (proj_size) GRU (layers, directions, batch_first, unbatched, a given state:
 Unflatten Linear, the activations ReLU LeakyReLU GELU SiLU ELU Softplus Tanh Sigmoid Softmax
 LogSoftmax (some in place), the losses MSELoss L1Loss SmoothL1Loss HuberLoss CrossEntropyLoss
 NLLLoss BCELoss BCEWithLogitsLoss KLDivLoss (``reduction=``, weights as buffers), and the
-functional forms (F.conv1d/2d, F.max_pool2d, F.avg_pool2d, F.adaptive_avg_pool2d, F.layer_norm,
+functional forms (F.conv1d/2d, F.max_pool2d, F.avg_pool2d, F.max_pool1d, F.avg_pool1d, F.adaptive_avg_pool2d, F.layer_norm,
 F.group_norm, F.embedding, F.softmax ..., F.cross_entropy ...). Parameters are given or left to
 ``init: {seed: N}``; modules ``training: false`` (or the whole model), ``requires_grad: false``.
 
@@ -319,6 +319,7 @@ class LayerGen:
                      (2, "flatten"), (1, "dropout"), (1, "ln")]
         elif r == 3:
             opts += [(3, "conv1d"), (2, "bn"), (1, "gn"), (2, "ln"), (1, "dropout"), (2, "flatten")]
+            opts += [(1, "maxpool1d"), (1, "avgpool1d")]
             if shape[2] in (2, 4) and functional:
                 opts.append((2, "mha"))
                 opts.append((1, "encoder"))
@@ -335,7 +336,8 @@ class LayerGen:
             kind = "rnn"
         if kind == "act" and r == 4 and functional and s.coin(0.3):   # (batch, heads, length, E): attention
             return self.fn_stage("sdpa", shape, root_params)
-        if functional and kind in ("act", "conv2d", "conv1d", "maxpool", "avgpool", "adaptive", "ln", "gn") \
+        if functional and kind in ("act", "conv2d", "conv1d", "maxpool", "avgpool", "adaptive", "ln", "gn",
+                                   "maxpool1d", "avgpool1d") \
                 and s.coin(0.3):
             return self.fn_stage(kind, shape, root_params)
         name = self.fresh(kind.replace("2d", "").replace("1d", "") if kind != "act" else "act")
@@ -481,6 +483,31 @@ class LayerGen:
             m = self.lmod(name, path, typ, [shape], shape[:2] + outs, args)
             m.single_node = True
             if typ == "MaxPool2d":
+                self.int_saved = True      # its indices (int64) are saved
+                self.int_paths.add(path)
+            return "mod", m, m.out_shape
+        if kind in ("maxpool1d", "avgpool1d"):   # unsqueeze(-2), the 2-D kernel, squeeze(-2)
+            length = shape[2]
+            k = min(s.choice([2, 2, 3]), length)
+            stride = s.choice([None, None, 1, 2])
+            pad = 1 if (s.coin(0.2) and k >= 2) else 0
+            ceil = s.coin(0.15)
+            out = _pool_out(length, k, stride or k, pad, 1, ceil)
+            if out < 1:
+                return None
+            args = {"kernel_size": k}
+            if stride is not None:
+                args["stride"] = stride
+            if pad:
+                args["padding"] = pad
+            if ceil:
+                args["ceil_mode"] = True
+            if kind == "avgpool1d" and pad and s.coin(0.4):
+                args["count_include_pad"] = False
+            typ = "MaxPool1d" if kind == "maxpool1d" else "AvgPool1d"
+            m = self.lmod(name, path, typ, [shape], shape[:2] + (out,), args)
+            m.single_node = True
+            if typ == "MaxPool1d":
                 self.int_saved = True      # its indices (int64) are saved
                 self.int_paths.add(path)
             return "mod", m, m.out_shape
@@ -755,6 +782,14 @@ class LayerGen:
                 self.int_saved = True
             nm = "F.max_pool2d" if kind == "maxpool" else "F.avg_pool2d"
             return "fn", op(nm, [("lit", "2")], shape[:2] + outs), shape[:2] + outs
+        if kind in ("maxpool1d", "avgpool1d"):
+            out = _pool_out(shape[2], 2, 2, 0)
+            if out < 1:
+                return None
+            if kind == "maxpool1d":
+                self.int_saved = True
+            nm = "F.max_pool1d" if kind == "maxpool1d" else "F.avg_pool1d"
+            return "fn", op(nm, [("lit", "2")], shape[:2] + (out,)), shape[:2] + (out,)
         if kind == "adaptive":
             return "fn", op("F.adaptive_avg_pool2d", [("lit", "1")], shape[:2] + (1, 1)), shape[:2] + (1, 1)
         if kind == "ln":

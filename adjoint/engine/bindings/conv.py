@@ -109,12 +109,13 @@ def _lower_conv(rank: int):
 
 # ----------------------------------------------------------------------------- pooling
 
-def pool_spec(kernel, stride, padding, loc: Loc, what: str, **extra) -> PoolSpec:
-    """F.max_pool2d / F.avg_pool2d arguments: ``stride=None`` (or ``[]``) is the kernel size."""
-    k = expand_arg(kernel, 2, "kernel_size", what, loc, 1)
+def pool_spec(kernel, stride, padding, loc: Loc, what: str, rank: int = 2, **extra) -> PoolSpec:
+    """F.max_pool{rank}d / F.avg_pool{rank}d arguments: ``stride=None`` (or ``[]``) is the kernel size."""
+    k = expand_arg(kernel, rank, "kernel_size", what, loc, 1)
     empty = stride is None or (isinstance(stride, (tuple, list)) and not stride)
-    s = k if empty else expand_arg(stride, 2, "stride", what, loc, 1)
-    p = expand_arg(padding, 2, "padding", what, loc, 0)
+    s = k if empty else expand_arg(stride, rank, "stride", what, loc, 1)
+    p = expand_arg(padding, rank, "padding", what, loc, 0)
+    extra.setdefault("dilation", (1,) * rank)
     return PoolSpec(k, s, p, **extra)
 
 
@@ -124,58 +125,69 @@ def _refuse_symbolic(rt, x: Tensor, loc: Loc, what: str) -> None:
                                 "them; bind the symbols (symbols: ...) or give numbers")
 
 
-def max_pool2d(rt, x: Tensor, kernel, stride, padding, dilation, ceil_mode: bool, return_indices: bool, loc: Loc):
-    spec = pool_spec(kernel, stride, padding, loc, "max_pool2d",
-                     dilation=expand_arg(dilation, 2, "dilation", "max_pool2d", loc, 1), ceil_mode=ceil_mode)
-    _refuse_symbolic(rt, x, loc, "max_pool2d")
-    out, indices = rt.apply("max_pool2d_with_indices", [x], spec, loc)
+def max_pool(rank: int, rt, x: Tensor, kernel, stride, padding, dilation, ceil_mode: bool, return_indices: bool,
+             loc: Loc):
+    """F.max_pool{rank}d (rank 2 or 3): one MaxPool{rank}DWithIndicesBackward0."""
+    what = f"max_pool{rank}d"
+    spec = pool_spec(kernel, stride, padding, loc, what, rank,
+                     dilation=expand_arg(dilation, rank, "dilation", what, loc, 1), ceil_mode=ceil_mode)
+    _refuse_symbolic(rt, x, loc, what)
+    out, indices = rt.apply(f"max_pool{rank}d_with_indices", [x], spec, loc)
     return (out, indices) if return_indices else out
 
 
-def lower_max_pool2d(rt, a: dict, loc: Loc):
-    return max_pool2d(rt, a["input"], a["kernel_size"], a["stride"], a["padding"], a["dilation"], a["ceil_mode"],
-                      a["return_indices"], loc)
-
-
-def avg_pool2d(rt, x: Tensor, kernel, stride, padding, ceil_mode: bool, count_include_pad: bool, divisor_override,
-               loc: Loc):
+def avg_pool(rank: int, rt, x: Tensor, kernel, stride, padding, ceil_mode: bool, count_include_pad: bool,
+             divisor_override, loc: Loc):
+    """F.avg_pool{rank}d (rank 2 or 3): one AvgPool{rank}DBackward0."""
     if divisor_override is not None and divisor_override == 0:
         raise ProblemError(loc, "divisor must be not zero (PyTorch raises this)")
-    spec = pool_spec(kernel, stride, padding, loc, "avg_pool2d", ceil_mode=ceil_mode,
+    what = f"avg_pool{rank}d"
+    spec = pool_spec(kernel, stride, padding, loc, what, rank, ceil_mode=ceil_mode,
                      count_include_pad=count_include_pad, divisor_override=divisor_override)
-    return rt.apply("avg_pool2d", [x], spec, loc)
+    return rt.apply(what, [x], spec, loc)
 
 
-def lower_avg_pool2d(rt, a: dict, loc: Loc):
-    return avg_pool2d(rt, a["input"], a["kernel_size"], a["stride"], a["padding"], a["ceil_mode"],
-                      a["count_include_pad"], a["divisor_override"], loc)
-
-
-def adaptive_avg_pool2d(rt, x: Tensor, output_size, loc: Loc):
-    """F.adaptive_avg_pool2d; ``None`` in output_size keeps that input size."""
-    if len(x.shape) not in (3, 4):
-        raise ProblemError(loc, f"adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got {list(x.shape)} "
+def adaptive_avg_pool(rank: int, rt, x: Tensor, output_size, loc: Loc):
+    """F.adaptive_avg_pool{rank}d (rank 2 or 3); ``None`` in output_size keeps that input size; an
+    output of all ones is ATen's ``mean`` over the spatial dims (MeanBackward1)."""
+    what = f"adaptive_avg_pool{rank}d"
+    if len(x.shape) not in (rank + 1, rank + 2):
+        raise ProblemError(loc, f"{what}(): Expected {rank + 1}D or {rank + 2}D tensor, but got {list(x.shape)} "
                                 "(PyTorch raises this)")
-    sizes = (output_size, output_size) if output_size is None or isinstance(output_size, int) else tuple(output_size)
-    if len(sizes) != 2:
-        raise ProblemError(loc, f"adaptive_avg_pool2d: output_size must be 2, got {len(sizes)} entries "
+    sizes = (output_size,) * rank if output_size is None or isinstance(output_size, int) else tuple(output_size)
+    if len(sizes) != rank:
+        raise ProblemError(loc, f"{what}: output_size must be {rank}, got {len(sizes)} entries "
                                 "(PyTorch raises this)")
-    out_hw = tuple(x.shape[-2 + i] if s is None else int(s) for i, s in enumerate(sizes))
-    if any(s < 0 for s in out_hw):
-        raise ProblemError(loc, f"adaptive_avg_pool2d: elements of output_size must be greater than or equal to 0 but "
-                                f"received {list(out_hw)} (PyTorch raises this)")
-    if out_hw == (1, 1):
-        return rt.apply("mean_dim", [x], mean_dims(len(x.shape), (-1, -2), True, loc), loc)
-    return rt.apply("adaptive_avg_pool2d", [x], out_hw, loc)
+    out = tuple(x.shape[-rank + i] if s is None else int(s) for i, s in enumerate(sizes))
+    if any(s < 0 for s in out):
+        raise ProblemError(loc, f"{what}: elements of output_size must be greater than or equal to 0 but "
+                                f"received {list(out)} (PyTorch raises this)")
+    if out == (1,) * rank:
+        return rt.apply("mean_dim", [x], mean_dims(len(x.shape), tuple(range(-1, -rank - 1, -1)), True, loc), loc)
+    return rt.apply(what, [x], out, loc)
 
 
-def lower_adaptive_avg_pool2d(rt, a: dict, loc: Loc):
-    size = a["output_size"]
-    if isinstance(size, (tuple, list)):
-        size = tuple(None if s is None else _int(s, loc) for s in size)
-    elif size is not None:
-        size = _int(size, loc)
-    return adaptive_avg_pool2d(rt, a["input"], size, loc)
+def _lower_max_pool(rank: int):
+    def lower(rt, a: dict, loc: Loc):
+        return max_pool(rank, rt, a["input"], a["kernel_size"], a["stride"], a["padding"], a["dilation"],
+                        a["ceil_mode"], a["return_indices"], loc)
+    lower.__name__ = f"lower_max_pool{rank}d"
+    return lower
+
+
+def _lower_avg_pool(rank: int):
+    def lower(rt, a: dict, loc: Loc):
+        return avg_pool(rank, rt, a["input"], a["kernel_size"], a["stride"], a["padding"], a["ceil_mode"],
+                        a["count_include_pad"], a["divisor_override"], loc)
+    lower.__name__ = f"lower_avg_pool{rank}d"
+    return lower
+
+
+def _lower_adaptive_avg_pool(rank: int):
+    def lower(rt, a: dict, loc: Loc):
+        return adaptive_avg_pool(rank, rt, a["input"], _output_size(a["output_size"], loc), loc)
+    lower.__name__ = f"lower_adaptive_avg_pool{rank}d"
+    return lower
 
 
 def _int(v, loc: Loc) -> int:
@@ -185,21 +197,35 @@ def _int(v, loc: Loc) -> int:
                             "raises TypeError")
 
 
-def adaptive_max_pool2d(rt, x: Tensor, output_size, return_indices: bool, loc: Loc):
-    """F.adaptive_max_pool2d: one AdaptiveMaxPool2DBackward0 (``None`` in output_size keeps that size)."""
-    if len(x.shape) not in (3, 4):
-        raise ProblemError(loc, f"adaptive_max_pool2d(): Expected 3D or 4D tensor, but got {list(x.shape)} "
-                                "(PyTorch raises this)")
-    sizes = (output_size, output_size) if output_size is None or isinstance(output_size, int) else tuple(output_size)
-    if len(sizes) != 2:
-        raise ProblemError(loc, f"adaptive_max_pool2d: internal error: output_size.size() must be 2 (got "
-                                f"{len(sizes)} entries; PyTorch raises this)")
-    out_hw = tuple(x.shape[-2 + i] if s is None else int(s) for i, s in enumerate(sizes))
-    if any(s < 1 for s in out_hw):
-        raise ProblemError(loc, f"adaptive_max_pool2d: output sizes {list(out_hw)} must be at least 1 here")
-    _refuse_symbolic(rt, x, loc, "adaptive_max_pool2d")
-    out, indices = rt.apply("adaptive_max_pool2d", [x], out_hw, loc)
+#: adaptive_max_pool{2,3}d's complaints about the input's rank and output_size's length (ATen's words differ)
+_ADAPTIVE_MAX_COMPLAINTS = {
+    2: ("adaptive_max_pool2d(): Expected 3D or 4D tensor, but got {shape} (PyTorch raises this)",
+        "adaptive_max_pool2d: internal error: output_size.size() must be 2 (got {n} entries; PyTorch raises this)"),
+    3: ("adaptive_max_pool3d(): Expected 4D or 5D tensor, but got: {shape} (PyTorch raises this)",
+        "adaptive_max_pool3d(): internal error: output_size.size() must be 3 (got {n} entries; PyTorch raises "
+        "this)"),
+}
+
+
+def adaptive_max_pool(rank: int, rt, x: Tensor, output_size, return_indices: bool, loc: Loc):
+    """F.adaptive_max_pool{rank}d (rank 2 or 3): one AdaptiveMaxPool{rank}DBackward0 (``None`` in
+    output_size keeps that size)."""
+    what = f"adaptive_max_pool{rank}d"
+    if len(x.shape) not in (rank + 1, rank + 2):
+        raise ProblemError(loc, _ADAPTIVE_MAX_COMPLAINTS[rank][0].format(shape=list(x.shape)))
+    sizes = (output_size,) * rank if output_size is None or isinstance(output_size, int) else tuple(output_size)
+    if len(sizes) != rank:
+        raise ProblemError(loc, _ADAPTIVE_MAX_COMPLAINTS[rank][1].format(n=len(sizes)))
+    out = tuple(x.shape[-rank + i] if s is None else int(s) for i, s in enumerate(sizes))
+    if any(s < 1 for s in out):
+        raise ProblemError(loc, f"{what}: output sizes {list(out)} must be at least 1 here")
+    _refuse_symbolic(rt, x, loc, what)
+    out, indices = rt.apply(what, [x], out, loc)
     return (out, indices) if return_indices else out
+
+
+def adaptive_max_pool2d(rt, x: Tensor, output_size, return_indices: bool, loc: Loc):
+    return adaptive_max_pool(2, rt, x, output_size, return_indices, loc)
 
 
 def adaptive_max_pool1d(rt, x: Tensor, output_size, return_indices: bool, loc: Loc):
@@ -223,14 +249,83 @@ def adaptive_max_pool1d(rt, x: Tensor, output_size, return_indices: bool, loc: L
     return (out, indices) if return_indices else out
 
 
+def _pool1d_args(x: Tensor, kernel, stride, padding, dilation, what: str, loc: Loc):
+    """at::max_pool1d's / at::avg_pool1d's own checks (check_max_pool1d; checkDimRange, check1d): the
+    input 2-D or 3-D, one kernel size, stride (empty: the kernel), padding and dilation each."""
+    if len(x.shape) not in (2, 3):
+        if what == "max_pool1d":
+            raise ProblemError(loc, "max_pool1d: Expected 2D or 3D (batch mode) tensor with optional 0 dim batch size "
+                                    f"for input, but got:{list(x.shape)} (PyTorch raises this)")
+        raise ProblemError(loc, f"Expected 2 to 3 dimensions, but got {len(x.shape)}-dimensional tensor for argument "
+                                f"#1 'self' (while checking arguments for {what}) (PyTorch raises this)")
+
+    def one(v, name: str, minimum: int) -> int:
+        t = (int(v),) if not isinstance(v, (tuple, list)) else tuple(int(n) for n in v)
+        if len(t) != 1:
+            raise ProblemError(loc, f"{what}() {name} must be an int, list of ints or tuple of ints of size 1 but got "
+                                    f"size {len(t)} (PyTorch raises this)")
+        if t[0] < minimum:
+            word = "greater than zero" if minimum == 1 else "non-negative"
+            raise ProblemError(loc, f"{what}() {name} must be {word}, but got {list(t)} (PyTorch raises this)")
+        return t[0]
+    k = one(kernel, "kernel_size", 1)
+    empty = stride is None or (isinstance(stride, (tuple, list)) and not stride)
+    return k, k if empty else one(stride, "stride", 1), one(padding, "padding", 0), one(dilation, "dilation", 1)
+
+
+def max_pool1d(rt, x: Tensor, kernel, stride, padding, dilation, ceil_mode: bool, return_indices: bool, loc: Loc):
+    """F.max_pool1d: ``unsqueeze(-2)`` (UnsqueezeBackward0), max_pool2d_with_indices over (1, L)
+    windows (MaxPool2DWithIndicesBackward0), ``squeeze(-2)`` (SqueezeBackward1) of the output and
+    of the indices, as at::max_pool1d_with_indices (the path of an input that requires grad)."""
+    k, s, p, d = _pool1d_args(x, kernel, stride, padding, dilation, "max_pool1d", loc)
+    if p > k // 2:
+        raise ProblemError(loc, f"max_pool1d() padding should be at most half of kernel size, but got padding={p} and "
+                                f"kernel_size={k} (PyTorch raises this)")
+    from adjoint.engine.ops.pool import pooling_output_size
+    width = pooling_output_size(x.shape[-1], k, p, s, d, ceil_mode)
+    if width <= 0:
+        raise ProblemError(loc, f"max_pool1d() Invalid computed output size: {width} (PyTorch raises this)")
+    _refuse_symbolic(rt, x, loc, "max_pool1d")
+    ap = rt.apply
+    u = ap("unsqueeze", [x], len(x.shape) - 1, loc)
+    out, indices = max_pool(2, rt, u, (1, k), (1, s), (0, p), (1, d), ceil_mode, True, loc)
+    nd = len(out.shape)
+    out = ap("squeeze_dim", [out], (nd - 2,), loc)
+    indices = ap("squeeze_dim", [indices], (nd - 2,), loc)
+    return (out, indices) if return_indices else out
+
+
+def avg_pool1d(rt, x: Tensor, kernel, stride, padding, ceil_mode: bool, count_include_pad: bool, loc: Loc):
+    """F.avg_pool1d: ``unsqueeze(-2)`` (UnsqueezeBackward0), avg_pool2d over (1, L) windows
+    (AvgPool2DBackward0, its checks), ``squeeze(-2)`` (SqueezeBackward1), as at::avg_pool1d."""
+    k, s, p, _ = _pool1d_args(x, kernel, stride, padding, 1, "avg_pool1d", loc)
+    ap = rt.apply
+    u = ap("unsqueeze", [x], len(x.shape) - 1, loc)
+    out = avg_pool(2, rt, u, (1, k), (1, s), (0, p), ceil_mode, count_include_pad, None, loc)
+    return ap("squeeze_dim", [out], (len(out.shape) - 2,), loc)
+
+
+def _lower_max_pool1d(rt, a: dict, loc: Loc):
+    return max_pool1d(rt, a["input"], a["kernel_size"], a["stride"], a["padding"], a["dilation"], a["ceil_mode"],
+                      a["return_indices"], loc)
+
+
+def _lower_avg_pool1d(rt, a: dict, loc: Loc):
+    return avg_pool1d(rt, a["input"], a["kernel_size"], a["stride"], a["padding"], a["ceil_mode"],
+                      a["count_include_pad"], loc)
+
+
 def _output_size(size, loc: Loc):
     if isinstance(size, (tuple, list)):
         return tuple(None if s is None else _int(s, loc) for s in size)
     return None if size is None else _int(size, loc)
 
 
-def lower_adaptive_max_pool2d(rt, a: dict, loc: Loc):
-    return adaptive_max_pool2d(rt, a["input"], _output_size(a["output_size"], loc), a["return_indices"], loc)
+def _lower_adaptive_max_pool(rank: int):
+    def lower(rt, a: dict, loc: Loc):
+        return adaptive_max_pool(rank, rt, a["input"], _output_size(a["output_size"], loc), a["return_indices"], loc)
+    lower.__name__ = f"lower_adaptive_max_pool{rank}d"
+    return lower
 
 
 def lower_adaptive_max_pool1d(rt, a: dict, loc: Loc):
@@ -255,18 +350,28 @@ FUNCTIONS = (
     Function("max_pool2d", (_IN, Param("kernel_size", "ints"), Param("stride", "ints", None),
                             Param("padding", "ints", (0,)), Param("dilation", "ints", (1,)),
                             Param("ceil_mode", "bool", False), Param("return_indices", "bool", False)),
-             lower_max_pool2d, where="function",
+             _lower_max_pool(2), where="function",
              doc="MaxPool2DWithIndicesBackward0 (return_indices=True: also the int64 indices)"),
     Function("avg_pool2d", (_IN, Param("kernel_size", "ints"), Param("stride", "ints", None),
                             Param("padding", "ints", (0,)), Param("ceil_mode", "bool", False),
                             Param("count_include_pad", "bool", True), Param("divisor_override", "int", None)),
-             lower_avg_pool2d, where="function", doc="AvgPool2DBackward0"),
-    Function("adaptive_avg_pool2d", (_IN, Param("output_size", "any")), lower_adaptive_avg_pool2d,
+             _lower_avg_pool(2), where="function", doc="AvgPool2DBackward0"),
+    Function("adaptive_avg_pool2d", (_IN, Param("output_size", "any")), _lower_adaptive_avg_pool(2),
              where="function", doc="AdaptiveAvgPool2DBackward0; output 1 x 1: MeanBackward1 (mean over H, W)"),
     Function("adaptive_max_pool2d", (_IN, Param("output_size", "any"), Param("return_indices", "bool", False)),
-             lower_adaptive_max_pool2d, where="function",
+             _lower_adaptive_max_pool(2), where="function",
              doc="AdaptiveMaxPool2DBackward0 (saves self, indices; return_indices=True: also the int64 indices)"),
     Function("adaptive_max_pool1d", (_IN, Param("output_size", "any"), Param("return_indices", "bool", False)),
              lower_adaptive_max_pool1d, where="function",
              doc="UnsqueezeBackward0, AdaptiveMaxPool2DBackward0, SqueezeBackward1"),
+    Function("max_pool1d", (_IN, Param("kernel_size", "ints"), Param("stride", "ints", None),
+                            Param("padding", "ints", (0,)), Param("dilation", "ints", (1,)),
+                            Param("ceil_mode", "bool", False), Param("return_indices", "bool", False)),
+             _lower_max_pool1d, where="function",
+             doc="UnsqueezeBackward0, MaxPool2DWithIndicesBackward0, SqueezeBackward1 (return_indices=True: also the "
+                 "int64 indices)"),
+    Function("avg_pool1d", (_IN, Param("kernel_size", "ints"), Param("stride", "ints", None),
+                            Param("padding", "ints", (0,)), Param("ceil_mode", "bool", False),
+                            Param("count_include_pad", "bool", True)),
+             _lower_avg_pool1d, where="function", doc="UnsqueezeBackward0, AvgPool2DBackward0, SqueezeBackward1"),
 )

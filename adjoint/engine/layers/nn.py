@@ -13,7 +13,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from adjoint.format.errors import ProblemError
-from adjoint.engine.bindings.conv import adaptive_avg_pool2d, avg_pool2d, convolution, max_pool2d
+from adjoint.engine.bindings.conv import adaptive_avg_pool, avg_pool, convolution, max_pool
 from adjoint.engine.bindings.norm import batch_norm, dropout, embedding, group_norm, layer_norm
 from adjoint.engine.layers import attention
 
@@ -30,30 +30,58 @@ def _conv(rank: int):
     return forward
 
 
-def max_pool_forward(c):
-    return max_pool2d(c.rt, c.args[0], c.arg("kernel_size"), c.arg("stride"), c.arg("padding"), c.arg("dilation"),
-                      c.arg("ceil_mode"), c.arg("return_indices"), c.loc)
+def max_pool_forward(rank: int):
+    """F.max_pool{rank}d(input, self.kernel_size, self.stride, self.padding, self.dilation, ...)."""
+    def forward(c):
+        return max_pool(rank, c.rt, c.args[0], c.arg("kernel_size"), c.arg("stride"), c.arg("padding"),
+                        c.arg("dilation"), c.arg("ceil_mode"), c.arg("return_indices"), c.loc)
+    forward.__name__ = f"max_pool{rank}d_forward"
+    return forward
 
 
-def avg_pool_forward(c):
-    return avg_pool2d(c.rt, c.args[0], c.arg("kernel_size"), c.arg("stride"), c.arg("padding"), c.arg("ceil_mode"),
-                      c.arg("count_include_pad"), c.arg("divisor_override"), c.loc)
+def avg_pool_forward(rank: int):
+    """F.avg_pool{rank}d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode, ...)."""
+    def forward(c):
+        return avg_pool(rank, c.rt, c.args[0], c.arg("kernel_size"), c.arg("stride"), c.arg("padding"),
+                        c.arg("ceil_mode"), c.arg("count_include_pad"), c.arg("divisor_override"), c.loc)
+    forward.__name__ = f"avg_pool{rank}d_forward"
+    return forward
 
 
-def adaptive_avg_pool_forward(c):
-    return adaptive_avg_pool2d(c.rt, c.args[0], c.arg("output_size"), c.loc)
+def adaptive_avg_pool_forward(rank: int):
+    """F.adaptive_avg_pool{rank}d(input, self.output_size)."""
+    def forward(c):
+        size = c.arg("output_size")
+        return adaptive_avg_pool(rank, c.rt, c.args[0], tuple(size) if isinstance(size, (tuple, list)) else size,
+                                 c.loc)
+    forward.__name__ = f"adaptive_avg_pool{rank}d_forward"
+    return forward
 
 
 def adaptive_max_pool_forward(rank: int):
     """F.adaptive_max_pool{rank}d(input, self.output_size, self.return_indices)."""
     def forward(c):
-        from adjoint.engine.bindings.conv import adaptive_max_pool1d, adaptive_max_pool2d
-        pool = adaptive_max_pool1d if rank == 1 else adaptive_max_pool2d
+        from adjoint.engine.bindings.conv import adaptive_max_pool, adaptive_max_pool1d
         size = c.arg("output_size")
         if isinstance(size, (tuple, list)):
             size = tuple(size)
-        return pool(c.rt, c.args[0], size, c.arg("return_indices"), c.loc)
+        if rank == 1:
+            return adaptive_max_pool1d(c.rt, c.args[0], size, c.arg("return_indices"), c.loc)
+        return adaptive_max_pool(rank, c.rt, c.args[0], size, c.arg("return_indices"), c.loc)
     forward.__name__ = f"adaptive_max_pool{rank}d_forward"
+    return forward
+
+
+def pool1d_forward(kind: str):
+    """MaxPool1d / AvgPool1d: F.max_pool1d / F.avg_pool1d with the module's arguments."""
+    def forward(c):
+        from adjoint.engine.bindings.conv import avg_pool1d, max_pool1d
+        if kind == "max":
+            return max_pool1d(c.rt, c.args[0], c.arg("kernel_size"), c.arg("stride"), c.arg("padding"),
+                              c.arg("dilation"), c.arg("ceil_mode"), c.arg("return_indices"), c.loc)
+        return avg_pool1d(c.rt, c.args[0], c.arg("kernel_size"), c.arg("stride"), c.arg("padding"), c.arg("ceil_mode"),
+                          c.arg("count_include_pad"), c.loc)
+    forward.__name__ = f"{kind}_pool1d_forward"
     return forward
 
 
@@ -110,9 +138,9 @@ def embedding_forward(c):
 FORWARDS = {
     "Conv1d": _conv(1),
     "Conv2d": _conv(2),
-    "MaxPool2d": max_pool_forward,
-    "AvgPool2d": avg_pool_forward,
-    "AdaptiveAvgPool2d": adaptive_avg_pool_forward,
+    "MaxPool2d": max_pool_forward(2),
+    "AvgPool2d": avg_pool_forward(2),
+    "AdaptiveAvgPool2d": adaptive_avg_pool_forward(2),
     "BatchNorm1d": _batch_norm((2, 3)),
     "BatchNorm2d": _batch_norm((4,)),
     "LayerNorm": layer_norm_forward,
@@ -122,4 +150,6 @@ FORWARDS = {
     "MultiheadAttention": attention.mha_forward,
     "AdaptiveMaxPool1d": adaptive_max_pool_forward(1),
     "AdaptiveMaxPool2d": adaptive_max_pool_forward(2),
+    "MaxPool1d": pool1d_forward("max"),
+    "AvgPool1d": pool1d_forward("avg"),
 }

@@ -23,34 +23,54 @@ from adjoint.engine.graph import Tensor
 from adjoint.engine.layers.masks import canonical_mask
 from adjoint.engine.warns import warn
 
-_NAMES = ("src", "src_mask", "src_key_padding_mask", "is_causal")
+def bind_forward(c, what: str, names: tuple[str, ...], tensors: tuple[str, ...], masks: tuple[str, ...],
+                 flags: tuple[str, ...], dtype_checked: bool = True, flag_default: bool | None = False) -> dict:
+    """``what.forward``'s arguments by name, as Python binds them: ``tensors`` required tensors,
+    ``masks`` tensors or None (``dtype_checked``: bool or floating, as ``F._canonical_mask``
+    asserts), ``flags`` booleans defaulting to ``flag_default`` (None: also None allowed)."""
+    if len(c.args) > len(names):
+        raise ProblemError(c.loc, f"{what} takes at most {len(names)} arguments, got {len(c.args)}: Python raises "
+                                  "TypeError in forward()")
+    bound = dict(zip(names, c.args))
+    for k, v in c.kwargs.items():
+        if k not in names:
+            raise ProblemError(c.loc, f"{what}.forward() got an unexpected keyword argument '{k}' "
+                                      f"(it takes {', '.join(names)}): Python raises TypeError")
+        if k in bound:
+            raise ProblemError(c.loc, f"{what}.forward() got multiple values for argument '{k}'")
+        bound[k] = v
+    for k in tensors:
+        if not isinstance(bound.get(k), Tensor):
+            raise ProblemError(c.loc, f"{what} needs a tensor for '{k}'")
+    for k in masks:
+        v = bound.setdefault(k, None)
+        if v is not None and not isinstance(v, Tensor):
+            raise ProblemError(c.loc, f"{what}: '{k}' must be a tensor or None")
+        if dtype_checked and v is not None and v.dtype not in ("float32", "float64", "bool"):
+            raise ProblemError(c.loc, f"only bool and floating types of {k} are supported (PyTorch raises "
+                                      "AssertionError)")
+    for k in flags:
+        v = bound.setdefault(k, flag_default)
+        if flag_default is None and v is not None and not isinstance(v, bool):
+            raise ProblemError(c.loc, f"{what}: '{k}' must be True, False or None")
+        if flag_default is not None and not isinstance(v, bool):
+            raise ProblemError(c.loc, f"{what}: '{k}' must be True or False")
+    return bound
+
+
+def canonical_masks(rt, src: Tensor, mask, kpm, mask_name: str):
+    """``F._canonical_mask`` of ``src_key_padding_mask`` then of the attention mask (named
+    ``mask_name`` in the warning when their dtypes differ); no node."""
+    if kpm is not None and mask is not None and kpm.dtype != mask.dtype:
+        warn(rt, "UserWarning", f"Support for mismatched src_key_padding_mask and {mask_name} is deprecated. Use same "
+                                "type for both instead.")
+    kpm = canonical_mask(rt, kpm, src.dtype)
+    return canonical_mask(rt, mask, src.dtype), kpm
 
 
 def _bind(c) -> dict:
-    if len(c.args) > len(_NAMES):
-        raise ProblemError(c.loc, f"TransformerEncoderLayer takes at most {len(_NAMES)} arguments, got "
-                                  f"{len(c.args)}: Python raises TypeError in forward()")
-    bound = dict(zip(_NAMES, c.args))
-    for k, v in c.kwargs.items():
-        if k not in _NAMES:
-            raise ProblemError(c.loc, f"TransformerEncoderLayer.forward() got an unexpected keyword argument '{k}' "
-                                      f"(it takes {', '.join(_NAMES)}): Python raises TypeError")
-        if k in bound:
-            raise ProblemError(c.loc, f"TransformerEncoderLayer.forward() got multiple values for argument '{k}'")
-        bound[k] = v
-    if not isinstance(bound.get("src"), Tensor):
-        raise ProblemError(c.loc, "TransformerEncoderLayer needs a tensor for 'src'")
-    for k in ("src_mask", "src_key_padding_mask"):
-        v = bound.setdefault(k, None)
-        if v is not None and not isinstance(v, Tensor):
-            raise ProblemError(c.loc, f"TransformerEncoderLayer: '{k}' must be a tensor or None")
-        if v is not None and v.dtype not in ("float32", "float64", "bool"):
-            raise ProblemError(c.loc, f"only bool and floating types of {k} are supported (PyTorch raises "
-                                      "AssertionError)")
-    causal = bound.setdefault("is_causal", False)
-    if not isinstance(causal, bool):
-        raise ProblemError(c.loc, "TransformerEncoderLayer: 'is_causal' must be True or False")
-    return bound
+    return bind_forward(c, "TransformerEncoderLayer", ("src", "src_mask", "src_key_padding_mask", "is_causal"),
+                        ("src",), ("src_mask", "src_key_padding_mask"), ("is_causal",))
 
 
 def _fast_path(c, src: Tensor) -> bool:
@@ -65,12 +85,8 @@ def _fast_path(c, src: Tensor) -> bool:
 def encoder_layer_forward(c):
     a = _bind(c)
     rt, loc = c.rt, c.loc
-    src, mask, kpm = a["src"], a["src_mask"], a["src_key_padding_mask"]
-    if kpm is not None and mask is not None and kpm.dtype != mask.dtype:
-        warn(rt, "UserWarning", "Support for mismatched src_key_padding_mask and src_mask is deprecated. Use same type "
-                                "for both instead.")
-    kpm = canonical_mask(rt, kpm, src.dtype)
-    mask = canonical_mask(rt, mask, src.dtype)
+    src = a["src"]
+    mask, kpm = canonical_masks(rt, src, a["src_mask"], a["src_key_padding_mask"], "src_mask")
     if _fast_path(c, src):
         raise ProblemError(loc, f"'{c.module.label}' takes PyTorch's fast path here (torch._transformer_encoder_layer_fwd: "
                                 "eval mode, batch_first, nothing requiring grad), which adjoint does not model yet")
@@ -104,28 +120,8 @@ _DECODER_NAMES = ("tgt", "memory", "tgt_mask", "memory_mask", "tgt_key_padding_m
 
 
 def _bind_decoder(c) -> dict:
-    if len(c.args) > len(_DECODER_NAMES):
-        raise ProblemError(c.loc, f"TransformerDecoderLayer takes at most {len(_DECODER_NAMES)} arguments, got "
-                                  f"{len(c.args)}: Python raises TypeError in forward()")
-    bound = dict(zip(_DECODER_NAMES, c.args))
-    for k, v in c.kwargs.items():
-        if k not in _DECODER_NAMES:
-            raise ProblemError(c.loc, f"TransformerDecoderLayer.forward() got an unexpected keyword argument '{k}' "
-                                      f"(it takes {', '.join(_DECODER_NAMES)}): Python raises TypeError")
-        if k in bound:
-            raise ProblemError(c.loc, f"TransformerDecoderLayer.forward() got multiple values for argument '{k}'")
-        bound[k] = v
-    for k in ("tgt", "memory"):
-        if not isinstance(bound.get(k), Tensor):
-            raise ProblemError(c.loc, f"TransformerDecoderLayer needs a tensor for '{k}'")
-    for k in _DECODER_NAMES[2:6]:
-        v = bound.setdefault(k, None)
-        if v is not None and not isinstance(v, Tensor):
-            raise ProblemError(c.loc, f"TransformerDecoderLayer: '{k}' must be a tensor or None")
-    for k in _DECODER_NAMES[6:]:
-        if not isinstance(bound.setdefault(k, False), bool):
-            raise ProblemError(c.loc, f"TransformerDecoderLayer: '{k}' must be True or False")
-    return bound
+    return bind_forward(c, "TransformerDecoderLayer", _DECODER_NAMES, _DECODER_NAMES[:2], _DECODER_NAMES[2:6],
+                        _DECODER_NAMES[6:], dtype_checked=False)
 
 
 def decoder_layer_forward(c):

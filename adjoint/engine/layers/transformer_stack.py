@@ -18,37 +18,11 @@ from __future__ import annotations
 
 from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Tensor
-from adjoint.engine.layers.masks import canonical_mask
-from adjoint.engine.warns import warn
-
-_NAMES = ("src", "mask", "src_key_padding_mask", "is_causal")
-
+from adjoint.engine.layers.transformer import bind_forward, canonical_masks
 
 def _bind(c) -> dict:
-    if len(c.args) > len(_NAMES):
-        raise ProblemError(c.loc, f"TransformerEncoder takes at most {len(_NAMES)} arguments, got {len(c.args)}: "
-                                  "Python raises TypeError in forward()")
-    bound = dict(zip(_NAMES, c.args))
-    for k, v in c.kwargs.items():
-        if k not in _NAMES:
-            raise ProblemError(c.loc, f"TransformerEncoder.forward() got an unexpected keyword argument '{k}' "
-                                      f"(it takes {', '.join(_NAMES)}): Python raises TypeError")
-        if k in bound:
-            raise ProblemError(c.loc, f"TransformerEncoder.forward() got multiple values for argument '{k}'")
-        bound[k] = v
-    if not isinstance(bound.get("src"), Tensor):
-        raise ProblemError(c.loc, "TransformerEncoder needs a tensor for 'src'")
-    for k in ("mask", "src_key_padding_mask"):
-        v = bound.setdefault(k, None)
-        if v is not None and not isinstance(v, Tensor):
-            raise ProblemError(c.loc, f"TransformerEncoder: '{k}' must be a tensor or None")
-        if v is not None and v.dtype not in ("float32", "float64", "bool"):
-            raise ProblemError(c.loc, f"only bool and floating types of {k} are supported (PyTorch raises "
-                                      "AssertionError)")
-    causal = bound.setdefault("is_causal", None)
-    if causal is not None and not isinstance(causal, bool):
-        raise ProblemError(c.loc, "TransformerEncoder: 'is_causal' must be True, False or None")
-    return bound
+    return bind_forward(c, "TransformerEncoder", ("src", "mask", "src_key_padding_mask", "is_causal"), ("src",),
+                        ("mask", "src_key_padding_mask"), ("is_causal",), flag_default=None)
 
 
 def _is_square_subsequent(rt, mask: Tensor, size: int) -> bool:
@@ -84,12 +58,8 @@ def _sparsity_fast_path(c, src: Tensor, kpm, mask, first) -> bool:
 def encoder_forward(c):
     a = _bind(c)
     rt, loc = c.rt, c.loc
-    src, mask, kpm = a["src"], a["mask"], a["src_key_padding_mask"]
-    if kpm is not None and mask is not None and kpm.dtype != mask.dtype:
-        warn(rt, "UserWarning", "Support for mismatched src_key_padding_mask and mask is deprecated. Use same type "
-                                "for both instead.")
-    kpm = canonical_mask(rt, kpm, src.dtype)
-    mask = canonical_mask(rt, mask, src.dtype)
+    src = a["src"]
+    mask, kpm = canonical_masks(rt, src, a["mask"], a["src_key_padding_mask"], "mask")
     kids = {k.name: k for k in c.module.children}
     layers = kids["layers"].children
     if _sparsity_fast_path(c, src, kpm, mask, layers[0]):

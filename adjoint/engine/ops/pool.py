@@ -1,20 +1,26 @@
-"""2-D pooling: ``max_pool2d_with_indices`` (``MaxPool2DWithIndicesBackward0``),
-``avg_pool2d`` (``AvgPool2DBackward0``), ``_adaptive_avg_pool2d``
-(``AdaptiveAvgPool2DBackward0``).
+"""Pooling over 2 or 3 spatial dimensions, one implementation with the rank as a parameter (the
+kernel's length, or an adaptive pool's output size's): ``max_pool2d_with_indices``
+(``MaxPool2DWithIndicesBackward0``), ``avg_pool2d`` (``AvgPool2DBackward0``),
+``_adaptive_avg_pool2d`` (``AdaptiveAvgPool2DBackward0``), ``adaptive_max_pool2d``
+(``AdaptiveMaxPool2DBackward0``) here; their 3-D entries in :mod:`adjoint.engine.ops.pool3d`.
 
 Windows, output sizes and divisors follow ATen's CPU kernels (``pooling_output_shape``,
-``cpu_max_pool``, ``cpu_avg_pool``, ``adaptive_avg_pool2d``): a max-pool window skips the
-padding; its index is the flat position ``h * W + w`` in the input plane, the first maximum
-in row-major scan order (ties: the first wins; a NaN wins). Average pooling divides by
-``divisor_override``, else by the window clipped to the padded input (``count_include_pad``)
-or to the input itself. Each pool is linear per plane (max pooling once its indices are
-chosen), so the forward and the VJP are one exact matrix product with the plane.
+``cpu_max_pool``, ``cpu_avg_pool``, ``adaptive_avg_pool2d``, ``max_pool3d_kernel``, ``avg_pool3d``):
+a max-pool window skips the padding; its index is the flat position in the input plane or
+volume (``h * W + w``, ``(d * H + h) * W + w``), the first maximum in row-major scan order
+(ties: the first wins; a NaN wins). Average pooling divides by ``divisor_override``, else by the
+window clipped to the padded input (``count_include_pad``) or to the input itself. Each pool is
+linear per plane (max pooling once its indices are chosen), so the forward and the VJP are one
+exact matrix product with the plane. Where the ranks' kernels differ (their complaints, the
+padding check), the difference is data keyed by the rank.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from itertools import product
+from math import prod
 
 import numpy as np
 
@@ -25,7 +31,7 @@ from adjoint.engine.ops.record import Check, Math, Op, Save
 
 @dataclass(frozen=True)
 class PoolSpec:
-    """The parameters of a 2-D pooling window."""
+    """The parameters of a pooling window, one entry per spatial dimension (2 or 3 of them)."""
 
     kernel: tuple[int, int]
     stride: tuple[int, int]
@@ -45,25 +51,46 @@ def pooling_output_size(size: int, k: int, pad: int, stride: int, dilation: int,
     return out
 
 
-def _check_plane(shape, what: str, loc) -> None:
-    if len(shape) not in (3, 4) or any(s == 0 for s in shape[-3:]):
-        raise ProblemError(loc, f"{what}: Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for "
-                                f"input, but got: {list(shape)} (PyTorch raises this)")
+#: the input-rank complaint of each spatial rank's kernels (pool2d_shape_check, pool3d_shape_check)
+_INPUT_COMPLAINT = {
+    2: "{what}: Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, but got: {shape}",
+    3: "{what}: non-empty 4D or 5D (batch mode) tensor expected for input, got {shape}",
+}
 
 
-def pool_shape(shapes, p: PoolSpec, loc, what: str = "max_pool2d"):
+def _check_input(shape, what: str, loc, rank: int) -> None:
+    if len(shape) not in (rank + 1, rank + 2) or any(s == 0 for s in shape[-(rank + 1):]):
+        raise ProblemError(loc, _INPUT_COMPLAINT[rank].format(what=what, shape=list(shape)) + " (PyTorch raises this)")
+
+
+def _check_pad(k: int, pad: int, d: int, loc, rank: int) -> None:
+    """The 2-D check halves the kernel itself, the 3-D one the dilated (effective) kernel."""
+    if rank == 2 and pad > k // 2:
+        raise ProblemError(loc, f"pad should be at most half of effective kernel size, but got pad={pad}, "
+                                f"kernel_size={k} (PyTorch raises this)")
+    if rank == 3 and pad > ((k - 1) * d + 1) // 2:
+        raise ProblemError(loc, f"pad should be at most half of effective kernel size, but got pad={pad}, "
+                                f"kernel_size={k} and dilation={d} (PyTorch raises this)")
+
+
+def pool_shape(shapes, p: PoolSpec, loc, what: str | None = None):
+    """The output shape of a ``rank``-d pool (rank: the kernel's length), PyTorch's complaints raised."""
+    rank = len(p.kernel)
+    what = what or f"max_pool{rank}d"
     x = shapes[0]
-    _check_plane(x, what, loc)
-    for k, pad in zip(p.kernel, p.padding):
-        if pad > k // 2:
-            raise ProblemError(loc, f"pad should be at most half of effective kernel size, but got pad={pad}, "
-                                    f"kernel_size={k} (PyTorch raises this)")
+    _check_input(x, what, loc, rank)
+    for k, pad, d in zip(p.kernel, p.padding, p.dilation):
+        _check_pad(k, pad, d, loc, rank)
     out = [pooling_output_size(size, k, pad, s, d, p.ceil_mode)
-           for size, k, s, pad, d in zip(x[-2:], p.kernel, p.stride, p.padding, p.dilation)]
+           for size, k, s, pad, d in zip(x[-rank:], p.kernel, p.stride, p.padding, p.dilation)]
     if min(out) < 1:
-        raise ProblemError(loc, f"Given input size: ({'x'.join(map(str, x[-3:]))}). Calculated output size: "
-                                f"({x[-3]}x{'x'.join(map(str, out))}). Output size is too small (PyTorch raises this)")
-    return tuple(x[:-2]) + tuple(out)
+        if what == "avg_pool3d":
+            raise ProblemError(loc, "input image (T: {} H: {} W: {}) smaller than kernel size (kT: {} kH: {} kW: {}) "
+                                    "(PyTorch raises this)".format(*x[-3:], *p.kernel))
+        raise ProblemError(loc, f"Given input size: ({'x'.join(map(str, x[-(rank + 1):]))}). Calculated output size: "
+                                f"({x[-(rank + 1)]}x{'x'.join(map(str, out))}). Output size is too small (PyTorch raises "
+                                "this)")
+    return tuple(x[:-rank]) + tuple(out)
 
 
 def max_pool_shape(shapes, p: PoolSpec, loc):
@@ -71,27 +98,34 @@ def max_pool_shape(shapes, p: PoolSpec, loc):
     return (out, out)
 
 
-def max_windows(in_hw, p: PoolSpec) -> list[np.ndarray]:
+def _rank(p) -> int:
+    """The spatial rank of a pool's parameter: a PoolSpec, or an adaptive pool's output size."""
+    return len(p.kernel) if isinstance(p, PoolSpec) else len(p)
+
+
+def _flat_positions(axes, sizes) -> np.ndarray:
+    """The flat (row-major) positions of the grid ``axes[0] x axes[1] x ...`` in an input of ``sizes``,
+    in scan order (the last dimension fastest)."""
+    flat = [0]
+    for positions, size in zip(axes, sizes):
+        flat = [f * size + i for f in flat for i in positions]
+    return np.array(flat, dtype=np.int64)
+
+
+def max_windows(in_sizes, p: PoolSpec) -> list[np.ndarray]:
     """Per output position (row-major), the flat input positions of its window, in scan order."""
-    (h, w), (kh, kw), (sh, sw), (ph, pw), (dh, dw) = in_hw, p.kernel, p.stride, p.padding, p.dilation
-    oh = pooling_output_size(h, kh, ph, sh, dh, p.ceil_mode)
-    ow = pooling_output_size(w, kw, pw, sw, dw, p.ceil_mode)
-    wins = []
-    for i in range(oh):
-        rows = [r for r in range(i * sh - ph, i * sh - ph + kh * dh, dh) if 0 <= r < h]
-        for j in range(ow):
-            cols = [c for c in range(j * sw - pw, j * sw - pw + kw * dw, dw) if 0 <= c < w]
-            wins.append(np.array([r * w + c for r in rows for c in cols], dtype=np.int64))
-    return wins
+    outs = [pooling_output_size(size, k, pad, s, d, p.ceil_mode)
+            for size, k, s, pad, d in zip(in_sizes, p.kernel, p.stride, p.padding, p.dilation)]
+    return [_flat_positions([[i for i in range(o * s - pad, o * s - pad + k * d, d) if 0 <= i < size]
+                             for o, size, k, s, pad, d in zip(o, in_sizes, p.kernel, p.stride, p.padding,
+                                                              p.dilation)], in_sizes)
+            for o in product(*(range(n) for n in outs))]
 
 
-def _planes(B, x):
-    """(..., H, W) -> (rows, H * W)."""
+def _planes(B, x, rank: int):
+    """(..., *spatial) -> (rows, prod(spatial)): one row per plane (2-D) or volume (3-D)."""
     shape = B.shape(x)
-    rows = 1
-    for s in shape[:-2]:
-        rows *= s
-    return B.reshape(x, (rows, shape[-2] * shape[-1]))
+    return B.reshape(x, (prod(shape[:-rank]), prod(shape[-rank:])))
 
 
 #: the latest max_pool_forward's (input value, spec, whether a window held its maximum twice), for
@@ -102,80 +136,89 @@ _LAST_SCAN: list = [None]
 
 def max_pool_forward(B, ins, p: PoolSpec):
     x = ins[0]
+    rank = len(p.kernel)
     shape = B.shape(x)
     out_shape = pool_shape([shape], p, None)
-    vals, idx, tied = B.window_max(_planes(B, x), max_windows(shape[-2:], p))
+    vals, idx, tied = B.window_max(_planes(B, x, rank), max_windows(shape[-rank:], p))
     _LAST_SCAN[0] = (x, p, tied)
     indices = B.constant(idx.reshape(-1).tolist(), out_shape)
     return B.reshape(vals, out_shape), indices
 
 
-def max_pool_vjp(B, gs, ins, outs, p: PoolSpec, need):
+def max_pool_vjp(B, gs, ins, outs, p, need):
+    """g added at each output's index (``p``: a PoolSpec, or an adaptive max pool's output size)."""
     x, indices = ins[0], outs[1]
+    rank = _rank(p)
     shape = B.shape(x)
     idx = B.as_indices(indices)
-    rows = idx.size // (idx.shape[-1] * idx.shape[-2])
-    flat_idx = idx.reshape(rows, -1)
-    g = B.reshape(gs[0], (rows, flat_idx.shape[1]))
-    row_key = np.arange(rows)[:, None]
-    grad = B.place_add((rows, shape[-2] * shape[-1]), (row_key, flat_idx), g)
+    per = prod(idx.shape[-rank:])
+    rows = idx.size // per
+    flat_idx = idx.reshape(rows, per)
+    g = B.reshape(gs[0], (rows, per))
+    grad = B.place_add((rows, prod(shape[-rank:])), (np.arange(rows)[:, None], flat_idx), g)
     return [B.reshape(grad, shape)]
+
+
+#: which of a window's tied maxima gets the gradient, in each rank's words
+_SCAN_ORDER = {2: "(row-major)", 3: "(in d, h, w order)"}
 
 
 def max_pool_kink(B, ins, p: PoolSpec):
     x = ins[0]
+    rank = len(p.kernel)
     last, _LAST_SCAN[0] = _LAST_SCAN[0], None
     if last is not None and last[0] is x and last[1] is p:
         tied = last[2]
     else:
-        _, _, tied = B.window_max(_planes(B, x), max_windows(B.shape(x)[-2:], p))
+        _, _, tied = B.window_max(_planes(B, x, rank), max_windows(B.shape(x)[-rank:], p))
     if tied:
         return ("a max-pool window holds its maximum more than once: PyTorch routes the gradient to the first "
-                "(row-major) of them")
+                f"{_SCAN_ORDER[rank]} of them")
     return None
 
 
 # ----------------------------------------------------------------------------- average pooling
 
-def avg_matrix(in_hw, p: PoolSpec) -> list[list[Fraction]]:
+def avg_matrix(in_sizes, p: PoolSpec) -> list[list[Fraction]]:
     """Row per output position: the weight of each input position (cpu_avg_pool's divisor)."""
-    (h, w), (kh, kw), (sh, sw), (ph, pw) = in_hw, p.kernel, p.stride, p.padding
-    oh = pooling_output_size(h, kh, ph, sh, 1, p.ceil_mode)
-    ow = pooling_output_size(w, kw, pw, sw, 1, p.ceil_mode)
+    rank = len(in_sizes)
+    outs = [pooling_output_size(size, k, pad, s, 1, p.ceil_mode)
+            for size, k, s, pad in zip(in_sizes, p.kernel, p.stride, p.padding)]
+    n_in = prod(in_sizes)
     rows = []
-    for i in range(oh):
-        for j in range(ow):
-            h0, w0 = i * sh - ph, j * sw - pw
-            h1, w1 = min(h0 + kh, h + ph), min(w0 + kw, w + pw)
-            pool_size = (h1 - h0) * (w1 - w0)
-            h0, w0, h1, w1 = max(h0, 0), max(w0, 0), min(h1, h), min(w1, w)
-            row = [Fraction(0)] * (h * w)
-            if h0 < h1 and w0 < w1:
-                if p.divisor_override is not None:
-                    div = p.divisor_override
-                else:
-                    div = pool_size if p.count_include_pad else (h1 - h0) * (w1 - w0)
-                for r in range(h0, h1):
-                    for c in range(w0, w1):
-                        row[r * w + c] = Fraction(1, div)
-            rows.append(row)
+    for o in product(*(range(n) for n in outs)):
+        lo = [o[a] * p.stride[a] - p.padding[a] for a in range(rank)]
+        hi = [min(lo[a] + p.kernel[a], in_sizes[a] + p.padding[a]) for a in range(rank)]
+        pool_size = prod(hi[a] - lo[a] for a in range(rank))
+        lo = [max(v, 0) for v in lo]
+        hi = [min(hi[a], in_sizes[a]) for a in range(rank)]
+        row = [Fraction(0)] * n_in
+        if all(lo[a] < hi[a] for a in range(rank)):
+            if p.divisor_override is not None:
+                div = p.divisor_override
+            else:
+                div = pool_size if p.count_include_pad else prod(hi[a] - lo[a] for a in range(rank))
+            for i in _flat_positions([range(lo[a], hi[a]) for a in range(rank)], in_sizes):
+                row[i] = Fraction(1, div)
+        rows.append(row)
     return rows
 
 
-def adaptive_matrix(in_hw, out_hw) -> list[list[Fraction]]:
-    """adaptive_avg_pool2d: window [floor(o * I / O), ceil((o + 1) * I / O)) per dim, averaged."""
-    (h, w), (oh, ow) = in_hw, out_hw
+def _adaptive_ranges(in_sizes, out_sizes) -> list[list[range]]:
+    """Per output position (row-major), its window [floor(o * I / O), ceil((o + 1) * I / O)) per dim."""
+    return [[range((o[a] * in_sizes[a]) // out_sizes[a], -((-(o[a] + 1) * in_sizes[a]) // out_sizes[a]))
+             for a in range(len(in_sizes))] for o in product(*(range(n) for n in out_sizes))]
+
+
+def adaptive_matrix(in_sizes, out_sizes) -> list[list[Fraction]]:
+    """adaptive_avg_pool: each adaptive window averaged."""
     rows = []
-    for i in range(oh):
-        h0, h1 = (i * h) // oh, -((-(i + 1) * h) // oh)
-        for j in range(ow):
-            w0, w1 = (j * w) // ow, -((-(j + 1) * w) // ow)
-            row = [Fraction(0)] * (h * w)
-            count = (h1 - h0) * (w1 - w0)
-            for r in range(h0, h1):
-                for c in range(w0, w1):
-                    row[r * w + c] = Fraction(1, count)
-            rows.append(row)
+    for axes in _adaptive_ranges(in_sizes, out_sizes):
+        row = [Fraction(0)] * prod(in_sizes)
+        count = prod(len(r) for r in axes)
+        for i in _flat_positions(axes, in_sizes):
+            row[i] = Fraction(1, count)
+        rows.append(row)
     return rows
 
 
@@ -203,45 +246,54 @@ def _window_sum(B, planes, matrix, forward: bool):
     return B.place_add((B.shape(planes)[0], size), (slice(None), np.array(dst, dtype=np.int64)), terms)
 
 
-def _linear_pool(B, x, matrix, out_hw):
+def _linear_pool(B, x, matrix, out_sizes):
+    rank = len(out_sizes)
     shape = B.shape(x)
-    y = _window_sum(B, _planes(B, x), matrix, forward=True)
-    return B.reshape(y, tuple(shape[:-2]) + tuple(out_hw))
+    y = _window_sum(B, _planes(B, x, rank), matrix, forward=True)
+    return B.reshape(y, tuple(shape[:-rank]) + tuple(out_sizes))
 
 
-def _linear_pool_vjp(B, g, x, matrix):
-    return B.reshape(_window_sum(B, _planes(B, g), matrix, forward=False), B.shape(x))
+def _linear_pool_vjp(B, g, x, matrix, rank: int):
+    return B.reshape(_window_sum(B, _planes(B, g, rank), matrix, forward=False), B.shape(x))
 
 
 def avg_pool_shape(shapes, p: PoolSpec, loc):
-    return pool_shape(shapes, p, loc, "avg_pool2d")
+    return pool_shape(shapes, p, loc, f"avg_pool{len(p.kernel)}d")
 
 
 def avg_pool_forward(B, ins, p: PoolSpec):
     x = ins[0]
+    rank = len(p.kernel)
     out = avg_pool_shape([B.shape(x)], p, None)
-    return _linear_pool(B, x, avg_matrix(B.shape(x)[-2:], p), out[-2:])
+    return _linear_pool(B, x, avg_matrix(B.shape(x)[-rank:], p), out[-rank:])
 
 
 def avg_pool_vjp(B, gs, ins, outs, p: PoolSpec, need):
     x = ins[0]
-    return [_linear_pool_vjp(B, gs[0], x, avg_matrix(B.shape(x)[-2:], p))]
+    rank = len(p.kernel)
+    return [_linear_pool_vjp(B, gs[0], x, avg_matrix(B.shape(x)[-rank:], p), rank)]
 
 
-def adaptive_shape(shapes, out_hw, loc):
+def adaptive_shape(shapes, out_sizes, loc):
     x = shapes[0]
-    _check_plane(x, "adaptive_avg_pool2d", loc)
-    return tuple(x[:-2]) + tuple(out_hw)
+    rank = len(out_sizes)
+    if rank == 2:
+        _check_input(x, "adaptive_avg_pool2d", loc, 2)
+    elif len(x) not in (rank + 1, rank + 2):
+        raise ProblemError(loc, f"adaptive_avg_pool{rank}d(): Expected {rank + 1}D or {rank + 2}D tensor, but got "
+                                f"{list(x)} (PyTorch raises this)")
+    return tuple(x[:-rank]) + tuple(out_sizes)
 
 
-def adaptive_forward(B, ins, out_hw):
+def adaptive_forward(B, ins, out_sizes):
     x = ins[0]
-    return _linear_pool(B, x, adaptive_matrix(B.shape(x)[-2:], out_hw), out_hw)
+    return _linear_pool(B, x, adaptive_matrix(B.shape(x)[-len(out_sizes):], out_sizes), out_sizes)
 
 
-def adaptive_vjp(B, gs, ins, outs, out_hw, need):
+def adaptive_vjp(B, gs, ins, outs, out_sizes, need):
     x = ins[0]
-    return [_linear_pool_vjp(B, gs[0], x, adaptive_matrix(B.shape(x)[-2:], out_hw))]
+    rank = len(out_sizes)
+    return [_linear_pool_vjp(B, gs[0], x, adaptive_matrix(B.shape(x)[-rank:], out_sizes), rank)]
 
 
 # ----------------------------------------------------------------------------- how they read (adjoint.mathtree)
@@ -254,18 +306,19 @@ AVGPOOL = Fn("avg_pool2d", "\\operatorname{avgpool}_{#s}\\left(#0\\right)", gene
 ADAPTIVE = Fn("adaptive_avg_pool2d", "\\operatorname{adaptiveavgpool}_{#s}\\left(#0\\right)", generic_vjp)
 
 
-def _pair(v) -> str:
-    return str(v[0]) if v[0] == v[1] else f"({v[0]},{v[1]})"
+def _sizes(v) -> str:
+    """A window's sizes as a subscript: one number when they are all equal."""
+    return str(v[0]) if len(set(v)) == 1 else "(" + ",".join(str(x) for x in v) + ")"
 
 
 def _pool_sub(p: PoolSpec) -> str:
-    parts = [f"{_pair(p.kernel)}"]
+    parts = [f"{_sizes(p.kernel)}"]
     if p.stride != p.kernel:
-        parts.append(f"\\mathrm{{stride}}={_pair(p.stride)}")
+        parts.append(f"\\mathrm{{stride}}={_sizes(p.stride)}")
     if any(p.padding):
-        parts.append(f"\\mathrm{{padding}}={_pair(p.padding)}")
-    if p.dilation != (1, 1):
-        parts.append(f"\\mathrm{{dilation}}={_pair(p.dilation)}")
+        parts.append(f"\\mathrm{{padding}}={_sizes(p.padding)}")
+    if any(d != 1 for d in p.dilation):
+        parts.append(f"\\mathrm{{dilation}}={_sizes(p.dilation)}")
     if p.ceil_mode:
         parts.append("\\mathrm{ceil}")
     if not p.count_include_pad:
@@ -291,7 +344,7 @@ OPS = (
        math=Math(layer((AVGPOOL,), _pool_sub))),
     Op("adaptive_avg_pool2d", "AdaptiveAvgPool2DBackward0", adaptive_forward, adaptive_vjp, adaptive_shape,
        (Save("self", "in", 0),), "g / window size spread over each (overlapping) window", grows=False,
-       math=Math(layer((ADAPTIVE,), lambda out: _pair(tuple(out)))), checks=(Check(((1, 3, 5),), (2, 3)),)),
+       math=Math(layer((ADAPTIVE,), lambda out: _sizes(tuple(out)))), checks=(Check(((1, 3, 5),), (2, 3)),)),
 )
 
 
@@ -300,38 +353,42 @@ OPS = (
 # per dim, each reduced like a max-pool window (cpu_adaptive_max_pool: row-major scan, the first maximum wins, a
 # NaN wins); saves self and the indices (result1); adaptive_max_pool1d is unsqueeze(-2), this, squeeze(-2).
 
-def adaptive_windows(in_hw, out_hw) -> list[np.ndarray]:
-    (h, w), (oh, ow) = in_hw, out_hw
-    wins = []
-    for i in range(oh):
-        h0, h1 = (i * h) // oh, -((-(i + 1) * h) // oh)
-        for j in range(ow):
-            w0, w1 = (j * w) // ow, -((-(j + 1) * w) // ow)
-            wins.append(np.array([r * w + c for r in range(h0, h1) for c in range(w0, w1)], dtype=np.int64))
-    return wins
+def adaptive_windows(in_sizes, out_sizes) -> list[np.ndarray]:
+    """Per output position (row-major), the flat input positions of its adaptive window, in scan order."""
+    return [_flat_positions(axes, in_sizes) for axes in _adaptive_ranges(in_sizes, out_sizes)]
 
 
-def adaptive_max_shape(shapes, out_hw, loc):
+def adaptive_max_shape(shapes, out_sizes, loc):
     x = shapes[0]
-    _check_plane(x, "adaptive_max_pool2d", loc)
-    out = tuple(x[:-2]) + tuple(out_hw)
+    rank = len(out_sizes)
+    if rank == 2:
+        _check_input(x, "adaptive_max_pool2d", loc, 2)
+    else:   # adaptive_max_pool3d's own checks
+        empty = [d for d in range(len(x) - rank, len(x)) if x[d] == 0]
+        if empty:
+            raise ProblemError(loc, f"adaptive_max_pool{rank}d(): Expected input to have non-zero size for non-batch "
+                                    f"dimensions, but input has sizes {list(x)} with dimension {empty[0]} being empty "
+                                    "(PyTorch raises this)")
+    out = tuple(x[:-rank]) + tuple(out_sizes)
     return (out, out)
 
 
-def adaptive_max_forward(B, ins, out_hw):
+def adaptive_max_forward(B, ins, out_sizes):
     x = ins[0]
+    rank = len(out_sizes)
     shape = B.shape(x)
-    out_shape = tuple(shape[:-2]) + tuple(out_hw)
-    vals, idx, _ = B.window_max(_planes(B, x), adaptive_windows(shape[-2:], out_hw))
+    out_shape = tuple(shape[:-rank]) + tuple(out_sizes)
+    vals, idx, _ = B.window_max(_planes(B, x, rank), adaptive_windows(shape[-rank:], out_sizes))
     return B.reshape(vals, out_shape), B.constant(idx.reshape(-1).tolist(), out_shape)
 
 
-def adaptive_max_kink(B, ins, out_hw):
+def adaptive_max_kink(B, ins, out_sizes):
     x = ins[0]
-    _, _, tied = B.window_max(_planes(B, x), adaptive_windows(B.shape(x)[-2:], out_hw))
+    rank = len(out_sizes)
+    _, _, tied = B.window_max(_planes(B, x, rank), adaptive_windows(B.shape(x)[-rank:], out_sizes))
     if tied:
         return ("an adaptive max-pool window holds its maximum more than once: PyTorch routes the gradient to the "
-                "first (row-major) of them")
+                f"first {_SCAN_ORDER[rank]} of them")
     return None
 
 
@@ -346,5 +403,5 @@ OPS = OPS + (
        diff_outputs=1, out_dtypes=(None, "int64"), kink=adaptive_max_kink,
        kink_doc="ties in a window: the first maximum (row-major) gets the gradient",
        checks=(Check(((1, 3, 2),), (2, 1), differences=True), Check(((1, 1, 3, 3),), (2, 2), differences=True)),
-       math=Math(layer((ADAPTIVE_MAX, ADAPTIVE_ARGMAX), lambda out: _pair(tuple(out))))),
+       math=Math(layer((ADAPTIVE_MAX, ADAPTIVE_ARGMAX), lambda out: _sizes(tuple(out))))),
 )
