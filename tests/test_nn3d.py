@@ -69,7 +69,13 @@ def test_3d_layers_and_functions_match_torch():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         c = F.conv3d(u, k, padding="same")   # an even kernel: ConstantPadNdBackward0 first, and a warning
-    assert [w["message"] for w in js["warnings"]] == [str(w.message) for w in caught]
+    # PyTorch's TORCH_WARN_ONCE: torch warns once per process (an earlier test in the same worker may
+    # have taken it), while each prediction is a fresh process's; the text is PyTorch's own words.
+    same_warning = ["Using padding='same' with even kernel lengths and odd dilation may require a zero-padded "
+                    "copy of the input be created (Triggered internally at "
+                    "/__w/pytorch/pytorch/aten/src/ATen/native/Convolution.cpp:1101.)"]
+    assert [str(w.message) for w in caught] in (same_warning, [])
+    assert [w["message"] for w in js["warnings"]] == same_warning
     (d.sum() + (g * g).sum() + (q * q).sum() + (s * s).sum() + (c * c).sum()).backward()
     ours = v.run.forward.names
     mine = leaf_names(ours)
