@@ -206,15 +206,6 @@ class QArray:
             a = np.array(values, dtype=np.int64)
             g = np.gcd(a, np.int64(den))
             ps, qs = (a // g).tolist(), (np.int64(den) // g).tolist()
-        elif den & (den - 1) == 0 and den.bit_length() < 63:
-            # the gcd is 2**(trailing zeros, at most k): read from the numerators' low k bits in int64
-            k = den.bit_length() - 1
-            flat = _ints(len(values), values)
-            low = (flat & (den - 1)).astype(np.int64)
-            shifts = np.frexp((low & -low).astype(np.float64))[1] - 1   # a power of two's exponent, exactly
-            shifts[low == 0] = k
-            ps = (flat >> shifts).tolist()
-            qs = (np.int64(den) >> shifts).tolist()
         elif den & (den - 1) == 0:
             k = den.bit_length() - 1
             shifts = [min(k, (n & -n).bit_length() - 1) if n else k for n in values]
@@ -226,7 +217,7 @@ class QArray:
             ps, qs = (flat // g).tolist(), (den // g).tolist()
         suffix = {q: _SLASH + text(q) for q in set(qs)}
         suffix[1] = ""
-        return list(map(str.__add__, map(text, ps), map(suffix.__getitem__, qs)))
+        return [p + suffix[q] for p, q in zip(map(text, ps), qs)]
 
     def item(self) -> fmpq:
         return fmpq(int(self.num.reshape(-1)[0]), self.den)
