@@ -1,5 +1,5 @@
-"""QArray.strings (values/numbers/rational.py): the exact text of every element, against
-Python's own Fraction, for each of its reductions (int64, power-of-two denominators below and
+"""QArray.strings and QArray.floats (values/numbers/rational.py): the exact text and the decimal
+of every element, against Python's own Fraction, for each of its reductions (int64, power-of-two denominators below and
 above 63 bits, a general denominator) and for FLINT integers as a matrix product leaves them."""
 
 from __future__ import annotations
@@ -30,3 +30,6 @@ def test_strings_are_fractions(den_bits, num_bits, power_of_two):
     assert q.strings() == want
     z = QArray.lazy(flint.fmpz_mat(1, len(nums), nums), den)   # FLINT integers, as matmul leaves them
     assert z.strings() == want
+    floats = [float(Fraction(n, den)) for n in nums]   # correctly rounded
+    assert q.floats().tolist() == floats and z.floats().reshape(-1).tolist() == floats
+    assert z.strings() == want   # after floats(): the same ints serve both
