@@ -91,6 +91,8 @@ INVALID = [
     "a: [1]\n  [2]\n",
     "a: {[1, 2]: 3}\n",
     "a: [2001-12-14]\n",
+    "a: [[1], ",             # the file ends inside a list of lists
+    "a: [[1], [2]",
 ]
 
 

@@ -374,9 +374,9 @@ def _read_list(text: str, start: int, eol: int, name: str, line: int, line_start
         pos = start + 1
         count, deepest = 1, depth
         while True:
-            while text[pos] == " ":
+            while pos < eol and text[pos] == " ":
                 pos += 1
-            if text[pos] != "[":
+            if pos >= eol or text[pos] != "[":
                 return None
             got = _read_list(text, pos, eol, name, line, line_start, kinds, depth + 1)
             if got is None:
