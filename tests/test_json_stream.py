@@ -94,3 +94,29 @@ def test_lists_of_strings_quoted_as_json_quotes_them():
     docs.append(["ok", 1])   # a non-string among strings: the general path
     for doc in docs:
         assert dumps({"a": doc}) == json.dumps({"a": doc}, indent=2, allow_nan=False)
+
+
+def test_a_deferred_tensor_written_again_at_other_levels(monkeypatch):
+    """A deferred list that names its text (``Deferred.text_key``: one tensor in several places of
+    an answer) is written once and its text written again, re-indented: the same bytes as
+    json.dumps of the document with the list in each place; also past the memo's budget."""
+    from adjoint.answer.prediction import Deferred
+
+    rows = [[0.5, -0.25, 1e-300], [2.0, 3.5, -0.0]]
+    made = []
+
+    def make():
+        made.append(1)
+        return rows
+
+    def doc(v, w):
+        return {"a": v, "b": [{"c": {"d": [v]}}, w], "e": [[v]], "f": {"g": v}}
+
+    plain = json.dumps(doc(rows, ["1/2", "x\ny"]), indent=2)
+    value, exact = Deferred(make, ("t", "value")), Deferred(lambda: ["1/2", "x\ny"], ("t", "exact"))
+    assert _streamed(doc(value, exact), 7, monkeypatch) == plain
+    assert len(made) == 1
+    monkeypatch.setattr(jsontext, "MEMO_CHARS", 10)
+    made.clear()
+    assert _streamed(doc(value, exact), 7, monkeypatch) == plain
+    assert len(made) == 4

@@ -307,8 +307,26 @@ def value_json(v, printer=None, lazy: bool = False) -> dict | list | float | int
             return {"shape": list(v.shape), "value": v.floats, "exact": v.strings}
         return {"shape": list(v.shape), "value": v.floats(), "exact": v.strings()}
     if lazy:
-        return {"shape": list(v.shape), "value": partial(signed_floats, v), "exact": partial(v.strings, printer)}
+        return {"shape": list(v.shape), "value": Deferred(partial(signed_floats, v), (id(v), "value")),
+                "exact": Deferred(partial(v.strings, printer), (id(v), "exact"))}
     return {"shape": list(v.shape), "value": signed_floats(v), "exact": v.strings(printer)}
+
+
+class Deferred:
+    """A tensor's ``value`` or ``exact`` list in a lazy ``to_json``: made when called (by the JSON
+    writer, when it reaches it). ``text_key`` names that tensor's field, the same wherever the
+    tensor appears in the answer (a hook's argument is often also a module's adjoint or a final
+    grad): a writer may write the text it made for the first appearance again
+    (:func:`adjoint.render.jsontext.dump`). The key holds while the document that holds this
+    object does (it keeps the tensor alive)."""
+
+    __slots__ = ("make", "text_key")
+
+    def __init__(self, make, text_key):
+        self.make, self.text_key = make, text_key
+
+    def __call__(self):
+        return self.make()
 
 
 def hook_json(h: HookRecord, printer=None, lazy: bool = False) -> dict:

@@ -33,6 +33,7 @@ import numpy as np
 
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.format.loader import YMap, YNode, YScalar, YSeq, kind_name
+from adjoint.format.loader import YNumberRow
 from adjoint.format.problem import MAX_ELEMENTS, Element, Literal, Sym, TensorDecl
 from adjoint.format.sidefiles import FileItems
 from adjoint.format.sidefiles import read as read_side_file
@@ -292,6 +293,11 @@ def _literal_shape(node: YNode, what: str, out: list[Element], booleans: bool = 
     """Shape of a nested list, appending its elements (row-major) to ``out`` (nesting is bounded by the
     loader's depth limit)."""
     if isinstance(node, YSeq):
+        if type(node) is YNumberRow and node.texts and len(out) + len(node.texts) <= MAX_ELEMENTS:
+            row = _number_row(node.texts, node.kinds)   # a row of plain numbers, no node per number
+            if row is not None:
+                out.extend(row)
+                return (len(row),)
         if not node.items:
             raise ProblemError(node.loc, f"{what} has an empty list; tensors here have at least one element per dimension")
         items = node.items
@@ -314,6 +320,21 @@ def _literal_shape(node: YNode, what: str, out: list[Element], booleans: bool = 
     assert isinstance(node, YScalar)
     out.append(_element(node, what, booleans))
     return ()
+
+
+def _number_row(texts: list[str], kinds: list[str]) -> list[Fraction] | None:
+    """The elements of a row of plain numbers, as :func:`_element` reads each; None when a
+    text is anything else (a symbol, a boolean, a refused number: the row is read item by
+    item, which says what is wrong where)."""
+    values = {}
+    for text, kind in set(zip(texts, kinds)):
+        if kind not in ("int", "float", "str"):
+            return None
+        try:
+            values[text] = read_number(text)
+        except (NonFinite, NumberRefused, NotANumber):
+            return None
+    return list(map(values.__getitem__, texts))
 
 
 def _element(node: YScalar, what: str, booleans: bool = False) -> Element:
@@ -387,6 +408,9 @@ def check_range(decl: TensorDecl, dtype: str) -> None:
             return
         items = [Fraction(0)] * int(np.argmax(small)) + [items[int(np.argmax(small))]]
     floor_den = floor.denominator   # floor is 1/2**k: a nonzero e with a smaller denominator is >= 1/den > floor
+    distinct = {id(e): e for e in items}.values()   # a literal repeats its numbers (read_number memoises them)
+    if not any(isinstance(e, Fraction) and e and e.denominator >= floor_den and abs(e) < floor for e in distinct):
+        return
     for i, e in enumerate(items):
         if isinstance(e, Fraction) and e and e.denominator >= floor_den and abs(e) < floor:
             raise ProblemError(decl.value.loc, f"the literal of '{decl.name}' has {float(e):.2g} at element "

@@ -139,6 +139,29 @@ class YSeq(YNode):
         return self._items
 
 
+class YNumberRow(YSeq):
+    """A one-line flow list of plain scalars read by the loader's fast path (see
+    :func:`parse_yaml_text`): the same list as a :class:`YSeq` of :class:`YScalar`, whose
+    items are made when first asked for; :attr:`texts` and :attr:`kinds` are there at once
+    (a tensor's row is read from them without a node per number)."""
+
+    __slots__ = ("texts", "_row", "_kinds")
+
+    @property
+    def items(self) -> tuple[YNode, ...]:
+        if self._items is None:
+            plain, name, line, kinds = YScalar._plain, self._file, self._line, self._kinds
+            col = self._col
+            self._items = tuple(plain(name, line, col + t.start(), t.group(), kinds[t.group()])
+                                for t in _ROW_ITEM.finditer(self._row, 1, len(self._row) - 1))
+        return self._items
+
+    @property
+    def kinds(self) -> list[str]:
+        """Each item's kind, in order."""
+        return list(map(self._kinds.__getitem__, self.texts))
+
+
 class YMap(YNode):
     """A mapping, its entries in file order (keys are scalars, each given once)."""
 
@@ -242,17 +265,166 @@ def decode(raw: bytes, name: str) -> str:
 
 
 def parse_yaml_text(text: str, name: str) -> YNode:
-    """Compose YAML text into the located tree (one document, a bounded number of values)."""
+    """Compose YAML text into the located tree (one document, a bounded number of values).
+
+    Lists of plain numbers (a tensor's rows: most of a problem file's text) are read by
+    :func:`_number_lists` and handed to libyaml as empty lists of the same length; the tree
+    is the one libyaml's events would have made (:class:`_Composer` checks that every such
+    list came back as a list at its place), and on anything else the file is composed again
+    from its own text, so its errors are reported as before."""
+    if FAST:
+        packed = _number_lists(text, name)
+        if packed is not None:
+            try:
+                return _compose(packed[0], name, packed[1])
+            except (_NotPacked, ProblemError, yaml.YAMLError, UnicodeEncodeError):
+                pass   # the file's own text decides (and words any error)
+    return _compose(text, name, None)
+
+
+def _compose(text: str, name: str, lists: dict | None) -> YNode:
     try:
         parser = _PARSER(text)
     except (yaml.YAMLError, UnicodeEncodeError) as exc:  # the pure-Python reader checks characters up front
+        if lists is not None:
+            raise
         raise _syntax_error(text, name, exc) from None
     try:
-        return _Composer(name, text).document(parser.get_event)
+        return _Composer(name, text, lists).document(parser.get_event)
     except (yaml.YAMLError, UnicodeEncodeError) as exc:
+        if lists is not None:
+            raise
         raise _syntax_error(text, name, exc) from None
     finally:
         parser.dispose()
+
+
+class _NotPacked(Exception):
+    """The number lists read ahead do not stand where libyaml put lists: read the text itself."""
+
+
+#: a plain scalar that a number list may hold (a sign, a dot, then a digit first: never ``-``, ``...``,
+#: ``---``; none of YAML's flow indicators, no ``:``, ``#``, quotes or spaces)
+_TOKEN = r"[-+]?\.?[0-9][0-9A-Za-z_.+/-]*"
+_ROW = re.compile(r"\[ *(?:(?:" + _TOKEN + r") *, *)*(?:(?:" + _TOKEN + r") *)?\]")
+_ROW_ITEM = re.compile(r"[^ ,\]]+")
+_NESTED = re.compile(r"\[ *\[")
+_LIST_START = re.compile(r"\[ *[-+.0-9\[]")
+_AFTER_LIST = frozenset(" ,]}\n")
+_BEFORE_LIST = frozenset(" ,[{\n")
+_PACK_DEPTH = 8
+#: a file smaller than this is composed from its own text (nothing to win)
+_PACK_MIN_CHARS = 4096
+
+
+def _number_lists(text: str, name: str):
+    """``(text', lists)``: ``text`` with each flow list of plain numbers (on one line, up to
+    :data:`_PACK_DEPTH` deep) written as ``[]`` and spaces, and ``lists``: its start offset ->
+    (the composed :class:`YSeq`, values in it, depth). None when there is nothing to pack or
+    the text is outside what this reads (not ASCII, carriage returns)."""
+    if len(text) < _PACK_MIN_CHARS or not text.isascii() or "\r" in text:
+        return None
+    lists: dict[int, tuple[YSeq, int, int]] = {}
+    pieces: list[str] = []
+    done = 0
+    kinds: dict[str, str | None] = {}
+    line, line_start = 0, 0   # 0-based line of ``line_start``, the offset where that line starts
+    pos = 0
+    find_start = _LIST_START.search
+    while True:
+        m = find_start(text, pos)
+        if m is None:
+            break
+        start = m.start()
+        if start and text[start - 1] not in _BEFORE_LIST:   # ``grad[0]`` in an expression: not a YAML list
+            pos = start + 1
+            continue
+        eol = text.find("\n", start)
+        if eol < 0:
+            eol = len(text)
+        line += text.count("\n", line_start, start)
+        line_start = text.rfind("\n", 0, start) + 1
+        got = _read_list(text, start, eol, name, line + 1, line_start, kinds, 1)
+        if got is None:
+            pos = start + 1
+            continue
+        node, end, count, depth = got
+        if end < len(text) and text[end] not in _AFTER_LIST:
+            pos = start + 1
+            continue
+        lists[start] = (node, count, depth)
+        pieces.append(text[done:start])
+        pieces.append("[]" + " " * (end - start - 2))
+        done = pos = end
+    if not lists:
+        return None
+    pieces.append(text[done:])
+    return "".join(pieces), lists
+
+
+def _read_list(text: str, start: int, eol: int, name: str, line: int, line_start: int,
+               kinds: dict, depth: int):
+    """The flow list of plain numbers at ``start`` (``[``), ending before ``eol``: (node, end,
+    values, depth) or None."""
+    if depth > _PACK_DEPTH:
+        return None
+    loc_col = start - line_start + 1
+    if _NESTED.match(text, start):
+        items = []
+        pos = start + 1
+        count, deepest = 1, depth
+        while True:
+            while pos < eol and text[pos] == " ":
+                pos += 1
+            if pos >= eol or text[pos] != "[":
+                return None
+            got = _read_list(text, pos, eol, name, line, line_start, kinds, depth + 1)
+            if got is None:
+                return None
+            node, pos, n, d = got
+            items.append(node)
+            count += n
+            deepest = max(deepest, d)
+            while pos < eol and text[pos] == " ":
+                pos += 1
+            if pos >= eol:
+                return None
+            c = text[pos]
+            if c == "]":
+                break
+            if c != ",":
+                return None
+            pos += 1
+            while pos < eol and text[pos] == " ":
+                pos += 1
+            if pos < eol and text[pos] == "]":   # a trailing comma
+                break
+        end = pos + 1
+        if end > eol:
+            return None
+        return YSeq(Loc(name, line, loc_col), tuple(items)), end, count, deepest
+    m = _ROW.match(text, start, eol)
+    if m is None:
+        return None
+    end = m.end()
+    row = m.group()
+    texts = row[1:-1].split(",")
+    if texts[-1].strip(" ") == "":   # [] or a trailing comma
+        texts.pop()
+    texts = [t.strip(" ") for t in texts]
+    for value in set(texts).difference(kinds):
+        kind = "str"
+        for tag, regexp in _RESOLVERS.get(value[:1], _WILDCARD):
+            if regexp.match(value):
+                kind = _SCALAR_KINDS.get(tag)
+                break
+        if kind is None:   # !!timestamp and the like: the composer refuses them, in its words
+            return None
+        kinds[value] = kind
+    node = YNumberRow.__new__(YNumberRow)
+    node._file, node._line, node._col, node._items = name, line, loc_col, None
+    node.texts, node._row, node._kinds = texts, row, kinds
+    return node, end, len(texts) + 1, depth
 
 
 # ----------------------------------------------------------------------------- composing
@@ -276,9 +448,10 @@ class _Open:
 class _Composer:
     """Builds the located tree from parser events: one document, counted, bounded, checked."""
 
-    def __init__(self, name: str, text: str):
+    def __init__(self, name: str, text: str, lists: dict | None = None):
         self.name = name
         self.text = text
+        self.lists = lists   # start offset -> a number list read ahead (see parse_yaml_text), or None
         self.lines: list[str] | None = None
         self.count = 0
         self.anchors: dict[str, tuple[YNode, int]] = {}  # anchor -> (node, values it expands to)
@@ -324,6 +497,7 @@ class _Composer:
         scalar_event, alias_event = yaml.ScalarEvent, yaml.AliasEvent
         seq_start, map_start = yaml.SequenceStartEvent, yaml.MappingStartEvent
         plain = YScalar._plain
+        lists, packed, seq_end = self.lists, 0, yaml.SequenceEndEvent
         while True:
             event = get()
             cls = event.__class__
@@ -357,6 +531,14 @@ class _Composer:
                 node, size = self.alias(event)
                 if not is_key:
                     self.count_values(size, self.loc(event.start_mark))
+            elif cls is seq_start and lists is not None and event.start_mark.index in lists:
+                node, size, depth = lists[event.start_mark.index]
+                if is_key or event.anchor is not None or event.tag is not None or not event.flow_style \
+                        or get().__class__ is not seq_end or flow_depth + depth > MAX_DEPTH \
+                        or len(stack) + depth > MAX_DEPTH or self.count + size > MAX_NODES:
+                    raise _NotPacked()   # the text itself decides (and words any error)
+                self.count += size
+                packed += 1
             elif cls is seq_start or cls is map_start:
                 loc = self.loc(event.start_mark)
                 if is_key:
@@ -388,6 +570,8 @@ class _Composer:
                 parent = stack[-1] if stack else None
                 is_key = False
             if parent is None:
+                if lists is not None and packed != len(lists):
+                    raise _NotPacked()   # a list read ahead was inside a string or a comment
                 return node
             if not parent.is_map:
                 parent.items.append(node)

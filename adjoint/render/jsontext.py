@@ -29,6 +29,8 @@ _PLAIN = bytes(c for c in range(0x20, 0x7F) if c not in b'"\\')
 
 #: how many pieces :func:`dump` gathers before handing their text to ``write``
 SPILL_PARTS = 2048
+#: characters of deferred values' text :func:`dump` keeps to write again (see ``_Writer.deferred``)
+MEMO_CHARS = 32_000_000
 
 
 def dumps(doc, indent: int | None = 2) -> str:
@@ -109,6 +111,8 @@ class _Writer:
         self.unit = unit
         self.parts = parts
         self.write = write   # None: keep every piece (dumps); else hand them on now and then (dump)
+        self.memo: dict = {}   # a deferred value's text_key -> (its text, the level it was written at)
+        self.memo_chars = 0
 
     def spill(self) -> None:
         """Hand the pieces gathered so far to ``write`` (dump), when there are enough of them."""
@@ -123,9 +127,35 @@ class _Writer:
         elif t is list or t is tuple:
             self.sequence(v, level)
         elif t is not str and t is not float and callable(v):   # a deferred value: made now, written, dropped
-            self.value(v(), level)
+            key = getattr(v, "text_key", None)
+            if key is None:
+                self.value(v(), level)
+            else:
+                self.deferred(v, key, level)
         else:
             self.parts.append(_scalar(v))
+
+    def deferred(self, v, key, level: int) -> None:
+        """A deferred value that names its text (``text_key``: the same tensor's same list,
+        wherever it appears): made and written once, its text kept (up to :data:`MEMO_CHARS`
+        in all) and written again, re-indented, where it appears again. Its text has no line
+        break but the layout's: json escapes one inside a string."""
+        hit = self.memo.get(key)
+        if hit is not None:
+            text, at = hit
+            if at < level:
+                text = text.replace("\n", "\n" + self.unit * (level - at))
+            elif at > level:
+                text = text.replace("\n" + self.unit * (at - level), "\n")
+            self.parts.append(text)
+            return
+        sub = _Writer(self.unit, [])
+        sub.value(v(), level)
+        text = "".join(sub.parts)
+        if self.memo_chars + len(text) <= MEMO_CHARS:
+            self.memo[key] = (text, level)
+            self.memo_chars += len(text)
+        self.parts.append(text)
 
     def mapping(self, d: dict, level: int) -> None:
         if not d:

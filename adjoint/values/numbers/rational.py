@@ -34,9 +34,9 @@ MAX_SHARED_BITS = 4096
 
 
 def _ints(shape, values) -> np.ndarray:
-    a = np.empty(len(values), dtype=object)
-    a[:] = values
-    return a.reshape(shape)
+    # np.fromiter: numpy's slice assignment from a list inspects each FLINT integer as a possible
+    # sequence, about ten times slower (the same array)
+    return np.fromiter(values, dtype=object, count=len(values)).reshape(shape)
 
 
 class QArray:
@@ -57,7 +57,7 @@ class QArray:
         self.den = den
         self._zmat = None
         self._transposed = None  # the QArray this is the transpose of (its matrix serves both)
-        self._balls = None       # (kind, precision) -> its balls (see balls_at, arb_matrix)
+        self._balls = None       # (kind, precision) -> its balls (see balls_at, arb_matrix); ("ints", 0) -> flat_ints
 
     @staticmethod
     def lazy(zmat, den: int) -> "QArray":
@@ -70,6 +70,19 @@ class QArray:
         if self._balls is None:
             self._balls = {}
         return self._balls
+
+    def flat_ints(self) -> list[int]:
+        """The numerators as Python ints, row-major, made once: a matrix product leaves FLINT
+        integers, and turning each into a Python int (0.5-1 us) is most of what writing the
+        tensor's exact text and its decimals costs; both use this one list."""
+        memo = self._ball_memo()
+        ints = memo.get(("ints", 0))
+        if ints is None:
+            ints = self.num.reshape(-1).tolist()
+            if any(type(n) is not int for n in ints):
+                ints = list(map(int, ints))
+            memo[("ints", 0)] = ints
+        return ints
 
     def arb_matrix(self, prec: int):
         """The values as an ``arb_mat`` at ``prec`` bits (2-D), made once per precision: the
@@ -131,10 +144,9 @@ class QArray:
 
     def elements(self) -> np.ndarray:
         """An object array of fmpq (for code that walks elements)."""
-        out = np.empty(self.num.shape, dtype=object)
         den = self.den
-        out.reshape(-1)[:] = [fmpq(n, den) for n in self.num.reshape(-1).tolist()]
-        return out
+        flat = [fmpq(n, den) for n in self.num.reshape(-1).tolist()]
+        return np.fromiter(flat, dtype=object, count=len(flat)).reshape(self.num.shape)
 
     def zmat(self):
         """The numerators as an ``fmpz_mat`` (2-D), made once."""
@@ -173,8 +185,8 @@ class QArray:
         flat = self.num.reshape(-1).tolist()
         den = self.den
         if den & (den - 1) == 0 and den.bit_length() < 1000:
-            try:
-                vals = np.array(list(map(float, flat)), dtype=float) / float(den)
+            try:   # int -> float rounds as fmpz -> float does (to nearest)
+                vals = np.array(list(map(float, self.flat_ints())), dtype=float) / float(den)
             except OverflowError:
                 vals = None
             if vals is not None and not np.any((vals != 0) & (np.abs(vals) < 2.0 ** -1021)):
@@ -195,9 +207,7 @@ class QArray:
         two (every dyadic problem: no gcd of long integers), by gcd otherwise; each distinct
         reduced denominator is written once."""
         den = self.den
-        values = self.num.reshape(-1).tolist()
-        if any(type(n) is not int for n in values):
-            values = list(map(int, values))  # FLINT integers: gcd, shifts and // on Python ints
+        values = self.flat_ints()  # FLINT integers as Python ints: gcd, shifts and // on Python ints
         largest = max(den, self.max_abs_num())
         text = _text_of(largest)
         if den == 1:
