@@ -38,6 +38,9 @@ def set_attribute(model, mod, name: str, value, loc: Loc) -> None:
 def get_attribute(model, mod, name: str, loc: Loc):
     """``PATH.NAME`` read by a caller: the tensor the module's forward stored, or PyTorch's AttributeError
     (nn.Module.__getattr__'s words) when no call has set it yet."""
+    if mod.type is not None or getattr(mod, "function", None) is not None:
+        raise ProblemError(loc, f"'{mod.label}.{name}': only a tensor a custom module's forward stored "
+                                "(self.NAME = ...) is readable on a module")
     store = _store(model)
     if (mod.label, name) not in store:
         raise TorchError("AttributeError", f"'{class_name(mod)}' object has no attribute '{name}'")

@@ -36,11 +36,12 @@ def is_self_attribute(target) -> bool:
 
 def readable_attribute(kids, child: str, name: str) -> bool:
     """Whether ``CHILD.NAME`` in a parent's forward reads a module attribute: the child is a custom
-    module (a forward program, not a custom Function) whose forward has a ``self.NAME = ...`` line."""
+    module (a forward program, not a custom Function) whose forward has a ``self.NAME = ...`` line
+    (``name`` None: any ``self.X = ...`` line)."""
     mod = next((c for c in kids if c.name == child), None)
     if mod is None or mod.type is not None or getattr(mod, "function", None) is not None or not mod.forward:
         return False
-    return any(is_self_attribute(s.target) and s.target.name == name for s in _assignments(mod.forward))
+    return any(is_self_attribute(s.target) and name in (None, s.target.name) for s in _assignments(mod.forward))
 
 
 def _assignments(program):
