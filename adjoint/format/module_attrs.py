@@ -41,15 +41,20 @@ def readable_attribute(kids, child: str, name: str) -> bool:
     mod = next((c for c in kids if c.name == child), None)
     if mod is None or mod.type is not None or getattr(mod, "function", None) is not None or not mod.forward:
         return False
-    return any(is_self_attribute(s.target) and name in (None, s.target.name) for s in _assignments(mod.forward))
+    return any(is_self_attribute(t) and name in (None, t.name) for t in _targets(mod.forward))
 
 
-def _assignments(program):
-    from adjoint.format.syntax import Assign, With
+def _targets(program):
+    """Every assignment target of a program (``with`` bodies and unpacked tuples included)."""
+    from adjoint.format.syntax import Assign, Tup, With
     stack = list(program)
     while stack:
         s = stack.pop()
         if isinstance(s, With):
             stack.extend(s.body)
         elif isinstance(s, Assign):
+            stack.append(s.target)
+        elif isinstance(s, Tup):
+            stack.extend(s.items)
+        elif isinstance(s, Attr):
             yield s
