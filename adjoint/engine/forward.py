@@ -659,6 +659,16 @@ class _ModuleScope:
         raise ProblemError(loc, f"unknown name '{name}' in the forward of '{self.mod.label}'{_suggest(name, options)}; "
                                 f"known here: {', '.join(options) or 'nothing'}")
 
+    def set_module_attribute(self, name: str, value, loc: Loc) -> None:
+        """``self.NAME = value`` (adjoint.engine.module_attrs)."""
+        from adjoint.engine.module_attrs import set_attribute
+        set_attribute(self.run.m, self.mod, name, value, loc)
+
+    def module_attribute(self, path: str, name: str, loc: Loc):
+        """``PATH.NAME`` read after a call that stored it (adjoint.engine.module_attrs)."""
+        from adjoint.engine.module_attrs import get_attribute
+        return get_attribute(self.run.m, self.find_child(path), name, loc)
+
     def checkpoint_sequential(self, name: str, segments, inp, kwargs: dict, loc: Loc):
         from adjoint.engine.checkpoint_sequential import run_checkpoint_sequential
         return run_checkpoint_sequential(self, name, segments, inp, kwargs, loc)

@@ -16,6 +16,7 @@ from fractions import Fraction
 from typing import Protocol
 
 from adjoint.format import syntax as S
+from adjoint.format.module_attrs import is_self_attribute
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.bindings import FUNCTION_NAMES, FUNCTIONS, METHODS, call_function, describe
 from adjoint.engine.bindings.core import binary, neg
@@ -145,6 +146,9 @@ class Interp:
             for t, v in zip(target.items, value):
                 self.bind(t, v, loc)
             return
+        if is_self_attribute(target) and hasattr(self.scope, "set_module_attribute"):   # a forward's self.NAME = v
+            self.scope.set_module_attribute(target.name, value, loc)
+            return
         raise ProblemError(loc, f"cannot assign to '{S.to_source(target)}'")
 
     def augmented(self, stmt: S.AugAssign) -> None:
@@ -249,6 +253,9 @@ class Interp:
             args = [self.eval(a) for a in e.args]
             kwargs = {k: self.eval(v) for k, v in e.kwargs}
             return self.method(obj, e, args, kwargs)
+        if isinstance(e, S.Attr) and S.module_path(e.obj) is not None and hasattr(self.scope, "module_attribute") \
+                and self.scope.find_child(S.module_path(e.obj)) is not None:   # PATH.NAME: a module attribute
+            return self.scope.module_attribute(S.module_path(e.obj), e.name, e.loc)
         if isinstance(e, S.Attr):
             obj = self.eval(e.obj)
             if obj is None:

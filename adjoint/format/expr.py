@@ -405,6 +405,10 @@ class _Builder:
         if isinstance(node, ast.Attribute) and node.attr == "grad" and isinstance(node.value, ast.Name):
             # ``t.grad = v`` (a hook body setting a leaf's .grad; the interpreter says where it may stand)
             return Attr(self.loc(node), Name(self.loc(node.value), node.value.id), "grad")
+        if isinstance(node, ast.Attribute) and getattr(self, "in_forward", False) \
+                and isinstance(node.value, ast.Name) and node.value.id == "self":
+            from adjoint.format.module_attrs import self_attribute_target
+            return self_attribute_target(self, node, what, unpack)
         if isinstance(node, ast.Attribute):
             raise ProblemError(self.loc(node), f"{what}: assigning to an attribute is not allowed; assign to a name, "
                                                "into a subscript (x[0] = v) or a leaf's .grad (t.grad = v)")

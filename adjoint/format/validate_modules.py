@@ -546,7 +546,13 @@ def check_child_access(program, kids: tuple[Module, ...], what: str) -> None:
     """``enc.block(x)`` (or ``enc.weight``) reaches inside a child: not supported; a module calls
     its own children, and a child calls its own."""
     names = {c.name for c in kids}
+    from adjoint.format.module_attrs import readable_attribute
     for e in _program_expressions(program):
+        if isinstance(e, Attr) and isinstance(e.obj, Name) and readable_attribute(kids, e.obj.id, e.name):
+            continue   # CHILD.NAME: a tensor the child's forward stored as self.NAME (adjoint.format.module_attrs)
+        if isinstance(e, Attr) and isinstance(e.obj, Name) and readable_attribute(kids, e.obj.id, None):
+            raise ProblemError(e.loc, f"'{to_source(e)}': the forward of '{e.obj.id}' stores no 'self.{e.name}'; "
+                                      f"a caller reads only what its child stores (self.{e.name} = ... in its forward)")
         if isinstance(e, (Method, Attr)) and isinstance(e.obj, Name) and e.obj.id in names:
             raise ProblemError(e.loc, f"'{to_source(e)}' reaches inside the child module '{e.obj.id}', which is not "
                                       f"supported; call a child from its parent's forward (give '{e.obj.id}' a "

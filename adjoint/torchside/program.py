@@ -22,6 +22,7 @@ import operator
 import torch
 
 from adjoint.format import syntax as S
+from adjoint.format.module_attrs import is_self_attribute
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.torchside import callables
 
@@ -156,6 +157,9 @@ class Program:
             for t, v in zip(target.items, items):
                 self.bind(t, v, loc)
             return
+        if is_self_attribute(target) and hasattr(self.scope, "module"):   # a forward's self.NAME = v
+            setattr(self.scope.module, target.name, value)
+            return
         if isinstance(target, S.Attr) and target.name == "grad":   # a hook body's t.grad = v
             obj = self.eval(target.obj)
             if not isinstance(obj, torch.Tensor):
@@ -267,6 +271,9 @@ class Program:
             if e.name == "backward" and hasattr(self.scope, "nested_backward"):
                 return self.scope.nested_backward(obj, args, kwargs, e.loc)
             return self.keep(callables.method(obj, e.name, e.loc)(*args, **kwargs))
+        if isinstance(e, S.Attr) and S.module_path(e.obj) is not None and hasattr(self.scope, "child") \
+                and self.scope.child(S.module_path(e.obj)) is not None:   # PATH.NAME: a module attribute
+            return self.keep(getattr(self.scope.module.get_submodule(S.module_path(e.obj)), e.name))
         if isinstance(e, S.Attr):
             obj = self.eval(e.obj)
             if obj is None:

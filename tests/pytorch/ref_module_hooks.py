@@ -412,6 +412,7 @@ class _InplaceModule(nn.Module):
         self.do_inplace = do_inplace
 
     def forward(self, inp):
+        self.inp = inp
         if self.do_inplace:
             inp += 1
         return inp.clone()
@@ -430,6 +431,11 @@ def _hook_inplace(scenario: str) -> dict:
                 mod(inp).sum().backward()
             elif scenario == "input":
                 mod(inp.clone())
+            elif scenario == "stored":   # re-using the stored input view after its base was modified
+                local_inp = inp.clone()
+                mod(local_inp)
+                local_inp[0] *= 1
+                mod.inp + 2
             else:
                 y = mod(inp)
                 y += 1
@@ -449,6 +455,10 @@ def test_hook_inplace__input_inplace():
 
 def test_hook_inplace__output_inplace():
     return _hook_inplace("output")
+
+
+def test_hook_inplace__stored_view():
+    return _hook_inplace("stored")
 
 
 def test_hook_backward_size():
