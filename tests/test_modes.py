@@ -33,25 +33,26 @@ def _solve(path: str, mode: str):
     return problem, solve_problem(problem, numeric=numeric, mode=mode).to_json()
 
 
-def _walk(exact, other, mode: str, where: str = "") -> None:
-    """The same skeleton; at every VALUE the same shape, and the mode's own value fields."""
+def _walk(exact, other, mode: str, where: str = "", values: bool = True) -> None:
+    """The same skeleton; at every VALUE the same shape, and the mode's own value fields (their
+    numbers compared with the exact ones unless ``values`` is False)."""
     if isinstance(exact, dict) and "shape" in exact and "exact" in exact:
         assert isinstance(other, dict) and other["shape"] == exact["shape"], where
         assert other["exact"] is None, where
         if mode == "structure":
             assert other["value"] is None, where
-        elif exact["value"] is not None:
+        elif exact["value"] is not None and values:
             _close(exact["value"], other["value"], where)
         return
     if isinstance(exact, dict):
         assert isinstance(other, dict) and list(other) == list(exact), where
         for key in exact:
-            _walk(exact[key], other[key], mode, f"{where}.{key}")
+            _walk(exact[key], other[key], mode, f"{where}.{key}", values)
         return
     if isinstance(exact, list):
         assert isinstance(other, list) and len(other) == len(exact), where
         for i, (a, b) in enumerate(zip(exact, other)):
-            _walk(a, b, mode, f"{where}[{i}]")
+            _walk(a, b, mode, f"{where}[{i}]", values)
         return
     assert other == exact, where
 
@@ -77,6 +78,11 @@ def _close(exact, approx, where: str) -> None:
 #: values) cannot see (docs/not-modelled.md, "Answer modes"): compared in float64 only.
 VALUE_ERRORS = {"bce_values_out_of_range_raise.yaml", "pack_hook_then_op_raises.yaml"}
 
+#: Files where float64's rounding decides a discontinuity the exact answer sits on (a 2-norm's
+#: direction at an exact 0 that doubles make about 1e-17): float64 follows PyTorch there, not the
+#: exact answer (verify's bound covers it), so only their skeletons are compared.
+ROUNDING_DECIDED = {"bound_norm_direction_at_a_rounding_zero.yaml"}
+
 
 @pytest.mark.parametrize("path", FILES)
 def test_float64_and_structure_follow_the_exact_answer(path):
@@ -87,7 +93,7 @@ def test_float64_and_structure_follow_the_exact_answer(path):
     modes = ("float64",) if os.path.basename(path) in VALUE_ERRORS else ("float64", "structure")
     for mode in modes:
         _, other = _solve(path, mode)
-        _walk(exact, other, mode)
+        _walk(exact, other, mode, values=os.path.basename(path) not in ROUNDING_DECIDED)
 
 
 @pytest.mark.torch

@@ -236,7 +236,7 @@ def norm_vjp(B, gs, ins, outs, p, need):
     if order == 2:
         # grad * (self / norm).masked_fill_(norm == 0, 0): the mask comes before the product, so a nan
         # or infinite incoming gradient at the zero vector gives nan (nan * 0, inf * 0)
-        return [B.mul(g, B.choose(out, "==", zeros, B.div(x, out)))]
+        return [B.mul(g, B.direction(x, out))]
     if order in ("inf", "-inf"):
         mask = _ties(B, B.abs(x), out)
         return [B.mul(B.sgn(x), B.mul(B.div(g, B.sum_dims(mask, dims, True)), mask))]

@@ -204,6 +204,14 @@ class BoundBackend(Float64Backend):
             extra = 2.0 * self.u * (np.abs(x.a) + np.abs(mean.a)) * np.abs(rstd.a)
         return self._b(y.a, _e(y) + extra)
 
+    def direction(self, x, n):
+        """Where the 2-norm ``n`` is within its rounding bound of 0, PyTorch's ``n`` may be a tiny
+        nonzero value where the exact one is 0 (a group norm's mean over one group, then a norm), so
+        its ``x / n`` is some unit vector: each element within 1 of 0, so within ``1 + |r|`` of ours."""
+        r = super().direction(x, n)
+        loose = np.broadcast_to(_undecided(n), np.shape(r.a))
+        return self._b(r.a, np.where(loose, 1.0 + np.abs(r.a), _e(r)))
+
     def mul(self, x, y):
         r = super().mul(x, y).a
         ex, ey = _e(x), _e(y)

@@ -158,6 +158,11 @@ class ComplexBackend:
         tag = x.dtype if isinstance(x, Cx) and isinstance(y, Cx) and x.dtype == y.dtype else None
         return Cx(self.inner.add(a, c), self.inner.add(b, d), tag)
 
+    def direction(self, x, n):
+        """norm_backward's ``(x / n).masked_fill_(n == 0, 0)`` for the 2-norm ``n`` of ``x`` (the
+        rounding backend bounds it by 1 where ``n`` may be 0 in PyTorch's floats)."""
+        return self.choose(n, "==", self.zeros(self.shape(x)), self.div(x, n))
+
     def normalize(self, x, mean, rstd):
         """A norm's ``(x - mean) * rstd`` (the rounding backend widens it as PyTorch's fused kernels round)."""
         return self.mul(self.sub(x, mean), rstd)

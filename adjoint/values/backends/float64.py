@@ -147,6 +147,11 @@ class Float64Backend(NoExactChecks):
         with np.errstate(all="ignore"):
             return _v(x.a - y.a)
 
+    def direction(self, x, n):
+        """norm_backward's ``(x / n).masked_fill_(n == 0, 0)`` for the 2-norm ``n`` of ``x`` (the
+        rounding backend bounds it by 1 where ``n`` may be 0 in PyTorch's floats)."""
+        return self.choose(n, "==", self.zeros(self.shape(x)), self.div(x, n))
+
     def normalize(self, x, mean, rstd):
         """A norm's ``(x - mean) * rstd`` (the rounding backend widens it as PyTorch's fused kernels round)."""
         return self.mul(self.sub(x, mean), rstd)
