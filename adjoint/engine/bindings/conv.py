@@ -30,8 +30,9 @@ SAME_EVEN_KERNEL = ("Using padding='same' with even kernel lengths and odd dilat
                     "the input be created (Triggered internally at /__w/pytorch/pytorch/aten/src/ATen/native/"
                     "Convolution.cpp:1101.)")
 
-def expand_arg(v, rank: int, name: str, what: str, loc: Loc, minimum: int) -> tuple[int, ...]:
-    """An int or ``rank`` ints (PyTorch's ``_pair`` / expand_param_if_needed)."""
+def expand_arg(v, rank: int, name: str, what: str, loc: Loc, minimum: int | None) -> tuple[int, ...]:
+    """An int or ``rank`` ints (PyTorch's ``_pair`` / expand_param_if_needed); ``minimum`` None: the
+    values are the kernel's to refuse (the pools: :mod:`adjoint.engine.ops.pool_checks`)."""
     t = (int(v),) if not isinstance(v, (tuple, list)) else tuple(int(n) for n in v)
     if len(t) == 1:
         t = t * rank
@@ -39,7 +40,7 @@ def expand_arg(v, rank: int, name: str, what: str, loc: Loc, minimum: int) -> tu
         raise ProblemError(loc, f"{what}: expected {name} to be a single integer value or a list of {rank} values to "
                                 f"match the convolution dimensions, but got {name}={list(t)} (PyTorch raises this)")
     for n in t:
-        if n < minimum:
+        if minimum is not None and n < minimum:
             word = "positive" if minimum == 1 else "non-negative"
             raise ProblemError(loc, f"{what}: {name} should be {word}, got {name}={list(t)} (PyTorch raises this)")
     return t
@@ -110,11 +111,12 @@ def _lower_conv(rank: int):
 # ----------------------------------------------------------------------------- pooling
 
 def pool_spec(kernel, stride, padding, loc: Loc, what: str, rank: int = 2, **extra) -> PoolSpec:
-    """F.max_pool{rank}d / F.avg_pool{rank}d arguments: ``stride=None`` (or ``[]``) is the kernel size."""
-    k = expand_arg(kernel, rank, "kernel_size", what, loc, 1)
+    """F.max_pool{rank}d / F.avg_pool{rank}d arguments: ``stride=None`` (or ``[]``) is the kernel size.
+    Their values are not checked here: a zero stride, a negative padding... are the kernel's errors."""
+    k = expand_arg(kernel, rank, "kernel_size", what, loc, None)
     empty = stride is None or (isinstance(stride, (tuple, list)) and not stride)
-    s = k if empty else expand_arg(stride, rank, "stride", what, loc, 1)
-    p = expand_arg(padding, rank, "padding", what, loc, 0)
+    s = k if empty else expand_arg(stride, rank, "stride", what, loc, None)
+    p = expand_arg(padding, rank, "padding", what, loc, None)
     extra.setdefault("dilation", (1,) * rank)
     return PoolSpec(k, s, p, **extra)
 
@@ -130,7 +132,7 @@ def max_pool(rank: int, rt, x: Tensor, kernel, stride, padding, dilation, ceil_m
     """F.max_pool{rank}d (rank 2 or 3): one MaxPool{rank}DWithIndicesBackward0."""
     what = f"max_pool{rank}d"
     spec = pool_spec(kernel, stride, padding, loc, what, rank,
-                     dilation=expand_arg(dilation, rank, "dilation", what, loc, 1), ceil_mode=ceil_mode)
+                     dilation=expand_arg(dilation, rank, "dilation", what, loc, None), ceil_mode=ceil_mode)
     _refuse_symbolic(rt, x, loc, what)
     out, indices = rt.apply(f"max_pool{rank}d_with_indices", [x], spec, loc)
     return (out, indices) if return_indices else out
@@ -139,8 +141,6 @@ def max_pool(rank: int, rt, x: Tensor, kernel, stride, padding, dilation, ceil_m
 def avg_pool(rank: int, rt, x: Tensor, kernel, stride, padding, ceil_mode: bool, count_include_pad: bool,
              divisor_override, loc: Loc):
     """F.avg_pool{rank}d (rank 2 or 3): one AvgPool{rank}DBackward0."""
-    if divisor_override is not None and divisor_override == 0:
-        raise ProblemError(loc, "divisor must be not zero (PyTorch raises this)")
     what = f"avg_pool{rank}d"
     spec = pool_spec(kernel, stride, padding, loc, what, rank, ceil_mode=ceil_mode,
                      count_include_pad=count_include_pad, divisor_override=divisor_override)
