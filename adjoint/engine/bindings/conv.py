@@ -17,6 +17,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from adjoint.format.errors import Loc, ProblemError
+from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.ops.attention import mean_dims
 from adjoint.engine.ops.conv import ConvSpec
@@ -57,30 +58,35 @@ def convolution(rt, x: Tensor, w: Tensor, b: Tensor | None, stride, padding, dil
                 loc: Loc):
     """at::conv{rank}d: the unbatched wrapping, padding="same"'s extra pad, one convolution."""
     what = f"conv{rank}d"
+    if len(x.shape) not in (rank + 1, rank + 2):
+        raise TorchError("RuntimeError", f"Expected {rank + 1}D (unbatched) or {rank + 2}D (batched) input to {what}, "
+                                         f"but got input of size: {list(x.shape)}", "forward")
     if len(w.shape) != rank + 2:
         raise ProblemError(loc, f"{what}: weight should have {rank + 2} dimensions (out_channels, in_channels / groups, "
                                 f"kernel...), got shape {list(w.shape)} (PyTorch raises this)")
-    if groups < 1:
-        raise ProblemError(loc, f"{what}: non-positive groups is not supported (PyTorch raises this)")
-    stride = expand_arg(stride, rank, "stride", what, loc, 1)
-    dilation = expand_arg(dilation, rank, "dilation", what, loc, 1)
-    if len(x.shape) not in (rank + 1, rank + 2):
-        raise ProblemError(loc, f"Expected {rank + 1}D (unbatched) or {rank + 2}D (batched) input to {what}, but got "
-                                f"input of size: {list(x.shape)} (PyTorch raises this)")
+    # groups, stride, padding and dilation values, channels, bias and sizes are the kernel's to
+    # refuse (ops/conv_checks.py, after the packs); the input's rank and padding='same' with a
+    # stride are refused by conv{rank}d itself, before any node
+    stride = expand_arg(stride, rank, "stride", what, loc, None)
+    dilation = expand_arg(dilation, rank, "dilation", what, loc, None)
+    if any(d < 1 for d in dilation) and x.dtype != "float64":
+        raise ProblemError(loc, f"{what} with a non-positive dilation in {x.dtype} is not modelled (PyTorch's message "
+                                "depends on the CPU backend it picks: 'dilation should be greater than zero, but got "
+                                "...' or 'non-positive dilation is not supported'); use dtype float64 or a positive "
+                                "dilation")
     ap = rt.apply
     unbatched = len(x.shape) == rank + 1
     if unbatched:
         x = ap("unsqueeze", [x], 0, loc)
     if isinstance(padding, str):
         if padding not in ("same", "valid"):
-            raise ProblemError(loc, f"Invalid padding string: '{padding}' (PyTorch raises this); use 'same', 'valid' "
-                                    "or integers")
+            raise TorchError("RuntimeError", f"Invalid padding string: '{padding}'", "forward")
         if padding == "valid":
             pads = (0,) * rank
         else:
             if any(s != 1 for s in stride):
-                raise ProblemError(loc, "padding='same' is not supported for strided convolutions (PyTorch raises "
-                                        "this)")
+                raise TorchError("RuntimeError", "padding='same' is not supported for strided convolutions",
+                                 "forward")
             left = [d * (k - 1) // 2 for d, k in zip(dilation, w.shape[2:])]
             right = [d * (k - 1) - lo for d, k, lo in zip(dilation, w.shape[2:], left)]
             if left != right:
@@ -92,7 +98,7 @@ def convolution(rt, x: Tensor, w: Tensor, b: Tensor | None, stride, padding, dil
                 x = ap("constant_pad_nd", [x], tuple(pad_nd), loc)
             pads = tuple(left)
     else:
-        pads = expand_arg(padding, rank, "padding", what, loc, 0)
+        pads = expand_arg(padding, rank, "padding", what, loc, None)
     y = ap("convolution", [x, w, b], ConvSpec(stride, pads, dilation, groups), loc)
     if unbatched:
         y = ap("squeeze_dim", [y], (0,), loc)
@@ -249,42 +255,61 @@ def adaptive_max_pool1d(rt, x: Tensor, output_size, return_indices: bool, loc: L
     return (out, indices) if return_indices else out
 
 
-def _pool1d_args(x: Tensor, kernel, stride, padding, dilation, what: str, loc: Loc):
-    """at::max_pool1d's / at::avg_pool1d's own checks (check_max_pool1d; checkDimRange, check1d): the
-    input 2-D or 3-D, one kernel size, stride (empty: the kernel), padding and dilation each."""
-    if len(x.shape) not in (2, 3):
-        if what == "max_pool1d":
-            raise ProblemError(loc, "max_pool1d: Expected 2D or 3D (batch mode) tensor with optional 0 dim batch size "
-                                    f"for input, but got:{list(x.shape)} (PyTorch raises this)")
-        raise ProblemError(loc, f"Expected 2 to 3 dimensions, but got {len(x.shape)}-dimensional tensor for argument "
-                                f"#1 'self' (while checking arguments for {what}) (PyTorch raises this)")
+#: check_max_pool1d's words for an argument of the wrong length
+_MAX_POOL1D_LENGTH = {
+    "kernel_size": "max_pool1d() kernel_size must be an int, list of ints or tuple of ints of size 1 but got size {n}",
+    "stride": "max_pool1d() stride must be None, an int, list of ints, or tuple of ints of size 1 but got size {n}",
+    "padding": "max_pool1d() padding must be an int, list of ints, or tuple of ints of size 1 but got size {n}",
+    "dilation": "max_pool1d() dilation must be an int, list of ints or tuple of ints of size 1 but got size {n}",
+}
 
-    def one(v, name: str, minimum: int) -> int:
+
+def _pool1d_args(x: Tensor, kernel, stride, padding, dilation, what: str, own_checks: bool):
+    """at::max_pool1d's / at::avg_pool1d's / at::max_pool1d_with_indices' own checks, before any
+    node: the input 2-D or 3-D, one kernel size, stride (empty: the kernel), padding and dilation
+    each. ``own_checks``: at::max_pool1d's check_max_pool1d (its words; the input's non-batch sizes
+    non-zero); otherwise the values are the 2-d kernel's to refuse (ops/pool_checks.py)."""
+    nd = len(x.shape)
+    if own_checks:
+        if nd not in (2, 3) or 0 in x.shape[-2 if nd == 3 else -1:] or (nd == 2 and 0 in x.shape):
+            raise TorchError("RuntimeError", "max_pool1d: Expected 2D or 3D (batch mode) tensor with optional 0 dim "
+                                             f"batch size for input, but got:{list(x.shape)}", "forward")
+    elif nd not in (2, 3):
+        raise TorchError("RuntimeError", f"Expected 2 to 3 dimensions, but got {nd}-dimensional tensor for argument "
+                                         f"#1 'self' (while checking arguments for {what})", "forward")
+
+    def one(v, name: str) -> int:
         t = (int(v),) if not isinstance(v, (tuple, list)) else tuple(int(n) for n in v)
         if len(t) != 1:
-            raise ProblemError(loc, f"{what}() {name} must be an int, list of ints or tuple of ints of size 1 but got "
-                                    f"size {len(t)} (PyTorch raises this)")
-        if t[0] < minimum:
-            word = "greater than zero" if minimum == 1 else "non-negative"
-            raise ProblemError(loc, f"{what}() {name} must be {word}, but got {list(t)} (PyTorch raises this)")
+            raise TorchError("RuntimeError", _MAX_POOL1D_LENGTH[name].format(n=len(t)) if own_checks else
+                             f"{what}() argument '{name}' should contain one int (got {len(t)})", "forward")
         return t[0]
-    k = one(kernel, "kernel_size", 1)
+    k = one(kernel, "kernel_size")
     empty = stride is None or (isinstance(stride, (tuple, list)) and not stride)
-    return k, k if empty else one(stride, "stride", 1), one(padding, "padding", 0), one(dilation, "dilation", 1)
+    s = None if empty else one(stride, "stride")
+    p, d = one(padding, "padding"), one(dilation, "dilation")
+    return k, k if s is None else s, p, d
 
 
 def max_pool1d(rt, x: Tensor, kernel, stride, padding, dilation, ceil_mode: bool, return_indices: bool, loc: Loc):
     """F.max_pool1d: ``unsqueeze(-2)`` (UnsqueezeBackward0), max_pool2d_with_indices over (1, L)
     windows (MaxPool2DWithIndicesBackward0), ``squeeze(-2)`` (SqueezeBackward1) of the output and
-    of the indices, as at::max_pool1d_with_indices (the path of an input that requires grad)."""
-    k, s, p, d = _pool1d_args(x, kernel, stride, padding, dilation, "max_pool1d", loc)
-    if p > k // 2:
-        raise ProblemError(loc, f"max_pool1d() padding should be at most half of kernel size, but got padding={p} and "
-                                f"kernel_size={k} (PyTorch raises this)")
-    from adjoint.engine.ops.pool import pooling_output_size
-    width = pooling_output_size(x.shape[-1], k, p, s, d, ceil_mode)
-    if width <= 0:
-        raise ProblemError(loc, f"max_pool1d() Invalid computed output size: {width} (PyTorch raises this)")
+    of the indices, as at::max_pool1d_with_indices (the path of an input that requires grad).
+    Without return_indices at::max_pool1d's check_max_pool1d refuses first, in its own words."""
+    k, s, p, d = _pool1d_args(x, kernel, stride, padding, dilation, "max_pool1d", not return_indices)
+    if not return_indices:
+        from adjoint.engine.ops.pool import pooling_output_size
+        for ok, message in ((k > 0, f"kernel_size must be greater than zero, but got {k}"),
+                            (s > 0, f"stride must be greater than zero, but got {s}"),
+                            (p >= 0, f"padding must be non-negative, but got {p}"),
+                            (p <= k // 2, f"padding should be at most half of kernel size, but got padding={p} and "
+                                          f"kernel_size={k}"),
+                            (d > 0, f"dilation must be greater than zero, but got {d}")):
+            if not ok:
+                raise TorchError("RuntimeError", "max_pool1d() " + message, "forward")
+        width = pooling_output_size(x.shape[-1], k, p, s, d, ceil_mode)
+        if width <= 0:
+            raise TorchError("RuntimeError", f"max_pool1d() Invalid computed output size: {width}", "forward")
     _refuse_symbolic(rt, x, loc, "max_pool1d")
     ap = rt.apply
     u = ap("unsqueeze", [x], len(x.shape) - 1, loc)
@@ -298,7 +323,7 @@ def max_pool1d(rt, x: Tensor, kernel, stride, padding, dilation, ceil_mode: bool
 def avg_pool1d(rt, x: Tensor, kernel, stride, padding, ceil_mode: bool, count_include_pad: bool, loc: Loc):
     """F.avg_pool1d: ``unsqueeze(-2)`` (UnsqueezeBackward0), avg_pool2d over (1, L) windows
     (AvgPool2DBackward0, its checks), ``squeeze(-2)`` (SqueezeBackward1), as at::avg_pool1d."""
-    k, s, p, _ = _pool1d_args(x, kernel, stride, padding, 1, "avg_pool1d", loc)
+    k, s, p, _ = _pool1d_args(x, kernel, stride, padding, 1, "avg_pool1d", False)
     ap = rt.apply
     u = ap("unsqueeze", [x], len(x.shape) - 1, loc)
     out = avg_pool(2, rt, u, (1, k), (1, s), (0, p), ceil_mode, count_include_pad, None, loc)

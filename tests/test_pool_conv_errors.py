@@ -1,0 +1,127 @@
+"""Errors PyTorch raises on well-formed pooling and convolution calls are answers, not refusals.
+
+Each case is solved by adjoint with a saved-tensor pack hook and run in real torch 2.13 under
+``saved_tensors_hooks``: the same packs (the pools' ``self``, the convolution's input and weight,
+packed before ATen's kernel refuses; none when the functional form refuses before any node), then
+the same exception type and message, raised during the forward. The words and their order are
+ATen's: ``pooling_output_shape``, ``pool2d_shape_check`` / ``pool3d_shape_check``,
+``check_max_pool1d``, ``at::_convolution``'s ``check_shape_forward``. The torch side of ``verify``
+checks the files tests/data/regressions/pool_errors.yaml and conv_errors.yaml the same way.
+"""
+
+import pytest
+
+import adjoint
+
+F_CASES = [   # (adjoint forward, torch forward on x, w, input shape, weight shape or None)
+    # 2-d pools: the kernel's checks, after MaxPool2DWithIndicesBackward0 / AvgPool2DBackward0 packed self
+    ("F.max_pool2d(x, 2, padding=2)", lambda F, x, w: F.max_pool2d(x, 2, padding=2), (1, 2, 3, 3), None),
+    ("F.max_pool2d(x, 3, padding=2, dilation=2)", lambda F, x, w: F.max_pool2d(x, 3, padding=2, dilation=2),
+     (1, 2, 5, 5), None),
+    ("F.max_pool2d(x, 2, stride=0)", lambda F, x, w: F.max_pool2d(x, 2, stride=0), (1, 2, 3, 3), None),
+    ("F.max_pool2d(x, 2, stride=-1)", lambda F, x, w: F.max_pool2d(x, 2, stride=-1), (1, 2, 3, 3), None),
+    ("F.max_pool2d(x, 2, padding=-1)", lambda F, x, w: F.max_pool2d(x, 2, padding=-1), (1, 2, 3, 3), None),
+    ("F.max_pool2d(x, 2, dilation=0)", lambda F, x, w: F.max_pool2d(x, 2, dilation=0), (1, 2, 3, 3), None),
+    ("F.max_pool2d(x, 0, stride=1)", lambda F, x, w: F.max_pool2d(x, 0, stride=1), (1, 2, 3, 3), None),
+    ("F.max_pool2d(x, 5, return_indices=True)", lambda F, x, w: F.max_pool2d(x, 5, return_indices=True),
+     (1, 2, 3, 3), None),
+    ("F.max_pool2d(x, 2)", lambda F, x, w: F.max_pool2d(x, 2), (3, 3), None),
+    ("F.avg_pool2d(x, 2, padding=2)", lambda F, x, w: F.avg_pool2d(x, 2, padding=2), (1, 2, 3, 3), None),
+    ("F.avg_pool2d(x, 2, divisor_override=0)", lambda F, x, w: F.avg_pool2d(x, 2, divisor_override=0),
+     (1, 2, 3, 3), None),
+    ("F.avg_pool2d(x, (1, 4))", lambda F, x, w: F.avg_pool2d(x, (1, 4)), (2, 3, 3), None),
+    ("F.avg_pool2d(x, 2)", lambda F, x, w: F.avg_pool2d(x, 2), (3, 3), None),
+    # 3-d pools
+    ("F.max_pool3d(x, 2, padding=2)", lambda F, x, w: F.max_pool3d(x, 2, padding=2), (1, 1, 3, 3, 3), None),
+    ("F.max_pool3d(x, 5)", lambda F, x, w: F.max_pool3d(x, 5), (1, 3, 3, 3), None),
+    ("F.max_pool3d(x, 3, padding=2, dilation=2)", lambda F, x, w: F.max_pool3d(x, 3, padding=2, dilation=2),
+     (1, 5, 5, 5), None),
+    ("F.max_pool3d(x, 2)", lambda F, x, w: F.max_pool3d(x, 2), (3, 3, 3), None),
+    ("F.avg_pool3d(x, 5)", lambda F, x, w: F.avg_pool3d(x, 5), (1, 3, 3, 3), None),
+    ("F.avg_pool3d(x, 2, stride=0)", lambda F, x, w: F.avg_pool3d(x, 2, stride=0), (1, 3, 3, 3), None),
+    ("F.avg_pool3d(x, 2, divisor_override=0)", lambda F, x, w: F.avg_pool3d(x, 2, divisor_override=0),
+     (1, 3, 3, 3), None),
+    # 1-d pools: max_pool1d's own checks (no node), or the 2-d kernel's after unsqueeze
+    ("F.max_pool1d(x, 2, padding=2)", lambda F, x, w: F.max_pool1d(x, 2, padding=2), (2, 3), None),
+    ("F.max_pool1d(x, 2, dilation=0)", lambda F, x, w: F.max_pool1d(x, 2, dilation=0), (2, 3), None),
+    ("F.max_pool1d(x, 5)", lambda F, x, w: F.max_pool1d(x, 5), (1, 2, 3), None),
+    ("F.max_pool1d(x, (2, 2))", lambda F, x, w: F.max_pool1d(x, (2, 2)), (2, 3), None),
+    ("F.max_pool1d(x, 2)", lambda F, x, w: F.max_pool1d(x, 2), (3,), None),
+    ("F.max_pool1d(x, 3, padding=2, dilation=2, return_indices=True)",
+     lambda F, x, w: F.max_pool1d(x, 3, padding=2, dilation=2, return_indices=True), (2, 5), None),
+    ("F.max_pool1d(x, 2, stride=-1, return_indices=True)",
+     lambda F, x, w: F.max_pool1d(x, 2, stride=-1, return_indices=True), (2, 3), None),
+    ("F.max_pool1d(x, 2, return_indices=True)", lambda F, x, w: F.max_pool1d(x, 2, return_indices=True), (3,), None),
+    ("F.avg_pool1d(x, 2, padding=2)", lambda F, x, w: F.avg_pool1d(x, 2, padding=2), (2, 3), None),
+    ("F.avg_pool1d(x, -1)", lambda F, x, w: F.avg_pool1d(x, -1), (1, 2, 3), None),
+    ("F.avg_pool1d(x, 2)", lambda F, x, w: F.avg_pool1d(x, 2), (1, 1, 2, 3), None),
+    # convolutions: at::_convolution's checks after ConvolutionBackward0 packed input and weight
+    ("F.conv2d(x, w)", lambda F, x, w: F.conv2d(x, w), (1, 2, 3, 3), (2, 3, 2, 2)),
+    ("F.conv2d(x, w, groups=2)", lambda F, x, w: F.conv2d(x, w, groups=2), (1, 2, 3, 3), (3, 1, 2, 2)),
+    ("F.conv2d(x, w, groups=4)", lambda F, x, w: F.conv2d(x, w, groups=4), (1, 4, 3, 3), (2, 1, 2, 2)),
+    ("F.conv2d(x, w, groups=0)", lambda F, x, w: F.conv2d(x, w, groups=0), (1, 2, 3, 3), (2, 2, 2, 2)),
+    ("F.conv2d(x, w, stride=0)", lambda F, x, w: F.conv2d(x, w, stride=0), (1, 2, 3, 3), (2, 2, 2, 2)),
+    ("F.conv2d(x, w, padding=-1)", lambda F, x, w: F.conv2d(x, w, padding=-1), (2, 3, 3), (2, 2, 2, 2)),
+    ("F.conv2d(x, w, dilation=(1, 0))", lambda F, x, w: F.conv2d(x, w, dilation=(1, 0)), (1, 2, 3, 3),
+     (2, 2, 2, 2)),
+    ("F.conv2d(x, w, dilation=2)", lambda F, x, w: F.conv2d(x, w, dilation=2), (1, 2, 2, 2), (2, 2, 2, 2)),
+    ("F.conv2d(x, w, stride=2, padding='same')", lambda F, x, w: F.conv2d(x, w, stride=2, padding="same"),
+     (1, 2, 3, 3), (2, 2, 2, 2)),
+    ("F.conv2d(x, w, padding='full')", lambda F, x, w: F.conv2d(x, w, padding="full"), (1, 2, 3, 3), (2, 2, 2, 2)),
+    ("F.conv2d(x, w)", lambda F, x, w: F.conv2d(x, w), (3, 3), (2, 2, 2, 2)),
+    ("F.conv1d(x, w, dilation=0)", lambda F, x, w: F.conv1d(x, w, dilation=0), (1, 2, 3), (2, 2, 2)),
+    ("F.conv1d(x, w)", lambda F, x, w: F.conv1d(x, w), (2, 3), (2, 2, 5)),
+    ("F.conv3d(x, w, padding=1)", lambda F, x, w: F.conv3d(x, w, padding=1), (1, 1, 2, 2, 2), (1, 1, 5, 5, 5)),
+    ("F.conv3d(x, w)", lambda F, x, w: F.conv3d(x, w), (1, 2, 2, 2, 2), (1, 3, 1, 1, 1)),
+]
+
+TEMPLATE = """
+name: case
+dtype: float64
+inputs:
+  x: {{value: {x}, requires_grad: true}}
+{w}model:
+  inputs: [{names}]
+  forward: "{forward}"
+loss: "sum(y)"
+hooks:
+  - {{saved_tensors: {{pack: "x", unpack: "x"}}}}
+"""
+
+
+def _value(shape, start=1):
+    if not shape:
+        return start
+    step = 1
+    for n in shape[1:]:
+        step *= n
+    return [_value(shape[1:], start + i * step) for i in range(shape[0])]
+
+
+@pytest.mark.torch
+def test_pool_and_conv_errors_are_torchs():
+    import torch
+    import torch.nn.functional as F
+
+    for forward, fn, xs, ws in F_CASES:
+        w_line = "" if ws is None else f"  w: {{value: {_value(ws)}, requires_grad: true}}\n"
+        text = TEMPLATE.format(x=_value(xs), w=w_line, names="x" if ws is None else "x, w",
+                               forward=forward)
+        v = adjoint.loads(text, name="case").solve().variants[0]
+        assert v.error is not None, forward
+        predicted = ([list(c.args["x"].shape) for c in v.hook_calls if c.kind == "pack"],
+                     v.error.type, v.error.message, v.error.during)
+
+        x = torch.tensor(_value(xs), dtype=torch.float64, requires_grad=True)
+        w = None if ws is None else torch.tensor(_value(ws), dtype=torch.float64, requires_grad=True)
+        packs = []
+
+        def pack(t):
+            packs.append(list(t.shape))
+            return t
+
+        with pytest.raises(Exception) as caught:
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                fn(F, x, w)
+        observed = (packs, type(caught.value).__name__, str(caught.value), "forward")
+        assert predicted == observed, forward
