@@ -21,7 +21,7 @@ from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.ops.attention import mean_dims
 from adjoint.engine.ops.conv import ConvSpec
-from adjoint.engine.ops.pool import PoolSpec
+from adjoint.engine.ops.pool import PoolSpec, Refused
 from adjoint.engine.bindings.signature import Function, Param
 
 
@@ -153,23 +153,44 @@ def avg_pool(rank: int, rt, x: Tensor, kernel, stride, padding, ceil_mode: bool,
     return rt.apply(what, [x], spec, loc)
 
 
+def _received(out) -> str:
+    """ATen's ``{a, b}`` / ``{a, b,c}`` (adaptive_avg_pool3d writes its last comma without a space)."""
+    return "{" + ", ".join(map(str, out[:2])) + "".join("," + str(n) for n in out[2:]) + "}"
+
+
+def _list_with_default(x: Tensor, output_size) -> None:
+    """F._list_with_default: a tuple output_size needs an input of more dimensions (ValueError)."""
+    if isinstance(output_size, (tuple, list)) and len(x.shape) <= len(output_size):
+        raise TorchError("ValueError", f"Input dimension should be at least {len(output_size) + 1}", "forward")
+
+
+def _output_sizes(x: Tensor, sizes, rank: int, loc: Loc, what: str):
+    """output_size with ``None`` entries replaced by the input's sizes (F._list_with_default)."""
+    if any(s is None for s in sizes) and len(x.shape) < rank:
+        raise ProblemError(loc, f"{what}: output_size None needs an input of at least {rank} dimensions")
+    return tuple(x.shape[-rank + i] if s is None else int(s) for i, s in enumerate(sizes))
+
+
 def adaptive_avg_pool(rank: int, rt, x: Tensor, output_size, loc: Loc):
     """F.adaptive_avg_pool{rank}d (rank 2 or 3); ``None`` in output_size keeps that input size; an
-    output of all ones is ATen's ``mean`` over the spatial dims (MeanBackward1)."""
+    output of all ones is ATen's ``mean`` over the spatial dims (MeanBackward1). at::adaptive_avg_pool
+    refuses output_size's length and negative sizes before any node; the kernel refuses the input's
+    rank once AdaptiveAvgPool{rank}DBackward0 has packed self."""
     what = f"adaptive_avg_pool{rank}d"
-    if len(x.shape) not in (rank + 1, rank + 2):
-        raise ProblemError(loc, f"{what}(): Expected {rank + 1}D or {rank + 2}D tensor, but got {list(x.shape)} "
-                                "(PyTorch raises this)")
+    _list_with_default(x, output_size)
     sizes = (output_size,) * rank if output_size is None or isinstance(output_size, int) else tuple(output_size)
     if len(sizes) != rank:
-        raise ProblemError(loc, f"{what}: output_size must be {rank}, got {len(sizes)} entries "
-                                "(PyTorch raises this)")
-    out = tuple(x.shape[-rank + i] if s is None else int(s) for i, s in enumerate(sizes))
+        raise TorchError("RuntimeError", f"{what}: output_size must be {rank}", "forward")
+    out = _output_sizes(x, sizes, rank, loc, what)
     if any(s < 0 for s in out):
-        raise ProblemError(loc, f"{what}: elements of output_size must be greater than or equal to 0 but "
-                                f"received {list(out)} (PyTorch raises this)")
-    if out == (1,) * rank:
+        raise TorchError("RuntimeError", f"{what}: elements of output_size must be greater than or equal to 0 but "
+                                         f"received {_received(out)}", "forward")
+    if out == (1,) * rank and len(x.shape) >= rank:
         return rt.apply("mean_dim", [x], mean_dims(len(x.shape), tuple(range(-1, -rank - 1, -1)), True, loc), loc)
+    if len(x.shape) not in (rank + 1, rank + 2):
+        refused = Refused("RuntimeError", f"{what}(): Expected {rank + 1}D or {rank + 2}D tensor, but got "
+                                          f"{list(x.shape)}", tuple(x.shape[:-rank]) + out)
+        return rt.apply(what, [x], refused, loc)
     return rt.apply(what, [x], out, loc)
 
 
@@ -203,28 +224,42 @@ def _int(v, loc: Loc) -> int:
                             "raises TypeError")
 
 
-#: adaptive_max_pool{2,3}d's complaints about the input's rank and output_size's length (ATen's words differ)
-_ADAPTIVE_MAX_COMPLAINTS = {
-    2: ("adaptive_max_pool2d(): Expected 3D or 4D tensor, but got {shape} (PyTorch raises this)",
-        "adaptive_max_pool2d: internal error: output_size.size() must be 2 (got {n} entries; PyTorch raises this)"),
-    3: ("adaptive_max_pool3d(): Expected 4D or 5D tensor, but got: {shape} (PyTorch raises this)",
-        "adaptive_max_pool3d(): internal error: output_size.size() must be 3 (got {n} entries; PyTorch raises "
-        "this)"),
-}
+def _adaptive_max_refusal(rank: int, x: Tensor, sizes):
+    """at::adaptive_max_pool{rank}d's checks, in their order, all after the node packed self: the
+    input's rank, its non-batch sizes non-zero, output_size's length, a negative size (the output
+    tensor cannot be made). (type, message, placeholder shape), or None."""
+    what = f"adaptive_max_pool{rank}d"
+    shape, nd = list(x.shape), len(x.shape)
+    if nd not in (rank + 1, rank + 2):
+        return (f"{what}(): Expected {rank + 1}D or {rank + 2}D tensor, but got: {shape}", ())
+    dims = range(1, nd) if rank == 2 else range(nd - rank, nd)
+    empty = [d for d in dims if shape[d] == 0]
+    if empty:
+        return (f"{what}(): Expected input to have non-zero size for non-batch dimensions, but input has sizes "
+                f"{shape} with dimension {empty[0]} being empty", ())
+    if len(sizes) != rank:
+        return (f"{what}(): internal error: output_size.size() must be {rank}", ())
+    out = tuple(shape[:-rank]) + tuple(x.shape[-rank + i] if s is None else int(s) for i, s in enumerate(sizes))
+    negative = [n for n in out if n < 0]
+    if negative:
+        return (f"Trying to create tensor with negative dimension {negative[0]}: {list(out)}", out)
+    return None
 
 
 def adaptive_max_pool(rank: int, rt, x: Tensor, output_size, return_indices: bool, loc: Loc):
     """F.adaptive_max_pool{rank}d (rank 2 or 3): one AdaptiveMaxPool{rank}DBackward0 (``None`` in
     output_size keeps that size)."""
     what = f"adaptive_max_pool{rank}d"
-    if len(x.shape) not in (rank + 1, rank + 2):
-        raise ProblemError(loc, _ADAPTIVE_MAX_COMPLAINTS[rank][0].format(shape=list(x.shape)))
+    _list_with_default(x, output_size)
     sizes = (output_size,) * rank if output_size is None or isinstance(output_size, int) else tuple(output_size)
-    if len(sizes) != rank:
-        raise ProblemError(loc, _ADAPTIVE_MAX_COMPLAINTS[rank][1].format(n=len(sizes)))
+    refusal = _adaptive_max_refusal(rank, x, sizes)
+    if refusal is not None:
+        out, _ = rt.apply(what, [x], Refused("RuntimeError", refusal[0], refusal[1]), loc)
+        return out
     out = tuple(x.shape[-rank + i] if s is None else int(s) for i, s in enumerate(sizes))
     if any(s < 1 for s in out):
-        raise ProblemError(loc, f"{what}: output sizes {list(out)} must be at least 1 here")
+        raise ProblemError(loc, f"{what}: output sizes {list(out)} must be at least 1 here (an empty output is not "
+                                "modelled)")
     _refuse_symbolic(rt, x, loc, what)
     out, indices = rt.apply(what, [x], out, loc)
     return (out, indices) if return_indices else out
@@ -238,12 +273,13 @@ def adaptive_max_pool1d(rt, x: Tensor, output_size, return_indices: bool, loc: L
     """F.adaptive_max_pool1d: ``unsqueeze(-2)`` (UnsqueezeBackward0), adaptive_max_pool2d to (1, L),
     ``squeeze(-2)`` (SqueezeBackward1) of the output and of the indices."""
     if len(x.shape) not in (2, 3):
-        raise ProblemError(loc, f"adaptive_max_pool1d() argument 'input' (position 1) must be 2D or 3D, got "
-                                f"{list(x.shape)} (PyTorch raises this)")
+        raise TorchError("RuntimeError", f"Expected 2 to 3 dimensions, but got {len(x.shape)}-dimensional tensor for "
+                                         "argument #1 'self' (while checking arguments for adaptive_max_pool1d)",
+                         "forward")
     if isinstance(output_size, tuple):
         if len(output_size) != 1:
-            raise ProblemError(loc, f"adaptive_max_pool1d() argument 'output_size' should contain one int (got "
-                                    f"{len(output_size)}) (PyTorch raises this)")
+            raise TorchError("RuntimeError", "adaptive_max_pool1d() argument 'output_size' should contain one int "
+                                             f"(got {len(output_size)})", "forward")
         output_size = output_size[0]
     length = x.shape[-1] if output_size is None else int(output_size)
     ap = rt.apply

@@ -42,6 +42,23 @@ class PoolSpec:
     divisor_override: int | None = None
 
 
+class Refused(tuple):
+    """An adaptive pool's output size when PyTorch refuses the call only once the node has packed
+    ``self`` (the binding decides, in ATen's order): the shape rule gives ``shape``, the op's
+    ``value_error`` the error, nothing is computed."""
+
+    def __new__(cls, type_: str, message: str, shape):
+        obj = super().__new__(cls, ())
+        obj.error = (type_, message)
+        obj.shape = tuple(max(n, 0) for n in shape)
+        return obj
+
+
+def refused_error(B, values, p):
+    """``value_error`` of the adaptive pools: a :class:`Refused` parameter's error."""
+    return p.error if isinstance(p, Refused) else None
+
+
 def pooling_output_size(size: int, k: int, pad: int, stride: int, dilation: int, ceil_mode: bool) -> int:
     """ATen's pooling_output_shape."""
     num = size + 2 * pad - dilation * (k - 1) - 1 + (stride - 1 if ceil_mode else 0)
@@ -272,6 +289,8 @@ def avg_pool_vjp(B, gs, ins, outs, p: PoolSpec, need):
 
 
 def adaptive_shape(shapes, out_sizes, loc):
+    if isinstance(out_sizes, Refused):
+        return out_sizes.shape
     x = shapes[0]
     rank = len(out_sizes)
     if rank == 2:
@@ -341,7 +360,8 @@ OPS = (
        math=Math(layer((AVGPOOL,), _pool_sub))),
     Op("adaptive_avg_pool2d", "AdaptiveAvgPool2DBackward0", adaptive_forward, adaptive_vjp, adaptive_shape,
        (Save("self", "in", 0),), "g / window size spread over each (overlapping) window", grows=False,
-       math=Math(layer((ADAPTIVE,), lambda out: _sizes(tuple(out)))), checks=(Check(((1, 3, 5),), (2, 3)),)),
+       math=Math(layer((ADAPTIVE,), lambda out: _sizes(tuple(out)))), checks=(Check(((1, 3, 5),), (2, 3)),),
+       value_error=refused_error),
 )
 
 
@@ -356,6 +376,8 @@ def adaptive_windows(in_sizes, out_sizes) -> list[np.ndarray]:
 
 
 def adaptive_max_shape(shapes, out_sizes, loc):
+    if isinstance(out_sizes, Refused):
+        return (out_sizes.shape, out_sizes.shape)
     x = shapes[0]
     rank = len(out_sizes)
     if rank == 2:
@@ -398,7 +420,7 @@ OPS = OPS + (
        (Save("self", "in", 0), Save("result1", "out", 1)),
        "g added at each adaptive window's index (the first maximum)", negzero="structural", grows=False, outputs=2,
        diff_outputs=1, out_dtypes=(None, "int64"), kink=adaptive_max_kink,
-       kink_doc="ties in a window: the first maximum (row-major) gets the gradient",
+       kink_doc="ties in a window: the first maximum (row-major) gets the gradient", value_error=refused_error,
        checks=(Check(((1, 3, 2),), (2, 1), differences=True), Check(((1, 1, 3, 3),), (2, 2), differences=True)),
        math=Math(layer((ADAPTIVE_MAX, ADAPTIVE_ARGMAX), lambda out: _sizes(tuple(out))))),
 )
