@@ -27,6 +27,8 @@ import numpy as np
 from adjoint.format.errors import ProblemError
 from adjoint.values.mathtree import Fn, generic_vjp, layer, no_gradient
 from adjoint.engine.ops.record import Check, Math, Op, Save
+from adjoint.engine.ops.pool_checks import pool_refusal
+from adjoint.engine.ops.pool_checks import pooling_output_size
 
 
 @dataclass(frozen=True)
@@ -59,15 +61,6 @@ def refused_error(B, values, p):
     return p.error if isinstance(p, Refused) else None
 
 
-def pooling_output_size(size: int, k: int, pad: int, stride: int, dilation: int, ceil_mode: bool) -> int:
-    """ATen's pooling_output_shape."""
-    num = size + 2 * pad - dilation * (k - 1) - 1 + (stride - 1 if ceil_mode else 0)
-    out = num // stride + 1
-    if ceil_mode and (out - 1) * stride >= size + pad:
-        out -= 1
-    return out
-
-
 #: the input-rank complaint of each spatial rank's kernels (pool2d_shape_check, pool3d_shape_check)
 _INPUT_COMPLAINT = {
     2: "{what}: Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, but got: {shape}",
@@ -84,7 +77,6 @@ def pool_shape(shapes, p: PoolSpec, loc, what: str | None = None):
     """The output shape of a ``rank``-d pool (rank: the kernel's length). A call PyTorch refuses
     (:func:`adjoint.engine.ops.pool_checks.pool_refusal`) gets a placeholder shape here: its error
     is the op's ``value_error``, raised once the node has packed ``self``, as ATen's kernel does."""
-    from adjoint.engine.ops.pool_checks import pool_refusal
     rank = len(p.kernel)
     what = what or f"max_pool{rank}d"
     x = shapes[0]
@@ -97,13 +89,11 @@ def pool_shape(shapes, p: PoolSpec, loc, what: str | None = None):
 
 def max_pool_refused(B, values, p: PoolSpec):
     """PyTorch's error for this max pool (``value_error``), else None."""
-    from adjoint.engine.ops.pool_checks import pool_refusal
     return pool_refusal(tuple(B.shape(values[0])), p, f"max_pool{len(p.kernel)}d")
 
 
 def avg_pool_refused(B, values, p: PoolSpec):
     """PyTorch's error for this average pool (``value_error``), else None."""
-    from adjoint.engine.ops.pool_checks import pool_refusal
     return pool_refusal(tuple(B.shape(values[0])), p, f"avg_pool{len(p.kernel)}d")
 
 

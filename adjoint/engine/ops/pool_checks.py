@@ -13,16 +13,23 @@ non-zero, the padding at most half the undilated kernel (a second check, in othe
 
 from __future__ import annotations
 
-from adjoint.engine.ops.pool import PoolSpec, pooling_output_size
+
+def pooling_output_size(size: int, k: int, pad: int, stride: int, dilation: int, ceil_mode: bool) -> int:
+    """ATen's pooling_output_shape (div_rtn: rounding toward minus infinity)."""
+    num = size + 2 * pad - dilation * (k - 1) - 1 + (stride - 1 if ceil_mode else 0)
+    out = num // stride + 1
+    if ceil_mode and (out - 1) * stride >= size + pad:
+        out -= 1
+    return out
 
 
 def _sizes(shape) -> str:
     return "[" + ", ".join(str(s) for s in shape) + "]"
 
 
-def pool_refusal(shape, p: PoolSpec, what: str):
-    """(type, message) of the error PyTorch raises for a pool of an input of ``shape``, else None;
-    ``what``: ``max_pool2d``, ``avg_pool2d``, ``max_pool3d`` or ``avg_pool3d``."""
+def pool_refusal(shape, p, what: str):
+    """(type, message) of the error PyTorch raises for a pool (``p``: a PoolSpec) of an input of
+    ``shape``, else None; ``what``: ``max_pool2d``, ``avg_pool2d``, ``max_pool3d`` or ``avg_pool3d``."""
     rank = len(p.kernel)
     avg = what.startswith("avg")
     nd = len(shape)
