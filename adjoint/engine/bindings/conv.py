@@ -47,6 +47,25 @@ def expand_arg(v, rank: int, name: str, what: str, loc: Loc, minimum: int | None
     return t
 
 
+def _conv_arg_refusal(w_shape, groups: int, rank: int, **given):
+    """at::_convolution's first checks, after ConvolutionBackward0 packed input and weight: the
+    weight's rank, groups, then stride, padding and dilation (each as conv{rank}d's parser hands
+    it: an int repeated ``rank`` times) of one value or one per the weight's spatial dimensions.
+    An explicit 1-tuple is taken as an int (PyTorch's parser would keep its one value)."""
+    dim = len(w_shape) - 2
+    if dim <= 0:
+        return "weight should have at least three dimensions"
+    if groups <= 0:
+        return "non-positive groups is not supported"
+    for name, v in given.items():
+        t = [int(n) for n in v] if isinstance(v, (tuple, list)) else [int(v)]
+        t = t * rank if len(t) == 1 else t   # the parser's int[rank] (a 1-tuple is taken as an int here)
+        if len(t) not in (1, dim):
+            return (f"expected {name} to be a single integer value or a list of {dim} values to match the "
+                    f"convolution dimensions, but got {name}={t}")
+    return None
+
+
 def _ints_or_str(v, loc: Loc, what: str):
     if isinstance(v, str) or (isinstance(v, tuple) and all(type(i) is int for i in v)):
         return v   # a padding string, or the default
@@ -61,23 +80,29 @@ def convolution(rt, x: Tensor, w: Tensor, b: Tensor | None, stride, padding, dil
     if len(x.shape) not in (rank + 1, rank + 2):
         raise TorchError("RuntimeError", f"Expected {rank + 1}D (unbatched) or {rank + 2}D (batched) input to {what}, "
                                          f"but got input of size: {list(x.shape)}", "forward")
-    if len(w.shape) != rank + 2:
-        raise ProblemError(loc, f"{what}: weight should have {rank + 2} dimensions (out_channels, in_channels / groups, "
-                                f"kernel...), got shape {list(w.shape)} (PyTorch raises this)")
+    if isinstance(padding, str) and len(w.shape) != rank + 2:
+        raise ProblemError(loc, f"{what} with padding='{padding}' and a weight of {len(w.shape)} dimensions is not "
+                                f"modelled; give a weight of {rank + 2} dimensions (out_channels, in_channels / groups, "
+                                "kernel...)")
     # groups, stride, padding and dilation values, channels, bias and sizes are the kernel's to
     # refuse (ops/conv_checks.py, after the packs); the input's rank and padding='same' with a
     # stride are refused by conv{rank}d itself, before any node
-    stride = expand_arg(stride, rank, "stride", what, loc, None)
-    dilation = expand_arg(dilation, rank, "dilation", what, loc, None)
-    if any(d < 1 for d in dilation) and x.dtype != "float64":
-        raise ProblemError(loc, f"{what} with a non-positive dilation in {x.dtype} is not modelled (PyTorch's message "
-                                "depends on the CPU backend it picks: 'dilation should be greater than zero, but got "
-                                "...' or 'non-positive dilation is not supported'); use dtype float64 or a positive "
-                                "dilation")
+    refusal = None if isinstance(padding, str) else _conv_arg_refusal(w.shape, groups, rank, stride=stride,
+                                                                         padding=padding, dilation=dilation)
+    if refusal is None:
+        stride = expand_arg(stride, rank, "stride", what, loc, None)
+        dilation = expand_arg(dilation, rank, "dilation", what, loc, None)
+        if any(d < 1 for d in dilation) and x.dtype != "float64":
+            raise ProblemError(loc, f"{what} with a non-positive dilation in {x.dtype} is not modelled (PyTorch's "
+                                    "message depends on the CPU backend it picks: 'dilation should be greater than "
+                                    "zero, but got ...' or 'non-positive dilation is not supported'); use dtype "
+                                    "float64 or a positive dilation")
     ap = rt.apply
     unbatched = len(x.shape) == rank + 1
     if unbatched:
         x = ap("unsqueeze", [x], 0, loc)
+    if refusal is not None:
+        ap("convolution", [x, w, b], Refused("RuntimeError", refusal, x.shape), loc)
     if isinstance(padding, str):
         if padding not in ("same", "valid"):
             raise TorchError("RuntimeError", f"Invalid padding string: '{padding}'", "forward")
@@ -127,6 +152,25 @@ def pool_spec(kernel, stride, padding, loc: Loc, what: str, rank: int = 2, **ext
     return PoolSpec(k, s, p, **extra)
 
 
+#: the pool kernels' complaints about an argument's length (rank 2 and max_pool3d; avg_pool3d's words differ)
+_LENGTH_WORDS = {"kernel_size": "must either be a single int", "stride": "must either be omitted, a single int",
+                 "padding": "must either be a single int", "dilation": "must be either a single int"}
+_AVG3D_LENGTH_WORDS = {"kernel_size": "must be a single int", "stride": "must be omitted, a single int",
+                       "padding": "must be a single int"}
+
+
+def _length_refusal(rank: int, what: str, **args):
+    """The first of ``args`` (kernel_size, stride, padding[, dilation], in that order) whose length
+    is neither 1 nor ``rank`` (an empty stride is the kernel's): the kernel's RuntimeError, after the
+    node packed self, as a Refused parameter; else None."""
+    words = _AVG3D_LENGTH_WORDS if what == "avg_pool3d" else _LENGTH_WORDS
+    for name, v in args.items():
+        n = len(v) if isinstance(v, (tuple, list)) else 1 if v is not None else 0
+        if n not in (1, rank) and not (name == "stride" and n == 0):
+            return f"{what}: {name} {words[name]}, or a tuple of {('two', 'three')[rank - 2]} ints"
+    return None
+
+
 def _refuse_symbolic(rt, x: Tensor, loc: Loc, what: str) -> None:
     if rt.B.is_symbolic(x.value):
         raise ProblemError(loc, f"{what} of values with free symbols: which element is a window's maximum depends on "
@@ -137,6 +181,9 @@ def max_pool(rank: int, rt, x: Tensor, kernel, stride, padding, dilation, ceil_m
              loc: Loc):
     """F.max_pool{rank}d (rank 2 or 3): one MaxPool{rank}DWithIndicesBackward0."""
     what = f"max_pool{rank}d"
+    bad = _length_refusal(rank, what, kernel_size=kernel, stride=stride, padding=padding, dilation=dilation)
+    if bad:
+        rt.apply(f"max_pool{rank}d_with_indices", [x], Refused("RuntimeError", bad, x.shape), loc)
     spec = pool_spec(kernel, stride, padding, loc, what, rank,
                      dilation=expand_arg(dilation, rank, "dilation", what, loc, None), ceil_mode=ceil_mode)
     _refuse_symbolic(rt, x, loc, what)
@@ -148,6 +195,9 @@ def avg_pool(rank: int, rt, x: Tensor, kernel, stride, padding, ceil_mode: bool,
              divisor_override, loc: Loc):
     """F.avg_pool{rank}d (rank 2 or 3): one AvgPool{rank}DBackward0."""
     what = f"avg_pool{rank}d"
+    bad = _length_refusal(rank, what, kernel_size=kernel, stride=stride, padding=padding)
+    if bad:
+        rt.apply(what, [x], Refused("RuntimeError", bad, x.shape), loc)
     spec = pool_spec(kernel, stride, padding, loc, what, rank, ceil_mode=ceil_mode,
                      count_include_pad=count_include_pad, divisor_override=divisor_override)
     return rt.apply(what, [x], spec, loc)

@@ -19,6 +19,7 @@ import numpy as np
 from adjoint.format.errors import ProblemError
 from adjoint.values.mathtree import Fn, generic_vjp, layer
 from adjoint.engine.ops.record import Check, Math, Op, Save
+from adjoint.engine.ops.pool import Refused
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,8 @@ def conv_out_size(size: int, k: int, s: int, p: int, d: int) -> int:
 
 
 def conv_shape(shapes, p: ConvSpec, loc):
+    if isinstance(p, Refused):   # an argument PyTorch refuses (the binding decided): its error after the packs
+        return p.shape
     x, w, b = shapes
     n_sp = len(w) - 2
     if len(x) != n_sp + 2:
@@ -54,6 +57,8 @@ def conv_refused(B, values, p: ConvSpec):
     """PyTorch's error for this convolution (``value_error``: raised once the node has packed
     input and weight), else None."""
     from adjoint.engine.ops.conv_checks import conv_refusal
+    if isinstance(p, Refused):
+        return p.error
     x, w, b = (None if v is None else tuple(B.shape(v)) for v in values)
     return conv_refusal(x, w, b, p.stride, p.padding, p.dilation, p.groups)
 
@@ -61,7 +66,7 @@ def conv_refused(B, values, p: ConvSpec):
 def conv_work(shapes, p: ConvSpec) -> int:
     """The largest array the lowering makes: the padded input, or the patches (N, Cg, *out, *kernel)."""
     x, w = shapes[0], shapes[1]
-    if x is None or w is None or len(x) != len(w) or len(x) < 3:
+    if isinstance(p, Refused) or x is None or w is None or len(x) != len(w) or len(x) < 3:
         return 0   # the shape rule raises PyTorch's complaint
     from adjoint.engine.ops.conv_checks import conv_refusal
     if conv_refusal(x, w, shapes[2] if len(shapes) > 2 else None, p.stride, p.padding, p.dilation, p.groups):

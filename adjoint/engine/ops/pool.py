@@ -45,9 +45,9 @@ class PoolSpec:
 
 
 class Refused(tuple):
-    """An adaptive pool's output size when PyTorch refuses the call only once the node has packed
-    ``self`` (the binding decides, in ATen's order): the shape rule gives ``shape``, the op's
-    ``value_error`` the error, nothing is computed."""
+    """A pool's parameter (an adaptive pool's output size, a pool's PoolSpec) when PyTorch refuses
+    the call only once the node has packed ``self`` and the binding decides it (in ATen's order):
+    the shape rule gives ``shape``, the op's ``value_error`` the error, nothing is computed."""
 
     def __new__(cls, type_: str, message: str, shape):
         obj = super().__new__(cls, ())
@@ -89,15 +89,21 @@ def pool_shape(shapes, p: PoolSpec, loc, what: str | None = None):
 
 def max_pool_refused(B, values, p: PoolSpec):
     """PyTorch's error for this max pool (``value_error``), else None."""
+    if isinstance(p, Refused):
+        return p.error
     return pool_refusal(tuple(B.shape(values[0])), p, f"max_pool{len(p.kernel)}d")
 
 
 def avg_pool_refused(B, values, p: PoolSpec):
     """PyTorch's error for this average pool (``value_error``), else None."""
+    if isinstance(p, Refused):
+        return p.error
     return pool_refusal(tuple(B.shape(values[0])), p, f"avg_pool{len(p.kernel)}d")
 
 
 def max_pool_shape(shapes, p: PoolSpec, loc):
+    if isinstance(p, Refused):
+        return (p.shape, p.shape)
     out = pool_shape(shapes, p, loc)
     return (out, out)
 
@@ -262,6 +268,8 @@ def _linear_pool_vjp(B, g, x, matrix, rank: int):
 
 
 def avg_pool_shape(shapes, p: PoolSpec, loc):
+    if isinstance(p, Refused):
+        return p.shape
     return pool_shape(shapes, p, loc, f"avg_pool{len(p.kernel)}d")
 
 
