@@ -165,3 +165,56 @@ def test_pool_and_conv_errors_are_torchs():
                 fn(F, x, w)
         observed = (packs, type(caught.value).__name__, str(caught.value), "forward")
         assert predicted == observed, forward
+
+
+@pytest.mark.torch
+def test_the_order_of_the_checks_is_atens_on_a_grid():
+    """The refusal rules alone (no solve), against torch over a grid of wrong and right arguments:
+    every pool with kernel, stride, padding, dilation, ceil_mode and divisor in and out of range,
+    and float64 convolutions with wrong groups, channels, bias, stride, padding, dilation."""
+    import itertools
+
+    import torch
+    import torch.nn.functional as F
+
+    from adjoint.engine.ops.conv_checks import conv_refusal
+    from adjoint.engine.ops.pool import PoolSpec
+    from adjoint.engine.ops.pool_checks import pool_refusal
+
+    def raised(fn):
+        try:
+            fn()
+        except Exception as exc:   # noqa: BLE001 -- any of torch's errors is the expectation
+            return (type(exc).__name__, str(exc))
+        return None
+
+    n = 0
+    for what in ("max_pool2d", "avg_pool2d", "max_pool3d", "avg_pool3d"):
+        rank = 3 if "3" in what else 2
+        shapes = [(1, 2) + (3,) * rank, (2,) + (3,) * rank, (3,) * rank, (1, 2, 0) + (3,) * (rank - 1)]
+        kernels = [0, 2, 3, -1, (2, 3) if rank == 2 else (2, 3, 1)]
+        for shape, k, s, pad, d, ceil, div in itertools.product(shapes, kernels, [None, 0, 2, -1], [0, 1, 2, -1],
+                                                                [1, 0, 2], [False, True], [None, 0]):
+            if (what[0] == "m" and div is not None) or (what[0] == "a" and d != 1):
+                continue
+            args = dict(kernel_size=k, stride=s, padding=pad, ceil_mode=ceil)
+            args.update(dilation=d) if what[0] == "m" else args.update(divisor_override=div)
+            x = torch.ones(shape, dtype=torch.float64, requires_grad=True)
+            full = lambda v: tuple(v) if isinstance(v, tuple) else (v,) * rank   # noqa: E731
+            spec = PoolSpec(full(k), full(k) if s is None else full(s), full(pad),
+                            full(d) if what[0] == "m" else (1,) * rank, ceil, True, div)
+            assert pool_refusal(shape, spec, what) == raised(lambda: getattr(F, what)(x, **args)), (what, shape, args)
+            n += 1
+    for rank in (1, 2):
+        conv = getattr(F, f"conv{rank}d")
+        for x, w, bias, s, pad, d, g in itertools.product(
+                [(1, 2) + (3,) * rank, (2, 4) + (2,) * rank], [(2, 2) + (2,) * rank, (3, 1) + (2,) * rank,
+                                                             (4, 1) + (3,) * rank, (1, 2) + (1,) * rank],
+                [None, "ok", "bad"], [1, 0], [0, -1, 1], [1, 0, 2], [1, 2, 0]):
+            b = None if bias is None else (w[0],) if bias == "ok" else (w[0] + 1,)
+            xt = torch.ones(x, dtype=torch.float64, requires_grad=True)
+            wt, bt = torch.ones(w, dtype=torch.float64), None if b is None else torch.ones(b, dtype=torch.float64)
+            theirs = raised(lambda: conv(xt, wt, bt, stride=s, padding=pad, dilation=d, groups=g))
+            assert conv_refusal(x, w, b, (s,) * rank, (pad,) * rank, (d,) * rank, g) == theirs, (x, w, b, s, pad, d, g)
+            n += 1
+    assert n > 3000
