@@ -216,11 +216,33 @@ def test_function(expr, fn, leaves):
 
 
 @pytest.mark.parametrize("expr,message", [
-    ("conv2d(a, w)", "expected input[1, 2, 4, 4] to have 1 channels, but got 2 channels instead"),
+    ("conv2d(a, w)", "Given groups=1, weight of size [1, 1, 2, 2], expected input[1, 2, 4, 4] to have 1 channels, "
+                     "but got 2 channels instead"),
     ("conv2d(a, w, padding='same', stride=2)", "padding='same' is not supported for strided convolutions"),
     ("conv2d(a, w, padding='full')", "Invalid padding string: 'full'"),
-    ("max_pool2d(a, 2, padding=2)", "pad should be at most half of effective kernel size"),
-    ("max_pool2d(a, 5)", "Output size is too small"),
+    ("max_pool2d(a, 2, padding=2)", "pad should be at most half of effective kernel size, but got pad=2, "
+                                    "kernel_size=2 and dilation=1"),
+    ("max_pool2d(a, 5)", "Given input size: (2x4x4). Calculated output size: (2x0x0). Output size is too small"),
+])
+def test_bad_conv_and_pool_calls_are_pytorchs_errors(expr, message):
+    """A call PyTorch refuses is an answer: its RuntimeError, in its words, during the forward."""
+    import adjoint
+    text = (f"name: t\ndtype: float64\ninputs:\n  a: {lit(_A)}\nmodel:\n  params: {{w: {lit(dyadic((1, 1, 2, 2), 1))}}}\n"
+            f"  inputs: [a]\n  forward: \"{expr}\"\nloss: \"sum(y)\"\n")
+    error = adjoint.loads(text).solve().variants[0].error
+    a, w = t64(_A, True), t64(dyadic((1, 1, 2, 2), 1), True)
+    call = {"conv2d(a, w)": lambda: F.conv2d(a, w),
+            "conv2d(a, w, padding='same', stride=2)": lambda: F.conv2d(a, w, padding="same", stride=2),
+            "conv2d(a, w, padding='full')": lambda: F.conv2d(a, w, padding="full"),
+            "max_pool2d(a, 2, padding=2)": lambda: F.max_pool2d(a, 2, padding=2),
+            "max_pool2d(a, 5)": lambda: F.max_pool2d(a, 5)}[expr]
+    with pytest.raises(RuntimeError) as theirs:
+        call()
+    assert (error.type, error.message, error.during) == ("RuntimeError", str(theirs.value), "forward") == \
+        ("RuntimeError", message, "forward")
+
+
+@pytest.mark.parametrize("expr,message", [
     ("layer_norm(a, [3])", "Given normalized_shape=[3], expected input with shape [*, 3]"),
     ("group_norm(a, 3)", "Expected number of channels in input to be divisible by num_groups"),
     ("embedding(a, w)", "Expected tensor for argument #1 'indices'"),

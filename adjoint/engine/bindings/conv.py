@@ -17,10 +17,11 @@ from __future__ import annotations
 from fractions import Fraction
 
 from adjoint.format.errors import Loc, ProblemError
+from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.ops.attention import mean_dims
 from adjoint.engine.ops.conv import ConvSpec
-from adjoint.engine.ops.pool import PoolSpec
+from adjoint.engine.ops.pool import PoolSpec, Refused
 from adjoint.engine.bindings.signature import Function, Param
 
 
@@ -30,8 +31,9 @@ SAME_EVEN_KERNEL = ("Using padding='same' with even kernel lengths and odd dilat
                     "the input be created (Triggered internally at /__w/pytorch/pytorch/aten/src/ATen/native/"
                     "Convolution.cpp:1101.)")
 
-def expand_arg(v, rank: int, name: str, what: str, loc: Loc, minimum: int) -> tuple[int, ...]:
-    """An int or ``rank`` ints (PyTorch's ``_pair`` / expand_param_if_needed)."""
+def expand_arg(v, rank: int, name: str, what: str, loc: Loc, minimum: int | None) -> tuple[int, ...]:
+    """An int or ``rank`` ints (PyTorch's ``_pair`` / expand_param_if_needed); ``minimum`` None: the
+    values are the kernel's to refuse (the pools: :mod:`adjoint.engine.ops.pool_checks`)."""
     t = (int(v),) if not isinstance(v, (tuple, list)) else tuple(int(n) for n in v)
     if len(t) == 1:
         t = t * rank
@@ -39,10 +41,29 @@ def expand_arg(v, rank: int, name: str, what: str, loc: Loc, minimum: int) -> tu
         raise ProblemError(loc, f"{what}: expected {name} to be a single integer value or a list of {rank} values to "
                                 f"match the convolution dimensions, but got {name}={list(t)} (PyTorch raises this)")
     for n in t:
-        if n < minimum:
+        if minimum is not None and n < minimum:
             word = "positive" if minimum == 1 else "non-negative"
             raise ProblemError(loc, f"{what}: {name} should be {word}, got {name}={list(t)} (PyTorch raises this)")
     return t
+
+
+def _conv_arg_refusal(w_shape, groups: int, rank: int, **given):
+    """at::_convolution's first checks, after ConvolutionBackward0 packed input and weight: the
+    weight's rank, groups, then stride, padding and dilation (each as conv{rank}d's parser hands
+    it: an int repeated ``rank`` times) of one value or one per the weight's spatial dimensions.
+    An explicit 1-tuple is taken as an int (PyTorch's parser would keep its one value)."""
+    dim = len(w_shape) - 2
+    if dim <= 0:
+        return "weight should have at least three dimensions"
+    if groups <= 0:
+        return "non-positive groups is not supported"
+    for name, v in given.items():
+        t = [int(n) for n in v] if isinstance(v, (tuple, list)) else [int(v)]
+        t = t * rank if len(t) == 1 else t   # the parser's int[rank] (a 1-tuple is taken as an int here)
+        if len(t) not in (1, dim):
+            return (f"expected {name} to be a single integer value or a list of {dim} values to match the "
+                    f"convolution dimensions, but got {name}={t}")
+    return None
 
 
 def _ints_or_str(v, loc: Loc, what: str):
@@ -56,30 +77,41 @@ def convolution(rt, x: Tensor, w: Tensor, b: Tensor | None, stride, padding, dil
                 loc: Loc):
     """at::conv{rank}d: the unbatched wrapping, padding="same"'s extra pad, one convolution."""
     what = f"conv{rank}d"
-    if len(w.shape) != rank + 2:
-        raise ProblemError(loc, f"{what}: weight should have {rank + 2} dimensions (out_channels, in_channels / groups, "
-                                f"kernel...), got shape {list(w.shape)} (PyTorch raises this)")
-    if groups < 1:
-        raise ProblemError(loc, f"{what}: non-positive groups is not supported (PyTorch raises this)")
-    stride = expand_arg(stride, rank, "stride", what, loc, 1)
-    dilation = expand_arg(dilation, rank, "dilation", what, loc, 1)
     if len(x.shape) not in (rank + 1, rank + 2):
-        raise ProblemError(loc, f"Expected {rank + 1}D (unbatched) or {rank + 2}D (batched) input to {what}, but got "
-                                f"input of size: {list(x.shape)} (PyTorch raises this)")
+        raise TorchError("RuntimeError", f"Expected {rank + 1}D (unbatched) or {rank + 2}D (batched) input to {what}, "
+                                         f"but got input of size: {list(x.shape)}", "forward")
+    if isinstance(padding, str) and len(w.shape) != rank + 2:
+        raise ProblemError(loc, f"{what} with padding='{padding}' and a weight of {len(w.shape)} dimensions is not "
+                                f"modelled; give a weight of {rank + 2} dimensions (out_channels, in_channels / groups, "
+                                "kernel...)")
+    # groups, stride, padding and dilation values, channels, bias and sizes are the kernel's to
+    # refuse (ops/conv_checks.py, after the packs); the input's rank and padding='same' with a
+    # stride are refused by conv{rank}d itself, before any node
+    refusal = None if isinstance(padding, str) else _conv_arg_refusal(w.shape, groups, rank, stride=stride,
+                                                                         padding=padding, dilation=dilation)
+    if refusal is None:
+        stride = expand_arg(stride, rank, "stride", what, loc, None)
+        dilation = expand_arg(dilation, rank, "dilation", what, loc, None)
+        if any(d < 1 for d in dilation) and x.dtype != "float64":
+            raise ProblemError(loc, f"{what} with a non-positive dilation in {x.dtype} is not modelled (PyTorch's "
+                                    "message depends on the CPU backend it picks: 'dilation should be greater than "
+                                    "zero, but got ...' or 'non-positive dilation is not supported'); use dtype "
+                                    "float64 or a positive dilation")
     ap = rt.apply
     unbatched = len(x.shape) == rank + 1
     if unbatched:
         x = ap("unsqueeze", [x], 0, loc)
+    if refusal is not None:
+        ap("convolution", [x, w, b], Refused("RuntimeError", refusal, x.shape), loc)
     if isinstance(padding, str):
         if padding not in ("same", "valid"):
-            raise ProblemError(loc, f"Invalid padding string: '{padding}' (PyTorch raises this); use 'same', 'valid' "
-                                    "or integers")
+            raise TorchError("RuntimeError", f"Invalid padding string: '{padding}'", "forward")
         if padding == "valid":
             pads = (0,) * rank
         else:
             if any(s != 1 for s in stride):
-                raise ProblemError(loc, "padding='same' is not supported for strided convolutions (PyTorch raises "
-                                        "this)")
+                raise TorchError("RuntimeError", "padding='same' is not supported for strided convolutions",
+                                 "forward")
             left = [d * (k - 1) // 2 for d, k in zip(dilation, w.shape[2:])]
             right = [d * (k - 1) - lo for d, k, lo in zip(dilation, w.shape[2:], left)]
             if left != right:
@@ -91,7 +123,7 @@ def convolution(rt, x: Tensor, w: Tensor, b: Tensor | None, stride, padding, dil
                 x = ap("constant_pad_nd", [x], tuple(pad_nd), loc)
             pads = tuple(left)
     else:
-        pads = expand_arg(padding, rank, "padding", what, loc, 0)
+        pads = expand_arg(padding, rank, "padding", what, loc, None)
     y = ap("convolution", [x, w, b], ConvSpec(stride, pads, dilation, groups), loc)
     if unbatched:
         y = ap("squeeze_dim", [y], (0,), loc)
@@ -110,13 +142,33 @@ def _lower_conv(rank: int):
 # ----------------------------------------------------------------------------- pooling
 
 def pool_spec(kernel, stride, padding, loc: Loc, what: str, rank: int = 2, **extra) -> PoolSpec:
-    """F.max_pool{rank}d / F.avg_pool{rank}d arguments: ``stride=None`` (or ``[]``) is the kernel size."""
-    k = expand_arg(kernel, rank, "kernel_size", what, loc, 1)
+    """F.max_pool{rank}d / F.avg_pool{rank}d arguments: ``stride=None`` (or ``[]``) is the kernel size.
+    Their values are not checked here: a zero stride, a negative padding... are the kernel's errors."""
+    k = expand_arg(kernel, rank, "kernel_size", what, loc, None)
     empty = stride is None or (isinstance(stride, (tuple, list)) and not stride)
-    s = k if empty else expand_arg(stride, rank, "stride", what, loc, 1)
-    p = expand_arg(padding, rank, "padding", what, loc, 0)
+    s = k if empty else expand_arg(stride, rank, "stride", what, loc, None)
+    p = expand_arg(padding, rank, "padding", what, loc, None)
     extra.setdefault("dilation", (1,) * rank)
     return PoolSpec(k, s, p, **extra)
+
+
+#: the pool kernels' complaints about an argument's length (rank 2 and max_pool3d; avg_pool3d's words differ)
+_LENGTH_WORDS = {"kernel_size": "must either be a single int", "stride": "must either be omitted, a single int",
+                 "padding": "must either be a single int", "dilation": "must be either a single int"}
+_AVG3D_LENGTH_WORDS = {"kernel_size": "must be a single int", "stride": "must be omitted, a single int",
+                       "padding": "must be a single int"}
+
+
+def _length_refusal(rank: int, what: str, **args):
+    """The first of ``args`` (kernel_size, stride, padding[, dilation], in that order) whose length
+    is neither 1 nor ``rank`` (an empty stride is the kernel's): the kernel's RuntimeError, after the
+    node packed self, as a Refused parameter; else None."""
+    words = _AVG3D_LENGTH_WORDS if what == "avg_pool3d" else _LENGTH_WORDS
+    for name, v in args.items():
+        n = len(v) if isinstance(v, (tuple, list)) else 1 if v is not None else 0
+        if n not in (1, rank) and not (name == "stride" and n == 0):
+            return f"{what}: {name} {words[name]}, or a tuple of {('two', 'three')[rank - 2]} ints"
+    return None
 
 
 def _refuse_symbolic(rt, x: Tensor, loc: Loc, what: str) -> None:
@@ -129,8 +181,11 @@ def max_pool(rank: int, rt, x: Tensor, kernel, stride, padding, dilation, ceil_m
              loc: Loc):
     """F.max_pool{rank}d (rank 2 or 3): one MaxPool{rank}DWithIndicesBackward0."""
     what = f"max_pool{rank}d"
+    bad = _length_refusal(rank, what, kernel_size=kernel, stride=stride, padding=padding, dilation=dilation)
+    if bad:
+        rt.apply(f"max_pool{rank}d_with_indices", [x], Refused("RuntimeError", bad, x.shape), loc)
     spec = pool_spec(kernel, stride, padding, loc, what, rank,
-                     dilation=expand_arg(dilation, rank, "dilation", what, loc, 1), ceil_mode=ceil_mode)
+                     dilation=expand_arg(dilation, rank, "dilation", what, loc, None), ceil_mode=ceil_mode)
     _refuse_symbolic(rt, x, loc, what)
     out, indices = rt.apply(f"max_pool{rank}d_with_indices", [x], spec, loc)
     return (out, indices) if return_indices else out
@@ -139,31 +194,53 @@ def max_pool(rank: int, rt, x: Tensor, kernel, stride, padding, dilation, ceil_m
 def avg_pool(rank: int, rt, x: Tensor, kernel, stride, padding, ceil_mode: bool, count_include_pad: bool,
              divisor_override, loc: Loc):
     """F.avg_pool{rank}d (rank 2 or 3): one AvgPool{rank}DBackward0."""
-    if divisor_override is not None and divisor_override == 0:
-        raise ProblemError(loc, "divisor must be not zero (PyTorch raises this)")
     what = f"avg_pool{rank}d"
+    bad = _length_refusal(rank, what, kernel_size=kernel, stride=stride, padding=padding)
+    if bad:
+        rt.apply(what, [x], Refused("RuntimeError", bad, x.shape), loc)
     spec = pool_spec(kernel, stride, padding, loc, what, rank, ceil_mode=ceil_mode,
                      count_include_pad=count_include_pad, divisor_override=divisor_override)
     return rt.apply(what, [x], spec, loc)
 
 
+def _received(out) -> str:
+    """ATen's ``{a, b}`` / ``{a, b,c}`` (adaptive_avg_pool3d writes its last comma without a space)."""
+    return "{" + ", ".join(map(str, out[:2])) + "".join("," + str(n) for n in out[2:]) + "}"
+
+
+def _list_with_default(x: Tensor, output_size) -> None:
+    """F._list_with_default: a tuple output_size needs an input of more dimensions (ValueError)."""
+    if isinstance(output_size, (tuple, list)) and len(x.shape) <= len(output_size):
+        raise TorchError("ValueError", f"Input dimension should be at least {len(output_size) + 1}", "forward")
+
+
+def _output_sizes(x: Tensor, sizes, rank: int, loc: Loc, what: str):
+    """output_size with ``None`` entries replaced by the input's sizes (F._list_with_default)."""
+    if any(s is None for s in sizes) and len(x.shape) < rank:
+        raise ProblemError(loc, f"{what}: output_size None needs an input of at least {rank} dimensions")
+    return tuple(x.shape[-rank + i] if s is None else int(s) for i, s in enumerate(sizes))
+
+
 def adaptive_avg_pool(rank: int, rt, x: Tensor, output_size, loc: Loc):
     """F.adaptive_avg_pool{rank}d (rank 2 or 3); ``None`` in output_size keeps that input size; an
-    output of all ones is ATen's ``mean`` over the spatial dims (MeanBackward1)."""
+    output of all ones is ATen's ``mean`` over the spatial dims (MeanBackward1). at::adaptive_avg_pool
+    refuses output_size's length and negative sizes before any node; the kernel refuses the input's
+    rank once AdaptiveAvgPool{rank}DBackward0 has packed self."""
     what = f"adaptive_avg_pool{rank}d"
-    if len(x.shape) not in (rank + 1, rank + 2):
-        raise ProblemError(loc, f"{what}(): Expected {rank + 1}D or {rank + 2}D tensor, but got {list(x.shape)} "
-                                "(PyTorch raises this)")
+    _list_with_default(x, output_size)
     sizes = (output_size,) * rank if output_size is None or isinstance(output_size, int) else tuple(output_size)
     if len(sizes) != rank:
-        raise ProblemError(loc, f"{what}: output_size must be {rank}, got {len(sizes)} entries "
-                                "(PyTorch raises this)")
-    out = tuple(x.shape[-rank + i] if s is None else int(s) for i, s in enumerate(sizes))
+        raise TorchError("RuntimeError", f"{what}: output_size must be {rank}", "forward")
+    out = _output_sizes(x, sizes, rank, loc, what)
     if any(s < 0 for s in out):
-        raise ProblemError(loc, f"{what}: elements of output_size must be greater than or equal to 0 but "
-                                f"received {list(out)} (PyTorch raises this)")
-    if out == (1,) * rank:
+        raise TorchError("RuntimeError", f"{what}: elements of output_size must be greater than or equal to 0 but "
+                                         f"received {_received(out)}", "forward")
+    if out == (1,) * rank and len(x.shape) >= rank:
         return rt.apply("mean_dim", [x], mean_dims(len(x.shape), tuple(range(-1, -rank - 1, -1)), True, loc), loc)
+    if len(x.shape) not in (rank + 1, rank + 2):
+        refused = Refused("RuntimeError", f"{what}(): Expected {rank + 1}D or {rank + 2}D tensor, but got "
+                                          f"{list(x.shape)}", tuple(x.shape[:-rank]) + out)
+        return rt.apply(what, [x], refused, loc)
     return rt.apply(what, [x], out, loc)
 
 
@@ -197,28 +274,42 @@ def _int(v, loc: Loc) -> int:
                             "raises TypeError")
 
 
-#: adaptive_max_pool{2,3}d's complaints about the input's rank and output_size's length (ATen's words differ)
-_ADAPTIVE_MAX_COMPLAINTS = {
-    2: ("adaptive_max_pool2d(): Expected 3D or 4D tensor, but got {shape} (PyTorch raises this)",
-        "adaptive_max_pool2d: internal error: output_size.size() must be 2 (got {n} entries; PyTorch raises this)"),
-    3: ("adaptive_max_pool3d(): Expected 4D or 5D tensor, but got: {shape} (PyTorch raises this)",
-        "adaptive_max_pool3d(): internal error: output_size.size() must be 3 (got {n} entries; PyTorch raises "
-        "this)"),
-}
+def _adaptive_max_refusal(rank: int, x: Tensor, sizes):
+    """at::adaptive_max_pool{rank}d's checks, in their order, all after the node packed self: the
+    input's rank, its non-batch sizes non-zero, output_size's length, a negative size (the output
+    tensor cannot be made). (type, message, placeholder shape), or None."""
+    what = f"adaptive_max_pool{rank}d"
+    shape, nd = list(x.shape), len(x.shape)
+    if nd not in (rank + 1, rank + 2):
+        return (f"{what}(): Expected {rank + 1}D or {rank + 2}D tensor, but got: {shape}", ())
+    dims = range(1, nd) if rank == 2 else range(nd - rank, nd)
+    empty = [d for d in dims if shape[d] == 0]
+    if empty:
+        return (f"{what}(): Expected input to have non-zero size for non-batch dimensions, but input has sizes "
+                f"{shape} with dimension {empty[0]} being empty", ())
+    if len(sizes) != rank:
+        return (f"{what}(): internal error: output_size.size() must be {rank}", ())
+    out = tuple(shape[:-rank]) + tuple(x.shape[-rank + i] if s is None else int(s) for i, s in enumerate(sizes))
+    negative = [n for n in out if n < 0]
+    if negative:
+        return (f"Trying to create tensor with negative dimension {negative[0]}: {list(out)}", out)
+    return None
 
 
 def adaptive_max_pool(rank: int, rt, x: Tensor, output_size, return_indices: bool, loc: Loc):
     """F.adaptive_max_pool{rank}d (rank 2 or 3): one AdaptiveMaxPool{rank}DBackward0 (``None`` in
     output_size keeps that size)."""
     what = f"adaptive_max_pool{rank}d"
-    if len(x.shape) not in (rank + 1, rank + 2):
-        raise ProblemError(loc, _ADAPTIVE_MAX_COMPLAINTS[rank][0].format(shape=list(x.shape)))
+    _list_with_default(x, output_size)
     sizes = (output_size,) * rank if output_size is None or isinstance(output_size, int) else tuple(output_size)
-    if len(sizes) != rank:
-        raise ProblemError(loc, _ADAPTIVE_MAX_COMPLAINTS[rank][1].format(n=len(sizes)))
+    refusal = _adaptive_max_refusal(rank, x, sizes)
+    if refusal is not None:
+        out, _ = rt.apply(what, [x], Refused("RuntimeError", refusal[0], refusal[1]), loc)
+        return out
     out = tuple(x.shape[-rank + i] if s is None else int(s) for i, s in enumerate(sizes))
     if any(s < 1 for s in out):
-        raise ProblemError(loc, f"{what}: output sizes {list(out)} must be at least 1 here")
+        raise ProblemError(loc, f"{what}: output sizes {list(out)} must be at least 1 here (an empty output is not "
+                                "modelled)")
     _refuse_symbolic(rt, x, loc, what)
     out, indices = rt.apply(what, [x], out, loc)
     return (out, indices) if return_indices else out
@@ -232,12 +323,13 @@ def adaptive_max_pool1d(rt, x: Tensor, output_size, return_indices: bool, loc: L
     """F.adaptive_max_pool1d: ``unsqueeze(-2)`` (UnsqueezeBackward0), adaptive_max_pool2d to (1, L),
     ``squeeze(-2)`` (SqueezeBackward1) of the output and of the indices."""
     if len(x.shape) not in (2, 3):
-        raise ProblemError(loc, f"adaptive_max_pool1d() argument 'input' (position 1) must be 2D or 3D, got "
-                                f"{list(x.shape)} (PyTorch raises this)")
+        raise TorchError("RuntimeError", f"Expected 2 to 3 dimensions, but got {len(x.shape)}-dimensional tensor for "
+                                         "argument #1 'self' (while checking arguments for adaptive_max_pool1d)",
+                         "forward")
     if isinstance(output_size, tuple):
         if len(output_size) != 1:
-            raise ProblemError(loc, f"adaptive_max_pool1d() argument 'output_size' should contain one int (got "
-                                    f"{len(output_size)}) (PyTorch raises this)")
+            raise TorchError("RuntimeError", "adaptive_max_pool1d() argument 'output_size' should contain one int "
+                                             f"(got {len(output_size)})", "forward")
         output_size = output_size[0]
     length = x.shape[-1] if output_size is None else int(output_size)
     ap = rt.apply
@@ -249,42 +341,61 @@ def adaptive_max_pool1d(rt, x: Tensor, output_size, return_indices: bool, loc: L
     return (out, indices) if return_indices else out
 
 
-def _pool1d_args(x: Tensor, kernel, stride, padding, dilation, what: str, loc: Loc):
-    """at::max_pool1d's / at::avg_pool1d's own checks (check_max_pool1d; checkDimRange, check1d): the
-    input 2-D or 3-D, one kernel size, stride (empty: the kernel), padding and dilation each."""
-    if len(x.shape) not in (2, 3):
-        if what == "max_pool1d":
-            raise ProblemError(loc, "max_pool1d: Expected 2D or 3D (batch mode) tensor with optional 0 dim batch size "
-                                    f"for input, but got:{list(x.shape)} (PyTorch raises this)")
-        raise ProblemError(loc, f"Expected 2 to 3 dimensions, but got {len(x.shape)}-dimensional tensor for argument "
-                                f"#1 'self' (while checking arguments for {what}) (PyTorch raises this)")
+#: check_max_pool1d's words for an argument of the wrong length
+_MAX_POOL1D_LENGTH = {
+    "kernel_size": "max_pool1d() kernel_size must be an int, list of ints or tuple of ints of size 1 but got size {n}",
+    "stride": "max_pool1d() stride must be None, an int, list of ints, or tuple of ints of size 1 but got size {n}",
+    "padding": "max_pool1d() padding must be an int, list of ints, or tuple of ints of size 1 but got size {n}",
+    "dilation": "max_pool1d() dilation must be an int, list of ints or tuple of ints of size 1 but got size {n}",
+}
 
-    def one(v, name: str, minimum: int) -> int:
+
+def _pool1d_args(x: Tensor, kernel, stride, padding, dilation, what: str, own_checks: bool):
+    """at::max_pool1d's / at::avg_pool1d's / at::max_pool1d_with_indices' own checks, before any
+    node: the input 2-D or 3-D, one kernel size, stride (empty: the kernel), padding and dilation
+    each. ``own_checks``: at::max_pool1d's check_max_pool1d (its words; the input's non-batch sizes
+    non-zero); otherwise the values are the 2-d kernel's to refuse (ops/pool_checks.py)."""
+    nd = len(x.shape)
+    if own_checks:
+        if nd not in (2, 3) or 0 in x.shape[-2 if nd == 3 else -1:] or (nd == 2 and 0 in x.shape):
+            raise TorchError("RuntimeError", "max_pool1d: Expected 2D or 3D (batch mode) tensor with optional 0 dim "
+                                             f"batch size for input, but got:{list(x.shape)}", "forward")
+    elif nd not in (2, 3):
+        raise TorchError("RuntimeError", f"Expected 2 to 3 dimensions, but got {nd}-dimensional tensor for argument "
+                                         f"#1 'self' (while checking arguments for {what})", "forward")
+
+    def one(v, name: str) -> int:
         t = (int(v),) if not isinstance(v, (tuple, list)) else tuple(int(n) for n in v)
         if len(t) != 1:
-            raise ProblemError(loc, f"{what}() {name} must be an int, list of ints or tuple of ints of size 1 but got "
-                                    f"size {len(t)} (PyTorch raises this)")
-        if t[0] < minimum:
-            word = "greater than zero" if minimum == 1 else "non-negative"
-            raise ProblemError(loc, f"{what}() {name} must be {word}, but got {list(t)} (PyTorch raises this)")
+            raise TorchError("RuntimeError", _MAX_POOL1D_LENGTH[name].format(n=len(t)) if own_checks else
+                             f"{what}() argument '{name}' should contain one int (got {len(t)})", "forward")
         return t[0]
-    k = one(kernel, "kernel_size", 1)
+    k = one(kernel, "kernel_size")
     empty = stride is None or (isinstance(stride, (tuple, list)) and not stride)
-    return k, k if empty else one(stride, "stride", 1), one(padding, "padding", 0), one(dilation, "dilation", 1)
+    s = None if empty else one(stride, "stride")
+    p, d = one(padding, "padding"), one(dilation, "dilation")
+    return k, k if s is None else s, p, d
 
 
 def max_pool1d(rt, x: Tensor, kernel, stride, padding, dilation, ceil_mode: bool, return_indices: bool, loc: Loc):
     """F.max_pool1d: ``unsqueeze(-2)`` (UnsqueezeBackward0), max_pool2d_with_indices over (1, L)
     windows (MaxPool2DWithIndicesBackward0), ``squeeze(-2)`` (SqueezeBackward1) of the output and
-    of the indices, as at::max_pool1d_with_indices (the path of an input that requires grad)."""
-    k, s, p, d = _pool1d_args(x, kernel, stride, padding, dilation, "max_pool1d", loc)
-    if p > k // 2:
-        raise ProblemError(loc, f"max_pool1d() padding should be at most half of kernel size, but got padding={p} and "
-                                f"kernel_size={k} (PyTorch raises this)")
-    from adjoint.engine.ops.pool import pooling_output_size
-    width = pooling_output_size(x.shape[-1], k, p, s, d, ceil_mode)
-    if width <= 0:
-        raise ProblemError(loc, f"max_pool1d() Invalid computed output size: {width} (PyTorch raises this)")
+    of the indices, as at::max_pool1d_with_indices (the path of an input that requires grad).
+    Without return_indices at::max_pool1d's check_max_pool1d refuses first, in its own words."""
+    k, s, p, d = _pool1d_args(x, kernel, stride, padding, dilation, "max_pool1d", not return_indices)
+    if not return_indices:
+        from adjoint.engine.ops.pool import pooling_output_size
+        for ok, message in ((k > 0, f"kernel_size must be greater than zero, but got {k}"),
+                            (s > 0, f"stride must be greater than zero, but got {s}"),
+                            (p >= 0, f"padding must be non-negative, but got {p}"),
+                            (p <= k // 2, f"padding should be at most half of kernel size, but got padding={p} and "
+                                          f"kernel_size={k}"),
+                            (d > 0, f"dilation must be greater than zero, but got {d}")):
+            if not ok:
+                raise TorchError("RuntimeError", "max_pool1d() " + message, "forward")
+        width = pooling_output_size(x.shape[-1], k, p, s, d, ceil_mode)
+        if width <= 0:
+            raise TorchError("RuntimeError", f"max_pool1d() Invalid computed output size: {width}", "forward")
     _refuse_symbolic(rt, x, loc, "max_pool1d")
     ap = rt.apply
     u = ap("unsqueeze", [x], len(x.shape) - 1, loc)
@@ -298,7 +409,7 @@ def max_pool1d(rt, x: Tensor, kernel, stride, padding, dilation, ceil_mode: bool
 def avg_pool1d(rt, x: Tensor, kernel, stride, padding, ceil_mode: bool, count_include_pad: bool, loc: Loc):
     """F.avg_pool1d: ``unsqueeze(-2)`` (UnsqueezeBackward0), avg_pool2d over (1, L) windows
     (AvgPool2DBackward0, its checks), ``squeeze(-2)`` (SqueezeBackward1), as at::avg_pool1d."""
-    k, s, p, _ = _pool1d_args(x, kernel, stride, padding, 1, "avg_pool1d", loc)
+    k, s, p, _ = _pool1d_args(x, kernel, stride, padding, 1, "avg_pool1d", False)
     ap = rt.apply
     u = ap("unsqueeze", [x], len(x.shape) - 1, loc)
     out = avg_pool(2, rt, u, (1, k), (1, s), (0, p), ceil_mode, count_include_pad, None, loc)

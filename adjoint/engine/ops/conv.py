@@ -19,6 +19,7 @@ import numpy as np
 from adjoint.format.errors import ProblemError
 from adjoint.values.mathtree import Fn, generic_vjp, layer
 from adjoint.engine.ops.record import Check, Math, Op, Save
+from adjoint.engine.ops.pool import Refused
 
 
 @dataclass(frozen=True)
@@ -36,36 +37,40 @@ def conv_out_size(size: int, k: int, s: int, p: int, d: int) -> int:
 
 
 def conv_shape(shapes, p: ConvSpec, loc):
+    if isinstance(p, Refused):   # an argument PyTorch refuses (the binding decided): its error after the packs
+        return p.shape
     x, w, b = shapes
     n_sp = len(w) - 2
     if len(x) != n_sp + 2:
         raise ProblemError(loc, f"Expected {n_sp + 1}D (unbatched) or {n_sp + 2}D (batched) input to conv{n_sp}d, "
                                 f"but got input of size: {list(x)} (PyTorch raises this)")
-    if x[1] != w[1] * p.groups:
-        raise ProblemError(loc, f"Given groups={p.groups}, weight of size {list(w)}, expected input{list(x)} to have "
-                                f"{w[1] * p.groups} channels, but got {x[1]} channels instead (PyTorch raises this)")
-    if w[0] % p.groups:
-        raise ProblemError(loc, f"Given groups={p.groups}, expected weight to be divisible by {p.groups} at dimension "
-                                f"0, but got weight of size {list(w)} instead (PyTorch raises this)")
-    if b is not None and tuple(b) != (w[0],):
-        raise ProblemError(loc, f"Given weight of size {list(w)}, expected bias to be 1-dimensional with {w[0]} "
-                                f"elements, but got bias of size {list(b)} instead (PyTorch raises this)")
+    from adjoint.engine.ops.conv_checks import conv_refusal
+    if conv_refusal(x, w, b, p.stride, p.padding, p.dilation, p.groups) is not None:
+        return (x[0], w[0]) + (0,) * n_sp   # PyTorch's error is the op's value_error (after the packs)
     out = []
     for size, k, s, pad, d in zip(x[2:], w[2:], p.stride, p.padding, p.dilation):
-        if size + 2 * pad < d * (k - 1) + 1:
-            padded = [sz + 2 * pd for sz, pd in zip(x[2:], p.padding)]
-            raise ProblemError(loc, f"Calculated padded input size per channel: ({' x '.join(map(str, padded))}). "
-                                    "Kernel size: ({}). Kernel size can't be greater than actual input size "
-                                    "(PyTorch raises this)".format(" x ".join(map(str, w[2:]))))
         out.append(conv_out_size(size, k, s, pad, d))
     return (x[0], w[0]) + tuple(out)
+
+
+def conv_refused(B, values, p: ConvSpec):
+    """PyTorch's error for this convolution (``value_error``: raised once the node has packed
+    input and weight), else None."""
+    from adjoint.engine.ops.conv_checks import conv_refusal
+    if isinstance(p, Refused):
+        return p.error
+    x, w, b = (None if v is None else tuple(B.shape(v)) for v in values)
+    return conv_refusal(x, w, b, p.stride, p.padding, p.dilation, p.groups)
 
 
 def conv_work(shapes, p: ConvSpec) -> int:
     """The largest array the lowering makes: the padded input, or the patches (N, Cg, *out, *kernel)."""
     x, w = shapes[0], shapes[1]
-    if x is None or w is None or len(x) != len(w) or len(x) < 3:
+    if isinstance(p, Refused) or x is None or w is None or len(x) != len(w) or len(x) < 3:
         return 0   # the shape rule raises PyTorch's complaint
+    from adjoint.engine.ops.conv_checks import conv_refusal
+    if conv_refusal(x, w, shapes[2] if len(shapes) > 2 else None, p.stride, p.padding, p.dilation, p.groups):
+        return 0   # PyTorch refuses it before any work
     padded = x[0] * x[1] * _prod(s + 2 * pd for s, pd in zip(x[2:], p.padding))
     outs = [max(conv_out_size(sz, k, s, pd, d), 0) for sz, k, s, pd, d in
             zip(x[2:], w[2:], p.stride, p.padding, p.dilation)]
@@ -253,6 +258,7 @@ OPS = (
        (Save("input", "in", 0), Save("weight", "in", 1)),
        "grad_input: g (N, O, *out) times W, folded back over the patches (col2im); grad_weight: g^T times the "
        "patches; grad_bias: g summed over batch and positions", grows=True, work=conv_work,
+       value_error=conv_refused,
        checks=(Check(((1, 2, 3, 3), (2, 2, 2, 2), (2,)), ConvSpec((1, 1), (1, 0), (1, 1), 1)),
                Check(((2, 4, 5), (2, 2, 2), None), ConvSpec((2,), (1,), (2,), 2))),
        math=Math(layer((CONV,), _conv_sub))),

@@ -27,6 +27,8 @@ import numpy as np
 from adjoint.format.errors import ProblemError
 from adjoint.values.mathtree import Fn, generic_vjp, layer, no_gradient
 from adjoint.engine.ops.record import Check, Math, Op, Save
+from adjoint.engine.ops.pool_checks import pool_refusal
+from adjoint.engine.ops.pool_checks import pooling_output_size
 
 
 @dataclass(frozen=True)
@@ -42,13 +44,21 @@ class PoolSpec:
     divisor_override: int | None = None
 
 
-def pooling_output_size(size: int, k: int, pad: int, stride: int, dilation: int, ceil_mode: bool) -> int:
-    """ATen's pooling_output_shape."""
-    num = size + 2 * pad - dilation * (k - 1) - 1 + (stride - 1 if ceil_mode else 0)
-    out = num // stride + 1
-    if ceil_mode and (out - 1) * stride >= size + pad:
-        out -= 1
-    return out
+class Refused(tuple):
+    """A pool's parameter (an adaptive pool's output size, a pool's PoolSpec) when PyTorch refuses
+    the call only once the node has packed ``self`` and the binding decides it (in ATen's order):
+    the shape rule gives ``shape``, the op's ``value_error`` the error, nothing is computed."""
+
+    def __new__(cls, type_: str, message: str, shape):
+        obj = super().__new__(cls, ())
+        obj.error = (type_, message)
+        obj.shape = tuple(max(n, 0) for n in shape)
+        return obj
+
+
+def refused_error(B, values, p):
+    """``value_error`` of the adaptive pools: a :class:`Refused` parameter's error."""
+    return p.error if isinstance(p, Refused) else None
 
 
 #: the input-rank complaint of each spatial rank's kernels (pool2d_shape_check, pool3d_shape_check)
@@ -63,37 +73,37 @@ def _check_input(shape, what: str, loc, rank: int) -> None:
         raise ProblemError(loc, _INPUT_COMPLAINT[rank].format(what=what, shape=list(shape)) + " (PyTorch raises this)")
 
 
-def _check_pad(k: int, pad: int, d: int, loc, rank: int) -> None:
-    """The 2-D check halves the kernel itself, the 3-D one the dilated (effective) kernel."""
-    if rank == 2 and pad > k // 2:
-        raise ProblemError(loc, f"pad should be at most half of effective kernel size, but got pad={pad}, "
-                                f"kernel_size={k} (PyTorch raises this)")
-    if rank == 3 and pad > ((k - 1) * d + 1) // 2:
-        raise ProblemError(loc, f"pad should be at most half of effective kernel size, but got pad={pad}, "
-                                f"kernel_size={k} and dilation={d} (PyTorch raises this)")
-
-
 def pool_shape(shapes, p: PoolSpec, loc, what: str | None = None):
-    """The output shape of a ``rank``-d pool (rank: the kernel's length), PyTorch's complaints raised."""
+    """The output shape of a ``rank``-d pool (rank: the kernel's length). A call PyTorch refuses
+    (:func:`adjoint.engine.ops.pool_checks.pool_refusal`) gets a placeholder shape here: its error
+    is the op's ``value_error``, raised once the node has packed ``self``, as ATen's kernel does."""
     rank = len(p.kernel)
     what = what or f"max_pool{rank}d"
     x = shapes[0]
-    _check_input(x, what, loc, rank)
-    for k, pad, d in zip(p.kernel, p.padding, p.dilation):
-        _check_pad(k, pad, d, loc, rank)
+    if pool_refusal(tuple(x), p, what) is not None:
+        return tuple(x[:-rank]) + (0,) * rank
     out = [pooling_output_size(size, k, pad, s, d, p.ceil_mode)
            for size, k, s, pad, d in zip(x[-rank:], p.kernel, p.stride, p.padding, p.dilation)]
-    if min(out) < 1:
-        if what == "avg_pool3d":
-            raise ProblemError(loc, "input image (T: {} H: {} W: {}) smaller than kernel size (kT: {} kH: {} kW: {}) "
-                                    "(PyTorch raises this)".format(*x[-3:], *p.kernel))
-        raise ProblemError(loc, f"Given input size: ({'x'.join(map(str, x[-(rank + 1):]))}). Calculated output size: "
-                                f"({x[-(rank + 1)]}x{'x'.join(map(str, out))}). Output size is too small (PyTorch raises "
-                                "this)")
     return tuple(x[:-rank]) + tuple(out)
 
 
+def max_pool_refused(B, values, p: PoolSpec):
+    """PyTorch's error for this max pool (``value_error``), else None."""
+    if isinstance(p, Refused):
+        return p.error
+    return pool_refusal(tuple(B.shape(values[0])), p, f"max_pool{len(p.kernel)}d")
+
+
+def avg_pool_refused(B, values, p: PoolSpec):
+    """PyTorch's error for this average pool (``value_error``), else None."""
+    if isinstance(p, Refused):
+        return p.error
+    return pool_refusal(tuple(B.shape(values[0])), p, f"avg_pool{len(p.kernel)}d")
+
+
 def max_pool_shape(shapes, p: PoolSpec, loc):
+    if isinstance(p, Refused):
+        return (p.shape, p.shape)
     out = pool_shape(shapes, p, loc)
     return (out, out)
 
@@ -258,6 +268,8 @@ def _linear_pool_vjp(B, g, x, matrix, rank: int):
 
 
 def avg_pool_shape(shapes, p: PoolSpec, loc):
+    if isinstance(p, Refused):
+        return p.shape
     return pool_shape(shapes, p, loc, f"avg_pool{len(p.kernel)}d")
 
 
@@ -275,6 +287,8 @@ def avg_pool_vjp(B, gs, ins, outs, p: PoolSpec, need):
 
 
 def adaptive_shape(shapes, out_sizes, loc):
+    if isinstance(out_sizes, Refused):
+        return out_sizes.shape
     x = shapes[0]
     rank = len(out_sizes)
     if rank == 2:
@@ -333,18 +347,19 @@ OPS = (
        (Save("self", "in", 0), Save("result1", "out", 1)),
        "g added at each window's index (the first maximum)", negzero="structural", grows=False, outputs=2,
        diff_outputs=1, out_dtypes=(None, "int64"), kink=max_pool_kink,
-       kink_doc="ties in a window: the first maximum (row-major) gets the gradient",
+       kink_doc="ties in a window: the first maximum (row-major) gets the gradient", value_error=max_pool_refused,
        checks=(Check(((1, 2, 3),), PoolSpec((2, 2), (1, 1), (0, 0)), differences=True),
                Check(((1, 1, 3, 2),), PoolSpec((2, 2), (2, 2), (1, 1), ceil_mode=True), differences=True)),
        math=Math(layer((MAXPOOL, ARGMAX), _pool_sub))),
     Op("avg_pool2d", "AvgPool2DBackward0", avg_pool_forward, avg_pool_vjp, avg_pool_shape, (Save("self", "in", 0),),
-       "g / divisor spread over each window", grows=False,
+       "g / divisor spread over each window", grows=False, value_error=avg_pool_refused,
        checks=(Check(((1, 3, 3),), PoolSpec((2, 2), (1, 1), (1, 1), count_include_pad=False)),
                Check(((1, 1, 3, 3),), PoolSpec((2, 2), (2, 2), (0, 0), ceil_mode=True, divisor_override=3))),
        math=Math(layer((AVGPOOL,), _pool_sub))),
     Op("adaptive_avg_pool2d", "AdaptiveAvgPool2DBackward0", adaptive_forward, adaptive_vjp, adaptive_shape,
        (Save("self", "in", 0),), "g / window size spread over each (overlapping) window", grows=False,
-       math=Math(layer((ADAPTIVE,), lambda out: _sizes(tuple(out)))), checks=(Check(((1, 3, 5),), (2, 3)),)),
+       math=Math(layer((ADAPTIVE,), lambda out: _sizes(tuple(out)))), checks=(Check(((1, 3, 5),), (2, 3)),),
+       value_error=refused_error),
 )
 
 
@@ -359,6 +374,8 @@ def adaptive_windows(in_sizes, out_sizes) -> list[np.ndarray]:
 
 
 def adaptive_max_shape(shapes, out_sizes, loc):
+    if isinstance(out_sizes, Refused):
+        return (out_sizes.shape, out_sizes.shape)
     x = shapes[0]
     rank = len(out_sizes)
     if rank == 2:
@@ -401,7 +418,7 @@ OPS = OPS + (
        (Save("self", "in", 0), Save("result1", "out", 1)),
        "g added at each adaptive window's index (the first maximum)", negzero="structural", grows=False, outputs=2,
        diff_outputs=1, out_dtypes=(None, "int64"), kink=adaptive_max_kink,
-       kink_doc="ties in a window: the first maximum (row-major) gets the gradient",
+       kink_doc="ties in a window: the first maximum (row-major) gets the gradient", value_error=refused_error,
        checks=(Check(((1, 3, 2),), (2, 1), differences=True), Check(((1, 1, 3, 3),), (2, 2), differences=True)),
        math=Math(layer((ADAPTIVE_MAX, ADAPTIVE_ARGMAX), lambda out: _sizes(tuple(out))))),
 )

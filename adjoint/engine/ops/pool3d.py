@@ -18,6 +18,7 @@ from adjoint.engine.ops.pool import (PoolSpec, _pool_sub, _sizes, adaptive_forwa
                                      adaptive_max_kink, adaptive_max_shape, adaptive_shape, adaptive_vjp,
                                      avg_pool_forward, avg_pool_shape, avg_pool_vjp, max_pool_forward, max_pool_kink,
                                      max_pool_shape, max_pool_vjp)
+from adjoint.engine.ops.pool import avg_pool_refused, max_pool_refused, refused_error
 from adjoint.engine.ops.record import Check, Math, Op, Save
 
 # ----------------------------------------------------------------------------- how they read (adjoint.mathtree)
@@ -33,20 +34,21 @@ OPS = (
        max_pool_shape, (Save("self", "in", 0), Save("result1", "out", 1)),
        "g added at each window's index (the first maximum, d/h/w order)", negzero="structural", grows=False,
        outputs=2, diff_outputs=1, out_dtypes=(None, "int64"), kink=max_pool_kink,
-       kink_doc="ties in a window: the first maximum (d, h, w order) gets the gradient",
+       kink_doc="ties in a window: the first maximum (d, h, w order) gets the gradient", value_error=max_pool_refused,
        checks=(Check(((1, 2, 3, 2),), PoolSpec((1, 2, 2), (1, 1, 1), (0, 0, 0), (1, 1, 1)), differences=True),
                Check(((1, 1, 3, 1, 2),), PoolSpec((2, 1, 2), (2, 1, 1), (1, 0, 1), (1, 1, 1), ceil_mode=True),
                      differences=True)),
        math=Math(layer((MAXPOOL3D, ARGMAX3D), _pool_sub))),
     Op("avg_pool3d", "AvgPool3DBackward0", avg_pool_forward, avg_pool_vjp, avg_pool_shape,
-       (Save("self", "in", 0),), "g / divisor spread over each window", grows=False,
+       (Save("self", "in", 0),), "g / divisor spread over each window", grows=False, value_error=avg_pool_refused,
        checks=(Check(((1, 2, 3, 3),), PoolSpec((2, 2, 2), (1, 1, 1), (1, 1, 1), (1, 1, 1), count_include_pad=False)),
                Check(((1, 1, 3, 3, 2),), PoolSpec((2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1), ceil_mode=True,
                                                   divisor_override=3))),
        math=Math(layer((AVGPOOL3D,), _pool_sub))),
     Op("adaptive_avg_pool3d", "AdaptiveAvgPool3DBackward0", adaptive_forward, adaptive_vjp, adaptive_shape,
        (Save("self", "in", 0),), "g / window size spread over each (overlapping) window", grows=False,
-       math=Math(layer((ADAPTIVE3D,), lambda out: _sizes(tuple(out)))), checks=(Check(((1, 3, 2, 5),), (2, 1, 3)),)),
+       math=Math(layer((ADAPTIVE3D,), lambda out: _sizes(tuple(out)))), checks=(Check(((1, 3, 2, 5),), (2, 1, 3)),),
+       value_error=refused_error),
 )
 
 
@@ -59,7 +61,7 @@ OPS = OPS + (
        (Save("self", "in", 0), Save("result1", "out", 1)),
        "g added at each adaptive window's index (the first maximum, d/h/w order)", negzero="structural", grows=False,
        outputs=2, diff_outputs=1, out_dtypes=(None, "int64"), kink=adaptive_max_kink,
-       kink_doc="ties in a window: the first maximum (d, h, w order) gets the gradient",
+       kink_doc="ties in a window: the first maximum (d, h, w order) gets the gradient", value_error=refused_error,
        checks=(Check(((1, 3, 1, 2),), (2, 1, 1), differences=True), Check(((1, 1, 3, 2, 1),), (2, 2, 1),
                                                                            differences=True)),
        math=Math(layer((ADAPTIVE_MAX3D, ADAPTIVE_ARGMAX3D), lambda out: _sizes(tuple(out))))),

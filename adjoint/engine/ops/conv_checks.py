@@ -1,0 +1,48 @@
+"""PyTorch's refusals of a well-formed convolution, in ATen's order and words (``at::_convolution``
+and its ``check_shape_forward``): an answer (a ``TorchError`` once ``ConvolutionBackward0`` has
+packed ``input`` and ``weight``), never a malformed file.
+
+``groups`` positive first, then the padding non-negative, the stride positive, the dilation
+positive, the weight at least ``groups`` and divisible by it at dimension 0, the input's channels
+``weight.size(1) * groups``, the bias ``[out_channels]``, the padded input at least the dilated
+kernel in every spatial dimension.
+"""
+
+from __future__ import annotations
+
+
+def _sizes(shape) -> str:
+    return "[" + ", ".join(str(s) for s in shape) + "]"
+
+
+def conv_refusal(x, w, b, stride, padding, dilation, groups: int):
+    """(type, message) of the error PyTorch raises for ``convolution`` of an input of shape ``x``
+    (batched), a weight ``w``, a bias ``b`` (None: none), else None."""
+    if groups <= 0:
+        return ("RuntimeError", "non-positive groups is not supported")
+    if any(p < 0 for p in padding):
+        return ("RuntimeError", "negative padding is not supported")
+    if any(s <= 0 for s in stride):
+        return ("RuntimeError", "non-positive stride is not supported")
+    if w[0] < groups:
+        return ("RuntimeError", f"Given groups={groups}, expected weight to be at least {groups} at dimension 0, but "
+                                f"got weight of size {_sizes(w)} instead")
+    if w[0] % groups:
+        return ("RuntimeError", f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, "
+                                f"but got weight of size [{_sizes(w)}] instead")
+    if x[1] != w[1] * groups:
+        return ("RuntimeError", f"Given groups={groups}, weight of size {_sizes(w)}, expected input{_sizes(x)} to have "
+                                f"{w[1] * groups} channels, but got {x[1]} channels instead")
+    if b is not None and tuple(b) != (w[0],):
+        return ("RuntimeError", f"Given weight of size {_sizes(w)}, expected bias to be 1-dimensional with {w[0]} "
+                                f"elements, but got bias of size {_sizes(b)} instead")
+    padded = [n + 2 * p for n, p in zip(x[2:], padding)]
+    kernel = [d * (k - 1) + 1 for k, d in zip(w[2:], dilation)]
+    if any(n < k for n, k in zip(padded, kernel)):
+        return ("RuntimeError", f"Calculated padded input size per channel: ({' x '.join(map(str, padded))}). "
+                                f"Kernel size: ({' x '.join(map(str, kernel))}). Kernel size can't be greater than "
+                                "actual input size")
+    if any(d <= 0 for d in dilation):   # the CPU kernel's own check, a 1-d convolution run as a 2-d one
+        shown = (1,) + tuple(dilation) if len(dilation) == 1 else tuple(dilation)
+        return ("RuntimeError", f"dilation should be greater than zero, but got {_sizes(shown)}")
+    return None
