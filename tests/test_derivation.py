@@ -106,6 +106,8 @@ def _solved(path):
 
 #: Files where the record and the prediction disagree today (strict xfail: the fix flips them).
 RECORD_DIFFERS = {
+    "test_post_accumulate_grad_hook_e2e.yaml": "a zero_grad step after the last backward: the record's gradients "
+                                               "are that pass's, the answer's .grad None after the step",
     "hook_wrapped_input_written.yaml": "an input written in place during the forward: the record's leaf keeps the "
                                        "value the pass started with, values has the value it ended with",
     "view_of_detached_written.yaml": "a parameter written in place (through a view of its detached copy) during "
