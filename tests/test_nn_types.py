@@ -97,6 +97,11 @@ CONFIGS = {
     "AvgPool3d": [{"kernel_size": 2}, {"kernel_size": (2, 2, 1), "stride": (1, 2, 1), "padding": 1, "ceil_mode": True,
                                        "count_include_pad": False, "divisor_override": 3}],
     "AdaptiveAvgPool3d": [{"output_size": 2}, {"output_size": (None, 2, 1)}],
+    "MaxPool1d": [{"kernel_size": 2}, {"kernel_size": 3, "stride": 1, "padding": 1, "dilation": 2,
+                                       "return_indices": True, "ceil_mode": True}],
+    "AvgPool1d": [{"kernel_size": 2}, {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True,
+                                       "count_include_pad": False}],
+    "AdaptiveMaxPool3d": [{"output_size": 2}, {"output_size": (None, 2, 1), "return_indices": True}],
 }
 CONTAINERS = ("Sequential", "ModuleList")
 #: torch.__init__ parameters that are not arguments in a problem file: torch's own varargs, and
@@ -130,7 +135,7 @@ def test_every_type_of_the_contract_is_there():
                 "CrossEntropyLoss NLLLoss BCELoss BCEWithLogitsLoss KLDivLoss "
                 "Hardtanh ReLU6 Hardswish Mish RNNCell LSTMCell GRUCell RNN LSTM GRU "
                 "TransformerEncoderLayer TransformerDecoderLayer AdaptiveMaxPool1d AdaptiveMaxPool2d "
-                "TransformerEncoder Conv3d MaxPool3d AvgPool3d AdaptiveAvgPool3d").split()
+                "TransformerEncoder Conv3d MaxPool3d AvgPool3d AdaptiveAvgPool3d MaxPool1d AvgPool1d AdaptiveMaxPool3d").split()
     assert sorted(nn_types.TYPES) == sorted(contract)
     # TransformerEncoder takes a module as an argument: tests/test_transformer_encoder.py checks its tree
     assert sorted(CONFIGS) == sorted(set(contract) - set(CONTAINERS) - {"TransformerEncoder"})

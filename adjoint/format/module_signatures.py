@@ -264,6 +264,12 @@ def _pool_resolve(a: dict) -> dict:
     return a
 
 
+def _avg_pool1d_resolve(a: dict) -> dict:
+    """AvgPool1d keeps ``_single(...)`` of its sizes: one-element tuples, where MaxPool1d keeps them as given."""
+    a = _pool_resolve(a)
+    return dict(a, **{k: (a[k],) if isinstance(a[k], int) else tuple(a[k]) for k in ("kernel_size", "stride", "padding")})
+
+
 def _mha_resolve(a: dict) -> dict:
     """``kdim`` / ``vdim`` default to ``embed_dim``."""
     return dict(a, kdim=a["embed_dim"] if a["kdim"] is None else a["kdim"],
@@ -493,7 +499,7 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
     NNType("AvgPool1d", (ArgSpec("kernel_size", "pool", minimum=1, rank=1),
                          ArgSpec("stride", "opt_pool", None, 1, rank=1), ArgSpec("padding", "pool", 0, 0, rank=1),
                          ArgSpec("ceil_mode", "bool", False), ArgSpec("count_include_pad", "bool", True)),
-           resolve=_pool_resolve),
+           resolve=_avg_pool1d_resolve),
 )}
 
 #: Constructor arguments PyTorch has that a problem file does not set, and why.
