@@ -123,6 +123,13 @@ FRESH = frozenset((
     "ConstantPadNdBackward0", "ClampBackward0", "EmbeddingBackward0", "NativeLayerNormBackward0",
     "AsStridedBackward0", "SplitWithSizesBackward0", "ZeroBackward0", "MaxPool2DWithIndicesBackward0",
     "AvgPool2DBackward0", "ConvolutionBackward0", "NativeGroupNormBackward0", "NativeBatchNormBackward0",
+    # nll_loss of a 3-d or 5-d input (reshaped to 4-d: nll_loss2d), pools, in-place activations,
+    # gathers and scatters (each output checked with ``is`` and storage pointers in torch 2.13)
+    "NllLoss2DBackward0", "AdaptiveAvgPool2DBackward0", "AdaptiveAvgPool3DBackward0", "AdaptiveMaxPool2DBackward0",
+    "AvgPool3DBackward0", "MaxPool3DWithIndicesBackward0", "EluBackward1", "LeakyReluBackward1", "HardswishBackward0",
+    "MishBackward0", "GatherBackward0", "IndexSelectBackward0", "IndexBackward0", "ScatterBackward0",
+    "ScatterBackward1", "MaskedFillBackward1", "VarMeanBackward0", "UnsafeSplitBackward0", "FillBackward3",
+    "SafeSoftmaxBackward0",
 ))
 
 #: backward nodes whose gradients are new tensors laid out (batch, length, heads, E) in memory while
@@ -149,6 +156,9 @@ SAME = {
     "AddmmBackward0": (0,),      # the bias, when it is not broadcast (beta 1)
     "BaddbmmBackward0": (0,),
     "torch::autograd::CopyBackwards": (1,),   # copy_'s source (same shape and dtype)
+    "AddBackward1": (0,),        # add.Scalar (x + 1 inside a composite loss)
+    "IndexAddBackward0": (0,),   # self: grad (source: a new tensor)
+    "ScatterAddBackward0": (0,),  # self: grad (src: a new tensor)
 }
 
 
