@@ -64,7 +64,8 @@ class GradObj:
     gradient ``SumBackward0`` / ``SumBackward1`` hand on: stride 0 where they broadcast, so an
     in-place write raises PyTorch's internal-overlap error)."""
 
-    __slots__ = ("storage", "strides", "base", "to_base", "from_base", "contiguous", "unknown_layout", "value")
+    __slots__ = ("storage", "strides", "base", "to_base", "from_base", "contiguous", "unknown_layout", "value",
+                 "layout")
 
     def __init__(self, storage: Storage | None = None, strides: tuple | None = None):
         self.storage = storage if storage is not None else Storage()
@@ -75,6 +76,7 @@ class GradObj:
         self.contiguous = strides is None
         self.unknown_layout = False   # a view of an expanded gradient through an op not modelled here
         self.value = None             # its value now, where a view's write needs it (a narrow's base)
+        self.layout = None            # its strides, where known and not row-major (a permuted view's)
 
     @property
     def opaque(self) -> bool:
@@ -84,6 +86,12 @@ class GradObj:
     @property
     def overlaps(self) -> bool:
         return self.strides is not None and 0 in self.strides
+
+    @property
+    def unknown_strides(self) -> bool:
+        """Not row-major, and which strides it has is not known (a new tensor a kernel laid out
+        after operands that are not row-major: :func:`_row_major_operands`)."""
+        return not self.contiguous and self.layout is None and self.strides is None
 
 
 def fresh() -> GradObj:
@@ -206,7 +214,18 @@ def _view_obj(node, src: GradObj, g_shape: tuple, v_shape: tuple) -> GradObj | N
             obj.contiguous, obj.strides = src.contiguous, strides
             return obj
         if not src.contiguous and not unit_only:
-            return None       # reshaping a non-contiguous gradient may copy it: not modelled
+            # reshape of a non-contiguous gradient: a view when ATen's computeStride finds strides
+            # for the new shape, else a copy (a new row-major tensor); unknown strides: not modelled
+            layout = _layout(src, g_shape)
+            if layout is None:
+                return None
+            strides = view_strides(g_shape, layout, v_shape)
+            if strides is None:
+                return fresh()
+            obj.to_base = lambda B, v: B.reshape(v, g_shape)
+            obj.from_base = lambda B, g: B.reshape(g, v_shape)
+            _set_layout(obj, v_shape, strides)
+            return obj
         # a view that only adds or drops size-1 dims (squeeze, unsqueeze, a reshape to such a
         # shape) is a view of any layout, in the same row-major order of elements
         obj.to_base = lambda B, v: B.reshape(v, g_shape)
@@ -215,6 +234,9 @@ def _view_obj(node, src: GradObj, g_shape: tuple, v_shape: tuple) -> GradObj | N
         if src.strides is not None:   # an expanded gradient stays expanded along the same dims
             kept = iter([st for d, st in zip(g_shape, src.strides) if d != 1])
             obj.strides = tuple(next(kept) if d != 1 else 1 for d in v_shape)
+        elif src.layout is not None:
+            kept = iter([st for d, st in zip(g_shape, src.layout) if d != 1])
+            _set_layout(obj, v_shape, tuple(next(kept) if d != 1 else 1 for d in v_shape))
         return obj
     if node.name == "TBackward0":
         perm = (1, 0)
@@ -228,7 +250,30 @@ def _view_obj(node, src: GradObj, g_shape: tuple, v_shape: tuple) -> GradObj | N
     obj.contiguous = src.contiguous and perm == tuple(range(nd))
     if src.strides is not None:
         obj.strides = tuple(src.strides[d] for d in perm)
+    else:
+        layout = _layout(src, g_shape)
+        if layout is not None:
+            _set_layout(obj, tuple(g_shape[d] for d in perm), tuple(layout[d] for d in perm))
     return obj
+
+
+def _layout(obj: GradObj, shape: tuple) -> tuple | None:
+    """The strides of a gradient tensor of ``shape`` that repeats no element, where known."""
+    from adjoint.values.strides import contiguous_strides
+    if obj.strides is not None or obj.unknown_layout:
+        return None
+    if obj.layout is not None:
+        return obj.layout
+    return contiguous_strides(shape) if obj.contiguous else None
+
+
+def _set_layout(obj: GradObj, shape: tuple, strides: tuple) -> None:
+    """``obj`` has ``strides``: contiguous when they are row-major's (size-1 dims aside, as
+    AccumulateGrad's layout contract reads them), else its ``layout``."""
+    from adjoint.values.strides import contiguous_strides
+    own = contiguous_strides(shape)
+    obj.contiguous = all(n == 1 or a == b for n, a, b in zip(shape, strides, own))
+    obj.layout = None if obj.contiguous else tuple(strides)
 
 
 def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | None = None) -> list:
@@ -257,7 +302,16 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
                 tuple(shape_of(inputs[0])) == tuple(shape_of(g))
             out.append(src if src is not None and same and handed else fresh())
         elif kind not in ("function", "copyslices") and node.name in FRESH:
-            out.append(fresh())
+            if _row_major_operands(node, in_objs, inputs, shape_of):
+                out.append(fresh())
+            else:
+                strides = _pointwise_strides(node, i, in_objs, inputs, g, shape_of) if node.name in POINTWISE else None
+                obj = GradObj()
+                if strides is None:
+                    obj.contiguous = False
+                else:
+                    _set_layout(obj, tuple(shape_of(g)), strides)
+                out.append(obj)
         elif kind == "copyslices" and _copyslices_fresh(node):
             out.append(fresh())
         elif kind == "op" and node.name in HEADS_LAST and len(shape_of(g)) == 4:
@@ -309,6 +363,76 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
     return out
 
 
+def _decreasing(shape, strides) -> bool:
+    """Strides in row-major order (each dim's larger than the next's), size-1 and stride-0 dims aside."""
+    kept = [st for n, st in zip(shape, strides) if n != 1 and st != 0]
+    return all(a > b for a, b in zip(kept, kept[1:]))
+
+
+def _row_major_operands(node, in_objs: list, inputs, shape_of) -> bool:
+    """Does the new tensor a node makes come out row-major? A kernel lays its result out after its
+    operands (TensorIterator's reorder_dimensions; empty_like keeps a dense input's strides), so
+    it does when every operand is in row-major order: the incoming gradients and the op's
+    forward inputs (which its formula reads, saved). Otherwise its strides are not known here
+    (``y * y`` of a transposed ``y`` hands on a transposed gradient, which a reshape then copies)."""
+    for k, o in enumerate(in_objs):
+        if o is None:
+            continue
+        if o.unknown_layout or o.unknown_strides:
+            return False
+        strides = o.strides if o.strides is not None else o.layout
+        if strides is not None:
+            value = inputs[k] if inputs is not None and k < len(inputs) else None
+            if value is None or not _decreasing(tuple(shape_of(value)), strides):
+                return False
+    for t in node.inputs:
+        if isinstance(t, Tensor) and t.strides and not _decreasing(tuple(t.shape), tuple(t.strides)):
+            return False
+    return True
+
+
+#: FRESH nodes whose formulas are elementwise (TensorIterator kernels over the incoming gradient and
+#: the op's forward operands, all of the result's shape)
+POINTWISE = frozenset((
+    "MulBackward0", "MulBackward1", "DivBackward0", "DivBackward1", "NegBackward0", "PowBackward0",
+    "RsubBackward0", "RsubBackward1", "ReluBackward0", "TanhBackward0", "ExpBackward0", "AbsBackward0",
+    "SigmoidBackward0", "SqrtBackward0", "LogBackward0", "SinBackward0", "CosBackward0", "GeluBackward0",
+    "SiluBackward0", "LeakyReluBackward0", "EluBackward0", "SoftplusBackward0", "HardtanhBackward0",
+    "ReciprocalBackward0", "ClampBackward1", "HardswishBackward0", "MishBackward0",
+))
+
+
+def _pointwise_strides(node, i: int, in_objs: list, inputs, g, shape_of) -> tuple | None:
+    """The strides of an elementwise backward's result ``g`` (output ``i``): TensorIterator's layout
+    of the incoming gradient and the forward operands -- when every order of those operands gives
+    the same one (a formula of several kernels then lays each out alike), else None."""
+    from adjoint.values.strides import contiguous_strides, iterator_strides
+    if not in_objs or in_objs[0] is None or not inputs or inputs[0] is None:
+        return None
+    shape = tuple(shape_of(g))
+    edge_in = node.inputs[i] if i < len(node.inputs) else None
+    if tuple(shape_of(inputs[0])) != shape or (edge_in is not None and tuple(edge_in.shape) != shape):
+        return None       # summed back to a broadcast input: a reduction's layout
+    o = in_objs[0]
+    if o.unknown_layout or o.unknown_strides:
+        return None
+    grad = (shape, o.strides if o.strides is not None else o.layout if o.layout is not None else
+            contiguous_strides(shape))
+    forward = [(tuple(t.shape), tuple(t.strides) if t.strides else contiguous_strides(tuple(t.shape)))
+               for t in node.inputs if isinstance(t, Tensor) and not t.wrapped and len(t.shape)]
+    orders = ([grad] + forward, [grad] + forward[::-1], forward + [grad], forward[::-1] + [grad])
+    found = {tuple(iterator_strides(ops, shape)) for ops in orders}
+    return found.pop() if len(found) == 1 else None
+
+
+def _laid_out_unknown() -> GradObj:
+    """A new tensor whose strides are not known (``unknown_strides``): a reshape of it, or a piece of
+    it, is not placed, and AccumulateGrad's choice between taking it and copying it is not known."""
+    obj = GradObj()
+    obj.contiguous = False
+    return obj
+
+
 def _arithmetic_formula(node, i: int) -> bool:
     """A custom Function's backward formula for output ``i`` is an operator expression
     (``grad_output * output``): PyTorch computes a new tensor, which the node hands on."""
@@ -329,7 +453,7 @@ def _cat_piece(node, i: int, src: GradObj, grad, g, shape_of) -> GradObj | None:
     > 1) is what AccumulateGrad takes as ``.grad`` itself."""
     from adjoint.values.strides import contiguous_strides
     expanded = src.overlaps and src.to_base is not None and not src.unknown_layout
-    if (src.strides is not None or not src.contiguous or src.unknown_layout) and not expanded:
+    if (src.strides is not None or src.unknown_layout) and not expanded:
         return None
     g_shape, v_shape = tuple(shape_of(grad)), tuple(shape_of(g))
     nd = len(g_shape)
@@ -340,9 +464,12 @@ def _cat_piece(node, i: int, src: GradObj, grad, g, shape_of) -> GradObj | None:
     edge_in = node.inputs[i] if i < len(node.inputs) else None
     if edge_in is None or tuple(edge_in.shape) != v_shape or edge_in.dtype != _out_dtype(node):
         return None
+    layout = None if expanded else _layout(src, g_shape)
+    if layout is None and not expanded:
+        return None       # a non-contiguous gradient of unknown strides
     if stack:
         key = (slice(None),) * dim + (i,)
-        strides = contiguous_strides(g_shape)
+        strides = layout if layout is not None else contiguous_strides(g_shape)
         strides = strides[:dim] + strides[dim + 1:]
     else:
         start = 0
@@ -352,7 +479,7 @@ def _cat_piece(node, i: int, src: GradObj, grad, g, shape_of) -> GradObj | None:
                 return None
             start += tuple(prev.shape)[dim]
         key = (slice(None),) * dim + (slice(start, start + v_shape[dim]),)
-        strides = contiguous_strides(g_shape)
+        strides = layout if layout is not None else contiguous_strides(g_shape)
     src.value = grad
     if expanded:
         return _expanded_piece(src, key, dim, stack, g_shape, v_shape)
@@ -360,8 +487,7 @@ def _cat_piece(node, i: int, src: GradObj, grad, g, shape_of) -> GradObj | None:
     obj.base = src
     obj.to_base = lambda B, v: None if src.value is None else B.assign(src.value, key, v)
     obj.from_base = lambda B, x: B.index(x, key)
-    own = contiguous_strides(v_shape)
-    obj.contiguous = all(n == 1 or a == b for n, a, b in zip(v_shape, strides, own))
+    _set_layout(obj, v_shape, tuple(strides))
     return obj
 
 
@@ -533,6 +659,13 @@ class Aliases:
         """AccumulateGrad on ``t``: the first gradient becomes ``.grad`` itself when nothing else
         holds it, else a copy; later ones are added into ``.grad`` in place."""
         if first:
+            if obj is not None and obj.unknown_strides and not self.held_elsewhere(obj):
+                # taken or copied as its strides decide (obeys_layout_contract), which are not known:
+                # .grad may be this very tensor, so a write into either is not placed
+                twin = GradObj(obj.storage.root())
+                twin.unknown_layout = True
+                self.grads[t] = twin
+                return
             # (a gradient whose layout differs from the leaf's is copied too: obeys_layout_contract)
             steal = obj is not None and obj.contiguous and obj.strides is None and not self.held_elsewhere(obj)
             self.grads[t] = obj if steal else fresh()
@@ -571,7 +704,17 @@ class Aliases:
         # gradient (HEADS_LAST) keeps its layout through the sum
         prev = self.pending.get((node, slot))
         keep = prev is not None and prev.strides is not None and 0 not in prev.strides and not prev.unknown_layout
-        self.pending[(node, slot)] = GradObj(None, prev.strides) if keep else fresh()
+        # a sum laid out after operands that are not row-major (old + new, or old.add_(new)): strides not known
+        laid = [o for o in (prev, obj) if o is not None and o.strides is None]
+        unknown = any(o.unknown_strides or o.layout is not None for o in laid)
+        if keep:
+            self.pending[(node, slot)] = GradObj(None, prev.strides)
+        elif unknown and len(laid) == 2 and laid[0].layout is not None and laid[0].layout == laid[1].layout:
+            same = GradObj()      # two operands of one layout: the sum has it too
+            same.contiguous, same.layout = False, laid[0].layout
+            self.pending[(node, slot)] = same
+        else:
+            self.pending[(node, slot)] = _laid_out_unknown() if unknown else fresh()
 
     def take(self, node, n: int) -> list:
         self.lists.pop(node, None)
