@@ -301,8 +301,10 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
             handed = inputs is not None and len(inputs) == 1 and inputs[0] is not None and \
                 tuple(shape_of(inputs[0])) == tuple(shape_of(g))
             out.append(src if src is not None and same and handed else fresh())
+        elif kind == "op" and (node.name == "MmBackward0" or (node.name == "AddmmBackward0" and i in (1, 2))):
+            out.append(_mm_grad(node, i))
         elif kind not in ("function", "copyslices") and node.name in FRESH:
-            if _row_major_operands(node, in_objs, inputs, shape_of):
+            if node.name in ROW_MAJOR or _row_major_operands(node, in_objs, inputs, shape_of):
                 out.append(fresh())
             else:
                 strides = _pointwise_strides(node, i, in_objs, inputs, g, shape_of) if node.name in POINTWISE else None
@@ -423,6 +425,25 @@ def _pointwise_strides(node, i: int, in_objs: list, inputs, g, shape_of) -> tupl
     orders = ([grad] + forward, [grad] + forward[::-1], forward + [grad], forward[::-1] + [grad])
     found = {tuple(iterator_strides(ops, shape)) for ops in orders}
     return found.pop() if len(found) == 1 else None
+
+
+#: FRESH nodes whose new gradients are row-major whatever their operands' strides (bmm and
+#: mv's results, ger's outer product: derivatives.yaml's formulas for BmmBackward0, MvBackward0)
+ROW_MAJOR = frozenset(("BmmBackward0", "MvBackward0"))
+
+
+def _mm_grad(node, i: int) -> GradObj:
+    """A matrix product's gradient for its matrix operand ``i`` (mm_mat1_backward /
+    mm_mat2_backward): computed transposed, so column-major, when that operand is column-major
+    (strides (1, rows): ``w.t()``, nn.Linear's weight as addmm reads it), else ``mm``'s row-major
+    result; TBackward0 then hands ``w`` a row-major gradient, which AccumulateGrad takes as ``.grad``."""
+    t = node.inputs[i] if i < len(node.inputs) else None
+    obj = GradObj()
+    if isinstance(t, Tensor) and len(t.shape) == 2 and t.strides and \
+            t.strides[0] == 1 and t.strides[1] == t.shape[0]:
+        rows, cols = t.shape
+        _set_layout(obj, (rows, cols), (1, rows))
+    return obj
 
 
 def _laid_out_unknown() -> GradObj:
