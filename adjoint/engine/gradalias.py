@@ -304,16 +304,16 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
         elif kind == "op" and (node.name == "MmBackward0" or (node.name == "AddmmBackward0" and i in (1, 2))):
             out.append(_mm_grad(node, i))
         elif kind not in ("function", "copyslices") and node.name in FRESH:
-            if node.name in ROW_MAJOR or _row_major_operands(node, in_objs, inputs, shape_of):
-                out.append(fresh())
-            else:
-                strides = _pointwise_strides(node, i, in_objs, inputs, g, shape_of) if node.name in POINTWISE else None
-                obj = GradObj()
-                if strides is None:
-                    obj.contiguous = False
-                else:
-                    _set_layout(obj, tuple(shape_of(g)), strides)
-                out.append(obj)
+            strides = None
+            if node.name in POINTWISE and not _row_major_operands(node, in_objs, inputs, shape_of):
+                strides = _pointwise_strides(node, i, in_objs, inputs, g, shape_of)
+            obj = GradObj()
+            if strides is not None:
+                _set_layout(obj, tuple(shape_of(g)), strides)
+            # else row-major: so every other kernel's result is taken (a matrix product's: _mm_grad;
+            # a softmax's or a normalization's over a transposed input is, probed; not every
+            # kernel's over non-contiguous operands is checked)
+            out.append(obj)
         elif kind == "copyslices" and _copyslices_fresh(node):
             out.append(fresh())
         elif kind == "op" and node.name in HEADS_LAST and len(shape_of(g)) == 4:
@@ -446,11 +446,24 @@ def _mm_grad(node, i: int) -> GradObj:
     return obj
 
 
-def _laid_out_unknown() -> GradObj:
-    """A new tensor whose strides are not known (``unknown_strides``): a reshape of it, or a piece of
-    it, is not placed, and AccumulateGrad's choice between taking it and copying it is not known."""
+def _sum_obj(old: GradObj | None, new: GradObj | None, value, B) -> GradObj:
+    """The buffer after a second gradient arrived: ``old + new`` (or ``old.add_(new)``), a new tensor
+    laid out as TensorIterator lays out the sum of the two (``old``'s strides first)."""
+    from adjoint.values.strides import contiguous_strides, iterator_strides
     obj = GradObj()
-    obj.contiguous = False
+    if value is None or old is None or new is None:
+        return obj
+    shape = tuple(B.shape(value))
+    layouts = []
+    for o in (old, new):
+        if o.unknown_layout or o.unknown_strides:
+            obj.contiguous = False          # strides not known: views of it are not placed
+            return obj
+        layouts.append((shape, o.strides if o.strides is not None else o.layout if o.layout is not None
+                        else contiguous_strides(shape)))
+    if all(st == contiguous_strides(shape) for _, st in layouts):
+        return obj
+    _set_layout(obj, shape, tuple(iterator_strides(layouts, shape)))
     return obj
 
 
@@ -680,13 +693,6 @@ class Aliases:
         """AccumulateGrad on ``t``: the first gradient becomes ``.grad`` itself when nothing else
         holds it, else a copy; later ones are added into ``.grad`` in place."""
         if first:
-            if obj is not None and obj.unknown_strides and not self.held_elsewhere(obj):
-                # taken or copied as its strides decide (obeys_layout_contract), which are not known:
-                # .grad may be this very tensor, so a write into either is not placed
-                twin = GradObj(obj.storage.root())
-                twin.unknown_layout = True
-                self.grads[t] = twin
-                return
             # (a gradient whose layout differs from the leaf's is copied too: obeys_layout_contract)
             steal = obj is not None and obj.contiguous and obj.strides is None and not self.held_elsewhere(obj)
             self.grads[t] = obj if steal else fresh()
@@ -726,16 +732,11 @@ class Aliases:
         prev = self.pending.get((node, slot))
         keep = prev is not None and prev.strides is not None and 0 not in prev.strides and not prev.unknown_layout
         # a sum laid out after operands that are not row-major (old + new, or old.add_(new)): strides not known
-        laid = [o for o in (prev, obj) if o is not None and o.strides is None]
-        unknown = any(o.unknown_strides or o.layout is not None for o in laid)
         if keep:
             self.pending[(node, slot)] = GradObj(None, prev.strides)
-        elif unknown and len(laid) == 2 and laid[0].layout is not None and laid[0].layout == laid[1].layout:
-            same = GradObj()      # two operands of one layout: the sum has it too
-            same.contiguous, same.layout = False, laid[0].layout
-            self.pending[(node, slot)] = same
         else:
-            self.pending[(node, slot)] = _laid_out_unknown() if unknown else fresh()
+            self.pending[(node, slot)] = _sum_obj(prev, obj, values[slot] if slot < len(values) else None,
+                                                  self.engine.B)
 
     def take(self, node, n: int) -> list:
         self.lists.pop(node, None)
