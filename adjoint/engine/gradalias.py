@@ -138,6 +138,9 @@ FRESH = frozenset((
     "MishBackward0", "GatherBackward0", "IndexSelectBackward0", "IndexBackward0", "ScatterBackward0",
     "ScatterBackward1", "MaskedFillBackward1", "VarMeanBackward0", "UnsafeSplitBackward0", "FillBackward3",
     "SafeSoftmaxBackward0",
+    # a create_graph backward's own nodes (probed the same way)
+    "TanhBackwardBackward0", "SigmoidBackwardBackward0", "ThresholdBackwardBackward0", "LeakyReluBackwardBackward0",
+    "MseLossBackwardBackward0",
 ))
 
 #: backward nodes whose gradients are new tensors laid out (batch, length, heads, E) in memory while
@@ -652,6 +655,10 @@ class Aliases:
         """The hook just run wrote these engine tensors in place: every holder sees the write.
         Returns the writes (GradObj -> new value)."""
         writes = self.engine.rt.hooks_runner.writes
+        if writes and getattr(self.engine, "create_graph", False):
+            # grad mode is on in a create_graph backward: the write is recorded (a node, a rebase)
+            raise ProblemError(hook.loc, f"the {_kind(hook)} '{hook.label}' writes in place a gradient of a "
+                                         "create_graph backward: not modelled yet (return the new value instead)")
         if writes:
             self.write(writes, hook)
         return writes
