@@ -31,6 +31,13 @@ each node's ``grad_outputs`` and ``grad_inputs``):
   (a ``zero_`` of it writes that element); a custom Function returning ``grad_output`` hands
   it on itself; ``CopySlices`` hands on new tensors.
 
+Where a view's elements lie depends on the strides of what it views, so each new gradient
+carries its layout where it is not row-major (``GradObj.layout``): an elementwise backward's
+after its operands (TensorIterator), a matrix product's for a column-major operand
+column-major, a buffer's sum after both addends, a permuted or reshaped view's from its base;
+a reshape that cannot be a view of those strides is a copy. Any other kernel's result is
+taken to be row-major.
+
 A write to a tensor whose storage another live holder shares through a view is refused
 (exit 2, not modelled yet): the write's effect on the view is not modelled.
 """
