@@ -317,6 +317,8 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
             strides = None
             if node.name in POINTWISE and not _row_major_operands(node, in_objs, inputs, shape_of):
                 strides = _pointwise_strides(node, i, in_objs, inputs, g, shape_of)
+            elif node.name in LIKE_INPUT and not _row_major_operands(node, in_objs, inputs, shape_of):
+                strides = _like_input_strides(node, in_objs, inputs, g, shape_of)
             obj = GradObj()
             if strides is not None:
                 _set_layout(obj, tuple(shape_of(g)), strides)
@@ -412,6 +414,34 @@ POINTWISE = frozenset((
     "SiluBackward0", "LeakyReluBackward0", "EluBackward0", "SoftplusBackward0", "HardtanhBackward0",
     "ReciprocalBackward0", "ClampBackward1", "HardswishBackward0", "MishBackward0",
 ))
+
+
+#: FRESH nodes whose formulas compute elementwise over the forward inputs with the incoming
+#: gradient broadcast back over the reduced dims (var_backward: grad * (self - mean), norm:
+#: self * grad / norm, amax: a mask self == result; maximum: where(self == other, ...))
+LIKE_INPUT = frozenset(("VarBackward0", "LinalgVectorNormBackward0", "AmaxBackward0", "AminBackward0",
+                        "MaximumBackward0", "MinimumBackward0"))
+
+
+def _like_input_strides(node, in_objs: list, inputs, g, shape_of) -> tuple | None:
+    """The strides of such a node's gradient ``g`` when the incoming gradient decides nothing (one
+    element, or ``sum``'s expanded gradient: every dim broadcast): TensorIterator's layout of the
+    forward inputs of ``g``'s shape, when every order of them gives one; else None (row-major taken)."""
+    from adjoint.values.strides import iterator_strides
+    if not in_objs or in_objs[0] is None or not inputs or inputs[0] is None:
+        return None
+    o, shape = in_objs[0], tuple(shape_of(g))
+    numel = 1
+    for d in shape_of(inputs[0]):
+        numel *= d
+    if not (numel == 1 or (o.strides is not None and not any(o.strides))):
+        return None
+    forward = [(tuple(t.shape), tuple(t.strides)) for t in node.inputs
+               if isinstance(t, Tensor) and not t.wrapped and tuple(t.shape) == shape and t.strides]
+    if not forward:
+        return None
+    found = {tuple(iterator_strides(ops, shape)) for ops in (forward, forward[::-1])}
+    return found.pop() if len(found) == 1 else None
 
 
 def _pointwise_strides(node, i: int, in_objs: list, inputs, g, shape_of) -> tuple | None:
