@@ -33,7 +33,8 @@ each node's ``grad_outputs`` and ``grad_inputs``):
 
 Where a view's elements lie depends on the strides of what it views, so each new gradient
 carries its layout where it is not row-major (``GradObj.layout``): an elementwise backward's
-after its operands (TensorIterator), a matrix product's for a column-major operand
+after its operands (TensorIterator), a reduction's of a broadcast gradient (``var``, ``norm``,
+``amax``, ``maximum``) after its inputs, a matrix product's for a column-major operand
 column-major, a buffer's sum after both addends, a permuted or reshaped view's from its base;
 a reshape that cannot be a view of those strides is a copy. Any other kernel's result is
 taken to be row-major.
