@@ -108,9 +108,9 @@ def _writes(func, kwargs) -> bool:
 
 
 def _fresh(value, made: dict):
-    """``value`` with every tensor in it (in tuples and lists too) replaced by a fresh copy with the
-    same ``requires_grad``, leafness and view-ness (in dicts too: keyword arguments) (a view: the same strides over a copy of its
-    base); one tensor met twice is one copy."""
+    """``value`` with every tensor in it (in tuples, lists and dicts of keyword arguments too)
+    replaced by a fresh copy with the same ``requires_grad``, leafness and view-ness (a view: the
+    same strides over a copy of its base); one tensor met twice is one copy."""
     if isinstance(value, (tuple, list)):
         return type(value)(_fresh(v, made) for v in value)
     if isinstance(value, dict):
