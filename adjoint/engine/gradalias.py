@@ -419,9 +419,10 @@ POINTWISE = frozenset((
 
 #: FRESH nodes whose formulas compute elementwise over the forward inputs with the incoming
 #: gradient broadcast back over the reduced dims (var_backward: grad * (self - mean), norm:
-#: self * grad / norm, amax: a mask self == result; maximum: where(self == other, ...))
+#: self * grad / norm, amax: a mask self == result; maximum: where(self == other, ...);
+#: where: where(cond, grad, 0), laid out after cond)
 LIKE_INPUT = frozenset(("VarBackward0", "LinalgVectorNormBackward0", "AmaxBackward0", "AminBackward0",
-                        "MaximumBackward0", "MinimumBackward0"))
+                        "MaximumBackward0", "MinimumBackward0", "WhereBackward0"))
 
 
 def _like_input_strides(node, in_objs: list, inputs, g, shape_of) -> tuple | None:
@@ -437,6 +438,13 @@ def _like_input_strides(node, in_objs: list, inputs, g, shape_of) -> tuple | Non
         numel *= d
     if not (numel == 1 or (o.strides is not None and not any(o.strides))):
         return None
+    if node.name == "WhereBackward0":   # where(cond, grad, 0): cond is the first operand, and decides
+        cond = node.inputs[-1] if node.inputs else None
+        if not isinstance(cond, Tensor) or cond.dtype != "bool":
+            return None
+        from adjoint.values.strides import contiguous_strides
+        return tuple(iterator_strides([(tuple(cond.shape), tuple(cond.strides) if cond.strides else
+                                        contiguous_strides(tuple(cond.shape)))], shape))
     forward = [(tuple(t.shape), tuple(t.strides)) for t in node.inputs
                if isinstance(t, Tensor) and not t.wrapped and tuple(t.shape) == shape and t.strides]
     if not forward:
