@@ -31,6 +31,14 @@ each node's ``grad_outputs`` and ``grad_inputs``):
   (a ``zero_`` of it writes that element); a custom Function returning ``grad_output`` hands
   it on itself; ``CopySlices`` hands on new tensors.
 
+Where a view's elements lie depends on the strides of what it views, so each new gradient
+carries its layout where it is not row-major (``GradObj.layout``): an elementwise backward's
+after its operands (TensorIterator), a reduction's of a broadcast gradient (``var``, ``norm``,
+``amax``, ``maximum``) after its inputs, a matrix product's for a column-major operand
+column-major, a buffer's sum after both addends, a permuted or reshaped view's from its base;
+a reshape that cannot be a view of those strides is a copy. Any other kernel's result is
+taken to be row-major.
+
 A write to a tensor whose storage another live holder shares through a view is refused
 (exit 2, not modelled yet): the write's effect on the view is not modelled.
 """
@@ -64,7 +72,8 @@ class GradObj:
     gradient ``SumBackward0`` / ``SumBackward1`` hand on: stride 0 where they broadcast, so an
     in-place write raises PyTorch's internal-overlap error)."""
 
-    __slots__ = ("storage", "strides", "base", "to_base", "from_base", "contiguous", "unknown_layout", "value")
+    __slots__ = ("storage", "strides", "base", "to_base", "from_base", "contiguous", "unknown_layout", "value",
+                 "layout")
 
     def __init__(self, storage: Storage | None = None, strides: tuple | None = None):
         self.storage = storage if storage is not None else Storage()
@@ -75,6 +84,7 @@ class GradObj:
         self.contiguous = strides is None
         self.unknown_layout = False   # a view of an expanded gradient through an op not modelled here
         self.value = None             # its value now, where a view's write needs it (a narrow's base)
+        self.layout = None            # its strides, where known and not row-major (a permuted view's)
 
     @property
     def opaque(self) -> bool:
@@ -84,6 +94,12 @@ class GradObj:
     @property
     def overlaps(self) -> bool:
         return self.strides is not None and 0 in self.strides
+
+    @property
+    def unknown_strides(self) -> bool:
+        """Not row-major, and which strides it has is not known (a new tensor a kernel laid out
+        after operands that are not row-major: :func:`_row_major_operands`)."""
+        return not self.contiguous and self.layout is None and self.strides is None
 
 
 def fresh() -> GradObj:
@@ -123,6 +139,16 @@ FRESH = frozenset((
     "ConstantPadNdBackward0", "ClampBackward0", "EmbeddingBackward0", "NativeLayerNormBackward0",
     "AsStridedBackward0", "SplitWithSizesBackward0", "ZeroBackward0", "MaxPool2DWithIndicesBackward0",
     "AvgPool2DBackward0", "ConvolutionBackward0", "NativeGroupNormBackward0", "NativeBatchNormBackward0",
+    # nll_loss of a 3-d or 5-d input (reshaped to 4-d: nll_loss2d), pools, in-place activations,
+    # gathers and scatters (each output checked with ``is`` and storage pointers in torch 2.13)
+    "NllLoss2DBackward0", "AdaptiveAvgPool2DBackward0", "AdaptiveAvgPool3DBackward0", "AdaptiveMaxPool2DBackward0",
+    "AvgPool3DBackward0", "MaxPool3DWithIndicesBackward0", "EluBackward1", "LeakyReluBackward1", "HardswishBackward0",
+    "MishBackward0", "GatherBackward0", "IndexSelectBackward0", "IndexBackward0", "ScatterBackward0",
+    "ScatterBackward1", "MaskedFillBackward1", "VarMeanBackward0", "UnsafeSplitBackward0", "FillBackward3",
+    "SafeSoftmaxBackward0",
+    # a create_graph backward's own nodes (probed the same way)
+    "TanhBackwardBackward0", "SigmoidBackwardBackward0", "ThresholdBackwardBackward0", "LeakyReluBackwardBackward0",
+    "MseLossBackwardBackward0",
 ))
 
 #: backward nodes whose gradients are new tensors laid out (batch, length, heads, E) in memory while
@@ -149,6 +175,9 @@ SAME = {
     "AddmmBackward0": (0,),      # the bias, when it is not broadcast (beta 1)
     "BaddbmmBackward0": (0,),
     "torch::autograd::CopyBackwards": (1,),   # copy_'s source (same shape and dtype)
+    "AddBackward1": (0,),        # add.Scalar (x + 1 inside a composite loss)
+    "IndexAddBackward0": (0,),   # self: grad (source: a new tensor)
+    "ScatterAddBackward0": (0,),  # self: grad (src: a new tensor)
 }
 
 
@@ -196,7 +225,18 @@ def _view_obj(node, src: GradObj, g_shape: tuple, v_shape: tuple) -> GradObj | N
             obj.contiguous, obj.strides = src.contiguous, strides
             return obj
         if not src.contiguous and not unit_only:
-            return None       # reshaping a non-contiguous gradient may copy it: not modelled
+            # reshape of a non-contiguous gradient: a view when ATen's computeStride finds strides
+            # for the new shape, else a copy (a new row-major tensor); unknown strides: not modelled
+            layout = _layout(src, g_shape)
+            if layout is None:
+                return None
+            strides = view_strides(g_shape, layout, v_shape)
+            if strides is None:
+                return fresh()
+            obj.to_base = lambda B, v: B.reshape(v, g_shape)
+            obj.from_base = lambda B, g: B.reshape(g, v_shape)
+            _set_layout(obj, v_shape, strides)
+            return obj
         # a view that only adds or drops size-1 dims (squeeze, unsqueeze, a reshape to such a
         # shape) is a view of any layout, in the same row-major order of elements
         obj.to_base = lambda B, v: B.reshape(v, g_shape)
@@ -205,6 +245,9 @@ def _view_obj(node, src: GradObj, g_shape: tuple, v_shape: tuple) -> GradObj | N
         if src.strides is not None:   # an expanded gradient stays expanded along the same dims
             kept = iter([st for d, st in zip(g_shape, src.strides) if d != 1])
             obj.strides = tuple(next(kept) if d != 1 else 1 for d in v_shape)
+        elif src.layout is not None:
+            kept = iter([st for d, st in zip(g_shape, src.layout) if d != 1])
+            _set_layout(obj, v_shape, tuple(next(kept) if d != 1 else 1 for d in v_shape))
         return obj
     if node.name == "TBackward0":
         perm = (1, 0)
@@ -218,7 +261,30 @@ def _view_obj(node, src: GradObj, g_shape: tuple, v_shape: tuple) -> GradObj | N
     obj.contiguous = src.contiguous and perm == tuple(range(nd))
     if src.strides is not None:
         obj.strides = tuple(src.strides[d] for d in perm)
+    else:
+        layout = _layout(src, g_shape)
+        if layout is not None:
+            _set_layout(obj, tuple(g_shape[d] for d in perm), tuple(layout[d] for d in perm))
     return obj
+
+
+def _layout(obj: GradObj, shape: tuple) -> tuple | None:
+    """The strides of a gradient tensor of ``shape`` that repeats no element, where known."""
+    from adjoint.values.strides import contiguous_strides
+    if obj.strides is not None or obj.unknown_layout:
+        return None
+    if obj.layout is not None:
+        return obj.layout
+    return contiguous_strides(shape) if obj.contiguous else None
+
+
+def _set_layout(obj: GradObj, shape: tuple, strides: tuple) -> None:
+    """``obj`` has ``strides``: contiguous when they are row-major's (size-1 dims aside, as
+    AccumulateGrad's layout contract reads them), else its ``layout``."""
+    from adjoint.values.strides import contiguous_strides
+    own = contiguous_strides(shape)
+    obj.contiguous = all(n == 1 or a == b for n, a, b in zip(shape, strides, own))
+    obj.layout = None if obj.contiguous else tuple(strides)
 
 
 def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | None = None) -> list:
@@ -246,8 +312,21 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
             handed = inputs is not None and len(inputs) == 1 and inputs[0] is not None and \
                 tuple(shape_of(inputs[0])) == tuple(shape_of(g))
             out.append(src if src is not None and same and handed else fresh())
+        elif kind == "op" and (node.name == "MmBackward0" or (node.name == "AddmmBackward0" and i in (1, 2))):
+            out.append(_mm_grad(node, i))
         elif kind not in ("function", "copyslices") and node.name in FRESH:
-            out.append(fresh())
+            strides = None
+            if node.name in POINTWISE and not _row_major_operands(node, in_objs, inputs, shape_of):
+                strides = _pointwise_strides(node, i, in_objs, inputs, g, shape_of)
+            elif node.name in LIKE_INPUT and not _row_major_operands(node, in_objs, inputs, shape_of):
+                strides = _like_input_strides(node, in_objs, inputs, g, shape_of)
+            obj = GradObj()
+            if strides is not None:
+                _set_layout(obj, tuple(shape_of(g)), strides)
+            # else row-major: so every other kernel's result is taken (a matrix product's: _mm_grad;
+            # a softmax's or a normalization's over a transposed input is, probed; not every
+            # kernel's over non-contiguous operands is checked)
+            out.append(obj)
         elif kind == "copyslices" and _copyslices_fresh(node):
             out.append(fresh())
         elif kind == "op" and node.name in HEADS_LAST and len(shape_of(g)) == 4:
@@ -299,6 +378,144 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
     return out
 
 
+def _decreasing(shape, strides) -> bool:
+    """Strides in row-major order (each dim's larger than the next's), size-1 and stride-0 dims aside."""
+    kept = [st for n, st in zip(shape, strides) if n != 1 and st != 0]
+    return all(a > b for a, b in zip(kept, kept[1:]))
+
+
+def _row_major_operands(node, in_objs: list, inputs, shape_of) -> bool:
+    """Does the new tensor a node makes come out row-major? A kernel lays its result out after its
+    operands (TensorIterator's reorder_dimensions; empty_like keeps a dense input's strides), so
+    it does when every operand is in row-major order: the incoming gradients and the op's
+    forward inputs (which its formula reads, saved). Otherwise its strides are not known here
+    (``y * y`` of a transposed ``y`` hands on a transposed gradient, which a reshape then copies)."""
+    for k, o in enumerate(in_objs):
+        if o is None:
+            continue
+        if o.unknown_layout or o.unknown_strides:
+            return False
+        strides = o.strides if o.strides is not None else o.layout
+        if strides is not None:
+            value = inputs[k] if inputs is not None and k < len(inputs) else None
+            if value is None or not _decreasing(tuple(shape_of(value)), strides):
+                return False
+    for t in node.inputs:
+        if isinstance(t, Tensor) and t.strides and not _decreasing(tuple(t.shape), tuple(t.strides)):
+            return False
+    return True
+
+
+#: FRESH nodes whose formulas are elementwise (TensorIterator kernels over the incoming gradient and
+#: the op's forward operands, all of the result's shape)
+POINTWISE = frozenset((
+    "MulBackward0", "MulBackward1", "DivBackward0", "DivBackward1", "NegBackward0", "PowBackward0",
+    "RsubBackward0", "RsubBackward1", "ReluBackward0", "TanhBackward0", "ExpBackward0", "AbsBackward0",
+    "SigmoidBackward0", "SqrtBackward0", "LogBackward0", "SinBackward0", "CosBackward0", "GeluBackward0",
+    "SiluBackward0", "LeakyReluBackward0", "EluBackward0", "SoftplusBackward0", "HardtanhBackward0",
+    "ReciprocalBackward0", "ClampBackward1", "HardswishBackward0", "MishBackward0",
+))
+
+
+#: FRESH nodes whose formulas compute elementwise over the forward inputs with the incoming
+#: gradient broadcast back over the reduced dims (var_backward: grad * (self - mean), norm:
+#: self * grad / norm, amax: a mask self == result; maximum: where(self == other, ...);
+#: where: where(cond, grad, 0), laid out after cond)
+LIKE_INPUT = frozenset(("VarBackward0", "LinalgVectorNormBackward0", "AmaxBackward0", "AminBackward0",
+                        "MaximumBackward0", "MinimumBackward0", "WhereBackward0"))
+
+
+def _like_input_strides(node, in_objs: list, inputs, g, shape_of) -> tuple | None:
+    """The strides of such a node's gradient ``g`` when the incoming gradient decides nothing (one
+    element, or ``sum``'s expanded gradient: every dim broadcast): TensorIterator's layout of the
+    forward inputs of ``g``'s shape, when every order of them gives one; else None (row-major taken)."""
+    from adjoint.values.strides import iterator_strides
+    if not in_objs or in_objs[0] is None or not inputs or inputs[0] is None:
+        return None
+    o, shape = in_objs[0], tuple(shape_of(g))
+    numel = 1
+    for d in shape_of(inputs[0]):
+        numel *= d
+    if not (numel == 1 or (o.strides is not None and not any(o.strides))):
+        return None
+    if node.name == "WhereBackward0":   # where(cond, grad, 0): cond is the first operand, and decides
+        cond = node.inputs[-1] if node.inputs else None
+        if not isinstance(cond, Tensor) or cond.dtype != "bool":
+            return None
+        from adjoint.values.strides import contiguous_strides
+        return tuple(iterator_strides([(tuple(cond.shape), tuple(cond.strides) if cond.strides else
+                                        contiguous_strides(tuple(cond.shape)))], shape))
+    forward = [(tuple(t.shape), tuple(t.strides)) for t in node.inputs
+               if isinstance(t, Tensor) and not t.wrapped and tuple(t.shape) == shape and t.strides]
+    if not forward:
+        return None
+    found = {tuple(iterator_strides(ops, shape)) for ops in (forward, forward[::-1])}
+    return found.pop() if len(found) == 1 else None
+
+
+def _pointwise_strides(node, i: int, in_objs: list, inputs, g, shape_of) -> tuple | None:
+    """The strides of an elementwise backward's result ``g`` (output ``i``): TensorIterator's layout
+    of the incoming gradient and the forward operands -- when every order of those operands gives
+    the same one (a formula of several kernels then lays each out alike), else None."""
+    from adjoint.values.strides import contiguous_strides, iterator_strides
+    if not in_objs or in_objs[0] is None or not inputs or inputs[0] is None:
+        return None
+    shape = tuple(shape_of(g))
+    edge_in = node.inputs[i] if i < len(node.inputs) else None
+    if tuple(shape_of(inputs[0])) != shape or (edge_in is not None and tuple(edge_in.shape) != shape):
+        return None       # summed back to a broadcast input: a reduction's layout
+    o = in_objs[0]
+    if o.unknown_layout or o.unknown_strides:
+        return None
+    grad = (shape, o.strides if o.strides is not None else o.layout if o.layout is not None else
+            contiguous_strides(shape))
+    forward = [(tuple(t.shape), tuple(t.strides) if t.strides else contiguous_strides(tuple(t.shape)))
+               for t in node.inputs if isinstance(t, Tensor) and not t.wrapped and len(t.shape)]
+    orders = ([grad] + forward, [grad] + forward[::-1], forward + [grad], forward[::-1] + [grad])
+    found = {tuple(iterator_strides(ops, shape)) for ops in orders}
+    return found.pop() if len(found) == 1 else None
+
+
+#: FRESH nodes whose new gradients are row-major whatever their operands' strides (bmm and
+#: mv's results, ger's outer product: derivatives.yaml's formulas for BmmBackward0, MvBackward0)
+ROW_MAJOR = frozenset(("BmmBackward0", "MvBackward0"))
+
+
+def _mm_grad(node, i: int) -> GradObj:
+    """A matrix product's gradient for its matrix operand ``i`` (mm_mat1_backward /
+    mm_mat2_backward): computed transposed, so column-major, when that operand is column-major
+    (strides (1, rows): ``w.t()``, nn.Linear's weight as addmm reads it), else ``mm``'s row-major
+    result; TBackward0 then hands ``w`` a row-major gradient, which AccumulateGrad takes as ``.grad``."""
+    t = node.inputs[i] if i < len(node.inputs) else None
+    obj = GradObj()
+    if isinstance(t, Tensor) and len(t.shape) == 2 and t.strides and \
+            t.strides[0] == 1 and t.strides[1] == t.shape[0]:
+        rows, cols = t.shape
+        _set_layout(obj, (rows, cols), (1, rows))
+    return obj
+
+
+def _sum_obj(old: GradObj | None, new: GradObj | None, value, B) -> GradObj:
+    """The buffer after a second gradient arrived: ``old + new`` (or ``old.add_(new)``), a new tensor
+    laid out as TensorIterator lays out the sum of the two (``old``'s strides first)."""
+    from adjoint.values.strides import contiguous_strides, iterator_strides
+    obj = GradObj()
+    if value is None or old is None or new is None:
+        return obj
+    shape = tuple(B.shape(value))
+    layouts = []
+    for o in (old, new):
+        if o.unknown_layout or o.unknown_strides:
+            obj.contiguous = False          # strides not known: views of it are not placed
+            return obj
+        layouts.append((shape, o.strides if o.strides is not None else o.layout if o.layout is not None
+                        else contiguous_strides(shape)))
+    if all(st == contiguous_strides(shape) for _, st in layouts):
+        return obj
+    _set_layout(obj, shape, tuple(iterator_strides(layouts, shape)))
+    return obj
+
+
 def _arithmetic_formula(node, i: int) -> bool:
     """A custom Function's backward formula for output ``i`` is an operator expression
     (``grad_output * output``): PyTorch computes a new tensor, which the node hands on."""
@@ -319,7 +536,7 @@ def _cat_piece(node, i: int, src: GradObj, grad, g, shape_of) -> GradObj | None:
     > 1) is what AccumulateGrad takes as ``.grad`` itself."""
     from adjoint.values.strides import contiguous_strides
     expanded = src.overlaps and src.to_base is not None and not src.unknown_layout
-    if (src.strides is not None or not src.contiguous or src.unknown_layout) and not expanded:
+    if (src.strides is not None or src.unknown_layout) and not expanded:
         return None
     g_shape, v_shape = tuple(shape_of(grad)), tuple(shape_of(g))
     nd = len(g_shape)
@@ -330,9 +547,12 @@ def _cat_piece(node, i: int, src: GradObj, grad, g, shape_of) -> GradObj | None:
     edge_in = node.inputs[i] if i < len(node.inputs) else None
     if edge_in is None or tuple(edge_in.shape) != v_shape or edge_in.dtype != _out_dtype(node):
         return None
+    layout = None if expanded else _layout(src, g_shape)
+    if layout is None and not expanded:
+        return None       # a non-contiguous gradient of unknown strides
     if stack:
         key = (slice(None),) * dim + (i,)
-        strides = contiguous_strides(g_shape)
+        strides = layout if layout is not None else contiguous_strides(g_shape)
         strides = strides[:dim] + strides[dim + 1:]
     else:
         start = 0
@@ -342,7 +562,7 @@ def _cat_piece(node, i: int, src: GradObj, grad, g, shape_of) -> GradObj | None:
                 return None
             start += tuple(prev.shape)[dim]
         key = (slice(None),) * dim + (slice(start, start + v_shape[dim]),)
-        strides = contiguous_strides(g_shape)
+        strides = layout if layout is not None else contiguous_strides(g_shape)
     src.value = grad
     if expanded:
         return _expanded_piece(src, key, dim, stack, g_shape, v_shape)
@@ -350,8 +570,7 @@ def _cat_piece(node, i: int, src: GradObj, grad, g, shape_of) -> GradObj | None:
     obj.base = src
     obj.to_base = lambda B, v: None if src.value is None else B.assign(src.value, key, v)
     obj.from_base = lambda B, x: B.index(x, key)
-    own = contiguous_strides(v_shape)
-    obj.contiguous = all(n == 1 or a == b for n, a, b in zip(v_shape, strides, own))
+    _set_layout(obj, v_shape, tuple(strides))
     return obj
 
 
@@ -482,6 +701,10 @@ class Aliases:
         """The hook just run wrote these engine tensors in place: every holder sees the write.
         Returns the writes (GradObj -> new value)."""
         writes = self.engine.rt.hooks_runner.writes
+        if writes and getattr(self.engine, "create_graph", False):
+            # grad mode is on in a create_graph backward: the write is recorded (a node, a rebase)
+            raise ProblemError(hook.loc, f"the {_kind(hook)} '{hook.label}' writes in place a gradient of a "
+                                         "create_graph backward: not modelled yet (return the new value instead)")
         if writes:
             self.write(writes, hook)
         return writes
@@ -561,7 +784,12 @@ class Aliases:
         # gradient (HEADS_LAST) keeps its layout through the sum
         prev = self.pending.get((node, slot))
         keep = prev is not None and prev.strides is not None and 0 not in prev.strides and not prev.unknown_layout
-        self.pending[(node, slot)] = GradObj(None, prev.strides) if keep else fresh()
+        # a sum laid out after operands that are not row-major (old + new, or old.add_(new)): strides not known
+        if keep:
+            self.pending[(node, slot)] = GradObj(None, prev.strides)
+        else:
+            self.pending[(node, slot)] = _sum_obj(prev, obj, values[slot] if slot < len(values) else None,
+                                                  self.engine.B)
 
     def take(self, node, n: int) -> list:
         self.lists.pop(node, None)

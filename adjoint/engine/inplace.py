@@ -340,13 +340,45 @@ def write(rt, t: Tensor, value) -> None:
     """Store ``value`` into ``t`` (through to its base for a view) and bump the shared version."""
     if t.base is not None:
         base = t.base
-        new_base = scatter_into(rt, base.value, t.view_ops, value)
+        if _repeats(base):   # a hook's expanded gradient (sum's): elements that are one memory location
+            new_base = write_memory(rt.B, base, t.view_ops, value)
+        else:
+            new_base = scatter_into(rt, base.value, t.view_ops, value)
         t.version.value += 1
         base.value = new_base
         t.value = value
     else:
         t.version.value += 1
         t.value = value
+
+
+def _repeats(t: Tensor) -> bool:
+    """Elements of ``t`` that are one memory location (a stride 0 along a dim of size > 1)."""
+    return bool(t.strides) and any(st == 0 and d > 1 for d, st in zip(t.shape, t.strides))
+
+
+def write_memory(B, base: Tensor, chain, value):
+    """The new value of ``base`` (whose strides repeat memory: ``sum``'s expanded gradient, as a
+    backward hook is handed it) after its view ``chain`` was written with ``value``, as PyTorch's
+    write through the memory does: each element of the view writes its memory location, and
+    every element of ``base`` at that location reads it (``grad[0] = 0`` zeroes every repeat of
+    the elements of row 0). Elements of the view that are one location take one value: an op
+    that checks overlap raised before, and ``fill_`` / ``zero_`` write one value; anything else
+    is not placed (refused)."""
+    shape = tuple(B.shape(base.value))
+    at = _addresses(base, shape)                      # base element -> memory location
+    n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    flat_at = at.reshape(-1)
+    locations, first = np.unique(flat_at, return_index=True)
+    memory = B.index(B.reshape(base.value, (n,)), (first,))
+    written = np.searchsorted(locations, at[_positions(shape, chain)].reshape(-1))
+    new = B.reshape(value, (written.size,))
+    once, first_write = np.unique(written, return_index=True)
+    if once.size != written.size and not B.equals(B.index(new, (first_write[np.searchsorted(once, written)],)), new):
+        raise ProblemError(None, "writing different values into elements of an expanded gradient that are one "
+                                 "memory location is not modelled")
+    memory = B.assign(memory, (written,), new)
+    return B.reshape(B.index(memory, (np.searchsorted(locations, flat_at),)), shape)
 
 
 def scatter_into(rt, base_value, chain, value):

@@ -17,6 +17,12 @@ Which calls are watched: every torch call a forward makes from Python, through a
 calls: ``torch.sin``, ``F.linear`` inside ``nn.Linear``, ``Tensor.mul``; each rerun covers
 the nodes its call makes inside), and a custom Function's ``apply`` (whose
 ``save_for_backward`` packs after its forward returned), through :func:`watch_call`.
+
+A call that may write its operands (an in-place op, a custom Function whose forward writes an
+input and marks it dirty) is rerun on fresh copies of them, made before the rerun's first
+number is read: on the operands themselves it would write them a second time and give a
+dirty input a second new ``grad_fn``, so that the tensor no longer names the node the failed
+pack was building (PyTorch's run rebased it once, onto that node).
 """
 
 from __future__ import annotations
@@ -31,17 +37,22 @@ def _identity(x):
     return x
 
 
-def name_unfinished(log: list, mark: int, start: int, rerun) -> None:
+def name_unfinished(log: list, mark: int, start: int, rerun, args=None) -> None:
     """Name the node of every pack call logged since ``mark`` for a node numbered from ``start`` on
-    that no tensor holds, by calling ``rerun()`` once more (see the module docstring)."""
+    that no tensor holds, by calling ``rerun()`` once more (see the module docstring); with
+    ``args``, ``rerun(*copies)`` on fresh copies of them (a call that writes its operands)."""
     pending = [r for r in log[mark:] if r.get("kind") == "pack" and "_node" not in r
                and r.get("_seq") is not None and r["_seq"] >= start]
     if not pending:
         return
     with torch.autograd.graph.saved_tensors_hooks(_identity, _identity):
+        try:
+            copies = None if args is None else _fresh(args, {})
+        except Exception:   # noqa: BLE001 -- only a name is sought
+            return
         again = graphs.next_sequence_nr()
         try:
-            out = rerun()
+            out = rerun() if copies is None else rerun(*copies)
         except Exception:   # noqa: BLE001 -- the run has failed already; nothing more to learn
             return
     nodes = graphs.NodeIndex()
@@ -69,7 +80,10 @@ class WatchPacks(TorchFunctionMode):
         try:
             out = func(*args, **kwargs)
         except Exception:
-            name_unfinished(self.log, mark, start, lambda: func(*args, **kwargs))
+            if _writes(func, kwargs):
+                name_unfinished(self.log, mark, start, lambda a, k: func(*a, **k), (tuple(args), kwargs))
+            else:
+                name_unfinished(self.log, mark, start, lambda: func(*args, **kwargs))
             if _writes_a_view(func, args):   # a rerun that fails the same way (an overlap) names nothing
                 name_wrapped(self.log, mark, func, args, kwargs)
             raise
@@ -85,6 +99,37 @@ def _writes_a_view(func, args) -> bool:
     name = getattr(func, "__name__", "")
     inplace = (name.endswith("_") and not name.startswith("__")) or name in _AUGMENTED
     return inplace and bool(args) and isinstance(args[0], torch.Tensor) and args[0]._is_view()
+
+
+def _writes(func, kwargs) -> bool:
+    """A call that writes its first operand (or an ``out=`` tensor given by keyword)."""
+    name = getattr(func, "__name__", "")
+    return (name.endswith("_") and not name.startswith("__")) or name in _AUGMENTED or "out" in kwargs
+
+
+def _fresh(value, made: dict):
+    """``value`` with every tensor in it (in tuples, lists and dicts of keyword arguments too)
+    replaced by a fresh copy with the same ``requires_grad``, leafness and view-ness (a view: the
+    same strides over a copy of its base); one tensor met twice is one copy."""
+    if isinstance(value, (tuple, list)):
+        return type(value)(_fresh(v, made) for v in value)
+    if isinstance(value, dict):
+        return {k: _fresh(v, made) for k, v in value.items()}
+    if not isinstance(value, torch.Tensor):
+        return value
+    if id(value) in made:
+        return made[id(value)]
+    if value._is_view() and value._base is not None:
+        base = _fresh(value._base, made)
+        c = base.as_strided(value.size(), value.stride(), value.storage_offset())
+    else:
+        c = value.detach().clone()
+        if value.requires_grad:
+            c.requires_grad_()
+            if not value.is_leaf:
+                c = c * 1
+    made[id(value)] = c
+    return c
 
 
 _AUGMENTED = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__ipow__"}
@@ -129,6 +174,6 @@ def watch_call(log: list, fn, *args):
     mark = len(log)
     try:
         return fn(*args)
-    except Exception:
-        name_unfinished(log, mark, start, lambda: fn(*args))
+    except Exception:   # its forward may have written an input (dirty): the rerun writes copies
+        name_unfinished(log, mark, start, fn, args)
         raise
