@@ -42,7 +42,9 @@ class _ForceMask(TorchDispatchMode):
         if func is BERNOULLI:
             self.draws += 1
             target = args[0]
-            if tuple(target.shape) != tuple(self.mask.shape) or self.draws > 1:
+            # a second draw is refused once the call returns (forced_mask); not here, since a call that
+            # failed is rerun to name its unfinished packs (adjoint.torchside.unfinished), drawing again
+            if tuple(target.shape) != tuple(self.mask.shape):
                 raise ProblemError(self.decl.mask.loc, f"verify cannot force the mask of '{self.decl.label}': "
                                                        f"PyTorch draws a keep-mask of shape {list(target.shape)} "
                                                        f"(draw {self.draws}); give a mask of that shape, one call "
