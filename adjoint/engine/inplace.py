@@ -463,5 +463,9 @@ def copy_slices_backward(rt, node: Node, g, need: list, fn_vjp) -> list:
     view, fn = node.params
     grad_slice = view_value(B, g, view.grad_view_ops)
     res = fn_vjp(fn, [grad_slice], [True] + list(need[1:]))
-    result = scatter_into(rt, g, view.grad_view_ops, res[0] if res[0] is not None else B.zeros(view.shape))
+    if res[0] is None:
+        # CopySlices::apply_impl skips an undefined result (a custom Function returning None for
+        # the view): the base's whole gradient stays undefined, the part outside the view too
+        return [None] + list(res[1:])
+    result = scatter_into(rt, g, view.grad_view_ops, res[0])
     return [result] + list(res[1:])
