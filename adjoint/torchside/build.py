@@ -157,7 +157,8 @@ class CustomModule(nn.Module):
         if self._adjoint_function is not None:
             tensors = [bound[n] for n in decl.inputs]
             params = [self._parameters[p.name.rsplit(".", 1)[-1]] for p in decl.params]
-            return watch_call(self._adjoint_run.log, self._adjoint_function.apply, *tensors, *params)
+            return watch_call(self._adjoint_run.log, self._adjoint_function.apply, *tensors, *params,
+                              node_name=self._adjoint_function.__name__ + "Backward")
         scope = ModuleScope(self._adjoint_run, decl, self, bound)
         return self._adjoint_run.program(scope).run(decl.forward)
 

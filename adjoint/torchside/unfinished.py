@@ -168,12 +168,25 @@ def name_wrapped(log: list, mark: int, func, args, kwargs) -> None:
             r["_node"] = node.name()
 
 
-def watch_call(log: list, fn, *args):
-    """``fn(*args)`` (a custom Function's apply), its unfinished packs named if it fails."""
+def watch_call(log: list, fn, *args, node_name: str | None = None):
+    """``fn(*args)`` (a custom Function's apply), its unfinished packs named if it fails. With
+    ``node_name`` (the Function's backward class, ``<Name>Backward``): when the Function wrote a
+    view it marked dirty, its node is wrapped inside the base's ``CopySlices``, where no graph walk
+    reaches it, so the packs its ``save_for_backward`` made are named here (every pack of the call
+    is its node's: the Function's forward runs without grad)."""
     start = graphs.next_sequence_nr()
     mark = len(log)
     try:
-        return fn(*args)
+        out = fn(*args)
     except Exception:   # its forward may have written an input (dirty): the rerun writes copies
         name_unfinished(log, mark, start, fn, args)
         raise
+    if node_name is not None:
+        first = out[0] if isinstance(out, tuple) and out else out
+        base = first._base if isinstance(first, torch.Tensor) and first._is_view() else None
+        node = graphs.grad_fn_of(base) if base is not None else None   # the view's is AsStridedBackward0
+        if node is not None and node.name().endswith("CopySlices"):   # torch::autograd::CopySlices
+            for r in log[mark:]:
+                if r.get("kind") == "pack" and "_node" not in r:
+                    r["_node"] = node_name
+    return out
