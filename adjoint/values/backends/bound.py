@@ -235,8 +235,17 @@ class BoundBackend(Float64Backend):
 
     def pow(self, x, e):
         r = super().pow(x, e).a
+        ex = np.broadcast_to(_e(x), np.shape(x.a))
         with np.errstate(all="ignore"):
-            dx = np.where(e.a == 0, 0.0, e.a * np.power(x.a, e.a - 1))   # x ** 0 is exactly 1, whatever x
+            # the largest |d/dx x ** e| over [x - e_x, x + e_x] (the mean value theorem, so the bound
+            # holds beyond first order: (0 + e_x) ** 2 is e_x ** 2, where the slope at 0 is 0):
+            # |e| |x| ** (e - 1) grows with |x| for e >= 1 (taken at |x| + e_x) and shrinks for
+            # e < 1 (taken at |x| - e_x, unbounded where that reaches 0); x ** 0 is exactly 1
+            a = np.abs(x.a)
+            lo = a - ex
+            grows = np.abs(e.a) * np.power(a + ex, e.a - 1)
+            shrinks = np.where(lo > 0, np.abs(e.a) * np.power(np.where(lo > 0, lo, 1.0), e.a - 1), np.inf)
+            dx = np.where(e.a == 0, 0.0, np.where(e.a >= 1, grows, shrinks))
             de = r * np.log(np.abs(x.a))
         return self._b(r, _times(dx, _e(x)) + _times(de, _e(e)) + self._round_under(r, KERNEL_ULPS))
 
