@@ -107,6 +107,18 @@ def _make_layer_info(mod: Mod):
     return layer
 
 
+
+def _pool_args(k, stride, pad, ceil) -> dict:
+    """A pool module's arguments, the defaults left out (stride None: the kernel size)."""
+    args = {"kernel_size": k}
+    if stride is not None:
+        args["stride"] = stride
+    if pad:
+        args["padding"] = pad
+    if ceil:
+        args["ceil_mode"] = True
+    return args
+
 class LayerGen:
     """Mixin of Gen (``self.s``, ``self.values``, ``self.spend``, ``self.fresh``, ...)."""
 
@@ -466,13 +478,7 @@ class LayerGen:
             outs = tuple(_pool_out(n_, k, st, pad, 1, ceil) for n_ in shape[2:])
             if any(o < 1 for o in outs):
                 return None
-            args = {"kernel_size": k}
-            if stride is not None:
-                args["stride"] = stride
-            if pad:
-                args["padding"] = pad
-            if ceil:
-                args["ceil_mode"] = True
+            args = _pool_args(k, stride, pad, ceil)
             typ = "MaxPool2d"
             if kind == "avgpool":
                 typ = "AvgPool2d"
@@ -495,13 +501,7 @@ class LayerGen:
             out = _pool_out(length, k, stride or k, pad, 1, ceil)
             if out < 1:
                 return None
-            args = {"kernel_size": k}
-            if stride is not None:
-                args["stride"] = stride
-            if pad:
-                args["padding"] = pad
-            if ceil:
-                args["ceil_mode"] = True
+            args = _pool_args(k, stride, pad, ceil)
             if kind == "avgpool1d" and pad and s.coin(0.4):
                 args["count_include_pad"] = False
             typ = "MaxPool1d" if kind == "maxpool1d" else "AvgPool1d"
