@@ -23,10 +23,7 @@ REGRESSIONS = sorted(glob.glob(os.path.join(HERE, "data", "regressions", "*.yaml
 
 #: Regression files whose engine bug is not fixed yet: file name -> reason (strict xfail,
 #: so the fix flips them and the entry must go).
-KNOWN: dict[str, str] = {
-    "known_accumulate_grad_copy_under_hooks.yaml": "a wrong answer found by the last sweep (seed 83003, problem "
-                                                   "979): AccumulateGrad copies the gradient where adjoint takes it",
-}
+KNOWN: dict[str, str] = {}
 
 # The bounded CI run: 200 + 60 v1 problems of at most 2 transcendental ops (their exact values
 # stay small), each checked in every variant, and V2_SEEDS below: v2 problems, a fixed handful

@@ -275,9 +275,9 @@ def make_function(decl: Module, run) -> type:
     fdecl: Function = decl.function
     slots = tuple(decl.inputs) + tuple(p.name.rsplit(".", 1)[-1] for p in decl.params)
 
-    def evaluate(tensors):
+    def evaluate(tensors, make=run.program):
         env = dict(zip(slots, tensors))
-        program = run.program(EnvScope(env, f"the forward of '{decl.label}'"))
+        program = make(EnvScope(env, f"the forward of '{decl.label}'"))
         out = program.run(decl.forward)
         return out, {k: v for k, v in env.items() if k not in slots}
 
@@ -303,7 +303,7 @@ def make_function(decl: Module, run) -> type:
         if fdecl.save is None:
             kept = iter(tensors)
             tensors = [ctx.plain[i] if i in ctx.plain else next(kept) for i in range(len(slots))]
-            output, local = evaluate(tensors)
+            output, local = evaluate(tensors, run.backward_program)
             env = dict(zip(slots, tensors))
             env.update(local)
             env["output"] = output
@@ -311,7 +311,9 @@ def make_function(decl: Module, run) -> type:
             env = {"saved": tensors}
         env["grad_output"] = grad_output
         if fdecl.does:   # the backward's statements; the forward's named tensors as a closure
-            program = run.program(EnvScope(env, f"the backward of {fdecl.name}", run))
+            # the engine runs this: a value kept alive by the run would be an extra reference to
+            # the gradient returned, and AccumulateGrad would copy it instead of taking it
+            program = run.backward_program(EnvScope(env, f"the backward of {fdecl.name}", run))
             for stmt in fdecl.does:
                 program.execute(stmt)
         grads = []
@@ -320,7 +322,7 @@ def make_function(decl: Module, run) -> type:
                 grads.append(None)
             else:
                 scope = EnvScope(dict(env), f"the backward formula for '{slot}' of {fdecl.name}")
-                grads.append(run.program(scope).eval(formula))
+                grads.append(run.backward_program(scope).eval(formula))
         return tuple(grads)
 
     return type(fdecl.name, (torch.autograd.Function,),
