@@ -12,6 +12,7 @@ real backend's. Which ops may meet a complex operand at all is decided before th
 
 from __future__ import annotations
 
+from adjoint.values.backends.composed import Composed
 from adjoint.values.complexes import Cx
 from adjoint.values.numbers.gaussian import Gaussian
 
@@ -23,7 +24,7 @@ _PLACING = ("place", "place_add", "place_along")
 _BILINEAR = ("mul", "matmul2d", "outer", "bmm")
 
 
-class ComplexBackend:
+class ComplexBackend(Composed):
     """The real backend ``inner``'s methods, extended to :class:`Cx` values."""
 
     def __init__(self, inner, complex_dtype: str = "complex128"):
@@ -157,15 +158,6 @@ class ComplexBackend:
         # two gradients of one tensor summed (an input buffer, .grad accumulating) keep its dtype
         tag = x.dtype if isinstance(x, Cx) and isinstance(y, Cx) and x.dtype == y.dtype else None
         return Cx(self.inner.add(a, c), self.inner.add(b, d), tag)
-
-    def direction(self, x, n):
-        """norm_backward's ``(x / n).masked_fill_(n == 0, 0)`` for the 2-norm ``n`` of ``x`` (the
-        rounding backend bounds it by 1 where ``n`` may be 0 in PyTorch's floats)."""
-        return self.choose(n, "==", self.zeros(self.shape(x)), self.div(x, n))
-
-    def normalize(self, x, mean, rstd):
-        """A norm's ``(x - mean) * rstd`` (the rounding backend widens it as PyTorch's fused kernels round)."""
-        return self.mul(self.sub(x, mean), rstd)
 
     def sub(self, x, y):
         if not isinstance(x, Cx) and not isinstance(y, Cx):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from adjoint.values.backends.composed import Composed
 from adjoint.values.numbers.sizes import broadcast_shape
 
 from adjoint.values import exact as E
@@ -26,7 +27,7 @@ from adjoint.values.numbers.rational import QArray
 from adjoint.values.numbers.symbolic import MAX_CLOSED_FORM, sympy, tree_size
 
 
-class ExactBackend(ExactLosses, ExactSelections, ExactNN):
+class ExactBackend(ExactLosses, ExactSelections, ExactNN, Composed):
     """Exact values (:class:`adjoint.values.exact.Exact`). ``symbols``: values bound to the file's free
     symbols (``--numeric``, verify); ``closed``: the file has free symbols left free, so every
     transcendental value stays a SymPy closed form (otherwise it is certified: balls, with a
@@ -120,15 +121,6 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN):
     mul = staticmethod(O.mul)
     div = staticmethod(O.div)
     neg = staticmethod(O.neg)
-
-    def direction(self, x, n):
-        """norm_backward's ``(x / n).masked_fill_(n == 0, 0)`` for the 2-norm ``n`` of ``x`` (the
-        rounding backend bounds it by 1 where ``n`` may be 0 in PyTorch's floats)."""
-        return self.choose(n, "==", self.zeros(self.shape(x)), self.div(x, n))
-
-    def normalize(self, x, mean, rstd):
-        """A norm's ``(x - mean) * rstd`` (the rounding backend widens it as PyTorch's fused kernels round)."""
-        return self.mul(self.sub(x, mean), rstd)
 
     def pow(self, x, e):
         return T.power(x, e, self.closed)

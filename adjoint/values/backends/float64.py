@@ -20,6 +20,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from adjoint.values.backends.composed import Composed
 from adjoint.format.errors import ProblemError
 from adjoint.values.backends.inexact import NoExactChecks
 from adjoint.values.asdata import AsData
@@ -78,7 +79,7 @@ def _v(a) -> F64:
     return F64(a)
 
 
-class Float64Backend(NoExactChecks):
+class Float64Backend(NoExactChecks, Composed):
     """numpy float64 values; the method API of :class:`adjoint.values.backends.exact.ExactBackend`."""
 
     name = "float64"
@@ -146,15 +147,6 @@ class Float64Backend(NoExactChecks):
     def sub(self, x, y):
         with np.errstate(all="ignore"):
             return _v(x.a - y.a)
-
-    def direction(self, x, n):
-        """norm_backward's ``(x / n).masked_fill_(n == 0, 0)`` for the 2-norm ``n`` of ``x`` (the
-        rounding backend bounds it by 1 where ``n`` may be 0 in PyTorch's floats)."""
-        return self.choose(n, "==", self.zeros(self.shape(x)), self.div(x, n))
-
-    def normalize(self, x, mean, rstd):
-        """A norm's ``(x - mean) * rstd`` (the rounding backend widens it as PyTorch's fused kernels round)."""
-        return self.mul(self.sub(x, mean), rstd)
 
     def mul(self, x, y):
         with np.errstate(all="ignore"):

@@ -13,6 +13,7 @@ values (none among the ops so far) could not be modelled here.
 from __future__ import annotations
 
 import numpy as np
+from adjoint.values.backends.composed import Composed
 from adjoint.values.numbers.sizes import broadcast_shape
 
 from adjoint.values.backends.inexact import NoExactChecks
@@ -74,7 +75,7 @@ def _probe(shape) -> np.ndarray:
     return np.broadcast_to(np.empty((), dtype=np.int8), tuple(shape))
 
 
-class StructureBackend(NoExactChecks):
+class StructureBackend(NoExactChecks, Composed):
     """Shapes only; the method API of :class:`adjoint.values.backends.exact.ExactBackend`."""
 
     name = "structure"
@@ -124,15 +125,6 @@ class StructureBackend(NoExactChecks):
         return _b(x, y)
 
     sub = mul = div = pow = add
-
-    def direction(self, x, n):
-        """norm_backward's ``(x / n).masked_fill_(n == 0, 0)`` for the 2-norm ``n`` of ``x`` (the
-        rounding backend bounds it by 1 where ``n`` may be 0 in PyTorch's floats)."""
-        return self.choose(n, "==", self.zeros(self.shape(x)), self.div(x, n))
-
-    def normalize(self, x, mean, rstd):
-        """A norm's ``(x - mean) * rstd`` (the rounding backend widens it as PyTorch's fused kernels round)."""
-        return self.mul(self.sub(x, mean), rstd)
 
     def neg(self, x):
         return _same(x)

@@ -1,0 +1,16 @@
+"""Backend methods written once in the backend interface itself (``choose``, ``div``, ``mul``,
+``sub``): every backend gets them by mixing in :class:`Composed`; a backend that rounds
+differently (the rounding bound) overrides them and calls these through ``super()``."""
+
+from __future__ import annotations
+
+
+class Composed:
+    def direction(self, x, n):
+        """norm_backward's ``(x / n).masked_fill_(n == 0, 0)`` for the 2-norm ``n`` of ``x`` (the
+        rounding backend bounds it by 1 where ``n`` may be 0 in PyTorch's floats)."""
+        return self.choose(n, "==", self.zeros(self.shape(x)), self.div(x, n))
+
+    def normalize(self, x, mean, rstd):
+        """A norm's ``(x - mean) * rstd`` (the rounding backend widens it as PyTorch's fused kernels round)."""
+        return self.mul(self.sub(x, mean), rstd)
