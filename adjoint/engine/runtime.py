@@ -25,7 +25,7 @@ from adjoint.values.strides import iterator_strides, contiguous_strides
 from adjoint.engine.graph import INF_SEQ, Application, Edge, HookDict, Node, SavedVariable, Tensor
 from adjoint.engine.ops import REGISTRY, Op
 from adjoint.engine.torch_errors import TorchError
-from adjoint.engine.view_history import rebase_message, refresh, view_value
+from adjoint.engine.view_history import rebase_message, refresh, stale, view_value
 from adjoint.values.numbers.sizes import check_work
 from adjoint.engine import complex_grad
 
@@ -454,9 +454,9 @@ def version_message(sv: SavedVariable, node: Node, nodes=(), live=None, captured
     if sv.weak_grad_fn is not None and (t.grad_fn is sv.weak_grad_fn or held_by_an_edge(sv.weak_grad_fn, nodes)
                                         or any(n is sv.weak_grad_fn for n in captured)):
         owner = sv.weak_grad_fn   # an in-place op on a view saved its result: the view's grad_fn then
-    if not sv.is_output and t.is_view and t.view_version != t.version.value and t.creation \
-            and t.creation[0] in ("custom", "multi", "no_grad"):
+    if not sv.is_output and stale(t) and t.creation and t.creation[0] in ("custom", "multi", "no_grad"):
         # reading the view's grad_fn for the message cannot regenerate it: PyTorch raises that instead
+        # (a view of a base that does not require grad has no grad_fn to regenerate: the version error)
         return rebase_message(t, True)
     owner_name, nr = (owner.name if owner else None), (t.output_nr if not sv.is_output else 0)
     if not sv.is_output and t.is_view and t.grad_base.requires_grad and t.view_version != t.version.value:
