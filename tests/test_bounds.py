@@ -236,3 +236,18 @@ def test_products_keep_the_product_of_their_errors_and_underflow():
     assert q.e.tolist() == [np.inf] or not np.isfinite(q.a[0])
     tiny = B.mul(B.literal(_lit(["1e-30"], [1])), B.literal(_lit(["1e-20"], [1])))
     assert tiny.e[0] >= 2.0 ** -149
+
+
+def test_max_routing_grows_only_where_pytorchs_floats_may_pick_another_element():
+    # one window [0, 1, 2] per row; the first row's 1 and 1 + 1e-17 are within their bounds
+    # (2e-16 each) of each other, so the window's g = 3 may go to either: both grow by |g| + e_g;
+    # the second row's tie is exact with no rounding (PyTorch's floats tie too: the first wins)
+    B = BoundBackend("float64")
+    x = Bnd(np.array([[1.0, 1.0 + 1e-17, 0.0], [2.0, 2.0, 0.0]]),
+            np.array([[2e-16, 2e-16, 0.0], [0.0, 0.0, 0.0]]))
+    idx = np.array([[0], [0]])
+    g = Bnd(np.array([[3.0], [5.0]]), np.array([[1e-16], [0.0]]))
+    grad = Bnd(np.array([[3.0, 0.0, 0.0], [5.0, 0.0, 0.0]]), np.array([[1e-16, 0.0, 0.0], [0.0, 0.0, 0.0]]))
+    out = B.max_routing(grad, g, x, lambda: [np.array([0, 1, 2])], idx)
+    assert out.a.tolist() == grad.a.tolist()
+    assert out.e.tolist() == [[1e-16 + 3.0 + 1e-16, 3.0 + 1e-16, 0.0], [0.0, 0.0, 0.0]]

@@ -166,6 +166,9 @@ def max_pool_vjp(B, gs, ins, outs, p, need):
     flat_idx = idx.reshape(rows, per)
     g = B.reshape(gs[0], (rows, per))
     grad = B.place_add((rows, prod(shape[-rank:])), (np.arange(rows)[:, None], flat_idx), g)
+    spatial = shape[-rank:]
+    windows = (lambda: max_windows(spatial, p)) if isinstance(p, PoolSpec) else (lambda: adaptive_windows(spatial, p))
+    grad = B.max_routing(grad, g, _planes(B, x, rank), windows, flat_idx)
     return [B.reshape(grad, shape)]
 
 

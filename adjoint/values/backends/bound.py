@@ -458,6 +458,31 @@ class BoundBackend(Float64Backend):
         e = Float64Backend.place_along(self, shape, dim, indices, F64(np.broadcast_to(_e(g), g.shape)), keepdim).a
         return self._b(r.a, e)
 
+    def max_routing(self, grad, g, x, windows, idx):
+        """Where another element of a window is within the two bounds of the one chosen (an exact tie
+        of values PyTorch computes along different paths, or a near one), PyTorch's floats may route
+        the window's gradient to either: each such element's bound grows by ``|g|`` (and its bound)."""
+        a = x.a
+        ex = np.broadcast_to(_e(x), a.shape)
+        rows = np.arange(a.shape[0])
+        ga = np.broadcast_to(np.abs(g.a) + _e(g), idx.shape)
+        extra = np.zeros(np.shape(grad.a))
+        for o, win in enumerate(windows()):
+            win = np.asarray(win, dtype=np.int64)
+            chosen = idx[:, o]
+            top, etop = a[rows, chosen], ex[rows, chosen]
+            with np.errstate(invalid="ignore"):
+                near = (np.abs(a[:, win] - top[:, None]) <= ex[:, win] + etop[:, None]) \
+                    & (ex[:, win] + etop[:, None] > 0)
+            undecided = near.sum(axis=1) > 1
+            if not undecided.any():
+                continue
+            r, k = np.nonzero(near & undecided[:, None])
+            np.add.at(extra, (r, win[k]), ga[r, o])
+        if not extra.any():
+            return grad
+        return self._b(grad.a, _e(grad) + extra)
+
     def window_max(self, x, windows):
         vals, idx, tied = super().window_max(x, windows)
         ex = np.broadcast_to(_e(x), x.shape)

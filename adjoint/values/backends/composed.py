@@ -14,3 +14,9 @@ class Composed:
     def normalize(self, x, mean, rstd):
         """A norm's ``(x - mean) * rstd`` (the rounding backend widens it as PyTorch's fused kernels round)."""
         return self.mul(self.sub(x, mean), rstd)
+
+    def max_routing(self, grad, g, x, windows, idx):
+        """Max pooling's gradient ``grad`` (rows, positions), each window's ``g`` placed at its first
+        largest element ``idx``: as it is (the rounding backend widens it where another element of a
+        window may be the largest in PyTorch's floats). ``windows`` is called only when needed."""
+        return grad
