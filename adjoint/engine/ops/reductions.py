@@ -171,7 +171,8 @@ def _select_dim(largest: bool):
         dim, keepdim = p
         x = ins[0]
         indices = ins[1] if len(ins) > 1 else B.argmax(x, dim, keepdim, largest)[1]
-        return [B.place_along(B.shape(x), dim, indices, gs[0], keepdim)]
+        grad = B.place_along(B.shape(x), dim, indices, gs[0], keepdim)
+        return [B.max_routing_dim(grad, gs[0], x, dim, indices, keepdim)]
     return forward, vjp
 
 

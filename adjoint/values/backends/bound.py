@@ -448,8 +448,21 @@ class BoundBackend(Float64Backend):
         vals, idx = super().argmax(x, dim, keepdim, largest)
         if x.ndim == 0:
             return Bnd(x.a, _e(x)), Bnd(0.0, 0.0)
-        e = np.max(np.broadcast_to(_e(x), x.shape), axis=dim, keepdims=keepdim)
-        return self._b(vals.a, e), Bnd(idx.a, 0.0)
+        ex = np.broadcast_to(_e(x), x.shape)
+        e = np.max(ex, axis=dim, keepdims=keepdim)
+        # an index PyTorch's floats may put on another element within both bounds of the chosen one:
+        # its bound is the farthest such element's distance along the dim (verify allows that much)
+        chosen = idx.a if keepdim else np.expand_dims(idx.a, dim)
+        chosen = np.asarray(chosen, dtype=np.int64)
+        top = np.take_along_axis(x.a, chosen, axis=dim)
+        etop = np.take_along_axis(ex, chosen, axis=dim)
+        with np.errstate(invalid="ignore"):
+            near = (np.abs(x.a - top) <= ex + etop) & (ex + etop > 0)
+        shape = [1] * x.ndim
+        shape[dim % x.ndim] = x.shape[dim]
+        reach = np.max(np.where(near, np.abs(np.arange(x.shape[dim]).reshape(shape) - chosen), 0), axis=dim,
+                       keepdims=keepdim)
+        return self._b(vals.a, e), Bnd(idx.a, reach.astype(np.float64))
 
     def place_along(self, shape, dim: int, indices, g, keepdim: bool):
         r = super().place_along(shape, dim, indices, g, keepdim)
@@ -482,6 +495,30 @@ class BoundBackend(Float64Backend):
         if not extra.any():
             return grad
         return self._b(grad.a, _e(grad) + extra)
+
+    def max_routing_dim(self, grad, g, x, dim, indices, keepdim):
+        shape = np.shape(x.a)
+        if not shape:
+            return grad
+        dim = dim % len(shape)
+
+        def last(a):   # dim moved last, then (rows, size of dim)
+            return np.moveaxis(np.broadcast_to(a, shape), dim, -1).reshape(-1, shape[dim])
+
+        def kept(a):   # a reduced tensor as (rows, 1)
+            a = np.asarray(a)
+            a = a if keepdim else np.expand_dims(a, dim)
+            return np.moveaxis(np.broadcast_to(a, shape[:dim] + (1,) + shape[dim + 1:]), dim, -1).reshape(-1, 1)
+
+        idx = kept(np.asarray(indices.a, dtype=np.int64))
+        before = Bnd(last(grad.a), last(_e(grad)))
+        flat = self.max_routing(before, Bnd(kept(g.a), kept(_e(g))), Bnd(last(x.a), last(_e(x))),
+                                lambda: [np.arange(shape[dim])], idx)
+        if flat is before:
+            return grad
+        moved = tuple(np.delete(np.array(shape), dim)) + (shape[dim],)
+        e = np.moveaxis(np.asarray(flat.e).reshape(moved), -1, dim)
+        return self._b(grad.a, e)
 
     def window_max(self, x, windows):
         vals, idx, tied = super().window_max(x, windows)

@@ -20,3 +20,8 @@ class Composed:
         largest element ``idx``: as it is (the rounding backend widens it where another element of a
         window may be the largest in PyTorch's floats). ``windows`` is called only when needed."""
         return grad
+
+    def max_routing_dim(self, grad, g, x, dim, indices, keepdim):
+        """max.dim / min.dim's gradient, ``g`` placed at ``indices`` along ``dim``: as it is (the
+        rounding backend widens it as :meth:`max_routing` does, the dim being one window)."""
+        return grad
