@@ -81,7 +81,9 @@ VALUE_ERRORS = {"bce_values_out_of_range_raise.yaml", "pack_hook_then_op_raises.
 #: Files where float64's rounding decides a discontinuity the exact answer sits on (a 2-norm's
 #: direction at an exact 0 that doubles make about 1e-17): float64 follows PyTorch there, not the
 #: exact answer (verify's bound covers it), so only their skeletons are compared.
-ROUNDING_DECIDED = {"bound_norm_direction_at_a_rounding_zero.yaml"}
+ROUNDING_DECIDED = {"bound_norm_direction_at_a_rounding_zero.yaml",
+                    # maxima tied in exact arithmetic that doubles make a rounding apart
+                    "max_pool_near_tie_routing.yaml", "max_dim_near_tie_routing.yaml"}
 
 
 @pytest.mark.parametrize("path", FILES)

@@ -245,7 +245,9 @@ def _why(run: VariantRun, rec) -> list[str]:
             why.append(f"the hook sets {what[:-len(' (assigned)')]}: it is another tensor from now on")
         elif what.endswith(".grad"):
             why.append(f"the hook writes {what} in place: the accumulated gradient changes")
-    if not rec.wrote and hook.does and hook.returns is None:
+    if rec.raised and hook.raises is None:
+        why.append("its body raised: the error leaves the hook, and PyTorch's backward or forward with it")
+    elif not rec.wrote and hook.does and hook.returns is None and not rec.raised:
         why.append("the hook only rebinds local names and returns nothing: nothing it computed flows on")
     return why
 

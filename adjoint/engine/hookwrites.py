@@ -108,6 +108,7 @@ class HookInterp(Interp):
             t = self.leaf(super().eval(stmt.target.obj), stmt.target)
             current = self.grads.read(self.rt, t, stmt.loc)
             value = self.eval(stmt.value)
+            self.check_augmented_none(current, stmt, value)   # .grad None: CPython's TypeError
             result = self.apply_augmented(current, stmt.op, value, stmt.loc)
             if result is not current:
                 self.grads.assign(t, result, stmt.loc)

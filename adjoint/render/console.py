@@ -183,7 +183,7 @@ def _call(number: int, h: HookRecord, opts: Options):
             continue
         rows.append((name, fmt.value(x, opts.exact), None))
     if h.raised:
-        rows.append(("raises", "RuntimeError (the hook's raises:)", ERROR))
+        rows.append(("raises", "the error reported above", ERROR))
     elif h.returned is not None:
         rows.append(("returned", fmt.value(h.returned, opts.exact), CHANGED))
     elif getattr(h, "wrote", ()):

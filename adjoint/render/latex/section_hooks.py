@@ -337,10 +337,12 @@ class HookSections(UnitWriter):
         out.append(self._grads_then(h))
         if h.raised:
             hook = self.vd.hooks[h.hook] if h.hook is not None and 0 <= h.hook < len(self.vd.hooks) else None
-            message = esc(repr(hook.raises)) if hook is not None and hook.raises is not None else ""
-            kind = esc(hook.raises_type) if hook is not None else "RuntimeError"
-            out.append(f"It raises \\texttt{{{kind}({message})}}: PyTorch stops here "
-                       "(see \\emph{The error}).\n\n")
+            if hook is not None and hook.raises is not None:
+                message = esc(repr(hook.raises))
+                out.append(f"It raises \\texttt{{{esc(hook.raises_type)}({message})}}: PyTorch stops here "
+                           "(see \\emph{The error}).\n\n")
+            else:   # its body raised (Python's error, or PyTorch's inside it)
+                out.append("Its body raises: PyTorch stops here (see \\emph{The error}).\n\n")
         elif h.returned is None:
             if h.kind in ("forward", "forward_pre") and self._always_after_error(h):
                 out.append("It was registered with \\texttt{always\\_call=True}, so PyTorch calls it although the "
