@@ -73,7 +73,7 @@ class GradObj:
     in-place write raises PyTorch's internal-overlap error)."""
 
     __slots__ = ("storage", "strides", "base", "to_base", "from_base", "contiguous", "unknown_layout", "value",
-                 "layout")
+                 "layout", "unit_zero")
 
     def __init__(self, storage: Storage | None = None, strides: tuple | None = None):
         self.storage = storage if storage is not None else Storage()
@@ -85,6 +85,10 @@ class GradObj:
         self.unknown_layout = False   # a view of an expanded gradient through an op not modelled here
         self.value = None             # its value now, where a view's write needs it (a narrow's base)
         self.layout = None            # its strides, where known and not row-major (a permuted view's)
+        # one element, at least one dim, strides 0 (sum's gradient of a one-element tensor: a 0-d
+        # gradient expanded, and views of it): AccumulateGrad's layout contract refuses a size-1
+        # dim of stride 0, so it copies such a gradient into .grad instead of taking it
+        self.unit_zero = False
 
     @property
     def opaque(self) -> bool:
@@ -211,6 +215,7 @@ def _view_obj(node, src: GradObj, g_shape: tuple, v_shape: tuple) -> GradObj | N
         return None
     obj = GradObj(src.storage.root())
     obj.base = src
+    obj.unit_zero = src.unit_zero and len(v_shape) > 0   # a view of a stride-0 element keeps stride 0
     nd = len(g_shape)
     if node.name in RESHAPES or (node.name == "TBackward0" and nd < 2):
         unit_only = tuple(d for d in g_shape if d != 1) == tuple(d for d in v_shape if d != 1)
@@ -367,6 +372,9 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
                 obj.base, obj.contiguous = src, src.contiguous
                 obj.to_base = lambda B, v, s=g_shape: B.reshape(v, s)
                 obj.from_base = lambda B, x, s=v_shape: B.reshape(x, s)
+                # SumBackward0 expands a 0-d gradient: every stride 0; SumBackward1 unsqueezes
+                # and expands the gradient it is handed, keeping that one's strides
+                obj.unit_zero = len(v_shape) > 0 and (node.name == "SumBackward0" or src.unit_zero)
             else:
                 obj = view_of(in_objs)
                 obj.strides = strides
@@ -747,7 +755,8 @@ class Aliases:
         holds it, else a copy; later ones are added into ``.grad`` in place."""
         if first:
             # (a gradient whose layout differs from the leaf's is copied too: obeys_layout_contract)
-            steal = obj is not None and obj.contiguous and obj.strides is None and not self.held_elsewhere(obj)
+            steal = obj is not None and obj.contiguous and obj.strides is None and not obj.unit_zero \
+                and not self.held_elsewhere(obj)
             self.grads[t] = obj if steal else fresh()
         else:
             self.grad_obj(t)
