@@ -40,7 +40,7 @@ def check_dirty_inputs(mod, by_slot: dict, save_declared: bool) -> None:
         t = by_slot[name]
         if not isinstance(t, Tensor):
             raise ProblemError(loc, f"ctx.mark_dirty takes tensors; '{name}' is a Python value here")
-        if t.is_detached or t.detached_root is not None:
+        if t.detached_root is not None or (t.is_detached and t.is_view):
             raise ProblemError(loc, f"'{name}' shares memory with a detach()ed tensor here: a custom Function marking "
                                     "it dirty is not modelled; pass a tensor of its own (.clone() it)")
         if not save_declared:
@@ -58,6 +58,8 @@ def write_dirty(rt, mod, by_slot: dict, plain: dict) -> dict:
         if t.is_view:
             before[name] = t.grad_base.value
             write(rt, t, copy.value)    # through to the base: one bump
+        elif t.is_detached:             # x.detach(): the same memory as the tensor it was detached from
+            write(rt, t, copy.value)
         else:
             t.value = copy.value
             t.version.value += 1
