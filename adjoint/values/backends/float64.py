@@ -22,6 +22,7 @@ import numpy as np
 
 from adjoint.format.errors import ProblemError
 from adjoint.values.backends.inexact import NoExactChecks
+from adjoint.values.backends import float64_conv
 from adjoint.values.asdata import AsData
 
 _SIGN_KEYS = (-1, 0, 1, "nan")
@@ -238,7 +239,10 @@ class Float64Backend(NoExactChecks):
         return _v(np.broadcast_to(x.a, tuple(shape)).copy())
 
     def index(self, x, key):
-        return _v(np.array(x.a[key], dtype=np.float64, copy=True))
+        a = x.a
+        if _whole(key, a) and (a.flags.c_contiguous or a.flags.f_contiguous):
+            return x   # all of x (a group's weight when groups == 1): the copy would have x's layout
+        return _v(np.array(a[key], dtype=np.float64, copy=True))
 
     def permute(self, x, perm):
         return _v(np.ascontiguousarray(np.transpose(x.a, perm)))
@@ -412,6 +416,28 @@ class Float64Backend(NoExactChecks):
             idx[:, o] = win[pick]
             vals[:, o] = sub[np.arange(rows), pick]
         return _v(vals), idx, tied
+
+    # ------------------------------------------------------------------ convolution kernels (optional API)
+    # engine/ops/conv.py uses them when a backend has them (this one; the bound backend sets them
+    # to None): the generic lowering's values, from strided windows instead of gathers
+    def conv_patches(self, x, k_shape, stride, padding, dilation, groups: int, group: int):
+        """One group's im2col patches (N * L, Cg * K), as conv.py's index-permute-reshape makes them."""
+        return _v(float64_conv.patches(x.a, k_shape, stride, padding, dilation, groups, group))
+
+    def conv_fold(self, gcols, x_shape, k_shape, stride, padding, dilation):
+        """col2im of each group's patch gradients, cropped: conv.py's place_add (the same doubles)."""
+        return _v(float64_conv.fold([g.a for g in gcols], tuple(x_shape), k_shape, stride, padding, dilation))
+
+
+def _whole(key, a: np.ndarray) -> bool:
+    """``key`` is a tuple of basic slices that selects every element of ``a`` in order
+    (``(slice(None), slice(0, n))``)."""
+    if type(key) is not tuple or len(key) > a.ndim:
+        return False
+    for k, n in zip(key, a.shape):
+        if type(k) is not slice or k.step not in (None, 1) or k.indices(n)[:2] != (0, n):
+            return False
+    return True
 
 
 def _reduced(x: F64, dims) -> tuple[int, ...]:
