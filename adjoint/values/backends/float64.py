@@ -453,9 +453,12 @@ def blas_threads() -> int:
 
     OpenBLAS's threads spin while they wait for work; beside another busy process on the same
     cores they spin against it, and one matrix product took 70x the time torch took at the same
-    moment (torch sizes its own pool and does not spin that way). So the solve takes the cores
-    the last minute's load average leaves idle (``os.getloadavg``; this process counts as one
-    of them), at least one and at most the cores this process may run on."""
+    moment (torch sizes its own pool and does not spin that way; the ReLU MLP 256x16's whole
+    solve took 5x as long with two threads as with one on two busy cores). So the solve takes
+    the cores that the busier of two readings leaves idle: the last minute's load average
+    (``os.getloadavg``) and the tasks runnable right now (``/proc/loadavg``'s fourth field, which
+    sees a job that started seconds ago); this process counts as one of them. At least one
+    thread, at most the cores this process may run on."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -464,7 +467,19 @@ def blas_threads() -> int:
         busy = os.getloadavg()[0]
     except (AttributeError, OSError):
         return cores
-    return max(1, min(cores, int(cores - busy + 1.0)))
+    return max(1, min(cores, int(cores - max(busy, _runnable_now()) + 1.0)))
+
+
+def _runnable_now() -> int:
+    """The tasks runnable at this moment, this one included (0 where /proc/loadavg is missing)."""
+    try:
+        with open("/proc/loadavg") as f:
+            return int(f.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+_CONTROLLER: list = []   # threadpoolctl's view of the loaded BLAS libraries, made once (a scan costs ~1 ms)
 
 
 @contextmanager
@@ -472,10 +487,12 @@ def blas_limited():
     """numpy's BLAS held to :func:`blas_threads` threads while the block runs (threadpoolctl,
     a dependency; the limit is lifted again afterwards). Without threadpoolctl (a stripped
     install) the block runs unlimited."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        yield
-        return
-    with threadpool_limits(limits=blas_threads(), user_api="blas"):
+    if not _CONTROLLER:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:
+            yield
+            return
+        _CONTROLLER.append(ThreadpoolController())
+    with _CONTROLLER[0].limit(limits=blas_threads(), user_api="blas"):
         yield
