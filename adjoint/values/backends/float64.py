@@ -456,9 +456,10 @@ def blas_threads() -> int:
     moment (torch sizes its own pool and does not spin that way; the ReLU MLP 256x16's whole
     solve took 5x as long with two threads as with one on two busy cores). So the solve takes
     the cores that the busier of two readings leaves idle: the last minute's load average
-    (``os.getloadavg``) and the tasks runnable right now (``/proc/loadavg``'s fourth field, which
-    sees a job that started seconds ago); this process counts as one of them. At least one
-    thread, at most the cores this process may run on."""
+    (``os.getloadavg``) and the other processes' tasks runnable right now (``/proc/loadavg``'s
+    fourth field less this process's own running threads: it sees a job that started seconds
+    ago, and not this process's BLAS or OpenMP workers still spinning after their last call);
+    this process counts as one. At least one thread, at most the cores this process may run on."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -467,14 +468,24 @@ def blas_threads() -> int:
         busy = os.getloadavg()[0]
     except (AttributeError, OSError):
         return cores
-    return max(1, min(cores, int(cores - max(busy, _runnable_now()) + 1.0)))
+    return max(1, min(cores, int(cores - max(busy, _runnable_elsewhere() + 1) + 1.0)))
 
 
-def _runnable_now() -> int:
-    """The tasks runnable at this moment, this one included (0 where /proc/loadavg is missing)."""
+def _runnable_elsewhere(proc: str = "/proc") -> int:
+    """Other processes' tasks runnable at this moment (0 where /proc is missing): the machine's
+    runnable count less this process's threads in state R."""
     try:
-        with open("/proc/loadavg") as f:
-            return int(f.read().split()[3].split("/")[0])
+        with open(f"{proc}/loadavg") as f:
+            total = int(f.read().split()[3].split("/")[0])
+        own = 0
+        for task in os.listdir(f"{proc}/self/task"):
+            try:
+                with open(f"{proc}/self/task/{task}/stat") as f:
+                    stat = f.read()
+            except OSError:   # the thread ended meanwhile
+                continue
+            own += stat[stat.rindex(")") + 2:].startswith("R")
+        return max(0, total - own)
     except (OSError, ValueError, IndexError):
         return 0
 
