@@ -433,7 +433,9 @@ class Engine:
         for g in grads:
             if g is not None:
                 B.check_size(g, node.loc, f"the backward of {node.name}")
-        if all(a is b for a, b in zip(ins, node.input_values)) and all(a is b for a, b in zip(outs, node.output_values)):
+        unread = node.op.vjp_unread(node.params) if node.op.vjp_unread is not None else ()
+        if all(a is b or i in unread for i, (a, b) in enumerate(zip(ins, node.input_values))) and \
+                all(a is b for a, b in zip(outs, node.output_values)):
             self.result.vjps[id(node)] = (node, tuple(inputs), tuple(need), grads)
         # autograd-generated nodes compute only the slots task_should_compute_output allows (a
         # TensorList argument is one range: all its slots, once one is needed)

@@ -102,6 +102,10 @@ def _padded(B, x, pads):
 
 def _cols(B, x, k_shape, p: ConvSpec, group: int):
     """The patches of one group: (N * L, Cg * K) and the output's spatial shape."""
+    fast = getattr(B, "conv_patches", None)   # the float64 backend's kernel: the same matrix, no gather
+    if fast is not None:
+        return fast(x, k_shape, p.stride, p.padding, p.dilation, p.groups, group), tuple(
+            conv_out_size(sz, k, s, pd, d) for sz, k, s, pd, d in zip(B.shape(x)[2:], k_shape, p.stride, p.padding, p.dilation))
     n_batch, c = B.shape(x)[:2]
     cg = c // p.groups
     outs, keys = _positions(B.shape(x)[2:], k_shape, p)
@@ -164,7 +168,11 @@ def conv_vjp(B, gs, ins, outs, p: ConvSpec, need):
     x_shape = B.shape(x)
     cg = x_shape[1] // p.groups
     gx = gw = gb = None
-    if need[0]:
+    fold = getattr(B, "conv_fold", None)   # the float64 backend's col2im: the same doubles, strided adds
+    if need[0] and fold is not None:
+        gx = fold([B.matmul2d(_from_channels(B, g, gi, p.groups), _group_weight(B, w, p, gi)) for gi in range(p.groups)],
+                  x_shape, k_shape, p.stride, p.padding, p.dilation)
+    elif need[0]:
         padded_shape = x_shape[:2] + tuple(s + 2 * pd for s, pd in zip(x_shape[2:], p.padding))
         _, keys = _positions(x_shape[2:], k_shape, p)
         total = B.zeros(padded_shape)

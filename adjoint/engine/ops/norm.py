@@ -111,6 +111,11 @@ def batch_norm_forward(B, ins, p: BatchNormSpec):
     return y, B.zeros((0,)), B.zeros((0,))
 
 
+def _bn_unread(p) -> tuple[int, ...]:
+    """In training the backward reads the batch's statistics (outputs 1, 2), not the running ones."""
+    return (3, 4) if getattr(p, "training", False) else ()
+
+
 def batch_norm_vjp(B, gs, ins, outs, p: BatchNormSpec, need):
     g = gs[0]
     x, w, b, rm, rv = ins
@@ -311,7 +316,7 @@ OPS = (
        checks=(Check(((3, 2), (2,), (2,), (2,), (2,)), BatchNormSpec(True, _EPS), given=((3, (0, 0)), (4, (1, 1)))),
                Check(((2, 2, 2), (2,), None, (2,), (2,)), BatchNormSpec(False, Fraction(1, 4)),
                      given=((3, (Fraction(1, 2), -1)), (4, (Fraction(3, 4), 2))))),
-       math=Math(layer((BATCH_NORM, STAT_MEAN, STAT_RSTD), _bn_sub))),
+       math=Math(layer((BATCH_NORM, STAT_MEAN, STAT_RSTD), _bn_sub)), vjp_unread=_bn_unread),
     Op("native_layer_norm", "NativeLayerNormBackward0", layer_norm_forward, layer_norm_vjp, layer_norm_shape,
        (Save("bias", "in", 2), Save("input", "in", 0), Save("weight", "in", 1), Save("result1", "out", 1),
         Save("result2", "out", 2)),

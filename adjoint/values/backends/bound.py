@@ -122,6 +122,7 @@ class BoundBackend(Float64Backend):
     """Float64 values with rounding bounds for a PyTorch run in the ``compared`` dtype (its unit roundoff: :data:`UNIT_ROUNDOFF`)."""
 
     name = "bound"
+    conv_patches = conv_fold = None   # the convolution's bounds follow the generic lowering (index, place_add)
 
     def __init__(self, dtype: str = "float32", symbols: dict | None = None, compared: str | None = None):
         super().__init__(dtype, symbols)

@@ -27,6 +27,8 @@ _BILINEAR = ("mul", "matmul2d", "outer", "bmm")
 class ComplexBackend(Composed):
     """The real backend ``inner``'s methods, extended to :class:`Cx` values."""
 
+    conv_patches = conv_fold = None   # conv.py's generic lowering (index, place_add on each part)
+
     def __init__(self, inner, complex_dtype: str = "complex128"):
         self.inner = inner
         self.complex_dtype = complex_dtype   # the dtype of a complex value made with none given

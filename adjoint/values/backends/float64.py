@@ -23,6 +23,7 @@ import numpy as np
 from adjoint.values.backends.composed import Composed
 from adjoint.format.errors import ProblemError
 from adjoint.values.backends.inexact import NoExactChecks
+from adjoint.values.backends import float64_conv
 from adjoint.values.asdata import AsData
 
 _SIGN_KEYS = (-1, 0, 1, "nan")
@@ -230,7 +231,10 @@ class Float64Backend(NoExactChecks, Composed):
         return _v(np.broadcast_to(x.a, tuple(shape)).copy())
 
     def index(self, x, key):
-        return _v(np.array(x.a[key], dtype=np.float64, copy=True))
+        a = x.a
+        if _whole(key, a) and (a.flags.c_contiguous or a.flags.f_contiguous):
+            return x   # all of x (a group's weight when groups == 1): the copy would have x's layout
+        return _v(np.array(a[key], dtype=np.float64, copy=True))
 
     def permute(self, x, perm):
         return _v(np.ascontiguousarray(np.transpose(x.a, perm)))
@@ -405,6 +409,28 @@ class Float64Backend(NoExactChecks, Composed):
             vals[:, o] = sub[np.arange(rows), pick]
         return _v(vals), idx, tied
 
+    # ------------------------------------------------------------------ convolution kernels (optional API)
+    # engine/ops/conv.py uses them when a backend has them (this one; the bound backend sets them
+    # to None): the generic lowering's values, from strided windows instead of gathers
+    def conv_patches(self, x, k_shape, stride, padding, dilation, groups: int, group: int):
+        """One group's im2col patches (N * L, Cg * K), as conv.py's index-permute-reshape makes them."""
+        return _v(float64_conv.patches(x.a, k_shape, stride, padding, dilation, groups, group))
+
+    def conv_fold(self, gcols, x_shape, k_shape, stride, padding, dilation):
+        """col2im of each group's patch gradients, cropped: conv.py's place_add (the same doubles)."""
+        return _v(float64_conv.fold([g.a for g in gcols], tuple(x_shape), k_shape, stride, padding, dilation))
+
+
+def _whole(key, a: np.ndarray) -> bool:
+    """``key`` is a tuple of basic slices that selects every element of ``a`` in order
+    (``(slice(None), slice(0, n))``)."""
+    if type(key) is not tuple or len(key) > a.ndim:
+        return False
+    for k, n in zip(key, a.shape):
+        if type(k) is not slice or k.step not in (None, 1) or k.indices(n)[:2] != (0, n):
+            return False
+    return True
+
 
 def _reduced(x: F64, dims) -> tuple[int, ...]:
     """The dims a reduction sums over: every dim when none given; a 0-d tensor reduces nothing."""
@@ -419,9 +445,13 @@ def blas_threads() -> int:
 
     OpenBLAS's threads spin while they wait for work; beside another busy process on the same
     cores they spin against it, and one matrix product took 70x the time torch took at the same
-    moment (torch sizes its own pool and does not spin that way). So the solve takes the cores
-    the last minute's load average leaves idle (``os.getloadavg``; this process counts as one
-    of them), at least one and at most the cores this process may run on."""
+    moment (torch sizes its own pool and does not spin that way; the ReLU MLP 256x16's whole
+    solve took 5x as long with two threads as with one on two busy cores). So the solve takes
+    the cores that the busier of two readings leaves idle: the last minute's load average
+    (``os.getloadavg``) and the other processes' tasks runnable right now (``/proc/loadavg``'s
+    fourth field less this process's own running threads: it sees a job that started seconds
+    ago, and not this process's BLAS or OpenMP workers still spinning after their last call);
+    this process counts as one. At least one thread, at most the cores this process may run on."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -430,7 +460,29 @@ def blas_threads() -> int:
         busy = os.getloadavg()[0]
     except (AttributeError, OSError):
         return cores
-    return max(1, min(cores, int(cores - busy + 1.0)))
+    return max(1, min(cores, int(cores - max(busy, _runnable_elsewhere() + 1) + 1.0)))
+
+
+def _runnable_elsewhere(proc: str = "/proc") -> int:
+    """Other processes' tasks runnable at this moment (0 where /proc is missing): the machine's
+    runnable count less this process's threads in state R."""
+    try:
+        with open(f"{proc}/loadavg") as f:
+            total = int(f.read().split()[3].split("/")[0])
+        own = 0
+        for task in os.listdir(f"{proc}/self/task"):
+            try:
+                with open(f"{proc}/self/task/{task}/stat") as f:
+                    stat = f.read()
+            except OSError:   # the thread ended meanwhile
+                continue
+            own += stat[stat.rindex(")") + 2:].startswith("R")
+        return max(0, total - own)
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+_CONTROLLER: list = []   # threadpoolctl's view of the loaded BLAS libraries, made once (a scan costs ~1 ms)
 
 
 @contextmanager
@@ -438,10 +490,12 @@ def blas_limited():
     """numpy's BLAS held to :func:`blas_threads` threads while the block runs (threadpoolctl,
     a dependency; the limit is lifted again afterwards). Without threadpoolctl (a stripped
     install) the block runs unlimited."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        yield
-        return
-    with threadpool_limits(limits=blas_threads(), user_api="blas"):
+    if not _CONTROLLER:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:
+            yield
+            return
+        _CONTROLLER.append(ThreadpoolController())
+    with _CONTROLLER[0].limit(limits=blas_threads(), user_api="blas"):
         yield
