@@ -22,6 +22,7 @@ from adjoint.engine.graph import Tensor
 from adjoint.engine.ops.attention import mean_dims
 from adjoint.engine.ops.conv import ConvSpec
 from adjoint.engine.ops.pool import PoolSpec, Refused
+from adjoint.engine.ops.pool import Emptied
 from adjoint.engine.bindings.signature import Function, Param
 
 
@@ -241,7 +242,25 @@ def adaptive_avg_pool(rank: int, rt, x: Tensor, output_size, loc: Loc):
         refused = Refused("RuntimeError", f"{what}(): Expected {rank + 1}D or {rank + 2}D tensor, but got "
                                           f"{list(x.shape)}", tuple(x.shape[:-rank]) + out)
         return rt.apply(what, [x], refused, loc)
-    return rt.apply(what, [x], out, loc)
+    # the kernel's input check (the spatial dims in 2-D, every non-batch dim in 3-D), after the pack
+    shape, nd = list(x.shape), len(x.shape)
+    empty = [d for d in (range(nd - 2, nd) if rank == 2 else range(1, nd)) if shape[d] == 0]
+    if empty:
+        refused = Refused("RuntimeError", f"{what}(): Expected input to have non-zero size for non-batch dimensions, "
+                                          f"but input has sizes {shape} with dimension {empty[0]} being empty",
+                          tuple(x.shape[:-rank]) + out)
+        return rt.apply(what, [x], refused, loc)
+    return rt.apply(what, [x], _emptied(what, tuple(x.shape[:-rank]) + out, out), loc)
+
+
+def _emptied(what: str, out_shape: tuple, sizes: tuple):
+    """An adaptive pool's output size; an :class:`Emptied` one when the output has an empty
+    non-batch dimension: PyTorch computes it, and its backward refuses the grad_output."""
+    empty = [d for d in range(1, len(out_shape)) if out_shape[d] == 0]
+    if not empty:
+        return sizes
+    return Emptied(sizes, f"{what}_backward(): Expected grad_output to have non-zero size for non-batch dimensions, "
+                          f"but grad_output has sizes {list(out_shape)} with dimension {empty[0]} being empty")
 
 
 def _lower_max_pool(rank: int):
@@ -282,8 +301,7 @@ def _adaptive_max_refusal(rank: int, x: Tensor, sizes):
     shape, nd = list(x.shape), len(x.shape)
     if nd not in (rank + 1, rank + 2):
         return (f"{what}(): Expected {rank + 1}D or {rank + 2}D tensor, but got: {shape}", ())
-    dims = range(1, nd) if rank == 2 else range(nd - rank, nd)
-    empty = [d for d in dims if shape[d] == 0]
+    empty = [d for d in range(1, nd) if shape[d] == 0]
     if empty:
         return (f"{what}(): Expected input to have non-zero size for non-batch dimensions, but input has sizes "
                 f"{shape} with dimension {empty[0]} being empty", ())
@@ -307,11 +325,8 @@ def adaptive_max_pool(rank: int, rt, x: Tensor, output_size, return_indices: boo
         out, _ = rt.apply(what, [x], Refused("RuntimeError", refusal[0], refusal[1]), loc)
         return out
     out = tuple(x.shape[-rank + i] if s is None else int(s) for i, s in enumerate(sizes))
-    if any(s < 1 for s in out):
-        raise ProblemError(loc, f"{what}: output sizes {list(out)} must be at least 1 here (an empty output is not "
-                                "modelled)")
     _refuse_symbolic(rt, x, loc, what)
-    out, indices = rt.apply(what, [x], out, loc)
+    out, indices = rt.apply(what, [x], _emptied(what, tuple(x.shape[:-rank]) + out, out), loc)
     return (out, indices) if return_indices else out
 
 
@@ -331,6 +346,11 @@ def adaptive_max_pool1d(rt, x: Tensor, output_size, return_indices: bool, loc: L
             raise TorchError("RuntimeError", "adaptive_max_pool1d() argument 'output_size' should contain one int "
                                              f"(got {len(output_size)})", "forward")
         output_size = output_size[0]
+    empty = [d for d in range(1, len(x.shape)) if x.shape[d] == 0]
+    if empty:   # at::adaptive_max_pool1d's own check, before any node
+        raise TorchError("RuntimeError", "adaptive_max_pool1d(): Expected input to have non-zero size for non-batch "
+                                         f"dimensions, but input has sizes {list(x.shape)} with dimension {empty[0]} "
+                                         "being empty", "forward")
     length = x.shape[-1] if output_size is None else int(output_size)
     ap = rt.apply
     u = ap("unsqueeze", [x], len(x.shape) - 1, loc)
