@@ -81,15 +81,21 @@ def convolution(rt, x: Tensor, w: Tensor, b: Tensor | None, stride, padding, dil
     if len(x.shape) not in (rank + 1, rank + 2):
         raise TorchError("RuntimeError", f"Expected {rank + 1}D (unbatched) or {rank + 2}D (batched) input to {what}, "
                                          f"but got input of size: {list(x.shape)}", "forward")
-    if isinstance(padding, str) and len(w.shape) != rank + 2:
-        raise ProblemError(loc, f"{what} with padding='{padding}' and a weight of {len(w.shape)} dimensions is not "
-                                f"modelled; give a weight of {rank + 2} dimensions (out_channels, in_channels / groups, "
-                                "kernel...)")
+    if padding == "valid":   # at::_convolution_mode: padding {0}, one value of any dimension count
+        padding = (0,) * (len(w.shape) - 2) if len(w.shape) > 3 else 0
+    if padding == "same" and len(w.shape) != rank + 2:
+        _same_padding_other_rank(x, w, groups, rank)
     # groups, stride, padding and dilation values, channels, bias and sizes are the kernel's to
     # refuse (ops/conv_checks.py, after the packs); the input's rank and padding='same' with a
     # stride are refused by conv{rank}d itself, before any node
     refusal = None if isinstance(padding, str) else _conv_arg_refusal(w.shape, groups, rank, stride=stride,
                                                                          padding=padding, dilation=dilation)
+    if refusal is None and not isinstance(padding, str) and len(w.shape) != rank + 2:
+        # arguments of one value or the weight's length: check_shape_forward's input rank
+        # against the weight's (the unbatched input unsqueezed first)
+        shape = ((1,) if len(x.shape) == rank + 1 else ()) + tuple(x.shape)
+        refusal = (f"Expected {len(w.shape)}-dimensional input for {len(w.shape)}-dimensional weight {list(w.shape)}, "
+                   f"but got {len(shape)}-dimensional input of size {list(shape)} instead")
     if refusal is None:
         stride = expand_arg(stride, rank, "stride", what, loc, None)
         dilation = expand_arg(dilation, rank, "dilation", what, loc, None)
@@ -110,6 +116,8 @@ def convolution(rt, x: Tensor, w: Tensor, b: Tensor | None, stride, padding, dil
         if padding == "valid":
             pads = (0,) * rank
         else:
+            if groups <= 0:   # _convolution_same checks groups before the stride, before any node
+                raise TorchError("RuntimeError", "non-positive groups is not supported", "forward")
             if any(s != 1 for s in stride):
                 raise TorchError("RuntimeError", "padding='same' is not supported for strided convolutions",
                                  "forward")
@@ -129,6 +137,20 @@ def convolution(rt, x: Tensor, w: Tensor, b: Tensor | None, stride, padding, dil
     if unbatched:
         y = ap("squeeze_dim", [y], (0,), loc)
     return y
+
+
+def _same_padding_other_rank(x: Tensor, w: Tensor, groups: int, rank: int) -> None:
+    """padding='same' with a weight of another rank than conv{rank}d's: _convolution_same
+    refuses before any node (after the unbatched input's unsqueeze): the weight's rank,
+    groups, then the input's rank against the weight's."""
+    if len(w.shape) < 3:
+        raise TorchError("RuntimeError", "weight should have at least three dimensions", "forward")
+    if groups <= 0:
+        raise TorchError("RuntimeError", "non-positive groups is not supported", "forward")
+    shape = ((1,) if len(x.shape) == rank + 1 else ()) + tuple(x.shape)
+    raise TorchError("RuntimeError", f"Expected {len(w.shape)}-dimensional input for {len(w.shape)}-dimensional "
+                                     f"weight{list(w.shape)}, but got {len(shape)}-dimensional input of size "
+                                     f"{list(shape)} instead", "forward")
 
 
 def _lower_conv(rank: int):
