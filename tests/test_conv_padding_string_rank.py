@@ -2,8 +2,9 @@
 
 ``at::_convolution_mode``: ``padding='same'`` refuses before any node (after an unbatched
 input's unsqueeze): "weight should have at least three dimensions", "non-positive groups is
-not supported", then "Expected 3-dimensional input for 3-dimensional weight[2, 2, 2], but got
-4-dimensional input of size [2, 2, 2, 2] instead"; ``padding='valid'`` is padding 0, whose
+not supported", "Expected 3-dimensional input for 3-dimensional weight[2, 2, 2], but got
+4-dimensional input of size [2, 2, 2, 2] instead", then "stride cannot broadcast to 2
+dimensions" (the weight's own rank too); ``padding='valid'`` is padding 0, whose
 argument errors the kernel raises once the node has packed input and weight ("expected stride
 to be a single integer value or a list of 1 values ..."). A grid of ranks, the weight's
 rank, both strings and a few arguments (the weight of the call's own rank included), each
@@ -32,7 +33,8 @@ hooks:
 """
 
 EXTRAS = {"": {}, ", stride=2": {"stride": 2}, ", groups=0": {"groups": 0}, ", dilation=2": {"dilation": 2},
-          ", stride=(1, 1, 1), dilation=(2, 2, 2)": {"stride": (1, 1, 1), "dilation": (2, 2, 2)}}
+          ", stride=(1, 1, 1), dilation=(2, 2, 2)": {"stride": (1, 1, 1), "dilation": (2, 2, 2)},
+          ", dilation=(1, 1)": {"dilation": (1, 1)}}
 
 
 def _value(shape, start=1):
@@ -52,8 +54,6 @@ def test_padding_string_with_a_weight_of_another_rank_as_torch():
     checked, errors = 0, set()
     for rank, unbatched, wr, pad, extra in itertools.product((1, 2, 3), (True, False), (2, 3, 4, 5, 6),
                                                              ("'same'", "'valid'", "0"), EXTRAS):
-        if pad == "'same'" and wr == rank + 2 and "(1, 1, 1)" in extra:
-            continue   # the call's own rank with arguments of another length: refused (docs/not-modelled.md)
         xs = (2,) * (rank + 1 if unbatched else rank + 2)
         ws = (2,) * wr
         forward = f"F.conv{rank}d(a, w, padding={pad}{extra})"
@@ -78,4 +78,4 @@ def test_padding_string_with_a_weight_of_another_rank_as_torch():
         checked += 1
         if error is not None:
             errors.add(error[1].split(" but")[0].split(",")[0])
-    assert checked == 444 and len(errors) >= 6, (checked, errors)
+    assert checked == 540 and len(errors) >= 6, (checked, errors)

@@ -85,6 +85,12 @@ def convolution(rt, x: Tensor, w: Tensor, b: Tensor | None, stride, padding, dil
         padding = (0,) * (len(w.shape) - 2) if len(w.shape) > 3 else 0
     if padding == "same" and len(w.shape) != rank + 2:
         _same_padding_other_rank(x, w, groups, rank)
+    if padding == "same":   # _convolution_same, before any node: groups, then each argument's length
+        if groups <= 0:
+            raise TorchError("RuntimeError", "non-positive groups is not supported", "forward")
+        for name, v in (("stride", stride), ("dilation", dilation)):
+            if isinstance(v, (tuple, list)) and len(v) not in (1, rank):
+                raise TorchError("RuntimeError", f"{name} cannot broadcast to {rank} dimensions", "forward")
     # groups, stride, padding and dilation values, channels, bias and sizes are the kernel's to
     # refuse (ops/conv_checks.py, after the packs); the input's rank and padding='same' with a
     # stride are refused by conv{rank}d itself, before any node
@@ -116,8 +122,6 @@ def convolution(rt, x: Tensor, w: Tensor, b: Tensor | None, stride, padding, dil
         if padding == "valid":
             pads = (0,) * rank
         else:
-            if groups <= 0:   # _convolution_same checks groups before the stride, before any node
-                raise TorchError("RuntimeError", "non-positive groups is not supported", "forward")
             if any(s != 1 for s in stride):
                 raise TorchError("RuntimeError", "padding='same' is not supported for strided convolutions",
                                  "forward")
