@@ -378,17 +378,17 @@ class _Pass:
                                                                    "tuple of (new_args, new_kwargs)'")
                     new_args, new_kwargs = returned
                     new_args = new_args if isinstance(new_args, tuple) else (new_args,)
-                    self.check_forward_args(new_args, mod, entry.hook, dict(new_kwargs or {}))
+                    state["refused"] = forward_arity_error(new_args, mod, dict(new_kwargs or {}))
+                    self.check_forward_args(new_args, mod, entry.hook, dict(new_kwargs or {}), state["refused"] is None)
                     state["args"], state["kwargs"] = list(new_args), dict(new_kwargs or {})
             else:
                 _called_without(entry, "kwargs")
                 returned = self.fire_forward(entry, {"input": tuple(state["args"])}, call)
                 if returned is not None:
                     new = returned if isinstance(returned, tuple) else (returned,)
+                    # the wrong count is forward's TypeError, unless a later pre-hook returns others
                     state["refused"] = forward_arity_error(new, mod, state["kwargs"])
-                    if state["refused"] is None or entry is not (glob.forward_pre.pairs() +
-                                                                 own.forward_pre.pairs())[-1][1]:
-                        self.check_forward_args(new, mod, entry.hook, state["kwargs"])
+                    self.check_forward_args(new, mod, entry.hook, state["kwargs"], state["refused"] is None)
                     state["args"] = list(new)
         args = state["args"]
         call.args = tuple(args)
@@ -522,15 +522,16 @@ class _Pass:
         rt.record("bhf", tensors, outs, None, node, None)
         return outs, node
 
-    def check_forward_args(self, new: tuple, mod: Module, hook, kwargs: dict | None = None) -> None:
-        """The inputs a forward_pre hook returned, as far as adjoint models them (the count a built-in
-        layer's forward refuses, when no later pre-hook is handed them: :func:`forward_arity_error`)."""
+    def check_forward_args(self, new: tuple, mod: Module, hook, kwargs: dict | None = None,
+                           count: bool = True) -> None:
+        """The inputs a forward_pre hook returned, as far as adjoint models them (``count=False``:
+        a count forward refuses, :func:`forward_arity_error`, is an answer)."""
         # keyword arguments that are no input of the module (a built-in's options: need_weights=False) stay
         # as they are, PyTorch calling forward(*new_args, **kwargs); the others bind inputs
         given = len(new) + len([k for k in (kwargs or {}) if k in mod.inputs])
         # a built-in's optional inputs (an RNN's hx) may be passed on too
         optional = len(nn_type(mod.type).optional_inputs) if mod.type is not None and nn_type(mod.type) else 0
-        if len(new) > len(mod.inputs) + optional or (
+        if count and len(new) > len(mod.inputs) + optional or count and (
                 not mod.input_defaults and not len(mod.inputs) <= given <= len(mod.inputs) + optional):
             raise ProblemError(hook.returns.loc, f"the forward_pre hook returns {len(new)} input(s) but "
                                                  f"'{mod.label}' takes {len(mod.inputs)}: PyTorch raises TypeError "
@@ -849,9 +850,14 @@ def forward_arity_error(new: tuple, mod: Module, kwargs: dict) -> str | None:
         return pyerrors.binding_error(pyerrors.CUSTOM_FORWARD, list(mod.inputs), {n for n, _ in mod.input_defaults},
                                       len(new), list(kwargs))
     t = lookup(mod.type) if mod.type is not None else None
-    if t is None or t.container or t.optional_inputs or kwargs or len(new) == len(t.inputs):
+    if t is None or t.container:
         return None
     owner = FORWARD_OWNER.get(t.name, t.name)   # the class that defines forward: CPython names its qualname
+    if t.optional_inputs:   # forward(self, INPUTS, OPTIONAL=default...): CPython's binding, keywords too
+        return pyerrors.binding_error(f"{owner}.forward", list(t.inputs + t.optional_inputs), set(t.optional_inputs),
+                                      len(new), list(kwargs))
+    if kwargs or len(new) == len(t.inputs):
+        return None
     if len(new) > len(t.inputs):
         return f"{owner}.forward() takes {len(t.inputs) + 1} positional arguments but {len(new) + 1} were given"
     missing = [f"'{n}'" for n in t.inputs[len(new):]]

@@ -555,6 +555,13 @@ class Engine:
                                      "hook_result")
             state.grad_outputs = None
             alias.release(state)
+        # BackwardHook's pre-hook returns: the node's pre-hook check compares each gradient with
+        # its output's shape (a pre-hook but the last may have changed one: the later hooks ran)
+        shapes = _shapes(call.out)
+        for i in state.output_tensors_index:
+            r = local[i].value if isinstance(local[i], Tensor) else local[i]
+            if r is not None and shapes[i] is not None and tuple(self.B.shape(r)) != tuple(shapes[i]):
+                raise TorchError("RuntimeError", "hook 'hook' has changed the size of value", "hook_result")
         alias.out_objs[:] = _unpack_none(state.output_tensors_index, gobjs)
         return _unpack_none(state.output_tensors_index, local)
 
@@ -662,8 +669,8 @@ class Engine:
         it returns; a full backward (pre-)hook (``module``: ``grad_input`` / ``grad_output``) by
         ``BackwardHook`` for its count, right after it returns, and for its shapes by the engine
         once BackwardHook's own ``hook`` returns -- after the module's later hooks (``last``: none
-        follows; otherwise a full backward hook's gradients are handed on and checked by
-        :meth:`module_input_hook` once the last ran, a pre-hook's refused, not modelled yet)."""
+        follows; otherwise a full backward (pre-)hook's gradients are handed on and checked by
+        :meth:`module_input_hook` / :meth:`module_output_hook` once the last ran)."""
         where = hook.returns.loc
         if not isinstance(returned, tuple) and module is not None and self.B.is_value(returned):
             return self._tensor_for_tuple(hook, original, returned, shapes, module, last)
@@ -709,12 +716,8 @@ class Engine:
             if r is None or s is None:
                 continue
             if tuple(self.B.shape(r)) != tuple(s):
-                if not last and module == "grad_input":
-                    return list(returned)   # the module's later hooks are handed it; checked once they ran
                 if not last:
-                    raise ProblemError(where, f"the hook returns a gradient of shape {list(self.B.shape(r))} where "
-                                              f"PyTorch expects {list(s)}; PyTorch raises once the module's later "
-                                              "hooks ran, which adjoint does not model yet")
+                    return list(returned)   # the module's later hooks are handed it; checked once they ran
                 raise TorchError("RuntimeError", "hook 'hook' has changed the size of value", "hook_result")
         return list(returned)
 

@@ -22,6 +22,7 @@ from adjoint.engine.graph import Tensor
 from adjoint.engine.ops.attention import mean_dims
 from adjoint.engine.ops.conv import ConvSpec
 from adjoint.engine.ops.pool import PoolSpec, Refused
+from adjoint.engine.ops.pool import Emptied
 from adjoint.engine.bindings.signature import Function, Param
 
 
@@ -80,15 +81,27 @@ def convolution(rt, x: Tensor, w: Tensor, b: Tensor | None, stride, padding, dil
     if len(x.shape) not in (rank + 1, rank + 2):
         raise TorchError("RuntimeError", f"Expected {rank + 1}D (unbatched) or {rank + 2}D (batched) input to {what}, "
                                          f"but got input of size: {list(x.shape)}", "forward")
-    if isinstance(padding, str) and len(w.shape) != rank + 2:
-        raise ProblemError(loc, f"{what} with padding='{padding}' and a weight of {len(w.shape)} dimensions is not "
-                                f"modelled; give a weight of {rank + 2} dimensions (out_channels, in_channels / groups, "
-                                "kernel...)")
+    if padding == "valid":   # at::_convolution_mode: padding {0}, one value of any dimension count
+        padding = (0,) * (len(w.shape) - 2) if len(w.shape) > 3 else 0
+    if padding == "same" and len(w.shape) != rank + 2:
+        _same_padding_other_rank(x, w, groups, rank)
+    if padding == "same":   # _convolution_same, before any node: groups, then each argument's length
+        if groups <= 0:
+            raise TorchError("RuntimeError", "non-positive groups is not supported", "forward")
+        for name, v in (("stride", stride), ("dilation", dilation)):
+            if isinstance(v, (tuple, list)) and len(v) not in (1, rank):
+                raise TorchError("RuntimeError", f"{name} cannot broadcast to {rank} dimensions", "forward")
     # groups, stride, padding and dilation values, channels, bias and sizes are the kernel's to
     # refuse (ops/conv_checks.py, after the packs); the input's rank and padding='same' with a
     # stride are refused by conv{rank}d itself, before any node
     refusal = None if isinstance(padding, str) else _conv_arg_refusal(w.shape, groups, rank, stride=stride,
                                                                          padding=padding, dilation=dilation)
+    if refusal is None and not isinstance(padding, str) and len(w.shape) != rank + 2:
+        # arguments of one value or the weight's length: check_shape_forward's input rank
+        # against the weight's (the unbatched input unsqueezed first)
+        shape = ((1,) if len(x.shape) == rank + 1 else ()) + tuple(x.shape)
+        refusal = (f"Expected {len(w.shape)}-dimensional input for {len(w.shape)}-dimensional weight {list(w.shape)}, "
+                   f"but got {len(shape)}-dimensional input of size {list(shape)} instead")
     if refusal is None:
         stride = expand_arg(stride, rank, "stride", what, loc, None)
         dilation = expand_arg(dilation, rank, "dilation", what, loc, None)
@@ -128,6 +141,20 @@ def convolution(rt, x: Tensor, w: Tensor, b: Tensor | None, stride, padding, dil
     if unbatched:
         y = ap("squeeze_dim", [y], (0,), loc)
     return y
+
+
+def _same_padding_other_rank(x: Tensor, w: Tensor, groups: int, rank: int) -> None:
+    """padding='same' with a weight of another rank than conv{rank}d's: _convolution_same
+    refuses before any node (after the unbatched input's unsqueeze): the weight's rank,
+    groups, then the input's rank against the weight's."""
+    if len(w.shape) < 3:
+        raise TorchError("RuntimeError", "weight should have at least three dimensions", "forward")
+    if groups <= 0:
+        raise TorchError("RuntimeError", "non-positive groups is not supported", "forward")
+    shape = ((1,) if len(x.shape) == rank + 1 else ()) + tuple(x.shape)
+    raise TorchError("RuntimeError", f"Expected {len(w.shape)}-dimensional input for {len(w.shape)}-dimensional "
+                                     f"weight{list(w.shape)}, but got {len(shape)}-dimensional input of size "
+                                     f"{list(shape)} instead", "forward")
 
 
 def _lower_conv(rank: int):
@@ -241,7 +268,25 @@ def adaptive_avg_pool(rank: int, rt, x: Tensor, output_size, loc: Loc):
         refused = Refused("RuntimeError", f"{what}(): Expected {rank + 1}D or {rank + 2}D tensor, but got "
                                           f"{list(x.shape)}", tuple(x.shape[:-rank]) + out)
         return rt.apply(what, [x], refused, loc)
-    return rt.apply(what, [x], out, loc)
+    # the kernel's input check (the spatial dims in 2-D, every non-batch dim in 3-D), after the pack
+    shape, nd = list(x.shape), len(x.shape)
+    empty = [d for d in (range(nd - 2, nd) if rank == 2 else range(1, nd)) if shape[d] == 0]
+    if empty:
+        refused = Refused("RuntimeError", f"{what}(): Expected input to have non-zero size for non-batch dimensions, "
+                                          f"but input has sizes {shape} with dimension {empty[0]} being empty",
+                          tuple(x.shape[:-rank]) + out)
+        return rt.apply(what, [x], refused, loc)
+    return rt.apply(what, [x], _emptied(what, tuple(x.shape[:-rank]) + out, out), loc)
+
+
+def _emptied(what: str, out_shape: tuple, sizes: tuple):
+    """An adaptive pool's output size; an :class:`Emptied` one when the output has an empty
+    non-batch dimension: PyTorch computes it, and its backward refuses the grad_output."""
+    empty = [d for d in range(1, len(out_shape)) if out_shape[d] == 0]
+    if not empty:
+        return sizes
+    return Emptied(sizes, f"{what}_backward(): Expected grad_output to have non-zero size for non-batch dimensions, "
+                          f"but grad_output has sizes {list(out_shape)} with dimension {empty[0]} being empty")
 
 
 def _lower_max_pool(rank: int):
@@ -282,8 +327,7 @@ def _adaptive_max_refusal(rank: int, x: Tensor, sizes):
     shape, nd = list(x.shape), len(x.shape)
     if nd not in (rank + 1, rank + 2):
         return (f"{what}(): Expected {rank + 1}D or {rank + 2}D tensor, but got: {shape}", ())
-    dims = range(1, nd) if rank == 2 else range(nd - rank, nd)
-    empty = [d for d in dims if shape[d] == 0]
+    empty = [d for d in range(1, nd) if shape[d] == 0]
     if empty:
         return (f"{what}(): Expected input to have non-zero size for non-batch dimensions, but input has sizes "
                 f"{shape} with dimension {empty[0]} being empty", ())
@@ -307,11 +351,8 @@ def adaptive_max_pool(rank: int, rt, x: Tensor, output_size, return_indices: boo
         out, _ = rt.apply(what, [x], Refused("RuntimeError", refusal[0], refusal[1]), loc)
         return out
     out = tuple(x.shape[-rank + i] if s is None else int(s) for i, s in enumerate(sizes))
-    if any(s < 1 for s in out):
-        raise ProblemError(loc, f"{what}: output sizes {list(out)} must be at least 1 here (an empty output is not "
-                                "modelled)")
     _refuse_symbolic(rt, x, loc, what)
-    out, indices = rt.apply(what, [x], out, loc)
+    out, indices = rt.apply(what, [x], _emptied(what, tuple(x.shape[:-rank]) + out, out), loc)
     return (out, indices) if return_indices else out
 
 
@@ -331,6 +372,11 @@ def adaptive_max_pool1d(rt, x: Tensor, output_size, return_indices: bool, loc: L
             raise TorchError("RuntimeError", "adaptive_max_pool1d() argument 'output_size' should contain one int "
                                              f"(got {len(output_size)})", "forward")
         output_size = output_size[0]
+    empty = [d for d in range(1, len(x.shape)) if x.shape[d] == 0]
+    if empty:   # at::adaptive_max_pool1d's own check, before any node
+        raise TorchError("RuntimeError", "adaptive_max_pool1d(): Expected input to have non-zero size for non-batch "
+                                         f"dimensions, but input has sizes {list(x.shape)} with dimension {empty[0]} "
+                                         "being empty", "forward")
     length = x.shape[-1] if output_size is None else int(output_size)
     ap = rt.apply
     u = ap("unsqueeze", [x], len(x.shape) - 1, loc)

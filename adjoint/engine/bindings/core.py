@@ -153,8 +153,8 @@ def matmul(rt, a: Tensor, b: Tensor, loc: Loc):
     da, db = len(sa), len(sb)
     ap = rt.apply
     if da == 0 or db == 0:
-        raise ProblemError(loc, f"both arguments to matmul need to be at least 1D, but they are {da}D and {db}D "
-                                "(PyTorch raises this too)")
+        from adjoint.engine.torch_errors import TorchError   # before any node
+        raise TorchError("RuntimeError", f"both arguments to matmul need to be at least 1D, but they are {da}D and {db}D")
     if da == 1 and db == 1:
         return ap("dot", [a, b], None, loc)
     if da == 2 and db == 1:
@@ -283,12 +283,8 @@ def lower_matmul(rt, a: dict, loc: Loc):
 
 
 def lower_mm(rt, a: dict, loc: Loc):
-    x, y = a["input"], a["mat2"]
-    for t, name in ((x, "self"), (y, "mat2")):
-        if len(t.shape) != 2:
-            raise ProblemError(loc, f"mm(): {name} must be a matrix (got a {len(t.shape)}-D tensor): PyTorch raises "
-                                    "RuntimeError")
-    return rt.apply("mm", [x, y], None, loc)
+    # an operand of another rank: the kernel's "self/mat2 must be a matrix", after the packs
+    return rt.apply("mm", [a["input"], a["mat2"]], None, loc)
 
 
 def lower_bmm(rt, a: dict, loc: Loc):

@@ -231,9 +231,41 @@ def total_weight(rt, x: Tensor, target: Tensor, weight: Tensor | None, reduction
     return rt.tensor(value)
 
 
+def _nll_forward_error(rt, x: Tensor, target: Tensor, weight: Tensor | None, reduction: str,
+                      ignore_index: int) -> tuple | None:
+    """nll_loss_forward's own checks (a 1-D or 2-D input), made once the node has packed self,
+    target and weight, in ATen's order: the target's rank, its dtype, a 1-D input's target of
+    one element, the weight's size, then the kernel's class bounds. None: PyTorch computes; an
+    out-of-bounds target the binding cannot place in order (several, unreduced: the kernel's
+    rows run in parallel) is also None, and refused by :func:`_index_target`."""
+    if len(target.shape) > 1:
+        return ("RuntimeError", "0D or 1D target tensor expected, multi-target not supported")
+    if target.dtype != "int64":
+        if target.dtype not in _FLOAT_NAMES:
+            return None
+        return ("RuntimeError", f"expected target dtype to be Long or Byte, but got {_FLOAT_NAMES[target.dtype]}")
+    if len(x.shape) == 1 and target.shape and target.shape[0] != 1:
+        return ("ValueError", f"For 1D input, 1D target must have size 1, but got target size: {target.shape[0]}")
+    n_classes = x.shape[-1]
+    if weight is not None and (len(weight.shape) != 1 or weight.shape[0] != n_classes):
+        return ("RuntimeError", f"weight tensor should be defined either for all {n_classes} classes or no classes "
+                                f"but got weight tensor of shape: {list(weight.shape)}")
+    bad = [c for c in rt.B.ints(target.value) if c != ignore_index and not 0 <= c < n_classes]
+    if bad and (reduction != "none" or len(x.shape) == 1 or len(set(bad)) == 1):
+        return ("IndexError", f"Target {bad[0]} is out of bounds.")
+    return None
+
+
 def nll_kernel(rt, prim: str, x: Tensor, target: Tensor, weight: Tensor | None, reduction: str, ignore_index: int,
                loc: Loc):
     """``nll_loss`` / ``nll_loss2d`` (the ATen ops): the node, with its saved total weight."""
+    if prim == "nll_loss":
+        _no_grad_arg(weight, "weight", "nll_loss_forward", loc)
+        refused = _nll_forward_error(rt, x, target, weight, reduction, ignore_index)
+        if refused is not None:   # after the node packs self, target, weight (the total weight is its output)
+            ins = [x, target] + ([weight] if weight is not None else []) + [None]
+            return rt.apply(prim + ("_w" if weight is not None else ""), ins, Nll(reduction, ignore_index, refused),
+                            loc)
     classes = _index_target(rt, x, target, ignore_index, loc)
     _class_count_check(weight, x.shape[-1] if len(x.shape) <= 2 else x.shape[1], loc)
     _no_grad_arg(weight, "weight", "nll_loss_forward" if prim == "nll_loss" else "nll_loss2d_forward", loc)
@@ -257,12 +289,7 @@ def nll_loss_nd(rt, x: Tensor, target: Tensor, weight: Tensor | None, reduction:
         # nll_loss_nd's TORCH_CHECK_VALUE, before any node of its own (cross_entropy's log_softmax ran): an answer
         raise TorchError("ValueError", f"Expected input batch_size ({x.shape[0]}) to match target batch_size ({got}).")
     if nd <= 2:
-        if len(target.shape) > 1:
-            raise ProblemError(loc, "0D or 1D target tensor expected, multi-target not supported (PyTorch raises "
-                                    "RuntimeError)")
-        if nd == 1 and target.shape and target.shape[0] != 1:
-            raise ProblemError(loc, f"For 1D input, 1D target must have size 1, but got target size: "
-                                    f"{target.shape[0]} (PyTorch raises ValueError)")
+        # the target's rank and size: nll_loss_forward's checks, after the node packs (nll_kernel)
         return nll_kernel(rt, "nll_loss", x, target, weight, reduction, ignore_index, loc)
     if nd == 4:
         if len(target.shape) != 3:
@@ -349,7 +376,13 @@ def cross_entropy_smoothed(rt, x: Tensor, target: Tensor, weight: Tensor | None,
     classes = B.ints(target.value)
     mask = rt.tensor(B.integers([int(c == ignore_index) for c in classes], target.shape), dtype="bool")
     # masked_fill_ in ATen, on a tensor nothing else holds: the same node, edge and saved mask
-    smooth = rt.apply("masked_fill", [smooth, mask], Fraction(0), loc)
+    filled = rt.apply("masked_fill", [smooth, mask], Fraction(0), loc)
+    if filled.shape != smooth.shape:
+        # a 1-D input's 1-element target: masked_fill_ in place on the 0-d term refuses the
+        # broadcast once its node has packed the mask (the computed value is never used)
+        raise TorchError("RuntimeError", f"output with shape {list(smooth.shape)} doesn't match the broadcast "
+                                         f"shape {list(filled.shape)}")
+    smooth = filled
     if reduction == "mean":
         if weight is not None:
             denominator = B.scalar(0)
@@ -375,12 +408,15 @@ def lower_cross_entropy(rt, a: dict, loc: Loc):
     ignore_index, ls = a["ignore_index"], a["label_smoothing"]
     _float_tensor(x, "the input", "cross_entropy", loc)
     if x.shape == target.shape:
+        # cross_entropy_loss's own checks, before any node: an answer
         if target.dtype not in ("float32", "float64"):
-            raise ProblemError(loc, f"Expected floating point type for target with class probabilities, got "
-                                    f"{_FLOAT_NAMES.get(target.dtype, target.dtype)} (PyTorch raises RuntimeError)")
+            if target.dtype not in _FLOAT_NAMES:
+                raise ProblemError(loc, f"Expected floating point type for target with class probabilities, got "
+                                        f"{target.dtype} (PyTorch raises RuntimeError)")
+            raise TorchError("RuntimeError", f"Expected floating point type for target with class probabilities, "
+                                             f"got {_FLOAT_NAMES[target.dtype]}")
         if ignore_index >= 0:
-            raise ProblemError(loc, "ignore_index is not supported for floating point target (PyTorch raises "
-                                    "RuntimeError)")
+            raise TorchError("RuntimeError", "ignore_index is not supported for floating point target")
         return cross_entropy_probabilities(rt, x, target, weight, reduction, ls, loc)
     if not x.shape:
         raise ProblemError(loc, "cross_entropy needs an input of at least 1 dimension (the classes); PyTorch "

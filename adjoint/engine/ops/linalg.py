@@ -4,7 +4,6 @@ the views (:mod:`adjoint.engine.ops.views`)."""
 
 from __future__ import annotations
 
-from adjoint.format.errors import ProblemError
 from adjoint.values.mathtree import TT, Fn, TBin, TFn, TInner, TMatMul
 from adjoint.engine.ops.record import Check, Math, Op, Save
 from adjoint.engine.ops.arith import broadcast_shapes
@@ -19,8 +18,10 @@ def _if(need, i, thunk):
 # shape rules give the shape the product would have and the refusal comes after the packs.
 
 def mm_shape(shapes, p, loc):
-    (m, k), (k2, n) = shapes
-    return (m, n)
+    a, b = shapes
+    if len(a) != 2 or len(b) != 2:   # the kernel's rank check is the value_error (after the packs)
+        return (0, 0)
+    return (a[0], b[1])
 
 
 def _mm_message(a, b) -> str:
@@ -29,6 +30,9 @@ def _mm_message(a, b) -> str:
 
 def mm_value_error(B, values, p):
     a, b = B.shape(values[0]), B.shape(values[1])
+    for shape, name in ((a, "self"), (b, "mat2")):
+        if len(shape) != 2:
+            return ("RuntimeError", f"{name} must be a matrix")
     return ("RuntimeError", _mm_message(a, b)) if a[1] != b[0] else None
 
 
@@ -117,14 +121,16 @@ def addmm_vjp(B, gs, ins, outs, p, need):
 
 def bmm_shape(shapes, p, loc):
     a, b = shapes
-    if len(a) != 3 or len(b) != 3:
-        raise ProblemError(loc, f"bmm of shapes {list(a)} and {list(b)}: PyTorch raises "
-                                f"'{'batch1' if len(a) != 3 else 'batch2'} must be a 3D tensor'")
+    if len(a) != 3 or len(b) != 3:   # the kernel's rank check is the value_error (after the packs)
+        return (0, 0, 0)
     return (a[0], a[1], b[2])
 
 
 def bmm_value_error(B, values, p):
     a, b = B.shape(values[0]), B.shape(values[1])
+    for shape, name in ((a, "batch1"), (b, "batch2")):
+        if len(shape) != 3:
+            return ("RuntimeError", f"{name} must be a 3D tensor")
     if (b[0], b[1]) == (a[0], a[2]):
         return None
     return ("RuntimeError", f"Expected size for first two dimensions of batch2 tensor to be: [{a[0]}, {a[2]}] but "

@@ -70,10 +70,13 @@ class BCELogits:
 
 @dataclass(frozen=True)
 class Nll:
-    """nll_loss's reduction and ignore_index."""
+    """nll_loss's reduction and ignore_index; ``refused``: PyTorch's (type, message) when its
+    kernel refuses the call once the node has packed self, target and weight (the binding
+    decides it, in ATen's order: the op's ``value_error``, nothing is computed)."""
 
     reduction: str
     ignore_index: int = -100
+    refused: tuple | None = None
 
 
 def _numel(shape) -> int:
@@ -297,9 +300,15 @@ def nll_vjp(B, gs, ins, outs, p, need):
 
 def nll_shape(shapes, p, loc):
     x = shapes[0]
+    if p.refused is not None:
+        return ()
     if p.reduction == "none" and len(x) > 1:
         return tuple(shapes[1])
     return ()
+
+
+def nll_refused(B, values, p):
+    return p.refused
 
 
 def nll_kink(B, ins, p):
@@ -383,7 +392,8 @@ def _nll(name: str, node: str, weighted: bool) -> Op:
               math=Math(_nll_formula),
               kink_doc="ignore_index rows: 0 and gradient 0; mean over total weight 0 is nan (refused)",
               differentiable=(True, False, False) + ((False,) if weighted else ()), checks=checks,
-              nonfinite="a mean over a total weight of 0 (every target ignored, or weighted 0)")
+              nonfinite="a mean over a total weight of 0 (every target ignored, or weighted 0)",
+              value_error=nll_refused)
 
 
 def _bcel(name: str, weighted: bool, pos: bool) -> Op:

@@ -61,6 +61,22 @@ def refused_error(B, values, p):
     return p.error if isinstance(p, Refused) else None
 
 
+class Emptied(tuple):
+    """An adaptive pool's output size (the tuple itself) whose output has an empty non-batch
+    dimension: PyTorch computes the empty output, and the node's backward refuses its
+    grad_output (``backward_error``) with ``message``."""
+
+    def __new__(cls, sizes, message: str):
+        obj = super().__new__(cls, sizes)
+        obj.message = message
+        return obj
+
+
+def emptied_backward_error(dtypes, p, need):
+    """``backward_error`` of the adaptive pools: an :class:`Emptied` output size's error."""
+    return ("RuntimeError", p.message, "other") if isinstance(p, Emptied) else None
+
+
 #: the input-rank complaint of each spatial rank's kernels (pool2d_shape_check, pool3d_shape_check)
 _INPUT_COMPLAINT = {
     2: "{what}: Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, but got: {shape}",
@@ -162,6 +178,8 @@ def max_pool_vjp(B, gs, ins, outs, p, need):
     shape = B.shape(x)
     idx = B.as_indices(indices)
     per = prod(idx.shape[-rank:])
+    if idx.size == 0:   # an empty output (PyTorch's backward refuses it: this is the derivation's own VJP)
+        return [B.zeros(shape)]
     rows = idx.size // per
     flat_idx = idx.reshape(rows, per)
     g = B.reshape(gs[0], (rows, per))
@@ -262,6 +280,8 @@ def _window_sum(B, planes, matrix, forward: bool):
 def _linear_pool(B, x, matrix, out_sizes):
     rank = len(out_sizes)
     shape = B.shape(x)
+    if prod(tuple(shape[:-rank]) + tuple(out_sizes)) == 0:   # an empty output (a size of 0)
+        return B.zeros(tuple(shape[:-rank]) + tuple(out_sizes))
     y = _window_sum(B, _planes(B, x, rank), matrix, forward=True)
     return B.reshape(y, tuple(shape[:-rank]) + tuple(out_sizes))
 
@@ -294,9 +314,7 @@ def adaptive_shape(shapes, out_sizes, loc):
         return out_sizes.shape
     x = shapes[0]
     rank = len(out_sizes)
-    if rank == 2:
-        _check_input(x, "adaptive_avg_pool2d", loc, 2)
-    elif len(x) not in (rank + 1, rank + 2):
+    if len(x) not in (rank + 1, rank + 2):   # (the binding checks the rank and empty sizes first)
         raise ProblemError(loc, f"adaptive_avg_pool{rank}d(): Expected {rank + 1}D or {rank + 2}D tensor, but got "
                                 f"{list(x)} (PyTorch raises this)")
     return tuple(x[:-rank]) + tuple(out_sizes)
@@ -362,7 +380,7 @@ OPS = (
     Op("adaptive_avg_pool2d", "AdaptiveAvgPool2DBackward0", adaptive_forward, adaptive_vjp, adaptive_shape,
        (Save("self", "in", 0),), "g / window size spread over each (overlapping) window", grows=False,
        math=Math(layer((ADAPTIVE,), lambda out: _sizes(tuple(out)))), checks=(Check(((1, 3, 5),), (2, 3)),),
-       value_error=refused_error),
+       value_error=refused_error, backward_error=emptied_backward_error),
 )
 
 
@@ -380,15 +398,7 @@ def adaptive_max_shape(shapes, out_sizes, loc):
     if isinstance(out_sizes, Refused):
         return (out_sizes.shape, out_sizes.shape)
     x = shapes[0]
-    rank = len(out_sizes)
-    if rank == 2:
-        _check_input(x, "adaptive_max_pool2d", loc, 2)
-    else:   # adaptive_max_pool3d's own checks
-        empty = [d for d in range(len(x) - rank, len(x)) if x[d] == 0]
-        if empty:
-            raise ProblemError(loc, f"adaptive_max_pool{rank}d(): Expected input to have non-zero size for non-batch "
-                                    f"dimensions, but input has sizes {list(x)} with dimension {empty[0]} being empty "
-                                    "(PyTorch raises this)")
+    rank = len(out_sizes)   # (the binding checks the rank and empty sizes first: a Refused)
     out = tuple(x[:-rank]) + tuple(out_sizes)
     return (out, out)
 
@@ -398,6 +408,8 @@ def adaptive_max_forward(B, ins, out_sizes):
     rank = len(out_sizes)
     shape = B.shape(x)
     out_shape = tuple(shape[:-rank]) + tuple(out_sizes)
+    if prod(out_shape) == 0:   # an empty output (a size of 0, or an empty batch)
+        return B.zeros(out_shape), B.constant([], out_shape)
     vals, idx, _ = B.window_max(_planes(B, x, rank), adaptive_windows(shape[-rank:], out_sizes))
     return B.reshape(vals, out_shape), B.constant(idx.reshape(-1).tolist(), out_shape)
 
@@ -422,6 +434,7 @@ OPS = OPS + (
        "g added at each adaptive window's index (the first maximum)", negzero="structural", grows=False, outputs=2,
        diff_outputs=1, out_dtypes=(None, "int64"), kink=adaptive_max_kink,
        kink_doc="ties in a window: the first maximum (row-major) gets the gradient", value_error=refused_error,
+       backward_error=emptied_backward_error,
        checks=(Check(((1, 3, 2),), (2, 1), differences=True), Check(((1, 1, 3, 3),), (2, 2), differences=True)),
        math=Math(layer((ADAPTIVE_MAX, ADAPTIVE_ARGMAX), lambda out: _sizes(tuple(out))))),
 )

@@ -19,6 +19,7 @@ from adjoint.engine.ops.pool import (PoolSpec, _pool_sub, _sizes, adaptive_forwa
                                      avg_pool_forward, avg_pool_shape, avg_pool_vjp, max_pool_forward, max_pool_kink,
                                      max_pool_shape, max_pool_vjp)
 from adjoint.engine.ops.pool import avg_pool_refused, max_pool_refused, refused_error
+from adjoint.engine.ops.pool import emptied_backward_error
 from adjoint.engine.ops.record import Check, Math, Op, Save
 
 # ----------------------------------------------------------------------------- how they read (adjoint.mathtree)
@@ -48,7 +49,7 @@ OPS = (
     Op("adaptive_avg_pool3d", "AdaptiveAvgPool3DBackward0", adaptive_forward, adaptive_vjp, adaptive_shape,
        (Save("self", "in", 0),), "g / window size spread over each (overlapping) window", grows=False,
        math=Math(layer((ADAPTIVE3D,), lambda out: _sizes(tuple(out)))), checks=(Check(((1, 3, 2, 5),), (2, 1, 3)),),
-       value_error=refused_error),
+       value_error=refused_error, backward_error=emptied_backward_error),
 )
 
 
@@ -62,6 +63,7 @@ OPS = OPS + (
        "g added at each adaptive window's index (the first maximum, d/h/w order)", negzero="structural", grows=False,
        outputs=2, diff_outputs=1, out_dtypes=(None, "int64"), kink=adaptive_max_kink,
        kink_doc="ties in a window: the first maximum (d, h, w order) gets the gradient", value_error=refused_error,
+       backward_error=emptied_backward_error,
        checks=(Check(((1, 3, 1, 2),), (2, 1, 1), differences=True), Check(((1, 1, 3, 2, 1),), (2, 2, 1),
                                                                            differences=True)),
        math=Math(layer((ADAPTIVE_MAX3D, ADAPTIVE_ARGMAX3D), lambda out: _sizes(tuple(out))))),

@@ -209,6 +209,8 @@ class DerivationPrinter(LatexPrinter):
         matrix, eliding middle columns/rows to fit ``budget`` em; None if it cannot fit."""
         if isinstance(x, Cx):
             return self.complex_tensor(x, budget, max_cols)
+        if x.size == 0:   # an empty tensor (an adaptive pool to a size of 0): its shape
+            return "\\left[\\,\\right]_{" + " \\times ".join(str(n) for n in x.shape) + "}"
         if x.size == 1:
             return self.elem(x.item())
         if x.ndim == 1:

@@ -368,6 +368,8 @@ def _index(flat: int, shape) -> str:
 def _element(x: Exact, flat: int, out_shape) -> str:
     if x.size == 1:
         return x.strings_flat()[0]
+    if x.size == 0:   # an empty operand (the mean of no element)
+        return f"an empty tensor of shape {list(x.shape)}"
     try:
         shaped = broadcast_shape(x.shape, tuple(out_shape))
     except ValueError:  # a reduction's operand: no element of it corresponds to one of the result
