@@ -110,6 +110,16 @@ def fresh() -> GradObj:
     return GradObj()
 
 
+def laid_out(shape: tuple, strides: tuple) -> GradObj | None:
+    """A new tensor of ``shape`` with ``strides``: None when they are row-major (size-1 dims
+    aside) or repeat memory (a stride 0 along a dim of size > 1: not a new tensor's layout)."""
+    if any(st == 0 and d > 1 for d, st in zip(shape, strides)):
+        return None
+    obj = GradObj()
+    _set_layout(obj, shape, strides)
+    return None if obj.contiguous else obj
+
+
 def view_of(objs) -> GradObj:
     """A new tensor that may share memory with any of ``objs`` (in a layout not modelled: a view
     of an expanded gradient may itself repeat elements, so a write into it is not placed)."""

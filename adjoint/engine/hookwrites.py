@@ -33,16 +33,23 @@ class Wrapped:
         t = rt.tensor(value)
         if obj is not None and obj.strides is not None:
             t.strides = obj.strides          # an expanded gradient: writing it in place raises, as in PyTorch
+        elif obj is not None and obj.layout is not None and len(obj.layout) == len(t.shape):
+            t.strides = obj.layout           # laid out otherwise than row-major: what the body makes of it is too
         self.entries.append((t, obj, t.version.value))
         if obj is not None:
             self.by_obj[id(obj)] = t
         return t
 
     def obj_of(self, t):
-        """The engine tensor a returned Tensor is (one of the arguments itself), else None."""
+        """The engine tensor a returned Tensor is (one of the arguments itself), else None; a new
+        tensor the body made laid out otherwise than row-major (an elementwise op of an argument
+        with such a layout: TensorIterator keeps it) is a new engine tensor with that layout."""
         for e, obj, _v in self.entries:
             if e is t:
                 return obj
+        if isinstance(t, Tensor) and t.strides and len(t.strides) == len(t.shape):
+            from adjoint.engine.gradalias import laid_out
+            return laid_out(tuple(t.shape), tuple(t.strides))
         return None
 
     def writes(self, B) -> tuple[dict, bool]:
