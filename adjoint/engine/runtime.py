@@ -399,13 +399,17 @@ class Runtime:
         node only a replaced grad_fn pointed at -- the SelectBackward0 of ``h[1] = v``'s temporary
         view, rebased by the write -- is gone."""
         seen: set = set()
-        todo = [t.grad_fn for t in self.all_tensors if t.grad_fn is not None] + list(self.captured_nodes)
+        # an op a CopySlices wraps is reached through it only (its result is the written view, whose
+        # grad_fn was regenerated): its edge 0 never counts, whichever way the walk meets it
+        wrapped = {id(n.params[1]) for n in self.nodes if n.kind == "copyslices"}
+        todo = [t.grad_fn for t in self.all_tensors if t.grad_fn is not None and not t.temporary] + \
+            list(self.captured_nodes)
         while todo:
             n = todo.pop()
             if id(n) in seen:
                 continue
             seen.add(id(n))
-            todo.extend(e.node for e in n.edges if e is not None)
+            todo.extend(e.node for i, e in enumerate(n.edges) if e is not None and not (i == 0 and id(n) in wrapped))
             if n.kind == "copyslices":
                 fn = n.params[1]
                 if id(fn) not in seen:

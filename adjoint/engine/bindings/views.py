@@ -281,7 +281,10 @@ def getitem(rt, x: Tensor, items: list, loc: Loc, lone: bool):
     if specified > len(x.shape):
         raise ProblemError(loc, f"too many indices for tensor of dimension {len(x.shape)}: PyTorch raises IndexError")
     advanced = []
+    made = []   # the steps' results: every one but the last is a temporary of THPVariable_getitem
     for item in items:
+        if out is not x and (not made or made[-1] is not out):
+            made.append(out)
         if item is Ellipsis:
             dim += len(x.shape) - specified
         elif item is None:
@@ -300,6 +303,9 @@ def getitem(rt, x: Tensor, items: list, loc: Loc, lone: bool):
         else:
             advanced.append((dim, item))
             dim += len(item.shape) if isinstance(item, Tensor) and item.dtype == "bool" else 1
+    for t in made:
+        if t is not out:
+            t.temporary = True
     if advanced:
         from adjoint.engine.bindings.indexing import advanced_index
         return advanced_index(rt, out, advanced, loc)
