@@ -93,8 +93,8 @@ def test_named_products(expr, fn, sa, sb, rg):
     ("a @ b", (4, 2, 3), (5, 3, 2), True),     # batch dims that do not broadcast: infer_size's error
     ("a @ b", (4, 2, 3), (2,), True),          # mv's kernel refuses (the batch folded into rows)
     ("a @ (b.t())", (2, 3), (4, 2), True),     # mm's kernel refuses
-    ("torch.bmm(a, b)", (2, 3), (3, 2), False),
-    ("torch.mm(a, b)", (2, 2, 3), (3, 2), False),
+    ("torch.bmm(a, b)", (2, 3), (3, 2), True),   # operands of the wrong rank: predicted after the packs
+    ("torch.mm(a, b)", (2, 2, 3), (3, 2), True),
 ])
 def test_shape_errors_are_worded_as_pytorch(expr, sa, sb, answer):
     text = f"""
