@@ -60,6 +60,7 @@ class HookRecord:
     wrote: tuple = ()          # what its body wrote in place (runtime.CallRecord.wrote)
     recomputed: bool = False   # made by checkpoint's recomputation (``"recomputed": true``)
     reentrant: int = 0         # depth of the reentrant backward it ran in (``"reentrant": N``; absent at 0)
+    declared_raise: str | None = None   # the class its ``raises:`` raises (None: its body raised, if it did)
 
     def __repr__(self) -> str:
         where = f" at {self.node}" if self.node else ""

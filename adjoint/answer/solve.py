@@ -189,7 +189,8 @@ def _record(run: VariantRun, rec, producers: dict, calls: dict) -> HookRecord:
     why = _why_forward(rec) if rec.phase == "forward" else _why(run, rec)
     return HookRecord(hook.index, hook.label, rec.kind, hook.on, target, k, count, rec.phase, node, rec.args,
                       rec.returned, why, raised=rec.raised, is_global=rec.is_global, silenced=rec.silenced, wrote=rec.wrote,
-                      recomputed=rec.recomputed, reentrant=rec.reentrant)
+                      recomputed=rec.recomputed, reentrant=rec.reentrant,
+                      declared_raise=hook.raises_type if getattr(hook, "raises", None) is not None else None)
 
 
 def _why_forward(rec) -> list[str]:
@@ -245,7 +246,7 @@ def _why(run: VariantRun, rec) -> list[str]:
             why.append(f"the hook sets {what[:-len(' (assigned)')]}: it is another tensor from now on")
         elif what.endswith(".grad"):
             why.append(f"the hook writes {what} in place: the accumulated gradient changes")
-    if rec.raised and hook.raises is None:
+    if rec.raised and getattr(hook, "raises", None) is None:
         why.append("its body raised: the error leaves the hook, and PyTorch's backward or forward with it")
     elif not rec.wrote and hook.does and hook.returns is None and not rec.raised:
         why.append("the hook only rebinds local names and returns nothing: nothing it computed flows on")

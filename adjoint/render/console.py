@@ -183,7 +183,8 @@ def _call(number: int, h: HookRecord, opts: Options):
             continue
         rows.append((name, fmt.value(x, opts.exact), None))
     if h.raised:
-        rows.append(("raises", "the error reported above", ERROR))
+        rows.append(("raises", f"{h.declared_raise} (the hook's raises:)" if h.declared_raise
+                     else "the error reported above (its body raised)", ERROR))
     elif h.returned is not None:
         rows.append(("returned", fmt.value(h.returned, opts.exact), CHANGED))
     elif getattr(h, "wrote", ()):
