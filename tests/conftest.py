@@ -115,3 +115,14 @@ def single_process(paths):
             if not any(line.startswith("distributed:") for line in f):
                 out.append(p)
     return out
+
+
+def counting(shape, start=1):
+    """A nested list of ``shape`` holding start, start + 1, ... in row-major order (distinct
+    values for argument-error grids, where only shapes and messages matter)."""
+    if not shape:
+        return start
+    step = 1
+    for n in shape[1:]:
+        step *= n
+    return [counting(shape[1:], start + i * step) for i in range(shape[0])]

@@ -14,6 +14,7 @@ backward's unpacks) and the error's type, message and phase, or that there is no
 import pytest
 
 import adjoint
+from conftest import counting
 
 TEMPLATE = """
 name: case
@@ -27,15 +28,6 @@ loss: "sum(y)"
 hooks:
   - {{saved_tensors: {{pack: "x", unpack: "x"}}}}
 """
-
-
-def _value(shape, start=1):
-    if not shape:
-        return start
-    step = 1
-    for n in shape[1:]:
-        step *= n
-    return [_value(shape[1:], start + i * step) for i in range(shape[0])]
 
 
 def _cases():
@@ -60,11 +52,11 @@ def test_adaptive_pools_with_an_empty_dimension_as_torch():
         arg = size[0] if rank == 1 else size
         index = "" if empty is None else "[" + ", ".join([":"] * empty + [":0"]) + "]"
         forward = f"F.{call}(a{index}, {arg})"
-        v = adjoint.loads(TEMPLATE.format(x=_value(base), forward=forward), name="case").solve().variants[0]
+        v = adjoint.loads(TEMPLATE.format(x=counting(base), forward=forward), name="case").solve().variants[0]
         predicted = ([(c.kind, list(c.args["x"].shape)) for c in v.hook_calls],
                      None if v.error is None else (v.error.type, v.error.message, v.error.during))
 
-        a = torch.tensor(_value(base), dtype=torch.float64, requires_grad=True)
+        a = torch.tensor(counting(base), dtype=torch.float64, requires_grad=True)
         calls, error = [], None
 
         def pack(t):

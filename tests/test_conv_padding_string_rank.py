@@ -17,6 +17,7 @@ import warnings
 import pytest
 
 import adjoint
+from conftest import counting
 
 TEMPLATE = """
 name: case
@@ -37,15 +38,6 @@ EXTRAS = {"": {}, ", stride=2": {"stride": 2}, ", groups=0": {"groups": 0}, ", d
           ", dilation=(1, 1)": {"dilation": (1, 1)}}
 
 
-def _value(shape, start=1):
-    if not shape:
-        return start
-    step = 1
-    for n in shape[1:]:
-        step *= n
-    return [_value(shape[1:], start + i * step) for i in range(shape[0])]
-
-
 @pytest.mark.torch
 def test_padding_string_with_a_weight_of_another_rank_as_torch():
     import torch
@@ -57,12 +49,12 @@ def test_padding_string_with_a_weight_of_another_rank_as_torch():
         xs = (2,) * (rank + 1 if unbatched else rank + 2)
         ws = (2,) * wr
         forward = f"F.conv{rank}d(a, w, padding={pad}{extra})"
-        v = adjoint.loads(TEMPLATE.format(x=_value(xs), w=_value(ws), forward=forward), name="case").solve().variants[0]
+        v = adjoint.loads(TEMPLATE.format(x=counting(xs), w=counting(ws), forward=forward), name="case").solve().variants[0]
         predicted = ([list(c.args["x"].shape) for c in v.hook_calls if c.kind == "pack"],
                      None if v.error is None else (v.error.type, v.error.message, v.error.during))
 
-        a = torch.tensor(_value(xs), dtype=torch.float64, requires_grad=True)
-        w = torch.tensor(_value(ws), dtype=torch.float64, requires_grad=True)
+        a = torch.tensor(counting(xs), dtype=torch.float64, requires_grad=True)
+        w = torch.tensor(counting(ws), dtype=torch.float64, requires_grad=True)
         packs, error = [], None
 
         def pack(t):

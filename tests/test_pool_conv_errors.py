@@ -12,6 +12,7 @@ checks the files tests/data/regressions/pool_errors.yaml and conv_errors.yaml th
 import pytest
 
 import adjoint
+from conftest import counting
 
 F_CASES = [   # (adjoint forward, torch forward on x, w, input shape, weight shape or None)
     # 2-d pools: the kernel's checks, after MaxPool2DWithIndicesBackward0 / AvgPool2DBackward0 packed self
@@ -129,31 +130,22 @@ hooks:
 """
 
 
-def _value(shape, start=1):
-    if not shape:
-        return start
-    step = 1
-    for n in shape[1:]:
-        step *= n
-    return [_value(shape[1:], start + i * step) for i in range(shape[0])]
-
-
 @pytest.mark.torch
 def test_pool_and_conv_errors_are_torchs():
     import torch
     import torch.nn.functional as F
 
     for forward, fn, xs, ws in F_CASES:
-        w_line = "" if ws is None else f"  w: {{value: {_value(ws)}, requires_grad: true}}\n"
-        text = TEMPLATE.format(x=_value(xs), w=w_line, names="x" if ws is None else "x, w",
+        w_line = "" if ws is None else f"  w: {{value: {counting(ws)}, requires_grad: true}}\n"
+        text = TEMPLATE.format(x=counting(xs), w=w_line, names="x" if ws is None else "x, w",
                                forward=forward)
         v = adjoint.loads(text, name="case").solve().variants[0]
         assert v.error is not None, forward
         predicted = ([list(c.args["x"].shape) for c in v.hook_calls if c.kind == "pack"],
                      v.error.type, v.error.message, v.error.during)
 
-        x = torch.tensor(_value(xs), dtype=torch.float64, requires_grad=True)
-        w = None if ws is None else torch.tensor(_value(ws), dtype=torch.float64, requires_grad=True)
+        x = torch.tensor(counting(xs), dtype=torch.float64, requires_grad=True)
+        w = None if ws is None else torch.tensor(counting(ws), dtype=torch.float64, requires_grad=True)
         packs = []
 
         def pack(t):

@@ -17,6 +17,7 @@ from __future__ import annotations
 from adjoint.format import syntax as S
 from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Tensor
+from adjoint.engine.gradalias import laid_out
 from adjoint.engine.interpreter import Interp
 
 
@@ -48,7 +49,6 @@ class Wrapped:
             if e is t:
                 return obj
         if isinstance(t, Tensor) and t.strides and len(t.strides) == len(t.shape):
-            from adjoint.engine.gradalias import laid_out
             return laid_out(tuple(t.shape), tuple(t.strides))
         return None
 

@@ -401,7 +401,7 @@ class Runtime:
         seen: set = set()
         # an op a CopySlices wraps is reached through it only (its result is the written view, whose
         # grad_fn was regenerated): its edge 0 never counts, whichever way the walk meets it
-        wrapped = {id(n.params[1]) for n in self.nodes if n.kind == "copyslices"}
+        wrapped = wrapped_ops(self.nodes)
         todo = [t.grad_fn for t in self.all_tensors if t.grad_fn is not None and not t.temporary] + \
             list(self.captured_nodes)
         while todo:
@@ -433,12 +433,18 @@ _TYPE_NAMES = {"float32": "torch.FloatTensor", "float64": "torch.DoubleTensor", 
                "bool": "torch.BoolTensor"}
 
 
+def wrapped_ops(nodes) -> set:
+    """ids of the ops CopySlices nodes wrap (the in-place op on a view: its edge 0 is the view's
+    old grad_fn, which CopySlices replaces by the base's)."""
+    return {id(n.params[1]) for n in nodes if n.kind == "copyslices"}
+
+
 def held_by_an_edge(target: Node, nodes) -> bool:
     """Does some node of the run hold ``target`` through a next edge? Edge 0 of a node a
     CopySlices wraps does not count: that is the written view's old grad_fn, and CopySlices
     goes to the base instead (checked in torch: after h.tanh_(); h *= w on a view h, the
     version error names Tanh, not the AsStrided node only that edge points at)."""
-    wrapped = {id(n.params[1]) for n in nodes if n.kind == "copyslices"}
+    wrapped = wrapped_ops(nodes)
     return any(e is not None and e.node is target and not (i == 0 and id(n) in wrapped)
                for n in nodes for i, e in enumerate(n.edges))
 

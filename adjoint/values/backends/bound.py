@@ -80,6 +80,13 @@ def _undecided(x) -> np.ndarray:
     return (e > 0) & (np.abs(x.a) <= e)
 
 
+def _within_bounds(a, ea, top, etop) -> np.ndarray:
+    """Where ``a`` is within the two bounds of ``top`` and either is uncertain: PyTorch's floats
+    may order them either way (exactly given equal values tie in PyTorch too)."""
+    with np.errstate(invalid="ignore"):
+        return (np.abs(a - top) <= ea + etop) & (ea + etop > 0)
+
+
 def _e(x) -> np.ndarray:
     e = getattr(x, "e", None)
     return np.full(np.shape(x.a), np.nan) if e is None else e
@@ -457,8 +464,7 @@ class BoundBackend(Float64Backend):
         chosen = np.asarray(chosen, dtype=np.int64)
         top = np.take_along_axis(x.a, chosen, axis=dim)
         etop = np.take_along_axis(ex, chosen, axis=dim)
-        with np.errstate(invalid="ignore"):
-            near = (np.abs(x.a - top) <= ex + etop) & (ex + etop > 0)
+        near = _within_bounds(x.a, ex, top, etop)
         shape = [1] * x.ndim
         shape[dim % x.ndim] = x.shape[dim]
         reach = np.max(np.where(near, np.abs(np.arange(x.shape[dim]).reshape(shape) - chosen), 0), axis=dim,
@@ -485,9 +491,7 @@ class BoundBackend(Float64Backend):
             win = np.asarray(win, dtype=np.int64)
             chosen = idx[:, o]
             top, etop = a[rows, chosen], ex[rows, chosen]
-            with np.errstate(invalid="ignore"):
-                near = (np.abs(a[:, win] - top[:, None]) <= ex[:, win] + etop[:, None]) \
-                    & (ex[:, win] + etop[:, None] > 0)
+            near = _within_bounds(a[:, win], ex[:, win], top[:, None], etop[:, None])
             undecided = near.sum(axis=1) > 1
             if not undecided.any():
                 continue
