@@ -251,3 +251,58 @@ def test_max_routing_grows_only_where_pytorchs_floats_may_pick_another_element()
     out = B.max_routing(grad, g, x, lambda: [np.array([0, 1, 2])], idx)
     assert out.a.tolist() == grad.a.tolist()
     assert out.e.tolist() == [[1e-16 + 3.0 + 1e-16, 3.0 + 1e-16, 0.0], [0.0, 0.0, 0.0]]
+
+
+def test_an_exact_zero_operand_rounds_nothing():
+    """``x + 0`` is ``x`` in any float, and a sum of products each with an exact 0 is 0 with no
+    underflow: a convolution's padded border is its bias exactly, so pooling windows that tie there
+    tie in PyTorch's floats too (sweep seed 88003, problem 562: without this the ties widened the
+    bias gradient's bound to 0.85, and the next pass's bounds became infinite)."""
+    B = BoundBackend("float64")
+    b = Bnd(np.array([0.25, 1.0 / 3.0]), np.array([0.0, 1e-17]))
+    zero = B.literal(_lit(["0", "0"], [2]))
+    assert B.add(zero, b).e.tolist() == [0.0, 1e-17]                   # only b's own bound
+    assert B.sub(b, zero).e.tolist() == [0.0, 1e-17]
+    third = B.literal(_lit(["1/3"], [1]))
+    assert float(B.add(third, third).e[0]) == pytest.approx(2 * 2 * third.e[0] / 2 + U64 * 2 / 3)
+    a = B.literal(_lit(["0", "0", "1", "-2"], [2, 2]))                  # row 0: a padded position
+    w = B.literal(_lit(["0.5", "3", "0.25", "1"], [2, 2]))
+    m = B.matmul2d(a, w)
+    assert m.e[0].tolist() == [0.0, 0.0]                               # no eta, no u: exactly 0
+    assert m.e[1].tolist() == pytest.approx([2 * (U64 * 1.0 + 2.0 ** -1074), 2 * (U64 * 5.0 + 2.0 ** -1074)])
+
+
+def test_a_clamped_log_that_may_bite_in_floats_spans_its_interval():
+    """binary_cross_entropy's ``max(log x, -100)`` at ``x = 1 - sigmoid(40)``: 4.2e-18 exactly, 0 in
+    float64 with a bound of 4 u, so PyTorch's log may be anything from -100 up to
+    ``log(4 u)``: the bound is that width (plus the kernel's 4 u of the result); where ``x - e``
+    stays above exp(-100), the slope rule ``e / (x - e)``; an exact 0 (no error) is -100 exactly."""
+    B = BoundBackend("float64")
+    x = Bnd(np.array([0.0, 0.5, 0.0]), np.array([4 * U64, 1e-17, 0.0]))
+    r = B.clamped_log(x)
+    assert r.a.tolist() == [-100.0, pytest.approx(np.log(0.5)), -100.0]
+    assert float(r.e[0]) == pytest.approx(np.log(4 * U64) + 100 + 4 * U64 * 100, rel=1e-12)
+    assert float(r.e[1]) == pytest.approx(1e-17 / (0.5 - 1e-17) + 4 * U64 * abs(np.log(0.5)), rel=1e-12)
+    assert r.e[2] == 0.0
+
+
+@pytest.mark.torch
+def test_bce_of_a_sigmoid_saturated_in_floats_is_rounding_and_a_wrong_loss_is_not():
+    """PyTorch's loss is 75 + 3.05 + 0.97 where the exact one is about 30 + 3.05 + 0.97 (sigmoid(40)
+    is 1.0 in float64, its log clamped at -100): within the bound; a prediction off by 1e-9 on the
+    ordinary element (target 1, sigmoid(-3)) is still a mismatch."""
+    from adjoint.torchside import run_variant
+
+    path = "tests/data/regressions/bce_of_a_sigmoid_saturated_in_floats.yaml"
+    problem = adjoint.load(path)
+    pred = problem.solve(variant="tensor_hook").variants[0].to_json()
+    observed = run_variant(problem, problem.variant("tensor_hook"), "float64")
+    assert observed["values"]["crit"]["value"][0][0] == 75.0                           # 0.75 * 100
+    assert float(pred["values"]["crit"]["value"][0][0]) == pytest.approx(0.75 * 40 + np.log1p(np.exp(-40)))
+    bounds = bound_json(problem, "tensor_hook", "float64")
+    bad = [r for r in compare(pred, observed, "float64", bounds=bounds) if not r.ok]
+    assert bad == [], [r.detail for r in bad]
+    wrong = copy.deepcopy(pred)
+    _set(wrong, ("values", "crit", "value", 0, 1), lambda v: v + 1e-9)
+    rows = [r for r in compare(wrong, observed, "float64", bounds=bounds) if not r.ok]
+    assert rows and "rounding of this element" in rows[0].detail, rows

@@ -196,11 +196,18 @@ class BoundBackend(Float64Backend):
     # ------------------------------------------------------------------ arithmetic
     def add(self, x, y):
         r = super().add(x, y).a
-        return self._b(r, _e(x) + _e(y) + self._round(r))
+        return self._b(r, _e(x) + _e(y) + self._round_sum(r, x, y))
 
     def sub(self, x, y):
         r = super().sub(x, y).a
-        return self._b(r, _e(x) + _e(y) + self._round(r))
+        return self._b(r, _e(x) + _e(y) + self._round_sum(r, x, y))
+
+    def _round_sum(self, r, x, y) -> np.ndarray:
+        """A sum's own rounding, none where an operand is exactly 0 in PyTorch's run too (value and
+        bound 0): ``x + 0`` is ``x`` (a convolution's padded border is its bias exactly, so a pooling
+        window there ties in PyTorch's floats as in the exact answer)."""
+        exact = ((x.a == 0) & (_e(x) == 0)) | ((y.a == 0) & (_e(y) == 0))
+        return np.where(exact, 0.0, self._round(r))
 
     def normalize(self, x, mean, rstd):
         """PyTorch's norm kernels compute ``x * rstd - mean * rstd`` (batch norm: ``x * alpha + beta``,
@@ -323,12 +330,21 @@ class BoundBackend(Float64Backend):
         return self._b(super().clamp(x, lo, hi).a, _e(x))
 
     def clamped_log(self, x):
+        """``max(log x, -100)`` (binary_cross_entropy's). Where even the smallest ``x`` PyTorch's run
+        may have, ``x - e_x``, keeps the log above -100, the slope rule; where it may not (a sigmoid
+        saturated to 1.0 in floats, its exact ``1 - x`` 8e-26: the float64 value here is -100 too),
+        both PyTorch's value and the exact one lie in ``[-100, log(x + e_x)]``, so the bound is that
+        interval's width. Exactly -100 with no error in ``x`` (``x`` is 0): no error."""
         r = super().clamped_log(x).a
+        ax = np.abs(x.a)
         ex = np.broadcast_to(_e(x), np.shape(x.a))
+        own = self._round_under(r, KERNEL_ULPS)
         with np.errstate(all="ignore"):
-            slope = np.where(np.abs(x.a) > ex, 1.0 / (np.abs(x.a) - ex), np.inf)
-            e = _times(slope, ex) + self._round_under(r, KERNEL_ULPS)
-        return self._b(r, np.where(r == -100.0, 0.0, e))
+            bites = ax - ex <= math.exp(-100.0)
+            slope = np.where(bites, 0.0, 1.0 / (ax - ex))
+            top = np.maximum(np.log(ax + ex), -100.0)
+            e = np.where(bites, top + 100.0 + own, _times(slope, ex) + own)
+        return self._b(r, np.where((ex == 0) & (r == -100.0), 0.0, e))
 
     # ------------------------------------------------------------------ selections
     def mask(self, x, predicate):
@@ -431,7 +447,11 @@ class BoundBackend(Float64Backend):
         r = mm(x, y).a
         ax, ay = F64(np.abs(x.a)), F64(np.abs(y.a))
         ex, ey = F64(np.broadcast_to(_e(x), x.shape)), F64(np.broadcast_to(_e(y), y.shape))
-        e = mm(ax, ey).a + mm(ex, ay).a + mm(ex, ey).a + inner * (self.u * mm(ax, ay).a + self.eta)
+        e = mm(ax, ey).a + mm(ex, ay).a + mm(ex, ey).a
+        # eta (an underflowed product) only where some product may be nonzero: a sum of products
+        # with an exact 0 in each (a padded position) is 0 exactly
+        some = mm(F64((ax.a > 0) * 1.0), F64((ay.a > 0) * 1.0)).a > 0
+        e = e + inner * (self.u * mm(ax, ay).a + np.where(some | (e > 0), self.eta, 0.0))
         return self._b(r, e)
 
     def matmul2d(self, x, y):
