@@ -242,6 +242,10 @@ def _why(run: VariantRun, rec) -> list[str]:
         if what.startswith("leaf "):
             why.append(f"the hook writes the {what} in place: its value changes from now on (later forwards use it; "
                        "a node that saved it can no longer run)")
+        elif what.startswith("tensor "):
+            why.append(f"the hook writes {what[len('tensor '):]} (a tensor of the forward it names) in place: its "
+                       "version moves, so a node that saved it and has not run yet can no longer run; nodes that "
+                       "ran already used the old value")
         elif what.endswith("(assigned)"):
             why.append(f"the hook sets {what[:-len(' (assigned)')]}: it is another tensor from now on")
         elif what.endswith(".grad"):

@@ -26,7 +26,7 @@ from adjoint.engine.stash import StashScope
 _GRAD = attrgetter("grad")
 
 
-def run_hook_body(rt, hook, env: dict, grads: LeafGrads | None = None):
+def run_hook_body(rt, hook, env: dict, grads: LeafGrads | None = None, named: dict | None = None):
     """Run a hook's ``does`` lines, then its ``returns`` expression (None when it has none).
 
     Rebinding a name changes nothing unless returned, as in Python; writing in place what the
@@ -36,7 +36,7 @@ def run_hook_body(rt, hook, env: dict, grads: LeafGrads | None = None):
     if getattr(hook, "optimizer", None) is not None:   # optim: torch.optim.Adam([tensor]) (adjoint.engine.adam)
         env["optim"] = rt.hooks_runner.optimizer_of(hook, env["tensor"])
     kind = "tensor hook" if hook.kind == "hook" else f"{hook.kind} hook"
-    interp = HookInterp(rt, EnvScope(env, f"the {kind} '{hook.label}'", rt.names),
+    interp = HookInterp(rt, EnvScope(env, f"the {kind} '{hook.label}'", rt.names, named),
                         grads if grads is not None else LeafGrads())
     for stmt in hook.does:
         interp.execute(stmt)
@@ -96,8 +96,9 @@ class HookRunner:
         grads = LeafGrads()
         self.writes, self.returned_obj, self.leaf_changes = {}, None, []
         leaves = self.leaf_args(env)
+        named: dict = {}
         try:
-            returned = run_hook_body(rt, hook, env, grads)
+            returned = run_hook_body(rt, hook, env, grads, named)
         except TorchError:
             record.raised = True   # its body raised (a None argument computed with, ...): PyTorch propagates it
             raise
@@ -105,6 +106,20 @@ class HookRunner:
         for name, t, version in leaves:
             if t.version.value != version:
                 self.written_leaves.setdefault(name, t)
+        # what the body wrote by name (the forward's tensors, a parameter, an input): a leaf under each
+        # of its names (leaf_values), any other tensor as itself (the answer says so)
+        wrote_named = []
+        names_of = self._leaf_names(self.reg.model) if self.reg.model is not None else {}
+        for name, (t, version) in named.items():
+            if t.version.value == version:
+                continue
+            if id(t) not in names_of:
+                wrote_named.append(name)
+                continue
+            for leaf in names_of[id(t)]:
+                if leaf not in wrote_leaves:
+                    wrote_leaves.append(leaf)
+                self.written_leaves.setdefault(leaf, t)
         record.returned = snapshot(returned)
         writes, unknown = wrapped.writes(rt.B)
         if unknown and rt.phase == "backward":
@@ -112,6 +127,7 @@ class HookRunner:
         self.writes = writes
         self.leaf_changes = grads.settle()
         record.wrote = (("gradient",) if writes else ()) + tuple(f"leaf {n}" for n in wrote_leaves) + tuple(
+            f"tensor {n}" for n in wrote_named) + tuple(
             f"{self.leaf_name(t)}.grad{' (assigned)' if how == 'assign' else ''}" for t, how in self.leaf_changes)
         if isinstance(returned, tuple):
             self.returned_obj = tuple(wrapped.obj_of(r) for r in returned)
@@ -121,7 +137,8 @@ class HookRunner:
 
     def leaf_args(self, env: dict) -> list:
         """(name, leaf, version) of each model leaf among a hook's arguments (a post_accumulate_grad
-        hook's ``tensor``; a forward hook's inputs)."""
+        hook's ``tensor``; a forward hook's inputs); the leaves a body names are found as it names
+        them (``named`` in :meth:`fire`)."""
         model = self.reg.model
         if model is None:
             return []

@@ -45,16 +45,23 @@ class EnvScope:
 
     assigning = None
 
-    def __init__(self, env: dict, what: str, names: dict | None = None):
+    def __init__(self, env: dict, what: str, names: dict | None = None, named: dict | None = None):
         self.env = env
         self.what = what
         self.names = names if names is not None else {}
+        #: the forward's tensors the body named: name -> (tensor, its version when first named), so
+        #: the caller sees which of them the body wrote in place
+        self.named = named if named is not None else {}
 
     def lookup(self, name, loc):
         if name in self.env:
             return self.env[name]
         if name in self.names:   # a hook body may name the forward's tensors
-            return self.names[name]
+            value = self.names[name]
+            version = getattr(getattr(value, "version", None), "value", None)
+            if version is not None:
+                self.named.setdefault(name, (value, version))
+            return value
         raise ProblemError(loc, f"unknown name '{name}' in {self.what}; available: {', '.join(self.env)}")
 
     def call(self, name, args, kwargs, loc):

@@ -352,8 +352,8 @@ class Hooks:
         # in the backward, a value the body makes is not kept alive by the run (a plain script keeps
         # none): an extra reference to the gradient would change what AccumulateGrad steals
         program = run.program(scope) if graphs.current_node() is None else run.backward_program(scope)
-        leaves = [(name, t, t._version) for name, t in run.leaves.items()
-                  if any(t is a for a in _tensors(env if env is not None else args))]
+        # every leaf: the body may write those it is handed and those it names (a parameter, an input)
+        leaves = [(name, t, t._version) for name, t in run.leaves.items()]
         try:
             if kind in ("pack", "unpack"):
                 returned = program.eval(body)

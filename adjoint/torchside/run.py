@@ -140,7 +140,10 @@ class Session:
         return Program(scope, self.keep_graphs)
 
     def keep_graphs(self, value) -> None:
-        if any(t.grad_fn is not None for t in graphs.tensors_in(value)):
+        # with grad mode off (a backward without create_graph) nothing the body makes has a graph, and
+        # reading grad_fn of a view it made of a tensor it then wrote (W[0].mul_(2)) would raise
+        # PyTorch's no_grad-view error, which a plain script never reads
+        if torch.is_grad_enabled() and any(t.grad_fn is not None for t in graphs.tensors_in(value)):
             self.keep(value)
 
     def keep(self, value) -> None:

@@ -9,7 +9,7 @@ call, which changes the edges other hooks see), :meth:`v2_extras` after it.
 
 from __future__ import annotations
 
-from gen.inplace import INPLACE_P, optimizer_step
+from gen.inplace import INPLACE_P, NAMED_WRITE_P, named_write, optimizer_step
 from .specs import HookSpec
 
 GLOBAL_KINDS = [(2, "forward_pre"), (2, "forward"), (3, "full_backward"), (2, "full_backward_pre"), (1, "backward")]
@@ -74,6 +74,9 @@ class HookGenV2:
                 h = HookSpec("tensor", s.choice(used), "post_accumulate_grad")
                 if s.coin(INPLACE_P):
                     h.does = optimizer_step(s)
+                others = [n for n in used if n != h.target and "." not in n]
+                if others and s.coin(NAMED_WRITE_P):   # a write, by name, of another leaf (v3 §1, §8)
+                    h.does = list(h.does) + named_write(s, s.choice(others))
                 extra.append(h)
         if used and s.coin(0.25):
             nk = s.choice(["pre", "post"])

@@ -1,7 +1,7 @@
 """Hook bodies that write in place (contract v3 §1): ``grad.mul_(2)``, ``grad *= 2``,
 ``grad.clamp_(-c, c)``, ``grad_input[0].add_(1)``, and in a ``post_accumulate_grad`` hook the
 optimizer-in-backward forms ``tensor.sub_(lr * tensor.grad)``, ``tensor.grad.mul_(c)``,
-``tensor.grad = None``.
+``tensor.grad = None``, and writes by name of another leaf (``W.mul_(2)``).
 
 A ``does:`` entry is ``(name, tree)`` (``name = tree``), ``(None, tree)`` (an expression
 statement: a method call) or ``(name, op, tree)`` (``name op= tree``); see emit.py."""
@@ -12,6 +12,8 @@ from fractions import Fraction as Fr
 
 #: the chance that a v2 hook with nothing else to do writes what it is handed in place
 INPLACE_P = 0.2
+#: the chance that a post_accumulate_grad hook also writes another leaf it names in place
+NAMED_WRITE_P = 0.15
 
 
 def method(recv, name: str, *args):
@@ -51,6 +53,14 @@ def optimizer_step(s) -> list:
     if form == "step_clear":
         body.append(("tensor.grad", ("none",)))
     return body
+
+
+def named_write(s, name: str) -> list:
+    """A ``does:`` entry writing the leaf ``name`` (a parameter or an input the body names, not its
+    argument) in place: ``W.mul_(c)``, ``x.add_(c)``."""
+    form = s.choice(["mul_", "add_"])
+    c = s.choice([Fr(2), Fr(1, 2)]) if form == "mul_" else s.choice([Fr(1, 4), Fr(-1)])
+    return [(None, method(("n", name), form, ("c", c)))]
 
 
 def writes_in_place(h) -> bool:
