@@ -63,3 +63,47 @@ def test_the_answer_says_what_the_body_wrote():
     why = " ".join(w for call in run.hook_calls for w in call.why)
     assert "writes h1 (a tensor of the forward it names) in place" in why
     assert "only rebinds local names" not in why
+
+
+@pytest.mark.torch
+def test_grad_reads_and_assignments_match_a_plain_script():
+    """The errors' text and the one warning per read, from a plain script (not the torch side,
+    which read an attribute twice before: two warnings where a script issues one)."""
+    import warnings
+
+    import torch
+    path = "tests/data/regressions/hook_body_grad_reads_and_assignments.yaml"
+    d = torch.float64
+
+    def run(body):
+        x = torch.tensor([[0.5, -1], [2, 0.25]], dtype=d, requires_grad=True)
+        W = torch.tensor([[1, -2], [0.5, 1]], dtype=d, requires_grad=True)
+        h1 = x @ W
+        h2 = h1.tanh()
+        y = h2 * x
+        h2.register_hook(lambda g: body(g, W, h1))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                y.sum().backward()
+            except Exception as exc:
+                return (type(exc).__name__, str(exc)), [str(w.message) for w in caught]
+        return None, [str(w.message) for w in caught]
+
+    def assign(W, v):
+        W.grad = v
+
+    scripts = {
+        "grad_assign_wrong_shape": lambda g, W, h1: assign(W, g[0]),
+        "grad_assign_number": lambda g, W, h1: assign(W, 3),
+        "grad_assign_float": lambda g, W, h1: assign(W, 2.5),
+        "read_grad_of_nonleaf": lambda g, W, h1: g + h1.grad,
+        "read_grad_of_nonleaf_is_none": lambda g, W, h1: (h1.grad, None)[1],
+    }
+    problem = adjoint.load(path)
+    for variant, body in scripts.items():
+        error, warned = run(body)
+        out = problem.solve(variant=variant).variants[0].to_json()
+        predicted = out.get("error")
+        assert (None if predicted is None else (predicted["type"], predicted["message"])) == error, variant
+        assert [w["message"] for w in out["warnings"]] == warned, variant

@@ -19,6 +19,12 @@ from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.gradalias import laid_out
 from adjoint.engine.interpreter import Interp
+from adjoint.engine.pyerrors import type_name
+from adjoint.engine.torch_errors import TorchError
+from adjoint.engine import warns
+
+#: how THPVariable_set_grad names a gradient's dtype (its C++ type) and the tensor's (its ScalarType)
+ASSIGNED_DTYPE_NAMES = {"float32": ("float", "Float"), "float64": ("double", "Double")}
 
 
 class Wrapped:
@@ -101,6 +107,12 @@ class HookInterp(Interp):
     def eval(self, e):
         if isinstance(e, S.Attr) and e.name == "grad":
             obj = super().eval(e.obj)
+            if isinstance(obj, Tensor) and not holds_grad(obj):
+                # TensorBase::grad(): a non-leaf without retain_grad has no .grad, and reading it warns;
+                # a leaf that does not require grad has none either (no warning)
+                if obj.grad_fn is not None:
+                    warns.warn(self.rt, "UserWarning", warns.NON_LEAF_GRAD)
+                return None
             return self.grads.read(self.rt, self.leaf(obj, e), e.loc)
         return super().eval(e)
 
@@ -108,6 +120,12 @@ class HookInterp(Interp):
         if isinstance(stmt, S.Assign) and isinstance(stmt.target, S.Attr) and stmt.target.name == "grad":
             t = self.leaf(super().eval(stmt.target.obj), stmt.target)
             value = self.eval(stmt.value)
+            if value is not None and not isinstance(value, Tensor):   # THPVariable_set_grad's first check
+                kind = type_name(value, stmt.value)
+                if kind is None:
+                    raise ProblemError(stmt.loc, "assigning a number to .grad is PyTorch's TypeError, whose text "
+                                                 "names the number's Python type (int or float), not known here")
+                raise TorchError("TypeError", f"assigned grad expected to be a Tensor or None but got grad of type {kind}")
             self.grads.assign(t, value, stmt.loc)
             return
         if isinstance(stmt, S.AugAssign) and isinstance(stmt.target, S.Attr) and stmt.target.name == "grad":
@@ -126,11 +144,17 @@ class HookInterp(Interp):
     def leaf(obj, e):
         if not isinstance(obj, Tensor):
             raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is not a tensor: it has no .grad")
-        if not (obj.is_leaf and obj.requires_grad and obj.grad_fn is None):
-            raise ProblemError(e.loc, f"'{S.to_source(e.obj)}.grad': .grad of a tensor that is not a leaf requiring "
-                                      "grad is not modelled in hook bodies (use it on a post_accumulate_grad hook's "
-                                      "tensor)")
+        if not holds_grad(obj):
+            raise ProblemError(e.loc, f"'{S.to_source(e.obj)}.grad': writing .grad of a tensor that is neither a "
+                                      "leaf requiring grad nor one with retain_grad() is not modelled in hook bodies "
+                                      "(use it on a post_accumulate_grad hook's tensor)")
         return obj
+
+
+def holds_grad(t: Tensor) -> bool:
+    """Whether ``t.grad`` is a gradient the backward fills: a leaf requiring grad, or a non-leaf
+    with retain_grad() (its .grad is what the retain hook stored, as the answer's grads list it)."""
+    return (t.is_leaf and t.requires_grad and t.grad_fn is None) or bool(getattr(t, "retains_grad", False))
 
 
 class LeafGrads:
@@ -152,12 +176,22 @@ class LeafGrads:
         return t
 
     def assign(self, leaf: Tensor, value, loc) -> None:
-        if value is not None:
-            if not isinstance(value, Tensor):
-                raise ProblemError(loc, "assigned grad expected to be a Tensor or None but got grad of type "
-                                        f"{type(value).__name__}: PyTorch raises TypeError")
+        if value is not None:   # THPVariable_set_grad's checks after the type's (HookInterp.execute), in its order
+            if value.dtype != leaf.dtype:
+                names = ASSIGNED_DTYPE_NAMES
+                if value.dtype not in names or leaf.dtype not in names:
+                    raise ProblemError(loc, f"assigning a {value.dtype} gradient to a {leaf.dtype} tensor's .grad is "
+                                            "PyTorch's error, whose text for these dtypes is not modelled")
+                raise TorchError("RuntimeError", f"attempting to assign a gradient with dtype '{names[value.dtype][0]}' "
+                                 f"to a tensor with grad_dtype '{names[leaf.dtype][1]}'. The gradient must match the "
+                                 "tensor's grad_dtype (defaults to the tensor's dtype). You can set the tensor's "
+                                 "grad_dtype attribute with a specific dtype, or None to allow any dtype. Set "
+                                 "grad_dtype with caution. Diverging the dtypes of a tensor and its gradient may "
+                                 "break downstream systems that assume they match.")
             if tuple(value.shape) != tuple(leaf.shape):
-                raise ProblemError(loc, "assigned grad has data of a different size: PyTorch raises RuntimeError")
+                raise TorchError("RuntimeError", f"attempting to assign a gradient of size '{list(value.shape)}' to a "
+                                 f"tensor of size '{list(leaf.shape)}'. Please ensure that the gradient and the tensor "
+                                 "are the same size")
             self.read_tensors[leaf] = (value, value.version.value, value.value)
         else:
             self.read_tensors.pop(leaf, None)

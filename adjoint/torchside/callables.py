@@ -74,9 +74,12 @@ def method(obj: torch.Tensor, name: str, loc: Loc):
 
 def attribute(obj: torch.Tensor, name: str, loc: Loc):
     """``obj.name`` read from the tensor (``T``, ``mT``, ``shape``, ``ndim``, ``grad``, ...)."""
-    if (name.startswith("_") and name != "_version") or not hasattr(obj, name):
+    if name.startswith("_") and name != "_version":
         raise ProblemError(loc, f"torch.Tensor has no attribute '{name}'")
-    value = getattr(obj, name)
+    try:   # read once: reading .grad of a non-leaf warns each time, as a script's one read does
+        value = getattr(obj, name)
+    except AttributeError:
+        raise ProblemError(loc, f"torch.Tensor has no attribute '{name}'") from None
     if callable(value) and not isinstance(value, torch.Tensor):
         raise ProblemError(loc, f"Tensor.{name} is a method; call it, as in x.{name}()")
     return value
