@@ -65,6 +65,9 @@ class ParamSpec:
 
     name: str                     # as named_parameters() names it, relative to the module
     shape: tuple[int, ...]
+    #: "ones" | "zeros": the value reset_parameters() gives it, whatever the random state (a norm's
+    #: weight and bias, attention's biases); None: a random draw, which a file must give
+    default: str | None = None
 
 
 @dataclass(frozen=True)
@@ -141,7 +144,7 @@ def _batchnorm_params(a: Args) -> tuple[ParamSpec, ...]:
     if not a["affine"]:
         return ()
     n = (a["num_features"],)
-    return (ParamSpec("weight", n),) + ((ParamSpec("bias", n),) if a["bias"] else ())
+    return (ParamSpec("weight", n, "ones"),) + ((ParamSpec("bias", n, "zeros"),) if a["bias"] else ())
 
 
 def _batchnorm_buffers(a: Args) -> tuple[BufferSpec, ...]:
@@ -156,14 +159,14 @@ def _layernorm_params(a: Args) -> tuple[ParamSpec, ...]:
     if not a["elementwise_affine"]:
         return ()
     shape = tuple(a["normalized_shape"])
-    return (ParamSpec("weight", shape),) + ((ParamSpec("bias", shape),) if a["bias"] else ())
+    return (ParamSpec("weight", shape, "ones"),) + ((ParamSpec("bias", shape, "zeros"),) if a["bias"] else ())
 
 
 def _groupnorm_params(a: Args) -> tuple[ParamSpec, ...]:
     if not a["affine"]:
         return ()
     n = (a["num_channels"],)
-    return (ParamSpec("weight", n),) + ((ParamSpec("bias", n),) if a["bias"] else ())
+    return (ParamSpec("weight", n, "ones"),) + ((ParamSpec("bias", n, "zeros"),) if a["bias"] else ())
 
 
 def _embedding_params(a: Args) -> tuple[ParamSpec, ...]:
@@ -178,12 +181,12 @@ def _mha_params(a: Args) -> tuple[ParamSpec, ...]:
         out = (ParamSpec("q_proj_weight", (e, e)), ParamSpec("k_proj_weight", (e, kdim)),
                ParamSpec("v_proj_weight", (e, vdim)))
     if a["bias"]:
-        out += (ParamSpec("in_proj_bias", (3 * e,)),)
+        out += (ParamSpec("in_proj_bias", (3 * e,), "zeros"),)   # _reset_parameters: constant_(..., 0.)
     if a["add_bias_kv"]:
         out += (ParamSpec("bias_k", (1, 1, e)), ParamSpec("bias_v", (1, 1, e)))
     out += (ParamSpec("out_proj.weight", (e, e)),)
     if a["bias"]:
-        out += (ParamSpec("out_proj.bias", (e,)),)
+        out += (ParamSpec("out_proj.bias", (e,), "zeros"),)
     return out
 
 

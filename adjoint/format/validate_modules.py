@@ -290,17 +290,30 @@ class ModuleBuilder:
                 given[key.text] = decl
             raise_all(errors)
         missing = [s for s in specs if s.name not in given]
-        if missing and self.init_seed is None and not self.init_given:
-            names = ", ".join(s.name for s in missing)
+        drawn = self.init_seed is not None or self.init_given
+        if not drawn and any(s.default is None for s in missing):
+            names = ", ".join(s.name for s in missing if s.default is None)
             raise ProblemError(m.loc, f"{what} ({t.name}) has no values for {names}; give them under params: or add "
                                       "a top-level init: {seed: 0} to generate them")
         out = []
         for s in specs:
             if s.name in given:
                 out.append(given[s.name])
-            else:
+            elif drawn:
                 out.append(self.generated(prefix + s.name, s.shape, m.loc, t, args, frozen))
+            else:   # PyTorch's own value, the same whatever the random state (a norm's ones and zeros)
+                out.append(self.constant(prefix + s.name, s.shape, s.default, m.loc, not frozen))
         return tuple(out)
+
+    @staticmethod
+    def constant(full: str, shape: tuple[int, ...], default: str, loc: Loc, requires_grad: bool,
+                 dtype: str | None = None) -> TensorDecl:
+        """A parameter or buffer PyTorch makes the same whatever the random state: ``ones`` or ``zeros``."""
+        count = 1
+        for n in shape:
+            count *= n
+        value = Fraction(1) if default == "ones" else Fraction(0)
+        return TensorDecl(full, Literal(shape, (value,) * count, loc), requires_grad, loc, dtype)
 
     def generated(self, full: str, shape: tuple[int, ...], loc: Loc, t: NNType, args: dict,
                   frozen: bool) -> TensorDecl:
@@ -341,11 +354,7 @@ class ModuleBuilder:
             if s.name in given:
                 out.append(given[s.name])
             elif s.default is not None:
-                value = Fraction(1) if s.default == "ones" else Fraction(0)
-                n = 1
-                for d in s.shape:
-                    n *= d
-                out.append(TensorDecl(prefix + s.name, Literal(s.shape, (value,) * n, m.loc), False, m.loc, s.dtype))
+                out.append(self.constant(prefix + s.name, s.shape, s.default, m.loc, False, s.dtype))
         return tuple(out)
 
     # ------------------------------------------------------------------ parameters
