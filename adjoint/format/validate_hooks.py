@@ -242,9 +242,10 @@ def check_hook_list(hooks: list[Hook], node: YSeq) -> None:
 def parse_backward(node: YNode | None, base: Backward | None, in_step: bool = False) -> Backward:
     if node is None:
         return base or Backward("backward", (), None, None)
-    if in_step:   # a steps: backward may be second order (loaded when a file has steps)
-        from adjoint.format.second_steps import SECOND_KEYS, parse_second
-    b = mapping(node, "backward", (), BACKWARD_KEYS + (("retain_graph",) + SECOND_KEYS if in_step else ()))
+    # a steps: backward may be second order (loaded when a file has steps); a top-level or a variant's
+    # backward may choose its root (contract v3, 8: root: on a top-level backward and on method: grad)
+    from adjoint.format.second_steps import SECOND_KEYS, parse_second
+    b = mapping(node, "backward", (), BACKWARD_KEYS + (("retain_graph",) + SECOND_KEYS if in_step else ("root",)))
     method = choice(b.get("method"), "backward method", ("backward", "grad")) if b.get("method") else "backward"
     inputs: tuple[tuple[str, Loc], ...] = ()
     empty = isinstance(b.get("inputs"), YSeq) and not b.get("inputs").items   # inputs=[]: PyTorch's error, an answer
@@ -259,7 +260,7 @@ def parse_backward(node: YNode | None, base: Backward | None, in_step: bool = Fa
                 raise ProblemError(item.loc, f"'{n}' is listed twice in backward.inputs")
             names.append((n, item.loc))
         inputs = tuple(names)
-    second = parse_second(b, method, inputs) if in_step else None
+    second = parse_second(b, method, inputs)
     if method == "grad" and not inputs and not empty:
         raise ProblemError(b.loc, "method: grad needs inputs: [TENSOR, ...] (torch.autograd.grad(outputs, inputs))")
     grad_output = parse_literal(b.get("grad_output"), "backward.grad_output") if b.get("grad_output") is not None else None
