@@ -79,9 +79,14 @@ def test_parameters_are_checked_against_the_type():
 
 
 def test_missing_parameters_need_values_or_init():
-    assert one(X + "model: {type: LayerNorm, args: {normalized_shape: 2}, params: {weight: [1, 1]}}\n") == \
-        "f.yaml:4:8: module 'model' (LayerNorm) has no values for bias; give them under params: or add a top-level " \
+    # a Linear's bias is drawn at random in PyTorch: the file must give it (or init:)
+    assert one(X + "model: {type: Linear, args: {in_features: 2, out_features: 1}, params: {weight: [[1, 1]]}}\n") == \
+        "f.yaml:4:8: module 'model' (Linear) has no values for bias; give them under params: or add a top-level " \
         "init: {seed: 0} to generate them"
+    # a LayerNorm's is zeros in any freshly built module: left out, it is that
+    m = ok(X + "model: {type: LayerNorm, args: {normalized_shape: 2}, params: {weight: [2, 3]}}\n").model
+    assert [(p.name, p.value.items, p.requires_grad) for p in m.params] == [
+        ("weight", (2, 3), True), ("bias", (0, 0), True)]
 
 
 def test_buffers_given_defaulted_and_typed():
