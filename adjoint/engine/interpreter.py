@@ -71,16 +71,6 @@ class EnvScope:
         self.env[name] = value
 
 
-def dotted_name(e) -> str | None:
-    """``a.b.c`` (and ``net[0].weight``, ``net.0.weight``) as one dotted name; None for anything else."""
-    parts = []
-    while isinstance(e, S.Attr):
-        parts.append(e.name)
-        e = e.obj
-    base = S.module_path(e)
-    return None if base is None or not parts else ".".join([base] + parts[::-1])
-
-
 def suggest_function(name: str) -> str:
     """The rest of an unknown-function message: a close name, or that PyTorch has it but adjoint does not model it."""
     import difflib
@@ -271,7 +261,7 @@ class Interp:
             kwargs = {k: self.eval(v) for k, v in e.kwargs}
             return self.method(obj, e, args, kwargs)
         if isinstance(e, S.Attr) and isinstance(self.scope, EnvScope):
-            path = dotted_name(e)   # a hook body's ``lin.weight``, ``net[0].bias``: the forward's name of a parameter
+            path = S.dotted_name(e)   # a hook body's ``lin.weight``, ``net[0].bias``: the forward's name of a parameter
             if path is not None and path in self.scope.names:
                 return self.scope.lookup(path, e.loc)
         if isinstance(e, S.Attr) and S.module_path(e.obj) is not None and hasattr(self.scope, "module_attribute") \

@@ -372,6 +372,17 @@ def _paren(e: Expr) -> str:
     return f"({s})" if isinstance(e, (Bin, Neg)) else s
 
 
+def dotted_name(e) -> str | None:
+    """``a.b.c`` (and ``net[0].weight``) as one dotted name, as a hook body names a parameter by
+    its path (``lin.weight``, ``net.0.weight``); None for anything else."""
+    parts = []
+    while isinstance(e, Attr):
+        parts.append(e.name)
+        e = e.obj
+    base = module_path(e)
+    return None if base is None or not parts else ".".join([base] + parts[::-1])
+
+
 def module_path(e) -> str | None:
     """The module path a ``checkpoint`` argument names: ``f``, ``layers[0]`` (``layers.0``),
     ``blocks[1][0]``; None for anything else."""

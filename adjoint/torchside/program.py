@@ -90,16 +90,6 @@ class EnvScope:
         raise ProblemError(loc, f"{self.what} cannot call the module '{name}'")
 
 
-def _dotted(e) -> str | None:
-    """``a.b.c`` (and ``net[0].weight``) as one dotted name; None for anything else."""
-    parts = []
-    while isinstance(e, S.Attr):
-        parts.append(e.name)
-        e = e.obj
-    base = S.module_path(e)
-    return None if base is None or not parts else ".".join([base] + parts[::-1])
-
-
 class Program:
     """Runs statements and evaluates expressions in ``scope``; ``produced(value)`` is told of
     every value an expression makes (the run keeps them, so their graphs stay alive)."""
@@ -282,7 +272,7 @@ class Program:
                 return self.scope.nested_backward(obj, args, kwargs, e.loc)
             return self.keep(callables.method(obj, e.name, e.loc)(*args, **kwargs))
         if isinstance(e, S.Attr) and isinstance(self.scope, EnvScope) and self.scope.run is not None:
-            path = _dotted(e)   # a hook body's ``lin.weight``: the forward's name of a parameter
+            path = S.dotted_name(e)   # a hook body's ``lin.weight``: the forward's name of a parameter
             if path is not None and path not in self.scope.env and path in self.scope.run.current_names():
                 return self.scope.lookup(path, e.loc)
         if isinstance(e, S.Attr) and S.module_path(e.obj) is not None and hasattr(self.scope, "child") \
