@@ -23,6 +23,20 @@ def run_quiet(files, **kw):
     return code, "\n".join(out)
 
 
+@pytest.mark.torch
+@pytest.mark.parametrize("dtype, name", [("float32", "torch.FloatTensor"), ("float64", "torch.DoubleTensor")])
+def test_dtype_override_predicts_in_that_dtype(dtype, name):
+    """--dtype float32 on a float64 file: the prediction is made in float32 too, so a version error
+    names torch.FloatTensor, as PyTorch's float32 run does (it said torch.DoubleTensor)."""
+    path = "tests/data/regressions/hook_bodies_name_parameters_by_path.yaml"
+    code, text = run_quiet([path], dtype=dtype, variant="fwd_hook_write_param_nograd")
+    assert code == 0, text
+    problem = adjoint.load(path)
+    from dataclasses import replace
+    out = replace(problem, dtype=dtype).solve(variant="fwd_hook_write_param_nograd").variants[0].to_json()
+    assert f"[{name} [2, 2]]" in out["error"]["message"]
+
+
 def value(shape, v):
     return {"shape": shape, "value": v}
 

@@ -20,8 +20,9 @@ it ran against and, when that is not 2.13, says that the predictions follow 2.13
 
 from __future__ import annotations
 
+
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from adjoint.torchside.compare import FD_TOLERANCE, FLOOR_ULPS, Row, compare, compare_fd, tolerance
 from adjoint.render.jsontext import dumps
@@ -88,6 +89,8 @@ def run(files: list[str], dtype: str | None, as_json: bool, fd: bool, variant: s
     jobs = []
     for path in files:
         problem = load(path)
+        if dtype is not None and dtype != problem.dtype:   # --dtype: predicted in it too (its messages name it)
+            problem = replace(problem, dtype=dtype)
         prediction = predict(problem, variant, mode)
         for vp in prediction.variants:
             jobs.append((path, problem, vp))
