@@ -170,6 +170,16 @@ def _comparison(prim_rel: str):
     return lower
 
 
+def lower_isnan(rt, a, loc):
+    """``torch.isnan(x)``: ``x != x`` elementwise (IEEE: only nan differs from itself), a bool tensor and
+    no node, as the comparisons."""
+    x = a["input"]
+    if isinstance(x, Tensor) and rt.B.is_symbolic(x.value):
+        raise ProblemError(loc, "isnan of values with free symbols: its result depends on the symbols; bind them "
+                                "under symbols: and test numbers")
+    return rt.apply("compare", [x, x], "ne", loc)
+
+
 def lower_where(rt, a, loc):
     return where(rt, a["condition"], a["input"], a["other"], loc)
 
@@ -226,6 +236,7 @@ FUNCTIONS = (
     *(Function(name, (_IN, Param("other", "scalar")), _comparison(name),
                doc=f"no node: a bool tensor (the Tensor method is what `a {text} b` calls)")
       for name, text in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="), ("eq", "=="), ("ne", "!="))),
+    Function("isnan", (_IN,), lower_isnan, doc="no node: a bool tensor, true where the element is nan (x != x)"),
     Function("where", (Param("condition", "tensor"), Param("input", "scalar"), Param("other", "scalar")), lower_where,
              where="function",
              doc="WhereBackward0 (edges input, other; saves the bool condition)"),
