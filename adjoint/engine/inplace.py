@@ -209,6 +209,13 @@ def _numel(shape) -> int:
 _OVERLAP = "Please clone() the tensor before performing the operation."
 
 
+def has_internal_overlap(t: Tensor) -> bool:
+    """at::has_internal_overlap's Yes: an expanded dimension (stride 0, size > 1) of a tensor that is
+    not non-overlapping and dense."""
+    strides = t.strides or contiguous_strides(t.shape)
+    return not _dense(t) and any(st == 0 and d > 1 for d, st in zip(t.shape, strides))
+
+
 def check_overlap(target: Tensor, inputs: list, internal: bool = True) -> None:
     """TensorIterator's memory-overlap checks for an in-place write (after autograd recorded
     the op): the written tensor may not have internal overlap (an expanded view; ``internal``
@@ -216,7 +223,7 @@ def check_overlap(target: Tensor, inputs: list, internal: bool = True) -> None:
     (get_overlap_status: both dense, same storage, intervals that meet but are not the same
     tensor layout); an input that is the same tensor is fine."""
     strides = target.strides or contiguous_strides(target.shape)
-    if internal and not _dense(target) and any(st == 0 and d > 1 for d, st in zip(target.shape, strides)):
+    if internal and has_internal_overlap(target):
         raise TorchError("RuntimeError", "unsupported operation: more than one element of the written-to tensor "
                                          f"refers to a single memory location. {_OVERLAP}", "overlap")
     root = target.base if target.base is not None else target

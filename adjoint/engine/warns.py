@@ -55,6 +55,14 @@ NON_LEAF_GRAD = ("The .grad attribute of a Tensor that is not a leaf Tensor is b
                  "by mistake, make sure you access the leaf Tensor instead. See github.com/pytorch/pytorch/pull/30531 "
                  "for more information. (Triggered internally at /__w/pytorch/pytorch/build/aten/src/ATen/core/"
                  "TensorBody.h:493.)")
+#: masked_fill__cpu / index_put_ on a tensor with internal overlap (an expanded one): a warning, then the write
+MASKED_FILL_EXPANDED = ("Use of masked_fill_ on expanded tensors is deprecated. Please clone() the tensor before "
+                        "performing this operation. This also applies to advanced indexing e.g. tensor[mask] = scalar "
+                        "(Triggered internally at /__w/pytorch/pytorch/aten/src/ATen/native/"
+                        "TensorAdvancedIndexing.cpp:2450.)")
+INDEX_PUT_EXPANDED = ("Use of index_put_ on expanded tensors is deprecated. Please clone() the tensor before performing "
+                      "this operation. This also applies to advanced indexing e.g. tensor[indices] = tensor (Triggered "
+                      "internally at /__w/pytorch/pytorch/aten/src/ATen/native/TensorAdvancedIndexing.cpp:976.)")
 #: F.kl_div with reduction='mean' (and no legacy size_average / reduce)
 KL_DIV_MEAN = ("reduction: 'mean' divides the total loss by both the batch size and the support size.'batchmean' "
                "divides only by the batch size, and aligns with the KL div math definition.'mean' will be changed to "

@@ -21,6 +21,7 @@ from adjoint.engine.graph import Tensor
 from adjoint.engine.bindings.signature import Function
 from adjoint.engine.bindings.signature import Param
 from adjoint.engine.infinity import Infinite
+from adjoint.engine import warns
 
 
 def _check_input(rt, x: Tensor, loc: Loc, what: str) -> None:
@@ -45,7 +46,9 @@ def masked_fill(rt, x: Tensor, mask: Tensor, value, loc: Loc, inplace: bool = Fa
         raise ProblemError(loc, f"{what}(): argument 'value' must be a number or a Tensor, not {describe(value)}: "
                                 "PyTorch raises TypeError")
     if inplace:
-        from adjoint.engine.inplace import apply_inplace
+        from adjoint.engine.inplace import apply_inplace, has_internal_overlap
+        if has_internal_overlap(x):   # masked_fill__cpu warns, then writes (no overlap error)
+            warns.warn(rt, "UserWarning", warns.MASKED_FILL_EXPANDED)
         return apply_inplace(rt, prim, x, others, params, loc)
     return rt.apply(prim, [x] + others, params, loc)
 

@@ -7,7 +7,8 @@ from fractions import Fraction
 
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
-from adjoint.engine.inplace import apply_inplace
+from adjoint.engine import warns
+from adjoint.engine.inplace import apply_inplace, has_internal_overlap
 from adjoint.engine.ops.views import expand_shape
 from adjoint.engine.bindings.views import getitem, view
 
@@ -39,13 +40,30 @@ def setitem(rt, x, items: list, value, loc: Loc) -> None:
         value = rt.tensor(rt.B.scalar(value), dtype=x.dtype)
     if not isinstance(value, Tensor):
         raise ProblemError(loc, "index assignment needs a tensor or a number on the right")
+    if len(items) == 1 and _filled_by_mask(rt, x, items[0], value):
+        # x[mask] = v with a bool mask of x's shape and one value, where no node is recorded (a hook
+        # body in the backward, under no_grad): index_put_ writes what masked_fill_ writes, with one
+        # version bump and the same overlap check
+        from adjoint.engine.bindings.masking import masked_fill
+        if has_internal_overlap(x):   # index_put_ warns, then hands a bool mask to masked_fill_ (which warns too)
+            warns.warn(rt, "UserWarning", warns.INDEX_PUT_EXPANDED)
+        masked_fill(rt, x, items[0], value, loc, inplace=True)
+        return
     if any(isinstance(i, (Tensor, tuple)) for i in items):
-        raise ProblemError(loc, "assigning through a tensor or list index (index_put_) is not modelled yet; use "
+        raise ProblemError(loc, "assigning through a tensor or list index (index_put_) is not modelled yet (only a "
+                                "bool mask of the tensor's shape and one value, where grad mode is off); use "
                                 "masked_fill, scatter or index_add (out of place)")
     # set_item's applySlicing skips a slice over a whole dimension (applySlice's optimization,
     # not disabled for assignment): when every item is one (or ...), the write goes into x itself
     target = x if _whole(x.shape, items) else getitem(rt, x, items, loc, lone=False)
     apply_inplace(rt, *_copy_to(rt, target, value, loc), loc)
+
+
+def _filled_by_mask(rt, x: Tensor, item, value: Tensor) -> bool:
+    """``x[item] = value`` is a masked fill: grad mode off (no IndexPutBackward0 to record), ``item``
+    a bool tensor of ``x``'s shape, ``value`` a 0-d tensor that needs no gradient."""
+    return (not rt.grad_enabled and isinstance(item, Tensor) and item.dtype == "bool"
+            and tuple(item.shape) == tuple(x.shape) and not value.shape and not value.requires_grad)
 
 
 def _copy_to(rt, dst: Tensor, src: Tensor, loc: Loc) -> tuple:
