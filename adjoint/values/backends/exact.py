@@ -281,7 +281,8 @@ def refuse_nonfinite(op, ins: list, out: Exact, loc) -> None:
             what = op.nonfinite or "a non-finite value"
             raise ProblemError(loc, f"{what} at the given values ({op.node}, element {where}: "
                                     f"{operands}) gives {E.s_str(e)} in PyTorch; change the values so the "
-                                    "forward pass stays finite")
+                                    "forward pass stays finite, or answer in doubles (solve --float64 follows "
+                                    "PyTorch's inf and nan)")
 
 
 #: The smallest magnitude each dtype rounds to inf (round to nearest: max + half an ulp), and
