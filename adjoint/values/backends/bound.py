@@ -448,9 +448,13 @@ class BoundBackend(Float64Backend):
         ax, ay = F64(np.abs(x.a)), F64(np.abs(y.a))
         ex, ey = F64(np.broadcast_to(_e(x), x.shape)), F64(np.broadcast_to(_e(y), y.shape))
         e = mm(ax, ey).a + mm(ex, ay).a + mm(ex, ey).a
-        # eta (an underflowed product) only where some product may be nonzero: a sum of products
-        # with an exact 0 in each (a padded position) is 0 exactly
-        some = mm(F64((ax.a > 0) * 1.0), F64((ay.a > 0) * 1.0)).a > 0
+        # eta (an underflowed product) only where some product may be nonzero: a row of exact zeros
+        # (a padded position) times anything is 0 exactly (a row or a column with a nonzero value
+        # may meet: counted, as is any element with an error)
+        if ax.a.ndim >= 2 and ay.a.ndim >= 2:
+            some = (ax.a > 0).any(axis=-1)[..., :, None] & (ay.a > 0).any(axis=-2)[..., None, :]
+        else:   # a vector operand: which products meet, by the same product of 0/1 indicators
+            some = mm(F64((ax.a > 0) * 1.0), F64((ay.a > 0) * 1.0)).a > 0
         e = e + inner * (self.u * mm(ax, ay).a + np.where(some | (e > 0), self.eta, 0.0))
         return self._b(r, e)
 
