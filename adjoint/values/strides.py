@@ -106,6 +106,39 @@ def _channels_last(shape, strides) -> bool:
     return order is not None and _dense_in_order(shape, strides, order)
 
 
+#: the channels-last orders c10 knows, fastest first: ChannelsLast (4-D), ChannelsLast3d (5-D)
+_CHANNELS_LAST_ANY = {4: (1, 3, 2, 0), 5: (1, 4, 3, 2, 0)}
+
+
+def channels_last_contiguous(shape, strides) -> bool:
+    """is_contiguous(ChannelsLast) of a 4-D tensor, or is_contiguous(ChannelsLast3d) of a 5-D one."""
+    order = _CHANNELS_LAST_ANY.get(len(shape))
+    return order is not None and _dense_in_order(shape, strides, order)
+
+
+def strides_like_channels_last(shape, strides) -> bool:
+    """c10's is_channels_last_strides_2d_s4 / _3d_s5 (what suggest_memory_format asks): the dims in
+    channels-last order have non-decreasing strides, each at least the one before times its size;
+    ambiguous cases (an N111 tensor, a 1C1W permutation, a trivial C) fall back to NCHW. So a tensor
+    can be channels-last contiguous and yet suggest Contiguous (pytorch#63224)."""
+    order = _CHANNELS_LAST_ANY.get(len(shape))
+    if order is None or strides[1] == 0:
+        return False
+    low = 0
+    for d in order:
+        if shape[d] == 0 or strides[d] < low:
+            return False
+        if d == 0 and low == strides[1]:
+            return False
+        low = strides[d] * (shape[d] if shape[d] > 1 else 1)
+    return True
+
+
+def suggest_memory_format(shape, strides) -> str:
+    """TensorBase::suggest_memory_format of a strided tensor: ``"channels_last"`` or ``"contiguous"``."""
+    return "channels_last" if strides_like_channels_last(shape, strides) else "contiguous"
+
+
 def _ordered_strides(shape, order) -> tuple[int, ...]:
     strides = [0] * len(shape)
     acc = 1
