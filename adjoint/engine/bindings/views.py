@@ -160,11 +160,15 @@ def lower_select(rt, a, loc):
     return select(rt, x, d, a["index"], loc)
 
 
-def select(rt, x: Tensor, d: int, index: int, loc: Loc):
+def select(rt, x: Tensor, d: int, index: int, loc: Loc, real_dim: int | None = None):
+    """``x.select(d, index)``; ``real_dim``: the dim of the indexed tensor an ``x[...]`` integer
+    stands for (applySelect's message names it), None for ``torch.select`` itself."""
     n = x.shape[d]
     if not -n <= index < n:
-        raise ProblemError(loc, f"index {index} is out of bounds for dimension {d} with size {n}: PyTorch raises "
-                                "IndexError")
+        if real_dim is None:
+            raise TorchError("IndexError", f"select(): index {index} out of range for tensor of size {list(x.shape)} "
+                                           f"at dimension {d}")
+        raise TorchError("IndexError", f"index {index} is out of bounds for dimension {real_dim} with size {n}")
     return rt.apply("select", [x], (d, index + n if index < 0 else index), loc)
 
 
@@ -264,6 +268,8 @@ def getitem(rt, x: Tensor, items: list, loc: Loc, lone: bool):
     if lone:
         item = items[0]
         if isinstance(item, slice):
+            if not x.shape:   # applySlicing on a 0-d tensor
+                raise TorchError("IndexError", "slice() cannot be applied to a 0-dim tensor.")
             return slice_(rt, x, 0, item.start, item.stop, item.step, loc)
         if item is Ellipsis:
             return rt.apply("alias", [x], None, loc)
@@ -271,30 +277,36 @@ def getitem(rt, x: Tensor, items: list, loc: Loc, lone: bool):
             return rt.apply("unsqueeze", [x], 0, loc)
         if isinstance(item, int):
             if not x.shape:
-                raise ProblemError(loc, "invalid index of a 0-dim tensor: PyTorch raises IndexError")
-            return select(rt, x, 0, item, loc)
+                raise TorchError("IndexError", "invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
+                                               "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
+            return select(rt, x, 0, item, loc, real_dim=0)
     out = x
     dim = 0
     # a bool mask covers as many dims as it has (count_specified_dimensions)
     specified = sum(len(i.shape) if isinstance(i, Tensor) and i.dtype == "bool" else 1
                     for i in items if i is not None and i is not Ellipsis)
     if specified > len(x.shape):
-        raise ProblemError(loc, f"too many indices for tensor of dimension {len(x.shape)}: PyTorch raises IndexError")
+        raise TorchError("IndexError", f"too many indices for tensor of dimension {len(x.shape)}")
     advanced = []
     made = []   # the steps' results: every one but the last is a temporary of THPVariable_getitem
+    real = 0    # the dim of x the item stands for (applySlicing's real_dim)
     for item in items:
         if out is not x and (not made or made[-1] is not out):
             made.append(out)
         if item is Ellipsis:
             dim += len(x.shape) - specified
+            real += len(x.shape) - specified
         elif item is None:
             out = rt.apply("unsqueeze", [out], dim, loc)
             dim += 1
+            real += 1   # applySlicing counts a None among the dims it names in messages
         elif isinstance(item, int):
-            out = select(rt, out, dim, item, loc)
+            out = select(rt, out, dim, item, loc, real_dim=real)
+            real += 1
         elif isinstance(item, slice):
             start, stop, step = item.start, item.stop, item.step
             n = out.shape[dim]
+            real += 1
             if (start in (None, 0)) and (stop is None or stop >= n) and step in (None, 1):
                 dim += 1
                 continue
@@ -302,7 +314,9 @@ def getitem(rt, x: Tensor, items: list, loc: Loc, lone: bool):
             dim += 1
         else:
             advanced.append((dim, item))
-            dim += len(item.shape) if isinstance(item, Tensor) and item.dtype == "bool" else 1
+            width = len(item.shape) if isinstance(item, Tensor) and item.dtype == "bool" else 1
+            dim += width
+            real += width
     for t in made:
         if t is not out:
             t.temporary = True
