@@ -306,3 +306,21 @@ def test_bce_of_a_sigmoid_saturated_in_floats_is_rounding_and_a_wrong_loss_is_no
     _set(wrong, ("values", "crit", "value", 0, 1), lambda v: v + 1e-9)
     rows = [r for r in compare(wrong, observed, "float64", bounds=bounds) if not r.ok]
     assert rows and "rounding of this element" in rows[0].detail, rows
+
+
+@pytest.mark.torch
+def test_sigmoid_that_pytorch_flushes_to_zero_is_rounding():
+    """PyTorch's sigmoid is 1 / (1 + exp(-x)): exp(-x) overflows below -88.72 (float32) or -709.78
+    (float64), so the result is exactly 0 where the true value is a subnormal number (sweep seed
+    89051, problem 382: sigmoid(-95) is about 5.5e-42). The bound there is the whole value; above
+    the threshold it stays a few ulps."""
+    import torch
+    for dtype, low, high in (("float32", -95.0, -80.0), ("float64", -720.0, -700.0)):
+        B = BoundBackend("float64", compared=dtype)
+        x = B.literal(_lit([str(low), str(high)], [2]))
+        r = B.sigmoid(x)
+        observed = torch.tensor([low, high], dtype=getattr(torch, dtype)).sigmoid().double().numpy()
+        true = np.exp(low) / (1 + np.exp(low))                             # 5.5e-42, 2.2e-313: representable
+        assert observed[0] == 0.0 and true > 0                             # PyTorch flushes, the true value does not
+        assert abs(observed[0] - true) <= r.e[0]                           # within the bound
+        assert abs(observed[1] - r.a[1]) <= r.e[1] <= 8 * (U32 if dtype == "float32" else U64) * r.a[1]

@@ -46,6 +46,8 @@ UNIT_ROUNDOFF = {"float32": 2.0 ** -24, "float64": 2.0 ** -53}
 #: smallest normal number rounds with an absolute error up to half of it (gradual underflow), not
 #: a relative one (5.5e-43 is -0 in a float32 run); sums and differences of floats are exact there
 UNDERFLOW = {"float32": 2.0 ** -149, "float64": 2.0 ** -1074}
+#: log of the dtype's largest finite number: exp overflows to inf above it
+EXP_OVERFLOW = {"float32": math.log(3.4028234663852886e38), "float64": math.log(1.7976931348623157e308)}
 KERNEL_ULPS = 4.0   # a vectorized transcendental kernel's error, in units of u (SLEEF's are within 1 to 3.5 ulp)
 #: the erf inside GELU's CPU kernel (Vectorized<float>::erf, a rational approximation, then ``1 + erf``)
 #: is off by up to about 6.4e-7 in float32 (measured over [-10, 10]), an absolute error of about 11 u,
@@ -283,10 +285,20 @@ class BoundBackend(Float64Backend):
         return self._elementwise(np.tanh, x, lambda a, e: 1 - np.tanh(_nearest0(a, e)) ** 2)
 
     def sigmoid(self, x):
+        """PyTorch's kernel is ``1 / (1 + exp(-x))``: where ``exp(-x)`` overflows (x below -88.72 in
+        float32, -709.78 in float64) it is exactly 0, though the true value is a subnormal number
+        there (sigmoid(-95) is about 5.5e-42): where PyTorch's x may be that low, the whole value."""
         def slope(a, e):
             s = 1.0 / (1.0 + np.exp(-_nearest0(a, e)))
             return s * (1 - s)
-        return self._elementwise(lambda a: 1.0 / (1.0 + np.exp(-a)), x, slope)
+        y = self._elementwise(lambda a: 1.0 / (1.0 + np.exp(-a)), x, slope)
+        with np.errstate(all="ignore"):
+            zero = (x.a - _e(x)) < -EXP_OVERFLOW[self.compared]
+        if not np.any(zero):
+            return y
+        with np.errstate(all="ignore"):
+            whole = np.exp(x.a + _e(x))   # sigmoid(x) < exp(x): the true value, even where doubles flush it too
+        return self._b(y.a, np.where(zero, _e(y) + np.abs(y.a) + whole, _e(y)))
 
     def exp(self, x):
         return self._elementwise(np.exp, x, lambda a, e: np.exp(a + e))
