@@ -54,12 +54,3 @@ def _same_order(shape, a: tuple, b: tuple) -> bool:
     """Two slowest-first dim orders that lay the elements out alike (size-1 dims do not count)."""
     return [d for d in a if shape[d] != 1] == [d for d in b if shape[d] != 1]
 
-
-def gradient_strides(obj, shape: tuple) -> tuple | None:
-    """The strides of the gradient tensor ``obj`` (adjoint.engine.gradalias.GradObj) where they are
-    known and repeat no element; None where it is row-major or not known (then read as is)."""
-    if obj is None or obj.unknown_layout:
-        return None
-    if obj.strides is not None:
-        return None if any(st == 0 and n > 1 for st, n in zip(obj.strides, shape)) else tuple(obj.strides)
-    return tuple(obj.layout) if obj.layout is not None else None

@@ -293,6 +293,16 @@ def _layout(obj: GradObj, shape: tuple) -> tuple | None:
     return contiguous_strides(shape) if obj.contiguous else None
 
 
+def gradient_strides(obj: GradObj | None, shape: tuple) -> tuple | None:
+    """The strides of the gradient tensor ``obj`` where known and repeating no element (a heads-last
+    gradient's too, which ``_layout`` leaves out); None where not known (then read as row-major)."""
+    if obj is None or obj.unknown_layout:
+        return None
+    if obj.strides is not None:
+        return None if any(st == 0 and n > 1 for st, n in zip(obj.strides, shape)) else tuple(obj.strides)
+    return _layout(obj, shape)
+
+
 def _set_layout(obj: GradObj, shape: tuple, strides: tuple) -> None:
     """``obj`` has ``strides``: contiguous when they are row-major's (size-1 dims aside, as
     AccumulateGrad's layout contract reads them), else its ``layout``."""

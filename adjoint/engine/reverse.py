@@ -34,7 +34,7 @@ from adjoint.engine.nn_module import (LegacyHook, ModuleInputHook, ModuleOutputH
                       UserNodeHook)
 from adjoint.engine.runtime import FREED_GRAPH, CallRecord, Runtime, TorchError
 from adjoint.engine import warns
-from adjoint.engine.gradalias import Aliases, fresh, output_objs
+from adjoint.engine.gradalias import Aliases, fresh, gradient_strides, output_objs
 from adjoint.engine.reducer_hook import ReducerPostHook
 from adjoint.engine.returned_number import ReturnedNumber
 from adjoint.engine.complex_grad import COMPLEX_DTYPES, call_vjp, is_complex
@@ -420,12 +420,11 @@ class Engine:
         need = [e is not None and (not self.exec_info or self.should_execute(e.node)) for e in node.edges]
         if not any(need):
             return [None] * len(node.edges)
-        if node.name == "NativeBatchNormBackward0" and self.alias.objs:
-            # the CPU kernel's fast path may walk the gradient's memory in the input's order
-            from adjoint.engine.bn_layout import grad_as_read, gradient_strides
+        if node.op.reads_grad is not None and self.alias.objs:
+            # the kernel reads its gradient in a memory order of its own (adjoint.engine.bn_layout)
             x = node.inputs[0]
-            inputs = [grad_as_read(B, inputs[0], gradient_strides(self.alias.objs[0], x.shape), x.shape,
-                                   x.strides)] + list(inputs[1:])
+            inputs = [node.op.reads_grad(B, inputs[0], gradient_strides(self.alias.objs[0], x.shape), x.shape,
+                                         x.strides)] + list(inputs[1:])
         ins = list(node.input_values)
         outs = list(node.output_values)
         for sv in node.saved:

@@ -26,6 +26,7 @@ from fractions import Fraction
 
 from adjoint.format.errors import ProblemError
 from adjoint.values.mathtree import Fn, generic_vjp, layer, no_gradient, number_text
+from adjoint.engine.bn_layout import grad_as_read
 from adjoint.engine.ops.record import Check, Math, Op, Save
 
 
@@ -313,6 +314,7 @@ OPS = (
        "training: w*rstd*(g - mean(g) - xhat*mean(g*xhat)), sum(g*xhat), sum(g) over batch and positions; eval: "
        "g*w*rstd(running_var), sum(g*xhat), sum(g)", grows=True, outputs=3, diff_outputs=1,
        differentiable=(True, True, True, False, False), nonfinite="a variance plus eps that is not positive",
+       reads_grad=grad_as_read,
        checks=(Check(((3, 2), (2,), (2,), (2,), (2,)), BatchNormSpec(True, _EPS), given=((3, (0, 0)), (4, (1, 1)))),
                Check(((2, 2, 2), (2,), None, (2,), (2,)), BatchNormSpec(False, Fraction(1, 4)),
                      given=((3, (Fraction(1, 2), -1)), (4, (Fraction(3, 4), 2))))),

@@ -83,6 +83,9 @@ class Op:
                                      # the operands' layout (pow(Scalar, Tensor): its meta function passes no
                                      # strides to set_output_raw_strided)
     layout: Callable | None = None   # views: (shape, strides, offset, p) -> (strides | None, offset)
+    reads_grad: Callable | None = None   # (B, g, g strides | None, input shape, input strides) -> the incoming
+                                     # gradient as the backward kernel reads it, where its memory order matters
+                                     # (batch norm's fast path: adjoint.engine.bn_layout)
     scatter: Callable | None = None  # views: (B, base, new view value, p) -> the base with the view written
     math: Math | None = None         # how it reads in the derivation (required: tests/test_registry_math.py)
     list_argument: bool = False      # the tensor inputs are one TensorList argument (cat, stack): the node asks
