@@ -47,3 +47,21 @@ def test_a_plain_script_crashes_and_adjoint_says_so():
     assert _run("is_leaf") == 0          # is_leaf regenerates the view's grad_fn first
     with pytest.raises(ProblemError, match=r"PyTorch 2\.13 crashes \(segmentation fault\) registering this hook"):
         adjoint.load(FILE).solve()
+
+
+HARNESS = textwrap.dedent("""
+    import adjoint
+    from adjoint.torchside import run_variant
+    p = adjoint.load(%r)
+    run_variant(p, p.variants[0], p.dtype)
+    print("ran")
+""")
+
+
+@pytest.mark.torch
+def test_verify_torch_side_runs_the_file_as_a_plain_script_does():
+    """verify's torch side reads no grad_fn the user's program did not: its forward hook that looks
+    for BackwardHookFunction nodes skipped no argument, and reading the grad_fn of the written view
+    (c1's 2nd call's input) made a new one there, so the hook later went on without a crash."""
+    done = subprocess.run([sys.executable, "-c", HARNESS % FILE], capture_output=True, timeout=300)
+    assert done.returncode == -11, done.stdout + done.stderr

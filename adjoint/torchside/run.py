@@ -164,6 +164,10 @@ class Session:
         op on the view, retain_grad or register_hook does."""
         return not t._is_view() or self.kept_versions.get(id(t)) == t._version
 
+    def stale(self, t) -> bool:
+        """A view the run kept and that has been written since: its grad_fn is not read."""
+        return t._is_view() and self.kept_versions.get(id(t), t._version) != t._version
+
     def clear_kept(self) -> None:
         self.kept.clear()
         self.kept_versions.clear()
@@ -232,7 +236,9 @@ class Session:
             if self.replay is not None and label in self.replay.current:   # checkpoint's recomputation
                 (k, fi), start = self.replay.current[label], self.replay.starts[label]
             for t in graphs.tensors_in(args):
-                node = graphs.grad_fn_of(t)
+                # an argument the program kept and wrote since (a view written under no_grad) is
+                # not one BackwardHookFunction just made: reading its grad_fn would make a new one
+                node = graphs.grad_fn_of(t) if not self.stale(t) else None
                 if (node is not None and node.name() == "BackwardHookFunctionBackward"
                         and graphs.sequence_nr(node) >= start):
                     self.nodes.note_call(node, label, k, fi)
