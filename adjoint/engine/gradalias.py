@@ -406,6 +406,17 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
     return out
 
 
+def _holds(o: GradObj | None, obj: GradObj) -> bool:
+    """``o`` is ``obj``, or a view whose root base is ``obj`` (PyTorch keeps only the root)."""
+    if o is obj:
+        return True
+    if o is None or o.base is None:
+        return False
+    while o.base is not None:
+        o = o.base
+    return o is obj
+
+
 def _decreasing(shape, strides) -> bool:
     """Strides in row-major order (each dim's larger than the next's), size-1 and stride-0 dims aside."""
     kept = [st for n, st in zip(shape, strides) if n != 1 and st != 0]
@@ -831,11 +842,14 @@ class Aliases:
         return obj
 
     def held_elsewhere(self, obj: GradObj, frame_values=None) -> bool:
-        """Does any live holder other than the running node's inputs hold ``obj`` itself?"""
-        if any(o is obj for o in self.pending.values()):
+        """Does any live holder other than the running node's inputs hold ``obj`` itself, or a view
+        of it? A view keeps its base alive (its ViewInfo holds the root base, so the base's
+        ``use_count`` counts it): ``SumBackward0``'s expanded gradient waiting in a module's
+        BackwardHookFunctionBackward buffer makes AccumulateGrad copy the gradient it views."""
+        if any(_holds(o, obj) for o in self.pending.values()):
             return True
         for _state, objs in self.states:
-            if any(o is obj for o in objs):
+            if any(_holds(o, obj) for o in objs):
                 return True
         return any(o is obj for o in self.grads.values())
 
