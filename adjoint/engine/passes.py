@@ -50,7 +50,7 @@ class RunError:
 
     type: str
     message: str
-    during: str                      # forward | backward
+    during: str                      # setup | register | forward | backward | read
     cause: str = "other"             # why PyTorch raised (runtime.TorchError.cause)
     step: int = 0                    # the index of the step it raised in
     waits: dict | None = None        # DDP: the rank waits in a collective other ranks never join (their error)
@@ -132,8 +132,13 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
     called as ``progress(stage, done, total)`` while it runs (see adjoint.answer.solve)."""
     rt = Runtime(backend, problem.dtype)
     rt.progress = progress
-    from adjoint.engine.layers.setup_warnings import construction_warnings
-    construction_warnings(rt, problem.model)   # what the modules' constructors warn (TransformerEncoder)
+    from adjoint.engine.layers.setup_warnings import construct
+    refused = construct(rt, problem.model)   # what the modules' constructors warn (TransformerEncoder) or raise
+    if refused is not None:   # torch.nn.Conv2d(3, 2, 1, groups=2): the script stops there, nothing registered
+        run = VariantRun(problem, variant, rt, None, stepped=variant.steps is not None)
+        run.steps = variant.steps if variant.steps is not None else tuple(Step(k, variant.loc) for k in DEFAULT_STEPS)
+        run.error = RunError(refused[0], refused[1], "setup", "constructor", -1)
+        return run
     reg = Registrations(variant.hooks, rt)
     model = Model(problem, variant.inputs, rt, reg)
     reg.model = model

@@ -85,6 +85,10 @@ def build_distributed(tree: YMap, path: str, build_problem):
     for rank in range(spec.world_size):
         rewritten = _rank_tree(tree, rank, spec.world_size, no_sync)
         problems.append(build_problem(rewritten, path))
+        for decl in problems[-1].model.walk():   # PyTorch's constructor error, answered in single-process files only
+            if decl.setup_error is not None:
+                raise ProblemError(decl.loc, f"PyTorch refuses this {decl.type}: '{decl.setup_error[1]}' (a "
+                                             "constructor's error in a distributed file is not modelled yet)")
     _refuse_reads(problems[0])
     if spec.wrap == "fully_shard":
         from adjoint.format.fsdp_block import check_fsdp_problem

@@ -107,6 +107,7 @@ class NNType:
     params: Callable[[Args], tuple[ParamSpec, ...]] = _no_params
     buffers: Callable[[Args], tuple[BufferSpec, ...]] = _no_buffers
     check: Callable[[Args], tuple[tuple[str, str], ...]] = _no_check   # (arg name, PyTorch's message)
+    raises: str = "ValueError"    # the exception class the constructor's refusals (``check``) raise
     resolve: Callable[[dict], dict] = _as_given   # defaults torch derives from other args
     container: bool = False       # Sequential, ModuleList: children, no args
     loss: bool = False
@@ -421,7 +422,8 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
                          ArgSpec("padding_idx", "opt_int", None), ArgSpec("max_norm", "opt_float", None),
                          ArgSpec("norm_type", "float", Fraction(2)), ArgSpec("scale_grad_by_freq", "bool", False),
                          ArgSpec("sparse", "bool", False)),
-           params=_embedding_params, check=_embedding_check, resolve=_embedding_resolve),
+           params=_embedding_params, check=_embedding_check, resolve=_embedding_resolve,
+           raises="AssertionError"),
     NNType("Flatten", (ArgSpec("start_dim", "int", 1), ArgSpec("end_dim", "int", -1))),
     NNType("Unflatten", (ArgSpec("dim", "int"), ArgSpec("unflattened_size", "sizes"))),
     NNType("LeakyReLU", (ArgSpec("negative_slope", "float", Fraction(1, 100)), _inplace())),
@@ -430,7 +432,7 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
     NNType("ELU", (ArgSpec("alpha", "float", Fraction(1)), _inplace())),
     NNType("Softplus", (ArgSpec("beta", "float", Fraction(1)), ArgSpec("threshold", "float", Fraction(20)))),
     NNType("Hardtanh", (ArgSpec("min_val", "float", Fraction(-1)), ArgSpec("max_val", "float", Fraction(1)), _inplace()),
-           check=_hardtanh_check),
+           check=_hardtanh_check, raises="AssertionError"),
     NNType("ReLU6", (_inplace(),)),
     NNType("Hardswish", (_inplace(),)),
     NNType("Mish", (_inplace(),)),
@@ -447,7 +449,7 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
         ArgSpec("vdim", "opt_int", None, 1), ArgSpec("batch_first", "bool", False)),
         inputs=("query", "key", "value"),
         optional_inputs=("key_padding_mask", "need_weights", "attn_mask", "average_attn_weights", "is_causal"),
-        params=_mha_params, check=_mha_check, resolve=_mha_resolve),
+        params=_mha_params, check=_mha_check, resolve=_mha_resolve, raises="AssertionError"),
     # losses
     _loss("MSELoss"),
     _loss("L1Loss"),
@@ -466,7 +468,7 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
     # built-ins made of built-ins: their submodules (adjoint/format/composite.py) own the parameters
     NNType("TransformerEncoderLayer", _TRANSFORMER_ARGS,
         inputs=("src",), optional_inputs=("src_mask", "src_key_padding_mask", "is_causal"),
-        check=_transformer_check),
+        check=_transformer_check, raises="AssertionError"),
     NNType("AdaptiveMaxPool1d", (ArgSpec("output_size", "output_size", minimum=1, rank=1),
                                  ArgSpec("return_indices", "bool", False))),
     NNType("AdaptiveMaxPool2d", (ArgSpec("output_size", "output_size", minimum=1, rank=2),
@@ -475,7 +477,7 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
            inputs=("tgt", "memory"),
            optional_inputs=("tgt_mask", "memory_mask", "tgt_key_padding_mask", "memory_key_padding_mask",
                             "tgt_is_causal", "memory_is_causal"),
-           check=_transformer_check),
+           check=_transformer_check, raises="AssertionError"),
     # 3-D convolution and pools (adjoint/engine/layers/nn3d.py)
     _conv("Conv3d", 3),
     NNType("MaxPool3d", (ArgSpec("kernel_size", "pool", minimum=1, rank=3),

@@ -118,6 +118,8 @@ class Module:
     uses: tuple[str, ...] = ()                   # names its forward reads from its caller's (a closure)
     plain: bool = False                          # a plain Python function (a lambda handed to checkpoint),
                                                  # not an nn.Module: its calls run no hook of any kind
+    setup_error: tuple[str, str] | None = None   # built-in types: what the constructor raises
+                                                 # (exception class, PyTorch's message), the answer
 
     @property
     def label(self) -> str:

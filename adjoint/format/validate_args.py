@@ -19,9 +19,10 @@ from adjoint.format.loader import YMap, YNode, YScalar, YSeq, kind_name
 from adjoint.format.module_signatures import NNType
 
 
-def read_args(node: YNode | None, t: NNType, what: str, loc: Loc) -> dict:
+def read_args(node: YNode | None, t: NNType, what: str, loc: Loc, refusals: bool = True) -> dict:
     """``args:`` of a built-in: every key checked against the constructor (all mistakes together),
-    required ones present, torch's own refusals applied, defaults filled in."""
+    required ones present, defaults filled in; with ``refusals``, torch's own refusals of the
+    values raise here (without: :func:`constructor_error` says what PyTorch raises, the answer)."""
     given: dict[str, object] = {}
     nodes: dict[str, YNode] = {}
     errors: list[ProblemError] = []
@@ -49,10 +50,18 @@ def read_args(node: YNode | None, t: NNType, what: str, loc: Loc) -> dict:
                                         f"{', '.join(missing)}; give args: {{{', '.join(f'{n}: ...' for n in missing)}}}"))
     raise_all(errors)
     args = nn_types.resolved_args(t, given)
-    errors = [ProblemError(nodes[name].loc if name in nodes else loc, f"PyTorch refuses this {t.name}: '{message}'")
-              for name, message in t.check(args)]
-    raise_all(errors)
+    if refusals:
+        errors = [ProblemError(nodes[name].loc if name in nodes else loc, f"PyTorch refuses this {t.name}: '{message}'")
+                  for name, message in t.check(args)]
+        raise_all(errors)
     return args
+
+
+def constructor_error(t: NNType, args: dict) -> tuple[str, str] | None:
+    """What ``torch.nn.TYPE(**args)`` raises, (exception class, message), or None: the first of
+    the constructor's refusals in the order its ``__init__`` checks them (``NNType.check``)."""
+    refused = t.check(args)
+    return (t.raises, refused[0][1]) if refused else None
 
 
 def _not_an_arg(name: str, t: NNType, names: list[str]) -> str:

@@ -18,7 +18,7 @@ from adjoint.format.composite import CHILDREN
 from adjoint.format.errors import ProblemError, raise_all
 from adjoint.format.loader import YMap, kind_name
 from adjoint.format.problem import ROOT, Module
-from adjoint.format.validate_args import read_args
+from adjoint.format.validate_args import constructor_error, read_args
 
 
 def composite(builder, m: YMap, t, path: str, name: str, what: str, prefix: str, training: bool, frozen: bool,
@@ -30,7 +30,11 @@ def composite(builder, m: YMap, t, path: str, name: str, what: str, prefix: str,
     inputs = t.inputs
     if m.get("inputs") is not None:
         inputs = builtin_inputs(m.get("inputs"), t, what)
-    args = read_args(m.get("args"), t, what, m.loc)
+    args = read_args(m.get("args"), t, what, m.loc, refusals=t.name not in CHILDREN)
+    setup_error = constructor_error(t, args) if t.name in CHILDREN else None
+    if setup_error is not None:   # PyTorch raises in the constructor: nothing inside is built (the answer)
+        return Module(path, name or ROOT, t.name, (), (), tuple(inputs), None, None, m.loc,
+                      args=tuple(args.items()), training=training, setup_error=setup_error)
     if t.name in CHILDREN:
         layout = _layer_layout(t.name, args)
     else:   # TransformerEncoder: copies of a layer

@@ -30,7 +30,7 @@ from adjoint.format.syntax import Assert
 from adjoint.format.syntax import (Assign, AugAssign, Attr, ExprStmt, Method, Name, Return, With, children as sub_expressions,
                                   to_source)
 from adjoint.format.tying import is_tied, tied_decl
-from adjoint.format.validate_args import read_args, show_args
+from adjoint.format.validate_args import constructor_error, read_args, show_args
 from adjoint.format.validate_tensors import tensor_decl, tensor_table
 from adjoint.format.init_items import generated as generated_items
 from adjoint.format.sidefiles import FileItems
@@ -244,22 +244,25 @@ class ModuleBuilder:
             if m.get("bias") is not None:
                 raise ProblemError(m.key_loc("bias"), f"{what} gives args:, so give its bias there too, as in args: "
                                                       "{in_features: 2, out_features: 1, bias: false}")
-            args = read_args(m.get("args"), t, what, m.loc)
-            params = self.builtin_params(m, t, args, prefix, what, frozen)
+            args = read_args(m.get("args"), t, what, m.loc, refusals=False)
+            params = self.builtin_params(m, t, args, prefix, what, frozen, constructor_error(t, args) is not None)
+        setup_error = constructor_error(t, args)
         buffers = self.builtin_buffers(m, t, args, prefix, what)
         mask = None
-        if t.name == "Dropout":
+        if t.name == "Dropout" and setup_error is None:
             mask = dropout_mask(m, args, training, what)
-        if t.name == "MultiheadAttention" and training and args["dropout"] != 0:
+        if t.name == "MultiheadAttention" and training and args["dropout"] != 0 and setup_error is None:
             raise ProblemError(m.loc, f"{what} drops attention weights at random in training mode, which no "
                                       "prediction can know; give args: {dropout: 0} or training: false")
         if inputs is FAILED:
             return FAILED
         return Module(path, name or ROOT, t.name, params, (), tuple(inputs), None, None, m.loc,
-                      args=tuple(args.items()), buffers=buffers, training=training, mask=mask)
+                      args=tuple(args.items()), buffers=buffers, training=training, mask=mask, setup_error=setup_error)
 
     def builtin_params(self, m: YMap, t: NNType, args: dict, prefix: str, what: str,
-                       frozen: bool) -> tuple[TensorDecl, ...]:
+                       frozen: bool, refused: bool = False) -> tuple[TensorDecl, ...]:
+        """``refused``: the constructor raises (the answer), so no value is ever made: the given
+        ones are taken at any shape, the others are placeholders (zeros) that name the parameters."""
         specs = t.params(args)
         given: dict[str, TensorDecl] = {}
         pnode = m.get("params")
@@ -282,7 +285,7 @@ class ModuleBuilder:
                 except ProblemError as err:
                     errors.append(err)
                     continue
-                if decl.value.shape != spec.shape:
+                if decl.value.shape != spec.shape and not refused:
                     errors.append(ProblemError(decl.value.loc, f"parameter '{decl.name}' has shape "
                                                                f"{list(decl.value.shape)} but this {t.name} "
                                                                f"({show_args(t, args)}) has {list(spec.shape)}"))
@@ -291,7 +294,7 @@ class ModuleBuilder:
             raise_all(errors)
         missing = [s for s in specs if s.name not in given]
         drawn = self.init_seed is not None or self.init_given
-        if not drawn and any(s.default is None for s in missing):
+        if not drawn and any(s.default is None for s in missing) and not refused:
             names = ", ".join(s.name for s in missing if s.default is None)
             raise ProblemError(m.loc, f"{what} ({t.name}) has no values for {names}; give them under params: or add "
                                       "a top-level init: {seed: 0} to generate them")
@@ -299,6 +302,8 @@ class ModuleBuilder:
         for s in specs:
             if s.name in given:
                 out.append(given[s.name])
+            elif refused:
+                out.append(self.constant(prefix + s.name, s.shape, "zeros", m.loc, not frozen))
             elif drawn:
                 out.append(self.generated(prefix + s.name, s.shape, m.loc, t, args, frozen))
             else:   # PyTorch's own value, the same whatever the random state (a norm's ones and zeros)

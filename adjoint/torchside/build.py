@@ -63,13 +63,18 @@ def builtin(decl: Module, dtype: torch.dtype, symbols: dict) -> nn.Module:
     try:
         module = cls(**constructor_args(decl, dtype, symbols))
     except (TypeError, ValueError, RuntimeError, AssertionError) as exc:
-        raise ProblemError(decl.loc, f"torch.nn.{decl.type}({_show(decl.args)}) raises "
-                                     f"{type(exc).__name__}: {exc}") from None
+        raise SetupRaised(exc) from None
     return module.to(dtype)
 
 
-def _show(args) -> str:
-    return ", ".join(f"{k}={number(v)!r}" for k, v in args)
+class SetupRaised(Exception):
+    """A module's constructor raised while the model was built: the variant's answer is that
+    error (``during: setup``), with the warnings constructors issued before it."""
+
+    def __init__(self, exc: BaseException):
+        super().__init__(str(exc))
+        self.exc = exc
+        self.warnings: list[dict] = []
 
 
 def fill(decl: Module, module: nn.Module, dtype: torch.dtype, symbols: dict) -> dict[str, torch.Tensor]:

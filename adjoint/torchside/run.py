@@ -46,7 +46,7 @@ from adjoint.format.errors import Loc, ProblemError
 from adjoint.format.problem import OUTPUT, Module, Problem, Step, Variant
 from adjoint.torchside.saved_reads import read_torch
 from adjoint.torchside import graphs
-from adjoint.torchside.build import build, module_paths
+from adjoint.torchside.build import SetupRaised, build, module_paths
 from adjoint.torchside.dropout import forced_mask
 from adjoint.torchside.program import Program
 from adjoint.torchside.savednodes import SavedNodes
@@ -102,7 +102,11 @@ class Session:
         self.globals: dict[str, torch.Tensor] = {}
         for d in list(variant.inputs) + list(problem.targets):
             self.globals[d.name] = self.leaves[d.name] = self.leaf(d)
-        self.root, tensors = build(self, problem.model, self.dtype, self.symbols)
+        try:
+            self.root, tensors = build(self, problem.model, self.dtype, self.symbols)
+        except SetupRaised as raised:
+            raised.warnings = list(self.__dict__.get("setup_warnings", ()))
+            raise
         self.params = {d.name: tensors[d.name] for m in problem.model.walk() for d in m.params}
         for m in problem.model.walk():
             for d in m.params:
@@ -404,7 +408,11 @@ def _as_fresh_process(warned: list[dict]) -> list[dict]:
 
 def run_variant(problem: Problem, variant: Variant, dtype: str) -> dict:
     """Build, register, run every step in real torch; the observed JSON (see the module docstring)."""
-    s = Session(problem, variant, dtype)
+    try:
+        s = Session(problem, variant, dtype)
+    except SetupRaised as raised:   # a constructor refused its arguments: the script ends there
+        return {"error": {"type": type(raised.exc).__name__, "message": str(raised.exc), "during": "setup",
+                          "after_call": None}, "hook_calls": [], "warnings": raised.warnings}
     steps = variant.steps if variant.steps is not None else tuple(Step(k, variant.loc) for k in DEFAULT_STEPS)
     passes: list[dict] = []
     returned = None

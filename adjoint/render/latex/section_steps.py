@@ -34,6 +34,9 @@ _WHY = {
     "python": "the hook's own code raises Python's error: it computes with an argument PyTorch hands as None "
               "(no gradient flows there), or reads past the end of a tuple; PyTorch does not catch exceptions from "
               "hooks, so the exception leaves the forward or backward call at once and nothing after it runs.",
+    "constructor": "a \\texttt{torch.nn} constructor checks its arguments and refuses these (PyTorch's own "
+                   "\\texttt{raise} or \\texttt{assert} in the module's \\texttt{\\_\\_init\\_\\_}), so the script stops "
+                   "before the model exists: no forward, no backward, no hook.",
     "register": "PyTorch refuses the registration itself: the tensor or module cannot take that kind of hook "
                 "(a hook on a tensor that does not require grad, a post-accumulate hook on a non-leaf, an "
                 "unknown multi-grad mode, legacy and full backward hooks on one module).",
@@ -144,7 +147,9 @@ class StepSections(UnitWriter):
         return f"The SGD step of step {info.index + 1}, parameter by parameter:\n" + b.render()
 
     def error_section(self, err: ErrorInfo) -> str:
-        if err.during == "register":
+        if err.during == "setup":
+            when = "while the model is built, in a module's constructor, before any hook is registered"
+        elif err.during == "register":
             when = "while the hooks are registered, " + (f"in step {err.step + 1}" if err.step >= 0 else
                                                           "before the first step")
         else:
