@@ -33,6 +33,9 @@ CASES = [
      lambda: nn.LSTM(input_size=2, hidden_size=3, dropout=2.0)),
     ("{type: LSTM, args: {input_size: 2, hidden_size: 3, proj_size: 3}}",
      lambda: nn.LSTM(input_size=2, hidden_size=3, proj_size=3)),
+    ("{type: TransformerEncoder, args: {encoder_layer: {d_model: 6, nhead: 4, dim_feedforward: 8, dropout: 0}, "
+     "num_layers: 2}}",
+     lambda: nn.TransformerEncoder(nn.TransformerEncoderLayer(d_model=6, nhead=4, dim_feedforward=8, dropout=0.0), 2)),
 ]
 
 
@@ -89,3 +92,14 @@ def test_the_first_constructor_in_the_files_order_raises():
                  "b: {type: GroupNorm, args: {num_groups: 3, num_channels: 4}}}}")
     answer = adjoint.loads(text, name="c").solve().variants[0].to_json()
     assert (answer["error"]["type"], answer["error"]["message"]) == _torch_raises(lambda: nn.Dropout(p=-1.0))
+
+
+@pytest.mark.torch
+def test_hooks_inside_a_module_that_is_never_built_are_not_checked():
+    """PyTorch stops at the constructor, before any hook is registered: a hook on the encoder's
+    own layer (which never exists) is not refused as an unknown module."""
+    text = _file("{type: TransformerEncoder, args: {encoder_layer: {d_model: 6, nhead: 4, dim_feedforward: 8, "
+                 "dropout: 0}, num_layers: 1}}").replace("hooks:\n", "hooks:\n  - {module: bad.layers.0, kind: full_backward}\n")
+    answer = adjoint.loads(text, name="c").solve().variants[0].to_json()
+    assert (answer["error"]["type"], answer["error"]["message"]) == _torch_raises(
+        lambda: nn.TransformerEncoderLayer(d_model=6, nhead=4, dim_feedforward=8, dropout=0.0))

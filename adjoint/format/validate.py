@@ -82,7 +82,7 @@ def build_problem(tree: YNode, path: str) -> Problem:
                                parse_backward(None, None), input_decl, input_names, issues)
 
     variants = issues.attempt(_variants, top.get("variants"), inputs, hooks, backward, steps, input_names, issues)
-    if model is not FAILED and variants is not FAILED:
+    if model is not FAILED and variants is not FAILED and builder.complete:
         from adjoint.format.validate_step_extras import check_step_modules
         issues.attempt(check_step_modules, model, variants)
     if not unknown:

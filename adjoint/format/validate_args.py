@@ -38,7 +38,7 @@ def read_args(node: YNode | None, t: NNType, what: str, loc: Loc, refusals: bool
                 errors.append(ProblemError(key.loc, _not_an_arg(key.text, t, names)))
                 continue
             try:
-                given[key.text] = read_arg(value, spec, f"argument '{key.text}' of {t.name}")
+                given[key.text] = read_arg(value, spec, f"argument '{key.text}' of {t.name}", refusals)
                 nodes[key.text] = value
             except ProblemError as err:
                 errors.append(err)
@@ -75,8 +75,9 @@ def _not_an_arg(name: str, t: NNType, names: list[str]) -> str:
     return f"unknown argument '{name}' of {t.name}{suggest(name, names)} (its arguments: {listed})"
 
 
-def read_arg(node: YNode, spec: nn_types.ArgSpec, what: str):
-    """One constructor argument, by its kind (see :data:`adjoint.format.module_signatures.ARG_KINDS`)."""
+def read_arg(node: YNode, spec: nn_types.ArgSpec, what: str, refusals: bool = True):
+    """One constructor argument, by its kind (see :data:`adjoint.format.module_signatures.ARG_KINDS`);
+    ``refusals``: a layer passed as an argument (``encoder_layer``) is checked as :func:`read_args` says."""
     kind = spec.kind
     is_null = isinstance(node, YScalar) and node.kind == "null"
     if kind in ("opt_int", "opt_float", "opt_pool", "output_size") and is_null:
@@ -129,7 +130,7 @@ def read_arg(node: YNode, spec: nn_types.ArgSpec, what: str):
         if not isinstance(node, YMap):
             raise ProblemError(node.loc, f"{what} is a {layer.name}: give its constructor's args as a mapping "
                                          f"NAME: value{' (or null)' if kind == 'opt_layer' else ''}, not {kind_name(node)}")
-        return tuple(read_args(node, layer, f"{what} ({layer.name})", node.loc).items())
+        return tuple(read_args(node, layer, f"{what} ({layer.name})", node.loc, refusals).items())
     raise AssertionError(kind)
 
 

@@ -30,9 +30,13 @@ def composite(builder, m: YMap, t, path: str, name: str, what: str, prefix: str,
     inputs = t.inputs
     if m.get("inputs") is not None:
         inputs = builtin_inputs(m.get("inputs"), t, what)
-    args = read_args(m.get("args"), t, what, m.loc, refusals=t.name not in CHILDREN)
-    setup_error = constructor_error(t, args) if t.name in CHILDREN else None
+    args = read_args(m.get("args"), t, what, m.loc, refusals=False)
+    if t.name in CHILDREN:
+        setup_error = constructor_error(t, args)
+    else:   # TransformerEncoder: the script builds its encoder_layer first
+        setup_error = constructor_error(nn_types.lookup("TransformerEncoderLayer"), dict(args["encoder_layer"]))
     if setup_error is not None:   # PyTorch raises in the constructor: nothing inside is built (the answer)
+        builder.complete = False
         return Module(path, name or ROOT, t.name, (), (), tuple(inputs), None, None, m.loc,
                       args=tuple(args.items()), training=training, setup_error=setup_error)
     if t.name in CHILDREN:

@@ -49,7 +49,8 @@ class ModuleBuilder:
     """Builds the module tree; records every independent mistake in ``issues``.
 
     ``complete`` stays True only if every module was built: checks that compare other keys
-    with the tree (hook targets) are skipped otherwise, so a broken module is one line."""
+    with the tree (hook targets) are skipped otherwise, so a broken module is one line (and a
+    module whose constructor raises, the answer, leaves them unchecked: PyTorch stops first)."""
 
     def __init__(self, issues: Issues, init_seed: int | None, init_given: bool):
         self.issues = issues
@@ -247,6 +248,8 @@ class ModuleBuilder:
             args = read_args(m.get("args"), t, what, m.loc, refusals=False)
             params = self.builtin_params(m, t, args, prefix, what, frozen, constructor_error(t, args) is not None)
         setup_error = constructor_error(t, args)
+        if setup_error is not None:   # never built: what names its inside is not checked (PyTorch stops first)
+            self.complete = False
         buffers = self.builtin_buffers(m, t, args, prefix, what)
         mask = None
         if t.name == "Dropout" and setup_error is None:

@@ -351,7 +351,8 @@ def build(run, root: Module, dtype: torch.dtype, symbols: dict) -> tuple[nn.Modu
 
 
 def _build(run, decl: Module, dtype: torch.dtype, symbols: dict, tensors: dict) -> nn.Module:
-    if decl.type is not None and decl.children and decl.type not in ("Sequential", "ModuleList"):
+    if decl.type is not None and (decl.children or decl.type == "TransformerEncoder") and \
+            decl.type not in ("Sequential", "ModuleList"):   # (an encoder whose layer raises has no children)
         from adjoint.torchside.composite import count_children   # TransformerEncoderLayer: the real class
         if decl.type == "TransformerEncoder":   # copies of a layer passed as an argument
             from adjoint.torchside.composite import build_encoder, count_tree

@@ -13,6 +13,7 @@ from __future__ import annotations
 from torch import nn
 
 from adjoint.format.problem import Module
+from adjoint.torchside.build import SetupRaised
 
 _CLASSES: dict[type, type] = {}
 
@@ -68,7 +69,10 @@ def build_encoder(run, decl: Module, dtype) -> nn.Module:
     (``during: setup``), listed before the run's own."""
     import warnings
     a = dict(decl.args)
-    layer = nn.TransformerEncoderLayer(**_kwargs("TransformerEncoderLayer", a["encoder_layer"]))
+    try:
+        layer = nn.TransformerEncoderLayer(**_kwargs("TransformerEncoderLayer", a["encoder_layer"]))
+    except (ValueError, AssertionError) as exc:   # the layer's constructor refuses its arguments: the answer
+        raise SetupRaised(exc) from None
     norm = nn.LayerNorm(**_kwargs("LayerNorm", a["norm"])) if a["norm"] is not None else None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
