@@ -4,7 +4,7 @@ Each key is checked against the type's constructor (:mod:`adjoint.format.module_
 get a suggestion from that constructor's own names, arguments a file does not set say why
 (``dtype``, deprecated ``size_average``, tensors that torch keeps as buffers), values are
 read by their kind (an int or a list of ints for ``kernel_size``, ...), required ones must be
-there, and the constructor's own refusals apply, in PyTorch's words.
+there; the constructor's own refusals are PyTorch's errors, the answer (:func:`constructor_error`).
 """
 
 from __future__ import annotations
@@ -19,12 +19,11 @@ from adjoint.format.loader import YMap, YNode, YScalar, YSeq, kind_name
 from adjoint.format.module_signatures import NNType
 
 
-def read_args(node: YNode | None, t: NNType, what: str, loc: Loc, refusals: bool = True) -> dict:
+def read_args(node: YNode | None, t: NNType, what: str, loc: Loc) -> dict:
     """``args:`` of a built-in: every key checked against the constructor (all mistakes together),
-    required ones present, defaults filled in; with ``refusals``, torch's own refusals of the
-    values raise here (without: :func:`constructor_error` says what PyTorch raises, the answer)."""
+    required ones present, defaults filled in. The constructor's own refusals of the values are
+    not malformed files: :func:`constructor_error` says what PyTorch raises, the answer."""
     given: dict[str, object] = {}
-    nodes: dict[str, YNode] = {}
     errors: list[ProblemError] = []
     mentioned: set[str] = set()
     if node is not None:
@@ -38,8 +37,7 @@ def read_args(node: YNode | None, t: NNType, what: str, loc: Loc, refusals: bool
                 errors.append(ProblemError(key.loc, _not_an_arg(key.text, t, names)))
                 continue
             try:
-                given[key.text] = read_arg(value, spec, f"argument '{key.text}' of {t.name}", refusals)
-                nodes[key.text] = value
+                given[key.text] = read_arg(value, spec, f"argument '{key.text}' of {t.name}")
             except ProblemError as err:
                 errors.append(err)
         loc = node.loc
@@ -49,12 +47,7 @@ def read_args(node: YNode | None, t: NNType, what: str, loc: Loc, refusals: bool
         errors.append(ProblemError(loc, f"a {t.name} needs the argument{'s' if len(missing) > 1 else ''} "
                                         f"{', '.join(missing)}; give args: {{{', '.join(f'{n}: ...' for n in missing)}}}"))
     raise_all(errors)
-    args = nn_types.resolved_args(t, given)
-    if refusals:
-        errors = [ProblemError(nodes[name].loc if name in nodes else loc, f"PyTorch refuses this {t.name}: '{message}'")
-                  for name, message in t.check(args)]
-        raise_all(errors)
-    return args
+    return nn_types.resolved_args(t, given)
 
 
 def constructor_error(t: NNType, args: dict) -> tuple[str, str] | None:
@@ -75,9 +68,8 @@ def _not_an_arg(name: str, t: NNType, names: list[str]) -> str:
     return f"unknown argument '{name}' of {t.name}{suggest(name, names)} (its arguments: {listed})"
 
 
-def read_arg(node: YNode, spec: nn_types.ArgSpec, what: str, refusals: bool = True):
-    """One constructor argument, by its kind (see :data:`adjoint.format.module_signatures.ARG_KINDS`);
-    ``refusals``: a layer passed as an argument (``encoder_layer``) is checked as :func:`read_args` says."""
+def read_arg(node: YNode, spec: nn_types.ArgSpec, what: str):
+    """One constructor argument, by its kind (see :data:`adjoint.format.module_signatures.ARG_KINDS`)."""
     kind = spec.kind
     is_null = isinstance(node, YScalar) and node.kind == "null"
     if kind in ("opt_int", "opt_float", "opt_pool", "output_size") and is_null:
@@ -130,7 +122,7 @@ def read_arg(node: YNode, spec: nn_types.ArgSpec, what: str, refusals: bool = Tr
         if not isinstance(node, YMap):
             raise ProblemError(node.loc, f"{what} is a {layer.name}: give its constructor's args as a mapping "
                                          f"NAME: value{' (or null)' if kind == 'opt_layer' else ''}, not {kind_name(node)}")
-        return tuple(read_args(node, layer, f"{what} ({layer.name})", node.loc, refusals).items())
+        return tuple(read_args(node, layer, f"{what} ({layer.name})", node.loc).items())
     raise AssertionError(kind)
 
 

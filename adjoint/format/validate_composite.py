@@ -30,7 +30,7 @@ def composite(builder, m: YMap, t, path: str, name: str, what: str, prefix: str,
     inputs = t.inputs
     if m.get("inputs") is not None:
         inputs = builtin_inputs(m.get("inputs"), t, what)
-    args = read_args(m.get("args"), t, what, m.loc, refusals=False)
+    args = read_args(m.get("args"), t, what, m.loc)
     if t.name in CHILDREN:
         setup_error = constructor_error(t, args)
     else:   # TransformerEncoder: the script builds its encoder_layer first

@@ -239,15 +239,16 @@ class ModuleBuilder:
         inputs = t.inputs
         if m.get("inputs") is not None:
             inputs = self.attempt(builtin_inputs, m.get("inputs"), t, what)
+        setup_error = None   # what the constructor raises (the answer), if it refuses the args
         if t.name == "Linear" and m.get("args") is None:
             args, params = linear_v1(m, path, what, frozen, self.param_decl)
         else:
             if m.get("bias") is not None:
                 raise ProblemError(m.key_loc("bias"), f"{what} gives args:, so give its bias there too, as in args: "
                                                       "{in_features: 2, out_features: 1, bias: false}")
-            args = read_args(m.get("args"), t, what, m.loc, refusals=False)
-            params = self.builtin_params(m, t, args, prefix, what, frozen, constructor_error(t, args) is not None)
-        setup_error = constructor_error(t, args)
+            args = read_args(m.get("args"), t, what, m.loc)
+            setup_error = constructor_error(t, args)
+            params = self.builtin_params(m, t, args, prefix, what, frozen, setup_error is not None)
         if setup_error is not None:   # never built: what names its inside is not checked (PyTorch stops first)
             self.complete = False
         buffers = self.builtin_buffers(m, t, args, prefix, what)
