@@ -150,6 +150,14 @@ class Tensor:
         return self.requires_grad or (self.is_view and self.grad_base.requires_grad)
 
     @property
+    def has_gradient_edge(self) -> bool:
+        """What a backward's root must have (run_backward checks ``impl::gradient_edge``): a grad_fn,
+        or, requiring grad, an AccumulateGrad. A view made under no_grad of a tensor that requires
+        grad requires grad yet has neither: PyTorch's "element i of tensors does not require grad
+        and does not have a grad_fn"."""
+        return self.requires_grad and not (self.grad_fn is None and self.edgeless)
+
+    @property
     def grad_view_ops(self) -> tuple:
         """The view ops from :attr:`grad_base` to this view (``view_ops`` start at the storage's
         owner; a chain through a detached tensor starts again there)."""

@@ -37,7 +37,7 @@ def nested_backward(rt, root, args: list, kwargs: dict, loc):
         raise ProblemError(loc, "backward(...)'s retain_graph must be True or False")
     if gradient is None and root.requires_grad and _numel(root.shape) != 1:
         raise TorchError("RuntimeError", "grad can be implicitly created only for scalar outputs", "autograd")
-    if not root.requires_grad:
+    if not root.has_gradient_edge:
         raise TorchError("RuntimeError", "element 0 of tensors does not require grad and does not have a grad_fn",
                          "autograd")
     if gradient is not None and tuple(gradient.shape) != tuple(root.shape):

@@ -62,7 +62,7 @@ def nested_grad(rt, e, args: list, kwargs: dict, in_hook: bool):
         gradient = gradient[0]
     if gradient is not None and not isinstance(gradient, Tensor):
         raise ProblemError(loc, "torch.autograd.grad's grad_outputs must be a tensor here")
-    if not root.requires_grad:
+    if not root.has_gradient_edge:
         raise TorchError("RuntimeError", "element 0 of tensors does not require grad and does not have a grad_fn",
                          "autograd")
     for t in inputs:

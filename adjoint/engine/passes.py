@@ -295,7 +295,7 @@ def backward_request(problem: Problem, bw, run: VariantRun, backend) -> Backward
     elif root.requires_grad and root.dtype in ("complex64", "complex128"):   # _make_grads: a real scalar only
         raise TorchError("RuntimeError", "grad can be implicitly created only for real scalar outputs but got "
                                          f"torch.{root.dtype}", "autograd")
-    if not root.requires_grad:
+    if not root.has_gradient_edge:
         raise TorchError("RuntimeError", "element 0 of tensors does not require grad and does not have a grad_fn",
                          "autograd")
     inputs = []

@@ -95,7 +95,7 @@ def second_request(problem, bw, run, backend) -> BackwardRequest:
                 raise TorchError("RuntimeError", "grad can be implicitly created only for scalar outputs", "arguments")
             grads.append(None)
     for i, r in enumerate(roots):
-        if not r.requires_grad:
+        if not r.has_gradient_edge:
             raise TorchError("RuntimeError", f"element {i} of tensors does not require grad and does not have a "
                                              "grad_fn", "arguments")
     inputs = []
