@@ -33,6 +33,7 @@ from adjoint.format import module_signatures as nn_types
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.format.problem import ROOT, Function, Module
 from adjoint.torchside.program import EnvScope
+from adjoint.torchside.setup_raised import SetupRaised
 from adjoint.torchside.unfinished import watch_call
 from adjoint.torchside.values import DTYPES, literal_tensor, number
 
@@ -65,16 +66,6 @@ def builtin(decl: Module, dtype: torch.dtype, symbols: dict) -> nn.Module:
     except (TypeError, ValueError, RuntimeError, AssertionError) as exc:
         raise SetupRaised(exc) from None
     return module.to(dtype)
-
-
-class SetupRaised(Exception):
-    """A module's constructor raised while the model was built: the variant's answer is that
-    error (``during: setup``), with the warnings constructors issued before it."""
-
-    def __init__(self, exc: BaseException):
-        super().__init__(str(exc))
-        self.exc = exc
-        self.warnings: list[dict] = []
 
 
 def fill(decl: Module, module: nn.Module, dtype: torch.dtype, symbols: dict) -> dict[str, torch.Tensor]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from torch import nn
 
 from adjoint.format.problem import Module
-from adjoint.torchside.build import SetupRaised
+from adjoint.torchside.setup_raised import SetupRaised
 
 _CLASSES: dict[type, type] = {}
 

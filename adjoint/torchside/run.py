@@ -46,7 +46,8 @@ from adjoint.format.errors import Loc, ProblemError
 from adjoint.format.problem import OUTPUT, Module, Problem, Step, Variant
 from adjoint.torchside.saved_reads import read_torch
 from adjoint.torchside import graphs
-from adjoint.torchside.build import SetupRaised, build, module_paths
+from adjoint.torchside.build import build, module_paths
+from adjoint.torchside.setup_raised import SetupRaised
 from adjoint.torchside.dropout import forced_mask
 from adjoint.torchside.program import Program
 from adjoint.torchside.savednodes import SavedNodes
