@@ -273,7 +273,8 @@ def _forward_beyond_range(vp, dtype: str) -> bool:
     below it: nonzero, yet 0 once rounded to the dtype?"""
     import math
 
-    fwd = getattr(vp, "forward", None) or getattr(getattr(vp, "run", None), "forward", None)
+    run = getattr(vp, "run", None)
+    fwd = getattr(vp, "forward", None) or (run.forwards[-1] if getattr(run, "forwards", None) else None)
     values = getattr(fwd, "values", None) or []
     for value in (values.values() if isinstance(values, dict) else values):
         if value is None or not hasattr(value, "floats"):
