@@ -17,6 +17,7 @@ from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.graph import Node, SavedVariable, Tensor
 from adjoint.engine.interpreter import EnvScope, Interp
 from adjoint.engine.ops import Save
+from adjoint.values.strides import view_as_strides
 
 
 def slots_of(mod) -> tuple[str, ...]:
@@ -83,8 +84,10 @@ def apply_function(rt, mod, args: list) -> Tensor:
             results.append(mine)
             continue
         r = _same_layout(rt.tensor(o.value, node is not None, node, k, dtype=o.dtype), o)
-        if id(o) in given and node is not None:  # an input returned as-is: a view PyTorch refuses to modify
-            r.creation = ("custom", mod.function.name)
+        if id(o) in given:   # an input returned as is: _wrap_outputs hands back o.view_as(o)
+            r.strides = view_as_strides(o.shape, o.strides)
+            if node is not None:   # a view PyTorch refuses to modify
+                r.creation = ("custom", mod.function.name)
         results.append(r)
     if dirty:
         dirty_rules.check_returned(mod, plain, outs)

@@ -35,6 +35,7 @@ from adjoint.engine import warns
 from adjoint.engine import saved_hooks
 from adjoint.engine.pylist import PyList, is_tuple
 from adjoint.values.numbers.sizes import check_leaf_size
+from adjoint.values.strides import view_as_strides
 from adjoint.format.module_signatures import lookup as nn_type
 
 
@@ -502,12 +503,12 @@ class _Pass:
                 out.detached_root = t.detached_root if t.is_view else (t if t.is_detached else None)
                 out.view_version = out.data_version = t.version.value
                 out.creation = (kind, "BackwardHookFunction")
-                out.strides = _view_as_strides(t)
+                out.strides = view_as_strides(t.shape, t.strides)
                 outs.append(out)
                 continue
             out = rt.tensor(t.value, rg, node, i, dtype=t.dtype)
             out.creation = (kind, "BackwardHookFunction")
-            out.strides, out.offset = _view_as_strides(t), t.offset
+            out.strides, out.offset = view_as_strides(t.shape, t.strides), t.offset
             # a view of what it wraps (an input returned as-is): one storage, one version counter,
             # so a later in-place write on either shows in the other, and a use or a saved
             # tensor's unpack after it raises PyTorch's custom-Function view error
@@ -866,15 +867,3 @@ def forward_arity_error(new: tuple, mod: Module, kwargs: dict) -> str | None:
         f"{missing[0]} and {missing[1]}" if len(missing) == 2 else ", ".join(missing[:-1]) + f", and {missing[-1]}")
     return (f"{owner}.forward() missing {len(missing)} required positional argument{'s' if len(missing) > 1 else ''}: "
             f"{names}")
-
-
-def _view_as_strides(t):
-    """The strides of ``t.view_as(t)``, what a custom Function returns for an input returned as
-    is (``_wrap_outputs``): ``view`` recomputes them (at::detail::computeStride), so a size-1 dim
-    gets the stride of a contiguous tensor -- (1, 3, 2) with strides (2, 2, 1) comes back (6, 2, 1),
-    which decides whether a later matmul folds its batch into mm or expands it for bmm."""
-    from adjoint.values.strides import view_strides
-    if not t.strides:
-        return t.strides
-    new = view_strides(tuple(t.shape), tuple(t.strides), tuple(t.shape))
-    return new if new is not None else t.strides

@@ -35,6 +35,17 @@ def is_contiguous(shape, strides) -> bool:
     return _dense_in_order(shape, strides, range(len(shape) - 1, -1, -1))
 
 
+def view_as_strides(shape, strides) -> tuple[int, ...]:
+    """The strides of ``t.view_as(t)``, which a custom Function (BackwardHookFunction too) hands
+    back for an input it returns as is (``_wrap_outputs``): ``view`` recomputes them, so a size-1
+    dim gets a contiguous tensor's stride -- (1, 3, 2) with strides (2, 2, 1) comes back (6, 2, 1),
+    which decides whether a later matmul folds its batch into mm or expands it for bmm."""
+    if not strides:
+        return strides
+    new = view_strides(tuple(shape), tuple(strides), tuple(shape))
+    return new if new is not None else strides
+
+
 def view_strides(shape, strides, new_shape) -> tuple[int, ...] | None:
     """at::detail::computeStride: the strides of ``view(new_shape)``, or None when no view exists."""
     numel = 1
