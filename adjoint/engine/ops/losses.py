@@ -410,12 +410,17 @@ def _bcel(name: str, weighted: bool, pos: bool) -> Op:
 
 
 def bce_value_error(B, values, p):
-    """binary_cross_entropy's CPU kernel checks every element of input, then of target, to be in [0, 1]."""
-    if not B.within(values[0], 0, 1):
+    """binary_cross_entropy's CPU kernel checks each element in turn, its input then its target, to
+    be in [0, 1]: the first element with either outside names which (``[0.5, 2]`` with target
+    ``[-1, 0.5]``: the target's). Past one thread's grain (32,768 elements) the chunks run in
+    parallel and the first to fail is not fixed; adjoint still takes the first in order."""
+    bad_input = B.first_outside(values[0], 0, 1)
+    bad_target = B.first_outside(values[1], 0, 1)
+    if bad_input is None and bad_target is None:
+        return None
+    if bad_target is None or (bad_input is not None and bad_input <= bad_target):
         return ("RuntimeError", "all elements of input should be between 0 and 1")
-    if not B.within(values[1], 0, 1):
-        return ("RuntimeError", "all elements of target should be between 0 and 1")
-    return None
+    return ("RuntimeError", "all elements of target should be between 0 and 1")
 
 
 def _bce(name: str, weighted: bool) -> Op:

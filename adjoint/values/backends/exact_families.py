@@ -85,20 +85,21 @@ class ExactLosses:
         """A tensor of the given integers (an index tensor's contents, a 0/1 mask)."""
         return Exact.of([E.fmpq(int(v)) for v in values], tuple(shape))
 
-    def within(self, x, lo, hi) -> bool:
-        """Every element in [lo, hi]? (An element with free symbols is taken as inside: its value
-        is only known when verify binds the symbols.)"""
+    def first_outside(self, x, lo, hi) -> int | None:
+        """The row-major index of the first element outside [lo, hi] (nan is outside), or None.
+        (An element with free symbols is taken as inside: its value is only known when verify
+        binds the symbols.)"""
         lo, hi = E.q(lo), E.q(hi)
-        for e in x.flat():
+        for i, e in enumerate(x.flat()):
             if getattr(e, "free_symbols", None):
                 continue
             if E.s_is_nan(e):
-                return False
+                return i
             d = e - lo if type(e) is E.fmpq else E.s_norm(E.s_sym(e) - E.s_sym(lo))
             u = e - hi if type(e) is E.fmpq else E.s_norm(E.s_sym(e) - E.s_sym(hi))
             if E.s_sign(d) == -1 or E.s_sign(u) == 1:
-                return False
-        return True
+                return i
+        return None
 
 
 

@@ -330,9 +330,10 @@ class Float64Backend(NoExactChecks, Composed):
     def as_indices(self, x) -> np.ndarray:
         return x.a.astype(np.int64)
 
-    def within(self, x, lo, hi) -> bool:
-        a = x.a
-        return bool(np.all((a >= float(lo)) & (a <= float(hi))))   # nan is outside
+    def first_outside(self, x, lo, hi) -> int | None:
+        a = np.asarray(x.a).reshape(-1)
+        bad = np.flatnonzero(~((a >= float(lo)) & (a <= float(hi))))   # nan is outside
+        return int(bad[0]) if bad.size else None
 
     def choose(self, test, rel: str, a, b):
         """Elementwise ``a if test REL 0 else b`` (IEEE: a comparison with nan is false, != true)."""

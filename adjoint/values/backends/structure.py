@@ -225,8 +225,8 @@ class StructureBackend(NoExactChecks, Composed):
     def as_indices(self, x) -> np.ndarray:
         return x.known if x.known is not None else np.zeros(x.shape, dtype=np.int64)
 
-    def within(self, x, lo, hi) -> bool:
-        return True  # no values to be outside
+    def first_outside(self, x, lo, hi) -> int | None:
+        return None  # no values to be outside
 
     def choose(self, test, rel: str, a, b):
         return _b(test, a, b)
