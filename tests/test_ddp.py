@@ -404,6 +404,12 @@ def test_every_ddp_file_agrees_with_real_gloo_processes_on_every_rank(gloo):
             rows = compare(p, o, "float64")
             assert rows and all(r.ok for r in rows), (name, [r for r in rows if not r.ok])
     assert [c["kind"] for c in observed["ddp"][0]["hook_calls"]].count("comm_hook") == 2
+    # a post_accumulate_grad hook stepping its parameter: each rank's torch side reports the value
+    # it left, after the run and after each pass (not only the prediction: compare needs both)
+    written = observed["optimizer_in_backward"]
+    assert all(set(r["leaf_values"]) == {"l2.bias"} for r in written)
+    assert all(set(p["leaf_values"]) == {"l2.bias"} for r in written for p in r["passes"])
+    assert written[0]["leaf_values"]["l2.bias"]["value"] != written[1]["leaf_values"]["l2.bias"]["value"]
     for rank in (0, 1):
         assert observed["unfinished"][rank]["error"]["message"] == UNFINISHED.format(rank=rank)
 

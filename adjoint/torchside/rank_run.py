@@ -48,4 +48,6 @@ def run_one_rank(problem, variant: str, dtype: str, rank: int, body, session_cla
     if decl.steps is not None:
         observed["passes"] = passes
     observed["warnings"] = warned
+    if s.written_leaves:
+        observed["leaf_values"] = s.leaf_values()
     return observed

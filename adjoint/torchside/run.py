@@ -518,8 +518,9 @@ def run_steps(s: Session, steps, passes: list, in_step=None, pass_extras: bool =
     """Run the steps in order; the contract's ``error`` when PyTorch raised, else None.
 
     ``in_step(step)``: a context each step runs in (DDP: ``ddp.no_sync()`` for a step of a
-    ``no_sync`` block; none by default). ``pass_extras``: a pass records ``leaf_values`` and
-    ``returned`` beside its calls and grads (a DDP rank's passes record only those two)."""
+    ``no_sync`` block; none by default). ``pass_extras``: a pass records ``returned`` beside its
+    calls, grads and ``leaf_values`` (a DDP or FSDP rank's passes do not: a rank's answer has no
+    ``returned``)."""
     hooks = s.v.hooks
     later = {i for step in steps if step.kind == "register" for i in step.hooks}
     s.phase = "register"
@@ -554,7 +555,7 @@ def run_steps(s: Session, steps, passes: list, in_step=None, pass_extras: bool =
                                 blocks.enter_context(s.hooks.saved_tensors(hook))
                         returned = s.backward(bw)
                     entry = {"hook_calls": s.log[start:], "grads": s.grads()}
-                    if pass_extras and s.written_leaves:
+                    if s.written_leaves:
                         entry["leaf_values"] = s.leaf_values()
                     if pass_extras and returned is not None:
                         entry["returned"] = returned

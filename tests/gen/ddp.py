@@ -186,6 +186,11 @@ def generate(rng: random.Random) -> str:
         kind = rng.choice(("hook", "hook", "post_accumulate_grad"))
         if kind == "hook" and rng.random() < 0.3:
             hooks.append(f'{{tensor: {p}, kind: hook, returns: "grad * 2"}}')
+        elif kind == "hook" and rng.random() < 0.2:   # written in place: what the rank hands the Reducer
+            hooks.append(f'{{tensor: {p}, kind: hook, does: "grad.mul_(2)"}}')
+        elif kind == "post_accumulate_grad" and rng.random() < 0.4:   # optimizer in backward: leaf_values per rank
+            body = rng.choice(("tensor.sub_(0.25 * tensor.grad)", "tensor.grad.mul_(0.5)"))
+            hooks.append(f'{{tensor: {p}, kind: post_accumulate_grad, does: "{body}"}}')
         else:
             hooks.append(f"{{tensor: {p}, kind: {kind}}}")
     if x_grad and rng.random() < 0.5:
