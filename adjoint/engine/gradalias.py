@@ -410,7 +410,7 @@ def _holds(o: GradObj | None, obj: GradObj) -> bool:
     """``o`` is ``obj``, or a view whose root base is ``obj`` (PyTorch keeps only the root)."""
     if o is obj:
         return True
-    if o is None or o.base is None:
+    if o is None:
         return False
     while o.base is not None:
         o = o.base

@@ -162,16 +162,24 @@ class Session:
         # forward that raises then ends with no other way to a node a pack call was for
         self.nodes.scan(value, self.readable)
 
+    def _kept_fresh(self, t, never_kept: bool) -> bool:
+        """``t`` is not a view, or a view still at the version it was first kept at (just after it
+        was made); a view the run never kept counts as ``never_kept``."""
+        if not t._is_view():
+            return True
+        version = self.kept_versions.get(id(t))
+        return never_kept if version is None else version == t._version
+
     def readable(self, t) -> bool:
-        """Reading ``t.grad_fn`` changes nothing: not a view, or a view whose version is the one
-        it was first kept at, just after it was made (its grad_fn is as fresh as then). Reading a stale view's grad_fn makes a
-        new one, which the user's program did not do and which changes what a later in-place
-        op on the view, retain_grad or register_hook does."""
-        return not t._is_view() or self.kept_versions.get(id(t)) == t._version
+        """Reading ``t.grad_fn`` changes nothing: not a view, or a kept view not written since (its
+        grad_fn is as fresh as when it was made). Reading a stale view's grad_fn makes a new one,
+        which the user's program did not do and which changes what a later in-place op on the
+        view, retain_grad or register_hook does; a view the run never kept is not read either."""
+        return self._kept_fresh(t, never_kept=False)
 
     def stale(self, t) -> bool:
         """A view the run kept and that has been written since: its grad_fn is not read."""
-        return t._is_view() and self.kept_versions.get(id(t), t._version) != t._version
+        return not self._kept_fresh(t, never_kept=True)
 
     def clear_kept(self) -> None:
         self.kept.clear()
