@@ -1,0 +1,123 @@
+"""square, reciprocal, clamp_min / clamp_max, sign, std, and zeros_like / ones_like / full_like,
+as PyTorch 2.13 runs them (each checked in real torch, float64):
+
+* ``torch.square(x)`` / ``x.square()``: ``x ** 2`` (one ``PowBackward0``, exponent 2);
+* ``torch.reciprocal(x)`` / ``x.reciprocal()``: ``ReciprocalBackward0`` (saves the result);
+* ``torch.clamp_min(x, min)`` / ``x.clamp_min(min)``: ``ClampMinBackward0``; ``clamp_max``:
+  ``ClampMaxBackward0`` (a number bound; a tensor bound, ``ClampMinBackward1``, is refused);
+* ``torch.sign(x)`` / ``x.sign()``: ``SignBackward0`` (the gradient is zeros);
+* ``torch.std(x, dim=None, unbiased=True, keepdim=False, *, correction)`` / ``x.std(...)``:
+  ``StdBackward0`` (saves self, result), the arguments as ``var``'s;
+* ``torch.zeros_like(x)``, ``torch.ones_like(x)``, ``torch.full_like(x, v)``: a new tensor of x's
+  shape and dtype with no grad_fn; its strides are x's when x is non-overlapping and dense
+  (``memory_format=torch.preserve_format``), else contiguous (or channels-last, as x suggests).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from adjoint.format.errors import Loc, ProblemError
+from adjoint.engine.graph import Tensor
+from adjoint.engine.bindings.signature import Function, Param
+from adjoint.engine.bindings.reductions import _variance_args
+from adjoint.values.strides import (contiguous_strides, is_non_overlapping_and_dense, suggest_memory_format,
+                                    _ordered_strides)
+
+_IN = Param("input", "tensor")
+
+
+def lower_square(rt, a, loc: Loc):
+    return rt.apply("pow_scalar", [a["input"]], Fraction(2), loc)
+
+
+def lower_reciprocal(rt, a, loc: Loc):
+    return rt.apply("reciprocal", [a["input"]], None, loc)
+
+
+def lower_sign(rt, a, loc: Loc):
+    return rt.apply("sign", [a["input"]], None, loc)
+
+
+def _one_bound(prim: str, which: str):
+    def lower(rt, a, loc: Loc):
+        bound = a[which]
+        if isinstance(bound, Tensor):
+            raise ProblemError(loc, f"{prim}() with a tensor bound (Clamp{which.capitalize()}Backward1) is not modelled "
+                                    f"yet; use clamp({which}=tensor) (ClampBackward0) or a number bound")
+        return rt.apply(prim, [a["input"]], bound, loc)
+    lower.__name__ = f"lower_{prim}"
+    return lower
+
+
+def lower_std(rt, a, loc: Loc):
+    return rt.apply("std", [a["input"]], _variance_args(a, loc, "std"), loc)
+
+
+# ----------------------------------------------------------------------------- zeros_like, ones_like, full_like
+
+_CHANNELS_LAST = {4: (1, 3, 2, 0), 5: (1, 4, 3, 2, 0)}
+
+
+def _like_strides(x: Tensor) -> tuple:
+    """empty_like's strides under preserve_format: x's own when x is non-overlapping and dense,
+    else those of x's suggested memory format."""
+    if is_non_overlapping_and_dense(x.shape, x.strides):
+        return tuple(x.strides)
+    if suggest_memory_format(x.shape, x.strides) == "channels_last" and len(x.shape) in _CHANNELS_LAST:
+        return _ordered_strides(x.shape, _CHANNELS_LAST[len(x.shape)])
+    return contiguous_strides(x.shape)
+
+
+_LIKE_KEYWORDS = ("dtype", "layout", "device", "pin_memory", "memory_format")
+
+
+def _like(what: str, value_of):
+    def lower(rt, a, loc: Loc):
+        x = a["input"]
+        for k in _LIKE_KEYWORDS:
+            if a[k] is not None:
+                raise ProblemError(loc, f"{what}(..., {k}=...) is not modelled yet; leave it out (the result takes the "
+                                        "input's dtype and layout)")
+        if a["requires_grad"]:
+            raise ProblemError(loc, f"{what}(..., requires_grad=True) is not modelled yet (a new leaf); declare the "
+                                    "tensor under inputs: with requires_grad: true")
+        value = value_of(a)
+        if x.dtype not in ("float32", "float64") and (value.denominator != 1 or x.dtype == "bool"):
+            raise ProblemError(loc, f"{what}() of a {x.dtype} tensor with the value {value} is not modelled yet "
+                                    "(PyTorch casts the value to the tensor's dtype)")
+        out = rt.apply("full_like", [x], value, loc)
+        out.strides = _like_strides(x)
+        return out
+    lower.__name__ = f"lower_{what}"
+    return lower
+
+
+def _like_params(*middle: Param) -> tuple:
+    return (_IN,) + middle + tuple(Param(k, "any", None, keyword_only=True) for k in _LIKE_KEYWORDS) + (
+        Param("requires_grad", "bool", False, keyword_only=True),)
+
+
+def _fill_value(a) -> Fraction:
+    return a["fill_value"]
+
+
+_VAR_PARAMS = (_IN, Param("dim", "any", None), Param("unbiased", "bool", None), Param("keepdim", "bool", False),
+               Param("correction", "any", None, keyword_only=True))
+
+FUNCTIONS = (
+    Function("square", (_IN,), lower_square, doc="x ** 2: PowBackward0 (saves self; exponent 2)"),
+    Function("reciprocal", (_IN,), lower_reciprocal, doc="ReciprocalBackward0 (saves the result)"),
+    Function("clamp_min", (_IN, Param("min", "scalar")), _one_bound("clamp_min", "min"),
+             doc="ClampMinBackward0 (saves self): g where x >= min"),
+    Function("clamp_max", (_IN, Param("max", "scalar")), _one_bound("clamp_max", "max"),
+             doc="ClampMaxBackward0 (saves self): g where x <= max"),
+    Function("sign", (_IN,), lower_sign, doc="SignBackward0 (saves nothing; zero gradient)"),
+    Function("std", _VAR_PARAMS, lower_std, doc="StdBackward0 (saves self, result)"),
+    Function("zeros_like", _like_params(), _like("zeros_like", lambda a: Fraction(0)), where="function",
+             doc="no node: zeros of the input's shape and dtype"),
+    Function("ones_like", _like_params(), _like("ones_like", lambda a: Fraction(1)), where="function",
+             doc="no node: ones of the input's shape and dtype"),
+    Function("full_like", _like_params(Param("fill_value", "number")), _like("full_like", _fill_value),
+             where="function", doc="no node: fill_value in the input's shape and dtype"),
+)
