@@ -20,7 +20,7 @@ from fractions import Fraction
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.bindings.signature import Function, Param
-from adjoint.engine.bindings.reductions import _variance_args
+from adjoint.engine.bindings.reductions import _variance_args, norm_order, reduce_dims
 from adjoint.values.strides import (contiguous_strides, is_non_overlapping_and_dense, suggest_memory_format,
                                     _ordered_strides)
 
@@ -52,6 +52,22 @@ def _one_bound(prim: str, which: str):
 
 def lower_std(rt, a, loc: Loc):
     return rt.apply("std", [a["input"]], _variance_args(a, loc, "std"), loc)
+
+
+# ----------------------------------------------------------------------------- F.normalize
+
+def lower_normalize(rt, a, loc: Loc):
+    """F.normalize as torch/nn/functional.py writes it: ``denom = input.norm(p, dim, keepdim=True)
+    .clamp_min(eps).expand_as(input); return input / denom``: LinalgVectorNormBackward0,
+    ClampMinBackward0, ExpandBackward0, DivBackward0."""
+    if a["out"] is not None:
+        raise ProblemError(loc, "normalize(..., out=...) is not modelled (its result is not differentiable); "
+                                "leave out out=")
+    x, dim = a["input"], Fraction(a["dim"])
+    order = norm_order(a["p"], dim, loc)
+    norm = rt.apply("norm", [x], (order, reduce_dims(x, dim, loc), True), loc)
+    denom = rt.apply("expand", [rt.apply("clamp_min", [norm], a["eps"], loc)], tuple(x.shape), loc)
+    return rt.apply("div", [x, denom], None, loc)
 
 
 # ----------------------------------------------------------------------------- zeros_like, ones_like, full_like
@@ -114,6 +130,10 @@ FUNCTIONS = (
              doc="ClampMaxBackward0 (saves self): g where x <= max"),
     Function("sign", (_IN,), lower_sign, doc="SignBackward0 (saves nothing; zero gradient)"),
     Function("std", _VAR_PARAMS, lower_std, doc="StdBackward0 (saves self, result)"),
+    Function("normalize", (_IN, Param("p", "number", Fraction(2)), Param("dim", "int", Fraction(1)),
+                           Param("eps", "number", Fraction(1, 10 ** 12)), Param("out", "any", None)),
+             lower_normalize, where="function",
+             doc="LinalgVectorNormBackward0, ClampMinBackward0, ExpandBackward0, DivBackward0"),
     Function("zeros_like", _like_params(), _like("zeros_like", lambda a: Fraction(0)), where="function",
              doc="no node: zeros of the input's shape and dtype"),
     Function("ones_like", _like_params(), _like("ones_like", lambda a: Fraction(1)), where="function",
