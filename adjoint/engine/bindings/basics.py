@@ -10,7 +10,8 @@ as PyTorch 2.13 runs them (each checked in real torch, float64):
   ``StdBackward0`` (saves self, result), the arguments as ``var``'s;
 * ``torch.zeros_like(x)``, ``torch.ones_like(x)``, ``torch.full_like(x, v)``: a new tensor of x's
   shape and dtype with no grad_fn; its strides are x's when x is non-overlapping and dense
-  (``memory_format=torch.preserve_format``), else contiguous (or channels-last, as x suggests).
+  (``memory_format=torch.preserve_format``), else dense in the order of x's strides
+  (``infer_dense_strides``).
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.bindings.signature import Function, Param
 from adjoint.engine.bindings.reductions import _variance_args, norm_order, reduce_dims
-from adjoint.values.strides import (contiguous_strides, is_non_overlapping_and_dense, suggest_memory_format,
-                                    _ordered_strides)
+from adjoint.values.strides import _ordered_strides, is_non_overlapping_and_dense, reorder_dimensions
 
 _IN = Param("input", "tensor")
 
@@ -72,17 +72,13 @@ def lower_normalize(rt, a, loc: Loc):
 
 # ----------------------------------------------------------------------------- zeros_like, ones_like, full_like
 
-_CHANNELS_LAST = {4: (1, 3, 2, 0), 5: (1, 4, 3, 2, 0)}
-
-
 def _like_strides(x: Tensor) -> tuple:
     """empty_like's strides under preserve_format: x's own when x is non-overlapping and dense,
-    else those of x's suggested memory format."""
+    else infer_dense_strides: x's dims in the order of its strides (a zero stride ambiguous, equal
+    strides the smaller size first), laid out densely (TensorIterator's ordering of one operand)."""
     if is_non_overlapping_and_dense(x.shape, x.strides):
         return tuple(x.strides)
-    if suggest_memory_format(x.shape, x.strides) == "channels_last" and len(x.shape) in _CHANNELS_LAST:
-        return _ordered_strides(x.shape, _CHANNELS_LAST[len(x.shape)])
-    return contiguous_strides(x.shape)
+    return _ordered_strides(x.shape, reorder_dimensions(x.shape, [list(x.strides)]))
 
 
 _LIKE_KEYWORDS = ("dtype", "layout", "device", "pin_memory", "memory_format")
