@@ -63,7 +63,7 @@ def lower_normalize(rt, a, loc: Loc):
     if a["out"] is not None:
         raise ProblemError(loc, "normalize(..., out=...) is not modelled (its result is not differentiable); "
                                 "leave out out=")
-    x, dim = a["input"], Fraction(a["dim"])
+    x, dim = a["input"], a["dim"]
     order = norm_order(a["p"], dim, loc)
     norm = rt.apply("norm", [x], (order, reduce_dims(x, dim, loc), True), loc)
     denom = rt.apply("expand", [rt.apply("clamp_min", [norm], a["eps"], loc)], tuple(x.shape), loc)
@@ -114,6 +114,15 @@ def _fill_value(a) -> Fraction:
     return a["fill_value"]
 
 
+def _refuse_tensor_fill(lower):
+    def checked(rt, a, loc: Loc):
+        if isinstance(a["fill_value"], Tensor):
+            raise ProblemError(loc, "full_like(x, fill_value) with a tensor fill_value is not modelled yet; give a number")
+        return lower(rt, a, loc)
+    checked.__name__ = lower.__name__
+    return checked
+
+
 _VAR_PARAMS = (_IN, Param("dim", "any", None), Param("unbiased", "bool", None), Param("keepdim", "bool", False),
                Param("correction", "any", None, keyword_only=True))
 
@@ -126,7 +135,7 @@ FUNCTIONS = (
              doc="ClampMaxBackward0 (saves self): g where x <= max"),
     Function("sign", (_IN,), lower_sign, doc="SignBackward0 (saves nothing; zero gradient)"),
     Function("std", _VAR_PARAMS, lower_std, doc="StdBackward0 (saves self, result)"),
-    Function("normalize", (_IN, Param("p", "number", Fraction(2)), Param("dim", "int", Fraction(1)),
+    Function("normalize", (_IN, Param("p", "number", Fraction(2)), Param("dim", "any", Fraction(1)),
                            Param("eps", "number", Fraction(1, 10 ** 12)), Param("out", "any", None)),
              lower_normalize, where="function",
              doc="LinalgVectorNormBackward0, ClampMinBackward0, ExpandBackward0, DivBackward0"),
@@ -134,6 +143,6 @@ FUNCTIONS = (
              doc="no node: zeros of the input's shape and dtype"),
     Function("ones_like", _like_params(), _like("ones_like", lambda a: Fraction(1)), where="function",
              doc="no node: ones of the input's shape and dtype"),
-    Function("full_like", _like_params(Param("fill_value", "number")), _like("full_like", _fill_value),
+    Function("full_like", _like_params(Param("fill_value", "scalar")), _refuse_tensor_fill(_like("full_like", _fill_value)),
              where="function", doc="no node: fill_value in the input's shape and dtype"),
 )
