@@ -45,6 +45,8 @@ def _one_bound(prim: str, which: str):
         if isinstance(bound, Tensor):
             raise ProblemError(loc, f"{prim}() with a tensor bound (Clamp{which.capitalize()}Backward1) is not modelled "
                                     f"yet; use clamp({which}=tensor) (ClampBackward0) or a number bound")
+        if not isinstance(bound, Fraction):
+            raise ProblemError(loc, f"{prim}() with a complex bound is not modelled; give a real number")
         return rt.apply(prim, [a["input"]], bound, loc)
     lower.__name__ = f"lower_{prim}"
     return lower
@@ -118,6 +120,8 @@ def _refuse_tensor_fill(lower):
     def checked(rt, a, loc: Loc):
         if isinstance(a["fill_value"], Tensor):
             raise ProblemError(loc, "full_like(x, fill_value) with a tensor fill_value is not modelled yet; give a number")
+        if not isinstance(a["fill_value"], Fraction):
+            raise ProblemError(loc, "full_like(x, fill_value) with a complex fill_value is not modelled; give a real number")
         return lower(rt, a, loc)
     checked.__name__ = lower.__name__
     return checked
