@@ -17,7 +17,6 @@ As PyTorch 2.13 CPU runs them (checked in real torch, float64):
 
 from __future__ import annotations
 
-from dataclasses import replace
 from fractions import Fraction
 
 from adjoint.values.mathtree import Fn, TFn, applied, dims_text, elementwise_named, generic_vjp, no_gradient, number_text
