@@ -56,6 +56,9 @@ INPLACE_METHODS = {m.name: m for m in (
     InplaceMethod("exp_", "exp", ()), InplaceMethod("log_", "log", ()), InplaceMethod("sin_", "sin", ()),
     InplaceMethod("cos_", "cos", ()), InplaceMethod("sqrt_", "sqrt", ()), InplaceMethod("abs_", "abs", ()),
     InplaceMethod("copy_", "copy_", ("src",)), InplaceMethod("zero_", "zero_", ()),
+    InplaceMethod("reciprocal_", "reciprocal", ()), InplaceMethod("sign_", "sign", ()),
+    InplaceMethod("square_", None, ()), InplaceMethod("clamp_min_", None, ("min",)),
+    InplaceMethod("clamp_max_", None, ("max",)),
 )}
 
 
@@ -78,6 +81,12 @@ def call_inplace(rt, name: str, target: Tensor, args: list, kwargs: dict, loc: L
         if isinstance(e, Tensor):
             return apply_inplace(rt, "pow_tensor", target, [e], None, loc)
         return apply_inplace(rt, "pow_scalar", target, [], e, loc)
+    if name == "square_":   # Tensor.square_ is pow_(2): PowBackward0, a clone of self saved
+        return apply_inplace(rt, "pow_scalar", target, [], Fraction(2), loc)
+    if name in ("clamp_min_", "clamp_max_"):
+        if isinstance(args[0], Tensor):
+            raise ProblemError(loc, f"Tensor.{name}() with a tensor bound is not modelled yet; use a number bound")
+        return apply_inplace(rt, name[:-1], target, [], args[0], loc)
     if name == "copy_" and isinstance(args[0], Fraction):
         args = [rt.wrapped_number(args[0])]
     return apply_inplace(rt, m.prim, target, list(args), None, loc)

@@ -22,6 +22,7 @@ from adjoint.engine.bindings import FUNCTION_NAMES, FUNCTIONS, METHODS, call_fun
 from adjoint.engine.bindings.core import binary, neg
 from adjoint.engine.bindings.views import attribute, getitem
 from adjoint.engine.graph import Tensor
+from adjoint.engine.return_types import ReturnTuple
 from adjoint.engine.inplace import INPLACE_METHODS, AUGMENTED, call_inplace
 from adjoint.engine.bindings.setitem import setitem
 from adjoint.engine import pyerrors
@@ -271,6 +272,11 @@ class Interp:
             obj = self.eval(e.obj)
             if obj is None:
                 raise pyerrors.no_attribute(e.name)
+            if isinstance(obj, ReturnTuple):   # x.max(dim=1).values: torch.return_types.max's fields
+                try:
+                    return obj.field(e.name)
+                except KeyError:
+                    raise pyerrors.return_type_attribute(obj, e.name) from None
             if not isinstance(obj, Tensor):
                 raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is {describe(obj)}, which has no attribute "
                                           f"'{e.name}'")

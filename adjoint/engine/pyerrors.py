@@ -106,6 +106,11 @@ def no_attribute(name: str) -> TorchError:
     return TorchError("AttributeError", f"'NoneType' object has no attribute '{name}'", "python")
 
 
+def return_type_attribute(obj, name: str) -> TorchError:
+    """``x.max(dim=1).foo``: a ``torch.return_types.max`` has only its fields (values, indices)."""
+    return TorchError("AttributeError", f"'torch.return_types.{obj.kind}' object has no attribute '{name}'", "python")
+
+
 def not_subscriptable() -> TorchError:
     return TorchError("TypeError", "'NoneType' object is not subscriptable", "python")
 

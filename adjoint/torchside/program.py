@@ -282,6 +282,8 @@ class Program:
             obj = self.eval(e.obj)
             if obj is None:
                 getattr(obj, e.name)   # Python's AttributeError
+            if type(obj).__module__ == "torch.return_types":   # x.max(dim=1).values (its own AttributeError else)
+                return self.keep(getattr(obj, e.name))
             if not isinstance(obj, torch.Tensor):
                 raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is {type(obj).__name__}, not a tensor")
             return self.keep(callables.attribute(obj, e.name, e.loc))

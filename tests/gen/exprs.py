@@ -173,7 +173,9 @@ class ExprCtx(V2Exprs, CmpExprs):
             fn = s.choice(UNARY_ELEMENTWISE)
             if fn not in RATIONAL_UNARY and not self.g.spend():
                 fn = s.choice(RATIONAL_UNARY)
-            if fn in ("log", "sqrt"):
+            if fn == "reciprocal":   # 1 / 0 is refused (a non-finite forward): a positive argument
+                arg = self.positive(shape, d)
+            elif fn in ("log", "sqrt"):
                 arg = self.maybe_positive(shape, d) if s.coin(0.9) else ("f", "relu", self.expr(shape, d))
             else:
                 arg = self.expr(shape, d)

@@ -17,8 +17,9 @@ from fractions import Fraction as Fr
 # | ('sub', tree, text, shape, label)   tree[text], label: select / slice / None / ... (coverage)
 # | ('attr', tree, name, shape)         tree.T, tree.mT
 
-UNARY_ELEMENTWISE = ("relu", "tanh", "sigmoid", "exp", "log", "sin", "cos", "sqrt", "abs")
-RATIONAL_UNARY = ("relu", "abs")   # exact results stay rationals
+UNARY_ELEMENTWISE = ("relu", "tanh", "sigmoid", "exp", "log", "sin", "cos", "sqrt", "abs", "square", "sign", "reciprocal")
+RATIONAL_UNARY = ("relu", "abs", "square", "sign", "reciprocal")   # exact results stay rationals (reciprocal: of a
+                                                                   # positive argument)
 #: Transcendental ops per problem (tanh, exp, sqrt, fractional powers, Tanh modules, ...).
 #: Exact values of nested transcendental expressions swell (thousands of SymPy ops per
 #: element after a few layers), and solve time with them; past the budget the generator

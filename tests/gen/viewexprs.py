@@ -342,9 +342,17 @@ class V2Exprs:
     # ------------------------------------------------------------------ methods and keyword arguments
     def _v2_method_unary(self, shape, d):
         s = self.s
-        fn = s.choice(["relu", "abs", "neg", "tanh", "sigmoid", "exp", "sin", "cos"])
-        if fn not in ("relu", "abs", "neg") and not self.g.spend():
-            fn = s.choice(["relu", "abs", "neg"])
+        fn = s.choice(["relu", "abs", "neg", "tanh", "sigmoid", "exp", "sin", "cos", "square", "sign", "reciprocal",
+                       "clamp_min", "clamp_max"])
+        if fn not in ("relu", "abs", "neg", "square", "sign", "reciprocal", "clamp_min", "clamp_max") and not self.g.spend():
+            fn = s.choice(["relu", "abs", "neg", "square", "sign", "clamp_min"])
+        if fn == "reciprocal":   # of a positive argument (1 / 0 is refused)
+            return self._m(fn, self.positive(shape, d), [], shape)
+        if fn in ("clamp_min", "clamp_max"):
+            bound = _lit(s.choice(["0", "0.5", "-0.5", "1"]))
+            if s.coin(0.3):
+                return self._f(f"torch.{fn}", [self.expr(shape, d), bound], shape)
+            return self._m(fn, self.expr(shape, d), [bound], shape)
         return self._m(fn, self.expr(shape, d), [], shape)
 
     def _v2_method_binary(self, shape, d):
@@ -360,12 +368,14 @@ class V2Exprs:
 
     def _v2_reduce_dim(self, shape, d):
         s = self.s
-        fn = s.choice(["sum", "mean", "amax", "var"] if shape else ["sum", "mean"])
+        fn = s.choice(["sum", "mean", "amax", "var", "std"] if shape else ["sum", "mean"])
+        if fn == "std" and not self.g.spend():   # a square root: transcendental budget
+            fn = "var"
         if not shape and s.coin(0.5):
             return self._m(fn, self.expr(self.g.shape(), d), [], shape)
         i = s.int(0, len(shape))
         keep = bool(shape) and i < len(shape) and shape[i] == 1 and s.coin(0.5)
-        k = s.int(1, 3) if fn != "var" else s.int(2, 3)
+        k = s.int(1, 3) if fn not in ("var", "std") else s.int(2, 3)
         src_shape = shape[:i] + (k,) + (shape[i + 1:] if keep else shape[i:])
         e = self.expr(src_shape, d)
         args = [_kw("dim", _neg(i, len(src_shape), s)) if s.coin(0.6) else _lit(i)]

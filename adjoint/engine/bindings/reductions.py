@@ -21,6 +21,7 @@ from fractions import Fraction
 
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
+from adjoint.engine.return_types import max_min
 from adjoint.engine.bindings.signature import Function, Param
 from adjoint.engine.bindings.views import dim_index
 
@@ -108,7 +109,7 @@ def select_along(rt, x: Tensor, dim: int, keepdim: bool, largest: bool, loc: Loc
     _, idx = rt.B.argmax(x.value, dim, keepdim, largest)
     indices = rt.tensor(idx, dtype="int64")
     values = rt.apply("max_dim" if largest else "min_dim", [x, indices], (dim, keepdim), loc)
-    return values, indices
+    return max_min(what, values, indices)   # torch.return_types.max / min: .values, .indices
 
 
 def _max_like(largest: bool):

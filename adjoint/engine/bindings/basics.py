@@ -1,0 +1,152 @@
+"""square, reciprocal, clamp_min / clamp_max, sign, std, and zeros_like / ones_like / full_like,
+as PyTorch 2.13 runs them (each checked in real torch, float64):
+
+* ``torch.square(x)`` / ``x.square()``: ``x ** 2`` (one ``PowBackward0``, exponent 2);
+* ``torch.reciprocal(x)`` / ``x.reciprocal()``: ``ReciprocalBackward0`` (saves the result);
+* ``torch.clamp_min(x, min)`` / ``x.clamp_min(min)``: ``ClampMinBackward0``; ``clamp_max``:
+  ``ClampMaxBackward0`` (a number bound; a tensor bound, ``ClampMinBackward1``, is refused);
+* ``torch.sign(x)`` / ``x.sign()``: ``SignBackward0`` (the gradient is zeros);
+* ``torch.std(x, dim=None, unbiased=True, keepdim=False, *, correction)`` / ``x.std(...)``:
+  ``StdBackward0`` (saves self, result), the arguments as ``var``'s;
+* ``torch.zeros_like(x)``, ``torch.ones_like(x)``, ``torch.full_like(x, v)``: a new tensor of x's
+  shape and dtype with no grad_fn; its strides are x's when x is non-overlapping and dense
+  (``memory_format=torch.preserve_format``), else dense in the order of x's strides
+  (``infer_dense_strides``).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from adjoint.format.errors import Loc, ProblemError
+from adjoint.engine.graph import Tensor
+from adjoint.engine.bindings.signature import Function, Param
+from adjoint.engine.bindings.reductions import _variance_args, norm_order, reduce_dims
+from adjoint.values.strides import _ordered_strides, is_non_overlapping_and_dense, reorder_dimensions
+
+_IN = Param("input", "tensor")
+
+
+def lower_square(rt, a, loc: Loc):
+    return rt.apply("pow_scalar", [a["input"]], Fraction(2), loc)
+
+
+def lower_reciprocal(rt, a, loc: Loc):
+    return rt.apply("reciprocal", [a["input"]], None, loc)
+
+
+def lower_sign(rt, a, loc: Loc):
+    return rt.apply("sign", [a["input"]], None, loc)
+
+
+def _one_bound(prim: str, which: str):
+    def lower(rt, a, loc: Loc):
+        bound = a[which]
+        if isinstance(bound, Tensor):
+            raise ProblemError(loc, f"{prim}() with a tensor bound (Clamp{which.capitalize()}Backward1) is not modelled "
+                                    f"yet; use clamp({which}=tensor) (ClampBackward0) or a number bound")
+        if not isinstance(bound, Fraction):
+            raise ProblemError(loc, f"{prim}() with a complex bound is not modelled; give a real number")
+        return rt.apply(prim, [a["input"]], bound, loc)
+    lower.__name__ = f"lower_{prim}"
+    return lower
+
+
+def lower_std(rt, a, loc: Loc):
+    return rt.apply("std", [a["input"]], _variance_args(a, loc, "std"), loc)
+
+
+# ----------------------------------------------------------------------------- F.normalize
+
+def lower_normalize(rt, a, loc: Loc):
+    """F.normalize as torch/nn/functional.py writes it: ``denom = input.norm(p, dim, keepdim=True)
+    .clamp_min(eps).expand_as(input); return input / denom``: LinalgVectorNormBackward0,
+    ClampMinBackward0, ExpandBackward0, DivBackward0."""
+    if a["out"] is not None:
+        raise ProblemError(loc, "normalize(..., out=...) is not modelled (its result is not differentiable); "
+                                "leave out out=")
+    x, dim = a["input"], a["dim"]
+    order = norm_order(a["p"], dim, loc)
+    norm = rt.apply("norm", [x], (order, reduce_dims(x, dim, loc), True), loc)
+    denom = rt.apply("expand", [rt.apply("clamp_min", [norm], a["eps"], loc)], tuple(x.shape), loc)
+    return rt.apply("div", [x, denom], None, loc)
+
+
+# ----------------------------------------------------------------------------- zeros_like, ones_like, full_like
+
+def _like_strides(x: Tensor) -> tuple:
+    """empty_like's strides under preserve_format: x's own when x is non-overlapping and dense,
+    else infer_dense_strides: x's dims in the order of its strides (a zero stride ambiguous, equal
+    strides the smaller size first), laid out densely (TensorIterator's ordering of one operand)."""
+    if is_non_overlapping_and_dense(x.shape, x.strides):
+        return tuple(x.strides)
+    return _ordered_strides(x.shape, reorder_dimensions(x.shape, [list(x.strides)]))
+
+
+_LIKE_KEYWORDS = ("dtype", "layout", "device", "pin_memory", "memory_format")
+
+
+def _like(what: str, value_of):
+    def lower(rt, a, loc: Loc):
+        x = a["input"]
+        for k in _LIKE_KEYWORDS:
+            if a[k] is not None:
+                raise ProblemError(loc, f"{what}(..., {k}=...) is not modelled yet; leave it out (the result takes the "
+                                        "input's dtype and layout)")
+        if a["requires_grad"]:
+            raise ProblemError(loc, f"{what}(..., requires_grad=True) is not modelled yet (a new leaf); declare the "
+                                    "tensor under inputs: with requires_grad: true")
+        value = value_of(a)
+        if x.dtype not in ("float32", "float64") and (value.denominator != 1 or x.dtype == "bool"):
+            raise ProblemError(loc, f"{what}() of a {x.dtype} tensor with the value {value} is not modelled yet "
+                                    "(PyTorch casts the value to the tensor's dtype)")
+        out = rt.apply("full_like", [x], value, loc)
+        out.strides = _like_strides(x)
+        return out
+    lower.__name__ = f"lower_{what}"
+    return lower
+
+
+def _like_params(*middle: Param) -> tuple:
+    return (_IN,) + middle + tuple(Param(k, "any", None, keyword_only=True) for k in _LIKE_KEYWORDS) + (
+        Param("requires_grad", "bool", False, keyword_only=True),)
+
+
+def _fill_value(a) -> Fraction:
+    return a["fill_value"]
+
+
+def _refuse_tensor_fill(lower):
+    def checked(rt, a, loc: Loc):
+        if isinstance(a["fill_value"], Tensor):
+            raise ProblemError(loc, "full_like(x, fill_value) with a tensor fill_value is not modelled yet; give a number")
+        if not isinstance(a["fill_value"], Fraction):
+            raise ProblemError(loc, "full_like(x, fill_value) with a complex fill_value is not modelled; give a real number")
+        return lower(rt, a, loc)
+    checked.__name__ = lower.__name__
+    return checked
+
+
+_VAR_PARAMS = (_IN, Param("dim", "any", None), Param("unbiased", "bool", None), Param("keepdim", "bool", False),
+               Param("correction", "any", None, keyword_only=True))
+
+FUNCTIONS = (
+    Function("square", (_IN,), lower_square, doc="x ** 2: PowBackward0 (saves self; exponent 2)"),
+    Function("reciprocal", (_IN,), lower_reciprocal, doc="ReciprocalBackward0 (saves the result)"),
+    Function("clamp_min", (_IN, Param("min", "scalar")), _one_bound("clamp_min", "min"),
+             doc="ClampMinBackward0 (saves self): g where x >= min"),
+    Function("clamp_max", (_IN, Param("max", "scalar")), _one_bound("clamp_max", "max"),
+             doc="ClampMaxBackward0 (saves self): g where x <= max"),
+    Function("sign", (_IN,), lower_sign, doc="SignBackward0 (saves nothing; zero gradient)"),
+    Function("std", _VAR_PARAMS, lower_std, doc="StdBackward0 (saves self, result)"),
+    Function("normalize", (_IN, Param("p", "number", Fraction(2)), Param("dim", "any", Fraction(1)),
+                           Param("eps", "number", Fraction(1, 10 ** 12)), Param("out", "any", None)),
+             lower_normalize, where="function",
+             doc="LinalgVectorNormBackward0, ClampMinBackward0, ExpandBackward0, DivBackward0"),
+    Function("zeros_like", _like_params(), _like("zeros_like", lambda a: Fraction(0)), where="function",
+             doc="no node: zeros of the input's shape and dtype"),
+    Function("ones_like", _like_params(), _like("ones_like", lambda a: Fraction(1)), where="function",
+             doc="no node: ones of the input's shape and dtype"),
+    Function("full_like", _like_params(Param("fill_value", "scalar")), _refuse_tensor_fill(_like("full_like", _fill_value)),
+             where="function", doc="no node: fill_value in the input's shape and dtype"),
+)
