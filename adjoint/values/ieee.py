@@ -42,7 +42,9 @@ def with_specials(out: Exact, op: str, xs: tuple) -> Exact:
         if not any(type(f[i]) is F.Special for f, _ in views):
             continue
         vals = [f[i].value if type(f[i]) is F.Special else float_of_sign(s[i]) for f, s in views]
-        flat_f[i], flat_b[i] = settle_float(ieee(op, vals))
+        special = ELEMENTARY[op].at_special if op in ELEMENTARY else None
+        exact = special(vals[0]) if special is not None else None
+        flat_f[i], flat_b[i] = exact if exact is not None else settle_float(ieee(op, vals))
     return out
 
 
