@@ -56,7 +56,8 @@ INPLACE_METHODS = {m.name: m for m in (
     InplaceMethod("exp_", "exp", ()), InplaceMethod("log_", "log", ()), InplaceMethod("sin_", "sin", ()),
     InplaceMethod("cos_", "cos", ()), InplaceMethod("sqrt_", "sqrt", ()), InplaceMethod("abs_", "abs", ()),
     InplaceMethod("copy_", "copy_", ("src",)), InplaceMethod("zero_", "zero_", ()),
-)}
+) + tuple(InplaceMethod(f"{fn}_", fn, ()) for fn in ("rsqrt", "log1p", "expm1", "atan", "erf", "sinh", "cosh", "tan", "log2",
+                                                     "log10"))}
 
 
 def call_inplace(rt, name: str, target: Tensor, args: list, kwargs: dict, loc: Loc):

@@ -6,7 +6,7 @@ from fractions import Fraction as Fr
 from typing import TYPE_CHECKING
 
 from .analysis import broadcast
-from .trees import RATIONAL_UNARY, REDUCTIONS, UNARY_ELEMENTWISE, NoExpr
+from .trees import POSITIVE_UNARY, RATIONAL_UNARY, REDUCTIONS, UNARY_ELEMENTWISE, NoExpr
 from .cmpexprs import CmpExprs
 from .viewexprs import V2Exprs
 
@@ -173,7 +173,7 @@ class ExprCtx(V2Exprs, CmpExprs):
             fn = s.choice(UNARY_ELEMENTWISE)
             if fn not in RATIONAL_UNARY and not self.g.spend():
                 fn = s.choice(RATIONAL_UNARY)
-            if fn in ("log", "sqrt"):
+            if fn in POSITIVE_UNARY:
                 arg = self.maybe_positive(shape, d) if s.coin(0.9) else ("f", "relu", self.expr(shape, d))
             else:
                 arg = self.expr(shape, d)

@@ -17,7 +17,10 @@ from fractions import Fraction as Fr
 # | ('sub', tree, text, shape, label)   tree[text], label: select / slice / None / ... (coverage)
 # | ('attr', tree, name, shape)         tree.T, tree.mT
 
-UNARY_ELEMENTWISE = ("relu", "tanh", "sigmoid", "exp", "log", "sin", "cos", "sqrt", "abs")
+UNARY_ELEMENTWISE = ("relu", "tanh", "sigmoid", "exp", "log", "sin", "cos", "sqrt", "abs", "rsqrt", "log1p", "expm1", "atan", "erf",
+                     "sinh", "cosh", "tan", "log2", "log10")
+#: defined (finite) only for arguments > 0 (log1p: > -1), so the generator gives them a positive argument
+POSITIVE_UNARY = ("log", "sqrt", "rsqrt", "log1p", "log2", "log10")
 RATIONAL_UNARY = ("relu", "abs")   # exact results stay rationals
 #: Transcendental ops per problem (tanh, exp, sqrt, fractional powers, Tanh modules, ...).
 #: Exact values of nested transcendental expressions swell (thousands of SymPy ops per
