@@ -22,7 +22,8 @@ from dataclasses import replace
 from fractions import Fraction
 
 from adjoint.values.mathtree.sympy_names import SymPyName
-from adjoint.values.mathtree import Fn, TBin, TConst, TFn, applied, elementwise, no_gradient
+from adjoint.values.mathtree import LOG, Fn, TBin, TConst, TFn, applied, elementwise, no_gradient
+from adjoint.values.numbers.symbolic import sympy   # the loader: SymPy itself is imported on first call
 from adjoint.engine.ops.record import Check, Math, Op, Save
 from adjoint.engine.ops.arith import same_shape
 
@@ -43,7 +44,7 @@ def rsqrt_vjp(B, gs, ins, outs, p, need):
 
 def rsqrt_kink(B, ins, p):
     if B.any_zero(ins[0]):
-        return "rsqrt(0) = inf in PyTorch (-inf at -0.0), and its backward -0.5 * grad * inf^3 is -inf (nan for a zero grad)"
+        return "rsqrt(0) = inf in PyTorch (-inf at -0.0), so its backward -0.5 * grad * result^3 is infinite (nan for a zero grad)"
     return None
 
 
@@ -98,23 +99,19 @@ def _sympy(make):
 
 
 def _rsqrt_sympy(x):
-    from adjoint.values.numbers.symbolic import sympy
     return 1 / sympy().sqrt(x)
 
 
 def _log1p_sympy(x):
-    from adjoint.values.numbers.symbolic import sympy
     return sympy().log(1 + x)
 
 
 def _expm1_sympy(x):
-    from adjoint.values.numbers.symbolic import sympy
     return sympy().exp(x) - 1
 
 
 def _log_base_sympy(base: int):
     def f(x):
-        from adjoint.values.numbers.symbolic import sympy
         sp = sympy()
         return sp.log(x) / sp.log(base)
     return f
@@ -144,7 +141,6 @@ TAN = elementwise("tan", "\\tan\\left(#0\\right)", lambda n: TBin("add", _c(1), 
 
 
 def _erf_prime_sympy(x):
-    from adjoint.values.numbers.symbolic import sympy
     sp = sympy()
     return 2 / sp.sqrt(sp.pi) * sp.exp(-x ** 2)
 
@@ -158,8 +154,6 @@ ERF = elementwise("erf", "\\operatorname{erf}\\left(#0\\right)", lambda n: TFn(E
 
 
 def _log_base(base: int) -> Fn:
-    from adjoint.values.mathtree import LOG
-
     def vjp(lam, n):
         ln = TFn(LOG, (_c(base),), ())
         return (TBin("div", lam, TBin("mul", n.a, ln, n.shape), n.shape),)
@@ -170,26 +164,29 @@ LOG2 = _log_base(2)
 LOG10 = _log_base(10)
 
 
-def _unary(name, node, vjp, save, formula, fn, **kw):
-    return Op(name, node, _forward(name) if name != "rsqrt" else rsqrt_forward, vjp, same_shape, save, formula,
-              math=Math(applied(fn)), **kw)
+def _unary(name, node, vjp, save, formula, fn, forward=None, **kw):
+    return Op(name, node, forward or _forward(name), vjp, same_shape, save, formula, math=Math(applied(fn)), **kw)
 
 
 _SELF = (Save("self", "in", 0),)
 _RESULT = (Save("result", "out", 0),)
 
 OPS = (
-    _unary("rsqrt", "RsqrtBackward0", rsqrt_vjp, _RESULT, "-0.5 * g * out^3", RSQRT, nonfinite="rsqrt of zero or of a negative number",
-           kink=rsqrt_kink, kink_doc="rsqrt(0) = inf (-inf at -0.0)", checks=(Check(((2, 2),), positive=True),)),
+    _unary("rsqrt", "RsqrtBackward0", rsqrt_vjp, _RESULT, "-0.5 * g * out^3", RSQRT, forward=rsqrt_forward,
+           nonfinite="rsqrt of zero or of a negative number", kink=rsqrt_kink,
+           kink_doc="rsqrt(0) = inf (-inf at -0.0)", checks=(Check(((2, 2),), positive=True),)),
     _unary("log1p", "Log1PBackward0", log1p_vjp, _SELF, "g / (a + 1)", LOG1P, negzero="keep",
            nonfinite="log1p of -1 or of a number below -1", checks=(Check(((2, 2),), positive=True),)),
-    _unary("expm1", "Expm1Backward0", expm1_vjp, _RESULT, "g * (out + 1)", EXPM1, negzero="keep", checks=(Check(((2, 2),)),)),
-    _unary("atan", "AtanBackward0", atan_vjp, _SELF, "g / (a * a + 1)", ATAN, negzero="keep", grows=False, checks=(Check(((2, 2),)),)),
+    _unary("expm1", "Expm1Backward0", expm1_vjp, _RESULT, "g * (out + 1)", EXPM1, negzero="keep",
+           checks=(Check(((2, 2),)),)),
+    _unary("atan", "AtanBackward0", atan_vjp, _SELF, "g / (a * a + 1)", ATAN, negzero="keep", grows=False,
+           checks=(Check(((2, 2),)),)),
     _unary("erf", "ErfBackward0", erf_vjp, _SELF, "2 / sqrt(pi) * exp(-a^2) * g", ERF, negzero="keep", grows=False,
            checks=(Check(((2, 2),)),)),
     _unary("sinh", "SinhBackward0", sinh_vjp, _SELF, "g * cosh(a)", SINH, negzero="keep", checks=(Check(((2, 2),)),)),
     _unary("cosh", "CoshBackward0", cosh_vjp, _SELF, "g * sinh(a)", COSH, checks=(Check(((2, 2),)),)),
-    _unary("tan", "TanBackward0", tan_vjp, _RESULT, "g * (1 + out^2)", TAN, negzero="keep", checks=(Check(((2, 2),), positive="unit"),)),
+    _unary("tan", "TanBackward0", tan_vjp, _RESULT, "g * (1 + out^2)", TAN, negzero="keep",
+           checks=(Check(((2, 2),), positive="unit"),)),
     _unary("log2", "Log2Backward0", _log_base_vjp(2), _SELF, "g / (a * log(2))", LOG2,
            nonfinite="log2 of zero or of a negative number", checks=(Check(((2, 2),), positive=True),)),
     _unary("log10", "Log10Backward0", _log_base_vjp(10), _SELF, "g / (a * log(10))", LOG10,
