@@ -90,8 +90,9 @@ def test_regression(path):
 #: hooks that compare) and steps. A handful, so the suite stays quick; the sweep runs
 #: thousands. (Regenerate the list when the generator's draws change: last regenerated when
 #: tests/gen/layers.py came in, which made seeds 286 and 41 layer problems; 13 and 14 are
-#: layer problems; 23 added when tests/gen/inplace.py came in, whose draws moved always_call and removes.)
-V2_SEEDS = [323, 329, 250, 184, 233, 284, 52, 343, 1, 13, 14, 23]
+#: layer problems; 23 added when tests/gen/inplace.py came in, whose draws moved always_call and removes;
+#: 99 when the unary functions grew by rsqrt ... log10, whose draws moved narrow.)
+V2_SEEDS = [323, 329, 250, 184, 233, 284, 52, 343, 1, 13, 14, 23, 99]
 
 
 @pytest.mark.torch
