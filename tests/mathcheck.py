@@ -97,7 +97,11 @@ def _function(B, n: TFn, args: list):
     """A named function, from its name (and the parameters its node carries)."""
     name, p, x = n.fn.name, n.params, args[0]
     unary = {"relu": B.relu, "tanh": B.tanh, "sigmoid": B.sigmoid, "exp": B.exp, "log": B.log, "sin": B.sin,
-             "cos": B.cos, "sqrt": B.sqrt, "abs": B.abs, "sign": B.sgn}
+             "cos": B.cos, "sqrt": B.sqrt, "abs": B.abs, "sign": B.sgn, "rsqrt": B.rsqrt, "log1p": B.log1p,
+             "expm1": B.expm1, "atan": B.atan, "erf": B.erf, "sinh": B.sinh, "cosh": B.cosh, "tan": B.tan, "log2": B.log2,
+             "log10": B.log10}
+    if name == "erf'":   # 2 / sqrt(pi) * exp(-x^2), from its definition
+        return B.mul(B.div(B.scalar(Fraction(2)), B.sqrt(B.pi())), B.exp(B.neg(B.mul(x, x))))
     if name in unary:
         return unary[name](x)
     if name == "step":

@@ -319,7 +319,10 @@ UNARY = [("tanh({})", torch.tanh), ("relu({})", torch.relu), ("({}) ** 2", lambd
          ("({}) ** 3", lambda a: a ** 3), ("-({})", lambda a: -a), ("({}) * 1.5", lambda a: a * 1.5),
          ("sigmoid({})", torch.sigmoid), ("exp({})", torch.exp), ("sin({})", torch.sin), ("cos({})", torch.cos),
          ("log(({}) ** 2 + 0.5)", lambda a: torch.log(a ** 2 + 0.5)),
-         ("sqrt(({}) ** 2 + 0.5)", lambda a: torch.sqrt(a ** 2 + 0.5))]
+         ("sqrt(({}) ** 2 + 0.5)", lambda a: torch.sqrt(a ** 2 + 0.5)),
+         ("sinh({})", torch.sinh), ("cosh({})", torch.cosh), ("atan({})", torch.atan), ("expm1({})", torch.expm1),
+         ("tan(({}) * 0.5)", lambda a: torch.tan(a * 0.5)), ("log1p(({}) ** 2)", lambda a: torch.log1p(a ** 2)),
+         ("rsqrt(({}) ** 2 + 0.5)", lambda a: torch.rsqrt(a ** 2 + 0.5))]
 BINARY = [("({}) * ({})", lambda a, b: a * b), ("({}) + ({})", lambda a, b: a + b),
           ("({}) - ({})", lambda a, b: a - b), ("({}) / (({}) ** 2 + 1)", lambda a, b: a / (b ** 2 + 1))]
 LEAVES = ["x", "w", "c"]
@@ -365,6 +368,18 @@ def test_random_second_order_against_torch(seed):
     rng = random.Random(seed)
     text, fn = random_expr(rng, 4)
     reduce = rng.choice(["sum", "mean"])
+    _compare_second_order(text, fn, reduce)
+
+
+@pytest.mark.parametrize("text, fn", [(t, f) for t, f in UNARY if t.split("(")[0] in
+                                      ("sinh", "cosh", "atan", "expm1", "tan", "log1p", "rsqrt")])
+def test_each_new_elementwise_function_second_order_against_torch(text, fn):
+    """Each of sinh, cosh, atan, expm1, tan, log1p, rsqrt under create_graph (its backward formula's
+    nodes and their sequence numbers, and the second gradient), on a product of two leaves."""
+    _compare_second_order(text.format("x * w") + " * c", lambda env: fn(env["x"] * env["w"]) * env["c"], "sum")
+
+
+def _compare_second_order(text, fn, reduce):
     problem = adjoint.loads(RANDOM.replace("FORWARD", text).replace("REDUCE", reduce)
                             .replace("ROOT", "sum(gx * gx) + sum(gw) * 2 + sum(gc)"))
     base = start_seq()

@@ -14,7 +14,8 @@ from adjoint.engine.ops import REGISTRY
 
 #: functions of one tensor that reduce it to a number, and those applied elementwise
 _REDUCTIONS = ("sum", "mean", "norm")
-_ELEMENTWISE = ("relu", "tanh", "sigmoid", "exp", "log", "sin", "cos", "sqrt", "abs")
+_ELEMENTWISE = ("relu", "tanh", "sigmoid", "exp", "log", "sin", "cos", "sqrt", "abs", "rsqrt", "log1p", "expm1", "atan", "erf",
+                "sinh", "cosh", "tan", "log2", "log10")
 
 
 def expr_tree(e: X.Expr, env: dict) -> TNode:

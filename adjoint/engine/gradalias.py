@@ -139,6 +139,8 @@ def view_of(objs) -> GradObj:
 #: backward nodes whose every output is a new tensor (checked in torch 2.13: no output is the
 #: incoming gradient or shares its storage)
 FRESH = frozenset((
+    "RsqrtBackward0", "Log1PBackward0", "Expm1Backward0", "AtanBackward0", "ErfBackward0", "SinhBackward0",
+    "CoshBackward0", "TanBackward0", "Log2Backward0", "Log10Backward0",
     "MulBackward0", "MulBackward1", "DivBackward0", "DivBackward1", "DivBackward2", "NegBackward0",
     "PowBackward0", "PowBackward1", "PowBackward2", "RsubBackward0", "RsubBackward1", "MeanBackward0",
     "MeanBackward1", "SelectBackward0", "SliceBackward0", "ReluBackward0", "TanhBackward0", "ExpBackward0",
@@ -448,6 +450,8 @@ def _row_major_operands(node, in_objs: list, inputs, shape_of) -> bool:
 #: FRESH nodes whose formulas are elementwise (TensorIterator kernels over the incoming gradient and
 #: the op's forward operands, all of the result's shape)
 POINTWISE = frozenset((
+    "RsqrtBackward0", "Log1PBackward0", "Expm1Backward0", "AtanBackward0", "ErfBackward0", "SinhBackward0",
+    "CoshBackward0", "TanBackward0", "Log2Backward0", "Log10Backward0",
     "MulBackward0", "MulBackward1", "DivBackward0", "DivBackward1", "NegBackward0", "PowBackward0",
     "RsubBackward0", "RsubBackward1", "ReluBackward0", "TanhBackward0", "ExpBackward0", "AbsBackward0",
     "SigmoidBackward0", "SqrtBackward0", "LogBackward0", "SinBackward0", "CosBackward0", "GeluBackward0",

@@ -59,7 +59,8 @@ INPLACE_METHODS = {m.name: m for m in (
     InplaceMethod("reciprocal_", "reciprocal", ()), InplaceMethod("sign_", "sign", ()),
     InplaceMethod("square_", None, ()), InplaceMethod("clamp_min_", None, ("min",)),
     InplaceMethod("clamp_max_", None, ("max",)),
-)}
+) + tuple(InplaceMethod(f"{fn}_", fn, ()) for fn in ("rsqrt", "log1p", "expm1", "atan", "erf", "sinh", "cosh", "tan", "log2",
+                                                     "log10"))}
 
 
 def call_inplace(rt, name: str, target: Tensor, args: list, kwargs: dict, loc: Loc):

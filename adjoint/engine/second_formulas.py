@@ -106,6 +106,47 @@ def _cos(rt, node, grads, saved, need):
     return [rt.apply("mul", [grads[0], minus], None, node.loc)]
 
 
+def _sinh(rt, node, grads, saved, need):
+    # grad * self.cosh()
+    return [rt.apply("mul", [grads[0], rt.apply("cosh", [saved["self"]], None, node.loc)], None, node.loc)]
+
+
+def _cosh(rt, node, grads, saved, need):
+    # grad * self.sinh()
+    return [rt.apply("mul", [grads[0], rt.apply("sinh", [saved["self"]], None, node.loc)], None, node.loc)]
+
+
+def _atan(rt, node, grads, saved, need):
+    # grad / (self * self + 1): MulBackward0, AddBackward1, DivBackward0
+    x = saved["self"]
+    denom = rt.apply("add_scalar", [rt.apply("mul", [x, x], None, node.loc)], Fraction(1), node.loc)
+    return [rt.apply("div", [grads[0], denom], None, node.loc)]
+
+
+def _log1p(rt, node, grads, saved, need):
+    # log1p_backward: grad / (self + 1): AddBackward1, DivBackward0
+    return [rt.apply("div", [grads[0], rt.apply("add_scalar", [saved["self"]], Fraction(1), node.loc)], None, node.loc)]
+
+
+def _expm1(rt, node, grads, saved, need):
+    # grad * (result + 1): AddBackward1, MulBackward0
+    return [rt.apply("mul", [grads[0], rt.apply("add_scalar", [saved["result"]], Fraction(1), node.loc)], None, node.loc)]
+
+
+def _tan(rt, node, grads, saved, need):
+    # grad * (1 + result.pow(2)): PowBackward0, AddBackward1, MulBackward0
+    square = rt.apply("pow_scalar", [saved["result"]], Fraction(2), node.loc)
+    return [rt.apply("mul", [grads[0], rt.apply("add_scalar", [square], Fraction(1), node.loc)], None, node.loc)]
+
+
+def _rsqrt(rt, node, grads, saved, need):
+    # -0.5 * grad * result.pow(3): the right operand first (PowBackward0, then MulBackward1, then
+    # MulBackward0: sequence numbers in torch 2.13 with a gradient that requires grad)
+    cube = rt.apply("pow_scalar", [saved["result"]], Fraction(3), node.loc)
+    half = rt.apply("mul_scalar", [grads[0]], Fraction(-1, 2), node.loc)
+    return [rt.apply("mul", [half, cube], None, node.loc)]
+
+
 def _div(rt, node, grads, saved, need):
     # DivBackward0: other first, -grad * ((self / other) / other) (the right operand, then -grad), then self: grad / other
     g = grads[0]
@@ -300,4 +341,5 @@ FORMULAS = {
     "log": _log, "sqrt": _sqrt, "sin": _sin, "cos": _cos, "div": _div, "leaky_relu": _leaky_relu,
     "sum_dim": _sum_dim, "mean_dim": _mean_dim, "unsqueeze": _unsqueeze, "squeeze_all": _squeeze,
     "squeeze_dim": _squeeze, "squeeze_dims": _squeeze, "transpose": _transpose, "permute": _permute,
+    "sinh": _sinh, "cosh": _cosh, "atan": _atan, "log1p": _log1p, "expm1": _expm1, "tan": _tan, "rsqrt": _rsqrt,
 }

@@ -38,11 +38,27 @@ def with_specials(out: Exact, op: str, xs: tuple) -> Exact:
         out.forms = np.empty(shape, dtype=object)
     flat_f = out.forms.reshape(-1)
     flat_b = out.balls.reshape(-1)
+    special = ELEMENTARY[op].at_special if op in ELEMENTARY else None
+    exact_at = {}    # element -> the special's float, where the value is exact but no float (atan(inf) = pi / 2)
     for i in range(flat_f.size):
         if not any(type(f[i]) is F.Special for f, _ in views):
             continue
         vals = [f[i].value if type(f[i]) is F.Special else float_of_sign(s[i]) for f, s in views]
-        flat_f[i], flat_b[i] = settle_float(ieee(op, vals))
+        exact = special(vals[0]) if special is not None else None
+        if exact is not None:
+            exact_at[i] = vals[0]
+        flat_f[i], flat_b[i] = exact if exact is not None else settle_float(ieee(op, vals))
+    if exact_at:
+        # the recipe recomputes those balls at any precision from the value itself (its operand's ball is nan)
+        base = out.recipe
+
+        def recipe(*ins):
+            b = base(*ins).copy()
+            flat = b.reshape(-1)
+            for i, v in exact_at.items():
+                flat[i] = special(v)[1]
+            return b
+        out.recipe = recipe
     return out
 
 

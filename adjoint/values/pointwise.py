@@ -20,7 +20,7 @@ from adjoint.values.numbers import rational as R
 from adjoint.values.numbers.elementary import ELEMENTARY
 from adjoint.values.numbers.symbolic import MAX_ROOT_DEGREE, check_exponent, s_pow, s_sign, s_sym, sympy
 from adjoint.values.exact import Exact, _is_special
-from adjoint.values.arith import _bshape, _forms, _has_specials, binary, mul, neg, where_mask
+from adjoint.values.arith import _bshape, _forms, _has_specials, binary, mul, neg, sub, where_mask
 
 arb = flint.arb
 
@@ -59,13 +59,14 @@ def unary(name: str, x: Exact, closed: bool = False) -> Exact:
     if exact is not None:
         return exact
     if fn.domain != "real":
-        signs = x.signs()
+        # the signs of x - start (log1p's domain starts at -1): nan below, fn.edge at start
+        signs = (sub(x, Exact.scalar(fn.start)) if fn.start else x).signs()
         s = signs.reshape(-1).tolist()
         bad = np.array([v == -1 or v == "nan" or (fn.domain == "positive" and v == 0) for v in s],
                        dtype=bool).reshape(x.shape)
         if bad.any():
-            out = unary(name, where_mask(bad, Exact.full(x.shape, 1), x))
-            values = [math.nan if v != 0 else -math.inf for v in np.asarray(signs)[bad].tolist()]
+            out = unary(name, where_mask(bad, Exact.full(x.shape, fn.start + 1), x))
+            values = [math.nan if v != 0 else fn.edge for v in np.asarray(signs)[bad].tolist()]
             return I.overwrite(out, bad, values)
         zero = np.array([v == 0 for v in s], dtype=bool).reshape(x.shape)
         if name == "sqrt" and zero.any():

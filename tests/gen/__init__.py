@@ -13,7 +13,8 @@ Sequentials; custom modules with multi-line forwards and children (a child calle
 multi-input children fed tensors that do not require grad), custom autograd Functions with
 correct and wrong backward formulas (in v2 problems, some write their input in place and mark
 it dirty: ``dirty:`` with ``save:``); every expression op (+ - * / ** @ unary -, relu tanh
-sigmoid exp log sin cos sqrt abs sum mean norm t) with numbers on either side, broadcasting
+sigmoid exp log sin cos sqrt abs rsqrt log1p expm1 atan erf sinh cosh tan log2 log10 sum mean norm t) with numbers
+on either side, broadcasting
 and matmul of ranks 1-2 and N-D @ 1-D/2-D; leaves with and without requires_grad, parameters
 with requires_grad false; targets; a loss or none (then ``backward.grad_output`` when the
 output is not a scalar); ``backward(inputs=...)`` and ``method: grad``; hooks of every kind

@@ -6,7 +6,7 @@ from fractions import Fraction as Fr
 from typing import TYPE_CHECKING
 
 from .analysis import broadcast
-from .trees import RATIONAL_UNARY, REDUCTIONS, UNARY_ELEMENTWISE, NoExpr
+from .trees import POSITIVE_UNARY, RATIONAL_UNARY, REDUCTIONS, UNARY_ELEMENTWISE, NoExpr
 from .cmpexprs import CmpExprs
 from .viewexprs import V2Exprs
 
@@ -175,7 +175,7 @@ class ExprCtx(V2Exprs, CmpExprs):
                 fn = s.choice(RATIONAL_UNARY)
             if fn == "reciprocal":   # 1 / 0 is refused (a non-finite forward): a positive argument
                 arg = self.positive(shape, d)
-            elif fn in ("log", "sqrt"):
+            elif fn in POSITIVE_UNARY:
                 arg = self.maybe_positive(shape, d) if s.coin(0.9) else ("f", "relu", self.expr(shape, d))
             else:
                 arg = self.expr(shape, d)

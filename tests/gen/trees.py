@@ -17,7 +17,11 @@ from fractions import Fraction as Fr
 # | ('sub', tree, text, shape, label)   tree[text], label: select / slice / None / ... (coverage)
 # | ('attr', tree, name, shape)         tree.T, tree.mT
 
-UNARY_ELEMENTWISE = ("relu", "tanh", "sigmoid", "exp", "log", "sin", "cos", "sqrt", "abs", "square", "sign", "reciprocal")
+UNARY_ELEMENTWISE = ("relu", "tanh", "sigmoid", "exp", "log", "sin", "cos", "sqrt", "abs", "square", "sign", "reciprocal",
+                     "rsqrt", "log1p", "expm1", "atan", "erf", "sinh", "cosh", "tan", "log2", "log10")
+#: defined (finite) only for arguments > 0 (log1p: > -1), so the generator gives them a positive argument
+#: (reciprocal: always a positive one, tests/gen/exprs.py)
+POSITIVE_UNARY = ("log", "sqrt", "rsqrt", "log1p", "log2", "log10")
 RATIONAL_UNARY = ("relu", "abs", "square", "sign", "reciprocal")   # exact results stay rationals (reciprocal: of a
                                                                    # positive argument)
 #: Transcendental ops per problem (tanh, exp, sqrt, fractional powers, Tanh modules, ...).

@@ -306,7 +306,9 @@ def lower_linear(rt, a: dict, loc: Loc):
 _X = (Param("input", "tensor"),)
 
 FUNCTIONS = tuple(Function(name, _X, _unary(name), doc=f"one op: {name}")
-                  for name in ("tanh", "sigmoid", "exp", "log", "sin", "cos", "sqrt", "abs", "t")) + (
+                  for name in ("tanh", "sigmoid", "exp", "log", "sin", "cos", "sqrt", "abs", "t")) + tuple(
+    Function(name, _X, _unary(name), doc=f"one op: {name}")
+    for name in ("rsqrt", "log1p", "expm1", "atan", "erf", "sinh", "cosh", "tan", "log2", "log10")) + (
     Function("add", (_X[0], Param("other", "scalar"), Param("alpha", "number", Fraction(1), keyword_only=True)),
              _arith("+"), doc="as the + operator"),
     Function("sub", (_X[0], Param("other", "scalar"), Param("alpha", "number", Fraction(1), keyword_only=True)),

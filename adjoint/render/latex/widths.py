@@ -18,7 +18,7 @@ _CMD_WIDTH = {
     "vdots": 0.5, "ddots": 1.3, "quad": 1.0, "qquad": 2.0, ",": 0.17, ";": 0.28, ":": 0.22, "!": -0.17,
     "partial": 0.6, "sum": 1.1, "langle": 0.4, "rangle": 0.4, "lVert": 0.5, "rVert": 0.5, "left": 0.0,
     "right": 0.0, "infty": 1.0, "times": 1.3, "sigma": 0.6, "tanh": 1.9, "exp": 1.5, "log": 1.3,
-    "sin": 1.3, "cos": 1.4, "mathcal": 0.0, "tilde": 0.0, "bar": 0.0, "mathbf": 0.0, "mathrm": 0.0,
+    "sin": 1.3, "cos": 1.4, "sinh": 1.9, "cosh": 2.0, "tan": 1.4, "arctan": 2.6, "mathcal": 0.0, "tilde": 0.0, "bar": 0.0, "mathbf": 0.0, "mathrm": 0.0,
     "displaystyle": 0.0, "textstyle": 0.0, "nabla": 0.8, "to": 1.3, "le": 1.2, "ge": 1.2, "ne": 1.2,
     "equiv": 1.3, "approx": 1.3, "mapsto": 1.5, "gets": 1.3, "quad ": 1.0, "phantom": 0.0, "mathit": 0.0,
     "operatorname": 0.0, "mathtt": 0.0, "text": 0.0, "big": 0.0, "Big": 0.0, "hat": 0.0, "in": 1.0,

@@ -195,6 +195,12 @@ class BoundBackend(Float64Backend):
     def pi(self):
         return Bnd(math.pi, self.u * math.pi)
 
+    def ln(self, base: int):
+        """PyTorch's literal for log(base) is within an ulp of it (2 u), and is rounded once more into
+        a float32 run's dtype (u)."""
+        c = super().ln(base).a
+        return Bnd(c, 3 * self.u * abs(float(c)))
+
     # ------------------------------------------------------------------ arithmetic
     def add(self, x, y):
         r = super().add(x, y).a
@@ -318,6 +324,42 @@ class BoundBackend(Float64Backend):
         with np.errstate(all="ignore"):
             first = np.minimum(_times(0.5 / r, ex), np.sqrt(ex))
         return self._b(r, first + self._round(r))
+
+    def rsqrt(self, x):
+        """``1 / sqrt(x)``: the slope ``|x|^(-3/2) / 2`` at the point nearest 0."""
+        return self._elementwise(lambda a: 1.0 / np.sqrt(a), x,
+                                 lambda a, e: np.where(np.abs(a) > e, 0.5 * (np.abs(a) - e) ** -1.5, np.inf))
+
+    def log1p(self, x):
+        return self._elementwise(np.log1p, x, lambda a, e: np.where(1 + a > e, 1.0 / (1 + a - e), np.inf))
+
+    def expm1(self, x):
+        return self._elementwise(np.expm1, x, lambda a, e: np.exp(a + e))
+
+    def atan(self, x):
+        return self._elementwise(np.arctan, x, lambda a, e: 1.0 / (1.0 + _nearest0(a, e) ** 2))
+
+    def sinh(self, x):
+        return self._elementwise(np.sinh, x, lambda a, e: np.cosh(np.abs(a) + e))
+
+    def cosh(self, x):
+        return self._elementwise(np.cosh, x, lambda a, e: np.sinh(np.abs(a) + e))
+
+    def tan(self, x):
+        """The slope ``1 + tan^2`` grows towards each pole (k + 1/2) pi: its largest value over
+        ``[x - e, x + e]`` is at an end, or infinite when a pole is inside."""
+        def slope(a, e):
+            lo, hi = a - e, a + e
+            pole = np.floor(lo / math.pi - 0.5) != np.floor(hi / math.pi - 0.5)
+            return np.where(pole, np.inf, np.maximum(1.0 / np.cos(lo) ** 2, 1.0 / np.cos(hi) ** 2))
+        return self._elementwise(np.tan, x, slope)
+
+    def log2(self, x):
+        return self._elementwise(np.log2, x, lambda a, e: np.where(np.abs(a) > e, 1.0 / ((np.abs(a) - e) * math.log(2)), np.inf))
+
+    def log10(self, x):
+        return self._elementwise(np.log10, x,
+                                 lambda a, e: np.where(np.abs(a) > e, 1.0 / ((np.abs(a) - e) * math.log(10)), np.inf))
 
     def abs(self, x):
         return self._b(np.abs(x.a), _e(x))

@@ -150,6 +150,33 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN, Composed):
     def sqrt(self, x):
         return T.unary("sqrt", x, self.closed)
 
+    def rsqrt(self, x):
+        return T.unary("rsqrt", x, self.closed)
+
+    def log1p(self, x):
+        return T.unary("log1p", x, self.closed)
+
+    def expm1(self, x):
+        return T.unary("expm1", x, self.closed)
+
+    def atan(self, x):
+        return T.unary("atan", x, self.closed)
+
+    def sinh(self, x):
+        return T.unary("sinh", x, self.closed)
+
+    def cosh(self, x):
+        return T.unary("cosh", x, self.closed)
+
+    def tan(self, x):
+        return T.unary("tan", x, self.closed)
+
+    def log2(self, x):
+        return T.unary("log2", x, self.closed)
+
+    def log10(self, x):
+        return T.unary("log10", x, self.closed)
+
     def abs(self, x):
         return T.absolute(x, self._undecided("abs"))
 

@@ -216,6 +216,10 @@ class ExactSelections:
     def pi(self):
         return Exact.scalar(sympy().pi)
 
+    def ln(self, base: int):
+        """The natural log of ``base`` (2 or 10): the constant PyTorch's log2 / log10 backward divides by."""
+        return self.log(self.scalar(base))
+
     def sum_dims(self, x, dims, keepdim: bool):
         """Sum over ``dims`` (a tuple of non-negative dims; every dim when empty)."""
         dims = tuple(dims) if dims else tuple(range(x.ndim))

@@ -76,6 +76,10 @@ class F64(AsData):
         return f"F64({self.floats()!r})"
 
 
+#: the constants derivatives.yaml's log2 and log10 backward divide by (the doubles those literals are)
+LN_CONSTANTS = {2: 0.6931471805599453, 10: 2.3025850929940456}
+
+
 def _v(a) -> F64:
     return F64(a)
 
@@ -193,6 +197,34 @@ class Float64Backend(NoExactChecks, Composed):
 
     def sqrt(self, x):
         return self._fn(np.sqrt, x)
+
+    def rsqrt(self, x):
+        """``1 / sqrt(x)``, as ATen's CPU kernel computes it (two roundings; -inf at -0.0)."""
+        return self._fn(lambda a: 1.0 / np.sqrt(a), x)
+
+    def log1p(self, x):
+        return self._fn(np.log1p, x)
+
+    def expm1(self, x):
+        return self._fn(np.expm1, x)
+
+    def atan(self, x):
+        return self._fn(np.arctan, x)
+
+    def sinh(self, x):
+        return self._fn(np.sinh, x)
+
+    def cosh(self, x):
+        return self._fn(np.cosh, x)
+
+    def tan(self, x):
+        return self._fn(np.tan, x)
+
+    def log2(self, x):
+        return self._fn(np.log2, x)
+
+    def log10(self, x):
+        return self._fn(np.log10, x)
 
     def abs(self, x):
         return _v(np.abs(x.a))
@@ -346,6 +378,11 @@ class Float64Backend(NoExactChecks, Composed):
 
     def pi(self):
         return F64(math.pi)
+
+    def ln(self, base: int):
+        """log(base) as derivatives.yaml writes it for log2 / log10 (``0.6931471805599453``,
+        ``2.3025850929940456``: the latter is a double one ulp from numpy's log(10))."""
+        return F64(LN_CONSTANTS[base])
 
     def sum_dims(self, x, dims, keepdim: bool):
         dims = _reduced(x, dims)

@@ -33,7 +33,11 @@ class Elementary:
     closed: Callable                  # SymPy element (or fmpq) -> SymPy closed form, PyTorch's conventions
     at_rational: Callable             # fmpq -> fmpq when the value there is rational, else None
     at_float: Callable                # float -> float, for IEEE specials (inf, nan)
-    domain: str = "real"              # real | nonnegative (nan below 0) | positive (-inf at 0, nan below)
+    domain: str = "real"              # real | nonnegative (nan below 0) | positive (``edge`` at ``start``, nan below)
+    start: int = 0                    # where the domain starts (log1p: -1)
+    edge: float = -math.inf           # the value at ``start`` for a positive domain (rsqrt: +inf at +0.0)
+    at_special: Callable | None = None  # float -> (closed form, arb) | None: an exact non-float value at an
+                                        # IEEE special (atan(inf) = pi / 2), which no float can stand for
 
 
 def _sympy_function(name: str):
@@ -66,6 +70,60 @@ def _sqrt_rational(v: fmpq):
     return None
 
 
+def _rsqrt_rational(v: fmpq):
+    r = _sqrt_rational(v) if v > 0 else None
+    return None if r is None else 1 / r
+
+
+def _log_rational(base: int):
+    """log_base at an integer power of ``base`` (log2(8) = 3, log10(1/100) = -2: PyTorch's float is exact there too)."""
+    def at(v: fmpq):
+        if v <= 0:
+            return None
+        p, q = int(v.p), int(v.q)
+        num, sign = (p, 1) if q == 1 else (q, -1)
+        if min(p, q) != 1:
+            return None
+        k = 0
+        while num % base == 0:
+            num //= base
+            k += 1
+        return fmpq(sign * k) if num == 1 else None
+    return at
+
+
+def _rsqrt_closed(e):
+    sign = symbolic.s_sign(e)
+    S = symbolic.sympy().S
+    if sign == 0:
+        return S.Infinity
+    if sign == -1 or sign == "nan":
+        return S.NaN
+    return symbolic.s_norm(1 / symbolic.sympy().sqrt(symbolic.s_sym(e)))
+
+
+def _log1p_closed(e):
+    return symbolic.s_log(symbolic.s_norm(symbolic.s_sym(e) + 1))
+
+
+def _log_base_closed(base: int):
+    def closed(e):
+        return symbolic.s_norm(symbolic.s_log(e) / symbolic.sympy().log(base))
+    return closed
+
+
+def _expm1_closed(e):
+    return symbolic.s_norm(symbolic.sympy().exp(symbolic.s_sym(e)) - 1)
+
+
+def _atan_special(v: float):
+    """atan(+-inf) = +-pi / 2 (PyTorch's float is the double nearest it)."""
+    if not math.isinf(v):
+        return None
+    s = 1 if v > 0 else -1
+    return s * symbolic.sympy().pi / 2, s * flint.arb.pi() / 2
+
+
 def _at(point: fmpq, value: fmpq):
     return lambda v: value if v == point else None
 
@@ -79,4 +137,15 @@ ELEMENTARY: dict[str, Elementary] = {e.name: e for e in (
     Elementary("log", lambda b: b.log(), symbolic.s_log, _at(_Q1, _Q0), math.log, "positive"),
     Elementary("sqrt", lambda b: b.sqrt(), symbolic.s_sqrt, _sqrt_rational, math.sqrt, "nonnegative"),
     Elementary("erf", lambda b: b.erf(), _sympy_function("erf"), _at(_Q0, _Q0), math.erf),
+    Elementary("rsqrt", lambda b: b.rsqrt(), _rsqrt_closed, _rsqrt_rational, lambda v: 1 / math.sqrt(v), "positive",
+               edge=math.inf),
+    Elementary("log1p", lambda b: b.log1p(), _log1p_closed, _at(_Q0, _Q0), math.log1p, "positive", start=-1),
+    Elementary("expm1", lambda b: b.expm1(), _expm1_closed, _at(_Q0, _Q0), math.expm1),
+    Elementary("atan", lambda b: b.atan(), _sympy_function("atan"), _at(_Q0, _Q0), math.atan, at_special=_atan_special),
+    Elementary("sinh", lambda b: b.sinh(), _sympy_function("sinh"), _at(_Q0, _Q0), math.sinh),
+    Elementary("cosh", lambda b: b.cosh(), _sympy_function("cosh"), _at(_Q0, _Q1), lambda v: math.cosh(v) if v == v else v),
+    Elementary("tan", lambda b: b.tan(), _sympy_function("tan"), _at(_Q0, _Q0), math.tan),
+    Elementary("log2", lambda b: b.log() / flint.arb(2).log(), _log_base_closed(2), _log_rational(2), math.log2, "positive"),
+    Elementary("log10", lambda b: b.log() / flint.arb(10).log(), _log_base_closed(10), _log_rational(10), math.log10,
+               "positive"),
 )}
