@@ -4,8 +4,8 @@ move or mask elements (each makes a new tensor; none is a view: ``._base`` is No
 Written in PyTorch 2.13's order of operations (ReduceOps.cpp, FunctionsManual.cpp), checked in
 real torch:
 
-* ``logsumexp``: ``maxes = amax(self, dims, keepdim=True)``, ``log(sum(exp(self - maxes))) +
-  maxes``; its backward ``logsumexp_backward``: ``grad * exp(self - result)`` (grad and result
+* ``logsumexp``: ``maxes = amax(self, dims, keepdim=True)`` with infinite ones set to 0,
+  ``log(sum(exp(self - maxes))) + maxes`` (a slice of -inf gives -inf, one with +inf +inf); its backward ``logsumexp_backward``: ``grad * exp(self - result)`` (grad and result
   unsqueezed at the reduced dims); LogsumexpBackward0 saves self and result;
 * ``cumsum``: the CPU kernel's running sum from 0 (so it never gives -0.0); its backward
   ``cumsum_backward``: ``grad`` itself when it has at most one element or the dim has size 1,
@@ -44,6 +44,9 @@ def logsumexp_forward(B, ins, p):
     if B.is_symbolic(x):     # the max of free symbols is open: the same value, unshifted
         return B.log(B.sum_dims(B.exp(x), dims, keepdim))
     maxes = B.amax(x, dims, True)
+    # maxes.masked_fill_(maxes.abs() == INFINITY, 0): m - m is 0 for a finite max, nan for an infinite
+    # one (a nan max gives nan either way)
+    maxes = B.choose(B.sub(maxes, maxes), "==", maxes, B.zeros(B.shape(maxes)))
     total = B.sum_dims(B.exp(B.sub(x, maxes)), dims, keepdim)
     return B.add(B.log(total), B.reshape(maxes, B.shape(total)))
 
