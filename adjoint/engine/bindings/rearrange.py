@@ -12,7 +12,10 @@ runs for each (checked in real torch: one node each, a new tensor, never a view)
 * ``tril(input, diagonal=0)`` / ``triu``: TrilBackward0 / TriuBackward0 (at least 2-D);
 * ``trace(input)``: TraceBackward0 (2-D only);
 * ``F.pad(input, pad, mode='constant', value=None)``: ConstantPadNdBackward0 (negative pads
-  crop); the other modes are refused.
+  crop); the other modes are refused;
+* ``prod(input, dim, keepdim=False, *, dtype=None)``: ProdBackward0 with no dim at all,
+  ProdBackward1 with one (an int: a tuple or None is PyTorch's TypeError); ``dtype=`` and values
+  with free symbols (whether an element is 0 decides the backward) are refused.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.infinity import Infinite
 from adjoint.engine.bindings.signature import Function, Param, dim_index
-from adjoint.engine.bindings.reductions import reduce_dims
+from adjoint.engine.bindings.reductions import ABSENT, reduce_dims
 from adjoint.engine.ops.conv import PadValue
 from adjoint.values.strides import is_contiguous
 
@@ -158,6 +161,28 @@ def lower_pad(rt, a, loc):
     return rt.apply("constant_pad_nd", [x], params, loc)
 
 
+def lower_prod(rt, a, loc):
+    x, dim, keepdim = a["input"], a["dim"], a["keepdim"]
+    if a["dtype"] is not None:
+        raise ProblemError(loc, "prod(dtype=...) is not modelled yet; leave dtype out")
+    _float_input(x, loc, "prod")
+    if rt.B.is_symbolic(x.value):
+        raise ProblemError(loc, "prod over values with free symbols: whether an element is 0 decides PyTorch's "
+                                "backward formula; bind them under symbols: and use numbers")
+    if dim is ABSENT:
+        if keepdim is not ABSENT:
+            raise ProblemError(loc, "prod() with keepdim= but no dim: PyTorch raises TypeError (invalid combination "
+                                    "of arguments); give dim too")
+        return rt.apply("prod", [x], None, loc)
+    if not (isinstance(dim, Fraction) and not isinstance(dim, bool) and dim.denominator == 1):
+        raise ProblemError(loc, "prod(): dim must be one int (a tuple or None is PyTorch's TypeError: invalid "
+                                "combination of arguments)")
+    keepdim = False if keepdim is ABSENT else keepdim
+    if not isinstance(keepdim, bool):
+        raise ProblemError(loc, "prod(): argument 'keepdim' must be True or False: PyTorch raises TypeError")
+    return rt.apply("prod_dim", [x], (dim_index(int(dim), len(x.shape), loc), keepdim), loc)
+
+
 _IN = Param("input", "tensor")
 
 FUNCTIONS = (
@@ -175,6 +200,13 @@ FUNCTIONS = (
     Function("trace", (_IN,), lower_trace, doc="TraceBackward0: g on the diagonal"),
     Function("pad", (_IN, Param("pad", "ints"), Param("mode", "str", "constant"), Param("value", "any", None)),
              lower_pad, where="function", doc="F.pad, mode='constant': ConstantPadNdBackward0 (negative pads crop)"),
+)
+
+FUNCTIONS = FUNCTIONS + (
+    Function("prod", (_IN, Param("dim", "any", ABSENT), Param("keepdim", "any", ABSENT),
+                      Param("dtype", "any", None, keyword_only=True)), lower_prod,
+             doc="ProdBackward0 with no dim, ProdBackward1 with one (saves self, result): g * out / a without zeros, "
+                 "else the products of the others"),
 )
 
 #: Tensor.flip takes its dims unpacked too (x.flip(0, 1))

@@ -33,6 +33,7 @@ from adjoint.engine.ops import pool3d
 from adjoint.engine.ops import safe_softmax
 from adjoint.engine.ops import delayed
 from adjoint.engine.ops import rearrange
+from adjoint.engine.ops import prod
 
 __all__ = ["REGISTRY", "Check", "Math", "Op", "Save"]
 
@@ -40,7 +41,7 @@ __all__ = ["REGISTRY", "Check", "Math", "Op", "Save"]
 def _collect() -> dict[str, Op]:
     registry: dict[str, Op] = {}
     for family in (arith, elementwise, linalg, reductions, views, activations, nn, losses, masking, swish, indexing, recurrent, second,
-                   complexops, pool3d, safe_softmax, delayed, rearrange):
+                   complexops, pool3d, safe_softmax, delayed, rearrange, prod):
         for op in family.OPS:
             if op.name in registry:
                 raise ValueError(f"primitive {op.name!r} is defined twice")
