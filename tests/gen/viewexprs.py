@@ -19,7 +19,7 @@ VIEW_FORMS = {
     "squeeze": 2, "unsqueeze": 4, "transpose": 4, "permute": 4, "t": 3, "T": 3, "expand": 2, "cat": 3,
     "stack": 2, "chunk": 2, "split": 2, "unbind": 2, "select": 2, "narrow": 2, "index": 5,
     "method_unary": 3, "method_binary": 2, "reduce_dim": 3, "kwfn": 3,
-    "rearrange": 3, "repeat": 2, "pad": 2, "logsumexp": 2, "trace": 1,
+    "rearrange": 3, "repeat": 2, "pad": 2, "logsumexp": 2, "trace": 1, "prod": 2, "diff": 1,
 }
 
 
@@ -31,7 +31,7 @@ APPLIES = {
     "cat": lambda shp: any(d >= 2 for d in shp), "view": lambda shp: len(shp) >= 1, "flatten": lambda shp: len(shp) >= 1,
     "chunk": lambda shp: len(shp) >= 1, "split": lambda shp: len(shp) >= 1, "narrow": lambda shp: len(shp) >= 1,
     "rearrange": lambda shp: len(shp) >= 1, "repeat": lambda shp: len(shp) >= 1, "pad": lambda shp: len(shp) >= 1,
-    "trace": lambda shp: not shp,
+    "trace": lambda shp: not shp, "diff": lambda shp: len(shp) >= 1,
 }
 
 
@@ -479,3 +479,30 @@ class V2Exprs:
         s = self.s
         e = self.expr((s.int(1, 3), s.int(1, 3)), d)
         return self._m("trace", e, [], shape) if s.coin(0.5) else self._f("torch.trace", [e], shape)
+
+    def _v2_prod(self, shape, d):
+        """prod of every element (a 0-d result) or along one dim (zeros among the values take
+        PyTorch's other backward formulas)."""
+        s = self.s
+        if not shape and s.coin(0.5):
+            e = self.expr(self.g.shape(), d)
+            return self._m("prod", e, [], shape) if s.coin(0.6) else self._f("torch.prod", [e], shape)
+        i = s.int(0, len(shape))
+        keep = i < len(shape) and shape[i] == 1 and s.coin(0.5)
+        src_shape = shape[:i] + (s.int(1, 3),) + (shape[i + 1:] if keep else shape[i:])
+        e = self.expr(src_shape, d)
+        args = [_kw("dim", _neg(i, len(src_shape), s)) if s.coin(0.5) else _lit(i)]
+        if keep:
+            args.append(_kw("keepdim", "True"))
+        return self._m("prod", e, args, shape) if s.coin(0.6) else self._f("torch.prod", [e] + args, shape)
+
+    def _v2_diff(self, shape, d):
+        """torch.diff: n slices-and-subtracts along a dim (the operand n longer there)."""
+        s = self.s
+        n = s.choice([1, 1, 2])
+        i = s.int(0, len(shape) - 1)
+        src = shape[:i] + (shape[i] + n,) + shape[i + 1:]
+        e = self.expr(src, d)
+        args = ([_kw("n", n)] if n != 1 else []) + ([_kw("dim", _neg(i, len(shape), s))] if i != len(shape) - 1 or
+                                                    s.coin(0.3) else [])
+        return self._m("diff", e, args, shape) if s.coin(0.5) else self._f("torch.diff", [e] + args, shape)

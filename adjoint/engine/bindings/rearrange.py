@@ -13,6 +13,10 @@ runs for each (checked in real torch: one node each, a new tensor, never a view)
 * ``trace(input)``: TraceBackward0 (2-D only);
 * ``F.pad(input, pad, mode='constant', value=None)``: ConstantPadNdBackward0 (negative pads
   crop); the other modes are refused;
+* ``diff(input, n=1, dim=-1, prepend=None, append=None)``: ATen's composite, n times (n at
+  most the dim's size): ``narrow(x, dim, 1, len - 1) - narrow(x, dim, 0, len - 1)``, the second
+  slice made first (SliceBackward0, SliceBackward0, SubBackward0); prepend / append are first
+  cat'd on (CatBackward0); ``n=0`` (a CopyBackwards copy) is refused;
 * ``prod(input, dim, keepdim=False, *, dtype=None)``: ProdBackward0 with no dim at all,
   ProdBackward1 with one (an int: a tuple or None is PyTorch's TypeError); ``dtype=`` and values
   with free symbols (whether an element is 0 decides the backward) are refused.
@@ -183,6 +187,35 @@ def lower_prod(rt, a, loc):
     return rt.apply("prod_dim", [x], (dim_index(int(dim), len(x.shape), loc), keepdim), loc)
 
 
+def lower_diff(rt, a, loc):
+    x, n, prepend, append = a["input"], a["n"], a["prepend"], a["append"]
+    if n < 0:
+        raise ProblemError(loc, f"order must be non-negative but got {n}: PyTorch raises RuntimeError")
+    if not x.shape:
+        raise ProblemError(loc, "diff expects input to be at least one-dimensional: PyTorch raises RuntimeError")
+    if n == 0:
+        raise ProblemError(loc, "diff(n=0) (a copy: empty_like(x).copy_(x)) is not modelled yet; use n >= 1")
+    dim = dim_index(a["dim"], len(x.shape), loc)
+    for other, what in ((prepend, "prepend"), (append, "append")):
+        if other is not None and len(other.shape) != len(x.shape):
+            raise ProblemError(loc, f"diff with a {what} of {len(other.shape)} dims for an input of {len(x.shape)} "
+                                    "is not modelled yet (PyTorch expands a 0-d one); give it the input's dims")
+    if prepend is not None or append is not None:
+        parts = [t for t in (prepend, x, append) if t is not None]
+        for t in parts:
+            if any(p != q for i, (p, q) in enumerate(zip(t.shape, x.shape)) if i != dim):
+                raise ProblemError(loc, f"Sizes of tensors must match except in dimension {dim}: PyTorch raises "
+                                        "RuntimeError")
+        x = rt.apply("cat", parts, dim, loc)
+    out_len = x.shape[dim] - 1
+    for _ in range(min(n, x.shape[dim])):
+        before = rt.apply("slice", [x], (dim, 0, out_len, 1), loc)      # operator-'s right operand first
+        after = rt.apply("slice", [x], (dim, 1, 1 + out_len, 1), loc)
+        x = rt.apply("sub", [after, before], None, loc)
+        out_len -= 1
+    return x
+
+
 _IN = Param("input", "tensor")
 
 FUNCTIONS = (
@@ -203,6 +236,10 @@ FUNCTIONS = (
 )
 
 FUNCTIONS = FUNCTIONS + (
+    Function("diff", (_IN, Param("n", "int", 1), Param("dim", "int", -1), Param("prepend", "tensor", None),
+                      Param("append", "tensor", None)), lower_diff,
+             doc="n times SliceBackward0 (x[:-1]), SliceBackward0 (x[1:]), SubBackward0; prepend / append cat'd "
+                 "on first (CatBackward0)"),
     Function("prod", (_IN, Param("dim", "any", ABSENT), Param("keepdim", "any", ABSENT),
                       Param("dtype", "any", None, keyword_only=True)), lower_prod,
              doc="ProdBackward0 with no dim, ProdBackward1 with one (saves self, result): g * out / a without zeros, "
