@@ -185,13 +185,13 @@ import torch
 from torch import nn
 
 
-class UsesCumsum(nn.Module):
+class UsesCumprod(nn.Module):
     def __init__(self):
         super().__init__()
         self.fc = nn.Linear(2, 2)
 
     def forward(self, x):
-        return torch.cumsum(self.fc(x), dim=1)
+        return torch.cumprod(self.fc(x), dim=1)
 
 
 class HasLSTM(nn.Module):
@@ -212,8 +212,8 @@ class Grandchild(nn.Module):
         return self.inner[0](x)
 
 
-def cumsum():
-    return UsesCumsum()
+def cumprod():
+    return UsesCumprod()
 
 
 def lstm():
@@ -230,7 +230,7 @@ def broken():
 
 
 @pytest.mark.parametrize("factory, line, words", [
-    ("cumsum", 11, "calls torch.cumsum, which adjoint does not model"),
+    ("cumprod", 11, "calls torch.cumprod, which adjoint does not model"),
     ("lstm", 20, "module 'rnn' is torch.nn.PReLU, which adjoint does not model"),
     ("grandchild", 29, "calls 'inner.0' directly, which is not one of its own children"),
     ("broken", 45, "broken() raised ValueError: no weights file"),

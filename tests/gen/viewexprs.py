@@ -19,6 +19,7 @@ VIEW_FORMS = {
     "squeeze": 2, "unsqueeze": 4, "transpose": 4, "permute": 4, "t": 3, "T": 3, "expand": 2, "cat": 3,
     "stack": 2, "chunk": 2, "split": 2, "unbind": 2, "select": 2, "narrow": 2, "index": 5,
     "method_unary": 3, "method_binary": 2, "reduce_dim": 3, "kwfn": 3,
+    "rearrange": 3, "repeat": 2, "pad": 2, "logsumexp": 2, "trace": 1, "prod": 2, "diff": 1,
 }
 
 
@@ -29,6 +30,8 @@ APPLIES = {
     "permute": lambda shp: len(shp) >= 2, "unsqueeze": lambda shp: 1 in shp, "expand": lambda shp: any(d > 1 for d in shp),
     "cat": lambda shp: any(d >= 2 for d in shp), "view": lambda shp: len(shp) >= 1, "flatten": lambda shp: len(shp) >= 1,
     "chunk": lambda shp: len(shp) >= 1, "split": lambda shp: len(shp) >= 1, "narrow": lambda shp: len(shp) >= 1,
+    "rearrange": lambda shp: len(shp) >= 1, "repeat": lambda shp: len(shp) >= 1, "pad": lambda shp: len(shp) >= 1,
+    "trace": lambda shp: not shp, "diff": lambda shp: len(shp) >= 1,
 }
 
 
@@ -405,3 +408,111 @@ class V2Exprs:
         if fn == "maximum":
             return self._f("torch.maximum", [e, self.expr(shape, d)], shape)
         return self._f("F.softmax", [e, _kw("dim", _neg(s.int(0, len(shape) - 1), len(shape), s))], shape)
+
+    # ------------------------------------------------------------------ scans and rearrangements
+    def _v2_rearrange(self, shape, d):
+        """flip, roll, cumsum, tril / triu: the operand has the result's shape."""
+        s = self.s
+        n = len(shape)
+        fn = s.choice(["flip", "roll", "cumsum"] + (["tril", "triu"] if n >= 2 else []))
+        e = self.expr(shape, d)
+        if fn == "flip":
+            dims = sorted(set(_neg(s.int(0, n - 1), n, s) % n for _ in range(s.int(1, 2))))
+            if s.coin(0.5):
+                return self._f("torch.flip", [e, _lit(_dims(dims))], shape)
+            return self._m("flip", e, [_lit(x) for x in dims], shape)
+        if fn == "roll":
+            if s.coin(0.3):
+                return self._m("roll", e, [_lit(s.int(-3, 3))], shape)
+            dim = _neg(s.int(0, n - 1), n, s)
+            return self._f("torch.roll", [e, _lit(s.int(-3, 3)), _kw("dims", dim)], shape)
+        if fn == "cumsum":
+            dim = _neg(s.int(0, n - 1), n, s)
+            if s.coin(0.5):
+                return self._f("torch.cumsum", [e, _kw("dim", dim)], shape)
+            return self._m("cumsum", e, [_lit(dim)], shape)
+        k = s.int(-1, 1)
+        if s.coin(0.5):
+            return self._f(f"torch.{fn}", [e] + ([_kw("diagonal", k)] if k else []), shape)
+        return self._m(fn, e, [_lit(k)] if k else [], shape)
+
+    def _v2_repeat(self, shape, d):
+        """x.repeat(*sizes): each result dim a multiple of the operand's (a leading new dim sometimes)."""
+        s = self.s
+        lead = 1 if len(shape) >= 2 and s.coin(0.3) else 0
+        reps, src = [], []
+        for i, n in enumerate(shape):
+            if i < lead:
+                reps.append(n)
+                continue
+            r = s.choice([r for r in (1, 2, 3) if n % r == 0])
+            reps.append(r)
+            src.append(n // r)
+        e = self.expr(tuple(src), d)
+        return self._m("repeat", e, [_lit(r) for r in reps], shape)
+
+    def _v2_pad(self, shape, d):
+        """F.pad in constant mode over the last one or two dims (a negative pad crops)."""
+        s = self.s
+        pads, src = [], list(shape)
+        for i in range(min(len(shape), s.int(1, 2))):
+            dim = len(shape) - 1 - i
+            lo, hi = s.int(-1, 2), s.int(0, 2)
+            if shape[dim] - lo - hi < 1:
+                lo, hi = 0, 0
+            pads += [lo, hi]
+            src[dim] = shape[dim] - lo - hi
+        if all(p <= 0 for p in pads):    # a crop only (a clone of a view, laid out as the operand): not modelled
+            raise NoExpr()
+        e = self.expr(tuple(src), d)
+        args = [e, _lit(_dims(pads))]
+        if s.coin(0.3):
+            args.append(_kw("value", s.choice(["0.5", "-1", "2"])))
+        return self._f("F.pad", args, shape)
+
+    def _v2_logsumexp(self, shape, d):
+        s = self.s
+        if not self.g.spend():
+            raise NoExpr()
+        i = s.int(0, len(shape))
+        keep = i < len(shape) and shape[i] == 1 and s.coin(0.5)
+        src_shape = shape[:i] + (s.int(1, 3),) + (shape[i + 1:] if keep else shape[i:])
+        e = self.expr(src_shape, d)
+        args = [_kw("dim", _neg(i, len(src_shape), s)) if s.coin(0.5) else _lit(i)]
+        if keep:
+            args.append(_kw("keepdim", "True"))
+        if s.coin(0.5):
+            return self._f("torch.logsumexp", [e] + args, shape)
+        return self._m("logsumexp", e, args, shape)
+
+    def _v2_trace(self, shape, d):
+        s = self.s
+        e = self.expr((s.int(1, 3), s.int(1, 3)), d)
+        return self._m("trace", e, [], shape) if s.coin(0.5) else self._f("torch.trace", [e], shape)
+
+    def _v2_prod(self, shape, d):
+        """prod of every element (a 0-d result) or along one dim (zeros among the values take
+        PyTorch's other backward formulas)."""
+        s = self.s
+        if not shape and s.coin(0.5):
+            e = self.expr(self.g.shape(), d)
+            return self._m("prod", e, [], shape) if s.coin(0.6) else self._f("torch.prod", [e], shape)
+        i = s.int(0, len(shape))
+        keep = i < len(shape) and shape[i] == 1 and s.coin(0.5)
+        src_shape = shape[:i] + (s.int(1, 3),) + (shape[i + 1:] if keep else shape[i:])
+        e = self.expr(src_shape, d)
+        args = [_kw("dim", _neg(i, len(src_shape), s)) if s.coin(0.5) else _lit(i)]
+        if keep:
+            args.append(_kw("keepdim", "True"))
+        return self._m("prod", e, args, shape) if s.coin(0.6) else self._f("torch.prod", [e] + args, shape)
+
+    def _v2_diff(self, shape, d):
+        """torch.diff: n slices-and-subtracts along a dim (the operand n longer there)."""
+        s = self.s
+        n = s.choice([1, 1, 2])
+        i = s.int(0, len(shape) - 1)
+        src = shape[:i] + (shape[i] + n,) + shape[i + 1:]
+        e = self.expr(src, d)
+        args = ([_kw("n", n)] if n != 1 else []) + ([_kw("dim", _neg(i, len(shape), s))] if i != len(shape) - 1 or
+                                                    s.coin(0.3) else [])
+        return self._m("diff", e, args, shape) if s.coin(0.5) else self._f("torch.diff", [e] + args, shape)

@@ -34,6 +34,8 @@ from adjoint.engine.ops import safe_softmax
 from adjoint.engine.ops import delayed
 from adjoint.engine.ops import basics
 from adjoint.engine.ops import transcendental
+from adjoint.engine.ops import rearrange
+from adjoint.engine.ops import prod
 
 __all__ = ["REGISTRY", "Check", "Math", "Op", "Save"]
 
@@ -41,7 +43,7 @@ __all__ = ["REGISTRY", "Check", "Math", "Op", "Save"]
 def _collect() -> dict[str, Op]:
     registry: dict[str, Op] = {}
     for family in (arith, elementwise, linalg, reductions, views, activations, nn, losses, masking, swish, indexing, recurrent, second,
-                   complexops, pool3d, safe_softmax, delayed, basics, transcendental):
+                   complexops, pool3d, safe_softmax, delayed, basics, transcendental, rearrange, prod):
         for op in family.OPS:
             if op.name in registry:
                 raise ValueError(f"primitive {op.name!r} is defined twice")

@@ -13,11 +13,12 @@ saves ``input`` and ``weight`` whatever needs a gradient (probed on 2.13).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
 from adjoint.format.errors import ProblemError
-from adjoint.values.mathtree import Fn, generic_vjp, layer
+from adjoint.values.mathtree import Fn, generic_vjp, layer, number_text
 from adjoint.engine.ops.record import Check, Math, Op, Save
 from adjoint.engine.ops.pool import Refused
 
@@ -202,6 +203,21 @@ def conv_vjp(B, gs, ins, outs, p: ConvSpec, need):
 
 # ----------------------------------------------------------------------------- constant_pad_nd
 
+@dataclass(frozen=True)
+class PadValue:
+    """``F.pad(x, pads, value=v)`` with v not 0: the pads and the number written outside the input
+    (a Fraction, or ``"inf"`` / ``"-inf"``); plain pads (a tuple of ints) fill with 0."""
+
+    pads: tuple
+    value: object
+
+    def __len__(self):
+        return len(self.pads)
+
+    def __getitem__(self, i):
+        return self.pads[i]
+
+
 def pad_shape(shapes, pads, loc):
     shape = list(shapes[0])
     if len(pads) % 2 or len(pads) // 2 > len(shape):
@@ -233,6 +249,10 @@ def pad_forward(B, ins, pads):
     x = ins[0]
     out_shape = pad_shape([B.shape(x)], pads, None)
     out_key, in_key = _pad_keys(B.shape(x), pads)
+    if isinstance(pads, PadValue):
+        from adjoint.engine.ops.masking import fill_value
+        base = B.broadcast_to(fill_value(B, pads.value), out_shape)
+        return B.assign(base, out_key, B.index(x, in_key))
     return B.place(out_shape, out_key, B.index(x, in_key))
 
 
@@ -257,6 +277,15 @@ def _conv_sub(p: ConvSpec) -> str:
     return ",\\,".join(parts + ([f"\\mathrm{{groups}}={p.groups}"] if p.groups != 1 else []))
 
 
+def _pad_sub(pads) -> str:
+    text = _tuple_text(tuple(pads)) if len(pads) > 1 else str(pads[0])
+    if isinstance(pads, PadValue):
+        value = pads.value
+        shown = ("-\\infty" if value == "-inf" else "\\infty") if isinstance(value, str) else number_text(value)
+        text += ",\\,\\mathrm{value}=" + shown
+    return text
+
+
 def _tuple_text(v) -> str:
     return str(v[0]) if len(set(v)) == 1 else "(" + ",".join(str(x) for x in v) + ")"
 
@@ -272,6 +301,7 @@ OPS = (
        math=Math(layer((CONV,), _conv_sub))),
     Op("constant_pad_nd", "ConstantPadNdBackward0", pad_forward, pad_vjp, pad_shape, (),
        "g cropped back to the input (negative pads: zeros where the input was cut)", negzero="structural",
-       grows=False, math=Math(layer((PAD,), lambda pads: _tuple_text(tuple(pads)) if len(pads) > 1 else str(pads[0]))),
-       checks=(Check(((2, 3),), (0, 1)), Check(((2, 3),), (1, -1, 0, 1)))),
+       grows=False, fills=True, math=Math(layer((PAD,), _pad_sub)),
+       checks=(Check(((2, 3),), (0, 1)), Check(((2, 3),), (1, -1, 0, 1)),
+               Check(((2, 3),), PadValue((1, 1, -1, 1), Fraction(1, 2))))),
 )

@@ -1,0 +1,252 @@
+"""logsumexp, cumsum, flip, roll, repeat, tril / triu, trace and ``F.pad``: what PyTorch 2.13
+runs for each (checked in real torch: one node each, a new tensor, never a view).
+
+* ``logsumexp(input, dim, keepdim=False)``: LogsumexpBackward0 (saves self, result); ``dim``
+  an int or a tuple (required: PyTorch's TypeError without it); ``dim=()`` and an empty input
+  are refused (PyTorch raises a broadcast error for the first), as are integer inputs (a float
+  result);
+* ``cumsum(input, dim, *, dtype=None)``: CumsumBackward0 (saves nothing); ``dtype=`` refused;
+* ``flip(input, dims)`` (the method also takes the dims unpacked): FlipBackward0;
+* ``roll(input, shifts, dims=None)``: RollBackward0; no dims: the flattened tensor rolled;
+* ``Tensor.repeat(*sizes)`` (a method only): RepeatBackward0;
+* ``tril(input, diagonal=0)`` / ``triu``: TrilBackward0 / TriuBackward0 (at least 2-D);
+* ``trace(input)``: TraceBackward0 (2-D only);
+* ``F.pad(input, pad, mode='constant', value=None)``: ConstantPadNdBackward0 (negative pads
+  crop); the other modes are refused;
+* ``diff(input, n=1, dim=-1, prepend=None, append=None)``: ATen's composite, n times (n at
+  most the dim's size): ``narrow(x, dim, 1, len - 1) - narrow(x, dim, 0, len - 1)``, the second
+  slice made first (SliceBackward0, SliceBackward0, SubBackward0); prepend / append are first
+  cat'd on (CatBackward0); ``n=0`` (a CopyBackwards copy) is refused;
+* ``prod(input, dim, keepdim=False, *, dtype=None)``: ProdBackward0 with no dim at all,
+  ProdBackward1 with one (an int: a tuple or None is PyTorch's TypeError); ``dtype=`` and values
+  with free symbols (whether an element is 0 decides the backward) are refused.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from adjoint.format.errors import Loc, ProblemError
+from adjoint.engine.graph import Tensor
+from adjoint.engine.infinity import Infinite
+from adjoint.engine.bindings.signature import Function, Param, dim_index
+from adjoint.engine.bindings.reductions import ABSENT, reduce_dims
+from adjoint.engine.ops.conv import PadValue
+from adjoint.values.strides import is_contiguous
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _float_input(x: Tensor, loc: Loc, what: str) -> None:
+    if x.dtype in ("int64", "bool"):
+        raise ProblemError(loc, f"{what} of {'an' if x.dtype == 'int64' else 'a'} {x.dtype} tensor is not modelled "
+                                "yet; use a float tensor")
+
+
+def lower_logsumexp(rt, a, loc):
+    x, dim = a["input"], a["dim"]
+    _float_input(x, loc, "logsumexp")
+    if isinstance(dim, (tuple, list)) and not dim:
+        raise ProblemError(loc, "logsumexp with dim=() is not modelled (PyTorch 2.13 raises a RuntimeError "
+                                "'output with shape [] doesn't match the broadcast shape' for a 2-D input); "
+                                "name the dims")
+    if dim is None:
+        raise ProblemError(loc, "logsumexp(): argument 'dim' must be an int or a tuple of ints, not None: PyTorch "
+                                "raises TypeError")
+    if _numel(x.shape) == 0:
+        raise ProblemError(loc, "logsumexp of an empty tensor is not modelled yet")
+    if not isinstance(a["keepdim"], bool):
+        raise ProblemError(loc, "logsumexp(): argument 'keepdim' must be True or False: PyTorch raises TypeError")
+    return rt.apply("logsumexp", [x], (reduce_dims(x, dim, loc), a["keepdim"]), loc)
+
+
+def lower_cumsum(rt, a, loc):
+    x = a["input"]
+    if a["dtype"] is not None:
+        raise ProblemError(loc, "cumsum(dtype=...) is not modelled yet; leave dtype out")
+    _float_input(x, loc, "cumsum")
+    return rt.apply("cumsum", [x], dim_index(a["dim"], len(x.shape), loc), loc)
+
+
+def lower_flip_function(rt, a, loc):
+    if not isinstance(a["dims"], (tuple, list)) or not all(isinstance(d, Fraction) and not isinstance(d, bool)
+                                                           and d.denominator == 1 for d in a["dims"]):
+        raise ProblemError(loc, "flip(): argument 'dims' must be tuple of ints: PyTorch raises TypeError")
+    return lower_flip(rt, {"input": a["input"], "dims": tuple(int(d) for d in a["dims"])}, loc)
+
+
+def lower_flip(rt, a, loc):
+    x, dims = a["input"], []
+    for d in a["dims"]:
+        k = dim_index(d, len(x.shape), loc)
+        if k in dims:
+            raise ProblemError(loc, f"dim {k} appears multiple times in the list of dims: PyTorch raises RuntimeError")
+        dims.append(k)
+    return rt.apply("flip", [x], tuple(sorted(dims)) if x.shape else (), loc)
+
+
+def lower_roll(rt, a, loc):
+    x, shifts, dims = a["input"], a["shifts"], a["dims"] or ()
+    if len(shifts) != len(dims) and not (not dims and len(shifts) == 1):
+        raise ProblemError(loc, f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}: PyTorch "
+                                "raises RuntimeError")
+    if dims and not x.shape:
+        raise ProblemError(loc, f"Dimension specified as {dims[0]} but tensor has no dimensions: PyTorch raises "
+                                "IndexError")
+    norm = tuple(dim_index(d, len(x.shape), loc) for d in dims)
+    return rt.apply("roll", [x], (tuple(shifts), norm), loc)
+
+
+def lower_repeat(rt, a, loc):
+    x, reps = a["self"], tuple(a["repeats"])
+    if len(reps) < len(x.shape):
+        raise ProblemError(loc, "Number of dimensions of repeat dims can not be smaller than number of dimensions of "
+                                "tensor: PyTorch raises RuntimeError")
+    padded = (1,) * (len(reps) - len(x.shape)) + tuple(x.shape)
+    out = [s * r for s, r in zip(padded, reps)]
+    if any(r < 0 for r in reps):
+        raise ProblemError(loc, f"Trying to create tensor with negative dimension {min(out)}: {out}: PyTorch raises "
+                                "RuntimeError")
+    return rt.apply("repeat", [x], reps, loc)
+
+
+def _triangle(prim: str):
+    def lower(rt, a, loc):
+        x = a["input"]
+        if len(x.shape) < 2:
+            raise ProblemError(loc, f"{prim}: input tensor must have at least 2 dimensions: PyTorch raises "
+                                    "RuntimeError")
+        return rt.apply(prim, [x], a["diagonal"], loc)
+    lower.__name__ = f"lower_{prim}"
+    return lower
+
+
+def lower_trace(rt, a, loc):
+    x = a["input"]
+    if len(x.shape) != 2:
+        raise ProblemError(loc, f"trace: expected a matrix, but got tensor with dim {len(x.shape)}: PyTorch raises "
+                                "RuntimeError")
+    _float_input(x, loc, "trace")
+    return rt.apply("trace", [x], None, loc)
+
+
+def lower_pad(rt, a, loc):
+    x, pads, mode, value = a["input"], tuple(a["pad"]), a["mode"], a["value"]
+    if mode != "constant":
+        raise ProblemError(loc, f"F.pad(mode={mode!r}) is not modelled yet (reflect, replicate and circular padding "
+                                "make other nodes); use mode='constant'")
+    if len(pads) % 2:
+        raise ProblemError(loc, "Padding length must be divisible by 2: PyTorch raises RuntimeError")
+    if len(pads) // 2 > len(x.shape):
+        raise ProblemError(loc, f"Padding length should be less than or equal to two times the input dimension but "
+                                f"got padding length {len(pads)} and input of dimension {len(x.shape)}: PyTorch "
+                                "raises RuntimeError")
+    for i in range(len(pads) // 2):
+        d = len(x.shape) - 1 - i
+        if x.shape[d] + pads[2 * i] + pads[2 * i + 1] < 0:
+            raise ProblemError(loc, "narrow(): length must be non-negative.: PyTorch raises RuntimeError")
+    if all(p <= 0 for p in pads) and not is_contiguous(x.shape, x.strides):
+        raise ProblemError(loc, "F.pad with no positive pad of a non-contiguous tensor is not modelled yet "
+                                "(PyTorch returns a clone of the cropped view, laid out as the input)")
+    _float_input(x, loc, "F.pad")
+    if value is None or (isinstance(value, Fraction) and not isinstance(value, bool) and value == 0):
+        params = pads
+    elif isinstance(value, Infinite):
+        params = PadValue(pads, value.text)
+    elif isinstance(value, Fraction) and not isinstance(value, bool):
+        params = PadValue(pads, value)
+    else:
+        raise ProblemError(loc, "pad(): argument 'value' must be a number: PyTorch raises TypeError")
+    return rt.apply("constant_pad_nd", [x], params, loc)
+
+
+def lower_prod(rt, a, loc):
+    x, dim, keepdim = a["input"], a["dim"], a["keepdim"]
+    if a["dtype"] is not None:
+        raise ProblemError(loc, "prod(dtype=...) is not modelled yet; leave dtype out")
+    _float_input(x, loc, "prod")
+    if rt.B.is_symbolic(x.value):
+        raise ProblemError(loc, "prod over values with free symbols: whether an element is 0 decides PyTorch's "
+                                "backward formula; bind them under symbols: and use numbers")
+    if dim is ABSENT:
+        if keepdim is not ABSENT:
+            raise ProblemError(loc, "prod() with keepdim= but no dim: PyTorch raises TypeError (invalid combination "
+                                    "of arguments); give dim too")
+        return rt.apply("prod", [x], None, loc)
+    if not (isinstance(dim, Fraction) and not isinstance(dim, bool) and dim.denominator == 1):
+        raise ProblemError(loc, "prod(): dim must be one int (a tuple or None is PyTorch's TypeError: invalid "
+                                "combination of arguments)")
+    keepdim = False if keepdim is ABSENT else keepdim
+    if not isinstance(keepdim, bool):
+        raise ProblemError(loc, "prod(): argument 'keepdim' must be True or False: PyTorch raises TypeError")
+    return rt.apply("prod_dim", [x], (dim_index(int(dim), len(x.shape), loc), keepdim), loc)
+
+
+def lower_diff(rt, a, loc):
+    x, n, prepend, append = a["input"], a["n"], a["prepend"], a["append"]
+    if n < 0:
+        raise ProblemError(loc, f"order must be non-negative but got {n}: PyTorch raises RuntimeError")
+    if not x.shape:
+        raise ProblemError(loc, "diff expects input to be at least one-dimensional: PyTorch raises RuntimeError")
+    if n == 0:
+        raise ProblemError(loc, "diff(n=0) (a copy: empty_like(x).copy_(x)) is not modelled yet; use n >= 1")
+    dim = dim_index(a["dim"], len(x.shape), loc)
+    for other, what in ((prepend, "prepend"), (append, "append")):
+        if other is not None and len(other.shape) != len(x.shape):
+            raise ProblemError(loc, f"diff with a {what} of {len(other.shape)} dims for an input of {len(x.shape)} "
+                                    "is not modelled yet (PyTorch expands a 0-d one); give it the input's dims")
+    if prepend is not None or append is not None:
+        parts = [t for t in (prepend, x, append) if t is not None]
+        for t in parts:
+            if any(p != q for i, (p, q) in enumerate(zip(t.shape, x.shape)) if i != dim):
+                raise ProblemError(loc, f"Sizes of tensors must match except in dimension {dim}: PyTorch raises "
+                                        "RuntimeError")
+        x = rt.apply("cat", parts, dim, loc)
+    out_len = x.shape[dim] - 1
+    for _ in range(min(n, x.shape[dim])):
+        before = rt.apply("slice", [x], (dim, 0, out_len, 1), loc)      # operator-'s right operand first
+        after = rt.apply("slice", [x], (dim, 1, 1 + out_len, 1), loc)
+        x = rt.apply("sub", [after, before], None, loc)
+        out_len -= 1
+    return x
+
+
+_IN = Param("input", "tensor")
+
+FUNCTIONS = (
+    Function("logsumexp", (_IN, Param("dim", "any"), Param("keepdim", "any", False)), lower_logsumexp,
+             doc="LogsumexpBackward0 (saves self, result): g * exp(x - out)"),
+    Function("cumsum", (_IN, Param("dim", "int"), Param("dtype", "any", None, keyword_only=True)), lower_cumsum,
+             doc="CumsumBackward0: the reversed cumsum of g"),
+    Function("flip", (_IN, Param("dims", "any")), lower_flip_function, where="function", doc="FlipBackward0: g flipped"),
+    Function("roll", (_IN, Param("shifts", "ints"), Param("dims", "ints", None)), lower_roll,
+             doc="RollBackward0: g rolled by -shifts"),
+    Function("repeat", (Param("self", "tensor"), Param("repeats", "ints")), lower_repeat, where="method",
+             varargs=True, doc="RepeatBackward0: g summed over the copies"),
+    Function("tril", (_IN, Param("diagonal", "int", 0)), _triangle("tril"), doc="TrilBackward0: g.tril(diagonal)"),
+    Function("triu", (_IN, Param("diagonal", "int", 0)), _triangle("triu"), doc="TriuBackward0: g.triu(diagonal)"),
+    Function("trace", (_IN,), lower_trace, doc="TraceBackward0: g on the diagonal"),
+    Function("pad", (_IN, Param("pad", "ints"), Param("mode", "str", "constant"), Param("value", "any", None)),
+             lower_pad, where="function", doc="F.pad, mode='constant': ConstantPadNdBackward0 (negative pads crop)"),
+)
+
+FUNCTIONS = FUNCTIONS + (
+    Function("diff", (_IN, Param("n", "int", 1), Param("dim", "int", -1), Param("prepend", "tensor", None),
+                      Param("append", "tensor", None)), lower_diff,
+             doc="n times SliceBackward0 (x[:-1]), SliceBackward0 (x[1:]), SubBackward0; prepend / append cat'd "
+                 "on first (CatBackward0)"),
+    Function("prod", (_IN, Param("dim", "any", ABSENT), Param("keepdim", "any", ABSENT),
+                      Param("dtype", "any", None, keyword_only=True)), lower_prod,
+             doc="ProdBackward0 with no dim, ProdBackward1 with one (saves self, result): g * out / a without zeros, "
+                 "else the products of the others"),
+)
+
+#: Tensor.flip takes its dims unpacked too (x.flip(0, 1))
+METHOD_FLIP = Function("flip", (_IN, Param("dims", "ints")), lower_flip, where="method", varargs=True,
+                       doc="FlipBackward0: g flipped")
+FUNCTIONS = FUNCTIONS + (METHOD_FLIP,)
