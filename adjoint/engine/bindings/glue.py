@@ -171,7 +171,8 @@ def bitwise_not(rt, x: Tensor, loc: Loc, operator: bool) -> Tensor:
                                           "tensors", "dtype")
         raise TorchError("NotImplementedError", f"\"bitwise_not_cpu\" not implemented for '{_TYPE_WORD[x.dtype]}'",
                          "dtype")
-    raise ProblemError(loc, f"~ of a {x.dtype} tensor (an integer result) is not modelled yet")
+    raise ProblemError(loc, f"~ of an {x.dtype} tensor (an integer result) is not modelled yet; ~ of a bool "
+                            "tensor is")
 
 
 def lower_bitwise_not(rt, a, loc):
@@ -217,7 +218,8 @@ def _new(fill):
         if isinstance(value, bool):
             value = Fraction(int(value))
         if dtype != "float64" and not _exact_in(value, dtype):   # float64: a literal's value, as x * 0.1 takes it
-            raise ProblemError(loc, f"{name} with a fill value {dtype} does not hold exactly is not modelled yet")
+            raise ProblemError(loc, f"{name} with the fill value {value}, which {dtype} does not hold exactly, is not "
+                                    "modelled yet")
         return rt.tensor(rt.B.full(shape, value) if value else rt.B.zeros(shape), dtype=dtype)
     return lower
 
