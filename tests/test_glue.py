@@ -77,3 +77,15 @@ def test_masks_and_constants_make_no_node(forward, grad):
     v = solve(forward)
     assert [list(map(float, row)) for row in v.grads["x"].floats()] == grad
     assert set(v.node_order) <= {"SumBackward0", "MulBackward0", "AddBackward0", "torch::autograd::AccumulateGrad"}
+
+
+@pytest.mark.parametrize("forward, grad", [
+    # Tensor.to's overloads (hand-derived: a conversion to x's own dtype is x; m as 0/1)
+    ("x.to('cpu') * 3", [[3] * 3] * 2), ("x.to('cpu', torch.float64) * 3", [[3] * 3] * 2),
+    ("x.to(dtype=torch.float64) * 3", [[3] * 3] * 2), ("x.to(device='cpu') * 3", [[3] * 3] * 2),
+    ("x * m.to('cpu', torch.float64)", [[1, 0, 1], [0, 0, 1]]), ("x * m.to(x, False, False)", [[1, 0, 1], [0, 0, 1]]),
+    ("x * m.to(torch.float64, non_blocking=True)", [[1, 0, 1], [0, 0, 1]]),
+])
+def test_to_overloads(forward, grad):
+    v = solve(forward)
+    assert [list(map(float, row)) for row in v.grads["x"].floats()] == grad

@@ -132,14 +132,35 @@ def _to_dtype(name: str):
 
 
 def lower_to(rt, a, loc):
-    x, arg = a["self"], a["dtype"]
-    if a["copy"]:
+    """``Tensor.to``'s overloads: ``to(dtype, non_blocking, copy)``, ``to(device, dtype, non_blocking,
+    copy)``, ``to(other, non_blocking, copy)``, and the same by keyword (device ``"cpu"`` only)."""
+    x, args = a["self"], list(a["args"])
+    device, dtype, other = a["device"], a["dtype"], None
+    if args and isinstance(args[0], Tensor):
+        other = args.pop(0)
+    elif args and isinstance(args[0], str):
+        device = args.pop(0)
+        if args and isinstance(args[0], DType):
+            dtype = args.pop(0)
+    elif args and isinstance(args[0], DType):
+        dtype = args.pop(0)
+    flags = {"non_blocking": a["non_blocking"], "copy": a["copy"]}
+    for name in ("non_blocking", "copy"):
+        if args and isinstance(args[0], bool):
+            flags[name] = args.pop(0)
+    if args or (other is not None and (dtype is not None or device is not None)) \
+            or not isinstance(flags["non_blocking"], bool) or not isinstance(flags["copy"], bool) \
+            or (dtype is not None and not isinstance(dtype, DType)):
+        raise ProblemError(loc, "Tensor.to(...) with these arguments is not modelled; it takes a dtype "
+                                "(torch.float64, x.dtype), a tensor, or the device 'cpu' (with a dtype), and "
+                                "non_blocking / copy")
+    if flags["copy"]:
         raise ProblemError(loc, "Tensor.to(..., copy=True) is not modelled yet")
-    if isinstance(arg, str):
-        if arg != "cpu":
-            raise ProblemError(loc, f"Tensor.to('{arg}'): only the device 'cpu' is modelled (the tensor itself)")
-        return x
-    return convert(rt, x, dtype_of(arg, loc, "Tensor.to()"), loc, "Tensor.to()")
+    if device is not None and device != "cpu":
+        raise ProblemError(loc, f"Tensor.to({device!r}): only the device 'cpu' is modelled (the tensor itself)")
+    if other is not None:
+        return convert(rt, x, other.dtype, loc, "Tensor.to()")
+    return x if dtype is None else convert(rt, x, dtype.name, loc, "Tensor.to()")
 
 
 def lower_type_as(rt, a, loc):
@@ -243,8 +264,10 @@ FUNCTIONS = (
              doc="the tensor itself when float64; a bool or int64 tensor: a new float tensor, no node"),
     Function("float", (_SELF,), _to_dtype("float32"), where="method",
              doc="the tensor itself when float32; a bool or int64 tensor: a new float tensor, no node"),
-    Function("to", (_SELF, Param("dtype", "any"), Param("non_blocking", "bool", False), Param("copy", "bool", False)),
-             lower_to, where="method",
+    Function("to", (_SELF, Param("args", "any", ()), Param("device", "any", None, keyword_only=True),
+                    Param("dtype", "any", None, keyword_only=True), Param("non_blocking", "any", False, keyword_only=True),
+                    Param("copy", "any", False, keyword_only=True)),
+             lower_to, where="method", varargs=True,
              doc="to a dtype or another tensor's dtype: the tensor itself when it has it; bool or int64 to the "
                  "problem's float dtype: a new tensor, no node"),
     Function("type_as", (_SELF, Param("other", "tensor")), lower_type_as, where="method", doc="to(other.dtype)"),
