@@ -121,7 +121,7 @@ def convert(rt, x: Tensor, target: str, loc: Loc, what: str) -> Tensor:
         limit = 2 ** 24 if target == "float32" else 2 ** 53
         if ints is None or any(abs(i) > limit for i in ints(x.value)):
             raise ProblemError(loc, f"{what} of an int64 tensor is modelled for integers a {target} holds exactly "
-                                    f"(|v| <= 2**{24 if target == 'float32' else 53}) in exact mode only")
+                                    f"(|v| <= 2**{24 if target == 'float32' else 53}) only")
     return rt.tensor(rt.B.add(x.value, rt.B.zeros(x.shape)), dtype=target)
 
 
