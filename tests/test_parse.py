@@ -159,8 +159,7 @@ REFUSED = [
     ("x // 2", "1:5: operator '//' is not allowed; use + - * / ** @"),
     ("x % 2", "1:5: operator '%' is not allowed; use + - * / ** @"),
     ("x & y", "1:5: operator '&' is not allowed; use + - * / ** @"),
-    ("not x", "1:5: only unary minus is allowed ('not' and '~' are not)"),
-    ("~x", "1:5: only unary minus is allowed ('not' and '~' are not)"),
+    ("not x", "1:5: only unary minus and ~ are allowed ('not' is not)"),
     ("__import__('os')", "1:5: '__import__' is not allowed: dunder names are refused in problem files, which are data "
                          "and never run code"),
     ("x.__class__", "1:5: '__class__' is not allowed: dunder names are refused in problem files, which are data and "

@@ -247,6 +247,9 @@ class Interp:
             kwargs = {k: self.eval(v) for k, v in e.kwargs}
             if e.prefix:
                 check_prefix(e)
+            if e.func == "len" and e.prefix == "" and not self.is_child("len"):   # Python's len()
+                from adjoint.engine.bindings.glue import python_len
+                return python_len(args, kwargs, e.loc)
             if e.func == "float" and e.prefix == "" and not self.is_child("float"):
                 from adjoint.engine.infinity import python_float
                 return python_float(args, kwargs, e.loc)
@@ -268,6 +271,12 @@ class Interp:
         if isinstance(e, S.Attr) and S.module_path(e.obj) is not None and hasattr(self.scope, "module_attribute") \
                 and self.scope.find_child(S.module_path(e.obj)) is not None:   # PATH.NAME: a module attribute
             return self.scope.module_attribute(S.module_path(e.obj), e.name, e.loc)
+        if isinstance(e, S.Attr) and isinstance(e.obj, S.Name) and e.obj.id == "torch":
+            from adjoint.engine.bindings.glue import DTYPE_NAMES, DType   # torch.float64: a dtype
+            if e.name in DTYPE_NAMES:
+                return DType(DTYPE_NAMES[e.name])
+            raise ProblemError(e.loc, f"'torch.{e.name}' is not modelled as a value; the dtypes torch.float64, "
+                                      "torch.float32, torch.int64 and torch.bool are")
         if isinstance(e, S.Attr):
             obj = self.eval(e.obj)
             if obj is None:
@@ -284,7 +293,7 @@ class Interp:
                 return attribute(self.rt, obj, e.name, e.loc)
             except KeyError:
                 raise ProblemError(e.loc, f"the tensor attribute '{e.name}' is not modelled; use .T, .mT, .shape, "
-                                          ".ndim") from None
+                                          ".ndim, .dtype") from None
         raise ProblemError(e.loc, f"'{S.to_source(e)}' is not supported here")
 
     def checkpoint(self, e: S.Call):
@@ -349,6 +358,11 @@ class Interp:
                                               f"({e.func}(): argument '{fn.params[0].name}' must be Tensor)")
 
     def method(self, obj, e: S.Method, args: list, kwargs: dict):
+        if e.operator == "~":   # Tensor.__invert__ (bitwise_not); Python's own ~ of anything else
+            from adjoint.engine.bindings.glue import bitwise_not
+            if not isinstance(obj, Tensor):
+                raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is {describe(obj)}: ~ is modelled on a tensor only")
+            return bitwise_not(self.rt, obj, e.loc, operator=True)
         if e.operator in ("==", "!=") and (obj is None or args[0] is None):
             # Python's == with None: identity (None, and a Tensor's __eq__ with None, give a bool);
             # the bool goes on as a Python value (an operand it cannot be is refused where it is used)

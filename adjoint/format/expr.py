@@ -470,7 +470,9 @@ class _Builder:
                 return [(node.operand, _OPERAND)], lambda p: self.negate(p[0], loc, node)
             if isinstance(node.op, ast.UAdd):
                 return [(node.operand, ctx)], lambda p: p[0]
-            raise ProblemError(loc, "only unary minus is allowed ('not' and '~' are not)")
+            if isinstance(node.op, ast.Invert):   # ~m: Tensor.__invert__, which is bitwise_not
+                return [(node.operand, _OPERAND)], lambda p: Method(loc, p[0], "bitwise_not", (), operator="~")
+            raise ProblemError(loc, "only unary minus and ~ are allowed ('not' is not)")
         if isinstance(node, ast.Call):
             return self.call(node, loc)
         if isinstance(node, ast.Attribute):

@@ -322,6 +322,8 @@ def to_source(e: Expr) -> str:
         return f"{_paren(e.left)} {e.op} {_paren(e.right)}"
     if isinstance(e, Call):
         return f"{e.prefix}{e.func}({_arglist(e.args, e.kwargs)})"
+    if isinstance(e, Method) and e.operator == "~":
+        return f"~{_paren(e.obj)}"
     if isinstance(e, Method):
         return f"{_paren(e.obj)}.{e.name}({_arglist(e.args, e.kwargs)})"
     if isinstance(e, Attr):

@@ -45,6 +45,8 @@ def function(name: str, prefix: str, loc: Loc):
         raise ProblemError(loc, f"'{prefix}{name}' is private to PyTorch; call a public function")
     if name == "float" and prefix == "":   # Python's float("-inf") (adjoint.engine.infinity)
         return float
+    if name == "len" and prefix == "":   # Python's len(x) (adjoint.engine.bindings.glue)
+        return len
     if name == "delayed_error" and prefix == "":   # adjoint.engine.ops.delayed
         return lambda input, msg: torch._C._functions.DelayedError(msg, 1)(input)
     if prefix == "torch.":

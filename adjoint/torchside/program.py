@@ -263,6 +263,8 @@ class Program:
                 getattr(obj, e.name)   # Python's AttributeError, before the arguments are evaluated
             args = [self.eval(a) for a in e.args]
             kwargs = {k: self.eval(v) for k, v in e.kwargs}
+            if e.operator == "~":   # Python's ~: Tensor.__invert__
+                return self.keep(operator.invert(obj))
             if e.operator:   # a comparison operator: Python's own (None != 0 is True, None > 0 raises TypeError)
                 return self.keep(COMPARE[e.operator](obj, args[0]))
             if not isinstance(obj, torch.Tensor):
@@ -278,6 +280,9 @@ class Program:
         if isinstance(e, S.Attr) and S.module_path(e.obj) is not None and hasattr(self.scope, "child") \
                 and self.scope.child(S.module_path(e.obj)) is not None:   # PATH.NAME: a module attribute
             return self.keep(getattr(self.scope.module.get_submodule(S.module_path(e.obj)), e.name))
+        if isinstance(e, S.Attr) and isinstance(e.obj, S.Name) and e.obj.id == "torch" \
+                and isinstance(getattr(torch, e.name, None), torch.dtype):   # torch.float64: a dtype
+            return getattr(torch, e.name)
         if isinstance(e, S.Attr):
             obj = self.eval(e.obj)
             if obj is None:

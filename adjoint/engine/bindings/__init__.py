@@ -22,6 +22,7 @@ from adjoint.engine.bindings import conv3d
 from adjoint.engine.bindings import delayed
 from adjoint.engine.bindings import basics
 from adjoint.engine.bindings import rearrange
+from adjoint.engine.bindings import glue
 from adjoint.engine.bindings.signature import REQUIRED, Function, Param, bind, check_kind, describe
 
 __all__ = ["FUNCTIONS", "METHODS", "FUNCTION_NAMES", "REQUIRED", "Function", "Param", "bind", "call_function",
@@ -32,7 +33,7 @@ def _collect() -> tuple[dict[str, Function], dict[str, Function]]:
     functions: dict[str, Function] = {}
     methods: dict[str, Function] = {}
     for family in (core, views, activations, reductions, nn, losses, masking, swish, indexing, complexfns, attention, conv3d,
-                   delayed, basics, rearrange):
+                   delayed, basics, rearrange, glue):
         for fn in family.FUNCTIONS:
             if fn.where in ("function", "both"):
                 if fn.name in functions:

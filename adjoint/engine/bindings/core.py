@@ -85,9 +85,21 @@ def fold(op: str, a: Fraction, b: Fraction, loc: Loc) -> Fraction:
                                     f"{MAX_EXACT_EXPONENT} in size); use a smaller power")
         if b.denominator == 1 and not (a == 0 and b < 0):
             return a ** int(b)
+        root = _exact_sqrt(a) if b.denominator == 2 and abs(b) <= MAX_EXACT_EXPONENT and not (a == 0 and b < 0) else None
+        if root is not None:   # a perfect square to a half-integer power (d ** 0.5 of a size 4, 16, ...): exact
+            return root ** int(2 * b)
         raise ProblemError(loc, f"the number {a} ** {b} is not an exact rational; write the value as a tensor "
                                 "or a symbol")
     raise ProblemError(loc, "matmul needs two tensors; PyTorch raises TypeError for numbers")
+
+
+def _exact_sqrt(a: Fraction) -> Fraction | None:
+    """The square root of ``a`` when it is a rational (Python's ``a ** 0.5`` is then exactly it)."""
+    from math import isqrt
+    if a < 0:
+        return None
+    n, d = isqrt(a.numerator), isqrt(a.denominator)
+    return Fraction(n, d) if n * n == a.numerator and d * d == a.denominator else None
 
 
 def neg(rt, v, loc: Loc):

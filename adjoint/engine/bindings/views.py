@@ -253,6 +253,9 @@ def attribute(rt, x: Tensor, name: str, loc: Loc):
         return tuple(Fraction(d) for d in x.shape)
     if name == "ndim":
         return Fraction(len(x.shape))
+    if name == "dtype":
+        from adjoint.engine.bindings.glue import DType
+        return DType(x.dtype)
     if name == "requires_grad":   # Tensor.requires_grad: a view's also when its base requires grad now
         return x.needs_grad
     if name == "_version":   # the version counter (shared by views, bumped by each in-place write)

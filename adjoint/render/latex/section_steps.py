@@ -43,7 +43,8 @@ _WHY = {
     "autograd": "the backward call itself is refused before or after the graph runs: what it starts from does not "
                 "require grad, or an input asked for received no gradient.",
     "dtype": "the kernel refuses its operands' dtypes: PyTorch has no negation or subtraction of bool tensors "
-             "(a mask is inverted with \\texttt{\\textasciitilde} or \\texttt{logical\\_not}), and an in-place op "
+             "(a mask is inverted with \\texttt{\\textasciitilde} or \\texttt{logical\\_not}), no bitwise not "
+             "(\\texttt{\\textasciitilde}) of a float tensor, and an in-place op "
              "cannot write a float result into a bool or int64 tensor.",
     "hook_arity": "Python cannot call the hook: PyTorch calls a pack hook with the one tensor it saves, and this "
                   "hook requires more positional arguments.",
