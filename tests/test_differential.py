@@ -90,8 +90,11 @@ def test_regression(path):
 #: hooks that compare) and steps. A handful, so the suite stays quick; the sweep runs
 #: thousands. (Regenerate the list when the generator's draws change: last regenerated when
 #: tests/gen/layers.py came in, which made seeds 286 and 41 layer problems; 13 and 14 are
-#: layer problems; 23 added when tests/gen/inplace.py came in, whose draws moved always_call and removes.)
-V2_SEEDS = [323, 329, 250, 184, 233, 284, 52, 343, 1, 13, 14, 23]
+#: layer problems; 23 added when tests/gen/inplace.py came in, whose draws moved always_call and removes;
+#: 44, 58, 379, 133, 244, 325, 216, 50 added, greedily, when the scan and rearrangement forms came in --
+#: rearrange, repeat, pad, logsumexp, trace, prod, diff -- whose draws moved detach, t, cat, stack, unbind,
+#: select, leaf_inplace and two cmp keys; they also cover the new forms.)
+V2_SEEDS = [323, 329, 250, 184, 233, 284, 52, 343, 1, 13, 14, 23, 44, 58, 379, 133, 244, 325, 216, 50]
 
 
 @pytest.mark.torch
