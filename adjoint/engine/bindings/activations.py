@@ -153,6 +153,12 @@ def where(rt, cond: Tensor, x, y, loc: Loc):
         raise ProblemError(loc, "where expected condition to be a boolean tensor, but got a tensor with dtype "
                                 f"{_TYPE_WORD.get(cond.dtype, cond.dtype)} (PyTorch raises RuntimeError); make one "
                                 "with a comparison (x > 0) or declare an input with dtype: bool")
+    if not isinstance(x, Tensor) and not isinstance(y, Tensor):
+        # two Python scalars: PyTorch makes an int64 tensor of two ints, and a tensor of its default dtype
+        # (float32, whatever the file's) when one is a float; neither is a tensor of the file's dtype
+        raise ProblemError(loc, "torch.where with two Python numbers is not modelled yet (PyTorch makes an int64 "
+                                "tensor of two ints, a float32 one if either is a float); give one of them as a "
+                                "tensor of the file's dtype, as in torch.where(c, x, 0)")
     return rt.apply("where", [x, y, cond], None, loc)
 
 

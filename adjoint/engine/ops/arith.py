@@ -13,20 +13,21 @@ from fractions import Fraction
 from adjoint.format.errors import ProblemError
 from adjoint.values.mathtree import TBin, TConst, TNeg, binary, number
 from adjoint.engine.ops.record import Check, Math, Op, Save
+from adjoint.engine.torch_errors import TorchError
 
 
 def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...], loc) -> tuple[int, ...]:
+    """The broadcast shape of ``a`` and ``b``; where they do not broadcast, PyTorch's error
+    (``at::infer_size``, which walks the dims from the last: the last mismatch is the one named)."""
     n = max(len(a), len(b))
     pa = (1,) * (n - len(a)) + tuple(a)
     pb = (1,) * (n - len(b)) + tuple(b)
-    out = []
-    for i, (x, y) in enumerate(zip(pa, pb)):
+    for i in reversed(range(n)):
+        x, y = pa[i], pb[i]
         if x != y and x != 1 and y != 1:
-            raise ProblemError(loc, f"shapes {list(a)} and {list(b)} do not broadcast: PyTorch raises 'The size of "
-                                    f"tensor a ({x}) must match the size of tensor b ({y}) at non-singleton "
-                                    f"dimension {i}'")
-        out.append(max(x, y))
-    return tuple(out)
+            raise TorchError("RuntimeError", f"The size of tensor a ({x}) must match the size of tensor b ({y}) at "
+                                             f"non-singleton dimension {i}")
+    return tuple(max(x, y) for x, y in zip(pa, pb))
 
 
 def binary_shape(shapes, p, loc):
