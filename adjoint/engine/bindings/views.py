@@ -37,20 +37,49 @@ def _numel(shape) -> int:
 
 
 def infer_shape(shape, numel: int, loc: Loc) -> tuple:
-    """A shape with at most one -1, resolved as ``infer_size`` does."""
-    shape = list(shape)
-    if shape.count(-1) > 1:
-        raise ProblemError(loc, "only one dimension can be inferred: PyTorch raises RuntimeError")
-    known = _numel([d for d in shape if d != -1])
-    if -1 in shape:
-        if known == 0 or numel % known:
-            raise ProblemError(loc, f"shape '{list(shape)}' is invalid for input of size {numel}: PyTorch raises "
-                                    "RuntimeError")
-        shape[shape.index(-1)] = numel // known
-    elif known != numel:
-        raise ProblemError(loc, f"shape '{list(shape)}' is invalid for input of size {numel}: PyTorch raises "
-                                "RuntimeError")
-    return tuple(shape)
+    """A shape with at most one -1, resolved as ``infer_size`` does; a shape it refuses is
+    PyTorch's RuntimeError, an answer raised when the op runs (the sizes are read in order: a
+    second -1 or a size below -1 is named where it stands)."""
+    shape = [int(d) for d in shape]
+    infer, newsize = None, 1
+    for i, d in enumerate(shape):
+        if d == -1:
+            if infer is not None:
+                raise TorchError("RuntimeError", "only one dimension can be inferred")
+            infer = i
+        elif d >= 0:
+            newsize *= d
+        else:
+            raise TorchError("RuntimeError", f"invalid shape dimension {d} at index {i} of shape {shape}")
+    if numel == newsize or (infer is not None and newsize > 0 and numel % newsize == 0):
+        if infer is not None:
+            if newsize == 0:
+                raise TorchError("RuntimeError", f"cannot reshape tensor of 0 elements into shape {shape} because "
+                                                 "the unspecified dimension size -1 can be any value and is "
+                                                 "ambiguous")
+            shape[infer] = numel // newsize
+        return tuple(shape)
+    raise TorchError("RuntimeError", f"shape '{shape}' is invalid for input of size {numel}")
+
+
+def unflatten_sizes(sizes, d: int, n: int, loc: Loc) -> tuple:
+    """``unflatten``'s sizes for dim ``d`` of size ``n``: sizes that do not multiply up to it are
+    PyTorch's RuntimeError (an answer); sizes infer_size itself refuses (two -1, a size below -1,
+    -1 beside a 0) make PyTorch wrap infer_size's error in a longer message, left a refusal."""
+    sizes = [int(v) for v in sizes]
+    if not sizes:
+        raise TorchError("RuntimeError", "unflatten: sizes must be non-empty")
+    if sizes.count(-1) <= 1 and all(v >= -1 for v in sizes):
+        known = _numel([v for v in sizes if v != -1])
+        if -1 in sizes and known == 0 and n == 0:
+            pass
+        elif (known != n) if -1 not in sizes else (known == 0 or n % known):
+            raise TorchError("RuntimeError", f"unflatten: Provided sizes {sizes} don't multiply up to the size of "
+                                             f"dim {d} ({n}) in the input tensor")
+        else:
+            return infer_shape(sizes, n, loc)
+    raise ProblemError(loc, f"unflatten: sizes {sizes} for a dim of size {n}: PyTorch raises RuntimeError "
+                            "'unflatten got an unexpected error' (with infer_size's own message)")
 
 
 # ----------------------------------------------------------------------------- reshaping
@@ -87,7 +116,7 @@ def lower_flatten(rt, a, loc):
         return reshape(rt, x, (1,), loc)
     start, end = dim_index(a["start_dim"], nd, loc), dim_index(a["end_dim"], nd, loc)
     if start > end:
-        raise ProblemError(loc, "flatten() has invalid args: start_dim cannot come after end_dim")
+        raise TorchError("RuntimeError", "flatten() has invalid args: start_dim cannot come after end_dim")
     if start == end:
         return x
     shape = x.shape[:start] + (_numel(x.shape[start:end + 1]),) + x.shape[end + 1:]
@@ -97,7 +126,7 @@ def lower_flatten(rt, a, loc):
 def lower_unflatten(rt, a, loc):
     x = a["input"]
     d = dim_index(a["dim"], len(x.shape), loc)
-    sizes = infer_shape(a["sizes"], x.shape[d], loc)
+    sizes = unflatten_sizes(a["sizes"], d, x.shape[d], loc)
     return view(rt, x, x.shape[:d] + sizes + x.shape[d + 1:], loc)
 
 
@@ -124,10 +153,18 @@ def lower_transpose(rt, a, loc):
 
 def lower_permute(rt, a, loc):
     x = a["input"]
-    dims = tuple(dim_index(d, len(x.shape), loc) for d in a["dims"])
-    if sorted(dims) != list(range(len(x.shape))):
-        raise ProblemError(loc, f"permute(): the dims {list(a['dims'])} are not a permutation of the "
-                                f"{len(x.shape)} dimensions: PyTorch raises RuntimeError")
+    nd = len(x.shape)
+    if len(a["dims"]) != nd:    # PyTorch's checks, in its order: the count, then each dim's range and repeat
+        raise TorchError("RuntimeError", "permute(sparse_coo): number of dimensions in the tensor input does not "
+                                         "match the length of the desired ordering of dimensions i.e. input.dim() "
+                                         f"= {nd} is not equal to len(dims) = {len(a['dims'])}")
+    dims = []
+    for d in a["dims"]:
+        k = dim_index(d, nd, loc)
+        if k in dims:
+            raise TorchError("RuntimeError", "permute(): duplicate dims are not allowed.")
+        dims.append(k)
+    dims = tuple(dims)
     return rt.apply("permute", [x], dims, loc)
 
 
