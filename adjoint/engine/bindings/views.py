@@ -171,7 +171,17 @@ def lower_permute(rt, a, loc):
 def lower_expand(rt, a, loc):
     from adjoint.engine.ops.views import expand_shape
     x = a["self"]   # -1 keeps a size: resolved here, so the op's value and layout see real sizes
-    return rt.apply("expand", [x], expand_shape([x.shape], tuple(a["size"]), loc), loc)
+    size = [int(n) for n in a["size"]]
+    if len(size) < len(x.shape) and x.dtype in _EXPAND_TYPE_NAMES:
+        raise TorchError("RuntimeError", f"expand({_EXPAND_TYPE_NAMES[x.dtype]}{{{list(x.shape)}}}, size={size}): the "
+                                         f"number of sizes provided ({len(size)}) must be greater or equal to the "
+                                         f"number of dimensions in the tensor ({len(x.shape)})")
+    return rt.apply("expand", [x], expand_shape([x.shape], tuple(size), loc), loc)
+
+
+# the tensor expand's message names: Tensor::toString (a bool tensor's is its type's name)
+_EXPAND_TYPE_NAMES = {"float32": "torch.FloatTensor", "float64": "torch.DoubleTensor", "int64": "torch.LongTensor",
+                      "bool": "CPUBoolType"}
 
 
 def lower_contiguous(rt, a, loc):
@@ -264,6 +274,9 @@ def lower_cat(rt, a, loc):
     ts = a["tensors"]
     if not ts:
         raise ProblemError(loc, "torch.cat(): expected a non-empty list of Tensors")
+    for i, t in enumerate(ts):   # before the dim is wrapped, as PyTorch
+        if not t.shape:
+            raise TorchError("RuntimeError", f"zero-dimensional tensor (at position {i}) cannot be concatenated")
     return rt.apply("cat", list(ts), dim_index(a["dim"], len(ts[0].shape), loc), loc)
 
 
