@@ -280,6 +280,21 @@ class Runtime:
         self.record(opname, ts, outs, params, node, loc, values)
         return tuple(outs) if multi else outs[0]
 
+    def raise_after_packs(self, opname: str, ins: list, error: TorchError, loc) -> None:
+        """PyTorch's ``error`` from the kernel of ``opname``, whose arguments it refuses (a dim out
+        of range, a dim repeated): VariableType makes the node and saves (packs) its inputs before
+        the kernel runs, so the pack hooks of those inputs run first, then the error."""
+        op = REGISTRY[opname]
+        ts = [x if isinstance(x, Tensor) or x is None else self.wrapped_number(x) for x in ins]
+        diff = op.differentiable or (True,) * len(ts)
+        rg = [d and t is not None and t.needs_grad for t, d in zip(ts, diff)]
+        if self.grad_enabled and any(rg):
+            seq = self._new_seq()
+            edges = [self.gradient_edge(t) if r else None for t, r, d in zip(ts, rg, diff) if d]
+            node = self.new_node(op.node, edges, op, None, ts, loc, seq)
+            self._save(node, op, ts, [], "in")
+        raise error
+
     @staticmethod
     def check_dtypes(op, ts, params) -> None:
         """The kernel's own refusal of these operand dtypes (``-b``, ``b - x`` for a bool ``b``):

@@ -30,7 +30,7 @@ from adjoint.engine.graph import Tensor
 from adjoint.engine.bindings.signature import Function
 from adjoint.engine.bindings.signature import Param
 from adjoint.engine.ops.indexing import IndexSpec, along_key
-from adjoint.engine.bindings.signature import dim_index
+from adjoint.engine.bindings.signature import dim_index, after_packs
 
 
 def _index_error(loc: Loc, message: str):
@@ -105,9 +105,9 @@ def _int_index(t: Tensor, loc: Loc, what: str) -> None:
 
 def lower_index_select(rt, a, loc):
     x, idx = a["input"], a["index"]
-    d = dim_index(a["dim"], len(x.shape), loc)
     if idx.dtype != "int64":
         raise ProblemError(loc, "index_select(): Expected dtype int32 or int64 for index: PyTorch raises RuntimeError")
+    d = after_packs(rt, "index_select", [x, idx], loc, lambda: dim_index(a["dim"], len(x.shape), loc))
     if len(idx.shape) > 1:
         raise _index_error(loc, "index_select(): Index is supposed to be a vector")
     n = x.shape[d] if x.shape else 1
@@ -143,7 +143,8 @@ def _gather_checks(rt, x: Tensor, d: int, idx: Tensor, loc: Loc, what: str, src:
 
 def lower_gather(rt, a, loc):
     x, idx = a["input"], a["index"]
-    d = dim_index(a["dim"], len(x.shape), loc)
+    _int_index(idx, loc, "gather")
+    d = after_packs(rt, "gather", [x, idx], loc, lambda: dim_index(a["dim"], len(x.shape), loc))
     _gather_checks(rt, x, d, idx, loc, "gather")
     return rt.apply("gather", [x, idx], d, loc)
 
@@ -158,13 +159,17 @@ def _no_repeats(rt, idx: Tensor, d: int, loc: Loc) -> None:
 
 def lower_scatter(rt, a, loc):
     x, idx, src, value = a["input"], a["index"], a["src"], a["value"]
-    d = dim_index(a["dim"], len(x.shape), loc)
     if a["reduce"] is not None:
         raise ProblemError(loc, "scatter(..., reduce=...) is not modelled yet")
     if src is None and value is None:
         raise ProblemError(loc, "scatter() needs src (a tensor) or value (a number), as PyTorch does")
     if isinstance(src, Fraction):
         src, value = None, src
+    if src is not None and not isinstance(src, Tensor):
+        raise ProblemError(loc, "scatter(): argument 'src' must be a Tensor: PyTorch raises TypeError")
+    _int_index(idx, loc, "scatter")
+    d = after_packs(rt, "scatter" if src is not None else "scatter_value", [x, src, idx] if src is not None
+                    else [x, idx], loc, lambda: dim_index(a["dim"], len(x.shape), loc))
     _gather_checks(rt, x, d, idx, loc, "scatter", src)
     _no_repeats(rt, idx, d, loc)
     if src is not None:
@@ -176,15 +181,16 @@ def lower_scatter(rt, a, loc):
 
 def lower_scatter_add(rt, a, loc):
     x, idx, src = a["input"], a["index"], a["src"]
-    d = dim_index(a["dim"], len(x.shape), loc)
+    _int_index(idx, loc, "scatter_add")
+    d = after_packs(rt, "scatter_add", [x, src, idx], loc, lambda: dim_index(a["dim"], len(x.shape), loc))
     _gather_checks(rt, x, d, idx, loc, "scatter_add", src)
     return rt.apply("scatter_add", [x, src, idx], d, loc)
 
 
 def lower_index_add(rt, a, loc):
     x, idx, source, alpha = a["input"], a["index"], a["source"], a["alpha"]
-    d = dim_index(a["dim"], len(x.shape), loc)
     _int_index(idx, loc, "index_add")
+    d = after_packs(rt, "index_add", [x, source, idx], loc, lambda: dim_index(a["dim"], len(x.shape), loc))
     if len(idx.shape) > 1:
         raise _index_error(loc, "index_add_(): Index is supposed to be a vector")
     n = x.shape[d] if x.shape else 1

@@ -50,6 +50,15 @@ def dim_index(d: int, ndim: int, loc: Loc, what: str = "dim") -> int:
     return d + n if d < 0 else d
 
 
+def after_packs(rt, opname: str, ins: list, loc: Loc, compute: Callable):
+    """``compute()`` (the op's arguments: dims wrapped and checked); where it finds PyTorch's
+    error, that error comes from the kernel of ``opname``, after its node packed its inputs."""
+    try:
+        return compute()
+    except TorchError as e:
+        rt.raise_after_packs(opname, ins, e, loc)
+
+
 # ----------------------------------------------------------------------------- binding
 
 def bind(fn: Function, args: list, kwargs: dict, loc: Loc, what: str) -> dict:
