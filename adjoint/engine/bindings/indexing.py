@@ -27,6 +27,7 @@ import numpy as np
 
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
+from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.bindings.signature import Function
 from adjoint.engine.bindings.signature import Param
 from adjoint.engine.ops.indexing import IndexSpec, along_key
@@ -42,7 +43,7 @@ def as_index_tensor(rt, item, loc: Loc) -> Tensor:
     if isinstance(item, Tensor):
         if item.dtype not in ("int64", "bool"):
             raise _index_error(loc, "tensors used as indices must be long, int, byte or bool tensors")
-        return item
+        return item   # (advanced_index checks the dtype itself, as the kernel, after the packs)
     if isinstance(item, tuple) and item and all(isinstance(v, Fraction) and v.denominator == 1 for v in item):
         return rt.tensor(rt.B.integers([int(v) for v in item], (len(item),)), dtype="int64")
     raise ProblemError(loc, "an index list must be a flat list of integers, as in x[[2, 0]]; use an int64 tensor "
@@ -68,31 +69,34 @@ def advanced_index(rt, x: Tensor, advanced: list, loc: Loc) -> Tensor:
     if len(advanced) > 3:
         raise ProblemError(loc, "indexing with more than three index tensors is not modelled yet")
     B = rt.B
-    tensors, dims, kinds, counts = [], [], [], []
-    for k, (d, item) in enumerate(advanced):
-        t = as_index_tensor(rt, item, loc)
-        if t.dtype == "bool":
-            span = x.shape[d:d + len(t.shape)]
-            if tuple(span) != tuple(t.shape):
-                raise _index_error(loc, f"The shape of the mask {list(t.shape)} at index {k} does not match the shape "
-                                        f"of the indexed tensor {list(x.shape)} at index {d}")
-            counts.append(int(np.count_nonzero(B.as_indices(t.value))))
-        else:
-            counts.append(None)
-        tensors.append(t)
-        dims.append(d)
-        kinds.append(t.dtype if t.dtype == "bool" else "int")
-    shapes = [tuple(t.shape) if kind == "int" else (c,) for t, kind, c in zip(tensors, kinds, counts)]
-    try:
-        np.broadcast_shapes(*shapes)
-    except ValueError:
-        raise _index_error(loc, "shape mismatch: indexing tensors could not be broadcast together with shapes "
-                                + ", ".join(str(list(s)) for s in shapes)) from None
-    for k, (t, d, kind) in enumerate(zip(tensors, dims, kinds)):   # the kernel checks bounds last
-        n = x.shape[d]
-        for v in ([] if kind == "bool" else B.as_indices(t.value).reshape(-1).tolist()):
-            if not -n <= v < n:
-                raise _index_error(loc, f"index {v} is out of bounds for dimension {k} with size {n}")
+    dims = [d for d, _ in advanced]
+    tensors = [item if isinstance(item, Tensor) else as_index_tensor(rt, item, loc) for _, item in advanced]
+    kinds = [t.dtype if t.dtype == "bool" else "int" for t in tensors]
+    counts = [int(np.count_nonzero(B.as_indices(t.value))) if t.dtype == "bool" else None for t in tensors]
+
+    def checks():
+        """at::index's own checks, in its order (types, masks, broadcast, bounds), PyTorch's
+        IndexError: the kernel runs them after IndexBackward0 packed the indices."""
+        for t in tensors:
+            if t.dtype not in ("int64", "bool"):
+                raise TorchError("IndexError", "tensors used as indices must be long, int, byte or bool tensors")
+        for k, (d, t) in enumerate(zip(dims, tensors)):
+            if t.dtype == "bool" and tuple(x.shape[d:d + len(t.shape)]) != tuple(t.shape):
+                raise TorchError("IndexError", f"The shape of the mask {list(t.shape)} at index {k} does not match "
+                                               f"the shape of the indexed tensor {list(x.shape)} at index {d}")
+        shapes = [tuple(t.shape) if kind == "int" else (c,) for t, kind, c in zip(tensors, kinds, counts)]
+        try:
+            np.broadcast_shapes(*shapes)
+        except ValueError:
+            raise TorchError("IndexError", "shape mismatch: indexing tensors could not be broadcast together with "
+                                           "shapes " + ", ".join(str(list(s)) for s in shapes)) from None
+        for k, (t, d, kind) in enumerate(zip(tensors, dims, kinds)):   # the kernel checks bounds last
+            n = x.shape[d]
+            for v in ([] if kind == "bool" else B.as_indices(t.value).reshape(-1).tolist()):
+                if not -n <= v < n:
+                    raise TorchError("IndexError", f"index {v} is out of bounds for dimension {k} with size {n}")
+
+    after_packs(rt, f"index_{len(tensors)}", [x] + tensors, loc, checks)
     spec = IndexSpec(tuple(dims), tuple(kinds), tuple(counts))
     return rt.apply(f"index_{len(tensors)}", [x] + tensors, spec, loc)
 
