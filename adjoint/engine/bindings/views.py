@@ -228,40 +228,63 @@ def slice_(rt, x: Tensor, d: int, start, stop, step, loc: Loc):
 
 
 def lower_narrow(rt, a, loc):
+    """at::narrow's checks, in its order, PyTorch's errors (answers): a 0-d tensor, a negative
+    length, then (the dim wrapped) a start outside [-size, size], then start + length past the end."""
     x = a["input"]
+    start, length = int(a["start"]), int(a["length"])
+    if not x.shape:
+        raise TorchError("RuntimeError", "narrow() cannot be applied to a 0-dim tensor.")
+    if length < 0:
+        raise TorchError("RuntimeError", "narrow(): length must be non-negative.")
     d = dim_index(a["dim"], len(x.shape), loc)
-    start, length = a["start"], a["length"]
+    n = x.shape[d]
+    if not -n <= start <= n:
+        raise TorchError("IndexError", f"start out of range (expected to be in range of [{-n}, {n}], but got {start})")
     if start < 0:
-        start += x.shape[d]
-    if start < 0 or start + length > x.shape[d]:
-        raise ProblemError(loc, f"start ({a['start']}) + length ({length}) exceeds dimension size "
-                                f"({x.shape[d]}): PyTorch raises RuntimeError")
+        start += n
+    if start > n - length:
+        raise TorchError("RuntimeError", f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
     return rt.apply("slice", [x], (d, start, start + length, 1), loc)
 
 
 def lower_chunk(rt, a, loc):
     x = a["input"]
-    chunks = a["chunks"]
+    chunks = int(a["chunks"])
+    if not x.shape:
+        raise TorchError("RuntimeError", "chunk expects at least a 1-dimensional tensor")
     if chunks <= 0:
-        raise ProblemError(loc, "chunk expects `chunks` to be greater than 0: PyTorch raises RuntimeError")
+        raise TorchError("RuntimeError", f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     d = dim_index(a["dim"], len(x.shape), loc)
     size = -(-x.shape[d] // chunks) if x.shape[d] else 0
     return rt.apply("split", [x], (max(size, 1) if x.shape[d] else 1, d), loc)
 
 
 def lower_split(rt, a, loc):
+    """split / split_with_sizes, with their checks in PyTorch's order as its errors (answers)."""
     x = a["tensor"]
-    d = dim_index(a["dim"], len(x.shape), loc)
     s = a["split_size_or_sections"]
+    if not x.shape:
+        raise TorchError("RuntimeError", "split expects at least a 1-dimensional tensor")
     if isinstance(s, (tuple, list)):
-        sizes = tuple(int(v) for v in s)
-        if sum(sizes) != x.shape[d]:
-            raise ProblemError(loc, f"split_with_sizes expects split_sizes to sum exactly to {x.shape[d]} (input "
-                                    f"tensor's size at dimension {d}), but got split_sizes={list(sizes)}")
-        return rt.apply("split_with_sizes", [x], (sizes, d), loc)
+        sizes = [int(v) for v in s]
+        d = dim_index(a["dim"], len(x.shape), loc)
+        if any(v < 0 for v in sizes):
+            raise TorchError("RuntimeError", f"split_with_sizes expects split_sizes have only non-negative entries, "
+                                             f"but got split_sizes={sizes}")
+        if sum(sizes) != x.shape[d]:   # the dim as given, not wrapped
+            raise TorchError("RuntimeError", f"split_with_sizes expects split_sizes to sum exactly to {x.shape[d]} "
+                                             f"(input tensor's size at dimension {int(a['dim'])}), but got "
+                                             f"split_sizes={sizes}")
+        return rt.apply("split_with_sizes", [x], (tuple(sizes), d), loc)
     s = int(s)
-    if s <= 0:
-        raise ProblemError(loc, "split_size can only be 0 if dimension size is 0: PyTorch raises RuntimeError")
+    if s < 0:
+        raise TorchError("RuntimeError", f"split expects split_size be non-negative, but got split_size={s}")
+    d = dim_index(a["dim"], len(x.shape), loc)
+    if s == 0:
+        if x.shape[d] == 0:
+            raise ProblemError(loc, "split with split_size 0 of a dim of size 0 is not modelled yet")
+        raise TorchError("RuntimeError", f"split_size can only be 0 if dimension size is 0, but got dimension size "
+                                         f"of {x.shape[d]}")
     return rt.apply("split", [x], (s, d), loc)
 
 
