@@ -210,7 +210,10 @@ class Runtime:
         complex_grad.check_numbers(self.B, opname, ins, params, loc)
         ts = [x if isinstance(x, Tensor) or x is None else self.wrapped_number(x) for x in ins]
         complex_grad.check_operands(op, ts, params, loc)
-        out_shape = op.shape([t.shape if t is not None else None for t in ts], params, loc)
+        try:
+            out_shape = op.shape([t.shape if t is not None else None for t in ts], params, loc)
+        except TorchError as e:   # the kernel's shape check (operands that do not broadcast): after the packs
+            self.raise_after_packs(opname, ins, e, loc)
         multi = op.outputs != 1
         self._check_size(op, out_shape if multi else [out_shape], loc)
         check_work(op, [t.shape if t is not None else None for t in ts], params, self.B, loc)
