@@ -111,15 +111,30 @@ def lower_index_select(rt, a, loc):
     x, idx = a["input"], a["index"]
     if idx.dtype != "int64":
         raise ProblemError(loc, "index_select(): Expected dtype int32 or int64 for index: PyTorch raises RuntimeError")
-    d = after_packs(rt, "index_select", [x, idx], loc, lambda: dim_index(a["dim"], len(x.shape), loc))
-    if len(idx.shape) > 1:
-        raise _index_error(loc, "index_select(): Index is supposed to be a vector")
-    n = x.shape[d] if x.shape else 1
-    for v in rt.B.as_indices(idx.value).reshape(-1).tolist():
-        if not 0 <= v < n:
-            raise ProblemError(loc, f"INDICES element is out of DATA bounds, id={v} axis_dim={n}: PyTorch raises "
-                                    "RuntimeError")
+
+    def checks():
+        """The kernel's, after IndexSelectBackward0 packed the index: the dim, a vector index, the bounds."""
+        d = dim_index(a["dim"], len(x.shape), loc)
+        if len(idx.shape) > 1:
+            raise TorchError("IndexError", "index_select(): Index is supposed to be a vector")
+        n = x.shape[d] if x.shape else 1
+        bad = _out_of_bounds(rt, idx, 0, n, loc)
+        if bad is not None:
+            raise TorchError("RuntimeError", f"INDICES element is out of DATA bounds, id={bad} axis_dim={n}")
+        return d
+
+    d = after_packs(rt, "index_select", [x, idx], loc, checks)
     return rt.apply("index_select", [x, idx], d, loc)
+
+
+def _out_of_bounds(rt, idx: Tensor, low: int, n: int, loc: Loc):
+    """The index value out of [low, n) the kernel names, None if every one is in; where several
+    different values are out, which one the kernel meets first is its iteration's order: refused."""
+    bad = [v for v in rt.B.as_indices(idx.value).reshape(-1).tolist() if not low <= v < n]
+    if len(set(bad)) > 1:
+        raise ProblemError(loc, f"indices {sorted(set(bad))} are out of bounds for a dim of size {n}: PyTorch "
+                                "raises naming the one its kernel meets first, not modelled; keep one bad value")
+    return bad[0] if bad else None
 
 
 def _gather_checks(rt, x: Tensor, d: int, idx: Tensor, loc: Loc, what: str, src: Tensor | None = None) -> None:
@@ -148,8 +163,25 @@ def _gather_checks(rt, x: Tensor, d: int, idx: Tensor, loc: Loc, what: str, src:
 def lower_gather(rt, a, loc):
     x, idx = a["input"], a["index"]
     _int_index(idx, loc, "gather")
-    d = after_packs(rt, "gather", [x, idx], loc, lambda: dim_index(a["dim"], len(x.shape), loc))
-    _gather_checks(rt, x, d, idx, loc, "gather")
+
+    def checks():
+        """gather's, in the kernel after GatherBackward0 packed index and self: the dim, the
+        index's rank, its sizes (the first dim too large named), its bounds."""
+        d = dim_index(a["dim"], len(x.shape), loc)
+        if len(idx.shape) != len(x.shape):
+            raise TorchError("RuntimeError", "Index tensor must have the same number of dimensions as input tensor")
+        for k, (i, s) in enumerate(zip(idx.shape, x.shape)):
+            if k != d and i > s:
+                raise TorchError("RuntimeError", f"Size does not match at dimension {k} expected index "
+                                                 f"{list(idx.shape)} to be no larger than self {list(x.shape)} apart "
+                                                 f"from dimension {d}")
+        n = x.shape[d] if x.shape else 1
+        bad = _out_of_bounds(rt, idx, 0, n, loc)
+        if bad is not None:
+            raise TorchError("RuntimeError", f"index {bad} is out of bounds for dimension {d} with size {n}")
+        return d
+
+    d = after_packs(rt, "gather", [x, idx], loc, checks)
     return rt.apply("gather", [x, idx], d, loc)
 
 
