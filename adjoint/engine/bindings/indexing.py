@@ -90,11 +90,19 @@ def advanced_index(rt, x: Tensor, advanced: list, loc: Loc) -> Tensor:
         except ValueError:
             raise TorchError("IndexError", "shape mismatch: indexing tensors could not be broadcast together with "
                                            "shapes " + ", ".join(str(list(s)) for s in shapes)) from None
-        for k, (t, d, kind) in enumerate(zip(tensors, dims, kinds)):   # the kernel checks bounds last
+        bad = []   # the kernel checks bounds last, element by element in its iteration order
+        for k, (t, d, kind) in enumerate(zip(tensors, dims, kinds)):
             n = x.shape[d]
-            for v in ([] if kind == "bool" else B.as_indices(t.value).reshape(-1).tolist()):
-                if not -n <= v < n:
-                    raise TorchError("IndexError", f"index {v} is out of bounds for dimension {k} with size {n}")
+            bad += [(k, v, n) for v in ([] if kind == "bool" else B.as_indices(t.value).reshape(-1).tolist())
+                    if not -n <= v < n]
+        if len(tensors) == 1 and len(tensors[0].shape) == 1:
+            bad = bad[:1]   # one vector index: the kernel meets its values in order (checked in torch)
+        if len(set(bad)) > 1:
+            values = ", ".join(str(v) for _, v, _ in sorted(set(bad)))
+            raise ProblemError(loc, f"several index values are out of bounds ({values}): PyTorch names the one its "
+                                    "kernel meets first, not modelled; keep one bad value")
+        for k, v, n in bad[:1]:
+            raise TorchError("IndexError", f"index {v} is out of bounds for dimension {k} with size {n}")
 
     after_packs(rt, f"index_{len(tensors)}", [x] + tensors, loc, checks)
     spec = IndexSpec(tuple(dims), tuple(kinds), tuple(counts))
