@@ -80,8 +80,16 @@ def test_a_mask_that_is_not_bool_is_pytorchs_error():
     assert "only supports boolean masks" in str(err.value)
 
 
+def test_a_value_with_dims_is_pytorchs_error_an_answer():
+    x = torch.tensor([[1., -2], [3, 4]], requires_grad=True)
+    m = torch.tensor([[True, False], [False, True]])
+    with pytest.raises(RuntimeError) as err:
+        x.masked_fill(m, torch.tensor([1., 2.], requires_grad=True))
+    error = _solve("x.masked_fill(m, v).sum()")["error"]
+    assert (error["type"], error["message"], error["during"]) == ("RuntimeError", str(err.value), "forward")
+
+
 @pytest.mark.parametrize("forward,torch_call", [
-    ("x.masked_fill(m, v).sum()", lambda x, m, v: x.masked_fill(m, v)),
     ("x[0].masked_fill_(m, 1).sum()", lambda x, m, v: (x * 1)[0].masked_fill_(m, 1)),
 ])
 def test_refusals_carry_pytorchs_message(forward, torch_call):

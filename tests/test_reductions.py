@@ -102,11 +102,9 @@ hooks:
 
 @pytest.mark.parametrize("expr,needle", [
     ("a.sum(keepdim=True)", "keepdim= but no dim"),
-    ("a.sum(dim=(0, 0))", "appears multiple times"),
     ("a.max(dim=None)", "dim must be one int"),
     ("a.norm(p='nuc')", "matrix norm"),
     ("a.var(1, True, correction=0)", "not both"),
-    ("a.sum(dim=2)", "Dimension out of range"),
 ])
 def test_refusals(expr, needle):
     text = f"""

@@ -210,7 +210,10 @@ class Runtime:
         complex_grad.check_numbers(self.B, opname, ins, params, loc)
         ts = [x if isinstance(x, Tensor) or x is None else self.wrapped_number(x) for x in ins]
         complex_grad.check_operands(op, ts, params, loc)
-        out_shape = op.shape([t.shape if t is not None else None for t in ts], params, loc)
+        try:
+            out_shape = op.shape([t.shape if t is not None else None for t in ts], params, loc)
+        except TorchError as e:   # the kernel's shape check (operands that do not broadcast): after the packs
+            self.raise_after_packs(opname, ins, e, loc)
         multi = op.outputs != 1
         self._check_size(op, out_shape if multi else [out_shape], loc)
         check_work(op, [t.shape if t is not None else None for t in ts], params, self.B, loc)
@@ -279,6 +282,21 @@ class Runtime:
             self._save(node, op, ts, outs, "out")
         self.record(opname, ts, outs, params, node, loc, values)
         return tuple(outs) if multi else outs[0]
+
+    def raise_after_packs(self, opname: str, ins: list, error: TorchError, loc) -> None:
+        """PyTorch's ``error`` from the kernel of ``opname``, whose arguments it refuses (a dim out
+        of range, a dim repeated): VariableType makes the node and saves (packs) its inputs before
+        the kernel runs, so the pack hooks of those inputs run first, then the error."""
+        op = REGISTRY[opname]
+        ts = [x if isinstance(x, Tensor) or x is None else self.wrapped_number(x) for x in ins]
+        diff = op.differentiable or (True,) * len(ts)
+        rg = [d and t is not None and t.needs_grad for t, d in zip(ts, diff)]
+        if self.grad_enabled and any(rg):
+            seq = self._new_seq()
+            edges = [self.gradient_edge(t) if r else None for t, r, d in zip(ts, rg, diff) if d]
+            node = self.new_node(op.node, edges, op, None, ts, loc, seq)
+            self._save(node, op, ts, [], "in")
+        raise error
 
     @staticmethod
     def check_dtypes(op, ts, params) -> None:

@@ -27,10 +27,11 @@ import numpy as np
 
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
+from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.bindings.signature import Function
 from adjoint.engine.bindings.signature import Param
 from adjoint.engine.ops.indexing import IndexSpec, along_key
-from adjoint.engine.bindings.signature import dim_index
+from adjoint.engine.bindings.signature import dim_index, after_packs
 
 
 def _index_error(loc: Loc, message: str):
@@ -42,7 +43,7 @@ def as_index_tensor(rt, item, loc: Loc) -> Tensor:
     if isinstance(item, Tensor):
         if item.dtype not in ("int64", "bool"):
             raise _index_error(loc, "tensors used as indices must be long, int, byte or bool tensors")
-        return item
+        return item   # (advanced_index checks the dtype itself, as the kernel, after the packs)
     if isinstance(item, tuple) and item and all(isinstance(v, Fraction) and v.denominator == 1 for v in item):
         return rt.tensor(rt.B.integers([int(v) for v in item], (len(item),)), dtype="int64")
     raise ProblemError(loc, "an index list must be a flat list of integers, as in x[[2, 0]]; use an int64 tensor "
@@ -68,31 +69,42 @@ def advanced_index(rt, x: Tensor, advanced: list, loc: Loc) -> Tensor:
     if len(advanced) > 3:
         raise ProblemError(loc, "indexing with more than three index tensors is not modelled yet")
     B = rt.B
-    tensors, dims, kinds, counts = [], [], [], []
-    for k, (d, item) in enumerate(advanced):
-        t = as_index_tensor(rt, item, loc)
-        if t.dtype == "bool":
-            span = x.shape[d:d + len(t.shape)]
-            if tuple(span) != tuple(t.shape):
-                raise _index_error(loc, f"The shape of the mask {list(t.shape)} at index {k} does not match the shape "
-                                        f"of the indexed tensor {list(x.shape)} at index {d}")
-            counts.append(int(np.count_nonzero(B.as_indices(t.value))))
-        else:
-            counts.append(None)
-        tensors.append(t)
-        dims.append(d)
-        kinds.append(t.dtype if t.dtype == "bool" else "int")
-    shapes = [tuple(t.shape) if kind == "int" else (c,) for t, kind, c in zip(tensors, kinds, counts)]
-    try:
-        np.broadcast_shapes(*shapes)
-    except ValueError:
-        raise _index_error(loc, "shape mismatch: indexing tensors could not be broadcast together with shapes "
-                                + ", ".join(str(list(s)) for s in shapes)) from None
-    for k, (t, d, kind) in enumerate(zip(tensors, dims, kinds)):   # the kernel checks bounds last
-        n = x.shape[d]
-        for v in ([] if kind == "bool" else B.as_indices(t.value).reshape(-1).tolist()):
-            if not -n <= v < n:
-                raise _index_error(loc, f"index {v} is out of bounds for dimension {k} with size {n}")
+    dims = [d for d, _ in advanced]
+    tensors = [item if isinstance(item, Tensor) else as_index_tensor(rt, item, loc) for _, item in advanced]
+    kinds = [t.dtype if t.dtype == "bool" else "int" for t in tensors]
+    counts = [int(np.count_nonzero(B.as_indices(t.value))) if t.dtype == "bool" else None for t in tensors]
+
+    def checks():
+        """at::index's own checks, in its order (types, masks, broadcast, bounds), PyTorch's
+        IndexError: the kernel runs them after IndexBackward0 packed the indices."""
+        for t in tensors:
+            if t.dtype not in ("int64", "bool"):
+                raise TorchError("IndexError", "tensors used as indices must be long, int, byte or bool tensors")
+        for k, (d, t) in enumerate(zip(dims, tensors)):
+            if t.dtype == "bool" and tuple(x.shape[d:d + len(t.shape)]) != tuple(t.shape):
+                raise TorchError("IndexError", f"The shape of the mask {list(t.shape)} at index {k} does not match "
+                                               f"the shape of the indexed tensor {list(x.shape)} at index {d}")
+        shapes = [tuple(t.shape) if kind == "int" else (c,) for t, kind, c in zip(tensors, kinds, counts)]
+        try:
+            np.broadcast_shapes(*shapes)
+        except ValueError:
+            raise TorchError("IndexError", "shape mismatch: indexing tensors could not be broadcast together with "
+                                           "shapes " + ", ".join(str(list(s)) for s in shapes)) from None
+        bad = []   # the kernel checks bounds last, element by element in its iteration order
+        for k, (t, d, kind) in enumerate(zip(tensors, dims, kinds)):
+            n = x.shape[d]
+            bad += [(k, v, n) for v in ([] if kind == "bool" else B.as_indices(t.value).reshape(-1).tolist())
+                    if not -n <= v < n]
+        if len(tensors) == 1 and len(tensors[0].shape) == 1:
+            bad = bad[:1]   # one vector index: the kernel meets its values in order (checked in torch)
+        if len(set(bad)) > 1:
+            values = ", ".join(str(v) for _, v, _ in sorted(set(bad)))
+            raise ProblemError(loc, f"several index values are out of bounds ({values}): PyTorch names the one its "
+                                    "kernel meets first, not modelled; keep one bad value")
+        for k, v, n in bad[:1]:
+            raise TorchError("IndexError", f"index {v} is out of bounds for dimension {k} with size {n}")
+
+    after_packs(rt, f"index_{len(tensors)}", [x] + tensors, loc, checks)
     spec = IndexSpec(tuple(dims), tuple(kinds), tuple(counts))
     return rt.apply(f"index_{len(tensors)}", [x] + tensors, spec, loc)
 
@@ -105,17 +117,32 @@ def _int_index(t: Tensor, loc: Loc, what: str) -> None:
 
 def lower_index_select(rt, a, loc):
     x, idx = a["input"], a["index"]
-    d = dim_index(a["dim"], len(x.shape), loc)
     if idx.dtype != "int64":
         raise ProblemError(loc, "index_select(): Expected dtype int32 or int64 for index: PyTorch raises RuntimeError")
-    if len(idx.shape) > 1:
-        raise _index_error(loc, "index_select(): Index is supposed to be a vector")
-    n = x.shape[d] if x.shape else 1
-    for v in rt.B.as_indices(idx.value).reshape(-1).tolist():
-        if not 0 <= v < n:
-            raise ProblemError(loc, f"INDICES element is out of DATA bounds, id={v} axis_dim={n}: PyTorch raises "
-                                    "RuntimeError")
+
+    def checks():
+        """The kernel's, after IndexSelectBackward0 packed the index: the dim, a vector index, the bounds."""
+        d = dim_index(a["dim"], len(x.shape), loc)
+        if len(idx.shape) > 1:
+            raise TorchError("IndexError", "index_select(): Index is supposed to be a vector")
+        n = x.shape[d] if x.shape else 1
+        bad = _out_of_bounds(rt, idx, 0, n, loc)
+        if bad is not None:
+            raise TorchError("RuntimeError", f"INDICES element is out of DATA bounds, id={bad} axis_dim={n}")
+        return d
+
+    d = after_packs(rt, "index_select", [x, idx], loc, checks)
     return rt.apply("index_select", [x, idx], d, loc)
+
+
+def _out_of_bounds(rt, idx: Tensor, low: int, n: int, loc: Loc):
+    """The index value out of [low, n) the kernel names, None if every one is in; where several
+    different values are out, which one the kernel meets first is its iteration's order: refused."""
+    bad = [v for v in rt.B.as_indices(idx.value).reshape(-1).tolist() if not low <= v < n]
+    if len(set(bad)) > 1:
+        raise ProblemError(loc, f"indices {sorted(set(bad))} are out of bounds for a dim of size {n}: PyTorch "
+                                "raises naming the one its kernel meets first, not modelled; keep one bad value")
+    return bad[0] if bad else None
 
 
 def _gather_checks(rt, x: Tensor, d: int, idx: Tensor, loc: Loc, what: str, src: Tensor | None = None) -> None:
@@ -143,8 +170,26 @@ def _gather_checks(rt, x: Tensor, d: int, idx: Tensor, loc: Loc, what: str, src:
 
 def lower_gather(rt, a, loc):
     x, idx = a["input"], a["index"]
-    d = dim_index(a["dim"], len(x.shape), loc)
-    _gather_checks(rt, x, d, idx, loc, "gather")
+    _int_index(idx, loc, "gather")
+
+    def checks():
+        """gather's, in the kernel after GatherBackward0 packed index and self: the dim, the
+        index's rank, its sizes (the first dim too large named), its bounds."""
+        d = dim_index(a["dim"], len(x.shape), loc)
+        if len(idx.shape) != len(x.shape):
+            raise TorchError("RuntimeError", "Index tensor must have the same number of dimensions as input tensor")
+        for k, (i, s) in enumerate(zip(idx.shape, x.shape)):
+            if k != d and i > s:
+                raise TorchError("RuntimeError", f"Size does not match at dimension {k} expected index "
+                                                 f"{list(idx.shape)} to be no larger than self {list(x.shape)} apart "
+                                                 f"from dimension {d}")
+        n = x.shape[d] if x.shape else 1
+        bad = _out_of_bounds(rt, idx, 0, n, loc)
+        if bad is not None:
+            raise TorchError("RuntimeError", f"index {bad} is out of bounds for dimension {d} with size {n}")
+        return d
+
+    d = after_packs(rt, "gather", [x, idx], loc, checks)
     return rt.apply("gather", [x, idx], d, loc)
 
 
@@ -158,13 +203,17 @@ def _no_repeats(rt, idx: Tensor, d: int, loc: Loc) -> None:
 
 def lower_scatter(rt, a, loc):
     x, idx, src, value = a["input"], a["index"], a["src"], a["value"]
-    d = dim_index(a["dim"], len(x.shape), loc)
     if a["reduce"] is not None:
         raise ProblemError(loc, "scatter(..., reduce=...) is not modelled yet")
     if src is None and value is None:
         raise ProblemError(loc, "scatter() needs src (a tensor) or value (a number), as PyTorch does")
     if isinstance(src, Fraction):
         src, value = None, src
+    if src is not None and not isinstance(src, Tensor):
+        raise ProblemError(loc, "scatter(): argument 'src' must be a Tensor: PyTorch raises TypeError")
+    _int_index(idx, loc, "scatter")
+    d = after_packs(rt, "scatter" if src is not None else "scatter_value", [x, src, idx] if src is not None
+                    else [x, idx], loc, lambda: dim_index(a["dim"], len(x.shape), loc))
     _gather_checks(rt, x, d, idx, loc, "scatter", src)
     _no_repeats(rt, idx, d, loc)
     if src is not None:
@@ -176,15 +225,16 @@ def lower_scatter(rt, a, loc):
 
 def lower_scatter_add(rt, a, loc):
     x, idx, src = a["input"], a["index"], a["src"]
-    d = dim_index(a["dim"], len(x.shape), loc)
+    _int_index(idx, loc, "scatter_add")
+    d = after_packs(rt, "scatter_add", [x, src, idx], loc, lambda: dim_index(a["dim"], len(x.shape), loc))
     _gather_checks(rt, x, d, idx, loc, "scatter_add", src)
     return rt.apply("scatter_add", [x, src, idx], d, loc)
 
 
 def lower_index_add(rt, a, loc):
     x, idx, source, alpha = a["input"], a["index"], a["source"], a["alpha"]
-    d = dim_index(a["dim"], len(x.shape), loc)
     _int_index(idx, loc, "index_add")
+    d = after_packs(rt, "index_add", [x, source, idx], loc, lambda: dim_index(a["dim"], len(x.shape), loc))
     if len(idx.shape) > 1:
         raise _index_error(loc, "index_add_(): Index is supposed to be a vector")
     n = x.shape[d] if x.shape else 1

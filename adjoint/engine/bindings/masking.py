@@ -18,7 +18,8 @@ from fractions import Fraction
 
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
-from adjoint.engine.bindings.signature import Function
+from adjoint.engine.bindings.signature import Function, after_packs
+from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.bindings.signature import Param
 from adjoint.engine.infinity import Infinite
 from adjoint.engine import warns
@@ -45,6 +46,27 @@ def masked_fill(rt, x: Tensor, mask: Tensor, value, loc: Loc, inplace: bool = Fa
         from adjoint.engine.bindings.signature import describe
         raise ProblemError(loc, f"{what}(): argument 'value' must be a number or a Tensor, not {describe(value)}: "
                                 "PyTorch raises TypeError")
+    from adjoint.engine.ops.arith import broadcast_shapes
+    value_dims = len(value.shape) if isinstance(value, Tensor) else 0
+
+    def checks():
+        """The kernel's checks, after the node packed the mask: expand_outplace(mask, self), then
+        the value's dims (masked_fill_ of the clone)."""
+        broadcast_shapes(mask.shape, x.shape, loc)
+        if value_dims:
+            raise TorchError("RuntimeError", "masked_fill_ only supports a 0-dimensional value tensor, but got "
+                                             f"tensor with {value_dims} dimension(s).")
+
+    if inplace:   # PyTorch checks the in-place write first (a leaf, a view): these stay refusals here
+        try:
+            if value_dims:
+                checks()
+            broadcast_shapes(x.shape, mask.shape, loc)   # in place, self is tensor a
+        except TorchError as e:
+            raise ProblemError(loc, f"{what}: PyTorch raises RuntimeError '{e.message}' (in place: not modelled "
+                                    "as an answer yet)") from None
+    else:
+        after_packs(rt, prim, [x] + others, loc, checks)
     if inplace:
         from adjoint.engine.inplace import apply_inplace, has_internal_overlap
         if has_internal_overlap(x):   # masked_fill__cpu warns, then writes (no overlap error)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from adjoint.engine.bindings.signature import after_packs
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.values.strides import is_contiguous
@@ -121,7 +122,7 @@ def embedding(rt, indices: Tensor, weight: Tensor, padding_idx, max_norm, scale_
     n = weight.shape[0] if weight.shape else 0
     if padding_idx is not None:
         if not -n <= padding_idx < n:
-            raise ProblemError(loc, "Padding_idx must be within num_embeddings (PyTorch raises AssertionError)")
+            raise TorchError("AssertionError", "Padding_idx must be within num_embeddings")   # F.embedding's assert
         padding_idx = padding_idx + n if padding_idx < 0 else padding_idx
     if max_norm is not None:
         raise ProblemError(loc, "embedding with max_norm renormalizes weight rows in place, which adjoint does not "
@@ -133,10 +134,12 @@ def embedding(rt, indices: Tensor, weight: Tensor, padding_idx, max_norm, scale_
         raise ProblemError(loc, "Expected tensor for argument #1 'indices' to have one of the following scalar types: "
                                 f"Long, Int; but got {indices.dtype} instead (PyTorch raises this); declare the "
                                 "indices with dtype: int64")
-    bad = [int(i) for i in rt.B.as_indices(indices.value).reshape(-1) if not 0 <= int(i) < n]
-    if bad:
-        raise ProblemError(loc, f"embedding index {bad[0]} is out of range for a weight of {n} rows: PyTorch raises "
-                                "IndexError 'index out of range in self'")
+    if len(weight.shape) == 2:   # (another rank: the kernel's "'weight' must be 2-D" first, from the op's shape rule)
+        def checks():
+            """index_select in the kernel, after EmbeddingBackward0 packed the indices."""
+            if any(not 0 <= int(i) < n for i in rt.B.as_indices(indices.value).reshape(-1)):
+                raise TorchError("IndexError", "index out of range in self")
+        after_packs(rt, "embedding", [weight, indices], loc, checks)
     spec = EmbeddingSpec(-1 if padding_idx is None else padding_idx, scale_grad_by_freq)
     return rt.apply("embedding", [weight, indices], spec, loc)
 

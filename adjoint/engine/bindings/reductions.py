@@ -24,6 +24,8 @@ from adjoint.engine.graph import Tensor
 from adjoint.engine.return_types import max_min
 from adjoint.engine.bindings.signature import Function, Param
 from adjoint.engine.bindings.views import dim_index
+from adjoint.engine.bindings.signature import after_packs
+from adjoint.engine.torch_errors import TorchError
 
 #: A parameter the call did not pass (PyTorch picks a different overload then).
 ABSENT = "<absent>"
@@ -41,7 +43,7 @@ def reduce_dims(x: Tensor, dim, loc: Loc) -> tuple[int, ...]:
             raise ProblemError(loc, f"dim must be an int or a tuple of ints, got {d!r}: PyTorch raises TypeError")
         k = dim_index(int(d), len(x.shape), loc)
         if k in out:
-            raise ProblemError(loc, f"dim {k} appears multiple times in the list of dims: PyTorch raises RuntimeError")
+            raise TorchError("RuntimeError", f"dim {k} appears multiple times in the list of dims")
         out.append(k)
     if not x.shape:
         return ()
@@ -79,16 +81,24 @@ def _variance_args(a, loc, what: str) -> tuple:
         correction = Fraction(0) if unbiased is False else Fraction(1)
     if not isinstance(correction, Fraction) or isinstance(correction, bool):
         raise ProblemError(loc, f"{what}(): correction must be a number: PyTorch raises TypeError")
-    return reduce_dims(x, dim, loc), correction, a["keepdim"]
+    return dim, correction, a["keepdim"]
+
+
+def _variance(rt, a, loc, prim: str):
+    """var / var_mean: the node packs self before the kernel checks the dims."""
+    x = a["input"]
+    dim, correction, keepdim = _variance_args(a, loc, prim)
+    dims = after_packs(rt, prim, [x], loc, lambda: reduce_dims(x, dim, loc))
+    return rt.apply(prim, [x], (dims, correction, keepdim), loc)
 
 
 def lower_var(rt, a, loc):
-    return rt.apply("var", [a["input"]], _variance_args(a, loc, "var"), loc)
+    return _variance(rt, a, loc, "var")
 
 
 def lower_var_mean(rt, a, loc):
     """torch.var_mean (a function, no Tensor method): the same arguments as var; one VarMeanBackward0."""
-    return rt.apply("var_mean", [a["input"]], _variance_args(a, loc, "var_mean"), loc)
+    return _variance(rt, a, loc, "var_mean")
 
 
 def _refuse_symbolic(rt, x: Tensor, loc: Loc, what: str) -> None:
@@ -145,7 +155,8 @@ def _amax_like(largest: bool):
     def lower(rt, a, loc):
         x = a["input"]
         _refuse_symbolic(rt, x, loc, prim)
-        return rt.apply(prim, [x], (reduce_dims(x, a["dim"], loc), a["keepdim"]), loc)
+        dims = after_packs(rt, prim, [x], loc, lambda: reduce_dims(x, a["dim"], loc))
+        return rt.apply(prim, [x], (dims, a["keepdim"]), loc)
     lower.__name__ = f"lower_{prim}"
     return lower
 
@@ -172,7 +183,8 @@ def lower_norm(rt, a, loc):
     if a["dtype"] is not None:
         raise ProblemError(loc, "norm(dtype=...) is not modelled; leave dtype out")
     order = norm_order(a["p"], a["dim"], loc)
-    return rt.apply("norm", [x], (order, reduce_dims(x, a["dim"], loc), a["keepdim"]), loc)
+    dims = after_packs(rt, "norm", [x], loc, lambda: reduce_dims(x, a["dim"], loc))
+    return rt.apply("norm", [x], (order, dims, a["keepdim"]), loc)
 
 
 _IN = Param("input", "tensor")

@@ -10,6 +10,8 @@ from adjoint.engine.graph import Tensor
 from adjoint.engine import warns
 from adjoint.engine.inplace import apply_inplace, has_internal_overlap
 from adjoint.engine.ops.views import expand_shape
+from adjoint.engine.torch_errors import TorchError
+from adjoint.engine.bindings.views import _EXPAND_TYPE_NAMES
 from adjoint.engine.bindings.views import getitem, view
 
 
@@ -82,18 +84,15 @@ def _copy_to(rt, dst: Tensor, src: Tensor, loc: Loc) -> tuple:
         kept.pop(0)
     src = view(rt, src, tuple(kept), loc)
     if src.shape != dst.shape:
-        lead = len(dst.shape) - len(src.shape)
-        if lead < 0:
-            why = (f"the number of sizes provided ({len(dst.shape)}) must be greater or equal to the number of "
-                   f"dimensions in the tensor ({len(src.shape)})")
-        else:
-            bad = next((i for i, n in enumerate(src.shape) if n not in (1, dst.shape[lead + i])), None)
-            why = None if bad is None else (f"the expanded size of the tensor ({dst.shape[lead + bad]}) must match "
-                                            f"the existing size ({src.shape[bad]}) at non-singleton dimension "
-                                            f"{lead + bad}")
-        if why is not None:
-            raise ProblemError(loc, f"a value of shape {list(src.shape)} does not fit the indexed part, of shape "
-                                    f"{list(dst.shape)} (PyTorch raises RuntimeError: {why}); give a value that "
-                                    f"broadcasts to {list(dst.shape)}")
+        # expand_inplace: PyTorch's RuntimeError, an answer, where the value does not expand to the destination
+        if len(dst.shape) < len(src.shape):
+            if src.dtype not in _EXPAND_TYPE_NAMES:
+                raise ProblemError(loc, f"a value of shape {list(src.shape)} does not fit the indexed part, of shape "
+                                        f"{list(dst.shape)}: PyTorch's message names a {src.dtype} tensor's type, "
+                                        "not modelled")
+            raise TorchError("RuntimeError", f"expand({_EXPAND_TYPE_NAMES[src.dtype]}{{{list(src.shape)}}}, "
+                                             f"size={list(dst.shape)}): the number of sizes provided "
+                                             f"({len(dst.shape)}) must be greater or equal to the number of "
+                                             f"dimensions in the tensor ({len(src.shape)})")
         src = rt.apply("expand", [src], expand_shape([src.shape], dst.shape, loc), loc)
     return "copy_", dst, [src], None

@@ -11,6 +11,7 @@ from typing import Callable
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.format.gaussian import Gaussian
+from adjoint.engine.torch_errors import TorchError
 
 REQUIRED = object()
 
@@ -40,12 +41,22 @@ class Function:
 
 
 def dim_index(d: int, ndim: int, loc: Loc, what: str = "dim") -> int:
-    """``maybe_wrap_dim``: a dimension argument, negative ones counted from the end."""
+    """``maybe_wrap_dim``: a dimension argument, negative ones counted from the end; out of
+    range, PyTorch's IndexError (an answer, raised when the op runs)."""
     n = max(ndim, 1)
     if not -n <= d < n:
-        raise ProblemError(loc, f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {d}): "
-                                "PyTorch raises IndexError")
+        raise TorchError("IndexError", f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but "
+                                       f"got {d})")
     return d + n if d < 0 else d
+
+
+def after_packs(rt, opname: str, ins: list, loc: Loc, compute: Callable):
+    """``compute()`` (the op's arguments: dims wrapped and checked); where it finds PyTorch's
+    error, that error comes from the kernel of ``opname``, after its node packed its inputs."""
+    try:
+        return compute()
+    except TorchError as e:
+        rt.raise_after_packs(opname, ins, e, loc)
 
 
 # ----------------------------------------------------------------------------- binding

@@ -37,20 +37,49 @@ def _numel(shape) -> int:
 
 
 def infer_shape(shape, numel: int, loc: Loc) -> tuple:
-    """A shape with at most one -1, resolved as ``infer_size`` does."""
-    shape = list(shape)
-    if shape.count(-1) > 1:
-        raise ProblemError(loc, "only one dimension can be inferred: PyTorch raises RuntimeError")
-    known = _numel([d for d in shape if d != -1])
-    if -1 in shape:
-        if known == 0 or numel % known:
-            raise ProblemError(loc, f"shape '{list(shape)}' is invalid for input of size {numel}: PyTorch raises "
-                                    "RuntimeError")
-        shape[shape.index(-1)] = numel // known
-    elif known != numel:
-        raise ProblemError(loc, f"shape '{list(shape)}' is invalid for input of size {numel}: PyTorch raises "
-                                "RuntimeError")
-    return tuple(shape)
+    """A shape with at most one -1, resolved as ``infer_size`` does; a shape it refuses is
+    PyTorch's RuntimeError, an answer raised when the op runs (the sizes are read in order: a
+    second -1 or a size below -1 is named where it stands)."""
+    shape = [int(d) for d in shape]
+    infer, newsize = None, 1
+    for i, d in enumerate(shape):
+        if d == -1:
+            if infer is not None:
+                raise TorchError("RuntimeError", "only one dimension can be inferred")
+            infer = i
+        elif d >= 0:
+            newsize *= d
+        else:
+            raise TorchError("RuntimeError", f"invalid shape dimension {d} at index {i} of shape {shape}")
+    if numel == newsize or (infer is not None and newsize > 0 and numel % newsize == 0):
+        if infer is not None:
+            if newsize == 0:
+                raise TorchError("RuntimeError", f"cannot reshape tensor of 0 elements into shape {shape} because "
+                                                 "the unspecified dimension size -1 can be any value and is "
+                                                 "ambiguous")
+            shape[infer] = numel // newsize
+        return tuple(shape)
+    raise TorchError("RuntimeError", f"shape '{shape}' is invalid for input of size {numel}")
+
+
+def unflatten_sizes(sizes, d: int, n: int, loc: Loc) -> tuple:
+    """``unflatten``'s sizes for dim ``d`` of size ``n``: sizes that do not multiply up to it are
+    PyTorch's RuntimeError (an answer); sizes infer_size itself refuses (two -1, a size below -1,
+    -1 beside a 0) make PyTorch wrap infer_size's error in a longer message, left a refusal."""
+    sizes = [int(v) for v in sizes]
+    if not sizes:
+        raise TorchError("RuntimeError", "unflatten: sizes must be non-empty")
+    if sizes.count(-1) <= 1 and all(v >= -1 for v in sizes):
+        known = _numel([v for v in sizes if v != -1])
+        if -1 in sizes and known == 0 and n == 0:
+            pass
+        elif (known != n) if -1 not in sizes else (known == 0 or n % known):
+            raise TorchError("RuntimeError", f"unflatten: Provided sizes {sizes} don't multiply up to the size of "
+                                             f"dim {d} ({n}) in the input tensor")
+        else:
+            return infer_shape(sizes, n, loc)
+    raise ProblemError(loc, f"unflatten: sizes {sizes} for a dim of size {n}: PyTorch raises RuntimeError "
+                            "'unflatten got an unexpected error' (with infer_size's own message)")
 
 
 # ----------------------------------------------------------------------------- reshaping
@@ -87,7 +116,7 @@ def lower_flatten(rt, a, loc):
         return reshape(rt, x, (1,), loc)
     start, end = dim_index(a["start_dim"], nd, loc), dim_index(a["end_dim"], nd, loc)
     if start > end:
-        raise ProblemError(loc, "flatten() has invalid args: start_dim cannot come after end_dim")
+        raise TorchError("RuntimeError", "flatten() has invalid args: start_dim cannot come after end_dim")
     if start == end:
         return x
     shape = x.shape[:start] + (_numel(x.shape[start:end + 1]),) + x.shape[end + 1:]
@@ -97,7 +126,7 @@ def lower_flatten(rt, a, loc):
 def lower_unflatten(rt, a, loc):
     x = a["input"]
     d = dim_index(a["dim"], len(x.shape), loc)
-    sizes = infer_shape(a["sizes"], x.shape[d], loc)
+    sizes = unflatten_sizes(a["sizes"], d, x.shape[d], loc)
     return view(rt, x, x.shape[:d] + sizes + x.shape[d + 1:], loc)
 
 
@@ -124,17 +153,35 @@ def lower_transpose(rt, a, loc):
 
 def lower_permute(rt, a, loc):
     x = a["input"]
-    dims = tuple(dim_index(d, len(x.shape), loc) for d in a["dims"])
-    if sorted(dims) != list(range(len(x.shape))):
-        raise ProblemError(loc, f"permute(): the dims {list(a['dims'])} are not a permutation of the "
-                                f"{len(x.shape)} dimensions: PyTorch raises RuntimeError")
+    nd = len(x.shape)
+    if len(a["dims"]) != nd:    # PyTorch's checks, in its order: the count, then each dim's range and repeat
+        raise TorchError("RuntimeError", "permute(sparse_coo): number of dimensions in the tensor input does not "
+                                         "match the length of the desired ordering of dimensions i.e. input.dim() "
+                                         f"= {nd} is not equal to len(dims) = {len(a['dims'])}")
+    dims = []
+    for d in a["dims"]:
+        k = dim_index(d, nd, loc)
+        if k in dims:
+            raise TorchError("RuntimeError", "permute(): duplicate dims are not allowed.")
+        dims.append(k)
+    dims = tuple(dims)
     return rt.apply("permute", [x], dims, loc)
 
 
 def lower_expand(rt, a, loc):
     from adjoint.engine.ops.views import expand_shape
     x = a["self"]   # -1 keeps a size: resolved here, so the op's value and layout see real sizes
-    return rt.apply("expand", [x], expand_shape([x.shape], tuple(a["size"]), loc), loc)
+    size = [int(n) for n in a["size"]]
+    if len(size) < len(x.shape) and x.dtype in _EXPAND_TYPE_NAMES:
+        raise TorchError("RuntimeError", f"expand({_EXPAND_TYPE_NAMES[x.dtype]}{{{list(x.shape)}}}, size={size}): the "
+                                         f"number of sizes provided ({len(size)}) must be greater or equal to the "
+                                         f"number of dimensions in the tensor ({len(x.shape)})")
+    return rt.apply("expand", [x], expand_shape([x.shape], tuple(size), loc), loc)
+
+
+# the tensor expand's message names: Tensor::toString (a bool tensor's is its type's name)
+_EXPAND_TYPE_NAMES = {"float32": "torch.FloatTensor", "float64": "torch.DoubleTensor", "int64": "torch.LongTensor",
+                      "bool": "CPUBoolType"}
 
 
 def lower_contiguous(rt, a, loc):
@@ -181,40 +228,63 @@ def slice_(rt, x: Tensor, d: int, start, stop, step, loc: Loc):
 
 
 def lower_narrow(rt, a, loc):
+    """at::narrow's checks, in its order, PyTorch's errors (answers): a 0-d tensor, a negative
+    length, then (the dim wrapped) a start outside [-size, size], then start + length past the end."""
     x = a["input"]
+    start, length = int(a["start"]), int(a["length"])
+    if not x.shape:
+        raise TorchError("RuntimeError", "narrow() cannot be applied to a 0-dim tensor.")
+    if length < 0:
+        raise TorchError("RuntimeError", "narrow(): length must be non-negative.")
     d = dim_index(a["dim"], len(x.shape), loc)
-    start, length = a["start"], a["length"]
+    n = x.shape[d]
+    if not -n <= start <= n:
+        raise TorchError("IndexError", f"start out of range (expected to be in range of [{-n}, {n}], but got {start})")
     if start < 0:
-        start += x.shape[d]
-    if start < 0 or start + length > x.shape[d]:
-        raise ProblemError(loc, f"start ({a['start']}) + length ({length}) exceeds dimension size "
-                                f"({x.shape[d]}): PyTorch raises RuntimeError")
+        start += n
+    if start > n - length:
+        raise TorchError("RuntimeError", f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
     return rt.apply("slice", [x], (d, start, start + length, 1), loc)
 
 
 def lower_chunk(rt, a, loc):
     x = a["input"]
-    chunks = a["chunks"]
+    chunks = int(a["chunks"])
+    if not x.shape:
+        raise TorchError("RuntimeError", "chunk expects at least a 1-dimensional tensor")
     if chunks <= 0:
-        raise ProblemError(loc, "chunk expects `chunks` to be greater than 0: PyTorch raises RuntimeError")
+        raise TorchError("RuntimeError", f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     d = dim_index(a["dim"], len(x.shape), loc)
     size = -(-x.shape[d] // chunks) if x.shape[d] else 0
     return rt.apply("split", [x], (max(size, 1) if x.shape[d] else 1, d), loc)
 
 
 def lower_split(rt, a, loc):
+    """split / split_with_sizes, with their checks in PyTorch's order as its errors (answers)."""
     x = a["tensor"]
-    d = dim_index(a["dim"], len(x.shape), loc)
     s = a["split_size_or_sections"]
+    if not x.shape:
+        raise TorchError("RuntimeError", "split expects at least a 1-dimensional tensor")
     if isinstance(s, (tuple, list)):
-        sizes = tuple(int(v) for v in s)
-        if sum(sizes) != x.shape[d]:
-            raise ProblemError(loc, f"split_with_sizes expects split_sizes to sum exactly to {x.shape[d]} (input "
-                                    f"tensor's size at dimension {d}), but got split_sizes={list(sizes)}")
-        return rt.apply("split_with_sizes", [x], (sizes, d), loc)
+        sizes = [int(v) for v in s]
+        d = dim_index(a["dim"], len(x.shape), loc)
+        if any(v < 0 for v in sizes):
+            raise TorchError("RuntimeError", f"split_with_sizes expects split_sizes have only non-negative entries, "
+                                             f"but got split_sizes={sizes}")
+        if sum(sizes) != x.shape[d]:   # the dim as given, not wrapped
+            raise TorchError("RuntimeError", f"split_with_sizes expects split_sizes to sum exactly to {x.shape[d]} "
+                                             f"(input tensor's size at dimension {int(a['dim'])}), but got "
+                                             f"split_sizes={sizes}")
+        return rt.apply("split_with_sizes", [x], (tuple(sizes), d), loc)
     s = int(s)
-    if s <= 0:
-        raise ProblemError(loc, "split_size can only be 0 if dimension size is 0: PyTorch raises RuntimeError")
+    if s < 0:
+        raise TorchError("RuntimeError", f"split expects split_size be non-negative, but got split_size={s}")
+    d = dim_index(a["dim"], len(x.shape), loc)
+    if s == 0:
+        if x.shape[d] == 0:
+            raise ProblemError(loc, "split with split_size 0 of a dim of size 0 is not modelled yet")
+        raise TorchError("RuntimeError", f"split_size can only be 0 if dimension size is 0, but got dimension size "
+                                         f"of {x.shape[d]}")
     return rt.apply("split", [x], (s, d), loc)
 
 
@@ -227,6 +297,9 @@ def lower_cat(rt, a, loc):
     ts = a["tensors"]
     if not ts:
         raise ProblemError(loc, "torch.cat(): expected a non-empty list of Tensors")
+    for i, t in enumerate(ts):   # before the dim is wrapped, as PyTorch
+        if not t.shape:
+            raise TorchError("RuntimeError", f"zero-dimensional tensor (at position {i}) cannot be concatenated")
     return rt.apply("cat", list(ts), dim_index(a["dim"], len(ts[0].shape), loc), loc)
 
 

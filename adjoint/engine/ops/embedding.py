@@ -14,6 +14,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from adjoint.engine.torch_errors import TorchError
 from adjoint.format.errors import ProblemError
 from adjoint.values.mathtree import Fn, generic_vjp, layer
 from adjoint.engine.ops.record import Check, Math, Op, Save
@@ -30,7 +31,7 @@ class EmbeddingSpec:
 def embedding_shape(shapes, p, loc):
     w, idx = shapes
     if len(w) != 2:
-        raise ProblemError(loc, f"'weight' must be 2-D, got a {len(w)}-D tensor (PyTorch raises this)")
+        raise TorchError("RuntimeError", "'weight' must be 2-D")   # the kernel's (after the indices' pack)
     return tuple(idx) + (w[1],)
 
 

@@ -60,8 +60,9 @@ def dot_value_error(B, values, p):
 
 def addmm_shape(shapes, p, loc):
     (m, k), (k2, n) = shapes[1], shapes[2]
-    if k == k2:
-        broadcast_shapes(shapes[0], (m, n), loc)
+    if k == k2:   # addmm expands self to the product's sizes: expand's error, with its wording
+        from adjoint.engine.ops.views import expand_shape
+        expand_shape([shapes[0]], (m, n), loc)
     return (m, n)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from adjoint.engine.torch_errors import TorchError
 from adjoint.format.errors import ProblemError
 from adjoint.values.strides import expanded, permuted, unsqueezed
 from adjoint.values.mathtree import TT, Fn, TConst, TFn, TSub, reshaped, shape_text, sum_to
@@ -195,23 +196,33 @@ def squeeze_layout(shape, strides, offset, p):
 
 
 def expand_shape(shapes, p, loc):
+    """The shape ``expand(p)`` makes (-1 keeps a size); sizes that do not fit are PyTorch's
+    RuntimeError (``infer_expand_geometry``, which walks the dims from the last: the last bad one
+    is named). Fewer sizes than dims is checked by the binding, which knows the dtype PyTorch's
+    message names; here it stays a refusal."""
     src = tuple(shapes[0])
     size = list(p)
     lead = len(size) - len(src)
     if lead < 0:
         raise ProblemError(loc, f"expand: the number of sizes provided ({len(size)}) must be greater or equal to "
                                 f"the number of dimensions in the tensor ({len(src)}): PyTorch raises this")
-    out = []
-    for i, n in enumerate(size):
-        j = i - lead
+    out = [0] * len(size)
+    for i in reversed(range(len(size))):
+        n, j = size[i], i - lead
+        have = src[j] if j >= 0 else 1
         if n == -1:
             if j < 0:
-                raise ProblemError(loc, "expand: -1 is not allowed in a leading, non-existing dimension")
-            n = src[j]
-        elif j >= 0 and src[j] != 1 and src[j] != n:
-            raise ProblemError(loc, f"expand: the expanded size of the tensor ({n}) must match the existing size "
-                                    f"({src[j]}) at non-singleton dimension {i}: PyTorch raises this")
-        out.append(n)
+                raise TorchError("RuntimeError", f"The expanded size of the tensor (-1) isn't allowed in a leading, "
+                                                 f"non-existing dimension {i}")
+            n = have
+        if have != n:
+            if have != 1:
+                raise TorchError("RuntimeError", f"The expanded size of the tensor ({n}) must match the existing size "
+                                                 f"({have}) at non-singleton dimension {i}.  Target sizes: {size}.  "
+                                                 f"Tensor sizes: {list(src)}")
+            if n < 0:
+                raise ProblemError(loc, f"expand: size {n} at dimension {i}: PyTorch raises later, not modelled")
+        out[i] = n
     return tuple(out)
 
 
@@ -354,10 +365,18 @@ def cat_shape(shapes, p, loc):
     dim = p
     first = shapes[0]
     total = 0
-    for s in shapes:
-        if len(s) != len(first) or any(a != b for i, (a, b) in enumerate(zip(s, first)) if i != dim):
-            raise ProblemError(loc, f"cat: sizes of tensors must match except in dimension {dim}; got shapes "
-                                    f"{[list(x) for x in shapes]}: PyTorch raises this")
+    if any(tuple(s) == (0,) for s in shapes) and any(len(s) != 1 for s in shapes):
+        # PyTorch skips a 1-D tensor of 0 elements beside others (legacy): not modelled
+        raise ProblemError(loc, f"cat: sizes of tensors must match except in dimension {dim}; got shapes "
+                                f"{[list(x) for x in shapes]}: PyTorch skips the empty 1-D ones, not modelled")
+    for k, s in enumerate(shapes):   # PyTorch's checks, tensor by tensor: the rank, then each other dim
+        if len(s) != len(first):
+            raise TorchError("RuntimeError", f"Tensors must have same number of dimensions: got {len(first)} and "
+                                             f"{len(s)}")
+        for i, (a, b) in enumerate(zip(first, s)):
+            if i != dim and a != b:
+                raise TorchError("RuntimeError", f"Sizes of tensors must match except in dimension {dim}. Expected "
+                                                 f"size {a} but got size {b} for tensor number {k} in the list.")
         total += s[dim]
     out = list(first)
     out[dim] = total
@@ -384,10 +403,10 @@ def cat_vjp(B, gs, ins, outs, p, need):
 
 def stack_shape(shapes, p, loc):
     first = shapes[0]
-    for s in shapes:
-        if s != first:
-            raise ProblemError(loc, f"stack expects each tensor to be equal size, but got {list(first)} and "
-                                    f"{list(s)}: PyTorch raises this")
+    for k, s in enumerate(shapes):
+        if tuple(s) != tuple(first):
+            raise TorchError("RuntimeError", f"stack expects each tensor to be equal size, but got {list(first)} at "
+                                             f"entry 0 and {list(s)} at entry {k}")
     return tuple(first[:p]) + (len(shapes),) + tuple(first[p:])
 
 
