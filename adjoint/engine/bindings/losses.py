@@ -28,7 +28,7 @@ from fractions import Fraction
 
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
-from adjoint.engine.ops.arith import broadcast_shapes
+from adjoint.engine.ops.arith import broadcast_or_refuse
 from adjoint.engine.ops.losses import BCE, BCE_EPSILON, BCELogits, Nll, Pointwise
 from adjoint.engine.bindings.signature import Function, Param
 from adjoint.engine.bindings.core import binary
@@ -92,7 +92,7 @@ def broadcast_pair(rt, x: Tensor, y: Tensor, loc: Loc):
     """``torch.broadcast_tensors(x, y)``: an operand of another shape is expanded (a view)."""
     if x.shape == y.shape:
         return x, y
-    shape = broadcast_shapes(x.shape, y.shape, loc)
+    shape = broadcast_or_refuse(x.shape, y.shape, loc)
     xs = x if x.shape == shape else rt.apply("expand", [x], shape, loc)
     ys = y if y.shape == shape else rt.apply("expand", [y], shape, loc)
     return xs, ys
@@ -439,7 +439,7 @@ def lower_binary_cross_entropy(rt, a: dict, loc: Loc):
                                 "raises ValueError)")
     _pointwise_dtypes(x, y, "binary_cross_entropy", loc)
     if weight is not None:
-        shape = broadcast_shapes(y.shape, weight.shape, loc)
+        shape = broadcast_or_refuse(y.shape, weight.shape, loc)
         weight = rt.apply("expand", [weight], shape, loc)
         if shape != x.shape:
             raise ProblemError(loc, f"output with shape {list(x.shape)} doesn't match the broadcast shape "
@@ -461,7 +461,7 @@ def lower_binary_cross_entropy_with_logits(rt, a: dict, loc: Loc):
     for name, t in (("weight", weight), ("pos_weight", pos_weight)):
         if t is not None:
             _no_grad_arg(t, name, "binary_cross_entropy_with_logits", loc)
-            shape = broadcast_shapes(x.shape, t.shape, loc)
+            shape = broadcast_or_refuse(x.shape, t.shape, loc)
             if shape != x.shape:
                 raise ProblemError(loc, f"output with shape {list(x.shape)} doesn't match the broadcast shape "
                                         f"{list(shape)} (PyTorch raises RuntimeError)")

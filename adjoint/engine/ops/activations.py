@@ -25,7 +25,7 @@ from adjoint.values.mathtree.sympy_names import SymPyName
 from adjoint.values.mathtree import Fn, TFn, applied, dims_text, elementwise_named, generic_vjp, no_gradient, number_text
 from adjoint.engine.ops.record import Check, Math, Op, Save
 from adjoint.engine.torch_errors import TorchError
-from adjoint.engine.ops.arith import binary_shape, broadcast_shapes, same_shape
+from adjoint.engine.ops.arith import binary_shape, broadcast_or_refuse, broadcast_shapes, same_shape
 
 
 def _q(B, v):
@@ -251,7 +251,7 @@ def clamp_tensor_shape(shapes, p, loc):
     out = tuple(shapes[0])
     for s, given in zip(shapes[1:], p):
         if given:
-            out = broadcast_shapes(out, s, loc)
+            out = broadcast_or_refuse(out, s, loc)
     return out
 
 

@@ -30,6 +30,17 @@ def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...], loc) -> tuple[int, 
     return tuple(max(x, y) for x, y in zip(pa, pb))
 
 
+def broadcast_or_refuse(a: tuple[int, ...], b: tuple[int, ...], loc) -> tuple[int, ...]:
+    """:func:`broadcast_shapes` for the callers whose PyTorch error is not modelled yet (where it comes
+    among the warnings and hook calls: the losses warn first, clamp's tensor bounds pack first):
+    a refusal quoting PyTorch's message, never a guessed answer."""
+    try:
+        return broadcast_shapes(a, b, loc)
+    except TorchError as e:
+        raise ProblemError(loc, f"shapes {list(a)} and {list(b)} do not broadcast: PyTorch raises '{e.message}' "
+                                "(here, its place among the warnings and hook calls is not modelled yet)") from None
+
+
 def binary_shape(shapes, p, loc):
     return broadcast_shapes(shapes[0], shapes[1], loc)
 

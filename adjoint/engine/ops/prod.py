@@ -55,7 +55,6 @@ def safe_zeros_backward(B, g, x, dim: int):
 
 def prod_all_forward(B, ins, p):
     x = ins[0]
-    shape = B.shape(x)
     return B.reshape(_product(B, B.reshape(x, (B.numel(x),)), 0), ())
 
 
