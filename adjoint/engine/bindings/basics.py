@@ -21,7 +21,7 @@ from fractions import Fraction
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.bindings.signature import Function, Param
-from adjoint.engine.bindings.reductions import _variance_args, norm_order, reduce_dims
+from adjoint.engine.bindings.reductions import _variance, norm_order, reduce_dims
 from adjoint.values.strides import _ordered_strides, is_non_overlapping_and_dense, reorder_dimensions
 
 _IN = Param("input", "tensor")
@@ -53,7 +53,8 @@ def _one_bound(prim: str, which: str):
 
 
 def lower_std(rt, a, loc: Loc):
-    return rt.apply("std", [a["input"]], _variance_args(a, loc, "std"), loc)
+    """StdBackward0: var's arguments, and var's order (the node packs self before the kernel checks the dims)."""
+    return _variance(rt, a, loc, "std")
 
 
 # ----------------------------------------------------------------------------- F.normalize
