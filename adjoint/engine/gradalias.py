@@ -139,6 +139,10 @@ def view_of(objs) -> GradObj:
 #: backward nodes whose every output is a new tensor (checked in torch 2.13: no output is the
 #: incoming gradient or shares its storage)
 FRESH = frozenset((
+    # checked in torch 2.13 (a node post-hook's grad_inputs[0] never shares grad_outputs[0]'s storage);
+    # CumsumBackward0 is not here: along a dim of size 1 (or one element) it hands on the gradient itself
+    "LogsumexpBackward0", "FlipBackward0", "RollBackward0", "TrilBackward0", "TriuBackward0", "TraceBackward0",
+    "ProdBackward0", "ProdBackward1", "ClampMinBackward0", "ClampMaxBackward0", "SignBackward0", "StdBackward0",
     "RsqrtBackward0", "Log1PBackward0", "Expm1Backward0", "AtanBackward0", "ErfBackward0", "SinhBackward0",
     "CoshBackward0", "TanBackward0", "Log2Backward0", "Log10Backward0",
     "MulBackward0", "MulBackward1", "DivBackward0", "DivBackward1", "DivBackward2", "NegBackward0",
