@@ -470,10 +470,10 @@ class V2Exprs:
             args.append(_kw("value", s.choice(["0.5", "-1", "2"])))
         return self._f("F.pad", args, shape)
 
-    def _v2_logsumexp(self, shape, d):
+    def _reduced_along_one_dim(self, shape, d):
+        """An operand one dim larger than ``shape`` (or of the same rank with keepdim) and the
+        ``dim`` / ``keepdim`` arguments that reduce it to ``shape`` (logsumexp, prod)."""
         s = self.s
-        if not self.g.spend():
-            raise NoExpr()
         i = s.int(0, len(shape))
         keep = i < len(shape) and shape[i] == 1 and s.coin(0.5)
         src_shape = shape[:i] + (s.int(1, 3),) + (shape[i + 1:] if keep else shape[i:])
@@ -481,6 +481,13 @@ class V2Exprs:
         args = [_kw("dim", _neg(i, len(src_shape), s)) if s.coin(0.5) else _lit(i)]
         if keep:
             args.append(_kw("keepdim", "True"))
+        return e, args
+
+    def _v2_logsumexp(self, shape, d):
+        s = self.s
+        if not self.g.spend():
+            raise NoExpr()
+        e, args = self._reduced_along_one_dim(shape, d)
         if s.coin(0.5):
             return self._f("torch.logsumexp", [e] + args, shape)
         return self._m("logsumexp", e, args, shape)
@@ -497,13 +504,7 @@ class V2Exprs:
         if not shape and s.coin(0.5):
             e = self.expr(self.g.shape(), d)
             return self._m("prod", e, [], shape) if s.coin(0.6) else self._f("torch.prod", [e], shape)
-        i = s.int(0, len(shape))
-        keep = i < len(shape) and shape[i] == 1 and s.coin(0.5)
-        src_shape = shape[:i] + (s.int(1, 3),) + (shape[i + 1:] if keep else shape[i:])
-        e = self.expr(src_shape, d)
-        args = [_kw("dim", _neg(i, len(src_shape), s)) if s.coin(0.5) else _lit(i)]
-        if keep:
-            args.append(_kw("keepdim", "True"))
+        e, args = self._reduced_along_one_dim(shape, d)
         return self._m("prod", e, args, shape) if s.coin(0.6) else self._f("torch.prod", [e] + args, shape)
 
     def _v2_diff(self, shape, d):
