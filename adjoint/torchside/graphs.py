@@ -9,8 +9,8 @@ counter is the *next* number) and an unpack the node the engine runs
 hook learns where it runs).
 
 :class:`NodeIndex` walks the graphs behind the tensors of the run (every tensor a program
-made is kept alive, so every node is reachable) and keeps, by sequence number, each node's
-name, and for each leaf its ``AccumulateGrad`` node; it also remembers which module call
+made is kept alive, as in a script that keeps its tensors) and keeps, by sequence number,
+each node's name, and for each leaf its ``AccumulateGrad`` node, holding no other node; it also remembers which module call
 each node belongs to (the backward hook nodes and last nodes of module calls), so a module's
 backward hook knows which call of the module fired.
 """
@@ -48,9 +48,14 @@ def grad_fn_of(t):
 
 
 class NodeIndex:
+    """Names by sequence number, and each leaf's ``AccumulateGrad``. It keeps no other node alive:
+    a node a user's script no longer holds dies, and PyTorch's version error names a node only
+    while something holds it (the result an in-place op on a view saved names the view's grad_fn
+    of then, else the node that saved it)."""
+
     def __init__(self):
-        self.seen: dict[int, object] = {}           # id(node) -> node (keeps each one alive)
-        self.by_seq: dict[int, object] = {}         # sequence_nr -> node
+        self.names: dict[int, str] = {}             # sequence_nr -> node name
+        self.held: dict[int, object] = {}           # id(node) -> node, for nodes without a sequence_nr
         self.accumulators: dict[int, object] = {}   # id(leaf) -> its AccumulateGrad
         self.calls: dict[tuple[int, str], list[tuple[int, int]]] = {}   # (seq, module label) -> [(k, forward)]
 
@@ -61,19 +66,23 @@ class NodeIndex:
         stack = [grad_fn_of(t) for t in _tensors(tensors) if readable is None or readable(t)]
         while stack:
             node = stack.pop()
-            if node is None or id(node) in self.seen:
+            if node is None:
                 continue
-            self.seen[id(node)] = node
             seq = sequence_nr(node)
-            if seq == NO_SEQUENCE and hasattr(node, "variable"):
-                self.accumulators[id(node.variable)] = node
-            else:
-                self.by_seq[seq] = node
+            if seq != NO_SEQUENCE:   # numbers are never reused: the name is enough to keep
+                if seq in self.names:
+                    continue
+                self.names[seq] = node.name()
+            else:   # AccumulateGrad (the graph holds it; a leaf only weakly) and the rare others
+                if id(node) in self.held:
+                    continue
+                self.held[id(node)] = node
+                if hasattr(node, "variable"):
+                    self.accumulators[id(node.variable)] = node
             stack.extend(n for n, _ in node.next_functions)
 
     def name(self, seq: int | None) -> str | None:
-        node = self.by_seq.get(seq) if seq is not None else None
-        return node.name() if node is not None else None
+        return self.names.get(seq) if seq is not None else None
 
     def accumulator(self, leaf: torch.Tensor):
         node = self.accumulators.get(id(leaf))
