@@ -465,3 +465,40 @@ def test_a_childs_call_whose_value_is_unused_is_kept_and_its_hooks_fire(tmp_path
     vp = predict(problem, None).variants[0]
     assert [(c["kind"], c["target"]) for c in vp.to_json()["hook_calls"]] == [("forward", "b")]
     assert verify_variant(path, problem, vp, problem.dtype, False).ok
+
+
+def test_running_the_model_to_import_it_leaves_its_batchnorm_statistics_as_the_factory_made_them(tmp_path):
+    """Found by a user scenario: a custom module whose forward is recorded (an in-place residual)
+    calls its training-mode BatchNorm children for real; the file used to get the running
+    statistics of that extra call (running_var 0.9, num_batches_tracked 1) instead of the
+    model's own (1 and 0, as torch's constructor makes them)."""
+    file = _write(tmp_path, "block.py", """
+        import torch
+        import torch.nn as nn
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(1, 1, 3, padding=1, bias=False)
+                self.bn = nn.BatchNorm2d(1)
+                self.relu = nn.ReLU(inplace=True)
+            def forward(self, x):
+                out = self.bn(self.conv(x))
+                out += x
+                return self.relu(out)
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.block = Block()
+            def forward(self, x):
+                return self.block(x)
+
+        def make_model():
+            torch.manual_seed(0)
+            return Net()
+        """)
+    path, text, problem = _imported(tmp_path, file, "make_model", ["x=1x1x3x3"])
+    assert "num_batches_tracked" not in text and "running_var" not in text, text   # the defaults, left out
+    result = verify_variant(path, problem, predict(problem, None).variants[0], problem.dtype, False, origin=True)
+    assert all(r.ok for r in result.rows), [(r.section, r.item, r.detail) for r in result.rows if not r.ok]

@@ -33,6 +33,7 @@ from adjoint.torchside.importer.tree import TreeWriter
 from adjoint.torchside.importer.userfile import call_factory, split_spec
 from adjoint.torchside.importer.where import show_path, source_files
 from adjoint.torchside.importer.numbers import nested
+from adjoint.torchside.importer.keepstate import state_kept
 from adjoint.torchside.importer.forwardcheck import check_model
 from adjoint.torchside.importer.forwardcheck import ForwardWatch, shared_paths, tie_names
 from adjoint.torchside.importer.userfile import factory_location
@@ -242,11 +243,9 @@ def _example_calls(model: nn.Module, args: list[torch.Tensor]) -> tuple[dict, di
             if path not in examples:
                 examples[path] = (_cloned(a), _cloned(kw))
         handles.append(m.register_forward_pre_hook(pre, prepend=True, with_kwargs=True))
-    state = {n: b.detach().clone() for n, b in model.named_buffers()}   # BatchNorm's statistics move
-    rng = torch.get_rng_state()
     watch = ForwardWatch(source_files(model))
     try:
-        with torch.no_grad(), watch, warnings.catch_warnings():
+        with state_kept(model), torch.no_grad(), watch, warnings.catch_warnings():
             # checkpoint's own warnings (no input requires grad here; use_reentrant absent) are the
             # example run's, not the user's: the problem's run says them again where PyTorch does
             warnings.filterwarnings("ignore", message="torch.utils.checkpoint|None of the inputs have requires_grad")
@@ -259,10 +258,6 @@ def _example_calls(model: nn.Module, args: list[torch.Tensor]) -> tuple[dict, di
     finally:
         for h in handles:
             h.remove()
-        with torch.no_grad():
-            for n, b in model.named_buffers():
-                b.copy_(state[n])
-        torch.set_rng_state(rng)
     watch.check()
     return shapes, examples
 

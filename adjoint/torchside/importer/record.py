@@ -19,6 +19,8 @@ import torch
 from torch import fx, nn
 from torch.overrides import TorchFunctionMode
 
+from adjoint.torchside.importer.keepstate import state_kept
+
 _OPERATORS = {"__add__": operator.add, "__sub__": operator.sub, "__mul__": operator.mul,
               "__truediv__": operator.truediv, "__matmul__": operator.matmul, "__pow__": operator.pow,
               "__neg__": operator.neg, "__getitem__": operator.getitem,
@@ -121,7 +123,7 @@ def record(module: nn.Module, args: tuple, kwargs: dict) -> fx.Graph:
             for i, item in enumerate(child):
                 handles += _watch(rec, graph, item, f"{cname}.{i}")
     try:
-        with torch.no_grad(), rec:
+        with state_kept(module), torch.no_grad(), rec:   # its children run for real
             out = module.forward(*args, **kwargs)
         graph.output(rec.map(out))
     finally:
