@@ -83,6 +83,16 @@ def suggest_function(name: str) -> str:
     return f"; did you mean '{close[0]}'?" if close else ""
 
 
+#: torch's namespaces of functions a file may reach for (``torch.linalg.norm(x)``), and what the
+#: format has instead
+_TORCH_NAMESPACES = {
+    "linalg": "; a vector norm is norm(x, p, dim, keepdim) (torch.norm, Tensor.norm: "
+              "torch.linalg.vector_norm's node)",
+    "special": "", "fft": "", "sparse": "", "distributions": "", "func": "", "utils": "",
+    "nested": "", "masked": "", "signal": "",
+}
+
+
 def check_prefix(e: S.Call) -> None:
     """``torch.X`` / ``F.X``: the name must exist in that namespace of PyTorch."""
     from adjoint.format.torch_names import in_namespace
@@ -275,6 +285,9 @@ class Interp:
             from adjoint.engine.bindings.glue import DTYPE_NAMES, DType   # torch.float64: a dtype
             if e.name in DTYPE_NAMES:
                 return DType(DTYPE_NAMES[e.name])
+            if e.name in _TORCH_NAMESPACES:   # torch.linalg.norm(x): a namespace's function
+                raise ProblemError(e.loc, f"the functions of torch.{e.name} are not modelled yet"
+                                          f"{_TORCH_NAMESPACES[e.name]}")
             raise ProblemError(e.loc, f"'torch.{e.name}' is not modelled as a value; the dtypes torch.float64, "
                                       "torch.float32, torch.int64 and torch.bool are")
         if isinstance(e, S.Attr):
