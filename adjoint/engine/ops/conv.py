@@ -44,8 +44,8 @@ def conv_shape(shapes, p: ConvSpec, loc):
     x, w, b = shapes
     n_sp = len(w) - 2
     if len(x) != n_sp + 2:
-        raise ProblemError(loc, f"Expected {n_sp + 1}D (unbatched) or {n_sp + 2}D (batched) input to conv{n_sp}d, "
-                                f"but got input of size: {list(x)} (PyTorch raises this)")
+        raise ProblemError(loc, f"convolution of a {len(x)}-D input with a {len(w)}-D weight: an internal error "
+                                f"(conv{n_sp}d refuses the input's rank, PyTorch's error, before the op)")
     from adjoint.engine.ops.conv_checks import conv_refusal
     if conv_refusal(x, w, b, p.stride, p.padding, p.dilation, p.groups) is not None:
         return (x[0], w[0]) + (0,) * n_sp   # PyTorch's error is the op's value_error (after the packs)
