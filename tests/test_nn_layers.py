@@ -242,15 +242,35 @@ def test_bad_conv_and_pool_calls_are_pytorchs_errors(expr, message):
         ("RuntimeError", message, "forward")
 
 
-@pytest.mark.parametrize("expr,message", [
-    ("layer_norm(a, [3])", "Given normalized_shape=[3], expected input with shape [*, 3]"),
-    ("group_norm(a, 3)", "Expected number of channels in input to be divisible by num_groups"),
-    ("embedding(a, w)", "Expected tensor for argument #1 'indices'"),
-    ("batch_norm(a, None, None)", "running_mean must be defined in evaluation mode"),
+@pytest.mark.parametrize("expr,kind,message", [
+    ("layer_norm(a, [3])", "RuntimeError", "Given normalized_shape=[3], expected input with shape [*, 3], but got input "
+                                           "of size[1, 2, 4, 4]"),
+    ("group_norm(a, 3)", "RuntimeError", "Expected number of channels in input to be divisible by num_groups, but got "
+                                         "input of shape [1, 2, 4, 4] and num_groups=3"),
+    ("embedding(a, w[0, 0])", "RuntimeError", "Expected tensor for argument #1 'indices' to have one of the following "
+                                              "scalar types: Long, Int; but got torch.DoubleTensor instead (while "
+                                              "checking arguments for embedding)"),
+    ("embedding(a, w)", "RuntimeError", "'weight' must be 2-D"),
+    ("batch_norm(a, None, None)", "RuntimeError", "running_mean must be defined in evaluation mode"),
+    ("batch_norm(a, None, None, w[0, 0], training=True)", "RuntimeError", "weight should contain 2 elements not 4"),
+    ("dropout(a, 1.5)", "ValueError", "dropout probability has to be between 0 and 1, but got 1.5"),
 ])
-def test_bad_calls_are_refused_as_pytorch_words_them(expr, message):
+def test_bad_norm_calls_are_pytorchs_errors(expr, kind, message):
+    """A call PyTorch refuses is an answer: its error, in its words, during the forward."""
+    import adjoint
     text = (f"name: t\ndtype: float64\ninputs:\n  a: {lit(_A)}\nmodel:\n  params: {{w: {lit(dyadic((1, 1, 2, 2), 1))}}}\n"
             f"  inputs: [a]\n  forward: \"{expr}\"\nloss: \"sum(y)\"\n")
-    with pytest.raises(Exception) as err:
-        Case(text)
-    assert message in str(err.value)
+    error = adjoint.loads(text).solve().variants[0].error
+    a, w = t64(_A, True), t64(dyadic((1, 1, 2, 2), 1), True)
+    call = {"layer_norm(a, [3])": lambda: F.layer_norm(a, [3]),
+            "group_norm(a, 3)": lambda: F.group_norm(a, 3),
+            "embedding(a, w[0, 0])": lambda: F.embedding(a, w[0, 0]),
+            "embedding(a, w)": lambda: F.embedding(a, w),
+            "batch_norm(a, None, None)": lambda: F.batch_norm(a, None, None),
+            "batch_norm(a, None, None, w[0, 0], training=True)":
+                lambda: F.batch_norm(a, None, None, w[0, 0], training=True),
+            "dropout(a, 1.5)": lambda: F.dropout(a, 1.5)}[expr]
+    with pytest.raises(Exception) as theirs:
+        call()
+    assert (error.type, error.message, error.during) == (type(theirs.value).__name__, str(theirs.value), "forward") \
+        == (kind, message, "forward")

@@ -32,19 +32,16 @@ SAME_EVEN_KERNEL = ("Using padding='same' with even kernel lengths and odd dilat
                     "the input be created (Triggered internally at /__w/pytorch/pytorch/aten/src/ATen/native/"
                     "Convolution.cpp:1101.)")
 
-def expand_arg(v, rank: int, name: str, what: str, loc: Loc, minimum: int | None) -> tuple[int, ...]:
-    """An int or ``rank`` ints (PyTorch's ``_pair`` / expand_param_if_needed); ``minimum`` None: the
-    values are the kernel's to refuse (the pools: :mod:`adjoint.engine.ops.pool_checks`)."""
+def expand_arg(v, rank: int, name: str, what: str, loc: Loc) -> tuple[int, ...]:
+    """An int or ``rank`` ints (PyTorch's ``_pair`` / expand_param_if_needed). Lengths PyTorch
+    refuses were refused before (``_conv_arg_refusal``, ``_length_refusal``: PyTorch's errors);
+    values are the kernel's to refuse (:mod:`adjoint.engine.ops.conv_checks`, ``pool_checks``)."""
     t = (int(v),) if not isinstance(v, (tuple, list)) else tuple(int(n) for n in v)
     if len(t) == 1:
         t = t * rank
     if len(t) != rank:
-        raise ProblemError(loc, f"{what}: expected {name} to be a single integer value or a list of {rank} values to "
-                                f"match the convolution dimensions, but got {name}={list(t)} (PyTorch raises this)")
-    for n in t:
-        if minimum is not None and n < minimum:
-            word = "positive" if minimum == 1 else "non-negative"
-            raise ProblemError(loc, f"{what}: {name} should be {word}, got {name}={list(t)} (PyTorch raises this)")
+        raise ProblemError(loc, f"{what}: {name}={list(t)} of another length than {rank}: an internal error (the "
+                                "argument's length is checked before, as PyTorch does)")
     return t
 
 
@@ -103,8 +100,8 @@ def convolution(rt, x: Tensor, w: Tensor, b: Tensor | None, stride, padding, dil
         refusal = (f"Expected {len(w.shape)}-dimensional input for {len(w.shape)}-dimensional weight {list(w.shape)}, "
                    f"but got {len(shape)}-dimensional input of size {list(shape)} instead")
     if refusal is None:
-        stride = expand_arg(stride, rank, "stride", what, loc, None)
-        dilation = expand_arg(dilation, rank, "dilation", what, loc, None)
+        stride = expand_arg(stride, rank, "stride", what, loc)
+        dilation = expand_arg(dilation, rank, "dilation", what, loc)
         if any(d < 1 for d in dilation) and x.dtype != "float64":
             raise ProblemError(loc, f"{what} with a non-positive dilation in {x.dtype} is not modelled (PyTorch's "
                                     "message depends on the CPU backend it picks: 'dilation should be greater than "
@@ -136,7 +133,7 @@ def convolution(rt, x: Tensor, w: Tensor, b: Tensor | None, stride, padding, dil
                 x = ap("constant_pad_nd", [x], tuple(pad_nd), loc)
             pads = tuple(left)
     else:
-        pads = expand_arg(padding, rank, "padding", what, loc, None)
+        pads = expand_arg(padding, rank, "padding", what, loc)
     y = ap("convolution", [x, w, b], ConvSpec(stride, pads, dilation, groups), loc)
     if unbatched:
         y = ap("squeeze_dim", [y], (0,), loc)
@@ -171,10 +168,10 @@ def _lower_conv(rank: int):
 def pool_spec(kernel, stride, padding, loc: Loc, what: str, rank: int = 2, **extra) -> PoolSpec:
     """F.max_pool{rank}d / F.avg_pool{rank}d arguments: ``stride=None`` (or ``[]``) is the kernel size.
     Their values are not checked here: a zero stride, a negative padding... are the kernel's errors."""
-    k = expand_arg(kernel, rank, "kernel_size", what, loc, None)
+    k = expand_arg(kernel, rank, "kernel_size", what, loc)
     empty = stride is None or (isinstance(stride, (tuple, list)) and not stride)
-    s = k if empty else expand_arg(stride, rank, "stride", what, loc, None)
-    p = expand_arg(padding, rank, "padding", what, loc, None)
+    s = k if empty else expand_arg(stride, rank, "stride", what, loc)
+    p = expand_arg(padding, rank, "padding", what, loc)
     extra.setdefault("dilation", (1,) * rank)
     return PoolSpec(k, s, p, **extra)
 
@@ -212,7 +209,7 @@ def max_pool(rank: int, rt, x: Tensor, kernel, stride, padding, dilation, ceil_m
     if bad:
         rt.apply(f"max_pool{rank}d_with_indices", [x], Refused("RuntimeError", bad, x.shape), loc)
     spec = pool_spec(kernel, stride, padding, loc, what, rank,
-                     dilation=expand_arg(dilation, rank, "dilation", what, loc, None), ceil_mode=ceil_mode)
+                     dilation=expand_arg(dilation, rank, "dilation", what, loc), ceil_mode=ceil_mode)
     _refuse_symbolic(rt, x, loc, what)
     out, indices = rt.apply(f"max_pool{rank}d_with_indices", [x], spec, loc)
     return (out, indices) if return_indices else out

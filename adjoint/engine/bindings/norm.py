@@ -47,16 +47,43 @@ def verify_batch_size(shape, loc: Loc) -> None:
 
 def batch_norm(rt, x: Tensor, running_mean, running_var, weight, bias, training: bool, momentum, eps, loc: Loc):
     """F.batch_norm; ``momentum`` an exact number (the module passes 1/num_batches_tracked for None)."""
-    if len(x.shape) < 2:
-        raise ProblemError(loc, f"batch_norm needs an input of at least 2 dimensions (N, C, ...), got "
-                                f"{list(x.shape)} (PyTorch raises ValueError)")
     if training:
+        if not x.shape:   # F._verify_batch_size reads size[0] of a 0-d input's empty torch.Size
+            raise TorchError("IndexError", "tuple index out of range")
         verify_batch_size(x.shape, loc)
+    stats = (x, weight, bias, running_mean, running_var)
+    refused = _batch_norm_refusal(x.shape, training, *stats[1:])
+    if refused:
+        raise TorchError("RuntimeError", refused)
+    if len(x.shape) < 2:   # every check passed (none given, or of 0 elements): the kernel's dim 1, after the packs
+        if not x.shape:
+            raise ProblemError(loc, "batch_norm of a 0-d input is not modelled (PyTorch packs the input, then "
+                                    "refuses it)")
+        rt.raise_after_packs("native_batch_norm", list(stats), TorchError(
+            "IndexError", "Dimension out of range (expected to be in range of [-1, 0], but got 1)"), loc)
+    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight), ("bias", bias)):
+        if t is not None and len(t.shape) != 1:
+            raise ProblemError(loc, f"batch_norm with a {name} of shape {list(t.shape)} is not modelled (PyTorch takes "
+                                    f"its {x.shape[1]} elements as a vector); give a 1-D {name}")
     out = rt.apply("native_batch_norm", [x, weight, bias, running_mean, running_var],
                    BatchNormSpec(training, Fraction(eps)), loc)[0]
     if training and running_mean is not None and running_var is not None:
         update_running_stats(rt, x, running_mean, running_var, Fraction(momentum if momentum is not None else 0))
     return out
+
+
+def _batch_norm_refusal(shape, training: bool, weight, bias, running_mean, running_var) -> str | None:
+    """at::_batch_norm_impl_index's checks, before any node, in its order: each running statistic
+    (missing in eval mode, or not of the channels' count of elements), then weight, then bias.
+    An input of fewer than 2 dims has 0 channels here."""
+    c = shape[1] if len(shape) >= 2 else 0
+    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight), ("bias", bias)):
+        if t is None:
+            if not training and name.startswith("running"):
+                return f"{name} must be defined in evaluation mode"
+        elif _prod(t.shape) != c:
+            return f"{name} should contain {c} elements not {_prod(t.shape)}"
+    return None
 
 
 def update_running_stats(rt, x: Tensor, running_mean: Tensor, running_var: Tensor, momentum: Fraction) -> None:
@@ -98,17 +125,37 @@ def lower_layer_norm(rt, a: dict, loc: Loc):
 
 
 def group_norm(rt, x: Tensor, num_groups: int, weight, bias, eps, loc: Loc):
+    """F.group_norm: its own checks (the input's rank; _verify_batch_size, which divides by
+    num_groups), then at::group_norm's, all before any node."""
     if len(x.shape) < 2:
-        raise ProblemError(loc, f"Expected at least 2 dimensions for input tensor but received {len(x.shape)} "
-                                "(PyTorch raises RuntimeError)")
-    if num_groups < 1 or x.shape[1] % num_groups:
-        raise ProblemError(loc, f"Expected number of channels in input to be divisible by num_groups, but got input "
-                                f"of shape {list(x.shape)} and num_groups={num_groups} (PyTorch raises RuntimeError)")
+        raise TorchError("RuntimeError", f"Expected at least 2 dimensions for input tensor but received {len(x.shape)}")
+    if num_groups == 0:
+        raise TorchError("ZeroDivisionError", "integer division or modulo by zero")
     verify_batch_size([x.shape[0] * x.shape[1] // num_groups, num_groups] + list(x.shape[2:]), loc)
+    refused = _group_norm_refusal(x.shape, num_groups, weight, bias)
+    if refused:
+        raise TorchError("RuntimeError", refused)
     # at::group_norm (above autograd) makes input, weight and bias contiguous, in that order
     x, weight, bias = (t if t is None or is_contiguous(t.shape, t.strides) else rt.apply("clone", [t], None, loc)
                        for t in (x, weight, bias))
     return rt.apply("native_group_norm", [x, weight, bias], GroupNormSpec(num_groups, Fraction(eps)), loc)[0]
+
+
+def _group_norm_refusal(shape, num_groups: int, weight, bias) -> str | None:
+    """at::group_norm's checks in its order. Its bias message prints the weight's shape (an
+    absent weight's is [0]), as PyTorch 2.13 does."""
+    if num_groups < 0:
+        return f"Expected num groups to be greater than 0, got {num_groups}"
+    c = shape[1]
+    if c % num_groups:
+        return (f"Expected number of channels in input to be divisible by num_groups, but got input of shape "
+                f"{list(shape)} and num_groups={num_groups}")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != (c,):
+            shown = list(weight.shape) if weight is not None else [0]
+            return (f"Expected {name} to be a vector of size equal to the number of channels in input, but got "
+                    f"{name} of shape {shown} and input of shape {list(shape)}")
+    return None
 
 
 def lower_group_norm(rt, a: dict, loc: Loc):
@@ -130,10 +177,16 @@ def embedding(rt, indices: Tensor, weight: Tensor, padding_idx, max_norm, scale_
     if sparse:
         raise ProblemError(loc, "embedding with sparse=True makes a sparse gradient, which adjoint does not model; "
                                 "use sparse=False")
-    if indices.dtype != "int64":
-        raise ProblemError(loc, "Expected tensor for argument #1 'indices' to have one of the following scalar types: "
-                                f"Long, Int; but got {indices.dtype} instead (PyTorch raises this); declare the "
-                                "indices with dtype: int64")
+    if indices.dtype != "int64":   # checkScalarTypes in the kernel, after EmbeddingBackward0 packed the indices
+        from adjoint.engine.bindings.views import _EXPAND_TYPE_NAMES as type_names
+        if indices.dtype not in type_names:
+            raise ProblemError(loc, f"embedding of {indices.dtype} indices is not modelled here; declare the indices "
+                                    "with dtype: int64")
+        if len(weight.shape) == 2:   # (another rank: the kernel's "'weight' must be 2-D" first, below)
+            after_packs(rt, "embedding", [weight, indices], loc, lambda: _raise(TorchError(
+                "RuntimeError", "Expected tensor for argument #1 'indices' to have one of the following scalar "
+                                f"types: Long, Int; but got {type_names[indices.dtype]} instead (while checking "
+                                "arguments for embedding)")))
     if len(weight.shape) == 2:   # (another rank: the kernel's "'weight' must be 2-D" first, from the op's shape rule)
         def checks():
             """index_select in the kernel, after EmbeddingBackward0 packed the indices."""
@@ -142,6 +195,10 @@ def embedding(rt, indices: Tensor, weight: Tensor, padding_idx, max_norm, scale_
         after_packs(rt, "embedding", [weight, indices], loc, checks)
     spec = EmbeddingSpec(-1 if padding_idx is None else padding_idx, scale_grad_by_freq)
     return rt.apply("embedding", [weight, indices], spec, loc)
+
+
+def _raise(error: Exception):
+    raise error
 
 
 def lower_embedding(rt, a: dict, loc: Loc):
@@ -154,9 +211,11 @@ def lower_embedding(rt, a: dict, loc: Loc):
 def dropout(rt, x: Tensor, p: Fraction, training: bool, inplace: bool, mask, loc: Loc):
     """_dropout_impl on the CPU; ``mask`` the keep-mask's exact value (a Dropout module's), or None."""
     from adjoint.engine.inplace import apply_inplace
-    if not 0 <= p <= 1:
-        raise ProblemError(loc, f"dropout probability has to be between 0 and 1, but got {float(p)}: PyTorch raises "
-                                "ValueError")
+    if not 0 <= p <= 1:   # F.dropout's ValueError, before any op; it prints p as given (2 or 2.0)
+        if p.denominator == 1:
+            raise ProblemError(loc, f"dropout with p={p} is not modelled: PyTorch's ValueError prints p as written "
+                                    "(an int or a float), which adjoint's exact numbers do not keep; give a p in [0, 1]")
+        raise TorchError("ValueError", f"dropout probability has to be between 0 and 1, but got {float(p)}")
     if not training or p == 0 or _prod(x.shape) == 0:
         return x
     B = rt.B

@@ -170,8 +170,12 @@ def norm_order(p, dim, loc: Loc):
                                 "model yet; use a number p (a vector norm)")
     if p is None:
         return Fraction(2)
-    if not isinstance(p, Fraction) or isinstance(p, bool):
-        raise ProblemError(loc, "norm(): p must be a number or 'fro': PyTorch raises TypeError")
+    if isinstance(p, bool):   # a Python bool is a Number to linalg_vector_norm's parser: True is 1, False 0
+        p = Fraction(int(p))
+    if not isinstance(p, Fraction):
+        raise ProblemError(loc, "norm(): a p other than a number, None or a string is not modelled (a list or tuple is "
+                                "PyTorch's TypeError naming its Python type, which adjoint does not keep; an inf or "
+                                "tensor order is not modelled); give a number")
     if p < 0:
         raise ProblemError(loc, f"norm with a negative order ({p}) is a PyTorch norm adjoint does not model yet; "
                                 "use p >= 0")

@@ -29,6 +29,7 @@ from fractions import Fraction
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.bindings import call_function
 from adjoint.engine.graph import Tensor
+from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.ops.attention import SdpaSpec, mean_dims
 
 _OPTIONAL = ("key_padding_mask", "need_weights", "attn_mask", "average_attn_weights", "is_causal")
@@ -98,9 +99,6 @@ def _bind(c) -> dict:
         if k.endswith("mask"):
             if v is not None and not isinstance(v, Tensor):
                 raise ProblemError(c.loc, f"MultiheadAttention: '{k}' must be a tensor or None")
-            if v is not None and v.dtype not in ("float32", "float64", "bool"):
-                raise ProblemError(c.loc, f"only bool and floating types of {k} are supported (PyTorch raises "
-                                          "AssertionError)")
         elif not isinstance(v, bool):
             raise ProblemError(c.loc, f"MultiheadAttention: '{k}' must be True or False")
     return bound
@@ -110,14 +108,9 @@ def mha_forward(c):
     """nn.MultiheadAttention.forward (the slow path): returns (attn_output, attn_weights or None)."""
     a = _bind(c)
     query, key, value = a["query"], a["key"], a["value"]
-    from adjoint.engine.layers.masks import canonical_mask
-    kpm, am = a["key_padding_mask"], a["attn_mask"]
-    if kpm is not None and am is not None and kpm.dtype != am.dtype:   # F._canonical_mask's check_other
-        from adjoint.engine.warns import warn
-        warn(c.rt, "UserWarning", "Support for mismatched key_padding_mask and attn_mask is deprecated. Use same "
-                                  "type for both instead.")
-    for k in ("key_padding_mask", "attn_mask"):   # the module's F._canonical_mask: bool -> 0 / -inf
-        a[k] = canonical_mask(c.rt, a[k], query.dtype)
+    from adjoint.engine.layers.transformer import canonical_masks   # the module's F._canonical_mask of both
+    a["attn_mask"], a["key_padding_mask"] = canonical_masks(c.rt, query, a["attn_mask"], a["key_padding_mask"],
+                                                            "attn_mask", "key_padding_mask")
     ops = _Ops(c.rt, c.loc)
     batched = len(query.shape) == 3
     if c.arg("batch_first") and batched:
@@ -132,37 +125,36 @@ def mha_forward(c):
     return attention_forward(c, ops, query, key, value, a)
 
 
+def _size(shape) -> str:
+    """A torch.Size as Python prints it in F.multi_head_attention_forward's messages."""
+    return f"torch.Size({list(shape)})"
+
+
 def _shape_check(query, key, value, kpm, mask, heads: int, loc: Loc) -> bool:
-    """F._mha_shape_check: batched (3-D) or unbatched (2-D) inputs, masks to match."""
+    """F._mha_shape_check: batched (3-D) or unbatched (2-D) inputs, masks to match; its
+    AssertionError before any op of its own."""
     q, k, v = len(query.shape), len(key.shape), len(value.shape)
-    if q == 3:
-        if k != 3 or v != 3:
-            raise ProblemError(loc, f"For batched (3-D) `query`, expected `key` and `value` to be 3-D but found {k}-D "
-                                    f"and {v}-D tensors respectively (PyTorch raises AssertionError)")
-        if kpm is not None and len(kpm.shape) != 2:
-            raise ProblemError(loc, "For batched (3-D) `query`, expected `key_padding_mask` to be `None` or 2-D but "
-                                    f"found {len(kpm.shape)}-D tensor instead (PyTorch raises AssertionError)")
-        if mask is not None and len(mask.shape) not in (2, 3):
-            raise ProblemError(loc, "For batched (3-D) `query`, expected `attn_mask` to be `None`, 2-D or 3-D but "
-                                    f"found {len(mask.shape)}-D tensor instead (PyTorch raises AssertionError)")
-        return True
-    if q == 2:
-        if k != 2 or v != 2:
-            raise ProblemError(loc, f"For unbatched (2-D) `query`, expected `key` and `value` to be 2-D but found "
-                                    f"{k}-D and {v}-D tensors respectively (PyTorch raises AssertionError)")
-        if kpm is not None and len(kpm.shape) != 1:
-            raise ProblemError(loc, "For unbatched (2-D) `query`, expected `key_padding_mask` to be `None` or 1-D but "
-                                    f"found {len(kpm.shape)}-D tensor instead (PyTorch raises AssertionError)")
-        if mask is not None:
-            if len(mask.shape) not in (2, 3):
-                raise ProblemError(loc, "For unbatched (2-D) `query`, expected `attn_mask` to be `None`, 2-D or 3-D "
-                                        f"but found {len(mask.shape)}-D tensor instead (PyTorch raises AssertionError)")
-            if len(mask.shape) == 3 and mask.shape != (heads, query.shape[0], key.shape[0]):
-                raise ProblemError(loc, f"Expected `attn_mask` shape to be {(heads, query.shape[0], key.shape[0])} "
-                                        f"but got {tuple(mask.shape)} (PyTorch raises AssertionError)")
-        return False
-    raise ProblemError(loc, f"query should be unbatched 2D or batched 3D tensor but received {q}-D query tensor "
-                            "(PyTorch raises AssertionError)")
+    if q not in (2, 3):
+        _assert(f"query should be unbatched 2D or batched 3D tensor but received {q}-D query tensor")
+    word, kpm_rank = ("batched (3-D)", 2) if q == 3 else ("unbatched (2-D)", 1)
+    if k != q or v != q:
+        _assert(f"For {word} `query`, expected `key` and `value` to be {q}-D but found {k}-D and {v}-D tensors "
+                "respectively")
+    if kpm is not None and len(kpm.shape) != kpm_rank:
+        _assert(f"For {word} `query`, expected `key_padding_mask` to be `None` or {kpm_rank}-D but found "
+                f"{len(kpm.shape)}-D tensor instead")
+    if mask is not None:
+        if len(mask.shape) not in (2, 3):
+            _assert(f"For {word} `query`, expected `attn_mask` to be `None`, 2-D or 3-D but found {len(mask.shape)}-D "
+                    "tensor instead")
+        want = (heads, query.shape[0], key.shape[0])
+        if q == 2 and len(mask.shape) == 3 and tuple(mask.shape) != want:
+            _assert(f"Expected `attn_mask` shape to be {want} but got {_size(mask.shape)}")
+    return q == 3
+
+
+def _assert(message: str):
+    raise TorchError("AssertionError", message)
 
 
 def _in_projection(c, ops: _Ops, query, key, value, e: int):
@@ -196,8 +188,7 @@ def _in_projection(c, ops: _Ops, query, key, value, e: int):
     eq, ek, ev = query.shape[-1], key.shape[-1], value.shape[-1]
     for name, wt, want in (("query", wq, (eq, eq)), ("key", wk, (eq, ek)), ("value", wv, (eq, ev))):
         if tuple(wt.shape) != want:
-            raise ProblemError(c.loc, f"expecting {name} weights shape of {want}, but got {tuple(wt.shape)} (PyTorch "
-                                      "raises AssertionError)")
+            _assert(f"expecting {name} weights shape of {want}, but got {_size(wt.shape)}")
     return ops.linear(query, wq, b_q), ops.linear(key, wk, b_k), ops.linear(value, wv, b_v)
 
 
@@ -215,34 +206,30 @@ def attention_forward(c, ops: _Ops, query, key, value, a: dict):
     tgt, bsz, e = query.shape
     src = key.shape[0]
     if is_causal and mask is None:
-        raise ProblemError(loc, "Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
-                                "method `generate_square_subsequent_mask` to create this mask. (PyTorch raises "
-                                "RuntimeError)")
+        raise TorchError("RuntimeError", "Need attn_mask if specifying the is_causal hint. You may use the Transformer "
+                                         "module method `generate_square_subsequent_mask` to create this mask.")
     if is_causal and kpm is None and not need_weights:
         mask = None
     elif kpm is not None:
         is_causal = False
     if e != e_check:
-        raise ProblemError(loc, f"was expecting embedding dimension of {e_check}, but got {e} (PyTorch raises "
-                                "AssertionError)")
+        _assert(f"was expecting embedding dimension of {e_check}, but got {e}")
     head_dim = e // heads
     separate = c.params.get("in_proj_weight") is None
     if separate and tuple(key.shape[:2]) != tuple(value.shape[:2]):
-        raise ProblemError(loc, f"key's sequence and batch dims {tuple(key.shape[:2])} do not match value's "
-                                f"{tuple(value.shape[:2])} (PyTorch raises AssertionError)")
+        _assert(f"key's sequence and batch dims {_size(key.shape[:2])} do not match value's {_size(value.shape[:2])}")
     if not separate and tuple(key.shape) != tuple(value.shape):
-        raise ProblemError(loc, f"key shape {tuple(key.shape)} does not match value shape {tuple(value.shape)} "
-                                "(PyTorch raises AssertionError)")
+        _assert(f"key shape {_size(key.shape)} does not match value shape {_size(value.shape)}")
     q, k, v = _in_projection(c, ops, query, key, value, e)
     if mask is not None:
         if len(mask.shape) == 2:
             if tuple(mask.shape) != (tgt, src):
-                raise ProblemError(loc, f"The shape of the 2D attn_mask is {list(mask.shape)}, but should be "
-                                        f"{(tgt, src)}. (PyTorch raises RuntimeError)")
+                raise TorchError("RuntimeError", f"The shape of the 2D attn_mask is {_size(mask.shape)}, but should be "
+                                                 f"{(tgt, src)}.")
             mask = ops.fn("unsqueeze", mask, 0)
         elif tuple(mask.shape) != (bsz * heads, tgt, src):
-            raise ProblemError(loc, f"The shape of the 3D attn_mask is {list(mask.shape)}, but should be "
-                                    f"{(bsz * heads, tgt, src)}. (PyTorch raises RuntimeError)")
+            raise TorchError("RuntimeError", f"The shape of the 3D attn_mask is {_size(mask.shape)}, but should be "
+                                             f"{(bsz * heads, tgt, src)}.")
     bias_k, bias_v = c.params.get("bias_k"), c.params.get("bias_v")
     if bias_k is not None and bias_v is not None:
         k = ops.fn("cat", (k, rt.apply("repeat", [bias_k], (1, bsz, 1), loc)))
@@ -265,9 +252,9 @@ def attention_forward(c, ops: _Ops, query, key, value, a: dict):
             kpm = rt.apply("constant_pad_nd", [kpm], (0, 1), loc)
     src = k.shape[1]
     if kpm is not None:
-        if tuple(kpm.shape) != (bsz, src):
-            raise ProblemError(loc, f"Expected key_padded_mask.shape to be {(bsz, src)}, but got {tuple(kpm.shape)} "
-                                    "(PyTorch raises AssertionError)")
+        for d, want in enumerate((bsz, src)):   # F._check_key_padding_mask
+            if kpm.shape[d] != want:
+                _assert(f"Expected key_padded_mask.shape[{d}] to be {want}, but got {kpm.shape[d]}")
         kpm = ops.method("view", kpm, bsz, 1, 1, src)
         kpm = ops.method("expand", kpm, -1, heads, -1, -1)
         kpm = ops.fn("reshape", kpm, bsz * heads, 1, src)

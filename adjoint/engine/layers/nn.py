@@ -13,6 +13,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from adjoint.format.errors import ProblemError
+from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.bindings.conv import adaptive_avg_pool, avg_pool, convolution, max_pool
 from adjoint.engine.bindings.norm import batch_norm, dropout, embedding, group_norm, layer_norm
 from adjoint.engine.layers import attention
@@ -90,8 +91,7 @@ def _batch_norm(dims: tuple[int, ...]):
         x = c.args[0]
         if len(x.shape) not in dims:
             want = " or ".join(f"{d}D" for d in dims)
-            raise ProblemError(c.loc, f"{c.module.type} expected {want} input (got {len(x.shape)}D input): PyTorch "
-                                      "raises ValueError")
+            raise TorchError("ValueError", f"expected {want} input (got {len(x.shape)}D input)")   # _check_input_dim
         momentum = c.arg("momentum")
         factor = Fraction(0) if momentum is None else momentum
         tracking = c.arg("track_running_stats")

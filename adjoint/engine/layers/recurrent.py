@@ -21,6 +21,7 @@ from fractions import Fraction
 
 from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Tensor
+from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.bindings import call_function
 from adjoint.engine.bindings.core import binary
 from adjoint.engine.inplace import call_inplace
@@ -58,21 +59,33 @@ def _args(c, kind: str):
 
 
 def _check_dims(c, kind: str, x: Tensor, states: list, what: list) -> None:
-    if len(x.shape) not in (1, 2):
-        raise ProblemError(c.loc, f"{kind}: Expected input to be 1D or 2D, got {len(x.shape)}D instead (PyTorch raises "
-                                  "ValueError)")
-    for s, w in zip(states, what):
-        if s is not None and len(s.shape) not in (1, 2):
-            raise ProblemError(c.loc, f"{kind}: Expected {w} to be 1D or 2D, got {len(s.shape)}D instead (PyTorch "
-                                      "raises ValueError)")
+    """The cell module's own ValueError for an input, then a state, of neither 1 nor 2 dims."""
+    for t, w in [(x, "input")] + list(zip(states, what)):
+        if t is not None and len(t.shape) not in (1, 2):
+            raise TorchError("ValueError", f"{kind}: Expected {w} to be 1D or 2D, got {len(t.shape)}D instead")
+
+
+def _check_cell(c, x: Tensor, states: list) -> None:
+    """check_rnn_cell_forward_input and _hidden (rnn_tanh_cell, lstm_cell, gru_cell, before any
+    op of theirs), on the input and states as the module hands them (an unbatched input's states
+    unsqueezed): dim 1 of the input, then each state's dim 0 and dim 1, PyTorch's RuntimeError."""
     n_in, hidden = c.arg("input_size"), c.arg("hidden_size")
-    if x.shape[-1] != n_in:
-        raise ProblemError(c.loc, f"input has inconsistent input_size: got {x.shape[-1]} expected {n_in} (PyTorch "
-                                  "raises RuntimeError)")
-    for s in states:
-        if s is not None and s.shape[-1] != hidden:
-            raise ProblemError(c.loc, f"hidden has inconsistent hidden_size: got {s.shape[-1]}, expected {hidden} "
-                                      "(PyTorch raises RuntimeError)")
+    if x.shape[1] != n_in:
+        raise TorchError("RuntimeError", f"input has inconsistent input_size: got {x.shape[1]} expected {n_in}")
+    for i, s in enumerate(states):
+        if s.shape[0] != x.shape[0]:
+            raise TorchError("RuntimeError", f"Input batch size {x.shape[0]} doesn't match hidden{i} batch size "
+                                             f"{s.shape[0]}")
+        if len(s.shape) < 2:
+            raise ProblemError(c.loc, "a 1-D hidden state beside a 2-D input is not modelled (PyTorch reads its dim 1); "
+                                      "give states of the input's rank")
+        if s.shape[1] != hidden:
+            raise TorchError("RuntimeError", f"hidden{i} has inconsistent hidden_size: got {s.shape[1]}, expected "
+                                             f"{hidden}")
+    if any(len(s.shape) != 2 for s in states):
+        raise ProblemError(c.loc, "2-D hidden states beside a 1-D input (3-D once the cell unsqueezes them) that pass "
+                                  "the cell's checks are not modelled (PyTorch 2.13 crashes); give states of the "
+                                  "input's rank")
 
 
 def _batch(c, x: Tensor, states: list):
@@ -101,6 +114,7 @@ def rnn_cell_forward(c):
     x, hx = _args(c, "RNNCell")
     _check_dims(c, "RNNCell", x, [hx], ["hidden"])
     batched, x, (h,) = _batch(c, x, [hx])
+    _check_cell(c, x, [h])
     s = binary(c.rt, "+", _linear(c, h, "hh"), _linear(c, x, "ih"), c.loc)
     act = "tanh" if c.arg("nonlinearity") == "tanh" else "relu"
     return _unbatch(c, batched, call_function(c.rt, act, [s], {}, c.loc))
@@ -113,6 +127,7 @@ def lstm_cell_forward(c):
     states = list(hx) if hx is not None else [None, None]
     _check_dims(c, "LSTMCell", x, states, ["hx[0]", "hx[1]"])
     batched, x, (h, cx) = _batch(c, x, states)
+    _check_cell(c, x, [h, cx])
     gates = _inplace(c, "add_", _linear(c, h, "hh"), _linear(c, x, "ih"))
     ingate, forget, cell, outgate = _chunks(c, gates, 4)
     ingate = _inplace(c, "sigmoid_", ingate)
@@ -128,6 +143,7 @@ def gru_cell_forward(c):
     x, hx = _args(c, "GRUCell")
     _check_dims(c, "GRUCell", x, [hx], ["hidden"])
     batched, x, (h,) = _batch(c, x, [hx])
+    _check_cell(c, x, [h])
     i_r, i_z, i_n = _chunks(c, _linear(c, x, "ih"), 3)
     h_r, h_z, h_n = _chunks(c, _linear(c, h, "hh"), 3)
     reset = _inplace(c, "sigmoid_", _inplace(c, "add_", h_r, i_r))

@@ -21,13 +21,13 @@ from adjoint.engine.bindings import call_function
 from adjoint.engine.bindings.core import binary
 from adjoint.engine.graph import Tensor
 from adjoint.engine.layers.masks import canonical_mask
+from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.warns import warn
 
 def bind_forward(c, what: str, names: tuple[str, ...], tensors: tuple[str, ...], masks: tuple[str, ...],
-                 flags: tuple[str, ...], dtype_checked: bool = True, flag_default: bool | None = False) -> dict:
+                 flags: tuple[str, ...], flag_default: bool | None = False) -> dict:
     """``what.forward``'s arguments by name, as Python binds them: ``tensors`` required tensors,
-    ``masks`` tensors or None (``dtype_checked``: bool or floating, as ``F._canonical_mask``
-    asserts), ``flags`` booleans defaulting to ``flag_default`` (None: also None allowed)."""
+    ``masks`` tensors or None (their dtypes are :func:`canonical_masks`' to refuse), ``flags`` booleans defaulting to ``flag_default`` (None: also None allowed)."""
     if len(c.args) > len(names):
         raise ProblemError(c.loc, f"{what} takes at most {len(names)} arguments, got {len(c.args)}: Python raises "
                                   "TypeError in forward()")
@@ -46,9 +46,6 @@ def bind_forward(c, what: str, names: tuple[str, ...], tensors: tuple[str, ...],
         v = bound.setdefault(k, None)
         if v is not None and not isinstance(v, Tensor):
             raise ProblemError(c.loc, f"{what}: '{k}' must be a tensor or None")
-        if dtype_checked and v is not None and v.dtype not in ("float32", "float64", "bool"):
-            raise ProblemError(c.loc, f"only bool and floating types of {k} are supported (PyTorch raises "
-                                      "AssertionError)")
     for k in flags:
         v = bound.setdefault(k, flag_default)
         if flag_default is None and v is not None and not isinstance(v, bool):
@@ -58,12 +55,17 @@ def bind_forward(c, what: str, names: tuple[str, ...], tensors: tuple[str, ...],
     return bound
 
 
-def canonical_masks(rt, src: Tensor, mask, kpm, mask_name: str):
-    """``F._canonical_mask`` of ``src_key_padding_mask`` then of the attention mask (named
-    ``mask_name`` in the warning when their dtypes differ); no node."""
-    if kpm is not None and mask is not None and kpm.dtype != mask.dtype:
-        warn(rt, "UserWarning", f"Support for mismatched src_key_padding_mask and {mask_name} is deprecated. Use same "
-                                "type for both instead.")
+def canonical_masks(rt, src: Tensor, mask, kpm, mask_name: str, kpm_name: str = "src_key_padding_mask"):
+    """``F._canonical_mask`` of the key padding mask then of the attention mask (named
+    ``kpm_name`` and ``mask_name`` in PyTorch's words); no node. A mask neither bool nor floating
+    is its AssertionError: the key padding mask's before the warning of mismatched dtypes, the
+    attention mask's after it."""
+    for name, m in ((kpm_name, kpm), (mask_name, mask)):
+        if m is not None and m.dtype not in ("float32", "float64", "bool"):
+            raise TorchError("AssertionError", f"only bool and floating types of {name} are supported")
+        if m is kpm and kpm is not None and mask is not None and kpm.dtype != mask.dtype:
+            warn(rt, "UserWarning", f"Support for mismatched {kpm_name} and {mask_name} is deprecated. Use same "
+                                    "type for both instead.")
     kpm = canonical_mask(rt, kpm, src.dtype)
     return canonical_mask(rt, mask, src.dtype), kpm
 
@@ -121,7 +123,7 @@ _DECODER_NAMES = ("tgt", "memory", "tgt_mask", "memory_mask", "tgt_key_padding_m
 
 def _bind_decoder(c) -> dict:
     return bind_forward(c, "TransformerDecoderLayer", _DECODER_NAMES, _DECODER_NAMES[:2], _DECODER_NAMES[2:6],
-                        _DECODER_NAMES[6:], dtype_checked=False)
+                        _DECODER_NAMES[6:])
 
 
 def decoder_layer_forward(c):

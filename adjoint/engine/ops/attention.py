@@ -76,14 +76,17 @@ def sdpa_shape(shapes, p: SdpaSpec, loc):
         raise ProblemError(loc, "scaled_dot_product_attention on the CPU here takes 4-D query, key and value "
                                 "(batch, heads, length, dim)")
     if q[-1] != k[-1] or k[-2] != v[-2] or q[:2] != k[:2] or k[:2] != v[:2]:
+        # (the binding sends other head, batch or head-dim sizes down the math path, whose ops raise PyTorch's errors)
         raise ProblemError(loc, f"scaled_dot_product_attention: query {list(q)}, key {list(k)} and value {list(v)} "
-                                "do not fit (PyTorch raises a RuntimeError)")
+                                "with a key length other than the value's are not modelled: PyTorch 2.13's fused CPU "
+                                "kernel runs them without a check")
     if mask is not None:
         try:
             broadcast_shapes(tuple(q[:-1]) + (k[-2],), mask, loc)
         except TorchError as e:   # raised in the math path's composite, after packs this op does not make
-            raise ProblemError(loc, f"scaled_dot_product_attention: PyTorch raises RuntimeError '{e.message}' "
-                                    "after the math path's own packs: not modelled as an answer yet") from None
+            raise ProblemError(loc, f"scaled_dot_product_attention: a mask that does not broadcast ('{e.message}') is "
+                                    "not modelled here: PyTorch's error comes after the math path's own packs, which "
+                                    "this op does not make") from None
     out = tuple(q[:-1]) + (v[-1],)
     return (out, tuple(q[:-1]))
 
@@ -177,8 +180,8 @@ def sdpa_vjp(B, gs, ins, outs, p: SdpaSpec, need):
 def baddbmm_shape(shapes, p, loc):
     s, b1, b2 = shapes
     if len(b1) != 3 or len(b2) != 3 or b1[0] != b2[0] or b1[2] != b2[1]:
-        raise ProblemError(loc, f"baddbmm: batch1 {list(b1)} and batch2 {list(b2)} cannot be multiplied "
-                                "(PyTorch raises this)")
+        raise ProblemError(loc, f"baddbmm: batch1 {list(b1)} and batch2 {list(b2)} cannot be multiplied: an internal "
+                                "error (adjoint makes baddbmm only inside MultiheadAttention, whose shapes fit)")
     out = (b1[0], b1[1], b2[2])
     from adjoint.engine.ops.views import expand_shape
     expand_shape([s], out, loc)   # baddbmm expands self to the product's sizes: expand's error, with its wording
@@ -236,8 +239,8 @@ def mean_dims(ndim: int, dims, keepdim: bool, loc) -> tuple[tuple[int, ...], boo
     out = []
     for d in dims:
         if not -max(ndim, 1) <= d < max(ndim, 1):
-            raise ProblemError(loc, f"Dimension out of range (expected to be in range of [{-ndim}, {ndim - 1}], but got "
-                                    f"{d}) (PyTorch raises IndexError)")
+            raise TorchError("IndexError", f"Dimension out of range (expected to be in range of [{-max(ndim, 1)}, "
+                                           f"{max(ndim, 1) - 1}], but got {d})")
         out.append(d % ndim)
     return tuple(sorted(set(out))), keepdim
 
@@ -248,8 +251,8 @@ def mean_dims(ndim: int, dims, keepdim: bool, loc) -> tuple[tuple[int, ...], boo
 def repeat_shape(shapes, reps, loc):
     shape = tuple(shapes[0])
     if len(reps) < len(shape):
-        raise ProblemError(loc, "Number of dimensions of repeat dims can not be smaller than number of dimensions of "
-                                "tensor (PyTorch raises this)")
+        raise TorchError("RuntimeError", "Number of dimensions of repeat dims can not be smaller than number of "
+                                         "dimensions of tensor")
     padded = (1,) * (len(reps) - len(shape)) + shape
     return tuple(s * r for s, r in zip(padded, reps))
 

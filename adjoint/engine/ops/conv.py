@@ -18,6 +18,7 @@ from fractions import Fraction
 import numpy as np
 
 from adjoint.format.errors import ProblemError
+from adjoint.engine.torch_errors import TorchError
 from adjoint.values.mathtree import Fn, generic_vjp, layer, number_text
 from adjoint.engine.ops.record import Check, Math, Op, Save
 from adjoint.engine.ops.pool import Refused
@@ -43,8 +44,8 @@ def conv_shape(shapes, p: ConvSpec, loc):
     x, w, b = shapes
     n_sp = len(w) - 2
     if len(x) != n_sp + 2:
-        raise ProblemError(loc, f"Expected {n_sp + 1}D (unbatched) or {n_sp + 2}D (batched) input to conv{n_sp}d, "
-                                f"but got input of size: {list(x)} (PyTorch raises this)")
+        raise ProblemError(loc, f"convolution of a {len(x)}-D input with a {len(w)}-D weight: an internal error "
+                                f"(conv{n_sp}d refuses the input's rank, PyTorch's error, before the op)")
     from adjoint.engine.ops.conv_checks import conv_refusal
     if conv_refusal(x, w, b, p.stride, p.padding, p.dilation, p.groups) is not None:
         return (x[0], w[0]) + (0,) * n_sp   # PyTorch's error is the op's value_error (after the packs)
@@ -219,17 +220,20 @@ class PadValue:
 
 
 def pad_shape(shapes, pads, loc):
+    """at::pad's and constant_pad_nd's checks, PyTorch's RuntimeError (ConstantPadNdBackward0
+    saves nothing, so no pack comes before it)."""
     shape = list(shapes[0])
-    if len(pads) % 2 or len(pads) // 2 > len(shape):
-        raise ProblemError(loc, f"Padding length must be divisible by 2 and at most twice the input's dimensions, "
-                                f"got {len(pads)} for a {len(shape)}-D input (PyTorch raises this)")
+    if len(pads) % 2:
+        raise TorchError("RuntimeError", "Padding length must be divisible by 2")
+    if len(pads) // 2 > len(shape):
+        raise TorchError("RuntimeError", f"Padding length should be less than or equal to two times the input "
+                                         f"dimension but got padding length {len(pads)} and input of dimension "
+                                         f"{len(shape)}")
     for i in range(len(pads) // 2):
         d = len(shape) - 1 - i
         shape[d] += pads[2 * i] + pads[2 * i + 1]
         if shape[d] < 0:
-            raise ProblemError(loc, f"The input size {shapes[0][d]}, plus negative padding {pads[2 * i]} and "
-                                    f"{pads[2 * i + 1]} resulted in a negative output size, which is invalid "
-                                    "(PyTorch raises this)")
+            raise TorchError("RuntimeError", "narrow(): length must be non-negative.")
     return tuple(shape)
 
 

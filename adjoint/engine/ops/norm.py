@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from adjoint.format.errors import ProblemError
+from adjoint.engine.torch_errors import TorchError
 from adjoint.values.mathtree import Fn, generic_vjp, layer, no_gradient, number_text
 from adjoint.engine.bn_layout import grad_as_read
 from adjoint.engine.ops.record import Check, Math, Op, Save
@@ -69,16 +69,10 @@ def _channel_shape(shape) -> tuple[int, ...]:
 
 
 def batch_norm_shape(shapes, p: BatchNormSpec, loc):
-    x, w, b, rm, rv = shapes
-    c = x[1] if len(x) >= 2 else None
-    for name, s in (("weight", w), ("bias", b), ("running_mean", rm), ("running_var", rv)):
-        if s is not None and tuple(s) != (c,):
-            raise ProblemError(loc, f"batch_norm: {name} should contain {c} elements not {_prod(s)} "
-                                    "(PyTorch raises this)")
-    if not p.training and (rm is None or rv is None):
-        raise ProblemError(loc, "batch_norm in eval mode (training=False) needs running_mean and running_var: "
-                                "PyTorch raises 'running_mean must be defined in evaluation mode'")
-    stats = (c,) if p.training else (0,)
+    """(at::batch_norm refuses statistics, weight and bias that do not fit before any node: the
+    binding checks them, bindings/norm.py _batch_norm_refusal.)"""
+    x = shapes[0]
+    stats = (x[1],) if p.training else (0,)
     return (tuple(x), stats, stats)
 
 
@@ -148,17 +142,21 @@ class LayerNormSpec:
 
 
 def layer_norm_shape(shapes, p: LayerNormSpec, loc):
+    """_check_layer_norm_inputs, in its order (normalized_shape's rank, weight, bias, the input):
+    PyTorch's RuntimeError from the kernel, after NativeLayerNormBackward0 packed its inputs."""
     x, w, b = shapes
-    k = len(p.normalized_shape)
-    if tuple(x[len(x) - k:]) != tuple(p.normalized_shape) or len(x) < k:
-        raise ProblemError(loc, f"Given normalized_shape={list(p.normalized_shape)}, expected input with shape "
-                                f"[*, {', '.join(map(str, p.normalized_shape))}], but got input of size{list(x)} "
-                                "(PyTorch raises this)")
+    ns = list(p.normalized_shape)
+    if not ns:
+        raise TorchError("RuntimeError", "Expected normalized_shape to be at least 1-dimensional, i.e., containing at "
+                                         "least one element, but got normalized_shape = []")
     for name, s in (("weight", w), ("bias", b)):
-        if s is not None and tuple(s) != tuple(p.normalized_shape):
-            raise ProblemError(loc, f"Expected {name} to be of same shape as normalized_shape, but got {name} of "
-                                    f"shape {list(s)} and normalized_shape = {list(p.normalized_shape)} "
-                                    "(PyTorch raises this)")
+        if s is not None and list(s) != ns:
+            raise TorchError("RuntimeError", f"Expected {name} to be of same shape as normalized_shape, but got {name} "
+                                             f"of shape {list(s)} and normalized_shape = {ns}")
+    k = len(ns)
+    if len(x) < k or list(x[len(x) - k:]) != ns:
+        raise TorchError("RuntimeError", f"Given normalized_shape={ns}, expected input with shape "
+                                         f"[*, {', '.join(map(str, ns))}], but got input of size{list(x)}")
     stats = tuple(x[:len(x) - k]) + (1,) * k
     return (tuple(x), stats, stats)
 
@@ -209,19 +207,9 @@ class GroupNormSpec:
 
 
 def group_norm_shape(shapes, p: GroupNormSpec, loc):
-    x, w, b = shapes
-    if len(x) < 2:
-        raise ProblemError(loc, f"Expected at least 2 dimensions for input tensor but received {len(x)} "
-                                "(PyTorch raises this)")
-    c = x[1]
-    if c % p.groups:
-        raise ProblemError(loc, f"Expected number of channels in input to be divisible by num_groups, but got input "
-                                f"of shape {list(x)} and num_groups={p.groups} (PyTorch raises this)")
-    for name, s in (("weight", w), ("bias", b)):
-        if s is not None and tuple(s) != (c,):
-            raise ProblemError(loc, f"Expected {name} to be a vector of size equal to the number of channels in input, "
-                                    f"but got {name} of shape {list(s)} and input of shape {list(x)} "
-                                    "(PyTorch raises this)")
+    """(F.group_norm and at::group_norm refuse the input's rank, the groups, weight and bias before
+    any node: the binding checks them, bindings/norm.py _group_norm_refusal.)"""
+    x = shapes[0]
     return (tuple(x), (x[0], p.groups), (x[0], p.groups))
 
 

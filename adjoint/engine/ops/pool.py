@@ -24,7 +24,7 @@ from math import prod
 
 import numpy as np
 
-from adjoint.format.errors import ProblemError
+from adjoint.engine.torch_errors import TorchError
 from adjoint.values.mathtree import Fn, generic_vjp, layer, no_gradient
 from adjoint.engine.ops.record import Check, Math, Op, Save
 from adjoint.engine.ops.pool_checks import pool_refusal
@@ -75,18 +75,6 @@ class Emptied(tuple):
 def emptied_backward_error(dtypes, p, need):
     """``backward_error`` of the adaptive pools: an :class:`Emptied` output size's error."""
     return ("RuntimeError", p.message, "other") if isinstance(p, Emptied) else None
-
-
-#: the input-rank complaint of each spatial rank's kernels (pool2d_shape_check, pool3d_shape_check)
-_INPUT_COMPLAINT = {
-    2: "{what}: Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, but got: {shape}",
-    3: "{what}: non-empty 4D or 5D (batch mode) tensor expected for input, got {shape}",
-}
-
-
-def _check_input(shape, what: str, loc, rank: int) -> None:
-    if len(shape) not in (rank + 1, rank + 2) or any(s == 0 for s in shape[-(rank + 1):]):
-        raise ProblemError(loc, _INPUT_COMPLAINT[rank].format(what=what, shape=list(shape)) + " (PyTorch raises this)")
 
 
 def pool_shape(shapes, p: PoolSpec, loc, what: str | None = None):
@@ -315,8 +303,8 @@ def adaptive_shape(shapes, out_sizes, loc):
     x = shapes[0]
     rank = len(out_sizes)
     if len(x) not in (rank + 1, rank + 2):   # (the binding checks the rank and empty sizes first)
-        raise ProblemError(loc, f"adaptive_avg_pool{rank}d(): Expected {rank + 1}D or {rank + 2}D tensor, but got "
-                                f"{list(x)} (PyTorch raises this)")
+        raise TorchError("RuntimeError", f"adaptive_avg_pool{rank}d(): Expected {rank + 1}D or {rank + 2}D tensor, "
+                                         f"but got {list(x)}")
     return tuple(x[:-rank]) + tuple(out_sizes)
 
 
