@@ -19,7 +19,9 @@
 * ``kl_div``: ``xlogy(t, t) - t * input`` (``exp(t) * (t - input)`` with ``log_target``), then
   mean / sum; ``"batchmean"`` is sum then a Python division by the batch size.
 
-Argument errors are refused with PyTorch's own wording (they are bad input).
+Arguments PyTorch refuses are its errors, answers, where it raises them: the functional's Python
+checks before any node, VariableType's requires_grad check before the node, the kernel's checks
+after the node packed what it saves (``Runtime.raise_after_packs`` or the op's ``value_error``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from fractions import Fraction
 
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
-from adjoint.engine.ops.arith import broadcast_or_refuse, broadcast_shapes
+from adjoint.engine.ops.arith import broadcast_shapes
 from adjoint.engine.ops.losses import BCE, BCE_EPSILON, BCELogits, Nll, Pointwise
 from adjoint.engine.bindings.signature import Function, Param
 from adjoint.engine.bindings.core import binary
@@ -91,10 +93,14 @@ def _no_grad_arg(t: Tensor | None, name: str, aten: str, loc: Loc) -> None:
 
 
 def broadcast_pair(rt, x: Tensor, y: Tensor, loc: Loc):
-    """``torch.broadcast_tensors(x, y)``: an operand of another shape is expanded (a view)."""
+    """The functional's warning for a target of another size, then ``torch.broadcast_tensors(x, y)``:
+    an operand of another shape is expanded (a view); shapes that do not broadcast are its error."""
     if x.shape == y.shape:
         return x, y
-    shape = broadcast_or_refuse(x.shape, y.shape, loc)
+    warns.warn(rt, "UserWarning", f"Using a target size ({_size(y.shape)}) that is different to the input size "
+                                  f"({_size(x.shape)}). This will likely lead to incorrect results due to "
+                                  "broadcasting. Please ensure they have the same size.")
+    shape = broadcast_shapes(x.shape, y.shape, loc)
     xs = x if x.shape == shape else rt.apply("expand", [x], shape, loc)
     ys = y if y.shape == shape else rt.apply("expand", [y], shape, loc)
     return xs, ys
