@@ -32,6 +32,28 @@ def test_each_modelled_call_of_none_raises_what_torch_raises():
 
 
 @pytest.mark.torch
+def test_each_modelled_call_of_a_number_raises_what_torch_raises():
+    """The same calls on an int, a float and a bool (``torch.exp(2)``): the parser's TypeError
+    or the functional's AttributeError names the Python type."""
+    from adjoint.format.errors import Loc
+    from adjoint.torchside.callables import function
+
+    checked = 0
+    for name in sorted(_UNARY_TORCH):
+        for prefix in ("", "torch.", "F."):
+            for value in (2, 2.5, True):
+                predicted = pyerrors.unary_function_not_tensor(name, prefix, 1, 0, type(value).__name__)
+                if predicted is None:
+                    continue
+                with pytest.raises(Exception) as info:
+                    function(name, prefix, Loc("<test>", 1, 1))(value)
+                assert (type(info.value).__name__, str(info.value)) == (predicted.type, predicted.message), \
+                    (prefix, name, value)
+                checked += 1
+    assert checked >= 6 * len(_UNARY_TORCH)
+
+
+@pytest.mark.torch
 def test_custom_forward_binding_errors_are_cpythons():
     """``binding_error`` against CPython binding the torch twin's own CustomModule.forward
     signature (adjoint/torchside/build.py's ``signature_of``), over counts, keywords, defaults."""

@@ -349,13 +349,16 @@ class Interp:
         """v1's wording for a whitelisted one-tensor function handed something else."""
         fn = FUNCTIONS[e.func]
         if args and fn.params and fn.params[0].kind == "tensor" and not isinstance(args[0], Tensor):
-            if args[0] is None:   # PyTorch's own error where it is modelled: an answer, not a refusal
-                error = pyerrors.unary_function_none(e.func, e.prefix, len(e.args), len(e.kwargs))
-                if error is not None:
-                    raise error
+            # PyTorch's own error where it is modelled (None, or a number whose type the expression
+            # tells): an answer, not a refusal
+            type_ = pyerrors.type_name(args[0], e.args[0])
+            error = type_ and pyerrors.unary_function_not_tensor(e.func, e.prefix, len(e.args), len(e.kwargs), type_)
+            if error:
+                raise error
             got = "None" if args[0] is None else ("a tuple" if isinstance(args[0], tuple) else "a number")
-            raise ProblemError(e.args[0].loc, f"{e.func}() needs a tensor, got {got}: PyTorch raises TypeError "
-                                              f"({e.func}(): argument '{fn.params[0].name}' must be Tensor)")
+            raise ProblemError(e.args[0].loc, f"{e.func}() needs a tensor, got {got}: not modelled here (PyTorch's "
+                                              "TypeError or AttributeError names the argument's Python type and how "
+                                              "it was passed); give a tensor")
 
     def method(self, obj, e: S.Method, args: list, kwargs: dict):
         if e.operator == "~":   # Tensor.__invert__ (bitwise_not); Python's own ~ of anything else

@@ -129,16 +129,23 @@ _UNARY_TORCH = frozenset({"tanh", "sigmoid", "exp", "log", "sin", "cos", "sqrt",
 
 
 def unary_function_none(name: str, prefix: str, nargs: int, nkwargs: int) -> TorchError | None:
-    """PyTorch's error for ``NAME(None)`` (a hook argument PyTorch handed as None), or None
-    when it is not one of the cases modelled: one positional argument, no keywords, a function
-    of :data:`_UNARY_TORCH` called bare or as ``torch.NAME`` (``F.tanh``: the method call).
-    Checked against torch 2.13 in tests/test_pyerrors_calls.py."""
+    """PyTorch's error for ``NAME(None)`` (a hook argument PyTorch handed as None): see
+    :func:`unary_function_not_tensor`."""
+    return unary_function_not_tensor(name, prefix, nargs, nkwargs, "NoneType")
+
+
+def unary_function_not_tensor(name: str, prefix: str, nargs: int, nkwargs: int, type_: str) -> TorchError | None:
+    """PyTorch's error for ``NAME(v)`` where ``v`` is no tensor but a ``type_`` (``NoneType``,
+    ``int``, ``float``, ``bool``), or None when it is not one of the cases modelled: one
+    positional argument, no keywords, a function of :data:`_UNARY_TORCH` called bare or as
+    ``torch.NAME`` (the argument parser's TypeError; ``F.tanh``: the method call, whose
+    AttributeError names the type). Checked against torch 2.13 in tests/test_pyerrors_calls.py."""
     if nargs != 1 or nkwargs or name not in _UNARY_TORCH:
         return None
     if prefix in ("", "F.", "nn.functional.", "torch.nn.functional.") and name in _FUNCTIONAL_METHOD_CALLS:
-        return no_attribute(name)
+        return TorchError("AttributeError", f"'{type_}' object has no attribute '{name}'", "python")
     if prefix in ("", "torch."):
-        return TorchError("TypeError", f"{name}(): argument 'input' (position 1) must be Tensor, not NoneType", "python")
+        return TorchError("TypeError", f"{name}(): argument 'input' (position 1) must be Tensor, not {type_}", "python")
     return None
 
 
