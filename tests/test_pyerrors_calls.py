@@ -78,3 +78,22 @@ def test_custom_forward_binding_errors_are_cpythons():
                 assert ours == theirs, (names, defaults, nargs, keywords)
                 checked += 1
     assert checked > 100
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("forward,fn", [
+    ("x @ 2", lambda x: x @ 2),
+    ("2.5 @ x", lambda x: 2.5 @ x),
+    ("x * (2 @ 3)", lambda x: x * (2 @ 3)),
+    ("x @ (1 / 2)", lambda x: x @ (1 / 2)),
+])
+def test_matmul_with_a_number_is_pythons_type_error(forward, fn):
+    """``@`` beside a Python number: CPython's TypeError naming both types, the answer."""
+    import torch
+    import adjoint
+
+    text = f"name: m\ninputs:\n  x: {{value: [[1, 2], [3, 4]], requires_grad: true}}\nmodel: {{forward: \"{forward}\"}}\n"
+    v = adjoint.loads(text).solve().variants[0]
+    with pytest.raises(TypeError) as theirs:
+        fn(torch.ones(2, 2, requires_grad=True))
+    assert (v.error.type, v.error.message, v.error.during) == ("TypeError", str(theirs.value), "forward")

@@ -324,6 +324,11 @@ class Interp:
                     continue
                 if (a is None or b is None) and not isinstance(a, _SEQUENCES) and not isinstance(b, _SEQUENCES):
                     raise pyerrors.binary_none(node.op, a, node.left, b, node.right, node.loc)
+                if node.op == "@" and not (isinstance(a, Tensor) and isinstance(b, Tensor)) and \
+                        all(isinstance(v, (Tensor, Fraction, bool)) for v in (a, b)):
+                    error = pyerrors.matmul_number(a, node.left, b, node.right)
+                    if error is not None:   # Python's own error, before any op: an answer
+                        raise error
                 if isinstance(a, bool) or isinstance(b, bool):
                     a, b = self.python_bools(node, a, b)
                 b = self.operand(b, node.right, node.op)

@@ -89,6 +89,16 @@ def binary_none(op: str, a, a_expr: S.Expr, b, b_expr: S.Expr, loc) -> TorchErro
                       "python")
 
 
+def matmul_number(a, a_expr: S.Expr, b, b_expr: S.Expr) -> TorchError | None:
+    """CPython's TypeError for ``a @ b`` with a Python number (or bool) operand: Tensor.__matmul__
+    returns NotImplemented for it and numbers have no ``@``; None when a number's type (int or
+    float) cannot be told from its expression."""
+    left, right = type_name(a, a_expr), type_name(b, b_expr)
+    if left is None or right is None:
+        return None
+    return TorchError("TypeError", f"unsupported operand type(s) for @: '{left}' and '{right}'", "python")
+
+
 def unary_none(op: str = "-") -> TorchError:
     return TorchError("TypeError", f"bad operand type for unary {op}: 'NoneType'", "python")
 
