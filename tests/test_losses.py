@@ -396,6 +396,8 @@ def test_the_deprecated_arguments_are_refused():
     ("nll_loss(x4, t3)", ["x4", "t3"], lambda T: F.nll_loss(T["x4"], T["t3"])),
     ("nll_loss(x[0, 0], t0)", ["x", "t0"], lambda T: F.nll_loss(T["x"][0, 0], T["t0"])),
     ('kl_div(x, t, reduction="sum")', ["x", "t"], lambda T: F.kl_div(T["x"], T["t"], reduction="sum")),
+    ("cross_entropy(t3, t) + x.sum()", ["x", "t3", "t"], lambda T: F.cross_entropy(T["t3"], T["t"]) + T["x"].sum()),
+    ("cross_entropy(t4, t3) + x.sum()", ["x", "t4", "t3"], lambda T: F.cross_entropy(T["t4"], T["t3"]) + T["x"].sum()),
 ])
 def test_pytorch_argument_errors_are_answers(expr, names, fn):
     """PyTorch's errors for arguments it refuses are the answer, with its type and message

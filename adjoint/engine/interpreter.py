@@ -478,8 +478,11 @@ class Interp:
 
     def operand(self, v, e: S.Expr, op: str):
         if v is None:
-            raise ProblemError(e.loc, f"'{S.to_source(e)}' is None here, so '{op}' fails: PyTorch raises TypeError "
-                                      "(unsupported operand type NoneType)")
+            # only beside a tuple or list (None with a number or tensor is pyerrors.binary_none's answer):
+            # CPython's message then depends on the operator and the side (concatenate, repeat, ...)
+            raise ProblemError(e.loc, f"'{S.to_source(e)}' is None here beside a tuple or list, so '{op}' fails: "
+                                      "Python's TypeError (its wording depends on the operator and the side) is not "
+                                      "modelled")
         if isinstance(v, tuple):
             raise ProblemError(e.loc, f"'{S.to_source(e)}' is a tuple; index it first, e.g. {S.to_source(e)}[0]")
         if isinstance(v, bool):

@@ -345,9 +345,9 @@ def lower_nll_loss(rt, a: dict, loc: Loc):
 # ----------------------------------------------------------------------------- cross_entropy
 
 def log_softmax(rt, x: Tensor, dim: int, loc: Loc):
-    if x.dtype not in ("float32", "float64"):
-        raise ProblemError(loc, f"\"log_softmax_lastdim_kernel_impl\" not implemented for "
-                                f"'{_FLOAT_NAMES.get(x.dtype, x.dtype)}' (PyTorch raises NotImplementedError)")
+    if x.dtype in ("int64", "bool"):   # the CPU kernel's dispatch (an integer input needs no node)
+        kernel = "log_softmax_lastdim_kernel_impl" if dim == len(x.shape) - 1 else "log_softmax_kernel_impl"
+        raise TorchError("NotImplementedError", f"\"{kernel}\" not implemented for '{_FLOAT_NAMES[x.dtype]}'")
     return rt.apply("log_softmax", [x], dim, loc)
 
 
@@ -433,7 +433,8 @@ def lower_cross_entropy(rt, a: dict, loc: Loc):
     x, target, weight = a["input"], a["target"], a["weight"]
     reduction = reduction_enum(rt, reduction_of(a, loc, "cross_entropy"))
     ignore_index, ls = a["ignore_index"], a["label_smoothing"]
-    _float_tensor(x, "the input", "cross_entropy", loc)
+    if x.dtype not in ("int64", "bool"):   # an integer input is log_softmax's error, where it runs
+        _float_tensor(x, "the input", "cross_entropy", loc)
     if x.shape == target.shape:
         # cross_entropy_loss's own checks, before any node: an answer
         if target.dtype not in ("float32", "float64"):
