@@ -228,9 +228,9 @@ def _index_target(rt, x: Tensor, target: Tensor, ignore_index: int, loc: Loc) ->
     classes = rt.B.ints(target.value)
     bad = sorted({c for c in classes if c != ignore_index and not 0 <= c < n_classes})
     if bad:
-        raise ProblemError(loc, f"targets {bad} are out of bounds with reduction='none': PyTorch raises IndexError "
-                                "'Target N is out of bounds.' for one of them, which one (its rows run in parallel) "
-                                "is not modelled; give one bad value, or reduce")
+        raise ProblemError(loc, f"targets {bad} are out of bounds with reduction='none': not modelled (PyTorch's "
+                                "IndexError 'Target N is out of bounds.' names one of them, which one depends on its "
+                                "parallel rows); give one bad value, or reduce")
     return classes
 
 
