@@ -86,6 +86,7 @@ def test_custom_forward_binding_errors_are_cpythons():
     ("2.5 @ x", lambda x: 2.5 @ x),
     ("x * (2 @ 3)", lambda x: x * (2 @ 3)),
     ("x @ (1 / 2)", lambda x: x @ (1 / 2)),
+    ("x @ (1 + 2j)", lambda x: x @ (1 + 2j)),
 ])
 def test_matmul_with_a_number_is_pythons_type_error(forward, fn):
     """``@`` beside a Python number: CPython's TypeError naming both types, the answer."""

@@ -28,6 +28,7 @@ from adjoint.engine.bindings.setitem import setitem
 from adjoint.engine import pyerrors
 from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.pylist import PyList
+from adjoint.format.gaussian import Gaussian
 
 #: operands CPython words otherwise (concatenation, repetition): not modelled, refused
 _SEQUENCES = (tuple, str, dict)
@@ -325,7 +326,7 @@ class Interp:
                 if (a is None or b is None) and not isinstance(a, _SEQUENCES) and not isinstance(b, _SEQUENCES):
                     raise pyerrors.binary_none(node.op, a, node.left, b, node.right, node.loc)
                 if node.op == "@" and not (isinstance(a, Tensor) and isinstance(b, Tensor)) and \
-                        all(isinstance(v, (Tensor, Fraction, bool)) for v in (a, b)):
+                        all(isinstance(v, (Tensor, Fraction, Gaussian, bool)) for v in (a, b)):
                     error = pyerrors.matmul_number(a, node.left, b, node.right)
                     if error is not None:   # Python's own error, before any op: an answer
                         raise error

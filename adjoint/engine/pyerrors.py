@@ -29,15 +29,18 @@ from adjoint.format import syntax as S
 from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.runtime import TorchError
+from adjoint.format.gaussian import Gaussian
 
 #: how CPython names the operator in "unsupported operand type(s) for OP"
 _OP_TEXT = {"**": "** or pow()"}
 
 
 def number_type(e: S.Expr) -> str | None:
-    """``int`` or ``float``: the Python type of the number expression ``e`` evaluates to, or
+    """``int``, ``float`` or ``complex``: the Python type of the number expression ``e`` evaluates to, or
     None when it cannot be told from the expression alone (a name bound elsewhere)."""
     if isinstance(e, S.Num):
+        if not isinstance(e.value, Fraction):   # an imaginary literal (2j)
+            return "complex"
         return "int" if e.is_int else "float"
     if isinstance(e, S.Neg):
         return number_type(e.operand)
@@ -45,6 +48,8 @@ def number_type(e: S.Expr) -> str | None:
         left, right = number_type(e.left), number_type(e.right)
         if left is None or right is None:
             return None
+        if "complex" in (left, right):
+            return "complex"
         if e.op == "/":
             return "float"
         if e.op == "**":   # int ** int is an int for an exponent >= 0, a float below
@@ -64,7 +69,7 @@ def type_name(value, e: S.Expr) -> str | None:
         return "bool"
     if isinstance(value, Tensor):
         return "Parameter" if value.is_param else "Tensor"
-    if isinstance(value, Fraction):
+    if isinstance(value, (Fraction, Gaussian)):
         return number_type(e)
     if isinstance(value, int):
         return "int"
