@@ -32,6 +32,28 @@ def test_each_modelled_call_of_none_raises_what_torch_raises():
 
 
 @pytest.mark.torch
+def test_each_modelled_call_of_a_number_raises_what_torch_raises():
+    """The same calls on an int, a float and a bool (``torch.exp(2)``): the parser's TypeError
+    or the functional's AttributeError names the Python type."""
+    from adjoint.format.errors import Loc
+    from adjoint.torchside.callables import function
+
+    checked = 0
+    for name in sorted(_UNARY_TORCH):
+        for prefix in ("", "torch.", "F."):
+            for value in (2, 2.5, True):
+                predicted = pyerrors.unary_function_not_tensor(name, prefix, 1, 0, type(value).__name__)
+                if predicted is None:
+                    continue
+                with pytest.raises(Exception) as info:
+                    function(name, prefix, Loc("<test>", 1, 1))(value)
+                assert (type(info.value).__name__, str(info.value)) == (predicted.type, predicted.message), \
+                    (prefix, name, value)
+                checked += 1
+    assert checked >= 6 * len(_UNARY_TORCH)
+
+
+@pytest.mark.torch
 def test_custom_forward_binding_errors_are_cpythons():
     """``binding_error`` against CPython binding the torch twin's own CustomModule.forward
     signature (adjoint/torchside/build.py's ``signature_of``), over counts, keywords, defaults."""
@@ -56,3 +78,23 @@ def test_custom_forward_binding_errors_are_cpythons():
                 assert ours == theirs, (names, defaults, nargs, keywords)
                 checked += 1
     assert checked > 100
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("forward,fn", [
+    ("x @ 2", lambda x: x @ 2),
+    ("2.5 @ x", lambda x: 2.5 @ x),
+    ("x * (2 @ 3)", lambda x: x * (2 @ 3)),
+    ("x @ (1 / 2)", lambda x: x @ (1 / 2)),
+    ("x @ (1 + 2j)", lambda x: x @ (1 + 2j)),
+])
+def test_matmul_with_a_number_is_pythons_type_error(forward, fn):
+    """``@`` beside a Python number: CPython's TypeError naming both types, the answer."""
+    import torch
+    import adjoint
+
+    text = f"name: m\ninputs:\n  x: {{value: [[1, 2], [3, 4]], requires_grad: true}}\nmodel: {{forward: \"{forward}\"}}\n"
+    v = adjoint.loads(text).solve().variants[0]
+    with pytest.raises(TypeError) as theirs:
+        fn(torch.ones(2, 2, requires_grad=True))
+    assert (v.error.type, v.error.message, v.error.during) == ("TypeError", str(theirs.value), "forward")

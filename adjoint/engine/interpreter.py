@@ -28,6 +28,7 @@ from adjoint.engine.bindings.setitem import setitem
 from adjoint.engine import pyerrors
 from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.pylist import PyList
+from adjoint.format.gaussian import Gaussian
 
 #: operands CPython words otherwise (concatenation, repetition): not modelled, refused
 _SEQUENCES = (tuple, str, dict)
@@ -337,6 +338,11 @@ class Interp:
                     continue
                 if (a is None or b is None) and not isinstance(a, _SEQUENCES) and not isinstance(b, _SEQUENCES):
                     raise pyerrors.binary_none(node.op, a, node.left, b, node.right, node.loc)
+                if node.op == "@" and not (isinstance(a, Tensor) and isinstance(b, Tensor)) and \
+                        all(isinstance(v, (Tensor, Fraction, Gaussian, bool)) for v in (a, b)):
+                    error = pyerrors.matmul_number(a, node.left, b, node.right)
+                    if error is not None:   # Python's own error, before any op: an answer
+                        raise error
                 if isinstance(a, bool) or isinstance(b, bool):
                     a, b = self.python_bools(node, a, b)
                 b = self.operand(b, node.right, node.op)
@@ -362,13 +368,16 @@ class Interp:
         """v1's wording for a whitelisted one-tensor function handed something else."""
         fn = FUNCTIONS[e.func]
         if args and fn.params and fn.params[0].kind == "tensor" and not isinstance(args[0], Tensor):
-            if args[0] is None:   # PyTorch's own error where it is modelled: an answer, not a refusal
-                error = pyerrors.unary_function_none(e.func, e.prefix, len(e.args), len(e.kwargs))
-                if error is not None:
-                    raise error
+            # PyTorch's own error where it is modelled (None, or a number whose type the expression
+            # tells): an answer, not a refusal
+            type_ = pyerrors.type_name(args[0], e.args[0])
+            error = type_ and pyerrors.unary_function_not_tensor(e.func, e.prefix, len(e.args), len(e.kwargs), type_)
+            if error:
+                raise error
             got = "None" if args[0] is None else ("a tuple" if isinstance(args[0], tuple) else "a number")
-            raise ProblemError(e.args[0].loc, f"{e.func}() needs a tensor, got {got}: PyTorch raises TypeError "
-                                              f"({e.func}(): argument '{fn.params[0].name}' must be Tensor)")
+            raise ProblemError(e.args[0].loc, f"{e.func}() needs a tensor, got {got}: not modelled here (PyTorch's "
+                                              "TypeError or AttributeError names the argument's Python type and how "
+                                              "it was passed); give a tensor")
 
     def method(self, obj, e: S.Method, args: list, kwargs: dict):
         if e.operator == "~":   # Tensor.__invert__ (bitwise_not); Python's own ~ of anything else
@@ -483,8 +492,11 @@ class Interp:
 
     def operand(self, v, e: S.Expr, op: str):
         if v is None:
-            raise ProblemError(e.loc, f"'{S.to_source(e)}' is None here, so '{op}' fails: PyTorch raises TypeError "
-                                      "(unsupported operand type NoneType)")
+            # only beside a tuple or list (None with a number or tensor is pyerrors.binary_none's answer):
+            # CPython's message then depends on the operator and the side (concatenate, repeat, ...)
+            raise ProblemError(e.loc, f"'{S.to_source(e)}' is None here beside a tuple or list, so '{op}' fails: "
+                                      "Python's TypeError (its wording depends on the operator and the side) is not "
+                                      "modelled")
         if isinstance(v, tuple):
             raise ProblemError(e.loc, f"'{S.to_source(e)}' is a tuple; index it first, e.g. {S.to_source(e)}[0]")
         if isinstance(v, bool):

@@ -29,15 +29,18 @@ from adjoint.format import syntax as S
 from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.runtime import TorchError
+from adjoint.format.gaussian import Gaussian
 
 #: how CPython names the operator in "unsupported operand type(s) for OP"
 _OP_TEXT = {"**": "** or pow()"}
 
 
 def number_type(e: S.Expr) -> str | None:
-    """``int`` or ``float``: the Python type of the number expression ``e`` evaluates to, or
+    """``int``, ``float`` or ``complex``: the Python type of the number expression ``e`` evaluates to, or
     None when it cannot be told from the expression alone (a name bound elsewhere)."""
     if isinstance(e, S.Num):
+        if not isinstance(e.value, Fraction):   # an imaginary literal (2j)
+            return "complex"
         return "int" if e.is_int else "float"
     if isinstance(e, S.Neg):
         return number_type(e.operand)
@@ -45,6 +48,8 @@ def number_type(e: S.Expr) -> str | None:
         left, right = number_type(e.left), number_type(e.right)
         if left is None or right is None:
             return None
+        if "complex" in (left, right):
+            return "complex"
         if e.op == "/":
             return "float"
         if e.op == "**":   # int ** int is an int for an exponent >= 0, a float below
@@ -64,7 +69,7 @@ def type_name(value, e: S.Expr) -> str | None:
         return "bool"
     if isinstance(value, Tensor):
         return "Parameter" if value.is_param else "Tensor"
-    if isinstance(value, Fraction):
+    if isinstance(value, (Fraction, Gaussian)):
         return number_type(e)
     if isinstance(value, int):
         return "int"
@@ -87,6 +92,16 @@ def binary_none(op: str, a, a_expr: S.Expr, b, b_expr: S.Expr, loc) -> TorchErro
         raise _unknown(loc, f"'{S.to_source(a_expr)} {op} {S.to_source(b_expr)}' has a None operand")
     return TorchError("TypeError", f"unsupported operand type(s) for {_OP_TEXT.get(op, op)}: '{left}' and '{right}'",
                       "python")
+
+
+def matmul_number(a, a_expr: S.Expr, b, b_expr: S.Expr) -> TorchError | None:
+    """CPython's TypeError for ``a @ b`` with a Python number (or bool) operand: Tensor.__matmul__
+    returns NotImplemented for it and numbers have no ``@``; None when a number's type (int or
+    float) cannot be told from its expression."""
+    left, right = type_name(a, a_expr), type_name(b, b_expr)
+    if left is None or right is None:
+        return None
+    return TorchError("TypeError", f"unsupported operand type(s) for @: '{left}' and '{right}'", "python")
 
 
 def unary_none(op: str = "-") -> TorchError:
@@ -129,16 +144,23 @@ _UNARY_TORCH = frozenset({"tanh", "sigmoid", "exp", "log", "sin", "cos", "sqrt",
 
 
 def unary_function_none(name: str, prefix: str, nargs: int, nkwargs: int) -> TorchError | None:
-    """PyTorch's error for ``NAME(None)`` (a hook argument PyTorch handed as None), or None
-    when it is not one of the cases modelled: one positional argument, no keywords, a function
-    of :data:`_UNARY_TORCH` called bare or as ``torch.NAME`` (``F.tanh``: the method call).
-    Checked against torch 2.13 in tests/test_pyerrors_calls.py."""
+    """PyTorch's error for ``NAME(None)`` (a hook argument PyTorch handed as None): see
+    :func:`unary_function_not_tensor`."""
+    return unary_function_not_tensor(name, prefix, nargs, nkwargs, "NoneType")
+
+
+def unary_function_not_tensor(name: str, prefix: str, nargs: int, nkwargs: int, type_: str) -> TorchError | None:
+    """PyTorch's error for ``NAME(v)`` where ``v`` is no tensor but a ``type_`` (``NoneType``,
+    ``int``, ``float``, ``bool``), or None when it is not one of the cases modelled: one
+    positional argument, no keywords, a function of :data:`_UNARY_TORCH` called bare or as
+    ``torch.NAME`` (the argument parser's TypeError; ``F.tanh``: the method call, whose
+    AttributeError names the type). Checked against torch 2.13 in tests/test_pyerrors_calls.py."""
     if nargs != 1 or nkwargs or name not in _UNARY_TORCH:
         return None
     if prefix in ("", "F.", "nn.functional.", "torch.nn.functional.") and name in _FUNCTIONAL_METHOD_CALLS:
-        return no_attribute(name)
+        return TorchError("AttributeError", f"'{type_}' object has no attribute '{name}'", "python")
     if prefix in ("", "torch."):
-        return TorchError("TypeError", f"{name}(): argument 'input' (position 1) must be Tensor, not NoneType", "python")
+        return TorchError("TypeError", f"{name}(): argument 'input' (position 1) must be Tensor, not {type_}", "python")
     return None
 
 

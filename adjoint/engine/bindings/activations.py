@@ -28,7 +28,8 @@ from fractions import Fraction
 
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
-from adjoint.engine.bindings.signature import Function, Param
+from adjoint.engine.bindings.signature import Function, Param, after_packs
+from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.bindings.views import dim_index
 
 _IN = Param("input", "tensor")
@@ -40,10 +41,13 @@ def _inplace(rt, prim: str, x: Tensor, params, loc: Loc, others=()):
     return apply_inplace(rt, prim, x, list(others), params, loc)
 
 
-def _unary(prim: str, params_of, inplace_prim: str | None = None):
-    """A one-tensor activation: ``prim`` out of place, ``inplace_prim`` when ``inplace=True``."""
+def _unary(prim: str, params_of, inplace_prim: str | None = None, kernel_checks: bool = False):
+    """A one-tensor activation: ``prim`` out of place, ``inplace_prim`` when ``inplace=True``;
+    ``kernel_checks``: PyTorch's error for the arguments comes from the kernel, after the node
+    packed the input."""
     def lower(rt, a, loc):
-        p = params_of(a, loc)
+        p = after_packs(rt, prim, [a["input"]], loc, lambda: params_of(a, loc)) if kernel_checks else \
+            params_of(a, loc)
         if a.get("inplace"):
             return _inplace(rt, inplace_prim, a["input"], p, loc)
         return rt.apply(prim, [a["input"]], p, loc)
@@ -78,8 +82,7 @@ def _hardtanh_bounds(a, loc):
 
 def _gelu_mode(a, loc):
     if a["approximate"] not in ("none", "tanh"):
-        raise ProblemError(loc, f"approximate argument must be either none or tanh, got '{a['approximate']}': "
-                                "PyTorch raises RuntimeError")
+        raise TorchError("RuntimeError", "approximate argument must be either none or tanh.")
     return a["approximate"]
 
 
@@ -91,13 +94,13 @@ def _softplus(a, loc):
 
 def clamp(rt, x: Tensor, lo, hi, loc: Loc, inplace: bool = False):
     """torch.clamp / Tensor.clamp_: number bounds make ClampBackward1, tensor bounds ClampBackward0."""
-    if lo is None and hi is None:
-        raise ProblemError(loc, "torch.clamp: At least one of 'min' or 'max' must not be None (PyTorch raises "
-                                "RuntimeError)")
+    # no bound at all: the kernel's RuntimeError once ClampBackward1 packed self (the op's forward_error;
+    # in place after the write's own checks)
     tensors = [isinstance(b, Tensor) for b in (lo, hi) if b is not None]
     if any(tensors) and not all(tensors):
-        raise ProblemError(loc, "clamp() with one Tensor bound and one number: PyTorch raises TypeError (invalid "
-                                "combination of arguments); give both as tensors or both as numbers")
+        raise ProblemError(loc, "clamp() with one Tensor bound and one number: not modelled (PyTorch's TypeError "
+                                "lists clamp's signatures and how the arguments were passed); give both as tensors "
+                                "or both as numbers")
     if any(tensors):
         # absent bounds are undefined tensors: an edge slot with no edge, nothing saved
         others = [lo if lo is not None else Fraction(0), hi if hi is not None else Fraction(0)]
@@ -144,15 +147,16 @@ def _binary(prim: str):
     return lower
 
 
-_TYPE_WORD = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}
+_TYPE_WORD = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool", "complex64": "ComplexFloat",
+              "complex128": "ComplexDouble"}
 
 
 def where(rt, cond: Tensor, x, y, loc: Loc):
     """torch.where(condition, input, other): WhereBackward0 (edges input, other; saves condition)."""
-    if cond.dtype != "bool":
-        raise ProblemError(loc, "where expected condition to be a boolean tensor, but got a tensor with dtype "
-                                f"{_TYPE_WORD.get(cond.dtype, cond.dtype)} (PyTorch raises RuntimeError); make one "
-                                "with a comparison (x > 0) or declare an input with dtype: bool")
+    if cond.dtype != "bool":   # the kernel's check, once WhereBackward0 packed the condition (first of all)
+        rt.raise_after_packs("where", [x, y, cond], TorchError(
+            "RuntimeError", f"where expected condition to be a boolean tensor, but got a tensor with dtype "
+                            f"{_TYPE_WORD[cond.dtype]}"), loc)
     if not isinstance(x, Tensor) and not isinstance(y, Tensor):
         # two Python scalars: PyTorch makes an int64 tensor of two ints, and a tensor of its default dtype
         # (float32, whatever the file's) when one is a float; neither is a tensor of the file's dtype
@@ -207,7 +211,7 @@ FUNCTIONS = (
              doc="LeakyReluBackward0 (saves self); in place LeakyReluBackward1 (saves the result)"),
     Function("leaky_relu_", (_IN, Param("negative_slope", _NUM, Fraction(1, 100))), _in_place("leaky_relu_", _slope),
              where="function", doc="LeakyReluBackward1 (saves the result; a negative slope raises in backward)"),
-    Function("gelu", (_IN, Param("approximate", "str", "none", keyword_only=True)), _unary("gelu", _gelu_mode),
+    Function("gelu", (_IN, Param("approximate", "str", "none", keyword_only=True)), _unary("gelu", _gelu_mode, kernel_checks=True),
              where="function", doc="GeluBackward0 (saves self), approximate 'none' (erf) or 'tanh'"),
     Function("silu", (_IN, Param("inplace", "bool", False)), _unary("silu", _none, "silu"), where="function",
              doc="SiluBackward0 (saves self; in place: a clone of self)"),

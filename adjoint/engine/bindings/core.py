@@ -58,7 +58,8 @@ def binary(rt, op: str, a, b, loc: Loc):
         return ap("pow_tensor", [a, b], None, loc)
     if op == "@":
         if na or nb:
-            raise ProblemError(loc, "matmul needs two tensors; PyTorch raises TypeError for a number operand")
+            raise ProblemError(loc, "@ with a number operand: Python's TypeError names the number's type (int or "
+                                    "float), which is not known here (not modelled); give two tensors")
         return matmul(rt, a, b, loc)
     raise AssertionError(op)
 
@@ -90,7 +91,8 @@ def fold(op: str, a: Fraction, b: Fraction, loc: Loc) -> Fraction:
             return root ** int(2 * b)
         raise ProblemError(loc, f"the number {a} ** {b} is not an exact rational; write the value as a tensor "
                                 "or a symbol")
-    raise ProblemError(loc, "matmul needs two tensors; PyTorch raises TypeError for numbers")
+    raise ProblemError(loc, "@ of two numbers: Python's TypeError names their types (int or float), which are not "
+                            "known here (not modelled)")
 
 
 def _exact_sqrt(a: Fraction) -> Fraction | None:
@@ -306,8 +308,9 @@ def lower_bmm(rt, a: dict, loc: Loc):
 def lower_pow(rt, a: dict, loc: Loc):
     x, e = a["input"], a["exponent"]
     if is_number(x) and is_number(e):
-        raise ProblemError(loc, "pow() of two numbers: PyTorch raises TypeError (torch.pow needs a tensor); write "
-                                "the number itself")
+        raise ProblemError(loc, "pow() of two numbers: not modelled (PyTorch's TypeError lists pow's signatures and "
+                                "the arguments' Python types, int or float, as they were passed); write the number "
+                                "itself")
     return binary(rt, "**", x, e, loc)
 
 

@@ -19,7 +19,9 @@
 * ``kl_div``: ``xlogy(t, t) - t * input`` (``exp(t) * (t - input)`` with ``log_target``), then
   mean / sum; ``"batchmean"`` is sum then a Python division by the batch size.
 
-Argument errors are refused with PyTorch's own wording (they are bad input).
+Arguments PyTorch refuses are its errors, answers, where it raises them: the functional's Python
+checks before any node, VariableType's requires_grad check before the node, the kernel's checks
+after the node packed what it saves (``Runtime.raise_after_packs`` or the op's ``value_error``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from fractions import Fraction
 
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
-from adjoint.engine.ops.arith import broadcast_or_refuse
+from adjoint.engine.ops.arith import broadcast_shapes
 from adjoint.engine.ops.losses import BCE, BCE_EPSILON, BCELogits, Nll, Pointwise
 from adjoint.engine.bindings.signature import Function, Param
 from adjoint.engine.bindings.core import binary
@@ -36,7 +38,8 @@ from adjoint.engine.bindings.views import lower_contiguous, view
 from adjoint.engine import warns
 from adjoint.engine.torch_errors import TorchError
 
-_FLOAT_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}
+_FLOAT_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool", "complex64": "ComplexFloat",
+                "complex128": "ComplexDouble"}
 
 
 def _size(shape) -> str:
@@ -83,16 +86,21 @@ def _float_tensor(t: Tensor, what: str, fn: str, loc: Loc) -> None:
 
 
 def _no_grad_arg(t: Tensor | None, name: str, aten: str, loc: Loc) -> None:
+    """VariableType's check_no_requires_grad: before the node, so nothing of the op is packed."""
     if t is not None and t.requires_grad:
-        raise ProblemError(loc, f"The function '{aten}' is not differentiable with respect to argument '{name}'. "
-                                "This input cannot have requires_grad True. (PyTorch raises RuntimeError)")
+        raise TorchError("RuntimeError", f"The function '{aten}' is not differentiable with respect to argument "
+                                         f"'{name}'. This input cannot have requires_grad True.")
 
 
 def broadcast_pair(rt, x: Tensor, y: Tensor, loc: Loc):
-    """``torch.broadcast_tensors(x, y)``: an operand of another shape is expanded (a view)."""
+    """The functional's warning for a target of another size, then ``torch.broadcast_tensors(x, y)``:
+    an operand of another shape is expanded (a view); shapes that do not broadcast are its error."""
     if x.shape == y.shape:
         return x, y
-    shape = broadcast_or_refuse(x.shape, y.shape, loc)
+    warns.warn(rt, "UserWarning", f"Using a target size ({_size(y.shape)}) that is different to the input size "
+                                  f"({_size(x.shape)}). This will likely lead to incorrect results due to "
+                                  "broadcasting. Please ensure they have the same size.")
+    shape = broadcast_shapes(x.shape, y.shape, loc)
     xs = x if x.shape == shape else rt.apply("expand", [x], shape, loc)
     ys = y if y.shape == shape else rt.apply("expand", [y], shape, loc)
     return xs, ys
@@ -121,8 +129,9 @@ def _weighted(rt, loss: Tensor, weight: Tensor, reduction: str, loc: Loc, mean_b
 
 
 def _check_weight_size(weight: Tensor | None, x: Tensor, loc: Loc) -> None:
+    """The functional's own check (Python, after broadcast_tensors, before any node of the loss)."""
     if weight is not None and weight.shape != x.shape:
-        raise ProblemError(loc, "Weights and input must have the same size. (PyTorch raises ValueError)")
+        raise TorchError("ValueError", "Weights and input must have the same size.")
 
 
 # ----------------------------------------------------------------------------- pointwise losses
@@ -164,9 +173,9 @@ def lower_smooth_l1_loss(rt, a: dict, loc: Loc):
     reduction = reduction_enum(rt, reduction)
     if beta == 0:
         return l1(rt, xs, ys, reduction, loc)
-    if beta < 0:
-        raise ProblemError(loc, "smooth_l1_loss does not support negative values for beta. (PyTorch raises "
-                                "RuntimeError)")
+    if beta < 0:   # the kernel's check, once SmoothL1LossBackward0 packed self and target
+        rt.raise_after_packs("smooth_l1_loss", [xs, ys], TorchError(
+            "RuntimeError", "smooth_l1_loss does not support negative values for beta."), loc)
     return rt.apply("smooth_l1_loss", [xs, ys], Pointwise(reduction, beta), loc)
 
 
@@ -177,12 +186,13 @@ def lower_huber_loss(rt, a: dict, loc: Loc):
     xs, ys = broadcast_pair(rt, x, y, loc)
     if weight is None:
         reduction = reduction_enum(rt, reduction)
-    if delta <= 0:
-        raise ProblemError(loc, "huber_loss does not support non-positive values for delta. (PyTorch raises "
-                                "RuntimeError)")
+    else:
+        _check_weight_size(weight, x, loc)   # F.huber_loss checks it before the kernel
+    if delta <= 0:   # the kernel's check, once HuberLossBackward0 packed self and target
+        rt.raise_after_packs("huber_loss", [xs, ys], TorchError(
+            "RuntimeError", "huber_loss does not support non-positive values for delta."), loc)
     if weight is None:
         return rt.apply("huber_loss", [xs, ys], Pointwise(reduction, delta), loc)
-    _check_weight_size(weight, x, loc)
     loss = rt.apply("huber_loss", [xs, ys], Pointwise("none", delta), loc)
     return _weighted(rt, loss, weight, reduction, loc, False)
 
@@ -194,23 +204,33 @@ def _pointwise_dtypes(x: Tensor, y: Tensor, fn: str, loc: Loc) -> None:
 
 # ----------------------------------------------------------------------------- nll_loss
 
-def _class_count_check(weight: Tensor | None, n_classes: int, loc: Loc, prefix: str = "") -> None:
+def _class_count_message(weight: Tensor | None, n_classes: int, prefix: str = "") -> str | None:
+    """nll_loss's (and cross_entropy's, with its prefix) check of a weight: one per class."""
     if weight is not None and (len(weight.shape) != 1 or weight.shape[0] != n_classes):
-        raise ProblemError(loc, f"{prefix}weight tensor should be defined either for all {n_classes} classes or no "
-                                f"classes but got weight tensor of shape: {list(weight.shape)} (PyTorch raises "
-                                "RuntimeError)")
+        return (f"{prefix}weight tensor should be defined either for all {n_classes} classes or no classes but got "
+                f"weight tensor of shape: {list(weight.shape)}")
+    return None
+
+
+def _out_of_bounds(rt, target: Tensor, n_classes: int, ignore_index: int, reduction: str, serial: bool) -> tuple | None:
+    """The kernel's IndexError for the first target outside [0, C) (not ignore_index); unreduced
+    (not ``serial``) its rows run in parallel, so only a single bad value is certain to be named."""
+    bad = [c for c in rt.B.ints(target.value) if c != ignore_index and not 0 <= c < n_classes]
+    if bad and (reduction != "none" or serial or len(set(bad)) == 1):
+        return ("IndexError", f"Target {bad[0]} is out of bounds.")
+    return None
 
 
 def _index_target(rt, x: Tensor, target: Tensor, ignore_index: int, loc: Loc) -> list[int]:
-    if target.dtype != "int64":
-        raise ProblemError(loc, f"expected target dtype to be Long or Byte, but got "
-                                f"{_FLOAT_NAMES.get(target.dtype, target.dtype)} (PyTorch raises RuntimeError); "
-                                "give the class indices with dtype: int64")
+    """The class indices, once the kernel's checks passed; targets out of bounds left here are
+    several different values of an unreduced loss (see :func:`_out_of_bounds`)."""
     n_classes = x.shape[1] if len(x.shape) > 1 else x.shape[0]
     classes = rt.B.ints(target.value)
-    for c in classes:
-        if c != ignore_index and not 0 <= c < n_classes:
-            raise ProblemError(loc, f"Target {c} is out of bounds. (PyTorch raises IndexError)")
+    bad = sorted({c for c in classes if c != ignore_index and not 0 <= c < n_classes})
+    if bad:
+        raise ProblemError(loc, f"targets {bad} are out of bounds with reduction='none': not modelled (PyTorch's "
+                                "IndexError 'Target N is out of bounds.' names one of them, which one depends on its "
+                                "parallel rows); give one bad value, or reduce")
     return classes
 
 
@@ -246,29 +266,42 @@ def _nll_forward_error(rt, x: Tensor, target: Tensor, weight: Tensor | None, red
         return ("RuntimeError", f"expected target dtype to be Long or Byte, but got {_FLOAT_NAMES[target.dtype]}")
     if len(x.shape) == 1 and target.shape and target.shape[0] != 1:
         return ("ValueError", f"For 1D input, 1D target must have size 1, but got target size: {target.shape[0]}")
-    n_classes = x.shape[-1]
-    if weight is not None and (len(weight.shape) != 1 or weight.shape[0] != n_classes):
-        return ("RuntimeError", f"weight tensor should be defined either for all {n_classes} classes or no classes "
-                                f"but got weight tensor of shape: {list(weight.shape)}")
-    bad = [c for c in rt.B.ints(target.value) if c != ignore_index and not 0 <= c < n_classes]
-    if bad and (reduction != "none" or len(x.shape) == 1 or len(set(bad)) == 1):
-        return ("IndexError", f"Target {bad[0]} is out of bounds.")
-    return None
+    weight_error = _class_count_message(weight, x.shape[-1])
+    if weight_error:
+        return ("RuntimeError", weight_error)
+    return _out_of_bounds(rt, target, x.shape[-1], ignore_index, reduction, len(x.shape) == 1)
+
+
+def _nll2d_forward_error(rt, x: Tensor, target: Tensor, weight: Tensor | None, reduction: str,
+                         ignore_index: int) -> tuple | None:
+    """nll_loss2d_forward's checks (a 4-D input), after the node packed self, target and weight,
+    in its order (checked in torch 2.13): the target's rank, its dtype, the weight's element
+    count, the sizes, then the class bounds (row-major when reduced)."""
+    if len(target.shape) != 3:
+        return ("RuntimeError", f"only batches of spatial targets supported (3D tensors) but got targets of "
+                                f"dimension: {len(target.shape)}")
+    if target.dtype != "int64":
+        return ("RuntimeError", f"expected target dtype to be Long or Byte, but got {_FLOAT_NAMES[target.dtype]}")
+    if weight is not None and _numel(weight.shape) != x.shape[1]:
+        return ("RuntimeError", "weight tensor should be defined either for all or no classes")
+    if target.shape != (x.shape[0],) + x.shape[2:]:
+        return ("RuntimeError", f"size mismatch (got input: {list(x.shape)} , target: {list(target.shape)}")
+    return _out_of_bounds(rt, target, x.shape[1], ignore_index, reduction, False)
 
 
 def nll_kernel(rt, prim: str, x: Tensor, target: Tensor, weight: Tensor | None, reduction: str, ignore_index: int,
                loc: Loc):
     """``nll_loss`` / ``nll_loss2d`` (the ATen ops): the node, with its saved total weight."""
-    if prim == "nll_loss":
-        _no_grad_arg(weight, "weight", "nll_loss_forward", loc)
-        refused = _nll_forward_error(rt, x, target, weight, reduction, ignore_index)
-        if refused is not None:   # after the node packs self, target, weight (the total weight is its output)
-            ins = [x, target] + ([weight] if weight is not None else []) + [None]
-            return rt.apply(prim + ("_w" if weight is not None else ""), ins, Nll(reduction, ignore_index, refused),
-                            loc)
+    _no_grad_arg(weight, "weight", prim + "_forward", loc)
+    check = _nll_forward_error if prim == "nll_loss" else _nll2d_forward_error
+    refused = check(rt, x, target, weight, reduction, ignore_index)
+    if refused is not None:   # after the node packs self, target, weight (the total weight is its output)
+        ins = [x, target] + ([weight] if weight is not None else []) + [None]
+        return rt.apply(prim + ("_w" if weight is not None else ""), ins, Nll(reduction, ignore_index, refused), loc)
+    if weight is not None and len(weight.shape) != 1:   # nll_loss2d counts the weight's elements only
+        raise ProblemError(loc, f"nll_loss2d with a weight of shape {list(weight.shape)}: not modelled (PyTorch takes "
+                                "its elements as the class weights); give a 1-D weight")
     classes = _index_target(rt, x, target, ignore_index, loc)
-    _class_count_check(weight, x.shape[-1] if len(x.shape) <= 2 else x.shape[1], loc)
-    _no_grad_arg(weight, "weight", "nll_loss_forward" if prim == "nll_loss" else "nll_loss2d_forward", loc)
     tw = total_weight(rt, x, target, weight, reduction, ignore_index, classes)
     if reduction == "mean" and rt.B.all_zero(tw.value):
         raise ProblemError(loc, "the mean of nll_loss divides by a total weight of 0 (every target is ignore_index, "
@@ -283,7 +316,7 @@ def nll_loss_nd(rt, x: Tensor, target: Tensor, weight: Tensor | None, reduction:
     _float_tensor(x, "the input", "nll_loss", loc)
     nd = len(x.shape)
     if nd < 1:
-        raise ProblemError(loc, f"Expected 1 or more dimensions (got {nd}) (PyTorch raises ValueError)")
+        raise TorchError("ValueError", f"Expected 1 or more dimensions (got {nd})")
     if nd != 1 and (not target.shape or x.shape[0] != target.shape[0]):
         got = target.shape[0] if target.shape else 0
         # nll_loss_nd's TORCH_CHECK_VALUE, before any node of its own (cross_entropy's log_softmax ran): an answer
@@ -291,19 +324,12 @@ def nll_loss_nd(rt, x: Tensor, target: Tensor, weight: Tensor | None, reduction:
     if nd <= 2:
         # the target's rank and size: nll_loss_forward's checks, after the node packs (nll_kernel)
         return nll_kernel(rt, "nll_loss", x, target, weight, reduction, ignore_index, loc)
-    if nd == 4:
-        if len(target.shape) != 3:
-            raise ProblemError(loc, f"only batches of spatial targets supported (3D tensors) but got targets of "
-                                    f"dimension: {len(target.shape)} (PyTorch raises RuntimeError)")
-        if target.shape != (x.shape[0],) + x.shape[2:]:
-            raise ProblemError(loc, f"size mismatch (got input: {list(x.shape)} , target: {list(target.shape)} "
-                                    "(PyTorch raises RuntimeError)")
+    if nd == 4:   # the target's rank and sizes: nll_loss2d_forward's checks, after the node packs
         return nll_kernel(rt, "nll_loss2d", x, target, weight, reduction, ignore_index, loc)
     n, c = x.shape[0], x.shape[1]
     out_size = (n,) + x.shape[2:]
-    if target.shape[1:] != x.shape[2:]:
-        raise ProblemError(loc, f"Expected target size {list(out_size)}, got {list(target.shape)} (PyTorch raises "
-                                "RuntimeError)")
+    if target.shape[1:] != x.shape[2:]:   # nll_loss_nd's own check, before its views
+        raise TorchError("RuntimeError", f"Expected target size {list(out_size)}, got {list(target.shape)}")
     x = lower_contiguous(rt, {"self": x}, loc)
     x4 = view(rt, x, (n, c, 1, -1), loc)
     t3 = view(rt, target, (n, 1, -1), loc)
@@ -319,16 +345,15 @@ def lower_nll_loss(rt, a: dict, loc: Loc):
 # ----------------------------------------------------------------------------- cross_entropy
 
 def log_softmax(rt, x: Tensor, dim: int, loc: Loc):
-    if x.dtype not in ("float32", "float64"):
-        raise ProblemError(loc, f"\"log_softmax_lastdim_kernel_impl\" not implemented for "
-                                f"'{_FLOAT_NAMES.get(x.dtype, x.dtype)}' (PyTorch raises NotImplementedError)")
+    if x.dtype in ("int64", "bool"):   # the CPU kernel's dispatch (an integer input needs no node)
+        kernel = "log_softmax_lastdim_kernel_impl" if dim == len(x.shape) - 1 else "log_softmax_kernel_impl"
+        raise TorchError("NotImplementedError", f"\"{kernel}\" not implemented for '{_FLOAT_NAMES[x.dtype]}'")
     return rt.apply("log_softmax", [x], dim, loc)
 
 
 def _label_smoothing_check(ls: Fraction, loc: Loc) -> None:
-    if ls > 1:
-        raise ProblemError(loc, f"label_smoothing must be between 0.0 and 1.0. Got: {float(ls)} (PyTorch raises "
-                                "RuntimeError)")
+    if ls > 1:   # C++ prints the double as an ostream does (%g: 2, 1.5)
+        raise TorchError("RuntimeError", f"label_smoothing must be between 0.0 and 1.0. Got: {float(ls):g}")
 
 
 def _class_view(rt, weight: Tensor, ndim: int, class_dim: int, loc: Loc) -> Tensor:
@@ -343,7 +368,9 @@ def cross_entropy_probabilities(rt, x: Tensor, target: Tensor, weight: Tensor | 
     nd = len(x.shape)
     class_dim = 0 if nd == 1 else 1
     n_classes = x.shape[class_dim]
-    _class_count_check(weight, n_classes, loc, "cross_entropy: ")
+    weight_error = _class_count_message(weight, n_classes, "cross_entropy: ")
+    if weight_error:   # cross_entropy_loss_prob_target's check, before log_softmax
+        raise TorchError("RuntimeError", weight_error)
     logp = log_softmax(rt, x, class_dim, loc)
     if ls > 0:
         _label_smoothing_check(ls, loc)
@@ -406,13 +433,11 @@ def lower_cross_entropy(rt, a: dict, loc: Loc):
     x, target, weight = a["input"], a["target"], a["weight"]
     reduction = reduction_enum(rt, reduction_of(a, loc, "cross_entropy"))
     ignore_index, ls = a["ignore_index"], a["label_smoothing"]
-    _float_tensor(x, "the input", "cross_entropy", loc)
+    if x.dtype not in ("int64", "bool"):   # an integer input is log_softmax's error, where it runs
+        _float_tensor(x, "the input", "cross_entropy", loc)
     if x.shape == target.shape:
         # cross_entropy_loss's own checks, before any node: an answer
         if target.dtype not in ("float32", "float64"):
-            if target.dtype not in _FLOAT_NAMES:
-                raise ProblemError(loc, f"Expected floating point type for target with class probabilities, got "
-                                        f"{target.dtype} (PyTorch raises RuntimeError)")
             raise TorchError("RuntimeError", f"Expected floating point type for target with class probabilities, "
                                              f"got {_FLOAT_NAMES[target.dtype]}")
         if ignore_index >= 0:
@@ -433,18 +458,16 @@ def lower_cross_entropy(rt, a: dict, loc: Loc):
 def lower_binary_cross_entropy(rt, a: dict, loc: Loc):
     x, y, weight = a["input"], a["target"], a["weight"]
     reduction = reduction_enum(rt, reduction_of(a, loc, "binary_cross_entropy"))
-    if y.shape != x.shape:
-        raise ProblemError(loc, f"Using a target size ({_size(y.shape)}) that is different to the input size "
-                                f"({_size(x.shape)}) is deprecated. Please ensure they have the same size. (PyTorch "
-                                "raises ValueError)")
+    if y.shape != x.shape:   # F.binary_cross_entropy's own check, before any node
+        raise TorchError("ValueError", f"Using a target size ({_size(y.shape)}) that is different to the input size "
+                                       f"({_size(x.shape)}) is deprecated. Please ensure they have the same size.")
     _pointwise_dtypes(x, y, "binary_cross_entropy", loc)
-    if weight is not None:
-        shape = broadcast_or_refuse(y.shape, weight.shape, loc)
+    if weight is not None:   # weight.expand(torch.broadcast_shapes(target.size(), weight.size())), in Python
+        shape = _python_broadcast_shapes(y.shape, weight.shape)
         weight = rt.apply("expand", [weight], shape, loc)
-        if shape != x.shape:
-            raise ProblemError(loc, f"output with shape {list(x.shape)} doesn't match the broadcast shape "
-                                    f"{list(shape)} (PyTorch raises RuntimeError)")
-    _no_grad_arg(weight, "weight", "binary_cross_entropy", loc)
+        _no_grad_arg(weight, "weight", "binary_cross_entropy", loc)
+        if shape != x.shape:   # the kernel's output check, once the node packed self, target and weight
+            rt.raise_after_packs("binary_cross_entropy_w", [x, y, weight], _output_mismatch(x.shape, shape), loc)
     p = BCE(reduction, BCE_EPSILON)   # an input or target outside [0, 1]: the kernel's error (ops.losses)
     if weight is None:
         return rt.apply("binary_cross_entropy", [x, y], p, loc)
@@ -454,20 +477,55 @@ def lower_binary_cross_entropy(rt, a: dict, loc: Loc):
 def lower_binary_cross_entropy_with_logits(rt, a: dict, loc: Loc):
     x, y, weight, pos_weight = a["input"], a["target"], a["weight"], a["pos_weight"]
     reduction = reduction_enum(rt, reduction_of(a, loc, "binary_cross_entropy_with_logits"))
-    if y.shape != x.shape:
-        raise ProblemError(loc, f"Target size ({_size(y.shape)}) must be the same as input size ({_size(x.shape)}) "
-                                "(PyTorch raises ValueError)")
+    if y.shape != x.shape:   # F.binary_cross_entropy_with_logits's own check, before any node
+        raise TorchError("ValueError", f"Target size ({_size(y.shape)}) must be the same as input size "
+                                       f"({_size(x.shape)})")
     _pointwise_dtypes(x, y, "binary_cross_entropy_with_logits", loc)
-    for name, t in (("weight", weight), ("pos_weight", pos_weight)):
-        if t is not None:
-            _no_grad_arg(t, name, "binary_cross_entropy_with_logits", loc)
-            shape = broadcast_or_refuse(x.shape, t.shape, loc)
-            if shape != x.shape:
-                raise ProblemError(loc, f"output with shape {list(x.shape)} doesn't match the broadcast shape "
-                                        f"{list(shape)} (PyTorch raises RuntimeError)")
+    _no_grad_arg(weight, "weight", "binary_cross_entropy_with_logits", loc)
+    _no_grad_arg(pos_weight, "pos_weight", "binary_cross_entropy_with_logits", loc)
     prim = "bce_with_logits" + ("_w" if weight is not None else "") + ("_pw" if pos_weight is not None else "")
     ins = [x, y] + [t for t in (weight, pos_weight) if t is not None]
+    refused = _bce_with_logits_shape_error(x.shape, weight, pos_weight)
+    if refused is not None:   # the kernel's, once the node packed what it saves
+        rt.raise_after_packs(prim, ins, refused, loc)
     return rt.apply(prim, ins, BCELogits(reduction, weight is not None, pos_weight is not None), loc)
+
+
+def _python_broadcast_shapes(*shapes) -> tuple[int, ...]:
+    """``torch.broadcast_shapes`` (torch._refs._broadcast_shapes, Python): shape by shape, each
+    dim from the last, into a common shape of 1s; its RuntimeError names the first mismatch."""
+    common = [1] * max(len(s) for s in shapes)
+    for arg, shape in enumerate(shapes):
+        for idx in range(-1, -1 - len(shape), -1):
+            if shape[idx] == common[idx]:
+                continue
+            if common[idx] == 1:
+                common[idx] = shape[idx]
+            if shape[idx] != 1 and common[idx] != shape[idx]:
+                raise TorchError("RuntimeError", f"Attempting to broadcast a dimension of length {shape[idx]} at "
+                                                 f"{idx}! Mismatching argument at index {arg} had {_size(shape)}; but "
+                                                 f"expected shape should be broadcastable to {common}")
+    return tuple(common)
+
+
+def _output_mismatch(out: tuple, shape: tuple) -> TorchError:
+    """TensorIterator's error for an output (written in place) smaller than the broadcast shape."""
+    return TorchError("RuntimeError", f"output with shape {list(out)} doesn't match the broadcast shape {list(shape)}")
+
+
+def _bce_with_logits_shape_error(shape: tuple, weight: Tensor | None, pos_weight: Tensor | None):
+    """The kernel's order: ``(pos_weight - 1).mul(target)`` (pos_weight is tensor a), written
+    into the input-shaped log_sigmoid by ``mul_``; then ``loss.mul_(weight)`` (the loss is a)."""
+    for t, first in ((pos_weight, True), (weight, False)):
+        if t is None:
+            continue
+        try:
+            out = broadcast_shapes(t.shape, shape, None) if first else broadcast_shapes(shape, t.shape, None)
+        except TorchError as e:
+            return e
+        if out != shape:
+            return _output_mismatch(shape, out)
+    return None
 
 
 # ----------------------------------------------------------------------------- kl_div
@@ -479,8 +537,11 @@ def lower_kl_div(rt, a: dict, loc: Loc):
     reduction = reduction_of(a, loc, "kl_div", batchmean=True)
     if reduction != "batchmean":
         reduction = reduction_enum(rt, reduction)
-    if "int64" in (x.dtype, t.dtype):
-        raise ProblemError(loc, "kl_div: Integral inputs not supported. (PyTorch raises RuntimeError)")
+    # at::kl_div's checks, before any op: complex first, then integral (bool included)
+    if {x.dtype, t.dtype} & {"complex64", "complex128"}:
+        raise TorchError("RuntimeError", "kl_div: Complex inputs not supported.")
+    if {x.dtype, t.dtype} & {"int64", "bool"}:
+        raise TorchError("RuntimeError", "kl_div: Integral inputs not supported.")
     if a["log_target"]:
         diff = rt.apply("sub", [t, x], None, loc)          # C++ evaluates the right operand first
         out = rt.apply("mul", [rt.apply("exp", [t], None, loc), diff], None, loc)

@@ -40,12 +40,13 @@ def masked_fill(rt, x: Tensor, mask: Tensor, value, loc: Loc, inplace: bool = Fa
         prim, others, params = "masked_fill_tensor", [value, mask], None
     elif isinstance(value, Infinite):
         prim, others, params = "masked_fill", [mask], value.text
-    elif isinstance(value, Fraction) and not isinstance(value, bool):
-        prim, others, params = "masked_fill", [mask], value
+    elif isinstance(value, (Fraction, bool)):   # a Python bool is a Scalar too: True fills 1
+        prim, others, params = "masked_fill", [mask], Fraction(int(value)) if isinstance(value, bool) else value
     else:
         from adjoint.engine.bindings.signature import describe
         raise ProblemError(loc, f"{what}(): argument 'value' must be a number or a Tensor, not {describe(value)}: "
-                                "PyTorch raises TypeError")
+                                "not modelled (PyTorch's TypeError lists masked_fill's signatures and how the "
+                                "arguments were passed)")
     from adjoint.engine.ops.arith import broadcast_shapes
     value_dims = len(value.shape) if isinstance(value, Tensor) else 0
 
@@ -57,14 +58,8 @@ def masked_fill(rt, x: Tensor, mask: Tensor, value, loc: Loc, inplace: bool = Fa
             raise TorchError("RuntimeError", "masked_fill_ only supports a 0-dimensional value tensor, but got "
                                              f"tensor with {value_dims} dimension(s).")
 
-    if inplace:   # PyTorch checks the in-place write first (a leaf, a view): these stay refusals here
-        try:
-            if value_dims:
-                checks()
-            broadcast_shapes(x.shape, mask.shape, loc)   # in place, self is tensor a
-        except TorchError as e:
-            raise ProblemError(loc, f"{what}: PyTorch raises RuntimeError '{e.message}' (in place: not modelled "
-                                    "as an answer yet)") from None
+    if inplace:
+        _inplace_errors(rt, prim, x, mask, others, value_dims, loc)
     else:
         after_packs(rt, prim, [x] + others, loc, checks)
     if inplace:
@@ -73,6 +68,43 @@ def masked_fill(rt, x: Tensor, mask: Tensor, value, loc: Loc, inplace: bool = Fa
             warns.warn(rt, "UserWarning", warns.MASKED_FILL_EXPANDED)
         return apply_inplace(rt, prim, x, others, params, loc)
     return rt.apply(prim, [x] + others, params, loc)
+
+
+def _inplace_errors(rt, prim: str, x: Tensor, mask: Tensor, others: list, value_dims: int, loc: Loc) -> None:
+    """masked_fill_'s errors in PyTorch's order: check_inplace (a leaf, a view it forbids to
+    write), then the node packs the mask, then the kernel: the value's dims, the mask's dtype,
+    the expanded-tensor warning, then the mask against self (self is tensor a; a broadcast past
+    self is the output's mismatch). Checked in torch 2.13 under saved_tensors_hooks."""
+    from adjoint.engine.inplace import check_inplace_allowed, has_internal_overlap
+    from adjoint.engine.ops.arith import broadcast_shapes
+    from adjoint.engine.ops.masking import mask_error
+
+    error, shape_error = None, False
+    if value_dims:
+        error = TorchError("RuntimeError", "masked_fill_ only supports a 0-dimensional value tensor, but got tensor "
+                                           f"with {value_dims} dimension(s).")
+    elif mask.dtype != "bool":
+        error = TorchError("RuntimeError", mask_error((mask.dtype,), None), "dtype")
+    else:
+        shape_error = True
+        try:
+            shape = broadcast_shapes(x.shape, mask.shape, loc)
+            if shape != x.shape:
+                error = TorchError("RuntimeError", f"output with shape {list(x.shape)} doesn't match the broadcast "
+                                                   f"shape {list(shape)}")
+        except TorchError as e:
+            error = e
+    if error is None:
+        return
+    ts = [x] + [t for t in others if isinstance(t, Tensor)]
+    if rt.grad_enabled and (any(t.needs_grad for t in ts) or (x.is_view and x.grad_base.requires_grad)):
+        check_inplace_allowed(x)   # as apply_inplace does before the node
+    try:
+        rt.raise_after_packs(prim, [x] + others, error, loc)
+    except TorchError as e:
+        if shape_error and has_internal_overlap(x):   # masked_fill__cpu warns before its TensorIterator
+            warns.warn(rt, "UserWarning", warns.MASKED_FILL_EXPANDED)
+        raise e from None
 
 
 def lower_masked_fill(rt, a, loc):

@@ -414,6 +414,13 @@ _RESULT = (Save("result", "out", 0),)
 _X = (Check(((2, 3),)),)
 
 
+def clamp_no_bound(dtypes, p):
+    """clamp's structured kernel refuses no bound at all (after the node packed self)."""
+    if p[0] is None and p[1] is None:
+        return "torch.clamp: At least one of 'min' or 'max' must not be None"
+    return None
+
+
 def _unary(name, node, forward, vjp, saves, formula, **kw):
     return Op(name, node, forward, vjp, same_shape, saves, formula, **kw)
 
@@ -492,7 +499,8 @@ OPS = (
     _unary("clamp", "ClampBackward1", clamp_forward, clamp_vjp, _SELF,
            "g where min <= a <= max (the bounds given), else 0", negzero="structural", grows=False, kink=clamp_kink,
            kink_doc="1 at a = min and at a = max (g passes); 0 everywhere when min > max",
-           math=_CLAMP, checks=(Check(((4,),), (Fraction(-1, 2), Fraction(1))), Check(((3,),), (None, Fraction(1, 2))))),
+           math=_CLAMP, checks=(Check(((4,),), (Fraction(-1, 2), Fraction(1))), Check(((3,),), (None, Fraction(1, 2)))),
+           forward_error=clamp_no_bound),
     Op("clamp_tensor", "ClampBackward0", clamp_tensor_forward, clamp_tensor_vjp, clamp_tensor_shape,
        (Save("max", "in", 2), Save("min", "in", 1), Save("self", "in", 0)),
        "self: g where min <= a <= max; min: g where a < min < max; max: g where a > max or max < min",

@@ -32,7 +32,7 @@ def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...], loc) -> tuple[int, 
 
 def broadcast_or_refuse(a: tuple[int, ...], b: tuple[int, ...], loc) -> tuple[int, ...]:
     """:func:`broadcast_shapes` for the callers whose PyTorch error is not modelled yet (where it comes
-    among the warnings and hook calls: the losses warn first, clamp's tensor bounds pack first):
+    among the warnings and hook calls: clamp's tensor bounds pack first):
     a refusal quoting PyTorch's message, never a guessed answer."""
     try:
         return broadcast_shapes(a, b, loc)

@@ -26,12 +26,12 @@ from __future__ import annotations
 from fractions import Fraction
 
 from adjoint.values.mathtree import Fn, TFn, generic_vjp
-from adjoint.format.errors import ProblemError
 from adjoint.engine.ops.record import Check
 from adjoint.engine.ops.record import Math
 from adjoint.engine.ops.record import Op
 from adjoint.engine.ops.record import Save
 from adjoint.engine.ops.arith import broadcast_shapes
+from adjoint.engine.torch_errors import TorchError
 
 _DTYPE_WORDS = {"int64": "long int", "float32": "float", "float64": "double"}
 
@@ -44,10 +44,9 @@ def masked_fill_shape(shapes, p, loc):
 def masked_fill_tensor_shape(shapes, p, loc):
     """The operands in the node's order: (self, value, mask)."""
     value = shapes[1]
-    if len(value) != 0:
-        raise ProblemError(loc, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
-                                f"{len(value)} dimension(s). (PyTorch raises RuntimeError); give a number or a 0-d "
-                                "tensor")
+    if len(value) != 0:   # the kernel's error (Runtime.apply raises it after the node's packs)
+        raise TorchError("RuntimeError", "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                                         f"{len(value)} dimension(s).")
     return masked_fill_shape((shapes[0], shapes[2]), p, loc)
 
 
