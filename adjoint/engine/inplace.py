@@ -472,6 +472,15 @@ def rebase_view(rt, view: Tensor, fn: Node, loc, base_before) -> None:
     regenerate(rt, view)
 
 
+def check_copy_slices_overlap(view: Tensor) -> None:
+    """CopySlices's ``grad_slice.copy_(res[0])``: grad_slice is the new gradient buffer as_strided to
+    the written view, so an expanded view (masked_fill_, zero_ and fill_ write one without
+    complaint) makes copy_ refuse its written-to tensor, after the op's node ran."""
+    if has_internal_overlap(view):
+        raise TorchError("RuntimeError", "unsupported operation: more than one element of the written-to tensor "
+                                         f"refers to a single memory location. {_OVERLAP}", "overlap")
+
+
 def copy_slices_backward(rt, node: Node, g, need: list, fn_vjp) -> list:
     """CopySlices's backward: the base's gradient ``g``, with the written view's part replaced by
     what the in-place op's node gives for it (``fn_vjp(fn, grads, need)``: called directly, so

@@ -451,7 +451,7 @@ class Engine:
     def copy_slices(self, node: Node, inputs: list) -> list:
         """CopySlices: the base's gradient, with the written view's part replaced by what the
         in-place op's node (called directly: its hooks do not run) gives for it."""
-        from adjoint.engine.inplace import copy_slices_backward
+        from adjoint.engine.inplace import check_copy_slices_overlap, copy_slices_backward
         view, fn = node.params
         g = inputs[0]
         if g is None:
@@ -460,6 +460,8 @@ class Engine:
             raise TorchError("RuntimeError", FREED_GRAPH, "freed_graph")
         need = [e is not None and (not self.exec_info or self.should_execute(e.node)) for e in node.edges]
         out = copy_slices_backward(self.rt, node, g, [True] + need[1:], self.op_vjp)
+        if need[0] and out[0] is not None:
+            check_copy_slices_overlap(view)
         if not self.retain_graph:
             for sv in fn.saved:
                 sv.released = True
