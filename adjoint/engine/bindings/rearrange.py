@@ -32,6 +32,7 @@ from adjoint.engine.infinity import Infinite
 from adjoint.engine.bindings.signature import Function, Param, dim_index
 from adjoint.engine.bindings.reductions import ABSENT, reduce_dims
 from adjoint.engine.ops.conv import PadValue
+from adjoint.engine.torch_errors import TorchError
 from adjoint.values.strides import is_contiguous
 
 
@@ -85,19 +86,19 @@ def lower_flip(rt, a, loc):
     for d in a["dims"]:
         k = dim_index(d, len(x.shape), loc)
         if k in dims:
-            raise ProblemError(loc, f"dim {k} appears multiple times in the list of dims: PyTorch raises RuntimeError")
+            raise TorchError("RuntimeError", f"dim {k} appears multiple times in the list of dims")
         dims.append(k)
     return rt.apply("flip", [x], tuple(sorted(dims)) if x.shape else (), loc)
 
 
 def lower_roll(rt, a, loc):
     x, shifts, dims = a["input"], a["shifts"], a["dims"] or ()
+    if not shifts:
+        raise TorchError("RuntimeError", "`shifts` required")
     if len(shifts) != len(dims) and not (not dims and len(shifts) == 1):
-        raise ProblemError(loc, f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}: PyTorch "
-                                "raises RuntimeError")
+        raise TorchError("RuntimeError", f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
     if dims and not x.shape:
-        raise ProblemError(loc, f"Dimension specified as {dims[0]} but tensor has no dimensions: PyTorch raises "
-                                "IndexError")
+        raise TorchError("IndexError", f"Dimension specified as {dims[0]} but tensor has no dimensions")
     norm = tuple(dim_index(d, len(x.shape), loc) for d in dims)
     return rt.apply("roll", [x], (tuple(shifts), norm), loc)
 
@@ -105,13 +106,12 @@ def lower_roll(rt, a, loc):
 def lower_repeat(rt, a, loc):
     x, reps = a["self"], tuple(a["repeats"])
     if len(reps) < len(x.shape):
-        raise ProblemError(loc, "Number of dimensions of repeat dims can not be smaller than number of dimensions of "
-                                "tensor: PyTorch raises RuntimeError")
+        raise TorchError("RuntimeError", "Number of dimensions of repeat dims can not be smaller than number of "
+                                         "dimensions of tensor")
     padded = (1,) * (len(reps) - len(x.shape)) + tuple(x.shape)
     out = [s * r for s, r in zip(padded, reps)]
     if any(r < 0 for r in reps):
-        raise ProblemError(loc, f"Trying to create tensor with negative dimension {min(out)}: {out}: PyTorch raises "
-                                "RuntimeError")
+        raise TorchError("RuntimeError", f"Trying to create tensor with negative dimension {min(out)}: {out}")
     return rt.apply("repeat", [x], reps, loc)
 
 
@@ -119,8 +119,7 @@ def _triangle(prim: str):
     def lower(rt, a, loc):
         x = a["input"]
         if len(x.shape) < 2:
-            raise ProblemError(loc, f"{prim}: input tensor must have at least 2 dimensions: PyTorch raises "
-                                    "RuntimeError")
+            raise TorchError("RuntimeError", f"{prim}: input tensor must have at least 2 dimensions")
         return rt.apply(prim, [x], a["diagonal"], loc)
     lower.__name__ = f"lower_{prim}"
     return lower
@@ -129,8 +128,7 @@ def _triangle(prim: str):
 def lower_trace(rt, a, loc):
     x = a["input"]
     if len(x.shape) != 2:
-        raise ProblemError(loc, f"trace: expected a matrix, but got tensor with dim {len(x.shape)}: PyTorch raises "
-                                "RuntimeError")
+        raise TorchError("RuntimeError", f"trace: expected a matrix, but got tensor with dim {len(x.shape)}")
     _float_input(x, loc, "trace")
     return rt.apply("trace", [x], None, loc)
 
@@ -141,15 +139,16 @@ def lower_pad(rt, a, loc):
         raise ProblemError(loc, f"F.pad(mode={mode!r}) is not modelled yet (reflect, replicate and circular padding "
                                 "make other nodes); use mode='constant'")
     if len(pads) % 2:
-        raise ProblemError(loc, "Padding length must be divisible by 2: PyTorch raises RuntimeError")
+        raise TorchError("RuntimeError", "Padding length must be divisible by 2")
     if len(pads) // 2 > len(x.shape):
-        raise ProblemError(loc, f"Padding length should be less than or equal to two times the input dimension but "
-                                f"got padding length {len(pads)} and input of dimension {len(x.shape)}: PyTorch "
-                                "raises RuntimeError")
-    for i in range(len(pads) // 2):
-        d = len(x.shape) - 1 - i
-        if x.shape[d] + pads[2 * i] + pads[2 * i + 1] < 0:
-            raise ProblemError(loc, "narrow(): length must be non-negative.: PyTorch raises RuntimeError")
+        raise TorchError("RuntimeError", f"Padding length should be less than or equal to two times the input "
+                                         f"dimension but got padding length {len(pads)} and input of dimension "
+                                         f"{len(x.shape)}")
+    for i in range(len(pads) // 2):      # constant_pad_nd narrows by the negative pads first, left then right
+        left, right = pads[2 * i], pads[2 * i + 1]
+        kept = x.shape[len(x.shape) - 1 - i] + min(left, 0)
+        if kept < 0 or kept + min(right, 0) < 0:
+            raise TorchError("RuntimeError", "narrow(): length must be non-negative.")
     if all(p <= 0 for p in pads) and not is_contiguous(x.shape, x.strides):
         raise ProblemError(loc, "F.pad with no positive pad of a non-contiguous tensor is not modelled yet "
                                 "(PyTorch returns a clone of the cropped view, laid out as the input)")
@@ -189,24 +188,26 @@ def lower_prod(rt, a, loc):
 
 def lower_diff(rt, a, loc):
     x, n, prepend, append = a["input"], a["n"], a["prepend"], a["append"]
+    if not x.shape:                      # diff_check's order: rank, order, then prepend and append
+        raise TorchError("RuntimeError", "diff expects input to be at least one-dimensional")
     if n < 0:
-        raise ProblemError(loc, f"order must be non-negative but got {n}: PyTorch raises RuntimeError")
-    if not x.shape:
-        raise ProblemError(loc, "diff expects input to be at least one-dimensional: PyTorch raises RuntimeError")
+        raise TorchError("RuntimeError", f"order must be non-negative but got {n}")
+    for other in (prepend, append):
+        if other is None:
+            continue
+        dim = dim_index(a["dim"], len(x.shape), loc)
+        if len(other.shape) != len(x.shape):
+            raise TorchError("RuntimeError", "diff expects prepend or append to be the same dimension as input")
+        for i, (p, q) in enumerate(zip(x.shape, other.shape)):
+            if i != dim and p != q:
+                raise TorchError("RuntimeError", "diff expects the shape of tensor to prepend or append to match that "
+                                                 "of input except along the differencing dimension; "
+                                                 f"input.size({i}) = {p}, but got tensor.size({i}) = {q}")
     if n == 0:
         raise ProblemError(loc, "diff(n=0) (a copy: empty_like(x).copy_(x)) is not modelled yet; use n >= 1")
     dim = dim_index(a["dim"], len(x.shape), loc)
-    for other, what in ((prepend, "prepend"), (append, "append")):
-        if other is not None and len(other.shape) != len(x.shape):
-            raise ProblemError(loc, f"diff with a {what} of {len(other.shape)} dims for an input of {len(x.shape)} "
-                                    "is not modelled yet (PyTorch expands a 0-d one); give it the input's dims")
     if prepend is not None or append is not None:
-        parts = [t for t in (prepend, x, append) if t is not None]
-        for t in parts:
-            if any(p != q for i, (p, q) in enumerate(zip(t.shape, x.shape)) if i != dim):
-                raise ProblemError(loc, f"Sizes of tensors must match except in dimension {dim}: PyTorch raises "
-                                        "RuntimeError")
-        x = rt.apply("cat", parts, dim, loc)
+        x = rt.apply("cat", [t for t in (prepend, x, append) if t is not None], dim, loc)
     out_len = x.shape[dim] - 1
     for _ in range(min(n, x.shape[dim])):
         before = rt.apply("slice", [x], (dim, 0, out_len, 1), loc)      # operator-'s right operand first
