@@ -110,8 +110,9 @@ def lower_repeat(rt, a, loc):
                                          "dimensions of tensor")
     padded = (1,) * (len(reps) - len(x.shape)) + tuple(x.shape)
     out = [s * r for s, r in zip(padded, reps)]
-    if any(r < 0 for r in reps):
-        raise TorchError("RuntimeError", f"Trying to create tensor with negative dimension {min(out)}: {out}")
+    negative = [n for n in out if n < 0]      # check_size_nonnegative names the first
+    if negative:
+        raise TorchError("RuntimeError", f"Trying to create tensor with negative dimension {negative[0]}: {out}")
     return rt.apply("repeat", [x], reps, loc)
 
 
