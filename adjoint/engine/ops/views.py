@@ -450,7 +450,10 @@ def copy_vjp(B, gs, ins, outs, p, need):
 
 
 def copy_shape(shapes, p, loc):
-    return tuple(shapes[0])
+    """self's shape; with a src, TensorIterator's broadcast of the two (the in-place kernel
+    refuses one that is not self's: PyTorch's error, after the packs)."""
+    from adjoint.engine.ops.arith import broadcast_shapes
+    return tuple(shapes[0]) if len(shapes) < 2 else broadcast_shapes(tuple(shapes[0]), tuple(shapes[1]), loc)
 
 
 def zero_forward(B, ins, p):
