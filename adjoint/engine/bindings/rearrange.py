@@ -29,7 +29,7 @@ from fractions import Fraction
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.infinity import Infinite
-from adjoint.engine.bindings.signature import Function, Param, dim_index
+from adjoint.engine.bindings.signature import Function, Param, dim_index, keepdim_flag
 from adjoint.engine.bindings.reductions import ABSENT, reduce_dims
 from adjoint.engine.ops.conv import PadValue
 from adjoint.engine.torch_errors import TorchError
@@ -61,9 +61,8 @@ def lower_logsumexp(rt, a, loc):
                                 "raises TypeError")
     if _numel(x.shape) == 0:
         raise ProblemError(loc, "logsumexp of an empty tensor is not modelled yet")
-    if not isinstance(a["keepdim"], bool):
-        raise ProblemError(loc, "logsumexp(): argument 'keepdim' must be True or False: PyTorch raises TypeError")
-    return rt.apply("logsumexp", [x], (reduce_dims(x, dim, loc), a["keepdim"]), loc)
+    keepdim = keepdim_flag(a, "logsumexp", LOGSUMEXP_PARAMS, loc)
+    return rt.apply("logsumexp", [x], (reduce_dims(x, dim, loc), keepdim), loc)
 
 
 def lower_cumsum(rt, a, loc):
@@ -181,9 +180,7 @@ def lower_prod(rt, a, loc):
     if not (isinstance(dim, Fraction) and not isinstance(dim, bool) and dim.denominator == 1):
         raise ProblemError(loc, "prod(): dim must be one int (a tuple or None is PyTorch's TypeError: invalid "
                                 "combination of arguments)")
-    keepdim = False if keepdim is ABSENT else keepdim
-    if not isinstance(keepdim, bool):
-        raise ProblemError(loc, "prod(): argument 'keepdim' must be True or False: PyTorch raises TypeError")
+    keepdim = False if keepdim is ABSENT else keepdim_flag(a, "prod", PROD_PARAMS, loc)
     return rt.apply("prod_dim", [x], (dim_index(int(dim), len(x.shape), loc), keepdim), loc)
 
 
@@ -219,9 +216,12 @@ def lower_diff(rt, a, loc):
 
 
 _IN = Param("input", "tensor")
+LOGSUMEXP_PARAMS = (_IN, Param("dim", "any"), Param("keepdim", "any", False))
+PROD_PARAMS = (_IN, Param("dim", "any", ABSENT), Param("keepdim", "any", ABSENT),
+               Param("dtype", "any", None, keyword_only=True))
 
 FUNCTIONS = (
-    Function("logsumexp", (_IN, Param("dim", "any"), Param("keepdim", "any", False)), lower_logsumexp,
+    Function("logsumexp", LOGSUMEXP_PARAMS, lower_logsumexp,
              doc="LogsumexpBackward0 (saves self, result): g * exp(x - out)"),
     Function("cumsum", (_IN, Param("dim", "int"), Param("dtype", "any", None, keyword_only=True)), lower_cumsum,
              doc="CumsumBackward0: the reversed cumsum of g"),
@@ -242,8 +242,7 @@ FUNCTIONS = FUNCTIONS + (
                       Param("append", "tensor", None)), lower_diff,
              doc="n times SliceBackward0 (x[:-1]), SliceBackward0 (x[1:]), SubBackward0; prepend / append cat'd "
                  "on first (CatBackward0)"),
-    Function("prod", (_IN, Param("dim", "any", ABSENT), Param("keepdim", "any", ABSENT),
-                      Param("dtype", "any", None, keyword_only=True)), lower_prod,
+    Function("prod", PROD_PARAMS, lower_prod,
              doc="ProdBackward0 with no dim, ProdBackward1 with one (saves self, result): g * out / a without zeros, "
                  "else the products of the others"),
 )

@@ -61,6 +61,44 @@ def after_packs(rt, opname: str, ins: list, loc: Loc, compute: Callable):
 
 # ----------------------------------------------------------------------------- binding
 
+class Bound(dict):
+    """The bound arguments by name, and how the call passed them: ``positional`` (the names
+    given by position; a method's self is one) and ``method`` (``x.f(...)``, not ``torch.f(x, ...)``):
+    PyTorch's argument parser words its errors by both."""
+
+    positional: frozenset = frozenset()
+    method: bool = False
+
+
+def keepdim_flag(a: Bound, fn_name: str, params: tuple, loc: Loc, name: str = "keepdim"):
+    """``a[name]`` where PyTorch's parser wants a bool (the dim overload, the only one the call's
+    arguments select): another value is its TypeError "sum(): argument 'keepdim' (position 2)
+    must be bool, not int" (the position only when passed by position, counted without self for
+    a method). None given by keyword makes the parser try every overload ("invalid combination
+    of arguments"), as do the functions torch.mean, torch.max and torch.min (measured in torch
+    2.13 for every dim form); a list or tuple's type adjoint does not keep apart: all refused."""
+    v = a[name]
+    if isinstance(v, bool):
+        return v
+    if not a.method and fn_name in ("mean", "max", "min"):
+        raise ProblemError(loc, f"torch.{fn_name}(): a keepdim that is not True or False is PyTorch's TypeError "
+                                "listing the overloads it tried, not modelled; pass True or False")
+    kind = _PY_TYPE.get(type(v).__name__) if not isinstance(v, Fraction) else \
+        ("int" if v.denominator == 1 else "float")
+    if isinstance(v, Tensor):
+        kind = "Tensor"
+    if kind is None or (v is None and name not in a.positional):
+        raise ProblemError(loc, f"{fn_name}(): argument '{name}' must be True or False: PyTorch's TypeError for "
+                                f"{describe(v)} here is not modelled (its parser words it by the overloads it tried)")
+    where = ""
+    if name in a.positional:
+        index = [p.name for p in params].index(name)
+        where = f" (position {index + (0 if a.method else 1)})"
+    raise TorchError("TypeError", f"{fn_name}(): argument '{name}'{where} must be bool, not {kind}")
+
+
+_PY_TYPE = {"NoneType": "NoneType", "str": "str"}
+
 def bind(fn: Function, args: list, kwargs: dict, loc: Loc, what: str) -> dict:
     """Python's argument binding against PyTorch's signature; a mismatch is the TypeError
     PyTorch raises (bad input)."""
@@ -85,7 +123,9 @@ def bind(fn: Function, args: list, kwargs: dict, loc: Loc, what: str) -> dict:
         if k in bound:
             raise ProblemError(loc, f"{what}() got multiple values for argument '{k}': PyTorch raises TypeError")
         bound[k] = v
-    out = {}
+    out = Bound()
+    out.positional = frozenset(p.name for p in positional[:len(args)])
+    out.method = what.startswith("Tensor.")
     for p in params:
         if p.name not in bound:
             if p.default is REQUIRED:
