@@ -31,7 +31,7 @@ from adjoint.engine.torch_errors import TorchError, TYPE_NAMES
 from adjoint.engine.bindings.signature import Function
 from adjoint.engine.bindings.signature import Param
 from adjoint.engine.ops.indexing import IndexSpec, along_key
-from adjoint.engine.bindings.signature import dim_index, after_packs
+from adjoint.engine.bindings.signature import PARSER_TYPE_ERROR, dim_index, after_packs
 
 
 def as_index_tensor(rt, item, loc: Loc) -> Tensor:
@@ -213,7 +213,7 @@ def lower_scatter(rt, a, loc):
     if isinstance(src, Fraction):
         src, value = None, src
     if src is not None and not isinstance(src, Tensor):
-        raise ProblemError(loc, "scatter(): argument 'src' must be a Tensor: PyTorch raises TypeError")
+        raise ProblemError(loc, f"scatter(): argument 'src' must be a Tensor: {PARSER_TYPE_ERROR}")
     ins = [x, src, idx] if src is not None else [x, idx]
 
     def checks():

@@ -29,7 +29,7 @@ from fractions import Fraction
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.infinity import Infinite
-from adjoint.engine.bindings.signature import Function, Param, dim_index, keepdim_flag
+from adjoint.engine.bindings.signature import PARSER_TYPE_ERROR, Function, Param, dim_index, keepdim_flag
 from adjoint.engine.bindings.reductions import ABSENT, reduce_dims
 from adjoint.engine.ops.conv import PadValue
 from adjoint.engine.torch_errors import TorchError
@@ -57,8 +57,8 @@ def lower_logsumexp(rt, a, loc):
                                 "'output with shape [] doesn't match the broadcast shape' for a 2-D input); "
                                 "name the dims")
     if dim is None:
-        raise ProblemError(loc, "logsumexp(): argument 'dim' must be an int or a tuple of ints, not None: PyTorch "
-                                "raises TypeError")
+        raise ProblemError(loc, f"logsumexp(): argument 'dim' must be an int or a tuple of ints, not None: "
+                                f"{PARSER_TYPE_ERROR}")
     if _numel(x.shape) == 0:
         raise ProblemError(loc, "logsumexp of an empty tensor is not modelled yet")
     keepdim = keepdim_flag(a, "logsumexp", LOGSUMEXP_PARAMS, loc)
@@ -76,7 +76,8 @@ def lower_cumsum(rt, a, loc):
 def lower_flip_function(rt, a, loc):
     if not isinstance(a["dims"], (tuple, list)) or not all(isinstance(d, Fraction) and not isinstance(d, bool)
                                                            and d.denominator == 1 for d in a["dims"]):
-        raise ProblemError(loc, "flip(): argument 'dims' must be tuple of ints: PyTorch raises TypeError")
+        raise ProblemError(loc, f"flip(): argument 'dims' must be tuple of ints: {PARSER_TYPE_ERROR} (here also by "
+                                "the first element and by list or tuple)")
     return lower_flip(rt, {"input": a["input"], "dims": tuple(int(d) for d in a["dims"])}, loc)
 
 
@@ -160,7 +161,7 @@ def lower_pad(rt, a, loc):
     elif isinstance(value, Fraction) and not isinstance(value, bool):
         params = PadValue(pads, value)
     else:
-        raise ProblemError(loc, "pad(): argument 'value' must be a number: PyTorch raises TypeError")
+        raise ProblemError(loc, f"pad(): argument 'value' must be a number: {PARSER_TYPE_ERROR}")
     return rt.apply("constant_pad_nd", [x], params, loc)
 
 
@@ -174,8 +175,7 @@ def lower_prod(rt, a, loc):
                                 "backward formula; bind them under symbols: and use numbers")
     if dim is ABSENT:
         if keepdim is not ABSENT:
-            raise ProblemError(loc, "prod() with keepdim= but no dim: PyTorch raises TypeError (invalid combination "
-                                    "of arguments); give dim too")
+            raise ProblemError(loc, f"prod() with keepdim= but no dim: {PARSER_TYPE_ERROR}; give dim too")
         return rt.apply("prod", [x], None, loc)
     if not (isinstance(dim, Fraction) and not isinstance(dim, bool) and dim.denominator == 1):
         raise ProblemError(loc, "prod(): dim must be one int (a tuple or None is PyTorch's TypeError: invalid "

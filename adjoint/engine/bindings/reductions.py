@@ -24,7 +24,7 @@ from adjoint.engine.graph import Tensor
 from adjoint.engine.return_types import max_min
 from adjoint.engine.bindings.signature import Function, Param
 from adjoint.engine.bindings.views import dim_index
-from adjoint.engine.bindings.signature import after_packs, keepdim_flag
+from adjoint.engine.bindings.signature import PARSER_TYPE_ERROR, after_packs, keepdim_flag
 from adjoint.engine.torch_errors import TorchError
 
 #: A parameter the call did not pass (PyTorch picks a different overload then).
@@ -40,7 +40,7 @@ def reduce_dims(x: Tensor, dim, loc: Loc) -> tuple[int, ...]:
     out = []
     for d in items:
         if not (isinstance(d, Fraction) and d.denominator == 1) or isinstance(d, bool):
-            raise ProblemError(loc, f"dim must be an int or a tuple of ints, got {d!r}: PyTorch raises TypeError")
+            raise ProblemError(loc, f"dim must be an int or a tuple of ints, got {d!r}: {PARSER_TYPE_ERROR}")
         k = dim_index(int(d), len(x.shape), loc)
         if k in out:
             raise TorchError("RuntimeError", f"dim {k} appears multiple times in the list of dims")
@@ -55,8 +55,7 @@ def _sum_like(whole: str, by_dims: str, what: str):
         x = a["input"]
         if a["dim"] is ABSENT:
             if a["keepdim"] is not ABSENT:
-                raise ProblemError(loc, f"{what}() with keepdim= but no dim: PyTorch raises TypeError (invalid "
-                                        "combination of arguments); give dim too")
+                raise ProblemError(loc, f"{what}() with keepdim= but no dim: {PARSER_TYPE_ERROR}; give dim too")
             return rt.apply(whole, [x], None, loc)
         keepdim = keepdim_flag(a, what, (_IN,) + _DIM_ABSENT, loc) if a["keepdim"] is not ABSENT else False
         return rt.apply(by_dims, [x], (reduce_dims(x, a["dim"], loc), keepdim), loc)
@@ -70,15 +69,14 @@ def _variance_args(a, loc, what: str) -> tuple:
     x, dim, unbiased, correction = a["input"], a["dim"], a["unbiased"], a["correction"]
     if isinstance(dim, bool):          # var(x, True): the var(input, unbiased) overload
         if unbiased is not None:
-            raise ProblemError(loc, f"{what}() got unbiased twice: PyTorch raises TypeError")
+            raise ProblemError(loc, f"{what}() got unbiased twice: {PARSER_TYPE_ERROR}")
         dim, unbiased = None, dim
     if unbiased is not None and correction is not None:
-        raise ProblemError(loc, f"{what}() takes unbiased or correction, not both: PyTorch raises TypeError "
-                                "(invalid combination of arguments)")
+        raise ProblemError(loc, f"{what}() takes unbiased or correction, not both: {PARSER_TYPE_ERROR}")
     if correction is None:
         correction = Fraction(0) if unbiased is False else Fraction(1)
     if not isinstance(correction, Fraction) or isinstance(correction, bool):
-        raise ProblemError(loc, f"{what}(): correction must be a number: PyTorch raises TypeError")
+        raise ProblemError(loc, f"{what}(): correction must be a number: {PARSER_TYPE_ERROR}")
     return dim, correction, a["keepdim"]
 
 
@@ -129,7 +127,7 @@ def _max_like(largest: bool):
             return rt.apply("maximum" if largest else "minimum", [x, b], None, loc)
         if dim is ABSENT:
             if keepdim is not ABSENT:
-                raise ProblemError(loc, f"{what}() with keepdim= but no dim: PyTorch raises TypeError")
+                raise ProblemError(loc, f"{what}() with keepdim= but no dim: {PARSER_TYPE_ERROR}")
             if 0 in x.shape:   # the kernel's, after MaxBackward1 packed self
                 rt.raise_after_packs("max_all" if largest else "min_all", [x], TorchError(
                     "RuntimeError", f"{what}(): Expected reduction dim to be specified for input.numel() == 0. "
@@ -137,8 +135,8 @@ def _max_like(largest: bool):
             _refuse_symbolic(rt, x, loc, f"{what}()")
             return rt.apply("max_all" if largest else "min_all", [x], None, loc)
         if dim is None or isinstance(dim, (tuple, list)):
-            raise ProblemError(loc, f"{what}(): dim must be one int (PyTorch raises TypeError); amax / amin take "
-                                    "several")
+            raise ProblemError(loc, f"{what}(): dim must be one int (amax / amin take several): "
+                                    f"{PARSER_TYPE_ERROR}")
         keepdim = False if keepdim is ABSENT else keepdim_flag(a, what, _MAX_PARAMS, loc)
         d = reduce_dims(x, dim, loc)
         return select_along(rt, x, d[0] if d else 0, keepdim, largest, loc)
@@ -168,7 +166,8 @@ def norm_order(p, dim, loc: Loc):
     if p is None:
         return Fraction(2)
     if not isinstance(p, Fraction) or isinstance(p, bool):
-        raise ProblemError(loc, "norm(): p must be a number or 'fro': PyTorch raises TypeError")
+        raise ProblemError(loc, f"norm(): p must be a number or 'fro': {PARSER_TYPE_ERROR} (torch.norm hands p on to "
+                                "linalg.vector_norm or matrix_norm, whose errors differ)")
     if p < 0:
         raise ProblemError(loc, f"norm with a negative order ({p}) is a PyTorch norm adjoint does not model yet; "
                                 "use p >= 0")

@@ -15,6 +15,12 @@ from adjoint.engine.torch_errors import TorchError
 
 REQUIRED = object()
 
+#: Why a call PyTorch's argument parser refuses stays a refusal: its TypeError lists the overloads
+#: the call could match, or names the argument's position, by call form (torch.f or x.f) and by
+#: how each argument was passed; measured case by case only (keepdim_flag), not in general.
+PARSER_TYPE_ERROR = ("PyTorch's TypeError is not modelled (its argument parser words it by the overloads, the call "
+                     "form and how each argument was passed)")
+
 
 @dataclass(frozen=True)
 class Param:
@@ -100,8 +106,8 @@ def keepdim_flag(a: Bound, fn_name: str, params: tuple, loc: Loc, name: str = "k
 _PY_TYPE = {"NoneType": "NoneType", "str": "str"}
 
 def bind(fn: Function, args: list, kwargs: dict, loc: Loc, what: str) -> dict:
-    """Python's argument binding against PyTorch's signature; a mismatch is the TypeError
-    PyTorch raises (bad input)."""
+    """Python's argument binding against PyTorch's signature; a mismatch is refused (PyTorch's
+    TypeError there is its argument parser's, worded by the overloads: not modelled)."""
     params = fn.params
     positional = [p for p in params if not p.keyword_only]
     bound: dict = {}
@@ -112,16 +118,16 @@ def bind(fn: Function, args: list, kwargs: dict, loc: Loc, what: str) -> dict:
                                     [tuple(rest)])
     if len(args) > len(positional):
         raise ProblemError(loc, f"{what}() takes at most {len(positional)} positional argument(s) "
-                                f"({', '.join(p.name for p in positional)}), got {len(args)}: PyTorch raises TypeError")
+                                f"({', '.join(p.name for p in positional)}), got {len(args)}: {PARSER_TYPE_ERROR}")
     for p, a in zip(positional, args):
         bound[p.name] = a
     names = {p.name for p in params}
     for k, v in kwargs.items():
         if k not in names:
             raise ProblemError(loc, f"{what}() got an unexpected keyword argument '{k}' (it takes "
-                                    f"{', '.join(p.name for p in params)}): PyTorch raises TypeError")
+                                    f"{', '.join(p.name for p in params)}): {PARSER_TYPE_ERROR}")
         if k in bound:
-            raise ProblemError(loc, f"{what}() got multiple values for argument '{k}': PyTorch raises TypeError")
+            raise ProblemError(loc, f"{what}() got multiple values for argument '{k}': {PARSER_TYPE_ERROR}")
         bound[k] = v
     out = Bound()
     out.positional = frozenset(p.name for p in positional[:len(args)])
@@ -129,7 +135,7 @@ def bind(fn: Function, args: list, kwargs: dict, loc: Loc, what: str) -> dict:
     for p in params:
         if p.name not in bound:
             if p.default is REQUIRED:
-                raise ProblemError(loc, f"{what}() missing required argument '{p.name}': PyTorch raises TypeError")
+                raise ProblemError(loc, f"{what}() missing required argument '{p.name}': {PARSER_TYPE_ERROR}")
             out[p.name] = p.default
             continue
         out[p.name] = check_kind(bound[p.name], p, loc, what)
@@ -140,8 +146,8 @@ def check_kind(v, p: Param, loc: Loc, what: str):
     if v is None:
         if p.optional or p.default is None:
             return None
-        raise ProblemError(loc, f"{what}(): argument '{p.name}' must be {_KIND_WORDS[p.kind]}, not None: PyTorch "
-                                "raises TypeError")
+        raise ProblemError(loc, f"{what}(): argument '{p.name}' must be {_KIND_WORDS[p.kind]}, not None: "
+                                f"{PARSER_TYPE_ERROR}")
     ok = {
         "tensor": lambda: isinstance(v, Tensor),
         "tensors": lambda: isinstance(v, (tuple, list)) and all(isinstance(t, Tensor) for t in v),
@@ -155,7 +161,7 @@ def check_kind(v, p: Param, loc: Loc, what: str):
     }[p.kind]()
     if not ok:
         raise ProblemError(loc, f"{what}(): argument '{p.name}' must be {_KIND_WORDS[p.kind]}, not "
-                                f"{describe(v)}: PyTorch raises TypeError")
+                                f"{describe(v)}: {PARSER_TYPE_ERROR}")
     if p.kind == "int":
         return int(v)
     if p.kind == "ints":
