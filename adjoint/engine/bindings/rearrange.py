@@ -2,9 +2,9 @@
 runs for each (checked in real torch: one node each, a new tensor, never a view).
 
 * ``logsumexp(input, dim, keepdim=False)``: LogsumexpBackward0 (saves self, result); ``dim``
-  an int or a tuple (required: PyTorch's TypeError without it); ``dim=()`` and an empty input
-  are refused (PyTorch raises a broadcast error for the first), as are integer inputs (a float
-  result);
+  an int or a tuple (required: PyTorch's TypeError without it); ``dim=()`` reduces every dim
+  with keepdim=True and is PyTorch's error after the packs without (the composite's broadcast
+  error); an empty input is refused, as are integer inputs (a float result);
 * ``cumsum(input, dim, *, dtype=None)``: CumsumBackward0 (saves nothing); ``dtype=`` refused;
 * ``flip(input, dims)`` (the method also takes the dims unpacked): FlipBackward0;
 * ``roll(input, shifts, dims=None)``: RollBackward0; no dims: the flattened tensor rolled;
@@ -51,17 +51,18 @@ def _float_input(x: Tensor, loc: Loc, what: str) -> None:
 
 def lower_logsumexp(rt, a, loc):
     x, dim = a["input"], a["dim"]
-    _float_input(x, loc, "logsumexp")
-    if isinstance(dim, (tuple, list)) and not dim:
-        raise ProblemError(loc, "logsumexp with dim=() is not modelled (PyTorch 2.13 raises a RuntimeError "
-                                "'output with shape [] doesn't match the broadcast shape' for a 2-D input); "
-                                "name the dims")
     if dim is None:
         raise ProblemError(loc, f"logsumexp(): argument 'dim' must be an int or a tuple of ints, not None: "
                                 f"{PARSER_TYPE_ERROR}")
+    keepdim = keepdim_flag(a, "logsumexp", LOGSUMEXP_PARAMS, loc)
+    _float_input(x, loc, "logsumexp")
     if _numel(x.shape) == 0:
         raise ProblemError(loc, "logsumexp of an empty tensor is not modelled yet")
-    keepdim = keepdim_flag(a, "logsumexp", LOGSUMEXP_PARAMS, loc)
+    if isinstance(dim, (tuple, list)) and not dim and x.shape and not keepdim:
+        # dim=(): the composite's amax keeps every dim as 1s, and sum_out then refuses the 0-d
+        # result, after LogsumexpBackward0 packed self (with keepdim=True it reduces every dim)
+        rt.raise_after_packs("logsumexp", [x], TorchError(
+            "RuntimeError", f"output with shape [] doesn't match the broadcast shape {[1] * len(x.shape)}"), loc)
     return rt.apply("logsumexp", [x], (reduce_dims(x, dim, loc), keepdim), loc)
 
 
