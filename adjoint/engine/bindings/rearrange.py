@@ -29,7 +29,8 @@ from fractions import Fraction
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.infinity import Infinite
-from adjoint.engine.bindings.signature import PARSER_TYPE_ERROR, Function, Param, dim_index, keepdim_flag
+from adjoint.engine.bindings.signature import (PARSER_TYPE_ERROR, Function, Param, dim_index, keepdim_flag,
+                                               keepdim_without_dim)
 from adjoint.engine.bindings.reductions import ABSENT, reduce_dims
 from adjoint.engine.ops.conv import PadValue
 from adjoint.engine.torch_errors import TorchError
@@ -176,7 +177,7 @@ def lower_prod(rt, a, loc):
                                 "backward formula; bind them under symbols: and use numbers")
     if dim is ABSENT:
         if keepdim is not ABSENT:
-            raise ProblemError(loc, f"prod() with keepdim= but no dim: {PARSER_TYPE_ERROR}; give dim too")
+            raise keepdim_without_dim(a, "prod", loc)
         return rt.apply("prod", [x], None, loc)
     if not (isinstance(dim, Fraction) and not isinstance(dim, bool) and dim.denominator == 1):
         raise ProblemError(loc, "prod(): dim must be one int (a tuple or None is PyTorch's TypeError: invalid "

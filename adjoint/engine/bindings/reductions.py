@@ -24,7 +24,7 @@ from adjoint.engine.graph import Tensor
 from adjoint.engine.return_types import max_min
 from adjoint.engine.bindings.signature import Function, Param
 from adjoint.engine.bindings.views import dim_index
-from adjoint.engine.bindings.signature import PARSER_TYPE_ERROR, after_packs, keepdim_flag
+from adjoint.engine.bindings.signature import PARSER_TYPE_ERROR, after_packs, keepdim_flag, keepdim_without_dim
 from adjoint.engine.torch_errors import TorchError
 
 #: A parameter the call did not pass (PyTorch picks a different overload then).
@@ -55,7 +55,7 @@ def _sum_like(whole: str, by_dims: str, what: str):
         x = a["input"]
         if a["dim"] is ABSENT:
             if a["keepdim"] is not ABSENT:
-                raise ProblemError(loc, f"{what}() with keepdim= but no dim: {PARSER_TYPE_ERROR}; give dim too")
+                raise keepdim_without_dim(a, what, loc)
             return rt.apply(whole, [x], None, loc)
         keepdim = keepdim_flag(a, what, (_IN,) + _DIM_ABSENT, loc) if a["keepdim"] is not ABSENT else False
         return rt.apply(by_dims, [x], (reduce_dims(x, a["dim"], loc), keepdim), loc)
@@ -127,7 +127,7 @@ def _max_like(largest: bool):
             return rt.apply("maximum" if largest else "minimum", [x, b], None, loc)
         if dim is ABSENT:
             if keepdim is not ABSENT:
-                raise ProblemError(loc, f"{what}() with keepdim= but no dim: {PARSER_TYPE_ERROR}")
+                raise keepdim_without_dim(a, what, loc)
             if 0 in x.shape:   # the kernel's, after MaxBackward1 packed self
                 rt.raise_after_packs("max_all" if largest else "min_all", [x], TorchError(
                     "RuntimeError", f"{what}(): Expected reduction dim to be specified for input.numel() == 0. "

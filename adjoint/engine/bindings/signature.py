@@ -89,10 +89,7 @@ def keepdim_flag(a: Bound, fn_name: str, params: tuple, loc: Loc, name: str = "k
     if not a.method and fn_name in ("mean", "max", "min"):
         raise ProblemError(loc, f"torch.{fn_name}(): a keepdim that is not True or False is PyTorch's TypeError "
                                 "listing the overloads it tried, not modelled; pass True or False")
-    kind = _PY_TYPE.get(type(v).__name__) if not isinstance(v, Fraction) else \
-        ("int" if v.denominator == 1 else "float")
-    if isinstance(v, Tensor):
-        kind = "Tensor"
+    kind = _py_type(v)
     if kind is None or (v is None and name not in a.positional):
         raise ProblemError(loc, f"{fn_name}(): argument '{name}' must be True or False: PyTorch's TypeError for "
                                 f"{describe(v)} here is not modelled (its parser words it by the overloads it tried)")
@@ -103,7 +100,46 @@ def keepdim_flag(a: Bound, fn_name: str, params: tuple, loc: Loc, name: str = "k
     raise TorchError("TypeError", f"{fn_name}(): argument '{name}'{where} must be bool, not {kind}")
 
 
-_PY_TYPE = {"NoneType": "NoneType", "str": "str"}
+def _py_type(v) -> str | None:
+    """The Python type PyTorch's parser names for a value of the problem language (None where
+    adjoint keeps apart no such type: a tuple or a list)."""
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, Fraction):
+        return "int" if v.denominator == 1 else "float"
+    if isinstance(v, Tensor):
+        return "Tensor"
+    return {type(None): "NoneType", str: "str"}.get(type(v))
+
+
+def keepdim_without_dim(a: Bound, fn_name: str, loc: Loc) -> TorchError:
+    """``x.sum(keepdim=True)`` (sum, mean, prod, max, min): no overload takes keepdim without
+    dim, so PyTorch's parser lists them all, by call form (measured in torch 2.13)."""
+    kind = _py_type(a["keepdim"])
+    if kind is None or kind == "NoneType":
+        raise ProblemError(loc, f"{fn_name}() with keepdim= but no dim: {PARSER_TYPE_ERROR}; give dim too")
+    got = f"(keepdim={kind}, )" if a.method else f"(Tensor, keepdim={kind})"
+    return TorchError("TypeError", f"{fn_name}() received an invalid combination of arguments - got {got}, but "
+                                   f"expected one of:\n{_NO_DIM_OVERLOADS[fn_name][0 if a.method else 1]}")
+
+
+_DTYPE = "*, torch.dtype dtype = None"
+_KEYWORDS = "      didn't match because some of the keywords were incorrect: keepdim\n"
+_NO_DIM_OVERLOADS = {   # (Tensor method, torch function): the overloads PyTorch 2.13's parser lists
+    "sum": (f" * ({_DTYPE})\n * (tuple of ints dim, bool keepdim = False, {_DTYPE})\n",
+            f" * (Tensor input, {_DTYPE})\n * (Tensor input, tuple of ints dim, bool keepdim = False, {_DTYPE}, "
+            "Tensor out = None)\n"),
+    "mean": (f" * ({_DTYPE})\n * (tuple of ints dim, bool keepdim = False, {_DTYPE})\n",
+             f" * (Tensor input, {_DTYPE}, Tensor out = None)\n * (Tensor input, tuple of ints dim, bool keepdim = "
+             f"False, {_DTYPE}, Tensor out = None)\n"),
+    "prod": (f" * ({_DTYPE})\n * (int dim, bool keepdim = False, {_DTYPE})\n",
+             f" * (Tensor input, {_DTYPE})\n * (Tensor input, int dim, bool keepdim = False, {_DTYPE}, Tensor out = "
+             "None)\n"),
+}
+_NO_DIM_OVERLOADS["max"] = _NO_DIM_OVERLOADS["min"] = (
+    f" * ()\n{_KEYWORDS} * (Tensor other)\n{_KEYWORDS} * (int dim, bool keepdim = False)\n",
+    " * (Tensor input, *, Tensor out = None)\n * (Tensor input, Tensor other, *, Tensor out = None)\n * (Tensor "
+    "input, int dim, bool keepdim = False, *, tuple of Tensors out = None)\n")
 
 def bind(fn: Function, args: list, kwargs: dict, loc: Loc, what: str) -> dict:
     """Python's argument binding against PyTorch's signature; a mismatch is refused (PyTorch's
