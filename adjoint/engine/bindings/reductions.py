@@ -166,8 +166,7 @@ def norm_order(p, dim, loc: Loc):
     if p is None:
         return Fraction(2)
     if not isinstance(p, Fraction) or isinstance(p, bool):
-        raise ProblemError(loc, f"norm(): p must be a number or 'fro': {PARSER_TYPE_ERROR} (torch.norm hands p on to "
-                                "linalg.vector_norm or matrix_norm, whose errors differ)")
+        raise ProblemError(loc, "norm(): p must be a number or 'fro': PyTorch raises TypeError")
     if p < 0:
         raise ProblemError(loc, f"norm with a negative order ({p}) is a PyTorch norm adjoint does not model yet; "
                                 "use p >= 0")
