@@ -72,3 +72,18 @@ def test_forward_with_optional_inputs_refuses_a_wrong_count_as_predicted():
                     assert predicted is None, (name, count, list(kwargs))
                 checked += 1
     assert checked >= 100, checked
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("count,kwargs", [(0, {}), (2, {}), (3, {}), (1, {"scale": 2}),
+                                          (1, {"input": 1})])
+def test_sequential_refuses_a_wrong_count_as_predicted(count, kwargs):
+    """nn.Sequential.forward(self, input), called by the real nn.Sequential (the torch side's twin
+    only carries its qualname)."""
+    import torch
+
+    seq = torch.nn.Sequential(torch.nn.Identity())
+    with pytest.raises(TypeError) as theirs:
+        seq.forward(*(torch.zeros(1),) * count, **kwargs)
+    assert forward_arity_error((object(),) * count, _Mod("Sequential"), kwargs) == str(theirs.value)
+    assert forward_arity_error((object(),), _Mod("Sequential"), {}) is None

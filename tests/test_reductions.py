@@ -101,7 +101,7 @@ hooks:
 
 
 @pytest.mark.parametrize("expr,needle", [
-    ("a.sum(keepdim=True)", "keepdim= but no dim"),
+    ("a.sum(keepdim=None)", "PyTorch's TypeError is not modelled"),
     ("a.max(dim=None)", "dim must be one int"),
     ("a.norm(p='nuc')", "matrix norm"),
     ("a.var(1, True, correction=0)", "not both"),

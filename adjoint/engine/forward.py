@@ -536,8 +536,9 @@ class _Pass:
         if count and len(new) > len(mod.inputs) + optional or count and (
                 not mod.input_defaults and not len(mod.inputs) <= given <= len(mod.inputs) + optional):
             raise ProblemError(hook.returns.loc, f"the forward_pre hook returns {len(new)} input(s) but "
-                                                 f"'{mod.label}' takes {len(mod.inputs)}: PyTorch raises TypeError "
-                                                 "in forward()")
+                                                 f"'{mod.label}' takes {len(mod.inputs)}: forward()'s TypeError is "
+                                                 "not modelled for this module (a function: module's forward, which "
+                                                 "CPython names by the user's own class)")
         for v in new:
             if not isinstance(v, Tensor):
                 raise ProblemError(hook.returns.loc, "a forward_pre hook must return tensors (the new inputs)")
@@ -852,6 +853,8 @@ def forward_arity_error(new: tuple, mod: Module, kwargs: dict) -> str | None:
         return pyerrors.binding_error(pyerrors.CUSTOM_FORWARD, list(mod.inputs), {n for n, _ in mod.input_defaults},
                                       len(new), list(kwargs))
     t = lookup(mod.type) if mod.type is not None else None
+    if t is not None and t.name == "Sequential":   # nn.Sequential.forward(self, input)
+        return pyerrors.binding_error("Sequential.forward", ["input"], set(), len(new), list(kwargs))
     if t is None or t.container:
         return None
     owner = FORWARD_OWNER.get(t.name, t.name)   # the class that defines forward: CPython names its qualname

@@ -70,7 +70,9 @@ def call_inplace(rt, name: str, target: Tensor, args: list, kwargs: dict, loc: L
         raise ProblemError(loc, f"Tensor.{name}() takes no keyword arguments here")
     if len(args) != len(m.takes):
         raise ProblemError(loc, f"Tensor.{name}() takes {len(m.takes)} argument(s) ({', '.join(m.takes) or 'none'}), "
-                                f"got {len(args)}: PyTorch raises TypeError")
+                                f"got {len(args)}: PyTorch's TypeError is not modelled (CPython words it by how the "
+                                f"method is called, 'TensorBase.{name}()' or 'Tensor.{name}()'; the argument parser "
+                                "lists the overloads)")
     for a in args:
         if not isinstance(a, (Tensor, Fraction)) or isinstance(a, bool):
             raise ProblemError(loc, f"Tensor.{name}() needs a tensor or a number, got {type(a).__name__}")
@@ -99,10 +101,15 @@ def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc)
     op = REGISTRY[prim]
     ts = [target] + [x if isinstance(x, Tensor) else rt.wrapped_number(x) for x in others]
     refuse_complex_inplace(ts, prim, loc)
-    out_shape = op.shape([t.shape for t in ts], params, loc)
-    if tuple(out_shape) != target.shape:
-        raise ProblemError(loc, f"output with shape {list(target.shape)} doesn't match the broadcast shape "
-                                f"{list(out_shape)}: PyTorch raises RuntimeError")
+    # TensorIterator finds operands that do not broadcast, or a broadcast shape that is not self's,
+    # in the kernel: after the node was made and packed what it saves
+    try:
+        out_shape = tuple(op.shape([t.shape for t in ts], params, loc))
+        shape_error = None if out_shape == target.shape else TorchError(
+            "RuntimeError", f"output with shape {list(target.shape)} doesn't match the broadcast shape "
+                            f"{list(out_shape)}")
+    except TorchError as e:
+        shape_error = e
     rg_in = [t.needs_grad for t in ts]
     make_node = rt.grad_enabled and any(rg_in)
     # check_inplace(self, requires_grad): only when the op records, or writes into a view of a
@@ -122,6 +129,8 @@ def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc)
         node = rt.new_node(op.node, edges, op, params, ts, loc, seq)
         save_inputs(rt, node, op, ts)
     rt.check_dtypes(op, ts, params)
+    if shape_error is not None:
+        raise shape_error
     numbers = [x for x in others if not isinstance(x, Tensor)]
     others = [] if op.clones_aliased_value else ts[1:]
     check_overlap(target, others, op.checks_internal_overlap)

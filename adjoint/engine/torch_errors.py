@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+#: A dtype as PyTorch's messages name its scalar type ("Expected dtype int32/int64 for index but got: Float").
+TYPE_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}
+
 
 class TorchError(Exception):
     """An error PyTorch raises while running the file (the contract's ``error``).

@@ -120,6 +120,8 @@ class TorchSequential(nn.Sequential):
             input = self._adjoint_run.call_module(child, [input], {})
         return input
 
+    forward.__qualname__ = "Sequential.forward"   # CPython's binding errors name it as nn.Sequential's own
+
 
 class CustomModule(nn.Module):
     """A custom module: the parsed forward program, run on tensors."""

@@ -12,7 +12,7 @@ and a real one; ``view_as_complex`` a tensor whose last dimension is not of size
 
 from __future__ import annotations
 
-from adjoint.format.errors import Loc
+from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.bindings.signature import Function, Param
 from adjoint.engine.graph import Tensor
 from adjoint.engine.torch_errors import TorchError
@@ -78,7 +78,9 @@ def view_as_complex(rt, x: Tensor, loc: Loc):
         kind = names.get(x.dtype, "ComplexFloat" if x.dtype == "complex64" else "ComplexDouble")
         raise TorchError("RuntimeError", "view_as_complex is only supported for half, float and double tensors, but "
                                          f"got a tensor of scalar type: {kind}", "dtype")
-    if not x.shape or x.shape[-1] != 2:
+    if not x.shape:
+        raise TorchError("RuntimeError", "Input tensor must have one or more dimensions", "dtype")
+    if x.shape[-1] != 2:
         raise TorchError("RuntimeError", "Tensor must have a last dimension of size 2", "dtype")
     strides = x.strides or ()
     if strides and strides[-1] != 1:
@@ -87,6 +89,10 @@ def view_as_complex(rt, x: Tensor, loc: Loc):
         raise TorchError("RuntimeError", "Tensor must have a stride divisible by 2 for all but last dimension", "dtype")
     if (getattr(x, "offset", 0) or 0) % 2:
         raise TorchError("RuntimeError", "Tensor must have a storage_offset divisible by 2", "dtype")
+    if getattr(rt.B, "is_complex", None) is None:   # a real backend would keep the real parts only
+        raise ProblemError(loc, "view_as_complex in a file that declares no complex tensor is not modelled yet: its "
+                                "values need complex numbers; declare one input or parameter complex (dtype: "
+                                "complex64 or complex128)")
     return rt.apply("view_as_complex", [x], None, loc)
 
 

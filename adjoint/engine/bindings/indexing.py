@@ -6,7 +6,7 @@
   index tensors) with the tensors at the dims they stand at; a list of ints is an int64
   tensor; indices separated by a slice put their broadcast dims first (numpy's rule);
   out-of-range indices, float indices, masks of the wrong shape and indices that do not
-  broadcast are PyTorch's IndexError (refused with its message);
+  broadcast are PyTorch's IndexError (answers, after IndexBackward0 packed the indices);
 * ``torch.index_select(input, dim, index)``: ``IndexSelectBackward0`` (a 1-d or 0-d int64
   index);
 * ``torch.gather(input, dim, index)``: ``GatherBackward0`` (the index has input's number of
@@ -27,23 +27,16 @@ import numpy as np
 
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
-from adjoint.engine.torch_errors import TorchError
+from adjoint.engine.torch_errors import TorchError, TYPE_NAMES
 from adjoint.engine.bindings.signature import Function
 from adjoint.engine.bindings.signature import Param
 from adjoint.engine.ops.indexing import IndexSpec, along_key
-from adjoint.engine.bindings.signature import dim_index, after_packs
-
-
-def _index_error(loc: Loc, message: str):
-    return ProblemError(loc, f"{message}: PyTorch raises IndexError")
+from adjoint.engine.bindings.signature import PARSER_TYPE_ERROR, dim_index, after_packs
 
 
 def as_index_tensor(rt, item, loc: Loc) -> Tensor:
-    """An index item as the tensor PyTorch makes of it (a list of ints is an int64 tensor)."""
-    if isinstance(item, Tensor):
-        if item.dtype not in ("int64", "bool"):
-            raise _index_error(loc, "tensors used as indices must be long, int, byte or bool tensors")
-        return item   # (advanced_index checks the dtype itself, as the kernel, after the packs)
+    """A list index as the tensor PyTorch makes of it (a list of ints is an int64 tensor; a tensor
+    index is taken as it is, and at::index checks its dtype after the packs)."""
     if isinstance(item, tuple) and item and all(isinstance(v, Fraction) and v.denominator == 1 for v in item):
         return rt.tensor(rt.B.integers([int(v) for v in item], (len(item),)), dtype="int64")
     raise ProblemError(loc, "an index list must be a flat list of integers, as in x[[2, 0]]; use an int64 tensor "
@@ -109,22 +102,27 @@ def advanced_index(rt, x: Tensor, advanced: list, loc: Loc) -> Tensor:
     return rt.apply(f"index_{len(tensors)}", [x] + tensors, spec, loc)
 
 
-def _int_index(t: Tensor, loc: Loc, what: str) -> None:
-    if t.dtype != "int64":
-        raise ProblemError(loc, f"{what}(): Expected dtype int64 for index (PyTorch raises RuntimeError); declare the "
-                                "index with dtype: int64")
+def _int_index(idx: Tensor, what: str) -> None:
+    """scatter_gather_dtype_check: an index that is not int64, after the node packed its inputs."""
+    if idx.dtype != "int64":
+        raise TorchError("RuntimeError", f"{what}(): Expected dtype int32/int64 for index")
 
 
 def lower_index_select(rt, a, loc):
     x, idx = a["input"], a["index"]
-    if idx.dtype != "int64":
-        raise ProblemError(loc, "index_select(): Expected dtype int32 or int64 for index: PyTorch raises RuntimeError")
 
     def checks():
-        """The kernel's, after IndexSelectBackward0 packed the index: the dim, a vector index, the bounds."""
+        """index_select_out_cpu_'s, after IndexSelectBackward0 packed the index: the dim, a
+        vector index, one value for a 0-d input, its dtype, the bounds."""
         d = dim_index(a["dim"], len(x.shape), loc)
         if len(idx.shape) > 1:
             raise TorchError("IndexError", "index_select(): Index is supposed to be a vector")
+        numel = idx.shape[0] if idx.shape else 1
+        if not x.shape and numel != 1:
+            raise TorchError("RuntimeError", f"index_select(): Index to scalar can have only 1 value, got {numel} "
+                                             "value(s)")
+        if idx.dtype != "int64":
+            raise TorchError("RuntimeError", "index_select(): Expected dtype int32 or int64 for index")
         n = x.shape[d] if x.shape else 1
         bad = _out_of_bounds(rt, idx, 0, n, loc)
         if bad is not None:
@@ -145,37 +143,42 @@ def _out_of_bounds(rt, idx: Tensor, low: int, n: int, loc: Loc):
     return bad[0] if bad else None
 
 
-def _gather_checks(rt, x: Tensor, d: int, idx: Tensor, loc: Loc, what: str, src: Tensor | None = None) -> None:
-    _int_index(idx, loc, what)
-    if len(idx.shape) != len(x.shape):
-        raise ProblemError(loc, "Index tensor must have the same number of dimensions as input tensor: PyTorch raises "
-                                "RuntimeError")
-    for k, (i, s) in enumerate(zip(idx.shape, x.shape)):
-        if k != d and i > s:
-            raise ProblemError(loc, f"Size does not match at dimension {k} expected index {list(idx.shape)} to be no "
-                                    f"larger than self {list(x.shape)} apart from dimension {d}: PyTorch raises "
-                                    "RuntimeError")
+def _nonempty_size(t: Tensor, d: int) -> int:
+    return t.shape[d] if t.shape else 1
+
+
+def _scatter_checks(rt, x: Tensor, d: int, idx: Tensor, loc: Loc, src: Tensor | None) -> None:
+    """scatter_meta's and scatter_add's, after the node packed the index: its dtype, then
+    scatter_shape_check (rank, no larger than self apart from dim, no larger than src), then the
+    kernel's bounds along dim."""
+    _int_index(idx, "scatter")
+    if max(len(x.shape), 1) != max(len(idx.shape), 1):
+        raise TorchError("RuntimeError", "Index tensor must have the same number of dimensions as self tensor")
+    if src is not None and len(src.shape) != len(x.shape):
+        raise ProblemError(loc, f"scatter with a src of {len(src.shape)} dims into a tensor of {len(x.shape)} is not "
+                                "modelled (PyTorch checks src's rank in an order adjoint does not follow); give src "
+                                "the input's dims")
+    wrong = any(k != d and _nonempty_size(idx, k) > _nonempty_size(x, k) for k in range(max(len(x.shape), 1)))
     if src is not None:
-        for k, (i, s) in enumerate(zip(idx.shape, src.shape)):
-            if i > s:
-                raise ProblemError(loc, f"Expected index {list(idx.shape)} to be no larger than self {list(x.shape)} "
-                                        f"apart from dimension {d} and to be no larger size than src "
-                                        f"{list(src.shape)}: PyTorch raises RuntimeError")
-    n = x.shape[d] if x.shape else 1
-    for v in rt.B.as_indices(idx.value).reshape(-1).tolist():
-        if not 0 <= v < n:
-            raise ProblemError(loc, f"index {v} is out of bounds for dimension {d} with size {n}: PyTorch raises "
-                                    "RuntimeError")
+        wrong = wrong or any(_nonempty_size(idx, k) > _nonempty_size(src, k) for k in range(max(len(x.shape), 1)))
+    if wrong:
+        raise TorchError("RuntimeError", f"Expected index {list(idx.shape)} to be no larger than self {list(x.shape)} "
+                                         f"apart from dimension {d}" + ("" if src is None else " and to be no larger "
+                                         f"size than src {list(src.shape)}"))
+    n = _nonempty_size(x, d)
+    bad = _out_of_bounds(rt, idx, 0, n, loc)
+    if bad is not None:
+        raise TorchError("RuntimeError", f"index {bad} is out of bounds for dimension {d} with size {n}")
 
 
 def lower_gather(rt, a, loc):
     x, idx = a["input"], a["index"]
-    _int_index(idx, loc, "gather")
 
     def checks():
         """gather's, in the kernel after GatherBackward0 packed index and self: the dim, the
-        index's rank, its sizes (the first dim too large named), its bounds."""
+        index's dtype, its rank, its sizes (the first dim too large named), its bounds."""
         d = dim_index(a["dim"], len(x.shape), loc)
+        _int_index(idx, "gather")
         if len(idx.shape) != len(x.shape):
             raise TorchError("RuntimeError", "Index tensor must have the same number of dimensions as input tensor")
         for k, (i, s) in enumerate(zip(idx.shape, x.shape)):
@@ -210,43 +213,79 @@ def lower_scatter(rt, a, loc):
     if isinstance(src, Fraction):
         src, value = None, src
     if src is not None and not isinstance(src, Tensor):
-        raise ProblemError(loc, "scatter(): argument 'src' must be a Tensor: PyTorch raises TypeError")
-    _int_index(idx, loc, "scatter")
-    d = after_packs(rt, "scatter" if src is not None else "scatter_value", [x, src, idx] if src is not None
-                    else [x, idx], loc, lambda: dim_index(a["dim"], len(x.shape), loc))
-    _gather_checks(rt, x, d, idx, loc, "scatter", src)
+        raise ProblemError(loc, f"scatter(): argument 'src' must be a Tensor: {PARSER_TYPE_ERROR}")
+    ins = [x, src, idx] if src is not None else [x, idx]
+
+    def checks():
+        d = dim_index(a["dim"], len(x.shape), loc)
+        _scatter_checks(rt, x, d, idx, loc, src)
+        return d
+
+    d = after_packs(rt, "scatter" if src is not None else "scatter_value", ins, loc, checks)
     _no_repeats(rt, idx, d, loc)
     if src is not None:
-        if not isinstance(src, Tensor):
-            raise ProblemError(loc, "scatter(): argument 'src' must be a Tensor: PyTorch raises TypeError")
         return rt.apply("scatter", [x, src, idx], d, loc)
     return rt.apply("scatter_value", [x, idx], (d, value), loc)
 
 
 def lower_scatter_add(rt, a, loc):
     x, idx, src = a["input"], a["index"], a["src"]
-    _int_index(idx, loc, "scatter_add")
-    d = after_packs(rt, "scatter_add", [x, src, idx], loc, lambda: dim_index(a["dim"], len(x.shape), loc))
-    _gather_checks(rt, x, d, idx, loc, "scatter_add", src)
+
+    def checks():
+        d = dim_index(a["dim"], len(x.shape), loc)
+        _scatter_checks(rt, x, d, idx, loc, src)
+        return d
+
+    d = after_packs(rt, "scatter_add", [x, src, idx], loc, checks)
     return rt.apply("scatter_add", [x, src, idx], d, loc)
+
+
+def _index_add_checks(rt, x: Tensor, d: int, idx: Tensor, source: Tensor, loc: Loc) -> None:
+    """index_func_meta_impl's, in its order, then index_add_cpu_'s bounds (the first value out
+    in the index's order for an input of more than one dim; one message for a vector)."""
+    if len(idx.shape) > 1:
+        raise TorchError("IndexError", f"index_add_(): Index is supposed to be a vector, but got dim: "
+                                       f"{len(idx.shape)} with type: {TYPE_NAMES[idx.dtype]} and size: "
+                                       f"{list(idx.shape)}")
+    if idx.dtype != "int64":
+        raise TorchError("RuntimeError", f"index_add_(): Expected dtype int32/int64 for index but got: "
+                                         f"{TYPE_NAMES[idx.dtype]}")
+    if x.dtype != source.dtype:
+        raise TorchError("RuntimeError", f"index_add_(): self ({TYPE_NAMES[x.dtype]}) and source "
+                                         f"({TYPE_NAMES[source.dtype]}) must have the same scalar type")
+    if not (d == 0 or d < len(source.shape)):
+        raise TorchError("RuntimeError", f"index_add_(): Indexing dim {d} is out of bounds of the source tensor with "
+                                         f"dim {len(source.shape)}")
+    numel = idx.shape[0] if idx.shape else 1
+    if not source.shape and numel != 1:
+        raise ProblemError(loc, "index_add_ of a 0-d source with several indices is not modelled (PyTorch's message "
+                                "itself fails); give the source the input's dims")
+    if numel != _nonempty_size(source, d):
+        raise TorchError("RuntimeError", f"index_add_(): Number of indices ({numel}) should be equal to "
+                                         f"source.size(dim): ({source.shape[d]}), for dim: {d}")
+    rest = (lambda t: [n for k, n in enumerate(t.shape) if k != d]) if x.shape and source.shape else \
+        (lambda t: list(t.shape))
+    if rest(x) != rest(source):
+        raise TorchError("RuntimeError", "source tensor shape must match self tensor shape, excluding the specified "
+                                         f"dimension. Got self.shape = {list(x.shape)} source.shape = "
+                                         f"{list(source.shape)}")
+    n = _nonempty_size(x, d)
+    bad = [v for v in rt.B.as_indices(idx.value).reshape(-1).tolist() if not 0 <= v < n]
+    if bad and len(x.shape) > 1:
+        raise TorchError("RuntimeError", f"index {bad[0]} is out of bounds for dimension {d} with size {n}")
+    if bad:
+        raise TorchError("IndexError", "index out of range in self")
 
 
 def lower_index_add(rt, a, loc):
     x, idx, source, alpha = a["input"], a["index"], a["source"], a["alpha"]
-    _int_index(idx, loc, "index_add")
-    d = after_packs(rt, "index_add", [x, source, idx], loc, lambda: dim_index(a["dim"], len(x.shape), loc))
-    if len(idx.shape) > 1:
-        raise _index_error(loc, "index_add_(): Index is supposed to be a vector")
-    n = x.shape[d] if x.shape else 1
-    want = list(x.shape)
-    if want:
-        want[d] = idx.shape[0] if idx.shape else 1
-    if list(source.shape) != want and not (not source.shape and len(want) <= 1):
-        raise ProblemError(loc, f"index_add_(): Expected source to have shape {want} (self with dim {d} of the "
-                                f"index's length), got {list(source.shape)}: PyTorch raises RuntimeError")
-    for v in rt.B.as_indices(idx.value).reshape(-1).tolist():
-        if not 0 <= v < n:
-            raise _index_error(loc, f"index out of range in self (index {v}, dimension {d} of size {n})")
+
+    def checks():
+        d = dim_index(a["dim"], len(x.shape), loc)
+        _index_add_checks(rt, x, d, idx, source, loc)
+        return d
+
+    d = after_packs(rt, "index_add", [x, source, idx], loc, checks)
     return rt.apply("index_add", [x, source, idx], (d, alpha), loc)
 
 

@@ -2,9 +2,9 @@
 runs for each (checked in real torch: one node each, a new tensor, never a view).
 
 * ``logsumexp(input, dim, keepdim=False)``: LogsumexpBackward0 (saves self, result); ``dim``
-  an int or a tuple (required: PyTorch's TypeError without it); ``dim=()`` and an empty input
-  are refused (PyTorch raises a broadcast error for the first), as are integer inputs (a float
-  result);
+  an int or a tuple (required: PyTorch's TypeError without it); ``dim=()`` reduces every dim
+  with keepdim=True and is PyTorch's error after the packs without (the composite's broadcast
+  error); an empty input is refused, as are integer inputs (a float result);
 * ``cumsum(input, dim, *, dtype=None)``: CumsumBackward0 (saves nothing); ``dtype=`` refused;
 * ``flip(input, dims)`` (the method also takes the dims unpacked): FlipBackward0;
 * ``roll(input, shifts, dims=None)``: RollBackward0; no dims: the flattened tensor rolled;
@@ -29,9 +29,11 @@ from fractions import Fraction
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.infinity import Infinite
-from adjoint.engine.bindings.signature import Function, Param, dim_index
+from adjoint.engine.bindings.signature import (PARSER_TYPE_ERROR, Function, Param, dim_index, keepdim_flag,
+                                               keepdim_without_dim)
 from adjoint.engine.bindings.reductions import ABSENT, reduce_dims
 from adjoint.engine.ops.conv import PadValue
+from adjoint.engine.torch_errors import TorchError
 from adjoint.values.strides import is_contiguous
 
 
@@ -50,19 +52,19 @@ def _float_input(x: Tensor, loc: Loc, what: str) -> None:
 
 def lower_logsumexp(rt, a, loc):
     x, dim = a["input"], a["dim"]
-    _float_input(x, loc, "logsumexp")
-    if isinstance(dim, (tuple, list)) and not dim:
-        raise ProblemError(loc, "logsumexp with dim=() is not modelled (PyTorch 2.13 raises a RuntimeError "
-                                "'output with shape [] doesn't match the broadcast shape' for a 2-D input); "
-                                "name the dims")
     if dim is None:
-        raise ProblemError(loc, "logsumexp(): argument 'dim' must be an int or a tuple of ints, not None: PyTorch "
-                                "raises TypeError")
+        raise ProblemError(loc, f"logsumexp(): argument 'dim' must be an int or a tuple of ints, not None: "
+                                f"{PARSER_TYPE_ERROR}")
+    keepdim = keepdim_flag(a, "logsumexp", LOGSUMEXP_PARAMS, loc)
+    _float_input(x, loc, "logsumexp")
     if _numel(x.shape) == 0:
         raise ProblemError(loc, "logsumexp of an empty tensor is not modelled yet")
-    if not isinstance(a["keepdim"], bool):
-        raise ProblemError(loc, "logsumexp(): argument 'keepdim' must be True or False: PyTorch raises TypeError")
-    return rt.apply("logsumexp", [x], (reduce_dims(x, dim, loc), a["keepdim"]), loc)
+    if isinstance(dim, (tuple, list)) and not dim and x.shape and not keepdim:
+        # dim=(): the composite's amax keeps every dim as 1s, and sum_out then refuses the 0-d
+        # result, after LogsumexpBackward0 packed self (with keepdim=True it reduces every dim)
+        rt.raise_after_packs("logsumexp", [x], TorchError(
+            "RuntimeError", f"output with shape [] doesn't match the broadcast shape {[1] * len(x.shape)}"), loc)
+    return rt.apply("logsumexp", [x], (reduce_dims(x, dim, loc), keepdim), loc)
 
 
 def lower_cumsum(rt, a, loc):
@@ -76,7 +78,8 @@ def lower_cumsum(rt, a, loc):
 def lower_flip_function(rt, a, loc):
     if not isinstance(a["dims"], (tuple, list)) or not all(isinstance(d, Fraction) and not isinstance(d, bool)
                                                            and d.denominator == 1 for d in a["dims"]):
-        raise ProblemError(loc, "flip(): argument 'dims' must be tuple of ints: PyTorch raises TypeError")
+        raise ProblemError(loc, f"flip(): argument 'dims' must be tuple of ints: {PARSER_TYPE_ERROR} (here also by "
+                                "the first element and by list or tuple)")
     return lower_flip(rt, {"input": a["input"], "dims": tuple(int(d) for d in a["dims"])}, loc)
 
 
@@ -85,19 +88,19 @@ def lower_flip(rt, a, loc):
     for d in a["dims"]:
         k = dim_index(d, len(x.shape), loc)
         if k in dims:
-            raise ProblemError(loc, f"dim {k} appears multiple times in the list of dims: PyTorch raises RuntimeError")
+            raise TorchError("RuntimeError", f"dim {k} appears multiple times in the list of dims")
         dims.append(k)
     return rt.apply("flip", [x], tuple(sorted(dims)) if x.shape else (), loc)
 
 
 def lower_roll(rt, a, loc):
     x, shifts, dims = a["input"], a["shifts"], a["dims"] or ()
+    if not shifts:
+        raise TorchError("RuntimeError", "`shifts` required")
     if len(shifts) != len(dims) and not (not dims and len(shifts) == 1):
-        raise ProblemError(loc, f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}: PyTorch "
-                                "raises RuntimeError")
+        raise TorchError("RuntimeError", f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
     if dims and not x.shape:
-        raise ProblemError(loc, f"Dimension specified as {dims[0]} but tensor has no dimensions: PyTorch raises "
-                                "IndexError")
+        raise TorchError("IndexError", f"Dimension specified as {dims[0]} but tensor has no dimensions")
     norm = tuple(dim_index(d, len(x.shape), loc) for d in dims)
     return rt.apply("roll", [x], (tuple(shifts), norm), loc)
 
@@ -105,13 +108,13 @@ def lower_roll(rt, a, loc):
 def lower_repeat(rt, a, loc):
     x, reps = a["self"], tuple(a["repeats"])
     if len(reps) < len(x.shape):
-        raise ProblemError(loc, "Number of dimensions of repeat dims can not be smaller than number of dimensions of "
-                                "tensor: PyTorch raises RuntimeError")
+        raise TorchError("RuntimeError", "Number of dimensions of repeat dims can not be smaller than number of "
+                                         "dimensions of tensor")
     padded = (1,) * (len(reps) - len(x.shape)) + tuple(x.shape)
     out = [s * r for s, r in zip(padded, reps)]
-    if any(r < 0 for r in reps):
-        raise ProblemError(loc, f"Trying to create tensor with negative dimension {min(out)}: {out}: PyTorch raises "
-                                "RuntimeError")
+    negative = [n for n in out if n < 0]      # check_size_nonnegative names the first
+    if negative:
+        raise TorchError("RuntimeError", f"Trying to create tensor with negative dimension {negative[0]}: {out}")
     return rt.apply("repeat", [x], reps, loc)
 
 
@@ -119,8 +122,7 @@ def _triangle(prim: str):
     def lower(rt, a, loc):
         x = a["input"]
         if len(x.shape) < 2:
-            raise ProblemError(loc, f"{prim}: input tensor must have at least 2 dimensions: PyTorch raises "
-                                    "RuntimeError")
+            raise TorchError("RuntimeError", f"{prim}: input tensor must have at least 2 dimensions")
         return rt.apply(prim, [x], a["diagonal"], loc)
     lower.__name__ = f"lower_{prim}"
     return lower
@@ -129,8 +131,7 @@ def _triangle(prim: str):
 def lower_trace(rt, a, loc):
     x = a["input"]
     if len(x.shape) != 2:
-        raise ProblemError(loc, f"trace: expected a matrix, but got tensor with dim {len(x.shape)}: PyTorch raises "
-                                "RuntimeError")
+        raise TorchError("RuntimeError", f"trace: expected a matrix, but got tensor with dim {len(x.shape)}")
     _float_input(x, loc, "trace")
     return rt.apply("trace", [x], None, loc)
 
@@ -141,15 +142,16 @@ def lower_pad(rt, a, loc):
         raise ProblemError(loc, f"F.pad(mode={mode!r}) is not modelled yet (reflect, replicate and circular padding "
                                 "make other nodes); use mode='constant'")
     if len(pads) % 2:
-        raise ProblemError(loc, "Padding length must be divisible by 2: PyTorch raises RuntimeError")
+        raise TorchError("RuntimeError", "Padding length must be divisible by 2")
     if len(pads) // 2 > len(x.shape):
-        raise ProblemError(loc, f"Padding length should be less than or equal to two times the input dimension but "
-                                f"got padding length {len(pads)} and input of dimension {len(x.shape)}: PyTorch "
-                                "raises RuntimeError")
-    for i in range(len(pads) // 2):
-        d = len(x.shape) - 1 - i
-        if x.shape[d] + pads[2 * i] + pads[2 * i + 1] < 0:
-            raise ProblemError(loc, "narrow(): length must be non-negative.: PyTorch raises RuntimeError")
+        raise TorchError("RuntimeError", f"Padding length should be less than or equal to two times the input "
+                                         f"dimension but got padding length {len(pads)} and input of dimension "
+                                         f"{len(x.shape)}")
+    for i in range(len(pads) // 2):      # constant_pad_nd narrows by the negative pads first, left then right
+        left, right = pads[2 * i], pads[2 * i + 1]
+        kept = x.shape[len(x.shape) - 1 - i] + min(left, 0)
+        if kept < 0 or kept + min(right, 0) < 0:
+            raise TorchError("RuntimeError", "narrow(): length must be non-negative.")
     if all(p <= 0 for p in pads) and not is_contiguous(x.shape, x.strides):
         raise ProblemError(loc, "F.pad with no positive pad of a non-contiguous tensor is not modelled yet "
                                 "(PyTorch returns a clone of the cropped view, laid out as the input)")
@@ -161,7 +163,7 @@ def lower_pad(rt, a, loc):
     elif isinstance(value, Fraction) and not isinstance(value, bool):
         params = PadValue(pads, value)
     else:
-        raise ProblemError(loc, "pad(): argument 'value' must be a number: PyTorch raises TypeError")
+        raise ProblemError(loc, f"pad(): argument 'value' must be a number: {PARSER_TYPE_ERROR}")
     return rt.apply("constant_pad_nd", [x], params, loc)
 
 
@@ -175,38 +177,37 @@ def lower_prod(rt, a, loc):
                                 "backward formula; bind them under symbols: and use numbers")
     if dim is ABSENT:
         if keepdim is not ABSENT:
-            raise ProblemError(loc, "prod() with keepdim= but no dim: PyTorch raises TypeError (invalid combination "
-                                    "of arguments); give dim too")
+            raise keepdim_without_dim(a, "prod", loc)
         return rt.apply("prod", [x], None, loc)
     if not (isinstance(dim, Fraction) and not isinstance(dim, bool) and dim.denominator == 1):
         raise ProblemError(loc, "prod(): dim must be one int (a tuple or None is PyTorch's TypeError: invalid "
                                 "combination of arguments)")
-    keepdim = False if keepdim is ABSENT else keepdim
-    if not isinstance(keepdim, bool):
-        raise ProblemError(loc, "prod(): argument 'keepdim' must be True or False: PyTorch raises TypeError")
+    keepdim = False if keepdim is ABSENT else keepdim_flag(a, "prod", PROD_PARAMS, loc)
     return rt.apply("prod_dim", [x], (dim_index(int(dim), len(x.shape), loc), keepdim), loc)
 
 
 def lower_diff(rt, a, loc):
     x, n, prepend, append = a["input"], a["n"], a["prepend"], a["append"]
+    if not x.shape:                      # diff_check's order: rank, order, then prepend and append
+        raise TorchError("RuntimeError", "diff expects input to be at least one-dimensional")
     if n < 0:
-        raise ProblemError(loc, f"order must be non-negative but got {n}: PyTorch raises RuntimeError")
-    if not x.shape:
-        raise ProblemError(loc, "diff expects input to be at least one-dimensional: PyTorch raises RuntimeError")
+        raise TorchError("RuntimeError", f"order must be non-negative but got {n}")
+    for other in (prepend, append):
+        if other is None:
+            continue
+        dim = dim_index(a["dim"], len(x.shape), loc)
+        if len(other.shape) != len(x.shape):
+            raise TorchError("RuntimeError", "diff expects prepend or append to be the same dimension as input")
+        for i, (p, q) in enumerate(zip(x.shape, other.shape)):
+            if i != dim and p != q:
+                raise TorchError("RuntimeError", "diff expects the shape of tensor to prepend or append to match that "
+                                                 "of input except along the differencing dimension; "
+                                                 f"input.size({i}) = {p}, but got tensor.size({i}) = {q}")
     if n == 0:
         raise ProblemError(loc, "diff(n=0) (a copy: empty_like(x).copy_(x)) is not modelled yet; use n >= 1")
     dim = dim_index(a["dim"], len(x.shape), loc)
-    for other, what in ((prepend, "prepend"), (append, "append")):
-        if other is not None and len(other.shape) != len(x.shape):
-            raise ProblemError(loc, f"diff with a {what} of {len(other.shape)} dims for an input of {len(x.shape)} "
-                                    "is not modelled yet (PyTorch expands a 0-d one); give it the input's dims")
     if prepend is not None or append is not None:
-        parts = [t for t in (prepend, x, append) if t is not None]
-        for t in parts:
-            if any(p != q for i, (p, q) in enumerate(zip(t.shape, x.shape)) if i != dim):
-                raise ProblemError(loc, f"Sizes of tensors must match except in dimension {dim}: PyTorch raises "
-                                        "RuntimeError")
-        x = rt.apply("cat", parts, dim, loc)
+        x = rt.apply("cat", [t for t in (prepend, x, append) if t is not None], dim, loc)
     out_len = x.shape[dim] - 1
     for _ in range(min(n, x.shape[dim])):
         before = rt.apply("slice", [x], (dim, 0, out_len, 1), loc)      # operator-'s right operand first
@@ -217,9 +218,12 @@ def lower_diff(rt, a, loc):
 
 
 _IN = Param("input", "tensor")
+LOGSUMEXP_PARAMS = (_IN, Param("dim", "any"), Param("keepdim", "any", False))
+PROD_PARAMS = (_IN, Param("dim", "any", ABSENT), Param("keepdim", "any", ABSENT),
+               Param("dtype", "any", None, keyword_only=True))
 
 FUNCTIONS = (
-    Function("logsumexp", (_IN, Param("dim", "any"), Param("keepdim", "any", False)), lower_logsumexp,
+    Function("logsumexp", LOGSUMEXP_PARAMS, lower_logsumexp,
              doc="LogsumexpBackward0 (saves self, result): g * exp(x - out)"),
     Function("cumsum", (_IN, Param("dim", "int"), Param("dtype", "any", None, keyword_only=True)), lower_cumsum,
              doc="CumsumBackward0: the reversed cumsum of g"),
@@ -240,8 +244,7 @@ FUNCTIONS = FUNCTIONS + (
                       Param("append", "tensor", None)), lower_diff,
              doc="n times SliceBackward0 (x[:-1]), SliceBackward0 (x[1:]), SubBackward0; prepend / append cat'd "
                  "on first (CatBackward0)"),
-    Function("prod", (_IN, Param("dim", "any", ABSENT), Param("keepdim", "any", ABSENT),
-                      Param("dtype", "any", None, keyword_only=True)), lower_prod,
+    Function("prod", PROD_PARAMS, lower_prod,
              doc="ProdBackward0 with no dim, ProdBackward1 with one (saves self, result): g * out / a without zeros, "
                  "else the products of the others"),
 )

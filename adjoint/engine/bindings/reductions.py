@@ -24,7 +24,7 @@ from adjoint.engine.graph import Tensor
 from adjoint.engine.return_types import max_min
 from adjoint.engine.bindings.signature import Function, Param
 from adjoint.engine.bindings.views import dim_index
-from adjoint.engine.bindings.signature import after_packs
+from adjoint.engine.bindings.signature import PARSER_TYPE_ERROR, after_packs, keepdim_flag, keepdim_without_dim
 from adjoint.engine.torch_errors import TorchError
 
 #: A parameter the call did not pass (PyTorch picks a different overload then).
@@ -40,7 +40,7 @@ def reduce_dims(x: Tensor, dim, loc: Loc) -> tuple[int, ...]:
     out = []
     for d in items:
         if not (isinstance(d, Fraction) and d.denominator == 1) or isinstance(d, bool):
-            raise ProblemError(loc, f"dim must be an int or a tuple of ints, got {d!r}: PyTorch raises TypeError")
+            raise ProblemError(loc, f"dim must be an int or a tuple of ints, got {d!r}: {PARSER_TYPE_ERROR}")
         k = dim_index(int(d), len(x.shape), loc)
         if k in out:
             raise TorchError("RuntimeError", f"dim {k} appears multiple times in the list of dims")
@@ -55,12 +55,9 @@ def _sum_like(whole: str, by_dims: str, what: str):
         x = a["input"]
         if a["dim"] is ABSENT:
             if a["keepdim"] is not ABSENT:
-                raise ProblemError(loc, f"{what}() with keepdim= but no dim: PyTorch raises TypeError (invalid "
-                                        "combination of arguments); give dim too")
+                raise keepdim_without_dim(a, what, loc)
             return rt.apply(whole, [x], None, loc)
-        keepdim = a["keepdim"] if a["keepdim"] is not ABSENT else False
-        if not isinstance(keepdim, bool):
-            raise ProblemError(loc, f"{what}(): argument 'keepdim' must be True or False: PyTorch raises TypeError")
+        keepdim = keepdim_flag(a, what, (_IN,) + _DIM_ABSENT, loc) if a["keepdim"] is not ABSENT else False
         return rt.apply(by_dims, [x], (reduce_dims(x, a["dim"], loc), keepdim), loc)
     lower.__name__ = f"lower_{what}"
     return lower
@@ -72,15 +69,14 @@ def _variance_args(a, loc, what: str) -> tuple:
     x, dim, unbiased, correction = a["input"], a["dim"], a["unbiased"], a["correction"]
     if isinstance(dim, bool):          # var(x, True): the var(input, unbiased) overload
         if unbiased is not None:
-            raise ProblemError(loc, f"{what}() got unbiased twice: PyTorch raises TypeError")
+            raise ProblemError(loc, f"{what}() got unbiased twice: {PARSER_TYPE_ERROR}")
         dim, unbiased = None, dim
     if unbiased is not None and correction is not None:
-        raise ProblemError(loc, f"{what}() takes unbiased or correction, not both: PyTorch raises TypeError "
-                                "(invalid combination of arguments)")
+        raise ProblemError(loc, f"{what}() takes unbiased or correction, not both: {PARSER_TYPE_ERROR}")
     if correction is None:
         correction = Fraction(0) if unbiased is False else Fraction(1)
     if not isinstance(correction, Fraction) or isinstance(correction, bool):
-        raise ProblemError(loc, f"{what}(): correction must be a number: PyTorch raises TypeError")
+        raise ProblemError(loc, f"{what}(): correction must be a number: {PARSER_TYPE_ERROR}")
     return dim, correction, a["keepdim"]
 
 
@@ -112,9 +108,8 @@ def select_along(rt, x: Tensor, dim: int, keepdim: bool, largest: bool, loc: Loc
     """max(x, dim) / min(x, dim): (values, indices); the indices are computed here (the first
     index among ties, as the CPU kernel) and handed to the node, which saves them."""
     what = "max" if largest else "min"
-    if x.shape and x.shape[dim] == 0:
-        raise ProblemError(loc, f"{what}(): Expected reduction dim {dim} to have non-zero size: PyTorch raises "
-                                "IndexError")
+    if x.shape and x.shape[dim] == 0:   # (the meta function's, before any node)
+        raise TorchError("IndexError", f"{what}(): Expected reduction dim {dim} to have non-zero size.")
     _refuse_symbolic(rt, x, loc, f"{what}(dim=...)")
     _, idx = rt.B.argmax(x.value, dim, keepdim, largest)
     indices = rt.tensor(idx, dtype="int64")
@@ -132,17 +127,17 @@ def _max_like(largest: bool):
             return rt.apply("maximum" if largest else "minimum", [x, b], None, loc)
         if dim is ABSENT:
             if keepdim is not ABSENT:
-                raise ProblemError(loc, f"{what}() with keepdim= but no dim: PyTorch raises TypeError")
-            if 0 in x.shape:
-                raise ProblemError(loc, f"{what}(): Expected reduction dim to be specified for input.numel() == 0. "
-                                        "Specify the reduction dim with the 'dim' argument (PyTorch raises "
-                                        "RuntimeError)")
+                raise keepdim_without_dim(a, what, loc)
+            if 0 in x.shape:   # the kernel's, after MaxBackward1 packed self
+                rt.raise_after_packs("max_all" if largest else "min_all", [x], TorchError(
+                    "RuntimeError", f"{what}(): Expected reduction dim to be specified for input.numel() == 0. "
+                                    "Specify the reduction dim with the 'dim' argument."), loc)
             _refuse_symbolic(rt, x, loc, f"{what}()")
             return rt.apply("max_all" if largest else "min_all", [x], None, loc)
         if dim is None or isinstance(dim, (tuple, list)):
-            raise ProblemError(loc, f"{what}(): dim must be one int (PyTorch raises TypeError); amax / amin take "
-                                    "several")
-        keepdim = False if keepdim is ABSENT else keepdim
+            raise ProblemError(loc, f"{what}(): dim must be one int (amax / amin take several): "
+                                    f"{PARSER_TYPE_ERROR}")
+        keepdim = False if keepdim is ABSENT else keepdim_flag(a, what, _MAX_PARAMS, loc)
         d = reduce_dims(x, dim, loc)
         return select_along(rt, x, d[0] if d else 0, keepdim, largest, loc)
     lower.__name__ = f"lower_{what}"
@@ -193,6 +188,7 @@ def lower_norm(rt, a, loc):
 
 _IN = Param("input", "tensor")
 _DIM_ABSENT = (Param("dim", "any", ABSENT, optional=True), Param("keepdim", "any", ABSENT))
+_MAX_PARAMS = (_IN,) + _DIM_ABSENT + (Param("other", "tensor", None, keyword_only=True),)
 
 FUNCTIONS = (
     Function("sum", (_IN,) + _DIM_ABSENT, _sum_like("sum", "sum_dim", "sum"),
@@ -202,10 +198,10 @@ FUNCTIONS = (
     Function("var", (_IN, Param("dim", "any", None), Param("unbiased", "bool", None), Param("keepdim", "bool", False),
                      Param("correction", "any", None, keyword_only=True)), lower_var,
              doc="VarBackward0 (saves self): 2 / (N - correction) * g * (a - mean)"),
-    Function("max", (_IN,) + _DIM_ABSENT + (Param("other", "tensor", None, keyword_only=True),), _max_like(True),
+    Function("max", _MAX_PARAMS, _max_like(True),
              doc="MaxBackward1 (every element; ties split evenly); MaxBackward0 with dim (values, indices; "
                  "the first index among ties); with a tensor: maximum"),
-    Function("min", (_IN,) + _DIM_ABSENT + (Param("other", "tensor", None, keyword_only=True),), _max_like(False),
+    Function("min", _MAX_PARAMS, _max_like(False),
              doc="MinBackward1 / MinBackward0 / minimum, as max"),
     Function("amax", (_IN, Param("dim", "any", ()), Param("keepdim", "bool", False)), _amax_like(True),
              doc="AmaxBackward0 (saves self, result); ties split evenly"),

@@ -15,6 +15,12 @@ from adjoint.engine.torch_errors import TorchError
 
 REQUIRED = object()
 
+#: Why a call PyTorch's argument parser refuses stays a refusal: its TypeError lists the overloads
+#: the call could match, or names the argument's position, by call form (torch.f or x.f) and by
+#: how each argument was passed; measured case by case only (keepdim_flag), not in general.
+PARSER_TYPE_ERROR = ("PyTorch's TypeError is not modelled (its argument parser words it by the overloads, the call "
+                     "form and how each argument was passed)")
+
 
 @dataclass(frozen=True)
 class Param:
@@ -61,9 +67,83 @@ def after_packs(rt, opname: str, ins: list, loc: Loc, compute: Callable):
 
 # ----------------------------------------------------------------------------- binding
 
+class Bound(dict):
+    """The bound arguments by name, and how the call passed them: ``positional`` (the names
+    given by position; a method's self is one) and ``method`` (``x.f(...)``, not ``torch.f(x, ...)``):
+    PyTorch's argument parser words its errors by both."""
+
+    positional: frozenset = frozenset()
+    method: bool = False
+
+
+def keepdim_flag(a: Bound, fn_name: str, params: tuple, loc: Loc, name: str = "keepdim"):
+    """``a[name]`` where PyTorch's parser wants a bool (the dim overload, the only one the call's
+    arguments select): another value is its TypeError "sum(): argument 'keepdim' (position 2)
+    must be bool, not int" (the position only when passed by position, counted without self for
+    a method). None given by keyword makes the parser try every overload ("invalid combination
+    of arguments"), as do the functions torch.mean, torch.max and torch.min (measured in torch
+    2.13 for every dim form); a list or tuple's type adjoint does not keep apart: all refused."""
+    v = a[name]
+    if isinstance(v, bool):
+        return v
+    if not a.method and fn_name in ("mean", "max", "min"):
+        raise ProblemError(loc, f"torch.{fn_name}(): a keepdim that is not True or False is PyTorch's TypeError "
+                                "listing the overloads it tried, not modelled; pass True or False")
+    kind = _py_type(v)
+    if kind is None or (v is None and name not in a.positional):
+        raise ProblemError(loc, f"{fn_name}(): argument '{name}' must be True or False: PyTorch's TypeError for "
+                                f"{describe(v)} here is not modelled (its parser words it by the overloads it tried)")
+    where = ""
+    if name in a.positional:
+        index = [p.name for p in params].index(name)
+        where = f" (position {index + (0 if a.method else 1)})"
+    raise TorchError("TypeError", f"{fn_name}(): argument '{name}'{where} must be bool, not {kind}")
+
+
+def _py_type(v) -> str | None:
+    """The Python type PyTorch's parser names for a value of the problem language (None where
+    adjoint keeps apart no such type: a tuple or a list)."""
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, Fraction):
+        return "int" if v.denominator == 1 else "float"
+    if isinstance(v, Tensor):
+        return "Tensor"
+    return {type(None): "NoneType", str: "str"}.get(type(v))
+
+
+def keepdim_without_dim(a: Bound, fn_name: str, loc: Loc) -> TorchError:
+    """``x.sum(keepdim=True)`` (sum, mean, prod, max, min): no overload takes keepdim without
+    dim, so PyTorch's parser lists them all, by call form (measured in torch 2.13)."""
+    kind = _py_type(a["keepdim"])
+    if kind is None or kind == "NoneType":
+        raise ProblemError(loc, f"{fn_name}() with keepdim= but no dim: {PARSER_TYPE_ERROR}; give dim too")
+    got = f"(keepdim={kind}, )" if a.method else f"(Tensor, keepdim={kind})"
+    return TorchError("TypeError", f"{fn_name}() received an invalid combination of arguments - got {got}, but "
+                                   f"expected one of:\n{_NO_DIM_OVERLOADS[fn_name][0 if a.method else 1]}")
+
+
+_DTYPE = "*, torch.dtype dtype = None"
+_KEYWORDS = "      didn't match because some of the keywords were incorrect: keepdim\n"
+_NO_DIM_OVERLOADS = {   # (Tensor method, torch function): the overloads PyTorch 2.13's parser lists
+    "sum": (f" * ({_DTYPE})\n * (tuple of ints dim, bool keepdim = False, {_DTYPE})\n",
+            f" * (Tensor input, {_DTYPE})\n * (Tensor input, tuple of ints dim, bool keepdim = False, {_DTYPE}, "
+            "Tensor out = None)\n"),
+    "mean": (f" * ({_DTYPE})\n * (tuple of ints dim, bool keepdim = False, {_DTYPE})\n",
+             f" * (Tensor input, {_DTYPE}, Tensor out = None)\n * (Tensor input, tuple of ints dim, bool keepdim = "
+             f"False, {_DTYPE}, Tensor out = None)\n"),
+    "prod": (f" * ({_DTYPE})\n * (int dim, bool keepdim = False, {_DTYPE})\n",
+             f" * (Tensor input, {_DTYPE})\n * (Tensor input, int dim, bool keepdim = False, {_DTYPE}, Tensor out = "
+             "None)\n"),
+}
+_NO_DIM_OVERLOADS["max"] = _NO_DIM_OVERLOADS["min"] = (
+    f" * ()\n{_KEYWORDS} * (Tensor other)\n{_KEYWORDS} * (int dim, bool keepdim = False)\n",
+    " * (Tensor input, *, Tensor out = None)\n * (Tensor input, Tensor other, *, Tensor out = None)\n * (Tensor "
+    "input, int dim, bool keepdim = False, *, tuple of Tensors out = None)\n")
+
 def bind(fn: Function, args: list, kwargs: dict, loc: Loc, what: str) -> dict:
-    """Python's argument binding against PyTorch's signature; a mismatch is the TypeError
-    PyTorch raises (bad input)."""
+    """Python's argument binding against PyTorch's signature; a mismatch is refused (PyTorch's
+    TypeError there is its argument parser's, worded by the overloads: not modelled)."""
     params = fn.params
     positional = [p for p in params if not p.keyword_only]
     bound: dict = {}
@@ -74,22 +154,24 @@ def bind(fn: Function, args: list, kwargs: dict, loc: Loc, what: str) -> dict:
                                     [tuple(rest)])
     if len(args) > len(positional):
         raise ProblemError(loc, f"{what}() takes at most {len(positional)} positional argument(s) "
-                                f"({', '.join(p.name for p in positional)}), got {len(args)}: PyTorch raises TypeError")
+                                f"({', '.join(p.name for p in positional)}), got {len(args)}: {PARSER_TYPE_ERROR}")
     for p, a in zip(positional, args):
         bound[p.name] = a
     names = {p.name for p in params}
     for k, v in kwargs.items():
         if k not in names:
             raise ProblemError(loc, f"{what}() got an unexpected keyword argument '{k}' (it takes "
-                                    f"{', '.join(p.name for p in params)}): PyTorch raises TypeError")
+                                    f"{', '.join(p.name for p in params)}): {PARSER_TYPE_ERROR}")
         if k in bound:
-            raise ProblemError(loc, f"{what}() got multiple values for argument '{k}': PyTorch raises TypeError")
+            raise ProblemError(loc, f"{what}() got multiple values for argument '{k}': {PARSER_TYPE_ERROR}")
         bound[k] = v
-    out = {}
+    out = Bound()
+    out.positional = frozenset(p.name for p in positional[:len(args)])
+    out.method = what.startswith("Tensor.")
     for p in params:
         if p.name not in bound:
             if p.default is REQUIRED:
-                raise ProblemError(loc, f"{what}() missing required argument '{p.name}': PyTorch raises TypeError")
+                raise ProblemError(loc, f"{what}() missing required argument '{p.name}': {PARSER_TYPE_ERROR}")
             out[p.name] = p.default
             continue
         out[p.name] = check_kind(bound[p.name], p, loc, what)
@@ -100,8 +182,8 @@ def check_kind(v, p: Param, loc: Loc, what: str):
     if v is None:
         if p.optional or p.default is None:
             return None
-        raise ProblemError(loc, f"{what}(): argument '{p.name}' must be {_KIND_WORDS[p.kind]}, not None: PyTorch "
-                                "raises TypeError")
+        raise ProblemError(loc, f"{what}(): argument '{p.name}' must be {_KIND_WORDS[p.kind]}, not None: "
+                                f"{PARSER_TYPE_ERROR}")
     ok = {
         "tensor": lambda: isinstance(v, Tensor),
         "tensors": lambda: isinstance(v, (tuple, list)) and all(isinstance(t, Tensor) for t in v),
@@ -115,7 +197,7 @@ def check_kind(v, p: Param, loc: Loc, what: str):
     }[p.kind]()
     if not ok:
         raise ProblemError(loc, f"{what}(): argument '{p.name}' must be {_KIND_WORDS[p.kind]}, not "
-                                f"{describe(v)}: PyTorch raises TypeError")
+                                f"{describe(v)}: {PARSER_TYPE_ERROR}")
     if p.kind == "int":
         return int(v)
     if p.kind == "ints":

@@ -78,8 +78,9 @@ def unflatten_sizes(sizes, d: int, n: int, loc: Loc) -> tuple:
                                              f"dim {d} ({n}) in the input tensor")
         else:
             return infer_shape(sizes, n, loc)
-    raise ProblemError(loc, f"unflatten: sizes {sizes} for a dim of size {n}: PyTorch raises RuntimeError "
-                            "'unflatten got an unexpected error' (with infer_size's own message)")
+    raise ProblemError(loc, f"unflatten: sizes {sizes} for a dim of size {n}: PyTorch's RuntimeError 'unflatten got "
+                            "an unexpected error' is not modelled: its message carries PyTorch's C++ stack trace "
+                            "(addresses, paths); use sizes infer_size accepts")
 
 
 # ----------------------------------------------------------------------------- reshaping
@@ -181,7 +182,8 @@ def lower_expand(rt, a, loc):
 
 # the tensor expand's message names: Tensor::toString (a bool tensor's is its type's name)
 _EXPAND_TYPE_NAMES = {"float32": "torch.FloatTensor", "float64": "torch.DoubleTensor", "int64": "torch.LongTensor",
-                      "bool": "CPUBoolType"}
+                      "bool": "CPUBoolType", "complex64": "CPUComplexFloatType",
+                      "complex128": "CPUComplexDoubleType"}
 
 
 def lower_contiguous(rt, a, loc):
@@ -220,8 +222,8 @@ def select(rt, x: Tensor, d: int, index: int, loc: Loc, real_dim: int | None = N
 
 
 def slice_(rt, x: Tensor, d: int, start, stop, step, loc: Loc):
-    if step is not None and step <= 0:
-        raise ProblemError(loc, "step must be greater than zero: PyTorch raises ValueError")
+    if step is not None and step <= 0:      # (CPython's slice unpacking refuses 0, THPVariable_getitem < 0)
+        raise TorchError("ValueError", "slice step cannot be zero" if step == 0 else "step must be greater than zero")
     start, stop, step = slice(start, stop, step).indices(x.shape[d])
     stop = max(stop, start)
     return rt.apply("slice", [x], (d, start, stop, step), loc)

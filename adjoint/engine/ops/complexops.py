@@ -14,7 +14,7 @@ each pair -- the same maps restricted to real numbers, so the checks hold there 
 
 from __future__ import annotations
 
-from adjoint.format.errors import ProblemError
+from adjoint.engine.torch_errors import TorchError
 from adjoint.values.mathtree import Fn, TFn, TNeg
 from adjoint.values.mathtree.functions import generic_vjp
 from adjoint.engine.ops.record import Check, Math, Op
@@ -71,9 +71,10 @@ def view_as_complex_vjp(B, gs, ins, outs, p, need):
 
 def view_as_complex_shape(shapes, p, loc):
     s = tuple(shapes[0])
-    if not s or s[-1] != 2:
-        raise ProblemError(loc, f"view_as_complex of a tensor of shape {list(s)}: PyTorch raises 'Tensor must have a "
-                                "last dimension of size 2'")
+    if not s:      # (the binding checks these first, in PyTorch's order with the dtype and strides)
+        raise TorchError("RuntimeError", "Input tensor must have one or more dimensions")
+    if s[-1] != 2:
+        raise TorchError("RuntimeError", "Tensor must have a last dimension of size 2")
     return s[:-1]
 
 

@@ -198,14 +198,16 @@ def squeeze_layout(shape, strides, offset, p):
 def expand_shape(shapes, p, loc):
     """The shape ``expand(p)`` makes (-1 keeps a size); sizes that do not fit are PyTorch's
     RuntimeError (``infer_expand_geometry``, which walks the dims from the last: the last bad one
-    is named). Fewer sizes than dims is checked by the binding, which knows the dtype PyTorch's
-    message names; here it stays a refusal."""
+    is named), then a negative size left (an expand of a size-1 dim to -2: numel's overflow
+    RuntimeError; beside a 0, PyTorch makes a tensor of a negative size, refused). Fewer sizes
+    than dims is checked by the binding (PyTorch's message names the tensor's type, which only
+    it knows)."""
     src = tuple(shapes[0])
     size = list(p)
     lead = len(size) - len(src)
     if lead < 0:
-        raise ProblemError(loc, f"expand: the number of sizes provided ({len(size)}) must be greater or equal to "
-                                f"the number of dimensions in the tensor ({len(src)}): PyTorch raises this")
+        raise ProblemError(loc, f"expand: {len(size)} sizes for a tensor of {len(src)} dims reached the op, not the "
+                                "binding that words PyTorch's error with the tensor's type")
     out = [0] * len(size)
     for i in reversed(range(len(size))):
         n, j = size[i], i - lead
@@ -220,9 +222,12 @@ def expand_shape(shapes, p, loc):
                 raise TorchError("RuntimeError", f"The expanded size of the tensor ({n}) must match the existing size "
                                                  f"({have}) at non-singleton dimension {i}.  Target sizes: {size}.  "
                                                  f"Tensor sizes: {list(src)}")
-            if n < 0:
-                raise ProblemError(loc, f"expand: size {n} at dimension {i}: PyTorch raises later, not modelled")
         out[i] = n
+    if any(n < 0 for n in out):
+        if 0 in out:
+            raise ProblemError(loc, f"expand to {size}: PyTorch makes a tensor of a negative size beside a 0, not "
+                                    "modelled")
+        raise TorchError("RuntimeError", "numel: integer multiplication overflow")
     return tuple(out)
 
 
@@ -445,7 +450,10 @@ def copy_vjp(B, gs, ins, outs, p, need):
 
 
 def copy_shape(shapes, p, loc):
-    return tuple(shapes[0])
+    """self's shape; with a src, TensorIterator's broadcast of the two (the in-place kernel
+    refuses one that is not self's: PyTorch's error, after the packs)."""
+    from adjoint.engine.ops.arith import broadcast_shapes
+    return tuple(shapes[0]) if len(shapes) < 2 else broadcast_shapes(tuple(shapes[0]), tuple(shapes[1]), loc)
 
 
 def zero_forward(B, ins, p):
