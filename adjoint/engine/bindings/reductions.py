@@ -66,7 +66,7 @@ def _sum_like(whole: str, by_dims: str, what: str):
 def _variance_args(a, loc, what: str) -> tuple:
     """(dims, correction, keepdim) of var / var_mean: the (input, unbiased) overload, unbiased or
     correction (not both), correction 1 unless unbiased=False; PyTorch's TypeErrors otherwise."""
-    x, dim, unbiased, correction = a["input"], a["dim"], a["unbiased"], a["correction"]
+    dim, unbiased, correction = a["dim"], a["unbiased"], a["correction"]
     if isinstance(dim, bool):          # var(x, True): the var(input, unbiased) overload
         if unbiased is not None:
             raise ProblemError(loc, f"{what}() got unbiased twice: {PARSER_TYPE_ERROR}")

@@ -15,7 +15,6 @@ from fractions import Fraction
 import numpy as np
 
 from adjoint.engine.torch_errors import TorchError
-from adjoint.format.errors import ProblemError
 from adjoint.values.mathtree import Fn, generic_vjp, layer
 from adjoint.engine.ops.record import Check, Math, Op, Save
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from adjoint.values.mathtree import TT, Fn, TBin, TFn, TInner, TMatMul
 from adjoint.engine.ops.record import Check, Math, Op, Save
-from adjoint.engine.ops.arith import broadcast_shapes
 
 
 def _if(need, i, thunk):
