@@ -30,7 +30,7 @@ from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import CopySlicesWrite, Edge, Node, SavedVariable, Tensor
 from adjoint.values.strides import contiguous_strides
 from adjoint.engine.ops import REGISTRY
-from adjoint.engine.torch_errors import TorchError
+from adjoint.engine.torch_errors import TYPE_NAMES, TorchError
 from adjoint.engine.view_history import rebase_message, regenerate, view_value
 from adjoint.engine.complex_grad import refuse_complex_inplace
 from adjoint.engine.loop_order import GRAIN_SIZE, broadcast_strides, iteration_rank, scalar_loop, sequential_operands
@@ -160,7 +160,6 @@ def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc)
 
 #: in-place arithmetic whose result type TensorIterator computes (then casts into the written tensor)
 _ARITH = ("add", "sub", "mul", "div", "pow_tensor", "pow_scalar")
-_TYPE_NAME = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}
 
 
 def check_cast(rt, prim: str, target: Tensor, operands: list, numbers: list, params, loc: Loc) -> None:
@@ -182,8 +181,8 @@ def check_cast(rt, prim: str, target: Tensor, operands: list, numbers: list, par
         elif target.dtype == "bool" and (numbers or any(t.dtype == "int64" for t in operands if not t.wrapped)):
             result = "int64"
         if result is not None:
-            raise TorchError("RuntimeError", f"result type {_TYPE_NAME[result]} can't be cast to the desired output "
-                                             f"type {_TYPE_NAME[target.dtype]}", "dtype")
+            raise TorchError("RuntimeError", f"result type {TYPE_NAMES[result]} can't be cast to the desired output "
+                                             f"type {TYPE_NAMES[target.dtype]}", "dtype")
     raise ProblemError(loc, f"{prim} written in place into a {target.dtype} tensor is not modelled (integer and bool "
                             "arithmetic); compute in a float tensor")
 

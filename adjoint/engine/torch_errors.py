@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 #: A dtype as PyTorch's messages name its scalar type ("Expected dtype int32/int64 for index but got: Float").
-TYPE_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}
+TYPE_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool", "complex64": "ComplexFloat",
+              "complex128": "ComplexDouble"}
 
 
 class TorchError(Exception):

@@ -29,7 +29,7 @@ from fractions import Fraction
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.bindings.signature import Function, Param, after_packs
-from adjoint.engine.torch_errors import TorchError
+from adjoint.engine.torch_errors import TYPE_NAMES, TorchError
 from adjoint.engine.bindings.views import dim_index
 
 _IN = Param("input", "tensor")
@@ -147,8 +147,6 @@ def _binary(prim: str):
     return lower
 
 
-_TYPE_WORD = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool", "complex64": "ComplexFloat",
-              "complex128": "ComplexDouble"}
 
 
 def where(rt, cond: Tensor, x, y, loc: Loc):
@@ -156,7 +154,7 @@ def where(rt, cond: Tensor, x, y, loc: Loc):
     if cond.dtype != "bool":   # the kernel's check, once WhereBackward0 packed the condition (first of all)
         rt.raise_after_packs("where", [x, y, cond], TorchError(
             "RuntimeError", f"where expected condition to be a boolean tensor, but got a tensor with dtype "
-                            f"{_TYPE_WORD[cond.dtype]}"), loc)
+                            f"{TYPE_NAMES[cond.dtype]}"), loc)
     if not isinstance(x, Tensor) and not isinstance(y, Tensor):
         # two Python scalars: PyTorch makes an int64 tensor of two ints, and a tensor of its default dtype
         # (float32, whatever the file's) when one is a float; neither is a tensor of the file's dtype

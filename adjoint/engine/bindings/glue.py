@@ -28,7 +28,7 @@ from fractions import Fraction
 
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
-from adjoint.engine.torch_errors import TorchError
+from adjoint.engine.torch_errors import TYPE_NAMES, TorchError
 from adjoint.values.strides import is_contiguous
 from adjoint.engine.bindings.signature import Function, Param
 
@@ -47,7 +47,6 @@ class DType:
 DTYPE_NAMES = {"float64": "float64", "double": "float64", "float32": "float32", "float": "float32",
                "int64": "int64", "long": "int64", "bool": "bool"}
 _FLOATS = ("float32", "float64")
-_TYPE_WORD = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}
 
 
 def _numel(shape) -> int:
@@ -190,7 +189,7 @@ def bitwise_not(rt, x: Tensor, loc: Loc, operator: bool) -> Tensor:
         if operator:
             raise TorchError("TypeError", "~ (operator.invert) is only implemented on integer and Boolean-type "
                                           "tensors", "dtype")
-        raise TorchError("NotImplementedError", f"\"bitwise_not_cpu\" not implemented for '{_TYPE_WORD[x.dtype]}'",
+        raise TorchError("NotImplementedError", f"\"bitwise_not_cpu\" not implemented for '{TYPE_NAMES[x.dtype]}'",
                          "dtype")
     raise ProblemError(loc, f"~ of an {x.dtype} tensor (an integer result) is not modelled yet; ~ of a bool "
                             "tensor is")

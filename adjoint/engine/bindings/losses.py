@@ -36,10 +36,8 @@ from adjoint.engine.bindings.signature import Function, Param
 from adjoint.engine.bindings.core import binary
 from adjoint.engine.bindings.views import lower_contiguous, view
 from adjoint.engine import warns
-from adjoint.engine.torch_errors import TorchError
+from adjoint.engine.torch_errors import TYPE_NAMES, TorchError
 
-_FLOAT_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool", "complex64": "ComplexFloat",
-                "complex128": "ComplexDouble"}
 
 
 def _size(shape) -> str:
@@ -261,9 +259,9 @@ def _nll_forward_error(rt, x: Tensor, target: Tensor, weight: Tensor | None, red
     if len(target.shape) > 1:
         return ("RuntimeError", "0D or 1D target tensor expected, multi-target not supported")
     if target.dtype != "int64":
-        if target.dtype not in _FLOAT_NAMES:
+        if target.dtype not in TYPE_NAMES:
             return None
-        return ("RuntimeError", f"expected target dtype to be Long or Byte, but got {_FLOAT_NAMES[target.dtype]}")
+        return ("RuntimeError", f"expected target dtype to be Long or Byte, but got {TYPE_NAMES[target.dtype]}")
     if len(x.shape) == 1 and target.shape and target.shape[0] != 1:
         return ("ValueError", f"For 1D input, 1D target must have size 1, but got target size: {target.shape[0]}")
     weight_error = _class_count_message(weight, x.shape[-1])
@@ -281,7 +279,7 @@ def _nll2d_forward_error(rt, x: Tensor, target: Tensor, weight: Tensor | None, r
         return ("RuntimeError", f"only batches of spatial targets supported (3D tensors) but got targets of "
                                 f"dimension: {len(target.shape)}")
     if target.dtype != "int64":
-        return ("RuntimeError", f"expected target dtype to be Long or Byte, but got {_FLOAT_NAMES[target.dtype]}")
+        return ("RuntimeError", f"expected target dtype to be Long or Byte, but got {TYPE_NAMES[target.dtype]}")
     if weight is not None and _numel(weight.shape) != x.shape[1]:
         return ("RuntimeError", "weight tensor should be defined either for all or no classes")
     if target.shape != (x.shape[0],) + x.shape[2:]:
@@ -347,7 +345,7 @@ def lower_nll_loss(rt, a: dict, loc: Loc):
 def log_softmax(rt, x: Tensor, dim: int, loc: Loc):
     if x.dtype in ("int64", "bool"):   # the CPU kernel's dispatch (an integer input needs no node)
         kernel = "log_softmax_lastdim_kernel_impl" if dim == len(x.shape) - 1 else "log_softmax_kernel_impl"
-        raise TorchError("NotImplementedError", f"\"{kernel}\" not implemented for '{_FLOAT_NAMES[x.dtype]}'")
+        raise TorchError("NotImplementedError", f"\"{kernel}\" not implemented for '{TYPE_NAMES[x.dtype]}'")
     return rt.apply("log_softmax", [x], dim, loc)
 
 
@@ -439,7 +437,7 @@ def lower_cross_entropy(rt, a: dict, loc: Loc):
         # cross_entropy_loss's own checks, before any node: an answer
         if target.dtype not in ("float32", "float64"):
             raise TorchError("RuntimeError", f"Expected floating point type for target with class probabilities, "
-                                             f"got {_FLOAT_NAMES[target.dtype]}")
+                                             f"got {TYPE_NAMES[target.dtype]}")
         if ignore_index >= 0:
             raise TorchError("RuntimeError", "ignore_index is not supported for floating point target")
         return cross_entropy_probabilities(rt, x, target, weight, reduction, ls, loc)
