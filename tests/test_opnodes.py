@@ -32,11 +32,15 @@ def test_forward_op_records_name_the_nodes_torch_builds():
     named = {}
     for e in prof.function_events:
         if e.sequence_nr in nodes and e.name.startswith("aten::"):
-            got = node_of_op(e.name, len(e.input_shapes))
+            got = node_of_op(e.name, e.input_shapes)
             if got is not None:               # None: the overloads stay undecided, never a guess
                 assert got == nodes[e.sequence_nr], (e.name, got, nodes[e.sequence_nr])
                 named[e.name] = got
     assert named["aten::binary_cross_entropy"] == "BinaryCrossEntropyBackward0"
     assert named["aten::nll_loss_forward"] == "NllLossBackward0"   # F.nll_loss: the op nll_loss_forward
     assert named["aten::exp"] == "ExpBackward0" and named["aten::sigmoid"] == "SigmoidBackward0"
-    assert node_of_op("MyFunction", 1) is None and node_of_op("aten::not_an_op", 1) is None
+    # mul.Tensor and mul.Scalar take two arguments each: an argument with dims is a tensor (x * x);
+    # a number and a 0-d tensor both record [] (x * 2): undecided
+    assert named["aten::mul"] == "MulBackward0"
+    assert node_of_op("aten::mul", [[2, 2], []]) is None and node_of_op("aten::mul_", [[2, 2], [1]]) == "MulBackward0"
+    assert node_of_op("MyFunction", [[1]]) is None and node_of_op("aten::not_an_op", [[1]]) is None

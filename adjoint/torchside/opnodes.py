@@ -18,8 +18,8 @@ import os
 
 
 @functools.lru_cache(maxsize=1)
-def _nodes_by_op() -> dict[str, list[tuple[int, str]]]:
-    """op base name (``add``) -> [(number of arguments, node class name)] over its overloads."""
+def _nodes_by_op() -> dict[str, list[tuple[tuple[bool, ...], str]]]:
+    """op base name (``add``) -> [(per argument: is it a tensor, node class name)] over its overloads."""
     import torchgen
     from torchgen.packaged.autograd.load_derivatives import load_derivatives
 
@@ -31,14 +31,17 @@ def _nodes_by_op() -> dict[str, list[tuple[int, str]]]:
     for schema, per_key in infos.items():
         info = per_key.get("Default")
         if info is not None and info.op:
-            out.setdefault(str(schema.name.name.base), []).append((len(schema.arguments.flat_all), info.op))
+            tensors = tuple(a.type.is_tensor_like() for a in schema.arguments.flat_all)
+            out.setdefault(str(schema.name.name.base), []).append((tensors, info.op))
     return out
 
 
-def node_of_op(op: str, arguments: int | None) -> str | None:
+def node_of_op(op: str, shapes: list | None) -> str | None:
     """The node class ``op`` (a profiler record's name: ``aten::binary_cross_entropy``, or an
     in-place ``aten::mul_``, whose node is the functional op's) builds, when its overloads
-    decide it: one node name, or one overload with ``arguments`` arguments; None otherwise."""
+    decide it: one node name, or one overload its recorded argument ``shapes`` fit (as many
+    arguments; one with dims is a tensor: ``mul_(x[:, 2:3])`` is mul.Tensor's MulBackward0, where
+    ``mul_(2)`` and a 0-d tensor both record ``[]``); None otherwise."""
     if not op.startswith("aten::"):
         return None
     name = op[len("aten::"):]
@@ -50,8 +53,9 @@ def node_of_op(op: str, arguments: int | None) -> str | None:
     names = {n for _, n in candidates}
     if len(names) == 1:
         return names.pop()
-    if arguments is not None:
-        matching = {n for count, n in candidates if count == arguments}
+    if shapes is not None:
+        matching = {n for tensors, n in candidates if len(tensors) == len(shapes)
+                    and all(t or not shape for t, shape in zip(tensors, shapes))}
         if len(matching) == 1:
             return matching.pop()
     return None

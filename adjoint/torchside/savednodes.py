@@ -36,7 +36,7 @@ class SavedNodes:
         self.enabled = enabled
         self.events = None
         self.names: dict[int, str] = {}        # sequence_nr -> node name, from the backward's records
-        self.ops: dict[int, tuple[str, int]] = {}   # sequence_nr -> (forward op, its argument count)
+        self.ops: dict[int, tuple[str, list | None]] = {}   # sequence_nr -> (forward op, its arguments' shapes)
 
     @contextlib.contextmanager
     def recording(self):
@@ -77,7 +77,7 @@ class SavedNodes:
             record["_seq"] = owner.sequence_nr
             if record["kind"] == "pack" and not _is_node(owner):
                 shapes = owner.input_shapes
-                self.ops.setdefault(owner.sequence_nr, (owner.name, len(shapes) if shapes is not None else None))
+                self.ops.setdefault(owner.sequence_nr, (owner.name, list(shapes) if shapes is not None else None))
             if record["kind"] == "unpack" and _is_node(owner):
                 record["_node"] = owner.name
 
