@@ -493,10 +493,9 @@ class Engine:
                 if expandable(want, got):
                     outputs[i] = self.B.sum_to(outputs[i], want)
                 else:
-                    # engine.cpp's validate_outputs, after the node ran and before its post hooks
-                    raise TorchError("RuntimeError", f"Function {node.name} returned an invalid gradient at index {i} "
-                                                     f"- got {list(got)} but expected shape compatible with "
-                                                     f"{list(want)}")
+                    raise ProblemError(node.loc, f"{node.name} returned an invalid gradient at index {i} - got "
+                                                 f"{list(got)} but expected shape compatible with {list(want)} "
+                                                 "(PyTorch raises this)")
         return outputs
 
     def post_hooks(self, node: Node, outputs: list, inputs: list) -> list:
