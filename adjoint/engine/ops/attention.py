@@ -99,15 +99,32 @@ def _scores(B, q, k, mask, head_dim, given=None):
     return s, scale
 
 
-def _causal_keep(B, s, p: SdpaSpec):
-    """exp of the scores, zero where the causal mask removes a key (exp(-inf))."""
-    e = B.exp(s)
-    if not p.is_causal:
-        return e
+def _causal(B, s, kept: bool):
+    """The causal mask over the scores' last two dims: 1 where query i keeps key j (j <= i), or
+    (``kept`` False) 1 where it removes it."""
     shape = B.shape(s)
     lq, lk = shape[-2], shape[-1]
-    keep = B.constant([int(j <= i) for i in range(lq) for j in range(lk)], (lq, lk))
-    return B.mul(e, keep)
+    return B.constant([int((j <= i) == kept) for i in range(lq) for j in range(lk)], (lq, lk))
+
+
+def _causal_keep(B, s, p: SdpaSpec, top=None):
+    """exp of the scores (less each row's ``top``, if given), zero where the causal mask removes a
+    key (exp(-inf)); a removed key's exponent is taken as 0 first, so its exp cannot overflow."""
+    x = s if top is None else B.sub(s, top)
+    if not p.is_causal:
+        return B.exp(x)
+    keep = _causal(B, s, True)
+    return B.mul(B.exp(x if top is None else B.mul(x, keep)), keep)
+
+
+def _row_top(B, s, p: SdpaSpec):
+    """Each row's largest score over the keys it keeps (the CPU kernel's running max skips the
+    keys the causal mask removes: a removed score counts as the row's smallest)."""
+    last = (len(B.shape(s)) - 1,)
+    if not p.is_causal:
+        return B.amax(s, last, True)
+    low = B.amax(s, last, True, largest=False)
+    return B.amax(B.add(B.mul(s, _causal(B, s, True)), B.mul(low, _causal(B, s, False))), last, True)
 
 
 def _row_totals(B, e, masked: bool):
@@ -120,19 +137,20 @@ def _row_totals(B, e, masked: bool):
 
 
 def _shiftable(B, s, mask, p: SdpaSpec) -> bool:
-    """Whether the scores are shifted by each row's max before exp, as the CPU kernel's running max
-    does (the same exact values; in float64 exp of a large score would overflow where PyTorch's
-    does not). With a mask or is_causal the max would have to skip the removed keys: not shifted
-    there; nor with free symbols (the max is open)."""
-    return mask is None and not p.is_causal and not B.is_symbolic(s)
+    """Whether the scores are shifted by each row's max (over the keys it keeps) before exp, as the
+    CPU kernel's running max does (the same exact values; in float64 exp of a large score would
+    overflow where PyTorch's does not: nan where PyTorch is finite). With an attention mask the
+    max would have to skip the keys it removes (-inf): not shifted there; nor with free symbols
+    (the max is open)."""
+    return mask is None and not B.is_symbolic(s)
 
 
 def sdpa_forward(B, ins, p: SdpaSpec):
     q, k, v, mask = ins
     s, _ = _scores(B, q, k, mask, p.head_dim, p.scale)
     if _shiftable(B, s, mask, p):
-        top = B.amax(s, (len(B.shape(s)) - 1,), True)
-        e = B.exp(B.sub(s, top))
+        top = _row_top(B, s, p)
+        e = _causal_keep(B, s, p, top)
         total = B.sum_to(e, tuple(B.shape(e)[:-1]) + (1,))
         out = batched_matmul(B, B.div(e, total), v)
         return out, B.reshape(B.add(B.log(total), top), tuple(B.shape(s)[:-1]))
@@ -148,7 +166,7 @@ def sdpa_vjp(B, gs, ins, outs, p: SdpaSpec, need):
     s, scale = _scores(B, q, k, mask, p.head_dim, p.scale)
     lse_given = outs[1] if len(outs) > 1 and outs[1] is not None else None
     if lse_given is not None and _shiftable(B, s, mask, p):   # P = exp(scores - logsumexp), as the kernel
-        e = B.exp(B.sub(s, B.reshape(lse_given, tuple(B.shape(lse_given)) + (1,))))
+        e = _causal_keep(B, s, p, B.reshape(lse_given, tuple(B.shape(lse_given)) + (1,)))
     else:
         e = _causal_keep(B, s, p)
     # the CPU kernel (cpu_flash_attention_backward) recomputes P = exp(scores - logsumexp) from the
