@@ -123,7 +123,7 @@ def lower_index_select(rt, a, loc):
                                              "value(s)")
         if idx.dtype != "int64":
             raise TorchError("RuntimeError", "index_select(): Expected dtype int32 or int64 for index")
-        n = x.shape[d] if x.shape else 1
+        n = _nonempty_size(x, d)
         bad = _out_of_bounds(rt, idx, 0, n, loc)
         if bad is not None:
             raise TorchError("RuntimeError", f"INDICES element is out of DATA bounds, id={bad} axis_dim={n}")
@@ -165,6 +165,11 @@ def _scatter_checks(rt, x: Tensor, d: int, idx: Tensor, loc: Loc, src: Tensor | 
         raise TorchError("RuntimeError", f"Expected index {list(idx.shape)} to be no larger than self {list(x.shape)} "
                                          f"apart from dimension {d}" + ("" if src is None else " and to be no larger "
                                          f"size than src {list(src.shape)}"))
+    _check_dim_bounds(rt, idx, x, d, loc)
+
+
+def _check_dim_bounds(rt, idx: Tensor, x: Tensor, d: int, loc: Loc) -> None:
+    """gather's and scatter's kernel check of the index values along dim ``d`` of ``x``."""
     n = _nonempty_size(x, d)
     bad = _out_of_bounds(rt, idx, 0, n, loc)
     if bad is not None:
@@ -186,10 +191,7 @@ def lower_gather(rt, a, loc):
                 raise TorchError("RuntimeError", f"Size does not match at dimension {k} expected index "
                                                  f"{list(idx.shape)} to be no larger than self {list(x.shape)} apart "
                                                  f"from dimension {d}")
-        n = x.shape[d] if x.shape else 1
-        bad = _out_of_bounds(rt, idx, 0, n, loc)
-        if bad is not None:
-            raise TorchError("RuntimeError", f"index {bad} is out of bounds for dimension {d} with size {n}")
+        _check_dim_bounds(rt, idx, x, d, loc)
         return d
 
     d = after_packs(rt, "gather", [x, idx], loc, checks)
