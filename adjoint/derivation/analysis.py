@@ -21,6 +21,7 @@ from adjoint.format import syntax as S
 from adjoint.values.exact import Exact
 from adjoint.engine.autograd_function import declared_vjp, slots_of
 from adjoint.engine.inplace import copy_slices_backward
+from adjoint.values.numbers.sizes import expandable
 from adjoint.values.mathtree import (TT, TAtom, TBin, TCall, TConst, TLam, TMatMul, TNode, TPut, TTuple, numel, simplify,
                         t_shape, vjp_tree)
 from adjoint.engine.ops import REGISTRY
@@ -320,6 +321,10 @@ class Analysis:
                 c = self.canon(edge)
                 ops = self.B if isinstance(r, Cx) or isinstance(cot.get(c), Cx) else A   # complex: its backend
                 if r.shape != g.vars[c].shape:
+                    if not expandable(g.vars[c].shape, r.shape):
+                        # a custom Function's gradient of another shape: PyTorch's validate_outputs
+                        # raises there (the answer's error), so nothing flows on along this edge
+                        continue
                     r = ops.sum_to(r, g.vars[c].shape)
                 cot[c] = r if cot.get(c) is None else ops.add(cot[c], r)
         return cot

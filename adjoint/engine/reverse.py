@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from adjoint.format.errors import ProblemError
 from adjoint.values.exact import ExactLimit
+from adjoint.values.numbers.sizes import expandable
 from adjoint.engine.graph import Edge, Node, Tensor
 from adjoint.engine.nn_module import (LegacyHook, ModuleInputHook, ModuleOutputHook, MultiGradInner, MultiGradState,
                       UserNodeHook)
@@ -493,9 +494,10 @@ class Engine:
                 if expandable(want, got):
                     outputs[i] = self.B.sum_to(outputs[i], want)
                 else:
-                    raise ProblemError(node.loc, f"{node.name} returned an invalid gradient at index {i} - got "
-                                                 f"{list(got)} but expected shape compatible with {list(want)} "
-                                                 "(PyTorch raises this)")
+                    # engine.cpp's validate_outputs, after the node ran and before its post hooks
+                    raise TorchError("RuntimeError", f"Function {node.name} returned an invalid gradient at index {i} "
+                                                     f"- got {list(got)} but expected shape compatible with "
+                                                     f"{list(want)}")
         return outputs
 
     def post_hooks(self, node: Node, outputs: list, inputs: list) -> list:
@@ -771,16 +773,6 @@ def _accumulate(B, current, new):
     if current is None:
         return new
     return B.add(current, new)
-
-
-def expandable(shape: tuple, to: tuple) -> bool:
-    """Can ``shape`` be broadcast to ``to`` (is_expandable_to)?"""
-    if len(shape) > len(to):
-        return False
-    for a, b in zip(reversed(shape), reversed(to)):
-        if a != b and a != 1:
-            return False
-    return True
 
 
 def backward_error(node: Node, need: list) -> None:

@@ -35,6 +35,16 @@ def broadcast_shape(*shapes) -> tuple[int, ...]:
     return tuple(out)
 
 
+def expandable(shape: tuple, to: tuple) -> bool:
+    """Can ``shape`` be broadcast to ``to`` (is_expandable_to)?"""
+    if len(shape) > len(to):
+        return False
+    for a, b in zip(reversed(shape), reversed(to)):
+        if a != b and a != 1:
+            return False
+    return True
+
+
 def broadcast_arrays(*arrays):
     """``numpy.broadcast_arrays`` (read-only views) for any number of dimensions."""
     import numpy as np
