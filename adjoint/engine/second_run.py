@@ -19,6 +19,7 @@ from __future__ import annotations
 from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.interpreter import EnvScope, Interp
+from adjoint.engine.ops.arith import broadcast_shapes
 from adjoint.engine.reverse import BackwardRequest
 from adjoint.engine.runtime import TorchError
 from adjoint.engine.second_engine import SecondEngine
@@ -79,13 +80,18 @@ def second_request(problem, bw, run, backend) -> BackwardRequest:
         roots = [root]
     given = list(s.grad_outputs) if s.grad_outputs else [bw.grad_output]
     grads = []
+    values = [backend.literal(lit) if lit is not None else None for lit in given]
     for i, (r, lit) in enumerate(zip(roots, given)):
         if lit is not None:
+            value = values[i]
             if tuple(lit.shape) != tuple(r.shape):
-                raise ProblemError(lit.loc, f"this gradient has shape {list(lit.shape)} but root {i} has shape "
-                                            f"{list(r.shape)}: PyTorch raises 'Mismatch in shape'; give a literal "
-                                            f"of shape {list(r.shape)}")
-            value = backend.literal(lit)
+                # _make_grads names the two by Python's tuple.index, which compares tensors with ==
+                at = _tuple_index([(g, tuple(g.shape), v) if g is not None else None
+                                   for g, v in zip(given, values)], i, backend)
+                of = _tuple_index([(t, tuple(t.shape), t.value) for t in roots], i, backend)
+                raise TorchError("RuntimeError", f"Mismatch in shape: grad_output[{at}] has a shape of "
+                                                 f"{_torch_size(lit.shape)} and output[{of}] has a shape of "
+                                                 f"{_torch_size(r.shape)}.", "arguments")
             grads.append(run.rt.tensor(value) if s.create_graph else value)
         else:
             n = 1
@@ -113,6 +119,31 @@ def second_request(problem, bw, run, backend) -> BackwardRequest:
     req.second = SecondRequest(s, tuple(roots), grads, bw.loc)
     req.second.root_ops = root_ops if s.roots else []
     return req
+
+
+def _torch_size(shape) -> str:
+    return f"torch.Size([{', '.join(str(d) for d in shape)}])"
+
+
+def _tuple_index(items: list, i: int, B) -> int:
+    """Python's ``items.index(items[i])`` over tensors (``(object, shape, value)``, None for a
+    None): the same object, else ``items[j] == items[i]`` taken as a bool, an elementwise comparison
+    that raises unless the two broadcast to exactly one element (then its value decides)."""
+    obj, shape, value = items[i]
+    for j, item in enumerate(items[:i]):
+        if item is None:   # None == tensor is False
+            continue
+        if item[0] is obj:
+            return j
+        n = 1
+        for d in broadcast_shapes(item[1], shape, None):
+            n *= d
+        if n != 1:
+            raise TorchError("RuntimeError", "Boolean value of Tensor with "
+                                             f"{'no values' if n == 0 else 'more than one value'} is ambiguous", "arguments")
+        if B.equals(B.reshape(item[2], ()), B.reshape(value, ())):
+            return j
+    return i
 
 
 def second_engine(run, request: BackwardRequest) -> SecondEngine:
