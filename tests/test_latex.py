@@ -433,3 +433,16 @@ def test_latex_does_not_import_torch():
             f"render_document(adjoint.load({SLINEAR!r}).solve()); print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_numbers_of_thousands_of_digits_are_typeset_not_refused_by_python():
+    """An exact value such as exp(-2000) as a rational has more digits than Python turns into a
+    string (4300): the document shows its leading digits and exponent (3/7 * 10^-6000 by hand)."""
+    from flint import fmpq
+
+    from adjoint.render.latex.numbers import exact_fraction, format_rational
+
+    small = format_rational(fmpq(3, 7 * 10 ** 6000))
+    assert small.tex == "4.285714285\\ldots\\times 10^{-6001}" and not small.negative
+    assert exact_fraction(fmpq(3, 7 * 10 ** 6000)) is None
+    assert format_rational(fmpq(-(10 ** 6000 + 1), 7)).signed() == "-1.428571428\\ldots\\times 10^{5999}"

@@ -295,6 +295,13 @@ def softmax_parts(B, x, dim: int):
     return shifted, B.sum_dims(B.exp(shifted), (dim,), True)
 
 
+def finite_max(B, x, dim: int):
+    """The max along ``dim`` (kept), 0 where it is -inf: a slice of only -inf (every key a mask
+    removes) is left unshifted, as PyTorch's kernels leave it (its exps are all 0 either way)."""
+    top = B.amax(x, (dim,), True)
+    return B.choose(B.sub(top, top), "==", top, B.zeros(B.shape(top)))
+
+
 def softmax_forward(B, ins, p):
     shifted, total = softmax_parts(B, ins[0], p)
     return B.div(B.exp(shifted), total)

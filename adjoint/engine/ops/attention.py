@@ -25,6 +25,7 @@ from adjoint.values.mathtree import Fn, TBin, TFn, generic_vjp, layer, no_gradie
 from adjoint.engine.ops.record import Check, Math, Op, Save
 from adjoint.engine.ops.linalg import BMM
 from adjoint.engine.ops.arith import broadcast_shapes
+from adjoint.engine.ops.activations import finite_max
 
 
 def _prod(xs) -> int:
@@ -117,10 +118,13 @@ def _causal_keep(B, s, p: SdpaSpec, top=None):
     return B.mul(B.exp(x if top is None else B.mul(x, keep)), keep)
 
 
-def _row_top(B, s, p: SdpaSpec):
+def _row_top(B, s, p: SdpaSpec, masked: bool = False):
     """Each row's largest score over the keys it keeps (the CPU kernel's running max skips the
-    keys the causal mask removes: a removed score counts as the row's smallest)."""
+    keys the causal mask removes: a removed score counts as the row's smallest; an attention mask
+    removes a key with -inf, and a row it removes entirely is left unshifted)."""
     last = (len(B.shape(s)) - 1,)
+    if masked:
+        return finite_max(B, s, last[0])
     if not p.is_causal:
         return B.amax(s, last, True)
     low = B.amax(s, last, True, largest=False)
@@ -139,19 +143,18 @@ def _row_totals(B, e, masked: bool):
 def _shiftable(B, s, mask, p: SdpaSpec) -> bool:
     """Whether the scores are shifted by each row's max (over the keys it keeps) before exp, as the
     CPU kernel's running max does (the same exact values; in float64 exp of a large score would
-    overflow where PyTorch's does not: nan where PyTorch is finite). With an attention mask the
-    max would have to skip the keys it removes (-inf): not shifted there; nor with free symbols
-    (the max is open)."""
-    return mask is None and not B.is_symbolic(s)
+    overflow where PyTorch's does not: nan where PyTorch is finite); not with free symbols (the
+    max is open)."""
+    return not B.is_symbolic(s)
 
 
 def sdpa_forward(B, ins, p: SdpaSpec):
     q, k, v, mask = ins
     s, _ = _scores(B, q, k, mask, p.head_dim, p.scale)
     if _shiftable(B, s, mask, p):
-        top = _row_top(B, s, p)
+        top = _row_top(B, s, p, mask is not None)
         e = _causal_keep(B, s, p, top)
-        total = B.sum_to(e, tuple(B.shape(e)[:-1]) + (1,))
+        total = _row_totals(B, e, mask is not None)
         out = batched_matmul(B, B.div(e, total), v)
         return out, B.reshape(B.add(B.log(total), top), tuple(B.shape(s)[:-1]))
     e = _causal_keep(B, s, p)

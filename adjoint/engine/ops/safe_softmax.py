@@ -7,16 +7,17 @@ one node: derivatives.yaml's ``_softmax_backward_data(grad, result, dim, ...)``,
 from __future__ import annotations
 
 from adjoint.values.mathtree import Fn, TFn, dims_text, generic_vjp
-from adjoint.engine.ops.activations import softmax_vjp
+from adjoint.engine.ops.activations import finite_max, softmax_vjp
 from adjoint.engine.ops.arith import same_shape
 from adjoint.engine.ops.record import Check, Math, Op, Save
 
 
 def safe_softmax_forward(B, ins, dim):
-    """exp(x) / sum(exp(x)) along ``dim`` (exact: the shift by the max changes nothing); a row of
-    only ``-inf`` sums to 0 and is divided by 1 instead: its exps are all 0."""
+    """exp(x - max) / sum(exp(x - max)) along ``dim``, as the kernel shifts (the same exact value;
+    in float64 an unshifted exp of a score above about 709 would overflow where PyTorch's does
+    not); a row of only ``-inf`` is not shifted, sums to 0 and is divided by 1: its exps are all 0."""
     x = ins[0]
-    e = B.exp(x)
+    e = B.exp(x if B.is_symbolic(x) else B.sub(x, finite_max(B, x, dim)))
     total = B.sum_dims(e, (dim,), True)
     total = B.choose(total, "==", B.full(B.shape(total), 1), total)
     return B.div(e, total)

@@ -46,9 +46,17 @@ def _terminating(q: int) -> tuple[bool, int]:
     return q == 1, max(a, b)
 
 
+def _ndigits(n: int) -> int:
+    """The number of decimal digits of ``n`` > 0; past a few thousand digits (which Python will
+    not turn into a string) an estimate within one, from its bit length: those numbers are only
+    compared with short limits, or corrected step by step (:func:`_exp10`)."""
+    bits = n.bit_length()
+    return len(str(n)) if bits < 10_000 else int(bits * 0.30102999566398120) + 1
+
+
 def _exp10(p: int, q: int) -> int:
     """floor(log10(p/q)) for p, q > 0, exactly."""
-    e = len(str(p)) - len(str(q))
+    e = _ndigits(p) - _ndigits(q)
 
     def at_least(k: int) -> bool:   # p/q >= 10**k
         return p * 10 ** (-k) >= q if k < 0 else p >= q * 10 ** k
@@ -97,7 +105,7 @@ def format_rational(x) -> Num:
         if term:
             n = p * 10 ** k // q
             e = _exp10(p, q)
-            if len(str(n)) <= SIG_DIGITS and -5 <= e <= 9:
+            if _ndigits(n) <= SIG_DIGITS and -5 <= e <= 9:
                 s = str(n).rjust(k + 1, "0")
                 return Num(f"{s[:-k]}.{s[-k:]}", negative, True, "dec")
         if p < SHORT_FRACTION and q < SHORT_FRACTION:
@@ -116,7 +124,7 @@ def exact_fraction(x, slash: bool = False) -> str | None:
     if shown.kind == "dec" and len(shown.tex.replace(".", "").lstrip("0")) <= 4:
         return None
     p, q = abs(int(x.p)), int(x.q)
-    if len(str(p)) + len(str(q)) > MAX_FRACTION_DIGITS:
+    if _ndigits(p) + _ndigits(q) > MAX_FRACTION_DIGITS:
         return None
     sign = "-" if x.p < 0 else ""
     return f"{sign}{p}/{q}" if slash else f"{sign}\\frac{{{p}}}{{{q}}}"
