@@ -330,6 +330,18 @@ class Session:
                 if p.grad is not None:
                     p -= float(number(lr)) * p.grad   # lr is a Python float, as a user types it (1e30, not 10**30)
 
+    def reset_params(self, index: int) -> None:
+        """After SGD step ``index``: keep what it made in ``stepped``, then set the parameters
+        ``after_step`` gives for it (see :func:`run_variant`; nothing in a plain run)."""
+        given = getattr(self, "after_step", {}).get(index)
+        if not given:
+            return
+        self.stepped[index] = {name: snap(self.params[name].detach(), self.dtype) for name in given}
+        with torch.no_grad():
+            for name, values in given.items():
+                p = self.params[name]
+                p.data.copy_(torch.tensor(values, dtype=p.dtype))
+
     def leaf_values(self) -> dict:
         """The value now of every leaf a hook wrote in place."""
         return {name: snap(t.detach(), self.dtype) for name, t in self.written_leaves.items()}
@@ -415,13 +427,19 @@ def _as_fresh_process(warned: list[dict]) -> list[dict]:
     return out
 
 
-def run_variant(problem: Problem, variant: Variant, dtype: str) -> dict:
-    """Build, register, run every step in real torch; the observed JSON (see the module docstring)."""
+def run_variant(problem: Problem, variant: Variant, dtype: str, after_step: dict | None = None) -> dict:
+    """Build, register, run every step in real torch; the observed JSON (see the module docstring).
+
+    ``after_step``: ``{step index: {parameter: values}}``, the parameters' values set right after
+    that SGD step, through ``.data`` (no version change), and the values the step itself made
+    returned as ``stepped``; none in a plain run. The sweep's checker uses it to tell rounding
+    carried across a step from a modelling error (tests/gen/check.py)."""
     try:
         s = Session(problem, variant, dtype)
     except SetupRaised as raised:   # a constructor refused its arguments: the script ends there
         return {"error": {"type": type(raised.exc).__name__, "message": str(raised.exc), "during": "setup",
                           "after_call": None}, "hook_calls": [], "warnings": raised.warnings}
+    s.after_step, s.stepped = after_step or {}, {}
     steps = variant.steps if variant.steps is not None else tuple(Step(k, variant.loc) for k in DEFAULT_STEPS)
     passes: list[dict] = []
     returned = None
@@ -465,6 +483,8 @@ def run_variant(problem: Problem, variant: Variant, dtype: str) -> dict:
         observed["registered"] = dict(s.registered)
     if s.reads:
         observed["reads"] = s.reads
+    if s.stepped:
+        observed["stepped"] = s.stepped
     return observed
 
 
@@ -587,6 +607,7 @@ def run_steps(s: Session, steps, passes: list, in_step=None, pass_extras: bool =
                     variant_optimizer(s, step.optimizer).step()
                 elif step.kind == "step":
                     s.sgd(step.lr)
+                    s.reset_params(index)
                 elif step.kind == "registered":
                     s.registered[step.counts[2]] = count_registered(s, step)
                 elif step.kind == "read":
