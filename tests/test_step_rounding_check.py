@@ -3,8 +3,6 @@
 set, right after the step, to the exact post-step value; that is trusted only where PyTorch's own
 step made those values up to rounding."""
 
-import dataclasses
-
 import pytest
 
 from gen.check import _rounding_across_steps, check
