@@ -993,3 +993,31 @@ def test_checkpoint_and_requires_grad_writes_outside_the_forwards_source_are_ref
     assert msg.startswith(f"{where}:{_line_of(where, 'h.requires_grad = True')}: the model sets .requires_grad on "
                           "a tensor in its forward, which torch.fx does not record"), msg
     assert all("\n" not in m for m in (msg,))
+
+
+def test_a_forward_hook_registering_a_tensor_hook_is_refused_at_the_hooks_line(tmp_path):
+    """Grad-CAM's pattern: a forward hook keeps the activation and calls out.register_hook(...).
+    The model has no forward of its own (nn.Sequential); the refusal names the hook's line and
+    the hook, not "its forward" (before: no location, "in its forward")."""
+    path = tmp_path / "gradcam.py"
+    path.write_text(textwrap.dedent("""\
+        import torch
+        from torch import nn
+
+        store = {}
+
+
+        def keep(module, inp, out):
+            store["act"] = out.detach()
+            out.register_hook(lambda g: store.__setitem__("grad", g))
+
+
+        def make_model():
+            m = nn.Sequential(nn.Linear(3, 2), nn.ReLU(), nn.Linear(2, 1))
+            m[0].register_forward_hook(keep)
+            return m
+        """))
+    where = str(path)
+    msg = _refused(where, "make_model")
+    assert msg.startswith(f"{where}:{_line_of(where, 'out.register_hook(')}: the model calls .register_hook() on a "
+                          "tensor in its forward hook 'keep' on '0', which the importer cannot translate"), msg

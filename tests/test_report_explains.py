@@ -139,6 +139,67 @@ def test_in_torch_exactly_the_listed_hooks_never_fire():
     assert model.a.weight.grad is None and torch.equal(x.grad, torch.tensor([20.0, -10.0]))
 
 
+GRAD_INPUTS = """
+name: grad_inputs
+inputs:
+  x: {value: [[1, -1]], requires_grad: true}
+model:
+  type: Linear
+  params: {weight: [[0.5, -1], [1, 0.25]], bias: [0, 0.5]}
+loss: "y.sum()"
+variants:
+  grad:
+    backward: {method: grad, inputs: [x]}
+    hooks:
+      - {tensor: weight}
+      - {tensor: x}
+      - {node: x, kind: pre}
+  backward_inputs:
+    backward: {inputs: [x]}
+    hooks:
+      - {tensor: bias}
+"""
+
+
+def test_a_leaf_autograd_grad_does_not_need_is_said_so():
+    """torch.autograd.grad(loss, [x]): weight's AccumulateGrad is not executed (its hook stays
+    silent), and x's gradient is captured without running x's AccumulateGrad (x's tensor hook
+    fires, its node pre-hook does not): "no gradient reached the leaf x" would contradict the
+    tensor hook's call."""
+    pred = adjoint.loads(GRAD_INPUTS).solve()
+    vv = build(pred).variants[0]
+    assert [c.hook.index for g in vv.groups for c in g.calls] == [1]
+    assert [(s.index, s.reason) for s in vv.silent] == [
+        (0, "torch.autograd.grad computes only the gradients of its inputs (x): nothing needs this leaf's gradient, "
+            "so its AccumulateGrad is not executed"),
+        (2, "x is an input of torch.autograd.grad, which takes its gradient as the result (its tensor hooks run) "
+            "without running its AccumulateGrad, so .grad and node hooks are untouched")]
+    vv = build(adjoint.loads(GRAD_INPUTS).solve(variant="backward_inputs")).variants[0]
+    assert [(s.index, s.reason) for s in vv.silent] == [
+        (0, "backward(inputs=...) computes only the gradients of its inputs (x): nothing needs this leaf's "
+            "gradient, so its AccumulateGrad is not executed")]
+
+
+@pytest.mark.torch
+def test_in_torch_autograd_grad_runs_an_inputs_tensor_hook_and_no_other_leaf_hook():
+    import torch
+
+    lin = torch.nn.Linear(2, 2)
+    fired = []
+    x = torch.tensor([[1.0, -1.0]], requires_grad=True)
+    lin.weight.register_hook(lambda g: fired.append(0))
+    x.register_hook(lambda g: fired.append(1))
+    loss = lin(x).sum()
+    x_acc = loss.grad_fn.next_functions[0][0].next_functions[1][0]   # SumBackward0 -> AddmmBackward0 -> x
+    assert x_acc.name() == "torch::autograd::AccumulateGrad" and x_acc.variable is x
+    x_acc.register_prehook(lambda go: fired.append(2))
+    torch.autograd.grad(loss, [x])
+    assert fired == [1] and x.grad is None and lin.weight.grad is None
+    lin.bias.register_hook(lambda g: fired.append(3))
+    lin(x).sum().backward(inputs=[x])
+    assert fired == [1, 1, 2] and lin.bias.grad is None
+
+
 # ----------------------------------------------------------------------------- a non-leaf's .grad
 
 def test_a_non_leaf_grad_is_said_to_be_none_and_why():

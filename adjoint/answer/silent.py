@@ -107,6 +107,9 @@ def _structural(hook, run, reg) -> str | None:
     if t.grad_fn is None:   # a leaf: its AccumulateGrad
         if t.id in leaves:
             return None
+        restricted = _restricted(run, t)
+        if restricted is not None:
+            return restricted
         if hook.on == "node":
             return f"its node AccumulateGrad never ran: no gradient reached the leaf {hook.target}"
         return f"its tensor got no gradient: no gradient reached the leaf {hook.target}"
@@ -116,6 +119,28 @@ def _structural(hook, run, reg) -> str | None:
     if hook.on == "node":
         return f"its node {node.name} never ran: no gradient reached {hook.target}"
     return f"its tensor got no gradient: {hook.target}'s grad_fn {node.name} never ran"
+
+
+def _restricted(run, leaf: Tensor) -> str | None:
+    """Why a leaf's AccumulateGrad never ran when every backward named its ``inputs``
+    (``torch.autograd.grad``, ``backward(inputs=...)``): the engine executes only what those
+    inputs need, and ``autograd.grad`` captures an input's gradient (its tensor hooks run)
+    without running the input's AccumulateGrad. None when some backward was not restricted."""
+    passes = list(run.passes) + ([run.failed_pass] if run.failed_pass is not None else [])
+    requests = [getattr(p, "request", None) for p in passes]
+    if not requests or any(r is None or not getattr(r, "inputs", ()) for r in requests):
+        return None
+    grad = all(getattr(r, "method", "backward") == "grad" for r in requests)
+    call = "torch.autograd.grad" if grad else "backward(inputs=...)"
+    named = [n for r in requests for n, t, *_ in r.inputs if isinstance(t, Tensor) and t.id == leaf.id]
+    if named and grad:
+        return (f"{named[0]} is an input of torch.autograd.grad, which takes its gradient as the result (its "
+                "tensor hooks run) without running its AccumulateGrad, so .grad and node hooks are untouched")
+    if named:
+        return None
+    inputs = ", ".join(dict.fromkeys(n for r in requests for n, *_ in r.inputs))
+    return (f"{call} computes only the gradients of its inputs ({inputs}): nothing needs this leaf's "
+            "gradient, so its AccumulateGrad is not executed")
 
 
 def _module_reason(hook, run) -> str | None:

@@ -552,6 +552,12 @@ class _Pass:
         rt = self.rt
         if mod.type is not None:
             from adjoint.engine.layers import FORWARDS, LayerCall
+            if args and not isinstance(args[0], Tensor) and mod.type not in ("Identity", "Sequential"):
+                # fc(gru(x)): a built-in's input must be a tensor (an RNN's state may be a tuple, not its input)
+                from adjoint.engine.bindings.signature import PARSER_TYPE_ERROR, describe
+                raise ProblemError(loc, f"module '{mod.label}' ({mod.type}) is handed {describe(args[0])} as its "
+                                        f"input, not a Tensor: {PARSER_TYPE_ERROR}; index or unpack it first "
+                                        "(out, h = gru(x))")
             prefix = f"{mod.path}." if mod.path else ""
             own = {p.name[len(prefix):]: self.m.params[p.name] for p in mod.params}
             bufs = {b.name[len(prefix):]: self.m.leaves[b.name] for b in mod.buffers}

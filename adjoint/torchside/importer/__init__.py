@@ -35,7 +35,7 @@ from adjoint.torchside.importer.where import show_path, source_files
 from adjoint.torchside.importer.numbers import nested
 from adjoint.torchside.importer.keepstate import state_kept
 from adjoint.torchside.importer.forwardcheck import check_model
-from adjoint.torchside.importer.forwardcheck import ForwardWatch, shared_paths, tie_names
+from adjoint.torchside.importer.forwardcheck import ForwardWatch, forward_hook_codes, shared_paths, tie_names
 from adjoint.torchside.importer.userfile import factory_location
 
 DEFAULT_LOSS = "sum(y)"
@@ -243,7 +243,7 @@ def _example_calls(model: nn.Module, args: list[torch.Tensor]) -> tuple[dict, di
             if path not in examples:
                 examples[path] = (_cloned(a), _cloned(kw))
         handles.append(m.register_forward_pre_hook(pre, prepend=True, with_kwargs=True))
-    watch = ForwardWatch(source_files(model))
+    watch = ForwardWatch(source_files(model), forward_hook_codes(model))
     try:
         with state_kept(model), torch.no_grad(), watch, warnings.catch_warnings():
             # checkpoint's own warnings (no input requires grad here; use_reentrant absent) are the

@@ -232,6 +232,19 @@ _SETTERS = ("requires_grad", "data", "grad")
 _WATCHED_CALLS = ("register_hook", "register_post_accumulate_grad_hook", "retain_grad", "requires_grad_")
 
 
+def forward_hook_codes(model: nn.Module) -> dict:
+    """The code objects of the forward and forward-pre hooks on ``model``'s modules (outside
+    torch itself), each with its name as a message gives it ('fwd_hook' on '0')."""
+    out = {}
+    for path, m in model.named_modules():
+        for hook in list(m._forward_pre_hooks.values()) + list(m._forward_hooks.values()):
+            code = getattr(inspect.unwrap(hook), "__code__", None)
+            if code is not None and "/torch/" not in code.co_filename.replace(os.sep, "/"):
+                out.setdefault(code, f"'{hook.__name__}' on '{path or 'model'}'" if hasattr(hook, "__name__")
+                               else f"on '{path or 'model'}'")
+    return out
+
+
 class ForwardWatch:
     """Watches the example run for what the source check cannot see (an alias, a helper function
     the forward calls): a ``torch.utils.checkpoint`` call (``checkpoint``,
@@ -240,11 +253,15 @@ class ForwardWatch:
     ``retain_grad()`` or ``requires_grad_()`` on a tensor (fx never sees them). The first one is
     refused at the user's line that made it (the innermost frame in ``files``)."""
 
-    def __init__(self, files: set[str]):
+    def __init__(self, files: set[str], hooks: dict | None = None):
         import torch
         import torch.utils.checkpoint as ckpt
         from torch.overrides import TorchFunctionMode
-        self.files = files
+        # forward(-pre) hooks the model carries (Grad-CAM's forward hook calling out.register_hook):
+        # code object -> the hook's name; their files are the user's too
+        self.hooks = dict(hooks or {})
+        self.files = set(files) | {os.path.abspath(c.co_filename) for c in self.hooks}
+        self.in_hook: str | None = None
         self.codes = {inspect.unwrap(ckpt.checkpoint).__code__: "checkpoint",
                       inspect.unwrap(ckpt.checkpoint_sequential).__code__: "checkpoint_sequential"}
         self.setters = {id(getattr(torch._C.TensorBase, n)): n for n in _SETTERS}
@@ -262,6 +279,7 @@ class ForwardWatch:
         while frame is not None:
             path = os.path.abspath(frame.f_code.co_filename)
             if path in self.files:
+                self.in_hook = self.hooks.get(frame.f_code)
                 return f"{show_path(path)}:{frame.f_lineno}"
             frame = frame.f_back
         return None
@@ -305,6 +323,11 @@ class ForwardWatch:
                                 "tracing through it would drop the recomputation",
                          "call checkpoint(self.block, ...) in the module's own forward, or call the function "
                          "directly for the import and write the file's checkpoint(...) by hand")
+        if self.in_hook:
+            raise refuse(where, f"the model {what} in its forward hook {self.in_hook}, which the importer cannot "
+                                "translate", "remove that hook for the import and write it in the problem file by "
+                                             "hand ({tensor: PATH} is a hook on a module's output, registered "
+                                             "right after its call)")
         raise refuse(where, f"the model {what} in its forward, which torch.fx does not record",
                      "write the forward in the problem file by hand, or move the line out of the model "
                      "(register hooks on the model before importing it)")
