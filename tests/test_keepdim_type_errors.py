@@ -14,7 +14,7 @@ torch = require_torch()
 import adjoint  # noqa: E402
 
 X = torch.tensor([[1., 2, 3], [4, 5, 6]])
-VALUES = (("True", True), ("1", 1), ("1.5", 1.5))
+VALUES = (("True", True), ("1", 1), ("1.5", 1.5), ("1.0", 1.0))
 
 
 def _error(call: str) -> tuple:
@@ -43,7 +43,7 @@ def test_keepdim_without_dim_lists_the_overloads_as_torch(fn, method, literal, v
 @pytest.mark.parametrize("call", ["x.sum(0, 1)", "torch.sum(x, 0, keepdim=1.5)", "x.mean((0,), keepdim=2)",
                                   "x.logsumexp(0, 1)", "torch.logsumexp(x, (0, 1), 0.5)", "x.prod(1, 1.5)",
                                   "torch.prod(x, 1, keepdim=2)", "x.max(1, 1)", "x.min(0, keepdim=1.5)",
-                                  "torch.sum(x, 0, x)"])
+                                  "torch.sum(x, 0, x)", "x.sum(0, 1.0)", "torch.prod(x, 1, keepdim=2.0)"])
 def test_a_keepdim_that_is_not_a_bool_is_torchs_error(call):
     namespace = {"torch": torch, "x": X}
     with pytest.raises(TypeError) as theirs:

@@ -266,7 +266,7 @@ class Interp:
                 return python_float(args, kwargs, e.loc)
             if e.func in FUNCTIONS and not (e.prefix == "" and self.is_child(e.func)):
                 self.check_tensor_args(e, args)
-                return call_function(self.rt, e.func, args, kwargs, e.loc)
+                return call_function(self.rt, e.func, args, kwargs, e.loc, types=_arg_types(e, args, kwargs))
             return self.scope.call(e.func, args, kwargs, e.loc)
         if isinstance(e, S.Method):
             obj = self.eval(e.obj)
@@ -411,7 +411,8 @@ class Interp:
             from adjoint.engine.requires_grad import detach_
             return detach_(obj, args, kwargs, e.loc)
         if e.name in METHODS:
-            return call_function(self.rt, e.name, args, kwargs, e.loc, method_of=obj)
+            return call_function(self.rt, e.name, args, kwargs, e.loc, method_of=obj,
+                                 types=_arg_types(e, args, kwargs))
         from adjoint.format.torch_names import is_tensor_member
         if is_tensor_member(e.name):
             raise ProblemError(e.loc, f"Tensor.{e.name} is a PyTorch method adjoint does not model yet")
@@ -515,3 +516,10 @@ class Interp:
 def _number(v) -> bool:
     """A Python number of a program (kept exact as a Fraction; a bool is an int)."""
     return isinstance(v, (Fraction, int, float)) and not isinstance(v, Tensor)
+
+
+def _arg_types(e, args: list, kwargs: dict) -> tuple[list, dict]:
+    """Each argument's Python type as PyTorch's argument parser prints it (``pyerrors.type_name``:
+    a number's int or float read from its expression; None where it cannot be told)."""
+    return ([pyerrors.type_name(v, x) for v, x in zip(args, e.args)],
+            {k: pyerrors.type_name(kwargs[k], x) for k, x in e.kwargs})

@@ -50,13 +50,16 @@ FUNCTIONS, METHODS = _collect()
 FUNCTION_NAMES = tuple(FUNCTIONS)
 
 
-def call_function(rt, name: str, args: list, kwargs: dict, loc: Loc, method_of=None):
-    """Call ``name`` (a function, or with ``method_of`` a Tensor method); KeyError when there is none."""
+def call_function(rt, name: str, args: list, kwargs: dict, loc: Loc, method_of=None, types=None):
+    """Call ``name`` (a function, or with ``method_of`` a Tensor method); KeyError when there is none.
+    ``types``: the arguments' Python types as the interpreter read them (see :func:`bind`)."""
     if method_of is not None:
         fn = METHODS[name]
         args = [method_of] + list(args)
         what = f"Tensor.{name}"
+        if types is not None:
+            types = ([None] + list(types[0]), types[1])
     else:
         fn = FUNCTIONS[name]
         what = name
-    return fn.lower(rt, bind(fn, args, kwargs, loc, what), loc)
+    return fn.lower(rt, bind(fn, args, kwargs, loc, what, types), loc)

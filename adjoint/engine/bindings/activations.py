@@ -28,7 +28,7 @@ from fractions import Fraction
 
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
-from adjoint.engine.bindings.signature import Function, Param, after_packs
+from adjoint.engine.bindings.signature import Function, Overload, Param, after_packs, invalid_combination
 from adjoint.engine.torch_errors import TYPE_NAMES, TorchError
 from adjoint.engine.bindings.views import dim_index
 
@@ -96,12 +96,8 @@ def clamp(rt, x: Tensor, lo, hi, loc: Loc, inplace: bool = False):
     """torch.clamp / Tensor.clamp_: number bounds make ClampBackward1, tensor bounds ClampBackward0."""
     # no bound at all: the kernel's RuntimeError once ClampBackward1 packed self (the op's forward_error;
     # in place after the write's own checks)
-    tensors = [isinstance(b, Tensor) for b in (lo, hi) if b is not None]
-    if any(tensors) and not all(tensors):
-        raise ProblemError(loc, "clamp() with one Tensor bound and one number: not modelled (PyTorch's TypeError "
-                                "lists clamp's signatures and how the arguments were passed); give both as tensors "
-                                "or both as numbers")
-    if any(tensors):
+    # (one tensor bound and one number: PyTorch's parser refuses the call, see _parsed_bounds)
+    if any(isinstance(b, Tensor) for b in (lo, hi)):
         # absent bounds are undefined tensors: an edge slot with no edge, nothing saved
         others = [lo if lo is not None else Fraction(0), hi if hi is not None else Fraction(0)]
         p = (lo is not None, hi is not None)
@@ -113,12 +109,34 @@ def clamp(rt, x: Tensor, lo, hi, loc: Loc, inplace: bool = False):
     return rt.apply("clamp", [x], (lo, hi), loc)
 
 
+#: clamp's two overloads as PyTorch 2.13's parser lists them: the function's (torch.clamp, torch.clip;
+#: out makes it take one argument more than a call gives, so no "didn't match" line) and the
+#: Tensor method's (x.clamp, x.clamp_, x.clip, x.clip_), each as printed and as the parser splits it
+_CLAMP_FUNCTION = (
+    Overload("(Tensor input, Tensor min = None, Tensor max = None, *, Tensor out = None)",
+             ("Tensor input", "Tensor? min=None", "Tensor? max=None", "*", "Tensor out=None")),
+    Overload("(Tensor input, Number min = None, Number max = None, *, Tensor out = None)",
+             ("Tensor input", "Scalar? min=None", "Scalar? max=None", "*", "Tensor out=None")))
+_CLAMP_METHOD = (
+    Overload("(Tensor min = None, Tensor max = None)", ("Tensor? min=None", "Tensor? max=None")),
+    Overload("(Number min = None, Number max = None)", ("Scalar? min=None", "Scalar? max=None")))
+
+
+def _parsed_bounds(a, loc: Loc):
+    """clamp's min and max; one Tensor and one number match neither overload (Tensor? min, Tensor?
+    max; Scalar? min, Scalar? max): the parser's TypeError, before anything runs."""
+    lo, hi = a["min"], a["max"]
+    if lo is not None and hi is not None and isinstance(lo, Tensor) != isinstance(hi, Tensor):
+        raise invalid_combination(a, _CLAMP_METHOD if a.method else _CLAMP_FUNCTION, loc)
+    return lo, hi
+
+
 def lower_clamp(rt, a, loc):
-    return clamp(rt, a["input"], a["min"], a["max"], loc)
+    return clamp(rt, a["input"], *_parsed_bounds(a, loc), loc)
 
 
 def lower_clamp_(rt, a, loc):
-    return clamp(rt, a["self"], a["min"], a["max"], loc, inplace=True)
+    return clamp(rt, a["self"], *_parsed_bounds(a, loc), loc, inplace=True)
 
 
 # ----------------------------------------------------------------------------- softmax

@@ -48,11 +48,25 @@ def _validate(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> None:
 
 
 def _flash_refusal(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> str | None:
-    """Why ``use_flash_attention_cpp`` says no, or None when the fused kernel runs."""
+    """Why ``use_flash_attention_cpp`` says no, or None when the fused kernel runs; its checks in
+    its order. ``check_attn_mask_shape`` reads a mask's ``size(-2)`` once it needs no gradient: a
+    0-d or 1-D mask is that call's IndexError, before any node (even one that would broadcast;
+    not when a tensor has no element, where PyTorch 2.13 takes another path, not followed here)."""
     if not (len(q.shape) == len(k.shape) == len(v.shape) == 4):
         return "query, key and value are not all 4-D"
     if not (q.shape[:2] == k.shape[:2] == v.shape[:2]):
         return "their batch and head sizes differ"
+    if mask is not None:
+        if mask.requires_grad:
+            return "the mask requires grad"
+        m = mask.shape
+        if len(m) < 2 and all(0 not in t.shape for t in (q, k, v)):
+            raise TorchError("IndexError", "Dimension specified as -2 but tensor has no dimensions" if not m else
+                                           "Dimension out of range (expected to be in range of [-1, 0], but got -2)")
+        if len(m) not in (2, 4) or m[-2] not in (q.shape[2], 1) or m[-1] not in (k.shape[2], 1):
+            return f"a mask of shape {list(m)}"
+        if len(m) == 4 and (m[0] not in (1, q.shape[0]) or m[1] not in (1, q.shape[1])):
+            return f"a mask of shape {list(m)}"
     if not (q.shape[-1] == k.shape[-1] == v.shape[-1]):
         return "their head dims differ"
     if 0 in (q.shape[-2], k.shape[-2], v.shape[-2]):
@@ -61,14 +75,6 @@ def _flash_refusal(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> str 
         strides = getattr(t, "strides", None)
         if strides is not None and len(strides) == 4 and strides[-1] != 1:
             return "a last dim of stride other than 1"
-    if mask is not None:
-        if mask.requires_grad:
-            return "the mask requires grad"
-        m = mask.shape
-        if len(m) not in (2, 4) or m[-2] not in (q.shape[2], 1) or m[-1] not in (k.shape[2], 1):
-            return f"a mask of shape {list(m)}"
-        if len(m) == 4 and (m[0] not in (1, q.shape[0]) or m[1] not in (1, q.shape[1])):
-            return f"a mask of shape {list(m)}"
     return None
 
 

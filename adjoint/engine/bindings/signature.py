@@ -69,11 +69,29 @@ def after_packs(rt, opname: str, ins: list, loc: Loc, compute: Callable):
 
 class Bound(dict):
     """The bound arguments by name, and how the call passed them: ``positional`` (the names
-    given by position; a method's self is one) and ``method`` (``x.f(...)``, not ``torch.f(x, ...)``):
-    PyTorch's argument parser words its errors by both."""
+    given by position; a method's self is one), ``keywords`` (the names given by keyword, in the
+    call's order), ``method`` (``x.f(...)``, not ``torch.f(x, ...)``) and ``types`` (each given
+    argument's Python type as PyTorch's parser names it, read from the call's expressions; None
+    where adjoint cannot tell it): PyTorch's argument parser words its errors by all of them."""
 
     positional: frozenset = frozenset()
+    keywords: tuple = ()
     method: bool = False
+    types: dict = {}
+    name: str = ""            # the function's name as PyTorch's messages give it ("clamp_", not "Tensor.clamp_")
+
+    def type_of(self, name: str, guess: bool = False) -> str | None:
+        """The Python type of argument ``name`` as PyTorch's parser prints it (``py_typename``): the
+        call's own where the interpreter read it from the expression, else the value's. A number
+        whose int or float the expression does not tell (one from a name or a tuple) is None,
+        or with ``guess`` taken from its value (an integral one as an int: the keepdim errors'
+        older reading, kept for them), as are a tuple and a list."""
+        if self.types.get(name) is not None:
+            return self.types[name]
+        v = self[name]
+        if isinstance(v, (Fraction, Gaussian)) and not isinstance(v, bool) and not guess:
+            return None
+        return _py_type(v)
 
 
 def keepdim_flag(a: Bound, fn_name: str, params: tuple, loc: Loc, name: str = "keepdim"):
@@ -89,7 +107,7 @@ def keepdim_flag(a: Bound, fn_name: str, params: tuple, loc: Loc, name: str = "k
     if not a.method and fn_name in ("mean", "max", "min"):
         raise ProblemError(loc, f"torch.{fn_name}(): a keepdim that is not True or False is PyTorch's TypeError "
                                 "listing the overloads it tried, not modelled; pass True or False")
-    kind = _py_type(v)
+    kind = a.type_of(name, guess=True)
     if kind is None or (v is None and name not in a.positional):
         raise ProblemError(loc, f"{fn_name}(): argument '{name}' must be True or False: PyTorch's TypeError for "
                                 f"{describe(v)} here is not modelled (its parser words it by the overloads it tried)")
@@ -108,19 +126,105 @@ def _py_type(v) -> str | None:
     if isinstance(v, Fraction):
         return "int" if v.denominator == 1 else "float"
     if isinstance(v, Tensor):
-        return "Tensor"
+        return "Parameter" if v.is_param else "Tensor"
+    if isinstance(v, Gaussian):
+        return "complex"
     return {type(None): "NoneType", str: "str"}.get(type(v))
 
 
 def keepdim_without_dim(a: Bound, fn_name: str, loc: Loc) -> TorchError:
     """``x.sum(keepdim=True)`` (sum, mean, prod, max, min): no overload takes keepdim without
     dim, so PyTorch's parser lists them all, by call form (measured in torch 2.13)."""
-    kind = _py_type(a["keepdim"])
+    kind = a.type_of("keepdim", guess=True)
     if kind is None or kind == "NoneType":
         raise ProblemError(loc, f"{fn_name}() with keepdim= but no dim: {PARSER_TYPE_ERROR}; give dim too")
-    got = f"(keepdim={kind}, )" if a.method else f"(Tensor, keepdim={kind})"
-    return TorchError("TypeError", f"{fn_name}() received an invalid combination of arguments - got {got}, but "
-                                   f"expected one of:\n{_NO_DIM_OVERLOADS[fn_name][0 if a.method else 1]}")
+    return TorchError("TypeError", f"{fn_name}() received an invalid combination of arguments - got "
+                                   f"{_arg_desc(*_given(a, loc, guess=True))}, but expected one of:\n"
+                                   f"{_NO_DIM_OVERLOADS[fn_name][0 if a.method else 1]}")
+
+
+# ----------------------------------------------------------------------------- the parser's TypeError
+
+@dataclass(frozen=True)
+class Overload:
+    """One signature PyTorch's argument parser lists in its "invalid combination of arguments"
+    TypeError: ``printed`` as the message shows it, ``raw`` the arguments of the signature string
+    the parser splits on ", " (``"Tensor? min=None"``, ``"*"`` and ``out`` included): a name is
+    what follows the last space (``min=None``: a keyword never matches an argument with a
+    default), a type what precedes it (``Tensor?`` matches no value)."""
+
+    printed: str
+    raw: tuple[str, ...]
+
+
+def _given(a: Bound, loc: Loc, guess: bool = False) -> tuple[list[str], list[tuple[str, str]]]:
+    """The call's arguments as the parser holds them: the positional ones' types (a method's self
+    not among them) and the keywords', in the order its ``std::unordered_map`` iterates them (the
+    reverse of the call's, as measured in torch 2.13 for up to three keywords)."""
+    names = [n for n in a if n in a.positional][1 if a.method else 0:]
+    keywords = list(reversed(a.keywords))
+    types = {n: a.type_of(n, guess) for n in names + keywords}
+    unknown = [n for n, t in types.items() if t is None]
+    if unknown:
+        raise ProblemError(loc, f"argument '{unknown[0]}': {PARSER_TYPE_ERROR}, here by the Python type of each "
+                                "argument, which adjoint cannot tell for this one (a number from a name, a tuple); "
+                                "write it as a literal")
+    return [types[n] for n in names], [(k, types[k]) for k in keywords]
+
+
+def _arg_desc(positional: list[str], keywords: list[tuple[str, str]]) -> str:
+    """``_argDesc``: "(Tensor, float, max=Tensor)"; with no positional argument the last ", "
+    stays: "(max=float, min=Tensor, )"."""
+    text = "".join(f"{t}, " for t in positional) + "".join(f"{k}={t}, " for k, t in keywords)
+    return f"({text[:-2] if positional else text})"
+
+
+def _split(raw: str) -> tuple[str, str]:
+    cut = raw.rfind(" ")
+    return (raw, raw) if cut < 0 else (raw[:cut], raw[cut + 1:])
+
+
+def _overload_lines(o: Overload, positional: list[str], keywords: list[tuple[str, str]], loc: Loc) -> str:
+    """``format_invalid_args`` for one overload: its printed form, and when as many arguments were
+    given as it takes (``_argcountMatch``, out not counted unless given), why it did not match:
+    keywords it does not name (``_tryMatchKwargs``, among its last ones) or each argument's type,
+    ``!marked!`` where it does not match (``_formattedArgDesc``)."""
+    args = [_split(r) for r in o.raw]
+    names = [n for _, n in args]
+    given = {k for k, _ in keywords}
+    has_out = any(n == "out" or n.startswith("out=") for n in names) and "out" not in given
+    expected = len(args) - has_out
+    text = f" * {o.printed}\n"
+    if len(positional) + len(keywords) != expected:
+        return text
+    start = max(len(args) - len(keywords) - has_out, 0)
+    unmatched = [k for k, _ in keywords if k not in names[start:]]
+    if keywords and unmatched:
+        return text + f"      didn't match because some of the keywords were incorrect: {', '.join(unmatched)}\n"
+    marked = []
+    for i, t in enumerate(positional + [t for _, t in keywords]):
+        kind = args[i][0] if i < len(args) else None
+        matching = kind == t or (kind == "Tensor" and t == "Parameter")
+        if i >= len(positional):
+            name = args[i][1]
+            if name not in given:   # PyTorch's kwargs.at(name) throws: not modelled
+                raise ProblemError(loc, PARSER_TYPE_ERROR)
+            t = f"{name}={dict(keywords)[name]}"
+        marked.append(t if matching else f"!{t}!")
+    listed = "".join(f"{m}, " for m in marked)
+    return text + "      didn't match because some of the arguments have invalid types: " \
+                  f"({listed[:-2] if positional else listed})\n"
+
+
+def invalid_combination(a: Bound, overloads: tuple[Overload, ...], loc: Loc) -> TorchError:
+    """PyTorch's parser's TypeError when no overload takes the call's arguments ("clamp() received
+    an invalid combination of arguments - got (Tensor, Tensor, float), but expected one of: ..."),
+    worded by how each argument was passed and its Python type (``format_invalid_args``); raised
+    before anything runs."""
+    positional, keywords = _given(a, loc)
+    lines = "".join(_overload_lines(o, positional, keywords, loc) for o in overloads)
+    return TorchError("TypeError", f"{a.name}() received an invalid combination of arguments - got "
+                                   f"{_arg_desc(positional, keywords)}, but expected one of:\n{lines}")
 
 
 _DTYPE = "*, torch.dtype dtype = None"
@@ -141,12 +245,17 @@ _NO_DIM_OVERLOADS["max"] = _NO_DIM_OVERLOADS["min"] = (
     " * (Tensor input, *, Tensor out = None)\n * (Tensor input, Tensor other, *, Tensor out = None)\n * (Tensor "
     "input, int dim, bool keepdim = False, *, tuple of Tensors out = None)\n")
 
-def bind(fn: Function, args: list, kwargs: dict, loc: Loc, what: str) -> dict:
+def bind(fn: Function, args: list, kwargs: dict, loc: Loc, what: str, types=None) -> dict:
     """Python's argument binding against PyTorch's signature; a mismatch is refused (PyTorch's
-    TypeError there is its argument parser's, worded by the overloads: not modelled)."""
+    TypeError there is its argument parser's, worded by the overloads: not modelled). ``types``:
+    (a list for ``args``, a dict for ``kwargs``) of each argument's Python type as the interpreter
+    read it from the call (None where it cannot tell)."""
     params = fn.params
     positional = [p for p in params if not p.keyword_only]
     bound: dict = {}
+    given_types: dict = {}
+    if types is not None and not (fn.varargs and len(args) > len(positional) - 1):
+        given_types = {p.name: t for p, t in zip(positional, types[0])} | dict(types[1])
     if fn.varargs and len(args) > len(positional) - 1:
         head = len(positional) - 1
         rest = args[head:]
@@ -167,7 +276,10 @@ def bind(fn: Function, args: list, kwargs: dict, loc: Loc, what: str) -> dict:
         bound[k] = v
     out = Bound()
     out.positional = frozenset(p.name for p in positional[:len(args)])
+    out.keywords = tuple(kwargs)
     out.method = what.startswith("Tensor.")
+    out.types = given_types
+    out.name = what.removeprefix("Tensor.")
     for p in params:
         if p.name not in bound:
             if p.default is REQUIRED:

@@ -25,7 +25,7 @@ from adjoint.values.mathtree.sympy_names import SymPyName
 from adjoint.values.mathtree import Fn, TFn, applied, dims_text, elementwise_named, generic_vjp, no_gradient, number_text
 from adjoint.engine.ops.record import Check, Math, Op, Save
 from adjoint.engine.torch_errors import TorchError
-from adjoint.engine.ops.arith import binary_shape, broadcast_or_refuse, broadcast_shapes, same_shape
+from adjoint.engine.ops.arith import binary_shape, broadcast_shapes, same_shape
 
 
 def _q(B, v):
@@ -248,10 +248,12 @@ def clamp_kink(B, ins, p):
 
 
 def clamp_tensor_shape(shapes, p, loc):
+    """The TensorIterator's shape over (self, min, max), the bounds given; bounds that do not
+    broadcast are its RuntimeError, raised in the kernel once ClampBackward0 packed max, min, self."""
     out = tuple(shapes[0])
     for s, given in zip(shapes[1:], p):
         if given:
-            out = broadcast_or_refuse(out, s, loc)
+            out = broadcast_shapes(out, s, loc)
     return out
 
 

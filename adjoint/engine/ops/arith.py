@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import replace
 from fractions import Fraction
 
-from adjoint.format.errors import ProblemError
 from adjoint.values.mathtree import TBin, TConst, TNeg, binary, number
 from adjoint.engine.ops.record import Check, Math, Op, Save
 from adjoint.engine.torch_errors import TorchError
@@ -28,17 +27,6 @@ def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...], loc) -> tuple[int, 
             raise TorchError("RuntimeError", f"The size of tensor a ({x}) must match the size of tensor b ({y}) at "
                                              f"non-singleton dimension {i}")
     return tuple(max(x, y) for x, y in zip(pa, pb))
-
-
-def broadcast_or_refuse(a: tuple[int, ...], b: tuple[int, ...], loc) -> tuple[int, ...]:
-    """:func:`broadcast_shapes` for the callers whose PyTorch error is not modelled yet (where it comes
-    among the warnings and hook calls: clamp's tensor bounds pack first):
-    a refusal quoting PyTorch's message, never a guessed answer."""
-    try:
-        return broadcast_shapes(a, b, loc)
-    except TorchError as e:
-        raise ProblemError(loc, f"shapes {list(a)} and {list(b)} do not broadcast: PyTorch raises '{e.message}' "
-                                "(here, its place among the warnings and hook calls is not modelled yet)") from None
 
 
 def binary_shape(shapes, p, loc):

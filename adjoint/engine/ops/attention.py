@@ -24,7 +24,6 @@ from adjoint.format.errors import ProblemError
 from adjoint.values.mathtree import Fn, TBin, TFn, generic_vjp, layer, no_gradient
 from adjoint.engine.ops.record import Check, Math, Op, Save
 from adjoint.engine.ops.linalg import BMM
-from adjoint.engine.ops.arith import broadcast_shapes
 from adjoint.engine.ops.activations import finite_max
 
 
@@ -81,13 +80,9 @@ def sdpa_shape(shapes, p: SdpaSpec, loc):
         raise ProblemError(loc, f"scaled_dot_product_attention: query {list(q)}, key {list(k)} and value {list(v)} "
                                 "with a key length other than the value's are not modelled: PyTorch 2.13's fused CPU "
                                 "kernel runs them without a check")
-    if mask is not None:
-        try:
-            broadcast_shapes(tuple(q[:-1]) + (k[-2],), mask, loc)
-        except TorchError as e:   # raised in the math path's composite, after packs this op does not make
-            raise ProblemError(loc, f"scaled_dot_product_attention: a mask that does not broadcast ('{e.message}') is "
-                                    "not modelled here: PyTorch's error comes after the math path's own packs, which "
-                                    "this op does not make") from None
+    # a mask here broadcasts: the fused kernel takes only a 2-D (L or 1, S or 1) or 4-D (B or 1, H or 1,
+    # L or 1, S or 1) one; the binding sends any other down the math path, whose in-place add raises
+    # PyTorch's broadcast error after that path's own packs (adjoint.engine.bindings.sdpa_math)
     out = tuple(q[:-1]) + (v[-1],)
     return (out, tuple(q[:-1]))
 
