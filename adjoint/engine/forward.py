@@ -554,6 +554,10 @@ class _Pass:
             from adjoint.engine.layers import FORWARDS, LayerCall
             if args and not isinstance(args[0], Tensor) and mod.type not in ("Identity", "Sequential"):
                 # fc(gru(x)): a built-in's input must be a tensor (an RNN's state may be a tuple, not its input)
+                from adjoint.engine.layers.input_type import not_a_tensor_error
+                known = not_a_tensor_error(mod.type, args[0])
+                if known is not None:   # the forward's first call refuses it, after the pre-hooks
+                    raise TorchError(*known, "not_a_tensor")
                 from adjoint.engine.bindings.signature import PARSER_TYPE_ERROR, describe
                 raise ProblemError(loc, f"module '{mod.label}' ({mod.type}) is handed {describe(args[0])} as its "
                                         f"input, not a Tensor: {PARSER_TYPE_ERROR}; index or unpack it first "

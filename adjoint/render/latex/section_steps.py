@@ -48,6 +48,9 @@ _WHY = {
              "cannot write a float result into a bool or int64 tensor.",
     "hook_arity": "Python cannot call the hook: PyTorch calls a pack hook with the one tensor it saves, and this "
                   "hook requires more positional arguments.",
+    "not_a_tensor": "a built-in module's forward hands its input straight to a PyTorch function that takes a "
+                    "tensor (or reads a tensor attribute of it), and this input is not one: a module that returns "
+                    "several outputs, such as an RNN's \\texttt{(output, h\\_n)}, must be indexed or unpacked first.",
     "forward_raised": "a module's forward raises it (its \\texttt{raise} line); \\texttt{nn.Module.\\_call\\_impl} "
                       "does not catch it, but still calls the module's \\texttt{always\\_call} forward hooks on the "
                       "way out (handed the output \\texttt{None}).",
