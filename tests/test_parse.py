@@ -142,9 +142,7 @@ REFUSED = [
                       "indexing and tuples"),
     ("[v for v in x]", "1:5: a comprehension is not allowed in problem expressions; use names, numbers, + - * / ** @, "
                        "comparisons, calls, indexing and tuples"),
-    ("0 < x < 1", "1:5: a chained comparison is Python's 'and' of two tensors (PyTorch raises 'Boolean value of "
-                  "Tensor with more than one value is ambiguous'); compare once per expression, as in "
-                  "where(x > 0, x, 0)"),
+    ("x < 1 < 2", "1:5: '1 < 2' compares two numbers (a Python bool, not a tensor); compare a tensor"),
     ("x is y", "1:5: only the comparisons > >= < <= == != are allowed ('is' and 'in' are not)"),
     ("1 < 2", "1:5: '1 < 2' compares two numbers (a Python bool, not a tensor); compare a tensor"),
     ("x if c else y", "1:5: a conditional expression is not allowed in problem expressions; use names, numbers, "
@@ -193,6 +191,16 @@ REFUSED = [
 @pytest.mark.parametrize("src,message", REFUSED, ids=[r[0] for r in REFUSED])
 def test_refused_expression(src, message):
     assert refused(parse_expression, node(src)) == f"f.yaml:{message}"
+
+
+def test_a_chained_comparison_is_one_chain_of_lone_comparisons():
+    # Python's (0 < x) and (x < y + 1): each link read as a lone comparison is (0 < x is x.gt(0)),
+    # each operand once (docs/semantics.md, "Chained comparisons")
+    e = parse_expression(node("0 < x < y + 1"), "e")
+    assert isinstance(e, S.Chain) and e.ops == ("<", "<") and S.to_source(e) == "0 < x < (y + 1)"
+    assert [S.to_source(link) for link in e.links] == ["x.gt(0)", "x.lt(y + 1)"]
+    assert e.links[1].obj is e.operands[1] and e.links[1].args[0] is e.operands[2]
+    assert S.children(e) == e.operands
 
 
 def test_integer_literals_torch_takes_are_accepted():

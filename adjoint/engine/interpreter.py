@@ -275,6 +275,8 @@ class Interp:
             args = [self.eval(a) for a in e.args]
             kwargs = {k: self.eval(v) for k, v in e.kwargs}
             return self.method(obj, e, args, kwargs)
+        if isinstance(e, S.Chain):
+            return self.chain(e)
         if isinstance(e, S.Attr) and isinstance(self.scope, EnvScope):
             path = S.dotted_name(e)   # a hook body's ``lin.weight``, ``net[0].bias``: the forward's name of a parameter
             if path is not None and path in self.scope.names:
@@ -417,6 +419,20 @@ class Interp:
             raise ProblemError(e.loc, f"Tensor.{e.name} is a PyTorch method adjoint does not model yet")
         raise ProblemError(e.loc, f"tensors have no method '{e.name}'")
 
+    def chain(self, e: S.Chain):
+        """``a < b < c`` as Python runs it: ``a < b``, taken as a bool (``Tensor.__bool__``); false:
+        that result, ``c`` never evaluated; true: ``b < c``, with ``b``'s value of the first link."""
+        left = self.eval(e.operands[0])
+        for i, link in enumerate(e.links):
+            right = self.eval(e.operands[i + 1])
+            if isinstance(e.operands[i], S.Num):   # read as right.MIRRORED(left) (the comparison's record)
+                result = self.method(right, link, [left], {})
+            else:
+                result = self.method(left, link, [right], {})
+            if i == len(e.links) - 1 or not truth_value(self.rt, result):
+                return result
+            left = right
+
     def check_comparison(self, obj, e: S.Method, args: list) -> None:
         """``a > b`` with None on a side (a hook's argument with no gradient): Python raises
         TypeError for an ordering; ``==`` / ``!=`` give a Python bool, not a tensor."""
@@ -510,6 +526,21 @@ class Interp:
             raise ProblemError(e.loc, f"'{S.to_source(e)}' is infinite: arithmetic with an infinite number is not "
                                       "modelled; it may be masked_fill's value (x.masked_fill(mask, float(\"-inf\")))")
         return v
+
+
+def truth_value(rt, v) -> bool:
+    """``bool(v)`` as Python takes it: a tensor's ``__bool__`` is its one element's value, and
+    PyTorch's RuntimeError for none or several; a Python bool or number its own. (``--structure``
+    has no values: a computed one-element tensor reads as false there.)"""
+    if not isinstance(v, Tensor):
+        return bool(v)
+    n = 1
+    for d in v.shape:
+        n *= d
+    if n != 1:
+        raise TorchError("RuntimeError", "Boolean value of Tensor with "
+                                         f"{'no values' if n == 0 else 'more than one value'} is ambiguous", "python")
+    return rt.B.ints(v.value)[0] != 0
 
 
 def _number(v) -> bool:

@@ -32,7 +32,7 @@ from adjoint.format.errors import Loc, ProblemError
 from adjoint.format.literals import NotANumber, NumberRefused, read_number
 from adjoint.format.loader import YScalar, YSeq, YNode
 from adjoint.format.syntax import Assert
-from adjoint.format.syntax import (Assign, AugAssign, Attr, Bin, Bool, Call, DictLit, EllipsisLit, Expr, ExprStmt, ListLit, Method, Name,
+from adjoint.format.syntax import (Assign, AugAssign, Attr, Bin, Bool, Call, Chain, DictLit, EllipsisLit, Expr, ExprStmt, ListLit, Method, Name,
                      Neg, NoneLit, Num, Program, Return, Slice, Stmt, Str, Subscript, Tup, With, stmt_source, to_source)
 
 __all__ = ["parse_expression", "parse_program", "parse_statements", "simple_program", "simple_assigns",
@@ -504,26 +504,31 @@ class _Builder:
 
     def comparison(self, node: ast.Compare, loc: Loc):
         """``a > b`` as the Tensor method Python calls: ``a.gt(b)``, or ``b.lt(a)`` when ``a`` is a
-        number literal. A chain (``0 < x < 1``) is Python's ``and`` of two tensors, which PyTorch
-        refuses for more than one element; ``is`` / ``in`` are not tensor operations."""
-        if len(node.ops) != 1:
-            raise ProblemError(loc, "a chained comparison is Python's 'and' of two tensors (PyTorch raises 'Boolean "
-                                    "value of Tensor with more than one value is ambiguous'); compare once per "
-                                    "expression, as in where(x > 0, x, 0)")
-        names = COMPARISONS.get(type(node.ops[0]))
-        if names is None:
-            raise ProblemError(loc, "only the comparisons > >= < <= == != are allowed ('is' and 'in' are not)")
-        method, mirrored, text = names
+        number literal. A chain (``0 < x < 1``) is Python's ``(0 < x) and (x < 1)`` (a ``Chain``:
+        a tensor's truth value decides, PyTorch raising for more than one element); ``is`` /
+        ``in`` are not tensor operations."""
+        ops = []
+        for op in node.ops:
+            names = COMPARISONS.get(type(op))
+            if names is None:
+                raise ProblemError(loc, "only the comparisons > >= < <= == != are allowed ('is' and 'in' are not)")
+            ops.append(names)
 
-        def make(p):
-            left, right = p
+        def link(left, right, names):
+            method, mirrored, text = names
             if isinstance(left, Num) and isinstance(right, Num):
                 raise ProblemError(loc, f"'{to_source(left)} {text} {to_source(right)}' compares two numbers (a "
                                         "Python bool, not a tensor); compare a tensor")
             if isinstance(left, Num):   # Python calls right.__gt__(left) for left < right
                 return Method(loc, right, mirrored, (left,), operator=_MIRRORED[text])
             return Method(loc, left, method, (right,), operator=text)
-        return [(node.left, _OPERAND), (node.comparators[0], _OPERAND)], make
+
+        def make(p):
+            links = tuple(link(p[i], p[i + 1], names) for i, names in enumerate(ops))
+            if len(links) == 1:
+                return links[0]
+            return Chain(loc, tuple(p), tuple(names[2] for names in ops), links)
+        return [(x, _OPERAND) for x in [node.left] + list(node.comparators)], make
 
     def negate(self, inner: Expr, loc: Loc, node: ast.UnaryOp) -> Expr:
         if isinstance(inner, Num):
