@@ -25,7 +25,7 @@ from adjoint.engine.graph import Tensor
 from adjoint.engine.return_types import ReturnTuple
 from adjoint.engine.inplace import INPLACE_METHODS, AUGMENTED, call_inplace
 from adjoint.engine.bindings.setitem import setitem
-from adjoint.engine import pyerrors
+from adjoint.engine import bigints, pyerrors
 from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.pylist import PyList
 from adjoint.format.gaussian import Gaussian
@@ -181,13 +181,13 @@ class Interp:
             current = self.subscript_of(base, items, stmt.target)
             value = self.eval(stmt.value)
             self.check_augmented_none(current, stmt, value)
-            result = self.apply_augmented(current, stmt.op, value, stmt.loc)
+            result = self.apply_augmented(current, stmt.op, value, stmt.loc, stmt.value)
             setitem(self.rt, base, items, result, stmt.loc)
             return
         current = self.eval(stmt.target)
         value = self.eval(stmt.value)
         self.check_augmented_none(current, stmt, value)
-        result = self.apply_augmented(current, stmt.op, value, stmt.loc)
+        result = self.apply_augmented(current, stmt.op, value, stmt.loc, stmt.value)
         if result is not current:
             self.scope.assign_again(stmt.target.id, result, stmt.loc)
 
@@ -198,7 +198,9 @@ class Interp:
                 and not isinstance(value, _SEQUENCES):
             raise pyerrors.binary_none(stmt.op + "=", current, stmt.target, value, stmt.value, stmt.loc)
 
-    def apply_augmented(self, current, op: str, value, loc: Loc):
+    def apply_augmented(self, current, op: str, value, loc: Loc, value_expr: S.Expr | None = None):
+        if isinstance(current, Tensor) and value_expr is not None:   # t += 2 ** 70: the Scalar's OverflowError
+            bigints.check_scalar(value, value_expr)
         if isinstance(current, Tensor) and op in AUGMENTED:
             return call_inplace(self.rt, AUGMENTED[op], current, [value], {}, loc)
         return binary(self.rt, op, self.operand_value(current, loc), self.operand_value(value, loc), loc)
@@ -256,6 +258,7 @@ class Interp:
                                    {k: self.eval(v) for k, v in e.kwargs}, isinstance(self.scope, EnvScope))
             args = [self.eval(a) for a in e.args]
             kwargs = {k: self.eval(v) for k, v in e.kwargs}
+            bigints.refuse_in_call(args + list(kwargs.values()), list(e.args) + [v for _, v in e.kwargs], e.func)
             if e.prefix:
                 check_prefix(e)
             if e.func == "len" and e.prefix == "" and not self.is_child("len"):   # Python's len()
@@ -274,6 +277,8 @@ class Interp:
                 raise pyerrors.no_attribute(e.name)
             args = [self.eval(a) for a in e.args]
             kwargs = {k: self.eval(v) for k, v in e.kwargs}
+            if not e.operator:
+                bigints.refuse_in_call(args + list(kwargs.values()), list(e.args) + [v for _, v in e.kwargs], e.name)
             return self.method(obj, e, args, kwargs)
         if isinstance(e, S.Chain):
             return self.chain(e)
@@ -349,6 +354,9 @@ class Interp:
                     a, b = self.python_bools(node, a, b)
                 b = self.operand(b, node.right, node.op)
                 a = self.operand(a, node.left, node.op)
+                if isinstance(a, Tensor) or isinstance(b, Tensor):   # a Python int beyond what a Scalar holds
+                    bigints.check_scalar(a, node.left)
+                    bigints.check_scalar(b, node.right)
                 values.append(binary(self.rt, node.op, a, b, node.loc))
             elif isinstance(node, S.Neg):
                 if not ready:
@@ -397,6 +405,8 @@ class Interp:
                     ">": obj > args[0], ">=": obj >= args[0]}[e.operator]
         if e.operator:
             self.check_comparison(obj, e, args)
+            if isinstance(obj, Tensor):   # x > 2 ** 70: the Scalar's OverflowError
+                bigints.check_scalar(args[0], e.args[0])
         if hasattr(obj, "call_method"):   # an engine object a body names (an optimizer: adjoint.engine.adam)
             return obj.call_method(self, e.name, args, kwargs, e.loc)
         if not isinstance(obj, Tensor):
@@ -485,6 +495,9 @@ class Interp:
                 raise ProblemError(e.loc, f"'{S.to_source(e.value)}' has no key {items[0]!r}")
             return v[items[0]]
         if isinstance(v, Tensor):
+            for item, src in zip(items, e.items):   # x[2 ** 70]: PyTorch's ValueError unpacking the index
+                if isinstance(item, int) and not isinstance(item, bool):
+                    bigints.check_index(Fraction(item), src)
             return getitem(self.rt, v, items, e.loc, lone=len(e.items) == 1)
         if v is None:
             raise pyerrors.not_subscriptable()

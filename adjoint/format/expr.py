@@ -58,7 +58,7 @@ PREFIXES = ("torch.nn.functional.", "nn.functional.", "torch.", "F.", "torch.aut
 GRAD_MODES = ("no_grad", "enable_grad")
 
 #: Python's integers that PyTorch accepts as a scalar (int64, and uint64 for positives).
-_INT_MIN, _INT_MAX = -2 ** 63, 2 ** 64 - 1
+_MAX_INT_DIGITS = 400   # an integer literal's digits (Python's own limit for str(int) is 4300)
 
 _ALLOWED_TAIL = "use names, numbers, + - * / ** @, comparisons, calls, indexing and tuples"
 
@@ -532,10 +532,7 @@ class _Builder:
 
     def negate(self, inner: Expr, loc: Loc, node: ast.UnaryOp) -> Expr:
         if isinstance(inner, Num):
-            value = -inner.value
-            if inner.is_int and value < _INT_MIN:
-                raise ProblemError(loc, f"the integer {value} is beyond int64: PyTorch raises OverflowError "
-                                        "(int too big to convert)")
+            value = -inner.value   # a Python int beyond int64 stays one: PyTorch's error where it is converted
             return Num(loc, value, "-" + inner.text)
         if isinstance(inner, (Str, Bool, NoneLit, EllipsisLit)):
             raise ProblemError(loc, f"unary minus needs a number or a tensor, not {to_source(inner)}")
@@ -577,10 +574,10 @@ class _Builder:
     def number(self, node: ast.Constant, loc: Loc) -> Num:
         text = self.segment(node).replace("_", "")
         if isinstance(node.value, int):
-            value = Fraction(node.value)
-            if not _INT_MIN <= value <= _INT_MAX:
-                raise ProblemError(loc, f"the integer {_short(text)} is beyond int64: PyTorch raises OverflowError "
-                                        "(int too big to convert)")
+            if len(text) > _MAX_INT_DIGITS:
+                raise ProblemError(loc, f"the integer {_short(text)} has more than {_MAX_INT_DIGITS} digits; write "
+                                        "a smaller number")
+            value = Fraction(node.value)   # beyond int64: PyTorch's error where it converts it (adjoint.engine.bigints)
             return Num(loc, value, str(node.value))  # 0x10 is written 16: Num.is_int reads the text
         try:
             return Num(loc, read_number(text, floor="normal"), text)

@@ -62,7 +62,7 @@ DEFAULT_STEPS = ("forward", "backward")
 #: modified in place that backward needs, a shape it refuses): the run stops into ``error``.
 #: Anything else is a bug of the torch side and propagates.
 TORCH_ERRORS = (RuntimeError, ValueError, TypeError, IndexError, NotImplementedError, ZeroDivisionError,
-                AttributeError)
+                AttributeError, OverflowError)
 
 
 @dataclass
