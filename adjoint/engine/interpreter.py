@@ -467,6 +467,10 @@ class Interp:
                 for x, src in zip(parts, (item.lower, item.upper, item.step)):
                     if x is not None and not (isinstance(x, Fraction) and x.denominator == 1):
                         raise ProblemError(src.loc, "slice indices must be integers: Python raises TypeError")
+                    if x is not None and not bigints.INT64_MIN <= x <= bigints.INT64_MAX:
+                        raise ProblemError(src.loc, f"the slice bound {S.to_source(src)} is beyond int64: PyTorch "
+                                                    "truncates it (warning for some, raising for a step), which is "
+                                                    "not modelled; give a bound within the tensor's size")
                 items.append(slice(*[None if x is None else int(x) for x in parts]))
             else:
                 v = self.eval(item)
