@@ -18,6 +18,8 @@ CASES = [
      lambda: nn.Conv2d(in_channels=3, out_channels=2, kernel_size=1, groups=2)),
     ("{type: Conv2d, args: {in_channels: 2, out_channels: 3, kernel_size: 1, groups: 2}}",
      lambda: nn.Conv2d(in_channels=2, out_channels=3, kernel_size=1, groups=2)),
+    ("{type: Conv2d, args: {in_channels: 3, out_channels: 2, kernel_size: 1, groups: 2, padding: foo}}",
+     lambda: nn.Conv2d(in_channels=3, out_channels=2, kernel_size=1, groups=2, padding='foo')),   # groups first
     ("{type: Conv1d, args: {in_channels: 2, out_channels: 2, kernel_size: 3, stride: 2, padding: same}}",
      lambda: nn.Conv1d(in_channels=2, out_channels=2, kernel_size=3, stride=2, padding='same')),
     ("{type: GroupNorm, args: {num_groups: 3, num_channels: 4}}", lambda: nn.GroupNorm(num_groups=3, num_channels=4)),

@@ -180,14 +180,17 @@ def test_a_forward_may_not_reach_inside_a_child():
 def test_int64_inputs_and_targets():
     p = ok(X + "targets:\n  t: {value: [1, 0], dtype: int64}\nmodel: {type: ReLU}\n")
     assert p.targets[0].dtype == "int64" and p.targets[0].value.items == (1, 0)
-    assert one("name: t\ninputs:\n  x: {value: [1], dtype: int64, requires_grad: true}\nmodel: {type: ReLU}\n") == \
-        "f.yaml:3:48: input 'x' is an int64 tensor, which cannot require grad: PyTorch raises 'Only Tensors of " \
-        "floating point and complex dtype can require gradients'"
+    # PyTorch's errors making an input (requires_grad, an element beyond int64) are answers, not refusals
+    p = ok("name: t\ninputs:\n  x: {value: [1], dtype: int64, requires_grad: true}\nmodel: {type: ReLU}\n")
+    assert p.variants[0].inputs[0].dtype == "int64" and p.variants[0].inputs[0].requires_grad
+    p = ok("name: t\ninputs:\n  x: {value: [9223372036854775808], dtype: int64}\nmodel: {type: ReLU}\n")
+    assert p.variants[0].inputs[0].value.items == (9223372036854775808,)
     assert one("name: t\ninputs:\n  x: {value: [1, 2.5], dtype: int64}\nmodel: {type: ReLU}\n") == \
         "f.yaml:3:6: the int64 tensor 'x' holds 5/2 at element [1]; int64 tensors hold integers"
-    assert one("name: t\ninputs:\n  x: {value: [9223372036854775808], dtype: int64}\nmodel: {type: ReLU}\n") == \
-        "f.yaml:3:6: the int64 tensor 'x' holds 9223372036854775808 at element [0], beyond int64: PyTorch raises " \
-        "'Overflow when unpacking long long'"
+    assert one("name: t\ninputs:\n  x: [1]\nmodel:\n  buffers: {n: {value: [9223372036854775808], dtype: int64}}\n"
+               "  forward: x\n") == \
+        "f.yaml:5:16: the int64 tensor 'n' holds 9223372036854775808 at element [0], beyond int64: PyTorch raises " \
+        "ValueError 'Overflow when unpacking long long' (a buffer's, not modelled; an input's or a target's is answered)"
 
 
 NUMBERS = [

@@ -29,6 +29,7 @@ from adjoint.engine.interpreter import Interp
 from adjoint.engine.nn_module import BackwardHookState, LegacyHook, ModuleHooks, ModuleInputHook, ModuleOutputHook
 from adjoint.engine.hook_registration import grad_fn
 from adjoint.format.problem import OUTPUT, Module, Problem, TensorDecl
+from adjoint.format.validate_tensors import creation_error
 from adjoint.engine.runtime import Runtime, TorchError
 from adjoint.engine import pyerrors
 from adjoint.engine import warns
@@ -140,6 +141,9 @@ class Model:
         for d in decls:
             if d.name not in self.globals:
                 raise ProblemError(d.loc, f"a forward step sets input '{d.name}', which the problem does not declare")
+            refused = creation_error(d)   # torch.tensor(..., requires_grad=True) of an int64 tensor: the step raises
+            if refused is not None:
+                raise TorchError(refused[0], refused[1], "tensor")
             self.globals[d.name] = self.leaf(d)
 
     # ------------------------------------------------------------------ one forward pass

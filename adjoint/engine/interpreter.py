@@ -25,7 +25,7 @@ from adjoint.engine.graph import Tensor
 from adjoint.engine.return_types import ReturnTuple
 from adjoint.engine.inplace import INPLACE_METHODS, AUGMENTED, call_inplace
 from adjoint.engine.bindings.setitem import setitem
-from adjoint.engine import pyerrors
+from adjoint.engine import bigints, pyerrors
 from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.pylist import PyList
 from adjoint.format.gaussian import Gaussian
@@ -181,13 +181,13 @@ class Interp:
             current = self.subscript_of(base, items, stmt.target)
             value = self.eval(stmt.value)
             self.check_augmented_none(current, stmt, value)
-            result = self.apply_augmented(current, stmt.op, value, stmt.loc)
+            result = self.apply_augmented(current, stmt.op, value, stmt.loc, stmt.value)
             setitem(self.rt, base, items, result, stmt.loc)
             return
         current = self.eval(stmt.target)
         value = self.eval(stmt.value)
         self.check_augmented_none(current, stmt, value)
-        result = self.apply_augmented(current, stmt.op, value, stmt.loc)
+        result = self.apply_augmented(current, stmt.op, value, stmt.loc, stmt.value)
         if result is not current:
             self.scope.assign_again(stmt.target.id, result, stmt.loc)
 
@@ -198,7 +198,9 @@ class Interp:
                 and not isinstance(value, _SEQUENCES):
             raise pyerrors.binary_none(stmt.op + "=", current, stmt.target, value, stmt.value, stmt.loc)
 
-    def apply_augmented(self, current, op: str, value, loc: Loc):
+    def apply_augmented(self, current, op: str, value, loc: Loc, value_expr: S.Expr | None = None):
+        if isinstance(current, Tensor) and value_expr is not None:   # t += 2 ** 70: the Scalar's OverflowError
+            bigints.check_scalar(value, value_expr)
         if isinstance(current, Tensor) and op in AUGMENTED:
             return call_inplace(self.rt, AUGMENTED[op], current, [value], {}, loc)
         return binary(self.rt, op, self.operand_value(current, loc), self.operand_value(value, loc), loc)
@@ -256,6 +258,7 @@ class Interp:
                                    {k: self.eval(v) for k, v in e.kwargs}, isinstance(self.scope, EnvScope))
             args = [self.eval(a) for a in e.args]
             kwargs = {k: self.eval(v) for k, v in e.kwargs}
+            bigints.refuse_in_call(args + list(kwargs.values()), list(e.args) + [v for _, v in e.kwargs], e.func)
             if e.prefix:
                 check_prefix(e)
             if e.func == "len" and e.prefix == "" and not self.is_child("len"):   # Python's len()
@@ -274,7 +277,11 @@ class Interp:
                 raise pyerrors.no_attribute(e.name)
             args = [self.eval(a) for a in e.args]
             kwargs = {k: self.eval(v) for k, v in e.kwargs}
+            if not e.operator:
+                bigints.refuse_in_call(args + list(kwargs.values()), list(e.args) + [v for _, v in e.kwargs], e.name)
             return self.method(obj, e, args, kwargs)
+        if isinstance(e, S.Chain):
+            return self.chain(e)
         if isinstance(e, S.Attr) and isinstance(self.scope, EnvScope):
             path = S.dotted_name(e)   # a hook body's ``lin.weight``, ``net[0].bias``: the forward's name of a parameter
             if path is not None and path in self.scope.names:
@@ -347,6 +354,9 @@ class Interp:
                     a, b = self.python_bools(node, a, b)
                 b = self.operand(b, node.right, node.op)
                 a = self.operand(a, node.left, node.op)
+                if isinstance(a, Tensor) or isinstance(b, Tensor):   # a Python int beyond what a Scalar holds
+                    bigints.check_scalar(a, node.left)
+                    bigints.check_scalar(b, node.right)
                 values.append(binary(self.rt, node.op, a, b, node.loc))
             elif isinstance(node, S.Neg):
                 if not ready:
@@ -395,6 +405,8 @@ class Interp:
                     ">": obj > args[0], ">=": obj >= args[0]}[e.operator]
         if e.operator:
             self.check_comparison(obj, e, args)
+            if isinstance(obj, Tensor):   # x > 2 ** 70: the Scalar's OverflowError
+                bigints.check_scalar(args[0], e.args[0])
         if hasattr(obj, "call_method"):   # an engine object a body names (an optimizer: adjoint.engine.adam)
             return obj.call_method(self, e.name, args, kwargs, e.loc)
         if not isinstance(obj, Tensor):
@@ -417,6 +429,20 @@ class Interp:
         if is_tensor_member(e.name):
             raise ProblemError(e.loc, f"Tensor.{e.name} is a PyTorch method adjoint does not model yet")
         raise ProblemError(e.loc, f"tensors have no method '{e.name}'")
+
+    def chain(self, e: S.Chain):
+        """``a < b < c`` as Python runs it: ``a < b``, taken as a bool (``Tensor.__bool__``); false:
+        that result, ``c`` never evaluated; true: ``b < c``, with ``b``'s value of the first link."""
+        left = self.eval(e.operands[0])
+        for i, link in enumerate(e.links):
+            right = self.eval(e.operands[i + 1])
+            if isinstance(e.operands[i], S.Num):   # read as right.MIRRORED(left) (the comparison's record)
+                result = self.method(right, link, [left], {})
+            else:
+                result = self.method(left, link, [right], {})
+            if i == len(e.links) - 1 or not truth_value(self.rt, result):
+                return result
+            left = right
 
     def check_comparison(self, obj, e: S.Method, args: list) -> None:
         """``a > b`` with None on a side (a hook's argument with no gradient): Python raises
@@ -442,6 +468,10 @@ class Interp:
                 for x, src in zip(parts, (item.lower, item.upper, item.step)):
                     if x is not None and not (isinstance(x, Fraction) and x.denominator == 1):
                         raise ProblemError(src.loc, "slice indices must be integers: Python raises TypeError")
+                    if x is not None and not bigints.INT64_MIN <= x <= bigints.INT64_MAX:
+                        raise ProblemError(src.loc, f"the slice bound {S.to_source(src)} is beyond int64: PyTorch "
+                                                    "truncates it (warning for some, raising for a step), which is "
+                                                    "not modelled; give a bound within the tensor's size")
                 items.append(slice(*[None if x is None else int(x) for x in parts]))
             else:
                 v = self.eval(item)
@@ -470,6 +500,9 @@ class Interp:
                 raise ProblemError(e.loc, f"'{S.to_source(e.value)}' has no key {items[0]!r}")
             return v[items[0]]
         if isinstance(v, Tensor):
+            for item, src in zip(items, e.items):   # x[2 ** 70]: PyTorch's ValueError unpacking the index
+                if isinstance(item, int) and not isinstance(item, bool):
+                    bigints.check_index(Fraction(item), src)
             return getitem(self.rt, v, items, e.loc, lone=len(e.items) == 1)
         if v is None:
             raise pyerrors.not_subscriptable()
@@ -511,6 +544,21 @@ class Interp:
             raise ProblemError(e.loc, f"'{S.to_source(e)}' is infinite: arithmetic with an infinite number is not "
                                       "modelled; it may be masked_fill's value (x.masked_fill(mask, float(\"-inf\")))")
         return v
+
+
+def truth_value(rt, v) -> bool:
+    """``bool(v)`` as Python takes it: a tensor's ``__bool__`` is its one element's value, and
+    PyTorch's RuntimeError for none or several; a Python bool or number its own. (``--structure``
+    has no values: a computed one-element tensor reads as false there.)"""
+    if not isinstance(v, Tensor):
+        return bool(v)
+    n = 1
+    for d in v.shape:
+        n *= d
+    if n != 1:
+        raise TorchError("RuntimeError", "Boolean value of Tensor with "
+                                         f"{'no values' if n == 0 else 'more than one value'} is ambiguous", "python")
+    return rt.B.ints(v.value)[0] != 0
 
 
 def _number(v) -> bool:

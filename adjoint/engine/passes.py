@@ -133,12 +133,15 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
     rt = Runtime(backend, problem.dtype)
     rt.progress = progress
     from adjoint.engine.layers.setup_warnings import construct
+    from adjoint.format.validate_tensors import creation_error
+    # the script makes its inputs and targets first (torch.tensor(..., requires_grad=...)), then the modules
+    for decl in list(variant.inputs) + list(problem.targets):
+        refused = creation_error(decl)
+        if refused is not None:   # torch.tensor([1, 2], requires_grad=True): the script stops there
+            return _setup_error(problem, variant, rt, refused, "tensor")
     refused = construct(rt, problem.model)   # what the modules' constructors warn (TransformerEncoder) or raise
     if refused is not None:   # torch.nn.Conv2d(3, 2, 1, groups=2): the script stops there, nothing registered
-        run = VariantRun(problem, variant, rt, None, stepped=variant.steps is not None)
-        run.steps = variant.steps if variant.steps is not None else tuple(Step(k, variant.loc) for k in DEFAULT_STEPS)
-        run.error = RunError(refused[0], refused[1], "setup", "constructor", -1)
-        return run
+        return _setup_error(problem, variant, rt, refused, "constructor")
     reg = Registrations(variant.hooks, rt)
     model = Model(problem, variant.inputs, rt, reg)
     reg.model = model
@@ -213,6 +216,15 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
         except TorchError as exc:
             run.error = RunError(exc.type, exc.message, getattr(exc, "during", None) or during, exc.cause, index)
             break
+    return run
+
+
+def _setup_error(problem: Problem, variant: Variant, rt: Runtime, refused: tuple[str, str], cause: str) -> VariantRun:
+    """The run of a variant whose script stops while it sets up (a tensor it makes, a module's
+    constructor): that error, ``during: setup``, before anything is registered or run."""
+    run = VariantRun(problem, variant, rt, None, stepped=variant.steps is not None)
+    run.steps = variant.steps if variant.steps is not None else tuple(Step(k, variant.loc) for k in DEFAULT_STEPS)
+    run.error = RunError(refused[0], refused[1], "setup", cause, -1)
     return run
 
 

@@ -89,6 +89,7 @@ def build_distributed(tree: YMap, path: str, build_problem):
             if decl.setup_error is not None:
                 raise ProblemError(decl.loc, f"PyTorch refuses this {decl.type}: '{decl.setup_error[1]}' (a "
                                              "constructor's error in a distributed file is not modelled yet)")
+        _refuse_creation_errors(problems[-1])
     _refuse_reads(problems[0])
     if spec.wrap == "fully_shard":
         from adjoint.format.fsdp_block import check_fsdp_problem
@@ -100,6 +101,21 @@ def build_distributed(tree: YMap, path: str, build_problem):
     _refuse_unmodelled(problems[0], spec)
     spec = replace(spec, no_sync=frozenset(no_sync), ranks=tuple(problems))
     return replace(problems[0], distributed=spec)
+
+
+def _refuse_creation_errors(problem) -> None:
+    """An input that ``torch.tensor`` refuses to make (an int64 one requiring grad): PyTorch's
+    error, answered in single-process files only."""
+    from adjoint.format.validate_tensors import creation_error
+
+    for v in problem.variants:
+        decls = list(v.inputs) + list(problem.targets)
+        decls += [d for step in v.steps or () if step.kind == "forward" for d in step.inputs or ()]
+        for d in decls:
+            refused = creation_error(d)
+            if refused is not None:
+                raise ProblemError(d.loc, f"PyTorch refuses to make '{d.name}': {refused[0]} '{refused[1]}' (an "
+                                          "error making a tensor in a distributed file is not modelled yet)")
 
 
 def _refuse_reads(problem) -> None:

@@ -32,7 +32,7 @@ from adjoint.format.errors import Loc, ProblemError
 from adjoint.format.literals import NotANumber, NumberRefused, read_number
 from adjoint.format.loader import YScalar, YSeq, YNode
 from adjoint.format.syntax import Assert
-from adjoint.format.syntax import (Assign, AugAssign, Attr, Bin, Bool, Call, DictLit, EllipsisLit, Expr, ExprStmt, ListLit, Method, Name,
+from adjoint.format.syntax import (Assign, AugAssign, Attr, Bin, Bool, Call, Chain, DictLit, EllipsisLit, Expr, ExprStmt, ListLit, Method, Name,
                      Neg, NoneLit, Num, Program, Return, Slice, Stmt, Str, Subscript, Tup, With, stmt_source, to_source)
 
 __all__ = ["parse_expression", "parse_program", "parse_statements", "simple_program", "simple_assigns",
@@ -58,7 +58,7 @@ PREFIXES = ("torch.nn.functional.", "nn.functional.", "torch.", "F.", "torch.aut
 GRAD_MODES = ("no_grad", "enable_grad")
 
 #: Python's integers that PyTorch accepts as a scalar (int64, and uint64 for positives).
-_INT_MIN, _INT_MAX = -2 ** 63, 2 ** 64 - 1
+_MAX_INT_DIGITS = 400   # an integer literal's digits (Python's own limit for str(int) is 4300)
 
 _ALLOWED_TAIL = "use names, numbers, + - * / ** @, comparisons, calls, indexing and tuples"
 
@@ -504,33 +504,35 @@ class _Builder:
 
     def comparison(self, node: ast.Compare, loc: Loc):
         """``a > b`` as the Tensor method Python calls: ``a.gt(b)``, or ``b.lt(a)`` when ``a`` is a
-        number literal. A chain (``0 < x < 1``) is Python's ``and`` of two tensors, which PyTorch
-        refuses for more than one element; ``is`` / ``in`` are not tensor operations."""
-        if len(node.ops) != 1:
-            raise ProblemError(loc, "a chained comparison is Python's 'and' of two tensors (PyTorch raises 'Boolean "
-                                    "value of Tensor with more than one value is ambiguous'); compare once per "
-                                    "expression, as in where(x > 0, x, 0)")
-        names = COMPARISONS.get(type(node.ops[0]))
-        if names is None:
-            raise ProblemError(loc, "only the comparisons > >= < <= == != are allowed ('is' and 'in' are not)")
-        method, mirrored, text = names
+        number literal. A chain (``0 < x < 1``) is Python's ``(0 < x) and (x < 1)`` (a ``Chain``:
+        a tensor's truth value decides, PyTorch raising for more than one element); ``is`` /
+        ``in`` are not tensor operations."""
+        ops = []
+        for op in node.ops:
+            names = COMPARISONS.get(type(op))
+            if names is None:
+                raise ProblemError(loc, "only the comparisons > >= < <= == != are allowed ('is' and 'in' are not)")
+            ops.append(names)
 
-        def make(p):
-            left, right = p
+        def link(left, right, names):
+            method, mirrored, text = names
             if isinstance(left, Num) and isinstance(right, Num):
                 raise ProblemError(loc, f"'{to_source(left)} {text} {to_source(right)}' compares two numbers (a "
                                         "Python bool, not a tensor); compare a tensor")
             if isinstance(left, Num):   # Python calls right.__gt__(left) for left < right
                 return Method(loc, right, mirrored, (left,), operator=_MIRRORED[text])
             return Method(loc, left, method, (right,), operator=text)
-        return [(node.left, _OPERAND), (node.comparators[0], _OPERAND)], make
+
+        def make(p):
+            links = tuple(link(p[i], p[i + 1], names) for i, names in enumerate(ops))
+            if len(links) == 1:
+                return links[0]
+            return Chain(loc, tuple(p), tuple(names[2] for names in ops), links)
+        return [(x, _OPERAND) for x in [node.left] + list(node.comparators)], make
 
     def negate(self, inner: Expr, loc: Loc, node: ast.UnaryOp) -> Expr:
         if isinstance(inner, Num):
-            value = -inner.value
-            if inner.is_int and value < _INT_MIN:
-                raise ProblemError(loc, f"the integer {value} is beyond int64: PyTorch raises OverflowError "
-                                        "(int too big to convert)")
+            value = -inner.value   # a Python int beyond int64 stays one: PyTorch's error where it is converted
             return Num(loc, value, "-" + inner.text)
         if isinstance(inner, (Str, Bool, NoneLit, EllipsisLit)):
             raise ProblemError(loc, f"unary minus needs a number or a tensor, not {to_source(inner)}")
@@ -572,10 +574,10 @@ class _Builder:
     def number(self, node: ast.Constant, loc: Loc) -> Num:
         text = self.segment(node).replace("_", "")
         if isinstance(node.value, int):
-            value = Fraction(node.value)
-            if not _INT_MIN <= value <= _INT_MAX:
-                raise ProblemError(loc, f"the integer {_short(text)} is beyond int64: PyTorch raises OverflowError "
-                                        "(int too big to convert)")
+            if len(text) > _MAX_INT_DIGITS:
+                raise ProblemError(loc, f"the integer {_short(text)} has more than {_MAX_INT_DIGITS} digits; write "
+                                        "a smaller number")
+            value = Fraction(node.value)   # beyond int64: PyTorch's error where it converts it (adjoint.engine.bigints)
             return Num(loc, value, str(node.value))  # 0x10 is written 16: Num.is_int reads the text
         try:
             return Num(loc, read_number(text, floor="normal"), text)

@@ -362,11 +362,12 @@ def _element(node: YScalar, what: str, booleans: bool = False) -> Element:
 
 # ----------------------------------------------------------------------------- dtype checks
 
-def check_integer(decl: TensorDecl) -> None:
+def check_integer(decl: TensorDecl, overflow_ok: bool = False) -> None:
     """An integer tensor: ``dtype: int64`` (:func:`check_int64`) or ``dtype: bool``, whose
-    elements are true / false (or 1 / 0)."""
+    elements are true / false (or 1 / 0). ``overflow_ok``: an int64 element beyond int64's range
+    is PyTorch's error where the script makes the tensor (an input's), not refused here."""
     if decl.dtype != "bool":
-        check_int64(decl)
+        check_int64(decl, overflow_ok)
         return
     for i, e in enumerate(decl.value.items):
         if not (isinstance(e, Fraction) and e in (0, 1)):
@@ -375,8 +376,16 @@ def check_integer(decl: TensorDecl) -> None:
                                                f"{_index(i, decl.value.shape)}; write true or false")
 
 
-def check_int64(decl: TensorDecl) -> None:
-    """An int64 tensor (``dtype: int64``) holds integers in int64's range, no symbols."""
+def within_int64(items) -> bool:
+    """Every element of an int64 literal (integers) is in int64's range."""
+    if isinstance(items, FileItems) and items.den == 1 and items.num.dtype != object:
+        return True
+    return all(-2 ** 63 <= e < 2 ** 63 for e in items)
+
+
+def check_int64(decl: TensorDecl, overflow_ok: bool = False) -> None:
+    """An int64 tensor (``dtype: int64``) holds integers in int64's range, no symbols (beyond the
+    range: refused unless ``overflow_ok``)."""
     items = decl.value.items
     if isinstance(items, FileItems) and items.den == 1 and items.num.dtype != object:
         return  # integers read from an integer array: in int64's range by construction
@@ -388,9 +397,10 @@ def check_int64(decl: TensorDecl) -> None:
         if e.denominator != 1:
             raise ProblemError(decl.value.loc, f"the int64 tensor '{decl.name}' holds {e} at {where}; int64 tensors "
                                                "hold integers")
-        if not -2 ** 63 <= e < 2 ** 63:
+        if not -2 ** 63 <= e < 2 ** 63 and not overflow_ok:
             raise ProblemError(decl.value.loc, f"the int64 tensor '{decl.name}' holds {e} at {where}, beyond int64: "
-                                               "PyTorch raises 'Overflow when unpacking long long'")
+                                               "PyTorch raises ValueError 'Overflow when unpacking long long' (a "
+                                               "buffer's, not modelled; an input's or a target's is answered)")
 
 
 def check_range(decl: TensorDecl, dtype: str) -> None:

@@ -201,12 +201,33 @@ def _bce_logits_buffers(a: Args) -> tuple[BufferSpec, ...]:
 
 # ----------------------------------------------------------------------------- checks
 
+class UnknownPadding(str):
+    """A convolution's ``padding`` string other than ``same`` and ``valid``, with where the file
+    gives it: PyTorch's ValueError for it, "Invalid padding string 'foo', should be one of {'same',
+    'valid'}", prints a set of two strings, whose order follows the process's string hash seed
+    (``PYTHONHASHSEED``): no message can be predicted, so it is refused where the constructor
+    would raise it (the ``groups`` checks before it are answers)."""
+
+    def __new__(cls, text: str, loc):
+        out = super().__new__(cls, text)
+        out.loc = loc
+        return out
+
+
 def _conv_check(a: Args) -> tuple[tuple[str, str], ...]:
     out = []
     if a["in_channels"] % a["groups"]:
         out.append(("groups", "in_channels must be divisible by groups"))
     if a["out_channels"] % a["groups"]:
         out.append(("groups", "out_channels must be divisible by groups"))
+    if isinstance(a["padding"], UnknownPadding) and not out:
+        from adjoint.format.errors import ProblemError
+
+        raise ProblemError(a["padding"].loc, f"padding {str(a['padding'])!r}: PyTorch's constructor raises ValueError "
+                                             f"\"Invalid padding string {str(a['padding'])!r}, should be one of "
+                                             "{'same', 'valid'}\" with the two strings in the order of the process's "
+                                             "string hash seed (PYTHONHASHSEED), which no prediction can know; give "
+                                             "padding: same, valid or numbers")
     if a["padding"] == "same" and any(s != 1 for s in a["stride"]):
         out.append(("padding", "padding='same' is not supported for strided convolutions"))
     return tuple(out)

@@ -148,6 +148,19 @@ class Method(Expr):
 
 
 @dataclass(frozen=True)
+class Chain(Expr):
+    """A chained comparison ``a < b < c``: Python's ``(a < b) and (b < c)``, each operand evaluated
+    once, left to right. A link's result is taken as a bool (a tensor's truth value: PyTorch
+    raises for no or several elements); the first false one is the result and the operands after
+    it are not evaluated; else the last link's result is."""
+
+    operands: tuple[Expr, ...]
+    ops: tuple[str, ...]             # the operators as written, one per link
+    links: tuple[Method, ...]        # links[i]: operands[i] OP operands[i + 1] as a lone comparison is read
+                                     # (the mirrored method of operands[i + 1] when operands[i] is a number)
+
+
+@dataclass(frozen=True)
 class Attr(Expr):
     """An attribute obj.name."""
 
@@ -279,6 +292,8 @@ def children(e: Expr) -> tuple[Expr, ...]:
         return (e.obj,) + tuple(e.args) + tuple(v for _, v in e.kwargs)
     if isinstance(e, Attr):
         return (e.obj,)
+    if isinstance(e, Chain):
+        return tuple(e.operands)
     if isinstance(e, Subscript):
         return (e.value,) + tuple(e.items)
     if isinstance(e, Slice):
@@ -328,6 +343,11 @@ def to_source(e: Expr) -> str:
         return f"{_paren(e.obj)}.{e.name}({_arglist(e.args, e.kwargs)})"
     if isinstance(e, Attr):
         return f"{_paren(e.obj)}.{e.name}"
+    if isinstance(e, Chain):
+        parts = [_paren(e.operands[0])]
+        for op, operand in zip(e.ops, e.operands[1:]):
+            parts += [op, _paren(operand)]
+        return " ".join(parts)
     if isinstance(e, Slice):
         parts = ["" if x is None else to_source(x) for x in (e.lower, e.upper)]
         text = ":".join(parts)
@@ -371,7 +391,7 @@ def _arglist(args, kwargs) -> str:
 
 def _paren(e: Expr) -> str:
     s = to_source(e)
-    return f"({s})" if isinstance(e, (Bin, Neg)) else s
+    return f"({s})" if isinstance(e, (Bin, Neg, Chain)) else s
 
 
 def dotted_name(e) -> str | None:

@@ -33,11 +33,11 @@ DTYPES = ("float32", "float64")
 
 
 def input_decl(name: str, node: YNode, loc: Loc) -> TensorDecl:
-    return tensor_decl(name, node, loc, f"input '{name}'", False, INPUT_KEYS)
+    return tensor_decl(name, node, loc, f"input '{name}'", False, INPUT_KEYS, created=True)
 
 
 def target_decl(name: str, node: YNode, loc: Loc) -> TensorDecl:
-    return tensor_decl(name, node, loc, f"target '{name}'", False, ("scale", "dtype"))
+    return tensor_decl(name, node, loc, f"target '{name}'", False, ("scale", "dtype"), created=True)
 
 
 def build_problem(tree: YNode, path: str) -> Problem:

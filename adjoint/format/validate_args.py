@@ -87,9 +87,8 @@ def read_arg(node: YNode, spec: nn_types.ArgSpec, what: str):
     if kind == "str":
         return choice(node, what, spec.choices)
     if kind == "padding" and isinstance(node, YScalar) and node.kind == "str":
-        if node.text not in ("same", "valid"):
-            raise ProblemError(node.loc, f"{what}: PyTorch raises 'Invalid padding string {node.text!r}, should be one "
-                                         "of {'same', 'valid'}'")
+        if node.text not in ("same", "valid"):   # the constructor's checks before it may raise first
+            return nn_types.UnknownPadding(node.text, node.loc)
         return node.text
     if kind in ("ints", "padding"):
         if isinstance(node, YScalar):

@@ -4,15 +4,18 @@ A declaration is a literal (:func:`adjoint.format.literals.parse_literal`) or a 
 ``{value: LITERAL, scale: S, requires_grad: BOOL, dtype: int64}`` with the keys the place
 allows. ``dtype: int64`` makes an integer tensor (class indices, embedding indices): every
 element an integer in int64's range; ``dtype: bool`` a bool tensor (``where``'s condition):
-every element true or false. Neither may require grad (PyTorch raises 'Only
-Tensors of floating point and complex dtype can require gradients').
+every element true or false. An input or target is made by the script itself,
+``torch.tensor(VALUE, dtype=..., requires_grad=...)`` before the modules: an input of either
+dtype with ``requires_grad: true``, or an int64 element beyond int64's range, is PyTorch's error
+at that line (:func:`creation_error`, the answer ``during: setup``), not a malformed file. A
+buffer's value beyond int64 is refused.
 """
 
 from __future__ import annotations
 
 from adjoint.format.checks import FAILED, Issues, boolean, choice, identifier, mapping
 from adjoint.format.errors import Loc, ProblemError
-from adjoint.format.literals import check_integer, parse_literal
+from adjoint.format.literals import check_integer, parse_literal, within_int64
 from adjoint.format.loader import YMap, YNode, kind_name
 from adjoint.format.problem import TensorDecl
 from adjoint.format.complex_literals import COMPLEX_DTYPES, complex_decl, is_complex_node
@@ -21,15 +24,17 @@ INT_DTYPES = ("int64", "bool")
 
 
 def tensor_decl(name: str, node: YNode, loc: Loc, what: str, default_rg: bool, keys: tuple[str, ...],
-                dtype: str | None = None) -> TensorDecl:
+                dtype: str | None = None, created: bool = False) -> TensorDecl:
     """``LITERAL`` or a mapping with ``value`` and some of ``keys`` (requires_grad, scale, dtype).
-    ``dtype`` forces the dtype (a buffer torch keeps as int64)."""
+    ``dtype`` forces the dtype (a buffer torch keeps as int64). ``created``: the script makes the
+    tensor itself (an input, a target), so what ``torch.tensor`` raises making it is an answer
+    (:func:`creation_error`), not refused here."""
     if is_complex_node(node) and "dtype" in keys and dtype is None:
         return complex_decl(name, node, loc, what, default_rg)
     if not isinstance(node, YMap):
         decl = TensorDecl(name, parse_literal(node, what), default_rg if dtype is None else False, loc, dtype)
         if decl.dtype is not None:
-            check_integer(decl)
+            check_integer(decl, created)
         return decl
     mapping(node, what, ("value",), keys)
     rg_node = node.get("requires_grad")
@@ -39,16 +44,30 @@ def tensor_decl(name: str, node: YNode, loc: Loc, what: str, default_rg: bool, k
         if dtype is not None and given != dtype:
             raise ProblemError(node.get("dtype").loc, f"{what} is {dtype} in PyTorch; drop dtype:")
         dtype = given
-    if dtype is not None:
-        if rg_node is not None and rg:
-            raise ProblemError(rg_node.loc, f"{what} is {'an' if dtype == 'int64' else 'a'} {dtype} tensor, which cannot require grad: PyTorch raises "
-                                            "'Only Tensors of floating point and complex dtype can require gradients'")
-        rg = False
+    if dtype is not None and not (created and rg_node is not None and rg):
+        rg = False   # created with requires_grad=True: PyTorch's error making it (creation_error)
     lit_map = YMap(node.loc, tuple((k, v) for k, v in node.entries if k.text not in ("requires_grad", "dtype")))
     decl = TensorDecl(name, parse_literal(lit_map, what, booleans=dtype == "bool"), rg, loc, dtype)
     if dtype is not None:
-        check_integer(decl)
+        check_integer(decl, created)
     return decl
+
+
+#: what ``torch.tensor`` raises for an integer beyond int64 in an int64 tensor, and for
+#: ``requires_grad=True`` with an integer or bool dtype (both measured in PyTorch 2.13)
+INT64_OVERFLOW = ("ValueError", "Overflow when unpacking long long")
+INT_REQUIRES_GRAD = ("RuntimeError", "Only Tensors of floating point and complex dtype can require gradients")
+
+
+def creation_error(decl: TensorDecl) -> tuple[str, str] | None:
+    """What ``torch.tensor(VALUE, dtype=DTYPE, requires_grad=RG)`` raises making ``decl`` (an input
+    or a target), (exception class, message), or None: the values are converted first (an int64
+    element beyond int64's range), then ``requires_grad`` is checked against the dtype."""
+    if decl.dtype == "int64" and not within_int64(decl.value.items):
+        return INT64_OVERFLOW
+    if decl.dtype in INT_DTYPES and decl.requires_grad:
+        return INT_REQUIRES_GRAD
+    return None
 
 
 def tensor_table(node: YNode, what: str, make, issues: Issues) -> list:

@@ -273,6 +273,14 @@ class Program:
             if e.name == "backward" and hasattr(self.scope, "nested_backward"):
                 return self.scope.nested_backward(obj, args, kwargs, e.loc)
             return self.keep(callables.method(obj, e.name, e.loc)(*args, **kwargs))
+        if isinstance(e, S.Chain):   # Python's a < b < c: (a < b) and (b < c), b evaluated once
+            left = self.eval(e.operands[0])
+            for i, op in enumerate(e.ops):
+                right = self.eval(e.operands[i + 1])
+                result = self.keep(COMPARE[op](left, right))
+                if i == len(e.ops) - 1 or not result:   # not: Tensor.__bool__ (PyTorch's error for several elements)
+                    return result
+                left = right
         if isinstance(e, S.Attr) and isinstance(self.scope, EnvScope) and self.scope.run is not None:
             path = S.dotted_name(e)   # a hook body's ``lin.weight``: the forward's name of a parameter
             if path is not None and path not in self.scope.env and path in self.scope.run.current_names():

@@ -62,7 +62,7 @@ DEFAULT_STEPS = ("forward", "backward")
 #: modified in place that backward needs, a shape it refuses): the run stops into ``error``.
 #: Anything else is a bug of the torch side and propagates.
 TORCH_ERRORS = (RuntimeError, ValueError, TypeError, IndexError, NotImplementedError, ZeroDivisionError,
-                AttributeError)
+                AttributeError, OverflowError)
 
 
 @dataclass
@@ -101,8 +101,11 @@ class Session:
         self.backward_inputs = backward_inputs(variant)
         self.made: dict = {}                      # names bound by as: (adjoint.torchside.second)
         self.globals: dict[str, torch.Tensor] = {}
-        for d in list(variant.inputs) + list(problem.targets):
-            self.globals[d.name] = self.leaves[d.name] = self.leaf(d)
+        try:   # the script makes its inputs and targets first, then the modules
+            for d in list(variant.inputs) + list(problem.targets):
+                self.globals[d.name] = self.leaves[d.name] = self.leaf(d)
+        except (ValueError, RuntimeError) as exc:   # torch.tensor([1, 2], requires_grad=True): the script stops
+            raise SetupRaised(exc) from None
         try:
             self.root, tensors = build(self, problem.model, self.dtype, self.symbols)
         except SetupRaised as raised:
@@ -128,8 +131,9 @@ class Session:
         self.reentrant = 0     # depth of the reentrant backward running
 
     def leaf(self, d) -> torch.Tensor:
-        t = literal_tensor(d.value, DTYPES[d.dtype] if d.dtype is not None else self.dtype, self.symbols)
-        return t.requires_grad_(d.requires_grad)
+        t = literal_tensor(d.value, DTYPES[d.dtype] if d.dtype is not None else self.dtype, self.symbols,
+                           d.requires_grad)
+        return t.requires_grad_(d.requires_grad) if t.is_floating_point() or t.is_complex() else t
 
     def close(self) -> None:
         self.hooks.remove_all()

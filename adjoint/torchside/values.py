@@ -98,10 +98,13 @@ def _file_floats(lit: Literal, dtype: torch.dtype) -> torch.Tensor | None:
     return torch.from_numpy(np.array(values, copy=True)).reshape(lit.shape)
 
 
-def literal_tensor(lit: Literal, dtype: torch.dtype, symbols: dict[str, Fraction]) -> torch.Tensor:
+def literal_tensor(lit: Literal, dtype: torch.dtype, symbols: dict[str, Fraction],
+                   requires_grad: bool = False) -> torch.Tensor:
     """The literal as a new tensor of ``dtype``, each element rounded once: a fresh tensor, as
     ``torch.tensor(...)`` makes (no base, version 0), so version counters and views behave as in a
-    user's script."""
+    user's script. An int64 or bool one is made as the script writes it, ``torch.tensor(VALUE,
+    dtype=..., requires_grad=...)``, with PyTorch's own errors (an element beyond int64, a
+    ``requires_grad`` it refuses); a float one gets ``requires_grad`` from its caller."""
     if dtype.is_complex:   # a complex literal (adjoint.format.complex_literals): its parts, each rounded once
         part = torch.float32 if dtype == torch.complex64 else torch.float64
         re = literal_tensor(Literal(lit.shape, lit.items, lit.loc), part, symbols)
@@ -111,7 +114,8 @@ def literal_tensor(lit: Literal, dtype: torch.dtype, symbols: dict[str, Fraction
         return fast
     items = exact_numbers(lit, symbols)
     if dtype in (torch.int64, torch.bool):
-        flat = torch.tensor([int(v) for v in items], dtype=dtype)
+        nested = np.array([int(v) for v in items], dtype=object).reshape(lit.shape).tolist()
+        return torch.tensor(nested, dtype=dtype, requires_grad=requires_grad)
     elif dtype == torch.float32:
         flat = torch.tensor([round_float32(v) for v in items], dtype=torch.float32)
     else:

@@ -26,7 +26,7 @@ def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...], loc) -> tuple[int, 
         if x != y and x != 1 and y != 1:
             raise TorchError("RuntimeError", f"The size of tensor a ({x}) must match the size of tensor b ({y}) at "
                                              f"non-singleton dimension {i}")
-    return tuple(max(x, y) for x, y in zip(pa, pb))
+    return tuple(y if x == 1 else x for x, y in zip(pa, pb))   # a size 1 takes the other's (0 too)
 
 
 def binary_shape(shapes, p, loc):
