@@ -291,3 +291,38 @@ def test_the_problems_here_verify_against_torch(path):
 
     lines = []
     assert verify.run([path], None, False, False, None, lines.append) == 0, "\n".join(lines)
+
+
+REFUSED_REGISTRATION = """
+name: refused_registration
+inputs: {x: {value: [1.0], requires_grad: false}}
+model:
+  children:
+    f: {type: Tanh}
+    g: {type: Linear, params: {weight: [[2.0]], bias: [0.0]}}
+  forward: |
+    h = checkpoint(f, x, use_reentrant=True)
+    return g(h)
+hooks:
+  - {tensor: g.weight}
+  - {tensor: h}
+"""
+
+
+def test_the_report_names_the_hook_whose_registration_pytorch_refuses():
+    """A reentrant checkpoint of an input without grad returns a tensor that does not require grad,
+    so h.register_hook raises in the forward; the error line names that registration, not only the
+    message (which names nothing). The error itself is checked in torch below."""
+    text = _flat(render(adjoint.loads(REFUSED_REGISTRATION).solve(), width=200))
+    assert ("PyTorch raises RuntimeError: cannot register a hook on a tensor that doesn't require gradient during "
+            "the forward, registering hook@h, before any hook call") in text
+
+
+@pytest.mark.torch
+def test_the_refused_registration_is_pytorchs():
+    import torch
+    from torch.utils.checkpoint import checkpoint
+
+    h = checkpoint(torch.nn.Tanh(), torch.tensor([1.0]), use_reentrant=True)
+    with pytest.raises(RuntimeError, match="cannot register a hook on a tensor that doesn't require gradient"):
+        h.register_hook(lambda g: g)

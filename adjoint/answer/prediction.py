@@ -77,6 +77,7 @@ class ErrorRecord:
     during: str                       # forward | backward
     after_call: int | None            # index in hook_calls of the last call made before it left PyTorch
     waits: dict | None = None         # DDP: {"for": [ranks], "in": what}: blocked in a collective those ranks never join
+    registering: str | None = None    # the hook whose registration PyTorch refused (the report names it; not in JSON)
 
     def to_json(self) -> dict:
         out = {"type": self.type, "message": self.message, "during": self.during, "after_call": self.after_call}

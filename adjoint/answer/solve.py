@@ -104,7 +104,8 @@ def assemble(run: VariantRun, progress=None) -> VariantPrediction:
                                  values={}, boundaries=[], grads={}, returned=None, hook_calls=hook_calls, notes=[],
                                  functions=[], node_order=[], symbolic=False, run=run,
                                  error=ErrorRecord(err.type, err.message, err.during,
-                                                   len(hook_calls) - 1 if hook_calls else None, err.waits),
+                                                   len(hook_calls) - 1 if hook_calls else None, err.waits,
+                                                   getattr(err, "hook", None)),
                                  deriver=derive_variant, warnings=list(run.rt.warnings),
                                  registered=dict(run.registered), reads=list(run.reads))
     fwd, last = run.forward, run.last_pass

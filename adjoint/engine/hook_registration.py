@@ -17,6 +17,8 @@ Each registration keeps its handle (the dict and the id), so ``remove``, ``remov
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import HookDict, Tensor
 from adjoint.engine.view_history import refresh, stale
@@ -43,21 +45,22 @@ class Registrations:
     # ------------------------------------------------------------------ lifecycle
     def register(self, index: int) -> None:
         hook = self.hooks[index]
-        self.active.add(index)
-        self.handles.setdefault(index, [])
-        self.attached.setdefault(index, set())
-        if hook.on in ("module", "global"):
-            self.register_module_hook(hook)
-        elif hook.on == "multi_grad":
-            self.try_multi_grad(hook)
-        elif hook.on in ("tensor", "saved") and hook.target in self.names:
-            self.bound(hook.target, self.names[hook.target])
-        elif hook.on == "node" and hook.target in self.names:
-            t = self.names[hook.target]
-            if grad_fn(self.rt, t) is not None:
-                self.bound(hook.target, t)
-            else:
-                self.attach_accumulator(hook, t)
+        with _naming(hook):
+            self.active.add(index)
+            self.handles.setdefault(index, [])
+            self.attached.setdefault(index, set())
+            if hook.on in ("module", "global"):
+                self.register_module_hook(hook)
+            elif hook.on == "multi_grad":
+                self.try_multi_grad(hook)
+            elif hook.on in ("tensor", "saved") and hook.target in self.names:
+                self.bound(hook.target, self.names[hook.target])
+            elif hook.on == "node" and hook.target in self.names:
+                t = self.names[hook.target]
+                if grad_fn(self.rt, t) is not None:
+                    self.bound(hook.target, t)
+                else:
+                    self.attach_accumulator(hook, t)
 
     def remove(self, index: int) -> None:
         self.active.discard(index)
@@ -189,44 +192,45 @@ class Registrations:
 
     # ------------------------------------------------------------------ tensor and node hooks
     def attach(self, hook, t: Tensor) -> None:
-        index = hook.index
-        if hook.on == "tensor":
-            if getattr(hook, "optimizer", None) is not None:   # optims[p] = torch.optim.Adam([p]), then register
-                from adjoint.engine.adam import make_hook_optimizer
-                make_hook_optimizer(self.rt, hook, t, grad_fn(self.rt, t) is not None and t.id not in self.retained)
-            if not t.needs_grad:  # a view also requires grad when its base does (DifferentiableViewMeta)
-                if hook.kind == "retain_grad":
-                    raise TorchError("RuntimeError", "can't retain_grad on Tensor that has requires_grad=False",
+        with _naming(hook):
+            index = hook.index
+            if hook.on == "tensor":
+                if getattr(hook, "optimizer", None) is not None:   # optims[p] = torch.optim.Adam([p]), then register
+                    from adjoint.engine.adam import make_hook_optimizer
+                    make_hook_optimizer(self.rt, hook, t, grad_fn(self.rt, t) is not None and t.id not in self.retained)
+                if not t.needs_grad:  # a view also requires grad when its base does (DifferentiableViewMeta)
+                    if hook.kind == "retain_grad":
+                        raise TorchError("RuntimeError", "can't retain_grad on Tensor that has requires_grad=False",
+                                         "register")
+                    raise TorchError("RuntimeError", "cannot register a hook on a tensor that doesn't require gradient",
                                      "register")
-                raise TorchError("RuntimeError", "cannot register a hook on a tensor that doesn't require gradient",
-                                 "register")
-            if hook.kind == "retain_grad":
-                if not t.is_leaf:  # retain_grad() on a leaf is a no-op: its .grad is kept anyway (and on
-                    # a view that has no grad_fn yet: is_leaf reads grad_fn_ as it is)
-                    retain_grad(t, self.rt)
-                    self.retained.setdefault(t.id, (t, []))[1].append(hook.target)
+                if hook.kind == "retain_grad":
+                    if not t.is_leaf:  # retain_grad() on a leaf is a no-op: its .grad is kept anyway (and on
+                        # a view that has no grad_fn yet: is_leaf reads grad_fn_ as it is)
+                        retain_grad(t, self.rt)
+                        self.retained.setdefault(t.id, (t, []))[1].append(hook.target)
+                    return
+                if hook.kind == "post_accumulate_grad":
+                    if grad_fn(self.rt, t) is not None:
+                        raise TorchError("RuntimeError", "post accumulate grad hooks cannot be registered on non-leaf "
+                                                         "tensors", "register")
+                    if t.post_accumulate_hooks is None:
+                        t.post_accumulate_hooks = HookDict()
+                    hooks = t.post_accumulate_hooks
+                else:
+                    check_register_hook_crash(hook, hook.target, t)
+                    hooks = tensor_hook_dict(t, self.rt)
+                self.handles[index].append((hooks, self.rt.add_hook(hooks, UserTensorHook(hook))))
                 return
-            if hook.kind == "post_accumulate_grad":
-                if grad_fn(self.rt, t) is not None:
-                    raise TorchError("RuntimeError", "post accumulate grad hooks cannot be registered on non-leaf "
-                                                     "tensors", "register")
-                if t.post_accumulate_hooks is None:
-                    t.post_accumulate_hooks = HookDict()
-                hooks = t.post_accumulate_hooks
-            else:
-                check_register_hook_crash(hook, hook.target, t)
-                hooks = tensor_hook_dict(t, self.rt)
-            self.handles[index].append((hooks, self.rt.add_hook(hooks, UserTensorHook(hook))))
-            return
-        node = grad_fn(self.rt, t)
-        if node is None:
-            raise ProblemError(hook.loc, f"'{hook.target}' has no grad_fn (it is a leaf or does not require grad), so "
-                                         "there is no autograd node to hook; hook the tensor instead (tensor:)")
-        if getattr(hook, "next", ()):
-            from adjoint.engine.next_functions import walk
-            node = walk(node, hook)
-        hooks = node.pre_hooks if hook.kind == "pre" else node.post_hooks
-        self.handles[index].append((hooks, self.rt.add_hook(hooks, UserNodeHook(hook))))
+            node = grad_fn(self.rt, t)
+            if node is None:
+                raise ProblemError(hook.loc, f"'{hook.target}' has no grad_fn (it is a leaf or does not require grad), so "
+                                             "there is no autograd node to hook; hook the tensor instead (tensor:)")
+            if getattr(hook, "next", ()):
+                from adjoint.engine.next_functions import walk
+                node = walk(node, hook)
+            hooks = node.pre_hooks if hook.kind == "pre" else node.post_hooks
+            self.handles[index].append((hooks, self.rt.add_hook(hooks, UserNodeHook(hook))))
 
     def try_multi_grad(self, hook) -> None:
         """register_multi_grad_hook as soon as every listed tensor exists in the current forward
@@ -352,3 +356,14 @@ class _Marks:
         for marks in self.marks:
             marks.discard(hid)
 
+
+@contextmanager
+def _naming(hook):
+    """PyTorch refusing a registration names nothing; the answer's report names the hook whose
+    registration it was (``TorchError.hook_label``, for ``RunError.hook``)."""
+    try:
+        yield
+    except TorchError as exc:
+        if exc.cause == "register" and getattr(exc, "hook_label", None) is None:
+            exc.hook_label = hook.label
+        raise

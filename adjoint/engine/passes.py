@@ -54,6 +54,7 @@ class RunError:
     cause: str = "other"             # why PyTorch raised (runtime.TorchError.cause)
     step: int = 0                    # the index of the step it raised in
     waits: dict | None = None        # DDP: the rank waits in a collective other ranks never join (their error)
+    hook: str | None = None          # the hook whose registration PyTorch refused (its label), for the report
 
 
 @dataclass
@@ -158,7 +159,8 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
             if hook.when == "before_forward" and hook.index not in later:
                 reg.register(hook.index)
     except TorchError as exc:   # PyTorch refuses a registration (a hook on a tensor without grad, ...)
-        run.error = RunError(exc.type, exc.message, "register", exc.cause, -1)   # before the first step
+        run.error = RunError(exc.type, exc.message, "register", exc.cause, -1,   # before the first step
+                             hook=getattr(exc, "hook_label", None))
         return run
     first_forward = first_backward = True
     for index, step in enumerate(steps):
@@ -214,7 +216,8 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
             elif step.kind == "read":
                 run.reads.append(read_step(run, step, index))
         except TorchError as exc:
-            run.error = RunError(exc.type, exc.message, getattr(exc, "during", None) or during, exc.cause, index)
+            run.error = RunError(exc.type, exc.message, getattr(exc, "during", None) or during, exc.cause, index,
+                                 hook=getattr(exc, "hook_label", None))
             break
     return run
 

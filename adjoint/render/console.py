@@ -109,6 +109,8 @@ def _variant(vv: VariantView, r: ReportView, opts: Options) -> list:
     if v.error is not None:
         out.append(Text.assemble(("PyTorch raises ", ERROR), (f"{_safe(v.error.type)}: {_safe(v.error.message)}", ERROR),
                                  (f"  during the {v.error.during}" + (
+                                     f", registering {_safe(v.error.registering)}"
+                                     if getattr(v.error, "registering", None) else "") + (
                                      f", after call #{v.error.after_call + 1}" if v.error.after_call is not None
                                      else ", before any hook call"), DIM)))
     if vv.loss is not None:
