@@ -371,8 +371,18 @@ def _step_inputs(node: YNode, where: str, input_decl, input_names) -> tuple[Tens
 def check_step_hooks(steps: tuple[Step, ...], hooks: tuple[Hook, ...], what: str, owner: str) -> None:
     """Hook indices of register/remove steps exist in the hook list of ``owner`` (the problem, a variant)."""
     errors = []
+    later: dict[int, int] = {}   # hook -> the first step that registers it
+    for i, s in enumerate(steps):
+        for n in s.hooks if s.kind == "register" else ():
+            later.setdefault(n, i)
     for i, s in enumerate(steps):
         for n in s.hooks:
+            if s.kind == "remove" and n in later and later[n] > i and n < len(hooks):
+                # a register step makes the handle: a script removing it first has no handle yet (a NameError)
+                errors.append(ProblemError(s.loc, f"step {i} of {what} removes hook {n} before step {later[n]} "
+                                                  "registers it: a hook a register step names is not registered "
+                                                  "before that step, so there is no handle to remove yet; move the "
+                                                  "remove after the register step"))
             if n >= len(hooks):
                 have = f"hooks 0 to {len(hooks) - 1}" if hooks else "no hooks"
                 errors.append(ProblemError(s.loc, f"step {i} of {what} names hook {n}, but {owner} has {have}"))
