@@ -51,7 +51,15 @@ def to_sympy(n: TNode, sym):
         return sympy.Function(n.fn.name)(*args)
     if isinstance(n, TJac):
         args = [to_sympy(a, sym) for a in n.of.args]
-        return to_sympy(n.lam, sym) * sympy.Derivative(sympy.Function(n.of.fn.name)(*args), args[n.index])
+        f, at = sympy.Function(n.of.fn.name), args[n.index]
+        others = set().union(*(a.free_symbols for i, a in enumerate(args) if i != n.index))
+        if at.is_Symbol and at not in others:
+            return to_sympy(n.lam, sym) * sympy.Derivative(f(*args), at)
+        # the partial derivative in one argument slot, taken at an expression (3 v) or at a symbol
+        # another argument also holds: d/du f(..., u, ...) at u = the argument
+        u = sympy.Dummy("u", real=True)
+        return to_sympy(n.lam, sym) * sympy.Subs(sympy.Derivative(f(*(args[:n.index] + [u] + args[n.index + 1:])), u),
+                                                 u, at)
     if isinstance(n, TCall):
         return sympy.Function(n.name)(*[to_sympy(a, sym) for a in n.args])
     raise TypeError(f"cannot convert {type(n).__name__}")
