@@ -62,7 +62,12 @@ NOT_AT_START = ("sympy", "torch", "mpmath", "threadpoolctl", "difflib", "traceba
                 "adjoint.torchside.run", "adjoint.torchside.build", "adjoint.torchside.importer",
                 # loaded on first use: a file's distributed: block, a steps: backward's second-order keys
                 "adjoint.format.distributed", "adjoint.format.comm_hook", "adjoint.engine.distributed",
-                "adjoint.engine.fsdp", "adjoint.values.lowprec", "adjoint.format.second_steps")
+                "adjoint.engine.fsdp", "adjoint.values.lowprec", "adjoint.format.second_steps",
+                # op, function and layer families a file's names do not reach (adjoint.engine.families)
+                "adjoint.engine.ops.losses", "adjoint.engine.ops.nn", "adjoint.engine.ops.conv",
+                "adjoint.engine.ops.attention", "adjoint.engine.ops.recurrent", "adjoint.engine.bindings.losses",
+                "adjoint.engine.bindings.conv", "adjoint.engine.bindings.attention", "adjoint.engine.layers.nn",
+                "adjoint.engine.layers.recurrent", "adjoint.engine.layers.transformer")
 
 START = """
 import sys
@@ -93,3 +98,48 @@ def test_what_start_up_leaves_out_loads_when_a_file_needs_it():
         out = subprocess.run([sys.executable, "-c", START, "solve", path], capture_output=True, text=True, check=True)
         loaded = eval(out.stdout.strip().splitlines()[-1], {})  # a printed list of strings  # noqa: S307
         assert set(wanted) <= set(loaded), path
+
+
+FAMILY_TABLES = """
+import importlib
+from adjoint.engine import bindings, layers, ops
+for package, tables, records in ((ops, ("REGISTRY",), lambda m: [[(op.name, op) for op in m.OPS]]),
+                                 (bindings, ("FUNCTIONS", "METHODS"),
+                                  lambda m: [[(f.name, f) for f in m.FUNCTIONS if f.where in ("function", "both")],
+                                             [(f.name, f) for f in m.FUNCTIONS if f.where in ("method", "both")]]),
+                                 (layers, ("FORWARDS",), lambda m: [list(m.FORWARDS.items())])):
+    eager = [[] for _ in tables]
+    for family in package.FAMILIES:
+        for i, pairs in enumerate(records(importlib.import_module(package.__name__ + "." + family))):
+            eager[i] += pairs
+    for name, pairs in zip(tables, eager):
+        table = getattr(package, name)
+        assert len({k for k, _ in pairs}) == len(pairs), (name, "a name defined twice")
+        assert list(table.items()) == pairs, name
+        try:
+            table["no_such_name"]
+        except KeyError:
+            pass
+        else:
+            raise AssertionError(name)
+        assert "no_such_name" not in table and table.get("no_such_name") is None
+print("ok")
+"""
+
+
+def test_family_tables_hold_every_family_in_order():
+    """The tables that import a family when a name is first looked up in it end up holding every
+    family's entries, in the families' order, each name once; a name no family defines is a
+    KeyError (in a fresh process: the tables start empty)."""
+    out = subprocess.run([sys.executable, "-c", FAMILY_TABLES], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "ok"
+
+
+def test_a_name_looked_up_first_is_found_in_its_family():
+    """A lookup of a late family's name (the first of the process) imports the families before it
+    and finds it, as the eager table did."""
+    program = ("from adjoint.engine.ops import REGISTRY; from adjoint.engine.bindings import METHODS;"
+               "from adjoint.engine.layers import FORWARDS;"
+               "print(REGISTRY['prod'].name, METHODS['relu'].name, FORWARDS['TransformerEncoder'].__module__)")
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["prod", "relu", "adjoint.engine.layers.transformer_stack"]

@@ -18,7 +18,7 @@ from typing import Protocol
 from adjoint.format import syntax as S
 from adjoint.format.module_attrs import is_self_attribute
 from adjoint.format.errors import Loc, ProblemError
-from adjoint.engine.bindings import FUNCTION_NAMES, FUNCTIONS, METHODS, call_function, describe
+from adjoint.engine.bindings import FUNCTIONS, METHODS, call_function, describe
 from adjoint.engine.bindings.core import binary, neg
 from adjoint.engine.bindings.views import attribute, getitem
 from adjoint.engine.graph import Tensor
@@ -77,6 +77,7 @@ def suggest_function(name: str) -> str:
     """The rest of an unknown-function message: a close name, or that PyTorch has it but adjoint does not model it."""
     import difflib
 
+    from adjoint.engine.bindings import FUNCTION_NAMES
     from adjoint.format.torch_names import is_function
     if is_function(name):
         return f": '{name}' is a PyTorch function adjoint does not model yet"
@@ -267,7 +268,7 @@ class Interp:
             if e.func == "float" and e.prefix == "" and not self.is_child("float"):
                 from adjoint.engine.infinity import python_float
                 return python_float(args, kwargs, e.loc)
-            if e.func in FUNCTIONS and not (e.prefix == "" and self.is_child(e.func)):
+            if not (e.prefix == "" and self.is_child(e.func)) and e.func in FUNCTIONS:   # a child's name: no lookup
                 self.check_tensor_args(e, args)
                 return call_function(self.rt, e.func, args, kwargs, e.loc, types=_arg_types(e, args, kwargs))
             return self.scope.call(e.func, args, kwargs, e.loc)

@@ -8,46 +8,49 @@ arguments bind positionally or by keyword, with PyTorch's defaults), whether it 
 operands' shapes, dtypes and ``requires_grad`` exactly as ATen and the decompositions do.
 
 :data:`FUNCTIONS` (``torch.X`` / ``F.X``) and :data:`METHODS` (``Tensor.X``) are assembled
-from the families listed in :func:`_collect`; a name PyTorch has that no family defines is
+from the families listed in :data:`FAMILIES` (each imported when a name is first looked up in
+it: :mod:`adjoint.engine.families`); a name PyTorch has that no family defines is
 refused with a message that says so (``adjoint.format.torch_names``).
 """
 
 from __future__ import annotations
 
 from adjoint.format.errors import Loc
-from adjoint.engine.bindings import activations, core, indexing, losses, masking, nn, reductions, swish, views
-from adjoint.engine.bindings import complexfns
-from adjoint.engine.bindings import attention
-from adjoint.engine.bindings import conv3d
-from adjoint.engine.bindings import delayed
-from adjoint.engine.bindings import basics
-from adjoint.engine.bindings import rearrange
-from adjoint.engine.bindings import glue
 from adjoint.engine.bindings.signature import REQUIRED, Function, Param, bind, check_kind, describe
+from adjoint.engine.families import Families, Table
 
-__all__ = ["FUNCTIONS", "METHODS", "FUNCTION_NAMES", "REQUIRED", "Function", "Param", "bind", "call_function",
-           "check_kind", "describe"]
+__all__ = ["FAMILIES", "FUNCTIONS", "METHODS", "FUNCTION_NAMES", "REQUIRED", "Function", "Param", "bind",
+           "call_function", "check_kind", "describe"]
 
+#: the family modules, in the order a lookup imports them
+FAMILIES = ("core", "views", "activations", "reductions", "nn", "losses", "masking", "swish", "indexing", "complexfns",
+            "attention", "conv3d", "delayed", "basics", "rearrange", "glue")
 
-def _collect() -> tuple[dict[str, Function], dict[str, Function]]:
-    functions: dict[str, Function] = {}
-    methods: dict[str, Function] = {}
-    for family in (core, views, activations, reductions, nn, losses, masking, swish, indexing, complexfns, attention, conv3d,
-                   delayed, basics, rearrange, glue):
-        for fn in family.FUNCTIONS:
-            if fn.where in ("function", "both"):
-                if fn.name in functions:
-                    raise ValueError(f"function {fn.name!r} is defined twice")
-                functions[fn.name] = fn
-            if fn.where in ("method", "both"):
-                if fn.name in methods:
-                    raise ValueError(f"method {fn.name!r} is defined twice")
-                methods[fn.name] = fn
-    return functions, methods
+_functions: dict[str, Function] = {}
+_methods: dict[str, Function] = {}
 
 
-FUNCTIONS, METHODS = _collect()
-FUNCTION_NAMES = tuple(FUNCTIONS)
+def _file(family) -> None:
+    for fn in family.FUNCTIONS:
+        if fn.where in ("function", "both"):
+            if fn.name in _functions:
+                raise ValueError(f"function {fn.name!r} is defined twice")
+            _functions[fn.name] = fn
+        if fn.where in ("method", "both"):
+            if fn.name in _methods:
+                raise ValueError(f"method {fn.name!r} is defined twice")
+            _methods[fn.name] = fn
+
+
+_families = Families(__name__, FAMILIES, _file)
+FUNCTIONS: Table = Table(_families, _functions)
+METHODS: Table = Table(_families, _methods)
+
+
+def __getattr__(name: str):
+    if name == "FUNCTION_NAMES":   # every function's name, in the families' order (imports them all)
+        return tuple(FUNCTIONS)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def call_function(rt, name: str, args: list, kwargs: dict, loc: Loc, method_of=None, types=None):

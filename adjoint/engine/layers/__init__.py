@@ -2,7 +2,8 @@
 PyTorch's own ``forward`` (calling the same functions, so the same nodes appear).
 
 :data:`FORWARDS` maps each type name of :mod:`adjoint.format.module_signatures` to its forward, assembled
-from the family modules listed in :func:`_collect`; ``tests/test_layers.py`` fails when a type
+from the family modules listed in :data:`FAMILIES` (each imported when a type is first looked up
+in it: :mod:`adjoint.engine.families`); ``tests/test_layers.py`` fails when a type
 has none. A forward is ``forward(call: LayerCall) -> output`` (see :class:`LayerCall`).
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from adjoint.engine.families import Families, Table
 from adjoint.format.errors import Loc
 
 
@@ -35,20 +37,19 @@ class LayerCall:
         return self.module.training
 
 
-def _collect() -> dict[str, Callable]:
-    from adjoint.engine.layers import activations, basic, losses, nn, recurrent, swish
-    from adjoint.engine.layers import recurrent_layers
-    from adjoint.engine.layers import transformer
-    from adjoint.engine.layers import transformer_stack
-    from adjoint.engine.layers import nn3d
-    forwards: dict[str, Callable] = {}
-    for family in (basic, activations, nn, losses, swish, recurrent, recurrent_layers, transformer, transformer_stack,
-                   nn3d):
-        for name, fn in family.FORWARDS.items():
-            if name in forwards:
-                raise ValueError(f"module type {name!r} has two forwards")
-            forwards[name] = fn
-    return forwards
+#: the family modules, in the order a lookup imports them
+FAMILIES = ("basic", "activations", "nn", "losses", "swish", "recurrent", "recurrent_layers", "transformer",
+            "transformer_stack", "nn3d")
+
+_forwards: dict[str, Callable] = {}
 
 
-FORWARDS: dict[str, Callable] = _collect()
+def _file(family) -> None:
+    for name, fn in family.FORWARDS.items():
+        if name in _forwards:
+            raise ValueError(f"module type {name!r} has two forwards")
+        _forwards[name] = fn
+
+
+#: type name -> forward; a family is imported when a type is first looked up in it
+FORWARDS: Table = Table(Families(__name__, FAMILIES, _file), _forwards)

@@ -9,7 +9,8 @@ order (what ``saved_tensors_hooks`` see), the conventions at kinks, and what the
 needs to follow PyTorch's floats (signed zeros, overflow, non-finite values).
 
 The families live in the modules named in :data:`FAMILIES`; :data:`REGISTRY` maps each
-primitive name to its record. A missing primitive is a ``KeyError`` (never a fallback), and
+primitive name to its record, importing a family when a name is first looked up in it
+(:mod:`adjoint.engine.families`). A missing primitive is a ``KeyError`` (never a fallback), and
 ``tests/test_rules.py`` and ``tests/test_registry_math.py`` walk every entry and fail on an
 incomplete one (no gradient checks, no ``math``).
 
@@ -26,29 +27,25 @@ Conventions of the rule functions (``forward(B, ins, p)``, ``vjp(B, gs, ins, out
 
 from __future__ import annotations
 
-from adjoint.engine.ops import activations, arith, elementwise, indexing, linalg, losses, masking, nn, recurrent, reductions, second, swish, views
+from adjoint.engine.families import Families, Table
 from adjoint.engine.ops.record import Check, Math, Op, Save
-from adjoint.engine.ops import complexops
-from adjoint.engine.ops import pool3d
-from adjoint.engine.ops import safe_softmax
-from adjoint.engine.ops import delayed
-from adjoint.engine.ops import basics
-from adjoint.engine.ops import transcendental
-from adjoint.engine.ops import rearrange
-from adjoint.engine.ops import prod
 
-__all__ = ["REGISTRY", "Check", "Math", "Op", "Save"]
+__all__ = ["FAMILIES", "REGISTRY", "Check", "Math", "Op", "Save"]
 
+#: the family modules, in the order a lookup imports them (the common ones first)
+FAMILIES = ("arith", "elementwise", "linalg", "reductions", "views", "activations", "nn", "losses", "masking", "swish",
+            "indexing", "recurrent", "second", "complexops", "pool3d", "safe_softmax", "delayed", "basics",
+            "transcendental", "rearrange", "prod")
 
-def _collect() -> dict[str, Op]:
-    registry: dict[str, Op] = {}
-    for family in (arith, elementwise, linalg, reductions, views, activations, nn, losses, masking, swish, indexing, recurrent, second,
-                   complexops, pool3d, safe_softmax, delayed, basics, transcendental, rearrange, prod):
-        for op in family.OPS:
-            if op.name in registry:
-                raise ValueError(f"primitive {op.name!r} is defined twice")
-            registry[op.name] = op
-    return registry
+_registry: dict[str, Op] = {}
 
 
-REGISTRY: dict[str, Op] = _collect()
+def _file(family) -> None:
+    for op in family.OPS:
+        if op.name in _registry:
+            raise ValueError(f"primitive {op.name!r} is defined twice")
+        _registry[op.name] = op
+
+
+#: primitive name -> its record; a family is imported when a name is first looked up in it
+REGISTRY: Table = Table(Families(__name__, FAMILIES, _file), _registry)
