@@ -22,6 +22,7 @@ from adjoint.format.problem import OUTPUT, Problem, Step, Variant
 from adjoint.engine.hook_registration import Registrations
 from adjoint.engine.reverse import BackwardRequest, BackwardResult, Engine
 from adjoint.engine.runtime import Runtime, TorchError
+from adjoint.engine.torch_errors import torch_size
 from adjoint.engine.second_run import bind_names, second_engine, second_request, with_step_names
 from adjoint.engine import warns
 from adjoint.engine.saved_reads import read_step
@@ -302,8 +303,8 @@ def backward_request(problem: Problem, bw, run: VariantRun, backend) -> Backward
     if bw.grad_output is not None:
         if tuple(bw.grad_output.shape) != tuple(root.shape):
             raise TorchError("RuntimeError", f"Mismatch in shape: grad_output[0] has a shape of "
-                                             f"{_torch_size(bw.grad_output.shape)} and output[0] has a shape of "
-                                             f"{_torch_size(root.shape)}.", "autograd")
+                                             f"{torch_size(bw.grad_output.shape)} and output[0] has a shape of "
+                                             f"{torch_size(root.shape)}.", "autograd")
         grad_output = backend.literal(bw.grad_output)
     elif root.requires_grad and _numel(root.shape) != 1:
         raise TorchError("RuntimeError", "grad can be implicitly created only for scalar outputs", "autograd")
@@ -329,10 +330,6 @@ def backward_request(problem: Problem, bw, run: VariantRun, backend) -> Backward
 
 def root_name(problem: Problem) -> str:
     return "loss" if problem.loss is not None else OUTPUT
-
-
-def _torch_size(shape) -> str:
-    return f"torch.Size([{', '.join(str(d) for d in shape)}])"
 
 
 def _numel(shape) -> int:

@@ -22,6 +22,7 @@ from adjoint.engine.interpreter import EnvScope, Interp
 from adjoint.engine.ops.arith import broadcast_shapes
 from adjoint.engine.reverse import BackwardRequest
 from adjoint.engine.runtime import TorchError
+from adjoint.engine.torch_errors import torch_size
 from adjoint.engine.second_engine import SecondEngine
 
 
@@ -90,8 +91,8 @@ def second_request(problem, bw, run, backend) -> BackwardRequest:
                                    for g, v in zip(given, values)], i, backend)
                 of = _tuple_index([(t, tuple(t.shape), t.value) for t in roots], i, backend)
                 raise TorchError("RuntimeError", f"Mismatch in shape: grad_output[{at}] has a shape of "
-                                                 f"{_torch_size(lit.shape)} and output[{of}] has a shape of "
-                                                 f"{_torch_size(r.shape)}.", "arguments")
+                                                 f"{torch_size(lit.shape)} and output[{of}] has a shape of "
+                                                 f"{torch_size(r.shape)}.", "arguments")
             grads.append(run.rt.tensor(value) if s.create_graph else value)
         else:
             n = 1
@@ -119,10 +120,6 @@ def second_request(problem, bw, run, backend) -> BackwardRequest:
     req.second = SecondRequest(s, tuple(roots), grads, bw.loc)
     req.second.root_ops = root_ops if s.roots else []
     return req
-
-
-def _torch_size(shape) -> str:
-    return f"torch.Size([{', '.join(str(d) for d in shape)}])"
 
 
 def _tuple_index(items: list, i: int, B) -> int:

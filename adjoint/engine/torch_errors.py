@@ -7,6 +7,11 @@ TYPE_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": 
               "complex128": "ComplexDouble"}
 
 
+def torch_size(shape) -> str:
+    """A shape as PyTorch's messages print it: ``torch.Size([2, 3])``."""
+    return f"torch.Size([{', '.join(str(d) for d in shape)}])"
+
+
 class TorchError(Exception):
     """An error PyTorch raises while running the file (the contract's ``error``).
 

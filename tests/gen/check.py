@@ -296,9 +296,8 @@ def _rounding_across_steps(problem, v, vp, predicted: dict, compare, run_variant
             if not all(hasattr(x, "floats") for x in (before, grad, value)):
                 return False
             after[index][name] = value.floats()
-            top = max((abs(f) for f in _flat(before.floats()) if f is not None), default=0.0)
-            step = max((abs(f) for f in _flat(value.floats()) + _flat(before.floats()) if f is not None), default=0.0)
-            scale[(index, name)] = max(top, step, 1e-300)
+            magnitudes = [abs(f) for f in _flat(value.floats()) + _flat(before.floats()) if f is not None]
+            scale[(index, name)] = max(magnitudes + [1e-300])
     observed = run_variant(problem, v, problem.dtype, after_step=after)
     tol = 1e-6 if problem.dtype == "float64" else 1e-3
     for index, params in (observed.get("stepped") or {}).items():

@@ -36,12 +36,7 @@ from adjoint.engine.bindings.signature import Function, Param
 from adjoint.engine.bindings.core import binary
 from adjoint.engine.bindings.views import lower_contiguous, view
 from adjoint.engine import warns
-from adjoint.engine.torch_errors import TYPE_NAMES, TorchError
-
-
-
-def _size(shape) -> str:
-    return f"torch.Size([{', '.join(str(n) for n in shape)}])"
+from adjoint.engine.torch_errors import TYPE_NAMES, TorchError, torch_size
 
 
 def _numel(shape) -> int:
@@ -95,8 +90,8 @@ def broadcast_pair(rt, x: Tensor, y: Tensor, loc: Loc):
     an operand of another shape is expanded (a view); shapes that do not broadcast are its error."""
     if x.shape == y.shape:
         return x, y
-    warns.warn(rt, "UserWarning", f"Using a target size ({_size(y.shape)}) that is different to the input size "
-                                  f"({_size(x.shape)}). This will likely lead to incorrect results due to "
+    warns.warn(rt, "UserWarning", f"Using a target size ({torch_size(y.shape)}) that is different to the input size "
+                                  f"({torch_size(x.shape)}). This will likely lead to incorrect results due to "
                                   "broadcasting. Please ensure they have the same size.")
     shape = broadcast_shapes(x.shape, y.shape, loc)
     xs = x if x.shape == shape else rt.apply("expand", [x], shape, loc)
@@ -457,8 +452,8 @@ def lower_binary_cross_entropy(rt, a: dict, loc: Loc):
     x, y, weight = a["input"], a["target"], a["weight"]
     reduction = reduction_enum(rt, reduction_of(a, loc, "binary_cross_entropy"))
     if y.shape != x.shape:   # F.binary_cross_entropy's own check, before any node
-        raise TorchError("ValueError", f"Using a target size ({_size(y.shape)}) that is different to the input size "
-                                       f"({_size(x.shape)}) is deprecated. Please ensure they have the same size.")
+        raise TorchError("ValueError", f"Using a target size ({torch_size(y.shape)}) that is different to the input size "
+                                       f"({torch_size(x.shape)}) is deprecated. Please ensure they have the same size.")
     _pointwise_dtypes(x, y, "binary_cross_entropy", loc)
     if weight is not None:   # weight.expand(torch.broadcast_shapes(target.size(), weight.size())), in Python
         shape = _python_broadcast_shapes(y.shape, weight.shape)
@@ -476,8 +471,8 @@ def lower_binary_cross_entropy_with_logits(rt, a: dict, loc: Loc):
     x, y, weight, pos_weight = a["input"], a["target"], a["weight"], a["pos_weight"]
     reduction = reduction_enum(rt, reduction_of(a, loc, "binary_cross_entropy_with_logits"))
     if y.shape != x.shape:   # F.binary_cross_entropy_with_logits's own check, before any node
-        raise TorchError("ValueError", f"Target size ({_size(y.shape)}) must be the same as input size "
-                                       f"({_size(x.shape)})")
+        raise TorchError("ValueError", f"Target size ({torch_size(y.shape)}) must be the same as input size "
+                                       f"({torch_size(x.shape)})")
     _pointwise_dtypes(x, y, "binary_cross_entropy_with_logits", loc)
     _no_grad_arg(weight, "weight", "binary_cross_entropy_with_logits", loc)
     _no_grad_arg(pos_weight, "pos_weight", "binary_cross_entropy_with_logits", loc)
@@ -501,7 +496,7 @@ def _python_broadcast_shapes(*shapes) -> tuple[int, ...]:
                 common[idx] = shape[idx]
             if shape[idx] != 1 and common[idx] != shape[idx]:
                 raise TorchError("RuntimeError", f"Attempting to broadcast a dimension of length {shape[idx]} at "
-                                                 f"{idx}! Mismatching argument at index {arg} had {_size(shape)}; but "
+                                                 f"{idx}! Mismatching argument at index {arg} had {torch_size(shape)}; but "
                                                  f"expected shape should be broadcastable to {common}")
     return tuple(common)
 
