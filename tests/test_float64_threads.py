@@ -53,3 +53,29 @@ def test_blas_limited_holds_the_pool_and_lifts_it(monkeypatch):
         with f64.blas_limited():
             assert set(blas()) == {1}
         assert blas() == before
+
+
+@pytest.mark.parametrize("idle,pools,held", [
+    (2, [{"num_threads": 2}], 2),     # a quiet machine, numpy's default pool
+    (2, [{"num_threads": 1}], 1),     # OPENBLAS_NUM_THREADS=1: the user's pool is never grown
+    (1, [{"num_threads": 4}], 1),     # a busy machine: lowered
+    (2, [], 2),                       # no BLAS threadpoolctl sees: the idle cores
+    (3, [{"num_threads": 8}, {"num_threads": 2}], 2),   # two BLAS libraries: the smaller pool
+])
+def test_a_solve_only_ever_lowers_the_pool(monkeypatch, idle, pools, held):
+    monkeypatch.setattr(f64, "blas_threads", lambda: idle)
+    assert f64.held_threads(pools) == held
+
+
+def test_a_pool_sized_by_the_user_stays_as_small(monkeypatch):
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+
+    def blas():
+        return [p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+
+    if not blas():
+        pytest.skip("numpy's BLAS is not one threadpoolctl sees")
+    monkeypatch.setattr(f64, "blas_threads", lambda: 64)
+    with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
+        with f64.blas_limited():
+            assert set(blas()) == {1}

@@ -5,10 +5,18 @@ here is measured in one run: each round times every side once, in turn, and a si
 is the median over the rounds (median-of-k, interleaved). A side much faster than the
 timer's useful resolution (torch: about a millisecond) is run ``inner`` times per round and
 its round figure is the mean of those calls.
+
+Every timed call starts with the garbage of the calls before it collected (``gc.collect()``,
+untimed). A solve's graph is full of reference cycles (tensors and their nodes, as in PyTorch's
+own object graph), so a dropped prediction waits for Python's cyclic collector; without the
+collection each round ran beside every earlier round's unreleased arrays (700 MB per GPT-2 solve)
+and paid for touching fresh memory, which no single ``adjoint`` process does: the GPT-2
+``--float64`` solve measured 1.7-1.9 s that way and 0.45-0.92 s with the collection.
 """
 
 from __future__ import annotations
 
+import gc
 import statistics
 import subprocess
 import time
@@ -39,6 +47,7 @@ def _round_figure(side: Side) -> float:
     for _ in range(side.inner):
         if side.before is not None:
             side.before()
+        gc.collect()
         total += seconds(side.run)
     return total / side.inner
 

@@ -525,7 +525,7 @@ _CONTROLLER: list = []   # threadpoolctl's view of the loaded BLAS libraries, ma
 
 @contextmanager
 def blas_limited():
-    """numpy's BLAS held to :func:`blas_threads` threads while the block runs (threadpoolctl,
+    """numpy's BLAS held to :func:`held_threads` threads while the block runs (threadpoolctl,
     a dependency; the limit is lifted again afterwards). Without threadpoolctl (a stripped
     install) the block runs unlimited."""
     if not _CONTROLLER:
@@ -535,5 +535,14 @@ def blas_limited():
             yield
             return
         _CONTROLLER.append(ThreadpoolController())
-    with _CONTROLLER[0].limit(limits=blas_threads(), user_api="blas"):
+    with _CONTROLLER[0].limit(limits=held_threads(_CONTROLLER[0].select(user_api="blas").info()), user_api="blas"):
         yield
+
+
+def held_threads(pools: list[dict]) -> int:
+    """The threads :func:`blas_limited` holds numpy's BLAS to: :func:`blas_threads`, but never more
+    than the pool has now (``pools``: threadpoolctl's info of the BLAS libraries). A pool the user
+    sized (``OPENBLAS_NUM_THREADS=1``, or threadpoolctl around the call) stays as small as they
+    made it: a solve only ever lowers it."""
+    now = [p["num_threads"] for p in pools if p.get("num_threads")]
+    return max(1, min([blas_threads()] + now))
