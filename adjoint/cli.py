@@ -169,6 +169,18 @@ def _mode_options(command):
                              "for exact arithmetic); exact fields null.")(command)
 
 
+def _variant_option(help_text: str):
+    """--variant NAME, given at most once. click keeps the last of a repeated single-value option
+    and drops the others without a word; a second --variant is refused instead, so that
+    ``--variant a --variant b`` never silently answers for b alone."""
+    def one(ctx, param, values):
+        if len(values) > 1:
+            raise click.UsageError(f"--variant given {len(values)} times ({', '.join(values)}): give one, "
+                                   "or none for every variant", ctx)
+        return values[0] if values else None
+    return click.option("--variant", multiple=True, callback=one, metavar="NAME", help=help_text)
+
+
 def _mode(float64: bool, structure: bool) -> str:
     if float64 and structure:
         raise click.UsageError("--float64 and --structure are two answer modes: give one")
@@ -181,7 +193,7 @@ def _mode(float64: bool, structure: bool) -> str:
               help="Print the contract's JSON instead of the report: one object for a single FILE, an array "
                    "(in file order) for a directory or several FILEs. Non-finite numbers are the strings "
                    "\"inf\", \"-inf\", \"nan\".")
-@click.option("--variant", help="Solve only this variant.")
+@_variant_option("Solve only this variant.")
 @click.option("--numeric", is_flag=True, help="Substitute the file's symbols: values (closed form otherwise).")
 @click.option("--exact", is_flag=True, help="Show exact values (rationals, closed forms) with their decimals; "
                                             "decimals only by default.")
@@ -263,7 +275,7 @@ def solve(files, as_json, variant, numeric, exact, values, recursion, float64, s
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON (non-finite numbers as "
                                                       "\"inf\", \"-inf\", \"nan\").")
 @click.option("--fd", is_flag=True, help="Also check final grads by central differences in float64.")
-@click.option("--variant", help="Verify only this variant.")
+@_variant_option("Verify only this variant.")
 @click.option("--origin", is_flag=True, help="Also run the Python model an imported file's origin: names (this runs "
                                              "that file's code), with its own hooks, and compare it with the "
                                              "prediction.")
@@ -433,7 +445,7 @@ def import_(model, input_specs, loss, out, hooks_mode, target_specs):
                    "(--pdf implied); - writes to standard output (the PDF with --pdf). Default: FILE's name with "
                    ".tex (and .pdf) in the current directory; never the problem file itself.")
 @click.option("--pdf", is_flag=True, help="Also compile to PDF with a LaTeX engine.")
-@click.option("--variant", help="Only this variant.")
+@_variant_option("Only this variant.")
 def latex(file, out, pdf, variant):
     """Write the derivation as a standalone LaTeX document.
 
@@ -485,7 +497,7 @@ def latex(file, out, pdf, variant):
                    "standard output (SVG, or --format). Default: FILE's name with .svg in the current directory. "
                    "With several variants and no --variant, one file per variant: -o g.svg writes "
                    "g-VARIANT.svg for each.")
-@click.option("--variant", help="Only this variant.")
+@_variant_option("Only this variant.")
 @click.option("--format", "fmt", type=click.Choice(["svg", "png", "pdf", "dot"]),
               help="The picture's format when -o does not say it (-o -, or no -o).")
 @_mode_options

@@ -393,3 +393,20 @@ def test_graph_dash_o_with_several_variants_is_one_file_each_and_the_help_says_s
     assert sorted(os.listdir(tmp_path)) == sorted(names)
     help_text = " ".join(run("graph", "--help")[1].split())
     assert "-o g.svg writes g-VARIANT.svg for each" in help_text and "in the current directory" in help_text
+
+
+@pytest.mark.parametrize("command", ["solve", "verify", "latex", "graph"])
+def test_a_second_variant_is_refused_not_dropped(command, tmp_path):
+    """click keeps the last of a repeated option; ``--variant a --variant b`` must not answer for
+    b alone as if a had not been asked for: it is a usage error naming both, nothing written."""
+    path = os.path.join(ROOT, "problems", "tensor_hooks.yaml")
+    code, out, err = run(command, path, "--variant", "doubling", "--variant", "observe")
+    assert code == 2
+    assert "--variant given 2 times (doubling, observe)" in err
+    assert out == ""
+
+
+def test_one_variant_is_still_one_variant():
+    path = os.path.join(ROOT, "problems", "tensor_hooks.yaml")
+    code, out, _ = run("solve", path, "--json", "--variant", "doubling")
+    assert code == 0 and list(strict_json(out)["variants"]) == ["doubling"]
