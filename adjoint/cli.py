@@ -202,11 +202,15 @@ def _mode(float64: bool, structure: bool) -> str:
 @click.option("--recursion/--no-recursion", default=None,
               help="Show (or hide) the adjoint recursion (the multipliers at every module boundary); by default "
                    "it is shown when short.")
+@click.option("--compact", is_flag=True,
+              help="With --json: write each rational tensor as its shared denominator and integer numerators "
+                   "({\"shape\", \"den\", \"num\"}) instead of a decimal and a fraction per element; other "
+                   "values as the contract writes them.")
 @click.option("-o", "--output", "out",
               help="Write the report (the JSON with --json) to this file instead of standard output, atomically "
                    "(never over a problem file); - is standard output.")
 @_mode_options
-def solve(files, as_json, variant, numeric, exact, values, recursion, float64, structure, out):
+def solve(files, as_json, variant, numeric, exact, values, recursion, compact, float64, structure, out):
     """Derive every hook call, what the hooks changed and the final grads, exactly.
 
     The report is coloured on a terminal (not when piped, nor with NO_COLOR set) and wrapped
@@ -215,6 +219,8 @@ def solve(files, as_json, variant, numeric, exact, values, recursion, float64, s
     from adjoint.answer.solve import solve_problem
 
     mode = _mode(float64, structure)
+    if compact and not as_json:
+        raise click.UsageError("--compact is a form of --json's values: add --json")
     paths = _expand(files)
     protect = tuple(p for p in paths if p != "-")
     if out is not None and out != "-":
@@ -233,7 +239,7 @@ def solve(files, as_json, variant, numeric, exact, values, recursion, float64, s
     if as_json:
         from adjoint.render.jsontext import dump
 
-        docs = [p.to_json(lazy=True) for p in predictions]
+        docs = [p.to_json(lazy=True, compact=compact) for p in predictions]
         doc = docs[0] if _one_document(files) else docs
 
         def produce(write):   # the text streamed, a tensor at a time: never all in memory

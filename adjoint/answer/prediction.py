@@ -7,13 +7,16 @@ back these records with that display added."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import partial
 from typing import TYPE_CHECKING, Callable
 
+import numpy as np
+
 from adjoint.values.numbers import symbolic
-from adjoint.values.exact import Exact
+from adjoint.values.exact import Exact, nest
 from adjoint.engine.graph import Typed
 from adjoint.values.complexes import Cx, complex_json
 from adjoint.values.shown import signed_floats
@@ -98,13 +101,13 @@ class PassRecord:
     def __repr__(self) -> str:
         return f"<PassRecord: {_count(len(self.hook_calls), 'hook call')}, {_count(len(self.grads), 'grad')}>"
 
-    def to_json(self, printer=None, lazy: bool = False) -> dict:
-        out = {"hook_calls": [hook_json(h, printer, lazy) for h in self.hook_calls],
-               "grads": {k: value_json(v, printer, lazy) for k, v in self.grads.items()}}
+    def to_json(self, style: JsonStyle | None = None) -> dict:
+        out = {"hook_calls": [hook_json(h, style) for h in self.hook_calls],
+               "grads": {k: value_json(v, style) for k, v in self.grads.items()}}
         if self.returned is not None:
-            out["returned"] = {k: value_json(v, printer, lazy) for k, v in self.returned.items()}
+            out["returned"] = {k: value_json(v, style) for k, v in self.returned.items()}
         if self.leaf_values:
-            out["leaf_values"] = {k: value_json(v, printer, lazy) for k, v in self.leaf_values.items()}
+            out["leaf_values"] = {k: value_json(v, style) for k, v in self.leaf_values.items()}
         return out
 
 
@@ -153,49 +156,49 @@ class VariantPrediction:
         return (f"<VariantPrediction {self.name!r}: {_count(len(self.hook_calls), 'hook call')}, "
                 f"{_count(len(self.grads), 'grad')}>")
 
-    def to_json(self, printer=None, lazy: bool = False) -> dict:
-        """The contract's JSON of this variant (``printer``: shared by every closed form shown;
-        ``lazy``: see :func:`value_json`)."""
-        printer = printer if printer is not None else shared_printer()
+    def to_json(self, style: JsonStyle | None = None) -> dict:
+        """The contract's JSON of this variant (``style``: how values are written, see
+        :class:`JsonStyle`; by default the contract's, with one printer for its closed forms)."""
+        style = style if style is not None else JsonStyle(shared_printer())
         warned = [w.to_json() for w in self.warnings]
         if self.error is not None:
             out = {"error": self.error.to_json(),
-                   "hook_calls": [hook_json(h, printer, lazy) for h in self.hook_calls], "warnings": warned}
+                   "hook_calls": [hook_json(h, style) for h in self.hook_calls], "warnings": warned}
             if self.registered:
                 out["registered"] = dict(self.registered)
             if self.reads:
-                out["reads"] = reads_json(self.reads, printer, lazy)
+                out["reads"] = reads_json(self.reads, style)
             return out
         out = {
-            "loss": value_json(self.loss, printer, lazy) if self.loss is not None else None,
-            "values": {k: value_json(v, printer, lazy) for k, v in self.values.items()},
-            "adjoints": {b.callid: {"grad_output": [value_json(g, printer, lazy) for g in b.grad_output],
-                                    "grad_input": [value_json(g, printer, lazy) for g in b.grad_input]}
+            "loss": value_json(self.loss, style) if self.loss is not None else None,
+            "values": {k: value_json(v, style) for k, v in self.values.items()},
+            "adjoints": {b.callid: {"grad_output": [value_json(g, style) for g in b.grad_output],
+                                    "grad_input": [value_json(g, style) for g in b.grad_input]}
                          for b in self.boundaries},
-            "grads": {k: value_json(v, printer, lazy) for k, v in self.grads.items()},
-            "hook_calls": [hook_json(h, printer, lazy) for h in self.hook_calls],
+            "grads": {k: value_json(v, style) for k, v in self.grads.items()},
+            "hook_calls": [hook_json(h, style) for h in self.hook_calls],
         }
         if self.returned is not None:
-            out["returned"] = {k: value_json(v, printer, lazy) for k, v in self.returned.items()}
+            out["returned"] = {k: value_json(v, style) for k, v in self.returned.items()}
         if self.passes is not None:
-            out["passes"] = [p.to_json(printer, lazy) for p in self.passes]
+            out["passes"] = [p.to_json(style) for p in self.passes]
         out["warnings"] = warned
         if self.leaf_values:
-            out["leaf_values"] = {k: value_json(v, printer, lazy) for k, v in self.leaf_values.items()}
+            out["leaf_values"] = {k: value_json(v, style) for k, v in self.leaf_values.items()}
         if self.registered:
             out["registered"] = dict(self.registered)
         if self.reads:
-            out["reads"] = reads_json(self.reads, printer, lazy)
+            out["reads"] = reads_json(self.reads, style)
         return out
 
 
-def reads_json(reads: list, printer=None, lazy: bool = False) -> dict:
+def reads_json(reads: list, style: JsonStyle | None = None) -> dict:
     """The answer's ``reads``: per read step's ``as:`` name, what it read (docs/format.md, "Reading
     saved tensors")."""
     out = {}
     for r in reads:
         entry = {"read": r.expr, "step": r.step,
-                 "value": r.value if isinstance(r.value, bool) or r.value is None else value_json(r.value, printer, lazy)}
+                 "value": r.value if isinstance(r.value, bool) or r.value is None else value_json(r.value, style)}
         if not isinstance(r.value, bool):
             entry.update({"is": sorted(r.is_names), "grad_fn": r.grad_fn, "grad_fn_of": sorted(r.grad_fn_of),
                           "dtype": r.dtype})
@@ -241,16 +244,21 @@ class Prediction:
     def __repr__(self) -> str:
         return f"<Prediction {self.problem.name!r}: {_count(len(self.variants), 'variant')} ({', '.join(self.names)})>"
 
-    def to_json(self, lazy: bool = False) -> dict:
+    def to_json(self, lazy: bool = False, compact: bool = False) -> dict:
         """The contract's JSON. ``lazy``: each tensor's ``value`` and ``exact`` lists are left as
         callables making them (:func:`adjoint.render.jsontext.dump` writes such a document one
-        tensor at a time, so the whole text never has to be in memory)."""
+        tensor at a time, so the whole text never has to be in memory). ``compact``: a rational
+        tensor is written over its one shared denominator instead (``solve --json --compact``,
+        see :func:`value_json`)."""
         if self.mode == "exact":   # counted before any text is made (adjoint.answer.text_budget)
             from adjoint.answer.text_budget import check_exact_text
             check_exact_text(self.variants, getattr(self.problem, "loc", None))
-        printer = shared_printer()
-        return {"problem": self.problem.name,
-                "variants": {v.name: v.to_json(printer, lazy) for v in self.variants}}
+        style = JsonStyle(shared_printer(), lazy, compact)
+        doc = {"problem": self.problem.name,
+               "variants": {v.name: v.to_json(style) for v in self.variants}}
+        if compact:
+            doc["compact"] = True
+        return doc
 
 
 @dataclass(repr=False)
@@ -263,8 +271,8 @@ class RanksPrediction:
     def __repr__(self) -> str:
         return f"<RanksPrediction {self.name!r}: {len(self.ranks)} ranks>"
 
-    def to_json(self, printer=None, lazy: bool = False) -> dict:
-        return {"ranks": [vp.to_json(printer, lazy) for vp in self.ranks]}
+    def to_json(self, style: JsonStyle | None = None) -> dict:
+        return {"ranks": [vp.to_json(style) for vp in self.ranks]}
 
 
 def shared_printer():
@@ -279,18 +287,35 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}{'' if n == 1 else 's'}"
 
 
-def value_json(v, printer=None, lazy: bool = False) -> dict | list | float | int | str | None:
+@dataclass(frozen=True)
+class JsonStyle:
+    """How a prediction's values are written: ``printer``, one SymPy printer shared by every
+    closed form (None when SymPy was never needed); ``lazy``, each tensor's lists left as
+    callables that make them (see :func:`value_json`); ``compact``, rational tensors over their
+    shared denominator (``solve --json --compact``)."""
+
+    printer: object = None
+    lazy: bool = False
+    compact: bool = False
+
+
+_CONTRACT = JsonStyle()
+
+
+def value_json(v, style: JsonStyle | None = None) -> dict | list | float | int | str | None:
     """A value as the contract writes it: VALUE for a tensor (shape, decimal value, exact text;
     null where a mode or a free symbol gives none), a list for a tuple, an object for a dict (a
-    hook's kwargs), a plain number for a Python number, a string as is. ``printer``: one SymPy
-    printer shared by every closed form of a prediction. ``lazy``: a tensor's ``value`` and
-    ``exact`` are callables that make those lists when the JSON writer reaches them."""
+    hook's kwargs), a plain number for a Python number, a string as is. ``style``: the shared
+    printer, and whether the lists are made lazily (callables the JSON writer calls when it
+    reaches them) or a rational tensor is written compactly (:func:`compact_json`)."""
+    style = style if style is not None else _CONTRACT
+    printer = style.printer
     if v is None:
         return None
     if isinstance(v, tuple):
-        return [value_json(x, printer, lazy) for x in v]
+        return [value_json(x, style) for x in v]
     if isinstance(v, dict):
-        return {k: value_json(x, printer, lazy) for k, x in v.items()}
+        return {k: value_json(x, style) for k, x in v.items()}
     if isinstance(v, Fraction):
         return int(v) if v.denominator == 1 else float(v)
     if isinstance(v, (str, bool, int)):   # int: a key stash() returned
@@ -305,13 +330,32 @@ def value_json(v, printer=None, lazy: bool = False) -> dict | list | float | int
     if isinstance(v, Typed):   # an integer or bool tensor (--structure: no values, as for every tensor)
         return {"shape": list(v.value.shape), "value": v.elements(), "exact": v.value.strings(), "dtype": v.dtype}
     if not isinstance(v, Exact):  # the float64 and structure modes' values
-        if lazy:
+        if style.lazy:
             return {"shape": list(v.shape), "value": v.floats, "exact": v.strings}
         return {"shape": list(v.shape), "value": v.floats(), "exact": v.strings()}
-    if lazy:
+    if style.compact and v.rational:
+        return compact_json(v)
+    if style.lazy:
         return {"shape": list(v.shape), "value": Deferred(partial(signed_floats, v), (id(v), "value")),
                 "exact": Deferred(partial(v.strings, printer), (id(v), "exact"))}
     return {"shape": list(v.shape), "value": signed_floats(v), "exact": v.strings(printer)}
+
+
+def compact_json(v: Exact) -> dict:
+    """A rational tensor over its one shared denominator: ``{"shape", "den", "num"}``, element i
+    being ``num[i] / den`` (``den`` a decimal string, ``num`` nested JSON integers of any size,
+    the tensor's layout; in lowest terms as a whole: no factor divides den and every num); ``"negative_zeros"``: the row-major indices of the zeros PyTorch holds
+    as -0.0, when there are any. What the contract's ``value`` and ``exact`` say, without a
+    decimal and a fraction's text per element (``solve --json --compact``)."""
+    qa = v.qa
+    ints, den = qa.flat_ints(), qa.den
+    common = math.gcd(den, *ints)   # a matrix product's numerators are not reduced until read
+    if common > 1:
+        ints, den = [n // common for n in ints], den // common
+    out = {"shape": list(v.shape), "den": str(den), "num": nest(ints, tuple(v.shape))}
+    if v.negzero is not None and np.any(v.negzero):
+        out["negative_zeros"] = np.flatnonzero(np.broadcast_to(v.negzero, v.shape)).tolist()
+    return out
 
 
 class Deferred:
@@ -331,10 +375,10 @@ class Deferred:
         return self.make()
 
 
-def hook_json(h: HookRecord, printer=None, lazy: bool = False) -> dict:
+def hook_json(h: HookRecord, style: JsonStyle | None = None) -> dict:
     out = {"hook": h.index, "label": h.label, "kind": h.kind, "target": h.target,
-           "args": {k: value_json(v, printer, lazy) for k, v in h.args.items()},
-           "returned": value_json(h.returned, printer, lazy)}
+           "args": {k: value_json(v, style) for k, v in h.args.items()},
+           "returned": value_json(h.returned, style)}
     if h.on in ("module", "global") and h.calls_of_module > 1:
         out["call"] = h.k
     if h.is_global:

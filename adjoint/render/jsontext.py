@@ -196,7 +196,7 @@ class _Writer:
 
 
 def _flat_text(items, sep: str) -> str | None:
-    """The joined text of a list of finite floats or of strings, or None for any other list.
+    """The joined text of a list of finite floats, of strings or of ints, or None for any other list.
     (float.__repr__ and the string quoting refuse anything else with a TypeError: no check per
     element is needed.)"""
     first = type(items[0])
@@ -206,6 +206,8 @@ def _flat_text(items, sep: str) -> str | None:
             return None if "n" in text else text  # 'inf' or 'nan': written as strings by the slow path
         if first is str:
             return _quoted_strings(items, sep)
+        if first is int and all(type(x) is int for x in items):   # a compact tensor's numerators (not bools)
+            return sep.join(map(_INT_REPR, items))
     except TypeError:
         return None
     return None

@@ -386,7 +386,7 @@ class Exact(AsData):
         vals = self.floats_flat()
         if vals is None:
             return None
-        return _nest(list(vals), self.shape)
+        return nest(list(vals), self.shape)
 
     def floats_flat(self):
         memo = self._memos()
@@ -403,7 +403,7 @@ class Exact(AsData):
     def strings(self, printer=None):
         """Nested lists of the elements' exact text (``printer``: a shared SymPy printer from
         :func:`adjoint.values.numbers.symbolic.memo_printer`, for closed forms across tensors)."""
-        return _nest(self.strings_flat(printer), self.shape)
+        return nest(self.strings_flat(printer), self.shape)
 
     def strings_flat(self, printer=None) -> list[str]:
         memo = self._memos()
@@ -422,7 +422,7 @@ class Exact(AsData):
     def ints(self):
         """Nested list of Python ints (an integer tensor's values)."""
         vals = [int(e) if type(e) is fmpq else int(s_sym(e)) for e in self.a.reshape(-1).tolist()]
-        return _nest(vals, self.shape)
+        return nest(vals, self.shape)
 
     def __repr__(self) -> str:
         if self.size <= REPR_ELEMENTS:
@@ -511,7 +511,7 @@ class Exact(AsData):
 
 
 
-def _nest(vals: list, shape: tuple[int, ...]):
+def nest(vals: list, shape: tuple[int, ...]):
     """A flat row-major list as nested lists of ``shape`` (the element itself for shape ())."""
     if not shape:
         return vals[0]

@@ -48,6 +48,15 @@ def to_json(prediction) -> str:
     return "".join(parts)
 
 
+def to_compact_json(prediction) -> str:
+    """The JSON text ``adjoint solve --json --compact`` prints (rational tensors over their shared
+    denominator), made as :func:`to_json` makes the contract's."""
+    from adjoint.render.jsontext import dump
+    parts: list[str] = []
+    dump(prediction.to_json(lazy=True, compact=True), parts.append)
+    return "".join(parts)
+
+
 def grad_elements(prediction, tensor: str) -> list:
     """The exact elements (row-major) of ``tensor``'s final ``.grad`` in the first variant."""
     return prediction.variants[0].grads[tensor].flat()

@@ -72,6 +72,7 @@ def mlp(ctx: Context) -> None:
     fresh = _FreshPrediction(problem)
     times = interleaved([Side("solve", lambda: engine.solve(problem), before=fresh_sympy_cache),
                          Side("json", fresh.to_json, before=fresh.solve),
+                         Side("compact", fresh.to_compact_json, before=fresh.solve),
                          Side("torch", torch_step, inner=_torch_inner(ctx)),
                          Side("floor", floor, inner=1 if ctx.quick else 3)], rounds,
                         warmup=False)  # the check above ran solve, torch and the floor once already
@@ -83,6 +84,8 @@ def mlp(ctx: Context) -> None:
     ctx.emit("mlp.solve/flint_floor", times["solve"] / times["floor"])
     ctx.emit("mlp.solve/torch", times["solve"] / times["torch"])
     ctx.emit("mlp.(load+solve+json)/torch", (load_s + times["solve"] + times["json"]) / times["torch"])
+    ctx.emit("mlp.compact_json_s", times["compact"])
+    ctx.emit("mlp.(load+solve+compact)/torch", (load_s + times["solve"] + times["compact"]) / times["torch"])
     _decimal_floor(ctx, "mlp", engine.to_json(prediction), times["torch"])
 
     phases = _median_phases(problem, rounds)
@@ -144,6 +147,9 @@ class _FreshPrediction:
 
     def to_json(self) -> str:
         return engine.to_json(self.prediction)
+
+    def to_compact_json(self) -> str:
+        return engine.to_compact_json(self.prediction)
 
 
 def _median_phases(problem, rounds: int) -> dict[str, float]:

@@ -58,6 +58,7 @@ UNITS: tuple[Unit, ...] = (
          + _seconds("mlp.solve_s", "mlp.json_s", "mlp.torch_fwd_bwd_s", "mlp.flint_floor_s")
          + (Metric("mlp.(solve+json)/torch", at_most(5)), Metric("mlp.solve/flint_floor", at_most(1.3)),
             Metric("mlp.solve/torch", at_most(10)), Metric("mlp.(load+solve+json)/torch", at_most(30)))
+         + _seconds("mlp.compact_json_s") + (Metric("mlp.(load+solve+compact)/torch"),)
          + _decimal_metrics("mlp")
          + _seconds("mlp.forward_s", "mlp.reverse_s", "mlp.assemble_s")
          + (Metric("mlp.reverse/forward", at_most(3)),),
