@@ -3,7 +3,8 @@
 A :class:`QArray` holds an n-d numpy object array of integers (the numerators: Python ints,
 or FLINT ``fmpz`` as a matrix product leaves them, which numpy's object loops add and compare
 just the same) and one positive int (the denominator), in lowest terms as a whole: ``gcd(den, *num) == 1`` (a zero
-tensor has ``den == 1``). One denominator for the whole tensor turns the hot paths into
+tensor has ``den == 1``), except a matrix product's result (:meth:`QArray.lazy`), which stays
+over the product of the two denominators: reducing it would read every entry. One denominator for the whole tensor turns the hot paths into
 integer work numpy and FLINT do in C: a sum of two tensors is one integer addition per
 element, a comparison with zero is a sign test, a product of matrices is one ``fmpz_mat``
 product (about 5x faster than ``fmpq_mat``, which reduces every entry), and a decimal is
