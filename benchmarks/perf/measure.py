@@ -415,12 +415,25 @@ def _blas_job():
     return subprocess.Popen([sys.executable, "-c", code], env=env)
 
 
+def _settle_load(below: float = 0.5, limit: float = 90.0) -> None:
+    """Wait, idle, until the one-minute load average is under ``below`` (at most ``limit``
+    seconds). In a full run the units before this one keep the load average near 1 for a minute
+    after they end; --float64 reads it to size its BLAS pool (blas_threads), so without the
+    wait the "quiet" half ran adjoint on one thread against torch's default pool."""
+    import time
+
+    deadline = time.monotonic() + limit
+    while os.getloadavg()[0] >= below and time.monotonic() < deadline:
+        time.sleep(1.0)
+
+
 def f64_mlp(ctx: Context) -> None:
     """Issue 29: ``--float64`` solve of a ReLU MLP 256x16, batch 32, a full backward hook on every
     Linear (float32 side-file weights) vs torch's float64 forward + backward of the same model with
     the same hooks, both with their own thread pools (the unit runs without the harness's
-    one-thread environment): once on a quiet machine, once beside another BLAS job (a process
-    multiplying matrices on every core). Also the BLAS threads adjoint chose in each case."""
+    one-thread environment): once on a quiet machine (after the load average has settled, see
+    :func:`_settle_load`), once beside another BLAS job (a process multiplying matrices on every
+    core). Also the BLAS threads adjoint chose in each case."""
     import time
 
     from adjoint.values.backends.float64 import blas_threads
@@ -433,6 +446,9 @@ def f64_mlp(ctx: Context) -> None:
     _loss_close(engine.solve_mode(problem, "float64"), torch_step(), "f64_mlp")
     sides = [Side("torch", torch_step, inner=1 if ctx.quick else 5),
              Side("float64", lambda: engine.solve_mode(problem, "float64"))]
+    if not ctx.quick:
+        _settle_load()
+    ctx.emit("f64_mlp.load_average_quiet", os.getloadavg()[0])
     ctx.emit("f64_mlp.blas_threads_quiet", blas_threads())
     times = interleaved(sides, ctx.rounds(5, 3), warmup=False)
     ctx.emit("f64_mlp.torch_fwd_bwd_s", times["torch"])

@@ -105,7 +105,8 @@ UNITS: tuple[Unit, ...] = (
          measure.gpt2, (90, 400)),
     Unit("f64_mlp", "float64",
          _seconds("f64_mlp.torch_fwd_bwd_s", "f64_mlp.float64_s", "f64_mlp.loaded_torch_fwd_bwd_s",
-                  "f64_mlp.loaded_float64_s", "f64_mlp.blas_threads_quiet", "f64_mlp.blas_threads_loaded")
+                  "f64_mlp.loaded_float64_s", "f64_mlp.load_average_quiet", "f64_mlp.blas_threads_quiet",
+                  "f64_mlp.blas_threads_loaded")
          + (Metric("f64_mlp.float64/torch", at_most(1)), Metric("f64_mlp.loaded_float64/torch", at_most(3))),
          measure.f64_mlp, (60, 300), own_threads=True),
     Unit("memory", "memory", (Metric("memory.mlp_peak_mb", under(300)),), measure.memory, (15, 120)),
