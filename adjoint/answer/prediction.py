@@ -334,6 +334,8 @@ def value_json(v, style: JsonStyle | None = None) -> dict | list | float | int |
             return {"shape": list(v.shape), "value": v.floats, "exact": v.strings}
         return {"shape": list(v.shape), "value": v.floats(), "exact": v.strings()}
     if style.compact and v.rational:
+        if style.lazy:   # the whole VALUE made when the writer reaches it, its text written once
+            return Deferred(partial(compact_json, v), (id(v), "compact"))
         return compact_json(v)
     if style.lazy:
         return {"shape": list(v.shape), "value": Deferred(partial(signed_floats, v), (id(v), "value")),
