@@ -6,13 +6,13 @@ gradients?". The honest answer is a counterfactual: run the very same steps (for
 backwards, registrations, removals, ``zero_grad``, SGD) with the same hooks firing, but with
 every hook's return value ignored -- ``returns`` and ``does`` dropped, a ``saved_tensors``
 pack and unpack that hand the tensor through unchanged -- and compare. Hooks that raise still
-raise and hooks that remove handles still remove them: only what a hook *returns* is taken
-away. This covers what the hook-free multipliers of the module boundaries cannot: forward
+raise and hooks that remove handles still remove them: only what a hook *returns* or *writes in
+place* is taken away. This covers what the hook-free multipliers of the module boundaries cannot: forward
 hooks that replace an output (the forward itself changes), several backward passes, SGD
 steps between them, ``torch.autograd.grad``'s returned gradients.
 
-Only variants where some hook call returned a value (or a ``saved_tensors`` pair is active)
-are run again; the others changed nothing by construction.
+Only variants where some hook call returned a value or wrote in place (or a ``saved_tensors``
+pair is active) are run again; the others changed nothing by construction.
 """
 
 from __future__ import annotations
@@ -60,10 +60,11 @@ class Effects:
 
 
 def returns_something(v: VariantPrediction) -> bool:
-    """True when some hook call of the variant handed a value back (or saved-tensor hooks are active)."""
+    """True when some hook call of the variant handed a value back or wrote in place (or
+    saved-tensor hooks are active)."""
     if any(h.on in ("saved_tensors", "saved") for h in v.run.variant.hooks):
         return True
-    return any(h.returned is not None and h.kind not in ("pack", "unpack") for h in v.hook_calls)
+    return any((h.returned is not None or h.wrote) and h.kind not in ("pack", "unpack") for h in v.hook_calls)
 
 
 def hook_effects(v: VariantPrediction) -> Effects:

@@ -175,8 +175,10 @@ def unkept_grads(v) -> list[str]:
     run = v.run
     if run is None or not run.forwards or v.error is not None:
         return []
+    retained = {id(t) for t, _names in getattr(run, "retained", ())}
     out = []
     for name, t in run.forwards[-1].names.items():
-        if isinstance(t, Tensor) and t.requires_grad and not t.is_leaf and name not in v.grads:
+        if isinstance(t, Tensor) and t.requires_grad and not t.is_leaf and name not in v.grads \
+                and id(t) not in retained:   # `h = lin(x)` with lin retained: h is that tensor, its .grad too
             out.append(name)
     return out

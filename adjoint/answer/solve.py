@@ -195,10 +195,35 @@ def _record(run: VariantRun, rec, producers: dict, calls: dict) -> HookRecord:
 
 
 def _why_forward(rec) -> list[str]:
-    if rec.returned is None or rec.kind not in ("forward", "forward_pre"):  # a pack hook's return is what it stores
+    if rec.kind not in ("forward", "forward_pre"):  # a pack hook's return is what it stores
         return []
-    what = "inputs" if rec.hook.kind == "forward_pre" else "output"
-    return [f"the returned value replaces the module's {what}; its ops join the graph"]
+    why = _written(rec)
+    if rec.returned is not None:
+        what = "inputs" if rec.hook.kind == "forward_pre" else "output"
+        why.insert(0, f"the returned value replaces the module's {what}; its ops join the graph")
+    return why
+
+
+def _written(rec) -> list[str]:
+    """What a hook's body wrote in place, besides a gradient it was handed (any phase)."""
+    why = []
+    for what in rec.wrote:
+        if what.startswith("leaf "):
+            why.append(f"the hook writes the {what} in place: its value changes from now on (later forwards use it; "
+                       "a node that saved it can no longer run)")
+        elif what.startswith("argument "):
+            why.append(f"the hook writes its {what[len('argument '):]} in place: that is the forward's own tensor, "
+                       "so everything computed from it afterwards uses the new value (a node that saved it and has "
+                       "not run yet can no longer run)")
+        elif what.startswith("tensor "):
+            why.append(f"the hook writes {what[len('tensor '):]} (a tensor of the forward it names) in place: its "
+                       "version moves, so a node that saved it and has not run yet can no longer run; nodes that "
+                       "ran already used the old value")
+        elif what.endswith("(assigned)"):
+            why.append(f"the hook sets {what[:-len(' (assigned)')]}: it is another tensor from now on")
+        elif what.endswith(".grad"):
+            why.append(f"the hook writes {what} in place: the accumulated gradient changes")
+    return why
 
 
 def _why(run: VariantRun, rec) -> list[str]:
@@ -239,18 +264,7 @@ def _why(run: VariantRun, rec) -> list[str]:
         why.append("the hook writes in place a gradient it was handed: that is the engine's own tensor, so the "
                    "written value flows on (to later hooks, the node and .grad, and to every gradient that is the "
                    "same tensor), although the hook returns " + ("a value" if rec.returned is not None else "None"))
-    for what in rec.wrote:
-        if what.startswith("leaf "):
-            why.append(f"the hook writes the {what} in place: its value changes from now on (later forwards use it; "
-                       "a node that saved it can no longer run)")
-        elif what.startswith("tensor "):
-            why.append(f"the hook writes {what[len('tensor '):]} (a tensor of the forward it names) in place: its "
-                       "version moves, so a node that saved it and has not run yet can no longer run; nodes that "
-                       "ran already used the old value")
-        elif what.endswith("(assigned)"):
-            why.append(f"the hook sets {what[:-len(' (assigned)')]}: it is another tensor from now on")
-        elif what.endswith(".grad"):
-            why.append(f"the hook writes {what} in place: the accumulated gradient changes")
+    why += _written(rec)
     if rec.raised and getattr(hook, "raises", None) is None:
         why.append("its body raised: the error leaves the hook, and PyTorch's backward or forward with it")
     elif not rec.wrote and hook.does and hook.returns is None and not rec.raised:

@@ -57,6 +57,18 @@ def snapshot(x):
     return x
 
 
+def _tensor_args(env: dict, skip: set) -> list:
+    """(argument name, tensor, its version) of each tensor a hook is handed (``input[0]`` for a
+    tuple's element), leaving out those whose ids are in ``skip``."""
+    out = []
+    for name, v in env.items():
+        items = [(f"{name}[{i}]", x) for i, x in enumerate(v)] if isinstance(v, tuple) else [(name, v)]
+        for label, x in items:
+            if isinstance(x, Tensor) and id(x) not in skip:
+                out.append((label, x, x.version.value))
+    return out
+
+
 class HookRunner:
     def __init__(self, rt, registrations):
         self.rt = rt
@@ -96,6 +108,9 @@ class HookRunner:
         grads = LeafGrads()
         self.writes, self.returned_obj, self.leaf_changes = {}, None, []
         leaves = self.leaf_args(env)
+        # a forward(-pre) hook is handed the forward's own tensors: its in-place writes to them are
+        # writes to the forward (a backward hook's arguments are gradients: ``wrapped`` sees those)
+        handed = _tensor_args(env, {id(t) for _n, t, _v in leaves}) if rt.phase == "forward" else []
         named: dict = {}
         try:
             returned = run_hook_body(rt, hook, env, grads, named)
@@ -126,8 +141,10 @@ class HookRunner:
             raise ProblemError(hook.loc, unplaced(hook))
         self.writes = writes
         self.leaf_changes = grads.settle()
+        wrote_handed = [name for name, t, version in handed
+                        if t.version.value != version and not any(t is u for u, _v in named.values())]
         record.wrote = (("gradient",) if writes else ()) + tuple(f"leaf {n}" for n in wrote_leaves) + tuple(
-            f"tensor {n}" for n in wrote_named) + tuple(
+            f"tensor {n}" for n in wrote_named) + tuple(f"argument {n}" for n in wrote_handed) + tuple(
             f"{self.leaf_name(t)}.grad{' (assigned)' if how == 'assign' else ''}" for t, how in self.leaf_changes)
         if isinstance(returned, tuple):
             self.returned_obj = tuple(wrapped.obj_of(r) for r in returned)

@@ -390,7 +390,9 @@ class HookSections(UnitWriter):
     def _wrote(h) -> str:
         """A hook that wrote in place and returned None (adjoint.engine.hookwrites): what it wrote is said
         under Why."""
-        what = ["a gradient it was handed" if w == "gradient" else esc(w) for w in h.wrote]
+        what = ["a gradient it was handed" if w == "gradient" else
+                f"its argument \\texttt{{{esc(w[len('argument '):])}}}" if w.startswith("argument ") else esc(w)
+                for w in h.wrote]
         return ("It returns \\texttt{None} but writes in place (" + ", ".join(what) + "): the values shown "
                 "are what it was handed, before its writes.\n\n")
 
