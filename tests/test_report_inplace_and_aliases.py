@@ -111,3 +111,29 @@ def test_torch_agrees(tmp_path):
     same.retain_grad()
     (h ** 2).sum().backward()
     assert h.grad.tolist() == [[-2.0]]
+
+
+TWO_INPUTS = """
+name: one_input_without_grad
+inputs:
+  a: {value: [1, 2], requires_grad: true}
+  b: [3, 4]
+model:
+  inputs: [a, b]
+  children:
+    m: {inputs: [u, v], forward: "return u * v"}
+  forward: |
+    return m(a, b)
+loss: "sum(y)"
+variants:
+  v:
+    hooks:
+      - {module: m, kind: full_backward}
+"""
+
+
+def test_one_input_without_grad_is_named_in_the_singular(tmp_path):
+    path = tmp_path / "two.yaml"
+    path.write_text(TWO_INPUTS)
+    why = adjoint.load(str(path)).solve().variants[0].hook_calls[0].why
+    assert "input v does not require grad: PyTorch hands a zero tensor there" in " ".join(why)

@@ -247,7 +247,8 @@ def _why(run: VariantRun, rec) -> list[str]:
             zeros = [call.module.inputs[i] if i < len(call.module.inputs) else f"#{i}"
                      for i, a in enumerate(call.args) if isinstance(a, Tensor) and not a.requires_grad]
             if zeros:
-                why.append(f"input(s) {', '.join(zeros)} do not require grad: PyTorch hands a zero tensor there "
+                which = f"input {zeros[0]} does not" if len(zeros) == 1 else f"inputs {', '.join(zeros)} do not"
+                why.append(f"{which} require grad: PyTorch hands a zero tensor there "
                            "(BackwardHookFunction materializes the missing gradient)")
         if hook.remove == "before_backward":
             why.append("removed before backward yet it fires: the module captured its hook list when it ran")
