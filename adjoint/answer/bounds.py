@@ -3,7 +3,9 @@
 ``verify`` holds PyTorch's floats to the exact prediction within these bounds
 (:mod:`adjoint.values.backends.bound`, docs/verify.md). The run is the same engine, op rules and
 hooks as the exact one, on float64 values carrying bounds; its contract JSON has the same
-skeleton as the prediction's, with each VALUE's ``exact`` field holding its elements' bounds.
+skeleton as the prediction's, with each VALUE's ``exact`` field holding its elements' bounds,
+and ``branch_points``: how many decisions (a sign at a kink or a mask, a comparison, a max's tie)
+PyTorch's floats may take either way, whose bounds therefore cover both sides.
 """
 
 from __future__ import annotations
@@ -22,4 +24,6 @@ def bound_json(problem: Problem, variant: str, dtype: str) -> dict:
         raise ValueError("no rounding bounds for complex tensors yet (the bound backend is real)")
     symbols = problem.symbols if problem.free_symbols() else None
     backend = BoundBackend(problem.dtype, symbols, compared=dtype)
-    return assemble(run_variant(problem, problem.variant(variant), backend)).to_json()
+    doc = assemble(run_variant(problem, problem.variant(variant), backend)).to_json()
+    doc["branch_points"] = backend.branch_points   # decisions PyTorch's floats may take either way
+    return doc

@@ -157,6 +157,8 @@ def verify_variant(path: str, problem: Problem, vp, dtype: str, fd: bool, origin
     else:
         bounds, why = rounding_bounds(problem, vp, dtype)
     rows = compare(predicted, observed, "float32" if narrow else dtype, bounds=bounds)
+    if bounds and bounds.get("branch_points"):
+        rows.append(branch_note(bounds["branch_points"]))
     if why is not None:
         rows.append(Row("bounds", "rounding bounds", True, None, None, why, skipped=True))
     if problem.origin is not None:
@@ -183,6 +185,17 @@ def verify_variant(path: str, problem: Problem, vp, dtype: str, fd: bool, origin
                             f"averaged slope ({r.detail}; PyTorch's convention: {'; '.join(kinks)})")
         rows += fd_rows
     return VariantResult(problem.name, path, vp.name, dtype, rows, time.perf_counter() - t0, observed)
+
+
+def branch_note(count: int) -> Row:
+    """A note (not a comparison) that some bounds cover both sides of a decision: ``count``
+    decisions were on values within PyTorch's rounding of a branch point, so a bound there can be
+    as large as the values it holds, and a tight check needs inputs away from it."""
+    return Row("note", "branch points", True, None, None,
+               f"{count} decision{'s' if count != 1 else ''} at a branch point (a ReLU or a mask at 0, a comparison, "
+               "a tie for a max) PyTorch's floats may take either way, the value being within their rounding of it: "
+               "the bounds there cover both sides and can be as large as the values; move the inputs off the "
+               "branch point for a tight check", skipped=True)
 
 
 def rounding_bounds(problem: Problem, vp, dtype: str) -> tuple[dict | None, str | None]:
@@ -294,7 +307,7 @@ def render_result(r: VariantResult) -> str:
     width = max([len(_item(row)) for row in r.rows] + [len("what"), len(aggregate) if value_rows else 0])
     lines = [head, f"   {'what':<{width}}  {'max |diff|':>10}  {'max rel':>9}  result"]
     for row in r.rows:
-        if row.section == "values" and row.ok:
+        if row.section == "values" and row.ok or row.section == "note":
             continue
         lines.append(_line(row, width))
     if value_rows:
@@ -304,6 +317,7 @@ def render_result(r: VariantResult) -> str:
                       _max(row.max_abs for row in good), _max(row.max_rel for row in good),
                       bound=_max(row.bound for row in good), fallback=any(row.fallback for row in good))
             lines.append(_line(agg, width))
+    lines += [f"   note: {row.detail}" for row in r.rows if row.section == "note"]
     if any(row.section == "fd" for row in r.rows):
         frtol, fatol = FD_TOLERANCE
         lines.append(f"   (fd: central differences in float64, eps 1e-6, |diff| <= {fatol:g} + {frtol:g}*|predicted|)")

@@ -138,6 +138,14 @@ class BoundBackend(Float64Backend):
         self.compared = compared or dtype
         self.u = UNIT_ROUNDOFF[self.compared]
         self.eta = UNDERFLOW[self.compared]
+        self.branch_points = 0   # decisions PyTorch's floats may take either way (see undecided)
+
+    def undecided(self, x) -> np.ndarray:
+        """:func:`_undecided`, counting the elements whose decision may go either way in
+        :attr:`branch_points` (verify says so: their bounds cover both sides)."""
+        mask = _undecided(x)
+        self.branch_points += int(np.count_nonzero(mask))
+        return mask
 
     def _b(self, a, e) -> Bnd:
         """A value and its bounds; an infinite or NaN element is itself (compared as such), its bound 0."""
@@ -232,7 +240,7 @@ class BoundBackend(Float64Backend):
         nonzero value where the exact one is 0 (a group norm's mean over one group, then a norm), so
         its ``x / n`` is some unit vector: each element within 1 of 0, so within ``1 + |r|`` of ours."""
         r = super().direction(x, n)
-        loose = np.broadcast_to(_undecided(n), np.shape(r.a))
+        loose = np.broadcast_to(self.undecided(n), np.shape(r.a))
         return self._b(r.a, np.where(loose, 1.0 + np.abs(r.a), _e(r)))
 
     def mul(self, x, y):
@@ -369,7 +377,7 @@ class BoundBackend(Float64Backend):
         (``_undecided``) PyTorch's float may be 0 or of the other sign (a float32 gelu far below 0
         is -0 in PyTorch, about -1e-9 exactly), so the sign there may differ by up to ``1 + |s|``."""
         s = super().sgn(x).a
-        return Bnd(s, np.where(_undecided(x), 1.0 + np.abs(s), 0.0))
+        return Bnd(s, np.where(self.undecided(x), 1.0 + np.abs(s), 0.0))
 
     def erf(self, x):
         r = super().erf(x).a
@@ -406,7 +414,7 @@ class BoundBackend(Float64Backend):
         (``e > 0``, ``|x| <= e``), PyTorch's float may sit on the other side of 0 than the float64
         value here, so the mask there may be the other value: its bound is 1 (a product with it
         then carries ``|g| + e_g``); elsewhere the decision is PyTorch's too (bound 0)."""
-        return Bnd(super().mask(x, predicate).a, np.where(_undecided(x), 1.0, 0.0))
+        return Bnd(super().mask(x, predicate).a, np.where(self.undecided(x), 1.0, 0.0))
 
     def where(self, cond, x, y):
         shape = np.broadcast_shapes(cond.shape, x.shape, y.shape)
@@ -422,7 +430,7 @@ class BoundBackend(Float64Backend):
         r = super().select_positive(x, g).a
         eg = np.broadcast_to(_e(g), x.shape)
         e = np.where(x.a <= 0, 0.0, eg)
-        return self._b(r, np.where(_undecided(x), np.abs(np.broadcast_to(g.a, x.shape)) + eg, e))
+        return self._b(r, np.where(self.undecided(x), np.abs(np.broadcast_to(g.a, x.shape)) + eg, e))
 
     def choose(self, test, rel: str, a, b):
         r = super().choose(test, rel, a, b).a
@@ -430,7 +438,7 @@ class BoundBackend(Float64Backend):
         e = Float64Backend.choose(self, test, rel, ea, eb).a
         with np.errstate(all="ignore"):   # a test within its bound of 0: either branch
             either = np.maximum(ea.a, eb.a) + np.abs(a.a - b.a)
-        return self._b(r, np.where(np.broadcast_to(_undecided(test), np.shape(r)), either, e))
+        return self._b(r, np.where(np.broadcast_to(self.undecided(test), np.shape(r)), either, e))
 
     # ------------------------------------------------------------------ structure
     def _both(self, fn, x):
@@ -547,6 +555,7 @@ class BoundBackend(Float64Backend):
         shape[dim % x.ndim] = x.shape[dim]
         reach = np.max(np.where(near, np.abs(np.arange(x.shape[dim]).reshape(shape) - chosen), 0), axis=dim,
                        keepdims=keepdim)
+        self.branch_points += int(np.count_nonzero(reach))   # a tie PyTorch's floats may break either way
         return self._b(vals.a, e), Bnd(idx.a, reach.astype(np.float64))
 
     def place_along(self, shape, dim: int, indices, g, keepdim: bool):
@@ -573,6 +582,7 @@ class BoundBackend(Float64Backend):
             undecided = near.sum(axis=1) > 1
             if not undecided.any():
                 continue
+            self.branch_points += int(np.count_nonzero(undecided))
             r, k = np.nonzero(near & undecided[:, None])
             np.add.at(extra, (r, win[k]), ga[r, o])
         if not extra.any():
