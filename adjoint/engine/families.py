@@ -17,6 +17,14 @@ import importlib
 from collections.abc import Callable, Iterator, Mapping
 
 
+def file_once(entries: dict, name, value, what: str) -> None:
+    """File ``value`` under ``name``; a name two families define is an error (``what`` names the
+    kind of entry in its message)."""
+    if name in entries:
+        raise ValueError(f"{what} {name!r} is defined twice")
+    entries[name] = value
+
+
 class Families:
     """The family modules of a package, imported one at a time in the listed order; ``collect``
     files each imported module's entries into the tables."""

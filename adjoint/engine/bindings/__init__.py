@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from adjoint.format.errors import Loc
 from adjoint.engine.bindings.signature import REQUIRED, Function, Param, bind, check_kind, describe
-from adjoint.engine.families import Families, Table
+from adjoint.engine.families import Families, Table, file_once
 
 __all__ = ["FAMILIES", "FUNCTIONS", "METHODS", "FUNCTION_NAMES", "REQUIRED", "Function", "Param", "bind",
            "call_function", "check_kind", "describe"]
@@ -33,13 +33,9 @@ _methods: dict[str, Function] = {}
 def _file(family) -> None:
     for fn in family.FUNCTIONS:
         if fn.where in ("function", "both"):
-            if fn.name in _functions:
-                raise ValueError(f"function {fn.name!r} is defined twice")
-            _functions[fn.name] = fn
+            file_once(_functions, fn.name, fn, "function")
         if fn.where in ("method", "both"):
-            if fn.name in _methods:
-                raise ValueError(f"method {fn.name!r} is defined twice")
-            _methods[fn.name] = fn
+            file_once(_methods, fn.name, fn, "method")
 
 
 _families = Families(__name__, FAMILIES, _file)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from adjoint.engine.families import Families, Table
+from adjoint.engine.families import Families, Table, file_once
 from adjoint.format.errors import Loc
 
 
@@ -46,9 +46,7 @@ _forwards: dict[str, Callable] = {}
 
 def _file(family) -> None:
     for name, fn in family.FORWARDS.items():
-        if name in _forwards:
-            raise ValueError(f"module type {name!r} has two forwards")
-        _forwards[name] = fn
+        file_once(_forwards, name, fn, "module type")
 
 
 #: type name -> forward; a family is imported when a type is first looked up in it

@@ -27,7 +27,7 @@ Conventions of the rule functions (``forward(B, ins, p)``, ``vjp(B, gs, ins, out
 
 from __future__ import annotations
 
-from adjoint.engine.families import Families, Table
+from adjoint.engine.families import Families, Table, file_once
 from adjoint.engine.ops.record import Check, Math, Op, Save
 
 __all__ = ["FAMILIES", "REGISTRY", "Check", "Math", "Op", "Save"]
@@ -42,9 +42,7 @@ _registry: dict[str, Op] = {}
 
 def _file(family) -> None:
     for op in family.OPS:
-        if op.name in _registry:
-            raise ValueError(f"primitive {op.name!r} is defined twice")
-        _registry[op.name] = op
+        file_once(_registry, op.name, op, "primitive")
 
 
 #: primitive name -> its record; a family is imported when a name is first looked up in it
