@@ -206,7 +206,7 @@ def _flat_text(items, sep: str) -> str | None:
             return None if "n" in text else text  # 'inf' or 'nan': written as strings by the slow path
         if first is str:
             return _quoted_strings(items, sep)
-        if first is int and all(type(x) is int for x in items):   # a compact tensor's numerators (not bools)
+        if first is int and set(map(type, items)) == {int}:   # a compact tensor's numerators (not bools)
             return sep.join(map(_INT_REPR, items))
     except TypeError:
         return None

@@ -79,9 +79,12 @@ class QArray:
         memo = self._ball_memo()
         ints = memo.get(("ints", 0))
         if ints is None:
-            ints = self.num.reshape(-1).tolist()
-            if any(type(n) is not int for n in ints):
-                ints = list(map(int, ints))
+            if self._num is None:   # a product's FLINT matrix: straight to ints, no object array between
+                ints = list(map(int, self._zmat.entries()))
+            else:
+                ints = self.num.reshape(-1).tolist()
+                if set(map(type, ints)) - {int}:
+                    ints = list(map(int, ints))
             memo[("ints", 0)] = ints
         return ints
 
