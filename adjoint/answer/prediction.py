@@ -140,6 +140,8 @@ class VariantPrediction:
     leaf_values: dict = field(default_factory=dict)   # leaf name -> value after the run, for leaves a hook wrote
     registered: dict = field(default_factory=dict)   # registered steps: name -> hooks in that module dict then
     reads: list = field(default_factory=list)   # ReadRecord per read step (adjoint.engine.saved_reads)
+    earlier_losses: list = field(default_factory=list)   # steps: the loss of each forward before the last, in order
+                                                         # (``loss`` is the last forward's)
 
     @property
     def derivation(self) -> _record.VariantDerivation:

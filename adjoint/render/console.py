@@ -92,7 +92,7 @@ def report(r: ReportView, opts: Options):
     if r.description:
         parts.append(Text(_safe(r.description), DIM))
     if r.loss is not None:
-        parts.append(Text.assemble("loss = ", fmt.value(r.loss, opts.exact), ("  (every variant)", DIM)))
+        parts.append(_loss(r.loss, r.earlier_losses, opts, "every variant"))
     for vv in r.variants:
         parts.append(Text(""))
         parts.extend(_variant(vv, r, opts))
@@ -114,7 +114,7 @@ def _variant(vv: VariantView, r: ReportView, opts: Options) -> list:
                                      f", after call #{v.error.after_call + 1}" if v.error.after_call is not None
                                      else ", before any hook call"), DIM)))
     if vv.loss is not None:
-        out.append(Text.assemble("loss = ", fmt.value(vv.loss, opts.exact)))
+        out.append(_loss(vv.loss, vv.earlier_losses, opts))
     out.extend(_calls(vv, opts))
     out.extend(_silent(vv))
     out.extend(_warnings(v))
@@ -148,6 +148,15 @@ def _variant(vv: VariantView, r: ReportView, opts: Options) -> list:
             notes.add_row(Text("  -", DIM), Text(_safe(n), DIM))
         out.append(notes)
     return out
+
+
+def _loss(loss, earlier: list, opts: Options, scope: str | None = None) -> Text:
+    """``loss = X``: with several forwards (steps), X is the last one's and the earlier ones follow."""
+    said = [scope] if scope else []
+    if earlier:
+        said.append(f"the last of {len(earlier) + 1} forwards; before it: "
+                    + ", ".join(fmt.value(x, opts.exact) for x in earlier))
+    return Text.assemble("loss = ", fmt.value(loss, opts.exact), (f"  ({'; '.join(said)})" if said else "", DIM))
 
 
 # ----------------------------------------------------------------------------- hook calls

@@ -61,10 +61,18 @@ def prediction_html(pred: Prediction, opts: Options = Options()) -> str:
     if r.description:
         out.append(f"<p {MUTED}>{_e(r.description)}</p>")
     if r.loss is not None:
-        out.append(f"<p>loss = {_cell(r.loss)} <span {MUTED}>(every variant)</span></p>")
+        out.append(_loss(r.loss, r.earlier_losses, "every variant"))
     for vv in r.variants:
         out.append(_variant(vv, r, heading=True))
     return _div("".join(out))
+
+
+def _loss(loss, earlier: list, scope: str | None = None) -> str:
+    """``loss = X``: with several forwards (steps), X is the last one's and the earlier ones follow."""
+    said = [_e(scope)] if scope else []
+    if earlier:
+        said.append(f"the last of {len(earlier) + 1} forwards; before it: " + ", ".join(_cell(x) for x in earlier))
+    return f"<p>loss = {_cell(loss)}" + (f" <span {MUTED}>({'; '.join(said)})</span>" if said else "") + "</p>"
 
 
 def _ranks_html(pred: Prediction) -> str:
@@ -87,7 +95,7 @@ def _variant(vv: VariantView, r: ReportView | None, heading: bool) -> str:
         out.append(f"<p style=\"color:#b00020\"><b>PyTorch raises {_e(v.error.type)}:</b> {_e(v.error.message)} "
                    f"<span {MUTED}>(during the {_e(v.error.during)}, {where})</span></p>")
     if vv.loss is not None:
-        out.append(f"<p>loss = {_cell(vv.loss)}</p>")
+        out.append(_loss(vv.loss, vv.earlier_losses))
     rows = []
     for g in vv.groups:
         for c in g.calls:

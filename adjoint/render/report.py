@@ -77,6 +77,7 @@ class VariantView:
     notes: list[str]                  # variant notes not already said by an earlier variant
     silent: list = field(default_factory=list)     # hooks that never fired, with the reason (adjoint.answer.silent)
     unkept: list = field(default_factory=list)     # non-leaf names whose .grad stays None (no retain_grad)
+    earlier_losses: list = field(default_factory=list)   # with ``loss``: the earlier forwards' losses, in order
 
 
 @dataclass
@@ -92,15 +93,18 @@ class ReportView:
     hidden_values: int = 0            # forward values not shown (how many), for the hint line
     hidden_boundaries: int = 0
     mode: str = "exact"               # the prediction's answer mode
+    earlier_losses: list = field(default_factory=list)   # with ``loss``: the earlier forwards' losses, in order
 
 
 def build(pred: Prediction, opts: Options = Options()) -> ReportView:
     problem = pred.problem
     ok = [v for v in pred.variants if v.error is None]
-    losses = [v.loss for v in ok]
-    shared_loss = losses[0] if len(ok) > 1 and all(_same(losses[0], x) for x in losses) else None
+    losses = [[*v.earlier_losses, v.loss] for v in ok]   # every forward's, the last one the variant's loss
+    shared = len(ok) > 1 and all(len(x) == len(losses[0]) and all(map(_same, losses[0], x)) for x in losses)
+    shared_loss = ok[0].loss if shared else None
     report = ReportView(problem.name, " ".join((problem.description or "").split()), pred.numeric, shared_loss,
-                        ok[0].name if len(ok) > 1 else None, mode=pred.mode)
+                        ok[0].name if len(ok) > 1 else None, mode=pred.mode,
+                        earlier_losses=list(ok[0].earlier_losses) if shared else [])
     ref = ok[0] if ok else None
     said_notes: set[str] = set()
     for v in pred.variants:
@@ -138,8 +142,10 @@ def _variant(v: VariantPrediction, ref: VariantPrediction | None, shared_loss, s
     unkept = unkept_grads(v)
     if not is_ref and unkept == unkept_grads(ref):
         unkept = []   # said once, in the first variant
-    return VariantView(v, groups, effects, None if shared_loss is not None else v.loss, grads, same, v.returned,
-                       values, values_same, boundaries, boundaries_same, notes, silent_hooks(v), unkept)
+    own_loss = shared_loss is None
+    return VariantView(v, groups, effects, v.loss if own_loss else None, grads, same, v.returned,
+                       values, values_same, boundaries, boundaries_same, notes, silent_hooks(v), unkept,
+                       list(v.earlier_losses) if own_loss else [])
 
 
 def _values(v, ref, is_ref, opts: Options, report: ReportView):
