@@ -23,7 +23,7 @@ from rich.text import Text
 from adjoint.answer.prediction import Boundary, HookRecord, Prediction
 from adjoint.render.safetext import terminal_safe
 from adjoint.render import values as fmt
-from adjoint.render.report import Options, ReportView, VariantView, build
+from adjoint.render.report import Options, ReportView, VariantView, build, recursion_caveat
 from adjoint.render.explain import silent_what, unkept_line
 
 #: spaces at the end of a line (before any closing colour codes)
@@ -139,6 +139,9 @@ def _variant(vv: VariantView, r: ReportView, opts: Options) -> list:
             out.append(Text(f"  as in {_safe(vv.boundaries_same_as)}", DIM))
         else:
             out.append(_recursion(vv.boundaries, opts))
+        caveat = recursion_caveat(vv)
+        if caveat:
+            out.append(_pad(Text(caveat, DIM), (0, 0, 0, 2)))
     if vv.notes:
         out.append(Text("why", HEAD))
         notes = Table.grid(padding=(0, 1))

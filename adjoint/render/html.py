@@ -15,7 +15,7 @@ from adjoint.values.exact import Exact
 from adjoint.answer.prediction import (Boundary, ErrorRecord, FunctionCheck, HookRecord, PassRecord, Prediction,
                                        RanksPrediction, VariantPrediction)
 from adjoint.render import values as fmt
-from adjoint.render.report import Options, ReportView, VariantView, build, variant_view
+from adjoint.render.report import Options, ReportView, VariantView, build, recursion_caveat, variant_view
 from adjoint.render.explain import silent_what, unkept_line
 from adjoint.render.safetext import terminal_safe
 
@@ -118,6 +118,9 @@ def _variant(vv: VariantView, r: ReportView | None, heading: bool) -> str:
         out.append(_pairs_table([(_e(n), _cell(x)) for n, x in vv.values.items()], ("tensor", "forward value")))
     if vv.boundaries is not None:
         out.append(_recursion(vv.boundaries))
+        caveat = recursion_caveat(vv)
+        if caveat:
+            out.append(f"<p {MUTED}>{_e(caveat)}</p>")
     if vv.notes:
         out.append("<ul style=\"margin:0.2em 0;color:#555;font-size:90%\">"
                    + "".join(f"<li>{_e(n)}</li>" for n in vv.notes) + "</ul>")

@@ -148,6 +148,17 @@ def _variant(v: VariantPrediction, ref: VariantPrediction | None, shared_loss, s
                        list(v.earlier_losses) if own_loss else [])
 
 
+def recursion_caveat(vv: VariantView) -> str | None:
+    """What to say under the recursion of a variant whose hooks changed a gradient: each lambda_in
+    there is J^T lambda_out through the module's own nodes as if no hook inside it ran, so it
+    can differ from what PyTorch passed on (the root's from the inputs' .grad)."""
+    if not vv.effects.changed_anything:
+        return None
+    return ("the hooks changed gradients in this variant: a lambda_in leaves out what the hooks inside "
+            "its module did, so it can differ from what PyTorch passed on (the hook calls and the final "
+            ".grad above say that)")
+
+
 def _values(v, ref, is_ref, opts: Options, report: ReportView):
     short = len(v.values) <= SHORT_VALUES and all(x.size <= SHORT_ELEMENTS for x in v.values.values())
     show = opts.values if opts.values is not None else short
