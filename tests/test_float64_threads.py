@@ -26,6 +26,21 @@ def test_blas_threads_are_the_idle_cores(monkeypatch, cores, load, elsewhere, th
     assert f64.blas_threads() == threads
 
 
+@pytest.mark.parametrize("readings,threads", [
+    ((1, 0, 1), 2),    # another task runnable for an instant: seen once, not a job
+    ((0, 0, 1), 2),
+    ((1, 1, 1), 1),    # a job: runnable in every reading
+    ((2, 1, 2), 1),
+])
+def test_a_task_runnable_for_an_instant_does_not_halve_the_pool(monkeypatch, readings, threads):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.3, 0.3, 0.3))
+    it = iter(readings)
+    monkeypatch.setattr(f64, "_runnable_elsewhere", lambda: next(it))
+    assert f64.blas_threads() == threads
+    assert next(it, None) is None   # every reading was taken
+
+
 def test_this_process_threads_are_not_counted_as_other_work(tmp_path):
     """/proc/loadavg's runnable count less this process's own running threads (a BLAS or OpenMP
     worker still spinning after its call is not another job): a /proc written by hand."""

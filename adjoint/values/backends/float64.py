@@ -488,8 +488,10 @@ def blas_threads() -> int:
     the cores that the busier of two readings leaves idle: the last minute's load average
     (``os.getloadavg``) and the other processes' tasks runnable right now (``/proc/loadavg``'s
     fourth field less this process's own running threads: it sees a job that started seconds
-    ago, and not this process's BLAS or OpenMP workers still spinning after their last call);
-    this process counts as one. At least one thread, at most the cores this process may run on."""
+    ago, and not this process's BLAS or OpenMP workers still spinning after their last call;
+    the fewest of :data:`RUNNABLE_READINGS` readings, so that a task runnable for an instant, a
+    kernel worker, does not halve the pool for the whole solve); this process counts as one. At
+    least one thread, at most the cores this process may run on."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -498,7 +500,12 @@ def blas_threads() -> int:
         busy = os.getloadavg()[0]
     except (AttributeError, OSError):
         return cores
-    return max(1, min(cores, int(cores - max(busy, _runnable_elsewhere() + 1) + 1.0)))
+    elsewhere = min(_runnable_elsewhere() for _ in range(RUNNABLE_READINGS))
+    return max(1, min(cores, int(cores - max(busy, elsewhere + 1) + 1.0)))
+
+
+#: readings of the runnable count per solve (each about 80 us): a job is runnable in all of them
+RUNNABLE_READINGS = 3
 
 
 def _runnable_elsewhere(proc: str = "/proc") -> int:
