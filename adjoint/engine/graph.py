@@ -203,9 +203,12 @@ def _as_bools(x):
     return [_as_bools(i) for i in x] if isinstance(x, list) else bool(x)
 
 
-def recorded(t: Tensor, float_dtypes=("float32", "float64")):
-    """What a record keeps of a tensor: its value, with its dtype when that is not a float."""
-    return t.value if t.dtype in float_dtypes else Typed(t.value, t.dtype)
+def recorded(t: Tensor, problem_dtype: str | None = None):
+    """What a record keeps of a tensor: its value, with its dtype when that is not a float (with
+    ``problem_dtype``: not that float: a float64 copy a float32 problem's hook made)."""
+    if t.dtype == problem_dtype or (t.dtype in ("float32", "float64") and problem_dtype is None):
+        return t.value
+    return Typed(t.value, t.dtype)
 
 
 @dataclass(eq=False)

@@ -45,15 +45,16 @@ def run_hook_body(rt, hook, env: dict, grads: LeafGrads | None = None, named: di
     return interp.eval(hook.returns)
 
 
-def snapshot(x):
+def snapshot(x, dtype: str | None = None):
     """What the log keeps of an argument or a result: values, not tensor objects (a tensor
-    may later be modified in place)."""
+    may later be modified in place); ``dtype``: the problem's (a tensor of another float dtype
+    is kept with its dtype)."""
     if isinstance(x, Tensor):
-        return recorded(x)
+        return recorded(x, dtype)
     if isinstance(x, tuple):
-        return tuple(snapshot(i) for i in x)
+        return tuple(snapshot(i, dtype) for i in x)
     if isinstance(x, dict):
-        return {k: snapshot(v) for k, v in x.items()}
+        return {k: snapshot(v, dtype) for k, v in x.items()}
     return x
 
 
@@ -135,7 +136,7 @@ class HookRunner:
                 if leaf not in wrote_leaves:
                     wrote_leaves.append(leaf)
                 self.written_leaves.setdefault(leaf, t)
-        record.returned = snapshot(returned)
+        record.returned = snapshot(returned, rt.dtype)
         writes, unknown = wrapped.writes(rt.B)
         if unknown and rt.phase == "backward":
             raise ProblemError(hook.loc, unplaced(hook))
@@ -231,6 +232,8 @@ class HookRunner:
         # stays int64 for the next hook: BackwardHook passes the returned tuple itself)
         self.returned_dtypes = (tuple(r.dtype if isinstance(r, Tensor) else None for r in returned)
                                 if isinstance(returned, tuple) else None)
+        # a tensor returned alone: its dtype, checked against the gradient it replaces (check_single_result)
+        self.returned_dtype = returned.dtype if isinstance(returned, Tensor) else None
         return as_values(returned, hook)
 
     def fire_post_accumulate(self, hook, t: Tensor, node) -> None:
@@ -316,7 +319,7 @@ class HookRunner:
         except TorchError:
             record.raised = True
             raise
-        record.returned = snapshot(returned)
+        record.returned = snapshot(returned, rt.dtype)
         handed = env.get("x")
         if kind == "unpack" and isinstance(handed, Tensor) and handed.version.value != unpack_version:
             raise ProblemError(hook.loc, f"the unpack hook '{hook.label}' writes what it is handed in place: not "

@@ -39,6 +39,7 @@ from adjoint.engine.gradalias import Aliases, fresh, gradient_strides, output_ob
 from adjoint.engine.reducer_hook import ReducerPostHook
 from adjoint.engine.returned_number import ReturnedNumber
 from adjoint.engine.complex_grad import COMPLEX_DTYPES, call_vjp, is_complex
+from adjoint.engine.torch_errors import changed_type
 
 
 @dataclass
@@ -130,6 +131,13 @@ def slot_shape(node: Node, i: int) -> tuple | None:
     if node.is_accumulate:
         return node.variable.shape
     return node.outputs[i][0] if node.outputs[i] is not None else None
+
+
+def slot_dtype(node: Node, i: int) -> str | None:
+    """The dtype of output slot ``i``: the dtype of the gradient a hook there is handed."""
+    if node.is_accumulate:
+        return node.variable.dtype
+    return node.outputs[i][1] if node.outputs[i] is not None else None
 
 
 class Engine:
@@ -372,7 +380,7 @@ class Engine:
                 returned = self.fire_hook(entry.hook, {"grad": value}, node, None, objs={"grad": objs[nr]})
                 alias.after_hook(entry.hook)
                 if returned is not None:
-                    self.check_same(entry.hook, returned, slot_shape(node, nr))
+                    self.check_same(entry.hook, returned, slot_shape(node, nr), slot_dtype(node, nr))
                     inputs[nr] = returned
                     objs[nr] = alias.returned(objs[nr])
         if not node.is_accumulate:
@@ -390,7 +398,8 @@ class Engine:
             alias.after_hook(entry.hook)
             if returned is not None:
                 inputs = self.check_tuple(entry.hook, inputs, returned,
-                                          [slot_shape(node, i) for i in range(n_slots(node))])
+                                          [slot_shape(node, i) for i in range(n_slots(node))],
+                                          dtypes=[slot_dtype(node, i) for i in range(n_slots(node))])
                 alias.objs[:] = alias.returned_tuple(alias.objs)
         alias.frames[0][0] = inputs
         return inputs
@@ -510,7 +519,8 @@ class Engine:
                                                             "grad_outputs": tuple(alias.objs)})
                 alias.after_hook(entry.hook)
                 if returned is not None:
-                    outputs = self.check_tuple(entry.hook, outputs, returned, self.edge_shapes(node))
+                    outputs = self.check_tuple(entry.hook, outputs, returned, self.edge_shapes(node),
+                                               dtypes=self.edge_dtypes(node))
                     alias.out_objs[:] = alias.returned_tuple(alias.out_objs)
             elif isinstance(entry, LegacyHook):
                 returned = self.fire_hook(entry.hook, {"grad_input": tuple(outputs), "grad_output": tuple(inputs)},
@@ -518,7 +528,8 @@ class Engine:
                                                                   "grad_output": tuple(alias.objs)})
                 alias.after_hook(entry.hook)
                 if returned is not None:
-                    outputs = self.check_tuple(entry.hook, outputs, returned, self.edge_shapes(node))
+                    outputs = self.check_tuple(entry.hook, outputs, returned, self.edge_shapes(node),
+                                               dtypes=self.edge_dtypes(node))
                     alias.out_objs[:] = alias.returned_tuple(alias.out_objs)
             elif isinstance(entry, ModuleOutputHook):
                 outputs = self.module_output_hook(entry.state, inputs, node)
@@ -531,6 +542,41 @@ class Engine:
     def edge_shapes(self, node: Node) -> list:
         return [node.inputs[i].shape if e is not None else None for i, e in enumerate(node.edges)]
 
+    def edge_dtypes(self, node: Node) -> list:
+        return [node.inputs[i].dtype if e is not None else None for i, e in enumerate(node.edges)]
+
+    def returned_dtypes(self, returned) -> tuple:
+        """The dtype of each item of a tuple a hook returned (None for anything but a tensor), or of
+        the tensor it returned alone, as the hook runner saw them before they became values."""
+        runner = self.rt.hooks_runner
+        if isinstance(returned, tuple):
+            return getattr(runner, "returned_dtypes", None) or (None,) * len(returned)
+        return (getattr(runner, "returned_dtype", None),)
+
+    def slot_kinds(self, returned, n: int) -> tuple:
+        """The dtype of each of ``n`` slots after a hook returned ``returned`` (a tuple, or a tensor
+        whose rows are the slots)."""
+        got = self.returned_dtypes(returned)
+        return tuple(got) if isinstance(returned, tuple) else got * n
+
+    def as_returned(self, grads: tuple, kinds) -> tuple:
+        """A module's next hook is handed the returned tensors themselves (BackwardHook passes the
+        tuple on): one of another dtype than the problem's float (bool, int64) keeps it."""
+        return tuple(self.rt.tensor(g, dtype=d) if g is not None and d is not None and d != self.rt.dtype
+                     and d not in COMPLEX_DTYPES and not isinstance(g, Tensor) else g for g, d in zip(grads, kinds))
+
+    def check_slots(self, indices, grads, shapes: list, dtypes, kinds) -> None:
+        """The check of BackwardHook's hook result, slot by slot (``check_single_result``): its dtype
+        (``kinds``, against ``dtypes``), then its shape."""
+        for i in indices:
+            r = grads[i].value if isinstance(grads[i], Tensor) else grads[i]
+            if r is None:
+                continue
+            if dtypes[i] is not None and kinds[i] is not None and kinds[i] != dtypes[i]:
+                raise changed_type(dtypes[i], kinds[i])
+            if shapes[i] is not None and tuple(self.B.shape(r)) != tuple(shapes[i]):
+                raise TorchError("RuntimeError", "hook 'hook' has changed the size of value", "hook_result")
+
     # ------------------------------------------------------------ nn.Module machinery (torch/utils/hooks.py)
     def module_output_hook(self, state, grad_output: list, node: Node) -> list:
         """BackwardHook.setup_output_hook's post-hook on the output BackwardHookFunctionBackward."""
@@ -540,13 +586,18 @@ class Engine:
         gobjs = _pack_with_none(state.output_tensors_index, alias.objs, state.n_outputs)
         state.grad_outputs = grads
         alias.hold(state, gobjs)
+        dtypes = _dtypes(call.out)
+        kinds = dtypes   # the dtype of each slot's gradient now (a hook's result may have another)
         for hook in state.user_pre_hooks:
             returned = self.fire_hook(hook.hook, {"grad_output": grads}, node, call, objs={"grad_output": gobjs})
             grads = alias.refresh(grads, gobjs, alias.after_hook(hook.hook))
             if returned is None:
                 continue
             last = hook is state.user_pre_hooks[-1] and (state.input_tensors_index is not None or not state.user_hooks)
-            grads = tuple(self.check_tuple(hook.hook, list(grads), returned, _shapes(call.out), "grad_output", last))
+            grads = tuple(self.check_tuple(hook.hook, list(grads), returned, _shapes(call.out), "grad_output", last,
+                                           dtypes=dtypes))
+            kinds = self.slot_kinds(returned, len(grads))
+            grads = self.as_returned(grads, kinds)
             gobjs = tuple(alias.returned_tuple(gobjs))
             state.grad_outputs = grads
             alias.hold(state, gobjs)
@@ -566,11 +617,7 @@ class Engine:
             alias.release(state)
         # BackwardHook's pre-hook returns: the node's pre-hook check compares each gradient with
         # its output's shape (a pre-hook but the last may have changed one: the later hooks ran)
-        shapes = _shapes(call.out)
-        for i in state.output_tensors_index:
-            r = local[i].value if isinstance(local[i], Tensor) else local[i]
-            if r is not None and shapes[i] is not None and tuple(self.B.shape(r)) != tuple(shapes[i]):
-                raise TorchError("RuntimeError", "hook 'hook' has changed the size of value", "hook_result")
+        self.check_slots(state.output_tensors_index, local, _shapes(call.out), dtypes, kinds)
         alias.out_objs[:] = _unpack_none(state.output_tensors_index, gobjs)
         return _unpack_none(state.output_tensors_index, local)
 
@@ -586,6 +633,8 @@ class Engine:
                     and a.dtype != self.rt.dtype and not is_complex(a) else g for g, a in zip(res, call.args))
         alias = self.alias
         robjs = _pack_with_none(state.input_tensors_index, alias.out_objs, state.n_inputs)
+        dtypes = _dtypes(call.args)
+        kinds = dtypes   # the dtype of each slot's gradient now (a hook's result may have another)
         for hook in state.user_hooks:
             returned = self.fire_hook(hook.hook, {"grad_input": res, "grad_output": state.grad_outputs}, node, call,
                                       objs={"grad_input": robjs, "grad_output": alias.held(state)})
@@ -593,19 +642,13 @@ class Engine:
             if returned is None:
                 continue
             res = tuple(self.check_tuple(hook.hook, list(res), returned, _shapes(call.args), "grad_input",
-                                         hook is state.user_hooks[-1]))
+                                         hook is state.user_hooks[-1], dtypes=dtypes))
+            kinds = self.slot_kinds(returned, len(res))
             robjs = tuple(alias.returned_tuple(robjs))
-            # the next hook is handed the returned tensors themselves: an int64 one keeps its dtype
-            dtypes = getattr(self.rt.hooks_runner, "returned_dtypes", None) or (None,) * len(res)
-            res = tuple(self.rt.tensor(g, dtype=d) if g is not None and d is not None and d != self.rt.dtype
-                        and d not in COMPLEX_DTYPES else g for g, d in zip(res, dtypes))
+            res = self.as_returned(res, kinds)
         # BackwardHook's hook returns: its node's post-hook check compares each gradient with the
-        # one the node computed (a hook but the last may have changed a shape: the later ones ran)
-        shapes = _shapes(call.args)
-        for i in state.input_tensors_index:
-            r = res[i].value if isinstance(res[i], Tensor) else res[i]
-            if r is not None and shapes[i] is not None and tuple(self.B.shape(r)) != tuple(shapes[i]):
-                raise TorchError("RuntimeError", "hook 'hook' has changed the size of value", "hook_result")
+        # one the node computed (a hook but the last may have changed a dtype or a shape: the later ones ran)
+        self.check_slots(state.input_tensors_index, res, _shapes(call.args), dtypes, kinds)
         state.grad_outputs = None
         alias.release(state)
         alias.out_objs[:] = _unpack_none(state.input_tensors_index, robjs)
@@ -661,28 +704,34 @@ class Engine:
         return self.should_execute(node)
 
     # ------------------------------------------------------------ checks
-    def check_same(self, hook, returned, shape) -> None:
+    def check_same(self, hook, returned, shape, dtype: str | None = None, got: str | None = None) -> None:
         """A tensor hook's result, checked as ``check_single_result`` does (its ``hook 'hook'``: the
-        function's name; adjoint calls every hook function ``hook``)."""
+        function's name; adjoint calls every hook function ``hook``): a tensor, of the gradient's
+        dtype (``dtype``; ``got``: the result's, else as the hook runner saw it), then of its shape."""
         if isinstance(returned, tuple):
             raise TorchError("TypeError", "expected Variable, but hook returned 'tuple'", "hook_result")
         if not self.B.is_value(returned):
             raise ProblemError(hook.returns.loc, "a tensor hook must return a tensor (the new gradient) or nothing")
+        got = got or self.returned_dtypes(returned)[0]
+        if dtype is not None and got is not None and got != dtype:
+            raise changed_type(dtype, got)
         if tuple(self.B.shape(returned)) != tuple(shape):
             raise TorchError("RuntimeError", "hook 'hook' has changed the size of value", "hook_result")
 
     def check_tuple(self, hook, original: list, returned, shapes: list, module: str | None = None,
-                    last: bool = True) -> list:
+                    last: bool = True, dtypes=None, got=None) -> list:
         """A hook's returned tuple, checked as PyTorch checks it: a node hook (and the legacy module
         hook, a post-hook on its node) by ``PyFunctionPostHook`` / ``PyFunctionPreHook`` right after
         it returns; a full backward (pre-)hook (``module``: ``grad_input`` / ``grad_output``) by
         ``BackwardHook`` for its count, right after it returns, and for its shapes by the engine
         once BackwardHook's own ``hook`` returns -- after the module's later hooks (``last``: none
         follows; otherwise a full backward (pre-)hook's gradients are handed on and checked by
-        :meth:`module_input_hook` / :meth:`module_output_hook` once the last ran)."""
+        :meth:`module_input_hook` / :meth:`module_output_hook` once the last ran). ``dtypes``: each
+        slot's dtype; ``got``: each returned item's (else as the hook runner saw them); a tensor of
+        another dtype is refused before its size is read."""
         where = hook.returns.loc
         if not isinstance(returned, tuple) and module is not None and self.B.is_value(returned):
-            return self._tensor_for_tuple(hook, original, returned, shapes, module, last)
+            return self._tensor_for_tuple(hook, original, returned, shapes, module, last, dtypes)
         if not isinstance(returned, tuple):
             if module is None and self.B.is_value(returned):
                 raise TorchError("TypeError", "expected tuple, but hook returned 'Tensor'", "hook_result")
@@ -699,11 +748,13 @@ class Engine:
                 message = f"hook 'hook' has returned an incorrect number of values (got {len(returned)}, but " \
                           f"expected {len(original)})"
             raise TorchError("RuntimeError", message, "hook_result")
+        dtypes = dtypes or (None,) * len(returned)
+        got = got or self.returned_dtypes(returned)
         if module is None:
             # PyFunctionPre/PostHook's check_result: check_single_result slot by slot, in order --
             # None passes, a value where the hook was handed None is refused before its type is
-            # read, then a number's type, then the size
-            for r, o, s in zip(returned, original, shapes):
+            # read, then a number's type, then the dtype, then the size
+            for r, o, s, d, g in zip(returned, original, shapes, dtypes, got):
                 if r is None:
                     continue
                 if o is None:
@@ -711,6 +762,8 @@ class Engine:
                                      "hook_result")
                 if isinstance(r, ReturnedNumber):
                     raise TorchError("TypeError", f"expected Variable, but hook returned '{r.name}'", "hook_result")
+                if d is not None and g is not None and g != d:
+                    raise changed_type(d, g)
                 if s is not None and tuple(self.B.shape(r)) != tuple(s):
                     raise TorchError("RuntimeError", "hook 'hook' has changed the size of value", "hook_result")
             return list(returned)
@@ -721,17 +774,21 @@ class Engine:
                                           "None; the module's later hooks would be handed it, which adjoint does not "
                                           "model yet")
             raise TorchError("TypeError", f"expected Variable, but hook returned '{number.name}'", "hook_result")
-        for r, s in zip(returned, shapes):
+        for r, s, d, g in zip(returned, shapes, dtypes, got):
             if r is None or s is None:
                 continue
-            if tuple(self.B.shape(r)) != tuple(s):
+            other_dtype = d is not None and g is not None and g != d
+            if other_dtype or tuple(self.B.shape(r)) != tuple(s):
                 if not last:
                     return list(returned)   # the module's later hooks are handed it; checked once they ran
+                if other_dtype:
+                    raise changed_type(d, g)
                 raise TorchError("RuntimeError", "hook 'hook' has changed the size of value", "hook_result")
         return list(returned)
 
 
-    def _tensor_for_tuple(self, hook, original: list, returned, shapes: list, module: str, last: bool) -> list:
+    def _tensor_for_tuple(self, hook, original: list, returned, shapes: list, module: str, last: bool,
+                          dtypes=None) -> list:
         """A full backward (pre-)hook that returns a tensor where BackwardHook expects a tuple: its
         ``len(out)`` is the tensor's first size (a 0-d tensor has none: TypeError) and its slots
         are the tensor's rows, so PyTorch refuses the count, or the rows' shape once the module's
@@ -744,7 +801,8 @@ class Engine:
                 s is None or tuple(shape[1:]) == tuple(s) for s in shapes):
             raise ProblemError(hook.returns.loc, f"the {hook.kind} hook returns a tensor whose rows PyTorch would take "
                                                  "as the gradients (one per slot); not modelled: return a tuple")
-        return self.check_tuple(hook, original, rows, shapes, module, last)
+        return self.check_tuple(hook, original, rows, shapes, module, last, dtypes,
+                                self.returned_dtypes(returned) * len(rows))
 
 
 def _pack_with_none(indices: list, values, size: int) -> tuple:
@@ -765,6 +823,12 @@ def _shapes(values) -> list:
     """The shape of each tensor among a module's inputs (or its output, or outputs), None elsewhere."""
     items = values if isinstance(values, tuple) else (values,)
     return [getattr(v, "shape", None) for v in items]
+
+
+def _dtypes(values) -> tuple:
+    """The dtype of each tensor among a module's inputs (or its output, or outputs), None elsewhere."""
+    items = values if isinstance(values, tuple) else (values,)
+    return tuple(v.dtype if isinstance(v, Tensor) else None for v in items)
 
 
 def _accumulate(B, current, new):

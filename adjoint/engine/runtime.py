@@ -209,6 +209,11 @@ class Runtime:
         # None: an optional tensor argument not given (a convolution's bias): no edge value, never saved
         complex_grad.check_numbers(self.B, opname, ins, params, loc)
         ts = [x if isinstance(x, Tensor) or x is None else self.wrapped_number(x) for x in ins]
+        for t in ts:   # a float64 copy a hook body made (x.double()) of a float32 problem's tensor
+            if t is not None and t.dtype in ("float32", "float64") and t.dtype != self.dtype:
+                raise ProblemError(loc, f"{op.name} of a {t.dtype} tensor in a {self.dtype} problem: ops across "
+                                        "float dtypes are not modelled yet (a hook may return such a copy: PyTorch "
+                                        "refuses it, 'has changed the type of value')")
         complex_grad.check_operands(op, ts, params, loc)
         try:
             out_shape = op.shape([t.shape if t is not None else None for t in ts], params, loc)

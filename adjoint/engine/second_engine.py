@@ -141,15 +141,26 @@ class SecondEngine(Engine):
         which engine tensor each argument is)."""
         return self.rt.hooks_runner.fire(hook, args, node, call, **how)
 
-    def check_same(self, hook, returned, shape) -> None:
-        super().check_same(hook, returned.value if isinstance(returned, Tensor) else returned, shape)
+    def check_same(self, hook, returned, shape, dtype=None, got=None) -> None:
+        super().check_same(hook, returned.value if isinstance(returned, Tensor) else returned, shape, dtype,
+                           got or (returned.dtype if isinstance(returned, Tensor) else None))
 
-    def check_tuple(self, hook, original, returned, shapes, *how):
+    def returned_dtypes(self, returned) -> tuple:
+        """A hook under grad mode hands back the graph's tensors themselves: their dtypes (values:
+        as the hook runner saw them)."""
+        items = returned if isinstance(returned, tuple) else (returned,)
+        if not any(isinstance(r, Tensor) for r in items):
+            return super().returned_dtypes(returned)
+        return tuple(r.dtype if isinstance(r, Tensor) else None for r in items)
+
+    def check_tuple(self, hook, original, returned, shapes, *how, **kw):
         if isinstance(returned, tuple):
+            kw.setdefault("got", self.returned_dtypes(returned))
             plain = tuple(r.value if isinstance(r, Tensor) else r for r in returned)
-            super().check_tuple(hook, [o.value if isinstance(o, Tensor) else o for o in original], plain, shapes, *how)
+            super().check_tuple(hook, [o.value if isinstance(o, Tensor) else o for o in original], plain, shapes,
+                                *how, **kw)
             return list(returned)
-        return super().check_tuple(hook, original, returned, shapes, *how)
+        return super().check_tuple(hook, original, returned, shapes, *how, **kw)
 
     def apply(self, node, inputs):
         if node.kind == "graphroot":

@@ -7,6 +7,20 @@ TYPE_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": 
               "complex128": "ComplexDouble"}
 
 
+#: A tensor's type as ``TensorBase::toString`` names it in "hook 'hook' has changed the type of value
+#: (was torch.FloatTensor got CPUBoolType)": the legacy tensor type where there is one, else the
+#: dispatch key and scalar type (checked in torch 2.13 for every pair of these dtypes).
+TENSOR_TYPE_NAMES = {"float32": "torch.FloatTensor", "float64": "torch.DoubleTensor", "int64": "torch.LongTensor",
+                     "bool": "CPUBoolType", "complex64": "CPUComplexFloatType", "complex128": "CPUComplexDoubleType"}
+
+
+def changed_type(original: str, result: str) -> "TorchError":
+    """``check_variable_result``'s error for a hook whose result has another dtype than the
+    gradient it replaces (checked before its size)."""
+    return TorchError("RuntimeError", f"hook 'hook' has changed the type of value (was {TENSOR_TYPE_NAMES[original]} "
+                                      f"got {TENSOR_TYPE_NAMES[result]})", "hook_result")
+
+
 def torch_size(shape) -> str:
     """A shape as PyTorch's messages print it: ``torch.Size([2, 3])``."""
     return f"torch.Size([{', '.join(str(d) for d in shape)}])"

@@ -106,9 +106,15 @@ def convert(rt, x: Tensor, target: str, loc: Loc, what: str) -> Tensor:
     """``x`` as ``target`` (``_to_copy`` when the dtype changes; ``x`` itself when it does not)."""
     if target == x.dtype:
         return x
+    if x.dtype == "float32" and target == "float64" and not rt.grad_enabled:
+        # no node records it (a hook body runs with grad mode off): the same values, exactly, as
+        # float64 -- what a hook returning it is refused for ("has changed the type of value")
+        return rt.tensor(x.value, dtype=target)
     if x.dtype in _FLOATS and target in _FLOATS:
         raise ProblemError(loc, f"{what} of a {x.dtype} tensor to {target} (ToCopyBackward0 across float dtypes, "
-                                "tensors of two float dtypes in one problem) is not modelled yet")
+                                "tensors of two float dtypes in one problem) is not modelled yet"
+                                + ("; under grad mode off (a hook body) float32 to float64 is" if target == "float32"
+                                   else ""))
     if x.dtype not in ("bool", "int64") or target != rt.dtype:
         raise ProblemError(loc, f"{what} of a {x.dtype} tensor to {target} is not modelled yet; a bool or int64 "
                                 f"tensor converts to the problem's dtype ({rt.dtype}), and a tensor to its own dtype")
