@@ -221,6 +221,65 @@ def make_lstm():
 
 def make_exiting():
     raise SystemExit(0)
+
+
+class Stored(nn.Module):
+    def __init__(self, how):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+        self.b = nn.Linear(3, 1)
+        self.how = how
+
+    def forward(self, x):
+        h = self.a(x)
+        if self.how == "zero":
+            h[:, 0] = 0.0
+        elif self.how == "row":
+            h[0] = x[1] * 2
+        else:
+            h[:, 0] += 1
+        return self.b(h)
+
+
+def make_stored_zero():
+    torch.manual_seed(7)
+    return Stored("zero").double()
+
+
+def make_stored_row():
+    torch.manual_seed(7)
+    return Stored("row").double()
+
+
+def make_stored_add():
+    torch.manual_seed(7)
+    return Stored("add").double()
+
+
+def doubled(module, grad_output):
+    return (grad_output[0] * 2,)
+
+
+def plus_one(module, grad_output):
+    return (grad_output[0] + 1,)
+
+
+def tripled(module, args, out):
+    return out * 3
+
+
+def minus_one(module, args, out):
+    return out - 1
+
+
+def make_prepended():
+    torch.manual_seed(0)
+    m = Two().double()
+    m.b.register_full_backward_pre_hook(doubled)
+    m.b.register_full_backward_pre_hook(plus_one, prepend=True)
+    m.a.register_forward_hook(tripled)
+    m.a.register_forward_hook(minus_one, prepend=True)
+    return m
 '''
 
 
@@ -371,6 +430,38 @@ def test_in_place_residuals_and_comparisons_import_in_place(models):
     _assert_same(problem, models, "make_residual")
     vp = predict(problem, None, "float64").variants[0]
     assert verify_variant(path, problem, vp, "float64", False, origin=True).ok
+
+
+@pytest.mark.parametrize("factory, line", [
+    ("make_stored_zero", "    h[:, 0] = 0.0\n"),
+    ("make_stored_row", "    h[0] = x[1].mul(2)\n"),
+    # h[:, 0] += 1 is Python's three steps: the view, its add_, and the store of it (a CopySlices)
+    ("make_stored_add", "    getitem = h[:, 0]\n    getitem.add_(1)\n    h[:, 0] = getitem\n"),
+])
+def test_a_store_into_a_tensor_is_written_not_dropped(models, factory, line):
+    """``h[...] = v`` returns nothing, so it left no trace in the recorded ops and the import
+    wrote a different model that verify passed; it is written as the user wrote it, and the
+    prediction equals the user's module (and its graph, under verify --origin)."""
+    path, text, problem = _import(models, factory)
+    assert line in text
+    _assert_same(problem, models, factory)
+    vp = predict(problem, None, "float64").variants[0]
+    result = verify_variant(path, problem, vp, "float64", False, origin=True)
+    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+
+
+def test_prepend_is_written_on_the_hook_registered_with_it(models):
+    """plus_one was registered second with prepend=True: PyTorch runs it first, so b's pre-hooks
+    give (g + 1) * 2, not g * 2 + 1; the forward hooks give (a(x) - 1) * 3."""
+    path, text, problem = _import(models, "make_prepended")
+    lines = [ln.split("#")[0].strip() for ln in text.splitlines() if "kind: full_backward_pre" in ln
+             or "kind: forward" in ln]
+    assert lines == ['- {module: b, kind: full_backward_pre, returns: "(grad_output[0] * 2,)"}',
+                     '- {module: b, kind: full_backward_pre, prepend: true, returns: "(grad_output[0] + 1,)"}',
+                     '- {module: a, kind: forward, returns: "output * 3"}',
+                     '- {module: a, kind: forward, prepend: true, returns: "output - 1"}'][:len(lines)]
+    assert len(lines) == 4
+    _assert_same(problem, models, "make_prepended")
 
 
 @pytest.mark.parametrize("cls, line, words", [

@@ -45,11 +45,14 @@ def _describe(fn) -> str:
 
 
 def _entries(table: dict, extra: dict) -> list[tuple[int, bool, object]]:
-    """(handle id, prepended, function) in the order the dict holds them."""
+    """(handle id, prepended, function) in the order the dict holds them. A hook registered with
+    ``prepend=True`` went in front of every hook the dict held then (the ones with smaller ids),
+    and no later registration changes that: it was prepended exactly when a hook with a smaller id
+    comes after it. (The first hook of a dict is written without the flag, which changes nothing.)"""
     ids = list(table)
     out = []
     for pos, hid in enumerate(ids):
-        prepended = any(other > hid for other in ids[:pos])
+        prepended = any(other < hid for other in ids[pos + 1:])
         out.append((hid, prepended, table[hid]))
     return out
 

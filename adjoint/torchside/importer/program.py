@@ -172,6 +172,9 @@ class Writer:
         if node.op == "call_method" and str(node.target) in INPLACE_METHODS:
             self.in_place(node)
             return
+        if node.op == "call_function" and node.target is operator.setitem:
+            self.store(node)
+            return
         self.consume(_refs((node.args, node.kwargs)))
         expr = self.render(node)
         if node.op == "call_function" and node.target in COMPARE:
@@ -213,6 +216,26 @@ class Writer:
         text = f"{self.exprs[recv].text}.{node.target}({self.call_args(node, node.args[1:], node.kwargs)})"
         self.lines.append(text)
         self.exprs[node] = Expr(self.exprs[recv].text)
+
+    def store(self, node: fx.Node) -> None:
+        """``h[i] = v`` (recorded from a real call; ``h[i] += v`` is the view's ``add_`` and then
+        this store of it, as Python runs it): a line of its own on a named tensor, its value
+        inlined when that keeps the order the ops ran in."""
+        base, index, value = node.args
+        if not isinstance(base, fx.Node):
+            raise self.fail(node, "assigns into a constant", "write it on a tensor")
+        self.consume(_refs((index, value)))
+        self.flush()
+        if self.exprs[base].prec != ATOM or not self.exprs[base].text.isidentifier():
+            self.assign(base)
+        try:
+            inner = (", ".join(self.arg(i) for i in index) if index else "()") if isinstance(index, tuple) \
+                else self.arg(index)
+            rhs = self.arg(value)
+        except TypeError as exc:
+            raise self.fail(node, f"assigns with a {exc}", "use numbers, None, slices and tensors") from None
+        self.lines.append(f"{self.exprs[base].text}[{inner}] = {rhs}")
+        self.exprs[node] = Expr("None")
 
     def fresh(self, base: str) -> str:
         while base in self.taken:

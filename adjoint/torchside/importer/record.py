@@ -30,6 +30,10 @@ _OPERATORS = {"__add__": operator.add, "__sub__": operator.sub, "__mul__": opera
 _AUGMENTED = {"__iadd__": "add_", "__isub__": "sub_", "__imul__": "mul_", "__itruediv__": "div_"}
 _REFLECTED = {"__radd__": operator.add, "__rsub__": operator.sub, "__rmul__": operator.mul,
               "__rtruediv__": operator.truediv, "__rmatmul__": operator.matmul, "__rpow__": operator.pow}
+#: calls that return no tensor but act on one: recorded, so that the program writes them (``h[i] = v``)
+#: or refuses them at the user's line (``h.retain_grad()``, ``h.register_hook(f)``), never drops them
+SIDE_EFFECTS = {"__setitem__", "__delitem__", "__set__", "retain_grad", "register_hook",
+                "register_post_accumulate_grad_hook", "backward"}
 
 
 class Recorder(TorchFunctionMode):
@@ -66,11 +70,13 @@ class Recorder(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        if self.depth or not _tensors(out):
-            return out
         name = getattr(func, "__name__", "")
+        if self.depth or not (_tensors(out) or name in SIDE_EFFECTS):
+            return out
         self._stack = "".join(traceback.format_stack()[:-1])
-        if name in _OPERATORS:
+        if name == "__setitem__":   # h[i] = v (and the store of h[i] += v): written as the user wrote it
+            node = self.graph.call_function(operator.setitem, self.map(args), self.map(kwargs))
+        elif name in _OPERATORS:
             node = self.graph.call_function(_OPERATORS[name], self.map(args), self.map(kwargs))
         elif name in _AUGMENTED:
             node = self.graph.call_method(_AUGMENTED[name], self.map(args), self.map(kwargs))
@@ -130,9 +136,16 @@ def record(module: nn.Module, args: tuple, kwargs: dict) -> fx.Graph:
         for h in handles:
             h.remove()
     for node in reversed(list(graph.nodes)):   # ops whose value nothing used (a branch's condition)
-        if node.op in ("call_function", "call_method") and not node.users and not _in_place(node):
+        if node.op in ("call_function", "call_method") and not node.users and not _in_place(node) \
+                and not acts(node):
             graph.erase_node(node)
     return graph
+
+
+def acts(node: fx.Node) -> bool:
+    """A recorded call that returns nothing but acts (a store ``h[i] = v``, ``h.retain_grad()``)."""
+    name = str(node.target) if node.op == "call_method" else getattr(node.target, "__name__", "")
+    return node.target is operator.setitem or name in SIDE_EFFECTS
 
 
 def _in_place(node: fx.Node) -> bool:
