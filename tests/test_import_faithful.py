@@ -272,6 +272,11 @@ def minus_one(module, args, out):
     return out - 1
 
 
+def make_dropping():
+    torch.manual_seed(2)
+    return nn.Sequential(nn.Linear(3, 4), nn.Dropout(0.5), nn.Linear(4, 1)).double()
+
+
 def make_prepended():
     torch.manual_seed(0)
     m = Two().double()
@@ -448,6 +453,17 @@ def test_a_store_into_a_tensor_is_written_not_dropped(models, factory, line):
     vp = predict(problem, None, "float64").variants[0]
     result = verify_variant(path, problem, vp, "float64", False, origin=True)
     assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+
+
+def test_verify_origin_draws_the_files_dropout_mask(models):
+    """Import writes a training-mode Dropout's keep-mask as data; verify --origin runs the user's
+    module with that mask too (it drew its own before, and every gradient differed)."""
+    path, text, problem = _import(models, "make_dropping")
+    assert "mask:" in text
+    vp = predict(problem, None, "float64").variants[0]
+    result = verify_variant(path, problem, vp, "float64", False, origin=True)
+    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+    assert any(r.section == "origin" and r.item.startswith("grad ") for r in result.rows)
 
 
 def test_prepend_is_written_on_the_hook_registered_with_it(models):

@@ -33,6 +33,7 @@ from adjoint.format.errors import ProblemError
 from adjoint.format.problem import Problem
 from adjoint.torchside.program import EnvScope, Program
 from adjoint.torchside.values import DTYPES, literal_tensor, snap
+from adjoint.torchside.dropout import forced_mask
 from adjoint.torchside.importer.hooks import _GLOBAL, _TABLES
 from adjoint.torchside.importer.userfile import call_factory
 from adjoint.torchside.importer.where import show_path
@@ -204,6 +205,30 @@ def restored_global_hooks():
         nn_module._global_is_full_backward_hook = mode
 
 
+def _force_masks(model, root, dtype, symbols: dict) -> None:
+    """Each Dropout of the user's module that the file gives a keep-mask (import draws one, as
+    data) draws that mask, as verify's own run does (:mod:`adjoint.torchside.dropout`): a random
+    draw of its own would make every gradient differ, however faithful the file is. Its forward
+    is wrapped on the instance; no hook is added."""
+    stack = [root]
+    while stack:
+        decl = stack.pop()
+        stack.extend(decl.children)
+        if decl.mask is None:
+            continue
+        try:
+            module = model.get_submodule(decl.path)
+        except AttributeError:
+            continue
+        forward = module.forward
+
+        def forced(*args, _decl=decl, _forward=forward, **kwargs):
+            with forced_mask(_decl, dtype, symbols):
+                return _forward(*args, **kwargs)
+
+        module.forward = forced
+
+
 def run_origin(problem: Problem, decl, dtype: str) -> tuple[dict, int]:
     """(observed JSON, how many hooks the module carries): the user's module run on the file's inputs."""
     with restored_global_hooks():
@@ -228,6 +253,7 @@ def _run_origin(problem: Problem, decl, dtype: str) -> tuple[dict, int]:
         kind = {"int64": torch.int64, "bool": torch.bool}.get(getattr(d, "dtype", None) or "", float_dtype)
         env[d.name] = literal_tensor(d.value, kind, symbols)
     found, labels = _hooks(model)
+    _force_masks(model, problem.model, float_dtype, symbols)
     log: list = []
     marks = Marks()
     for index, (hid, table, kind, target, on, kw) in enumerate(found):
