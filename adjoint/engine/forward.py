@@ -543,9 +543,14 @@ class _Pass:
                                                  f"'{mod.label}' takes {len(mod.inputs)}: forward()'s TypeError is "
                                                  "not modelled for this module (a function: module's forward, which "
                                                  "CPython names by the user's own class)")
-        for v in new:
+        for i, v in enumerate(new):
+            if i == 1 and mod.type in ("LSTM", "LSTMCell") and isinstance(v, tuple) and len(v) == 2 \
+                    and all(isinstance(s, Tensor) for s in v):
+                continue   # an LSTM's state (h0, c0), as it is called with
             if not isinstance(v, Tensor):
-                raise ProblemError(hook.returns.loc, "a forward_pre hook must return tensors (the new inputs)")
+                raise ProblemError(hook.returns.loc, "a forward_pre hook must return tensors (the new inputs)"
+                                   + ("; an LSTM's second input is the pair (h0, c0)"
+                                      if mod.type in ("LSTM", "LSTMCell") else ""))
 
     def fire_forward(self, entry, env: dict, call: Call):
         """A forward(-pre) hook body runs with grad enabled: its ops are graph nodes."""
