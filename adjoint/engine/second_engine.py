@@ -170,6 +170,10 @@ class SecondEngine(Engine):
         rt = self.rt
         if node.kind == "hookfn":   # BackwardHookFunction: materialized zeros, the gradients handed on as they are
             return [x if x is not None else rt.tensor(self.B.zeros(slot_shape(node, i))) for i, x in enumerate(inputs)]
+        if node.kind == "checkpoint" and self.exec_info:
+            # CheckpointFunction.backward's first line, before anything it would record
+            from adjoint.engine.checkpoint_reentrant import NOT_VALID
+            raise TorchError("RuntimeError", NOT_VALID, "checkpoint")
         if node.kind != "op" or node.op.name not in FORMULAS:
             raise NotModelled(node.name if node.kind != "op" else node.op.node)
         saved = self.unpack_tensors(node)
