@@ -272,6 +272,16 @@ def minus_one(module, args, out):
     return out - 1
 
 
+class ReadsData(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+
+    def forward(self, x):
+        h = self.a(x)
+        return h + h.data * 0
+
+
 def make_dropping():
     torch.manual_seed(2)
     return nn.Sequential(nn.Linear(3, 4), nn.Dropout(0.5), nn.Linear(4, 1)).double()
@@ -488,6 +498,7 @@ def test_prepend_is_written_on_the_hook_registered_with_it(models):
     ("HookInForward", "h.register_hook(", "registers a tensor hook inside the forward"),
     ("Constant", "torch.ones(3)", "makes a constant tensor inside its forward"),
     ("Decorated", "@torch.no_grad()", "the decorator @torch.no_grad() on its forward cannot be imported"),
+    ("ReadsData", "h.data * 0", "reads the tensor attribute .data, which adjoint does not model"),
 ])
 def test_what_fx_would_drop_from_a_forward_is_refused_at_its_line(tmp_path, cls, line, words):
     path = tmp_path / "models.py"

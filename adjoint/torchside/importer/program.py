@@ -348,6 +348,9 @@ class Writer:
             return Expr(f"{self.arg(base, ATOM)}[{inner}]")
         if target is builtins.getattr and node.args[1] in ATTRIBUTES:
             return Expr(f"{self.arg(node.args[0], ATOM)}.{node.args[1]}")
+        if target is builtins.getattr:
+            raise self.fail(node, f"reads the tensor attribute .{node.args[1]}, which adjoint does not model",
+                            "a forward may read .shape, .T and .mT (for .data: .detach())")
         if "checkpoint_child" in node.meta:
             return self.checkpoint(node)
         prefix = _namespace(target)
