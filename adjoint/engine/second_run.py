@@ -79,7 +79,9 @@ def second_request(problem, bw, run, backend) -> BackwardRequest:
     else:
         root = fwd.loss if fwd.loss is not None else fwd.output
         roots = [root]
-    given = list(s.grad_outputs) if s.grad_outputs else [bw.grad_output]
+    # no grad_outputs: None per root (_make_grads: ones for a scalar root); a backward's own
+    # grad_output goes with its one root (the file may not give both it and roots:)
+    given = list(s.grad_outputs) if s.grad_outputs else [bw.grad_output] + [None] * (len(roots) - 1)
     grads = []
     values = [backend.literal(lit) if lit is not None else None for lit in given]
     for i, (r, lit) in enumerate(zip(roots, given)):

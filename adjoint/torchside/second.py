@@ -53,7 +53,9 @@ def second_backward(s, bw, made: dict) -> dict | None:
             roots.append(r)
     else:
         roots = [fp.loss if fp.loss is not None else fp.output]
-    given = list(sec.grad_outputs) if sec.grad_outputs else [bw.grad_output]
+    # no grad_outputs: None per root, as torch.autograd.backward([a, b]) has it (one None for two
+    # roots would be PyTorch's 'got 2 tensors and 1 gradients')
+    given = list(sec.grad_outputs) if sec.grad_outputs else [bw.grad_output] + [None] * (len(roots) - 1)
     grads = [literal_tensor(g, s.dtype, s.symbols) if g is not None else None for g in given]
     wrt = [names[name] for name, _ in bw.inputs]
     if bw.method == "grad":
