@@ -113,8 +113,8 @@ def convert(rt, x: Tensor, target: str, loc: Loc, what: str) -> Tensor:
     if x.dtype in _FLOATS and target in _FLOATS:
         raise ProblemError(loc, f"{what} of a {x.dtype} tensor to {target} (ToCopyBackward0 across float dtypes, "
                                 "tensors of two float dtypes in one problem) is not modelled yet"
-                                + ("; under grad mode off (a hook body) float32 to float64 is" if target == "float32"
-                                   else ""))
+                                + ("; with grad mode off (in a hook body) it is a float64 copy, which a hook may "
+                                   "return" if target == "float64" else ""))
     if x.dtype not in ("bool", "int64") or target != rt.dtype:
         raise ProblemError(loc, f"{what} of a {x.dtype} tensor to {target} is not modelled yet; a bool or int64 "
                                 f"tensor converts to the problem's dtype ({rt.dtype}), and a tensor to its own dtype")
