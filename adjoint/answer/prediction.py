@@ -141,6 +141,7 @@ class VariantPrediction:
     registered: dict = field(default_factory=dict)   # registered steps: name -> hooks in that module dict then
     reads: list = field(default_factory=list)   # ReadRecord per read step (adjoint.engine.saved_reads)
     earlier_losses: list = field(default_factory=list)   # steps: the loss of each forward before the last, in order
+    value_meta: dict = field(default_factory=dict)   # name -> (requires_grad, grad_fn) of each forward value
                                                          # (``loss`` is the last forward's)
 
     @property
@@ -173,7 +174,7 @@ class VariantPrediction:
             return out
         out = {
             "loss": value_json(self.loss, style) if self.loss is not None else None,
-            "values": {k: value_json(v, style) for k, v in self.values.items()},
+            "values": {k: _with_meta(value_json(v, style), self.value_meta.get(k)) for k, v in self.values.items()},
             "adjoints": {b.callid: {"grad_output": [value_json(g, style) for g in b.grad_output],
                                     "grad_input": [value_json(g, style) for g in b.grad_input]}
                          for b in self.boundaries},
@@ -343,6 +344,17 @@ def value_json(v, style: JsonStyle | None = None) -> dict | list | float | int |
         return {"shape": list(v.shape), "value": Deferred(partial(signed_floats, v), (id(v), "value")),
                 "exact": Deferred(partial(v.strings, printer), (id(v), "exact"))}
     return {"shape": list(v.shape), "value": signed_floats(v), "exact": v.strings(printer)}
+
+
+def _with_meta(doc, meta):
+    """A forward value's VALUE with its ``requires_grad`` and ``grad_fn`` (the type name of the
+    node, as ``type(t.grad_fn).__name__``, or null) as the pass left them (contract v3)."""
+    if meta is None or doc is None:
+        return doc
+    extra = {"requires_grad": meta[0], "grad_fn": meta[1]}
+    if isinstance(doc, Deferred):   # a compact VALUE made when written: the fields added then
+        return Deferred(lambda: {**doc(), **extra}, (doc.text_key, "meta"))
+    return {**doc, **extra}
 
 
 def compact_json(v: Exact) -> dict:

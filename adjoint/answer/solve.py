@@ -129,7 +129,8 @@ def assemble(run: VariantRun, progress=None) -> VariantPrediction:
         carried={name: seen_at(last.result, t) if last else None for name, t in fwd.names.items()}, passes=passes,
         deriver=derive_variant, warnings=list(run.rt.warnings), leaf_values=run.rt.hooks_runner.leaf_values(),
         registered=dict(run.registered), reads=list(run.reads),
-        earlier_losses=[f.values["loss"] for f in run.forwards[:-1] if f.loss is not None])
+        earlier_losses=[f.values["loss"] for f in run.forwards[:-1] if f.loss is not None],
+        value_meta=dict(fwd.meta))
 
 
 def _returned(p) -> dict | None:

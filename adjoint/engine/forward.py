@@ -28,6 +28,7 @@ from adjoint.engine.graph import Node, Tensor, recorded
 from adjoint.engine.interpreter import Interp
 from adjoint.engine.nn_module import BackwardHookState, LegacyHook, ModuleHooks, ModuleInputHook, ModuleOutputHook
 from adjoint.engine.hook_registration import grad_fn
+from adjoint.engine.view_history import grad_fn_name
 from adjoint.format.problem import OUTPUT, Module, Problem, TensorDecl
 from adjoint.format.validate_tensors import creation_error
 from adjoint.engine.runtime import Runtime, TorchError
@@ -84,6 +85,7 @@ class ForwardResult:
     log: range = range(0)             # the hook calls it made: indices into the runtime's log
     bound_at: dict = field(default_factory=dict)     # name -> how many ops had run when it was bound
     leaf_values: dict = field(default_factory=dict)  # leaf name -> value when the pass started
+    meta: dict = field(default_factory=dict)         # name -> (requires_grad, grad_fn's type name) when it ended
 
 
 class Model:
@@ -219,9 +221,10 @@ class _Pass:
             saved_hooks.leave(self.rt, whole)
         self.m.reg.forward_ends(self.names)
         values = {name: recorded(t) for name, t in self.names.items()}
+        meta = {name: (t.needs_grad, grad_fn_name(t)) for name, t in self.names.items() if isinstance(t, Tensor)}
         return ForwardResult(self.names, self.calls, out, loss, self.rt.notes[self.notes_start:], values,
                              range(self.apps_start, len(self.rt.applications)), range(self.log_start, len(self.rt.log)),
-                             self.bound_at, self.leaf_values)
+                             self.bound_at, self.leaf_values, meta)
 
     def call_only(self, path: str):
         """A forward step's ``call: PATH``: the child module called with the problem's inputs in

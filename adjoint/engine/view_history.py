@@ -59,6 +59,16 @@ def stale(t: Tensor) -> bool:
     return t.is_view and t.grad_base.requires_grad and t.view_version != t.version.value
 
 
+def grad_fn_name(t: Tensor) -> str | None:
+    """``type(t.grad_fn).__name__`` as Python would read it now, without reading it: a stale view's
+    is the AsStridedBackward0 the read would make (one that may not be regenerated: None, PyTorch
+    raising instead), any other tensor's its node's (C++ nodes without their namespace)."""
+    if stale(t):
+        return None if t.creation and t.creation[0] in ("custom", "multi", "no_grad") else "AsStridedBackward0"
+    node = t.grad_fn
+    return None if node is None else node.name.removeprefix("torch::autograd::")
+
+
 def refresh(rt, t: Tensor) -> None:
     """A view of a base that was modified in place since its grad_fn was made gets a new one
     when next used (as ``t.grad_fn`` does in PyTorch); a piece of a multi-output view op

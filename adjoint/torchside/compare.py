@@ -148,6 +148,10 @@ class _Diff:
             self.fail(f"{where}: predicted dtype {p.get('dtype') or self.dtype or 'the float dtype'}, {self.other} "
                       f"{o.get('dtype') or self.dtype or 'the float dtype'}")
             return
+        for key in ("requires_grad", "grad_fn"):   # a forward value's (contract v3), where both sides have it
+            if key in p and key in o and p[key] != o[key]:
+                self.fail(f"{where}: predicted {key} {p[key]}, {self.other} {o[key]}")
+                return
         pv, ov = p.get("value"), o.get("value")
         if pv is None and p.get("exact") is None:
             return  # --structure: the prediction has shapes, no values; the shape and dtype matched

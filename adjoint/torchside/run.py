@@ -181,6 +181,16 @@ class Session:
         view, retain_grad or register_hook does; a view the run never kept is not read either."""
         return self._kept_fresh(t, never_kept=False)
 
+    def value_with_meta(self, t) -> dict:
+        """A forward value as the contract writes it, with ``requires_grad`` and ``grad_fn`` (the
+        node's type name); a view whose grad_fn reading would make a new one has no ``grad_fn``
+        here (it is not read: see readable), and so is not compared."""
+        out = snap(t, self.dtype)
+        out["requires_grad"] = t.requires_grad
+        if self.readable(t):
+            out["grad_fn"] = type(t.grad_fn).__name__ if t.grad_fn is not None else None
+        return out
+
     def stale(self, t) -> bool:
         """A view the run kept and that has been written since: its grad_fn is not read."""
         return not self._kept_fresh(t, never_kept=True)
@@ -293,7 +303,7 @@ class Session:
                 self.bind("loss", fp.loss)
         self.nodes.scan(self.kept, self.readable)  # the run goes on: no view's grad_fn is made here
         self.hooks.forward_ends()
-        fp.values = {name: snap(t, self.dtype) for name, t in fp.names.items() if isinstance(t, torch.Tensor)}
+        fp.values = {name: self.value_with_meta(t) for name, t in fp.names.items() if isinstance(t, torch.Tensor)}
         return fp
 
     def backward(self, bw) -> dict | None:
