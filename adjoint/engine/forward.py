@@ -29,7 +29,7 @@ from adjoint.engine.interpreter import Interp
 from adjoint.engine.nn_module import BackwardHookState, LegacyHook, ModuleHooks, ModuleInputHook, ModuleOutputHook
 from adjoint.engine.hook_registration import grad_fn
 from adjoint.engine.view_history import grad_fn_name
-from adjoint.format.problem import OUTPUT, Module, Problem, TensorDecl
+from adjoint.format.problem import OUTPUT, ROOT, Module, Problem, TensorDecl
 from adjoint.format.validate_tensors import creation_error
 from adjoint.engine.runtime import Runtime, TorchError
 from adjoint.engine import pyerrors
@@ -174,6 +174,7 @@ class _Pass:
         self.leaf_values = {name: t.value for name, t in model.leaves.items()}
         self.rt.names = self.names    # hook bodies may read the forward's named tensors
         self.replay = None            # while checkpoint recomputes: the region's original calls, in order
+        self.root_output_pending = False   # while the root runs: its output, named model, is named y next
         self.replayed: list = []      # the original calls the recomputations repeated, in order
         self.closures: dict = {}      # module label -> {name: value} it reads from its caller (``uses:``)
         self.only: str | None = None  # a forward step's call: PATH (only that child is called)
@@ -194,7 +195,8 @@ class _Pass:
         self.bound_at[name] = len(self.rt.applications)
         if isinstance(t, Tensor) and t.name is None:
             t.name = name
-        self.m.reg.bound(name, t, aliases)
+        # the root's output is model and y at once: their hooks go on together, in the file's order
+        self.m.reg.bound(name, t, aliases, attach=not (self.root_output_pending and name == ROOT))
 
     def run(self) -> ForwardResult:
         self.m.reg.new_forward()
@@ -242,10 +244,16 @@ class _Pass:
 
     def model_and_loss(self, root: Module):
         args = [self.m.globals[d.name] for d in self.m.inputs]
-        out = self.call_module(root, args, root.loc)
+        self.root_output_pending = OUTPUT not in self.names
+        try:
+            out = self.call_module(root, args, root.loc)
+        finally:
+            self.root_output_pending = False
         if OUTPUT not in self.names and not isinstance(out, tuple):  # an input may be called y when no loss
-            self.bind(OUTPUT, out, None)                                 # refers to the output; a tuple output
-        self.output = out                                                # is model[0], model[1], ... (y[0] in the loss)
+            self.bind(OUTPUT, out, None, aliases=(ROOT,) if self.names.get(ROOT) is out else ())   # the output
+        elif self.names.get(ROOT) is out:                                # is model[0], model[1], ... (y[0] in the loss)
+            self.m.reg.bound(ROOT, out)
+        self.output = out
         loss = None
         if self.p.loss is not None:
             value = Interp(self.rt, _LossScope(self)).eval(self.p.loss)

@@ -71,14 +71,16 @@ class Registrations:
         # again), it goes back on them
         self.attached[index] = set()
 
-    def bound(self, name: str, t, aliases: tuple = ()) -> None:
+    def bound(self, name: str, t, aliases: tuple = (), attach: bool = True) -> None:
         """The forward bound ``name`` to ``t``: attach the active hooks that target it (once per
         tensor: a leaf bound again by the next forward keeps its hooks). ``aliases``: other
         names of the same tensor (a tied parameter, already bound): their hooks and this
-        name's go on in the order the file lists them, as the user registered them."""
+        name's go on in the order the file lists them, as the user registered them.
+        ``attach=False``: named only; its hooks go on when a later name of it is bound with it
+        as an alias (the root's output, named ``model`` and then ``y``)."""
         self.names[name] = t
         self.current[name] = t
-        if not isinstance(t, Tensor):
+        if not isinstance(t, Tensor) or not attach:
             return
         targeting = set(self._targeting(name)).union(*(self._targeting(a) for a in aliases))
         for index in sorted(self.active.intersection(targeting)):

@@ -117,12 +117,14 @@ class Hooks:
             self.remove(index)
         nn_module._global_is_full_backward_hook = self.global_mode_before
 
-    def bound(self, name: str, value, aliases: tuple = ()) -> None:
+    def bound(self, name: str, value, aliases: tuple = (), attach: bool = True) -> None:
         """The forward bound ``name``: attach the active hooks that target it (once per tensor).
         ``aliases``: the tensor's other names (a tied Parameter): their hooks go on with this
-        name's, in the order the file lists them, as a user's register_hook lines run."""
+        name's, in the order the file lists them, as a user's register_hook lines run.
+        ``attach=False``: named only (the root's output, named ``model`` and then ``y``: their
+        hooks go on together when ``y`` is bound with ``model`` as its alias)."""
         self.names[name] = value
-        if not isinstance(value, torch.Tensor):
+        if not isinstance(value, torch.Tensor) or not attach:
             return
         names = (name,) + tuple(aliases)
         for index in sorted(self.active):

@@ -43,7 +43,7 @@ import torch
 from adjoint.engine.warns import ONCE
 
 from adjoint.format.errors import Loc, ProblemError
-from adjoint.format.problem import OUTPUT, Module, Problem, Step, Variant
+from adjoint.format.problem import OUTPUT, ROOT, Module, Problem, Step, Variant
 from adjoint.torchside.saved_reads import read_torch
 from adjoint.torchside import graphs
 from adjoint.torchside.build import build, module_paths
@@ -127,6 +127,7 @@ class Session:
         self.registered: dict = {}   # registered steps: name -> len() of that module hook dict then
         self.reads: dict = {}  # the read steps' answers (adjoint.torchside.saved_reads)
         self.replay = None     # while checkpoint recomputes: adjoint.torchside.checkpoint.Replay
+        self.root_output_pending = False   # while the root runs: its output, named model, is named y next
         self.closures: dict = {}   # module label -> {name: tensor} it reads from its caller (uses:)
         self.reentrant = 0     # depth of the reentrant backward running
 
@@ -218,7 +219,7 @@ class Session:
         if self.replay is not None:   # checkpoint's recomputation names nothing (adjoint.torchside.checkpoint)
             return
         self.fpass.names[name] = value
-        self.hooks.bound(name, value, aliases)
+        self.hooks.bound(name, value, aliases, attach=not (self.root_output_pending and name == ROOT))
 
     def call_module(self, decl: Module, args: list, kwargs: dict):
         """One call of a module, as its parent's forward makes it."""
@@ -294,9 +295,16 @@ class Session:
             root = self.p.model
             if call is not None:   # a forward step's call: PATH: that child alone, with the inputs
                 root = next(m for m in self.p.model.walk() if m.label == call)
-            fp.output = self.call_module(root, [self.globals[d.name] for d in self.inputs], {})
+            # the root's output is model and y at once: their hooks go on together, in the file's order
+            self.root_output_pending = call is None and OUTPUT not in fp.names
+            try:
+                fp.output = self.call_module(root, [self.globals[d.name] for d in self.inputs], {})
+            finally:
+                self.root_output_pending = False
             if call is None and OUTPUT not in fp.names:
-                self.bind(OUTPUT, fp.output)
+                self.bind(OUTPUT, fp.output, (ROOT,) if fp.names.get(ROOT) is fp.output else ())
+            elif fp.names.get(ROOT) is fp.output:
+                self.hooks.bound(ROOT, fp.output)
             if call is None and self.p.loss is not None:
                 fp.loss = self.program(LossScope(self)).eval(self.p.loss)
                 self.keep(fp.loss)
