@@ -176,7 +176,7 @@ class VariantPrediction:
             "loss": value_json(self.loss, style) if self.loss is not None else None,
             "values": {k: _with_meta(value_json(v, style), self.value_meta.get(k)) for k, v in self.values.items()},
             "adjoints": {b.callid: {"grad_output": [value_json(g, style) for g in b.grad_output],
-                                    "grad_input": [value_json(g, style) for g in b.grad_input]}
+                                    "grad_input": [value_json(g, style) for g in (b.passed or b.grad_input)]}
                          for b in self.boundaries},
             "grads": {k: value_json(v, style) for k, v in self.grads.items()},
             "hook_calls": [hook_json(h, style) for h in self.hook_calls],

@@ -301,7 +301,10 @@ def _boundaries(run: VariantRun, progress=None) -> list[Boundary]:
     last = run.last_pass
     if last is None:
         return []
-    return boundaries_of(run.rt, last.forward, last.result, progress)
+    # a second-order pass (create_graph, roots:) reaches the forward's nodes from its own graph too:
+    # what it passes an input is not derived from the module's grad_output alone (the J^T is kept)
+    passed = getattr(last.request, "second", None) is None
+    return boundaries_of(run.rt, last.forward, last.result, progress, passed)
 
 
 def solve_distributed(problem, variant: str | None, backend_class, progress=None) -> list[RanksPrediction]:

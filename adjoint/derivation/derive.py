@@ -169,7 +169,7 @@ class UnitBuilder:
         steps = [self.step(st) for st in a.steps.values()]
         self.calls = [self.call_info(c) for c in g.calls]
         p = self.p
-        self.boundary_records = boundaries_of(self.run.rt, self.fwd, p.result) if p is not None else []
+        self.boundary_records = boundaries_of(self.run.rt, self.fwd, p.result, passed=False) if p is not None else []
         forward_number, backward_number, first = self.numbers
         forward_calls = hook_calls(self, [self.records[i] for i in self.fwd.log]) if first else []
         backward_calls = hook_calls(self, [self.records[i] for i in p.calls]) if p is not None else []

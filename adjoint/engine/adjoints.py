@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from adjoint.engine.autograd_function import declared_vjp
 from adjoint.engine.graph import Node, Tensor
+from adjoint.engine.nn_module import LegacyHook
 from adjoint.engine.inplace import copy_slices_backward
 from adjoint.values.numbers.sizes import expandable
 from adjoint.format.problem import OUTPUT, ROOT
@@ -29,8 +30,10 @@ class Boundary:
     output_name: str
     nodes: list[str]                  # autograd nodes the call created, in creation order
     grad_output: tuple                # Exact | None per output
-    grad_input: tuple                 # Exact | None per positional input
+    grad_input: tuple                 # Exact | None per positional input: J^T grad_output, hooks aside
     depth: int
+    passed: tuple = ()                # Exact | None per positional input: what PyTorch passed it from the
+                                      # call's nodes, the hooks inside acting, before the module's own hooks
 
     def __repr__(self) -> str:
         return f"<Boundary {self.callid} [{self.type}]: {len(self.grad_output)} grad_output, {len(self.grad_input)} grad_input>"
@@ -57,10 +60,11 @@ def describe_tensor(t) -> str:
     return "a tensor"
 
 
-def boundaries_of(rt, fwd, bwd, progress=None) -> list[Boundary]:
+def boundaries_of(rt, fwd, bwd, progress=None, passed: bool = True) -> list[Boundary]:
     """Every module call of forward pass ``fwd``: the multiplier of its output(s) as backward ``bwd``
-    carried it there, and J^T of it through the call's own nodes (hooks ignored). ``progress``:
-    told ``progress("assemble", done, total)`` per call."""
+    carried it there, and J^T of it through the call's own nodes (hooks ignored); with ``passed``,
+    also what the backward passed each input from those nodes (:func:`passed_grads`: the answer's
+    ``grad_input``). ``progress``: told ``progress("assemble", done, total)`` per call."""
     out = []
     depth_of: dict[int, int] = {}
     position = {id(node): i for i, node in enumerate(rt.nodes)}
@@ -75,18 +79,62 @@ def boundaries_of(rt, fwd, bwd, progress=None) -> list[Boundary]:
             start = position[id(call.in_node)] if call.in_node is not None else call.body_start
             seeds = [(t, g) for t, g in zip(outs, gouts) if g is not None]
             gin = dirty_call_grads(rt, call, gouts)   # a Function that wrote its input in place
+            dirty = gin is not None
             if gin is None:
                 gin = tuple(pure_vjp(rt, rt.nodes[start:call.end], seeds, call.args, getattr(bwd, "vjps", None),
                                      _input_slots(call)))
             if call.module.type == "Identity":
                 gin = (gouts[0] if call.args[0].requires_grad else None,)
+            sent = gin if not passed or dirty or call.module.type == "Identity" or start >= call.end else \
+                passed_grads(rt, rt.nodes[start:call.end], call, bwd, gin, list(zip(outs, gouts)))
         else:
-            gin = tuple(None for _ in call.args)
+            gin = sent = tuple(None for _ in call.args)
         nodes = [n.name for n in call.body_nodes(rt)]
         names = tuple(describe_tensor(a) for a in call.args)
         out.append(Boundary(call.callid, call.path, call.k, call.module.type or "custom", call.module.inputs, names,
-                            OUTPUT if call.path == ROOT else call.callid, nodes, gouts, gin, depth))
+                            OUTPUT if call.path == ROOT else call.callid, nodes, gouts, gin, depth, sent))
     return out
+
+
+def passed_grads(rt, nodes: list, call, bwd, gin: tuple, returned: list) -> tuple:
+    """What the backward ``bwd`` passed each positional input of ``call`` from the call's own
+    nodes: the hooks inside the module acting (a child's, a tensor's, a node's), none of the
+    module's own (what its first full backward hook would be handed as ``grad_input``). With a
+    full backward hook, the module's input node received exactly that, before its hooks ran;
+    otherwise it is the sum of what the call's nodes handed the edges to that input (None where
+    none did: PyTorch computes none), the node a legacy backward hook of the module is on read
+    before its post hooks (that hook is the module's own). An input the call wrote in place (an
+    in-place ReLU) has the call's own node as its history now, not what the call read: its J^T
+    (``gin``) is kept. An input the call returns as it is (``returned``: (output, its
+    grad_output) pairs) gets that output's gradient too, through no node."""
+    slots = _input_slots(call)
+    if slots is not None:
+        node, positions = slots
+        return tuple(_plain(bwd.seen.get((id(node), p))) if p is not None else None for p in positions)
+    wanted = {_key(a): None for a in call.args if isinstance(a, Tensor) and a.needs_grad}
+    for n in nodes:
+        entry = bwd.sent.get(id(n))
+        if entry is None or entry[0] is not n:
+            continue
+        own = any(isinstance(e, LegacyHook) and e.call is call for e in n.post_hooks.live())
+        for edge, g in zip(n.edges, entry[2] if own else entry[1]):
+            if edge is None or g is None:
+                continue
+            k = _edge_key(edge)
+            if k in wanted:
+                g = _plain(g)
+                wanted[k] = g if wanted[k] is None else rt.B.add(wanted[k], g)
+    for t, g in returned:
+        if isinstance(t, Tensor) and g is not None and t.needs_grad and _key(t) in wanted:
+            wanted[_key(t)] = g if wanted[_key(t)] is None else rt.B.add(wanted[_key(t)], g)
+    inside = {id(n) for n in nodes}
+    return tuple(g if isinstance(a, Tensor) and a.grad_fn is not None and id(a.grad_fn) in inside
+                 else wanted.get(_key(a)) if isinstance(a, Tensor) and a.needs_grad else None
+                 for a, g in zip(call.args, gin))
+
+
+def _plain(g):
+    return g.value if isinstance(g, Tensor) else g
 
 
 def _key(t: Tensor):

@@ -64,6 +64,9 @@ class BackwardResult:
     vjps: dict = field(default_factory=dict)   # id(node) -> (node, incoming grads, need, grads): each VJP
                                                # computed on the node's own saved values, for reuse by the
                                                # boundary adjoints (adjoint.answer.solve.pure_vjp)
+    sent: dict = field(default_factory=dict)   # id(node) -> (node, the gradients it handed its edges (its
+                                               # post hooks done), the same before its post hooks): what
+                                               # each module call passed its inputs
 
 
 # ----------------------------------------------------------------------------- ready queue
@@ -332,7 +335,10 @@ class Engine:
         alias.out_objs = output_objs(node, alias.objs, outputs, self.B.shape, inputs)
         # the engine keeps a node's inputs alive for its post hooks only (call_function copies them)
         alias.frames = [[outputs, alias.out_objs]] + ([[inputs, alias.objs]] if len(node.post_hooks) else [])
-        return self.post_hooks(node, outputs, inputs)
+        before = outputs
+        outputs = self.post_hooks(node, outputs, inputs)
+        self.result.sent[id(node)] = (node, outputs, before)
+        return outputs
 
     def note_seen(self, node: Node, inputs: list) -> None:
         if node.is_accumulate:

@@ -449,19 +449,24 @@ def _as_fresh_process(warned: list[dict]) -> list[dict]:
     return out
 
 
-def run_variant(problem: Problem, variant: Variant, dtype: str, after_step: dict | None = None) -> dict:
+def run_variant(problem: Problem, variant: Variant, dtype: str, after_step: dict | None = None,
+                observe=None) -> dict:
     """Build, register, run every step in real torch; the observed JSON (see the module docstring).
 
     ``after_step``: ``{step index: {parameter: values}}``, the parameters' values set right after
     that SGD step, through ``.data`` (no version change), and the values the step itself made
     returned as ``stepped``; none in a plain run. The sweep's checker uses it to tell rounding
-    carried across a step from a modelling error (tests/gen/check.py)."""
+    carried across a step from a modelling error (tests/gen/check.py). ``observe``: called with the
+    session once it is built, before anything runs (the adjoints' observers:
+    :mod:`adjoint.torchside.adjoints_run`)."""
     try:
         s = Session(problem, variant, dtype)
     except SetupRaised as raised:   # a constructor refused its arguments: the script ends there
         return {"error": {"type": type(raised.exc).__name__, "message": str(raised.exc), "during": "setup",
                           "after_call": None}, "hook_calls": [], "warnings": raised.warnings}
     s.after_step, s.stepped = after_step or {}, {}
+    if observe is not None:
+        observe(s)
     steps = variant.steps if variant.steps is not None else tuple(Step(k, variant.loc) for k in DEFAULT_STEPS)
     passes: list[dict] = []
     returned = None

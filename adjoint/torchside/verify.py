@@ -187,6 +187,31 @@ def verify_variant(path: str, problem: Problem, vp, dtype: str, fd: bool, origin
     return VariantResult(problem.name, path, vp.name, dtype, rows, time.perf_counter() - t0, observed)
 
 
+def adjoint_rows(problem: Problem, decl, vp, predicted: dict, dtype: str) -> list[Row]:
+    """The answer's ``adjoints`` against what observing full backward (pre-)hooks are handed in a
+    second torch run (:mod:`adjoint.torchside.adjoints_run`), for the calls it can observe. Not
+    one of verify's rows yet: the observers change the graph, and where a module's output has
+    tensor hooks, a Function marked an input dirty, or an in-place write meets their views,
+    what they are handed is not the answer's definition; the test suite uses it on the files
+    where it is (tests/test_adjoints_torch.py)."""
+    from adjoint.torchside.adjoints_run import as_answered, comparable, observe_adjoints, repeated_inputs
+    from adjoint.torchside.compare import _compare_table, tolerance
+
+    if not predicted.get("adjoints"):
+        return []
+    why = None if comparable(vp) else "the variant raised, or its last backward is not a plain backward() of all " \
+                                      "that requires grad"
+    seen = observe_adjoints(problem, decl, dtype) if why is None else None
+    if seen is None:
+        return [Row("adjoints", "module adjoints", True, None, None,
+                    "not compared: " + (why or "with a full backward hook on every module PyTorch runs this variant "
+                                        "differently (a legacy backward hook, or an in-place write on a module's "
+                                        "input or output)"), skipped=True)]
+    pred, obs = as_answered(predicted["adjoints"], seen, repeated_inputs(vp))
+    rtol, atol = tolerance(dtype)
+    return _compare_table("adjoints", "adjoint", pred, obs, rtol, atol, dtype)
+
+
 def branch_note(count: int) -> Row:
     """A note (not a comparison) that some bounds cover both sides of a decision: ``count``
     decisions were on values within PyTorch's rounding of a branch point, so a bound there can be

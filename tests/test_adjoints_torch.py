@@ -1,0 +1,75 @@
+"""The answer's ``adjoints``: ``grad_output`` as it reaches a module, before any hook of the module
+acts, and ``grad_input`` as the module's forward passes it to each input, the hooks inside the
+module acting, its own not yet (None where PyTorch computes none). Checked against what full
+backward (pre-)hooks registered in front of the file's own are handed in real torch
+(adjoint.torchside.adjoints_run), on the example files where such observers change nothing else,
+and by hand.
+
+Before, ``grad_input`` was J^T grad_output with every hook ignored: a full hook doubling a child's
+grad_input left its parent's (and the root's) grad_input undoubled, unlike x.grad and unlike what
+the parent's own full hook is handed; an input the forward does not use got zeros.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import adjoint
+
+torch = pytest.importorskip("torch")
+
+from adjoint.torchside.verify import adjoint_rows, predicted_json  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+OBSERVED = [("slinear", "full"), ("slinear", "rescaled"), ("rescaling", "tensor_hook"), ("rescaling", "backward_pre"),
+            ("rescaling", "full_backward"), ("tensor_hooks", "doubling"), ("mlp_relu", "full"), ("cnn", "bn"),
+            ("custom_function", "hooked"), ("zeros_vs_none", "zeros"), ("zeros_vs_none", "frozen_input"),
+            ("early_full_hook", "data_input"), ("lstm_lm", "lstm_hooks"), ("tiny_encoder", "attention"),
+            ("transformer_block", "mlp"), ("complex_layer", "hooks")]
+
+
+@pytest.mark.parametrize("stem, variant", OBSERVED)
+def test_adjoints_are_what_torchs_hooks_are_handed(stem, variant):
+    problem = adjoint.load(os.path.join(ROOT, "problems", f"{stem}.yaml"))
+    vp = problem.solve(variant=variant, mode="exact").variants[0]
+    rows = adjoint_rows(problem, problem.variant(variant), vp, predicted_json(vp, problem.loc), problem.dtype)
+    compared = [r for r in rows if not r.skipped]
+    assert compared, [r.detail for r in rows]
+    assert all(r.ok for r in compared), [(r.item, r.detail) for r in compared if not r.ok]
+
+
+def test_a_childs_doubling_hook_reaches_the_parents_grad_input():
+    """slinear: f1's full hook doubles its grad_input. The root's grad_input is then x.grad, doubled
+    (-11951973/48828125), and f0's grad_output (f1 passes it on) is doubled too; f1's own
+    grad_input is before its hook: -3983991/9765625, as in the observing variant."""
+    problem = adjoint.load(os.path.join(ROOT, "problems", "slinear.yaml"))
+    doc = problem.solve(variant="rescaled").variants[0].to_json()
+    adj = doc["adjoints"]
+    assert adj["model"]["grad_input"][0]["exact"] == ["-11951973/48828125"] == doc["grads"]["x"]["exact"]
+    assert adj["f1"]["grad_input"][0]["exact"] == ["-3983991/9765625"]
+    assert adj["f0"]["grad_output"][0]["exact"] == ["-7967982/9765625"]
+
+
+def test_an_unused_input_gets_none(tmp_path):
+    """u requires grad but the forward does not use it: PyTorch computes none for it (the answer
+    said zeros). By hand: y = sum(x * 3), grad_input of x = [3, 3]."""
+    path = tmp_path / "p.yaml"
+    path.write_text("""
+name: unused
+inputs:
+  x: {value: [1, 2], requires_grad: true}
+  u: {value: [5, 6], requires_grad: true}
+model:
+  inputs: [x, u]
+  forward: "sum(x * 3)"
+""")
+    doc = adjoint.load(str(path)).solve().variants[0].to_json()
+    assert doc["adjoints"]["model"]["grad_input"][0]["exact"] == ["3", "3"]
+    assert doc["adjoints"]["model"]["grad_input"][1] is None
+    assert doc["grads"]["u"] is None
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    u = torch.tensor([5.0, 6.0], requires_grad=True)
+    assert torch.autograd.grad((x * 3).sum(), [x, u], allow_unused=True)[1] is None
