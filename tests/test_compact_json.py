@@ -43,8 +43,12 @@ def test_a_rational_tensor_over_its_shared_denominator(tmp_path):
     doc = json.loads(out)
     assert doc["compact"] is True
     answer = doc["variants"]["default"]
-    assert answer["values"]["x"] == {"shape": [2], "den": "4", "num": [2, -1]}
-    assert answer["values"]["model"] == {"shape": [2], "den": "16", "num": [12, 3]}
+    # forward values also say requires_grad and grad_fn (x a leaf; 3 * x ** 2 a MulBackward0)
+    assert answer["values"]["x"] == {"shape": [2], "den": "4", "num": [2, -1], "requires_grad": True,
+                                     "grad_fn": None}
+    assert {k: answer["values"]["model"][k] for k in ("shape", "den", "num")} == \
+        {"shape": [2], "den": "16", "num": [12, 3]}
+    assert answer["values"]["model"]["requires_grad"] is True
     assert answer["loss"] == {"shape": [], "den": "16", "num": 15}
     assert answer["grads"]["x"] == {"shape": [2], "den": "2", "num": [6, -3]}
 

@@ -112,12 +112,15 @@ def assert_same(obs: dict, exp: dict) -> None:
 
 
 def values(named: dict) -> dict:
-    """VALUEs of named tensors, int64 ones marked as the contract marks them."""
+    """VALUEs of named tensors, int64 ones marked as the contract marks them, with the forward
+    value's requires_grad and grad_fn (the node's type name) as the contract's v3 answer has them."""
     out = {}
     for name, t in named.items():
         v = snap(t)
         if t.dtype == torch.int64:
             v["dtype"] = "int64"
+        v["requires_grad"] = t.requires_grad
+        v["grad_fn"] = type(t.grad_fn).__name__ if t.grad_fn is not None else None
         out[name] = v
     return out
 
@@ -230,7 +233,8 @@ def test_builtin_modules_with_args_buffers_and_frozen_parameters():
     obs = observe("modules")
     obs.pop("warnings", None)
     assert_same(obs, expected)
-    assert obs["values"]["bn.num_batches_tracked"] == {"shape": [], "value": 1, "dtype": "int64"}
+    assert obs["values"]["bn.num_batches_tracked"] == {"shape": [], "value": 1, "dtype": "int64", "requires_grad": False,
+                                                     "grad_fn": None}
 
 
 def test_module_list_kwargs_defaults_tuple_outputs_and_attention():
@@ -616,7 +620,7 @@ def test_steps_passes_and_sgd():
     assert_same(obs["passes"], log.passes)
     assert_same(obs["hook_calls"], log.calls)
     assert_same(obs["grads"], grads({"x": x2, "lin.weight": lin.weight, "lin.bias": lin.bias, "h": h3}))
-    assert_same(obs["values"]["lin.weight"], snap(lin.weight))
+    assert_same(obs["values"]["lin.weight"], dict(snap(lin.weight), requires_grad=True, grad_fn=None))
     assert_same(obs["loss"], snap(loss3))
     assert "returned" not in obs
 
@@ -738,8 +742,9 @@ loss: "sum(y * y)"
 
 def test_int64_values_are_integers_marked_int64():
     obs = observe("int64")
-    assert obs["values"]["i"] == {"shape": [2], "value": [1, 0], "dtype": "int64"}
-    assert obs["values"]["x"] == {"shape": [2], "value": [1.0, -2.0]}
+    assert obs["values"]["i"] == {"shape": [2], "value": [1, 0], "dtype": "int64", "requires_grad": False,
+                                  "grad_fn": None}
+    assert obs["values"]["x"] == {"shape": [2], "value": [1.0, -2.0], "requires_grad": True, "grad_fn": None}
     assert all(type(v) is int for v in obs["values"]["i"]["value"])
 
 
@@ -781,6 +786,8 @@ def test_saved_tensors_of_in_place_ops_and_of_ops_run_inside_copy_slices():
         loss = out.sum()
     log.name_nodes(g=g)
     named = values({"x": x, "h": h, "v": v, "g": g, "w": w, "model": out, "y": out, "loss": loss})
+    for stale in ("v", "w"):   # views of h written since: verify does not read their grad_fn (it makes a new node)
+        named[stale].pop("grad_fn")
     loss.backward()
     # capture.py names an unpack by torch._C._current_autograd_node(): for an op a CopySlices runs,
     # that is the CopySlices; the node whose saved tensor it is, is the op it wraps: h's second

@@ -129,7 +129,7 @@ class Hooks:
         names = (name,) + tuple(aliases)
         for index in sorted(self.active):
             hook = self.hooks[index]
-            if hook.on == "multi_grad" and name in hook.tensors:
+            if hook.on == "multi_grad" and any(n in hook.tensors for n in names):
                 self.try_multi_grad(hook)
                 continue
             if hook.target not in names or id(value) in self.attached[index]:

@@ -13,7 +13,7 @@ import torch
 
 from adjoint.format.problem import Step
 from adjoint.torchside.run import DEFAULT_STEPS, Session, finish_calls
-from adjoint.torchside.run import _as_fresh_process, _recorder
+from adjoint.torchside.run import _as_fresh_process, _recorder, _without_meta
 
 
 def run_one_rank(problem, variant: str, dtype: str, rank: int, body, session_class=Session) -> dict:
@@ -43,7 +43,7 @@ def run_one_rank(problem, variant: str, dtype: str, rank: int, body, session_cla
     if error is not None:
         return {"error": error, "hook_calls": s.log, "warnings": warned}
     fp = s.forwards[-1] if s.forwards else None
-    observed = {"loss": fp.values.get("loss") if fp is not None and fp.loss is not None else None,
+    observed = {"loss": _without_meta(fp.values.get("loss")) if fp is not None and fp.loss is not None else None,
                 "values": fp.values if fp is not None else {}, "grads": s.grads(), "hook_calls": s.log}
     if decl.steps is not None:
         observed["passes"] = passes

@@ -188,8 +188,13 @@ class Session:
         here (it is not read: see readable), and so is not compared."""
         out = snap(t, self.dtype)
         out["requires_grad"] = t.requires_grad
-        if self.readable(t):
+        if self.readable(t) and not t._is_view():
             out["grad_fn"] = type(t.grad_fn).__name__ if t.grad_fn is not None else None
+        elif self.readable(t):
+            try:   # a view of a custom Function's output written since raises when its grad_fn is read
+                out["grad_fn"] = type(t.grad_fn).__name__ if t.grad_fn is not None else None
+            except RuntimeError:
+                pass
         return out
 
     def stale(self, t) -> bool:
@@ -449,6 +454,14 @@ def _as_fresh_process(warned: list[dict]) -> list[dict]:
     return out
 
 
+def _without_meta(value: dict | None) -> dict | None:
+    """The loss as the answer's ``loss`` has it: the VALUE alone (``requires_grad`` and ``grad_fn``
+    are said of it under ``values``)."""
+    if value is None:
+        return None
+    return {k: v for k, v in value.items() if k not in ("requires_grad", "grad_fn")}
+
+
 def run_variant(problem: Problem, variant: Variant, dtype: str, after_step: dict | None = None,
                 observe=None) -> dict:
     """Build, register, run every step in real torch; the observed JSON (see the module docstring).
@@ -495,7 +508,7 @@ def run_variant(problem: Problem, variant: Variant, dtype: str, after_step: dict
             out["reads"] = s.reads
         return out
     fp = s.forwards[-1] if s.forwards else None
-    observed = {"loss": fp.values.get("loss") if fp is not None and fp.loss is not None else None,
+    observed = {"loss": _without_meta(fp.values.get("loss")) if fp is not None and fp.loss is not None else None,
                 "values": fp.values if fp is not None else {}, "grads": s.grads(), "hook_calls": s.log}
     if passes:
         returned = passes[-1].get("returned")
