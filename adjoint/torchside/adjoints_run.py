@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from functools import partial
 
-import torch
-
 from adjoint.torchside.values import snap
 
 
