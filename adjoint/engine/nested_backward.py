@@ -46,6 +46,10 @@ def nested_backward(rt, root, args: list, kwargs: dict, loc):
                                          f"torch.Size({list(root.shape)}).", "autograd")
     inside = rt.phase == "backward"
     phase, grad_mode = rt.phase, rt.grad_enabled
+    if inside and rt.reentrant >= REENTRANT_LIMIT:
+        raise ProblemError(loc, f"this backward(...) runs inside {REENTRANT_LIMIT} backwards it started: each reaches "
+                                "the hook that runs it again, so PyTorch never finishes; run it outside the hook, "
+                                "or from a root whose backward does not reach the hook")
     if inside:
         rt.reentrant += 1
     try:
@@ -55,6 +59,10 @@ def nested_backward(rt, root, args: list, kwargs: dict, loc):
             rt.reentrant -= 1
         rt.phase, rt.grad_enabled = phase, grad_mode
     return None
+
+
+#: how deep hook bodies' backwards may nest before the run is refused as one that never ends
+REENTRANT_LIMIT = 16
 
 
 def _numel(shape) -> int:
