@@ -726,11 +726,10 @@ class _ModuleScope:
     def call(self, name: str, args: list, kwargs: dict, loc: Loc):
         child = self.find_child(name)
         if child is None:
-            from adjoint.engine.interpreter import suggest_function
+            from adjoint.engine.interpreter import unknown_function
             children = [c.name for c in self.mod.children]
             close = _suggest(name, children)
-            raise ProblemError(loc, f"unknown function '{name}' in the forward of '{self.mod.label}'"
-                                    + (close or suggest_function(name))
+            raise ProblemError(loc, unknown_function(name, f"in the forward of '{self.mod.label}'", close)
                                     + (f" (child modules here: {', '.join(children)})" if children else ""))
         if not kwargs and not child.input_defaults and not _arity_ok(child, len(args)) and not _custom(child):
             raise ProblemError(loc, f"module '{child.label}' takes {len(child.inputs)} input(s) "
@@ -763,12 +762,12 @@ class _LossScope:
 
     def call(self, name: str, args: list, kwargs: dict, loc: Loc):
         """``loss: "ce(y, t)"``: a child of the root, called like any module (its hooks fire)."""
-        from adjoint.engine.interpreter import suggest_function
+        from adjoint.engine.interpreter import unknown_function
         root = self.run.p.model
         child = root.child(name)
         if child is None:
             children = [c.name for c in root.children]
-            raise ProblemError(loc, f"unknown function '{name}' in the loss{suggest_function(name)}"
+            raise ProblemError(loc, unknown_function(name, "in the loss")
                                     + (f" (the root's children, which the loss may call: {', '.join(children)})"
                                        if children else " (the loss may call the root's children; it has none)"))
         if not kwargs and not child.input_defaults and not _arity_ok(child, len(args)) and not _custom(child):

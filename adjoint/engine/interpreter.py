@@ -67,10 +67,20 @@ class EnvScope:
         raise ProblemError(loc, f"unknown name '{name}' in {self.what}; available: {', '.join(self.env)}")
 
     def call(self, name, args, kwargs, loc):
-        raise ProblemError(loc, f"unknown function '{name}' in {self.what}{suggest_function(name)}")
+        raise ProblemError(loc, unknown_function(name, f"in {self.what}"))
 
     def assign(self, name, value, loc):
         self.env[name] = value
+
+
+def unknown_function(name: str, where: str, close: str = "") -> str:
+    """A call of a name that is no function of the format: a PyTorch function not modelled yet is
+    said to be one (never an "unknown" name: the contract's wording), anything else is unknown,
+    with a close name when there is one (``close``: the caller's own suggestion, a child module)."""
+    from adjoint.format.torch_names import is_function
+    if is_function(name) and not close:
+        return f"'{name}' is a PyTorch function adjoint does not model yet ({where}); see docs/not-modelled.md"
+    return f"unknown function '{name}' {where}" + (close or suggest_function(name))
 
 
 def suggest_function(name: str) -> str:
