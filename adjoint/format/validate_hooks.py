@@ -49,6 +49,10 @@ def parse_hooks(node: YNode, what: str, issues: Issues):
     return tuple(hooks)
 
 
+#: hook kinds PyTorch has (``register_KIND_hook``) that no answer has: refused as such, never as unknown
+PYTORCH_ONLY_KINDS = {"module": ("state_dict_pre", "state_dict_post", "load_state_dict_pre", "load_state_dict_post")}
+
+
 def parse_hook(node: YNode, index: int, what: str, count: int) -> Hook:
     h = mapping(node, f"hook {index} of {what}", (), HOOK_KEYS)
     targets = [k for k in TARGET_KEYS if h.get(k) is not None]
@@ -70,7 +74,11 @@ def parse_hook(node: YNode, index: int, what: str, count: int) -> Hook:
                 raise ProblemError(h.loc, f"hook {index} on a {on} needs kind: one of {', '.join(kinds)}")
             kind = "hook"
         else:
-            kind = choice(h.get("kind"), f"kind of a {on} hook", kinds)
+            given = h.get("kind")
+            if isinstance(given, YScalar) and given.text in PYTORCH_ONLY_KINDS.get(on, ()):
+                raise ProblemError(given.loc, f"'{given.text}' is a PyTorch {on} hook kind adjoint does not model yet "
+                                              f"(register_{given.text}_hook); kinds: {', '.join(kinds)}")
+            kind = choice(given, f"kind of a {on} hook", kinds)
     else:
         if h.get("kind") is not None:
             raise ProblemError(h.key_loc("kind"), f"a {on} hook takes no kind:"
