@@ -156,7 +156,7 @@ def recursion_caveat(vv: VariantView) -> str | None:
         return None
     return ("the hooks changed gradients in this variant: a lambda_in leaves out what the hooks inside "
             "its module did, so it can differ from what PyTorch passed on (the hook calls and the final "
-            ".grad above say that)")
+            ".grad above say that, and --json's adjoints)")
 
 
 def _values(v, ref, is_ref, opts: Options, report: ReportView):
