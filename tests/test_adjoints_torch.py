@@ -73,3 +73,33 @@ model:
     x = torch.tensor([1.0, 2.0], requires_grad=True)
     u = torch.tensor([5.0, 6.0], requires_grad=True)
     assert torch.autograd.grad((x * 3).sum(), [x, u], allow_unused=True)[1] is None
+
+
+def test_an_input_written_in_place_is_passed_what_reaches_its_history(tmp_path):
+    """An in-place ReLU makes its own node the history of its input: its grad_input is what reaches
+    the history the input had (the Linear's), not grad_output unchanged. By hand: h = lin(x) =
+    [1, -1]; relu_ -> [1, 0]; loss = sum(1.5 * y): grad_output [1.5, 1.5], r's grad_input and x.grad
+    [1.5, 0] (torch below; PyTorch refuses a full hook on such a module)."""
+    path = tmp_path / "p.yaml"
+    path.write_text("""
+name: inplace_relu
+inputs:
+  x: {value: [[1, -1]], requires_grad: true}
+model:
+  type: Sequential
+  children:
+    lin: {type: Linear, params: {weight: [[1, 0], [0, 1]], bias: [0, 0]}}
+    r: {type: ReLU, args: {inplace: true}}
+loss: "sum(y * 1.5)"
+""")
+    doc = adjoint.load(str(path)).solve().variants[0].to_json()
+    assert doc["adjoints"]["r"]["grad_output"][0]["exact"] == [["3/2", "3/2"]]
+    assert doc["adjoints"]["r"]["grad_input"][0]["exact"] == [["3/2", "0"]]
+    assert doc["adjoints"]["lin"]["grad_input"][0]["exact"] == [["3/2", "0"]]
+    x = torch.tensor([[1.0, -1.0]], requires_grad=True)
+    lin = torch.nn.Linear(2, 2)
+    with torch.no_grad():
+        lin.weight.copy_(torch.eye(2))
+        lin.bias.zero_()
+    (torch.nn.ReLU(inplace=True)(lin(x)) * 1.5).sum().backward()
+    assert x.grad.tolist() == [[1.5, 0.0]]

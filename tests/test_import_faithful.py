@@ -282,6 +282,21 @@ class ReadsData(nn.Module):
         return h + h.data * 0
 
 
+class WritesItsInput(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+
+    def forward(self, x):
+        x[:, 0] = 0.0
+        return self.a(x)
+
+
+def make_writes_its_input():
+    torch.manual_seed(0)
+    return WritesItsInput().double()
+
+
 def make_dropping():
     torch.manual_seed(2)
     return nn.Sequential(nn.Linear(3, 4), nn.Dropout(0.5), nn.Linear(4, 1)).double()
@@ -474,6 +489,20 @@ def test_verify_origin_draws_the_files_dropout_mask(models):
     result = verify_variant(path, problem, vp, "float64", False, origin=True)
     assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
     assert any(r.section == "origin" and r.item.startswith("grad ") for r in result.rows)
+
+
+def test_verify_origin_of_a_forward_that_raises_as_the_users_does(models):
+    """x[:, 0] = 0.0 on an input that requires grad: both forwards raise PyTorch's error on a view
+    of a leaf written in place, so there is no graph to compare and no difference (it was a
+    failing graph row of a faithful file)."""
+    path, text, problem = _import(models, "make_writes_its_input")
+    assert "x[:, 0] = 0.0" in text
+    vp = predict(problem, None, "float64").variants[0]
+    assert vp.error is not None and "a view of a leaf Variable that requires grad" in vp.error.message
+    result = verify_variant(path, problem, vp, "float64", False, origin=True)
+    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+    graph = next(r for r in result.rows if r.section == "graph")
+    assert graph.detail.startswith("both forwards raise RuntimeError")
 
 
 def test_prepend_is_written_on_the_hook_registered_with_it(models):

@@ -86,7 +86,7 @@ def boundaries_of(rt, fwd, bwd, progress=None, passed: bool = True) -> list[Boun
             if call.module.type == "Identity":
                 gin = (gouts[0] if call.args[0].requires_grad else None,)
             sent = gin if not passed or dirty or call.module.type == "Identity" or start >= call.end else \
-                passed_grads(rt, rt.nodes[start:call.end], call, bwd, gin, list(zip(outs, gouts)))
+                passed_grads(rt, rt.nodes[start:call.end], call, bwd, list(zip(outs, gouts)))
         else:
             gin = sent = tuple(None for _ in call.args)
         nodes = [n.name for n in call.body_nodes(rt)]
@@ -96,7 +96,7 @@ def boundaries_of(rt, fwd, bwd, progress=None, passed: bool = True) -> list[Boun
     return out
 
 
-def passed_grads(rt, nodes: list, call, bwd, gin: tuple, returned: list) -> tuple:
+def passed_grads(rt, nodes: list, call, bwd, returned: list) -> tuple:
     """What the backward ``bwd`` passed each positional input of ``call`` from the call's own
     nodes: the hooks inside the module acting (a child's, a tensor's, a node's), none of the
     module's own (what its first full backward hook would be handed as ``grad_input``). With a
@@ -104,14 +104,17 @@ def passed_grads(rt, nodes: list, call, bwd, gin: tuple, returned: list) -> tupl
     otherwise it is the sum of what the call's nodes handed the edges to that input (None where
     none did: PyTorch computes none), the node a legacy backward hook of the module is on read
     before its post hooks (that hook is the module's own). An input the call wrote in place (an
-    in-place ReLU) has the call's own node as its history now, not what the call read: its J^T
-    (``gin``) is kept. An input the call returns as it is (``returned``: (output, its
-    grad_output) pairs) gets that output's gradient too, through no node."""
+    in-place ReLU) has the call's own node as its history now: what it is passed is what reaches
+    the history it had before (:func:`_history_before`). An input the call returns as it is
+    (``returned``: (output, its grad_output) pairs) gets that output's gradient too, through no
+    node."""
     slots = _input_slots(call)
     if slots is not None:
         node, positions = slots
         return tuple(_plain(bwd.seen.get((id(node), p))) if p is not None else None for p in positions)
-    wanted = {_key(a): None for a in call.args if isinstance(a, Tensor) and a.needs_grad}
+    inside = {id(n) for n in nodes}
+    keys = [_history_before(a, inside) if isinstance(a, Tensor) and a.needs_grad else None for a in call.args]
+    wanted = {k: None for k in keys if k is not None}
     for n in nodes:
         entry = bwd.sent.get(id(n))
         if entry is None or entry[0] is not n:
@@ -127,10 +130,24 @@ def passed_grads(rt, nodes: list, call, bwd, gin: tuple, returned: list) -> tupl
     for t, g in returned:
         if isinstance(t, Tensor) and g is not None and t.needs_grad and _key(t) in wanted:
             wanted[_key(t)] = g if wanted[_key(t)] is None else rt.B.add(wanted[_key(t)], g)
-    inside = {id(n) for n in nodes}
-    return tuple(g if isinstance(a, Tensor) and a.grad_fn is not None and id(a.grad_fn) in inside
-                 else wanted.get(_key(a)) if isinstance(a, Tensor) and a.needs_grad else None
-                 for a, g in zip(call.args, gin))
+    return tuple(wanted.get(k) if k is not None else None for k in keys)
+
+
+def _history_before(t: Tensor, inside: set):
+    """The edge key of ``t``'s history as the call received it: its key now, unless the call wrote
+    it in place, which made one of the call's own nodes its grad_fn; then the history that node
+    chain (each in-place op's first edge: its ``self``) leads back to, outside the call."""
+    node = t.grad_fn
+    if node is None or id(node) not in inside:
+        return _key(t)
+    while node is not None and id(node) in inside:
+        edge = node.edges[0] if node.edges else None
+        if edge is None:
+            return None
+        if edge.node.is_accumulate or id(edge.node) not in inside:
+            return _edge_key(edge)
+        node = edge.node
+    return None
 
 
 def _plain(g):

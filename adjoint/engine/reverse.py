@@ -600,8 +600,9 @@ class Engine:
             if returned is None:
                 continue
             last = hook is state.user_pre_hooks[-1] and (state.input_tensors_index is not None or not state.user_hooks)
+            # no input requires grad: BackwardHook warns (and calls the full hooks) before the check
             grads = tuple(self.check_tuple(hook.hook, list(grads), returned, _shapes(call.out), "grad_output", last,
-                                           dtypes=dtypes))
+                                           dtypes=dtypes, defer=state.input_tensors_index is None))
             kinds = self.slot_kinds(returned, len(grads))
             grads = self.as_returned(grads, kinds)
             gobjs = tuple(alias.returned_tuple(gobjs))
@@ -725,7 +726,7 @@ class Engine:
             raise TorchError("RuntimeError", "hook 'hook' has changed the size of value", "hook_result")
 
     def check_tuple(self, hook, original: list, returned, shapes: list, module: str | None = None,
-                    last: bool = True, dtypes=None, got=None) -> list:
+                    last: bool = True, dtypes=None, got=None, defer: bool = False) -> list:
         """A hook's returned tuple, checked as PyTorch checks it: a node hook (and the legacy module
         hook, a post-hook on its node) by ``PyFunctionPostHook`` / ``PyFunctionPreHook`` right after
         it returns; a full backward (pre-)hook (``module``: ``grad_input`` / ``grad_output``) by
@@ -785,7 +786,7 @@ class Engine:
                 continue
             other_dtype = d is not None and g is not None and g != d
             if other_dtype or tuple(self.B.shape(r)) != tuple(s):
-                if not last:
+                if not last or defer:
                     return list(returned)   # the module's later hooks are handed it; checked once they ran
                 if other_dtype:
                     raise changed_type(d, g)
