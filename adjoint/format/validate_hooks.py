@@ -252,8 +252,10 @@ def parse_backward(node: YNode | None, base: Backward | None, in_step: bool = Fa
         return base or Backward("backward", (), None, None)
     # a steps: backward may be second order (loaded when a file has steps); a top-level or a variant's
     # backward may choose its root (contract v3, 8: root: on a top-level backward and on method: grad)
+    # and say allow_unused / materialize_grads (contract v3, 3: torch.autograd.grad's own arguments)
     from adjoint.format.second_steps import SECOND_KEYS, parse_second
-    b = mapping(node, "backward", (), BACKWARD_KEYS + (("retain_graph",) + SECOND_KEYS if in_step else ("root",)))
+    b = mapping(node, "backward", (), BACKWARD_KEYS + (("retain_graph",) + SECOND_KEYS if in_step else
+                                                       ("root", "allow_unused", "materialize_grads")))
     method = choice(b.get("method"), "backward method", ("backward", "grad")) if b.get("method") else "backward"
     inputs: tuple[tuple[str, Loc], ...] = ()
     empty = isinstance(b.get("inputs"), YSeq) and not b.get("inputs").items   # inputs=[]: PyTorch's error, an answer
