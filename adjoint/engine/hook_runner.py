@@ -228,12 +228,11 @@ class HookRunner:
             returned = self.fire(hook, args, node, call, objs=objs)
         finally:
             self.rt.grad_enabled = before
-        # the dtype of each tensor a hook returned in a tuple (an int64 zeros grad_input handed on as it is
-        # stays int64 for the next hook: BackwardHook passes the returned tuple itself)
-        self.returned_dtypes = (tuple(r.dtype if isinstance(r, Tensor) else None for r in returned)
-                                if isinstance(returned, tuple) else None)
-        # a tensor returned alone: its dtype, checked against the gradient it replaces (check_single_result)
-        self.returned_dtype = returned.dtype if isinstance(returned, Tensor) else None
+        # the dtype of each tensor the hook returned (a tuple's items, or the one tensor): checked against
+        # the gradient each replaces (check_single_result), and kept by a module's next hook (BackwardHook
+        # passes the returned tuple itself: an int64 zeros grad_input handed on stays int64)
+        items = returned if isinstance(returned, tuple) else (returned,)
+        self.returned_dtypes = tuple(r.dtype if isinstance(r, Tensor) else None for r in items)
         return as_values(returned, hook)
 
     def fire_post_accumulate(self, hook, t: Tensor, node) -> None:

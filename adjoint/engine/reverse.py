@@ -554,10 +554,9 @@ class Engine:
     def returned_dtypes(self, returned) -> tuple:
         """The dtype of each item of a tuple a hook returned (None for anything but a tensor), or of
         the tensor it returned alone, as the hook runner saw them before they became values."""
-        runner = self.rt.hooks_runner
-        if isinstance(returned, tuple):
-            return getattr(runner, "returned_dtypes", None) or (None,) * len(returned)
-        return (getattr(runner, "returned_dtype", None),)
+        n = len(returned) if isinstance(returned, tuple) else 1
+        got = getattr(self.rt.hooks_runner, "returned_dtypes", None)
+        return got if got is not None and len(got) == n else (None,) * n
 
     def slot_kinds(self, returned, n: int) -> tuple:
         """The dtype of each of ``n`` slots after a hook returned ``returned`` (a tuple, or a tensor
@@ -576,12 +575,18 @@ class Engine:
         (``kinds``, against ``dtypes``), then its shape."""
         for i in indices:
             r = grads[i].value if isinstance(grads[i], Tensor) else grads[i]
-            if r is None:
-                continue
-            if dtypes[i] is not None and kinds[i] is not None and kinds[i] != dtypes[i]:
-                raise changed_type(dtypes[i], kinds[i])
-            if shapes[i] is not None and tuple(self.B.shape(r)) != tuple(shapes[i]):
-                raise TorchError("RuntimeError", "hook 'hook' has changed the size of value", "hook_result")
+            error = self.slot_error(r, shapes[i], dtypes[i], kinds[i]) if r is not None else None
+            if error is not None:
+                raise error
+
+    def slot_error(self, result, shape, dtype: str | None, got: str | None) -> TorchError | None:
+        """``check_single_result`` of one hook result against its slot, once it is a tensor: its
+        dtype (``got`` against ``dtype``), then its shape; None when it passes."""
+        if dtype is not None and got is not None and got != dtype:
+            return changed_type(dtype, got)
+        if shape is not None and tuple(self.B.shape(result)) != tuple(shape):
+            return TorchError("RuntimeError", "hook 'hook' has changed the size of value", "hook_result")
+        return None
 
     # ------------------------------------------------------------ nn.Module machinery (torch/utils/hooks.py)
     def module_output_hook(self, state, grad_output: list, node: Node) -> list:
@@ -719,11 +724,9 @@ class Engine:
             raise TorchError("TypeError", "expected Variable, but hook returned 'tuple'", "hook_result")
         if not self.B.is_value(returned):
             raise ProblemError(hook.returns.loc, "a tensor hook must return a tensor (the new gradient) or nothing")
-        got = got or self.returned_dtypes(returned)[0]
-        if dtype is not None and got is not None and got != dtype:
-            raise changed_type(dtype, got)
-        if tuple(self.B.shape(returned)) != tuple(shape):
-            raise TorchError("RuntimeError", "hook 'hook' has changed the size of value", "hook_result")
+        error = self.slot_error(returned, shape, dtype, got or self.returned_dtypes(returned)[0])
+        if error is not None:
+            raise error
 
     def check_tuple(self, hook, original: list, returned, shapes: list, module: str | None = None,
                     last: bool = True, dtypes=None, got=None, defer: bool = False) -> list:
@@ -769,10 +772,9 @@ class Engine:
                                      "hook_result")
                 if isinstance(r, ReturnedNumber):
                     raise TorchError("TypeError", f"expected Variable, but hook returned '{r.name}'", "hook_result")
-                if d is not None and g is not None and g != d:
-                    raise changed_type(d, g)
-                if s is not None and tuple(self.B.shape(r)) != tuple(s):
-                    raise TorchError("RuntimeError", "hook 'hook' has changed the size of value", "hook_result")
+                error = self.slot_error(r, s, d, g)
+                if error is not None:
+                    raise error
             return list(returned)
         number = next((r for r in returned if isinstance(r, ReturnedNumber)), None)
         if number is not None:
@@ -784,13 +786,11 @@ class Engine:
         for r, s, d, g in zip(returned, shapes, dtypes, got):
             if r is None or s is None:
                 continue
-            other_dtype = d is not None and g is not None and g != d
-            if other_dtype or tuple(self.B.shape(r)) != tuple(s):
+            error = self.slot_error(r, s, d, g)
+            if error is not None:
                 if not last or defer:
                     return list(returned)   # the module's later hooks are handed it; checked once they ran
-                if other_dtype:
-                    raise changed_type(d, g)
-                raise TorchError("RuntimeError", "hook 'hook' has changed the size of value", "hook_result")
+                raise error
         return list(returned)
 
 

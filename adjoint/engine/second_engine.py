@@ -143,7 +143,7 @@ class SecondEngine(Engine):
 
     def check_same(self, hook, returned, shape, dtype=None, got=None) -> None:
         super().check_same(hook, returned.value if isinstance(returned, Tensor) else returned, shape, dtype,
-                           got or (returned.dtype if isinstance(returned, Tensor) else None))
+                           got or self.returned_dtypes(returned)[0])
 
     def returned_dtypes(self, returned) -> tuple:
         """A hook under grad mode hands back the graph's tensors themselves: their dtypes (values:

@@ -23,7 +23,7 @@ from rich.text import Text
 from adjoint.answer.prediction import Boundary, HookRecord, Prediction
 from adjoint.render.safetext import terminal_safe
 from adjoint.render import values as fmt
-from adjoint.render.report import Options, ReportView, VariantView, build, recursion_caveat
+from adjoint.render.report import Options, ReportView, VariantView, build, loss_note, recursion_caveat
 from adjoint.render.explain import silent_what, unkept_line
 
 #: spaces at the end of a line (before any closing colour codes)
@@ -155,11 +155,8 @@ def _variant(vv: VariantView, r: ReportView, opts: Options) -> list:
 
 def _loss(loss, earlier: list, opts: Options, scope: str | None = None) -> Text:
     """``loss = X``: with several forwards (steps), X is the last one's and the earlier ones follow."""
-    said = [scope] if scope else []
-    if earlier:
-        said.append(f"the last of {len(earlier) + 1} forwards; before it: "
-                    + ", ".join(fmt.value(x, opts.exact) for x in earlier))
-    return Text.assemble("loss = ", fmt.value(loss, opts.exact), (f"  ({'; '.join(said)})" if said else "", DIM))
+    said = loss_note(earlier, lambda x: fmt.value(x, opts.exact), scope)
+    return Text.assemble("loss = ", fmt.value(loss, opts.exact), (f"  ({said})" if said else "", DIM))
 
 
 # ----------------------------------------------------------------------------- hook calls

@@ -15,7 +15,7 @@ from adjoint.values.exact import Exact
 from adjoint.answer.prediction import (Boundary, ErrorRecord, FunctionCheck, HookRecord, PassRecord, Prediction,
                                        RanksPrediction, VariantPrediction)
 from adjoint.render import values as fmt
-from adjoint.render.report import Options, ReportView, VariantView, build, recursion_caveat, variant_view
+from adjoint.render.report import Options, ReportView, VariantView, build, loss_note, recursion_caveat, variant_view
 from adjoint.render.explain import silent_what, unkept_line
 from adjoint.render.safetext import terminal_safe
 
@@ -69,10 +69,8 @@ def prediction_html(pred: Prediction, opts: Options = Options()) -> str:
 
 def _loss(loss, earlier: list, scope: str | None = None) -> str:
     """``loss = X``: with several forwards (steps), X is the last one's and the earlier ones follow."""
-    said = [_e(scope)] if scope else []
-    if earlier:
-        said.append(f"the last of {len(earlier) + 1} forwards; before it: " + ", ".join(_cell(x) for x in earlier))
-    return f"<p>loss = {_cell(loss)}" + (f" <span {MUTED}>({'; '.join(said)})</span>" if said else "") + "</p>"
+    said = loss_note(earlier, _cell, _e(scope) if scope else None)
+    return f"<p>loss = {_cell(loss)}" + (f" <span {MUTED}>({said})</span>" if said else "") + "</p>"
 
 
 def _ranks_html(pred: Prediction) -> str:

@@ -148,6 +148,15 @@ def _variant(v: VariantPrediction, ref: VariantPrediction | None, shared_loss, s
                        list(v.earlier_losses) if own_loss else [])
 
 
+def loss_note(earlier: list, show, scope: str | None = None) -> str:
+    """What follows ``loss = X`` (empty: nothing): ``scope`` (every variant), and with several
+    forwards that X is the last one's, the earlier ones in order, each written by ``show``."""
+    said = [scope] if scope else []
+    if earlier:
+        said.append(f"the last of {len(earlier) + 1} forwards; before it: " + ", ".join(show(x) for x in earlier))
+    return "; ".join(said)
+
+
 def recursion_caveat(vv: VariantView) -> str | None:
     """What to say under the recursion of a variant whose hooks changed a gradient: each lambda_in
     there is J^T lambda_out through the module's own nodes as if no hook inside it ran, so it

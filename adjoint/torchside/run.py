@@ -188,9 +188,7 @@ class Session:
         here (it is not read: see readable), and so is not compared."""
         out = snap(t, self.dtype)
         out["requires_grad"] = t.requires_grad
-        if self.readable(t) and not t._is_view():
-            out["grad_fn"] = type(t.grad_fn).__name__ if t.grad_fn is not None else None
-        elif self.readable(t):
+        if self.readable(t):
             try:   # a view of a custom Function's output written since raises when its grad_fn is read
                 out["grad_fn"] = type(t.grad_fn).__name__ if t.grad_fn is not None else None
             except RuntimeError:
