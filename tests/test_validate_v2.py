@@ -203,10 +203,8 @@ NUMBERS = [
     ("[1_000]", "input 'x': '1_000': write numbers without '_' (1000); YAML readers disagree on what 1_000 means"),
     ("[017]", "input 'x': '017': an integer with a leading zero is octal to YAML 1.1 and decimal to YAML 1.2; write "
               "17 without the zero (or the value you mean)"),
-    ("[NaN]", "input 'x': 'NaN' is not a finite number; tensors here hold finite numbers, fractions like \"1/4\" or "
-              "symbol names"),
-    ("[Infinity]", "input 'x': 'Infinity' is not a finite number; tensors here hold finite numbers, fractions like "
-                   "\"1/4\" or symbol names"),
+    ("[NaN]", "input 'x': 'NaN' is not a finite number; tensors here hold numbers, fractions like \"1/4\", symbol "
+              "names or -inf / inf"),
     ("['٣']", "input 'x': '٣' uses digits other than the ASCII 0-9; write numbers with 0-9"),
     ("['３']", "input 'x': '３' uses digits other than the ASCII 0-9; write numbers with 0-9"),
     ("['1/0']", "input 'x': '1/0' divides by zero; write a finite number"),

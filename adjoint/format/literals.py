@@ -14,7 +14,9 @@ The policy (contract v2; docs/format.md):
   (overflow beyond the dtype is refused when the forward runs, symbols bound);
 * only plain ASCII digits; no ``_`` separators (``1_000`` is 1000 to YAML 1.1 and a string
   to YAML 1.2); no integers with a leading zero (``017`` is octal 15 to YAML 1.1);
-* ``inf``, ``NaN``, ``Infinity`` are not finite numbers, and never symbols;
+* ``inf``, ``NaN``, ``Infinity`` are not finite numbers, and never symbols; in a tensor literal
+  ``-inf`` and ``inf`` (also ``-.inf``, ``-Infinity``) are :class:`Infinite` elements, allowed
+  in float tensors that do not require grad (a float mask) and refused elsewhere by the callers;
 * a free symbol is a plain ASCII identifier that neither SymPy nor Python gives a meaning
   (not ``E``, ``I``, ``pi``, ``oo``, ``nan``, ``None``, ``True``, ``_x``, a keyword...);
   a name that only looks like one after Unicode normalisation (``ｗ０``) is refused.
@@ -34,7 +36,7 @@ import numpy as np
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.format.loader import YMap, YNode, YScalar, YSeq, kind_name
 from adjoint.format.loader import YNumberRow
-from adjoint.format.problem import MAX_ELEMENTS, Element, Literal, Sym, TensorDecl
+from adjoint.format.problem import MAX_ELEMENTS, Element, Infinite, Literal, Sym, TensorDecl
 from adjoint.format.sidefiles import FileItems
 from adjoint.format.sidefiles import read as read_side_file
 
@@ -244,9 +246,19 @@ def show(node: YNode) -> str:
     return kind_name(node)
 
 
-def parse_literal(node: YNode, what: str, booleans: bool = False) -> Literal:
+def parse_literal(node: YNode, what: str, booleans: bool = False, infinities: bool = False) -> Literal:
     """A tensor literal: number, nested list, free symbol, ``{value: L, scale: S}``, or a side
-    file ``{file: NAME.npy}`` / ``{file: NAME.safetensors, key: TENSOR}`` (adjoint.format.sidefiles)."""
+    file ``{file: NAME.npy}`` / ``{file: NAME.safetensors, key: TENSOR}`` (adjoint.format.sidefiles).
+    ``infinities``: ``-inf`` / ``inf`` elements are allowed (a tensor declaration's, checked
+    further by its caller); elsewhere (a grad_output, a Dropout mask, a complex part) refused."""
+    lit = _parse_literal(node, what, booleans)
+    if not infinities and infinite_items(lit):
+        raise ProblemError(lit.loc, f"{what} holds an infinity; -inf and inf are modelled only in the tensors of "
+                                    "inputs:, targets: and buffers that do not require grad (a float mask)")
+    return lit
+
+
+def _parse_literal(node: YNode, what: str, booleans: bool) -> Literal:
     if isinstance(node, YMap) and node.get("file") is not None:
         return _side_file(node, what)
     if isinstance(node, YMap):
@@ -257,14 +269,19 @@ def parse_literal(node: YNode, what: str, booleans: bool = False) -> Literal:
         if node.get("value") is None:
             raise ProblemError(node.loc, f"{what} is missing the required key 'value'; write {{value: [...]}} with the "
                                          "tensor literal")
-        inner = parse_literal(node.get("value"), what, booleans)
+        inner = _parse_literal(node.get("value"), what, booleans)
         scale_node = node.get("scale")
         if scale_node is None:
             return replace(inner, loc=node.loc)
         scale = parse_number(scale_node, f"the scale of {what}")
         if isinstance(inner.items, FileItems):
             return Literal(inner.shape, inner.items.scaled(scale), node.loc)
-        items = tuple(e * scale if isinstance(e, Fraction) else Sym(e.name, e.coeff * scale) for e in inner.items)
+        if scale == 0 and infinite_items(inner):
+            raise ProblemError(scale_node.loc, f"the scale of {what} is 0 and the literal holds an infinity: 0 * inf "
+                                               "is nan, which a tensor literal cannot hold")
+        items = tuple(e * scale if isinstance(e, Fraction) else
+                      Infinite(e.negative != (scale < 0)) if isinstance(e, Infinite) else
+                      Sym(e.name, e.coeff * scale) for e in inner.items)
         return Literal(inner.shape, items, node.loc)
     items: list[Element] = []
     shape = _literal_shape(node, what, items, booleans)
@@ -337,6 +354,23 @@ def _number_row(texts: list[str], kinds: list[str]) -> list[Fraction] | None:
     return list(map(values.__getitem__, texts))
 
 
+_INFINITY = re.compile(r"([+-]?)\.?inf(?:inity)?", re.IGNORECASE)
+
+
+def infinity_of(text: str) -> Infinite | None:
+    """``-inf``, ``inf``, ``+inf``, ``-.inf`` (YAML's), ``-Infinity``: the infinite element; None
+    for anything else (``nan`` stays refused: no mask holds it)."""
+    m = _INFINITY.fullmatch(text.strip())
+    return Infinite(m.group(1) == "-") if m else None
+
+
+def infinite_items(lit: Literal) -> bool:
+    """The literal holds ``inf`` or ``-inf`` somewhere (a side file never does: its items are numbers)."""
+    if "infinite" not in lit.memo:
+        lit.memo["infinite"] = isinstance(lit.items, tuple) and any(type(e) is Infinite for e in lit.items)
+    return lit.memo["infinite"]
+
+
 def _element(node: YScalar, what: str, booleans: bool = False) -> Element:
     if node.kind == "bool" and booleans:  # a dtype: bool tensor: True / False are 1 and 0
         return Fraction(int(node.text.lower() in ("true", "yes", "on", "y")))
@@ -344,8 +378,11 @@ def _element(node: YScalar, what: str, booleans: bool = False) -> Element:
         try:
             return read_number(node.text)
         except NonFinite as exc:
-            raise ProblemError(node.loc, f"{what}: {exc}; tensors here hold finite numbers, fractions like \"1/4\" "
-                                         "or symbol names") from None
+            infinite = infinity_of(node.text)
+            if infinite is not None:
+                return infinite
+            raise ProblemError(node.loc, f"{what}: {exc}; tensors here hold numbers, fractions like \"1/4\", "
+                                         "symbol names or -inf / inf") from None
         except NumberRefused as exc:
             raise ProblemError(node.loc, f"{what}: {exc}") from None
         except NotANumber:
@@ -366,6 +403,10 @@ def check_integer(decl: TensorDecl, overflow_ok: bool = False) -> None:
     """An integer tensor: ``dtype: int64`` (:func:`check_int64`) or ``dtype: bool``, whose
     elements are true / false (or 1 / 0). ``overflow_ok``: an int64 element beyond int64's range
     is PyTorch's error where the script makes the tensor (an input's), not refused here."""
+    if infinite_items(decl.value):
+        raise ProblemError(decl.value.loc, f"the {decl.dtype} tensor '{decl.name}' holds an infinity; "
+                                           + ("write true or false" if decl.dtype == "bool" else
+                                              "int64 tensors hold integers"))
     if decl.dtype != "bool":
         check_int64(decl, overflow_ok)
         return

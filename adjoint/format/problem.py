@@ -34,7 +34,21 @@ class Sym:
     coeff: Fraction = Fraction(1)
 
 
-Element = Fraction | Sym
+@dataclass(frozen=True)
+class Infinite:
+    """``inf`` or ``-inf`` in a tensor literal (a float mask: 0 where a score is kept, ``-inf``
+    where it is masked out). Only tensors that do not require grad hold one (contract v3)."""
+
+    negative: bool
+
+    def __float__(self) -> float:
+        return float("-inf") if self.negative else float("inf")
+
+    def __str__(self) -> str:
+        return "-inf" if self.negative else "inf"
+
+
+Element = Fraction | Sym | Infinite
 
 
 @dataclass(frozen=True)

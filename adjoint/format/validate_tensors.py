@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from adjoint.format.checks import FAILED, Issues, boolean, choice, identifier, mapping
 from adjoint.format.errors import Loc, ProblemError
-from adjoint.format.literals import check_integer, parse_literal, within_int64
+from adjoint.format.literals import check_integer, infinite_items, parse_literal, within_int64
 from adjoint.format.loader import YMap, YNode, kind_name
 from adjoint.format.problem import TensorDecl
 from adjoint.format.complex_literals import COMPLEX_DTYPES, complex_decl, is_complex_node
@@ -32,10 +32,10 @@ def tensor_decl(name: str, node: YNode, loc: Loc, what: str, default_rg: bool, k
     if is_complex_node(node) and "dtype" in keys and dtype is None:
         return complex_decl(name, node, loc, what, default_rg)
     if not isinstance(node, YMap):
-        decl = TensorDecl(name, parse_literal(node, what), default_rg if dtype is None else False, loc, dtype)
+        decl = TensorDecl(name, parse_literal(node, what, infinities=True), default_rg if dtype is None else False, loc, dtype)
         if decl.dtype is not None:
             check_integer(decl, created)
-        return decl
+        return _finite_unless_constant(decl, what)
     mapping(node, what, ("value",), keys)
     rg_node = node.get("requires_grad")
     rg = boolean(rg_node, f"requires_grad of {what}") if rg_node is not None else default_rg
@@ -47,9 +47,19 @@ def tensor_decl(name: str, node: YNode, loc: Loc, what: str, default_rg: bool, k
     if dtype is not None and not (created and rg_node is not None and rg):
         rg = False   # created with requires_grad=True: PyTorch's error making it (creation_error)
     lit_map = YMap(node.loc, tuple((k, v) for k, v in node.entries if k.text not in ("requires_grad", "dtype")))
-    decl = TensorDecl(name, parse_literal(lit_map, what, booleans=dtype == "bool"), rg, loc, dtype)
+    decl = TensorDecl(name, parse_literal(lit_map, what, booleans=dtype == "bool", infinities=True), rg, loc, dtype)
     if dtype is not None:
         check_integer(decl, created)
+    return _finite_unless_constant(decl, what)
+
+
+def _finite_unless_constant(decl: TensorDecl, what: str) -> TensorDecl:
+    """``-inf`` / ``inf`` only in a float tensor that does not require grad (a mask added to
+    scores, a constant): an infinite leaf that requires grad is not modelled yet."""
+    if infinite_items(decl.value) and decl.requires_grad:
+        raise ProblemError(decl.value.loc, f"{what} holds an infinity and requires grad, which is not modelled yet; "
+                                           "-inf and inf are modelled in tensors that do not require grad (a float "
+                                           "mask, a constant)")
     return decl
 
 

@@ -116,8 +116,9 @@ def literal_tensor(lit: Literal, dtype: torch.dtype, symbols: dict[str, Fraction
     if dtype in (torch.int64, torch.bool):
         nested = np.array([int(v) for v in items], dtype=object).reshape(lit.shape).tolist()
         return torch.tensor(nested, dtype=dtype, requires_grad=requires_grad)
-    elif dtype == torch.float32:
-        flat = torch.tensor([round_float32(v) for v in items], dtype=torch.float32)
+    elif dtype == torch.float32:   # an infinite element (a mask's -inf) is float(v) in either dtype
+        flat = torch.tensor([round_float32(v) if isinstance(v, Fraction) else float(v) for v in items],
+                            dtype=torch.float32)
     else:
         flat = torch.tensor([float(v) for v in items], dtype=dtype)
     return flat.reshape(lit.shape).clone()   # a tensor of its own (not a view of ``flat``), at version 0

@@ -17,9 +17,12 @@ from adjoint.format.errors import ProblemError
 
 
 def exact(x: float, what: str) -> str:
-    """The exact decimal text of a finite float (``-0.0`` keeps its sign)."""
+    """The exact decimal text of a float (``-0.0`` keeps its sign); ``-inf`` / ``inf`` as
+    themselves (a mask buffer's: the loader refuses them where they are not modelled)."""
+    if math.isinf(x):
+        return "-inf" if x < 0 else "inf"
     if not math.isfinite(x):
-        raise ProblemError(None, f"{what} holds {x!r}; a problem file holds finite values only")
+        raise ProblemError(None, f"{what} holds {x!r}; a problem file holds numbers and -inf / inf only")
     if x == 0:
         return "-0.0" if math.copysign(1.0, x) < 0 else "0"
     text = format(Decimal(x), "f")

@@ -20,6 +20,8 @@ from adjoint.values import pointwise as T
 from adjoint.values import arith as O
 from adjoint.values import joins as J
 from adjoint.format.errors import ProblemError
+from adjoint.format.literals import infinite_items
+from adjoint.format.problem import Infinite
 from adjoint.values.exact import Exact
 from adjoint.values.signed_zero import result_mask
 from adjoint.values.backends.exact_families import ExactLosses, ExactNN, ExactSelections
@@ -63,7 +65,8 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN, Composed):
         """A tensor literal; free symbols become SymPy symbols (or their bound numbers). A literal
         of numbers is converted once (kept in ``lit.memo``: the integer array and its FLINT
         matrix serve every later solve of the problem)."""
-        if not lit.symbols:
+        infinite = infinite_items(lit)
+        if not lit.symbols and not infinite:
             qa = lit.memo.get("exact")
             if qa is None:
                 items = lit.items
@@ -77,7 +80,10 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN, Composed):
         symbolic = False
         for e in lit.items:
             name = getattr(e, "name", None)
-            if name is not None:
+            if infinite and type(e) is Infinite:   # a float mask's -inf: SymPy's, as masked_fill's (ops.masking)
+                S = sympy().S
+                items.append(S.NegativeInfinity if e.negative else S.Infinity)
+            elif name is not None:
                 if self.symbols is not None and name in self.symbols:
                     items.append(E.q(self.symbols[name] * e.coeff))
                 else:
