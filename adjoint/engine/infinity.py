@@ -10,26 +10,11 @@ PyTorch then rounds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
 
 from adjoint.format.errors import Loc, ProblemError
+from adjoint.format.problem import Infinite
 from adjoint.engine.graph import Tensor
-
-
-@dataclass(frozen=True)
-class Infinite:
-    """+inf or -inf, as Python's float holds it."""
-
-    negative: bool
-
-    @property
-    def text(self) -> str:
-        """As an op's params carry it (``adjoint.values.mathtree.number_text`` reads it)."""
-        return "-inf" if self.negative else "inf"
-
-    def __str__(self) -> str:
-        return self.text
 
 
 _SPELLINGS = {"inf": False, "+inf": False, "infinity": False, "+infinity": False, "-inf": True, "-infinity": True}

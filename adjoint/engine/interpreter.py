@@ -118,6 +118,7 @@ class Interp:
     def __init__(self, rt, scope: Scope):
         self.rt = rt
         self.scope = scope
+        self.number_types: dict[str, str] = {}   # names whose Python number type the program's assignments tell
 
     # ------------------------------------------------------------------ statements
     def run(self, program) -> object:
@@ -139,9 +140,12 @@ class Interp:
             value = self.eval(stmt.value)
             self.scope.assigning = None
             self.bind(stmt.target, value, stmt.loc)
+            pyerrors.assigned_types(stmt.target, stmt.value, self.number_types)
             return
         if isinstance(stmt, S.AugAssign):
             self.augmented(stmt)
+            if isinstance(stmt.target, S.Name):
+                self.number_types.pop(stmt.target.id, None)
             return
         if isinstance(stmt, S.ExprStmt):
             self.eval(stmt.value)
@@ -280,7 +284,7 @@ class Interp:
                 return python_float(args, kwargs, e.loc)
             if not (e.prefix == "" and self.is_child(e.func)) and e.func in FUNCTIONS:   # a child's name: no lookup
                 self.check_tensor_args(e, args)
-                return call_function(self.rt, e.func, args, kwargs, e.loc, types=_arg_types(e, args, kwargs))
+                return call_function(self.rt, e.func, args, kwargs, e.loc, types=_arg_types(e, args, kwargs, self.number_types))
             return self.scope.call(e.func, args, kwargs, e.loc)
         if isinstance(e, S.Method):
             obj = self.eval(e.obj)
@@ -435,7 +439,7 @@ class Interp:
             return detach_(obj, args, kwargs, e.loc)
         if e.name in METHODS:
             return call_function(self.rt, e.name, args, kwargs, e.loc, method_of=obj,
-                                 types=_arg_types(e, args, kwargs))
+                                 types=_arg_types(e, args, kwargs, self.number_types))
         from adjoint.format.torch_names import is_tensor_member
         if is_tensor_member(e.name):
             raise ProblemError(e.loc, f"Tensor.{e.name} is a PyTorch method adjoint does not model yet")
@@ -577,8 +581,9 @@ def _number(v) -> bool:
     return isinstance(v, (Fraction, int, float)) and not isinstance(v, Tensor)
 
 
-def _arg_types(e, args: list, kwargs: dict) -> tuple[list, dict]:
+def _arg_types(e, args: list, kwargs: dict, names: dict) -> tuple[list, dict]:
     """Each argument's Python type as PyTorch's argument parser prints it (``pyerrors.type_name``:
-    a number's int or float read from its expression; None where it cannot be told)."""
-    return ([pyerrors.type_name(v, x) for v, x in zip(args, e.args)],
-            {k: pyerrors.type_name(kwargs[k], x) for k, x in e.kwargs})
+    a number's int or float read from its expression, or from the assignment of a name in it;
+    None where it cannot be told)."""
+    return ([pyerrors.type_name(v, x, names) for v, x in zip(args, e.args)],
+            {k: pyerrors.type_name(kwargs[k], x, names) for k, x in e.kwargs})

@@ -35,17 +35,22 @@ from adjoint.format.gaussian import Gaussian
 _OP_TEXT = {"**": "** or pow()"}
 
 
-def number_type(e: S.Expr) -> str | None:
+def number_type(e: S.Expr, names: dict | None = None) -> str | None:
     """``int``, ``float`` or ``complex``: the Python type of the number expression ``e`` evaluates to, or
-    None when it cannot be told from the expression alone (a name bound elsewhere)."""
+    None when it cannot be told from the expression alone (a name bound elsewhere). ``names``: the
+    types of names a program assigned from expressions that tell it (``T = x.size(1)``)."""
+    if isinstance(e, S.Name):
+        return names.get(e.id) if names else None
     if isinstance(e, S.Num):
         if not isinstance(e.value, Fraction):   # an imaginary literal (2j)
             return "complex"
         return "int" if e.is_int else "float"
     if isinstance(e, S.Neg):
-        return number_type(e.operand)
+        return number_type(e.operand, names)
+    if _size_int(e):
+        return "int"
     if isinstance(e, S.Bin):
-        left, right = number_type(e.left), number_type(e.right)
+        left, right = number_type(e.left, names), number_type(e.right, names)
         if left is None or right is None:
             return None
         if "complex" in (left, right):
@@ -60,9 +65,50 @@ def number_type(e: S.Expr) -> str | None:
     return None
 
 
-def type_name(value, e: S.Expr) -> str | None:
+#: Tensor methods that return a Python int (``x.size(1)``, ``x.dim()``, ``x.numel()``).
+_INT_METHODS = ("size", "dim", "ndimension", "numel", "nelement")
+
+
+def assigned_types(target: S.Expr, value: S.Expr, names: dict) -> None:
+    """After ``target = value``: record the Python number type each assigned name now has when
+    the expression tells it (``T = x.size(1)``; ``B, T = x.shape``), forget it otherwise."""
+    if isinstance(target, S.Name):
+        kind = number_type(value, names)
+        if kind is None:
+            names.pop(target.id, None)
+        else:
+            names[target.id] = kind
+        return
+    if isinstance(target, S.Tup):
+        sizes = (isinstance(value, S.Attr) and value.name == "shape") or \
+            (isinstance(value, S.Method) and value.name == "size" and not value.args and not value.kwargs)
+        for item in target.items:
+            if isinstance(item, S.Name):
+                if sizes:
+                    names[item.id] = "int"
+                else:
+                    names.pop(item.id, None)
+
+
+def _size_int(e: S.Expr) -> bool:
+    """``e`` is a tensor's size as Python holds it, an int: ``x.size(d)``, ``x.shape[d]``,
+    ``x.size()[d]``, ``x.dim()``, ``x.ndim``, ``x.numel()``, ``len(x)``."""
+    if isinstance(e, S.Method):
+        return e.name in _INT_METHODS and (e.name != "size" or len(e.args) + len(e.kwargs) == 1)
+    if isinstance(e, S.Attr):
+        return e.name == "ndim"
+    if isinstance(e, S.Subscript) and len(e.items) == 1 and not isinstance(e.items[0], S.Slice):
+        v = e.value
+        return (isinstance(v, S.Attr) and v.name == "shape") or \
+            (isinstance(v, S.Method) and v.name == "size" and not v.args and not v.kwargs)
+    if isinstance(e, S.Call):
+        return e.func == "len" and e.prefix == "" and len(e.args) == 1
+    return False
+
+
+def type_name(value, e: S.Expr, names: dict | None = None) -> str | None:
     """The Python type name of ``value`` (what ``e`` evaluated to) as CPython's messages print it,
-    or None when adjoint cannot tell it."""
+    or None when adjoint cannot tell it (``names``: as :func:`number_type`'s)."""
     if value is None:
         return "NoneType"
     if isinstance(value, bool):
@@ -70,7 +116,7 @@ def type_name(value, e: S.Expr) -> str | None:
     if isinstance(value, Tensor):
         return "Parameter" if value.is_param else "Tensor"
     if isinstance(value, (Fraction, Gaussian)):
-        return number_type(e)
+        return number_type(e, names)
     if isinstance(value, int):
         return "int"
     if isinstance(value, float):

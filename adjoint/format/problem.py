@@ -36,16 +36,22 @@ class Sym:
 
 @dataclass(frozen=True)
 class Infinite:
-    """``inf`` or ``-inf`` in a tensor literal (a float mask: 0 where a score is kept, ``-inf``
-    where it is masked out). Only tensors that do not require grad hold one (contract v3)."""
+    """``inf`` or ``-inf``: an element of a tensor literal (a float mask: 0 where a score is
+    kept, ``-inf`` where it is masked out; only tensors that do not require grad hold one,
+    contract v3), and Python's ``float("-inf")`` in an expression (adjoint.engine.infinity)."""
 
     negative: bool
+
+    @property
+    def text(self) -> str:
+        """As an op's params carry it (``adjoint.values.mathtree.number_text`` reads it)."""
+        return "-inf" if self.negative else "inf"
 
     def __float__(self) -> float:
         return float("-inf") if self.negative else float("inf")
 
     def __str__(self) -> str:
-        return "-inf" if self.negative else "inf"
+        return self.text
 
 
 Element = Fraction | Sym | Infinite

@@ -43,6 +43,17 @@ class DType:
         return f"torch.{self.name}"
 
 
+@dataclass(frozen=True)
+class Device:
+    """``x.device``: every tensor adjoint models lives on the CPU (``device=x.device`` in a
+    constructor such as ``torch.arange``)."""
+
+    type: str = "cpu"
+
+    def __str__(self) -> str:
+        return self.type
+
+
 #: ``torch.NAME`` that names a dtype of a problem's tensors.
 DTYPE_NAMES = {"float64": "float64", "double": "float64", "float32": "float32", "float": "float32",
                "int64": "int64", "long": "int64", "bool": "bool"}
@@ -115,9 +126,18 @@ def convert(rt, x: Tensor, target: str, loc: Loc, what: str) -> Tensor:
                                 "tensors of two float dtypes in one problem) is not modelled yet"
                                 + ("; with grad mode off (in a hook body) it is a float64 copy, which a hook may "
                                    "return" if target == "float64" else ""))
+    if target == "bool":   # x != 0 elementwise (nan is True): a bool tensor, no node, as a comparison makes
+        if not is_contiguous(x.shape, x.strides):
+            raise ProblemError(loc, f"{what} of a non-contiguous tensor is not modelled yet (the copy's strides); "
+                                    "make it contiguous first, or compare: x != 0")
+        if rt.B.is_symbolic(x.value):
+            raise ProblemError(loc, f"{what} of values with free symbols depends on the symbols; bind them under "
+                                    "symbols:")
+        return rt.apply("compare", [x, Fraction(0)], "ne", loc)
     if x.dtype not in ("bool", "int64") or target != rt.dtype:
         raise ProblemError(loc, f"{what} of a {x.dtype} tensor to {target} is not modelled yet; a bool or int64 "
-                                f"tensor converts to the problem's dtype ({rt.dtype}), and a tensor to its own dtype")
+                                f"tensor converts to the problem's dtype ({rt.dtype}), any tensor to bool, and a "
+                                "tensor to its own dtype")
     if not is_contiguous(x.shape, x.strides):
         raise ProblemError(loc, f"{what} of a non-contiguous {x.dtype} tensor is not modelled yet (the copy's "
                                 "strides); make it contiguous first")
@@ -132,8 +152,11 @@ def convert(rt, x: Tensor, target: str, loc: Loc, what: str) -> Tensor:
 
 def _to_dtype(name: str):
     def lower(rt, a, loc):
-        return convert(rt, a["self"], name, loc, f"Tensor.{'double' if name == 'float64' else 'float'}()")
+        return convert(rt, a["self"], name, loc, f"Tensor.{_METHOD_OF[name]}()")
     return lower
+
+
+_METHOD_OF = {"float64": "double", "float32": "float", "bool": "bool"}
 
 
 def lower_to(rt, a, loc):
@@ -269,6 +292,8 @@ FUNCTIONS = (
              doc="the tensor itself when float64; a bool or int64 tensor: a new float tensor, no node"),
     Function("float", (_SELF,), _to_dtype("float32"), where="method",
              doc="the tensor itself when float32; a bool or int64 tensor: a new float tensor, no node"),
+    Function("bool", (_SELF,), _to_dtype("bool"), where="method",
+             doc="the tensor itself when bool; else x != 0 (nan: True): a new bool tensor, no node"),
     Function("to", (_SELF, Param("args", "any", ()), Param("device", "any", None, keyword_only=True),
                     Param("dtype", "any", None, keyword_only=True), Param("non_blocking", "any", False, keyword_only=True),
                     Param("copy", "any", False, keyword_only=True)),
@@ -287,4 +312,4 @@ FUNCTIONS = (
              where="method", doc="no node: a constant tensor of self's dtype"),
 )
 
-__all__ = ["FUNCTIONS", "DType", "DTYPE_NAMES", "bitwise_not", "python_len", "size_dim"]
+__all__ = ["FUNCTIONS", "DType", "DTYPE_NAMES", "Device", "bitwise_not", "python_len", "size_dim"]

@@ -315,7 +315,7 @@ def lower_stack(rt, a, loc):
 # ----------------------------------------------------------------------------- attributes and indexing
 
 def attribute(rt, x: Tensor, name: str, loc: Loc):
-    """``x.T``, ``x.mT``, ``x.shape``, ``x.ndim`` (what a forward may read of a tensor)."""
+    """``x.T``, ``x.mT``, ``x.shape``, ``x.ndim``, ``x.dtype``, ``x.device`` (what a forward may read of a tensor)."""
     if name == "T":
         return rt.apply("permute", [x], tuple(reversed(range(len(x.shape)))), loc)
     if name == "mT":
@@ -331,6 +331,9 @@ def attribute(rt, x: Tensor, name: str, loc: Loc):
     if name == "dtype":
         from adjoint.engine.bindings.glue import DType
         return DType(x.dtype)
+    if name == "device":
+        from adjoint.engine.bindings.glue import Device
+        return Device()
     if name == "requires_grad":   # Tensor.requires_grad: a view's also when its base requires grad now
         return x.needs_grad
     if name == "_version":   # the version counter (shared by views, bumped by each in-place write)

@@ -13,7 +13,12 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 
+import torch
+
 from adjoint.format.errors import ProblemError
+
+#: The dtypes a problem file names (adjoint.engine.bindings.glue.DTYPE_NAMES), as torch prints them.
+_DTYPES = ("torch.float64", "torch.float32", "torch.int64", "torch.bool")
 
 
 def exact(x: float, what: str) -> str:
@@ -49,9 +54,15 @@ def python_constant(value) -> str:
     if value is None or isinstance(value, (bool, int)):
         return repr(value)
     if isinstance(value, float):
-        return repr(value)
+        return repr(value) if math.isfinite(value) else f'float("{value!r}")'   # float("-inf"), as Python spells it
     if value is Ellipsis:
         return "..."
+    if isinstance(value, torch.dtype) and str(value) in _DTYPES:   # dtype=torch.long
+        return str(value)
+    if isinstance(value, torch.device) and value.type == "cpu":   # device=idx.device, as traced
+        return '"cpu"'
+    if isinstance(value, (torch.dtype, torch.device)):
+        raise TypeError(str(value))
     if isinstance(value, slice):
         parts = ["" if v is None else python_constant(v) for v in (value.start, value.stop)]
         text = ":".join(parts)

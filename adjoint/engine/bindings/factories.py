@@ -1,0 +1,197 @@
+"""Constant tensors a forward or a hook body makes: ``torch.zeros``, ``torch.ones``, ``torch.full``,
+``torch.arange``, ``torch.eye``, as PyTorch 2.13 makes them (each checked in real torch):
+
+* a new contiguous tensor, version 0, no ``grad_fn``, not requiring grad; no node;
+* its dtype: ``dtype=`` when given; else PyTorch's default dtype, float32, for ``zeros``,
+  ``ones`` and ``eye``; ``full`` infers it from the fill value (a bool: bool, an int: int64, a
+  float: float32); ``arange`` from its arguments (all ints: int64, else float32). A number's
+  int or float is read from how it is written (``3`` against ``3.0``, ``x.size(1)``); where
+  the expression does not tell (a name bound elsewhere), the call needs ``dtype=``;
+* a float32 tensor in a float64 run (``dtype: float64``): PyTorch would mix float32 and float64,
+  which adjoint does not model yet: refused, with ``dtype=`` as the way out;
+* PyTorch's errors: ``zeros: Dimension size must be non-negative.`` (``zeros`` checks first),
+  ``Trying to create tensor with negative dimension -1: [-1]`` (``ones``, ``full``), ``n must be
+  greater or equal to 0, got -1`` / ``m ...`` (``eye``), ``step must be nonzero`` and ``upper
+  bound and lower bound inconsistent with step sign`` (``arange``);
+* refused: ``requires_grad=True`` (a new leaf: declare it under ``inputs:``), ``out=``, a
+  ``layout``, a device other than the CPU, a fill value the dtype does not hold exactly (PyTorch
+  would round or truncate it), ``arange`` with non-integer arguments (its length and values are
+  computed in doubles).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from adjoint.format.errors import Loc, ProblemError
+from adjoint.format.problem import Infinite, Literal
+from adjoint.engine.bindings.glue import Device, _exact_in, dtype_of
+from adjoint.engine.bindings.signature import Function, Param
+from adjoint.engine.torch_errors import TorchError
+
+_FLOATS = ("float32", "float64")
+#: PyTorch's default dtype (torch.get_default_dtype()): what a float constant is made in.
+DEFAULT_FLOAT = "float32"
+
+
+def _tail() -> tuple[Param, ...]:
+    return (Param("out", "any", None, keyword_only=True), Param("dtype", "any", None, keyword_only=True),
+            Param("layout", "any", None, keyword_only=True), Param("device", "any", None, keyword_only=True),
+            Param("pin_memory", "any", False, keyword_only=True),
+            Param("requires_grad", "any", False, keyword_only=True))
+
+
+def _refuse_extras(a, loc: Loc, what: str) -> None:
+    if a["requires_grad"] is True:
+        raise ProblemError(loc, f"torch.{what}(..., requires_grad=True) makes a new leaf, which is not modelled in a "
+                                "forward; declare the tensor under inputs: with requires_grad: true")
+    if a["requires_grad"] is not False:
+        raise ProblemError(loc, f"torch.{what}(): requires_grad must be True or False")
+    if a["out"] is not None:
+        raise ProblemError(loc, f"torch.{what}(..., out=...) is not modelled; leave out out=")
+    if a["layout"] is not None:
+        raise ProblemError(loc, f"torch.{what}(..., layout=...) is not modelled; leave it out (torch.strided)")
+    if a["pin_memory"] not in (False, None):
+        raise ProblemError(loc, f"torch.{what}(..., pin_memory=True) is not modelled; leave it out")
+    device = a["device"]
+    if not (device is None or isinstance(device, Device) or device == "cpu"):
+        raise ProblemError(loc, f"torch.{what}(..., device={device!r}): adjoint models PyTorch on the CPU; leave "
+                                "device out, or give 'cpu' or x.device")
+
+
+def _dtype(rt, a, loc: Loc, what: str, inferred: str) -> str:
+    """``dtype=`` when given, else ``inferred`` (the default dtype or the one the arguments give);
+    a float dtype other than the run's is refused (adjoint does not mix float dtypes yet)."""
+    dtype = dtype_of(a["dtype"], loc, f"torch.{what}") if a["dtype"] is not None else inferred
+    if dtype not in _FLOATS + ("int64", "bool"):
+        raise ProblemError(loc, f"torch.{what}() of dtype {dtype} is not modelled yet")
+    if dtype in _FLOATS and dtype != rt.dtype:
+        given = "dtype=" if a["dtype"] is not None else "PyTorch's default dtype, without dtype="
+        raise ProblemError(loc, f"torch.{what}() makes a {dtype} tensor here ({given}) and this run is {rt.dtype}; "
+                                f"adjoint does not mix float dtypes yet: pass dtype=torch.{rt.dtype} (or x.dtype)")
+    return dtype
+
+
+def _shape(size, loc: Loc, what: str, zeros_first: bool) -> tuple[int, ...]:
+    shape = tuple(int(d) for d in size)
+    if any(d < 0 for d in shape):
+        if zeros_first:
+            raise TorchError("RuntimeError", "zeros: Dimension size must be non-negative.")
+        raise TorchError("RuntimeError", f"Trying to create tensor with negative dimension {min(shape)}: {list(shape)}")
+    return shape
+
+
+def _constant(rt, shape: tuple[int, ...], items: list, dtype: str, loc: Loc):
+    """A new tensor holding ``items`` (row-major Fractions, or Infinite), made by the backend
+    as a literal of the file is (so every mode holds it as it holds an input)."""
+    value = rt.B.literal(Literal(shape, tuple(items), loc))
+    return rt.tensor(value, dtype=dtype)
+
+
+def _filled(rt, shape, value, dtype: str, loc: Loc, what: str):
+    if isinstance(value, Infinite):
+        if dtype not in _FLOATS:
+            raise ProblemError(loc, f"torch.{what}() of an infinity in a {dtype} tensor is not modelled")
+        n = 1
+        for d in shape:
+            n *= d
+        return _constant(rt, shape, [value] * n, dtype, loc)
+    if dtype != "float64" and not _exact_in(value, dtype):
+        raise ProblemError(loc, f"torch.{what}() with the value {value}, which {dtype} does not hold exactly, is not "
+                                "modelled yet (PyTorch would round or truncate it)")
+    return rt.tensor(rt.B.full(shape, value) if value else rt.B.zeros(shape), dtype=dtype)
+
+
+# ----------------------------------------------------------------------------- zeros, ones, full
+
+def _fill(what: str, value: Fraction):
+    def lower(rt, a, loc: Loc):
+        _refuse_extras(a, loc, what)
+        shape = _shape(a["size"], loc, what, zeros_first=what == "zeros")
+        return _filled(rt, shape, value, _dtype(rt, a, loc, what, DEFAULT_FLOAT), loc, what)
+    lower.__name__ = f"lower_{what}"
+    return lower
+
+
+def lower_full(rt, a, loc: Loc):
+    _refuse_extras(a, loc, "full")
+    value = a["fill_value"]
+    if isinstance(value, bool):
+        inferred, value = "bool", Fraction(int(value))
+    elif isinstance(value, Infinite):
+        inferred = DEFAULT_FLOAT
+    elif isinstance(value, Fraction):
+        kind = a.type_of("fill_value")
+        if kind is None and a["dtype"] is None:
+            raise ProblemError(loc, "torch.full(size, fill_value): whether the fill value is an int or a float decides "
+                                    "the dtype (int64 or float32), and adjoint cannot tell it from this expression; "
+                                    "write it as a literal (3 or 3.0) or pass dtype=")
+        inferred = "int64" if kind == "int" else DEFAULT_FLOAT
+    else:
+        raise ProblemError(loc, "torch.full(size, fill_value) with a fill value that is not a real number (a tensor, "
+                                "a complex number) is not modelled yet")
+    shape = _shape(a["size"], loc, "full", zeros_first=False)
+    return _filled(rt, shape, value, _dtype(rt, a, loc, "full", inferred), loc, "full")
+
+
+# ----------------------------------------------------------------------------- arange, eye
+
+def lower_arange(rt, a, loc: Loc):
+    _refuse_extras(a, loc, "arange")
+    start, end, step = (Fraction(0), a["start"], a["step"]) if a["end"] is None else (a["start"], a["end"], a["step"])
+    names = ("start", "step") if a["end"] is None else ("start", "end", "step")
+    for v in (start, end, step):
+        if isinstance(v, bool) or not isinstance(v, Fraction) or v.denominator != 1:
+            raise ProblemError(loc, "torch.arange() with arguments that are not integers is not modelled yet (PyTorch "
+                                    "computes its length and values in doubles); give integers, and dtype= for floats")
+    kinds = [a.type_of(n) for n in names if n != "step" or "step" in a.positional or "step" in a.keywords]
+    if a["dtype"] is None and any(k is None for k in kinds):
+        raise ProblemError(loc, "torch.arange(): whether its arguments are ints or floats decides the dtype (int64 or "
+                                "float32), and adjoint cannot tell it from these expressions (a name bound elsewhere); "
+                                "pass dtype=torch.long (or torch.float32), or write the numbers as literals or "
+                                "x.size(d)")
+    inferred = "int64" if all(k == "int" for k in kinds) else DEFAULT_FLOAT
+    if step == 0:
+        raise TorchError("RuntimeError", "step must be nonzero")
+    if (end - start) * step < 0:
+        raise TorchError("RuntimeError", "upper bound and lower bound inconsistent with step sign")
+    dtype = _dtype(rt, a, loc, "arange", inferred)
+    n = -((start - end) // step)    # ceil((end - start) / step), exactly
+    values = [start + i * step for i in range(int(n))]
+    if dtype == "bool":
+        raise ProblemError(loc, "torch.arange(..., dtype=torch.bool) is not modelled")
+    for v in values[:1] + values[-1:]:
+        if not _exact_in(v, dtype):
+            raise ProblemError(loc, f"torch.arange() reaches {v}, which {dtype} does not hold exactly; not modelled")
+    return _constant(rt, (int(n),), values, dtype, loc)
+
+
+def lower_eye(rt, a, loc: Loc):
+    _refuse_extras(a, loc, "eye")
+    n, m = a["n"], a["m"] if a["m"] is not None else a["n"]
+    for name, v in (("n", n), ("m", m)):
+        if isinstance(v, bool) or not isinstance(v, Fraction) or v.denominator != 1:
+            raise ProblemError(loc, f"torch.eye(): {name} must be an int")
+        if v < 0:
+            raise TorchError("RuntimeError", f"{name} must be greater or equal to 0, got {int(v)}")
+    dtype = _dtype(rt, a, loc, "eye", DEFAULT_FLOAT)
+    rows, cols = int(n), int(m)
+    items = [Fraction(int(i == j)) for i in range(rows) for j in range(cols)]
+    return _constant(rt, (rows, cols), items, dtype, loc)
+
+
+FUNCTIONS = (
+    Function("zeros", (Param("size", "ints"),) + _tail(), _fill("zeros", Fraction(0)), where="function",
+             varargs=True, doc="no node: zeros, float32 unless dtype="),
+    Function("ones", (Param("size", "ints"),) + _tail(), _fill("ones", Fraction(1)), where="function",
+             varargs=True, doc="no node: ones, float32 unless dtype="),
+    Function("full", (Param("size", "ints"), Param("fill_value", "any")) + _tail(), lower_full, where="function",
+             doc="no node: fill_value everywhere; dtype from it (bool, int64, float32) unless dtype="),
+    Function("arange", (Param("start", "any"), Param("end", "any", None), Param("step", "any", Fraction(1)))
+             + _tail(), lower_arange, where="function",
+             doc="no node: start, start + step, ... below end; int64 for int arguments, float32 else, unless dtype="),
+    Function("eye", (Param("n", "any"), Param("m", "any", None)) + _tail(), lower_eye, where="function",
+             doc="no node: the n x m identity, float32 unless dtype="),
+)
+
+__all__ = ["FUNCTIONS", "DEFAULT_FLOAT"]
