@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from adjoint.engine.graph import Tensor
+from adjoint.engine.graph import SavedVariable, Tensor
 from adjoint.engine.runtime import TorchError
 from adjoint.engine import warns
 
@@ -75,6 +75,7 @@ class CheckpointFrame:
         self.calls: list = []          # the module calls the original region made, in order
         self.forward_completed = False
         self.packed_inputs: list = []  # save_inputs: (hooks, what they packed) per tensor argument
+        self.saved_inputs: list = []   # _NoopSaveInputs' save_for_backward of the tensor arguments (no hooks)
 
     # ---------------------------------------------------------------- _checkpoint_hook
     def pack(self, rt, t, node, slot):
@@ -97,7 +98,12 @@ class CheckpointFrame:
         return value
 
     def recompute(self, rt, gid) -> None:
-        """FN again on the saved inputs, grad mode on, under ``_recomputation_hook``."""
+        """FN again on the saved inputs, grad mode on, under ``_recomputation_hook``. The inputs are
+        ``input_saver.grad_fn.saved_tensors`` first: each checked against its version when saved
+        (an argument written in place since, after the call or by FN itself, is PyTorch's version
+        error here), or unpacked by the hooks that packed it."""
+        for sv in self.saved_inputs:
+            rt.unpack(None, sv)
         for hooks, packed in self.packed_inputs:   # get_inputs: an enclosing checkpoint's (or save_on_cpu's) unpack
             rt.hooks_runner.unpack(hooks, packed, None, None)
         hooks = RecomputationHooks(self, gid)
@@ -186,6 +192,9 @@ def run_checkpoint(run, child, args: list, kwargs: dict, loc):
         # hooks (a recomputation's pack may stop it right here: _StopRecomputationError) or save_on_cpu's
         top = rt.saved_hooks[-1]
         frame.packed_inputs = [(top, rt.hooks_runner.pack(top, a, None, None)) for a in args if isinstance(a, Tensor)]
+    else:   # ctx.save_for_backward(*tensors): unpacked with the version check before the recomputation
+        frame.saved_inputs = [SavedVariable("input", a, a.version.value, False, a.value)
+                              for a in args if isinstance(a, Tensor)]
     start, depth = run.calls_mark(), len(rt.saved_hooks)
     rt.saved_hooks.append(frame)
     try:
