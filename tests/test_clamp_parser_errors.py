@@ -27,7 +27,8 @@ inputs:
   t: {{value: [0.5, 1, 1.5]}}
 model:
   inputs: [x, t]
-  forward: "{call}"
+  forward: |
+    {call if "return" in call else "return " + call}
 """
     v = adjoint.loads(text).solve().variants[0]
     error = v.to_json()["error"]
@@ -61,7 +62,13 @@ def test_one_tensor_bound_and_one_number_is_the_parsers_type_error(call):
 
 
 def test_a_number_bound_from_a_name_is_refused():
-    # its int or float is not kept with the number: refused rather than guessed
+    # a name bound where its int or float is not told (a tuple unpacked): refused rather than guessed
     with pytest.raises(adjoint.ProblemError) as err:
-        _error("torch.clamp(x, t, x.shape[0])")
+        _error("n, m = (3, 4)\n    return torch.clamp(x, t, n)")
     assert "Python type" in str(err.value)
+
+
+def test_a_size_is_an_int():
+    # x.shape[0] and x.size(0) are Python ints: the parser's TypeError says so
+    for call in ("torch.clamp(x, t, x.shape[0])", "x.clamp(t, x.size(0))"):
+        assert _error(call) == _torch(call)
