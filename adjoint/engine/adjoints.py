@@ -223,7 +223,7 @@ def pure_vjp(rt, nodes: list[Node], seeds: list, wrt, known: dict | None = None,
             outs = declared_vjp(rt, node.params, list(node.input_values), filled if len(filled) > 1 else filled[0])
             outs = [g for v, g in zip(node.input_values, outs) if B.is_value(v)]   # the tensor inputs: the edges
         elif node.kind == "checkpoint":   # CheckpointFunctionBackward: J^T of the recomputed region
-            outs = node.params.pure_vjp(rt, [g if g is not None else B.zeros(node.outputs[i][0])
+            outs = node.params.pure_vjp(rt, [g if g is not None or node.outputs[i] is None else B.zeros(node.outputs[i][0])
                                              for i, g in enumerate(gs)])
         elif node.kind == "copyslices":
             if gs[0] is None:

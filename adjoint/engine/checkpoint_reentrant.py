@@ -78,16 +78,23 @@ def run_reentrant(run, child, args: list, loc):
     if node is None:
         return out
     outs = out if isinstance(out, tuple) else (out,)
-    if any(not isinstance(o, Tensor) for o in outs) or any(o is a for o in outs for a in tensors) \
-            or len({id(o) for o in outs}) != len(outs):
+    made = [o for o in outs if isinstance(o, Tensor)]
+    if any(o is a for o in made for a in tensors) or len({id(o) for o in made}) != len(made):
         raise ProblemError(loc, "checkpoint(..., use_reentrant=True) of a region that returns one of its inputs "
                                 "as it is, or the same tensor twice, is not modelled yet")
-    for k, o in enumerate(outs):   # Function.apply makes FN's results the node's outputs
-        o.requires_grad, o.grad_fn, o.output_nr, o.is_leaf = True, node, k, False
+    if not made:
+        raise ProblemError(loc, "checkpoint(..., use_reentrant=True) of a region that returns no tensor at its top "
+                                "level is not modelled yet")
+    # Function.apply makes FN's tensor results the node's outputs; anything else -- a nested tuple
+    # such as an LSTM's (h_n, c_n), made under no_grad -- is handed back as it is (an output slot
+    # without a tensor, whose gradient is None)
+    for k, o in enumerate(outs):
+        if isinstance(o, Tensor):
+            o.requires_grad, o.grad_fn, o.output_nr, o.is_leaf = True, node, k, False
     if state.calls and run.replay is None:   # the region's call: its hook-free J^T is the node's (adjoint.engine.adjoints)
         state.calls[0].body_start = rt.nodes.index(node)
-    node.outputs = [(o.shape, o.dtype) for o in outs]
-    node.output_values = [o.value for o in outs]
+    node.outputs = [(o.shape, o.dtype) if isinstance(o, Tensor) else None for o in outs]
+    node.output_values = [o.value if isinstance(o, Tensor) else None for o in outs]
     for i, t in enumerate(tensors):   # ctx.save_for_backward(*tensor_inputs), packed after forward
         sv = SavedVariable(f"saved{i}", t, t.version.value, False, t.value)
         if rt.saved_hooks:
