@@ -326,9 +326,10 @@ class _Pass:
     def bind_output(self, name: str, out, loc) -> None:
         """A module's output: ``PATH`` (``PATH[0]``, ``PATH[1]``, ... for a tuple)."""
         if is_tuple(out):
-            for i, t in enumerate(out):
-                if isinstance(t, Tensor):
-                    self.bind(f"{name}[{i}]", t, loc)
+            with self.m.reg.together():   # their hooks go on together, in the file's order
+                for i, t in enumerate(out):
+                    if isinstance(t, Tensor):
+                        self.bind(f"{name}[{i}]", t, loc)
         elif isinstance(out, (dict, PyList)):   # a dict or list output: its tensors are named where the caller assigns them
             return
         else:
@@ -629,6 +630,10 @@ class _ModuleScope:
 
     def tensor_name(self, name: str) -> str:
         return f"{self.call_record.callid}.{name}" if self.mod.path else name
+
+    def together(self):
+        """Names one statement binds (``a, b = ...``): their hooks go on after it, in the file's order."""
+        return self.run.m.reg.together()
 
     def assign(self, name: str, value, loc: Loc) -> None:
         if name in self.local or name in self.args or self.mod.param(name) or self.mod.child(name):

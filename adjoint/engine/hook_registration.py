@@ -41,6 +41,7 @@ class Registrations:
         self.retained: dict[int, tuple] = {}          # tensor id -> (Tensor, [names]) with retain_grad, in order
         self._by_target: dict | None = None           # hook target -> hook indices (see _targeting)
         self._saved: list | None = None               # saved_tensors hook indices (see _saved_tensors_hooks)
+        self._group: list | None = None               # inside together(): (hook index, tensor) to attach after it
 
     # ------------------------------------------------------------------ lifecycle
     def register(self, index: int) -> None:
@@ -83,7 +84,33 @@ class Registrations:
         if not isinstance(t, Tensor) or not attach:
             return
         targeting = set(self._targeting(name)).union(*(self._targeting(a) for a in aliases))
-        for index in sorted(self.active.intersection(targeting)):
+        pairs = [(index, t) for index in self.active.intersection(targeting)]
+        if self._group is not None:
+            self._group.extend(pairs)
+            return
+        self._attach(pairs)
+
+    @contextmanager
+    def together(self):
+        """Names one statement binds (``a, b = h.chunk(2)``, a module's tuple output): their hooks
+        go on once the statement has bound them all, in the order the file lists them -- as a user's
+        ``register_hook`` lines after that line run (the order decides which of two hooks on one
+        node's outputs fires first). Nested: the outermost attaches."""
+        if self._group is not None:
+            yield
+            return
+        self._group = []
+        try:
+            yield
+        except BaseException:
+            self._group = None
+            raise
+        group, self._group = self._group, None
+        self._attach(group)
+
+    def _attach(self, pairs: list) -> None:
+        """Attach each (hook index, tensor), in the file's order of the hooks (stable for one hook's tensors)."""
+        for index, t in sorted(pairs, key=lambda pair: pair[0]):
             hook = self.hooks[index]
             if hook.on == "multi_grad":
                 self.try_multi_grad(hook)

@@ -12,6 +12,8 @@ tuples, dicts (a hook's ``kwargs``) and None. Names are resolved by a *scope*:
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 from fractions import Fraction
 from typing import Protocol
 
@@ -177,8 +179,10 @@ class Interp:
             if len(value) != len(target.items):
                 raise ProblemError(loc, f"{len(target.items)} names to unpack {len(value)} values: Python raises "
                                         "ValueError (not enough / too many values to unpack)")
-            for t, v in zip(target.items, value):
-                self.bind(t, v, loc)
+            together = getattr(self.scope, "together", None)   # the names' hooks go on after the statement
+            with together() if together is not None else nullcontext():
+                for t, v in zip(target.items, value):
+                    self.bind(t, v, loc)
             return
         if is_self_attribute(target) and hasattr(self.scope, "set_module_attribute"):   # a forward's self.NAME = v
             self.scope.set_module_attribute(target.name, value, loc)

@@ -230,6 +230,10 @@ class ModuleScope:
             return self.run.closures[self.decl.label][name]
         return self.run.lookup_global(name, loc, f"the forward of '{self.decl.label}'")
 
+    def together(self):
+        """Names one statement binds (``a, b = ...``): their hooks go on after it, in the file's order."""
+        return self.run.hooks.together()
+
     def assign(self, name: str, value, loc: Loc) -> None:
         self.local[name] = value
         if isinstance(value, torch.Tensor):

@@ -28,6 +28,8 @@ then ``returns``) runs on the hook's real arguments and its value is handed back
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import contextlib
 
 import torch
@@ -71,6 +73,7 @@ class Hooks:
         self.names: dict[str, object] = {}     # the latest value of every bound name
         self.retained: list[tuple[str, torch.Tensor]] = []   # (name, tensor) with retain_grad, in order
         self.fired: dict[tuple, int] = {}      # (node seq, module, hook) -> times fired (module calls sharing a node)
+        self.group: list | None = None         # inside together(): (hook index, tensor) to attach after it
         # torch remembers whether the global backward hooks are legacy or full even after their
         # handles are removed; a run starts as a fresh script does (neither), and puts it back after
         self.global_mode_before = nn_module._global_is_full_backward_hook
@@ -127,12 +130,37 @@ class Hooks:
         if not isinstance(value, torch.Tensor) or not attach:
             return
         names = (name,) + tuple(aliases)
-        for index in sorted(self.active):
+        pairs = [(index, value) for index in self.active
+                 if (self.hooks[index].on == "multi_grad" and any(n in self.hooks[index].tensors for n in names))
+                 or getattr(self.hooks[index], "target", None) in names]
+        if self.group is not None:
+            self.group.extend(pairs)
+            return
+        self.attach_pairs(pairs)
+
+    @contextmanager
+    def together(self):
+        """Names one statement binds (``a, b = h.chunk(2)``, a module's tuple output): a user's
+        ``register_hook`` lines come after that statement, in the order the file lists the hooks."""
+        if self.group is not None:
+            yield
+            return
+        self.group = []
+        try:
+            yield
+        except BaseException:
+            self.group = None
+            raise
+        group, self.group = self.group, None
+        self.attach_pairs(group)
+
+    def attach_pairs(self, pairs: list) -> None:
+        for index, value in sorted(pairs, key=lambda pair: pair[0]):
             hook = self.hooks[index]
-            if hook.on == "multi_grad" and any(n in hook.tensors for n in names):
+            if hook.on == "multi_grad":
                 self.try_multi_grad(hook)
                 continue
-            if hook.target not in names or id(value) in self.attached[index]:
+            if id(value) in self.attached[index]:
                 continue
             if hook.on == "saved":   # t.grad_fn._raw_saved_SLOT.register_hooks(pack, unpack), once per tensor
                 self.attached[index].add(id(value))

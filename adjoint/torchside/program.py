@@ -15,6 +15,7 @@ dicts. Names and child-module calls are resolved by a *scope* (``lookup``, ``ass
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from fractions import Fraction
 
 import operator
@@ -154,8 +155,10 @@ class Program:
             if len(items) != len(target.items):
                 raise ProblemError(loc, f"{len(target.items)} names to unpack {len(items)} values: Python raises "
                                         "ValueError")
-            for t, v in zip(target.items, items):
-                self.bind(t, v, loc)
+            together = getattr(self.scope, "together", None)   # the names' hooks go on after the statement
+            with together() if together is not None else nullcontext():
+                for t, v in zip(target.items, items):
+                    self.bind(t, v, loc)
             return
         if is_self_attribute(target) and hasattr(self.scope, "module"):   # a forward's self.NAME = v
             setattr(self.scope.module, target.name, value)

@@ -247,9 +247,10 @@ class Session:
                 self.nodes.note_call(t.grad_fn, label, k, fp.index)
         callid = label if k == 1 else f"{label}#{k}"
         if isinstance(out, tuple):
-            for i, t in enumerate(out):
-                if isinstance(t, torch.Tensor):
-                    self.bind(f"{callid}[{i}]", t)
+            with self.hooks.together():   # their hooks go on together, in the file's order
+                for i, t in enumerate(out):
+                    if isinstance(t, torch.Tensor):
+                        self.bind(f"{callid}[{i}]", t)
         else:
             self.bind(callid, out)
         return out
