@@ -639,12 +639,13 @@ class _ModuleScope:
         if name in self.local or name in self.args or self.mod.param(name) or self.mod.child(name):
             raise ProblemError(loc, f"'{name}' is already a name in the forward of '{self.mod.label}'; "
                                     "two things with one name are an error (pick a new name)")
-        if value is None:
-            raise ProblemError(loc, f"'{name}' must be a tensor: this expression gives None")
+        if value is None:   # o, _ = attn(x, x, x, need_weights=False): Python binds None
+            self.local[name] = None
+            return
         if isinstance(value, tuple):
             # a tuple kept whole (u = x.unbind(1); then u[0]): indexed later, never a tensor name itself
-            if not all(isinstance(v, Tensor) for v in value):
-                raise ProblemError(loc, f"'{name}' must be a tensor or a tuple of tensors")
+            if not all(isinstance(v, Tensor) or v is None for v in value):
+                raise ProblemError(loc, f"'{name}' must be a tensor or a tuple of tensors (or None)")
             self.local[name] = value
             return
         self.local[name] = value

@@ -51,8 +51,11 @@ def composite(builder, m: YMap, t, path: str, name: str, what: str, prefix: str,
     specs = [(rel, ct, cargs, s) for rel, ct, cargs in leaves for s in ct.params(cargs)]
     names = [f"{rel}.{s.name}" for rel, _, _, s in specs]
     given = _given_params(builder, m, t, what, prefix, frozen, specs, names)
-    missing = [n for n in names if n not in given and (copy_of(n) is None or copy_of(n) not in given)]
-    if missing and builder.init_seed is None and not builder.init_given:
+    drawn = builder.init_seed is not None or builder.init_given
+    defaults = {f"{rel}.{s.name}": s.default for rel, _, _, s in specs}
+    missing = [n for n in names if n not in given and (copy_of(n) is None or copy_of(n) not in given)
+               and defaults[n] is None]
+    if missing and not drawn:
         raise ProblemError(m.loc, f"{what} ({t.name}) has no values for {', '.join(missing)}; give them under params: "
                                   "or add a top-level init: {seed: 0} to generate them")
     decls = {}
@@ -63,8 +66,10 @@ def composite(builder, m: YMap, t, path: str, name: str, what: str, prefix: str,
             decls[full] = given[full]
         elif source is not None:   # a deep copy of the first layer
             decls[full] = replace(decls[source], name=prefix + full, loc=m.loc)
-        else:
+        elif drawn:
             decls[full] = builder.generated(prefix + full, s.shape, m.loc, ct, cargs, frozen)
+        else:   # PyTorch's own value, the same whatever the random state (a norm's ones, a bias's zeros)
+            decls[full] = builder.constant(prefix + full, s.shape, s.default, m.loc, not frozen)
 
     def leaf(rel: str, ct, cargs) -> Module:
         params = tuple(decls[f"{rel}.{s.name}"] for s in ct.params(cargs))

@@ -390,7 +390,7 @@ def _nll(name: str, node: str, weighted: bool) -> Op:
     return Op(name, node, nll_forward, nll_vjp, nll_shape, saves,
               "-w[t] g (/ total weight for mean) at each row's target class, 0 elsewhere", kink=nll_kink,
               math=Math(_nll_formula),
-              kink_doc="ignore_index rows: 0 and gradient 0; mean over total weight 0 is nan (refused)",
+              kink_doc="ignore_index rows: 0 and gradient 0; mean over total weight 0 is nan (exact mode refuses it)",
               differentiable=(True, False, False) + ((False,) if weighted else ()), checks=checks,
               nonfinite="a mean over a total weight of 0 (every target ignored, or weighted 0)",
               value_error=nll_refused)
