@@ -24,6 +24,33 @@ from adjoint.engine.reverse import BackwardRequest
 from adjoint.engine.runtime import TorchError
 from adjoint.engine.torch_errors import torch_size
 from adjoint.engine.second_engine import SecondEngine
+from adjoint.engine import warns
+from adjoint.engine.hookwrites import holds_grad
+from adjoint.format import syntax as S
+
+
+class RootInterp(Interp):
+    """A ``root:`` expression, code a script runs between two backwards: ``x.grad`` reads the
+    leaf's (or retained tensor's) ``.grad`` -- after a ``create_graph`` backward the tensor with
+    its graph, so ``sum(x.grad ** 2)`` differentiates through it (a gradient penalty); else a
+    tensor of its value with no grad_fn. A non-leaf's ``.grad`` is None, and reading it warns."""
+
+    def eval(self, e):
+        if not (isinstance(e, S.Attr) and e.name == "grad"):
+            return super().eval(e)
+        t = super().eval(e.obj)
+        if not isinstance(t, Tensor):
+            return super().eval(e)
+        if not holds_grad(t):
+            if t.grad_fn is not None:
+                warns.warn(self.rt, "UserWarning", warns.NON_LEAF_GRAD)
+            return None
+        if t.grad is None:
+            return None
+        held = getattr(t, "grad_tensor", None)
+        if held is None or held.value is not t.grad:   # the second engine keeps the tensor it made
+            held = t.grad_tensor = self.rt.tensor(t.grad, dtype=t.dtype)
+        return held
 
 
 class SecondRequest:
@@ -69,7 +96,7 @@ def second_request(problem, bw, run, backend) -> BackwardRequest:
         rt.quiet += 1   # the roots are the user's code between passes, not equations of the forward
         recording, rt.second_record = rt.second_record, []   # but their ops are kept for the derivation
         try:
-            roots = [Interp(rt, EnvScope(dict(env), "a root")).eval(e) for e in s.roots]
+            roots = [RootInterp(rt, EnvScope(dict(env), "a root")).eval(e) for e in s.roots]
         finally:
             rt.quiet -= 1
             root_ops, rt.second_record = rt.second_record, recording
