@@ -404,7 +404,6 @@ def import_(model, input_specs, loss, out, hooks_mode, target_specs):
     torch.nn modules the format has, a forward for every other module, the parameters
     exactly, the hooks already registered (their Python bodies translated), inputs of the given
     shapes."""
-    from adjoint.api import loads
     from adjoint.render.output import check_target, write_atomic
 
     protect = (model.rpartition(":")[0],) if ":" in model else ()
@@ -430,11 +429,7 @@ def import_(model, input_specs, loss, out, hooks_mode, target_specs):
         raise ProblemError(None, f"the problem file would be {len(text.encode('utf-8'))} bytes, more than the "
                                  f"{MAX_FILE_BYTES} a problem file may hold; the model has too many small tensors to "
                                  "write inline: import a smaller part of it")
-    try:
-        loads(text, out or "<import>")  # the file it writes is a valid problem (a mistake here is a bug)
-    except ProblemError as err:
-        raise ProblemError(None, f"adjoint import made a file its own loader refuses (a bug of adjoint import: please "
-                                 f"report it); nothing was written: {' '.join(str(err).split())[:300]}") from None
+    # import_file has loaded the text and checked it against the user's module (importer.selfcheck)
     for note in notes:
         _say(f"adjoint: {note}")
     if out and out != "-":

@@ -114,8 +114,11 @@ def import_file(spec: str, input_specs: list[str], loss: str = DEFAULT_LOSS, out
     that receives the big tensors (absent: one named after ``out_path``, its bytes for the
     caller to write at :func:`side_path`)."""
     from adjoint.torchside.importer.originrun import restored_global_hooks
+    from adjoint.torchside.importer.selfcheck import check_faithful
     with restored_global_hooks():       # the factory's global module hooks do not outlive the import
-        return _import_file(spec, input_specs, loss, out_path, hooks_mode, notes, target_specs, side)
+        text = _import_file(spec, input_specs, loss, out_path, hooks_mode, notes, target_specs, side)
+    check_faithful(text, side, split_spec(spec)[0], hooks_mode)   # the file is the user's model, or nothing is written
+    return text
 
 
 def _import_file(spec, input_specs, loss, out_path, hooks_mode, notes, target_specs, side) -> str:

@@ -115,7 +115,12 @@ def compare_graphs(problem: Problem, decl: Variant, dtype: str) -> tuple[bool, s
             if type(own) is type(exc) and str(own) == str(exc):
                 return True, f"both forwards raise {type(exc).__name__}: {exc}"
         return False, f"calling the user's module from {where} raised {type(exc).__name__}: {exc}"
-    ours = file_graph(problem, decl, dtype)
+    try:
+        ours = file_graph(problem, decl, dtype)
+    except ProblemError:
+        raise
+    except Exception as exc:   # the file's forward raises (a Python TypeError of a written line) where the module runs
+        return False, f"the file's model raised {type(exc).__name__}: {exc}, where the module from {where} runs"
     for i, (a, b) in enumerate(zip(ours, theirs)):
         if a != b:
             return False, (f"node #{i} in creation order differs: the file's model makes {_show(a)}, the module "

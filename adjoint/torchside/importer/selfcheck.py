@@ -1,0 +1,77 @@
+"""Before ``adjoint import`` writes anything: is the file it made the user's model?
+
+Translating a forward can lose what the user's Python does around the ops it records -- a custom
+``torch.autograd.Function``'s backward, a grad-mode switch in a helper function, an in-place
+update of a buffer, a child whose forward takes another branch on its second call, Python
+attributes the forward changes, a ``forward`` replaced on one instance. Each makes a file that
+``solve`` answers confidently and ``verify`` passes (it checks the file against PyTorch, not
+against the user's code). So the import checks its own file the way ``verify --origin`` does
+(:mod:`.graphcheck`, :mod:`.originrun`), without the exact solve: the file, written to a
+temporary directory with its side file, is loaded and
+
+* its model (as verify builds it, in torch) must build the autograd graph the module a fresh
+  ``FACTORY()`` call makes builds, node for node and edge for edge;
+* its torch run (the loss, every hook call, every ``.grad``, or the error) must agree with the
+  module's own run, with the user's hooks running as the user's Python, within verify's
+  tolerances. With ``--hooks observe`` a hook's effect is left out on purpose: then the graph
+  and the loss are compared, not the hook calls and gradients.
+
+The first difference refuses the import (one line, nothing written), naming what differs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+
+from adjoint.format.errors import ProblemError
+
+
+def check_faithful(text: str, side, model_file: str, hooks_mode: str = "translate") -> None:
+    """Refuse (``ProblemError``) the file ``text`` (with ``side``'s tensors) when its model is not
+    the module ``model_file``'s factory builds; see the module docstring."""
+    from adjoint.format.validate import load
+    with tempfile.TemporaryDirectory(prefix="adjoint-import-") as tmp:
+        path = os.path.join(tmp, "imported.yaml")
+        if side is not None and side.tensors:
+            with open(os.path.join(tmp, side.name), "wb") as fh:
+                fh.write(side.data())
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        try:
+            problem = load(path)
+        except ProblemError as err:
+            raise ProblemError(None, "adjoint import made a file its own loader refuses (a bug of adjoint import: "
+                                     "please report it); nothing was written: "
+                                     f"{' '.join(str(err).split())[:300]}") from None
+        if problem.origin is None:
+            return
+        problem = dataclasses.replace(problem, origin=dataclasses.replace(problem.origin,
+                                                                          file=os.path.abspath(model_file)))
+        difference = first_difference(problem, hooks_mode)
+    if difference is not None:
+        raise ProblemError(None, f"adjoint import wrote a model that is not yours, so nothing was written: "
+                                 f"{difference} (the file's model first, yours second). Something your forward (or a "
+                                 "function it calls) does is not in the file; docs/import.md lists what import "
+                                 "translates")
+
+
+def first_difference(problem, hooks_mode: str = "translate") -> str | None:
+    """None when every variant's model agrees with the module origin builds; else what differs."""
+    from adjoint.torchside.importer.graphcheck import compare_graphs
+    from adjoint.torchside.importer.originrun import origin_rows
+    from adjoint.torchside.run import run_variant
+
+    dtype = problem.dtype
+    for decl in problem.variants:
+        same, detail = compare_graphs(problem, decl, dtype)
+        if not same:
+            return f"the autograd graphs differ ({detail})"
+        observed = run_variant(problem, decl, dtype)
+        for row in origin_rows(problem, decl, observed, dtype):
+            if hooks_mode != "translate" and not row.item.startswith(("loss", "error")):
+                continue   # --hooks observe: a hook's effect is left out on purpose
+            if not row.ok and not row.skipped:
+                return f"{row.item}: {' '.join(str(row.detail or 'differs').split())}"
+    return None
