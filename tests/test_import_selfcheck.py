@@ -36,3 +36,33 @@ def test_a_file_that_is_not_the_users_model_is_refused(case, tmp_path):
 def test_the_plain_module_imports(tmp_path):
     text = import_file(f"{MODELS}:make_plain", ["x=2x3"], "sum(y)", str(tmp_path / "p.yaml"))
     assert "tanh" in text
+
+
+def test_a_file_solve_would_refuse_is_refused_with_solves_reason(tmp_path):
+    """A translated line naming what the format does not model (F.dropout in training mode) was
+    written, and only solve refused it; the import now says so, with the line."""
+    out = tmp_path / "p.yaml"
+    with pytest.raises(ProblemError, match=r"adjoint import made a file that adjoint cannot answer, so nothing was "
+                                           r"written: the file's line \d+ \('return fc\(F.dropout\(x\)\)'\): dropout in "
+                                           "training mode"):
+        import_file(f"{MODELS}:make_functional_dropout", ["x=2x3"], "sum(y)", str(out))
+    assert not out.exists()
+
+
+MORE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "import_more", "models.py")
+
+
+@pytest.mark.parametrize("case, loss", [("shape", "sum(y)"), ("root_default", "sum(y)"),
+                                        ("dict_output", 'sum(y["logits"]) + sum(y["aux"] ** 2)')])
+def test_what_the_format_holds_imports_and_verifies_against_the_module(case, loss, tmp_path):
+    """A torch.Size assigned to a name, a root argument left at its default, a dict output: the
+    file was refused by its own loader, or import crashed (exit 3)."""
+    import shutil
+    from adjoint.torchside import verify
+    shutil.copy(MORE, tmp_path / "models.py")   # verify --origin runs a module beside the file only
+    out = str(tmp_path / "p.yaml")
+    text = import_file(f"{tmp_path / 'models.py'}:make_{case}", ["x=2x2"], loss, out)
+    with open(out, "w") as fh:
+        fh.write(text)
+    lines: list[str] = []
+    assert verify.run([out], None, False, False, None, lines.append, origin=True) == 0, "\n".join(lines)

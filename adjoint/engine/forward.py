@@ -212,7 +212,8 @@ class _Pass:
             exc.during = "register"
             raise
         root = self.p.model
-        if len(root.inputs) != len(self.m.inputs):
+        required = len([n for n in root.inputs if n not in dict(root.input_defaults)])
+        if not required <= len(self.m.inputs) <= len(root.inputs):   # forward(self, x, temperature=2.0): x alone
             raise ProblemError(root.loc, f"the root module takes {len(root.inputs)} input(s) ({', '.join(root.inputs)}) "
                                          f"but the problem declares {len(self.m.inputs)} "
                                          f"({', '.join(d.name for d in self.m.inputs)}); inputs are passed in order")
@@ -222,7 +223,7 @@ class _Pass:
         finally:
             saved_hooks.leave(self.rt, whole)
         self.m.reg.forward_ends(self.names)
-        values = {name: recorded(t) for name, t in self.names.items()}
+        values = {name: recorded(t) for name, t in self.names.items() if isinstance(t, Tensor)}
         meta = {name: (t.needs_grad, grad_fn_name(t)) for name, t in self.names.items() if isinstance(t, Tensor)}
         return ForwardResult(self.names, self.calls, out, loss, self.rt.notes[self.notes_start:], values,
                              range(self.apps_start, len(self.rt.applications)), range(self.log_start, len(self.rt.log)),
@@ -644,8 +645,9 @@ class _ModuleScope:
             return
         if isinstance(value, tuple):
             # a tuple kept whole (u = x.unbind(1); then u[0]): indexed later, never a tensor name itself
-            if not all(isinstance(v, Tensor) or v is None for v in value):
-                raise ProblemError(loc, f"'{name}' must be a tensor or a tuple of tensors (or None)")
+            # (or of Python numbers: s = x.shape, a torch.Size, then s[0])
+            if not all(isinstance(v, (Tensor, Fraction)) or v is None for v in value):
+                raise ProblemError(loc, f"'{name}' must be a tensor, or a tuple of tensors, numbers or None")
             self.local[name] = value
             return
         self.local[name] = value

@@ -295,6 +295,9 @@ class Writer:
             if isinstance(value, tuple):
                 return "(" + inner + ("," if len(value) == 1 else "") + ")"
             return "[" + inner + "]"
+        if isinstance(value, dict) and all(isinstance(k, str) for k in value) \
+                and any(isinstance(v, fx.Node) for v in _flat(list(value.values()))):   # return {"logits": h, ...}
+            return "{" + ", ".join(f"{python_constant(k)}: {self.arg(v)}" for k, v in value.items()) + "}"
         if isinstance(value, slice) and any(isinstance(v, fx.Node) for v in (value.start, value.stop, value.step)):
             raise TypeError("slice of tensors")
         return python_constant(value)

@@ -16,7 +16,9 @@ temporary directory with its side file, is loaded and
   tolerances. With ``--hooks observe`` a hook's effect is left out on purpose: then the graph
   and the loss are compared, not the hook calls and gradients.
 
-The first difference refuses the import (one line, nothing written), naming what differs.
+The first difference refuses the import (one line, nothing written), naming what differs. So
+does a file that ``solve`` itself refuses (a translated line naming what the format does not
+model yet, found by a solve in doubles): import answers for it before anything is written.
 """
 
 from __future__ import annotations
@@ -47,6 +49,10 @@ def check_faithful(text: str, side, model_file: str, hooks_mode: str = "translat
                                      f"{' '.join(str(err).split())[:300]}") from None
         if problem.origin is None:
             return
+        unmodelled = _unanswered(problem, text)
+        if unmodelled is not None:
+            raise ProblemError(None, f"adjoint import made a file that adjoint cannot answer, so nothing was written: "
+                                     f"{unmodelled}")
         problem = dataclasses.replace(problem, origin=dataclasses.replace(problem.origin,
                                                                           file=os.path.abspath(model_file)))
         difference = first_difference(problem, hooks_mode)
@@ -55,6 +61,21 @@ def check_faithful(text: str, side, model_file: str, hooks_mode: str = "translat
                                  f"{difference} (the file's model first, yours second). Something your forward (or a "
                                  "function it calls) does is not in the file; docs/import.md lists what import "
                                  "translates")
+
+
+def _unanswered(problem, text: str) -> str | None:
+    """What ``solve`` (in doubles: no exact arithmetic needed to find it) refuses in the file: a
+    line of the translated forward or of a hook body that names what the format does not model."""
+    from adjoint.answer.solve import solve_problem
+    try:
+        solve_problem(problem, mode="float64")
+    except ProblemError as err:
+        lines = text.splitlines()
+        where = ""
+        if err.loc is not None and 0 < err.loc.line <= len(lines):
+            where = f"the file's line {err.loc.line} ({lines[err.loc.line - 1].strip()[:120]!r}): "
+        return where + " ".join(err.message.split())
+    return None
 
 
 def first_difference(problem, hooks_mode: str = "translate") -> str | None:

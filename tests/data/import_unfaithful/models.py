@@ -107,3 +107,11 @@ def make_monkey_patched():         # a forward replaced on one instance
     fc = m.fc
     fc.forward = lambda x: F.linear(x, fc.weight, fc.bias) * 2
     return m
+
+
+class FunctionalDropout(Base):     # F.dropout in training mode: random, which the file cannot hold
+    def forward(self, x):
+        return self.fc(F.dropout(x, 0.5, training=self.training))
+
+
+def make_functional_dropout(): return FunctionalDropout()

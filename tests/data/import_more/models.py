@@ -1,0 +1,33 @@
+"""User modules adjoint import refused or crashed on although the format holds them (each found
+by a user trial; tests/test_import_selfcheck.py)."""
+import torch
+from torch import nn
+
+
+class Base(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = nn.Linear(2, 2)
+
+
+class Shape(Base):                 # n, c = x.shape: a torch.Size kept, then indexed
+    def forward(self, x):
+        n, c = x.shape
+        return self.fc(x.reshape(c, n)) * 2
+
+
+class RootDefault(Base):           # a root argument with a default, not given
+    def forward(self, x, temperature=2.0):
+        return self.fc(x) / temperature
+
+
+class DictOutput(Base):            # a dict of tensors as the output
+    def forward(self, x):
+        h = self.fc(x)
+        return {"logits": h, "aux": h.tanh()}
+
+
+def make_shape(): return Shape()
+def make_root_default(): return RootDefault()
+def make_dict_output(): return DictOutput()
