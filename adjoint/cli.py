@@ -420,7 +420,10 @@ def import_(model, input_specs, loss, out, hooks_mode, target_specs):
     from adjoint.torchside.importer import side_file_for, side_path
     notes: list[str] = []
     side = side_file_for(out)
-    text = import_file(model, list(input_specs), loss, out, hooks_mode, notes, list(target_specs), side)
+    import contextlib
+    import sys
+    with contextlib.redirect_stdout(sys.stderr):   # the user's print()s: never into the YAML on standard output
+        text = import_file(model, list(input_specs), loss, out, hooks_mode, notes, list(target_specs), side)
     if side.tensors:                    # the big tensors, beside the file (before it is read back: it names them)
         write_atomic(side_path(out, side), side.data(), protect=protect)
         click.echo(terminal_safe(f"wrote {side_path(out, side)} ({len(side.tensors)} tensors)"))

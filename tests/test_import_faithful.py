@@ -525,7 +525,7 @@ def test_prepend_is_written_on_the_hook_registered_with_it(models):
     ("Checkpointed", "return checkpoint(", "checkpoint(...) (torch.utils.checkpoint) is handed a lambda, which "
                                            "cannot be imported yet"),
     ("HookInForward", "h.register_hook(", "registers a tensor hook inside the forward"),
-    ("Constant", "torch.ones(3)", "makes a constant tensor inside its forward"),
+    ("Constant", "torch.ones(3)", "uses a tensor the trace saw as a constant"),
     ("Decorated", "@torch.no_grad()", "the decorator @torch.no_grad() on its forward cannot be imported"),
     ("ReadsData", "h.data * 0", "reads the tensor attribute .data, which adjoint does not model"),
 ])

@@ -52,16 +52,19 @@ def test_a_file_solve_would_refuse_is_refused_with_solves_reason(tmp_path):
 MORE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "import_more", "models.py")
 
 
-@pytest.mark.parametrize("case, loss", [("shape", "sum(y)"), ("root_default", "sum(y)"),
-                                        ("dict_output", 'sum(y["logits"]) + sum(y["aux"] ** 2)')])
-def test_what_the_format_holds_imports_and_verifies_against_the_module(case, loss, tmp_path):
-    """A torch.Size assigned to a name, a root argument left at its default, a dict output: the
-    file was refused by its own loader, or import crashed (exit 3)."""
+@pytest.mark.parametrize("case, loss, specs", [
+    ("shape", "sum(y)", ["x=2x2"]), ("root_default", "sum(y)", ["x=2x2"]),
+    ("dict_output", 'sum(y["logits"]) + sum(y["aux"] ** 2)', ["x=2x2"]),
+    ("invert", "sum(y)", ["x=2x3", "m=2x3:bool"]), ("position_slice", "sum(y)", ["x=2x3x2"])])
+def test_what_the_format_holds_imports_and_verifies_against_the_module(case, loss, specs, tmp_path):
+    """A torch.Size assigned to a name, a root argument left at its default, a dict output, ~ of a
+    bool input, a slice bounded by a size: the file was refused by its own loader, import refused
+    it, or import crashed (exit 3)."""
     import shutil
     from adjoint.torchside import verify
     shutil.copy(MORE, tmp_path / "models.py")   # verify --origin runs a module beside the file only
     out = str(tmp_path / "p.yaml")
-    text = import_file(f"{tmp_path / 'models.py'}:make_{case}", ["x=2x2"], loss, out)
+    text = import_file(f"{tmp_path / 'models.py'}:make_{case}", specs, loss, out)
     with open(out, "w") as fh:
         fh.write(text)
     lines: list[str] = []

@@ -82,7 +82,8 @@ def _user_graph(problem: Problem, decl: Variant, dtype: str):
     args = []
     names = {}
     for d in decl.inputs:
-        t = literal_tensor(d.value, torch.int64 if d.dtype == "int64" else DTYPES[dtype], symbols)
+        t = literal_tensor(d.value, {"int64": torch.int64, "bool": torch.bool}.get(d.dtype or "", DTYPES[dtype]),
+                           symbols)
         t.requires_grad_(d.requires_grad)
         names[id(t)] = d.name
         args.append(t)

@@ -149,9 +149,11 @@ class Writer:
     def get_attr(self, node: fx.Node) -> None:
         target = str(node.target)
         if target.startswith("_tensor_constant"):
-            raise self.fail(node, "makes a constant tensor inside its forward (torch.ones, torch.zeros, torch.full, "
-                                  "torch.arange, torch.tensor ...), which the problem format cannot write yet",
-                            "make it once in __init__ and register it (self.register_buffer('c', torch.ones(3)))")
+            raise self.fail(node, "uses a tensor the trace saw as a constant -- made by code torch.fx runs "
+                                  "eagerly (an op on a buffer such as ~self.mask or self.mask > 0, torch.tensor(...), "
+                                  "a global tensor) -- which the problem format cannot write as part of the forward",
+                            "register the tensor it needs as a buffer in __init__ (self.register_buffer('m', ~mask)), "
+                            "or compute it from the forward's inputs")
         if target not in self.own:
             raise self.fail(node, f"uses the tensor attribute '{target}', which is not one of its own parameters "
                                   "or buffers", "register it on this module (nn.Parameter or register_buffer)")
@@ -299,7 +301,9 @@ class Writer:
                 and any(isinstance(v, fx.Node) for v in _flat(list(value.values()))):   # return {"logits": h, ...}
             return "{" + ", ".join(f"{python_constant(k)}: {self.arg(v)}" for k, v in value.items()) + "}"
         if isinstance(value, slice) and any(isinstance(v, fx.Node) for v in (value.start, value.stop, value.step)):
-            raise TypeError("slice of tensors")
+            # self.pos[:, :T] with T = x.size(1): the bounds are the sizes' expressions (ints)
+            parts = ["" if v is None else self.arg(v) for v in (value.start, value.stop)]
+            return ":".join(parts) + ("" if value.step is None else ":" + self.arg(value.step))
         return python_constant(value)
 
     def call_args(self, node: fx.Node, args, kwargs) -> str:
@@ -342,6 +346,8 @@ class Writer:
             return Expr(f"{self.arg(a, 5)} {COMPARE[target]} {self.arg(b, 5)}", 4)
         if target is operator.neg:
             return Expr(f"-{self.arg(node.args[0], NEG)}", NEG)
+        if target is operator.invert:   # ~mask (of a bool tensor: the format's ~; of another, its error)
+            return Expr(f"~{self.arg(node.args[0], NEG)}", NEG)
         if target is operator.getitem:
             base, index = node.args
             if isinstance(index, tuple):
@@ -433,7 +439,8 @@ def _modelled(node: fx.Node) -> bool:
     rendered, and so refused, rather than dropped (``h.register_hook(f)``, ``h.retain_grad()``)."""
     if node.op == "call_method":
         return str(node.target) in METHODS
-    return node.target in BINARY or node.target in COMPARE or node.target in (operator.neg, operator.getitem) or \
+    return node.target in BINARY or node.target in COMPARE or \
+        node.target in (operator.neg, operator.invert, operator.getitem) or \
         (_namespace(node.target) is not None and getattr(node.target, "__name__", None) in FUNCTIONS)
 
 

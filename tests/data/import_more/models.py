@@ -31,3 +31,23 @@ class DictOutput(Base):            # a dict of tensors as the output
 def make_shape(): return Shape()
 def make_root_default(): return RootDefault()
 def make_dict_output(): return DictOutput()
+
+
+class Invert(nn.Module):           # ~m of a bool input (import refused operator.invert)
+    def forward(self, x, m):
+        return x.masked_fill(~m, 0.0)
+
+
+class PositionSlice(nn.Module):    # self.pos[:, :T] with T = x.size(1) (refused as "a slice of tensors")
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.pos = nn.Parameter(torch.randn(1, 4, 2) * 0.1)
+
+    def forward(self, x):
+        T = x.size(1)
+        return x + self.pos[:, :T]
+
+
+def make_invert(): return Invert()
+def make_position_slice(): return PositionSlice()
