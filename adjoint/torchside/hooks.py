@@ -28,8 +28,6 @@ then ``returns``) runs on the hook's real arguments and its value is handed back
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import contextlib
 
 import torch
@@ -138,7 +136,7 @@ class Hooks:
             return
         self.attach_pairs(pairs)
 
-    @contextmanager
+    @contextlib.contextmanager
     def together(self):
         """Names one statement binds (``a, b = h.chunk(2)``, a module's tuple output): a user's
         ``register_hook`` lines come after that statement, in the order the file lists the hooks."""
