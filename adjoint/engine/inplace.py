@@ -66,6 +66,9 @@ INPLACE_METHODS = {m.name: m for m in (
 def call_inplace(rt, name: str, target: Tensor, args: list, kwargs: dict, loc: Loc):
     """``target.name(*args)``, in place; returns ``target``."""
     m = INPLACE_METHODS[name]
+    if name in ("add_", "sub_") and set(kwargs) == {"alpha"} and len(args) == 1:   # p.add_(p.grad, alpha=-lr)
+        from adjoint.engine.bindings.core import scaled_by_alpha
+        args, kwargs = [scaled_by_alpha(rt, name, [target, args[0]], kwargs["alpha"], loc)], {}
     if kwargs:
         raise ProblemError(loc, f"Tensor.{name}() takes no keyword arguments here")
     if len(args) != len(m.takes):

@@ -277,13 +277,29 @@ def _unary(prim: str):
     return lower
 
 
+def scaled_by_alpha(rt, name: str, operands: list, alpha, loc: Loc):
+    """``other * alpha`` for ``add(x, other, alpha=...)`` / ``sub`` / ``add_``: PyTorch's one kernel
+    ``x + alpha * other``, the same values (alpha cast to the dtype as a wrapped number is), when no
+    node records it (grad mode off -- a hook body, ``no_grad`` -- or nothing requires grad: an SGD
+    step ``p.add_(p.grad, alpha=-lr)``). Recorded, it is one AddBackward0 holding alpha, not
+    modelled yet: refused."""
+    x, other = operands
+    if isinstance(alpha, bool) or not isinstance(alpha, Fraction):
+        raise ProblemError(loc, f"{name}(..., alpha=...) takes a real number here")
+    if rt.grad_enabled and any(isinstance(t, Tensor) and t.needs_grad for t in operands):
+        raise ProblemError(loc, f"{name}(..., alpha={alpha}) recorded by autograd (AddBackward0 holding alpha) is not "
+                                f"modelled yet; write the product: x {'-' if name.startswith('sub') else '+'} "
+                                f"{alpha} * y (with grad mode off, as in a hook body, alpha is modelled)")
+    return binary(rt, "*", other, alpha, loc)
+
+
 def _arith(op: str):
     def lower(rt, a: dict, loc: Loc):
         alpha = a.get("alpha", Fraction(1))
+        other = a["other"]
         if alpha != 1:
-            raise ProblemError(loc, f"{'add' if op == '+' else 'sub'}(..., alpha={alpha}) is not modelled yet; "
-                                    f"write the product: x {op} {alpha} * y")
-        return binary(rt, op, a["input"], a["other"], loc)
+            other = scaled_by_alpha(rt, "add" if op == "+" else "sub", [a["input"], other], alpha, loc)
+        return binary(rt, op, a["input"], other, loc)
     lower.__name__ = f"lower_{ {'+': 'add', '-': 'sub', '*': 'mul', '/': 'div'}[op]}"
     return lower
 
