@@ -63,11 +63,26 @@ INPLACE_METHODS = {m.name: m for m in (
                                                      "log10"))}
 
 
+def scaled_by_alpha(rt, name: str, operands: list, alpha, loc: Loc):
+    """``other * alpha`` for ``add(x, other, alpha=...)`` / ``sub`` / ``add_``: PyTorch's one kernel
+    ``x + alpha * other``, the same values (alpha cast to the dtype as a wrapped number is), when no
+    node records it (grad mode off -- a hook body, ``no_grad`` -- or nothing requires grad: an SGD
+    step ``p.add_(p.grad, alpha=-lr)``). Recorded, it is one AddBackward0 holding alpha, not
+    modelled yet: refused."""
+    x, other = operands
+    if isinstance(alpha, bool) or not isinstance(alpha, Fraction):
+        raise ProblemError(loc, f"{name}(..., alpha=...) takes a real number here")
+    if rt.grad_enabled and any(isinstance(t, Tensor) and t.needs_grad for t in operands):
+        raise ProblemError(loc, f"{name}(..., alpha={alpha}) recorded by autograd (AddBackward0 holding alpha) is not "
+                                f"modelled yet; write the product: x {'-' if name.startswith('sub') else '+'} "
+                                f"{alpha} * y (with grad mode off, as in a hook body, alpha is modelled)")
+    return rt.apply("mul", [other, alpha], None, loc) if isinstance(other, Tensor) else other * alpha
+
+
 def call_inplace(rt, name: str, target: Tensor, args: list, kwargs: dict, loc: Loc):
     """``target.name(*args)``, in place; returns ``target``."""
     m = INPLACE_METHODS[name]
     if name in ("add_", "sub_") and set(kwargs) == {"alpha"} and len(args) == 1:   # p.add_(p.grad, alpha=-lr)
-        from adjoint.engine.bindings.core import scaled_by_alpha
         args, kwargs = [scaled_by_alpha(rt, name, [target, args[0]], kwargs["alpha"], loc)], {}
     if kwargs:
         raise ProblemError(loc, f"Tensor.{name}() takes no keyword arguments here")

@@ -19,6 +19,7 @@ from adjoint.values.exact import MAX_EXACT_EXPONENT
 from adjoint.engine.graph import Tensor
 from adjoint.values.strides import contiguous_strides, is_contiguous, view_strides
 from adjoint.engine.bindings.signature import Function, Param
+from adjoint.engine.inplace import scaled_by_alpha
 from adjoint.format.gaussian import Gaussian
 
 
@@ -275,22 +276,6 @@ def _unary(prim: str):
         return rt.apply(prim, [x], None, loc)
     lower.__name__ = f"lower_{prim}"
     return lower
-
-
-def scaled_by_alpha(rt, name: str, operands: list, alpha, loc: Loc):
-    """``other * alpha`` for ``add(x, other, alpha=...)`` / ``sub`` / ``add_``: PyTorch's one kernel
-    ``x + alpha * other``, the same values (alpha cast to the dtype as a wrapped number is), when no
-    node records it (grad mode off -- a hook body, ``no_grad`` -- or nothing requires grad: an SGD
-    step ``p.add_(p.grad, alpha=-lr)``). Recorded, it is one AddBackward0 holding alpha, not
-    modelled yet: refused."""
-    x, other = operands
-    if isinstance(alpha, bool) or not isinstance(alpha, Fraction):
-        raise ProblemError(loc, f"{name}(..., alpha=...) takes a real number here")
-    if rt.grad_enabled and any(isinstance(t, Tensor) and t.needs_grad for t in operands):
-        raise ProblemError(loc, f"{name}(..., alpha={alpha}) recorded by autograd (AddBackward0 holding alpha) is not "
-                                f"modelled yet; write the product: x {'-' if name.startswith('sub') else '+'} "
-                                f"{alpha} * y (with grad mode off, as in a hook body, alpha is modelled)")
-    return binary(rt, "*", other, alpha, loc)
 
 
 def _arith(op: str):
