@@ -51,7 +51,10 @@ def _transformer_arg(module: nn.Module, name: str):
 def _bias_present(module: nn.Module, name: str) -> bool:
     if name == "MultiheadAttention":
         return module.in_proj_bias is not None or module.out_proj.bias is not None
-    return getattr(module, "bias", None) is not None
+    bias = getattr(module, "bias", None)
+    if isinstance(bias, bool):   # RNN, LSTM, GRU and their cells keep the flag itself (their biases are bias_ih_l0, ...)
+        return bias
+    return bias is not None
 
 
 def _read(module: nn.Module, tname: str, spec) -> object:

@@ -51,3 +51,8 @@ class PositionSlice(nn.Module):    # self.pos[:, :T] with T = x.size(1) (refused
 
 def make_invert(): return Invert()
 def make_position_slice(): return PositionSlice()
+
+
+def make_gru_without_bias():       # bias=False: RNN modules keep the flag itself (read as True before)
+    torch.manual_seed(0)
+    return nn.GRU(2, 2, bias=False, batch_first=True)
