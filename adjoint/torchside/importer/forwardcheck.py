@@ -186,9 +186,11 @@ def _check_forward(m: nn.Module, path: str) -> None:
                              "checkpoint each block with checkpoint(self.block, h, use_reentrant=...), or call the "
                              "function directly for the import and write the file's checkpoint(...) by hand")
             if name in _AUTOGRAD_CALLS:
+                fix = ("write that forward by hand, with the format's 'with no_grad():' block" if "grad mode" in
+                       _AUTOGRAD_CALLS[name] else "register the hook on the model before importing it, or write the "
+                       "file's hooks: by hand")
                 raise refuse(at(node), f"{who}: {_AUTOGRAD_CALLS[name]} ('{ast.unparse(node)}'), which torch.fx does "
-                                       "not record", "register the hook on the model before importing it, or write "
-                                                     "the file's hooks: by hand")
+                                       "not record", fix)
 
 
 def calls_checkpoint(m: nn.Module) -> bool:
