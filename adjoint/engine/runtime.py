@@ -256,7 +256,9 @@ class Runtime:
         shapes = out_shape if multi else (out_shape,)
         n_diff = len(outs_v) if op.diff_outputs is None else op.diff_outputs
         complex_dtype = complex_grad.result_dtype(op, ts, self.dtype, params)
-        if op.elementwise and not op.out_dtypes:
+        if op.copies_values:   # its elements are the input's: its dtype too (bool for a mask)
+            promoted = complex_dtype or ts[0].dtype
+        elif op.elementwise and not op.out_dtypes:
             promoted = complex_dtype or self._promoted_dtype(op, ts, diff, loc)
         else:
             promoted = None

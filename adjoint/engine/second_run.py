@@ -30,15 +30,19 @@ from adjoint.format import syntax as S
 
 
 class RootInterp(Interp):
-    """A ``root:`` expression, code a script runs between two backwards: ``x.grad`` reads the
-    leaf's (or retained tensor's) ``.grad`` -- after a ``create_graph`` backward the tensor with
+    """A ``root:`` expression, code a script runs between two backwards: a parameter by its full
+    name (``f.w``); ``x.grad`` reads the leaf's (or retained tensor's) ``.grad`` -- after a ``create_graph`` backward the tensor with
     its graph, so ``sum(x.grad ** 2)`` differentiates through it (a gradient penalty); else a
     tensor of its value with no grad_fn. A non-leaf's ``.grad`` is None, and reading it warns."""
 
     def eval(self, e):
+        if isinstance(e, S.Attr) and e.name != "grad":   # f.w: a parameter by its full name
+            path = S.dotted_name(e)
+            if path is not None and path in self.scope.env:
+                return self.scope.env[path]
         if not (isinstance(e, S.Attr) and e.name == "grad"):
             return super().eval(e)
-        t = super().eval(e.obj)
+        t = self.eval(e.obj)
         if not isinstance(t, Tensor):
             return super().eval(e)
         if not holds_grad(t):

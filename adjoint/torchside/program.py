@@ -288,6 +288,10 @@ class Program:
             path = S.dotted_name(e)   # a hook body's ``lin.weight``: the forward's name of a parameter
             if path is not None and path not in self.scope.env and path in self.scope.run.current_names():
                 return self.scope.lookup(path, e.loc)
+        if isinstance(e, S.Attr) and hasattr(self.scope, "dotted"):   # a root's ``f.w``: a parameter's full name
+            found = self.scope.dotted(S.dotted_name(e))
+            if found is not None:
+                return found
         if isinstance(e, S.Attr) and S.module_path(e.obj) is not None and hasattr(self.scope, "child") \
                 and self.scope.child(S.module_path(e.obj)) is not None:   # PATH.NAME: a module attribute
             return self.keep(getattr(self.scope.module.get_submodule(S.module_path(e.obj)), e.name))

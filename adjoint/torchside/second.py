@@ -22,6 +22,10 @@ class RootScope:
             return self.names[name]
         raise ProblemError(loc, f"unknown name '{name}' in a root")
 
+    def dotted(self, path: str | None):
+        """``f.w``: the forward's tensor of that full name (a parameter), or None."""
+        return self.names.get(path) if path is not None else None
+
     def assign(self, name, value, loc):
         raise ProblemError(loc, "a root is one expression")
 

@@ -299,5 +299,5 @@ REPEAT = Fn("repeat", "\\operatorname{repeat}_{#s}\\left(#0\\right)", generic_vj
 OPS = OPS + (
     Op("repeat", "RepeatBackward0", repeat_forward, repeat_vjp, repeat_shape, (),
        "g summed over the repeated copies", negzero="structural", grows=False,
-       math=Math(layer((REPEAT,), lambda reps: "(" + ",".join(str(r) for r in reps) + ")")), checks=(Check(((1, 2),), (3, 2)), Check(((2,),), (2, 1, 2)))),
+       math=Math(layer((REPEAT,), lambda reps: "(" + ",".join(str(r) for r in reps) + ")")), checks=(Check(((1, 2),), (3, 2)), Check(((2,),), (2, 1, 2))), copies_values=True),
 )

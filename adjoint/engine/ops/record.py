@@ -101,6 +101,8 @@ class Op:
                                      # | None: the kernel
                                      # refuses these operand dtypes (-bool, bool - x). Raised where the kernel runs:
                                      # after the node is made and its inputs packed, before any value
+    copies_values: bool = False      # every result element is one of the input's or 0 (tril, flip, clone): the op
+                                     # runs on a bool tensor too and keeps its dtype (a causal mask's ones(...).triu(1))
     fills: bool = False              # every result element is an operand's or a value the file gives (masked_fill):
                                      # a non-finite one (float("-inf")) is the file's own, not refused as a mistake
     value_error: Callable | None = None     # (B, input values, p) -> (type, message) | None: the kernel refuses

@@ -127,8 +127,10 @@ def var_vjp(B, gs, ins, outs, p, need):
 # ----------------------------------------------------------------------------- max, min, amax, amin
 
 def _ties(B, x, value):
-    """1 where x equals the (broadcast) extreme value, else 0."""
-    return B.choose(B.sub(x, value), "==", _q(B, 1), B.zeros(B.shape(x)))
+    """1 where x equals the (broadcast) extreme value, else 0 -- as ``==`` decides it, so two equal
+    infinities tie (an all -inf row: their difference is nan, which no tie test on it would find)."""
+    from adjoint.engine.ops.activations import compare_forward
+    return B.broadcast_to(compare_forward(B, [x, value], "eq"), B.shape(x))
 
 
 def _extreme_all(largest: bool):

@@ -43,7 +43,7 @@ NEG = 30
 COMPARE = {operator.gt: ">", operator.ge: ">=", operator.lt: "<", operator.le: "<=", operator.eq: "==",
            operator.ne: "!="}
 RESERVED = {"y", "loss", "model", "x_", "torch", "F", "nn", "self"}
-ATTRIBUTES = ("shape", "T", "mT")
+ATTRIBUTES = ("shape", "T", "mT", "device")
 #: Calls that return a tuple the code may unpack (how many items, when the node says so).
 TUPLE_METHODS = {"chunk", "split", "unbind", "max", "min"}
 
@@ -329,6 +329,8 @@ class Writer:
             return Expr(f"{self.child(node)}({self.call_args(node, node.args, node.kwargs)})")
         if node.op == "call_method":
             name = str(node.target)
+            if name == "__invert__" and len(node.args) == 1 and not node.kwargs:   # ~m, as the recorder sees it
+                return Expr(f"~{self.arg(node.args[0], NEG)}", NEG)
             if name not in METHODS:
                 raise self.fail(node, f"calls the Tensor method .{name}(), which adjoint does not model",
                                 "see docs/format.md (expressions) for the methods a forward may call")
@@ -438,7 +440,7 @@ def _modelled(node: fx.Node) -> bool:
     """A call the format has (dropping it when unused changes nothing); anything else is
     rendered, and so refused, rather than dropped (``h.register_hook(f)``, ``h.retain_grad()``)."""
     if node.op == "call_method":
-        return str(node.target) in METHODS
+        return str(node.target) in METHODS or str(node.target) == "__invert__"
     return node.target in BINARY or node.target in COMPARE or \
         node.target in (operator.neg, operator.invert, operator.getitem) or \
         (_namespace(node.target) is not None and getattr(node.target, "__name__", None) in FUNCTIONS)

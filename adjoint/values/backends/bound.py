@@ -487,8 +487,11 @@ class BoundBackend(Float64Backend):
         """A sum of ``parts`` terms per output element: the terms' bounds summed plus ``(parts - 1) u sum |terms|``."""
         r = total(x).a
         e = total(F64(np.broadcast_to(_e(x), x.shape))).a
-        mag = total(F64(np.abs(x.a))).a
-        return self._b(r, e + max(parts - 1, 0) * self.u * mag)
+        if parts <= 1:   # one term: no rounding of a sum (and no 0 * inf when a term is infinite)
+            return self._b(r, e)
+        with np.errstate(invalid="ignore"):
+            mag = total(F64(np.abs(x.a))).a
+        return self._b(r, e + (parts - 1) * self.u * mag)
 
     def sum_to(self, x, shape):
         shape = tuple(shape)

@@ -56,3 +56,34 @@ def make_position_slice(): return PositionSlice()
 def make_gru_without_bias():       # bias=False: RNN modules keep the flag itself (read as True before)
     torch.manual_seed(0)
     return nn.GRU(2, 2, bias=False, batch_first=True)
+
+
+class Positions(nn.Module):        # torch.arange(T, device=x.device): x.device was refused
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.pos = nn.Embedding(8, 4)
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        p = torch.arange(T, device=x.device)
+        return self.lin(x) + self.pos(p)
+
+
+class RecordedInvert(nn.Module):   # recorded (a data-dependent if): ~ arrives as Tensor.__invert__
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        T = x.size(1)
+        if x.sum() > -100:
+            x = x * 2
+        mask = ~torch.tril(torch.ones(T, T)).bool()
+        return self.lin(x).masked_fill(mask, 0.0)
+
+
+def make_positions(): return Positions()
+def make_recorded_invert(): return RecordedInvert()
