@@ -347,6 +347,12 @@ class _Builder:
                 raise ProblemError(loc, f"{what}: 'return' is only allowed as the last line of a forward")
             if stmt.value is None:
                 raise ProblemError(loc, f"{what}: 'return' needs a value, as in 'return h'")
+            if isinstance(stmt.value, ast.Tuple):   # return logits, None: a tuple output may hold None
+                before, self.allow_none = self.allow_none, True
+                try:
+                    return Return(loc, self.expression(stmt.value, _OPERAND))
+                finally:
+                    self.allow_none = before
             return Return(loc, self.expression(stmt.value, _OPERAND))
         name = _STMT_NAMES.get(type(stmt), type(stmt).__name__)
         raise ProblemError(loc, f"{what}: {name} is not allowed; a forward holds assignments, calls, "

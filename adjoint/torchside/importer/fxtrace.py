@@ -82,6 +82,7 @@ class ChildTracer(fx.Tracer):
                 space[name] = CHECKPOINT
 
 
-def trace(module: nn.Module) -> fx.Graph:
-    """The fx graph of ``module.forward`` (fx's own exception when it cannot trace)."""
-    return ChildTracer().trace(module)
+def trace(module: nn.Module, concrete_args: dict | None = None) -> fx.Graph:
+    """The fx graph of ``module.forward`` (fx's own exception when it cannot trace);
+    ``concrete_args``: arguments traced as these values (None for one the call leaves out)."""
+    return ChildTracer().trace(module, concrete_args or None)

@@ -121,7 +121,7 @@ class Writer:
                 self.get_attr(node)
             elif node.op == "output":
                 self.output(node)
-            elif node in self.unpacked:
+            elif node in self.unpacked or _asserts_none(node):
                 continue
             elif not _live(node) and node.op in ("call_function", "call_method") and not _in_place(node) \
                     and _modelled(node):
@@ -434,6 +434,11 @@ def _defaults(target) -> dict:
     except (TypeError, ValueError):
         return {}
     return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+
+
+def _asserts_none(node: fx.Node) -> bool:
+    """fx's check that an argument traced as None (concrete_args: one the call leaves out) is None."""
+    return node.op == "call_function" and getattr(node.target, "__name__", "") == "_assert_is_none"
 
 
 def _modelled(node: fx.Node) -> bool:

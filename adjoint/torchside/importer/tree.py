@@ -137,10 +137,15 @@ class TreeWriter:
                                            "(op=) and is never called on the example inputs",
                              "give inputs with which the model calls it")
             return write_forward(m, path, record(m, *example), self.files, self.sites)
+        absent = _absent_none_arguments(m, self.examples.get(self.first_path(path)))
         try:
-            graph = trace(m)
+            graph = trace(m, absent)
         except Exception as exc:   # fx refuses in many ways: TraceError, TypeError, NotImplementedError...
             graph = self.fallback(m, path, exc)
+        else:
+            for node in graph.nodes:   # fx names a concrete argument's placeholder NAME_1: the forward's own name
+                if node.op == "placeholder" and str(node.target).endswith("_1") and str(node.target)[:-2] in absent:
+                    node.target = str(node.target)[:-2]
         return write_forward(m, path, graph, self.files, self.sites)
 
 
@@ -199,3 +204,20 @@ def _buffer(b: torch.Tensor, name: str, side=None):
                                                             "convert it (.long() or .bool())")
     return flow_map([("value", Flow(nested(b.tolist(), f"buffer {name}"))),
                      ("dtype", Flow("int64" if b.dtype == torch.int64 else "bool"))])
+
+
+def _absent_none_arguments(m: nn.Module, example) -> dict:
+    """The forward's arguments that default to None and that the example call (the inputs given,
+    or a child's first call) leaves out: traced as None (fx's concrete_args), so that ``if mask is
+    not None:`` takes the branch the module takes, not the one a Proxy would."""
+    if example is None:
+        return {}
+    import inspect
+    args, kwargs = example
+    try:
+        params = list(inspect.signature(type(m).forward).parameters.values())[1:]   # self is not an argument
+    except (TypeError, ValueError):
+        return {}
+    return {p.name: None for i, p in enumerate(params)
+            if i >= len(args) and p.name not in kwargs and p.default is None
+            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}

@@ -87,3 +87,19 @@ class RecordedInvert(nn.Module):   # recorded (a data-dependent if): ~ arrives a
 
 def make_positions(): return Positions()
 def make_recorded_invert(): return RecordedInvert()
+
+
+class OptionalMask(nn.Module):     # forward(x, mask=None), called without it: fx traced the mask branch
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear(3, 2)
+
+    def forward(self, x, mask=None):
+        h = self.lin(x)
+        if mask is not None:
+            h = h.masked_fill(mask, 0.0)
+        return h, None             # (logits, loss) without targets: a None in the output
+
+
+def make_optional_mask(): return OptionalMask()
