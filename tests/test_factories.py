@@ -143,3 +143,31 @@ def test_a_gpt_style_forward_imports_and_verifies_against_the_users_module(tmp_p
     lines: list[str] = []
     assert verify.run([out], None, False, False, None, lines.append, origin=True) == 0, "\n".join(lines)
     assert lines[-1].startswith("OK: 1 problem")
+
+
+def test_a_constant_of_another_float_dtype_returned_by_a_hook_is_pytorchs_type_error():
+    """With grad mode off (a hook body) a float64 constant in a float32 file is made, as x.double()
+    is there; returned by the hook it is PyTorch's error (it was refused as mixing dtypes; found by
+    an adversarial check)."""
+    x = torch.tensor([[1., 2], [3, 4]], requires_grad=True)
+    h = x * x
+    h.register_hook(lambda grad: torch.zeros(2, 2, dtype=torch.float64))
+    with pytest.raises(RuntimeError) as info:
+        (h * h).sum().backward()
+    text = """
+name: hook_returns_float64
+inputs:
+  x: {value: [[1, 2], [3, 4]], requires_grad: true}
+model:
+  inputs: [x]
+  forward: |
+    h = x * x
+    return h
+loss: "sum(y * y)"
+hooks:
+  - {tensor: h, returns: "torch.zeros(2, 2, dtype=torch.float64)"}
+"""
+    error = adjoint.loads(text).solve().to_json()["variants"]["default"]["error"]
+    assert (error["type"], error["during"]) == ("RuntimeError", "backward")
+    # PyTorch names the hook by its Python name ('<lambda>' here), a file's hook 'hook'
+    assert error["message"] == str(info.value).replace("'<lambda>'", "'hook'")

@@ -8,7 +8,9 @@
   int or float is read from how it is written (``3`` against ``3.0``, ``x.size(1)``); where
   the expression does not tell (a name bound elsewhere), the call needs ``dtype=``;
 * a float32 tensor in a float64 run (``dtype: float64``): PyTorch would mix float32 and float64,
-  which adjoint does not model yet: refused, with ``dtype=`` as the way out;
+  which adjoint does not model yet: refused, with ``dtype=`` as the way out -- but with grad mode
+  off (a hook body) made, as ``x.double()`` is there: returned by a hook it is PyTorch's "has
+  changed the type of value";
 * PyTorch's errors: ``zeros: Dimension size must be non-negative.`` (``zeros`` checks first),
   ``Trying to create tensor with negative dimension -1: [-1]`` (``ones``, ``full``), ``n must be
   greater or equal to 0, got -1`` / ``m ...`` (``eye``), ``step must be nonzero`` and ``upper
@@ -65,7 +67,9 @@ def _dtype(rt, a, loc: Loc, what: str, inferred: str) -> str:
     dtype = dtype_of(a["dtype"], loc, f"torch.{what}") if a["dtype"] is not None else inferred
     if dtype not in _FLOATS + ("int64", "bool"):
         raise ProblemError(loc, f"torch.{what}() of dtype {dtype} is not modelled yet")
-    if dtype in _FLOATS and dtype != rt.dtype:
+    if dtype in _FLOATS and dtype != rt.dtype and rt.grad_enabled:
+        # with grad mode off (a hook body, no_grad) it is made, as x.double() is there: a hook returning
+        # it is PyTorch's "has changed the type of value", an op mixing it with the run's dtype is refused
         given = "dtype=" if a["dtype"] is not None else "PyTorch's default dtype, without dtype="
         raise ProblemError(loc, f"torch.{what}() makes a {dtype} tensor here ({given}) and this run is {rt.dtype}; "
                                 f"adjoint does not mix float dtypes yet: pass dtype=torch.{rt.dtype} (or x.dtype)")
