@@ -31,9 +31,10 @@ from adjoint.format import syntax as S
 
 class RootInterp(Interp):
     """A ``root:`` expression, code a script runs between two backwards: a parameter by its full
-    name (``f.w``); ``x.grad`` reads the leaf's (or retained tensor's) ``.grad`` -- after a ``create_graph`` backward the tensor with
-    its graph, so ``sum(x.grad ** 2)`` differentiates through it (a gradient penalty); else a
-    tensor of its value with no grad_fn. A non-leaf's ``.grad`` is None, and reading it warns."""
+    name (``f.w``); ``x.grad`` reads the leaf's (or retained tensor's) ``.grad`` -- after a
+    ``create_graph`` backward the tensor with its graph, so ``sum(x.grad ** 2)`` differentiates
+    through it (a gradient penalty); else a tensor of its value with no grad_fn. A non-leaf's
+    ``.grad`` is None, and reading it warns."""
 
     def eval(self, e):
         if isinstance(e, S.Attr) and e.name != "grad":   # f.w: a parameter by its full name
@@ -43,8 +44,11 @@ class RootInterp(Interp):
         if not (isinstance(e, S.Attr) and e.name == "grad"):
             return super().eval(e)
         t = self.eval(e.obj)
+        if t is None:   # x.grad.grad with x.grad None: Python's AttributeError
+            from adjoint.engine.pyerrors import no_attribute
+            raise no_attribute(e.name)
         if not isinstance(t, Tensor):
-            return super().eval(e)
+            raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is not a tensor: it has no .grad")
         if not holds_grad(t):
             if t.grad_fn is not None:
                 warns.warn(self.rt, "UserWarning", warns.NON_LEAF_GRAD)
