@@ -126,3 +126,17 @@ def counting(shape, start=1):
     for n in shape[1:]:
         step *= n
     return [counting(shape[1:], start + i * step) for i in range(shape[0])]
+
+
+def import_and_verify(model: str, specs: list[str], loss: str, out: str, origin: bool = False) -> str:
+    """``adjoint import MODEL --input SPEC...`` written to ``out``, then ``verify`` (with ``origin``:
+    ``--origin``, against the user's module) must pass; returns the file's text."""
+    from adjoint.torchside import verify
+    from adjoint.torchside.importer import import_file
+    text = import_file(model, specs, loss, out)
+    with open(out, "w") as fh:
+        fh.write(text)
+    lines: list[str] = []
+    assert verify.run([out], None, False, False, None, lines.append, origin=origin) == 0, "\n".join(lines)
+    assert lines[-1].startswith("OK: 1 problem")
+    return text

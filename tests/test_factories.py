@@ -11,14 +11,12 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from conftest import require_torch
+from conftest import import_and_verify, require_torch
 
 torch = require_torch()
 
 import adjoint  # noqa: E402
 from adjoint.format.errors import ProblemError  # noqa: E402
-from adjoint.torchside import verify  # noqa: E402
-from adjoint.torchside.importer import import_file  # noqa: E402
 from gen import check  # noqa: E402
 
 DTYPES = {torch.float32: "float32", torch.float64: "float64", torch.int64: "int64", torch.bool: "bool"}
@@ -135,14 +133,8 @@ def test_a_gpt_style_forward_imports_and_verifies_against_the_users_module(tmp_p
             torch.manual_seed(0)
             return Tiny()
         '''))
-    out = str(tmp_path / "gpt.yaml")
-    text = import_file(f"{user}:make", ["idx=2x3:int64:0-5"], "sum(y)", out)
+    text = import_and_verify(f"{user}:make", ["idx=2x3:int64:0-5"], "sum(y)", str(tmp_path / "gpt.yaml"), origin=True)
     assert "torch.arange(0, 3, dtype=torch.int64, " in text and 'float("-inf")' in text
-    with open(out, "w") as fh:
-        fh.write(text)
-    lines: list[str] = []
-    assert verify.run([out], None, False, False, None, lines.append, origin=True) == 0, "\n".join(lines)
-    assert lines[-1].startswith("OK: 1 problem")
 
 
 def test_a_constant_of_another_float_dtype_returned_by_a_hook_is_pytorchs_type_error():

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import require_torch
+from conftest import import_and_verify, require_torch
 
 torch = require_torch()
 
@@ -70,11 +70,5 @@ def test_what_the_format_holds_imports_and_verifies_against_the_module(case, los
     bool input, a slice bounded by a size: the file was refused by its own loader, import refused
     it, or import crashed (exit 3)."""
     import shutil
-    from adjoint.torchside import verify
     shutil.copy(MORE, tmp_path / "models.py")   # verify --origin runs a module beside the file only
-    out = str(tmp_path / "p.yaml")
-    text = import_file(f"{tmp_path / 'models.py'}:make_{case}", specs, loss, out)
-    with open(out, "w") as fh:
-        fh.write(text)
-    lines: list[str] = []
-    assert verify.run([out], None, False, False, None, lines.append, origin=True) == 0, "\n".join(lines)
+    import_and_verify(f"{tmp_path / 'models.py'}:make_{case}", specs, loss, str(tmp_path / "p.yaml"), origin=True)

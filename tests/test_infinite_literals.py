@@ -10,15 +10,13 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from conftest import require_torch
+from conftest import import_and_verify, require_torch
 
 torch = require_torch()
 
 import adjoint  # noqa: E402
 from adjoint.format.errors import ProblemError  # noqa: E402
 from adjoint.format.problem import Infinite  # noqa: E402
-from adjoint.torchside import verify  # noqa: E402
-from adjoint.torchside.importer import import_file  # noqa: E402
 
 MASKED = """
 name: masked_softmax
@@ -133,11 +131,5 @@ def test_a_causal_mask_buffer_imports_with_its_infinities_and_verifies(tmp_path)
             torch.manual_seed(0)
             return Causal()
         '''))
-    out = str(tmp_path / "causal.yaml")
-    text = import_file(f"{user}:make", ["x=3x4"], "sum(y)", out)
+    text = import_and_verify(f"{user}:make", ["x=3x4"], "sum(y)", str(tmp_path / "causal.yaml"))
     assert "mask: [[0, -inf, -inf], [0, 0, -inf], [0, 0, 0]]" in text
-    with open(out, "w") as fh:
-        fh.write(text)
-    lines: list[str] = []
-    assert verify.run([out], None, False, False, None, lines.append) == 0, "\n".join(lines)
-    assert lines[-1].startswith("OK: 1 problem")

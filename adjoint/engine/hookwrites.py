@@ -107,11 +107,7 @@ class HookInterp(Interp):
     def eval(self, e):
         if isinstance(e, S.Attr) and e.name == "grad":
             obj = super().eval(e.obj)
-            if isinstance(obj, Tensor) and not holds_grad(obj):
-                # TensorBase::grad(): a non-leaf without retain_grad has no .grad, and reading it warns;
-                # a leaf that does not require grad has none either (no warning)
-                if obj.grad_fn is not None:
-                    warns.warn(self.rt, "UserWarning", warns.NON_LEAF_GRAD)
+            if isinstance(obj, Tensor) and not has_grad(self.rt, obj):
                 return None
             return self.grads.read(self.rt, self.leaf(obj, e), e.loc)
         return super().eval(e)
@@ -149,6 +145,17 @@ class HookInterp(Interp):
                                       "leaf requiring grad nor one with retain_grad() is not modelled in hook bodies "
                                       "(use it on a post_accumulate_grad hook's tensor)")
         return obj
+
+
+def has_grad(rt, t: Tensor) -> bool:
+    """TensorBase::grad(): whether ``t.grad`` can be other than None -- a non-leaf without
+    retain_grad has no .grad, and reading it warns; a leaf that does not require grad has none
+    either (no warning)."""
+    if holds_grad(t):
+        return True
+    if t.grad_fn is not None:
+        warns.warn(rt, "UserWarning", warns.NON_LEAF_GRAD)
+    return False
 
 
 def holds_grad(t: Tensor) -> bool:

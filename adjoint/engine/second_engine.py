@@ -25,6 +25,15 @@ from adjoint.engine import warns
 from adjoint.engine.second_formulas import FORMULAS, NotModelled, sum_to
 
 
+
+def grad_tensor(rt, t: Tensor) -> Tensor:
+    """The tensor holding ``t.grad``: the one a create_graph backward made (with its graph), or,
+    where ``.grad`` was set since, a new one of its value (no grad_fn)."""
+    held = getattr(t, "grad_tensor", None)
+    if held is None or held.value is not t.grad:
+        held = rt.tensor(t.grad, dtype=t.dtype)
+    return held
+
 class SecondEngine(Engine):
     def __init__(self, rt, fire, second, loc, root_grads=None, root_tensors=()):
         super().__init__(rt, fire if not second.create_graph else self.fire_graph)
@@ -127,10 +136,7 @@ class SecondEngine(Engine):
             if t.grad is None:
                 new = self.rt.apply("clone", [g], None, self.loc)
             else:
-                old = getattr(t, "grad_tensor", None)
-                if old is None or old.value is not t.grad:
-                    old = self.rt.tensor(t.grad)
-                new = self.rt.apply("add", [old, g], None, self.loc)
+                new = self.rt.apply("add", [grad_tensor(self.rt, t), g], None, self.loc)
             t.grad_tensor = new
             t.grad = new.value
         return inputs
@@ -245,13 +251,10 @@ class SecondEngine(Engine):
         t = node.variable
         rt = self.rt
         if grad is not None:
-            old = getattr(t, "grad_tensor", None)
             if t.grad is None:
                 new = self.copy_of(grad)
             else:
-                if old is None or old.value is not t.grad:
-                    old = rt.tensor(t.grad)
-                new = rt.apply("add", [old, grad], None, self.loc)   # variable_grad + new_grad
+                new = rt.apply("add", [grad_tensor(rt, t), grad], None, self.loc)   # variable_grad + new_grad
             t.grad_tensor = new
             t.grad = new.value
         if t.post_accumulate_hooks:

@@ -23,9 +23,8 @@ from adjoint.engine.ops.arith import broadcast_shapes
 from adjoint.engine.reverse import BackwardRequest
 from adjoint.engine.runtime import TorchError
 from adjoint.engine.torch_errors import torch_size
-from adjoint.engine.second_engine import SecondEngine
-from adjoint.engine import warns
-from adjoint.engine.hookwrites import holds_grad
+from adjoint.engine.second_engine import SecondEngine, grad_tensor
+from adjoint.engine.hookwrites import has_grad
 from adjoint.format import syntax as S
 
 
@@ -37,10 +36,6 @@ class RootInterp(Interp):
     ``.grad`` is None, and reading it warns."""
 
     def eval(self, e):
-        if isinstance(e, S.Attr) and e.name != "grad":   # f.w: a parameter by its full name
-            path = S.dotted_name(e)
-            if path is not None and path in self.scope.env:
-                return self.scope.env[path]
         if not (isinstance(e, S.Attr) and e.name == "grad"):
             return super().eval(e)
         t = self.eval(e.obj)
@@ -49,16 +44,10 @@ class RootInterp(Interp):
             raise no_attribute(e.name)
         if not isinstance(t, Tensor):
             raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is not a tensor: it has no .grad")
-        if not holds_grad(t):
-            if t.grad_fn is not None:
-                warns.warn(self.rt, "UserWarning", warns.NON_LEAF_GRAD)
+        if not has_grad(self.rt, t) or t.grad is None:
             return None
-        if t.grad is None:
-            return None
-        held = getattr(t, "grad_tensor", None)
-        if held is None or held.value is not t.grad:   # the second engine keeps the tensor it made
-            held = t.grad_tensor = self.rt.tensor(t.grad, dtype=t.dtype)
-        return held
+        t.grad_tensor = grad_tensor(self.rt, t)   # the second engine's, with its graph, while .grad is its value
+        return t.grad_tensor
 
 
 class SecondRequest:
@@ -104,7 +93,8 @@ def second_request(problem, bw, run, backend) -> BackwardRequest:
         rt.quiet += 1   # the roots are the user's code between passes, not equations of the forward
         recording, rt.second_record = rt.second_record, []   # but their ops are kept for the derivation
         try:
-            roots = [RootInterp(rt, EnvScope(dict(env), "a root")).eval(e) for e in s.roots]
+            # names=: a parameter by its full name (f.w), as a hook body names the forward's tensors
+            roots = [RootInterp(rt, EnvScope(dict(env), "a root", names=env)).eval(e) for e in s.roots]
         finally:
             rt.quiet -= 1
             root_ops, rt.second_record = rt.second_record, recording

@@ -52,7 +52,7 @@ from adjoint.torchside.dropout import forced_mask
 from adjoint.torchside.program import Program
 from adjoint.torchside.savednodes import SavedNodes
 from adjoint.torchside.unfinished import WatchPacks
-from adjoint.torchside.values import DTYPES, literal_tensor, number, snap
+from adjoint.torchside.values import DTYPES, leaf_tensor, literal_tensor, number, snap
 from adjoint.torchside.second import second_backward
 from adjoint.torchside.hooks import HookRaised, Hooks
 
@@ -132,9 +132,7 @@ class Session:
         self.reentrant = 0     # depth of the reentrant backward running
 
     def leaf(self, d) -> torch.Tensor:
-        t = literal_tensor(d.value, DTYPES[d.dtype] if d.dtype is not None else self.dtype, self.symbols,
-                           d.requires_grad)
-        return t.requires_grad_(d.requires_grad) if t.is_floating_point() or t.is_complex() else t
+        return leaf_tensor(d, self.dtype, self.symbols)
 
     def close(self) -> None:
         self.hooks.remove_all()

@@ -124,6 +124,14 @@ def literal_tensor(lit: Literal, dtype: torch.dtype, symbols: dict[str, Fraction
     return flat.reshape(lit.shape).clone()   # a tensor of its own (not a view of ``flat``), at version 0
 
 
+def leaf_tensor(d, float_dtype: torch.dtype, symbols: dict[str, Fraction]) -> torch.Tensor:
+    """An input's or a target's tensor as the script makes it: of its own dtype (int64, bool,
+    complex) or else the run's float dtype, ``requires_grad`` as declared (PyTorch's error for an
+    integer tensor that requires grad)."""
+    t = literal_tensor(d.value, DTYPES[d.dtype] if d.dtype is not None else float_dtype, symbols, d.requires_grad)
+    return t.requires_grad_(d.requires_grad) if t.is_floating_point() or t.is_complex() else t
+
+
 def snap(x, float_dtype: torch.dtype):
     """``x`` as contract JSON (see the module docstring); ``float_dtype`` is the run's float dtype."""
     if x is None:

@@ -27,7 +27,8 @@ from fractions import Fraction
 
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.format.problem import Infinite, Literal
-from adjoint.engine.bindings.glue import Device, _exact_in, dtype_of
+from adjoint.engine.bindings.glue import Device, checked_size, constant, dtype_of, exact_in
+from adjoint.engine.ops.masking import infinity
 from adjoint.engine.bindings.signature import Function, Param
 from adjoint.engine.torch_errors import TorchError
 
@@ -76,13 +77,10 @@ def _dtype(rt, a, loc: Loc, what: str, inferred: str) -> str:
     return dtype
 
 
-def _shape(size, loc: Loc, what: str, zeros_first: bool) -> tuple[int, ...]:
-    shape = tuple(int(d) for d in size)
-    if any(d < 0 for d in shape):
-        if zeros_first:
-            raise TorchError("RuntimeError", "zeros: Dimension size must be non-negative.")
-        raise TorchError("RuntimeError", f"Trying to create tensor with negative dimension {min(shape)}: {list(shape)}")
-    return shape
+def _shape(size, zeros_first: bool) -> tuple[int, ...]:
+    if zeros_first and any(int(d) < 0 for d in size):   # torch.zeros checks the size itself, first
+        raise TorchError("RuntimeError", "zeros: Dimension size must be non-negative.")
+    return checked_size(size)
 
 
 def _constant(rt, shape: tuple[int, ...], items: list, dtype: str, loc: Loc):
@@ -93,17 +91,12 @@ def _constant(rt, shape: tuple[int, ...], items: list, dtype: str, loc: Loc):
 
 
 def _filled(rt, shape, value, dtype: str, loc: Loc, what: str):
-    if isinstance(value, Infinite):
+    if isinstance(value, Infinite):   # float("-inf"): a mask's value, as masked_fill writes it
         if dtype not in _FLOATS:
             raise ProblemError(loc, f"torch.{what}() of an infinity in a {dtype} tensor is not modelled")
-        n = 1
-        for d in shape:
-            n *= d
-        return _constant(rt, shape, [value] * n, dtype, loc)
-    if dtype != "float64" and not _exact_in(value, dtype):
-        raise ProblemError(loc, f"torch.{what}() with the value {value}, which {dtype} does not hold exactly, is not "
-                                "modelled yet (PyTorch would round or truncate it)")
-    return rt.tensor(rt.B.full(shape, value) if value else rt.B.zeros(shape), dtype=dtype)
+        return rt.tensor(infinity(rt.B, value.negative, shape), dtype=dtype)
+    return constant(rt, shape, value, dtype, loc, f"torch.{what}() with the value",
+                    " (PyTorch would round or truncate it)")
 
 
 # ----------------------------------------------------------------------------- zeros, ones, full
@@ -111,7 +104,7 @@ def _filled(rt, shape, value, dtype: str, loc: Loc, what: str):
 def _fill(what: str, value: Fraction):
     def lower(rt, a, loc: Loc):
         _refuse_extras(a, loc, what)
-        shape = _shape(a["size"], loc, what, zeros_first=what == "zeros")
+        shape = _shape(a["size"], zeros_first=what == "zeros")
         return _filled(rt, shape, value, _dtype(rt, a, loc, what, DEFAULT_FLOAT), loc, what)
     lower.__name__ = f"lower_{what}"
     return lower
@@ -134,7 +127,7 @@ def lower_full(rt, a, loc: Loc):
     else:
         raise ProblemError(loc, "torch.full(size, fill_value) with a fill value that is not a real number (a tensor, "
                                 "a complex number) is not modelled yet")
-    shape = _shape(a["size"], loc, "full", zeros_first=False)
+    shape = _shape(a["size"], zeros_first=False)
     return _filled(rt, shape, value, _dtype(rt, a, loc, "full", inferred), loc, "full")
 
 
@@ -165,7 +158,7 @@ def lower_arange(rt, a, loc: Loc):
     if dtype == "bool":
         raise ProblemError(loc, "torch.arange(..., dtype=torch.bool) is not modelled")
     for v in values[:1] + values[-1:]:
-        if not _exact_in(v, dtype):
+        if not exact_in(v, dtype):
             raise ProblemError(loc, f"torch.arange() reaches {v}, which {dtype} does not hold exactly; not modelled")
     return _constant(rt, (int(n),), values, dtype, loc)
 

@@ -239,7 +239,7 @@ def _new_dtype(x: Tensor, a, loc: Loc, what: str) -> str:
     return dtype
 
 
-def _exact_in(value: Fraction, dtype: str) -> bool:
+def exact_in(value: Fraction, dtype: str) -> bool:
     """``value`` is held exactly by ``dtype`` (a float: an integer times a power of two in range)."""
     if dtype == "bool":
         return value in (0, 1)
@@ -259,18 +259,29 @@ def _new(fill):
     def lower(rt, a, loc):
         x, name = a["self"], f"Tensor.{fill or 'new_full'}"
         dtype = _new_dtype(x, a, loc, name)
-        shape = tuple(a["size"])
-        if any(d < 0 for d in shape):
-            raise TorchError("RuntimeError", f"Trying to create tensor with negative dimension {min(shape)}: "
-                                             f"{list(shape)}")
+        shape = checked_size(a["size"])
         value = Fraction(0 if fill == "new_zeros" else 1) if fill else a["fill_value"]
         if isinstance(value, bool):
             value = Fraction(int(value))
-        if dtype != "float64" and not _exact_in(value, dtype):   # float64: a literal's value, as x * 0.1 takes it
-            raise ProblemError(loc, f"{name} with the fill value {value}, which {dtype} does not hold exactly, is not "
-                                    "modelled yet")
-        return rt.tensor(rt.B.full(shape, value) if value else rt.B.zeros(shape), dtype=dtype)
+        return constant(rt, shape, value, dtype, loc, f"{name} with the fill value")
     return lower
+
+
+def checked_size(size) -> tuple[int, ...]:
+    """A new tensor's size; a negative dimension is PyTorch's RuntimeError (``empty``'s check)."""
+    shape = tuple(int(d) for d in size)
+    if any(d < 0 for d in shape):
+        raise TorchError("RuntimeError", f"Trying to create tensor with negative dimension {min(shape)}: {list(shape)}")
+    return shape
+
+
+def constant(rt, shape: tuple[int, ...], value: Fraction, dtype: str, loc: Loc, refused: str, why: str = ""):
+    """A new tensor holding ``value`` everywhere, no node (``new_full``, ``torch.full``...). A value
+    ``dtype`` does not hold exactly is refused (``refused``: the message's start, naming the call;
+    ``why`` its end); float64 takes the literal's value, as ``x * 0.1`` does."""
+    if dtype != "float64" and not exact_in(value, dtype):
+        raise ProblemError(loc, f"{refused} {value}, which {dtype} does not hold exactly, is not modelled yet{why}")
+    return rt.tensor(rt.B.full(shape, value) if value else rt.B.zeros(shape), dtype=dtype)
 
 
 _SELF = Param("self", "tensor")

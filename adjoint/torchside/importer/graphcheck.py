@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import warnings
 
-import torch
 
 from adjoint.format.errors import ProblemError
 from adjoint.format.problem import Problem, Variant
 from adjoint.torchside.graphs import NO_SEQUENCE, tensors_in
-from adjoint.torchside.values import DTYPES, literal_tensor
+from adjoint.torchside.values import DTYPES, leaf_tensor
 from adjoint.torchside.importer.userfile import call_factory
 from adjoint.torchside.importer.where import show_path
 
@@ -82,9 +81,7 @@ def _user_graph(problem: Problem, decl: Variant, dtype: str):
     args = []
     names = {}
     for d in decl.inputs:
-        t = literal_tensor(d.value, {"int64": torch.int64, "bool": torch.bool}.get(d.dtype or "", DTYPES[dtype]),
-                           symbols)
-        t.requires_grad_(d.requires_grad)
+        t = leaf_tensor(d, DTYPES[dtype], symbols)
         names[id(t)] = d.name
         args.append(t)
     for name, p in model.named_parameters():

@@ -25,14 +25,13 @@ import contextlib
 import os
 import warnings
 
-import torch
 from torch.nn.modules import module as nn_module
 
 from adjoint.torchside.compare import Row, compare
 from adjoint.format.errors import ProblemError
 from adjoint.format.problem import Problem
 from adjoint.torchside.program import EnvScope, Program
-from adjoint.torchside.values import DTYPES, literal_tensor, snap
+from adjoint.torchside.values import DTYPES, leaf_tensor, snap
 from adjoint.torchside.dropout import forced_mask
 from adjoint.torchside.importer.hooks import _GLOBAL, _TABLES
 from adjoint.torchside.importer.userfile import call_factory
@@ -243,15 +242,10 @@ def _run_origin(problem: Problem, decl, dtype: str) -> tuple[dict, int]:
     env: dict = {}
     args = []
     for d in decl.inputs:
-        kind = {"int64": torch.int64, "bool": torch.bool}.get(getattr(d, "dtype", None) or "", float_dtype)
-        t = literal_tensor(d.value, kind, symbols)
-        if d.requires_grad:
-            t.requires_grad_(True)
-        env[d.name] = t
+        env[d.name] = t = leaf_tensor(d, float_dtype, symbols)
         args.append(t)
     for d in problem.targets:
-        kind = {"int64": torch.int64, "bool": torch.bool}.get(getattr(d, "dtype", None) or "", float_dtype)
-        env[d.name] = literal_tensor(d.value, kind, symbols)
+        env[d.name] = leaf_tensor(d, float_dtype, symbols)
     found, labels = _hooks(model)
     _force_masks(model, problem.model, float_dtype, symbols)
     log: list = []

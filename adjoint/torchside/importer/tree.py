@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 from torch import nn
 
@@ -212,7 +214,6 @@ def _absent_none_arguments(m: nn.Module, example) -> dict:
     not None:`` takes the branch the module takes, not the one a Proxy would."""
     if example is None:
         return {}
-    import inspect
     args, kwargs = example
     try:
         params = list(inspect.signature(type(m).forward).parameters.values())[1:]   # self is not an argument

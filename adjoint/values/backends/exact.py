@@ -78,10 +78,10 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN, Composed):
             return Exact.from_q(qa)
         items = []
         symbolic = False
+        S = sympy().S if infinite else None
         for e in lit.items:
             name = getattr(e, "name", None)
             if infinite and type(e) is Infinite:   # a float mask's -inf: SymPy's, as masked_fill's (ops.masking)
-                S = sympy().S
                 items.append(S.NegativeInfinity if e.negative else S.Infinity)
             elif name is not None:
                 if self.symbols is not None and name in self.symbols:
