@@ -302,10 +302,13 @@ def _atom_class():
         def __new__(cls, element):
             obj = sp.AtomicExpr.__new__(cls)
             obj.element = element
+            obj.order = element.float()   # SymPy orders an Add's terms by this first: the value, not an address
             return obj
 
         def _hashable_content(self):
-            return (id(self.element.tensor), self.element.index)
+            # equal atoms are one element of one tensor; SymPy's canonical order (Basic.compare) reads this
+            # tuple left to right, so the value leads: the printed order of terms is the same in every run
+            return (self.order, id(self.element.tensor), self.element.index)
 
         def certified_ball(self):
             from adjoint.values.numbers import balls
