@@ -46,6 +46,46 @@ def _sympy_function(name: str):
     return closed
 
 
+def _tanh_closed(e):
+    """tanh's closed form, the same expression ``sympy.tanh`` returns, built faster where it can be.
+
+    SymPy's ``tanh.eval`` ends by asking whether its argument is zero. For a layer's ``w * h + b``
+    of free symbols that cannot be decided, and the question walks the assumptions of the whole
+    argument (most of a deep symbolic chain's solve). When the argument is a sum holding a free
+    real symbol as a term of its own, found nowhere else in it (the bias), the sum is not zero;
+    with only rationals and symbols in it, none of ``eval``'s other rules applies (no number, no
+    ``I`` or ``pi``, no infinity or float) once no minus sign can be pulled out, so ``eval`` would
+    return nothing and the unevaluated ``tanh`` is built directly."""
+    sp = symbolic.sympy()
+    a = symbolic.s_sym(e)
+    if a.is_Add and _has_lone_symbol(a) and not a.could_extract_minus_sign():
+        return sp.tanh(a, evaluate=False)
+    return sp.tanh(a)
+
+
+def _has_lone_symbol(a) -> bool:
+    """Is one of the sum ``a``'s terms a real symbol with no other assumption that no other term
+    contains, and is every atom of ``a`` a rational or a symbol? One walk over the other terms'
+    DAG, each shared part once."""
+    lone = {t for t in a.args if t.is_Symbol and t.is_real and t.is_zero is None}
+    if not lone:
+        return False
+    seen = set()
+    stack = [t for t in a.args if t not in lone]
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if x.args:
+            stack.extend(x.args)
+        elif x.is_Symbol:
+            lone.discard(x)
+        elif not x.is_Rational:
+            return False
+    return bool(lone)
+
+
 def _sigmoid_closed(e):
     sp = symbolic.sympy()
     return 1 / (1 + sp.exp(-symbolic.s_sym(e)))
@@ -129,7 +169,7 @@ def _at(point: fmpq, value: fmpq):
 
 
 ELEMENTARY: dict[str, Elementary] = {e.name: e for e in (
-    Elementary("tanh", lambda b: b.tanh(), _sympy_function("tanh"), _at(_Q0, _Q0), math.tanh),
+    Elementary("tanh", lambda b: b.tanh(), _tanh_closed, _at(_Q0, _Q0), math.tanh),
     Elementary("exp", lambda b: b.exp(), _sympy_function("exp"), _at(_Q0, _Q1), math.exp),
     Elementary("sin", lambda b: b.sin(), _sympy_function("sin"), _at(_Q0, _Q0), math.sin),
     Elementary("cos", lambda b: b.cos(), _sympy_function("cos"), _at(_Q0, _Q1), math.cos),
