@@ -733,6 +733,13 @@ class _ModuleScope:
 
     def call(self, name: str, args: list, kwargs: dict, loc: Loc):
         child = self.find_child(name)
+        if child is None and "." in name:
+            holder, _, item = name.rpartition(".")
+            found = self.find_child(holder)
+            if found is not None and found.type in ("ModuleDict", "ModuleList"):
+                kind = "item" if found.type == "ModuleDict" else "index"
+                raise ProblemError(loc, f"the {found.type} '{found.label}' has no {kind} '{item}' (its items: "
+                                        f"{', '.join(c.name for c in found.children)})")
         if child is None:
             from adjoint.engine.interpreter import unknown_function
             children = [c.name for c in self.mod.children]

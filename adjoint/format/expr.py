@@ -91,9 +91,11 @@ def parse_expression(node: YNode, what: str, allow_none: bool = False) -> Expr:
     return _Builder(scalar, allow_none, stripped=True).expression(tree.body, _OPERAND)
 
 
-def parse_program(node: YNode, what: str) -> Program:
+def parse_program(node: YNode, what: str, module_dicts: frozenset = frozenset()) -> Program:
     """Parse a custom forward: one expression (``(Return(expr),)``), or statements ending in a
-    top-level ``return``. A YAML list of lines is one program, as a block string is."""
+    top-level ``return``. A YAML list of lines is one program, as a block string is.
+    ``module_dicts``: the paths of the module's ``ModuleDict`` children (``transformer``), whose
+    items a call names by attribute (``transformer.wte(idx)``, ``transformer.h[0](x)``)."""
     items = _items(node, what, "give lines 'name = expr' ending in 'return expr'")
     located: list[tuple[ast.stmt, _Builder]] = []
     for item in items:
@@ -101,6 +103,7 @@ def parse_program(node: YNode, what: str) -> Program:
         tree = _ast_parse(scalar, "exec", what)
         b = _Builder(scalar, False, stripped=False)
         b.in_forward = True   # a forward may hold raise lines (adjoint.format.raise_stmt)
+        b.module_dicts = module_dicts
         located.extend((stmt, b) for stmt in tree.body)
     if not located:
         raise ProblemError(node.loc, f"{what} is empty; give an expression or lines ending in 'return expr'")
@@ -634,6 +637,11 @@ class _Builder:
                     args, kwargs = split(p)
                     return Call(loc, func.attr, args, kwargs, prefix)
                 return children, make_prefixed
+            if dotted and dotted.rsplit(".", 1)[0] in getattr(self, "module_dicts", ()):
+                def make_item_call(p):   # transformer.wte(idx): a ModuleDict's item, called by its path
+                    args, kwargs = split(p)
+                    return Call(loc, dotted, args, kwargs)
+                return children, make_item_call
 
             def make_method(p):
                 args, kwargs = split(p[1:])
@@ -662,6 +670,9 @@ class _Builder:
                 raise ProblemError(self.loc(idx), "call a ModuleList item by an integer literal, as in layers[0](x)")
             indices.append(str(idx.value))
             node = node.value
+        dotted = _dotted(node) if isinstance(node, ast.Attribute) else None
+        if dotted and dotted.rsplit(".", 1)[0] in getattr(self, "module_dicts", ()):   # transformer.h[0]
+            return ".".join([dotted] + list(reversed(indices)))
         if not isinstance(node, ast.Name):
             raise ProblemError(self.loc(node), "only named functions, methods and ModuleList items (layers[0](x)) can "
                                                "be called")

@@ -463,6 +463,7 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
     NNType("Softmax", (ArgSpec("dim", "opt_int", None),)),
     NNType("LogSoftmax", (ArgSpec("dim", "opt_int", None),)),
     NNType("ModuleList", inputs=(), container=True),
+    NNType("ModuleDict", inputs=(), container=True),
     NNType("MultiheadAttention", (
         ArgSpec("embed_dim", "int", minimum=1), ArgSpec("num_heads", "int", minimum=1),
         ArgSpec("dropout", "float", Fraction(0)), ArgSpec("bias", "bool", True), ArgSpec("add_bias_kv", "bool", False),

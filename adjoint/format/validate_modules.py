@@ -143,7 +143,8 @@ class ModuleBuilder:
         kids: tuple[Module, ...] | object = ()
         if m.get("children") is not None:
             kids = self.attempt(self.children, m.get("children"), path, what, "custom", training, frozen)
-        forward = self.attempt(parse_program, m.get("forward"), f"the forward of {what}")
+        forward = self.attempt(parse_program, m.get("forward"), f"the forward of {what}",
+                               module_dicts(kids) if kids is not FAILED else frozenset())
         if forward is not FAILED and kids is not FAILED and kids:
             self.attempt(check_child_access, forward, kids, what)
         function = None
@@ -171,14 +172,19 @@ class ModuleBuilder:
     # ------------------------------------------------------------------ containers
     def container(self, m: YMap, t: NNType, path: str, name: str, what: str, training: bool, frozen: bool) -> Module:
         is_list = t.name == "ModuleList"
-        self.allowed_only(m, t.name, ("children",) + (() if is_list else ("inputs",)) + _COMMON)
-        if is_list and not path:
-            raise ProblemError(m.loc, "the root module cannot be a ModuleList: a ModuleList has no forward; give the "
-                                      "root a forward that calls layers[0](x), ...")
+        holder = t.name in HOLDERS   # ModuleList, ModuleDict: no forward, items called by their parent
+        self.allowed_only(m, t.name, ("children",) + (() if holder else ("inputs",)) + _COMMON)
+        if holder and not path:
+            call = "layers[0](x)" if is_list else "blocks.first(x)"
+            raise ProblemError(m.loc, f"the root module cannot be a {t.name}: a {t.name} has no forward; give the "
+                                      f"root a forward that calls {call}, ...")
         if m.get("children") is None:
             raise ProblemError(m.loc, f"{what} is a {t.name} without children; give children: "
                                       + ("[MODULE, ...]" if is_list else "{NAME: MODULE, ...}"))
-        inputs = ("input",) if not is_list else ()
+        if t.name == "ModuleDict" and not isinstance(m.get("children"), YMap):
+            raise ProblemError(m.get("children").loc, f"the children of {what} (a ModuleDict) must be a mapping "
+                                                      "NAME: MODULE")
+        inputs = ("input",) if not holder else ()
         if m.get("inputs") is not None:
             inputs, _ = input_names(m.get("inputs"), what, False)
             if len(inputs) != 1:
@@ -558,6 +564,24 @@ def check_unique_names(m: YMap, what: str, inputs, params, buffers, kids) -> Non
             if n in seen:
                 raise ProblemError(m.loc, f"'{n}' in {what} is both a {seen[n]} and a {kind}; names must be unique")
             seen[n] = kind
+
+
+#: Containers without a forward: their parent calls their items (``layers[0](x)``, ``blocks.first(x)``).
+HOLDERS = ("ModuleList", "ModuleDict")
+
+
+def module_dicts(kids: tuple[Module, ...]) -> frozenset:
+    """The paths, relative to their parent, of the ModuleDicts among ``kids`` and inside them
+    (``transformer``, ``transformer.inner``): a forward calls their items by attribute."""
+    out = set()
+    stack = [(k, k.name) for k in kids]
+    while stack:
+        k, rel = stack.pop()
+        if k.type == "ModuleDict":
+            out.add(rel)
+        if k.type in HOLDERS:
+            stack.extend((c, f"{rel}.{c.name}") for c in k.children)
+    return frozenset(out)
 
 
 def check_child_access(program, kids: tuple[Module, ...], what: str) -> None:

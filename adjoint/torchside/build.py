@@ -349,7 +349,7 @@ def build(run, root: Module, dtype: torch.dtype, symbols: dict) -> tuple[nn.Modu
 
 def _build(run, decl: Module, dtype: torch.dtype, symbols: dict, tensors: dict) -> nn.Module:
     if decl.type is not None and (decl.children or decl.type == "TransformerEncoder") and \
-            decl.type not in ("Sequential", "ModuleList"):   # (an encoder whose layer raises has no children)
+            decl.type not in ("Sequential", "ModuleList", "ModuleDict"):   # (an encoder whose layer raises has no children)
         from adjoint.torchside.composite import count_children   # TransformerEncoderLayer: the real class
         if decl.type == "TransformerEncoder":   # copies of a layer passed as an argument
             from adjoint.torchside.composite import build_encoder, count_tree
@@ -369,6 +369,8 @@ def _build(run, decl: Module, dtype: torch.dtype, symbols: dict, tensors: dict) 
         return TorchSequential(run, decl, children)
     if decl.type == "ModuleList":
         return nn.ModuleList(list(children.values()))
+    if decl.type == "ModuleDict":
+        return nn.ModuleDict(children)
     if decl.type is not None:
         module = builtin(decl, dtype, symbols)
         tensors.update(fill(decl, module, dtype, symbols))

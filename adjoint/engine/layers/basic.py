@@ -1,4 +1,4 @@
-"""Linear, the v1 activations, Identity and the containers (Sequential, ModuleList)."""
+"""Linear, the v1 activations, Identity and the containers (Sequential, ModuleList, ModuleDict)."""
 
 from __future__ import annotations
 
@@ -37,6 +37,12 @@ def module_list_forward(c):
                               f"({c.module.name}[0](x), ...)")
 
 
+def module_dict_forward(c):
+    first = c.module.children[0].name
+    raise ProblemError(c.loc, f"'{c.module.label}' is a ModuleDict, which has no forward; call its items "
+                              f"({c.module.name}.{first}(x), ...)")
+
+
 FORWARDS = {
     "Linear": linear_forward,
     "ReLU": _elementwise("relu"),
@@ -45,4 +51,5 @@ FORWARDS = {
     "Identity": identity_forward,
     "Sequential": sequential_forward,
     "ModuleList": module_list_forward,
+    "ModuleDict": module_dict_forward,
 }

@@ -125,7 +125,7 @@ def _inside_builtins(model: nn.Module) -> dict[str, str]:
     from adjoint.torchside.importer.builtins import type_name
     out = {}
     for path, m in model.named_modules():
-        if type_name(m) is not None and not isinstance(m, (nn.Sequential, nn.ModuleList)):
+        if type_name(m) is not None and not isinstance(m, (nn.Sequential, nn.ModuleList, nn.ModuleDict)):
             for sub, _ in m.named_modules():
                 if sub:
                     out[f"{path}.{sub}" if path else sub] = f"{type(m).__name__} '{path or 'model'}'"

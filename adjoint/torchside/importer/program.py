@@ -1,9 +1,10 @@
 """A custom module's traced forward (a ``torch.fx`` graph) written as a problem-file forward.
 
 Each fx node becomes the expression PyTorch's own call would be written as: a child's call
-by its name (``layers[0](x)`` in a ``ModuleList``), ``torch.X`` / ``F.X`` functions and
-Tensor methods the format models, Python's operators (``+ - * / @ ** -x``, indexing), the
-module's own parameters and buffers by their bare names. A node used once is written inside
+by its name (``layers[0](x)`` in a ``ModuleList``, ``transformer.wte(idx)`` in a
+``ModuleDict``), ``torch.X`` / ``F.X`` functions and Tensor methods the format models,
+Python's operators (``+ - * / @ ** -x``, indexing), the module's own parameters and buffers
+by their bare names. A node used once is written inside
 the expression that uses it when that keeps the order in which the user's code ran the
 ops (Python evaluates left to right, so ``fc2(F.relu(fc1(x)))`` runs as the three lines
 would); otherwise it is a line of its own, named as the user's line names it (``h = ...``;
@@ -388,15 +389,28 @@ class Writer:
         target = str(node.target)
         if target in self.children:
             return target
-        head, _, rest = target.partition(".")
-        if isinstance(self.children.get(head), nn.ModuleList) and rest.isdigit():
-            return f"{head}[{rest}]"
-        if isinstance(self.children.get(head), nn.ModuleDict):
-            raise self.fail(node, f"calls an item of the nn.ModuleDict '{head}', which the problem format does not "
-                                  "have", "use nn.ModuleList or named attributes for its children")
+        written = _item_path(self.children, target)
+        if written is not None:
+            return written
         raise self.fail(node, f"calls '{target}' directly, which is not one of its own children",
-                        "a forward calls its own children (or a ModuleList's items by index); give the child "
-                        "a forward that calls its own child")
+                        "a forward calls its own children (or the items of a ModuleList or ModuleDict child); "
+                        "give the child a forward that calls its own child")
+
+
+def _item_path(children: dict, target: str) -> str | None:
+    """A call of a container's item as the format writes it: ``layers.0`` -> ``layers[0]``,
+    ``transformer.wte`` -> ``transformer.wte``, ``transformer.h.0`` -> ``transformer.h[0]``: the
+    keys of ModuleDicts first, then the indices of ModuleLists; None for any other path."""
+    head, *rest = target.split(".")
+    mod, out, indexed = children.get(head), head, False
+    for part in rest:
+        if isinstance(mod, nn.ModuleDict) and not indexed and part in mod:
+            mod, out = mod[part], f"{out}.{part}"
+        elif isinstance(mod, nn.ModuleList) and part.isdigit():
+            mod, out, indexed = mod[int(part)], f"{out}[{part}]", True
+        else:
+            return None
+    return out if rest else None
 
 
 def _namespace(target) -> str | None:

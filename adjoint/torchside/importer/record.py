@@ -125,9 +125,7 @@ def record(module: nn.Module, args: tuple, kwargs: dict) -> fx.Graph:
     handles = []
     for cname, child in module.named_children():
         handles += _watch(rec, graph, child, cname)
-        if isinstance(child, nn.ModuleList):
-            for i, item in enumerate(child):
-                handles += _watch(rec, graph, item, f"{cname}.{i}")
+        handles += _watch_items(rec, graph, child, cname)
     try:
         with state_kept(module), torch.no_grad(), rec:   # its children run for real
             out = module.forward(*args, **kwargs)
@@ -151,6 +149,18 @@ def acts(node: fx.Node) -> bool:
 def _in_place(node: fx.Node) -> bool:
     name = str(node.target) if node.op == "call_method" else getattr(node.target, "__name__", "")
     return name.endswith("_") and not name.startswith("_")
+
+
+def _watch_items(rec, graph, holder: nn.Module, path: str) -> list:
+    """The items of a ModuleList or ModuleDict child (and of the ones inside it), which its
+    parent calls by their paths (``layers.0``, ``transformer.wte``, ``transformer.h.0``)."""
+    if not isinstance(holder, (nn.ModuleList, nn.ModuleDict)):
+        return []
+    handles = []
+    for key, item in holder.named_children():
+        handles += _watch(rec, graph, item, f"{path}.{key}")
+        handles += _watch_items(rec, graph, item, f"{path}.{key}")
+    return handles
 
 
 def _watch(rec: Recorder, graph: fx.Graph, child: nn.Module, target: str) -> list:

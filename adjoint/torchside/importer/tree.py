@@ -2,7 +2,7 @@
 
 * a module whose class is a ``torch.nn`` type the format has (:mod:`.builtins`): ``type``,
   ``args``, ``params``, ``buffers``;
-* ``nn.Sequential`` and ``nn.ModuleList``: their children, in order;
+* ``nn.Sequential``, ``nn.ModuleList`` and ``nn.ModuleDict``: their children, in order;
 * another ``torch.nn`` class: refused, naming the line that calls it;
 * any other module (the user's own classes): its own parameters and buffers under their
   bare names, its children, and its ``forward`` traced (:mod:`.fxtrace`) and written as a
@@ -31,7 +31,7 @@ from adjoint.torchside.importer.forwardcheck import augmented
 from adjoint.torchside.importer.forwardcheck import calls_checkpoint
 from adjoint.torchside.importer.fxtrace import CheckpointNotWritten
 
-CONTAINERS = (nn.Sequential, nn.ModuleList)
+CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
 
 
 class TreeWriter:
@@ -50,9 +50,11 @@ class TreeWriter:
         tname = builtins.type_name(m)
         kind = type(m).__name__
         if isinstance(m, nn.ModuleDict):
-            raise refuse(self.sites.get(path) or of_module(m) or self.factory_at,
-                         f"module '{path or 'model'}' is an nn.ModuleDict, which the problem format does not have",
-                         "use nn.ModuleList or named attributes for its children")
+            bad = next((k for k in m.keys() if not k.isidentifier()), None)
+            if bad is not None:
+                raise refuse(self.sites.get(path) or of_module(m) or self.factory_at,
+                             f"the nn.ModuleDict '{path or 'model'}' has the key {bad!r}, which a forward cannot "
+                             "write as an attribute", "name its items with identifiers")
         if tname is not None and not isinstance(m, CONTAINERS):
             out["type"] = Flow(tname)
             a = builtins.args(m, tname)
