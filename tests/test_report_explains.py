@@ -326,3 +326,53 @@ def test_the_refused_registration_is_pytorchs():
     h = checkpoint(torch.nn.Tanh(), torch.tensor([1.0]), use_reentrant=True)
     with pytest.raises(RuntimeError, match="cannot register a hook on a tensor that doesn't require gradient"):
         h.register_hook(lambda g: g)
+
+
+DICT_CHILD = """
+name: dict_child
+dtype: float64
+inputs:
+  x: {value: [[1, 2]], requires_grad: true}
+model:
+  children:
+    enc:
+      forward: |
+        return {"a": x * 2, "b": x * 3}
+  forward: |
+    d = enc(x)
+    return d["a"] * d["b"]
+loss: "sum(y)"
+hooks:
+  - {module: enc, kind: full_backward}
+  - {module: enc, kind: forward}
+"""
+
+
+def test_a_full_backward_hook_on_a_module_returning_a_dict_is_said_why_it_never_fires():
+    """The input's BackwardHookFunctionBackward runs, but no gradient passed through the output
+    (BackwardHook wraps no tensor of a dict): the reason was "no reason recorded"."""
+    vv = build(adjoint.loads(DICT_CHILD).solve()).variants[0]
+    assert [(s.kind, s.target) for s in vv.silent] == [("full_backward", "enc")]
+    assert vv.silent[0].reason.startswith("its module returns a dict: PyTorch's BackwardHook wraps no tensor in it")
+
+
+@pytest.mark.torch
+def test_in_torch_a_full_backward_hook_on_a_module_returning_a_dict_never_fires():
+    import torch
+
+    class Enc(torch.nn.Module):
+        def forward(self, x):
+            return {"a": x * 2, "b": x * 3}
+
+    enc, fired = Enc(), []
+    enc.register_full_backward_hook(lambda *a: fired.append("backward"))
+    enc.register_forward_hook(lambda *a: fired.append("forward"))
+    x = torch.tensor([[1., 2]], dtype=torch.float64, requires_grad=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        d = enc(x)
+    (d["a"] * d["b"]).sum().backward()
+    assert fired == ["forward"]
+    assert x.grad.tolist() == [[12, 24]]
+    assert any("module output should be a Tensor or a tuple of Tensors but received <class 'dict'>" in str(w.message)
+               for w in caught)

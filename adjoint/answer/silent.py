@@ -165,6 +165,15 @@ def _module_reason(hook, run) -> str | None:
     if not any(id(n) in nodes for n in attached):
         names = ", ".join(dict.fromkeys(n.name for n in attached))
         return f"its node never ran: no gradient reached the module's output ({names} did not run)"
+    if hook.kind in ("full_backward", "full_backward_pre") and not any(c.out_node is not None and id(c.out_node) in nodes
+                                                                         for c in calls):
+        outs = [o for c in calls for o in (c.out if isinstance(c.out, tuple) else (c.out,))]
+        if any(isinstance(o, dict) for o in outs):   # BackwardHook wraps no tensor of a dict output (PyTorch warns)
+            return ("its module returns a dict: PyTorch's BackwardHook wraps no tensor in it, so the gradient reached "
+                    "the module's inputs without passing through its output, and BackwardHook calls no hook then "
+                    "(the forward's warning)")
+        return ("the gradient reached the module's inputs without passing through its output, and PyTorch's "
+                "BackwardHook calls no hook then")
     return None
 
 
