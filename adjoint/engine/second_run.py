@@ -143,7 +143,7 @@ def second_request(problem, bw, run, backend) -> BackwardRequest:
                              if bw.method == "grad" else "can't retain_grad on Tensor that has requires_grad=False",
                              "arguments")
         inputs.append((name, t, loc))
-    req = BackwardRequest(roots[0], None, bw.method, tuple(inputs), bw.retain_graph or s.create_graph)
+    req = BackwardRequest(roots[0], None, bw.method, tuple(inputs), bw.retains(s.create_graph))
     req.second = SecondRequest(s, tuple(roots), grads, bw.loc)
     req.second.root_ops = root_ops if s.roots else []
     return req

@@ -235,9 +235,14 @@ class Backward:
     inputs: tuple[tuple[str, Loc], ...]
     grad_output: Literal | None
     loc: Loc | None
-    retain_graph: bool = False
+    retain_graph: bool = False   # as given; absent: False (with create_graph: PyTorch's default, create_graph)
     second: object | None = None  # create_graph, as:, root:/roots:, allow_unused, ... (adjoint.format.second_steps.SecondOrder)
     empty_inputs: bool = False   # inputs: [] -- PyTorch refuses it when the backward is called (an answer)
+    retain_given: bool = False   # retain_graph written in the file (False given frees the graph even with create_graph)
+
+    def retains(self, create_graph: bool) -> bool:
+        """``retain_graph`` as PyTorch takes it: when not given, it defaults to ``create_graph``."""
+        return self.retain_graph if self.retain_given else create_graph
 
 
 @dataclass(frozen=True)

@@ -278,7 +278,8 @@ def parse_backward(node: YNode | None, base: Backward | None, in_step: bool = Fa
     if second is not None and second.grad_outputs and grad_output is not None:
         raise ProblemError(b.get("grad_output").loc, "give either grad_output (with the one root) or grad_outputs "
                                                      "(one per entry of roots), not both")
-    return Backward(method, inputs, grad_output, b.loc, retain, second, empty_inputs=empty)
+    return Backward(method, inputs, grad_output, b.loc, retain, second, empty_inputs=empty,
+                    retain_given=b.get("retain_graph") is not None)
 
 
 def parse_steps(node: YNode, what: str, base: Backward, input_decl, input_names: tuple[str, ...],

@@ -63,7 +63,7 @@ def second_backward(s, bw, made: dict) -> dict | None:
     grads = [literal_tensor(g, s.dtype, s.symbols) if g is not None else None for g in given]
     wrt = [names[name] for name, _ in bw.inputs]
     if bw.method == "grad":
-        out = torch.autograd.grad(roots, wrt, grad_outputs=grads, retain_graph=bw.retain_graph or None,
+        out = torch.autograd.grad(roots, wrt, grad_outputs=grads, retain_graph=_retain(bw),
                                   create_graph=sec.create_graph, **kwargs)
         if sec.create_graph:   # the nodes it recorded: pack calls made while it ran are named by them
             s.nodes.scan([g for g in out if g is not None])
@@ -73,8 +73,13 @@ def second_backward(s, bw, made: dict) -> dict | None:
                 s.keep(g)
                 s.bind(name, g)   # the current forward's names: hooks on it (multi_grad too) are registered now
         return {name: snap(g, s.dtype) for (name, _), g in zip(bw.inputs, out)}
-    torch.autograd.backward(roots, grad_tensors=grads, retain_graph=bw.retain_graph or None,
+    torch.autograd.backward(roots, grad_tensors=grads, retain_graph=_retain(bw),
                             create_graph=sec.create_graph, inputs=wrt or None)
     if sec.create_graph:   # the nodes it recorded, behind the .grad it set
         s.nodes.scan([t.grad for t in list(s.leaves.values()) + list(wrt) if t.grad is not None])
     return None
+
+
+def _retain(bw):
+    """``retain_graph`` as the file gives it; not given: None (PyTorch's default, ``create_graph``)."""
+    return bw.retain_graph if bw.retain_given else None
