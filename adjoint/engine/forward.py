@@ -403,7 +403,7 @@ class _Pass:
                 _called_without(entry, "kwargs")
                 returned = self.fire_forward(entry, {"input": tuple(state["args"])}, call)
                 if returned is not None:
-                    new = returned if isinstance(returned, tuple) else (returned,)
+                    new = returned if is_tuple(returned) else (returned,)   # a list is one input, as any non-tuple
                     # the wrong count is forward's TypeError, unless a later pre-hook returns others
                     state["refused"] = forward_arity_error(new, mod, state["kwargs"])
                     self.check_forward_args(new, mod, entry.hook, state["kwargs"], state["refused"] is None)
@@ -560,6 +560,10 @@ class _Pass:
             if i == 1 and mod.type in ("LSTM", "LSTMCell") and isinstance(v, tuple) and len(v) == 2 \
                     and all(isinstance(s, Tensor) for s in v):
                 continue   # an LSTM's state (h0, c0), as it is called with
+            if not isinstance(v, Tensor) and i == 0 and mod.type is not None:
+                from adjoint.engine.layers.input_type import not_a_tensor_error
+                if not_a_tensor_error(mod.type, v) is not None:
+                    continue   # the built-in's first call refuses it (module_forward): PyTorch's error, an answer
             if not isinstance(v, Tensor):
                 raise ProblemError(hook.returns.loc, "a forward_pre hook must return tensors (the new inputs)"
                                    + ("; an LSTM's second input is the pair (h0, c0)"

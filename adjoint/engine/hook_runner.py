@@ -22,6 +22,7 @@ from adjoint.engine.hookwrites import HookInterp, LeafGrads, Wrapped, wrap_args
 from adjoint.engine.gradalias import unplaced
 from adjoint.engine.complex_grad import tag_complex
 from adjoint.engine.stash import StashScope
+from adjoint.engine.pylist import PyList, sequence_name
 
 _GRAD = attrgetter("grad")
 
@@ -291,7 +292,7 @@ class HookRunner:
         out = self._saved_call(hook, hook.unpack, "unpack", {"x": self.wrap(packed)}, node,
                                sv.name if sv is not None else None, sv.tensor if sv is not None else None)
         if not isinstance(out, Tensor):   # PySavedVariableHooks::call_unpack_hook checks the result
-            name = type_name(out, hook.unpack) if not isinstance(out, tuple) else "tuple"
+            name = type_name(out, hook.unpack) if not isinstance(out, tuple) else sequence_name(out)
             if name is None:
                 raise ProblemError(hook.unpack.loc, "the unpack hook must return a tensor (what the node's backward uses)")
             raise TorchError("TypeError", "Output of saved tensor unpack_hook expected to be a Tensor but got result "
@@ -346,11 +347,12 @@ def as_values(returned, hook):
         if name in ("int", "float", "bool"):
             raise TorchError("TypeError", f"expected Variable, but hook returned '{name}'", "hook_result")
     if isinstance(returned, tuple):
+        kind = PyList if isinstance(returned, PyList) else tuple   # a list stays one: PyTorch tells them apart
         if (hook.on, hook.kind) in NUMBER_CHECKED:
             items = getattr(hook.returns, "items", None)
             exprs = items if items is not None and len(items) == len(returned) else (None,) * len(returned)
-            return tuple(_number_or_value(r, hook, e) for r, e in zip(returned, exprs))
-        return tuple(_value(r, hook) for r in returned)
+            return kind(_number_or_value(r, hook, e) for r, e in zip(returned, exprs))
+        return kind(_value(r, hook) for r in returned)
     return _value(returned, hook)
 
 

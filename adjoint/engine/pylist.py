@@ -15,3 +15,8 @@ class PyList(tuple):
 def is_tuple(v) -> bool:
     """``isinstance(v, tuple)`` as Python answers it for the program's value."""
     return isinstance(v, tuple) and not isinstance(v, PyList)
+
+
+def sequence_name(v) -> str:
+    """``type(v).__name__`` of a sequence the program made: ``list`` or ``tuple``."""
+    return "list" if isinstance(v, PyList) else "tuple"

@@ -40,6 +40,7 @@ from adjoint.engine.reducer_hook import ReducerPostHook
 from adjoint.engine.returned_number import ReturnedNumber
 from adjoint.engine.complex_grad import COMPLEX_DTYPES, call_vjp, is_complex
 from adjoint.engine.torch_errors import changed_type
+from adjoint.engine.pylist import PyList, sequence_name
 
 
 @dataclass
@@ -721,7 +722,8 @@ class Engine:
         function's name; adjoint calls every hook function ``hook``): a tensor, of the gradient's
         dtype (``dtype``; ``got``: the result's, else as the hook runner saw it), then of its shape."""
         if isinstance(returned, tuple):
-            raise TorchError("TypeError", "expected Variable, but hook returned 'tuple'", "hook_result")
+            raise TorchError("TypeError", f"expected Variable, but hook returned '{sequence_name(returned)}'",
+                             "hook_result")
         if not self.B.is_value(returned):
             raise ProblemError(hook.returns.loc, "a tensor hook must return a tensor (the new gradient) or nothing")
         error = self.slot_error(returned, shape, dtype, got or self.returned_dtypes(returned)[0])
@@ -740,6 +742,8 @@ class Engine:
         slot's dtype; ``got``: each returned item's (else as the hook runner saw them); a tensor of
         another dtype is refused before its size is read."""
         where = hook.returns.loc
+        if module is None and isinstance(returned, PyList):   # PyFunctionPre/PostHook's check_result: PyTuple_Check
+            raise TorchError("TypeError", "expected tuple, but hook returned 'list'", "hook_result")
         if not isinstance(returned, tuple) and module is not None and self.B.is_value(returned):
             return self._tensor_for_tuple(hook, original, returned, shapes, module, last, dtypes)
         if not isinstance(returned, tuple):

@@ -33,8 +33,9 @@ NOT_A_TENSOR: dict[str, tuple[str, str]] = {
 def not_a_tensor_error(module_type: str, value) -> tuple[str, str] | None:
     """(type, message) of PyTorch's error when a ``module_type`` is handed ``value`` (a tuple, a
     list or None) as its input; None where it is not known here."""
+    from adjoint.engine.pylist import PyList
     kind = NOT_A_TENSOR.get(module_type)
-    name = {tuple: "tuple", list: "list", type(None): "NoneType"}.get(type(value))
+    name = "list" if isinstance(value, (PyList, list)) else {tuple: "tuple", type(None): "NoneType"}.get(type(value))
     if kind is None or name is None:
         return None
     if kind[0] == "parser":
