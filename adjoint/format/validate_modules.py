@@ -541,9 +541,9 @@ def parse_function(node: YNode, path: str, inputs: tuple[str, ...], params: list
     save = None
     if f.get("save") is not None:
         items = f.get("save")
-        if not isinstance(items, YSeq) or not items.items:
+        if not isinstance(items, YSeq):   # save: [] saves nothing (a backward of grad_output alone)
             raise ProblemError(items.loc, "function.save must be a list of expressions (ctx.save_for_backward's "
-                                          "arguments), as in save: [x, \"h\"]")
+                                          "arguments), as in save: [x, \"h\"], or [] to save nothing")
         save = tuple(parse_expression(item, f"entry {i} of the save of {what}") for i, item in enumerate(items.items))
     from adjoint.format.validate_dirty import parse_dirty
     does = ()

@@ -293,15 +293,18 @@ def make_function(decl: Module, run) -> type:
         env = dict(zip(slots, tensors))
         env.update(local)
         env["output"] = out
-        ctx.save_for_backward(*[run.program(EnvScope(dict(env), f"the save of {fdecl.name}")).eval(e)
-                                for e in fdecl.save])
+        if fdecl.save:
+            ctx.save_for_backward(*[run.program(EnvScope(dict(env), f"the save of {fdecl.name}")).eval(e)
+                                    for e in fdecl.save])
         if fdecl.dirty:   # ctx.mark_dirty(*dirty): the inputs the forward wrote in place
             ctx.mark_dirty(*[tensors[slots.index(name)] for name, _ in fdecl.dirty])
         return out
 
     def backward(ctx, *grad_outputs):
         grad_output = grad_outputs[0] if len(grad_outputs) == 1 else grad_outputs   # a tuple forward: a tuple
-        tensors = ctx.saved_tensors
+        # save: [] -- the Function saves nothing and its backward never reads ctx.saved_tensors (which,
+        # read after the graph was freed, raises even when empty)
+        tensors = ctx.saved_tensors if fdecl.save != () else ()
         if fdecl.save is None:
             kept = iter(tensors)
             tensors = [ctx.plain[i] if i in ctx.plain else next(kept) for i in range(len(slots))]
