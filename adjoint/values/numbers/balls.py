@@ -137,7 +137,10 @@ _TINY = arb(2) ** -TINY_BITS
 def _float_of(b) -> float:
     lo, hi = float(b.lower()), float(b.upper())
     if lo == hi:
-        return lo
+        # a ball around zero (a certified zero, as exp(x) - exp(x), whose ball cannot be exact)
+        # rounds to -0.0 at its lower end and +0.0 at its upper: its float is +0.0 (IEEE's x - x);
+        # a -0.0 PyTorch holds is the value's own -0.0 mask (adjoint.values.signed_zero)
+        return 0.0 if lo == 0 and not b < 0 else lo
     if abs(b) < _TINY:
         return 0.0  # every value in the ball rounds to zero in float64
     return float("nan")
