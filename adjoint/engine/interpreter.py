@@ -283,6 +283,8 @@ class Interp:
             if e.func == "len" and e.prefix == "" and not self.is_child("len"):   # Python's len()
                 from adjoint.engine.bindings.glue import python_len
                 return python_len(args, kwargs, e.loc)
+            if e.func == "print" and e.prefix == "" and not self.is_child("print"):
+                return None   # Python's print(...): its arguments were evaluated (a read of .grad warns); no effect
             if e.func == "float" and e.prefix == "" and not self.is_child("float"):
                 from adjoint.engine.infinity import python_float
                 return python_float(args, kwargs, e.loc)

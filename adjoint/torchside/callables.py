@@ -47,6 +47,8 @@ def function(name: str, prefix: str, loc: Loc):
         return float
     if name == "len" and prefix == "":   # Python's len(x) (adjoint.engine.bindings.glue)
         return len
+    if name == "print" and prefix == "":   # Python's print: what it writes is not compared, and not written here
+        return lambda *args, **kwargs: None
     if name == "delayed_error" and prefix == "":   # adjoint.engine.ops.delayed
         return lambda input, msg: torch._C._functions.DelayedError(msg, 1)(input)
     if prefix == "torch.":
