@@ -85,7 +85,10 @@ def boundaries_of(rt, fwd, bwd, progress=None, passed: bool = True) -> list[Boun
                                      _input_slots(call)))
             if call.module.type == "Identity":
                 gin = (gouts[0] if call.args[0].requires_grad else None,)
-            sent = gin if not passed or dirty or call.module.type == "Identity" or start >= call.end else \
+            # the module's own full_backward_pre hook replaced grad_output: grad_input is what the forward
+            # derives from the grad_output before it (the answer's definition), J^T of it, hooks ignored
+            sent = gin if not passed or dirty or call.module.type == "Identity" or start >= call.end \
+                or _replaced_at_output(bwd, call.out_node) else \
                 passed_grads(rt, rt.nodes[start:call.end], call, bwd, list(zip(outs, gouts)))
         else:
             gin = sent = tuple(None for _ in call.args)
@@ -94,6 +97,16 @@ def boundaries_of(rt, fwd, bwd, progress=None, passed: bool = True) -> list[Boun
         out.append(Boundary(call.callid, call.path, call.k, call.module.type or "custom", call.module.inputs, names,
                             OUTPUT if call.path == ROOT else call.callid, nodes, gouts, gin, depth, sent))
     return out
+
+
+def _replaced_at_output(bwd, out_node) -> bool:
+    """Did the call's own full_backward_pre hooks (run by the post hook of its output
+    BackwardHookFunctionBackward) hand the module another grad_output than reached it?"""
+    entry = bwd.sent.get(id(out_node)) if out_node is not None else None
+    if entry is None or entry[0] is not out_node:
+        return False
+    after, before = entry[1], entry[2]
+    return any(a is not b for a, b in zip(after, before))
 
 
 def passed_grads(rt, nodes: list, call, bwd, returned: list) -> tuple:
