@@ -18,6 +18,8 @@ warning twice sees it twice under ``simplefilter("always")``; no de-duplication)
 * ``Module._call_impl`` (UserWarning): an ``always_call`` forward hook raised while the
   forward's own error propagated; PyTorch silences the hook's error with this warning;
 * ``F.kl_div`` (UserWarning) with ``reduction='mean'``;
+* ``nn.Softmax()`` / ``nn.LogSoftmax()`` without ``dim`` (UserWarning, ``F._get_softmax_dim``), each call;
+* ``x.T`` of a tensor that is not 2-D (UserWarning, a ``TORCH_WARN_ONCE``);
 * reading ``.grad`` of a non-leaf (UserWarning, C++'s TORCH_WARN): the SGD step reads every
   parameter's ``.grad``, and a parameter written in place by an op that records (a non-leaf
   since) warns.
@@ -91,8 +93,21 @@ CREATE_GRAPH_CYCLE = ("Using backward() with create_graph=True will create a ref
                       "your parameters to None after use to break the cycle and avoid the leak. (Triggered internally "
                       "at /__w/pytorch/pytorch/torch/csrc/autograd/engine.cpp:1307.)")
 
+#: Tensor.T of a tensor that is not 2-D (numpy_T's TORCH_WARN_ONCE; the text carries where the wheel was built)
+T_NOT_2D = ("The use of `x.T` on tensors of dimension other than 2 to reverse their shape is deprecated and it will "
+            "throw an error in a future release. Consider `x.mT` to transpose batches of matrices or "
+            "`x.permute(*torch.arange(x.ndim - 1, -1, -1))` to reverse the dimensions of a tensor. (Triggered "
+            "internally at /__w/pytorch/pytorch/aten/src/ATen/native/TensorShape.cpp:4314.)")
+
+
+def implicit_dim(name: str) -> str:
+    """F._get_softmax_dim's UserWarning (nn.Softmax / nn.LogSoftmax built without dim)."""
+    return (f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X as an "
+            "argument.")
+
+
 #: PyTorch's warnings issued once per process (``TORCH_WARN_ONCE``)
-ONCE = (CREATE_GRAPH_CYCLE,)
+ONCE = (CREATE_GRAPH_CYCLE, T_NOT_2D)
 
 
 def warn(rt, category: str, message: str, during: str | None = None) -> None:

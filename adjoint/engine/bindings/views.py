@@ -317,6 +317,9 @@ def lower_stack(rt, a, loc):
 def attribute(rt, x: Tensor, name: str, loc: Loc):
     """``x.T``, ``x.mT``, ``x.shape``, ``x.ndim``, ``x.dtype``, ``x.device`` (what a forward may read of a tensor)."""
     if name == "T":
+        if len(x.shape) != 2:
+            from adjoint.engine import warns
+            warns.warn_once(rt, "UserWarning", warns.T_NOT_2D)
         return rt.apply("permute", [x], tuple(reversed(range(len(x.shape)))), loc)
     if name == "mT":
         if len(x.shape) < 2:

@@ -59,6 +59,8 @@ def _softmax(name: str):
     def forward(c):
         dim = _arg(c, "dim")
         if dim is None:
+            from adjoint.engine import warns
+            warns.warn(c.rt, "UserWarning", warns.implicit_dim(name))
             dim = Fraction(implicit_softmax_dim(len(c.args[0].shape)))
         return _call(c, name, dim)
     forward.__name__ = f"{name}_forward"
