@@ -22,6 +22,11 @@ PARSER_TYPE_ERROR = ("PyTorch's TypeError is not modelled (its argument parser w
                      "form and how each argument was passed)")
 
 
+#: PyTorch's argument parser takes NumPy's names too (python_arg_parser.cpp's numpy compatibility):
+#: ``x.sum(axis=0, keepdims=True)`` is ``x.sum(dim=0, keepdim=True)``
+NUMPY_NAMES = {"axis": "dim", "keepdims": "keepdim"}
+
+
 @dataclass(frozen=True)
 class Param:
     """One parameter: ``kind`` is what it accepts (tensor, tensors, int, ints, number, bool,
@@ -267,10 +272,12 @@ def bind(fn: Function, args: list, kwargs: dict, loc: Loc, what: str, types=None
     for p, a in zip(positional, args):
         bound[p.name] = a
     names = {p.name for p in params}
+    kwargs = {NUMPY_NAMES.get(k, k) if NUMPY_NAMES.get(k) in names else k: v for k, v in kwargs.items()}
     for k, v in kwargs.items():
         if k not in names:
-            raise ProblemError(loc, f"{what}() got an unexpected keyword argument '{k}' (it takes "
-                                    f"{', '.join(p.name for p in params)}): {PARSER_TYPE_ERROR}")
+            raise ProblemError(loc, f"'{k}=' of {what}() is not modelled (a PyTorch argument adjoint does not model "
+                                    "yet, or one PyTorch does not take, whose TypeError adjoint does not model); "
+                                    f"call it with {', '.join(p.name for p in params)}")
         if k in bound:
             raise ProblemError(loc, f"{what}() got multiple values for argument '{k}': {PARSER_TYPE_ERROR}")
         bound[k] = v
