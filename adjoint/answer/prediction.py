@@ -104,8 +104,8 @@ class PassRecord:
     def to_json(self, style: JsonStyle | None = None) -> dict:
         out = {"hook_calls": [hook_json(h, style) for h in self.hook_calls],
                "grads": {k: value_json(v, style) for k, v in self.grads.items()}}
-        if self.returned is not None:
-            out["returned"] = {k: value_json(v, style) for k, v in self.returned.items()}
+        # every pass has its returned, as the answer's format lists it: {} for a backward() pass
+        out["returned"] = {k: value_json(v, style) for k, v in (self.returned or {}).items()}
         if self.leaf_values:
             out["leaf_values"] = {k: value_json(v, style) for k, v in self.leaf_values.items()}
         return out
