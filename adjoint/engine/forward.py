@@ -711,9 +711,17 @@ class _ModuleScope:
         set_attribute(self.run.m, self.mod, name, value, loc)
 
     def module_attribute(self, path: str, name: str, loc: Loc):
-        """``PATH.NAME`` read after a call that stored it (adjoint.engine.module_attrs)."""
+        """``PATH.NAME``: the module's parameter or buffer (``F.linear(h, emb.weight)``), or a tensor
+        its forward stored (adjoint.engine.module_attrs)."""
         from adjoint.engine.module_attrs import get_attribute
-        return get_attribute(self.run.m, self.find_child(path), name, loc)
+        mod = self.find_child(path)
+        for p in mod.params:
+            if p.name.rsplit(".", 1)[-1] == name:
+                return self.run.m.params[p.name]
+        for b in mod.buffers:
+            if b.name.rsplit(".", 1)[-1] == name:
+                return self.run.m.leaves[b.name]
+        return get_attribute(self.run.m, mod, name, loc)
 
     def checkpoint_sequential(self, name: str, segments, inp, kwargs: dict, loc: Loc):
         from adjoint.engine.checkpoint_sequential import run_checkpoint_sequential

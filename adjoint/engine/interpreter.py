@@ -307,9 +307,10 @@ class Interp:
             path = S.dotted_name(e)   # a hook body's ``lin.weight``, ``net[0].bias``: the forward's name of a parameter
             if path is not None and path in self.scope.names:
                 return self.scope.lookup(path, e.loc)
-        if isinstance(e, S.Attr) and S.module_path(e.obj) is not None and hasattr(self.scope, "module_attribute") \
-                and self.scope.find_child(S.module_path(e.obj)) is not None:   # PATH.NAME: a module attribute
-            return self.scope.module_attribute(S.module_path(e.obj), e.name, e.loc)
+        path = S.module_path(e.obj) or S.dotted_name(e.obj) if isinstance(e, S.Attr) else None
+        if path is not None and hasattr(self.scope, "module_attribute") \
+                and self.scope.find_child(path) is not None:   # PATH.NAME: a parameter, buffer or module attribute
+            return self.scope.module_attribute(path, e.name, e.loc)
         if isinstance(e, S.Attr) and isinstance(e.obj, S.Name) and e.obj.id == "torch":
             from adjoint.engine.bindings.glue import DTYPE_NAMES, DType   # torch.float64: a dtype
             if e.name in DTYPE_NAMES:

@@ -44,6 +44,23 @@ def readable_attribute(kids, child: str, name: str) -> bool:
     return any(is_self_attribute(t) and name in (None, t.name) for t in _targets(mod.forward))
 
 
+def module_at(kids, path: str):
+    """The module ``path`` (``lin``, ``transformer.wte``, ``layers.0``) names among ``kids`` and
+    their children, or None."""
+    found = None
+    for part in path.split("."):
+        found = next((c for c in kids if c.name == part), None)
+        if found is None:
+            return None
+        kids = found.children
+    return found
+
+
+def own_tensor(mod, name: str) -> bool:
+    """Is ``name`` a parameter or buffer of module ``mod`` (``lin.weight``, ``bn.running_mean``)?"""
+    return any(t.name.rsplit(".", 1)[-1] == name for t in tuple(mod.params) + tuple(mod.buffers))
+
+
 def _targets(program):
     """Every assignment target of a program (``with`` bodies and unpacked tuples included)."""
     from adjoint.format.syntax import Assign, Tup, With

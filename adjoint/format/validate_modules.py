@@ -589,7 +589,15 @@ def check_child_access(program, kids: tuple[Module, ...], what: str) -> None:
     its own children, and a child calls its own."""
     names = {c.name for c in kids}
     from adjoint.format.module_attrs import readable_attribute
+    reads = set()   # CHILD.PARAM (lin.weight, transformer.wte.weight) and the module path inside it
     for e in _program_expressions(program):
+        if id(e) not in reads and _reads_own_tensor(e, kids):
+            while isinstance(e, Attr):
+                reads.add(id(e))
+                e = e.obj
+    for e in _program_expressions(program):
+        if id(e) in reads:
+            continue   # the child's parameter or buffer itself (F.linear(h, emb.weight), h @ wte.weight.T)
         if isinstance(e, Attr) and isinstance(e.obj, Name) and readable_attribute(kids, e.obj.id, e.name):
             continue   # CHILD.NAME: a tensor the child's forward stored as self.NAME (adjoint.format.module_attrs)
         if isinstance(e, Attr) and isinstance(e.obj, Name) and readable_attribute(kids, e.obj.id, None):
@@ -599,6 +607,17 @@ def check_child_access(program, kids: tuple[Module, ...], what: str) -> None:
             raise ProblemError(e.loc, f"'{to_source(e)}' reaches inside the child module '{e.obj.id}', which is not "
                                       f"supported; call a child from its parent's forward (give '{e.obj.id}' a "
                                       "forward that does this, and call it)")
+
+
+def _reads_own_tensor(e, kids) -> bool:
+    """Is ``e`` ``PATH.NAME`` with ``NAME`` a parameter or buffer of the module ``PATH`` names?"""
+    from adjoint.format.module_attrs import module_at, own_tensor
+    from adjoint.format.syntax import dotted_name, module_path
+    if not isinstance(e, Attr):
+        return False
+    path = module_path(e.obj) or dotted_name(e.obj)
+    mod = module_at(kids, path) if path is not None else None
+    return mod is not None and own_tensor(mod, e.name)
 
 
 def _program_expressions(program):

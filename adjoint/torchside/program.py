@@ -292,9 +292,10 @@ class Program:
             found = self.scope.dotted(S.dotted_name(e))
             if found is not None:
                 return found
-        if isinstance(e, S.Attr) and S.module_path(e.obj) is not None and hasattr(self.scope, "child") \
-                and self.scope.child(S.module_path(e.obj)) is not None:   # PATH.NAME: a module attribute
-            return self.keep(getattr(self.scope.module.get_submodule(S.module_path(e.obj)), e.name))
+        path = S.module_path(e.obj) or S.dotted_name(e.obj) if isinstance(e, S.Attr) else None
+        if path is not None and hasattr(self.scope, "child") \
+                and self.scope.child(path) is not None:   # PATH.NAME: a parameter, buffer or module attribute
+            return self.keep(getattr(self.scope.module.get_submodule(path), e.name))
         if isinstance(e, S.Attr) and isinstance(e.obj, S.Name) and e.obj.id == "torch" \
                 and isinstance(getattr(torch, e.name, None), torch.dtype):   # torch.float64: a dtype
             return getattr(torch, e.name)
