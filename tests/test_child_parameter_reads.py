@@ -89,3 +89,46 @@ def test_writing_a_childs_parameter_in_place_is_torchs_error():
         lin.weight.mul_(2)
     got = adjoint.loads(text).solve().to_json()["variants"]["plain"]["error"]
     assert (got["type"], got["message"]) == ("RuntimeError", str(caught.value))
+
+
+MODEL = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Enc(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+class TiedHead(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(5, 3)
+        self.layers = nn.ModuleList([nn.Linear(3, 3), nn.Linear(3, 3)])
+        self.enc = Enc()
+
+    def forward(self, idx):
+        h = torch.tanh(self.layers[0](self.emb(idx)))
+        h = h @ self.layers[1].weight + self.enc.lin.bias
+        return F.linear(h, self.emb.weight)
+
+
+def make():
+    torch.manual_seed(0)
+    return TiedHead()
+'''
+
+
+def test_import_writes_a_childs_parameter_by_its_path(tmp_path):
+    """import refused ``F.linear(h, self.emb.weight)`` ("not one of its own parameters")."""
+    from conftest import import_and_verify
+    (tmp_path / "tied.py").write_text(MODEL)
+    text = import_and_verify(f"{tmp_path / 'tied.py'}:make", ["idx=2x4:int64:0-5"], "sum(y * y)",
+                             str(tmp_path / "p.yaml"), origin=True)
+    assert "emb.weight)" in text and "layers[1].weight" in text and "enc.lin.bias" in text

@@ -156,8 +156,12 @@ class Writer:
                             "register the tensor it needs as a buffer in __init__ (self.register_buffer('m', ~mask)), "
                             "or compute it from the forward's inputs")
         if target not in self.own:
-            raise self.fail(node, f"uses the tensor attribute '{target}', which is not one of its own parameters "
-                                  "or buffers", "register it on this module (nn.Parameter or register_buffer)")
+            written = _tensor_path(self.children, target)   # a child's parameter or buffer: emb.weight
+            if written is None:
+                raise self.fail(node, f"uses the tensor attribute '{target}', which is not a parameter or buffer "
+                                      "of this module or of its children",
+                                "register it on this module (nn.Parameter or register_buffer)")
+            target = written
         self.exprs[node] = Expr(target)
 
     def output(self, node: fx.Node) -> None:
@@ -395,6 +399,24 @@ class Writer:
         raise self.fail(node, f"calls '{target}' directly, which is not one of its own children",
                         "a forward calls its own children (or the items of a ModuleList or ModuleDict child); "
                         "give the child a forward that calls its own child")
+
+
+def _tensor_path(children: dict, target: str) -> str | None:
+    """A descendant's parameter or buffer as the format writes it (``emb.weight``,
+    ``layers[0].weight``, ``transformer.wte.weight``); None when ``target`` is not one."""
+    *path, name = target.split(".")
+    if not path or path[0] not in children:
+        return None
+    mod, out = children[path[0]], path[0]
+    for part in path[1:]:
+        child = mod._modules.get(part)
+        if child is None:
+            return None
+        out = f"{out}[{part}]" if isinstance(mod, nn.ModuleList) else f"{out}.{part}"
+        mod = child
+    if name not in mod._parameters and name not in mod._buffers:
+        return None
+    return f"{out}.{name}"
 
 
 def _item_path(children: dict, target: str) -> str | None:
