@@ -75,3 +75,27 @@ def test_a_root_names_a_parameter_by_its_full_name():
     assert got["parameter_grad"]["grads"]["f.w"]["value"] == pytest.approx(w.grad.tolist(), rel=1e-14)
     assert got["parameter_grad"]["grads"]["x"]["value"] == pytest.approx(x.grad.tolist(), rel=1e-14)
     assert got["parameter_value"]["grads"]["f.w"]["value"] == [2.0, 2.0]
+
+
+NON_LEAF_ROOT = """
+name: root_reads_non_leaf_grad
+inputs:
+  x: {value: [1, -2], requires_grad: true}
+  w: {value: [3, 0.5], requires_grad: true}
+model:
+  inputs: [x, w]
+  forward: |
+    h = x * w
+    return (h * h).sum()
+steps: [forward, {backward: {retain_graph: true}}, {backward: {root: "h.grad.sum()"}}]
+"""
+
+
+def test_a_roots_warning_is_during_its_backward_step():
+    """Reading a non-leaf's .grad in a backward step's root warns while that step runs (it was
+    answered 'during: forward'); then None.sum() is Python's AttributeError. Found by a user trial."""
+    got = adjoint.loads(NON_LEAF_ROOT).solve().to_json()["variants"]["default"]
+    assert (got["error"]["type"], got["error"]["during"]) == ("AttributeError", "backward")
+    assert [(w["category"], w["during"]) for w in got["warnings"]] == [("UserWarning", "backward")]
+    outcome = check(NON_LEAF_ROOT, timeout=60)
+    assert outcome.ok, outcome.report()

@@ -92,11 +92,13 @@ def second_request(problem, bw, run, backend) -> BackwardRequest:
         rt = run.rt
         rt.quiet += 1   # the roots are the user's code between passes, not equations of the forward
         recording, rt.second_record = rt.second_record, []   # but their ops are kept for the derivation
+        phase, rt.phase = rt.phase, "backward"   # the backward step's line: what it warns is during backward
         try:
             # names=: a parameter by its full name (f.w), as a hook body names the forward's tensors
             roots = [RootInterp(rt, EnvScope(dict(env), "a root", names=env)).eval(e) for e in s.roots]
         finally:
             rt.quiet -= 1
+            rt.phase = phase
             root_ops, rt.second_record = rt.second_record, recording
         for e, r in zip(s.roots, roots):
             if not hasattr(r, "requires_grad") or not hasattr(r, "shape"):
