@@ -57,6 +57,11 @@ def confined(problem_path: str, problem: Problem) -> str:
 def origin_rows(problem: Problem, decl, predicted: dict, dtype: str) -> list[Row]:
     """The prediction against the user's module (rows of section ``origin``)."""
     where = f"{show_path(problem.origin.file)}:{problem.origin.factory}"
+    why = _not_one_pass(decl)
+    if why is not None:
+        return [Row("origin", f"the module from {where}", True, None, None,
+                    f"not compared: {why}, and verify --origin runs your module once (one forward, loss.backward()); "
+                    "the file's prediction was compared with torch above", skipped=True)]
     try:
         observed, count = run_origin(problem, decl, dtype)
     except ProblemError as err:
@@ -226,6 +231,16 @@ def _force_masks(model, root, dtype, symbols: dict) -> None:
                 return _forward(*args, **kwargs)
 
         module.forward = forced
+
+
+def _not_one_pass(decl) -> str | None:
+    """Why the variant is not one forward and ``loss.backward()`` (None when it is)."""
+    if decl.steps is not None:
+        return "the variant has steps"
+    bw = decl.backward
+    if bw.method != "backward" or bw.inputs or bw.grad_output is not None or bw.second is not None:
+        return "the variant's backward is not a plain loss.backward()"
+    return None
 
 
 def run_origin(problem: Problem, decl, dtype: str) -> tuple[dict, int]:
