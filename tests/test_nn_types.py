@@ -103,7 +103,7 @@ CONFIGS = {
                                        "count_include_pad": False}],
     "AdaptiveMaxPool3d": [{"output_size": 2}, {"output_size": (None, 2, 1), "return_indices": True}],
 }
-CONTAINERS = ("Sequential", "ModuleList")
+CONTAINERS = ("Sequential", "ModuleList", "ModuleDict")
 #: torch.__init__ parameters that are not arguments in a problem file: torch's own varargs, and
 #: the private ones (``_weight``, ``_freeze`` of Embedding).
 NOT_ARGUMENTS = {"self", "args", "kwargs", "_weight", "_freeze"}
@@ -136,7 +136,8 @@ def test_every_type_of_the_contract_is_there():
                 "Hardtanh ReLU6 Hardswish Mish RNNCell LSTMCell GRUCell RNN LSTM GRU "
                 "TransformerEncoderLayer TransformerDecoderLayer AdaptiveMaxPool1d AdaptiveMaxPool2d "
                 "TransformerEncoder Conv3d MaxPool3d AvgPool3d AdaptiveAvgPool3d MaxPool1d AvgPool1d AdaptiveMaxPool3d").split()
-    assert sorted(nn_types.TYPES) == sorted(contract)
+    additions = ["ModuleDict"]   # the project's own (docs/format.md): nanoGPT's self.transformer
+    assert sorted(nn_types.TYPES) == sorted(contract + additions)
     # TransformerEncoder takes a module as an argument: tests/test_transformer_encoder.py checks its tree
     assert sorted(CONFIGS) == sorted(set(contract) - set(CONTAINERS) - {"TransformerEncoder"})
 
@@ -170,8 +171,8 @@ def test_constructor_arguments_are_torchs(name):
 @pytest.mark.parametrize("name", sorted(nn_types.TYPES))
 def test_forward_arguments_are_torchs(name):
     t = nn_types.TYPES[name]
-    if name == "ModuleList":
-        assert t.inputs == () and not hasattr(nn.ModuleList, "forward") or nn.ModuleList.forward is nn.Module.forward
+    if name in ("ModuleList", "ModuleDict"):   # no forward of their own: nn.Module's, which raises
+        assert t.inputs == () and getattr(nn, name).forward is nn.Module.forward
         return
     params = list(inspect.signature(getattr(nn, name).forward).parameters.values())[1:]
     assert t.inputs == tuple(p.name for p in params if p.default is inspect.Parameter.empty)

@@ -3,7 +3,10 @@ backward pre-hook and full backward hook on every module, each put in front of t
 (``prepend=True``). The pre-hook is handed ``grad_output`` as it reaches the module, before any
 hook of the module acts; the hook is handed ``grad_input``: what the module's forward passed its
 inputs, the hooks inside it (its children's, its tensors', its nodes') acting, its own not yet.
-That is the contract's definition of a module's adjoints, read where PyTorch hands it over.
+That is the contract's definition of a module's adjoints, read where PyTorch hands it over --
+except when the module's own full_backward_pre hook replaced ``grad_output`` (the observing hook
+is handed the replacement as its ``grad_output``): the hook is then handed what the replacement derives, while the
+answer's ``grad_input`` derives from ``grad_output`` before it; only ``grad_output`` is compared.
 
 A second run, because the observers change the graph (each module's inputs and outputs pass
 through a ``BackwardHookFunctionBackward``): nothing else is read from it. It is compared for
@@ -33,7 +36,10 @@ def observe_adjoints(problem, decl, dtype: str) -> dict | None:
         seen.setdefault(label, {})["grad_output"] = grad_output
 
     def post(label, module, grad_input, grad_output):
-        seen.setdefault(label, {})["grad_input"] = grad_input
+        got = seen.setdefault(label, {})
+        got["grad_input"] = grad_input
+        # handed grad_output as the module's pre-hooks left it: did the file's own replace it?
+        got["replaced"] = any(a is not b for a, b in zip(grad_output, got.get("grad_output", grad_output)))
 
     def attach(session):
         sessions.append(session)
@@ -51,8 +57,9 @@ def observe_adjoints(problem, decl, dtype: str) -> dict | None:
     for label, got in seen.items():
         if counts.get(label) != 1 or "grad_output" not in got or "grad_input" not in got:
             continue
-        out[label] = {"grad_output": [snap(g, s.dtype) for g in got["grad_output"]],
-                      "grad_input": [snap(g, s.dtype) for g in got["grad_input"]]}
+        out[label] = {"grad_output": [snap(g, s.dtype) for g in got["grad_output"]]}
+        if not got.get("replaced"):   # else the hook was handed what the replacement derives: not the answer's
+            out[label]["grad_input"] = [snap(g, s.dtype) for g in got["grad_input"]]
     return out
 
 
@@ -87,10 +94,13 @@ def as_answered(predicted: dict, seen: dict, repeated: set) -> tuple[dict, dict]
         if callid not in predicted or callid in repeated:
             continue
         mine = predicted[callid]
+        if "grad_input" not in got:   # the module's own pre-hook replaced grad_output: its grad_output only
+            mine = {"grad_output": mine.get("grad_output")}
         fixed = dict(got)
-        fixed["grad_input"] = [None if p is None and _zeros(o) else o
-                               for p, o in zip(mine.get("grad_input") or [], got["grad_input"])] \
-            if len(mine.get("grad_input") or []) == len(got["grad_input"]) else got["grad_input"]
+        if "grad_input" in got:
+            fixed["grad_input"] = [None if p is None and _zeros(o) else o
+                                   for p, o in zip(mine.get("grad_input") or [], got["grad_input"])] \
+                if len(mine.get("grad_input") or []) == len(got["grad_input"]) else got["grad_input"]
         pred[callid], obs[callid] = mine, fixed
     return pred, obs
 
