@@ -100,6 +100,13 @@ T_NOT_2D = ("The use of `x.T` on tensors of dimension other than 2 to reverse th
             "internally at /__w/pytorch/pytorch/aten/src/ATen/native/TensorShape.cpp:4314.)")
 
 
+def no_degrees_of_freedom(name: str) -> str:
+    """std / var / var_mean over fewer elements than the correction needs (ReduceOps.cpp's TORCH_WARN)."""
+    return (f"{name}(): degrees of freedom is <= 0. Correction should be strictly less than the reduction factor "
+            "(input numel divided by output numel). (Triggered internally at /__w/pytorch/pytorch/aten/src/ATen/"
+            "native/ReduceOps.cpp:1861.)")
+
+
 def implicit_dim(name: str) -> str:
     """F._get_softmax_dim's UserWarning (nn.Softmax / nn.LogSoftmax built without dim)."""
     return (f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X as an "
