@@ -49,7 +49,8 @@ def loads(text: str, name: str = "<string>") -> Problem:
 
 def from_module(model, *example_inputs, loss: str = "sum(y)", name: str = "imported") -> Problem:
     """The problem ``adjoint import`` would write for ``model`` (an ``nn.Module``) called on
-    ``example_inputs`` (tensors: their values exactly, each ``requires_grad: true``), loaded:
+    ``example_inputs`` (tensors: their values exactly; a float input requires grad when the
+    example does, as in PyTorch), loaded:
     ``adjoint.from_module(model, x).solve()``. The module is traced, not changed (docs/import.md)."""
     from adjoint.torchside.importer import from_module as build
 

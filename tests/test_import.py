@@ -420,14 +420,28 @@ def test_parameter_values_round_trip_bit_for_bit(tmp_path, dtype):
 def test_from_module_returns_the_loaded_problem(tmp_path):
     torch.manual_seed(4)
     model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Sigmoid())
-    x = torch.tensor([[0.5, -1.0]])
+    x = torch.tensor([[0.5, -1.0]], requires_grad=True)
     problem = adjoint.from_module(model, x)
     assert isinstance(problem, adjoint.Problem) and problem.origin is None
     js = problem.solve().variants[0].to_json()
-    xx = x.clone().requires_grad_(True)
+    xx = x.detach().clone().requires_grad_(True)
     model(xx).sum().backward()
     _close(js["grads"]["x"], xx.grad, "x")
     _close(js["grads"]["0.weight"], model[0].weight.grad, "0.weight")
+    # an example input that does not require grad is written so: its .grad stays None and a full
+    # backward hook on the first layer is handed (None,), with PyTorch's warning (found by a user trial)
+    plain = torch.tensor([[0.5, -1.0]])
+    observed = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Sigmoid())
+    observed.load_state_dict(model.state_dict())
+    model[0].register_full_backward_hook(lambda m, gi, go: None)
+    js = adjoint.from_module(model, plain).solve().variants[0].to_json()
+    handed = []
+    observed[0].register_full_backward_hook(lambda m, gi, go: handed.append(gi))
+    with pytest.warns(UserWarning, match="Full backward hook is firing when gradients are computed"):
+        observed(plain).sum().backward()
+    assert handed[-1] == (None,)
+    assert js["hook_calls"][0]["args"]["grad_input"] == [None]
+    assert "x" not in js["grads"] or js["grads"]["x"] is None
     with pytest.raises(ProblemError, match="floating-point, int64 or bool tensors as example inputs, not list"):
         adjoint.from_module(model, [1, 2])
     with pytest.raises(ProblemError, match="not torch.int32"):

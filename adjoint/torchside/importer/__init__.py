@@ -44,10 +44,11 @@ DEFAULT_LOSS = "sum(y)"
 def problem_text(model: nn.Module, named_inputs: list[tuple[str, torch.Tensor]], loss: str = DEFAULT_LOSS,
                  name: str = "imported", origin: dict | None = None, header: list[str] | None = None,
                  hooks_mode: str = "translate", notes: list | None = None, factory_at: str | None = None,
-                 targets: list | None = None, side=None) -> str:
+                 targets: list | None = None, side=None, no_grad: frozenset = frozenset()) -> str:
     """The problem file (YAML text) for ``model`` called on ``named_inputs``. ``hooks_mode``:
     ``translate`` (a hook body that cannot be translated is refused) or ``observe`` (it is
-    written observe-only, and ``notes`` learns which hooks' effects are left out)."""
+    written observe-only, and ``notes`` learns which hooks' effects are left out). ``no_grad``:
+    the float inputs written without ``requires_grad`` (every other float input requires grad)."""
     dtype = _dtype(model)
     files = source_files(model)
     check_model(model, files, factory_at)
@@ -69,7 +70,7 @@ def problem_text(model: nn.Module, named_inputs: list[tuple[str, torch.Tensor]],
         top["origin"] = flow_map([("file", Text(origin["file"])), ("factory", Flow(origin["factory"])),
                                   ("inputs", flow_map([(k, Flow("[" + ", ".join(map(str, v)) + "]"))
                                                        for k, v in origin["inputs"]]))])
-    top["inputs"] = {n: _input_entry(t, n, side) for n, t in named_inputs}
+    top["inputs"] = {n: _input_entry(t, n, side, n not in no_grad) for n, t in named_inputs}
     if targets:
         top["targets"] = {n: _input_entry(t, n) if not t.is_floating_point() else
                           Flow(nested(t.tolist(), f"target {n}")) for n, t in targets}
@@ -86,8 +87,8 @@ def problem_text(model: nn.Module, named_inputs: list[tuple[str, torch.Tensor]],
 
 
 def from_module(model: nn.Module, *example_inputs: torch.Tensor, loss: str = DEFAULT_LOSS, name: str = "imported"):
-    """The problem for ``model`` called on ``example_inputs`` (their values exactly, each
-    ``requires_grad: true``), loaded: an :class:`adjoint.Problem`, ready to ``.solve()``.
+    """The problem for ``model`` called on ``example_inputs`` (their values exactly; a float input
+    requires grad when the example does), loaded: an :class:`adjoint.Problem`, ready to ``.solve()``.
     ``adjoint.from_module_text`` gives the YAML text instead."""
     from adjoint.format.validate import loads
     return loads(from_module_text(model, *example_inputs, loss=loss, name=name), f"<{type(model).__name__}>")
@@ -102,8 +103,9 @@ def from_module_text(model: nn.Module, *example_inputs: torch.Tensor, loss: str 
     names = inputs.forward_names(model, len(example_inputs))
     inputs.check_count(model, names)
     dtype = _dtype(model)
+    no_grad = frozenset(n for n, t in zip(names, example_inputs) if t.is_floating_point() and not t.requires_grad)
     return problem_text(model, [(n, t.detach().to(dtype) if t.is_floating_point() else t.detach())
-                                for n, t in zip(names, example_inputs)], loss, name)
+                                for n, t in zip(names, example_inputs)], loss, name, no_grad=no_grad)
 
 
 def import_file(spec: str, input_specs: list[str], loss: str = DEFAULT_LOSS, out_path: str | None = None,
@@ -214,10 +216,10 @@ def _dtype(model: nn.Module) -> torch.dtype:
     return floats.pop() if floats else torch.float32
 
 
-def _input_entry(t: torch.Tensor, name: str, side=None):
+def _input_entry(t: torch.Tensor, name: str, side=None, grad: bool = True):
     if side is not None and side.wants(t):
         fields = [("value", side.put(name, t))]
-        if t.is_floating_point():
+        if t.is_floating_point() and grad:
             fields.append(("requires_grad", True))
         else:
             fields.append(("dtype", Flow("int64" if t.dtype == torch.int64 else "bool")))
@@ -226,6 +228,8 @@ def _input_entry(t: torch.Tensor, name: str, side=None):
         return flow_map([("value", Flow(nested(t.tolist(), f"input {name}"))),
                          ("dtype", Flow("int64" if t.dtype == torch.int64 else "bool"))])
     value = param_entry(t.detach().requires_grad_(True), name)
+    if not grad:
+        return value if isinstance(value, list) else flow_map([("value", value)])
     return {"requires_grad": True, "value": value} if isinstance(value, list) else \
         flow_map([("value", value), ("requires_grad", True)])
 
