@@ -166,7 +166,7 @@ def verify_variant(path: str, problem: Problem, vp, dtype: str, fd: bool, origin
             from adjoint.torchside.importer.originrun import confined, origin_rows
             confined(path, problem)
             rows.append(origin_row(problem, decl, dtype))
-            rows += origin_rows(problem, decl, predicted, dtype)
+            rows += origin_rows(problem, decl, predicted, dtype, bounds)
         else:
             rows.append(Row("origin", "origin's module", True, None, None,
                             "not run: verify --origin would run the Python file origin: names (your code) and "

@@ -54,8 +54,11 @@ def confined(problem_path: str, problem: Problem) -> str:
     return target
 
 
-def origin_rows(problem: Problem, decl, predicted: dict, dtype: str) -> list[Row]:
-    """The prediction against the user's module (rows of section ``origin``)."""
+def origin_rows(problem: Problem, decl, predicted: dict, dtype: str, bounds: dict | None = None) -> list[Row]:
+    """The prediction against the user's module (rows of section ``origin``), each float held to
+    the same bounds on PyTorch's rounding as the file's own torch run (``bounds``: the variant's
+    bound run; the module computes the same ops, the graph row checks it), else to the dtype's
+    fixed tolerance."""
     where = f"{show_path(problem.origin.file)}:{problem.origin.factory}"
     why = _not_one_pass(decl)
     if why is not None:
@@ -77,7 +80,7 @@ def origin_rows(problem: Problem, decl, predicted: dict, dtype: str) -> list[Row
     if "error" not in wanted:
         observed_grads = observed.get("grads") or {}
         wanted["grads"] = {k: v for k, v in (wanted.get("grads") or {}).items() if k in observed_grads}
-    for row in compare(wanted, observed, dtype, values=False):
+    for row in compare(wanted, observed, dtype, values=False, bounds=bounds):
         rows.append(Row("origin", f"{row.item} (your module)", row.ok, row.max_abs, row.max_rel, row.detail,
                         row.skipped))
     return rows
