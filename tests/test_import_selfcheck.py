@@ -75,3 +75,20 @@ def test_what_the_format_holds_imports_and_verifies_against_the_module(case, los
     import shutil
     shutil.copy(MORE, tmp_path / "models.py")   # verify --origin runs a module beside the file only
     import_and_verify(f"{tmp_path / 'models.py'}:make_{case}", specs, loss, str(tmp_path / "p.yaml"), origin=True)
+
+
+@pytest.mark.parametrize("case, specs, message", [
+    ("child_named_model", ["x=2x3"], r"models.py:\d+: the model \(ChildNamedModel\) has a child named 'model', and a "
+                                     r"problem file's 'model' names the root module \(its path in hooks\); rename the "
+                                     r"attribute \(self.net = ... instead of self.model = ...\) to import it"),
+    ("argument_named_y", ["x=2x3", "y=2x3"], r"models.py:\d+: the model's forward \(ArgumentNamedY\) takes an argument "
+                                             r"named 'y', and a problem file's 'y' names the model's output"),
+])
+def test_names_the_format_reserves_are_said_so(case, specs, message, tmp_path):
+    """A root child named model (a wrapper's self.model) or a forward argument named y: import said
+    it made a file its own loader refuses, 'a bug of adjoint import', pointing into a deleted file.
+    Found by an import trial."""
+    out = tmp_path / "p.yaml"
+    with pytest.raises(ProblemError, match=message):
+        import_file(f"{MORE}:make_{case}", specs, "sum(y)", str(out))
+    assert not out.exists()

@@ -51,6 +51,7 @@ def problem_text(model: nn.Module, named_inputs: list[tuple[str, torch.Tensor]],
     the float inputs written without ``requires_grad`` (every other float input requires grad)."""
     dtype = _dtype(model)
     files = source_files(model)
+    _check_reserved(model, [n for n, _ in named_inputs], factory_at)
     check_model(model, files, factory_at)
     shapes, examples = _example_calls(model, [t for _, t in named_inputs])
 
@@ -202,6 +203,31 @@ def check_loss_names(loss: str, names: list[str], model: nn.Module) -> None:
                         stack.append(item)
                     elif isinstance(item, tuple):
                         stack.extend(i for i in item if is_dataclass(i))
+
+
+#: names a problem file gives the root module, its output and the loss: not names of the root's
+#: children or of its forward's arguments
+_RESERVED = {"model": "names the root module (its path in hooks)", "y": "names the model's output (the loss reads it)",
+             "loss": "names the loss"}
+
+
+def _check_reserved(model: nn.Module, input_names: list[str], factory_at: str | None) -> None:
+    """A root child or forward argument a problem file cannot name as the module does: one line,
+    pointing at the user's class, before anything is traced."""
+    from adjoint.torchside.importer.refuse import refuse
+    from adjoint.torchside.importer.where import of_module
+    where = of_module(model) or factory_at
+    kind = type(model).__name__
+    for name in model._modules:
+        if name in ("model", "loss"):
+            raise refuse(where, f"the model ({kind}) has a child named '{name}', and a problem file's '{name}' "
+                                f"{_RESERVED[name]}", f"rename the attribute (self.net = ... instead of "
+                                                      f"self.{name} = ...) to import it")
+    for name in input_names:
+        if name in _RESERVED:
+            raise refuse(where, f"the model's forward ({kind}) takes an argument named '{name}', and a problem "
+                                f"file's '{name}' {_RESERVED[name]}", f"rename the argument ({name}_in, say) to import "
+                                                                      "it")
 
 
 def _dtype(model: nn.Module) -> torch.dtype:

@@ -118,3 +118,25 @@ class BatchNormTraining(nn.Module):   # batch statistics: the exact loss is 0, f
 def make_bn_training():
     torch.manual_seed(0)
     return BatchNormTraining()
+
+
+class ChildNamedModel(nn.Module):    # a wrapper: self.model = backbone
+    def __init__(self):
+        super().__init__()
+        self.model = nn.Linear(3, 2)
+
+    def forward(self, x):
+        return self.model(x)
+
+
+class ArgumentNamedY(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+
+    def forward(self, x, y):
+        return ((self.fc(x) - y) ** 2).mean()
+
+
+def make_child_named_model(): return ChildNamedModel()
+def make_argument_named_y(): return ArgumentNamedY()
