@@ -419,11 +419,12 @@ def import_(model, input_specs, loss, out, hooks_mode, target_specs):
         raise problem from None
     from adjoint.torchside.importer import side_file_for, side_path
     notes: list[str] = []
+    told: list[str] = []
     side = side_file_for(out)
     import contextlib
     import sys
     with contextlib.redirect_stdout(sys.stderr):   # the user's print()s: never into the YAML on standard output
-        text = import_file(model, list(input_specs), loss, out, hooks_mode, notes, list(target_specs), side)
+        text = import_file(model, list(input_specs), loss, out, hooks_mode, notes, list(target_specs), side, told)
     if side.tensors:                    # the big tensors, beside the file (before it is read back: it names them)
         write_atomic(side_path(out, side), side.data(), protect=protect)
         click.echo(terminal_safe(f"wrote {side_path(out, side)} ({len(side.tensors)} tensors)"))
@@ -433,7 +434,7 @@ def import_(model, input_specs, loss, out, hooks_mode, target_specs):
                                  f"{MAX_FILE_BYTES} a problem file may hold; the model has too many small tensors to "
                                  "write inline: import a smaller part of it")
     # import_file has loaded the text and checked it against the user's module (importer.selfcheck)
-    for note in notes:
+    for note in notes + told:
         _say(f"adjoint: {note}")
     if out and out != "-":
         write_atomic(out, text, protect=protect)

@@ -328,6 +328,9 @@ def test_when_fx_cannot_trace_the_path_the_example_takes_is_recorded(tmp_path):
     file = _write(tmp_path, "custom.py", CUSTOM)
     path, text, problem = _imported(tmp_path, file, "branchy", ["x=1x2"])
     assert "forward: |\n    return fc(x).sub(1)\n" in text   # h - 1 as __torch_function__ sees it
+    # the file says so: a branch (or an .item()) is this call's constant (found by an import trial)
+    assert "# RECORDED FROM ONE CALL: torch.fx could not trace these forwards" in text
+    assert "# 'model' (Branchy): " in text
     vp = predict(problem, None).variants[0]
     assert verify_variant(path, problem, vp, problem.dtype, False).ok
 

@@ -44,11 +44,13 @@ DEFAULT_LOSS = "sum(y)"
 def problem_text(model: nn.Module, named_inputs: list[tuple[str, torch.Tensor]], loss: str = DEFAULT_LOSS,
                  name: str = "imported", origin: dict | None = None, header: list[str] | None = None,
                  hooks_mode: str = "translate", notes: list | None = None, factory_at: str | None = None,
-                 targets: list | None = None, side=None, no_grad: frozenset = frozenset()) -> str:
+                 targets: list | None = None, side=None, no_grad: frozenset = frozenset(),
+                 told: list | None = None) -> str:
     """The problem file (YAML text) for ``model`` called on ``named_inputs``. ``hooks_mode``:
     ``translate`` (a hook body that cannot be translated is refused) or ``observe`` (it is
     written observe-only, and ``notes`` learns which hooks' effects are left out). ``no_grad``:
-    the float inputs written without ``requires_grad`` (every other float input requires grad)."""
+    the float inputs written without ``requires_grad`` (every other float input requires grad).
+    ``told``: learns what the user should be told beside the file (a forward recorded from one call)."""
     dtype = _dtype(model)
     files = source_files(model)
     _check_reserved(model, [n for n, _ in named_inputs], factory_at)
@@ -84,7 +86,19 @@ def problem_text(model: nn.Module, named_inputs: list[tuple[str, torch.Tensor]],
     if notes:
         header = list(header or []) + ["", "LEFT OUT (--hooks observe): these hooks are observe-only here; their "
                                            "effect on the gradients is not in this file:"] + notes
+    if writer.recorded:
+        import textwrap
+        header = list(header or []) + [""] + textwrap.wrap(RECORDED, 98) + writer.recorded
+        if told is not None:
+            told.append(f"{RECORDED} {'; '.join(writer.recorded)}")
     return document(header or [], top)
+
+
+#: the header line (and the note on standard error) of a file with a forward recorded from one call
+RECORDED = ("RECORDED FROM ONE CALL: torch.fx could not trace these forwards, so each is the path the example "
+            "inputs took; a value your code read as a Python number (.item(), int(t)) or branched on (if "
+            "h.sum() > 0) is that call's constant here, and with other inputs the file still takes that path "
+            "(verify --origin compares it with your module):")
 
 
 def from_module(model: nn.Module, *example_inputs: torch.Tensor, loss: str = DEFAULT_LOSS, name: str = "imported"):
@@ -111,20 +125,20 @@ def from_module_text(model: nn.Module, *example_inputs: torch.Tensor, loss: str 
 
 def import_file(spec: str, input_specs: list[str], loss: str = DEFAULT_LOSS, out_path: str | None = None,
                 hooks_mode: str = "translate", notes: list | None = None, target_specs: list[str] = (),
-                side=None) -> str:
+                side=None, told: list | None = None) -> str:
     """``adjoint import FILE.py:FACTORY --input NAME=SHAPE ...``: the problem file's text
-    (``hooks_mode``, ``notes``: as :func:`problem_text`). ``side``: a :class:`.sidewrite.SideFile`
+    (``hooks_mode``, ``notes``, ``told``: as :func:`problem_text`). ``side``: a :class:`.sidewrite.SideFile`
     that receives the big tensors (absent: one named after ``out_path``, its bytes for the
     caller to write at :func:`side_path`)."""
     from adjoint.torchside.importer.originrun import restored_global_hooks
     from adjoint.torchside.importer.selfcheck import check_faithful
     with restored_global_hooks():       # the factory's global module hooks do not outlive the import
-        text = _import_file(spec, input_specs, loss, out_path, hooks_mode, notes, target_specs, side)
+        text = _import_file(spec, input_specs, loss, out_path, hooks_mode, notes, target_specs, side, told)
     check_faithful(text, side, split_spec(spec)[0], hooks_mode)   # the file is the user's model, or nothing is written
     return text
 
 
-def _import_file(spec, input_specs, loss, out_path, hooks_mode, notes, target_specs, side) -> str:
+def _import_file(spec, input_specs, loss, out_path, hooks_mode, notes, target_specs, side, told=None) -> str:
     path, factory = split_spec(spec)
     full = [inputs.parse_full(s) for s in input_specs]
     tfull = [inputs.parse_full(s, "--target") for s in target_specs]
@@ -165,7 +179,7 @@ def _import_file(spec, input_specs, loss, out_path, hooks_mode, notes, target_sp
     if drawn_notes:
         header += ["Integer and bool values drawn as:"] + drawn_notes
     return problem_text(model, named, loss, stem, origin, header, hooks_mode, [] if notes is None else notes,
-                        factory_at=factory_location(path, factory), targets=targets, side=side)
+                        factory_at=factory_location(path, factory), targets=targets, side=side, told=told)
 
 
 def check_loss(loss: str) -> None:

@@ -44,6 +44,7 @@ class TreeWriter:
         self.side = None                        # a sidewrite.SideFile for big tensors (None: all inline)
         self.tied: dict[int, str] = {}          # id(Parameter) -> its first full name (a later one is tied to it)
         self.aliases: dict[str, str] = {}       # a module's second name -> its first (one module listed twice)
+        self.recorded: list[str] = []           # the modules whose forward fx could not trace (recorded from one call)
 
     def module(self, m: nn.Module, path: str, parent_training: bool) -> dict:
         out: dict = {}
@@ -180,9 +181,13 @@ class TreeWriter:
         example = self.examples.get(self.first_path(path))
         if example is not None:
             try:
-                return record(m, *example)
+                graph = record(m, *example)
             except Exception:
                 pass
+            else:
+                first = " ".join(str(exc).split()) or type(exc).__name__
+                self.recorded.append(f"'{path or 'model'}' ({type(m).__name__}): {first[:160]}")
+                return graph
         where = of_exception(exc, self.files) or of_module(m)
         first = " ".join(str(exc).split()) or type(exc).__name__
         raise refuse(where, f"torch.fx cannot trace the forward of '{path or 'model'}' ({type(m).__name__}): "
