@@ -173,10 +173,13 @@ def norm_order(p, dim, loc: Loc):
         return Fraction(2)
     if isinstance(p, bool):   # a Python bool is a Number to linalg_vector_norm's parser: True is 1, False 0
         p = Fraction(int(p))
+    from adjoint.format.problem import Infinite
+    if isinstance(p, Infinite):   # float("inf"): the max-norm (-inf: the smallest |x|), the op's "inf" / "-inf"
+        return p.text
     if not isinstance(p, Fraction):
         raise ProblemError(loc, "norm(): a p other than a number, None or a string is not modelled (a list or tuple is "
-                                "PyTorch's TypeError naming its Python type, which adjoint does not keep; an inf or "
-                                "tensor order is not modelled); give a number")
+                                "PyTorch's TypeError naming its Python type, which adjoint does not keep; a tensor "
+                                "order is not modelled); give a number or float(\"inf\")")
     if p < 0:
         raise ProblemError(loc, f"norm with a negative order ({p}) is a PyTorch norm adjoint does not model yet; "
                                 "use p >= 0")
