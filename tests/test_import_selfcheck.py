@@ -65,7 +65,7 @@ MORE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "import_
     ("invert", "sum(y)", ["x=2x3", "m=2x3:bool"]), ("position_slice", "sum(y)", ["x=2x3x2"]),
     ("gru_without_bias", "sum(y[0])", ["x=1x2x2"]), ("positions", "sum(y)", ["x=2x3x4"]),
     ("recorded_invert", "sum(y)", ["x=3x3"]), ("optional_mask", "sum(y[0])", ["x=2x3"]),
-    ("bn_training", "sum(y)", ["x=4x3"])])
+    ("bn_training", "sum(y)", ["x=4x3"]), ("max_values", "sum(y)", ["x=2x3"])])
 def test_what_the_format_holds_imports_and_verifies_against_the_module(case, loss, specs, tmp_path):
     """A torch.Size assigned to a name, a root argument left at its default, a dict output, ~ of a
     bool input, a slice bounded by a size: the file was refused by its own loader, import refused

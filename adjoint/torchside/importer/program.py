@@ -44,7 +44,7 @@ NEG = 30
 COMPARE = {operator.gt: ">", operator.ge: ">=", operator.lt: "<", operator.le: "<=", operator.eq: "==",
            operator.ne: "!="}
 RESERVED = {"y", "loss", "model", "x_", "torch", "F", "nn", "self"}
-ATTRIBUTES = ("shape", "T", "mT", "device")
+ATTRIBUTES = ("shape", "T", "mT", "device", "values", "indices")   # (values, indices: of max(dim) / min(dim))
 #: Calls that return a tuple the code may unpack (how many items, when the node says so).
 TUPLE_METHODS = {"chunk", "split", "unbind", "max", "min"}
 

@@ -140,3 +140,18 @@ class ArgumentNamedY(nn.Module):
 
 def make_child_named_model(): return ChildNamedModel()
 def make_argument_named_y(): return ArgumentNamedY()
+
+
+class MaxValues(nn.Module):          # h.max(dim=1).values: import refused the attribute
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+
+    def forward(self, x):
+        h = self.fc(x)
+        return h.max(dim=1).values + torch.min(h, dim=0).indices.sum() + torch.max(h, dim=0)[0].sum()
+
+
+def make_max_values():
+    torch.manual_seed(0)
+    return MaxValues()
