@@ -82,8 +82,8 @@ class HookRunner:
 
     def wrap(self, v):
         """A backend value as a tensor a hook can compute with (no grad), tuples element-wise."""
-        if isinstance(v, tuple):
-            return tuple(self.wrap(i) for i in v)
+        if isinstance(v, tuple):   # a list stays a list (a pack hook's [x] is handed to unpack as one)
+            return (PyList if isinstance(v, PyList) else tuple)(self.wrap(i) for i in v)
         if v is None or isinstance(v, Tensor) or not self.rt.B.is_value(v):
             return v
         return self.rt.tensor(v)
@@ -245,6 +245,9 @@ class HookRunner:
             returned = self.fire(hook, {"tensor": t}, node, None, shown={"tensor": t.grad})
         finally:
             self.rt.grad_enabled = before
+        if isinstance(returned, tuple):   # check_single_result first: not a Variable
+            raise TorchError("TypeError", f"expected Variable, but hook returned '{sequence_name(returned)}'",
+                             "hook_result")
         if returned is not None and returned is not t:
             raise TorchError("RuntimeError", "Tensor post accumulate grad hooks should return None.", "hook_result")
 

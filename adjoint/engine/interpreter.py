@@ -431,6 +431,10 @@ class Interp:
                 bigints.check_scalar(args[0], e.args[0])
         if hasattr(obj, "call_method"):   # an engine object a body names (an optimizer: adjoint.engine.adam)
             return obj.call_method(self, e.name, args, kwargs, e.loc)
+        if isinstance(obj, tuple) and not e.operator and not hasattr(list, e.name):
+            # Python's AttributeError: a tuple or list has no tensor method
+            from adjoint.engine.pylist import sequence_name
+            raise TorchError("AttributeError", f"'{sequence_name(obj)}' object has no attribute '{e.name}'")
         if not isinstance(obj, Tensor):
             raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is {describe(obj)}, which has no method '{e.name}'")
         if e.name in INPLACE_METHODS:

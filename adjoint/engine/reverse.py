@@ -40,7 +40,7 @@ from adjoint.engine.reducer_hook import ReducerPostHook
 from adjoint.engine.returned_number import ReturnedNumber
 from adjoint.engine.complex_grad import COMPLEX_DTYPES, call_vjp, is_complex
 from adjoint.engine.torch_errors import changed_type
-from adjoint.engine.pylist import PyList, sequence_name
+from adjoint.engine.pylist import PyList, is_tuple, sequence_name
 
 
 @dataclass
@@ -622,7 +622,7 @@ class Engine:
                 returned = self.fire_hook(hook.hook, {"grad_input": grad_input, "grad_output": grads}, node, call,
                                           objs={"grad_input": grad_input, "grad_output": gobjs})
                 grads = local = alias.refresh(grads, gobjs, alias.after_hook(hook.hook))
-                if returned is not None and not (isinstance(returned, tuple) and all(r is None for r in returned)):
+                if returned is not None and not (is_tuple(returned) and all(r is None for r in returned)):
                     raise TorchError("RuntimeError", "Backward hook for Modules where no input requires gradient "
                                                      "should always return None or None for all gradients.",
                                      "hook_result")

@@ -270,6 +270,8 @@ class Program:
                 return self.keep(operator.invert(obj))
             if e.operator:   # a comparison operator: Python's own (None != 0 is True, None > 0 raises TypeError)
                 return self.keep(COMPARE[e.operator](obj, args[0]))
+            if isinstance(obj, (tuple, list)):   # Python's AttributeError, as the engine answers it
+                getattr(obj, e.name)
             if not isinstance(obj, torch.Tensor):
                 raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is {type(obj).__name__}, not a tensor; it has no "
                                           f"method '{e.name}' here")
