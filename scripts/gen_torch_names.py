@@ -40,6 +40,21 @@ def values(namespace) -> list[str]:
             if not callable(getattr(namespace, n)) and not inspect.ismodule(getattr(namespace, n))]
 
 
+def parsed(namespace, names) -> list[str]:
+    """The callables among ``names`` that PyTorch's C++ argument parser binds (builtins and
+    method descriptors): they take NumPy's keyword names too (``axis=`` for ``dim=``), where the
+    Python-level ones (torch/functional.py, torch/nn/functional.py, torch/_tensor.py) do not."""
+    return [n for n in names if type(getattr(namespace, n, None)).__name__ in
+            ("builtin_function_or_method", "method_descriptor")]
+
+
+def both_differ() -> list[str]:
+    """Names torch and torch.nn.functional both have as different callables (a bare name in a
+    problem file is the functional one, as verify's torch side calls it)."""
+    return sorted(n for n in dir(F) if not n.startswith("_") and callable(getattr(F, n, None))
+                  and callable(getattr(torch, n, None)) and getattr(torch, n) is not getattr(F, n))
+
+
 def module_classes() -> list[str]:
     found = []
     for name in dir(nn):
@@ -57,6 +72,10 @@ def main() -> None:
         "functional": functions(F),
         "tensor": public(dir(torch.Tensor)),
         "nn_modules": module_classes(),
+        "parsed_torch": parsed(torch, functions(torch)),
+        "parsed_functional": parsed(F, functions(F)),
+        "parsed_tensor": parsed(torch.Tensor, public(dir(torch.Tensor))),
+        "functional_and_torch_differ": both_differ(),
     }
     with open(OUT, "w", encoding="utf-8") as fh:
         json.dump(data, fh, indent=0, sort_keys=True)

@@ -43,3 +43,19 @@ def test_an_unmodelled_keyword_is_said_to_be_one():
     with pytest.raises(ProblemError, match=r"'rounding_mode=' of Tensor.div\(\) is not modelled \(a PyTorch argument "
                                            r"adjoint does not model yet, .*\); call it with input, other"):
         adjoint.loads(TEXT.replace("x.sum(axis=0, keepdims=True)", "x.div(2, rounding_mode='floor')")).solve()
+
+
+@pytest.mark.parametrize("line, call", [
+    ("F.softmax(x, axis=1)", lambda x: torch.nn.functional.softmax(x, axis=1)),
+    ("x.norm(dim=1, keepdims=True)", lambda x: x.norm(dim=1, keepdims=True)),
+    ("x.split(1, axis=1)[0]", lambda x: x.split(1, axis=1)[0]),
+    ("x.sum(dim=1, axis=1)", lambda x: x.sum(dim=1, axis=1)),
+])
+def test_python_level_functions_do_not_take_numpy_names(line, call):
+    """Only PyTorch's C++ argument parser maps axis= to dim=: F.softmax, Tensor.norm and
+    Tensor.split are Python functions, and both names at once is the parser's TypeError. adjoint
+    answered them with gradients (found by an adversarial review); they are refused now."""
+    with pytest.raises(TypeError):
+        call(torch.tensor([[0.5, 1], [2, 0.25]]))
+    with pytest.raises(ProblemError, match="'(axis|keepdims)=' of|one argument twice"):
+        adjoint.loads(TEXT.replace("x.amax(axis=1)", line)).solve()

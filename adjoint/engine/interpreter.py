@@ -290,7 +290,8 @@ class Interp:
                 return python_float(args, kwargs, e.loc)
             if not (e.prefix == "" and self.is_child(e.func)) and e.func in FUNCTIONS:   # a child's name: no lookup
                 self.check_tensor_args(e, args)
-                return call_function(self.rt, e.func, args, kwargs, e.loc, types=_arg_types(e, args, kwargs, self.number_types))
+                return call_function(self.rt, e.func, args, kwargs, e.loc, prefix=e.prefix,
+                                     types=_arg_types(e, args, kwargs, self.number_types))
             return self.scope.call(e.func, args, kwargs, e.loc)
         if isinstance(e, S.Method):
             obj = self.eval(e.obj)

@@ -31,6 +31,21 @@ def functions() -> frozenset[str]:
     return frozenset(data["torch"]) | frozenset(data["functional"])
 
 
+def takes_numpy_names(name: str, prefix: str, method: bool) -> bool:
+    """Whether the callable ``prefix + name`` (``method``: ``Tensor.name``) is bound by PyTorch's
+    C++ argument parser, which takes NumPy's keyword names too (``axis=``, ``keepdims=``); a
+    Python-level one (``F.softmax``, ``Tensor.norm``, ``torch.split``) does not. A bare name is the
+    functional one where torch and torch.nn.functional differ, as verify's torch side calls it."""
+    data = _load()
+    if method:
+        return name in data["parsed_tensor"]
+    if prefix == "torch.":
+        return name in data["parsed_torch"]
+    if prefix or name in data["functional_and_torch_differ"]:
+        return name in data["parsed_functional"]
+    return name in data["parsed_torch"] if name in data["torch"] else name in data["parsed_functional"]
+
+
 def in_namespace(prefix: str, name: str) -> bool:
     """Whether ``prefix + name`` exists: ``torch.`` functions, or ``torch.nn.functional`` ones for
     the ``F.`` / ``nn.functional.`` / ``torch.nn.functional.`` prefixes."""

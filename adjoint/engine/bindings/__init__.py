@@ -49,7 +49,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def call_function(rt, name: str, args: list, kwargs: dict, loc: Loc, method_of=None, types=None):
+def call_function(rt, name: str, args: list, kwargs: dict, loc: Loc, method_of=None, types=None, prefix: str = ""):
     """Call ``name`` (a function, or with ``method_of`` a Tensor method); KeyError when there is none.
     ``types``: the arguments' Python types as the interpreter read them (see :func:`bind`)."""
     if method_of is not None:
@@ -61,4 +61,4 @@ def call_function(rt, name: str, args: list, kwargs: dict, loc: Loc, method_of=N
     else:
         fn = FUNCTIONS[name]
         what = name
-    return fn.lower(rt, bind(fn, args, kwargs, loc, what, types), loc)
+    return fn.lower(rt, bind(fn, args, kwargs, loc, what, types, prefix), loc)

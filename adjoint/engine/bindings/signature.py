@@ -39,6 +39,23 @@ class Param:
     keyword_only: bool = False
 
 
+def numpy_names(kwargs: dict, names: set, what: str, prefix: str, loc: Loc) -> dict:
+    """``axis=`` / ``keepdims=`` as ``dim=`` / ``keepdim=`` where PyTorch's C++ argument parser binds
+    the call; a Python-level function (``F.softmax``, ``Tensor.norm``) raises TypeError on them, and
+    so does the parser when both names are given: not modelled (refused, naming it)."""
+    from adjoint.format.torch_names import takes_numpy_names
+    method = what.startswith("Tensor.")
+    if not takes_numpy_names(what.removeprefix("Tensor."), prefix, method):
+        return kwargs   # the unknown keyword is refused below, as PyTorch's TypeError
+    out = {}
+    for k, v in kwargs.items():
+        name = NUMPY_NAMES.get(k, k) if NUMPY_NAMES.get(k) in names else k
+        if name in out or (name != k and name in kwargs):
+            raise ProblemError(loc, f"{what}() got '{k}' and '{name}', one argument twice: {PARSER_TYPE_ERROR}")
+        out[name] = v
+    return out
+
+
 @dataclass(frozen=True)
 class Function:
     """A function of the problem language (torch.x, F.x or a Tensor method): its parameters and how it lowers to ops."""
@@ -250,7 +267,7 @@ _NO_DIM_OVERLOADS["max"] = _NO_DIM_OVERLOADS["min"] = (
     " * (Tensor input, *, Tensor out = None)\n * (Tensor input, Tensor other, *, Tensor out = None)\n * (Tensor "
     "input, int dim, bool keepdim = False, *, tuple of Tensors out = None)\n")
 
-def bind(fn: Function, args: list, kwargs: dict, loc: Loc, what: str, types=None) -> dict:
+def bind(fn: Function, args: list, kwargs: dict, loc: Loc, what: str, types=None, prefix: str = "") -> dict:
     """Python's argument binding against PyTorch's signature; a mismatch is refused (PyTorch's
     TypeError there is its argument parser's, worded by the overloads: not modelled). ``types``:
     (a list for ``args``, a dict for ``kwargs``) of each argument's Python type as the interpreter
@@ -272,7 +289,8 @@ def bind(fn: Function, args: list, kwargs: dict, loc: Loc, what: str, types=None
     for p, a in zip(positional, args):
         bound[p.name] = a
     names = {p.name for p in params}
-    kwargs = {NUMPY_NAMES.get(k, k) if NUMPY_NAMES.get(k) in names else k: v for k, v in kwargs.items()}
+    if any(k in NUMPY_NAMES for k in kwargs):
+        kwargs = numpy_names(kwargs, names, what, prefix, loc)
     for k, v in kwargs.items():
         if k not in names:
             raise ProblemError(loc, f"'{k}=' of {what}() is not modelled (a PyTorch argument adjoint does not model "
