@@ -69,3 +69,50 @@ def test_a_root_pre_hook_too():
     jt, = torch.autograd.grad((x * w).sum(), x)
     got, _ = _adjoints(ROOT)
     assert got["model"] == ([[1.0, 1.0]], [jt.tolist()])
+
+
+INNER = """
+name: adj_pre_inner_hook
+dtype: float64
+inputs:
+  x: {value: [[1, 2]], requires_grad: true}
+model:
+  children:
+    p:
+      children:
+        lin: {type: Linear, params: {weight: [[1, 2], [3, 4]], bias: [0, 0]}}
+      forward: "lin(x) * 2"
+  forward: "p(x)"
+loss: "sum(y)"
+hooks:
+  - {module: p.lin, kind: full_backward, returns: "(grad_input[0] * 2,)"}
+  - {module: p, kind: full_backward_pre, returns: "(grad_output[0] * 1,)"}
+"""
+
+
+def test_with_a_hook_inside_the_module_its_grad_input_is_what_it_passed():
+    """p's own pre-hook returns an equal new tensor, and p.lin's full hook doubles: the J^T with
+    hooks ignored dropped the child's doubling (found by an adversarial review). With a hook inside,
+    grad_input is what p passed its input, as a full hook in front of p's own is handed."""
+    lin = torch.nn.Linear(2, 2).double()
+    with torch.no_grad():
+        lin.weight.copy_(torch.tensor([[1., 2], [3, 4]]))
+        lin.bias.zero_()
+
+    class P(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = lin
+
+        def forward(self, x):
+            return self.lin(x) * 2
+
+    p, handed = P(), []
+    p.lin.register_full_backward_hook(lambda m, gi, go: (gi[0] * 2,))
+    p.register_full_backward_hook(lambda m, gi, go: handed.append(gi[0].tolist()))   # observer in front
+    p.register_full_backward_pre_hook(lambda m, go: (go[0] * 1,))
+    x = torch.tensor([[1., 2]], dtype=torch.float64, requires_grad=True)
+    p(x).sum().backward()
+    got, out = _adjoints(INNER)
+    assert got["p"][1] == [handed[0]] == [[[16.0, 24.0]]]
+    assert out["grads"]["x"]["value"] == x.grad.tolist()

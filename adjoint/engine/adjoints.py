@@ -86,10 +86,11 @@ def boundaries_of(rt, fwd, bwd, progress=None, passed: bool = True) -> list[Boun
             if call.module.type == "Identity":
                 gin = (gouts[0] if call.args[0].requires_grad else None,)
             # the module's own full_backward_pre hook replaced grad_output: grad_input is what the forward
-            # derives from the grad_output before it (the answer's definition), J^T of it, hooks ignored
+            # derives from the grad_output before it (the answer's definition), J^T of it -- when no hook
+            # inside the module acted, so that J^T is that derivation (else: what it passed, as documented)
             sent = gin if not passed or dirty or call.module.type == "Identity" or start >= call.end \
-                or _replaced_at_output(bwd, call.out_node) else \
-                passed_grads(rt, rt.nodes[start:call.end], call, bwd, list(zip(outs, gouts)))
+                or (_replaced_at_output(bwd, call.out_node) and not _hooks_inside(rt, rt.nodes[start:call.end], call)) \
+                else passed_grads(rt, rt.nodes[start:call.end], call, bwd, list(zip(outs, gouts)))
         else:
             gin = sent = tuple(None for _ in call.args)
         nodes = [n.name for n in call.body_nodes(rt)]
@@ -107,6 +108,14 @@ def _replaced_at_output(bwd, out_node) -> bool:
         return False
     after, before = entry[1], entry[2]
     return any(a is not b for a, b in zip(after, before))
+
+
+def _hooks_inside(rt, nodes: list, call) -> bool:
+    """Did a hook fire at one of the call's nodes other than its own input and output nodes (a
+    child's module hook, a tensor or node hook inside it)?"""
+    own = {id(call.in_node), id(call.out_node)}
+    inside = {id(n) for n in nodes} - own
+    return any(r.node is not None and id(r.node) in inside and r.phase == "backward" for r in rt.log)
 
 
 def passed_grads(rt, nodes: list, call, bwd, returned: list) -> tuple:
