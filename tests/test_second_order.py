@@ -458,3 +458,32 @@ def test_shaped_ops_second_order_against_torch(forward, twin):
     ha, hb = torch.autograd.grad((ga * ga).sum() + (gb ** 3).sum(), [a, b])
     assert run.made["ha"].value.a.ravel().tolist() == pytest.approx(ha.flatten().tolist(), abs=1e-9)
     assert run.made["hb"].value.a.ravel().tolist() == pytest.approx(hb.flatten().tolist(), abs=1e-9)
+
+
+MATERIALIZED = """
+name: materialized_without_graph
+inputs:
+  x: {value: [1, -2], requires_grad: true}
+  u: {value: [3], requires_grad: true}
+model:
+  inputs: [x, u]
+  forward: "(x * x).sum()"
+steps:
+  - forward
+  - {backward: {method: grad, inputs: [x, u], materialize_grads: true, as: [gx, gu]}}
+  - {backward: {root: "sum(gu * 2)"}}
+"""
+
+
+def test_materialized_zeros_require_grad_only_with_create_graph():
+    """torch.autograd.grad makes them with torch.zeros_like(input, requires_grad=create_graph): without
+    create_graph a backward from them is PyTorch's error (adjoint gave them requires_grad, found by
+    a docs trial)."""
+    x = torch.tensor([1., -2], requires_grad=True)
+    u = torch.tensor([3.], requires_grad=True)
+    _, gu = torch.autograd.grad((x * x).sum(), [x, u], materialize_grads=True)
+    assert not gu.requires_grad
+    with pytest.raises(RuntimeError) as caught:
+        (gu * 2).sum().backward()
+    got = adjoint.loads(MATERIALIZED).solve().to_json()["variants"]["default"]["error"]
+    assert (got["type"], got["message"]) == ("RuntimeError", str(caught.value))

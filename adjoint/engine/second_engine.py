@@ -5,7 +5,7 @@
 * several roots (``roots:``): PyTorch's ``GraphRoot`` node (it takes a ``sequence_nr``), whose
   edges are the roots' gradient edges and which hands each its ``grad_outputs`` entry;
 * ``allow_unused`` / ``materialize_grads``: an input that gets no gradient is None, or zeros
-  (``torch.zeros_like(input, requires_grad=True)``: a new leaf); without either, PyTorch's error
+  (``torch.zeros_like(input, requires_grad=create_graph)``: a new leaf); without either, PyTorch's error
   is the answer (a :class:`~adjoint.engine.runtime.TorchError`, not bad input);
 * ``create_graph``: gradients are tensors with their own ``grad_fn``. Every node runs its
   backward formula as recorded ops (adjoint.engine.second_formulas), two gradients reaching one slot
@@ -101,8 +101,8 @@ class SecondEngine(Engine):
                 if isinstance(value, Tensor):
                     result.captured[i] = value.value
                 continue
-            if s.materialize_grads:   # torch.zeros_like(input, requires_grad=True)
-                zeros = self.rt.leaf(self.B.zeros(t.shape), True)
+            if s.materialize_grads:   # torch.zeros_like(input, requires_grad=create_graph)
+                zeros = self.rt.leaf(self.B.zeros(t.shape), bool(s.create_graph))
                 self.tensors[i] = zeros
                 result.captured[i] = zeros.value
             elif not s.allow_unused:
