@@ -103,3 +103,32 @@ loss: "sum(y * 1.5)"
         lin.bias.zero_()
     (torch.nn.ReLU(inplace=True)(lin(x)) * 1.5).sum().backward()
     assert x.grad.tolist() == [[1.5, 0.0]]
+
+
+def test_the_recursion_of_a_module_whose_output_a_later_in_place_op_wrote(tmp_path):
+    """lin's output is written by the in-place ReLU after lin returned: the recursion's J^T through
+    lin's own nodes was seeded at the output's new grad_fn, outside lin, and showed [0, 0] (found by
+    a docs trial). Seeded at the history the output had when lin returned, it is W^T [1, 0] =
+    [1, 0.5], torch's x.grad below (no hook: J^T and what lin passed agree)."""
+    path = tmp_path / "p.yaml"
+    path.write_text("""
+name: inplace_relu_1d
+inputs:
+  x: {value: [1.5, -2], requires_grad: true}
+model:
+  type: Sequential
+  children:
+    lin: {type: Linear, params: {weight: [[1, 0.5], [0.25, 1]], bias: [0, 0.5]}}
+    act: {type: ReLU, args: {inplace: true}}
+loss: "sum(y * y)"
+""")
+    vp = adjoint.load(str(path)).solve().variants[0]
+    lin = next(b for b in vp.boundaries if b.callid == "lin")
+    x = torch.tensor([1.5, -2.0], requires_grad=True)
+    layer = torch.nn.Linear(2, 2)
+    with torch.no_grad():
+        layer.weight.copy_(torch.tensor([[1, 0.5], [0.25, 1]]))
+        layer.bias.copy_(torch.tensor([0, 0.5]))
+    y = torch.nn.ReLU(inplace=True)(layer(x))
+    (y * y).sum().backward()
+    assert lin.grad_input[0].tolist() == x.grad.tolist() == [1.0, 0.5]

@@ -77,7 +77,8 @@ def boundaries_of(rt, fwd, bwd, progress=None, passed: bool = True) -> list[Boun
         gouts = tuple(seen_at(bwd, t) if isinstance(t, Tensor) and t.requires_grad else None for t in outs)
         if any(g is not None for g in gouts):
             start = position[id(call.in_node)] if call.in_node is not None else call.body_start
-            seeds = [(t, g) for t, g in zip(outs, gouts) if g is not None]
+            # each output as the call returned it: its history then (an in-place op after the call moved it)
+            seeds = [(_as_returned(t, call, i), g) for i, (t, g) in enumerate(zip(outs, gouts)) if g is not None]
             gin = dirty_call_grads(rt, call, gouts)   # a Function that wrote its input in place
             dirty = gin is not None
             if gin is None:
@@ -108,6 +109,15 @@ def _replaced_at_output(bwd, out_node) -> bool:
         return False
     after, before = entry[1], entry[2]
     return any(a is not b for a, b in zip(after, before))
+
+
+def _as_returned(t, call, i: int):
+    """The seed key of output ``i``: the (grad_fn, output_nr) it had when the call returned,
+    when a later in-place op gave it another; else the tensor."""
+    hist = call.out_history[i] if i < len(call.out_history) else None
+    if hist is None or not isinstance(t, Tensor) or hist[0] is None or hist[0] is t.grad_fn:
+        return t
+    return (id(hist[0]), hist[1])
 
 
 def _hooks_inside(rt, nodes: list, call) -> bool:
@@ -231,7 +241,7 @@ def pure_vjp(rt, nodes: list[Node], seeds: list, wrt, known: dict | None = None,
     B = rt.B
     cot: dict = {}
     for t, g in seeds:
-        k = _key(t)
+        k = t if isinstance(t, tuple) else _key(t)   # a tensor, or a (node id, output_nr) key
         cot[k] = g if k not in cot else B.add(cot[k], g)
     for node in reversed(nodes):
         gs = [cot.get((id(node), i)) for i in range(len(node.outputs))]

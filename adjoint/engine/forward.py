@@ -60,6 +60,8 @@ class Call:
     body_start: int = 0               # index into runtime.nodes after the input wrapping
     body_eqn: int = 0                 # index into runtime.applications after the input wrapping
     end: int = 0
+    out_history: tuple = ()           # each output's (grad_fn, output_nr) when the call returned (a later
+                                      # in-place op, outside the call, gives it another grad_fn)
     recomputes: "Call | None" = None  # a call checkpoint's recomputation made: the call it repeats
     checkpoint: str | None = None     # the call checkpoint(...) made: how it is recomputed (adjoint.engine.checkpoint)
 
@@ -295,6 +297,8 @@ class _Pass:
             saved_hooks.leave(rt, scoped)
         call.out = out
         call.end = len(rt.nodes)
+        call.out_history = tuple((t.grad_fn, t.output_nr) if isinstance(t, Tensor) else None
+                                 for t in (out if isinstance(out, tuple) else (out,)))
         rt.call_stack.pop()
         if mod is self.p.model and self.m.root_wrapper is not None:
             out = self.m.root_wrapper(out)
