@@ -63,6 +63,11 @@ class Adam:
     def step(self, rt, grads, loc) -> None:
         B = rt.B
         lr, (beta1, beta2), eps = self.decl.lr, self.decl.betas, self.decl.eps
+        complex_param = next((p for p in self.params if getattr(p, "dtype", None) in ("complex64", "complex128")), None)
+        if complex_param is not None:   # torch.optim.Adam steps them as view_as_real: not modelled
+            raise ProblemError(loc, f"Adam on a complex parameter ({complex_param.dtype}) is not modelled yet "
+                                    "(PyTorch steps it as view_as_real); use {step: {lr: ...}} (SGD) for complex "
+                                    "parameters")
         for p in self.params:
             if grads is not None:
                 g = grads.read(rt, p, loc)
