@@ -487,3 +487,45 @@ def test_materialized_zeros_require_grad_only_with_create_graph():
         (gu * 2).sum().backward()
     got = adjoint.loads(MATERIALIZED).solve().to_json()["variants"]["default"]["error"]
     assert (got["type"], got["message"]) == ("RuntimeError", str(caught.value))
+
+
+ACCUMULATED = """
+name: accumulate_into_a_graph_grad
+dtype: float64
+inputs:
+  x: {value: [0.5, -1], requires_grad: true}
+model:
+  forward: "x ** 3"
+loss: "sum(y)"
+steps:
+  - forward
+  - {backward: {create_graph: true}}
+  - {backward: {retain_graph: true}}
+  - {backward: {root: "sum(x.grad)"}}
+"""
+
+
+def test_a_plain_backward_accumulates_into_a_graph_grad_in_place():
+    """AccumulateGrad with grad mode off does variable_grad += new_grad in place: the .grad a
+    create_graph backward made keeps its graph, and a backward from it runs (it was answered
+    'element 0 of tensors does not require grad'; found by an advanced-features trial)."""
+    x = torch.tensor([0.5, -1], dtype=torch.float64, requires_grad=True)
+    loss = (x ** 3).sum()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loss.backward(create_graph=True)
+        loss.backward(retain_graph=True)
+        assert x.grad.requires_grad
+        x.grad.sum().backward()
+    got = adjoint.loads(ACCUMULATED).solve().to_json()["variants"]["default"]
+    assert got.get("error") is None
+    assert got["grads"]["x"]["value"] == x.grad.tolist() == [4.5, 0.0]
+
+
+def test_a_post_accumulate_hook_with_a_body_in_a_create_graph_backward_is_refused():
+    """There PyTorch runs it with grad mode on and .grad has a graph: its ops on tensor.grad are
+    recorded. adjoint ran it with grad mode off and answered wrongly; it is refused now."""
+    text = ACCUMULATED.replace("steps:", 'hooks:\n  - {tensor: x, kind: post_accumulate_grad, does: "tensor.grad.mul_(2)"}\nsteps:')
+    with pytest.raises(adjoint.ProblemError, match="runs in a create_graph backward, where its ops on tensor.grad are "
+                                                   "recorded: not modelled yet"):
+        adjoint.loads(text).solve()

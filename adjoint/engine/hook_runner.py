@@ -239,6 +239,12 @@ class HookRunner:
     def fire_post_accumulate(self, hook, t: Tensor, node) -> None:
         """``register_post_accumulate_grad_hook``: handed the leaf itself (the log shows its
         ``.grad``); anything returned but the tensor itself makes PyTorch raise."""
+        if self.rt.creating_graph and (hook.does or hook.returns is not None):
+            # the engine runs it with grad mode on, and .grad has a graph of its own: its body's ops on
+            # tensor.grad would be recorded, which is not modelled (observing it is)
+            raise ProblemError(hook.loc, f"the post_accumulate_grad hook '{hook.label}' has a body and runs in a "
+                                         "create_graph backward, where its ops on tensor.grad are recorded: not "
+                                         "modelled yet; run that backward without create_graph, or observe only")
         before = self.rt.grad_enabled
         self.rt.grad_enabled = False
         try:

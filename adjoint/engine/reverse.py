@@ -355,11 +355,16 @@ class Engine:
         if grad is not None:
             first = t.grad is None
             self.alias.accumulated(t, first, self.alias.objs[0])
+            held = getattr(t, "grad_tensor", None)   # a .grad a create_graph backward made: a tensor with a graph
+            current = held is not None and held.value is t.grad and held.grad_fn is not None
             t.grad = grad if first else self.B.add(t.grad, grad)
             if first:
                 self.alias.grad_obj(t).value = t.grad
             else:
                 self.alias.added_into(t)
+                if current:   # grad mode off: variable_grad += new_grad, in place; it keeps its grad_fn
+                    held.value = t.grad
+                    held.version.value += 1
         # PyTorch 2.13 calls them also when no gradient arrived (a hook replaced it with None):
         # handed the tensor, its .grad as it is
         if t.post_accumulate_hooks:

@@ -91,6 +91,7 @@ class Runtime:
         self.graph_task = None                # the backward running (its GraphTask): checkpoint recomputes once per task
         self.recomputing = 0                  # > 0 while checkpoint recomputes a region (adjoint.engine.checkpoint)
         self.reentrant = 0                    # depth of the reentrant backward running (0: none or the outer one)
+        self.creating_graph = False           # a create_graph backward is running (its hooks run with grad mode on)
         self.backward_runner = None           # (root, gradient, retain_graph) -> runs a backward (a hook body's)
         self.grad_runner = None               # (root, gradient, inputs, retain, allow_unused) -> a hook body's autograd.grad
         self.names: dict = {}                 # the running forward's named tensors (hook bodies may read them)

@@ -68,8 +68,9 @@ class SecondEngine(Engine):
         return self.rt.tensor(value) if self.create_graph else value
 
     def run(self, req) -> BackwardResult:
-        before = self.rt.grad_enabled
+        before, creating = self.rt.grad_enabled, self.rt.creating_graph
         self.rt.grad_enabled = self.create_graph    # the engine's GradMode is create_graph
+        self.rt.creating_graph = self.create_graph
         recording = self.rt.second_record
         if self.create_graph:     # every op it records, kept for the derivation (adjoint.derivation.second)
             self.rt.second_record = self.recorded
@@ -80,7 +81,7 @@ class SecondEngine(Engine):
                                          "without create_graph, or use ops whose double backward is modelled "
                                          "(docs/not-modelled.md)") from None
         finally:
-            self.rt.grad_enabled = before
+            self.rt.grad_enabled, self.rt.creating_graph = before, creating
             self.rt.second_record = recording
             if self.create_graph and req.method == "backward":
                 # Engine::execute's TORCH_WARN_ONCE, issued in C++ while the backward starts; the
