@@ -529,3 +529,32 @@ def test_a_post_accumulate_hook_with_a_body_in_a_create_graph_backward_is_refuse
     with pytest.raises(adjoint.ProblemError, match="runs in a create_graph backward, where its ops on tensor.grad are "
                                                    "recorded: not modelled yet"):
         adjoint.loads(text).solve()
+
+
+FORWARD_LEAF = """
+name: forward_leaf
+dtype: float64
+inputs:
+  a: [0.5, -1]
+  w: {value: [2, 3], requires_grad: true}
+model:
+  inputs: [a, w]
+  forward: |
+    xh = a * 2
+    xh.requires_grad_()
+    return (xh ** 2 * w).sum()
+"""
+
+
+def test_a_leaf_the_forward_makes_is_in_grads():
+    """WGAN-GP's interpolate: a leaf the forward makes with requires_grad_() gets a .grad, and the
+    answer's grads lists every leaf that requires grad (it was left out; found by an
+    advanced-features trial)."""
+    a = torch.tensor([0.5, -1], dtype=torch.float64)
+    w = torch.tensor([2., 3], dtype=torch.float64, requires_grad=True)
+    xh = a * 2
+    xh.requires_grad_()
+    (xh ** 2 * w).sum().backward()
+    got = adjoint.loads(FORWARD_LEAF).solve().to_json()["variants"]["default"]["grads"]
+    assert got["xh"]["value"] == xh.grad.tolist()
+    assert got["w"]["value"] == w.grad.tolist()

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from adjoint.engine.hook_runner import HookRunner
 from adjoint.format.errors import ProblemError
 from adjoint.engine.forward import ForwardResult, Model
+from adjoint.engine.graph import Tensor
 from adjoint.format.problem import OUTPUT, Problem, Step, Variant
 from adjoint.engine.hook_registration import Registrations
 from adjoint.engine.reverse import BackwardRequest, BackwardResult, Engine
@@ -101,6 +102,11 @@ class VariantRun:
             if self.model.decls[name].requires_grad:
                 out[name] = t.grad
         bound = self.forwards[-1].names if self.forwards else {}
+        declared = {id(t) for t in self.model.leaves.values()}
+        for name, t in bound.items():   # a leaf the forward made (xh = ...; xh.requires_grad_())
+            if isinstance(t, Tensor) and t.grad_fn is None and t.requires_grad and id(t) not in declared \
+                    and name not in out:
+                out[name] = t.grad
         inputs = set(self._backward_inputs())
         for t, names in self.retained:
             for name in names:

@@ -380,6 +380,11 @@ class Session:
             for name, t in self.leaves.items():
                 if self.declared_grad.get(name):
                     out[name] = snap(t.grad, self.dtype)
+            declared = {id(t) for t in self.leaves.values()}
+            for name, t in self.current_names().items():   # a leaf the forward made (xh.requires_grad_())
+                if isinstance(t, torch.Tensor) and t.requires_grad and _is_leaf(t) and id(t) not in declared \
+                        and name not in out:
+                    out[name] = snap(t.grad, self.dtype)
             for name, t in self.hooks.retained:
                 out[name] = snap(t.grad, self.dtype)
             names = self.current_names()
