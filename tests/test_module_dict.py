@@ -115,3 +115,82 @@ def test_nanogpt_imports_and_verifies_against_the_module(factory, tmp_path):
                              "y[1]", str(tmp_path / "p.yaml"), origin=True)
     assert "type: ModuleDict" in text
     assert "transformer.wte(idx)" in text and "transformer.h[0](" in text
+
+
+NESTED = """
+name: module_dict_nesting
+dtype: float64
+inputs:
+  x: {value: [[1, 2]], requires_grad: true}
+model:
+  children:
+    tr:
+      type: ModuleDict
+      children:
+        h:
+          type: ModuleList
+          children:
+            - {type: Linear, params: {weight: [[0.5, 1], [-1, 2]], bias: [1, 0]}}
+    layers:
+      type: ModuleList
+      children:
+        - type: ModuleDict
+          children:
+            lin: {type: Linear, params: {weight: [[1, 2], [3, 4]], bias: [0, 1]}}
+            act: {type: Tanh}
+  forward: |
+    a = layers[0].act(layers[0].lin(x))
+    return (F.linear(a, tr.h[0].weight) * tr.h[0](x)).sum()
+"""
+
+
+def test_a_module_list_of_module_dicts_and_a_parameter_through_both():
+    """layers[0].lin(x) (a ModuleList of ModuleDicts) and tr.h[0].weight (a parameter through a
+    ModuleDict and a ModuleList): both refused ('reaches inside'); found by an adversarial review."""
+    nn = torch.nn
+    layers = nn.ModuleList([nn.ModuleDict(dict(lin=nn.Linear(2, 2), act=nn.Tanh()))]).double()
+    tr = nn.ModuleDict(dict(h=nn.ModuleList([nn.Linear(2, 2)]))).double()
+    with torch.no_grad():
+        layers[0].lin.weight.copy_(torch.tensor([[1., 2], [3, 4]]))
+        layers[0].lin.bias.copy_(torch.tensor([0., 1]))
+        tr.h[0].weight.copy_(torch.tensor([[0.5, 1], [-1, 2]]))
+        tr.h[0].bias.copy_(torch.tensor([1., 0]))
+    x = torch.tensor([[1., 2]], dtype=torch.float64, requires_grad=True)
+    a = layers[0].act(layers[0].lin(x))
+    (torch.nn.functional.linear(a, tr.h[0].weight) * tr.h[0](x)).sum().backward()
+    got = adjoint.loads(NESTED).solve().to_json()["variants"]["default"]["grads"]
+    assert _flat(got["x"]["value"]) == pytest.approx(_flat(x.grad.tolist()), rel=1e-12)
+    assert _flat(got["tr.h.0.weight"]["value"]) == pytest.approx(_flat(tr.h[0].weight.grad.tolist()), rel=1e-12)
+    assert _flat(got["layers.0.lin.weight"]["value"]) == pytest.approx(_flat(layers[0].lin.weight.grad.tolist()),
+                                                                       rel=1e-12)
+
+
+NESTED_MODEL = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.ModuleDict(dict(lin=nn.Linear(2, 2), act=nn.Tanh())) for _ in range(2)])
+        self.tr = nn.ModuleDict(dict(h=nn.ModuleList([nn.Linear(2, 2)])))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer.act(layer.lin(x))
+        return F.linear(x, self.tr.h[0].weight)
+
+
+def make():
+    torch.manual_seed(0)
+    return M()
+'''
+
+
+def test_import_of_the_nestings(tmp_path):
+    (tmp_path / "nested.py").write_text(NESTED_MODEL)
+    text = import_and_verify(f"{tmp_path / 'nested.py'}:make", ["x=2x2"], "sum(y * y)", str(tmp_path / "p.yaml"),
+                             origin=True)
+    assert "layers[1].act(layers[1].lin(" in text and "tr.h[0].weight" in text

@@ -257,6 +257,25 @@ _STMT_NAMES = {ast.Import: "an import", ast.ImportFrom: "an import", ast.Functio
                ast.Assert: "assert", ast.Pass: "pass", ast.Match: "match", ast.AsyncWith: "async with"}
 
 
+def _indexed_path(node: ast.AST) -> str | None:
+    """``layers[0]`` or ``transformer.h[1]`` as a module path (``layers.0``); None for anything
+    else, and for a path without an index (``_dotted`` reads those)."""
+    parts, indexed = [], False
+    while True:
+        if isinstance(node, ast.Name):
+            return ".".join([node.id] + parts[::-1]) if indexed else None
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and type(node.slice.value) is int \
+                and node.slice.value >= 0:
+            parts.append(str(node.slice.value))
+            indexed = True
+            node = node.value
+        elif isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        else:
+            return None
+
+
 def _dotted(node: ast.AST) -> str | None:
     """``torch.nn.functional`` for a chain of attributes on a name, else None."""
     parts = []
@@ -637,10 +656,13 @@ class _Builder:
                     args, kwargs = split(p)
                     return Call(loc, func.attr, args, kwargs, prefix)
                 return children, make_prefixed
-            if dotted and dotted.rsplit(".", 1)[0] in getattr(self, "module_dicts", ()):
-                def make_item_call(p):   # transformer.wte(idx): a ModuleDict's item, called by its path
+            holder = dotted.rsplit(".", 1)[0] if dotted else _indexed_path(func.value)
+            if holder is not None and holder in getattr(self, "module_dicts", ()):
+                path = f"{holder}.{func.attr}"
+
+                def make_item_call(p):   # transformer.wte(idx), layers[0].lin(x): a ModuleDict's item, by its path
                     args, kwargs = split(p)
-                    return Call(loc, dotted, args, kwargs)
+                    return Call(loc, path, args, kwargs)
                 return children, make_item_call
 
             def make_method(p):

@@ -406,8 +406,10 @@ def dotted_name(e) -> str | None:
 
 
 def module_path(e) -> str | None:
-    """The module path a ``checkpoint`` argument names: ``f``, ``layers[0]`` (``layers.0``),
-    ``blocks[1][0]``; None for anything else."""
+    """The module path an expression names, as a ``checkpoint`` argument or a parameter read
+    does: ``f``, ``layers[0]`` (``layers.0``), ``blocks[1][0]``, ``transformer.h[0]``
+    (``transformer.h.0``); None for anything else (whether it is a module is the caller's
+    question)."""
     parts = []
     while True:
         if isinstance(e, Name):
@@ -416,5 +418,8 @@ def module_path(e) -> str | None:
                 and e.items[0].value.denominator == 1 and e.items[0].value >= 0 and "." not in e.items[0].text:
             parts.append(str(int(e.items[0].value)))
             e = e.value
+        elif isinstance(e, Attr) and parts:   # an attribute between indices: a ModuleDict's item (transformer.h[0])
+            parts.append(e.name)
+            e = e.obj
         else:
             return None

@@ -27,8 +27,8 @@ from adjoint.format.module_signatures import NNType
 from adjoint.format.complex_literals import complex_decl, is_complex_node
 from adjoint.format.problem import ROOT, Function, Literal, Module, TensorDecl
 from adjoint.format.syntax import Assert
-from adjoint.format.syntax import (Assign, AugAssign, Attr, ExprStmt, Method, Name, Return, With, children as sub_expressions,
-                                  to_source)
+from adjoint.format.syntax import (Assign, AugAssign, Attr, ExprStmt, Method, Name, Return, Subscript, With,
+                                  children as sub_expressions, to_source)
 from adjoint.format.tying import is_tied, tied_decl
 from adjoint.format.validate_args import constructor_error, read_args, show_args
 from adjoint.format.validate_tensors import tensor_decl, tensor_table
@@ -592,9 +592,9 @@ def check_child_access(program, kids: tuple[Module, ...], what: str) -> None:
     reads = set()   # CHILD.PARAM (lin.weight, transformer.wte.weight) and the module path inside it
     for e in _program_expressions(program):
         if id(e) not in reads and _reads_own_tensor(e, kids):
-            while isinstance(e, Attr):
+            while isinstance(e, (Attr, Subscript)):   # the path inside it: tr.h[0] of tr.h[0].weight
                 reads.add(id(e))
-                e = e.obj
+                e = e.obj if isinstance(e, Attr) else e.value
     for e in _program_expressions(program):
         if id(e) in reads:
             continue   # the child's parameter or buffer itself (F.linear(h, emb.weight), h @ wte.weight.T)

@@ -421,15 +421,16 @@ def _tensor_path(children: dict, target: str) -> str | None:
 
 def _item_path(children: dict, target: str) -> str | None:
     """A call of a container's item as the format writes it: ``layers.0`` -> ``layers[0]``,
-    ``transformer.wte`` -> ``transformer.wte``, ``transformer.h.0`` -> ``transformer.h[0]``: the
-    keys of ModuleDicts first, then the indices of ModuleLists; None for any other path."""
+    ``transformer.wte`` -> ``transformer.wte``, ``transformer.h.0`` -> ``transformer.h[0]``,
+    ``layers.0.lin`` -> ``layers[0].lin`` (a ModuleList of ModuleDicts): the keys of ModuleDicts
+    and the indices of ModuleLists; None for any other path."""
     head, *rest = target.split(".")
-    mod, out, indexed = children.get(head), head, False
+    mod, out = children.get(head), head
     for part in rest:
-        if isinstance(mod, nn.ModuleDict) and not indexed and part in mod:
+        if isinstance(mod, nn.ModuleDict) and part in mod:
             mod, out = mod[part], f"{out}.{part}"
         elif isinstance(mod, nn.ModuleList) and part.isdigit():
-            mod, out, indexed = mod[int(part)], f"{out}[{part}]", True
+            mod, out = mod[int(part)], f"{out}[{part}]"
         else:
             return None
     return out if rest else None
