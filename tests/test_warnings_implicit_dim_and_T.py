@@ -1,5 +1,6 @@
 """Two UserWarnings PyTorch issues that the answer lacked: ``nn.Softmax()`` / ``nn.LogSoftmax()``
-built without ``dim`` (F._get_softmax_dim, at each call) and ``x.T`` of a tensor that is not 2-D
+built without ``dim`` and ``F.softmax(x)`` without ``dim`` (F._get_softmax_dim, at each call; the
+functional form was refused) and ``x.T`` of a tensor that is not 2-D
 (a TORCH_WARN_ONCE: once per process). Found by a contract audit; the expected warnings are
 real torch's, each case run in a fresh process here."""
 
@@ -28,7 +29,9 @@ model:
     a = sm(x)
     b = lsm(x)
     c = sm(x * 2)
-    return (a * b).sum() + c.sum()
+    d = F.softmax(x)
+    e = log_softmax(x * 3)
+    return (a * b).sum() + c.sum() + (d * e).sum()
 """
 
 TRANSPOSE = """
@@ -51,7 +54,8 @@ import torch
 x = torch.tensor([[1., 2, 3], [0.5, -1, 2]], requires_grad=True)
 sm, lsm = torch.nn.Softmax(), torch.nn.LogSoftmax()
 a = sm(x); b = lsm(x); c = sm(x * 2)
-((a * b).sum() + c.sum()).backward()
+d = torch.nn.functional.softmax(x); e = torch.nn.functional.log_softmax(x * 3)
+((a * b).sum() + c.sum() + (d * e).sum()).backward()
 """,
     "transpose": """
 import torch
@@ -78,4 +82,4 @@ def test_the_warnings_are_torchs(name, text):
     want = _torch_warnings(name)
     assert [w["message"] for w in got] == want
     assert all(w["category"] == "UserWarning" for w in got)
-    assert len(want) == (3 if name == "softmax" else 1)
+    assert len(want) == (5 if name == "softmax" else 1)

@@ -148,9 +148,19 @@ def softmax_dim(x: Tensor, dim, loc: Loc, what: str) -> int:
     return dim_index(dim, len(x.shape), loc)
 
 
+def implicit_softmax_dim(ndim: int) -> int:
+    """F._get_softmax_dim: the legacy choice when no dim is given."""
+    return 0 if ndim in (0, 1, 3) else 1
+
+
 def _softmax(prim: str):
     def lower(rt, a, loc):
         x = a["input"]
+        if a["dim"] is None and not a.method and a.prefix != "torch.":
+            # F.softmax(x) (a bare softmax(x) is F's): F._get_softmax_dim's legacy choice, with its warning
+            from adjoint.engine import warns
+            warns.warn(rt, "UserWarning", warns.implicit_dim(prim))
+            return rt.apply(prim, [x], implicit_softmax_dim(len(x.shape)), loc)
         return rt.apply(prim, [x], softmax_dim(x, a["dim"], loc, prim), loc)
     lower.__name__ = f"lower_{prim}"
     return lower

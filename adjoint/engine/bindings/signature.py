@@ -100,6 +100,7 @@ class Bound(dict):
     keywords: tuple = ()
     method: bool = False
     types: dict = {}
+    prefix: str = ""              # torch., F. (and its spellings), or "" as the call wrote it
     name: str = ""            # the function's name as PyTorch's messages give it ("clamp_", not "Tensor.clamp_")
 
     def type_of(self, name: str, guess: bool = False) -> str | None:
@@ -305,6 +306,7 @@ def bind(fn: Function, args: list, kwargs: dict, loc: Loc, what: str, types=None
     out.method = what.startswith("Tensor.")
     out.types = given_types
     out.name = what.removeprefix("Tensor.")
+    out.prefix = prefix
     for p in params:
         if p.name not in bound:
             if p.default is REQUIRED:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from adjoint.engine.bindings import call_function
+from adjoint.engine.bindings.activations import implicit_softmax_dim
 
 
 def _arg(c, name: str):
@@ -48,11 +49,6 @@ def elu_forward(c):
 
 def softplus_forward(c):
     return _call(c, "softplus", _arg(c, "beta"), _arg(c, "threshold"))
-
-
-def implicit_softmax_dim(ndim: int) -> int:
-    """F._get_softmax_dim: the legacy choice when no dim is given."""
-    return 0 if ndim in (0, 1, 3) else 1
 
 
 def _softmax(name: str):
