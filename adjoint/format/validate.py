@@ -18,7 +18,7 @@ from adjoint.format.errors import Loc, ProblemError, raise_all
 from adjoint.format.expr import parse_expression
 from adjoint.format.literals import check_range, check_symbol_value, parse_int, parse_number, show_text, symbol_name_problem
 from adjoint.format.loader import YMap, YNode, YScalar, kind_name
-from adjoint.format.problem import OUTPUT, ROOT, Module, Problem, TensorDecl, Variant
+from adjoint.format.problem import OUTPUT, ROOT, Module, Problem, Sym, TensorDecl, Variant
 from adjoint.format.validate_hooks import check_step_hooks, parse_backward, parse_hooks, parse_steps
 from adjoint.format.validate_modules import ModuleBuilder
 from adjoint.format.validate_origin import read_origin
@@ -89,6 +89,7 @@ def build_problem(tree: YNode, path: str) -> Problem:
         issues.attempt(_cross_checks, inputs, targets, model, builder.complete, top.get("loss") is not None, variants)
     range_dtype = dtype if dtype is not FAILED else "float64"
     issues.attempt(_range_checks, range_dtype, inputs, targets, model, variants, symbols, top.get("symbols"))
+    issues.attempt(_gradient_literals_name_no_tensor, inputs, targets, variants)
     issues.raise_if_any()
     return Problem(name, description, path, model, targets, loss, tuple(variants), symbols, dtype, top.loc,
                    init_seed=seed, origin=origin)
@@ -262,6 +263,28 @@ def _check_name_clashes(inputs, targets, model: Module, has_loss: bool) -> None:
             claim(b.name, f"buffer '{b.name}'", b.loc)
         if m.path:
             claim(m.path, f"module '{m.path}'", m.loc)
+
+
+def _gradient_literals_name_no_tensor(inputs, targets, variants) -> None:
+    """A ``grad_output`` / ``grad_outputs`` entry is a value written out: a name in it is a free
+    symbol. One that is also an input's or a target's name is surely meant as that tensor, which a
+    literal cannot be: refused, with the way to say it (a root that multiplies by it)."""
+    if variants is FAILED:
+        return
+    names = {d.name for group in (inputs, targets) if group is not FAILED for d in group}
+    literals = []
+    for v in variants:
+        for bw in [v.backward] + [s.backward for s in v.steps or () if s.backward is not None]:
+            literals.append(bw.grad_output)
+            literals.extend(getattr(bw.second, "grad_outputs", ()) or ())
+    for lit in literals:
+        if lit is None:
+            continue
+        named = next((i.name for i in lit.items if isinstance(i, Sym) and i.name in names), None)
+        if named is not None:
+            raise ProblemError(lit.loc, f"'{named}' in a grad_output is a free symbol, not the tensor {named}: a "
+                                        "grad_output is a value written out; to weight a root by a tensor, write "
+                                        f"the product as the root (roots: [\"(gw * {named}).sum()\"])")
 
 
 def _range_checks(dtype: str, inputs, targets, model, variants, symbols, snode: YNode | None) -> None:
