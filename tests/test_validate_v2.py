@@ -59,7 +59,8 @@ def test_arguments_a_file_does_not_set_say_why():
     assert out == [
         "f.yaml:4:40: 'weight' is a tensor, which PyTorch keeps as a buffer: give it under buffers: {weight: [...]}",
         "f.yaml:4:56: 'size_average' is not set per module: it is deprecated in PyTorch; use reduction",
-        "f.yaml:4:76: 'dtype' is not set per module: the problem's top-level dtype: sets it for every module"]
+        "f.yaml:4:76: 'dtype' is not set per module: the problem's top-level dtype: sets it for every module (a "
+        "complex parameter has its own: params: {weight: {value: ..., imag: ..., dtype: complex128}})"]
 
 
 def test_required_arguments_and_torchs_refusals():

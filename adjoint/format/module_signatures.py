@@ -532,7 +532,7 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
 #: Constructor arguments PyTorch has that a problem file does not set, and why.
 NOT_ARGS = {
     "device": "the problem runs on the CPU",
-    "dtype": "the problem's top-level dtype: sets it for every module",
+    "dtype": "the problem's top-level dtype: sets it for every module (a complex parameter has its own: params: {weight: {value: ..., imag: ..., dtype: complex128}})",
     "size_average": "it is deprecated in PyTorch; use reduction",
     "reduce": "it is deprecated in PyTorch; use reduction",
     "min_value": "it is deprecated in PyTorch (Hardtanh); use min_val",
