@@ -148,6 +148,8 @@ class Runtime:
 
     def wrapped_number(self, value: Fraction) -> Tensor:
         """A Python number PyTorch wraps into a 0-d tensor for an op (never saved, no edge)."""
+        if getattr(value, "printed_number", False):   # x.item() of an irrational value (bindings.glue)
+            value._refuse()
         t = self.tensor(self.B.scalar(value))
         t.wrapped = True
         return t

@@ -87,6 +87,49 @@ def lower_size(rt, a, loc):
     return Fraction(size_dim(x, a["dim"]))
 
 
+class PrintedNumber:
+    """``x.item()`` of a value that is not rational (a norm's square root): the Python float
+    PyTorch would round it to. It may be printed (``print(g.norm().item())``); computing with it
+    is refused, as the rounding PyTorch does there is not modelled."""
+
+    printed_number = True   # what bind() and the runtime look for, before any op takes it
+
+    def __init__(self, loc: Loc):
+        self.loc = loc
+
+    def _refuse(self, *args):
+        raise ProblemError(self.loc, "x.item() of a value that is not rational (a square root, an exponential) is the "
+                                     "Python float PyTorch rounds it to: it may be printed, but computing with it is not "
+                                     "modelled yet; compute with the tensor instead (g / g.norm())")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _refuse
+    __pow__ = __rpow__ = __neg__ = __lt__ = __le__ = __gt__ = __ge__ = __bool__ = __float__ = __int__ = _refuse
+
+    def __repr__(self) -> str:
+        return "<a Python float>"
+
+
+def lower_item(rt, a, loc):
+    """``x.item()``: a one-element tensor's value as a Python number (an int for int64, a bool for
+    bool); more elements: PyTorch's RuntimeError. A value that is not rational is a
+    :class:`PrintedNumber`."""
+    x = a["self"]
+    n = _numel(x.shape)
+    if n != 1:
+        raise TorchError("RuntimeError", f"a Tensor with {n} elements cannot be converted to Scalar")
+    if x.dtype in ("complex64", "complex128"):
+        raise ProblemError(loc, "x.item() of a complex tensor is not modelled yet (a Python complex)")
+    item = getattr(x.value, "item", None)
+    v = item() if callable(item) else None
+    if isinstance(v, float):   # --float64: the double itself
+        v = Fraction(v)
+    elif type(v).__name__ == "fmpq":
+        v = Fraction(int(v.p), int(v.q))
+    if not isinstance(v, Fraction):
+        return PrintedNumber(loc)
+    return bool(v) if x.dtype == "bool" else v
+
+
 def python_len(args: list, kwargs: dict, loc: Loc):
     """Python's ``len(v)`` of a tensor (its size along dim 0; a 0-d tensor is PyTorch's TypeError) or a tuple."""
     if kwargs or len(args) != 1:
@@ -291,6 +334,8 @@ _NEW_TAIL = (Param("dtype", "any", None, keyword_only=True), Param("requires_gra
 FUNCTIONS = (
     Function("size", (_SELF, Param("dim", "int", None)), lower_size, where="method",
              doc="no node: a torch.Size (a tuple of ints), or a Python int with a dim"),
+    Function("item", (_SELF,), lower_item, where="method",
+             doc="no node: a Python number, the one element's value (int for int64, bool for bool)"),
     Function("dim", (_SELF,), lambda rt, a, loc: Fraction(len(a["self"].shape)), where="method",
              doc="no node: a Python int (x.ndim)"),
     Function("ndimension", (_SELF,), lambda rt, a, loc: Fraction(len(a["self"].shape)), where="method",
