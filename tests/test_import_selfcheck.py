@@ -50,7 +50,7 @@ def test_a_file_solve_would_refuse_is_refused_with_solves_reason(tmp_path):
     written, and only solve refused it; the import now says so, with the line."""
     out = tmp_path / "p.yaml"
     with pytest.raises(ProblemError, match=r"adjoint import made a file that adjoint cannot answer, so nothing was "
-                                           r"written: the file's line \d+ \('return fc\(F.dropout\(x\)\)'\): dropout in "
+                                           r"written: line \d+ of the file it would have written \('return fc\(F.dropout\(x\)\)'\): dropout in "
                                            "training mode"):
         import_file(f"{MODELS}:make_functional_dropout", ["x=2x3"], "sum(y)", str(out))
     assert not out.exists()

@@ -73,7 +73,7 @@ def _unanswered(problem, text: str) -> str | None:
         lines = text.splitlines()
         where = ""
         if err.loc is not None and 0 < err.loc.line <= len(lines):
-            where = f"the file's line {err.loc.line} ({lines[err.loc.line - 1].strip()[:120]!r}): "
+            where = f"line {err.loc.line} of the file it would have written ({lines[err.loc.line - 1].strip()[:120]!r}): "
         return where + " ".join(err.message.split())
     return None
 
