@@ -270,7 +270,7 @@ hooks:
 # ----------------------------------------------------------------------------- refusals
 
 @pytest.mark.parametrize("expr,needle", [
-    ("softmax(a)", "needs dim="),
+    ("torch.softmax(a)", "needs dim="),   # (F.softmax(a) and a bare softmax(a): the implicit dim, with its warning)
     ("torch.maximum(a, 2)", "must be a Tensor"),
     ("F.hardtanh(a, 1, -1)", "min_val cannot be greater than max_val"),
     ("F.leaky_relu(a, 0.1, inplace=True)", None),

@@ -383,7 +383,7 @@ class Session:
             declared = {id(t) for t in self.leaves.values()}
             for name, t in self.current_names().items():   # a leaf the forward made (xh.requires_grad_())
                 if isinstance(t, torch.Tensor) and t.requires_grad and _is_leaf(t) and id(t) not in declared \
-                        and name not in out:
+                        and name not in out and name not in self.made:   # (not autograd.grad's results, as:)
                     out[name] = snap(t.grad, self.dtype)
             for name, t in self.hooks.retained:
                 out[name] = snap(t.grad, self.dtype)
