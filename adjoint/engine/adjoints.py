@@ -89,9 +89,12 @@ def boundaries_of(rt, fwd, bwd, progress=None, passed: bool = True) -> list[Boun
             # the module's own full_backward_pre hook replaced grad_output: grad_input is what the forward
             # derives from the grad_output before it (the answer's definition), J^T of it -- when no hook
             # inside the module acted, so that J^T is that derivation (else: what it passed, as documented)
-            sent = gin if not passed or dirty or call.module.type == "Identity" or start >= call.end \
-                or (_replaced_at_output(bwd, call.out_node) and not _hooks_inside(rt, rt.nodes[start:call.end], call)) \
-                else passed_grads(rt, rt.nodes[start:call.end], call, bwd, list(zip(outs, gouts)))
+            sent = gin if not passed or dirty or call.module.type == "Identity" or start >= call.end else \
+                passed_grads(rt, rt.nodes[start:call.end], call, bwd, list(zip(outs, gouts)))
+            if sent is not gin and _replaced_by_own_pre_hook(call) and not _hooks_inside(rt, rt.nodes[start:call.end],
+                                                                                         call):
+                # J^T of the grad_output before the replacement, where PyTorch passed the input a gradient
+                sent = tuple(None if p is None else g for p, g in zip(sent, gin))
         else:
             gin = sent = tuple(None for _ in call.args)
         nodes = [n.name for n in call.body_nodes(rt)]
@@ -101,14 +104,10 @@ def boundaries_of(rt, fwd, bwd, progress=None, passed: bool = True) -> list[Boun
     return out
 
 
-def _replaced_at_output(bwd, out_node) -> bool:
-    """Did the call's own full_backward_pre hooks (run by the post hook of its output
-    BackwardHookFunctionBackward) hand the module another grad_output than reached it?"""
-    entry = bwd.sent.get(id(out_node)) if out_node is not None else None
-    if entry is None or entry[0] is not out_node:
-        return False
-    after, before = entry[1], entry[2]
-    return any(a is not b for a, b in zip(after, before))
+def _replaced_by_own_pre_hook(call) -> bool:
+    """Did the call's own full_backward_pre hooks hand the module another grad_output than reached
+    it (a returned replacement; a node hook on its output node is not the module's own)?"""
+    return call.bw is not None and call.bw.pre_replaced
 
 
 def _as_returned(t, call, i: int):

@@ -52,6 +52,7 @@ class BackwardHookState:
     n_outputs: int = 0
     output_tensors_index: list | None = None
     grad_outputs: tuple | None = None         # set by the output node's hook, cleared by the input's
+    pre_replaced: bool = False                # a backward-pre hook returned a replacement (the last pass)
 
 
 @dataclass(eq=False)

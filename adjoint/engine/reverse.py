@@ -605,17 +605,23 @@ class Engine:
         alias.hold(state, gobjs)
         dtypes = _dtypes(call.out)
         kinds = dtypes   # the dtype of each slot's gradient now (a hook's result may have another)
+        state.pre_replaced = False
         for hook in state.user_pre_hooks:
             returned = self.fire_hook(hook.hook, {"grad_output": grads}, node, call, objs={"grad_output": gobjs})
             grads = alias.refresh(grads, gobjs, alias.after_hook(hook.hook))
             if returned is None:
                 continue
+            handed = grads
             last = hook is state.user_pre_hooks[-1] and (state.input_tensors_index is not None or not state.user_hooks)
             # no input requires grad: BackwardHook warns (and calls the full hooks) before the check
             grads = tuple(self.check_tuple(hook.hook, list(grads), returned, _shapes(call.out), "grad_output", last,
                                            dtypes=dtypes, defer=state.input_tensors_index is None))
             kinds = self.slot_kinds(returned, len(grads))
             grads = self.as_returned(grads, kinds)
+            # another value than it was handed (returning grad_output itself, or equal values, is not)
+            state.pre_replaced = state.pre_replaced or any(
+                (a is None) != (b is None) or (a is not None and a is not b and not self.B.same_value(a, b))
+                for a, b in zip(handed, grads))
             gobjs = tuple(alias.returned_tuple(gobjs))
             state.grad_outputs = grads
             alias.hold(state, gobjs)
