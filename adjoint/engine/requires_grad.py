@@ -22,7 +22,9 @@ def requires_grad_(t: Tensor, args: list, kwargs: dict, loc) -> Tensor:
     flag = args[0] if args else kwargs.get("requires_grad", True)
     if not isinstance(flag, bool):
         raise ProblemError(loc, "requires_grad_'s argument must be True or False")
-    if t.grad_fn is not None or (t.base is not None and t.base.requires_grad):
+    # a non-leaf: a grad_fn, or an autograd view of a base that requires grad (a detach()ed tensor,
+    # and a view of one, is no view for autograd: fake.detach().requires_grad_() makes a leaf)
+    if t.grad_fn is not None or (t.is_view and t.grad_base.requires_grad):
         if not flag:
             raise TorchError("RuntimeError", NON_LEAF, "autograd")
         return t
