@@ -61,3 +61,37 @@ def test_a_detached_tensor_becomes_a_leaf_that_requires_grad(form):
 def test_verify_agrees():
     outcome = check(TEXT.replace("LEAF", "fake.detach().requires_grad_()"), timeout=60)
     assert outcome.ok, outcome.report()
+
+
+INPUT = """
+name: input_made_to_require_grad
+dtype: float64
+inputs:
+  x: [[0.5, -1]]
+model:
+  children:
+    lin: {type: Linear, params: {weight: [[1, 2], [3, -1]], bias: [0, 1]}}
+  forward: |
+    x.requires_grad_()
+    return lin(x) * 2
+loss: "sum(y)"
+steps: [forward, backward, forward, backward]
+"""
+
+
+def test_an_input_the_forward_makes_require_grad_is_in_grads():
+    """x.requires_grad_() in the forward: x.grad accumulates over the two backwards, and the answer
+    listed only the parameters (found by a GAN trial)."""
+    lin = torch.nn.Linear(2, 2).double()
+    with torch.no_grad():
+        lin.weight.copy_(torch.tensor([[1., 2], [3, -1]]))
+        lin.bias.copy_(torch.tensor([0., 1]))
+    x = torch.tensor([[0.5, -1]], dtype=torch.float64)
+    seen = []
+    for _ in range(2):
+        x.requires_grad_()
+        (lin(x) * 2).sum().backward()
+        seen.append(x.grad.tolist())
+    got = adjoint.loads(INPUT).solve().to_json()["variants"]["default"]
+    assert [p["grads"]["x"]["value"] for p in got["passes"]] == seen
+    assert got["grads"]["x"]["value"] == x.grad.tolist()
