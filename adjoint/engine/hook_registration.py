@@ -36,6 +36,7 @@ class Registrations:
         self.active: set[int] = set()                 # hook indices currently registered
         self.handles: dict[int, list] = {}            # hook index -> [(HookDict, handle id)]
         self.attached: dict[int, set] = {}            # hook index -> ids of tensors / nodes it is on
+        self.times: dict[int, int] = {}               # hook index -> register steps while on (each adds one)
         self.names: dict[str, Tensor] = {}            # the latest tensor of every bound name
         self.current: dict[str, Tensor] = {}          # the names bound by the current (or last) forward
         self.retained: dict[int, tuple] = {}          # tensor id -> (Tensor, [names]) with retain_grad, in order
@@ -47,6 +48,11 @@ class Registrations:
     def register(self, index: int) -> None:
         hook = self.hooks[index]
         with _naming(hook):
+            again = index in self.active and _repeats(hook)
+            if again:   # registered again while on: PyTorch adds another registration
+                self.times[index] = self.times.get(index, 1) + 1
+                self._once_more(hook)
+                return
             self.active.add(index)
             self.handles.setdefault(index, [])
             self.attached.setdefault(index, set())
@@ -63,7 +69,19 @@ class Registrations:
                 else:
                     self.attach_accumulator(hook, t)
 
+    def _once_more(self, hook) -> None:
+        """One more registration of a hook that is on: on the tensor (or node) it is on now, or on
+        the set of a multi_grad hook; a tensor bound later gets every registration (``times``)."""
+        if hook.on == "multi_grad":
+            if self.attached.get(hook.index):
+                self.multi_grad(hook, [self.current[n] for n in hook.tensors])
+            return
+        t = self.names.get(hook.target)
+        if isinstance(t, Tensor) and t.id in self.attached.get(hook.index, ()):
+            self.attach(hook, t)
+
     def remove(self, index: int) -> None:
+        self.times.pop(index, None)
         self.active.discard(index)
         for hooks, hid in self.handles.get(index, []):
             hooks.remove(hid)
@@ -123,7 +141,8 @@ class Registrations:
                 continue
             if hook.on == "tensor" or (hook.on == "node" and grad_fn(self.rt, t) is not None):
                 self.attached[index].add(t.id)
-                self.attach(hook, t)
+                for _ in range(self.times.get(index, 1) if _repeats(hook) else 1):
+                    self.attach(hook, t)
 
     def _targeting(self, name: str) -> list[int]:
         """Indices of the hooks whose target is ``name`` (a multi-grad hook's: one of its tensors),
@@ -271,7 +290,8 @@ class Registrations:
         ids = {t.id for t in tensors}
         if self.attached[hook.index] != ids:
             self.attached[hook.index] = ids
-            self.multi_grad(hook, tensors)
+            for _ in range(self.times.get(hook.index, 1)):
+                self.multi_grad(hook, tensors)
 
     def attach_accumulator(self, hook, t: Tensor) -> None:
         """A node hook on a leaf: on its AccumulateGrad, if a graph holds one now (else it is
@@ -396,3 +416,9 @@ def _naming(hook):
         if exc.cause == "register" and getattr(exc, "hook_label", None) is None:
             exc.hook_label = hook.label
         raise
+
+
+def _repeats(hook) -> bool:
+    """A hook whose second registration is a second hook: a tensor hook (not retain_grad, which
+    PyTorch keeps once), a node hook on a non-leaf's node, a multi_grad hook."""
+    return hook.on in ("tensor", "node", "multi_grad") and hook.kind != "retain_grad"

@@ -68,6 +68,7 @@ class Hooks:
         self.active: set[int] = set()
         self.handles: dict[int, list] = {}     # hook index -> RemovableHandles
         self.attached: dict[int, set] = {}     # hook index -> ids of the tensors / nodes it is on
+        self.times: dict[int, int] = {}        # hook index -> register steps while on (each adds one)
         self.names: dict[str, object] = {}     # the latest value of every bound name
         self.retained: list[tuple[str, torch.Tensor]] = []   # (name, tensor) with retain_grad, in order
         self.fired: dict[tuple, int] = {}      # (node seq, module, hook) -> times fired (module calls sharing a node)
@@ -87,6 +88,10 @@ class Hooks:
         hook = self.hooks[index]
         if not self.wanted(hook):
             return
+        if index in self.active and _repeats(hook):   # registered again while on: one more registration
+            self.times[index] = self.times.get(index, 1) + 1
+            self._once_more(hook)
+            return
         self.active.add(index)
         self.handles.setdefault(index, [])
         self.attached.setdefault(index, set())
@@ -103,9 +108,22 @@ class Hooks:
         elif hook.on == "multi_grad":
             self.try_multi_grad(hook)
 
+    def _once_more(self, hook) -> None:
+        """One more registration of a hook that is on (the tensor or node it is on now; a multi_grad
+        hook's set); a tensor bound later gets every registration."""
+        if hook.on == "multi_grad":
+            if self.attached.get(hook.index):
+                current = self.run.current_names()
+                self._register_multi_grad(hook, [current[n] for n in hook.tensors])
+            return
+        t = self.names.get(hook.target)
+        if isinstance(t, torch.Tensor) and id(t) in self.attached.get(hook.index, ()):
+            self.attach(hook, t)
+
     def remove(self, index: int) -> None:
         """``handle.remove()`` on every registration of the hook; registered again later, it goes
         back on the tensors it was on (a user's ``register_hook`` line run again)."""
+        self.times.pop(index, None)
         self.active.discard(index)
         for handle in self.handles.get(index, []):
             handle.remove()
@@ -166,7 +184,8 @@ class Hooks:
                 continue
             if hook.on == "tensor" or (hook.on == "node" and value.grad_fn is not None):
                 self.attached[index].add(id(value))
-                self.attach(hook, value)
+                for _ in range(self.times.get(index, 1) if _repeats(hook) else 1):
+                    self.attach(hook, value)
 
     def forward_ends(self) -> None:
         """Node hooks on leaves go on the AccumulateGrad the graphs now hold."""
@@ -308,6 +327,10 @@ class Hooks:
         if self.attached[hook.index] == ids:
             return
         self.attached[hook.index] = ids
+        for _ in range(self.times.get(hook.index, 1)):
+            self._register_multi_grad(hook, tensors)
+
+    def _register_multi_grad(self, hook: Hook, tensors: list) -> None:
         if hook.mode == "all":
             def fn(grads):
                 return self.fire(hook, {"grads": tuple(grads)})
@@ -432,3 +455,9 @@ def _tensors(args: dict) -> list:
         elif isinstance(v, torch.Tensor):
             out.append(v)
     return out
+
+
+def _repeats(hook) -> bool:
+    """A hook whose second registration is a second hook: a tensor hook (not retain_grad, kept
+    once), a node hook on a non-leaf's node, a multi_grad hook."""
+    return hook.on in ("tensor", "node", "multi_grad") and hook.kind != "retain_grad"
