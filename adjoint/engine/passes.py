@@ -99,7 +99,7 @@ class VariantRun:
         ``retain_grad`` hook registered later, a non-leaf ``backward(inputs=...)``)."""
         out: dict = {}
         for name, t in self.model.leaves.items():
-            if self.model.decls[name].requires_grad or t.requires_grad:   # (or made to: x.requires_grad_())
+            if self.model.decls[name].requires_grad or (t.requires_grad and t.grad_fn is None):   # (or made to)
                 out[name] = t.grad
         bound = self.forwards[-1].names if self.forwards else {}
         declared = {id(t) for t in self.model.leaves.values()}

@@ -619,9 +619,7 @@ class Engine:
             kinds = self.slot_kinds(returned, len(grads))
             grads = self.as_returned(grads, kinds)
             # another value than it was handed (returning grad_output itself, or equal values, is not)
-            state.pre_replaced = state.pre_replaced or any(
-                (a is None) != (b is None) or (a is not None and a is not b and not self.B.same_value(a, b))
-                for a, b in zip(handed, grads))
+            state.pre_replaced = state.pre_replaced or any(self._other_value(a, b) for a, b in zip(handed, grads))
             gobjs = tuple(alias.returned_tuple(gobjs))
             state.grad_outputs = grads
             alias.hold(state, gobjs)
@@ -644,6 +642,15 @@ class Engine:
         self.check_slots(state.output_tensors_index, local, _shapes(call.out), dtypes, kinds)
         alias.out_objs[:] = _unpack_none(state.output_tensors_index, gobjs)
         return _unpack_none(state.output_tensors_index, local)
+
+    def _other_value(self, a, b) -> bool:
+        """Is the gradient ``b`` a hook returned another value than ``a`` it was handed (None, a
+        tensor of another dtype, or other numbers)?"""
+        if a is b:
+            return False
+        if a is None or b is None or isinstance(a, Tensor) or isinstance(b, Tensor):
+            return True   # (an engine tensor: a result of another dtype the hook made)
+        return not self.B.same_value(a, b)
 
     def module_input_hook(self, state, grad_input: list, node: Node) -> list:
         """BackwardHook._set_user_hook's post-hook on the input BackwardHookFunctionBackward."""

@@ -378,7 +378,7 @@ class Session:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for name, t in self.leaves.items():
-                if self.declared_grad.get(name) or t.requires_grad:   # (or made to: x.requires_grad_())
+                if self.declared_grad.get(name) or (t.requires_grad and _is_leaf(t)):   # (or made to: requires_grad_())
                     out[name] = snap(t.grad, self.dtype)
             declared = {id(t) for t in self.leaves.values()}
             for name, t in self.current_names().items():   # a leaf the forward made (xh.requires_grad_())
