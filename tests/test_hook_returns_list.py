@@ -49,12 +49,17 @@ variants:
 """
 
 
-def _torch(variant: str):
+def layers():
+    """The files' pre (a Linear) and act (a Tanh), in torch."""
     pre = torch.nn.Linear(2, 2).double()
     with torch.no_grad():
         pre.weight.copy_(torch.tensor([[1, 0.5], [0, 1]]))
         pre.bias.copy_(torch.tensor([0., 1]))
-    act = torch.nn.Tanh()
+    return pre, torch.nn.Tanh()
+
+
+def _torch(variant: str):
+    pre, act = layers()
     x = torch.tensor([[1., -2]], dtype=torch.float64, requires_grad=True)
     try:
         with warnings.catch_warnings():

@@ -15,6 +15,7 @@ from conftest import require_torch
 torch = require_torch()
 
 import adjoint  # noqa: E402
+from test_hook_returns_list import layers  # noqa: E402
 
 TEXT = """
 name: list_returns_more
@@ -57,11 +58,7 @@ hooks: [{module: act, kind: forward, returns: "[output * 2]"}]
 
 
 def _torch(variant: str):
-    pre = torch.nn.Linear(2, 2).double()
-    with torch.no_grad():
-        pre.weight.copy_(torch.tensor([[1, 0.5], [0, 1]]))
-        pre.bias.copy_(torch.tensor([0., 1]))
-    act = torch.nn.Tanh()
+    pre, act = layers()
     x = torch.tensor([[1., -2]], dtype=torch.float64, requires_grad=True)
     c = torch.tensor([[0.5, 3]], dtype=torch.float64)
     try:
