@@ -328,8 +328,11 @@ class ForwardWatch:
         if self.in_hook:
             raise refuse(where, f"the model {what} in its forward hook {self.in_hook}, which the importer cannot "
                                 "translate", "remove that hook for the import and write it in the problem file by "
-                                             "hand ({tensor: PATH} is a hook on a module's output, registered "
-                                             "right after its call)")
+                                             "hand: {tensor: PATH} is a hook on the module's output as its caller "
+                                             "gets it, the same as your hook's tensor unless the module has full "
+                                             "backward (pre-)hooks or a later forward hook replaces the output; "
+                                             "then {node: PATH, next: [0], kind: pre} is the node your tensor's "
+                                             "grad_fn was (docs/import.md)")
         raise refuse(where, f"the model {what} in its forward, which torch.fx does not record",
                      "write the forward in the problem file by hand, or move the line out of the model "
                      "(register hooks on the model before importing it)")
