@@ -110,6 +110,16 @@ def lower_reshape(rt, a, loc):
     return reshape(rt, a["input"], a["shape"], loc)
 
 
+def lower_view_as(rt, a, loc):
+    """``x.view_as(other)``: ``x.view(other.size())`` (a gradient reversal's ``x.view_as(x)``)."""
+    return view(rt, a["self"], tuple(Fraction(d) for d in a["other"].shape), loc)
+
+
+def lower_reshape_as(rt, a, loc):
+    """``x.reshape_as(other)``: ``x.reshape(other.size())``."""
+    return reshape(rt, a["self"], tuple(Fraction(d) for d in a["other"].shape), loc)
+
+
 def lower_flatten(rt, a, loc):
     x = a["input"]
     nd = len(x.shape)
@@ -418,6 +428,10 @@ _IN = Param("input", "tensor")
 FUNCTIONS = (
     Function("view", (_SELF, Param("size", "ints")), lower_view, where="method", varargs=True,
              doc="ViewBackward0; refused when the strides do not allow a view"),
+    Function("view_as", (_SELF, Param("other", "tensor")), lower_view_as, where="method",
+             doc="x.view(other.size()): ViewBackward0"),
+    Function("reshape_as", (_SELF, Param("other", "tensor")), lower_reshape_as, where="method",
+             doc="x.reshape(other.size()): a view when it can be one, else a copy"),
     Function("reshape", (_IN, Param("shape", "ints")), lower_reshape, varargs=True,
              doc="ViewBackward0, or CloneBackward0 then UnsafeViewBackward0 for a non-viewable layout"),
     Function("flatten", (_IN, Param("start_dim", "int", 0), Param("end_dim", "int", -1)), lower_flatten,
