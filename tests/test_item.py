@@ -80,3 +80,16 @@ def test_computing_with_an_irrational_item_is_refused():
     with pytest.raises(ProblemError, match=r"x.item\(\) of a value that is not rational .* may be printed, but "
                                            r"computing with it is not modelled yet"):
         adjoint.loads(text).solve()
+
+
+def test_an_integral_float_item_is_refused():
+    """x[2].item() of a float tensor holding 3.0 is the Python float 3.0, which PyTorch refuses as a
+    size (view(n * 3, -1): TypeError); adjoint's numbers cannot tell it from the int 3, so it is
+    refused rather than answered (found by an adversarial review)."""
+    x = torch.tensor([1., 2, 3])
+    n = x[2].item()
+    with pytest.raises(TypeError):
+        x.view(int(n) * 1.0, -1)
+    text = TEXT.replace("    s = h.sum().item()\n", "    s = x[1].item()\n").replace('"1/2"', '"1/2"')
+    with pytest.raises(ProblemError, match=r"x.item\(\) of a float tensor whose value is a whole number \(-1\)"):
+        adjoint.loads(text).solve()

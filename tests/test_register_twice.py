@@ -36,6 +36,9 @@ variants:
   module_hook:
     hooks: [{module: lin, kind: full_backward_pre, label: pre}]
     steps: [{register: [0]}, {register: [0]}, forward, backward]
+  accumulator_hook:
+    hooks: [{node: lin.weight, kind: pre, returns: "(grad_outputs[0] * 0.5,)", label: acc}]
+    steps: [forward, {register: [0]}, {register: [0]}, backward]
 """
 
 
@@ -58,6 +61,10 @@ def _torch(variant: str):
         reg()
         reg()
     y = lin(x) * 2
+    if variant == "accumulator_hook":   # the AccumulateGrad node the graph holds for lin.weight
+        acc = y.grad_fn.next_functions[0][0].next_functions[2][0].next_functions[0][0]
+        for _ in range(2):
+            acc.register_prehook(lambda go: (calls.append("acc"), (go[0] * 0.5,))[1])
     if variant == "output_hook":
         for _ in range(2):
             y.register_hook(lambda g: (calls.append("out"), g * 0.5)[1])
@@ -65,7 +72,7 @@ def _torch(variant: str):
     return calls, lin.weight.grad.tolist(), lin.bias.grad.tolist()
 
 
-@pytest.mark.parametrize("variant", ["tensor_hook", "post_acc", "output_hook", "module_hook"])
+@pytest.mark.parametrize("variant", ["tensor_hook", "post_acc", "output_hook", "module_hook", "accumulator_hook"])
 def test_two_registrations_fire_twice(variant):
     got = adjoint.loads(TEXT).solve().to_json()["variants"][variant]
     calls, weight, bias = _torch(variant)

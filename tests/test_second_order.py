@@ -558,3 +558,12 @@ def test_a_leaf_the_forward_makes_is_in_grads():
     got = adjoint.loads(FORWARD_LEAF).solve().to_json()["variants"]["default"]["grads"]
     assert got["xh"]["value"] == xh.grad.tolist()
     assert got["w"]["value"] == w.grad.tolist()
+
+
+def test_a_post_accumulate_hook_writing_a_graph_grad_in_a_plain_backward_is_refused():
+    """Its in-place write keeps the .grad's graph (grad mode is off there), which adjoint dropped,
+    so a later backward through x.grad lost a term (found by an adversarial review): refused."""
+    text = ACCUMULATED.replace("steps:", 'hooks:\n  - {tensor: x, kind: post_accumulate_grad, does: "tensor.grad.mul_(2)"}\nsteps:')
+    text = text.replace("  - {backward: {create_graph: true}}\n", "  - {backward: {create_graph: true}}\n  - {register: [0]}\n")
+    with pytest.raises(adjoint.ProblemError, match="has a body and the .grad of x has a graph"):
+        adjoint.loads(text).solve()

@@ -77,6 +77,15 @@ class Registrations:
                 self.multi_grad(hook, [self.current[n] for n in hook.tensors])
             return
         t = self.names.get(hook.target)
+        if hook.on == "node" and isinstance(t, Tensor) and grad_fn(self.rt, t) is None:   # on a leaf's AccumulateGrad
+            node = t.grad_accumulator
+            if node is not None and id(node) in self.attached.get(hook.index, ()):
+                if getattr(hook, "next", ()):
+                    from adjoint.engine.next_functions import walk
+                    node = walk(node, hook)
+                hooks = node.pre_hooks if hook.kind == "pre" else node.post_hooks
+                self.handles[hook.index].append((hooks, self.rt.add_hook(hooks, UserNodeHook(hook))))
+            return
         if isinstance(t, Tensor) and t.id in self.attached.get(hook.index, ()):
             self.attach(hook, t)
 
@@ -308,7 +317,8 @@ class Registrations:
             from adjoint.engine.next_functions import walk
             node = walk(node, hook)
         hooks = node.pre_hooks if hook.kind == "pre" else node.post_hooks
-        self.handles[hook.index].append((hooks, self.rt.add_hook(hooks, UserNodeHook(hook))))
+        for _ in range(self.times.get(hook.index, 1)):   # once per registration
+            self.handles[hook.index].append((hooks, self.rt.add_hook(hooks, UserNodeHook(hook))))
 
     def multi_grad(self, hook, tensors: list) -> None:
         """register_multi_grad_hook. Mode all first reads every tensor's grad_fn (or grad

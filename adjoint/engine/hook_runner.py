@@ -245,6 +245,13 @@ class HookRunner:
             raise ProblemError(hook.loc, f"the post_accumulate_grad hook '{hook.label}' has a body and runs in a "
                                          "create_graph backward, where its ops on tensor.grad are recorded: not "
                                          "modelled yet; run that backward without create_graph, or observe only")
+        held = getattr(t, "grad_tensor", None)   # a .grad with a graph, made by a create_graph backward
+        if (hook.does or hook.returns is not None) and held is not None and held.value is t.grad \
+                and held.grad_fn is not None:
+            raise ProblemError(hook.loc, f"the post_accumulate_grad hook '{hook.label}' has a body and the .grad of "
+                                         f"{t.name or 'its tensor'} has a graph (a create_graph backward made it): "
+                                         "a write to it keeps that graph, which is not modelled yet; observe only, "
+                                         "or zero_grad before this backward")
         before = self.rt.grad_enabled
         self.rt.grad_enabled = False
         try:

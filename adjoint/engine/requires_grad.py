@@ -28,6 +28,11 @@ def requires_grad_(t: Tensor, args: list, kwargs: dict, loc) -> Tensor:
         if not flag:
             raise TorchError("RuntimeError", NON_LEAF, "autograd")
         return t
+    if flag and t.is_view:
+        # a view of a detach()ed tensor made to require grad: PyTorch keeps it a view of its base
+        # (in-place ops on it or its base then meet the view-of-a-leaf rules): not modelled
+        raise ProblemError(loc, "requires_grad_() on a view (of a detach()ed tensor) is not modelled yet; make the "
+                                "view first and detach it (x[0].detach().requires_grad_()), or clone it")
     if flag and t.dtype not in ("float16", "bfloat16", "float32", "float64", "complex64", "complex128"):
         raise TorchError("RuntimeError", NOT_FLOAT, "autograd")
     t.requires_grad = flag

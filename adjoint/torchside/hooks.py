@@ -117,6 +117,11 @@ class Hooks:
                 self._register_multi_grad(hook, [current[n] for n in hook.tensors])
             return
         t = self.names.get(hook.target)
+        if hook.on == "node" and isinstance(t, torch.Tensor) and t.grad_fn is None:   # on a leaf's AccumulateGrad
+            node = self.run.nodes.accumulator(t) if t.requires_grad else None
+            if node is not None and id(node) in self.attached.get(hook.index, ()):
+                self.attach_node(hook, node)
+            return
         if isinstance(t, torch.Tensor) and id(t) in self.attached.get(hook.index, ()):
             self.attach(hook, t)
 
@@ -315,7 +320,8 @@ class Hooks:
         if node is None or id(node) in self.attached[hook.index]:
             return
         self.attached[hook.index].add(id(node))
-        self.attach_node(hook, node)
+        for _ in range(self.times.get(hook.index, 1)):   # once per registration
+            self.attach_node(hook, node)
 
     def try_multi_grad(self, hook: Hook) -> None:
         """Register a multi_grad hook once every listed tensor exists in the current forward."""
