@@ -13,12 +13,15 @@ and prints a one-line warning on stderr.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass, field
 
 from adjoint.format.errors import ProblemError
@@ -70,6 +73,21 @@ def find_engine() -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def _signals_held():
+    """SIGTERM and SIGINT held back (delivered when the block ends): a temporary directory is made
+    and its cleanup registered before the CLI's handlers can unwind through it."""
+    held = {signal.SIGTERM, signal.SIGINT}
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def compile_pdf(tex: str, pdf_path: str | None, *, strict: bool = False, timeout: float = 180.0,
                 keep_log: str | None = None, protect: tuple[str, ...] = (),
                 files: dict[str, bytes] | None = None) -> CompileReport:
@@ -89,7 +107,8 @@ def compile_pdf(tex: str, pdf_path: str | None, *, strict: bool = False, timeout
     env = dict(os.environ)
     env.update({"max_print_line": "100000", "error_line": "254", "half_error_line": "238"})
     try:
-        workdir = tempfile.TemporaryDirectory(prefix="adjoint-latex-")
+        with _signals_held():   # made and its cleanup registered as one step (a SIGTERM between leaked it)
+            workdir = tempfile.TemporaryDirectory(prefix="adjoint-latex-")
     except OSError as exc:
         raise ProblemError(None, f"cannot create a temporary directory for {name} in {tempfile.gettempdir()}: "
                                  f"{exc.strerror or exc}") from None
