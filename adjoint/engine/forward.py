@@ -29,7 +29,7 @@ from adjoint.engine.interpreter import Interp
 from adjoint.engine.nn_module import BackwardHookState, LegacyHook, ModuleHooks, ModuleInputHook, ModuleOutputHook
 from adjoint.engine.hook_registration import grad_fn
 from adjoint.engine.view_history import grad_fn_name
-from adjoint.format.problem import OUTPUT, ROOT, Module, Problem, TensorDecl
+from adjoint.format.problem import HOLDERS, OUTPUT, ROOT, Module, Problem, TensorDecl
 from adjoint.format.validate_tensors import creation_error
 from adjoint.engine.runtime import Runtime, TorchError
 from adjoint.engine import pyerrors
@@ -691,9 +691,9 @@ class _ModuleScope:
                 raise ProblemError(loc, f"'{self.mod.label}' reads '{name}' from its caller (uses:), but its caller "
                                         "has no such name (only a custom forward's call passes its names on)")
             return self.run.closures[self.mod.label][name]
-        for b in self.mod.buffers:   # a custom module's buffers (running statistics for batch_norm, ...)
-            if b.name.rsplit(".", 1)[-1] == name:
-                return self.run.m.leaves[b.name]
+        b = self.mod.buffer(name)   # a custom module's buffers (running statistics for batch_norm, ...)
+        if b is not None:
+            return self.run.m.leaves[b.name]
         if self.mod.child(name) is not None:
             raise ProblemError(loc, f"'{name}' is a module; call it, as in {name}(x)")
         if name in self.run.m.globals:
@@ -719,12 +719,10 @@ class _ModuleScope:
         its forward stored (adjoint.engine.module_attrs)."""
         from adjoint.engine.module_attrs import get_attribute
         mod = self.find_child(path)
-        for p in mod.params:
-            if p.name.rsplit(".", 1)[-1] == name:
-                return self.run.m.params[p.name]
-        for b in mod.buffers:
-            if b.name.rsplit(".", 1)[-1] == name:
-                return self.run.m.leaves[b.name]
+        if mod.param(name) is not None:
+            return self.run.m.params[mod.param(name).name]
+        if mod.buffer(name) is not None:
+            return self.run.m.leaves[mod.buffer(name).name]
         return get_attribute(self.run.m, mod, name, loc)
 
     def checkpoint_sequential(self, name: str, segments, inp, kwargs: dict, loc: Loc):
@@ -752,7 +750,7 @@ class _ModuleScope:
         if child is None and "." in name:
             holder, _, item = name.rpartition(".")
             found = self.find_child(holder)
-            if found is not None and found.type in ("ModuleDict", "ModuleList"):
+            if found is not None and found.type in HOLDERS:
                 kind = "item" if found.type == "ModuleDict" else "index"
                 raise ProblemError(loc, f"the {found.type} '{found.label}' has no {kind} '{item}' (its items: "
                                         f"{', '.join(c.name for c in found.children)})")

@@ -80,11 +80,7 @@ class Registrations:
         if hook.on == "node" and isinstance(t, Tensor) and grad_fn(self.rt, t) is None:   # on a leaf's AccumulateGrad
             node = t.grad_accumulator
             if node is not None and id(node) in self.attached.get(hook.index, ()):
-                if getattr(hook, "next", ()):
-                    from adjoint.engine.next_functions import walk
-                    node = walk(node, hook)
-                hooks = node.pre_hooks if hook.kind == "pre" else node.post_hooks
-                self.handles[hook.index].append((hooks, self.rt.add_hook(hooks, UserNodeHook(hook))))
+                self._on_accumulator(hook, node, 1)
             return
         if isinstance(t, Tensor) and t.id in self.attached.get(hook.index, ()):
             self.attach(hook, t)
@@ -150,7 +146,7 @@ class Registrations:
                 continue
             if hook.on == "tensor" or (hook.on == "node" and grad_fn(self.rt, t) is not None):
                 self.attached[index].add(t.id)
-                for _ in range(self.times.get(index, 1) if _repeats(hook) else 1):
+                for _ in range(self.times.get(index, 1)):   # (more than 1 only for a hook that _repeats)
                     self.attach(hook, t)
 
     def _targeting(self, name: str) -> list[int]:
@@ -313,11 +309,15 @@ class Registrations:
         if node is None or id(node) in self.attached[hook.index] or not held_by_an_edge(node, self.rt.nodes):
             return
         self.attached[hook.index].add(id(node))
+        self._on_accumulator(hook, node, self.times.get(hook.index, 1))   # once per registration
+
+    def _on_accumulator(self, hook, node, times: int) -> None:
+        """The node hook on a leaf's AccumulateGrad ``node`` (or the node ``next:`` walks to), ``times`` times."""
         if getattr(hook, "next", ()):
             from adjoint.engine.next_functions import walk
             node = walk(node, hook)
         hooks = node.pre_hooks if hook.kind == "pre" else node.post_hooks
-        for _ in range(self.times.get(hook.index, 1)):   # once per registration
+        for _ in range(times):
             self.handles[hook.index].append((hooks, self.rt.add_hook(hooks, UserNodeHook(hook))))
 
     def multi_grad(self, hook, tensors: list) -> None:
@@ -430,5 +430,5 @@ def _naming(hook):
 
 def _repeats(hook) -> bool:
     """A hook whose second registration is a second hook: a tensor hook (not retain_grad, which
-    PyTorch keeps once), a node hook on a non-leaf's node, a multi_grad hook."""
+    PyTorch keeps once), a node hook (on a leaf's AccumulateGrad too), a multi_grad hook."""
     return hook.on in ("tensor", "node", "multi_grad") and hook.kind != "retain_grad"

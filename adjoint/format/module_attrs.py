@@ -58,7 +58,7 @@ def module_at(kids, path: str):
 
 def own_tensor(mod, name: str) -> bool:
     """Is ``name`` a parameter or buffer of module ``mod`` (``lin.weight``, ``bn.running_mean``)?"""
-    return any(t.name.rsplit(".", 1)[-1] == name for t in tuple(mod.params) + tuple(mod.buffers))
+    return mod.param(name) is not None or mod.buffer(name) is not None
 
 
 def _targets(program):

@@ -22,6 +22,8 @@ TENSOR_HOOK_KINDS = ("hook", "retain_grad", "post_accumulate_grad")
 NODE_HOOK_KINDS = ("pre", "post")
 ROOT = "model"  # how hooks name the root module
 OUTPUT = "y"    # how the loss names the model's output
+#: containers without a forward: their parent calls their items (``layers[0](x)``, ``blocks.first(x)``)
+HOLDERS = ("ModuleList", "ModuleDict")
 
 
 # ----------------------------------------------------------------------------- values
@@ -161,6 +163,12 @@ class Module:
         for p in self.params:
             if p.name.rsplit(".", 1)[-1] == name:
                 return p
+        return None
+
+    def buffer(self, name: str) -> TensorDecl | None:
+        for b in self.buffers:
+            if b.name.rsplit(".", 1)[-1] == name:
+                return b
         return None
 
     def walk(self):

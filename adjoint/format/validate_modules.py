@@ -25,7 +25,7 @@ from adjoint.format.literals import IDENT_RE, NotANumber, NumberRefused, parse_i
 from adjoint.format.loader import YMap, YNode, YScalar, YSeq, kind_name
 from adjoint.format.module_signatures import NNType
 from adjoint.format.complex_literals import complex_decl, is_complex_node
-from adjoint.format.problem import ROOT, Function, Literal, Module, TensorDecl
+from adjoint.format.problem import HOLDERS, ROOT, Function, Literal, Module, TensorDecl
 from adjoint.format.syntax import Assert
 from adjoint.format.syntax import (Assign, AugAssign, Attr, ExprStmt, Method, Name, Return, Subscript, With,
                                   children as sub_expressions, to_source)
@@ -564,10 +564,6 @@ def check_unique_names(m: YMap, what: str, inputs, params, buffers, kids) -> Non
             if n in seen:
                 raise ProblemError(m.loc, f"'{n}' in {what} is both a {seen[n]} and a {kind}; names must be unique")
             seen[n] = kind
-
-
-#: Containers without a forward: their parent calls their items (``layers[0](x)``, ``blocks.first(x)``).
-HOLDERS = ("ModuleList", "ModuleDict")
 
 
 def module_dicts(kids: tuple[Module, ...]) -> frozenset:

@@ -189,7 +189,7 @@ class Hooks:
                 continue
             if hook.on == "tensor" or (hook.on == "node" and value.grad_fn is not None):
                 self.attached[index].add(id(value))
-                for _ in range(self.times.get(index, 1) if _repeats(hook) else 1):
+                for _ in range(self.times.get(index, 1)):   # (more than 1 only for a hook that _repeats)
                     self.attach(hook, value)
 
     def forward_ends(self) -> None:
@@ -465,5 +465,5 @@ def _tensors(args: dict) -> list:
 
 def _repeats(hook) -> bool:
     """A hook whose second registration is a second hook: a tensor hook (not retain_grad, kept
-    once), a node hook on a non-leaf's node, a multi_grad hook."""
+    once), a node hook (on a leaf's AccumulateGrad too), a multi_grad hook."""
     return hook.on in ("tensor", "node", "multi_grad") and hook.kind != "retain_grad"

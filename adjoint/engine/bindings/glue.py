@@ -119,14 +119,12 @@ def lower_item(rt, a, loc):
         raise TorchError("RuntimeError", f"a Tensor with {n} elements cannot be converted to Scalar")
     if x.dtype in ("complex64", "complex128"):
         raise ProblemError(loc, "x.item() of a complex tensor is not modelled yet (a Python complex)")
+    from adjoint.values.mathtree.functions import number
     item = getattr(x.value, "item", None)
     v = item() if callable(item) else None
-    if isinstance(v, float):   # --float64: the double itself
-        v = Fraction(v)
-    elif type(v).__name__ == "fmpq":
-        v = Fraction(int(v.p), int(v.q))
-    if not isinstance(v, Fraction):
+    if not isinstance(v, (float, Fraction)) and type(v).__name__ != "fmpq":   # (--float64 gives the double)
         return PrintedNumber(loc)
+    v = number(v)
     if x.dtype in ("float32", "float64") and v.denominator == 1:
         # a Python float such as 3.0: adjoint's Python numbers tell an int from a float by how they
         # are written, and this one would pass as an int where PyTorch refuses a float (a size)

@@ -307,9 +307,6 @@ def bind(fn: Function, args: list, kwargs: dict, loc: Loc, what: str, types=None
     out.types = given_types
     out.name = what.removeprefix("Tensor.")
     out.prefix = prefix
-    printed = next((v for v in list(args) + list(kwargs.values()) if getattr(v, "printed_number", False)), None)
-    if printed is not None:   # x.item() of an irrational value: printed only (bindings.glue.PrintedNumber)
-        printed._refuse()
     for p in params:
         if p.name not in bound:
             if p.default is REQUIRED:
@@ -321,6 +318,8 @@ def bind(fn: Function, args: list, kwargs: dict, loc: Loc, what: str, types=None
 
 
 def check_kind(v, p: Param, loc: Loc, what: str):
+    if getattr(v, "printed_number", False):   # x.item() of an irrational value: printed only (glue.PrintedNumber)
+        v._refuse()
     if v is None:
         if p.optional or p.default is None:
             return None

@@ -405,18 +405,10 @@ def _tensor_path(children: dict, target: str) -> str | None:
     """A descendant's parameter or buffer as the format writes it (``emb.weight``,
     ``layers[0].weight``, ``transformer.wte.weight``); None when ``target`` is not one."""
     *path, name = target.split(".")
-    if not path or path[0] not in children:
+    found = _written(children, path, holders_only=False) if path else None
+    if found is None or (name not in found[0]._parameters and name not in found[0]._buffers):
         return None
-    mod, out = children[path[0]], path[0]
-    for part in path[1:]:
-        child = mod._modules.get(part)
-        if child is None:
-            return None
-        out = f"{out}[{part}]" if isinstance(mod, nn.ModuleList) else f"{out}.{part}"
-        mod = child
-    if name not in mod._parameters and name not in mod._buffers:
-        return None
-    return f"{out}.{name}"
+    return f"{found[1]}.{name}"
 
 
 def _item_path(children: dict, target: str) -> str | None:
@@ -424,16 +416,23 @@ def _item_path(children: dict, target: str) -> str | None:
     ``transformer.wte`` -> ``transformer.wte``, ``transformer.h.0`` -> ``transformer.h[0]``,
     ``layers.0.lin`` -> ``layers[0].lin`` (a ModuleList of ModuleDicts): the keys of ModuleDicts
     and the indices of ModuleLists; None for any other path."""
-    head, *rest = target.split(".")
-    mod, out = children.get(head), head
-    for part in rest:
-        if isinstance(mod, nn.ModuleDict) and part in mod:
-            mod, out = mod[part], f"{out}.{part}"
-        elif isinstance(mod, nn.ModuleList) and part.isdigit():
-            mod, out = mod[int(part)], f"{out}[{part}]"
-        else:
+    parts = target.split(".")
+    found = _written(children, parts, holders_only=True) if len(parts) > 1 else None
+    return found[1] if found is not None else None
+
+
+def _written(children: dict, parts: list, holders_only: bool):
+    """(the module the path ``parts`` names, the path as the format writes it: a ModuleList's
+    index in brackets), or None; ``holders_only``: each step goes through a ModuleDict or a
+    ModuleList (a call of a container's item; a parameter may sit in any descendant)."""
+    mod, out = children.get(parts[0]), parts[0]
+    for part in parts[1:]:
+        child = mod._modules.get(part) if mod is not None else None
+        if child is None or (holders_only and not isinstance(mod, (nn.ModuleDict, nn.ModuleList))):
             return None
-    return out if rest else None
+        out = f"{out}[{part}]" if isinstance(mod, nn.ModuleList) else f"{out}.{part}"
+        mod = child
+    return (mod, out) if mod is not None else None
 
 
 def _namespace(target) -> str | None:
