@@ -693,6 +693,7 @@ def finish_calls(s: Session) -> None:
                 record["call"] = k
         if record["kind"] in ("pack", "unpack"):
             seq = record.pop("_seq", None)
+            record.pop("_seq_known", None)
             name = record.pop("_node", None)
             record["node"] = name or s.nodes.name(seq) or s.saved_nodes.name(seq) or s.saved_nodes.op_node(seq)
             if record.pop("_in_backward", False) and record["node"] is None:

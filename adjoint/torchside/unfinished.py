@@ -183,6 +183,15 @@ def watch_call(log: list, fn, *args, node_name: str | None = None):
         raise
     if node_name is not None:
         first = out[0] if isinstance(out, tuple) and out else out
+        own = graphs.grad_fn_of(first) if isinstance(first, torch.Tensor) else None
+        if own is not None and own.name() == node_name:
+            # PyTorch's record of the apply carries the number read before the inputs' edges were
+            # collected; collecting them can make a node (a view's grad_fn regenerated after an
+            # in-place write), so the Function's node has a later number than its record says
+            for r in log[mark:]:
+                if r.get("kind") == "pack":
+                    r["_seq"] = graphs.sequence_nr(own)
+                    r["_seq_known"] = True
         base = first._base if isinstance(first, torch.Tensor) and first._is_view() else None
         node = graphs.grad_fn_of(base) if base is not None else None   # the view's is AsStridedBackward0
         if node is not None and node.name().endswith("CopySlices"):   # torch::autograd::CopySlices
