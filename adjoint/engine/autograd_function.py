@@ -72,7 +72,7 @@ def apply_function(rt, mod, args: list) -> Tensor:
     check_undeclared_writes(mod, plain)
     if dirty:
         before = dirty_rules.write_dirty(rt, mod, by_slot, plain)
-    results = []
+    results, rebased = [], set()
     for k, o in enumerate(outs):
         if not isinstance(o, Tensor):   # a non-tensor output is returned as it is; its gradient slot stays None
             results.append(o)
@@ -81,6 +81,7 @@ def apply_function(rt, mod, args: list) -> Tensor:
         mine = (dirty_rules.dirty_output(rt, mod, node, by_slot, plain, o, k, len(outs), args, before,
                                          (tensors, in_values)) if dirty else None)
         if mine is not None:    # a dirty input returned: that very tensor, rebased onto the node
+            rebased.add(id(mine))
             results.append(mine)
             continue
         r = _same_layout(rt.tensor(o.value, node is not None, node, k, dtype=o.dtype), o)
@@ -101,8 +102,11 @@ def apply_function(rt, mod, args: list) -> Tensor:
         saved = [(t, False) for t in tensors]
         if mod.function.save is not None:   # ctx.save_for_backward(*save): an input or output saved is that tensor
             made = {id(o): r for o, r in zip(outs, results)}
-            # is_output: var.grad_fn() is the node (a dirty view's is its regenerated AsStridedBackward0)
-            saved = [(given.get(id(v), made.get(id(v), v)), id(v) in made and made[id(v)].grad_fn is node)
+            # is_output: var.grad_fn() is the node. A dirty view's is too: _save_variables reads it
+            # before anything regenerates it (checked in torch: the version error names the
+            # Function, and backward's saved tensor has the Function's node as grad_fn, no view)
+            saved = [(given.get(id(v), made.get(id(v), v)),
+                      id(v) in made and (made[id(v)].grad_fn is node or id(made[id(v)]) in rebased))
                      for v in save_values(rt, mod, plain, local, out)]
         for i, (t, is_output) in enumerate(saved):
             sv = SavedVariable(f"saved{i}", t, t.version.value, is_output, t.value)
