@@ -11,6 +11,7 @@ file of rationals does not load it.
 
 from __future__ import annotations
 
+import collections
 import importlib
 import sys
 
@@ -95,16 +96,19 @@ def has_symbols(x) -> bool:
     sp = sympy()
     if not isinstance(x, sp.Basic):
         return False
+    if x.is_Symbol:
+        return True
+    # breadth first: a closed form's symbols sit near its top (a layer's w * h + b), so a
+    # depth-first walk went down the nested part first, through most of the expression
     seen = set()
-    stack = [x]
-    while stack:
-        e = stack.pop()
-        if e.is_Symbol:
-            return True
-        for a in e.args:
-            if id(a) not in seen:
+    queue = collections.deque([x])
+    while queue:
+        for a in queue.popleft().args:
+            if a.is_Symbol:
+                return True
+            if a.args and id(a) not in seen:
                 seen.add(id(a))
-                stack.append(a)
+                queue.append(a)
     return False
 
 
@@ -398,12 +402,27 @@ def memo_printer():
     (``tanh(w_1*tanh(...) + b_1)`` in every term), and without the memo each repetition is
     printed again (time exponential in depth for text that is only quadratic). The text is
     exactly sstr's: the memo only skips recomputing a subexpression's own text."""
+    from sympy.printing.precedence import precedence
     from sympy.printing.str import StrPrinter
 
     class MemoStrPrinter(StrPrinter):
         def __init__(self):
             super().__init__({"order": "none"})
             self._memo = {}
+            self._precedence = {}
+
+        def parenthesize(self, item, level, strict=False):
+            # StrPrinter.parenthesize, with each subexpression's precedence worked out once
+            # (asked again for every product and power a shared part appears in)
+            try:
+                p = self._precedence[item]
+            except KeyError:
+                p = self._precedence[item] = precedence(item)
+            except TypeError:  # unhashable
+                p = precedence(item)
+            if p < level or (not strict and p <= level):
+                return "(%s)" % self._print(item)
+            return self._print(item)
 
         def _print(self, expr, **kwargs):
             if kwargs:
