@@ -225,6 +225,12 @@ def _written(rec) -> list[str]:
             why.append(f"the hook sets {what[:-len(' (assigned)')]}: it is another tensor from now on")
         elif what.endswith(".grad"):
             why.append(f"the hook writes {what} in place: the accumulated gradient changes")
+        elif what.startswith("requires_grad "):
+            name, _, flag = what[len("requires_grad "):].partition("=")
+            why.append(f"the hook sets {name}.requires_grad to {flag}" + (
+                ": AccumulateGrad skips a leaf that no longer requires grad, so its .grad stays as it is (its "
+                "post_accumulate_grad hooks still run)" if flag == "False" else
+                ": the graph already recorded stays as it is (only later forwards see the change)"))
     return why
 
 

@@ -127,7 +127,9 @@ class HookRunner:
         # of its names (leaf_values), any other tensor as itself (the answer says so)
         wrote_named = []
         names_of = self._leaf_names(self.reg.model) if self.reg.model is not None else {}
-        for name, (t, version) in named.items():
+        switched = [f"requires_grad {name}={t.requires_grad}" for name, (t, _v, rg) in named.items()
+                    if t.requires_grad != rg]
+        for name, (t, version, _rg) in named.items():
             if t.version.value == version:
                 continue
             if id(t) not in names_of:
@@ -144,10 +146,11 @@ class HookRunner:
         self.writes = writes
         self.leaf_changes = grads.settle()
         wrote_handed = [name for name, t, version in handed
-                        if t.version.value != version and not any(t is u for u, _v in named.values())]
+                        if t.version.value != version and not any(t is u for u, _v, _rg in named.values())]
         record.wrote = (("gradient",) if writes else ()) + tuple(f"leaf {n}" for n in wrote_leaves) + tuple(
             f"tensor {n}" for n in wrote_named) + tuple(f"argument {n}" for n in wrote_handed) + tuple(
-            f"{self.leaf_name(t)}.grad{' (assigned)' if how == 'assign' else ''}" for t, how in self.leaf_changes)
+            f"{self.leaf_name(t)}.grad{' (assigned)' if how == 'assign' else ''}" for t, how in self.leaf_changes) + tuple(
+            switched)
         if isinstance(returned, tuple):
             self.returned_obj = tuple(wrapped.obj_of(r) for r in returned)
         else:

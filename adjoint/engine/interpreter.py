@@ -53,8 +53,8 @@ class EnvScope:
         self.env = env
         self.what = what
         self.names = names if names is not None else {}
-        #: the forward's tensors the body named: name -> (tensor, its version when first named), so
-        #: the caller sees which of them the body wrote in place
+        #: the forward's tensors the body named: name -> (tensor, its version and requires_grad when
+        #: first named), so the caller sees which of them the body wrote in place or switched
         self.named = named if named is not None else {}
 
     def lookup(self, name, loc):
@@ -64,7 +64,7 @@ class EnvScope:
             value = self.names[name]
             version = getattr(getattr(value, "version", None), "value", None)
             if version is not None:
-                self.named.setdefault(name, (value, version))
+                self.named.setdefault(name, (value, version, value.requires_grad))
             return value
         raise ProblemError(loc, f"unknown name '{name}' in {self.what}; available: {', '.join(self.env)}")
 

@@ -352,7 +352,9 @@ class Engine:
         """AccumulateGrad: ``.grad`` += grad (first time: the gradient itself; nothing when None),
         then its post-accumulate hooks."""
         t = node.variable
-        if grad is not None:
+        # AccumulateGrad::apply returns at once for a leaf that no longer requires grad (a hook
+        # ran requires_grad_(False) on it after the forward): its .grad is left as it is
+        if grad is not None and t.requires_grad:
             first = t.grad is None
             self.alias.accumulated(t, first, self.alias.objs[0])
             held = getattr(t, "grad_tensor", None)   # a .grad a create_graph backward made: a tensor with a graph

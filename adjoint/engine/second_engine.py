@@ -251,7 +251,7 @@ class SecondEngine(Engine):
             return super().accumulate(node, grad)
         t = node.variable
         rt = self.rt
-        if grad is not None:
+        if grad is not None and t.requires_grad:   # see ReverseEngine.accumulate
             if t.grad is None:
                 new = self.copy_of(grad)
             else:

@@ -392,9 +392,14 @@ class HookSections(UnitWriter):
         under Why."""
         what = ["a gradient it was handed" if w == "gradient" else
                 f"its argument \\texttt{{{esc(w[len('argument '):])}}}" if w.startswith("argument ") else esc(w)
-                for w in h.wrote]
-        return ("It returns \\texttt{None} but writes in place (" + ", ".join(what) + "): the values shown "
-                "are what it was handed, before its writes.\n\n")
+                for w in h.wrote if not w.startswith("requires_grad ")]
+        switched = [w[len("requires_grad "):].partition("=") for w in h.wrote if w.startswith("requires_grad ")]
+        sets = "".join(f"It sets \\texttt{{{esc(name)}.requires\\_grad}} to \\texttt{{{flag}}}. "
+                       for name, _, flag in switched)
+        if not what:
+            return "It returns \\texttt{None}. " + sets + "\n\n"
+        return (sets + "It returns \\texttt{None} but writes in place (" + ", ".join(what) + "): the values "
+                "shown are what it was handed, before its writes.\n\n")
 
     def _always_after_error(self, h: HookCall) -> bool:
         err = self.vd.error
