@@ -177,11 +177,23 @@ def run_checkpoint(run, child, args: list, kwargs: dict, loc):
     """``checkpoint(child, *args, **kwargs)`` in the forward pass ``run`` (forward._Pass)."""
     rt = run.rt
     use_reentrant, early_stop = options(rt, kwargs, loc)
-    if use_reentrant:
-        from adjoint.engine.checkpoint_reentrant import run_reentrant
-        return run_reentrant(run, child, args, loc)
-    if not rt.grad_enabled:   # _checkpoint_without_reentrant_generator: nothing to do without grad mode
+    if not use_reentrant and not rt.grad_enabled:   # _checkpoint_without_reentrant_generator: nothing to do
         return run.call_module(child, list(args), loc)
+    # without the RNG state, the recomputation draws a training-mode dropout's mask afresh, which
+    # a file cannot state: the region's dropout refuses it (adjoint.engine.bindings.norm.dropout)
+    fresh = kwargs.get("preserve_rng_state") is False
+    rt.fresh_rng += fresh
+    try:
+        if use_reentrant:
+            from adjoint.engine.checkpoint_reentrant import run_reentrant
+            return run_reentrant(run, child, args, loc)
+        return _run_non_reentrant(run, child, args, early_stop, loc)
+    finally:
+        rt.fresh_rng -= fresh
+
+
+def _run_non_reentrant(run, child, args: list, early_stop: bool, loc):
+    rt = run.rt
     if any(not getattr(h, "is_checkpoint", False) and getattr(h, "on", None) != "save_on_cpu" for h in rt.saved_hooks):
         from adjoint.format.errors import ProblemError
         raise ProblemError(loc, "checkpoint(..., use_reentrant=False) inside the scope of saved_tensors hooks is not "

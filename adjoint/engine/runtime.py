@@ -90,6 +90,7 @@ class Runtime:
         self.warnings: list = []              # adjoint.engine.warns.Warned: every warning PyTorch issued, in order
         self.graph_task = None                # the backward running (its GraphTask): checkpoint recomputes once per task
         self.recomputing = 0                  # > 0 while checkpoint recomputes a region (adjoint.engine.checkpoint)
+        self.fresh_rng = 0                    # > 0 inside checkpoint(..., preserve_rng_state=False)
         self.reentrant = 0                    # depth of the reentrant backward running (0: none or the outer one)
         self.creating_graph = False           # a create_graph backward is running (its hooks run with grad mode on)
         self.backward_runner = None           # (root, gradient, retain_graph) -> runs a backward (a hook body's)

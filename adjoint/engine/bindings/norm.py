@@ -225,6 +225,10 @@ def dropout(rt, x: Tensor, p: Fraction, training: bool, inplace: bool, mask, loc
         if mask is None:
             raise ProblemError(loc, "dropout in training mode keeps elements at random, which no prediction can know; "
                                     "use a Dropout module with mask: [...] (1 keeps, 0 drops), or training=False")
+        if rt.fresh_rng:
+            raise ProblemError(loc, "checkpoint(..., preserve_rng_state=False) recomputes this dropout with a fresh "
+                                    "random mask, which no prediction can know; leave preserve_rng_state at True (its "
+                                    "default: the recomputation draws the mask given here again), or training=False")
         if tuple(B.shape(mask)) != tuple(x.shape):
             raise ProblemError(loc, f"the Dropout mask has shape {list(B.shape(mask))} but its input has shape "
                                     f"{list(x.shape)}; give a mask of the input's shape")
