@@ -23,7 +23,7 @@ from adjoint.format.problem import OUTPUT, Problem, Step, Variant
 from adjoint.engine.hook_registration import Registrations
 from adjoint.engine.reverse import BackwardRequest, BackwardResult, Engine
 from adjoint.engine.runtime import Runtime, TorchError
-from adjoint.engine.torch_errors import torch_size
+from adjoint.engine.torch_errors import complex_mismatch, torch_size
 from adjoint.engine.second_run import bind_names, second_engine, second_request, with_step_names
 from adjoint.engine import warns
 from adjoint.engine.saved_reads import read_step
@@ -311,6 +311,8 @@ def backward_request(problem: Problem, bw, run: VariantRun, backend) -> Backward
             raise TorchError("RuntimeError", f"Mismatch in shape: grad_output[0] has a shape of "
                                              f"{torch_size(bw.grad_output.shape)} and output[0] has a shape of "
                                              f"{torch_size(root.shape)}.", "autograd")
+        if root.dtype in ("complex64", "complex128"):   # a file's grad_output is real: _make_grads' dtype check
+            raise TorchError("RuntimeError", complex_mismatch(0, problem.dtype, 0, root.dtype), "autograd")
         grad_output = backend.literal(bw.grad_output)
     elif root.requires_grad and _numel(root.shape) != 1:
         raise TorchError("RuntimeError", "grad can be implicitly created only for scalar outputs", "autograd")

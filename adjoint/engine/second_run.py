@@ -81,8 +81,8 @@ def second_request(problem, bw, run, backend) -> BackwardRequest:
     if not run.forwards:
         raise ProblemError(bw.loc, "a backward step needs a forward step before it")
     if getattr(backend, "is_complex", None) is not None:   # adjoint.values.backends.complex
-        raise ProblemError(bw.loc, "create_graph and grad-of-grad in a file with complex tensors are not modelled; "
-                                   "differentiate once")
+        raise ProblemError(bw.loc, "root:, roots:, grad_outputs: and create_graph in a file with complex tensors "
+                                   "are not modelled; write the root as the problem's loss: and differentiate once")
     if s.materialize_grads and s.allow_unused is False:
         raise TorchError("ValueError", "Expected allow_unused to be True or not passed when materialize_grads=True, "
                                        "but got: allow_unused=False.", "arguments")

@@ -26,6 +26,13 @@ def torch_size(shape) -> str:
     return f"torch.Size([{', '.join(str(d) for d in shape)}])"
 
 
+def complex_mismatch(at: int, grad_dtype: str, of: int, out_dtype: str) -> str:
+    """_make_grads' error for a gradient and an output of which one is complex, the other not."""
+    return ("For complex Tensors, both grad_output and output are required to have the same dtype. Mismatch in "
+            f"dtype: grad_output[{at}] has a dtype of torch.{grad_dtype} and output[{of}] has a dtype of "
+            f"torch.{out_dtype}.")
+
+
 class TorchError(Exception):
     """An error PyTorch raises while running the file (the contract's ``error``).
 

@@ -264,6 +264,9 @@ def _parse_literal(node: YNode, what: str, booleans: bool) -> Literal:
     if isinstance(node, YMap):
         allowed = ("value", "scale")
         for key, _ in node.entries:
+            if key.text in ("imag", "dtype") and what.startswith(("backward.grad_output", "a grad_outputs")):
+                raise ProblemError(key.loc, f"a complex {what} is not modelled yet (only a real one, in the problem's "
+                                            "dtype); backpropagate a real loss: of the complex tensors instead")
             if key.text not in allowed:
                 raise ProblemError(key.loc, f"unknown key '{key.text}' in {what} (allowed: value, scale)")
         if node.get("value") is None:
