@@ -808,17 +808,19 @@ class Aliases:
         if obj is None:
             return
         root = obj.storage.root()
-        if not any(o is not obj and o.storage.root() is root for leaf, o in self.grads.items() if leaf is not t):
+        if not any(o.storage.root() is root for leaf, o in self.grads.items() if leaf is not t):
             obj.value = t.grad
             return
         self.write({obj: t.grad}, None)
 
-    def leaf_writes(self, changes: list, hook) -> None:
+    def leaf_writes(self, changes: list, hook, sources: dict | None = None) -> None:
         """A hook wrote leaves' ``.grad``: in place (every holder of that tensor sees it) or by
-        assignment (``.grad`` is another tensor from now on)."""
+        assignment (``.grad`` is another tensor from now on: ``sources``, another leaf's ``.grad``
+        tensor itself, which the two then share)."""
         for leaf, how in changes:
             if how == "assign":
-                self.grads[leaf] = fresh()
+                source = (sources or {}).get(leaf)
+                self.grads[leaf] = self.grad_obj(source) if source is not None else fresh()
             else:
                 self.write({self.grad_obj(leaf): leaf.grad}, hook)
 

@@ -79,6 +79,7 @@ class HookRunner:
         self._leaf_index = None    # (leaf tensors, id -> names): see leaf_args
         self.written_leaves: dict = {}   # name -> leaf Tensor a hook body wrote in place (leaf_values)
         self.writes, self.returned_obj, self.leaf_changes = {}, None, []
+        self.grad_sources: dict = {}   # leaf -> leaf: .grad assigned another leaf's .grad tensor (LeafGrads.sources)
 
     def wrap(self, v):
         """A backend value as a tensor a hook can compute with (no grad), tuples element-wise."""
@@ -108,7 +109,7 @@ class HookRunner:
             record.raised = True
             raise TorchError(hook.raises_type, hook.raises, "hook_raised")
         grads = LeafGrads()
-        self.writes, self.returned_obj, self.leaf_changes = {}, None, []
+        self.writes, self.returned_obj, self.leaf_changes, self.grad_sources = {}, None, [], {}
         leaves = self.leaf_args(env)
         # a forward(-pre) hook is handed the forward's own tensors: its in-place writes to them are
         # writes to the forward (a backward hook's arguments are gradients: ``wrapped`` sees those)
@@ -145,6 +146,7 @@ class HookRunner:
             raise ProblemError(hook.loc, unplaced(hook))
         self.writes = writes
         self.leaf_changes = grads.settle()
+        self.grad_sources = grads.sources
         wrote_handed = [name for name, t, version in handed
                         if t.version.value != version and not any(t is u for u, _v, _rg in named.values())]
         record.wrote = (("gradient",) if writes else ()) + tuple(f"leaf {n}" for n in wrote_leaves) + tuple(

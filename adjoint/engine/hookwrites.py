@@ -170,6 +170,7 @@ class LeafGrads:
     def __init__(self):
         self.read_tensors: dict = {}   # leaf Tensor -> (Tensor of its .grad, version when read)
         self.assigned: list = []       # leaves whose .grad the body assigned
+        self.sources: dict = {}        # leaf -> the leaf whose .grad tensor itself it was assigned (a.grad = b.grad)
 
     def read(self, rt, leaf: Tensor, loc):
         if leaf.grad is None:
@@ -199,8 +200,15 @@ class LeafGrads:
                 raise TorchError("RuntimeError", f"attempting to assign a gradient of size '{list(value.shape)}' to a "
                                  f"tensor of size '{list(leaf.shape)}'. Please ensure that the gradient and the tensor "
                                  "are the same size")
+            source = next((other for other, (t, _v, _val) in self.read_tensors.items()
+                           if t is value and other is not leaf), None)
+            if source is not None:   # one tensor, two .grad: an accumulation into either is seen by both
+                self.sources[leaf] = source
+            else:
+                self.sources.pop(leaf, None)
             self.read_tensors[leaf] = (value, value.version.value, value.value)
         else:
+            self.sources.pop(leaf, None)
             self.read_tensors.pop(leaf, None)
         leaf.grad = None if value is None else value.value
         self.assigned.append(leaf)

@@ -373,7 +373,7 @@ class Engine:
             runner = self.rt.hooks_runner
             for entry in t.post_accumulate_hooks.live():
                 runner.fire_post_accumulate(entry.hook, t, node)
-                self.alias.leaf_writes(runner.leaf_changes, entry.hook)
+                self.alias.leaf_writes(runner.leaf_changes, entry.hook, runner.grad_sources)
 
     def tensor_pre_hooks(self, node: Node, inputs: list) -> list:
         inputs = list(inputs)

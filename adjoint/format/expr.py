@@ -433,6 +433,10 @@ class _Builder:
         if isinstance(node, ast.Attribute) and node.attr == "grad" and isinstance(node.value, ast.Name):
             # ``t.grad = v`` (a hook body setting a leaf's .grad; the interpreter says where it may stand)
             return Attr(self.loc(node), Name(self.loc(node.value), node.value.id), "grad")
+        if isinstance(node, ast.Attribute) and node.attr == "grad" and isinstance(node.value, ast.Attribute):
+            # ``lin.weight.grad = v``: a parameter by its path (the interpreter reads it as an expression)
+            self.count += 1
+            return Attr(self.loc(node), self.expression(node.value, _OPERAND), "grad")
         if isinstance(node, ast.Attribute) and getattr(self, "in_forward", False) \
                 and isinstance(node.value, ast.Name) and node.value.id == "self":
             from adjoint.format.module_attrs import self_attribute_target
