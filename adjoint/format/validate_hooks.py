@@ -254,8 +254,7 @@ def parse_backward(node: YNode | None, base: Backward | None, in_step: bool = Fa
     # backward may choose its root (contract v3, 8: root: on a top-level backward and on method: grad)
     # and say allow_unused / materialize_grads (contract v3, 3: torch.autograd.grad's own arguments)
     from adjoint.format.second_steps import SECOND_KEYS, parse_second
-    b = mapping(node, "backward", (), BACKWARD_KEYS + (("retain_graph",) + SECOND_KEYS if in_step else
-                                                       ("root", "allow_unused", "materialize_grads")))
+    b = mapping(node, "backward", (), BACKWARD_KEYS + ("retain_graph",) + SECOND_KEYS)
     method = choice(b.get("method"), "backward method", ("backward", "grad")) if b.get("method") else "backward"
     inputs: tuple[tuple[str, Loc], ...] = ()
     empty = isinstance(b.get("inputs"), YSeq) and not b.get("inputs").items   # inputs=[]: PyTorch's error, an answer

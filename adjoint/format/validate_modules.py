@@ -523,7 +523,11 @@ def dropout_mask(m: YMap, args: dict, training: bool, what: str) -> Literal | No
 
 
 def parse_function(node: YNode, path: str, inputs: tuple[str, ...], params: list[TensorDecl], what: str) -> Function:
-    f = mapping(node, f"the function of {what}", ("backward",), ("name", "save", "dirty", "does"))
+    f = mapping(node, f"the function of {what}", ("backward",), ("name", "save", "dirty", "mark_dirty", "does"))
+    if f.get("dirty") is not None and f.get("mark_dirty") is not None:
+        raise ProblemError(f.key_loc("mark_dirty"), "give dirty: or mark_dirty: (the same list, ctx.mark_dirty's "
+                                                    "arguments), not both")
+    dirty = f.get("dirty") if f.get("dirty") is not None else f.get("mark_dirty")
     default = "".join(part[:1].upper() + part[1:] for part in re.split(r"[._]", path or ROOT) if part) + "Function"
     name = string(f.get("name"), "function name") if f.get("name") is not None else default
     if not identifier_ok(name):
@@ -552,7 +556,7 @@ def parse_function(node: YNode, path: str, inputs: tuple[str, ...], params: list
             raise ProblemError(f.key_loc("does"), "function.does needs save: (its backward sees saved and "
                                                   "grad_output, as after (x,) = ctx.saved_tensors)")
         does = parse_statements(f.get("does"), f"the does of the function of {what}")
-    return Function(name, grads, f.loc, save, parse_dirty(f.get("dirty"), slots, what), does)
+    return Function(name, grads, f.loc, save, parse_dirty(dirty, slots, what), does)
 
 
 def check_unique_names(m: YMap, what: str, inputs, params, buffers, kids) -> None:
