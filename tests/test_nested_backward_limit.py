@@ -30,3 +30,14 @@ def test_a_hook_backward_that_reaches_itself_is_refused_at_its_line(tmp_path):
         adjoint.load(str(path)).solve()
     assert str(err.value).startswith(f"{path}:11:")
     assert "never finishes" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_same_with_autograd_grad(tmp_path):
+    """The autograd.grad form (a hook handing its own grad on as grad_outputs) likewise."""
+    path = tmp_path / "p.yaml"
+    path.write_text(FILE.replace('does: "backward(p, retain_graph=True)"',
+                                 'does: "autograd.grad(h, [x], grad_outputs=grad, retain_graph=True)"'))
+    with pytest.raises(ProblemError) as err:
+        adjoint.load(str(path)).solve()
+    assert str(err.value).startswith(f"{path}:11:")
+    assert "autograd.grad(...)" in str(err.value) and "never finishes" in str(err.value)

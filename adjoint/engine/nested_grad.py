@@ -18,6 +18,7 @@ from __future__ import annotations
 from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.runtime import TorchError
+from adjoint.engine.nested_backward import REENTRANT_LIMIT
 
 PARAMS = ("outputs", "inputs", "grad_outputs", "retain_graph", "create_graph", "only_inputs", "allow_unused")
 KEYWORDS = ("outputs", "inputs", "grad_outputs", "retain_graph", "create_graph", "allow_unused")
@@ -81,6 +82,10 @@ def nested_grad(rt, e, args: list, kwargs: dict, in_hook: bool):
     named = tuple((f"input {i}", t, loc) for i, t in enumerate(inputs))
     inside = rt.phase == "backward"
     phase, grad_mode = rt.phase, rt.grad_enabled
+    if inside and rt.reentrant >= REENTRANT_LIMIT:
+        raise ProblemError(loc, f"this autograd.grad(...) runs inside {REENTRANT_LIMIT} backwards it started: each "
+                                "reaches the hook that runs it again, so PyTorch never finishes; run it outside the "
+                                "hook, or from a root whose backward does not reach the hook")
     if inside:
         rt.reentrant += 1
     try:
