@@ -381,6 +381,14 @@ class _Pass:
                             state["result"] = returned
             raise
 
+    def _forward_hooked(self, mod: Module) -> bool:
+        """Has ``mod`` or a module under it (a built-in's own submodules too) a forward or
+        forward_pre hook of its own right now? (Global hooks are not in those dicts.)"""
+        labels = {k.label for k in mod.walk()}
+        under = tuple(f"{label}." for label in labels)
+        return any((h.forward or h.forward_pre) and (label in labels or label.startswith(under))
+                   for label, h in self.m.hooks.items())
+
     def _inner(self, mod: Module, call: Call, own: ModuleHooks, glob: ModuleHooks, state: dict, called: set,
                loc: Loc):
         rt = self.rt
@@ -596,7 +604,8 @@ class _Pass:
             own = {p.name[len(prefix):]: self.m.params[p.name] for p in mod.params}
             bufs = {b.name[len(prefix):]: self.m.leaves[b.name] for b in mod.buffers}
             return FORWARDS[mod.type](LayerCall(rt, mod, list(args), dict(kwargs), loc, own, bufs,
-                                                lambda child, a, k: self.call_module(child, a, child.loc, k)))
+                                                lambda child, a, k: self.call_module(child, a, child.loc, k),
+                                                lambda: self._forward_hooked(mod)))
         if mod.function is not None:
             return self.function(mod, args, call)
         scope = _ModuleScope(self, mod, call, bind_arguments(mod, args, kwargs, loc))

@@ -28,6 +28,9 @@ class LayerCall:
     params: dict                      # bare name -> Tensor (``weight``, ``out_proj.weight``)
     buffers: dict                     # bare name -> Tensor (``running_mean``)
     call_child: Callable              # (child Module, args, kwargs) -> output
+    #: () -> whether the module or a module under it has a forward or forward_pre hook of its own
+    #: (``len(m._forward_hooks) + len(m._forward_pre_hooks)`` over ``self.modules()``)
+    forward_hooked: Callable = lambda: False
 
     def arg(self, name: str, default=None):
         return self.module.arg(name, default)

@@ -76,8 +76,12 @@ def _bind(c) -> dict:
 
 
 def _fast_path(c, src: Tensor) -> bool:
-    """The conditions under which PyTorch skips the slow path (hooks on submodules aside)."""
+    """The conditions under which TransformerEncoderLayer.forward takes the fused fast path, in its
+    order (the norms share one eps here): not when a module of the layer has a forward or
+    forward_pre hook of its own (a feature extractor's)."""
     if len(src.shape) != 3 or c.training or not c.arg("batch_first") or not c.arg("bias") or c.arg("nhead") % 2:
+        return False
+    if c.forward_hooked():
         return False
     if not c.rt.grad_enabled:
         return True
@@ -91,7 +95,8 @@ def encoder_layer_forward(c):
     mask, kpm = canonical_masks(rt, src, a["src_mask"], a["src_key_padding_mask"], "src_mask")
     if _fast_path(c, src):
         raise ProblemError(loc, f"'{c.module.label}' takes PyTorch's fast path here (torch._transformer_encoder_layer_fwd: "
-                                "eval mode, batch_first, nothing requiring grad), which adjoint does not model yet")
+                                "eval mode, batch_first, nothing requiring grad, no forward hooks on its modules), which adjoint "
+                                "does not model yet")
     kids = {k.name: k for k in c.module.children}
 
     def call(name, *args, **kwargs):
