@@ -756,8 +756,9 @@ def test_big_tensors_go_to_a_side_file_that_reads_back_exactly(tmp_path):
     assert done.returncode == 0, done.stderr
     assert f"wrote {tmp_path / 'wide.safetensors'} (1 tensors)" in done.stdout
     text = out.read_text()
-    assert 'weight: {value: {file: "wide.safetensors", key: "0.weight"}}' in text   # 400 elements
-    assert "bias: [" in text                                                           # 20: inline
+    # 400 elements; version 1: nn.Linear initialises its weight in place (kaiming_uniform_)
+    assert 'weight: {value: {file: "wide.safetensors", key: "0.weight"}, version: 1}' in text
+    assert "bias: {value: [" in text                                                   # 20: inline
     problem = adjoint.load(str(out))
     js = predict(problem, None, "float64").variants[0].to_json()
     user = call_factory(str(model), "make")

@@ -133,6 +133,7 @@ class Model:
     def leaf(self, d: TensorDecl, is_param: bool = False) -> Tensor:
         check_leaf_size(d, self.rt.B)
         t = self.rt.leaf(self.rt.B.literal(d.value), d.requires_grad, dtype=d.dtype, name=d.name, is_param=is_param)
+        t.version.value = d.version
         self.rt.B.check_literal(t.value, d)
         self.leaves[d.name] = t
         self.decls[d.name] = d

@@ -94,6 +94,8 @@ class TensorDecl:
     dtype: str | None = None
     tied: str | None = None      # a parameter that *is* another one (params: {weight: {tied: emb.weight}}):
                                  # that one's full name; value, requires_grad and dtype are its (adjoint.format.tying)
+    version: int = 0             # a parameter's or buffer's t._version when the file starts (version: N; a
+                                 # built-in module's constructor writes its tensors in place: 1, as import writes)
 
 
 # ----------------------------------------------------------------------------- modules

@@ -12,6 +12,7 @@ defaults. Children are validated independently: a mistake in one does not hide a
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from fractions import Fraction
 
 from adjoint.format import init_draw as generator
@@ -139,7 +140,7 @@ class ModuleBuilder:
         if m.get("buffers") is not None:
             buffers = self.attempt(self.table, m.get("buffers"), f"the buffers of {what}",
                                    lambda n, v, loc: tensor_decl(prefix + n, v, loc, f"buffer '{prefix + n}'", False,
-                                                                 ("scale", "dtype")))
+                                                                 ("scale", "dtype", "version")))
         kids: tuple[Module, ...] | object = ()
         if m.get("children") is not None:
             kids = self.attempt(self.children, m.get("children"), path, what, "custom", training, frozen)
@@ -357,7 +358,7 @@ class ModuleBuilder:
                     raise ProblemError(key.loc, f"'{key.text}' is not a buffer of this {t.name}"
                                                 f"{suggest(key.text, names)} (its buffers: {listed})")
                 spec = next(s for s in specs if s.name == key.text)
-                keys = ("scale",) + (("dtype",) if spec.dtype else ())
+                keys = ("scale", "version") + (("dtype",) if spec.dtype else ())
                 decl = tensor_decl(prefix + key.text, value, key.loc, f"buffer '{prefix + key.text}'", False, keys,
                                    spec.dtype)
                 if spec.shape is not None and decl.value.shape != spec.shape:
@@ -377,13 +378,13 @@ class ModuleBuilder:
         if is_tied(node):   # a custom module's tied parameter: any shape (the named one's)
             return tied_decl(full, node, loc, None, frozen)
         decl = complex_decl(full, node, loc, f"parameter '{full}'", True) if is_complex_node(node) else \
-            tensor_decl(full, node, loc, f"parameter '{full}'", True, ("requires_grad", "scale"))
+            tensor_decl(full, node, loc, f"parameter '{full}'", True, ("requires_grad", "scale", "version"))
         if frozen and decl.requires_grad:
             if isinstance(node, YMap) and node.get("requires_grad") is not None:
                 raise ProblemError(node.get("requires_grad").loc, f"parameter '{full}' is in a module with "
                                                                   "requires_grad: false, which freezes it; drop "
                                                                   "requires_grad: true")
-            decl = TensorDecl(decl.name, decl.value, False, decl.loc, decl.dtype)  # a complex one keeps its dtype
+            decl = replace(decl, requires_grad=False)  # a complex one keeps its dtype
         return decl
 
 

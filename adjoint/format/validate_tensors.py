@@ -16,7 +16,7 @@ from __future__ import annotations
 from adjoint.format.checks import FAILED, Issues, boolean, choice, identifier, mapping
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.format.literals import check_integer, infinite_items, parse_literal, within_int64
-from adjoint.format.loader import YMap, YNode, kind_name
+from adjoint.format.loader import YMap, YNode, YScalar, kind_name
 from adjoint.format.problem import TensorDecl
 from adjoint.format.complex_literals import COMPLEX_DTYPES, complex_decl, is_complex_node
 
@@ -37,6 +37,7 @@ def tensor_decl(name: str, node: YNode, loc: Loc, what: str, default_rg: bool, k
             check_integer(decl, created)
         return _finite_unless_constant(decl, what)
     mapping(node, what, ("value",), keys)
+    version = _version(node.get("version"), what) if node.get("version") is not None else 0
     rg_node = node.get("requires_grad")
     rg = boolean(rg_node, f"requires_grad of {what}") if rg_node is not None else default_rg
     if node.get("dtype") is not None:
@@ -46,11 +47,21 @@ def tensor_decl(name: str, node: YNode, loc: Loc, what: str, default_rg: bool, k
         dtype = given
     if dtype is not None and not (created and rg_node is not None and rg):
         rg = False   # created with requires_grad=True: PyTorch's error making it (creation_error)
-    lit_map = YMap(node.loc, tuple((k, v) for k, v in node.entries if k.text not in ("requires_grad", "dtype")))
-    decl = TensorDecl(name, parse_literal(lit_map, what, booleans=dtype == "bool", infinities=True), rg, loc, dtype)
+    lit_map = YMap(node.loc, tuple((k, v) for k, v in node.entries if k.text not in ("requires_grad", "dtype", "version")))
+    decl = TensorDecl(name, parse_literal(lit_map, what, booleans=dtype == "bool", infinities=True), rg, loc, dtype,
+                      version=version)
     if dtype is not None:
         check_integer(decl, created)
     return _finite_unless_constant(decl, what)
+
+
+def _version(node: YNode, what: str) -> int:
+    """``version: N``: the tensor's version counter when the file starts (``t._version``)."""
+    n = node.text if isinstance(node, YScalar) and node.kind == "int" else None
+    if n is None or int(n) < 0:
+        raise ProblemError(node.loc, f"the version of {what} must be a whole number >= 0 (its t._version: 1 for a "
+                                     "tensor a built-in module's constructor initialised in place)")
+    return int(n)
 
 
 def _finite_unless_constant(decl: TensorDecl, what: str) -> TensorDecl:

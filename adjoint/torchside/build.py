@@ -347,6 +347,10 @@ def build(run, root: Module, dtype: torch.dtype, symbols: dict) -> tuple[nn.Modu
     for decl in root.walk():   # parents first: a child's own training flag wins
         target = module if not decl.path else module.get_submodule(decl.path)
         target.train(decl.training)
+    for decl in root.walk():   # version: N -- the counter a constructor's in-place initialisation left
+        for d in tuple(decl.params) + tuple(decl.buffers):
+            if d.version and d.tied is None:
+                torch._C._autograd._unsafe_set_version_counter((tensors[d.name],), (d.version,))
     return module, tensors
 
 

@@ -28,7 +28,7 @@ from torch import nn
 from adjoint.format.errors import ProblemError
 from adjoint.torchside.importer import hooks, inputs
 from adjoint.torchside.importer.emit import Flow, Text, document, flow_map
-from adjoint.torchside.importer.builtins import param_entry
+from adjoint.torchside.importer.builtins import rows_value
 from adjoint.torchside.importer.tree import TreeWriter
 from adjoint.torchside.importer.userfile import call_factory, split_spec
 from adjoint.torchside.importer.where import show_path, source_files
@@ -267,7 +267,7 @@ def _input_entry(t: torch.Tensor, name: str, side=None, grad: bool = True):
     if not t.is_floating_point():
         return flow_map([("value", Flow(nested(t.tolist(), f"input {name}"))),
                          ("dtype", Flow("int64" if t.dtype == torch.int64 else "bool"))])
-    value = param_entry(t.detach().requires_grad_(True), name)
+    value = rows_value(t, f"input {name}")   # a script makes its inputs: fresh tensors, version 0
     if not grad:
         return value if isinstance(value, list) else flow_map([("value", value)])
     return {"requires_grad": True, "value": value} if isinstance(value, list) else \

@@ -118,20 +118,39 @@ def tensor_value(t: torch.Tensor, what: str, side=None, key: str | None = None) 
 
 def param_entry(t: torch.Tensor, name: str, side=None):
     """A parameter's value (rows on lines of their own when it is a matrix or more); a big one
-    in the side file (:mod:`.sidewrite`)."""
+    in the side file (:mod:`.sidewrite`). ``version: N`` where its version counter is not 0 (a
+    built-in's constructor initialises its parameters in place: 1), ``requires_grad: false``
+    where it is frozen."""
+    extra = ([("requires_grad", False)] if not t.requires_grad else []) + _version(t)
     if side is not None and side.wants(t):
-        fields = [("value", side.put(name, t))]
-        if not t.requires_grad:
-            fields.append(("requires_grad", False))
-        return flow_map(fields)
+        return flow_map([("value", side.put(name, t))] + extra)
+    value = rows_value(t, f"parameter {name}")
+    if not extra:
+        return value
+    return flow_map([("value", value)] + extra) if isinstance(value, Flow) else dict([("value", value)] + extra)
+
+
+def rows_value(t: torch.Tensor, what: str):
+    """``t``'s literal: a list of its rows (each on a line of its own) when it is a matrix or more."""
     rows = t.detach().cpu()
     if rows.dim() >= 2:
-        value = [Flow(nested(r.tolist(), f"parameter {name}")) for r in rows]
-    else:
-        value = tensor_value(rows, f"parameter {name}")
-    if not t.requires_grad:
-        return flow_map([("value", Flow(nested(rows.tolist(), f"parameter {name}"))), ("requires_grad", False)])
-    return value
+        return [Flow(nested(r.tolist(), what)) for r in rows]
+    return tensor_value(rows, what)
+
+
+def versioned(value: Flow, t: torch.Tensor) -> Flow:
+    """A buffer's literal ``value``, with ``version: N`` when ``t``'s counter has moved."""
+    if not t._version:
+        return value
+    if value.text.startswith("{"):   # already a mapping: {value: SIDE-FILE ENTRY}
+        return Flow(value.text[:-1] + f", version: {t._version}}}")
+    return flow_map([("value", value)] + _version(t))
+
+
+def _version(t: torch.Tensor) -> list:
+    """``[("version", N)]`` for a tensor whose version counter has moved (else nothing): the
+    answer's version errors count from there, as the module's own run does."""
+    return [("version", t._version)] if t._version else []
 
 
 def buffer_entries(module: nn.Module, tname: str, prefix: str, side=None) -> dict:
@@ -142,14 +161,17 @@ def buffer_entries(module: nn.Module, tname: str, prefix: str, side=None) -> dic
         spec = specs.get(name)
         if spec is None:
             continue
+        # a buffer at its type's start values is left out, version and all (the constructor's fill
+        # moved it to 1; it shows only in the message of a version error on it)
         if spec.default is not None:
             start = 1 if spec.default == "ones" else 0
             if bool(torch.all(buf == start)):
                 continue
         if buf.dtype == torch.int64:
-            out[name] = flow_map([("value", Flow(nested(buf.tolist(), prefix + name))), ("dtype", Flow("int64"))])
+            out[name] = flow_map([("value", Flow(nested(buf.tolist(), prefix + name))), ("dtype", Flow("int64"))]
+                                 + _version(buf))
         else:
-            out[name] = tensor_value(buf, f"buffer {prefix}{name}", side, prefix + name)
+            out[name] = versioned(tensor_value(buf, f"buffer {prefix}{name}", side, prefix + name), buf)
     return out
 
 

@@ -12,13 +12,16 @@ from torch import nn
 def state_kept(model: nn.Module):
     """Run the block, then put back every buffer of ``model`` (a training-mode BatchNorm's
     running statistics and ``num_batches_tracked`` move on every call) and the RNG state
-    (a training-mode Dropout draws)."""
-    state = {n: b.detach().clone() for n, b in model.named_buffers()}
+    (a training-mode Dropout draws), each buffer's version counter too (the file writes it:
+    ``version: N``, which the copy back would otherwise move)."""
+    state = {n: (b.detach().clone(), b._version) for n, b in model.named_buffers()}
     rng = torch.get_rng_state()
     try:
         yield
     finally:
         with torch.no_grad():
             for n, b in model.named_buffers():
-                b.copy_(state[n])
+                value, version = state[n]
+                b.copy_(value)
+                torch._C._autograd._unsafe_set_version_counter((b,), (version,))
         torch.set_rng_state(rng)

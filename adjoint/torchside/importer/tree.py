@@ -207,12 +207,13 @@ def _buffer(b: torch.Tensor, name: str, side=None):
     """A custom module's buffer: its values, with its dtype when it is int64 or bool (a causal
     mask is a bool tensor: written as numbers alone it would read back as float)."""
     if b.is_floating_point():
-        return builtins.tensor_value(b, name, side, name)
+        return builtins.versioned(builtins.tensor_value(b, name, side, name), b)
     if b.dtype not in (torch.int64, torch.bool):
         raise refuse(None, f"buffer '{name}' is {b.dtype}", "a problem file holds float, int64 and bool tensors: "
                                                             "convert it (.long() or .bool())")
     return flow_map([("value", Flow(nested(b.tolist(), f"buffer {name}"))),
-                     ("dtype", Flow("int64" if b.dtype == torch.int64 else "bool"))])
+                     ("dtype", Flow("int64" if b.dtype == torch.int64 else "bool"))]
+                    + ([("version", b._version)] if b._version else []))
 
 
 def _absent_none_arguments(m: nn.Module, example) -> dict:
