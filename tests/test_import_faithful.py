@@ -1169,3 +1169,52 @@ def test_a_forward_hook_registering_a_tensor_hook_is_refused_at_the_hooks_line(t
     msg = _refused(where, "make_model")
     assert msg.startswith(f"{where}:{_line_of(where, 'out.register_hook(')}: the model calls .register_hook() on a "
                           "tensor in its forward hook 'keep' on '0', which the importer cannot translate"), msg
+
+
+# ----------------------------------------------------------------------------- eager in-place writes
+
+EMA_MODEL = '''
+import torch
+from torch import nn
+
+
+class EMA(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+        self.register_buffer("avg", torch.tensor([0.5, -1.0, 2.0]))
+
+    def forward(self, x):
+        h = self.fc(x)
+        self.avg.mul_(0.5).add_(h.detach().mean(0), alpha=0.5)   # mul_'s arguments: no traced value
+        return h - self.avg
+
+
+def make():
+    torch.manual_seed(0)
+    return EMA().double()
+'''
+
+
+def test_an_in_place_write_fx_runs_while_tracing_is_kept(tmp_path):
+    """torch.fx runs ``self.avg.mul_(0.5)`` (no traced argument) while it traces, so the graph
+    lacks it, and the trace itself halved the buffer: import records a real call instead, and
+    leaves the buffer as the factory made it. Two forward/backward steps of the file agree with
+    the module run twice in torch."""
+    path = tmp_path / "ema.py"
+    path.write_text(EMA_MODEL)
+    out, text, problem = _import(str(path), "make")
+    assert "avg.mul_(0.5)" in text and "avg: [0.5, -1, 2]" in text, text
+    with open(out, "a") as fh:
+        fh.write("steps: [forward, backward, forward, backward]\n")
+    js = adjoint.load(out).solve().to_json()["variants"]["default"]
+    model = call_factory(str(path), "make")
+    d = problem.variants[0].inputs[0]
+    x = torch.tensor([float(v) for v in d.value.items], dtype=torch.float64).reshape(d.value.shape)
+    for _ in range(2):
+        loss = model(x).sum()
+        loss.backward()
+    assert abs(js["loss"]["value"] - loss.item()) <= 1e-12
+    assert torch.allclose(torch.tensor(js["values"]["avg"]["value"], dtype=torch.float64), model.avg, atol=1e-12)
+    assert torch.allclose(torch.tensor(js["grads"]["fc.weight"]["value"], dtype=torch.float64), model.fc.weight.grad,
+                          atol=1e-12)

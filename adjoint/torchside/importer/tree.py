@@ -22,6 +22,7 @@ from torch import nn
 from adjoint.torchside.importer import builtins
 from adjoint.torchside.importer.emit import Block, Flow, flow_map
 from adjoint.torchside.importer.fxtrace import trace
+from adjoint.torchside.importer.keepstate import state_kept
 from adjoint.torchside.importer.numbers import nested
 from adjoint.torchside.importer.program import write_forward
 from adjoint.torchside.importer.record import record
@@ -144,7 +145,7 @@ class TreeWriter:
             return write_forward(m, path, record(m, *example), self.files, self.sites)
         absent = _absent_none_arguments(m, self.examples.get(self.first_path(path)))
         try:
-            graph = trace(m, absent)
+            graph = _trace_writing_nothing(m, absent)
         except Exception as exc:   # fx refuses in many ways: TraceError, TypeError, NotImplementedError...
             graph = self.fallback(m, path, exc)
         else:
@@ -192,6 +193,24 @@ class TreeWriter:
         first = " ".join(str(exc).split()) or type(exc).__name__
         raise refuse(where, f"torch.fx cannot trace the forward of '{path or 'model'}' ({type(m).__name__}): "
                             f"{first[:200]}", "write its forward without data-dependent Python control flow") from None
+
+
+class EagerWrite(Exception):
+    """fx ran an in-place op on a tensor of the module while tracing: the op's arguments were all
+    real tensors (``self.avg.mul_(0.9)``), so it ran there and then, and never reached the graph."""
+
+
+def _trace_writing_nothing(m: nn.Module, absent: dict):
+    """``trace(m, absent)``, the module's parameters and buffers as they were before (values and
+    version counters); :class:`EagerWrite` when the trace wrote one of them in place."""
+    tensors = [(n, t, t._version) for n, t in list(m.named_parameters()) + list(m.named_buffers())]
+    with state_kept(m):
+        graph = trace(m, absent)
+        wrote = [n for n, t, version in tensors if t._version != version]
+    if wrote:
+        raise EagerWrite(f"an in-place op on {', '.join(wrote)} with no traced argument ran while torch.fx traced "
+                         "the forward, which left it out of the graph")
+    return graph
 
 
 def _input(item) -> str:
