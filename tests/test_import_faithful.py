@@ -1218,3 +1218,15 @@ def test_an_in_place_write_fx_runs_while_tracing_is_kept(tmp_path):
     assert torch.allclose(torch.tensor(js["values"]["avg"]["value"], dtype=torch.float64), model.avg, atol=1e-12)
     assert torch.allclose(torch.tensor(js["grads"]["fc.weight"]["value"], dtype=torch.float64), model.fc.weight.grad,
                           atol=1e-12)
+
+
+def test_a_factory_that_does_not_seed_imports_and_verifies_with_the_files_weights(tmp_path):
+    """A factory without torch.manual_seed draws new weights at each call: the import's check and
+    verify --origin give the module the file's values, so both compare its forward and hooks (the
+    check used to refuse such a factory as 'not yours')."""
+    path = tmp_path / "plain.py"
+    path.write_text("import torch\nfrom torch import nn\n\n\ndef make():\n"
+                    "    return nn.Sequential(nn.Linear(3, 3), nn.Tanh()).double()\n")
+    out, text, problem = _import(str(path), "make")
+    vp = predict(problem, None, "float64").variants[0]
+    assert verify_variant(out, problem, vp, "float64", False, origin=True).ok

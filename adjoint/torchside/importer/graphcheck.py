@@ -76,7 +76,8 @@ def user_graph(problem: Problem, decl: Variant, dtype: str):
 
 def _user_graph(problem: Problem, decl: Variant, dtype: str):
     origin = problem.origin
-    model = call_factory(origin.file, origin.factory).to(DTYPES[dtype])
+    from adjoint.torchside.importer.originrun import with_file_values
+    model = with_file_values(call_factory(origin.file, origin.factory).to(DTYPES[dtype]), problem)
     symbols = dict(problem.symbols)
     args = []
     names = {}

@@ -31,7 +31,7 @@ from adjoint.torchside.compare import Row, compare
 from adjoint.format.errors import ProblemError
 from adjoint.format.problem import Problem
 from adjoint.torchside.program import EnvScope, Program
-from adjoint.torchside.values import DTYPES, leaf_tensor, snap
+from adjoint.torchside.values import DTYPES, leaf_tensor, literal_tensor, snap
 from adjoint.torchside.dropout import forced_mask
 from adjoint.torchside.importer.hooks import _GLOBAL, _TABLES
 from adjoint.torchside.importer.userfile import call_factory
@@ -246,6 +246,30 @@ def _not_one_pass(decl) -> str | None:
     return None
 
 
+def with_file_values(model, problem: Problem):
+    """``model`` (the factory's) holding the file's parameter and buffer values and version
+    counters: a factory that does not seed its random init draws other weights each call, and the
+    comparison is of the forward and the hooks, with the weights the file has (an imported file's
+    are the ones its factory call drew). A tensor the file does not declare stays as it is."""
+    import torch
+    symbols = dict(problem.symbols)
+    with torch.no_grad():
+        for m in problem.model.walk():
+            for d, get in [(p, model.get_parameter) for p in m.params] + [(b, model.get_buffer) for b in m.buffers]:
+                if d.tied is not None:
+                    continue
+                try:
+                    t = get(d.name)
+                except AttributeError:
+                    continue
+                value = literal_tensor(d.value, t.dtype, symbols, False)
+                if tuple(value.shape) != tuple(t.shape):
+                    continue
+                t.copy_(value)
+                torch._C._autograd._unsafe_set_version_counter((t,), (d.version,))
+    return model
+
+
 def run_origin(problem: Problem, decl, dtype: str) -> tuple[dict, int]:
     """(observed JSON, how many hooks the module carries): the user's module run on the file's inputs."""
     with restored_global_hooks():
@@ -255,7 +279,7 @@ def run_origin(problem: Problem, decl, dtype: str) -> tuple[dict, int]:
 def _run_origin(problem: Problem, decl, dtype: str) -> tuple[dict, int]:
     origin = problem.origin
     float_dtype = DTYPES[dtype]
-    model = call_factory(origin.file, origin.factory).to(float_dtype)
+    model = with_file_values(call_factory(origin.file, origin.factory).to(float_dtype), problem)
     symbols = dict(problem.symbols)
     env: dict = {}
     args = []
