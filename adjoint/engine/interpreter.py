@@ -375,6 +375,9 @@ class Interp:
                         raise error
                 if isinstance(a, bool) or isinstance(b, bool):
                     a, b = self.python_bools(node, a, b)
+                if node.op == "//":
+                    values.append(self.floor_divide(node, a, b))
+                    continue
                 b = self.operand(b, node.right, node.op)
                 a = self.operand(a, node.left, node.op)
                 if isinstance(a, Tensor) or isinstance(b, Tensor):   # a Python int beyond what a Scalar holds
@@ -534,6 +537,21 @@ class Interp:
         if v is None:
             raise pyerrors.not_subscriptable()
         raise ProblemError(e.loc, f"'{S.to_source(e.value)}' is {describe(v)}; only tuples and tensors can be indexed")
+
+    def floor_divide(self, node: S.Bin, a, b):
+        """``a // b`` of two Python numbers (a size: ``C // n_head``), Python's floor division: an
+        int of two ints, else a whole float; by zero, Python's ZeroDivisionError."""
+        if not (type(a) is Fraction and type(b) is Fraction):
+            raise ProblemError(node.loc, "'//' is modelled on Python numbers only (sizes: C // n_head); of a tensor "
+                                         "(torch.floor_divide) it is not modelled yet")
+        kinds = (pyerrors.number_type(node.left, self.number_types), pyerrors.number_type(node.right, self.number_types))
+        if b == 0:
+            if None in kinds:
+                raise ProblemError(node.loc, "'//' by zero: Python's ZeroDivisionError names int or float division, "
+                                             "which adjoint cannot tell here; divide by a number that is not 0")
+            raise TorchError("ZeroDivisionError", "integer division or modulo by zero" if kinds == ("int", "int")
+                             else "float floor division by zero", "python")
+        return Fraction(a.numerator * b.denominator // (a.denominator * b.numerator))
 
     def python_bools(self, node: S.Bin, a, b):
         """``a OP b`` with the Python bool that ``==`` / ``!=`` with None gives: Python takes it as

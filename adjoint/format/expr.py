@@ -489,7 +489,8 @@ class _Builder:
         if isinstance(node, ast.Name):
             return Name(loc, node.id)
         if isinstance(node, ast.BinOp):
-            op = BINARY_OPS.get(type(node.op))
+            # //: of Python numbers only (a head size C // n_head); the interpreter refuses it on a tensor
+            op = BINARY_OPS.get(type(node.op)) or ("//" if isinstance(node.op, ast.FloorDiv) else None)
             if op is None:
                 sym = _REFUSED_OPS.get(type(node.op), type(node.op).__name__)
                 raise ProblemError(loc, f"operator '{sym}' is not allowed; use + - * / ** @")

@@ -28,7 +28,7 @@ from adjoint.format.errors import Loc, ProblemError
 from adjoint.torchside import callables
 
 BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "**": operator.pow,
-          "@": operator.matmul}
+          "@": operator.matmul, "//": operator.floordiv}
 #: ``t op= v``: Python's in-place protocol (Tensor.__iadd__ and friends are in place).
 COMPARE = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "==": operator.eq,
            "!=": operator.ne}

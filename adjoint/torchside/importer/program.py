@@ -38,7 +38,8 @@ _ASSIGNED = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:=[^=]|[-+*/@]=)")
 
 ATOM = 100
 BINARY = {operator.add: ("+", 10), operator.sub: ("-", 10), operator.mul: ("*", 20),
-          operator.truediv: ("/", 20), operator.matmul: ("@", 20), operator.pow: ("**", 40)}
+          operator.truediv: ("/", 20), operator.matmul: ("@", 20), operator.pow: ("**", 40),
+          operator.floordiv: ("//", 20)}
 NEG = 30
 #: comparisons: the format takes one per expression, so each is a line of its own
 COMPARE = {operator.gt: ">", operator.ge: ">=", operator.lt: "<", operator.le: "<=", operator.eq: "==",
