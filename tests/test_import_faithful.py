@@ -1230,3 +1230,28 @@ def test_a_factory_that_does_not_seed_imports_and_verifies_with_the_files_weight
     out, text, problem = _import(str(path), "make")
     vp = predict(problem, None, "float64").variants[0]
     assert verify_variant(out, problem, vp, "float64", False, origin=True).ok
+
+
+def test_a_sequential_subclass_and_a_sibling_file(tmp_path):
+    """torchvision's Conv2dNormActivation pattern (an nn.Sequential subclass whose __init__ only
+    fills it) is a Sequential; the model's file imports a sibling file, as python FILE.py finds
+    it. The import was refused ('0' is not a valid module name; a ModuleNotFoundError)."""
+    (tmp_path / "blocks.py").write_text(
+        "from torch import nn\n\n\nclass LinAct(nn.Sequential):\n    def __init__(self):\n"
+        "        super().__init__(nn.Linear(3, 2), nn.ReLU6())\n")
+    path = tmp_path / "model.py"
+    path.write_text("import torch\nfrom torch import nn\nfrom blocks import LinAct\n\n\ndef make():\n"
+                    "    torch.manual_seed(0)\n    return nn.Sequential(LinAct(), nn.Linear(2, 1)).double()\n")
+    out, text, problem = _import(str(path), "make")
+    assert text.count("type: Sequential") == 2, text
+    vp = predict(problem, None, "float64").variants[0]
+    assert verify_variant(out, problem, vp, "float64", False, origin=True).ok
+
+
+def test_a_sequential_subclass_with_its_own_forward_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "model.py"
+    path.write_text("from torch import nn\n\n\nclass Res(nn.Sequential):\n    def __init__(self):\n"
+                    "        super().__init__(nn.Linear(3, 3))\n\n    def forward(self, x):\n"
+                    "        return x + self[0](x)\n\n\ndef make():\n    return Res().double()\n")
+    with pytest.raises(ProblemError, match="subclasses nn.Sequential with a forward of its own"):
+        _import(str(path), "make")

@@ -63,7 +63,9 @@ def check_model(model: nn.Module, files: set[str], factory_at: str | None) -> No
 
 
 def _custom(m: nn.Module) -> bool:
-    if isinstance(m, (nn.Sequential, nn.ModuleList, nn.ModuleDict)) or type_name(m) is not None:
+    """A module whose forward is the user's (a container subclass with a forward of its own too)."""
+    if any(isinstance(m, kind) and type(m).forward is kind.forward
+           for kind in (nn.Sequential, nn.ModuleList, nn.ModuleDict)) or type_name(m) is not None:
         return False
     return not type(m).__module__.startswith("torch.")
 

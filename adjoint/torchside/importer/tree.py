@@ -35,6 +35,16 @@ from adjoint.torchside.importer.fxtrace import CheckpointNotWritten
 CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
 
 
+def _container(m: nn.Module):
+    """The torch.nn container ``m`` is written as (Sequential, ModuleList, ModuleDict), or None: the
+    class itself, or a subclass that keeps the container's forward (torchvision's
+    ``Conv2dNormActivation(nn.Sequential)``, whose ``__init__`` only fills it)."""
+    for kind in CONTAINERS:
+        if isinstance(m, kind) and type(m).forward is kind.forward:
+            return kind
+    return None
+
+
 class TreeWriter:
     def __init__(self, files: set[str], shapes: dict[str, list[tuple[int, ...]]], examples: dict[str, tuple]):
         self.files = files
@@ -50,7 +60,13 @@ class TreeWriter:
     def module(self, m: nn.Module, path: str, parent_training: bool) -> dict:
         out: dict = {}
         tname = builtins.type_name(m)
-        kind = type(m).__name__
+        container = _container(m)
+        kind = container.__name__ if container is not None else type(m).__name__
+        if container is None and isinstance(m, CONTAINERS) and any(not n.isidentifier() for n in m._modules):
+            raise refuse(of_module(m) or self.factory_at,
+                         f"'{path or 'model'}' ({type(m).__name__}) subclasses nn.{type(m).__mro__[1].__name__} "
+                         "with a forward of its own, and its children are numbered, which a custom module's "
+                         "names cannot be", "name them (self.add_module('conv', ...)), or keep the inherited forward")
         if isinstance(m, nn.ModuleDict):
             bad = next((k for k in m.keys() if not k.isidentifier()), None)
             if bad is not None:
@@ -62,7 +78,7 @@ class TreeWriter:
             a = builtins.args(m, tname)
             if a:
                 out["args"] = flow_map(a)
-        elif type(m) in CONTAINERS:
+        elif container is not None:
             out["type"] = Flow(kind)
         if m.training != parent_training:
             out["training"] = m.training
@@ -71,18 +87,18 @@ class TreeWriter:
             return out
         own_params = {n: self.param(p, self.full(path, n)) for n, p in m.named_parameters(recurse=False)}
         own_buffers = {n: _buffer(b, self.full(path, n), self.side) for n, b in m.named_buffers(recurse=False)}
-        if type(m) in CONTAINERS and (own_params or own_buffers):
+        if container is not None and (own_params or own_buffers):
             raise refuse(of_module(m), f"the {kind} '{path or 'model'}' holds tensors of its own",
                          "move them into a module of their own")
         if own_params:
             out["params"] = own_params
         if own_buffers:
             out["buffers"] = own_buffers
-        if type(m).__module__.startswith("torch.") and type(m) not in CONTAINERS:
+        if type(m).__module__.startswith("torch.") and container is None:
             raise refuse(self.sites.get(path) or of_module(m) or self.factory_at,
                          f"module '{path or 'model'}' is torch.nn.{kind}, which adjoint does not model",
                          "see docs/format.md (built-in types) for the torch.nn modules a problem file has")
-        forward = self.forward(m, path) if type(m) not in CONTAINERS else None   # first: it knows the call sites
+        forward = self.forward(m, path) if container is None else None   # first: it knows the call sites
         children = [(n, c) for n, c in m._modules.items() if c is not None]   # a stateless module listed twice too
         if children:
             kids = [(n, self.module(c, self.full(path, n), m.training)) for n, c in children]

@@ -8,6 +8,7 @@ where it raised), a factory that does not return an ``nn.Module``.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
@@ -37,7 +38,8 @@ def load_factory(path: str, factory: str):
     sys.modules[name] = module          # dataclasses and pickling look their module up by name
     here = os.path.abspath(path)
     try:
-        spec.loader.exec_module(module)
+        with beside(here):
+            spec.loader.exec_module(module)
     except KeyboardInterrupt:
         raise
     except SyntaxError as exc:
@@ -56,10 +58,26 @@ def load_factory(path: str, factory: str):
     return fn, here
 
 
+@contextlib.contextmanager
+def beside(here: str):
+    """The file's own directory first on ``sys.path`` while it is imported and its factory runs, as
+    ``python FILE.py`` puts it: ``from layers import Block`` finds the model's sibling file."""
+    folder = os.path.dirname(here)
+    sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        try:
+            sys.path.remove(folder)   # the first one: the one put there
+        except ValueError:
+            pass
+
+
 def call_factory(path: str, factory: str) -> nn.Module:
     fn, here = load_factory(path, factory)
     try:
-        model = fn()
+        with beside(here):
+            model = fn()
     except KeyboardInterrupt:
         raise
     except BaseException as exc:       # SystemExit too: the factory's sys.exit() is not the tool's exit
