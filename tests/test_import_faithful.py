@@ -1255,3 +1255,23 @@ def test_a_sequential_subclass_with_its_own_forward_is_refused_in_one_line(tmp_p
                     "        return x + self[0](x)\n\n\ndef make():\n    return Res().double()\n")
     with pytest.raises(ProblemError, match="subclasses nn.Sequential with a forward of its own"):
         _import(str(path), "make")
+
+
+def test_observing_lambdas_are_written_observe_only(tmp_path):
+    """A lambda made of one call that returns None (list.append, print, dict.__setitem__) returns
+    None: it observes, as the same body written as a def does. It was refused ('the Tensor method
+    .append()'). A lambda returning what such a call returns otherwise stays refused."""
+    path = tmp_path / "model.py"
+    path.write_text("import torch\nfrom torch import nn\nfeats, acts = [], {}\n\n\ndef make():\n"
+                    "    torch.manual_seed(0)\n    m = nn.Sequential(nn.Linear(3, 3), nn.Tanh()).double()\n"
+                    "    m[0].register_forward_hook(lambda mod, i, o: feats.append(o.detach()))\n"
+                    "    m[1].register_forward_hook(lambda mod, i, o: acts.__setitem__('t', o))\n"
+                    "    m[1].register_full_backward_hook(lambda mod, gi, go: print(go[0].norm()))\n"
+                    "    return m\n\n\ndef make_setdefault():\n    m = make()\n"
+                    "    m[0].register_forward_hook(lambda mod, i, o: acts.setdefault('t', o))\n    return m\n")
+    out, text, problem = _import(str(path), "make")
+    assert text.count("kind: forward}") == 2 and "kind: full_backward}" in text and "returns" not in text, text
+    vp = predict(problem, None, "float64").variants[0]
+    assert verify_variant(out, problem, vp, "float64", False, origin=True).ok
+    with pytest.raises(ProblemError, match="cannot be translated"):
+        _import(str(path), "make_setdefault")

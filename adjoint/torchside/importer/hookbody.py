@@ -60,7 +60,18 @@ _PREC = {"+": 10, "-": 10, "*": 20, "/": 20, "@": 20, "**": 40}
 _OBSERVING_BUILTINS = {"print", "len", "float", "int", "str", "repr", "format", "id", "isinstance", "type",
                        "tuple", "list", "round", "abs", "min", "max", "sum"}
 _OBSERVING_METHODS = {"append", "extend", "add", "update", "setdefault", "info", "debug", "warning", "write",
-                      "format", "item", "tolist"}
+                      "format", "item", "tolist", "__setitem__"}
+#: observing calls that return None: a lambda made of one of them returns None, so it only observes
+_NONE_RETURNING = {"print", "append", "extend", "add", "update", "info", "debug", "warning", "__setitem__"}
+
+
+def _returns_none(call) -> bool:
+    """``print(...)``, ``feats.append(...)``, ``store.__setitem__(k, v)``: a call that returns None."""
+    if not isinstance(call, ast.Call):
+        return False
+    f = call.func
+    name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+    return name in _NONE_RETURNING and (isinstance(f, ast.Attribute) or name == "print")
 
 
 class Untranslatable(Exception):
@@ -183,6 +194,8 @@ class _Translator:
     # ------------------------------------------------------------------ statements
     def body(self, node) -> Body:
         if isinstance(node, ast.Lambda):
+            if _returns_none(node.body) and self.observing(ast.Expr(node.body)):   # lambda m, i, o: feats.append(o)
+                return Body((), None)
             text = self.returned(node.body)
             return Body((), text)
         stmts = list(node.body)
