@@ -1275,3 +1275,20 @@ def test_observing_lambdas_are_written_observe_only(tmp_path):
     assert verify_variant(out, problem, vp, "float64", False, origin=True).ok
     with pytest.raises(ProblemError, match="cannot be translated"):
         _import(str(path), "make_setdefault")
+
+
+@pytest.mark.parametrize("encoder", [
+    "nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)",
+    "nn.TransformerEncoder(layer, num_layers=2, norm=nn.LayerNorm(4, eps=1e-6))",
+])
+def test_a_transformer_encoder_imports_as_the_built_in(encoder, tmp_path):
+    """nn.TransformerEncoder (format.md has the type) was refused as 'torch.nn.TransformerEncoder,
+    which adjoint does not model'; it is written by its layer's and its norm's arguments."""
+    path = tmp_path / "model.py"
+    path.write_text("import torch\nfrom torch import nn\n\n\ndef make():\n    torch.manual_seed(0)\n"
+                    "    layer = nn.TransformerEncoderLayer(4, 2, dim_feedforward=8, dropout=0.0, batch_first=True)\n"
+                    f"    return {encoder}.double()\n")
+    out, text, problem = _import(str(path), "make", specs=("x=1x3x4",))
+    assert "type: TransformerEncoder" in text and "encoder_layer: {d_model: 4, nhead: 2" in text, text
+    vp = predict(problem, None, "float64").variants[0]
+    assert verify_variant(out, problem, vp, "float64", False, origin=True).ok

@@ -24,8 +24,8 @@ def type_name(module: nn.Module) -> str | None:
     name = type(module).__name__
     if name in _TRANSFORMER and _activation(module) is None:
         return None     # a callable activation: not a type the format has (refused as torch.nn)
-    if name == "TransformerEncoder":
-        return None     # its args hold a module: imported as a custom module over its layers, as before
+    if name == "TransformerEncoder" and not _encoder_of_types(module):
+        return None     # a layer or norm the format's TransformerEncoder does not take: refused as torch.nn
     if name in nn_types.TYPES and getattr(nn, name, None) is type(module):
         return name
     return None
@@ -38,6 +38,24 @@ _TRANSFORMER = ("TransformerEncoderLayer", "TransformerDecoderLayer")
 def _activation(module: nn.Module) -> str | None:
     import torch.nn.functional as F
     return {id(F.relu): "relu", id(F.gelu): "gelu"}.get(id(getattr(module, "activation", None)))
+
+
+def _encoder_of_types(module: nn.Module) -> bool:
+    """A TransformerEncoder over copies of a TransformerEncoderLayer (relu or gelu) with no norm or
+    a LayerNorm: the one the format writes by its layer's and its norm's arguments."""
+    layers = list(getattr(module, "layers", []))
+    norm = getattr(module, "norm", None)
+    return bool(layers) and all(type(la) is nn.TransformerEncoderLayer and type_name(la) is not None for la in layers) \
+        and (norm is None or type(norm) is nn.LayerNorm)
+
+
+def _encoder_arg(module: nn.Module, name: str):
+    """TransformerEncoder's constructor arguments: the layer and the norm by their own arguments."""
+    if name == "encoder_layer":
+        return flow_map(args(module.layers[0], "TransformerEncoderLayer"))
+    if name == "norm":
+        return None if module.norm is None else flow_map(args(module.norm, "LayerNorm"))
+    return getattr(module, name)
 
 
 def _transformer_arg(module: nn.Module, name: str):
@@ -58,6 +76,8 @@ def _bias_present(module: nn.Module, name: str) -> bool:
 
 
 def _read(module: nn.Module, tname: str, spec) -> object:
+    if tname == "TransformerEncoder":
+        return _encoder_arg(module, spec.name)
     if tname in _TRANSFORMER:
         return _transformer_arg(module, spec.name)
     if spec.name == "bias":
@@ -105,7 +125,7 @@ def args(module: nn.Module, tname: str) -> list[tuple[str, Flow]]:
             continue    # the pools' stride defaults to kernel_size
         if not spec.required and _same(value, spec.default):
             continue
-        out.append((spec.name, _arg_text(value, spec)))
+        out.append((spec.name, value if isinstance(value, Flow) else _arg_text(value, spec)))
     return out
 
 
