@@ -450,7 +450,8 @@ class _Pass:
                 if returned is not None:
                     if not (isinstance(returned, Tensor) or _tensor_tuple(returned)):
                         raise ProblemError(entry.hook.returns.loc, "a forward hook must return the replacement output "
-                                                                   "tensor (or nothing)")
+                                                                   "(a tensor or a tuple of them, nested as the "
+                                                                   "module's), or nothing")
                     out = returned
                     state["result"] = out
         if call.bw is not None:
@@ -833,7 +834,9 @@ def _arity_ok(child: Module, n: int) -> bool:
 
 
 def _tensor_tuple(v) -> bool:
-    return isinstance(v, tuple) and all(isinstance(x, Tensor) or x is None for x in v)
+    """A tuple of tensors (or None), nested too: an LSTM's ``(output, (h_n, c_n))``."""
+    return isinstance(v, tuple) and not isinstance(v, PyList) and \
+        all(isinstance(x, Tensor) or x is None or _tensor_tuple(x) for x in v)
 
 
 def _custom(mod: Module) -> bool:
