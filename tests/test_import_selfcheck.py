@@ -99,3 +99,19 @@ def test_names_the_format_reserves_are_said_so(case, specs, message, tmp_path):
     with pytest.raises(ProblemError, match=message):
         import_file(f"{MORE}:make_{case}", specs, "sum(y)", str(out))
     assert not out.exists()
+
+
+def test_a_method_decorated_with_no_grad_is_refused_at_the_decorator(tmp_path):
+    """A VQ-VAE's @torch.no_grad() nearest(): fx traces through the method and forgets the
+    decorator, so the file's forward would build nodes the module never makes (the check does
+    not see it: argmin cuts the gradient); refused at the decorator's line."""
+    path = tmp_path / "vq.py"
+    path.write_text("import torch\nfrom torch import nn\n\n\nclass VQ(nn.Module):\n    def __init__(self):\n"
+                    "        super().__init__()\n        self.emb = nn.Embedding(4, 2)\n        self.enc = nn.Linear(3, 2)\n\n"
+                    "    @torch.no_grad()\n    def nearest(self, z):\n"
+                    "        return (z.unsqueeze(1) - self.emb.weight.unsqueeze(0)).pow(2).sum(-1).argmin(-1)\n\n"
+                    "    def forward(self, x):\n        z = self.enc(x)\n        return z + (self.emb(self.nearest(z)) - z).detach()\n\n\n"
+                    "def make():\n    torch.manual_seed(0)\n    return VQ()\n")
+    with pytest.raises(ProblemError) as err:
+        import_file(f"{path}:make", ["x=2x3"], "sum(y)", str(tmp_path / "p.yaml"))
+    assert str(err.value).startswith(f"{path}:11:") and "@torch.no_grad()" in str(err.value)

@@ -157,6 +157,7 @@ def _check_forward(m: nn.Module, path: str) -> None:
     def at(node) -> str:
         return f"{show_path(os.path.abspath(file))}:{start + node.lineno - 1}"
 
+    _check_grad_mode_methods(m, tree, who)
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.decorator_list:
             deco = ast.unparse(node.decorator_list[0])
@@ -193,6 +194,41 @@ def _check_forward(m: nn.Module, path: str) -> None:
                        "file's hooks: by hand")
                 raise refuse(at(node), f"{who}: {_AUTOGRAD_CALLS[name]} ('{ast.unparse(node)}'), which torch.fx does "
                                        "not record", fix)
+
+
+_GRAD_MODE_DECORATORS = ("no_grad", "enable_grad", "inference_mode", "set_grad_enabled")
+
+
+def _check_grad_mode_methods(m: nn.Module, forward_tree, who: str) -> None:
+    """A method the forward calls (``self.nearest(z)``) decorated with ``@torch.no_grad()``: fx
+    traces through it and forgets the decorator, as it forgets a ``with`` block."""
+    called = {n.func.attr for n in ast.walk(forward_tree) if isinstance(n, ast.Call)
+              and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"}
+    for name in sorted(called):
+        fn = getattr(type(m), name, None)
+        if not inspect.isfunction(fn) or getattr(nn.Module, name, None) is not None:
+            continue
+        fn = inspect.unwrap(fn)   # the decorator's wrapper: the user's function is what it wraps
+        try:
+            lines, start = inspect.getsourcelines(fn)
+            file = inspect.getsourcefile(fn)
+        except (OSError, TypeError):
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent("".join(lines)))
+        except SyntaxError:
+            continue
+        node = tree.body[0] if tree.body else None
+        for deco in getattr(node, "decorator_list", []):
+            target = deco.func if isinstance(deco, ast.Call) else deco
+            label = target.attr if isinstance(target, ast.Attribute) else target.id if isinstance(target, ast.Name) \
+                else None
+            if label in _GRAD_MODE_DECORATORS:
+                raise refuse(f"{show_path(os.path.abspath(file))}:{start + deco.lineno - 1}",
+                             f"{who}: its forward calls self.{name}, decorated with @{ast.unparse(deco)}, which "
+                             "torch.fx forgets (it traces through the method), so values made inside would require "
+                             "grad", "write the forward in the problem file by hand (the format has 'with "
+                                     "no_grad():'), or move the call out of the model")
 
 
 def calls_checkpoint(m: nn.Module) -> bool:
