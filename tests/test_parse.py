@@ -154,7 +154,6 @@ REFUSED = [
                  "and tuples"),
     ('f"{x}"', "1:5: an f-string is not allowed in problem expressions; use names, numbers, + - * / ** @, comparisons, calls, "
                "indexing and tuples"),
-    ("x // 2", "1:5: operator '//' is not allowed; use + - * / ** @"),
     ("x % 2", "1:5: operator '%' is not allowed; use + - * / ** @"),
     ("x & y", "1:5: operator '&' is not allowed; use + - * / ** @"),
     ("not x", "1:5: only unary minus and ~ are allowed ('not' is not)"),

@@ -406,7 +406,7 @@ def test_init_seed():
 
 THREE = X.replace("requires_grad: true", "requires_grad: maybe") + \
     "model:\n  children:\n    a: {type: Linear, args: {in_features: 2, out_feature: 1}}\n    b: {type: Tanh}\n" \
-    "  forward: b(a(x)) // 2\n"
+    "  forward: b(a(x)) % 2\n"
 
 
 def test_three_mistakes_are_three_lines_in_file_order():
@@ -418,7 +418,7 @@ def test_three_mistakes_are_three_lines_in_file_order():
         "f.yaml:3:39: requires_grad of input 'x' must be true or false, not a string",
         "f.yaml:6:46: unknown argument 'out_feature' of Linear; did you mean 'out_features'? (its arguments: "
         "in_features, out_features, bias)",
-        "f.yaml:8:12: operator '//' is not allowed; use + - * / ** @"]
+        "f.yaml:8:12: operator '%' is not allowed; use + - * / ** @"]
     assert [(e.loc.line, e.loc.col) for e in err.errors] == [(3, 39), (6, 46), (8, 12)]
     assert (err.loc, err.message) == (err.errors[0].loc, err.errors[0].message)
 

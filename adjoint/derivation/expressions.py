@@ -54,6 +54,8 @@ def expr_tree(e: X.Expr, env: dict) -> TNode:
         if e.func in _ELEMENTWISE:
             return REGISTRY[e.func].math.formula([a], None, a.shape, 0)
         return TCall(e.func, tuple(args), a.shape)
+    if isinstance(e, X.Bin) and e.op == "//":   # Python numbers (a size): it reads as its source
+        return TName(X.to_source(e))
     if isinstance(e, X.Bin):
         a, b = expr_tree(e.left, env), expr_tree(e.right, env)
         if e.op == "@":
@@ -76,7 +78,7 @@ def expr_tree(e: X.Expr, env: dict) -> TNode:
     return TName(X.to_source(e))            # anything else (a dict, a method call) reads as its source
 
 
-_SRC_PREC = {"+": 10, "-": 10, "*": 20, "/": 20, "@": 20, "**": 30}
+_SRC_PREC = {"+": 10, "-": 10, "*": 20, "/": 20, "//": 20, "@": 20, "**": 30}
 
 
 def source(e: X.Expr, parent: int = 0, right: bool = False) -> str:
