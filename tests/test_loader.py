@@ -12,6 +12,7 @@ import sys
 import pytest
 import yaml
 
+import adjoint
 from adjoint.format import loader
 from adjoint.format.errors import ProblemError
 from adjoint.format.loader import YMap, YScalar, YSeq, parse_yaml_text, read_yaml
@@ -244,3 +245,13 @@ def test_missing_file_and_size_limit(tmp_path):
     big.write_bytes(b"a: 1\n" + b"#" * loader.MAX_FILE_BYTES)
     with pytest.raises(ProblemError, match="larger than 1000000 bytes"):
         read_yaml(str(big))
+
+
+def test_another_torch_optimizer_is_said_not_modelled(tmp_path):
+    """AdamW is a torch.optim class of its own (decoupled weight decay): not 'did you mean Adam'."""
+    path = tmp_path / "p.yaml"
+    path.write_text("name: o\ninputs:\n  x: [[1, 2]]\nmodel:\n  params: {w: [1, 2]}\n  forward: \"x * w\"\n"
+                    "loss: \"sum(y)\"\nsteps: [forward, backward, {step: {optimizer: {type: AdamW}}}]\n")
+    with pytest.raises(ProblemError) as err:
+        adjoint.load(str(path))
+    assert "'AdamW' is not modelled yet" in str(err.value) and "did you mean" not in str(err.value)

@@ -15,7 +15,7 @@ from fractions import Fraction
 from adjoint.format.checks import choice, mapping
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.format.literals import parse_number
-from adjoint.format.loader import YSeq, YNode
+from adjoint.format.loader import YNode, YScalar, YSeq
 
 OPTIMIZER_TYPES = ("Adam",)
 
@@ -33,9 +33,19 @@ class OptimizerDecl:
     loc: Loc | None = None
 
 
+#: torch.optim's other classes: refused as not modelled (a "did you mean Adam" would mislead)
+_OTHER_OPTIMIZERS = ("AdamW", "SGD", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "ASGD", "LBFGS",
+                     "Rprop", "SparseAdam", "Adafactor")
+
+
 def parse_optimizer(node: YNode, where: str) -> OptimizerDecl:
     m = mapping(node, f"the optimizer of {where}", ("type",), ("lr", "betas", "eps"))
-    kind = choice(m.get("type"), "optimizer type", OPTIMIZER_TYPES)
+    given = m.get("type")
+    if isinstance(given, YScalar) and given.text in _OTHER_OPTIMIZERS:   # a real torch.optim class, not a typo
+        raise ProblemError(given.loc, f"optimizer type '{given.text}' is not modelled yet; the one modelled is Adam "
+                                      "(weight_decay 0, amsgrad and maximize off); a step: {lr: ...} is plain SGD, "
+                                      "and momentum or weight decay can be written in a post_accumulate_grad hook")
+    kind = choice(given, "optimizer type", OPTIMIZER_TYPES)
     lr = parse_number(m.get("lr"), "lr") if m.get("lr") is not None else OptimizerDecl.lr
     eps = parse_number(m.get("eps"), "eps") if m.get("eps") is not None else OptimizerDecl.eps
     betas = OptimizerDecl.betas
