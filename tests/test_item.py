@@ -82,14 +82,17 @@ def test_computing_with_an_irrational_item_is_refused():
         adjoint.loads(text).solve()
 
 
-def test_an_integral_float_item_is_refused():
-    """x[2].item() of a float tensor holding 3.0 is the Python float 3.0, which PyTorch refuses as a
-    size (view(n * 3, -1): TypeError); adjoint's numbers cannot tell it from the int 3, so it is
-    refused rather than answered (found by an adversarial review)."""
+def test_an_integral_float_item_is_a_float():
+    """x[1].item() of a float tensor holding -1.0 is the Python float -1.0: computed with, it is
+    that number (the answer agrees with torch); as a size, PyTorch refuses it (view(n, ...):
+    TypeError), which adjoint refuses to answer rather than take it for the int -1. It was refused
+    outright (adjoint's numbers told an int from a float only by how the file writes them)."""
+    text = TEXT.replace("    s = h.sum().item()\n", "    s = x[1].item()\n")
+    outcome = check(text, timeout=60)
+    assert outcome.ok, outcome.report()
     x = torch.tensor([1., 2, 3])
-    n = x[2].item()
     with pytest.raises(TypeError):
-        x.view(int(n) * 1.0, -1)
-    text = TEXT.replace("    s = h.sum().item()\n", "    s = x[1].item()\n").replace('"1/2"', '"1/2"')
-    with pytest.raises(ProblemError, match=r"x.item\(\) of a float tensor whose value is a whole number \(-1\)"):
-        adjoint.loads(text).solve()
+        x.view(x[2].item(), -1)
+    sized = text.replace("return (h * s).sum() + k.item()", "return (h.view(-s, 2) * s).sum() + k.item()")
+    with pytest.raises(ProblemError, match=r"Tensor.view\(\): argument 'size' must be"):
+        adjoint.loads(sized).solve()

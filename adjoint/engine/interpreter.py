@@ -17,6 +17,7 @@ from contextlib import nullcontext
 from fractions import Fraction
 from typing import Protocol
 
+from adjoint.engine.pyfloat import PyFloat, is_int
 from adjoint.format import syntax as S
 from adjoint.format.module_attrs import is_self_attribute
 from adjoint.format.errors import Loc, ProblemError
@@ -411,9 +412,11 @@ class Interp:
             if error:
                 raise error
             got = "None" if args[0] is None else ("a tuple" if isinstance(args[0], tuple) else "a number")
-            raise ProblemError(e.args[0].loc, f"{e.func}() needs a tensor, got {got}: not modelled here (PyTorch's "
-                                              "TypeError or AttributeError names the argument's Python type and how "
-                                              "it was passed); give a tensor")
+            builtin = " (in a problem file it is torch." + e.func + ", not Python's builtin: clamp a tensor instead, " \
+                "t.clamp(min=1))" if e.func in ("max", "min") and not e.prefix and got == "a number" else ""
+            raise ProblemError(e.args[0].loc, f"{e.func}() needs a tensor, got {got}{builtin}: not modelled here "
+                                              "(PyTorch's TypeError or AttributeError names the argument's Python type "
+                                              "and how it was passed); give a tensor")
 
     def method(self, obj, e: S.Method, args: list, kwargs: dict):
         if e.operator == "~":   # Tensor.__invert__ (bitwise_not); Python's own ~ of anything else
@@ -496,7 +499,7 @@ class Interp:
             if isinstance(item, S.Slice):
                 parts = [None if x is None else self.eval(x) for x in (item.lower, item.upper, item.step)]
                 for x, src in zip(parts, (item.lower, item.upper, item.step)):
-                    if x is not None and not (isinstance(x, Fraction) and x.denominator == 1):
+                    if x is not None and not is_int(x):
                         raise ProblemError(src.loc, "slice indices must be integers: Python raises TypeError")
                     if x is not None and not bigints.INT64_MIN <= x <= bigints.INT64_MAX:
                         raise ProblemError(src.loc, f"the slice bound {S.to_source(src)} is beyond int64: PyTorch "
@@ -509,7 +512,7 @@ class Interp:
                     items.append(v)
                     continue
                 if isinstance(v, Fraction):
-                    if v.denominator != 1:
+                    if not is_int(v):   # a PyFloat (x.item() of a float tensor) too
                         raise ProblemError(item.loc, "indices must be integers: Python raises TypeError")
                     v = int(v)
                 items.append(v)
@@ -541,17 +544,18 @@ class Interp:
     def floor_divide(self, node: S.Bin, a, b):
         """``a // b`` of two Python numbers (a size: ``C // n_head``), Python's floor division: an
         int of two ints, else a whole float; by zero, Python's ZeroDivisionError."""
-        if not (type(a) is Fraction and type(b) is Fraction):
+        if not (isinstance(a, Fraction) and isinstance(b, Fraction)):
             raise ProblemError(node.loc, "'//' is modelled on Python numbers only (sizes: C // n_head); of a tensor "
                                          "(torch.floor_divide) it is not modelled yet")
-        kinds = (pyerrors.number_type(node.left, self.number_types), pyerrors.number_type(node.right, self.number_types))
+        kinds = (pyerrors.type_name(a, node.left, self.number_types), pyerrors.type_name(b, node.right, self.number_types))
         if b == 0:
             if None in kinds:
                 raise ProblemError(node.loc, "'//' by zero: Python's ZeroDivisionError names int or float division, "
                                              "which adjoint cannot tell here; divide by a number that is not 0")
             raise TorchError("ZeroDivisionError", "integer division or modulo by zero" if kinds == ("int", "int")
                              else "float floor division by zero", "python")
-        return Fraction(a.numerator * b.denominator // (a.denominator * b.numerator))
+        q = a // b   # Fraction's floor (an int); a PyFloat operand (x.item()) makes it a float, as Python does
+        return q if isinstance(q, PyFloat) else Fraction(q)
 
     def python_bools(self, node: S.Bin, a, b):
         """``a OP b`` with the Python bool that ``==`` / ``!=`` with None gives: Python takes it as

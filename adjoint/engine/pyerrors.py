@@ -30,6 +30,7 @@ from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.runtime import TorchError
 from adjoint.format.gaussian import Gaussian
+from adjoint.engine.pyfloat import PyFloat
 
 #: how CPython names the operator in "unsupported operand type(s) for OP"
 _OP_TEXT = {"**": "** or pow()"}
@@ -115,6 +116,8 @@ def type_name(value, e: S.Expr, names: dict | None = None) -> str | None:
         return "bool"
     if isinstance(value, Tensor):
         return "Parameter" if value.is_param else "Tensor"
+    if isinstance(value, PyFloat):   # x.item() of a float tensor, and what is computed from it
+        return "float"
     if isinstance(value, (Fraction, Gaussian)):
         return number_type(e, names)
     if isinstance(value, int):

@@ -125,12 +125,9 @@ def lower_item(rt, a, loc):
     if not isinstance(v, (float, Fraction)) and type(v).__name__ != "fmpq":   # (--float64 gives the double)
         return PrintedNumber(loc)
     v = number(v)
-    if x.dtype in ("float32", "float64") and v.denominator == 1:
-        # a Python float such as 3.0: adjoint's Python numbers tell an int from a float by how they
-        # are written, and this one would pass as an int where PyTorch refuses a float (a size)
-        raise ProblemError(loc, f"x.item() of a float tensor whose value is a whole number ({v}) is the Python "
-                                f"float {v}.0, which adjoint's numbers cannot tell from an int yet: not modelled; "
-                                "use the tensor, or an int64 tensor's .item()")
+    if x.dtype in ("float16", "bfloat16", "float32", "float64"):   # a Python float, 3.0 too (adjoint.engine.pyfloat)
+        from adjoint.engine.pyfloat import PyFloat
+        return PyFloat(v)
     return bool(v) if x.dtype == "bool" else v
 
 

@@ -25,6 +25,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from adjoint.engine.pyfloat import is_int
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.torch_errors import TorchError, TYPE_NAMES
@@ -37,7 +38,7 @@ from adjoint.engine.bindings.signature import PARSER_TYPE_ERROR, dim_index, afte
 def as_index_tensor(rt, item, loc: Loc) -> Tensor:
     """A list index as the tensor PyTorch makes of it (a list of ints is an int64 tensor; a tensor
     index is taken as it is, and at::index checks its dtype after the packs)."""
-    if isinstance(item, tuple) and item and all(isinstance(v, Fraction) and v.denominator == 1 for v in item):
+    if isinstance(item, tuple) and item and all(is_int(v) for v in item):
         return rt.tensor(rt.B.integers([int(v) for v in item], (len(item),)), dtype="int64")
     raise ProblemError(loc, "an index list must be a flat list of integers, as in x[[2, 0]]; use an int64 tensor "
                             "for more dimensions")

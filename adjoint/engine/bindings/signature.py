@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable
 
+from adjoint.engine.pyfloat import is_int
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.format.gaussian import Gaussian
@@ -147,7 +148,7 @@ def _py_type(v) -> str | None:
     if isinstance(v, bool):
         return "bool"
     if isinstance(v, Fraction):
-        return "int" if v.denominator == 1 else "float"
+        return "int" if is_int(v) else "float"
     if isinstance(v, Tensor):
         return "Parameter" if v.is_param else "Tensor"
     if isinstance(v, Gaussian):
@@ -349,7 +350,7 @@ def check_kind(v, p: Param, loc: Loc, what: str):
 
 
 def _is_int(v) -> bool:
-    return isinstance(v, Fraction) and not isinstance(v, bool) and v.denominator == 1
+    return is_int(v) and not isinstance(v, bool)   # not a PyFloat: x.item() of a float tensor is a float
 
 
 _KIND_WORDS = {"tensor": "a Tensor", "tensors": "a tuple or list of Tensors", "int": "an int",
