@@ -835,8 +835,7 @@ def _arity_ok(child: Module, n: int) -> bool:
 
 def _tensor_tuple(v) -> bool:
     """A tuple of tensors (or None), nested too: an LSTM's ``(output, (h_n, c_n))``."""
-    return isinstance(v, tuple) and not isinstance(v, PyList) and \
-        all(isinstance(x, Tensor) or x is None or _tensor_tuple(x) for x in v)
+    return isinstance(v, tuple) and all(isinstance(x, Tensor) or x is None or _tensor_tuple(x) for x in v)
 
 
 def _custom(mod: Module) -> bool:
