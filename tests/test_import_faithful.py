@@ -1292,3 +1292,16 @@ def test_a_transformer_encoder_imports_as_the_built_in(encoder, tmp_path):
     assert "type: TransformerEncoder" in text and "encoder_layer: {d_model: 4, nhead: 2" in text, text
     vp = predict(problem, None, "float64").variants[0]
     assert verify_variant(out, problem, vp, "float64", False, origin=True).ok
+
+
+def test_a_float_input_in_a_range(tmp_path):
+    """--input x=2x4:float:0-1: values in [0, 1) (a VAE's binary cross entropy against its input
+    needs them), which were refused ('a range LO-HI is for int64 inputs')."""
+    from adjoint.torchside.importer import inputs
+    name, shape, dtype, span = inputs.parse_full("x=2x4:float:0-1")
+    assert (name, shape, dtype, span) == ("x", (2, 4), "float", (0, 1))
+    x = inputs.generated("x", shape, torch.float32, span)
+    assert bool((x >= 0).all() and (x < 1).all()) and len(set(x.flatten().tolist())) > 1
+    assert torch.equal(x * 256, (x * 256).round())   # k / 256: exact in float32
+    with pytest.raises(ProblemError, match="a range LO-HI is for int64 and float inputs"):
+        inputs.parse_full("m=2x4:bool:0-1")

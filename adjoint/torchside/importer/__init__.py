@@ -155,7 +155,7 @@ def _import_file(spec, input_specs, loss, out_path, hooks_mode, notes, target_sp
 
     def made(position, n, s, kind, span, what):
         if kind == "float":
-            return n, inputs.generated(n, s, dtype)
+            return n, inputs.generated(n, s, dtype, span)
         call = (f"torch.randint({span[0]}, {span[1]}, {s}" if kind == "int64" else
                 f"torch.bernoulli(torch.full({s}, 0.5)") + f", generator=torch.Generator().manual_seed({inputs.SEED + position}))"
         drawn_notes.append(f"{what} {n}: {call}")

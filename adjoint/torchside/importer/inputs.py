@@ -51,9 +51,9 @@ def parse_full(spec: str, option: str = "--input") -> tuple[str, tuple[int, ...]
     span = None
     if m.group(4) is not None:
         span = (int(m.group(4)), int(m.group(5)))
-        if dtype != "int64" or span[1] <= span[0]:
-            raise ProblemError(None, f"{option} {spec}: a range LO-HI is for int64 inputs and needs LO < HI "
-                                     "(values in [LO, HI)), e.g. ids=2x8:int64:0-100")
+        if dtype == "bool" or span[1] <= span[0]:
+            raise ProblemError(None, f"{option} {spec}: a range LO-HI is for int64 and float inputs and needs LO < HI "
+                                     "(values in [LO, HI)), e.g. ids=2x8:int64:0-100, x=3x4:float:0-1")
     elif dtype == "int64":
         raise ProblemError(None, f"{option} {spec}: give an int64 input its range of values, e.g. {m.group(1)}="
                                  f"{m.group(2)}:int64:0-100 (values in [0, 100))")
@@ -68,8 +68,15 @@ def drawn(position: int, shape: tuple[int, ...], dtype: str, span) -> torch.Tens
     return torch.bernoulli(torch.full(shape, 0.5, dtype=torch.float64), generator=g).to(torch.bool)
 
 
-def generated(name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-    values = [float(v) for v in init.values(SEED, name, shape)]
+def generated(name: str, shape: tuple[int, ...], dtype: torch.dtype, span=None) -> torch.Tensor:
+    """A float input: the init generator's values (dyadic: exact in float32), or with ``span``
+    (``x=3x4:float:0-1``) values LO + (HI - LO) * k / 256 for k in [0, 256), from the same draws."""
+    if span is None:
+        values = [float(v) for v in init.values(SEED, name, shape)]
+    else:
+        lo, hi = span
+        draws = init.splitmix64(init.fnv1a64(f"{SEED}\0{name}".encode("utf-8")), math.prod(shape))
+        values = [lo + (hi - lo) * ((d >> 56) / 256) for d in draws]
     return torch.tensor(values, dtype=dtype).reshape(shape)
 
 
