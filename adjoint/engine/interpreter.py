@@ -290,6 +290,10 @@ class Interp:
                 from adjoint.engine.infinity import python_float
                 return python_float(args, kwargs, e.loc)
             if not (e.prefix == "" and self.is_child(e.func)) and e.func in FUNCTIONS:   # a child's name: no lookup
+                if e.func == "where" and len(args) == 1 and not kwargs:
+                    raise ProblemError(e.loc, "torch.where(condition) with one argument is torch.nonzero(condition, "
+                                              "as_tuple=True), which is not modelled yet; index with the bool mask "
+                                              "(x[condition]) or give where its two values")
                 self.check_tensor_args(e, args)
                 return call_function(self.rt, e.func, args, kwargs, e.loc, prefix=e.prefix,
                                      types=_arg_types(e, args, kwargs, self.number_types))
