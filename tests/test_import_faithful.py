@@ -1305,3 +1305,17 @@ def test_a_float_input_in_a_range(tmp_path):
     assert torch.equal(x * 256, (x * 256).round())   # k / 256: exact in float32
     with pytest.raises(ProblemError, match="a range LO-HI is for int64 and float inputs"):
         inputs.parse_full("m=2x4:bool:0-1")
+
+
+def test_a_method_on_next_parameters_is_said_for_what_it_is(tmp_path):
+    """next(self.parameters()).new_zeros(...) (an init_hidden helper): fx does not trace the tensor,
+    and the refusal said 'calls TensorBase.new_zeros, which adjoint does not model' (it does)."""
+    path = tmp_path / "model.py"
+    path.write_text("import torch\nfrom torch import nn\n\n\nclass M(nn.Module):\n    def __init__(self):\n"
+                    "        super().__init__()\n        self.gru = nn.GRU(2, 3, batch_first=True)\n\n"
+                    "    def forward(self, x):\n        h0 = next(self.parameters()).new_zeros(1, x.size(0), 3)\n"
+                    "        return self.gru(x, h0)[0]\n\n\ndef make():\n    return M()\n")
+    with pytest.raises(ProblemError) as err:
+        _import(str(path), "make", specs=("x=1x3x2",))
+    assert str(err.value).startswith(f"{path}:11:") and "calls .new_zeros() on a tensor torch.fx did not trace" \
+        in str(err.value), str(err.value)

@@ -372,6 +372,11 @@ class Writer:
             return self.checkpoint(node)
         prefix = _namespace(target)
         name = getattr(target, "__name__", None)
+        if prefix is None and name in METHODS and _show_target(node).startswith("TensorBase."):
+            # fx writes a method call on a tensor it did not trace (next(self.parameters()): a constant) this way
+            raise self.fail(node, f"calls .{name}() on a tensor torch.fx did not trace (one reached otherwise than "
+                                  "by an attribute, as next(self.parameters()) is)",
+                            f"call it on a traced tensor (x.{name}(...), self.PARAM.{name}(...))")
         if prefix is None or name not in FUNCTIONS:
             raise self.fail(node, f"calls {_show_target(node)}, which adjoint does not model",
                             "see docs/format.md (expressions) for the functions a forward may call")
