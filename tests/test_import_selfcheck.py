@@ -21,7 +21,7 @@ from adjoint.torchside.importer import import_file  # noqa: E402
 
 MODELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "import_unfaithful", "models.py")
 
-CASES = ["custom_function", "helper_no_grad", "grad_mode_branch", "py_counter",
+CASES = ["helper_no_grad", "grad_mode_branch", "py_counter",
          "monkey_patched"]
 
 
@@ -38,6 +38,16 @@ def test_an_in_place_buffer_update_fx_would_run_while_tracing_is_recorded(tmp_pa
     this file used to be refused by the check; the forward is now recorded from a real call."""
     text = import_file(f"{MODELS}:make_buffer_counter", ["x=2x3"], "sum(y)", str(tmp_path / "p.yaml"))
     assert "step.add_(1)\n    return fc(x).mul(step)" in text, text
+
+
+def test_a_custom_function_is_named_with_the_way_to_write_it(tmp_path):
+    """A custom autograd.Function's backward is the user's Python: the check names the Function and
+    the format's function: block (it said only that the autograd graphs differ)."""
+    out = tmp_path / "p.yaml"
+    with pytest.raises(ProblemError) as err:
+        import_file(f"{MODELS}:make_custom_function", ["x=2x3"], "sum(y)", str(out))
+    assert "runs the custom torch.autograd.Function" in str(err.value) and "function: block" in str(err.value)
+    assert not out.exists()
 
 
 def test_the_plain_module_imports(tmp_path):

@@ -12,6 +12,7 @@ are named as the file names them (``fc1.weight``, ``x``), which is also how
 from __future__ import annotations
 
 import warnings
+import torch
 
 
 from adjoint.format.errors import ProblemError
@@ -72,6 +73,37 @@ def user_graph(problem: Problem, decl: Variant, dtype: str):
     from adjoint.torchside.importer.originrun import restored_global_hooks
     with restored_global_hooks():       # the factory's global hooks must not outlive this call
         return _user_graph(problem, decl, dtype)
+
+
+def custom_functions(problem: Problem, decl: Variant, dtype: str) -> list[str]:
+    """The custom ``torch.autograd.Function`` classes the user's module runs (their nodes are
+    ``BackwardCFunction``s): import cannot read their backward."""
+    from adjoint.torchside.importer.originrun import restored_global_hooks
+    with restored_global_hooks():
+        outputs = _user_outputs(problem, decl, dtype)
+    found, seen = [], set()
+    stack = [t.grad_fn for t in tensors_in(outputs) if t.grad_fn is not None]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, torch.autograd.function.BackwardCFunction):
+            name = type(node).__name__.removesuffix("Backward")
+            if name not in found:
+                found.append(name)
+        stack.extend(n for n, _ in node.next_functions)
+    return found
+
+
+def _user_outputs(problem: Problem, decl: Variant, dtype: str):
+    from adjoint.torchside.importer.originrun import with_file_values
+    origin = problem.origin
+    model = with_file_values(call_factory(origin.file, origin.factory).to(DTYPES[dtype]), problem)
+    args = [leaf_tensor(d, DTYPES[dtype], dict(problem.symbols)) for d in decl.inputs]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return model(*args)
 
 
 def _user_graph(problem: Problem, decl: Variant, dtype: str):

@@ -56,6 +56,8 @@ def check_faithful(text: str, side, model_file: str, hooks_mode: str = "translat
         problem = dataclasses.replace(problem, origin=dataclasses.replace(problem.origin,
                                                                           file=os.path.abspath(model_file)))
         difference = first_difference(problem, hooks_mode)
+    if difference is not None and difference.startswith(CUSTOM):
+        raise ProblemError(None, f"adjoint import cannot write this model, so nothing was written: {difference}")
     if difference is not None:
         raise ProblemError(None, f"adjoint import wrote a model that is not yours, so nothing was written: "
                                  f"{difference} (the file's model first, yours second). Something your forward (or a "
@@ -78,9 +80,12 @@ def _unanswered(problem, text: str) -> str | None:
     return None
 
 
+CUSTOM = "your forward runs the custom torch.autograd.Function"
+
+
 def first_difference(problem, hooks_mode: str = "translate") -> str | None:
     """None when every variant's model agrees with the module origin builds; else what differs."""
-    from adjoint.torchside.importer.graphcheck import compare_graphs
+    from adjoint.torchside.importer.graphcheck import compare_graphs, custom_functions
     from adjoint.torchside.importer.originrun import origin_rows
     from adjoint.torchside.run import run_variant
 
@@ -88,6 +93,11 @@ def first_difference(problem, hooks_mode: str = "translate") -> str | None:
     for decl in problem.variants:
         same, detail = compare_graphs(problem, decl, dtype)
         if not same:
+            custom = custom_functions(problem, decl, dtype)
+            if custom:   # its backward is the user's Python: what fx wrote is the forward's ops
+                return (f"{CUSTOM} {', '.join(custom)}, whose backward "
+                        "import cannot read (the file has its forward's ops instead); write it in the file as a "
+                        "function: block (docs/format.md, custom autograd.Function)")
             return f"the autograd graphs differ ({detail})"
         observed = run_variant(problem, decl, dtype)
         for row in origin_rows(problem, decl, observed, dtype):
