@@ -723,7 +723,7 @@ def test_a_causal_lm_with_token_ids_and_a_target_imports_and_equals_the_users_mo
     ("ids=2x8:int64", "give an int64 input its range of values"),
     ("ids=2x8:int32:0-5", "unknown dtype 'int32'"),
     ("ids=2x8:int64:5-5", "needs LO < HI"),
-    ("x=2x8:float:0-5", "a range LO-HI is for int64 inputs"),
+    ("x=2x8:bool:0-5", "a range LO-HI is for int64 and float inputs"),
 ])
 def test_bad_input_specs_are_one_line(models, spec, words):
     assert words in _refused(models, "make_halving", (spec,))
@@ -1319,3 +1319,17 @@ def test_a_method_on_next_parameters_is_said_for_what_it_is(tmp_path):
         _import(str(path), "make", specs=("x=1x3x2",))
     assert str(err.value).startswith(f"{path}:11:") and "calls .new_zeros() on a tensor torch.fx did not trace" \
         in str(err.value), str(err.value)
+
+
+def test_a_pruned_weight_is_refused_with_the_way_to_remove_it(tmp_path):
+    """torch.nn.utils.prune leaves a Linear with weight_orig and weight_mask and a forward pre-hook
+    computing weight; --hooks observe wrote the file anyway, which its loader refused ('a bug of
+    adjoint import')."""
+    path = tmp_path / "model.py"
+    path.write_text("from torch import nn\nfrom torch.nn.utils import prune\n\n\ndef make():\n"
+                    "    m = nn.Sequential(nn.Linear(3, 3), nn.Tanh())\n"
+                    "    prune.l1_unstructured(m[0], 'weight', amount=0.5)\n    return m\n")
+    for mode in ("translate", "observe"):
+        with pytest.raises(ProblemError) as err:
+            _import(str(path), "make", hooks_mode=mode)
+        assert "holds weight_orig, weight_mask" in str(err.value) and "prune.remove" in str(err.value)

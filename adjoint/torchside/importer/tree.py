@@ -130,6 +130,7 @@ class TreeWriter:
         return f"{path}.{name}" if path else name
 
     def builtin_values(self, m: nn.Module, tname: str, path: str, out: dict) -> None:
+        _check_reparametrized(m, tname, path)
         params = {n: self.param(p, self.full(path, n)) for n, p in m.named_parameters()}
         if params:
             out["params"] = params
@@ -209,6 +210,24 @@ class TreeWriter:
         first = " ".join(str(exc).split()) or type(exc).__name__
         raise refuse(where, f"torch.fx cannot trace the forward of '{path or 'model'}' ({type(m).__name__}): "
                             f"{first[:200]}", "write its forward without data-dependent Python control flow") from None
+
+
+def _check_reparametrized(m: nn.Module, tname: str, path: str) -> None:
+    """A built-in whose weight torch.nn.utils.prune or weight_norm (or a parametrization) computes
+    from other tensors (weight_orig and weight_mask, weight_g and weight_v): refused, with the way
+    to make it a plain parameter again."""
+    spec = builtins.nn_types.TYPES[tname]
+    known = {p.name for p in spec.params(builtins._resolved_args(m, tname))} if spec.has_params else set()
+    extra = [n for n, _ in m.named_parameters() if n not in known and "." not in n]
+    extra += [n for n, _ in m.named_buffers(recurse=False) if n.endswith(("_mask", "_orig"))]
+    if hasattr(m, "parametrizations"):
+        extra.append("parametrizations")
+    if extra and not all("." in n for n in extra):
+        raise refuse(of_module(m), f"'{path or 'model'}' ({tname}) holds {', '.join(extra)}: its weight is computed "
+                                   "from them (torch.nn.utils.prune, weight_norm or a parametrization), which "
+                                   "adjoint does not model", "make it a plain parameter before importing "
+                                                             "(prune.remove(module, 'weight'), remove_weight_norm, or "
+                                                             "parametrize.remove_parametrizations)")
 
 
 class EagerWrite(Exception):
