@@ -202,6 +202,8 @@ def test_compressing_comm_hooks_are_predicted_exactly(tmp_path, fmt):
      "'grad' is not known there"),
     ("distributed:\n  world_size: 3\n  wrap: ddp\n", "per_rank must list one value per rank (3, "
                                                        "distributed.world_size), not 2"),
+    ("distributed:\n  world_size: 2\n  wrap: ddp\nhooks: [{global: forward}]\n",
+     "global module hooks under DistributedDataParallel are not modelled yet"),
 ])
 def test_what_is_not_modelled_is_refused_with_one_located_line(tmp_path, block, message):
     text = BASE.split("distributed:")[0] + block

@@ -34,6 +34,7 @@ import sys
 from dataclasses import dataclass
 from fractions import Fraction
 
+from adjoint.engine.return_types import ReturnTuple
 from adjoint.engine.hook_runner import HookRunner
 from adjoint.format.comm_hook import evaluate, reduces, run_writes
 from adjoint.format.errors import ProblemError
@@ -211,7 +212,7 @@ class Reducer:
         """``_DDPSink.apply(weakref, *outputs)``: one node, ``_DDPSinkBackward``, over the outputs that
         have a grad_fn; each output a clone (``_ddp_sink_clone``) made inside the Function."""
         rt = self.run.rt
-        outs = list(out) if isinstance(out, tuple) else [out]
+        outs = _leaves(out)   # _tree_flatten_with_rref: a dict's values too (an HF-style output)
         idx = [i for i, v in enumerate(outs) if isinstance(v, Tensor) and v.grad_fn is not None]
         if not idx or not rt.grad_enabled:
             return out
@@ -231,7 +232,7 @@ class Reducer:
         rt.record("bhf", tensors, made, None, node, None)
         for i, c in zip(idx, made):
             outs[i] = c
-        return tuple(outs) if isinstance(out, tuple) else outs[0]
+        return _rebuilt(out, iter(outs))
 
     def sink_backward(self) -> None:
         """_DDPSink.backward: with static_graph, the first time, queue_callback(reducer._delay_all_reduce)."""
@@ -406,10 +407,31 @@ def unfinished_message(r: Reducer) -> str:
             "part of this error")
 
 
+def _leaves(out) -> list:
+    """The leaves of a module's output as torch.utils._pytree flattens it: tuples and lists in
+    order, a dict's values in its keys' order, nested."""
+    if isinstance(out, (tuple, list)):
+        return [leaf for item in out for leaf in _leaves(item)]
+    if isinstance(out, dict):
+        return [leaf for item in out.values() for leaf in _leaves(item)]
+    return [out]
+
+
+def _rebuilt(out, leaves):
+    """``out``'s structure over the next of ``leaves`` (the inverse of :func:`_leaves`)."""
+    if isinstance(out, ReturnTuple):
+        return ReturnTuple(out.kind, out.fields, [_rebuilt(item, leaves) for item in out])
+    if isinstance(out, (tuple, list)):
+        return type(out)(_rebuilt(item, leaves) for item in out)
+    if isinstance(out, dict):
+        return {k: _rebuilt(v, leaves) for k, v in out.items()}
+    return next(leaves)
+
+
 def _reached_accumulators(out) -> set:
     """The ids of the AccumulateGrad nodes the graph reaches from the output's grad_fns
-    (Reducer::prepare_for_backward's search)."""
-    outs = list(out) if isinstance(out, tuple) else [out]
+    (Reducer::prepare_for_backward's search, over _find_tensors(output))."""
+    outs = _leaves(out)
     stack = [t.grad_fn for t in outs if isinstance(t, Tensor) and t.grad_fn is not None]
     stack += [t.grad_accumulator for t in outs if isinstance(t, Tensor) and t.grad_fn is None
               and t.requires_grad and t.grad_accumulator is not None]

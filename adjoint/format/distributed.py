@@ -322,6 +322,11 @@ def _rank_step(node: YNode, rank: int, world_size: int) -> YNode:
 def _refuse_unmodelled(problem, spec: Distributed) -> None:
     """What a distributed run does not model yet: one located line each."""
     for v in problem.variants:
+        for h in v.hooks:
+            if h.on == "global":   # ddp(x) is a module call of its own: the wrapper's calls fire them too
+                raise ProblemError(h.loc, "global module hooks under DistributedDataParallel are not modelled yet "
+                                          "(the DDP wrapper is a module too, whose forward and backward those hooks "
+                                          "also see); register them on the model's modules")
         for step in v.steps or ():
             if step.kind == "registered" or (step.kind == "forward" and step.call is not None):
                 raise ProblemError(step.loc, "a registered step or a forward step's call: under "
