@@ -8,7 +8,8 @@ depends on how it was made, with PyTorch's own kernel choices (probed on 2.13):
 * a sum is -0.0 only when both terms are -0.0; ``a - b`` is ``a + (-b)``; ``-x`` flips;
 * relu, tanh, sin, sqrt, ``x ** 0.5`` and odd powers keep a -0.0; views and transposes too;
 * ``1 / x`` (``reciprocal``) and odd negative powers of ``-inf`` are -0.0;
-* sum, mean, mm, mv, dot, addmm and norm accumulate from +0.0, so they never give -0.0;
+* sum, mean, mv, dot, bmm, addmm and norm accumulate from +0.0, so they never give -0.0;
+  mm too, except with an inner size of 1, where each element is its one product;
   abs gives +0.0; exp, cos, sigmoid never give 0.
 
 :func:`result_mask` gives the sign-bit mask of an op's exact zeros from its inputs' masks.
@@ -75,6 +76,18 @@ def result_mask(op, ins: list[Exact], params, out: Exact) -> np.ndarray | None:
         if not zeros.any():
             return None
         mask = zeros & sign_bits(ins[0], zeros)
+    elif rule == "outer":
+        # mm with an inner size of 1 writes each element's one product (CPU, checked in torch 2.13:
+        # mm([[0], [1]], [[-1, 2]])[0, 0] is -0.0); with more, it accumulates from +0.0
+        a, b = ins[0], ins[1]
+        if len(a.shape) != 2 or len(b.shape) != 2 or a.shape[1] != 1:
+            return None
+        zeros = zero_mask(out)
+        if not zeros.any():
+            return None
+        sa = sign_bits(a).reshape(-1)
+        sb = sign_bits(b).reshape(-1)
+        mask = zeros & (sa[:, None] ^ sb[None, :])
     elif rule == "sum":
         if ins[0].negzero is None or ins[1].negzero is None:
             return None

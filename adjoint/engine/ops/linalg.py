@@ -183,7 +183,7 @@ OPS = (
        math=_BMM, checks=(Check(((2, 2, 3), (2, 3, 2))),), value_error=bmm_value_error),
     Op("mm", "MmBackward0", mm_forward, mm_vjp, mm_shape,
        (Save("mat2", "in", 1, if_need=0), Save("self", "in", 0, if_need=1)), "g b^T, a^T g", math=_MATMUL, checks=(Check(((2, 3), (3, 2))),),
-       value_error=mm_value_error),
+       value_error=mm_value_error, negzero="outer"),
     Op("mv", "MvBackward0", mv_forward, mv_vjp, mv_shape,
        (Save("self", "in", 0, if_need=1), Save("vec", "in", 1, if_need=0)), "g v^T (outer), M^T g", math=_MATMUL, checks=(Check(((2, 3), (3,))),),
        value_error=mv_value_error),
