@@ -28,3 +28,17 @@ def test_said_at_the_line(line, said, tmp_path):
     with pytest.raises(ProblemError) as err:
         adjoint.load(str(path)).solve()
     assert str(err.value).startswith(f"{path}:6:") and said in str(err.value), str(err.value)
+
+
+def test_a_view_of_another_leafs_grad_assigned_to_grad(tmp_path):
+    """a.bias.grad = b.weight.grad[0]: the two share part of their memory, which later in-place
+    accumulations would show through (PyTorch); not modelled, so refused rather than copied."""
+    path = tmp_path / "p.yaml"
+    path.write_text("name: v\ndtype: float64\ninputs:\n  x: {value: [[1, 2], [3, -1]]}\nmodel:\n  children:\n"
+                    "    a: {type: Linear, params: {weight: [[0.5, -0.25], [1, 0.75]], bias: [0.125, -0.5]}}\n"
+                    "    b: {type: Linear, params: {weight: [[2, -1], [1, 1]], bias: [0.25, 1]}}\n"
+                    "  forward: \"b(a(x))\"\nloss: \"sum(y ** 2)\"\nhooks:\n"
+                    "  - {tensor: b.weight, kind: post_accumulate_grad, does: \"a.bias.grad = b.weight.grad[0]\"}\n")
+    with pytest.raises(ProblemError) as err:
+        adjoint.load(str(path)).solve()
+    assert str(err.value).startswith(f"{path}:12:") and "a view of another leaf's .grad" in str(err.value)

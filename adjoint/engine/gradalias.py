@@ -747,7 +747,10 @@ class Aliases:
     def after_hook(self, hook) -> dict:
         """The hook just run wrote these engine tensors in place: every holder sees the write.
         Returns the writes (GradObj -> new value)."""
-        writes = self.engine.rt.hooks_runner.writes
+        runner = self.engine.rt.hooks_runner
+        if runner.leaf_changes:   # .grad written or assigned by a hook of any kind (a post-accumulate
+            self.leaf_writes(runner.leaf_changes, hook, runner.grad_sources)   # one: Engine.accumulate)
+        writes = runner.writes
         if writes and getattr(self.engine, "create_graph", False):
             # grad mode is on in a create_graph backward: the write is recorded (a node, a rebase)
             raise ProblemError(hook.loc, f"the {_kind(hook)} '{hook.label}' writes in place a gradient of a "

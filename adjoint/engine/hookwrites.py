@@ -200,8 +200,13 @@ class LeafGrads:
                 raise TorchError("RuntimeError", f"attempting to assign a gradient of size '{list(value.shape)}' to a "
                                  f"tensor of size '{list(leaf.shape)}'. Please ensure that the gradient and the tensor "
                                  "are the same size")
+            root = value.base if value.base is not None else value   # the tensor whose storage it is
             source = next((other for other, (t, _v, _val) in self.read_tensors.items()
-                           if t is value and other is not leaf), None)
+                           if t is root and other is not leaf), None)
+            if source is not None and root is not value and (value.view_ops or not value.is_detached):
+                raise ProblemError(loc, "assigning a view of another leaf's .grad to .grad (the two then share part "
+                                        "of their memory) is not modelled yet; assign its .clone(), or that .grad "
+                                        "itself")
             if source is not None:   # one tensor, two .grad: an accumulation into either is seen by both
                 self.sources[leaf] = source
             else:
