@@ -1333,3 +1333,19 @@ def test_a_pruned_weight_is_refused_with_the_way_to_remove_it(tmp_path):
         with pytest.raises(ProblemError) as err:
             _import(str(path), "make", hooks_mode=mode)
         assert "holds weight_orig, weight_mask" in str(err.value) and "prune.remove" in str(err.value)
+
+
+def test_a_forward_writing_a_parameter_in_place_imports_its_start_value(tmp_path):
+    """self.gain.detach().mul_(0.5) in the forward: import's own run of the module used to leave
+    the parameter halved, so the file held the halved value (and verify --origin, loading the
+    file's values, agreed with it); its runs now leave parameters as the factory made them."""
+    path = tmp_path / "model.py"
+    path.write_text("import torch\nfrom torch import nn\n\n\nclass M(nn.Module):\n    def __init__(self):\n"
+                    "        super().__init__()\n        self.lin = nn.Linear(3, 2)\n"
+                    "        self.gain = nn.Parameter(torch.tensor([1.0, 2.0]))\n\n    def forward(self, x):\n"
+                    "        self.gain.detach().mul_(0.5)\n        return self.lin(x) * self.gain\n\n\n"
+                    "def make():\n    torch.manual_seed(0)\n    return M().double()\n")
+    out, text, problem = _import(str(path), "make")
+    assert "gain: [1, 2]" in text, text
+    vp = _assert_same(problem, str(path), "make")
+    assert verify_variant(out, problem, vp, "float64", False, origin=True).ok

@@ -11,17 +11,19 @@ from torch import nn
 @contextmanager
 def state_kept(model: nn.Module):
     """Run the block, then put back every buffer of ``model`` (a training-mode BatchNorm's
-    running statistics and ``num_batches_tracked`` move on every call) and the RNG state
-    (a training-mode Dropout draws), each buffer's version counter too (the file writes it:
+    running statistics and ``num_batches_tracked`` move on every call), every parameter (a
+    forward may write one in place: ``self.gain.detach().mul_(0.5)``) and the RNG state (a
+    training-mode Dropout draws), each tensor's version counter too (the file writes it:
     ``version: N``, which the copy back would otherwise move)."""
-    state = {n: (b.detach().clone(), b._version) for n, b in model.named_buffers()}
+    tensors = list(model.named_buffers()) + list(model.named_parameters())
+    state = [(t, t.detach().clone(), t._version) for _, t in tensors]
     rng = torch.get_rng_state()
     try:
         yield
     finally:
         with torch.no_grad():
-            for n, b in model.named_buffers():
-                value, version = state[n]
-                b.copy_(value)
-                torch._C._autograd._unsafe_set_version_counter((b,), (version,))
+            for t, value, version in state:
+                if t._version != version:
+                    t.copy_(value)
+                    torch._C._autograd._unsafe_set_version_counter((t,), (version,))
         torch.set_rng_state(rng)
