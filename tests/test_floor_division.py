@@ -45,3 +45,19 @@ def test_floor_divide_assignment_stays_refused(tmp_path):
     path.write_text(FILE.format(expr="C").replace("    B, C = x.shape\n", "    B, C = x.shape\n    C //= 2\n"))
     with pytest.raises(ProblemError, match="operator '//=' is not allowed"):
         adjoint.load(str(path))
+
+
+@pytest.mark.parametrize("expr, said", [
+    ("x.view(B, C // 1.0).sum()", "a float among the sizes"),
+    ("x.view(B, 7.0).sum()", "a float among the sizes"),
+    ("x[:, :C // 1.0].sum()", "slice indices must be integers"),
+    ("x[0, C // 2.0]", "indices must be integers"),
+    ("x.sum(dim=x.ndim // 2.0).sum()", "argument 'dim' is a float"),
+])
+def test_a_float_where_pytorch_takes_an_int_is_not_answered(expr, said, tmp_path):
+    """C // 2.0 is a Python float (3.0): PyTorch's parser refuses it as a size, an index or a dim
+    (TypeError), which adjoint refuses to answer rather than take it for the int 3."""
+    path = tmp_path / "p.yaml"
+    path.write_text(FILE.format(expr="1").replace("return x.sum() * (1)", f"return {expr}"))
+    with pytest.raises(ProblemError, match=said):
+        adjoint.load(str(path)).solve()

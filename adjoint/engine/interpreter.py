@@ -503,7 +503,7 @@ class Interp:
             if isinstance(item, S.Slice):
                 parts = [None if x is None else self.eval(x) for x in (item.lower, item.upper, item.step)]
                 for x, src in zip(parts, (item.lower, item.upper, item.step)):
-                    if x is not None and not is_int(x):
+                    if x is not None and (not is_int(x) or pyerrors.type_name(x, src, self.number_types) == "float"):
                         raise ProblemError(src.loc, "slice indices must be integers: Python raises TypeError")
                     if x is not None and not bigints.INT64_MIN <= x <= bigints.INT64_MAX:
                         raise ProblemError(src.loc, f"the slice bound {S.to_source(src)} is beyond int64: PyTorch "
@@ -516,7 +516,7 @@ class Interp:
                     items.append(v)
                     continue
                 if isinstance(v, Fraction):
-                    if not is_int(v):   # a PyFloat (x.item() of a float tensor) too
+                    if not is_int(v) or pyerrors.type_name(v, item, self.number_types) == "float":   # 2.0, x.item()
                         raise ProblemError(item.loc, "indices must be integers: Python raises TypeError")
                     v = int(v)
                 items.append(v)

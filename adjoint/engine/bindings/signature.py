@@ -283,6 +283,10 @@ def bind(fn: Function, args: list, kwargs: dict, loc: Loc, what: str, types=None
     if fn.varargs and len(args) > len(positional) - 1:
         head = len(positional) - 1
         rest = args[head:]
+        if types is not None and "float" in types[0][head:] and positional[-1].kind in ("int", "ints"):
+            # view(B, 2, C // 2.0): a Python float among the sizes, which PyTorch's parser refuses
+            raise ProblemError(loc, f"{what}(): a float among the sizes ({positional[-1].name}), where PyTorch takes "
+                                    f"ints: {PARSER_TYPE_ERROR}")
         args = list(args[:head]) + ([rest[0]] if len(rest) == 1 and isinstance(rest[0], (tuple, list)) else
                                     [tuple(rest)])
     if len(args) > len(positional):
@@ -314,6 +318,9 @@ def bind(fn: Function, args: list, kwargs: dict, loc: Loc, what: str, types=None
                 raise ProblemError(loc, f"{what}() missing required argument '{p.name}': {PARSER_TYPE_ERROR}")
             out[p.name] = p.default
             continue
+        if (p.kind in ("int", "ints") or p.name == "dim") and given_types.get(p.name) == "float":   # 2.0 too
+            raise ProblemError(loc, f"{what}(): argument '{p.name}' is a float, where PyTorch takes an int: "
+                                    f"{PARSER_TYPE_ERROR}")
         out[p.name] = check_kind(bound[p.name], p, loc, what)
     return out
 
