@@ -1277,6 +1277,18 @@ def test_observing_lambdas_are_written_observe_only(tmp_path):
         _import(str(path), "make_setdefault")
 
 
+@pytest.mark.parametrize("body, written", [("g.add(1)", "grad.add(1)"), ("torch.add(g, 1)", "torch.add(grad, 1)")])
+def test_a_lambda_returning_an_add_is_translated(body, written, tmp_path):
+    """Tensor.add / torch.add return a tensor: the lambda returns it (the observer rule must not
+    take them for set.add, as it once did)."""
+    path = tmp_path / "model.py"
+    path.write_text("import torch\nfrom torch import nn\n\n\ndef make():\n    torch.manual_seed(0)\n"
+                    "    m = nn.Sequential(nn.Linear(3, 3), nn.Tanh()).double()\n"
+                    f"    m[0].weight.register_hook(lambda g: {body})\n    return m\n")
+    out, text, problem = _import(str(path), "make")
+    assert f'returns: "{written}"' in text, text
+
+
 @pytest.mark.parametrize("encoder", [
     "nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)",
     "nn.TransformerEncoder(layer, num_layers=2, norm=nn.LayerNorm(4, eps=1e-6))",

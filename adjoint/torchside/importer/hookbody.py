@@ -62,7 +62,8 @@ _OBSERVING_BUILTINS = {"print", "len", "float", "int", "str", "repr", "format", 
 _OBSERVING_METHODS = {"append", "extend", "add", "update", "setdefault", "info", "debug", "warning", "write",
                       "format", "item", "tolist", "__setitem__"}
 #: observing calls that return None: a lambda made of one of them returns None, so it only observes
-_NONE_RETURNING = {"print", "append", "extend", "add", "update", "info", "debug", "warning", "__setitem__"}
+#: (not "add": Tensor.add and torch.add return a tensor)
+_NONE_RETURNING = {"print", "append", "extend", "update", "info", "debug", "warning", "__setitem__"}
 
 
 def _returns_none(call) -> bool:
@@ -71,6 +72,8 @@ def _returns_none(call) -> bool:
         return False
     f = call.func
     name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("torch", "F", "nn"):
+        return False   # a torch function returns its result
     return name in _NONE_RETURNING and (isinstance(f, ast.Attribute) or name == "print")
 
 
