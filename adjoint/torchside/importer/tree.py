@@ -208,6 +208,10 @@ class TreeWriter:
                 return graph
         where = of_exception(exc, self.files) or of_module(m)
         first = " ".join(str(exc).split()) or type(exc).__name__
+        if isinstance(exc, EagerWrite):   # not control flow: a write fx runs, and no recorded call could stand in
+            raise refuse(where, f"the forward of '{path or 'model'}' ({type(m).__name__}) cannot be imported: {first}, "
+                                "and recording a real call of it failed too", "write that line in the problem file "
+                                "by hand (buffers and parameters may be written in place in a forward)") from None
         raise refuse(where, f"torch.fx cannot trace the forward of '{path or 'model'}' ({type(m).__name__}): "
                             f"{first[:200]}", "write its forward without data-dependent Python control flow") from None
 
