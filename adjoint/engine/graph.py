@@ -238,6 +238,10 @@ class SavedVariable:
                                         # (its regenerated AsStridedBackward0), named by the version message
                                         # while something still holds it (SavedVariable::weak_grad_fn_)
     packed_grad_fn: "Node | None" = None  # with hooks: the tensor's grad_fn when they packed it (grad_fn_)
+    was_leaf: bool = field(init=False)    # is_leaf_: the tensor had no grad_fn when saved
+
+    def __post_init__(self):
+        self.was_leaf = self.tensor.grad_fn is None
 
 
 @dataclass(eq=False)

@@ -40,13 +40,24 @@ def requires_grad_(t: Tensor, args: list, kwargs: dict, loc) -> Tensor:
     return t
 
 
-def detach_(t: Tensor, args: list, kwargs: dict, loc) -> Tensor:
+VIEW_DETACH_ = ("Can't detach views in-place. Use detach() instead. If you are using DistributedDataParallel (DDP) "
+                "for training, and gradient_as_bucket_view is set as True, gradients are views of DDP buckets, and "
+                "hence detach_() cannot be called on these gradients. To fix this error, please refer to the "
+                "Optimizer.zero_grad() function in torch/optim/optimizer.py as the solution.")
+
+
+def detach_(t: Tensor, args: list, kwargs: dict, loc, rt=None) -> Tensor:
     """``t.detach_()``: the tensor leaves its graph in place (no grad_fn, no longer requiring
-    grad) and is returned. A view is not modelled (PyTorch refuses to detach views in place)."""
+    grad) and is returned. A view is PyTorch's RuntimeError; a tensor views were taken of is not
+    modelled (PyTorch remakes their grad_fn from the detached base)."""
     if args or kwargs:
         raise ProblemError(loc, "detach_ takes no arguments")
-    if t.base is not None:
-        raise ProblemError(loc, "detach_() of a view is not modelled yet (PyTorch refuses it); use detach()")
+    if t.base is not None and (t.view_ops or not t.is_detached):   # x.detach() itself is no view
+        raise TorchError("RuntimeError", VIEW_DETACH_)
+    if rt is not None and t.grad_fn is not None and any(u.base is t and u.view_ops for u in rt.all_tensors):
+        raise ProblemError(loc, "detach_() of a tensor a view was taken of is not modelled yet (PyTorch then "
+                                "remakes the view's grad_fn from the detached base); detach_() before taking views, "
+                                "or use detach()")
     t.grad_fn = None
     t.output_nr = 0
     t.is_leaf = True

@@ -416,6 +416,10 @@ class Runtime:
             raise TorchError("RuntimeError", FREED_GRAPH, "freed_graph")
         if sv.hooks is not None:  # with saved-tensor hooks PyTorch does not check the version
             return self.hooks_runner.unpack(sv.hooks, sv.packed, node, sv)
+        if not sv.is_output and not sv.was_leaf and sv.weak_grad_fn is None and sv.tensor.grad_fn is None \
+                and node is not None and node.kind == "op":
+            # an op's saved input detach_()ed since: data_.grad_fn() is gone (SavedVariable::unpack)
+            raise TorchError("RuntimeError", DETACHED_SAVED, "saved_modified")
         if sv.tensor.version.value != sv.saved_version:
             raise TorchError("RuntimeError", version_message(sv, node, self.nodes, self.live_nodes,
                                                              self.captured_nodes), "saved_modified")
@@ -452,6 +456,9 @@ class Runtime:
         hooks.add(hid, entry, prepend)
         return hid
 
+
+DETACHED_SAVED = ("Trying to use a saved tensor that has been detached in-place, i.e. with .detach_().This is not "
+                  "supported, please use out-of-place `.detach()` instead")
 
 FREED_GRAPH = ("Trying to backward through the graph a second time (or directly access saved tensors after they "
                "have already been freed). Saved intermediate values of the graph are freed when you call "
