@@ -111,3 +111,21 @@ def test_a_list_of_ints_is_written_as_json_writes_it():
     Python) still written as true."""
     for doc in ([1, -2, 10 ** 40], [1, True, 0], [0, 1.5], [3, None], {"a": [7, 8]}):
         assert dumps(doc) == json.dumps(doc, indent=2)
+
+
+def test_names_sharing_a_value_keep_their_own_grad_fn(tmp_path):
+    """A root returning its child's output with a full backward hook on the root: lin's output is
+    AddmmBackward0's, model and y are BackwardHookFunctionBackward's (one value, three names);
+    --compact wrote the first name's grad_fn for all three."""
+    path = tmp_path / "p.yaml"
+    path.write_text("name: c\ndtype: float64\ninputs:\n  x: {value: [[1, -0.5]], requires_grad: true}\nmodel:\n"
+                    "  children:\n    lin: {type: Linear, args: {in_features: 2, out_features: 2}, "
+                    "params: {weight: [[1, 0], [0.5, 1]], bias: [0, 0]}}\n  forward: |\n    return lin(x)\n"
+                    "loss: \"sum(y ** 2)\"\nhooks:\n  - {module: model, kind: full_backward}\n")
+    metas = []
+    for flags in ([], ["--compact"]):
+        out = CliRunner().invoke(main, ["solve", str(path), "--json"] + flags).output
+        values = json.loads(out)["variants"]["default"]["values"]
+        metas.append({k: (v["requires_grad"], v["grad_fn"]) for k, v in values.items()})
+    assert metas[0] == metas[1]
+    assert metas[1]["y"][1] == "BackwardHookFunctionBackward" and metas[1]["lin"][1] == "AddmmBackward0"

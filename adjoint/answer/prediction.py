@@ -353,7 +353,8 @@ def _with_meta(doc, meta):
         return doc
     extra = {"requires_grad": meta[0], "grad_fn": meta[1]}
     if isinstance(doc, Deferred):   # a compact VALUE made when written: the fields added then
-        return Deferred(lambda: {**doc(), **extra}, (doc.text_key, "meta"))
+        # its text is kept per key: names sharing a value (a module's output, y) differ in their meta
+        return Deferred(lambda: {**doc(), **extra}, (doc.text_key, "meta", meta[0], meta[1]))
     return {**doc, **extra}
 
 
