@@ -12,6 +12,7 @@ from __future__ import annotations
 import subprocess
 
 from adjoint.format.errors import ProblemError
+from adjoint.render.output import RenderBug
 
 #: how long one drawing may take
 DOT_TIMEOUT = 120.0
@@ -31,6 +32,6 @@ def run_dot(source: str, fmt: str, needs_dot: str, timeout: float = DOT_TIMEOUT)
         raise ProblemError(None, f"Graphviz's dot could not be run ({exc.strerror or exc})") from None
     if proc.returncode != 0:
         detail = " ".join(proc.stderr.decode("utf-8", "replace").split())[:200]
-        raise ProblemError(None, f"Graphviz's dot failed on the graph ({detail or f'exit status {proc.returncode}'})"
-                                 "; this is a bug in adjoint, please report it with the problem file")
+        raise RenderBug(f"Graphviz's dot failed on the graph ({detail or f'exit status {proc.returncode}'})"
+                        "; please report it with the problem file")
     return proc.stdout

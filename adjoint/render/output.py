@@ -134,3 +134,8 @@ def umask() -> int:
     mask = os.umask(0o022)  # elsewhere: the only portable way is to set it and put it back
     os.umask(mask)
     return mask
+
+
+class RenderBug(Exception):
+    """A renderer's engine (pdflatex, Graphviz's dot) refused what adjoint wrote for it: a bug in
+    adjoint, not in the user's file (the CLI's exit 3, one line)."""

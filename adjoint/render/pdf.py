@@ -25,7 +25,7 @@ import threading
 from dataclasses import dataclass, field
 
 from adjoint.format.errors import ProblemError
-from adjoint.render.output import write_atomic
+from adjoint.render.output import RenderBug, write_atomic
 
 #: engines tried in order; the document uses only amsmath/amssymb/geometry, which all of them have
 ENGINES = ("pdflatex", "lualatex", "xelatex")
@@ -145,9 +145,9 @@ def compile_pdf(tex: str, pdf_path: str | None, *, strict: bool = False, timeout
                 if error is not None and "can't write on file" in error:
                     raise ProblemError(None, f"{name} could not write its output in {work} ({error}); is that disk "
                                              "full?")
-                raise ProblemError(None, f"{name} failed on the generated document: "
-                                         f"{error or f'exit status {proc.returncode}'}; this is a bug in adjoint, "
-                                         "please report it with the problem file")
+                # adjoint wrote a document its engine refuses: a bug (exit 3), not the user's input
+                raise RenderBug(f"{name} failed on the generated document: {error or f'exit status {proc.returncode}'}"
+                                "; please report it with the problem file")
             if passes >= 3 or not re.search(r"Rerun to get|Label\(s\) may have changed", log):
                 break
         report = CompileReport(name, passes, parse_overfull(log), log)

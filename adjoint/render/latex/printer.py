@@ -102,6 +102,13 @@ class DerivationPrinter(LatexPrinter):
             return self.names[name]
         return super()._print_Symbol(expr, style)
 
+    def _print_Basic(self, expr, *args, **kwargs):
+        # SymPy's own _latex methods (pi's \pi), which printmethod = "_adjoint_latex" bypasses
+        own = getattr(expr, "_latex", None)
+        if callable(own):
+            return own(self)
+        return super()._print_Basic(expr, *args, **kwargs)
+
     def _subst_scalar(self, value: Exact) -> str:
         tex = self.elem(value.item())
         return f"\\left({tex}\\right)" if tex.startswith("-") or elem_prec(value.item()) < 50 else tex
