@@ -41,9 +41,9 @@ def solve_problem(problem: Problem, variant: str | None = None, numeric: bool = 
         missing = [s for s in problem.free_symbols() if s not in problem.symbols]
         if missing:
             where = next(d.value.loc for d in problem.all_tensors() if missing[0] in d.value.symbols)
+            need = "--float64 computes in doubles" if mode == "float64" else "verify, solve --numeric"
             raise ProblemError(where, f"free symbol '{missing[0]}' has no value, and numbers are needed here "
-                                      f"(verify, solve --numeric); add symbols: {{{missing[0]}: 0.5}} or another "
-                                      "number")
+                                      f"({need}); add symbols: {{{missing[0]}: 0.5}} or another number")
         symbols = problem.symbols
     chosen = [problem.variant(variant)] if variant else list(problem.variants)
     if problem.distributed is not None:   # DistributedDataParallel: one answer per rank (adjoint.engine.distributed)
