@@ -301,9 +301,9 @@ class Registrations:
     def attach_accumulator(self, hook, t: Tensor) -> None:
         """A node hook on a leaf: on its AccumulateGrad, if a graph holds one now (else it is
         put on an accumulator nothing holds, and lost, as in PyTorch)."""
-        if not t.requires_grad:
-            raise ProblemError(hook.loc, f"'{hook.target}' is a leaf that does not require grad: it has no grad_fn "
-                                         f"and no AccumulateGrad node to hook (PyTorch: {hook.target}.grad_fn is None)")
+        if not t.requires_grad:   # t.grad_fn is None: the script's t.grad_fn.register_hook(...) meets Python's error
+            method = "register_prehook" if hook.kind == "pre" else "register_hook"
+            raise TorchError("AttributeError", f"'NoneType' object has no attribute '{method}'", "register")
         node = t.grad_accumulator
         # found as a graph reaches it: one only a multi_grad hook or a running backward holds is not
         if node is None or id(node) in self.attached[hook.index] or not held_by_an_edge(node, self.rt.nodes):

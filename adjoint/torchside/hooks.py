@@ -313,9 +313,8 @@ class Hooks:
         on an accumulator nothing holds, and lost: there is nothing to do)."""
         if not isinstance(leaf, torch.Tensor):
             return
-        if not leaf.requires_grad:   # no grad_fn, no AccumulateGrad: a user has nothing to call register_hook on
-            raise ProblemError(hook.loc, f"'{hook.target}' is a leaf that does not require grad: it has no grad_fn "
-                                         f"and no AccumulateGrad node to hook (PyTorch: {hook.target}.grad_fn is None)")
+        if not leaf.requires_grad:   # no grad_fn, no AccumulateGrad: the script's t.grad_fn.register_hook(...)
+            getattr(leaf.grad_fn, "register_prehook" if hook.kind == "pre" else "register_hook")   # AttributeError
         node = self.run.nodes.accumulator(leaf)
         if node is None or id(node) in self.attached[hook.index]:
             return
