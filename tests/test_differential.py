@@ -143,16 +143,16 @@ def test_harness_detects_a_wrong_rule(monkeypatch):
 
 
 @pytest.mark.torch
-def test_torch_side_refuses_a_node_hook_on_a_tensor_without_grad():
+def test_a_node_hook_on_a_tensor_without_grad_is_pythons_attribute_error():
     """A node hook on a tensor that does not require grad (a module output computed under
-    no_grad): solve refuses it, and so does the torch side (a user has no grad_fn and no
-    AccumulateGrad to call register_hook on), so the sweep counts the file invalid, not a
-    refusal of something PyTorch runs (sweep seed 97, problem 1931)."""
-    with open(os.path.join(HERE, "errors", "hook-node-no-grad-module-output.yaml")) as fh:
+    no_grad): c.grad_fn is None, so the script's c.grad_fn.register_hook(...) raises Python's
+    AttributeError, which both sides answer alike (sweep seed 97, problem 1931: once refused
+    by both)."""
+    with open(os.path.join(HERE, "data", "regressions", "hook_node_no_grad_module_output_raises.yaml")) as fh:
         text = fh.read()
     outcome = check(text)
-    assert outcome.status == "invalid", outcome.report()
-    assert "torch side: <generated>:17:5: 'c' is a leaf that does not require grad" in outcome.report()
+    assert outcome.status == "both_raise", outcome.report()
+    assert "'NoneType' object has no attribute 'register_hook'" in outcome.report()
 
 
 def test_generator_covers_every_feature():
