@@ -22,8 +22,7 @@ def state_kept(model: nn.Module):
         yield
     finally:
         with torch.no_grad():
-            for t, value, version in state:
-                if t._version != version:
-                    t.copy_(value)
-                    torch._C._autograd._unsafe_set_version_counter((t,), (version,))
+            for t, value, version in state:   # every one: a kernel (batch_norm's running statistics)
+                t.copy_(value)                  # may write it without moving its version counter
+                torch._C._autograd._unsafe_set_version_counter((t,), (version,))
         torch.set_rng_state(rng)
