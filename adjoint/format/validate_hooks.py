@@ -265,8 +265,6 @@ def parse_backward(node: YNode | None, base: Backward | None, in_step: bool = Fa
         names = []
         for item in inode.items:
             n = string(item, "a backward input")
-            if n in [x for x, _ in names]:
-                raise ProblemError(item.loc, f"'{n}' is listed twice in backward.inputs")
             names.append((n, item.loc))
         inputs = tuple(names)
     second = parse_second(b, method, inputs)
