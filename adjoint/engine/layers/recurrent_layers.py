@@ -129,12 +129,29 @@ def _hidden_check(c, t: Tensor, expected: tuple, msg: str) -> None:
         raise TorchError("RuntimeError", msg.format(expected, list(t.shape)))
 
 
+def _lstm_hx_tensor(x: Tensor, hx: Tensor) -> None:
+    """An LSTM handed one tensor as hx: LSTM.forward indexes it as the pair, ``hx[0].dim()`` and
+    ``hx[1].dim()`` against the input's rank: PyTorch's IndexError or RuntimeError (checked in
+    torch 2.13). Where they pass (a stacked (2, ...) state), it is not modelled (a batched one is
+    _VF.lstm's TypeError, an unbatched one runs as (hx[0], hx[1]))."""
+    want = 3 if len(x.shape) == 3 else 2
+    n = hx.shape[0] if hx.shape else None
+    if n is not None and n < 2:
+        raise TorchError("IndexError", f"index {n} is out of bounds for dimension 0 with size {n}")
+    if n is not None and len(hx.shape) - 1 != want:
+        d = len(hx.shape) - 1
+        raise TorchError("RuntimeError", f"For {'batched 3-D' if want == 3 else 'unbatched 2-D'} input, hx and cx "
+                                         f"should also be {want}-D but got ({d}-D, {d}-D) tensors")
+
+
 def _forward(c, kind: str):
     x, hx = _args(c, kind)
     lstm = kind == "LSTM"
     if x.dtype != c.rt.dtype or (hx is not None and not lstm and not isinstance(hx, Tensor)):
         raise ProblemError(c.loc, f"{kind} needs a tensor input of the problem's dtype ({c.rt.dtype}) and a tensor "
                                   "state")
+    if lstm and isinstance(hx, Tensor):
+        _lstm_hx_tensor(x, hx)
     if lstm and hx is not None and not (isinstance(hx, tuple) and len(hx) == 2
                                         and all(isinstance(t, Tensor) for t in hx)):
         raise ProblemError(c.loc, "LSTM: hx must be a tuple (h_0, c_0) of tensors")
