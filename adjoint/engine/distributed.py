@@ -528,6 +528,10 @@ def _numel(shape) -> int:
 
 # ----------------------------------------------------------------------------- the ranks in lockstep
 
+NOTHING_TO_REDUCE = ("DistributedDataParallel is not needed when a module doesn't have any parameter that requires a "
+                     "gradient.")
+
+
 def new_run(problem, variant, backend) -> VariantRun:
     """One rank's run, set up as :func:`adjoint.engine.passes.run_variant` sets it up."""
     rt = Runtime(backend, problem.dtype)
@@ -561,6 +565,10 @@ def run_ranks(problem, name: str, make_backend) -> list[VariantRun]:
             hook.state_arg("use_error_feedback") or hook.state_arg("warm_start")):
         for run in runs:     # PowerSGDState(...) raises, at the comm hook's registration
             run.error = RunError("ValueError", POWERSGD_START, "register", "ddp_powersgd_state", -1)
+        return runs
+    if not any(d.requires_grad for m in problem.model.walk() for d in m.params):
+        for run in runs:   # DistributedDataParallel(model) itself raises, on every rank
+            run.error = RunError("RuntimeError", NOTHING_TO_REDUCE, "setup", "ddp_constructor", -1)
         return runs
     refused = []
     for run in runs:   # PyTorch refusing a registration: each rank's error, before the first step

@@ -346,10 +346,6 @@ def _refuse_unmodelled(problem, spec: Distributed) -> None:
         if bw.inputs:
             raise ProblemError(bw.inputs[0][1], "backward(inputs=...) under DistributedDataParallel is not "
                                                 "modelled yet")
-    if not any(d.requires_grad for m in problem.model.walk() for d in m.params):
-        raise ProblemError(problem.model.loc, "no parameter of the model requires grad: PyTorch's "
-                                              "DistributedDataParallel refuses such a module (an error not modelled "
-                                              "yet); give it a parameter that requires grad")
     if any(m.buffers for m in problem.model.walk()):
         m = next(m for m in problem.model.walk() if m.buffers)
         raise ProblemError(m.loc, "a model with buffers under DistributedDataParallel (broadcast_buffers) is not "

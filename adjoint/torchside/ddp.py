@@ -158,7 +158,10 @@ def _wrap_and_run(s: DDPSession, spec, steps, passes: list) -> dict | None:
               "gradient_as_bucket_view": spec.gradient_as_bucket_view}
     if spec.bucket_cap_mb is not None:
         kwargs["bucket_cap_mb"] = float(spec.bucket_cap_mb)
-    s.ddp = DistributedDataParallel(s.root, **kwargs)
+    try:
+        s.ddp = DistributedDataParallel(s.root, **kwargs)
+    except RuntimeError as exc:   # the constructor refuses the module (no parameter requires grad)
+        return {"type": "RuntimeError", "message": str(exc), "during": "setup", "after_call": None}
     error = None
     if spec.comm_hook is not None:
         try:
