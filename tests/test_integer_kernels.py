@@ -43,5 +43,25 @@ def test_refused_where_torch_raises(expr, tmp_path):
         CASES[expr](x, k, lin)
     path = tmp_path / "p.yaml"
     path.write_text(FILE.format(expr=expr))
-    with pytest.raises(ProblemError, match="of an int64 tensor: PyTorch refuses it"):
+    with pytest.raises(ProblemError, match="of an int64 tensor is not modelled"):
         adjoint.load(str(path)).solve()
+
+
+ALONE = {
+    "k @ k": lambda k: k @ k,
+    "torch.mm(k, k)": lambda k: torch.mm(k, k),
+    "F.max_pool2d(k[None], 2)[0]": lambda k: torch.nn.functional.max_pool2d(k[None], 2)[0],
+}
+
+
+@pytest.mark.parametrize("expr", list(ALONE))
+def test_int64_alone_is_computed_as_torch_computes_it(expr, tmp_path):
+    """mm and max pooling of int64 operands alone compute (an int64 result), as PyTorch's CPU
+    kernels do: answered, not refused (an over-broad refusal once refused them)."""
+    got = ALONE[expr](torch.tensor([[3, 1], [0, 2]]))
+    assert got.dtype == torch.int64
+    torch_value = got.tolist()
+    path = tmp_path / "p.yaml"
+    path.write_text(FILE.format(expr=expr) + "loss: \"y\"\n")
+    answer = adjoint.load(str(path)).solve().to_json()["variants"]["default"]
+    assert answer["loss"]["value"] == 10 * sum(sum(r) for r in torch_value)

@@ -211,7 +211,9 @@ def check_inplace_allowed(t: Tensor) -> None:
     if t.is_leaf and t.requires_grad and not t.is_view:
         raise TorchError("RuntimeError", "a leaf Variable that requires grad is being used in an in-place operation.",
                          "leaf_inplace")
-    if t.is_view and t.grad_base.is_leaf and t.grad_base.requires_grad:
+    # (check_inplace asks the view's requires_grad and its base's is_leaf: a base detach_()ed since
+    # the view was made is a leaf, while the view keeps its grad_fn)
+    if t.is_view and t.grad_base.is_leaf and (t.grad_base.requires_grad or t.grad_fn is not None):
         raise TorchError("RuntimeError", "a view of a leaf Variable that requires grad is being used in an in-place "
                                          "operation.", "leaf_inplace")
     # check_inplace's last test reads is_leaf (grad_fn_ == nullptr) without making a view's grad_fn:

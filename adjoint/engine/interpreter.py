@@ -517,7 +517,9 @@ class Interp:
                     continue
                 if isinstance(v, Fraction):
                     if not is_int(v) or pyerrors.type_name(v, item, self.number_types) == "float":   # 2.0, x.item()
-                        raise ProblemError(item.loc, "indices must be integers: Python raises TypeError")
+                        raise ProblemError(item.loc, "a float index: PyTorch raises IndexError (\"only integers, slices "
+                                                     "... are valid indices (got float)\") where the index count "
+                                                     "allows, which is not predicted here; index with an int")
                     v = int(v)
                 items.append(v)
         return items

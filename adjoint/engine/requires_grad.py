@@ -54,10 +54,8 @@ def detach_(t: Tensor, args: list, kwargs: dict, loc, rt=None) -> Tensor:
         raise ProblemError(loc, "detach_ takes no arguments")
     if t.base is not None and (t.view_ops or not t.is_detached):   # x.detach() itself is no view
         raise TorchError("RuntimeError", VIEW_DETACH_)
-    if rt is not None and t.grad_fn is not None and any(u.base is t and u.view_ops for u in rt.all_tensors):
-        raise ProblemError(loc, "detach_() of a tensor a view was taken of is not modelled yet (PyTorch then "
-                                "remakes the view's grad_fn from the detached base); detach_() before taking views, "
-                                "or use detach()")
+    if t.grad_fn is not None:   # its views keep their grad_fn until a write makes them remake it (view_history)
+        t.detached_at = loc
     t.grad_fn = None
     t.output_nr = 0
     t.is_leaf = True

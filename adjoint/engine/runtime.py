@@ -219,16 +219,18 @@ class Runtime:
                                         "float dtypes are not modelled yet (a hook may return such a copy: PyTorch "
                                         "refuses it, 'has changed the type of value')")
         complex_grad.check_operands(op, ts, params, loc)
-        if opname in FLOAT_KERNELS:
+        if opname in FLOAT_KERNELS or opname in SAME_DTYPE_KERNELS:
             flags = op.differentiable or (True,) * len(ts)   # a mask or an index operand is not the data
-            integral = next((t.dtype for t, d in zip(ts, flags) if d and t is not None and t.dtype in ("int64", "bool")),
-                            None)
+            dtypes = {t.dtype for t, d in zip(ts, flags) if d and t is not None}
+            integral = next((d for d in sorted(dtypes) if d in ("int64", "bool")), None)
+            if opname in SAME_DTYPE_KERNELS and integral == "int64" and dtypes == {"int64"}:
+                integral = None   # int64 alone: the CPU kernel computes it (an int64 result)
             known = op.forward_error is not None and op.forward_error(
                 tuple(t.dtype if t is not None else None for t in ts), params)   # predicted by check_dtypes
             if integral is not None and not known:   # checked in torch: each kernel refuses it in its own words
-                raise ProblemError(loc, f"{op.name} of an {integral} tensor: PyTorch refuses it (a dtype error "
-                                        "whose words depend on the kernel: not modelled yet); convert it first "
-                                        "(x.to(torch.float64), x.double())")
+                raise ProblemError(loc, f"{op.name} of an {integral} tensor is not modelled (PyTorch refuses it "
+                                        "here, in words of the kernel's own, or computes an integer result); convert "
+                                        "it first (x.to(torch.float64), x.double())")
         try:
             out_shape = op.shape([t.shape if t is not None else None for t in ts], params, loc)
         except TorchError as e:   # the kernel's shape check (operands that do not broadcast): after the packs
@@ -467,15 +469,22 @@ class Runtime:
         return hid
 
 
-#: ops whose CPU kernels take no int64 or bool tensor: mm's "expected m1 and m2 to have the same
-#: dtype", addmm's "mat1 and mat2 must have the same dtype", softmax's NotImplementedError
-#: "softmax_lastdim_kernel_impl" not implemented for 'Long', "LayerNormKernelImpl", ... (torch 2.13)
+#: ops whose CPU kernels take no int64 or bool tensor (checked in torch 2.13): softmax's
+#: NotImplementedError "softmax_lastdim_kernel_impl" not implemented for 'Long', "LayerNormKernelImpl",
+#: adaptive pools, var's "std and var only support floating point", ... (norm's "linalg.vector_norm:
+#: Expected a floating point ..." is predicted: its forward_error)
 FLOAT_KERNELS = frozenset({
-    "mm", "bmm", "baddbmm", "mv", "dot", "addmm", "softmax", "log_softmax", "safe_softmax", "logsumexp",
-    "native_layer_norm", "native_group_norm", "native_batch_norm", "convolution", "max_pool2d_with_indices",
-    "max_pool3d_with_indices", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
-    "adaptive_max_pool2d", "adaptive_max_pool3d", "var", "std", "var_mean", "sdpa_flash_cpu", "norm",
-})   # (norm's "linalg.vector_norm: Expected a floating point ..." is predicted: its forward_error)
+    "softmax", "log_softmax", "safe_softmax", "native_layer_norm", "native_group_norm", "native_batch_norm",
+    "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool2d", "adaptive_max_pool3d", "var", "std",
+    "var_mean", "norm", "avg_pool2d", "avg_pool3d",   # (int64 average pooling truncates: not modelled)
+})
+#: ops that compute int64 operands when all are int64 (an int64 result), but refuse an int64 one beside
+#: a float one (mm's "expected m1 and m2 to have the same dtype", addmm's "mat1 and mat2 must have the
+#: same dtype") and any bool one ("addmm_impl_cpu_" not implemented for 'Bool', ...)
+SAME_DTYPE_KERNELS = frozenset({
+    "mm", "bmm", "baddbmm", "mv", "dot", "addmm", "convolution", "max_pool2d_with_indices",
+    "max_pool3d_with_indices",
+})
 
 DETACHED_SAVED = ("Trying to use a saved tensor that has been detached in-place, i.e. with .detach_().This is not "
                   "supported, please use out-of-place `.detach()` instead")

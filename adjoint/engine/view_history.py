@@ -5,6 +5,7 @@ replayed from its base's."""
 
 from __future__ import annotations
 
+from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.ops import REGISTRY
 from adjoint.engine.ops.views import AsStrided
@@ -73,6 +74,12 @@ def refresh(rt, t: Tensor) -> None:
     """A view of a base that was modified in place since its grad_fn was made gets a new one
     when next used (as ``t.grad_fn`` does in PyTorch); a piece of a multi-output view op
     cannot, and PyTorch raises."""
+    detached = getattr(t.grad_base, "detached_at", None) if t.is_view else None
+    if detached is not None and t.view_version != t.version.value and t.grad_fn is not None:
+        # VariableHooks::grad_fn remakes it from the detach_()ed base, whatever that requires
+        raise ProblemError(detached, "a view of this tensor, used after an in-place write since its detach_(): "
+                                     "PyTorch remakes the view's grad_fn from the detached base, which is not "
+                                     "modelled yet; detach_() before taking views, or use detach()")
     if not stale(t):
         return
     # handle_view_on_rebase(indirect=true): only a view made as a plain view may be regenerated
