@@ -125,3 +125,23 @@ def test_a_method_decorated_with_no_grad_is_refused_at_the_decorator(tmp_path):
     with pytest.raises(ProblemError) as err:
         import_file(f"{path}:make", ["x=2x3"], "sum(y)", str(tmp_path / "p.yaml"))
     assert str(err.value).startswith(f"{path}:11:") and "@torch.no_grad()" in str(err.value)
+
+
+def test_a_child_called_with_and_without_its_optional_argument_is_refused_at_its_forward(tmp_path):
+    """self.a(x, m) + self.a(x) with forward(self, x, mask=None): one forward is written per
+    module, traced for its first call, so the second call would take the first one's branch. It
+    was refused by the file's own solve, naming masked_fill and None; now it is refused saying
+    why, at its forward. A keyword left at a default that is not None is no different from one
+    given."""
+    path = tmp_path / "attn.py"
+    path.write_text("import torch\nfrom torch import nn\n\n\nclass Attn(nn.Module):\n    def __init__(self):\n"
+                    "        super().__init__()\n        self.q = nn.Linear(3, 3)\n\n"
+                    "    def forward(self, x, mask=None):\n        s = self.q(x)\n        if mask is not None:\n"
+                    "            s = s.masked_fill(mask, -1e9)\n        return s.softmax(-1)\n\n\n"
+                    "class Root(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                    "        self.a = Attn()\n\n    def forward(self, x, m):\n        return self.a(x, m) + self.a(x)\n\n\n"
+                    "def make():\n    torch.manual_seed(0)\n    return Root()\n")
+    with pytest.raises(ProblemError) as err:
+        import_file(f"{path}:make", ["x=2x3", "m=2x3:bool"], "sum(y)", str(tmp_path / "p.yaml"))
+    assert str(err.value).startswith(f"{path}:10:") and "called with an argument in one call and without it" \
+        in str(err.value), str(err.value)

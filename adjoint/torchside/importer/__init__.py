@@ -18,6 +18,7 @@ user's code something is that cannot be imported.
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import warnings
@@ -282,6 +283,7 @@ def _example_calls(model: nn.Module, args: list[torch.Tensor]) -> tuple[dict, di
     restored."""
     shapes: dict[str, list] = {}
     examples: dict[str, tuple] = {}
+    forms: dict[str, set] = {}   # path -> each call's arguments, as given or None (one forward per module)
     handles = []
     for path, m in model.named_modules():
         def pre(module, a, kw, path=path):
@@ -289,6 +291,7 @@ def _example_calls(model: nn.Module, args: list[torch.Tensor]) -> tuple[dict, di
                 shapes.setdefault(path, []).append(tuple(a[0].shape))
             if path not in examples:
                 examples[path] = (_cloned(a), _cloned(kw))
+            forms.setdefault(path, set()).add(_none_pattern(module, a, kw))
         handles.append(m.register_forward_pre_hook(pre, prepend=True, with_kwargs=True))
     watch = ForwardWatch(source_files(model), forward_hook_codes(model))
     try:
@@ -306,7 +309,35 @@ def _example_calls(model: nn.Module, args: list[torch.Tensor]) -> tuple[dict, di
         for h in handles:
             h.remove()
     watch.check()
+    _one_form_per_module(model, forms)
     return shapes, examples
+
+
+def _none_pattern(module: nn.Module, args: tuple, kwargs: dict) -> tuple:
+    """Which of the forward's parameters are None in this call, defaults applied (a keyword left at
+    a default that is not None is no different from one given)."""
+    try:
+        bound = inspect.signature(module.forward).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return ()
+    bound.apply_defaults()
+    return tuple(sorted((name, value is None) for name, value in bound.arguments.items()))
+
+
+def _one_form_per_module(model: nn.Module, forms: dict) -> None:
+    """A custom module called with an argument in one call and without it (or None) in another:
+    one forward is written per module, traced for its first call, so the other call would run
+    the first one's branch (``if mask is not None``). Refused at the module's class."""
+    from adjoint.torchside.importer.builtins import type_name
+    from adjoint.torchside.importer.where import of_module
+    for path, m in model.named_modules():
+        if len(forms.get(path, ())) > 1 and type_name(m) is None and \
+                not type(m).__module__.startswith("torch.") and type(m).forward is not nn.Module.forward:
+            raise ProblemError(None, f"{of_module(m) or show_path(type(m).__module__)}: '{path or 'model'}' "
+                                     f"({type(m).__name__}) is called with an argument in one call and without it "
+                                     "(or with None) in another, and one forward is written per module; call it "
+                                     "the same way each time (pass the argument, or None, explicitly), or split it "
+                                     "in two modules")
 
 
 def _cloned(value):
