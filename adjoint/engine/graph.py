@@ -116,6 +116,7 @@ class Tensor:
     is_param: bool = False
     wrapped: bool = False            # a Python number PyTorch wrapped for an op: never saved, no edge
     is_detached: bool = False        # made by detach(): shares storage, not an autograd view
+    detached_at: object = None       # where detach_() took it out of its graph (a Loc), for its views
     detached_root: "Tensor | None" = None   # a view of a detach()ed tensor: that tensor (see grad_base)
     edgeless: bool = False           # requires grad through its base but has no gradient edge (a view made
                                      # under no_grad: no grad_fn, and no AccumulateGrad either)

@@ -458,7 +458,7 @@ class Interp:
             return requires_grad_(obj, args, kwargs, e.loc)
         if e.name == "detach_":
             from adjoint.engine.requires_grad import detach_
-            return detach_(obj, args, kwargs, e.loc, self.rt)
+            return detach_(obj, args, kwargs, e.loc)
         if e.name in METHODS:
             return call_function(self.rt, e.name, args, kwargs, e.loc, method_of=obj,
                                  types=_arg_types(e, args, kwargs, self.number_types))

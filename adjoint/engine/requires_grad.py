@@ -46,10 +46,11 @@ VIEW_DETACH_ = ("Can't detach views in-place. Use detach() instead. If you are u
                 "Optimizer.zero_grad() function in torch/optim/optimizer.py as the solution.")
 
 
-def detach_(t: Tensor, args: list, kwargs: dict, loc, rt=None) -> Tensor:
+def detach_(t: Tensor, args: list, kwargs: dict, loc) -> Tensor:
     """``t.detach_()``: the tensor leaves its graph in place (no grad_fn, no longer requiring
-    grad) and is returned. A view is PyTorch's RuntimeError; a tensor views were taken of is not
-    modelled (PyTorch remakes their grad_fn from the detached base)."""
+    grad) and is returned. A view is PyTorch's RuntimeError. The views taken of it keep their
+    grad_fn (detach_ moves no version); one used after a write to it, which PyTorch would remake
+    from the detached base, is refused where it is used (view_history.refresh)."""
     if args or kwargs:
         raise ProblemError(loc, "detach_ takes no arguments")
     if t.base is not None and (t.view_ops or not t.is_detached):   # x.detach() itself is no view

@@ -219,11 +219,11 @@ class Runtime:
                                         "float dtypes are not modelled yet (a hook may return such a copy: PyTorch "
                                         "refuses it, 'has changed the type of value')")
         complex_grad.check_operands(op, ts, params, loc)
-        if opname in FLOAT_KERNELS or opname in SAME_DTYPE_KERNELS:
+        if op.integers != "computed":   # checked in torch 2.13, kernel by kernel (Op.integers)
             flags = op.differentiable or (True,) * len(ts)   # a mask or an index operand is not the data
             dtypes = {t.dtype for t, d in zip(ts, flags) if d and t is not None}
             integral = next((d for d in sorted(dtypes) if d in ("int64", "bool")), None)
-            if opname in SAME_DTYPE_KERNELS and integral == "int64" and dtypes == {"int64"}:
+            if op.integers == "alone" and dtypes == {"int64"}:
                 integral = None   # int64 alone: the CPU kernel computes it (an int64 result)
             known = op.forward_error is not None and op.forward_error(
                 tuple(t.dtype if t is not None else None for t in ts), params)   # predicted by check_dtypes
@@ -468,23 +468,6 @@ class Runtime:
         hooks.add(hid, entry, prepend)
         return hid
 
-
-#: ops whose CPU kernels take no int64 or bool tensor (checked in torch 2.13): softmax's
-#: NotImplementedError "softmax_lastdim_kernel_impl" not implemented for 'Long', "LayerNormKernelImpl",
-#: adaptive pools, var's "std and var only support floating point", ... (norm's "linalg.vector_norm:
-#: Expected a floating point ..." is predicted: its forward_error)
-FLOAT_KERNELS = frozenset({
-    "softmax", "log_softmax", "safe_softmax", "native_layer_norm", "native_group_norm", "native_batch_norm",
-    "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool2d", "adaptive_max_pool3d", "var", "std",
-    "var_mean", "norm", "avg_pool2d", "avg_pool3d",   # (int64 average pooling truncates: not modelled)
-})
-#: ops that compute int64 operands when all are int64 (an int64 result), but refuse an int64 one beside
-#: a float one (mm's "expected m1 and m2 to have the same dtype", addmm's "mat1 and mat2 must have the
-#: same dtype") and any bool one ("addmm_impl_cpu_" not implemented for 'Bool', ...)
-SAME_DTYPE_KERNELS = frozenset({
-    "mm", "bmm", "baddbmm", "mv", "dot", "addmm", "convolution", "max_pool2d_with_indices",
-    "max_pool3d_with_indices",
-})
 
 DETACHED_SAVED = ("Trying to use a saved tensor that has been detached in-place, i.e. with .detach_().This is not "
                   "supported, please use out-of-place `.detach()` instead")

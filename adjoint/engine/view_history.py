@@ -74,7 +74,7 @@ def refresh(rt, t: Tensor) -> None:
     """A view of a base that was modified in place since its grad_fn was made gets a new one
     when next used (as ``t.grad_fn`` does in PyTorch); a piece of a multi-output view op
     cannot, and PyTorch raises."""
-    detached = getattr(t.grad_base, "detached_at", None) if t.is_view else None
+    detached = t.grad_base.detached_at if t.is_view else None
     if detached is not None and t.view_version != t.version.value and t.grad_fn is not None:
         # VariableHooks::grad_fn remakes it from the detach_()ed base, whatever that requires
         raise ProblemError(detached, "a view of this tensor, used after an in-place write since its detach_(): "

@@ -106,5 +106,9 @@ def values(seed: int, name: str, shape: tuple[int, ...], fan: int | None = None)
     for n in shape:
         count *= n
     scale = bound_of_fan_in(fan_in(shape) if fan is None else fan) / 128
-    draws = splitmix64(fnv1a64(f"{seed}\0{name}".encode("utf-8")), count)
-    return tuple(scale * ((d >> 56) - 128) for d in draws)
+    return tuple(scale * (k - 128) for k in bytes_drawn(seed, name, count))
+
+
+def bytes_drawn(seed: int, name: str, count: int) -> list[int]:
+    """``count`` draws in [0, 256) for tensor ``name``: each splitmix64 output's top byte."""
+    return [d >> 56 for d in splitmix64(fnv1a64(f"{seed}\0{name}".encode("utf-8")), count)]

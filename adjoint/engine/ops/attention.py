@@ -245,7 +245,7 @@ OPS = (
        math=Math(layer((ATTENTION, LOGSUMEXP), _sdpa_sub))),
     Op("baddbmm", "BaddbmmBackward0", baddbmm_forward, baddbmm_vjp, baddbmm_shape,
        (Save("batch1", "in", 1, if_need=2), Save("batch2", "in", 2, if_need=1)),
-       "g (summed back to self), g b2^T, b1^T g, per batch", math=Math(_baddbmm_formula), checks=(Check(((1, 2, 2), (2, 2, 1), (2, 1, 2))),)),
+       "g (summed back to self), g b2^T, b1^T g, per batch", math=Math(_baddbmm_formula), checks=(Check(((1, 2, 2), (2, 2, 1), (2, 1, 2))),), integers="alone"),
 )
 
 

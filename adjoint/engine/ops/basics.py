@@ -136,7 +136,7 @@ OPS = (
        "g / (2 * out) (0 where out = 0) * 2 / (N - correction) * (a - mean(a, dims))",
        nonfinite="a standard deviation over N <= correction elements", kink=std_kink,
        kink_doc="0 where the standard deviation is 0", math=_STD,
-       checks=(Check(((2, 3),), ((1,), 1, False)), Check(((2, 3),), ((), 0, False)), Check(((2, 2),), ((0,), 1, True)))),
+       checks=(Check(((2, 3),), ((1,), 1, False)), Check(((2, 3),), ((), 0, False)), Check(((2, 2),), ((0,), 1, True))), integers="refused"),
     Op("full_like", "(none)", full_like_forward, no_vjp, same_shape, (),
        "not differentiable: a new tensor of the input's shape and dtype, with no grad_fn", grows=False,
        differentiable=(False,), fills=True, kink_doc="-- (no node)", math=_FULL_LIKE),

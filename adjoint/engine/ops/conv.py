@@ -302,7 +302,7 @@ OPS = (
        value_error=conv_refused,
        checks=(Check(((1, 2, 3, 3), (2, 2, 2, 2), (2,)), ConvSpec((1, 1), (1, 0), (1, 1), 1)),
                Check(((2, 4, 5), (2, 2, 2), None), ConvSpec((2,), (1,), (2,), 2))),
-       math=Math(layer((CONV,), _conv_sub))),
+       math=Math(layer((CONV,), _conv_sub)), integers="alone"),
     Op("constant_pad_nd", "ConstantPadNdBackward0", pad_forward, pad_vjp, pad_shape, (),
        "g cropped back to the input (negative pads: zeros where the input was cut)", negzero="structural",
        grows=False, fills=True, math=Math(layer((PAD,), _pad_sub)),

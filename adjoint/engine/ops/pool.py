@@ -359,16 +359,16 @@ OPS = (
        kink_doc="ties in a window: the first maximum (row-major) gets the gradient", value_error=max_pool_refused,
        checks=(Check(((1, 2, 3),), PoolSpec((2, 2), (1, 1), (0, 0)), differences=True),
                Check(((1, 1, 3, 2),), PoolSpec((2, 2), (2, 2), (1, 1), ceil_mode=True), differences=True)),
-       math=Math(layer((MAXPOOL, ARGMAX), _pool_sub))),
+       math=Math(layer((MAXPOOL, ARGMAX), _pool_sub)), integers="alone"),
     Op("avg_pool2d", "AvgPool2DBackward0", avg_pool_forward, avg_pool_vjp, avg_pool_shape, (Save("self", "in", 0),),
        "g / divisor spread over each window", grows=False, value_error=avg_pool_refused,
        checks=(Check(((1, 3, 3),), PoolSpec((2, 2), (1, 1), (1, 1), count_include_pad=False)),
                Check(((1, 1, 3, 3),), PoolSpec((2, 2), (2, 2), (0, 0), ceil_mode=True, divisor_override=3))),
-       math=Math(layer((AVGPOOL,), _pool_sub))),
+       math=Math(layer((AVGPOOL,), _pool_sub)), integers="refused"),
     Op("adaptive_avg_pool2d", "AdaptiveAvgPool2DBackward0", adaptive_forward, adaptive_vjp, adaptive_shape,
        (Save("self", "in", 0),), "g / window size spread over each (overlapping) window", grows=False,
        math=Math(layer((ADAPTIVE,), lambda out: _sizes(tuple(out)))), checks=(Check(((1, 3, 5),), (2, 3)),),
-       value_error=refused_error, backward_error=emptied_backward_error),
+       value_error=refused_error, backward_error=emptied_backward_error, integers="refused"),
 )
 
 
@@ -424,5 +424,5 @@ OPS = OPS + (
        kink_doc="ties in a window: the first maximum (row-major) gets the gradient", value_error=refused_error,
        backward_error=emptied_backward_error,
        checks=(Check(((1, 3, 2),), (2, 1), differences=True), Check(((1, 1, 3, 3),), (2, 2), differences=True)),
-       math=Math(layer((ADAPTIVE_MAX, ADAPTIVE_ARGMAX), lambda out: _sizes(tuple(out))))),
+       math=Math(layer((ADAPTIVE_MAX, ADAPTIVE_ARGMAX), lambda out: _sizes(tuple(out)))), integers="refused"),
 )

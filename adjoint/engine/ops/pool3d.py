@@ -39,17 +39,17 @@ OPS = (
        checks=(Check(((1, 2, 3, 2),), PoolSpec((1, 2, 2), (1, 1, 1), (0, 0, 0), (1, 1, 1)), differences=True),
                Check(((1, 1, 3, 1, 2),), PoolSpec((2, 1, 2), (2, 1, 1), (1, 0, 1), (1, 1, 1), ceil_mode=True),
                      differences=True)),
-       math=Math(layer((MAXPOOL3D, ARGMAX3D), _pool_sub))),
+       math=Math(layer((MAXPOOL3D, ARGMAX3D), _pool_sub)), integers="alone"),
     Op("avg_pool3d", "AvgPool3DBackward0", avg_pool_forward, avg_pool_vjp, avg_pool_shape,
        (Save("self", "in", 0),), "g / divisor spread over each window", grows=False, value_error=avg_pool_refused,
        checks=(Check(((1, 2, 3, 3),), PoolSpec((2, 2, 2), (1, 1, 1), (1, 1, 1), (1, 1, 1), count_include_pad=False)),
                Check(((1, 1, 3, 3, 2),), PoolSpec((2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1), ceil_mode=True,
                                                   divisor_override=3))),
-       math=Math(layer((AVGPOOL3D,), _pool_sub))),
+       math=Math(layer((AVGPOOL3D,), _pool_sub)), integers="refused"),
     Op("adaptive_avg_pool3d", "AdaptiveAvgPool3DBackward0", adaptive_forward, adaptive_vjp, adaptive_shape,
        (Save("self", "in", 0),), "g / window size spread over each (overlapping) window", grows=False,
        math=Math(layer((ADAPTIVE3D,), lambda out: _sizes(tuple(out)))), checks=(Check(((1, 3, 2, 5),), (2, 1, 3)),),
-       value_error=refused_error, backward_error=emptied_backward_error),
+       value_error=refused_error, backward_error=emptied_backward_error, integers="refused"),
 )
 
 
@@ -66,5 +66,5 @@ OPS = OPS + (
        backward_error=emptied_backward_error,
        checks=(Check(((1, 3, 1, 2),), (2, 1, 1), differences=True), Check(((1, 1, 3, 2, 1),), (2, 2, 1),
                                                                            differences=True)),
-       math=Math(layer((ADAPTIVE_MAX3D, ADAPTIVE_ARGMAX3D), lambda out: _sizes(tuple(out))))),
+       math=Math(layer((ADAPTIVE_MAX3D, ADAPTIVE_ARGMAX3D), lambda out: _sizes(tuple(out)))), integers="refused"),
 )

@@ -64,7 +64,10 @@ class Op:
     saves: tuple[Save, ...]          # in pack order (unpack runs in the same order)
     formula: str                     # the derivative, as docs/ops.md and the derivation show it
     negzero: str = "never"           # how the exact backend tracks -0.0: keep | negate | product | input_sign | sum |
-                                     # difference | never (see adjoint/values/signed_zero.py)
+                                     # difference | outer | never (see adjoint/values/signed_zero.py)
+    integers: str = "computed"       # int64 / bool data operands (the runtime's check): computed | refused (the
+                                     # CPU kernel has none: its error is worded by the kernel, not modelled) |
+                                     # alone (int64 operands alone compute; beside a float one, or bool: refused)
     grows: bool = True               # results may be larger than the operands (the overflow check runs)
     nonfinite: str | None = None     # what makes a non-finite forward value ("division by zero")
     kink: Callable | None = None     # (B, ins, p) -> str | None: a note when a convention at a kink applies

@@ -17,6 +17,8 @@ from torch import nn
 from adjoint.format import module_signatures as nn_types
 from adjoint.torchside.importer.emit import Flow, flow_map
 from adjoint.torchside.importer.numbers import nested
+from adjoint.torchside.importer.refuse import refuse
+from adjoint.torchside.importer.where import of_module
 
 
 def type_name(module: nn.Module) -> str | None:
@@ -127,6 +129,24 @@ def args(module: nn.Module, tname: str) -> list[tuple[str, Flow]]:
             continue
         out.append((spec.name, value if isinstance(value, Flow) else _arg_text(value, spec)))
     return out
+
+
+def check_reparametrized(m: nn.Module, tname: str, path: str) -> None:
+    """A built-in whose weight torch.nn.utils.prune or weight_norm (or a parametrization) computes
+    from other tensors (weight_orig and weight_mask, weight_g and weight_v): refused, with the way
+    to make it a plain parameter again."""
+    spec = nn_types.TYPES[tname]
+    known = {p.name for p in spec.params(_resolved_args(m, tname))} if spec.has_params else set()
+    extra = [n for n, _ in m.named_parameters() if n not in known and "." not in n]
+    extra += [n for n, _ in m.named_buffers(recurse=False) if n.endswith(("_mask", "_orig"))]
+    if hasattr(m, "parametrizations"):
+        extra.append("parametrizations")
+    if extra:
+        raise refuse(of_module(m), f"'{path or 'model'}' ({tname}) holds {', '.join(extra)}: its weight is computed "
+                                   "from them (torch.nn.utils.prune, weight_norm or a parametrization), which "
+                                   "adjoint does not model", "make it a plain parameter before importing "
+                                                             "(prune.remove(module, 'weight'), remove_weight_norm, or "
+                                                             "parametrize.remove_parametrizations)")
 
 
 def tensor_value(t: torch.Tensor, what: str, side=None, key: str | None = None) -> Flow:

@@ -96,32 +96,24 @@ def custom_functions(problem: Problem, decl: Variant, dtype: str) -> list[str]:
     return found
 
 
-def _user_outputs(problem: Problem, decl: Variant, dtype: str):
+def _user_outputs(problem: Problem, decl: Variant, dtype: str, names: dict | None = None):
+    """The factory's module (holding the file's values) called on the file's inputs; ``names``
+    learns each input's and parameter's name by id."""
     from adjoint.torchside.importer.originrun import with_file_values
     origin = problem.origin
     model = with_file_values(call_factory(origin.file, origin.factory).to(DTYPES[dtype]), problem)
     args = [leaf_tensor(d, DTYPES[dtype], dict(problem.symbols)) for d in decl.inputs]
+    if names is not None:
+        names.update((id(t), d.name) for t, d in zip(args, decl.inputs))
+        names.update((id(p), name) for name, p in model.named_parameters())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return model(*args)
 
 
 def _user_graph(problem: Problem, decl: Variant, dtype: str):
-    origin = problem.origin
-    from adjoint.torchside.importer.originrun import with_file_values
-    model = with_file_values(call_factory(origin.file, origin.factory).to(DTYPES[dtype]), problem)
-    symbols = dict(problem.symbols)
-    args = []
-    names = {}
-    for d in decl.inputs:
-        t = leaf_tensor(d, DTYPES[dtype], symbols)
-        names[id(t)] = d.name
-        args.append(t)
-    for name, p in model.named_parameters():
-        names[id(p)] = name
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        out = model(*args)
+    names: dict = {}
+    out = _user_outputs(problem, decl, dtype, names)
     return signature(out, names)
 
 

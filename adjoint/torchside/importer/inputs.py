@@ -75,8 +75,7 @@ def generated(name: str, shape: tuple[int, ...], dtype: torch.dtype, span=None) 
         values = [float(v) for v in init.values(SEED, name, shape)]
     else:
         lo, hi = span
-        draws = init.splitmix64(init.fnv1a64(f"{SEED}\0{name}".encode("utf-8")), math.prod(shape))
-        values = [lo + (hi - lo) * ((d >> 56) / 256) for d in draws]
+        values = [lo + (hi - lo) * (k / 256) for k in init.bytes_drawn(SEED, name, math.prod(shape))]
     return torch.tensor(values, dtype=dtype).reshape(shape)
 
 

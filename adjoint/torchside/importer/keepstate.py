@@ -9,13 +9,14 @@ from torch import nn
 
 
 @contextmanager
-def state_kept(model: nn.Module):
+def state_kept(model: nn.Module, parameters: bool = True):
     """Run the block, then put back every buffer of ``model`` (a training-mode BatchNorm's
     running statistics and ``num_batches_tracked`` move on every call), every parameter (a
-    forward may write one in place: ``self.gain.detach().mul_(0.5)``) and the RNG state (a
-    training-mode Dropout draws), each tensor's version counter too (the file writes it:
-    ``version: N``, which the copy back would otherwise move)."""
-    tensors = list(model.named_buffers()) + list(model.named_parameters())
+    forward may write one in place: ``self.gain.detach().mul_(0.5)``; ``parameters=False``: not
+    them, for a block that cannot write them, such as an fx trace, where parameters are proxies)
+    and the RNG state (a training-mode Dropout draws), each tensor's version counter too (the file
+    writes it: ``version: N``, which the copy back would otherwise move)."""
+    tensors = list(model.named_buffers()) + (list(model.named_parameters()) if parameters else [])
     state = [(t, t.detach().clone(), t._version) for _, t in tensors]
     rng = torch.get_rng_state()
     try:
