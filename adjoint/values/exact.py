@@ -34,7 +34,7 @@ from adjoint.values.numbers import balls as Bl
 from adjoint.values.numbers import forms as F
 from adjoint.values.numbers.rational import QArray
 from adjoint.values.asdata import AsData
-from adjoint.values.numbers.symbolic import (MAX_EXACT_EXPONENT, ExactLimit, check_exponent, fmpq_float, is_zero, loaded,  # noqa: F401
+from adjoint.values.numbers.symbolic import (MAX_EXACT_EXPONENT, ExactLimit, check_exponent, fmpq_float, is_zero, loaded, long_integers,  # noqa: F401
                                 has_symbols, memo_printer, s_approx, s_div, s_float, s_is_nan, s_is_nonfinite, s_log, s_mul, s_norm, s_pow,
                                 s_sci, s_sign, s_sqrt, s_str, s_sym, sympy)
 
@@ -287,7 +287,8 @@ class Exact(AsData):
     def _repr_latex_(self) -> str:
         """A notebook shows a value as exact mathematics (a matrix for 2-d, a column for 1-d)."""
         def cell(e):
-            return sympy().latex(s_sym(e))
+            with long_integers():
+                return sympy().latex(s_sym(e))
         if self.size > REPR_ELEMENTS * 4 or self.ndim > 2:
             return f"$\\text{{tensor of shape }}{list(self.shape)}$"
         if self.ndim == 0:

@@ -14,6 +14,7 @@ from adjoint.render.latex.section_model import ModelSections
 from adjoint.render.latex.section_steps import StepSections
 from adjoint.render.latex.text import esc, symbol_tex
 from adjoint.render.latex.lines import wrap
+from adjoint.values.numbers.symbolic import long_integers
 from adjoint.render.latex.section_second import second_section
 
 
@@ -32,12 +33,13 @@ PREAMBLE = r"""\documentclass[11pt,a4paper]{article}
 def render_document(prediction) -> str:
     """The whole derivation of every variant of a solved problem (``adjoint.answer.prediction.Prediction``)
     as one standalone LaTeX document."""
-    if getattr(prediction.problem, "distributed", None) is not None:
-        from adjoint.derivation.ddp import derive_distributed
+    with long_integers():   # SymPy's LaTeX of an Integer is str(int), which Python limits
+        if getattr(prediction.problem, "distributed", None) is not None:
+            from adjoint.derivation.ddp import derive_distributed
 
-        d, infos = derive_distributed(prediction)
-        return wrap(typeset(d, infos))
-    return wrap(typeset(derive_problem(prediction)))
+            d, infos = derive_distributed(prediction)
+            return wrap(typeset(d, infos))
+        return wrap(typeset(derive_problem(prediction)))
 
 
 def typeset(d: ProblemDerivation, ddp: list | None = None) -> str:

@@ -12,6 +12,7 @@ file of rationals does not load it.
 from __future__ import annotations
 
 import collections
+import contextlib
 import importlib
 import sys
 
@@ -391,9 +392,26 @@ def s_str(x, printer=None) -> str:
         return "nan"
     # order="none": SymPy's default printer re-sorts every sum, which took minutes on the
     # few-thousand-node closed forms a forward pass can build; args are canonically ordered anyway
-    if printer is not None:
-        return printer.doprint(x)
-    return sympy().sstr(x, order="none")
+    with long_integers():
+        if printer is not None:
+            return printer.doprint(x)
+        return sympy().sstr(x, order="none")
+
+
+@contextlib.contextmanager
+def long_integers():
+    """Lift Python's limit on the digits of an int written as text (4,300: a guard against
+    untrusted input) while SymPy prints: it writes an Integer through ``str(int)``, and an exact
+    closed form can hold longer ones (``(10001/10000) ** 2000.5``). flint writes its own."""
+    limit = sys.get_int_max_str_digits()
+    if limit == 0:
+        yield
+        return
+    sys.set_int_max_str_digits(0)
+    try:
+        yield
+    finally:
+        sys.set_int_max_str_digits(limit)
 
 
 def memo_printer():
