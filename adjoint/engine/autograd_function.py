@@ -17,6 +17,7 @@ from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.graph import Node, SavedVariable, Tensor
 from adjoint.engine.interpreter import EnvScope, Interp
 from adjoint.engine.ops import Save
+from adjoint.engine.view_history import view_value
 from adjoint.values.strides import view_as_strides
 
 
@@ -84,12 +85,7 @@ def apply_function(rt, mod, args: list) -> Tensor:
             rebased.add(id(mine))
             results.append(mine)
             continue
-        r = _same_layout(rt.tensor(o.value, node is not None, node, k, dtype=o.dtype), o)
-        if id(o) in given:   # an input returned as is: _wrap_outputs hands back o.view_as(o)
-            r.strides = view_as_strides(o.shape, o.strides)
-            if node is not None:   # a view PyTorch refuses to modify
-                r.creation = ("custom", mod.function.name)
-        results.append(r)
+        results.append(_wrap_output(rt, mod, node, k, o, given))
     if dirty:
         dirty_rules.check_returned(mod, plain, outs)
     if not (dirty and node is not None and dirty_view):
@@ -115,6 +111,41 @@ def apply_function(rt, mod, args: list) -> Tensor:
                 sv.packed = rt.hooks_runner.pack(sv.hooks, t, node, sv.name)
             node.saved.append(sv)
     return tuple(results) if isinstance(out, tuple) else results[0]
+
+
+def _wrap_output(rt, mod, node: Node | None, k: int, o: Tensor, given: dict) -> Tensor:
+    """Output ``k`` of the Function as ``_wrap_outputs`` hands it back. The forward ran on copies
+    of the inputs (``given``: copy -> the caller's tensor); an output that is one of them, or a
+    view of one, shares the caller's tensor's storage in PyTorch: a view of it (an input returned
+    as is: ``view_as`` of it). Every output that is a view, of an input or of the forward's own
+    tensor, is marked IN_CUSTOM_FUNCTION: an in-place write to it, or a use after its base was
+    written, is PyTorch's error."""
+    arg, extra = None, ()
+    if id(o) in given:
+        arg = given[id(o)]
+    elif o.is_view and id(o.base) in given and o.detached_root is None:
+        arg, extra = given[id(o.base)], o.view_ops
+    if arg is not None and node is None and not rt.grad_enabled and arg.requires_grad and not extra:
+        return rt.detach(arg)   # an input returned as is under no_grad: a detached alias
+    r = _same_layout(rt.tensor(o.value, node is not None, node, k, dtype=o.dtype), o)
+    if arg is None:
+        if o.is_view:
+            r.creation = ("custom", mod.function.name)
+        return r
+    root = arg.base if arg.base is not None else arg
+    chain = arg.view_ops + extra
+    r.base, r.version = root, arg.version
+    r.detached_root = arg if arg.is_detached else arg.detached_root
+    r.view_ops, r.view_version, r.data_version = chain, arg.version.value, arg.version.value
+    B = rt.B
+    r.view_of = (lambda base_value: view_value(B, base_value, chain)) if chain else (lambda base_value: base_value)
+    r.offset = arg.offset + o.offset
+    if not extra:
+        r.strides = view_as_strides(o.shape, o.strides)
+    r.creation = ("custom", mod.function.name)
+    if node is None and not rt.grad_enabled and r.grad_base.requires_grad:
+        r.requires_grad, r.edgeless = True, True   # a view made under no_grad of a tensor that requires grad
+    return r
 
 
 def save_values(rt, mod, inputs: dict, local: dict, output) -> list:
