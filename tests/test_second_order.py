@@ -567,3 +567,23 @@ def test_a_post_accumulate_hook_writing_a_graph_grad_in_a_plain_backward_is_refu
     text = text.replace("  - {backward: {create_graph: true}}\n", "  - {backward: {create_graph: true}}\n  - {register: [0]}\n")
     with pytest.raises(adjoint.ProblemError, match="has a body and the .grad of x has a graph"):
         adjoint.loads(text).solve()
+
+
+MATERIALIZED_LEAF = MATERIALIZED.replace("materialize_grads: true,", "create_graph: true, materialize_grads: true,") \
+    .replace('{backward: {root: "sum(gu * 2)"}}', '{backward: {root: "sum(gu * 2) + sum(gx * gx)"}}')
+
+
+def test_a_leaf_a_grad_step_materializes_is_in_grads():
+    """Under create_graph, materialize_grads' zeros for an unused input require grad: a new leaf,
+    whose .grad a later backward fills. The answer's grads lists it, from the step that made it
+    (it was left out, and verify's torch side left it out too; found by a contract-v3 trial)."""
+    x = torch.tensor([1., -2], requires_grad=True)
+    u = torch.tensor([3.], requires_grad=True)
+    gx, gu = torch.autograd.grad((x * x).sum(), [x, u], create_graph=True, materialize_grads=True)
+    assert gu.is_leaf and gu.requires_grad
+    ((gu * 2).sum() + (gx * gx).sum()).backward()
+    got = adjoint.loads(MATERIALIZED_LEAF).solve().to_json()["variants"]["default"]
+    assert got["grads"]["gu"]["value"] == gu.grad.tolist() == [2.0]
+    assert got["grads"]["x"]["value"] == x.grad.tolist()
+    assert "gx" not in got["grads"]          # a non-leaf, not retained
+    assert got["passes"][0]["grads"]["gu"] is None

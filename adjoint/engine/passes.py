@@ -107,6 +107,10 @@ class VariantRun:
             if isinstance(t, Tensor) and t.grad_fn is None and t.requires_grad and id(t) not in declared \
                     and name not in out:
                 out[name] = t.grad
+        for name, t in self.made.items():   # a leaf a backward step made: materialize_grads' zeros under create_graph
+            if isinstance(t, Tensor) and t.grad_fn is None and t.requires_grad and id(t) not in declared \
+                    and name not in out:
+                out[name] = t.grad
         inputs = set(self._backward_inputs())
         for t, names in self.retained:
             for name in names:
@@ -276,6 +280,8 @@ def run_backward(run: VariantRun, request: BackwardRequest, step: int = 0, start
     if second is not None:
         run.passes[-1].recorded = list(getattr(engine, "recorded", []))
         bind_names(run, request, engine)
+        if any(isinstance(t, Tensor) and t.is_leaf and t.requires_grad for t in run.made.values()):
+            run.passes[-1].grads = run.grads()   # a leaf the step made (materialize_grads' zeros): listed from it on
 
 
 def sgd(run: VariantRun, lr, step: int = 0) -> None:

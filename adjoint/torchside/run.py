@@ -381,9 +381,11 @@ class Session:
                 if self.declared_grad.get(name) or (t.requires_grad and _is_leaf(t)):   # (or made to: requires_grad_())
                     out[name] = snap(t.grad, self.dtype)
             declared = {id(t) for t in self.leaves.values()}
-            for name, t in self.current_names().items():   # a leaf the forward made (xh.requires_grad_())
+            # a leaf the forward made (xh.requires_grad_()), or a backward step (as:): the zeros
+            # materialize_grads makes under create_graph require grad
+            for name, t in list(self.current_names().items()) + list(self.made.items()):
                 if isinstance(t, torch.Tensor) and t.requires_grad and _is_leaf(t) and id(t) not in declared \
-                        and name not in out and name not in self.made:   # (not autograd.grad's results, as:)
+                        and name not in out:
                     out[name] = snap(t.grad, self.dtype)
             for name, t in self.hooks.retained:
                 out[name] = snap(t.grad, self.dtype)
