@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Tensor
+from adjoint.engine.torch_errors import TorchError
 from adjoint.values.strides import view_strides
 
 
@@ -73,7 +74,7 @@ class GradObj:
     in-place write raises PyTorch's internal-overlap error)."""
 
     __slots__ = ("storage", "strides", "base", "to_base", "from_base", "contiguous", "unknown_layout", "value",
-                 "layout", "unit_zero")
+                 "layout", "unit_zero", "held")
 
     def __init__(self, storage: Storage | None = None, strides: tuple | None = None):
         self.storage = storage if storage is not None else Storage()
@@ -89,6 +90,10 @@ class GradObj:
         # gradient expanded, and views of it): AccumulateGrad's layout contract refuses a size-1
         # dim of stride 0, so it copies such a gradient into .grad instead of taking it
         self.unit_zero = False
+        # a tensor the file's code holds too (a forward tensor or a leaf a hook returned): AccumulateGrad
+        # copies it rather than taking it (its use_count is more than the engine's), and a write into
+        # it is not placed (it would write the forward's tensor)
+        self.held = False
 
     @property
     def opaque(self) -> bool:
@@ -118,6 +123,41 @@ def laid_out(shape: tuple, strides: tuple) -> GradObj | None:
     obj = GradObj()
     _set_layout(obj, shape, strides)
     return None if obj.contiguous else obj
+
+
+def hook_view(src: GradObj, t: Tensor, src_value) -> GradObj:
+    """A tensor a hook body made as a view of a gradient it was handed (``src``): ``grad.view(-1)``,
+    ``grad[:]``, ``grad.t()``, or ``grad.detach()`` (the same memory, another tensor). Returned, it
+    is what the engine holds from then on: a write into it is seen by every holder of ``src``, and
+    a write into ``src`` by it (``src_value``: its value now). A view of a gradient that is not
+    row-major (an expanded or permuted one) shares its memory in a layout not modelled here: a
+    write into either is refused."""
+    if src.unknown_layout or src.strides is not None or not src.contiguous:
+        obj = view_of([src])
+        obj.unknown_layout = True
+        return obj
+    from adjoint.engine.inplace import scatter_into
+    from adjoint.engine.view_history import view_value
+    from adjoint.values.strides import contiguous_strides
+    chain = t.view_ops
+    src.value = src_value   # (kept current by every write placed from now on)
+    obj = GradObj(src.storage.root())
+    obj.base = src
+    if not chain:
+        obj.to_base = lambda B, v: v
+        obj.from_base = lambda B, g: g
+        return obj
+    obj.to_base = lambda B, v: None if src.value is None else scatter_into(B, src.value, chain, v)
+    obj.from_base = lambda B, g: view_value(B, g, chain)
+    _set_layout(obj, tuple(t.shape), tuple(t.strides) if t.strides else contiguous_strides(tuple(t.shape)))
+    return obj
+
+
+def held_tensor() -> GradObj:
+    """A tensor of the file's own a hook returned (see ``GradObj.held``)."""
+    obj = GradObj()
+    obj.unknown_layout = obj.held = True
+    return obj
 
 
 def view_of(objs) -> GradObj:
@@ -798,7 +838,7 @@ class Aliases:
         if first:
             # (a gradient whose layout differs from the leaf's is copied too: obeys_layout_contract)
             steal = obj is not None and obj.contiguous and obj.strides is None and not obj.unit_zero \
-                and not self.held_elsewhere(obj)
+                and not obj.held and not self.held_elsewhere(obj)
             self.grads[t] = obj if steal else fresh()
         else:
             self.grad_obj(t)
@@ -810,10 +850,15 @@ class Aliases:
         obj = self.grads.get(t)
         if obj is None:
             return
+        if obj.overlaps:   # .grad assigned sum's expanded gradient: variable_grad += new_grad checks overlap
+            from adjoint.engine.inplace import OVERLAP_MESSAGE
+            raise TorchError("RuntimeError", OVERLAP_MESSAGE, "overlap")
         root = obj.storage.root()
-        if not any(o.storage.root() is root for leaf, o in self.grads.items() if leaf is not t):
+        if not any(o.storage.root() is root for o in self._all_objs(but=t)):
             obj.value = t.grad
             return
+        # .grad is a tensor the engine still holds (a hook assigned it the gradient it was handed),
+        # or shares memory with one: the sum is written into that tensor, and every holder sees it
         self.write({obj: t.grad}, None)
 
     def leaf_writes(self, changes: list, hook, sources: dict | None = None) -> None:
@@ -821,9 +866,10 @@ class Aliases:
         assignment (``.grad`` is another tensor from now on: ``sources``, another leaf's ``.grad``
         tensor itself, which the two then share)."""
         for leaf, how in changes:
-            if how == "assign":
+            if how == "assign":   # sources: another leaf (its .grad tensor), or the engine tensor assigned
                 source = (sources or {}).get(leaf)
-                self.grads[leaf] = self.grad_obj(source) if source is not None else fresh()
+                self.grads[leaf] = source if isinstance(source, GradObj) else \
+                    self.grad_obj(source) if source is not None else fresh()
             else:
                 self.write({self.grad_obj(leaf): leaf.grad}, hook)
 
@@ -937,11 +983,12 @@ class Aliases:
                                      "PyTorch's engine shares, through a view, with another gradient it still "
                                      "holds: not modelled yet (return the new value instead of writing in place)")
 
-    def _all_objs(self):
+    def _all_objs(self, but=None):
+        """Every engine tensor held now (``but``: leave out that leaf's ``.grad``)."""
         for _values, objs in self.frames:
             yield from (o for o in objs if o is not None)
         yield from (o for o in self.pending.values() if o is not None)
-        yield from self.grads.values()
+        yield from (o for leaf, o in self.grads.items() if leaf is not but)
         for _state, objs in self.states:
             yield from (o for o in objs if o is not None)
         yield from (o for o in self.captured if o is not None)

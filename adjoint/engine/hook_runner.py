@@ -19,7 +19,7 @@ from adjoint.format.raising import raises_now
 from adjoint.engine.pyerrors import type_name
 from adjoint.engine.returned_number import ReturnedNumber
 from adjoint.engine.hookwrites import HookInterp, LeafGrads, Wrapped, wrap_args
-from adjoint.engine.gradalias import unplaced
+from adjoint.engine.gradalias import held_tensor, unplaced
 from adjoint.engine.complex_grad import tag_complex
 from adjoint.engine.stash import StashScope
 from adjoint.engine.pylist import PyList, sequence_name
@@ -108,7 +108,7 @@ class HookRunner:
         if raises_now(hook, record.kind):
             record.raised = True
             raise TorchError(hook.raises_type, hook.raises, "hook_raised")
-        grads = LeafGrads()
+        grads = LeafGrads(wrapped)
         self.writes, self.returned_obj, self.leaf_changes, self.grad_sources = {}, None, [], {}
         leaves = self.leaf_args(env)
         # a forward(-pre) hook is handed the forward's own tensors: its in-place writes to them are
@@ -153,10 +153,17 @@ class HookRunner:
             f"tensor {n}" for n in wrote_named) + tuple(f"argument {n}" for n in wrote_handed) + tuple(
             f"{self.leaf_name(t)}.grad{' (assigned)' if how == 'assign' else ''}" for t, how in self.leaf_changes) + tuple(
             switched)
+        own = {id(t) for t, _v, _rg in named.values()} | {id(t) for t, _v, _g in grads.read_tensors.values()}
+
+        def engine_tensor(r):
+            obj = wrapped.obj_of(r)
+            if obj is None and isinstance(r, Tensor) and (id(r) in own or id(r.base) in own):
+                return held_tensor()   # a tensor of the file's (h, x, x.grad) or a view of one
+            return obj
         if isinstance(returned, tuple):
-            self.returned_obj = tuple(wrapped.obj_of(r) for r in returned)
+            self.returned_obj = tuple(engine_tensor(r) for r in returned)
         else:
-            self.returned_obj = wrapped.obj_of(returned)
+            self.returned_obj = engine_tensor(returned)
         return returned
 
     def leaf_args(self, env: dict) -> list:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from adjoint.format import syntax as S
 from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Tensor
-from adjoint.engine.gradalias import laid_out
+from adjoint.engine.gradalias import hook_view, laid_out
 from adjoint.engine.interpreter import Interp
 from adjoint.engine.pyerrors import type_name
 from adjoint.engine.torch_errors import TorchError
@@ -54,6 +54,11 @@ class Wrapped:
         for e, obj, _v in self.entries:
             if e is t:
                 return obj
+        root = t.base if isinstance(t, Tensor) else None
+        if root is not None:   # a view (or detach()) of an argument: the same memory
+            for e, obj, _v in self.entries:
+                if e is root and obj is not None:
+                    return hook_view(obj, t, e.value)
         if isinstance(t, Tensor) and t.strides and len(t.strides) == len(t.shape):
             return laid_out(tuple(t.shape), tuple(t.strides))
         return None
@@ -167,10 +172,14 @@ def holds_grad(t: Tensor) -> bool:
 class LeafGrads:
     """``.grad`` of leaves as one hook call sees them: one Tensor per leaf's ``.grad``."""
 
-    def __init__(self):
+    def __init__(self, wrapped: Wrapped | None = None):
         self.read_tensors: dict = {}   # leaf Tensor -> (Tensor of its .grad, version when read)
         self.assigned: list = []       # leaves whose .grad the body assigned
-        self.sources: dict = {}        # leaf -> the leaf whose .grad tensor itself it was assigned (a.grad = b.grad)
+        # leaf -> what its .grad was assigned when that is a tensor held elsewhere: another leaf (whose
+        # .grad tensor itself it is: a.grad = b.grad), or the engine tensor (GradObj) of a gradient the
+        # hook was handed (w.grad = grad: AccumulateGrad then adds into that very tensor)
+        self.sources: dict = {}
+        self.wrapped = wrapped         # the hook's arguments (Wrapped), for the engine tensors they are
 
     def read(self, rt, leaf: Tensor, loc):
         if leaf.grad is None:
@@ -207,8 +216,11 @@ class LeafGrads:
                 raise ProblemError(loc, "assigning a view of another leaf's .grad to .grad (the two then share part "
                                         "of their memory) is not modelled yet; assign its .clone(), or that .grad "
                                         "itself")
+            engine = self.wrapped.obj_of(value) if self.wrapped is not None and source is None else None
             if source is not None:   # one tensor, two .grad: an accumulation into either is seen by both
                 self.sources[leaf] = source
+            elif engine is not None:
+                self.sources[leaf] = engine
             else:
                 self.sources.pop(leaf, None)
             self.read_tensors[leaf] = (value, value.version.value, value.value)

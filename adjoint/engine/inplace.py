@@ -245,6 +245,9 @@ def _numel(shape) -> int:
 
 
 _OVERLAP = "Please clone() the tensor before performing the operation."
+#: TensorIterator's refusal to write a tensor whose elements share memory (an expanded one)
+OVERLAP_MESSAGE = ("unsupported operation: more than one element of the written-to tensor refers to a single memory "
+                   f"location. {_OVERLAP}")
 
 
 def has_internal_overlap(t: Tensor) -> bool:
@@ -262,8 +265,7 @@ def check_overlap(target: Tensor, inputs: list, internal: bool = True) -> None:
     tensor layout); an input that is the same tensor is fine."""
     strides = target.strides or contiguous_strides(target.shape)
     if internal and has_internal_overlap(target):
-        raise TorchError("RuntimeError", "unsupported operation: more than one element of the written-to tensor "
-                                         f"refers to a single memory location. {_OVERLAP}", "overlap")
+        raise TorchError("RuntimeError", OVERLAP_MESSAGE, "overlap")
     root = target.base if target.base is not None else target
     n = _numel(target.shape)
     for o in inputs:
@@ -388,7 +390,7 @@ def write(rt, t: Tensor, value) -> None:
         if _repeats(base):   # a hook's expanded gradient (sum's): elements that are one memory location
             new_base = write_memory(rt.B, base, t.view_ops, value)
         else:
-            new_base = scatter_into(rt, base.value, t.view_ops, value)
+            new_base = scatter_into(rt.B, base.value, t.view_ops, value)
         t.version.value += 1
         base.value = new_base
         t.value = value
@@ -426,16 +428,15 @@ def write_memory(B, base: Tensor, chain, value):
     return B.reshape(B.index(memory, (np.searchsorted(locations, flat_at),)), shape)
 
 
-def scatter_into(rt, base_value, chain, value):
-    """The base's value with the view ``chain`` of it replaced by ``value``."""
-    B = rt.B
+def scatter_into(B, base_value, chain, value):
+    """The base's value with the view ``chain`` of it replaced by ``value`` (``B``: the value backend)."""
     if not chain:
         return value
     (opname, params, k, _), rest = chain[0], chain[1:]
     op = REGISTRY[opname]
     out = op.forward(B, [base_value], params)
     piece = out[k] if isinstance(out, tuple) else out
-    new_piece = scatter_into(rt, piece, rest, value)
+    new_piece = scatter_into(B, piece, rest, value)
     if opname == "expand":
         # several elements of an expanded view are one element of its input: write by position
         # (the written view has no internal overlap, checked before the write, so each input
@@ -505,8 +506,7 @@ def check_copy_slices_overlap(view: Tensor) -> None:
     the written view, so an expanded view (masked_fill_, zero_ and fill_ write one without
     complaint) makes copy_ refuse its written-to tensor, after the op's node ran."""
     if has_internal_overlap(view):
-        raise TorchError("RuntimeError", "unsupported operation: more than one element of the written-to tensor "
-                                         f"refers to a single memory location. {_OVERLAP}", "overlap")
+        raise TorchError("RuntimeError", OVERLAP_MESSAGE, "overlap")
 
 
 def copy_slices_backward(rt, node: Node, g, need: list, fn_vjp) -> list:
@@ -521,5 +521,5 @@ def copy_slices_backward(rt, node: Node, g, need: list, fn_vjp) -> list:
         # CopySlices::apply_impl skips an undefined result (a custom Function returning None for
         # the view): the base's whole gradient stays undefined, the part outside the view too
         return [None] + list(res[1:])
-    result = scatter_into(rt, g, view.grad_view_ops, res[0])
+    result = scatter_into(rt.B, g, view.grad_view_ops, res[0])
     return [result] + list(res[1:])
