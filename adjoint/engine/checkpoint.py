@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from adjoint.engine.graph import SavedVariable, Tensor
 from adjoint.engine.runtime import TorchError
+from adjoint.engine.saved_hooks import disabled
 from adjoint.engine import warns
 
 USE_REENTRANT_WARNING = (
@@ -199,6 +200,9 @@ def _run_non_reentrant(run, child, args: list, early_stop: bool, loc):
         raise ProblemError(loc, "checkpoint(..., use_reentrant=False) inside the scope of saved_tensors hooks is not "
                                 "modelled yet (PyTorch packs the region's inputs with them, and unpacks them when it "
                                 "recomputes); narrow the hooks' scope, or use use_reentrant=True")
+    off = disabled(rt)
+    if off:   # entering _checkpoint_hook (a saved_tensors_hooks) inside disable_saved_tensors_hooks
+        raise TorchError("RuntimeError", off[-1].message, "saved_hooks_disabled")
     frame = CheckpointFrame(run, child, args, {}, early_stop, loc)
     if rt.saved_hooks:   # save_inputs: the arguments are saved tensors, packed by an enclosing checkpoint's
         # hooks (a recomputation's pack may stop it right here: _StopRecomputationError) or save_on_cpu's
