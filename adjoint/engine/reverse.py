@@ -608,8 +608,10 @@ class Engine:
         dtypes = _dtypes(call.out)
         kinds = dtypes   # the dtype of each slot's gradient now (a hook's result may have another)
         state.pre_replaced = False
+        bare = None   # a tensor a pre-hook returned for the tuple: BackwardHook hands it on as it is
         for hook in state.user_pre_hooks:
-            returned = self.fire_hook(hook.hook, {"grad_output": grads}, node, call, objs={"grad_output": gobjs})
+            arg, arg_objs = (grads, gobjs) if bare is None else bare
+            returned = self.fire_hook(hook.hook, {"grad_output": arg}, node, call, objs={"grad_output": arg_objs})
             grads = alias.refresh(grads, gobjs, alias.after_hook(hook.hook))
             if returned is None:
                 continue
@@ -622,6 +624,7 @@ class Engine:
             grads = self.as_returned(grads, kinds)
             # another value than it was handed (returning grad_output itself, or equal values, is not)
             state.pre_replaced = state.pre_replaced or any(self._other_value(a, b) for a, b in zip(handed, grads))
+            bare = None if is_tuple(returned) else (returned, alias.returned(None))
             gobjs = tuple(alias.returned_tuple(gobjs))
             state.grad_outputs = grads
             alias.hold(state, gobjs)
@@ -630,8 +633,9 @@ class Engine:
             warns.warn(self.rt, "UserWarning", warns.FULL_HOOK_NO_INPUTS)
             grad_input = (None,) * state.n_inputs
             for hook in state.user_hooks:
-                returned = self.fire_hook(hook.hook, {"grad_input": grad_input, "grad_output": grads}, node, call,
-                                          objs={"grad_input": grad_input, "grad_output": gobjs})
+                arg, arg_objs = (grads, gobjs) if bare is None else bare
+                returned = self.fire_hook(hook.hook, {"grad_input": grad_input, "grad_output": arg}, node, call,
+                                          objs={"grad_input": grad_input, "grad_output": arg_objs})
                 grads = local = alias.refresh(grads, gobjs, alias.after_hook(hook.hook))
                 if returned is not None and not (is_tuple(returned) and all(r is None for r in returned)):
                     raise TorchError("RuntimeError", "Backward hook for Modules where no input requires gradient "
@@ -765,7 +769,7 @@ class Engine:
         if module is None and isinstance(returned, PyList):   # PyFunctionPre/PostHook's check_result: PyTuple_Check
             raise TorchError("TypeError", "expected tuple, but hook returned 'list'", "hook_result")
         if not isinstance(returned, tuple) and module is not None and self.B.is_value(returned):
-            return self._tensor_for_tuple(hook, original, returned, shapes, module, last, dtypes)
+            return self._tensor_for_tuple(hook, original, returned, shapes, module, last, dtypes, defer)
         if not isinstance(returned, tuple):
             if module is None and self.B.is_value(returned):
                 raise TorchError("TypeError", "expected tuple, but hook returned 'Tensor'", "hook_result")
@@ -819,11 +823,12 @@ class Engine:
 
 
     def _tensor_for_tuple(self, hook, original: list, returned, shapes: list, module: str, last: bool,
-                          dtypes=None) -> list:
+                          dtypes=None, defer: bool = False) -> list:
         """A full backward (pre-)hook that returns a tensor where BackwardHook expects a tuple: its
         ``len(out)`` is the tensor's first size (a 0-d tensor has none: TypeError) and its slots
         are the tensor's rows, so PyTorch refuses the count, or the rows' shape once the module's
-        last hook returned. A tensor whose rows pass both checks runs on with them: not modelled."""
+        last hook returned (the later hooks are handed the tensor itself: module_output_hook). A
+        tensor whose rows pass both checks runs on with them: not modelled."""
         shape = tuple(self.B.shape(returned))
         if not shape:
             raise TorchError("TypeError", "len() of a 0-d tensor", "hook_result")
@@ -833,7 +838,7 @@ class Engine:
             raise ProblemError(hook.returns.loc, f"the {hook.kind} hook returns a tensor whose rows PyTorch would take "
                                                  "as the gradients (one per slot); not modelled: return a tuple")
         return self.check_tuple(hook, original, rows, shapes, module, last, dtypes,
-                                self.returned_dtypes(returned) * len(rows))
+                                self.returned_dtypes(returned) * len(rows), defer)
 
 
 def _pack_with_none(indices: list, values, size: int) -> tuple:
