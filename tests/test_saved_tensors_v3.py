@@ -4,6 +4,8 @@ in real torch here (never taken from adjoint's output). docs/semantics.md, "Save
 
 import warnings
 
+import pytest
+
 from conftest import require_torch
 
 torch = require_torch()
@@ -182,3 +184,32 @@ hooks:
     for p, t in zip(packs, packed):
         assert torch.allclose(torch.tensor(p, dtype=F64), t, rtol=1e-12, atol=1e-12)
     assert torch.allclose(torch.tensor(got["grads"]["x"]["value"], dtype=F64), x.grad, rtol=1e-12, atol=1e-12)
+
+
+UNPACK_SHAPE = """
+name: unpack_changes_shape
+dtype: float64
+inputs:
+  x: {value: [0.5, -1.5], requires_grad: true}
+model:
+  inputs: [x]
+  forward: "(x.exp() * x).sum()"
+loss: "y"
+hooks:
+  - {saved_tensors: {pack: "x", unpack: "UNPACK"}}
+"""
+
+
+@pytest.mark.parametrize("unpack", ["x.sum()", "x[:1]", "x.unsqueeze(0)"])
+def test_an_unpack_changing_the_shape_is_refused(unpack):
+    """PyTorch hands each backward formula what unpack returned, and each broadcasts it its own
+    way (MulBackward0's grad * other takes a 0-d one silently: x.grad [0, 0] here); adjoint
+    answered with a size error PyTorch never raises (found by a contract-v3 trial). Refused."""
+    x = torch.tensor([0.5, -1.5], dtype=torch.float64, requires_grad=True)
+    ops = {"x.sum()": lambda t: t.sum(), "x[:1]": lambda t: t[:1], "x.unsqueeze(0)": lambda t: t.unsqueeze(0)}
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, ops[unpack]):
+        y = (x.exp() * x).sum()
+    y.backward()                      # PyTorch runs: no shape error
+    assert x.grad is not None
+    with pytest.raises(adjoint.ProblemError, match="returns a tensor of shape .* for one saved with shape"):
+        adjoint.loads(UNPACK_SHAPE.replace("UNPACK", unpack)).solve()

@@ -320,11 +320,18 @@ class HookRunner:
         out = self._saved_call(hook, hook.unpack, "unpack", {"x": self.wrap(packed)}, node,
                                sv.name if sv is not None else None, sv.tensor if sv is not None else None)
         if not isinstance(out, Tensor):   # PySavedVariableHooks::call_unpack_hook checks the result
-            name = type_name(out, hook.unpack) if not isinstance(out, tuple) else sequence_name(out)
+            # (a number pack returned, handed back as it is: its type is the pack expression's)
+            names = {"x": type_name(packed, hook.pack)} if not isinstance(packed, (tuple, Tensor)) else None
+            name = type_name(out, hook.unpack, names) if not isinstance(out, tuple) else sequence_name(out)
             if name is None:
                 raise ProblemError(hook.unpack.loc, "the unpack hook must return a tensor (what the node's backward uses)")
             raise TorchError("TypeError", "Output of saved tensor unpack_hook expected to be a Tensor but got result "
                                           f"of type {name}", "hook_result")
+        if sv is not None and isinstance(sv.tensor, Tensor) and tuple(out.shape) != tuple(sv.tensor.shape):
+            raise ProblemError(hook.unpack.loc, f"the unpack hook '{hook.label}' returns a tensor of shape "
+                                                f"{list(out.shape)} for one saved with shape {list(sv.tensor.shape)}: "
+                                                "each backward formula broadcasts it its own way, which is not "
+                                                "modelled yet; return a tensor of the saved one's shape")
         if sv is not None:   # the tensor the unpacked one shares storage with (adjoint.engine.function_does)
             sv.unpacked = out
         return out
