@@ -100,7 +100,8 @@ def _structural(hook, run, reg) -> str | None:
         return None
     if hook.on == "multi_grad":
         return "none of its tensors got a gradient" if hook.mode == "any" else \
-            "not every one of its tensors was reached by the backward"
+            ("none of its tensors was reached by the backward (mode 'all' waits only for the tensors whose "
+             "nodes the backward runs, and fires once those have their gradients)")
     t = reg.names.get(hook.target) if reg is not None else None
     if not isinstance(t, Tensor):
         return "its tensor does not exist in this run"
@@ -156,6 +157,11 @@ def _module_reason(hook, run) -> str | None:
     attached = [n for c in calls for n in (c.in_node, c.out_node, c.legacy_node) if n is not None]
     if not attached:   # the calls set up no BackwardHook: none requires grad, or the hook came later
         outs = [o for c in calls for o in (c.out if isinstance(c.out, tuple) else (c.out,))]
+        first = [_first_tensor(c.out) for c in calls]
+        if hook.kind == "backward" and any(isinstance(o, Tensor) and o.requires_grad for o in first) \
+                and all(not isinstance(o, Tensor) or o.grad_fn is None for o in first):
+            return ("its module's output has no grad_fn (a leaf it returns as it is): register_backward_hook "
+                    "hooks the output's grad_fn, so PyTorch registers it on no node")
         if any(isinstance(o, Tensor) and o.requires_grad for o in outs):
             return None
         if any(isinstance(o, dict) for o in outs):   # BackwardHook finds no tensor in a dict (PyTorch warns)
@@ -174,7 +180,18 @@ def _module_reason(hook, run) -> str | None:
                     "(the forward's warning)")
         return ("the gradient reached the module's inputs without passing through its output, and PyTorch's "
                 "BackwardHook calls no hook then")
+    if hook.kind == "full_backward" and all(c.in_node is not None and id(c.in_node) not in nodes for c in calls):
+        return ("the gradient reached the module's output but no path leads from it back to the module's inputs "
+                "(its input-side BackwardHookFunctionBackward never ran): PyTorch calls full backward hooks there, "
+                "with grad_input, so it never does")
     return None
+
+
+def _first_tensor(out):
+    """The tensor ``_call_impl`` registers a legacy backward hook on: the first one of the result."""
+    while isinstance(out, tuple) and out:
+        out = out[0]
+    return out
 
 
 def unkept_grads(v) -> list[str]:

@@ -242,10 +242,18 @@ def _why(run: VariantRun, rec) -> list[str]:
         nodes = [n.name for n in call.body_nodes(run.rt)]
         node = call.legacy_node
         edges = ", ".join(_describe_input(node, i) for i in range(len(node.edges)))
-        msg = (f"legacy register_backward_hook is a post-hook on the output's grad_fn {node.name}; grad_input "
-               f"are that node's gradients w.r.t. its own inputs ({edges}), not the module's inputs")
+        args = {id(a) for a in call.args if isinstance(a, Tensor)}
+        own = [node.inputs[i] for i, e in enumerate(node.edges) if e is not None]
+        first = "first " if isinstance(call.out, tuple) else ""
+        msg = (f"legacy register_backward_hook is a post-hook on the {first}output's grad_fn {node.name}; grad_input "
+               f"are that node's gradients w.r.t. its own inputs ({edges})")
+        if len(nodes) == 1 and own and all(id(t) in args for t in own):
+            msg += ", which here are the module's inputs: the module ran that one node on them"
+        else:
+            msg += ", not the module's inputs"
         if len(nodes) > 1:
-            msg += f"; '{call.path}' ran {len(nodes)} nodes ({', '.join(nodes)}) and only the last is hooked"
+            msg += (f"; '{call.path}' ran {len(nodes)} nodes ({', '.join(nodes)}) and only {node.name}, the grad_fn "
+                    f"of its {first}output, is hooked")
         why.append(msg)
     if hook.kind == "full_backward" and call is not None:
         if call.in_node is None:
@@ -266,7 +274,14 @@ def _why(run: VariantRun, rec) -> list[str]:
     if hook.on == "tensor" and rec.returned is not None:
         why.append("the returned tensor replaces the gradient for later hooks, retain_grad and the node")
     if hook.on == "tensor" and rec.args.get("grad", 0) is None:
-        why.append("the gradient is undefined here (an earlier hook returned None for it)")
+        node = rec.node
+        if node is not None and len(getattr(node, "outputs", ()) or ()) > 1:
+            why.append(f"the gradient is undefined here: {node.name} has {len(node.outputs)} outputs and runs "
+                       "because another of them got a gradient; none reached this one, and PyTorch hands its "
+                       "hooks None, not zeros")
+        else:
+            why.append("the gradient is undefined here: what reached this tensor was None (a hook downstream "
+                       "replaced its gradient with None)")
     if hook.kind == "post" and rec.returned is not None:
         why.append("the returned tuple replaces the node's grad_inputs, which flow upstream")
     if "gradient" in rec.wrote:

@@ -34,6 +34,7 @@ class Boundary:
     depth: int
     passed: tuple = ()                # Exact | None per positional input: what PyTorch passed it from the
                                       # call's nodes, the hooks inside acting, before the module's own hooks
+    requires: tuple = ()              # per positional input: does it require grad (a tensor's requires_grad)
 
     def __repr__(self) -> str:
         return f"<Boundary {self.callid} [{self.type}]: {len(self.grad_output)} grad_output, {len(self.grad_input)} grad_input>"
@@ -74,7 +75,9 @@ def boundaries_of(rt, fwd, bwd, progress=None, passed: bool = True) -> list[Boun
         depth = 0 if call.parent is None else depth_of[call.parent] + 1
         depth_of[call.id] = depth
         outs = call.out if isinstance(call.out, tuple) else (call.out,)
-        gouts = tuple(seen_at(bwd, t) if isinstance(t, Tensor) and t.requires_grad else None for t in outs)
+        # each output's multiplier where the call returned it: a later in-place op (an in-place ReLU after
+        # it) gave the tensor another grad_fn since, whose gradient is the next module's
+        gouts = tuple(_seen_as_returned(bwd, t, call, i) for i, t in enumerate(outs))
         if any(g is not None for g in gouts):
             start = position[id(call.in_node)] if call.in_node is not None else call.body_start
             # each output as the call returned it: its history then (an in-place op after the call moved it)
@@ -83,7 +86,7 @@ def boundaries_of(rt, fwd, bwd, progress=None, passed: bool = True) -> list[Boun
             dirty = gin is not None
             if gin is None:
                 gin = tuple(pure_vjp(rt, rt.nodes[start:call.end], seeds, call.args, getattr(bwd, "vjps", None),
-                                     _input_slots(call)))
+                                     _input_slots(call), none_unreached=True))
             if call.module.type == "Identity":
                 gin = (gouts[0] if call.args[0].requires_grad else None,)
             # the module's own full_backward_pre hook replaced grad_output: grad_input is what the forward
@@ -100,8 +103,19 @@ def boundaries_of(rt, fwd, bwd, progress=None, passed: bool = True) -> list[Boun
         nodes = [n.name for n in call.body_nodes(rt)]
         names = tuple(describe_tensor(a) for a in call.args)
         out.append(Boundary(call.callid, call.path, call.k, call.module.type or "custom", call.module.inputs, names,
-                            OUTPUT if call.path == ROOT else call.callid, nodes, gouts, gin, depth, sent))
+                            OUTPUT if call.path == ROOT else call.callid, nodes, gouts, gin, depth, sent,
+                            tuple(isinstance(a, Tensor) and a.needs_grad for a in call.args)))
     return out
+
+
+def _seen_as_returned(bwd, t, call, i: int):
+    """The gradient PyTorch carried to output ``i`` of ``call`` as the call returned it."""
+    if not isinstance(t, Tensor) or not t.requires_grad:
+        return None
+    key = _as_returned(t, call, i)
+    if key is t or key not in bwd.seen:   # (a view's grad_fn then, which its base's write took out of the graph)
+        return seen_at(bwd, t)
+    return bwd.seen[key]
 
 
 def _replaced_by_own_pre_hook(call) -> bool:
@@ -224,7 +238,8 @@ def _input_slots(call):
     return node, slots
 
 
-def pure_vjp(rt, nodes: list[Node], seeds: list, wrt, known: dict | None = None, slots=None) -> list:
+def pure_vjp(rt, nodes: list[Node], seeds: list, wrt, known: dict | None = None, slots=None,
+             none_unreached: bool = False) -> list:
     """J^T seed through ``nodes`` (hooks ignored): the Lagrangian adjoint of a module.
     ``seeds``: (tensor, cotangent) pairs.
 
@@ -236,7 +251,9 @@ def pure_vjp(rt, nodes: list[Node], seeds: list, wrt, known: dict | None = None,
     ``slots``: (node, positions) from :func:`_input_slots`: the cotangent of ``wrt[j]`` is then
     read at that node's output ``positions[j]``, before the node adds up aliased arguments.
 
-    Returns, per tensor in ``wrt``, its cotangent, or None where it does not require grad."""
+    Returns, per tensor in ``wrt``, its cotangent, or None where it does not require grad; one that
+    requires grad but no path from the seeds reaches gets zeros (``none_unreached``: None, as
+    PyTorch computes none there: a module's adjoint)."""
     B = rt.B
     cot: dict = {}
     for t, g in seeds:
@@ -281,9 +298,19 @@ def pure_vjp(rt, nodes: list[Node], seeds: list, wrt, known: dict | None = None,
                 g = B.sum_to(g, want)
             k = _edge_key(edge)
             cot[k] = g if k not in cot else B.add(cot[k], g)
+    def missing(t):
+        return None if none_unreached else B.zeros(t.shape)
+
+    # an input the nodes wrote in place (an in-place ReLU on it) has one of them as its grad_fn now:
+    # its cotangent is what reaches the history it had before
+    inside = {id(n) for n in nodes}
+
+    def key(t):
+        return _history_before(t, inside) if t.grad_fn is not None and id(t.grad_fn) in inside else _key(t)
+
     if slots is not None:
         node, positions = slots
-        return [(cot.get((id(node), positions[j]) if positions[j] is not None else _key(t), B.zeros(t.shape))
+        return [(cot.get((id(node), positions[j]) if positions[j] is not None else key(t), missing(t))
                  if isinstance(t, Tensor) and t.requires_grad else None) for j, t in enumerate(wrt)]
-    return [(cot.get(_key(t), B.zeros(t.shape)) if isinstance(t, Tensor) and t.requires_grad else None)
+    return [(cot.get(key(t), missing(t)) if isinstance(t, Tensor) and t.requires_grad else None)
             for t in wrt]

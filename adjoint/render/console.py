@@ -378,12 +378,18 @@ def _recursion(bs: list[Boundary], opts: Options):
     for b in bs:
         pad = "  " * (b.depth + 1)
         head = Text.assemble(pad, (_safe(b.callid), "bold"), (f" [{_safe(b.type)}]", DIM))
-        if b.grad_output[0] is None:
-            grid.add_row(head, Text("no gradient reaches its output", DIM))
+        outs = b.grad_output
+        if all(g is None for g in outs):
+            grid.add_row(head, Text("no gradient reaches its output" + ("s" if len(outs) > 1 else ""), DIM))
             continue
-        grid.add_row(head, Text.assemble(("lambda_out = ", DIM), fmt.value(b.grad_output[0], opts.exact)))
-        for name, arg, g in zip(b.input_names, b.arg_names, b.grad_input):
-            shown = fmt.value(g, opts.exact) if g is not None else "None (does not require grad)"
+        for k, g in enumerate(outs):   # a tuple output: one multiplier per output (None: no gradient reaches it)
+            label = "lambda_out = " if len(outs) == 1 else f"lambda_out[{k}] = "
+            shown = fmt.value(g, opts.exact) if g is not None else "None (no gradient reaches it)"
+            grid.add_row(head if k == 0 else Text(""), Text.assemble((label, DIM), shown))
+        for i, (name, arg, g) in enumerate(zip(b.input_names, b.arg_names, b.grad_input)):
+            requires = b.requires[i] if i < len(b.requires) else False
+            shown = fmt.value(g, opts.exact) if g is not None else \
+                "None (no gradient reaches it from the output)" if requires else "None (does not require grad)"
             grid.add_row(Text(f"{pad}  {_safe(arg)} <- {_safe(name)}", DIM),
                          Text.assemble(("lambda_in = ", DIM), shown))
     return grid
