@@ -21,6 +21,9 @@ model:
 @pytest.mark.parametrize("line, said", [
     ("i = where(x > 0)", "torch.where(condition) with one argument is torch.nonzero(condition, as_tuple=True)"),
     ("i = max(1, 2)", "in a problem file it is torch.max, not Python's builtin"),
+    # PyTorch 2.13 raises "unflatten got an unexpected error:" followed by its C++ stack trace
+    ("i = x.sum().unflatten(0, [1])", "unflatten of a 0-d tensor: PyTorch's RuntimeError 'unflatten got an "
+                                      "unexpected error' is not modelled"),
 ])
 def test_said_at_the_line(line, said, tmp_path):
     path = tmp_path / "p.yaml"

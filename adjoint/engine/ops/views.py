@@ -118,6 +118,10 @@ def permute_layout(shape, strides, offset, p):
 
 
 def transpose_perm(ndim: int, p) -> tuple:
+    """The permutation ``transpose(d0, d1)`` is: none for a 0-d tensor (its dims 0 and -1, wrapped
+    as a 1-d one's, name no dim: PyTorch's TransposeBackward0 of the tensor as it is)."""
+    if ndim == 0:
+        return ()
     d0, d1 = p
     perm = list(range(ndim))
     perm[d0], perm[d1] = perm[d1], perm[d0]
@@ -173,10 +177,11 @@ def unsqueeze_layout(shape, strides, offset, p):
 
 
 def squeeze_dims_of(shape, p) -> tuple:
-    """The dims squeeze removes: p None (every size-1 dim) or a tuple of dims (size-1 ones only)."""
+    """The dims squeeze removes: p None (every size-1 dim) or a tuple of dims (size-1 ones only;
+    a 0-d tensor's dim 0 or -1, wrapped as a 1-d one's, is none: squeeze keeps it as it is)."""
     if p is None:
         return tuple(i for i, d in enumerate(shape) if d == 1)
-    return tuple(d for d in p if shape[d] == 1)
+    return tuple(d for d in p if d < len(shape) and shape[d] == 1)
 
 
 def squeeze_shape(shapes, p, loc):
