@@ -377,6 +377,10 @@ def cross_entropy_probabilities(rt, x: Tensor, target: Tensor, weight: Tensor | 
         prod = rt.apply("mul", [prod, w], None, loc)
     if reduction == "none":
         return rt.apply("neg", [rt.apply("sum_dim", [prod], ((class_dim,), False), loc)], None, loc)
+    if reduction == "mean" and 0 in x.shape:
+        raise ProblemError(loc, "cross_entropy of an input with no element (reduction='mean'): PyTorch's nan loss, "
+                                "-(input * target).sum().fill_(nan) (FillBackward2), is not modelled; use "
+                                "reduction='sum' or 'none'")
     neg = rt.apply("neg", [rt.apply("sum", [prod], None, loc)], None, loc)
     if reduction == "sum":
         return neg

@@ -150,13 +150,30 @@ def _max_like(largest: bool):
     return lower
 
 
+def _empty_reduction_check(x: Tensor, dim, what: str, loc: Loc) -> None:
+    """``zero_numel_check_dims`` (amax / amin's meta function, before the dims are resolved): a
+    tensor of no element needs dims, none of size 0 (named as given, in the order given)."""
+    if x.shape and 0 in x.shape:
+        items = () if dim is None else (dim,) if not isinstance(dim, (tuple, list)) else tuple(dim)
+        if not items:
+            raise TorchError("RuntimeError", f"{what}(): Expected reduction dim to be specified for input.numel() == "
+                                             "0. Specify the reduction dim with the 'dim' argument.")
+        for d in items:
+            if x.shape[dim_index(int(d), len(x.shape), loc)] == 0:
+                raise TorchError("IndexError", f"{what}(): Expected reduction dim {int(d)} to have non-zero size.")
+
+
 def _amax_like(largest: bool):
     prim = "amax" if largest else "amin"
 
     def lower(rt, a, loc):
         x = a["input"]
         _refuse_symbolic(rt, x, loc, prim)
-        dims = after_packs(rt, prim, [x], loc, lambda: reduce_dims(x, a["dim"], loc))
+
+        def dims_of():
+            _empty_reduction_check(x, a["dim"], prim, loc)
+            return reduce_dims(x, a["dim"], loc)
+        dims = after_packs(rt, prim, [x], loc, dims_of)
         return rt.apply(prim, [x], (dims, a["keepdim"]), loc)
     lower.__name__ = f"lower_{prim}"
     return lower

@@ -404,6 +404,11 @@ def getitem(rt, x: Tensor, items: list, loc: Loc, lone: bool):
                     for i in items if i is not None and i is not Ellipsis)
     if specified > len(x.shape):
         raise TorchError("IndexError", f"too many indices for tensor of dimension {len(x.shape)}")
+    ellipses = [k for k, i in enumerate(items) if i is Ellipsis]
+    if len(ellipses) > 1 and len(x.shape) > specified and any(i is not Ellipsis for i in items[ellipses[1]:]):
+        raise ProblemError(loc, "an index with two Ellipses (x[..., ..., 0]): PyTorch's applySlicing skips the "
+                                "unnamed dims at each, so an item after the second reads past the tensor's sizes "
+                                "(what it raises or returns is not defined); not modelled: write one Ellipsis")
     advanced = []
     made = []   # the steps' results: every one but the last is a temporary of THPVariable_getitem
     real = 0    # the dim of x the item stands for (applySlicing's real_dim)
