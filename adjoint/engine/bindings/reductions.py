@@ -84,7 +84,8 @@ def _variance(rt, a, loc, prim: str):
     """var / var_mean: the node packs self before the kernel checks the dims."""
     x = a["input"]
     dim, correction, keepdim = _variance_args(a, loc, prim)
-    dims = after_packs(rt, prim, [x], loc, lambda: reduce_dims(x, dim, loc))
+    # PyTorch's optional dim: None where the call gives none (var_backward counts the two apart)
+    dims = None if dim is None else after_packs(rt, prim, [x], loc, lambda: reduce_dims(x, dim, loc))
     factor = 1
     for d in (dims if dims else range(len(x.shape))):
         factor *= x.shape[d]
