@@ -24,6 +24,7 @@ from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.torch_errors import TorchError
 from adjoint.values.strides import is_contiguous, view_strides
+from adjoint.engine.ops.views import cat_skipped
 from adjoint.engine.bindings.signature import dim_index  # noqa: F401 (the families read it here too)
 from adjoint.engine.bindings.signature import Function, Param, REQUIRED
 from adjoint.engine.bindings.complexfns import attribute as complex_attribute
@@ -331,7 +332,9 @@ def lower_cat(rt, a, loc):
     for i, t in enumerate(ts):   # before the dim is wrapped, as PyTorch
         if not t.shape:
             raise TorchError("RuntimeError", f"zero-dimensional tensor (at position {i}) cannot be concatenated")
-    return rt.apply("cat", list(ts), dim_index(a["dim"], len(ts[0].shape), loc), loc)
+    # legacy_cat_wrap_dim: the dim wrapped by the first tensor cat does not skip (none: of no element each)
+    first = next((t for t in ts if not cat_skipped(t.shape)), None)
+    return rt.apply("cat", list(ts), dim_index(a["dim"], len(first.shape), loc) if first else 0, loc)
 
 
 def lower_stack(rt, a, loc):
