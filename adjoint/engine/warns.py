@@ -19,7 +19,8 @@ warning twice sees it twice under ``simplefilter("always")``; no de-duplication)
   forward's own error propagated; PyTorch silences the hook's error with this warning;
 * ``F.kl_div`` (UserWarning) with ``reduction='mean'``;
 * ``nn.Softmax()`` / ``nn.LogSoftmax()`` without ``dim`` (UserWarning, ``F._get_softmax_dim``), each call;
-* ``x.T`` of a tensor that is not 2-D (UserWarning, a ``TORCH_WARN_ONCE``);
+* ``x.T`` of a tensor that is not 2-D, ``x.T`` and ``x.mT`` of a 0-d tensor (UserWarning, each a
+  ``TORCH_WARN_ONCE``);
 * reading ``.grad`` of a non-leaf (UserWarning, C++'s TORCH_WARN): the SGD step reads every
   parameter's ``.grad``, and a parameter written in place by an op that records (a non-leaf
   since) warns.
@@ -99,6 +100,12 @@ T_NOT_2D = ("The use of `x.T` on tensors of dimension other than 2 to reverse th
             "`x.permute(*torch.arange(x.ndim - 1, -1, -1))` to reverse the dimensions of a tensor. (Triggered "
             "internally at /__w/pytorch/pytorch/aten/src/ATen/native/TensorShape.cpp:4314.)")
 
+#: Tensor.T / Tensor.mT of a 0-d tensor (numpy_T's and matrix_T's TORCH_WARN_ONCE: the tensor itself)
+T_0D = ("Tensor.T is deprecated on 0-D tensors. This function is the identity in these cases. (Triggered internally "
+        "at /__w/pytorch/pytorch/aten/src/ATen/native/TensorShape.cpp:4321.)")
+MT_0D = ("Tensor.mT is deprecated on 0-D tensors. This function is the identity in these cases. (Triggered "
+         "internally at /__w/pytorch/pytorch/aten/src/ATen/native/TensorShape.cpp:4373.)")
+
 
 def no_degrees_of_freedom(name: str) -> str:
     """std / var / var_mean over fewer elements than the correction needs (ReduceOps.cpp's TORCH_WARN)."""
@@ -114,7 +121,7 @@ def implicit_dim(name: str) -> str:
 
 
 #: PyTorch's warnings issued once per process (``TORCH_WARN_ONCE``)
-ONCE = (CREATE_GRAPH_CYCLE, T_NOT_2D)
+ONCE = (CREATE_GRAPH_CYCLE, T_NOT_2D, T_0D, MT_0D)
 
 
 def warn(rt, category: str, message: str, during: str | None = None) -> None:

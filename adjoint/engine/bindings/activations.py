@@ -75,8 +75,14 @@ def _alpha(a, loc):
 
 
 def _hardtanh_bounds(a, loc):
+    """F.hardtanh's own check (Python, before any node): min_val above max_val is its ValueError."""
     if a["min_val"] > a["max_val"]:
-        raise ProblemError(loc, "min_val cannot be greater than max_val: F.hardtanh raises ValueError")
+        raise TorchError("ValueError", "min_val cannot be greater than max_val")
+    return _bounds(a, loc)
+
+
+def _bounds(a, loc):
+    """F.hardtanh_ (torch._C._nn.hardtanh_ itself: no check; min_val above max_val makes max_val)."""
     return (a["min_val"], a["max_val"])
 
 
@@ -252,7 +258,7 @@ FUNCTIONS = (
                           Param("inplace", "bool", False)), _unary("hardtanh", _hardtanh_bounds, "hardtanh"),
              where="function", doc="HardtanhBackward0 (saves self; in place: a clone of self)"),
     Function("hardtanh_", (_IN, Param("min_val", _NUM, Fraction(-1)), Param("max_val", _NUM, Fraction(1))),
-             _in_place("hardtanh", _hardtanh_bounds), where="function", doc="HardtanhBackward0, in place"),
+             _in_place("hardtanh", _bounds), where="function", doc="HardtanhBackward0, in place"),
     Function("clamp", (_IN, Param("min", "scalar", None), Param("max", "scalar", None)), lower_clamp,
              doc="ClampBackward1 (number bounds), ClampBackward0 (tensor bounds; edges self, min, max)"),
     Function("clip", (_IN, Param("min", "scalar", None), Param("max", "scalar", None)), lower_clamp,

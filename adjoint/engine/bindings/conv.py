@@ -247,7 +247,8 @@ def _output_sizes(x: Tensor, sizes, rank: int, loc: Loc, what: str):
 
 def adaptive_avg_pool(rank: int, rt, x: Tensor, output_size, loc: Loc):
     """F.adaptive_avg_pool{rank}d (rank 2 or 3); ``None`` in output_size keeps that input size; an
-    output of all ones is ATen's ``mean`` over the spatial dims (MeanBackward1). at::adaptive_avg_pool
+    output of all ones is ATen's ``mean`` over the spatial dims (MeanBackward1), whatever the input's
+    rank (of fewer dims than the pool's, mean's IndexError). at::adaptive_avg_pool
     refuses output_size's length and negative sizes before any node; the kernel refuses the input's
     rank once AdaptiveAvgPool{rank}DBackward0 has packed self."""
     what = f"adaptive_avg_pool{rank}d"
@@ -259,7 +260,7 @@ def adaptive_avg_pool(rank: int, rt, x: Tensor, output_size, loc: Loc):
     if any(s < 0 for s in out):
         raise TorchError("RuntimeError", f"{what}: elements of output_size must be greater than or equal to 0 but "
                                          f"received {_received(out)}", "forward")
-    if out == (1,) * rank and len(x.shape) >= rank:
+    if out == (1,) * rank:   # mean over dims -1, -2 (, -3): of fewer dims, mean's IndexError
         return rt.apply("mean_dim", [x], mean_dims(len(x.shape), tuple(range(-1, -rank - 1, -1)), True, loc), loc)
     if len(x.shape) not in (rank + 1, rank + 2):
         refused = Refused("RuntimeError", f"{what}(): Expected {rank + 1}D or {rank + 2}D tensor, but got "

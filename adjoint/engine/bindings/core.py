@@ -17,6 +17,7 @@ from fractions import Fraction
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.values.exact import MAX_EXACT_EXPONENT
 from adjoint.engine.graph import Tensor
+from adjoint.engine.torch_errors import TorchError
 from adjoint.values.strides import contiguous_strides, is_contiguous, view_strides
 from adjoint.engine.bindings.signature import Function, Param
 from adjoint.engine.inplace import scaled_by_alpha
@@ -168,7 +169,7 @@ def matmul(rt, a: Tensor, b: Tensor, loc: Loc):
     da, db = len(sa), len(sb)
     ap = rt.apply
     if da == 0 or db == 0:
-        from adjoint.engine.torch_errors import TorchError   # before any node
+        # before any node
         raise TorchError("RuntimeError", f"both arguments to matmul need to be at least 1D, but they are {da}D and {db}D")
     if da == 1 and db == 1:
         return ap("dot", [a, b], None, loc)
@@ -230,8 +231,6 @@ def _matmul_batch(a: tuple, b: tuple) -> tuple:
     """_matmul_impl's ``at::infer_size(batch_tensor1, batch_tensor2)``: the broadcast batch, or
     its RuntimeError, raised before any node is made; infer_size walks the dimensions from the
     last, so the first mismatch from the right is the one named (its index in the broadcast)."""
-    from adjoint.engine.torch_errors import TorchError
-
     n = max(len(a), len(b))
     pa, pb = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
     for i in range(n - 1, -1, -1):
@@ -245,8 +244,9 @@ def linear(rt, x: Tensor, weight: Tensor, bias: Tensor | None, loc: Loc):
     """F.linear as torch 2.13 runs it (see docs/ops.md for the node chains)."""
     sx, sw = x.shape, weight.shape
     ap = rt.apply
-    if not sx:
-        raise ProblemError(loc, "Linear needs an input of at least 1 dimension, got a 0-d tensor")
+    if not sx or not sw:   # at::linear's first check, before any node
+        raise TorchError("RuntimeError", f"both arguments to linear need to be at least 1D, but they are {len(sx)}D "
+                                         f"and {len(sw)}D")
     if bias is not None:
         if len(sx) == 2:
             return ap("addmm", [bias, x, ap("t", [weight], None, loc)], None, loc)

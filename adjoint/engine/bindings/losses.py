@@ -32,9 +32,10 @@ from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.ops.arith import broadcast_shapes
 from adjoint.engine.ops.losses import BCE, BCE_EPSILON, BCELogits, Nll, Pointwise
-from adjoint.engine.bindings.signature import Function, Param
+from adjoint.engine.bindings.signature import Function, Param, dim_index
 from adjoint.engine.bindings.core import binary
 from adjoint.engine.bindings.views import lower_contiguous, view
+from adjoint.engine.bindings.glue import size_dim
 from adjoint.engine import warns
 from adjoint.engine.torch_errors import TYPE_NAMES, TorchError, torch_size
 
@@ -336,6 +337,9 @@ def lower_nll_loss(rt, a: dict, loc: Loc):
 # ----------------------------------------------------------------------------- cross_entropy
 
 def log_softmax(rt, x: Tensor, dim: int, loc: Loc):
+    """``at::log_softmax(x, dim)``: the dim wrapped first (a 0-d input's class dim 1 is its
+    IndexError), then an integer input is the CPU kernel's error."""
+    dim_index(dim, len(x.shape), loc)
     if x.dtype in ("int64", "bool"):   # the CPU kernel's dispatch (an integer input needs no node)
         kernel = "log_softmax_lastdim_kernel_impl" if dim == len(x.shape) - 1 else "log_softmax_kernel_impl"
         raise TorchError("NotImplementedError", f"\"{kernel}\" not implemented for '{TYPE_NAMES[x.dtype]}'")
@@ -358,7 +362,7 @@ def cross_entropy_probabilities(rt, x: Tensor, target: Tensor, weight: Tensor | 
     """``cross_entropy_loss_prob_target``."""
     nd = len(x.shape)
     class_dim = 0 if nd == 1 else 1
-    n_classes = x.shape[class_dim]
+    n_classes = size_dim(x, class_dim)   # a 0-d input: self.size(1)'s IndexError, before any node
     weight_error = _class_count_message(weight, n_classes, "cross_entropy: ")
     if weight_error:   # cross_entropy_loss_prob_target's check, before log_softmax
         raise TorchError("RuntimeError", weight_error)
@@ -373,6 +377,10 @@ def cross_entropy_probabilities(rt, x: Tensor, target: Tensor, weight: Tensor | 
         prod = rt.apply("mul", [prod, w], None, loc)
     if reduction == "none":
         return rt.apply("neg", [rt.apply("sum_dim", [prod], ((class_dim,), False), loc)], None, loc)
+    if reduction == "mean" and 0 in x.shape:
+        raise ProblemError(loc, "cross_entropy of an input with no element (reduction='mean'): PyTorch's nan loss, "
+                                "-(input * target).sum().fill_(nan) (FillBackward2), is not modelled; use "
+                                "reduction='sum' or 'none'")
     neg = rt.apply("neg", [rt.apply("sum", [prod], None, loc)], None, loc)
     if reduction == "sum":
         return neg
@@ -434,9 +442,6 @@ def lower_cross_entropy(rt, a: dict, loc: Loc):
         if ignore_index >= 0:
             raise TorchError("RuntimeError", "ignore_index is not supported for floating point target")
         return cross_entropy_probabilities(rt, x, target, weight, reduction, ls, loc)
-    if not x.shape:
-        raise ProblemError(loc, "cross_entropy needs an input of at least 1 dimension (the classes); PyTorch "
-                                "takes a 0-d input with a 0-d target as class probabilities")
     if ls > 0:
         _label_smoothing_check(ls, loc)
         return cross_entropy_smoothed(rt, x, target, weight, reduction, ignore_index, ls, loc)

@@ -28,6 +28,7 @@ from adjoint.values.strides import is_contiguous
 from adjoint.engine.ops.embedding import EmbeddingSpec
 from adjoint.engine.ops.norm import BatchNormSpec, GroupNormSpec, LayerNormSpec, _channel_shape, _mean_over
 from adjoint.engine.bindings.signature import Function, Param
+from adjoint.engine.bindings.views import select
 from adjoint.engine.runtime import TorchError
 def _prod(xs) -> int:
     out = 1
@@ -51,6 +52,8 @@ def batch_norm(rt, x: Tensor, running_mean, running_var, weight, bias, training:
         if not x.shape:   # F._verify_batch_size reads size[0] of a 0-d input's empty torch.Size
             raise TorchError("IndexError", "tuple index out of range")
         verify_batch_size(x.shape, loc)
+    if 0 in x.shape:
+        return _batch_norm_of_nothing(rt, x, weight, bias, loc)
     stats = (x, weight, bias, running_mean, running_var)
     refused = _batch_norm_refusal(x.shape, training, *stats[1:])
     if refused:
@@ -69,6 +72,18 @@ def batch_norm(rt, x: Tensor, running_mean, running_var, weight, bias, training:
                    BatchNormSpec(training, Fraction(eps)), loc)[0]
     if training and running_mean is not None and running_var is not None:
         update_running_stats(rt, x, running_mean, running_var, Fraction(momentum if momentum is not None else 0))
+    return out
+
+
+def _batch_norm_of_nothing(rt, x: Tensor, weight, bias, loc: Loc):
+    """at::batch_norm of an input of no element, before its checks and the kernel: ``input.clone()``
+    (so the gradient chain goes on), times ``weight[0]``, plus ``bias[0]``; the running statistics
+    are neither checked nor updated."""
+    out = rt.apply("clone", [x], None, loc)
+    if weight is not None:
+        out = rt.apply("mul", [out, select(rt, weight, 0, 0, loc)], None, loc)
+    if bias is not None:
+        out = rt.apply("add", [out, select(rt, bias, 0, 0, loc)], None, loc)
     return out
 
 

@@ -84,7 +84,8 @@ def _variance(rt, a, loc, prim: str):
     """var / var_mean: the node packs self before the kernel checks the dims."""
     x = a["input"]
     dim, correction, keepdim = _variance_args(a, loc, prim)
-    dims = after_packs(rt, prim, [x], loc, lambda: reduce_dims(x, dim, loc))
+    # PyTorch's optional dim: None where the call gives none (var_backward counts the two apart)
+    dims = None if dim is None else after_packs(rt, prim, [x], loc, lambda: reduce_dims(x, dim, loc))
     factor = 1
     for d in (dims if dims else range(len(x.shape))):
         factor *= x.shape[d]
@@ -150,13 +151,30 @@ def _max_like(largest: bool):
     return lower
 
 
+def _empty_reduction_check(x: Tensor, dim, what: str, loc: Loc) -> None:
+    """``zero_numel_check_dims`` (amax / amin's meta function, before the dims are resolved): a
+    tensor of no element needs dims, none of size 0 (named as given, in the order given)."""
+    if x.shape and 0 in x.shape:
+        items = () if dim is None else (dim,) if not isinstance(dim, (tuple, list)) else tuple(dim)
+        if not items:
+            raise TorchError("RuntimeError", f"{what}(): Expected reduction dim to be specified for input.numel() == "
+                                             "0. Specify the reduction dim with the 'dim' argument.")
+        for d in items:
+            if x.shape[dim_index(int(d), len(x.shape), loc)] == 0:
+                raise TorchError("IndexError", f"{what}(): Expected reduction dim {int(d)} to have non-zero size.")
+
+
 def _amax_like(largest: bool):
     prim = "amax" if largest else "amin"
 
     def lower(rt, a, loc):
         x = a["input"]
         _refuse_symbolic(rt, x, loc, prim)
-        dims = after_packs(rt, prim, [x], loc, lambda: reduce_dims(x, a["dim"], loc))
+
+        def dims_of():
+            _empty_reduction_check(x, a["dim"], prim, loc)
+            return reduce_dims(x, a["dim"], loc)
+        dims = after_packs(rt, prim, [x], loc, dims_of)
         return rt.apply(prim, [x], (dims, a["keepdim"]), loc)
     lower.__name__ = f"lower_{prim}"
     return lower

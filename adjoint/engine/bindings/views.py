@@ -24,6 +24,7 @@ from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.torch_errors import TorchError
 from adjoint.values.strides import is_contiguous, view_strides
+from adjoint.engine.ops.views import cat_skipped
 from adjoint.engine.bindings.signature import dim_index  # noqa: F401 (the families read it here too)
 from adjoint.engine.bindings.signature import Function, Param, REQUIRED
 from adjoint.engine.bindings.complexfns import attribute as complex_attribute
@@ -121,11 +122,13 @@ def lower_reshape_as(rt, a, loc):
 
 
 def lower_flatten(rt, a, loc):
+    """at::flatten: both dims wrapped (a 0-d tensor's as a 1-d one's: -1 or 0, else PyTorch's
+    IndexError), then a 0-d tensor is ``reshape(1)``."""
     x = a["input"]
     nd = len(x.shape)
+    start, end = dim_index(a["start_dim"], nd, loc), dim_index(a["end_dim"], nd, loc)
     if nd == 0:
         return reshape(rt, x, (1,), loc)
-    start, end = dim_index(a["start_dim"], nd, loc), dim_index(a["end_dim"], nd, loc)
     if start > end:
         raise TorchError("RuntimeError", "flatten() has invalid args: start_dim cannot come after end_dim")
     if start == end:
@@ -136,6 +139,10 @@ def lower_flatten(rt, a, loc):
 
 def lower_unflatten(rt, a, loc):
     x = a["input"]
+    if not x.shape:
+        raise ProblemError(loc, "unflatten of a 0-d tensor: PyTorch's RuntimeError 'unflatten got an unexpected "
+                                "error' is not modelled: its message carries PyTorch's C++ stack trace (addresses, "
+                                "paths); unflatten a tensor of at least 1 dimension")
     d = dim_index(a["dim"], len(x.shape), loc)
     sizes = unflatten_sizes(a["sizes"], d, x.shape[d], loc)
     return view(rt, x, x.shape[:d] + sizes + x.shape[d + 1:], loc)
@@ -147,7 +154,13 @@ def lower_squeeze(rt, a, loc):
     if dim is None:
         return rt.apply("squeeze_all", [x], None, loc)
     if isinstance(dim, (tuple, list)):
-        return rt.apply("squeeze_dims", [x], tuple(dim_index(int(d), len(x.shape), loc) for d in dim), loc)
+        dims = []
+        for d in dim:   # dim_list_to_bitset: each wrapped, a repeat PyTorch's error
+            k = dim_index(int(d), len(x.shape), loc)
+            if k in dims:
+                raise TorchError("RuntimeError", f"dim {k} appears multiple times in the list of dims")
+            dims.append(k)
+        return rt.apply("squeeze_dims", [x], tuple(dims), loc)
     return rt.apply("squeeze_dim", [x], (dim_index(int(dim), len(x.shape), loc),), loc)
 
 
@@ -215,6 +228,8 @@ def lower_detach(rt, a, loc):
 
 def lower_select(rt, a, loc):
     x = a["input"]
+    if not x.shape:   # at::select's first check, before the dim is wrapped
+        raise TorchError("IndexError", "select() cannot be applied to a 0-dim tensor.")
     d = dim_index(a["dim"], len(x.shape), loc)
     return select(rt, x, d, a["index"], loc)
 
@@ -301,8 +316,13 @@ def lower_split(rt, a, loc):
 
 
 def lower_unbind(rt, a, loc):
+    """at::unbind: the dim wrapped (a 0-d tensor's as a 1-d one's), then ``self.size(dim)``,
+    whose IndexError names the wrapped dim for a 0-d tensor."""
     x = a["input"]
-    return rt.apply("unbind", [x], dim_index(a["dim"], len(x.shape), loc), loc)
+    d = dim_index(a["dim"], len(x.shape), loc)
+    if not x.shape:
+        raise TorchError("IndexError", f"Dimension specified as {d} but tensor has no dimensions")
+    return rt.apply("unbind", [x], d, loc)
 
 
 def lower_cat(rt, a, loc):
@@ -312,7 +332,9 @@ def lower_cat(rt, a, loc):
     for i, t in enumerate(ts):   # before the dim is wrapped, as PyTorch
         if not t.shape:
             raise TorchError("RuntimeError", f"zero-dimensional tensor (at position {i}) cannot be concatenated")
-    return rt.apply("cat", list(ts), dim_index(a["dim"], len(ts[0].shape), loc), loc)
+    # legacy_cat_wrap_dim: the dim wrapped by the first tensor cat does not skip (none: of no element each)
+    first = next((t for t in ts if not cat_skipped(t.shape)), None)
+    return rt.apply("cat", list(ts), dim_index(a["dim"], len(first.shape), loc) if first else 0, loc)
 
 
 def lower_stack(rt, a, loc):
@@ -326,16 +348,20 @@ def lower_stack(rt, a, loc):
 
 def attribute(rt, x: Tensor, name: str, loc: Loc):
     """``x.T``, ``x.mT``, ``x.shape``, ``x.ndim``, ``x.dtype``, ``x.device`` (what a forward may read of a tensor)."""
-    if name == "T":
+    if name == "T":   # numpy_T: a permute reversing the dims (none of a 0-d tensor's), warned once
         if len(x.shape) != 2:
             from adjoint.engine import warns
-            warns.warn_once(rt, "UserWarning", warns.T_NOT_2D)
+            warns.warn_once(rt, "UserWarning", warns.T_0D if not x.shape else warns.T_NOT_2D)
         return rt.apply("permute", [x], tuple(reversed(range(len(x.shape)))), loc)
-    if name == "mT":
-        if len(x.shape) < 2:
-            raise ProblemError(loc, "tensor.mT is only supported on matrices or batches of matrices. Got "
-                                    f"{len(x.shape)}-D tensor.")
+    if name == "mT":   # matrix_T: a 0-d tensor is the tensor itself (warned once), 1-d PyTorch's error
         nd = len(x.shape)
+        if nd == 0:
+            from adjoint.engine import warns
+            warns.warn_once(rt, "UserWarning", warns.MT_0D)
+            return x
+        if nd < 2:
+            raise TorchError("RuntimeError", f"tensor.mT is only supported on matrices or batches of matrices. Got "
+                                             f"{nd}-D tensor.")
         return rt.apply("transpose", [x], (nd - 2, nd - 1), loc)
     if name == "shape":
         return tuple(Fraction(d) for d in x.shape)
@@ -381,6 +407,11 @@ def getitem(rt, x: Tensor, items: list, loc: Loc, lone: bool):
                     for i in items if i is not None and i is not Ellipsis)
     if specified > len(x.shape):
         raise TorchError("IndexError", f"too many indices for tensor of dimension {len(x.shape)}")
+    ellipses = [k for k, i in enumerate(items) if i is Ellipsis]
+    if len(ellipses) > 1 and len(x.shape) > specified and any(i is not Ellipsis for i in items[ellipses[1]:]):
+        raise ProblemError(loc, "an index with two Ellipses (x[..., ..., 0]): PyTorch's applySlicing skips the "
+                                "unnamed dims at each, so an item after the second reads past the tensor's sizes "
+                                "(what it raises or returns is not defined); not modelled: write one Ellipsis")
     advanced = []
     made = []   # the steps' results: every one but the last is a temporary of THPVariable_getitem
     real = 0    # the dim of x the item stands for (applySlicing's real_dim)

@@ -292,8 +292,11 @@ def clamp_tensor_vjp(B, gs, ins, outs, p, need):
 
 def softmax_parts(B, x, dim: int):
     """(x - max, sum of exp(x - max)) along ``dim``: the softmax family's shifted exponent (the
-    same exact value as unshifted; with free symbols, whose max is open, it is left unshifted)."""
-    shifted = x if B.is_symbolic(x) else B.sub(x, B.amax(x, (dim,), True))
+    same exact value as unshifted; with free symbols, whose max is open, it is left unshifted, and
+    along a dim of size 0, which has no max, there is nothing to shift: the result is empty)."""
+    shape = B.shape(x)
+    empty = dim < len(shape) and shape[dim] == 0
+    shifted = x if B.is_symbolic(x) or empty else B.sub(x, B.amax(x, (dim,), True))
     return shifted, B.sum_dims(B.exp(shifted), (dim,), True)
 
 

@@ -257,7 +257,7 @@ def mean_dims(ndim: int, dims, keepdim: bool, loc) -> tuple[tuple[int, ...], boo
         if not -max(ndim, 1) <= d < max(ndim, 1):
             raise TorchError("IndexError", f"Dimension out of range (expected to be in range of [{-max(ndim, 1)}, "
                                            f"{max(ndim, 1) - 1}], but got {d})")
-        out.append(d % ndim)
+        out.append(d % ndim if ndim else 0)   # a 0-d tensor's dim 0 or -1
     return tuple(sorted(set(out))), keepdim
 
 

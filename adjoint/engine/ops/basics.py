@@ -114,7 +114,7 @@ FULL_LIKE = Fn("full_like", "\\operatorname{full\\_like}_{#s}\\left(#0\\right)",
 _CLAMP_MIN = Math(lambda a, p, shape, k: TFn(CLAMP_MIN, (a[0],), tuple(shape), number_text(p), p))
 _CLAMP_MAX = Math(lambda a, p, shape, k: TFn(CLAMP_MAX, (a[0],), tuple(shape), number_text(p), p))
 _STD = Math(lambda a, p, shape, k: TFn(STD, (a[0],), tuple(shape),
-                                       ",\\,".join(x for x in (dims_text(p[0], p[2]),
+                                       ",\\,".join(x for x in (dims_text(p[0] or (), p[2]),
                                                                f"\\mathrm{{correction}}={p[1]}") if x)))
 _FULL_LIKE = Math(lambda a, p, shape, k: TFn(FULL_LIKE, (a[0],), tuple(shape), number_text(p), p))
 
@@ -136,7 +136,7 @@ OPS = (
        "g / (2 * out) (0 where out = 0) * 2 / (N - correction) * (a - mean(a, dims))",
        nonfinite="a standard deviation over N <= correction elements", kink=std_kink,
        kink_doc="0 where the standard deviation is 0", math=_STD,
-       checks=(Check(((2, 3),), ((1,), 1, False)), Check(((2, 3),), ((), 0, False)), Check(((2, 2),), ((0,), 1, True))), integers="refused"),
+       checks=(Check(((2, 3),), ((1,), 1, False)), Check(((2, 3),), (None, 0, False)), Check(((2, 2),), ((0,), 1, True))), integers="refused"),
     Op("full_like", "(none)", full_like_forward, no_vjp, same_shape, (),
        "not differentiable: a new tensor of the input's shape and dtype, with no grad_fn", grows=False,
        differentiable=(False,), fills=True, kink_doc="-- (no node)", math=_FULL_LIKE),

@@ -37,9 +37,16 @@ def _prod(xs) -> int:
     return out
 
 
+def _count(shape, keep_shape) -> int:
+    """How many elements each mean over ``keep_shape``'s reduced dims (its 1s) takes: counted from
+    those dims, so that an empty batch (a kept dim of size 0: x[mask] selecting no rows) has
+    empty means, not a division by its zero."""
+    return _prod(n for n, k in zip(shape, keep_shape) if k == 1)
+
+
 def _mean_over(B, x, keep_shape):
     """Mean of ``x`` reduced (keepdim) to ``keep_shape``."""
-    count = B.numel(x) // _prod(keep_shape)
+    count = _count(B.shape(x), keep_shape)
     return B.div(B.sum_to(x, keep_shape), B.scalar(count))
 
 
@@ -216,7 +223,7 @@ def group_norm_shape(shapes, p: GroupNormSpec, loc):
 def _grouped(B, x, groups):
     """(N, C, *S) -> (N, G, C/G * prod(S))."""
     shape = B.shape(x)
-    return B.reshape(x, (shape[0], groups, B.numel(x) // (shape[0] * groups)))
+    return B.reshape(x, (shape[0], groups, _prod(shape[1:]) // groups))
 
 
 def group_norm_forward(B, ins, p: GroupNormSpec):
@@ -248,7 +255,7 @@ def group_norm_vjp(B, gs, ins, outs, p: GroupNormSpec, need):
         if g is not None:
             gwt = B.mul(g, B.reshape(w, cs)) if w is not None else g
             parts.append(_normalized_grad(B, _grouped(B, gwt, p.groups), xhat, rstd, keep))
-        count = B.scalar(B.numel(xg) // (shape[0] * p.groups))
+        count = B.scalar(_count(B.shape(xg), keep))
         if g_mean is not None:   # d mean / dx = 1 / count
             parts.append(B.broadcast_to(B.div(B.reshape(g_mean, keep), count), B.shape(xg)))
         if g_rstd is not None:   # d rstd / dx = -rstd^3 (x - mean) / count = -rstd^2 xhat / count

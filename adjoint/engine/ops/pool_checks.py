@@ -39,6 +39,8 @@ def pool_refusal(shape, p, what: str):
         if nd not in (3, 4):
             if not avg:
                 return ("RuntimeError", "non-empty 3D or 4D (batch mode) tensor expected for input")
+            if nd == 0:   # avg_pool2d's input.size(-3)
+                return ("IndexError", "Dimension specified as -3 but tensor has no dimensions")
             if nd < 3:
                 return ("IndexError", f"Dimension out of range (expected to be in range of [{-max(nd, 1)}, "
                                       f"{max(nd, 1) - 1}], but got -3)")

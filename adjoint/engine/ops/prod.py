@@ -25,10 +25,15 @@ def _along(dim: int, i: int) -> tuple:
     return (slice(None),) * dim + (slice(i, i + 1),)
 
 
+def _kept_ones(B, x, dim: int):
+    """Ones of ``x``'s shape with ``dim`` of size 1 (the empty product: a dim of size 0 makes 1s)."""
+    return B.full(tuple(1 if i == dim else n for i, n in enumerate(B.shape(x))), 1)
+
+
 def _product(B, x, dim: int):
     """The product along ``dim``, kept as size 1."""
     n = B.shape(x)[dim]
-    acc = B.full(B.shape(B.index(x, _along(dim, 0))), 1)
+    acc = _kept_ones(B, x, dim)
     for i in range(n):
         acc = B.mul(acc, B.index(x, _along(dim, i)))
     return acc
@@ -45,7 +50,7 @@ def _cumprod_pieces(B, pieces):
 def safe_zeros_backward(B, g, x, dim: int):
     """prod_safe_zeros_backward: grad * (exclusive_normal * exclusive_reverse) along ``dim``."""
     n = B.shape(x)[dim]
-    ones = B.full(B.shape(B.index(x, _along(dim, 0))), 1)
+    ones = _kept_ones(B, x, dim)
     items = [B.index(x, _along(dim, i)) for i in range(n)]
     normal = _cumprod_pieces(B, [ones] + items[:-1])
     reverse = list(reversed(_cumprod_pieces(B, [ones] + list(reversed(items[1:])))))

@@ -13,7 +13,9 @@ Conventions between equal elements, as PyTorch 2.13 CPU computes them (probed):
   0 at zero elements for an order below 1, and split evenly among ties for the inf-norm.
 
 ``dims`` in the params are non-negative and sorted (the lowering normalises them); an empty
-tuple means every dim, as ``sum(dim=())`` does.
+tuple means every dim, as ``sum(dim=())`` does. var, std and var_mean keep PyTorch's optional
+dim: None where the call gives none (every dim), () where it gives an empty list, which also
+reduces every dim but which their backward counts apart (``var_backward``, below).
 """
 
 from __future__ import annotations
@@ -107,6 +109,7 @@ def mean_dim_vjp(B, gs, ins, outs, p, need):
 
 def var_forward(B, ins, p):
     dims, correction, keepdim = p
+    dims = dims or ()
     x = ins[0]
     n = _count(B.shape(x), dims)
     dev = B.sub(x, B.div(B.sum_dims(x, dims, True), B.scalar(n)))
@@ -114,14 +117,33 @@ def var_forward(B, ins, p):
 
 
 def var_vjp(B, gs, ins, outs, p, need):
-    # var_backward: (2 / (N - correction)) * grad * (self - self.mean(dim, true))
-    dims, correction, keepdim = p
+    """var_backward: ``(2 / (N - correction)) * grad * (self - self.mean(dim, true))``, where N is
+    the product of the sizes of the dims the call gave (``_safe_size``: 1 for ``dim=()``, though
+    the forward reduces every dim); with no dim (or a 0-d self) N is numel, and where
+    ``numel - correction <= 0`` the gradient is ``grad * where(self == mean, nan, inf)``."""
+    given, correction, keepdim = p
+    dims = given or ()
     x = ins[0]
     shape = B.shape(x)
-    n = _count(shape, dims)
-    dev = B.sub(x, B.div(B.sum_dims(x, dims, True), B.scalar(n)))
-    scale = B.div(_q(B, 2), B.scalar(n - correction))
-    return [B.mul(B.mul(scale, restore(B, gs[0], shape, dims, keepdim)), dev)]
+    dev = B.sub(x, B.div(B.sum_dims(x, dims, True), B.scalar(_count(shape, dims))))
+    g = restore(B, gs[0], shape, dims, keepdim)
+    if given is None or not shape:
+        dof = B.numel(x) - correction
+        if dof <= 0:
+            inf, nan = B.div(_q(B, 1), _q(B, 0)), B.div(_q(B, 0), _q(B, 0))
+            at_mean = B.mask(dev, lambda s: s == 0)
+            return [B.mul(g, B.where(at_mean, B.broadcast_to(nan, shape), B.broadcast_to(inf, shape)))]
+    else:
+        dof = _prod_of(shape, dims) - correction
+    return [B.mul(B.mul(B.div(_q(B, 2), B.scalar(dof)), g), dev)]
+
+
+def _prod_of(shape, dims) -> int:
+    """The product of the sizes of ``dims`` (1 for none)."""
+    n = 1
+    for d in dims:
+        n *= shape[d]
+    return n
 
 
 # ----------------------------------------------------------------------------- max, min, amax, amin
@@ -317,7 +339,7 @@ AMIN = Fn("amin", "\\operatorname{amin}_{#s}\\left(#0\\right)", generic_vjp)
 _SUM_DIM = Math(lambda a, p, shape, k: TFn(SUM_DIMS, (a[0],), tuple(shape), dims_text(p[0], p[1]), p))
 _MEAN_DIM = Math(lambda a, p, shape, k: TFn(MEAN_DIMS, (a[0],), tuple(shape), dims_text(p[0], p[1]), p))
 _VAR = Math(lambda a, p, shape, k: TFn(VAR, (a[0],), tuple(shape),
-                                       ",\\,".join(x for x in (dims_text(p[0], p[2]),
+                                       ",\\,".join(x for x in (dims_text(p[0] or (), p[2]),
                                                                f"\\mathrm{{correction}}={p[1]}") if x)))
 
 
@@ -353,7 +375,7 @@ def var_mean_shape(shapes, p, loc):
 def var_mean_forward(B, ins, p):
     """torch.var_mean: (var, mean) over ``dims`` -- one VarMeanBackward0 node, two outputs."""
     dims, correction, keepdim = p
-    return (var_forward(B, ins, p), mean_dim_forward(B, ins, (dims, keepdim)))
+    return (var_forward(B, ins, p), mean_dim_forward(B, ins, (dims or (), keepdim)))
 
 
 def var_mean_vjp(B, gs, ins, outs, p, need):
@@ -364,14 +386,14 @@ def var_mean_vjp(B, gs, ins, outs, p, need):
     if g_var is not None:
         total = var_vjp(B, [g_var], ins, outs, p, need)[0]
     if g_mean is not None:
-        part = mean_dim_vjp(B, [g_mean], ins, outs, (dims, keepdim), need)[0]
+        part = mean_dim_vjp(B, [g_mean], ins, outs, (dims or (), keepdim), need)[0]
         total = part if total is None else B.add(total, part)
     return [total]
 
 
 VAR_MEAN_MEAN = Fn("var_mean_mean", "\\operatorname{mean}_{#s}\\left(#0\\right)", generic_vjp)
 _VAR_MEAN = Math(lambda a, p, shape, k: TFn(VAR, (a[0],), tuple(shape),
-                                            ",\\,".join(x for x in (dims_text(p[0], p[2]),
+                                            ",\\,".join(x for x in (dims_text(p[0] or (), p[2]),
                                                                     f"\\mathrm{{correction}}={p[1]}") if x))
                  if k == 0 else TFn(VAR_MEAN_MEAN, (a[0],), tuple(shape), dims_text(p[0], p[2])))
 
@@ -385,7 +407,7 @@ OPS = (
        "g / N unsqueezed at the reduced dims, expanded (N: elements reduced)", grows=False, forward_error=mean_error, math=_MEAN_DIM, checks=_DIM1),
     Op("var", "VarBackward0", var_forward, var_vjp, dims_shape, (Save("self", "in", 0),),
        "2 / (N - correction) * g * (a - mean(a, dims))", nonfinite="a variance over N <= correction elements",
-       math=_VAR, checks=(Check(((2, 3),), ((1,), 1, False)), Check(((2, 3),), ((), 0, False))), integers="refused"),
+       math=_VAR, checks=(Check(((2, 3),), ((1,), 1, False)), Check(((2, 3),), (None, 0, False))), integers="refused"),
     Op("max_all", "MaxBackward1", _MAX_ALL[0], _MAX_ALL[1], scalar_shape, _SELF_RESULT,
        "g / count at the elements equal to the max", grows=False, kink=ties_kink,
        kink_doc="ties: g split evenly", math=_over_all(MAX), checks=(Check(((2, 2),)),)),
@@ -414,5 +436,5 @@ OPS = (
     Op("var_mean", "VarMeanBackward0", var_mean_forward, var_mean_vjp, var_mean_shape, (Save("self", "in", 0),),
        "2 / (N - correction) * g_var * (a - mean(a, dims)) + g_mean / N (each only when its gradient is defined)",
        nonfinite="a variance over N <= correction elements", outputs=2, math=_VAR_MEAN,
-       checks=(Check(((2, 3),), ((1,), 1, False)), Check(((2, 3),), ((), 0, False))), integers="refused"),
+       checks=(Check(((2, 3),), ((1,), 1, False)), Check(((2, 3),), (None, 0, False))), integers="refused"),
 )

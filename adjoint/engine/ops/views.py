@@ -118,6 +118,10 @@ def permute_layout(shape, strides, offset, p):
 
 
 def transpose_perm(ndim: int, p) -> tuple:
+    """The permutation ``transpose(d0, d1)`` is: none for a 0-d tensor (its dims 0 and -1, wrapped
+    as a 1-d one's, name no dim: PyTorch's TransposeBackward0 of the tensor as it is)."""
+    if ndim == 0:
+        return ()
     d0, d1 = p
     perm = list(range(ndim))
     perm[d0], perm[d1] = perm[d1], perm[d0]
@@ -173,10 +177,11 @@ def unsqueeze_layout(shape, strides, offset, p):
 
 
 def squeeze_dims_of(shape, p) -> tuple:
-    """The dims squeeze removes: p None (every size-1 dim) or a tuple of dims (size-1 ones only)."""
+    """The dims squeeze removes: p None (every size-1 dim) or a tuple of dims (size-1 ones only;
+    a 0-d tensor's dim 0 or -1, wrapped as a 1-d one's, is none: squeeze keeps it as it is)."""
     if p is None:
         return tuple(i for i, d in enumerate(shape) if d == 1)
-    return tuple(d for d in p if shape[d] == 1)
+    return tuple(d for d in p if d < len(shape) and shape[d] == 1)
 
 
 def squeeze_shape(shapes, p, loc):
@@ -366,15 +371,20 @@ def clone_vjp(B, gs, ins, outs, p, need):
     return [gs[0]]
 
 
+def cat_skipped(shape) -> bool:
+    """A 1-D tensor of no element, which cat skips wherever it stands (PyTorch's legacy rule: it
+    neither wraps the dim nor is checked against the others; its gradient is an empty tensor)."""
+    return tuple(shape) == (0,)
+
+
 def cat_shape(shapes, p, loc):
     dim = p
-    first = shapes[0]
+    kept = [(k, s) for k, s in enumerate(shapes) if not cat_skipped(s)]
+    if not kept:
+        return (0,)
+    first = kept[0][1]
     total = 0
-    if any(tuple(s) == (0,) for s in shapes) and any(len(s) != 1 for s in shapes):
-        # PyTorch skips a 1-D tensor of 0 elements beside others (legacy): not modelled
-        raise ProblemError(loc, f"cat: sizes of tensors must match except in dimension {dim}; got shapes "
-                                f"{[list(x) for x in shapes]}: PyTorch skips the empty 1-D ones, not modelled")
-    for k, s in enumerate(shapes):   # PyTorch's checks, tensor by tensor: the rank, then each other dim
+    for k, s in kept:   # PyTorch's checks, tensor by tensor: the rank, then each other dim
         if len(s) != len(first):
             raise TorchError("RuntimeError", f"Tensors must have same number of dimensions: got {len(first)} and "
                                              f"{len(s)}")
@@ -389,7 +399,8 @@ def cat_shape(shapes, p, loc):
 
 
 def cat_forward(B, ins, p):
-    return B.concat(list(ins), p)
+    kept = [x for x in ins if not cat_skipped(B.shape(x))]
+    return B.concat(kept, p) if kept else B.zeros((0,))
 
 
 def cat_vjp(B, gs, ins, outs, p, need):
@@ -400,6 +411,9 @@ def cat_vjp(B, gs, ins, outs, p, need):
         return [None] * len(ins)
     g, out, start = gs[0], [], 0
     for x in ins:
+        if cat_skipped(B.shape(x)):
+            out.append(B.zeros((0,)))
+            continue
         n = B.shape(x)[p]
         out.append(B.index(g, (slice(None),) * p + (slice(start, start + n),)))
         start += n

@@ -221,7 +221,8 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN, Composed):
         return x.restructured(lambda a: np.array(a[key], dtype=a.dtype, copy=True))
 
     def permute(self, x, perm):
-        return x.restructured(lambda a: np.ascontiguousarray(np.transpose(a, perm)))
+        # a C-ordered copy (np.ascontiguousarray would make a 0-d array 1-d)
+        return x.restructured(lambda a: np.transpose(a, perm).copy(order="C"))
 
     def place(self, shape, key, g):
         """zeros(shape) with ``g`` written at ``key``."""

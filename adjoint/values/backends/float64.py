@@ -269,7 +269,8 @@ class Float64Backend(NoExactChecks, Composed):
         return _v(np.array(a[key], dtype=np.float64, copy=True))
 
     def permute(self, x, perm):
-        return _v(np.ascontiguousarray(np.transpose(x.a, perm)))
+        # a C-ordered copy (np.ascontiguousarray would make a 0-d array 1-d)
+        return _v(np.transpose(x.a, perm).copy(order="C"))
 
     def place(self, shape, key, g):
         return self.assign(self.zeros(shape), key, g)
