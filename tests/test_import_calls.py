@@ -305,3 +305,17 @@ def test_pytorchs_own_backward_hook_function_is_not_a_users_custom_function():
 
     assert user_functions(out) == []
     assert user_functions(Mine.apply(out)) == ["Mine"]
+
+
+# ----------------------------------------------------------------------------- hooks inside built-ins
+
+@pytest.mark.parametrize("factory, targets", [
+    ("make_layer_hooks", ["enc.self_attn", "enc.linear1", "enc.norm2", "enc.self_attn.out_proj"]),
+    ("make_stack_hooks", ["0.layers.1.linear2"]),
+])
+def test_hooks_on_the_submodules_of_transformer_layers_are_written_and_equal_the_users_module(models, factory,
+                                                                                              targets):
+    """They were refused ('cannot be written yet'), though the format has these hook targets."""
+    out, text, problem = _import(models, factory, ("x=1x2x2",))
+    assert [h.target for h in problem.variants[0].hooks] == targets, text
+    _assert_users_module(out, problem, models, factory)
