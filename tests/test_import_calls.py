@@ -17,6 +17,7 @@ from conftest import require_torch
 torch = require_torch()
 
 import adjoint  # noqa: E402
+from adjoint.format.errors import ProblemError  # noqa: E402
 from adjoint.torchside.importer import import_file  # noqa: E402
 from adjoint.torchside.importer.graphcheck import user_functions  # noqa: E402
 from adjoint.torchside.importer.userfile import call_factory  # noqa: E402
@@ -319,3 +320,28 @@ def test_hooks_on_the_submodules_of_transformer_layers_are_written_and_equal_the
     out, text, problem = _import(models, factory, ("x=1x2x2",))
     assert [h.target for h in problem.variants[0].hooks] == targets, text
     _assert_users_module(out, problem, models, factory)
+
+
+# ----------------------------------------------------------------------------- what a file cannot hold
+
+@pytest.mark.parametrize("factory, line, words, call", [
+    ("make_attn_dropout", "return self.attn(x, x, x)[0]", "'attn' (MultiheadAttention)", "x, x, x"),
+    ("make_layer_dropout", "def make_layer_dropout", "'model' (TransformerEncoderLayer)", "x"),
+    ("make_gru_dropout", "def make_gru_dropout", "'model' (GRU)", "x"),
+])
+def test_dropout_inside_a_built_in_in_training_mode_is_one_line_at_the_users_code(models, factory, line, words,
+                                                                                 call):
+    """The message was 'a bug of adjoint import: please report it', at a temporary file (or a line of
+    the file import would have written)."""
+    model = call_factory(models, factory)
+    module = model.attn if factory == "make_attn_dropout" else model
+    x = torch.randn(1, 3, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    args = (x, x, x) if call == "x, x, x" else (x,)
+    first, second = (module(*args) for _ in range(2))
+    first, second = (o[0] if isinstance(o, tuple) else o for o in (first, second))
+    assert not torch.equal(first, second)      # PyTorch draws anew at each call: no file can hold it
+    with pytest.raises(ProblemError) as err:
+        import_file(f"{models}:{factory}", ["x=1x3x2"], "sum(y)", None)
+    msg = str(err.value)
+    assert msg.startswith(f"{models}:{_line_of(models, line)}: {words} is in training mode with dropout"), msg
+    assert "report" not in msg and "call model.eval()" in msg
