@@ -308,6 +308,25 @@ def test_pytorchs_own_backward_hook_function_is_not_a_users_custom_function():
     assert user_functions(Mine.apply(out)) == ["Mine"]
 
 
+# ----------------------------------------------------------------------------- Sequential slices
+
+def test_a_slice_of_a_child_sequential_is_written_as_its_items_calls(models):
+    """self.features[:2](x) was refused ('module is not installed as a submodule'): PyTorch's slice
+    is a new Sequential of the same modules, calling each in order, so their hooks fire. An item
+    called by its index, self.features[0](x), was refused as a grandchild's call."""
+    out, text, problem = _import(models, "make_sliced")
+    assert "return head(features[1](features[0](x))) + features[3](features[2](x)).sum() + features[0](x).sum()" \
+        in text, text
+    js = _assert_users_module(out, problem, models, "make_sliced")
+    assert [c["target"] for c in js["hook_calls"]] == ["features.0", "features.0"]
+
+
+def test_a_slice_in_a_recorded_forward_is_written_as_its_items_calls(models):
+    out, text, problem = _import(models, "make_sliced_recorded")
+    assert "features[1](features[0](x))" in text and "RECORDED FROM ONE CALL" in text, text
+    _assert_users_module(out, problem, models, "make_sliced_recorded")
+
+
 # ----------------------------------------------------------------------------- hooks inside built-ins
 
 @pytest.mark.parametrize("factory, targets", [

@@ -173,9 +173,10 @@ def _in_place(node: fx.Node) -> bool:
 
 
 def _watch_items(rec, graph, holder: nn.Module, path: str) -> list:
-    """The items of a ModuleList or ModuleDict child (and of the ones inside it), which its
-    parent calls by their paths (``layers.0``, ``transformer.wte``, ``transformer.h.0``)."""
-    if not isinstance(holder, (nn.ModuleList, nn.ModuleDict)):
+    """The items of a ModuleList, ModuleDict or Sequential child (and of the ones inside it), which
+    its parent calls by their paths (``layers.0``, ``transformer.wte``, ``transformer.h.0``; a
+    slice of a Sequential, ``features[:2](x)``, calls ``features.0`` and ``features.1``)."""
+    if not isinstance(holder, (nn.ModuleList, nn.ModuleDict, nn.Sequential)):
         return []
     handles = []
     for key, item in holder.named_children():
