@@ -364,3 +364,18 @@ def test_dropout_inside_a_built_in_in_training_mode_is_one_line_at_the_users_cod
     msg = str(err.value)
     assert msg.startswith(f"{models}:{_line_of(models, line)}: {words} is in training mode with dropout"), msg
     assert "report" not in msg and "call model.eval()" in msg
+
+
+def test_a_tensor_hooks_wrong_shape_is_pytorchs_error_named_as_the_file_names_hooks(models):
+    """PyTorch names the user's function ('row_sum'); the file names every hook 'hook'. The import
+    compared with its own wrapper's name ('wrapper') and refused its file."""
+    out, text, problem = _import(models, "make_bad_hook")
+    model = call_factory(models, "make_bad_hook")
+    with pytest.raises(RuntimeError) as err:
+        model(torch.ones(2, 2, dtype=torch.float64)).sum().backward()
+    assert str(err.value) == "hook 'row_sum' has changed the size of value"
+    js = predict(problem, None, "float64").variants[0].to_json()
+    assert js["error"]["type"] == "RuntimeError"
+    assert js["error"]["message"] == str(err.value).replace("'row_sum'", "'hook'")
+    assert verify_variant(out, problem, predict(problem, None, "float64").variants[0], "float64", False,
+                          origin=True).ok
