@@ -206,10 +206,10 @@ class HasLSTM(nn.Module):
 class Grandchild(nn.Module):
     def __init__(self):
         super().__init__()
-        self.inner = nn.Sequential(nn.Linear(2, 2))
+        self.inner = UsesCumprod()
 
     def forward(self, x):
-        return self.inner[0](x)
+        return self.inner.fc(x)
 
 
 def cumprod():
@@ -232,7 +232,7 @@ def broken():
 @pytest.mark.parametrize("factory, line, words", [
     ("cumprod", 11, "calls torch.cumprod, which adjoint does not model"),
     ("lstm", 20, "module 'rnn' is torch.nn.PReLU, which adjoint does not model"),
-    ("grandchild", 29, "calls 'inner.0' directly, which is not one of its own children"),
+    ("grandchild", 29, "calls 'inner.fc' directly, which is not one of its own children"),
     ("broken", 45, "broken() raised ValueError: no weights file"),
 ])
 def test_what_cannot_be_imported_is_one_line_naming_the_users_line(tmp_path, factory, line, words):

@@ -769,11 +769,16 @@ def test_big_tensors_go_to_a_side_file_that_reads_back_exactly(tmp_path):
     assert done.returncode == 2 and "give -o PROBLEM.yaml" in done.stderr and done.stderr.count("\n") == 1
 
 
-def test_a_hook_on_a_submodule_of_a_built_in_is_refused_at_the_hook(tmp_path):
+def test_a_hook_on_a_submodule_of_a_built_in_is_written_and_never_fires_as_in_pytorch(tmp_path):
+    """attn.out_proj of a MultiheadAttention is a hook target of the format; PyTorch hands its
+    weight to F.multi_head_attention_forward and never calls it, so the hook never fires (it was
+    refused at import: 'cannot be written yet')."""
     path = tmp_path / "mha.py"
     path.write_text(textwrap.dedent("""\
         import torch
         from torch import nn
+
+        CALLS = []
 
         class Wrap(nn.Module):
             def __init__(self):
@@ -784,13 +789,19 @@ def test_a_hook_on_a_submodule_of_a_built_in_is_refused_at_the_hook(tmp_path):
                 return self.attn(x, x, x, need_weights=False)[0]
 
         def make():
-            m = Wrap()
-            m.attn.out_proj.register_forward_hook(lambda mod, i, o: o * 2)
+            torch.manual_seed(0)
+            m = Wrap().double()
+            m.attn.out_proj.register_forward_hook(lambda mod, i, o: CALLS.append(o))
             return m
         """))
-    msg = _refused(str(path), "make", ("x=1x2x2",))
-    assert msg.startswith(f"{path}:14: the forward hook (make.<locals>.<lambda>) on 'attn.out_proj', a submodule of "
-                          "the built-in MultiheadAttention 'attn', cannot be written yet")
+    model = call_factory(str(path), "make")
+    model(torch.ones(1, 2, 2, dtype=torch.float64)).sum().backward()
+    assert sys.modules[model.__module__].CALLS == []      # PyTorch never calls out_proj
+    out, text, problem = _import(str(path), "make", ("x=1x2x2",))
+    assert "{module: attn.out_proj, kind: forward}" in text, text
+    vp = predict(problem, None, "float64").variants[0]
+    assert vp.to_json()["hook_calls"] == []
+    assert verify_variant(out, problem, vp, "float64", False, origin=True).ok
 
 
 def test_verify_origin_of_a_factory_that_exits_is_a_failing_row_not_a_silent_exit(tmp_path, models):

@@ -131,6 +131,23 @@ def args(module: nn.Module, tname: str) -> list[tuple[str, Flow]]:
     return out
 
 
+def drops_at_random(m: nn.Module, tname: str) -> str | None:
+    """What a built-in other than ``Dropout`` drops at random in training mode, as PyTorch's forward
+    does (None when it drops nothing): ``MultiheadAttention`` its attention weights (``dropout``),
+    the Transformer layers (and a ``TransformerEncoder``'s copies) their activations too (their
+    ``Dropout`` submodules), a stacked ``RNN``/``LSTM``/``GRU`` the outputs between its layers. A
+    problem file cannot hold that draw (a ``Dropout``'s keep-mask is data; these are not)."""
+    if tname == "MultiheadAttention":
+        return "attention weights" if m.training and m.dropout > 0 else None
+    if tname in _TRANSFORMER or tname == "TransformerEncoder":
+        random = any(sub.training and (sub.p > 0 if isinstance(sub, nn.Dropout) else sub.dropout > 0)
+                     for sub in m.modules() if isinstance(sub, (nn.Dropout, nn.MultiheadAttention)))
+        return "activations and attention weights" if random else None
+    if tname in ("RNN", "LSTM", "GRU"):
+        return "the outputs between layers" if m.training and m.dropout > 0 and m.num_layers > 1 else None
+    return None
+
+
 def check_reparametrized(m: nn.Module, tname: str, path: str) -> None:
     """A built-in whose weight torch.nn.utils.prune or weight_norm (or a parametrization) computes
     from other tensors (weight_orig and weight_mask, weight_g and weight_v): refused, with the way

@@ -41,6 +41,19 @@ class ChildTracer(fx.Tracer):
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
         return True
 
+    def call_module(self, m: nn.Module, forward, args, kwargs):
+        """A child's call is one node; so is each item's call of a slice of a child ``Sequential``
+        (``self.features[:2](x)``: PyTorch's ``Sequential.__getitem__`` makes a new ``Sequential``
+        of the same modules, not installed anywhere, whose forward calls them in order, each
+        through its own ``__call__``), written as the calls of the child's items."""
+        items = _slice_items(self, m) if not kwargs and len(args) == 1 else None
+        if items is None:
+            return super().call_module(m, forward, args, kwargs)
+        out = args[0]
+        for item in items:
+            out = self.call_module(item, item.forward, (out,), {})
+        return out
+
     def checkpoint_call(self, function, args, kwargs):
         if not isinstance(function, nn.Module):
             raise CheckpointNotWritten(f"checkpoint(...) is handed {type(function).__name__}, not a child module")
@@ -80,6 +93,26 @@ class ChildTracer(fx.Tracer):
         finally:
             for space, name in saved:
                 space[name] = CHECKPOINT
+
+
+def _slice_items(tracer: fx.Tracer, m: nn.Module) -> list | None:
+    """The items of ``m`` when it is a plain ``Sequential`` the model does not hold (a slice of a
+    child's) and each item is one of the model's modules; else None."""
+    if type(m) is not nn.Sequential or not len(m):
+        return None
+    try:
+        tracer.path_of_module(m)
+    except NameError:
+        pass
+    else:
+        return None
+    items = list(m)
+    for item in items:
+        try:
+            tracer.path_of_module(item)
+        except NameError:
+            return None
+    return items
 
 
 def trace(module: nn.Module, concrete_args: dict | None = None) -> fx.Graph:

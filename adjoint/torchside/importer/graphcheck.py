@@ -76,11 +76,19 @@ def user_graph(problem: Problem, decl: Variant, dtype: str):
 
 
 def custom_functions(problem: Problem, decl: Variant, dtype: str) -> list[str]:
-    """The custom ``torch.autograd.Function`` classes the user's module runs (their nodes are
-    ``BackwardCFunction``s): import cannot read their backward."""
+    """The custom ``torch.autograd.Function`` classes the user's module runs: import cannot read
+    their backward."""
     from adjoint.torchside.importer.originrun import restored_global_hooks
     with restored_global_hooks():
         outputs = _user_outputs(problem, decl, dtype)
+    return user_functions(outputs)
+
+
+def user_functions(outputs) -> list[str]:
+    """The names of the ``torch.autograd.Function`` classes of the user's code whose nodes
+    (``BackwardCFunction``s) make ``outputs``. PyTorch's own Functions are not the user's: a
+    module with a full backward hook runs ``torch.nn.modules._functions.BackwardHookFunction``
+    around its call, whose backward is the hook machinery the problem file's hooks are."""
     found, seen = [], set()
     stack = [t.grad_fn for t in tensors_in(outputs) if t.grad_fn is not None]
     while stack:
@@ -88,7 +96,8 @@ def custom_functions(problem: Problem, decl: Variant, dtype: str) -> list[str]:
         if node is None or id(node) in seen:
             continue
         seen.add(id(node))
-        if isinstance(node, torch.autograd.function.BackwardCFunction):
+        if isinstance(node, torch.autograd.function.BackwardCFunction) and \
+                not getattr(type(node)._forward_cls, "__module__", "").startswith("torch."):
             name = type(node).__name__.removesuffix("Backward")
             if name not in found:
                 found.append(name)

@@ -62,17 +62,11 @@ def registered(model: nn.Module, mode: str = "translate", notes: list | None = N
     that cannot be translated is refused) or ``observe`` (it is written observe-only, and a
     line saying so is added to ``notes``)."""
     found = []
-    inside = _inside_builtins(model)
     for path, module in model.named_modules():
         target = path or "model"
         for kind, attr in _TABLES:
             table = getattr(module, attr, None) or {}
             for hid, prepended, fn in _entries(table, {}):
-                if path in inside:
-                    raise refuse(of_object(fn), f"the {kind} hook ({_name(fn)}) on '{path}', a submodule of the built-in "
-                                                f"{inside[path]}, cannot be written yet: the problem format registers "
-                                                "hooks on the modules of its tree",
-                                 "register it on the built-in module itself, or leave it out")
                 k = kind
                 if attr == "_backward_hooks":
                     k = "full_backward" if module._is_full_backward_hook else "backward"
@@ -118,18 +112,6 @@ def registered(model: nn.Module, mode: str = "translate", notes: list | None = N
                                       f"post-accumulate-grad hook on '{name}'", mode, notes)))
     found.sort(key=lambda e: e[0])
     return [note for _, note in found]
-
-
-def _inside_builtins(model: nn.Module) -> dict[str, str]:
-    """Paths of modules inside a built-in type (``attn.out_proj``) -> ``Type 'path'`` of that built-in."""
-    from adjoint.torchside.importer.builtins import type_name
-    out = {}
-    for path, m in model.named_modules():
-        if type_name(m) is not None and not isinstance(m, (nn.Sequential, nn.ModuleList, nn.ModuleDict)):
-            for sub, _ in m.named_modules():
-                if sub:
-                    out[f"{path}.{sub}" if path else sub] = f"{type(m).__name__} '{path or 'model'}'"
-    return out
 
 
 def _entry(fields: list, fn, names: tuple, module_arg: bool, what: str, mode: str, notes: list | None) -> Note:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import warnings
 
 from torch.nn.modules import module as nn_module
@@ -75,6 +76,8 @@ def origin_rows(problem: Problem, decl, predicted: dict, dtype: str, bounds: dic
                         f"the module from {where} carries {count} hook(s), the file's variant {len(decl.hooks)}: "
                         "they are matched by registration order"))
     aliases = observed.pop("aliases", {})
+    if "error" in observed:
+        observed["error"] = dict(observed["error"], message=file_hook_names(observed["error"]["message"]))
     wanted = {k: v for k, v in predicted.items() if k in ("loss", "grads", "hook_calls", "error")}
     wanted["hook_calls"] = [_first_name(_without_call(c), aliases) for c in wanted.get("hook_calls") or []]
     if "error" not in wanted:
@@ -84,6 +87,17 @@ def origin_rows(problem: Problem, decl, predicted: dict, dtype: str, bounds: dic
         rows.append(Row("origin", f"{row.item} (your module)", row.ok, row.max_abs, row.max_rel, row.detail,
                         row.skipped))
     return rows
+
+
+#: PyTorch's checks of a hook's result name the hook function: "hook 'row_sum' has changed the size of value"
+_HOOK_NAMED = re.compile(r"\bhook '[^']*' has ")
+
+
+def file_hook_names(message: str) -> str:
+    """``message`` as the file's run says it: every hook function of a problem file is named
+    ``hook`` (docs/semantics.md), so PyTorch's "hook 'row_sum' has changed the size of value" from
+    the user's ``row_sum`` is the file's "hook 'hook' has changed the size of value"."""
+    return _HOOK_NAMED.sub("hook 'hook' has ", message)
 
 
 def _without_call(c: dict) -> dict:
@@ -193,6 +207,8 @@ def _wrap(index: int, decl_hook, kind: str, target, on: str, kw: bool, fn, log: 
         def wrapper(module, grad_input, grad_output):
             return done(record({"grad_input": grad_input, "grad_output": grad_output}, module),
                         fn(module, grad_input, grad_output))
+    if isinstance(getattr(fn, "__name__", None), str):   # PyTorch's messages name the user's function
+        wrapper.__name__ = fn.__name__
     return wrapper
 
 

@@ -429,14 +429,16 @@ def _item_path(children: dict, target: str) -> str | None:
 
 def _written(children: dict, parts: list, holders_only: bool):
     """(the module the path ``parts`` names, the path as the format writes it: a ModuleList's
-    index in brackets), or None; ``holders_only``: each step goes through a ModuleDict or a
-    ModuleList (a call of a container's item; a parameter may sit in any descendant)."""
+    index in brackets, and a Sequential's numbered item, ``features[0]``), or None;
+    ``holders_only``: each step goes through a ModuleDict, a ModuleList or (by its number) a
+    Sequential (a call of a container's item; a parameter may sit in any descendant)."""
     mod, out = children.get(parts[0]), parts[0]
     for part in parts[1:]:
         child = mod._modules.get(part) if mod is not None else None
-        if child is None or (holders_only and not isinstance(mod, (nn.ModuleDict, nn.ModuleList))):
+        numbered = isinstance(mod, nn.ModuleList) or (isinstance(mod, nn.Sequential) and part.isdigit())
+        if child is None or (holders_only and not (numbered or isinstance(mod, nn.ModuleDict))):
             return None
-        out = f"{out}[{part}]" if isinstance(mod, nn.ModuleList) else f"{out}.{part}"
+        out = f"{out}[{part}]" if numbered else f"{out}.{part}"
         mod = child
     return (mod, out) if mod is not None else None
 

@@ -12,6 +12,7 @@ branch): the program is the path these inputs take, which is the graph ``verify`
 
 from __future__ import annotations
 
+import inspect
 import operator
 import traceback
 
@@ -109,15 +110,12 @@ def _tensors(x) -> bool:
 def record(module: nn.Module, args: tuple, kwargs: dict) -> fx.Graph:
     """The ops ``module.forward(*args, **kwargs)`` runs, children as calls (``_Untracked`` and the
     forward's own exceptions propagate)."""
-    import inspect
-
     graph = fx.Graph()
     nodes: dict[int, fx.Node] = {}
     keep: list = []
     rec = Recorder(graph, nodes, keep)
-    names = list(inspect.signature(module.forward).parameters)
-    for name, value in zip(names, args):
-        node = graph.placeholder(name)
+    for name, default, value in _arguments(inspect.signature(module.forward), args, kwargs):
+        node = graph.placeholder(name, default_value=default)
         if isinstance(value, torch.Tensor):
             nodes[id(value)] = node
     for name, t in list(module.named_parameters(recurse=False)) + list(module.named_buffers(recurse=False)):
@@ -140,6 +138,29 @@ def record(module: nn.Module, args: tuple, kwargs: dict) -> fx.Graph:
     return graph
 
 
+def _arguments(sig, args: tuple, kwargs: dict) -> list[tuple]:
+    """(name, default, value) of each argument the call passes, in the forward's order, positional
+    or by keyword: a keyword the call gives (``self.blk(x, act=False)``; a key of ``**kwargs``,
+    ``self.fn(h, mask=mask)``) is an input of the written forward, so that the parent's call of
+    it is the call the user's code makes. A default is the signature's, when the format can write
+    it (a number, a bool, None); ``*args`` is ``*NAME`` (refused by the program writer)."""
+    try:
+        bound = sig.bind(*args, **kwargs).arguments
+    except TypeError:       # the call ran, so the signature takes it; a forward whose signature lies
+        return [(name, inspect.Parameter.empty, value) for name, value in zip(sig.parameters, args)]
+    out = []
+    for name, value in bound.items():
+        p = sig.parameters[name]
+        if p.kind == p.VAR_KEYWORD:
+            out += [(key, inspect.Parameter.empty, v) for key, v in value.items()]
+        elif p.kind == p.VAR_POSITIONAL:
+            out.append((f"*{name}", inspect.Parameter.empty, None))
+        else:
+            plain = p.default is None or type(p.default) in (bool, int, float)
+            out.append((name, p.default if plain else inspect.Parameter.empty, value))
+    return out
+
+
 def acts(node: fx.Node) -> bool:
     """A recorded call that returns nothing but acts (a store ``h[i] = v``, ``h.retain_grad()``)."""
     name = str(node.target) if node.op == "call_method" else getattr(node.target, "__name__", "")
@@ -152,9 +173,10 @@ def _in_place(node: fx.Node) -> bool:
 
 
 def _watch_items(rec, graph, holder: nn.Module, path: str) -> list:
-    """The items of a ModuleList or ModuleDict child (and of the ones inside it), which its
-    parent calls by their paths (``layers.0``, ``transformer.wte``, ``transformer.h.0``)."""
-    if not isinstance(holder, (nn.ModuleList, nn.ModuleDict)):
+    """The items of a ModuleList, ModuleDict or Sequential child (and of the ones inside it), which
+    its parent calls by their paths (``layers.0``, ``transformer.wte``, ``transformer.h.0``; a
+    slice of a Sequential, ``features[:2](x)``, calls ``features.0`` and ``features.1``)."""
+    if not isinstance(holder, (nn.ModuleList, nn.ModuleDict, nn.Sequential)):
         return []
     handles = []
     for key, item in holder.named_children():

@@ -131,6 +131,12 @@ class TreeWriter:
 
     def builtin_values(self, m: nn.Module, tname: str, path: str, out: dict) -> None:
         builtins.check_reparametrized(m, tname, path)
+        dropped = builtins.drops_at_random(m, tname)
+        if dropped is not None:
+            raise refuse(self.sites.get(path) or self.factory_at,
+                         f"'{path or 'model'}' ({tname}) is in training mode with dropout, so PyTorch drops "
+                         f"{dropped} at random, which no prediction can know",
+                         "call model.eval() (or give it dropout=0) to import it")
         params = {n: self.param(p, self.full(path, n)) for n, p in m.named_parameters()}
         if params:
             out["params"] = params
