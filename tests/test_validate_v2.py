@@ -329,7 +329,6 @@ HOOK_REFUSALS = [
                                   "numbered 0 to 0"),
     ("{tensor: x, returns: grad * 2, raises: no}", "6:17: a hook that raises never returns; drop returns: or raises:"),
     ("{tensor: x, mode: any}", "6:17: mode: is only for multi_grad: hooks"),
-    ("{multi_grad: [x, x]}", "6:22: 'x' is listed twice in multi_grad of hook 0"),
 ]
 
 

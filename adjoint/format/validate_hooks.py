@@ -88,7 +88,7 @@ def parse_hook(node: YNode, index: int, what: str, count: int) -> Hook:
             kind = choice(h.get("global"), f"the global hook kind of hook {index}", MODULE_HOOK_KINDS)
         elif on == "multi_grad":
             kind = "multi_grad"
-            tensors = _names(h.get("multi_grad"), f"multi_grad of hook {index}", "tensor names")
+            tensors = _names(h.get("multi_grad"), f"multi_grad of hook {index}", "tensor names", repeats=True)
             target = ",".join(tensors)
         else:
             kind = "saved_tensors"
@@ -206,13 +206,15 @@ def _flag(h: YMap, key: str, ok: bool, why: str) -> bool:
     return value
 
 
-def _names(node: YNode, what: str, kind: str) -> tuple[str, ...]:
+def _names(node: YNode, what: str, kind: str, repeats: bool = False) -> tuple[str, ...]:
+    """A non-empty list of names, each once (``repeats``: a name may come again, as
+    register_multi_grad_hook takes a tensor twice: one inner hook per entry)."""
     if not isinstance(node, YSeq) or not node.items:
         raise ProblemError(node.loc, f"{what} must be a non-empty list of {kind}")
     names: list[str] = []
     for item in node.items:
         n = string(item, f"an entry of {what}").strip()
-        if n in names:
+        if n in names and not repeats:
             raise ProblemError(item.loc, f"'{n}' is listed twice in {what}")
         names.append(n)
     return tuple(names)
