@@ -79,6 +79,22 @@ def test_locations_kinds_and_block_scalars():
         ("é", "str", "f.yaml:6:18"), ("0x1F", "int", "f.yaml:6:21")]
 
 
+@pytest.mark.parametrize("text, offset, where", [
+    # a plain scalar over two lines: YAML folds the break into a space
+    ('f: sum(x * 2) +\n    sum(unfold(x))\n', 17, "f.yaml:2:9"),
+    # double-quoted
+    ('f: "sum(x * 2) +\n    sum(unfold(x))"\n', 17, "f.yaml:2:9"),
+    # a folded block: its lines joined by spaces
+    ('f: >\n  sum(x * 2) +\n  sum(x * 3) +\n  sum(unfold(x))\n', 30, "f.yaml:4:7"),
+])
+def test_a_column_of_a_folded_scalar_points_at_its_source_line(text, offset, where):
+    """A column inside a scalar YAML folded from several lines is found on the line it came from
+    (the forward's error at `unfold` pointed past the end of the scalar's first line)."""
+    f = parse_yaml_text(text, "f.yaml").entries[0][1]
+    assert f.text[offset:offset + 6] == "unfold"
+    assert str(f.loc_at(1, offset + 1)) == where
+
+
 def test_nodes_are_read_only():
     node = parse_yaml_text("a: 1\n", "f.yaml")
     with pytest.raises(AttributeError):

@@ -77,19 +77,21 @@ class YScalar(YNode):
     scalar ``block_indent`` is the 1-based column of its lines), used to point at a column
     inside an expression."""
 
-    __slots__ = ("_text", "_kind", "_quoted", "_content", "_block_indent")
+    __slots__ = ("_text", "_kind", "_quoted", "_content", "_block_indent", "_folds")
 
-    def __init__(self, loc: Loc, text: str, kind: str, quoted: bool, content: Loc, block_indent: int | None):
+    def __init__(self, loc: Loc, text: str, kind: str, quoted: bool, content: Loc, block_indent: int | None,
+                 folds: tuple | None = None):
         super().__init__(loc)
         self._text, self._kind, self._quoted, self._block_indent = text, kind, quoted, block_indent
         self._content = None if content == loc else content
+        self._folds = folds
 
     @classmethod
     def _plain(cls, file: str, line: int, col: int, text: str, kind: str) -> "YScalar":
         """The loader's fast path: an unquoted scalar whose text starts where it does."""
         node = cls.__new__(cls)
         node._file, node._line, node._col, node._text, node._kind = file, line, col, text, kind
-        node._quoted, node._content, node._block_indent = False, None, None
+        node._quoted, node._content, node._block_indent, node._folds = False, None, None, None
         return node
 
     @property
@@ -115,6 +117,15 @@ class YScalar(YNode):
     def loc_at(self, line: int, col: int) -> Loc:
         """File location of 1-based (line, col) inside this scalar's text."""
         content = self.content
+        if self._folds is not None:   # lines YAML folded into one: find the source line of the offset
+            lines = self._text.split("\n")
+            offset = sum(len(t) + 1 for t in lines[:line - 1]) + col - 1
+            at, src_line, src_col = self._folds[0]
+            for fold in self._folds:
+                if fold[0] > offset:
+                    break
+                at, src_line, src_col = fold
+            return Loc(content.file, src_line, src_col + offset - at)
         if self._block_indent is not None:
             return Loc(content.file, content.line + line - 1, self._block_indent + col - 1)
         if line == 1:
@@ -506,7 +517,7 @@ class _Composer:
             if cls is scalar_event:
                 value = event.value
                 if event.tag is None and event.anchor is None and not event.style and not is_key \
-                        and value.isascii():
+                        and value.isascii() and event.end_mark.line == event.start_mark.line:
                     # the common case (a number, a name): no tag, no anchor, no quotes, a value
                     kind = "str"
                     for tag, regexp in _RESOLVERS.get(value[:1], _WILDCARD):
@@ -652,7 +663,35 @@ class _Composer:
             content, block_indent = self.block_start(event, loc)
         elif style == "'" or style == '"':
             content = Loc(self.name, loc.line, loc.col + 1)
-        return YScalar(loc, value, _SCALAR_KINDS.get(tag, "str"), bool(style), content, block_indent)
+        folds = self.folds(event, value) if style != "|" and event.end_mark.line > mark.line else None
+        return YScalar(loc, value, _SCALAR_KINDS.get(tag, "str"), bool(style), content, block_indent, folds)
+
+    def folds(self, event, value: str) -> tuple | None:
+        """Where each source line of a scalar YAML folds (a plain or quoted one over several lines,
+        a ``>`` block) starts in its value: ((offset, line, col), ...), 1-based lines and columns,
+        to point at a column of the value; None where a line is not found as written (an escape)."""
+        if self.lines is None:
+            self.lines = self.text.splitlines()
+        first, last = event.start_mark.line, min(event.end_mark.line, len(self.lines) - 1)
+        out, at = [], 0
+        for i in range(first, last + 1):
+            src = self.lines[i]
+            start = event.start_mark.column if i == first else 0
+            if i == first and event.style in ("'", '"'):
+                start += 1
+            if i == first and event.style == ">":
+                continue   # the indicator line
+            piece = src[start:].strip()
+            if i == last and event.style in ("'", '"') and piece.endswith(event.style):
+                piece = piece[:-1].rstrip()
+            if not piece:
+                continue
+            found = value.find(piece[:20], at)
+            if found < 0:
+                return None
+            out.append((found, i + 1, len(src) - len(src.lstrip()) + 1 if i != first else start + 1))
+            at = found + len(piece)
+        return tuple(out) or None
 
     def block_start(self, event, loc: Loc) -> tuple[Loc, int | None]:
         if self.lines is None:
