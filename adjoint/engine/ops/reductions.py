@@ -395,7 +395,7 @@ VAR_MEAN_MEAN = Fn("var_mean_mean", "\\operatorname{mean}_{#s}\\left(#0\\right)"
 _VAR_MEAN = Math(lambda a, p, shape, k: TFn(VAR, (a[0],), tuple(shape),
                                             ",\\,".join(x for x in (dims_text(p[0] or (), p[2]),
                                                                     f"\\mathrm{{correction}}={p[1]}") if x))
-                 if k == 0 else TFn(VAR_MEAN_MEAN, (a[0],), tuple(shape), dims_text(p[0], p[2])))
+                 if k == 0 else TFn(VAR_MEAN_MEAN, (a[0],), tuple(shape), dims_text(p[0] or (), p[2])))
 
 OPS = (
     Op("sum", "SumBackward0", sum_forward, sum_vjp, scalar_shape, (), "g broadcast to a's shape", math=Math(applied(SUM)), checks=(Check(((2, 2),)),)),

@@ -535,6 +535,10 @@ def _permuted(t, perm, shape):
 def _cat_pieces(lam, n) -> tuple:
     out, start, dim = [], 0, n.params
     for a in n.args:
+        if cat_skipped(a.shape):   # a 1-D tensor of no element cat skipped: its piece is empty
+            out.append(TSub(lam, (slice(0, 0),) * len(a.shape), a.shape) if len(lam.shape) == 1 else
+                       TSub(lam, (slice(0, 0),) + (0,) * (len(lam.shape) - 1), a.shape))
+            continue
         out.append(TSub(lam, (slice(None),) * dim + (slice(start, start + a.shape[dim]),), a.shape))
         start += a.shape[dim]
     return tuple(out)
