@@ -12,6 +12,7 @@ compared with real torch: the pack calls (their shapes, in order) and the error,
 """
 
 import itertools
+import os
 import warnings
 
 import pytest
@@ -71,3 +72,24 @@ def test_padding_string_with_a_weight_of_another_rank_as_torch():
         if error is not None:
             errors.add(error[1].split(" but")[0].split(",")[0])
     assert checked == 540 and len(errors) >= 6, (checked, errors)
+
+
+def test_the_even_kernel_warning_is_issued_once_per_process():
+    """at::_convolution_mode warns with TORCH_WARN_ONCE: a fresh process running two convolutions
+    (a training loop's second forward) issues it once, and so does the answer (it warned at every
+    call, and verify's torch side, which removes repeats by the engine's own list, agreed)."""
+    script = ("import warnings, torch\n"
+              "warnings.simplefilter('always')\n"
+              "conv = torch.nn.Conv2d(1, 1, 2, padding='same')\n"
+              "x = torch.ones(1, 1, 2, 2)\n"
+              "with warnings.catch_warnings(record=True) as w:\n"
+              "    warnings.simplefilter('always')\n"
+              "    conv(x); conv(conv(x))\n"
+              "print(len(w))\n")
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "1"
+    path = os.path.join(os.path.dirname(__file__), "data", "regressions", "conv_same_even_kernel_warns_once.yaml")
+    got = adjoint.load(path).solve().to_json()["variants"]["default"]["warnings"]
+    assert len(got) == 1 and got[0]["message"].startswith("Using padding='same' with even kernel")

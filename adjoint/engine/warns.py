@@ -120,8 +120,15 @@ def implicit_dim(name: str) -> str:
             "argument.")
 
 
+#: TORCH_WARN_ONCE in at::_convolution_mode when padding='same' pads one side more (the 2.13.0 CPU wheel's path):
+#: once per process (a second call, or a second forward, issues nothing)
+SAME_EVEN_KERNEL = ("Using padding='same' with even kernel lengths and odd dilation may require a zero-padded copy of "
+                    "the input be created (Triggered internally at /__w/pytorch/pytorch/aten/src/ATen/native/"
+                    "Convolution.cpp:1101.)")
+
+
 #: PyTorch's warnings issued once per process (``TORCH_WARN_ONCE``)
-ONCE = (CREATE_GRAPH_CYCLE, T_NOT_2D, T_0D, MT_0D)
+ONCE = (CREATE_GRAPH_CYCLE, T_NOT_2D, T_0D, MT_0D, SAME_EVEN_KERNEL)
 
 
 def warn(rt, category: str, message: str, during: str | None = None) -> None:

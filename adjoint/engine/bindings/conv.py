@@ -24,13 +24,8 @@ from adjoint.engine.ops.conv import ConvSpec
 from adjoint.engine.ops.pool import PoolSpec, Refused
 from adjoint.engine.ops.pool import Emptied
 from adjoint.engine.bindings.signature import Function, Param
+from adjoint.engine.warns import SAME_EVEN_KERNEL, warn_once
 
-
-
-#: TORCH_WARN in at::_convolution_mode (every call) when padding='same' pads one side more (the 2.13.0 CPU wheel's path)
-SAME_EVEN_KERNEL = ("Using padding='same' with even kernel lengths and odd dilation may require a zero-padded copy of "
-                    "the input be created (Triggered internally at /__w/pytorch/pytorch/aten/src/ATen/native/"
-                    "Convolution.cpp:1101.)")
 
 def expand_arg(v, rank: int, name: str, what: str, loc: Loc) -> tuple[int, ...]:
     """An int or ``rank`` ints (PyTorch's ``_pair`` / expand_param_if_needed). Lengths PyTorch
@@ -125,8 +120,7 @@ def convolution(rt, x: Tensor, w: Tensor, b: Tensor | None, stride, padding, dil
             left = [d * (k - 1) // 2 for d, k in zip(dilation, w.shape[2:])]
             right = [d * (k - 1) - lo for d, k, lo in zip(dilation, w.shape[2:], left)]
             if left != right:
-                from adjoint.engine.warns import warn
-                warn(rt, "UserWarning", SAME_EVEN_KERNEL)
+                warn_once(rt, "UserWarning", SAME_EVEN_KERNEL)
                 pad_nd = [0] * (2 * rank)
                 for i in range(rank):
                     pad_nd[2 * (rank - 1 - i) + 1] = right[i] - left[i]
