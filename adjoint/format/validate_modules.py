@@ -179,7 +179,8 @@ class ModuleBuilder:
             call = "layers[0](x)" if is_list else "blocks.first(x)"
             raise ProblemError(m.loc, f"the root module cannot be a {t.name}: a {t.name} has no forward; give the "
                                       f"root a forward that calls {call}, ...")
-        if m.get("children") is None:
+        empty = t.name == "Sequential" and m.get("children") is None   # nn.Sequential(): hands back its input
+        if m.get("children") is None and not empty:
             raise ProblemError(m.loc, f"{what} is a {t.name} without children; give children: "
                                       + ("[MODULE, ...]" if is_list else "{NAME: MODULE, ...}"))
         if t.name == "ModuleDict" and not isinstance(m.get("children"), YMap):
@@ -190,7 +191,7 @@ class ModuleBuilder:
             inputs, _ = input_names(m.get("inputs"), what, False)
             if len(inputs) != 1:
                 raise ProblemError(m.get("inputs").loc, f"a {t.name} module takes exactly one input")
-        kids = self.children(m.get("children"), path, what, t.name, training, frozen)
+        kids = () if empty else self.children(m.get("children"), path, what, t.name, training, frozen)
         if kids is FAILED:
             return FAILED
         return Module(path, name or ROOT, t.name, (), kids, inputs, None, None, m.loc, training=training,
@@ -210,6 +211,8 @@ class ModuleBuilder:
         else:
             form = "a mapping NAME: MODULE" + (" or a list" if kind != "custom" else "")
             raise ProblemError(node.loc, f"the children of {what} must be {form}, not {kind_name(node)}")
+        if not entries and kind == "Sequential":
+            return ()   # nn.Sequential(): its forward hands back its input as it is
         if not entries:
             raise ProblemError(node.loc, f"the children of {what} are empty")
         out = []
