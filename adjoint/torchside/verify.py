@@ -3,9 +3,11 @@
 For every file and variant: solve exactly (numerically, through the file's ``symbols:``, when
 the file has free symbols), build and run the same thing in torch
 (:mod:`adjoint.torchside`, imported lazily: the only place torch is loaded), and compare
-(:mod:`adjoint.torchside.compare`, whose docstring states the tolerances). Everything the contract's
-answer holds is compared, v2 included: an ``error`` PyTorch raised (or did not), ``passes``
-of a variant with steps, the marks of each hook call. With ``fd``, the final gradients also
+(:mod:`adjoint.torchside.compare`, whose docstring states the tolerances). What PyTorch's run
+shows is compared, v2 included: an ``error`` PyTorch raised (or did not), ``passes`` of a
+variant with steps, the marks of each hook call; not the answer's ``adjoints`` (PyTorch
+records no multiplier at a module boundary unless a full backward hook is on that module) nor
+the ``exact`` strings (their ``value`` is). With ``fd``, the final gradients also
 get a third, independent opinion: central differences in float64, as
 ``torch.autograd.gradcheck`` computes them, with gradcheck's tolerance (skipped, with the
 reason, where the final gradients are not the derivative of one forward: steps, an error,
