@@ -4,7 +4,8 @@ An exact zero has no sign, but IEEE floats do, and PyTorch's sqrt'(x) = g / (2 s
 -inf at -0.0 (so is the derivative of x ** 0.5, which PyTorch runs as sqrt). A zero's sign
 depends on how it was made, with PyTorch's own kernel choices (probed on 2.13):
 
-* a product or quotient is -0.0 when exactly one factor is negative (IEEE);
+* a product or quotient is -0.0 when exactly one factor is negative (IEEE); ``prod`` when an odd
+  number of its factors have the sign bit set;
 * a sum is -0.0 only when both terms are -0.0; ``a - b`` is ``a + (-b)``; ``-x`` flips;
 * relu, tanh, sin, sqrt, ``x ** 0.5`` and odd powers keep a -0.0; views and transposes too;
 * ``1 / x`` (``reciprocal``) and odd negative powers of ``-inf`` are -0.0;
@@ -54,7 +55,7 @@ def result_mask(op, ins: list[Exact], params, out: Exact) -> np.ndarray | None:
     """The -0.0 mask of an op's result (None: no -0.0 anywhere), by the op's ``negzero`` rule:
     keep (elementwise, the input's -0.0 survive), structural (views: the value's own reshaping
     carried the mask), keep_odd_pow (``x ** p``), negate, product, input_sign (a zero result is
-    -0.0 where the input's sign bit is set), sum, difference, never."""
+    -0.0 where the input's sign bit is set), prod, sum, difference, never."""
     rule = op.negzero
     if rule == "structural":
         return out.negzero
@@ -88,6 +89,15 @@ def result_mask(op, ins: list[Exact], params, out: Exact) -> np.ndarray | None:
         sa = sign_bits(a).reshape(-1)
         sb = sign_bits(b).reshape(-1)
         mask = zeros & (sa[:, None] ^ sb[None, :])
+    elif rule == "prod":
+        # a product of several factors (prod, prod along a dim): a zero's sign is the parity of its
+        # factors' sign bits, IEEE's for each multiplication, in any order
+        zeros = zero_mask(out)
+        if not zeros.any():
+            return None
+        bits = sign_bits(ins[0]).astype(np.int64)
+        parity = bits.sum() % 2 if params is None else bits.sum(axis=params[0], keepdims=bool(params[1])) % 2
+        mask = zeros & np.asarray(parity, dtype=bool)
     elif rule == "sum":
         if ins[0].negzero is None or ins[1].negzero is None:
             return None

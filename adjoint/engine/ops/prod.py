@@ -121,10 +121,10 @@ _SELF_RESULT = (Save("self", "in", 0), Save("result", "out", 0))
 
 OPS = (
     Op("prod", "ProdBackward0", prod_all_forward, prod_all_vjp, scalar_shape, _SELF_RESULT,
-       "g * (out / a) without zeros; with one zero: g times the product of the others; with more: 0",
+       "g * (out / a) without zeros; with one zero: g times the product of the others; with more: 0", negzero="prod",
        math=Math(layer((PROD,))), checks=(Check(((2, 3),)), Check(((3,),)))),
     Op("prod_dim", "ProdBackward1", prod_dim_forward, prod_dim_vjp, prod_dim_shape, _SELF_RESULT,
-       "g * (out / a) without zeros in a; else g times the product of the others along dim",
+       "g * (out / a) without zeros in a; else g times the product of the others along dim", negzero="prod",
        math=Math(layer((PROD,), lambda p: dims_text((p[0],), p[1]))),
        checks=(Check(((2, 3),), (1, False)), Check(((3, 2),), (0, True)),
                Check(((2, 2, 2),), (2, False)))),
