@@ -289,6 +289,9 @@ class _Pass:
             if mod.plain or not (own.any() or glob.any()):   # a plain function: no nn.Module, no hook
                 call.args = tuple(args)
                 call.body_start, call.body_eqn = len(rt.nodes), len(rt.applications)
+                refused = None if mod.plain else _builtin_arity(args, mod, kwargs)
+                if refused is not None:
+                    raise TorchError("TypeError", refused)
                 out = self.module_forward(mod, list(args), kwargs, call, loc)
                 if self.m.module_post is not None and self.replay is None and not mod.plain:
                     self.m.module_post(mod, out)
@@ -346,7 +349,9 @@ class _Pass:
         """``nn.Module._call_impl`` with hooks: the always_call forward hooks still run when the
         call raises, handed the output as it then is (None when the forward did not finish)."""
         called: set = set()
-        state = {"args": args, "kwargs": kwargs, "result": None}
+        # a built-in layer called with the wrong count: forward(*args)'s TypeError, after the
+        # forward_pre hooks (one returning other inputs decides anew)
+        state = {"args": args, "kwargs": kwargs, "result": None, "refused": _builtin_arity(args, mod, kwargs)}
         try:
             return self._inner(mod, call, own, glob, state, called, loc)
         except TorchError:
@@ -771,7 +776,8 @@ class _ModuleScope:
             close = _suggest(name, children)
             raise ProblemError(loc, unknown_function(name, f"in the forward of '{self.mod.label}'", close)
                                     + (f" (child modules here: {', '.join(children)})" if children else ""))
-        if not kwargs and not child.input_defaults and not _arity_ok(child, len(args)) and not _custom(child):
+        if not kwargs and not child.input_defaults and not _arity_ok(child, len(args)) and not _custom(child) \
+                and _builtin_arity(args, child, kwargs) is None:   # (a built-in's TypeError is an answer, in its call)
             raise ProblemError(loc, f"module '{child.label}' takes {len(child.inputs)} input(s) "
                                     f"({', '.join(child.inputs)}), got {len(args)}")
         if child.type is not None and not all(isinstance(a, Tensor) or _tensor_tuple(a) for a in args):
@@ -810,7 +816,8 @@ class _LossScope:
             raise ProblemError(loc, unknown_function(name, "in the loss")
                                     + (f" (the root's children, which the loss may call: {', '.join(children)})"
                                        if children else " (the loss may call the root's children; it has none)"))
-        if not kwargs and not child.input_defaults and not _arity_ok(child, len(args)) and not _custom(child):
+        if not kwargs and not child.input_defaults and not _arity_ok(child, len(args)) and not _custom(child) \
+                and _builtin_arity(args, child, kwargs) is None:   # (a built-in's TypeError is an answer, in its call)
             raise ProblemError(loc, f"module '{child.label}' takes {len(child.inputs)} input(s) "
                                     f"({', '.join(child.inputs)}), got {len(args)}")
         if not any(isinstance(a, Tensor) for a in list(args) + list(kwargs.values())) or \
@@ -911,6 +918,15 @@ def _called_without(entry, missing: str) -> None:
 
 #: built-in layers whose forward is inherited (torch 2.13): the defining class's name
 FORWARD_OWNER = {"BatchNorm1d": "_BatchNorm", "BatchNorm2d": "_BatchNorm", "ReLU6": "Hardtanh"}
+
+
+def _builtin_arity(args, mod: Module, kwargs: dict) -> str | None:
+    """forward(*args)'s TypeError for a built-in layer (or Sequential) called with the wrong count
+    (``lin(x, x)``, a loss without its target), None otherwise; a custom module's binding is its
+    own forward's."""
+    if mod.type is None or mod.function is not None or _arity_ok(mod, len(args)):
+        return None
+    return forward_arity_error(tuple(args), mod, kwargs)
 
 
 def forward_arity_error(new: tuple, mod: Module, kwargs: dict) -> str | None:

@@ -30,7 +30,7 @@ from adjoint.engine.inplace import INPLACE_METHODS, AUGMENTED, call_inplace
 from adjoint.engine.bindings.setitem import setitem
 from adjoint.engine import bigints, pyerrors
 from adjoint.engine.torch_errors import TorchError
-from adjoint.engine.pylist import PyList
+from adjoint.engine.pylist import PyList, sequence_name
 from adjoint.format.gaussian import Gaussian
 
 #: operands CPython words otherwise (concatenation, repetition): not modelled, refused
@@ -411,7 +411,8 @@ class Interp:
         if args and fn.params and fn.params[0].kind == "tensor" and not isinstance(args[0], Tensor):
             # PyTorch's own error where it is modelled (None, or a number whose type the expression
             # tells): an answer, not a refusal
-            type_ = pyerrors.type_name(args[0], e.args[0])
+            type_ = pyerrors.type_name(args[0], e.args[0]) if not isinstance(args[0], tuple) else \
+                sequence_name(args[0])   # fc(gru(x)): the (output, h_n) tuple
             error = type_ and pyerrors.unary_function_not_tensor(e.func, e.prefix, len(e.args), len(e.kwargs), type_)
             if error:
                 raise error

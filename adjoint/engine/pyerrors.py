@@ -189,7 +189,7 @@ _FUNCTIONAL_METHOD_CALLS = frozenset({"tanh", "sigmoid"})
 #: one-tensor functions of ``torch`` (C++ bindings, one schema ``f(Tensor input)``) whose argument
 #: parser words a None argument as ``f(): argument 'input' (position 1) must be Tensor, not NoneType``
 _UNARY_TORCH = frozenset({"tanh", "sigmoid", "exp", "log", "sin", "cos", "sqrt", "abs", "neg", "rsqrt", "log1p", "expm1", "atan",
-                          "erf", "sinh", "cosh", "tan", "log2", "log10"})
+                          "erf", "sinh", "cosh", "tan", "log2", "log10", "relu"})
 
 
 def unary_function_none(name: str, prefix: str, nargs: int, nkwargs: int) -> TorchError | None:
