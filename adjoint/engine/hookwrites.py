@@ -24,7 +24,8 @@ from adjoint.engine.torch_errors import TorchError
 from adjoint.engine import warns
 
 #: how THPVariable_set_grad names a gradient's dtype (its C++ type) and the tensor's (its ScalarType)
-ASSIGNED_DTYPE_NAMES = {"float32": ("float", "Float"), "float64": ("double", "Double")}
+ASSIGNED_DTYPE_NAMES = {"float32": ("float", "Float"), "float64": ("double", "Double"), "int64": ("long int", "Long"),
+                        "bool": ("bool", "Bool")}
 
 
 class Wrapped:
