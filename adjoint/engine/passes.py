@@ -370,7 +370,8 @@ def _hook_body_grad(rt, root, grad, inputs: tuple, retain: bool, allow_unused: b
 
 def _zeroed(leaves: dict, step: Step) -> list:
     """The leaves a zero_grad step clears: every one, or those its ``leaves:`` names
-    (``y.grad.zero_()`` for each, with ``set_to_none: false``)."""
+    (each as ``Module.zero_grad(set_to_none=False)`` zeroes it: ``detach_()`` of a ``.grad`` with a
+    graph, then ``zero_()``)."""
     if not step.leaves:
         return list(leaves.values())
     for name in step.leaves:
