@@ -192,5 +192,9 @@ def bind_names(run, request: BackwardRequest, engine: SecondEngine) -> None:
         tensor = t if isinstance(t, Tensor) else run.rt.tensor(value)
         tensor.name = tensor.name or name
         made[name] = tensor
-        run.reg.bound(name, tensor)
+        try:   # the script registers them after the call returned: PyTorch refusing one is during: register
+            run.reg.bound(name, tensor)
+        except TorchError as exc:
+            exc.during = "register"
+            raise
 

@@ -71,7 +71,11 @@ def second_backward(s, bw, made: dict) -> dict | None:
             made[name] = g
             if g is not None:
                 s.keep(g)
-                s.bind(name, g)   # the current forward's names: hooks on it (multi_grad too) are registered now
+                try:   # the current forward's names: hooks on it (multi_grad too) are registered now
+                    s.bind(name, g)
+                except (RuntimeError, ValueError, AssertionError, AttributeError) as exc:
+                    exc.adjoint_during = "register"   # after autograd.grad returned: a registration
+                    raise
         return {name: snap(g, s.dtype) for (name, _), g in zip(bw.inputs, out)}
     torch.autograd.backward(roots, grad_tensors=grads, retain_graph=_retain(bw),
                             create_graph=sec.create_graph, inputs=wrt or None)
