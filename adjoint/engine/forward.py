@@ -777,7 +777,8 @@ class _ModuleScope:
             raise ProblemError(loc, unknown_function(name, f"in the forward of '{self.mod.label}'", close)
                                     + (f" (child modules here: {', '.join(children)})" if children else ""))
         if not kwargs and not child.input_defaults and not _arity_ok(child, len(args)) and not _custom(child) \
-                and _builtin_arity(args, child, kwargs) is None:   # (a built-in's TypeError is an answer, in its call)
+                and _builtin_arity(args, child, kwargs) is None and child.type not in HOLDERS:
+            # (a built-in's TypeError, and a ModuleList's missing forward, are answers, in its call)
             raise ProblemError(loc, f"module '{child.label}' takes {len(child.inputs)} input(s) "
                                     f"({', '.join(child.inputs)}), got {len(args)}")
         if child.type is not None and not all(isinstance(a, Tensor) or _tensor_tuple(a) for a in args):
@@ -817,7 +818,8 @@ class _LossScope:
                                     + (f" (the root's children, which the loss may call: {', '.join(children)})"
                                        if children else " (the loss may call the root's children; it has none)"))
         if not kwargs and not child.input_defaults and not _arity_ok(child, len(args)) and not _custom(child) \
-                and _builtin_arity(args, child, kwargs) is None:   # (a built-in's TypeError is an answer, in its call)
+                and _builtin_arity(args, child, kwargs) is None and child.type not in HOLDERS:
+            # (a built-in's TypeError, and a ModuleList's missing forward, are answers, in its call)
             raise ProblemError(loc, f"module '{child.label}' takes {len(child.inputs)} input(s) "
                                     f"({', '.join(child.inputs)}), got {len(args)}")
         if not any(isinstance(a, Tensor) for a in list(args) + list(kwargs.values())) or \

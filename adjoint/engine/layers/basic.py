@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from adjoint.format.errors import ProblemError
+from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.bindings import call_function
 from adjoint.engine.bindings.core import linear
 
@@ -33,14 +33,13 @@ def sequential_forward(c):
 
 
 def module_list_forward(c):
-    raise ProblemError(c.loc, f"'{c.module.label}' is a ModuleList, which has no forward; call its items "
-                              f"({c.module.name}[0](x), ...)")
+    """ModuleList and ModuleDict define no forward: Module's _forward_unimplemented raises, inside
+    _call_impl (after the forward_pre hooks; the always_call hooks still run). Call their items."""
+    raise TorchError("NotImplementedError", f'Module [{c.module.type}] is missing the required "forward" function',
+                     "python")
 
 
-def module_dict_forward(c):
-    first = c.module.children[0].name
-    raise ProblemError(c.loc, f"'{c.module.label}' is a ModuleDict, which has no forward; call its items "
-                              f"({c.module.name}.{first}(x), ...)")
+module_dict_forward = module_list_forward
 
 
 FORWARDS = {
