@@ -89,8 +89,15 @@ def test_verifies_against_torch():
     assert outcome.ok, outcome.report()
 
 
+def test_a_module_dict_called_is_torchs_error():
+    """A ModuleDict has no forward: calling it is _forward_unimplemented's NotImplementedError (it was refused)."""
+    got = adjoint.loads(DICT.replace("    return head(g)", "    return head(blocks(x))")).solve().to_json()
+    error = next(iter(got["variants"].values()))["error"]
+    assert (error["type"], error["message"]) == ("NotImplementedError",
+                                                 'Module [ModuleDict] is missing the required "forward" function')
+
+
 @pytest.mark.parametrize("bad, message", [
-    ("    return head(blocks(x))", "module 'blocks' takes 0 input"),   # as a ModuleList called
     ("    return head(blocks.second(x))", "the ModuleDict 'blocks' has no item 'second' \\(its items: first, act, rest\\)"),
 ])
 def test_what_a_module_dict_refuses(bad, message):
