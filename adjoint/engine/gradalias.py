@@ -74,7 +74,7 @@ class GradObj:
     in-place write raises PyTorch's internal-overlap error)."""
 
     __slots__ = ("storage", "strides", "base", "to_base", "from_base", "contiguous", "unknown_layout", "value",
-                 "layout", "unit_zero", "held")
+                 "layout", "unit_zero", "held", "tensor")
 
     def __init__(self, storage: Storage | None = None, strides: tuple | None = None):
         self.storage = storage if storage is not None else Storage()
@@ -90,10 +90,12 @@ class GradObj:
         # gradient expanded, and views of it): AccumulateGrad's layout contract refuses a size-1
         # dim of stride 0, so it copies such a gradient into .grad instead of taking it
         self.unit_zero = False
-        # a tensor the file's code holds too (a forward tensor or a leaf a hook returned): AccumulateGrad
-        # copies it rather than taking it (its use_count is more than the engine's), and a write into
-        # it is not placed (it would write the forward's tensor)
+        # a tensor the file's code holds too (a forward tensor or a leaf a hook returned, or a view of
+        # one): AccumulateGrad copies it rather than taking it (its use_count is more than the
+        # engine's); ``tensor``: that runtime Tensor, which a later hook is handed itself, so its
+        # write writes the forward's tensor (its version moves: a node that saved it raises)
         self.held = False
+        self.tensor = None
 
     @property
     def opaque(self) -> bool:
@@ -132,6 +134,13 @@ def hook_view(src: GradObj, t: Tensor, src_value) -> GradObj:
     a write into ``src`` by it (``src_value``: its value now). A view of a gradient that is not
     row-major (an expanded or permuted one) shares its memory in a layout not modelled here: a
     write into either is refused."""
+    chain = t.view_ops
+    if not chain and not src.unknown_layout:   # detach(): the same elements, laid out as src is
+        obj = GradObj(src.storage.root(), src.strides)
+        obj.base, obj.contiguous, obj.layout, obj.unit_zero = src, src.contiguous, src.layout, src.unit_zero
+        obj.to_base = lambda B, v: v
+        obj.from_base = lambda B, g: g
+        return obj
     if src.unknown_layout or src.strides is not None or not src.contiguous:
         obj = view_of([src])
         obj.unknown_layout = True
@@ -139,24 +148,26 @@ def hook_view(src: GradObj, t: Tensor, src_value) -> GradObj:
     from adjoint.engine.inplace import scatter_into
     from adjoint.engine.view_history import view_value
     from adjoint.values.strides import contiguous_strides
-    chain = t.view_ops
     src.value = src_value   # (kept current by every write placed from now on)
     obj = GradObj(src.storage.root())
     obj.base = src
-    if not chain:
-        obj.to_base = lambda B, v: v
-        obj.from_base = lambda B, g: g
-        return obj
     obj.to_base = lambda B, v: None if src.value is None else scatter_into(B, src.value, chain, v)
     obj.from_base = lambda B, g: view_value(B, g, chain)
     _set_layout(obj, tuple(t.shape), tuple(t.strides) if t.strides else contiguous_strides(tuple(t.shape)))
     return obj
 
 
-def held_tensor() -> GradObj:
-    """A tensor of the file's own a hook returned (see ``GradObj.held``)."""
+def held_tensor(t: Tensor | None = None) -> GradObj:
+    """A tensor of the file's own a hook returned (see ``GradObj.held``): ``t``, the runtime tensor
+    it is; None where a write into it cannot be placed (another leaf's ``.grad`` read in the body)."""
     obj = GradObj()
-    obj.unknown_layout = obj.held = True
+    obj.held = True
+    if t is None:
+        obj.unknown_layout = True
+        return obj
+    obj.tensor = t
+    if t.strides and len(t.strides) == len(t.shape):
+        _set_layout(obj, tuple(t.shape), tuple(t.strides))
     return obj
 
 
@@ -840,8 +851,17 @@ class Aliases:
             steal = obj is not None and obj.contiguous and obj.strides is None and not obj.unit_zero \
                 and not obj.held and not self.held_elsewhere(obj)
             self.grads[t] = obj if steal else fresh()
-        else:
-            self.grad_obj(t)
+            return
+        # variable_grad += new_grad, TensorIterator's checks: .grad may not repeat memory (it is
+        # sum's expanded gradient a hook assigned), and the gradient may not overlap it partly (a
+        # transposed view of the very tensor .grad is); the same tensor, or one laid out alike, may
+        from adjoint.engine.inplace import OVERLAP_MESSAGE, PARTIAL_OVERLAP_MESSAGE
+        cur = self.grad_obj(t)
+        if cur.overlaps:
+            raise TorchError("RuntimeError", OVERLAP_MESSAGE, "overlap")
+        if obj is not None and obj is not cur and obj.storage.root() is cur.storage.root() and \
+                (obj.strides, obj.contiguous, obj.layout) != (cur.strides, cur.contiguous, cur.layout):
+            raise TorchError("RuntimeError", PARTIAL_OVERLAP_MESSAGE, "overlap")
 
     def added_into(self, t) -> None:
         """A later backward added into ``t.grad`` in place: where that ``.grad`` shares its storage
@@ -850,9 +870,6 @@ class Aliases:
         obj = self.grads.get(t)
         if obj is None:
             return
-        if obj.overlaps:   # .grad assigned sum's expanded gradient: variable_grad += new_grad checks overlap
-            from adjoint.engine.inplace import OVERLAP_MESSAGE
-            raise TorchError("RuntimeError", OVERLAP_MESSAGE, "overlap")
         root = obj.storage.root()
         if not any(o.storage.root() is root for o in self._all_objs(but=t)):
             obj.value = t.grad

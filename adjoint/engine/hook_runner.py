@@ -153,13 +153,18 @@ class HookRunner:
             f"tensor {n}" for n in wrote_named) + tuple(f"argument {n}" for n in wrote_handed) + tuple(
             f"{self.leaf_name(t)}.grad{' (assigned)' if how == 'assign' else ''}" for t, how in self.leaf_changes) + tuple(
             switched)
-        own = {id(t) for t, _v, _rg in named.values()} | {id(t) for t, _v, _g in grads.read_tensors.values()}
+        named_roots = {id(t.base if t.base is not None else t) for t, _v, _rg in named.values()}
+        grad_reads = {id(t) for t, _v, _g in grads.read_tensors.values()}
 
         def engine_tensor(r):
             obj = wrapped.obj_of(r)
-            if obj is None and isinstance(r, Tensor) and (id(r) in own or id(r.base) in own):
-                return held_tensor()   # a tensor of the file's (h, x, x.grad) or a view of one
-            return obj
+            if obj is not None or not isinstance(r, Tensor):
+                return obj
+            if id(r) in grad_reads or id(r.base) in grad_reads:
+                return held_tensor()    # another leaf's .grad: a write into it is not placed
+            if id(r.base if r.base is not None else r) in named_roots:
+                return held_tensor(r)   # a tensor of the file's (h, x), a view or detach() of one
+            return None
         if isinstance(returned, tuple):
             self.returned_obj = tuple(engine_tensor(r) for r in returned)
         else:

@@ -38,6 +38,11 @@ class Wrapped:
     def tensor(self, rt, value, obj):
         if obj is not None and id(obj) in self.by_obj:
             return self.by_obj[id(obj)]
+        if obj is not None and obj.tensor is not None:   # a tensor of the file's a hook returned: itself
+            t = obj.tensor
+            self.entries.append((t, obj, t.version.value))
+            self.by_obj[id(obj)] = t
+            return t
         t = rt.tensor(value)
         if obj is not None and obj.strides is not None:
             t.strides = obj.strides          # an expanded gradient: writing it in place raises, as in PyTorch

@@ -248,6 +248,9 @@ _OVERLAP = "Please clone() the tensor before performing the operation."
 #: TensorIterator's refusal to write a tensor whose elements share memory (an expanded one)
 OVERLAP_MESSAGE = ("unsupported operation: more than one element of the written-to tensor refers to a single memory "
                    f"location. {_OVERLAP}")
+#: ... and to write a tensor an operand overlaps partly (the same memory laid out otherwise)
+PARTIAL_OVERLAP_MESSAGE = ("unsupported operation: some elements of the input tensor and the written-to tensor refer to "
+                           f"a single memory location. {_OVERLAP}")
 
 
 def has_internal_overlap(t: Tensor) -> bool:
@@ -279,9 +282,7 @@ def check_overlap(target: Tensor, inputs: list, internal: bool = True) -> None:
         b0, b1 = o.offset, o.offset + _numel(o.shape)
         same = a0 == b0 and a1 == b1 and tuple(strides) == tuple(o.strides or contiguous_strides(o.shape))
         if not same and a0 < b1 and b0 < a1:
-            raise TorchError("RuntimeError", "unsupported operation: some elements of the input tensor and the "
-                                             f"written-to tensor refer to a single memory location. {_OVERLAP}",
-                             "overlap")
+            raise TorchError("RuntimeError", PARTIAL_OVERLAP_MESSAGE, "overlap")
 
 
 #: Largest written tensor whose addresses are compared with an aliasing operand's.
