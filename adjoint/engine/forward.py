@@ -781,6 +781,11 @@ class _ModuleScope:
             # (a built-in's TypeError, and a ModuleList's missing forward, are answers, in its call)
             raise ProblemError(loc, f"module '{child.label}' takes {len(child.inputs)} input(s) "
                                     f"({', '.join(child.inputs)}), got {len(args)}")
+        if child.type is not None and child.function is None and _builtin_arity(args, child, kwargs) is None:
+            by_keyword = [k for k in kwargs if k in child.inputs[:1]]
+            if not args and by_keyword:   # forward(input=x): PyTorch's hooks are then handed no positional input
+                raise ProblemError(loc, f"module '{child.label}' is handed its input '{by_keyword[0]}' by keyword: not "
+                                        "modelled yet for a built-in module; pass it positionally")
         if child.type is not None and not all(isinstance(a, Tensor) or _tensor_tuple(a) for a in args):
             raise ProblemError(loc, f"module '{child.label}' must be called with tensors")
         if child.type is None and not any(isinstance(a, Tensor) or tensor_dict(a) or _tensor_tuple(a)
@@ -926,7 +931,7 @@ def _builtin_arity(args, mod: Module, kwargs: dict) -> str | None:
     """forward(*args)'s TypeError for a built-in layer (or Sequential) called with the wrong count
     (``lin(x, x)``, a loss without its target), None otherwise; a custom module's binding is its
     own forward's."""
-    if mod.type is None or mod.function is not None or _arity_ok(mod, len(args)):
+    if mod.type is None or mod.function is not None or (not kwargs and _arity_ok(mod, len(args))):
         return None
     return forward_arity_error(tuple(args), mod, kwargs)
 
@@ -946,15 +951,6 @@ def forward_arity_error(new: tuple, mod: Module, kwargs: dict) -> str | None:
     if t is None or t.container:
         return None
     owner = FORWARD_OWNER.get(t.name, t.name)   # the class that defines forward: CPython names its qualname
-    if t.optional_inputs:   # forward(self, INPUTS, OPTIONAL=default...): CPython's binding, keywords too
-        return pyerrors.binding_error(f"{owner}.forward", list(t.inputs + t.optional_inputs), set(t.optional_inputs),
-                                      len(new), list(kwargs))
-    if kwargs or len(new) == len(t.inputs):
-        return None
-    if len(new) > len(t.inputs):
-        return f"{owner}.forward() takes {len(t.inputs) + 1} positional arguments but {len(new) + 1} were given"
-    missing = [f"'{n}'" for n in t.inputs[len(new):]]
-    names = missing[0] if len(missing) == 1 else (
-        f"{missing[0]} and {missing[1]}" if len(missing) == 2 else ", ".join(missing[:-1]) + f", and {missing[-1]}")
-    return (f"{owner}.forward() missing {len(missing)} required positional argument{'s' if len(missing) > 1 else ''}: "
-            f"{names}")
+    # forward(self, INPUTS, OPTIONAL=default...): CPython's binding, keywords too
+    return pyerrors.binding_error(f"{owner}.forward", list(t.inputs + t.optional_inputs), set(t.optional_inputs),
+                                  len(new), list(kwargs))
