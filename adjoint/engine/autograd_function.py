@@ -74,6 +74,10 @@ def apply_function(rt, mod, args: list) -> Tensor:
     if dirty:
         before = dirty_rules.write_dirty(rt, mod, by_slot, plain)
     results, rebased = [], set()
+    # _wrap_outputs marks a view output IN_CUSTOM_FUNCTION, or MULTI_OUTPUT_NODE when the Function
+    # has more than one differentiable output (PyTorch's message for an in-place write then differs)
+    n_diff = sum(isinstance(o, Tensor) and o.dtype not in ("int64", "bool") for o in outs) if node is not None else 0
+    kind = "multi" if n_diff > 1 else "custom"
     for k, o in enumerate(outs):
         if not isinstance(o, Tensor):   # a non-tensor output is returned as it is; its gradient slot stays None
             results.append(o)
@@ -85,7 +89,7 @@ def apply_function(rt, mod, args: list) -> Tensor:
             rebased.add(id(mine))
             results.append(mine)
             continue
-        results.append(_wrap_output(rt, mod, node, k, o, given))
+        results.append(_wrap_output(rt, mod, node, k, o, given, kind))
     if dirty:
         dirty_rules.check_returned(mod, plain, outs)
     if not (dirty and node is not None and dirty_view):
@@ -113,7 +117,7 @@ def apply_function(rt, mod, args: list) -> Tensor:
     return tuple(results) if isinstance(out, tuple) else results[0]
 
 
-def _wrap_output(rt, mod, node: Node | None, k: int, o: Tensor, given: dict) -> Tensor:
+def _wrap_output(rt, mod, node: Node | None, k: int, o: Tensor, given: dict, kind: str = "custom") -> Tensor:
     """Output ``k`` of the Function as ``_wrap_outputs`` hands it back. The forward ran on copies
     of the inputs (``given``: copy -> the caller's tensor); an output that is one of them, or a
     view of one, shares the caller's tensor's storage in PyTorch: a view of it (an input returned
@@ -130,7 +134,7 @@ def _wrap_output(rt, mod, node: Node | None, k: int, o: Tensor, given: dict) -> 
     r = _same_layout(rt.tensor(o.value, node is not None, node, k, dtype=o.dtype), o)
     if arg is None:
         if o.is_view:
-            r.creation = ("custom", mod.function.name)
+            r.creation = (kind, mod.function.name)
         return r
     root = arg.base if arg.base is not None else arg
     chain = arg.view_ops + extra
@@ -142,7 +146,7 @@ def _wrap_output(rt, mod, node: Node | None, k: int, o: Tensor, given: dict) -> 
     r.offset = arg.offset + o.offset
     if not extra:
         r.strides = view_as_strides(o.shape, o.strides)
-    r.creation = ("custom", mod.function.name)
+    r.creation = (kind, mod.function.name)
     if node is None and not rt.grad_enabled and r.grad_base.requires_grad:
         r.requires_grad, r.edgeless = True, True   # a view made under no_grad of a tensor that requires grad
     return r
