@@ -128,6 +128,15 @@ def counting(shape, start=1):
     return [counting(shape[1:], start + i * step) for i in range(shape[0])]
 
 
+def line_of(path: str, text: str) -> int:
+    """The 1-based number of the first line of ``path`` holding ``text`` (where a refusal must point)."""
+    with open(path) as fh:
+        for i, line in enumerate(fh, 1):
+            if text in line:
+                return i
+    raise AssertionError(text)
+
+
 def import_and_verify(model: str, specs: list[str], loss: str, out: str, origin: bool = False) -> str:
     """``adjoint import MODEL --input SPEC...`` written to ``out``, then ``verify`` (with ``origin``:
     ``--origin``, against the user's module) must pass; returns the file's text."""

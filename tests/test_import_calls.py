@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import require_torch
+from conftest import line_of, require_torch
 
 torch = require_torch()
 
@@ -218,12 +218,6 @@ def models(tmp_path):
     return str(path)
 
 
-def _line_of(models: str, text: str) -> int:
-    with open(models) as fh:
-        for i, line in enumerate(fh, 1):
-            if text in line:
-                return i
-    raise AssertionError(text)
 
 
 def _import(models: str, factory: str, specs=("x=2x2",)):
@@ -362,7 +356,7 @@ def test_dropout_inside_a_built_in_in_training_mode_is_one_line_at_the_users_cod
     with pytest.raises(ProblemError) as err:
         import_file(f"{models}:{factory}", ["x=1x3x2"], "sum(y)", None)
     msg = str(err.value)
-    assert msg.startswith(f"{models}:{_line_of(models, line)}: {words} is in training mode with dropout"), msg
+    assert msg.startswith(f"{models}:{line_of(models, line)}: {words} is in training mode with dropout"), msg
     assert "report" not in msg and "call model.eval()" in msg
 
 

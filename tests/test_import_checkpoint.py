@@ -16,7 +16,7 @@ import sys
 import textwrap
 
 import pytest
-from conftest import require_torch
+from conftest import line_of, require_torch
 
 torch = require_torch()
 
@@ -111,12 +111,6 @@ def models(tmp_path_factory):
     return str(path)
 
 
-def _line_of(models: str, text: str) -> int:
-    with open(models) as fh:
-        for i, line in enumerate(fh, 1):
-            if text in line:
-                return i
-    raise AssertionError(text)
 
 
 def test_checkpoint_calls_are_written_as_the_format_writes_them_and_verify_origin_agrees(tmp_path):
@@ -175,7 +169,7 @@ def test_what_the_format_cannot_write_of_checkpoint_is_refused_at_the_users_line
     with pytest.raises(ProblemError) as err:
         import_file(f"{models}:{factory}", ["x=2x3"], "sum(y)", None)
     msg = str(err.value)
-    assert msg.startswith(f"{models}:{_line_of(models, line)}: {words}"), msg
+    assert msg.startswith(f"{models}:{line_of(models, line)}: {words}"), msg
     assert "\n" not in msg
 
 
@@ -204,5 +198,5 @@ def test_a_checkpointed_child_defined_in_a_helper_module_is_refused_not_traced_t
         """))
     with pytest.raises(ProblemError) as err:
         import_file(f"{path}:make", ["x=2x3"], "sum(y)", None)
-    assert str(err.value).startswith(f"{path}:{_line_of(str(path), 'return cp.checkpoint(')}: the model calls "
+    assert str(err.value).startswith(f"{path}:{line_of(str(path), 'return cp.checkpoint(')}: the model calls "
                                      "checkpoint(...) (torch.utils.checkpoint) in its forward"), str(err.value)

@@ -14,7 +14,7 @@ import sys
 import textwrap
 
 import pytest
-from conftest import require_torch
+from conftest import line_of, require_torch
 
 torch = require_torch()
 
@@ -334,15 +334,6 @@ def _refused(models: str, factory: str, specs=("x=2x3",)) -> str:
     return str(err.value)
 
 
-def _line_of(models: str, text: str) -> int:
-    """The line of ``models`` holding ``text`` (1-based): where a refusal must point."""
-    with open(models) as fh:
-        for i, line in enumerate(fh, 1):
-            if text in line:
-                return i
-    raise AssertionError(text)
-
-
 def _user_run(problem, models: str, factory: str):
     """The user's module with its own hooks (the factory called again), in float64, on the
     file's input values: loss, grads, and how many times each kind of hook was called."""
@@ -375,7 +366,7 @@ def test_a_gradient_changing_def_hook_is_translated_and_its_effect_predicted(mod
     # the list append observes; g = grad_input[0] * SCALE with SCALE captured by value
     assert ('{module: a, kind: full_backward, does: "g = grad_input[0] * 0.5", returns: "(g,)"}'
             f"  # halve ({os.path.relpath(models) if not os.path.relpath(models).startswith('..') else models}:"
-            f"{_line_of(models, 'def halve')})") in text
+            f"{line_of(models, 'def halve')})") in text
     vp = _assert_same(problem, models, "make_halving")
     # the hook halves x's gradient: without it torch gives twice that
     model = call_factory(models, "make_halving").double()
@@ -399,11 +390,11 @@ def test_lambda_hooks_on_a_parameter_and_a_module_are_translated(models):
 
 def test_a_hook_that_cannot_be_translated_is_refused_at_its_line(models):
     msg = _refused(models, "make_untranslatable")
-    assert msg.startswith(f"{models}:{_line_of(models, 'if grad_input[0].abs().max()')}: the full_backward hook on "
+    assert msg.startswith(f"{models}:{line_of(models, 'if grad_input[0].abs().max()')}: the full_backward hook on "
                           "'a' (choose) cannot be translated into the problem format: an 'if' statement")
     assert "--hooks observe" in msg and "\n" not in msg
     msg = _refused(models, "make_not_modelled_in_place")
-    assert msg.startswith(f"{models}:{_line_of(models, 'grad_input[0].fill_diagonal_(0)')}:")
+    assert msg.startswith(f"{models}:{line_of(models, 'grad_input[0].fill_diagonal_(0)')}:")
     assert "the in-place call .fill_diagonal_(), which adjoint does not model" in msg
 
 
@@ -533,7 +524,7 @@ def test_what_fx_would_drop_from_a_forward_is_refused_at_its_line(tmp_path, cls,
     path = tmp_path / "models.py"
     path.write_text(MODELS + f"\n\ndef make():\n    return {cls}()\n")
     msg = _refused(str(path), "make")
-    assert msg.startswith(f"{path}:{_line_of(str(path), line)}: the model ({cls}): "), msg
+    assert msg.startswith(f"{path}:{line_of(str(path), line)}: the model ({cls}): "), msg
     assert words in msg
     assert "\n" not in msg
 
@@ -617,7 +608,7 @@ def test_tied_weights_and_a_module_listed_twice_import_tied_and_equal_the_users_
     assert dict(torch.nn.modules.module._global_backward_hooks) == before
     # with a module hook it would need registering twice: refused, at the factory
     msg = _refused(models, "make_repeated_hooked")
-    assert msg.startswith(f"{models}:{_line_of(models, 'def make_repeated_hooked():')}: module '2' is the same "
+    assert msg.startswith(f"{models}:{line_of(models, 'def make_repeated_hooked():')}: module '2' is the same "
                           "Linear as '0' (one module under two names, with hooks)")
 
 
@@ -629,9 +620,9 @@ def test_a_stateless_module_listed_twice_is_written_for_both_calls(models):
 
 def test_a_torch_nn_root_and_a_factory_exiting_are_located_in_the_users_file(models):
     msg = _refused(models, "make_lstm")
-    assert msg.startswith(f"{models}:{_line_of(models, 'def make_lstm')}: module 'model' is torch.nn.PReLU")
+    assert msg.startswith(f"{models}:{line_of(models, 'def make_lstm')}: module 'model' is torch.nn.PReLU")
     msg = _refused(models, "make_exiting")
-    assert msg.startswith(f"{models}:{_line_of(models, 'raise SystemExit(0)')}: make_exiting() raised SystemExit")
+    assert msg.startswith(f"{models}:{line_of(models, 'raise SystemExit(0)')}: make_exiting() raised SystemExit")
 
 
 # ----------------------------------------------------------------------------- verify runs no code unasked
@@ -1143,13 +1134,13 @@ def test_checkpoint_and_requires_grad_writes_outside_the_forwards_source_are_ref
         """))
     where = str(path)
     msg = _refused(where, "make_ck")
-    assert msg.startswith(f"{where}:{_line_of(where, 'return cp.checkpoint(')}: the model calls checkpoint(...) "
+    assert msg.startswith(f"{where}:{line_of(where, 'return cp.checkpoint(')}: the model calls checkpoint(...) "
                           "(torch.utils.checkpoint) in its forward, which cannot be imported yet"), msg
     msg = _refused(where, "make_seq")      # the source check: checkpoint_sequential named in the forward itself
-    assert msg.startswith(f"{where}:{_line_of(where, 'cp.checkpoint_sequential(')}: the model (Seq): "
+    assert msg.startswith(f"{where}:{line_of(where, 'cp.checkpoint_sequential(')}: the model (Seq): "
                           "checkpoint_sequential(...) (torch.utils.checkpoint) cannot be imported yet"), msg
     msg = _refused(where, "make_fresh")
-    assert msg.startswith(f"{where}:{_line_of(where, 'h.requires_grad = True')}: the model sets .requires_grad on "
+    assert msg.startswith(f"{where}:{line_of(where, 'h.requires_grad = True')}: the model sets .requires_grad on "
                           "a tensor in its forward, which torch.fx does not record"), msg
     assert all("\n" not in m for m in (msg,))
 
@@ -1178,7 +1169,7 @@ def test_a_forward_hook_registering_a_tensor_hook_is_refused_at_the_hooks_line(t
         """))
     where = str(path)
     msg = _refused(where, "make_model")
-    assert msg.startswith(f"{where}:{_line_of(where, 'out.register_hook(')}: the model calls .register_hook() on a "
+    assert msg.startswith(f"{where}:{line_of(where, 'out.register_hook(')}: the model calls .register_hook() on a "
                           "tensor in its forward hook 'keep' on '0', which the importer cannot translate"), msg
 
 
