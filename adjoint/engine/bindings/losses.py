@@ -133,7 +133,7 @@ def _check_weight_size(weight: Tensor | None, x: Tensor, loc: Loc) -> None:
 def lower_mse_loss(rt, a: dict, loc: Loc):
     x, y, weight = a["input"], a["target"], a["weight"]
     reduction = reduction_of(a, loc, "mse_loss")
-    _pointwise_dtypes(x, y, "mse_loss", loc)
+    _pointwise_dtypes(x, y, "mse_loss", loc, int_target=True)
     xs, ys = broadcast_pair(rt, x, y, loc)
     if weight is None:
         return rt.apply("mse_loss", [xs, ys], Pointwise(reduction_enum(rt, reduction)), loc)
@@ -150,7 +150,7 @@ def l1(rt, x: Tensor, y: Tensor, reduction: str, loc: Loc):
 def lower_l1_loss(rt, a: dict, loc: Loc):
     x, y, weight = a["input"], a["target"], a["weight"]
     reduction = reduction_of(a, loc, "l1_loss")
-    _pointwise_dtypes(x, y, "l1_loss", loc)
+    _pointwise_dtypes(x, y, "l1_loss", loc, int_target=True)
     xs, ys = broadcast_pair(rt, x, y, loc)
     if weight is None:
         return l1(rt, xs, ys, reduction_enum(rt, reduction), loc)
@@ -162,7 +162,7 @@ def lower_l1_loss(rt, a: dict, loc: Loc):
 def lower_smooth_l1_loss(rt, a: dict, loc: Loc):
     x, y, beta = a["input"], a["target"], a["beta"]
     reduction = reduction_of(a, loc, "smooth_l1_loss")
-    _pointwise_dtypes(x, y, "smooth_l1_loss", loc)
+    _pointwise_dtypes(x, y, "smooth_l1_loss", loc, int_target=True)
     xs, ys = broadcast_pair(rt, x, y, loc)
     reduction = reduction_enum(rt, reduction)
     if beta == 0:
@@ -191,9 +191,12 @@ def lower_huber_loss(rt, a: dict, loc: Loc):
     return _weighted(rt, loss, weight, reduction, loc, False)
 
 
-def _pointwise_dtypes(x: Tensor, y: Tensor, fn: str, loc: Loc) -> None:
+def _pointwise_dtypes(x: Tensor, y: Tensor, fn: str, loc: Loc, int_target: bool = False) -> None:
+    """Float operands (``int_target``: an int64 target too, which the kernel promotes: mse_loss,
+    l1_loss and smooth_l1_loss run with a class-label target left int64)."""
     _float_tensor(x, "the input", fn, loc)
-    _float_tensor(y, "the target", fn, loc)
+    if not (int_target and y.dtype == "int64"):
+        _float_tensor(y, "the target", fn, loc)
 
 
 # ----------------------------------------------------------------------------- nll_loss
