@@ -108,3 +108,22 @@ def test_a_none_gradient_of_an_unused_output_is_explained_as_such():
 def test_reasons(name, said, not_said):
     text = _text(name)
     assert said in text and not_said not in text
+
+
+def test_an_output_another_output_is_made_from_gets_only_its_outside_gradient():
+    """f returns (a, a * a) and only the second is used: a full backward hook on f (whose
+    BackwardHookFunction makes each output a tensor of its own) is handed grad_output (None, [1, 1]);
+    adjoint gave a's whole gradient, the internal use included (found by a sequence-model trial:
+    LSTMCell's c, which its h is made from)."""
+    class F(torch.nn.Module):
+        def forward(self, x):
+            a = x * 2
+            return a, a * a
+    f = F()
+    seen = []
+    f.register_full_backward_hook(lambda m, gi, go: seen.append([None if g is None else g.tolist() for g in go]))
+    x = torch.tensor([1.0, -0.5], requires_grad=True)
+    a, b = f(x)
+    b.sum().backward()
+    got = _adjoints(os.path.join(HERE, "output_made_from_another_output.yaml"))["f"]["grad_output"]
+    assert [None if g is None else g["value"] for g in got] == seen[0] == [None, [1.0, 1.0]]

@@ -75,11 +75,13 @@ def boundaries_of(rt, fwd, bwd, progress=None, passed: bool = True) -> list[Boun
         depth = 0 if call.parent is None else depth_of[call.parent] + 1
         depth_of[call.id] = depth
         outs = call.out if isinstance(call.out, tuple) else (call.out,)
+        start = position[id(call.in_node)] if call.in_node is not None else call.body_start
+        inside = {id(n) for n in rt.nodes[start:call.end]}
         # each output's multiplier where the call returned it: a later in-place op (an in-place ReLU after
-        # it) gave the tensor another grad_fn since, whose gradient is the next module's
-        gouts = tuple(_seen_as_returned(bwd, t, call, i) for i, t in enumerate(outs))
+        # it) gave the tensor another grad_fn since, whose gradient is the next module's; and only what
+        # reaches it from outside the call (LSTMCell's c, which its h is made from inside)
+        gouts = tuple(_outside(rt.B, bwd, t, call, i, inside) for i, t in enumerate(outs))
         if any(g is not None for g in gouts):
-            start = position[id(call.in_node)] if call.in_node is not None else call.body_start
             # each output as the call returned it: its history then (an in-place op after the call moved it)
             seeds = [(_as_returned(t, call, i), g) for i, (t, g) in enumerate(zip(outs, gouts)) if g is not None]
             gin = dirty_call_grads(rt, call, gouts)   # a Function that wrote its input in place
@@ -116,6 +118,35 @@ def _seen_as_returned(bwd, t, call, i: int):
     if key is t or key not in bwd.seen:   # (a view's grad_fn then, which its base's write took out of the graph)
         return seen_at(bwd, t)
     return bwd.seen[key]
+
+
+def _outside(B, bwd, t, call, i: int, inside: set):
+    """Output ``i``'s multiplier as it reaches the module's boundary: the gradient PyTorch carried to
+    it where the call returned it, less what the call's own nodes sent it (an output another output
+    is made from, inside the call: what a full backward hook, whose BackwardHookFunction makes each
+    output a tensor of its own, is handed is only what its outside uses send)."""
+    seen = _seen_as_returned(bwd, t, call, i)
+    if seen is None or not inside:
+        return seen
+    key = _as_returned(t, call, i)
+    key = _key(key) if isinstance(key, Tensor) else key
+    inner, outer = None, None
+    for entry in bwd.sent.values():
+        node, grads = entry[0], entry[1]
+        for edge, g in zip(node.edges, grads):
+            if edge is None or g is None or _edge_key(edge) != key:
+                continue
+            g = _plain(g)
+            if id(node) in inside:
+                inner = g if inner is None else B.add(inner, g)
+            else:
+                outer = g if outer is None else B.add(outer, g)
+    if inner is None:
+        return seen
+    if outer is not None:
+        return outer
+    rest = B.sub(_plain(seen), inner)   # a root of the backward (no node sent it): its own gradient
+    return None if B.equals(rest, B.zeros(B.shape(rest))) else rest
 
 
 def _replaced_by_own_pre_hook(call) -> bool:
