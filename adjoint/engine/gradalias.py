@@ -138,8 +138,7 @@ def hook_view(src: GradObj, t: Tensor, src_value) -> GradObj:
     if not chain and not src.unknown_layout:   # detach(): the same elements, laid out as src is
         obj = GradObj(src.storage.root(), src.strides)
         obj.base, obj.contiguous, obj.layout, obj.unit_zero = src, src.contiguous, src.layout, src.unit_zero
-        obj.to_base = lambda B, v: v
-        obj.from_base = lambda B, g: g
+        obj.to_base = obj.from_base = _same
         return obj
     if src.unknown_layout or src.strides is not None or not src.contiguous:
         obj = view_of([src])
@@ -151,9 +150,23 @@ def hook_view(src: GradObj, t: Tensor, src_value) -> GradObj:
     src.value = src_value   # (kept current by every write placed from now on)
     obj = GradObj(src.storage.root())
     obj.base = src
+    if t.strides and any(st == 0 and d > 1 for d, st in zip(t.shape, t.strides)):
+        obj.strides, obj.contiguous = tuple(t.strides), False   # grad[0].expand(...): it repeats memory
     obj.to_base = lambda B, v: None if src.value is None else scatter_into(B, src.value, chain, v)
     obj.from_base = lambda B, g: view_value(B, g, chain)
     _set_layout(obj, tuple(t.shape), tuple(t.strides) if t.strides else contiguous_strides(tuple(t.shape)))
+    return obj
+
+
+def _same(B, v):
+    """The maps of a ``detach()``: the same elements."""
+    return v
+
+
+def _whole(obj: GradObj) -> GradObj:
+    """The tensor whose memory ``obj`` is all of (through ``detach()``s)."""
+    while obj.base is not None and obj.to_base is _same:
+        obj = obj.base
     return obj
 
 
@@ -1009,6 +1022,34 @@ class Aliases:
         for _state, objs in self.states:
             yield from (o for o in objs if o is not None)
         yield from (o for o in self.captured if o is not None)
+
+
+def zero_grads(rt, leaves: list, set_to_none: bool, loc) -> None:
+    """A ``zero_grad`` step over ``leaves``: ``.grad = None`` drops that leaf's reference only (a
+    leaf whose ``.grad`` is the same tensor keeps it, and the next backward adds into it there);
+    ``grad.zero_()`` zeroes the one tensor, which every leaf holding it sees."""
+    objs = rt.__dict__.setdefault("grad_objs", {})
+    B = rt.B
+    for t in leaves:
+        if set_to_none or t.grad is None:
+            t.grad = None
+            objs.pop(t, None)
+            continue
+        zeros = B.zeros(tuple(B.shape(t.grad)))
+        obj = objs.get(t)
+        if obj is not None:
+            root = obj.storage.root()
+            for other, o in objs.items():
+                if other is t:
+                    continue
+                if _whole(o) is _whole(obj):   # the same tensor, or a detach() of it: the same memory
+                    other.grad = zeros
+                    o.value = zeros
+                elif o.storage.root() is root:   # a view of it, or it of a view: part of the memory
+                    raise ProblemError(loc, "zero_grad of a .grad that shares part of its memory with another "
+                                            "leaf's .grad is not modelled yet")
+            obj.value = zeros
+        t.grad = zeros
 
 
 def unplaced(hook) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from adjoint.format import syntax as S
 from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Tensor
-from adjoint.engine.gradalias import hook_view, laid_out
+from adjoint.engine.gradalias import GradObj, hook_view, laid_out
 from adjoint.engine.interpreter import Interp
 from adjoint.engine.pyerrors import type_name
 from adjoint.engine.torch_errors import TorchError
@@ -223,6 +223,9 @@ class LeafGrads:
                                         "of their memory) is not modelled yet; assign its .clone(), or that .grad "
                                         "itself")
             engine = self.wrapped.obj_of(value) if self.wrapped is not None and source is None else None
+            if engine is None and source is None and value.strides and \
+                    any(st == 0 and d > 1 for d, st in zip(value.shape, value.strides)):
+                engine = GradObj(None, tuple(value.strides))   # an expanded tensor: a later += refuses it
             if source is not None:   # one tensor, two .grad: an accumulation into either is seen by both
                 self.sources[leaf] = source
             elif engine is not None:

@@ -211,11 +211,8 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
                 for i in step.hooks:
                     reg.remove(i)
             elif step.kind == "zero_grad":
-                for t in _zeroed(model.leaves, step):
-                    if step.set_to_none or t.grad is None:
-                        t.grad = None
-                    else:   # set_to_none=False: grad.zero_() (values: zeros of its shape)
-                        t.grad = backend.zeros(tuple(backend.shape(t.grad)))
+                from adjoint.engine.gradalias import zero_grads
+                zero_grads(run.rt, _zeroed(model.leaves, step), step.set_to_none, step.loc)
             elif step.kind == "step" and step.optimizer is not None:
                 from adjoint.engine.adam import optimizer_step
                 optimizer_step(run, step.optimizer)
