@@ -480,6 +480,10 @@ def linear_v1(m: YMap, path: str, what: str, frozen: bool, param_decl) -> tuple[
         raise ProblemError(m.loc, f"{what} is a Linear without params; give params: {{weight: [[...]], bias: [...]}}, "
                                   "or args: {in_features: N, out_features: M} and a top-level init: {seed: 0}")
     mapping(pnode, f"the params of {what}", ("weight",), ("bias",))
+    if is_tied(pnode.get("weight")):   # its shape is the named parameter's, known once the tree is read
+        raise ProblemError(pnode.get("weight").loc, f"{what} ties its weight, so its sizes come from args: give "
+                                                    "args: {in_features: N, out_features: M, bias: ...} beside "
+                                                    "params: {weight: {tied: ...}}")
     weight = param_decl(prefix + "weight", pnode.get("weight"), pnode.key_loc("weight"), frozen)
     if len(weight.value.shape) != 2:
         raise ProblemError(weight.value.loc, f"Linear weight must be 2-D (out_features, in_features), "
