@@ -67,3 +67,29 @@ def test_returned_without_a_later_write_is_answered(returned):
     text = FILE.replace("RETURNED", returned).replace('does: "WRITE"', 'kind: hook')
     got = adjoint.loads(text).solve().to_json()["variants"]["default"]["grads"]["x"]["value"]
     assert got == grad
+
+
+def test_a_grad_laid_out_otherwise_warns_once_as_a_fresh_process_does():
+    """AccumulateGrad's CHECK_RESULT after variable_grad += new_grad: a .grad set to grad.t() warns
+    (TORCH_WARN_ONCE) in the next backward, once per process -- checked in a fresh torch process,
+    since verify's torch side removes repeats by the engine's own list."""
+    import json
+    import os
+    import subprocess
+    import sys
+    script = ("import json, warnings, torch\n"
+              "x = torch.tensor([[1., 2], [3, 4]], dtype=torch.float64)\n"
+              "w = torch.tensor([[1., 2], [0.5, -1]], dtype=torch.float64, requires_grad=True)\n"
+              "h = w.register_post_accumulate_grad_hook(lambda t: setattr(t, 'grad', t.grad.t()))\n"
+              "with warnings.catch_warnings(record=True) as got:\n"
+              "    warnings.simplefilter('always')\n"
+              "    ((x * w) ** 2).sum().backward(); h.remove()\n"
+              "    for _ in range(2):\n"
+              "        ((x * w) ** 2).sum().backward()\n"
+              "print(json.dumps([str(m.message) for m in got]))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    torch_messages = json.loads(out.stdout)
+    path = os.path.join(os.path.dirname(__file__), "data", "regressions",
+                        "grad_set_transposed_layout_contract_warning.yaml")
+    got = adjoint.load(path).solve().to_json()["variants"]["default"]["warnings"]
+    assert [w["message"] for w in got] == torch_messages[:1] and len(torch_messages) == 1

@@ -875,6 +875,14 @@ class Aliases:
         if obj is not None and obj is not cur and obj.storage.root() is cur.storage.root() and \
                 (obj.strides, obj.contiguous, obj.layout) != (cur.strides, cur.contiguous, cur.layout):
             raise TorchError("RuntimeError", PARTIAL_OVERLAP_MESSAGE, "overlap")
+        if cur.layout is not None:   # CHECK_RESULT: a .grad laid out otherwise than its parameter
+            from adjoint.engine import warns
+            from adjoint.values.strides import contiguous_strides
+            shape = tuple(t.shape)
+            param = tuple(t.strides) if t.strides else contiguous_strides(shape)
+            if any(n != 1 and a != b for n, a, b in zip(shape, cur.layout, param)):
+                warns.warn_once(self.engine.rt, "UserWarning", warns.layout_contract(shape, cur.layout, param),
+                                site=warns.LAYOUT_CONTRACT)
 
     def added_into(self, t) -> None:
         """A later backward added into ``t.grad`` in place: where that ``.grad`` shares its storage

@@ -127,8 +127,22 @@ SAME_EVEN_KERNEL = ("Using padding='same' with even kernel lengths and odd dilat
                     "Convolution.cpp:1101.)")
 
 
-#: PyTorch's warnings issued once per process (``TORCH_WARN_ONCE``)
-ONCE = (CREATE_GRAPH_CYCLE, T_NOT_2D, T_0D, MT_0D, SAME_EVEN_KERNEL)
+#: AccumulateGrad's CHECK_RESULT (TORCH_WARN_ONCE) after ``variable_grad += new_grad``, when ``.grad``
+#: is laid out otherwise than its parameter (a hook set it to ``grad.t()``); :func:`layout_contract`
+LAYOUT_CONTRACT = ("grad and param do not obey the gradient layout contract. This is not an error, but may impair "
+                   "performance.")
+
+
+def layout_contract(shape, grad_strides, param_strides) -> str:
+    def text(xs):
+        return "[" + ", ".join(str(x) for x in xs) + "]"
+    return (f"{LAYOUT_CONTRACT}\ngrad.sizes() = {text(shape)}, strides() = {text(grad_strides)}\nparam.sizes() = "
+            f"{text(shape)}, strides() = {text(param_strides)} (Triggered internally at /__w/pytorch/pytorch/torch/"
+            "csrc/autograd/functions/accumulate_grad.h:252.)")
+
+
+#: PyTorch's warnings issued once per process (``TORCH_WARN_ONCE``; matched by how they start)
+ONCE = (CREATE_GRAPH_CYCLE, T_NOT_2D, T_0D, MT_0D, SAME_EVEN_KERNEL, LAYOUT_CONTRACT)
 
 
 def warn(rt, category: str, message: str, during: str | None = None) -> None:
@@ -179,7 +193,8 @@ def _next_functions(rt, node) -> set:
     return out
 
 
-def warn_once(rt, category: str, message: str, during: str | None = None) -> None:
-    """A ``TORCH_WARN_ONCE``: issued unless this run issued it already."""
-    if not any(w.message == message for w in rt.warnings):
+def warn_once(rt, category: str, message: str, during: str | None = None, site: str | None = None) -> None:
+    """A ``TORCH_WARN_ONCE``: issued unless this run issued it already (``site``: how every message
+    of that call site starts, when the message carries values)."""
+    if not any(w.message == message or (site is not None and w.message.startswith(site)) for w in rt.warnings):
         warn(rt, category, message, during)
