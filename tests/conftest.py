@@ -137,6 +137,39 @@ def line_of(path: str, text: str) -> int:
     raise AssertionError(text)
 
 
+def import_to_file(models: str, factory: str, specs, hooks_mode: str = "translate", notes=None):
+    """``adjoint import MODELS:FACTORY`` (loss ``sum(y)``) written beside ``models`` as FACTORY.yaml:
+    (its path, its text, the loaded problem)."""
+    import adjoint
+    from adjoint.torchside.importer import import_file
+    out = os.path.join(os.path.dirname(models), f"{factory}.yaml")
+    text = import_file(f"{models}:{factory}", list(specs), "sum(y)", out, hooks_mode, notes)
+    with open(out, "w") as fh:
+        fh.write(text)
+    return out, text, adjoint.load(out)
+
+
+def users_module_run(problem, models: str, factory: str):
+    """The user's module with its own hooks (the factory called again), in float64, on the file's
+    input values: ``sum(y).backward()``; (the loss, the gradients of the float inputs and of the
+    parameters by name)."""
+    import torch
+    from adjoint.torchside.importer.userfile import call_factory
+    model = call_factory(models, factory).double()
+    args = []
+    for d in problem.variants[0].inputs:
+        if d.dtype == "bool":
+            args.append(torch.tensor([bool(v) for v in d.value.items], dtype=torch.bool).reshape(d.value.shape))
+        else:
+            values = [float(v) for v in d.value.items]
+            args.append(torch.tensor(values, dtype=torch.float64).reshape(d.value.shape).requires_grad_(True))
+    loss = model(*args).sum()
+    loss.backward()
+    grads = {d.name: a.grad for d, a in zip(problem.variants[0].inputs, args) if a.is_floating_point()}
+    grads.update({n: p.grad for n, p in model.named_parameters()})
+    return loss.detach(), grads
+
+
 def import_and_verify(model: str, specs: list[str], loss: str, out: str, origin: bool = False) -> str:
     """``adjoint import MODEL --input SPEC...`` written to ``out``, then ``verify`` (with ``origin``:
     ``--origin``, against the user's module) must pass; returns the file's text."""

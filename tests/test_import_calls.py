@@ -9,14 +9,12 @@ reason it gives.
 
 from __future__ import annotations
 
-import os
 
 import pytest
-from conftest import line_of, require_torch
+from conftest import import_to_file, line_of, require_torch, users_module_run
 
 torch = require_torch()
 
-import adjoint  # noqa: E402
 from adjoint.format.errors import ProblemError  # noqa: E402
 from adjoint.torchside.importer import import_file  # noqa: E402
 from adjoint.torchside.importer.graphcheck import user_functions  # noqa: E402
@@ -221,28 +219,7 @@ def models(tmp_path):
 
 
 def _import(models: str, factory: str, specs=("x=2x2",)):
-    out = os.path.join(os.path.dirname(models), f"{factory}.yaml")
-    text = import_file(f"{models}:{factory}", list(specs), "sum(y)", out)
-    with open(out, "w") as fh:
-        fh.write(text)
-    return out, text, adjoint.load(out)
-
-
-def _torch_run(problem, models: str, factory: str):
-    """The user's module with its own hooks, in float64, on the file's inputs: sum(y).backward()."""
-    model = call_factory(models, factory)
-    args = []
-    for d in problem.variants[0].inputs:
-        values = [bool(v) if d.dtype == "bool" else float(v) for v in d.value.items]
-        if d.dtype == "bool":
-            args.append(torch.tensor(values, dtype=torch.bool).reshape(d.value.shape))
-        else:
-            args.append(torch.tensor(values, dtype=torch.float64).reshape(d.value.shape).requires_grad_(True))
-    loss = model(*args).sum()
-    loss.backward()
-    grads = {d.name: a.grad for d, a in zip(problem.variants[0].inputs, args) if a.is_floating_point()}
-    grads.update({n: p.grad for n, p in model.named_parameters()})
-    return loss.detach(), grads
+    return import_to_file(models, factory, specs)
 
 
 def _assert_users_module(out, problem, models, factory):
@@ -250,7 +227,7 @@ def _assert_users_module(out, problem, models, factory):
     hooks' calls, run by torch) passes."""
     vp = predict(problem, None, "float64").variants[0]
     js = vp.to_json()
-    loss, grads = _torch_run(problem, models, factory)
+    loss, grads = users_module_run(problem, models, factory)
     assert abs(js["loss"]["value"] - loss.item()) <= 1e-12
     for name, g in grads.items():
         if g is None:       # a parameter the forward never reaches: no .grad in PyTorch

@@ -14,7 +14,7 @@ import sys
 import textwrap
 
 import pytest
-from conftest import line_of, require_torch
+from conftest import import_to_file, line_of, require_torch, users_module_run
 
 torch = require_torch()
 
@@ -321,11 +321,7 @@ def models(tmp_path):
 
 
 def _import(models: str, factory: str, specs=("x=2x3",), hooks_mode="translate", notes=None):
-    out = os.path.join(os.path.dirname(models), f"{factory}.yaml")
-    text = import_file(f"{models}:{factory}", list(specs), "sum(y)", out, hooks_mode, notes)
-    with open(out, "w") as fh:
-        fh.write(text)
-    return out, text, adjoint.load(out)
+    return import_to_file(models, factory, specs, hooks_mode, notes)
 
 
 def _refused(models: str, factory: str, specs=("x=2x3",)) -> str:
@@ -334,24 +330,10 @@ def _refused(models: str, factory: str, specs=("x=2x3",)) -> str:
     return str(err.value)
 
 
-def _user_run(problem, models: str, factory: str):
-    """The user's module with its own hooks (the factory called again), in float64, on the
-    file's input values: loss, grads, and how many times each kind of hook was called."""
-    model = call_factory(models, factory).double()
-    d = problem.variants[0].inputs[0]
-    x = torch.tensor([float(v) for v in d.value.items], dtype=torch.float64).reshape(d.value.shape)
-    x.requires_grad_(True)
-    loss = model(x).sum()
-    loss.backward()
-    grads = {"x": x.grad}
-    grads.update({n: p.grad for n, p in model.named_parameters()})
-    return loss.detach(), grads
-
-
 def _assert_same(problem, models, factory):
     vp = predict(problem, None, "float64").variants[0]
     js = vp.to_json()
-    loss, grads = _user_run(problem, models, factory)
+    loss, grads = users_module_run(problem, models, factory)
     assert abs(js["loss"]["value"] - loss.item()) <= 1e-12
     for name, g in grads.items():
         want = torch.tensor(js["grads"][name]["value"], dtype=torch.float64)

@@ -47,8 +47,11 @@ from __future__ import annotations
 
 from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Tensor
+from adjoint.engine import warns
+from adjoint.engine.inplace import OVERLAP_MESSAGE, PARTIAL_OVERLAP_MESSAGE, scatter_into
 from adjoint.engine.torch_errors import TorchError
-from adjoint.values.strides import view_strides
+from adjoint.engine.view_history import view_value
+from adjoint.values.strides import contiguous_strides, view_strides
 
 
 class Storage:
@@ -144,9 +147,6 @@ def hook_view(src: GradObj, t: Tensor, src_value) -> GradObj:
         obj = view_of([src])
         obj.unknown_layout = True
         return obj
-    from adjoint.engine.inplace import scatter_into
-    from adjoint.engine.view_history import view_value
-    from adjoint.values.strides import contiguous_strides
     src.value = src_value   # (kept current by every write placed from now on)
     obj = GradObj(src.storage.root())
     obj.base = src
@@ -868,7 +868,6 @@ class Aliases:
         # variable_grad += new_grad, TensorIterator's checks: .grad may not repeat memory (it is
         # sum's expanded gradient a hook assigned), and the gradient may not overlap it partly (a
         # transposed view of the very tensor .grad is); the same tensor, or one laid out alike, may
-        from adjoint.engine.inplace import OVERLAP_MESSAGE, PARTIAL_OVERLAP_MESSAGE
         cur = self.grad_obj(t)
         if cur.overlaps:
             raise TorchError("RuntimeError", OVERLAP_MESSAGE, "overlap")
@@ -876,8 +875,6 @@ class Aliases:
                 (obj.strides, obj.contiguous, obj.layout) != (cur.strides, cur.contiguous, cur.layout):
             raise TorchError("RuntimeError", PARTIAL_OVERLAP_MESSAGE, "overlap")
         if cur.layout is not None:   # CHECK_RESULT: a .grad laid out otherwise than its parameter
-            from adjoint.engine import warns
-            from adjoint.values.strides import contiguous_strides
             shape = tuple(t.shape)
             param = tuple(t.strides) if t.strides else contiguous_strides(shape)
             if any(n != 1 and a != b for n, a, b in zip(shape, cur.layout, param)):
