@@ -69,6 +69,7 @@ def boundaries_of(rt, fwd, bwd, progress=None, passed: bool = True) -> list[Boun
     out = []
     depth_of: dict[int, int] = {}
     position = {id(node): i for i, node in enumerate(rt.nodes)}
+    sends = _sends_by_edge(bwd)
     for done, call in enumerate(fwd.calls):
         if progress is not None:
             progress("assemble", done, len(fwd.calls))
@@ -80,7 +81,7 @@ def boundaries_of(rt, fwd, bwd, progress=None, passed: bool = True) -> list[Boun
         # each output's multiplier where the call returned it: a later in-place op (an in-place ReLU after
         # it) gave the tensor another grad_fn since, whose gradient is the next module's; and only what
         # reaches it from outside the call (LSTMCell's c, which its h is made from inside)
-        gouts = tuple(_outside(rt.B, bwd, t, call, i, inside) for i, t in enumerate(outs))
+        gouts = tuple(_outside(rt.B, bwd, t, call, i, inside, sends) for i, t in enumerate(outs))
         if any(g is not None for g in gouts):
             # each output as the call returned it: its history then (an in-place op after the call moved it)
             seeds = [(_as_returned(t, call, i), g) for i, (t, g) in enumerate(zip(outs, gouts)) if g is not None]
@@ -120,27 +121,37 @@ def _seen_as_returned(bwd, t, call, i: int):
     return bwd.seen[key]
 
 
-def _outside(B, bwd, t, call, i: int, inside: set):
+def _sends_by_edge(bwd) -> dict:
+    """What the backward's nodes sent along each edge, by the edge's key (:func:`_edge_key`): a list
+    of (id of the sending node, gradient), in the order the nodes ran. Made once per backward, so
+    that looking up one output's senders does not walk every node of the pass again."""
+    sends: dict = {}
+    for entry in bwd.sent.values():
+        node, grads = entry[0], entry[1]
+        for edge, g in zip(node.edges, grads):
+            if edge is not None and g is not None:
+                sends.setdefault(_edge_key(edge), []).append((id(node), g))
+    return sends
+
+
+def _outside(B, bwd, t, call, i: int, inside: set, sends: dict):
     """Output ``i``'s multiplier as it reaches the module's boundary: the gradient PyTorch carried to
     it where the call returned it, less what the call's own nodes sent it (an output another output
     is made from, inside the call: what a full backward hook, whose BackwardHookFunction makes each
-    output a tensor of its own, is handed is only what its outside uses send)."""
+    output a tensor of its own, is handed is only what its outside uses send). ``sends``: from
+    :func:`_sends_by_edge`."""
     seen = _seen_as_returned(bwd, t, call, i)
     if seen is None or not inside:
         return seen
     key = _as_returned(t, call, i)
     key = _key(key) if isinstance(key, Tensor) else key
     inner, outer = None, None
-    for entry in bwd.sent.values():
-        node, grads = entry[0], entry[1]
-        for edge, g in zip(node.edges, grads):
-            if edge is None or g is None or _edge_key(edge) != key:
-                continue
-            g = _plain(g)
-            if id(node) in inside:
-                inner = g if inner is None else B.add(inner, g)
-            else:
-                outer = g if outer is None else B.add(outer, g)
+    for sender, g in sends.get(key, ()):
+        g = _plain(g)
+        if sender in inside:
+            inner = g if inner is None else B.add(inner, g)
+        else:
+            outer = g if outer is None else B.add(outer, g)
     if inner is None:
         return seen
     if outer is not None:

@@ -779,6 +779,45 @@ def _out_dtype(node):
     return None
 
 
+class GradHolders(dict):
+    """leaf Tensor -> the GradObj of its ``.grad`` (the runtime's, kept across backward calls), which
+    also counts how many leaves hold each GradObj, so that "is this tensor some leaf's ``.grad``?"
+    (:meth:`holds`, asked at every first accumulation) does not walk every leaf: on a model with a
+    hook on each of its layers that walk made a backward quadratic in the number of parameters.
+    Written only by item assignment and ``pop``."""
+
+    def __init__(self):
+        super().__init__()
+        self._count: dict = {}   # id(GradObj) -> leaves holding it (the dict keeps each alive)
+
+    def __setitem__(self, leaf, obj) -> None:
+        old = self.get(leaf)
+        if old is not None:
+            self._drop(old)
+        super().__setitem__(leaf, obj)
+        self._count[id(obj)] = self._count.get(id(obj), 0) + 1
+
+    def pop(self, leaf, *default):
+        if leaf in self:
+            self._drop(self[leaf])
+        return super().pop(leaf, *default)
+
+    def _drop(self, obj) -> None:
+        n = self._count[id(obj)] - 1
+        if n:
+            self._count[id(obj)] = n
+        else:
+            del self._count[id(obj)]
+
+    def holds(self, obj) -> bool:
+        return id(obj) in self._count
+
+
+def grad_holders(rt) -> GradHolders:
+    """The runtime's :class:`GradHolders`, made on first use."""
+    return rt.__dict__.setdefault("grad_objs", GradHolders())
+
+
 class Aliases:
     """The holders of gradient tensors during one backward call, and the writes between them."""
 
@@ -788,7 +827,7 @@ class Aliases:
         self.lists: dict = {}          # node -> its buffer (the values list)
         # leaf Tensor -> GradObj of its .grad, kept across backward calls (the runtime's): a .grad
         # that is a view of another leaf's .grad stays one, so a later accumulation reaches both
-        self.grads: dict = engine.rt.__dict__.setdefault("grad_objs", {})
+        self.grads: GradHolders = grad_holders(engine.rt)
         self.frames: list = []         # [values list, objs list] of the node running (inputs, then outputs)
         self.states: list = []         # [state, objs of state.grad_outputs] of module hooks holding grad_outputs
         self.captured: list = []       # GradObj per torch.autograd.grad result
@@ -945,7 +984,7 @@ class Aliases:
         for _state, objs in self.states:
             if any(_holds(o, obj) for o in objs):
                 return True
-        return any(o is obj for o in self.grads.values())
+        return self.grads.holds(obj)
 
     # ------------------------------------------------------------ writes
     def write(self, writes: dict, hook) -> None:
@@ -1033,7 +1072,7 @@ def zero_grads(rt, leaves: list, set_to_none: bool, loc) -> None:
     """A ``zero_grad`` step over ``leaves``: ``.grad = None`` drops that leaf's reference only (a
     leaf whose ``.grad`` is the same tensor keeps it, and the next backward adds into it there);
     ``grad.zero_()`` zeroes the one tensor, which every leaf holding it sees."""
-    objs = rt.__dict__.setdefault("grad_objs", {})
+    objs = grad_holders(rt)
     B = rt.B
     for t in leaves:
         if set_to_none or t.grad is None:
