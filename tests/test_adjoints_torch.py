@@ -132,3 +132,62 @@ loss: "sum(y * y)"
     y = torch.nn.ReLU(inplace=True)(layer(x))
     (y * y).sum().backward()
     assert lin.grad_input[0].tolist() == x.grad.tolist() == [1.0, 0.5]
+
+
+SHORTCUT = """
+name: shortcut
+dtype: float64
+inputs:
+  x: {value: [[1, 2]], requires_grad: true}
+model:
+  inputs: [x]
+  training: false
+  children:
+    fc: {type: Linear, params: {weight: [[0.5, -1], [2, 0.25]], bias: [0, 1]}}
+    shortcut: {type: Sequential}
+    ident: {type: Identity}
+    drop: {type: Dropout, args: {p: 0.5}}
+    flat: {type: Flatten}
+  forward: |
+    h = fc(x)
+    return h * 3 + shortcut(x) * 2 + ident(h) + drop(h) * 5 + flat(x) * 7
+loss: "sum(y)"
+"""
+
+
+def test_a_module_returning_its_input_gets_only_what_reaches_its_output(tmp_path):
+    """A residual shortcut (an empty Sequential), an Identity, an eval-mode Dropout and a Flatten of
+    a 2-D input return their input itself, which PyTorch's graph does not tell apart from the
+    input's other uses: the answer gave x's (or h's) whole gradient as their grad_output. A full
+    backward hook is handed what reaches the output alone; by hand, loss = sum(3h + 2 s(x) + i(h)
+    + 5 d(h) + 7 f(x)): 2, 1, 5 and 7 per element, and grad_input the same (torch's hooks below,
+    through adjoint.torchside's observers)."""
+    path = tmp_path / "p.yaml"
+    path.write_text(SHORTCUT)
+    problem = adjoint.load(str(path))
+    vp = problem.solve().variants[0]
+    adj = vp.to_json()["adjoints"]
+    for callid, k in (("shortcut", "2"), ("ident", "1"), ("drop", "5"), ("flat", "7")):
+        assert adj[callid]["grad_output"][0]["exact"] == [[k, k]], callid
+        assert adj[callid]["grad_input"][0]["exact"] == [[k, k]], callid
+    rows = adjoint_rows(problem, problem.variants[0], vp, predicted_json(vp, problem.loc), problem.dtype)
+    compared = [r for r in rows if not r.skipped]
+    assert len(compared) >= 5 and all(r.ok for r in compared), [(r.item, r.detail) for r in rows]
+
+
+def test_self_attention_gets_one_grad_input_per_position():
+    """attn(a, a, a) without a hook on attn: the answer gave each of query, key and value the total
+    gradient of a. A full backward hook on attn is handed three different entries, as the file's
+    own variant 'attention' shows; variant 'mlp' (no hook on attn) now answers the same three, and
+    torch's observing hooks agree (the rows for attn are compared, no longer left out)."""
+    problem = adjoint.load(os.path.join(ROOT, "problems", "transformer_block.yaml"))
+    pred = problem.solve(mode="exact")
+    by = {v.name: v.to_json() for v in pred.variants}
+    hooked = next(c for c in by["attention"]["hook_calls"] if c["target"] == "attn")["args"]["grad_input"]
+    watched = by["mlp"]["adjoints"]["attn"]["grad_input"]
+    assert [g["exact"] for g in watched] == [g["exact"] for g in hooked]
+    assert watched[0]["exact"] != watched[1]["exact"] != watched[2]["exact"]
+    vp = next(v for v in pred.variants if v.name == "mlp")
+    rows = adjoint_rows(problem, problem.variant("mlp"), vp, predicted_json(vp, problem.loc), problem.dtype)
+    attn = [r for r in rows if not r.skipped and "attn" in r.item + (r.detail or "")]
+    assert attn and all(r.ok for r in attn), [(r.item, r.detail) for r in rows]

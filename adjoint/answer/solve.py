@@ -22,6 +22,7 @@ from adjoint.engine.forward import Call
 from adjoint.engine.function_checks import check_functions
 from adjoint.engine.graph import Node, Tensor, Typed
 from adjoint.engine.adjoints import boundaries_of, seen_at
+from adjoint.engine.observer import observe, with_observed
 from adjoint.engine.passes import VariantRun, root_name, run_variant
 from adjoint.answer.prediction import RanksPrediction
 from adjoint.answer.prediction import Boundary, ErrorRecord, HookRecord, PassRecord, Prediction, VariantPrediction
@@ -75,12 +76,13 @@ def _cyclic_gc_paused():
 
 def solve_variant(problem: Problem, variant: Variant, symbols: dict | None = None, mode: str = "exact",
                   progress=None) -> VariantPrediction:
-    if mode == "exact":
-        backend = ExactBackend(problem.dtype, symbols, symbols is None and bool(problem.free_symbols()))
-    else:
-        backend = MODES[mode](problem.dtype, symbols)
-    backend = complex_values.for_problem(problem, backend)
-    return assemble(run_variant(problem, variant, backend, progress), progress)
+    def make_backend():
+        if mode == "exact":
+            backend = ExactBackend(problem.dtype, symbols, symbols is None and bool(problem.free_symbols()))
+        else:
+            backend = MODES[mode](problem.dtype, symbols)
+        return complex_values.for_problem(problem, backend)
+    return assemble(run_variant(problem, variant, make_backend(), progress), progress, make_backend)
 
 
 # ----------------------------------------------------------------------------- assembly
@@ -93,8 +95,11 @@ def derive_variant(prediction: VariantPrediction):
     return derive(prediction)
 
 
-def assemble(run: VariantRun, progress=None) -> VariantPrediction:
-    """The Prediction of a run (any backend: a value the mode does not have is None in JSON)."""
+def assemble(run: VariantRun, progress=None, make_backend=None) -> VariantPrediction:
+    """The Prediction of a run (any backend: a value the mode does not have is None in JSON).
+    ``make_backend``: makes a fresh backend of the run's mode, for the watched run that reads the
+    adjoints of calls the graph does not mark (:mod:`adjoint.engine.observer`); without it those
+    keep what the graph gives."""
     producers = _node_names(run)
     calls = _call_counts(run)
     hook_calls = [_record(run, rec, producers, calls) for rec in run.rt.log]
@@ -122,7 +127,7 @@ def assemble(run: VariantRun, progress=None) -> VariantPrediction:
                   for p in run.passes]
     return VariantPrediction(
         name=run.variant.name, method=last.request.method if last else "backward", root=root_name(run.problem),
-        loss=loss, values=values, boundaries=_boundaries(run, progress), grads=run.grads(), returned=returned,
+        loss=loss, values=values, boundaries=_boundaries(run, progress, make_backend), grads=run.grads(), returned=returned,
         hook_calls=hook_calls, notes=notes, functions=check_functions(run) if run.rt.B.name == "exact" else [],
         node_order=last.result.order if last else [], symbolic=symbolic,
         kinks=[note for _, _, note in fwd.notes], run=run,
@@ -318,14 +323,17 @@ def _variant_notes(run: VariantRun) -> list[str]:
     return notes
 
 
-def _boundaries(run: VariantRun, progress=None) -> list[Boundary]:
+def _boundaries(run: VariantRun, progress=None, make_backend=None) -> list[Boundary]:
     last = run.last_pass
     if last is None:
         return []
     # a second-order pass (create_graph, roots:) reaches the forward's nodes from its own graph too:
     # what it passes an input is not derived from the module's grad_output alone (the J^T is kept)
     passed = getattr(last.request, "second", None) is None
-    return boundaries_of(run.rt, last.forward, last.result, progress, passed)
+    found = boundaries_of(run.rt, last.forward, last.result, progress, passed)
+    if make_backend is not None and passed:
+        run.observed = observe(run, make_backend)
+    return with_observed(found, run.observed)
 
 
 def solve_distributed(problem, variant: str | None, backend_class, progress=None) -> list[RanksPrediction]:

@@ -15,6 +15,7 @@ from adjoint.values.exact import Exact
 from adjoint.engine.graph import Tensor, Typed
 from adjoint.values.mathtree import TConst, simplify, to_sympy, vjp_tree
 from adjoint.engine.adjoints import boundaries_of
+from adjoint.engine.observer import with_observed
 from adjoint.derivation.analysis import Analysis, AStep
 from adjoint.derivation.equations import equations
 from adjoint.derivation.expressions import expr_tree, program_source, source, statement_source
@@ -169,7 +170,8 @@ class UnitBuilder:
         steps = [self.step(st) for st in a.steps.values()]
         self.calls = [self.call_info(c) for c in g.calls]
         p = self.p
-        self.boundary_records = boundaries_of(self.run.rt, self.fwd, p.result, passed=False) if p is not None else []
+        self.boundary_records = with_observed(boundaries_of(self.run.rt, self.fwd, p.result, passed=False),
+                                              self.run.observed) if p is not None else []
         forward_number, backward_number, first = self.numbers
         forward_calls = hook_calls(self, [self.records[i] for i in self.fwd.log]) if first else []
         backward_calls = hook_calls(self, [self.records[i] for i in p.calls]) if p is not None else []
@@ -470,13 +472,22 @@ class UnitBuilder:
                 continue
             go = bd.grad_output[0]
             out = call.outs[0] if call.outs else None
-            inputs = [BoundaryInput(x, gi, self.ident(x, gi, strict=True) if gi is not None else None)
+            # a call the graph does not mark (its output is its input, or one tensor fills several of
+            # its inputs): its adjoints are what a watching full backward hook was handed, not the
+            # tensor's whole gradient (adjoint.engine.observer)
+            watched = bd.callid in self.run.observed
+            inputs = [BoundaryInput(x, gi, self.ident(x, gi, strict=True) if gi is not None and not watched else None)
                       for x, gi in zip(call.args, bd.grad_input)]
-            outputs = [BoundaryInput(o, g, self.ident(o, g) if g is not None else None)
+            outputs = [BoundaryInput(o, g, self._output_ident(o, g, watched) if g is not None else None)
                        for o, g in zip(call.outs, bd.grad_output)] if len(call.outs) > 1 else []
             unit.boundaries.append(Boundary(bd.callid, bd.type, call.index, go,
-                                            self.ident(out, go) if go is not None and out is not None else None,
-                                            inputs, outputs))
+                                            self._output_ident(out, go, watched) if go is not None and out is not None
+                                            else None, inputs, outputs))
+
+    def _output_ident(self, out: int, value, watched: bool) -> Ident:
+        """What a module's grad_output is: :meth:`ident`, or, at a call the graph does not mark, the
+        gradient reaching the module's output (not the gradient of the tensor it returned)."""
+        return Ident("at_output", out) if watched else self.ident(out, value)
 
     def grads(self) -> dict:
         return dict(self.p.grads)

@@ -35,7 +35,9 @@ class Symbol:
 class Ident:
     """What a gradient value is: ``lam`` (the multiplier lambda_k of state ``var``), ``lam_tilde``
     (the gradient PyTorch carried into it), ``dl`` (dl/d var of a tensor that is not a state), or,
-    when it is none of these, ``reaching`` (a state) / ``wrt`` (any other tensor)."""
+    when it is none of these, ``reaching`` (a state) / ``wrt`` (any other tensor); ``at_output``:
+    a module's grad_output where its output is its input itself (or one tensor fills several of
+    its inputs), what reaches the output alone (adjoint.engine.observer)."""
 
     kind: str
     var: int

@@ -79,6 +79,8 @@ class VariantRun:
     made: dict = field(default_factory=dict)   # names bound by backward steps' as: (adjoint.engine.second_run)
     registered: dict = field(default_factory=dict)   # registered steps: name -> hooks in that module's dict then
     reads: list = field(default_factory=list)   # ReadRecord per read step (adjoint.engine.saved_reads)
+    # callid -> (grad_output, grad_input) a watching full backward hook was handed (adjoint.engine.observer)
+    observed: dict = field(default_factory=dict)
 
     @property
     def forward(self) -> ForwardResult:

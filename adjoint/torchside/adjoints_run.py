@@ -75,11 +75,15 @@ def comparable(vp) -> bool:
 
 
 def repeated_inputs(vp) -> set:
-    """The calls of the last forward that pass one tensor in several positional slots."""
+    """The calls of the last forward that pass one tensor in several positional slots, whose
+    adjoints the answer gives from the graph (one history for the tensor) rather than as a full
+    backward hook is handed them (adjoint.engine.observer: a module with a legacy backward hook
+    cannot take one)."""
     out = set()
+    watched = getattr(vp.run, "observed", {})
     for call in vp.run.forward.calls:
         ids = [id(a) for a in call.args if hasattr(a, "shape")]
-        if len(ids) != len(set(ids)):
+        if len(ids) != len(set(ids)) and call.bw is None and call.callid not in watched:
             out.add(call.callid)
     return out
 

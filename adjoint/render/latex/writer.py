@@ -288,6 +288,8 @@ class UnitWriter:
             tex = self.dfrac("\\ell", self.wrt(ident.var))
         elif ident.kind == "reaching":
             tex = f"\\text{{the gradient reaching }}{self.sym(ident.var)}"
+        elif ident.kind == "at_output":
+            tex = "\\text{the gradient reaching the module's output}"
         else:
             tex = f"\\text{{the gradient w.r.t. }}{self.wrt(ident.var)}"
         return tex if tex_width(tex) <= WRT_EM else None     # an unnamed tensor's whole formula: not a name
