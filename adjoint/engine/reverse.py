@@ -205,7 +205,7 @@ class Engine:
                         b = not_ready[target]
                         if out is not None:
                             self.alias.deliver(target, nr, obj, b[nr] is None, b)
-                        b[nr] = self.sum_into(b[nr], out)
+                        b[nr] = self.sum_into(b[nr], out, node)
                         if ready:
                             del not_ready[target]
                             queue.push((target.seq, target, b))
@@ -222,9 +222,13 @@ class Engine:
         root_edge = self.rt.gradient_edge(req.root, hold=False)   # a leaf root: this backward alone may hold its accumulator
         return root_edge, req.grad_output if req.grad_output is not None else self.B.full(req.root.shape, 1)
 
-    def sum_into(self, current, new):
-        """InputBuffer::add: a second gradient into one slot is summed."""
-        return _accumulate(self.B, current, new)
+    def sum_into(self, current, new, sender: Node | None = None):
+        """InputBuffer::add: a second gradient into one slot is summed (in PyTorch's float, which
+        may overflow: ``sender``, the node whose gradient is added, locates a refusal)."""
+        if current is None or new is None:
+            return _accumulate(self.B, current, new)
+        return self.B.after_backward(self.B.add(current, new), sender.loc if sender is not None else None,
+                                     "the sum of two gradients" + (f" (one from {sender.name})" if sender is not None else ""))
 
     def check_unused(self, req: BackwardRequest, result: BackwardResult) -> None:
         if req.method == "grad":
@@ -359,7 +363,8 @@ class Engine:
             self.alias.accumulated(t, first, self.alias.objs[0])
             held = getattr(t, "grad_tensor", None)   # a .grad a create_graph backward made: a tensor with a graph
             current = held is not None and held.value is t.grad and held.grad_fn is not None
-            t.grad = grad if first else self.B.add(t.grad, grad)
+            t.grad = grad if first else self.B.after_backward(self.B.add(t.grad, grad), node.loc,
+                                                              "AccumulateGrad's .grad += gradient")
             if first:
                 self.alias.grad_obj(t).value = t.grad
             else:
@@ -459,9 +464,8 @@ class Engine:
             grads = call_vjp(node, B, list(inputs), ins, outs, need)
         except ExactLimit as exc:
             raise ProblemError(node.loc, f"the backward of {node.name}: {exc}") from None
-        for g in grads:
-            if g is not None:
-                B.check_size(g, node.loc, f"the backward of {node.name}")
+        grads = [B.after_backward(g, node.loc, f"the backward of {node.name}") if g is not None else None
+                 for g in grads]
         unread = node.op.vjp_unread(node.params) if node.op.vjp_unread is not None else ()
         if all(a is b or i in unread for i, (a, b) in enumerate(zip(ins, node.input_values))) and \
                 all(a is b for a, b in zip(outs, node.output_values)):

@@ -112,9 +112,9 @@ class SecondEngine(Engine):
                                                  "behavior.", "unused")
 
     # ------------------------------------------------------------ recording (create_graph)
-    def sum_into(self, current, new):
+    def sum_into(self, current, new, sender=None):
         if not self.create_graph or current is None or new is None:
-            return super().sum_into(current, new)
+            return super().sum_into(current, new, sender)
         return self.rt.apply("add", [current, new], None, self.loc)   # old_var + var
 
     def note_seen(self, node, inputs) -> None:

@@ -271,6 +271,12 @@ class ComplexBackend(Composed):
         for part in self.parts(x) if isinstance(x, Cx) else (x,):
             self.inner.check_size(part, loc, what)
 
+    def after_backward(self, x, loc, what: str):
+        if isinstance(x, Cx):
+            re, im = self.inner.after_backward(x.re, loc, what), self.inner.after_backward(x.im, loc, what)
+            return x if re is x.re and im is x.im else Cx(re, im, x.dtype)
+        return self.inner.after_backward(x, loc, what)
+
     def check_output(self, value, loc, what: str) -> None:
         for part in self.parts(value) if isinstance(value, Cx) else (value,):
             self.inner.check_output(part, loc, what)

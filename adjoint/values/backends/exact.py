@@ -290,6 +290,16 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN, Composed):
             refuse_nonfinite(op, [x for x in ins if x is not None], out, loc)
         return out
 
+    def after_backward(self, x, loc, what: str):
+        """A gradient the backward computed (a node's backward formula, a sum into an input buffer,
+        ``.grad +=``): PyTorch's float overflows there as in the forward. Surely beyond the dtype's
+        range, it is that float's inf (and IEEE arithmetic follows); nearer the threshold, where
+        the rounding decides, it is refused; a closed form too large to print is refused too."""
+        x = overflow_to_inf(x, self.dtype)
+        refuse_overflow(x, self.dtype, loc, what, "change the values or the hooks so every gradient stays finite")
+        self.check_size(x, loc, what)
+        return x
+
     def check_size(self, x, loc, what: str) -> None:
         """Refuse a closed form (free symbols) grown past :data:`MAX_CLOSED_FORM` tree nodes in one
         element: its text would take gigabytes. Known before any of it is printed."""

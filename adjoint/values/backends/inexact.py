@@ -21,6 +21,9 @@ class NoExactChecks:
     def check_size(self, x, loc, what: str) -> None:
         return None   # no closed forms here
 
+    def after_backward(self, x, loc, what: str):
+        return x      # IEEE arithmetic: an overflow is already inf
+
     def strings(self, x):
         return None   # the contract's ``exact`` is null in these modes
 
