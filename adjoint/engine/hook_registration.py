@@ -196,10 +196,14 @@ class Registrations:
 
     def forward_ends(self, names: dict) -> None:
         """A forward pass ended: node hooks on leaves go on the AccumulateGrad the pass made;
-        multi_grad hooks whose tensors now all exist are registered."""
+        multi_grad hooks whose tensors now all exist are registered. A node hook that went on the
+        tensor's grad_fn when the forward bound it stays there: a ``detach_()`` after that (and
+        ``requires_grad_()``, which makes it a leaf) moves no node hook, as PyTorch's live on the
+        node object they were registered on."""
         for index in sorted(self.active):
             hook = self.hooks[index]
-            if hook.on == "node" and hook.target in names and names[hook.target].grad_fn is None:
+            if hook.on == "node" and hook.target in names and names[hook.target].grad_fn is None \
+                    and names[hook.target].id not in self.attached.get(index, ()):
                 self.attach_accumulator(hook, names[hook.target])
             elif hook.on == "multi_grad":
                 self.try_multi_grad(hook)

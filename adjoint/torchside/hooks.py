@@ -199,7 +199,8 @@ class Hooks:
             t = self.names.get(hook.target)
             # a view is never such a leaf, and reading its grad_fn may raise (a custom-Function
             # view whose base was written since): a user's script would not read it here
-            if hook.on == "node" and isinstance(t, torch.Tensor) and (
+            # (one its grad_fn got when the forward bound it stays there: a later detach_() moves no node hook)
+            if hook.on == "node" and isinstance(t, torch.Tensor) and id(t) not in self.attached.get(index, ()) and (
                     not t.requires_grad or (t._base is None and t.grad_fn is None)):
                 self.attach_accumulator(hook, t)
 
