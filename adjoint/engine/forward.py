@@ -35,7 +35,7 @@ from adjoint.engine.runtime import Runtime, TorchError
 from adjoint.engine import pyerrors
 from adjoint.engine import warns
 from adjoint.engine import saved_hooks
-from adjoint.engine.pylist import PyList, is_tuple
+from adjoint.engine.pylist import PyList, is_tuple, sequence_name
 from adjoint.values.numbers.sizes import check_leaf_size
 from adjoint.values.strides import view_as_strides
 from adjoint.format.module_signatures import lookup as nn_type
@@ -467,12 +467,10 @@ class _Pass:
             out = self.setup_output_hook(call, out)
             state["result"] = out
         if legacy:
-            first = out
-            while isinstance(first, tuple):
-                first = first[0]
+            first = _legacy_var(out, loc)
             # ``var.grad_fn`` as Python reads it: a view whose base was written in place since gets
             # its new grad_fn now, and the hooks go on that one
-            node = grad_fn(rt, first) if isinstance(first, Tensor) else None
+            node = grad_fn(rt, first)
             if node is not None:
                 call.legacy_node = node
                 call.legacy_hooks = tuple(legacy)
@@ -911,6 +909,32 @@ def _warning_reads(rt, args, result, node) -> None:
     every input (all tensors): each read makes a stale view's new grad_fn then (a node, in
     creation order)."""
     warns.non_full_backward_hook(rt, args, result, node, grad_fn, Tensor)
+
+
+def _legacy_var(out, loc: Loc) -> Tensor:
+    """The tensor whose ``grad_fn`` ``_call_impl`` puts a module's legacy backward hooks on: from
+    the output, ``var = var[0]`` while var is not a Tensor, a dict giving its first Tensor value.
+    Python's own error when the walk meets what cannot be indexed so (``return None, x * 2``:
+    "'NoneType' object is not subscriptable"), an empty sequence, or a dict without a tensor
+    (``next()``'s StopIteration): raised in the forward, before any backward hook."""
+    var = out
+    while not isinstance(var, Tensor):
+        if isinstance(var, dict):
+            var = next((v for v in var.values() if isinstance(v, Tensor)), None)
+            if var is None:
+                raise TorchError("StopIteration", "", "python")
+        elif isinstance(var, tuple):   # a tuple, a list, a torch.return_types value
+            if not var:
+                raise TorchError("IndexError", f"{sequence_name(var)} index out of range", "python")
+            var = var[0]
+        else:
+            name = pyerrors.type_name(var, None)
+            if name is None:
+                raise ProblemError(loc, "a module with a legacy backward hook returns a Python number (or another non-tensor) first: "
+                                        "PyTorch's _call_impl raises TypeError ('int' or 'float' object is not "
+                                        "subscriptable), which adjoint cannot word (the number's type is not known)")
+            raise TorchError("TypeError", f"'{name}' object is not subscriptable", "python")
+    return var
 
 
 def _called_without(entry, missing: str) -> None:
