@@ -35,6 +35,7 @@ from adjoint.engine.runtime import Runtime, TorchError
 from adjoint.engine import pyerrors
 from adjoint.engine import warns
 from adjoint.engine import saved_hooks
+from adjoint.engine.checkpoint import StopRecomputation, run_checkpoint
 from adjoint.engine.pylist import PyList, is_tuple, sequence_name
 from adjoint.engine.return_types import ReturnTuple
 from adjoint.values.numbers.sizes import check_leaf_size
@@ -330,7 +331,6 @@ class _Pass:
 
     def checkpoint(self, child: Module, args: list, kwargs: dict, loc: Loc):
         """``torch.utils.checkpoint.checkpoint(child, *args, ...)`` (adjoint.engine.checkpoint)."""
-        from adjoint.engine.checkpoint import run_checkpoint
         return run_checkpoint(self, child, args, kwargs, loc)
 
     def bind_output(self, name: str, out, loc) -> None:
@@ -348,7 +348,10 @@ class _Pass:
     def call_with_hooks(self, mod: Module, call: Call, own: ModuleHooks, glob: ModuleHooks, args: list,
                         kwargs: dict, loc: Loc):
         """``nn.Module._call_impl`` with hooks: the always_call forward hooks still run when the
-        call raises, handed the output as it then is (None when the forward did not finish)."""
+        call raises, handed the output as it then is (None when the forward did not finish).
+        ``except Exception`` catches checkpoint's ``_StopRecomputationError`` too: a
+        non-reentrant recomputation that stops early, in the backward, runs the always_call hooks
+        of every module call it unwinds through, innermost first."""
         called: set = set()
         # a built-in layer called with the wrong count: forward(*args)'s TypeError, after the
         # forward_pre hooks (one returning other inputs decides anew)
@@ -357,7 +360,7 @@ class _Pass:
         state = {"args": tuple(args), "kwargs": kwargs, "result": None, "refused": _builtin_arity(args, mod, kwargs)}
         try:
             return self._inner(mod, call, own, glob, state, called, loc)
-        except TorchError:
+        except (TorchError, StopRecomputation):
             for hooks, is_global in ((glob, True), (own, False)):
                 # this path iterates the OrderedDict itself (``for hook_id, hook in
                 # self._forward_hooks.items()``): a hook that removes a forward hook of the dict
