@@ -648,7 +648,8 @@ class _Pass:
         result = Interp(rt, scope).run(mod.forward)
         ret = mod.forward[-1]
         if not (isinstance(result, Tensor) or (isinstance(result, tuple) and any(isinstance(r, Tensor) for r in result)
-                                                and all(isinstance(r, Tensor) or plain_value(r) for r in result))
+                                                and all(isinstance(r, Tensor) or plain_value(r) or _tensor_pair(r)
+                                                        for r in result))
                 or tensor_dict(result)):
             raise ProblemError(ret.value.loc, f"the forward of '{mod.label}' must return a tensor or a tuple of "
                                               "tensors")
@@ -920,6 +921,12 @@ def bind_arguments(mod: Module, args: list, kwargs: dict, loc: Loc) -> dict:
 def tensor_dict(v) -> bool:
     """A dict of tensors a custom module takes or returns (PyTorch's BackwardHook sees no tensor in it)."""
     return isinstance(v, dict) and bool(v) and all(isinstance(k, str) and isinstance(x, Tensor) for k, x in v.items())
+
+
+def _tensor_pair(v) -> bool:
+    """A tuple of tensors nested in a module's output tuple (an LSTM-like ``h, (h, c)``): PyTorch's
+    BackwardHook and legacy hook look into the outer tuple only (its slot is None)."""
+    return is_tuple(v) and bool(v) and all(isinstance(t, Tensor) for t in v)
 
 
 def plain_value(v) -> bool:
