@@ -87,3 +87,48 @@ def test_sequential_refuses_a_wrong_count_as_predicted(count, kwargs):
         seq.forward(*(torch.zeros(1),) * count, **kwargs)
     assert forward_arity_error((object(),) * count, _Mod("Sequential"), kwargs) == str(theirs.value)
     assert forward_arity_error((object(),), _Mod("Sequential"), {}) is None
+
+
+_KWARGS_PRE_HOOK = """
+name: kwargs-pre-hook-returns
+inputs:
+  x: {value: [[1, -2]], requires_grad: true}
+model:
+  children:
+    lin: {type: Linear, params: {weight: [[1, 2], [-1, 1]], bias: [0.1, 0.2]}}
+  forward: "lin(x)"
+loss: "sum(y)"
+hooks:
+  - {module: lin, kind: forward_pre, with_kwargs: true, returns: "RETURNS"}
+EXTRA
+"""
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("returns, extra, theirs", [
+    ("(input[0], input[0])", "", "argument after ** must be a mapping, not Tensor"),
+    ("(input, None)", "", "argument after ** must be a mapping, not NoneType"),
+    ("(None, kwargs)", "", "argument after * must be an iterable, not NoneType"),
+    # BackwardHook takes the tensor's rows, then torch.Tensor(*rows)
+    ("(input[0], kwargs)", "  - {module: lin, kind: full_backward}", "takes 2 positional arguments but 3 were given"),
+])
+def test_with_kwargs_pre_hook_returning_what_forward_cannot_take_is_refused_in_one_line(returns, extra, theirs):
+    """A with_kwargs forward_pre hook whose (args, kwargs) ``forward(*args, **kwargs)`` cannot
+    take: CPython's TypeError names the forward by module and qualname, which adjoint cannot
+    word for a module of the file, so it refuses at the hook's ``returns`` (it used to crash)."""
+    import torch
+
+    import adjoint
+    from adjoint.format.errors import ProblemError
+
+    lin = torch.nn.Linear(2, 2)
+    hook = eval("lambda m, input, kwargs: " + returns)
+    lin.register_forward_pre_hook(hook, with_kwargs=True)
+    if extra:
+        lin.register_full_backward_hook(lambda m, gi, go: None)
+    with pytest.raises(TypeError, match=theirs.replace("*", r"\*")):
+        lin(torch.tensor([[1., -2]], requires_grad=True))
+    text = _KWARGS_PRE_HOOK.replace("RETURNS", returns).replace("EXTRA", extra)
+    with pytest.raises(ProblemError) as ours:
+        adjoint.loads(text).solve()
+    assert "not modelled" in str(ours.value) and "\n" not in str(ours.value)

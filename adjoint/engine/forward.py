@@ -35,7 +35,9 @@ from adjoint.engine.runtime import Runtime, TorchError
 from adjoint.engine import pyerrors
 from adjoint.engine import warns
 from adjoint.engine import saved_hooks
-from adjoint.engine.pylist import PyList, is_tuple
+from adjoint.engine.checkpoint import StopRecomputation, run_checkpoint
+from adjoint.engine.pylist import PyList, is_tuple, sequence_name
+from adjoint.engine.return_types import ReturnTuple
 from adjoint.values.numbers.sizes import check_leaf_size
 from adjoint.values.strides import view_as_strides
 from adjoint.format.module_signatures import lookup as nn_type
@@ -329,7 +331,6 @@ class _Pass:
 
     def checkpoint(self, child: Module, args: list, kwargs: dict, loc: Loc):
         """``torch.utils.checkpoint.checkpoint(child, *args, ...)`` (adjoint.engine.checkpoint)."""
-        from adjoint.engine.checkpoint import run_checkpoint
         return run_checkpoint(self, child, args, kwargs, loc)
 
     def bind_output(self, name: str, out, loc) -> None:
@@ -347,14 +348,19 @@ class _Pass:
     def call_with_hooks(self, mod: Module, call: Call, own: ModuleHooks, glob: ModuleHooks, args: list,
                         kwargs: dict, loc: Loc):
         """``nn.Module._call_impl`` with hooks: the always_call forward hooks still run when the
-        call raises, handed the output as it then is (None when the forward did not finish)."""
+        call raises, handed the output as it then is (None when the forward did not finish).
+        ``except Exception`` catches checkpoint's ``_StopRecomputationError`` too: a
+        non-reentrant recomputation that stops early, in the backward, runs the always_call hooks
+        of every module call it unwinds through, innermost first."""
         called: set = set()
         # a built-in layer called with the wrong count: forward(*args)'s TypeError, after the
         # forward_pre hooks (one returning other inputs decides anew)
-        state = {"args": args, "kwargs": kwargs, "result": None, "refused": _builtin_arity(args, mod, kwargs)}
+        # "args": _call_impl's args as Python holds it -- a tuple, unless a with_kwargs forward_pre
+        # hook made it something else (a list, a tensor: :func:`_star_args`)
+        state = {"args": tuple(args), "kwargs": kwargs, "result": None, "refused": _builtin_arity(args, mod, kwargs)}
         try:
             return self._inner(mod, call, own, glob, state, called, loc)
-        except TorchError:
+        except (TorchError, StopRecomputation):
             for hooks, is_global in ((glob, True), (own, False)):
                 # this path iterates the OrderedDict itself (``for hook_id, hook in
                 # self._forward_hooks.items()``): a hook that removes a forward hook of the dict
@@ -366,9 +372,9 @@ class _Pass:
                     if i and hooks.forward.state != start:
                         raise TorchError("RuntimeError", "OrderedDict mutated during iteration")
                     if hid in hooks.always_called and hid not in called:
-                        env = {"input": tuple(state["args"]), "output": state["result"]}
+                        env = {"input": state["args"], "output": state["result"]}
                         if hid in hooks.with_kwargs and not is_global:
-                            env = {"input": tuple(state["args"]), "kwargs": state["kwargs"], "output": state["result"]}
+                            env = {"input": state["args"], "kwargs": state["kwargs"], "output": state["result"]}
                         elif entry.hook.with_kwargs:
                             # called without kwargs (a global hook always is, on this path): the
                             # TypeError is silenced like any error of these hooks, its body never runs
@@ -405,37 +411,45 @@ class _Pass:
                  (own.backward.snapshot() if own.is_full is False else [])
         for hid, entry in glob.forward_pre.pairs() + own.forward_pre.pairs():
             if hid in own.with_kwargs:
-                returned = self.fire_forward(entry, {"input": tuple(state["args"]), "kwargs": state["kwargs"]}, call)
+                returned = self.fire_forward(entry, {"input": state["args"], "kwargs": state["kwargs"]}, call)
                 if returned is not None:
                     if not (isinstance(returned, tuple) and len(returned) == 2):
                         raise ProblemError(entry.hook.returns.loc, "a forward_pre hook with with_kwargs must return "
                                                                    "None or a tuple (new_args, new_kwargs): PyTorch "
                                                                    "raises 'forward pre-hook must return None or a "
                                                                    "tuple of (new_args, new_kwargs)'")
-                    new_args, new_kwargs = returned
-                    new_args = new_args if isinstance(new_args, tuple) else (new_args,)
-                    state["refused"] = forward_arity_error(new_args, mod, dict(new_kwargs or {}))
-                    self.check_forward_args(new_args, mod, entry.hook, dict(new_kwargs or {}), state["refused"] is None)
-                    state["args"], state["kwargs"] = list(new_args), dict(new_kwargs or {})
+                    new_args, new_kwargs = returned   # taken as they are: forward(*new_args, **new_kwargs)
+                    _check_star_args(new_args, new_kwargs, entry.hook)
+                    # a tensor's rows are counted when forward is called (:func:`_star_args`)
+                    state["refused"] = forward_arity_error(new_args, mod, new_kwargs) \
+                        if isinstance(new_args, tuple) else None
+                    if isinstance(new_args, tuple):
+                        self.check_forward_args(new_args, mod, entry.hook, new_kwargs, state["refused"] is None)
+                    state["args"], state["kwargs"] = new_args, dict(new_kwargs)
             else:
                 _called_without(entry, "kwargs")
-                returned = self.fire_forward(entry, {"input": tuple(state["args"])}, call)
+                returned = self.fire_forward(entry, {"input": state["args"]}, call)
                 if returned is not None:
                     new = returned if is_tuple(returned) else (returned,)   # a list is one input, as any non-tuple
                     # the wrong count is forward's TypeError, unless a later pre-hook returns others
                     state["refused"] = forward_arity_error(new, mod, state["kwargs"])
                     self.check_forward_args(new, mod, entry.hook, state["kwargs"], state["refused"] is None)
-                    state["args"] = list(new)
+                    state["args"] = tuple(new)
         args = state["args"]
-        call.args = tuple(args)
+        call.args = tuple(args) if isinstance(args, tuple) else ()
         if full or pre_hooks:
             call.bw = BackwardHookState(call, full, pre_hooks)
-            args = self.setup_input_hook(call, args)
+            args = self.setup_input_hook(call, args, loc)
             state["args"] = args
         call.body_start, call.body_eqn = len(rt.nodes), len(rt.applications)
+        positional = _star_args(rt, args, loc)
+        if not is_tuple(args):   # a tensor's rows, a list BackwardHook rebuilt as list(*items): counted now
+            state["refused"] = forward_arity_error(tuple(positional), mod, state["kwargs"])
+        if not isinstance(args, tuple):   # a tensor's rows: what forward is handed
+            call.args = tuple(positional)
         if state.get("refused") is not None:   # forward(*args) of a built-in layer, handed the wrong count
             raise TorchError("TypeError", state["refused"])
-        out = self.module_forward(mod, list(args), state["kwargs"], call, loc)
+        out = self.module_forward(mod, positional, state["kwargs"], call, loc)
         if self.m.module_post is not None and self.replay is None:   # a wrapper's first forward hook
             self.m.module_post(mod, out)
         state["result"] = out
@@ -447,10 +461,10 @@ class _Pass:
                 if hid in hooks.always_called:
                     called.add(hid)
                 if hid in hooks.with_kwargs:
-                    env = {"input": tuple(args), "kwargs": state["kwargs"], "output": out}
+                    env = {"input": args, "kwargs": state["kwargs"], "output": out}
                 else:
                     _called_without(entry, "output")
-                    env = {"input": tuple(args), "output": out}
+                    env = {"input": args, "output": out}
                 returned = self.fire_forward(entry, env, call)
                 if returned is not None:
                     if not (isinstance(returned, Tensor) or _tensor_tuple(returned)):
@@ -464,15 +478,13 @@ class _Pass:
                 kind = "list" if isinstance(out, PyList) else type(out).__name__
                 warns.warn(rt, "UserWarning", "For backward hooks to be called, module output should be a Tensor or "
                                               f"a tuple of Tensors but received <class '{kind}'>")
-            out = self.setup_output_hook(call, out)
+            out = self.setup_output_hook(call, out, loc)
             state["result"] = out
         if legacy:
-            first = out
-            while isinstance(first, tuple):
-                first = first[0]
+            first = _legacy_var(out, loc)
             # ``var.grad_fn`` as Python reads it: a view whose base was written in place since gets
             # its new grad_fn now, and the hooks go on that one
-            node = grad_fn(rt, first) if isinstance(first, Tensor) else None
+            node = grad_fn(rt, first)
             if node is not None:
                 call.legacy_node = node
                 call.legacy_hooks = tuple(legacy)
@@ -481,30 +493,40 @@ class _Pass:
                 _warning_reads(rt, state["args"], out, node)
         return out
 
-    def setup_input_hook(self, call: Call, args: list) -> list:
+    def setup_input_hook(self, call: Call, args, loc: Loc):
+        """``BackwardHook.setup_input_hook(args)``: ``args`` as ``_call_impl`` holds it, a tuple
+        or what a with_kwargs forward_pre hook made it (a list)."""
+        if not isinstance(args, tuple):   # a tensor: enumerate gives its rows, torch.Tensor(*rows) rebuilds
+            raise ProblemError(loc, f"a with_kwargs forward_pre hook of '{call.module.label}' returns a tensor as "
+                                    "its new args and the module has a full backward (pre-)hook: BackwardHook "
+                                    "takes the tensor's rows and rebuilds them as torch.Tensor(*rows), which is "
+                                    "not modelled; return a tuple (input[0],)")
         state = call.bw
         state.n_inputs = len(args)
-        new, index, node = self.apply_on_tensors(args)
+        new, index, node = self.apply_on_tensors(args, loc)
         state.input_tensors_index = index
         if node is not None:
             call.in_node = node
             node.post_hooks.add(self.rt.new_handle(), ModuleInputHook(state))
         return new
 
-    def setup_output_hook(self, call: Call, out):
+    def setup_output_hook(self, call: Call, out, loc: Loc):
         state = call.bw
-        outs = list(out) if is_tuple(out) else [out]   # a list is one value to BackwardHook
+        outs = out if is_tuple(out) else (out,)   # a list is one value to BackwardHook
         state.n_outputs = len(outs)
-        new, index, node = self.apply_on_tensors(outs)
+        new, index, node = self.apply_on_tensors(outs, loc)
         state.output_tensors_index = index
         if node is not None:
             call.out_node = node
             node.post_hooks.add(self.rt.new_handle(), ModuleOutputHook(state))
-        return tuple(new) if is_tuple(out) else new[0]
+        return new if is_tuple(out) else new[0]
 
-    def apply_on_tensors(self, values: list):
+    def apply_on_tensors(self, values: tuple, loc: Loc):
         """BackwardHook._apply_on_tensors: BackwardHookFunction over the tensors among ``values``
-        when one requires grad and grad mode is on; returns (new values, tensor indices or None, node)."""
+        when one requires grad and grad mode is on; returns (new values, tensor indices or None,
+        node). The new values are rebuilt as ``type(values)(*items)`` unless ``values`` is a plain
+        tuple: a list of two or more, or a ``torch.return_types`` value, raises Python's
+        TypeError there (after the node is made), a list of one tensor is that tensor's rows."""
         idx = [i for i, v in enumerate(values) if isinstance(v, Tensor)]
         tensors = [values[i] for i in idx]
         if not (self.rt.grad_enabled and any(t.requires_grad for t in tensors)):
@@ -513,7 +535,14 @@ class _Pass:
         out = list(values)
         for i, t in zip(idx, new):
             out[i] = t
-        return out, idx, node
+        if isinstance(values, ReturnTuple):   # structseq_new(type, sequence, dict=None)
+            raise TorchError("TypeError", f"torch.return_types.{values.kind}() takes a dict as second arg, if any",
+                             "python")
+        if isinstance(values, PyList):   # list(*items)
+            if len(out) > 1:
+                raise TorchError("TypeError", f"list expected at most 1 argument, got {len(out)}", "python")
+            return PyList(_star_args(self.rt, out[0], loc)), idx, node
+        return tuple(out), idx, node
 
     def backward_hook_function(self, tensors: list):
         """``BackwardHookFunction.apply``: identity, one node; inputs that do not require grad
@@ -619,7 +648,8 @@ class _Pass:
         result = Interp(rt, scope).run(mod.forward)
         ret = mod.forward[-1]
         if not (isinstance(result, Tensor) or (isinstance(result, tuple) and any(isinstance(r, Tensor) for r in result)
-                                                and all(isinstance(r, Tensor) or plain_value(r) for r in result))
+                                                and all(isinstance(r, Tensor) or plain_value(r) or _tensor_pair(r)
+                                                        for r in result))
                 or tensor_dict(result)):
             raise ProblemError(ret.value.loc, f"the forward of '{mod.label}' must return a tensor or a tuple of "
                                               "tensors")
@@ -893,6 +923,12 @@ def tensor_dict(v) -> bool:
     return isinstance(v, dict) and bool(v) and all(isinstance(k, str) and isinstance(x, Tensor) for k, x in v.items())
 
 
+def _tensor_pair(v) -> bool:
+    """A tuple of tensors nested in a module's output tuple (an LSTM-like ``h, (h, c)``): PyTorch's
+    BackwardHook and legacy hook look into the outer tuple only (its slot is None)."""
+    return is_tuple(v) and bool(v) and all(isinstance(t, Tensor) for t in v)
+
+
 def plain_value(v) -> bool:
     """A non-tensor a module may return among tensors (a bool flag, a number, None): PyTorch's
     backward hooks give its slot None."""
@@ -911,6 +947,63 @@ def _warning_reads(rt, args, result, node) -> None:
     every input (all tensors): each read makes a stale view's new grad_fn then (a node, in
     creation order)."""
     warns.non_full_backward_hook(rt, args, result, node, grad_fn, Tensor)
+
+
+def _check_star_args(args, kwargs, hook) -> None:
+    """What a with_kwargs forward_pre hook returned, as ``forward(*args, **kwargs)`` will take it:
+    a tuple or list of inputs, or a tensor (its rows); kwargs a dict. Otherwise CPython raises
+    TypeError naming the forward by its module and qualname ("...Linear.forward() argument after
+    ** must be a mapping, not Tensor"), which adjoint cannot word for a module of the file:
+    refused."""
+    if not isinstance(kwargs, dict):
+        kind = pyerrors.type_name(kwargs, None) or "a non-mapping"
+        raise ProblemError(hook.returns.loc, f"a with_kwargs forward_pre hook returns {kind} as its new kwargs: "
+                                             "PyTorch's forward call raises TypeError ('...forward() argument after "
+                                             f"** must be a mapping, not {kind}'), which is not modelled; return a "
+                                             "dict (kwargs)")
+    if not isinstance(args, (tuple, Tensor)):
+        kind = pyerrors.type_name(args, None) or "a non-sequence"
+        raise ProblemError(hook.returns.loc, f"a with_kwargs forward_pre hook returns {kind} as its new args: "
+                                             "PyTorch's forward call raises TypeError ('...forward() argument after "
+                                             f"* must be an iterable, not {kind}'), which is not modelled; return a "
+                                             "tuple of inputs")
+
+
+def _star_args(rt, args, loc: Loc) -> list:
+    """The positional inputs ``forward(*args)`` is handed: the items of a tuple or list; a
+    tensor's rows (``Tensor.__iter__`` is ``iter(self.unbind(0))``: one UnbindBackward0 node;
+    a 0-d tensor raises TypeError "iteration over a 0-d tensor")."""
+    if isinstance(args, tuple):
+        return list(args)
+    if not args.shape:
+        raise TorchError("TypeError", "iteration over a 0-d tensor", "python")
+    return list(rt.apply("unbind", [args], 0, loc))
+
+
+def _legacy_var(out, loc: Loc) -> Tensor:
+    """The tensor whose ``grad_fn`` ``_call_impl`` puts a module's legacy backward hooks on: from
+    the output, ``var = var[0]`` while var is not a Tensor, a dict giving its first Tensor value.
+    Python's own error when the walk meets what cannot be indexed so (``return None, x * 2``:
+    "'NoneType' object is not subscriptable"), an empty sequence, or a dict without a tensor
+    (``next()``'s StopIteration): raised in the forward, before any backward hook."""
+    var = out
+    while not isinstance(var, Tensor):
+        if isinstance(var, dict):
+            var = next((v for v in var.values() if isinstance(v, Tensor)), None)
+            if var is None:
+                raise TorchError("StopIteration", "", "python")
+        elif isinstance(var, tuple):   # a tuple, a list, a torch.return_types value
+            if not var:
+                raise TorchError("IndexError", f"{sequence_name(var)} index out of range", "python")
+            var = var[0]
+        else:
+            name = pyerrors.type_name(var, None)
+            if name is None:
+                raise ProblemError(loc, "a module with a legacy backward hook returns a Python number (or another non-tensor) first: "
+                                        "PyTorch's _call_impl raises TypeError ('int' or 'float' object is not "
+                                        "subscriptable), which adjoint cannot word (the number's type is not known)")
+            raise TorchError("TypeError", f"'{name}' object is not subscriptable", "python")
+    return var
 
 
 def _called_without(entry, missing: str) -> None:

@@ -15,6 +15,7 @@ from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Tensor, recorded
 from adjoint.engine.interpreter import EnvScope, Interp
 from adjoint.engine.runtime import CallRecord, TorchError
+from adjoint.engine.checkpoint import StopRecomputation
 from adjoint.format.raising import raises_now
 from adjoint.engine.pyerrors import type_name
 from adjoint.engine.returned_number import ReturnedNumber
@@ -117,8 +118,10 @@ class HookRunner:
         named: dict = {}
         try:
             returned = run_hook_body(rt, hook, env, grads, named)
-        except TorchError:
-            record.raised = True   # its body raised (a None argument computed with, ...): PyTorch propagates it
+        except (TorchError, StopRecomputation):
+            # its body raised (a None argument computed with, ...; an op whose save ends a checkpoint
+            # recomputation early): PyTorch propagates it
+            record.raised = True
             raise
         wrote_leaves = [name for name, t, version in leaves if t.version.value != version]
         for name, t, version in leaves:

@@ -165,7 +165,8 @@ def non_full_backward_hook(rt, args, result, node, grad_fn, tensor_type) -> None
     if not (is_tuple(outs) and all(isinstance(r, tensor_type) for r in outs)):
         warn(rt, "FutureWarning", NON_FULL_OUTPUT)
         return
-    if not all(isinstance(a, tensor_type) for a in args):
+    args = (args,) if isinstance(args, tensor_type) else args   # a with_kwargs pre-hook's args: a list, a tensor
+    if not (is_tuple(args) and all(isinstance(a, tensor_type) for a in args)):
         warn(rt, "FutureWarning", NON_FULL_INPUT)
         return
     out_nodes = {id(n): n for n in (grad_fn(rt, r) for r in outs) if n is not None}
