@@ -42,6 +42,12 @@ UNPACKED_TWICE = ("torch.utils.checkpoint: Unpack is being triggered for a tenso
                   "you are calling ctx.saved_tensors in backward, make sure to do so only once. Otherwise please open "
                   "an issue with details on your use case.")
 
+#: ``_debug_tip_msg``: the end of every CheckpointError about a recomputation that differs
+DEBUG_TIP = '\nTip: To see a more detailed error message, either pass `debug=True` to\n`torch.utils.checkpoint.checkpoint(...)` or wrap the code block\nwith `with torch.utils.checkpoint.set_checkpoint_debug_enabled(True):` to\nenable checkpoint‑debug mode globally.\n\nIf this error occurs under torch.compile with automatic_dynamic_shapes enabled,\nit may be because the recomputation selected a different compiled graph than the\nforward pass (e.g., a dynamic graph instead of the original static graph).\nTo fix this, either:\n  - Use torch._dynamo.mark_dynamic() to explicitly mark varying dimensions as\n    dynamic upfront, avoiding the static-to-dynamic transition.\n  - Call torch._C._dynamo.eval_frame._set_lru_cache(False) to disable LRU cache\n    reordering, which can change which graph is checked first between forward\n    and recompute.\nSee https://github.com/pytorch/pytorch/issues/166926 for more details and\nworkaround examples.\n'
+
+MORE_SAVED = ("torch.utils.checkpoint: trying to save more tensors during recomputation than during the original "
+              "forward pass.\n" + DEBUG_TIP)
+
 #: the keyword arguments of ``checkpoint`` a file may give (PyTorch's names)
 OPTIONS = ("use_reentrant", "preserve_rng_state", "early_stop")
 
@@ -77,11 +83,16 @@ class CheckpointFrame:
         self.forward_completed = False
         self.packed_inputs: list = []  # save_inputs: (hooks, what they packed) per tensor argument
         self.saved_inputs: list = []   # _NoopSaveInputs' save_for_backward of the tensor arguments (no hooks)
+        self.metadata: list = []       # x_metadatas: (shape, dtype) of each tensor the forward packed
+        self.recomputed_metadata: dict = {}   # graph task -> {holder index: (shape, dtype)} of the recomputation
+        self.recomp_counter: dict = {}        # graph task -> how many tensors the recomputation packed
+        self.ignore_saved_mismatch = False
 
     # ---------------------------------------------------------------- _checkpoint_hook
     def pack(self, rt, t, node, slot):
         holder = Holder()
         self.holders.append(holder)
+        self.metadata.append((tuple(t.shape), t.dtype))
         return holder
 
     def unpack(self, rt, holder: Holder, node, sv):
@@ -89,6 +100,7 @@ class CheckpointFrame:
         if gid not in self.recomputed:
             self.recompute(rt, gid)
             self.recomputed.add(gid)
+            self.check_recomputed_tensors_match(gid)
         if gid not in holder.values:
             raise TorchError("RuntimeError", "torch.utils.checkpoint: internal error: a holder was not recomputed",
                              "checkpoint")
@@ -127,6 +139,34 @@ class CheckpointFrame:
             del rt.call_stack[stack:]
 
 
+    def check_recomputed_tensors_match(self, gid) -> None:
+        """``_CheckpointFrame.check_recomputed_tensors_match``, after the first recomputation of a
+        graph task: as many tensors packed as in the forward, each with the forward's metadata
+        (shape, dtype, device). A module hook registered or removed since the forward changes what
+        the recomputation runs; the first difference found is PyTorch's CheckpointError."""
+        if self.ignore_saved_mismatch:
+            return
+        count = self.recomp_counter.get(gid, 0)
+        if count != len(self.holders):
+            raise TorchError("CheckpointError", "torch.utils.checkpoint: A different number of tensors was saved "
+                             "during the original forward and recomputation.\nNumber of tensors saved during forward: "
+                             f"{len(self.holders)}\nNumber of tensors saved during recomputation: {count}.\n"
+                             + DEBUG_TIP, "checkpoint")
+        recomputed = self.recomputed_metadata.get(gid, {})
+        different = "".join(f"tensor at position {i}:\nsaved metadata: {_metadata(*meta)}\n"
+                            f"recomputed metadata: {_metadata(*recomputed[i])}\n"
+                            for i, meta in enumerate(self.metadata) if i in recomputed and recomputed[i] != meta)
+        if different:
+            raise TorchError("CheckpointError", "torch.utils.checkpoint: Recomputed values for the following tensors "
+                             f"have different metadata than during the forward pass.\n{different}.\n" + DEBUG_TIP,
+                             "checkpoint")
+
+
+def _metadata(shape, dtype) -> str:
+    """``_default_meta_extractor``'s dict as Python prints it."""
+    return f"{{'shape': torch.Size({list(shape)}), 'dtype': torch.{dtype}, 'device': device(type='cpu')}}"
+
+
 class RecomputationHooks:
     """``_recomputation_hook``: fills the frame's holders in order; stops at the last with early_stop."""
 
@@ -142,10 +182,14 @@ class RecomputationHooks:
         frame = self.frame
         idx = self.counter
         self.counter += 1
+        frame.recomp_counter[self.gid] = self.counter
         if idx >= len(frame.holders):
-            raise TorchError("CheckpointError", "torch.utils.checkpoint: trying to save more tensors during "
-                             "recomputation than during the original forward pass.", "checkpoint")
+            if not frame.forward_completed:   # a backward inside the region's own forward: not checked
+                frame.ignore_saved_mismatch = True
+                return t.value
+            raise TorchError("CheckpointError", MORE_SAVED, "checkpoint")
         frame.holders[idx].values[self.gid] = t.value
+        frame.recomputed_metadata.setdefault(self.gid, {})[idx] = (tuple(t.shape), t.dtype)
         if frame.early_stop and self.counter == len(frame.holders):
             raise StopRecomputation
         return t.value

@@ -137,6 +137,7 @@ def checkpoint_backward(engine, node: Node, grads: list, backward) -> list:
                                       "that requires grad is not modelled yet (its reentrant backward has several "
                                       "roots)")
     root, g = with_grad[0]
+    _check_same_shape(root, node.outputs[next(k for k, o in enumerate(outs) if o is root)])
     rt.reentrant += 1
     try:
         backward(root, g)
@@ -144,3 +145,14 @@ def checkpoint_backward(engine, node: Node, grads: list, backward) -> list:
         rt.reentrant -= 1
         rt.phase = "backward"
     return [d.grad for d in (detached[id(t)] for t in node.inputs)]
+
+
+def _check_same_shape(root: Tensor, output) -> None:
+    """``torch.autograd.backward(outputs_with_grad, args_with_grad)``: ``_make_grads`` checks each
+    incoming gradient (shaped as the original forward's output, ``output``: (shape, dtype)) against
+    the recomputed output it is handed with. A recomputation that differs from the forward (a
+    module hook registered or removed since) gives another shape: PyTorch's RuntimeError."""
+    shape = output[0] if output is not None else None
+    if shape is not None and tuple(shape) != tuple(root.shape):
+        raise TorchError("RuntimeError", f"Mismatch in shape: grad_output[0] has a shape of torch.Size({list(shape)}) "
+                                         f"and output[0] has a shape of torch.Size({list(root.shape)}).", "autograd")

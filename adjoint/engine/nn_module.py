@@ -93,7 +93,8 @@ class UserTensorHook:
 
 @dataclass(eq=False)
 class MultiGradState:
-    """One ``register_multi_grad_hook``: its buffer for the running backward."""
+    """One ``register_multi_grad_hook``: its buffer for the running backward (one per graph
+    task); the registration's own keeps ``nb_calls``, which PyTorch shares between tasks."""
 
     hook: object
     tensors: list                     # the listed Tensors

@@ -698,7 +698,11 @@ class Engine:
     # ------------------------------------------------------------ multi-grad hooks
     def multi_grad(self, entry: MultiGradInner, grad, obj=None) -> None:
         # register_multi_grad_hook keys its count, buffer and "ran" flag by the graph task
-        # (torch._C._current_graph_task_id()): every backward starts them afresh
+        # (torch._C._current_graph_task_id()): every backward starts them afresh. Its nb_calls is
+        # one closure variable of the registration (entry.state), shared by every graph task and
+        # set again on each task's first call: a backward run inside another (a reentrant
+        # checkpoint's, a hook body's) resets it under the outer one, which then fires when its
+        # own count meets that number, not its own (often never)
         state = self.multi_states.setdefault(id(entry.state), MultiGradState(entry.state.hook, entry.state.tensors,
                                                                                    nodes=entry.state.nodes))
         hook = state.hook
@@ -711,13 +715,13 @@ class Engine:
             return
         if state.count == 0:
             nodes = state.nodes or [None] * len(state.tensors)
-            state.nb_calls = sum(self.will_execute(t, n) for t, n in zip(state.tensors, nodes))
+            entry.state.nb_calls = sum(self.will_execute(t, n) for t, n in zip(state.tensors, nodes))
             state.buffer = [None] * len(state.tensors)
         state.count += 1
         state.buffer[entry.index] = grad
         held = alias.held(state) or (None,) * len(state.buffer)
         alias.hold(state, held[:entry.index] + (obj,) + held[entry.index + 1:])
-        if state.count == state.nb_calls:
+        if state.count == entry.state.nb_calls:
             self.fire_hook(hook, {"grads": tuple(state.buffer)}, None, None, objs={"grads": alias.held(state)})
             alias.after_hook(hook)
             state.count = 0
