@@ -191,3 +191,42 @@ def test_self_attention_gets_one_grad_input_per_position():
     rows = adjoint_rows(problem, problem.variant("mlp"), vp, predicted_json(vp, problem.loc), problem.dtype)
     attn = [r for r in rows if not r.skipped and "attn" in r.item + (r.detail or "")]
     assert attn and all(r.ok for r in attn), [(r.item, r.detail) for r in rows]
+
+
+def test_watched_adjoints_under_a_root_backward_and_an_unused_position(tmp_path):
+    """A `root:` backward of the loss runs the program the default backward runs: its adjoints are
+    watched too (they kept the tensor's whole gradient: 8 where a full hook on ident is handed 5).
+    g(x, x) using its first input only: PyTorch computes nothing for the second position, and the
+    watching hook's zeros there are its BackwardHookFunction's: None, as for g(x * 1, x). By hand:
+    loss = sum(lin(x) + 5 * ident(h)...) below; torch's hooks checked through the observers."""
+    path = tmp_path / "p.yaml"
+    path.write_text("""
+name: root-watch
+dtype: float64
+inputs:
+  x: {value: [[1, 2]], requires_grad: true}
+model:
+  inputs: [x]
+  children:
+    lin: {type: Linear, params: {weight: [[1, 2], [3, 4]], bias: [0, 0]}}
+    ident: {type: Identity}
+    g: {inputs: [a, b], forward: "a * 2"}
+  forward: |
+    h = lin(x)
+    return h * 3 + ident(h) * 5 + g(x, x)
+loss: "sum(y)"
+variants:
+  plain: {}
+  root:
+    backward: {root: "loss"}
+""")
+    problem = adjoint.load(str(path))
+    pred = problem.solve()
+    for vp in pred.variants:
+        adj = vp.to_json()["adjoints"]
+        assert adj["ident"]["grad_output"][0]["exact"] == [["5", "5"]], vp.name
+        assert adj["g"]["grad_input"][0]["exact"] == [["2", "2"]] and adj["g"]["grad_input"][1] is None, vp.name
+    vp = next(v for v in pred.variants if v.name == "plain")
+    rows = adjoint_rows(problem, problem.variant("plain"), vp, predicted_json(vp, problem.loc), problem.dtype)
+    compared = [r for r in rows if not r.skipped]
+    assert compared and all(r.ok for r in compared), [(r.item, r.detail) for r in rows]

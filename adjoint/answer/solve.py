@@ -331,7 +331,7 @@ def _boundaries(run: VariantRun, progress=None, make_backend=None) -> list[Bound
     # what it passes an input is not derived from the module's grad_output alone (the J^T is kept)
     passed = getattr(last.request, "second", None) is None
     found = boundaries_of(run.rt, last.forward, last.result, progress, passed)
-    if make_backend is not None and passed:
+    if make_backend is not None:
         run.observed = observe(run, make_backend)
     return with_observed(found, run.observed)
 

@@ -66,6 +66,7 @@ class Call:
                                       # in-place op, outside the call, gives it another grad_fn)
     recomputes: "Call | None" = None  # a call checkpoint's recomputation made: the call it repeats
     checkpoint: str | None = None     # the call checkpoint(...) made: how it is recomputed (adjoint.engine.checkpoint)
+    grad_enabled: bool = True         # grad mode when it was called (off: under no_grad, a reentrant checkpoint region)
 
     @property
     def path(self) -> str:
@@ -281,7 +282,7 @@ class _Pass:
         else:
             k = self.call_counts[label] = self.call_counts.get(label, 0) + 1
             callid = label if k == 1 else f"{label}#{k}"
-            call = Call(len(self.calls), mod, callid, k, parent)
+            call = Call(len(self.calls), mod, callid, k, parent, grad_enabled=rt.grad_enabled)
             self.calls.append(call)
         rt.call_stack.append(call)
         try:

@@ -37,12 +37,13 @@ WATCH = "(adjoint's watching full backward hook)"
 
 def calls_to_observe(fwd) -> list:
     """The calls of forward ``fwd`` whose boundary only a full backward hook would mark: no backward
-    hook of the module's own acted at the call (no BackwardHookFunction, no legacy hook), and an
-    output is one of its inputs, an output is returned twice, or one tensor that requires grad is
-    handed at several positions."""
+    hook of the module's own acted at the call (no BackwardHookFunction, no legacy hook), grad
+    mode was on (a call inside a reentrant checkpoint region runs without a graph; a watching
+    hook would fire only in its recomputation), and an output is one of its inputs, an output
+    is returned twice, or one tensor that requires grad is handed at several positions."""
     out = []
     for call in fwd.calls:
-        if call.bw is not None or call.legacy_hooks or call.recomputes is not None:
+        if call.bw is not None or call.legacy_hooks or call.recomputes is not None or not call.grad_enabled:
             continue
         args = [a for a in _tensors(call.args) if a.requires_grad]
         outs = list(_tensors(call.out if isinstance(call.out, tuple) else (call.out,)))
@@ -60,7 +61,7 @@ def observe(run, make_backend) -> dict:
     empty where there is none, or where the watched run does not get to that backward as ``run``
     did (``make_backend``: makes a fresh value backend of the run's mode)."""
     last = run.last_pass
-    if last is None or run.error is not None:
+    if last is None or run.error is not None or _second_order(run) or _global_legacy(run.variant):
         return {}
     calls = calls_to_observe(last.forward)
     if not calls:
@@ -90,7 +91,7 @@ def observe(run, make_backend) -> dict:
             seen[callid] = None
             continue
         seen[callid] = (tuple(_plain(g) for g in rec.args["grad_output"]),
-                        tuple(_plain(g) for g in rec.args["grad_input"]))
+                        _computed(rec.call, rec.args["grad_input"], other.result))
     by_id = {c.callid: c for c in calls}
     for callid in wanted - set(seen):   # no gradient reached its output: the watching hook never fired
         call = by_id[callid]
@@ -115,6 +116,32 @@ def with_observed(boundaries: list, observed: dict) -> list:
             b = replace(b, grad_output=gouts, grad_input=gins, passed=gins)
         out.append(b)
     return out
+
+
+def _computed(call, grad_input: tuple, bwd) -> tuple:
+    """The watching hook's ``grad_input`` with None where PyTorch computed none: the input
+    BackwardHookFunctionBackward received no gradient for that position (an input the forward
+    does not use) and materialized zeros for the hook (``g(x, x)`` using its first input only)."""
+    node, index = call.in_node, call.bw.input_tensors_index if call.bw is not None else None
+    if node is None or index is None:
+        return tuple(_plain(g) for g in grad_input)
+    received = {i: bwd.seen.get((id(node), k)) for k, i in enumerate(index)}
+    return tuple(None if i in received and received[i] is None else _plain(g) for i, g in enumerate(grad_input))
+
+
+def _second_order(run) -> bool:
+    """A pass of the run built a graph of its gradients (create_graph): a later backward reaches
+    the forward's nodes through that graph too, and a module's adjoints there are not what one
+    first-order backward carries to it (the answer keeps J^T through the forward)."""
+    return any(getattr(getattr(getattr(p.request, "second", None), "second", None), "create_graph", False)
+               for p in run.passes)
+
+
+def _global_legacy(variant) -> bool:
+    """A global legacy backward hook (``register_module_backward_hook``): beside a watching full
+    hook it would go on the module's own BackwardHookFunctionBackward, acting where, without the
+    watching hook, it does not act at all."""
+    return any(h.on == "global" and h.kind == "backward" for h in variant.hooks)
 
 
 def _watching_hook(index: int, path: str, loc) -> Hook:
