@@ -175,11 +175,7 @@ class Interp:
             self.scope.assign(target.id, value, loc)
             return
         if isinstance(target, S.Tup):
-            if not isinstance(value, tuple):
-                raise ProblemError(loc, f"cannot unpack {describe(value)}: Python raises TypeError")
-            if len(value) != len(target.items):
-                raise ProblemError(loc, f"{len(target.items)} names to unpack {len(value)} values: Python raises "
-                                        "ValueError (not enough / too many values to unpack)")
+            value = self.unpacked(value, len(target.items), loc)
             together = getattr(self.scope, "together", None)   # the names' hooks go on after the statement
             with together() if together is not None else nullcontext():
                 for t, v in zip(target.items, value):
@@ -189,6 +185,26 @@ class Interp:
             self.scope.set_module_attribute(target.name, value, loc)
             return
         raise ProblemError(loc, f"cannot assign to '{S.to_source(target)}'")
+
+    def unpacked(self, value, n: int, loc: Loc) -> tuple:
+        """The items ``a, b = value`` binds, as CPython's UNPACK_SEQUENCE takes them: a tuple's (a
+        list's, a ``torch.return_types``'); a tensor's through ``Tensor.__iter__``, which is
+        ``iter(self.unbind(0))`` (one UnbindBackward0 for all the rows; TypeError "iteration over a
+        0-d tensor" for a 0-d one); ValueError when the count is not ``n``."""
+        if isinstance(value, Tensor):
+            if not value.shape:
+                raise TorchError("TypeError", "iteration over a 0-d tensor", "python")
+            value = call_function(self.rt, "unbind", [Fraction(0)], {}, loc, method_of=value)
+        elif value is None or isinstance(value, (bool, PyFloat)):
+            raise TorchError("TypeError", f"cannot unpack non-iterable {pyerrors.type_name(value, None)} object",
+                             "python")
+        elif not isinstance(value, tuple):
+            raise ProblemError(loc, f"cannot unpack {describe(value)}: Python's iteration of it is not modelled")
+        if len(value) > n:
+            raise TorchError("ValueError", f"too many values to unpack (expected {n})", "python")
+        if len(value) < n:
+            raise TorchError("ValueError", f"not enough values to unpack (expected {n}, got {len(value)})", "python")
+        return value
 
     def augmented(self, stmt: S.AugAssign) -> None:
         """``t op= v`` with Python's semantics: Tensor.__iadd__ and friends are in-place;
