@@ -23,6 +23,8 @@ from adjoint.engine.gradalias import held_tensor, unplaced
 from adjoint.engine.complex_grad import tag_complex
 from adjoint.engine.stash import StashScope
 from adjoint.engine.pylist import PyList, sequence_name
+from adjoint.engine.requires_grad import DIFFERENTIABLE
+from adjoint.format.validate_tensors import INT_REQUIRES_GRAD
 
 _GRAD = attrgetter("grad")
 
@@ -332,11 +334,24 @@ class HookRunner:
                 raise ProblemError(hook.unpack.loc, "the unpack hook must return a tensor (what the node's backward uses)")
             raise TorchError("TypeError", "Output of saved tensor unpack_hook expected to be a Tensor but got result "
                                           f"of type {name}", "hook_result")
+        if sv is not None and sv.was_leaf and sv.requires_grad and out.dtype not in DIFFERENTIABLE:
+            # SavedVariable::unpack makes a saved leaf anew, make_variable(data, requires_grad_): a
+            # leaf that requires grad cannot hold an integer or bool tensor
+            raise TorchError("RuntimeError", INT_REQUIRES_GRAD[1], "hook_result")
         if sv is not None and isinstance(sv.tensor, Tensor) and tuple(out.shape) != tuple(sv.tensor.shape):
             raise ProblemError(hook.unpack.loc, f"the unpack hook '{hook.label}' returns a tensor of shape "
                                                 f"{list(out.shape)} for one saved with shape {list(sv.tensor.shape)}: "
                                                 "each backward formula broadcasts it its own way, which is not "
                                                 "modelled yet; return a tensor of the saved one's shape")
+        if sv is not None and node is not None and node.kind == "op" and not node.op.elementwise \
+                and isinstance(sv.tensor, Tensor) and out.dtype != sv.tensor.dtype:
+            # a TensorIterator kernel promotes (the engine casts the result to the input's dtype); a
+            # matrix product or convolution refuses mixed dtypes, each kernel in its own words, with
+            # operands in an order that follows the saved tensors' strides
+            raise ProblemError(hook.unpack.loc, f"the unpack hook '{hook.label}' returns a {out.dtype} tensor for a "
+                                                f"{sv.tensor.dtype} one {node.name} saved: its backward kernel's dtype "
+                                                "check (PyTorch raises RuntimeError in a matrix product) is not "
+                                                "modelled; return the saved dtype")
         if sv is not None:   # the tensor the unpacked one shares storage with (adjoint.engine.function_does)
             sv.unpacked = out
         return out
