@@ -9,6 +9,7 @@ converts what it returns.
 
 from __future__ import annotations
 
+from functools import partial
 from operator import attrgetter, is_
 
 from adjoint.format.errors import ProblemError
@@ -23,6 +24,7 @@ from adjoint.engine.gradalias import held_tensor, unplaced
 from adjoint.engine.complex_grad import tag_complex
 from adjoint.engine.stash import StashScope
 from adjoint.engine.pylist import PyList, sequence_name
+from adjoint.engine.return_types import ReturnTuple
 from adjoint.engine.requires_grad import DIFFERENTIABLE
 from adjoint.format.validate_tensors import INT_REQUIRES_GRAD
 
@@ -402,7 +404,9 @@ def as_values(returned, hook):
         if name in ("int", "float", "bool"):
             raise TorchError("TypeError", f"expected Variable, but hook returned '{name}'", "hook_result")
     if isinstance(returned, tuple):
-        kind = PyList if isinstance(returned, PyList) else tuple   # a list stays one: PyTorch tells them apart
+        # a list stays one, a torch.return_types one: PyTorch's messages tell them apart
+        kind = PyList if isinstance(returned, PyList) else \
+            partial(ReturnTuple, returned.kind, returned.fields) if isinstance(returned, ReturnTuple) else tuple
         if (hook.on, hook.kind) in NUMBER_CHECKED:
             items = getattr(hook.returns, "items", None)
             exprs = items if items is not None and len(items) == len(returned) else (None,) * len(returned)
