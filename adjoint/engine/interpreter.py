@@ -387,6 +387,11 @@ class Interp:
                         isinstance(a, PyList) == isinstance(b, PyList):   # Python's tuple (list) concatenation
                     values.append(PyList(a + b) if isinstance(a, PyList) else a + b)
                     continue
+                if node.op == "*" and isinstance(a, tuple) != isinstance(b, tuple):
+                    repeated = self.repeat(node, a, b)
+                    if repeated is not None:
+                        values.append(repeated)
+                        continue
                 if (a is None or b is None) and not isinstance(a, _SEQUENCES) and not isinstance(b, _SEQUENCES):
                     raise pyerrors.binary_none(node.op, a, node.left, b, node.right, node.loc)
                 if node.op == "@" and not (isinstance(a, Tensor) and isinstance(b, Tensor)) and \
@@ -563,6 +568,23 @@ class Interp:
         if v is None:
             raise pyerrors.not_subscriptable()
         raise ProblemError(e.loc, f"'{S.to_source(e.value)}' is {describe(v)}; only tuples and tensors can be indexed")
+
+    def repeat(self, node: S.Bin, a, b):
+        """``seq * n`` (or ``n * seq``) of a tuple or list and a Python int: Python's repetition (a
+        list stays a list; a ``torch.return_types`` repeated is a plain tuple); a float count is
+        Python's TypeError. None when it is no such pair (the operands' own refusal follows)."""
+        (seq, count, count_expr) = (a, b, node.right) if isinstance(a, tuple) else (b, a, node.left)
+        if not isinstance(count, (bool, Fraction, PyFloat)):
+            return None
+        kind = pyerrors.type_name(count, count_expr, self.number_types)
+        if kind == "float":
+            raise TorchError("TypeError", "can't multiply sequence by non-int of type 'float'", "python")
+        if kind not in ("int", "bool"):
+            return None
+        n = max(int(count), 0)
+        if n * len(seq) > 10 ** 6:
+            raise ProblemError(node.loc, f"a sequence repeated {n} times: too large to model")
+        return PyList(seq * n) if isinstance(seq, PyList) else tuple(seq) * n
 
     def floor_divide(self, node: S.Bin, a, b):
         """``a // b`` of two Python numbers (a size: ``C // n_head``), Python's floor division: an
