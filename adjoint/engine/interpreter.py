@@ -294,6 +294,9 @@ class Interp:
                                    {k: self.eval(v) for k, v in e.kwargs}, isinstance(self.scope, EnvScope))
             args = [self.eval(a) for a in e.args]
             kwargs = {k: self.eval(v) for k, v in e.kwargs}
+            if e.func == "float" and e.prefix == "" and not self.is_child("float"):   # Python's float(): no Scalar
+                from adjoint.engine.infinity import python_float
+                return python_float(args, kwargs, e.loc)
             bigints.refuse_in_call(args + list(kwargs.values()), list(e.args) + [v for _, v in e.kwargs], e.func)
             if e.prefix:
                 check_prefix(e)
@@ -302,9 +305,6 @@ class Interp:
                 return python_len(args, kwargs, e.loc)
             if e.func == "print" and e.prefix == "" and not self.is_child("print"):
                 return None   # Python's print(...): its arguments were evaluated (a read of .grad warns); no effect
-            if e.func == "float" and e.prefix == "" and not self.is_child("float"):
-                from adjoint.engine.infinity import python_float
-                return python_float(args, kwargs, e.loc)
             if not (e.prefix == "" and self.is_child(e.func)) and e.func in FUNCTIONS:   # a child's name: no lookup
                 if e.func == "where" and len(args) == 1 and not kwargs:
                     raise ProblemError(e.loc, "torch.where(condition) with one argument is torch.nonzero(condition, "
