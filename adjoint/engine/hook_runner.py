@@ -397,6 +397,9 @@ PACK_INPLACE = ("A saved tensor pack hook is modifying its input in place. Tenso
 def as_values(returned, hook):
     if returned is None:
         return None
+    if hook.on == "tensor" and isinstance(returned, tuple):   # check_single_result: not a Variable
+        raise TorchError("TypeError", f"expected Variable, but hook returned '{sequence_name(returned)}'",
+                         "hook_result")
     if hook.on == "tensor" and not isinstance(returned, (tuple, Tensor)):
         # a tensor hook's result is checked at once (check_single_result): a Python number is
         # "expected Variable, but hook returned 'int'" (the type as the expression makes it)

@@ -5,7 +5,7 @@ which look into tuples only."""
 
 from __future__ import annotations
 
-from adjoint.engine.return_types import ReturnTuple
+from adjoint.engine.return_types import ReturnTuple, TorchSize
 
 
 class PyList(tuple):
@@ -21,7 +21,10 @@ def is_tuple(v) -> bool:
 
 def sequence_name(v) -> str:
     """The type name CPython's messages give a sequence the program made (``tp_name``): ``list``,
-    ``tuple``, or ``torch.return_types.max`` for what ``max(dim=...)`` and its kind return."""
+    ``tuple``, ``torch.Size``, or ``torch.return_types.max`` for what ``max(dim=...)`` and its kind
+    return."""
+    if isinstance(v, TorchSize):
+        return "torch.Size"
     if isinstance(v, ReturnTuple):
         return f"torch.return_types.{v.kind}"
     return "list" if isinstance(v, PyList) else "tuple"
