@@ -166,7 +166,8 @@ REFUSED = [
     ("x._base", "1:7: attribute '_base' is not allowed: names starting with '_' are private to PyTorch; use public "
                 "tensor methods and attributes"),
     ("x * 'two'", "1:9: a string literal is not allowed here; strings are call arguments (reduction=\"sum\"), dict keys and keys of a dict (kwargs[\"bias\"])"),
-    ("x * True", "1:9: True is only allowed as a call argument, as in keepdim=True"),
+    ("(x, True)", "1:9: True is only allowed as a call argument, as in keepdim=True, or an operand of an arithmetic "
+                  "operator (x * True)"),
     ("None", "1:5: None is only allowed as a call argument, an index (x[None]) or inside a hook's returned tuple"),
     ("x * ...", "1:9: '...' is only allowed as an index, as in x[..., 0]"),
     ("sum(x, **opts)", "1:14: '**' unpacking is not allowed in a call; write the keyword arguments out, as in "

@@ -432,6 +432,7 @@ class _Pass:
                 returned = self.fire_forward(entry, {"input": state["args"]}, call)
                 if returned is not None:
                     new = returned if is_tuple(returned) else (returned,)   # a list is one input, as any non-tuple
+                    new = _typed_numbers(new, returned, entry.hook, mod)
                     # the wrong count is forward's TypeError, unless a later pre-hook returns others
                     state["refused"] = forward_arity_error(new, mod, state["kwargs"])
                     self.check_forward_args(new, mod, entry.hook, state["kwargs"], state["refused"] is None)
@@ -468,6 +469,11 @@ class _Pass:
                     env = {"input": args, "output": out}
                 returned = self.fire_forward(entry, env, call)
                 if returned is not None:
+                    if isinstance(returned, (Fraction, bool)):
+                        raise ProblemError(entry.hook.returns.loc, "a forward hook returning a Python number: PyTorch "
+                                                                   "hands it to the caller as the module's output, "
+                                                                   "whose next use of it raises Python's error; not "
+                                                                   "modelled (return a tensor, or nothing)")
                     if not (isinstance(returned, Tensor) or _tensor_tuple(returned)):
                         raise ProblemError(entry.hook.returns.loc, "a forward hook must return the replacement output "
                                                                    "(a tensor or a tuple of them, nested as the "
@@ -1005,6 +1011,23 @@ def _legacy_var(out, loc: Loc) -> Tensor:
                                         "subscriptable), which adjoint cannot word (the number's type is not known)")
             raise TorchError("TypeError", f"'{name}' object is not subscriptable", "python")
     return var
+
+
+def _typed_numbers(new: tuple, returned, hook, mod: Module) -> tuple:
+    """A forward_pre hook's new first input that is a Python number (``return 2``: PyTorch wraps it
+    as ``(2,)``), handed to a built-in module: a :class:`ReturnedNumber` of its Python type as the
+    hook's expression tells it, which the layer's first line refuses in PyTorch's words
+    (adjoint.engine.layers.input_type). Anything else is left as it is (refused where it is used)."""
+    from adjoint.engine.layers.input_type import NOT_A_TENSOR
+    from adjoint.engine.returned_number import ReturnedNumber
+    if not new or mod.type not in NOT_A_TENSOR or isinstance(new[0], (Tensor, tuple)) or new[0] is None:
+        return new
+    expr = hook.returns if not is_tuple(returned) else \
+        (hook.returns.items[0] if isinstance(hook.returns, S.Tup) and len(hook.returns.items) == len(new) else None)
+    name = pyerrors.type_name(new[0], expr) if expr is not None else None
+    if name not in ("int", "float", "bool"):
+        return new
+    return (ReturnedNumber(name),) + tuple(new[1:])
 
 
 def _called_without(entry, missing: str) -> None:

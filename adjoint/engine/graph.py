@@ -240,9 +240,11 @@ class SavedVariable:
                                         # while something still holds it (SavedVariable::weak_grad_fn_)
     packed_grad_fn: "Node | None" = None  # with hooks: the tensor's grad_fn when they packed it (grad_fn_)
     was_leaf: bool = field(init=False)    # is_leaf_: the tensor had no grad_fn when saved
+    requires_grad: bool = field(init=False)  # requires_grad_: whether it required grad when saved
 
     def __post_init__(self):
         self.was_leaf = self.tensor.grad_fn is None
+        self.requires_grad = bool(self.tensor.requires_grad)
 
 
 @dataclass(eq=False)

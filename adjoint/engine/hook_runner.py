@@ -9,6 +9,7 @@ converts what it returns.
 
 from __future__ import annotations
 
+from functools import partial
 from operator import attrgetter, is_
 
 from adjoint.format.errors import ProblemError
@@ -24,6 +25,9 @@ from adjoint.engine.gradalias import held_tensor, unplaced
 from adjoint.engine.complex_grad import tag_complex
 from adjoint.engine.stash import StashScope
 from adjoint.engine.pylist import PyList, sequence_name
+from adjoint.engine.return_types import ReturnTuple
+from adjoint.engine.requires_grad import DIFFERENTIABLE
+from adjoint.format.validate_tensors import INT_REQUIRES_GRAD
 
 _GRAD = attrgetter("grad")
 
@@ -335,11 +339,24 @@ class HookRunner:
                 raise ProblemError(hook.unpack.loc, "the unpack hook must return a tensor (what the node's backward uses)")
             raise TorchError("TypeError", "Output of saved tensor unpack_hook expected to be a Tensor but got result "
                                           f"of type {name}", "hook_result")
+        if sv is not None and sv.was_leaf and sv.requires_grad and out.dtype not in DIFFERENTIABLE:
+            # SavedVariable::unpack makes a saved leaf anew, make_variable(data, requires_grad_): a
+            # leaf that requires grad cannot hold an integer or bool tensor
+            raise TorchError("RuntimeError", INT_REQUIRES_GRAD[1], "hook_result")
         if sv is not None and isinstance(sv.tensor, Tensor) and tuple(out.shape) != tuple(sv.tensor.shape):
             raise ProblemError(hook.unpack.loc, f"the unpack hook '{hook.label}' returns a tensor of shape "
                                                 f"{list(out.shape)} for one saved with shape {list(sv.tensor.shape)}: "
                                                 "each backward formula broadcasts it its own way, which is not "
                                                 "modelled yet; return a tensor of the saved one's shape")
+        if sv is not None and node is not None and node.kind == "op" and not node.op.elementwise \
+                and isinstance(sv.tensor, Tensor) and out.dtype != sv.tensor.dtype:
+            # a TensorIterator kernel promotes (the engine casts the result to the input's dtype); a
+            # matrix product or convolution refuses mixed dtypes, each kernel in its own words, with
+            # operands in an order that follows the saved tensors' strides
+            raise ProblemError(hook.unpack.loc, f"the unpack hook '{hook.label}' returns a {out.dtype} tensor for a "
+                                                f"{sv.tensor.dtype} one {node.name} saved: its backward kernel's dtype "
+                                                "check (PyTorch raises RuntimeError in a matrix product) is not "
+                                                "modelled; return the saved dtype")
         if sv is not None:   # the tensor the unpacked one shares storage with (adjoint.engine.function_does)
             sv.unpacked = out
         return out
@@ -383,6 +400,9 @@ PACK_INPLACE = ("A saved tensor pack hook is modifying its input in place. Tenso
 def as_values(returned, hook):
     if returned is None:
         return None
+    if hook.on == "tensor" and isinstance(returned, tuple):   # check_single_result: not a Variable
+        raise TorchError("TypeError", f"expected Variable, but hook returned '{sequence_name(returned)}'",
+                         "hook_result")
     if hook.on == "tensor" and not isinstance(returned, (tuple, Tensor)):
         # a tensor hook's result is checked at once (check_single_result): a Python number is
         # "expected Variable, but hook returned 'int'" (the type as the expression makes it)
@@ -390,7 +410,9 @@ def as_values(returned, hook):
         if name in ("int", "float", "bool"):
             raise TorchError("TypeError", f"expected Variable, but hook returned '{name}'", "hook_result")
     if isinstance(returned, tuple):
-        kind = PyList if isinstance(returned, PyList) else tuple   # a list stays one: PyTorch tells them apart
+        # a list stays one, a torch.return_types one: PyTorch's messages tell them apart
+        kind = PyList if isinstance(returned, PyList) else \
+            partial(ReturnTuple, returned.kind, returned.fields) if isinstance(returned, ReturnTuple) else tuple
         if (hook.on, hook.kind) in NUMBER_CHECKED:
             items = getattr(hook.returns, "items", None)
             exprs = items if items is not None and len(items) == len(returned) else (None,) * len(returned)

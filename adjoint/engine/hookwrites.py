@@ -133,6 +133,8 @@ class HookInterp(Interp):
                     raise ProblemError(stmt.loc, "assigning a number to .grad is PyTorch's TypeError, whose text "
                                                  "names the number's Python type (int or float), not known here")
                 raise TorchError("TypeError", f"assigned grad expected to be a Tensor or None but got grad of type {kind}")
+            if value is t:   # THPVariable_set_grad's next check: the very same Python object
+                raise TorchError("RuntimeError", "can't assign Variable as its own grad")
             self.grads.assign(t, value, stmt.loc)
             return
         if isinstance(stmt, S.AugAssign) and isinstance(stmt.target, S.Attr) and stmt.target.name == "grad":

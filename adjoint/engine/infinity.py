@@ -17,6 +17,8 @@ from adjoint.format.problem import Infinite
 from adjoint.engine.graph import Tensor
 
 
+#: the largest finite float64 (sys.float_info.max)
+FLOAT64_MAX = Fraction(1.7976931348623157e308)
 _SPELLINGS = {"inf": False, "+inf": False, "infinity": False, "+infinity": False, "-inf": True, "-infinity": True}
 
 
@@ -34,7 +36,9 @@ def python_float(args: list, kwargs: dict, loc: Loc):
         raise ProblemError(loc, f"float() of the string {x!r}: only float(\"inf\") and float(\"-inf\") are allowed; "
                                 "write other numbers as numbers (0.5)")
     if isinstance(x, Fraction) and not isinstance(x, bool):
-        return x
+        if abs(x) > FLOAT64_MAX:   # Python's OverflowError for an int, inf for a float: which, not known here
+            raise ProblemError(loc, "float() of a number beyond float64's range is not modelled")
+        return x   # a Python int beyond int64 (float(2 ** 64)) too: float() is Python's, no PyTorch Scalar
     if isinstance(x, Infinite):
         return x
     what = "a tensor" if isinstance(x, Tensor) else type(x).__name__

@@ -175,11 +175,7 @@ class Interp:
             self.scope.assign(target.id, value, loc)
             return
         if isinstance(target, S.Tup):
-            if not isinstance(value, tuple):
-                raise ProblemError(loc, f"cannot unpack {describe(value)}: Python raises TypeError")
-            if len(value) != len(target.items):
-                raise ProblemError(loc, f"{len(target.items)} names to unpack {len(value)} values: Python raises "
-                                        "ValueError (not enough / too many values to unpack)")
+            value = self.unpacked(value, len(target.items), loc)
             together = getattr(self.scope, "together", None)   # the names' hooks go on after the statement
             with together() if together is not None else nullcontext():
                 for t, v in zip(target.items, value):
@@ -189,6 +185,26 @@ class Interp:
             self.scope.set_module_attribute(target.name, value, loc)
             return
         raise ProblemError(loc, f"cannot assign to '{S.to_source(target)}'")
+
+    def unpacked(self, value, n: int, loc: Loc) -> tuple:
+        """The items ``a, b = value`` binds, as CPython's UNPACK_SEQUENCE takes them: a tuple's (a
+        list's, a ``torch.return_types``'); a tensor's through ``Tensor.__iter__``, which is
+        ``iter(self.unbind(0))`` (one UnbindBackward0 for all the rows; TypeError "iteration over a
+        0-d tensor" for a 0-d one); ValueError when the count is not ``n``."""
+        if isinstance(value, Tensor):
+            if not value.shape:
+                raise TorchError("TypeError", "iteration over a 0-d tensor", "python")
+            value = call_function(self.rt, "unbind", [Fraction(0)], {}, loc, method_of=value)
+        elif value is None or isinstance(value, (bool, PyFloat)):
+            raise TorchError("TypeError", f"cannot unpack non-iterable {pyerrors.type_name(value, None)} object",
+                             "python")
+        elif not isinstance(value, tuple):
+            raise ProblemError(loc, f"cannot unpack {describe(value)}: Python's iteration of it is not modelled")
+        if len(value) > n:
+            raise TorchError("ValueError", f"too many values to unpack (expected {n})", "python")
+        if len(value) < n:
+            raise TorchError("ValueError", f"not enough values to unpack (expected {n}, got {len(value)})", "python")
+        return value
 
     def augmented(self, stmt: S.AugAssign) -> None:
         """``t op= v`` with Python's semantics: Tensor.__iadd__ and friends are in-place;
@@ -278,6 +294,9 @@ class Interp:
                                    {k: self.eval(v) for k, v in e.kwargs}, isinstance(self.scope, EnvScope))
             args = [self.eval(a) for a in e.args]
             kwargs = {k: self.eval(v) for k, v in e.kwargs}
+            if e.func == "float" and e.prefix == "" and not self.is_child("float"):   # Python's float(): no Scalar
+                from adjoint.engine.infinity import python_float
+                return python_float(args, kwargs, e.loc)
             bigints.refuse_in_call(args + list(kwargs.values()), list(e.args) + [v for _, v in e.kwargs], e.func)
             if e.prefix:
                 check_prefix(e)
@@ -286,9 +305,6 @@ class Interp:
                 return python_len(args, kwargs, e.loc)
             if e.func == "print" and e.prefix == "" and not self.is_child("print"):
                 return None   # Python's print(...): its arguments were evaluated (a read of .grad warns); no effect
-            if e.func == "float" and e.prefix == "" and not self.is_child("float"):
-                from adjoint.engine.infinity import python_float
-                return python_float(args, kwargs, e.loc)
             if not (e.prefix == "" and self.is_child(e.func)) and e.func in FUNCTIONS:   # a child's name: no lookup
                 if e.func == "where" and len(args) == 1 and not kwargs:
                     raise ProblemError(e.loc, "torch.where(condition) with one argument is torch.nonzero(condition, "
@@ -371,6 +387,11 @@ class Interp:
                         isinstance(a, PyList) == isinstance(b, PyList):   # Python's tuple (list) concatenation
                     values.append(PyList(a + b) if isinstance(a, PyList) else a + b)
                     continue
+                if node.op == "*" and isinstance(a, tuple) != isinstance(b, tuple):
+                    repeated = self.repeat(node, a, b)
+                    if repeated is not None:
+                        values.append(repeated)
+                        continue
                 if (a is None or b is None) and not isinstance(a, _SEQUENCES) and not isinstance(b, _SEQUENCES):
                     raise pyerrors.binary_none(node.op, a, node.left, b, node.right, node.loc)
                 if node.op == "@" and not (isinstance(a, Tensor) and isinstance(b, Tensor)) and \
@@ -547,6 +568,23 @@ class Interp:
         if v is None:
             raise pyerrors.not_subscriptable()
         raise ProblemError(e.loc, f"'{S.to_source(e.value)}' is {describe(v)}; only tuples and tensors can be indexed")
+
+    def repeat(self, node: S.Bin, a, b):
+        """``seq * n`` (or ``n * seq``) of a tuple or list and a Python int: Python's repetition (a
+        list stays a list; a ``torch.return_types`` repeated is a plain tuple); a float count is
+        Python's TypeError. None when it is no such pair (the operands' own refusal follows)."""
+        (seq, count, count_expr) = (a, b, node.right) if isinstance(a, tuple) else (b, a, node.left)
+        if not isinstance(count, (bool, Fraction, PyFloat)):
+            return None
+        kind = pyerrors.type_name(count, count_expr, self.number_types)
+        if kind == "float":
+            raise TorchError("TypeError", "can't multiply sequence by non-int of type 'float'", "python")
+        if kind not in ("int", "bool"):
+            return None
+        n = max(int(count), 0)
+        if n * len(seq) > 10 ** 6:
+            raise ProblemError(node.loc, f"a sequence repeated {n} times: too large to model")
+        return PyList(seq * n) if isinstance(seq, PyList) else tuple(seq) * n
 
     def floor_divide(self, node: S.Bin, a, b):
         """``a // b`` of two Python numbers (a size: ``C // n_head``), Python's floor division: an

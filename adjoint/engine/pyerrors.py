@@ -50,6 +50,8 @@ def number_type(e: S.Expr, names: dict | None = None) -> str | None:
         return number_type(e.operand, names)
     if _size_int(e):
         return "int"
+    if isinstance(e, S.Call) and e.func == "float" and e.prefix == "" and len(e.args) == 1:   # Python's float()
+        return "float"
     if isinstance(e, S.Bin):
         left, right = number_type(e.left, names), number_type(e.right, names)
         if left is None or right is None:

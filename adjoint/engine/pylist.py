@@ -5,6 +5,8 @@ which look into tuples only."""
 
 from __future__ import annotations
 
+from adjoint.engine.return_types import ReturnTuple, TorchSize
+
 
 class PyList(tuple):
     """``[a, b]`` as written in a forward or a hook body."""
@@ -18,5 +20,11 @@ def is_tuple(v) -> bool:
 
 
 def sequence_name(v) -> str:
-    """``type(v).__name__`` of a sequence the program made: ``list`` or ``tuple``."""
+    """The type name CPython's messages give a sequence the program made (``tp_name``): ``list``,
+    ``tuple``, ``torch.Size``, or ``torch.return_types.max`` for what ``max(dim=...)`` and its kind
+    return."""
+    if isinstance(v, TorchSize):
+        return "torch.Size"
+    if isinstance(v, ReturnTuple):
+        return f"torch.return_types.{v.kind}"
     return "list" if isinstance(v, PyList) else "tuple"

@@ -14,6 +14,8 @@ from adjoint.engine.torch_errors import TorchError
 NON_LEAF = ("you can only change requires_grad flags of leaf variables. If you want to use a computed variable in a "
             "subgraph that doesn't require differentiation use var_no_grad = var.detach().")
 NOT_FLOAT = "only Tensors of floating point dtype can require gradients"
+#: the dtypes a tensor that requires grad may have (AutogradMeta::set_requires_grad)
+DIFFERENTIABLE = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128")
 
 
 def requires_grad_(t: Tensor, args: list, kwargs: dict, loc) -> Tensor:
@@ -33,7 +35,7 @@ def requires_grad_(t: Tensor, args: list, kwargs: dict, loc) -> Tensor:
         # (in-place ops on it or its base then meet the view-of-a-leaf rules): not modelled
         raise ProblemError(loc, "requires_grad_() on a view (of a detach()ed tensor) is not modelled yet; make the "
                                 "view first and detach it (x[0].detach().requires_grad_()), or clone it")
-    if flag and t.dtype not in ("float16", "bfloat16", "float32", "float64", "complex64", "complex128"):
+    if flag and t.dtype not in DIFFERENTIABLE:
         raise TorchError("RuntimeError", NOT_FLOAT, "autograd")
     t.requires_grad = flag
     t.edgeless = False

@@ -6,6 +6,13 @@ any other attribute is Python's AttributeError, in PyTorch's words."""
 from __future__ import annotations
 
 
+class TorchSize(tuple):
+    """A ``torch.Size`` (``x.size()``, ``x.shape``): a tuple of Python ints, named so in Python's
+    messages ("expected Variable, but hook returned 'torch.Size'")."""
+
+    __slots__ = ()
+
+
 class ReturnTuple(tuple):
     """A ``torch.return_types.KIND`` value: a tuple whose items read by ``fields`` too."""
 

@@ -21,6 +21,7 @@ from fractions import Fraction
 
 from adjoint.format.errors import ProblemError
 from adjoint.values.exact import ExactLimit
+from adjoint.values.lowprec import round_to
 from adjoint.values.strides import iterator_strides, contiguous_strides
 from adjoint.engine.graph import INF_SEQ, Application, Edge, HookDict, Node, SavedVariable, Tensor
 from adjoint.engine.ops import REGISTRY, Op
@@ -63,6 +64,56 @@ class CallRecord:
         if not isinstance(seen, dict):
             seen = self.grads_seen = dict(zip(*seen)) if seen is not None else {}
         return seen
+
+
+#: binary ops whose float32 kernel converts a wrapped Python number to float (opmath_t) unchecked
+_SCALAR_ARITHMETIC = ("add", "sub", "mul", "div")
+
+
+#: ops whose kernel converts a number parameter to float with c10's checked_convert (torch 2.13):
+#: beyond float32's largest value, "value cannot be converted to type float without overflow"
+_CHECKED_SCALAR = ("clamp", "clamp_min", "clamp_max", "full_like")
+_FLOAT32_MAX = 3.4028234663852886e38
+
+
+def _double(v: Fraction) -> float:
+    """The double a Python number is as PyTorch's Scalar (inf beyond float64's range)."""
+    try:
+        return float(v)
+    except OverflowError:
+        return float("inf") if v > 0 else float("-inf")
+
+
+def float32_params(op: Op, params, loc) -> TorchError | None:
+    """A number parameter beyond float32's range for a float32 kernel: the checked conversion's
+    RuntimeError (raised after the packs), or refused where the kernel converts it unchecked (to
+    inf: ``1e39 - x``) or the conversion is not known here."""
+    todo, big = [params], None
+    while todo and big is None:
+        p = todo.pop()
+        if isinstance(p, tuple):
+            todo.extend(p)
+        elif isinstance(p, Fraction) and abs(_double(p)) > _FLOAT32_MAX:   # the double PyTorch is handed
+            big = p
+    if big is None:
+        return None
+    if op.name in _CHECKED_SCALAR:
+        return TorchError("RuntimeError", "value cannot be converted to type float without overflow", "arguments")
+    raise ProblemError(loc, f"{op.name}: the Python number {_double(big):g} is beyond float32's range: how PyTorch's "
+                            "float32 kernel converts it (inf, or an overflow error) is not modelled here; write a "
+                            "number a float32 holds (or use a float64 file)")
+
+
+def check_float32_scalar(op: Op, ins: list, loc) -> None:
+    """A Python number beside a float32 tensor is converted to float by the kernel: beyond
+    float32's range it becomes inf (x / 1e39 is 0, grad + 1e39 - 1e39 nan), which the exact
+    arithmetic does not follow: refused."""
+    for x in ins:
+        if isinstance(x, Fraction) and (abs(_double(x)) == float("inf") or
+                                        round_to(Fraction(_double(x)), "float32") is None):   # the Scalar's double
+            raise ProblemError(loc, f"{op.name}: the Python number {_double(x):g} is beyond float32's range: "
+                                    "PyTorch's float32 kernel converts it to inf, which is not modelled; write a "
+                                    "number a float32 holds (or use a float64 file)")
 
 
 class Runtime:
@@ -212,6 +263,8 @@ class Runtime:
             self.progress("forward", self.seq, None)
         # None: an optional tensor argument not given (a convolution's bias): no edge value, never saved
         complex_grad.check_numbers(self.B, opname, ins, params, loc)
+        if self.dtype == "float32" and opname in _SCALAR_ARITHMETIC:
+            check_float32_scalar(op, ins, loc)
         ts = [x if isinstance(x, Tensor) or x is None else self.wrapped_number(x) for x in ins]
         for t in ts:   # a float64 copy a hook body made (x.double()) of a float32 problem's tensor
             if t is not None and t.dtype in ("float32", "float64") and t.dtype != self.dtype:
@@ -235,6 +288,10 @@ class Runtime:
             out_shape = op.shape([t.shape if t is not None else None for t in ts], params, loc)
         except TorchError as e:   # the kernel's shape check (operands that do not broadcast): after the packs
             self.raise_after_packs(opname, ins, e, loc)
+        if self.dtype == "float32":
+            error = float32_params(op, params, loc)
+            if error is not None:
+                self.raise_after_packs(opname, ins, error, loc)
         multi = op.outputs != 1
         self._check_size(op, out_shape if multi else [out_shape], loc)
         check_work(op, [t.shape if t is not None else None for t in ts], params, self.B, loc)

@@ -77,6 +77,7 @@ _OPERAND = "operand"   # an operand, a callee's object, a returned value ...
 _ARG = "arg"           # a call argument: strings, True/False and None allowed
 _INDEX = "index"       # a subscript item: None and ... allowed
 _SLICE = "slice"       # a bound of a slice: None means absent
+_BINARY = "binary"     # an operand of + - * / ** @ //: an operand where True/False is allowed too (x * True)
 
 
 # ----------------------------------------------------------------------------- public API
@@ -495,7 +496,7 @@ class _Builder:
                 sym = _REFUSED_OPS.get(type(node.op), type(node.op).__name__)
                 raise ProblemError(loc, f"operator '{sym}' is not allowed; use + - * / ** @")
             oloc = self.operator_loc(node, op)
-            return [(node.left, _OPERAND), (node.right, _OPERAND)], lambda p: Bin(oloc, op, p[0], p[1])
+            return [(node.left, _BINARY), (node.right, _BINARY)], lambda p: Bin(oloc, op, p[0], p[1])
         if isinstance(node, ast.Compare):
             return self.comparison(node, loc)
         if isinstance(node, ast.UnaryOp):
@@ -585,8 +586,9 @@ class _Builder:
                 raise ProblemError(loc, "'...' is only allowed as an index, as in x[..., 0]")
             return EllipsisLit(loc)
         if isinstance(v, bool):
-            if ctx != _ARG:
-                raise ProblemError(loc, f"{v} is only allowed as a call argument, as in keepdim={v}")
+            if ctx not in (_ARG, _BINARY):
+                raise ProblemError(loc, f"{v} is only allowed as a call argument, as in keepdim={v}, or an operand "
+                                        f"of an arithmetic operator (x * {v})")
             return Bool(loc, v)
         if isinstance(v, str):
             if ctx not in (_ARG, _INDEX):

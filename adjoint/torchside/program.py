@@ -18,6 +18,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 from fractions import Fraction
 
+import itertools
 import operator
 
 import torch
@@ -35,6 +36,20 @@ COMPARE = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator
 AUGMENTED = {"+": operator.iadd, "-": operator.isub, "*": operator.imul, "/": operator.itruediv,
              "**": operator.ipow, "@": operator.imatmul}
 GRAD_MODES = {"no_grad": torch.no_grad, "enable_grad": torch.enable_grad}
+
+
+def unpack(value, n: int) -> list:
+    """The items ``a, b = value`` binds, with CPython's errors (``unpack_iterable``): TypeError for a
+    value that is no iterable, the iterator's own error (a 0-d tensor's), ValueError when the
+    iterator gives more or fewer than ``n`` items (it is asked for one more at most)."""
+    if not hasattr(type(value), "__iter__") and not hasattr(type(value), "__getitem__"):
+        raise TypeError(f"cannot unpack non-iterable {type(value).__name__} object")
+    items = list(itertools.islice(iter(value), n + 1))
+    if len(items) > n:
+        raise ValueError(f"too many values to unpack (expected {n})")
+    if len(items) < n:
+        raise ValueError(f"not enough values to unpack (expected {n}, got {len(items)})")
+    return items
 
 
 class EnvScope:
@@ -148,13 +163,7 @@ class Program:
             self.scope.assign(target.id, value, loc)
             return
         if isinstance(target, S.Tup):
-            try:
-                items = list(value)
-            except TypeError:
-                raise ProblemError(loc, f"cannot unpack {type(value).__name__}: Python raises TypeError") from None
-            if len(items) != len(target.items):
-                raise ProblemError(loc, f"{len(target.items)} names to unpack {len(items)} values: Python raises "
-                                        "ValueError")
+            items = unpack(value, len(target.items))
             together = getattr(self.scope, "together", None)   # the names' hooks go on after the statement
             with together() if together is not None else nullcontext():
                 for t, v in zip(target.items, items):

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from adjoint.engine.return_types import TorchSize
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.torch_errors import TYPE_NAMES, TorchError
@@ -83,7 +84,7 @@ def size_dim(x: Tensor, d: int) -> int:
 def lower_size(rt, a, loc):
     x = a["self"]
     if a["dim"] is None:
-        return tuple(Fraction(d) for d in x.shape)
+        return TorchSize(Fraction(d) for d in x.shape)
     return Fraction(size_dim(x, a["dim"]))
 
 

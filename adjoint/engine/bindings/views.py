@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from adjoint.engine.return_types import TorchSize
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.torch_errors import TorchError
@@ -364,7 +365,7 @@ def attribute(rt, x: Tensor, name: str, loc: Loc):
                                              f"{nd}-D tensor.")
         return rt.apply("transpose", [x], (nd - 2, nd - 1), loc)
     if name == "shape":
-        return tuple(Fraction(d) for d in x.shape)
+        return TorchSize(Fraction(d) for d in x.shape)
     if name == "ndim":
         return Fraction(len(x.shape))
     if name == "dtype":

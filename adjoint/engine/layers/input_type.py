@@ -32,10 +32,13 @@ NOT_A_TENSOR: dict[str, tuple[str, str]] = {
 
 def not_a_tensor_error(module_type: str, value) -> tuple[str, str] | None:
     """(type, message) of PyTorch's error when a ``module_type`` is handed ``value`` (a tuple, a
-    list or None) as its input; None where it is not known here."""
+    list, None, or a forward_pre hook's number: a ReturnedNumber) as its input; None where it is
+    not known here."""
     from adjoint.engine.pylist import PyList
+    from adjoint.engine.returned_number import ReturnedNumber
     kind = NOT_A_TENSOR.get(module_type)
-    name = "list" if isinstance(value, (PyList, list)) else {tuple: "tuple", type(None): "NoneType"}.get(type(value))
+    name = "list" if isinstance(value, (PyList, list)) else value.name if isinstance(value, ReturnedNumber) else \
+        {tuple: "tuple", type(None): "NoneType"}.get(type(value))
     if kind is None or name is None:
         return None
     if kind[0] == "parser":
