@@ -443,8 +443,10 @@ class _Pass:
             call.bw = BackwardHookState(call, full, pre_hooks)
             args = self.setup_input_hook(call, args, loc)
             state["args"] = args
-        call.body_start, call.body_eqn = len(rt.nodes), len(rt.applications)
+        # forward(*args): a tensor's rows (an UnbindBackward0) are made by _call_impl before the
+        # module's own forward runs, so they are the call's inputs, not part of its body
         positional = _star_args(rt, args, loc)
+        call.body_start, call.body_eqn = len(rt.nodes), len(rt.applications)
         if not is_tuple(args):   # a tensor's rows, a list BackwardHook rebuilt as list(*items): counted now
             state["refused"] = forward_arity_error(tuple(positional), mod, state["kwargs"])
         if not isinstance(args, tuple):   # a tensor's rows: what forward is handed

@@ -21,7 +21,6 @@ from fractions import Fraction
 
 from adjoint.format.errors import ProblemError
 from adjoint.values.exact import ExactLimit
-from adjoint.values.lowprec import round_to
 from adjoint.values.strides import iterator_strides, contiguous_strides
 from adjoint.engine.graph import INF_SEQ, Application, Edge, HookDict, Node, SavedVariable, Tensor
 from adjoint.engine.ops import REGISTRY, Op
@@ -74,6 +73,7 @@ _SCALAR_ARITHMETIC = ("add", "sub", "mul", "div")
 #: beyond float32's largest value, "value cannot be converted to type float without overflow"
 _CHECKED_SCALAR = ("clamp", "clamp_min", "clamp_max", "full_like")
 _FLOAT32_MAX = 3.4028234663852886e38
+_FLOAT32_INF = Fraction(2 ** 128 - 2 ** 103)   # the smallest magnitude float32 rounds to inf
 
 
 def _double(v: Fraction) -> float:
@@ -109,8 +109,9 @@ def check_float32_scalar(op: Op, ins: list, loc) -> None:
     float32's range it becomes inf (x / 1e39 is 0, grad + 1e39 - 1e39 nan), which the exact
     arithmetic does not follow: refused."""
     for x in ins:
+        # the Scalar's double rounded to float32 (nearest, ties to even) is inf from max + half an ulp on
         if isinstance(x, Fraction) and (abs(_double(x)) == float("inf") or
-                                        round_to(Fraction(_double(x)), "float32") is None):   # the Scalar's double
+                                        abs(Fraction(_double(x))) >= _FLOAT32_INF):
             raise ProblemError(loc, f"{op.name}: the Python number {_double(x):g} is beyond float32's range: "
                                     "PyTorch's float32 kernel converts it to inf, which is not modelled; write a "
                                     "number a float32 holds (or use a float64 file)")
