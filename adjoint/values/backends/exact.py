@@ -294,7 +294,15 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN, Composed):
         """A gradient the backward computed (a node's backward formula, a sum into an input buffer,
         ``.grad +=``): PyTorch's float overflows there as in the forward. Surely beyond the dtype's
         range, it is that float's inf (and IEEE arithmetic follows); nearer the threshold, where
-        the rounding decides, it is refused; a closed form too large to print is refused too."""
+        the rounding decides, it is refused; a closed form too large to print is refused too.
+        A matrix product's result that nothing has read element by element yet (FLINT's matrix,
+        its numerator array not made: a weight's gradient, the gradient of a Linear's input) is
+        not sized here: making that array for the check alone cost a third of an MLP's solve.
+        It is sized where it is first read so (the next elementwise backward, a sum into a
+        buffer, ``.grad +=``), which overflows then in its place; a product of such a value
+        with 0 there gives 0 where PyTorch's inf * 0 is nan."""
+        if x.kind == "rational" and (x.qa.lazy_numerators or _rational_in_range(x, self.dtype)):
+            return x   # (one comparison for the tensor; a rational has no closed form to size)
         x = overflow_to_inf(x, self.dtype)
         refuse_overflow(x, self.dtype, loc, what, "change the values or the hooks so every gradient stays finite")
         self.check_size(x, loc, what)
@@ -395,6 +403,12 @@ def overflow_to_inf(out: Exact, dtype: str) -> Exact:
     if not mask.any():
         return out
     return I.overwrite(out, mask.reshape(out.shape), values)
+
+
+def _rational_in_range(out: Exact, dtype: str) -> bool:
+    """Every element of a rational tensor is below the dtype's overflow threshold in size."""
+    limit = _OVERFLOW[dtype]
+    return out.qa.max_abs_num() < int(limit.p) * out.qa.den // int(limit.q)
 
 
 def _certified_below(out: Exact, limit) -> bool:

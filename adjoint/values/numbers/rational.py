@@ -67,6 +67,11 @@ class QArray:
         out._num, out.den, out._zmat, out._transposed, out._balls = None, den, zmat, None, None
         return out
 
+    @property
+    def lazy_numerators(self) -> bool:
+        """A matrix product's result whose numerator array is not made yet (:meth:`lazy`)."""
+        return self._num is None
+
     def _ball_memo(self) -> dict:
         if self._balls is None:
             self._balls = {}
