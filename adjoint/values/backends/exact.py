@@ -301,13 +301,15 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN, Composed):
         It is sized where it is first read so (the next elementwise backward, a sum into a
         buffer, ``.grad +=``), which overflows then in its place; a product of such a value
         with 0 there gives 0 where PyTorch's inf * 0 is nan. Certified (irrational) gradients
-        are not sized in the backward (below)."""
+        and closed forms are not sized in the backward (below)."""
         if x.kind == "rational" and (x.qa.lazy_numerators or _rational_in_range(x, self.dtype)):
             return x   # (one comparison for the tensor; a rational has no closed form to size)
-        if x.kind == "real":
-            # certified (irrational) values are not sized here: a pass over their balls per backward
-            # node doubled a Tanh MLP's solve, and such a gradient beyond the range needs one a hook
-            # made huge first, which the hook's own ops size (after_op)
+        if x.kind != "rational":
+            # certified (irrational) values and closed forms are not sized here: a pass over their
+            # balls or forms per backward node doubled a Tanh MLP's solve, and such a gradient
+            # beyond the range needs one a hook made huge first, which the hook's own ops size
+            # (after_op); a closed form too large to print is still refused
+            self.check_size(x, loc, what)
             return x
         x = overflow_to_inf(x, self.dtype)
         refuse_overflow(x, self.dtype, loc, what, "change the values or the hooks so every gradient stays finite")
