@@ -215,7 +215,9 @@ def _certified_power(x: Exact, k: fmpq) -> Exact:
     zero_ok = np.array([v == 0 for v in s], dtype=bool).reshape(x.shape)
     forms = _forms("pow", (x, Exact.scalar(k)), x.shape, (lambda p, r: p ** int(r.p)) if integer else None)
     out = Exact.certified(x.shape, recipe, (x,), forms)
-    if zero_ok.any() and not integer:
+    if zero_ok.any():
+        # 0 ** k is 0 for k > 0: an element decided zero whose ball still straddles 0 (c - c of a
+        # certified c) has no ball power that decides it, integer k included
         out = I.overwrite(out, zero_ok, [0.0] * int(zero_ok.sum()))
     return out
 
