@@ -89,7 +89,7 @@ def boundaries_of(rt, fwd, bwd, progress=None, passed: bool = True) -> list[Boun
             dirty = gin is not None
             if gin is None:
                 gin = tuple(pure_vjp(rt, rt.nodes[start:call.end], seeds, call.args, getattr(bwd, "vjps", None),
-                                     _input_slots(call), none_unreached=True))
+                                     input_slots(call), none_unreached=True))
             if call.module.type == "Identity":
                 gin = (gouts[0] if call.args[0].requires_grad else None,)
             # the module's own full_backward_pre hook replaced grad_output: grad_input is what the forward
@@ -147,7 +147,7 @@ def _outside(B, bwd, t, call, i: int, inside: set, sends: dict):
     key = _key(key) if isinstance(key, Tensor) else key
     inner, outer = None, None
     for sender, g in sends.get(key, ()):
-        g = _plain(g)
+        g = gradient_value(g)
         if sender in inside:
             inner = g if inner is None else B.add(inner, g)
         else:
@@ -156,7 +156,7 @@ def _outside(B, bwd, t, call, i: int, inside: set, sends: dict):
         return seen
     if outer is not None:
         return outer
-    rest = B.sub(_plain(seen), inner)   # a root of the backward (no node sent it): its own gradient
+    rest = B.sub(gradient_value(seen), inner)   # a root of the backward (no node sent it): its own gradient
     return None if B.equals(rest, B.zeros(B.shape(rest))) else rest
 
 
@@ -195,10 +195,10 @@ def passed_grads(rt, nodes: list, call, bwd, returned: list) -> tuple:
     the history it had before (:func:`_history_before`). An input the call returns as it is
     (``returned``: (output, its grad_output) pairs) gets that output's gradient too, through no
     node."""
-    slots = _input_slots(call)
+    slots = input_slots(call)
     if slots is not None:
         node, positions = slots
-        return tuple(_plain(bwd.seen.get((id(node), p))) if p is not None else None for p in positions)
+        return tuple(gradient_value(bwd.seen.get((id(node), p))) if p is not None else None for p in positions)
     inside = {id(n) for n in nodes}
     keys = [_history_before(a, inside) if isinstance(a, Tensor) and a.needs_grad else None for a in call.args]
     wanted = {k: None for k in keys if k is not None}
@@ -212,7 +212,7 @@ def passed_grads(rt, nodes: list, call, bwd, returned: list) -> tuple:
                 continue
             k = _edge_key(edge)
             if k in wanted:
-                g = _plain(g)
+                g = gradient_value(g)
                 wanted[k] = g if wanted[k] is None else rt.B.add(wanted[k], g)
     for t, g in returned:
         if isinstance(t, Tensor) and g is not None and t.needs_grad and _key(t) in wanted:
@@ -237,7 +237,7 @@ def _history_before(t: Tensor, inside: set):
     return None
 
 
-def _plain(g):
+def gradient_value(g):
     return g.value if isinstance(g, Tensor) else g
 
 
@@ -267,7 +267,7 @@ def _known_vjp(B, known: dict | None, node: Node, gs: list, need: list) -> list 
     return [g if want else None for g, want in zip(grads, need)]
 
 
-def _input_slots(call):
+def input_slots(call):
     """(the module's input BackwardHookFunctionBackward, the position of each argument among its
     outputs or None), when the call has one: there an argument passed twice (self-attention's
     query, key and value) is two tensors, each with its own gradient, as a full hook is handed them."""
@@ -290,7 +290,7 @@ def pure_vjp(rt, nodes: list[Node], seeds: list, wrt, known: dict | None = None,
     instead of computing it again -- on an MLP with a hook on every layer that is most of the
     work, since every module's adjoint re-runs the backward below it.
 
-    ``slots``: (node, positions) from :func:`_input_slots`: the cotangent of ``wrt[j]`` is then
+    ``slots``: (node, positions) from :func:`input_slots`: the cotangent of ``wrt[j]`` is then
     read at that node's output ``positions[j]``, before the node adds up aliased arguments.
 
     Returns, per tensor in ``wrt``, its cotangent, or None where it does not require grad; one that

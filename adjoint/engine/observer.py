@@ -27,6 +27,7 @@ from dataclasses import replace
 
 from adjoint.format.errors import ProblemError
 from adjoint.format.problem import Hook
+from adjoint.engine.adjoints import gradient_value, input_slots
 from adjoint.engine.graph import Tensor
 from adjoint.engine.passes import run_variant
 from adjoint.engine.torch_errors import TorchError
@@ -90,7 +91,7 @@ def observe(run, make_backend) -> dict:
         if callid in seen:   # handed twice in one pass: not one reading
             seen[callid] = None
             continue
-        seen[callid] = (tuple(_plain(g) for g in rec.args["grad_output"]),
+        seen[callid] = (tuple(gradient_value(g) for g in rec.args["grad_output"]),
                         _computed(rec.call, rec.args["grad_input"], other.result))
     by_id = {c.callid: c for c in calls}
     for callid in wanted - set(seen):   # no gradient reached its output: the watching hook never fired
@@ -122,11 +123,12 @@ def _computed(call, grad_input: tuple, bwd) -> tuple:
     """The watching hook's ``grad_input`` with None where PyTorch computed none: the input
     BackwardHookFunctionBackward received no gradient for that position (an input the forward
     does not use) and materialized zeros for the hook (``g(x, x)`` using its first input only)."""
-    node, index = call.in_node, call.bw.input_tensors_index if call.bw is not None else None
-    if node is None or index is None:
-        return tuple(_plain(g) for g in grad_input)
-    received = {i: bwd.seen.get((id(node), k)) for k, i in enumerate(index)}
-    return tuple(None if i in received and received[i] is None else _plain(g) for i, g in enumerate(grad_input))
+    slots = input_slots(call)
+    if slots is None:
+        return tuple(gradient_value(g) for g in grad_input)
+    node, positions = slots
+    return tuple(None if k is not None and bwd.seen.get((id(node), k)) is None else gradient_value(g)
+                 for g, k in zip(grad_input, positions))
 
 
 def _second_order(run) -> bool:
@@ -156,6 +158,3 @@ def _tensors(xs):
         elif isinstance(x, Tensor):
             yield x
 
-
-def _plain(g):
-    return g.value if isinstance(g, Tensor) else g

@@ -225,8 +225,8 @@ class Engine:
     def sum_into(self, current, new, sender: Node | None = None):
         """InputBuffer::add: a second gradient into one slot is summed (in PyTorch's float, which
         may overflow: ``sender``, the node whose gradient is added, locates a refusal)."""
-        if current is None or new is None:
-            return _accumulate(self.B, current, new)
+        if new is None or current is None:
+            return current if new is None else new
         return self.B.after_backward(self.B.add(current, new), sender.loc if sender is not None else None,
                                      "the sum of two gradients" + (f" (one from {sender.name})" if sender is not None else ""))
 
@@ -873,14 +873,6 @@ def _dtypes(values) -> tuple:
     """The dtype of each tensor among a module's inputs (or its output, or outputs), None elsewhere."""
     items = values if isinstance(values, tuple) else (values,)
     return tuple(v.dtype if isinstance(v, Tensor) else None for v in items)
-
-
-def _accumulate(B, current, new):
-    if new is None:
-        return current
-    if current is None:
-        return new
-    return B.add(current, new)
 
 
 def backward_error(node: Node, need: list) -> None:

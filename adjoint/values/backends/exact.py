@@ -359,7 +359,7 @@ def refuse_overflow(out: Exact, dtype: str, loc, what: str,
     checked (verify binds the symbols, and checks then)."""
     limit = _OVERFLOW[dtype]
     if out.rational:
-        if out.qa.max_abs_num() < int(limit.p) * out.qa.den // int(limit.q):
+        if _rational_in_range(out, dtype):
             return  # the largest |element| is below the limit: one comparison for the tensor
     elif out.kind == "real":
         if _certified_below(out, limit):
@@ -393,7 +393,7 @@ def overflow_to_inf(out: Exact, dtype: str) -> Exact:
 
     limit = _OVERFLOW[dtype]
     if out.rational:
-        if out.qa.max_abs_num() < int(limit.p) * out.qa.den // int(limit.q):
+        if _rational_in_range(out, dtype):
             return out
     elif out.kind == "real":
         if _certified_below(out, limit):
