@@ -231,3 +231,68 @@ variants:
         assert adj["g"]["grad_input"][0]["exact"] == [["2", "2"]] and adj["g"]["grad_input"][1] is None, vp.name
     vp = next(v for v in pred.variants if v.name == "plain")
     _compared_with_torch(problem, vp)
+
+
+ATTENTION = """
+name: mha-positions
+dtype: float64
+init: {seed: 3}
+inputs:
+  x: {value: [[[1.5, -1.25, -1.5, 1.5], [-0.75, 0.125, 0.125, 0.75], [0.5, 1, -2, 0.25]], [[0.75, 2, -1, 0.75], [1.5, -1, 0, 1], [1, 0.5, -0.5, 2]]], requires_grad: true}
+  m: {value: [[0.5, -1, 1.25, 0.75], [2, 0.25, -0.5, 1]], requires_grad: true}
+model:
+  inputs: [x, m]
+  children:
+    bf: {type: MultiheadAttention, args: {embed_dim: 4, num_heads: 2, batch_first: true}}
+    sf: {type: MultiheadAttention, args: {embed_dim: 4, num_heads: 2}}
+    kv: {type: MultiheadAttention, args: {embed_dim: 4, num_heads: 1, batch_first: true}}
+    un: {type: MultiheadAttention, args: {embed_dim: 4, num_heads: 2}}
+    bv: {type: MultiheadAttention, args: {embed_dim: 4, num_heads: 2, batch_first: true}}
+    lin: {type: Linear, args: {in_features: 4, out_features: 4}}
+  forward: |
+    h = lin(x)
+    a = bf(h, h, h)[0]
+    b = sf(h, h, h, need_weights=False)[0]
+    c = kv(a, h, h)[0]
+    d = un(m, m, m)[0]
+    e = bv(h, h, value=h)[0]
+    return a * 2 + b * 3 + c + e * 5 + sum(d)
+loss: "sum(y ** 2)"
+"""
+
+
+@pytest.mark.parametrize("mode", ["exact", "float64"])
+def test_self_attention_positions_are_read_off_the_in_projection(tmp_path, monkeypatch, mode):
+    """One tensor at several positions of MultiheadAttention without a hook: each position's
+    grad_input is its rows of the in-projection (adjoint.engine.observer._per_position), with no
+    watched second run: batch_first (one packed linear after one transpose), sequence-first with
+    need_weights=False, key and value shared (their two-block linear; the query its own), an
+    unbatched call (three unsqueezes: three linears of one tensor), and value passed by keyword (no
+    position). Every row is compared with what full backward hooks are handed in torch."""
+    import adjoint.engine.observer as observer
+
+    def no_second_run(*args):
+        raise AssertionError("a watched run was made")
+
+    monkeypatch.setattr(observer, "_watched", no_second_run)
+    path = tmp_path / "p.yaml"
+    path.write_text(ATTENTION)
+    problem = adjoint.load(str(path))
+    vp = problem.solve(mode=mode).variants[0]
+    compared = {r.item for r in _compared_with_torch(problem, vp)}
+    assert {"adjoint bf", "adjoint bv", "adjoint kv", "adjoint un", "adjoint sf"} <= compared
+    adj = vp.to_json()["adjoints"]
+    assert len(adj["bv"]["grad_input"]) == 2 and adj["bf"]["grad_input"][0] != adj["bf"]["grad_input"][1]
+
+
+def test_saved_tensor_hooks_keep_the_watched_run(monkeypatch):
+    """Under saved-tensor hooks the separate projections a full hook causes save (and unpack) other
+    tensors than the packed one: the positions come from the watched run there, as before."""
+    import adjoint.engine.observer as observer
+
+    made = []
+    real = observer._watched
+    monkeypatch.setattr(observer, "_watched", lambda *a: made.append(1) or real(*a))
+    problem = adjoint.load(os.path.join(ROOT, "tests", "data", "regressions", "sdpa_backward_uses_saved_logsumexp.yaml"))
+    vp = problem.solve(variant="doubled").variants[0]
+    assert made and len(vp.to_json()["adjoints"]["mha"]["grad_input"]) == 3

@@ -332,7 +332,7 @@ def _boundaries(run: VariantRun, progress=None, make_backend=None) -> list[Bound
     passed = getattr(last.request, "second", None) is None
     found = boundaries_of(run.rt, last.forward, last.result, progress, passed)
     if make_backend is not None:
-        run.observed = observe(run, make_backend)
+        run.observed = observe(run, make_backend, found)
     return with_observed(found, run.observed)
 
 

@@ -84,7 +84,7 @@ def boundaries_of(rt, fwd, bwd, progress=None, passed: bool = True) -> list[Boun
         gouts = tuple(_outside(rt.B, bwd, t, call, i, inside, sends) for i, t in enumerate(outs))
         if any(g is not None for g in gouts):
             # each output as the call returned it: its history then (an in-place op after the call moved it)
-            seeds = [(_as_returned(t, call, i), g) for i, (t, g) in enumerate(zip(outs, gouts)) if g is not None]
+            seeds = output_seeds(call, gouts)
             gin = dirty_call_grads(rt, call, gouts)   # a Function that wrote its input in place
             dirty = gin is not None
             if gin is None:
@@ -164,6 +164,13 @@ def _replaced_by_own_pre_hook(call) -> bool:
     """Did the call's own full_backward_pre hooks hand the module another grad_output than reached
     it (a returned replacement; a node hook on its output node is not the module's own)?"""
     return call.bw is not None and call.bw.pre_replaced
+
+
+def output_seeds(call, gouts: tuple) -> list:
+    """(key, multiplier) of each output of ``call`` a multiplier reached: the seeds of J^T through
+    its nodes (each output as the call returned it, :func:`_as_returned`)."""
+    outs = call.out if isinstance(call.out, tuple) else (call.out,)
+    return [(_as_returned(t, call, i), g) for i, (t, g) in enumerate(zip(outs, gouts)) if g is not None]
 
 
 def _as_returned(t, call, i: int):

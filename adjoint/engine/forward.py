@@ -67,6 +67,8 @@ class Call:
     recomputes: "Call | None" = None  # a call checkpoint's recomputation made: the call it repeats
     checkpoint: str | None = None     # the call checkpoint(...) made: how it is recomputed (adjoint.engine.checkpoint)
     grad_enabled: bool = True         # grad mode when it was called (off: under no_grad, a reentrant checkpoint region)
+    projections: tuple = ()           # MultiheadAttention's in-projection linears, and which arguments
+                                      # each projects (adjoint.engine.layers.attention.Projection)
 
     @property
     def path(self) -> str:

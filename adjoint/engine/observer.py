@@ -15,7 +15,9 @@ the gradient reaching its output, ``grad_input`` what its forward derives from i
 position). For such calls :func:`observe` runs the variant once more with a full backward hook
 that only watches on each of those modules, and reads what it is handed in the last backward.
 The watched run is PyTorch's own behaviour with that hook added: MultiheadAttention then projects
-query, key and value separately, as it does for a user's full hook. A module that has a legacy
+query, key and value separately, as it does for a user's full hook. Self-attention needs no
+second run: each position's part is read off the in-projection of the run itself
+(:func:`_per_position`), which is what that separate projection computes. A module that has a legacy
 ``register_backward_hook`` cannot take a full one (PyTorch raises), and a run the watching hook
 makes raise (an in-place op on an Identity's output, which is then a custom Function's view) has
 no such reading: those calls keep the values the graph gives.
@@ -27,7 +29,9 @@ from dataclasses import replace
 
 from adjoint.format.errors import ProblemError
 from adjoint.format.problem import Hook
-from adjoint.engine.adjoints import gradient_value, input_slots
+from math import prod
+
+from adjoint.engine.adjoints import gradient_value, input_slots, output_seeds, pure_vjp
 from adjoint.engine.graph import Tensor
 from adjoint.engine.passes import run_variant
 from adjoint.engine.torch_errors import TorchError
@@ -46,27 +50,93 @@ def calls_to_observe(fwd) -> list:
     for call in fwd.calls:
         if call.bw is not None or call.legacy_hooks or call.recomputes is not None or not call.grad_enabled:
             continue
-        args = [a for a in _tensors(call.args) if a.requires_grad]
-        outs = list(_tensors(call.out if isinstance(call.out, tuple) else (call.out,)))
-        repeated_arg = len({id(a) for a in args}) < len(args)
-        passed_through = any(any(o is a for a in args) for o in outs)
-        repeated_out = len({id(o) for o in outs if o.requires_grad}) < sum(o.requires_grad for o in outs)
-        if repeated_arg or passed_through or repeated_out:
+        if _shared_positions(call) or _passes_through(call):
             out.append(call)
     return out
 
 
-def observe(run, make_backend) -> dict:
+def _shared_positions(call) -> set:
+    """The positions of ``call``'s arguments whose tensor (one that requires grad) is handed at
+    another position too; -1 for one repeated inside a tuple argument (no projection covers it)."""
+    flat = [id(t) for t in _tensors(call.args) if t.requires_grad]
+    repeated = {k for k in flat if flat.count(k) > 1}
+    shared = {i for i, a in enumerate(call.args) if isinstance(a, Tensor) and id(a) in repeated}
+    if any(isinstance(a, tuple) and any(id(t) in repeated for t in _tensors(a)) for a in call.args):
+        shared.add(-1)
+    return shared
+
+
+def _passes_through(call) -> bool:
+    """An output of ``call`` is one of its inputs, or one output is returned twice."""
+    args = [a for a in _tensors(call.args) if a.requires_grad]
+    outs = list(_tensors(call.out if isinstance(call.out, tuple) else (call.out,)))
+    repeated_out = len({id(o) for o in outs if o.requires_grad}) < sum(o.requires_grad for o in outs)
+    return repeated_out or any(any(o is a for a in args) for o in outs)
+
+
+def observe(run, make_backend, found: list) -> dict:
     """callid -> (grad_output, grad_input) as a watching full backward hook on the module is handed
     them in the last backward, for each call of :func:`calls_to_observe` of ``run``'s last pass;
     empty where there is none, or where the watched run does not get to that backward as ``run``
-    did (``make_backend``: makes a fresh value backend of the run's mode)."""
+    did (``make_backend``: makes a fresh value backend of the run's mode). ``found``: the pass's
+    boundaries (:func:`adjoint.engine.adjoints.boundaries_of`); a self-attention call is read off
+    them and its in-projection (:func:`_per_position`), without a watched run -- unless saved-tensor
+    hooks may hand the backward other values than the forward saved: the watched run's separate
+    projections save, and unpack, other tensors."""
     last = run.last_pass
     if last is None or run.error is not None or _second_order(run) or _global_legacy(run.variant):
         return {}
-    calls = calls_to_observe(last.forward)
+    by_callid = {b.callid: b for b in found}
+    derived, calls = {}, []
+    unpacks = any(h.kind == "saved_tensors" for h in run.variant.hooks)
+    for call in calls_to_observe(last.forward):
+        got = None if unpacks else _per_position(run.rt, call, by_callid.get(call.callid), last.result)
+        if got is not None:
+            derived[call.callid] = got
+        else:
+            calls.append(call)
     if not calls:
-        return {}
+        return derived
+    return {**_watched(run, make_backend, calls), **derived}
+
+
+def _per_position(rt, call, boundary, bwd):
+    """(grad_output, grad_input) of a call whose only unmarked boundary is one tensor at several of
+    its positions, each projected by its own rows of an in-projection weight (MultiheadAttention,
+    :class:`adjoint.engine.layers.attention.Projection`): a position's part is the gradient at the
+    projection's output in its rows, times those rows, carried back through the module's transpose
+    or unsqueeze of the argument -- J^T of the projection the forward makes for that position when
+    a full backward hook makes the positions different tensors. The exact arithmetic is the
+    watched run's; a float64 answer differs from it in rounding only (the separate projection
+    rounds on its own). None where the call is not of that kind (complex values: left to the
+    watched run)."""
+    shared = _shared_positions(call)
+    covered = {pos for p in call.projections for pos, _, _ in p.blocks}
+    if boundary is None or not call.projections or not shared <= covered or _passes_through(call) \
+            or any(p.weight.dtype.startswith("complex") for p in call.projections):
+        return None
+    if all(g is None for g in boundary.grad_output):
+        return boundary.grad_output, (None,) * len(call.args)
+    B, gins = rt.B, list(boundary.grad_input)
+    seeds = output_seeds(call, boundary.grad_output)
+    for p in call.projections:
+        blocks = [b for b in p.blocks if b[0] in shared]
+        if not blocks:
+            continue
+        (dout,) = pure_vjp(rt, rt.nodes[p.after:call.end], seeds, [p.out], getattr(bwd, "vjps", None))
+        lead = tuple(B.shape(dout))[:-1]
+        for pos, lo, n in blocks:
+            part = B.reshape(B.index(dout, (slice(None),) * len(lead) + (slice(lo, lo + n),)), (prod(lead), n))
+            rows = B.index(p.weight.value, (slice(lo, lo + n), slice(None)))
+            at_x = B.reshape(B.matmul2d(part, rows), tuple(p.x.shape))
+            (gins[pos],) = pure_vjp(rt, rt.nodes[call.body_start:p.first], [(p.x, at_x)], [call.args[pos]],
+                                    none_unreached=True)
+    return boundary.grad_output, tuple(gins)
+
+
+def _watched(run, make_backend, calls: list) -> dict:
+    """:func:`observe` for ``calls`` through a second run of the variant with a watching full
+    backward hook on each of their modules."""
     variant, problem = run.variant, run.problem
     first = len(variant.hooks)
     paths = list(dict.fromkeys(c.path for c in calls))

@@ -24,6 +24,7 @@ no node and computes the same values, so it needs no model of its own.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from fractions import Fraction
 
 from adjoint.format.errors import Loc, ProblemError
@@ -157,13 +158,46 @@ def _assert(message: str):
     raise TorchError("AssertionError", message)
 
 
+@dataclass(frozen=True)
+class Projection:
+    """One ``linear`` of F._in_projection(_packed), and which rows of its weight project which of
+    the module's positional arguments. Where several positions are one tensor (self-attention's
+    ``attn(x, x, x)``), PyTorch's graph adds their parts up on that tensor; a full backward hook on
+    the module would hand each position its own part (its hook makes them different tensors, and
+    the forward then projects them separately): the gradient at this linear's output, restricted
+    to the position's rows, times those rows, back through the module's transpose or unsqueeze of
+    the argument (:mod:`adjoint.engine.observer`)."""
+
+    x: Tensor                 # the linear's input: the argument after the module's transpose / unsqueeze
+    out: Tensor               # the linear's output
+    weight: Tensor            # the weight it was handed (in_proj_weight, its rows, or q/k/v_proj_weight)
+    first: int                # the runtime's node count before the linear, and after it
+    after: int
+    blocks: tuple             # (position in the call's arguments, first row, rows) per argument projected
+
+
+def _projected(c, ops: _Ops, x, w, b, names: tuple):
+    """``ops.linear(x, w, b)``, noted on the module call being run with the arguments ``names`` it
+    projects, in row blocks of equal size (those passed by keyword have no position in
+    ``grad_input`` and are left out)."""
+    first = len(c.rt.nodes)
+    out = ops.linear(x, w, b)
+    call = c.rt.call_stack[-1] if c.rt.call_stack else None
+    if call is not None:
+        order = ("query", "key", "value")
+        rows = w.shape[0] // len(names)
+        blocks = tuple((order.index(n), i * rows, rows) for i, n in enumerate(names) if order.index(n) < len(c.args))
+        call.projections = call.projections + (Projection(x, out, w, first, len(c.rt.nodes), blocks),)
+    return out
+
+
 def _in_projection(c, ops: _Ops, query, key, value, e: int):
     """F._in_projection_packed / F._in_projection."""
     w, b = c.params.get("in_proj_weight"), c.params.get("in_proj_bias")
     if w is not None:
         if key is value:
             if query is key:
-                proj = ops.linear(query, w, b)
+                proj = _projected(c, ops, query, w, b, ("query", "key", "value"))
                 proj = ops.fn("unflatten", proj, -1, (3, e))
                 proj = ops.fn("unsqueeze", proj, 0)
                 proj = ops.fn("transpose", proj, 0, -2)
@@ -172,8 +206,8 @@ def _in_projection(c, ops: _Ops, query, key, value, e: int):
                 return tuple(ops.fn("select", proj, 0, i) for i in range(3))
             w_q, w_kv = ops.fn("split", w, [e, 2 * e])
             b_q, b_kv = ops.fn("split", b, [e, 2 * e]) if b is not None else (None, None)
-            q_proj = ops.linear(query, w_q, b_q)
-            kv = ops.linear(key, w_kv, b_kv)
+            q_proj = _projected(c, ops, query, w_q, b_q, ("query",))
+            kv = _projected(c, ops, key, w_kv, b_kv, ("key", "value"))
             kv = ops.fn("unflatten", kv, -1, (2, e))
             kv = ops.fn("unsqueeze", kv, 0)
             kv = ops.fn("transpose", kv, 0, -2)
@@ -182,14 +216,16 @@ def _in_projection(c, ops: _Ops, query, key, value, e: int):
             return q_proj, ops.fn("select", kv, 0, 0), ops.fn("select", kv, 0, 1)
         w_q, w_k, w_v = ops.fn("chunk", w, 3)
         b_q, b_k, b_v = ops.fn("chunk", b, 3) if b is not None else (None, None, None)
-        return ops.linear(query, w_q, b_q), ops.linear(key, w_k, b_k), ops.linear(value, w_v, b_v)
+        return (_projected(c, ops, query, w_q, b_q, ("query",)), _projected(c, ops, key, w_k, b_k, ("key",)),
+                _projected(c, ops, value, w_v, b_v, ("value",)))
     b_q, b_k, b_v = ops.fn("chunk", b, 3) if b is not None else (None, None, None)
     wq, wk, wv = c.params["q_proj_weight"], c.params["k_proj_weight"], c.params["v_proj_weight"]
     eq, ek, ev = query.shape[-1], key.shape[-1], value.shape[-1]
     for name, wt, want in (("query", wq, (eq, eq)), ("key", wk, (eq, ek)), ("value", wv, (eq, ev))):
         if tuple(wt.shape) != want:
             _assert(f"expecting {name} weights shape of {want}, but got {_size(wt.shape)}")
-    return ops.linear(query, wq, b_q), ops.linear(key, wk, b_k), ops.linear(value, wv, b_v)
+    return (_projected(c, ops, query, wq, b_q, ("query",)), _projected(c, ops, key, wk, b_k, ("key",)),
+            _projected(c, ops, value, wv, b_v, ("value",)))
 
 
 def attention_forward(c, ops: _Ops, query, key, value, a: dict):
