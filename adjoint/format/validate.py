@@ -161,9 +161,9 @@ def _variants(vnode: YNode | None, inputs, hooks, backward, steps, input_names, 
 
 
 def _variant(key: YScalar, node: YNode, inputs, hooks, backward, steps, input_names, issues: Issues) -> Variant:
-    if not NAME_RE.fullmatch(key.text):
-        raise ProblemError(key.loc, f"variant name {show_text(key.text)} must match [a-z0-9_-]+")
-    what = f"variant '{key.text}'"
+    if not key.text:   # any other text names a variant, as written (Full, with.dot, 1, on): it is only a label
+        raise ProblemError(key.loc, "a variant name is empty; name it, e.g. full")
+    what = f"variant {show_text(key.text)}"
     if isinstance(node, YScalar) and node.kind == "null":
         node = YMap(node.loc, ())
     if not isinstance(node, YMap):
