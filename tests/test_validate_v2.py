@@ -462,3 +462,20 @@ def test_prefixed_calls():
     assert adjoint.loads(X + "model: {forward: 'torch.relu(x) + F.tanh(x)'}\nloss: 'torch.sum(y)'\n").solve()
     assert solve_error("F.exp(x)") == ("f.yaml:4:19: PyTorch has no F.exp (torch.nn.functional has no 'exp'); write "
                                        "exp(...) without the prefix, or a function the prefix has")
+
+
+@pytest.mark.parametrize("written", ["123", "on", "null", "0x1f", "yes", "007"])
+def test_a_name_yaml_reads_as_a_number_or_boolean_is_its_text(written):
+    """``name: 123`` / ``on`` / ``null`` are a number, a boolean, an empty value to YAML, but the text
+    matches the contract's [a-z0-9_-]+: the problem is named by the text written, as variant keys are."""
+    assert ok(f"name: {written}\ninputs:\n  x: [1]\nmodel: {{type: ReLU}}\nvariants:\n  {written}: {{}}\n").name \
+        == written
+    assert [v.name for v in ok(f"name: t\ninputs:\n  x: [1]\nmodel: {{type: ReLU}}\nvariants:\n  {written}: {{}}\n")
+            .variants] == [written]
+
+
+def test_a_name_that_is_no_text_is_refused():
+    assert one("name: 1.5\ninputs:\n  x: [1]\nmodel: {type: ReLU}\n") == \
+        "f.yaml:1:7: name '1.5' must match [a-z0-9_-]+ (lower case, digits, _ and -)"
+    assert one("name:\ninputs:\n  x: [1]\nmodel: {type: ReLU}\n") == \
+        "f.yaml:1:6: name '' must match [a-z0-9_-]+ (lower case, digits, _ and -)"

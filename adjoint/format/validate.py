@@ -98,7 +98,9 @@ def build_problem(tree: YNode, path: str) -> Problem:
 # ----------------------------------------------------------------------------- top-level keys
 
 def _problem_name(node: YNode) -> str:
-    name = string(node, "name")
+    """The name as written: ``name: 123``, ``on`` or ``null`` is a number, a boolean or an empty
+    value to YAML, but the text matches the contract's pattern, so it names the problem as text."""
+    name = node.text if isinstance(node, YScalar) and node.kind != "str" else string(node, "name")
     if not NAME_RE.fullmatch(name):
         raise ProblemError(node.loc, f"name {show_text(name)} must match [a-z0-9_-]+ (lower case, digits, _ and -)")
     return name
