@@ -479,3 +479,16 @@ def test_a_name_that_is_no_text_is_refused():
         "f.yaml:1:7: name '1.5' must match [a-z0-9_-]+ (lower case, digits, _ and -)"
     assert one("name:\ninputs:\n  x: [1]\nmodel: {type: ReLU}\n") == \
         "f.yaml:1:6: name '' must match [a-z0-9_-]+ (lower case, digits, _ and -)"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_files_own_float_dtype_on_an_input_is_a_no_op(dtype):
+    text = (f"name: t\ndtype: {dtype}\ninputs:\n  x: {{value: [1], dtype: {dtype}, requires_grad: true}}\n"
+            f"targets:\n  t: {{value: [2], dtype: {dtype}}}\nmodel: {{type: ReLU}}\n"
+            f"variants:\n  v: {{inputs: {{x: {{value: [3], dtype: {dtype}}}}}}}\n")
+    p = ok(text)
+    assert [d.dtype for v in p.variants for d in v.inputs] + [d.dtype for d in p.targets] == [None, None]
+    other = "float64" if dtype == "float32" else "float32"
+    assert one(text.replace(f"dtype: {dtype}, requires_grad", f"dtype: {other}, requires_grad")) == \
+        (f"f.yaml:4:26: input 'x' is {other} in a {dtype} file, which is not modelled (one float dtype per file); "
+         f"drop dtype: or make the file's dtype: {other}")
