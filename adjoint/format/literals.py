@@ -323,7 +323,8 @@ def _literal_shape(node: YNode, what: str, out: list[Element], booleans: bool, n
                 out.extend(row)
                 return (len(row),)
         if not node.items:
-            raise ProblemError(node.loc, f"{what} has an empty list; tensors here have at least one element per dimension")
+            raise ProblemError(node.loc, f"{what} has an empty list, a dimension of size 0: zero-size tensors are not "
+                                         "modelled; give every dimension at least one element")
         items = node.items
         if len(out) + len(items) <= MAX_ELEMENTS and all(type(item) is YScalar for item in items):
             row = [_element(item, what, booleans) for item in items]   # a row of numbers: what the loop below does

@@ -108,7 +108,7 @@ def read(node_loc: Loc, spec: dict, what: str) -> tuple[tuple[int, ...], FileIte
                                      f"{MAX_FILE_ELEMENTS}; store a smaller tensor")
     if array.ndim and 0 in array.shape:
         raise ProblemError(node_loc, f"{what}: '{spec['file']}' holds an empty array (shape {list(array.shape)}); "
-                                     "tensors here have at least one element per dimension")
+                                     "zero-size tensors are not modelled; store one with at least one element per dimension")
     items = exact_items(node_loc, array, spec["file"], what)
     items.path = path
     return tuple(int(d) for d in array.shape), items
