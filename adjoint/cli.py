@@ -571,7 +571,7 @@ def _graph_targets(file: str, out: str | None, fmt: str | None, variants: list[s
         stem, ext = _here(file, ""), "." + kind
     if len(variants) == 1:
         return [(variants[0], kind, stem + ext)]
-    return [(name, kind, f"{stem}-{_file_part(name)}{ext}") for name in variants]
+    return [(name, kind, f"{stem}-{part}{ext}") for name, part in zip(variants, _file_parts(variants))]
 
 
 def _here(file: str, ext: str) -> str:
@@ -580,9 +580,20 @@ def _here(file: str, ext: str) -> str:
     return os.path.splitext(os.path.basename(file))[0] + ext
 
 
-def _file_part(name: str) -> str:
-    """A variant name as a piece of a file name: letters, digits, '_', '-' and '.' kept."""
-    return "".join(ch if ch.isalnum() or ch in "_-." else "_" for ch in name)
+def _file_parts(names: list[str]) -> list[str]:
+    """Variant names as pieces of file names: ASCII letters, digits, '_', '-' and '.' kept, any other
+    character '_'; a piece another variant's took already (``a/b`` and ``a_b``, ``Full`` and ``full``
+    on a file system that ignores case) gets ``-2``, ``-3``... so that no picture overwrites another."""
+    out, taken = [], set()
+    for name in names:
+        base = "".join(ch if (ch.isascii() and ch.isalnum()) or ch in "_-." else "_" for ch in name)
+        part, n = base, 1
+        while part.lower() in taken:
+            n += 1
+            part = f"{base}-{n}"
+        taken.add(part.lower())
+        out.append(part)
+    return out
 
 
 def _graph_figures(prediction) -> dict[str, bytes]:

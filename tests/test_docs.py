@@ -46,6 +46,24 @@ def test_format_reference_names_everything(what, names):
     assert not missing, f"docs/format.md does not mention the {what}(s) {missing}"
 
 
+def _table_rows(heading: str) -> list[str]:
+    """The first column of the first table under ``heading`` in docs/format.md."""
+    section = FORMAT.split(heading, 1)[1]
+    return re.findall(r"^\| `([^`]+)` \|", section.split("\n\n|", 1)[1].split("\n\n", 1)[0], re.M)
+
+
+def test_the_key_tables_name_each_key_once():
+    for heading in ("## Top-level keys", "\n## Hooks\n"):
+        rows = _table_rows(heading)
+        assert rows and len(rows) == len(set(rows)), f"{heading.strip()}: a key has two rows: {rows}"
+
+
+def test_the_hook_and_json_references_give_every_form():
+    raises = next(line for line in FORMAT.splitlines() if line.startswith("| `raises` |"))
+    assert "{type: NAME, message: TEXT, in: pack \\| unpack}" in raises   # the mapping form (contract v3)
+    assert '"kwargs": {NAME: VALUE | number}' in FORMAT   # a with_kwargs hook's args (contract v2)
+
+
 def test_every_hook_kind_has_an_example():
     for k in KINDS:
         if k.on == "saved_tensors":

@@ -274,8 +274,7 @@ def test_names_ending_in_a_newline_are_refused():
                 'variants:\n  "v\\n": {}\n')
     assert out == ["f.yaml:1:7: name 't\\n' must match [a-z0-9_-]+ (lower case, digits, _ and -)",
                    "f.yaml:3:3: 'x\\n' is not a valid tensor name; use letters, digits and _",
-                   "f.yaml:5:14: 'c\\n' is not a valid module name; use letters, digits and _",
-                   "f.yaml:8:3: variant name 'v\\n' must match [a-z0-9_-]+"]
+                   "f.yaml:5:14: 'c\\n' is not a valid module name; use letters, digits and _"]
 
 
 def test_lone_surrogates_are_refused():
@@ -463,3 +462,33 @@ def test_prefixed_calls():
     assert adjoint.loads(X + "model: {forward: 'torch.relu(x) + F.tanh(x)'}\nloss: 'torch.sum(y)'\n").solve()
     assert solve_error("F.exp(x)") == ("f.yaml:4:19: PyTorch has no F.exp (torch.nn.functional has no 'exp'); write "
                                        "exp(...) without the prefix, or a function the prefix has")
+
+
+@pytest.mark.parametrize("written", ["123", "on", "null", "0x1f", "yes", "007"])
+def test_a_name_yaml_reads_as_a_number_or_boolean_is_its_text(written):
+    """``name: 123`` / ``on`` / ``null`` are a number, a boolean, an empty value to YAML, but the text
+    matches the contract's [a-z0-9_-]+: the problem is named by the text written, as variant keys are."""
+    assert ok(f"name: {written}\ninputs:\n  x: [1]\nmodel: {{type: ReLU}}\nvariants:\n  {written}: {{}}\n").name \
+        == written
+    assert [v.name for v in ok(f"name: t\ninputs:\n  x: [1]\nmodel: {{type: ReLU}}\nvariants:\n  {written}: {{}}\n")
+            .variants] == [written]
+
+
+def test_a_name_that_is_no_text_is_refused():
+    assert one("name: 1.5\ninputs:\n  x: [1]\nmodel: {type: ReLU}\n") == \
+        "f.yaml:1:7: name '1.5' must match [a-z0-9_-]+ (lower case, digits, _ and -)"
+    assert one("name:\ninputs:\n  x: [1]\nmodel: {type: ReLU}\n") == \
+        "f.yaml:1:6: name '' must match [a-z0-9_-]+ (lower case, digits, _ and -)"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_files_own_float_dtype_on_an_input_is_a_no_op(dtype):
+    text = (f"name: t\ndtype: {dtype}\ninputs:\n  x: {{value: [1], dtype: {dtype}, requires_grad: true}}\n"
+            f"targets:\n  t: {{value: [2], dtype: {dtype}}}\nmodel: {{type: ReLU}}\n"
+            f"variants:\n  v: {{inputs: {{x: {{value: [3], dtype: {dtype}}}}}}}\n")
+    p = ok(text)
+    assert [d.dtype for v in p.variants for d in v.inputs] + [d.dtype for d in p.targets] == [None, None]
+    other = "float64" if dtype == "float32" else "float32"
+    assert one(text.replace(f"dtype: {dtype}, requires_grad", f"dtype: {other}, requires_grad")) == \
+        (f"f.yaml:4:26: input 'x' is {other} in a {dtype} file, which is not modelled (one float dtype per file); "
+         f"drop dtype: or make the file's dtype: {other}")

@@ -66,3 +66,6 @@ def _numbers_only(lit: Literal, loc: Loc, what: str, key: str) -> None:
     if lit.symbols:
         raise ProblemError(loc, f"the {key} of complex {what} holds the free symbol '{lit.symbols[0]}'; complex "
                                 "tensors hold numbers only")
+    if lit.negzero:
+        raise ProblemError(loc, f"the {key} of complex {what} holds a -0.0, whose sign a complex part does not keep "
+                                "in adjoint yet; write 0 (or make the tensor real)")

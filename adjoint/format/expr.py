@@ -567,7 +567,13 @@ class _Builder:
     def negate(self, inner: Expr, loc: Loc, node: ast.UnaryOp) -> Expr:
         if isinstance(inner, Num):
             value = -inner.value   # a Python int beyond int64 stays one: PyTorch's error where it is converted
-            return Num(loc, value, "-" + inner.text)
+            num = Num(loc, value, "-" + inner.text)
+            if isinstance(value, Fraction) and not value and not num.is_int \
+                    and (len(num.text) - len(num.text.lstrip("-"))) % 2:
+                raise ProblemError(loc, f"'{num.text}' is Python's negative zero, which an expression's exact numbers "
+                                        "do not hold (a tensor literal does: inputs:, targets:, params:); write 0.0, "
+                                        "or the -0.0 in a literal")
+            return num
         if isinstance(inner, (Str, Bool, NoneLit, EllipsisLit)):
             raise ProblemError(loc, f"unary minus needs a number or a tensor, not {to_source(inner)}")
         return Neg(loc, inner)

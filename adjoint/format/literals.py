@@ -277,18 +277,21 @@ def _parse_literal(node: YNode, what: str, booleans: bool) -> Literal:
         if scale_node is None:
             return replace(inner, loc=node.loc)
         scale = parse_number(scale_node, f"the scale of {what}")
+        # the scale multiplies exactly: a written -0.0 times a negative scale is +0.0, as in IEEE
+        negzero = inner.negzero if scale >= 0 else ()
         if isinstance(inner.items, FileItems):
-            return Literal(inner.shape, inner.items.scaled(scale), node.loc)
+            return Literal(inner.shape, inner.items.scaled(scale), node.loc, negzero=negzero)
         if scale == 0 and infinite_items(inner):
             raise ProblemError(scale_node.loc, f"the scale of {what} is 0 and the literal holds an infinity: 0 * inf "
                                                "is nan, which a tensor literal cannot hold")
         items = tuple(e * scale if isinstance(e, Fraction) else
                       Infinite(e.negative != (scale < 0)) if isinstance(e, Infinite) else
                       Sym(e.name, e.coeff * scale) for e in inner.items)
-        return Literal(inner.shape, items, node.loc)
+        return Literal(inner.shape, items, node.loc, negzero=negzero)
     items: list[Element] = []
-    shape = _literal_shape(node, what, items, booleans)
-    return Literal(shape, tuple(items), node.loc)
+    negative_zeros: list[int] = []
+    shape = _literal_shape(node, what, items, booleans, negative_zeros)
+    return Literal(shape, tuple(items), node.loc, negzero=tuple(negative_zeros))
 
 
 def _side_file(node: YMap, what: str) -> Literal:
@@ -306,27 +309,31 @@ def _side_file(node: YMap, what: str) -> Literal:
             raise ProblemError(v.loc, f"{name} of the side file of {what} must be {right}, not {show(v)}")
         spec[name] = v.text.strip()
     shape, items = read_side_file(node.get("file").loc, spec, what)
-    return Literal(shape, items, node.loc)
+    return Literal(shape, items, node.loc, negzero=items.negzero)
 
 
-def _literal_shape(node: YNode, what: str, out: list[Element], booleans: bool = False) -> tuple[int, ...]:
-    """Shape of a nested list, appending its elements (row-major) to ``out`` (nesting is bounded by the
-    loader's depth limit)."""
+def _literal_shape(node: YNode, what: str, out: list[Element], booleans: bool, neg: list[int]) -> tuple[int, ...]:
+    """Shape of a nested list, appending its elements (row-major) to ``out`` and the positions of
+    those written -0.0 to ``neg`` (nesting is bounded by the loader's depth limit)."""
     if isinstance(node, YSeq):
         if type(node) is YNumberRow and node.texts and len(out) + len(node.texts) <= MAX_ELEMENTS:
             row = _number_row(node.texts, node.kinds)   # a row of plain numbers, no node per number
             if row is not None:
+                _negative_zeros(node.texts, row, len(out), neg)
                 out.extend(row)
                 return (len(row),)
         if not node.items:
-            raise ProblemError(node.loc, f"{what} has an empty list; tensors here have at least one element per dimension")
+            raise ProblemError(node.loc, f"{what} has an empty list, a dimension of size 0: zero-size tensors are not "
+                                         "modelled; give every dimension at least one element")
         items = node.items
         if len(out) + len(items) <= MAX_ELEMENTS and all(type(item) is YScalar for item in items):
-            out.extend([_element(item, what, booleans) for item in items])   # a row of numbers: what the loop below does
+            row = [_element(item, what, booleans) for item in items]   # a row of numbers: what the loop below does
+            _negative_zeros([item.text for item in items], row, len(out), neg)
+            out.extend(row)
             return (len(items),)
         shapes = []
         for item in node.items:
-            s = _literal_shape(item, what, out, booleans)
+            s = _literal_shape(item, what, out, booleans, neg)
             if shapes and s != shapes[0]:
                 raise ProblemError(item.loc, f"{what} is ragged: this entry has shape {list(s)} but the first "
                                              f"has shape {list(shapes[0])}; every row needs the same length")
@@ -338,8 +345,21 @@ def _literal_shape(node: YNode, what: str, out: list[Element], booleans: bool = 
     if isinstance(node, YMap):
         raise ProblemError(node.loc, f"{what}: a mapping cannot be a tensor element; use numbers or nested lists")
     assert isinstance(node, YScalar)
-    out.append(_element(node, what, booleans))
+    value = _element(node, what, booleans)
+    _negative_zeros([node.text], [value], len(out), neg)
+    out.append(value)
     return ()
+
+
+def _negative_zeros(texts: list[str], values: list[Element], start: int, neg: list[int]) -> None:
+    """Append to ``neg`` the positions (from ``start``) of the zeros written as a negative float:
+    ``-0.0``, ``-.0``, ``-0e0`` are Python's -0.0, which ``torch.tensor`` keeps; ``-0`` and
+    ``-0x0`` are the int 0, and a fraction ``-0/1`` is 0 too."""
+    for i, text in enumerate(texts):
+        t = text.strip()
+        if t[:2] in ("-0", "-.") and any(c in t for c in ".eE") and _DECIMAL.fullmatch(t) \
+                and type(values[i]) is Fraction and not values[i]:
+            neg.append(start + i)
 
 
 def _number_row(texts: list[str], kinds: list[str]) -> list[Fraction] | None:

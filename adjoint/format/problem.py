@@ -8,8 +8,10 @@ Values are exact (``Fraction``); expressions and forwards are :mod:`adjoint.form
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
+
+import numpy as np
 
 from adjoint.format.errors import Loc, ProblemError
 
@@ -70,6 +72,18 @@ class Literal:
     # exact backend keeps its integer array here, so that solving a problem again, or each of
     # its variants, does not convert 100,000 numbers again)
     memo: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+    # the row-major positions of the zeros written as a float with a minus sign (``-0.0``,
+    # ``-0e0``; ``-0`` is Python's int 0) or read as -0.0 from a side file: PyTorch holds them with
+    # the sign bit set, which sqrt's, 1 / x's and atan2's results and derivatives follow
+    negzero: tuple[int, ...] = ()
+
+    def negzero_mask(self):
+        """The literal's -0.0 as a bool array of its shape (None: none), for a float dtype."""
+        if not self.negzero:
+            return None
+        mask = np.zeros(len(self.items), dtype=bool)
+        mask[list(self.negzero)] = True
+        return mask.reshape(self.shape)
 
     @property
     def symbols(self) -> list[str]:
@@ -96,6 +110,10 @@ class TensorDecl:
                                  # that one's full name; value, requires_grad and dtype are its (adjoint.format.tying)
     version: int = 0             # a parameter's or buffer's t._version when the file starts (version: N; a
                                  # built-in module's constructor writes its tensors in place: 1, as import writes)
+
+    def __post_init__(self):
+        if self.value.negzero and self.dtype in ("int64", "bool"):   # torch.tensor([-0.0], dtype=torch.int64) is 0
+            object.__setattr__(self, "value", replace(self.value, negzero=()))
 
 
 # ----------------------------------------------------------------------------- modules

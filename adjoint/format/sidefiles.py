@@ -32,13 +32,15 @@ class FileItems:
     tuple of Fractions a YAML literal has (iteration, ``len``, indexing, equality), and the
     value backends read ``num`` and ``den`` directly."""
 
-    __slots__ = ("num", "den", "source", "_floats", "path")
+    __slots__ = ("num", "den", "source", "_floats", "path", "negzero")
 
-    def __init__(self, num: np.ndarray, den: int, source: str, path: str | None = None):
+    def __init__(self, num: np.ndarray, den: int, source: str, path: str | None = None,
+                 negzero: tuple[int, ...] = ()):
         self.path = path        # the file read (resolved), None for values made otherwise (init:)
         self.num = num          # 1-D: int64, or object (Python ints) when an int64 would overflow
         self.den = den
         self.source = source
+        self.negzero = negzero  # the positions of the file's -0.0 (the literal's, adjoint.format.problem.Literal)
         self._floats = None
 
     def __len__(self) -> int:
@@ -106,7 +108,7 @@ def read(node_loc: Loc, spec: dict, what: str) -> tuple[tuple[int, ...], FileIte
                                      f"{MAX_FILE_ELEMENTS}; store a smaller tensor")
     if array.ndim and 0 in array.shape:
         raise ProblemError(node_loc, f"{what}: '{spec['file']}' holds an empty array (shape {list(array.shape)}); "
-                                     "tensors here have at least one element per dimension")
+                                     "zero-size tensors are not modelled; store one with at least one element per dimension")
     items = exact_items(node_loc, array, spec["file"], what)
     items.path = path
     return tuple(int(d) for d in array.shape), items
@@ -163,8 +165,9 @@ def exact_items(loc: Loc, array: np.ndarray, name: str, what: str) -> FileItems:
     ints = (mantissa * 2.0 ** 53).astype(np.int64)  # exact: a float64 mantissa has 53 bits
     shift = (53 - exponent.astype(np.int64))        # value = ints / 2**shift
     nonzero = ints != 0
+    negzero = tuple(np.flatnonzero(np.signbit(values) & ~nonzero).tolist())   # -0.0, as torch.from_numpy keeps it
     if not nonzero.any():
-        return FileItems(np.zeros(flat.size, dtype=np.int64), 1, name)
+        return FileItems(np.zeros(flat.size, dtype=np.int64), 1, name, negzero=negzero)
     # the common power of two first, on int64s: ints / 2**shift = (ints >> z) / 2**(shift - z) with z
     # the trailing zeros of ints (a float32 mantissa has 29 of its 53 bits zero), so that the
     # numerators over the common denominator usually fit in int64 (no Python ints, no object array)
@@ -175,14 +178,14 @@ def exact_items(loc: Loc, array: np.ndarray, name: str, what: str) -> FileItems:
     top = int(shift[nonzero].max())
     if top <= 0:
         return FileItems(np.array([int(i) << -int(s) for i, s in zip(ints.tolist(), shift.tolist())], dtype=object),
-                         1, name)
+                         1, name, negzero=negzero)
     ups = top - shift                                # each numerator scaled up to the common 2**top
     if int((ups + _bits(ints))[nonzero].max()) < 63:
         num = np.where(nonzero, ints << np.where(nonzero, ups, 0), 0).astype(np.int64)
     else:
         num = np.array([i << int(u) if i else 0 for i, u in zip(ints.tolist(), ups.tolist())], dtype=object)
     num, den = _reduce(num, 1 << top)
-    return FileItems(num, den, name)
+    return FileItems(num, den, name, negzero=negzero)
 
 
 def _bits(ints: np.ndarray) -> np.ndarray:

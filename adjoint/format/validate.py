@@ -11,6 +11,8 @@ are checked when the model runs, which needs the module tree built here.
 
 from __future__ import annotations
 
+import functools
+
 from fractions import Fraction
 
 from adjoint.format.checks import FAILED, NAME_RE, Issues, choice, identifier, missing_keys, string, suggest, unknown_keys
@@ -32,12 +34,14 @@ INPUT_KEYS = ("requires_grad", "scale", "dtype")
 DTYPES = ("float32", "float64")
 
 
-def input_decl(name: str, node: YNode, loc: Loc) -> TensorDecl:
-    return tensor_decl(name, node, loc, f"input '{name}'", False, INPUT_KEYS, created=True)
+def input_decl(name: str, node: YNode, loc: Loc, float_dtype: str | None = None) -> TensorDecl:
+    """An input; ``float_dtype``: the file's, which its ``dtype:`` may name (a no-op)."""
+    return tensor_decl(name, node, loc, f"input '{name}'", False, INPUT_KEYS, created=True, float_dtype=float_dtype)
 
 
-def target_decl(name: str, node: YNode, loc: Loc) -> TensorDecl:
-    return tensor_decl(name, node, loc, f"target '{name}'", False, ("scale", "dtype"), created=True)
+def target_decl(name: str, node: YNode, loc: Loc, float_dtype: str | None = None) -> TensorDecl:
+    return tensor_decl(name, node, loc, f"target '{name}'", False, ("scale", "dtype"), created=True,
+                       float_dtype=float_dtype)
 
 
 def build_problem(tree: YNode, path: str) -> Problem:
@@ -62,7 +66,10 @@ def build_problem(tree: YNode, path: str) -> Problem:
     seed = part("init", _init_seed) if top.get("init") is not None else None
     origin = part("origin", read_origin, path) if top.get("origin") is not None else None
     symbols = part("symbols", _symbols, issues) if top.get("symbols") is not None else {}
-    inputs = part("inputs", _inputs, issues)
+    own = None if dtype is FAILED else dtype
+    inputs_of = functools.partial(input_decl, float_dtype=own)
+    targets_of = functools.partial(target_decl, float_dtype=own)
+    inputs = part("inputs", _inputs, inputs_of, issues)
     builder = ModuleBuilder(issues, None if seed is FAILED else seed, top.get("init") is not None)
     model = part("model", builder.module, "", ROOT, True, False)
     if model is not FAILED:
@@ -70,7 +77,7 @@ def build_problem(tree: YNode, path: str) -> Problem:
         model = issues.attempt(resolve_ties, model)
     if model is FAILED:
         builder.complete = False
-    targets = part("targets", lambda n: tuple(tensor_table(n, "targets", target_decl, issues))) \
+    targets = part("targets", lambda n: tuple(tensor_table(n, "targets", targets_of, issues))) \
         if top.get("targets") is not None else ()
     loss = part("loss", parse_expression, "the loss") if top.get("loss") is not None else None
     hooks = part("hooks", parse_hooks, "hooks", issues) if top.get("hooks") is not None else ()
@@ -79,9 +86,10 @@ def build_problem(tree: YNode, path: str) -> Problem:
     steps = None
     if top.get("steps") is not None:
         steps = issues.attempt(parse_steps, top.get("steps"), "steps", backward if backward is not FAILED else
-                               parse_backward(None, None), input_decl, input_names, issues)
+                               parse_backward(None, None), inputs_of, input_names, issues)
 
-    variants = issues.attempt(_variants, top.get("variants"), inputs, hooks, backward, steps, input_names, issues)
+    variants = issues.attempt(_variants, top.get("variants"), inputs, hooks, backward, steps, input_names, inputs_of,
+                              issues)
     if model is not FAILED and variants is not FAILED and builder.complete:
         from adjoint.format.validate_step_extras import check_step_modules
         issues.attempt(check_step_modules, model, variants)
@@ -98,7 +106,9 @@ def build_problem(tree: YNode, path: str) -> Problem:
 # ----------------------------------------------------------------------------- top-level keys
 
 def _problem_name(node: YNode) -> str:
-    name = string(node, "name")
+    """The name as written: ``name: 123``, ``on`` or ``null`` is a number, a boolean or an empty
+    value to YAML, but the text matches the contract's pattern, so it names the problem as text."""
+    name = node.text if isinstance(node, YScalar) and node.kind != "str" else string(node, "name")
     if not NAME_RE.fullmatch(name):
         raise ProblemError(node.loc, f"name {show_text(name)} must match [a-z0-9_-]+ (lower case, digits, _ and -)")
     return name
@@ -134,9 +144,9 @@ def _symbols(node: YNode, issues: Issues) -> dict[str, Fraction]:
     return FAILED if failed else out
 
 
-def _inputs(node: YNode, issues: Issues):
+def _inputs(node: YNode, input_of, issues: Issues):
     before = len(issues.errors)
-    decls = tensor_table(node, "inputs", input_decl, issues)
+    decls = tensor_table(node, "inputs", input_of, issues)
     if len(issues.errors) > before:
         return FAILED
     if not decls:
@@ -146,7 +156,7 @@ def _inputs(node: YNode, issues: Issues):
 
 # ----------------------------------------------------------------------------- variants
 
-def _variants(vnode: YNode | None, inputs, hooks, backward, steps, input_names, issues: Issues):
+def _variants(vnode: YNode | None, inputs, hooks, backward, steps, input_names, input_of, issues: Issues):
     if vnode is None:
         if FAILED in (inputs, hooks, backward, steps):
             return FAILED
@@ -156,14 +166,15 @@ def _variants(vnode: YNode | None, inputs, hooks, backward, steps, input_names, 
         raise ProblemError(vnode.loc, "variants must be a non-empty mapping NAME: {hooks, inputs, backward}")
     out = []
     for key, value in vnode.entries:
-        out.append(issues.attempt(_variant, key, value, inputs, hooks, backward, steps, input_names, issues))
+        out.append(issues.attempt(_variant, key, value, inputs, hooks, backward, steps, input_names, input_of, issues))
     return FAILED if any(v is FAILED for v in out) else out
 
 
-def _variant(key: YScalar, node: YNode, inputs, hooks, backward, steps, input_names, issues: Issues) -> Variant:
-    if not NAME_RE.fullmatch(key.text):
-        raise ProblemError(key.loc, f"variant name {show_text(key.text)} must match [a-z0-9_-]+")
-    what = f"variant '{key.text}'"
+def _variant(key: YScalar, node: YNode, inputs, hooks, backward, steps, input_names, input_of,
+             issues: Issues) -> Variant:
+    if not key.text:   # any other text names a variant, as written (Full, with.dot, 1, on): it is only a label
+        raise ProblemError(key.loc, "a variant name is empty; name it, e.g. full")
+    what = f"variant {show_text(key.text)}"
     if isinstance(node, YScalar) and node.kind == "null":
         node = YMap(node.loc, ())
     if not isinstance(node, YMap):
@@ -175,7 +186,8 @@ def _variant(key: YScalar, node: YNode, inputs, hooks, backward, steps, input_na
         return issues.attempt(fn, v.get(key_), *args)
 
     description = own("description", string, f"the description of {what}") if v.get("description") else ""
-    vin = own("inputs", _variant_inputs, inputs, what, input_names) if v.get("inputs") is not None else inputs
+    vin = own("inputs", _variant_inputs, inputs, what, input_names, input_of) if v.get("inputs") is not None \
+        else inputs
     vhooks = own("hooks", parse_hooks, f"the hooks of {what}", issues) if v.get("hooks") is not None else hooks
     vback = backward
     if v.get("backward") is not None:
@@ -183,7 +195,7 @@ def _variant(key: YScalar, node: YNode, inputs, hooks, backward, steps, input_na
     vsteps = steps
     if v.get("steps") is not None:
         base = vback if vback is not FAILED else parse_backward(None, None)
-        vsteps = own("steps", parse_steps, f"the steps of {what}", base, input_decl, input_names, issues)
+        vsteps = own("steps", parse_steps, f"the steps of {what}", base, input_of, input_names, issues)
     parts = (description, vin, vhooks, vback, vsteps)
     if any(p is FAILED for p in parts):
         return FAILED
@@ -191,7 +203,7 @@ def _variant(key: YScalar, node: YNode, inputs, hooks, backward, steps, input_na
     return Variant(key.text, vin, vhooks, vback, key.loc, vsteps, description)
 
 
-def _variant_inputs(node: YNode, inputs, what: str, input_names) -> tuple[TensorDecl, ...]:
+def _variant_inputs(node: YNode, inputs, what: str, input_names, input_of) -> tuple[TensorDecl, ...]:
     if not isinstance(node, YMap):
         raise ProblemError(node.loc, f"the inputs of {what} must be a mapping NAME: tensor, not {kind_name(node)}")
     errors = []
@@ -203,7 +215,7 @@ def _variant_inputs(node: YNode, inputs, what: str, input_names) -> tuple[Tensor
                 raise ProblemError(key.loc, f"{what} sets input '{name}', which the problem does not declare"
                                             f"{suggest(name, input_names)}; a variant can only change declared inputs "
                                             f"({', '.join(input_names)})")
-            changed[name] = input_decl(name, value, key.loc)
+            changed[name] = input_of(name, value, key.loc)
         except ProblemError as err:
             errors.append(err)
     raise_all(errors)

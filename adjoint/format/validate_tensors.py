@@ -21,14 +21,16 @@ from adjoint.format.problem import TensorDecl
 from adjoint.format.complex_literals import COMPLEX_DTYPES, complex_decl, is_complex_node
 
 INT_DTYPES = ("int64", "bool")
+FLOAT_DTYPES = ("float32", "float64")
 
 
 def tensor_decl(name: str, node: YNode, loc: Loc, what: str, default_rg: bool, keys: tuple[str, ...],
-                dtype: str | None = None, created: bool = False) -> TensorDecl:
+                dtype: str | None = None, created: bool = False, float_dtype: str | None = None) -> TensorDecl:
     """``LITERAL`` or a mapping with ``value`` and some of ``keys`` (requires_grad, scale, dtype).
     ``dtype`` forces the dtype (a buffer torch keeps as int64). ``created``: the script makes the
     tensor itself (an input, a target), so what ``torch.tensor`` raises making it is an answer
-    (:func:`creation_error`), not refused here."""
+    (:func:`creation_error`), not refused here. ``float_dtype``: the file's float dtype, which a
+    ``dtype:`` may name (what the tensor is anyway: no change); the other float dtype is refused."""
     if is_complex_node(node) and "dtype" in keys and dtype is None:
         return complex_decl(name, node, loc, what, default_rg)
     if not isinstance(node, YMap):
@@ -40,10 +42,18 @@ def tensor_decl(name: str, node: YNode, loc: Loc, what: str, default_rg: bool, k
     version = _version(node.get("version"), what) if node.get("version") is not None else 0
     rg_node = node.get("requires_grad")
     rg = boolean(rg_node, f"requires_grad of {what}") if rg_node is not None else default_rg
-    if node.get("dtype") is not None:
-        given = choice(node.get("dtype"), f"the dtype of {what}", INT_DTYPES + COMPLEX_DTYPES)
+    dtype_node = node.get("dtype")
+    if dtype_node is not None and float_dtype is not None and isinstance(dtype_node, YScalar) \
+            and dtype_node.text in FLOAT_DTYPES:
+        if dtype_node.text != float_dtype:
+            raise ProblemError(dtype_node.loc, f"{what} is {dtype_node.text} in a {float_dtype} file, which is not "
+                                               f"modelled (one float dtype per file); drop dtype: or make the file's "
+                                               f"dtype: {dtype_node.text}")
+        dtype_node = None   # the file's own float dtype: what the tensor is without it
+    if dtype_node is not None:
+        given = choice(dtype_node, f"the dtype of {what}", INT_DTYPES + COMPLEX_DTYPES)
         if dtype is not None and given != dtype:
-            raise ProblemError(node.get("dtype").loc, f"{what} is {dtype} in PyTorch; drop dtype:")
+            raise ProblemError(dtype_node.loc, f"{what} is {dtype} in PyTorch; drop dtype:")
         dtype = given
     if dtype is not None and not (created and rg_node is not None and rg):
         rg = False   # created with requires_grad=True: PyTorch's error making it (creation_error)

@@ -111,7 +111,7 @@ def literal_tensor(lit: Literal, dtype: torch.dtype, symbols: dict[str, Fraction
         return torch.complex(re, literal_tensor(lit.imag, part, symbols)).clone()
     fast = _file_floats(lit, dtype)
     if fast is not None:
-        return fast
+        return _signed_zeros(fast, lit)
     items = exact_numbers(lit, symbols)
     if dtype in (torch.int64, torch.bool):
         nested = np.array([int(v) for v in items], dtype=object).reshape(lit.shape).tolist()
@@ -121,7 +121,15 @@ def literal_tensor(lit: Literal, dtype: torch.dtype, symbols: dict[str, Fraction
                             dtype=torch.float32)
     else:
         flat = torch.tensor([float(v) for v in items], dtype=dtype)
-    return flat.reshape(lit.shape).clone()   # a tensor of its own (not a view of ``flat``), at version 0
+    return _signed_zeros(flat.reshape(lit.shape).clone(), lit)   # a tensor of its own (not a view of ``flat``), at version 0
+
+
+def _signed_zeros(t: torch.Tensor, lit: Literal) -> torch.Tensor:
+    """``t`` with the literal's written -0.0 (``torch.tensor([-0.0])`` keeps the sign bit)."""
+    mask = lit.negzero_mask()
+    if mask is not None:
+        t[torch.from_numpy(mask)] = -0.0
+    return t
 
 
 def leaf_tensor(d, float_dtype: torch.dtype, symbols: dict[str, Fraction]) -> torch.Tensor:

@@ -4,6 +4,8 @@ would write them, a section identical to an earlier variant's replaced by a refe
 
 from __future__ import annotations
 
+import shlex
+
 from adjoint.derivation import ProblemDerivation, derive_problem
 from adjoint.derivation import values as E
 from adjoint.render.latex.numbers import SHORT_FRACTION, SIG_DIGITS, format_rational
@@ -110,7 +112,7 @@ def graph_figure(path: str, v, index: int, named: bool) -> str:
     document (``adjoint latex --pdf`` puts it there), otherwise a line saying how to get it, so
     the document compiles either way."""
     name = graph_file(index)
-    where = f" --variant {v.name}" if named else ""
+    where = f" --variant {shlex.quote(v.name)}" if named else ""   # as a shell reads it (two words, a/b)
     hint = (f"(The picture of this graph: \\texttt{{adjoint graph {esc(path)}{esc(where)} -o {name}}} "
             "beside this file, then compile again.)")
     return ("\\subsection{The backward graph}\n"

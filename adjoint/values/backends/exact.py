@@ -75,7 +75,7 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN, Composed):
                 else:  # a side file's integer array over one denominator (adjoint.format.sidefiles)
                     qa = QArray(items.num.astype(object).reshape(tuple(lit.shape)), items.den)
                 lit.memo["exact"] = qa
-            return Exact.from_q(qa)
+            return Exact.from_q(qa).with_negzero(lit.negzero_mask())
         items = []
         symbolic = False
         S = sympy().S if infinite else None
@@ -94,7 +94,7 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN, Composed):
                 items.append(e)
         if symbolic:
             self.closed = True
-        return Exact.of(items, lit.shape)
+        return Exact.of(items, lit.shape).with_negzero(lit.negzero_mask())
 
     def scalar(self, value):
         return Exact.scalar(E.q(value) if not isinstance(value, Exact) else value.item())

@@ -84,6 +84,12 @@ def _v(a) -> F64:
     return F64(a)
 
 
+def _signed_zeros(a: np.ndarray, lit) -> np.ndarray:
+    """The literal's floats with its written -0.0 (numpy's float64 carries the sign as PyTorch's does)."""
+    mask = lit.negzero_mask()
+    return a if mask is None else np.where(mask, -0.0, a)
+
+
 class Float64Backend(NoExactChecks, Composed):
     """numpy float64 values; the method API of :class:`adjoint.values.backends.exact.ExactBackend`."""
 
@@ -103,6 +109,7 @@ class Float64Backend(NoExactChecks, Composed):
                 items = lit.items
                 a = (np.array([float(e) for e in items], dtype=np.float64) if isinstance(items, tuple)
                      else items.floats()).reshape(lit.shape)
+                a = _signed_zeros(a, lit)
                 a.flags.writeable = False
                 lit.memo["float64"] = a
             return F64(a)
@@ -116,7 +123,7 @@ class Float64Backend(NoExactChecks, Composed):
             else:
                 raise ProblemError(lit.loc, f"free symbol '{name}' has no value, and float64 mode computes with "
                                             f"numbers; add symbols: {{{name}: 0.5}} or another number")
-        return F64(np.array(out, dtype=np.float64).reshape(lit.shape))
+        return F64(_signed_zeros(np.array(out, dtype=np.float64).reshape(lit.shape), lit))
 
     def scalar(self, value):
         return F64(float(value.item() if isinstance(value, F64) else value))
