@@ -725,7 +725,7 @@ class _ModuleScope:
     def statement_ran(self, stmt) -> None:
         """A statement of the forward ran: if it made a name's tensor require grad, the hooks on
         that name that could not go on at its line go on now (Registrations.statement_ran)."""
-        if self.enabling and stmt in self.enabling.values():
+        if self.enabling and any(s is stmt for s in self.enabling.values()):
             self.run.m.reg.statement_ran((id(self), id(stmt)))
 
     def has_child(self, name: str) -> bool:

@@ -247,7 +247,7 @@ class ModuleScope:
     def statement_ran(self, stmt) -> None:
         """A statement of the forward ran: if it made a name's tensor require grad, the hooks on
         that name a user could not register at its line go on now (Hooks.statement_ran)."""
-        if self.enabling and stmt in self.enabling.values():
+        if self.enabling and any(s is stmt for s in self.enabling.values()):
             self.run.hooks.statement_ran((id(self), id(stmt)))
 
     def child(self, name: str):
