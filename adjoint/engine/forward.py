@@ -193,7 +193,7 @@ class _Pass:
         if child.uses and self.replay is None:
             self.closures[child.label] = {n: lookup(n, loc) for n in child.uses}
 
-    def bind(self, name: str, t, loc: Loc | None, aliases: tuple = ()) -> None:
+    def bind(self, name: str, t, loc: Loc | None, aliases: tuple = (), until=None) -> None:
         if self.replay is not None:   # checkpoint's recomputation names nothing (adjoint.engine.checkpoint)
             return
         if name in self.names:
@@ -204,7 +204,7 @@ class _Pass:
         if isinstance(t, Tensor) and t.name is None:
             t.name = name
         # the root's output is model and y at once: their hooks go on together, in the file's order
-        self.m.reg.bound(name, t, aliases, attach=not (self.root_output_pending and name == ROOT))
+        self.m.reg.bound(name, t, aliases, attach=not (self.root_output_pending and name == ROOT), until=until)
 
     def run(self) -> ForwardResult:
         self.m.reg.new_forward()
@@ -693,6 +693,8 @@ class _ModuleScope:
         self.local: dict = {}
         self.assigning: str | None = None
         self.assigned = [s.target.id for s in mod.forward if isinstance(s, S.Assign) and isinstance(s.target, S.Name)]
+        # name -> the statement making its tensor require grad in place (its hooks may wait for it)
+        self.enabling = S.requires_grad_statements(mod.forward)
 
     def tensor_name(self, name: str) -> str:
         return f"{self.call_record.callid}.{name}" if self.mod.path else name
@@ -717,7 +719,14 @@ class _ModuleScope:
             return
         self.local[name] = value
         if isinstance(value, Tensor):
-            self.run.bind(self.tensor_name(name), value, loc)
+            later = self.enabling.get(name)
+            self.run.bind(self.tensor_name(name), value, loc, until=None if later is None else (id(self), id(later)))
+
+    def statement_ran(self, stmt) -> None:
+        """A statement of the forward ran: if it made a name's tensor require grad, the hooks on
+        that name that could not go on at its line go on now (Registrations.statement_ran)."""
+        if self.enabling and any(s is stmt for s in self.enabling.values()):
+            self.run.m.reg.statement_ran((id(self), id(stmt)))
 
     def has_child(self, name: str) -> bool:
         return self.find_child(name) is not None

@@ -6,7 +6,10 @@ A declared hook (:class:`adjoint.format.problem.Hook`) becomes one or more real 
   each module call from then on;
 * tensor and node hooks wait for their tensor: a leaf's at once, an intermediate's as soon as
   the forward binds its name (after every forward pass: a new tensor gets the hook again, as
-  if the user's ``register_hook`` line sat in the forward), a node hook on a leaf on its
+  if the user's ``register_hook`` line sat in the forward) -- or, when its tensor does not
+  require grad there and a later statement of that forward makes it (``feat = f.detach()``,
+  then ``feat.requires_grad_()``), right after that statement, where a user's ``register_hook``
+  line must sit (before it, PyTorch refuses the registration); a node hook on a leaf on its
   ``AccumulateGrad`` once a forward pass has made it;
 * a ``multi_grad`` hook once every listed tensor exists; ``saved_tensors`` hooks are active
   during the forward (or the calls of the modules in their ``scope``).
@@ -43,6 +46,7 @@ class Registrations:
         self._by_target: dict | None = None           # hook target -> hook indices (see _targeting)
         self._saved: list | None = None               # saved_tensors hook indices (see _saved_tensors_hooks)
         self._group: list | None = None               # inside together(): (hook index, tensor) to attach after it
+        self.waiting: dict = {}                       # statement key -> (hook index, tensor) to attach after it
 
     # ------------------------------------------------------------------ lifecycle
     def register(self, index: int) -> None:
@@ -95,19 +99,25 @@ class Registrations:
         # again), it goes back on them
         self.attached[index] = set()
 
-    def bound(self, name: str, t, aliases: tuple = (), attach: bool = True) -> None:
+    def bound(self, name: str, t, aliases: tuple = (), attach: bool = True, until=None) -> None:
         """The forward bound ``name`` to ``t``: attach the active hooks that target it (once per
         tensor: a leaf bound again by the next forward keeps its hooks). ``aliases``: other
         names of the same tensor (a tied parameter, already bound): their hooks and this
         name's go on in the order the file lists them, as the user registered them.
         ``attach=False``: named only; its hooks go on when a later name of it is bound with it
-        as an alias (the root's output, named ``model`` and then ``y``)."""
+        as an alias (the root's output, named ``model`` and then ``y``). ``until``: the key of a
+        later statement of the forward that makes ``t`` require grad in place: if ``t`` does not
+        require grad now, its hooks go on right after that statement (:meth:`statement_ran`), a
+        multi_grad hook on it once they have."""
         self.names[name] = t
         self.current[name] = t
         if not isinstance(t, Tensor) or not attach:
             return
         targeting = set(self._targeting(name)).union(*(self._targeting(a) for a in aliases))
         pairs = [(index, t) for index in self.active.intersection(targeting)]
+        if until is not None and not t.needs_grad:
+            self.waiting.setdefault(until, []).extend(pairs)
+            return
         if self._group is not None:
             self._group.extend(pairs)
             return
@@ -130,6 +140,17 @@ class Registrations:
             raise
         group, self._group = self._group, None
         self._attach(group)
+
+    def statement_ran(self, key) -> None:
+        """The forward's statement ``key`` (a ``NAME.requires_grad_()``) ran: the hooks waiting for
+        it go on, in the file's order."""
+        pairs = self.waiting.pop(key, None)
+        if pairs is not None:
+            self._attach(pairs)
+
+    def _waits(self, t: Tensor) -> bool:
+        """Whether ``t``'s hooks wait for a statement making it require grad."""
+        return any(w is t for pairs in self.waiting.values() for _, w in pairs)
 
     def _attach(self, pairs: list) -> None:
         """Attach each (hook index, tensor), in the file's order of the hooks (stable for one hook's tensors)."""
@@ -170,8 +191,10 @@ class Registrations:
         return self._saved
 
     def new_forward(self) -> None:
-        """A forward pass begins: names bound by earlier passes are not its tensors."""
+        """A forward pass begins: names bound by earlier passes are not its tensors (hooks left
+        waiting by a pass that raised before their statement never go on)."""
         self.current = {}
+        self.waiting = {}
 
     def forward_starts(self) -> list:
         """A forward pass starts: the saved-tensor hooks active over the whole forward."""
@@ -296,6 +319,8 @@ class Registrations:
         if not all(isinstance(self.current.get(n), Tensor) for n in hook.tensors):
             return
         tensors = [self.current[n] for n in hook.tensors]
+        if self.waiting and any(self._waits(t) for t in tensors):   # registered after that statement
+            return
         ids = {t.id for t in tensors}
         if self.attached[hook.index] != ids:
             self.attached[hook.index] = ids

@@ -30,6 +30,7 @@ from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import CopySlicesWrite, Edge, Node, SavedVariable, Tensor
 from adjoint.values.strides import contiguous_strides
 from adjoint.engine.ops import REGISTRY
+from adjoint.engine.runtime import float32_params
 from adjoint.engine.torch_errors import TYPE_NAMES, TorchError
 from adjoint.engine.view_history import rebase_message, regenerate, view_value
 from adjoint.engine.complex_grad import refuse_complex_inplace
@@ -149,6 +150,10 @@ def apply_inplace(rt, prim: str, target: Tensor, others: list, params, loc: Loc)
     rt.check_dtypes(op, ts, params)
     if shape_error is not None:
         raise shape_error
+    if target.dtype == "float32" and params is not None:   # the kernel converts a number parameter to float
+        error = float32_params(op, params, loc)
+        if error is not None:
+            raise error
     numbers = [x for x in others if not isinstance(x, Tensor)]
     others = [] if op.clones_aliased_value else ts[1:]
     check_overlap(target, others, op.checks_internal_overlap)

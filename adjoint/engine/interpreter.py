@@ -122,6 +122,7 @@ class Interp:
         self.rt = rt
         self.scope = scope
         self.number_types: dict[str, str] = {}   # names whose Python number type the program's assignments tell
+        self.ran = getattr(scope, "statement_ran", None)   # told of each statement that ran (a forward's scope)
 
     # ------------------------------------------------------------------ statements
     def run(self, program) -> object:
@@ -130,6 +131,8 @@ class Interp:
             if isinstance(stmt, S.Return):
                 return self.eval(stmt.value)
             self.execute(stmt)
+            if self.ran is not None:
+                self.ran(stmt)
         return None
 
     def execute(self, stmt: S.Stmt) -> None:
@@ -159,6 +162,8 @@ class Interp:
             try:
                 for inner in stmt.body:
                     self.execute(inner)
+                    if self.ran is not None:
+                        self.ran(inner)
             finally:
                 self.rt.grad_enabled = before
             return

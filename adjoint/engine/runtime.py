@@ -71,7 +71,7 @@ _SCALAR_ARITHMETIC = ("add", "sub", "mul", "div")
 
 #: ops whose kernel converts a number parameter to float with c10's checked_convert (torch 2.13):
 #: beyond float32's largest value, "value cannot be converted to type float without overflow"
-_CHECKED_SCALAR = ("clamp", "clamp_min", "clamp_max", "full_like")
+_CHECKED_SCALAR = ("clamp", "clamp_min", "clamp_max", "full_like", "fill_scalar")
 _FLOAT32_MAX = 3.4028234663852886e38
 _FLOAT32_INF = Fraction(2 ** 128 - 2 ** 103)   # the smallest magnitude float32 rounds to inf
 

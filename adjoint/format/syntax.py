@@ -385,6 +385,27 @@ def stmt_source(s: Stmt) -> str:
     raise TypeError(s)
 
 
+def requires_grad_statements(program) -> dict[str, Stmt]:
+    """Each name's first statement of ``program`` (``with`` bodies included) that makes its tensor
+    require grad in place: ``NAME.requires_grad_()``, ``NAME.requires_grad_(True)``,
+    ``NAME.requires_grad_(requires_grad=True)`` as a statement of its own. A forward binds a name
+    once, so that statement comes after the line binding it (the tensor hooks on a name whose
+    tensor does not require grad at its line go on after it: adjoint.engine.hook_registration)."""
+    out: dict[str, Stmt] = {}
+    for s in program:
+        if isinstance(s, With):
+            for name, inner in requires_grad_statements(s.body).items():
+                out.setdefault(name, inner)
+            continue
+        e = s.value if isinstance(s, ExprStmt) else None
+        if not (isinstance(e, Method) and e.name == "requires_grad_" and not e.operator and isinstance(e.obj, Name)):
+            continue
+        flags = list(e.args) + [v for k, v in e.kwargs if k == "requires_grad"]
+        if len(flags) == len(e.args) + len(e.kwargs) <= 1 and all(isinstance(f, Bool) and f.value for f in flags):
+            out.setdefault(e.obj.id, s)
+    return out
+
+
 def _arglist(args, kwargs) -> str:
     return ", ".join([to_source(a) for a in args] + [f"{k}={to_source(v)}" for k, v in kwargs])
 

@@ -31,6 +31,7 @@ from torch import nn
 
 from adjoint.format import module_signatures as nn_types
 from adjoint.format.errors import Loc, ProblemError
+from adjoint.format import syntax as S
 from adjoint.format.problem import ROOT, Function, Module
 from adjoint.torchside.program import EnvScope
 from adjoint.torchside.setup_raised import SetupRaised
@@ -216,6 +217,8 @@ class ModuleScope:
         self.args = args
         self.local: dict = {}
         self.callid = run.current_callid(decl.label)
+        # name -> the statement making its tensor require grad in place (its hooks may wait for it)
+        self.enabling = S.requires_grad_statements(decl.forward)
 
     def lookup(self, name: str, loc: Loc):
         if name in self.local:
@@ -237,7 +240,15 @@ class ModuleScope:
     def assign(self, name: str, value, loc: Loc) -> None:
         self.local[name] = value
         if isinstance(value, torch.Tensor):
-            self.run.bind(f"{self.callid}.{name}" if self.decl.path else name, value)
+            later = self.enabling.get(name)
+            self.run.bind(f"{self.callid}.{name}" if self.decl.path else name, value,
+                          until=None if later is None else (id(self), id(later)))
+
+    def statement_ran(self, stmt) -> None:
+        """A statement of the forward ran: if it made a name's tensor require grad, the hooks on
+        that name a user could not register at its line go on now (Hooks.statement_ran)."""
+        if self.enabling and any(s is stmt for s in self.enabling.values()):
+            self.run.hooks.statement_ran((id(self), id(stmt)))
 
     def child(self, name: str):
         decl = self.decl

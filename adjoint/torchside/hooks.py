@@ -12,7 +12,8 @@ keeps every handle, so ``remove``, ``removes`` and ``{remove: [...]}`` steps cal
 * tensor hooks (``register_hook``, ``retain_grad``, ``register_post_accumulate_grad_hook``)
   and node hooks on a non-leaf (``grad_fn.register_prehook`` / ``register_hook``) as soon as
   the forward binds the target's name (a later forward's new tensor gets them again; a leaf
-  bound again keeps the ones it has);
+  bound again keeps the ones it has), or, on a tensor that does not require grad there, right
+  after the later statement of that forward that makes it (``feat.requires_grad_()``);
 * node hooks on a leaf: on its ``AccumulateGrad``, found by walking the graphs the run built
   (after each forward, or at once when registered later); none found: there is none to hook;
 * ``multi_grad``: ``torch.autograd.graph.register_multi_grad_hook`` as soon as every listed
@@ -73,6 +74,7 @@ class Hooks:
         self.retained: list[tuple[str, torch.Tensor]] = []   # (name, tensor) with retain_grad, in order
         self.fired: dict[tuple, int] = {}      # (node seq, module, hook) -> times fired (module calls sharing a node)
         self.group: list | None = None         # inside together(): (hook index, tensor) to attach after it
+        self.waiting: dict = {}                # statement key -> (hook index, tensor) to attach after it
         # torch remembers whether the global backward hooks are legacy or full even after their
         # handles are removed; a run starts as a fresh script does (neither), and puts it back after
         self.global_mode_before = nn_module._global_is_full_backward_hook
@@ -141,12 +143,14 @@ class Hooks:
             self.remove(index)
         nn_module._global_is_full_backward_hook = self.global_mode_before
 
-    def bound(self, name: str, value, aliases: tuple = (), attach: bool = True) -> None:
+    def bound(self, name: str, value, aliases: tuple = (), attach: bool = True, until=None) -> None:
         """The forward bound ``name``: attach the active hooks that target it (once per tensor).
         ``aliases``: the tensor's other names (a tied Parameter): their hooks go on with this
         name's, in the order the file lists them, as a user's register_hook lines run.
         ``attach=False``: named only (the root's output, named ``model`` and then ``y``: their
-        hooks go on together when ``y`` is bound with ``model`` as its alias)."""
+        hooks go on together when ``y`` is bound with ``model`` as its alias). ``until``: the key of
+        a later statement of the forward making ``value`` require grad in place: if it does not
+        now, a user registers its hooks after that statement (:meth:`statement_ran`)."""
         self.names[name] = value
         if not isinstance(value, torch.Tensor) or not attach:
             return
@@ -154,6 +158,9 @@ class Hooks:
         pairs = [(index, value) for index in self.active
                  if (self.hooks[index].on == "multi_grad" and any(n in self.hooks[index].tensors for n in names))
                  or getattr(self.hooks[index], "target", None) in names]
+        if until is not None and not value.requires_grad:
+            self.waiting.setdefault(until, []).extend(pairs)
+            return
         if self.group is not None:
             self.group.extend(pairs)
             return
@@ -174,6 +181,16 @@ class Hooks:
             raise
         group, self.group = self.group, None
         self.attach_pairs(group)
+
+    def statement_ran(self, key) -> None:
+        """The forward's statement ``key`` (a ``NAME.requires_grad_()``) ran: the hooks waiting for it go on."""
+        pairs = self.waiting.pop(key, None)
+        if pairs is not None:
+            self.attach_pairs(pairs)
+
+    def new_forward(self) -> None:
+        """A forward pass begins: hooks a pass that raised left waiting never go on."""
+        self.waiting = {}
 
     def attach_pairs(self, pairs: list) -> None:
         for index, value in sorted(pairs, key=lambda pair: pair[0]):
@@ -329,6 +346,8 @@ class Hooks:
         if not all(isinstance(current.get(n), torch.Tensor) for n in hook.tensors):
             return
         tensors = [current[n] for n in hook.tensors]
+        if any(w is t for pairs in self.waiting.values() for _, w in pairs for t in tensors):
+            return   # one of them waits for the statement making it require grad
         ids = {id(t) for t in tensors}
         if self.attached[hook.index] == ids:
             return

@@ -113,6 +113,7 @@ class Program:
     def __init__(self, scope, produced=None):
         self.scope = scope
         self.produced = produced
+        self.ran = getattr(scope, "statement_ran", None)   # told of each statement that ran (a forward's scope)
 
     # ------------------------------------------------------------------ statements
     def run(self, program):
@@ -121,6 +122,8 @@ class Program:
             if isinstance(stmt, S.Return):
                 return self.eval(stmt.value)
             self.execute(stmt)
+            if self.ran is not None:
+                self.ran(stmt)
         return None
 
     def execute(self, stmt: S.Stmt) -> None:
@@ -145,6 +148,8 @@ class Program:
             with GRAD_MODES[stmt.mode]():
                 for inner in stmt.body:
                     self.execute(inner)
+                    if self.ran is not None:
+                        self.ran(inner)
             return
         if isinstance(stmt, S.Assert):   # Python's own assert: AssertionError when it fails
             if bool(self.eval(stmt.test)) == stmt.negated:

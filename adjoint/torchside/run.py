@@ -216,11 +216,11 @@ class Session:
             return self.globals[name]
         raise ProblemError(loc, f"unknown name '{name}' in {where}")
 
-    def bind(self, name: str, value, aliases: tuple = ()) -> None:
+    def bind(self, name: str, value, aliases: tuple = (), until=None) -> None:
         if self.replay is not None:   # checkpoint's recomputation names nothing (adjoint.torchside.checkpoint)
             return
         self.fpass.names[name] = value
-        self.hooks.bound(name, value, aliases, attach=not (self.root_output_pending and name == ROOT))
+        self.hooks.bound(name, value, aliases, attach=not (self.root_output_pending and name == ROOT), until=until)
 
     def call_module(self, decl: Module, args: list, kwargs: dict):
         """One call of a module, as its parent's forward makes it."""
@@ -283,6 +283,7 @@ class Session:
         fp = ForwardPass(len(self.forwards))
         self.forwards.append(fp)
         self.fpass = fp
+        self.hooks.new_forward()
         try:   # the leaves' hooks go on as a script registers them before its forward
             for name, t in self.leaves.items():   # a tied Parameter's names are aliases of one tensor
                 self.bind(name, t, tuple(n for n, o in self.leaves.items() if o is t and n != name))

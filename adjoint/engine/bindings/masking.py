@@ -10,6 +10,14 @@
 * the mask must be bool: an int64 or float mask is PyTorch's RuntimeError, raised after the
   node is made (a prediction); the input must be a float tensor here (filling an int64 or bool
   tensor, whose value PyTorch truncates, is not modelled).
+
+``Tensor.fill_(value)`` is the same without a mask: a number is ``FillBackward2`` (one edge,
+``self``; its kernel converts the number checked, "value cannot be converted to type float
+without overflow" beyond float32's range, and runs no overlap check: a stride-0 expanded
+gradient in a hook body is filled), a 0-d tensor ``FillBackward3`` (edges ``self``, ``value``:
+the node index assignment of a number makes; TensorIterator's overlap check applies), a tensor
+with dimensions PyTorch's RuntimeError; in place as every in-place op (version bump,
+``rebase_history``, a leaf that requires grad refused).
 """
 
 from __future__ import annotations
@@ -107,6 +115,25 @@ def _inplace_errors(rt, prim: str, x: Tensor, mask: Tensor, others: list, value_
         raise e from None
 
 
+def fill_(rt, x: Tensor, value, loc: Loc):
+    """``x.fill_(value)``: FillBackward2 (a number, ``float("inf")`` too) or FillBackward3 (a tensor)."""
+    from adjoint.engine.inplace import apply_inplace
+    _check_input(rt, x, loc, "fill_")
+    if isinstance(value, Tensor):
+        return apply_inplace(rt, "fill_", x, [value], None, loc)
+    if isinstance(value, Infinite):
+        return apply_inplace(rt, "fill_scalar", x, [], value.text, loc)
+    if isinstance(value, (Fraction, bool)):   # a Python bool is a Scalar too: True fills 1
+        return apply_inplace(rt, "fill_scalar", x, [], Fraction(int(value)) if isinstance(value, bool) else value, loc)
+    from adjoint.engine.bindings.signature import describe
+    raise ProblemError(loc, f"fill_(): argument 'value' must be a number or a Tensor, not {describe(value)}: not "
+                            "modelled (PyTorch's TypeError lists fill_'s signatures)")
+
+
+def lower_fill_(rt, a, loc):
+    return fill_(rt, a["self"], a["value"], loc)
+
+
 def lower_masked_fill(rt, a, loc):
     return masked_fill(rt, a["input"], a["mask"], a["value"], loc)
 
@@ -130,4 +157,6 @@ FUNCTIONS = (
              doc="torch.masked_fill(self, mask, value)"),
     Function("masked_fill_", (Param("self", "tensor"), _MASK, _VALUE), lower_masked_fill_, where="method",
              doc="MaskedFillBackward0 / MaskedFillBackward1, in place"),
+    Function("fill_", (Param("self", "tensor"), _VALUE), lower_fill_, where="method",
+             doc="FillBackward2 (a number value) or FillBackward3 (a 0-d tensor value; edges self, value), in place"),
 )

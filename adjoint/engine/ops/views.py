@@ -15,7 +15,8 @@ from fractions import Fraction
 from adjoint.engine.torch_errors import TorchError
 from adjoint.format.errors import ProblemError
 from adjoint.values.strides import expanded, permuted, unsqueezed
-from adjoint.values.mathtree import TT, Fn, TConst, TFn, TSub, reshaped, shape_text, sum_to
+from adjoint.values.mathtree import (TT, Fn, TConst, TFn, TSub, no_gradient, number, number_text, reshaped, shape_text,
+                                     sum_to)
 from adjoint.engine.ops.record import Check, Math, Op
 
 
@@ -478,6 +479,21 @@ def zero_vjp(B, gs, ins, outs, p, need):
     return [B.zeros(B.shape(ins[0]))]
 
 
+def fill_scalar_forward(B, ins, p):
+    """``self.fill_(number)``: the number (``"inf"`` / ``"-inf"`` for ``float("inf")``) everywhere."""
+    from adjoint.engine.ops.masking import fill_value
+    return B.broadcast_to(fill_value(B, p), B.shape(ins[0]))
+
+
+def fill_shape(shapes, p, loc):
+    """self's shape; ``fill_``'s value must be a number or a 0-d tensor (the kernel's check, after
+    the node is made: PyTorch's RuntimeError)."""
+    if len(shapes) > 1 and len(shapes[1]):
+        raise TorchError("RuntimeError", "fill_ only supports 0-dimension value tensor but got tensor with "
+                                         f"{len(shapes[1])} dimensions.")
+    return tuple(shapes[0])
+
+
 def given_shape(shapes, p, loc):
     return tuple(p)
 
@@ -587,6 +603,10 @@ _AS_STRIDED = Math(_as_strided_formula)
 _CAT = Math(lambda a, p, shape, k: TFn(CAT, tuple(a), tuple(shape), str(p), p))
 _STACK = Math(lambda a, p, shape, k: TFn(STACK, tuple(a), tuple(shape), str(p), p))
 _ZERO = Math(lambda a, p, shape, k: TConst(Fraction(0), tuple(shape)))
+#: fill_(number): the number, an infinite one by name (nothing flows back to self either way)
+FILL = Fn("fill", "\\operatorname{fill}_{#s}\\left(#0\\right)", no_gradient)
+_FILL = Math(lambda a, p, shape, k: TFn(FILL, (a[0],), tuple(shape), number_text(p), p) if isinstance(p, str)
+             else TConst(number(p), tuple(shape)))
 _COPY = Math(lambda a, p, shape, k: a[1] if tuple(a[1].shape) == tuple(shape)          # self.copy_(src): src
              else TFn(EXPAND, (a[1],), tuple(shape), shape_text(shape)))
 
@@ -654,12 +674,16 @@ OPS = (
        negzero="structural", grows=False, math=_STACK, list_argument=True, checks=(Check(((2, 2), (2, 2)), 1),)),
     Op("zero_", "ZeroBackward0", zero_forward, zero_vjp, copy_shape, (), "0", negzero="never", grows=False,
        math=_ZERO, checks=(Check(((2,),)),), checks_internal_overlap=False),
+    # fill_.Scalar: derivatives.yaml, self: zeros_like(grad); its kernel runs no TensorIterator
+    # overlap check (an expanded tensor is filled), and converts the number checked (float32's range)
+    Op("fill_scalar", "FillBackward2", fill_scalar_forward, zero_vjp, fill_shape, (), "0", negzero="never",
+       grows=False, fills=True, math=_FILL, checks=(Check(((2,),), Fraction(3, 4)),), checks_internal_overlap=False),
     Op("copy_", "torch::autograd::CopyBackwards", copy_forward, copy_vjp, copy_shape, (),
        "0 for the overwritten tensor; g (summed back) for the source", negzero="structural", grows=False,
        math=_COPY, checks=(Check(((2, 2), (2,))),)),
     # fill_.Tensor: index assignment of a number or a 0-d tensor (set_item's copy_to fills when the
     # value has no dimensions); derivatives.yaml: self zeros_like(grad), value grad.sum()
-    Op("fill_", "FillBackward3", copy_forward, copy_vjp, copy_shape, (),
+    Op("fill_", "FillBackward3", copy_forward, copy_vjp, fill_shape, (),
        "0 for the overwritten tensor; g summed for the value", negzero="structural", grows=False,
        math=_COPY, clones_aliased_value=True, checks=(Check(((2, 2), ())),)),
     _reshape_alias_op(),
