@@ -59,6 +59,8 @@ def _shared_positions(call) -> set:
     """The positions of ``call``'s arguments whose tensor (one that requires grad) is handed at
     another position too; -1 for one repeated inside a tuple argument (no projection covers it)."""
     flat = [id(t) for t in _tensors(call.args) if t.requires_grad]
+    if len(flat) < 2 or len(set(flat)) == len(flat):
+        return set()
     repeated = {k for k in flat if flat.count(k) > 1}
     shared = {i for i, a in enumerate(call.args) if isinstance(a, Tensor) and id(a) in repeated}
     if any(isinstance(a, tuple) and any(id(t) in repeated for t in _tensors(a)) for a in call.args):
@@ -68,10 +70,11 @@ def _shared_positions(call) -> set:
 
 def _passes_through(call) -> bool:
     """An output of ``call`` is one of its inputs, or one output is returned twice."""
-    args = [a for a in _tensors(call.args) if a.requires_grad]
-    outs = list(_tensors(call.out if isinstance(call.out, tuple) else (call.out,)))
-    repeated_out = len({id(o) for o in outs if o.requires_grad}) < sum(o.requires_grad for o in outs)
-    return repeated_out or any(any(o is a for a in args) for o in outs)
+    outs = [id(o) for o in _tensors(call.out if isinstance(call.out, tuple) else (call.out,)) if o.requires_grad]
+    if len(set(outs)) < len(outs):
+        return True
+    args = {id(a) for a in _tensors(call.args) if a.requires_grad}
+    return any(o in args for o in outs)
 
 
 def observe(run, make_backend, found: list) -> dict:
