@@ -209,8 +209,13 @@ class _PlainRun:
     def lookup_global(self, name: str, loc, where: str):
         return self.globals[name]
 
-    def bind(self, name: str, value) -> None:
+    def bind(self, name: str, value, aliases: tuple = (), until=None) -> None:
         pass
+
+    class hooks:   # no hooks to put on: a forward's NAME.requires_grad_() statement has none waiting
+        @staticmethod
+        def statement_ran(key) -> None:
+            pass
 
 
 class _LossScope:
