@@ -140,13 +140,11 @@ REFUSED = [
                   "indexing and tuples"),
     ("(lambda: x)()", "1:6: a lambda is not allowed in problem expressions; use names, numbers, + - * / ** @, comparisons, calls, "
                       "indexing and tuples"),
-    ("[v for v in x]", "1:5: a comprehension is not allowed in problem expressions; use names, numbers, + - * / ** @, "
-                       "comparisons, calls, indexing and tuples"),
+    ("[v for v in x]", "1:5: a comprehension is only allowed in a hook's returns: and does:"),
     ("x < 1 < 2", "1:5: '1 < 2' compares two numbers (a Python bool, not a tensor); compare a tensor"),
-    ("x is y", "1:5: only the comparisons > >= < <= == != are allowed ('is' and 'in' are not)"),
+    ("x is y", "1:10: 'is' and 'is not' are allowed with None only, as in 'g is not None'"),
+    ("x in y", "1:5: only the comparisons > >= < <= == != are allowed ('is' and 'in' are not)"),
     ("1 < 2", "1:5: '1 < 2' compares two numbers (a Python bool, not a tensor); compare a tensor"),
-    ("x if c else y", "1:5: a conditional expression is not allowed in problem expressions; use names, numbers, "
-                      "+ - * / ** @, comparisons, calls, indexing and tuples"),
     ("{a: 1}", "1:6: a dict may only have string keys, as in {\"bias\": 2 * kwargs[\"bias\"]}"),
     ("f(*a)", "1:7: starred arguments is not allowed in problem expressions; use names, numbers, + - * / ** @, comparisons, calls, "
               "indexing and tuples"),
@@ -317,6 +315,25 @@ def test_hook_does_takes_statements_but_no_return():
     assert [S.stmt_source(s) for s in stmts] == ["g = 2 * grad", "g += 1", "grad.mul_(2)", "n = None"]
     assert refused(parse_statements, block("g = grad\nreturn g")) == \
         "f.yaml:3:3: the forward may not 'return'; put the returned value under returns:"
+
+
+def test_a_hook_body_chooses_as_python_does():
+    """``A if C else B``, ``is None`` / ``is not None``, comprehensions and ``if`` blocks (a
+    hook's): records that read back as their source."""
+    for src in ("g * 0.5 if g is not None else None", "tuple(g * 2 for g in grad_input)",
+                "[g if g is None else g + 1 for g in grad_input]", "(a if c else b) * 2"):
+        assert S.to_source(parse_expression(node(src), "the returns", allow_none=True, hook_body=True)) == src
+    e = parse_expression(node("x is not None"), "the returns")
+    assert isinstance(e, S.IsNone) and e.negated and S.free_names(e) == ["x"]
+    comp = parse_expression(node("tuple(g * k for g in grad_input)"), "the returns", hook_body=True)
+    assert isinstance(comp, S.Comp) and comp.kind == "tuple" and S.free_names(comp) == ["k", "grad_input"]
+    stmts = parse_statements(block("if grad is None:\n    pass\nelif n > 1:\n    g = grad\nelse:\n    g = 2 * grad"),
+                             "the does", hook_body=True)
+    assert len(stmts) == 1 and isinstance(stmts[0], S.If) and stmts[0].body == ()
+    assert S.stmt_source(stmts[0]) == "if grad is None: pass elif n.gt(1): g = grad else: g = 2 * grad"
+    assert refused(parse_statements, block("if grad is None:\n    g = grad")) == \
+        "f.yaml:2:3: the forward: an if is not allowed; a forward holds assignments, calls, 'with no_grad():' blocks " \
+        "and a final 'return expr'"
 
 
 # ----------------------------------------------------------------------------- limits

@@ -171,6 +171,10 @@ class Interp:
             from adjoint.engine.asserts import run_assert
             run_assert(self.eval(stmt.test), stmt)
             return
+        if isinstance(stmt, S.If):   # a hook body's if block: the test's truth value chooses the block
+            for inner in stmt.body if self.condition(stmt.test) else stmt.orelse:
+                self.execute(inner)
+            return
         if isinstance(stmt, S.Raise):   # the forward raises here (PyTorch's _call_impl sees its error)
             raise TorchError(stmt.type, stmt.message, "forward_raised")
         raise ProblemError(stmt.loc, f"'{S.stmt_source(stmt)}' is not supported here")
@@ -330,6 +334,12 @@ class Interp:
             return self.method(obj, e, args, kwargs)
         if isinstance(e, S.Chain):
             return self.chain(e)
+        if isinstance(e, S.IsNone):   # Python's identity test: a tensor, a tuple, a number is never None
+            return (self.eval(e.value) is None) != e.negated
+        if isinstance(e, S.IfExp):
+            return self.eval(e.body) if self.condition(e.test) else self.eval(e.orelse)
+        if isinstance(e, S.Comp):
+            return self.comprehension(e)
         if isinstance(e, S.Attr) and isinstance(self.scope, EnvScope):
             path = S.dotted_name(e)   # a hook body's ``lin.weight``, ``net[0].bias``: the forward's name of a parameter
             if path is not None and path in self.scope.names:
@@ -507,6 +517,48 @@ class Interp:
             if i == len(e.links) - 1 or not truth_value(self.rt, result):
                 return result
             left = right
+
+    def condition(self, test: S.Expr) -> bool:
+        """An ``if``'s (or a conditional expression's) test taken as Python takes it, ``bool(v)``:
+        None is false, a number or a sequence its own truth; a tensor's ``__bool__`` is its one
+        element's value (PyTorch's RuntimeError for none or several) -- of a bool or integer
+        tensor (a comparison, ``x.any()``); of a float tensor it is refused."""
+        v = self.eval(test)
+        if isinstance(v, Tensor) and v.dtype not in ("bool", "int64"):
+            raise ProblemError(test.loc, f"'{S.to_source(test)}' is a {v.dtype} tensor: its truth value as a "
+                                         "condition is not modelled; compare it, as in 'x.abs().max() > 0'")
+        return truth_value(self.rt, v)
+
+    def comprehension(self, e: S.Comp):
+        """``[ELT for NAME in SEQ]`` / ``tuple(ELT for NAME in SEQ)`` in a hook body, as Python
+        runs it: ``SEQ`` once, then ``ELT`` per item with ``NAME`` bound to it in the
+        comprehension's own scope (a name of the body it shadows is as it was afterwards). A
+        tuple's or list's items; a tensor's are ``Tensor.__iter__``'s, ``unbind(0)``."""
+        if not isinstance(self.scope, EnvScope):
+            raise ProblemError(e.loc, "a comprehension is modelled in a hook body only")
+        seq = self.eval(e.iter)
+        if isinstance(seq, Tensor):
+            if not seq.shape:
+                raise TorchError("TypeError", "iteration over a 0-d tensor", "python")
+            seq = call_function(self.rt, "unbind", [Fraction(0)], {}, e.loc, method_of=seq)
+        elif seq is None:
+            raise TorchError("TypeError", "'NoneType' object is not iterable", "python")
+        elif not isinstance(seq, tuple):
+            raise ProblemError(e.iter.loc, f"'{S.to_source(e.iter)}' is {describe(seq)}: a comprehension over it is "
+                                           "not modelled; iterate over a tuple, a list or a tensor")
+        env, missing = self.scope.env, object()
+        before = env.get(e.target, missing)
+        out = []
+        try:
+            for item in seq:
+                env[e.target] = item
+                out.append(self.eval(e.elt))
+        finally:
+            if before is missing:
+                env.pop(e.target, None)
+            else:
+                env[e.target] = before
+        return PyList(out) if e.kind == "list" else tuple(out)
 
     def check_comparison(self, obj, e: S.Method, args: list) -> None:
         """``a > b`` with None on a side (a hook's argument with no gradient): Python raises

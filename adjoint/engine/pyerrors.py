@@ -41,14 +41,15 @@ def number_type(e: S.Expr, names: dict | None = None) -> str | None:
     None when it cannot be told from the expression alone (a name bound elsewhere). ``names``: the
     types of names a program assigned from expressions that tell it (``T = x.size(1)``)."""
     if isinstance(e, S.Name):
-        return names.get(e.id) if names else None
+        kind = names.get(e.id) if names else None
+        return None if kind == SIZE else kind
     if isinstance(e, S.Num):
         if not isinstance(e.value, Fraction):   # an imaginary literal (2j)
             return "complex"
         return "int" if e.is_int else "float"
     if isinstance(e, S.Neg):
         return number_type(e.operand, names)
-    if _size_int(e):
+    if _size_int(e, names):
         return "int"
     if isinstance(e, S.Call) and e.func == "float" and e.prefix == "" and len(e.args) == 1:   # Python's float()
         return "float"
@@ -70,21 +71,38 @@ def number_type(e: S.Expr, names: dict | None = None) -> str | None:
 
 #: Tensor methods that return a Python int (``x.size(1)``, ``x.dim()``, ``x.numel()``).
 _INT_METHODS = ("size", "dim", "ndimension", "numel", "nelement")
+#: what :func:`assigned_types` records for a name holding a ``torch.Size`` (``s = x.shape``): a
+#: tuple of ints, so ``s[1]`` is an int (not a number type itself)
+SIZE = "Size"
+
+
+def _sizes(e: S.Expr, names: dict | None) -> bool:
+    """``e`` is a ``torch.Size``, a tuple of ints: ``x.shape``, ``x.size()``, a name assigned
+    one (``s = x.shape``), or a slice of one (``x.shape[1:]``)."""
+    if isinstance(e, S.Attr):
+        return e.name == "shape"
+    if isinstance(e, S.Method):
+        return e.name == "size" and not e.args and not e.kwargs
+    if isinstance(e, S.Name):
+        return bool(names) and names.get(e.id) == SIZE
+    if isinstance(e, S.Subscript) and len(e.items) == 1 and isinstance(e.items[0], S.Slice):
+        return _sizes(e.value, names)
+    return False
 
 
 def assigned_types(target: S.Expr, value: S.Expr, names: dict) -> None:
     """After ``target = value``: record the Python number type each assigned name now has when
-    the expression tells it (``T = x.size(1)``; ``B, T = x.shape``), forget it otherwise."""
+    the expression tells it (``T = x.size(1)``; ``B, T = x.shape``; a ``torch.Size``, ``s =
+    x.shape``, as :data:`SIZE`, whose items ``s[1]`` are ints), forget it otherwise."""
     if isinstance(target, S.Name):
-        kind = number_type(value, names)
+        kind = SIZE if _sizes(value, names) else number_type(value, names)
         if kind is None:
             names.pop(target.id, None)
         else:
             names[target.id] = kind
         return
     if isinstance(target, S.Tup):
-        sizes = (isinstance(value, S.Attr) and value.name == "shape") or \
-            (isinstance(value, S.Method) and value.name == "size" and not value.args and not value.kwargs)
+        sizes = _sizes(value, names)
         for item in target.items:
             if isinstance(item, S.Name):
                 if sizes:
@@ -93,17 +111,16 @@ def assigned_types(target: S.Expr, value: S.Expr, names: dict) -> None:
                     names.pop(item.id, None)
 
 
-def _size_int(e: S.Expr) -> bool:
+def _size_int(e: S.Expr, names: dict | None = None) -> bool:
     """``e`` is a tensor's size as Python holds it, an int: ``x.size(d)``, ``x.shape[d]``,
-    ``x.size()[d]``, ``x.dim()``, ``x.ndim``, ``x.numel()``, ``len(x)``."""
+    ``x.size()[d]``, ``s[d]`` of a name holding a ``torch.Size``, ``x.dim()``, ``x.ndim``,
+    ``x.numel()``, ``len(x)``."""
     if isinstance(e, S.Method):
         return e.name in _INT_METHODS and (e.name != "size" or len(e.args) + len(e.kwargs) == 1)
     if isinstance(e, S.Attr):
         return e.name == "ndim"
     if isinstance(e, S.Subscript) and len(e.items) == 1 and not isinstance(e.items[0], S.Slice):
-        v = e.value
-        return (isinstance(v, S.Attr) and v.name == "shape") or \
-            (isinstance(v, S.Method) and v.name == "size" and not v.args and not v.kwargs)
+        return _sizes(e.value, names)
     if isinstance(e, S.Call):
         return e.func == "len" and e.prefix == "" and len(e.args) == 1
     return False

@@ -11,9 +11,11 @@ The grammar (contract v2, "Expressions"): numbers, strings, ``True``/``False``/`
 ``torch.``/``F.``/``torch.nn.functional.``/``nn.functional.`` prefix is dropped into
 ``Call.prefix``), method calls and attributes (``x.sum(dim=0)``, ``x.T``), subscripts
 (ints, expressions, slices, ``None``, ``...``), ``layers[0](x)`` (a ModuleList item, called
-by an integer literal: ``Call(func="layers.0")``), tuples and lists. Statements:
-assignment (to a name, a tuple of names, or a subscript of a name), augmented assignment,
-calls as statements, ``with no_grad():`` / ``with enable_grad():`` blocks and ``return``.
+by an integer literal: ``Call(func="layers.0")``), tuples and lists, ``A if C else B`` and
+``X is None`` / ``X is not None``; in a hook body, ``[E for N in SEQ]`` and ``tuple(E for N in
+SEQ)``. Statements: assignment (to a name, a tuple of names, or a subscript of a name),
+augmented assignment, calls as statements, ``with no_grad():`` / ``with enable_grad():``
+blocks and ``return``; in a hook's ``does:``, ``if`` / ``elif`` / ``else:`` blocks.
 Which functions, methods and attributes exist is the runtime's business, not the parser's.
 
 Trees are built without recursion (a 1,000-term sum is 1,000 levels deep), and parsed on a
@@ -32,8 +34,9 @@ from adjoint.format.errors import Loc, ProblemError
 from adjoint.format.literals import NotANumber, NumberRefused, read_number
 from adjoint.format.loader import YScalar, YSeq, YNode
 from adjoint.format.syntax import Assert
-from adjoint.format.syntax import (Assign, AugAssign, Attr, Bin, Bool, Call, Chain, DictLit, EllipsisLit, Expr, ExprStmt, ListLit, Method, Name,
-                     Neg, NoneLit, Num, Program, Return, Slice, Stmt, Str, Subscript, Tup, With, stmt_source, to_source)
+from adjoint.format.syntax import (Assign, AugAssign, Attr, Bin, Bool, Call, Chain, Comp, DictLit, EllipsisLit, Expr, ExprStmt, If,
+                     IfExp, IsNone, ListLit, Method, Name, Neg, NoneLit, Num, Program, Return, Slice, Stmt, Str, Subscript,
+                     Tup, With, stmt_source, to_source)
 
 __all__ = ["parse_expression", "parse_program", "parse_statements", "simple_program", "simple_assigns",
            "SimpleAssign", "to_source", "MAX_EXPR_CHARS", "MAX_EXPR_NODES"]
@@ -82,14 +85,17 @@ _BINARY = "binary"     # an operand of + - * / ** @ //: an operand where True/Fa
 
 # ----------------------------------------------------------------------------- public API
 
-def parse_expression(node: YNode, what: str, allow_none: bool = False) -> Expr:
+def parse_expression(node: YNode, what: str, allow_none: bool = False, hook_body: bool = False) -> Expr:
     """Parse one expression from a YAML scalar (a loss, a hook's ``returns``, a backward formula).
 
     ``allow_none``: ``None`` may stand anywhere (a hook's returned tuple); otherwise only as
-    a call argument or an index."""
+    a call argument or an index. ``hook_body``: a hook's ``returns:``, which may hold a
+    comprehension (``tuple(g * 2 for g in grad_input)``)."""
     scalar = _as_text(node, what, single=True)
     tree = _ast_parse(scalar, "eval", what)
-    return _Builder(scalar, allow_none, stripped=True).expression(tree.body, _OPERAND)
+    b = _Builder(scalar, allow_none, stripped=True)
+    b.hook_body = hook_body
+    return b.expression(tree.body, _OPERAND)
 
 
 def parse_program(node: YNode, what: str, module_dicts: frozenset = frozenset()) -> Program:
@@ -128,14 +134,16 @@ def parse_program(node: YNode, what: str, module_dicts: frozenset = frozenset())
     return tuple(out)
 
 
-def parse_statements(node: YNode, what: str) -> tuple[Stmt, ...]:
+def parse_statements(node: YNode, what: str, hook_body: bool = False) -> tuple[Stmt, ...]:
     """Statements without ``return`` (a hook's ``does:``): assignments, augmented assignments,
-    calls, ``with`` blocks. A YAML list of lines is accepted too."""
+    calls, ``with`` blocks; ``hook_body``: a hook's, which may also hold ``if`` blocks and
+    comprehensions. A YAML list of lines is accepted too."""
     out: list[Stmt] = []
     for item in _items(node, what, "give lines such as 'g = 2 * grad'"):
         scalar = _as_text(item, what, single=False)
         tree = _ast_parse(scalar, "exec", what)
         b = _Builder(scalar, True, stripped=False)
+        b.hook_body = hook_body
         for stmt in tree.body:
             if isinstance(stmt, ast.Return):
                 raise ProblemError(b.loc(stmt), f"{what} may not 'return'; put the returned value under returns:")
@@ -302,6 +310,7 @@ class _Builder:
         self.strip_offset = len(first) - len(first.lstrip()) if stripped else 0
         self.allow_none = allow_none
         self.count = 0
+        self.hook_body = False   # a hook's returns: or does: (if blocks, comprehensions)
 
     # ------------------------------------------------------------------ locations
     def loc(self, node: ast.AST) -> Loc:
@@ -362,6 +371,8 @@ class _Builder:
             return self.with_block(stmt, what)
         if isinstance(stmt, ast.Assert):
             return self.assert_statement(stmt, what)
+        if isinstance(stmt, ast.If) and self.hook_body:
+            return self.if_block(stmt, what)
         if isinstance(stmt, ast.Raise) and getattr(self, "in_forward", False):   # a forward's raise line
             from adjoint.format.raise_stmt import parse_raise
             return parse_raise(stmt, loc, what)
@@ -389,6 +400,23 @@ class _Builder:
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             test, negated = test.operand, True
         return Assert(self.loc(stmt), self.expression(test, _OPERAND), negated)
+
+    def if_block(self, stmt: ast.If, what: str) -> If:
+        """``if TEST:`` with its body and ``elif`` / ``else:`` (a hook body's): Python's statement,
+        the test's truth value deciding which block runs; ``pass`` is a block with nothing in it."""
+        loc = self.loc(stmt)
+        test = self.expression(stmt.test, _OPERAND)
+
+        def block(stmts):
+            out = []
+            for inner in stmts:
+                if isinstance(inner, ast.Return):
+                    raise ProblemError(self.loc(inner), f"{what}: 'return' inside an if block is not allowed; assign "
+                                                        "the value to a name in each block and return that name")
+                if not isinstance(inner, ast.Pass):
+                    out.append(self.statement(inner, what, allow_return=False))
+            return tuple(out)
+        return If(loc, test, block(stmt.body), block(stmt.orelse))
 
     def with_block(self, stmt: ast.With, what: str) -> With:
         loc = self.loc(stmt)
@@ -497,8 +525,21 @@ class _Builder:
                 raise ProblemError(loc, f"operator '{sym}' is not allowed; use + - * / ** @")
             oloc = self.operator_loc(node, op)
             return [(node.left, _BINARY), (node.right, _BINARY)], lambda p: Bin(oloc, op, p[0], p[1])
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot)):
+            right = node.comparators[0]
+            if not (isinstance(right, ast.Constant) and right.value is None):
+                raise ProblemError(self.loc(right), "'is' and 'is not' are allowed with None only, as in "
+                                                    "'g is not None'")
+            negated = isinstance(node.ops[0], ast.IsNot)
+            return [(node.left, _ARG)], lambda p: IsNone(loc, p[0], negated)
         if isinstance(node, ast.Compare):
             return self.comparison(node, loc)
+        if isinstance(node, ast.IfExp):   # Python's order: the test first, then the one branch it chooses
+            branch = ctx if ctx in (_ARG, _BINARY) else _OPERAND
+            return ([(node.test, _OPERAND), (node.body, branch), (node.orelse, branch)],
+                    lambda p: IfExp(loc, p[0], p[1], p[2]))
+        if isinstance(node, ast.ListComp):
+            return self.comprehension(node, loc, "list")
         if isinstance(node, ast.UnaryOp):
             if isinstance(node.op, ast.USub):
                 return [(node.operand, _OPERAND)], lambda p: self.negate(p[0], loc, node)
@@ -535,6 +576,22 @@ class _Builder:
             return [(v, _ARG) for v in node.values], lambda p: DictLit(loc, tuple(zip(keys, p)))
         what = _REFUSED.get(type(node), type(node).__name__)
         raise ProblemError(loc, f"{what} is not allowed in problem expressions; {_ALLOWED_TAIL}")
+
+    def comprehension(self, node, loc: Loc, kind: str):
+        """``[ELT for NAME in SEQ]`` / ``tuple(ELT for NAME in SEQ)`` in a hook body: one ``for``
+        over one name, no ``if`` clause."""
+        if not self.hook_body:
+            raise ProblemError(loc, "a comprehension is only allowed in a hook's returns: and does:")
+        if len(node.generators) != 1:
+            raise ProblemError(loc, "a comprehension takes one 'for' here; nest the lines instead")
+        gen = node.generators[0]
+        if gen.ifs or gen.is_async:
+            raise ProblemError(self.loc(gen.ifs[0]) if gen.ifs else loc, "a comprehension's 'if' clause is not "
+                                                                          "allowed; choose with 'A if COND else B'")
+        if not isinstance(gen.target, ast.Name):
+            raise ProblemError(self.loc(gen.target), "a comprehension binds one name here ('for g in grad_input')")
+        name = gen.target.id
+        return [(gen.iter, _OPERAND), (node.elt, _OPERAND)], lambda p: Comp(loc, p[1], name, p[0], kind)
 
     def comparison(self, node: ast.Compare, loc: Loc):
         """``a > b`` as the Tensor method Python calls: ``a.gt(b)``, or ``b.lt(a)`` when ``a`` is a
@@ -654,6 +711,9 @@ class _Builder:
         def split(parts):
             return tuple(parts[:nargs]), tuple(zip(names, parts[nargs:]))
 
+        if isinstance(func, ast.Name) and func.id == "tuple" and len(node.args) == 1 and not node.keywords \
+                and isinstance(node.args[0], ast.GeneratorExp):
+            return self.comprehension(node.args[0], loc, "tuple")
         if isinstance(func, ast.Name):
             def make_call(p):
                 args, kwargs = split(p)

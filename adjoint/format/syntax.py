@@ -27,6 +27,10 @@ Expressions
 ``Tup``        ``(a, b)``; ``ListLit`` ``[a, b]`` (sequence arguments: ``cat([a, b])``, ``dim=[0, 1]``)
 ``DictLit``    ``{"bias": v}``: string keys only (a with_kwargs hook's returned kwargs); a dict is
                indexed by a string: ``kwargs["bias"]``
+``IsNone``     ``value is None`` / ``value is not None``: Python's identity test with None (a bool)
+``IfExp``      ``a if test else b``: Python's conditional expression (one branch evaluated)
+``Comp``       ``[elt for name in seq]`` and ``tuple(elt for name in seq)``: one ``for`` over a
+               sequence, the name bound for ``elt`` only (a hook body's)
 
 Statements (a custom forward, a hook's ``does:``)
 ----------
@@ -36,6 +40,8 @@ Statements (a custom forward, a hook's ``does:``)
 ``ExprStmt``   an expression evaluated for its effect (``x.mul_(2)``)
 ``With``       ``with no_grad():`` / ``with enable_grad():`` and its indented body
 ``Return``     ``return value`` (``value`` may be a ``Tup``: a module returning a tuple)
+``If``         ``if test:`` with its body and its ``else:`` (``elif``: an ``If`` alone in ``orelse``);
+               a hook's ``does:`` only
 
 A ``Program`` is a tuple of statements; a custom forward's program ends in ``Return``
 (a forward written as one expression is a program of one ``Return``).
@@ -206,6 +212,35 @@ class DictLit(Expr):
     items: tuple[tuple[str, Expr], ...]
 
 
+@dataclass(frozen=True)
+class IsNone(Expr):
+    """``value is None`` (``negated``: ``value is not None``): Python's identity test, a bool."""
+
+    value: Expr
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class IfExp(Expr):
+    """``body if test else orelse``: the test's truth value decides which one branch is evaluated."""
+
+    test: Expr
+    body: Expr
+    orelse: Expr
+
+
+@dataclass(frozen=True)
+class Comp(Expr):
+    """``[elt for target in iter]`` (``kind`` "list") or ``tuple(elt for target in iter)``
+    ("tuple"): ``iter`` evaluated once, ``elt`` once per item with ``target`` bound to it (in
+    the comprehension's own scope: the name is not bound after it)."""
+
+    elt: Expr
+    target: str
+    iter: Expr
+    kind: str = "list"
+
+
 # ----------------------------------------------------------------------------- statements
 
 @dataclass(frozen=True)
@@ -275,7 +310,19 @@ class Raise(Stmt):
     message: str
 
 
+@dataclass(frozen=True)
+class If(Stmt):
+    """if test: body else: orelse (a hook's ``does:``); ``elif`` is an ``If`` alone in ``orelse``."""
+
+    test: Expr
+    body: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...] = ()
+
+
 Program = tuple[Stmt, ...]
+
+#: what a comparison's operand is written in parentheses for (``(a < b) is None``)
+_CHOICES = (Chain, IsNone, IfExp)
 
 
 # ----------------------------------------------------------------------------- walking
@@ -302,6 +349,12 @@ def children(e: Expr) -> tuple[Expr, ...]:
         return tuple(e.items)
     if isinstance(e, DictLit):
         return tuple(v for _, v in e.items)
+    if isinstance(e, IsNone):
+        return (e.value,)
+    if isinstance(e, IfExp):
+        return (e.body, e.test, e.orelse)
+    if isinstance(e, Comp):
+        return (e.elt, e.iter)
     return ()
 
 
@@ -313,6 +366,10 @@ def free_names(e: Expr) -> list[str]:
         x = stack.pop()
         if isinstance(x, Name) and x.id not in out:
             out.append(x.id)
+        if isinstance(x, Comp):   # the comprehension's own name is not read from outside it
+            inner = [n for n in free_names(x.elt) if n != x.target] + free_names(x.iter)
+            out.extend(n for n in dict.fromkeys(inner) if n not in out)
+            continue
         stack.extend(reversed(children(x)))
     return out
 
@@ -361,6 +418,13 @@ def to_source(e: Expr) -> str:
         return f"[{', '.join(to_source(a) for a in e.items)}]"
     if isinstance(e, DictLit):
         return "{" + ", ".join(f"{k!r}: {to_source(v)}" for k, v in e.items) + "}"
+    if isinstance(e, IsNone):
+        return f"{_paren(e.value, _CHOICES)} is {'not ' if e.negated else ''}None"
+    if isinstance(e, IfExp):
+        return f"{_paren(e.body, (IfExp,))} if {_paren(e.test, (IfExp,))} else {to_source(e.orelse)}"
+    if isinstance(e, Comp):
+        inner = f"{to_source(e.elt)} for {e.target} in {_paren(e.iter, (IfExp,))}"
+        return f"tuple({inner})" if e.kind == "tuple" else f"[{inner}]"
     raise TypeError(e)
 
 
@@ -382,6 +446,11 @@ def stmt_source(s: Stmt) -> str:
         return f"assert {'not ' if s.negated else ''}{to_source(s.test)}"
     if isinstance(s, Raise):
         return f"raise {s.type}({s.message!r})"
+    if isinstance(s, If):
+        text = f"if {to_source(s.test)}: " + ("; ".join(stmt_source(x) for x in s.body) or "pass")
+        if len(s.orelse) == 1 and isinstance(s.orelse[0], If):
+            return text + " el" + stmt_source(s.orelse[0])
+        return text + (" else: " + "; ".join(stmt_source(x) for x in s.orelse) if s.orelse else "")
     raise TypeError(s)
 
 
@@ -410,9 +479,11 @@ def _arglist(args, kwargs) -> str:
     return ", ".join([to_source(a) for a in args] + [f"{k}={to_source(v)}" for k, v in kwargs])
 
 
-def _paren(e: Expr) -> str:
+def _paren(e: Expr, lower: tuple = ()) -> str:
+    """``e``'s source, in parentheses where it binds less tightly than an operand (``lower``:
+    the records that do, when it is not an operand of an arithmetic operator or a call)."""
     s = to_source(e)
-    return f"({s})" if isinstance(e, (Bin, Neg, Chain)) else s
+    return f"({s})" if isinstance(e, lower or (Bin, Neg, Chain, IsNone, IfExp)) else s
 
 
 def dotted_name(e) -> str | None:

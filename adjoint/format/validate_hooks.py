@@ -118,13 +118,14 @@ def parse_hook(node: YNode, index: int, what: str, count: int) -> Hook:
                                                      "drop returns:")
         if h.get("raises") is not None:
             raise ProblemError(h.key_loc("returns"), "a hook that raises never returns; drop returns: or raises:")
-        returns = parse_expression(h.get("returns"), f"the returns of hook {index}", allow_none=True)
+        returns = parse_expression(h.get("returns"), f"the returns of hook {index}", allow_none=True,
+                                   hook_body=True)
     does: tuple = ()
     if h.get("does") is not None:
         if no_code:
             raise ProblemError(h.key_loc("does"), "retain_grad runs no code; drop does:" if kind == "retain_grad"
                                else "a saved_tensors hook runs its pack: and unpack: only; drop does:")
-        does = parse_statements(h.get("does"), f"the does of hook {index}")
+        does = parse_statements(h.get("does"), f"the does of hook {index}", hook_body=True)
     remove = None
     if h.get("remove"):
         remove = choice(h.get("remove"), "remove", ("before_backward", "after_backward"))

@@ -155,6 +155,10 @@ class Program:
             if bool(self.eval(stmt.test)) == stmt.negated:
                 raise AssertionError
             return
+        if isinstance(stmt, S.If):   # a hook body's if block: Python's truth value of the test
+            for inner in stmt.body if self.eval(stmt.test) else stmt.orelse:
+                self.execute(inner)
+            return
         if isinstance(stmt, S.Raise):   # a forward's raise line: the built-in exception, as written
             raise {"RuntimeError": RuntimeError, "ValueError": ValueError, "TypeError": TypeError,
                    "IndexError": IndexError, "NotImplementedError": NotImplementedError}[stmt.type](stmt.message)
@@ -300,6 +304,12 @@ class Program:
                 if i == len(e.ops) - 1 or not result:   # not: Tensor.__bool__ (PyTorch's error for several elements)
                     return result
                 left = right
+        if isinstance(e, S.IsNone):
+            return (self.eval(e.value) is None) != e.negated
+        if isinstance(e, S.IfExp):
+            return self.eval(e.body) if self.eval(e.test) else self.eval(e.orelse)
+        if isinstance(e, S.Comp):
+            return self.comprehension(e)
         if isinstance(e, S.Attr) and isinstance(self.scope, EnvScope) and self.scope.run is not None:
             path = S.dotted_name(e)   # a hook body's ``lin.weight``: the forward's name of a parameter
             if path is not None and path not in self.scope.env and path in self.scope.run.current_names():
@@ -325,6 +335,26 @@ class Program:
                 raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is {type(obj).__name__}, not a tensor")
             return self.keep(callables.attribute(obj, e.name, e.loc))
         raise ProblemError(e.loc, f"verify does not run '{S.to_source(e)}'")
+
+    def comprehension(self, e: S.Comp):
+        """``[ELT for NAME in SEQ]`` / ``tuple(ELT for NAME in SEQ)`` in a hook body: Python's
+        iteration of ``SEQ``, ``NAME`` bound for ``ELT`` only."""
+        if not isinstance(self.scope, EnvScope):
+            raise ProblemError(e.loc, "verify runs a comprehension in a hook body only")
+        seq = self.eval(e.iter)
+        env, missing = self.scope.env, object()
+        before = env.get(e.target, missing)
+        out = []
+        try:
+            for item in seq:
+                env[e.target] = item
+                out.append(self.eval(e.elt))
+        finally:
+            if before is missing:
+                env.pop(e.target, None)
+            else:
+                env[e.target] = before
+        return out if e.kind == "list" else tuple(out)
 
     def index(self, e: S.Subscript) -> tuple:
         """The index items of ``value[items]``: numbers, slices, None, ``...``, tensors."""

@@ -18,7 +18,19 @@ one argument -> ``grad``), every other name it reads captured by value (a number
   torch.no_grad():`` block of such lines) keeps its lines under ``does:`` even when it
   returns None: the engine hands it PyTorch's own gradient tensors (docs/format.md, "Hook
   bodies that write in place");
-* anything else (an ``if``, a call of another Python function, an in-place method the format
+* Python's choices are the format's own: ``A if C else B``, ``x is None`` / ``x is not None``,
+  ``if`` / ``elif`` / ``else`` blocks (``if not C`` as ``if C`` with the blocks swapped), and
+  a ``return`` inside a block (the rest of the body moves into the blocks that go on, each path
+  assigning one local that ``returns:`` names); ``assert TEST``; ``a, b = t`` (``gx, =
+  grad_input``); ``tuple(E for g in grad_input)`` and ``[E for g in grad_input]``;
+* a hook that is an object with a ``__call__`` (``Clipper(0.01)``), or a bound method, is its
+  class's function with the object as ``self``: the attributes it reads (``self.c``) are
+  captured by value, as a closure's numbers are (a captured object's or dict's too:
+  ``cfg.scale``, ``CFG["scale"]``); ``max`` / ``min`` / ``abs`` / ``%`` of captured numbers are
+  computed here, as Python computes them; ``//`` of Python numbers is the format's;
+* ``print(...)`` is left out (what it writes is not part of the answer), the ``module``
+  argument included (``print(module.__class__.__name__)``);
+* anything else (a loop, a call of another Python function, an in-place method the format
   does not have, the ``module`` argument read, a captured tensor or object) raises
   :class:`Untranslatable` with what it is, and :mod:`.hooks` refuses the import at the hook's
   ``file:line`` (or, with ``--hooks observe``, writes the hook observe-only and says so).
@@ -53,9 +65,15 @@ MODULE_ARGS = {
 }
 TENSOR_ARGS = {"hook": ("grad",), "post_accumulate_grad": ("tensor",)}
 
-_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.MatMult: "@"}
+_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.MatMult: "@",
+           ast.FloorDiv: "//"}
 _CMP = {ast.Gt: ">", ast.GtE: ">=", ast.Lt: "<", ast.LtE: "<=", ast.Eq: "==", ast.NotEq: "!="}
-_PREC = {"+": 10, "-": 10, "*": 20, "/": 20, "@": 20, "**": 40}
+_PREC = {"+": 10, "-": 10, "*": 20, "/": 20, "@": 20, "//": 20, "**": 40}
+#: Python's built-ins of numbers that a hook's captured numbers are folded through, as Python computes them
+_FOLDED_BUILTINS = (builtins.max, builtins.min, builtins.abs)
+_FOLDED_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+               ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
+               ast.Pow: lambda a, b: a ** b}
 #: calls a hook may make only to observe (their value is not a gradient)
 _OBSERVING_BUILTINS = {"print", "len", "float", "int", "str", "repr", "format", "id", "isinstance", "type",
                        "tuple", "list", "round", "abs", "min", "max", "sum"}
@@ -103,7 +121,7 @@ def translate(fn, names: tuple[str, ...], module_arg: bool) -> Body:
         fn = fn.func
         if not isinstance(fn, types.FunctionType):
             raise Untranslatable(f"the hook is a partial of a {type(fn).__name__}, not of a def")
-    fn = _plain_function(fn)
+    fn, args = _function_of(fn, args)
     node, first_line = _parse(fn)
     every = _params(node)
     defaults = dict(zip(every[len(every) - len(fn.__defaults__ or ()):], fn.__defaults__ or ()))
@@ -124,12 +142,20 @@ def translate(fn, names: tuple[str, ...], module_arg: bool) -> Body:
     return _Translator(fn, mapping, hidden, first_line, bound).body(node)
 
 
-def _plain_function(fn):
-    if isinstance(fn, types.MethodType):
-        raise Untranslatable("the hook is a bound method (it can read its object's state)")
+def _function_of(fn, args: tuple):
+    """The Python function a hook runs and the arguments bound before PyTorch's: a def or a
+    lambda itself; a bound method's function with its object first; an object's class's
+    ``__call__`` with the object first (``Clipper(0.01)``: Python calls
+    ``Clipper.__call__(obj, grad)``). The object is then read by value, as a closure is."""
+    if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
+        return fn.__func__, (fn.__self__,) + tuple(args)
+    call = getattr(type(fn), "__call__", None)
+    if not isinstance(fn, (types.FunctionType, torch.nn.Module)) and isinstance(call, types.FunctionType):
+        return call, (fn,) + tuple(args)
     if not isinstance(fn, types.FunctionType):
-        raise Untranslatable(f"the hook is a {type(fn).__name__}, not a def or a lambda")
-    return fn
+        raise Untranslatable(f"the hook is a {type(fn).__name__}, not a def, a lambda or an object with a __call__ "
+                             "method")
+    return fn, args
 
 
 def _parse(fn):
@@ -208,6 +234,15 @@ class _Translator:
         does: list[str] = []
         returns = None
         self.inplace = False        # set by any in-place write (a statement, or an in-place method in an expression)
+        self.kept = False           # set by a statement kept though it writes nothing (an assert)
+        if any(_returns_in(s) for s in stmts if not isinstance(s, ast.Return)):
+            # a return inside a block: each path assigns one local, which returns: names
+            self.result = self.local_name("result")
+            self.returned_values = []
+            does = self.returning(stmts)
+            if all(v is None for v in self.returned_values) and not self.inplace and not self.kept:
+                return Body((), None)
+            return Body((f"{self.result} = None", *does), self.result)
         for i, s in enumerate(stmts):
             last = i == len(stmts) - 1
             if isinstance(s, ast.Return):
@@ -216,14 +251,69 @@ class _Translator:
                 returns = None if s.value is None else self.returned(s.value)
                 continue
             does.extend(self.statement(s) or ())
-        if returns is None and not self.inplace:
+        if returns is None and not self.inplace and not self.kept:
             return Body((), None)
         return Body(tuple(does), returns)
+
+    def returning(self, stmts) -> list[str]:
+        """The lines of statements some of which return from inside a block, as Python runs
+        them: a ``return`` assigns the result and ends its path; an ``if`` holding one takes the
+        statements after it into each of its blocks (a path that has returned runs none of them)."""
+        out: list[str] = []
+        for i, s in enumerate(stmts):
+            if isinstance(s, ast.Return):
+                value = None if s.value is None else self.returned(s.value)
+                self.returned_values.append(value)
+                out.append(f"{self.result} = {value if value is not None else 'None'}")
+                return out
+            if isinstance(s, ast.If) and _returns_in(s):
+                rest = list(stmts[i + 1:])
+                test, body, orelse = self.choice(s)
+                out.append(_if_text(test, self.returning(body + rest), self.returning(orelse + rest)))
+                return out
+            if _returns_in(s):
+                raise self.fail("a 'return' inside a block other than an 'if'", s)
+            out.extend(self.statement(s) or ())
+        return out
+
+    def choice(self, s: ast.If):
+        """An ``if``'s test and blocks as the format writes them: ``if not C`` is ``if C`` with
+        the blocks swapped (the same truth value, taken once)."""
+        test, body, orelse = s.test, list(s.body), list(s.orelse)
+        while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, body, orelse = test.operand, orelse, body
+        return self.expr(test), body, orelse
 
     def statement(self, s) -> list[str] | None:
         """The ``does:`` lines of one statement (None: it only observes, and is left out)."""
         if isinstance(s, ast.Pass):
             return None
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], (ast.Tuple, ast.List)) \
+                and s.targets[0].elts and all(isinstance(t, ast.Name) for t in s.targets[0].elts):
+            value = self.expr(s.value)          # gx, = grad_input: Python's unpacking, as the format's
+            names = []
+            for t in s.targets[0].elts:
+                if t.id == self.hidden or t.id in self.cells or t.id in ("torch", "F"):
+                    raise self.fail(f"assigning '{t.id}'", s)
+                if t.id not in self.mapping and t.id not in self.local:
+                    self.local_name(t.id)
+                self.local.add(t.id)
+                names.append(self.mapping.get(t.id) or self.locals[t.id])
+            return [", ".join(names) + ("," if len(names) == 1 else "") + f" = {value}"]
+        if isinstance(s, ast.Assert):
+            if s.msg is not None:
+                raise self.fail("an assert with a message (the format's assert raises AssertionError without one)", s)
+            test, negated = s.test, False
+            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                test, negated = test.operand, True
+            self.kept = True                      # failing, it raises: an answer
+            return [f"assert {'not ' if negated else ''}{self.expr(test, 5 if negated else 0)}"]
+        if isinstance(s, ast.If):
+            test, body, orelse = self.choice(s)
+            lines = [[x for sub in block for x in (self.statement(sub) or ())] for block in (body, orelse)]
+            if not lines[0] and not lines[1]:
+                return None                       # only observing lines (a print under a condition)
+            return [_if_text(test, *lines)]
         if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
             target = s.targets[0].id
             if target == self.hidden or target in self.cells or target in ("torch", "F"):
@@ -239,8 +329,6 @@ class _Translator:
             return written
         if self.observing(s):
             return None
-        if isinstance(s, ast.If):
-            raise self.fail("an 'if' statement (the format writes a choice as where(COND, A, B))", s)
         if isinstance(s, (ast.For, ast.While)):
             raise self.fail(f"a '{'for' if isinstance(s, ast.For) else 'while'}' loop (write each element's line: "
                             "grad_input[0].mul_(0.1))", s)
@@ -330,10 +418,12 @@ class _Translator:
             return True
         else:
             return False
+        printed = {id(x) for n in ast.walk(s) if _returns_none(n) and isinstance(n.func, ast.Name)
+                   for a in n.args + [k.value for k in n.keywords] for x in ast.walk(a)}
         for n in ast.walk(s):
             if isinstance(n, ast.Call):
                 self.check_observing_call(n, top=n is call)
-            if isinstance(n, ast.Name) and n.id == self.hidden:
+            if isinstance(n, ast.Name) and n.id == self.hidden and id(n) not in printed:
                 raise self.fail(f"the module argument '{self.hidden}' is read", s)
         return True
 
@@ -360,6 +450,15 @@ class _Translator:
         return text if own >= prec else f"({text})"
 
     def visit(self, node) -> tuple[str, int]:
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and self.captured(node.value.id):
+            return self.captured_value(getattr(self.value_of(node.value.id), node.attr, _MISSING), node), 100
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and self.captured(node.value.id) \
+                and isinstance(node.slice, ast.Constant) and isinstance(self.value_of(node.value.id), (dict, list)):
+            held = self.value_of(node.value.id)
+            key = node.slice.value
+            found = held.get(key, _MISSING) if isinstance(held, dict) else \
+                held[key] if isinstance(key, int) and -len(held) <= key < len(held) else _MISSING
+            return self.captured_value(found, node), 100
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
             sym = _BINOPS[type(node.op)]
             p = _PREC[sym]
@@ -369,6 +468,11 @@ class _Translator:
             return f"-{self.expr(node.operand, 30)}", 30
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.UAdd):
             return self.visit(node.operand)
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot)):
+            right = node.comparators[0]
+            if not (isinstance(right, ast.Constant) and right.value is None):
+                raise self.fail(f"'{_short(ast.unparse(node))}' (an 'is' test of something other than None)", node)
+            return f"{self.expr(node.left, 5)} is {'not ' if isinstance(node.ops[0], ast.IsNot) else ''}None", 4
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _CMP:
             return f"{self.expr(node.left, 5)} {_CMP[type(node.ops[0])]} {self.expr(node.comparators[0], 5)}", 4
         if isinstance(node, ast.Constant):
@@ -389,8 +493,83 @@ class _Translator:
         if isinstance(node, ast.Attribute) and node.attr in ("T", "mT", "shape"):
             return f"{self.expr(node.value, 100)}.{node.attr}", 100
         if isinstance(node, ast.IfExp):
-            raise self.fail("a conditional expression (the format writes a choice as where(COND, A, B))", node)
+            test, body, orelse = node.test, node.body, node.orelse
+            while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):   # B if not C else A
+                test, body, orelse = test.operand, orelse, body
+            return f"{self.expr(body, 2)} if {self.expr(test, 2)} else {self.expr(orelse, 1)}", 1
+        if isinstance(node, ast.ListComp):
+            return "[" + self.comprehension(node) + "]", 100
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+            folded = self.fold(node)
+            if folded is not _MISSING:
+                return python_constant(folded), 100
         raise self.fail(f"the expression '{_short(ast.unparse(node))}'", node)
+
+    def comprehension(self, node) -> str:
+        """``E for g in SEQ`` (of ``[...]`` or ``tuple(...)``): one ``for`` over one name, which
+        is a local of the comprehension only."""
+        if len(node.generators) != 1 or node.generators[0].ifs or node.generators[0].is_async \
+                or not isinstance(node.generators[0].target, ast.Name):
+            raise self.fail(f"the comprehension '{_short(ast.unparse(node))}' (the format takes one 'for NAME in SEQ' "
+                            "with no 'if')", node)
+        gen = node.generators[0]
+        seq = self.expr(gen.iter, 5)
+        name = gen.target.id
+        saved = (self.mapping.pop(name, None), name in self.local, self.locals.get(name))
+        self.local_name(name)
+        self.local.add(name)
+        try:
+            return f"{self.expr(node.elt)} for {self.locals[name]} in {seq}"
+        finally:
+            if saved[0] is not None:
+                self.mapping[name] = saved[0]
+            if not saved[1]:
+                self.local.discard(name)
+            if saved[2] is None:
+                self.locals.pop(name, None)
+            else:
+                self.locals[name] = saved[2]
+
+    def captured(self, name: str) -> bool:
+        """A name the hook reads from outside it (not an argument, a local, ``torch`` or ``F``)."""
+        return name not in self.mapping and name not in self.local and name != self.hidden \
+            and self.namespace(ast.Name(id=name)) is None and self.value_of(name) is not _MISSING
+
+    def captured_value(self, value, node) -> str:
+        """An attribute or item of a captured object, read by value (``self.c``, ``cfg["scale"]``)."""
+        if isinstance(value, (bool, int, float)) or value is None or (
+                isinstance(value, tuple) and all(isinstance(v, (bool, int, float)) for v in value)):
+            return python_constant(value)
+        what = "not there" if value is _MISSING else f"a {type(value).__name__}"
+        raise self.fail(f"'{_short(ast.unparse(node))}', {what} (only numbers, bools, None and tuples of them are "
+                        "captured by value)", node)
+
+    def fold(self, node):
+        """The value of an expression of captured numbers alone, as Python computes it (the
+        built-ins ``max`` / ``min`` / ``abs``, ``%``); ``_MISSING`` when it reads anything else."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+            return node.value
+        if isinstance(node, ast.Name) and self.captured(node.id):
+            value = self.value_of(node.id)
+            return value if isinstance(value, (int, float)) else _MISSING
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            value = self.fold(node.operand)
+            return value if value is _MISSING else (-value if isinstance(node.op, ast.USub) else +value)
+        if isinstance(node, ast.BinOp) and type(node.op) in _FOLDED_OPS:
+            a, b = self.fold(node.left), self.fold(node.right)
+            if a is _MISSING or b is _MISSING:
+                return _MISSING
+            try:
+                return _FOLDED_OPS[type(node.op)](a, b)
+            except (ArithmeticError, ValueError):
+                return _MISSING      # Python raises: left to the format's own refusal
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and self.captured(node.func.id) \
+                and _folded_builtin(self.value_of(node.func.id)) and node.args and not node.keywords:
+            args = [self.fold(a) for a in node.args]
+            if any(a is _MISSING for a in args) or (self.value_of(node.func.id) is builtins.abs and len(args) != 1):
+                return _MISSING
+            return self.value_of(node.func.id)(*args)
+        return _MISSING
 
     def index(self, node) -> str:
         if isinstance(node, ast.Tuple):
@@ -438,6 +617,11 @@ class _Translator:
 
     def call(self, node: ast.Call) -> str:
         f = node.func
+        if isinstance(f, ast.Name) and len(node.args) == 1 and isinstance(node.args[0], ast.GeneratorExp) \
+                and (self.value_of(f.id) is builtins.tuple or self.value_of(f.id) is builtins.list) \
+                and f.id not in self.mapping and f.id not in self.local:
+            return ("tuple(" + self.comprehension(node.args[0]) + ")" if self.value_of(f.id) is builtins.tuple
+                    else "[" + self.comprehension(node.args[0]) + "]")
         args = [self.expr(a) for a in node.args]
         for k in node.keywords:
             if k.arg is None:
@@ -466,6 +650,10 @@ class _Translator:
                 inner = node.args[0]
                 if isinstance(inner, (ast.List, ast.Tuple)):
                     return self.expr(ast.Tuple(elts=inner.elts, ctx=ast.Load()))
+            if _folded_builtin(value):
+                folded = self.fold(node)
+                if folded is not _MISSING:
+                    return python_constant(folded)
         raise self.fail(f"the call {_short(ast.unparse(node))} (a Python function adjoint cannot see into)", node)
 
     def namespace(self, base) -> tuple[str, object] | None:
@@ -483,6 +671,30 @@ class _Translator:
 
 
 _MISSING = object()
+
+
+def _folded_builtin(value) -> bool:
+    """``max`` / ``min`` / ``abs`` themselves (by identity: a captured value may not hash)."""
+    return any(value is b for b in _FOLDED_BUILTINS)
+
+
+def _returns_in(node) -> bool:
+    """A ``return`` inside the statement (not in a nested function)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Return):
+            return True
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)) or n is node:
+            stack.extend(ast.iter_child_nodes(n))
+    return False
+
+
+def _if_text(test: str, body: list[str], orelse: list[str]) -> str:
+    """An ``if`` block of ``does:`` lines (a block with nothing in it holds ``pass``)."""
+    def indented(lines):
+        return "\n".join("    " + line.replace("\n", "\n    ") for line in (lines or ["pass"]))
+    return f"if {test}:\n{indented(body)}" + (f"\nelse:\n{indented(orelse)}" if orelse else "")
 
 
 def _short(text: str) -> str:

@@ -39,8 +39,10 @@ def _plain(path: str) -> bool:
 
 
 def _describe(fn) -> str:
-    name = getattr(fn, "__qualname__", None) or getattr(getattr(fn, "func", None), "__qualname__", None) or repr(fn)
+    name = getattr(fn, "__qualname__", None) or getattr(getattr(fn, "func", None), "__qualname__", None)
     where = of_object(fn)
+    if name is None:   # an object with a __call__ (Clipper(0.01)): its class, where the class is defined
+        name, where = f"a {type(fn).__qualname__} object", of_object(type(fn))
     return f"{name} ({where})" if where else name
 
 

@@ -1,0 +1,149 @@
+"""Common Python hook idioms are translated into the format's own language, faithfully.
+
+``tuple(g * 0.5 if g is not None else None for g in grad_input)``, an early ``return`` under
+``if grad_input[0] is None:``, ``assert grad is not None``, ``gx, = grad_input``, a hook that
+is an object with a ``__call__`` (``Clipper(0.01)``), ``print(module.__class__.__name__)``,
+``max(0.5, 2)`` and ``7 // 2`` of Python numbers: each was refused at import (exit 2). Every
+expected value is real torch running the user's module with its hooks as registered
+(``verify --origin``, and the module run by hand), never adjoint's output.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import import_to_file, require_torch, users_module_run
+
+torch = require_torch()
+
+from adjoint.format.errors import ProblemError  # noqa: E402
+from adjoint.torchside.importer.userfile import call_factory  # noqa: E402
+from adjoint.torchside.verify import predict, verify_variant  # noqa: E402
+import adjoint  # noqa: E402
+
+MODEL = '''\
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+        self.b = nn.Linear(3, 3)
+        self.c = nn.Linear(3, 1)
+
+    def forward(self, x):
+        h = torch.tanh(self.a(x.detach())) + x
+        return self.c(torch.tanh(self.b(h)))
+
+
+def scale_grad(module, grad_input, grad_output):
+    return tuple(g * 0.5 if g is not None else None for g in grad_input)
+
+
+def guard(module, grad_input, grad_output):
+    if grad_input[0] is None:
+        return None
+    gx, = grad_input
+    return (gx * 3,)
+
+
+def swap(module, grad_input, grad_output):
+    g = grad_input[0]
+    if not (g is not None):
+        print("no gradient")
+        return
+    if g.abs().max() > 100:
+        g = g / 100
+    else:
+        return (g * 2,)
+    return (g,)
+
+
+class Clipper:
+    def __init__(self, c):
+        self.c = c
+
+    def __call__(self, grad):
+        assert grad is not None
+        return grad.clamp(-self.c, self.c)
+
+
+def talk(module, grad_input, grad_output):
+    print(module.__class__.__name__, grad_output[0].shape)
+
+
+def make_bare():
+    torch.manual_seed(0)
+    return Net().double()
+
+
+def make():
+    m = make_bare()
+    m.a.register_full_backward_hook(scale_grad)       # grad_input (None,): a's input is detached
+    m.b.register_full_backward_hook(scale_grad)
+    m.a.register_full_backward_hook(guard)            # returns None there
+    m.c.register_full_backward_hook(guard)
+    m.b.register_full_backward_hook(swap)
+    m.b.weight.register_hook(Clipper(0.01))
+    m.c.weight.register_hook(lambda g: g * max(0.5, 2) / (7 // 2))
+    m.c.register_full_backward_hook(talk)
+    return m
+'''
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    path = tmp_path_factory.mktemp("idioms") / "idioms.py"
+    path.write_text(MODEL)
+    return str(path)
+
+
+def test_the_idioms_are_translated_and_equal_the_users_module(models):
+    out, text, problem = import_to_file(models, "make", ["x=2x3"])
+    for line in (
+            '{module: a, kind: full_backward, returns: "tuple(g * 0.5 if g is not None else None for g in grad_input)"}',
+            '{module: c, kind: full_backward, does: ["result = None", "if grad_input[0] is None:\\n    result = None'
+            '\\nelse:\\n    gx, = grad_input\\n    result = (gx * 3,)"], returns: "result"}',
+            '{tensor: b.weight, does: "assert grad is not None", returns: "grad.clamp(-0.01, 0.01)"}',
+            '{tensor: c.weight, returns: "grad * 2 / (7 // 2)"}',
+            '{module: c, kind: full_backward}'):
+        assert line in text, text
+    assert "if g is not None:" in text and "a Clipper object" in text
+    # real torch: the user's module with its hooks, run by hand, and verify --origin call by call
+    vp = predict(problem, None, "float64").variants[0]
+    js = vp.to_json()
+    loss, grads = users_module_run(problem, models, "make")
+    assert abs(js["loss"]["value"] - loss.item()) <= 1e-12
+    for name, g in grads.items():
+        assert torch.allclose(torch.tensor(js["grads"][name]["value"], dtype=torch.float64), g,
+                              rtol=1e-10, atol=1e-12), name
+    result = verify_variant(out, problem, vp, "float64", False, origin=True)
+    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+    # the hooks change what flows: the module without them gives other gradients
+    bare = call_factory(models, "make_bare")
+    d = problem.variants[0].inputs[0]
+    x = torch.tensor([float(v) for v in d.value.items], dtype=torch.float64).reshape(d.value.shape)
+    bare(x.requires_grad_(True)).sum().backward()
+    assert not torch.allclose(bare.b.weight.grad, grads["b.weight"])
+    assert not torch.allclose(x.grad, grads["x"])
+
+
+@pytest.mark.parametrize("hook, words", [
+    ('{tensor: x, does: "if grad.sum() > 0:\\n    return grad"}', "'return' inside an if block is not allowed"),
+    ('{tensor: x, returns: "grad if grad is 2 else grad"}', "'is' and 'is not' are allowed with None only"),
+    ('{tensor: x, returns: "[g for g in grad if g]"}', "a comprehension's 'if' clause is not allowed"),
+    ('{tensor: x, returns: "grad * 2 if grad.sum() else grad"}', "its truth value as a condition is not modelled"),
+])
+def test_what_the_choices_do_not_take_is_refused_at_its_place(hook, words):
+    text = ("name: t\ndtype: float64\ninputs:\n  x: {value: [1, -2], requires_grad: true}\nmodel:\n"
+            "  forward: \"x * 2\"\nloss: \"sum(y)\"\nhooks:\n  - " + hook + "\n")
+    with pytest.raises(ProblemError, match=words):
+        adjoint.loads(text).solve()
+
+
+def test_a_comprehension_in_a_forward_is_refused():
+    text = ("name: t\ndtype: float64\ninputs:\n  x: {value: [1, -2], requires_grad: true}\nmodel:\n"
+            "  forward: \"sum(tuple(v * 2 for v in (x, x))[0])\"\nloss: \"sum(y)\"\n")
+    with pytest.raises(ProblemError, match="a comprehension is only allowed in a hook's returns: and does:"):
+        adjoint.loads(text)
