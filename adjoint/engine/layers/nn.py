@@ -14,7 +14,7 @@ from fractions import Fraction
 
 from adjoint.format.errors import ProblemError
 from adjoint.engine.torch_errors import TorchError
-from adjoint.engine.bindings.conv import adaptive_avg_pool, avg_pool, convolution, max_pool
+from adjoint.engine.bindings.conv import adaptive_avg_pool, avg_pool, conv_transpose, convolution, max_pool
 from adjoint.engine.bindings.norm import batch_norm, dropout, embedding, group_norm, layer_norm
 from adjoint.engine.layers import attention
 
@@ -28,6 +28,17 @@ def _conv(rank: int):
         return convolution(c.rt, c.args[0], c.params["weight"], c.params.get("bias"), c.arg("stride"),
                            c.arg("padding"), c.arg("dilation"), c.arg("groups"), rank, c.loc)
     forward.__name__ = f"conv{rank}d_forward"
+    return forward
+
+
+def _conv_transpose(rank: int):
+    """ConvTranspose{rank}d.forward without output_size: F.conv_transpose{rank}d(input, weight, bias,
+    stride, padding, output_padding, groups, dilation)."""
+    def forward(c):
+        return conv_transpose(c.rt, c.args[0], c.params["weight"], c.params.get("bias"), c.arg("stride"),
+                              c.arg("padding"), c.arg("output_padding"), c.arg("groups"), c.arg("dilation"), rank,
+                              c.loc)
+    forward.__name__ = f"conv_transpose{rank}d_forward"
     return forward
 
 
@@ -138,6 +149,8 @@ def embedding_forward(c):
 FORWARDS = {
     "Conv1d": _conv(1),
     "Conv2d": _conv(2),
+    "ConvTranspose1d": _conv_transpose(1),
+    "ConvTranspose2d": _conv_transpose(2),
     "MaxPool2d": max_pool_forward(2),
     "AvgPool2d": avg_pool_forward(2),
     "AdaptiveAvgPool2d": adaptive_avg_pool_forward(2),
