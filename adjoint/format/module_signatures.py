@@ -33,11 +33,11 @@ Args = Mapping[str, object]
 REQUIRED = "<required>"
 
 #: Arg kinds. int / float / bool / str: one value (float exact, str one of ``choices``);
-#: opt_int / opt_float: or None; ints: an int or ``rank`` ints, stored as a tuple; pool: an int or
+#: opt_int / opt_float / opt_bool: or None; ints: an int or ``rank`` ints, stored as a tuple; pool: an int or
 #: ``rank`` ints, stored as given; opt_pool: the same or None; padding: "same", "valid", an int
 #: or ``rank`` ints (tuple); shape: an int or a list of ints (tuple); sizes: a list of ints
 #: (tuple); output_size: an int, None or ``rank`` entries each an int or None.
-ARG_KINDS = ("int", "float", "bool", "str", "opt_int", "opt_float", "ints", "pool", "opt_pool", "padding", "shape",
+ARG_KINDS = ("int", "float", "bool", "str", "opt_int", "opt_float", "opt_bool", "ints", "pool", "opt_pool", "padding", "shape",
              "sizes", "output_size", "layer", "opt_layer")
 #: layer / opt_layer: a module passed as an argument, given as the args of the type named by ``choices[0]``
 #: (a mapping; opt_layer: or None), stored as a tuple of (name, value) pairs with defaults filled in.
@@ -443,6 +443,10 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
     _conv("Conv2d", 2),
     _conv_transpose("ConvTranspose1d", 1),
     _conv_transpose("ConvTranspose2d", 2),
+    NNType("Upsample", (ArgSpec("size", "opt_pool", None, 1, rank=2), ArgSpec("scale_factor", "opt_float", None),
+                        ArgSpec("mode", "str", "nearest", choices=("nearest", "linear", "bilinear")),
+                        ArgSpec("align_corners", "opt_bool", None),
+                        ArgSpec("recompute_scale_factor", "opt_bool", None))),
     NNType("MaxPool2d", (ArgSpec("kernel_size", "pool", minimum=1, rank=2),
                          ArgSpec("stride", "opt_pool", None, 1, rank=2), ArgSpec("padding", "pool", 0, 0, rank=2),
                          ArgSpec("dilation", "pool", 1, 1, rank=2), ArgSpec("return_indices", "bool", False),

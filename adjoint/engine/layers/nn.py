@@ -15,6 +15,7 @@ from fractions import Fraction
 from adjoint.format.errors import ProblemError
 from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.bindings.conv import adaptive_avg_pool, avg_pool, conv_transpose, convolution, max_pool
+from adjoint.engine.bindings.upsample import interpolate
 from adjoint.engine.bindings.norm import batch_norm, dropout, embedding, group_norm, layer_norm
 from adjoint.engine.layers import attention
 
@@ -40,6 +41,13 @@ def _conv_transpose(rank: int):
                               c.loc)
     forward.__name__ = f"conv_transpose{rank}d_forward"
     return forward
+
+
+def upsample_forward(c):
+    """Upsample.forward: F.interpolate(input, self.size, self.scale_factor, self.mode, self.align_corners,
+    recompute_scale_factor=...); the constructor keeps a scale_factor of 0 as None."""
+    return interpolate(c.rt, c.args[0], c.arg("size"), c.arg("scale_factor") or None, c.arg("mode"),
+                       c.arg("align_corners"), c.arg("recompute_scale_factor"), False, c.loc)
 
 
 def max_pool_forward(rank: int):
@@ -151,6 +159,7 @@ FORWARDS = {
     "Conv2d": _conv(2),
     "ConvTranspose1d": _conv_transpose(1),
     "ConvTranspose2d": _conv_transpose(2),
+    "Upsample": upsample_forward,
     "MaxPool2d": max_pool_forward(2),
     "AvgPool2d": avg_pool_forward(2),
     "AdaptiveAvgPool2d": adaptive_avg_pool_forward(2),
