@@ -78,7 +78,7 @@ def bound_of_fan_in(n: int) -> Fraction:
 
 #: module types whose ``bias`` PyTorch draws from U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with the
 #: weight's fan_in (their ``reset_parameters``)
-BIAS_FROM_WEIGHT = ("Linear", "Conv1d", "Conv2d")
+BIAS_FROM_WEIGHT = ("Linear", "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d")
 
 
 #: recurrent modules and their gate counts: ``reset_parameters`` draws every parameter from

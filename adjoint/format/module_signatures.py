@@ -33,11 +33,11 @@ Args = Mapping[str, object]
 REQUIRED = "<required>"
 
 #: Arg kinds. int / float / bool / str: one value (float exact, str one of ``choices``);
-#: opt_int / opt_float: or None; ints: an int or ``rank`` ints, stored as a tuple; pool: an int or
+#: opt_int / opt_float / opt_bool: or None; ints: an int or ``rank`` ints, stored as a tuple; pool: an int or
 #: ``rank`` ints, stored as given; opt_pool: the same or None; padding: "same", "valid", an int
 #: or ``rank`` ints (tuple); shape: an int or a list of ints (tuple); sizes: a list of ints
 #: (tuple); output_size: an int, None or ``rank`` entries each an int or None.
-ARG_KINDS = ("int", "float", "bool", "str", "opt_int", "opt_float", "ints", "pool", "opt_pool", "padding", "shape",
+ARG_KINDS = ("int", "float", "bool", "str", "opt_int", "opt_float", "opt_bool", "ints", "pool", "opt_pool", "padding", "shape",
              "sizes", "output_size", "layer", "opt_layer")
 #: layer / opt_layer: a module passed as an argument, given as the args of the type named by ``choices[0]``
 #: (a mapping; opt_layer: or None), stored as a tuple of (name, value) pairs with defaults filled in.
@@ -137,6 +137,13 @@ def _linear_params(a: Args) -> tuple[ParamSpec, ...]:
 
 def _conv_params(a: Args) -> tuple[ParamSpec, ...]:
     shape = (a["out_channels"], a["in_channels"] // a["groups"]) + tuple(a["kernel_size"])
+    out = (ParamSpec("weight", shape),)
+    return out + ((ParamSpec("bias", (a["out_channels"],)),) if a["bias"] else ())
+
+
+def _conv_transpose_params(a: Args) -> tuple[ParamSpec, ...]:
+    """A transposed convolution's weight is ``(in_channels, out_channels // groups, *kernel_size)``."""
+    shape = (a["in_channels"], a["out_channels"] // a["groups"]) + tuple(a["kernel_size"])
     out = (ParamSpec("weight", shape),)
     return out + ((ParamSpec("bias", (a["out_channels"],)),) if a["bias"] else ())
 
@@ -332,6 +339,19 @@ def _conv(name: str, rank: int) -> NNType:
         params=_conv_params, check=_conv_check)
 
 
+def _conv_transpose(name: str, rank: int) -> NNType:
+    """ConvTranspose1d / 2d (their constructor's order: output_padding before groups, dilation after
+    bias; only padding_mode='zeros', PyTorch's ValueError otherwise)."""
+    return NNType(name, (
+        ArgSpec("in_channels", "int", minimum=1), ArgSpec("out_channels", "int", minimum=1),
+        ArgSpec("kernel_size", "ints", minimum=1, rank=rank), ArgSpec("stride", "ints", (1,) * rank, 1, rank=rank),
+        ArgSpec("padding", "ints", (0,) * rank, 0, rank=rank),
+        ArgSpec("output_padding", "ints", (0,) * rank, 0, rank=rank), ArgSpec("groups", "int", 1, 1),
+        ArgSpec("bias", "bool", True), ArgSpec("dilation", "ints", (1,) * rank, 1, rank=rank),
+        ArgSpec("padding_mode", "str", "zeros", choices=("zeros",))),
+        params=_conv_transpose_params, check=_conv_check)
+
+
 def _cell_params(gates: int):
     """weight_ih (G*H, I), weight_hh (G*H, H), bias_ih, bias_hh (G*H), as named_parameters() has them."""
     def params(a: Args) -> tuple[ParamSpec, ...]:
@@ -421,6 +441,12 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
     # layers
     _conv("Conv1d", 1),
     _conv("Conv2d", 2),
+    _conv_transpose("ConvTranspose1d", 1),
+    _conv_transpose("ConvTranspose2d", 2),
+    NNType("Upsample", (ArgSpec("size", "opt_pool", None, 1, rank=2), ArgSpec("scale_factor", "opt_float", None),
+                        ArgSpec("mode", "str", "nearest", choices=("nearest", "linear", "bilinear")),
+                        ArgSpec("align_corners", "opt_bool", None),
+                        ArgSpec("recompute_scale_factor", "opt_bool", None))),
     NNType("MaxPool2d", (ArgSpec("kernel_size", "pool", minimum=1, rank=2),
                          ArgSpec("stride", "opt_pool", None, 1, rank=2), ArgSpec("padding", "pool", 0, 0, rank=2),
                          ArgSpec("dilation", "pool", 1, 1, rank=2), ArgSpec("return_indices", "bool", False),

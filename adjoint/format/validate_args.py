@@ -72,13 +72,13 @@ def read_arg(node: YNode, spec: nn_types.ArgSpec, what: str):
     """One constructor argument, by its kind (see :data:`adjoint.format.module_signatures.ARG_KINDS`)."""
     kind = spec.kind
     is_null = isinstance(node, YScalar) and node.kind == "null"
-    if kind in ("opt_int", "opt_float", "opt_pool", "output_size") and is_null:
+    if kind in ("opt_int", "opt_float", "opt_bool", "opt_pool", "output_size") and is_null:
         return None
     if kind in ("int", "opt_int"):
         return parse_int(node, what, spec.minimum)
     if kind in ("float", "opt_float"):
         return parse_number(node, what)
-    if kind == "bool":
+    if kind in ("bool", "opt_bool"):
         return boolean(node, what)
     if kind == "str" and not spec.choices:   # any string (a loss's reduction: its forward refuses an unknown one)
         if not isinstance(node, YScalar) or node.kind != "str":

@@ -222,6 +222,50 @@ def lower_isnan(rt, a, loc):
     return rt.apply("compare", [x, x], "ne", loc)
 
 
+#: a float dtype's largest finite value (nan_to_num's default for +inf; its negative for -inf)
+_FINITE_MAX = {"float32": Fraction((2 ** 24 - 1) * 2 ** 104), "float64": Fraction(1.7976931348623157e308)}
+
+
+def _no_symbols(rt, x, loc: Loc, what: str) -> None:
+    if isinstance(x, Tensor) and rt.B.is_symbolic(x.value):
+        raise ProblemError(loc, f"{what} of values with free symbols: its result depends on the symbols; bind them "
+                                "under symbols: and test numbers")
+
+
+def lower_isfinite(rt, a, loc):
+    """``torch.isfinite(x)``: ATen's composite for a float tensor, ``(x == x) * (x.abs() != inf)``:
+    the abs is a node (AbsBackward0, packing x) when x requires grad, made and dropped; the result a
+    bool tensor with no node. An int64 or bool tensor is all True (``ones_like``), no abs."""
+    x = a["input"]
+    _no_symbols(rt, x, loc, "isfinite")
+    if x.dtype in ("int64", "bool"):
+        return rt.apply("compare", [x, x], "eq", loc)
+    if x.dtype.startswith("complex"):
+        raise ProblemError(loc, "isfinite of a complex tensor is not modelled yet")
+    rt.apply("abs", [x], None, loc)
+    return rt.apply("isfinite", [x], None, loc)
+
+
+def lower_nan_to_num(rt, a, loc):
+    """``torch.nan_to_num(x, nan=0.0, posinf=None, neginf=None)``: NanToNumBackward0 (saves self);
+    the defaults for the infinities are the dtype's largest and lowest finite values."""
+    x = a["input"]
+    _no_symbols(rt, x, loc, "nan_to_num")
+    if x.dtype not in _FINITE_MAX:
+        raise ProblemError(loc, f"nan_to_num of a {x.dtype} tensor is not modelled yet; use a float tensor")
+    top = _FINITE_MAX[x.dtype]
+    values = []
+    for name, default in (("nan", Fraction(0)), ("posinf", top), ("neginf", -top)):
+        v = a[name]
+        if v is None:
+            v = default
+        if not isinstance(v, Fraction) or isinstance(v, bool):
+            raise ProblemError(loc, f"nan_to_num's {name}= must be a number here (an infinite or non-number "
+                                    "replacement is not modelled)")
+        values.append(v)
+    return rt.apply("nan_to_num", [x], tuple(values), loc)
+
+
 def lower_where(rt, a, loc):
     return where(rt, a["condition"], a["input"], a["other"], loc)
 
@@ -279,6 +323,11 @@ FUNCTIONS = (
                doc=f"no node: a bool tensor (the Tensor method is what `a {text} b` calls)")
       for name, text in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="), ("eq", "=="), ("ne", "!="))),
     Function("isnan", (_IN,), lower_isnan, doc="no node: a bool tensor, true where the element is nan (x != x)"),
+    Function("isfinite", (_IN,), lower_isfinite,
+             doc="no node: a bool tensor, true where the element is finite (x.abs()'s AbsBackward0 made and dropped)"),
+    Function("nan_to_num", (_IN, Param("nan", "number", Fraction(0)), Param("posinf", "number", None),
+                            Param("neginf", "number", None)), lower_nan_to_num,
+             doc="NanToNumBackward0 (saves self): g * isfinite(self)"),
     Function("where", (Param("condition", "tensor"), Param("input", "scalar"), Param("other", "scalar")), lower_where,
              where="function",
              doc="WhereBackward0 (edges input, other; saves the bool condition)"),

@@ -6,6 +6,9 @@
   ``dilation * (k - 1)`` in total, the odd one on the right: when the two sides differ the
   input first goes through ``constant_pad_nd`` (``ConstantPadNdBackward0``), as
   ``_convolution_mode`` does.
+* ``conv_transpose1d`` / ``conv_transpose2d``: the same ``ConvolutionBackward0`` with
+  ``transposed=True`` (and ``output_padding``), unbatched the same way; its argument checks
+  ATen's (:func:`adjoint.engine.ops.conv_checks.conv_transpose_refusal`), after the packs.
 * ``max_pool2d``: ``MaxPool2DWithIndicesBackward0`` (``return_indices=True`` also returns the
   int64 indices, without a gradient); ``avg_pool2d``: ``AvgPool2DBackward0``;
   ``adaptive_avg_pool2d``: ``AdaptiveAvgPool2DBackward0``, except an output of 1 x 1, which
@@ -129,6 +132,42 @@ def convolution(rt, x: Tensor, w: Tensor, b: Tensor | None, stride, padding, dil
     else:
         pads = expand_arg(padding, rank, "padding", what, loc)
     y = ap("convolution", [x, w, b], ConvSpec(stride, pads, dilation, groups), loc)
+    if unbatched:
+        y = ap("squeeze_dim", [y], (0,), loc)
+    return y
+
+
+def conv_transpose(rt, x: Tensor, w: Tensor, b: Tensor | None, stride, padding, output_padding, groups: int,
+                   dilation, rank: int, loc: Loc):
+    """at::conv_transpose{rank}d: the input's rank checked before any node, an unbatched input
+    unsqueezed, one transposed convolution (whose arguments the op checks after its packs)."""
+    what = f"conv_transpose{rank}d"
+    if len(x.shape) not in (rank + 1, rank + 2):
+        raise TorchError("RuntimeError", f"Expected {rank + 1}D (unbatched) or {rank + 2}D (batched) input to {what}, "
+                                         f"but got input of size: {list(x.shape)}", "forward")
+    refusal = _conv_arg_refusal(w.shape, groups, rank, stride=stride, padding=padding, dilation=dilation,
+                                output_padding=output_padding)
+    if refusal is None and len(w.shape) != rank + 2:   # check_shape_forward's input rank against the weight's
+        shape = ((1,) if len(x.shape) == rank + 1 else ()) + tuple(x.shape)
+        refusal = (f"Expected {len(w.shape)}-dimensional input for {len(w.shape)}-dimensional weight {list(w.shape)}, "
+                   f"but got {len(shape)}-dimensional input of size {list(shape)} instead")
+    ap = rt.apply
+    unbatched = len(x.shape) == rank + 1
+    if unbatched:
+        x = ap("unsqueeze", [x], 0, loc)
+    if refusal is not None:
+        ap("convolution", [x, w, b], Refused("RuntimeError", refusal, x.shape), loc)
+    spec = ConvSpec(expand_arg(stride, rank, "stride", what, loc), expand_arg(padding, rank, "padding", what, loc),
+                    expand_arg(dilation, rank, "dilation", what, loc), groups, True,
+                    expand_arg(output_padding, rank, "output_padding", what, loc))
+    from adjoint.engine.ops.conv_checks import conv_transpose_refusal
+    if any(op >= s for op, s in zip(spec.output_padding, spec.stride)) and conv_transpose_refusal(
+            x.shape, w.shape, None if b is None else b.shape, spec.stride, spec.padding, spec.dilation, groups,
+            spec.output_padding) is None:
+        raise ProblemError(loc, f"{what} with an output_padding of at least the stride (allowed below the dilation): "
+                                "the positions past the last window are not modelled; give an output_padding "
+                                "below the stride")
+    y = ap("convolution", [x, w, b], spec, loc)
     if unbatched:
         y = ap("squeeze_dim", [y], (0,), loc)
     return y
@@ -484,6 +523,20 @@ def lower_adaptive_max_pool1d(rt, a: dict, loc: Loc):
 _IN = Param("input", "tensor")
 
 
+def _lower_conv_transpose(rank: int):
+    def lower(rt, a: dict, loc: Loc):
+        return conv_transpose(rt, a["input"], a["weight"], a["bias"], a["stride"], a["padding"], a["output_padding"],
+                              a["groups"], a["dilation"], rank, loc)
+    lower.__name__ = f"lower_conv_transpose{rank}d"
+    return lower
+
+
+def _conv_transpose_params() -> tuple[Param, ...]:
+    return (_IN, Param("weight", "tensor"), Param("bias", "tensor", None), Param("stride", "ints", (1,)),
+            Param("padding", "ints", (0,)), Param("output_padding", "ints", (0,)), Param("groups", "int", 1),
+            Param("dilation", "ints", (1,)))
+
+
 def _conv_params() -> tuple[Param, ...]:
     return (_IN, Param("weight", "tensor"), Param("bias", "tensor", None), Param("stride", "ints", (1,)),
             Param("padding", "any", (0,)), Param("dilation", "ints", (1,)), Param("groups", "int", 1))
@@ -496,6 +549,10 @@ FUNCTIONS = (
     Function("conv2d", _conv_params(), _lower_conv(2), where="function",
              doc="ConvolutionBackward0 (unbatched: UnsqueezeBackward0 first, SqueezeBackward1 last; "
                  "padding='same' with uneven sides: ConstantPadNdBackward0 first)"),
+    Function("conv_transpose1d", _conv_transpose_params(), _lower_conv_transpose(1), where="function",
+             doc="ConvolutionBackward0, transposed=True (unbatched: UnsqueezeBackward0 first, SqueezeBackward1 last)"),
+    Function("conv_transpose2d", _conv_transpose_params(), _lower_conv_transpose(2), where="function",
+             doc="ConvolutionBackward0, transposed=True (unbatched: UnsqueezeBackward0 first, SqueezeBackward1 last)"),
     Function("max_pool2d", (_IN, Param("kernel_size", "ints"), Param("stride", "ints", None),
                             Param("padding", "ints", (0,)), Param("dilation", "ints", (1,)),
                             Param("ceil_mode", "bool", False), Param("return_indices", "bool", False)),

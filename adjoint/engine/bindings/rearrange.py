@@ -118,6 +118,33 @@ def lower_repeat(rt, a, loc):
     return rt.apply("repeat", [x], reps, loc)
 
 
+def lower_repeat_interleave(rt, a, loc):
+    """at::repeat_interleave with an int ``repeats`` (ATen's composite): no dim flattens first
+    (``flatten()``: ViewBackward0, none for a 1-D input); the dim wrapped against the input's rank,
+    ``repeats`` checked, then ``unsqueeze(dim + 1)``, ``expand`` to ``repeats`` copies, a contiguous
+    ``clone`` and ``flatten(dim, dim + 1)``: UnsqueezeBackward0, ExpandBackward0, CloneBackward0,
+    ViewBackward0. A tensor ``repeats`` (index_select's path) is refused."""
+    from adjoint.engine.bindings.views import lower_flatten
+    x, repeats, dim, output_size = a["input"], a["repeats"], a["dim"], a["output_size"]
+    if isinstance(repeats, Tensor) or isinstance(repeats, bool) or not isinstance(repeats, Fraction) \
+            or repeats.denominator != 1:
+        raise ProblemError(loc, "repeat_interleave() with repeats other than an int (a tensor of repeats: PyTorch "
+                                "indexes with index_select, IndexSelectBackward0) is not modelled yet; give an int")
+    repeats = int(repeats)
+    flat = x if dim is not None else lower_flatten(rt, {"input": x, "start_dim": 0, "end_dim": -1}, loc)
+    d = dim_index(0 if dim is None else dim, len(x.shape), loc)
+    if repeats < 0:
+        raise TorchError("RuntimeError", "Repeats must be non-negative")
+    h = rt.apply("unsqueeze", [flat], d + 1, loc)
+    shape = list(h.shape)
+    shape[d + 1] = repeats
+    if output_size is not None and output_size != repeats * shape[d]:
+        raise TorchError("RuntimeError", f"repeat_interleave: Invalid output_size, expected {repeats * shape[d]} but "
+                                         f"got {output_size}")
+    h = rt.apply("clone", [rt.apply("expand", [h], tuple(shape), loc)], None, loc)
+    return lower_flatten(rt, {"input": h, "start_dim": d, "end_dim": d + 1}, loc)
+
+
 def _triangle(prim: str):
     def lower(rt, a, loc):
         x = a["input"]
@@ -232,6 +259,10 @@ FUNCTIONS = (
              doc="RollBackward0: g rolled by -shifts"),
     Function("repeat", (Param("self", "tensor"), Param("repeats", "ints")), lower_repeat, where="method",
              varargs=True, doc="RepeatBackward0: g summed over the copies"),
+    Function("repeat_interleave", (_IN, Param("repeats", "any"), Param("dim", "int", None),
+                                   Param("output_size", "int", None, keyword_only=True)), lower_repeat_interleave,
+             doc="an int repeats: (no dim: flatten, ViewBackward0), UnsqueezeBackward0, ExpandBackward0, "
+                 "CloneBackward0, ViewBackward0"),
     Function("tril", (_IN, Param("diagonal", "int", 0)), _triangle("tril"), doc="TrilBackward0: g.tril(diagonal)"),
     Function("triu", (_IN, Param("diagonal", "int", 0)), _triangle("triu"), doc="TriuBackward0: g.triu(diagonal)"),
     Function("trace", (_IN,), lower_trace, doc="TraceBackward0: g on the diagonal"),

@@ -14,7 +14,8 @@ from fractions import Fraction
 
 from adjoint.format.errors import ProblemError
 from adjoint.engine.torch_errors import TorchError
-from adjoint.engine.bindings.conv import adaptive_avg_pool, avg_pool, convolution, max_pool
+from adjoint.engine.bindings.conv import adaptive_avg_pool, avg_pool, conv_transpose, convolution, max_pool
+from adjoint.engine.bindings.upsample import interpolate
 from adjoint.engine.bindings.norm import batch_norm, dropout, embedding, group_norm, layer_norm
 from adjoint.engine.layers import attention
 
@@ -29,6 +30,24 @@ def _conv(rank: int):
                            c.arg("padding"), c.arg("dilation"), c.arg("groups"), rank, c.loc)
     forward.__name__ = f"conv{rank}d_forward"
     return forward
+
+
+def _conv_transpose(rank: int):
+    """ConvTranspose{rank}d.forward without output_size: F.conv_transpose{rank}d(input, weight, bias,
+    stride, padding, output_padding, groups, dilation)."""
+    def forward(c):
+        return conv_transpose(c.rt, c.args[0], c.params["weight"], c.params.get("bias"), c.arg("stride"),
+                              c.arg("padding"), c.arg("output_padding"), c.arg("groups"), c.arg("dilation"), rank,
+                              c.loc)
+    forward.__name__ = f"conv_transpose{rank}d_forward"
+    return forward
+
+
+def upsample_forward(c):
+    """Upsample.forward: F.interpolate(input, self.size, self.scale_factor, self.mode, self.align_corners,
+    recompute_scale_factor=...); the constructor keeps a scale_factor of 0 as None."""
+    return interpolate(c.rt, c.args[0], c.arg("size"), c.arg("scale_factor") or None, c.arg("mode"),
+                       c.arg("align_corners"), c.arg("recompute_scale_factor"), False, c.loc)
 
 
 def max_pool_forward(rank: int):
@@ -138,6 +157,9 @@ def embedding_forward(c):
 FORWARDS = {
     "Conv1d": _conv(1),
     "Conv2d": _conv(2),
+    "ConvTranspose1d": _conv_transpose(1),
+    "ConvTranspose2d": _conv_transpose(2),
+    "Upsample": upsample_forward,
     "MaxPool2d": max_pool_forward(2),
     "AvgPool2d": avg_pool_forward(2),
     "AdaptiveAvgPool2d": adaptive_avg_pool_forward(2),

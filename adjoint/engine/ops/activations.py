@@ -397,6 +397,8 @@ def where_vjp(B, gs, ins, outs, p, need):
 RELATIONS = {"gt": (">", ">"), "ge": (">=", "\\geq"), "lt": ("<", "<"), "le": ("<=", "\\leq"), "eq": ("==", "="),
              "ne": ("!=", "\\neq")}
 _COMPARE_FN = {name: Fn(name, f"\\left[#0 {tex} #1\\right]", no_gradient) for name, (_, tex) in RELATIONS.items()}
+ISFINITE = Fn("isfinite", "\\operatorname{isfinite}\\left(#0\\right)", no_gradient)
+NAN_TO_NUM = Fn("nan_to_num", "\\operatorname{nan\\_to\\_num}\\left(#0\\right)", generic_vjp)
 
 
 def compare_forward(B, ins, p):
@@ -412,6 +414,31 @@ def compare_forward(B, ins, p):
                                 zero)
     tie = one if rel in ("==", ">=", "<=") else zero
     return B.broadcast_to(B.choose(equal_infinities, "!=", tie, plain), shape)
+
+
+def finite_mask(B, x):
+    """1 where x is finite, else 0: ``x - x`` is 0 exactly there, nan at an infinity or a nan."""
+    return B.mask(B.sub(x, x), lambda s: s == 0)
+
+
+def isfinite_forward(B, ins, p):
+    """``torch.isfinite``: a bool tensor (no node)."""
+    return finite_mask(B, ins[0])
+
+
+def nan_to_num_forward(B, ins, p):
+    """nan, +inf and -inf replaced by ``p``'s three numbers (PyTorch's defaults: 0 and the dtype's
+    largest and lowest finite values, filled in by the binding), every other element kept."""
+    x = ins[0]
+    shape = B.shape(x)
+    nan, posinf, neginf = (B.broadcast_to(B.scalar(v), shape) for v in p)
+    infinite = B.choose(B.mask(x, lambda s: s == 1), "!=", posinf, neginf)
+    return B.choose(finite_mask(B, x), "!=", x, B.choose(_nan(B, x), "!=", nan, infinite))
+
+
+def nan_to_num_vjp(B, gs, ins, outs, p, need):
+    """derivatives.yaml: ``grad * at::isfinite(self)``."""
+    return [B.mul(gs[0], finite_mask(B, ins[0]))]
 
 
 def no_vjp(B, gs, ins, outs, p, need):
@@ -540,6 +567,14 @@ OPS = (
        differentiable=(False, False), out_dtypes=("bool",),
        kink_doc="-- (no node; nan compares false, except !=)",
        math=Math(lambda a, p, shape, k: TFn(_COMPARE_FN[p], tuple(a), shape))),
+    Op("isfinite", "(none)", isfinite_forward, no_vjp, same_shape, (),
+       "not differentiable: the result is a bool tensor with no grad_fn", negzero="never", grows=False,
+       differentiable=(False,), out_dtypes=("bool",), kink_doc="-- (no node)",
+       math=Math(lambda a, p, shape, k: TFn(ISFINITE, tuple(a), shape))),
+    Op("nan_to_num", "NanToNumBackward0", nan_to_num_forward, nan_to_num_vjp, same_shape, _SELF,
+       "g * isfinite(self)", negzero="structural", integers="refused", fills=True,
+       kink_doc="0 where self is nan or infinite", math=Math(applied(NAN_TO_NUM)),
+       checks=(Check(((2, 3),), (Fraction(0), Fraction(1), Fraction(-1))),)),
 )
 
 

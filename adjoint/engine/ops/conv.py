@@ -8,6 +8,13 @@ group. The backward is the same unfolding read backwards: ``grad_weight = g^T co
 ``grad_input`` is ``g W`` folded back (``col2im``, overlapping patches add up) and cropped,
 ``grad_bias`` is ``g`` summed over the batch and the positions. ``ConvolutionBackward0``
 saves ``input`` and ``weight`` whatever needs a gradient (probed on 2.13).
+
+A transposed convolution (``conv_transpose1d`` / ``2d``: the same node, ``transposed=True``) is
+the input gradient of the convolution with the same weight and arguments: its forward is that
+col2im of ``x W`` onto an output of ``(L - 1) * stride - 2 * padding + dilation * (k - 1) +
+output_padding + 1`` positions; its backward is the convolution read the other way:
+``grad_input`` the convolution of ``g`` with ``W``, ``grad_weight`` the convolution's weight
+gradient with ``g`` as its input and ``x`` as its output gradient.
 """
 
 from __future__ import annotations
@@ -32,10 +39,27 @@ class ConvSpec:
     padding: tuple[int, ...]
     dilation: tuple[int, ...]
     groups: int
+    transposed: bool = False
+    output_padding: tuple[int, ...] = ()
+
+    def plain(self) -> "ConvSpec":
+        """The convolution a transposed one is the input gradient of (the same arguments)."""
+        return ConvSpec(self.stride, self.padding, self.dilation, self.groups)
 
 
 def conv_out_size(size: int, k: int, s: int, p: int, d: int) -> int:
     return (size + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def transposed_out_size(size: int, k: int, s: int, p: int, d: int, op: int) -> int:
+    return (size - 1) * s - 2 * p + d * (k - 1) + op + 1
+
+
+def _refusal(x, w, b, p: ConvSpec):
+    from adjoint.engine.ops.conv_checks import conv_refusal, conv_transpose_refusal
+    if p.transposed:
+        return conv_transpose_refusal(x, w, b, p.stride, p.padding, p.dilation, p.groups, p.output_padding)
+    return conv_refusal(x, w, b, p.stride, p.padding, p.dilation, p.groups)
 
 
 def conv_shape(shapes, p: ConvSpec, loc):
@@ -46,9 +70,11 @@ def conv_shape(shapes, p: ConvSpec, loc):
     if len(x) != n_sp + 2:
         raise ProblemError(loc, f"convolution of a {len(x)}-D input with a {len(w)}-D weight: an internal error "
                                 f"(conv{n_sp}d refuses the input's rank, PyTorch's error, before the op)")
-    from adjoint.engine.ops.conv_checks import conv_refusal
-    if conv_refusal(x, w, b, p.stride, p.padding, p.dilation, p.groups) is not None:
-        return (x[0], w[0]) + (0,) * n_sp   # PyTorch's error is the op's value_error (after the packs)
+    if _refusal(x, w, b, p) is not None:   # PyTorch's error is the op's value_error (after the packs)
+        return (x[0], w[1] * p.groups if p.transposed else w[0]) + (0,) * n_sp
+    if p.transposed:
+        return (x[0], w[1] * p.groups) + tuple(transposed_out_size(*a) for a in zip(
+            x[2:], w[2:], p.stride, p.padding, p.dilation, p.output_padding))
     out = []
     for size, k, s, pad, d in zip(x[2:], w[2:], p.stride, p.padding, p.dilation):
         out.append(conv_out_size(size, k, s, pad, d))
@@ -58,11 +84,10 @@ def conv_shape(shapes, p: ConvSpec, loc):
 def conv_refused(B, values, p: ConvSpec):
     """PyTorch's error for this convolution (``value_error``: raised once the node has packed
     input and weight), else None."""
-    from adjoint.engine.ops.conv_checks import conv_refusal
     if isinstance(p, Refused):
         return p.error
     x, w, b = (None if v is None else tuple(B.shape(v)) for v in values)
-    return conv_refusal(x, w, b, p.stride, p.padding, p.dilation, p.groups)
+    return _refusal(x, w, b, p)
 
 
 def conv_work(shapes, p: ConvSpec) -> int:
@@ -70,9 +95,12 @@ def conv_work(shapes, p: ConvSpec) -> int:
     x, w = shapes[0], shapes[1]
     if isinstance(p, Refused) or x is None or w is None or len(x) != len(w) or len(x) < 3:
         return 0   # the shape rule raises PyTorch's complaint
-    from adjoint.engine.ops.conv_checks import conv_refusal
-    if conv_refusal(x, w, shapes[2] if len(shapes) > 2 else None, p.stride, p.padding, p.dilation, p.groups):
+    if _refusal(x, w, shapes[2] if len(shapes) > 2 else None, p):
         return 0   # PyTorch refuses it before any work
+    if p.transposed:   # the padded output, or the patches of the convolution it is the input gradient of
+        out = conv_shape([x, w, None], p, None)
+        padded = out[0] * out[1] * _prod(s + 2 * pd for s, pd in zip(out[2:], p.padding))
+        return max(padded, x[0] * _prod(x[2:]) * w[1] * p.groups * _prod(w[2:]))
     padded = x[0] * x[1] * _prod(s + 2 * pd for s, pd in zip(x[2:], p.padding))
     outs = [max(conv_out_size(sz, k, s, pd, d), 0) for sz, k, s, pd, d in
             zip(x[2:], w[2:], p.stride, p.padding, p.dilation)]
@@ -152,53 +180,75 @@ def _from_channels(B, g, group: int, groups: int):
 def conv_forward(B, ins, p: ConvSpec):
     x, w, b = ins
     k_shape = B.shape(w)[2:]
+    if p.transposed:
+        out = conv_shape([B.shape(x), B.shape(w), None], p, None)
+        return _add_bias(B, _input_grad(B, x, w, out, p.plain()), b, len(k_shape))
     pieces = []
     outs = None
     for gi in range(p.groups):
         cols, outs = _cols(B, x, k_shape, p, gi)
         pieces.append(_to_channels(B, B.matmul2d(cols, B.t2(_group_weight(B, w, p, gi))), B.shape(x)[0], outs))
     y = pieces[0] if len(pieces) == 1 else B.concat(pieces, 1)
-    if b is not None:
-        y = B.add(y, B.reshape(b, (B.shape(b)[0],) + (1,) * len(k_shape)))
-    return y
+    return _add_bias(B, y, b, len(k_shape))
+
+
+def _input_grad(B, g, w, x_shape, p: ConvSpec):
+    """The convolution's input gradient for an input of shape ``x_shape``: ``g W`` per group,
+    folded back over the patches (col2im: overlapping patches add up) and cropped."""
+    k_shape = B.shape(w)[2:]
+    cg = x_shape[1] // p.groups
+    fold = getattr(B, "conv_fold", None)   # the float64 backend's col2im: the same doubles, strided adds
+    if fold is not None:
+        return fold([B.matmul2d(_from_channels(B, g, gi, p.groups), _group_weight(B, w, p, gi)) for gi in range(p.groups)],
+                    x_shape, k_shape, p.stride, p.padding, p.dilation)
+    padded_shape = tuple(x_shape[:2]) + tuple(s + 2 * pd for s, pd in zip(x_shape[2:], p.padding))
+    _, keys = _positions(x_shape[2:], k_shape, p)
+    total = B.zeros(padded_shape)
+    nd = len(k_shape)
+    for gi in range(p.groups):
+        gcols = B.matmul2d(_from_channels(B, g, gi, p.groups), _group_weight(B, w, p, gi))  # (N*L, Cg*K)
+        outs_sp = B.shape(g)[2:]
+        folded = B.reshape(gcols, (x_shape[0],) + tuple(outs_sp) + (cg,) + tuple(k_shape))
+        perm = (0, 1 + nd) + tuple(range(1, 1 + nd)) + tuple(range(2 + nd, 2 + 2 * nd))
+        folded = B.permute(folded, perm)  # (N, Cg, *O, *K)
+        key = (slice(None), slice(gi * cg, (gi + 1) * cg)) + keys
+        total = B.add(total, B.place_add(padded_shape, key, folded))
+    crop = (slice(None), slice(None)) + tuple(slice(pd, pd + s) for s, pd in zip(x_shape[2:], p.padding))
+    return B.index(total, crop) if any(p.padding) else total
+
+
+def _weight_grad(B, g, x, k_shape, p: ConvSpec):
+    """The convolution's weight gradient: ``g^T`` times the input's patches, group by group."""
+    cg = B.shape(x)[1] // p.groups
+    pieces = []
+    for gi in range(p.groups):
+        cols, _ = _cols(B, x, k_shape, p, gi)
+        gwg = B.matmul2d(B.t2(_from_channels(B, g, gi, p.groups)), cols)  # (Og, Cg*K)
+        pieces.append(B.reshape(gwg, (B.shape(gwg)[0], cg) + tuple(k_shape)))
+    return pieces[0] if len(pieces) == 1 else B.concat(pieces, 0)
+
+
+def _bias_grad(B, g, nd: int):
+    o = B.shape(g)[1]
+    return B.reshape(B.sum_to(g, (1, o) + (1,) * nd), (o,))
+
+
+def _add_bias(B, y, b, nd: int):
+    return y if b is None else B.add(y, B.reshape(b, (B.shape(b)[0],) + (1,) * nd))
 
 
 def conv_vjp(B, gs, ins, outs, p: ConvSpec, need):
     g = gs[0]
     x, w, b = ins
     k_shape = B.shape(w)[2:]
-    x_shape = B.shape(x)
-    cg = x_shape[1] // p.groups
-    gx = gw = gb = None
-    fold = getattr(B, "conv_fold", None)   # the float64 backend's col2im: the same doubles, strided adds
-    if need[0] and fold is not None:
-        gx = fold([B.matmul2d(_from_channels(B, g, gi, p.groups), _group_weight(B, w, p, gi)) for gi in range(p.groups)],
-                  x_shape, k_shape, p.stride, p.padding, p.dilation)
-    elif need[0]:
-        padded_shape = x_shape[:2] + tuple(s + 2 * pd for s, pd in zip(x_shape[2:], p.padding))
-        _, keys = _positions(x_shape[2:], k_shape, p)
-        total = B.zeros(padded_shape)
-        nd = len(k_shape)
-        for gi in range(p.groups):
-            gcols = B.matmul2d(_from_channels(B, g, gi, p.groups), _group_weight(B, w, p, gi))  # (N*L, Cg*K)
-            outs_sp = B.shape(g)[2:]
-            folded = B.reshape(gcols, (x_shape[0],) + tuple(outs_sp) + (cg,) + tuple(k_shape))
-            perm = (0, 1 + nd) + tuple(range(1, 1 + nd)) + tuple(range(2 + nd, 2 + 2 * nd))
-            folded = B.permute(folded, perm)  # (N, Cg, *O, *K)
-            key = (slice(None), slice(gi * cg, (gi + 1) * cg)) + keys
-            total = B.add(total, B.place_add(padded_shape, key, folded))
-        crop = (slice(None), slice(None)) + tuple(slice(pd, pd + s) for s, pd in zip(x_shape[2:], p.padding))
-        gx = B.index(total, crop) if any(p.padding) else total
-    if need[1]:
-        pieces = []
-        for gi in range(p.groups):
-            cols, _ = _cols(B, x, k_shape, p, gi)
-            gwg = B.matmul2d(B.t2(_from_channels(B, g, gi, p.groups)), cols)  # (Og, Cg*K)
-            pieces.append(B.reshape(gwg, (B.shape(gwg)[0], cg) + tuple(k_shape)))
-        gw = pieces[0] if len(pieces) == 1 else B.concat(pieces, 0)
-    if len(need) > 2 and need[2] and b is not None:
-        o = B.shape(g)[1]
-        gb = B.reshape(B.sum_to(g, (1, o) + (1,) * len(k_shape)), (o,))
+    if p.transposed:   # the input gradient of the plain convolution: read back, a convolution
+        plain = p.plain()
+        gx = conv_forward(B, [g, w, None], plain) if need[0] else None
+        gw = _weight_grad(B, x, g, k_shape, plain) if need[1] else None
+    else:
+        gx = _input_grad(B, g, w, B.shape(x), p) if need[0] else None
+        gw = _weight_grad(B, g, x, k_shape, p) if need[1] else None
+    gb = _bias_grad(B, g, len(k_shape)) if len(need) > 2 and need[2] and b is not None else None
     return [gx, gw, gb]
 
 
@@ -276,9 +326,11 @@ PAD = Fn("pad", "\\operatorname{pad}_{#s}\\left(#0\\right)", generic_vjp)
 
 def _conv_sub(p: ConvSpec) -> str:
     parts = [f"\\mathrm{{{name}}}={_tuple_text(v)}" for name, v, default in
-             (("stride", p.stride, 1), ("padding", p.padding, 0), ("dilation", p.dilation, 1))
+             (("stride", p.stride, 1), ("padding", p.padding, 0), ("output\\_padding", p.output_padding, 0),
+              ("dilation", p.dilation, 1))
              if any(x != default for x in v)]
-    return ",\\,".join(parts + ([f"\\mathrm{{groups}}={p.groups}"] if p.groups != 1 else []))
+    return ",\\,".join((["\\mathrm{transposed}"] if p.transposed else []) + parts
+                        + ([f"\\mathrm{{groups}}={p.groups}"] if p.groups != 1 else []))
 
 
 def _pad_sub(pads) -> str:
@@ -301,7 +353,9 @@ OPS = (
        "patches; grad_bias: g summed over batch and positions", grows=True, work=conv_work,
        value_error=conv_refused,
        checks=(Check(((1, 2, 3, 3), (2, 2, 2, 2), (2,)), ConvSpec((1, 1), (1, 0), (1, 1), 1)),
-               Check(((2, 4, 5), (2, 2, 2), None), ConvSpec((2,), (1,), (2,), 2))),
+               Check(((2, 4, 5), (2, 2, 2), None), ConvSpec((2,), (1,), (2,), 2)),
+               Check(((1, 2, 2, 3), (2, 2, 2, 2), (2,)), ConvSpec((2, 1), (1, 0), (1, 1), 1, True, (1, 0))),
+               Check(((2, 4, 3), (4, 1, 2), None), ConvSpec((2,), (1,), (2,), 2, True, (1,)))),
        math=Math(layer((CONV,), _conv_sub)), integers="alone"),
     Op("constant_pad_nd", "ConstantPadNdBackward0", pad_forward, pad_vjp, pad_shape, (),
        "g cropped back to the input (negative pads: zeros where the input was cut)", negzero="structural",
