@@ -328,6 +328,8 @@ HOOK_REFUSALS = [
                                   "numbered 0 to 0"),
     ("{tensor: x, returns: grad * 2, raises: no}", "6:17: a hook that raises never returns; drop returns: or raises:"),
     ("{tensor: x, mode: any}", "6:17: mode: is only for multi_grad: hooks"),
+    ("{tensor: x, kind: retain_grad, raises: r}", "6:36: retain_grad runs no code, so it cannot raise; drop raises: "
+                                                  "or use kind: hook"),
 ]
 
 

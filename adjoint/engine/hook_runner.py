@@ -429,9 +429,13 @@ NUMBER_CHECKED = {("node", "pre"), ("node", "post"), ("module", "backward"), ("m
 
 def _number_or_value(v, hook, e):
     """A returned tuple's item: a Python number whose type the expression shows is handed on as a
-    :class:`ReturnedNumber` (PyTorch's TypeError once the tuple's length is checked)."""
-    if v is None or isinstance(v, (Tensor, tuple)):
+    :class:`ReturnedNumber` (PyTorch's TypeError once the tuple's length is checked), and so is a
+    nested tuple, list or ``torch.return_types`` (check_single_result names its type: "expected
+    Variable, but hook returned 'tuple'")."""
+    if v is None or isinstance(v, Tensor):
         return _value(v, hook)
+    if isinstance(v, tuple):
+        return ReturnedNumber(sequence_name(v))
     name = type_name(v, e) if e is not None else None
     if name in ("int", "float", "bool"):
         return ReturnedNumber(name)

@@ -22,7 +22,7 @@ from adjoint.format import syntax as S
 from adjoint.format.module_attrs import is_self_attribute
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.bindings import FUNCTIONS, METHODS, call_function, describe
-from adjoint.engine.bindings.core import binary, neg
+from adjoint.engine.bindings.core import binary, is_number, neg
 from adjoint.engine.bindings.views import attribute, getitem
 from adjoint.engine.graph import Tensor
 from adjoint.engine.return_types import ReturnTuple
@@ -73,6 +73,10 @@ class EnvScope:
         raise ProblemError(loc, unknown_function(name, f"in {self.what}"))
 
     def assign(self, name, value, loc):
+        self.env[name] = value
+
+    def assign_again(self, name, value, loc):
+        """``t += (g,)`` of a tuple, ``n += 1`` of a number: Python rebinds the name."""
         self.env[name] = value
 
 
@@ -201,9 +205,7 @@ class Interp:
         ``iter(self.unbind(0))`` (one UnbindBackward0 for all the rows; TypeError "iteration over a
         0-d tensor" for a 0-d one); ValueError when the count is not ``n``."""
         if isinstance(value, Tensor):
-            if not value.shape:
-                raise TorchError("TypeError", "iteration over a 0-d tensor", "python")
-            value = call_function(self.rt, "unbind", [Fraction(0)], {}, loc, method_of=value)
+            value = self.rows(value, loc)
         elif value is None or isinstance(value, (bool, PyFloat)):
             raise TorchError("TypeError", f"cannot unpack non-iterable {pyerrors.type_name(value, None)} object",
                              "python")
@@ -214,6 +216,13 @@ class Interp:
         if len(value) < n:
             raise TorchError("ValueError", f"not enough values to unpack (expected {n}, got {len(value)})", "python")
         return value
+
+    def rows(self, t: Tensor, loc: Loc) -> tuple:
+        """``iter(t)``'s items: ``Tensor.__iter__`` is ``iter(self.unbind(0))`` (one UnbindBackward0
+        for all the rows; TypeError "iteration over a 0-d tensor" for a 0-d one)."""
+        if not t.shape:
+            raise TorchError("TypeError", "iteration over a 0-d tensor", "python")
+        return call_function(self.rt, "unbind", [Fraction(0)], {}, loc, method_of=t)
 
     def augmented(self, stmt: S.AugAssign) -> None:
         """``t op= v`` with Python's semantics: Tensor.__iadd__ and friends are in-place;
@@ -226,13 +235,13 @@ class Interp:
             current = self.subscript_of(base, items, stmt.target)
             value = self.eval(stmt.value)
             self.check_augmented_none(current, stmt, value)
-            result = self.apply_augmented(current, stmt.op, value, stmt.loc, stmt.value)
+            result = self.apply_augmented(current, stmt.op, value, stmt.loc, stmt.value, stmt.target)
             setitem(self.rt, base, items, result, stmt.loc)
             return
         current = self.eval(stmt.target)
         value = self.eval(stmt.value)
         self.check_augmented_none(current, stmt, value)
-        result = self.apply_augmented(current, stmt.op, value, stmt.loc, stmt.value)
+        result = self.apply_augmented(current, stmt.op, value, stmt.loc, stmt.value, stmt.target)
         if result is not current:
             self.scope.assign_again(stmt.target.id, result, stmt.loc)
 
@@ -243,7 +252,10 @@ class Interp:
                 and not isinstance(value, _SEQUENCES):
             raise pyerrors.binary_none(stmt.op + "=", current, stmt.target, value, stmt.value, stmt.loc)
 
-    def apply_augmented(self, current, op: str, value, loc: Loc, value_expr: S.Expr | None = None):
+    def apply_augmented(self, current, op: str, value, loc: Loc, value_expr: S.Expr | None = None,
+                        target: S.Expr | None = None):
+        if isinstance(current, tuple) or isinstance(value, tuple):   # a tuple has no in-place operator: t = t + v
+            return self.sequences(op, current, target, value, value_expr, loc, augmented=True)
         if isinstance(current, Tensor) and value_expr is not None:   # t += 2 ** 70: the Scalar's OverflowError
             bigints.check_scalar(value, value_expr)
         if isinstance(current, Tensor) and op in AUGMENTED:
@@ -398,15 +410,11 @@ class Interp:
                     stack += [(node, True), (node.right, False), (node.left, False)]
                     continue
                 b, a = values.pop(), values.pop()
-                if node.op == "+" and isinstance(a, tuple) and isinstance(b, tuple) and \
-                        isinstance(a, PyList) == isinstance(b, PyList):   # Python's tuple (list) concatenation
-                    values.append(PyList(a + b) if isinstance(a, PyList) else a + b)
+                if isinstance(a, tuple) or isinstance(b, tuple):
+                    values.append(self.sequences(node.op, a, node.left, b, node.right, node.loc))
                     continue
-                if node.op == "*" and isinstance(a, tuple) != isinstance(b, tuple):
-                    repeated = self.repeat(node, a, b)
-                    if repeated is not None:
-                        values.append(repeated)
-                        continue
+                if node.op == "/" and is_number(a) and is_number(b) and b == 0:
+                    raise pyerrors.zero_division(a, node.left, b, node.right, self.number_types, node.loc)
                 if (a is None or b is None) and not isinstance(a, _SEQUENCES) and not isinstance(b, _SEQUENCES):
                     raise pyerrors.binary_none(node.op, a, node.left, b, node.right, node.loc)
                 if node.op == "@" and not (isinstance(a, Tensor) and isinstance(b, Tensor)) and \
@@ -430,8 +438,8 @@ class Interp:
                     stack += [(node, True), (node.operand, False)]
                     continue
                 operand = values.pop()
-                if operand is None:
-                    raise pyerrors.unary_none("-")
+                if operand is None or isinstance(operand, tuple):
+                    raise pyerrors.unary_none("-", pyerrors.type_name(operand, None))
                 values.append(neg(self.rt, self.operand(operand, node.operand, "unary -"), node.loc))
             else:
                 values.append(self.eval(node))
@@ -626,22 +634,33 @@ class Interp:
             raise pyerrors.not_subscriptable()
         raise ProblemError(e.loc, f"'{S.to_source(e.value)}' is {describe(v)}; only tuples and tensors can be indexed")
 
-    def repeat(self, node: S.Bin, a, b):
-        """``seq * n`` (or ``n * seq``) of a tuple or list and a Python int: Python's repetition (a
-        list stays a list; a ``torch.return_types`` repeated is a plain tuple); a float count is
-        Python's TypeError. None when it is no such pair (the operands' own refusal follows)."""
-        (seq, count, count_expr) = (a, b, node.right) if isinstance(a, tuple) else (b, a, node.left)
-        if not isinstance(count, (bool, Fraction, PyFloat)):
-            return None
-        kind = pyerrors.type_name(count, count_expr, self.number_types)
-        if kind == "float":
-            raise TorchError("TypeError", "can't multiply sequence by non-int of type 'float'", "python")
-        if kind not in ("int", "bool"):
-            return None
-        n = max(int(count), 0)
-        if n * len(seq) > 10 ** 6:
-            raise ProblemError(node.loc, f"a sequence repeated {n} times: too large to model")
-        return PyList(seq * n) if isinstance(seq, PyList) else tuple(seq) * n
+    def sequences(self, op: str, a, a_expr: S.Expr | None, b, b_expr: S.Expr | None, loc: Loc,
+                  augmented: bool = False):
+        """``a OP b`` (``a OP= b``: a tuple has no in-place operator, so it is the same) where an
+        operand is a tuple, a list or a ``torch.return_types`` value: Python's concatenation of two
+        tuples or two lists, its repetition by an int (a list stays a list; a ``torch.return_types``
+        concatenated or repeated is a plain tuple), else CPython's TypeError
+        (:func:`pyerrors.sequence_operand`)."""
+        if op == "+" and isinstance(a, tuple) and isinstance(b, tuple) and isinstance(a, PyList) == isinstance(b, PyList):
+            return PyList(a + b) if isinstance(a, PyList) else a + b
+        if op == "+" and augmented and isinstance(a, PyList):   # list.__iadd__ is extend(): any iterable
+            if isinstance(b, (tuple, Tensor)):
+                return PyList(a + tuple(b if isinstance(b, tuple) else self.rows(b, loc)))
+            name = pyerrors.type_name(b, b_expr, self.number_types)
+            if name is None:
+                raise ProblemError(loc, "list += NUMBER: Python's TypeError names the number's type (int or float), "
+                                        "which is not known here")
+            raise TorchError("TypeError", f"'{name}' object is not iterable", "python")
+        if op == "*" and isinstance(a, tuple) != isinstance(b, tuple) and (isinstance(a, tuple) or not augmented):
+            (seq, count, count_expr) = (a, b, b_expr) if isinstance(a, tuple) else (b, a, a_expr)
+            kind = pyerrors.type_name(count, count_expr, self.number_types) \
+                if isinstance(count, (bool, Fraction, PyFloat)) else None
+            if kind in ("int", "bool"):
+                n = max(int(count), 0)
+                if n * len(seq) > 10 ** 6:
+                    raise ProblemError(loc, f"a sequence repeated {n} times: too large to model")
+                return PyList(seq * n) if isinstance(seq, PyList) else tuple(seq) * n
+        raise pyerrors.sequence_operand(op, a, a_expr, b, b_expr, self.number_types, loc, augmented)
 
     def floor_divide(self, node: S.Bin, a, b):
         """``a // b`` of two Python numbers (a size: ``C // n_head``), Python's floor division: an
@@ -676,14 +695,8 @@ class Interp:
         return (Fraction(int(a)) if isinstance(a, bool) else a), (Fraction(int(b)) if isinstance(b, bool) else b)
 
     def operand(self, v, e: S.Expr, op: str):
-        if v is None:
-            # only beside a tuple or list (None with a number or tensor is pyerrors.binary_none's answer):
-            # CPython's message then depends on the operator and the side (concatenate, repeat, ...)
-            raise ProblemError(e.loc, f"'{S.to_source(e)}' is None here beside a tuple or list, so '{op}' fails: "
-                                      "Python's TypeError (its wording depends on the operator and the side) is not "
-                                      "modelled")
-        if isinstance(v, tuple):
-            raise ProblemError(e.loc, f"'{S.to_source(e)}' is a tuple; index it first, e.g. {S.to_source(e)}[0]")
+        """An operator's operand that is no tuple and not None (those are Python's errors, or its
+        concatenation and repetition, before this)."""
         if isinstance(v, bool):
             raise ProblemError(e.loc, f"'{S.to_source(e)}' is the Python bool {v} here (== or != with None gives "
                                       f"one); '{op}' with a Python bool is modelled beside a float tensor or a number only; "

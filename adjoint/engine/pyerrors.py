@@ -14,7 +14,11 @@ what the user sees):
 * an ordering comparison with None: ``'OP' not supported between instances of 'A' and 'B'``;
 * a method or attribute of None: ``AttributeError: 'NoneType' object has no attribute 'NAME'``;
 * indexing None: ``TypeError: 'NoneType' object is not subscriptable``; a tuple index out of
-  range: ``IndexError: tuple index out of range``.
+  range: ``IndexError: tuple index out of range``;
+* an operator with a tuple, list or ``torch.return_types`` operand that is no concatenation or
+  repetition (:func:`sequence_operand`);
+* a true division of Python numbers by zero: ``ZeroDivisionError: division by zero`` (two ints),
+  ``float division by zero``, ``complex division by zero``.
 
 A Python number's type (``int`` or ``float``) is read from the expression that made it (the
 engine keeps numbers exact, as fractions); where that cannot be told, the operation is refused
@@ -31,6 +35,7 @@ from adjoint.engine.graph import Tensor
 from adjoint.engine.runtime import TorchError
 from adjoint.format.gaussian import Gaussian
 from adjoint.engine.pyfloat import PyFloat
+from adjoint.engine.pylist import PyList, sequence_name
 
 #: how CPython names the operator in "unsupported operand type(s) for OP"
 _OP_TEXT = {"**": "** or pow()"}
@@ -135,6 +140,8 @@ def type_name(value, e: S.Expr, names: dict | None = None) -> str | None:
         return "bool"
     if isinstance(value, Tensor):
         return "Parameter" if value.is_param else "Tensor"
+    if isinstance(value, tuple):   # a tuple, a list, a torch.return_types value
+        return sequence_name(value)
     if isinstance(value, PyFloat):   # x.item() of a float tensor, and what is computed from it
         return "float"
     if isinstance(value, (Fraction, Gaussian)):
@@ -157,8 +164,61 @@ def binary_none(op: str, a, a_expr: S.Expr, b, b_expr: S.Expr, loc) -> TorchErro
     tensor or None."""
     left, right = type_name(a, a_expr), type_name(b, b_expr)
     if left is None or right is None:
-        raise _unknown(loc, f"'{S.to_source(a_expr)} {op} {S.to_source(b_expr)}' has a None operand")
+        raise _unknown(loc, f"'{_source(a_expr, left)} {op} {_source(b_expr, right)}' has a None operand")
     return TorchError("TypeError", f"unsupported operand type(s) for {_OP_TEXT.get(op, op)}: '{left}' and '{right}'",
+                      "python")
+
+
+def _source(e: S.Expr | None, name: str | None) -> str:
+    """An operand as a message shows it: its expression, else its type (an engine's own operand)."""
+    return S.to_source(e) if e is not None else name or "a number"
+
+
+def sequence_operand(op: str, a, a_expr: S.Expr | None, b, b_expr: S.Expr | None, names: dict | None, loc,
+                     augmented: bool = False) -> TorchError:
+    """CPython's TypeError for ``a OP b`` (``a OP= b`` when ``augmented``) where an operand is a
+    tuple, a list or a ``torch.return_types`` value and Python's concatenation (``+`` of two tuples,
+    of two lists) or repetition (``*`` by an int) does not apply. Tensor's operators return
+    NotImplemented for a sequence, so CPython's own message is what the user sees: ``+`` with a
+    sequence on the left is ``can only concatenate tuple (not "Tensor") to tuple`` (the sequence's
+    concatenation); ``*`` with a sequence takes the other operand as a count (``can't multiply
+    sequence by non-int of type 'float'``; a float tensor's, or a tensor of several elements',
+    ``__index__`` raises first), except that ``t *= seq`` has no repetition to try; anything else
+    is ``unsupported operand type(s) for OP``. Checked against CPython 3.11 with torch 2.13 in
+    tests/test_pyerrors_sequences.py. A number whose type (int or float) cannot be told: refused."""
+    left, right = type_name(a, a_expr, names), type_name(b, b_expr, names)
+    if left is None or right is None:
+        raise _unknown(loc, f"'{_source(a_expr, left)} {op} {_source(b_expr, right)}' has a tuple operand")
+    if op == "+" and isinstance(a, tuple):
+        base = "list" if isinstance(a, PyList) else "tuple"
+        return TorchError("TypeError", f'can only concatenate {base} (not "{right}") to {base}', "python")
+    if op == "*" and (isinstance(a, tuple) or not augmented):
+        count, kind = (b, right) if isinstance(a, tuple) else (a, left)
+        if isinstance(count, Tensor):
+            numel = 1
+            for d in count.shape:
+                numel *= d
+            if numel == 1 and count.dtype in ("int64", "bool"):
+                raise ProblemError(loc, "a sequence repeated by an integer tensor (its __index__) is not modelled; "
+                                        "repeat by a Python int")
+            return TorchError("TypeError", "only integer tensors of a single element can be converted to an index",
+                              "python")
+        return TorchError("TypeError", f"can't multiply sequence by non-int of type '{kind}'", "python")
+    text = op + "=" if augmented else _OP_TEXT.get(op, op)
+    return TorchError("TypeError", f"unsupported operand type(s) for {text}: '{left}' and '{right}'", "python")
+
+
+def zero_division(a, a_expr: S.Expr, b, b_expr: S.Expr, names: dict | None, loc) -> TorchError:
+    """CPython's ZeroDivisionError for ``a / b`` of two Python numbers with ``b`` zero: ``division by
+    zero`` for two ints (true division), ``float division by zero`` when one is a float,
+    ``complex division by zero`` when one is complex; refused where a number's type cannot be told."""
+    kinds = (type_name(a, a_expr, names), type_name(b, b_expr, names))
+    if "complex" in kinds or isinstance(a, Gaussian) or isinstance(b, Gaussian):
+        return TorchError("ZeroDivisionError", "complex division by zero", "python")
+    if None in kinds:
+        raise ProblemError(loc, "division by zero between two numbers: Python's ZeroDivisionError says int or float "
+                                "division, which adjoint cannot tell here; divide by a number that is not 0")
+    return TorchError("ZeroDivisionError", "division by zero" if kinds == ("int", "int") else "float division by zero",
                       "python")
 
 
@@ -172,8 +232,9 @@ def matmul_number(a, a_expr: S.Expr, b, b_expr: S.Expr) -> TorchError | None:
     return TorchError("TypeError", f"unsupported operand type(s) for @: '{left}' and '{right}'", "python")
 
 
-def unary_none(op: str = "-") -> TorchError:
-    return TorchError("TypeError", f"bad operand type for unary {op}: 'NoneType'", "python")
+def unary_none(op: str = "-", name: str = "NoneType") -> TorchError:
+    """``-v`` of None (or of a tuple: ``name``), which has no unary operator."""
+    return TorchError("TypeError", f"bad operand type for unary {op}: '{name}'", "python")
 
 
 def comparison_none(op: str, a, a_expr: S.Expr, b, b_expr: S.Expr, loc) -> TorchError:

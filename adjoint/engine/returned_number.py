@@ -1,4 +1,5 @@
-"""A Python number in a backward hook's returned tuple, where PyTorch expects a tensor or None."""
+"""A Python number (or a nested tuple) in a backward hook's returned tuple, where PyTorch expects a
+tensor or None."""
 
 from __future__ import annotations
 

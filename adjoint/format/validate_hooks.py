@@ -138,6 +138,9 @@ def parse_hook(node: YNode, index: int, what: str, count: int) -> Hook:
     if h.get("when") is not None:
         when = choice(h.get("when"), "when", ("before_forward", "after_forward", "before_backward"))
         when = "after_forward" if when == "before_backward" else when  # the same moment, said two ways
+    if kind == "retain_grad" and h.get("raises") is not None:
+        raise ProblemError(h.key_loc("raises"), "retain_grad runs no code, so it cannot raise; drop raises: or use "
+                                                "kind: hook")
     if kind == "retain_grad" and remove is not None:
         raise ProblemError(h.key_loc("remove"), "retain_grad returns no handle in PyTorch, so it cannot be removed")
     removes: tuple[int, ...] = ()

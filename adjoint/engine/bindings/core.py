@@ -17,6 +17,7 @@ from fractions import Fraction
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.values.exact import MAX_EXACT_EXPONENT
 from adjoint.engine.graph import Tensor
+from adjoint.engine.pyerrors import binary_none, sequence_operand
 from adjoint.engine.torch_errors import TorchError
 from adjoint.values.strides import contiguous_strides, is_contiguous, view_strides
 from adjoint.engine.bindings.signature import Function, Param
@@ -31,7 +32,14 @@ def is_number(v) -> bool:
 # ----------------------------------------------------------------------------- operators
 
 def binary(rt, op: str, a, b, loc: Loc):
-    """``a op b`` for tensors and Python numbers, as Tensor's dunder methods dispatch it."""
+    """``a op b`` for tensors and Python numbers, as Tensor's dunder methods dispatch it. A tuple or
+    None operand (a layer adding what a child's forward hook returned instead of its tensor) is
+    Python's TypeError: Tensor's operators return NotImplemented for it."""
+    for v in (a, b):
+        if isinstance(v, tuple):
+            raise sequence_operand(op, a, None, b, None, None, loc)
+        if v is None:
+            raise binary_none(op, a, None, b, None, loc)
     na, nb = is_number(a), is_number(b)
     if na and nb:
         return fold(op, a, b, loc)
@@ -271,8 +279,7 @@ def _unary(prim: str):
     def lower(rt, a: dict, loc: Loc):
         x = a["input"]
         if prim == "t" and len(x.shape) > 2:
-            raise ProblemError(loc, f"t() expects a tensor with <= 2 dimensions, but the argument is "
-                                    f"{len(x.shape)}-D")
+            raise TorchError("RuntimeError", f"t() expects a tensor with <= 2 dimensions, but self is {len(x.shape)}D")
         return rt.apply(prim, [x], None, loc)
     lower.__name__ = f"lower_{prim}"
     return lower

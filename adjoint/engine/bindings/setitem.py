@@ -11,6 +11,7 @@ from adjoint.engine import warns
 from adjoint.engine.inplace import apply_inplace, has_internal_overlap
 from adjoint.engine.ops.views import expand_shape
 from adjoint.engine.torch_errors import TorchError
+from adjoint.engine.pylist import PyList, sequence_name
 from adjoint.engine.bindings.views import _EXPAND_TYPE_NAMES
 from adjoint.engine.bindings.views import getitem, view
 
@@ -35,7 +36,12 @@ def _whole(shape: tuple, items: list) -> bool:
 
 
 def setitem(rt, x, items: list, value, loc: Loc) -> None:
-    """``x[items] = value``: copy_ into the view indexing gives (x itself for a lone full slice)."""
+    """``x[items] = value``: copy_ into the view indexing gives (x itself for a lone full slice).
+    A tuple (a hook's ``grad_input``), a ``torch.return_types`` value or None has no item
+    assignment: Python's TypeError."""
+    if (isinstance(x, tuple) and not isinstance(x, PyList)) or x is None:
+        raise TorchError("TypeError", f"'{sequence_name(x) if x is not None else 'NoneType'}' object does not support "
+                                      "item assignment", "python")
     if not isinstance(x, Tensor):
         raise ProblemError(loc, "only tensors support index assignment here")
     if isinstance(value, Fraction):

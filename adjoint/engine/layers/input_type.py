@@ -26,7 +26,7 @@ NOT_A_TENSOR: dict[str, tuple[str, str]] = {
     **{t: ("attribute", "size") for t in ("AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool2d")},
     "Flatten": ("attribute", "flatten"), "Unflatten": ("attribute", "unflatten"),
     "Softmax": ("attribute", "softmax"), "LogSoftmax": ("attribute", "log_softmax"),
-    "TransformerEncoderLayer": ("attribute", "dtype"),
+    "TransformerEncoderLayer": ("attribute", "dtype"), "MultiheadAttention": ("attribute", "dim"),
 }
 
 

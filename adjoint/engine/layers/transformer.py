@@ -19,7 +19,9 @@ from __future__ import annotations
 from adjoint.format.errors import ProblemError
 from adjoint.engine.bindings import call_function
 from adjoint.engine.bindings.core import binary
+from adjoint.engine.bindings.views import getitem
 from adjoint.engine.graph import Tensor
+from adjoint.engine.pylist import sequence_name
 from adjoint.engine.layers.masks import canonical_mask
 from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.warns import warn
@@ -70,6 +72,22 @@ def canonical_masks(rt, src: Tensor, mask, kpm, mask_name: str, kpm_name: str = 
     return canonical_mask(rt, mask, src.dtype), kpm
 
 
+def first_item(rt, out, loc):
+    """``out[0]``, as ``_sa_block`` / ``_mha_block`` index what the attention module returned: its
+    (output, weights) pair, or what a forward hook returned instead. A tuple's first item (Python's
+    IndexError for an empty one); a tensor's first row (``select``: SelectBackward0, the residual
+    add then broadcasting it); any other value (a number) is refused."""
+    if isinstance(out, tuple):
+        if not out:
+            raise TorchError("IndexError", f"{sequence_name(out)} index out of range", "python")
+        return out[0]
+    if isinstance(out, Tensor):
+        return getitem(rt, out, [0], loc, lone=True)
+    raise ProblemError(loc, "an attention module's forward hook returns a number, which the layer indexes ([0]): "
+                            "Python's TypeError names its type (int or float), not known here; return a tensor or a "
+                            "tuple")
+
+
 def _bind(c) -> dict:
     return bind_forward(c, "TransformerEncoderLayer", ("src", "src_mask", "src_key_padding_mask", "is_causal"),
                         ("src",), ("src_mask", "src_key_padding_mask"), ("is_causal",))
@@ -107,8 +125,8 @@ def encoder_layer_forward(c):
 
     def sa_block(x):
         out = call("self_attn", x, x, x, attn_mask=mask, key_padding_mask=kpm, need_weights=False,
-                   is_causal=a["is_causal"])[0]
-        return call("dropout1", out)
+                   is_causal=a["is_causal"])
+        return call("dropout1", first_item(rt, out, loc))
 
     def ff_block(x):
         h = call_function(rt, c.arg("activation"), [call("linear1", x)], {}, loc)
@@ -146,15 +164,15 @@ def decoder_layer_forward(c):
 
     def sa_block(x):
         out = call("self_attn", x, x, x, attn_mask=a["tgt_mask"], key_padding_mask=a["tgt_key_padding_mask"],
-                   is_causal=a["tgt_is_causal"], need_weights=False)[0]
-        return call("dropout1", out)
+                   is_causal=a["tgt_is_causal"], need_weights=False)
+        return call("dropout1", first_item(rt, out, loc))
 
     def mha_block(x):
         mem = a["memory"]
         out = call("multihead_attn", x, mem, mem, attn_mask=a["memory_mask"],
                    key_padding_mask=a["memory_key_padding_mask"], is_causal=a["memory_is_causal"],
-                   need_weights=False)[0]
-        return call("dropout2", out)
+                   need_weights=False)
+        return call("dropout2", first_item(rt, out, loc))
 
     def ff_block(x):
         h = call_function(rt, c.arg("activation"), [call("linear1", x)], {}, loc)
