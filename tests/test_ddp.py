@@ -169,11 +169,10 @@ def test_the_report_shows_ranks_side_by_side():
 
 
 @pytest.mark.torch
-@pytest.mark.parametrize("fmt", ["fp16_compress", "bf16_compress"])
-def test_compressing_comm_hooks_are_predicted_exactly(tmp_path, fmt):
+def test_compressing_comm_hooks_are_predicted_exactly(tmp_path):
     from adjoint.torchside.verify_ddp import verify_ranks
 
-    text = open(DDP, encoding="utf-8").read().replace("{builtin: allreduce}", "{builtin: " + fmt + "}")
+    text = open(DDP, encoding="utf-8").read().replace("{builtin: allreduce}", "{builtin: fp16_compress}")
     text = text.replace("[[[1, 2]], [[2, -1]]]", "[[[0.1, 0.2]], [[0.3, -0.7]]]")   # gradients 16 bits cannot hold
     problem = adjoint.loads(text, "compressed.yaml")
     vp = problem.solve().variant("default")
@@ -181,6 +180,25 @@ def test_compressing_comm_hooks_are_predicted_exactly(tmp_path, fmt):
     comms = [[c for c in r["passes"][0]["hook_calls"] if c["kind"] == "comm_hook"][0] for r in vp.to_json()["ranks"]]
     b0, b1 = (_exact(c["args"]["bucket"]) for c in comms)
     assert _exact(comms[0]["returned"]) != [(a + b) / 2 for a, b in zip(b0, b1)]
+    rows, _ = verify_ranks(problem, vp, problem.dtype, False)
+    assert rows and all(r.ok for r in rows), [r for r in rows if not r.ok]
+
+
+@pytest.mark.torch
+def test_bf16_compress_is_refused_at_registration_on_a_cpu_build():
+    """register_comm_hook's _check_comm_hook refuses a hook named bf16_compress_hook without CUDA and
+    NCCL: a TypeError on every rank before any forward. The torch side registers its logging wrapper
+    under the hook's own name, so verify runs PyTorch's check (it used to pass a normal run)."""
+    from adjoint.torchside.verify_ddp import verify_ranks
+
+    text = open(DDP, encoding="utf-8").read().replace("{builtin: allreduce}", "{builtin: bf16_compress}")
+    problem = adjoint.loads(text, "bf16.yaml")
+    vp = problem.solve().variant("default")
+    for rank in vp.to_json()["ranks"]:
+        assert rank["error"]["type"] == "TypeError" and rank["error"]["during"] == "register"
+        assert rank["error"]["message"] == ("BF16 all reduce communication hook required CUDA 11+ and NCCL 2.10+ "
+                                            "or XPU and XCCL")
+        assert not rank.get("passes") and not rank.get("hook_calls")
     rows, _ = verify_ranks(problem, vp, problem.dtype, False)
     assert rows and all(r.ok for r in rows), [r for r in rows if not r.ok]
 

@@ -368,6 +368,10 @@ STATIC_AND_FIND_UNUSED = ("You passed find_unused_parameters=true to Distributed
 POWERSGD_START = ("Expect `start_powerSGD_iter` > 1 if `use_error_feedback` or `warm_start` is enabled, because "
                   "PowerSGD can only be applied after the first two iterations in DDP.")
 
+#: DistributedDataParallel._check_comm_hook on a hook named bf16_compress_hook: a build without CUDA 11+ and
+#: NCCL 2.10+ (or XPU and XCCL) -- every CPU build -- refuses it at register_comm_hook, before any forward
+BF16_ON_CPU = "BF16 all reduce communication hook required CUDA 11+ and NCCL 2.10+ or XPU and XCCL"
+
 #: Reducer::finalize_backward's first line, ``TORCH_INTERNAL_ASSERT(expect_autograd_hooks_)``, as the
 #: torch 2.13.0 CPU wheel words it (its build path and line): a static graph's first iteration run
 #: inside no_sync queues the delayed all-reduce, which finalizes a Reducer no forward armed
@@ -561,14 +565,18 @@ def run_ranks(problem, name: str, make_backend) -> list[VariantRun]:
     variant = runs[0].variant
     later = {i for s in steps if s.kind == "register" for i in s.hooks}
     hook = spec.comm_hook
+    if not any(d.requires_grad for m in problem.model.walk() for d in m.params):
+        for run in runs:   # DistributedDataParallel(model) itself raises, on every rank
+            run.error = RunError("RuntimeError", NOTHING_TO_REDUCE, "setup", "ddp_constructor", -1)
+        return runs
     if hook is not None and hook.builtin == "powerSGD" and hook.state_arg("start_powerSGD_iter") <= 1 and (
             hook.state_arg("use_error_feedback") or hook.state_arg("warm_start")):
         for run in runs:     # PowerSGDState(...) raises, at the comm hook's registration
             run.error = RunError("ValueError", POWERSGD_START, "register", "ddp_powersgd_state", -1)
         return runs
-    if not any(d.requires_grad for m in problem.model.walk() for d in m.params):
-        for run in runs:   # DistributedDataParallel(model) itself raises, on every rank
-            run.error = RunError("RuntimeError", NOTHING_TO_REDUCE, "setup", "ddp_constructor", -1)
+    if hook is not None and hook.builtin == "bf16_compress":
+        for run in runs:     # register_comm_hook's _check_comm_hook, by the hook's __name__ (a CPU build)
+            run.error = RunError("TypeError", BF16_ON_CPU, "register", "ddp_bf16_cpu", -1)
         return runs
     refused = []
     for run in runs:   # PyTorch refusing a registration: each rank's error, before the first step
