@@ -230,6 +230,20 @@ def test_what_is_not_modelled_is_refused_with_one_located_line(tmp_path, block, 
         adjoint.load(path).solve()
 
 
+def test_complex_parameters_are_bucketed_as_their_real_view_and_mixed_dtypes_refused(tmp_path):
+    """A complex128 parameter's slice of the bucket is its view_as_real (16 bytes an element): the
+    comm hook's buffer is real, twice the numel (as real gloo printed it: tests/ddp/complex_*.yaml are
+    also run on gloo); parameters of two dtypes (a bucket set per dtype) are refused, not mis-bucketed."""
+    ranks = _ranks(os.path.join(HERE, "ddp", "complex_comm_hook.yaml"))
+    comm = [c for c in ranks[0]["passes"][0]["hook_calls"] if c["kind"] == "comm_hook"][0]
+    assert comm["args"]["bucket"]["value"] == [11.4, 25.2, -33.0, 21.0, -7.8, 9.6]
+    assert ranks[1]["grads"]["bias"]["value"] == [[-7.8, 9.6]]
+    text = BASE.replace("b: {type: Linear, params: {weight: [[1, 2]]", "b: {type: Linear, params: {weight: "
+                        "{value: [[1, 2]], imag: [[0, 1]], dtype: complex128}")
+    with pytest.raises(ProblemError, match="parameters of different dtypes under DistributedDataParallel"):
+        adjoint.load(_write(tmp_path, text)).solve()
+
+
 def test_no_sync_needs_a_list_and_refuses_autograd_grad(tmp_path):
     path = _write(tmp_path, BASE + "steps: [forward, {no_sync: []}]\n")
     with pytest.raises(ProblemError, match=r"f\.yaml:14:28: no_sync takes a non-empty list"):

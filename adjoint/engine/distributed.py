@@ -52,7 +52,7 @@ from adjoint.engine import warns
 MIB = 1024 * 1024
 DEFAULT_FIRST_BUCKET_BYTES = MIB          # dist._DEFAULT_FIRST_BUCKET_BYTES
 DEFAULT_BUCKET_CAP_MB = 25
-ITEMSIZE = {"float32": 4, "float64": 8}
+ITEMSIZE = {"float32": 4, "float64": 8, "complex64": 8, "complex128": 16}
 COMPRESSED = {"fp16_compress": "float16", "bf16_compress": "bfloat16"}
 
 
@@ -117,6 +117,9 @@ class Reducer:
             if t.requires_grad and id(t) not in seen:
                 seen.add(id(t))
                 self.params.append((name, t))
+        if len({t.dtype or dtype for _, t in self.params}) > 1:
+            raise ProblemError(spec.loc, "parameters of different dtypes under DistributedDataParallel (the Reducer "
+                                         "buckets each dtype apart) are not modelled yet; give them one dtype")
         self.nbytes = [_numel(t.shape) * ITEMSIZE[t.dtype or dtype] for _, t in self.params]
         cap = spec.bucket_cap_mb if spec.bucket_cap_mb is not None else DEFAULT_BUCKET_CAP_MB
         self.cap = int(cap * MIB)
@@ -318,7 +321,7 @@ class Reducer:
         """Bucket ``k`` to the comm hook, from the Reducer's post-hook on ``node`` (the
         AccumulateGrad whose parameter completed it, or a later bucket)."""
         B = self.B
-        flat = B.concat([B.reshape(self.contents[i], (_numel(self.params[i][1].shape),)) for i in self.buckets[k]], 0)
+        flat = B.concat([_into_bucket(B, self.contents[i], self.params[i][1], self.dtype) for i in self.buckets[k]], 0)
         rec = None
         hook = self.spec.comm_hook
         if hook is not None and hook.builtin == "powerSGD":   # PowerSGDState.iter, counted at the last bucket
@@ -348,9 +351,9 @@ class Reducer:
             offset = 0
             for i in self.buckets[k]:
                 _, t = self.params[i]
-                n = _numel(t.shape)
+                view, n = _bucket_view(B, new, offset, t, self.dtype)
                 if t.grad is not None and t.grad is self.contents.get(i):
-                    t.grad = B.reshape(B.index(new, (slice(offset, offset + n),)), t.shape)
+                    t.grad = view
                     self.contents[i] = t.grad
                 offset += n
         return new
@@ -475,11 +478,11 @@ def finalize(reducers: list[Reducer]) -> None:
             offset = 0
             for i in r.buckets[k]:
                 _, t = r.params[i]
-                n = _numel(t.shape)
+                view, n = _bucket_view(B, result, offset, t, r.dtype)
                 globally_used = (not (r.static or r.find_unused) or i in used
                                  or (r.static and r.static_used is not None and i in r.static_used))
                 if globally_used:
-                    t.grad = B.reshape(B.index(result, (slice(offset, offset + n),)), t.shape)
+                    t.grad = view
                 offset += n
     for r in reducers:
         if r.finalize_queued:
@@ -528,6 +531,32 @@ def _numel(shape) -> int:
     for d in shape:
         n *= d
     return n
+
+
+def _is_complex(t: Tensor, dtype: str) -> bool:
+    return (t.dtype or dtype).startswith("complex")
+
+
+def _into_bucket(B, value, t: Tensor, dtype: str):
+    """A parameter's gradient as its slice of the flat bucket: a complex parameter's bucket holds
+    its real view (``torch.view_as_real``, each element's real and imaginary parts interleaved),
+    so the buffer a comm hook sees is real (float64 for complex128), twice the parameter's numel."""
+    if _is_complex(t, dtype):
+        value = B.view_as_real(value)
+        return B.reshape(value, (2 * _numel(t.shape),))
+    return B.reshape(value, (_numel(t.shape),))
+
+
+def _bucket_view(B, flat, offset: int, t: Tensor, dtype: str):
+    """Parameter ``t``'s view of a flat bucket from ``offset`` (the inverse of :func:`_into_bucket`),
+    and how many elements of the buffer it takes."""
+    n = _numel(t.shape)
+    if _is_complex(t, dtype):
+        part = B.reshape(B.index(flat, (slice(offset, offset + 2 * n),)), tuple(t.shape) + (2,))
+        view = B.view_as_complex(part)
+        view.dtype = t.dtype or dtype   # a gradient knows its tensor's dtype (adjoint.values.complexes.Cx)
+        return view, 2 * n
+    return B.reshape(B.index(flat, (slice(offset, offset + n),)), t.shape), n
 
 
 # ----------------------------------------------------------------------------- the ranks in lockstep
