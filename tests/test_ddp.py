@@ -244,6 +244,32 @@ def test_complex_parameters_are_bucketed_as_their_real_view_and_mixed_dtypes_ref
         adjoint.load(_write(tmp_path, text)).solve()
 
 
+REENTRANT = BASE.replace("x: {per_rank: [[[1, 2]], [[2, -1]]]}", "x: {per_rank: [[[1, 2]], [[2, -1]]], requires_grad: true}") \
+    .replace("  type: Sequential\n", "  forward: |\n    h = checkpoint(a, x, use_reentrant=True)\n    return b(h)\n")
+
+
+def test_reentrant_backwards_under_ddp():
+    """A hook body's backward(...) in the DDP backward (it crashed: no backward runner on a rank) marks
+    the parameters it reaches ready as any other; a parameter ready twice in one reduced backward is
+    the Reducer's RuntimeError naming its index and last name (it was refused as "not modelled");
+    both files are also compared with gloo (the batch test)."""
+    ranks = _ranks(os.path.join(HERE, "ddp", "backward_in_hook.yaml"))
+    assert [r["grads"]["c.bias"]["value"] for r in ranks] == [[13.0], [13.0]]   # averaged (8 and 18)
+    for rank in _ranks(os.path.join(HERE, "ddp", "marked_twice.yaml")):
+        assert rank["error"]["type"] == "RuntimeError" and rank["error"]["during"] == "backward"
+        assert rank["error"]["message"].startswith("Expected to mark a variable ready only once. ")
+        assert "\nParameter at index 0 with name b.weight has been marked as ready twice." in rank["error"]["message"]
+
+
+def test_the_last_bucket_completed_in_a_reentrant_backward_is_refused(tmp_path):
+    """checkpoint(use_reentrant=True) around the parameters that get their gradients last: PyTorch's
+    finalize_backward runs when the inner backward ends (queued on the current graph task), which
+    the lockstep ranks cannot do; refused with one located line, never the averaged-at-the-end answer."""
+    with pytest.raises(ProblemError, match=r"f\.yaml:\d+:\d+: under DistributedDataParallel the last bucket is "
+                                           "completed inside a reentrant backward"):
+        adjoint.load(_write(tmp_path, REENTRANT)).solve()
+
+
 def test_no_sync_needs_a_list_and_refuses_autograd_grad(tmp_path):
     path = _write(tmp_path, BASE + "steps: [forward, {no_sync: []}]\n")
     with pytest.raises(ProblemError, match=r"f\.yaml:14:28: no_sync takes a non-empty list"):

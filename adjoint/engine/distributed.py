@@ -41,7 +41,8 @@ from adjoint.format.errors import ProblemError
 from adjoint.format.syntax import Bin, Call, Neg
 from adjoint.engine.forward import Model
 from adjoint.values.lowprec import compress_allreduce
-from adjoint.engine.passes import DEFAULT_STEPS, RunError, VariantRun, backward_request, run_backward, run_forward, sgd
+from adjoint.engine.passes import (DEFAULT_STEPS, RunError, VariantRun, backward_request, nested_runners, run_backward,
+                                   run_forward, sgd)
 from adjoint.format.problem import Step
 from adjoint.engine.reducer_hook import ReducerPostHook, SinkHook
 from adjoint.engine.hook_registration import Registrations
@@ -113,10 +114,13 @@ class Reducer:
         self.B = run.rt.B
         seen: set = set()
         self.params = []      # (name, Tensor), the parameters DDP reduces, named_parameters order
+        last_name: dict = {}  # id -> the last of a tied parameter's names (DDP's index -> name map keeps it)
         for name, t in run.model.params.items():
+            last_name[id(t)] = name
             if t.requires_grad and id(t) not in seen:
                 seen.add(id(t))
                 self.params.append((name, t))
+        self.fqns = [last_name[id(t)] for _, t in self.params]
         if len({t.dtype or dtype for _, t in self.params}) > 1:
             raise ProblemError(spec.loc, "parameters of different dtypes under DistributedDataParallel (the Reducer "
                                          "buckets each dtype apart) are not modelled yet; give them one dtype")
@@ -289,9 +293,11 @@ class Reducer:
 
     def mark_ready(self, index: int, node) -> None:
         name, _ = self.params[index]
-        if index in self.ready:
-            raise ProblemError(self.spec.loc, f"under DistributedDataParallel '{name}' became ready twice in one "
-                                              "backward: PyTorch's error there is not modelled yet")
+        if index in self.ready:   # checkAndRaiseMarkedTwiceError (a parameter used again in a reentrant backward)
+            raise TorchError("RuntimeError", MARKED_TWICE + f"\nParameter at index {index} with name "
+                             f"{self.fqns[index]} has been marked as ready twice. This means that multiple autograd "
+                             "engine  hooks have fired for this particular parameter during this iteration.",
+                             "ddp_marked_twice")
         self.ready.add(index)
         self.require_finalize = True
         self.copy_in(index)
@@ -301,6 +307,8 @@ class Reducer:
             self.launch(self.next_bucket, node)
             self.next_bucket += 1
         if self.next_bucket == len(self.buckets):
+            if self.run.rt.reentrant:
+                raise ProblemError(self.spec.loc, REENTRANT_FINALIZE)
             self.finalize_queued = True
 
     def delay_all_reduce(self) -> None:
@@ -374,6 +382,27 @@ POWERSGD_START = ("Expect `start_powerSGD_iter` > 1 if `use_error_feedback` or `
 #: DistributedDataParallel._check_comm_hook on a hook named bf16_compress_hook: a build without CUDA 11+ and
 #: NCCL 2.10+ (or XPU and XCCL) -- every CPU build -- refuses it at register_comm_hook, before any forward
 BF16_ON_CPU = "BF16 all reduce communication hook required CUDA 11+ and NCCL 2.10+ or XPU and XCCL"
+
+#: Reducer::checkAndRaiseMarkedTwiceError's common words (autograd_hook has marked the unused parameters by then)
+MARKED_TWICE = ("Expected to mark a variable ready only once. This error is caused by one of the following reasons: "
+                "1) Use of a module parameter outside the `forward` function. Please make sure model parameters are "
+                "not shared across multiple concurrent forward-backward passes. or try to use _set_static_graph() as "
+                "a workaround if this module graph does not change during training loop.2) Reused parameters in "
+                "multiple reentrant backward passes. For example, if you use multiple `checkpoint` functions to wrap "
+                "the same part of your model, it would result in the same set of parameters been used by different "
+                "reentrant backward passes multiple times, and hence marking a variable ready multiple times. DDP "
+                "does not support such use cases in default. You can try to use _set_static_graph() as a workaround "
+                "if your module graph does not change over iterations.")
+
+#: mark_variable_ready queues finalize_backward with queue_callback on the CURRENT graph task: when the last
+#: bucket completes inside a reentrant backward, .grad is averaged when that inner backward ends, and the
+#: outer backward runs on with a disarmed Reducer (the ranks would have to meet in the middle of it)
+REENTRANT_FINALIZE = ("under DistributedDataParallel the last bucket is completed inside a reentrant backward "
+                      "(checkpoint(..., use_reentrant=True), or a hook body's backward(...)): PyTorch runs "
+                      "finalize_backward when that inner backward ends, averaging .grad before the outer backward "
+                      "goes on, and ignores the parameters that become ready after it; not modelled yet (use "
+                      "use_reentrant=False, or checkpoint a region whose parameters are not the last to get "
+                      "gradients)")
 
 #: Reducer::finalize_backward's first line, ``TORCH_INTERNAL_ASSERT(expect_autograd_hooks_)``, as the
 #: torch 2.13.0 CPU wheel words it (its build path and line): a static graph's first iteration run
@@ -572,6 +601,7 @@ def new_run(problem, variant, backend) -> VariantRun:
     model = Model(problem, variant.inputs, rt, reg)
     reg.model = model
     rt.hooks_runner = HookRunner(rt, reg)
+    nested_runners(rt)
     run = VariantRun(problem, variant, rt, model, stepped=variant.steps is not None, reg=reg)
     steps = variant.steps if variant.steps is not None else tuple(Step(k, variant.loc) for k in DEFAULT_STEPS)
     run.steps = tuple(steps)
