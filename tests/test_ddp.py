@@ -270,6 +270,17 @@ def test_the_last_bucket_completed_in_a_reentrant_backward_is_refused(tmp_path):
         adjoint.load(_write(tmp_path, REENTRANT)).solve()
 
 
+def test_create_graph_with_an_armed_reducer_is_refused(tmp_path):
+    """backward(create_graph=True) after a synchronized forward: the Reducer copies gradients that require
+    grad into its bucket views (PyTorch's in-place error on a leaf with two parameters in a bucket, a graph
+    through the all-reduce with one); it was predicted as a plain averaged run. Refused at the step;
+    inside no_sync it is local (tests/ddp/create_graph_no_sync.yaml, compared with gloo)."""
+    text = BASE + "steps: [forward, {backward: {create_graph: true}}]\n"
+    with pytest.raises(ProblemError, match=r"f\.yaml:\d+:\d+: backward\(create_graph=True\) under "
+                                           "DistributedDataParallel"):
+        adjoint.load(_write(tmp_path, text)).solve()
+
+
 def test_no_sync_needs_a_list_and_refuses_autograd_grad(tmp_path):
     path = _write(tmp_path, BASE + "steps: [forward, {no_sync: []}]\n")
     with pytest.raises(ProblemError, match=r"f\.yaml:14:28: no_sync takes a non-empty list"):

@@ -383,6 +383,15 @@ POWERSGD_START = ("Expect `start_powerSGD_iter` > 1 if `use_error_feedback` or `
 #: NCCL 2.10+ (or XPU and XCCL) -- every CPU build -- refuses it at register_comm_hook, before any forward
 BF16_ON_CPU = "BF16 all reduce communication hook required CUDA 11+ and NCCL 2.10+ or XPU and XCCL"
 
+#: mark_variable_ready_dense with a gradient that requires grad (create_graph): ``bucket_view.copy_(grad / world_size)``
+#: is recorded, so the bucket and its views join .grad's graph; checked on gloo: with two parameters in a bucket
+#: PyTorch raises "a leaf Variable that requires grad is being used in an in-place operation." at the second one,
+#: with one per bucket .grad ends averaged with a graph through the bucket and c10d::allreduce_
+CREATE_GRAPH = ("backward(create_graph=True) under DistributedDataParallel (a Reducer armed by a synchronized "
+                "forward, or static_graph) is not modelled yet: the Reducer copies gradients that require grad into "
+                "its bucket views with autograd recording (PyTorch's in-place error on a leaf when a bucket holds two "
+                "parameters; else .grad's graph runs through the bucket and the all-reduce); run it inside no_sync")
+
 #: Reducer::checkAndRaiseMarkedTwiceError's common words (autograd_hook has marked the unused parameters by then)
 MARKED_TWICE = ("Expected to mark a variable ready only once. This error is caused by one of the following reasons: "
                 "1) Use of a module parameter outside the `forward` function. Please make sure model parameters are "
@@ -920,7 +929,11 @@ def _step(run: VariantRun, reducer: Reducer, step, index: int, synced: bool, fir
                     reg.register(hook.index)
             reg.check_targets(run.forward.names)
     elif step.kind == "backward":
-        request = backward_request(run.problem, step.backward or variant.backward, run, run.rt.B)
+        bw = step.backward or variant.backward
+        if bw is not None and bw.second is not None and bw.second.create_graph and (reducer.expect_hooks
+                                                                                    or reducer.static):
+            raise ProblemError(step.loc, CREATE_GRAPH)
+        request = backward_request(run.problem, bw, run, run.rt.B)
         if first_backward:
             for hook in variant.hooks:
                 if hook.remove == "before_backward":
