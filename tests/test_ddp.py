@@ -281,6 +281,19 @@ def test_create_graph_with_an_armed_reducer_is_refused(tmp_path):
         adjoint.load(_write(tmp_path, text)).solve()
 
 
+def test_a_comm_hook_returning_a_number_is_finalize_backwards_error(tmp_path):
+    """returns: a number (no bucket, no all_reduce): PyTorch calls the hook, then finalize_backward cannot
+    cast its result -- "Unable to cast 1.0 to Tensor" on every rank, during the backward, after the hook
+    calls (it was refused as a wrong-shaped result). The number is Python's: 1.0 here, 3 in
+    tests/ddp/comm_hook_number.yaml (compared with gloo)."""
+    text = BASE + '  comm_hook: {returns: "world_size * 0.5"}\n'
+    for rank in _ranks(_write(tmp_path, text)):
+        assert rank["error"]["type"] == "RuntimeError" and rank["error"]["during"] == "backward"
+        assert rank["error"]["message"] == "Unable to cast 1.0 to Tensor"
+        calls = [c for c in rank["hook_calls"] if c["kind"] == "comm_hook"]
+        assert len(calls) == 1 and calls[0]["returned"] is None
+
+
 def test_no_sync_needs_a_list_and_refuses_autograd_grad(tmp_path):
     path = _write(tmp_path, BASE + "steps: [forward, {no_sync: []}]\n")
     with pytest.raises(ProblemError, match=r"f\.yaml:14:28: no_sync takes a non-empty list"):

@@ -38,7 +38,7 @@ from adjoint.engine.return_types import ReturnTuple
 from adjoint.engine.hook_runner import HookRunner
 from adjoint.format.comm_hook import evaluate, reduces, run_writes
 from adjoint.format.errors import ProblemError
-from adjoint.format.syntax import Bin, Call, Neg
+from adjoint.format.syntax import Bin, Call, Name, Neg, Num
 from adjoint.engine.forward import Model
 from adjoint.values.lowprec import compress_allreduce
 from adjoint.engine.passes import (DEFAULT_STEPS, RunError, VariantRun, backward_request, nested_runners, run_backward,
@@ -510,9 +510,12 @@ def finalize(reducers: list[Reducer]) -> None:
             _, _, rec = r.launched[j]
             r.results[j] = result
             if rec is not None:
-                rec.returned = result
+                rec.returned = _returned(result)
+        for r, result in zip(reducers, results):
             if not r.finalize_queued:
                 continue
+            if isinstance(result, HookNumber):   # finalize_backward: PythonCommHook::parseHookResult
+                raise TorchError("RuntimeError", f"Unable to cast {result.text} to Tensor", "ddp_comm_hook_number")
             offset = 0
             for i in r.buckets[k]:
                 _, t = r.params[i]
@@ -548,6 +551,8 @@ def reduce_bucket(B, hook, flats: list, ws: int, dtype: str) -> list:
         flats = run_writes(hook.does, B, flats, ws)
     if hook.returns is None:          # the Future holds the buffer the hook wrote
         return list(flats)
+    if not _tensor_valued(hook.returns):   # the Future holds a Python number
+        return [HookNumber(repr(_python_number(hook.returns, ws)))] * ws
     results = evaluate(hook.returns, B, flats, ws)
     shape = tuple(B.shape(flats[0]))
     for value in results:
@@ -555,6 +560,45 @@ def reduce_bucket(B, hook, flats: list, ws: int, dtype: str) -> list:
             raise ProblemError(hook.returns.loc, f"the comm hook must return a tensor of the bucket's shape "
                                                  f"{list(shape)}")
     return results
+
+
+@dataclass(frozen=True)
+class HookNumber:
+    """A written comm hook's result that is a Python number, not a tensor (``returns: "world_size * 0.5"``):
+    its call returns it, and finalize_backward cannot cast it (``text``: its Python repr)."""
+
+    text: str
+
+
+def _returned(result):
+    """What a comm hook call's record says it returned: nothing for a number (not a tensor)."""
+    return None if isinstance(result, HookNumber) else result
+
+
+def _tensor_valued(e) -> bool:
+    """Whether a written comm hook's expression is a tensor: it reads ``bucket`` or calls ``all_reduce``."""
+    if isinstance(e, Call):
+        return True
+    if isinstance(e, Name):
+        return e.id == "bucket"
+    if isinstance(e, Bin):
+        return _tensor_valued(e.left) or _tensor_valued(e.right)
+    if isinstance(e, Neg):
+        return _tensor_valued(e.operand)
+    return False
+
+
+def _python_number(e, ws: int):
+    """A number-valued comm hook expression as Python computes it in the hook (an integral literal an
+    int, another a float, ``/`` true division), so its repr is the one PyTorch's message shows."""
+    if isinstance(e, Num):
+        return int(e.value) if e.value.denominator == 1 else float(e.value)
+    if isinstance(e, Name):
+        return ws
+    if isinstance(e, Neg):
+        return -_python_number(e.operand, ws)
+    a, b = _python_number(e.left, ws), _python_number(e.right, ws)
+    return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b}[e.op]()
 
 
 def _sum(B, parts: list):
@@ -747,7 +791,7 @@ def _survivor_backward(run, r, ran: list, reducers: list, died: dict, index: int
             for k, result in zip(ran, results):
                 rec = reducers[k].launched[j][2]
                 if rec is not None:
-                    rec.returned = result
+                    rec.returned = _returned(result)
     if sync and len(r.launched) > joined:
         k = r.launched[joined][0]
         _block(run, index, "backward", died, f"the all_reduce of its comm hook call on bucket {k}",
@@ -834,7 +878,7 @@ def _complete_local(r: Reducer, world_size: int) -> None:
         if rec is not None and rec.returned is None:
             result = reduce_bucket(r.B, hook, [r.operand(j)], world_size, r.dtype)[0]
             r.results[j] = result
-            rec.returned = result
+            rec.returned = _returned(result)
 
 
 def _hook_collective(hook) -> bool:
@@ -877,7 +921,10 @@ def _end_backward(runs: list, reducers: list, step) -> list:
             raise ProblemError(step.loc, "the ranks launch different buckets in this backward (a parameter gets a "
                                          "gradient on some ranks only): they would wait for each other in a "
                                          "collective; not modelled")
-        finalize(reducers)
+        try:
+            finalize(reducers)
+        except TorchError as exc:   # every rank's finalize_backward raises the same
+            return [(run, exc) for run in runs]
     else:
         _complete_launched(reducers)
     for r, q, before, a in zip(reducers, queued, locals_, armed):
@@ -912,7 +959,7 @@ def _complete_launched(reducers: list, strict: bool = True) -> None:
         for r, result in zip(reducers, results):
             r.results[j] = result
             if r.launched[j][2] is not None:
-                r.launched[j][2].returned = result
+                r.launched[j][2].returned = _returned(result)
 
 
 def _step(run: VariantRun, reducer: Reducer, step, index: int, synced: bool, first_forward: bool,

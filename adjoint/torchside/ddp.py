@@ -219,7 +219,8 @@ def _logged_hook(s: Session, hook, world_size: int):
         def done(f):
             value = f.value()
             value = value[0] if isinstance(value, list) else value
-            rec["returned"] = snap(value.clone(), s.dtype)
+            if isinstance(value, torch.Tensor):   # a number is handed on as it is: finalize_backward refuses it
+                rec["returned"] = snap(value.clone(), s.dtype)
             return value
         out = fut.then(done)
         s.comm_futures.append(out)
