@@ -294,6 +294,17 @@ def test_a_comm_hook_returning_a_number_is_finalize_backwards_error(tmp_path):
         assert len(calls) == 1 and calls[0]["returned"] is None
 
 
+def test_targets_take_per_rank_as_inputs_do(tmp_path):
+    """targets: {t: {per_rank: [...]}} was refused as an unknown key; each rank gets its own labels
+    (tests/ddp/per_rank_target.yaml is compared with gloo): the mean of (9, 18, 9) and (9, -3, 3)."""
+    ranks = _ranks(os.path.join(HERE, "ddp", "per_rank_target.yaml"))
+    assert [r["grads"]["b.weight"]["value"] for r in ranks] == [[[9.0, 7.5]], [[9.0, 7.5]]]
+    assert [r["grads"]["b.bias"]["value"] for r in ranks] == [[6.0], [6.0]]
+    text = open(os.path.join(HERE, "ddp", "per_rank_target.yaml"), encoding="utf-8").read()
+    with pytest.raises(ProblemError, match=r"target 't': per_rank must list one value per rank \(2"):
+        adjoint.load(_write(tmp_path, text.replace("[[[1]], [[0]]]", "[[[1]]]"))).solve()
+
+
 def test_no_sync_needs_a_list_and_refuses_autograd_grad(tmp_path):
     path = _write(tmp_path, BASE + "steps: [forward, {no_sync: []}]\n")
     with pytest.raises(ProblemError, match=r"f\.yaml:14:28: no_sync takes a non-empty list"):
