@@ -169,11 +169,10 @@ def test_the_report_shows_ranks_side_by_side():
 
 
 @pytest.mark.torch
-@pytest.mark.parametrize("fmt", ["fp16_compress", "bf16_compress"])
-def test_compressing_comm_hooks_are_predicted_exactly(tmp_path, fmt):
+def test_compressing_comm_hooks_are_predicted_exactly(tmp_path):
     from adjoint.torchside.verify_ddp import verify_ranks
 
-    text = open(DDP, encoding="utf-8").read().replace("{builtin: allreduce}", "{builtin: " + fmt + "}")
+    text = open(DDP, encoding="utf-8").read().replace("{builtin: allreduce}", "{builtin: fp16_compress}")
     text = text.replace("[[[1, 2]], [[2, -1]]]", "[[[0.1, 0.2]], [[0.3, -0.7]]]")   # gradients 16 bits cannot hold
     problem = adjoint.loads(text, "compressed.yaml")
     vp = problem.solve().variant("default")
@@ -181,6 +180,25 @@ def test_compressing_comm_hooks_are_predicted_exactly(tmp_path, fmt):
     comms = [[c for c in r["passes"][0]["hook_calls"] if c["kind"] == "comm_hook"][0] for r in vp.to_json()["ranks"]]
     b0, b1 = (_exact(c["args"]["bucket"]) for c in comms)
     assert _exact(comms[0]["returned"]) != [(a + b) / 2 for a, b in zip(b0, b1)]
+    rows, _ = verify_ranks(problem, vp, problem.dtype, False)
+    assert rows and all(r.ok for r in rows), [r for r in rows if not r.ok]
+
+
+@pytest.mark.torch
+def test_bf16_compress_is_refused_at_registration_on_a_cpu_build():
+    """register_comm_hook's _check_comm_hook refuses a hook named bf16_compress_hook without CUDA and
+    NCCL: a TypeError on every rank before any forward. The torch side registers its logging wrapper
+    under the hook's own name, so verify runs PyTorch's check (it used to pass a normal run)."""
+    from adjoint.torchside.verify_ddp import verify_ranks
+
+    text = open(DDP, encoding="utf-8").read().replace("{builtin: allreduce}", "{builtin: bf16_compress}")
+    problem = adjoint.loads(text, "bf16.yaml")
+    vp = problem.solve().variant("default")
+    for rank in vp.to_json()["ranks"]:
+        assert rank["error"]["type"] == "TypeError" and rank["error"]["during"] == "register"
+        assert rank["error"]["message"] == ("BF16 all reduce communication hook required CUDA 11+ and NCCL 2.10+ "
+                                            "or XPU and XCCL")
+        assert not rank.get("passes") and not rank.get("hook_calls")
     rows, _ = verify_ranks(problem, vp, problem.dtype, False)
     assert rows and all(r.ok for r in rows), [r for r in rows if not r.ok]
 
@@ -210,6 +228,81 @@ def test_what_is_not_modelled_is_refused_with_one_located_line(tmp_path, block, 
     path = _write(tmp_path, text)
     with pytest.raises(ProblemError, match="^" + re.escape(str(path)) + r":\d+:\d+: .*" + re.escape(message)):
         adjoint.load(path).solve()
+
+
+def test_complex_parameters_are_bucketed_as_their_real_view_and_mixed_dtypes_refused(tmp_path):
+    """A complex128 parameter's slice of the bucket is its view_as_real (16 bytes an element): the
+    comm hook's buffer is real, twice the numel (as real gloo printed it: tests/ddp/complex_*.yaml are
+    also run on gloo); parameters of two dtypes (a bucket set per dtype) are refused, not mis-bucketed."""
+    ranks = _ranks(os.path.join(HERE, "ddp", "complex_comm_hook.yaml"))
+    comm = [c for c in ranks[0]["passes"][0]["hook_calls"] if c["kind"] == "comm_hook"][0]
+    assert comm["args"]["bucket"]["value"] == [11.4, 25.2, -33.0, 21.0, -7.8, 9.6]
+    assert ranks[1]["grads"]["bias"]["value"] == [[-7.8, 9.6]]
+    text = BASE.replace("b: {type: Linear, params: {weight: [[1, 2]]", "b: {type: Linear, params: {weight: "
+                        "{value: [[1, 2]], imag: [[0, 1]], dtype: complex128}")
+    with pytest.raises(ProblemError, match="parameters of different dtypes under DistributedDataParallel"):
+        adjoint.load(_write(tmp_path, text)).solve()
+
+
+REENTRANT = BASE.replace("x: {per_rank: [[[1, 2]], [[2, -1]]]}", "x: {per_rank: [[[1, 2]], [[2, -1]]], requires_grad: true}") \
+    .replace("  type: Sequential\n", "  forward: |\n    h = checkpoint(a, x, use_reentrant=True)\n    return b(h)\n")
+
+
+def test_reentrant_backwards_under_ddp():
+    """A hook body's backward(...) in the DDP backward (it crashed: no backward runner on a rank) marks
+    the parameters it reaches ready as any other; a parameter ready twice in one reduced backward is
+    the Reducer's RuntimeError naming its index and last name (it was refused as "not modelled");
+    both files are also compared with gloo (the batch test)."""
+    ranks = _ranks(os.path.join(HERE, "ddp", "backward_in_hook.yaml"))
+    assert [r["grads"]["c.bias"]["value"] for r in ranks] == [[13.0], [13.0]]   # averaged (8 and 18)
+    for rank in _ranks(os.path.join(HERE, "ddp", "marked_twice.yaml")):
+        assert rank["error"]["type"] == "RuntimeError" and rank["error"]["during"] == "backward"
+        assert rank["error"]["message"].startswith("Expected to mark a variable ready only once. ")
+        assert "\nParameter at index 0 with name b.weight has been marked as ready twice." in rank["error"]["message"]
+
+
+def test_the_last_bucket_completed_in_a_reentrant_backward_is_refused(tmp_path):
+    """checkpoint(use_reentrant=True) around the parameters that get their gradients last: PyTorch's
+    finalize_backward runs when the inner backward ends (queued on the current graph task), which
+    the lockstep ranks cannot do; refused with one located line, never the averaged-at-the-end answer."""
+    with pytest.raises(ProblemError, match=r"f\.yaml:\d+:\d+: under DistributedDataParallel the last bucket is "
+                                           "completed inside a reentrant backward"):
+        adjoint.load(_write(tmp_path, REENTRANT)).solve()
+
+
+def test_create_graph_with_an_armed_reducer_is_refused(tmp_path):
+    """backward(create_graph=True) after a synchronized forward: the Reducer copies gradients that require
+    grad into its bucket views (PyTorch's in-place error on a leaf with two parameters in a bucket, a graph
+    through the all-reduce with one); it was predicted as a plain averaged run. Refused at the step;
+    inside no_sync it is local (tests/ddp/create_graph_no_sync.yaml, compared with gloo)."""
+    text = BASE + "steps: [forward, {backward: {create_graph: true}}]\n"
+    with pytest.raises(ProblemError, match=r"f\.yaml:\d+:\d+: backward\(create_graph=True\) under "
+                                           "DistributedDataParallel"):
+        adjoint.load(_write(tmp_path, text)).solve()
+
+
+def test_a_comm_hook_returning_a_number_is_finalize_backwards_error(tmp_path):
+    """returns: a number (no bucket, no all_reduce): PyTorch calls the hook, then finalize_backward cannot
+    cast its result -- "Unable to cast 1.0 to Tensor" on every rank, during the backward, after the hook
+    calls (it was refused as a wrong-shaped result). The number is Python's: 1.0 here, 3 in
+    tests/ddp/comm_hook_number.yaml (compared with gloo)."""
+    text = BASE + '  comm_hook: {returns: "world_size * 0.5"}\n'
+    for rank in _ranks(_write(tmp_path, text)):
+        assert rank["error"]["type"] == "RuntimeError" and rank["error"]["during"] == "backward"
+        assert rank["error"]["message"] == "Unable to cast 1.0 to Tensor"
+        calls = [c for c in rank["hook_calls"] if c["kind"] == "comm_hook"]
+        assert len(calls) == 1 and calls[0]["returned"] is None
+
+
+def test_targets_take_per_rank_as_inputs_do(tmp_path):
+    """targets: {t: {per_rank: [...]}} was refused as an unknown key; each rank gets its own labels
+    (tests/ddp/per_rank_target.yaml is compared with gloo): the mean of (9, 18, 9) and (9, -3, 3)."""
+    ranks = _ranks(os.path.join(HERE, "ddp", "per_rank_target.yaml"))
+    assert [r["grads"]["b.weight"]["value"] for r in ranks] == [[[9.0, 7.5]], [[9.0, 7.5]]]
+    assert [r["grads"]["b.bias"]["value"] for r in ranks] == [[6.0], [6.0]]
+    text = open(os.path.join(HERE, "ddp", "per_rank_target.yaml"), encoding="utf-8").read()
+    with pytest.raises(ProblemError, match=r"target 't': per_rank must list one value per rank \(2"):
+        adjoint.load(_write(tmp_path, text.replace("[[[1]], [[0]]]", "[[[1]]]"))).solve()
 
 
 def test_no_sync_needs_a_list_and_refuses_autograd_grad(tmp_path):

@@ -50,8 +50,10 @@ def solve_problem(problem: Problem, variant: str | None = None, numeric: bool = 
     if problem.distributed is not None:   # DistributedDataParallel: one answer per rank (adjoint.engine.distributed)
         def make_backend():
             if mode == "exact":
-                return ExactBackend(problem.dtype, symbols, symbols is None and bool(problem.free_symbols()))
-            return MODES[mode](problem.dtype, symbols)
+                backend = ExactBackend(problem.dtype, symbols, symbols is None and bool(problem.free_symbols()))
+            else:
+                backend = MODES[mode](problem.dtype, symbols)
+            return complex_values.for_problem(problem, backend)
         with _cyclic_gc_paused():
             return Prediction(problem, solve_distributed(problem, variant, make_backend, progress), numeric, mode)
     with _cyclic_gc_paused(), (blas_limited() if mode == "float64" else nullcontext()):

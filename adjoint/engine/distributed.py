@@ -38,10 +38,11 @@ from adjoint.engine.return_types import ReturnTuple
 from adjoint.engine.hook_runner import HookRunner
 from adjoint.format.comm_hook import evaluate, reduces, run_writes
 from adjoint.format.errors import ProblemError
-from adjoint.format.syntax import Bin, Call, Neg
+from adjoint.format.syntax import Bin, Call, Name, Neg, Num
 from adjoint.engine.forward import Model
 from adjoint.values.lowprec import compress_allreduce
-from adjoint.engine.passes import DEFAULT_STEPS, RunError, VariantRun, backward_request, run_backward, run_forward, sgd
+from adjoint.engine.passes import (DEFAULT_STEPS, RunError, VariantRun, backward_request, nested_runners, run_backward,
+                                   run_forward, sgd)
 from adjoint.format.problem import Step
 from adjoint.engine.reducer_hook import ReducerPostHook, SinkHook
 from adjoint.engine.hook_registration import Registrations
@@ -52,7 +53,7 @@ from adjoint.engine import warns
 MIB = 1024 * 1024
 DEFAULT_FIRST_BUCKET_BYTES = MIB          # dist._DEFAULT_FIRST_BUCKET_BYTES
 DEFAULT_BUCKET_CAP_MB = 25
-ITEMSIZE = {"float32": 4, "float64": 8}
+ITEMSIZE = {"float32": 4, "float64": 8, "complex64": 8, "complex128": 16}
 COMPRESSED = {"fp16_compress": "float16", "bf16_compress": "bfloat16"}
 
 
@@ -113,10 +114,16 @@ class Reducer:
         self.B = run.rt.B
         seen: set = set()
         self.params = []      # (name, Tensor), the parameters DDP reduces, named_parameters order
+        last_name: dict = {}  # id -> the last of a tied parameter's names (DDP's index -> name map keeps it)
         for name, t in run.model.params.items():
+            last_name[id(t)] = name
             if t.requires_grad and id(t) not in seen:
                 seen.add(id(t))
                 self.params.append((name, t))
+        self.fqns = [last_name[id(t)] for _, t in self.params]
+        if len({t.dtype or dtype for _, t in self.params}) > 1:
+            raise ProblemError(spec.loc, "parameters of different dtypes under DistributedDataParallel (the Reducer "
+                                         "buckets each dtype apart) are not modelled yet; give them one dtype")
         self.nbytes = [_numel(t.shape) * ITEMSIZE[t.dtype or dtype] for _, t in self.params]
         cap = spec.bucket_cap_mb if spec.bucket_cap_mb is not None else DEFAULT_BUCKET_CAP_MB
         self.cap = int(cap * MIB)
@@ -286,9 +293,11 @@ class Reducer:
 
     def mark_ready(self, index: int, node) -> None:
         name, _ = self.params[index]
-        if index in self.ready:
-            raise ProblemError(self.spec.loc, f"under DistributedDataParallel '{name}' became ready twice in one "
-                                              "backward: PyTorch's error there is not modelled yet")
+        if index in self.ready:   # checkAndRaiseMarkedTwiceError (a parameter used again in a reentrant backward)
+            raise TorchError("RuntimeError", MARKED_TWICE + f"\nParameter at index {index} with name "
+                             f"{self.fqns[index]} has been marked as ready twice. This means that multiple autograd "
+                             "engine  hooks have fired for this particular parameter during this iteration.",
+                             "ddp_marked_twice")
         self.ready.add(index)
         self.require_finalize = True
         self.copy_in(index)
@@ -298,6 +307,8 @@ class Reducer:
             self.launch(self.next_bucket, node)
             self.next_bucket += 1
         if self.next_bucket == len(self.buckets):
+            if self.run.rt.reentrant:
+                raise ProblemError(self.spec.loc, REENTRANT_FINALIZE)
             self.finalize_queued = True
 
     def delay_all_reduce(self) -> None:
@@ -318,7 +329,7 @@ class Reducer:
         """Bucket ``k`` to the comm hook, from the Reducer's post-hook on ``node`` (the
         AccumulateGrad whose parameter completed it, or a later bucket)."""
         B = self.B
-        flat = B.concat([B.reshape(self.contents[i], (_numel(self.params[i][1].shape),)) for i in self.buckets[k]], 0)
+        flat = B.concat([_into_bucket(B, self.contents[i], self.params[i][1], self.dtype) for i in self.buckets[k]], 0)
         rec = None
         hook = self.spec.comm_hook
         if hook is not None and hook.builtin == "powerSGD":   # PowerSGDState.iter, counted at the last bucket
@@ -348,9 +359,9 @@ class Reducer:
             offset = 0
             for i in self.buckets[k]:
                 _, t = self.params[i]
-                n = _numel(t.shape)
+                view, n = _bucket_view(B, new, offset, t, self.dtype)
                 if t.grad is not None and t.grad is self.contents.get(i):
-                    t.grad = B.reshape(B.index(new, (slice(offset, offset + n),)), t.shape)
+                    t.grad = view
                     self.contents[i] = t.grad
                 offset += n
         return new
@@ -367,6 +378,40 @@ STATIC_AND_FIND_UNUSED = ("You passed find_unused_parameters=true to Distributed
 
 POWERSGD_START = ("Expect `start_powerSGD_iter` > 1 if `use_error_feedback` or `warm_start` is enabled, because "
                   "PowerSGD can only be applied after the first two iterations in DDP.")
+
+#: DistributedDataParallel._check_comm_hook on a hook named bf16_compress_hook: a build without CUDA 11+ and
+#: NCCL 2.10+ (or XPU and XCCL) -- every CPU build -- refuses it at register_comm_hook, before any forward
+BF16_ON_CPU = "BF16 all reduce communication hook required CUDA 11+ and NCCL 2.10+ or XPU and XCCL"
+
+#: mark_variable_ready_dense with a gradient that requires grad (create_graph): ``bucket_view.copy_(grad / world_size)``
+#: is recorded, so the bucket and its views join .grad's graph; checked on gloo: with two parameters in a bucket
+#: PyTorch raises "a leaf Variable that requires grad is being used in an in-place operation." at the second one,
+#: with one per bucket .grad ends averaged with a graph through the bucket and c10d::allreduce_
+CREATE_GRAPH = ("backward(create_graph=True) under DistributedDataParallel (a Reducer armed by a synchronized "
+                "forward, or static_graph) is not modelled yet: the Reducer copies gradients that require grad into "
+                "its bucket views with autograd recording (PyTorch's in-place error on a leaf when a bucket holds two "
+                "parameters; else .grad's graph runs through the bucket and the all-reduce); run it inside no_sync")
+
+#: Reducer::checkAndRaiseMarkedTwiceError's common words (autograd_hook has marked the unused parameters by then)
+MARKED_TWICE = ("Expected to mark a variable ready only once. This error is caused by one of the following reasons: "
+                "1) Use of a module parameter outside the `forward` function. Please make sure model parameters are "
+                "not shared across multiple concurrent forward-backward passes. or try to use _set_static_graph() as "
+                "a workaround if this module graph does not change during training loop.2) Reused parameters in "
+                "multiple reentrant backward passes. For example, if you use multiple `checkpoint` functions to wrap "
+                "the same part of your model, it would result in the same set of parameters been used by different "
+                "reentrant backward passes multiple times, and hence marking a variable ready multiple times. DDP "
+                "does not support such use cases in default. You can try to use _set_static_graph() as a workaround "
+                "if your module graph does not change over iterations.")
+
+#: mark_variable_ready queues finalize_backward with queue_callback on the CURRENT graph task: when the last
+#: bucket completes inside a reentrant backward, .grad is averaged when that inner backward ends, and the
+#: outer backward runs on with a disarmed Reducer (the ranks would have to meet in the middle of it)
+REENTRANT_FINALIZE = ("under DistributedDataParallel the last bucket is completed inside a reentrant backward "
+                      "(checkpoint(..., use_reentrant=True), or a hook body's backward(...)): PyTorch runs "
+                      "finalize_backward when that inner backward ends, averaging .grad before the outer backward "
+                      "goes on, and ignores the parameters that become ready after it; not modelled yet (use "
+                      "use_reentrant=False, or checkpoint a region whose parameters are not the last to get "
+                      "gradients)")
 
 #: Reducer::finalize_backward's first line, ``TORCH_INTERNAL_ASSERT(expect_autograd_hooks_)``, as the
 #: torch 2.13.0 CPU wheel words it (its build path and line): a static graph's first iteration run
@@ -465,17 +510,20 @@ def finalize(reducers: list[Reducer]) -> None:
             _, _, rec = r.launched[j]
             r.results[j] = result
             if rec is not None:
-                rec.returned = result
+                rec.returned = _returned(result)
+        for r, result in zip(reducers, results):
             if not r.finalize_queued:
                 continue
+            if isinstance(result, HookNumber):   # finalize_backward: PythonCommHook::parseHookResult
+                raise TorchError("RuntimeError", f"Unable to cast {result.text} to Tensor", "ddp_comm_hook_number")
             offset = 0
             for i in r.buckets[k]:
                 _, t = r.params[i]
-                n = _numel(t.shape)
+                view, n = _bucket_view(B, result, offset, t, r.dtype)
                 globally_used = (not (r.static or r.find_unused) or i in used
                                  or (r.static and r.static_used is not None and i in r.static_used))
                 if globally_used:
-                    t.grad = B.reshape(B.index(result, (slice(offset, offset + n),)), t.shape)
+                    t.grad = view
                 offset += n
     for r in reducers:
         if r.finalize_queued:
@@ -503,6 +551,8 @@ def reduce_bucket(B, hook, flats: list, ws: int, dtype: str) -> list:
         flats = run_writes(hook.does, B, flats, ws)
     if hook.returns is None:          # the Future holds the buffer the hook wrote
         return list(flats)
+    if not _tensor_valued(hook.returns):   # the Future holds a Python number
+        return [HookNumber(repr(_python_number(hook.returns, ws)))] * ws
     results = evaluate(hook.returns, B, flats, ws)
     shape = tuple(B.shape(flats[0]))
     for value in results:
@@ -510,6 +560,45 @@ def reduce_bucket(B, hook, flats: list, ws: int, dtype: str) -> list:
             raise ProblemError(hook.returns.loc, f"the comm hook must return a tensor of the bucket's shape "
                                                  f"{list(shape)}")
     return results
+
+
+@dataclass(frozen=True)
+class HookNumber:
+    """A written comm hook's result that is a Python number, not a tensor (``returns: "world_size * 0.5"``):
+    its call returns it, and finalize_backward cannot cast it (``text``: its Python repr)."""
+
+    text: str
+
+
+def _returned(result):
+    """What a comm hook call's record says it returned: nothing for a number (not a tensor)."""
+    return None if isinstance(result, HookNumber) else result
+
+
+def _tensor_valued(e) -> bool:
+    """Whether a written comm hook's expression is a tensor: it reads ``bucket`` or calls ``all_reduce``."""
+    if isinstance(e, Call):
+        return True
+    if isinstance(e, Name):
+        return e.id == "bucket"
+    if isinstance(e, Bin):
+        return _tensor_valued(e.left) or _tensor_valued(e.right)
+    if isinstance(e, Neg):
+        return _tensor_valued(e.operand)
+    return False
+
+
+def _python_number(e, ws: int):
+    """A number-valued comm hook expression as Python computes it in the hook (an integral literal an
+    int, another a float, ``/`` true division), so its repr is the one PyTorch's message shows."""
+    if isinstance(e, Num):
+        return int(e.value) if e.value.denominator == 1 else float(e.value)
+    if isinstance(e, Name):
+        return ws
+    if isinstance(e, Neg):
+        return -_python_number(e.operand, ws)
+    a, b = _python_number(e.left, ws), _python_number(e.right, ws)
+    return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b}[e.op]()
 
 
 def _sum(B, parts: list):
@@ -526,6 +615,32 @@ def _numel(shape) -> int:
     return n
 
 
+def _is_complex(t: Tensor, dtype: str) -> bool:
+    return (t.dtype or dtype).startswith("complex")
+
+
+def _into_bucket(B, value, t: Tensor, dtype: str):
+    """A parameter's gradient as its slice of the flat bucket: a complex parameter's bucket holds
+    its real view (``torch.view_as_real``, each element's real and imaginary parts interleaved),
+    so the buffer a comm hook sees is real (float64 for complex128), twice the parameter's numel."""
+    if _is_complex(t, dtype):
+        value = B.view_as_real(value)
+        return B.reshape(value, (2 * _numel(t.shape),))
+    return B.reshape(value, (_numel(t.shape),))
+
+
+def _bucket_view(B, flat, offset: int, t: Tensor, dtype: str):
+    """Parameter ``t``'s view of a flat bucket from ``offset`` (the inverse of :func:`_into_bucket`),
+    and how many elements of the buffer it takes."""
+    n = _numel(t.shape)
+    if _is_complex(t, dtype):
+        part = B.reshape(B.index(flat, (slice(offset, offset + 2 * n),)), tuple(t.shape) + (2,))
+        view = B.view_as_complex(part)
+        view.dtype = t.dtype or dtype   # a gradient knows its tensor's dtype (adjoint.values.complexes.Cx)
+        return view, 2 * n
+    return B.reshape(B.index(flat, (slice(offset, offset + n),)), t.shape), n
+
+
 # ----------------------------------------------------------------------------- the ranks in lockstep
 
 NOTHING_TO_REDUCE = ("DistributedDataParallel is not needed when a module doesn't have any parameter that requires a "
@@ -539,6 +654,7 @@ def new_run(problem, variant, backend) -> VariantRun:
     model = Model(problem, variant.inputs, rt, reg)
     reg.model = model
     rt.hooks_runner = HookRunner(rt, reg)
+    nested_runners(rt)
     run = VariantRun(problem, variant, rt, model, stepped=variant.steps is not None, reg=reg)
     steps = variant.steps if variant.steps is not None else tuple(Step(k, variant.loc) for k in DEFAULT_STEPS)
     run.steps = tuple(steps)
@@ -561,14 +677,18 @@ def run_ranks(problem, name: str, make_backend) -> list[VariantRun]:
     variant = runs[0].variant
     later = {i for s in steps if s.kind == "register" for i in s.hooks}
     hook = spec.comm_hook
+    if not any(d.requires_grad for m in problem.model.walk() for d in m.params):
+        for run in runs:   # DistributedDataParallel(model) itself raises, on every rank
+            run.error = RunError("RuntimeError", NOTHING_TO_REDUCE, "setup", "ddp_constructor", -1)
+        return runs
     if hook is not None and hook.builtin == "powerSGD" and hook.state_arg("start_powerSGD_iter") <= 1 and (
             hook.state_arg("use_error_feedback") or hook.state_arg("warm_start")):
         for run in runs:     # PowerSGDState(...) raises, at the comm hook's registration
             run.error = RunError("ValueError", POWERSGD_START, "register", "ddp_powersgd_state", -1)
         return runs
-    if not any(d.requires_grad for m in problem.model.walk() for d in m.params):
-        for run in runs:   # DistributedDataParallel(model) itself raises, on every rank
-            run.error = RunError("RuntimeError", NOTHING_TO_REDUCE, "setup", "ddp_constructor", -1)
+    if hook is not None and hook.builtin == "bf16_compress":
+        for run in runs:     # register_comm_hook's _check_comm_hook, by the hook's __name__ (a CPU build)
+            run.error = RunError("TypeError", BF16_ON_CPU, "register", "ddp_bf16_cpu", -1)
         return runs
     refused = []
     for run in runs:   # PyTorch refusing a registration: each rank's error, before the first step
@@ -671,7 +791,7 @@ def _survivor_backward(run, r, ran: list, reducers: list, died: dict, index: int
             for k, result in zip(ran, results):
                 rec = reducers[k].launched[j][2]
                 if rec is not None:
-                    rec.returned = result
+                    rec.returned = _returned(result)
     if sync and len(r.launched) > joined:
         k = r.launched[joined][0]
         _block(run, index, "backward", died, f"the all_reduce of its comm hook call on bucket {k}",
@@ -758,7 +878,7 @@ def _complete_local(r: Reducer, world_size: int) -> None:
         if rec is not None and rec.returned is None:
             result = reduce_bucket(r.B, hook, [r.operand(j)], world_size, r.dtype)[0]
             r.results[j] = result
-            rec.returned = result
+            rec.returned = _returned(result)
 
 
 def _hook_collective(hook) -> bool:
@@ -801,7 +921,10 @@ def _end_backward(runs: list, reducers: list, step) -> list:
             raise ProblemError(step.loc, "the ranks launch different buckets in this backward (a parameter gets a "
                                          "gradient on some ranks only): they would wait for each other in a "
                                          "collective; not modelled")
-        finalize(reducers)
+        try:
+            finalize(reducers)
+        except TorchError as exc:   # every rank's finalize_backward raises the same
+            return [(run, exc) for run in runs]
     else:
         _complete_launched(reducers)
     for r, q, before, a in zip(reducers, queued, locals_, armed):
@@ -836,7 +959,7 @@ def _complete_launched(reducers: list, strict: bool = True) -> None:
         for r, result in zip(reducers, results):
             r.results[j] = result
             if r.launched[j][2] is not None:
-                r.launched[j][2].returned = result
+                r.launched[j][2].returned = _returned(result)
 
 
 def _step(run: VariantRun, reducer: Reducer, step, index: int, synced: bool, first_forward: bool,
@@ -853,7 +976,11 @@ def _step(run: VariantRun, reducer: Reducer, step, index: int, synced: bool, fir
                     reg.register(hook.index)
             reg.check_targets(run.forward.names)
     elif step.kind == "backward":
-        request = backward_request(run.problem, step.backward or variant.backward, run, run.rt.B)
+        bw = step.backward or variant.backward
+        if bw is not None and bw.second is not None and bw.second.create_graph and (reducer.expect_hooks
+                                                                                    or reducer.static):
+            raise ProblemError(step.loc, CREATE_GRAPH)
+        request = backward_request(run.problem, bw, run, run.rt.B)
         if first_backward:
             for hook in variant.hooks:
                 if hook.remove == "before_backward":

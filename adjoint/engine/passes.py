@@ -160,9 +160,7 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
     model = Model(problem, variant.inputs, rt, reg)
     reg.model = model
     rt.hooks_runner = HookRunner(rt, reg)
-    rt.backward_runner = lambda root, grad, retain: Engine(rt, rt.hooks_runner.fire_values).run(
-        BackwardRequest(root, grad, retain_graph=retain))   # a hook body's backward (adjoint.engine.nested_backward)
-    rt.grad_runner = lambda *args: _hook_body_grad(rt, *args)   # a hook body's torch.autograd.grad
+    nested_runners(rt)
     run = VariantRun(problem, variant, rt, model, stepped=variant.steps is not None, reg=reg)
     steps = variant.steps if variant.steps is not None else tuple(Step(k, variant.loc) for k in DEFAULT_STEPS)
     run.steps = tuple(steps)
@@ -356,6 +354,14 @@ def _suggest(word: str, options) -> str:
     import difflib
     close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
     return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def nested_runners(rt) -> None:
+    """What a hook body's ``backward(...)`` (adjoint.engine.nested_backward) and
+    ``torch.autograd.grad`` (adjoint.engine.nested_grad) run: one more engine on ``rt``."""
+    rt.backward_runner = lambda root, grad, retain: Engine(rt, rt.hooks_runner.fire_values).run(
+        BackwardRequest(root, grad, retain_graph=retain))
+    rt.grad_runner = lambda *args: _hook_body_grad(rt, *args)
 
 
 def _hook_body_grad(rt, root, grad, inputs: tuple, retain: bool, allow_unused: bool) -> list:
