@@ -296,3 +296,27 @@ def test_saved_tensor_hooks_keep_the_watched_run(monkeypatch):
     problem = adjoint.load(os.path.join(ROOT, "tests", "data", "regressions", "sdpa_backward_uses_saved_logsumexp.yaml"))
     vp = problem.solve(variant="doubled").variants[0]
     assert made and len(vp.to_json()["adjoints"]["mha"]["grad_input"]) == 3
+
+
+READ_OFF = [
+    # a node post-hook on the attention output's node (inside the module) triples what reaches the
+    # in-projection: a full hook on attn is handed the tripled parts (they read the whole-run value)
+    "mha_node_post_hook_positions",
+    # the in-projection's weight changes after the forward (an optimizer step in a
+    # post_accumulate_grad hook; an SGD step after the backward): the parts are taken with the
+    # weight the forward used, the one the backward's linear saved
+    "mha_optimizer_in_backward", "mha_steps_end_with_step",
+    # one tensor positionally and by keyword: a full hook wraps the positional argument only, so
+    # its grad_input is that position's part, not the tensor's whole gradient
+    "mha_key_value_by_keyword", "custom_kwarg_shares_positional",
+]
+
+
+@pytest.mark.parametrize("stem", READ_OFF)
+def test_shared_positions_are_what_a_full_hook_is_handed(stem):
+    """Each of these answered a module's grad_input wrongly, and verify (which does not compare
+    adjoints) passed it; the rows for the module are now compared with torch's full hooks."""
+    problem = adjoint.load(os.path.join(ROOT, "tests", "data", "adjoints", f"{stem}.yaml"))
+    vp = problem.solve().variants[0]
+    compared = {r.item for r in _compared_with_torch(problem, vp)}
+    assert compared & {"adjoint attn", "adjoint f"}

@@ -67,6 +67,7 @@ class Call:
     recomputes: "Call | None" = None  # a call checkpoint's recomputation made: the call it repeats
     checkpoint: str | None = None     # the call checkpoint(...) made: how it is recomputed (adjoint.engine.checkpoint)
     grad_enabled: bool = True         # grad mode when it was called (off: under no_grad, a reentrant checkpoint region)
+    kwarg_tensors: tuple = ()         # the tensors handed by keyword (a full hook wraps the positional ones only)
     projections: tuple = ()           # MultiheadAttention's in-projection linears, and which arguments
                                       # each projects (adjoint.engine.layers.attention.Projection)
 
@@ -293,6 +294,7 @@ class _Pass:
             own, glob = (self.m.hooks[label], self.m.global_hooks) if not mod.plain else (None, None)
             if mod.plain or not (own.any() or glob.any()):   # a plain function: no nn.Module, no hook
                 call.args = tuple(args)
+                call.kwarg_tensors = _kwarg_tensors(kwargs)
                 call.body_start, call.body_eqn = len(rt.nodes), len(rt.applications)
                 refused = None if mod.plain else _builtin_arity(args, mod, kwargs)
                 if refused is not None:
@@ -441,6 +443,7 @@ class _Pass:
                     state["args"] = tuple(new)
         args = state["args"]
         call.args = tuple(args) if isinstance(args, tuple) else ()
+        call.kwarg_tensors = _kwarg_tensors(state["kwargs"])
         if full or pre_hooks:
             call.bw = BackwardHookState(call, full, pre_hooks)
             args = self.setup_input_hook(call, args, loc)
@@ -1084,3 +1087,16 @@ def forward_arity_error(new: tuple, mod: Module, kwargs: dict) -> str | None:
     # forward(self, INPUTS, OPTIONAL=default...): CPython's binding, keywords too
     return pyerrors.binding_error(f"{owner}.forward", list(t.inputs + t.optional_inputs), set(t.optional_inputs),
                                   len(new), list(kwargs))
+
+
+def _kwarg_tensors(kwargs) -> tuple:
+    """The tensors among a call's keyword arguments (in a tuple value too)."""
+    out = []
+    stack = list(kwargs.values()) if isinstance(kwargs, dict) else []
+    while stack:
+        v = stack.pop(0)
+        if isinstance(v, Tensor):
+            out.append(v)
+        elif isinstance(v, (tuple, list)):
+            stack[:0] = list(v)
+    return tuple(out)

@@ -31,7 +31,7 @@ from adjoint.format.errors import ProblemError
 from adjoint.format.problem import Hook
 from math import prod
 
-from adjoint.engine.adjoints import gradient_value, input_slots, output_seeds, pure_vjp
+from adjoint.engine.adjoints import gradient_value, input_slots, output_seeds, pure_vjp, seen_at
 from adjoint.engine.graph import Tensor
 from adjoint.engine.passes import run_variant
 from adjoint.engine.torch_errors import TorchError
@@ -57,11 +57,14 @@ def calls_to_observe(fwd) -> list:
 
 def _shared_positions(call) -> set:
     """The positions of ``call``'s arguments whose tensor (one that requires grad) is handed at
-    another position too; -1 for one repeated inside a tuple argument (no projection covers it)."""
+    another position too, or by keyword as well (a full hook's BackwardHook wraps the positional
+    arguments only: the keyword's use is not that position's); -1 for one repeated inside a tuple
+    argument (no projection covers it)."""
     flat = [id(t) for t in _tensors(call.args) if t.requires_grad]
-    if len(flat) < 2 or len(set(flat)) == len(flat):
+    keyword = {id(t) for t in call.kwarg_tensors if t.requires_grad}
+    if not flat or (len(set(flat)) == len(flat) and not keyword.intersection(flat)):
         return set()
-    repeated = {k for k in flat if flat.count(k) > 1}
+    repeated = {k for k in flat if flat.count(k) > 1 or k in keyword}
     shared = {i for i, a in enumerate(call.args) if isinstance(a, Tensor) and id(a) in repeated}
     if any(isinstance(a, tuple) and any(id(t) in repeated for t in _tensors(a)) for a in call.args):
         shared.add(-1)
@@ -116,7 +119,7 @@ def _per_position(rt, call, boundary, bwd):
     shared = _shared_positions(call)
     covered = {pos for p in call.projections for pos, _, _ in p.blocks}
     if boundary is None or not call.projections or not shared <= covered or _passes_through(call) \
-            or any(p.weight.dtype.startswith("complex") for p in call.projections):
+            or any(p.out.dtype.startswith("complex") for p in call.projections):
         return None
     if all(g is None for g in boundary.grad_output):
         return boundary.grad_output, (None,) * len(call.args)
@@ -126,11 +129,15 @@ def _per_position(rt, call, boundary, bwd):
         blocks = [b for b in p.blocks if b[0] in shared]
         if not blocks:
             continue
-        (dout,) = pure_vjp(rt, rt.nodes[p.after:call.end], seeds, [p.out], getattr(bwd, "vjps", None))
+        # what the backward carried to the projection's output, the hooks inside the module acting
+        # (a node hook on its output's node), as the watching hook's input node would be handed it
+        dout = gradient_value(seen_at(bwd, p.out))
+        if dout is None:
+            (dout,) = pure_vjp(rt, rt.nodes[p.after:call.end], seeds, [p.out], getattr(bwd, "vjps", None))
         lead = tuple(B.shape(dout))[:-1]
         for pos, lo, n in blocks:
             part = B.reshape(B.index(dout, (slice(None),) * len(lead) + (slice(lo, lo + n),)), (prod(lead), n))
-            rows = B.index(p.weight.value, (slice(lo, lo + n), slice(None)))
+            rows = B.index(p.weight, (slice(lo, lo + n), slice(None)))
             at_x = B.reshape(B.matmul2d(part, rows), tuple(p.x.shape))
             (gins[pos],) = pure_vjp(rt, rt.nodes[call.body_start:p.first], [(p.x, at_x)], [call.args[pos]],
                                     none_unreached=True)

@@ -170,7 +170,8 @@ class Projection:
 
     x: Tensor                 # the linear's input: the argument after the module's transpose / unsqueeze
     out: Tensor               # the linear's output
-    weight: Tensor            # the weight it was handed (in_proj_weight, its rows, or q/k/v_proj_weight)
+    weight: object            # the value of the weight it was handed (in_proj_weight, its rows, or
+                              # q/k/v_proj_weight) then: the backward's, whatever a step does to it later
     first: int                # the runtime's node count before the linear, and after it
     after: int
     blocks: tuple             # (position in the call's arguments, first row, rows) per argument projected
@@ -187,7 +188,7 @@ def _projected(c, ops: _Ops, x, w, b, names: tuple):
         order = ("query", "key", "value")
         rows = w.shape[0] // len(names)
         blocks = tuple((order.index(n), i * rows, rows) for i, n in enumerate(names) if order.index(n) < len(c.args))
-        call.projections = call.projections + (Projection(x, out, w, first, len(c.rt.nodes), blocks),)
+        call.projections = call.projections + (Projection(x, out, w.value, first, len(c.rt.nodes), blocks),)
     return out
 
 
