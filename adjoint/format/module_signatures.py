@@ -349,7 +349,7 @@ def _conv_transpose(name: str, rank: int) -> NNType:
         ArgSpec("output_padding", "ints", (0,) * rank, 0, rank=rank), ArgSpec("groups", "int", 1, 1),
         ArgSpec("bias", "bool", True), ArgSpec("dilation", "ints", (1,) * rank, 1, rank=rank),
         ArgSpec("padding_mode", "str", "zeros", choices=("zeros",))),
-        params=_conv_transpose_params, check=_conv_check)
+        optional_inputs=("output_size",), params=_conv_transpose_params, check=_conv_check)
 
 
 def _cell_params(gates: int):

@@ -36,6 +36,11 @@ def _conv_transpose(rank: int):
     """ConvTranspose{rank}d.forward without output_size: F.conv_transpose{rank}d(input, weight, bias,
     stride, padding, output_padding, groups, dilation)."""
     def forward(c):
+        size = c.args[1] if len(c.args) > 1 else c.kwargs.get("output_size")
+        if size is not None:
+            raise ProblemError(c.loc, f"ConvTranspose{rank}d.forward(input, output_size) is not modelled; leave "
+                                      "output_size out (the output's size then follows stride, padding and "
+                                      "output_padding), or pick output_padding for the size you want")
         return conv_transpose(c.rt, c.args[0], c.params["weight"], c.params.get("bias"), c.arg("stride"),
                               c.arg("padding"), c.arg("output_padding"), c.arg("groups"), c.arg("dilation"), rank,
                               c.loc)
