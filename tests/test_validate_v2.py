@@ -466,7 +466,7 @@ def test_prefixed_calls():
                                        "exp(...) without the prefix, or a function the prefix has")
 
 
-@pytest.mark.parametrize("written", ["123", "on", "null", "0x1f", "yes", "007"])
+@pytest.mark.parametrize("written", ["123", "on", "null", "0x1f", "yes", "007", "2026-11-30"])
 def test_a_name_yaml_reads_as_a_number_or_boolean_is_its_text(written):
     """``name: 123`` / ``on`` / ``null`` are a number, a boolean, an empty value to YAML, but the text
     matches the contract's [a-z0-9_-]+: the problem is named by the text written, as variant keys are."""
@@ -494,3 +494,15 @@ def test_the_files_own_float_dtype_on_an_input_is_a_no_op(dtype):
     assert one(text.replace(f"dtype: {dtype}, requires_grad", f"dtype: {other}, requires_grad")) == \
         (f"f.yaml:4:26: input 'x' is {other} in a {dtype} file, which is not modelled (one float dtype per file); "
          f"drop dtype: or make the file's dtype: {other}")
+
+
+def test_a_timestamp_is_a_name_only_at_the_top_level_name():
+    """``name: 2026-11-30`` (a YAML 1.1 timestamp) names the problem; a timestamp elsewhere, and an
+    explicit !!timestamp tag on the name, are still refused."""
+    assert ok("name: &n 2026-11-30\ninputs:\n  x: [1]\nmodel: {type: ReLU}\n").name == "2026-11-30"
+    assert one("name: !!timestamp 2026-11-30\ninputs:\n  x: [1]\nmodel: {type: ReLU}\n") == \
+        "f.yaml:1:7: YAML tag !!timestamp is not allowed; problem files are plain data (numbers, strings, lists, " \
+        "mappings)"
+    assert one("name: t\ndescription: 2026-11-30\ninputs:\n  x: [1]\nmodel: {type: ReLU}\n") == \
+        "f.yaml:2:14: YAML tag !!timestamp is not allowed; problem files are plain data (numbers, strings, lists, " \
+        "mappings)"

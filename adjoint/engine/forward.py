@@ -839,7 +839,7 @@ class _ModuleScope:
             if not args and by_keyword:   # forward(input=x): PyTorch's hooks are then handed no positional input
                 raise ProblemError(loc, f"module '{child.label}' is handed its input '{by_keyword[0]}' by keyword: not "
                                         "modelled yet for a built-in module; pass it positionally")
-        if child.type is not None and not all(isinstance(a, Tensor) or _tensor_tuple(a) for a in args):
+        if child.type is not None and not _builtin_args_ok(child, args):
             raise ProblemError(loc, f"module '{child.label}' must be called with tensors")
         if child.type is None and not any(isinstance(a, Tensor) or tensor_dict(a) or _tensor_tuple(a)
                                           for a in list(args) + list(kwargs.values())):
@@ -881,7 +881,7 @@ class _LossScope:
             raise ProblemError(loc, f"module '{child.label}' takes {len(child.inputs)} input(s) "
                                     f"({', '.join(child.inputs)}), got {len(args)}")
         if not any(isinstance(a, Tensor) for a in list(args) + list(kwargs.values())) or \
-                (child.type is not None and not all(isinstance(a, Tensor) or _tensor_tuple(a) for a in args)):
+                (child.type is not None and not _builtin_args_ok(child, args)):
             raise ProblemError(loc, f"module '{child.label}' must be called with tensors")
         return self.run.call_module(child, list(args), loc, kwargs)
 
@@ -898,6 +898,24 @@ def _arity_ok(child: Module, n: int) -> bool:
     t = lookup(child.type) if child.type is not None else None
     return t is not None and tuple(child.inputs) == t.inputs and \
         len(t.inputs) <= n <= len(t.inputs) + len(t.optional_inputs)
+
+
+def _builtin_args_ok(child: Module, args: list) -> bool:
+    """A built-in module's positional arguments: its inputs are tensors (or tuples of them, an
+    LSTM's ``(h, c)``); past them, an optional input its forward declares may be given
+    positionally as by keyword (``attn(q, k, v, None, False)``: key_padding_mask=None,
+    need_weights=False), the layer checking what each may be."""
+    from adjoint.format.module_signatures import lookup
+    t = lookup(child.type)
+    required = len(t.inputs) if t is not None and tuple(child.inputs) == t.inputs and t.optional_inputs \
+        else len(args)
+    return all(isinstance(a, Tensor) or _tensor_tuple(a) or (k >= required and _optional_arg(a))
+               for k, a in enumerate(args))
+
+
+def _optional_arg(v) -> bool:
+    """What an optional input of a built-in's forward may be besides a tensor: None, a bool, a number."""
+    return v is None or isinstance(v, (bool, int, Fraction))
 
 
 def _tensor_tuple(v) -> bool:

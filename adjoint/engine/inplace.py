@@ -446,8 +446,12 @@ def scatter_into(B, base_value, chain, value):
     if opname == "expand":
         # several elements of an expanded view are one element of its input: write by position
         # (the written view has no internal overlap, checked before the write, so each input
-        # element is written at most once), as PyTorch's write through the memory does
-        return B.assign(base_value, _positions(B.shape(base_value), chain), value)
+        # element is written at most once), as PyTorch's write through the memory does; a 0-d
+        # input (b[0].expand(2)) is placed as its one element (numpy indexes no 0-d array by position)
+        shape = tuple(B.shape(base_value))
+        if not shape:
+            return B.reshape(B.assign(B.reshape(base_value, (1,)), _positions((1,), chain), value), ())
+        return B.assign(base_value, _positions(shape, chain), value)
     if op.scatter is None:
         if opname in ("split", "split_with_sizes", "unbind"):
             from adjoint.engine.ops.views import split_keys

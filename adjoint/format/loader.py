@@ -456,6 +456,12 @@ class _Open:
         self.key: YScalar | None = None
 
 
+def _names_problem(stack: list, parent) -> bool:
+    """The value being composed is the top-level ``name:``'s, which is the text as written
+    (``name: 2026-11-30`` is a YAML 1.1 timestamp, yet matches the name pattern)."""
+    return len(stack) == 1 and parent.is_map and parent.key is not None and parent.key.text == "name"
+
+
 class _Composer:
     """Builds the located tree from parser events: one document, counted, bounded, checked."""
 
@@ -526,10 +532,10 @@ class _Composer:
                             break
                     mark = event.start_mark
                     node = plain(name, mark.line + 1, mark.column + 1, value, kind)
-                    if kind is None:  # !!timestamp, !!merge, !!value
+                    if kind is None and not _names_problem(stack, parent):  # !!timestamp, !!merge, !!value
                         self.check_tag(tag, node.loc, explicit_only=False, default=tag)
                 else:
-                    node = self.scalar(event, is_key)
+                    node = self.scalar(event, is_key or _names_problem(stack, parent))
                 if not is_key:  # keys are not counted (as before: the budget is for values)
                     self.count += 1
                     if self.count > MAX_NODES:
@@ -641,6 +647,8 @@ class _Composer:
         return tag
 
     def scalar(self, event, is_key: bool) -> YScalar:
+        """A scalar node; ``is_key``: a mapping key or the top-level name, where an implicit
+        !!timestamp or !!merge is just the text written."""
         mark = event.start_mark
         loc = Loc(self.name, mark.line + 1, mark.column + 1)
         value = event.value
@@ -650,7 +658,8 @@ class _Composer:
                 if regexp.match(value):
                     default = tag
                     break
-        # a key's implicit !!timestamp or !!merge (`<<`) is just a name; on a value it is refused
+        # a key's (and the top-level name's) implicit !!timestamp or !!merge (`<<`) is just a name;
+        # on another value it is refused
         tag = self.check_tag(event.tag, loc, explicit_only=is_key, default=default)
         if not value.isascii() and _SURROGATE.search(value):
             at = _SURROGATE.search(value).group()

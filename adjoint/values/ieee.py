@@ -150,6 +150,31 @@ def sym_special(v: float):
     return fmpq(int(v))
 
 
+def specials_placed(out: Exact, positions: np.ndarray, x: Exact) -> Exact:
+    """``out`` (zeros with ``x`` added at the flat ``positions``, shaped like ``x``: index_put_
+    with accumulate) where an element of ``x`` is an IEEE special: each target element reached
+    by one is 0.0 plus what lands there in float arithmetic (``inf`` stays ``inf``, ``inf`` and
+    ``-inf`` at one place make ``nan``), not ``0 * inf``."""
+    if x.kind != "real" or x.forms is None or not np.any(_is_special(x.forms)):
+        return out
+    forms = x.forms.reshape(-1).tolist()
+    signs = x.signs().reshape(-1).tolist()
+    landing: dict[int, list] = {}
+    for f, s, at in zip(forms, signs, positions.reshape(-1).tolist()):
+        landing.setdefault(at, []).append(f.value if type(f) is F.Special else float_of_sign(s))
+    hit = [at for at, vals in landing.items() if any(math.isnan(v) or math.isinf(v) for v in vals)]
+    mask = np.zeros(out.shape, dtype=bool)
+    mask.reshape(-1)[hit] = True
+    return overwrite(out, mask, [_accumulated(landing[at]) for at in np.flatnonzero(mask).tolist()])
+
+
+def _accumulated(values: list) -> float:
+    s = 0.0
+    for v in values:
+        s += v
+    return s
+
+
 def specials_by_elements(out: Exact, x: Exact, reduce_fn) -> Exact:
     """A reduction over a tensor holding IEEE specials: float arithmetic decides."""
     if x.kind != "real" or x.forms is None or not np.any(_is_special(x.forms)):

@@ -12,6 +12,7 @@ import numpy as np
 from adjoint.values.numbers import rational as R
 from adjoint.values.numbers.symbolic import sympy
 from adjoint.values.exact import Exact
+from adjoint.values import ieee as I
 from adjoint.values.arith import _from_elements, _kind, _wrap_sym
 
 arb = flint.arb
@@ -105,4 +106,6 @@ def place_add(shape, key, g: Exact) -> Exact:
         out.fill(arb(0))
         np.add.at(out, key, np.broadcast_to(b, target_shape))
         return out
-    return Exact.certified(shape, recipe, (g,), None)
+    out = Exact.certified(shape, recipe, (g,), None)
+    positions = np.arange(math.prod(shape), dtype=np.int64).reshape(shape)[key]
+    return I.specials_placed(out, np.broadcast_to(positions, target_shape), g.broadcast_to(target_shape))

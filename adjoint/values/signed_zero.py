@@ -10,7 +10,8 @@ depends on how it was made, with PyTorch's own kernel choices (probed on 2.13):
 * relu, tanh, sin, sqrt, ``x ** 0.5`` and odd powers keep a -0.0; views and transposes too;
 * ``1 / x`` (``reciprocal``) and odd negative powers of ``-inf`` are -0.0;
 * sum, mean, mv, dot, bmm, addmm and norm accumulate from +0.0, so they never give -0.0;
-  mm too, except with an inner size of 1, where each element is its one product;
+  mm too, except with an inner size of 1 and more than one row and column out, where each
+  element is its one product;
   abs gives +0.0; exp, cos, sigmoid never give 0.
 
 :func:`result_mask` gives the sign-bit mask of an op's exact zeros from its inputs' masks.
@@ -79,9 +80,11 @@ def result_mask(op, ins: list[Exact], params, out: Exact) -> np.ndarray | None:
         mask = zeros & sign_bits(ins[0], zeros)
     elif rule == "outer":
         # mm with an inner size of 1 writes each element's one product (CPU, checked in torch 2.13:
-        # mm([[0], [1]], [[-1, 2]])[0, 0] is -0.0); with more, it accumulates from +0.0
+        # mm([[0], [1]], [[-1, 2]])[0, 0] is -0.0); with more, or with one row or one column out
+        # (BLAS hands a gemm whose result is a vector to gemv: mm([[-0.0], [4]], [[1]]) is +0.0),
+        # it accumulates from +0.0
         a, b = ins[0], ins[1]
-        if len(a.shape) != 2 or len(b.shape) != 2 or a.shape[1] != 1:
+        if len(a.shape) != 2 or len(b.shape) != 2 or a.shape[1] != 1 or a.shape[0] == 1 or b.shape[1] == 1:
             return None
         zeros = zero_mask(out)
         if not zeros.any():
