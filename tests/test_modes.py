@@ -83,6 +83,10 @@ VALUE_ERRORS = {"bce_values_out_of_range_raise.yaml", "pack_hook_then_op_raises.
                 # a chained comparison takes a one-element tensor's truth value
                 "chained_comparison_is_python_and.yaml"}
 
+#: Files that compute with ``x.item()``: the other modes hold it as a float they refuse to compute
+#: with (docs/not-modelled.md, "Python numbers from tensors"), so only the exact answer is checked.
+ITEM_ARITHMETIC = {"python_division_by_zero.yaml"}
+
 #: Files where float64's rounding decides a discontinuity the exact answer sits on (a 2-norm's
 #: direction at an exact 0 that doubles make about 1e-17): float64 follows PyTorch there, not the
 #: exact answer (verify's bound covers it), so only their skeletons are compared.
@@ -90,7 +94,10 @@ ROUNDING_DECIDED = {"bound_norm_direction_at_a_rounding_zero.yaml",
                     # maxima tied in exact arithmetic that doubles make a rounding apart
                     "max_pool_near_tie_routing.yaml", "max_dim_near_tie_routing.yaml",
                     # a sigmoid that doubles round to exactly 1.0, so BCELoss's log is clamped at -100
-                    "bce_of_a_sigmoid_saturated_in_floats.yaml", "bce_saturated_after_a_step_with_padded_conv_ties.yaml"}
+                    "bce_of_a_sigmoid_saturated_in_floats.yaml", "bce_saturated_after_a_step_with_padded_conv_ties.yaml",
+                    # numpy's matrix product sums an inner size of 1 from +0.0 where PyTorch's keeps a
+                    # -0.0 product (docs/not-modelled.md, "Answer modes"): an infinity's sign after it
+                    "mm_inner_size_one_vector_result_is_positive_zero.yaml"}
 
 
 @pytest.mark.parametrize("path", FILES)
@@ -99,6 +106,8 @@ def test_float64_and_structure_follow_the_exact_answer(path):
         _, exact = _solve(path, "exact")
     except ProblemError:
         pytest.skip("the exact mode refuses this file (e.g. a value beyond the dtype's range)")
+    if os.path.basename(path) in ITEM_ARITHMETIC:
+        pytest.skip("computes with x.item(), which --float64 and --structure refuse")
     modes = ("float64",) if os.path.basename(path) in VALUE_ERRORS else ("float64", "structure")
     for mode in modes:
         _, other = _solve(path, mode)

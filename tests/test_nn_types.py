@@ -18,6 +18,13 @@ from adjoint.format.errors import ProblemError
 #: ones that change the parameters or buffers. Values in the form adjoint stores them (Conv's
 #: int-or-tuple arguments as tuples; a file may write either, see test_int_or_list_arguments).
 CONFIGS = {
+    "ConvTranspose1d": [{"in_channels": 2, "out_channels": 3, "kernel_size": (2,)},
+                        {"in_channels": 2, "out_channels": 4, "kernel_size": (3,), "stride": (2,), "padding": (1,),
+                         "output_padding": (1,), "groups": 2, "bias": False}],
+    "ConvTranspose2d": [{"in_channels": 2, "out_channels": 3, "kernel_size": (2, 3)},
+                        {"in_channels": 1, "out_channels": 2, "kernel_size": (3, 3), "stride": (2, 2),
+                         "dilation": (2, 2)}],
+    "Upsample": [{"scale_factor": 2}, {"size": (4, 4), "mode": "bilinear", "align_corners": True}],
     "Linear": [{"in_features": 3, "out_features": 2}, {"in_features": 1, "out_features": 4, "bias": False}],
     "ReLU": [{}, {"inplace": True}],
     "Tanh": [{}],
@@ -110,7 +117,7 @@ NOT_ARGUMENTS = {"self", "args", "kwargs", "_weight", "_freeze"}
 #: How many constructor arguments torch does not keep under their own name (Linear and Conv: bias;
 #: BatchNorm, LayerNorm, GroupNorm: bias; MultiheadAttention: bias, add_bias_kv; losses: the reduction
 #: is kept, MSELoss and friends keep nothing else).
-UNSTORED = {"Linear": 1, "Conv1d": 1, "Conv2d": 1, "Conv3d": 1, "BatchNorm1d": 1, "BatchNorm2d": 1, "LayerNorm": 1,
+UNSTORED = {"ConvTranspose1d": 1, "ConvTranspose2d": 1, "Linear": 1, "Conv1d": 1, "Conv2d": 1, "Conv3d": 1, "BatchNorm1d": 1, "BatchNorm2d": 1, "LayerNorm": 1,
             "GroupNorm": 1, "MultiheadAttention": 2,
             # the Transformer layers keep only norm_first (the rest lives on their submodules; activation and
             # dropout are a function and a submodule there)
@@ -136,10 +143,11 @@ def test_every_type_of_the_contract_is_there():
                 "Hardtanh ReLU6 Hardswish Mish RNNCell LSTMCell GRUCell RNN LSTM GRU "
                 "TransformerEncoderLayer TransformerDecoderLayer AdaptiveMaxPool1d AdaptiveMaxPool2d "
                 "TransformerEncoder Conv3d MaxPool3d AvgPool3d AdaptiveAvgPool3d MaxPool1d AvgPool1d AdaptiveMaxPool3d").split()
-    additions = ["ModuleDict"]   # the project's own (docs/format.md): nanoGPT's self.transformer
+    # the project's own (docs/format.md): nanoGPT's self.transformer; a UNet's or a GAN's upsampling
+    additions = ["ModuleDict", "ConvTranspose1d", "ConvTranspose2d", "Upsample"]
     assert sorted(nn_types.TYPES) == sorted(contract + additions)
     # TransformerEncoder takes a module as an argument: tests/test_transformer_encoder.py checks its tree
-    assert sorted(CONFIGS) == sorted(set(contract) - set(CONTAINERS) - {"TransformerEncoder"})
+    assert sorted(CONFIGS) == sorted(set(contract + additions) - set(CONTAINERS) - {"TransformerEncoder"})
 
 
 @pytest.mark.parametrize("name", sorted(nn_types.TYPES))

@@ -140,7 +140,7 @@ REFUSED = [
                   "indexing and tuples"),
     ("(lambda: x)()", "1:6: a lambda is not allowed in problem expressions; use names, numbers, + - * / ** @, comparisons, calls, "
                       "indexing and tuples"),
-    ("[v for v in x]", "1:5: a comprehension is only allowed in a hook's returns: and does:"),
+    ("[v for v in x]", "1:5: " + "a comprehension is only allowed in a hook's returns: and does:; in a forward, name each item (torch.stack([f(x[0]), f(x[1])]))"),
     ("x < 1 < 2", "1:5: '1 < 2' compares two numbers (a Python bool, not a tensor); compare a tensor"),
     ("x is y", "1:10: 'is' and 'is not' are allowed with None only, as in 'g is not None'"),
     ("x in y", "1:5: only the comparisons > >= < <= == != are allowed ('is' and 'in' are not)"),

@@ -581,7 +581,8 @@ class _Builder:
         """``[ELT for NAME in SEQ]`` / ``tuple(ELT for NAME in SEQ)`` in a hook body: one ``for``
         over one name, no ``if`` clause."""
         if not self.hook_body:
-            raise ProblemError(loc, "a comprehension is only allowed in a hook's returns: and does:")
+            raise ProblemError(loc, "a comprehension is only allowed in a hook's returns: and does:; in a forward, "
+                                    "name each item (torch.stack([f(x[0]), f(x[1])]))")
         if len(node.generators) != 1:
             raise ProblemError(loc, "a comprehension takes one 'for' here; nest the lines instead")
         gen = node.generators[0]
