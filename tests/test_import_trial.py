@@ -1,0 +1,311 @@
+"""``adjoint import`` on what a trial of practitioners' model files found: a hook that raises (an
+answer, not a reason to refuse the file), ``out=`` in a hook body, refusals that named a line of
+the file never written instead of the user's, a float64 buffer, a hook registered inside a
+forward, a dict output with a None value, and an op on a buffer alone.
+
+Every expected value is real torch running the user's module as written here (its hooks
+included), never adjoint's output; every refusal is checked for the user's ``file:line``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from conftest import import_to_file, line_of, require_torch, users_module_run
+
+torch = require_torch()
+
+import adjoint  # noqa: E402
+from adjoint.format.errors import ProblemError  # noqa: E402
+from adjoint.torchside.importer import import_file  # noqa: E402
+from adjoint.torchside.importer.userfile import call_factory  # noqa: E402
+from adjoint.torchside.verify import predict, verify_variant  # noqa: E402
+
+MODELS = '''\
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+CALLS = []
+
+
+class Two(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+        self.b = nn.Linear(3, 1)
+
+    def forward(self, x):
+        return self.b(torch.tanh(self.a(x)))
+
+
+def noted(module, grad_input, grad_output):
+    CALLS.append("b")
+
+
+def reshaped(g):
+    CALLS.append("a.weight")
+    return g.view(7)
+
+
+def make_raising_tensor_hook():
+    torch.manual_seed(0)
+    m = Two().double()
+    m.b.register_full_backward_hook(noted)
+    m.a.weight.register_hook(reshaped)
+    return m
+
+
+class Embedded(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(5, 2)
+        self.fc = nn.Linear(2, 1)
+
+    def forward(self, idx):
+        return self.fc(self.emb(idx))
+
+
+def halved(module, grad_input, grad_output):
+    CALLS.append("layer")
+    return (grad_input[0] * 0.5,)
+
+
+def make_halving_every_layer():
+    torch.manual_seed(0)
+    m = Embedded().double()
+    for mod in m.modules():
+        if isinstance(mod, (nn.Linear, nn.Embedding)):
+            mod.register_full_backward_hook(halved)
+    return m
+
+
+def doubled_input(module, args):
+    CALLS.append("a")
+    args[0].mul_(2)
+
+
+def make_leaf_written_by_pre_hook():
+    torch.manual_seed(0)
+    m = Two().double()
+    m.a.register_forward_pre_hook(doubled_input)
+    return m
+
+
+def clamped_out(g):
+    torch.clamp(g, -0.01, 0.01, out=g)
+
+
+def make_clamp_out():
+    torch.manual_seed(0)
+    m = Two().double()
+    m.a.weight.register_hook(clamped_out)
+    return m
+
+
+class Padded(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 1, 3, padding=1, padding_mode="reflect")
+
+    def forward(self, x):
+        h = self.conv(x)
+        return h.sum(dim=1)
+
+
+def make_reflect():
+    return Padded().double()
+
+
+class Casts(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+
+    def forward(self, x):
+        h = self.fc(x)
+        return h + h.double().sum(dim=1, keepdim=True).float()
+
+
+def make_casting():
+    return Casts()
+
+
+class Recurrent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(3, 2, batch_first=True)
+        self.fc = nn.Linear(2, 1)
+
+    def forward(self, x):
+        out, (h, c) = self.lstm(x)
+        return self.fc(h[-1])
+
+
+def make_float32_lstm():
+    return Recurrent()
+
+
+class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+        self.register_buffer("scale", torch.tensor([1.0 / 3.0, 0.1, 2.0], dtype=torch.float64))
+
+    def forward(self, x):
+        return self.fc(x) * self.scale
+
+
+def make_float64_buffer():
+    return Scaled()
+
+
+class HookInForward(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(3, 3)
+        self.fc2 = nn.Linear(3, 1)
+
+    def forward(self, x):
+        h = torch.tanh(self.fc1(x))
+        h.register_hook(lambda g: g * 0.5)
+        return self.fc2(h)
+
+
+def make_hook_in_forward():
+    return HookInForward()
+
+
+class Outputs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+
+    def forward(self, x, labels=None):
+        logits = self.fc(x)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits, labels)
+        return {"logits": logits, "loss": loss}
+
+
+def make_dict_with_none():
+    torch.manual_seed(0)
+    return Outputs().double()
+
+
+class Normalizer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+        self.register_buffer("var", torch.tensor([0.5, 0.25, 2.0], dtype=torch.float64))
+
+    def forward(self, x):
+        return self.fc(x) / torch.sqrt(self.var + 1e-5)
+
+
+def make_normalizer():
+    torch.manual_seed(0)
+    return Normalizer().double()
+
+
+class Rebinds(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+        self.register_buffer("running", torch.ones(3, dtype=torch.float64))
+
+    def forward(self, x):
+        h = self.fc(x)
+        self.running = 0.5 * self.running + 0.5 * h.detach().abs().mean(0)
+        return h / (self.running + 1e-3)
+
+
+def make_rebinding():
+    torch.manual_seed(0)
+    return Rebinds().double()
+
+
+class InPlaceAverage(Rebinds):
+    def forward(self, x):
+        h = self.fc(x)
+        self.running.mul_(0.5).add_(0.5 * h.detach().abs().mean(0))
+        return h / (self.running + 1e-3)
+
+
+def make_in_place_average():
+    torch.manual_seed(0)
+    return InPlaceAverage().double()
+'''
+
+
+@pytest.fixture
+def models(tmp_path):
+    path = tmp_path / "models.py"
+    path.write_text(MODELS)
+    return str(path)
+
+
+def _refused(models: str, factory: str, specs=("x=2x3",), loss: str = "sum(y)") -> str:
+    with pytest.raises(ProblemError) as err:
+        import_file(f"{models}:{factory}", list(specs), loss, None)
+    return str(err.value)
+
+
+def _at(models: str, text: str) -> str:
+    return f"{os.path.relpath(models) if not os.path.relpath(models).startswith('..') else models}:" \
+           f"{line_of(models, text)}: "
+
+
+def _users_run_raises(problem, models: str, factory: str):
+    """The user's module, its own hooks noting their calls in CALLS, on the file's inputs:
+    (the error it raises, in which phase, the calls noted before it)."""
+    model = call_factory(models, factory)
+    calls = model.__class__.__init__.__globals__["CALLS"]
+    calls.clear()
+    args = []
+    for d in problem.variants[0].inputs:
+        values = [float(v) for v in d.value.items]
+        if d.dtype == "int64":
+            args.append(torch.tensor([int(v) for v in values], dtype=torch.int64).reshape(d.value.shape))
+        else:
+            # a fresh leaf, as the file's input is (a reshape's result would be a view of one)
+            args.append(torch.tensor(values, dtype=torch.float64).reshape(d.value.shape).clone().requires_grad_(True))
+    during = "forward"
+    try:
+        out = model(*args)
+        during = "backward"
+        out.sum().backward()
+    except Exception as exc:       # noqa: BLE001 -- whatever the user's hook raises is the answer
+        return exc, during, list(calls)
+    raise AssertionError("the user's module ran without error")
+
+
+# ----------------------------------------------------------------------------- a hook that raises
+
+@pytest.mark.parametrize("factory, specs, kinds", [
+    # sum's gradient reaches b's hook, then a.weight's hook views 9 elements as 7
+    ("make_raising_tensor_hook", ("x=2x3",), ["full_backward", "hook"]),
+    # the Linear's hook runs; the Embedding's grad_input is (None,) (its input is int64): None * 0.5
+    ("make_halving_every_layer", ("idx=2x3:int64:0-5",), ["full_backward", "full_backward"]),
+    # a forward pre-hook writes the leaf input in place: PyTorch's leaf error, in the forward
+    ("make_leaf_written_by_pre_hook", ("x=2x3",), ["forward_pre"]),
+])
+def test_a_hook_that_raises_is_imported_and_its_error_predicted(models, factory, specs, kinds):
+    """The user's hook raising was PyTorch's answer, and the import refused the file ("raised:
+    predicted True, observed False"): verify --origin never marked the user's call as raised.
+    The file is written; its prediction is torch's error (type, message, phase) after the calls
+    the user's hooks made, the last one marked raised; verify --origin agrees."""
+    path, text, problem = import_to_file(models, factory, list(specs))
+    exc, during, calls = _users_run_raises(problem, models, factory)
+    vp = predict(problem, None, "float64").variants[0]
+    js = vp.to_json()
+    assert js["error"] == {"type": type(exc).__name__, "message": str(exc), "during": during,
+                           "after_call": len(calls) - 1}
+    assert [c["kind"] for c in js["hook_calls"]] == kinds and len(kinds) == len(calls)
+    assert js["hook_calls"][-1].get("raised") is True
+    assert not any(c.get("raised") for c in js["hook_calls"][:-1])
+    result = verify_variant(path, problem, vp, "float64", False, origin=True)
+    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+    assert any(r.section == "origin" and r.item.startswith("error ") for r in result.rows)
