@@ -309,3 +309,19 @@ def test_a_hook_that_raises_is_imported_and_its_error_predicted(models, factory,
     result = verify_variant(path, problem, vp, "float64", False, origin=True)
     assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
     assert any(r.section == "origin" and r.item.startswith("error ") for r in result.rows)
+
+
+# ----------------------------------------------------------------------------- out= in a hook body
+
+def test_out_in_a_hook_body_is_refused_at_its_line_naming_the_in_place_write(models):
+    """``torch.clamp(g, -0.01, 0.01, out=g)`` was read as an observing call and dropped: the
+    file's hook did nothing, and the self-check blamed the forward. In PyTorch it writes g in place
+    as ``g.clamp_(-0.01, 0.01)`` does (one version bump, the same values) while nothing requires
+    grad; it is refused at the hook's line, naming that write."""
+    g, h = torch.tensor([0.5, -0.005, -2.0]), torch.tensor([0.5, -0.005, -2.0])
+    torch.clamp(g, -0.01, 0.01, out=g)
+    h.clamp_(-0.01, 0.01)
+    assert torch.equal(g, h) and g._version == h._version == 1
+    msg = _refused(models, "make_clamp_out")
+    assert msg.startswith(_at(models, "torch.clamp(g, -0.01, 0.01, out=g)")), msg
+    assert "through out=" in msg and "write g.clamp_(-0.01, 0.01)" in msg
