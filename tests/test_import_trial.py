@@ -325,3 +325,11 @@ def test_out_in_a_hook_body_is_refused_at_its_line_naming_the_in_place_write(mod
     msg = _refused(models, "make_clamp_out")
     assert msg.startswith(_at(models, "torch.clamp(g, -0.01, 0.01, out=g)")), msg
     assert "through out=" in msg and "write g.clamp_(-0.01, 0.01)" in msg
+
+
+def test_a_hook_registered_in_the_forward_names_the_files_tensor_hook(models):
+    """It said "register the hook on the model before importing", which an intermediate cannot
+    be; the file's {tensor: h} hook is what does it."""
+    msg = _refused(models, "make_hook_in_forward")
+    assert msg.startswith(_at(models, "h.register_hook(")), msg
+    assert "{tensor: h, returns: ...}" in msg and "register the hook on the model" not in msg
