@@ -327,9 +327,94 @@ def test_out_in_a_hook_body_is_refused_at_its_line_naming_the_in_place_write(mod
     assert "through out=" in msg and "write g.clamp_(-0.01, 0.01)" in msg
 
 
+# ----------------------------------------------------------------------------- the user's line
+
+@pytest.mark.parametrize("factory, specs, line, words", [
+    # solve refuses the file's line: told at the user's line of the op it points at
+    ("make_reflect", ("x=1x1x4x4",), "h = self.conv(x)", "padding_mode='reflect'"),
+    ("make_casting", ("x=2x3",), "h + h.double()", "model.double() before importing"),
+    # refused by the import itself, in the user's terms
+    ("make_float32_lstm", ("x=1x2x3",), "out, (h, c) = self.lstm(x)", "return model.double() from the factory"),
+])
+def test_what_the_file_cannot_answer_is_told_at_the_users_line(models, factory, specs, line, words):
+    """These named "line N of the file it would have written", a file the user never sees."""
+    msg = _refused(models, factory, specs)
+    assert msg.startswith(_at(models, line)), msg
+    assert words in msg and "file it would have written" not in msg
+
+
+def test_a_float64_buffer_is_named_at_its_line(models):
+    """It said "the model mixes float32 and float64 parameters", naming neither the buffer nor a
+    line (PyTorch promotes float32 * float64 to float64: a problem holds one float dtype)."""
+    assert (torch.ones(2) * torch.ones(2, dtype=torch.float64)).dtype == torch.float64
+    msg = _refused(models, "make_float64_buffer")
+    assert msg.startswith(_at(models, 'register_buffer("scale"')), msg
+    assert "its buffer 'scale' is float64" in msg and "model.float()" in msg
+
+
 def test_a_hook_registered_in_the_forward_names_the_files_tensor_hook(models):
     """It said "register the hook on the model before importing", which an intermediate cannot
     be; the file's {tensor: h} hook is what does it."""
     msg = _refused(models, "make_hook_in_forward")
     assert msg.startswith(_at(models, "h.register_hook(")), msg
     assert "{tensor: h, returns: ...}" in msg and "register the hook on the model" not in msg
+
+
+# ----------------------------------------------------------------------------- what now imports
+
+def test_a_dict_output_with_a_none_value_imports(models):
+    """``return {"logits": t, "loss": None}`` (no labels given) was refused ("must return a
+    tensor or a tuple of tensors") though a dict of tensors imports; the loss reads y["logits"]."""
+    out = os.path.join(os.path.dirname(models), "dict.yaml")
+    text = import_file(f"{models}:make_dict_with_none", ["x=2x3"], 'sum(y["logits"])', out)
+    with open(out, "w") as fh:
+        fh.write(text)
+    problem = adjoint.load(out)
+    assert '"loss": None}' in text
+    model = call_factory(models, "make_dict_with_none")
+    x = torch.tensor([float(v) for v in problem.variants[0].inputs[0].value.items],
+                     dtype=torch.float64).reshape(2, 3).requires_grad_(True)
+    result = model(x)
+    assert result["loss"] is None
+    result["logits"].sum().backward()
+    vp = predict(problem, None, "float64").variants[0]
+    js = vp.to_json()
+    assert torch.allclose(torch.tensor(js["grads"]["x"]["value"], dtype=torch.float64), x.grad, rtol=1e-10, atol=1e-12)
+    assert torch.allclose(torch.tensor(js["grads"]["fc.weight"]["value"], dtype=torch.float64), model.fc.weight.grad,
+                          rtol=1e-10, atol=1e-12)
+    assert verify_variant(out, problem, vp, "float64", False, origin=True).ok
+    # the default loss, sum(y), on the dict: told as --loss, the dict's keys named
+    msg = _refused(models, "make_dict_with_none")
+    assert msg.startswith('--loss "sum(y)": sum() needs a tensor, got a dict'), msg
+
+
+@pytest.mark.parametrize("factory, forward", [
+    # fx ran self.var + 1e-5 while tracing (the buffer was a real tensor): a constant, refused
+    ("make_normalizer", "return fc(x) / torch.sqrt(var + 1e-05)"),
+    # an in-place running average of a buffer: traced, written in place
+    ("make_in_place_average", "running.mul_(0.5)"),
+])
+def test_an_op_on_a_buffer_alone_is_traced(models, factory, forward):
+    path, text, problem = import_to_file(models, factory, ["x=2x3"])
+    assert forward in text
+    vp = predict(problem, None, "float64").variants[0]
+    js = vp.to_json()
+    loss, grads = users_module_run(problem, models, factory)
+    assert abs(js["loss"]["value"] - loss.item()) <= 1e-12
+    for name, g in grads.items():
+        assert torch.allclose(torch.tensor(js["grads"][name]["value"], dtype=torch.float64), g, rtol=1e-10,
+                              atol=1e-12), name
+    assert verify_variant(path, problem, vp, "float64", False, origin=True).ok
+
+
+def test_a_buffer_rebound_in_the_forward_is_refused_at_its_line(models):
+    """``self.running = 0.5 * self.running + ...`` binds a new tensor: fx and a recorded call see
+    no attribute assignment, so the file would keep the old buffer (and fx's trace left a Proxy
+    in the user's module); refused at the assignment, the module left as it was."""
+    model = call_factory(models, "make_rebinding")
+    before = model.running
+    model(torch.ones(2, 3, dtype=torch.float64))
+    assert model.running is not before          # PyTorch: a new tensor bound to the buffer's name
+    msg = _refused(models, "make_rebinding")
+    assert msg.startswith(_at(models, "self.running = 0.5 * self.running")), msg
+    assert "binds its buffer 'running' to a new tensor" in msg and "in place" in msg

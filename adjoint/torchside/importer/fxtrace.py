@@ -37,6 +37,9 @@ class ChildTracer(fx.Tracer):
     def __init__(self):
         super().__init__()
         self.record_stack_traces = True
+        # a buffer read is traced (a get_attr node), so that an op on it alone (self.var + 1e-5,
+        # ~self.mask) is an op of the forward, not a value fx computes while tracing: a constant
+        self.proxy_buffer_attributes = True
 
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
         return True
