@@ -93,6 +93,18 @@ def make_leaf_written_by_pre_hook():
     return m
 
 
+def viewed(module, args, output):
+    CALLS.append("a")
+    return output.view(7)
+
+
+def make_raising_forward_hook():
+    torch.manual_seed(0)
+    m = Two().double()
+    m.a.register_forward_hook(viewed)
+    return m
+
+
 def clamped_out(g):
     torch.clamp(g, -0.01, 0.01, out=g)
 
@@ -291,6 +303,9 @@ def _users_run_raises(problem, models: str, factory: str):
     ("make_halving_every_layer", ("idx=2x3:int64:0-5",), ["full_backward", "full_backward"]),
     # a forward pre-hook writes the leaf input in place: PyTorch's leaf error, in the forward
     ("make_leaf_written_by_pre_hook", ("x=2x3",), ["forward_pre"]),
+    # a forward hook views 6 elements as 7: the import's own run on the example inputs stopped
+    # there too, and refused the model ("give inputs of the shapes the model takes")
+    ("make_raising_forward_hook", ("x=2x3",), ["forward"]),
 ])
 def test_a_hook_that_raises_is_imported_and_its_error_predicted(models, factory, specs, kinds):
     """The user's hook raising was PyTorch's answer, and the import refused the file ("raised:

@@ -315,7 +315,8 @@ def _example_calls(model: nn.Module, args: list[torch.Tensor]) -> tuple[dict, di
                 examples[path] = (_cloned(a), _cloned(kw))
             forms.setdefault(path, set()).add(_none_pattern(module, a, kw))
         handles.append(m.register_forward_pre_hook(pre, prepend=True, with_kwargs=True))
-    watch = ForwardWatch(source_files(model), forward_hook_codes(model))
+    codes = forward_hook_codes(model)
+    watch = ForwardWatch(source_files(model), codes)
     try:
         with state_kept(model) as rebound, torch.no_grad(), watch, warnings.catch_warnings():
             # checkpoint's own warnings (no input requires grad here; use_reentrant absent) are the
@@ -324,9 +325,10 @@ def _example_calls(model: nn.Module, args: list[torch.Tensor]) -> tuple[dict, di
             model(*args)
     except Exception as exc:
         watch.check()
-        raise ProblemError(None, f"running {type(model).__name__} on the example inputs raised "
-                                 f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}; give inputs of the "
-                                 "shapes the model takes") from None
+        if not _raised_in(exc, codes):   # a forward(-pre) hook of the user's that raises is PyTorch's answer
+            raise ProblemError(None, f"running {type(model).__name__} on the example inputs raised "
+                                     f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}; give inputs of "
+                                     "the shapes the model takes") from None
     finally:
         for h in handles:
             h.remove()
@@ -334,6 +336,18 @@ def _example_calls(model: nn.Module, args: list[torch.Tensor]) -> tuple[dict, di
     _rebinds_no_buffer(model, rebound)
     _one_form_per_module(model, forms)
     return shapes, examples
+
+
+def _raised_in(exc: BaseException, codes: dict) -> bool:
+    """``exc`` was raised inside one of the user's forward(-pre) hooks (``codes``): the model's
+    forward stops there in PyTorch too, and the file's run predicts that error; what the example
+    run learned before it (the shapes of the calls that ran) is what the import needs."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code in codes:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _rebinds_no_buffer(model: nn.Module, rebound: list[str]) -> None:
