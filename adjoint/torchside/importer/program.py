@@ -154,9 +154,10 @@ class Writer:
         target = str(node.target)
         if target.startswith("_tensor_constant"):
             raise self.fail(node, "uses a tensor the trace saw as a constant -- made by code torch.fx runs "
-                                  "eagerly (an op on a buffer such as ~self.mask or self.mask > 0, torch.tensor(...), "
-                                  "a global tensor) -- which the problem format cannot write as part of the forward",
-                            "register the tensor it needs as a buffer in __init__ (self.register_buffer('m', ~mask)), "
+                                  "eagerly (torch.tensor(...), a global tensor, an op on a tensor attribute that is "
+                                  "not a parameter or buffer) -- which the problem format cannot write as part of the "
+                                  "forward",
+                            "register the tensor it needs as a buffer in __init__ (self.register_buffer('m', mask)), "
                             "or compute it from the forward's inputs")
         if target not in self.own:
             written = _tensor_path(self.children, target)   # a child's parameter or buffer: emb.weight
