@@ -23,6 +23,8 @@ from adjoint.torchside.importer.userfile import call_factory  # noqa: E402
 from adjoint.torchside.verify import predict, verify_variant  # noqa: E402
 
 MODELS = '''\
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -249,6 +251,24 @@ class InPlaceAverage(Rebinds):
 def make_in_place_average():
     torch.manual_seed(0)
     return InPlaceAverage().double()
+
+
+class Masked(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+        self.register_buffer("tril", torch.tril(torch.ones(4, 4, dtype=torch.float64)))
+
+    def forward(self, x):
+        T = x.size(0)
+        att = (self.fc(x) @ x.transpose(0, 1)) * (1.0 / math.sqrt(x.size(-1)))
+        att = att.masked_fill(self.tril[:T, :T] == 0, float("-inf"))
+        return F.softmax(att, dim=-1)
+
+
+def make_masked():
+    torch.manual_seed(0)
+    return Masked().double()
 '''
 
 
@@ -408,6 +428,9 @@ def test_a_dict_output_with_a_none_value_imports(models):
     ("make_normalizer", "return fc(x) / torch.sqrt(var + 1e-05)"),
     # an in-place running average of a buffer: traced, written in place
     ("make_in_place_average", "running.mul_(0.5)"),
+    # a causal mask sliced by a size, and math.sqrt of a size (fx would make it a node the format
+    # does not have): recorded from one call, the size a number
+    ("make_masked", "tril[:2, :2]"),
 ])
 def test_an_op_on_a_buffer_alone_is_traced(models, factory, forward):
     path, text, problem = import_to_file(models, factory, ["x=2x3"])
