@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import import_and_verify, require_torch
+from conftest import import_and_verify, line_of, require_torch
 
 torch = require_torch()
 
@@ -34,10 +34,11 @@ def test_a_file_that_is_not_the_users_model_is_refused(case, tmp_path):
 
 
 def test_an_in_place_buffer_update_fx_would_run_while_tracing_is_recorded(tmp_path):
-    """self.step.add_(1) has no traced argument: fx runs it while tracing and leaves it out, so
-    this file used to be refused by the check; the forward is now recorded from a real call."""
+    """self.step.add_(1) has no traced argument: fx ran it while tracing and left it out, so this
+    file used to be refused by the check; fx now traces a buffer read (the forward is written in
+    place, as the user's code runs it)."""
     text = import_file(f"{MODELS}:make_buffer_counter", ["x=2x3"], "sum(y)", str(tmp_path / "p.yaml"))
-    assert "step.add_(1)\n    return fc(x).mul(step)" in text, text
+    assert "step.add_(1)\n    return fc(x) * step" in text, text
 
 
 def test_a_custom_function_is_named_with_the_way_to_write_it(tmp_path):
@@ -62,14 +63,16 @@ def test_a_childs_optional_argument_left_out_is_traced_as_none(tmp_path):
     assert "{bias: null}" in text and "+ bias" not in text
 
 
-def test_a_file_solve_would_refuse_is_refused_with_solves_reason(tmp_path):
-    """A translated line naming what the format does not model (F.dropout in training mode) was
-    written, and only solve refused it; the import now says so, with the line."""
+def test_functional_dropout_in_training_is_refused_at_the_users_line(tmp_path):
+    """F.dropout in training mode was written, and only solve refused it (naming a line of the
+    file never written); it is refused at the user's line, with what imports (an nn.Dropout child,
+    whose keep-mask the file holds, or eval mode)."""
     out = tmp_path / "p.yaml"
-    with pytest.raises(ProblemError, match=r"adjoint import made a file that adjoint cannot answer, so nothing was "
-                                           r"written: line \d+ of the file it would have written \('return fc\(F.dropout\(x\)\)'\): dropout in "
-                                           "training mode"):
+    with pytest.raises(ProblemError) as err:
         import_file(f"{MODELS}:make_functional_dropout", ["x=2x3"], "sum(y)", str(out))
+    assert str(err.value).startswith(f"{os.path.relpath(MODELS)}:{line_of(MODELS, 'F.dropout(x, 0.5')}: the model "
+                                     "(FunctionalDropout): calls F.dropout in training mode"), str(err.value)
+    assert "nn.Dropout" in str(err.value) and "eval mode" in str(err.value)
     assert not out.exists()
 
 

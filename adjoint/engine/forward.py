@@ -960,8 +960,10 @@ def bind_arguments(mod: Module, args: list, kwargs: dict, loc: Loc) -> dict:
 
 
 def tensor_dict(v) -> bool:
-    """A dict of tensors a custom module takes or returns (PyTorch's BackwardHook sees no tensor in it)."""
-    return isinstance(v, dict) and bool(v) and all(isinstance(k, str) and isinstance(x, Tensor) for k, x in v.items())
+    """A dict of tensors a custom module takes or returns (PyTorch's BackwardHook sees no tensor in
+    it), some values None (``{"logits": h, "loss": None}``, a model called without targets)."""
+    return isinstance(v, dict) and any(isinstance(x, Tensor) for x in v.values()) and \
+        all(isinstance(k, str) and (isinstance(x, Tensor) or x is None) for k, x in v.items())
 
 
 def _tensor_pair(v) -> bool:

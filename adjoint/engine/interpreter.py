@@ -460,7 +460,9 @@ class Interp:
             error = type_ and pyerrors.unary_function_not_tensor(e.func, e.prefix, len(e.args), len(e.kwargs), type_)
             if error:
                 raise error
-            got = "None" if args[0] is None else ("a tuple" if isinstance(args[0], tuple) else "a number")
+            got = "None" if args[0] is None else "a tuple" if isinstance(args[0], tuple) else \
+                f"a dict (keys {', '.join(map(repr, args[0]))}: index it, y['key'])" if isinstance(args[0], dict) \
+                else "a number"
             builtin = " (in a problem file it is torch." + e.func + ", not Python's builtin: clamp a tensor instead, " \
                 "t.clamp(min=1))" if e.func in ("max", "min") and not e.prefix and got == "a number" else ""
             raise ProblemError(e.args[0].loc, f"{e.func}() needs a tensor, got {got}{builtin}: not modelled here "

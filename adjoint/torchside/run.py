@@ -563,13 +563,18 @@ def _recorder(s: Session, warned: list):
     def show(message, category, filename, lineno, file=None, line=None):
         text = str(message)
         warned.append({"category": category.__name__, "message": text, "during": s.phase})
-        # the silenced hook's call is the last one logged -- unless Python refused to call it at all
-        # (a with_kwargs hook called without kwargs): then nothing of it was logged
-        if SILENCED in text and s.log and s.log[-1].get("raised") and s.log[-1]["kind"] == "forward" \
-                and "required positional argument" not in text:
-            del s.log[-1]["raised"]
-            s.log[-1]["silenced"] = True
+        mark_silenced(text, s.log)
     return show
+
+
+def mark_silenced(warning: str, log: list) -> None:
+    """The hook call ``_call_impl``'s silencing ``warning`` is about, marked ``silenced`` rather
+    than ``raised``: it is the last one logged -- unless Python refused to call it at all (a
+    with_kwargs hook called without kwargs): then nothing of it was logged."""
+    if SILENCED in warning and log and log[-1].get("raised") and log[-1]["kind"] == "forward" \
+            and "required positional argument" not in warning:
+        del log[-1]["raised"]
+        log[-1]["silenced"] = True
 
 
 def register_after_forward(s: Session, hooks, later) -> None:

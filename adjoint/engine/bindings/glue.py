@@ -170,7 +170,9 @@ def convert(rt, x: Tensor, target: str, loc: Loc, what: str) -> Tensor:
         raise ProblemError(loc, f"{what} of a {x.dtype} tensor to {target} (ToCopyBackward0 across float dtypes, "
                                 "tensors of two float dtypes in one problem) is not modelled yet"
                                 + ("; with grad mode off (in a hook body) it is a float64 copy, which a hook may "
-                                   "return" if target == "float64" else ""))
+                                   "return; in a forward, compute in float32, or make the whole problem float64 "
+                                   "(dtype: float64; a model imported from PyTorch: model.double() before importing)"
+                                   if target == "float64" else ""))
     if target == "bool":   # x != 0 elementwise (nan is True): a bool tensor, no node, as a comparison makes
         if not is_contiguous(x.shape, x.strides):
             raise ProblemError(loc, f"{what} of a non-contiguous tensor is not modelled yet (the copy's strides); "

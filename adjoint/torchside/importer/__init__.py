@@ -46,12 +46,13 @@ def problem_text(model: nn.Module, named_inputs: list[tuple[str, torch.Tensor]],
                  name: str = "imported", origin: dict | None = None, header: list[str] | None = None,
                  hooks_mode: str = "translate", notes: list | None = None, factory_at: str | None = None,
                  targets: list | None = None, side=None, no_grad: frozenset = frozenset(),
-                 told: list | None = None) -> str:
+                 told: list | None = None, at: dict | None = None) -> str:
     """The problem file (YAML text) for ``model`` called on ``named_inputs``. ``hooks_mode``:
     ``translate`` (a hook body that cannot be translated is refused) or ``observe`` (it is
     written observe-only, and ``notes`` learns which hooks' effects are left out). ``no_grad``:
     the float inputs written without ``requires_grad`` (every other float input requires grad).
-    ``told``: learns what the user should be told beside the file (a forward recorded from one call)."""
+    ``told``: learns what the user should be told beside the file (a forward recorded from one call).
+    ``at``: learns where the user's code has each line of a forward (:func:`.emit.document`)."""
     dtype = _dtype(model)
     files = source_files(model)
     _check_reserved(model, [n for n, _ in named_inputs], factory_at)
@@ -92,7 +93,7 @@ def problem_text(model: nn.Module, named_inputs: list[tuple[str, torch.Tensor]],
         header = list(header or []) + [""] + textwrap.wrap(RECORDED, 98) + writer.recorded
         if told is not None:
             told.append(f"{RECORDED} {'; '.join(writer.recorded)}")
-    return document(header or [], top)
+    return document(header or [], top, at)
 
 
 #: the header line (and the note on standard error) of a file with a forward recorded from one call
@@ -133,13 +134,14 @@ def import_file(spec: str, input_specs: list[str], loss: str = DEFAULT_LOSS, out
     caller to write at :func:`side_path`)."""
     from adjoint.torchside.importer.originrun import restored_global_hooks
     from adjoint.torchside.importer.selfcheck import check_faithful
+    at: dict = {}
     with restored_global_hooks():       # the factory's global module hooks do not outlive the import
-        text = _import_file(spec, input_specs, loss, out_path, hooks_mode, notes, target_specs, side, told)
-    check_faithful(text, side, split_spec(spec)[0], hooks_mode)   # the file is the user's model, or nothing is written
+        text = _import_file(spec, input_specs, loss, out_path, hooks_mode, notes, target_specs, side, told, at)
+    check_faithful(text, side, split_spec(spec)[0], hooks_mode, at)   # the file is the user's model, or nothing is written
     return text
 
 
-def _import_file(spec, input_specs, loss, out_path, hooks_mode, notes, target_specs, side, told=None) -> str:
+def _import_file(spec, input_specs, loss, out_path, hooks_mode, notes, target_specs, side, told=None, at=None) -> str:
     path, factory = split_spec(spec)
     full = [inputs.parse_full(s) for s in input_specs]
     tfull = [inputs.parse_full(s, "--target") for s in target_specs]
@@ -180,7 +182,7 @@ def _import_file(spec, input_specs, loss, out_path, hooks_mode, notes, target_sp
     if drawn_notes:
         header += ["Integer and bool values drawn as:"] + drawn_notes
     return problem_text(model, named, loss, stem, origin, header, hooks_mode, [] if notes is None else notes,
-                        factory_at=factory_location(path, factory), targets=targets, side=side, told=told)
+                        factory_at=factory_location(path, factory), targets=targets, side=side, told=told, at=at)
 
 
 def check_loss(loss: str) -> None:
@@ -252,9 +254,29 @@ def _dtype(model: nn.Module) -> torch.dtype:
         raise ProblemError(None, f"the model holds {', '.join(sorted(str(d) for d in dtypes))} tensors; a problem "
                                  "runs in float32 or float64: convert the model (model.float() / model.double())")
     if len(floats) > 1:
-        raise ProblemError(None, "the model mixes float32 and float64 parameters; convert it to one dtype "
-                                 "(model.float() or model.double())")
+        raise _mixed(model)
     return floats.pop() if floats else torch.float32
+
+
+def _mixed(model: nn.Module) -> ProblemError:
+    """A model holding float32 and float64 tensors (PyTorch promotes where they meet; a problem
+    computes in one dtype): refused at the first tensor of the dtype the parameters do not have
+    (a float64 buffer of a float32 model), named with its kind, at the line that makes it."""
+    from adjoint.torchside.importer.where import of_attribute
+    params = [(n, "parameter", t) for n, t in model.named_parameters()]
+    tensors = params + [(n, "buffer", t) for n, t in model.named_buffers() if t.is_floating_point()]
+    kinds = {t.dtype for _, _, t in params} or {t.dtype for _, _, t in tensors}
+    main = torch.float32 if torch.float32 in kinds and len(kinds) == 1 else torch.float64
+    odd = [(n, kind, t) for n, kind, t in tensors if t.dtype != main]
+    name, kind, t = odd[0]
+    owner, _, attr = name.rpartition(".")
+    where = of_attribute(model.get_submodule(owner), attr)
+    more = f" (and {len(odd) - 1} more {t.dtype} tensor{'s' if len(odd) > 2 else ''})" if len(odd) > 1 else ""
+    what = (f"the model's parameters are {str(main)[6:]}, and its {kind} '{name}' is {str(t.dtype)[6:]}{more}: "
+            "PyTorch promotes to float64 where they meet, and a problem computes in one float dtype")
+    instead = (f"make '{name}' {str(main)[6:]} (dtype=torch.{str(main)[6:]} where it is made), or convert the model "
+               "to one dtype (model.float() or model.double())")
+    return ProblemError(None, f"{where}: {what}; {instead}" if where else f"{what}; {instead}")
 
 
 def _input_entry(t: torch.Tensor, name: str, side=None, grad: bool = True):
@@ -293,24 +315,57 @@ def _example_calls(model: nn.Module, args: list[torch.Tensor]) -> tuple[dict, di
                 examples[path] = (_cloned(a), _cloned(kw))
             forms.setdefault(path, set()).add(_none_pattern(module, a, kw))
         handles.append(m.register_forward_pre_hook(pre, prepend=True, with_kwargs=True))
-    watch = ForwardWatch(source_files(model), forward_hook_codes(model))
+    codes = forward_hook_codes(model)
+    watch = ForwardWatch(source_files(model), codes)
     try:
-        with state_kept(model), torch.no_grad(), watch, warnings.catch_warnings():
+        with state_kept(model) as rebound, torch.no_grad(), watch, warnings.catch_warnings():
             # checkpoint's own warnings (no input requires grad here; use_reentrant absent) are the
             # example run's, not the user's: the problem's run says them again where PyTorch does
             warnings.filterwarnings("ignore", message="torch.utils.checkpoint|None of the inputs have requires_grad")
             model(*args)
     except Exception as exc:
         watch.check()
-        raise ProblemError(None, f"running {type(model).__name__} on the example inputs raised "
-                                 f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}; give inputs of the "
-                                 "shapes the model takes") from None
+        if not _raised_in(exc, codes):   # a forward(-pre) hook of the user's that raises is PyTorch's answer
+            raise ProblemError(None, f"running {type(model).__name__} on the example inputs raised "
+                                     f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}; give inputs of "
+                                     "the shapes the model takes") from None
     finally:
         for h in handles:
             h.remove()
     watch.check()
+    _rebinds_no_buffer(model, rebound)
     _one_form_per_module(model, forms)
     return shapes, examples
+
+
+def _raised_in(exc: BaseException, codes: dict) -> bool:
+    """``exc`` was raised inside one of the user's forward(-pre) hooks (``codes``): the model's
+    forward stops there in PyTorch too, and the file's run predicts that error; what the example
+    run learned before it (the shapes of the calls that ran) is what the import needs."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code in codes:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _rebinds_no_buffer(model: nn.Module, rebound: list[str]) -> None:
+    """A forward that binds a buffer to a new tensor (``self.running = 0.9 * self.running +
+    0.1 * m``): neither fx nor a recorded call sees an attribute assignment, so the file would keep
+    the buffer as it was. Refused at the assignment's line."""
+    from adjoint.torchside.importer.refuse import refuse
+    from adjoint.torchside.importer.where import of_assignment, of_module
+    if not rebound:
+        return
+    owner, _, name = rebound[0].rpartition(".")
+    m = model.get_submodule(owner)
+    raise refuse(of_assignment(type(m).forward, name) or of_module(m),
+                 f"'{owner or 'model'}' ({type(m).__name__}) binds its buffer '{name}' to a new tensor in its forward "
+                 f"(self.{name} = ...), which neither torch.fx nor a recorded call sees, so the file would keep the "
+                 "buffer as it was",
+                 f"update it in place instead (self.{name}.mul_(...).add_(...) on detached values: a forward may write "
+                 "its buffers in place), or import the model in eval mode if it updates the buffer only in training")
 
 
 def _none_pattern(module: nn.Module, args: tuple, kwargs: dict) -> tuple:

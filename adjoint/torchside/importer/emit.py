@@ -20,9 +20,17 @@ class Flow:
 
 @dataclass(frozen=True)
 class Block:
-    """A block-style YAML text (written as it is)."""
+    """A block-style YAML text (written as it is); ``at``: per line, where the user's code has what
+    it holds (pairs of a written text and a ``file:line``), for a message about that line."""
 
     text: str
+    at: tuple = ()
+
+
+class _Placed(str):
+    """A line of the file that knows where the user's code has it (``at``)."""
+
+    at: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -84,7 +92,10 @@ def lines(node, indent: int = 0) -> list[str]:
                 value, comment = value.value, value.comment
             if isinstance(value, Block):
                 out.append(f"{pad}{key}: |{_comment(comment)}")
-                out.extend(f"{pad}  {line}" if line else "" for line in value.text.rstrip("\n").split("\n"))
+                for i, line in enumerate(value.text.rstrip("\n").split("\n")):
+                    placed = _Placed(f"{pad}  {line}" if line else "")
+                    placed.at = value.at[i] if i < len(value.at) else ()
+                    out.append(placed)
             elif _is_block(value):
                 out.append(f"{pad}{key}:{_comment(comment)}")
                 out.extend(lines(value, indent + 2))
@@ -108,6 +119,10 @@ def lines(node, indent: int = 0) -> list[str]:
     raise TypeError(type(node).__name__)
 
 
-def document(header: list[str], top: dict) -> str:
-    """The whole file: ``# `` comment lines, then the top-level mapping."""
-    return "".join(f"# {h}\n" if h else "#\n" for h in header) + "\n".join(lines(top)) + "\n"
+def document(header: list[str], top: dict, at: dict | None = None) -> str:
+    """The whole file: ``# `` comment lines, then the top-level mapping. ``at`` learns, for each
+    line of a forward (by its 1-based number in the file), where the user's code has it."""
+    body = lines(top)
+    if at is not None:
+        at.update((len(header) + i, line.at) for i, line in enumerate(body, 1) if getattr(line, "at", ()))
+    return "".join(f"# {h}\n" if h else "#\n" for h in header) + "\n".join(body) + "\n"

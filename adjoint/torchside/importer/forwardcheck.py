@@ -147,6 +147,24 @@ def augmented(m: nn.Module) -> bool:
     return any(isinstance(n, ast.AugAssign) for n in ast.walk(found[0]))
 
 
+def _autograd_call_fix(name: str, func, path: str) -> str:
+    """What works instead of an autograd call inside a forward: a grad-mode switch is the format's
+    ``with no_grad():`` block; a hook registered on (or ``retain_grad`` of) a tensor the forward
+    makes is the problem file's ``{tensor: NAME}`` hook, NAME the forward's name for that tensor
+    (``PATH.NAME`` in a child's forward)."""
+    if "grad mode" in _AUTOGRAD_CALLS[name]:
+        return "write that forward by hand, with the format's 'with no_grad():' block"
+    if name not in ("register_hook", "register_post_accumulate_grad_hook", "retain_grad"):
+        return "leave that line out of the forward for the import, and write what it does in the problem file by hand"
+    recv = func.value.id if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else "NAME"
+    tensor = f"{path}.{recv}" if path else recv
+    hook = f"{{tensor: {tensor}, kind: retain_grad}}" if name == "retain_grad" else \
+        f"{{tensor: {tensor}, returns: ...}} (the hook's body as returns: or does:)"
+    return (f"leave the line out for the import, then add {hook} to the file's hooks:, with {recv} bound on a line "
+            f"of its own in the file's forward ('{recv} = ...': a value used once is written inside the expression "
+            "that uses it)")
+
+
 def _check_forward(m: nn.Module, path: str) -> None:
     found = _forward_source(m)
     if found is None:
@@ -189,11 +207,8 @@ def _check_forward(m: nn.Module, path: str) -> None:
                              "checkpoint each block with checkpoint(self.block, h, use_reentrant=...), or call the "
                              "function directly for the import and write the file's checkpoint(...) by hand")
             if name in _AUTOGRAD_CALLS:
-                fix = ("write that forward by hand, with the format's 'with no_grad():' block" if "grad mode" in
-                       _AUTOGRAD_CALLS[name] else "register the hook on the model before importing it, or write the "
-                       "file's hooks: by hand")
                 raise refuse(at(node), f"{who}: {_AUTOGRAD_CALLS[name]} ('{ast.unparse(node)}'), which torch.fx does "
-                                       "not record", fix)
+                                       "not record", _autograd_call_fix(name, f, path))
 
 
 _GRAD_MODE_DECORATORS = ("no_grad", "enable_grad", "inference_mode", "set_grad_enabled")

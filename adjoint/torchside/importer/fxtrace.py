@@ -35,8 +35,14 @@ class CheckpointNotWritten(Exception):
 
 class ChildTracer(fx.Tracer):
     def __init__(self):
-        super().__init__()
+        # math.sqrt(k.size(-1)) is not made a node (fx wraps math's functions by default): the
+        # format has no math functions, so the trace fails there and the forward is recorded
+        # from one call, where the size is a number
+        super().__init__(autowrap_modules=())
         self.record_stack_traces = True
+        # a buffer read is traced (a get_attr node), so that an op on it alone (self.var + 1e-5,
+        # ~self.mask) is an op of the forward, not a value fx computes while tracing: a constant
+        self.proxy_buffer_attributes = True
 
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
         return True

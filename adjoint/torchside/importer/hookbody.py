@@ -431,6 +431,7 @@ class _Translator:
         return any(isinstance(n, ast.Name) and (n.id in self.mapping or n.id in self.local) for n in ast.walk(node))
 
     def check_observing_call(self, call: ast.Call, top: bool) -> None:
+        self.refuse_out(call)
         f = call.func
         if isinstance(f, ast.Attribute):
             if f.attr.endswith("_") and not f.attr.startswith("_"):
@@ -615,7 +616,30 @@ class _Translator:
         raise self.fail(f"'{n}', a captured {type(value).__name__} (only numbers, bools, None and tuples of them "
                         "are captured by value)", node)
 
+    def refuse_out(self, call: ast.Call) -> None:
+        """``torch.clamp(g, -c, c, out=g)``: PyTorch writes the result into ``out`` (in place: a
+        version bump, the overlap check; and an error when an argument requires grad), which a
+        hook body does not write: refused, naming the in-place method that writes the same when
+        ``out`` is the first argument (never dropped as an observing call)."""
+        out = next((k.value for k in call.keywords if k.arg == "out"), None)
+        if out is None:
+            return
+        text = _short(ast.unparse(call))
+        f = call.func
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+        first = call.args[0] if call.args else None
+        same = isinstance(first, ast.Name) and isinstance(out, ast.Name) and first.id == out.id
+        if same and name is not None and (f"{name}_" in INPLACE_METHODS or f"{name}_" in METHODS):
+            rest = [ast.unparse(a) for a in call.args[1:]] + [ast.unparse(k) for k in call.keywords if k.arg != "out"]
+            instead = f"{first.id}.{name}_({', '.join(rest)})"
+            raise self.fail(f"'{text}' writes its result into {out.id} through out=, which a hook body does not "
+                            f"write (write {instead}: PyTorch's same write of {out.id} in place, while no argument "
+                            "requires grad)", call)
+        raise self.fail(f"'{text}' writes its result into {ast.unparse(out)} through out=, which a hook body does "
+                        "not write (compute the value, or write it with an in-place method)", call)
+
     def call(self, node: ast.Call) -> str:
+        self.refuse_out(node)
         f = node.func
         if isinstance(f, ast.Name) and len(node.args) == 1 and isinstance(node.args[0], ast.GeneratorExp) \
                 and (self.value_of(f.id) is builtins.tuple or self.value_of(f.id) is builtins.list) \

@@ -15,13 +15,23 @@ def state_kept(model: nn.Module, parameters: bool = True):
     forward may write one in place: ``self.gain.detach().mul_(0.5)``; ``parameters=False``: not
     them, for a block that cannot write them, such as an fx trace, where parameters are proxies)
     and the RNG state (a training-mode Dropout draws), each tensor's version counter too (the file
-    writes it: ``version: N``, which the copy back would otherwise move)."""
+    writes it: ``version: N``, which the copy back would otherwise move). A buffer the block
+    rebinds (``self.running = 0.9 * self.running + ...`` in a forward; fx's trace leaves a Proxy
+    there) is bound to its own tensor again, and its dotted name is added to the list the block
+    is handed."""
     tensors = list(model.named_buffers()) + (list(model.named_parameters()) if parameters else [])
     state = [(t, t.detach().clone(), t._version) for _, t in tensors]
+    bound = [(f"{path}.{name}" if path else name, m, name, t) for path, m in model.named_modules()
+             for name, t in m._buffers.items()]
+    rebound: list[str] = []
     rng = torch.get_rng_state()
     try:
-        yield
+        yield rebound
     finally:
+        for full, m, name, t in bound:
+            if m._buffers.get(name) is not t:
+                rebound.append(full)
+                m._buffers[name] = t
         with torch.no_grad():
             for t, value, version in state:   # every one: a kernel (batch_norm's running statistics)
                 t.copy_(value)                  # may write it without moving its version counter

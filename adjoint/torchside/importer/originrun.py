@@ -32,6 +32,7 @@ from adjoint.torchside.compare import Row, compare
 from adjoint.format.errors import ProblemError
 from adjoint.format.problem import Problem
 from adjoint.torchside.program import EnvScope, Program
+from adjoint.torchside.run import TORCH_ERRORS, mark_silenced
 from adjoint.torchside.values import DTYPES, leaf_tensor, literal_tensor, snap
 from adjoint.torchside.dropout import forced_mask
 from adjoint.torchside.importer.hooks import _GLOBAL, _TABLES
@@ -177,36 +178,43 @@ def _wrap(index: int, decl_hook, kind: str, target, on: str, kw: bool, fn, log: 
         log.append(rec)
         return rec
 
-    def done(rec, returned):
+    def run(rec, *args):
+        """The user's function on ``args``; a call that raises is marked ``raised`` (as the file's
+        run marks its hook's), its error propagating as PyTorch lets it."""
+        try:
+            returned = fn(*args)
+        except Exception:
+            rec["raised"] = True
+            raise
         rec["returned"] = snap(returned, dtype)
         return returned
 
     if on == "tensor" and kind == "post_accumulate_grad":
         def wrapper(tensor):
-            return done(record({"tensor": tensor.grad}), fn(tensor))
+            return run(record({"tensor": tensor.grad}), tensor)
     elif on == "tensor":
         def wrapper(grad):
-            return done(record({"grad": grad}), fn(grad))
+            return run(record({"grad": grad}), grad)
     elif kind == "forward_pre" and kw:
         def wrapper(module, args, kwargs):
-            return done(record({"input": args, "kwargs": kwargs}, module), fn(module, args, kwargs))
+            return run(record({"input": args, "kwargs": kwargs}, module), module, args, kwargs)
     elif kind == "forward_pre":
         def wrapper(module, args):
-            return done(record({"input": args}, module), fn(module, args))
+            return run(record({"input": args}, module), module, args)
     elif kind == "forward" and kw:
         def wrapper(module, args, kwargs, output):
-            return done(record({"input": args, "kwargs": kwargs, "output": output}, module),
-                        fn(module, args, kwargs, output))
+            return run(record({"input": args, "kwargs": kwargs, "output": output}, module),
+                       module, args, kwargs, output)
     elif kind == "forward":
         def wrapper(module, args, output):
-            return done(record({"input": args, "output": output}, module), fn(module, args, output))
+            return run(record({"input": args, "output": output}, module), module, args, output)
     elif kind == "full_backward_pre":
         def wrapper(module, grad_output):
-            return done(record({"grad_output": grad_output}, module), fn(module, grad_output))
+            return run(record({"grad_output": grad_output}, module), module, grad_output)
     else:
         def wrapper(module, grad_input, grad_output):
-            return done(record({"grad_input": grad_input, "grad_output": grad_output}, module),
-                        fn(module, grad_input, grad_output))
+            return run(record({"grad_input": grad_input, "grad_output": grad_output}, module),
+                       module, grad_input, grad_output)
     if isinstance(getattr(fn, "__name__", None), str):   # PyTorch's messages name the user's function
         wrapper.__name__ = fn.__name__
     return wrapper
@@ -321,14 +329,15 @@ def _run_origin(problem: Problem, decl, dtype: str) -> tuple[dict, int]:
     during = "forward"
     try:
         with warnings.catch_warnings(), marked_checkpoints(model, marks):
-            warnings.simplefilter("ignore")
+            warnings.simplefilter("always")
+            warnings.showwarning = lambda message, *_, **__: mark_silenced(str(message), log)
             out = model(*args)
             env["y"] = out
             loss = Program(EnvScope(env, "the loss")).eval(problem.loss) if problem.loss is not None else out
             observed["loss"] = snap(loss, float_dtype)
             during = "backward"
             loss.backward()
-    except (RuntimeError, ValueError, TypeError, IndexError) as exc:
+    except TORCH_ERRORS + (AssertionError,) as exc:     # as the file's own run stops (adjoint.torchside.run)
         return ({"error": {"type": type(exc).__name__, "message": str(exc), "during": during,
                            "after_call": len(log) - 1 if log else None}, "hook_calls": log,
                  "aliases": _aliases(model)}, len(found))

@@ -72,6 +72,8 @@ class Writer:
         self.exprs: dict[fx.Node, Expr] = {}
         self.pending: list[fx.Node] = []
         self.lines: list[str] = []
+        self.at: list[tuple] = []     # per line: (written text, the user's file:line) of each op written on it
+        self.parts: dict[fx.Node, list[fx.Node]] = {}   # a node -> the nodes written inside its expression
         self.inputs: list = []
         self.unpacked: set[fx.Node] = set()
         self.last_on_line: dict[tuple[str, int], fx.Node] = {}
@@ -130,7 +132,7 @@ class Writer:
                 continue    # an op whose value nothing uses (a child's call is kept: its hooks fire)
             else:
                 self.op(node)
-        return self.inputs, "\n".join(self.lines) + "\n"
+        return self.inputs, "\n".join(self.lines) + "\n", tuple(self.at)
 
     def placeholder(self, node: fx.Node) -> None:
         text = str(node.target)
@@ -152,9 +154,10 @@ class Writer:
         target = str(node.target)
         if target.startswith("_tensor_constant"):
             raise self.fail(node, "uses a tensor the trace saw as a constant -- made by code torch.fx runs "
-                                  "eagerly (an op on a buffer such as ~self.mask or self.mask > 0, torch.tensor(...), "
-                                  "a global tensor) -- which the problem format cannot write as part of the forward",
-                            "register the tensor it needs as a buffer in __init__ (self.register_buffer('m', ~mask)), "
+                                  "eagerly (torch.tensor(...), a global tensor, an op on a tensor attribute that is "
+                                  "not a parameter or buffer) -- which the problem format cannot write as part of the "
+                                  "forward",
+                            "register the tensor it needs as a buffer in __init__ (self.register_buffer('m', mask)), "
                             "or compute it from the forward's inputs")
         if target not in self.own:
             written = _tensor_path(self.children, target)   # a child's parameter or buffer: emb.weight
@@ -168,13 +171,13 @@ class Writer:
     def output(self, node: fx.Node) -> None:
         value = node.args[0]
         refs = _refs(value)
-        self.consume(refs)
+        inlined = self.consume(refs)
         if isinstance(value, (tuple, list)):
             text = ", ".join(self.arg(v) for v in value)
         else:
             text = self.arg(value)
         self.flush()
-        self.lines.append(f"return {text}")
+        self.emit(f"return {text}", [p for n in inlined for p in self.parts.get(n, [n])])
 
     def op(self, node: fx.Node) -> None:
         if node.op == "call_method" and str(node.target) in INPLACE_METHODS:
@@ -183,7 +186,8 @@ class Writer:
         if node.op == "call_function" and node.target is operator.setitem:
             self.store(node)
             return
-        self.consume(_refs((node.args, node.kwargs)))
+        self.parts[node] = [p for n in self.consume(_refs((node.args, node.kwargs))) for p in self.parts.get(n, [n])]
+        self.parts[node].append(node)
         expr = self.render(node)
         if node.op == "call_function" and node.target in COMPARE:
             self.exprs[node] = expr
@@ -203,7 +207,7 @@ class Writer:
                     names.append(self.name(u))
                     self.exprs[u] = Expr(names[-1])
                     self.unpacked.add(u)
-            self.lines.append(f"{', '.join(names)} = {expr.text}")
+            self.emit(f"{', '.join(names)} = {expr.text}", self.parts[node])
             return
         self.exprs[node] = expr
         if len(_live(node)) == 1 and not _in_place(node):
@@ -222,7 +226,7 @@ class Writer:
         if self.exprs[recv].prec != ATOM or not self.exprs[recv].text.isidentifier():
             self.assign(recv)
         text = f"{self.exprs[recv].text}.{node.target}({self.call_args(node, node.args[1:], node.kwargs)})"
-        self.lines.append(text)
+        self.emit(text, [node])
         self.exprs[node] = Expr(self.exprs[recv].text)
 
     def store(self, node: fx.Node) -> None:
@@ -232,7 +236,7 @@ class Writer:
         base, index, value = node.args
         if not isinstance(base, fx.Node):
             raise self.fail(node, "assigns into a constant", "write it on a tensor")
-        self.consume(_refs((index, value)))
+        inlined = self.consume(_refs((index, value)))
         self.flush()
         if self.exprs[base].prec != ATOM or not self.exprs[base].text.isidentifier():
             self.assign(base)
@@ -242,7 +246,8 @@ class Writer:
             rhs = self.arg(value)
         except TypeError as exc:
             raise self.fail(node, f"assigns with a {exc}", "use numbers, None, slices and tensors") from None
-        self.lines.append(f"{self.exprs[base].text}[{inner}] = {rhs}")
+        self.emit(f"{self.exprs[base].text}[{inner}] = {rhs}",
+                  [p for n in inlined for p in self.parts.get(n, [n])] + [node])
         self.exprs[node] = Expr("None")
 
     def fresh(self, base: str) -> str:
@@ -253,18 +258,28 @@ class Writer:
 
     def assign(self, node: fx.Node) -> None:
         name = self.name(node)
-        self.lines.append(f"{name} = {self.exprs[node].text}")
+        self.emit(f"{name} = {self.exprs[node].text}", self.parts.get(node, [node]))
         self.exprs[node] = Expr(name)
 
-    def consume(self, refs: list[fx.Node]) -> None:
+    def emit(self, line: str, nodes: list[fx.Node]) -> None:
+        """A line of the program, and where the user's code ran the ops ``nodes`` written on it
+        (so that what the file cannot answer is told at the user's line)."""
+        self.lines.append(line)
+        at = [(self.exprs[n].text if n in self.exprs else line, of_stack_trace(n.stack_trace, self.files))
+              for n in nodes]
+        self.at.append(tuple((text, w) for text, w in at if w is not None))
+
+    def consume(self, refs: list[fx.Node]) -> list[fx.Node]:
         """Inline the pending nodes ``refs`` names when they are the newest pending ones, in the
-        order the new expression evaluates them; otherwise every pending node gets its own line."""
+        order the new expression evaluates them (they are returned); otherwise every pending node
+        gets its own line."""
         used = [r for r in refs if r in self.pending]
         if used and (len(set(used)) != len(used) or self.pending[-len(used):] != used):
             self.flush()
-            return
+            return []
         for _ in used:
             self.pending.pop()
+        return used
 
     def flush(self) -> None:
         for node in self.pending:
@@ -377,6 +392,12 @@ class Writer:
             raise self.fail(node, f"calls .{name}() on a tensor torch.fx did not trace (one reached otherwise than "
                                   "by an attribute, as next(self.parameters()) is)",
                             f"call it on a traced tensor (x.{name}(...), self.PARAM.{name}(...))")
+        if prefix == "F." and name == "dropout" and _drops(node):
+            raise self.fail(node, "calls F.dropout in training mode, which draws its keep-mask at random at each call "
+                                  "(a problem file holds a keep-mask only for an nn.Dropout module)",
+                            "call an nn.Dropout child instead (self.drop = nn.Dropout(p) in __init__, h = "
+                            "self.drop(h): import writes its keep-mask as data), or import the model in eval mode "
+                            "(F.dropout(h, p, self.training) then keeps every element)")
         if prefix is None or name not in FUNCTIONS:
             raise self.fail(node, f"calls {_show_target(node)}, which adjoint does not model",
                             "see docs/format.md (expressions) for the functions a forward may call")
@@ -480,6 +501,15 @@ def _defaults(target) -> dict:
     return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
 
 
+def _drops(node: fx.Node) -> bool:
+    """``F.dropout(input, p=0.5, training=True, inplace=False)`` that drops at random: training
+    (fx saw ``self.training`` as the bool it was) and 0 < p < 1 (p 0 keeps all, p 1 drops all)."""
+    given = dict(zip(("input", "p", "training", "inplace"), node.args))
+    given.update(node.kwargs)
+    p, training = given.get("p", 0.5), given.get("training", True)
+    return training is True and isinstance(p, (int, float)) and 0 < p < 1
+
+
 def _asserts_none(node: fx.Node) -> bool:
     """fx's check that an argument traced as None (concrete_args: one the call leaves out) is None."""
     return node.op == "call_function" and getattr(node.target, "__name__", "") == "_assert_is_none"
@@ -525,6 +555,8 @@ def _refs(value) -> list[fx.Node]:
     return [v for v in _flat(value) if isinstance(v, fx.Node)]
 
 
-def write_forward(module: nn.Module, path: str, graph: fx.Graph, files: set[str], sites: dict) -> tuple[list, str]:
-    """(inputs, program text) of ``module``'s forward; ``sites`` learns where each child is called."""
+def write_forward(module: nn.Module, path: str, graph: fx.Graph, files: set[str],
+                  sites: dict) -> tuple[list, str, tuple]:
+    """(inputs, program text, per line (written text, the user's file:line) of each op on it) of
+    ``module``'s forward; ``sites`` learns where each child is called."""
     return Writer(module, path, graph, files, sites).write()

@@ -30,9 +30,10 @@ import tempfile
 from adjoint.format.errors import ProblemError
 
 
-def check_faithful(text: str, side, model_file: str, hooks_mode: str = "translate") -> None:
+def check_faithful(text: str, side, model_file: str, hooks_mode: str = "translate", at: dict | None = None) -> None:
     """Refuse (``ProblemError``) the file ``text`` (with ``side``'s tensors) when its model is not
-    the module ``model_file``'s factory builds; see the module docstring."""
+    the module ``model_file``'s factory builds; see the module docstring. ``at``: where the user's
+    code has each line of a forward (a line the file cannot answer is told there)."""
     from adjoint.format.validate import load
     with tempfile.TemporaryDirectory(prefix="adjoint-import-") as tmp:
         path = os.path.join(tmp, "imported.yaml")
@@ -49,10 +50,9 @@ def check_faithful(text: str, side, model_file: str, hooks_mode: str = "translat
                                      f"{' '.join(str(err).split())[:300]}") from None
         if problem.origin is None:
             return
-        unmodelled = _unanswered(problem, text)
+        unmodelled = _unanswered(problem, text, at or {})
         if unmodelled is not None:
-            raise ProblemError(None, f"adjoint import made a file that adjoint cannot answer, so nothing was written: "
-                                     f"{unmodelled}")
+            raise ProblemError(None, unmodelled)
         problem = dataclasses.replace(problem, origin=dataclasses.replace(problem.origin,
                                                                           file=os.path.abspath(model_file)))
         difference = first_difference(problem, hooks_mode)
@@ -65,19 +65,41 @@ def check_faithful(text: str, side, model_file: str, hooks_mode: str = "translat
                                  "translates")
 
 
-def _unanswered(problem, text: str) -> str | None:
+def _unanswered(problem, text: str, at: dict) -> str | None:
     """What ``solve`` (in doubles: no exact arithmetic needed to find it) refuses in the file: a
-    line of the translated forward or of a hook body that names what the format does not model."""
+    line of the translated forward or of a hook body that names what the format does not model.
+    A forward's line is told at the user's line of the op the refusal points at (``at``: per line
+    of the file, each op's written text and the user's line), else by its line in the file."""
     from adjoint.answer.solve import solve_problem
     try:
         solve_problem(problem, mode="float64")
     except ProblemError as err:
         lines = text.splitlines()
-        where = ""
-        if err.loc is not None and 0 < err.loc.line <= len(lines):
-            where = f"line {err.loc.line} of the file it would have written ({lines[err.loc.line - 1].strip()[:120]!r}): "
-        return where + " ".join(err.message.split())
+        message = " ".join(err.message.split())
+        line = err.loc.line if err.loc is not None and 0 < err.loc.line <= len(lines) else None
+        if line is None:
+            return f"adjoint import made a file that adjoint cannot answer, so nothing was written: {message}"
+        written = lines[line - 1].strip()[:120]
+        where = _user_line(lines[line - 1], err.loc.col, at.get(line, ()))
+        if where is not None:
+            return f"{where}: this line of your forward cannot be imported (written in the file as {written!r}): " \
+                   f"{message}"
+        if lines[line - 1].startswith("loss: "):    # the top-level key: the loss --loss gave
+            return f"--loss {lines[line - 1][len('loss: '):]}: {message}"
+        return f"adjoint import made a file that adjoint cannot answer, so nothing was written: line {line} of the " \
+               f"file it would have written ({written!r}): {message}"
     return None
+
+
+def _user_line(line: str, col: int, ops: tuple) -> str | None:
+    """The user's line of the op written at column ``col`` (1-based) of ``line``: the innermost of
+    the ops whose written text starts there, else the one user line all of the line's ops come
+    from (None when they come from several, or none is known)."""
+    starting = [(len(t), w) for t, w in ops if t and line.startswith(t, max(col - 1, 0))]
+    if starting:
+        return min(starting)[1]
+    known = {w for _, w in ops}
+    return known.pop() if len(known) == 1 else None
 
 
 CUSTOM = "your forward runs the custom torch.autograd.Function"

@@ -104,10 +104,10 @@ class TreeWriter:
             kids = [(n, self.module(c, self.full(path, n), m.training)) for n, c in children]
             out["children"] = [k for _, k in kids] if isinstance(m, nn.ModuleList) else dict(kids)
         if forward is not None:
-            inputs, text = forward
+            inputs, text, at = forward
             if inputs != ["x"]:
                 out["inputs"] = Flow("[" + ", ".join(_input(i) for i in inputs) + "]")
-            out["forward"] = Block(text)
+            out["forward"] = Block(text, at)
         return out
 
     def param(self, p: torch.Tensor, full: str):
@@ -137,6 +137,12 @@ class TreeWriter:
                          f"'{path or 'model'}' ({tname}) is in training mode with dropout, so PyTorch drops "
                          f"{dropped} at random, which no prediction can know",
                          "call model.eval() (or give it dropout=0) to import it")
+        if tname == "LSTM" and any(p.dtype == torch.float32 for p in m.parameters()):
+            raise refuse(self.sites.get(path) or of_module(m) or self.factory_at,
+                         f"'{path or 'model'}' (LSTM) is float32, and nn.LSTM in float32 runs oneDNN's fused kernel "
+                         "on the CPU (MkldnnRnnLayerBackward0), which adjoint does not model",
+                         "convert the model to float64 to import it (return model.double() from the factory; the "
+                         "inputs are then float64), or write the loop with nn.LSTMCell")
         params = {n: self.param(p, self.full(path, n)) for n, p in m.named_parameters()}
         if params:
             out["params"] = params
@@ -156,7 +162,7 @@ class TreeWriter:
         keep = torch.bernoulli(torch.full(shapes[0], 1 - m.p, dtype=torch.float64), generator=g)
         return Flow(nested(keep.to(torch.int64).tolist(), f"the mask of {path}"))
 
-    def forward(self, m: nn.Module, path: str) -> tuple[list, str]:
+    def forward(self, m: nn.Module, path: str) -> tuple[list, str, tuple]:
         if calls_checkpoint(m):     # only fx writes checkpoint(...); a recorded call would run through it
             return self.checkpointing_forward(m, path)
         if augmented(m):        # fx writes h += x out of place: record a real call, which keeps it in place
@@ -178,7 +184,7 @@ class TreeWriter:
         return write_forward(m, path, graph, self.files, self.sites)
 
 
-    def checkpointing_forward(self, m: nn.Module, path: str) -> tuple[list, str]:
+    def checkpointing_forward(self, m: nn.Module, path: str) -> tuple[list, str, tuple]:
         """A forward that calls ``checkpoint``: traced by fx (the call kept as one node), or refused
         at the user's line; never recorded from a real call, which would run through the region."""
         who = f"'{path or 'model'}' ({type(m).__name__})"

@@ -41,6 +41,40 @@ def of_module(module) -> str | None:
     return found
 
 
+def of_attribute(module, name: str) -> str | None:
+    """``file:line`` of the first line of the module's class that names its attribute ``name``
+    (``self.register_buffer("scale", ...)``, ``self.scale = nn.Parameter(...)``), else of the
+    class (None for a torch.nn class, or when Python cannot tell)."""
+    cls = type(module)
+    try:
+        path = inspect.getsourcefile(cls)
+        lines, start = inspect.getsourcelines(cls)
+    except (TypeError, OSError):
+        return None
+    if not path or "/torch/" in os.path.abspath(path).replace(os.sep, "/"):
+        return None
+    named = re.compile(rf"""self\.{re.escape(name)}\b|["']{re.escape(name)}["']""")
+    for i, line in enumerate(lines):
+        if named.search(line):
+            return f"{show_path(path)}:{start + i}"
+    return f"{show_path(path)}:{start}"
+
+
+def of_assignment(function, name: str) -> str | None:
+    """``file:line`` of the first line of ``function`` (a forward) that assigns ``self.NAME``
+    (None when there is none, or Python cannot tell)."""
+    try:
+        path = inspect.getsourcefile(function)
+        lines, start = inspect.getsourcelines(function)
+    except (TypeError, OSError):
+        return None
+    assigned = re.compile(rf"\bself\.{re.escape(name)}\s*(=(?!=)|[-+*/@]=)")
+    for i, line in enumerate(lines):
+        if assigned.search(line):
+            return f"{show_path(path)}:{start + i}"
+    return None
+
+
 def _user_frame(frames, files: set[str]) -> str | None:
     best = None
     for path, line in frames:
