@@ -556,18 +556,7 @@ class Interp:
         elif not isinstance(seq, tuple):
             raise ProblemError(e.iter.loc, f"'{S.to_source(e.iter)}' is {describe(seq)}: a comprehension over it is "
                                            "not modelled; iterate over a tuple, a list or a tensor")
-        env, missing = self.scope.env, object()
-        before = env.get(e.target, missing)
-        out = []
-        try:
-            for item in seq:
-                env[e.target] = item
-                out.append(self.eval(e.elt))
-        finally:
-            if before is missing:
-                env.pop(e.target, None)
-            else:
-                env[e.target] = before
+        out = S.each_bound(self.scope.env, e.target, seq, lambda: self.eval(e.elt))
         return PyList(out) if e.kind == "list" else tuple(out)
 
     def check_comparison(self, obj, e: S.Method, args: list) -> None:

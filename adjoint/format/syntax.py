@@ -475,6 +475,25 @@ def requires_grad_statements(program) -> dict[str, Stmt]:
     return out
 
 
+def each_bound(env: dict, name: str, items, evaluate) -> list:
+    """``evaluate()`` once per item of ``items`` with ``env[name]`` bound to it, ``name``'s own
+    binding (or its absence) restored afterwards: a comprehension's scope, as both interpreters
+    of a hook body run it."""
+    missing = object()
+    before = env.get(name, missing)
+    out = []
+    try:
+        for item in items:
+            env[name] = item
+            out.append(evaluate())
+    finally:
+        if before is missing:
+            env.pop(name, None)
+        else:
+            env[name] = before
+    return out
+
+
 def _arglist(args, kwargs) -> str:
     return ", ".join([to_source(a) for a in args] + [f"{k}={to_source(v)}" for k, v in kwargs])
 

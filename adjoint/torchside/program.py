@@ -342,18 +342,7 @@ class Program:
         if not isinstance(self.scope, EnvScope):
             raise ProblemError(e.loc, "verify runs a comprehension in a hook body only")
         seq = self.eval(e.iter)
-        env, missing = self.scope.env, object()
-        before = env.get(e.target, missing)
-        out = []
-        try:
-            for item in seq:
-                env[e.target] = item
-                out.append(self.eval(e.elt))
-        finally:
-            if before is missing:
-                env.pop(e.target, None)
-            else:
-                env[e.target] = before
+        out = S.each_bound(self.scope.env, e.target, seq, lambda: self.eval(e.elt))
         return out if e.kind == "list" else tuple(out)
 
     def index(self, e: S.Subscript) -> tuple:

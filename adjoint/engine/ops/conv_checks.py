@@ -21,6 +21,17 @@ def _sizes(shape) -> str:
     return "[" + ", ".join(str(s) for s in shape) + "]"
 
 
+def _groups_refusal(w, groups: int):
+    """ATen's check of a (plain or transposed) convolution weight's first dimension against groups."""
+    if w[0] < groups:
+        return ("RuntimeError", f"Given groups={groups}, expected weight to be at least {groups} at dimension 0, but "
+                                f"got weight of size {_sizes(w)} instead")
+    if w[0] % groups:
+        return ("RuntimeError", f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, "
+                                f"but got weight of size [{_sizes(w)}] instead")
+    return None
+
+
 def conv_refusal(x, w, b, stride, padding, dilation, groups: int):
     """(type, message) of the error PyTorch raises for ``convolution`` of an input of shape ``x``
     (batched), a weight ``w``, a bias ``b`` (None: none), else None."""
@@ -30,12 +41,9 @@ def conv_refusal(x, w, b, stride, padding, dilation, groups: int):
         return ("RuntimeError", "negative padding is not supported")
     if any(s <= 0 for s in stride):
         return ("RuntimeError", "non-positive stride is not supported")
-    if w[0] < groups:
-        return ("RuntimeError", f"Given groups={groups}, expected weight to be at least {groups} at dimension 0, but "
-                                f"got weight of size {_sizes(w)} instead")
-    if w[0] % groups:
-        return ("RuntimeError", f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, "
-                                f"but got weight of size [{_sizes(w)}] instead")
+    grouped = _groups_refusal(w, groups)
+    if grouped is not None:
+        return grouped
     if x[1] != w[1] * groups:
         return ("RuntimeError", f"Given groups={groups}, weight of size {_sizes(w)}, expected input{_sizes(x)} to have "
                                 f"{w[1] * groups} channels, but got {x[1]} channels instead")
@@ -74,12 +82,9 @@ def conv_transpose_refusal(x, w, b, stride, padding, dilation, groups: int, outp
         return ("RuntimeError", "non-positive stride is not supported")
     if any(d < 0 for d in dilation):
         return ("RuntimeError", "dilation should be greater than zero")
-    if w[0] < groups:
-        return ("RuntimeError", f"Given groups={groups}, expected weight to be at least {groups} at dimension 0, but "
-                                f"got weight of size {_sizes(w)} instead")
-    if w[0] % groups:
-        return ("RuntimeError", f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, "
-                                f"but got weight of size [{_sizes(w)}] instead")
+    grouped = _groups_refusal(w, groups)
+    if grouped is not None:
+        return grouped
     if x[1] != w[0]:
         return ("RuntimeError", f"Given transposed=1, weight of size {_sizes(w)}, expected input{_sizes(x)} to have "
                                 f"{w[0]} channels, but got {x[1]} channels instead")
