@@ -172,7 +172,13 @@ class Float64Backend(NoExactChecks, Composed):
         return _v(-x.a)
 
     def pow(self, x, e):
+        """``x ** e``; a number exponent of 0.5 or -0.5 as PyTorch's CPU kernel runs it
+        (pow_tensor_scalar_optimized_kernel): ``sqrt``, ``1 / sqrt``, which keep the sign of -0.0
+        (``-0.0 ** 0.5`` is -0.0 there, ``+0.0`` in C's ``pow``; its derivative ``-inf``)."""
         with np.errstate(all="ignore"):
+            if np.ndim(e.a) == 0 and float(e.a) in (0.5, -0.5):
+                root = np.sqrt(x.a)
+                return _v(root if float(e.a) > 0 else 1.0 / root)
             return _v(np.power(x.a, e.a))
 
     # ------------------------------------------------------------------ elementwise functions
