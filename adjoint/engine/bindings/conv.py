@@ -106,11 +106,7 @@ def convolution(rt, x: Tensor, w: Tensor, b: Tensor | None, stride, padding, dil
                                     "zero, but got ...' or 'non-positive dilation is not supported'); use dtype "
                                     "float64 or a positive dilation")
     ap = rt.apply
-    unbatched = len(x.shape) == rank + 1
-    if unbatched:
-        x = ap("unsqueeze", [x], 0, loc)
-    if refusal is not None:
-        ap("convolution", [x, w, b], Refused("RuntimeError", refusal, x.shape), loc)
+    x, unbatched = _batched(rt, x, w, b, refusal, rank, loc)
     if isinstance(padding, str):
         if padding not in ("same", "valid"):
             raise TorchError("RuntimeError", f"Invalid padding string: '{padding}'", "forward")
@@ -152,11 +148,7 @@ def conv_transpose(rt, x: Tensor, w: Tensor, b: Tensor | None, stride, padding, 
         refusal = (f"Expected {len(w.shape)}-dimensional input for {len(w.shape)}-dimensional weight {list(w.shape)}, "
                    f"but got {len(shape)}-dimensional input of size {list(shape)} instead")
     ap = rt.apply
-    unbatched = len(x.shape) == rank + 1
-    if unbatched:
-        x = ap("unsqueeze", [x], 0, loc)
-    if refusal is not None:
-        ap("convolution", [x, w, b], Refused("RuntimeError", refusal, x.shape), loc)
+    x, unbatched = _batched(rt, x, w, b, refusal, rank, loc)
     spec = ConvSpec(expand_arg(stride, rank, "stride", what, loc), expand_arg(padding, rank, "padding", what, loc),
                     expand_arg(dilation, rank, "dilation", what, loc), groups, True,
                     expand_arg(output_padding, rank, "output_padding", what, loc))
@@ -171,6 +163,18 @@ def conv_transpose(rt, x: Tensor, w: Tensor, b: Tensor | None, stride, padding, 
     if unbatched:
         y = ap("squeeze_dim", [y], (0,), loc)
     return y
+
+
+def _batched(rt, x: Tensor, w: Tensor, b: Tensor | None, refusal, rank: int, loc: Loc):
+    """(the input as the convolution takes it, whether it was unbatched): an unbatched input is
+    ``unsqueeze(0)`` first; an argument ``refusal`` is raised by the convolution node, made
+    after that unsqueeze (ATen checks its arguments inside at::convolution)."""
+    unbatched = len(x.shape) == rank + 1
+    if unbatched:
+        x = rt.apply("unsqueeze", [x], 0, loc)
+    if refusal is not None:
+        rt.apply("convolution", [x, w, b], Refused("RuntimeError", refusal, x.shape), loc)
+    return x, unbatched
 
 
 def _same_padding_other_rank(x: Tensor, w: Tensor, groups: int, rank: int) -> None:
