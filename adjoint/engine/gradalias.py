@@ -396,6 +396,10 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
             continue
         if kind == "hookfn":
             out.append(in_objs[i] if i < len(in_objs) and in_objs[i] is not None else fresh())
+        elif kind == "checkpoint":
+            # CheckpointFunction.backward returns its detached arguments' .grad: what the reentrant
+            # backward's AccumulateGrad made of them, a copy of any tensor another holder kept
+            out.append(fresh())
         elif kind == "function" and _arithmetic_formula(node, i):
             out.append(fresh())
         elif kind == "function" and _passthrough_formula(node, i):
