@@ -60,7 +60,9 @@ class StopRecomputation(Exception):
 class Holder:
     """``_Holder``: what the forward's pack hook returns; the recomputation fills it per graph task."""
 
-    values: dict = field(default_factory=dict)     # graph task -> the recomputed value (None once unpacked)
+    # graph task -> the recomputed tensor (None once unpacked): ``x.detach()``, its memory, so what
+    # the recomputation writes into it after it was saved is what the unpack reads
+    values: dict = field(default_factory=dict)
 
 
 class CheckpointFrame:
@@ -108,7 +110,7 @@ class CheckpointFrame:
         if value is None:
             raise TorchError("CheckpointError", UNPACKED_TWICE, "checkpoint")
         holder.values[gid] = None
-        return value
+        return value.value
 
     def recompute(self, rt, gid) -> None:
         """FN again on the saved inputs, grad mode on, under ``_recomputation_hook``. The inputs are
@@ -188,7 +190,7 @@ class RecomputationHooks:
                 frame.ignore_saved_mismatch = True
                 return t.value
             raise TorchError("CheckpointError", MORE_SAVED, "checkpoint")
-        frame.holders[idx].values[self.gid] = t.value
+        frame.holders[idx].values[self.gid] = t
         frame.recomputed_metadata.setdefault(self.gid, {})[idx] = (tuple(t.shape), t.dtype)
         if frame.early_stop and self.counter == len(frame.holders):
             raise StopRecomputation

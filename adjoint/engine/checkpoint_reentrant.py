@@ -106,7 +106,9 @@ def run_reentrant(run, child, args: list, loc):
 
 def checkpoint_backward(engine, node: Node, grads: list, backward) -> list:
     """CheckpointFunction.backward, run by the outer engine as the node's apply; ``backward(root,
-    grad)`` runs ``torch.autograd.backward(root, grad)`` on a new engine."""
+    grad, slot)`` runs ``torch.autograd.backward(root, grad)`` on a new engine, ``grad`` being the
+    very tensor the node was handed in output slot ``slot`` (a hook of the reentrant backward that
+    writes it in place writes the outer backward's tensor)."""
     rt = engine.rt
     state: Reentrant = node.params
     if engine.exec_info:
@@ -137,10 +139,11 @@ def checkpoint_backward(engine, node: Node, grads: list, backward) -> list:
                                       "that requires grad is not modelled yet (its reentrant backward has several "
                                       "roots)")
     root, g = with_grad[0]
-    _check_same_shape(root, node.outputs[next(k for k, o in enumerate(outs) if o is root)])
+    slot = next(k for k, o in enumerate(outs) if o is root)
+    _check_same_shape(root, node.outputs[slot])
     rt.reentrant += 1
     try:
-        backward(root, g)
+        backward(root, g, slot)
     finally:
         rt.reentrant -= 1
         rt.phase = "backward"

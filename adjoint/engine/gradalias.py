@@ -396,6 +396,10 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
             continue
         if kind == "hookfn":
             out.append(in_objs[i] if i < len(in_objs) and in_objs[i] is not None else fresh())
+        elif kind == "checkpoint":
+            # CheckpointFunction.backward returns its detached arguments' .grad: what the reentrant
+            # backward's AccumulateGrad made of them, a copy of any tensor another holder kept
+            out.append(fresh())
         elif kind == "function" and _arithmetic_formula(node, i):
             out.append(fresh())
         elif kind == "function" and _passthrough_formula(node, i):
@@ -821,8 +825,12 @@ def grad_holders(rt) -> GradHolders:
 class Aliases:
     """The holders of gradient tensors during one backward call, and the writes between them."""
 
-    def __init__(self, engine):
+    def __init__(self, engine, parent: "Aliases | None" = None):
         self.engine = engine
+        # the holders of the backward this one runs inside (a reentrant checkpoint's backward is
+        # handed the outer one's gradient tensor itself): they hold their tensors meanwhile, and
+        # see a write into one
+        self.parent = parent
         self.pending: dict = {}        # (node, slot) -> GradObj of a buffer not yet consumed
         self.lists: dict = {}          # node -> its buffer (the values list)
         # leaf Tensor -> GradObj of its .grad, kept across backward calls (the runtime's): a .grad
@@ -984,6 +992,10 @@ class Aliases:
         for _state, objs in self.states:
             if any(_holds(o, obj) for o in objs):
                 return True
+        # an outer backward's holders, the inputs of the node running there included (PyNode::apply's
+        # arguments live until the reentrant backward it runs returns)
+        if self.parent is not None and any(_holds(o, obj) for o in self.parent._engine_objs()):
+            return True
         return self.grads.holds(obj)
 
     # ------------------------------------------------------------ writes
@@ -1047,6 +1059,8 @@ class Aliases:
         for i, o in enumerate(self.captured):
             if o is obj:
                 self.engine.result.captured[i] = value
+        if self.parent is not None:
+            self.parent._place(obj, value)
 
     @staticmethod
     def _refuse(hook):
@@ -1059,13 +1073,19 @@ class Aliases:
 
     def _all_objs(self, but=None):
         """Every engine tensor held now (``but``: leave out that leaf's ``.grad``)."""
+        yield from self._engine_objs()
+        yield from (o for leaf, o in self.grads.items() if leaf is not but)
+
+    def _engine_objs(self):
+        """The tensors this backward and the backwards it runs inside hold (``.grad`` aside)."""
         for _values, objs in self.frames:
             yield from (o for o in objs if o is not None)
         yield from (o for o in self.pending.values() if o is not None)
-        yield from (o for leaf, o in self.grads.items() if leaf is not but)
         for _state, objs in self.states:
             yield from (o for o in objs if o is not None)
         yield from (o for o in self.captured if o is not None)
+        if self.parent is not None:
+            yield from self.parent._engine_objs()
 
 
 def zero_grads(rt, leaves: list, set_to_none: bool, loc) -> None:

@@ -20,7 +20,9 @@ KEYWORDS = ("gradient", "grad_tensors", "retain_graph")
 
 
 def nested_backward(rt, root, args: list, kwargs: dict, loc):
-    """Run the backward (``rt.backward_runner(root, gradient, retain_graph)`` runs one engine)."""
+    """Run the backward (``rt.backward_runner(root, gradient, retain_graph)`` runs one engine,
+    handed the ``gradient`` tensor itself: torch.autograd.backward hands the engine the very tensor
+    given, so a hook in that backward writing its gradient in place writes it)."""
     if not isinstance(root, Tensor):
         raise ProblemError(loc, "backward(...) in a hook body needs a tensor to start from")
     for k in kwargs:
@@ -53,7 +55,7 @@ def nested_backward(rt, root, args: list, kwargs: dict, loc):
     if inside:
         rt.reentrant += 1
     try:
-        rt.backward_runner(root, gradient.value if gradient is not None else None, bool(retain))
+        rt.backward_runner(root, gradient, bool(retain))
     finally:
         if inside:
             rt.reentrant -= 1

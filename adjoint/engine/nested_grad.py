@@ -89,7 +89,7 @@ def nested_grad(rt, e, args: list, kwargs: dict, in_hook: bool):
     if inside:
         rt.reentrant += 1
     try:
-        captured = rt.grad_runner(root, gradient.value if gradient is not None else None, named, bool(retain),
+        captured = rt.grad_runner(root, gradient, named, bool(retain),
                                   bool(allow_unused))
     finally:
         if inside:

@@ -19,6 +19,7 @@ from adjoint.engine.hook_runner import HookRunner
 from adjoint.format.errors import ProblemError
 from adjoint.engine.forward import ForwardResult, Model
 from adjoint.engine.graph import Tensor
+from adjoint.engine.gradalias import held_tensor
 from adjoint.format.problem import OUTPUT, Problem, Step, Variant
 from adjoint.engine.hook_registration import Registrations
 from adjoint.engine.reverse import BackwardRequest, BackwardResult, Engine
@@ -360,8 +361,18 @@ def nested_runners(rt) -> None:
     """What a hook body's ``backward(...)`` (adjoint.engine.nested_backward) and
     ``torch.autograd.grad`` (adjoint.engine.nested_grad) run: one more engine on ``rt``."""
     rt.backward_runner = lambda root, grad, retain: Engine(rt, rt.hooks_runner.fire_values).run(
-        BackwardRequest(root, grad, retain_graph=retain))
+        BackwardRequest(root, _value(grad), retain_graph=retain, grad_obj=_given(grad)))
     rt.grad_runner = lambda *args: _hook_body_grad(rt, *args)
+
+
+def _value(grad):
+    return grad.value if grad is not None else None
+
+
+def _given(grad):
+    """The engine tensor a gradient given to a hook body's backward is: that tensor itself, which
+    the body holds (torch.autograd.backward and grad hand the engine the very tensor given)."""
+    return held_tensor(grad) if grad is not None else None
 
 
 def _hook_body_grad(rt, root, grad, inputs: tuple, retain: bool, allow_unused: bool) -> list:
@@ -370,7 +381,7 @@ def _hook_body_grad(rt, root, grad, inputs: tuple, retain: bool, allow_unused: b
     engine = Engine(rt, rt.hooks_runner.fire_values)
     if allow_unused:
         engine.check_unused = lambda req, result: None
-    return engine.run(BackwardRequest(root, grad, "grad", inputs, retain)).captured
+    return engine.run(BackwardRequest(root, _value(grad), "grad", inputs, retain, grad_obj=_given(grad))).captured
 
 
 def _zeroed(leaves: dict, step: Step) -> list:

@@ -52,6 +52,8 @@ class BackwardRequest:
     method: str = "backward"          # backward | grad
     inputs: tuple = ()                # ((name, Tensor, loc), ...)
     retain_graph: bool = False
+    grad_obj: object | None = None    # the engine tensor grad_output is (gradalias.GradObj), when an
+                                      # outer backward holds it too; None: a new tensor
 
 
 @dataclass
@@ -145,8 +147,9 @@ def slot_dtype(node: Node, i: int) -> str | None:
 
 
 class Engine:
-    def __init__(self, rt: Runtime, fire):
+    def __init__(self, rt: Runtime, fire, outer: "Engine | None" = None):
         self.rt = rt
+        self.outer = outer                     # the backward this one runs inside (a reentrant checkpoint's)
         self.B = rt.B
         self.fire_hook = fire                  # (hook, args, node, call) -> returned value(s)
         self.exec_info: dict[Node, dict] = {}
@@ -169,8 +172,8 @@ class Engine:
         not_ready: dict[Node, list] = {}
         buf = [None] * n_slots(root_edge.node)
         buf[root_edge.input_nr] = root_grad
-        self.alias = Aliases(self)
-        self.alias.deliver(root_edge.node, root_edge.input_nr, fresh(), True, buf)
+        self.alias = Aliases(self, self.outer.alias if self.outer is not None else None)
+        self.alias.deliver(root_edge.node, root_edge.input_nr, req.grad_obj or fresh(), True, buf)
         queue.push((root_edge.node.seq, root_edge.node, buf))
         rt.phase = "backward"
         outer_task, rt.graph_task = rt.graph_task, object()   # a new GraphTask (checkpoint recomputes per task)
@@ -433,8 +436,12 @@ class Engine:
                       for i, x in enumerate(inputs)]
             if node.kind == "checkpoint":   # CheckpointFunction.backward: a reentrant backward
                 from adjoint.engine.checkpoint_reentrant import checkpoint_backward
-                return checkpoint_backward(self, node, inputs, lambda root, grad: Engine(
-                    self.rt, self.rt.hooks_runner.fire_values).run(BackwardRequest(root, grad)))
+                # torch.autograd.backward(outputs, grads) hands the engine the very gradient
+                # tensors this node was handed (a materialized zero is a new one)
+                objs = list(self.alias.objs)
+                return checkpoint_backward(self, node, inputs, lambda root, grad, slot: Engine(
+                    self.rt, self.rt.hooks_runner.fire_values, self).run(BackwardRequest(
+                        root, grad, grad_obj=objs[slot] if slot < len(objs) else None)))
             if node.kind == "hookfn":
                 return list(inputs)
             from adjoint.engine.autograd_function import function_backward
