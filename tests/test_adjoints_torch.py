@@ -320,3 +320,61 @@ def test_shared_positions_are_what_a_full_hook_is_handed(stem):
     vp = problem.solve().variants[0]
     compared = {r.item for r in _compared_with_torch(problem, vp)}
     assert compared & {"adjoint attn", "adjoint f"}
+
+
+LEGACY_REPLACES = """
+name: legacy_replaces
+inputs:
+  x: {value: [[1, -2]], requires_grad: true}
+model:
+  children:
+    f: {forward: "(x * 2) * 3"}
+    g: {type: Linear, params: {weight: [[1, 2], [3, -1]], bias: [0.5, 0]}}
+  forward: "g(f(f(x)))"
+loss: "sum(y * y)"
+hooks:
+  - {module: f, kind: backward, returns: "(grad_input[0] * 10, None)"}
+  - {module: g, kind: backward, returns: "(grad_input[0], grad_input[1] * 10, grad_input[2])"}
+"""
+
+
+def test_a_modules_own_legacy_hook_does_not_act_in_its_grad_input(tmp_path):
+    """f = (x * 2) * 3, called twice, has a legacy backward hook returning 10 * grad_input: it is a
+    post-hook on f's last node (the second MulBackward0), so its replacement flows through f's first
+    node before it reaches f's input. That hook is f's own: f's grad_input is J^T grad_output, the
+    hook not acting (as for an own full_backward_pre replacement); the answer gave 10 times it. The
+    root's grad_input, where f's hooks are a child's, is x.grad with them acting. Expected values
+    from torch: grad_output is what reaches each call's output (a tensor hook), grad_input J^T of it
+    through the same forward without hooks."""
+    path = tmp_path / "p.yaml"
+    path.write_text(LEGACY_REPLACES)
+    adj = adjoint.load(str(path)).solve(mode="float64").variants[0].to_json()["adjoints"]
+
+    import warnings
+
+    class F(torch.nn.Module):
+        def forward(self, x):
+            return (x * 2) * 3
+
+    f, g = F(), torch.nn.Linear(2, 2).double()
+    with torch.no_grad():
+        g.weight.copy_(torch.tensor([[1.0, 2], [3, -1]]))
+        g.bias.copy_(torch.tensor([0.5, 0]))
+    f.register_backward_hook(lambda m, gi, go: (gi[0] * 10, None))
+    g.register_backward_hook(lambda m, gi, go: (gi[0], gi[1] * 10, gi[2]))
+    x = torch.tensor([[1.0, -2]], dtype=torch.float64, requires_grad=True)
+    seen = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = f(x)
+        a.register_hook(lambda gr: seen.__setitem__("f", gr))
+        b = f(a)
+        b.register_hook(lambda gr: seen.__setitem__("f#2", gr))
+        y = g(b)
+    (y * y).sum().backward()
+    for callid, inp in (("f", x), ("f#2", a)):
+        t = inp.detach().requires_grad_()
+        want, = torch.autograd.grad((t * 2) * 3, t, seen[callid])
+        assert adj[callid]["grad_output"][0]["value"] == seen[callid].tolist(), callid
+        assert adj[callid]["grad_input"][0]["value"] == want.tolist(), callid
+    assert adj["model"]["grad_input"][0]["value"] == x.grad.tolist()

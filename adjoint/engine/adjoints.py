@@ -92,13 +92,14 @@ def boundaries_of(rt, fwd, bwd, progress=None, passed: bool = True) -> list[Boun
                                      input_slots(call), none_unreached=True))
             if call.module.type == "Identity":
                 gin = (gouts[0] if call.args[0].requires_grad else None,)
-            # the module's own full_backward_pre hook replaced grad_output: grad_input is what the forward
-            # derives from the grad_output before it (the answer's definition), J^T of it -- when no hook
-            # inside the module acted, so that J^T is that derivation (else: what it passed, as documented)
+            # the module's own full_backward_pre hook replaced grad_output, or its own legacy backward hook
+            # (on the call's last node) replaced that node's grad_input: grad_input is what the forward
+            # derives from the grad_output before it (the answer's definition), J^T of it -- when no other
+            # hook inside the module acted, so that J^T is that derivation (else: what it passed, as documented)
             sent = gin if not passed or dirty or call.module.type == "Identity" or start >= call.end else \
                 passed_grads(rt, rt.nodes[start:call.end], call, bwd, list(zip(outs, gouts)))
-            if sent is not gin and _replaced_by_own_pre_hook(call) and not _hooks_inside(rt, rt.nodes[start:call.end],
-                                                                                         call):
+            if sent is not gin and _replaced_by_own_hook(rt, call) and not _hooks_inside(rt, rt.nodes[start:call.end],
+                                                                                        call):
                 # J^T of the grad_output before the replacement, where PyTorch passed the input a gradient
                 sent = tuple(None if p is None else g for p, g in zip(sent, gin))
         else:
@@ -160,10 +161,20 @@ def _outside(B, bwd, t, call, i: int, inside: set, sends: dict):
     return None if B.equals(rest, B.zeros(B.shape(rest))) else rest
 
 
-def _replaced_by_own_pre_hook(call) -> bool:
-    """Did the call's own full_backward_pre hooks hand the module another grad_output than reached
-    it (a returned replacement; a node hook on its output node is not the module's own)?"""
-    return call.bw is not None and call.bw.pre_replaced
+def _replaced_by_own_hook(rt, call) -> bool:
+    """Did the call's own hooks hand its nodes other gradients than reached them: its full_backward_pre
+    hooks another grad_output (a returned replacement; a node hook on its output node is not the
+    module's own), or its legacy ``register_backward_hook`` (a post-hook on the call's last node,
+    module or global) another grad_input, returned or written in place, which that node's
+    predecessors inside the module then carry on?"""
+    if call.bw is not None and call.bw.pre_replaced:
+        return True
+    return any(_own_legacy(r, call) and (r.returned is not None or "gradient" in r.wrote) for r in rt.log)
+
+
+def _own_legacy(record, call) -> bool:
+    """Is ``record`` a call of ``call``'s own legacy backward hook (``_WrappedHook`` on its last node)?"""
+    return record.call is call and record.kind == "backward" and record.phase == "backward"
 
 
 def output_seeds(call, gouts: tuple) -> list:
@@ -184,10 +195,11 @@ def _as_returned(t, call, i: int):
 
 def _hooks_inside(rt, nodes: list, call) -> bool:
     """Did a hook fire at one of the call's nodes other than its own input and output nodes (a
-    child's module hook, a tensor or node hook inside it)?"""
+    child's module hook, a tensor or node hook inside it), the call's own legacy hook aside?"""
     own = {id(call.in_node), id(call.out_node)}
     inside = {id(n) for n in nodes} - own
-    return any(r.node is not None and id(r.node) in inside and r.phase == "backward" for r in rt.log)
+    return any(r.node is not None and id(r.node) in inside and r.phase == "backward" and not _own_legacy(r, call)
+               for r in rt.log)
 
 
 def passed_grads(rt, nodes: list, call, bwd, returned: list) -> tuple:
