@@ -378,3 +378,80 @@ def test_a_modules_own_legacy_hook_does_not_act_in_its_grad_input(tmp_path):
         assert adj[callid]["grad_output"][0]["value"] == seen[callid].tolist(), callid
         assert adj[callid]["grad_input"][0]["value"] == want.tolist(), callid
     assert adj["model"]["grad_input"][0]["value"] == x.grad.tolist()
+
+
+def test_a_modules_own_pre_hook_writing_grad_output_in_place_does_not_act_in_its_grad_input(tmp_path):
+    """f's full_backward_pre hook multiplies grad_output by 10 in place instead of returning it: f's
+    nodes carry the written gradient on, as they carry a returned replacement. Either way it is f's
+    own hook: grad_input is J^T of the grad_output that reached f (the answer gave 10 times it, as
+    the pre-hook had not been seen to replace anything). Expected values from torch: the gradient
+    reaching f's output (a tensor hook), J^T of it through f's forward without hooks; the root's
+    grad_input is x.grad, f's write acting."""
+    path = tmp_path / "p.yaml"
+    path.write_text("""
+name: pre_hook_writes
+inputs:
+  x: {value: [[1, -2]], requires_grad: true}
+model:
+  children:
+    f: {forward: "(x * 2).tanh() * 3"}
+  forward: "f(x) * f(x * 1)"
+loss: "sum(y * y)"
+hooks:
+  - {module: f, kind: full_backward_pre, does: "grad_output[0].mul_(10)"}
+""")
+    problem = adjoint.load(str(path))
+    vp = problem.solve(mode="float64").variants[0]
+    adj = vp.to_json()["adjoints"]
+
+    class F(torch.nn.Module):
+        def forward(self, x):
+            return (x * 2).tanh() * 3
+
+    def pre(module, grad_output):
+        grad_output[0].mul_(10)
+
+    f = F()
+    f.register_full_backward_pre_hook(pre)
+    x = torch.tensor([[1.0, -2]], dtype=torch.float64, requires_grad=True)
+    seen = {}
+    a, x1 = f(x), x * 1
+    a.register_hook(lambda gr: seen.__setitem__("f", gr.clone()))
+    b = f(x1)
+    b.register_hook(lambda gr: seen.__setitem__("f#2", gr.clone()))
+    ((a * b) ** 2).sum().backward()
+    for callid, inp in (("f", x), ("f#2", x1)):
+        t = inp.detach().requires_grad_()
+        want, = torch.autograd.grad(F()(t), t, seen[callid])
+        assert adj[callid]["grad_output"][0]["value"][0] == pytest.approx(seen[callid][0].tolist()), callid
+        assert adj[callid]["grad_input"][0]["value"][0] == pytest.approx(want[0].tolist()), callid
+    assert adj["model"]["grad_input"][0]["value"][0] == pytest.approx(x.grad[0].tolist())
+
+
+def test_observers_keep_what_they_are_handed(tmp_path):
+    """The torch observers (adjoint.torchside.adjoints_run) run before the file's own hooks, which may
+    write the very tensors they were handed: an own full hook multiplying grad_input by 10 in place
+    made the observed grad_input 10 * J^T grad_output, and an own pre-hook writing grad_output made
+    the observed grad_output the written one, though each is the module's own hook. They keep copies
+    now, and an in-place pre-hook counts as a replacement (only grad_output compared)."""
+    path = tmp_path / "p.yaml"
+    path.write_text("""
+name: own_hooks_write
+inputs:
+  x: {value: [[1, -2]], requires_grad: true}
+model:
+  children:
+    f: {forward: "(x * 2) * 3"}
+  forward: "f(x) * 1"
+loss: "sum(y * y)"
+variants:
+  full:
+    hooks: [{module: f, kind: full_backward, does: "grad_input[0].mul_(10)"}]
+  pre:
+    hooks: [{module: f, kind: full_backward_pre, does: "grad_output[0].mul_(10)"}]
+""")
+    problem = adjoint.load(str(path))
+    for vp in problem.solve(mode="exact").variants:
+        adj = vp.to_json()["adjoints"]["f"]
+        assert adj["grad_output"][0]["exact"] == [["12", "-24"]] and adj["grad_input"][0]["exact"] == [["72", "-144"]]
+        assert "adjoint f" in [r.item for r in _compared_with_torch(problem, vp)]

@@ -163,13 +163,15 @@ def _outside(B, bwd, t, call, i: int, inside: set, sends: dict):
 
 def _replaced_by_own_hook(rt, call) -> bool:
     """Did the call's own hooks hand its nodes other gradients than reached them: its full_backward_pre
-    hooks another grad_output (a returned replacement; a node hook on its output node is not the
-    module's own), or its legacy ``register_backward_hook`` (a post-hook on the call's last node,
-    module or global) another grad_input, returned or written in place, which that node's
-    predecessors inside the module then carry on?"""
+    hooks another grad_output (a returned replacement, or one written in place; a node hook on its
+    output node is not the module's own), or its legacy ``register_backward_hook`` (a post-hook on
+    the call's last node, module or global) another grad_input, returned or written in place, which
+    that node's predecessors inside the module then carry on?"""
     if call.bw is not None and call.bw.pre_replaced:
         return True
-    return any(_own_legacy(r, call) and (r.returned is not None or "gradient" in r.wrote) for r in rt.log)
+    return any(r.call is call and r.phase == "backward" and (
+        (r.kind == "backward" and (r.returned is not None or "gradient" in r.wrote))
+        or (r.kind == "full_backward_pre" and "gradient" in r.wrote)) for r in rt.log)
 
 
 def _own_legacy(record, call) -> bool:
