@@ -455,3 +455,56 @@ variants:
         adj = vp.to_json()["adjoints"]["f"]
         assert adj["grad_output"][0]["exact"] == [["12", "-24"]] and adj["grad_input"][0]["exact"] == [["72", "-144"]]
         assert "adjoint f" in [r.item for r in _compared_with_torch(problem, vp)]
+
+
+def test_a_legacy_hook_that_never_goes_on_a_node_spoils_no_other_modules_reading(tmp_path):
+    """g has a legacy backward hook, but returns its input x (a leaf) as it is: var.grad_fn is None,
+    so PyTorch registers the hook on no node, and g's call looked unhooked. The second run that
+    watches the calls whose boundary the graph does not mark (f returns h twice, g its input) then
+    put a full hook on g too, which PyTorch refuses beside the legacy one: that run raised, and f
+    lost its reading -- each position got h's whole gradient. g itself keeps the values the graph
+    gives, x's whole gradient, once: summing it over the two positions that return x gave twice
+    x.grad. Expected values from torch: f's full backward hook (beside g's legacy hook), and x.grad."""
+    path = tmp_path / "p.yaml"
+    path.write_text("""
+name: legacy_on_a_leaf_passthrough
+inputs:
+  x: {value: [[1, -2]], requires_grad: true}
+model:
+  children:
+    f:
+      forward: |
+        h = x * 2
+        return h, h
+    g:
+      inputs: [a, b]
+      forward: "a, a, b"
+  forward: |
+    p, q = f(x)
+    r, s, t = g(x, p)
+    return p * 3 + q * q + r * 5 + s + t * t
+loss: "sum(y)"
+hooks:
+  - {module: g, kind: backward}
+""")
+    adj = adjoint.load(str(path)).solve(mode="exact").variants[0].to_json()["adjoints"]
+
+    class F(torch.nn.Module):
+        def forward(self, x):
+            h = x * 2
+            return h, h
+
+    class G(torch.nn.Module):
+        def forward(self, a, b):
+            return a, a, b
+
+    f, g, seen = F(), G(), {}
+    g.register_backward_hook(lambda m, gi, go: None)
+    f.register_full_backward_hook(lambda m, gi, go: seen.update(gi=gi, go=go))
+    x = torch.tensor([[1.0, -2]], requires_grad=True)
+    p, q = f(x)
+    r, s, t = g(x, p)
+    (p * 3 + q * q + r * 5 + s + t * t).sum().backward()
+    assert [o["value"] for o in adj["f"]["grad_output"]] == [o.tolist() for o in seen["go"]]
+    assert adj["f"]["grad_input"][0]["value"] == seen["gi"][0].tolist()
+    assert adj["g"]["grad_input"][0]["value"] == x.grad.tolist()

@@ -181,9 +181,23 @@ def _own_legacy(record, call) -> bool:
 
 def output_seeds(call, gouts: tuple) -> list:
     """(key, multiplier) of each output of ``call`` a multiplier reached: the seeds of J^T through
-    its nodes (each output as the call returned it, :func:`_as_returned`)."""
+    its nodes (each output as the call returned it, :func:`_as_returned`). A tensor the call returns
+    at several positions (``return h, h``; an input returned twice) is one seed: the gradient the
+    graph carried to it, each position's multiplier, is already the sum of every position's uses."""
     outs = call.out if isinstance(call.out, tuple) else (call.out,)
-    return [(_as_returned(t, call, i), g) for i, (t, g) in enumerate(zip(outs, gouts)) if g is not None]
+    seeds, keys = [], set()
+    for i, (t, g) in enumerate(zip(outs, gouts)):
+        key = _as_returned(t, call, i)
+        if g is None or _once(key) in keys:
+            continue
+        keys.add(_once(key))
+        seeds.append((key, g))
+    return seeds
+
+
+def _once(key):
+    """A seed key that is the same for the same tensor (an engine tensor by identity)."""
+    return ("tensor", id(key)) if isinstance(key, Tensor) else key
 
 
 def _as_returned(t, call, i: int):
@@ -215,7 +229,7 @@ def passed_grads(rt, nodes: list, call, bwd, returned: list) -> tuple:
     in-place ReLU) has the call's own node as its history now: what it is passed is what reaches
     the history it had before (:func:`_history_before`). An input the call returns as it is
     (``returned``: (output, its grad_output) pairs) gets that output's gradient too, through no
-    node."""
+    node (once, when it is returned at several positions)."""
     slots = input_slots(call)
     if slots is not None:
         node, positions = slots
@@ -235,7 +249,7 @@ def passed_grads(rt, nodes: list, call, bwd, returned: list) -> tuple:
             if k in wanted:
                 g = gradient_value(g)
                 wanted[k] = g if wanted[k] is None else rt.B.add(wanted[k], g)
-    for t, g in returned:
+    for t, g in {id(t): (t, g) for t, g in returned}.values():   # a tensor returned twice: its gradient once
         if isinstance(t, Tensor) and g is not None and t.needs_grad and _key(t) in wanted:
             wanted[_key(t)] = g if wanted[_key(t)] is None else rt.B.add(wanted[_key(t)], g)
     return tuple(wanted.get(k) if k is not None else None for k in keys)
