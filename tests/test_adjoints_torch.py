@@ -320,3 +320,191 @@ def test_shared_positions_are_what_a_full_hook_is_handed(stem):
     vp = problem.solve().variants[0]
     compared = {r.item for r in _compared_with_torch(problem, vp)}
     assert compared & {"adjoint attn", "adjoint f"}
+
+
+LEGACY_REPLACES = """
+name: legacy_replaces
+inputs:
+  x: {value: [[1, -2]], requires_grad: true}
+model:
+  children:
+    f: {forward: "(x * 2) * 3"}
+    g: {type: Linear, params: {weight: [[1, 2], [3, -1]], bias: [0.5, 0]}}
+  forward: "g(f(f(x)))"
+loss: "sum(y * y)"
+hooks:
+  - {module: f, kind: backward, returns: "(grad_input[0] * 10, None)"}
+  - {module: g, kind: backward, returns: "(grad_input[0], grad_input[1] * 10, grad_input[2])"}
+"""
+
+
+def test_a_modules_own_legacy_hook_does_not_act_in_its_grad_input(tmp_path):
+    """f = (x * 2) * 3, called twice, has a legacy backward hook returning 10 * grad_input: it is a
+    post-hook on f's last node (the second MulBackward0), so its replacement flows through f's first
+    node before it reaches f's input. That hook is f's own: f's grad_input is J^T grad_output, the
+    hook not acting (as for an own full_backward_pre replacement); the answer gave 10 times it. The
+    root's grad_input, where f's hooks are a child's, is x.grad with them acting. Expected values
+    from torch: grad_output is what reaches each call's output (a tensor hook), grad_input J^T of it
+    through the same forward without hooks."""
+    path = tmp_path / "p.yaml"
+    path.write_text(LEGACY_REPLACES)
+    adj = adjoint.load(str(path)).solve(mode="float64").variants[0].to_json()["adjoints"]
+
+    import warnings
+
+    class F(torch.nn.Module):
+        def forward(self, x):
+            return (x * 2) * 3
+
+    f, g = F(), torch.nn.Linear(2, 2).double()
+    with torch.no_grad():
+        g.weight.copy_(torch.tensor([[1.0, 2], [3, -1]]))
+        g.bias.copy_(torch.tensor([0.5, 0]))
+    f.register_backward_hook(lambda m, gi, go: (gi[0] * 10, None))
+    g.register_backward_hook(lambda m, gi, go: (gi[0], gi[1] * 10, gi[2]))
+    x = torch.tensor([[1.0, -2]], dtype=torch.float64, requires_grad=True)
+    seen = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = f(x)
+        a.register_hook(lambda gr: seen.__setitem__("f", gr))
+        b = f(a)
+        b.register_hook(lambda gr: seen.__setitem__("f#2", gr))
+        y = g(b)
+    (y * y).sum().backward()
+    for callid, inp in (("f", x), ("f#2", a)):
+        t = inp.detach().requires_grad_()
+        want, = torch.autograd.grad((t * 2) * 3, t, seen[callid])
+        assert adj[callid]["grad_output"][0]["value"] == seen[callid].tolist(), callid
+        assert adj[callid]["grad_input"][0]["value"] == want.tolist(), callid
+    assert adj["model"]["grad_input"][0]["value"] == x.grad.tolist()
+
+
+def test_a_modules_own_pre_hook_writing_grad_output_in_place_does_not_act_in_its_grad_input(tmp_path):
+    """f's full_backward_pre hook multiplies grad_output by 10 in place instead of returning it: f's
+    nodes carry the written gradient on, as they carry a returned replacement. Either way it is f's
+    own hook: grad_input is J^T of the grad_output that reached f (the answer gave 10 times it, as
+    the pre-hook had not been seen to replace anything). Expected values from torch: the gradient
+    reaching f's output (a tensor hook), J^T of it through f's forward without hooks; the root's
+    grad_input is x.grad, f's write acting."""
+    path = tmp_path / "p.yaml"
+    path.write_text("""
+name: pre_hook_writes
+inputs:
+  x: {value: [[1, -2]], requires_grad: true}
+model:
+  children:
+    f: {forward: "(x * 2).tanh() * 3"}
+  forward: "f(x) * f(x * 1)"
+loss: "sum(y * y)"
+hooks:
+  - {module: f, kind: full_backward_pre, does: "grad_output[0].mul_(10)"}
+""")
+    problem = adjoint.load(str(path))
+    vp = problem.solve(mode="float64").variants[0]
+    adj = vp.to_json()["adjoints"]
+
+    class F(torch.nn.Module):
+        def forward(self, x):
+            return (x * 2).tanh() * 3
+
+    def pre(module, grad_output):
+        grad_output[0].mul_(10)
+
+    f = F()
+    f.register_full_backward_pre_hook(pre)
+    x = torch.tensor([[1.0, -2]], dtype=torch.float64, requires_grad=True)
+    seen = {}
+    a, x1 = f(x), x * 1
+    a.register_hook(lambda gr: seen.__setitem__("f", gr.clone()))
+    b = f(x1)
+    b.register_hook(lambda gr: seen.__setitem__("f#2", gr.clone()))
+    ((a * b) ** 2).sum().backward()
+    for callid, inp in (("f", x), ("f#2", x1)):
+        t = inp.detach().requires_grad_()
+        want, = torch.autograd.grad(F()(t), t, seen[callid])
+        assert adj[callid]["grad_output"][0]["value"][0] == pytest.approx(seen[callid][0].tolist()), callid
+        assert adj[callid]["grad_input"][0]["value"][0] == pytest.approx(want[0].tolist()), callid
+    assert adj["model"]["grad_input"][0]["value"][0] == pytest.approx(x.grad[0].tolist())
+
+
+def test_observers_keep_what_they_are_handed(tmp_path):
+    """The torch observers (adjoint.torchside.adjoints_run) run before the file's own hooks, which may
+    write the very tensors they were handed: an own full hook multiplying grad_input by 10 in place
+    made the observed grad_input 10 * J^T grad_output, and an own pre-hook writing grad_output made
+    the observed grad_output the written one, though each is the module's own hook. They keep copies
+    now, and an in-place pre-hook counts as a replacement (only grad_output compared)."""
+    path = tmp_path / "p.yaml"
+    path.write_text("""
+name: own_hooks_write
+inputs:
+  x: {value: [[1, -2]], requires_grad: true}
+model:
+  children:
+    f: {forward: "(x * 2) * 3"}
+  forward: "f(x) * 1"
+loss: "sum(y * y)"
+variants:
+  full:
+    hooks: [{module: f, kind: full_backward, does: "grad_input[0].mul_(10)"}]
+  pre:
+    hooks: [{module: f, kind: full_backward_pre, does: "grad_output[0].mul_(10)"}]
+""")
+    problem = adjoint.load(str(path))
+    for vp in problem.solve(mode="exact").variants:
+        adj = vp.to_json()["adjoints"]["f"]
+        assert adj["grad_output"][0]["exact"] == [["12", "-24"]] and adj["grad_input"][0]["exact"] == [["72", "-144"]]
+        assert "adjoint f" in [r.item for r in _compared_with_torch(problem, vp)]
+
+
+def test_a_legacy_hook_that_never_goes_on_a_node_spoils_no_other_modules_reading(tmp_path):
+    """g has a legacy backward hook, but returns its input x (a leaf) as it is: var.grad_fn is None,
+    so PyTorch registers the hook on no node, and g's call looked unhooked. The second run that
+    watches the calls whose boundary the graph does not mark (f returns h twice, g its input) then
+    put a full hook on g too, which PyTorch refuses beside the legacy one: that run raised, and f
+    lost its reading -- each position got h's whole gradient. g itself keeps the values the graph
+    gives, x's whole gradient, once: summing it over the two positions that return x gave twice
+    x.grad. Expected values from torch: f's full backward hook (beside g's legacy hook), and x.grad."""
+    path = tmp_path / "p.yaml"
+    path.write_text("""
+name: legacy_on_a_leaf_passthrough
+inputs:
+  x: {value: [[1, -2]], requires_grad: true}
+model:
+  children:
+    f:
+      forward: |
+        h = x * 2
+        return h, h
+    g:
+      inputs: [a, b]
+      forward: "a, a, b"
+  forward: |
+    p, q = f(x)
+    r, s, t = g(x, p)
+    return p * 3 + q * q + r * 5 + s + t * t
+loss: "sum(y)"
+hooks:
+  - {module: g, kind: backward}
+""")
+    adj = adjoint.load(str(path)).solve(mode="exact").variants[0].to_json()["adjoints"]
+
+    class F(torch.nn.Module):
+        def forward(self, x):
+            h = x * 2
+            return h, h
+
+    class G(torch.nn.Module):
+        def forward(self, a, b):
+            return a, a, b
+
+    f, g, seen = F(), G(), {}
+    g.register_backward_hook(lambda m, gi, go: None)
+    f.register_full_backward_hook(lambda m, gi, go: seen.update(gi=gi, go=go))
+    x = torch.tensor([[1.0, -2]], requires_grad=True)
+    p, q = f(x)
+    r, s, t = g(x, p)
+    (p * 3 + q * q + r * 5 + s + t * t).sum().backward()
+    assert [o["value"] for o in adj["f"]["grad_output"]] == [o.tolist() for o in seen["go"]]
+    assert adj["f"]["grad_input"][0]["value"] == seen["gi"][0].tolist()
+    assert adj["g"]["grad_input"][0]["value"] == x.grad.tolist()

@@ -92,13 +92,14 @@ def boundaries_of(rt, fwd, bwd, progress=None, passed: bool = True) -> list[Boun
                                      input_slots(call), none_unreached=True))
             if call.module.type == "Identity":
                 gin = (gouts[0] if call.args[0].requires_grad else None,)
-            # the module's own full_backward_pre hook replaced grad_output: grad_input is what the forward
-            # derives from the grad_output before it (the answer's definition), J^T of it -- when no hook
-            # inside the module acted, so that J^T is that derivation (else: what it passed, as documented)
+            # the module's own full_backward_pre hook replaced grad_output, or its own legacy backward hook
+            # (on the call's last node) replaced that node's grad_input: grad_input is what the forward
+            # derives from the grad_output before it (the answer's definition), J^T of it -- when no other
+            # hook inside the module acted, so that J^T is that derivation (else: what it passed, as documented)
             sent = gin if not passed or dirty or call.module.type == "Identity" or start >= call.end else \
                 passed_grads(rt, rt.nodes[start:call.end], call, bwd, list(zip(outs, gouts)))
-            if sent is not gin and _replaced_by_own_pre_hook(call) and not _hooks_inside(rt, rt.nodes[start:call.end],
-                                                                                         call):
+            if sent is not gin and _replaced_by_own_hook(rt, call) and not _hooks_inside(rt, rt.nodes[start:call.end],
+                                                                                        call):
                 # J^T of the grad_output before the replacement, where PyTorch passed the input a gradient
                 sent = tuple(None if p is None else g for p, g in zip(sent, gin))
         else:
@@ -160,17 +161,43 @@ def _outside(B, bwd, t, call, i: int, inside: set, sends: dict):
     return None if B.equals(rest, B.zeros(B.shape(rest))) else rest
 
 
-def _replaced_by_own_pre_hook(call) -> bool:
-    """Did the call's own full_backward_pre hooks hand the module another grad_output than reached
-    it (a returned replacement; a node hook on its output node is not the module's own)?"""
-    return call.bw is not None and call.bw.pre_replaced
+def _replaced_by_own_hook(rt, call) -> bool:
+    """Did the call's own hooks hand its nodes other gradients than reached them: its full_backward_pre
+    hooks another grad_output (a returned replacement, or one written in place; a node hook on its
+    output node is not the module's own), or its legacy ``register_backward_hook`` (a post-hook on
+    the call's last node, module or global) another grad_input, returned or written in place, which
+    that node's predecessors inside the module then carry on?"""
+    if call.bw is not None and call.bw.pre_replaced:
+        return True
+    return any(r.call is call and r.phase == "backward" and (
+        (r.kind == "backward" and (r.returned is not None or "gradient" in r.wrote))
+        or (r.kind == "full_backward_pre" and "gradient" in r.wrote)) for r in rt.log)
+
+
+def _own_legacy(record, call) -> bool:
+    """Is ``record`` a call of ``call``'s own legacy backward hook (``_WrappedHook`` on its last node)?"""
+    return record.call is call and record.kind == "backward" and record.phase == "backward"
 
 
 def output_seeds(call, gouts: tuple) -> list:
     """(key, multiplier) of each output of ``call`` a multiplier reached: the seeds of J^T through
-    its nodes (each output as the call returned it, :func:`_as_returned`)."""
+    its nodes (each output as the call returned it, :func:`_as_returned`). A tensor the call returns
+    at several positions (``return h, h``; an input returned twice) is one seed: the gradient the
+    graph carried to it, each position's multiplier, is already the sum of every position's uses."""
     outs = call.out if isinstance(call.out, tuple) else (call.out,)
-    return [(_as_returned(t, call, i), g) for i, (t, g) in enumerate(zip(outs, gouts)) if g is not None]
+    seeds, keys = [], set()
+    for i, (t, g) in enumerate(zip(outs, gouts)):
+        key = _as_returned(t, call, i)
+        if g is None or _once(key) in keys:
+            continue
+        keys.add(_once(key))
+        seeds.append((key, g))
+    return seeds
+
+
+def _once(key):
+    """A seed key that is the same for the same tensor (an engine tensor by identity)."""
+    return ("tensor", id(key)) if isinstance(key, Tensor) else key
 
 
 def _as_returned(t, call, i: int):
@@ -184,10 +211,11 @@ def _as_returned(t, call, i: int):
 
 def _hooks_inside(rt, nodes: list, call) -> bool:
     """Did a hook fire at one of the call's nodes other than its own input and output nodes (a
-    child's module hook, a tensor or node hook inside it)?"""
+    child's module hook, a tensor or node hook inside it), the call's own legacy hook aside?"""
     own = {id(call.in_node), id(call.out_node)}
     inside = {id(n) for n in nodes} - own
-    return any(r.node is not None and id(r.node) in inside and r.phase == "backward" for r in rt.log)
+    return any(r.node is not None and id(r.node) in inside and r.phase == "backward" and not _own_legacy(r, call)
+               for r in rt.log)
 
 
 def passed_grads(rt, nodes: list, call, bwd, returned: list) -> tuple:
@@ -201,7 +229,7 @@ def passed_grads(rt, nodes: list, call, bwd, returned: list) -> tuple:
     in-place ReLU) has the call's own node as its history now: what it is passed is what reaches
     the history it had before (:func:`_history_before`). An input the call returns as it is
     (``returned``: (output, its grad_output) pairs) gets that output's gradient too, through no
-    node."""
+    node (once, when it is returned at several positions)."""
     slots = input_slots(call)
     if slots is not None:
         node, positions = slots
@@ -221,7 +249,7 @@ def passed_grads(rt, nodes: list, call, bwd, returned: list) -> tuple:
             if k in wanted:
                 g = gradient_value(g)
                 wanted[k] = g if wanted[k] is None else rt.B.add(wanted[k], g)
-    for t, g in returned:
+    for t, g in {id(t): (t, g) for t, g in returned}.values():   # a tensor returned twice: its gradient once
         if isinstance(t, Tensor) and g is not None and t.needs_grad and _key(t) in wanted:
             wanted[_key(t)] = g if wanted[_key(t)] is None else rt.B.add(wanted[_key(t)], g)
     return tuple(wanted.get(k) if k is not None else None for k in keys)

@@ -841,9 +841,6 @@ class _ModuleScope:
                                         "modelled yet for a built-in module; pass it positionally")
         if child.type is not None and not _builtin_args_ok(child, args):
             raise ProblemError(loc, f"module '{child.label}' must be called with tensors")
-        if child.type is None and not any(isinstance(a, Tensor) or tensor_dict(a) or _tensor_tuple(a)
-                                          for a in list(args) + list(kwargs.values())):
-            raise ProblemError(loc, f"module '{child.label}' must be called with tensors")
         self.run.capture(child, self.lookup, loc)
         return self.run.call_module(child, list(args), loc, kwargs)
 

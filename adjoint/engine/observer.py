@@ -95,7 +95,10 @@ def observe(run, make_backend, found: list) -> dict:
     by_callid = {b.callid: b for b in found}
     derived, calls = {}, []
     unpacks = any(h.kind == "saved_tensors" for h in run.variant.hooks)
+    legacy = _legacy_modules(run.variant)
     for call in calls_to_observe(last.forward):
+        if call.path in legacy:
+            continue
         got = None if unpacks else _per_position(run.rt, call, by_callid.get(call.callid), last.result)
         if got is not None:
             derived[call.callid] = got
@@ -224,6 +227,15 @@ def _global_legacy(variant) -> bool:
     hook it would go on the module's own BackwardHookFunctionBackward, acting where, without the
     watching hook, it does not act at all."""
     return any(h.on == "global" and h.kind == "backward" for h in variant.hooks)
+
+
+def _legacy_modules(variant) -> set:
+    """The paths of the modules the variant gives a legacy backward hook: PyTorch refuses a watching
+    full hook on them at its registration ("Cannot use both regular backward hooks and full
+    backward hooks on a single Module"), which would end the watched run for every call -- also
+    where the legacy hook never went on a node (the module's output had no grad_fn: a leaf
+    returned as it is), so that the call itself looks unhooked."""
+    return {h.target for h in variant.hooks if h.on == "module" and h.kind == "backward"}
 
 
 def _watching_hook(index: int, path: str, loc) -> Hook:

@@ -130,7 +130,9 @@ class ModuleBuilder:
                                       "built-in) or forward: \"expression\"")
         inputs, defaults = ("x",), ()
         if m.get("inputs") is not None:
-            got = self.attempt(input_names, m.get("inputs"), what, True)
+            # a child may take no argument (a learned embedding or prompt called as emb()); the root is
+            # called with the problem's inputs
+            got = self.attempt(input_names, m.get("inputs"), what, True, bool(path))
             inputs, defaults = (FAILED, ()) if got is FAILED else got
         params: list[TensorDecl] | object = []
         if m.get("params") is not None:
@@ -404,8 +406,10 @@ def identifier_ok(text: str) -> bool:
     return IDENT_RE.fullmatch(text) is not None
 
 
-def input_names(node: YNode, what: str, defaults_allowed: bool) -> tuple[tuple[str, ...], tuple]:
-    """``[x, u]`` or ``[x, {scale: 1}]``: names and ``(name, default)`` pairs, Python's rules."""
+def input_names(node: YNode, what: str, defaults_allowed: bool,
+                empty_allowed: bool = False) -> tuple[tuple[str, ...], tuple]:
+    """``[x, u]`` or ``[x, {scale: 1}]``: names and ``(name, default)`` pairs, Python's rules;
+    ``[]`` (a forward without arguments) where ``empty_allowed``."""
     if isinstance(node, YScalar) and node.kind == "str":
         items = [node]
     elif isinstance(node, YSeq):
@@ -430,7 +434,7 @@ def input_names(node: YNode, what: str, defaults_allowed: bool) -> tuple[tuple[s
         if n in names:
             raise ProblemError(item.loc, f"argument '{n}' is listed twice in the inputs of {what}")
         names.append(n)
-    if not names:
+    if not names and not empty_allowed:
         raise ProblemError(node.loc, f"{what} needs at least one input")
     return tuple(names), tuple(defaults)
 

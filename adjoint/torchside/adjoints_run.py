@@ -4,9 +4,11 @@ backward pre-hook and full backward hook on every module, each put in front of t
 hook of the module acts; the hook is handed ``grad_input``: what the module's forward passed its
 inputs, the hooks inside it (its children's, its tensors', its nodes') acting, its own not yet.
 That is the contract's definition of a module's adjoints, read where PyTorch hands it over --
-except when the module's own full_backward_pre hook replaced ``grad_output`` (the observing hook
-is handed the replacement as its ``grad_output``): the hook is then handed what the replacement derives, while the
-answer's ``grad_input`` derives from ``grad_output`` before it; only ``grad_output`` is compared.
+except when the module's own full_backward_pre hook replaced ``grad_output`` (returned another, or
+wrote it in place; the observing hook is handed the replacement as its ``grad_output``): the hook is
+then handed what the replacement derives, while the answer's ``grad_input`` derives from
+``grad_output`` before it; only ``grad_output`` is compared. The observers keep copies of what they
+are handed: the file's own hooks, which run after them, may write those tensors in place.
 
 A second run, because the observers change the graph (each module's inputs and outputs pass
 through a ``BackwardHookFunctionBackward``): nothing else is read from it. It is compared for
@@ -33,13 +35,18 @@ def observe_adjoints(problem, decl, dtype: str) -> dict | None:
     sessions: list = []
 
     def pre(label, module, grad_output):
-        seen.setdefault(label, {})["grad_output"] = grad_output
+        got = seen.setdefault(label, {})
+        got["grad_output"] = grad_output
+        got["before"] = _copies(grad_output)
 
     def post(label, module, grad_input, grad_output):
         got = seen.setdefault(label, {})
-        got["grad_input"] = grad_input
-        # handed grad_output as the module's pre-hooks left it: did the file's own replace it?
-        got["replaced"] = any(a is not b for a, b in zip(grad_output, got.get("grad_output", grad_output)))
+        got["grad_input"] = _copies(grad_input)   # as handed: the file's own hooks, after it, may write it
+        # handed grad_output as the module's pre-hooks left it: did the file's own replace it (return
+        # another tensor, or write the one it was handed in place)?
+        got["replaced"] = any(a is not b for a, b in zip(grad_output, got.get("grad_output", grad_output))) or any(
+            (a is None) != (b is None) or (a is not None and not a.equal(b))
+            for a, b in zip(grad_output, got.get("before", grad_output)))
 
     def attach(session):
         sessions.append(session)
@@ -57,10 +64,15 @@ def observe_adjoints(problem, decl, dtype: str) -> dict | None:
     for label, got in seen.items():
         if counts.get(label) != 1 or "grad_output" not in got or "grad_input" not in got:
             continue
-        out[label] = {"grad_output": [snap(g, s.dtype) for g in got["grad_output"]]}
+        out[label] = {"grad_output": [snap(g, s.dtype) for g in got["before"]]}
         if not got.get("replaced"):   # else the hook was handed what the replacement derives: not the answer's
             out[label]["grad_input"] = [snap(g, s.dtype) for g in got["grad_input"]]
     return out
+
+
+def _copies(grads: tuple) -> tuple:
+    """What a hook is handed, kept as it is then: a later hook of the module may write it in place."""
+    return tuple(g.clone() if g is not None else None for g in grads)
 
 
 def comparable(vp) -> bool:
