@@ -31,6 +31,15 @@ from adjoint.engine import complex_grad
 from adjoint.engine.pyfloat import PyFloat
 
 
+def ints_held_exactly(B, value, dtype: str) -> bool:
+    """Every integer of an int64 tensor's ``value`` is one a float of ``dtype`` holds exactly
+    (|v| <= 2**24 in float32, 2**53 in float64), so casting it (``.float()``, ``i * 0.5``) does
+    not round; unknown (``--structure``, a computed one) is False."""
+    ints = getattr(B, "ints", None)
+    limit = 2 ** 24 if dtype == "float32" else 2 ** 53
+    return ints is not None and all(abs(i) <= limit for i in ints(value))
+
+
 @dataclass
 class CallRecord:
     """One call of a user hook (or a pack / unpack), in firing order."""
@@ -407,6 +416,10 @@ class Runtime:
         kinds = sorted({t.dtype for t in tensors})
         floating = any(t.float_number for t in operands) or isinstance(params, PyFloat) or op.name == "div"
         if floating and self.dtype == "float32":
+            for t in tensors:   # each int64 operand is cast to float32 first
+                if t.dtype == "int64" and not ints_held_exactly(self.B, t.value, "float32"):
+                    raise ProblemError(loc, f"{op.name} of an int64 tensor with a Python float is modelled for "
+                                            "integers a float32 holds exactly (|v| <= 2**24) only")
             return "float32"
         if floating:
             raise ProblemError(loc, f"{op.name} of {' and '.join(kinds)} tensors with a Python float (or a true "
