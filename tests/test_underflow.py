@@ -120,3 +120,37 @@ hooks:
     assert handed[0].tolist() == [-0.0, -0.0]
     assert _same(_floats(doc["hook_calls"][0]["args"]["grad"]), handed[0].tolist())
     assert _same(_floats(doc["grads"]["v"]), v.grad.tolist())
+
+
+@pytest.mark.parametrize("dtype, low", [("float32", -90), ("float64", -712)])
+def test_sigmoid_and_silu_are_zero_where_the_kernels_exp_overflows(tmp_path, dtype, low):
+    """sigmoid's CPU kernel is 1 / (1 + exp(-a)) and silu's a / (1 + exp(-a)): below -log of the
+    largest float exp(-a) is inf and the result exactly 0 (-0.0 for silu), although the exact
+    value (8.2e-40 at -90 in float32) is a denormal the dtype holds. sqrt of it then has an
+    infinite derivative (nan for x); log of it is -inf (refused, saying why)."""
+    doc = _solve(tmp_path, f"""
+name: p
+dtype: {dtype}
+inputs:
+  x: {{value: [{low}, 2, -88.5], requires_grad: true}}
+model:
+  forward: |
+    s = torch.sigmoid(x)
+    u = F.silu(x)
+    return torch.sqrt(s) + u
+loss: "sum(y)"
+""")
+    x = torch.tensor([float(low), 2.0, -88.5], dtype=getattr(torch, dtype), requires_grad=True)
+    s, u = torch.sigmoid(x), torch.nn.functional.silu(x)
+    (torch.sqrt(s) + u).sum().backward()
+    assert _same(_floats(doc["values"]["s"])[:1], s.tolist()[:1]) and s.tolist()[0] == 0.0
+    assert _same(_floats(doc["values"]["u"])[:1], u.tolist()[:1]) and str(u.tolist()[0]) == "-0.0"
+    assert math.isnan(x.grad.tolist()[0]) and doc["grads"]["x"]["exact"][0] == "nan"
+    assert doc["grads"]["x"]["value"][1:] == pytest.approx(x.grad.tolist()[1:], rel=1e-6)
+    path = tmp_path / "q.yaml"
+    path.write_text(f"name: q\ndtype: {dtype}\ninputs:\n  x: {{value: [{low}], requires_grad: true}}\n"
+                    "model:\n  forward: \"log(torch.sigmoid(x))\"\n")
+    assert torch.log(torch.sigmoid(x[:1])).tolist() == [-math.inf]
+    with pytest.raises(ProblemError, match=r"SigmoidBackward0: element \[0\] is about .*, where the kernel's "
+                                           r"exp\(-a\) overflows in " + dtype):
+        adjoint.load(str(path)).solve()

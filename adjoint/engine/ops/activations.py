@@ -518,7 +518,7 @@ OPS = (
            "g * (Phi(a) + a * phi(a)); tanh form: its derivative", negzero="keep",
            math=_GELU, checks=(Check(((2, 3),), "none"), Check(((2, 2),), "tanh"))),
     _unary("silu", "SiluBackward0", silu_forward, silu_vjp, _SELF, "g * s * (1 + a * (1 - s)), s = sigmoid(a)",
-           negzero="keep", underflows=True, math=_SILU, checks=_X),
+           negzero="keep", underflows=True, exp_overflow_zero=True, math=_SILU, checks=_X),
     _unary("elu", "EluBackward0", elu_forward, elu_vjp, _SELF,
            "g * scale where a > 0, else g * input_scale * alpha * scale * exp(a * input_scale)", negzero="keep",
            kink=elu_kink,

@@ -155,7 +155,7 @@ OPS = (
     _unary("relu", "ReluBackward0", relu_forward, relu_vjp, _RESULT, "0 where out <= 0, else g (nan out: g)", RELU, negzero="keep",
            grows=False, forward_error=relu_error, kink=relu_kink, kink_doc="relu'(0) = 0", checks=(Check(((2, 2),)),)),
     _unary("tanh", "TanhBackward0", tanh_forward, tanh_vjp, _RESULT, "g * (1 - out^2)", TANH, negzero="keep", grows=False, checks=(Check(((2, 2),)),)),
-    _unary("sigmoid", "SigmoidBackward0", sigmoid_forward, sigmoid_vjp, _RESULT, "g * (1 - out) * out", SIGMOID, grows=False, underflows=True, checks=(Check(((2, 2),)),)),
+    _unary("sigmoid", "SigmoidBackward0", sigmoid_forward, sigmoid_vjp, _RESULT, "g * (1 - out) * out", SIGMOID, grows=False, underflows=True, exp_overflow_zero=True, checks=(Check(((2, 2),)),)),
     _unary("exp", "ExpBackward0", exp_forward, exp_vjp, _RESULT, "g * out", EXP, underflows=True, checks=(Check(((2, 2),)),)),
     _unary("log", "LogBackward0", log_forward, log_vjp, _SELF, "g / a", LOG, nonfinite="log of zero or of a negative number", checks=(Check(((2, 2),), positive=True),)),
     _unary("sin", "SinBackward0", sin_forward, sin_vjp, _SELF, "g * cos(a)", SIN, negzero="keep", grows=False, checks=(Check(((2, 2),)),)),
