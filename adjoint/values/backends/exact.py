@@ -313,9 +313,9 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN, Composed):
                             "stays finite" if check else "change the values or the hook so every value stays finite")
         self.check_size(out, loc, f"this op ({op.node})")
         if check and not op.fills:
-            refuse_nonfinite(op, [x for x in ins if x is not None], out, loc,
-                             "; ".join(dict.fromkeys(self.underflows[id(x)][1] for x in ins if id(x) in self.underflows
-                                                     and self.underflows[id(x)][0] is x)))
+            operands = [x for x in ins if x is not None]
+            refuse_nonfinite(op, operands, out, loc, [self.underflows[id(x)][1] if id(x) in self.underflows and
+                                                      self.underflows[id(x)][0] is x else "" for x in operands])
         return out
 
     def after_backward(self, x, loc, what: str):
@@ -362,19 +362,20 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN, Composed):
 
 # ----------------------------------------------------------------------------- refusals
 
-def refuse_nonfinite(op, ins: list, out: Exact, loc, why: str = "") -> None:
+def refuse_nonfinite(op, ins: list, out: Exact, loc, why: list | None = None) -> None:
     """PyTorch would carry inf/nan on silently; a forward pass that makes one is almost surely a
-    mistake. ``why``: what made an operand PyTorch's 0 (an underflow, ExactBackend._underflow)."""
+    mistake. ``why``: per operand, what made elements of it PyTorch's 0 (an underflow,
+    ExactBackend._underflow), or ""."""
     if out.rational or not out.has_nonfinite() or any(x.has_nonfinite() for x in ins):
         return
     for idx, e in enumerate(out.flat()):
         if E.s_is_nonfinite(e):
             where = _index(idx, out.shape)
-            operands = "; ".join(f"operand {k + 1} = {_element(x, idx, out.shape)}" for k, x in enumerate(ins))
+            operands = "; ".join(f"operand {k + 1} = {_element(x, idx, out.shape)}"
+                                 + (f" ({why[k]})" if why and why[k] else "") for k, x in enumerate(ins))
             what = op.nonfinite or "a non-finite value"
-            why = f" ({why})" if why else ""
             raise ProblemError(loc, f"{what} at the given values ({op.node}, element {where}: "
-                                    f"{operands}{why}) gives {E.s_str(e)} in PyTorch; change the values so the "
+                                    f"{operands}) gives {E.s_str(e)} in PyTorch; change the values so the "
                                     "forward pass stays finite, or answer in doubles (solve --float64 follows "
                                     "PyTorch's inf and nan)")
 
