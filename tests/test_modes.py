@@ -97,7 +97,10 @@ ROUNDING_DECIDED = {"bound_norm_direction_at_a_rounding_zero.yaml",
                     "bce_of_a_sigmoid_saturated_in_floats.yaml", "bce_saturated_after_a_step_with_padded_conv_ties.yaml",
                     # numpy's matrix product sums an inner size of 1 from +0.0 where PyTorch's keeps a
                     # -0.0 product (docs/not-modelled.md, "Answer modes"): an infinity's sign after it
-                    "mm_inner_size_one_vector_result_is_positive_zero.yaml"}
+                    "mm_inner_size_one_vector_result_is_positive_zero.yaml",
+                    # float32's underflow to 0 (exp(-200), then sqrt's infinite derivative: nan), which
+                    # doubles do not reach
+                    "underflow_to_zero_float32.yaml"}
 
 
 @pytest.mark.parametrize("path", FILES)

@@ -115,6 +115,8 @@ class Tensor:
                                                   # tensor's own reference is weak, as AutogradMeta's)
     is_param: bool = False
     wrapped: bool = False            # a Python number PyTorch wrapped for an op: never saved, no edge
+    float_number: bool = False       # that number is a Python float (``0.5``, not ``2``): beside int64 and bool
+                                     # tensors alone it makes the result the default dtype, float32
     is_detached: bool = False        # made by detach(): shares storage, not an autograd view
     detached_at: object = None       # where detach_() took it out of its graph (a Loc), for its views
     detached_root: "Tensor | None" = None   # a view of a detach()ed tensor: that tensor (see grad_base)

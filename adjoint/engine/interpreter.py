@@ -432,6 +432,7 @@ class Interp:
                 if isinstance(a, Tensor) or isinstance(b, Tensor):   # a Python int beyond what a Scalar holds
                     bigints.check_scalar(a, node.left)
                     bigints.check_scalar(b, node.right)
+                    a, b = self.python_float(a, node.left), self.python_float(b, node.right)
                 values.append(binary(self.rt, node.op, a, b, node.loc))
             elif isinstance(node, S.Neg):
                 if not ready:
@@ -684,6 +685,14 @@ class Interp:
         if not isinstance(other, (Tensor, Fraction, bool)):
             return a, b
         return (Fraction(int(a)) if isinstance(a, bool) else a), (Fraction(int(b)) if isinstance(b, bool) else b)
+
+    def python_float(self, v, e: S.Expr):
+        """A number operand of a tensor operator as the Python float it is (``0.5``, ``2.0``,
+        ``x.item()``), which decides the result's dtype beside an int64 or bool tensor
+        (``i * 0.5`` is float32, ``i * 2`` int64: the runtime's type promotion)."""
+        if type(v) is Fraction and pyerrors.number_type(e, self.number_types) == "float":
+            return PyFloat(v)
+        return v
 
     def operand(self, v, e: S.Expr, op: str):
         """An operator's operand that is no tuple and not None (those are Python's errors, or its

@@ -28,6 +28,16 @@ from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.view_history import rebase_message, refresh, stale, view_value
 from adjoint.values.numbers.sizes import check_work
 from adjoint.engine import complex_grad
+from adjoint.engine.pyfloat import PyFloat
+
+
+def ints_held_exactly(B, value, dtype: str) -> bool:
+    """Every integer of an int64 tensor's ``value`` is one a float of ``dtype`` holds exactly
+    (|v| <= 2**24 in float32, 2**53 in float64), so casting it (``.float()``, ``i * 0.5``) does
+    not round; unknown (``--structure``, a computed one) is False."""
+    ints = getattr(B, "ints", None)
+    limit = 2 ** 24 if dtype == "float32" else 2 ** 53
+    return ints is not None and all(abs(i) <= limit for i in ints(value))
 
 
 @dataclass
@@ -205,6 +215,7 @@ class Runtime:
             value._refuse()
         t = self.tensor(self.B.scalar(value))
         t.wrapped = True
+        t.float_number = isinstance(value, PyFloat)
         return t
 
     def gradient_edge(self, t: Tensor, hold: bool = True) -> Edge:
@@ -333,7 +344,7 @@ class Runtime:
         if op.copies_values:   # its elements are the input's: its dtype too (bool for a mask)
             promoted = complex_dtype or ts[0].dtype
         elif op.elementwise and not op.out_dtypes:
-            promoted = complex_dtype or self._promoted_dtype(op, ts, diff, loc)
+            promoted = complex_dtype or self._promoted_dtype(op, ts, diff, params, loc)
         else:
             promoted = None
             if not op.view and any(d and t is not None and t.dtype == "bool" for t, d in zip(ts, diff)):
@@ -389,17 +400,31 @@ class Runtime:
                 kind, message = message if isinstance(message, tuple) else ("RuntimeError", message)
                 raise TorchError(kind, message, "dtype")
 
-    def _promoted_dtype(self, op, ts, diff, loc) -> str:
+    def _promoted_dtype(self, op, ts, diff, params, loc) -> str:
         """TensorIterator's type promotion for an elementwise op, over the dtypes a problem has:
         an int64 or bool tensor combined with a tensor of the problem's float dtype gives that
-        float dtype (``x * (x > 0)``). An op with no float tensor among its operands (bool or
-        int64 arithmetic alone, or with Python numbers only) is refused: its integer result
-        types are not modelled. A non-differentiable operand (``where``'s condition) takes no part."""
+        float dtype (``x * (x > 0)``). Without a float tensor, a Python float operand (``i * 0.5``,
+        ``mask * 1.0``, ``1.0 - i``, ``i ** 0.5``) or true division (``i / 2``) gives PyTorch's
+        default dtype, float32: the problem's in a float32 file, refused in a float64 one (a
+        float32 tensor there is not modelled). Other integer and bool arithmetic alone (with
+        Python ints only) is refused: its integer result types are not modelled. A
+        non-differentiable operand (``where``'s condition) takes no part."""
         operands = [t for t, d in zip(ts, diff) if d and t is not None]
         tensors = [t for t in operands if not t.wrapped]
         if any(t.dtype == self.dtype for t in tensors) or all(t.dtype == self.dtype for t in operands):
             return self.dtype
         kinds = sorted({t.dtype for t in tensors})
+        floating = any(t.float_number for t in operands) or isinstance(params, PyFloat) or op.name == "div"
+        if floating and self.dtype == "float32":
+            for t in tensors:   # each int64 operand is cast to float32 first
+                if t.dtype == "int64" and not ints_held_exactly(self.B, t.value, "float32"):
+                    raise ProblemError(loc, f"{op.name} of an int64 tensor with a Python float is modelled for "
+                                            "integers a float32 holds exactly (|v| <= 2**24) only")
+            return "float32"
+        if floating:
+            raise ProblemError(loc, f"{op.name} of {' and '.join(kinds)} tensors with a Python float (or a true "
+                                    "division) gives PyTorch's default dtype, float32, which a float64 problem does "
+                                    "not model; convert the tensor first (i.double() * 0.5)")
         raise ProblemError(loc, f"{op.name} of {' and '.join(kinds)} tensors with no {self.dtype} tensor among its "
                                 "operands: integer and bool arithmetic is not modelled; combine them with a float "
                                 "tensor (x * (x > 0)) or use where(cond, x, 0)")

@@ -28,6 +28,7 @@ from fractions import Fraction
 
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
+from adjoint.engine.pyfloat import PyFloat
 from adjoint.engine.bindings.signature import Function, Overload, Param, after_packs, invalid_combination
 from adjoint.engine.torch_errors import TYPE_NAMES, TorchError
 from adjoint.engine.bindings.views import dim_index
@@ -184,18 +185,29 @@ def _binary(prim: str):
 
 
 def where(rt, cond: Tensor, x, y, loc: Loc):
-    """torch.where(condition, input, other): WhereBackward0 (edges input, other; saves condition)."""
+    """torch.where(condition, input, other): WhereBackward0 (edges input, other; saves condition).
+    A Python float among ``input`` and ``other`` (a :class:`PyFloat`, :func:`_number`) makes the
+    result PyTorch's default dtype, float32, beside an int64 tensor or another number (the
+    runtime's type promotion)."""
     if cond.dtype != "bool":   # the kernel's check, once WhereBackward0 packed the condition (first of all)
         rt.raise_after_packs("where", [x, y, cond], TorchError(
             "RuntimeError", f"where expected condition to be a boolean tensor, but got a tensor with dtype "
                             f"{TYPE_NAMES[cond.dtype]}"), loc)
-    if not isinstance(x, Tensor) and not isinstance(y, Tensor):
+    if not isinstance(x, Tensor) and not isinstance(y, Tensor) and \
+            not (rt.dtype == "float32" and (isinstance(x, PyFloat) or isinstance(y, PyFloat))):
         # two Python scalars: PyTorch makes an int64 tensor of two ints, and a tensor of its default dtype
-        # (float32, whatever the file's) when one is a float; neither is a tensor of the file's dtype
-        raise ProblemError(loc, "torch.where with two Python numbers is not modelled yet (PyTorch makes an int64 "
-                                "tensor of two ints, a float32 one if either is a float); give one of them as a "
-                                "tensor of the file's dtype, as in torch.where(c, x, 0)")
+        # (float32, whatever the file's) when one is a float: the file's in a float32 file
+        raise ProblemError(loc, "torch.where with two Python numbers is not modelled yet here (PyTorch makes an "
+                                "int64 tensor of two ints, a float32 one if either is a float: modelled in a float32 "
+                                "file); give one of them as a tensor of the file's dtype, as in torch.where(c, x, 0)")
     return rt.apply("where", [x, y, cond], None, loc)
+
+
+def _number(a, name: str):
+    """Argument ``name``, a number the call wrote as a Python float (``0.5``, ``1.0``) as a
+    :class:`PyFloat`: it decides the dtype of where's result beside an int64 tensor."""
+    v = a[name]
+    return PyFloat(v) if type(v) is Fraction and a.type_of(name) == "float" else v
 
 
 def _comparison(prim_rel: str):
@@ -267,11 +279,11 @@ def lower_nan_to_num(rt, a, loc):
 
 
 def lower_where(rt, a, loc):
-    return where(rt, a["condition"], a["input"], a["other"], loc)
+    return where(rt, a["condition"], _number(a, "input"), _number(a, "other"), loc)
 
 
 def lower_where_method(rt, a, loc):
-    return where(rt, a["condition"], a["self"], a["y"], loc)
+    return where(rt, a["condition"], a["self"], _number(a, "y"), loc)
 
 
 _NUM = "number"

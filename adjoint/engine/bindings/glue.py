@@ -29,6 +29,7 @@ from fractions import Fraction
 from adjoint.engine.return_types import TorchSize
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
+from adjoint.engine.runtime import ints_held_exactly
 from adjoint.engine.torch_errors import TYPE_NAMES, TorchError
 from adjoint.values.strides import is_contiguous
 from adjoint.engine.bindings.signature import Function, Param
@@ -189,9 +190,7 @@ def convert(rt, x: Tensor, target: str, loc: Loc, what: str) -> Tensor:
         raise ProblemError(loc, f"{what} of a non-contiguous {x.dtype} tensor is not modelled yet (the copy's "
                                 "strides); make it contiguous first")
     if x.dtype == "int64":
-        ints = getattr(rt.B, "ints", None)
-        limit = 2 ** 24 if target == "float32" else 2 ** 53
-        if ints is None or any(abs(i) > limit for i in ints(x.value)):
+        if not ints_held_exactly(rt.B, x.value, target):
             raise ProblemError(loc, f"{what} of an int64 tensor is modelled for integers a {target} holds exactly "
                                     f"(|v| <= 2**{24 if target == 'float32' else 53}) only")
     return rt.tensor(rt.B.add(x.value, rt.B.zeros(x.shape)), dtype=target)

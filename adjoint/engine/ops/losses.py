@@ -501,11 +501,11 @@ OPS = (
     _nll("nll_loss2d", "NllLoss2DBackward0", False),
     _nll("nll_loss2d_w", "NllLoss2DBackward0", True),
     # shared primitives the composite losses need (drop each when its own family has it)
-    Op("mul_scalar", "MulBackward1", mul_scalar_forward, mul_scalar_vjp, same_shape, (), "g * s",
+    Op("mul_scalar", "MulBackward1", mul_scalar_forward, mul_scalar_vjp, same_shape, (), "g * s", underflows=True,
        math=_MUL_SCALAR, checks=(Check(((2,),), Fraction(9, 10)),)),
     Op("add_scalar", "AddBackward1", add_scalar_forward, add_scalar_vjp, same_shape, (), "g",
        math=_ADD_SCALAR, checks=(Check(((2,),), Fraction(1, 30)),)),
-    Op("div_scalar", "DivBackward1", div_scalar_forward, div_scalar_vjp, same_shape, (), "g / s",
+    Op("div_scalar", "DivBackward1", div_scalar_forward, div_scalar_vjp, same_shape, (), "g / s", underflows=True,
        math=_DIV_SCALAR, checks=(Check(((2,),), Fraction(2)),)),
     Op("masked_fill", "MaskedFillBackward0", masked_fill_forward, masked_fill_vjp, masked_fill_shape,
        (Save("mask", "in", 1),), "g, 0 where the mask is set (summed to self's shape)", differentiable=(True, False),

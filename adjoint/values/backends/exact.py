@@ -44,11 +44,35 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN, Composed):
         self.symbols = symbols
         self.closed = closed
         self.undecided: list[str] = []
+        self.underflows: dict[int, tuple] = {}   # id -> (the value, what underflowed): see _underflow
         self._sizes: dict = {}    # closed form -> its tree size (check_size), shared parts measured once
 
     def notes(self) -> list[str]:
-        """What the run could not decide (a certified sign that stayed open at the largest precision)."""
-        return list(dict.fromkeys(self.undecided))
+        """What the run could not decide (a certified sign that stayed open at the largest
+        precision), and the values PyTorch's float holds as 0 (:meth:`_underflow`)."""
+        return list(dict.fromkeys(self.undecided + [text for _, text in self.underflows.values()]))
+
+    def _underflow(self, op, ins, out: Exact) -> Exact:
+        """``out`` with the elements PyTorch's float surely holds as 0 made 0 (:func:`underflow_mask`;
+        an op with ``exp_overflow_zero``: also where its kernel's exp(-a) overflows, :func:`exp_overflow_mask`),
+        noted once per value: what follows is PyTorch's arithmetic on that 0 (``log`` of it is
+        -inf, which the forward refuses, saying why; ``sqrt``'s gradient there is inf)."""
+        for mask, why in ((underflow_mask(out, self.dtype), f"below {self.dtype}'s smallest denormal number"),
+                          (exp_overflow_mask(ins[0], self.dtype) if op.exp_overflow_zero else None,
+                           f"where the kernel's exp(-a) overflows in {self.dtype} (a below "
+                           f"{_EXP_OVERFLOW_INPUT[self.dtype] + 0.01:.4f})")):
+            if mask is None or out.kind not in ("rational", "real"):
+                continue
+            idx = int(np.flatnonzero(mask)[0])
+            if out.rational:
+                text = E.s_sci(E.fmpq(int(out.qa.num.reshape(-1)[idx]), out.qa.den))
+            else:
+                text = out.balls.reshape(-1)[idx].str(3, radius=False)
+            out = zeroed(out, mask)
+            more = f" (and {int(mask.sum()) - 1} more)" if mask.sum() > 1 else ""
+            self.underflows[id(out)] = (out, f"{op.node}: element {_index(idx, out.shape)}{more} is about {text}, "
+                                             f"{why}: PyTorch's value is 0")
+        return out
 
     def _undecided(self, what: str):
         def record(mask: np.ndarray) -> None:
@@ -280,6 +304,8 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN, Composed):
         inf) or a closed form too large to print, wherever the op runs; with ``check`` (the
         model's forward), also a non-finite value made from finite operands."""
         out = out.with_negzero(result_mask(op, ins, params, out))
+        if op.underflows:   # a product, a quotient, exp: in a hook's body too
+            out = self._underflow(op, ins, out)
         if op.grows:   # in a hook's body too: PyTorch's float overflows there just the same
             if not check:   # outside the model's forward: an overflow PyTorch surely makes is its inf
                 out = overflow_to_inf(out, self.dtype)
@@ -287,7 +313,9 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN, Composed):
                             "stays finite" if check else "change the values or the hook so every value stays finite")
         self.check_size(out, loc, f"this op ({op.node})")
         if check and not op.fills:
-            refuse_nonfinite(op, [x for x in ins if x is not None], out, loc)
+            operands = [x for x in ins if x is not None]
+            refuse_nonfinite(op, operands, out, loc, [self.underflows[id(x)][1] if id(x) in self.underflows and
+                                                      self.underflows[id(x)][0] is x else "" for x in operands])
         return out
 
     def after_backward(self, x, loc, what: str):
@@ -302,6 +330,10 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN, Composed):
         buffer, ``.grad +=``), which overflows then in its place; a product of such a value
         with 0 there gives 0 where PyTorch's inf * 0 is nan. Certified (irrational) gradients
         and closed forms are not sized in the backward (below)."""
+        if x.kind == "rational" and not x.qa.lazy_numerators:   # (one comparison for the tensor, as below)
+            mask = underflow_mask(x, self.dtype)
+            if mask is not None:
+                x = zeroed(x, mask)
         if x.kind == "rational" and (x.qa.lazy_numerators or _rational_in_range(x, self.dtype)):
             return x   # (one comparison for the tensor; a rational has no closed form to size)
         if x.kind != "rational":
@@ -330,14 +362,17 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN, Composed):
 
 # ----------------------------------------------------------------------------- refusals
 
-def refuse_nonfinite(op, ins: list, out: Exact, loc) -> None:
-    """PyTorch would carry inf/nan on silently; a forward pass that makes one is almost surely a mistake."""
+def refuse_nonfinite(op, ins: list, out: Exact, loc, why: list | None = None) -> None:
+    """PyTorch would carry inf/nan on silently; a forward pass that makes one is almost surely a
+    mistake. ``why``: per operand, what made elements of it PyTorch's 0 (an underflow,
+    ExactBackend._underflow), or ""."""
     if out.rational or not out.has_nonfinite() or any(x.has_nonfinite() for x in ins):
         return
     for idx, e in enumerate(out.flat()):
         if E.s_is_nonfinite(e):
             where = _index(idx, out.shape)
-            operands = "; ".join(f"operand {k + 1} = {_element(x, idx, out.shape)}" for k, x in enumerate(ins))
+            operands = "; ".join(f"operand {k + 1} = {_element(x, idx, out.shape)}"
+                                 + (f" ({why[k]})" if why and why[k] else "") for k, x in enumerate(ins))
             what = op.nonfinite or "a non-finite value"
             raise ProblemError(loc, f"{what} at the given values ({op.node}, element {where}: "
                                     f"{operands}) gives {E.s_str(e)} in PyTorch; change the values so the "
@@ -411,6 +446,65 @@ def overflow_to_inf(out: Exact, dtype: str) -> Exact:
     if not mask.any():
         return out
     return I.overwrite(out, mask.reshape(out.shape), values)
+
+
+#: ``b``: PyTorch's float of a nonzero value of magnitude at most ``2**-b`` is surely 0. That is
+#: the smallest denormal over 2 (below which round to nearest gives 0) over OVERFLOW_MARGIN: a
+#: computed value is within a few ulps of the exact one; nearer the smallest denormal, where the
+#: rounding decides between 0 and it, the exact value stays (PyTorch's is off by one denormal)
+_UNDERFLOW_BITS = {"float32": 149 + 1 + 1, "float64": 1074 + 1 + 1}
+
+
+def underflow_mask(out: Exact, dtype: str) -> np.ndarray | None:
+    """The nonzero elements so small that PyTorch's float of them is surely 0 (IEEE underflow,
+    gradual underflow included: :data:`_UNDERFLOW_BITS`; ``exp(-200)`` in float32: the exact value
+    is about 1.4e-87, PyTorch's is 0, and ``log`` of it is -inf, not -200), None when none.
+    Certified elements are decided on their balls; one whose ball holds 0 stays as it is;
+    closed forms with free symbols are not sized (verify binds them)."""
+    bits = _UNDERFLOW_BITS[dtype]
+    if out.rational:
+        if out.qa.den.bit_length() <= bits:
+            return None   # no nonzero p/den is at most 2**-bits: one comparison for the tensor
+        flat = [n != 0 and abs(int(n)) << bits <= out.qa.den for n in out.qa.num.reshape(-1).tolist()]
+    elif out.kind == "real":
+        tiny = E.flint.arb(E.fmpq(1, 2 ** bits))
+        flat = [abs(b) <= tiny and (b > 0 or b < 0) for b in out.balls.reshape(-1).tolist()]
+    else:
+        return None
+    mask = np.array(flat, dtype=bool).reshape(out.shape)
+    return mask if mask.any() else None
+
+
+def zeroed(out: Exact, mask: np.ndarray) -> Exact:
+    """``out`` with the elements under ``mask`` made PyTorch's 0: -0.0 where the exact value is
+    negative (a rational or certified tensor)."""
+    if out.rational:
+        num = out.qa.num
+        negative = mask & np.array([n < 0 for n in num.reshape(-1).tolist()], dtype=bool).reshape(out.shape)
+        kept = num.copy()
+        kept[mask] = 0
+        result = Exact.from_q(QArray(kept, out.qa.den))
+    else:
+        from adjoint.values import ieee as I
+        negative = mask & np.array([bool(b < 0) for b in out.balls.reshape(-1).tolist()],
+                                   dtype=bool).reshape(out.shape)
+        result = I.overwrite(out, mask, [0.0] * int(mask.sum()))
+    return result.with_negzero(negative if out.negzero is None else out.negzero | negative)   # (a -0.0 stays)
+
+
+#: -log of each dtype's largest float, less a margin for the input's own rounding: below it a
+#: kernel's exp(-a) surely overflows to inf (Op.exp_overflow_zero)
+_EXP_OVERFLOW_INPUT = {"float32": -88.7228391 - 0.01, "float64": -709.782712893384 - 0.01}
+
+
+def exp_overflow_mask(x: Exact, dtype: str) -> np.ndarray | None:
+    """The elements of a kernel's input ``a`` where its exp(-a) surely overflows, None when none
+    (the margin's few hundredths aside, where rounding decides, the exact value stays)."""
+    values = x.floats_flat()
+    if values is None:
+        return None
+    mask = np.array([v < _EXP_OVERFLOW_INPUT[dtype] for v in values], dtype=bool).reshape(x.shape)
+    return mask if mask.any() else None
 
 
 def _rational_in_range(out: Exact, dtype: str) -> bool:
