@@ -120,6 +120,9 @@ class HookRunner:
         # writes to the forward (a backward hook's arguments are gradients: ``wrapped`` sees those)
         handed = _tensor_args(env, {id(t) for _n, t, _v in leaves}) if rt.phase == "forward" else []
         named: dict = {}
+        # a with_kwargs hook's kwargs is the dict _call_impl calls forward(**kwargs) with: a store
+        # into it (kwargs["bias"] = v) changes the forward, whatever the hook returns
+        dicts = {name: dict(v) for name, v in env.items() if isinstance(v, dict)}
         try:
             returned = run_hook_body(rt, hook, env, grads, named)
         except (TorchError, StopRecomputation):
@@ -159,7 +162,8 @@ class HookRunner:
         record.wrote = (("gradient",) if writes else ()) + tuple(f"leaf {n}" for n in wrote_leaves) + tuple(
             f"tensor {n}" for n in wrote_named) + tuple(f"argument {n}" for n in wrote_handed) + tuple(
             f"{self.leaf_name(t)}.grad{' (assigned)' if how == 'assign' else ''}" for t, how in self.leaf_changes) + tuple(
-            switched)
+            switched) + tuple(f"stored {name}[{key!r}]" for name, before in dicts.items() for key, v in env[name].items()
+                              if key not in before or before[key] is not v)
         named_roots = {id(t.base if t.base is not None else t) for t, _v, _rg in named.values()}
         grad_reads = {id(t) for t, _v, _g in grads.read_tensors.values()}
 

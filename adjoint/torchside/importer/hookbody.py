@@ -485,6 +485,8 @@ class _Translator:
             if isinstance(node, ast.Tuple):
                 return "(" + inner + ("," if len(node.elts) == 1 else "") + ")", 100
             return "[" + inner + "]", 100
+        if isinstance(node, ast.Dict):
+            return self.dict_literal(node), 100
         if isinstance(node, ast.Subscript):
             return f"{self.expr(node.value, 100)}[{self.index(node.slice)}]", 100
         if isinstance(node, ast.Call):
@@ -505,6 +507,20 @@ class _Translator:
             if folded is not _MISSING:
                 return python_constant(folded), 100
         raise self.fail(f"the expression '{_short(ast.unparse(node))}'", node)
+
+    def dict_literal(self, node: ast.Dict) -> str:
+        """``{"bias": 2 * kwargs["bias"]}``: the keyword arguments a ``with_kwargs`` forward-pre
+        hook hands on, written as the format's dict of string keys. ``{**kwargs, ...}`` has no
+        form there."""
+        items = []
+        for key, value in zip(node.keys, node.values):
+            if key is None:
+                raise self.fail(f"'**{_short(ast.unparse(value))}' in the dict '{_short(ast.unparse(node))}' (the "
+                                "format's dict lists its keys: {'bias': kwargs['bias'] * 2})", node)
+            if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+                raise self.fail(f"the dict key '{_short(ast.unparse(key))}' (the format's dict has string keys)", key)
+            items.append(f"{python_constant(key.value)}: {self.expr(value)}")
+        return "{" + ", ".join(items) + "}"
 
     def comprehension(self, node) -> str:
         """``E for g in SEQ`` (of ``[...]`` or ``tuple(...)``): one ``for`` over one name, which
