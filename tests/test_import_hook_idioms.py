@@ -10,6 +10,8 @@ expected value is real torch running the user's module with its hooks as registe
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from conftest import import_to_file, require_torch, users_module_run
 
@@ -147,3 +149,59 @@ def test_a_comprehension_in_a_forward_is_refused():
             "  forward: \"sum(tuple(v * 2 for v in (x, x))[0])\"\nloss: \"sum(y)\"\n")
     with pytest.raises(ProblemError, match="a comprehension is only allowed in a hook's returns: and does:"):
         adjoint.loads(text)
+
+
+MATH_MODEL = '''\
+import math
+import torch
+from torch import nn
+
+D = 3
+
+
+def rescale(grad):
+    return grad / math.sqrt(2) * math.exp(-1.0) + grad * math.pi
+
+
+def fan_in(module, grad_input, grad_output):
+    return (grad_input[0] * math.sqrt(D) / math.log(D),)
+
+
+def of_a_tensor(grad):
+    return grad * math.sqrt(grad.norm())
+
+
+def make():
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(2, 3), nn.Tanh(), nn.Linear(3, 1)).double()
+    m[0].weight.register_hook(rescale)
+    m[2].register_full_backward_hook(fan_in)
+    return m
+
+
+def make_tensor():
+    m = make()
+    m[2].weight.register_hook(of_a_tensor)
+    return m
+'''
+
+
+def test_pythons_math_of_captured_numbers_is_computed_as_python_does(tmp_path):
+    """``math.sqrt(D)`` in a hook body was refused ("'math', a captured module"); it is a
+    Python float, computed at import as Python computes it."""
+    models = tmp_path / "mathhooks.py"
+    models.write_text(MATH_MODEL)
+    out, text, problem = import_to_file(str(models), "make", ["x=2x2"])
+    assert f'returns: "grad / {math.sqrt(2)!r} * {math.exp(-1.0)!r} + grad * {math.pi!r}"' in text, text
+    assert f'returns: "(grad_input[0] * {math.sqrt(3)!r} / {math.log(3)!r},)"' in text, text
+    vp = predict(problem, None, "float64").variants[0]
+    js = vp.to_json()
+    loss, grads = users_module_run(problem, str(models), "make")
+    for name, g in grads.items():
+        assert torch.allclose(torch.tensor(js["grads"][name]["value"], dtype=torch.float64), g,
+                              rtol=1e-10, atol=1e-12), name
+    result = verify_variant(out, problem, vp, "float64", False, origin=True)
+    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+    with pytest.raises(ProblemError) as err:
+        import_to_file(str(models), "make_tensor", ["x=2x2"])
+    assert "the call math.sqrt(grad.norm()) (Python's math of a value that is not a captured number" in str(err.value)

@@ -26,8 +26,9 @@ one argument -> ``grad``), every other name it reads captured by value (a number
 * a hook that is an object with a ``__call__`` (``Clipper(0.01)``), or a bound method, is its
   class's function with the object as ``self``: the attributes it reads (``self.c``) are
   captured by value, as a closure's numbers are (a captured object's or dict's too:
-  ``cfg.scale``, ``CFG["scale"]``); ``max`` / ``min`` / ``abs`` / ``%`` of captured numbers are
-  computed here, as Python computes them; ``//`` of Python numbers is the format's;
+  ``cfg.scale``, ``CFG["scale"]``); ``max`` / ``min`` / ``abs`` / ``%`` and the functions of
+  Python's ``math`` (``math.sqrt(d)``) of captured numbers are computed here, as Python computes
+  them; ``//`` of Python numbers is the format's;
 * ``print(...)`` is left out (what it writes is not part of the answer), the ``module``
   argument included (``print(module.__class__.__name__)``);
 * anything else (a loop, a call of another Python function, an in-place method the format
@@ -45,6 +46,7 @@ import ast
 import builtins
 import functools
 import inspect
+import math
 import textwrap
 import types
 from dataclasses import dataclass
@@ -580,6 +582,15 @@ class _Translator:
                 return _FOLDED_OPS[type(node.op)](a, b)
             except (ArithmeticError, ValueError):
                 return _MISSING      # Python raises: left to the format's own refusal
+        if isinstance(node, ast.Call) and self.math_function(node.func) is not None and not node.keywords:
+            args = [self.fold(a) for a in node.args]
+            if any(a is _MISSING for a in args):
+                return _MISSING
+            try:
+                value = self.math_function(node.func)(*args)
+            except (ArithmeticError, ValueError, TypeError):
+                return _MISSING      # Python raises: left to the refusal of the call
+            return value if isinstance(value, (int, float)) and not isinstance(value, bool) else _MISSING
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and self.captured(node.func.id) \
                 and _folded_builtin(self.value_of(node.func.id)) and node.args and not node.keywords:
             args = [self.fold(a) for a in node.args]
@@ -587,6 +598,15 @@ class _Translator:
                 return _MISSING
             return self.value_of(node.func.id)(*args)
         return _MISSING
+
+    def math_function(self, func):
+        """``math.sqrt`` (``import math``) as the hook names it: the function of Python's ``math``
+        module, or None."""
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and self.captured(func.value.id) \
+                and self.value_of(func.value.id) is math:
+            found = getattr(math, func.attr, None)
+            return found if callable(found) else None
+        return None
 
     def index(self, node) -> str:
         if isinstance(node, ast.Tuple):
@@ -667,6 +687,12 @@ class _Translator:
             if k.arg is None:
                 raise self.fail("a **kwargs call", node)
             args.append(f"{k.arg}={self.expr(k.value)}")
+        if self.math_function(f) is not None:
+            folded = self.fold(node)
+            if folded is not _MISSING:
+                return python_constant(folded)
+            raise self.fail(f"the call {_short(ast.unparse(node))} (Python's math of a value that is not a captured "
+                            "number; use the torch function of the tensor)", node)
         if isinstance(f, ast.Attribute):
             base = f.value
             namespace = self.namespace(base)
