@@ -205,3 +205,70 @@ def test_pythons_math_of_captured_numbers_is_computed_as_python_does(tmp_path):
     with pytest.raises(ProblemError) as err:
         import_to_file(str(models), "make_tensor", ["x=2x2"])
     assert "the call math.sqrt(grad.norm()) (Python's math of a value that is not a captured number" in str(err.value)
+
+
+PRUNE_MODEL = '''\
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+        self.layers = nn.ModuleList([nn.Linear(3, 2)])
+        self.register_buffer("mask", (torch.arange(9).reshape(3, 3) % 2).double())
+
+    def forward(self, x):
+        return self.layers[0](torch.tanh(self.fc(x)))
+
+
+def make():
+    torch.manual_seed(0)
+    m = Net().double()
+    mask = m.mask
+    m.fc.weight.register_hook(lambda g: g * mask)                                 # gradient masking (pruning)
+    m.layers[0].weight.register_hook(lambda g: g + 0.01 * m.layers[0].weight)    # weight decay in a hook
+    m.fc.register_full_backward_pre_hook(lambda mod, go: (go[0] * mod.weight.sum(),))
+    m.register_full_backward_hook(lambda mod, gi, go: (gi[0] * mod.mask[0, 1],))
+    return m
+
+
+def shadowing(grad):
+    mask = grad * 2
+    return mask * Net.held.mask
+
+
+def make_shadowing():
+    m = make()
+    Net.held = m
+    m.layers[0].bias.register_hook(shadowing)
+    return m
+'''
+
+
+def test_the_models_parameters_and_buffers_read_in_a_hook_are_written_by_name(tmp_path):
+    """A hook reading a parameter or buffer of the model -- a captured ``mask`` buffer,
+    ``m.layers[0].weight``, the module argument's ``mod.weight`` -- was refused (a captured
+    tensor; the module argument read); the file names it (``mask``, ``layers[0].weight``,
+    ``fc.weight``), the same tensor when the hook runs."""
+    models = tmp_path / "prune.py"
+    models.write_text(PRUNE_MODEL)
+    out, text, problem = import_to_file(str(models), "make", ["x=2x3"])
+    for line in ('{tensor: fc.weight, returns: "grad * mask"}',
+                 '{tensor: layers.0.weight, returns: "grad + 0.01 * layers[0].weight"}',
+                 '{module: fc, kind: full_backward_pre, returns: "(grad_output[0] * fc.weight.sum(),)"}',
+                 '{module: model, kind: full_backward, returns: "(grad_input[0] * mask[0, 1],)"}'):
+        assert line in text, text
+    vp = predict(problem, None, "float64").variants[0]
+    js = vp.to_json()
+    loss, grads = users_module_run(problem, str(models), "make")
+    for name, g in grads.items():
+        assert torch.allclose(torch.tensor(js["grads"][name]["value"], dtype=torch.float64), g,
+                              rtol=1e-10, atol=1e-12), name
+    assert (grads["fc.weight"] != 0).sum() < grads["fc.weight"].numel()   # the mask cut gradients
+    result = verify_variant(out, problem, vp, "float64", False, origin=True)
+    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+    with pytest.raises(ProblemError) as err:
+        import_to_file(str(models), "make_shadowing", ["x=2x3"])
+    assert "is the model's mask, a name the hook's body also gives to a value of its own" in str(err.value)

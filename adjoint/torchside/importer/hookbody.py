@@ -53,6 +53,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from adjoint.engine.bindings import FUNCTIONS, METHODS
 from adjoint.engine.inplace import INPLACE_METHODS
@@ -114,9 +115,13 @@ class Body:
     returns: str | None        # None: the hook observes (returns None)
 
 
-def translate(fn, names: tuple[str, ...], module_arg: bool) -> Body:
+def translate(fn, names: tuple[str, ...], module_arg: bool, tensors: dict | None = None,
+              module=None) -> Body:
     """The body of ``fn`` over the format's argument ``names`` (``module_arg``: its first
-    parameter is the module, which the format does not hand)."""
+    parameter is the module, which the format does not hand). ``tensors``: the model's
+    parameters and buffers by id, each read by its name in the file (a captured ``mask`` buffer,
+    ``self.model.fc.weight``); ``module``: the module a module hook is on, whose parameters and
+    buffers ``module.weight`` reads."""
     args, keywords = (), {}
     if isinstance(fn, functools.partial):     # partial(save, name="fc1"): its arguments are captured values
         args, keywords = fn.args, dict(fn.keywords)
@@ -141,7 +146,7 @@ def translate(fn, names: tuple[str, ...], module_arg: bool) -> Body:
     params = handed
     mapping = dict(zip(params[1:] if module_arg else params, names))
     hidden = params[0] if module_arg else None
-    return _Translator(fn, mapping, hidden, first_line, bound).body(node)
+    return _Translator(fn, mapping, hidden, first_line, bound, tensors, module).body(node)
 
 
 def _function_of(fn, args: tuple):
@@ -207,8 +212,12 @@ def _params(node) -> list[str]:
 
 
 class _Translator:
-    def __init__(self, fn, mapping: dict[str, str], hidden: str | None, line: int, bound: dict | None = None):
+    def __init__(self, fn, mapping: dict[str, str], hidden: str | None, line: int, bound: dict | None = None,
+                 tensors: dict | None = None, module=None):
         self.fn = fn
+        self.tensors = tensors or {}    # id -> the file's name of a parameter or buffer of the model
+        self.module = module            # the module a module hook is on (None: not known)
+        self.stored: set[str] = set()   # every name the body binds (its arguments too)
         self.bound = bound or {}         # a partial's bound arguments (captured by value)
         self.mapping = mapping          # the user's parameter name -> the format's name
         self.hidden = hidden            # the module argument (not handed by the format)
@@ -224,6 +233,8 @@ class _Translator:
 
     # ------------------------------------------------------------------ statements
     def body(self, node) -> Body:
+        self.stored = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} | {
+            a.arg for a in node.args.args}
         if isinstance(node, ast.Lambda):
             if _returns_none(node.body) and self.observing(ast.Expr(node.body)):   # lambda m, i, o: feats.append(o)
                 return Body((), None)
@@ -453,6 +464,9 @@ class _Translator:
         return text if own >= prec else f"({text})"
 
     def visit(self, node) -> tuple[str, int]:
+        held = self.held(node) if isinstance(node, (ast.Attribute, ast.Subscript)) else _MISSING
+        if isinstance(held, torch.Tensor) and id(held) in self.tensors:   # m.fc.weight, module.mask: by its name
+            return self.tensor_name(held, node), 100
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and self.captured(node.value.id):
             return self.captured_value(getattr(self.value_of(node.value.id), node.attr, _MISSING), node), 100
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and self.captured(node.value.id) \
@@ -554,8 +568,42 @@ class _Translator:
         return name not in self.mapping and name not in self.local and name != self.hidden \
             and self.namespace(ast.Name(id=name)) is None and self.value_of(name) is not _MISSING
 
+    def tensor_name(self, t, node) -> str:
+        """The file's name of the model's parameter or buffer ``t``, read in the body: refused
+        where a name of the body (an argument, a local) would hide it."""
+        text = self.tensors[id(t)]
+        root = text.split(".")[0].split("[")[0]
+        if root in self.stored or root in self.mapping.values() or root in self.locals.values():
+            raise self.fail(f"'{_short(ast.unparse(node))}' is the model's {text}, a name the hook's body also "
+                            "gives to a value of its own", node)
+        return text
+
+    def held(self, node):
+        """The object a chain of attributes and constant items reads off a captured object or the
+        module argument (``m.layers[0].weight``, ``module.mask``), as Python reads it; ``_MISSING``
+        for anything else (a call, an argument the hook is handed)."""
+        if isinstance(node, ast.Name):
+            if node.id == self.hidden:
+                return self.module if self.module is not None else _MISSING
+            return self.value_of(node.id) if self.captured(node.id) else _MISSING
+        if isinstance(node, ast.Attribute):
+            base = self.held(node.value)
+            return _MISSING if base is _MISSING else getattr(base, node.attr, _MISSING)
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
+                and isinstance(node.slice.value, (int, str)):
+            base = self.held(node.value)
+            if isinstance(base, (nn.Module, dict, list, tuple)):
+                try:
+                    return base[node.slice.value]
+                except (IndexError, KeyError, TypeError):
+                    return _MISSING
+        return _MISSING
+
     def captured_value(self, value, node) -> str:
-        """An attribute or item of a captured object, read by value (``self.c``, ``cfg["scale"]``)."""
+        """An attribute or item of a captured object, read by value (``self.c``, ``cfg["scale"]``);
+        a parameter or buffer of the model, by its name in the file (``model.mask``)."""
+        if isinstance(value, torch.Tensor) and id(value) in self.tensors:
+            return self.tensor_name(value, node)
         if isinstance(value, (bool, int, float)) or value is None or (
                 isinstance(value, tuple) and all(isinstance(v, (bool, int, float)) for v in value)):
             return python_constant(value)
@@ -647,6 +695,8 @@ class _Translator:
             return python_constant(value)
         if isinstance(value, tuple) and all(isinstance(v, (bool, int, float)) for v in value):
             return python_constant(value)
+        if isinstance(value, torch.Tensor) and id(value) in self.tensors:   # a captured parameter or buffer
+            return self.tensor_name(value, node)
         if value is _MISSING:
             raise self.fail(f"the name '{n}', which is not defined", node)
         raise self.fail(f"'{n}', a captured {type(value).__name__} (only numbers, bools, None and tuples of them "
