@@ -272,3 +272,73 @@ def test_the_models_parameters_and_buffers_read_in_a_hook_are_written_by_name(tm
     with pytest.raises(ProblemError) as err:
         import_to_file(str(models), "make_shadowing", ["x=2x3"])
     assert "is the model's mask, a name the hook's body also gives to a value of its own" in str(err.value)
+
+
+FLAG_MODEL = '''\
+import torch
+from torch import nn
+
+ENABLED = True
+CFG = {"clip": True, "scale": 0.5, "debug": False}
+
+
+def doubled(module, grad_input, grad_output):
+    return (grad_input[0] * 2,) if ENABLED else None
+
+
+def clipped(grad):
+    if CFG["clip"]:
+        return grad.clamp(-0.1, 0.1)
+    return grad
+
+
+def scaled(grad):
+    if not ENABLED or CFG["debug"]:
+        print("skipped")
+        return None
+    return grad * CFG["scale"]
+
+
+def only_training(module, grad_input, grad_output):
+    if module.training and CFG["scale"] > 0:
+        return (grad_input[0] * CFG["scale"],)
+
+
+def make():
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(2, 3), nn.Tanh(), nn.Linear(3, 1)).double()
+    m[2].register_full_backward_hook(doubled)
+    m[0].weight.register_hook(clipped)
+    m[0].bias.register_hook(scaled)
+    m[0].register_full_backward_hook(only_training)
+    return m
+
+
+def make_eval():
+    return make().eval()
+'''
+
+
+@pytest.mark.parametrize("factory, trained", [("make", True), ("make_eval", False)])
+def test_a_test_of_captured_flags_takes_the_branch_python_takes(tmp_path, factory, trained):
+    """``if CFG["clip"]:``, ``... if ENABLED else None``, ``module.training``: a test of
+    captured values was written as ``True`` / ``False``, which the format refuses as a
+    condition ("adjoint import made a file its own loader refuses (a bug of adjoint import)").
+    It is decided at import, by value, as Python decides it when the hook runs."""
+    models = tmp_path / "flags.py"
+    models.write_text(FLAG_MODEL)
+    out, text, problem = import_to_file(str(models), factory, ["x=2x2"])
+    for line in ('{module: "2", kind: full_backward, returns: "(grad_input[0] * 2,)"}',
+                 '{tensor: "0.weight", returns: "grad.clamp(-0.1, 0.1)"}',
+                 '{tensor: "0.bias", returns: "grad * 0.5"}',
+                 '{module: "0", kind: full_backward, returns: "(grad_input[0] * 0.5,)"}' if trained else
+                 '{module: "0", kind: full_backward}'):
+        assert line in text, text
+    vp = predict(problem, None, "float64").variants[0]
+    js = vp.to_json()
+    loss, grads = users_module_run(problem, str(models), factory)
+    for name, g in grads.items():
+        assert torch.allclose(torch.tensor(js["grads"][name]["value"], dtype=torch.float64), g,
+                              rtol=1e-10, atol=1e-12), name
+    result = verify_variant(out, problem, vp, "float64", False, origin=True)
+    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]

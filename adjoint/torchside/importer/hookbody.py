@@ -44,9 +44,11 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import functools
 import inspect
 import math
+import operator
 import textwrap
 import types
 from dataclasses import dataclass
@@ -235,6 +237,14 @@ class _Translator:
     def body(self, node) -> Body:
         self.stored = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} | {
             a.arg for a in node.args.args}
+        node = _Decided(self.truth).visit(copy.deepcopy(node))
+        for block in ast.walk(node):        # what follows a return never runs (a decided if leaves some)
+            for field in ("body", "orelse"):
+                stmts = getattr(block, field, None)
+                if isinstance(stmts, list):
+                    ends = [i for i, st in enumerate(stmts) if isinstance(st, ast.Return)]
+                    if ends:
+                        del stmts[ends[0] + 1:]
         if isinstance(node, ast.Lambda):
             if _returns_none(node.body) and self.observing(ast.Expr(node.body)):   # lambda m, i, o: feats.append(o)
                 return Body((), None)
@@ -568,6 +578,43 @@ class _Translator:
         return name not in self.mapping and name not in self.local and name != self.hidden \
             and self.namespace(ast.Name(id=name)) is None and self.value_of(name) is not _MISSING
 
+    def truth(self, node):
+        """The truth value Python gives a test made of captured values alone (a flag, ``CFG["clip"]``,
+        ``not ENABLED``, ``SCALE > 0``, the module argument's ``module.training``), as the call would
+        take it; ``_MISSING`` when the test reads anything the hook is handed or computes."""
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            value = self.truth(node.operand)
+            return value if value is _MISSING else not value
+        if isinstance(node, ast.BoolOp):      # left to right, stopping where Python stops
+            stops = isinstance(node.op, ast.Or)
+            for part in node.values:
+                value = self.truth(part)
+                if value is _MISSING or value == stops:
+                    return value
+            return not stops
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _DECIDED_CMP:
+            a, b = self.plain(node.left), self.plain(node.comparators[0])
+            if a is _MISSING or b is _MISSING:
+                return _MISSING
+            try:
+                return bool(_DECIDED_CMP[type(node.ops[0])](a, b))
+            except TypeError:
+                return _MISSING
+        value = self.plain(node)
+        return value if value is _MISSING else bool(value)
+
+    def plain(self, node):
+        """A Python number, bool, string or None made of captured values alone, or ``_MISSING``."""
+        if isinstance(node, ast.Constant):
+            return node.value if isinstance(node.value, (bool, int, float, str)) or node.value is None else _MISSING
+        if isinstance(node, ast.Name):
+            value = self.value_of(node.id) if self.captured(node.id) else _MISSING
+        elif isinstance(node, (ast.Attribute, ast.Subscript)):
+            value = self.held(node)
+        else:
+            return self.fold(node)
+        return value if isinstance(value, (bool, int, float, str)) or value is None else _MISSING
+
     def tensor_name(self, t, node) -> str:
         """The file's name of the model's parameter or buffer ``t``, read in the body: refused
         where a name of the body (an argument, a local) would hide it."""
@@ -787,6 +834,33 @@ class _Translator:
 
 
 _MISSING = object()
+
+
+#: the comparisons a test of captured values is decided with at import
+_DECIDED_CMP = {ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Lt: operator.lt, ast.LtE: operator.le,
+                ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Is: operator.is_, ast.IsNot: operator.is_not}
+
+
+class _Decided(ast.NodeTransformer):
+    """The body with each ``if`` and ``A if C else B`` whose test is decided by captured values
+    alone (``truth``) replaced by the branch Python takes: the flag is read by value, as a
+    captured number is, and the branch not taken is never run (nor translated)."""
+
+    def __init__(self, truth):
+        self.truth = truth
+
+    def visit_IfExp(self, node):
+        self.generic_visit(node)
+        value = self.truth(node.test)
+        return node if value is _MISSING else node.body if value else node.orelse
+
+    def visit_If(self, node):
+        self.generic_visit(node)
+        value = self.truth(node.test)
+        if value is not _MISSING:
+            return (node.body if value else node.orelse) or [ast.Pass()]
+        node.body = node.body or [ast.Pass()]
+        return node
 
 
 def _folded_builtin(value) -> bool:
