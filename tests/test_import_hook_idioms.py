@@ -342,3 +342,81 @@ def test_a_test_of_captured_flags_takes_the_branch_python_takes(tmp_path, factor
                               rtol=1e-10, atol=1e-12), name
     result = verify_variant(out, problem, vp, "float64", False, origin=True)
     assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+
+
+CAM_MODEL = '''\
+import torch
+from torch import nn
+
+
+class GradCAM:
+    """pytorch-grad-cam's recorder: bound methods storing what the hooks are handed on self."""
+
+    def __init__(self, layer):
+        self.gradients = None
+        self.activations = None
+        self.calls = 0
+        layer.register_forward_hook(self.save_activation)
+        layer.register_full_backward_hook(self.save_gradient)
+
+    def save_activation(self, module, input, output):
+        self.activations = output.detach()
+
+    def save_gradient(self, module, grad_input, grad_output):
+        self.gradients = grad_output[0].detach()
+        self.calls += 1
+
+
+class Mix(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(2, 2)
+
+    def forward(self, x, z):
+        return self.a(x) * z
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mix = Mix()
+        self.fc = nn.Linear(2, 2)
+        self.head = nn.Linear(2, 1)
+
+    def forward(self, x, z):
+        return self.head(torch.relu(self.fc(self.mix(x, z))))
+
+
+def spliced(module, grad_input, grad_output):
+    return grad_input[0] * 0.5, *grad_input[1:]
+
+
+def make():
+    torch.manual_seed(0)
+    m = Net().double()
+    GradCAM(m.fc)
+    m.mix.register_full_backward_hook(spliced)
+    return m
+'''
+
+
+def test_a_grad_cam_recorder_and_a_spliced_grad_input_are_translated(tmp_path):
+    """``self.activations = output.detach()`` in a bound-method hook (the Grad-CAM recorder) was
+    refused as an untranslatable statement, and ``return g * 0.5, *grad_input[1:]`` as an
+    expression: the first only records (observe-only), the second is the tuple sum
+    ``(g * 0.5,) + grad_input[1:]``."""
+    models = tmp_path / "cam.py"
+    models.write_text(CAM_MODEL)
+    out, text, problem = import_to_file(str(models), "make", ["x=2x2", "z=2x2"])
+    for line in ("{module: fc, kind: forward}  # a GradCAM object's save_activation",
+                 "{module: fc, kind: full_backward}  # a GradCAM object's save_gradient",
+                 '{module: mix, kind: full_backward, returns: "(grad_input[0] * 0.5,) + grad_input[1:]"}'):
+        assert line.split("  #")[0] in text, text
+    vp = predict(problem, None, "float64").variants[0]
+    js = vp.to_json()
+    loss, grads = users_module_run(problem, str(models), "make")
+    for name, g in grads.items():
+        assert torch.allclose(torch.tensor(js["grads"][name]["value"], dtype=torch.float64), g,
+                              rtol=1e-10, atol=1e-12), name
+    result = verify_variant(out, problem, vp, "float64", False, origin=True)
+    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]

@@ -346,6 +346,8 @@ class _Translator:
                 self.local_name(target)
             self.local.add(target)
             return [f"{self.mapping.get(target) or self.locals[target]} = {value}"]
+        if self.stores_outside(s):
+            return None
         written = self.write(s)
         if written is not None:
             self.inplace = True
@@ -450,6 +452,30 @@ class _Translator:
                 raise self.fail(f"the module argument '{self.hidden}' is read", s)
         return True
 
+    def stores_outside(self, s) -> bool:
+        """``self.activations = out.detach()``, ``self.calls += 1``: a store into an attribute of a
+        captured Python object (Grad-CAM's recorder; not a tensor, not a module of the model),
+        which records and changes no gradient. What it stores is computed, as Python computes
+        it: a call there is checked as an observing statement's."""
+        if isinstance(s, ast.Assign):
+            targets = s.targets
+        elif isinstance(s, ast.AugAssign):
+            targets = [s.target]
+        else:
+            return False
+        for t in targets:
+            if not isinstance(t, ast.Attribute) or self.reads_argument(t.value):
+                return False
+            owner = self.held(t.value)
+            if owner is _MISSING or owner is self.module or isinstance(owner, (torch.Tensor, nn.Module)):
+                return False
+        for n in ast.walk(s.value):
+            if isinstance(n, ast.Call):
+                self.check_observing_call(n, top=False)
+            if isinstance(n, ast.Name) and n.id == self.hidden:
+                raise self.fail(f"the module argument '{self.hidden}' is read", s)
+        return True
+
     def reads_argument(self, node) -> bool:
         return any(isinstance(n, ast.Name) and (n.id in self.mapping or n.id in self.local) for n in ast.walk(node))
 
@@ -506,6 +532,8 @@ class _Translator:
             return self.constant(node.value, node), 100
         if isinstance(node, ast.Name):
             return self.name(node), 100
+        if isinstance(node, ast.Tuple) and any(isinstance(e, ast.Starred) for e in node.elts):
+            return self.starred_tuple(node), 10
         if isinstance(node, (ast.Tuple, ast.List)):
             inner = ", ".join(self.expr(e) for e in node.elts)
             if isinstance(node, ast.Tuple):
@@ -533,6 +561,28 @@ class _Translator:
             if folded is not _MISSING:
                 return python_constant(folded), 100
         raise self.fail(f"the expression '{_short(ast.unparse(node))}'", node)
+
+    def starred_tuple(self, node: ast.Tuple) -> str:
+        """``(grad_input[0] * 0.5, *grad_input[1:])``: the rest of a tuple the hook is handed,
+        spliced in; written as the format's tuple sum, ``(grad_input[0] * 0.5,) + grad_input[1:]``
+        (a slice of a tuple is a tuple)."""
+        parts, run = [], []
+        for e in node.elts:
+            if not isinstance(e, ast.Starred):
+                run.append(self.expr(e))
+                continue
+            if run:
+                parts.append("(" + ", ".join(run) + ",)")
+                run = []
+            v = e.value
+            if not (isinstance(v, ast.Subscript) and isinstance(v.slice, ast.Slice) and isinstance(v.value, ast.Name)
+                    and v.value.id in self.mapping):
+                raise self.fail(f"'{_short(ast.unparse(e))}' in a tuple (the format splices a slice of a tuple the "
+                                "hook is handed: *grad_input[1:])", e)
+            parts.append(self.expr(v, 11))
+        if run:
+            parts.append("(" + ", ".join(run) + ",)")
+        return " + ".join(parts)
 
     def dict_literal(self, node: ast.Dict) -> str:
         """``{"bias": 2 * kwargs["bias"]}``: the keyword arguments a ``with_kwargs`` forward-pre
