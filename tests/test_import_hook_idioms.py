@@ -420,3 +420,60 @@ def test_a_grad_cam_recorder_and_a_spliced_grad_input_are_translated(tmp_path):
                               rtol=1e-10, atol=1e-12), name
     result = verify_variant(out, problem, vp, "float64", False, origin=True)
     assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+
+
+FUSED_MODEL = '''\
+import torch
+from torch import nn
+
+optimizer_dict = {}
+
+
+def optimizer_hook(parameter) -> None:
+    optimizer_dict[parameter].step()
+    optimizer_dict[parameter].zero_grad()
+
+
+def make():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(2, 3), nn.Tanh(), nn.Linear(3, 1)).double()
+    optimizer_dict.clear()
+    for p in model.parameters():
+        optimizer_dict[p] = torch.optim.Adam([p], lr=0.01, betas=(0.8, 0.99), foreach=False)
+    for p in model.parameters():
+        p.register_post_accumulate_grad_hook(optimizer_hook)
+    return model
+
+
+def make_sgd():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(2, 3), nn.Tanh(), nn.Linear(3, 1)).double()
+    opts = {p: torch.optim.SGD([p], lr=0.1) for p in model.parameters()}
+    for p in model.parameters():
+        p.register_post_accumulate_grad_hook(lambda q: opts[q].step())
+    return model
+'''
+
+
+def test_pytorchs_optimizer_in_backward_recipe_is_imported_with_its_optimizer(tmp_path):
+    """The tutorial's ``optimizer_dict[p] = torch.optim.Adam([p]); optimizer_dict[parameter].step();
+    optimizer_dict[parameter].zero_grad()`` was refused ("the call .step(): adjoint cannot tell
+    what it changes"); it is the format's ``optimizer:`` with ``optim.step()``, the Adam's own
+    settings written."""
+    models = tmp_path / "fused.py"
+    models.write_text(FUSED_MODEL)
+    out, text, problem = import_to_file(str(models), "make", ["x=2x2"])
+    assert ('{tensor: "0.weight", kind: post_accumulate_grad, optimizer: {type: Adam, lr: 0.01, betas: [0.8, 0.99], '
+            'eps: 1e-08}, does: ["optim.step()", "optim.zero_grad()"]}') in text, text
+    js = predict(problem, None, "float64").variants[0].to_json()
+    model = call_factory(str(models), "make")
+    d = problem.variants[0].inputs[0]
+    x = torch.tensor([float(v) for v in d.value.items], dtype=torch.float64).reshape(d.value.shape)
+    model(x).sum().backward()
+    for name, p in model.named_parameters():
+        assert p.grad is None and js["grads"][name] is None, name       # zero_grad: None
+        assert torch.allclose(torch.tensor(js["leaf_values"][name]["value"], dtype=torch.float64), p.detach(),
+                              rtol=1e-10, atol=1e-12), name
+    with pytest.raises(ProblemError) as err:
+        import_to_file(str(models), "make_sgd", ["x=2x2"])
+    assert "'opts[q].step()' steps a torch.optim.SGD, which adjoint does not model" in str(err.value)

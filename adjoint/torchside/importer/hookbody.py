@@ -115,15 +115,17 @@ class Body:
 
     does: tuple[str, ...]
     returns: str | None        # None: the hook observes (returns None)
+    optimizer: str | None = None   # the optimizer its body steps, as the file writes it ({type: Adam, ...})
 
 
 def translate(fn, names: tuple[str, ...], module_arg: bool, tensors: dict | None = None,
-              module=None) -> Body:
+              module=None, target=None) -> Body:
     """The body of ``fn`` over the format's argument ``names`` (``module_arg``: its first
     parameter is the module, which the format does not hand). ``tensors``: the model's
     parameters and buffers by id, each read by its name in the file (a captured ``mask`` buffer,
     ``self.model.fc.weight``); ``module``: the module a module hook is on, whose parameters and
-    buffers ``module.weight`` reads."""
+    buffers ``module.weight`` reads; ``target``: the tensor a post-accumulate-grad hook is on,
+    whose own optimizer its body may step (``optims[p].step()``)."""
     args, keywords = (), {}
     if isinstance(fn, functools.partial):     # partial(save, name="fc1"): its arguments are captured values
         args, keywords = fn.args, dict(fn.keywords)
@@ -148,7 +150,7 @@ def translate(fn, names: tuple[str, ...], module_arg: bool, tensors: dict | None
     params = handed
     mapping = dict(zip(params[1:] if module_arg else params, names))
     hidden = params[0] if module_arg else None
-    return _Translator(fn, mapping, hidden, first_line, bound, tensors, module).body(node)
+    return _Translator(fn, mapping, hidden, first_line, bound, tensors, module, target).body(node)
 
 
 def _function_of(fn, args: tuple):
@@ -215,8 +217,10 @@ def _params(node) -> list[str]:
 
 class _Translator:
     def __init__(self, fn, mapping: dict[str, str], hidden: str | None, line: int, bound: dict | None = None,
-                 tensors: dict | None = None, module=None):
+                 tensors: dict | None = None, module=None, target=None):
         self.fn = fn
+        self.target = target            # a post-accumulate-grad hook's tensor (None: another kind)
+        self.optim = None               # the torch.optim.Adam its body steps
         self.tensors = tensors or {}    # id -> the file's name of a parameter or buffer of the model
         self.module = module            # the module a module hook is on (None: not known)
         self.stored: set[str] = set()   # every name the body binds (its arguments too)
@@ -248,6 +252,9 @@ class _Translator:
         if isinstance(node, ast.Lambda):
             if _returns_none(node.body) and self.observing(ast.Expr(node.body)):   # lambda m, i, o: feats.append(o)
                 return Body((), None)
+            stepped = self.optimizer_call(ast.Expr(node.body))   # lambda p: optims[p].step(): returns None
+            if stepped is not None:
+                return Body((stepped,), None, self.optimizer_text())
             text = self.returned(node.body)
             return Body((), text)
         stmts = list(node.body)
@@ -265,7 +272,7 @@ class _Translator:
             does = self.returning(stmts)
             if all(v is None for v in self.returned_values) and not self.inplace and not self.kept:
                 return Body((), None)
-            return Body((f"{self.result} = None", *does), self.result)
+            return Body((f"{self.result} = None", *does), self.result, self.optimizer_text())
         for i, s in enumerate(stmts):
             last = i == len(stmts) - 1
             if isinstance(s, ast.Return):
@@ -276,7 +283,7 @@ class _Translator:
             does.extend(self.statement(s) or ())
         if returns is None and not self.inplace and not self.kept:
             return Body((), None)
-        return Body(tuple(does), returns)
+        return Body(tuple(does), returns, self.optimizer_text())
 
     def returning(self, stmts) -> list[str]:
         """The lines of statements some of which return from inside a block, as Python runs
@@ -346,6 +353,10 @@ class _Translator:
                 self.local_name(target)
             self.local.add(target)
             return [f"{self.mapping.get(target) or self.locals[target]} = {value}"]
+        stepped = self.optimizer_call(s)
+        if stepped is not None:
+            self.inplace = True
+            return [stepped]
         if self.stores_outside(s):
             return None
         written = self.write(s)
@@ -451,6 +462,52 @@ class _Translator:
             if isinstance(n, ast.Name) and n.id == self.hidden and id(n) not in printed:
                 raise self.fail(f"the module argument '{self.hidden}' is read", s)
         return True
+
+    def optimizer_call(self, s) -> str | None:
+        """``optims[p].step()`` / ``optims[p].zero_grad()`` in a post-accumulate-grad hook, PyTorch's
+        optimizer-in-backward recipe: the ``torch.optim.Adam`` over the hook's own tensor, written
+        as the format's ``optim`` (its settings go into the hook's ``optimizer:``). None: not such
+        a statement."""
+        if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Attribute)
+                and s.value.func.attr in ("step", "zero_grad") and self.target is not None):
+            return None
+        call, owner = s.value, s.value.func.value
+        found = self.held(owner)
+        if found is _MISSING and isinstance(owner, ast.Subscript) and isinstance(owner.slice, ast.Name) \
+                and self.mapping.get(owner.slice.id) == "tensor":   # optimizer_dict[parameter]
+            held = self.held(owner.value)
+            found = held.get(self.target, _MISSING) if isinstance(held, dict) else _MISSING
+        if not isinstance(found, torch.optim.Optimizer):
+            return None
+        what = f"'{_short(ast.unparse(call))}'"
+        if type(found) is not torch.optim.Adam:
+            raise self.fail(f"{what} steps a torch.optim.{type(found).__name__}, which adjoint does not model (the "
+                            "optimizer a hook may step is Adam)", s)
+        group = found.param_groups[0] if len(found.param_groups) == 1 else {}
+        if [id(p) for p in group.get("params", ())] != [id(self.target)]:
+            raise self.fail(f"{what} steps an optimizer over other tensors than the hook's own (the format's optim is "
+                            "torch.optim.Adam([tensor]))", s)
+        if group.get("weight_decay") or group.get("amsgrad") or group.get("maximize") or group.get("capturable") \
+                or group.get("differentiable") or group.get("fused") or found.state:
+            raise self.fail(f"{what} steps an Adam with weight_decay, amsgrad, maximize, capturable, differentiable, "
+                            "fused or a state already, which adjoint does not model", s)
+        if call.args or (call.func.attr == "step" and call.keywords) or any(
+                k.arg != "set_to_none" or not (isinstance(k.value, ast.Constant) and k.value.value is True)
+                for k in call.keywords if call.func.attr == "zero_grad"):
+            raise self.fail(f"{what} with arguments (the format's optim.step() and optim.zero_grad() take none)", s)
+        if self.optim is not None and self.optim is not found:
+            raise self.fail(f"{what} steps a second optimizer (a hook owns one)", s)
+        self.optim = found
+        return f"optim.{call.func.attr}()"
+
+    def optimizer_text(self) -> str | None:
+        """The hook's ``optimizer:``, as the file writes it (Python's floats, as the optimizer holds them)."""
+        if self.optim is None:
+            return None
+        group = self.optim.param_groups[0]
+        b1, b2 = group["betas"]
+        return (f"{{type: Adam, lr: {python_constant(float(group['lr']))}, betas: [{python_constant(float(b1))}, "
+                f"{python_constant(float(b2))}], eps: {python_constant(float(group['eps']))}}}")
 
     def stores_outside(self, s) -> bool:
         """``self.activations = out.detach()``, ``self.calls += 1``: a store into an attribute of a

@@ -114,7 +114,7 @@ def registered(model: nn.Module, mode: str = "translate", notes: list | None = N
         for hid, _, fn in _entries(getattr(p, "_post_accumulate_grad_hooks", None) or {}, {}):
             found.append((hid, _entry([("tensor", target), ("kind", Flow("post_accumulate_grad"))], fn,
                                       TENSOR_ARGS["post_accumulate_grad"], False,
-                                      f"post-accumulate-grad hook on '{name}'", mode, notes, tensors)))
+                                      f"post-accumulate-grad hook on '{name}'", mode, notes, tensors, target=p)))
     found.sort(key=lambda e: e[0])
     return [note for _, note in found]
 
@@ -138,13 +138,14 @@ def _tensor_names(model: nn.Module) -> dict:
 
 
 def _entry(fields: list, fn, names: tuple, module_arg: bool, what: str, mode: str, notes: list | None,
-           tensors: dict | None = None, module: nn.Module | None = None) -> Note:
+           tensors: dict | None = None, module: nn.Module | None = None, target=None) -> Note:
     """One hook entry: its body translated, or (``mode`` observe) observe-only with the reason.
     ``tensors``: the model's parameters and buffers by id, which a body reads by name;
-    ``module``: the module a module hook is on (its ``module`` argument)."""
+    ``module``: the module a module hook is on (its ``module`` argument); ``target``: the tensor a
+    post-accumulate-grad hook is on."""
     where = of_object(fn)
     try:
-        body = translate(fn, names, module_arg, tensors, module)
+        body = translate(fn, names, module_arg, tensors, module, target)
     except Untranslatable as exc:
         place = _line_of(where, exc.line)
         if mode != "observe":
@@ -156,6 +157,8 @@ def _entry(fields: list, fn, names: tuple, module_arg: bool, what: str, mode: st
             notes.append(f"{place or _name(fn)}: the {what} is imported observe-only: its effect on the gradients "
                          f"is left out ({exc.what})")
         return Note(flow_map(fields), reason)
+    if body.optimizer is not None:   # the optimizer its body steps: the format's optim
+        fields.append(("optimizer", Flow(body.optimizer)))
     if body.does:       # a body that writes in place keeps its lines even when it returns None
         fields.append(("does", Text(body.does[0]) if len(body.does) == 1 else
                        Flow("[" + ", ".join(Text(d).text for d in body.does) + "]")))
