@@ -289,6 +289,13 @@ class HookRunner:
         if isinstance(returned, tuple):   # check_single_result first: not a Variable
             raise TorchError("TypeError", f"expected Variable, but hook returned '{sequence_name(returned)}'",
                              "hook_result")
+        if returned is not None and not isinstance(returned, Tensor):   # a Python number: not a Variable either
+            name = type_name(returned, hook.returns) if hook.returns is not None else None
+            if name is None:
+                raise ProblemError(hook.loc, f"the post_accumulate_grad hook '{hook.label}' returns a number whose "
+                                             "Python type (int or float) the file does not show: PyTorch's TypeError "
+                                             "names it; return None")
+            raise TorchError("TypeError", f"expected Variable, but hook returned '{name}'", "hook_result")
         if returned is not None and returned is not t:
             raise TorchError("RuntimeError", "Tensor post accumulate grad hooks should return None.", "hook_result")
 
