@@ -409,7 +409,7 @@ PACK_INPLACE = ("A saved tensor pack hook is modifying its input in place. Tenso
 
 
 def as_values(returned, hook):
-    if returned is None:
+    if returned is None or hook.on == "multi_grad":   # register_multi_grad_hook discards what its fn returns
         return None
     if hook.on == "tensor" and isinstance(returned, tuple):   # check_single_result: not a Variable
         raise TorchError("TypeError", f"expected Variable, but hook returned '{sequence_name(returned)}'",
@@ -420,6 +420,14 @@ def as_values(returned, hook):
         name = type_name(returned, hook.returns) if hook.returns is not None else None
         if name in ("int", "float", "bool"):
             raise TorchError("TypeError", f"expected Variable, but hook returned '{name}'", "hook_result")
+    if (hook.on, hook.kind) in NUMBER_CHECKED and not isinstance(returned, (tuple, Tensor)):
+        # a Python number where a tuple is taken: a node's hook (a module's legacy hook is one) is
+        # PyFunctionPreHook / PostHook's "expected tuple, but hook returned 'int'"; a full backward
+        # (pre-)hook's result meets BackwardHook's len(), Python's TypeError
+        name = type_name(returned, hook.returns) if hook.returns is not None else None
+        if name in ("int", "float", "bool"):
+            raise TorchError("TypeError", f"object of type '{name}' has no len()" if hook.kind in (
+                "full_backward", "full_backward_pre") else f"expected tuple, but hook returned '{name}'", "hook_result")
     if isinstance(returned, tuple):
         # a list stays one, a torch.return_types one: PyTorch's messages tell them apart
         kind = PyList if isinstance(returned, PyList) else \
