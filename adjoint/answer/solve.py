@@ -224,6 +224,11 @@ def _written(rec) -> list[str]:
             why.append(f"the hook writes its {what[len('argument '):]} in place: that is the forward's own tensor, "
                        "so everything computed from it afterwards uses the new value (a node that saved it and has "
                        "not run yet can no longer run)")
+        elif what.startswith("stored "):
+            why.append(f"the hook stores into {what[len('stored '):]}: " + (
+                "that dict is the one PyTorch calls the forward with, so the forward takes the stored value, "
+                "whatever the hook returns" if rec.kind == "forward_pre" else
+                "the forward has run already, so nothing it computed changes"))
         elif what.startswith("tensor "):
             why.append(f"the hook writes {what[len('tensor '):]} (a tensor of the forward it names) in place: its "
                        "version moves, so a node that saved it and has not run yet can no longer run; nodes that "

@@ -2,8 +2,9 @@
 
 A failing assert is CPython's ``AssertionError`` with an empty message, raised where the
 statement runs: an answer (the contract's ``error``), not bad input. The test is a Python bool
-(``x.requires_grad``, a comparison of Python numbers) or a number; a tensor's truth value is
-not modelled here (refused at the line).
+(``x.requires_grad``, a comparison of Python numbers), a number, or a bool or int64 tensor's
+one element (``assert torch.isfinite(grad).all()``: the interpreter takes its truth value as an
+``if`` does); a float tensor's truth value is not modelled (refused at the line).
 """
 
 from __future__ import annotations

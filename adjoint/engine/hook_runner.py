@@ -120,6 +120,9 @@ class HookRunner:
         # writes to the forward (a backward hook's arguments are gradients: ``wrapped`` sees those)
         handed = _tensor_args(env, {id(t) for _n, t, _v in leaves}) if rt.phase == "forward" else []
         named: dict = {}
+        # a with_kwargs hook's kwargs is the dict _call_impl calls forward(**kwargs) with: a store
+        # into it (kwargs["bias"] = v) changes the forward, whatever the hook returns
+        dicts = {name: dict(v) for name, v in env.items() if isinstance(v, dict)}
         try:
             returned = run_hook_body(rt, hook, env, grads, named)
         except (TorchError, StopRecomputation):
@@ -159,7 +162,8 @@ class HookRunner:
         record.wrote = (("gradient",) if writes else ()) + tuple(f"leaf {n}" for n in wrote_leaves) + tuple(
             f"tensor {n}" for n in wrote_named) + tuple(f"argument {n}" for n in wrote_handed) + tuple(
             f"{self.leaf_name(t)}.grad{' (assigned)' if how == 'assign' else ''}" for t, how in self.leaf_changes) + tuple(
-            switched)
+            switched) + tuple(f"stored {name}[{key!r}]" for name, before in dicts.items() for key, v in env[name].items()
+                              if key not in before or before[key] is not v)
         named_roots = {id(t.base if t.base is not None else t) for t, _v, _rg in named.values()}
         grad_reads = {id(t) for t, _v, _g in grads.read_tensors.values()}
 
@@ -285,6 +289,13 @@ class HookRunner:
         if isinstance(returned, tuple):   # check_single_result first: not a Variable
             raise TorchError("TypeError", f"expected Variable, but hook returned '{sequence_name(returned)}'",
                              "hook_result")
+        if returned is not None and not isinstance(returned, Tensor):   # a Python number: not a Variable either
+            name = type_name(returned, hook.returns) if hook.returns is not None else None
+            if name is None:
+                raise ProblemError(hook.loc, f"the post_accumulate_grad hook '{hook.label}' returns a number whose "
+                                             "Python type (int or float) the file does not show: PyTorch's TypeError "
+                                             "names it; return None")
+            raise TorchError("TypeError", f"expected Variable, but hook returned '{name}'", "hook_result")
         if returned is not None and returned is not t:
             raise TorchError("RuntimeError", "Tensor post accumulate grad hooks should return None.", "hook_result")
 
@@ -398,7 +409,7 @@ PACK_INPLACE = ("A saved tensor pack hook is modifying its input in place. Tenso
 
 
 def as_values(returned, hook):
-    if returned is None:
+    if returned is None or hook.on == "multi_grad":   # register_multi_grad_hook discards what its fn returns
         return None
     if hook.on == "tensor" and isinstance(returned, tuple):   # check_single_result: not a Variable
         raise TorchError("TypeError", f"expected Variable, but hook returned '{sequence_name(returned)}'",
@@ -409,6 +420,14 @@ def as_values(returned, hook):
         name = type_name(returned, hook.returns) if hook.returns is not None else None
         if name in ("int", "float", "bool"):
             raise TorchError("TypeError", f"expected Variable, but hook returned '{name}'", "hook_result")
+    if (hook.on, hook.kind) in NUMBER_CHECKED and not isinstance(returned, (tuple, Tensor)):
+        # a Python number where a tuple is taken: a node's hook (a module's legacy hook is one) is
+        # PyFunctionPreHook / PostHook's "expected tuple, but hook returned 'int'"; a full backward
+        # (pre-)hook's result meets BackwardHook's len(), Python's TypeError
+        name = type_name(returned, hook.returns) if hook.returns is not None else None
+        if name in ("int", "float", "bool"):
+            raise TorchError("TypeError", f"object of type '{name}' has no len()" if hook.kind in (
+                "full_backward", "full_backward_pre") else f"expected tuple, but hook returned '{name}'", "hook_result")
     if isinstance(returned, tuple):
         # a list stays one, a torch.return_types one: PyTorch's messages tell them apart
         kind = PyList if isinstance(returned, PyList) else \

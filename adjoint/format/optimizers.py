@@ -1,7 +1,9 @@
 """``optimizer: {type: Adam, lr: ..., betas: [..., ...], eps: ...}``: a ``torch.optim`` optimizer a
 hook body steps (``optim.step()``, ``optim.zero_grad()``), as PyTorch's optimizer-in-backward
-recipe writes it: ``optims[p] = torch.optim.Adam([p])`` then
-``p.register_post_accumulate_grad_hook(lambda p: (optims[p].step(), optims[p].zero_grad()))``.
+recipe writes it: ``optims[p] = torch.optim.Adam([p])`` then a post-accumulate-grad hook
+``def hook(p): optims[p].step(); optims[p].zero_grad()`` (it must return None: a lambda
+returning the tuple of both calls is PyTorch's TypeError "expected Variable, but hook returned
+'tuple'")
 
 The numbers are Python floats on the torch side, as typed (the defaults are Adam's: lr 1e-3,
 betas (0.9, 0.999), eps 1e-8); adjoint computes with them exactly (docs/format.md).

@@ -199,7 +199,8 @@ def _call(number: int, h: HookRecord, opts: Options):
     elif h.returned is not None:
         rows.append(("returned", fmt.value(h.returned, opts.exact), CHANGED))
     elif getattr(h, "wrote", ()):
-        acts = "changes requires_grad" if all(w.startswith("requires_grad ") for w in h.wrote) else "writes in place"
+        acts = "changes requires_grad" if all(w.startswith("requires_grad ") for w in h.wrote) else \
+            "stores into kwargs" if all(w.startswith("stored ") for w in h.wrote) else "writes in place"
         rows.append(("returned", f"None ({acts})", CHANGED))
     else:
         rows.append(("returned", "None (observes)", NONE))

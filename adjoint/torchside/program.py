@@ -217,8 +217,9 @@ class Program:
 
     def setitem(self, base, items: tuple, value, loc: Loc) -> None:
         key = items[0] if len(items) == 1 else tuple(items)
-        if not isinstance(base, (torch.Tensor, tuple)) and base is not None:   # a tuple, None: Python's TypeError
-            raise ProblemError(loc, f"only tensors take index assignment here, not {type(base).__name__}")
+        if not isinstance(base, (torch.Tensor, tuple, dict)) and base is not None:   # a tuple, None: Python's TypeError
+            raise ProblemError(loc, f"only tensors and a hook's kwargs take index assignment here, not "
+                                    f"{type(base).__name__}")
         base[key] = value
 
     # ------------------------------------------------------------------ expressions

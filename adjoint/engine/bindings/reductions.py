@@ -10,6 +10,7 @@
   (MaxBackward0: a tuple ``(values, indices)``; the int64 indices have no grad_fn and are the
   node's only saved tensor), or with a tensor (``torch.max(a, b)`` is ``maximum``);
 * ``amax`` / ``amin(input, dim=(), keepdim=False)``: AmaxBackward0 / AminBackward0;
+* ``any`` / ``all(input, dim=None, keepdim=False)``: a bool tensor and no node;
 * ``norm(input, p='fro', dim=None, keepdim=False)`` (``torch.norm``, ``Tensor.norm``):
   ``torch.linalg.vector_norm`` for a number ``p`` and for 'fro' over at most two dims
   (LinalgVectorNormBackward0); the matrix norms ('nuc', 'fro' over more dims) are refused.
@@ -180,6 +181,24 @@ def _amax_like(largest: bool):
     return lower
 
 
+def _any_like(every: bool):
+    """``torch.any`` / ``torch.all(input, dim=None, keepdim=False)`` (and the methods): a bool
+    tensor, no node (derivatives.yaml: not differentiable), whatever ``input`` holds -- a float
+    element counts when it is not 0 (nan counts); ``dim`` an int or a tuple, ``None`` or absent
+    every dim."""
+    name = "all" if every else "any"
+
+    def lower(rt, a, loc):
+        x = a["input"]
+        _refuse_symbolic(rt, x, loc, name)
+        if x.shape and 0 in x.shape:
+            raise ProblemError(loc, f"{name}() of a tensor with no element is not modelled yet (PyTorch answers "
+                                    f"{'True' if every else 'False'} over an empty dim); give every dim an element")
+        return rt.apply(name, [x], (reduce_dims(x, a["dim"], loc), a["keepdim"]), loc)
+    lower.__name__ = f"lower_{name}"
+    return lower
+
+
 def norm_order(p, dim, loc: Loc):
     """torch.norm's ``p`` as vector_norm's ord (a Fraction), as torch/functional.py decides."""
     if isinstance(p, str):
@@ -234,6 +253,10 @@ FUNCTIONS = (
              doc="AmaxBackward0 (saves self, result); ties split evenly"),
     Function("amin", (_IN, Param("dim", "any", ()), Param("keepdim", "bool", False)), _amax_like(False),
              doc="AminBackward0 (saves self, result); ties split evenly"),
+    Function("any", (_IN, Param("dim", "any", None), Param("keepdim", "bool", False)), _any_like(False),
+             doc="no node: a bool tensor, True where some element over dim is not 0 (nan counts)"),
+    Function("all", (_IN, Param("dim", "any", None), Param("keepdim", "bool", False)), _any_like(True),
+             doc="no node: a bool tensor, True where every element over dim is not 0 (nan counts)"),
     Function("norm", (_IN, Param("p", "any", "fro"), Param("dim", "any", None), Param("keepdim", "bool", False),
                       Param("dtype", "any", None)), lower_norm,
              doc="torch.linalg.vector_norm: LinalgVectorNormBackward0 (saves self, result)"),

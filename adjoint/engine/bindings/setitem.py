@@ -36,14 +36,22 @@ def _whole(shape: tuple, items: list) -> bool:
 
 
 def setitem(rt, x, items: list, value, loc: Loc) -> None:
-    """``x[items] = value``: copy_ into the view indexing gives (x itself for a lone full slice).
-    A tuple (a hook's ``grad_input``), a ``torch.return_types`` value or None has no item
+    """``x[items] = value``: copy_ into the view indexing gives (x itself for a lone full slice);
+    ``kwargs["key"] = value`` stores into the dict. A tuple (a hook's ``grad_input``), a ``torch.return_types`` value or None has no item
     assignment: Python's TypeError."""
     if (isinstance(x, tuple) and not isinstance(x, PyList)) or x is None:
         raise TorchError("TypeError", f"'{sequence_name(x) if x is not None else 'NoneType'}' object does not support "
                                       "item assignment", "python")
+    if isinstance(x, dict):
+        # a with_kwargs hook's kwargs: Python's dict store. _call_impl hands the hook the dict it
+        # then calls forward(**kwargs) with, so a forward_pre hook's kwargs["bias"] = v reaches the
+        # forward even when the hook returns None
+        if len(items) != 1 or not isinstance(items[0], str):
+            raise ProblemError(loc, "a dict takes one string key here, as in kwargs[\"bias\"] = 2 * kwargs[\"bias\"]")
+        x[items[0]] = value
+        return
     if not isinstance(x, Tensor):
-        raise ProblemError(loc, "only tensors support index assignment here")
+        raise ProblemError(loc, "only tensors and a hook's kwargs support index assignment here")
     if isinstance(value, Fraction):
         value = rt.tensor(rt.B.scalar(value), dtype=x.dtype)
     if not isinstance(value, Tensor):

@@ -23,9 +23,11 @@ from __future__ import annotations
 from fractions import Fraction
 
 from adjoint.values.mathtree.sympy_names import SymPyName
-from adjoint.values.mathtree import (Fn, TBin, TConst, TFn, TOnes, applied, dims_text, generic_vjp, number_text, numel,
+from adjoint.values.mathtree import (Fn, TBin, TConst, TFn, TOnes, applied, dims_text, generic_vjp, no_gradient,
+                                   number_text, numel,
                                    shape_text)
 from adjoint.engine.ops.record import Check, Math, Op, Save
+from adjoint.engine.ops.activations import compare_forward, no_vjp
 from adjoint.engine.ops.views import EXPAND
 
 
@@ -183,6 +185,16 @@ def _extreme_dims(largest: bool):
     return forward, vjp
 
 
+def _flags_reduced(every: bool):
+    """``torch.any`` / ``torch.all``: ``input != 0`` (a nan element counts: it is not 0), the
+    largest (any) or smallest (all) of those flags over ``dims`` (() every dim)."""
+    def forward(B, ins, p):
+        dims, keepdim = p
+        flags = compare_forward(B, [ins[0], B.zeros(())], "ne")
+        return B.amax(flags, dims, keepdim, not every)
+    return forward
+
+
 def _select_dim(largest: bool):
     """max.dim / min.dim: inputs (self, indices), the indices computed by the lowering and
     saved by the node (its only saved tensor); only the values are this op's output."""
@@ -335,6 +347,8 @@ MAX = Fn("max", "\\max_{#s}\\left(#0\\right)", generic_vjp, SymPyName("Max"))
 MIN = Fn("min", "\\min_{#s}\\left(#0\\right)", generic_vjp, SymPyName("Min"))
 AMAX = Fn("amax", "\\operatorname{amax}_{#s}\\left(#0\\right)", generic_vjp)
 AMIN = Fn("amin", "\\operatorname{amin}_{#s}\\left(#0\\right)", generic_vjp)
+ANY = Fn("any", "\\operatorname{any}_{#s}\\left(#0\\right)", no_gradient)
+ALL = Fn("all", "\\operatorname{all}_{#s}\\left(#0\\right)", no_gradient)
 
 _SUM_DIM = Math(lambda a, p, shape, k: TFn(SUM_DIMS, (a[0],), tuple(shape), dims_text(p[0], p[1]), p))
 _MEAN_DIM = Math(lambda a, p, shape, k: TFn(MEAN_DIMS, (a[0],), tuple(shape), dims_text(p[0], p[1]), p))
@@ -433,6 +447,10 @@ OPS = (
        math=Math(_norm_formula), checks=(Check(((3,),)), Check(((2, 3),), (Fraction(1), (1,), False)), Check(((2, 3),), (Fraction(3), (), True)),
                Check(((2, 3),), (Fraction(1, 2), (0,), False)), Check(((2, 3),), (Fraction(3, 2), (1,), True)),
                Check(((2, 3),), ("inf", (1,), False))), integers="refused"),
+    *(Op(name, "(none)", _flags_reduced(name == "all"), no_vjp, dims_shape, (),
+         "not differentiable: the result is a bool tensor with no grad_fn", negzero="never", grows=False,
+         differentiable=(False,), out_dtypes=("bool",), kink_doc="-- (no node; nan counts as not 0)",
+         math=_over_dims(fn)) for name, fn in (("any", ANY), ("all", ALL))),
     Op("var_mean", "VarMeanBackward0", var_mean_forward, var_mean_vjp, var_mean_shape, (Save("self", "in", 0),),
        "2 / (N - correction) * g_var * (a - mean(a, dims)) + g_mean / N (each only when its gradient is defined)",
        nonfinite="a variance over N <= correction elements", outputs=2, math=_VAR_MEAN,

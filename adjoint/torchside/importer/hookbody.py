@@ -26,8 +26,9 @@ one argument -> ``grad``), every other name it reads captured by value (a number
 * a hook that is an object with a ``__call__`` (``Clipper(0.01)``), or a bound method, is its
   class's function with the object as ``self``: the attributes it reads (``self.c``) are
   captured by value, as a closure's numbers are (a captured object's or dict's too:
-  ``cfg.scale``, ``CFG["scale"]``); ``max`` / ``min`` / ``abs`` / ``%`` of captured numbers are
-  computed here, as Python computes them; ``//`` of Python numbers is the format's;
+  ``cfg.scale``, ``CFG["scale"]``); ``max`` / ``min`` / ``abs`` / ``%`` and the functions of
+  Python's ``math`` (``math.sqrt(d)``) of captured numbers are computed here, as Python computes
+  them; ``//`` of Python numbers is the format's;
 * ``print(...)`` is left out (what it writes is not part of the answer), the ``module``
   argument included (``print(module.__class__.__name__)``);
 * anything else (a loop, a call of another Python function, an in-place method the format
@@ -43,14 +44,18 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import functools
 import inspect
+import math
+import operator
 import textwrap
 import types
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from adjoint.engine.bindings import FUNCTIONS, METHODS
 from adjoint.engine.inplace import INPLACE_METHODS
@@ -110,11 +115,17 @@ class Body:
 
     does: tuple[str, ...]
     returns: str | None        # None: the hook observes (returns None)
+    optimizer: str | None = None   # the optimizer its body steps, as the file writes it ({type: Adam, ...})
 
 
-def translate(fn, names: tuple[str, ...], module_arg: bool) -> Body:
+def translate(fn, names: tuple[str, ...], module_arg: bool, tensors: dict | None = None,
+              module=None, target=None) -> Body:
     """The body of ``fn`` over the format's argument ``names`` (``module_arg``: its first
-    parameter is the module, which the format does not hand)."""
+    parameter is the module, which the format does not hand). ``tensors``: the model's
+    parameters and buffers by id, each read by its name in the file (a captured ``mask`` buffer,
+    ``self.model.fc.weight``); ``module``: the module a module hook is on, whose parameters and
+    buffers ``module.weight`` reads; ``target``: the tensor a post-accumulate-grad hook is on,
+    whose own optimizer its body may step (``optims[p].step()``)."""
     args, keywords = (), {}
     if isinstance(fn, functools.partial):     # partial(save, name="fc1"): its arguments are captured values
         args, keywords = fn.args, dict(fn.keywords)
@@ -139,7 +150,7 @@ def translate(fn, names: tuple[str, ...], module_arg: bool) -> Body:
     params = handed
     mapping = dict(zip(params[1:] if module_arg else params, names))
     hidden = params[0] if module_arg else None
-    return _Translator(fn, mapping, hidden, first_line, bound).body(node)
+    return _Translator(fn, mapping, hidden, first_line, bound, tensors, module, target).body(node)
 
 
 def _function_of(fn, args: tuple):
@@ -205,8 +216,14 @@ def _params(node) -> list[str]:
 
 
 class _Translator:
-    def __init__(self, fn, mapping: dict[str, str], hidden: str | None, line: int, bound: dict | None = None):
+    def __init__(self, fn, mapping: dict[str, str], hidden: str | None, line: int, bound: dict | None = None,
+                 tensors: dict | None = None, module=None, target=None):
         self.fn = fn
+        self.target = target            # a post-accumulate-grad hook's tensor (None: another kind)
+        self.optim = None               # the torch.optim.Adam its body steps
+        self.tensors = tensors or {}    # id -> the file's name of a parameter or buffer of the model
+        self.module = module            # the module a module hook is on (None: not known)
+        self.stored: set[str] = set()   # every name the body binds (its arguments too)
         self.bound = bound or {}         # a partial's bound arguments (captured by value)
         self.mapping = mapping          # the user's parameter name -> the format's name
         self.hidden = hidden            # the module argument (not handed by the format)
@@ -222,9 +239,22 @@ class _Translator:
 
     # ------------------------------------------------------------------ statements
     def body(self, node) -> Body:
+        self.stored = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} | {
+            a.arg for a in node.args.args}
+        node = _Decided(self.truth).visit(copy.deepcopy(node))
+        for block in ast.walk(node):        # what follows a return never runs (a decided if leaves some)
+            for field in ("body", "orelse"):
+                stmts = getattr(block, field, None)
+                if isinstance(stmts, list):
+                    ends = [i for i, st in enumerate(stmts) if isinstance(st, ast.Return)]
+                    if ends:
+                        del stmts[ends[0] + 1:]
         if isinstance(node, ast.Lambda):
             if _returns_none(node.body) and self.observing(ast.Expr(node.body)):   # lambda m, i, o: feats.append(o)
                 return Body((), None)
+            stepped = self.optimizer_call(ast.Expr(node.body))   # lambda p: optims[p].step(): returns None
+            if stepped is not None:
+                return Body((stepped,), None, self.optimizer_text())
             text = self.returned(node.body)
             return Body((), text)
         stmts = list(node.body)
@@ -242,7 +272,7 @@ class _Translator:
             does = self.returning(stmts)
             if all(v is None for v in self.returned_values) and not self.inplace and not self.kept:
                 return Body((), None)
-            return Body((f"{self.result} = None", *does), self.result)
+            return Body((f"{self.result} = None", *does), self.result, self.optimizer_text())
         for i, s in enumerate(stmts):
             last = i == len(stmts) - 1
             if isinstance(s, ast.Return):
@@ -253,7 +283,7 @@ class _Translator:
             does.extend(self.statement(s) or ())
         if returns is None and not self.inplace and not self.kept:
             return Body((), None)
-        return Body(tuple(does), returns)
+        return Body(tuple(does), returns, self.optimizer_text())
 
     def returning(self, stmts) -> list[str]:
         """The lines of statements some of which return from inside a block, as Python runs
@@ -323,6 +353,12 @@ class _Translator:
                 self.local_name(target)
             self.local.add(target)
             return [f"{self.mapping.get(target) or self.locals[target]} = {value}"]
+        stepped = self.optimizer_call(s)
+        if stepped is not None:
+            self.inplace = True
+            return [stepped]
+        if self.stores_outside(s):
+            return None
         written = self.write(s)
         if written is not None:
             self.inplace = True
@@ -427,6 +463,76 @@ class _Translator:
                 raise self.fail(f"the module argument '{self.hidden}' is read", s)
         return True
 
+    def optimizer_call(self, s) -> str | None:
+        """``optims[p].step()`` / ``optims[p].zero_grad()`` in a post-accumulate-grad hook, PyTorch's
+        optimizer-in-backward recipe: the ``torch.optim.Adam`` over the hook's own tensor, written
+        as the format's ``optim`` (its settings go into the hook's ``optimizer:``). None: not such
+        a statement."""
+        if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Attribute)
+                and s.value.func.attr in ("step", "zero_grad") and self.target is not None):
+            return None
+        call, owner = s.value, s.value.func.value
+        found = self.held(owner)
+        if found is _MISSING and isinstance(owner, ast.Subscript) and isinstance(owner.slice, ast.Name) \
+                and self.mapping.get(owner.slice.id) == "tensor":   # optimizer_dict[parameter]
+            held = self.held(owner.value)
+            found = held.get(self.target, _MISSING) if isinstance(held, dict) else _MISSING
+        if not isinstance(found, torch.optim.Optimizer):
+            return None
+        what = f"'{_short(ast.unparse(call))}'"
+        if type(found) is not torch.optim.Adam:
+            raise self.fail(f"{what} steps a torch.optim.{type(found).__name__}, which adjoint does not model (the "
+                            "optimizer a hook may step is Adam)", s)
+        group = found.param_groups[0] if len(found.param_groups) == 1 else {}
+        if [id(p) for p in group.get("params", ())] != [id(self.target)]:
+            raise self.fail(f"{what} steps an optimizer over other tensors than the hook's own (the format's optim is "
+                            "torch.optim.Adam([tensor]))", s)
+        if group.get("weight_decay") or group.get("amsgrad") or group.get("maximize") or group.get("capturable") \
+                or group.get("differentiable") or group.get("fused") or found.state:
+            raise self.fail(f"{what} steps an Adam with weight_decay, amsgrad, maximize, capturable, differentiable, "
+                            "fused or a state already, which adjoint does not model", s)
+        if call.args or (call.func.attr == "step" and call.keywords) or any(
+                k.arg != "set_to_none" or not (isinstance(k.value, ast.Constant) and k.value.value is True)
+                for k in call.keywords if call.func.attr == "zero_grad"):
+            raise self.fail(f"{what} with arguments (the format's optim.step() and optim.zero_grad() take none)", s)
+        if self.optim is not None and self.optim is not found:
+            raise self.fail(f"{what} steps a second optimizer (a hook owns one)", s)
+        self.optim = found
+        return f"optim.{call.func.attr}()"
+
+    def optimizer_text(self) -> str | None:
+        """The hook's ``optimizer:``, as the file writes it (Python's floats, as the optimizer holds them)."""
+        if self.optim is None:
+            return None
+        group = self.optim.param_groups[0]
+        b1, b2 = group["betas"]
+        return (f"{{type: Adam, lr: {python_constant(float(group['lr']))}, betas: [{python_constant(float(b1))}, "
+                f"{python_constant(float(b2))}], eps: {python_constant(float(group['eps']))}}}")
+
+    def stores_outside(self, s) -> bool:
+        """``self.activations = out.detach()``, ``self.calls += 1``: a store into an attribute of a
+        captured Python object (Grad-CAM's recorder; not a tensor, not a module of the model),
+        which records and changes no gradient. What it stores is computed, as Python computes
+        it: a call there is checked as an observing statement's."""
+        if isinstance(s, ast.Assign):
+            targets = s.targets
+        elif isinstance(s, ast.AugAssign):
+            targets = [s.target]
+        else:
+            return False
+        for t in targets:
+            if not isinstance(t, ast.Attribute) or self.reads_argument(t.value):
+                return False
+            owner = self.held(t.value)
+            if owner is _MISSING or owner is self.module or isinstance(owner, (torch.Tensor, nn.Module)):
+                return False
+        for n in ast.walk(s.value):
+            if isinstance(n, ast.Call):
+                self.check_observing_call(n, top=False)
+            if isinstance(n, ast.Name) and n.id == self.hidden:
+                raise self.fail(f"the module argument '{self.hidden}' is read", s)
+        return True
+
     def reads_argument(self, node) -> bool:
         return any(isinstance(n, ast.Name) and (n.id in self.mapping or n.id in self.local) for n in ast.walk(node))
 
@@ -451,6 +557,9 @@ class _Translator:
         return text if own >= prec else f"({text})"
 
     def visit(self, node) -> tuple[str, int]:
+        held = self.held(node) if isinstance(node, (ast.Attribute, ast.Subscript)) else _MISSING
+        if isinstance(held, torch.Tensor) and id(held) in self.tensors:   # m.fc.weight, module.mask: by its name
+            return self.tensor_name(held, node), 100
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and self.captured(node.value.id):
             return self.captured_value(getattr(self.value_of(node.value.id), node.attr, _MISSING), node), 100
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and self.captured(node.value.id) \
@@ -480,11 +589,15 @@ class _Translator:
             return self.constant(node.value, node), 100
         if isinstance(node, ast.Name):
             return self.name(node), 100
+        if isinstance(node, ast.Tuple) and any(isinstance(e, ast.Starred) for e in node.elts):
+            return self.starred_tuple(node), 10
         if isinstance(node, (ast.Tuple, ast.List)):
             inner = ", ".join(self.expr(e) for e in node.elts)
             if isinstance(node, ast.Tuple):
                 return "(" + inner + ("," if len(node.elts) == 1 else "") + ")", 100
             return "[" + inner + "]", 100
+        if isinstance(node, ast.Dict):
+            return self.dict_literal(node), 100
         if isinstance(node, ast.Subscript):
             return f"{self.expr(node.value, 100)}[{self.index(node.slice)}]", 100
         if isinstance(node, ast.Call):
@@ -505,6 +618,42 @@ class _Translator:
             if folded is not _MISSING:
                 return python_constant(folded), 100
         raise self.fail(f"the expression '{_short(ast.unparse(node))}'", node)
+
+    def starred_tuple(self, node: ast.Tuple) -> str:
+        """``(grad_input[0] * 0.5, *grad_input[1:])``: the rest of a tuple the hook is handed,
+        spliced in; written as the format's tuple sum, ``(grad_input[0] * 0.5,) + grad_input[1:]``
+        (a slice of a tuple is a tuple)."""
+        parts, run = [], []
+        for e in node.elts:
+            if not isinstance(e, ast.Starred):
+                run.append(self.expr(e))
+                continue
+            if run:
+                parts.append("(" + ", ".join(run) + ",)")
+                run = []
+            v = e.value
+            if not (isinstance(v, ast.Subscript) and isinstance(v.slice, ast.Slice) and isinstance(v.value, ast.Name)
+                    and v.value.id in self.mapping):
+                raise self.fail(f"'{_short(ast.unparse(e))}' in a tuple (the format splices a slice of a tuple the "
+                                "hook is handed: *grad_input[1:])", e)
+            parts.append(self.expr(v, 11))
+        if run:
+            parts.append("(" + ", ".join(run) + ",)")
+        return " + ".join(parts)
+
+    def dict_literal(self, node: ast.Dict) -> str:
+        """``{"bias": 2 * kwargs["bias"]}``: the keyword arguments a ``with_kwargs`` forward-pre
+        hook hands on, written as the format's dict of string keys. ``{**kwargs, ...}`` has no
+        form there."""
+        items = []
+        for key, value in zip(node.keys, node.values):
+            if key is None:
+                raise self.fail(f"'**{_short(ast.unparse(value))}' in the dict '{_short(ast.unparse(node))}' (the "
+                                "format's dict lists its keys: {'bias': kwargs['bias'] * 2})", node)
+            if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+                raise self.fail(f"the dict key '{_short(ast.unparse(key))}' (the format's dict has string keys)", key)
+            items.append(f"{python_constant(key.value)}: {self.expr(value)}")
+        return "{" + ", ".join(items) + "}"
 
     def comprehension(self, node) -> str:
         """``E for g in SEQ`` (of ``[...]`` or ``tuple(...)``): one ``for`` over one name, which
@@ -536,8 +685,79 @@ class _Translator:
         return name not in self.mapping and name not in self.local and name != self.hidden \
             and self.namespace(ast.Name(id=name)) is None and self.value_of(name) is not _MISSING
 
+    def truth(self, node):
+        """The truth value Python gives a test made of captured values alone (a flag, ``CFG["clip"]``,
+        ``not ENABLED``, ``SCALE > 0``, the module argument's ``module.training``), as the call would
+        take it; ``_MISSING`` when the test reads anything the hook is handed or computes."""
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            value = self.truth(node.operand)
+            return value if value is _MISSING else not value
+        if isinstance(node, ast.BoolOp):      # left to right, stopping where Python stops
+            stops = isinstance(node.op, ast.Or)
+            for part in node.values:
+                value = self.truth(part)
+                if value is _MISSING or value == stops:
+                    return value
+            return not stops
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _DECIDED_CMP:
+            a, b = self.plain(node.left), self.plain(node.comparators[0])
+            if a is _MISSING or b is _MISSING:
+                return _MISSING
+            try:
+                return bool(_DECIDED_CMP[type(node.ops[0])](a, b))
+            except TypeError:
+                return _MISSING
+        value = self.plain(node)
+        return value if value is _MISSING else bool(value)
+
+    def plain(self, node):
+        """A Python number, bool, string or None made of captured values alone, or ``_MISSING``."""
+        if isinstance(node, ast.Constant):
+            return node.value if isinstance(node.value, (bool, int, float, str)) or node.value is None else _MISSING
+        if isinstance(node, ast.Name):
+            value = self.value_of(node.id) if self.captured(node.id) else _MISSING
+        elif isinstance(node, (ast.Attribute, ast.Subscript)):
+            value = self.held(node)
+        else:
+            return self.fold(node)
+        return value if isinstance(value, (bool, int, float, str)) or value is None else _MISSING
+
+    def tensor_name(self, t, node) -> str:
+        """The file's name of the model's parameter or buffer ``t``, read in the body: refused
+        where a name of the body (an argument, a local) would hide it."""
+        text = self.tensors[id(t)]
+        root = text.split(".")[0].split("[")[0]
+        if root in self.stored or root in self.mapping.values() or root in self.locals.values():
+            raise self.fail(f"'{_short(ast.unparse(node))}' is the model's {text}, a name the hook's body also "
+                            "gives to a value of its own", node)
+        return text
+
+    def held(self, node):
+        """The object a chain of attributes and constant items reads off a captured object or the
+        module argument (``m.layers[0].weight``, ``module.mask``), as Python reads it; ``_MISSING``
+        for anything else (a call, an argument the hook is handed)."""
+        if isinstance(node, ast.Name):
+            if node.id == self.hidden:
+                return self.module if self.module is not None else _MISSING
+            return self.value_of(node.id) if self.captured(node.id) else _MISSING
+        if isinstance(node, ast.Attribute):
+            base = self.held(node.value)
+            return _MISSING if base is _MISSING else getattr(base, node.attr, _MISSING)
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
+                and isinstance(node.slice.value, (int, str)):
+            base = self.held(node.value)
+            if isinstance(base, (nn.Module, dict, list, tuple)):
+                try:
+                    return base[node.slice.value]
+                except (IndexError, KeyError, TypeError):
+                    return _MISSING
+        return _MISSING
+
     def captured_value(self, value, node) -> str:
-        """An attribute or item of a captured object, read by value (``self.c``, ``cfg["scale"]``)."""
+        """An attribute or item of a captured object, read by value (``self.c``, ``cfg["scale"]``);
+        a parameter or buffer of the model, by its name in the file (``model.mask``)."""
+        if isinstance(value, torch.Tensor) and id(value) in self.tensors:
+            return self.tensor_name(value, node)
         if isinstance(value, (bool, int, float)) or value is None or (
                 isinstance(value, tuple) and all(isinstance(v, (bool, int, float)) for v in value)):
             return python_constant(value)
@@ -564,6 +784,15 @@ class _Translator:
                 return _FOLDED_OPS[type(node.op)](a, b)
             except (ArithmeticError, ValueError):
                 return _MISSING      # Python raises: left to the format's own refusal
+        if isinstance(node, ast.Call) and self.math_function(node.func) is not None and not node.keywords:
+            args = [self.fold(a) for a in node.args]
+            if any(a is _MISSING for a in args):
+                return _MISSING
+            try:
+                value = self.math_function(node.func)(*args)
+            except (ArithmeticError, ValueError, TypeError):
+                return _MISSING      # Python raises: left to the refusal of the call
+            return value if isinstance(value, (int, float)) and not isinstance(value, bool) else _MISSING
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and self.captured(node.func.id) \
                 and _folded_builtin(self.value_of(node.func.id)) and node.args and not node.keywords:
             args = [self.fold(a) for a in node.args]
@@ -571,6 +800,15 @@ class _Translator:
                 return _MISSING
             return self.value_of(node.func.id)(*args)
         return _MISSING
+
+    def math_function(self, func):
+        """``math.sqrt`` (``import math``) as the hook names it: the function of Python's ``math``
+        module, or None."""
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and self.captured(func.value.id) \
+                and self.value_of(func.value.id) is math:
+            found = getattr(math, func.attr, None)
+            return found if callable(found) else None
+        return None
 
     def index(self, node) -> str:
         if isinstance(node, ast.Tuple):
@@ -611,6 +849,8 @@ class _Translator:
             return python_constant(value)
         if isinstance(value, tuple) and all(isinstance(v, (bool, int, float)) for v in value):
             return python_constant(value)
+        if isinstance(value, torch.Tensor) and id(value) in self.tensors:   # a captured parameter or buffer
+            return self.tensor_name(value, node)
         if value is _MISSING:
             raise self.fail(f"the name '{n}', which is not defined", node)
         raise self.fail(f"'{n}', a captured {type(value).__name__} (only numbers, bools, None and tuples of them "
@@ -651,6 +891,12 @@ class _Translator:
             if k.arg is None:
                 raise self.fail("a **kwargs call", node)
             args.append(f"{k.arg}={self.expr(k.value)}")
+        if self.math_function(f) is not None:
+            folded = self.fold(node)
+            if folded is not _MISSING:
+                return python_constant(folded)
+            raise self.fail(f"the call {_short(ast.unparse(node))} (Python's math of a value that is not a captured "
+                            "number; use the torch function of the tensor)", node)
         if isinstance(f, ast.Attribute):
             base = f.value
             namespace = self.namespace(base)
@@ -695,6 +941,33 @@ class _Translator:
 
 
 _MISSING = object()
+
+
+#: the comparisons a test of captured values is decided with at import
+_DECIDED_CMP = {ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Lt: operator.lt, ast.LtE: operator.le,
+                ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Is: operator.is_, ast.IsNot: operator.is_not}
+
+
+class _Decided(ast.NodeTransformer):
+    """The body with each ``if`` and ``A if C else B`` whose test is decided by captured values
+    alone (``truth``) replaced by the branch Python takes: the flag is read by value, as a
+    captured number is, and the branch not taken is never run (nor translated)."""
+
+    def __init__(self, truth):
+        self.truth = truth
+
+    def visit_IfExp(self, node):
+        self.generic_visit(node)
+        value = self.truth(node.test)
+        return node if value is _MISSING else node.body if value else node.orelse
+
+    def visit_If(self, node):
+        self.generic_visit(node)
+        value = self.truth(node.test)
+        if value is not _MISSING:
+            return (node.body if value else node.orelse) or [ast.Pass()]
+        node.body = node.body or [ast.Pass()]
+        return node
 
 
 def _folded_builtin(value) -> bool:

@@ -26,6 +26,7 @@ from adjoint.torchside.importer.emit import Flow, Note, Text, flow_map
 from adjoint.torchside.importer.where import of_object
 from adjoint.torchside.importer.hookbody import MODULE_ARGS, TENSOR_ARGS, Untranslatable, translate
 from adjoint.torchside.importer.refuse import refuse
+from adjoint.torchside.importer.program import _written
 
 _TABLES = (("forward_pre", "_forward_pre_hooks"), ("forward", "_forward_hooks"),
            ("full_backward_pre", "_backward_pre_hooks"), ("backward", "_backward_hooks"))
@@ -64,6 +65,7 @@ def registered(model: nn.Module, mode: str = "translate", notes: list | None = N
     that cannot be translated is refused) or ``observe`` (it is written observe-only, and a
     line saying so is added to ``notes``)."""
     found = []
+    tensors = _tensor_names(model)
     for path, module in model.named_modules():
         target = path or "model"
         for kind, attr in _TABLES:
@@ -85,7 +87,8 @@ def registered(model: nn.Module, mode: str = "translate", notes: list | None = N
                 if kind == "forward" and module._forward_hooks_always_called.get(hid):
                     fields.append(("always_call", True))
                 names = MODULE_ARGS[k + ("+kwargs" if kw else "")]
-                found.append((hid, _entry(fields, fn, names, True, f"{k} hook on '{target}'", mode, notes)))
+                found.append((hid, _entry(fields, fn, names, True, f"{k} hook on '{target}'", mode, notes,
+                                          tensors, module)))
     for kind, attr in _GLOBAL:
         table = getattr(nn_module, attr, None) or {}
         for hid, _, fn in _entries(table, {}):
@@ -98,7 +101,7 @@ def registered(model: nn.Module, mode: str = "translate", notes: list | None = N
                     nn_module, "_global_forward_hooks_with_kwargs") else False
             names = MODULE_ARGS[k + ("+kwargs" if kw else "")]
             fields = [("global", Flow(k))] + ([("with_kwargs", True)] if kw else [])
-            found.append((hid, _entry(fields, fn, names, True, f"global {k} hook", mode, notes)))
+            found.append((hid, _entry(fields, fn, names, True, f"global {k} hook", mode, notes, tensors)))
     seen = set()
     for name, p in model.named_parameters():
         if id(p) in seen:
@@ -107,20 +110,42 @@ def registered(model: nn.Module, mode: str = "translate", notes: list | None = N
         target = Flow(name) if _plain(name) else Text(name)
         for hid, _, fn in _entries(getattr(p, "_backward_hooks", None) or {}, {}):
             found.append((hid, _entry([("tensor", target)], fn, TENSOR_ARGS["hook"], False,
-                                      f"tensor hook on '{name}'", mode, notes)))
+                                      f"tensor hook on '{name}'", mode, notes, tensors)))
         for hid, _, fn in _entries(getattr(p, "_post_accumulate_grad_hooks", None) or {}, {}):
             found.append((hid, _entry([("tensor", target), ("kind", Flow("post_accumulate_grad"))], fn,
                                       TENSOR_ARGS["post_accumulate_grad"], False,
-                                      f"post-accumulate-grad hook on '{name}'", mode, notes)))
+                                      f"post-accumulate-grad hook on '{name}'", mode, notes, tensors, target=p)))
     found.sort(key=lambda e: e[0])
     return [note for _, note in found]
 
 
-def _entry(fields: list, fn, names: tuple, module_arg: bool, what: str, mode: str, notes: list | None) -> Note:
-    """One hook entry: its body translated, or (``mode`` observe) observe-only with the reason."""
+def _tensor_names(model: nn.Module) -> dict:
+    """id -> the name a hook body reads it by, of each parameter (its first name, as
+    ``named_parameters`` lists it) and buffer of the model: ``blk.mask``, ``layers[0].weight``
+    (the path as a forward writes it); a root Sequential's numbered items have no such name, and
+    the buffers of a torch.nn module are left out (the file writes a built-in's own buffers only)."""
+    children = dict(model.named_children())
+    own = [(f"{path}.{b}" if path else b, t) for path, m in model.named_modules()
+           if not type(m).__module__.startswith("torch.") for b, t in m._buffers.items() if t is not None]
+    out = {}
+    for name, t in list(model.named_parameters()) + own:
+        *path, attr = name.split(".")
+        written = _written(children, path, holders_only=False) if path else (None, None)
+        text = f"{written[1]}.{attr}" if path and written is not None else attr if not path else None
+        if text is not None and text.split(".")[0].split("[")[0].isidentifier():
+            out.setdefault(id(t), text)
+    return out
+
+
+def _entry(fields: list, fn, names: tuple, module_arg: bool, what: str, mode: str, notes: list | None,
+           tensors: dict | None = None, module: nn.Module | None = None, target=None) -> Note:
+    """One hook entry: its body translated, or (``mode`` observe) observe-only with the reason.
+    ``tensors``: the model's parameters and buffers by id, which a body reads by name;
+    ``module``: the module a module hook is on (its ``module`` argument); ``target``: the tensor a
+    post-accumulate-grad hook is on."""
     where = of_object(fn)
     try:
-        body = translate(fn, names, module_arg)
+        body = translate(fn, names, module_arg, tensors, module, target)
     except Untranslatable as exc:
         place = _line_of(where, exc.line)
         if mode != "observe":
@@ -132,6 +157,8 @@ def _entry(fields: list, fn, names: tuple, module_arg: bool, what: str, mode: st
             notes.append(f"{place or _name(fn)}: the {what} is imported observe-only: its effect on the gradients "
                          f"is left out ({exc.what})")
         return Note(flow_map(fields), reason)
+    if body.optimizer is not None:   # the optimizer its body steps: the format's optim
+        fields.append(("optimizer", Flow(body.optimizer)))
     if body.does:       # a body that writes in place keeps its lines even when it returns None
         fields.append(("does", Text(body.does[0]) if len(body.does) == 1 else
                        Flow("[" + ", ".join(Text(d).text for d in body.does) + "]")))
