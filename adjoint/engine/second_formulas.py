@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from adjoint.engine.ops.activations import _bounds, _closed_interval
+
 
 def _mul(rt, node, grads, saved, need):
     # MulBackward0: the generated apply computes ``other`` (grad * self) before ``self`` (grad * other)
@@ -162,6 +164,76 @@ def _div(rt, node, grads, saved, need):
 def _leaky_relu(rt, node, grads, saved, need):
     # leaky_relu_backward(grad, self, negative_slope, false): LeakyReluBackwardBackward0
     return [rt.apply("leaky_relu_backward", [grads[0], saved["self"]], node.params, node.loc)]
+
+
+def _rsub(rt, node, grads, saved, need):
+    # RsubBackward1 (``number - x``, alpha 1): -grad (NegBackward0)
+    return [rt.apply("neg", [grads[0]], None, node.loc)]
+
+
+def _reciprocal(rt, node, grads, saved, need):
+    # -grad * (result * result): the right operand first (MulBackward0), then NegBackward0, then MulBackward0
+    square = rt.apply("mul", [saved["result"], saved["result"]], None, node.loc)
+    return [rt.apply("mul", [rt.apply("neg", [grads[0]], None, node.loc), square], None, node.loc)]
+
+
+def _where(rt, node, grads, saved, need):
+    # WhereBackward0: other (where(condition, 0, grad)) before self (where(condition, grad, 0)); the
+    # 0 is a wrapped number (no edge), the condition a bool tensor (no edge)
+    g, cond = grads[0], saved["condition"]
+    other = rt.apply("where", [Fraction(0), g, cond], None, node.loc) if len(need) > 1 and need[1] else None
+    this = rt.apply("where", [g, Fraction(0), cond], None, node.loc) if need[0] else None
+    return [this, other]
+
+
+def _masked_where(rt, node, g, x, lo, hi):
+    """clamp_backward's ``where(mask, grad, zero)``: the mask (``self >= min``, ``self <= max``,
+    both with logical_and_) is computed without a node, ``zero`` a 0-d tensor of the gradient's
+    options; one WhereBackward0."""
+    B = rt.B
+    mask = rt.tensor(_closed_interval(B, x.value, B.full(tuple(x.shape), 1), lo, hi), dtype="bool")
+    zero = rt.tensor(B.zeros(()), dtype=g.dtype)
+    return rt.apply("where", [g, zero, mask], None, node.loc)
+
+
+def _clamp(rt, node, grads, saved, need):
+    # ClampBackward1: clamp_backward(grad, self, min, max)
+    lo, hi = _bounds(rt.B, node.params)
+    return [_masked_where(rt, node, grads[0], saved["self"], lo, hi)]
+
+
+def _clamp_min(rt, node, grads, saved, need):
+    # ClampMinBackward0: where(self >= min, grad, at::scalar_tensor(0., grad.options()))
+    return [_masked_where(rt, node, grads[0], saved["self"], rt.B.scalar(Fraction(node.params)), None)]
+
+
+def _clamp_max(rt, node, grads, saved, need):
+    # ClampMaxBackward0: where(self <= max, grad, at::scalar_tensor(0., grad.options()))
+    return [_masked_where(rt, node, grads[0], saved["self"], None, rt.B.scalar(Fraction(node.params)))]
+
+
+def _squeeze_one(rt, node, grads, saved, need):
+    # SqueezeBackward4 (squeeze_(dim), matmul's 1-D path): unsqueeze_to(grad, dim, sizes): grad.unsqueeze(dim)
+    # (UnsqueezeBackward0) when that size is 1
+    shape = tuple(node.inputs[0].shape)
+    d = node.params % len(shape)
+    return [rt.apply("unsqueeze", [grads[0]], d, node.loc) if shape[d] == 1 else grads[0]]
+
+
+def _clone(rt, node, grads, saved, need):
+    # CloneBackward0: the gradient itself (no op)
+    return [grads[0]]
+
+
+def _copy(rt, node, grads, saved, need):
+    # CopyBackwards::apply: zeros_like(grad) for the overwritten tensor (no node), grad.to(src's options)
+    # for the source: the gradient itself when the dtypes agree (validate_outputs sums a broadcast one)
+    g = grads[0]
+    src = node.inputs[1] if len(node.inputs) > 1 else None
+    if len(need) > 1 and need[1] and src is not None and src.dtype != g.dtype:
+        raise NotModelled("CopyBackwards from another dtype")
+    this = rt.tensor(rt.B.zeros(tuple(g.shape)), dtype=g.dtype) if need[0] else None
+    return [this, g if len(need) > 1 and need[1] else None]
 
 
 def _dims(dims, ndim: int) -> list:
@@ -342,4 +414,6 @@ FORMULAS = {
     "sum_dim": _sum_dim, "mean_dim": _mean_dim, "unsqueeze": _unsqueeze, "squeeze_all": _squeeze,
     "squeeze_dim": _squeeze, "squeeze_dims": _squeeze, "transpose": _transpose, "permute": _permute,
     "sinh": _sinh, "cosh": _cosh, "atan": _atan, "log1p": _log1p, "expm1": _expm1, "tan": _tan, "rsqrt": _rsqrt,
+    "rsub": _rsub, "reciprocal": _reciprocal, "where": _where, "clamp": _clamp, "clamp_min": _clamp_min,
+    "clamp_max": _clamp_max, "squeeze_": _squeeze_one, "unsafe_view": _view, "clone": _clone, "copy_": _copy,
 }
