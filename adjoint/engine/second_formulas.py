@@ -236,6 +236,39 @@ def _copy(rt, node, grads, saved, need):
     return [this, g if len(need) > 1 and need[1] else None]
 
 
+def _bmm(rt, node, grads, saved, need):
+    # BmmBackward0: mat2 (self.transpose(1, 2).bmm(grad)) before self (grad.bmm(mat2.transpose(1, 2))),
+    # each transpose evaluated before its bmm
+    g = grads[0]
+    b = None
+    if len(need) > 1 and need[1]:
+        b = rt.apply("bmm", [rt.apply("transpose", [saved["self"]], (1, 2), node.loc), g], None, node.loc)
+    a = None
+    if need[0]:
+        a = rt.apply("bmm", [g, rt.apply("transpose", [saved["mat2"]], (1, 2), node.loc)], None, node.loc)
+    return [a, b]
+
+
+def _select(rt, node, grads, saved, need):
+    # SelectBackward0: select_backward(grad, self.sizes(), dim, index): SelectBackwardBackward0
+    return [rt.apply("select_backward", [grads[0]], (tuple(node.inputs[0].shape),) + tuple(node.params), node.loc)]
+
+
+def _slice(rt, node, grads, saved, need):
+    # SliceBackward0: slice_backward(grad, self.sizes(), dim, start, end, step): SliceBackwardBackward0
+    return [rt.apply("slice_backward", [grads[0]], (tuple(node.inputs[0].shape),) + tuple(node.params), node.loc)]
+
+
+def _select_backward_again(rt, node, grads, saved, need):
+    # SelectBackwardBackward0: grad.select(dim, index) (SelectBackward0)
+    return [rt.apply("select", [grads[0]], tuple(node.params[1:]), node.loc)]
+
+
+def _slice_backward_again(rt, node, grads, saved, need):
+    # SliceBackwardBackward0: grad.slice(dim, start, end, step) (SliceBackward0)
+    return [rt.apply("slice", [grads[0]], tuple(node.params[1:]), node.loc)]
+
+
 def _dims(dims, ndim: int) -> list:
     return sorted({d % ndim for d in dims}) if dims else list(range(ndim))
 
@@ -415,5 +448,7 @@ FORMULAS = {
     "squeeze_dim": _squeeze, "squeeze_dims": _squeeze, "transpose": _transpose, "permute": _permute,
     "sinh": _sinh, "cosh": _cosh, "atan": _atan, "log1p": _log1p, "expm1": _expm1, "tan": _tan, "rsqrt": _rsqrt,
     "rsub": _rsub, "reciprocal": _reciprocal, "where": _where, "clamp": _clamp, "clamp_min": _clamp_min,
-    "clamp_max": _clamp_max, "squeeze_": _squeeze_one, "unsafe_view": _view, "clone": _clone, "copy_": _copy,
+    "clamp_max": _clamp_max, "squeeze_": _squeeze_one, "unsafe_view": _view, "reshape_alias": _view, "clone": _clone, "copy_": _copy,
+    "bmm": _bmm, "select": _select, "slice": _slice, "select_backward": _select_backward_again,
+    "slice_backward": _slice_backward_again,
 }

@@ -1,7 +1,8 @@
 """The primitives a create_graph backward records that no forward makes: the backward kernels
-(``tanh_backward``, ``sigmoid_backward``, ``threshold_backward``, ``mse_loss_backward``) whose
-nodes are ``TanhBackwardBackward0``, ``SigmoidBackwardBackward0``, ``ThresholdBackwardBackward0``
-and ``MseLossBackwardBackward0`` (derivatives.yaml's entries for them). adjoint.engine.second_formulas
+(``tanh_backward``, ``sigmoid_backward``, ``threshold_backward``, ``mse_loss_backward``,
+``select_backward``, ``slice_backward``) whose nodes are ``TanhBackwardBackward0``,
+``SigmoidBackwardBackward0``, ``ThresholdBackwardBackward0``, ``MseLossBackwardBackward0``,
+``SelectBackwardBackward0`` and ``SliceBackwardBackward0`` (derivatives.yaml's entries for them). adjoint.engine.second_formulas
 calls them; their VJPs run in the backward after it (grad of grad).
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from adjoint.values.mathtree import TBin, TConst, TFn
+from adjoint.values.mathtree import TBin, TConst, TFn, TPlace
 from adjoint.engine.ops.record import Check
 from adjoint.engine.ops.record import Math
 from adjoint.engine.ops.record import Op
@@ -17,6 +18,7 @@ from adjoint.engine.ops.record import Save
 from adjoint.engine.ops.arith import binary_shape
 from adjoint.engine.ops.elementwise import STEP
 from adjoint.engine.ops.losses import Pointwise
+from adjoint.engine.ops.views import select_key, slice_key
 
 
 def tanh_backward_forward(B, ins, p):
@@ -132,6 +134,30 @@ def _threshold_backward_math(a, p, shape, k):
     return TBin("mul", a[0], TFn(STEP, (a[1],), a[1].shape), shape)
 
 
+def _placed_key(p) -> tuple:
+    """select_backward's params (sizes, dim, index), slice_backward's (sizes, dim, start, end,
+    step): the index of the input's place in a tensor of ``sizes``."""
+    sizes, rest = p[0], p[1:]
+    return select_key(len(sizes), rest) if len(rest) == 2 else slice_key(len(sizes), rest)
+
+
+def place_backward_forward(B, ins, p):
+    # select_backward / slice_backward: zeros of the input's sizes, the gradient put at its place
+    return B.place(tuple(p[0]), _placed_key(p), ins[0])
+
+
+def place_backward_vjp(B, gs, ins, outs, p, need):
+    # grad_output: grad.select(dim, index) / grad.slice(dim, start, end, step)
+    return [B.index(gs[0], _placed_key(p))]
+
+
+def place_backward_shape(shapes, p, loc):
+    return tuple(p[0])
+
+
+_PLACED = Math(lambda a, p, shape, k: TPlace(a[0], _placed_key(p), tuple(shape)))
+
+
 OPS = (
     Op("tanh_backward", "TanhBackwardBackward0", tanh_backward_forward, tanh_backward_vjp, binary_shape,
        (Save("grad_output", "in", 0, if_need=1), Save("output", "in", 1)),
@@ -153,4 +179,10 @@ OPS = (
        math=Math(_mse_loss_backward_math),
        checks=(Check(((), (3,), (3,)), Pointwise("mean")), Check(((), (3,), (3,)), Pointwise("sum")),
                Check(((3,), (3,), (3,)), Pointwise("none")))),
+    Op("select_backward", "SelectBackwardBackward0", place_backward_forward, place_backward_vjp,
+       place_backward_shape, (), "g put at the index in zeros of the input's sizes; grad.select(dim, index)",
+       negzero="structural", grows=False, math=_PLACED, checks=(Check(((3,),), ((2, 3), 0, 1)),)),
+    Op("slice_backward", "SliceBackwardBackward0", place_backward_forward, place_backward_vjp,
+       place_backward_shape, (), "g put into the slice in zeros of the input's sizes; grad.slice(dim, start, end, step)",
+       negzero="structural", grows=False, math=_PLACED, checks=(Check(((2, 2),), ((2, 4), 1, 1, 4, 2)),)),
 )
