@@ -269,6 +269,26 @@ def _slice_backward_again(rt, node, grads, saved, need):
     return [rt.apply("slice", [grads[0]], tuple(node.params[1:]), node.loc)]
 
 
+def _softmax(rt, node, grads, saved, need):
+    # SoftmaxBackward0: _softmax_backward_data(grad, result, dim, self.scalar_type()): SoftmaxBackwardDataBackward0
+    return [rt.apply("softmax_backward_data", [grads[0], saved["result"]], node.params, node.loc)]
+
+
+def _log_softmax(rt, node, grads, saved, need):
+    # LogSoftmaxBackward0: _log_softmax_backward_data(grad, result, dim, self.scalar_type()):
+    # LogSoftmaxBackwardDataBackward0
+    return [rt.apply("log_softmax_backward_data", [grads[0], saved["result"]], node.params, node.loc)]
+
+
+def _nll_loss(rt, node, grads, saved, need):
+    # NllLossBackward0: nll_loss_backward(grad, self, target, weight, reduction, ignore_index, total_weight):
+    # NllLossBackwardBackward0 (its edges: grad and self)
+    weighted = node.op.name == "nll_loss_w"
+    ins = [grads[0], saved["self"], saved["target"]] + ([saved["weight"]] if weighted else []) + [saved["total_weight"]]
+    out = rt.apply("nll_loss_backward_w" if weighted else "nll_loss_backward", ins, node.params, node.loc)
+    return [out] + [None] * (len(need) - 1)
+
+
 def _dims(dims, ndim: int) -> list:
     return sorted({d % ndim for d in dims}) if dims else list(range(ndim))
 
@@ -450,5 +470,6 @@ FORMULAS = {
     "rsub": _rsub, "reciprocal": _reciprocal, "where": _where, "clamp": _clamp, "clamp_min": _clamp_min,
     "clamp_max": _clamp_max, "squeeze_": _squeeze_one, "unsafe_view": _view, "reshape_alias": _view, "clone": _clone, "copy_": _copy,
     "bmm": _bmm, "select": _select, "slice": _slice, "select_backward": _select_backward_again,
-    "slice_backward": _slice_backward_again,
+    "slice_backward": _slice_backward_again, "softmax": _softmax, "log_softmax": _log_softmax, "nll_loss": _nll_loss,
+    "nll_loss_w": _nll_loss,
 }
