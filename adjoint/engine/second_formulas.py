@@ -289,6 +289,52 @@ def _nll_loss(rt, node, grads, saved, need):
     return [out] + [None] * (len(need) - 1)
 
 
+def _tanh_backward(rt, node, grads, saved, need):
+    # TanhBackwardBackward0: grad_output (tanh_backward(grad, output)) before output
+    # (grad * (-2 * output * grad_output): the right operand first, MulBackward1, MulBackward0, MulBackward0)
+    g, out = grads[0], saved["output"]
+    a = rt.apply("tanh_backward", [g, out], None, node.loc) if need[0] else None
+    b = None
+    if len(need) > 1 and need[1]:
+        twice = rt.apply("mul_scalar", [out], Fraction(-2), node.loc)
+        b = rt.apply("mul", [g, rt.apply("mul", [twice, saved["grad_output"]], None, node.loc)], None, node.loc)
+    return [a, b]
+
+
+def _sigmoid_backward(rt, node, grads, saved, need):
+    # SigmoidBackwardBackward0: grad_output (sigmoid_backward(grad, output)) before output
+    # (grad * grad_output * (-2 * output + 1): the right operand first, MulBackward1, AddBackward1, then
+    # grad * grad_output, then their product)
+    g, out = grads[0], saved["output"]
+    a = rt.apply("sigmoid_backward", [g, out], None, node.loc) if need[0] else None
+    b = None
+    if len(need) > 1 and need[1]:
+        right = rt.apply("add_scalar", [rt.apply("mul_scalar", [out], Fraction(-2), node.loc)], Fraction(1), node.loc)
+        left = rt.apply("mul", [g, saved["grad_output"]], None, node.loc)
+        b = rt.apply("mul", [left, right], None, node.loc)
+    return [a, b]
+
+
+def _zeros_like(rt, g):
+    """zeros_like(grad): a gradient of zeros with no graph (the derivative is 0, not undefined)."""
+    return rt.tensor(rt.B.zeros(tuple(g.shape)), dtype=g.dtype)
+
+
+def _threshold_backward(rt, node, grads, saved, need):
+    # ThresholdBackwardBackward0: grad_output: threshold_backward(grad, self, 0); self: zeros_like(grad)
+    g = grads[0]
+    a = rt.apply("threshold_backward", [g, saved["self"]], node.params, node.loc) if need[0] else None
+    return [a, _zeros_like(rt, g) if len(need) > 1 and need[1] else None]
+
+
+def _leaky_relu_backward(rt, node, grads, saved, need):
+    # LeakyReluBackwardBackward0: grad_output: leaky_relu_backward(grad, self, negative_slope, false);
+    # self: zeros_like(grad)
+    g = grads[0]
+    a = rt.apply("leaky_relu_backward", [g, saved["self"]], node.params, node.loc) if need[0] else None
+    return [a, _zeros_like(rt, g) if len(need) > 1 and need[1] else None]
+
+
 def _dims(dims, ndim: int) -> list:
     return sorted({d % ndim for d in dims}) if dims else list(range(ndim))
 
@@ -471,5 +517,6 @@ FORMULAS = {
     "clamp_max": _clamp_max, "squeeze_": _squeeze_one, "unsafe_view": _view, "reshape_alias": _view, "clone": _clone, "copy_": _copy,
     "bmm": _bmm, "select": _select, "slice": _slice, "select_backward": _select_backward_again,
     "slice_backward": _slice_backward_again, "softmax": _softmax, "log_softmax": _log_softmax, "nll_loss": _nll_loss,
-    "nll_loss_w": _nll_loss,
+    "nll_loss_w": _nll_loss, "tanh_backward": _tanh_backward, "sigmoid_backward": _sigmoid_backward,
+    "threshold_backward": _threshold_backward, "leaky_relu_backward": _leaky_relu_backward,
 }
