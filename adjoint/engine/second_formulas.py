@@ -335,6 +335,11 @@ def _leaky_relu_backward(rt, node, grads, saved, need):
     return [a, _zeros_like(rt, g) if len(need) > 1 and need[1] else None]
 
 
+def _abs(rt, node, grads, saved, need):
+    # AbsBackward0: grad * self.sgn(): SgnBackward0 (evaluated first), then MulBackward0
+    return [rt.apply("mul", [grads[0], rt.apply("sgn", [saved["self"]], None, node.loc)], None, node.loc)]
+
+
 def _dims(dims, ndim: int) -> list:
     return sorted({d % ndim for d in dims}) if dims else list(range(ndim))
 
@@ -518,5 +523,5 @@ FORMULAS = {
     "bmm": _bmm, "select": _select, "slice": _slice, "select_backward": _select_backward_again,
     "slice_backward": _slice_backward_again, "softmax": _softmax, "log_softmax": _log_softmax, "nll_loss": _nll_loss,
     "nll_loss_w": _nll_loss, "tanh_backward": _tanh_backward, "sigmoid_backward": _sigmoid_backward,
-    "threshold_backward": _threshold_backward, "leaky_relu_backward": _leaky_relu_backward,
+    "threshold_backward": _threshold_backward, "leaky_relu_backward": _leaky_relu_backward, "abs": _abs,
 }
