@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from adjoint.engine.ops.activations import _bounds, _closed_interval
+from adjoint.engine.ops.activations import _bounds, _closed_interval, compare_forward
 
 
 def _mul(rt, node, grads, saved, need):
@@ -340,6 +340,60 @@ def _abs(rt, node, grads, saved, need):
     return [rt.apply("mul", [grads[0], rt.apply("sgn", [saved["self"]], None, node.loc)], None, node.loc)]
 
 
+def _bool_mask(rt, a, b, rel: str):
+    """``self REL other`` as the backward formula computes it (no node): a bool tensor."""
+    return rt.tensor(compare_forward(rt.B, [a.value, b.value], rel), dtype="bool")
+
+
+def _extremum(largest: bool):
+    """MaximumBackward0 / MinimumBackward0: other, then self, each
+    ``at::where(self == other, grad / 2, grad).masked_fill_(self LOSES other, 0)`` (DivBackward1,
+    WhereBackward0, MaskedFillBackward0 on the fresh where result); maximum's self loses where
+    self < other, its other where self > other (minimum: swapped)."""
+    def formula(rt, node, grads, saved, need):
+        g, a, b = grads[0], saved["self"], saved["other"]
+        equal = _bool_mask(rt, a, b, "eq")
+
+        def part(rel):
+            half = rt.apply("div_scalar", [g], Fraction(2), node.loc)
+            shared = rt.apply("where", [half, g, equal], None, node.loc)
+            return rt.apply("masked_fill", [shared, _bool_mask(rt, a, b, rel)], 0, node.loc)
+        other = part("gt" if largest else "lt") if len(need) > 1 and need[1] else None
+        this = part("lt" if largest else "gt") if need[0] else None
+        return [this, other]
+    return formula
+
+
+def _extreme_all(rt, node, grads, saved, need):
+    # MaxBackward1 / MinBackward1: evenly_distribute_backward(grad, self, result) on the CPU:
+    # grad.new_zeros(sizes).masked_fill_(mask, grad / mask.sum()), mask = self == result (self.isnan()
+    # when the result is nan): DivBackward0 (the count an int64 tensor without grad), MaskedFillBackward1
+    g, x, result = grads[0], saved["self"], saved["result"]
+    B = rt.B
+    nan = B.mask(result.value, lambda s: s == "nan")
+    if any(B.ints(nan)):
+        mask = B.mask(x.value, lambda s: s == "nan")
+    else:
+        mask = B.broadcast_to(compare_forward(B, [x.value, result.value], "eq"), tuple(x.shape))
+    count = rt.tensor(B.total(mask), dtype="int64")
+    share = rt.apply("div", [g, count], None, node.loc)
+    zeros = rt.tensor(B.zeros(tuple(x.shape)), dtype=g.dtype)
+    return [rt.apply("masked_fill_tensor", [zeros, share, rt.tensor(mask, dtype="bool")], None, node.loc)]
+
+
+def _masked_fill(rt, node, grads, saved, need):
+    # MaskedFillBackward0: grad.masked_fill(mask, 0) (validate_outputs sums a broadcast one back)
+    return [rt.apply("masked_fill", [grads[0], saved["mask"]], 0, node.loc), None]
+
+
+def _masked_fill_tensor(rt, node, grads, saved, need):
+    # MaskedFillBackward1: self: grad.masked_fill(mask, 0); value: masked_fill_backward (masked_select, not
+    # modelled: refused)
+    if len(need) > 1 and need[1]:
+        raise NotModelled("MaskedFillBackward1 (its value's gradient)")
+    return [rt.apply("masked_fill", [grads[0], saved["mask"]], 0, node.loc) if need[0] else None, None, None]
+
+
 def _dims(dims, ndim: int) -> list:
     return sorted({d % ndim for d in dims}) if dims else list(range(ndim))
 
@@ -524,4 +578,6 @@ FORMULAS = {
     "slice_backward": _slice_backward_again, "softmax": _softmax, "log_softmax": _log_softmax, "nll_loss": _nll_loss,
     "nll_loss_w": _nll_loss, "tanh_backward": _tanh_backward, "sigmoid_backward": _sigmoid_backward,
     "threshold_backward": _threshold_backward, "leaky_relu_backward": _leaky_relu_backward, "abs": _abs,
+    "maximum": _extremum(True), "minimum": _extremum(False), "max_all": _extreme_all, "min_all": _extreme_all,
+    "masked_fill": _masked_fill, "masked_fill_tensor": _masked_fill_tensor,
 }
