@@ -335,11 +335,6 @@ def _leaky_relu_backward(rt, node, grads, saved, need):
     return [a, _zeros_like(rt, g) if len(need) > 1 and need[1] else None]
 
 
-def _abs(rt, node, grads, saved, need):
-    # AbsBackward0: grad * self.sgn(): SgnBackward0 (evaluated first), then MulBackward0
-    return [rt.apply("mul", [grads[0], rt.apply("sgn", [saved["self"]], None, node.loc)], None, node.loc)]
-
-
 def _bool_mask(rt, a, b, rel: str):
     """``self REL other`` as the backward formula computes it (no node): a bool tensor."""
     return rt.tensor(compare_forward(rt.B, [a.value, b.value], rel), dtype="bool")
@@ -577,7 +572,7 @@ FORMULAS = {
     "bmm": _bmm, "select": _select, "slice": _slice, "select_backward": _select_backward_again,
     "slice_backward": _slice_backward_again, "softmax": _softmax, "log_softmax": _log_softmax, "nll_loss": _nll_loss,
     "nll_loss_w": _nll_loss, "tanh_backward": _tanh_backward, "sigmoid_backward": _sigmoid_backward,
-    "threshold_backward": _threshold_backward, "leaky_relu_backward": _leaky_relu_backward, "abs": _abs,
+    "threshold_backward": _threshold_backward, "leaky_relu_backward": _leaky_relu_backward,
     "maximum": _extremum(True), "minimum": _extremum(False), "max_all": _extreme_all, "min_all": _extreme_all,
     "masked_fill": _masked_fill, "masked_fill_tensor": _masked_fill_tensor,
 }

@@ -7,7 +7,8 @@ What it builds, over the ops whose create_graph recording is modelled (docs/not-
 
 * a model: a Sequential of Linear (1-D or 2-D input), Tanh, Sigmoid, ReLU; or a custom forward
   over leaves x, w, c (some requiring grad) with a named intermediate ``h``, composed of
-  ``* + - /``, powers, ``tanh sigmoid relu exp log sqrt sin cos``, a scalar factor;
+  ``* + - /``, powers, ``tanh sigmoid relu exp log sqrt sin cos``, ``1 - a``, ``clamp``,
+  ``reciprocal``, ``leaky_relu``, ``maximum``, ``where``, a scalar factor;
 * a loss (``sum(y ** 2)``, ``mean(y)``, ``sum(y)``, ``sum(y * y * y)``);
 * steps: a ``grad`` with ``create_graph`` (``as:`` names, sometimes ``materialize_grads``) or a
   ``backward(create_graph=True)``; then a backward or grad from a ``root:`` over the ``as:``
@@ -29,8 +30,10 @@ from collections import Counter
 
 UNARY = ["tanh({})", "sigmoid({})", "relu({})", "exp({})", "sin({})", "cos({})", "({}) ** 2", "({}) ** 3",
          "-({})", "({}) * 1.5", "log(({}) ** 2 + 0.5)", "sqrt(({}) ** 2 + 0.5)", "sinh({})", "cosh({})", "atan({})",
-         "expm1({})", "tan(({}) * 0.5)", "log1p(({}) ** 2)", "rsqrt(({}) ** 2 + 0.5)"]
-BINARY = ["({}) * ({})", "({}) + ({})", "({}) - ({})", "({}) / (({}) ** 2 + 1)"]
+         "expm1({})", "tan(({}) * 0.5)", "log1p(({}) ** 2)", "rsqrt(({}) ** 2 + 0.5)", "1 - ({})",
+         "clamp({}, -0.5, 0.75)", "(({}) ** 2 + 1).reciprocal()", "leaky_relu({}, 0.2)"]
+BINARY = ["({}) * ({})", "({}) + ({})", "({}) - ({})", "({}) / (({}) ** 2 + 1)", "maximum({}, {})",
+          "where(({0}) > 0, {0}, {1})"]
 
 
 def _value(rng, n):

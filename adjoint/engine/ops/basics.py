@@ -132,11 +132,6 @@ OPS = (
     Op("sign", "SignBackward0", sign_forward, sign_vjp, same_shape, (), "0 (zeros_like(grad))",
        grows=False, kink_doc="0 everywhere (sign(0) = sign(-0.0) = sign(nan) = 0)", math=Math(applied(SIGN)),
        elementwise=True, checks=(Check(((2, 3),)),)),
-    # sgn: sign for a real tensor, its own node; no forward names it: abs's backward formula
-    # (grad * self.sgn()) under create_graph records it (adjoint.engine.second_formulas)
-    Op("sgn", "SgnBackward0", sign_forward, sign_vjp, same_shape, (), "0 (zeros_like(grad), also at nan)",
-       grows=False, kink_doc="0 everywhere (sgn(0) = sgn(-0.0) = sgn(nan) = 0)", math=Math(applied(SIGN)),
-       elementwise=True, checks=(Check(((2, 3),)),)),
     Op("std", "StdBackward0", std_forward, std_vjp, dims_shape, (Save("self", "in", 0), Save("result", "out", 0)),
        "g / (2 * out) (0 where out = 0) * 2 / (N - correction) * (a - mean(a, dims))",
        nonfinite="a standard deviation over N <= correction elements", kink=std_kink,
