@@ -59,6 +59,7 @@ def generate_second(rng: random.Random):
     grad_leaves: list[str] = []
     forward_names: list[str] = []
     modules: list[str] = []
+    forward_text = ""
     if rng.random() < 0.5:
         # a Sequential of layers
         two_d = rng.random() < 0.5
@@ -94,6 +95,7 @@ def generate_second(rng: random.Random):
         if "h" not in out:
             out = f"({out}) * h"
         lines += ["model:", "  inputs: [x, w, c]", "  forward: |", f"    h = {h}", f"    return {out}"]
+        forward_text = h + out
         grad_leaves = [n for n in ("x", "w", "c") if rg[n]]
         forward_names = ["h"]
         cov["custom forward"] += 1
@@ -171,6 +173,10 @@ def generate_second(rng: random.Random):
                 # saved-tensor hooks around the forward, or (during:) around chosen steps: a
                 # create_graph backward's recorded ops pack through a block around it
                 pack, unpack = rng.choice([("x", "x"), ("x * 2", "x"), ("x", "x / 2"), ("x * 2", "x / 2")])
+                if any(f in forward_text for f in ("where(", "maximum(", "clamp(")):
+                    # their backward formulas save bool masks, and arithmetic on a bool tensor (an
+                    # int64 result) is not modelled: the hooks hand the saved tensors on as they are
+                    pack, unpack = "x", "x"
                 block = f'{{saved_tensors: {{pack: "{pack}", unpack: "{unpack}"}}'
                 if rng.random() < 0.7:
                     during = sorted(rng.sample(range(len(steps)), rng.randint(1, len(steps))))
