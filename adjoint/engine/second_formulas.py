@@ -389,6 +389,47 @@ def _masked_fill_tensor(rt, node, grads, saved, need):
     return [rt.apply("masked_fill", [grads[0], saved["mask"]], 0, node.loc) if need[0] else None, None, None]
 
 
+def _cat(rt, node, grads, saved, need):
+    # CatBackward0: cat_tensors_backward fills every slot once one is needed (one TensorList argument):
+    # grad.narrow(dim, offset, size) per input in order (SliceBackward0 each); an empty 1-D input: empty
+    if not any(need):
+        return [None] * len(need)
+    g, dim, start, out = grads[0], node.params, 0, []
+    for x in node.inputs:
+        if tuple(x.shape) == (0,):
+            out.append(rt.tensor(rt.B.zeros((0,)), dtype=g.dtype))
+            continue
+        n = x.shape[dim]
+        out.append(rt.apply("slice", [g], (dim, start, start + n, 1), node.loc))
+        start += n
+    return out
+
+
+def _stack(rt, node, grads, saved, need):
+    # StackBackward0: stack_tensors_backward: grad.select(dim, i) per input in order (SelectBackward0 each)
+    if not any(need):
+        return [None] * len(need)
+    return [rt.apply("select", [grads[0]], (node.params, i), node.loc) for i in range(len(node.inputs))]
+
+
+def _pieces(rt, node, grads):
+    """split_backward / unbind_backward: the pieces' gradients, zeros (no node) where none came."""
+    return [g if g is not None else rt.tensor(rt.B.zeros(tuple(shape)), dtype=dtype)
+            for g, (shape, dtype) in zip(grads, node.outputs)]
+
+
+def _split(rt, node, grads, saved, need):
+    # SplitBackward0 / SplitWithSizesBackward0: at::cat of the pieces' gradients (CatBackward0)
+    from adjoint.engine.ops.views import split_sizes
+    dim = split_sizes(tuple(node.inputs[0].shape), node.params)[1]
+    return [rt.apply("cat", _pieces(rt, node, grads), dim, node.loc)]
+
+
+def _unbind(rt, node, grads, saved, need):
+    # UnbindBackward0: at::stack of the pieces' gradients (StackBackward0)
+    return [rt.apply("stack", _pieces(rt, node, grads), node.params, node.loc)]
+
+
 def _dims(dims, ndim: int) -> list:
     return sorted({d % ndim for d in dims}) if dims else list(range(ndim))
 
@@ -574,5 +615,6 @@ FORMULAS = {
     "nll_loss_w": _nll_loss, "tanh_backward": _tanh_backward, "sigmoid_backward": _sigmoid_backward,
     "threshold_backward": _threshold_backward, "leaky_relu_backward": _leaky_relu_backward,
     "maximum": _extremum(True), "minimum": _extremum(False), "max_all": _extreme_all, "min_all": _extreme_all,
-    "masked_fill": _masked_fill, "masked_fill_tensor": _masked_fill_tensor,
+    "masked_fill": _masked_fill, "masked_fill_tensor": _masked_fill_tensor, "cat": _cat, "stack": _stack,
+    "split": _split, "split_with_sizes": _split, "unbind": _unbind,
 }
