@@ -25,6 +25,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from adjoint.engine.ops.activations import _bounds, _closed_interval, compare_forward
+from adjoint.engine.ops.views import split_sizes
 
 
 def _mul(rt, node, grads, saved, need):
@@ -420,7 +421,6 @@ def _pieces(rt, node, grads):
 
 def _split(rt, node, grads, saved, need):
     # SplitBackward0 / SplitWithSizesBackward0: at::cat of the pieces' gradients (CatBackward0)
-    from adjoint.engine.ops.views import split_sizes
     dim = split_sizes(tuple(node.inputs[0].shape), node.params)[1]
     return [rt.apply("cat", _pieces(rt, node, grads), dim, node.loc)]
 
