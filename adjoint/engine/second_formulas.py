@@ -24,6 +24,9 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from adjoint.engine.ops.activations import _bounds, _closed_interval, compare_forward
+from adjoint.engine.ops.views import split_sizes
+
 
 def _mul(rt, node, grads, saved, need):
     # MulBackward0: the generated apply computes ``other`` (grad * self) before ``self`` (grad * other)
@@ -162,6 +165,269 @@ def _div(rt, node, grads, saved, need):
 def _leaky_relu(rt, node, grads, saved, need):
     # leaky_relu_backward(grad, self, negative_slope, false): LeakyReluBackwardBackward0
     return [rt.apply("leaky_relu_backward", [grads[0], saved["self"]], node.params, node.loc)]
+
+
+def _rsub(rt, node, grads, saved, need):
+    # RsubBackward1 (``number - x``, alpha 1): -grad (NegBackward0)
+    return [rt.apply("neg", [grads[0]], None, node.loc)]
+
+
+def _reciprocal(rt, node, grads, saved, need):
+    # -grad * (result * result): the right operand first (MulBackward0), then NegBackward0, then MulBackward0
+    square = rt.apply("mul", [saved["result"], saved["result"]], None, node.loc)
+    return [rt.apply("mul", [rt.apply("neg", [grads[0]], None, node.loc), square], None, node.loc)]
+
+
+def _where(rt, node, grads, saved, need):
+    # WhereBackward0: other (where(condition, 0, grad)) before self (where(condition, grad, 0)); the
+    # 0 is a wrapped number (no edge), the condition a bool tensor (no edge)
+    g, cond = grads[0], saved["condition"]
+    other = rt.apply("where", [Fraction(0), g, cond], None, node.loc) if len(need) > 1 and need[1] else None
+    this = rt.apply("where", [g, Fraction(0), cond], None, node.loc) if need[0] else None
+    return [this, other]
+
+
+def _masked_where(rt, node, g, x, lo, hi):
+    """clamp_backward's ``where(mask, grad, zero)``: the mask (``self >= min``, ``self <= max``,
+    both with logical_and_) is computed without a node, ``zero`` a 0-d tensor of the gradient's
+    options; one WhereBackward0."""
+    B = rt.B
+    mask = rt.tensor(_closed_interval(B, x.value, B.full(tuple(x.shape), 1), lo, hi), dtype="bool")
+    zero = rt.tensor(B.zeros(()), dtype=g.dtype)
+    return rt.apply("where", [g, zero, mask], None, node.loc)
+
+
+def _clamp(rt, node, grads, saved, need):
+    # ClampBackward1: clamp_backward(grad, self, min, max)
+    lo, hi = _bounds(rt.B, node.params)
+    return [_masked_where(rt, node, grads[0], saved["self"], lo, hi)]
+
+
+def _clamp_min(rt, node, grads, saved, need):
+    # ClampMinBackward0: where(self >= min, grad, at::scalar_tensor(0., grad.options()))
+    return [_masked_where(rt, node, grads[0], saved["self"], rt.B.scalar(Fraction(node.params)), None)]
+
+
+def _clamp_max(rt, node, grads, saved, need):
+    # ClampMaxBackward0: where(self <= max, grad, at::scalar_tensor(0., grad.options()))
+    return [_masked_where(rt, node, grads[0], saved["self"], None, rt.B.scalar(Fraction(node.params)))]
+
+
+def _squeeze_one(rt, node, grads, saved, need):
+    # SqueezeBackward4 (squeeze_(dim), matmul's 1-D path): unsqueeze_to(grad, dim, sizes): grad.unsqueeze(dim)
+    # (UnsqueezeBackward0) when that size is 1
+    shape = tuple(node.inputs[0].shape)
+    d = node.params % len(shape)
+    return [rt.apply("unsqueeze", [grads[0]], d, node.loc) if shape[d] == 1 else grads[0]]
+
+
+def _clone(rt, node, grads, saved, need):
+    # CloneBackward0: the gradient itself (no op)
+    return [grads[0]]
+
+
+def _copy(rt, node, grads, saved, need):
+    # CopyBackwards::apply: zeros_like(grad) for the overwritten tensor (no node), grad.to(src's options)
+    # for the source: the gradient itself when the dtypes agree (validate_outputs sums a broadcast one)
+    g = grads[0]
+    src = node.inputs[1] if len(node.inputs) > 1 else None
+    if len(need) > 1 and need[1] and src is not None and src.dtype != g.dtype:
+        raise NotModelled("CopyBackwards from another dtype")
+    this = rt.tensor(rt.B.zeros(tuple(g.shape)), dtype=g.dtype) if need[0] else None
+    return [this, g if len(need) > 1 and need[1] else None]
+
+
+def _bmm(rt, node, grads, saved, need):
+    # BmmBackward0: mat2 (self.transpose(1, 2).bmm(grad)) before self (grad.bmm(mat2.transpose(1, 2))),
+    # each transpose evaluated before its bmm
+    g = grads[0]
+    b = None
+    if len(need) > 1 and need[1]:
+        b = rt.apply("bmm", [rt.apply("transpose", [saved["self"]], (1, 2), node.loc), g], None, node.loc)
+    a = None
+    if need[0]:
+        a = rt.apply("bmm", [g, rt.apply("transpose", [saved["mat2"]], (1, 2), node.loc)], None, node.loc)
+    return [a, b]
+
+
+def _select(rt, node, grads, saved, need):
+    # SelectBackward0: select_backward(grad, self.sizes(), dim, index): SelectBackwardBackward0
+    return [rt.apply("select_backward", [grads[0]], (tuple(node.inputs[0].shape),) + tuple(node.params), node.loc)]
+
+
+def _slice(rt, node, grads, saved, need):
+    # SliceBackward0: slice_backward(grad, self.sizes(), dim, start, end, step): SliceBackwardBackward0
+    return [rt.apply("slice_backward", [grads[0]], (tuple(node.inputs[0].shape),) + tuple(node.params), node.loc)]
+
+
+def _select_backward_again(rt, node, grads, saved, need):
+    # SelectBackwardBackward0: grad.select(dim, index) (SelectBackward0)
+    return [rt.apply("select", [grads[0]], tuple(node.params[1:]), node.loc)]
+
+
+def _slice_backward_again(rt, node, grads, saved, need):
+    # SliceBackwardBackward0: grad.slice(dim, start, end, step) (SliceBackward0)
+    return [rt.apply("slice", [grads[0]], tuple(node.params[1:]), node.loc)]
+
+
+def _softmax(rt, node, grads, saved, need):
+    # SoftmaxBackward0: _softmax_backward_data(grad, result, dim, self.scalar_type()): SoftmaxBackwardDataBackward0
+    return [rt.apply("softmax_backward_data", [grads[0], saved["result"]], node.params, node.loc)]
+
+
+def _log_softmax(rt, node, grads, saved, need):
+    # LogSoftmaxBackward0: _log_softmax_backward_data(grad, result, dim, self.scalar_type()):
+    # LogSoftmaxBackwardDataBackward0
+    return [rt.apply("log_softmax_backward_data", [grads[0], saved["result"]], node.params, node.loc)]
+
+
+def _nll_loss(rt, node, grads, saved, need):
+    # NllLossBackward0: nll_loss_backward(grad, self, target, weight, reduction, ignore_index, total_weight):
+    # NllLossBackwardBackward0 (its edges: grad and self)
+    weighted = node.op.name == "nll_loss_w"
+    ins = [grads[0], saved["self"], saved["target"]] + ([saved["weight"]] if weighted else []) + [saved["total_weight"]]
+    out = rt.apply("nll_loss_backward_w" if weighted else "nll_loss_backward", ins, node.params, node.loc)
+    return [out] + [None] * (len(need) - 1)
+
+
+def _tanh_backward(rt, node, grads, saved, need):
+    # TanhBackwardBackward0: grad_output (tanh_backward(grad, output)) before output
+    # (grad * (-2 * output * grad_output): the right operand first, MulBackward1, MulBackward0, MulBackward0)
+    g, out = grads[0], saved["output"]
+    a = rt.apply("tanh_backward", [g, out], None, node.loc) if need[0] else None
+    b = None
+    if len(need) > 1 and need[1]:
+        twice = rt.apply("mul_scalar", [out], Fraction(-2), node.loc)
+        b = rt.apply("mul", [g, rt.apply("mul", [twice, saved["grad_output"]], None, node.loc)], None, node.loc)
+    return [a, b]
+
+
+def _sigmoid_backward(rt, node, grads, saved, need):
+    # SigmoidBackwardBackward0: grad_output (sigmoid_backward(grad, output)) before output
+    # (grad * grad_output * (-2 * output + 1): the right operand first, MulBackward1, AddBackward1, then
+    # grad * grad_output, then their product)
+    g, out = grads[0], saved["output"]
+    a = rt.apply("sigmoid_backward", [g, out], None, node.loc) if need[0] else None
+    b = None
+    if len(need) > 1 and need[1]:
+        right = rt.apply("add_scalar", [rt.apply("mul_scalar", [out], Fraction(-2), node.loc)], Fraction(1), node.loc)
+        left = rt.apply("mul", [g, saved["grad_output"]], None, node.loc)
+        b = rt.apply("mul", [left, right], None, node.loc)
+    return [a, b]
+
+
+def _zeros_like(rt, g):
+    """zeros_like(grad): a gradient of zeros with no graph (the derivative is 0, not undefined)."""
+    return rt.tensor(rt.B.zeros(tuple(g.shape)), dtype=g.dtype)
+
+
+def _threshold_backward(rt, node, grads, saved, need):
+    # ThresholdBackwardBackward0: grad_output: threshold_backward(grad, self, 0); self: zeros_like(grad)
+    g = grads[0]
+    a = rt.apply("threshold_backward", [g, saved["self"]], node.params, node.loc) if need[0] else None
+    return [a, _zeros_like(rt, g) if len(need) > 1 and need[1] else None]
+
+
+def _leaky_relu_backward(rt, node, grads, saved, need):
+    # LeakyReluBackwardBackward0: grad_output: leaky_relu_backward(grad, self, negative_slope, false);
+    # self: zeros_like(grad)
+    g = grads[0]
+    a = rt.apply("leaky_relu_backward", [g, saved["self"]], node.params, node.loc) if need[0] else None
+    return [a, _zeros_like(rt, g) if len(need) > 1 and need[1] else None]
+
+
+def _bool_mask(rt, a, b, rel: str):
+    """``self REL other`` as the backward formula computes it (no node): a bool tensor."""
+    return rt.tensor(compare_forward(rt.B, [a.value, b.value], rel), dtype="bool")
+
+
+def _extremum(largest: bool):
+    """MaximumBackward0 / MinimumBackward0: other, then self, each
+    ``at::where(self == other, grad / 2, grad).masked_fill_(self LOSES other, 0)`` (DivBackward1,
+    WhereBackward0, MaskedFillBackward0 on the fresh where result); maximum's self loses where
+    self < other, its other where self > other (minimum: swapped)."""
+    def formula(rt, node, grads, saved, need):
+        g, a, b = grads[0], saved["self"], saved["other"]
+        equal = _bool_mask(rt, a, b, "eq")
+
+        def part(rel):
+            half = rt.apply("div_scalar", [g], Fraction(2), node.loc)
+            shared = rt.apply("where", [half, g, equal], None, node.loc)
+            return rt.apply("masked_fill", [shared, _bool_mask(rt, a, b, rel)], 0, node.loc)
+        other = part("gt" if largest else "lt") if len(need) > 1 and need[1] else None
+        this = part("lt" if largest else "gt") if need[0] else None
+        return [this, other]
+    return formula
+
+
+def _extreme_all(rt, node, grads, saved, need):
+    # MaxBackward1 / MinBackward1: evenly_distribute_backward(grad, self, result) on the CPU:
+    # grad.new_zeros(sizes).masked_fill_(mask, grad / mask.sum()), mask = self == result (self.isnan()
+    # when the result is nan): DivBackward0 (the count an int64 tensor without grad), MaskedFillBackward1
+    g, x, result = grads[0], saved["self"], saved["result"]
+    B = rt.B
+    nan = B.mask(result.value, lambda s: s == "nan")
+    if any(B.ints(nan)):
+        mask = B.mask(x.value, lambda s: s == "nan")
+    else:
+        mask = B.broadcast_to(compare_forward(B, [x.value, result.value], "eq"), tuple(x.shape))
+    count = rt.tensor(B.total(mask), dtype="int64")
+    share = rt.apply("div", [g, count], None, node.loc)
+    zeros = rt.tensor(B.zeros(tuple(x.shape)), dtype=g.dtype)
+    return [rt.apply("masked_fill_tensor", [zeros, share, rt.tensor(mask, dtype="bool")], None, node.loc)]
+
+
+def _masked_fill(rt, node, grads, saved, need):
+    # MaskedFillBackward0: grad.masked_fill(mask, 0) (validate_outputs sums a broadcast one back)
+    return [rt.apply("masked_fill", [grads[0], saved["mask"]], 0, node.loc), None]
+
+
+def _masked_fill_tensor(rt, node, grads, saved, need):
+    # MaskedFillBackward1: self: grad.masked_fill(mask, 0); value: masked_fill_backward (masked_select, not
+    # modelled: refused)
+    if len(need) > 1 and need[1]:
+        raise NotModelled("MaskedFillBackward1 (its value's gradient)")
+    return [rt.apply("masked_fill", [grads[0], saved["mask"]], 0, node.loc) if need[0] else None, None, None]
+
+
+def _cat(rt, node, grads, saved, need):
+    # CatBackward0: cat_tensors_backward fills every slot once one is needed (one TensorList argument):
+    # grad.narrow(dim, offset, size) per input in order (SliceBackward0 each); an empty 1-D input: empty
+    if not any(need):
+        return [None] * len(need)
+    g, dim, start, out = grads[0], node.params, 0, []
+    for x in node.inputs:
+        if tuple(x.shape) == (0,):
+            out.append(rt.tensor(rt.B.zeros((0,)), dtype=g.dtype))
+            continue
+        n = x.shape[dim]
+        out.append(rt.apply("slice", [g], (dim, start, start + n, 1), node.loc))
+        start += n
+    return out
+
+
+def _stack(rt, node, grads, saved, need):
+    # StackBackward0: stack_tensors_backward: grad.select(dim, i) per input in order (SelectBackward0 each)
+    if not any(need):
+        return [None] * len(need)
+    return [rt.apply("select", [grads[0]], (node.params, i), node.loc) for i in range(len(node.inputs))]
+
+
+def _pieces(rt, node, grads):
+    """split_backward / unbind_backward: the pieces' gradients, zeros (no node) where none came."""
+    return [g if g is not None else rt.tensor(rt.B.zeros(tuple(shape)), dtype=dtype)
+            for g, (shape, dtype) in zip(grads, node.outputs)]
+
+
+def _split(rt, node, grads, saved, need):
+    # SplitBackward0 / SplitWithSizesBackward0: at::cat of the pieces' gradients (CatBackward0)
+    dim = split_sizes(tuple(node.inputs[0].shape), node.params)[1]
+    return [rt.apply("cat", _pieces(rt, node, grads), dim, node.loc)]
+
+
+def _unbind(rt, node, grads, saved, need):
+    # UnbindBackward0: at::stack of the pieces' gradients (StackBackward0)
+    return [rt.apply("stack", _pieces(rt, node, grads), node.params, node.loc)]
 
 
 def _dims(dims, ndim: int) -> list:
@@ -342,4 +608,13 @@ FORMULAS = {
     "sum_dim": _sum_dim, "mean_dim": _mean_dim, "unsqueeze": _unsqueeze, "squeeze_all": _squeeze,
     "squeeze_dim": _squeeze, "squeeze_dims": _squeeze, "transpose": _transpose, "permute": _permute,
     "sinh": _sinh, "cosh": _cosh, "atan": _atan, "log1p": _log1p, "expm1": _expm1, "tan": _tan, "rsqrt": _rsqrt,
+    "rsub": _rsub, "reciprocal": _reciprocal, "where": _where, "clamp": _clamp, "clamp_min": _clamp_min,
+    "clamp_max": _clamp_max, "squeeze_": _squeeze_one, "unsafe_view": _view, "reshape_alias": _view, "clone": _clone, "copy_": _copy,
+    "bmm": _bmm, "select": _select, "slice": _slice, "select_backward": _select_backward_again,
+    "slice_backward": _slice_backward_again, "softmax": _softmax, "log_softmax": _log_softmax, "nll_loss": _nll_loss,
+    "nll_loss_w": _nll_loss, "tanh_backward": _tanh_backward, "sigmoid_backward": _sigmoid_backward,
+    "threshold_backward": _threshold_backward, "leaky_relu_backward": _leaky_relu_backward,
+    "maximum": _extremum(True), "minimum": _extremum(False), "max_all": _extreme_all, "min_all": _extreme_all,
+    "masked_fill": _masked_fill, "masked_fill_tensor": _masked_fill_tensor, "cat": _cat, "stack": _stack,
+    "split": _split, "split_with_sizes": _split, "unbind": _unbind,
 }

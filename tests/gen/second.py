@@ -7,7 +7,8 @@ What it builds, over the ops whose create_graph recording is modelled (docs/not-
 
 * a model: a Sequential of Linear (1-D or 2-D input), Tanh, Sigmoid, ReLU; or a custom forward
   over leaves x, w, c (some requiring grad) with a named intermediate ``h``, composed of
-  ``* + - /``, powers, ``tanh sigmoid relu exp log sqrt sin cos``, a scalar factor;
+  ``* + - /``, powers, ``tanh sigmoid relu exp log sqrt sin cos``, ``1 - a``, ``clamp``,
+  ``reciprocal``, ``leaky_relu``, ``maximum``, ``where``, a scalar factor;
 * a loss (``sum(y ** 2)``, ``mean(y)``, ``sum(y)``, ``sum(y * y * y)``);
 * steps: a ``grad`` with ``create_graph`` (``as:`` names, sometimes ``materialize_grads``) or a
   ``backward(create_graph=True)``; then a backward or grad from a ``root:`` over the ``as:``
@@ -29,8 +30,10 @@ from collections import Counter
 
 UNARY = ["tanh({})", "sigmoid({})", "relu({})", "exp({})", "sin({})", "cos({})", "({}) ** 2", "({}) ** 3",
          "-({})", "({}) * 1.5", "log(({}) ** 2 + 0.5)", "sqrt(({}) ** 2 + 0.5)", "sinh({})", "cosh({})", "atan({})",
-         "expm1({})", "tan(({}) * 0.5)", "log1p(({}) ** 2)", "rsqrt(({}) ** 2 + 0.5)"]
-BINARY = ["({}) * ({})", "({}) + ({})", "({}) - ({})", "({}) / (({}) ** 2 + 1)"]
+         "expm1({})", "tan(({}) * 0.5)", "log1p(({}) ** 2)", "rsqrt(({}) ** 2 + 0.5)", "1 - ({})",
+         "clamp({}, -0.5, 0.75)", "(({}) ** 2 + 1).reciprocal()", "leaky_relu({}, 0.2)"]
+BINARY = ["({}) * ({})", "({}) + ({})", "({}) - ({})", "({}) / (({}) ** 2 + 1)", "maximum({}, {})",
+          "where(({0}) > 0, {0}, {1})"]
 
 
 def _value(rng, n):
@@ -56,6 +59,7 @@ def generate_second(rng: random.Random):
     grad_leaves: list[str] = []
     forward_names: list[str] = []
     modules: list[str] = []
+    forward_text = ""
     if rng.random() < 0.5:
         # a Sequential of layers
         two_d = rng.random() < 0.5
@@ -91,6 +95,7 @@ def generate_second(rng: random.Random):
         if "h" not in out:
             out = f"({out}) * h"
         lines += ["model:", "  inputs: [x, w, c]", "  forward: |", f"    h = {h}", f"    return {out}"]
+        forward_text = h + out
         grad_leaves = [n for n in ("x", "w", "c") if rg[n]]
         forward_names = ["h"]
         cov["custom forward"] += 1
@@ -168,6 +173,10 @@ def generate_second(rng: random.Random):
                 # saved-tensor hooks around the forward, or (during:) around chosen steps: a
                 # create_graph backward's recorded ops pack through a block around it
                 pack, unpack = rng.choice([("x", "x"), ("x * 2", "x"), ("x", "x / 2"), ("x * 2", "x / 2")])
+                if any(f in forward_text for f in ("where(", "maximum(", "clamp(")):
+                    # their backward formulas save bool masks, and arithmetic on a bool tensor (an
+                    # int64 result) is not modelled: the hooks hand the saved tensors on as they are
+                    pack, unpack = "x", "x"
                 block = f'{{saved_tensors: {{pack: "{pack}", unpack: "{unpack}"}}'
                 if rng.random() < 0.7:
                     during = sorted(rng.sample(range(len(steps)), rng.randint(1, len(steps))))

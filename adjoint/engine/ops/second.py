@@ -1,7 +1,10 @@
 """The primitives a create_graph backward records that no forward makes: the backward kernels
-(``tanh_backward``, ``sigmoid_backward``, ``threshold_backward``, ``mse_loss_backward``) whose
-nodes are ``TanhBackwardBackward0``, ``SigmoidBackwardBackward0``, ``ThresholdBackwardBackward0``
-and ``MseLossBackwardBackward0`` (derivatives.yaml's entries for them). adjoint.engine.second_formulas
+(``tanh_backward``, ``sigmoid_backward``, ``threshold_backward``, ``mse_loss_backward``,
+``select_backward``, ``slice_backward``, ``_softmax_backward_data``, ``_log_softmax_backward_data``,
+``nll_loss_backward``) whose nodes are ``TanhBackwardBackward0``, ``SigmoidBackwardBackward0``,
+``ThresholdBackwardBackward0``, ``MseLossBackwardBackward0``, ``SelectBackwardBackward0``,
+``SliceBackwardBackward0``, ``SoftmaxBackwardDataBackward0``, ``LogSoftmaxBackwardDataBackward0``
+and ``NllLossBackwardBackward0`` (derivatives.yaml's entries for them). adjoint.engine.second_formulas
 calls them; their VJPs run in the backward after it (grad of grad).
 """
 
@@ -9,14 +12,15 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from adjoint.values.mathtree import TBin, TConst, TFn
+from adjoint.values.mathtree import Fn, TBin, TConst, TFn, TPlace, dims_text, generic_vjp
 from adjoint.engine.ops.record import Check
 from adjoint.engine.ops.record import Math
 from adjoint.engine.ops.record import Op
 from adjoint.engine.ops.record import Save
 from adjoint.engine.ops.arith import binary_shape
 from adjoint.engine.ops.elementwise import STEP
-from adjoint.engine.ops.losses import Pointwise
+from adjoint.engine.ops.losses import Nll, Pointwise, nll_forward, nll_vjp
+from adjoint.engine.ops.views import select_key, slice_key
 
 
 def tanh_backward_forward(B, ins, p):
@@ -132,6 +136,110 @@ def _threshold_backward_math(a, p, shape, k):
     return TBin("mul", a[0], TFn(STEP, (a[1],), a[1].shape), shape)
 
 
+def _placed_key(p) -> tuple:
+    """select_backward's params (sizes, dim, index), slice_backward's (sizes, dim, start, end,
+    step): the index of the input's place in a tensor of ``sizes``."""
+    sizes, rest = p[0], p[1:]
+    return select_key(len(sizes), rest) if len(rest) == 2 else slice_key(len(sizes), rest)
+
+
+def place_backward_forward(B, ins, p):
+    # select_backward / slice_backward: zeros of the input's sizes, the gradient put at its place
+    return B.place(tuple(p[0]), _placed_key(p), ins[0])
+
+
+def place_backward_vjp(B, gs, ins, outs, p, need):
+    # grad_output: grad.select(dim, index) / grad.slice(dim, start, end, step)
+    return [B.index(gs[0], _placed_key(p))]
+
+
+def place_backward_shape(shapes, p, loc):
+    return tuple(p[0])
+
+
+_PLACED = Math(lambda a, p, shape, k: TPlace(a[0], _placed_key(p), tuple(shape)))
+
+
+def softmax_backward_data_forward(B, ins, p):
+    # _softmax_backward_data(grad_output, output, dim): output * (grad_output - sum(grad_output * output, dim))
+    g, out = ins
+    return B.mul(out, B.sub(g, B.sum_dims(B.mul(g, out), (p,), True)))
+
+
+def softmax_backward_data_vjp(B, gs, ins, outs, p, need):
+    # grad_output: _softmax_backward_data(grad, output, dim); output: softmax_double_backward:
+    # grad * grad_output - grad * sum(output * grad_output, dim) - grad_output * sum(grad * output, dim)
+    gg = gs[0]
+    go, out = ins
+    a = softmax_backward_data_forward(B, [gg, out], p) if need[0] else None
+    b = None
+    if need[1]:
+        b = B.sub(B.sub(B.mul(gg, go), B.mul(gg, B.sum_dims(B.mul(out, go), (p,), True))),
+                  B.mul(go, B.sum_dims(B.mul(gg, out), (p,), True)))
+    return [a, b]
+
+
+def log_softmax_backward_data_forward(B, ins, p):
+    # _log_softmax_backward_data(grad_output, output, dim): grad_output - exp(output) * sum(grad_output, dim)
+    g, out = ins
+    return B.sub(g, B.mul(B.exp(out), B.sum_dims(g, (p,), True)))
+
+
+def log_softmax_backward_data_vjp(B, gs, ins, outs, p, need):
+    # grad_output: grad - sum(grad * exp(output), dim); output: -sum(grad_output, dim) * exp(output) * grad
+    gg = gs[0]
+    go, out = ins
+    a = B.sub(gg, B.sum_dims(B.mul(gg, B.exp(out)), (p,), True)) if need[0] else None
+    b = B.mul(B.mul(B.neg(B.sum_dims(go, (p,), True)), B.exp(out)), gg) if need[1] else None
+    return [a, b]
+
+
+def nll_loss_backward_forward(B, ins, p):
+    # nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
+    # NllLossBackward0's gradient
+    return nll_vjp(B, [ins[0]], ins[1:], None, p, [True])[0]
+
+
+def nll_loss_backward_vjp(B, gs, ins, outs, p, need):
+    # grad_output: nll_loss(grad, target, weight, reduction, ignore_index); self: zeros_like(grad)
+    a = None
+    if need[0]:
+        a = B.reshape(nll_forward(B, [gs[0]] + list(ins[2:]), p), tuple(B.shape(ins[0])))
+    return [a, B.zeros(B.shape(ins[1])) if need[1] else None] + [None] * (len(ins) - 2)
+
+
+def nll_loss_backward_shape(shapes, p, loc):
+    return tuple(shapes[1])
+
+
+SOFTMAX_BACKWARD = Fn("softmax_backward_data", "\\operatorname{softmax\\_backward}_{#s}\\left(#0,\\ #1\\right)",
+                      generic_vjp)
+LOG_SOFTMAX_BACKWARD = Fn("log_softmax_backward_data",
+                          "\\operatorname{log\\_softmax\\_backward}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
+NLL_BACKWARD = Fn("nll_loss_backward", "\\operatorname{nll\\_backward}_{#s}\\left(#0,\\ #1,\\ #2\\right)",
+                  generic_vjp)
+
+
+def _along(fn: Fn) -> Math:
+    return Math(lambda a, p, shape, k: TFn(fn, tuple(a), tuple(shape), dims_text((p,)), p))
+
+
+def _nll_backward_formula(a, p, shape, k):
+    return TFn(NLL_BACKWARD, tuple(a[:3]), tuple(shape), f"\\mathrm{{{p.reduction}}}", p)
+
+
+def _nll_backward(weighted: bool) -> Op:
+    name = "nll_loss_backward_w" if weighted else "nll_loss_backward"
+    saves = (Save("target", "in", 2),) + ((Save("weight", "in", 3),) if weighted else ())
+    w = (Fraction(1, 2), Fraction(2), Fraction(3, 2))
+    fixed = ((2, 0),) + ((w,) if weighted else ()) + (Fraction(5, 2) if weighted else Fraction(2),)
+    return Op(name, "NllLossBackwardBackward0", nll_loss_backward_forward, nll_loss_backward_vjp,
+              nll_loss_backward_shape, saves, "NllLossBackward0's gradient of g; nll_loss(g, target); 0",
+              differentiable=(True, True, False) + ((False,) if weighted else ()) + (False,),
+              negzero="structural", math=Math(_nll_backward_formula),
+              checks=(Check(((), (2, 3)), Nll("mean"), fixed=fixed),))
+
+
 OPS = (
     Op("tanh_backward", "TanhBackwardBackward0", tanh_backward_forward, tanh_backward_vjp, binary_shape,
        (Save("grad_output", "in", 0, if_need=1), Save("output", "in", 1)),
@@ -153,4 +261,20 @@ OPS = (
        math=Math(_mse_loss_backward_math),
        checks=(Check(((), (3,), (3,)), Pointwise("mean")), Check(((), (3,), (3,)), Pointwise("sum")),
                Check(((3,), (3,), (3,)), Pointwise("none")))),
+    Op("select_backward", "SelectBackwardBackward0", place_backward_forward, place_backward_vjp,
+       place_backward_shape, (), "g put at the index in zeros of the input's sizes; grad.select(dim, index)",
+       negzero="structural", grows=False, math=_PLACED, checks=(Check(((3,),), ((2, 3), 0, 1)),)),
+    Op("slice_backward", "SliceBackwardBackward0", place_backward_forward, place_backward_vjp,
+       place_backward_shape, (), "g put into the slice in zeros of the input's sizes; grad.slice(dim, start, end, step)",
+       negzero="structural", grows=False, math=_PLACED, checks=(Check(((2, 2),), ((2, 4), 1, 1, 4, 2)),)),
+    Op("softmax_backward_data", "SoftmaxBackwardDataBackward0", softmax_backward_data_forward,
+       softmax_backward_data_vjp, binary_shape, (Save("grad_output", "in", 0), Save("output", "in", 1)),
+       "out * (g - sum(g * out, dim)); g grad_output - g sum(out grad_output) - grad_output sum(g out)",
+       math=_along(SOFTMAX_BACKWARD), checks=(Check(((2, 3), (2, 3)), 1, positive="unit"),)),
+    Op("log_softmax_backward_data", "LogSoftmaxBackwardDataBackward0", log_softmax_backward_data_forward,
+       log_softmax_backward_data_vjp, binary_shape, (Save("grad_output", "in", 0), Save("output", "in", 1)),
+       "g - exp(out) * sum(g, dim); -sum(grad_output, dim) * exp(out) * g",
+       math=_along(LOG_SOFTMAX_BACKWARD), checks=(Check(((2, 3), (2, 3)), 1),)),
+    _nll_backward(False),
+    _nll_backward(True),
 )
