@@ -204,6 +204,33 @@ model:
         assert (err["type"], err["message"]) == ("RuntimeError", str(theirs.value)), forward
 
 
+
+@pytest.mark.parametrize("view", ["c[1:]", "c[0]", "c.reshape(4, 1)", "c.t()", "c.unsqueeze(0).expand(2, 2, 2)",
+                                  "c.detach()", "c.conj()[1:]", "c.clone()", "c * 1", "c.t().reshape(4)"])
+def test_a_view_of_a_conjugated_tensor_keeps_the_conjugate_bit(view):
+    """PyTorch: a view (and detach()) of ``z.conj()`` shares its conjugate bit, so view_as_real of it
+    raises; any other op (clone, arithmetic, a reshape that copies) gives a resolved tensor."""
+    z = torch.tensor([[1 + 2j, 3 - 1j], [0.5j, 2]], dtype=C128, requires_grad=True)
+    c = z.conj()
+    try:
+        theirs = ("RuntimeError", str(pytest.raises(RuntimeError, torch.view_as_real, eval(view)).value))
+    except pytest.fail.Exception:
+        theirs = None
+    text = f"""\
+name: conj_view
+dtype: float64
+inputs:
+  z: {{value: [[1, 3], [0, 2]], imag: [[2, -1], [0.5, 0]], dtype: complex128, requires_grad: true}}
+model:
+  inputs: [z]
+  forward: |
+    c = z.conj()
+    return torch.view_as_real({view}).sum()
+"""
+    js = adjoint.loads(text).solve().variants[0].to_json()
+    ours = (js["error"]["type"], js["error"]["message"]) if "error" in js else None
+    assert ours == theirs, view
+
 def test_gaussian_rationals():
     a, b = Gaussian(Fraction(1), Fraction(2)), Gaussian(Fraction(3), Fraction(-1))
     assert complex(a * b) == (1 + 2j) * (3 - 1j)

@@ -419,6 +419,7 @@ class Runtime:
         root = src.base if src.base is not None else src
         t.base = root
         t.detached_root = src if src.is_detached else src.detached_root
+        t.conj_bit = src.conj_bit and complex_grad.is_complex(t)   # a view of z.conj() is conjugated too
         t.version = src.version
         t.view_ops = src.view_ops + ((opname, params, k, src.shape),)
         t.view_version = src.version.value
@@ -460,6 +461,7 @@ class Runtime:
         B = self.B
         out.view_of = (lambda base_value: view_value(B, base_value, chain)) if chain else (lambda base_value: base_value)
         out.strides, out.offset = t.strides, t.offset
+        out.conj_bit = t.conj_bit
         out.is_detached = True
         return out
 
