@@ -213,7 +213,7 @@ def test_a_view_of_a_conjugated_tensor_keeps_the_conjugate_bit(view):
     z = torch.tensor([[1 + 2j, 3 - 1j], [0.5j, 2]], dtype=C128, requires_grad=True)
     c = z.conj()
     try:
-        theirs = ("RuntimeError", str(pytest.raises(RuntimeError, torch.view_as_real, eval(view)).value))
+        theirs = ("RuntimeError", str(pytest.raises(RuntimeError, torch.view_as_real, eval(view, {"c": c})).value))
     except pytest.fail.Exception:
         theirs = None
     text = f"""\
