@@ -47,6 +47,14 @@ def is_complex(t) -> bool:
     return t is not None and getattr(t, "dtype", None) in COMPLEX_DTYPES
 
 
+def zeros(B, shape, dtype: str | None):
+    """Zeros of ``shape`` as a tensor of ``dtype`` holds them: complex zeros for a complex dtype
+    (an undefined gradient PyTorch materializes, ``zeros_like`` of a complex tensor, is complex)."""
+    if dtype in COMPLEX_DTYPES:
+        return B.make(B.zeros(shape), B.zeros(shape)).tagged(dtype)
+    return B.zeros(shape)
+
+
 def check_numbers(B, opname: str, ins, params, loc) -> None:
     """A complex Python number (``2j``) in a file without complex tensors: refused (its values
     would need the complex backend the file does not set up); so is one as an op's parameter
