@@ -285,3 +285,70 @@ def test_complex_values_as_data():
     g = adjoint.load("problems/complex_layer.yaml").solve().variants[0].grads["z"]
     assert np.asarray(g).tolist() == [[7.9 + 3.6j, 21.875 - 4.625j]]      # 79/10 + 18/5 i, 175/8 - 37/8 i
     assert complex(g[0, 1]) == 21.875 - 4.625j and len(g) == 1
+
+
+SPECIAL = "tests/data/regressions/complex_special_points.yaml"
+
+
+def _special_torch():
+    z = torch.tensor([0j, 1j, -1 + 0j, 1000 + 0j, 2 + 3j], dtype=C128, requires_grad=True)
+    x = torch.tensor([1.0, 0.0, 2.0, 3.0, -1.0], dtype=torch.float64, requires_grad=True)
+    seen = {}
+    z.register_hook(lambda g: seen.setdefault("z", g.clone()))
+    x.register_hook(lambda g: seen.setdefault("x", g.clone()))
+    e = z.exp()
+    e.register_hook(lambda g: seen.setdefault("e", g.clone()))
+    t = dict(e=e, a=z.abs(), r=z.reciprocal(), q=1 / z, d=(z + 1) / (z * 0), m=e * x)
+    y = (e.real.sum() + t["a"].sum() + t["r"].imag.sum() + t["q"].real.sum() + t["d"].imag.sum()
+         + t["m"].real.sum() + (z - e).real.sum())
+    y.backward()
+    return t, {"z": z.grad, "x": x.grad}, seen
+
+
+@pytest.mark.parametrize("mode", ["exact", "float64"])
+def test_special_points_are_pytorch_kernels(mode):
+    """inf and nan parts as PyTorch's complex kernels make them: exp(1000 + 0i) is inf + 0i (cexp),
+    the complex 1 of at::add's alpha times an inf gives a nan, a real operand of an inf is promoted
+    to x + 0i, division by a complex zero is a / |c|, b / |d|; abs is hypot in float64."""
+    import pathlib
+    text = (pathlib.Path(__file__).parent.parent / SPECIAL).read_text()
+    js = adjoint.loads(text).solve(mode=mode).variants[0].to_json()
+    values, grads, seen = _special_torch()
+
+    def same(ours, theirs):
+        theirs = _pairs(theirs)
+        ours = torch.tensor([[float(u) for u in p] if isinstance(p, list) else float(p) for p in ours["value"]],
+                            dtype=torch.float64)
+        return torch.allclose(ours, theirs, rtol=1e-12, atol=0, equal_nan=True)
+
+    for name, t in values.items():
+        assert same(js["values"][name], t), name
+    for name, g in grads.items():
+        assert same(js["grads"][name], g), name
+    calls = {c["target"]: c["args"]["grad"] for c in js["hook_calls"]}
+    for name, g in seen.items():
+        assert same(calls[name], g), name
+
+
+def test_float64_mode_abs_and_division_at_large_and_small_magnitudes():
+    """--float64 runs PyTorch's complex kernels on doubles: abs is hypot and division is scaled,
+    so |z|^2 overflowing (1e160) or underflowing (1e-200) changes nothing, as in PyTorch."""
+    text = """\
+name: magnitudes
+dtype: float64
+inputs:
+  z: {value: [1e200, 3e-200, 3e160], imag: [1e200, 4e-200, 4e160], dtype: complex128, requires_grad: true}
+model:
+  inputs: [z]
+  forward: |
+    a = z.abs()
+    d = z / (z * 2)
+    return a.sum() + d.real.sum()
+"""
+    js = adjoint.loads(text).solve(mode="float64").variants[0].to_json()
+    z = torch.tensor([1e200 + 1e200j, 3e-200 + 4e-200j, 3e160 + 4e160j], dtype=C128, requires_grad=True)
+    a, d = z.abs(), z / (z * 2)
+    (a.sum() + d.real.sum()).backward()
+    for ours, theirs in ((js["values"]["a"], a), (js["values"]["d"], d), (js["grads"]["z"], z.grad)):
+        # atol: PyTorch's build fuses b - a * rat into one fma (an imaginary part of 1e-17 for 0)
+        assert torch.allclose(torch.tensor(ours["value"], dtype=torch.float64), _pairs(theirs), rtol=1e-12, atol=1e-15)
