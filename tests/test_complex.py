@@ -163,7 +163,7 @@ model:
 @pytest.mark.parametrize("forward,message", [
     ("torch.tanh(z).abs().sum()", "tanh (TanhBackward0) of a complex tensor is not modelled"),
     ("(z ** 0.5).abs().sum()", "a complex tensor to the power 1/2 is not modelled"),
-    ("mm(z.reshape(1, 2), x.reshape(2, 1)).abs().sum()", "MmBackward0 of complex128 and float64 operands"),
+    ("(z.reshape(1, 2).expand(2, 2) @ x).abs().sum()", "MvBackward0 of complex128 and float64 operands"),
 ])
 def test_not_modelled_is_refused_at_the_line(forward, message):
     text = f"""\
@@ -352,3 +352,30 @@ model:
     for ours, theirs in ((js["values"]["a"], a), (js["values"]["d"], d), (js["grads"]["z"], z.grad)):
         # atol: PyTorch's build fuses b - a * rat into one fma (an imaginary part of 1e-17 for 0)
         assert torch.allclose(torch.tensor(ours["value"], dtype=torch.float64), _pairs(theirs), rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("forward", ["x.reshape(1, 2) @ W", "mm(W, x.reshape(2, 1))", "x @ z", "z @ x",
+                                     "F.linear(x.reshape(1, 2), W)", "F.linear(x.reshape(1, 2), W, x)",
+                                     "F.linear(x.reshape(1, 2), W, z)"])
+def test_a_product_of_a_real_and_a_complex_operand_is_pytorchs_error(forward):
+    """mm, addmm (linear with a bias: the bias against the weight first) and dot refuse operands of
+    two dtypes in the kernel, each in words of its own: predicted, not refused."""
+    x = torch.tensor([2.0, -1.0], dtype=torch.float64, requires_grad=True)
+    z = torch.tensor([1 + 2j, 3 - 1j], dtype=C128, requires_grad=True)
+    W = torch.tensor([[1 + 1j, 2], [3, 4j]], dtype=C128, requires_grad=True)
+    env = {"x": x, "z": z, "W": W, "mm": torch.mm, "F": torch.nn.functional}
+    with pytest.raises(RuntimeError) as theirs:
+        eval(forward, env)
+    text = f"""\
+name: mixed
+dtype: float64
+inputs:
+  z: {{value: [1, 3], imag: [2, -1], dtype: complex128, requires_grad: true}}
+  x: {{value: [2, -1], requires_grad: true}}
+  W: {{value: [[1, 2], [3, 0]], imag: [[1, 0], [0, 4]], dtype: complex128, requires_grad: true}}
+model:
+  inputs: [z, x, W]
+  forward: "({forward}).abs().sum()"
+"""
+    err = adjoint.loads(text).solve().variants[0].to_json()["error"]
+    assert (err["type"], err["message"], err["during"]) == ("RuntimeError", str(theirs.value), "forward")

@@ -273,6 +273,10 @@ class Runtime:
                                         "float dtypes are not modelled yet (a hook may return such a copy: PyTorch "
                                         "refuses it, 'has changed the type of value')")
         complex_grad.check_operands(op, ts, params, loc)
+        if op.name in ("mm", "addmm", "dot"):   # a product of two dtypes: the kernel's error, after the packs
+            mixed = complex_grad.mixed_product_error(op.name, ts)
+            if mixed is not None:
+                self.raise_after_packs(opname, ins, mixed, loc)
         if op.integers != "computed":   # checked in torch 2.13, kernel by kernel (Op.integers)
             flags = op.differentiable or (True,) * len(ts)   # a mask or an index operand is not the data
             dtypes = {t.dtype for t, d in zip(ts, flags) if d and t is not None}
