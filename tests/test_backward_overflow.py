@@ -63,3 +63,23 @@ def test_a_gradient_near_the_threshold_is_refused_with_its_place(tmp_path):
     with pytest.raises(ProblemError, match="the backward of MulBackward0 gives 3.0e\\+308 at element \\[0\\], beyond "
                                            "float64's range"):
         adjoint.load(str(path)).solve()
+
+
+def test_float64_div_backward_divides_twice():
+    """DivBackward0's gradient of the divisor is ``-grad * ((self / other) / other)``: in --float64,
+    ``g * a / (b * b)`` overflowed b * b (1e200 squared) to inf and gave -0.0 for -1e-200."""
+    text = """
+name: quotient
+dtype: float64
+inputs:
+  x: {value: [1e200, 3, 1e-200], requires_grad: true}
+  w: {value: [1e200, 1e170, 1e-170], requires_grad: true}
+model:
+  inputs: [x, w]
+  forward: "(x / w).sum()"
+"""
+    x = torch.tensor([1e200, 3, 1e-200], dtype=torch.float64, requires_grad=True)
+    w = torch.tensor([1e200, 1e170, 1e-170], dtype=torch.float64, requires_grad=True)
+    (x / w).sum().backward()
+    grads = adjoint.loads(text).solve(mode="float64").variants[0].to_json()["grads"]
+    assert grads["w"]["value"] == w.grad.tolist() and grads["x"]["value"] == x.grad.tolist()

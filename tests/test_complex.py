@@ -163,7 +163,7 @@ model:
 @pytest.mark.parametrize("forward,message", [
     ("torch.tanh(z).abs().sum()", "tanh (TanhBackward0) of a complex tensor is not modelled"),
     ("(z ** 0.5).abs().sum()", "a complex tensor to the power 1/2 is not modelled"),
-    ("mm(z.reshape(1, 2), x.reshape(2, 1)).abs().sum()", "MmBackward0 of complex128 and float64 operands"),
+    ("(z.reshape(1, 2).expand(2, 2) @ x).abs().sum()", "MvBackward0 of complex128 and float64 operands"),
 ])
 def test_not_modelled_is_refused_at_the_line(forward, message):
     text = f"""\
@@ -203,6 +203,33 @@ model:
         err = adjoint.loads(text).solve().variants[0].to_json()["error"]
         assert (err["type"], err["message"]) == ("RuntimeError", str(theirs.value)), forward
 
+
+
+@pytest.mark.parametrize("view", ["c[1:]", "c[0]", "c.reshape(4, 1)", "c.t()", "c.unsqueeze(0).expand(2, 2, 2)",
+                                  "c.detach()", "c.conj()[1:]", "c.clone()", "c * 1", "c.t().reshape(4)"])
+def test_a_view_of_a_conjugated_tensor_keeps_the_conjugate_bit(view):
+    """PyTorch: a view (and detach()) of ``z.conj()`` shares its conjugate bit, so view_as_real of it
+    raises; any other op (clone, arithmetic, a reshape that copies) gives a resolved tensor."""
+    z = torch.tensor([[1 + 2j, 3 - 1j], [0.5j, 2]], dtype=C128, requires_grad=True)
+    c = z.conj()
+    try:
+        theirs = ("RuntimeError", str(pytest.raises(RuntimeError, torch.view_as_real, eval(view, {"c": c})).value))
+    except pytest.fail.Exception:
+        theirs = None
+    text = f"""\
+name: conj_view
+dtype: float64
+inputs:
+  z: {{value: [[1, 3], [0, 2]], imag: [[2, -1], [0.5, 0]], dtype: complex128, requires_grad: true}}
+model:
+  inputs: [z]
+  forward: |
+    c = z.conj()
+    return torch.view_as_real({view}).sum()
+"""
+    js = adjoint.loads(text).solve().variants[0].to_json()
+    ours = (js["error"]["type"], js["error"]["message"]) if "error" in js else None
+    assert ours == theirs, view
 
 def test_gaussian_rationals():
     a, b = Gaussian(Fraction(1), Fraction(2)), Gaussian(Fraction(3), Fraction(-1))
@@ -258,3 +285,97 @@ def test_complex_values_as_data():
     g = adjoint.load("problems/complex_layer.yaml").solve().variants[0].grads["z"]
     assert np.asarray(g).tolist() == [[7.9 + 3.6j, 21.875 - 4.625j]]      # 79/10 + 18/5 i, 175/8 - 37/8 i
     assert complex(g[0, 1]) == 21.875 - 4.625j and len(g) == 1
+
+
+SPECIAL = "tests/data/regressions/complex_special_points.yaml"
+
+
+def _special_torch():
+    z = torch.tensor([0j, 1j, -1 + 0j, 1000 + 0j, 2 + 3j], dtype=C128, requires_grad=True)
+    x = torch.tensor([1.0, 0.0, 2.0, 3.0, -1.0], dtype=torch.float64, requires_grad=True)
+    seen = {}
+    z.register_hook(lambda g: seen.setdefault("z", g.clone()))
+    x.register_hook(lambda g: seen.setdefault("x", g.clone()))
+    e = z.exp()
+    e.register_hook(lambda g: seen.setdefault("e", g.clone()))
+    t = dict(e=e, a=z.abs(), r=z.reciprocal(), q=1 / z, d=(z + 1) / (z * 0), m=e * x)
+    y = (e.real.sum() + t["a"].sum() + t["r"].imag.sum() + t["q"].real.sum() + t["d"].imag.sum()
+         + t["m"].real.sum() + (z - e).real.sum())
+    y.backward()
+    return t, {"z": z.grad, "x": x.grad}, seen
+
+
+@pytest.mark.parametrize("mode", ["exact", "float64"])
+def test_special_points_are_pytorch_kernels(mode):
+    """inf and nan parts as PyTorch's complex kernels make them: exp(1000 + 0i) is inf + 0i (cexp),
+    the complex 1 of at::add's alpha times an inf gives a nan, a real operand of an inf is promoted
+    to x + 0i, division by a complex zero is a / |c|, b / |d|; abs is hypot in float64."""
+    import pathlib
+    text = (pathlib.Path(__file__).parent.parent / SPECIAL).read_text()
+    js = adjoint.loads(text).solve(mode=mode).variants[0].to_json()
+    values, grads, seen = _special_torch()
+
+    def same(ours, theirs):
+        theirs = _pairs(theirs)
+        ours = torch.tensor([[float(u) for u in p] if isinstance(p, list) else float(p) for p in ours["value"]],
+                            dtype=torch.float64)
+        return torch.allclose(ours, theirs, rtol=1e-12, atol=0, equal_nan=True)
+
+    for name, t in values.items():
+        assert same(js["values"][name], t), name
+    for name, g in grads.items():
+        assert same(js["grads"][name], g), name
+    calls = {c["target"]: c["args"]["grad"] for c in js["hook_calls"]}
+    for name, g in seen.items():
+        assert same(calls[name], g), name
+
+
+def test_float64_mode_abs_and_division_at_large_and_small_magnitudes():
+    """--float64 runs PyTorch's complex kernels on doubles: abs is hypot and division is scaled,
+    so |z|^2 overflowing (1e160) or underflowing (1e-200) changes nothing, as in PyTorch."""
+    text = """\
+name: magnitudes
+dtype: float64
+inputs:
+  z: {value: [1e200, 3e-200, 3e160], imag: [1e200, 4e-200, 4e160], dtype: complex128, requires_grad: true}
+model:
+  inputs: [z]
+  forward: |
+    a = z.abs()
+    d = z / (z * 2)
+    return a.sum() + d.real.sum()
+"""
+    js = adjoint.loads(text).solve(mode="float64").variants[0].to_json()
+    z = torch.tensor([1e200 + 1e200j, 3e-200 + 4e-200j, 3e160 + 4e160j], dtype=C128, requires_grad=True)
+    a, d = z.abs(), z / (z * 2)
+    (a.sum() + d.real.sum()).backward()
+    for ours, theirs in ((js["values"]["a"], a), (js["values"]["d"], d), (js["grads"]["z"], z.grad)):
+        # atol: PyTorch's build fuses b - a * rat into one fma (an imaginary part of 1e-17 for 0)
+        assert torch.allclose(torch.tensor(ours["value"], dtype=torch.float64), _pairs(theirs), rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("forward", ["x.reshape(1, 2) @ W", "mm(W, x.reshape(2, 1))", "x @ z", "z @ x",
+                                     "F.linear(x.reshape(1, 2), W)", "F.linear(x.reshape(1, 2), W, x)",
+                                     "F.linear(x.reshape(1, 2), W, z)"])
+def test_a_product_of_a_real_and_a_complex_operand_is_pytorchs_error(forward):
+    """mm, addmm (linear with a bias: the bias against the weight first) and dot refuse operands of
+    two dtypes in the kernel, each in words of its own: predicted, not refused."""
+    x = torch.tensor([2.0, -1.0], dtype=torch.float64, requires_grad=True)
+    z = torch.tensor([1 + 2j, 3 - 1j], dtype=C128, requires_grad=True)
+    W = torch.tensor([[1 + 1j, 2], [3, 4j]], dtype=C128, requires_grad=True)
+    env = {"x": x, "z": z, "W": W, "mm": torch.mm, "F": torch.nn.functional}
+    with pytest.raises(RuntimeError) as theirs:
+        eval(forward, env)
+    text = f"""\
+name: mixed
+dtype: float64
+inputs:
+  z: {{value: [1, 3], imag: [2, -1], dtype: complex128, requires_grad: true}}
+  x: {{value: [2, -1], requires_grad: true}}
+  W: {{value: [[1, 2], [3, 0]], imag: [[1, 0], [0, 4]], dtype: complex128, requires_grad: true}}
+model:
+  inputs: [z, x, W]
+  forward: "({forward}).abs().sum()"
+"""
+    err = adjoint.loads(text).solve().variants[0].to_json()["error"]
+    assert (err["type"], err["message"], err["during"]) == ("RuntimeError", str(theirs.value), "forward")

@@ -19,6 +19,7 @@ from adjoint.values.numbers import symbolic
 from adjoint.values.exact import Exact, nest
 from adjoint.engine.graph import Typed
 from adjoint.values.complexes import Cx, complex_json
+from adjoint.values.numbers.gaussian import Gaussian
 from adjoint.values.shown import signed_floats
 from adjoint.engine.adjoints import Boundary
 from adjoint.engine.function_checks import FunctionCheck
@@ -321,6 +322,8 @@ def value_json(v, style: JsonStyle | None = None) -> dict | list | float | int |
         return {k: value_json(x, style) for k, x in v.items()}
     if isinstance(v, Fraction):
         return int(v) if v.denominator == 1 else float(v)
+    if isinstance(v, Gaussian):   # a complex Python number (a hook returned 2j): [re, im], as a complex VALUE's pairs
+        return [value_json(v.re, style), value_json(v.im, style)]
     if isinstance(v, (str, bool, int)):   # int: a key stash() returned
         return v
     if isinstance(v, Typed) and v.dtype in ("complex64", "complex128"):   # adjoint.values.complexes

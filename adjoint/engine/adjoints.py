@@ -13,7 +13,7 @@ from adjoint.engine.nn_module import LegacyHook
 from adjoint.engine.inplace import copy_slices_backward
 from adjoint.values.numbers.sizes import expandable
 from adjoint.format.problem import OUTPUT, ROOT
-from adjoint.engine.complex_grad import call_vjp
+from adjoint.engine.complex_grad import call_vjp, zeros as zeros_of
 from adjoint.engine.dirty_adjoint import dirty_call_grads
 
 
@@ -341,15 +341,15 @@ def pure_vjp(rt, nodes: list[Node], seeds: list, wrt, known: dict | None = None,
         if all(g is None for g in gs):
             continue
         if node.kind == "hookfn":
-            outs = [g if g is not None else B.zeros(node.outputs[i][0]) for i, g in enumerate(gs)]
+            outs = [g if g is not None else zeros_of(B, *node.outputs[i]) for i, g in enumerate(gs)]
         elif node.kind == "function":
-            filled = [g if g is not None or node.outputs[i] is None else B.zeros(node.outputs[i][0])
+            filled = [g if g is not None or node.outputs[i] is None else zeros_of(B, *node.outputs[i])
                       for i, g in enumerate(gs)]
             outs = declared_vjp(rt, node.params, list(node.input_values), filled if len(filled) > 1 else filled[0])
             outs = [g for v, g in zip(node.input_values, outs) if B.is_value(v)]   # the tensor inputs: the edges
         elif node.kind == "checkpoint":   # CheckpointFunctionBackward: J^T of the recomputed region
-            outs = node.params.pure_vjp(rt, [g if g is not None or node.outputs[i] is None else B.zeros(node.outputs[i][0])
-                                             for i, g in enumerate(gs)])
+            outs = node.params.pure_vjp(rt, [g if g is not None or node.outputs[i] is None else
+                                             zeros_of(B, *node.outputs[i]) for i, g in enumerate(gs)])
         elif node.kind == "copyslices":
             if gs[0] is None:
                 continue

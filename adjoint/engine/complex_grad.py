@@ -23,6 +23,7 @@ from fractions import Fraction
 
 from adjoint.format.errors import ProblemError
 from adjoint.format.gaussian import Gaussian
+from adjoint.engine.torch_errors import TorchError
 
 COMPLEX_DTYPES = ("complex64", "complex128")
 _REAL_OF = {"complex64": "float32", "complex128": "float64"}
@@ -45,6 +46,14 @@ _SAME_DTYPE = frozenset(("mm", "mv", "dot", "bmm", "addmm"))
 
 def is_complex(t) -> bool:
     return t is not None and getattr(t, "dtype", None) in COMPLEX_DTYPES
+
+
+def zeros(B, shape, dtype: str | None):
+    """Zeros of ``shape`` as a tensor of ``dtype`` holds them: complex zeros for a complex dtype
+    (an undefined gradient PyTorch materializes, ``zeros_like`` of a complex tensor, is complex)."""
+    if dtype in COMPLEX_DTYPES:
+        return B.make(B.zeros(shape), B.zeros(shape)).tagged(dtype)
+    return B.zeros(shape)
 
 
 def check_numbers(B, opname: str, ins, params, loc) -> None:
@@ -70,9 +79,44 @@ def check_operands(op, ts, params, loc) -> None:
         raise ProblemError(loc, f"a complex tensor to the power {params} is not modelled; an integer exponent is")
     if op.name in _SAME_DTYPE:
         dtypes = {t.dtype for t in ts if t is not None and not t.wrapped}
+        if len(dtypes) > 1 and mixed_product_error(op.name, ts) is not None:
+            return
         if len(dtypes) > 1:
             raise ProblemError(loc, f"{op.node} of {' and '.join(sorted(dtypes))} operands is not modelled (PyTorch "
                                     "refuses a product of mixed dtypes); give every operand the same complex dtype")
+
+
+_C10 = {"float32": "float", "float64": "double", "complex64": "c10::complex<float>",
+        "complex128": "c10::complex<double>"}
+_SCALAR_TYPE = {"float32": "Float", "float64": "Double", "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
+
+
+def mixed_product_error(opname: str, ts):
+    """PyTorch's RuntimeError for a matrix product of two dtypes (a real and a complex operand, or
+    complex64 and complex128), raised by the kernel once the node is made and its inputs packed:
+    mm's (``x @ W``, ``linear`` without a bias), addmm's (``linear`` with one: the bias against the
+    weight first, then the input), dot's; None for another product (still refused)."""
+    if not any(is_complex(t) for t in ts):
+        return None
+    if opname == "mm":
+        a, b = ts
+        if a.dtype != b.dtype:
+            return TorchError("RuntimeError", "expected m1 and m2 to have the same dtype, but got: "
+                                              f"{_C10[a.dtype]} != {_C10[b.dtype]}", "dtype")
+    elif opname == "addmm":
+        bias, m1, m2 = ts
+        if bias.dtype != m2.dtype:
+            return TorchError("RuntimeError", "self and mat2 must have the same dtype, but got "
+                                              f"{_SCALAR_TYPE[bias.dtype]} and {_SCALAR_TYPE[m2.dtype]}", "dtype")
+        if m1.dtype != m2.dtype:
+            return TorchError("RuntimeError", "mat1 and mat2 must have the same dtype, but got "
+                                              f"{_SCALAR_TYPE[m1.dtype]} and {_SCALAR_TYPE[m2.dtype]}", "dtype")
+    elif opname == "dot":
+        a, b = ts
+        if a.dtype != b.dtype:
+            return TorchError("RuntimeError", "dot : expected both vectors to have same dtype, but found "
+                                              f"{_SCALAR_TYPE[a.dtype]} and {_SCALAR_TYPE[b.dtype]}", "dtype")
+    return None
 
 
 def result_dtype(op, ts, default: str, params=None) -> str | None:

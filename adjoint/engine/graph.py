@@ -125,6 +125,8 @@ class Tensor:
     name: str | None = None          # the first name it was bound to (reports)
     step_state: bool = False         # a recurrent layer's state after one time step: a named tensor of the
                                      # derivation (its steps stay one cell deep), never a name of the file
+    conj_bit: bool = False           # a complex tensor with the conjugate bit: z.conj() and every view of it
+                                     # (a view, or detach(), keeps its source's bit; any other op resolves it)
     temporary: bool = False          # made and dropped inside one Python expression (x[0, 1]'s x[0]): it holds
                                      # no node once the expression is done (runtime.live_nodes)
 

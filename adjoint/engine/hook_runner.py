@@ -408,6 +408,10 @@ PACK_INPLACE = ("A saved tensor pack hook is modifying its input in place. Tenso
                 "an issue if you need to perform in-place operations on the input to a pack hook.")
 
 
+#: Python numbers whose type check_single_result names ("expected Variable, but hook returned 'complex'")
+_NUMBER_TYPES = ("int", "float", "bool", "complex")
+
+
 def as_values(returned, hook):
     if returned is None or hook.on == "multi_grad":   # register_multi_grad_hook discards what its fn returns
         return None
@@ -418,7 +422,7 @@ def as_values(returned, hook):
         # a tensor hook's result is checked at once (check_single_result): a Python number is
         # "expected Variable, but hook returned 'int'" (the type as the expression makes it)
         name = type_name(returned, hook.returns) if hook.returns is not None else None
-        if name in ("int", "float", "bool"):
+        if name in _NUMBER_TYPES:
             raise TorchError("TypeError", f"expected Variable, but hook returned '{name}'", "hook_result")
     if (hook.on, hook.kind) in NUMBER_CHECKED and not isinstance(returned, (tuple, Tensor)):
         # a Python number where a tuple is taken: a node's hook (a module's legacy hook is one) is
@@ -456,7 +460,7 @@ def _number_or_value(v, hook, e):
     if isinstance(v, tuple):
         return ReturnedNumber(sequence_name(v))
     name = type_name(v, e) if e is not None else None
-    if name in ("int", "float", "bool"):
+    if name in _NUMBER_TYPES:
         return ReturnedNumber(name)
     return _value(v, hook)
 

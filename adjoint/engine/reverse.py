@@ -38,7 +38,7 @@ from adjoint.engine import warns
 from adjoint.engine.gradalias import Aliases, fresh, gradient_strides, output_objs
 from adjoint.engine.reducer_hook import ReducerPostHook
 from adjoint.engine.returned_number import ReturnedNumber
-from adjoint.engine.complex_grad import COMPLEX_DTYPES, call_vjp, is_complex
+from adjoint.engine.complex_grad import COMPLEX_DTYPES, call_vjp, is_complex, zeros as zeros_of
 from adjoint.engine.torch_errors import changed_type
 from adjoint.engine.pylist import PyList, is_tuple, sequence_name
 
@@ -432,7 +432,8 @@ class Engine:
             return list(inputs)
         if node.kind in ("hookfn", "function", "checkpoint"):
             # PyNode::apply: materialize_grads turns undefined incoming gradients into zeros
-            inputs = [x if x is not None or slot_shape(node, i) is None else B.zeros(slot_shape(node, i))
+            inputs = [x if x is not None or slot_shape(node, i) is None else
+                      zeros_of(B, slot_shape(node, i), slot_dtype(node, i))
                       for i, x in enumerate(inputs)]
             if node.kind == "checkpoint":   # CheckpointFunction.backward: a reentrant backward
                 from adjoint.engine.checkpoint_reentrant import checkpoint_backward

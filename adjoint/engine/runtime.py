@@ -284,6 +284,10 @@ class Runtime:
                                         "float dtypes are not modelled yet (a hook may return such a copy: PyTorch "
                                         "refuses it, 'has changed the type of value')")
         complex_grad.check_operands(op, ts, params, loc)
+        if op.name in ("mm", "addmm", "dot"):   # a product of two dtypes: the kernel's error, after the packs
+            mixed = complex_grad.mixed_product_error(op.name, ts)
+            if mixed is not None:
+                self.raise_after_packs(opname, ins, mixed, loc)
         if op.integers != "computed":   # checked in torch 2.13, kernel by kernel (Op.integers)
             flags = op.differentiable or (True,) * len(ts)   # a mask or an index operand is not the data
             dtypes = {t.dtype for t, d in zip(ts, flags) if d and t is not None}
@@ -444,6 +448,7 @@ class Runtime:
         root = src.base if src.base is not None else src
         t.base = root
         t.detached_root = src if src.is_detached else src.detached_root
+        t.conj_bit = src.conj_bit and complex_grad.is_complex(t)   # a view of z.conj() is conjugated too
         t.version = src.version
         t.view_ops = src.view_ops + ((opname, params, k, src.shape),)
         t.view_version = src.version.value
@@ -485,6 +490,7 @@ class Runtime:
         B = self.B
         out.view_of = (lambda base_value: view_value(B, base_value, chain)) if chain else (lambda base_value: base_value)
         out.strides, out.offset = t.strides, t.offset
+        out.conj_bit = t.conj_bit
         out.is_detached = True
         return out
 

@@ -22,6 +22,7 @@ from adjoint.engine.graph import Edge, Node, Tensor
 from adjoint.engine.reverse import BackwardResult, Engine, slot_shape
 from adjoint.engine.runtime import TorchError
 from adjoint.engine import warns
+from adjoint.engine.complex_grad import zeros as zeros_of
 from adjoint.engine.second_formulas import FORMULAS, NotModelled, sum_to
 
 
@@ -103,7 +104,7 @@ class SecondEngine(Engine):
                     result.captured[i] = value.value
                 continue
             if s.materialize_grads:   # torch.zeros_like(input, requires_grad=create_graph)
-                zeros = self.rt.leaf(self.B.zeros(t.shape), bool(s.create_graph))
+                zeros = self.rt.leaf(zeros_of(self.B, t.shape, t.dtype), bool(s.create_graph), dtype=t.dtype)
                 self.tensors[i] = zeros
                 result.captured[i] = zeros.value
             elif not s.allow_unused:

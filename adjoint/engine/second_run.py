@@ -25,6 +25,7 @@ from adjoint.engine.runtime import TorchError
 from adjoint.engine.torch_errors import torch_size
 from adjoint.engine.second_engine import SecondEngine, grad_tensor
 from adjoint.engine.hookwrites import has_grad
+from adjoint.engine.complex_grad import is_complex
 from adjoint.format import syntax as S
 
 
@@ -80,7 +81,9 @@ def second_request(problem, bw, run, backend) -> BackwardRequest:
     s = bw.second
     if not run.forwards:
         raise ProblemError(bw.loc, "a backward step needs a forward step before it")
-    if getattr(backend, "is_complex", None) is not None:   # adjoint.values.backends.complex
+    if getattr(backend, "is_complex", None) is not None and (s.create_graph or s.roots or s.grad_outputs
+                                                             or bw.grad_output is not None):
+        # adjoint.values.backends.complex: allow_unused, materialize_grads and as: run
         raise ProblemError(bw.loc, "root:, roots:, grad_outputs: and create_graph in a file with complex tensors "
                                    "are not modelled; write the root as the problem's loss: and differentiate once")
     if s.materialize_grads and s.allow_unused is False:
@@ -129,6 +132,9 @@ def second_request(problem, bw, run, backend) -> BackwardRequest:
                 n *= d
             if r.requires_grad and n != 1:
                 raise TorchError("RuntimeError", "grad can be implicitly created only for scalar outputs", "arguments")
+            if r.requires_grad and is_complex(r):   # _make_grads: a real scalar only
+                raise TorchError("RuntimeError", "grad can be implicitly created only for real scalar outputs but "
+                                                 f"got torch.{r.dtype}", "arguments")
             grads.append(None)
     for i, r in enumerate(roots):
         if not r.has_gradient_edge:

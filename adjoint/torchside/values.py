@@ -163,6 +163,8 @@ def snap(x, float_dtype: torch.dtype):
         return {str(k): snap(v, float_dtype) for k, v in x.items()}
     if isinstance(x, (bool, int, float, str)):
         return x
+    if isinstance(x, complex):   # a complex Python number: [re, im], as a complex VALUE's pairs
+        return [x.real, x.imag]
     if x is Ellipsis:
         return "..."
     return {"shape": None, "value": None, "note": f"not a tensor: {type(x).__name__}"}

@@ -24,7 +24,7 @@ _RESOLVE = ("view_as_real doesn't work on unresolved conjugated tensors.  To res
 
 
 def is_conj(t: Tensor) -> bool:
-    return bool(getattr(t, "conj_bit", False))
+    return t.conj_bit
 
 
 def conj(rt, z: Tensor, loc: Loc):
@@ -42,8 +42,9 @@ def _as_real(rt, z: Tensor, loc: Loc):
 
 
 def _real_view(rt, z: Tensor, loc: Loc):
-    if is_conj(z):   # at::real / at::imag: view_as_real(self._conj())
+    if is_conj(z):   # at::real / at::imag: view_as_real(self._conj()), which clears the bit
         w = rt.apply("conj", [z], None, loc)
+        w.conj_bit = False
         return _as_real(rt, w, loc)
     return _as_real(rt, z, loc)
 

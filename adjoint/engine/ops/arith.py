@@ -87,10 +87,12 @@ def div_forward(B, ins, p):
 
 
 def div_vjp(B, gs, ins, outs, p, need):
+    """derivatives.yaml: ``grad / other`` and ``-grad * ((self / other) / other)`` (in that order: b * b
+    would overflow in float64 where PyTorch's quotients do not)."""
     g = gs[0]
     a, b = ins
     return [_if(need, 0, lambda: B.sum_to(B.div(g, b), B.shape(a))),
-            _if(need, 1, lambda: B.sum_to(B.div(B.neg(B.mul(g, a)), B.mul(b, b)), B.shape(b)))]
+            _if(need, 1, lambda: B.sum_to(B.neg(B.mul(g, B.div(B.div(a, b), b))), B.shape(b)))]
 
 
 def reciprocal_forward(B, ins, p):

@@ -8,6 +8,11 @@ an op rule calls on a complex value is written here over the parts, exactly:
 (sums, views, broadcasting, indexing) act on each part. Methods with real values only are the
 real backend's. Which ops may meet a complex operand at all is decided before they run
 (:mod:`adjoint.engine.complex_grad`), so no other method ever sees a :class:`Cx`.
+
+Where a part is inf or nan the formulas are PyTorch's kernels step by step (:meth:`nonfinite`:
+a real operand promoted to ``x + 0i``, at::add's ``a + 1 * b``, c10::complex's division), and a
+real backend with kernels of its own (the float64 one: ``complex_div``, ``complex_abs``,
+``complex_exp``) runs those, as PyTorch's CPU does on doubles.
 """
 
 from __future__ import annotations
@@ -83,6 +88,9 @@ class ComplexBackend(Composed):
         def method(x, y, *args):
             if not isinstance(x, Cx) and not isinstance(y, Cx):
                 return f(x, y, *args)
+            if name == "mul" and not (isinstance(x, Cx) and isinstance(y, Cx)) and self.nonfinite(x, y):
+                # PyTorch multiplies x + 0i by the complex operand: an inf times that 0 is a nan
+                x, y = Cx(*self.parts(x)), Cx(*self.parts(y))
             if not isinstance(x, Cx):
                 return Cx(f(x, y.re, *args), f(x, y.im, *args))
             if not isinstance(y, Cx):
@@ -96,6 +104,24 @@ class ComplexBackend(Composed):
         if isinstance(x, Cx):
             return x.re, x.im
         return x, self.inner.zeros(self.inner.shape(x))
+
+    def nonfinite(self, *xs) -> bool:
+        """Whether a part of one of ``xs`` is inf or nan. There PyTorch's complex kernels part from the
+        parts' arithmetic: a real operand is promoted to ``x + 0i`` and multiplied in full, ``a + b`` is
+        ``a + 1 * b`` with the complex 1 (at::add's alpha), ``a / b`` is c10::complex's division; an inf
+        times a 0 of those is a nan."""
+        f = getattr(self.inner, "has_nonfinite", None)
+        return f is not None and any(f(p) for x in xs if x is not None for p in
+                                     ((x.re, x.im) if isinstance(x, Cx) else (x,)))
+
+    def _alpha(self, y, sign: int):
+        """``alpha * y`` for alpha = ``sign`` + 0i, as at::add and at::sub multiply their second operand."""
+        I = self.inner
+        c, d = self.parts(y)
+        zero = I.scalar(0)
+        if sign < 0:
+            c, d = I.neg(c), I.neg(d)
+        return I.sub(c, I.mul(zero, d)), I.add(d, I.mul(zero, c))
 
     @staticmethod
     def is_complex(x) -> bool:
@@ -159,24 +185,57 @@ class ComplexBackend(Composed):
         (a, b), (c, d) = self.parts(x), self.parts(y)
         # two gradients of one tensor summed (an input buffer, .grad accumulating) keep its dtype
         tag = x.dtype if isinstance(x, Cx) and isinstance(y, Cx) and x.dtype == y.dtype else None
+        if self.nonfinite(y):   # a + 1 * b (see nonfinite)
+            c, d = self._alpha(y, 1)
         return Cx(self.inner.add(a, c), self.inner.add(b, d), tag)
 
     def sub(self, x, y):
         if not isinstance(x, Cx) and not isinstance(y, Cx):
             return self.inner.sub(x, y)
         (a, b), (c, d) = self.parts(x), self.parts(y)
+        if self.nonfinite(y):   # a + (-1) * b (see nonfinite)
+            c, d = self._alpha(y, -1)
+            return Cx(self.inner.add(a, c), self.inner.add(b, d))
         return Cx(self.inner.sub(a, c), self.inner.sub(b, d))
 
     def div(self, x, y):
+        I = self.inner
         if not isinstance(y, Cx):
             if not isinstance(x, Cx):
-                return self.inner.div(x, y)
-            return Cx(self.inner.div(x.re, y), self.inner.div(x.im, y))
+                return I.div(x, y)
+            if not self.nonfinite(x, y):
+                return Cx(I.div(x.re, y), I.div(x.im, y))
+        (a, b), (c, d) = self.parts(x), self.parts(y)
+        kernel = getattr(I, "complex_div", None)
+        if kernel is not None:   # the float64 backend: PyTorch's kernel on doubles
+            return Cx(*kernel(a, b, c, d))
+        if self.nonfinite(x, y):
+            return Cx(*self._smith(a, b, c, d))
         n = self.mul(x, self.conj(y))
         d = self.norm2(y)
-        if isinstance(n, Cx):
-            return Cx(self.inner.div(n.re, d), self.inner.div(n.im, d))
-        return self.inner.div(n, d)
+        re, im = self.inner.div(n.re, d), self.inner.div(n.im, d)
+        if self.inner.any_zero(d):   # c10::complex's division by a complex zero: a / |c| and b / |d|
+            zero, plus = self.inner.mask(d, lambda s: s == 0), self.inner.zeros(self.inner.shape(d))
+            re = self.inner.choose(zero, "!=", self.inner.div(a, plus), re)
+            im = self.inner.choose(zero, "!=", self.inner.div(b, plus), im)
+        return Cx(re, im)
+
+    def _smith(self, a, b, c, d):
+        """(a + bi) / (c + di) as c10::complex's operator/ computes it (numpy's algorithm), step by
+        step, so that its infinities and nans are PyTorch's."""
+        I = self.inner
+        one = I.scalar(1)
+        rat = I.div(d, c)   # |c| >= |d|
+        scl = I.div(one, I.add(c, I.mul(d, rat)))
+        re1, im1 = I.mul(I.add(a, I.mul(b, rat)), scl), I.mul(I.sub(b, I.mul(a, rat)), scl)
+        rat = I.div(c, d)   # |c| < |d|
+        scl = I.div(one, I.add(d, I.mul(c, rat)))
+        re2, im2 = I.mul(I.add(I.mul(a, rat), b), scl), I.mul(I.sub(I.mul(b, rat), a), scl)
+        first = I.sub(I.abs(c), I.abs(d))
+        re, im = I.choose(first, ">=", re1, re2), I.choose(first, ">=", im1, im2)
+        zero = I.mul(I.mask(c, lambda s: s == 0), I.mask(d, lambda s: s == 0))   # a / |c|, b / |d|
+        plus = I.zeros(I.shape(zero))
+        return I.choose(zero, "!=", I.div(a, plus), re), I.choose(zero, "!=", I.div(b, plus), im)
 
     def pow(self, x, e):
         if not isinstance(x, Cx):
@@ -186,19 +245,29 @@ class ComplexBackend(Composed):
             return x
         if k is None:
             raise NotImplementedError("a complex tensor's power with a non-integer exponent")
-        one = Cx(self.inner.full(x.shape, 1), self.inner.zeros(x.shape))
-        base, out, n = x, one, abs(k)
-        while n:
-            if n & 1:
-                out = self.mul(out, base)
-            n >>= 1
-            if n:
-                base = self.mul(base, base)
+        if k == 0:
+            return Cx(self.inner.full(x.shape, 1), self.inner.zeros(x.shape))
+        # pow_tensor_scalar_optimized_kernel: x * x, x * x * x, 1 / x (reciprocal), 1 / (x * x); other
+        # exponents are C's cpow, equal up to rounding to the repeated products here. Never 1 * x:
+        # an inf part times the 0 of 1 + 0i would make a nan PyTorch does not
+        if k == 3:
+            out = self.mul(self.mul(x, x), x)
+        else:
+            base, out, n = x, None, abs(k)
+            while n:
+                if n & 1:
+                    out = base if out is None else self.mul(out, base)
+                n >>= 1
+                if n:
+                    base = self.mul(base, base)
         return self.div(self.inner.scalar(1), out) if k < 0 else out
 
     def exp(self, x):
         if not isinstance(x, Cx):
             return self.inner.exp(x)
+        kernel = getattr(self.inner, "complex_exp", None)
+        if kernel is not None:   # the float64 backend: C's cexp (exp(1000 + 0i) is inf + 0i, not inf * sin 0)
+            return Cx(*kernel(x.re, x.im))
         r = self.inner.exp(x.re)
         return Cx(self.inner.mul(r, self.inner.cos(x.im)), self.inner.mul(r, self.inner.sin(x.im)))
 
@@ -237,6 +306,9 @@ class ComplexBackend(Composed):
     def abs(self, x):
         if not isinstance(x, Cx):
             return self.inner.abs(x)
+        kernel = getattr(self.inner, "complex_abs", None)
+        if kernel is not None:   # the float64 backend: hypot, as std::abs
+            return kernel(x.re, x.im)
         return self.inner.sqrt(self.norm2(x))
 
     def sgn(self, x):

@@ -142,6 +142,9 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN, Composed):
     def all_zero(self, x) -> bool:
         return bool(x.zero_mask().all())
 
+    def has_nonfinite(self, x) -> bool:
+        return x.has_nonfinite()
+
     def is_symbolic(self, x) -> bool:
         return x.is_symbolic()
 

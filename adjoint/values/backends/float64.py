@@ -84,6 +84,13 @@ def _v(a) -> F64:
     return F64(a)
 
 
+def _complex(re: np.ndarray, im: np.ndarray) -> np.ndarray:
+    """The complex128 array of these parts (set, not ``re + 1j * im``, which makes nan of an inf)."""
+    out = np.empty(np.broadcast_shapes(np.shape(re), np.shape(im)), dtype=np.complex128)
+    out.real, out.imag = re, im
+    return out
+
+
 def _signed_zeros(a: np.ndarray, lit) -> np.ndarray:
     """The literal's floats with its written -0.0 (numpy's float64 carries the sign as PyTorch's does)."""
     mask = lit.negzero_mask()
@@ -180,6 +187,27 @@ class Float64Backend(NoExactChecks, Composed):
                 root = np.sqrt(x.a)
                 return _v(root if float(e.a) > 0 else 1.0 / root)
             return _v(np.power(x.a, e.a))
+
+    # ------------------------------------------------------------------ complex kernels
+    # a complex value's parts (adjoint.values.backends.complex) through PyTorch's CPU kernels,
+    # which are numpy's: c10::complex's division is numpy's (scaled by the larger of |c| and |d|;
+    # by a complex zero, a / |c| and b / |d|), abs is hypot, exp is C's cexp. Written over the
+    # parts' formulas, |z|^2 and c^2 + d^2 overflow (or underflow) where PyTorch's do not.
+    def complex_div(self, a, b, c, d):
+        with np.errstate(all="ignore"):
+            q = _complex(a.a, b.a) / _complex(c.a, d.a)
+        return _v(q.real.copy()), _v(q.imag.copy())
+
+    def has_nonfinite(self, x) -> bool:
+        return not bool(np.all(np.isfinite(x.a)))
+
+    def complex_abs(self, a, b):
+        return _v(np.hypot(a.a, b.a))
+
+    def complex_exp(self, a, b):
+        with np.errstate(all="ignore"):
+            e = np.exp(_complex(a.a, b.a))
+        return _v(e.real.copy()), _v(e.imag.copy())
 
     # ------------------------------------------------------------------ elementwise functions
     def relu(self, x):

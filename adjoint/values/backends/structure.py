@@ -117,6 +117,9 @@ class StructureBackend(NoExactChecks, Composed):
     def all_zero(self, x) -> bool:
         return False
 
+    def has_nonfinite(self, x) -> bool:
+        return False   # unknown: shapes only
+
     def is_symbolic(self, x) -> bool:
         return False
 
