@@ -86,6 +86,8 @@ def test_locations_kinds_and_block_scalars():
     ('f: "sum(x * 2) +\n    sum(unfold(x))"\n', 17, "f.yaml:2:9"),
     # a folded block: its lines joined by spaces
     ('f: >\n  sum(x * 2) +\n  sum(x * 3) +\n  sum(unfold(x))\n', 30, "f.yaml:4:7"),
+    # ... followed by a comment, on the line where YAML's end mark stands
+    ('f: >\n  sum(x * 2) +\n  sum(x * 3) +\n  sum(unfold(x))\n# a comment\ng: 1\n', 30, "f.yaml:4:7"),
 ])
 def test_a_column_of_a_folded_scalar_points_at_its_source_line(text, offset, where):
     """A column inside a scalar YAML folded from several lines is found on the line it came from

@@ -115,6 +115,12 @@ class YScalar(YNode):
     def block_indent(self) -> int | None:
         return self._block_indent
 
+    @property
+    def folded(self) -> bool:
+        """YAML joined several source lines of this scalar into one (a ``>`` block, or a plain or
+        quoted scalar written over several lines): a forward written so is one line of Python."""
+        return self._folds is not None
+
     def loc_at(self, line: int, col: int) -> Loc:
         """File location of 1-based (line, col) inside this scalar's text."""
         content = self.content
@@ -707,7 +713,8 @@ class _Composer:
     def folds(self, event, value: str) -> tuple | None:
         """Where each source line of a scalar YAML folds (a plain or quoted one over several lines,
         a ``>`` block) starts in its value: ((offset, line, col), ...), 1-based lines and columns,
-        to point at a column of the value; None where a line is not found as written (an escape)."""
+        to point at a column of the value; None where a line is not found as written (an escape).
+        The lines looked at run to the end mark's, which can be a comment's below the scalar."""
         if self.lines is None:
             self.lines = self.text.splitlines()
         first, last = event.start_mark.line, min(event.end_mark.line, len(self.lines) - 1)
@@ -725,6 +732,8 @@ class _Composer:
             if not piece:
                 continue
             found = value.find(piece[:20], at)
+            if found < 0 and piece.startswith("#"):
+                break   # a comment after the scalar (its end mark is on the line that ends it)
             if found < 0:
                 return None
             out.append((found, i + 1, len(src) - len(src.lstrip()) + 1 if i != first else start + 1))
