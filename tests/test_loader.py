@@ -86,6 +86,8 @@ def test_locations_kinds_and_block_scalars():
     ('f: "sum(x * 2) +\n    sum(unfold(x))"\n', 17, "f.yaml:2:9"),
     # a folded block: its lines joined by spaces
     ('f: >\n  sum(x * 2) +\n  sum(x * 3) +\n  sum(unfold(x))\n', 30, "f.yaml:4:7"),
+    # ... followed by a comment, on the line where YAML's end mark stands
+    ('f: >\n  sum(x * 2) +\n  sum(x * 3) +\n  sum(unfold(x))\n# a comment\ng: 1\n', 30, "f.yaml:4:7"),
 ])
 def test_a_column_of_a_folded_scalar_points_at_its_source_line(text, offset, where):
     """A column inside a scalar YAML folded from several lines is found on the line it came from
@@ -154,9 +156,63 @@ def test_a_tag_on_a_mapping_key_is_refused():
 
 
 def test_plain_data_tags_and_implicit_key_kinds_are_accepted():
-    root = parse_yaml_text("!!str a: !!int 1\n<<: x\n2001-01-01: y\n", "f.yaml")
+    root = parse_yaml_text("!!str a: !!int 1\n'<<': x\n2001-01-01: y\n", "f.yaml")
     assert [(k.text, v.text, v.kind) for k, v in root.entries] == [("a", "1", "int"), ("<<", "x", "str"),
                                                                     ("2001-01-01", "y", "str")]
+
+
+MERGES = """\
+a: &a {p: 1, q: 2}
+b: &b {q: 3, r: 4, s: 5}
+c: {s: 9, <<: [*a, *b], t: 7}
+d: {<<: *b, r: 0}
+e: {z: 1, <<: {y: 2, z: 3}}
+f: &f {<<: *a, u: 1}
+g: {<<: [*f, *b]}
+h:
+  k0: v0
+  <<: *a
+  p: override
+"""
+
+
+def plain(node):
+    if isinstance(node, YMap):
+        return [(k.text, plain(v)) for k, v in node.entries]
+    if isinstance(node, YSeq):
+        return [plain(i) for i in node.items]
+    return node.text
+
+
+def python_data(value):
+    if isinstance(value, dict):
+        return [(str(k), python_data(v)) for k, v in value.items()]
+    if isinstance(value, list):
+        return [python_data(v) for v in value]
+    return str(value)
+
+
+@pytest.mark.parametrize("parser", ["libyaml", "pure_python"])
+def test_merge_keys_merge_as_pyyaml_does(parser, monkeypatch):
+    """YAML 1.1's merge key (``<<: *base``, a list of aliases too): a mapping's own keys win, then
+    the first mapping merged; keys in the order of the dict PyYAML's safe_load builds."""
+    if parser == "pure_python":
+        monkeypatch.setattr(loader, "_PARSER", yaml.SafeLoader)
+        monkeypatch.setattr(loader, "FAST", False)
+    root = parse_yaml_text(MERGES, "f.yaml")
+    assert plain(root) == python_data(yaml.safe_load(MERGES))
+    assert plain(root.get("c")) == [("q", "2"), ("r", "4"), ("s", "9"), ("p", "1"), ("t", "7")]
+    # a merged key keeps where it is written (messages point at the anchored mapping)
+    assert str(root.get("d").key_loc("s")) == "f.yaml:2:20"
+
+
+def test_a_merge_key_needs_mappings():
+    assert error("a: {<<: 3, b: 1}\n") == \
+        "f.yaml:1:9: the YAML merge key << takes a mapping or a list of mappings (an alias such as *base), " \
+        "not a number; write the keys out instead"
+    assert error("a: &a [1]\nb: {<<: [*a]}\n") == \
+        "f.yaml:1:4: the YAML merge key << takes a mapping or a list of mappings (an alias such as *base), " \
+        "not a list; write the keys out instead"
 
 
 def test_a_timestamp_value_is_refused_as_before():

@@ -261,6 +261,12 @@ class _PureScope:
         raise ProblemError(loc, f"unknown name '{name}' in the forward of '{self.mod.label}'"
                                 + (f"; did you mean '{close[0]}'?" if close else ""))
 
+    def bound(self, name):
+        for names in (self.local, self.env):
+            if name in names:
+                return (names[name],)
+        return None
+
     def call(self, name, args, kwargs, loc):
         from adjoint.engine.bindings import FUNCTION_NAMES
         raise ProblemError(loc, f"unknown function '{name}'; a custom Function's forward may only call "

@@ -778,6 +778,19 @@ class _ModuleScope:
         raise ProblemError(loc, f"unknown name '{name}' in the forward of '{self.mod.label}'{_suggest(name, options)}; "
                                 f"known here: {', '.join(options) or 'nothing'}")
 
+    def bound(self, name: str):
+        """A name the forward's Python code binds itself: its arguments and locals, a closure's
+        name (``uses:``), an input or a target (the script's variables). Its parameters and
+        buffers are ``self.NAME`` in Python, which hides nothing."""
+        for names in (self.local, self.args):
+            if name in names:
+                return (names[name],)
+        if name in self.mod.uses and name in self.run.closures.get(self.mod.label, {}):
+            return (self.run.closures[self.mod.label][name],)
+        if name in self.run.m.globals:
+            return (self.run.m.globals[name],)
+        return None
+
     def set_module_attribute(self, name: str, value, loc: Loc) -> None:
         """``self.NAME = value`` (adjoint.engine.module_attrs)."""
         from adjoint.engine.module_attrs import set_attribute
@@ -861,6 +874,13 @@ class _LossScope:
 
     def has_child(self, name: str) -> bool:
         return self.run.p.model.child(name) is not None
+
+    def bound(self, name: str):
+        """The script's own names where the loss is computed: ``y``, the inputs and the targets (a
+        forward's locals, which the loss may also name, are not variables of that script)."""
+        if name == OUTPUT or name in self.run.m.globals:
+            return (self.lookup(name, None),)
+        return None
 
     def call(self, name: str, args: list, kwargs: dict, loc: Loc):
         """``loss: "ce(y, t)"``: a child of the root, called like any module (its hooks fire)."""

@@ -43,6 +43,7 @@ class Scope(Protocol):
     def lookup(self, name: str, loc: Loc): ...
     def call(self, name: str, args: list, kwargs: dict, loc: Loc): ...
     def assign(self, name: str, value, loc: Loc) -> None: ...
+    # optional: ``bound(name)``, ``(value,)`` when the program itself binds the name (see Interp.check_shadowing)
 
 
 class EnvScope:
@@ -50,9 +51,12 @@ class EnvScope:
 
     assigning = None
 
-    def __init__(self, env: dict, what: str, names: dict | None = None, named: dict | None = None):
+    def __init__(self, env: dict, what: str, names: dict | None = None, named: dict | None = None,
+                 own: frozenset | None = None):
         self.env = env
         self.what = what
+        #: the names the code binds itself (default: all of ``env``), which hide functions (``bound``)
+        self.own = own
         self.names = names if names is not None else {}
         #: the forward's tensors the body named: name -> (tensor, its version and requires_grad when
         #: first named), so the caller sees which of them the body wrote in place or switched
@@ -68,6 +72,12 @@ class EnvScope:
                 self.named.setdefault(name, (value, version, value.requires_grad))
             return value
         raise ProblemError(loc, f"unknown name '{name}' in {self.what}; available: {', '.join(self.env)}")
+
+    def bound(self, name):
+        """The code's own names (a hook's arguments, what its body assigns): Python's locals."""
+        if name not in self.env or (self.own is not None and name not in self.own):
+            return None
+        return (self.env[name],)
 
     def call(self, name, args, kwargs, loc):
         raise ProblemError(loc, unknown_function(name, f"in {self.what}"))
@@ -298,6 +308,7 @@ class Interp:
         if isinstance(e, (S.Bin, S.Neg)):
             return self.operators(e)
         if isinstance(e, S.Call):
+            self.check_shadowing(e)
             if e.func == "checkpoint" and e.prefix == "" and not self.is_child("checkpoint"):
                 return self.checkpoint(e)
             if e.func == "checkpoint_sequential" and e.prefix == "" and not self.is_child("checkpoint_sequential") \
@@ -366,7 +377,7 @@ class Interp:
         if path is not None and hasattr(self.scope, "module_attribute") \
                 and self.scope.find_child(path) is not None:   # PATH.NAME: a parameter, buffer or module attribute
             return self.scope.module_attribute(path, e.name, e.loc)
-        if isinstance(e, S.Attr) and isinstance(e.obj, S.Name) and e.obj.id == "torch":
+        if isinstance(e, S.Attr) and isinstance(e.obj, S.Name) and e.obj.id == "torch" and self.shadowing("torch") is None:
             from adjoint.engine.bindings.glue import DTYPE_NAMES, DType   # torch.float64: a dtype
             if e.name in DTYPE_NAMES:
                 return DType(DTYPE_NAMES[e.name])
@@ -455,6 +466,34 @@ class Interp:
     def is_child(self, name: str) -> bool:
         check = getattr(self.scope, "has_child", None)
         return bool(check and check(name))
+
+    def shadowing(self, name: str):
+        """``(value,)`` when the program itself binds ``name`` (a forward's argument or local, an input
+        or a target, a hook's argument), else None."""
+        bound = getattr(self.scope, "bound", None)
+        return bound(name) if bound is not None else None
+
+    def check_shadowing(self, e: S.Call) -> None:
+        """Python looks a name up in the program before the functions it imported: with a tensor
+        named ``relu``, ``relu(h)`` calls the tensor (TypeError: 'Tensor' object is not callable),
+        and with one named ``torch`` (or ``F``), ``torch.relu(h)`` is ``Tensor.relu`` of it (a
+        TypeError or AttributeError), never PyTorch's function. Not modelled: refused at the call
+        (a child module called by its name is the module, as in a forward's ``self.relu``)."""
+        head = e.prefix.split(".", 1)[0] if e.prefix else e.func
+        if not e.prefix and self.is_child(head):
+            return
+        found = self.shadowing(head)
+        if found is None:
+            return
+        what = describe(found[0])
+        noun = what.split()[-1]
+        if e.prefix:
+            raise ProblemError(e.loc, f"'{head}' names {what} here, which hides the module {head} (Python looks a "
+                                      f"name up in the program first, so {e.prefix}{e.func}(...) would not reach "
+                                      f"PyTorch); give the {noun} another name")
+        raise ProblemError(e.loc, f"'{head}' names {what} here, which hides PyTorch's {head}(...) (Python looks a "
+                                  f"name up in the program first, and would call the {noun}); give the {noun} "
+                                  f"another name, or write torch.{head}(...)")
 
     def check_tensor_args(self, e: S.Call, args: list) -> None:
         """v1's wording for a whitelisted one-tensor function handed something else."""

@@ -98,7 +98,10 @@ def second_request(problem, bw, run, backend) -> BackwardRequest:
         phase, rt.phase = rt.phase, "backward"   # the backward step's line: what it warns is during backward
         try:
             # names=: a parameter by its full name (f.w), as a hook body names the forward's tensors
-            roots = [RootInterp(rt, EnvScope(dict(env), "a root", names=env)).eval(e) for e in s.roots]
+            # the script's own variables: what steps bound (as:), the inputs and targets, y and the loss
+            # (a module's output or a forward's local, named in a root too, hides no function there)
+            own = frozenset([*run.made, *run.model.globals, "y", "loss"])
+            roots = [RootInterp(rt, EnvScope(dict(env), "a root", names=env, own=own)).eval(e) for e in s.roots]
         finally:
             rt.quiet -= 1
             rt.phase = phase

@@ -10,6 +10,7 @@ one line, not a cascade.
 
 from __future__ import annotations
 
+import keyword
 import re
 
 from adjoint.format.errors import ProblemError, ProblemErrors, raise_all
@@ -111,8 +112,12 @@ def choice(node: YNode, what: str, options: tuple[str, ...]) -> str:
 
 
 def identifier(node: YScalar, what: str) -> str:
-    """A key or string that must be a plain identifier (tensor, module, argument names)."""
+    """A key or string that must be a plain identifier (tensor, module, argument names); a Python
+    keyword (``lambda``, ``None``, ``class``) is none: a forward's ``def forward(self, lambda)`` or
+    ``h = lambda * 3`` is a SyntaxError."""
     why = name_problem(node.text, what)
+    if why is None and keyword.iskeyword(node.text):
+        why = f"'{node.text}' is a Python keyword, which is not a valid {what}; use another name, e.g. '{node.text}_'"
     if why is not None:
         raise ProblemError(node.loc, why)
     return node.text

@@ -229,6 +229,9 @@ def _ast_parse(scalar: YScalar, mode: str, what: str) -> ast.AST:
         msg = exc.msg
         if msg.startswith("'return' outside function"):
             msg = "misplaced 'return'"
+        if mode == "exec" and scalar.folded:
+            msg += ("; YAML joined its lines into one (a > block, or a scalar written over several lines without "
+                    "|): write it as a | block to keep one statement per line")
         raise ProblemError(scalar.loc_at(exc.lineno or 1, exc.offset or 1), f"cannot parse {what}: {msg}")
     if isinstance(exc, (RecursionError, MemoryError)):
         raise ProblemError(scalar.loc, f"{what} is nested too deeply to parse; split it into named lines")

@@ -14,6 +14,7 @@ an explicit stack, so that:
 * tags that would build objects are refused (on keys too), duplicate keys and duplicate or
   undefined anchors are reported, and alias expansion is counted (a "billion laughs" file
   is refused at the alias that overflows the budget, never expanded);
+* a merge key (``<<: *base``, YAML 1.1's merge type) merges as PyYAML's ``safe_load`` does;
 * plain scalars resolve with PyYAML's YAML 1.1 rules (``yes`` is a boolean, ``1_000`` an
   int). A ``%YAML`` directive other than 1.1 is refused in one line: YAML 1.2 resolves
   ``yes``, ``on``, ``1_000`` and ``017`` differently, and reading such a file with 1.1 rules
@@ -113,6 +114,12 @@ class YScalar(YNode):
     @property
     def block_indent(self) -> int | None:
         return self._block_indent
+
+    @property
+    def folded(self) -> bool:
+        """YAML joined several source lines of this scalar into one (a ``>`` block, or a plain or
+        quoted scalar written over several lines): a forward written so is one line of Python."""
+        return self._folds is not None
 
     def loc_at(self, line: int, col: int) -> Loc:
         """File location of 1-based (line, col) inside this scalar's text."""
@@ -446,7 +453,7 @@ _FLOW_MSG = f"brackets nested more than {MAX_DEPTH} deep; tensors have at most a
 class _Open:
     """A list or mapping whose events are still arriving."""
 
-    __slots__ = ("loc", "is_map", "flow", "items", "seen", "key", "anchor", "count0")
+    __slots__ = ("loc", "is_map", "flow", "items", "seen", "key", "anchor", "count0", "merge_key", "merged")
 
     def __init__(self, loc: Loc, is_map: bool, flow: bool, anchor: str | None, count0: int):
         self.loc, self.is_map, self.flow, self.anchor, self.count0 = \
@@ -454,6 +461,25 @@ class _Open:
         self.items: list = []
         self.seen: dict[str, Loc] = {}
         self.key: YScalar | None = None
+        self.merge_key = False            # the key being composed is YAML 1.1's merge key ``<<``
+        self.merged: YNode | None = None  # the value of this mapping's ``<<``
+
+
+def _merge(done: _Open) -> tuple:
+    """A mapping's entries with its ``<<: *base`` merged in, as YAML 1.1's merge type (and PyYAML's
+    ``flatten_mapping``) has it: the value is a mapping or a list of mappings; a key the mapping
+    gives itself wins over a merged one, and of the merged ones the first mapping listed wins;
+    keys stand in the order a Python dict built from them has (the merged ones first)."""
+    value = done.merged
+    sources = value.items if isinstance(value, YSeq) else (value,)
+    for source in sources:
+        if not isinstance(source, YMap):
+            raise ProblemError(source.loc, f"the YAML merge key << takes a mapping or a list of mappings (an alias "
+                                           f"such as *base), not {kind_name(source)}; write the keys out instead")
+    entries: dict[str, tuple] = {}
+    for key, item in [e for source in reversed(sources) for e in source.entries] + done.items:
+        entries[key.text] = (key, item)
+    return tuple(entries.values())
 
 
 def _names_problem(stack: list, parent) -> bool:
@@ -580,7 +606,10 @@ class _Composer:
                 done = stack.pop()
                 if done.flow:
                     flow_depth -= 1
-                node = YMap(done.loc, tuple(done.items)) if done.is_map else YSeq(done.loc, tuple(done.items))
+                if not done.is_map:
+                    node = YSeq(done.loc, tuple(done.items))
+                else:
+                    node = YMap(done.loc, tuple(done.items) if done.merged is None else _merge(done))
                 if done.anchor is not None:
                     del self.open_anchors[done.anchor]
                     self.anchors[done.anchor] = (node, self.count - done.count0 + 1)
@@ -603,6 +632,12 @@ class _Composer:
                                        "key once")
                 parent.seen[node.text] = node.loc
                 parent.key = node
+                # YAML 1.1's merge key: a plain ``<<`` (quoted, it is the text '<<')
+                parent.merge_key = cls is scalar_event and node.text == "<<" and not node.quoted \
+                    and event.tag is None
+            elif parent.merge_key:
+                parent.merged = node
+                parent.key, parent.merge_key = None, False
             else:
                 parent.items.append((parent.key, node))
                 parent.key = None
@@ -658,8 +693,8 @@ class _Composer:
                 if regexp.match(value):
                     default = tag
                     break
-        # a key's (and the top-level name's) implicit !!timestamp or !!merge (`<<`) is just a name;
-        # on another value it is refused
+        # a key's (and the top-level name's) implicit !!timestamp is just a name, and so is a key's
+        # !!merge (`<<`: the composer merges its value); on another value they are refused
         tag = self.check_tag(event.tag, loc, explicit_only=is_key, default=default)
         if not value.isascii() and _SURROGATE.search(value):
             at = _SURROGATE.search(value).group()
@@ -678,7 +713,8 @@ class _Composer:
     def folds(self, event, value: str) -> tuple | None:
         """Where each source line of a scalar YAML folds (a plain or quoted one over several lines,
         a ``>`` block) starts in its value: ((offset, line, col), ...), 1-based lines and columns,
-        to point at a column of the value; None where a line is not found as written (an escape)."""
+        to point at a column of the value; None where a line is not found as written (an escape).
+        The lines looked at run to the end mark's, which can be a comment's below the scalar."""
         if self.lines is None:
             self.lines = self.text.splitlines()
         first, last = event.start_mark.line, min(event.end_mark.line, len(self.lines) - 1)
@@ -696,6 +732,8 @@ class _Composer:
             if not piece:
                 continue
             found = value.find(piece[:20], at)
+            if found < 0 and piece.startswith("#"):
+                break   # a comment after the scalar (its end mark is on the line that ends it)
             if found < 0:
                 return None
             out.append((found, i + 1, len(src) - len(src.lstrip()) + 1 if i != first else start + 1))
