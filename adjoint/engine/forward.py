@@ -715,8 +715,9 @@ class _ModuleScope:
             return
         if isinstance(value, tuple):
             # a tuple kept whole (u = x.unbind(1); then u[0]): indexed later, never a tensor name itself
-            # (or of Python numbers: s = x.shape, a torch.Size, then s[0])
-            if not all(isinstance(v, (Tensor, Fraction)) or v is None for v in value):
+            # (or of Python numbers: s = x.shape, a torch.Size, then s[0]; or an LSTM's whole
+            # (output, (h_n, c_n)), out = lstm(x), then out[1][0])
+            if not all(isinstance(v, (Tensor, Fraction)) or v is None or _tensor_pair(v) for v in value):
                 raise ProblemError(loc, f"'{name}' must be a tensor, or a tuple of tensors, numbers or None")
             self.local[name] = value
             return

@@ -25,6 +25,8 @@ from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.bindings import call_function
 from adjoint.engine.bindings.core import binary
 from adjoint.engine.inplace import call_inplace
+from adjoint.engine.layers.input_type import not_a_tensor_error
+from adjoint.engine.pylist import sequence_name
 
 
 def _linear(c, x, which: str):
@@ -58,10 +60,32 @@ def _args(c, kind: str):
     return x, bound.get("hx")
 
 
+def state_dim(c, kind: str, value) -> int:
+    """``value.dim()`` as a recurrent module's forward reads a state it was handed: the tensor's
+    rank, or Python's AttributeError for what is no tensor (a tuple, as a GRU handed an LSTM's
+    ``(h, c)`` meets it: "'tuple' object has no attribute 'dim'"; a list, None). A number stays
+    refused."""
+    if isinstance(value, Tensor):
+        return len(value.shape)
+    known = not_a_tensor_error(kind, value)
+    if known is None:
+        raise ProblemError(c.loc, f"{kind} is handed a state that is neither a tensor, a tuple, a list nor None, "
+                                  "which is not modelled; give it tensors")
+    raise TorchError(*known)
+
+
+def state_item(hx, i: int):
+    """``hx[i]`` of a tuple or list of states, Python's IndexError past its end."""
+    if i >= len(hx):
+        raise TorchError("IndexError", f"{sequence_name(hx)} index out of range")
+    return hx[i]
+
+
 def _check_dims(c, kind: str, x: Tensor, states: list, what: list) -> None:
-    """The cell module's own ValueError for an input, then a state, of neither 1 nor 2 dims."""
+    """The cell module's own ValueError for an input, then each state it was handed, of neither 1
+    nor 2 dims (a state that is no tensor, None among them: :func:`state_dim`'s AttributeError)."""
     for t, w in [(x, "input")] + list(zip(states, what)):
-        if t is not None and len(t.shape) not in (1, 2):
+        if state_dim(c, kind, t) not in (1, 2):
             raise TorchError("ValueError", f"{kind}: Expected {w} to be 1D or 2D, got {len(t.shape)}D instead")
 
 
@@ -112,7 +136,7 @@ def _unbatch(c, batched: bool, t: Tensor) -> Tensor:
 
 def rnn_cell_forward(c):
     x, hx = _args(c, "RNNCell")
-    _check_dims(c, "RNNCell", x, [hx], ["hidden"])
+    _check_dims(c, "RNNCell", x, [hx] if hx is not None else [], ["hidden"])
     batched, x, (h,) = _batch(c, x, [hx])
     _check_cell(c, x, [h])
     s = binary(c.rt, "+", _linear(c, h, "hh"), _linear(c, x, "ih"), c.loc)
@@ -122,10 +146,18 @@ def rnn_cell_forward(c):
 
 def lstm_cell_forward(c):
     x, hx = _args(c, "LSTMCell")
-    if hx is not None and not (isinstance(hx, tuple) and len(hx) == 2 and all(isinstance(t, Tensor) for t in hx)):
+    if hx is not None and not isinstance(hx, tuple):
         raise ProblemError(c.loc, "LSTMCell: hx must be a tuple (h_0, c_0) of tensors")
-    states = list(hx) if hx is not None else [None, None]
-    _check_dims(c, "LSTMCell", x, states, ["hx[0]", "hx[1]"])
+    # LSTMCell.forward checks every item's dim (for idx, value in enumerate(hx)); a batched input
+    # hands hx as it is to lstm_cell, which wants two; an unbatched one takes hx[0] and hx[1]
+    states = list(hx) if hx is not None else []
+    _check_dims(c, "LSTMCell", x, states, [f"hx[{i}]" for i in range(len(states))])
+    if hx is None:
+        states = [None, None]
+    elif len(x.shape) == 1:
+        states = [state_item(hx, 0), state_item(hx, 1)]
+    elif len(states) != 2:
+        raise TorchError("RuntimeError", "lstm_cell expects two hidden states")
     batched, x, (h, cx) = _batch(c, x, states)
     _check_cell(c, x, [h, cx])
     gates = _inplace(c, "add_", _linear(c, h, "hh"), _linear(c, x, "ih"))
@@ -141,7 +173,7 @@ def lstm_cell_forward(c):
 
 def gru_cell_forward(c):
     x, hx = _args(c, "GRUCell")
-    _check_dims(c, "GRUCell", x, [hx], ["hidden"])
+    _check_dims(c, "GRUCell", x, [hx] if hx is not None else [], ["hidden"])
     batched, x, (h,) = _batch(c, x, [hx])
     _check_cell(c, x, [h])
     i_r, i_z, i_n = _chunks(c, _linear(c, x, "ih"), 3)

@@ -35,7 +35,7 @@ from adjoint.engine.bindings import call_function
 from adjoint.engine.bindings.core import binary
 from adjoint.engine.graph import Tensor
 from adjoint.engine.inplace import call_inplace
-from adjoint.engine.layers.recurrent import _args
+from adjoint.engine.layers.recurrent import _args, state_dim, state_item
 from adjoint.engine.torch_errors import TorchError
 from adjoint.format.errors import ProblemError
 from adjoint.values.strides import contiguous_strides
@@ -144,16 +144,29 @@ def _lstm_hx_tensor(x: Tensor, hx: Tensor) -> None:
                                          f"should also be {want}-D but got ({d}-D, {d}-D) tensors")
 
 
+def _lstm_states(c, hx: tuple, batched: bool) -> list:
+    """LSTM.forward's reads of the pair it is handed: ``hx[0].dim()``, then ``hx[1].dim()``
+    (Python's IndexError for a shorter tuple or list, AttributeError for an item that is no
+    tensor), then both ranks against the input's. Only ``hx[0]`` and ``hx[1]`` go on: an
+    unbatched input's are unsqueezed into a new pair, and a batched one hands ``hx`` itself to
+    ``_VF.lstm``, whose count check comes after ``check_forward_args`` (in :func:`_forward`)."""
+    dims = []
+    for i in (0, 1):
+        dims.append(state_dim(c, "LSTM", state_item(hx, i)))
+    want = 3 if batched else 2
+    if any(d != want for d in dims):
+        what = "batched 3-D" if batched else "unbatched 2-D"
+        raise TorchError("RuntimeError", f"For {what} input, hx and cx should also be {want}-D but got "
+                                         f"({dims[0]}-D, {dims[1]}-D) tensors")
+    return [hx[0], hx[1]]
+
+
 def _forward(c, kind: str):
     x, hx = _args(c, kind)
     lstm = kind == "LSTM"
-    if x.dtype != c.rt.dtype or (hx is not None and not lstm and not isinstance(hx, Tensor)):
-        raise ProblemError(c.loc, f"{kind} needs a tensor input of the problem's dtype ({c.rt.dtype}) and a tensor "
-                                  "state")
-    if lstm and isinstance(hx, Tensor):
-        _lstm_hx_tensor(x, hx)
-    if lstm and hx is not None and not (isinstance(hx, tuple) and len(hx) == 2
-                                        and all(isinstance(t, Tensor) for t in hx)):
+    if x.dtype != c.rt.dtype:
+        raise ProblemError(c.loc, f"{kind} needs a tensor input of the problem's dtype ({c.rt.dtype})")
+    if lstm and hx is not None and not isinstance(hx, (Tensor, tuple)):
         raise ProblemError(c.loc, "LSTM: hx must be a tuple (h_0, c_0) of tensors")
     if lstm and c.rt.dtype == "float32":
         raise ProblemError(c.loc, "nn.LSTM in float32 runs oneDNN's fused kernel on the CPU (MkldnnRnnLayerBackward0), "
@@ -171,25 +184,21 @@ def _forward(c, kind: str):
         raise TorchError("ValueError", f"{kind}: Expected input to be 2D or 3D, got {len(x.shape)}{tail}")
     batched = len(x.shape) == 3
     batch_dim = 0 if batch_first else 1
-    states = list(hx) if lstm and hx is not None else [hx] if hx is not None else []
+    if lstm and isinstance(hx, Tensor):
+        _lstm_hx_tensor(x, hx)
+    states = _lstm_states(c, hx, batched) if lstm and hx is not None else [hx] if hx is not None else []
     if not batched:
         x = _fn(c, "unsqueeze", x, Fraction(batch_dim))
         if states and not lstm:
-            if len(states[0].shape) != 2:
+            if state_dim(c, kind, states[0]) != 2:
                 raise TorchError("RuntimeError", f"For unbatched 2-D input, hx should also be 2-D but got "
                                                  f"{len(states[0].shape)}-D tensor")
             states = [_fn(c, "unsqueeze", states[0], Fraction(1))]
-    elif states and not lstm and len(states[0].shape) != 3:
+    elif states and not lstm and state_dim(c, kind, states[0]) != 3:
         raise TorchError("RuntimeError", f"For batched 3-D input, hx should also be 3-D but got "
                                          f"{len(states[0].shape)}-D tensor")
-    if states and lstm:
-        want = 3 if batched else 2
-        if any(len(s.shape) != want for s in states):
-            what = "batched 3-D" if batched else "unbatched 2-D"
-            raise TorchError("RuntimeError", f"For {what} input, hx and cx should also be {want}-D but got "
-                                             f"({len(states[0].shape)}-D, {len(states[1].shape)}-D) tensors")
-        if not batched:
-            states = [_fn(c, "unsqueeze", s, Fraction(1)) for s in states]
+    if states and lstm and not batched:
+        states = [_fn(c, "unsqueeze", s, Fraction(1)) for s in states]
     batch = x.shape[0] if batch_first else x.shape[1]
     expected = (layers * dirs, batch, c.arg("proj_size", 0) or hidden_size)
     expected_c = (layers * dirs, batch, hidden_size)
@@ -205,6 +214,8 @@ def _forward(c, kind: str):
         _hidden_check(c, states[1], expected_c, "Expected hidden[1] size {}, got {}")
     else:
         _hidden_check(c, states[0], expected, "Expected hidden size {}, got {}")
+    if lstm and batched and hx is not None and len(hx) != 2:   # _VF.lstm's first check
+        raise TorchError("RuntimeError", "lstm expects two hidden states")
     # ATen (RNN.cpp)
     if batch_first:
         x = _fn(c, "transpose", x, Fraction(0), Fraction(1))

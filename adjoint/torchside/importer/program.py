@@ -334,6 +334,8 @@ class Writer:
             kwargs = {k: v for k, v in kwargs.items() if not k.startswith("_") and
                       not (k in defaults and not isinstance(v, fx.Node) and type(v) is type(defaults[k])
                            and v == defaults[k])}
+            if _default_float(node, args, kwargs):
+                kwargs = {**kwargs, "dtype": torch.get_default_dtype()}
         parts = [self.arg(a) for a in args] + [f"{k}={self.arg(v)}" for k, v in kwargs.items()]
         return ", ".join(parts)
 
@@ -489,6 +491,28 @@ def _show_target(node: fx.Node) -> str:
     if module == "_operator":
         module = "operator"
     return f"{module}.{name}" if module else name
+
+
+#: the factories a file may call whose float result takes PyTorch's default dtype when no dtype= is given
+_FLOAT_FACTORIES = {torch.zeros: "zeros", torch.ones: "ones", torch.eye: "eye", torch.full: "full",
+                    torch.arange: "arange"}
+
+
+def _default_float(node: fx.Node, args, kwargs) -> bool:
+    """A factory call without ``dtype=`` whose float result took a default dtype other than
+    float32 (the user's file ran ``torch.set_default_dtype(torch.float64)``): the file, read with
+    PyTorch's own default, would make float32 there, so the dtype is written. ``zeros``, ``ones``
+    and ``eye`` always make a float; ``full`` a float for a float fill value, ``arange`` for a
+    float argument (ints give int64, a bool fill bool)."""
+    if node.target not in _FLOAT_FACTORIES or "dtype" in kwargs or torch.get_default_dtype() is torch.float32:
+        return False
+    name = _FLOAT_FACTORIES[node.target]
+    if name == "full":
+        fill = args[1] if len(args) > 1 else kwargs.get("fill_value")
+        return isinstance(fill, float)
+    if name == "arange":
+        return any(isinstance(a, float) for a in list(args) + [kwargs.get(k) for k in ("start", "end", "step")])
+    return True
 
 
 def _defaults(target) -> dict:
