@@ -186,7 +186,7 @@ def test_every_value_method_of_the_float64_backend_has_a_bound_rule():
     from adjoint.values.backends.float64 import Float64Backend
 
     no_value = {"_fn", "after_op", "after_backward", "all_zero", "any_zero", "as_indices", "check_literal", "check_output", "check_size",
-                "closed", "equals", "ints", "is_symbolic", "is_value", "max_elements", "negate_at_negzero", "notes",
+                "closed", "equals", "has_nonfinite", "ints", "is_symbolic", "is_value", "max_elements", "negate_at_negzero", "notes",
                 "numel", "same_value", "shape", "strings", "symbols_like", "first_outside", "name"}
     names = {n for c in Float64Backend.__mro__[:-1] for n in vars(c) if not n.startswith("__")}
     assert sorted(names - no_value - set(vars(BoundBackend))) == []

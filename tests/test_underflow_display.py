@@ -1,10 +1,12 @@
 """Values too small for a float64, and zeros PyTorch holds as -0.0, as the report and --json show
-them (issue 28, round three): the exact value is always shown, next to the float PyTorch
-float64 holds -- never a bare 0 or -0 for a value that is not zero.
+them (issue 28, round three). A product or an exp whose exact value is below the dtype's
+smallest denormal number is the 0 PyTorch's float holds (IEEE underflow), and everything after
+it computes with that 0, as PyTorch does; the report's "why" says which element underflowed
+and what its exact value was, so no value that is not zero is shown as a bare 0 without it.
 
 The expectations are worked by hand: (1e-200)**2 = 10**-400 is below the smallest float64
 (about 4.9e-324), so PyTorch's float64 x * x is +0.0 and its negation -0.0; exp(-1000) =
-5.0759588975...e-435 (a decimal any table gives); -0 + 0 is +0.0 while -x at 0 is -0.0.
+5.0759588975...e-435 (a decimal any table gives) is +0.0; -0 + 0 is +0.0 while -x at 0 is -0.0.
 The torch lines check the zeros PyTorch holds.
 """
 
@@ -52,19 +54,22 @@ def test_torch_holds_these_zeros():
 def test_report_shows_the_exact_decimal_and_the_float(tmp_path):
     out = _run(tmp_path, "--values")
     lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ") and line.split()}
-    assert lines["a"].split(None, 1)[1] == "[-1e-400 (float64: -0), -9, -0, -1000000]"
+    assert lines["a"].split(None, 1)[1] == "[-0, -9, -0, -1000000]"
     assert lines["b"].split(None, 1)[1] == "[-1e-200, -3, -0, 1000]"
-    assert lines["c"].split(None, 1)[1].startswith("[1, 20.08554, 1, 5.075959e-435 (float64: 0)]")
-    exact = " ".join(_run(tmp_path, "--values", "--exact").split())   # the report wraps its lines
-    assert "(≈ [-1e-400 (float64: -0), -9, -0, -1000000])" in exact
+    assert lines["c"].split(None, 1)[1] == "[1, 20.08554, 1, 0]"
+    why = " ".join(out.split())   # the report wraps its lines
+    assert "MulBackward0: element [0] is about 1.0e-400, below float64's smallest denormal number: " \
+           "PyTorch's value is 0" in why
+    assert "ExpBackward0: element [3] is about 5.08e-435, below float64's smallest denormal number" in why
 
 
 def test_json_value_is_the_float_and_exact_the_value(tmp_path):
     doc = json.loads(_run(tmp_path, "--json"))
     values = doc["variants"]["default"]["values"]
     a, b = values["a"], values["b"]
-    assert a["exact"][0] == "-1/1" + "0" * 400
+    assert a["exact"][0] == "0"   # x * x underflowed to +0.0; its negation is -0.0
     assert a["value"][0] == 0 and math.copysign(1, a["value"][0]) == -1
+    assert values["c"]["exact"][3] == "0" and math.copysign(1, values["c"]["value"][3]) == 1
     assert a["value"][2] == 0 and math.copysign(1, a["value"][2]) == -1      # -(0 * 0)
     assert b["value"][2] == 0 and math.copysign(1, b["value"][2]) == -1      # -0
     assert b["exact"][2] == "0"
