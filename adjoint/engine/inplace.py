@@ -405,6 +405,25 @@ def write(rt, t: Tensor, value) -> None:
         t.value = value
 
 
+def write_in_kernel(rt, t: Tensor, value) -> None:
+    """A kernel's own write into an argument (batch norm's running statistics,
+    ``batch_norm_cpu_update_stats_template``): the storage takes ``value`` (through to the base
+    for a view) and no version counter moves. Every tensor on that storage (the base, its views,
+    its ``detach()``-ed aliases) reads the new values from then on, and a node that saved one of
+    them without saved-tensor hooks holds the storage, not a copy: its backward reads them too
+    (an eval-mode batch norm's running_var, a product's view of a running_mean)."""
+    base = t.base if t.base is not None else t
+    base.value = scatter_into(rt.B, base.value, t.view_ops, value) if t.base is not None else value
+    shared = {id(u) for u in rt.all_tensors if u is base or u.base is base}
+    for u in rt.all_tensors:
+        if id(u) in shared and u.view_of is not None:
+            u.value = u.view_of(base.value)
+    for node in rt.nodes:
+        for sv in node.saved:
+            if sv.hooks is None and id(sv.tensor) in shared:
+                sv.value = sv.tensor.value
+
+
 def _repeats(t: Tensor) -> bool:
     """Elements of ``t`` that are one memory location (a stride 0 along a dim of size > 1)."""
     return bool(t.strides) and any(st == 0 and d > 1 for d, st in zip(t.shape, t.strides))

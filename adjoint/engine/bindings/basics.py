@@ -62,7 +62,8 @@ def lower_std(rt, a, loc: Loc):
 def lower_normalize(rt, a, loc: Loc):
     """F.normalize as torch/nn/functional.py writes it: ``denom = input.norm(p, dim, keepdim=True)
     .clamp_min(eps).expand_as(input); return input / denom``: LinalgVectorNormBackward0,
-    ClampMinBackward0, ExpandBackward0, DivBackward0."""
+    ClampMinBackward0, ExpandBackward0, DivBackward0. ``p`` is read as Tensor.norm reads it
+    (``float("inf")`` the max-norm, ``"fro"`` and None the 2-norm over ``dim``)."""
     if a["out"] is not None:
         raise ProblemError(loc, "normalize(..., out=...) is not modelled (its result is not differentiable); "
                                 "leave out out=")
@@ -140,7 +141,7 @@ FUNCTIONS = (
              doc="ClampMaxBackward0 (saves self): g where x <= max"),
     Function("sign", (_IN,), lower_sign, doc="SignBackward0 (saves nothing; zero gradient)"),
     Function("std", _VAR_PARAMS, lower_std, doc="StdBackward0 (saves self, result)"),
-    Function("normalize", (_IN, Param("p", "number", Fraction(2)), Param("dim", "any", Fraction(1)),
+    Function("normalize", (_IN, Param("p", "any", Fraction(2), optional=True), Param("dim", "any", Fraction(1)),
                            Param("eps", "number", Fraction(1, 10 ** 12)), Param("out", "any", None)),
              lower_normalize, where="function",
              doc="LinalgVectorNormBackward0, ClampMinBackward0, ExpandBackward0, DivBackward0"),

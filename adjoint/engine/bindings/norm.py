@@ -24,6 +24,7 @@ from fractions import Fraction
 from adjoint.engine.bindings.signature import after_packs
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
+from adjoint.engine.inplace import write_in_kernel
 from adjoint.values.strides import is_contiguous
 from adjoint.engine.ops.embedding import EmbeddingSpec
 from adjoint.engine.ops.norm import BatchNormSpec, GroupNormSpec, LayerNormSpec, _channel_shape, _mean_over
@@ -102,7 +103,8 @@ def _batch_norm_refusal(shape, training: bool, weight, bias, running_mean, runni
 
 
 def update_running_stats(rt, x: Tensor, running_mean: Tensor, running_var: Tensor, momentum: Fraction) -> None:
-    """batch_norm_cpu_update_stats_template: written by the kernel, so no version bump."""
+    """batch_norm_cpu_update_stats_template: written by the kernel, so no version bump, and every
+    view of the statistics (and every node that saved one) reads the new values."""
     B = rt.B
     cs = _channel_shape(x.shape)
     c = x.shape[1]
@@ -111,18 +113,8 @@ def update_running_stats(rt, x: Tensor, running_mean: Tensor, running_var: Tenso
     n = B.numel(x.value) // c
     unbiased = B.div(B.sum_to(B.mul(centered, centered), cs), B.scalar(n - 1))
     m, keep = B.scalar(momentum), B.scalar(1 - momentum)
-    running_mean.value = B.add(B.mul(keep, running_mean.value), B.mul(m, B.reshape(mean, (c,))))
-    running_var.value = B.add(B.mul(keep, running_var.value), B.mul(m, B.reshape(unbiased, (c,))))
-    alias_saved(rt, (running_mean, running_var))
-
-
-def alias_saved(rt, tensors) -> None:
-    """A node that saved these tensors (an eval-mode batch norm) holds their storage, not a copy,
-    and the kernel's write moved no version counter: its backward reads the new values."""
-    for node in rt.nodes:
-        for sv in node.saved:
-            if sv.hooks is None and any(sv.tensor is t for t in tensors):
-                sv.value = sv.tensor.value
+    write_in_kernel(rt, running_mean, B.add(B.mul(keep, running_mean.value), B.mul(m, B.reshape(mean, (c,)))))
+    write_in_kernel(rt, running_var, B.add(B.mul(keep, running_var.value), B.mul(m, B.reshape(unbiased, (c,)))))
 
 
 def lower_batch_norm(rt, a: dict, loc: Loc):

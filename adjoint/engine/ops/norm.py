@@ -272,6 +272,15 @@ def group_norm_vjp(B, gs, ins, outs, p: GroupNormSpec, need):
     return [gx, gw, gb]
 
 
+def group_norm_backward_error(dtypes, p: GroupNormSpec, need):
+    """native_group_norm_backward on the CPU makes the bias gradient like the weight (``gamma``):
+    with no weight, a bias that needs its gradient is c10's "tensor does not have a device", raised
+    in the node (after its pre-hooks), whatever the input needs (F.group_norm(x, G, None, b))."""
+    if dtypes[1] is None and dtypes[2] is not None and need[2]:
+        return ("RuntimeError", "tensor does not have a device", "other")
+    return None
+
+
 # ----------------------------------------------------------------------------- how they read (adjoint.mathtree)
 # Each normalization reads as one function of (input, weight, bias[, running stats]), its mode or groups and
 # eps as a subscript; the mean and 1/std it also returns (saved for the backward) have no gradient. J^T lambda
@@ -326,6 +335,6 @@ OPS = (
        (Save("input", "in", 0), Save("weight", "in", 1), Save("result1", "out", 1), Save("result2", "out", 2)),
        "rstd*(gw - mean(gw) - xhat*mean(gw*xhat)) per group, gw = g*w per channel; sum(g*xhat), sum(g) per channel",
        grows=True, outputs=3, nonfinite="a variance plus eps that is not positive",
-       math=Math(layer((GROUP_NORM, STAT_MEAN, STAT_RSTD), _gn_sub)),
+       math=Math(layer((GROUP_NORM, STAT_MEAN, STAT_RSTD), _gn_sub)), backward_error=group_norm_backward_error,
        checks=(Check(((2, 4, 2), (4,), (4,)), GroupNormSpec(2, _EPS)),), integers="refused"),
 )
