@@ -100,7 +100,8 @@ ROUNDING_DECIDED = {"bound_norm_direction_at_a_rounding_zero.yaml",
                     "mm_inner_size_one_vector_result_is_positive_zero.yaml",
                     # float32's underflow to 0 (exp(-200), then sqrt's infinite derivative: nan), which
                     # doubles do not reach
-                    "underflow_to_zero_float32.yaml"}
+                    "underflow_to_zero_float32.yaml", "matrix_products_underflow_to_zero.yaml",
+                    "division_by_an_underflowed_negative_zero.yaml"}
 
 
 @pytest.mark.parametrize("path", FILES)
