@@ -131,3 +131,36 @@ steps:
     assert torch.tensor(got["x"]["value"]).flatten().tolist() == pytest.approx(x.grad.flatten().tolist())
     assert torch.tensor(got["fc.weight"]["value"]).flatten().tolist() == \
         pytest.approx(fc.weight.grad.flatten().tolist())
+
+
+def test_a_name_a_later_line_binds_is_a_local_throughout():
+    """A name assigned on any line of a function (a forward, a hook body; in an ``if`` branch
+    too) is Python's local throughout it: called or read before that line it is
+    UnboundLocalError, not PyTorch's function nor the script's tensor. adjoint answered
+    torch.relu (and read the forward's tensor); it refuses such a line now, naming the error."""
+    # what Python does with such a function (written as source: a linter flags it, as it should)
+    scope = {"relu": torch.relu, "h": torch.tensor([1.0])}
+    exec("def forward(x):\n    h = relu(x)\n    relu = h * 2\n    return relu\n"
+         "def body(grad):\n    g = grad * h\n    if g.sum() > 100:\n        h = g\n    return g\n", scope)
+    with pytest.raises(UnboundLocalError, match="cannot access local variable 'relu'"):
+        scope["forward"](torch.tensor([1.0]))
+    with pytest.raises(UnboundLocalError, match="cannot access local variable 'h'"):
+        scope["body"](torch.tensor([1.0]))
+
+    text = FORWARD.format(inp="x", body="    h = relu(x)\n    relu = h * 2\n    return relu.sum()", extra="")
+    assert refusal(text).startswith("<string>:8:9: 'relu' is assigned later in this code, so Python takes it "
+                                    "as a local name throughout: relu(...) here raises UnboundLocalError")
+    hooks = """hooks:
+  - {tensor: h, does: ["g = relu(grad)", "relu = g * 2"], returns: "relu"}"""
+    text = FORWARD.format(inp="x", body="    h = x * 2\n    return h.sum()", extra=hooks)
+    assert "'relu' is assigned later in this code" in refusal(text)
+    hooks = """hooks:
+  - tensor: h
+    does: |
+      g = grad * h
+      if g.sum() > 100:
+          h = g
+    returns: g"""
+    text = FORWARD.format(inp="x", body="    h = x * 2\n    return h.sum()", extra=hooks)
+    assert "'h' is assigned later in this code, so Python takes it as a local name throughout: reading 'h'" \
+        in refusal(text)

@@ -154,3 +154,91 @@ loss: "sum(y)"
     with pytest.raises(ProblemError, match=r"SigmoidBackward0: element \[0\] is about .*, where the kernel's "
                                            r"exp\(-a\) overflows in " + dtype):
         adjoint.load(str(path)).solve()
+
+
+def _close(predicted: list, observed: list) -> bool:
+    """As :func:`_same`, finite nonzero values within float32's rounding."""
+    return all(_same([p], [o]) or (math.isfinite(p) and p != 0 and math.isclose(p, o, rel_tol=1e-6))
+               for p, o in zip(predicted, observed))
+
+
+def _flat(v) -> list:
+    return [float(e) for e in (v if isinstance(v, list) else [v])] if not isinstance(v, list) or \
+        not v or not isinstance(v[0], list) else [f for row in v for f in _flat(row)]
+
+
+def test_matrix_products_of_tiny_factors_are_zero_and_dividing_by_them_has_pytorchs_sign(tmp_path):
+    """mm, Linear's addmm, bmm, matrix @ vector and vector @ vector of float32 factors whose
+    products fall below the smallest denormal are 0 in PyTorch, +0.0 as the kernel sums from
+    +0.0 (an mm with an inner size of 1: its one product's sign), in the backward too (W.grad =
+    x^T @ g). adjoint kept -1.2e-59 there, so a hook's 1 / a was -inf where PyTorch's is inf. And
+    1 / -0.0 is -inf (adjoint divided every exact zero as +0.0)."""
+    xv = [[1e-30, 2e-30, 3e-30], [1e-30, 1e-30, 1e-30]]
+    Wv = [[-1e-30, -2e-30], [-1e-30, -1e-30], [-3e-30, -1e-30]]
+    cv, rv, vv = [[1e-30], [2e-30]], [[-1e-30, -3e-30]], [1e-30, 1e-30, 2e-30]
+    fw, fb = [[-1e-30, -2e-30, -1e-30], [1e-30, 1e-30, -3e-30]], [1e-37, 0.0]
+    x, W, c, r, v = (torch.tensor(t, requires_grad=True) for t in (xv, Wv, cv, rv, vv))
+    fc = torch.nn.Linear(3, 2)
+    with torch.no_grad():
+        fc.weight.copy_(torch.tensor(fw))
+        fc.bias.copy_(torch.tensor(fb))
+    a, o = x @ W, c @ r
+    b = torch.bmm(c.unsqueeze(0), r.unsqueeze(0))
+    m, d, f = x @ (v * -1), v @ (v * -1), fc(x)
+    p = (v * -1e-30) * 1e-30   # -0.0
+    seen = {}
+    for name, t in dict(a=a, o=o, b=b, m=m, d=d, f=f, p=p).items():
+        t.register_hook(lambda g, t=t, name=name: seen.setdefault(name, 1 / t))
+    (a.sum() + o.sum() + b.sum() + m.sum() + d + f.sum() + p.sum()).backward()
+    doc = _solve(tmp_path, f"""
+name: p
+inputs:
+  x: {{value: {xv}, requires_grad: true}}
+  W: {{value: {Wv}, requires_grad: true}}
+  c: {{value: {cv}, requires_grad: true}}
+  r: {{value: {rv}, requires_grad: true}}
+  v: {{value: {vv}, requires_grad: true}}
+model:
+  children:
+    fc: {{type: Linear, args: {{in_features: 3, out_features: 2}}, params: {{weight: {fw}, bias: {fb}}}}}
+  inputs: [x, W, c, r, v]
+  forward: |
+    a = x @ W
+    o = c @ r
+    b = torch.bmm(c.unsqueeze(0), r.unsqueeze(0))
+    m = x @ (v * -1)
+    d = v @ (v * -1)
+    f = fc(x)
+    p = (v * -1e-30) * 1e-30
+    return a.sum() + o.sum() + b.sum() + m.sum() + d + f.sum() + p.sum()
+loss: "y"
+hooks:
+""" + "".join(f'  - {{tensor: {n}, returns: "1 / {n}"}}\n' for n in "aobmdfp"))
+    returned = {c["target"]: c["returned"] for c in doc["hook_calls"]}
+    for name, t in seen.items():
+        assert _close(_flat(returned[name]["value"]), t.flatten().tolist()), name
+    for name, t in dict(x=x, W=W, c=c, r=r, v=v).items():
+        assert _close(_flat(doc["grads"][name]["value"]), t.grad.flatten().tolist()), name
+
+    # the backward: W.grad = x^T @ g with every product tiny is +0.0
+    x, W = torch.tensor(xv, requires_grad=True), torch.ones(3, 2, requires_grad=True)
+    h = x @ W
+    h.register_hook(lambda g: g * -1e-30)
+    got = {}
+    W.register_hook(lambda g: got.setdefault("W", g.clone()))
+    h.sum().backward()
+    doc = _solve(tmp_path, f"""
+name: p
+inputs:
+  x: {{value: {xv}, requires_grad: true}}
+  W: {{value: [[1, 1], [1, 1], [1, 1]], requires_grad: true}}
+model:
+  inputs: [x, W]
+  forward: "x @ W"
+loss: "sum(y)"
+hooks:
+  - {{tensor: model, returns: "grad * -1e-30"}}
+  - {{tensor: W}}
+""")
+    handed = [c for c in doc["hook_calls"] if c["target"] == "W"][0]["args"]["grad"]
+    assert _same(_flat(handed["value"]), got["W"].flatten().tolist())

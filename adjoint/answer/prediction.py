@@ -326,6 +326,8 @@ def value_json(v, style: JsonStyle | None = None) -> dict | list | float | int |
         return [value_json(v.re, style), value_json(v.im, style)]
     if isinstance(v, (str, bool, int)):   # int: a key stash() returned
         return v
+    if getattr(v, "printed_number", False):   # a hook returned x.item() of an irrational value: its float
+        return v.value
     if isinstance(v, Typed) and v.dtype in ("complex64", "complex128"):   # adjoint.values.complexes
         return complex_json(v.value, v.dtype, printer) if v.value is not None and v.value.floats is not None else \
             {"shape": list(v.value.shape), "value": None, "exact": None, "dtype": v.dtype}

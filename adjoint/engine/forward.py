@@ -25,7 +25,7 @@ from fractions import Fraction
 from adjoint.format import syntax as S
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Node, Tensor, recorded
-from adjoint.engine.interpreter import Interp
+from adjoint.engine.interpreter import Interp, unbound_local
 from adjoint.engine.nn_module import BackwardHookState, LegacyHook, ModuleHooks, ModuleInputHook, ModuleOutputHook
 from adjoint.engine.hook_registration import grad_fn
 from adjoint.engine.view_history import grad_fn_name
@@ -696,6 +696,7 @@ class _ModuleScope:
         self.local: dict = {}
         self.assigning: str | None = None
         self.assigned = [s.target.id for s in mod.forward if isinstance(s, S.Assign) and isinstance(s.target, S.Name)]
+        self.later = S.bound_names(mod.forward)   # Python's locals of the forward (see binds_later)
         # name -> the statement making its tensor require grad in place (its hooks may wait for it)
         self.enabling = S.requires_grad_statements(mod.forward)
 
@@ -767,6 +768,8 @@ class _ModuleScope:
         if self.mod.child(name) is not None:
             raise ProblemError(loc, f"'{name}' is a module; call it, as in {name}(x)")
         if name in self.run.m.globals:
+            if self.binds_later(name):   # a local throughout the forward, not the script's variable
+                raise unbound_local(name, loc, f"reading '{name}'")
             return self.run.m.globals[name]
         if name == self.assigning:
             raise ProblemError(loc, f"'{name}' is used in its own definition; a forward line may only use names "
@@ -791,6 +794,11 @@ class _ModuleScope:
         if name in self.run.m.globals:
             return (self.run.m.globals[name],)
         return None
+
+    def binds_later(self, name: str) -> bool:
+        """A name a later line of the forward binds (Python's local throughout it), not bound yet:
+        a call of it here is UnboundLocalError in Python (Interp.check_shadowing)."""
+        return name in self.later and name not in self.local and name not in self.args
 
     def set_module_attribute(self, name: str, value, loc: Loc) -> None:
         """``self.NAME = value`` (adjoint.engine.module_attrs)."""

@@ -13,6 +13,7 @@ from functools import partial
 from operator import attrgetter, is_
 
 from adjoint.format.errors import ProblemError
+from adjoint.format import syntax as S
 from adjoint.engine.graph import Tensor, recorded
 from adjoint.engine.interpreter import EnvScope, Interp
 from adjoint.engine.runtime import CallRecord, TorchError
@@ -42,7 +43,8 @@ def run_hook_body(rt, hook, env: dict, grads: LeafGrads | None = None, named: di
     if getattr(hook, "optimizer", None) is not None:   # optim: torch.optim.Adam([tensor]) (adjoint.engine.adam)
         env["optim"] = rt.hooks_runner.optimizer_of(hook, env["tensor"])
     kind = "tensor hook" if hook.kind == "hook" else f"{hook.kind} hook"
-    interp = HookInterp(rt, EnvScope(env, f"the {kind} '{hook.label}'", rt.names, named),
+    interp = HookInterp(rt, EnvScope(env, f"the {kind} '{hook.label}'", rt.names, named,
+                                     later=S.bound_names(hook.does)),
                         grads if grads is not None else LeafGrads())
     for stmt in hook.does:
         interp.execute(stmt)

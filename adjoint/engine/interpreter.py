@@ -46,15 +46,26 @@ class Scope(Protocol):
     # optional: ``bound(name)``, ``(value,)`` when the program itself binds the name (see Interp.check_shadowing)
 
 
+def unbound_local(name: str, loc, what: str) -> ProblemError:
+    """``name`` is bound by a line after this one of the same code (a forward, a hook body), so
+    Python takes it as a local name throughout that code: ``what`` here reads it before it is
+    bound, UnboundLocalError, never PyTorch's function or the script's variable. Not modelled."""
+    return ProblemError(loc, f"'{name}' is assigned later in this code, so Python takes it as a local name "
+                             f"throughout: {what} here raises UnboundLocalError (cannot access local variable "
+                             f"'{name}' where it is not associated with a value); give the local another name")
+
+
 class EnvScope:
     """Names from a dict: a hook's arguments, or a custom backward formula's inputs."""
 
     assigning = None
 
     def __init__(self, env: dict, what: str, names: dict | None = None, named: dict | None = None,
-                 own: frozenset | None = None):
+                 own: frozenset | None = None, later: frozenset = frozenset()):
         self.env = env
         self.what = what
+        #: the names a line of the code binds (syntax.bound_names): Python's locals throughout it
+        self.later = later
         #: the names the code binds itself (default: all of ``env``), which hide functions (``bound``)
         self.own = own
         self.names = names if names is not None else {}
@@ -65,6 +76,8 @@ class EnvScope:
     def lookup(self, name, loc):
         if name in self.env:
             return self.env[name]
+        if name in self.later:
+            raise unbound_local(name, loc, f"reading '{name}'")
         if name in self.names:   # a hook body may name the forward's tensors
             value = self.names[name]
             version = getattr(getattr(value, "version", None), "value", None)
@@ -78,6 +91,10 @@ class EnvScope:
         if name not in self.env or (self.own is not None and name not in self.own):
             return None
         return (self.env[name],)
+
+    def binds_later(self, name) -> bool:
+        """A local name the code binds on a later line, not bound yet (see unbound_local)."""
+        return name in self.later and name not in self.env
 
     def call(self, name, args, kwargs, loc):
         raise ProblemError(loc, unknown_function(name, f"in {self.what}"))
@@ -484,6 +501,9 @@ class Interp:
             return
         found = self.shadowing(head)
         if found is None:
+            later = getattr(self.scope, "binds_later", None)
+            if later is not None and later(head):
+                raise unbound_local(head, e.loc, f"{e.prefix}{e.func}(...)")
             return
         what = describe(found[0])
         noun = what.split()[-1]

@@ -99,6 +99,8 @@ def nested_grad(rt, e, args: list, kwargs: dict, in_hook: bool):
     for t, value in zip(inputs, captured):
         if value is None:   # allow_unused (without it the engine raised PyTorch's error)
             out.append(None)
+        elif value is gradient:   # the very tensor given, handed back unchanged (the engine's runner says so)
+            out.append(gradient)
         else:
             out.append(rt.tensor(value.value if isinstance(value, Tensor) else value, dtype=t.dtype))
     return tuple(out)

@@ -381,7 +381,12 @@ def _hook_body_grad(rt, root, grad, inputs: tuple, retain: bool, allow_unused: b
     engine = Engine(rt, rt.hooks_runner.fire_values)
     if allow_unused:
         engine.check_unused = lambda req, result: None
-    return engine.run(BackwardRequest(root, _value(grad), "grad", inputs, retain, grad_obj=_given(grad))).captured
+    given = _given(grad)
+    captured = engine.run(BackwardRequest(root, _value(grad), "grad", inputs, retain, grad_obj=given)).captured
+    # the engine captures the buffer itself: where a node handed the given gradient on unchanged
+    # (z + 0, z * 1 is another), the result is the very tensor given (g[0] is grad in PyTorch)
+    return [grad if given is not None and obj is given else value
+            for value, obj in zip(captured, engine.alias.captured + [None] * len(captured))]
 
 
 def _zeroed(leaves: dict, step: Step) -> list:

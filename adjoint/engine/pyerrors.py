@@ -142,8 +142,8 @@ def type_name(value, e: S.Expr, names: dict | None = None) -> str | None:
         return "Parameter" if value.is_param else "Tensor"
     if isinstance(value, tuple):   # a tuple, a list, a torch.return_types value
         return sequence_name(value)
-    if isinstance(value, PyFloat):   # x.item() of a float tensor, and what is computed from it
-        return "float"
+    if isinstance(value, PyFloat) or getattr(value, "printed_number", False):
+        return "float"   # x.item() of a float tensor (an irrational one too), and what is computed from it
     if isinstance(value, (Fraction, Gaussian)):
         return number_type(e, names)
     if isinstance(value, int):

@@ -475,6 +475,29 @@ def requires_grad_statements(program) -> dict[str, Stmt]:
     return out
 
 
+def bound_names(program) -> frozenset[str]:
+    """The names ``program``'s statements bind (``name = ...``, ``a, b = ...``, ``name += ...``),
+    in ``with`` and ``if`` bodies too: Python's local names of a function with that body, local
+    throughout it, so a call or read of one before its line is UnboundLocalError."""
+    out: set[str] = set()
+
+    def targets(t) -> None:
+        if isinstance(t, Name):
+            out.add(t.id)
+        elif isinstance(t, Tup):
+            for item in t.items:
+                targets(item)
+
+    for s in program:
+        if isinstance(s, (Assign, AugAssign)):
+            targets(s.target)
+        elif isinstance(s, With):
+            out |= bound_names(s.body)
+        elif isinstance(s, If):
+            out |= bound_names(s.body) | bound_names(s.orelse)
+    return frozenset(out)
+
+
 def each_bound(env: dict, name: str, items, evaluate) -> list:
     """``evaluate()`` once per item of ``items`` with ``env[name]`` bound to it, ``name``'s own
     binding (or its absence) restored afterwards: a comprehension's scope, as both interpreters

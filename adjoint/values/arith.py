@@ -172,12 +172,16 @@ def div(x: Exact, y: Exact) -> Exact:
 
 
 def _div_by_zero(x: Exact, y: Exact, zeros: np.ndarray, shape) -> Exact:
-    """x / y where some y are exactly 0: IEEE (+-inf, nan for 0/0) there, the quotient elsewhere."""
+    """x / y where some y are exactly 0: IEEE (+-inf, nan for 0/0) there, the quotient elsewhere;
+    a -0.0 divisor flips the infinity's sign (1 / -0.0 is -inf: a product that underflowed
+    below zero, ``x * -1e-30 * 1e-30`` in float32)."""
     safe_y = where_mask(np.broadcast_to(zeros, y.shape), Exact.full(y.shape, 1), y)
     out = div(x, safe_y)
     zb = np.broadcast_to(zeros, shape)
     xs = np.broadcast_to(x.signs(), shape)
-    return I.overwrite(out, zb, [I.ieee("div", [I.float_of_sign(s), 0.0]) for s in xs[zb].tolist()])
+    ys = np.broadcast_to(y.negzero if y.negzero is not None else np.zeros(y.shape, dtype=bool), shape)
+    return I.overwrite(out, zb, [I.ieee("div", [I.float_of_sign(s), -0.0 if neg else 0.0])
+                                 for s, neg in zip(xs[zb].tolist(), ys[zb].tolist())])
 
 
 def _wrap_sym(a) -> Exact:

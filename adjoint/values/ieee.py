@@ -77,7 +77,8 @@ def ieee(op: str, vals: list) -> float:
         if op == "mul":
             return a * b
         if op == "div":
-            return a / b if b != 0 else (math.copysign(math.inf, a) if a != 0 and a == a else math.nan)
+            return a / b if b != 0 else (math.copysign(math.inf, math.copysign(1.0, b) * a) if a != 0 and a == a
+                                         else math.nan)   # 1 / -0.0 is -inf
         if op == "neg":
             return -a
         if op == "relu":

@@ -96,8 +96,9 @@ class PrintedNumber:
 
     printed_number = True   # what bind() and the runtime look for, before any op takes it
 
-    def __init__(self, loc: Loc):
+    def __init__(self, loc: Loc, value: float | None = None):
         self.loc = loc
+        self.value = value   # the float PyTorch holds (to the dtype's rounding), as the answer writes it
 
     def _refuse(self, *args):
         raise ProblemError(self.loc, "x.item() of a value that is not rational (a square root, an exponential) is the "
@@ -109,6 +110,15 @@ class PrintedNumber:
 
     def __repr__(self) -> str:
         return "<a Python float>"
+
+
+def _first_float(value) -> float | None:
+    """A one-element value's float, where its backend computes floats (None in --structure)."""
+    floats = getattr(value, "floats", None)
+    f = floats() if callable(floats) else floats
+    while isinstance(f, list) and f:
+        f = f[0]
+    return float(f) if isinstance(f, (int, float, str)) else None
 
 
 def lower_item(rt, a, loc):
@@ -125,7 +135,7 @@ def lower_item(rt, a, loc):
     item = getattr(x.value, "item", None)
     v = item() if callable(item) else None
     if not isinstance(v, (float, Fraction)) and type(v).__name__ != "fmpq":   # (--float64 gives the double)
-        return PrintedNumber(loc)
+        return PrintedNumber(loc, _first_float(x.value))
     v = number(v)
     if x.dtype in ("float16", "bfloat16", "float32", "float64"):   # a Python float, 3.0 too (adjoint.engine.pyfloat)
         from adjoint.engine.pyfloat import PyFloat

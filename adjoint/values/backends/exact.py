@@ -270,7 +270,20 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN, Composed):
         return J.join(list(xs), lambda arrs: np.stack(arrs, axis=axis))
 
     sum_to = staticmethod(O.sum_to)
-    matmul2d = staticmethod(O.matmul2d)
+    def matmul2d(self, x, y, outer: bool = True):
+        """(m, k) @ (k, n), with the elements PyTorch's float holds as 0 made 0 (:func:`underflow_mask`:
+        products of tiny factors, ``1e-30 * 1e-30`` in float32), in the forward (mm, addmm, mv, dot,
+        bmm) and in their backwards alike. The CPU kernel sums the products from +0.0, so such an
+        element is +0.0 whatever its sign; with an inner size of 1 it writes the one product, whose
+        sign it keeps (the mm ``outer`` rule of adjoint.values.signed_zero, where BLAS does not hand
+        a one-row or one-column result to gemv; ``bmm``'s kernel sums from +0.0 at any size: ``outer``
+        False)."""
+        out = O.matmul2d(x, y)
+        mask = underflow_mask(out, self.dtype)
+        if mask is None:
+            return out
+        (m, k), n = x.shape, y.shape[1]
+        return zeroed(out, mask, signed=outer and k == 1 and m != 1 and n != 1)
     outer = staticmethod(O.outer)
     total = staticmethod(O.total)
 
@@ -478,18 +491,20 @@ def underflow_mask(out: Exact, dtype: str) -> np.ndarray | None:
     return mask if mask.any() else None
 
 
-def zeroed(out: Exact, mask: np.ndarray) -> Exact:
+def zeroed(out: Exact, mask: np.ndarray, signed: bool = True) -> Exact:
     """``out`` with the elements under ``mask`` made PyTorch's 0: -0.0 where the exact value is
-    negative (a rational or certified tensor)."""
+    negative (a rational or certified tensor); +0.0 everywhere unless ``signed`` (a sum of
+    products that each rounded to a zero)."""
     if out.rational:
         num = out.qa.num
-        negative = mask & np.array([n < 0 for n in num.reshape(-1).tolist()], dtype=bool).reshape(out.shape)
+        negative = mask & np.array([n < 0 and signed for n in num.reshape(-1).tolist()],
+                                   dtype=bool).reshape(out.shape)
         kept = num.copy()
         kept[mask] = 0
         result = Exact.from_q(QArray(kept, out.qa.den))
     else:
         from adjoint.values import ieee as I
-        negative = mask & np.array([bool(b < 0) for b in out.balls.reshape(-1).tolist()],
+        negative = mask & np.array([bool(b < 0) and signed for b in out.balls.reshape(-1).tolist()],
                                    dtype=bool).reshape(out.shape)
         result = I.overwrite(out, mask, [0.0] * int(mask.sum()))
     return result.with_negzero(negative if out.negzero is None else out.negzero | negative)   # (a -0.0 stays)

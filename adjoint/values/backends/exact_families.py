@@ -262,8 +262,8 @@ class ExactSelections:
         n = a.shape[0]
         if n == 0:
             return Exact.zeros((0, a.shape[1], b.shape[2]))
-        pieces = [A.matmul2d(a.restructured(lambda v, i=i: v[i].copy()), b.restructured(lambda v, i=i: v[i].copy()))
-                  for i in range(n)]
+        pieces = [self.matmul2d(a.restructured(lambda v, i=i: v[i].copy()), b.restructured(lambda v, i=i: v[i].copy()),
+                                  outer=False) for i in range(n)]
         return J.join(pieces, lambda arrs: np.stack(arrs, axis=0))
 
 
