@@ -170,6 +170,8 @@ class Reducer:
         # made its .grad; a hook assigning .grad another tensor after that is finalize_backward's REDUCER_CHECK
         self.view_objs: dict[int, GradObj] = {}
         run.ddp = self
+        if self.view:
+            run.rt.grad_read_guard = self.read_guard
         for i, (_, t) in enumerate(self.params):
             node = run.rt.grad_accumulator(t)
             node.post_hooks.add(-1 - i, ReducerPostHook(self, i))
@@ -313,6 +315,22 @@ class Reducer:
         """gradient_as_bucket_view: is parameter ``index``'s .grad (still) its bucket view?"""
         _, t = self.params[index]
         return t.grad is not None and grad_holders(self.run.rt).get(t) is self.view_objs.get(index)
+
+    def read_guard(self, leaf: Tensor, loc) -> None:
+        """A hook body reading ``leaf.grad`` (gradient_as_bucket_view): once the bucket holding it
+        is launched to the Reducer's own all-reduce or a built-in comm hook, .grad is a view of a
+        buffer that collective writes in place from another thread (the allreduce hook divides it
+        first): what the hook reads is a race. A written comm hook's all_reduce works on a copy and
+        ends before the backward goes on."""
+        hook = self.spec.comm_hook
+        if not self.expect_hooks or (hook is not None and hook.builtin is None):
+            return
+        for k, _flat, _rec in self.launched:
+            if any(self.params[i][1] is leaf and self.is_view(i) for i in self.buckets[k]):
+                raise ProblemError(loc, "reading a parameter's .grad after its bucket was launched, under "
+                                        "gradient_as_bucket_view: .grad is a view of the bucket the all-reduce writes "
+                                        "in place meanwhile (a race in PyTorch); not modelled (read it before its "
+                                        "bucket is complete, or after the backward)")
 
     def check_view(self, index: int) -> None:
         """finalize_bucket_dense with gradient_as_bucket_view, for a parameter some rank used: a

@@ -190,6 +190,9 @@ class LeafGrads:
         self.wrapped = wrapped         # the hook's arguments (Wrapped), for the engine tensors they are
 
     def read(self, rt, leaf: Tensor, loc):
+        guard = getattr(rt, "grad_read_guard", None)   # DDP's Reducer: a .grad its collective may be writing
+        if guard is not None:
+            guard(leaf, loc)
         if leaf.grad is None:
             self.read_tensors.pop(leaf, None)
             return None
