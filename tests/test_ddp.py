@@ -443,6 +443,49 @@ def test_a_parameter_without_gradient_is_reduced_as_zeros():
     assert _exact(ranks[0]["grads"]["b.bias"]) == [Fraction(8 + 13, 2)]   # zeros + the mean (hand: 2y per rank)
 
 
+
+#: what a hand-written torch script printed (2 gloo processes, float64) for tests/ddp/view_grad_*.yaml's
+#: set-up, by what a.weight's post-accumulate hook does to b.weight.grad (the bucket view by then):
+#: b.weight.grad after each backward, the same on both ranks
+VIEW_GRAD = {"b.weight.grad.mul_(2)": (["41", "32.5"], ["123", "97.5"]),
+             "b.weight.grad = b.weight.grad.detach()": (["20.5", "16.25"], ["41", "32.5"]),
+             "b.weight.grad = b.weight.grad": (["20.5", "16.25"], ["41", "32.5"])}
+#: ... and every rank's error when the hook assigns b.weight.grad = b.weight.grad.clone()
+NOT_BUCKET_VIEW = ("Detected at least one parameter gradient is not the expected DDP bucket view with "
+                   "gradient_as_bucket_view=True. This may happen (for example) if multiple allreduce hooks were "
+                   "registered onto the same parameter. If you hit this error, please file an issue with a minimal "
+                   "repro.")
+
+
+def test_gradient_as_bucket_view_grad_is_the_bucket_until_a_hook_replaces_it(tmp_path):
+    """With gradient_as_bucket_view .grad is the bucket view once the Reducer copied the gradient in:
+    a hook's in-place write before the bucket is launched is all-reduced; .grad assigned itself (or
+    its detach(), the same memory) stays the view; assigned a new tensor, finalize_backward raises."""
+    replaced = os.path.join(HERE, "ddp", "view_grad_replaced.yaml")
+    for does, passes in VIEW_GRAD.items():
+        text = open(replaced).read().replace("b.weight.grad = b.weight.grad.clone()", does)
+        for r in _ranks(_write(tmp_path, text)):
+            assert "error" not in r
+            assert [_exact(p["grads"]["b.weight"]) for p in r["passes"]] == [[Fraction(v) for v in g] for g in passes]
+    for r in _ranks(replaced):
+        assert (r["error"]["type"], r["error"]["message"], r["error"]["during"]) == \
+            ("RuntimeError", NOT_BUCKET_VIEW, "backward")
+        assert [c["label"] for c in r["hook_calls"]] == ["post_accumulate_grad@b.bias", "post_accumulate_grad@a.weight"]
+
+
+@pytest.mark.parametrize("comm_hook", ["", "  comm_hook: {builtin: allreduce}\n"])
+@pytest.mark.parametrize("hook", ['{tensor: a.weight, kind: post_accumulate_grad, does: "b.bias.grad.mul_(3)"}',
+                                  '{tensor: x, kind: hook, returns: "grad * b.bias.grad"}'])
+def test_a_launched_bucket_view_read_or_written_in_the_backward_is_refused(tmp_path, comm_hook, hook):
+    """The bucket is all-reduced in place while the backward goes on (and the allreduce hook divides
+    it first): what a hook reads or writes there is a race (two gloo runs of one script printed
+    b.bias.grad 10.5 and 4, then 21 and 9.25, at the same hook)."""
+    text = BASE.replace("  wrap: ddp\n", "  wrap: ddp\n  args: {gradient_as_bucket_view: true, bucket_cap_mb: 0.00001}\n"
+                        + comm_hook).replace("[[2, -1]]]}", "[[2, -1]]], requires_grad: true}")
+    text += f"hooks: [{hook}]\nsteps: [forward, backward, zero_grad, forward, backward]\n"
+    with pytest.raises(ProblemError, match="reading a parameter's .grad after its bucket was launched"):
+        adjoint.load(_write(tmp_path, text)).solve()
+
 # ----------------------------------------------------------------------------- real gloo processes
 
 WRITTEN_TINY = ("  wrap: ddp\n", "  wrap: ddp\n  args: {bucket_cap_mb: 0.00001}\n  comm_hook: {builtin: allreduce}\n")

@@ -48,6 +48,7 @@ from adjoint.engine.reducer_hook import ReducerPostHook, SinkHook
 from adjoint.engine.hook_registration import Registrations
 from adjoint.engine.runtime import CallRecord, Runtime, TorchError
 from adjoint.engine.graph import Node, Tensor
+from adjoint.engine.gradalias import GradObj, grad_holders
 from adjoint.engine import warns
 
 MIB = 1024 * 1024
@@ -165,7 +166,12 @@ class Reducer:
         self.written: dict = {}               # launched bucket j -> its buffer after the comm hook's local does:
         self.psgd_iter = 0                    # powerSGD: PowerSGDState.iter on this rank
         self.history: list[PassReduction] = []   # one per backward pass, for the derivation (adjoint.derivation.ddp)
+        # gradient_as_bucket_view: parameter index -> the tensor (GradObj) of its bucket view, which the Reducer
+        # made its .grad; a hook assigning .grad another tensor after that is finalize_backward's REDUCER_CHECK
+        self.view_objs: dict[int, GradObj] = {}
         run.ddp = self
+        if self.view:
+            run.rt.grad_read_guard = self.read_guard
         for i, (_, t) in enumerate(self.params):
             node = run.rt.grad_accumulator(t)
             node.post_hooks.add(-1 - i, ReducerPostHook(self, i))
@@ -191,6 +197,11 @@ class Reducer:
         if order and self.should_rebuild():
             self.buckets = assign_buckets(list(order), self.nbytes, [self.first_cap, self.cap])
             self.has_rebuilt = True
+            if self.view:   # initialize_bucket_views: every defined .grad copied into its new bucket, and pointed at it
+                self.view_objs = {}
+                for i, (_, t) in enumerate(self.params):
+                    if t.grad is not None:
+                        self.point_at_view(i)
 
     def post_forward(self, synced: bool, out):
         """DDP's _post_forward on the root module's output: prepare_for_backward (synchronized
@@ -290,6 +301,59 @@ class Reducer:
         self.contents[index] = value
         if self.view:
             t.grad = value
+            if grad_holders(self.run.rt).get(t) is not self.view_objs.get(index):   # not grad.is_alias_of(view)
+                self.point_at_view(index)
+
+    def point_at_view(self, index: int) -> None:
+        """gradient_as_bucket_view: ``grad = bucket_view``, .grad is from now on the bucket's view
+        (another tensor than the one it was)."""
+        _, t = self.params[index]
+        obj = self.view_objs[index] = GradObj()
+        grad_holders(self.run.rt)[t] = obj
+
+    def is_view(self, index: int) -> bool:
+        """gradient_as_bucket_view: is parameter ``index``'s .grad (still) its bucket view?"""
+        _, t = self.params[index]
+        return t.grad is not None and grad_holders(self.run.rt).get(t) is self.view_objs.get(index)
+
+    def read_guard(self, leaf: Tensor, loc) -> None:
+        """A hook body reading ``leaf.grad`` (gradient_as_bucket_view): once the bucket holding it
+        is launched to the Reducer's own all-reduce or a built-in comm hook, .grad is a view of a
+        buffer that collective writes in place from another thread (the allreduce hook divides it
+        first): what the hook reads is a race. A written comm hook's all_reduce works on a copy and
+        ends before the backward goes on."""
+        hook = self.spec.comm_hook
+        if not self.expect_hooks or (hook is not None and hook.builtin is None):
+            return
+        for k, _flat, _rec in self.launched:
+            if any(self.params[i][1] is leaf and self.is_view(i) for i in self.buckets[k]):
+                raise ProblemError(loc, "reading a parameter's .grad after its bucket was launched, under "
+                                        "gradient_as_bucket_view: .grad is a view of the bucket the all-reduce writes "
+                                        "in place meanwhile (a race in PyTorch); not modelled (read it before its "
+                                        "bucket is complete, or after the backward)")
+
+    def check_view(self, index: int) -> None:
+        """finalize_bucket_dense with gradient_as_bucket_view, for a parameter some rank used: a
+        .grad of None becomes the bucket view; a .grad that is another tensor (a hook assigned it
+        after the Reducer made it the view) is PyTorch's REDUCER_CHECK."""
+        _, t = self.params[index]
+        if t.grad is None:
+            grad_holders(self.run.rt)[t] = self.view_objs.setdefault(index, GradObj())
+            return
+        cur = grad_holders(self.run.rt).get(t)
+        if cur is self.view_objs.get(index):
+            hook = self.spec.comm_hook
+            if t.grad is not self.contents.get(index) and (hook is None or hook.returns is None):
+                raise ProblemError(self.spec.loc, "under gradient_as_bucket_view a hook wrote a parameter's .grad "
+                                                  "(its bucket view) in place after its bucket was launched: the "
+                                                  "write races with the all-reduce of that bucket (a comm hook "
+                                                  "with returns: would overwrite it); not modelled")
+            return
+        if any(cur is self.view_objs.get(j) for b in self.buckets if index in b for j in b):
+            raise ProblemError(self.spec.loc, "under gradient_as_bucket_view a parameter's .grad assigned another "
+                                              "parameter's .grad of the same bucket (a view of the same bucket, "
+                                              "which PyTorch's check lets pass) is not modelled yet")
+        raise TorchError("RuntimeError", NOT_BUCKET_VIEW, "ddp_not_bucket_view")
 
     def mark_ready(self, index: int, node) -> None:
         name, _ = self.params[index]
@@ -329,6 +393,10 @@ class Reducer:
         """Bucket ``k`` to the comm hook, from the Reducer's post-hook on ``node`` (the
         AccumulateGrad whose parameter completed it, or a later bucket)."""
         B = self.B
+        if self.view:   # .grad is its bucket view: what a hook wrote into it in place since is in the bucket
+            for i in self.buckets[k]:
+                if self.is_view(i):
+                    self.contents[i] = self.params[i][1].grad
         flat = B.concat([_into_bucket(B, self.contents[i], self.params[i][1], self.dtype) for i in self.buckets[k]], 0)
         rec = None
         hook = self.spec.comm_hook
@@ -419,6 +487,13 @@ REENTRANT_FINALIZE = ("under DistributedDataParallel the last bucket is complete
 UNARMED_FINALIZE = ('expect_autograd_hooks_ INTERNAL ASSERT FAILED at "/__w/pytorch/pytorch/torch/csrc/distributed/'
                     'c10d/reducer.cpp":1732, please report a bug to PyTorch. ')
 
+#: finalize_bucket_dense's REDUCER_CHECK with gradient_as_bucket_view: a used parameter's .grad is
+#: not an alias of its bucket view (a hook assigned .grad a new tensor after the Reducer pointed it there)
+NOT_BUCKET_VIEW = ("Detected at least one parameter gradient is not the expected DDP bucket view with "
+                   "gradient_as_bucket_view=True. This may happen (for example) if multiple allreduce hooks were "
+                   "registered onto the same parameter. If you hit this error, please file an issue with a minimal "
+                   "repro.")
+
 GRAPH_CHANGED = ("Your training graph has changed in this iteration, e.g., one parameter is unused in first "
                  "iteration, but then got used in the second iteration. this is not compatible with static_graph "
                  "set to True.")
@@ -500,6 +575,7 @@ def finalize(reducers: list[Reducer]) -> None:
     hook = first.spec.comm_hook
     # the parameters some rank used (local_used_map_ all-reduced), for find_unused_parameters and static_graph
     used = set().union(*(r.local_used for r in reducers))
+    failed: dict = {}    # Reducer -> the error its finalize_bucket_dense raised (it writes no later .grad)
     if first.static and first.static_used is None:
         for r in reducers:
             r.static_used = used
@@ -514,6 +590,8 @@ def finalize(reducers: list[Reducer]) -> None:
         for r, result in zip(reducers, results):
             if not r.finalize_queued:
                 continue
+            if r in failed:
+                continue
             if isinstance(result, HookNumber):   # finalize_backward: PythonCommHook::parseHookResult
                 raise TorchError("RuntimeError", f"Unable to cast {result.text} to Tensor", "ddp_comm_hook_number")
             offset = 0
@@ -522,9 +600,21 @@ def finalize(reducers: list[Reducer]) -> None:
                 view, n = _bucket_view(B, result, offset, t, r.dtype)
                 globally_used = (not (r.static or r.find_unused) or i in used
                                  or (r.static and r.static_used is not None and i in r.static_used))
+                if globally_used and r.view:
+                    try:
+                        r.check_view(i)
+                    except TorchError as exc:
+                        failed[r] = exc
+                        break
                 if globally_used:
                     t.grad = view
                 offset += n
+    if failed:
+        if len(failed) != len(reducers):
+            raise ProblemError(first.spec.loc, "a .grad that is not the bucket view under gradient_as_bucket_view "
+                                               "on some ranks only (the others finish the backward and wait for "
+                                               "them in the next collective) is not modelled yet")
+        raise next(iter(failed.values()))
     for r in reducers:
         if r.finalize_queued:
             r.expect_hooks = False

@@ -190,6 +190,9 @@ class LeafGrads:
         self.wrapped = wrapped         # the hook's arguments (Wrapped), for the engine tensors they are
 
     def read(self, rt, leaf: Tensor, loc):
+        guard = getattr(rt, "grad_read_guard", None)   # DDP's Reducer: a .grad its collective may be writing
+        if guard is not None:
+            guard(leaf, loc)
         if leaf.grad is None:
             self.read_tensors.pop(leaf, None)
             return None
@@ -220,7 +223,10 @@ class LeafGrads:
             root = value.base if value.base is not None else value   # the tensor whose storage it is
             source = next((other for other, (t, _v, _val) in self.read_tensors.items()
                            if t is root and other is not leaf), None)
-            if source is not None and root is not value and (value.view_ops or not value.is_detached):
+            own = self.read_tensors.get(leaf)
+            if source is None and own is not None and own[0] is root and not value.view_ops:
+                source = leaf   # its own .grad (tensor.grad = tensor.grad, or its detach()): .grad keeps that memory
+            if source is not None and source is not leaf and root is not value and (value.view_ops or not value.is_detached):
                 raise ProblemError(loc, "assigning a view of another leaf's .grad to .grad (the two then share part "
                                         "of their memory) is not modelled yet; assign its .clone(), or that .grad "
                                         "itself")
