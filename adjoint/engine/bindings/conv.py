@@ -24,7 +24,8 @@ from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.ops.attention import mean_dims
 from adjoint.engine.ops.conv import ConvSpec
-from adjoint.engine.ops.pool import PoolSpec, Refused
+from adjoint.engine.ops.pool import PoolSpec, Refused, empty_window_dim
+from adjoint.engine.ops.pool_checks import pool_refusal
 from adjoint.engine.ops.pool import Emptied
 from adjoint.engine.bindings.signature import Function, Param
 from adjoint.engine.warns import SAME_EVEN_KERNEL, warn_once
@@ -238,6 +239,23 @@ def _refuse_symbolic(rt, x: Tensor, loc: Loc, what: str) -> None:
                                 "them; bind the symbols (symbols: ...) or give numbers")
 
 
+def _refuse_empty_window(x: Tensor, spec: PoolSpec, loc: Loc, what: str) -> None:
+    """A max pool (PyTorch accepts it) with a window that holds no element of the input: ATen's
+    kernel gives -inf and an index past the window (:func:`adjoint.engine.ops.pool.empty_window_dim`),
+    whose backward writes outside the input plane: refused, not guessed."""
+    rank = len(spec.kernel)
+    if len(x.shape) < rank or pool_refusal(tuple(x.shape), spec, what) is not None:
+        return   # PyTorch's own error comes first (the op's value_error)
+    dim = empty_window_dim(x.shape[-rank:], spec)
+    if dim is not None:
+        size = x.shape[len(x.shape) - rank + dim]
+        raise ProblemError(loc, f"{what} with a window that holds no element of the input (kernel "
+                                f"{spec.kernel[dim]}, dilation {spec.dilation[dim]} from padding {spec.padding[dim]} "
+                                f"steps over a size of {size}) is not modelled: PyTorch's kernel gives -inf with an "
+                                "index past the window, and its backward writes outside the input (undefined); use "
+                                "a smaller dilation or padding")
+
+
 def max_pool(rank: int, rt, x: Tensor, kernel, stride, padding, dilation, ceil_mode: bool, return_indices: bool,
              loc: Loc):
     """F.max_pool{rank}d (rank 2 or 3): one MaxPool{rank}DWithIndicesBackward0."""
@@ -248,6 +266,7 @@ def max_pool(rank: int, rt, x: Tensor, kernel, stride, padding, dilation, ceil_m
     spec = pool_spec(kernel, stride, padding, loc, what, rank,
                      dilation=expand_arg(dilation, rank, "dilation", what, loc), ceil_mode=ceil_mode)
     _refuse_symbolic(rt, x, loc, what)
+    _refuse_empty_window(x, spec, loc, what)
     out, indices = rt.apply(f"max_pool{rank}d_with_indices", [x], spec, loc)
     return (out, indices) if return_indices else out
 
