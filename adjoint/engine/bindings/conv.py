@@ -343,8 +343,26 @@ def _emptied(what: str, out_shape: tuple, sizes: tuple):
                           f"but grad_output has sizes {list(out_shape)} with dimension {empty[0]} being empty")
 
 
+def torch_namespace_pool(a, loc: Loc) -> bool:
+    """Whether the call is ``torch.max_pool1d/2d/3d`` or ``torch.adaptive_max_pool1d`` (ATen's own
+    functions), not ``F.``'s: they take no ``return_indices`` (one passed is the argument parser's
+    TypeError: by position, "takes from 2 to 6 positional arguments but 7 were given"; by keyword,
+    "got an unexpected keyword argument 'return_indices'"); ``torch.max_pool*`` returns the output
+    alone, ``torch.adaptive_max_pool1d`` the pair (output, indices) always."""
+    if a.prefix != "torch.":
+        return False
+    if "return_indices" in a.positional:
+        most = len(a) - 1
+        takes = "takes 2" if most == 2 else f"takes from 2 to {most}"
+        raise TorchError("TypeError", f"{a.name}() {takes} positional arguments but {most + 1} were given")
+    if "return_indices" in a.keywords:
+        raise TorchError("TypeError", f"{a.name}() got an unexpected keyword argument 'return_indices'")
+    return True
+
+
 def _lower_max_pool(rank: int):
     def lower(rt, a: dict, loc: Loc):
+        torch_namespace_pool(a, loc)
         return max_pool(rank, rt, a["input"], a["kernel_size"], a["stride"], a["padding"], a["dilation"],
                         a["ceil_mode"], a["return_indices"], loc)
     lower.__name__ = f"lower_max_pool{rank}d"
@@ -517,6 +535,7 @@ def avg_pool1d(rt, x: Tensor, kernel, stride, padding, ceil_mode: bool, count_in
 
 
 def _lower_max_pool1d(rt, a: dict, loc: Loc):
+    torch_namespace_pool(a, loc)
     return max_pool1d(rt, a["input"], a["kernel_size"], a["stride"], a["padding"], a["dilation"], a["ceil_mode"],
                       a["return_indices"], loc)
 
@@ -540,7 +559,9 @@ def _lower_adaptive_max_pool(rank: int):
 
 
 def lower_adaptive_max_pool1d(rt, a: dict, loc: Loc):
-    return adaptive_max_pool1d(rt, a["input"], _output_size(a["output_size"], loc), a["return_indices"], loc)
+    pair = torch_namespace_pool(a, loc)   # torch.adaptive_max_pool1d: (output, indices) always
+    return adaptive_max_pool1d(rt, a["input"], _output_size(a["output_size"], loc), pair or a["return_indices"],
+                               loc)
 
 
 _IN = Param("input", "tensor")
