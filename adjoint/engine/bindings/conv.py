@@ -432,27 +432,66 @@ def adaptive_max_pool2d(rt, x: Tensor, output_size, return_indices: bool, loc: L
     return adaptive_max_pool(2, rt, x, output_size, return_indices, loc)
 
 
-def adaptive_max_pool1d(rt, x: Tensor, output_size, return_indices: bool, loc: Loc):
-    """F.adaptive_max_pool1d: ``unsqueeze(-2)`` (UnsqueezeBackward0), adaptive_max_pool2d to (1, L),
-    ``squeeze(-2)`` (SqueezeBackward1) of the output and of the indices."""
-    if len(x.shape) not in (2, 3):
-        raise TorchError("RuntimeError", f"Expected 2 to 3 dimensions, but got {len(x.shape)}-dimensional tensor for "
-                                         "argument #1 'self' (while checking arguments for adaptive_max_pool1d)",
-                         "forward")
+def _pool1d_output_size(output_size, what: str, loc: Loc, keyword: bool = False) -> int:
+    """A 1-d adaptive pool's ``output_size``, as ATen's ``int[1]`` reads it: None (or a None in the
+    list), passed by position (as the modules and F.adaptive_max_pool1d pass it), is the argument
+    parser's TypeError; by keyword (``keyword``) its words depend on the list's form and length, not
+    modelled. Another length than one is at::adaptive_*_pool1d's check1d."""
+    has_none = output_size is None or (isinstance(output_size, tuple) and None in output_size)
+    if has_none and keyword:
+        raise ProblemError(loc, f"{what}(output_size=...) holding None: PyTorch's TypeError is not modelled (its "
+                                "argument parser words it by the list's form and length); give ints")
+    if output_size is None:
+        raise TorchError("TypeError", f"{what}(): argument 'output_size' (position 2) must be tuple of ints, not "
+                                      "NoneType")
     if isinstance(output_size, tuple):
+        if output_size and output_size[0] is None:   # the parser's type check reads the first element
+            raise TorchError("TypeError", f"{what}(): argument 'output_size' (position 2) must be tuple of ints, but "
+                                          "found element of type NoneType at pos 0")
+        if None in output_size:   # a later one fails as the list is unpacked
+            raise TorchError("TypeError", f"{what}(): argument 'output_size' failed to unpack the object at pos 2 "
+                                          "with error \"type must be tuple of ints,but got NoneType\"")
         if len(output_size) != 1:
-            raise TorchError("RuntimeError", "adaptive_max_pool1d() argument 'output_size' should contain one int "
+            raise TorchError("RuntimeError", f"{what}() argument 'output_size' should contain one int "
                                              f"(got {len(output_size)})", "forward")
         output_size = output_size[0]
+    return int(output_size)
+
+
+def _pool1d_input_rank(x: Tensor, what: str) -> None:
+    """at::adaptive_*_pool1d's checkDimRange: a 2-D or 3-D input, before any node."""
+    if len(x.shape) not in (2, 3):
+        raise TorchError("RuntimeError", f"Expected 2 to 3 dimensions, but got {len(x.shape)}-dimensional tensor for "
+                                         f"argument #1 'self' (while checking arguments for {what})", "forward")
+
+
+def adaptive_avg_pool1d(rt, x: Tensor, output_size, loc: Loc, keyword: bool = False):
+    """F.adaptive_avg_pool1d (ATen's own, also torch.adaptive_avg_pool1d): ``unsqueeze(-2)``
+    (UnsqueezeBackward0), adaptive_avg_pool2d to (1, L) (AdaptiveAvgPool2DBackward0; an output of
+    one: its mean over the last two dims, MeanBackward1), ``squeeze(-2)`` (SqueezeBackward1), as
+    at::adaptive_avg_pool1d; its own checks first (the input 2-D or 3-D, one output size)."""
+    _pool1d_input_rank(x, "adaptive_avg_pool1d")
+    length = _pool1d_output_size(output_size, "adaptive_avg_pool1d", loc, keyword)
+    ap = rt.apply
+    u = ap("unsqueeze", [x], len(x.shape) - 1, loc)
+    out = adaptive_avg_pool(2, rt, u, (1, length), loc)
+    return ap("squeeze_dim", [out], (len(out.shape) - 2,), loc)
+
+
+def adaptive_max_pool1d(rt, x: Tensor, output_size, return_indices: bool, loc: Loc, keyword: bool = False):
+    """F.adaptive_max_pool1d: ``unsqueeze(-2)`` (UnsqueezeBackward0), adaptive_max_pool2d to (1, L),
+    ``squeeze(-2)`` (SqueezeBackward1) of the output and of the indices. ``keyword``: ATen's
+    torch.adaptive_max_pool1d handed output_size by keyword (F.'s passes it by position)."""
+    _pool1d_input_rank(x, "adaptive_max_pool1d")
+    output_size = _pool1d_output_size(output_size, "adaptive_max_pool1d", loc, keyword)
     empty = [d for d in range(1, len(x.shape)) if x.shape[d] == 0]
     if empty:   # at::adaptive_max_pool1d's own check, before any node
         raise TorchError("RuntimeError", "adaptive_max_pool1d(): Expected input to have non-zero size for non-batch "
                                          f"dimensions, but input has sizes {list(x.shape)} with dimension {empty[0]} "
                                          "being empty", "forward")
-    length = x.shape[-1] if output_size is None else int(output_size)
     ap = rt.apply
     u = ap("unsqueeze", [x], len(x.shape) - 1, loc)
-    out, indices = adaptive_max_pool2d(rt, u, (1, length), True, loc)
+    out, indices = adaptive_max_pool2d(rt, u, (1, output_size), True, loc)
     nd = len(out.shape)
     out = ap("squeeze_dim", [out], (nd - 2,), loc)
     indices = ap("squeeze_dim", [indices], (nd - 2,), loc)
@@ -561,7 +600,12 @@ def _lower_adaptive_max_pool(rank: int):
 def lower_adaptive_max_pool1d(rt, a: dict, loc: Loc):
     pair = torch_namespace_pool(a, loc)   # torch.adaptive_max_pool1d: (output, indices) always
     return adaptive_max_pool1d(rt, a["input"], _output_size(a["output_size"], loc), pair or a["return_indices"],
-                               loc)
+                               loc, keyword=pair and "output_size" in a.keywords)
+
+
+def lower_adaptive_avg_pool1d(rt, a: dict, loc: Loc):
+    return adaptive_avg_pool1d(rt, a["input"], _output_size(a["output_size"], loc), loc,
+                               keyword="output_size" in a.keywords)
 
 
 _IN = Param("input", "tensor")
@@ -614,6 +658,8 @@ FUNCTIONS = (
     Function("adaptive_max_pool1d", (_IN, Param("output_size", "any"), Param("return_indices", "bool", False)),
              lower_adaptive_max_pool1d, where="function",
              doc="UnsqueezeBackward0, AdaptiveMaxPool2DBackward0, SqueezeBackward1"),
+    Function("adaptive_avg_pool1d", (_IN, Param("output_size", "any")), lower_adaptive_avg_pool1d, where="function",
+             doc="UnsqueezeBackward0, AdaptiveAvgPool2DBackward0 (an output of 1: MeanBackward1), SqueezeBackward1"),
     Function("max_pool1d", (_IN, Param("kernel_size", "ints"), Param("stride", "ints", None),
                             Param("padding", "ints", (0,)), Param("dilation", "ints", (1,)),
                             Param("ceil_mode", "bool", False), Param("return_indices", "bool", False)),
