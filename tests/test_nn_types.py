@@ -109,6 +109,7 @@ CONFIGS = {
     "AvgPool1d": [{"kernel_size": 2}, {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True,
                                        "count_include_pad": False}],
     "AdaptiveMaxPool3d": [{"output_size": 2}, {"output_size": (None, 2, 1), "return_indices": True}],
+    "AdaptiveAvgPool1d": [{"output_size": 3}, {"output_size": (1,)}],
 }
 CONTAINERS = ("Sequential", "ModuleList", "ModuleDict")
 #: torch.__init__ parameters that are not arguments in a problem file: torch's own varargs, and
@@ -144,7 +145,7 @@ def test_every_type_of_the_contract_is_there():
                 "TransformerEncoderLayer TransformerDecoderLayer AdaptiveMaxPool1d AdaptiveMaxPool2d "
                 "TransformerEncoder Conv3d MaxPool3d AvgPool3d AdaptiveAvgPool3d MaxPool1d AvgPool1d AdaptiveMaxPool3d").split()
     # the project's own (docs/format.md): nanoGPT's self.transformer; a UNet's or a GAN's upsampling
-    additions = ["ModuleDict", "ConvTranspose1d", "ConvTranspose2d", "Upsample"]
+    additions = ["ModuleDict", "ConvTranspose1d", "ConvTranspose2d", "Upsample", "AdaptiveAvgPool1d"]
     assert sorted(nn_types.TYPES) == sorted(contract + additions)
     # TransformerEncoder takes a module as an argument: tests/test_transformer_encoder.py checks its tree
     assert sorted(CONFIGS) == sorted(set(contract + additions) - set(CONTAINERS) - {"TransformerEncoder"})

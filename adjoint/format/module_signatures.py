@@ -553,6 +553,7 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
                          ArgSpec("stride", "opt_pool", None, 1, rank=1), ArgSpec("padding", "pool", 0, 0, rank=1),
                          ArgSpec("ceil_mode", "bool", False), ArgSpec("count_include_pad", "bool", True)),
            resolve=_avg_pool1d_resolve),
+    NNType("AdaptiveAvgPool1d", (ArgSpec("output_size", "output_size", minimum=1, rank=1),)),
 )}
 
 #: Constructor arguments PyTorch has that a problem file does not set, and why.

@@ -24,7 +24,8 @@ from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.ops.attention import mean_dims
 from adjoint.engine.ops.conv import ConvSpec
-from adjoint.engine.ops.pool import PoolSpec, Refused
+from adjoint.engine.ops.pool import PoolSpec, Refused, empty_window_dim
+from adjoint.engine.ops.pool_checks import pool_refusal
 from adjoint.engine.ops.pool import Emptied
 from adjoint.engine.bindings.signature import Function, Param
 from adjoint.engine.warns import SAME_EVEN_KERNEL, warn_once
@@ -238,6 +239,23 @@ def _refuse_symbolic(rt, x: Tensor, loc: Loc, what: str) -> None:
                                 "them; bind the symbols (symbols: ...) or give numbers")
 
 
+def _refuse_empty_window(x: Tensor, spec: PoolSpec, loc: Loc, what: str) -> None:
+    """A max pool (PyTorch accepts it) with a window that holds no element of the input: ATen's
+    kernel gives -inf and an index past the window (:func:`adjoint.engine.ops.pool.empty_window_dim`),
+    whose backward writes outside the input plane: refused, not guessed."""
+    rank = len(spec.kernel)
+    if len(x.shape) < rank or pool_refusal(tuple(x.shape), spec, what) is not None:
+        return   # PyTorch's own error comes first (the op's value_error)
+    dim = empty_window_dim(x.shape[-rank:], spec)
+    if dim is not None:
+        size = x.shape[len(x.shape) - rank + dim]
+        raise ProblemError(loc, f"{what} with a window that holds no element of the input (kernel "
+                                f"{spec.kernel[dim]}, dilation {spec.dilation[dim]} from padding {spec.padding[dim]} "
+                                f"steps over a size of {size}) is not modelled: PyTorch's kernel gives -inf with an "
+                                "index past the window, and its backward writes outside the input (undefined); use "
+                                "a smaller dilation or padding")
+
+
 def max_pool(rank: int, rt, x: Tensor, kernel, stride, padding, dilation, ceil_mode: bool, return_indices: bool,
              loc: Loc):
     """F.max_pool{rank}d (rank 2 or 3): one MaxPool{rank}DWithIndicesBackward0."""
@@ -248,6 +266,7 @@ def max_pool(rank: int, rt, x: Tensor, kernel, stride, padding, dilation, ceil_m
     spec = pool_spec(kernel, stride, padding, loc, what, rank,
                      dilation=expand_arg(dilation, rank, "dilation", what, loc), ceil_mode=ceil_mode)
     _refuse_symbolic(rt, x, loc, what)
+    _refuse_empty_window(x, spec, loc, what)
     out, indices = rt.apply(f"max_pool{rank}d_with_indices", [x], spec, loc)
     return (out, indices) if return_indices else out
 
@@ -324,8 +343,26 @@ def _emptied(what: str, out_shape: tuple, sizes: tuple):
                           f"but grad_output has sizes {list(out_shape)} with dimension {empty[0]} being empty")
 
 
+def torch_namespace_pool(a, loc: Loc) -> bool:
+    """Whether the call is ``torch.max_pool1d/2d/3d`` or ``torch.adaptive_max_pool1d`` (ATen's own
+    functions), not ``F.``'s: they take no ``return_indices`` (one passed is the argument parser's
+    TypeError: by position, "takes from 2 to 6 positional arguments but 7 were given"; by keyword,
+    "got an unexpected keyword argument 'return_indices'"); ``torch.max_pool*`` returns the output
+    alone, ``torch.adaptive_max_pool1d`` the pair (output, indices) always."""
+    if a.prefix != "torch.":
+        return False
+    if "return_indices" in a.positional:
+        most = len(a) - 1
+        takes = "takes 2" if most == 2 else f"takes from 2 to {most}"
+        raise TorchError("TypeError", f"{a.name}() {takes} positional arguments but {most + 1} were given")
+    if "return_indices" in a.keywords:
+        raise TorchError("TypeError", f"{a.name}() got an unexpected keyword argument 'return_indices'")
+    return True
+
+
 def _lower_max_pool(rank: int):
     def lower(rt, a: dict, loc: Loc):
+        torch_namespace_pool(a, loc)
         return max_pool(rank, rt, a["input"], a["kernel_size"], a["stride"], a["padding"], a["dilation"],
                         a["ceil_mode"], a["return_indices"], loc)
     lower.__name__ = f"lower_max_pool{rank}d"
@@ -395,27 +432,66 @@ def adaptive_max_pool2d(rt, x: Tensor, output_size, return_indices: bool, loc: L
     return adaptive_max_pool(2, rt, x, output_size, return_indices, loc)
 
 
-def adaptive_max_pool1d(rt, x: Tensor, output_size, return_indices: bool, loc: Loc):
-    """F.adaptive_max_pool1d: ``unsqueeze(-2)`` (UnsqueezeBackward0), adaptive_max_pool2d to (1, L),
-    ``squeeze(-2)`` (SqueezeBackward1) of the output and of the indices."""
-    if len(x.shape) not in (2, 3):
-        raise TorchError("RuntimeError", f"Expected 2 to 3 dimensions, but got {len(x.shape)}-dimensional tensor for "
-                                         "argument #1 'self' (while checking arguments for adaptive_max_pool1d)",
-                         "forward")
+def _pool1d_output_size(output_size, what: str, loc: Loc, keyword: bool = False) -> int:
+    """A 1-d adaptive pool's ``output_size``, as ATen's ``int[1]`` reads it: None (or a None in the
+    list), passed by position (as the modules and F.adaptive_max_pool1d pass it), is the argument
+    parser's TypeError; by keyword (``keyword``) its words depend on the list's form and length, not
+    modelled. Another length than one is at::adaptive_*_pool1d's check1d."""
+    has_none = output_size is None or (isinstance(output_size, tuple) and None in output_size)
+    if has_none and keyword:
+        raise ProblemError(loc, f"{what}(output_size=...) holding None: PyTorch's TypeError is not modelled (its "
+                                "argument parser words it by the list's form and length); give ints")
+    if output_size is None:
+        raise TorchError("TypeError", f"{what}(): argument 'output_size' (position 2) must be tuple of ints, not "
+                                      "NoneType")
     if isinstance(output_size, tuple):
+        if output_size and output_size[0] is None:   # the parser's type check reads the first element
+            raise TorchError("TypeError", f"{what}(): argument 'output_size' (position 2) must be tuple of ints, but "
+                                          "found element of type NoneType at pos 0")
+        if None in output_size:   # a later one fails as the list is unpacked
+            raise TorchError("TypeError", f"{what}(): argument 'output_size' failed to unpack the object at pos 2 "
+                                          "with error \"type must be tuple of ints,but got NoneType\"")
         if len(output_size) != 1:
-            raise TorchError("RuntimeError", "adaptive_max_pool1d() argument 'output_size' should contain one int "
+            raise TorchError("RuntimeError", f"{what}() argument 'output_size' should contain one int "
                                              f"(got {len(output_size)})", "forward")
         output_size = output_size[0]
+    return int(output_size)
+
+
+def _pool1d_input_rank(x: Tensor, what: str) -> None:
+    """at::adaptive_*_pool1d's checkDimRange: a 2-D or 3-D input, before any node."""
+    if len(x.shape) not in (2, 3):
+        raise TorchError("RuntimeError", f"Expected 2 to 3 dimensions, but got {len(x.shape)}-dimensional tensor for "
+                                         f"argument #1 'self' (while checking arguments for {what})", "forward")
+
+
+def adaptive_avg_pool1d(rt, x: Tensor, output_size, loc: Loc, keyword: bool = False):
+    """F.adaptive_avg_pool1d (ATen's own, also torch.adaptive_avg_pool1d): ``unsqueeze(-2)``
+    (UnsqueezeBackward0), adaptive_avg_pool2d to (1, L) (AdaptiveAvgPool2DBackward0; an output of
+    one: its mean over the last two dims, MeanBackward1), ``squeeze(-2)`` (SqueezeBackward1), as
+    at::adaptive_avg_pool1d; its own checks first (the input 2-D or 3-D, one output size)."""
+    _pool1d_input_rank(x, "adaptive_avg_pool1d")
+    length = _pool1d_output_size(output_size, "adaptive_avg_pool1d", loc, keyword)
+    ap = rt.apply
+    u = ap("unsqueeze", [x], len(x.shape) - 1, loc)
+    out = adaptive_avg_pool(2, rt, u, (1, length), loc)
+    return ap("squeeze_dim", [out], (len(out.shape) - 2,), loc)
+
+
+def adaptive_max_pool1d(rt, x: Tensor, output_size, return_indices: bool, loc: Loc, keyword: bool = False):
+    """F.adaptive_max_pool1d: ``unsqueeze(-2)`` (UnsqueezeBackward0), adaptive_max_pool2d to (1, L),
+    ``squeeze(-2)`` (SqueezeBackward1) of the output and of the indices. ``keyword``: ATen's
+    torch.adaptive_max_pool1d handed output_size by keyword (F.'s passes it by position)."""
+    _pool1d_input_rank(x, "adaptive_max_pool1d")
+    output_size = _pool1d_output_size(output_size, "adaptive_max_pool1d", loc, keyword)
     empty = [d for d in range(1, len(x.shape)) if x.shape[d] == 0]
     if empty:   # at::adaptive_max_pool1d's own check, before any node
         raise TorchError("RuntimeError", "adaptive_max_pool1d(): Expected input to have non-zero size for non-batch "
                                          f"dimensions, but input has sizes {list(x.shape)} with dimension {empty[0]} "
                                          "being empty", "forward")
-    length = x.shape[-1] if output_size is None else int(output_size)
     ap = rt.apply
     u = ap("unsqueeze", [x], len(x.shape) - 1, loc)
-    out, indices = adaptive_max_pool2d(rt, u, (1, length), True, loc)
+    out, indices = adaptive_max_pool2d(rt, u, (1, output_size), True, loc)
     nd = len(out.shape)
     out = ap("squeeze_dim", [out], (nd - 2,), loc)
     indices = ap("squeeze_dim", [indices], (nd - 2,), loc)
@@ -498,6 +574,7 @@ def avg_pool1d(rt, x: Tensor, kernel, stride, padding, ceil_mode: bool, count_in
 
 
 def _lower_max_pool1d(rt, a: dict, loc: Loc):
+    torch_namespace_pool(a, loc)
     return max_pool1d(rt, a["input"], a["kernel_size"], a["stride"], a["padding"], a["dilation"], a["ceil_mode"],
                       a["return_indices"], loc)
 
@@ -521,7 +598,14 @@ def _lower_adaptive_max_pool(rank: int):
 
 
 def lower_adaptive_max_pool1d(rt, a: dict, loc: Loc):
-    return adaptive_max_pool1d(rt, a["input"], _output_size(a["output_size"], loc), a["return_indices"], loc)
+    pair = torch_namespace_pool(a, loc)   # torch.adaptive_max_pool1d: (output, indices) always
+    return adaptive_max_pool1d(rt, a["input"], _output_size(a["output_size"], loc), pair or a["return_indices"],
+                               loc, keyword=pair and "output_size" in a.keywords)
+
+
+def lower_adaptive_avg_pool1d(rt, a: dict, loc: Loc):
+    return adaptive_avg_pool1d(rt, a["input"], _output_size(a["output_size"], loc), loc,
+                               keyword="output_size" in a.keywords)
 
 
 _IN = Param("input", "tensor")
@@ -574,6 +658,8 @@ FUNCTIONS = (
     Function("adaptive_max_pool1d", (_IN, Param("output_size", "any"), Param("return_indices", "bool", False)),
              lower_adaptive_max_pool1d, where="function",
              doc="UnsqueezeBackward0, AdaptiveMaxPool2DBackward0, SqueezeBackward1"),
+    Function("adaptive_avg_pool1d", (_IN, Param("output_size", "any")), lower_adaptive_avg_pool1d, where="function",
+             doc="UnsqueezeBackward0, AdaptiveAvgPool2DBackward0 (an output of 1: MeanBackward1), SqueezeBackward1"),
     Function("max_pool1d", (_IN, Param("kernel_size", "ints"), Param("stride", "ints", None),
                             Param("padding", "ints", (0,)), Param("dilation", "ints", (1,)),
                             Param("ceil_mode", "bool", False), Param("return_indices", "bool", False)),

@@ -19,7 +19,7 @@ NOT_A_TENSOR: dict[str, tuple[str, str]] = {
         ("SiLU", "silu"), ("Sigmoid", "sigmoid"), ("Softplus", "softplus"), ("Tanh", "tanh"),
         ("MaxPool1d", "max_pool1d"), ("MaxPool2d", "max_pool2d"), ("MaxPool3d", "max_pool3d"),
         ("AvgPool1d", "avg_pool1d"), ("AvgPool2d", "avg_pool2d"), ("AvgPool3d", "avg_pool3d"),
-        ("AdaptiveMaxPool1d", "adaptive_max_pool1d"))},
+        ("AdaptiveMaxPool1d", "adaptive_max_pool1d"), ("AdaptiveAvgPool1d", "adaptive_avg_pool1d"))},
     "Embedding": ("parser", "embedding(): argument 'indices' (position 2)"),
     **{t: ("attribute", "dim") for t in ("BatchNorm1d", "BatchNorm2d", "GroupNorm", "RNN", "LSTM", "GRU",
                                          "RNNCell", "LSTMCell", "GRUCell")},

@@ -14,7 +14,8 @@ from fractions import Fraction
 
 from adjoint.format.errors import ProblemError
 from adjoint.engine.torch_errors import TorchError
-from adjoint.engine.bindings.conv import adaptive_avg_pool, avg_pool, conv_transpose, convolution, max_pool
+from adjoint.engine.bindings.conv import (adaptive_avg_pool, adaptive_avg_pool1d, avg_pool, conv_transpose, convolution,
+                                          max_pool)
 from adjoint.engine.bindings.upsample import interpolate
 from adjoint.engine.bindings.norm import batch_norm, dropout, embedding, group_norm, layer_norm
 from adjoint.engine.layers import attention
@@ -77,6 +78,9 @@ def adaptive_avg_pool_forward(rank: int):
     """F.adaptive_avg_pool{rank}d(input, self.output_size)."""
     def forward(c):
         size = c.arg("output_size")
+        if rank == 1:
+            return adaptive_avg_pool1d(c.rt, c.args[0], tuple(size) if isinstance(size, (tuple, list)) else size,
+                                       c.loc)
         return adaptive_avg_pool(rank, c.rt, c.args[0], tuple(size) if isinstance(size, (tuple, list)) else size,
                                  c.loc)
     forward.__name__ = f"adaptive_avg_pool{rank}d_forward"
@@ -179,4 +183,5 @@ FORWARDS = {
     "AdaptiveMaxPool2d": adaptive_max_pool_forward(2),
     "MaxPool1d": pool1d_forward("max"),
     "AvgPool1d": pool1d_forward("avg"),
+    "AdaptiveAvgPool1d": adaptive_avg_pool_forward(1),
 }

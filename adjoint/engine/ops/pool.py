@@ -136,6 +136,19 @@ def max_windows(in_sizes, p: PoolSpec) -> list[np.ndarray]:
             for o in product(*(range(n) for n in outs))]
 
 
+def empty_window_dim(in_sizes, p: PoolSpec) -> int | None:
+    """The first spatial dimension (0-based) in which some max-pool window holds no element of the
+    input (a dilation stepping over the whole input from the padding), else None. ATen's kernel
+    then starts the window's scan past its end (``while (ih0 < 0) ih0 += dilationH``): the output
+    is -inf with the index ``ih0 * W + iw0``, and its backward adds the gradient there, past the
+    plane for every such window of the last rows (outside the tensor for the last plane)."""
+    for dim, (size, k, s, pad, d) in enumerate(zip(in_sizes, p.kernel, p.stride, p.padding, p.dilation)):
+        out = pooling_output_size(size, k, pad, s, d, p.ceil_mode)
+        if any(not any(0 <= o * s - pad + j * d < size for j in range(k)) for o in range(max(out, 0))):
+            return dim
+    return None
+
+
 def _planes(B, x, rank: int):
     """(..., *spatial) -> (rows, prod(spatial)): one row per plane (2-D) or volume (3-D)."""
     shape = B.shape(x)
