@@ -18,6 +18,7 @@ from adjoint.format import syntax as S
 from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.gradalias import GradObj, hook_view, laid_out
+from adjoint.engine.inplace import write
 from adjoint.engine.interpreter import Interp
 from adjoint.engine.pyerrors import type_name
 from adjoint.engine.torch_errors import TorchError
@@ -135,7 +136,7 @@ class HookInterp(Interp):
                 raise TorchError("TypeError", f"assigned grad expected to be a Tensor or None but got grad of type {kind}")
             if value is t:   # THPVariable_set_grad's next check: the very same Python object
                 raise TorchError("RuntimeError", "can't assign Variable as its own grad")
-            self.grads.assign(t, value, stmt.loc)
+            self.grads.assign(t, value, stmt.loc, self.rt)
             return
         if isinstance(stmt, S.AugAssign) and isinstance(stmt.target, S.Attr) and stmt.target.name == "grad":
             # t.grad op= v: Tensor.__iadd__ on .grad (in place), then .grad set to that same tensor
@@ -193,6 +194,10 @@ class LeafGrads:
         if leaf.grad is None:
             self.read_tensors.pop(leaf, None)
             return None
+        if leaf.grad_alias is not None:   # .grad is a tensor a hook assigned (p.grad = buf): that tensor itself
+            t = leaf.grad_alias[0]
+            self.read_tensors[leaf] = (t, t.version.value, t.value)
+            return t
         held = self.read_tensors.get(leaf)
         if held is not None and held[2] is leaf.grad:
             return held[0]
@@ -200,7 +205,7 @@ class LeafGrads:
         self.read_tensors[leaf] = (t, t.version.value, leaf.grad)
         return t
 
-    def assign(self, leaf: Tensor, value, loc) -> None:
+    def assign(self, leaf: Tensor, value, loc, rt=None) -> None:
         if value is not None:   # THPVariable_set_grad's checks after the type's (HookInterp.execute), in its order
             if value.dtype != leaf.dtype:
                 names = ASSIGNED_DTYPE_NAMES
@@ -239,6 +244,12 @@ class LeafGrads:
             self.sources.pop(leaf, None)
             self.read_tensors.pop(leaf, None)
         leaf.grad = None if value is None else value.value
+        if value is not None and rt is not None and leaf not in self.sources:
+            # a tensor that lives on beside .grad (a buffer, an input, a forward tensor, one the body
+            # made): .grad is that tensor itself from now on
+            leaf.grad_alias = (value, lambda v: write(rt, value, v))
+        elif isinstance(self.sources.get(leaf), Tensor):   # another leaf's .grad: the tensor it is assigned
+            leaf.grad_alias = self.sources[leaf].grad_alias
         self.assigned.append(leaf)
 
     def settle(self) -> list:
@@ -247,6 +258,6 @@ class LeafGrads:
         changed = [(leaf, "assign") for leaf in self.assigned]
         for leaf, (t, version, _v) in self.read_tensors.items():
             if t.version.value != version:
-                leaf.grad = t.value
+                leaf.write_grad(t.value)
                 changed.append((leaf, "write"))
         return changed
