@@ -70,6 +70,10 @@ class Wrapped:
             return laid_out(tuple(t.shape), tuple(t.strides))
         return None
 
+    def handed(self, t) -> bool:
+        """Whether ``t`` is one of the tensors the hook was handed, or a view or detach() of one."""
+        return any(e is t or (t.base is not None and e is t.base) for e, _obj, _v in self.entries)
+
     def writes(self, B) -> tuple[dict, bool]:
         """(GradObj -> new value for every argument written in place, whether an argument with
         no known engine tensor was written).
@@ -244,12 +248,14 @@ class LeafGrads:
             self.sources.pop(leaf, None)
             self.read_tensors.pop(leaf, None)
         leaf.grad = None if value is None else value.value
-        if value is not None and rt is not None and leaf not in self.sources:
-            # a tensor that lives on beside .grad (a buffer, an input, a forward tensor, one the body
-            # made): .grad is that tensor itself from now on
+        source = self.sources.get(leaf)
+        if isinstance(source, Tensor):   # another leaf's .grad: the tensor that one is
+            leaf.grad_alias = source.grad_alias
+        elif value is not None and rt is not None and not (self.wrapped is not None and self.wrapped.handed(value)):
+            # a tensor that lives on beside .grad (a buffer or a view of one, an input, a forward
+            # tensor, one the body made), not a gradient of the engine's: .grad is that tensor itself
+            # from now on (``sources`` keeps its layout, when it is not row-major)
             leaf.grad_alias = (value, lambda v: write(rt, value, v))
-        elif isinstance(self.sources.get(leaf), Tensor):   # another leaf's .grad: the tensor it is assigned
-            leaf.grad_alias = self.sources[leaf].grad_alias
         self.assigned.append(leaf)
 
     def settle(self) -> list:
