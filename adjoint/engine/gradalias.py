@@ -1047,7 +1047,7 @@ class Aliases:
                 self.lists[node][slot] = value
         for t, o in self.grads.items():
             if o is obj:
-                t.grad = value
+                t.write_grad(value)
         for state, objs in self.states:
             if getattr(state, "buffer", None) is not None:   # a multi-grad hook's buffer (a list)
                 for i, o in enumerate(objs):
@@ -1107,13 +1107,13 @@ def zero_grads(rt, leaves: list, set_to_none: bool, loc) -> None:
                 if other is t:
                     continue
                 if _whole(o) is _whole(obj):   # the same tensor, or a detach() of it: the same memory
-                    other.grad = zeros
+                    other.write_grad(zeros)
                     o.value = zeros
                 elif o.storage.root() is root:   # a view of it, or it of a view: part of the memory
                     raise ProblemError(loc, "zero_grad of a .grad that shares part of its memory with another "
                                             "leaf's .grad is not modelled yet")
             obj.value = zeros
-        t.grad = zeros
+        t.write_grad(zeros)
 
 
 def unplaced(hook) -> str:

@@ -107,7 +107,13 @@ class Tensor:
     creation: tuple | None = None    # a view PyTorch forbids to modify in place (CreationMeta): ("custom", Function
                                      # name) | ("multi", node name) of a multi-output view op | ("no_grad",)
     data_version: int = 0            # the version ``data`` was computed at (views)
-    grad: object = None              # ``.grad``: a backend value or None
+    grad_data: object = None         # ``.grad`` when it is a tensor of its own: a backend value or None (see ``grad``)
+    # ``.grad`` when a hook body assigned it a tensor that lives on beside it (``p.grad = buf``, a
+    # buffer, an input, a tensor the body made): (that Tensor, a function writing a value into it
+    # in place, as ``inplace.write`` does). The two are one tensor in PyTorch: a later write of
+    # either (AccumulateGrad's ``+=``, ``zero_grad(set_to_none=False)``, ``buf.mul_(0.9)``) is seen
+    # through the other, and moves the tensor's version
+    grad_alias: tuple | None = None
     retains_grad: bool = False
     backward_hooks: HookDict | None = None       # the Python ``_backward_hooks`` dict (None until the first hook)
     post_accumulate_hooks: HookDict | None = None
@@ -141,6 +147,28 @@ class Tensor:
     def value(self, v) -> None:
         self.data = v
         self.data_version = self.version.value
+
+    @property
+    def grad(self):
+        """``.grad``: a backend value or None (the assigned tensor's value now, see ``grad_alias``)."""
+        if self.grad_alias is not None:
+            return self.grad_alias[0].value
+        return self.grad_data
+
+    @grad.setter
+    def grad(self, v) -> None:
+        """Assigns ``.grad`` (``variable.mutable_grad() = v``): another tensor from now on."""
+        self.grad_alias = None
+        self.grad_data = v
+
+    def write_grad(self, v) -> None:
+        """Writes ``.grad`` in place (``variable_grad += new_grad``, ``grad.zero_()``, a hook's
+        ``p.grad.mul_(2)``): the tensor ``.grad`` is stays that tensor, and when it is one a hook
+        assigned (``grad_alias``) the write is that tensor's (its value, its version)."""
+        if self.grad_alias is None or v is None:
+            self.grad = v
+        elif v is not self.grad_alias[0].value:   # (not the very value the tensor was written with)
+            self.grad_alias[1](v)
 
     @property
     def is_view(self) -> bool:

@@ -18,6 +18,7 @@ from adjoint.format import syntax as S
 from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.gradalias import GradObj, hook_view, laid_out
+from adjoint.engine.inplace import write
 from adjoint.engine.interpreter import Interp
 from adjoint.engine.pyerrors import type_name
 from adjoint.engine.torch_errors import TorchError
@@ -68,6 +69,10 @@ class Wrapped:
         if isinstance(t, Tensor) and t.strides and len(t.strides) == len(t.shape):
             return laid_out(tuple(t.shape), tuple(t.strides))
         return None
+
+    def handed(self, t) -> bool:
+        """Whether ``t`` is one of the tensors the hook was handed, or a view or detach() of one."""
+        return any(e is t or (t.base is not None and e is t.base) for e, _obj, _v in self.entries)
 
     def writes(self, B) -> tuple[dict, bool]:
         """(GradObj -> new value for every argument written in place, whether an argument with
@@ -135,7 +140,7 @@ class HookInterp(Interp):
                 raise TorchError("TypeError", f"assigned grad expected to be a Tensor or None but got grad of type {kind}")
             if value is t:   # THPVariable_set_grad's next check: the very same Python object
                 raise TorchError("RuntimeError", "can't assign Variable as its own grad")
-            self.grads.assign(t, value, stmt.loc)
+            self.grads.assign(t, value, stmt.loc, self.rt)
             return
         if isinstance(stmt, S.AugAssign) and isinstance(stmt.target, S.Attr) and stmt.target.name == "grad":
             # t.grad op= v: Tensor.__iadd__ on .grad (in place), then .grad set to that same tensor
@@ -196,6 +201,10 @@ class LeafGrads:
         if leaf.grad is None:
             self.read_tensors.pop(leaf, None)
             return None
+        if leaf.grad_alias is not None:   # .grad is a tensor a hook assigned (p.grad = buf): that tensor itself
+            t = leaf.grad_alias[0]
+            self.read_tensors[leaf] = (t, t.version.value, t.value)
+            return t
         held = self.read_tensors.get(leaf)
         if held is not None and held[2] is leaf.grad:
             return held[0]
@@ -203,7 +212,7 @@ class LeafGrads:
         self.read_tensors[leaf] = (t, t.version.value, leaf.grad)
         return t
 
-    def assign(self, leaf: Tensor, value, loc) -> None:
+    def assign(self, leaf: Tensor, value, loc, rt=None) -> None:
         if value is not None:   # THPVariable_set_grad's checks after the type's (HookInterp.execute), in its order
             if value.dtype != leaf.dtype:
                 names = ASSIGNED_DTYPE_NAMES
@@ -245,6 +254,14 @@ class LeafGrads:
             self.sources.pop(leaf, None)
             self.read_tensors.pop(leaf, None)
         leaf.grad = None if value is None else value.value
+        source = self.sources.get(leaf)
+        if isinstance(source, Tensor):   # another leaf's .grad: the tensor that one is
+            leaf.grad_alias = source.grad_alias
+        elif value is not None and rt is not None and not (self.wrapped is not None and self.wrapped.handed(value)):
+            # a tensor that lives on beside .grad (a buffer or a view of one, an input, a forward
+            # tensor, one the body made), not a gradient of the engine's: .grad is that tensor itself
+            # from now on (``sources`` keeps its layout, when it is not row-major)
+            leaf.grad_alias = (value, lambda v: write(rt, value, v))
         self.assigned.append(leaf)
 
     def settle(self) -> list:
@@ -253,6 +270,6 @@ class LeafGrads:
         changed = [(leaf, "assign") for leaf in self.assigned]
         for leaf, (t, version, _v) in self.read_tensors.items():
             if t.version.value != version:
-                leaf.grad = t.value
+                leaf.write_grad(t.value)
                 changed.append((leaf, "write"))
         return changed

@@ -366,8 +366,10 @@ class Engine:
             self.alias.accumulated(t, first, self.alias.objs[0])
             held = getattr(t, "grad_tensor", None)   # a .grad a create_graph backward made: a tensor with a graph
             current = held is not None and held.value is t.grad and held.grad_fn is not None
-            t.grad = grad if first else self.B.after_backward(self.B.add(t.grad, grad), node.loc,
-                                                              "AccumulateGrad's .grad += gradient")
+            if first:
+                t.grad = grad
+            else:   # variable_grad += new_grad: in place, into the tensor .grad is (one a hook assigned, too)
+                t.write_grad(self.B.after_backward(self.B.add(t.grad, grad), node.loc, "AccumulateGrad's .grad += gradient"))
             if first:
                 self.alias.grad_obj(t).value = t.grad
             else:
