@@ -162,6 +162,8 @@ class Module:
                                                  # not an nn.Module: its calls run no hook of any kind
     setup_error: tuple[str, str] | None = None   # built-in types: what the constructor raises
                                                  # (exception class, PyTorch's message), the answer
+    given: tuple[str, ...] | None = None         # built-in types: the args the file wrote (the rest of
+                                                 # ``args`` are defaults); None: every one counts as written
 
     @property
     def label(self) -> str:

@@ -42,10 +42,15 @@ from adjoint.torchside.values import DTYPES, literal_tensor, number
 # ----------------------------------------------------------------------------- built-in types
 
 def constructor_args(decl: Module, dtype: torch.dtype, symbols: dict) -> dict:
-    """The file's ``args`` as the Python values a user passes to the class."""
+    """The file's ``args`` as the Python values a user passes to the class: only those the file
+    wrote (``decl.given``), so every default is the constructor's own, and a wrong default in
+    the format's table of signatures (which the engine reads) is a mismatch, not a shared
+    mistake."""
     spec = nn_types.lookup(decl.type)
     out = {}
     for name, value in decl.args:
+        if decl.given is not None and name not in decl.given:
+            continue
         arg = spec.arg(name) if spec is not None else None
         if arg is not None and arg.kind in ("float", "opt_float") and value is not None:
             out[name] = float(value)

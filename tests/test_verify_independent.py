@@ -1,0 +1,85 @@
+"""``verify``'s torch side shares no answer with the engine: a wrong prediction fails verify.
+
+Each test plants one plausible mistake where the engine reads it (never on the torch side) and
+checks that ``adjoint verify`` reports a mismatch: a verify that passed it would report a wrong
+answer as verified."""
+
+from dataclasses import replace
+from fractions import Fraction
+
+import pytest
+
+from adjoint.format import module_signatures as nn_types
+from adjoint.torchside import verify
+
+# every default of the three layers comes from the format's table of signatures: LeakyReLU's
+# negative_slope, BatchNorm1d's eps and momentum, MaxPool1d's stride (derived from kernel_size)
+DEFAULTS = """
+name: defaults
+inputs:
+  x: {value: [[1.0, -2.0, 0.5], [-1.5, 3.0, -0.25]], requires_grad: true}
+model:
+  children:
+    act: {type: LeakyReLU}
+    bn: {type: BatchNorm1d, args: {num_features: 3}}
+    pool: {type: MaxPool1d, args: {kernel_size: 2}}
+  forward: |
+    h = act(x)
+    z = bn(h)
+    p = pool(z.unsqueeze(0))
+    return p.sum() + (z * z).sum()
+loss: "y"
+hooks:
+  - {module: act, kind: full_backward, label: act}
+"""
+
+
+def run_quiet(path):
+    out: list[str] = []
+    code = verify.run([str(path)], dtype=None, as_json=False, fd=False, variant=None, echo=out.append)
+    return code, "\n".join(out)
+
+
+def _with_default(monkeypatch, type_name: str, arg: str, default):
+    t = nn_types.TYPES[type_name]
+    args = tuple(replace(a, default=default) if a.name == arg else a for a in t.args)
+    monkeypatch.setitem(nn_types.TYPES, type_name, replace(t, args=args))
+
+
+@pytest.mark.torch
+def test_the_defaults_file_verifies(tmp_path):
+    path = tmp_path / "defaults.yaml"
+    path.write_text(DEFAULTS)
+    code, text = run_quiet(path)
+    assert code == 0, text
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("type_name, arg, wrong", [
+    ("LeakyReLU", "negative_slope", Fraction(1, 50)),
+    ("BatchNorm1d", "momentum", Fraction(1, 5)),
+    ("BatchNorm1d", "eps", Fraction(1, 1000)),
+])
+def test_a_wrong_default_in_the_signature_table_fails_verify(tmp_path, monkeypatch, type_name, arg, wrong):
+    """The torch side hands the constructor only the args the file wrote, so PyTorch's own
+    defaults run there; before, it handed it every arg with the table's defaults filled in, and
+    a wrong default was the same on both sides (verify passed a wrong answer)."""
+    path = tmp_path / "defaults.yaml"
+    path.write_text(DEFAULTS)
+    _with_default(monkeypatch, type_name, arg, wrong)
+    code, text = run_quiet(path)
+    assert code == 1, text
+    assert "MISMATCH" in text
+
+
+@pytest.mark.torch
+def test_a_wrongly_derived_default_fails_verify(tmp_path, monkeypatch):
+    """MaxPool1d's stride defaults to its kernel_size in PyTorch's constructor; a table that
+    derived 1 instead is caught (shapes differ)."""
+    path = tmp_path / "defaults.yaml"
+    path.write_text(DEFAULTS)
+    t = nn_types.TYPES["MaxPool1d"]
+    monkeypatch.setitem(nn_types.TYPES, "MaxPool1d",
+                        replace(t, resolve=lambda a: dict(a, stride=1 if a.get("stride") is None else a["stride"])))
+    code, text = run_quiet(path)
+    assert code == 1, text
