@@ -83,3 +83,30 @@ def test_a_wrongly_derived_default_fails_verify(tmp_path, monkeypatch):
                         replace(t, resolve=lambda a: dict(a, stride=1 if a.get("stride") is None else a["stride"])))
     code, text = run_quiet(path)
     assert code == 1, text
+
+
+ENCODER_LAYER = """
+name: encoder_layer_defaults
+init: {seed: 0}
+inputs:
+  x: {value: [[[1.0, -2.0, 0.5, 0.25], [-1.5, 3.0, -0.25, 2.0]]], requires_grad: true}
+model:
+  children:
+    layer: {type: TransformerEncoderLayer, args: {d_model: 4, nhead: 2, dim_feedforward: 4, dropout: 0}}
+  forward: |
+    return layer(x)
+loss: "(y * y).sum()"
+"""
+
+
+@pytest.mark.torch
+def test_a_wrong_default_of_a_layer_made_of_layers_fails_verify(tmp_path, monkeypatch):
+    """TransformerEncoderLayer's layer_norm_eps (1e-5) as the table says, then as a wrong table would."""
+    path = tmp_path / "layer.yaml"
+    path.write_text(ENCODER_LAYER)
+    code, text = run_quiet(path)
+    assert code == 0, text
+    _with_default(monkeypatch, "TransformerEncoderLayer", "layer_norm_eps", Fraction(1, 10))
+    code, text = run_quiet(path)
+    assert code == 1, text
+    assert "MISMATCH" in text
