@@ -110,3 +110,47 @@ def test_a_wrong_default_of_a_layer_made_of_layers_fails_verify(tmp_path, monkey
     code, text = run_quiet(path)
     assert code == 1, text
     assert "MISMATCH" in text
+
+
+CLAMP_AT_A_COMPUTED_TIE = """
+name: clamp_at_a_computed_tie
+dtype: {dtype}
+inputs:
+  x: {{value: [1.0, 0.25, 3.0], requires_grad: true}}
+model:
+  inputs: [x]
+  forward: |
+    h = x * 2
+    return h.clamp(max=2.0) + (h - 0.5).clamp(min=0)
+loss: "(y * 3).sum()"
+"""
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_wrong_convention_at_a_tie_reached_by_exact_ops_fails_verify(tmp_path, monkeypatch, dtype):
+    """``x * 2`` of a given 1 is exactly 2 in PyTorch's floats, on clamp's max: the gradient passes
+    there (clamp_backward's closed interval). The bounds used to charge every product a rounding,
+    so the decision counted as one PyTorch's floats might take either way, the bound on the
+    gradient grew to its size, and a clamp that cut the gradient at the bound passed verify."""
+    from adjoint.engine.ops import activations
+
+    path = tmp_path / "tie.yaml"
+    path.write_text(CLAMP_AT_A_COMPUTED_TIE.format(dtype=dtype))
+    code, text = run_quiet(path)
+    assert code == 0, text
+    assert "branch point" not in text
+
+    def open_interval(B, x, g, lo, hi):
+        zero = B.zeros(activations.broadcast_shapes(B.shape(x), B.shape(g), None))
+        out = g
+        if hi is not None:
+            out = B.choose(B.sub(x, hi), "<", out, zero)
+        if lo is not None:
+            out = B.choose(B.sub(x, lo), ">", out, zero)
+        return out
+
+    monkeypatch.setattr(activations, "_closed_interval", open_interval)
+    code, text = run_quiet(path)
+    assert code == 1, text
+    assert "grad x" in text and "MISMATCH" in text
