@@ -154,3 +154,20 @@ def test_a_wrong_convention_at_a_tie_reached_by_exact_ops_fails_verify(tmp_path,
     code, text = run_quiet(path)
     assert code == 1, text
     assert "grad x" in text and "MISMATCH" in text
+
+
+@pytest.mark.torch
+def test_wrong_checkpoint_sequential_segments_fail_verify(monkeypatch):
+    """The torch side cuts checkpoint_sequential's segments as PyTorch's loop does, not with the
+    engine's ``segment_function`` (which it used to call, so a segment of one item too many was
+    the same on both sides and verified)."""
+    from adjoint.engine import checkpoint_sequential as engine_segments
+
+    path = "tests/data/regressions/checkpoint_sequential.yaml"
+    code, text = run_quiet(path)
+    assert code == 0, text
+    right = engine_segments.segment_function
+    monkeypatch.setattr(engine_segments, "segment_function",
+                        lambda container, start, end, k, loc: right(container, start, end + 1, k, loc))
+    code, text = run_quiet(path)
+    assert code == 1, text
