@@ -171,3 +171,26 @@ def test_wrong_checkpoint_sequential_segments_fail_verify(monkeypatch):
                         lambda container, start, end, k, loc: right(container, start, end + 1, k, loc))
     code, text = run_quiet(path)
     assert code == 1, text
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("type_name, spec", [
+    ("BatchNorm1d", "buffers"),   # running_var's ones (compared as a value after the training forward)
+    ("BatchNorm1d", "params"),    # weight's ones
+])
+def test_a_wrong_default_tensor_in_the_signature_table_fails_verify(tmp_path, monkeypatch, type_name, spec):
+    """A parameter or buffer the file does not write is the constructor's own on the torch side
+    (``TensorDecl.default``); it used to be the format's value from its table, the one the engine
+    reads, so a wrong default (zeros for ones) verified."""
+    path = tmp_path / "defaults.yaml"
+    path.write_text(DEFAULTS)
+    t = nn_types.TYPES[type_name]
+    made = getattr(t, spec)
+
+    def wrong(args):
+        return tuple(replace(s, default="zeros") if s.default == "ones" else s for s in made(args))
+
+    monkeypatch.setitem(nn_types.TYPES, type_name, replace(t, **{spec: wrong}))
+    code, text = run_quiet(path)
+    assert code == 1, text
+    assert "MISMATCH" in text

@@ -337,7 +337,7 @@ class ModuleBuilder:
         for n in shape:
             count *= n
         value = Fraction(1) if default == "ones" else Fraction(0)
-        return TensorDecl(full, Literal(shape, (value,) * count, loc), requires_grad, loc, dtype)
+        return TensorDecl(full, Literal(shape, (value,) * count, loc), requires_grad, loc, dtype, default=True)
 
     def generated(self, full: str, shape: tuple[int, ...], loc: Loc, t: NNType, args: dict,
                   frozen: bool) -> TensorDecl:
