@@ -110,6 +110,8 @@ class TensorDecl:
                                  # that one's full name; value, requires_grad and dtype are its (adjoint.format.tying)
     version: int = 0             # a parameter's or buffer's t._version when the file starts (version: N; a
                                  # built-in module's constructor writes its tensors in place: 1, as import writes)
+    default: bool = False        # a built-in's parameter or buffer the file did not write: the layer's own
+                                 # value (a norm's ones, a bias's zeros, running_var's ones), from the table
 
     def __post_init__(self):
         if self.value.negzero and self.dtype in ("int64", "bool"):   # torch.tensor([-0.0], dtype=torch.int64) is 0
@@ -162,6 +164,8 @@ class Module:
                                                  # not an nn.Module: its calls run no hook of any kind
     setup_error: tuple[str, str] | None = None   # built-in types: what the constructor raises
                                                  # (exception class, PyTorch's message), the answer
+    given: tuple[str, ...] | None = None         # built-in types: the args the file wrote (the rest of
+                                                 # ``args`` are defaults); None: every one counts as written
 
     @property
     def label(self) -> str:

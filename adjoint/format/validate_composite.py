@@ -31,6 +31,8 @@ def composite(builder, m: YMap, t, path: str, name: str, what: str, prefix: str,
     if m.get("inputs") is not None:
         inputs = builtin_inputs(m.get("inputs"), t, what)
     args = read_args(m.get("args"), t, what, m.loc)
+    written = tuple(key.text for key, _ in m.get("args").entries) if m.get("args") is not None else ()
+    given = written if t.name in CHILDREN else None   # (an encoder's nested args: every one, as filled in)
     if t.name in CHILDREN:
         setup_error = constructor_error(t, args)
     else:   # TransformerEncoder: the script builds its encoder_layer first
@@ -38,7 +40,7 @@ def composite(builder, m: YMap, t, path: str, name: str, what: str, prefix: str,
     if setup_error is not None:   # PyTorch raises in the constructor: nothing inside is built (the answer)
         builder.complete = False
         return Module(path, name or ROOT, t.name, (), (), tuple(inputs), None, None, m.loc,
-                      args=tuple(args.items()), training=training, setup_error=setup_error)
+                      args=tuple(args.items()), training=training, setup_error=setup_error, given=given)
     if t.name in CHILDREN:
         layout = _layer_layout(t.name, args)
     else:   # TransformerEncoder: copies of a layer
@@ -50,10 +52,10 @@ def composite(builder, m: YMap, t, path: str, name: str, what: str, prefix: str,
                                   f"no prediction can know; give {where}: {{dropout: 0}} or training: false")
     specs = [(rel, ct, cargs, s) for rel, ct, cargs in leaves for s in ct.params(cargs)]
     names = [f"{rel}.{s.name}" for rel, _, _, s in specs]
-    given = _given_params(builder, m, t, what, prefix, frozen, specs, names)
+    given_params = _given_params(builder, m, t, what, prefix, frozen, specs, names)
     drawn = builder.init_seed is not None or builder.init_given
     defaults = {f"{rel}.{s.name}": s.default for rel, _, _, s in specs}
-    missing = [n for n in names if n not in given and (copy_of(n) is None or copy_of(n) not in given)
+    missing = [n for n in names if n not in given_params and (copy_of(n) is None or copy_of(n) not in given_params)
                and defaults[n] is None]
     if missing and not drawn:
         raise ProblemError(m.loc, f"{what} ({t.name}) has no values for {', '.join(missing)}; give them under params: "
@@ -62,8 +64,8 @@ def composite(builder, m: YMap, t, path: str, name: str, what: str, prefix: str,
     for rel, ct, cargs, s in specs:
         full = f"{rel}.{s.name}"
         source = copy_of(full)
-        if full in given:
-            decls[full] = given[full]
+        if full in given_params:
+            decls[full] = given_params[full]
         elif source is not None:   # a deep copy of the first layer
             decls[full] = replace(decls[source], name=prefix + full, loc=m.loc)
         elif drawn:
@@ -78,7 +80,7 @@ def composite(builder, m: YMap, t, path: str, name: str, what: str, prefix: str,
 
     children = assemble(leaf, prefix, m.loc, training)
     return Module(path, name or ROOT, t.name, (), tuple(children), tuple(inputs), None, None, m.loc,
-                  args=tuple(args.items()), training=training)
+                  args=tuple(args.items()), training=training, given=given)
 
 
 def _layer_layout(type_name: str, args: dict):

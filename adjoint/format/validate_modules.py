@@ -252,6 +252,7 @@ class ModuleBuilder:
         if m.get("inputs") is not None:
             inputs = self.attempt(builtin_inputs, m.get("inputs"), t, what)
         setup_error = None   # what the constructor raises (the answer), if it refuses the args
+        given = None   # the args the file wrote (None: every one, as the v1 Linear's, read off its params)
         if t.name == "Linear" and m.get("args") is None:
             args, params = linear_v1(m, path, what, frozen, self.param_decl)
         else:
@@ -259,6 +260,7 @@ class ModuleBuilder:
                 raise ProblemError(m.key_loc("bias"), f"{what} gives args:, so give its bias there too, as in args: "
                                                       "{in_features: 2, out_features: 1, bias: false}")
             args = read_args(m.get("args"), t, what, m.loc)
+            given = tuple(key.text for key, _ in m.get("args").entries) if m.get("args") is not None else ()
             setup_error = constructor_error(t, args)
             params = self.builtin_params(m, t, args, prefix, what, frozen, setup_error is not None)
         if setup_error is not None:   # never built: what names its inside is not checked (PyTorch stops first)
@@ -273,7 +275,8 @@ class ModuleBuilder:
         if inputs is FAILED:
             return FAILED
         return Module(path, name or ROOT, t.name, params, (), tuple(inputs), None, None, m.loc,
-                      args=tuple(args.items()), buffers=buffers, training=training, mask=mask, setup_error=setup_error)
+                      args=tuple(args.items()), buffers=buffers, training=training, mask=mask, setup_error=setup_error,
+                      given=given)
 
     def builtin_params(self, m: YMap, t: NNType, args: dict, prefix: str, what: str,
                        frozen: bool, refused: bool = False) -> tuple[TensorDecl, ...]:
@@ -334,7 +337,7 @@ class ModuleBuilder:
         for n in shape:
             count *= n
         value = Fraction(1) if default == "ones" else Fraction(0)
-        return TensorDecl(full, Literal(shape, (value,) * count, loc), requires_grad, loc, dtype)
+        return TensorDecl(full, Literal(shape, (value,) * count, loc), requires_grad, loc, dtype, default=True)
 
     def generated(self, full: str, shape: tuple[int, ...], loc: Loc, t: NNType, args: dict,
                   frozen: bool) -> TensorDecl:

@@ -42,10 +42,15 @@ from adjoint.torchside.values import DTYPES, literal_tensor, number
 # ----------------------------------------------------------------------------- built-in types
 
 def constructor_args(decl: Module, dtype: torch.dtype, symbols: dict) -> dict:
-    """The file's ``args`` as the Python values a user passes to the class."""
+    """The file's ``args`` as the Python values a user passes to the class: only those the file
+    wrote (``decl.given``), so every default is the constructor's own, and a wrong default in
+    the format's table of signatures (which the engine reads) is a mismatch, not a shared
+    mistake."""
     spec = nn_types.lookup(decl.type)
     out = {}
     for name, value in decl.args:
+        if decl.given is not None and name not in decl.given:
+            continue
         arg = spec.arg(name) if spec is not None else None
         if arg is not None and arg.kind in ("float", "opt_float") and value is not None:
             out[name] = float(value)
@@ -84,7 +89,8 @@ def fill(decl: Module, module: nn.Module, dtype: torch.dtype, symbols: dict) -> 
         if rel not in params:
             raise ProblemError(d.loc, f"torch.nn.{decl.type} has no parameter '{rel}' (it has: "
                                       f"{', '.join(params) or 'none'})")
-        value = literal_tensor(d.value, DTYPES[d.dtype] if d.dtype is not None else params[rel].dtype, symbols)
+        value = _own(params[rel]) if d.default else \
+            literal_tensor(d.value, DTYPES[d.dtype] if d.dtype is not None else params[rel].dtype, symbols)
         if tuple(value.shape) != tuple(params[rel].shape):
             raise ProblemError(d.loc, f"'{d.name}' has shape {list(value.shape)} but torch.nn.{decl.type}'s "
                                       f"{rel} has {list(params[rel].shape)}")
@@ -94,8 +100,16 @@ def fill(decl: Module, module: nn.Module, dtype: torch.dtype, symbols: dict) -> 
         if buffers.get(rel) is None:
             raise ProblemError(d.loc, f"torch.nn.{decl.type} has no buffer '{rel}' with these args (it has: "
                                       f"{', '.join(buffers) or 'none'})")
-        out[d.name] = _put(module, rel, literal_tensor(d.value, buffers[rel].dtype, symbols))
+        value = _own(buffers[rel]) if d.default else literal_tensor(d.value, buffers[rel].dtype, symbols)
+        out[d.name] = _put(module, rel, value)
     return out
+
+
+def _own(tensor: torch.Tensor) -> torch.Tensor:
+    """A tensor the file did not write (``TensorDecl.default``): the constructor's own value, in a
+    fresh tensor, never the format's table of defaults (which the engine reads: verify holds it
+    to this)."""
+    return tensor.detach().clone()
 
 
 def _put(module: nn.Module, rel: str, tensor: torch.Tensor) -> torch.Tensor:

@@ -17,6 +17,7 @@ import contextlib
 import torch
 import torch.utils.checkpoint as torch_checkpoint
 
+from adjoint.format.problem import Module
 from adjoint.torchside import graphs
 from adjoint.torchside.dropout import forced_mask
 
@@ -124,7 +125,6 @@ def checkpoint_sequential(run, container, segments, inp, kwargs: dict, loc):
     """``torch.utils.checkpoint.checkpoint_sequential(container, segments, inp, **kwargs)``: PyTorch's
     own function first runs on no functions (its warning, its keyword and segment-count errors),
     then its segments are checkpointed as it checkpoints them, each a plain function."""
-    from adjoint.engine.checkpoint_sequential import segment_function
     torch_checkpoint.checkpoint_sequential([_same], 1, None, **kwargs)   # its warning and keyword check only
     use_reentrant = kwargs.get("use_reentrant")
     use_reentrant = True if use_reentrant is None else use_reentrant
@@ -134,7 +134,10 @@ def checkpoint_sequential(run, container, segments, inp, kwargs: dict, loc):
     end = -1
     for k, start in enumerate(range(0, size * (segments - 1), size)):
         end = start + size - 1
-        seg = segment_function(container, start, end, k, loc)
+        # run_function(start, end, functions): items start..end, read here as PyTorch's loop reads
+        # them (never the engine's segments: verify holds those to this)
+        seg = Module(f"{container.label}.segment{k}", f"segment{k}", None, (), tuple(items[start:end + 1]),
+                     ("input",), None, None, loc, training=container.training, plain=True)
         run.modules.setdefault(seg.label, _Segment(run, seg))
         inp = checkpoint(run, seg, [inp], {"use_reentrant": use_reentrant, "preserve_rng_state": preserve})
     for item in items[end + 1:]:

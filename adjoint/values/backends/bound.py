@@ -105,6 +105,26 @@ def _times(d, e):
         return np.where(e == 0, 0.0, np.abs(d) * e)
 
 
+def _sum_error(a, b, s) -> np.ndarray:
+    """``a + b - s`` exactly (Knuth's TwoSum; 0 where the float64 sum ``s`` is exact)."""
+    with np.errstate(all="ignore"):
+        bb = s - a
+        return (a - (s - bb)) + (b - bb)
+
+
+def _product_error(a, b, p) -> np.ndarray:
+    """``a * b - p`` exactly (Dekker's TwoProduct, by Veltkamp's split; 0 where the float64
+    product ``p`` is exact), valid above the underflow range (callers check ``|p|``)."""
+    def split(x):
+        c = 134217729.0 * x   # 2**27 + 1
+        hi = c - (c - x)
+        return hi, x - hi
+    with np.errstate(all="ignore"):
+        ah, al = split(a)
+        bh, bl = split(b)
+        return ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
 def _scalar_error(v, u: float, dtype: str) -> float:
     """How far the number ``v`` is from its nearest value of ``dtype`` (an infinity or NaN is itself)."""
     if not isinstance(v, (int, Fraction)):
@@ -215,18 +235,36 @@ class BoundBackend(Float64Backend):
     # ------------------------------------------------------------------ arithmetic
     def add(self, x, y):
         r = super().add(x, y).a
-        return self._b(r, _e(x) + _e(y) + self._round_sum(r, x, y))
+        return self._b(r, _e(x) + _e(y) + self._round_sum(r, x, y, y.a))
 
     def sub(self, x, y):
         r = super().sub(x, y).a
-        return self._b(r, _e(x) + _e(y) + self._round_sum(r, x, y))
+        return self._b(r, _e(x) + _e(y) + self._round_sum(r, x, y, -y.a))
 
-    def _round_sum(self, r, x, y) -> np.ndarray:
+    def _round_sum(self, r, x, y, added) -> np.ndarray:
         """A sum's own rounding, none where an operand is exactly 0 in PyTorch's run too (value and
         bound 0): ``x + 0`` is ``x`` (a convolution's padded border is its bias exactly, so a pooling
-        window there ties in PyTorch's floats as in the exact answer)."""
+        window there ties in PyTorch's floats as in the exact answer); none either where the sum
+        of two exact operands is a number of the dtype (``0.5 + 1.5`` is 2 in PyTorch's floats)."""
         exact = ((x.a == 0) & (_e(x) == 0)) | ((y.a == 0) & (_e(y) == 0))
+        exact |= self._exact(r, x, y, _sum_error(x.a, added, r))   # (``added``: y, or -y for a difference)
         return np.where(exact, 0.0, self._round(r))
+
+    def _exact(self, r, x, y, err, product: bool = False) -> np.ndarray:
+        """Where PyTorch's result of one correctly rounded operation is the exact one: both operands
+        exact in its run too (bound 0), the float64 result exact (``err`` 0; a product's above the
+        underflow range, where the error's own computation is exact, or 0 from an operand 0) and a
+        number of the compared dtype. A value reached by exact
+        operations (``x * 2`` of a given 1) then sits on a branch point exactly, as in PyTorch, and
+        the decision there (clamp's, relu's at a tie) is checked, not covered both ways."""
+        with np.errstate(all="ignore"):
+            r = np.asarray(r, dtype=np.float64)
+            ok = (_e(x) == 0) & (_e(y) == 0) & np.isfinite(r) & (err == 0)
+            if product:
+                ok &= (np.abs(r) >= 2.0 ** -969) | (x.a == 0) | (y.a == 0)
+            if self.compared == "float32":
+                ok &= r.astype(np.float32).astype(np.float64) == r
+        return np.broadcast_to(ok, np.shape(r))
 
     def normalize(self, x, mean, rstd):
         """PyTorch's norm kernels compute ``x * rstd - mean * rstd`` (batch norm: ``x * alpha + beta``,
@@ -251,7 +289,8 @@ class BoundBackend(Float64Backend):
         ex, ey = _e(x), _e(y)
         # |x~ y~ - x y| <= |y| e_x + |x| e_y + e_x e_y: the product of the errors counts where both
         # values are (nearly) 0, as 1 + tanh(z) and 1 - tanh(z)^2 at a saturated tanh times a tiny gradient
-        return self._b(r, _times(y.a, ex) + _times(x.a, ey) + _times(ex, ey) + self._round_under(r))
+        own = np.where(self._exact(r, x, y, _product_error(x.a, y.a, r), product=True), 0.0, self._round_under(r))
+        return self._b(r, _times(y.a, ex) + _times(x.a, ey) + _times(ex, ey) + own)
 
     def div(self, x, y):
         r = super().div(x, y).a
