@@ -483,11 +483,21 @@ def underflow_mask(out: Exact, dtype: str) -> np.ndarray | None:
             return None   # no nonzero p/den is at most 2**-bits: one comparison for the tensor
         flat = [n != 0 and abs(int(n)) << bits <= out.qa.den for n in out.qa.num.reshape(-1).tolist()]
     elif out.kind == "real":
+        balls = out.balls.reshape(-1)
+        # the balls' midpoints as doubles, one C loop: a ball whose midpoint is above 2**-(bits - 1)
+        # in size is no candidate (those below, and the doubles' underflow to 0, are decided on the ball)
+        with np.errstate(all="ignore"):
+            near = np.flatnonzero(np.abs(balls.astype(np.float64)) <= 2.0 ** -(bits - 1))
+        if not len(near):
+            return None   # (the common case: a comparison per element in numpy, not a ball's)
         tiny = E.flint.arb(E.fmpq(1, 2 ** bits))
-        flat = [abs(b) <= tiny and (b > 0 or b < 0) for b in out.balls.reshape(-1).tolist()]
+        flat = np.zeros(len(balls), dtype=bool)
+        for i in near.tolist():
+            b = balls[i]
+            flat[i] = abs(b) <= tiny and (b > 0 or b < 0)
     else:
         return None
-    mask = np.array(flat, dtype=bool).reshape(out.shape)
+    mask = np.asarray(flat, dtype=bool).reshape(out.shape)
     return mask if mask.any() else None
 
 
