@@ -319,7 +319,9 @@ def _rounding_across_steps(problem, v, vp, predicted: dict, compare, run_variant
 
 def _forward_beyond_range(vp, dtype: str) -> bool:
     """Does an exact forward value (named or not) fall beyond the dtype's finite range, or (float32)
-    below it: nonzero, yet 0 once rounded to the dtype?"""
+    below it: nonzero, yet 0 once rounded to the dtype? An element that is inf or nan exactly (a
+    ``-inf`` mask given in the file, what follows from it) is no overflow: a disagreement beside it
+    is a mismatch."""
     import math
 
     run = getattr(vp, "run", None)
@@ -328,8 +330,15 @@ def _forward_beyond_range(vp, dtype: str) -> bool:
     for value in (values.values() if isinstance(values, dict) else values):
         if value is None or not hasattr(value, "floats"):
             continue
-        for f in _flat(value.floats()):
-            if f is not None and (math.isinf(f) or math.isnan(f) or abs(f) > FLOAT_MAX[dtype]):
+        floats = _flat(value.floats())
+        special = None   # the elements whose exact value is itself inf or nan (a -inf mask the file gives)
+        for i, f in enumerate(floats):
+            if f is not None and (math.isinf(f) or math.isnan(f)):
+                if special is None:
+                    special = [t in ("inf", "-inf", "nan") for t in value.strings_flat()]
+                if not special[i]:   # a finite exact value whose float is not: PyTorch overflowed
+                    return True
+            elif f is not None and abs(f) > FLOAT_MAX[dtype]:
                 return True
             if f is not None and dtype == "float32" and 0 < abs(f) <= FLOAT32_UNDERFLOW:
                 return True   # below the range: PyTorch's float32 holds 0 there
