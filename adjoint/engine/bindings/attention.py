@@ -103,11 +103,19 @@ def scaled_dot_product_attention(rt, a: dict, loc: Loc):
                                 "the query's dtype")
     if mask is not None and mask.dtype == "bool":
         mask = _additive(rt, mask, q.dtype)
+    return sdpa_kernel(rt, q, k, v, mask, bool(a["is_causal"]), a["scale"], loc)
+
+
+def sdpa_kernel(rt, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool, scale, loc: Loc) -> Tensor:
+    """The kernel ``at::scaled_dot_product_attention`` picks for validated inputs and an additive
+    (float) mask: the fused CPU one, or the math path when ``use_flash_attention_cpp`` says no (a
+    mask that requires grad among its reasons). ``F.multi_head_attention_forward`` with
+    ``need_weights=False`` calls the same function, so its learned float ``attn_mask`` gets a
+    gradient through the math path too."""
     if _flash_refusal(q, k, v, mask) is not None:   # the math path (adjoint.engine.bindings.sdpa_math)
         from adjoint.engine.bindings.sdpa_math import sdpa_math
-        return sdpa_math(rt, q, k, v, mask, bool(a["is_causal"]), a["scale"], loc)
-    scale = a["scale"]
-    spec = SdpaSpec(q.shape[-1], bool(a["is_causal"]), None if scale is None else Fraction(scale))
+        return sdpa_math(rt, q, k, v, mask, is_causal, scale, loc)
+    spec = SdpaSpec(q.shape[-1], is_causal, None if scale is None else Fraction(scale))
     out, _ = rt.apply("sdpa_flash_cpu", [q, k, v, mask], spec, loc)
     out.strides = q.strides   # the CPU kernel lays its output out like the query
     return out

@@ -13,7 +13,8 @@ the same tensor) and ``F.multi_head_attention_forward``, step by step:
   ``transpose``/``reshape``, ``linear``, ``view``; the weights ``view`` and ``mean(dim=1)``
   (``average_attn_weights``);
 * ``need_weights=False``: ``scaled_dot_product_attention``, which on the CPU is one
-  ``ScaledDotProductFlashAttentionForCpuBackward0``, then ``permute``/``reshape``, ``linear``.
+  ``ScaledDotProductFlashAttentionForCpuBackward0`` (the math path when the mask requires grad,
+  as ``F.scaled_dot_product_attention`` picks it), then ``permute``/``reshape``, ``linear``.
 
 Masks are float tensors added to the scores, or bool tensors the module first turns into
 float ones (``F._canonical_mask``: 0 where False, ``-inf`` where True; no node), as PyTorch
@@ -31,7 +32,8 @@ from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.bindings import call_function
 from adjoint.engine.graph import Tensor
 from adjoint.engine.torch_errors import TorchError
-from adjoint.engine.ops.attention import SdpaSpec, mean_dims
+from adjoint.engine.bindings.attention import sdpa_kernel
+from adjoint.engine.ops.attention import mean_dims
 
 _OPTIONAL = ("key_padding_mask", "need_weights", "attn_mask", "average_attn_weights", "is_causal")
 _DEFAULTS = {"key_padding_mask": None, "need_weights": True, "attn_mask": None, "average_attn_weights": True,
@@ -341,8 +343,7 @@ def _with_sdpa(c, ops: _Ops, q, k, v, mask, is_causal, tgt, bsz, src, e, heads, 
     q = ops.method("view", q, bsz, heads, tgt, head_dim)
     k = ops.method("view", k, bsz, heads, src, head_dim)
     v = ops.method("view", v, bsz, heads, src, head_dim)
-    out, _ = rt.apply("sdpa_flash_cpu", [q, k, v, mask], SdpaSpec(head_dim, is_causal), loc)
-    out.strides = q.strides   # the CPU kernel lays its output out like the query
+    out = sdpa_kernel(rt, q, k, v, mask, is_causal, None, loc)
     out = ops.fn("reshape", ops.fn("permute", out, (2, 0, 1, 3)), bsz * tgt, e)
     out = ops.linear(out, c.params["out_proj.weight"], c.params.get("out_proj.bias"))
     out = ops.method("view", out, tgt, bsz, out.shape[1])
