@@ -109,6 +109,10 @@ RECORD_DIFFERS = {
     "grad_assigned_a_buffer_is_that_buffer.yaml": "a .grad that is a buffer (p.grad = mom) written after the last "
                                                   "backward (a step, zero_grad, the buffer's own writes): the record's "
                                                   "gradients are that pass's, the answer's .grad the buffer now",
+    "grad_assigned_an_input_written_through_grad_is_a_leaf_write.yaml": "an input that is a .grad (p.grad = q), "
+                                                                        "written in place during the backward: the "
+                                                                        "record's leaf keeps the value the pass "
+                                                                        "started with",
     "test_post_accumulate_grad_hook_e2e.yaml": "a zero_grad step after the last backward: the record's gradients "
                                                "are that pass's, the answer's .grad None after the step",
     "hook_wrapped_input_written.yaml": "an input written in place during the forward: the record's leaf keeps the "

@@ -142,8 +142,12 @@ class HookRunner:
         names_of = self._leaf_names(self.reg.model) if self.reg.model is not None else {}
         switched = [f"requires_grad {name}={t.requires_grad}" for name, (t, _v, rg) in named.items()
                     if t.requires_grad != rg]
-        for name, (t, version, _rg) in named.items():
-            if t.version.value == version:
+        # a .grad that is a tensor a hook assigned (``p.grad = x``, x an input or a parameter, or a
+        # view of one) and the body wrote in place (``p.grad.mul_(2)``): the write is that leaf's
+        aliased = {f"{self.leaf_name(leaf)}.grad": (t.base if t.base is not None else t, version, None)
+                   for leaf, (t, version, _v) in grads.read_tensors.items() if leaf.grad_alias is not None}
+        for name, (t, version, _rg) in list(named.items()) + list(aliased.items()):
+            if t.version.value == version or (name in aliased and id(t) not in names_of):
                 continue
             if id(t) not in names_of:
                 wrote_named.append(name)
