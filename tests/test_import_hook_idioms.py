@@ -94,6 +94,21 @@ def make():
 '''
 
 
+def _agrees_with_the_users_module(out, problem, path, factory: str):
+    """The imported file's answer (float64) against the user's module with its hooks, run by
+    torch: every ``.grad``, then ``verify --origin`` call by call. The answer's JSON, the user's
+    loss and gradients."""
+    vp = predict(problem, None, "float64").variants[0]
+    js = vp.to_json()
+    loss, grads = users_module_run(problem, str(path), factory)
+    for name, g in grads.items():
+        assert torch.allclose(torch.tensor(js["grads"][name]["value"], dtype=torch.float64), g,
+                              rtol=1e-10, atol=1e-12), name
+    result = verify_variant(out, problem, vp, "float64", False, origin=True)
+    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+    return js, loss, grads
+
+
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     path = tmp_path_factory.mktemp("idioms") / "idioms.py"
@@ -113,15 +128,8 @@ def test_the_idioms_are_translated_and_equal_the_users_module(models):
         assert line in text, text
     assert "if g is not None:" in text and "a Clipper object" in text
     # real torch: the user's module with its hooks, run by hand, and verify --origin call by call
-    vp = predict(problem, None, "float64").variants[0]
-    js = vp.to_json()
-    loss, grads = users_module_run(problem, models, "make")
+    js, loss, grads = _agrees_with_the_users_module(out, problem, models, "make")
     assert abs(js["loss"]["value"] - loss.item()) <= 1e-12
-    for name, g in grads.items():
-        assert torch.allclose(torch.tensor(js["grads"][name]["value"], dtype=torch.float64), g,
-                              rtol=1e-10, atol=1e-12), name
-    result = verify_variant(out, problem, vp, "float64", False, origin=True)
-    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
     # the hooks change what flows: the module without them gives other gradients
     bare = call_factory(models, "make_bare")
     d = problem.variants[0].inputs[0]
@@ -194,14 +202,7 @@ def test_pythons_math_of_captured_numbers_is_computed_as_python_does(tmp_path):
     out, text, problem = import_to_file(str(models), "make", ["x=2x2"])
     assert f'returns: "grad / {math.sqrt(2)!r} * {math.exp(-1.0)!r} + grad * {math.pi!r}"' in text, text
     assert f'returns: "(grad_input[0] * {math.sqrt(3)!r} / {math.log(3)!r},)"' in text, text
-    vp = predict(problem, None, "float64").variants[0]
-    js = vp.to_json()
-    loss, grads = users_module_run(problem, str(models), "make")
-    for name, g in grads.items():
-        assert torch.allclose(torch.tensor(js["grads"][name]["value"], dtype=torch.float64), g,
-                              rtol=1e-10, atol=1e-12), name
-    result = verify_variant(out, problem, vp, "float64", False, origin=True)
-    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+    _agrees_with_the_users_module(out, problem, str(models), "make")
     with pytest.raises(ProblemError) as err:
         import_to_file(str(models), "make_tensor", ["x=2x2"])
     assert "the call math.sqrt(grad.norm()) (Python's math of a value that is not a captured number" in str(err.value)
@@ -260,15 +261,8 @@ def test_the_models_parameters_and_buffers_read_in_a_hook_are_written_by_name(tm
                  '{module: fc, kind: full_backward_pre, returns: "(grad_output[0] * fc.weight.sum(),)"}',
                  '{module: model, kind: full_backward, returns: "(grad_input[0] * mask[0, 1],)"}'):
         assert line in text, text
-    vp = predict(problem, None, "float64").variants[0]
-    js = vp.to_json()
-    loss, grads = users_module_run(problem, str(models), "make")
-    for name, g in grads.items():
-        assert torch.allclose(torch.tensor(js["grads"][name]["value"], dtype=torch.float64), g,
-                              rtol=1e-10, atol=1e-12), name
+    _js, _loss, grads = _agrees_with_the_users_module(out, problem, str(models), "make")
     assert (grads["fc.weight"] != 0).sum() < grads["fc.weight"].numel()   # the mask cut gradients
-    result = verify_variant(out, problem, vp, "float64", False, origin=True)
-    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
     with pytest.raises(ProblemError) as err:
         import_to_file(str(models), "make_shadowing", ["x=2x3"])
     assert "is the model's mask, a name the hook's body also gives to a value of its own" in str(err.value)
@@ -334,14 +328,7 @@ def test_a_test_of_captured_flags_takes_the_branch_python_takes(tmp_path, factor
                  '{module: "0", kind: full_backward, returns: "(grad_input[0] * 0.5,)"}' if trained else
                  '{module: "0", kind: full_backward}'):
         assert line in text, text
-    vp = predict(problem, None, "float64").variants[0]
-    js = vp.to_json()
-    loss, grads = users_module_run(problem, str(models), factory)
-    for name, g in grads.items():
-        assert torch.allclose(torch.tensor(js["grads"][name]["value"], dtype=torch.float64), g,
-                              rtol=1e-10, atol=1e-12), name
-    result = verify_variant(out, problem, vp, "float64", False, origin=True)
-    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+    _agrees_with_the_users_module(out, problem, str(models), factory)
 
 
 CAM_MODEL = '''\
@@ -412,14 +399,7 @@ def test_a_grad_cam_recorder_and_a_spliced_grad_input_are_translated(tmp_path):
                  "{module: fc, kind: full_backward}  # a GradCAM object's save_gradient",
                  '{module: mix, kind: full_backward, returns: "(grad_input[0] * 0.5,) + grad_input[1:]"}'):
         assert line.split("  #")[0] in text, text
-    vp = predict(problem, None, "float64").variants[0]
-    js = vp.to_json()
-    loss, grads = users_module_run(problem, str(models), "make")
-    for name, g in grads.items():
-        assert torch.allclose(torch.tensor(js["grads"][name]["value"], dtype=torch.float64), g,
-                              rtol=1e-10, atol=1e-12), name
-    result = verify_variant(out, problem, vp, "float64", False, origin=True)
-    assert result.ok, [(r.item, r.detail) for r in result.rows if not r.ok]
+    _agrees_with_the_users_module(out, problem, str(models), "make")
 
 
 FUSED_MODEL = '''\

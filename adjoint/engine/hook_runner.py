@@ -296,7 +296,7 @@ class HookRunner:
             raise TorchError("TypeError", f"expected Variable, but hook returned '{sequence_name(returned)}'",
                              "hook_result")
         if returned is not None and not isinstance(returned, Tensor):   # a Python number: not a Variable either
-            name = type_name(returned, hook.returns) if hook.returns is not None else None
+            name = returned_type(returned, hook)
             if name is None:
                 raise ProblemError(hook.loc, f"the post_accumulate_grad hook '{hook.label}' returns a number whose "
                                              "Python type (int or float) the file does not show: PyTorch's TypeError "
@@ -418,6 +418,12 @@ PACK_INPLACE = ("A saved tensor pack hook is modifying its input in place. Tenso
 _NUMBER_TYPES = ("int", "float", "bool", "complex")
 
 
+def returned_type(returned, hook) -> str | None:
+    """The Python type name of a number a hook returned (``'int'``, ``'float'``), as its ``returns:``
+    expression makes it; None where the file does not show it (PyTorch's TypeErrors name it)."""
+    return type_name(returned, hook.returns) if hook.returns is not None else None
+
+
 def as_values(returned, hook):
     if returned is None or hook.on == "multi_grad":   # register_multi_grad_hook discards what its fn returns
         return None
@@ -427,14 +433,14 @@ def as_values(returned, hook):
     if hook.on == "tensor" and not isinstance(returned, (tuple, Tensor)):
         # a tensor hook's result is checked at once (check_single_result): a Python number is
         # "expected Variable, but hook returned 'int'" (the type as the expression makes it)
-        name = type_name(returned, hook.returns) if hook.returns is not None else None
+        name = returned_type(returned, hook)
         if name in _NUMBER_TYPES:
             raise TorchError("TypeError", f"expected Variable, but hook returned '{name}'", "hook_result")
     if (hook.on, hook.kind) in NUMBER_CHECKED and not isinstance(returned, (tuple, Tensor)):
         # a Python number where a tuple is taken: a node's hook (a module's legacy hook is one) is
         # PyFunctionPreHook / PostHook's "expected tuple, but hook returned 'int'"; a full backward
         # (pre-)hook's result meets BackwardHook's len(), Python's TypeError
-        name = type_name(returned, hook.returns) if hook.returns is not None else None
+        name = returned_type(returned, hook)
         if name in ("int", "float", "bool"):
             raise TorchError("TypeError", f"object of type '{name}' has no len()" if hook.kind in (
                 "full_backward", "full_backward_pre") else f"expected tuple, but hook returned '{name}'", "hook_result")
