@@ -209,6 +209,12 @@ class HookRunner:
                 for name in names_of.get(id(v), ()):
                     # every name: a tied Parameter's leaf_values are listed as its grads are
                     found.append((name, v, v.version.value))
+                # a view or detach() of a leaf (a gradient that is one, after a hook returned
+                # x.detach()): one memory and one version counter with the leaf, so a write into it
+                # is the leaf's, as PyTorch's _version of the leaf tells
+                if v.base is not None:
+                    for name in names_of.get(id(v.base), ()):
+                        found.append((name, v.base, v.base.version.value))
         return found
 
     def _leaf_names(self, model) -> dict:
