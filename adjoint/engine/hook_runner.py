@@ -105,7 +105,7 @@ class HookRunner:
         rt = self.rt
         wrapped = Wrapped()
         env = wrap_args(rt, args, objs, wrapped)
-        record = CallRecord(hook, kind or hook.kind, hook.target, snapshot(env if shown is None else shown),
+        record = CallRecord(hook, kind or hook.kind, hook.target, snapshot(env if shown is None else shown, rt.dtype),
                             node=node, call=call, phase=rt.phase, is_global=hook.on == "global",
                             grads_seen=self.grads_now())
         record.recomputed, record.reentrant = rt.recomputing > 0, rt.reentrant
