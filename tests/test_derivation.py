@@ -113,6 +113,10 @@ RECORD_DIFFERS = {
                                                                         "written in place during the backward: the "
                                                                         "record's leaf keeps the value the pass "
                                                                         "started with",
+    "hook_returned_view_of_a_leaf_becomes_its_grad.yaml": "a .grad that is a parameter's memory (AccumulateGrad took "
+                                                          "a hook's lin.bias.detach()) written by the step after the "
+                                                          "last backward: the record's gradients are that pass's, the "
+                                                          "answer's .grad the parameter now",
     "test_post_accumulate_grad_hook_e2e.yaml": "a zero_grad step after the last backward: the record's gradients "
                                                "are that pass's, the answer's .grad None after the step",
     "hook_wrapped_input_written.yaml": "an input written in place during the forward: the record's leaf keeps the "

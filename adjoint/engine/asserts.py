@@ -1,6 +1,7 @@
 """``assert EXPR`` / ``assert not EXPR`` in a program of the file: Python's own statement.
 
-A failing assert is CPython's ``AssertionError`` with an empty message, raised where the
+A failing assert is CPython's ``AssertionError`` with an empty message (or the string literal
+the statement gives, ``assert EXPR, "text"``: ``str()`` of the error is that text), raised where the
 statement runs: an answer (the contract's ``error``), not bad input. The test is a Python bool
 (``x.requires_grad``, a comparison of Python numbers), a number, or a bool or int64 tensor's
 one element (``assert torch.isfinite(grad).all()``: the interpreter takes its truth value as an
@@ -24,4 +25,4 @@ def run_assert(value, stmt: S.Assert) -> None:
         raise ProblemError(stmt.loc, f"'{S.stmt_source(stmt)}': the truth value of {what} in an assert is not "
                                      "modelled; assert a Python bool, as in 'assert x.requires_grad'")
     if bool(value) == stmt.negated:
-        raise TorchError("AssertionError", "", "python")
+        raise TorchError("AssertionError", stmt.message or "", "python")

@@ -418,11 +418,18 @@ class _Pass:
             if hid in own.with_kwargs:
                 returned = self.fire_forward(entry, {"input": state["args"], "kwargs": state["kwargs"]}, call)
                 if returned is not None:
-                    if not (isinstance(returned, tuple) and len(returned) == 2):
-                        raise ProblemError(entry.hook.returns.loc, "a forward_pre hook with with_kwargs must return "
-                                                                   "None or a tuple (new_args, new_kwargs): PyTorch "
-                                                                   "raises 'forward pre-hook must return None or a "
-                                                                   "tuple of (new_args, new_kwargs)'")
+                    if not (is_tuple(returned) and len(returned) == 2):
+                        shown = _plain_repr(returned, entry.hook.returns)
+                        if shown is None:
+                            raise ProblemError(entry.hook.returns.loc, "a forward_pre hook with with_kwargs must return "
+                                                                       "None or a tuple (new_args, new_kwargs): PyTorch "
+                                                                       "raises 'forward pre-hook must return None or a "
+                                                                       "tuple of (new_args, new_kwargs), but got ...' "
+                                                                       "with the repr of a result holding tensors, "
+                                                                       "which adjoint does not word")
+                        # _call_impl's check: the message shows what the hook returned (f"{result}")
+                        raise TorchError("RuntimeError", "forward pre-hook must return None or a tuple of "
+                                                         f"(new_args, new_kwargs), but got {shown}.", "hook_result")
                     new_args, new_kwargs = returned   # taken as they are: forward(*new_args, **new_kwargs)
                     _check_star_args(new_args, new_kwargs, entry.hook)
                     # a tensor's rows are counted when forward is called (:func:`_star_args`)
@@ -1090,6 +1097,34 @@ def _typed_numbers(new: tuple, returned, hook, mod: Module) -> tuple:
     if name not in ("int", "float", "bool"):
         return new
     return (ReturnedNumber(name),) + tuple(new[1:])
+
+
+def _plain_repr(value, expr) -> str | None:
+    """Python's ``str()`` of a hook's result made of numbers, None and tuples or lists of them
+    (``2``, ``2.5``, ``()``, ``(1, None)``, ``[1]``), their types as ``expr`` (the hook's
+    ``returns:``) shows them; None for anything else (a tensor's repr is not worded here)."""
+    if value is None:
+        return "None"
+    if isinstance(value, tuple) and not isinstance(value, Tensor):
+        items = getattr(expr, "items", None)
+        if items is None or len(items) != len(value) or type(value) not in (tuple, PyList):
+            return None
+        shown = [_plain_repr(v, e) for v, e in zip(value, items)]
+        if any(s is None for s in shown):
+            return None
+        if isinstance(value, PyList):
+            return "[" + ", ".join(shown) + "]"
+        return "(" + ", ".join(shown) + ("," if len(shown) == 1 else "") + ")"
+    if isinstance(value, Tensor):
+        return None
+    name = pyerrors.type_name(value, expr) if expr is not None else None
+    if name == "bool":
+        return repr(bool(value))
+    if name == "int":
+        return repr(int(value))
+    if name == "float" and isinstance(value, (Fraction, int, float)):
+        return repr(float(value))
+    return None
 
 
 def _called_without(entry, missing: str) -> None:

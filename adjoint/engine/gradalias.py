@@ -170,11 +170,14 @@ def _whole(obj: GradObj) -> GradObj:
     return obj
 
 
-def held_tensor(t: Tensor | None = None) -> GradObj:
+def held_tensor(t: Tensor | None = None, held: bool = True) -> GradObj:
     """A tensor of the file's own a hook returned (see ``GradObj.held``): ``t``, the runtime tensor
-    it is; None where a write into it cannot be placed (another leaf's ``.grad`` read in the body)."""
+    it is; None where a write into it cannot be placed (another leaf's ``.grad`` read in the body).
+    ``held=False``: a view or ``detach()`` of such a tensor the body made -- a new tensor only the
+    engine holds once the hook returned, on the file tensor's memory: AccumulateGrad takes it as
+    ``.grad`` itself (its ``use_count`` is the engine's), which then shares that memory."""
     obj = GradObj()
-    obj.held = True
+    obj.held = held
     if t is None:
         obj.unknown_layout = True
         return obj

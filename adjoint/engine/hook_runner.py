@@ -105,7 +105,7 @@ class HookRunner:
         rt = self.rt
         wrapped = Wrapped()
         env = wrap_args(rt, args, objs, wrapped)
-        record = CallRecord(hook, kind or hook.kind, hook.target, snapshot(env if shown is None else shown),
+        record = CallRecord(hook, kind or hook.kind, hook.target, snapshot(env if shown is None else shown, rt.dtype),
                             node=node, call=call, phase=rt.phase, is_global=hook.on == "global",
                             grads_seen=self.grads_now())
         record.recomputed, record.reentrant = rt.recomputing > 0, rt.reentrant
@@ -171,6 +171,7 @@ class HookRunner:
             switched) + tuple(f"stored {name}[{key!r}]" for name, before in dicts.items() for key, v in env[name].items()
                               if key not in before or before[key] is not v)
         named_roots = {id(t.base if t.base is not None else t) for t, _v, _rg in named.values()}
+        named_ids = {id(t) for t, _v, _rg in named.values()}
         grad_reads = {id(t) for t, _v, _g in grads.read_tensors.values()}
 
         def engine_tensor(r):
@@ -180,7 +181,9 @@ class HookRunner:
             if id(r) in grad_reads or id(r.base) in grad_reads:
                 return held_tensor()    # another leaf's .grad: a write into it is not placed
             if id(r.base if r.base is not None else r) in named_roots:
-                return held_tensor(r)   # a tensor of the file's (h, x), a view or detach() of one
+                # a tensor of the file's (h, x): the file holds it too; a view or detach() of one
+                # the body made: a new tensor, on the same memory, that nothing but the engine holds
+                return held_tensor(r, held=id(r) in named_ids)
             return None
         if isinstance(returned, tuple):
             self.returned_obj = tuple(engine_tensor(r) for r in returned)
@@ -206,6 +209,12 @@ class HookRunner:
                 for name in names_of.get(id(v), ()):
                     # every name: a tied Parameter's leaf_values are listed as its grads are
                     found.append((name, v, v.version.value))
+                # a view or detach() of a leaf (a gradient that is one, after a hook returned
+                # x.detach()): one memory and one version counter with the leaf, so a write into it
+                # is the leaf's, as PyTorch's _version of the leaf tells
+                if v.base is not None:
+                    for name in names_of.get(id(v.base), ()):
+                        found.append((name, v.base, v.base.version.value))
         return found
 
     def _leaf_names(self, model) -> dict:

@@ -40,6 +40,7 @@ from adjoint.engine.reducer_hook import ReducerPostHook
 from adjoint.engine.returned_number import ReturnedNumber
 from adjoint.engine.complex_grad import COMPLEX_DTYPES, call_vjp, is_complex, zeros as zeros_of
 from adjoint.engine.torch_errors import changed_type
+from adjoint.engine.inplace import write
 from adjoint.engine.pylist import PyList, is_tuple, sequence_name
 
 
@@ -368,6 +369,14 @@ class Engine:
             current = held is not None and held.value is t.grad and held.grad_fn is not None
             if first:
                 t.grad = grad
+                shared = self.alias.objs[0]
+                if shared is not None and shared.tensor is not None and not shared.held and \
+                        self.alias.grads.get(t) is shared:
+                    # AccumulateGrad took a view or detach() of a file tensor a hook returned as .grad
+                    # itself (``new_grad.detach()``: nothing else held it): .grad is that memory, so a
+                    # later write of the tensor (an SGD step on the leaf) is seen in .grad, and
+                    # ``.grad += new_grad`` writes the tensor
+                    t.grad_alias = (shared.tensor, lambda v, r=shared.tensor: write(self.rt, r, v))
             else:   # variable_grad += new_grad: in place, into the tensor .grad is (one a hook assigned, too)
                 t.write_grad(self.B.after_backward(self.B.add(t.grad, grad), node.loc, "AccumulateGrad's .grad += gradient"))
             if first:

@@ -396,13 +396,20 @@ class _Builder:
                                 "'with no_grad():' blocks and a final 'return expr'")
 
     def assert_statement(self, stmt: ast.Assert, what: str) -> Assert:
-        """``assert EXPR`` / ``assert not EXPR``: Python's AssertionError (an answer) when it fails."""
+        """``assert EXPR`` / ``assert not EXPR``, optionally with a string literal message
+        (``assert EXPR, "text"``): Python's AssertionError (an answer) when it fails, whose
+        ``str()`` is the message (empty without one). The message is evaluated only when the
+        test fails, as Python does; a literal has no effect beyond that."""
+        message = None
         if stmt.msg is not None:
-            raise ProblemError(self.loc(stmt.msg), f"{what}: an assert message is not modelled; write 'assert EXPR'")
+            if not (isinstance(stmt.msg, ast.Constant) and isinstance(stmt.msg.value, str)):
+                raise ProblemError(self.loc(stmt.msg), f"{what}: an assert message other than a string literal is not "
+                                                       "modelled; write 'assert EXPR, \"text\"' or 'assert EXPR'")
+            message = stmt.msg.value
         test, negated = stmt.test, False
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             test, negated = test.operand, True
-        return Assert(self.loc(stmt), self.expression(test, _OPERAND), negated)
+        return Assert(self.loc(stmt), self.expression(test, _OPERAND), negated, message)
 
     def if_block(self, stmt: ast.If, what: str) -> If:
         """``if TEST:`` with its body and ``elif`` / ``else:`` (a hook body's): Python's statement,

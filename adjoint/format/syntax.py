@@ -291,10 +291,11 @@ class Return(Stmt):
 
 @dataclass(frozen=True)
 class Assert(Stmt):
-    """assert test / assert not test: Python's AssertionError when it fails."""
+    """assert test / assert not test (``, "message"``): Python's AssertionError when it fails."""
 
     test: Expr
     negated: bool = False        # ``assert not test``
+    message: str | None = None   # ``assert test, "text"``: AssertionError("text")
 
 
 #: the exceptions a forward's ``raise`` line may raise: Python's built-ins whose ``str()`` is the
@@ -443,7 +444,8 @@ def stmt_source(s: Stmt) -> str:
         value = to_source(s.value)
         return f"return {value[1:-1] if isinstance(s.value, Tup) and len(s.value.items) > 1 else value}"
     if isinstance(s, Assert):
-        return f"assert {'not ' if s.negated else ''}{to_source(s.test)}"
+        message = f", {s.message!r}" if s.message is not None else ""
+        return f"assert {'not ' if s.negated else ''}{to_source(s.test)}{message}"
     if isinstance(s, Raise):
         return f"raise {s.type}({s.message!r})"
     if isinstance(s, If):

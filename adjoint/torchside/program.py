@@ -153,7 +153,7 @@ class Program:
             return
         if isinstance(stmt, S.Assert):   # Python's own assert: AssertionError when it fails
             if bool(self.eval(stmt.test)) == stmt.negated:
-                raise AssertionError
+                raise AssertionError(*(() if stmt.message is None else (stmt.message,)))
             return
         if isinstance(stmt, S.If):   # a hook body's if block: Python's truth value of the test
             for inner in stmt.body if self.eval(stmt.test) else stmt.orelse:

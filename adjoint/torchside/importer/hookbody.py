@@ -331,13 +331,15 @@ class _Translator:
                 names.append(self.mapping.get(t.id) or self.locals[t.id])
             return [", ".join(names) + ("," if len(names) == 1 else "") + f" = {value}"]
         if isinstance(s, ast.Assert):
-            if s.msg is not None:
-                raise self.fail("an assert with a message (the format's assert raises AssertionError without one)", s)
+            if s.msg is not None and not (isinstance(s.msg, ast.Constant) and isinstance(s.msg.value, str)):
+                raise self.fail("an assert whose message is not a string literal (the format's assert takes "
+                                "'assert EXPR, \"text\"')", s)
             test, negated = s.test, False
             if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
                 test, negated = test.operand, True
             self.kept = True                      # failing, it raises: an answer
-            return [f"assert {'not ' if negated else ''}{self.expr(test, 5 if negated else 0)}"]
+            message = f", {s.msg.value!r}" if s.msg is not None else ""
+            return [f"assert {'not ' if negated else ''}{self.expr(test, 5 if negated else 0)}{message}"]
         if isinstance(s, ast.If):
             test, body, orelse = self.choice(s)
             lines = [[x for sub in block for x in (self.statement(sub) or ())] for block in (body, orelse)]
