@@ -555,3 +555,17 @@ def test_a_squeeze_that_squeezes_nothing_hands_on_the_gradient_itself(squeeze, s
     g = np.array([[171.5, 108.0], [-32.0, 19.652]])
     np.testing.assert_allclose(fl(run.grads["x"]), g * 10 if stolen else g, rtol=1e-9)
     np.testing.assert_allclose(fl(run.grads["z"]), g * 20, rtol=1e-9)
+
+
+@pytest.mark.parametrize("repeat, same", [("repeat(1, 1)", True), ("repeat(1, 1, 1)[0]", False)])
+def test_repeat_of_ones_hands_on_the_gradient_itself(repeat, same):
+    """torch 2.13: x.repeat(1, 1)'s RepeatBackward0 returns its incoming gradient (the one b's
+    branch also holds); x's hook runs first and writes it (x10), so b's branch reads it written:
+    z.grad = 2 * 10 * [[171.5, 108], [-32, 19.652]]. repeat(1, 1, 1) sums the added dim away (a
+    new tensor): z.grad = 2 * [[171.5, ...]]."""
+    text = SQUEEZE_NOTHING.replace("SQUEEZE", repeat).replace('{tensor: b, does: "grad.mul_(10)"}',
+                                                               '{tensor: x, does: "grad.mul_(10)"}')
+    run = solve(text)
+    g = np.array([[171.5, 108.0], [-32.0, 19.652]])
+    np.testing.assert_allclose(fl(run.grads["x"]), g * 10, rtol=1e-9)
+    np.testing.assert_allclose(fl(run.grads["z"]), g * (20 if same else 2), rtol=1e-9)

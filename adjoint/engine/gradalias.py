@@ -15,7 +15,8 @@ each node's ``grad_outputs`` and ``grad_inputs``):
   ``old.add_(new)`` only when nothing else holds ``old``);
 * ``AddBackward0`` hands its incoming gradient itself to ``self`` and (alpha 1) to ``other``;
   ``SubBackward0`` to ``self``; ``CloneBackward0``, ``AliasBackward0``, ``ExpandBackward0``
-  (to the same shape), a ``SqueezeBackward`` of a squeeze that squeezed nothing and
+  (to the same shape), a ``SqueezeBackward`` of a squeeze that squeezed nothing, a
+  ``RepeatBackward0`` of ``repeat(1, ..., 1)`` (no dim added) and
   ``BackwardHookFunctionBackward`` (module hooks) hand it on as it is;
   ``validate_outputs`` makes a new tensor where it sums a broadcast gradient or casts a dtype;
 * view backwards (``ViewBackward0``, ``TBackward0``, ``SumBackward0``'s expand, ``CatBackward0``'s
@@ -417,6 +418,11 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
             out.append(src if src is not None and same and handed else fresh())
         elif kind == "op" and (node.name == "MmBackward0" or (node.name == "AddmmBackward0" and i in (1, 2))):
             out.append(_mm_grad(node, i))
+        elif (kind == "op" and node.name == "RepeatBackward0" and in_objs and in_objs[0] is not None
+              and len(node.params) == len(shape_of(g)) and all(r == 1 for r in node.params)):
+            # repeat_backward sums only the dims repeated more than once (and the leading ones
+            # repeat added): with every repeat 1 and none added it returns the gradient itself
+            out.append(in_objs[0])
         elif kind not in ("function", "copyslices") and node.name in FRESH:
             strides = None
             if node.name in POINTWISE and not _row_major_operands(node, in_objs, inputs, shape_of):
