@@ -523,3 +523,49 @@ def test_alias_reads_before_writes_in_loop_order_read_old_values():
                     assert torch.equal(t, expected), (shape, strides, t_off, o_strides, o_off)
                     accepted += 1
     assert accepted > 20
+
+
+# a squeeze that squeezed nothing hands on the gradient itself (unsqueeze_to's ``result = grad``)
+SQUEEZE_NOTHING = """
+name: squeeze-nothing
+inputs:
+  x: {value: [[0.5, -1.0], [2.0, 0.3]], requires_grad: true}
+  z: {value: [[1.5, 2.0], [-2.0, 0.7]], requires_grad: true}
+model:
+  inputs: [x, z]
+  forward: |
+    b = z * 2
+    h = x.SQUEEZE
+    s = h + b
+    return s * s
+loss: "sum(y * y)"
+hooks:
+  - {tensor: b, does: "grad.mul_(10)"}
+"""
+
+
+@pytest.mark.parametrize("squeeze, stolen", [("squeeze()", False), ("squeeze(0)", False), ("squeeze((0, 1))", False),
+                                             ("unsqueeze(0).squeeze(0)", True)])
+def test_a_squeeze_that_squeezes_nothing_hands_on_the_gradient_itself(squeeze, stolen):
+    """torch 2.13: SqueezeBackward's gradient for x is the AddBackward0 gradient b's branch also
+    holds (``gi[0] is go[0]``), so AccumulateGrad copies it and b's later write (x10) misses
+    x.grad = [[171.5, 108], [-32, 19.652]]; a squeeze of a size-1 dim hands on a view, which
+    AccumulateGrad steals, and the write reaches x.grad. z.grad is 2 * the written gradient."""
+    run = solve(SQUEEZE_NOTHING.replace("SQUEEZE", squeeze))
+    g = np.array([[171.5, 108.0], [-32.0, 19.652]])
+    np.testing.assert_allclose(fl(run.grads["x"]), g * 10 if stolen else g, rtol=1e-9)
+    np.testing.assert_allclose(fl(run.grads["z"]), g * 20, rtol=1e-9)
+
+
+@pytest.mark.parametrize("repeat, same", [("repeat(1, 1)", True), ("repeat(1, 1, 1)[0]", False)])
+def test_repeat_of_ones_hands_on_the_gradient_itself(repeat, same):
+    """torch 2.13: x.repeat(1, 1)'s RepeatBackward0 returns its incoming gradient (the one b's
+    branch also holds); x's hook runs first and writes it (x10), so b's branch reads it written:
+    z.grad = 2 * 10 * [[171.5, 108], [-32, 19.652]]. repeat(1, 1, 1) sums the added dim away (a
+    new tensor): z.grad = 2 * [[171.5, ...]]."""
+    text = SQUEEZE_NOTHING.replace("SQUEEZE", repeat).replace('{tensor: b, does: "grad.mul_(10)"}',
+                                                               '{tensor: x, does: "grad.mul_(10)"}')
+    run = solve(text)
+    g = np.array([[171.5, 108.0], [-32.0, 19.652]])
+    np.testing.assert_allclose(fl(run.grads["x"]), g * 10, rtol=1e-9)
+    np.testing.assert_allclose(fl(run.grads["z"]), g * (20 if same else 2), rtol=1e-9)

@@ -15,7 +15,9 @@ each node's ``grad_outputs`` and ``grad_inputs``):
   ``old.add_(new)`` only when nothing else holds ``old``);
 * ``AddBackward0`` hands its incoming gradient itself to ``self`` and (alpha 1) to ``other``;
   ``SubBackward0`` to ``self``; ``CloneBackward0``, ``AliasBackward0``, ``ExpandBackward0``
-  (to the same shape) and ``BackwardHookFunctionBackward`` (module hooks) hand it on as it is;
+  (to the same shape), a ``SqueezeBackward`` of a squeeze that squeezed nothing, a
+  ``RepeatBackward0`` of ``repeat(1, ..., 1)`` (no dim added) and
+  ``BackwardHookFunctionBackward`` (module hooks) hand it on as it is;
   ``validate_outputs`` makes a new tensor where it sums a broadcast gradient or casts a dtype;
 * view backwards (``ViewBackward0``, ``TBackward0``, ``SumBackward0``'s expand, ``CatBackward0``'s
   narrows, ...) hand on a view of it: another tensor, one storage. An op not listed as making a
@@ -286,6 +288,9 @@ def _alpha(node):
 #: view backwards whose output is ``grad`` reshaped (row-major order kept: a view of a contiguous gradient)
 RESHAPES = frozenset(("ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "UnsqueezeBackward0",
                       "SqueezeBackward0", "SqueezeBackward1", "SqueezeBackward2", "SqueezeBackward4"))
+#: squeeze backwards: ``unsqueeze_to(grad, ...)``, the incoming gradient itself when no dim had size 1
+SQUEEZES = frozenset(("SqueezeBackward0", "SqueezeBackward1", "SqueezeBackward2", "SqueezeBackward3",
+                      "SqueezeBackward4", "SqueezeBackward5"))
 #: view backwards whose output is ``grad`` with its dims permuted
 PERMUTES = frozenset(("TBackward0", "TransposeBackward0", "PermuteBackward0"))
 
@@ -416,6 +421,11 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
             out.append(src if src is not None and same and handed else fresh())
         elif kind == "op" and (node.name == "MmBackward0" or (node.name == "AddmmBackward0" and i in (1, 2))):
             out.append(_mm_grad(node, i))
+        elif (kind == "op" and node.name == "RepeatBackward0" and in_objs and in_objs[0] is not None
+              and len(node.params) == len(shape_of(g)) and all(r == 1 for r in node.params)):
+            # repeat_backward sums only the dims repeated more than once (and the leading ones
+            # repeat added): with every repeat 1 and none added it returns the gradient itself
+            out.append(in_objs[0])
         elif kind not in ("function", "copyslices") and node.name in FRESH:
             strides = None
             if node.name in POINTWISE and not _row_major_operands(node, in_objs, inputs, shape_of):
@@ -444,6 +454,11 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
             out.append(src if src is not None and same_shape and same_dtype and handed else fresh())
         elif kind not in ("function", "copyslices") and node.name in SAME:
             out.append(fresh())
+        elif (kind == "op" and node.name in SQUEEZES and in_objs and in_objs[0] is not None
+              and inputs and inputs[0] is not None and tuple(shape_of(inputs[0])) == tuple(shape_of(g))):
+            # a squeeze that squeezed nothing: unsqueeze_to starts from ``result = grad`` and
+            # unsqueezes only the dims of size 1, so it hands back the gradient itself (not a view)
+            out.append(in_objs[0])
         elif (kind == "op" and (node.name in RESHAPES or node.name in PERMUTES) and in_objs and in_objs[0] is not None
               and inputs and inputs[0] is not None
               and (view := _view_obj(node, in_objs[0], tuple(shape_of(inputs[0])), tuple(shape_of(g)))) is not None):

@@ -22,7 +22,7 @@ from adjoint.engine.inplace import write
 from adjoint.engine.interpreter import Interp
 from adjoint.engine.pyerrors import type_name
 from adjoint.engine.torch_errors import TorchError
-from adjoint.engine import warns
+from adjoint.engine import pyerrors, warns
 
 #: how THPVariable_set_grad names a gradient's dtype (its C++ type) and the tensor's (its ScalarType)
 ASSIGNED_DTYPE_NAMES = {"float32": ("float", "Float"), "float64": ("double", "Double"), "int64": ("long int", "Long"),
@@ -121,6 +121,8 @@ class HookInterp(Interp):
         self.grads = grads
 
     def eval(self, e):
+        if isinstance(e, S.Attr) and e.name == "data":
+            return self.data_alias(self.eval(e.obj), e)
         if isinstance(e, S.Attr) and e.name == "grad":
             obj = super().eval(e.obj)
             if isinstance(obj, Tensor) and not has_grad(self.rt, obj):
@@ -153,6 +155,40 @@ class HookInterp(Interp):
                 self.grads.assign(t, result, stmt.loc)
             return
         super().execute(stmt)
+
+    def data_alias(self, obj, e):
+        """``t.data`` in a hook body (``grad.data.clamp_(-1, 1)``, ``p.grad.data.zero_()``,
+        ``W.data.mul_(0.5)``): ``Variable::variable_data()``, a shallow copy of ``t`` with no
+        autograd history (requires_grad False) on the same storage, so a write through it is a
+        write of ``t``'s memory -- the gradient that flows on, ``.grad``, the parameter -- exactly
+        as ``t.detach()``'s. It differs from ``detach()`` in one thing: its version counter is a
+        new one, so the write moves no version PyTorch checks. That is modelled (the alias is
+        ``detach()``'s) only where no check could see the difference: refused when a node that
+        has not released its saved tensors saved this storage (PyTorch raises no version error
+        there and the backward reads the written values), when a named autograd view of it with a
+        grad_fn exists (PyTorch keeps that view's grad_fn, the version being unmoved; an unnamed
+        one, ``Linear``'s ``weight.t()``, is never read again), and
+        ``_version`` reads once a run took ``.data`` (adjoint.engine.bindings.views.attribute)."""
+        if obj is None:
+            raise pyerrors.no_attribute("data")
+        if not isinstance(obj, Tensor):
+            raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is not a tensor: it has no .data")
+        root = obj.base if obj.base is not None else obj
+        for node in self.rt.nodes:
+            for sv in node.saved:
+                held = sv.tensor.base if sv.tensor.base is not None else sv.tensor
+                if held is root and not sv.released:
+                    raise ProblemError(e.loc, f"'{S.to_source(e)}': a node ({node.name}) holds this tensor saved (it has "
+                                              "not run, or retain_graph kept it); a write through .data moves no version counter in "
+                                              "PyTorch (no error, the backward reads the written values), which "
+                                              "is not modelled; write through .detach() (PyTorch's version "
+                                              "check applies) or return the new gradient with returns:")
+        if any(u.base is root and u.is_view and u.grad_fn is not None and u.name is not None for u in self.rt.all_tensors):
+            raise ProblemError(e.loc, f"'{S.to_source(e)}': a named autograd view of this tensor exists; a write "
+                                      "through .data moves no version counter in PyTorch, so that view keeps its "
+                                      "grad_fn, which is not modelled; use .detach()")
+        self.rt.data_aliases = True
+        return self.rt.detach(obj)
 
     @staticmethod
     def leaf(obj, e):

@@ -135,6 +135,7 @@ class Runtime:
         self.next_handle = 0                  # RemovableHandle.next_id
         self.next_tensor = 0
         self.all_tensors: list[Tensor] = []   # every tensor made (the run keeps them all alive)
+        self.data_aliases = False   # a hook body took ``t.data`` (adjoint.engine.hookwrites.HookInterp.data_alias)
         self.captured_nodes: list[Node] = []  # nodes a Python object holds: register_multi_grad_hook's
                                               # grad_fns (mode all), captured by its hooks' closures
         self.grad_enabled = True

@@ -442,8 +442,10 @@ class Hooks:
         except Exception:
             record["raised"] = True   # its body raised: the error propagates as PyTorch lets it
             raise
+        # a leaf written through ``.data`` keeps its _version: the alias's own counter moved
+        written_data = [a for a in program.data_aliases if a._version > 0]
         for name, t, version in leaves:
-            if t._version != version:
+            if t._version != version or any(_same_storage(a, t) for a in written_data):
                 run.written_leaves.setdefault(name, t)
         record["returned"] = snap(returned, run.dtype)
         return returned
@@ -486,3 +488,8 @@ def _repeats(hook) -> bool:
     """A hook whose second registration is a second hook: a tensor hook (not retain_grad, kept
     once), a node hook (on a leaf's AccumulateGrad too), a multi_grad hook."""
     return hook.on in ("tensor", "node", "multi_grad") and hook.kind != "retain_grad"
+
+
+def _same_storage(a: torch.Tensor, t: torch.Tensor) -> bool:
+    """Whether ``a`` (a ``.data`` alias) lies on ``t``'s storage."""
+    return a.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()

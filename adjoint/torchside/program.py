@@ -114,6 +114,9 @@ class Program:
         self.scope = scope
         self.produced = produced
         self.ran = getattr(scope, "statement_ran", None)   # told of each statement that ran (a forward's scope)
+        # ``t.data`` aliases the statements took: each has a version counter of its own, which a
+        # write through it moves instead of ``t``'s (the hook runner finds leaves written so)
+        self.data_aliases: list[torch.Tensor] = []
 
     # ------------------------------------------------------------------ statements
     def run(self, program):
@@ -334,7 +337,10 @@ class Program:
                 return self.keep(getattr(obj, e.name))
             if not isinstance(obj, torch.Tensor):
                 raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is {type(obj).__name__}, not a tensor")
-            return self.keep(callables.attribute(obj, e.name, e.loc))
+            value = callables.attribute(obj, e.name, e.loc)
+            if e.name == "data":
+                self.data_aliases.append(value)
+            return self.keep(value)
         raise ProblemError(e.loc, f"verify does not run '{S.to_source(e)}'")
 
     def comprehension(self, e: S.Comp):
