@@ -67,14 +67,16 @@ def test_batch_norm_module(type_, args, shape, passes, training):
 def test_batch_norm_running_stats_do_not_move_their_version_but_the_count_does():
     case = Case(module_problem("BatchNorm1d", {"num_features": 2}, {"weight": [1, 1], "bias": [0, 0]},
                                dyadic((3, 2), 1), extra="steps: [forward, forward]\n"))
-    m = nn.BatchNorm1d(2).double()
+    m = nn.BatchNorm1d(2, dtype=torch.float64)   # (.double() would make fresh float buffers at version 0)
     before = [b._version for b in m.buffers()]
     m(t64(dyadic((3, 2), 1)))
     m(t64(dyadic((3, 2), 1)))
     moved = [b._version - v for b, v in zip(m.buffers(), before)]
     assert moved == [0, 0, 2]
+    # the counters themselves, from the constructor's (reset_running_stats: one write each) on
+    assert [b._version for b in m.buffers()] == [1, 1, 3]
     ours = [case.tensor(n).version.value for n in ("running_mean", "running_var", "num_batches_tracked")]
-    assert ours == moved
+    assert ours == [b._version for b in m.buffers()]
 
 
 def test_batch_norm_function_in_a_forward_with_buffers():

@@ -68,6 +68,10 @@ class ParamSpec:
     #: "ones" | "zeros": the value reset_parameters() gives it, whatever the random state (a norm's
     #: weight and bias, attention's biases); None: a random draw, which a file must give
     default: str | None = None
+    #: its version counter when the constructor returns, kept when the file does not write it: each
+    #: in-place initialisation moves it (``init.ones_``: 1; MultiheadAttention's ``out_proj.bias``,
+    #: Linear's ``uniform_`` and then ``constant_(..., 0.)``: 2)
+    version: int = 1
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,9 @@ class BufferSpec:
     shape: tuple[int, ...] | None  # None: any shape (given by the file)
     default: str | None           # "zeros" | "ones" | None: absent unless the file gives it
     dtype: str | None = None      # None: the problem's float dtype; "int64"
+    #: its version counter when the constructor returns, kept when the file does not write it
+    #: (``reset_running_stats``: ``zero_()`` / ``fill_(1)``, one write each)
+    version: int = 1
 
 
 def _no_params(args: Args) -> tuple[ParamSpec, ...]:
@@ -194,7 +201,7 @@ def _mha_params(a: Args) -> tuple[ParamSpec, ...]:
         out += (ParamSpec("bias_k", (1, 1, e)), ParamSpec("bias_v", (1, 1, e)))
     out += (ParamSpec("out_proj.weight", (e, e)),)
     if a["bias"]:
-        out += (ParamSpec("out_proj.bias", (e,), "zeros"),)
+        out += (ParamSpec("out_proj.bias", (e,), "zeros", version=2),)
     return out
 
 

@@ -71,7 +71,7 @@ def composite(builder, m: YMap, t, path: str, name: str, what: str, prefix: str,
         elif drawn:
             decls[full] = builder.generated(prefix + full, s.shape, m.loc, ct, cargs, frozen)
         else:   # PyTorch's own value, the same whatever the random state (a norm's ones, a bias's zeros)
-            decls[full] = builder.constant(prefix + full, s.shape, s.default, m.loc, not frozen)
+            decls[full] = builder.constant(prefix + full, s.shape, s.default, m.loc, not frozen, version=s.version)
 
     def leaf(rel: str, ct, cargs) -> Module:
         params = tuple(decls[f"{rel}.{s.name}"] for s in ct.params(cargs))

@@ -326,18 +326,20 @@ class ModuleBuilder:
             elif drawn:
                 out.append(self.generated(prefix + s.name, s.shape, m.loc, t, args, frozen))
             else:   # PyTorch's own value, the same whatever the random state (a norm's ones and zeros)
-                out.append(self.constant(prefix + s.name, s.shape, s.default, m.loc, not frozen))
+                out.append(self.constant(prefix + s.name, s.shape, s.default, m.loc, not frozen, version=s.version))
         return tuple(out)
 
     @staticmethod
     def constant(full: str, shape: tuple[int, ...], default: str, loc: Loc, requires_grad: bool,
-                 dtype: str | None = None) -> TensorDecl:
-        """A parameter or buffer PyTorch makes the same whatever the random state: ``ones`` or ``zeros``."""
+                 dtype: str | None = None, version: int = 0) -> TensorDecl:
+        """A parameter or buffer PyTorch makes the same whatever the random state: ``ones`` or ``zeros``,
+        at the version its constructor leaves (``ParamSpec.version``; 0 for a stand-in)."""
         count = 1
         for n in shape:
             count *= n
         value = Fraction(1) if default == "ones" else Fraction(0)
-        return TensorDecl(full, Literal(shape, (value,) * count, loc), requires_grad, loc, dtype, default=True)
+        return TensorDecl(full, Literal(shape, (value,) * count, loc), requires_grad, loc, dtype, version=version,
+                          default=True)
 
     def generated(self, full: str, shape: tuple[int, ...], loc: Loc, t: NNType, args: dict,
                   frozen: bool) -> TensorDecl:
@@ -378,7 +380,7 @@ class ModuleBuilder:
             if s.name in given:
                 out.append(given[s.name])
             elif s.default is not None:
-                out.append(self.constant(prefix + s.name, s.shape, s.default, m.loc, False, s.dtype))
+                out.append(self.constant(prefix + s.name, s.shape, s.default, m.loc, False, s.dtype, s.version))
         return tuple(out)
 
     # ------------------------------------------------------------------ parameters

@@ -24,6 +24,8 @@ The *run* object handed to the modules (:class:`adjoint.torchside.run.Session`) 
 
 from __future__ import annotations
 
+import inspect
+
 import types
 
 import torch
@@ -67,8 +69,14 @@ def builtin(decl: Module, dtype: torch.dtype, symbols: dict) -> nn.Module:
     cls = getattr(nn, decl.type, None)
     if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
         raise ProblemError(decl.loc, f"torch.nn has no module class '{decl.type}'")
+    args = constructor_args(decl, dtype, symbols)
+    if "dtype" in inspect.signature(cls).parameters:
+        # made in the dtype (factory_kwargs), as nn.BatchNorm1d(2, dtype=torch.float64) is: its
+        # in-place initialisation's version counters stay (.to(torch.float64) would make fresh
+        # float buffers at version 0)
+        args["dtype"] = dtype
     try:
-        module = cls(**constructor_args(decl, dtype, symbols))
+        module = cls(**args)
     except (TypeError, ValueError, RuntimeError, AssertionError) as exc:
         raise SetupRaised(exc) from None
     return module.to(dtype)
@@ -78,8 +86,9 @@ def fill(decl: Module, module: nn.Module, dtype: torch.dtype, symbols: dict) -> 
     """Give a built-in the file's parameters and buffers; returns them by full name.
 
     Each is a fresh tensor put in place of the one the constructor made (``setattr`` on the
-    owning module, as ``module.weight = nn.Parameter(...)``), so it starts at version 0 like
-    any leaf a user makes: PyTorch's error messages quote version counters."""
+    owning module, as ``module.weight = nn.Parameter(...)``), so one the file wrote starts at
+    version 0 like any leaf a user makes (PyTorch's error messages quote version counters), and
+    one it did not write at the constructor's version (``_own``)."""
     prefix = f"{decl.path}." if decl.path else ""
     params = dict(module.named_parameters())
     buffers = dict(module.named_buffers())
@@ -106,10 +115,12 @@ def fill(decl: Module, module: nn.Module, dtype: torch.dtype, symbols: dict) -> 
 
 
 def _own(tensor: torch.Tensor) -> torch.Tensor:
-    """A tensor the file did not write (``TensorDecl.default``): the constructor's own value, in a
-    fresh tensor, never the format's table of defaults (which the engine reads: verify holds it
-    to this)."""
-    return tensor.detach().clone()
+    """A tensor the file did not write (``TensorDecl.default``): the constructor's own value and
+    version counter (its in-place initialisation's writes), in a fresh tensor, never the format's
+    table of defaults or versions (which the engine reads: verify holds it to this)."""
+    own = tensor.detach().clone()
+    torch._C._autograd._unsafe_set_version_counter((own,), (tensor._version,))
+    return own
 
 
 def _put(module: nn.Module, rel: str, tensor: torch.Tensor) -> torch.Tensor:
@@ -374,7 +385,7 @@ def build(run, root: Module, dtype: torch.dtype, symbols: dict) -> tuple[nn.Modu
         target.train(decl.training)
     for decl in root.walk():   # version: N -- the counter a constructor's in-place initialisation left
         for d in tuple(decl.params) + tuple(decl.buffers):
-            if d.version and d.tied is None:
+            if d.version and d.tied is None and not d.default:   # (a default keeps the constructor's: _own)
                 torch._C._autograd._unsafe_set_version_counter((tensors[d.name],), (d.version,))
     return module, tensors
 

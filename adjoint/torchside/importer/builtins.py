@@ -218,11 +218,11 @@ def buffer_entries(module: nn.Module, tname: str, prefix: str, side=None) -> dic
         spec = specs.get(name)
         if spec is None:
             continue
-        # a buffer at its type's start values is left out, version and all (the constructor's fill
-        # moved it to 1; it shows only in the message of a version error on it)
+        # a buffer at its type's start values and at the version its constructor left (1: the
+        # fill) is left out: the format's default is that buffer, counter and all
         if spec.default is not None:
             start = 1 if spec.default == "ones" else 0
-            if bool(torch.all(buf == start)):
+            if bool(torch.all(buf == start)) and buf._version == spec.version:
                 continue
         if buf.dtype == torch.int64:
             out[name] = flow_map([("value", Flow(nested(buf.tolist(), prefix + name))), ("dtype", Flow("int64"))]
