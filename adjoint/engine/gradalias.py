@@ -122,6 +122,19 @@ def fresh() -> GradObj:
     return GradObj()
 
 
+def root_gradient() -> GradObj:
+    """A gradient a backward starts from: the tensor given (``gradient=``, ``grad_tensors``,
+    ``grad_outputs``) or the ones ``_make_grads`` made for a scalar root. Python's
+    ``torch.autograd.backward`` / ``grad`` keeps it in its ``grad_tensors_`` tuple until the engine
+    returns (and the caller may hold it too), so its use_count is more than the engine's: an
+    AccumulateGrad reached by it unchanged (a leaf root, through ``AddBackward0``) copies it into
+    ``.grad`` instead of taking it (``accumulateGrad``'s ``use_count() <= num_expected_refs``), and a
+    node post-hook's write into its ``grad_outputs[0]`` leaves that ``.grad`` as it is."""
+    obj = GradObj()
+    obj.held = True
+    return obj
+
+
 def laid_out(shape: tuple, strides: tuple) -> GradObj | None:
     """A new tensor of ``shape`` with ``strides``: None when they are row-major (size-1 dims
     aside) or repeat memory (a stride 0 along a dim of size > 1: not a new tensor's layout)."""
@@ -404,6 +417,10 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
             continue
         if kind == "hookfn":
             out.append(in_objs[i] if i < len(in_objs) and in_objs[i] is not None else fresh())
+        elif kind == "graphroot":
+            # GraphRoot hands each root its own given gradient (one tensor per root, not views of
+            # one), which the Python caller still holds
+            out.append(root_gradient())
         elif kind == "checkpoint":
             # CheckpointFunction.backward returns its detached arguments' .grad: what the reentrant
             # backward's AccumulateGrad made of them, a copy of any tensor another holder kept

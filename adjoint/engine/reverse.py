@@ -35,7 +35,7 @@ from adjoint.engine.nn_module import (LegacyHook, ModuleInputHook, ModuleOutputH
                       UserNodeHook)
 from adjoint.engine.runtime import FREED_GRAPH, CallRecord, Runtime, TorchError
 from adjoint.engine import warns
-from adjoint.engine.gradalias import Aliases, fresh, gradient_strides, output_objs
+from adjoint.engine.gradalias import Aliases, gradient_strides, output_objs, root_gradient
 from adjoint.engine.reducer_hook import ReducerPostHook
 from adjoint.engine.returned_number import ReturnedNumber
 from adjoint.engine.complex_grad import COMPLEX_DTYPES, call_vjp, is_complex, zeros as zeros_of
@@ -174,7 +174,7 @@ class Engine:
         buf = [None] * n_slots(root_edge.node)
         buf[root_edge.input_nr] = root_grad
         self.alias = Aliases(self, self.outer.alias if self.outer is not None else None)
-        self.alias.deliver(root_edge.node, root_edge.input_nr, req.grad_obj or fresh(), True, buf)
+        self.alias.deliver(root_edge.node, root_edge.input_nr, req.grad_obj or root_gradient(), True, buf)
         queue.push((root_edge.node.seq, root_edge.node, buf))
         rt.phase = "backward"
         outer_task, rt.graph_task = rt.graph_task, object()   # a new GraphTask (checkpoint recomputes per task)
