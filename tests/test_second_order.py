@@ -103,6 +103,8 @@ CASES = [  # (forward, loss, the same in torch)
     ("x * x * 2.5", "mean(y)", lambda x, w, c: (x * x * 2.5).mean()),
     ("relu(x * w) + x ** 3", "sum(y * c)", lambda x, w, c: ((torch.relu(x * w) + x ** 3) * c).sum()),
     ("-x * w", "sum(y) * sum(y)", lambda x, w, c: (lambda y: y.sum() * y.sum())(-x * w)),
+    # infinitely_differentiable_silu_backward: sigmoid, 1.0 - s (SubBackward0: C++'s fill_ then sub_), ...
+    ("silu(x * w) + x", "sum(y ** 2)", lambda x, w, c: ((torch.nn.functional.silu(x * w) + x) ** 2).sum()),
 ]
 
 

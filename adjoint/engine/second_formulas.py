@@ -41,6 +41,11 @@ def _add(rt, node, grads, saved, need):
     return [grads[0] if need[0] else None, grads[0] if len(need) > 1 and need[1] else None]
 
 
+def _add_scalar(rt, node, grads, saved, need):
+    # AddBackward1 (``x + number``): the gradient itself (no op)
+    return [grads[0]]
+
+
 def _sub(rt, node, grads, saved, need):
     # SubBackward0 (alpha 1): other is -grad (NegBackward0), computed before self (grad itself)
     other = rt.apply("neg", [grads[0]], None, node.loc) if len(need) > 1 and need[1] else None
@@ -80,6 +85,20 @@ def _tanh(rt, node, grads, saved, need):
 def _sigmoid(rt, node, grads, saved, need):
     # sigmoid_backward(grad, result): SigmoidBackwardBackward0
     return [rt.apply("sigmoid_backward", [grads[0], saved["result"]], None, node.loc)]
+
+
+def _silu(rt, node, grads, saved, need):
+    # SiluBackward0 under grad mode: infinitely_differentiable_silu_backward(grad, self), that is
+    # ``sigmoid = self.sigmoid(); grad * sigmoid * (1.0 + self * (1.0 - sigmoid))``, the right operand
+    # first: SigmoidBackward0, SubBackward0 (``1.0 - t`` in C++ is ``empty_like(t).fill_(1.0).sub_(t)``,
+    # not rsub), MulBackward0, AddBackward1, then ``grad * sigmoid`` (MulBackward0) and the product
+    # (MulBackward0): sequence numbers in torch 2.13
+    x = saved["self"]
+    s = rt.apply("sigmoid", [x], None, node.loc)
+    ones = rt.tensor(rt.B.full(tuple(s.shape), 1), dtype=s.dtype)
+    right = rt.apply("add_scalar", [rt.apply("mul", [x, rt.apply("sub", [ones, s], None, node.loc)], None, node.loc)],
+                     Fraction(1), node.loc)
+    return [rt.apply("mul", [rt.apply("mul", [grads[0], s], None, node.loc), right], None, node.loc)]
 
 
 def _exp(rt, node, grads, saved, need):
@@ -601,9 +620,9 @@ class NotModelled(Exception):
 
 
 FORMULAS = {
-    "mul": _mul, "add": _add, "sub": _sub, "neg": _neg, "mul_scalar": _mul_scalar, "div_scalar": _div_scalar,
+    "mul": _mul, "add": _add, "add_scalar": _add_scalar, "sub": _sub, "neg": _neg, "mul_scalar": _mul_scalar, "div_scalar": _div_scalar,
     "pow_scalar": _pow_scalar, "tanh": _tanh, "relu": _relu, "sum": _sum, "mean": _mean, "t": _t, "mm": _mm,
-    "addmm": _addmm, "view": _view, "expand": _expand, "mse_loss": _mse_loss, "sigmoid": _sigmoid, "exp": _exp,
+    "addmm": _addmm, "view": _view, "expand": _expand, "mse_loss": _mse_loss, "sigmoid": _sigmoid, "silu": _silu, "exp": _exp,
     "log": _log, "sqrt": _sqrt, "sin": _sin, "cos": _cos, "div": _div, "leaky_relu": _leaky_relu,
     "sum_dim": _sum_dim, "mean_dim": _mean_dim, "unsqueeze": _unsqueeze, "squeeze_all": _squeeze,
     "squeeze_dim": _squeeze, "squeeze_dims": _squeeze, "transpose": _transpose, "permute": _permute,
