@@ -105,6 +105,9 @@ CASES = [  # (forward, loss, the same in torch)
     ("-x * w", "sum(y) * sum(y)", lambda x, w, c: (lambda y: y.sum() * y.sum())(-x * w)),
     # infinitely_differentiable_silu_backward: sigmoid, 1.0 - s (SubBackward0: C++'s fill_ then sub_), ...
     ("silu(x * w) + x", "sum(y ** 2)", lambda x, w, c: ((torch.nn.functional.silu(x * w) + x) ** 2).sum()),
+    # elu_backward(grad, alpha, scale, input_scale, false, self): EluBackwardBackward0 (x * w < 0 at x[1])
+    ("elu(x * w - 0.1, alpha=0.5) * c", "sum(y ** 2)",
+     lambda x, w, c: ((torch.nn.functional.elu(x * w - 0.1, alpha=0.5) * c) ** 2).sum()),
 ]
 
 
@@ -379,6 +382,53 @@ def test_each_new_elementwise_function_second_order_against_torch(text, fn):
     """Each of sinh, cosh, atan, expm1, tan, log1p, rsqrt under create_graph (its backward formula's
     nodes and their sequence numbers, and the second gradient), on a product of two leaves."""
     _compare_second_order(text.format("x * w") + " * c", lambda env: fn(env["x"] * env["w"]) * env["c"], "sum")
+
+
+@pytest.mark.parametrize("text, fn", [
+    ("silu(x * w) * c", lambda env: torch.nn.functional.silu(env["x"] * env["w"]) * env["c"]),
+    ("elu(x * w - 0.1, alpha=0.5) * c", lambda env: torch.nn.functional.elu(env["x"] * env["w"] - 0.1, alpha=0.5) * env["c"]),
+])
+def test_silu_and_elu_second_order_against_torch(text, fn):
+    """silu (infinitely_differentiable_silu_backward's six nodes) and elu (EluBackwardBackward0) under
+    create_graph: the first gradients' graphs with their sequence numbers, and the second gradients."""
+    _compare_second_order(text, fn, "sum")
+
+
+THIRD = """
+name: third
+dtype: float64
+inputs:
+  x: {value: [0.3, -0.5], requires_grad: true}
+  w: {value: [0.7, 0.2], requires_grad: true}
+model:
+  inputs: [x, w]
+  forward: "FORWARD"
+loss: "sum(y ** 2)"
+steps:
+  - forward
+  - {backward: {method: grad, inputs: [x], create_graph: true, as: [gx]}}
+  - {backward: {method: grad, inputs: [x, w], root: "sum(gx * gx)", create_graph: true, as: [hx, hw]}}
+"""
+
+
+@pytest.mark.parametrize("text, fn", [
+    ("silu(x * w)", lambda x, w: torch.nn.functional.silu(x * w)),
+    ("elu(x * w - 0.1, alpha=0.5)", lambda x, w: torch.nn.functional.elu(x * w - 0.1, alpha=0.5)),
+])
+def test_silu_and_elu_third_order_graph_is_torchs(text, fn):
+    """A create_graph backward through what the first one recorded: SiLU's plain nodes (AddBackward1
+    included), and EluBackwardBackward0's own formula (elu_backward for grad_output, then
+    elu_backward(grad * grad_output * input_scale) * (self < 0): MulBackward0, MulBackward1,
+    EluBackwardBackward0, MulBackward0), node by node with torch's sequence numbers."""
+    run, hx = ours(THIRD.replace("FORWARD", text), "hx")
+    base = start_seq()
+    x = torch.tensor([0.3, -0.5], dtype=F64, requires_grad=True)
+    w = torch.tensor([0.7, 0.2], dtype=F64, requires_grad=True)
+    gx, = torch.autograd.grad((fn(x, w) ** 2).sum(), [x], create_graph=True)
+    hs = torch.autograd.grad((gx * gx).sum(), [x, w], create_graph=True)
+    for name, h in zip(("hx", "hw"), hs):
+        assert_same_graph(chain_ours(run.made[name]), chain_torch(h, base), f"{text} {name}")
+        assert run.made[name].value.a.tolist() == pytest.approx(h.tolist(), abs=1e-12)
 
 
 def _compare_second_order(text, fn, reduce):

@@ -101,6 +101,11 @@ def _silu(rt, node, grads, saved, need):
     return [rt.apply("mul", [rt.apply("mul", [grads[0], s], None, node.loc), right], None, node.loc)]
 
 
+def _elu(rt, node, grads, saved, need):
+    # EluBackward0: elu_backward(grad, alpha, scale, input_scale, /* is_result */ false, self): EluBackwardBackward0
+    return [rt.apply("elu_backward", [grads[0], saved["self"]], node.params, node.loc)]
+
+
 def _exp(rt, node, grads, saved, need):
     # grad * result
     return [rt.apply("mul", [grads[0], saved["result"]], None, node.loc)]
@@ -332,6 +337,22 @@ def _sigmoid_backward(rt, node, grads, saved, need):
         right = rt.apply("add_scalar", [rt.apply("mul_scalar", [out], Fraction(-2), node.loc)], Fraction(1), node.loc)
         left = rt.apply("mul", [g, saved["grad_output"]], None, node.loc)
         b = rt.apply("mul", [left, right], None, node.loc)
+    return [a, b]
+
+
+def _elu_backward(rt, node, grads, saved, need):
+    # EluBackwardBackward0: grad_output (elu_backward(grad, ..., self)) before self_or_result
+    # (elu_double_backward: elu_backward(grad * grad_output * input_scale, ..., self) * (self < 0).type_as(grad):
+    # the mask without a node, then MulBackward0, MulBackward1, EluBackwardBackward0, MulBackward0)
+    g, x = grads[0], saved["self_or_result"]
+    a = rt.apply("elu_backward", [g, x], node.params, node.loc) if need[0] else None
+    b = None
+    if len(need) > 1 and need[1]:
+        B = rt.B
+        mask = rt.tensor(B.choose(x.value, "<", B.full(tuple(x.shape), 1), B.zeros(tuple(x.shape))), dtype=g.dtype)
+        scaled = rt.apply("mul_scalar", [rt.apply("mul", [g, saved["grad_output"]], None, node.loc)],
+                          Fraction(node.params[2]), node.loc)
+        b = rt.apply("mul", [rt.apply("elu_backward", [scaled, x], node.params, node.loc), mask], None, node.loc)
     return [a, b]
 
 
@@ -622,7 +643,7 @@ class NotModelled(Exception):
 FORMULAS = {
     "mul": _mul, "add": _add, "add_scalar": _add_scalar, "sub": _sub, "neg": _neg, "mul_scalar": _mul_scalar, "div_scalar": _div_scalar,
     "pow_scalar": _pow_scalar, "tanh": _tanh, "relu": _relu, "sum": _sum, "mean": _mean, "t": _t, "mm": _mm,
-    "addmm": _addmm, "view": _view, "expand": _expand, "mse_loss": _mse_loss, "sigmoid": _sigmoid, "silu": _silu, "exp": _exp,
+    "addmm": _addmm, "view": _view, "expand": _expand, "mse_loss": _mse_loss, "sigmoid": _sigmoid, "silu": _silu, "elu": _elu, "elu_backward": _elu_backward, "exp": _exp,
     "log": _log, "sqrt": _sqrt, "sin": _sin, "cos": _cos, "div": _div, "leaky_relu": _leaky_relu,
     "sum_dim": _sum_dim, "mean_dim": _mean_dim, "unsqueeze": _unsqueeze, "squeeze_all": _squeeze,
     "squeeze_dim": _squeeze, "squeeze_dims": _squeeze, "transpose": _transpose, "permute": _permute,

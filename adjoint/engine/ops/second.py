@@ -13,6 +13,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from adjoint.values.mathtree import Fn, TBin, TConst, TFn, TPlace, dims_text, generic_vjp
+from adjoint.engine.ops.activations import elu_vjp
 from adjoint.engine.ops.record import Check
 from adjoint.engine.ops.record import Math
 from adjoint.engine.ops.record import Op
@@ -54,6 +55,26 @@ def sigmoid_backward_vjp(B, gs, ins, outs, p, need):
 def _sigmoid_backward_math(a, p, shape, k):
     one_minus = TBin("sub", TConst(Fraction(1)), a[1], a[1].shape)
     return TBin("mul", a[0], TBin("mul", one_minus, a[1], a[1].shape), shape)
+
+
+def elu_backward_forward(B, ins, p):
+    # elu_backward(grad_output, alpha, scale, input_scale, is_result=false, self): EluBackward0's formula
+    g, x = ins
+    return elu_vjp(B, [g], [x], None, p, [True])[0]
+
+
+def elu_backward_vjp(B, gs, ins, outs, p, need):
+    # grad_output: elu_backward(grad, alpha, scale, input_scale, false, self); self_or_result:
+    # elu_double_backward: elu_backward(grad * grad_output * input_scale, ..., self) * (self < 0).type_as(grad)
+    # (0 where self >= 0, a signed zero of the product)
+    g = gs[0]
+    go, x = ins
+    a = elu_vjp(B, [g], [x], None, p, [True])[0] if need[0] else None
+    b = None
+    if need[1]:
+        inner = elu_vjp(B, [B.mul(B.mul(g, go), B.scalar(Fraction(p[2])))], [x], None, p, [True])[0]
+        b = B.mul(inner, B.choose(x, "<", B.scalar(Fraction(1)), B.scalar(Fraction(0))))
+    return [a, b]
 
 
 def leaky_relu_backward_forward(B, ins, p):
@@ -212,6 +233,7 @@ def nll_loss_backward_shape(shapes, p, loc):
     return tuple(shapes[1])
 
 
+ELU_BACKWARD = Fn("elu_backward", "\\operatorname{elu\\_backward}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
 SOFTMAX_BACKWARD = Fn("softmax_backward_data", "\\operatorname{softmax\\_backward}_{#s}\\left(#0,\\ #1\\right)",
                       generic_vjp)
 LOG_SOFTMAX_BACKWARD = Fn("log_softmax_backward_data",
@@ -252,6 +274,12 @@ OPS = (
     Op("leaky_relu_backward", "LeakyReluBackwardBackward0", leaky_relu_backward_forward, leaky_relu_backward_vjp,
        binary_shape, (Save("self", "in", 1),), "g where self > 0, else g * negative_slope; 0",
        math=Math(_leaky_relu_backward_math), checks=(Check(((2,), (2,)), Fraction(1, 10), positive=True),)),
+    Op("elu_backward", "EluBackwardBackward0", elu_backward_forward, elu_backward_vjp, binary_shape,
+       (Save("grad_output", "in", 0, if_need=1), Save("self_or_result", "in", 1)),
+       "g * elu'(self); elu_backward(g * grad_output * input_scale, self) where self < 0, else 0",
+       math=Math(lambda a, p, shape, k: TFn(ELU_BACKWARD, tuple(a), tuple(shape), "", p)),
+       checks=(Check(((2, 3), (2, 3)), (Fraction(3, 2), Fraction(1), Fraction(1))),
+               Check(((2, 2), (2, 2)), (Fraction(1), Fraction(2), Fraction(1, 2))))),
     Op("threshold_backward", "ThresholdBackwardBackward0", threshold_backward_forward, threshold_backward_vjp,
        binary_shape, (Save("self", "in", 1),), "g where self > 0, else 0; 0",
        math=Math(_threshold_backward_math), checks=(Check(((2,), (2,)), positive=True),)),
