@@ -387,6 +387,8 @@ def test_each_new_elementwise_function_second_order_against_torch(text, fn):
 @pytest.mark.parametrize("text, fn", [
     ("silu(x * w) * c", lambda env: torch.nn.functional.silu(env["x"] * env["w"]) * env["c"]),
     ("elu(x * w - 0.1, alpha=0.5) * c", lambda env: torch.nn.functional.elu(env["x"] * env["w"] - 0.1, alpha=0.5) * env["c"]),
+    ("softplus(x * w, beta=2, threshold=0.2) * c",
+     lambda env: torch.nn.functional.softplus(env["x"] * env["w"], beta=2, threshold=0.2) * env["c"]),
 ])
 def test_silu_and_elu_second_order_against_torch(text, fn):
     """silu (infinitely_differentiable_silu_backward's six nodes) and elu (EluBackwardBackward0) under
@@ -414,6 +416,8 @@ steps:
 @pytest.mark.parametrize("text, fn", [
     ("silu(x * w)", lambda x, w: torch.nn.functional.silu(x * w)),
     ("elu(x * w - 0.1, alpha=0.5)", lambda x, w: torch.nn.functional.elu(x * w - 0.1, alpha=0.5)),
+    ("softplus(x * w, beta=2, threshold=0.2)", lambda x, w: torch.nn.functional.softplus(x * w, beta=2, threshold=0.2)),
+    ("softplus(x * w - 0.1)", lambda x, w: torch.nn.functional.softplus(x * w - 0.1)),
 ])
 def test_silu_and_elu_third_order_graph_is_torchs(text, fn):
     """A create_graph backward through what the first one recorded: SiLU's plain nodes (AddBackward1

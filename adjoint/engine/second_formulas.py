@@ -106,6 +106,11 @@ def _elu(rt, node, grads, saved, need):
     return [rt.apply("elu_backward", [grads[0], saved["self"]], node.params, node.loc)]
 
 
+def _softplus(rt, node, grads, saved, need):
+    # SoftplusBackward0: softplus_backward(grad, self, beta, threshold): SoftplusBackwardBackward0
+    return [rt.apply("softplus_backward", [grads[0], saved["self"]], node.params, node.loc)]
+
+
 def _exp(rt, node, grads, saved, need):
     # grad * result
     return [rt.apply("mul", [grads[0], saved["result"]], None, node.loc)]
@@ -353,6 +358,26 @@ def _elu_backward(rt, node, grads, saved, need):
         scaled = rt.apply("mul_scalar", [rt.apply("mul", [g, saved["grad_output"]], None, node.loc)],
                           Fraction(node.params[2]), node.loc)
         b = rt.apply("mul", [rt.apply("elu_backward", [scaled, x], node.params, node.loc), mask], None, node.loc)
+    return [a, b]
+
+
+def _softplus_backward(rt, node, grads, saved, need):
+    # SoftplusBackwardBackward0: grad_output (softplus_backward(grad, self, beta, threshold)) before self
+    # (softplus_double_backward(grad * grad_output, self, beta, threshold): MulBackward0 of the argument, then
+    # x = self * beta (MulBackward1), x.sigmoid() (SigmoidBackward0), sigmoid_backward (SigmoidBackwardBackward0),
+    # times the mask x < threshold (no node; MulBackward0), times beta (MulBackward1))
+    g, x = grads[0], saved["self"]
+    a = rt.apply("softplus_backward", [g, x], node.params, node.loc) if need[0] else None
+    b = None
+    if len(need) > 1 and need[1]:
+        B = rt.B
+        beta, threshold = (Fraction(v) for v in node.params)
+        arg = rt.apply("mul", [g, saved["grad_output"]], None, node.loc)
+        bx = rt.apply("mul_scalar", [x], beta, node.loc)
+        slope = rt.apply("sigmoid_backward", [arg, rt.apply("sigmoid", [bx], None, node.loc)], None, node.loc)
+        below = rt.tensor(B.choose(B.sub(bx.value, B.scalar(threshold)), "<", B.full(tuple(x.shape), 1),
+                                   B.zeros(tuple(x.shape))), dtype=g.dtype)
+        b = rt.apply("mul_scalar", [rt.apply("mul", [slope, below], None, node.loc)], beta, node.loc)
     return [a, b]
 
 
@@ -643,7 +668,8 @@ class NotModelled(Exception):
 FORMULAS = {
     "mul": _mul, "add": _add, "add_scalar": _add_scalar, "sub": _sub, "neg": _neg, "mul_scalar": _mul_scalar, "div_scalar": _div_scalar,
     "pow_scalar": _pow_scalar, "tanh": _tanh, "relu": _relu, "sum": _sum, "mean": _mean, "t": _t, "mm": _mm,
-    "addmm": _addmm, "view": _view, "expand": _expand, "mse_loss": _mse_loss, "sigmoid": _sigmoid, "silu": _silu, "elu": _elu, "elu_backward": _elu_backward, "exp": _exp,
+    "addmm": _addmm, "view": _view, "expand": _expand, "mse_loss": _mse_loss, "sigmoid": _sigmoid, "silu": _silu, "elu": _elu, "elu_backward": _elu_backward, "softplus": _softplus,
+    "softplus_backward": _softplus_backward, "exp": _exp,
     "log": _log, "sqrt": _sqrt, "sin": _sin, "cos": _cos, "div": _div, "leaky_relu": _leaky_relu,
     "sum_dim": _sum_dim, "mean_dim": _mean_dim, "unsqueeze": _unsqueeze, "squeeze_all": _squeeze,
     "squeeze_dim": _squeeze, "squeeze_dims": _squeeze, "transpose": _transpose, "permute": _permute,

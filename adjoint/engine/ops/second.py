@@ -13,7 +13,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from adjoint.values.mathtree import Fn, TBin, TConst, TFn, TPlace, dims_text, generic_vjp
-from adjoint.engine.ops.activations import elu_vjp
+from adjoint.engine.ops.activations import elu_vjp, softplus_vjp
 from adjoint.engine.ops.record import Check
 from adjoint.engine.ops.record import Math
 from adjoint.engine.ops.record import Op
@@ -74,6 +74,30 @@ def elu_backward_vjp(B, gs, ins, outs, p, need):
     if need[1]:
         inner = elu_vjp(B, [B.mul(B.mul(g, go), B.scalar(Fraction(p[2])))], [x], None, p, [True])[0]
         b = B.mul(inner, B.choose(x, "<", B.scalar(Fraction(1)), B.scalar(Fraction(0))))
+    return [a, b]
+
+
+def softplus_backward_forward(B, ins, p):
+    # softplus_backward(grad_output, self, beta, threshold): SoftplusBackward0's formula
+    g, x = ins
+    return softplus_vjp(B, [g], [x], None, p, [True])[0]
+
+
+def softplus_backward_vjp(B, gs, ins, outs, p, need):
+    # grad_output: softplus_backward(grad, self, beta, threshold); self: softplus_double_backward(grad *
+    # grad_output, self, beta, threshold) = sigmoid_backward(g, (self * beta).sigmoid()) * (self * beta <
+    # threshold) * beta (0 at and above the threshold, where the first derivative is the constant 1)
+    g = gs[0]
+    go, x = ins
+    a = softplus_vjp(B, [g], [x], None, p, [True])[0] if need[0] else None
+    b = None
+    if need[1]:
+        beta, threshold = (B.scalar(Fraction(v)) for v in p)
+        bx = B.mul(x, beta)
+        s = B.sigmoid(bx)
+        slope = B.mul(B.mul(g, go), B.mul(B.sub(B.scalar(1), s), s))
+        below = B.choose(B.sub(bx, threshold), "<", B.scalar(Fraction(1)), B.scalar(Fraction(0)))
+        b = B.mul(B.mul(slope, below), beta)
     return [a, b]
 
 
@@ -234,6 +258,8 @@ def nll_loss_backward_shape(shapes, p, loc):
 
 
 ELU_BACKWARD = Fn("elu_backward", "\\operatorname{elu\\_backward}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
+SOFTPLUS_BACKWARD = Fn("softplus_backward", "\\operatorname{softplus\\_backward}_{#s}\\left(#0,\\ #1\\right)",
+                      generic_vjp)
 SOFTMAX_BACKWARD = Fn("softmax_backward_data", "\\operatorname{softmax\\_backward}_{#s}\\left(#0,\\ #1\\right)",
                       generic_vjp)
 LOG_SOFTMAX_BACKWARD = Fn("log_softmax_backward_data",
@@ -280,6 +306,13 @@ OPS = (
        math=Math(lambda a, p, shape, k: TFn(ELU_BACKWARD, tuple(a), tuple(shape), "", p)),
        checks=(Check(((2, 3), (2, 3)), (Fraction(3, 2), Fraction(1), Fraction(1))),
                Check(((2, 2), (2, 2)), (Fraction(1), Fraction(2), Fraction(1, 2))))),
+    Op("softplus_backward", "SoftplusBackwardBackward0", softplus_backward_forward, softplus_backward_vjp,
+       binary_shape, (Save("grad_output", "in", 0, if_need=1), Save("self", "in", 1)),
+       "g * softplus'(self); g * grad_output * beta * s * (1 - s), s = sigmoid(self * beta), where self * beta < "
+       "threshold, else 0",
+       math=Math(lambda a, p, shape, k: TFn(SOFTPLUS_BACKWARD, tuple(a), tuple(shape), "", p)),
+       checks=(Check(((2, 3), (2, 3)), (Fraction(1), Fraction(20))),
+               Check(((2, 2), (2, 2)), (Fraction(2), Fraction(3, 2))))),
     Op("threshold_backward", "ThresholdBackwardBackward0", threshold_backward_forward, threshold_backward_vjp,
        binary_shape, (Save("self", "in", 1),), "g where self > 0, else 0; 0",
        math=Math(_threshold_backward_math), checks=(Check(((2,), (2,)), positive=True),)),
