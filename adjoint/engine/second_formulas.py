@@ -111,6 +111,12 @@ def _softplus(rt, node, grads, saved, need):
     return [rt.apply("softplus_backward", [grads[0], saved["self"]], node.params, node.loc)]
 
 
+def _gelu(rt, node, grads, saved, need):
+    # GeluBackward0: gelu_backward(grad, self, approximate): GeluBackwardBackward0 (its own create_graph formula,
+    # gelu_double_backward's ops, is not built: a third backward through it is refused)
+    return [rt.apply("gelu_backward", [grads[0], saved["self"]], node.params, node.loc)]
+
+
 def _exp(rt, node, grads, saved, need):
     # grad * result
     return [rt.apply("mul", [grads[0], saved["result"]], None, node.loc)]
@@ -668,7 +674,7 @@ class NotModelled(Exception):
 FORMULAS = {
     "mul": _mul, "add": _add, "add_scalar": _add_scalar, "sub": _sub, "neg": _neg, "mul_scalar": _mul_scalar, "div_scalar": _div_scalar,
     "pow_scalar": _pow_scalar, "tanh": _tanh, "relu": _relu, "sum": _sum, "mean": _mean, "t": _t, "mm": _mm,
-    "addmm": _addmm, "view": _view, "expand": _expand, "mse_loss": _mse_loss, "sigmoid": _sigmoid, "silu": _silu, "elu": _elu, "elu_backward": _elu_backward, "softplus": _softplus,
+    "addmm": _addmm, "view": _view, "expand": _expand, "mse_loss": _mse_loss, "sigmoid": _sigmoid, "silu": _silu, "elu": _elu, "elu_backward": _elu_backward, "softplus": _softplus, "gelu": _gelu,
     "softplus_backward": _softplus_backward, "exp": _exp,
     "log": _log, "sqrt": _sqrt, "sin": _sin, "cos": _cos, "div": _div, "leaky_relu": _leaky_relu,
     "sum_dim": _sum_dim, "mean_dim": _mean_dim, "unsqueeze": _unsqueeze, "squeeze_all": _squeeze,
