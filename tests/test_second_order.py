@@ -658,3 +658,32 @@ def test_a_leaf_a_grad_step_materializes_is_in_grads():
     assert got["grads"]["x"]["value"] == x.grad.tolist()
     assert "gx" not in got["grads"]          # a non-leaf, not retained
     assert got["passes"][0]["grads"]["gu"] is None
+
+
+def test_an_in_place_ops_saved_clone_is_the_value_before_the_write():
+    """h = w * x; h.pow_(2): PowBackward0 saved self.clone(), the value before the write, whose
+    CloneBackward0 leads to MulBackward0 (w * x). Under create_graph gx = 2 (w x) w = 2 w^2 x, and the
+    backward of sum(gx^2) gives 8 w^4 x to x and 16 w^3 x^2 to w (by hand; torch 2.13 prints the same).
+    adjoint used the written h (w x)^2 there: gx[0] was 0.06174, not 0.294."""
+    text = """
+name: ip
+dtype: float64
+inputs:
+  x: {value: [0.3, -0.5], requires_grad: true}
+  w: {value: [0.7, 0.2], requires_grad: true}
+model:
+  inputs: [x, w]
+  forward: |
+    h = w * x
+    h.pow_(2)
+    return h
+loss: "sum(y)"
+steps:
+  - forward
+  - {backward: {method: grad, inputs: [x], create_graph: true, as: [gx]}}
+  - {backward: {method: grad, inputs: [x, w], root: "sum(gx ** 2)", as: [hx, hw]}}
+"""
+    run, gx = ours(text)
+    assert gx.value.a.tolist() == pytest.approx([0.294, -0.04], abs=1e-15)
+    assert run.made["hx"].value.a.tolist() == pytest.approx([0.57624, -0.0064], abs=1e-15)
+    assert run.made["hw"].value.a.tolist() == pytest.approx([0.49392, 0.032], abs=1e-15)
