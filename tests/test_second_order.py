@@ -103,6 +103,11 @@ CASES = [  # (forward, loss, the same in torch)
     ("x * x * 2.5", "mean(y)", lambda x, w, c: (x * x * 2.5).mean()),
     ("relu(x * w) + x ** 3", "sum(y * c)", lambda x, w, c: ((torch.relu(x * w) + x ** 3) * c).sum()),
     ("-x * w", "sum(y) * sum(y)", lambda x, w, c: (lambda y: y.sum() * y.sum())(-x * w)),
+    # infinitely_differentiable_silu_backward: sigmoid, 1.0 - s (SubBackward0: C++'s fill_ then sub_), ...
+    ("silu(x * w) + x", "sum(y ** 2)", lambda x, w, c: ((torch.nn.functional.silu(x * w) + x) ** 2).sum()),
+    # elu_backward(grad, alpha, scale, input_scale, false, self): EluBackwardBackward0 (x * w < 0 at x[1])
+    ("elu(x * w - 0.1, alpha=0.5) * c", "sum(y ** 2)",
+     lambda x, w, c: ((torch.nn.functional.elu(x * w - 0.1, alpha=0.5) * c) ** 2).sum()),
 ]
 
 
@@ -289,6 +294,16 @@ def test_unmodelled_double_backward_is_refused(tmp_path):
                                   "(docs/not-modelled.md)")
 
 
+def test_a_third_backward_through_gelus_recorded_node_is_refused(tmp_path):
+    path = tmp_path / "gelu.yaml"
+    path.write_text(THIRD.replace("FORWARD", "gelu(x * w)"))
+    out = cli("solve", str(path))
+    assert out.returncode == 2
+    assert out.stderr.strip() == (f"{path}:14:16: create_graph through GeluBackwardBackward0 is not modelled yet; "
+                                  "run this backward without create_graph, or use ops whose double backward is "
+                                  "modelled (docs/not-modelled.md)")
+
+
 @pytest.mark.parametrize("body,message", [
     ("{method: backward, as: [g]}", "as: names what torch.autograd.grad returns; it needs method: grad"),
     ("{method: grad, inputs: [x], as: [a, b]}", "as: gives 2 name(s) for 1 input(s)"),
@@ -377,6 +392,62 @@ def test_each_new_elementwise_function_second_order_against_torch(text, fn):
     """Each of sinh, cosh, atan, expm1, tan, log1p, rsqrt under create_graph (its backward formula's
     nodes and their sequence numbers, and the second gradient), on a product of two leaves."""
     _compare_second_order(text.format("x * w") + " * c", lambda env: fn(env["x"] * env["w"]) * env["c"], "sum")
+
+
+@pytest.mark.parametrize("text, fn", [
+    ("silu(x * w) * c", lambda env: torch.nn.functional.silu(env["x"] * env["w"]) * env["c"]),
+    ("elu(x * w - 0.1, alpha=0.5) * c", lambda env: torch.nn.functional.elu(env["x"] * env["w"] - 0.1, alpha=0.5) * env["c"]),
+    ("softplus(x * w, beta=2, threshold=0.2) * c",
+     lambda env: torch.nn.functional.softplus(env["x"] * env["w"], beta=2, threshold=0.2) * env["c"]),
+    ("gelu(x * w - 0.1) * c", lambda env: torch.nn.functional.gelu(env["x"] * env["w"] - 0.1) * env["c"]),
+    ("gelu(x * w - 0.1, approximate='tanh') * c",
+     lambda env: torch.nn.functional.gelu(env["x"] * env["w"] - 0.1, approximate="tanh") * env["c"]),
+])
+def test_silu_and_elu_second_order_against_torch(text, fn):
+    """silu (infinitely_differentiable_silu_backward's six nodes), elu (EluBackwardBackward0), softplus
+    (SoftplusBackwardBackward0) and gelu (GeluBackwardBackward0, both approximations: the second
+    derivative of the tanh form has f' g h twice) under create_graph: the first gradients' graphs with
+    their sequence numbers, and the second gradients."""
+    _compare_second_order(text, fn, "sum")
+
+
+THIRD = """
+name: third
+dtype: float64
+inputs:
+  x: {value: [0.3, -0.5], requires_grad: true}
+  w: {value: [0.7, 0.2], requires_grad: true}
+model:
+  inputs: [x, w]
+  forward: "FORWARD"
+loss: "sum(y ** 2)"
+steps:
+  - forward
+  - {backward: {method: grad, inputs: [x], create_graph: true, as: [gx]}}
+  - {backward: {method: grad, inputs: [x, w], root: "sum(gx * gx)", create_graph: true, as: [hx, hw]}}
+"""
+
+
+@pytest.mark.parametrize("text, fn", [
+    ("silu(x * w)", lambda x, w: torch.nn.functional.silu(x * w)),
+    ("elu(x * w - 0.1, alpha=0.5)", lambda x, w: torch.nn.functional.elu(x * w - 0.1, alpha=0.5)),
+    ("softplus(x * w, beta=2, threshold=0.2)", lambda x, w: torch.nn.functional.softplus(x * w, beta=2, threshold=0.2)),
+    ("softplus(x * w - 0.1)", lambda x, w: torch.nn.functional.softplus(x * w - 0.1)),
+])
+def test_silu_and_elu_third_order_graph_is_torchs(text, fn):
+    """A create_graph backward through what the first one recorded: SiLU's plain nodes (AddBackward1
+    included), and EluBackwardBackward0's own formula (elu_backward for grad_output, then
+    elu_backward(grad * grad_output * input_scale) * (self < 0): MulBackward0, MulBackward1,
+    EluBackwardBackward0, MulBackward0), node by node with torch's sequence numbers."""
+    run, hx = ours(THIRD.replace("FORWARD", text), "hx")
+    base = start_seq()
+    x = torch.tensor([0.3, -0.5], dtype=F64, requires_grad=True)
+    w = torch.tensor([0.7, 0.2], dtype=F64, requires_grad=True)
+    gx, = torch.autograd.grad((fn(x, w) ** 2).sum(), [x], create_graph=True)
+    hs = torch.autograd.grad((gx * gx).sum(), [x, w], create_graph=True)
+    for name, h in zip(("hx", "hw"), hs):
+        assert_same_graph(chain_ours(run.made[name]), chain_torch(h, base), f"{text} {name}")
+        assert run.made[name].value.a.tolist() == pytest.approx(h.tolist(), abs=1e-12)
 
 
 def _compare_second_order(text, fn, reduce):
@@ -587,3 +658,32 @@ def test_a_leaf_a_grad_step_materializes_is_in_grads():
     assert got["grads"]["x"]["value"] == x.grad.tolist()
     assert "gx" not in got["grads"]          # a non-leaf, not retained
     assert got["passes"][0]["grads"]["gu"] is None
+
+
+def test_an_in_place_ops_saved_clone_is_the_value_before_the_write():
+    """h = w * x; h.pow_(2): PowBackward0 saved self.clone(), the value before the write, whose
+    CloneBackward0 leads to MulBackward0 (w * x). Under create_graph gx = 2 (w x) w = 2 w^2 x, and the
+    backward of sum(gx^2) gives 8 w^4 x to x and 16 w^3 x^2 to w (by hand; torch 2.13 prints the same).
+    adjoint used the written h (w x)^2 there: gx[0] was 0.06174, not 0.294."""
+    text = """
+name: ip
+dtype: float64
+inputs:
+  x: {value: [0.3, -0.5], requires_grad: true}
+  w: {value: [0.7, 0.2], requires_grad: true}
+model:
+  inputs: [x, w]
+  forward: |
+    h = w * x
+    h.pow_(2)
+    return h
+loss: "sum(y)"
+steps:
+  - forward
+  - {backward: {method: grad, inputs: [x], create_graph: true, as: [gx]}}
+  - {backward: {method: grad, inputs: [x, w], root: "sum(gx ** 2)", as: [hx, hw]}}
+"""
+    run, gx = ours(text)
+    assert gx.value.a.tolist() == pytest.approx([0.294, -0.04], abs=1e-15)
+    assert run.made["hx"].value.a.tolist() == pytest.approx([0.57624, -0.0064], abs=1e-15)
+    assert run.made["hw"].value.a.tolist() == pytest.approx([0.49392, 0.032], abs=1e-15)

@@ -207,6 +207,11 @@ class SecondEngine(Engine):
             spec = next(s for s in node.op.saves if s.name == sv.name)
             if sv.hooks is not None:
                 out[sv.name] = self.hooked(node, spec, value)
+            elif spec.what == "in" and sv.tensor is not node.inputs[spec.index]:
+                # an in-place op saved ``self.clone()`` (adjoint.engine.inplace.save_inputs): the value before
+                # the write, on the clone's place in the graph -- CloneBackward0 hands its gradient to the
+                # edge self had before the write, the node's own edge -- not the written tensor
+                out[sv.name] = self.hooked(node, spec, sv.value)
             elif spec.what == "in":
                 out[sv.name] = node.inputs[spec.index]
             else:

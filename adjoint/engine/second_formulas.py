@@ -41,6 +41,11 @@ def _add(rt, node, grads, saved, need):
     return [grads[0] if need[0] else None, grads[0] if len(need) > 1 and need[1] else None]
 
 
+def _add_scalar(rt, node, grads, saved, need):
+    # AddBackward1 (``x + number``): the gradient itself (no op)
+    return [grads[0]]
+
+
 def _sub(rt, node, grads, saved, need):
     # SubBackward0 (alpha 1): other is -grad (NegBackward0), computed before self (grad itself)
     other = rt.apply("neg", [grads[0]], None, node.loc) if len(need) > 1 and need[1] else None
@@ -80,6 +85,36 @@ def _tanh(rt, node, grads, saved, need):
 def _sigmoid(rt, node, grads, saved, need):
     # sigmoid_backward(grad, result): SigmoidBackwardBackward0
     return [rt.apply("sigmoid_backward", [grads[0], saved["result"]], None, node.loc)]
+
+
+def _silu(rt, node, grads, saved, need):
+    # SiluBackward0 under grad mode: infinitely_differentiable_silu_backward(grad, self), that is
+    # ``sigmoid = self.sigmoid(); grad * sigmoid * (1.0 + self * (1.0 - sigmoid))``, the right operand
+    # first: SigmoidBackward0, SubBackward0 (``1.0 - t`` in C++ is ``empty_like(t).fill_(1.0).sub_(t)``,
+    # not rsub), MulBackward0, AddBackward1, then ``grad * sigmoid`` (MulBackward0) and the product
+    # (MulBackward0): sequence numbers in torch 2.13
+    x = saved["self"]
+    s = rt.apply("sigmoid", [x], None, node.loc)
+    ones = rt.tensor(rt.B.full(tuple(s.shape), 1), dtype=s.dtype)
+    right = rt.apply("add_scalar", [rt.apply("mul", [x, rt.apply("sub", [ones, s], None, node.loc)], None, node.loc)],
+                     Fraction(1), node.loc)
+    return [rt.apply("mul", [rt.apply("mul", [grads[0], s], None, node.loc), right], None, node.loc)]
+
+
+def _elu(rt, node, grads, saved, need):
+    # EluBackward0: elu_backward(grad, alpha, scale, input_scale, /* is_result */ false, self): EluBackwardBackward0
+    return [rt.apply("elu_backward", [grads[0], saved["self"]], node.params, node.loc)]
+
+
+def _softplus(rt, node, grads, saved, need):
+    # SoftplusBackward0: softplus_backward(grad, self, beta, threshold): SoftplusBackwardBackward0
+    return [rt.apply("softplus_backward", [grads[0], saved["self"]], node.params, node.loc)]
+
+
+def _gelu(rt, node, grads, saved, need):
+    # GeluBackward0: gelu_backward(grad, self, approximate): GeluBackwardBackward0 (its own create_graph formula,
+    # gelu_double_backward's ops, is not built: a third backward through it is refused)
+    return [rt.apply("gelu_backward", [grads[0], saved["self"]], node.params, node.loc)]
 
 
 def _exp(rt, node, grads, saved, need):
@@ -313,6 +348,42 @@ def _sigmoid_backward(rt, node, grads, saved, need):
         right = rt.apply("add_scalar", [rt.apply("mul_scalar", [out], Fraction(-2), node.loc)], Fraction(1), node.loc)
         left = rt.apply("mul", [g, saved["grad_output"]], None, node.loc)
         b = rt.apply("mul", [left, right], None, node.loc)
+    return [a, b]
+
+
+def _elu_backward(rt, node, grads, saved, need):
+    # EluBackwardBackward0: grad_output (elu_backward(grad, ..., self)) before self_or_result
+    # (elu_double_backward: elu_backward(grad * grad_output * input_scale, ..., self) * (self < 0).type_as(grad):
+    # the mask without a node, then MulBackward0, MulBackward1, EluBackwardBackward0, MulBackward0)
+    g, x = grads[0], saved["self_or_result"]
+    a = rt.apply("elu_backward", [g, x], node.params, node.loc) if need[0] else None
+    b = None
+    if len(need) > 1 and need[1]:
+        B = rt.B
+        mask = rt.tensor(B.choose(x.value, "<", B.full(tuple(x.shape), 1), B.zeros(tuple(x.shape))), dtype=g.dtype)
+        scaled = rt.apply("mul_scalar", [rt.apply("mul", [g, saved["grad_output"]], None, node.loc)],
+                          Fraction(node.params[2]), node.loc)
+        b = rt.apply("mul", [rt.apply("elu_backward", [scaled, x], node.params, node.loc), mask], None, node.loc)
+    return [a, b]
+
+
+def _softplus_backward(rt, node, grads, saved, need):
+    # SoftplusBackwardBackward0: grad_output (softplus_backward(grad, self, beta, threshold)) before self
+    # (softplus_double_backward(grad * grad_output, self, beta, threshold): MulBackward0 of the argument, then
+    # x = self * beta (MulBackward1), x.sigmoid() (SigmoidBackward0), sigmoid_backward (SigmoidBackwardBackward0),
+    # times the mask x < threshold (no node; MulBackward0), times beta (MulBackward1))
+    g, x = grads[0], saved["self"]
+    a = rt.apply("softplus_backward", [g, x], node.params, node.loc) if need[0] else None
+    b = None
+    if len(need) > 1 and need[1]:
+        B = rt.B
+        beta, threshold = (Fraction(v) for v in node.params)
+        arg = rt.apply("mul", [g, saved["grad_output"]], None, node.loc)
+        bx = rt.apply("mul_scalar", [x], beta, node.loc)
+        slope = rt.apply("sigmoid_backward", [arg, rt.apply("sigmoid", [bx], None, node.loc)], None, node.loc)
+        below = rt.tensor(B.choose(B.sub(bx.value, B.scalar(threshold)), "<", B.full(tuple(x.shape), 1),
+                                   B.zeros(tuple(x.shape))), dtype=g.dtype)
+        b = rt.apply("mul_scalar", [rt.apply("mul", [slope, below], None, node.loc)], beta, node.loc)
     return [a, b]
 
 
@@ -601,9 +672,10 @@ class NotModelled(Exception):
 
 
 FORMULAS = {
-    "mul": _mul, "add": _add, "sub": _sub, "neg": _neg, "mul_scalar": _mul_scalar, "div_scalar": _div_scalar,
+    "mul": _mul, "add": _add, "add_scalar": _add_scalar, "sub": _sub, "neg": _neg, "mul_scalar": _mul_scalar, "div_scalar": _div_scalar,
     "pow_scalar": _pow_scalar, "tanh": _tanh, "relu": _relu, "sum": _sum, "mean": _mean, "t": _t, "mm": _mm,
-    "addmm": _addmm, "view": _view, "expand": _expand, "mse_loss": _mse_loss, "sigmoid": _sigmoid, "exp": _exp,
+    "addmm": _addmm, "view": _view, "expand": _expand, "mse_loss": _mse_loss, "sigmoid": _sigmoid, "silu": _silu, "elu": _elu, "elu_backward": _elu_backward, "softplus": _softplus, "gelu": _gelu,
+    "softplus_backward": _softplus_backward, "exp": _exp,
     "log": _log, "sqrt": _sqrt, "sin": _sin, "cos": _cos, "div": _div, "leaky_relu": _leaky_relu,
     "sum_dim": _sum_dim, "mean_dim": _mean_dim, "unsqueeze": _unsqueeze, "squeeze_all": _squeeze,
     "squeeze_dim": _squeeze, "squeeze_dims": _squeeze, "transpose": _transpose, "permute": _permute,

@@ -13,6 +13,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from adjoint.values.mathtree import Fn, TBin, TConst, TFn, TPlace, dims_text, generic_vjp
+from adjoint.engine.ops.activations import _KAPPA, _gelu_tanh_inner, elu_vjp, gelu_vjp, softplus_vjp
 from adjoint.engine.ops.record import Check
 from adjoint.engine.ops.record import Math
 from adjoint.engine.ops.record import Op
@@ -54,6 +55,87 @@ def sigmoid_backward_vjp(B, gs, ins, outs, p, need):
 def _sigmoid_backward_math(a, p, shape, k):
     one_minus = TBin("sub", TConst(Fraction(1)), a[1], a[1].shape)
     return TBin("mul", a[0], TBin("mul", one_minus, a[1], a[1].shape), shape)
+
+
+def elu_backward_forward(B, ins, p):
+    # elu_backward(grad_output, alpha, scale, input_scale, is_result=false, self): EluBackward0's formula
+    g, x = ins
+    return elu_vjp(B, [g], [x], None, p, [True])[0]
+
+
+def elu_backward_vjp(B, gs, ins, outs, p, need):
+    # grad_output: elu_backward(grad, alpha, scale, input_scale, false, self); self_or_result:
+    # elu_double_backward: elu_backward(grad * grad_output * input_scale, ..., self) * (self < 0).type_as(grad)
+    # (0 where self >= 0, a signed zero of the product)
+    g = gs[0]
+    go, x = ins
+    a = elu_vjp(B, [g], [x], None, p, [True])[0] if need[0] else None
+    b = None
+    if need[1]:
+        inner = elu_vjp(B, [B.mul(B.mul(g, go), B.scalar(Fraction(p[2])))], [x], None, p, [True])[0]
+        b = B.mul(inner, B.choose(x, "<", B.scalar(Fraction(1)), B.scalar(Fraction(0))))
+    return [a, b]
+
+
+def softplus_backward_forward(B, ins, p):
+    # softplus_backward(grad_output, self, beta, threshold): SoftplusBackward0's formula
+    g, x = ins
+    return softplus_vjp(B, [g], [x], None, p, [True])[0]
+
+
+def softplus_backward_vjp(B, gs, ins, outs, p, need):
+    # grad_output: softplus_backward(grad, self, beta, threshold); self: softplus_double_backward(grad *
+    # grad_output, self, beta, threshold) = sigmoid_backward(g, (self * beta).sigmoid()) * (self * beta <
+    # threshold) * beta (0 at and above the threshold, where the first derivative is the constant 1)
+    g = gs[0]
+    go, x = ins
+    a = softplus_vjp(B, [g], [x], None, p, [True])[0] if need[0] else None
+    b = None
+    if need[1]:
+        beta, threshold = (B.scalar(Fraction(v)) for v in p)
+        bx = B.mul(x, beta)
+        s = B.sigmoid(bx)
+        slope = B.mul(B.mul(g, go), B.mul(B.sub(B.scalar(1), s), s))
+        below = B.choose(B.sub(bx, threshold), "<", B.scalar(Fraction(1)), B.scalar(Fraction(0)))
+        b = B.mul(B.mul(slope, below), beta)
+    return [a, b]
+
+
+def gelu_backward_forward(B, ins, p):
+    # gelu_backward(grad_output, self, approximate): GeluBackward0's formula
+    g, x = ins
+    return gelu_vjp(B, [g], [x], None, p, [True])[0]
+
+
+def _gelu_second_derivative(B, x, approximate):
+    """gelu_double_backward's ``dgrad_dInput`` (FunctionsManual.cpp): for ``none``, 2 pdf - x^2 pdf with
+    pdf = exp(-x^2 / 2) / sqrt(2 pi); for ``tanh``, the second derivative of x / 2 * (1 + tanh(inner)):
+    2 f' g h + f g' h + f g h' with f = x / 2, g = 1 - tanh(inner)^2, h = inner' = sqrt(2 / pi) (1 + 3 kappa x^2),
+    g' = -2 tanh g h (torch 2.13's values, checked against its double backward at float64)."""
+    one, two = B.scalar(Fraction(1)), B.scalar(Fraction(2))
+    square = B.mul(x, x)
+    if approximate == "tanh":
+        beta = B.sqrt(B.div(two, B.pi()))
+        t = B.tanh(_gelu_tanh_inner(B, x))
+        f = B.div(x, two)
+        g = B.sub(one, B.mul(t, t))
+        h = B.mul(beta, B.add(one, B.mul(B.scalar(3 * _KAPPA), square)))
+        f_prime_gh = B.mul(g, h)     # twice f' g h: d/dx of f' (1 + tanh) and of f g h each give one
+        g_prime_fh = B.mul(B.mul(f, h), B.mul(B.mul(B.scalar(Fraction(-2)), g), B.mul(t, h)))
+        h_prime_fg = B.mul(B.mul(f, g), B.mul(B.scalar(6 * _KAPPA), B.mul(x, beta)))
+        return B.add(B.add(f_prime_gh, g_prime_fh), h_prime_fg)
+    pdf = B.div(B.exp(B.neg(B.div(square, two))), B.sqrt(B.mul(two, B.pi())))
+    return B.sub(B.mul(two, pdf), B.mul(square, pdf))
+
+
+def gelu_backward_vjp(B, gs, ins, outs, p, need):
+    # grad_output: gelu_backward(grad, self, approximate); self: gelu_double_backward(grad, grad_output, self,
+    # approximate) = grad * grad_output * gelu''(self)
+    g = gs[0]
+    go, x = ins
+    a = gelu_vjp(B, [g], [x], None, p, [True])[0] if need[0] else None
+    b = B.mul(B.mul(g, go), _gelu_second_derivative(B, x, p)) if need[1] else None
+    return [a, b]
 
 
 def leaky_relu_backward_forward(B, ins, p):
@@ -212,6 +294,10 @@ def nll_loss_backward_shape(shapes, p, loc):
     return tuple(shapes[1])
 
 
+ELU_BACKWARD = Fn("elu_backward", "\\operatorname{elu\\_backward}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
+SOFTPLUS_BACKWARD = Fn("softplus_backward", "\\operatorname{softplus\\_backward}_{#s}\\left(#0,\\ #1\\right)",
+                      generic_vjp)
+GELU_BACKWARD = Fn("gelu_backward", "\\operatorname{gelu\\_backward}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
 SOFTMAX_BACKWARD = Fn("softmax_backward_data", "\\operatorname{softmax\\_backward}_{#s}\\left(#0,\\ #1\\right)",
                       generic_vjp)
 LOG_SOFTMAX_BACKWARD = Fn("log_softmax_backward_data",
@@ -252,6 +338,24 @@ OPS = (
     Op("leaky_relu_backward", "LeakyReluBackwardBackward0", leaky_relu_backward_forward, leaky_relu_backward_vjp,
        binary_shape, (Save("self", "in", 1),), "g where self > 0, else g * negative_slope; 0",
        math=Math(_leaky_relu_backward_math), checks=(Check(((2,), (2,)), Fraction(1, 10), positive=True),)),
+    Op("elu_backward", "EluBackwardBackward0", elu_backward_forward, elu_backward_vjp, binary_shape,
+       (Save("grad_output", "in", 0, if_need=1), Save("self_or_result", "in", 1)),
+       "g * elu'(self); elu_backward(g * grad_output * input_scale, self) where self < 0, else 0",
+       math=Math(lambda a, p, shape, k: TFn(ELU_BACKWARD, tuple(a), tuple(shape), "", p)),
+       checks=(Check(((2, 3), (2, 3)), (Fraction(3, 2), Fraction(1), Fraction(1))),
+               Check(((2, 2), (2, 2)), (Fraction(1), Fraction(2), Fraction(1, 2))))),
+    Op("softplus_backward", "SoftplusBackwardBackward0", softplus_backward_forward, softplus_backward_vjp,
+       binary_shape, (Save("grad_output", "in", 0, if_need=1), Save("self", "in", 1)),
+       "g * softplus'(self); g * grad_output * beta * s * (1 - s), s = sigmoid(self * beta), where self * beta < "
+       "threshold, else 0",
+       math=Math(lambda a, p, shape, k: TFn(SOFTPLUS_BACKWARD, tuple(a), tuple(shape), "", p)),
+       checks=(Check(((2, 3), (2, 3)), (Fraction(1), Fraction(20))),
+               Check(((2, 2), (2, 2)), (Fraction(2), Fraction(3, 2))))),
+    Op("gelu_backward", "GeluBackwardBackward0", gelu_backward_forward, gelu_backward_vjp, binary_shape,
+       (Save("grad_output", "in", 0, if_need=1), Save("self", "in", 1)),
+       "g * gelu'(self); g * grad_output * gelu''(self)",
+       math=Math(lambda a, p, shape, k: TFn(GELU_BACKWARD, tuple(a), tuple(shape), "\\tanh" if p == "tanh" else "", p)),
+       checks=(Check(((2, 3), (2, 3)), "none"), Check(((2, 2), (2, 2)), "tanh"))),
     Op("threshold_backward", "ThresholdBackwardBackward0", threshold_backward_forward, threshold_backward_vjp,
        binary_shape, (Save("self", "in", 1),), "g where self > 0, else 0; 0",
        math=Math(_threshold_backward_math), checks=(Check(((2,), (2,)), positive=True),)),
