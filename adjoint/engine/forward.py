@@ -650,6 +650,7 @@ class _Pass:
                 raise ProblemError(loc, f"module '{mod.label}' ({mod.type}) is handed {describe(args[0])} as its "
                                         f"input, not a Tensor: {PARSER_TYPE_ERROR}; index or unpack it first "
                                         "(out, h = gru(x))")
+            args, kwargs = _bind_keyword_inputs(mod, args, kwargs)
             prefix = f"{mod.path}." if mod.path else ""
             own = {p.name[len(prefix):]: self.m.params[p.name] for p in mod.params}
             bufs = {b.name[len(prefix):]: self.m.leaves[b.name] for b in mod.buffers}
@@ -856,11 +857,6 @@ class _ModuleScope:
             # (a built-in's TypeError, and a ModuleList's missing forward, are answers, in its call)
             raise ProblemError(loc, f"module '{child.label}' takes {len(child.inputs)} input(s) "
                                     f"({', '.join(child.inputs)}), got {len(args)}")
-        if child.type is not None and child.function is None and _builtin_arity(args, child, kwargs) is None:
-            by_keyword = [k for k in kwargs if k in child.inputs[:1]]
-            if not args and by_keyword:   # forward(input=x): PyTorch's hooks are then handed no positional input
-                raise ProblemError(loc, f"module '{child.label}' is handed its input '{by_keyword[0]}' by keyword: not "
-                                        "modelled yet for a built-in module; pass it positionally")
         if child.type is not None and not _builtin_args_ok(child, args):
             raise ProblemError(loc, f"module '{child.label}' must be called with tensors")
         self.run.capture(child, self.lookup, loc)
@@ -937,6 +933,21 @@ def _builtin_args_ok(child: Module, args: list) -> bool:
         else len(args)
     return all(isinstance(a, Tensor) or _tensor_tuple(a) or (k >= required and _optional_arg(a))
                for k, a in enumerate(args))
+
+
+def _bind_keyword_inputs(mod: Module, args: list, kwargs: dict) -> tuple[list, dict]:
+    """A built-in's inputs given by keyword (``lin(input=x)``, ``attn(query=q, key=k, value=v)``)
+    bound to their places, as Python binds ``forward(self, input)``: the layer computes the same.
+    Only the forward sees them so: ``_call_impl`` hands its hooks ``args`` as the call passed them
+    (``()`` for ``lin(input=x)``), and ``BackwardHook`` wraps no keyword argument, so a full
+    backward hook is then handed ``grad_input = ()`` and fires from the output's node, with
+    PyTorch's warning that no input requires gradients."""
+    args, kwargs = list(args), dict(kwargs)
+    for name in mod.inputs[len(args):]:
+        if name not in kwargs:
+            break
+        args.append(kwargs.pop(name))
+    return args, kwargs
 
 
 def _optional_arg(v) -> bool:
