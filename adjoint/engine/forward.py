@@ -481,10 +481,11 @@ class _Pass:
                                                                    "hands it to the caller as the module's output, "
                                                                    "whose next use of it raises Python's error; not "
                                                                    "modelled (return a tensor, or nothing)")
-                    if not (isinstance(returned, Tensor) or _tensor_tuple(returned)):
+                    if not (_tensor_tuple(returned) or module_result(returned)):
                         raise ProblemError(entry.hook.returns.loc, "a forward hook must return the replacement output "
-                                                                   "(a tensor or a tuple of them, nested as the "
-                                                                   "module's), or nothing")
+                                                                   "(a tensor, a tuple of them -- nested as the "
+                                                                   "module's, with numbers or None beside --, or a "
+                                                                   "dict of tensors), or nothing")
                     out = returned
                     state["result"] = out
         if call.bw is not None:
@@ -662,10 +663,7 @@ class _Pass:
         scope = _ModuleScope(self, mod, call, bind_arguments(mod, args, kwargs, loc))
         result = Interp(rt, scope).run(mod.forward)
         ret = mod.forward[-1]
-        if not (isinstance(result, Tensor) or (isinstance(result, tuple) and any(isinstance(r, Tensor) for r in result)
-                                                and all(isinstance(r, Tensor) or plain_value(r) or _tensor_pair(r)
-                                                        for r in result))
-                or tensor_dict(result)):
+        if not module_result(result):
             raise ProblemError(ret.value.loc, f"the forward of '{mod.label}' must return a tensor or a tuple of "
                                               "tensors")
         return result
@@ -994,6 +992,15 @@ def bind_arguments(mod: Module, args: list, kwargs: dict, loc: Loc) -> dict:
                                         "TypeError in forward()")
             bound[n] = defaults[n]
     return bound
+
+
+def module_result(v) -> bool:
+    """What a custom module's forward (and so a forward hook replacing its output) may return: a
+    tensor, a tuple with a tensor among tensors, plain values and tuples of tensors, or a dict of
+    tensors."""
+    return isinstance(v, Tensor) or tensor_dict(v) or (
+        isinstance(v, tuple) and any(isinstance(r, Tensor) for r in v)
+        and all(isinstance(r, Tensor) or plain_value(r) or _tensor_pair(r) for r in v))
 
 
 def tensor_dict(v) -> bool:
