@@ -488,10 +488,11 @@ class _Pass:
                                                                    "hands it to the caller as the module's output, "
                                                                    "whose next use of it raises Python's error; not "
                                                                    "modelled (return a tensor, or nothing)")
-                    if not (isinstance(returned, Tensor) or _tensor_tuple(returned)):
+                    if not (_tensor_tuple(returned) or module_result(returned)):
                         raise ProblemError(entry.hook.returns.loc, "a forward hook must return the replacement output "
-                                                                   "(a tensor or a tuple of them, nested as the "
-                                                                   "module's), or nothing")
+                                                                   "(a tensor, a tuple of them -- nested as the "
+                                                                   "module's, with numbers or None beside --, or a "
+                                                                   "dict of tensors), or nothing")
                     out = returned
                     state["result"] = out
         if call.bw is not None:
@@ -657,6 +658,7 @@ class _Pass:
                 raise ProblemError(loc, f"module '{mod.label}' ({mod.type}) is handed {describe(args[0])} as its "
                                         f"input, not a Tensor: {PARSER_TYPE_ERROR}; index or unpack it first "
                                         "(out, h = gru(x))")
+            args, kwargs = _bind_keyword_inputs(mod, args, kwargs)
             prefix = f"{mod.path}." if mod.path else ""
             own = {p.name[len(prefix):]: self.m.params[p.name] for p in mod.params}
             bufs = {b.name[len(prefix):]: self.m.leaves[b.name] for b in mod.buffers}
@@ -668,10 +670,7 @@ class _Pass:
         scope = _ModuleScope(self, mod, call, bind_arguments(mod, args, kwargs, loc))
         result = Interp(rt, scope).run(mod.forward)
         ret = mod.forward[-1]
-        if not (isinstance(result, Tensor) or (isinstance(result, tuple) and any(isinstance(r, Tensor) for r in result)
-                                                and all(isinstance(r, Tensor) or plain_value(r) or _tensor_pair(r)
-                                                        for r in result))
-                or tensor_dict(result)):
+        if not module_result(result):
             raise ProblemError(ret.value.loc, f"the forward of '{mod.label}' must return a tensor or a tuple of "
                                               "tensors")
         return result
@@ -863,11 +862,6 @@ class _ModuleScope:
             # (a built-in's TypeError, and a ModuleList's missing forward, are answers, in its call)
             raise ProblemError(loc, f"module '{child.label}' takes {len(child.inputs)} input(s) "
                                     f"({', '.join(child.inputs)}), got {len(args)}")
-        if child.type is not None and child.function is None and _builtin_arity(args, child, kwargs) is None:
-            by_keyword = [k for k in kwargs if k in child.inputs[:1]]
-            if not args and by_keyword:   # forward(input=x): PyTorch's hooks are then handed no positional input
-                raise ProblemError(loc, f"module '{child.label}' is handed its input '{by_keyword[0]}' by keyword: not "
-                                        "modelled yet for a built-in module; pass it positionally")
         if child.type is not None and not _builtin_args_ok(child, args):
             raise ProblemError(loc, f"module '{child.label}' must be called with tensors")
         self.run.capture(child, self.lookup, loc)
@@ -946,6 +940,21 @@ def _builtin_args_ok(child: Module, args: list) -> bool:
                for k, a in enumerate(args))
 
 
+def _bind_keyword_inputs(mod: Module, args: list, kwargs: dict) -> tuple[list, dict]:
+    """A built-in's inputs given by keyword (``lin(input=x)``, ``attn(query=q, key=k, value=v)``)
+    bound to their places, as Python binds ``forward(self, input)``: the layer computes the same.
+    Only the forward sees them so: ``_call_impl`` hands its hooks ``args`` as the call passed them
+    (``()`` for ``lin(input=x)``), and ``BackwardHook`` wraps no keyword argument, so a full
+    backward hook is then handed ``grad_input = ()`` and fires from the output's node, with
+    PyTorch's warning that no input requires gradients."""
+    args, kwargs = list(args), dict(kwargs)
+    for name in mod.inputs[len(args):]:
+        if name not in kwargs:
+            break
+        args.append(kwargs.pop(name))
+    return args, kwargs
+
+
 def _optional_arg(v) -> bool:
     """What an optional input of a built-in's forward may be besides a tensor: None, a bool, a number."""
     return v is None or isinstance(v, (bool, int, Fraction))
@@ -990,6 +999,15 @@ def bind_arguments(mod: Module, args: list, kwargs: dict, loc: Loc) -> dict:
                                         "TypeError in forward()")
             bound[n] = defaults[n]
     return bound
+
+
+def module_result(v) -> bool:
+    """What a custom module's forward (and so a forward hook replacing its output) may return: a
+    tensor, a tuple with a tensor among tensors, plain values and tuples of tensors, or a dict of
+    tensors."""
+    return isinstance(v, Tensor) or tensor_dict(v) or (
+        isinstance(v, tuple) and any(isinstance(r, Tensor) for r in v)
+        and all(isinstance(r, Tensor) or plain_value(r) or _tensor_pair(r) for r in v))
 
 
 def tensor_dict(v) -> bool:
