@@ -560,6 +560,8 @@ class _Translator:
         held = self.held(node) if isinstance(node, (ast.Attribute, ast.Subscript)) else _MISSING
         if isinstance(held, torch.Tensor) and id(held) in self.tensors:   # m.fc.weight, module.mask: by its name
             return self.tensor_name(held, node), 100
+        if held is not _MISSING and not isinstance(held, torch.Tensor) and self.captured_root(node):
+            return self.captured_value(held, node), 100     # CFG["scales"][1], scales[i]: by value
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and self.captured(node.value.id):
             return self.captured_value(getattr(self.value_of(node.value.id), node.attr, _MISSING), node), 100
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and self.captured(node.value.id) \
@@ -743,15 +745,24 @@ class _Translator:
         if isinstance(node, ast.Attribute):
             base = self.held(node.value)
             return _MISSING if base is _MISSING else getattr(base, node.attr, _MISSING)
-        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
-                and isinstance(node.slice.value, (int, str)):
+        if isinstance(node, ast.Subscript):
+            key = self.plain(node.slice)     # a constant, or a captured number (``scales[i]``, ``i=i``)
+            if not isinstance(key, (int, str)) or isinstance(key, bool):
+                return _MISSING
             base = self.held(node.value)
             if isinstance(base, (nn.Module, dict, list, tuple)):
                 try:
-                    return base[node.slice.value]
+                    return base[key]
                 except (IndexError, KeyError, TypeError):
                     return _MISSING
         return _MISSING
+
+    def captured_root(self, node) -> bool:
+        """A chain of attributes and items that starts at a captured name (``CFG["scales"][1]``,
+        ``cfg.layers[i]``), not at the module argument."""
+        while isinstance(node, (ast.Attribute, ast.Subscript)):
+            node = node.value
+        return isinstance(node, ast.Name) and node.id != self.hidden and self.captured(node.id)
 
     def captured_value(self, value, node) -> str:
         """An attribute or item of a captured object, read by value (``self.c``, ``cfg["scale"]``);

@@ -143,7 +143,8 @@ def _arguments(sig, args: tuple, kwargs: dict) -> list[tuple]:
     or by keyword: a keyword the call gives (``self.blk(x, act=False)``; a key of ``**kwargs``,
     ``self.fn(h, mask=mask)``) is an input of the written forward, so that the parent's call of
     it is the call the user's code makes. A default is the signature's, when the format can write
-    it (a number, a bool, None); ``*args`` is ``*NAME`` (refused by the program writer)."""
+    it (a number, a bool, None, a string: ``act: str = "relu"``); ``*args`` is ``*NAME`` (refused by
+    the program writer)."""
     try:
         bound = sig.bind(*args, **kwargs).arguments
     except TypeError:       # the call ran, so the signature takes it; a forward whose signature lies
@@ -156,7 +157,7 @@ def _arguments(sig, args: tuple, kwargs: dict) -> list[tuple]:
         elif p.kind == p.VAR_POSITIONAL:
             out.append((f"*{name}", inspect.Parameter.empty, None))
         else:
-            plain = p.default is None or type(p.default) in (bool, int, float)
+            plain = p.default is None or type(p.default) in (bool, int, float, str)
             out.append((name, p.default if plain else inspect.Parameter.empty, value))
     return out
 
