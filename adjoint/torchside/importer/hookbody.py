@@ -689,7 +689,8 @@ class _Translator:
 
     def truth(self, node):
         """The truth value Python gives a test made of captured values alone (a flag, ``CFG["clip"]``,
-        ``not ENABLED``, ``SCALE > 0``, the module argument's ``module.training``), as the call would
+        ``not ENABLED``, ``SCALE > 0``, the module argument's ``module.training``, ``isinstance(module,
+        nn.Linear)`` of the module a hook is on), as the call would
         take it; ``_MISSING`` when the test reads anything the hook is handed or computes."""
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             value = self.truth(node.operand)
@@ -709,8 +710,32 @@ class _Translator:
                 return bool(_DECIDED_CMP[type(node.ops[0])](a, b))
             except TypeError:
                 return _MISSING
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and self.captured(node.func.id) \
+                and self.value_of(node.func.id) is builtins.isinstance and len(node.args) == 2 and not node.keywords:
+            obj, cls = self.held(node.args[0]), self.python_object(node.args[1])
+            if obj is _MISSING or cls is _MISSING:
+                return _MISSING
+            try:        # isinstance(module, nn.Linear): the module a hook is on is known at import
+                return isinstance(obj, cls)
+            except TypeError:
+                return _MISSING
         value = self.plain(node)
         return value if value is _MISSING else bool(value)
+
+    def python_object(self, node):
+        """What a name or a dotted name the body reads from outside it is (``nn.Linear``,
+        ``torch.nn.Conv2d``, a tuple of them), as Python looks it up; ``_MISSING`` for anything else."""
+        if isinstance(node, ast.Tuple):
+            items = [self.python_object(e) for e in node.elts]
+            return _MISSING if any(i is _MISSING for i in items) else tuple(items)
+        if isinstance(node, ast.Name):
+            if node.id in self.mapping or node.id in self.local or node.id == self.hidden:
+                return _MISSING
+            return self.value_of(node.id)
+        if isinstance(node, ast.Attribute):
+            base = self.python_object(node.value)
+            return _MISSING if base is _MISSING else getattr(base, node.attr, _MISSING)
+        return _MISSING
 
     def plain(self, node):
         """A Python number, bool, string or None made of captured values alone, or ``_MISSING``."""
