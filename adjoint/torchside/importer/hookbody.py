@@ -981,7 +981,8 @@ _MISSING = object()
 
 #: the comparisons a test of captured values is decided with at import
 _DECIDED_CMP = {ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Lt: operator.lt, ast.LtE: operator.le,
-                ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Is: operator.is_, ast.IsNot: operator.is_not}
+                ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Is: operator.is_, ast.IsNot: operator.is_not,
+                ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}   # "bias" in name
 
 
 class _Decided(ast.NodeTransformer):

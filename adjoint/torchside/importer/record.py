@@ -44,9 +44,14 @@ class Recorder(TorchFunctionMode):
         self.nodes = nodes      # id(tensor) -> the node that made it
         self.keep = keep        # the tensors, kept alive so that ids stay unique
         self.depth = 0          # > 0 inside a child's call: nothing recorded
+        #: id(float) -> the placeholder of the forward's float argument that is this very object: an op
+        #: handed the argument (``h * gain``) reads the input, so a pre-hook's change of it counts
+        self.numbers: dict[int, fx.Node] = {}
         self._stack = ""
 
     def map(self, value):
+        if type(value) is float and id(value) in self.numbers:
+            return self.numbers[id(value)]
         if isinstance(value, torch.Tensor):
             node = self.nodes.get(id(value))
             if node is None:
@@ -118,6 +123,9 @@ def record(module: nn.Module, args: tuple, kwargs: dict) -> fx.Graph:
         node = graph.placeholder(name, default_value=default)
         if isinstance(value, torch.Tensor):
             nodes[id(value)] = node
+        elif type(value) is float:    # h * gain: the argument itself, not the number it held in this call
+            rec.numbers[id(value)] = node
+            keep.append(value)
     for name, t in list(module.named_parameters(recurse=False)) + list(module.named_buffers(recurse=False)):
         nodes[id(t)] = graph.get_attr(name)
     handles = []
