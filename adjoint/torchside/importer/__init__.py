@@ -298,8 +298,9 @@ def _input_entry(t: torch.Tensor, name: str, side=None, grad: bool = True):
 
 
 def _example_calls(model: nn.Module, args: list[torch.Tensor]) -> tuple[dict, dict]:
-    """The input shapes of every call of every module, and the arguments of its first call (for
-    the fallback when fx cannot trace), from one run on the example inputs (which
+    """The input shapes of every call of every module, and the arguments its forward is handed
+    on its first call, after the user's forward pre-hooks (for the fallback when fx cannot trace:
+    the path the forward takes is the one those arguments decide), from one run on the example inputs (which
     also tells, before anything is written, that the inputs fit the model). The run leaves the
     model as it was: buffers (BatchNorm's running statistics) and the random generator are
     restored."""
@@ -311,10 +312,13 @@ def _example_calls(model: nn.Module, args: list[torch.Tensor]) -> tuple[dict, di
         def pre(module, a, kw, path=path):
             if a and isinstance(a[0], torch.Tensor):
                 shapes.setdefault(path, []).append(tuple(a[0].shape))
+            forms.setdefault(path, set()).add(_none_pattern(module, a, kw))
+
+        def received(module, a, kw, path=path):   # after the user's pre-hooks: what forward is handed
             if path not in examples:
                 examples[path] = (_cloned(a), _cloned(kw))
-            forms.setdefault(path, set()).add(_none_pattern(module, a, kw))
         handles.append(m.register_forward_pre_hook(pre, prepend=True, with_kwargs=True))
+        handles.append(m.register_forward_pre_hook(received, with_kwargs=True))
     codes = forward_hook_codes(model)
     watch = ForwardWatch(source_files(model), codes)
     try:

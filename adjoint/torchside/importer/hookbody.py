@@ -562,6 +562,8 @@ class _Translator:
         held = self.held(node) if isinstance(node, (ast.Attribute, ast.Subscript)) else _MISSING
         if isinstance(held, torch.Tensor) and id(held) in self.tensors:   # m.fc.weight, module.mask: by its name
             return self.tensor_name(held, node), 100
+        if held is not _MISSING and not isinstance(held, torch.Tensor) and self.captured_root(node):
+            return self.captured_value(held, node), 100     # CFG["scales"][1], scales[i]: by value
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and self.captured(node.value.id):
             return self.captured_value(getattr(self.value_of(node.value.id), node.attr, _MISSING), node), 100
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and self.captured(node.value.id) \
@@ -689,7 +691,8 @@ class _Translator:
 
     def truth(self, node):
         """The truth value Python gives a test made of captured values alone (a flag, ``CFG["clip"]``,
-        ``not ENABLED``, ``SCALE > 0``, the module argument's ``module.training``), as the call would
+        ``not ENABLED``, ``SCALE > 0``, the module argument's ``module.training``, ``isinstance(module,
+        nn.Linear)`` of the module a hook is on), as the call would
         take it; ``_MISSING`` when the test reads anything the hook is handed or computes."""
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             value = self.truth(node.operand)
@@ -709,8 +712,32 @@ class _Translator:
                 return bool(_DECIDED_CMP[type(node.ops[0])](a, b))
             except TypeError:
                 return _MISSING
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and self.captured(node.func.id) \
+                and self.value_of(node.func.id) is builtins.isinstance and len(node.args) == 2 and not node.keywords:
+            obj, cls = self.held(node.args[0]), self.python_object(node.args[1])
+            if obj is _MISSING or cls is _MISSING:
+                return _MISSING
+            try:        # isinstance(module, nn.Linear): the module a hook is on is known at import
+                return isinstance(obj, cls)
+            except TypeError:
+                return _MISSING
         value = self.plain(node)
         return value if value is _MISSING else bool(value)
+
+    def python_object(self, node):
+        """What a name or a dotted name the body reads from outside it is (``nn.Linear``,
+        ``torch.nn.Conv2d``, a tuple of them), as Python looks it up; ``_MISSING`` for anything else."""
+        if isinstance(node, ast.Tuple):
+            items = [self.python_object(e) for e in node.elts]
+            return _MISSING if any(i is _MISSING for i in items) else tuple(items)
+        if isinstance(node, ast.Name):
+            if node.id in self.mapping or node.id in self.local or node.id == self.hidden:
+                return _MISSING
+            return self.value_of(node.id)
+        if isinstance(node, ast.Attribute):
+            base = self.python_object(node.value)
+            return _MISSING if base is _MISSING else getattr(base, node.attr, _MISSING)
+        return _MISSING
 
     def plain(self, node):
         """A Python number, bool, string or None made of captured values alone, or ``_MISSING``."""
@@ -745,15 +772,24 @@ class _Translator:
         if isinstance(node, ast.Attribute):
             base = self.held(node.value)
             return _MISSING if base is _MISSING else getattr(base, node.attr, _MISSING)
-        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
-                and isinstance(node.slice.value, (int, str)):
+        if isinstance(node, ast.Subscript):
+            key = self.plain(node.slice)     # a constant, or a captured number (``scales[i]``, ``i=i``)
+            if not isinstance(key, (int, str)) or isinstance(key, bool):
+                return _MISSING
             base = self.held(node.value)
             if isinstance(base, (nn.Module, dict, list, tuple)):
                 try:
-                    return base[node.slice.value]
+                    return base[key]
                 except (IndexError, KeyError, TypeError):
                     return _MISSING
         return _MISSING
+
+    def captured_root(self, node) -> bool:
+        """A chain of attributes and items that starts at a captured name (``CFG["scales"][1]``,
+        ``cfg.layers[i]``), not at the module argument."""
+        while isinstance(node, (ast.Attribute, ast.Subscript)):
+            node = node.value
+        return isinstance(node, ast.Name) and node.id != self.hidden and self.captured(node.id)
 
     def captured_value(self, value, node) -> str:
         """An attribute or item of a captured object, read by value (``self.c``, ``cfg["scale"]``);
@@ -947,7 +983,8 @@ _MISSING = object()
 
 #: the comparisons a test of captured values is decided with at import
 _DECIDED_CMP = {ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Lt: operator.lt, ast.LtE: operator.le,
-                ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Is: operator.is_, ast.IsNot: operator.is_not}
+                ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Is: operator.is_, ast.IsNot: operator.is_not,
+                ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}   # "bias" in name
 
 
 class _Decided(ast.NodeTransformer):

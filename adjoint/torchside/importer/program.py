@@ -143,9 +143,9 @@ class Writer:
         self.exprs[node] = Expr(text)
         if node.args:
             default = node.args[0]
-            if not (default is None or isinstance(default, (bool, int, float))):
+            if not (default is None or isinstance(default, (bool, int, float, str))):
                 raise self.fail(node, f"input '{text}' defaults to {type(default).__name__}",
-                                "give it a number, a bool or None as its default")
+                                "give it a number, a bool, a string or None as its default")
             self.inputs.append({text: default})
         else:
             self.inputs.append(text)

@@ -44,9 +44,14 @@ class Recorder(TorchFunctionMode):
         self.nodes = nodes      # id(tensor) -> the node that made it
         self.keep = keep        # the tensors, kept alive so that ids stay unique
         self.depth = 0          # > 0 inside a child's call: nothing recorded
+        #: id(float) -> the placeholder of the forward's float argument that is this very object: an op
+        #: handed the argument (``h * gain``) reads the input, so a pre-hook's change of it counts
+        self.numbers: dict[int, fx.Node] = {}
         self._stack = ""
 
     def map(self, value):
+        if type(value) is float and id(value) in self.numbers:
+            return self.numbers[id(value)]
         if isinstance(value, torch.Tensor):
             node = self.nodes.get(id(value))
             if node is None:
@@ -118,6 +123,9 @@ def record(module: nn.Module, args: tuple, kwargs: dict) -> fx.Graph:
         node = graph.placeholder(name, default_value=default)
         if isinstance(value, torch.Tensor):
             nodes[id(value)] = node
+        elif type(value) is float:    # h * gain: the argument itself, not the number it held in this call
+            rec.numbers[id(value)] = node
+            keep.append(value)
     for name, t in list(module.named_parameters(recurse=False)) + list(module.named_buffers(recurse=False)):
         nodes[id(t)] = graph.get_attr(name)
     handles = []
@@ -143,7 +151,8 @@ def _arguments(sig, args: tuple, kwargs: dict) -> list[tuple]:
     or by keyword: a keyword the call gives (``self.blk(x, act=False)``; a key of ``**kwargs``,
     ``self.fn(h, mask=mask)``) is an input of the written forward, so that the parent's call of
     it is the call the user's code makes. A default is the signature's, when the format can write
-    it (a number, a bool, None); ``*args`` is ``*NAME`` (refused by the program writer)."""
+    it (a number, a bool, None, a string: ``act: str = "relu"``); ``*args`` is ``*NAME`` (refused by
+    the program writer)."""
     try:
         bound = sig.bind(*args, **kwargs).arguments
     except TypeError:       # the call ran, so the signature takes it; a forward whose signature lies
@@ -156,7 +165,7 @@ def _arguments(sig, args: tuple, kwargs: dict) -> list[tuple]:
         elif p.kind == p.VAR_POSITIONAL:
             out.append((f"*{name}", inspect.Parameter.empty, None))
         else:
-            plain = p.default is None or type(p.default) in (bool, int, float)
+            plain = p.default is None or type(p.default) in (bool, int, float, str)
             out.append((name, p.default if plain else inspect.Parameter.empty, value))
     return out
 

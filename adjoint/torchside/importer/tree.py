@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 
 import torch
 from torch import nn
@@ -256,6 +257,7 @@ def _input(item) -> str:
     if isinstance(item, dict):
         (name, default), = item.items()
         text = "null" if default is None else ("true" if default is True else "false" if default is False
+                                               else json.dumps(default) if isinstance(default, str)
                                                else repr(default))
         return f"{{{name}: {text}}}"
     return item
