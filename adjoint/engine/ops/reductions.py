@@ -288,7 +288,8 @@ def norm_vjp(B, gs, ins, outs, p, need):
         # or infinite incoming gradient at the zero vector gives nan (nan * 0, inf * 0)
         return [B.mul(g, B.direction(x, out))]
     if order in ("inf", "-inf"):
-        mask = _ties(B, B.abs(x), out)
+        # mask = self.abs().eq(norm).logical_or(self.abs().isnan()): a nan element is an argmax too
+        mask = B.choose(_nan(B, x), "!=", B.broadcast_to(_q(B, 1), shape), _ties(B, B.abs(x), out))
         return [B.mul(B.sgn(x), B.mul(B.div(g, B.sum_dims(mask, dims, True)), mask))]
     if order < 1:
         scaled = B.choose(x, "==", zeros, B.mul(B.sgn(x), B.pow(B.abs(x), _q(B, order - 1))))
