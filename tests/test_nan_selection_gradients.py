@@ -93,26 +93,21 @@ name: nan_input_selections
 dtype: float64
 inputs:
   m: {value: [inf, 0, 0, 0]}
-  a: {value: [0, -1, 2, 1], requires_grad: true}
-  b: {value: [0, -1, 2, 1], requires_grad: true}
   c: {value: [0, -1, 2, 1], requires_grad: true}
   d: {value: [0, -1, 2, 1], requires_grad: true}
   e: {value: [0, -1, 2, 1], requires_grad: true}
 model:
-  inputs: [m, a, b, c, d, e]
+  inputs: [m, c, d, e]
   forward: |
     n = m - m
-    return (F.hardtanh(a + n).sum() + F.relu6(b + n).sum() + (c + n).norm(p=float("inf"))
-            + (d + n).norm(p=float("-inf")) + (e + n).view(2, 2).norm(p=float("inf"), dim=1).sum())
+    return ((c + n).norm(p=float("inf")) + (d + n).norm(p=float("-inf")) + (e + n).view(2, 2).norm(p=float("inf"), dim=1).sum())
 loss: "y"
 """
 
-# torch 2.13.0 CPU: hardtanh_backward's kernel is ``self <= min || self >= max ? 0 : grad`` (a
-# nan self passes the gradient); the inf-norm's mask is ``|x| == norm or isnan(|x|)``, times
-# ``sgn(x)`` (0 at nan): 0, and -0.0 at the negative element
+# torch 2.13.0 CPU: the inf-norm's mask is ``|x| == norm or isnan(|x|)`` (norm_backward), times
+# ``sgn(x)`` (0 at nan): 0, and -0.0 at the negative element. (hardtanh at a nan element is
+# docs/not-modelled.md's: its CPU kernel's scalar and vectorized paths disagree.)
 NAN_EXPECTED = {
-    "a": [1.0, 0.0, 0.0, 0.0],
-    "b": [1.0, 0.0, 1.0, 1.0],
     "c": [0.0, -0.0, 0.0, 0.0],
     "d": [0.0, -0.0, 0.0, 0.0],
     "e": [0.0, -0.0, 1.0, 0.0],
@@ -122,9 +117,8 @@ NAN_EXPECTED = {
 def test_nan_input_expected_numbers_are_torchs():
     m = torch.tensor([INF, 0, 0, 0], dtype=torch.float64)
     n = m - m
-    t = {k: torch.tensor([0, -1, 2, 1], dtype=torch.float64, requires_grad=True) for k in "abcde"}
-    F = torch.nn.functional
-    (F.hardtanh(t["a"] + n).sum() + F.relu6(t["b"] + n).sum() + (t["c"] + n).norm(p=INF)
+    t = {k: torch.tensor([0, -1, 2, 1], dtype=torch.float64, requires_grad=True) for k in "cde"}
+    ((t["c"] + n).norm(p=INF)
      + (t["d"] + n).norm(p=-INF) + (t["e"] + n).view(2, 2).norm(p=INF, dim=1).sum()).backward()
     for k, v in NAN_EXPECTED.items():
         got = t[k].grad.tolist()
@@ -132,7 +126,7 @@ def test_nan_input_expected_numbers_are_torchs():
 
 
 @pytest.mark.parametrize("mode", ["exact", "float64"])
-def test_hardtanh_and_inf_norm_at_a_nan_element(mode):
+def test_inf_norm_at_a_nan_element(mode):
     grads = adjoint.loads(NAN_INPUT).solve(mode=mode).variants[0].to_json()["grads"]
     for k, v in NAN_EXPECTED.items():
         got = [float(e) for e in grads[k]["value"]]

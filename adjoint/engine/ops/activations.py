@@ -203,12 +203,11 @@ def hardtanh_forward(B, ins, p):
 
 
 def hardtanh_vjp(B, gs, ins, outs, p, need):
-    # hardtanh_backward's kernel: ``self <= min || self >= max ? 0 : grad`` -- grad strictly
-    # inside, and at a nan self too (both comparisons false)
+    # hardtanh_backward: grad where min < self < max (strictly), else 0
     lo, hi = _bounds(B, p)
     x, g = ins[0], gs[0]
     zero = B.zeros(B.shape(x))
-    return [B.choose(B.sub(x, lo), "<=", zero, B.choose(B.sub(x, hi), ">=", zero, g))]
+    return [B.choose(B.sub(x, lo), ">", B.choose(B.sub(x, hi), "<", g, zero), zero)]
 
 
 def _at_bounds(B, x, p) -> bool:
