@@ -30,7 +30,7 @@ from adjoint.values.mathtree import (Fn, TBin, TConst, TFn, TOnes, applied, dims
                                    number_text, numel,
                                    shape_text)
 from adjoint.engine.ops.record import Check, Math, Op, Save
-from adjoint.engine.ops.activations import compare_forward, no_vjp
+from adjoint.engine.ops.activations import _nan, compare_forward, no_vjp
 from adjoint.engine.ops.views import EXPAND
 
 
@@ -152,11 +152,6 @@ def _prod_of(shape, dims) -> int:
 
 
 # ----------------------------------------------------------------------------- max, min, amax, amin
-
-def _nan(B, x):
-    """1 where x is nan, else 0."""
-    return B.mask(x, lambda s: s == "nan")
-
 
 def _ties(B, x, value):
     """1 where x equals the (broadcast) extreme value, else 0 -- as ``==`` decides it, so two equal
