@@ -258,10 +258,18 @@ def clamp_tensor_shape(shapes, p, loc):
 
 
 def clamp_tensor_forward(B, ins, p):
+    """ATen's clamp.Tensor: both bounds ``clamp_stub`` (``min != min || max != max ? nan :
+    min(max(a, min), max)``), one bound ``maximum_stub`` / ``minimum_stub``: a nan bound makes
+    the element nan, whichever bound it is (a number bound compares instead: nan never wins)."""
     x, lo, hi = ins
     has_lo, has_hi = p
     shape = clamp_tensor_shape([B.shape(v) for v in ins], p, None)
-    return B.broadcast_to(clamp_values(B, x, lo if has_lo else None, hi if has_hi else None), shape)
+    out = B.broadcast_to(clamp_values(B, x, lo if has_lo else None, hi if has_hi else None), shape)
+    for bound, given in ((lo, has_lo), (hi, has_hi)):
+        if given:   # the bound's own nan where it is nan
+            bound = B.broadcast_to(bound, shape)
+            out = B.choose(_nan(B, bound), "!=", bound, out)
+    return out
 
 
 def clamp_tensor_vjp(B, gs, ins, outs, p, need):

@@ -5,6 +5,9 @@ Conventions between equal elements, as PyTorch 2.13 CPU computes them (probed):
 
 * ``max(x)`` / ``min(x)`` (MaxBackward1, evenly_distribute_backward) and ``amax`` / ``amin``
   (scale_grad_by_count) split the gradient evenly among the elements equal to the result;
+  ``max(x)`` among the nan elements when the result is nan, and as a select (masked_fill_), so
+  the other elements get 0 whatever the gradient, where amax's product gives nan for an
+  infinite one;
 * ``max(x, dim)`` / ``min(x, dim)`` (MaxBackward0) send it all to the saved index, the first
   one among ties (value_selecting_reduction_backward);
 * the norm's gradient is 0 at the zero vector for every order (masked_fill where norm == 0;
@@ -27,7 +30,7 @@ from adjoint.values.mathtree import (Fn, TBin, TConst, TFn, TOnes, applied, dims
                                    number_text, numel,
                                    shape_text)
 from adjoint.engine.ops.record import Check, Math, Op, Save
-from adjoint.engine.ops.activations import compare_forward, no_vjp
+from adjoint.engine.ops.activations import _nan, compare_forward, no_vjp
 from adjoint.engine.ops.views import EXPAND
 
 
@@ -162,10 +165,15 @@ def _extreme_all(largest: bool):
         return B.amax(ins[0], (), False, largest)
 
     def vjp(B, gs, ins, outs, p, need):
-        # evenly_distribute_backward: grad / count at every element equal to the result
+        # evenly_distribute_backward (CPU): the mask is ``input.isnan()`` when the result is nan,
+        # else ``input == result``; ``new_zeros(input).masked_fill_(mask, grad / mask.sum())``: a
+        # select, not a product, so the other elements stay 0 whatever the gradient (inf, nan)
         x = ins[0]
-        mask = _ties(B, x, outs[0])
-        return [B.mul(mask, B.div(gs[0], B.total(mask)))]
+        shape = B.shape(x)
+        value_nan = B.broadcast_to(_nan(B, outs[0]), shape)
+        mask = B.choose(value_nan, "!=", _nan(B, x), _ties(B, x, outs[0]))
+        share = B.broadcast_to(B.div(gs[0], B.total(mask)), shape)
+        return [B.choose(mask, "!=", share, B.zeros(shape))]
     return forward, vjp
 
 
@@ -275,7 +283,8 @@ def norm_vjp(B, gs, ins, outs, p, need):
         # or infinite incoming gradient at the zero vector gives nan (nan * 0, inf * 0)
         return [B.mul(g, B.direction(x, out))]
     if order in ("inf", "-inf"):
-        mask = _ties(B, B.abs(x), out)
+        # mask = self.abs().eq(norm).logical_or(self.abs().isnan()): a nan element is an argmax too
+        mask = B.choose(_nan(B, x), "!=", B.broadcast_to(_q(B, 1), shape), _ties(B, B.abs(x), out))
         return [B.mul(B.sgn(x), B.mul(B.div(g, B.sum_dims(mask, dims, True)), mask))]
     if order < 1:
         scaled = B.choose(x, "==", zeros, B.mul(B.sgn(x), B.pow(B.abs(x), _q(B, order - 1))))

@@ -271,7 +271,10 @@ class Float64Backend(NoExactChecks, Composed):
         return _v(np.abs(x.a))
 
     def sgn(self, x):
-        return _v(np.sign(x.a))
+        """at::sgn of a real tensor is at::sign, ``(0 < a) - (a < 0)``: 0 at nan (numpy's sign is
+        nan there), so ``abs'(nan) = 0`` and a nan element takes no gradient through sgn."""
+        a = x.a
+        return _v(np.where(np.isnan(a), 0.0, np.sign(a)))
 
     # ------------------------------------------------------------------ selections
     def mask(self, x, predicate):
