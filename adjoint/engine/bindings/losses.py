@@ -31,7 +31,7 @@ from fractions import Fraction
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.ops.arith import broadcast_shapes
-from adjoint.engine.ops.losses import BCE, BCE_EPSILON, BCELogits, Nll, Pointwise
+from adjoint.engine.ops.losses import BCE, BCE_EPSILON, BCELogits, Nll, Pointwise, bcel_target_error
 from adjoint.engine.bindings.signature import Function, Param, dim_index
 from adjoint.engine.bindings.core import binary
 from adjoint.engine.bindings.views import lower_contiguous, view
@@ -133,7 +133,7 @@ def _check_weight_size(weight: Tensor | None, x: Tensor, loc: Loc) -> None:
 def lower_mse_loss(rt, a: dict, loc: Loc):
     x, y, weight = a["input"], a["target"], a["weight"]
     reduction = reduction_of(a, loc, "mse_loss")
-    _pointwise_dtypes(x, y, "mse_loss", loc, int_target=True)
+    _pointwise_dtypes(x, y, "mse_loss", loc)
     xs, ys = broadcast_pair(rt, x, y, loc)
     if weight is None:
         return rt.apply("mse_loss", [xs, ys], Pointwise(reduction_enum(rt, reduction)), loc)
@@ -150,7 +150,7 @@ def l1(rt, x: Tensor, y: Tensor, reduction: str, loc: Loc):
 def lower_l1_loss(rt, a: dict, loc: Loc):
     x, y, weight = a["input"], a["target"], a["weight"]
     reduction = reduction_of(a, loc, "l1_loss")
-    _pointwise_dtypes(x, y, "l1_loss", loc, int_target=True)
+    _pointwise_dtypes(x, y, "l1_loss", loc)
     xs, ys = broadcast_pair(rt, x, y, loc)
     if weight is None:
         return l1(rt, xs, ys, reduction_enum(rt, reduction), loc)
@@ -162,7 +162,7 @@ def lower_l1_loss(rt, a: dict, loc: Loc):
 def lower_smooth_l1_loss(rt, a: dict, loc: Loc):
     x, y, beta = a["input"], a["target"], a["beta"]
     reduction = reduction_of(a, loc, "smooth_l1_loss")
-    _pointwise_dtypes(x, y, "smooth_l1_loss", loc, int_target=True)
+    _pointwise_dtypes(x, y, "smooth_l1_loss", loc)
     xs, ys = broadcast_pair(rt, x, y, loc)
     reduction = reduction_enum(rt, reduction)
     if beta == 0:
@@ -191,11 +191,15 @@ def lower_huber_loss(rt, a: dict, loc: Loc):
     return _weighted(rt, loss, weight, reduction, loc, False)
 
 
-def _pointwise_dtypes(x: Tensor, y: Tensor, fn: str, loc: Loc, int_target: bool = False) -> None:
-    """Float operands (``int_target``: an int64 target too, which the kernel promotes: mse_loss,
-    l1_loss and smooth_l1_loss run with a class-label target left int64)."""
+def _pointwise_dtypes(x: Tensor, y: Tensor, fn: str, loc: Loc) -> None:
+    """A float input; the target may be int64 or bool too, each kernel then doing what PyTorch's
+    does with it: mse_loss and smooth_l1_loss promote it (their TensorIterator computes in the
+    input's dtype), l1_loss's ``input - target`` and a weighted loss's ``input - target`` refuse a
+    bool target (sub's error), binary_cross_entropy refuses it in its kernel ("Found dtype Long but
+    expected Float", after the packs), binary_cross_entropy_with_logits in its ``(1 - target)
+    .mul_(input)``, huber_loss computes the forward and refuses it in HuberLossBackward0."""
     _float_tensor(x, "the input", fn, loc)
-    if not (int_target and y.dtype == "int64"):
+    if y.dtype not in ("int64", "bool"):
         _float_tensor(y, "the target", fn, loc)
 
 
@@ -484,7 +488,7 @@ def lower_binary_cross_entropy_with_logits(rt, a: dict, loc: Loc):
     _no_grad_arg(pos_weight, "pos_weight", "binary_cross_entropy_with_logits", loc)
     prim = "bce_with_logits" + ("_w" if weight is not None else "") + ("_pw" if pos_weight is not None else "")
     ins = [x, y] + [t for t in (weight, pos_weight) if t is not None]
-    refused = _bce_with_logits_shape_error(x.shape, weight, pos_weight)
+    refused = _bce_with_logits_shape_error(x, y.dtype, weight, pos_weight)
     if refused is not None:   # the kernel's, once the node packed what it saves
         rt.raise_after_packs(prim, ins, refused, loc)
     return rt.apply(prim, ins, BCELogits(reduction, weight is not None, pos_weight is not None), loc)
@@ -512,10 +516,16 @@ def _output_mismatch(out: tuple, shape: tuple) -> TorchError:
     return TorchError("RuntimeError", f"output with shape {list(out)} doesn't match the broadcast shape {list(shape)}")
 
 
-def _bce_with_logits_shape_error(shape: tuple, weight: Tensor | None, pos_weight: Tensor | None):
+def _bce_with_logits_shape_error(x: Tensor, target_dtype: str, weight: Tensor | None, pos_weight: Tensor | None):
     """The kernel's order: ``(pos_weight - 1).mul(target)`` (pos_weight is tensor a), written
-    into the input-shaped log_sigmoid by ``mul_``; then ``loss.mul_(weight)`` (the loss is a)."""
+    into the input-shaped log_sigmoid by ``mul_``; then ``(1 - target).mul_(input)``, which refuses
+    an int64 or bool target (ops.losses.bcel_target_error); then ``loss.mul_(weight)`` (the loss is a)."""
+    shape = x.shape
     for t, first in ((pos_weight, True), (weight, False)):
+        if not first:
+            message = bcel_target_error((x.dtype, target_dtype), None)
+            if message:
+                return TorchError("RuntimeError", message)
         if t is None:
             continue
         try:

@@ -35,7 +35,8 @@ import numpy as np
 
 from adjoint.values.mathtree import Fn, TBin, TConst, TFn, applied, generic_vjp, number, number_text
 from adjoint.engine.ops.record import Check, Math, Op, Save
-from adjoint.engine.ops.arith import binary_shape, same_shape
+from adjoint.engine.ops.arith import SUB_TWO_BOOL, binary_shape, same_shape
+from adjoint.engine.torch_errors import TYPE_NAMES
 from adjoint.engine.ops.masking import mask_error, masked_fill_forward, masked_fill_shape, masked_fill_vjp
 
 #: ``binary_cross_entropy_backward``'s EPSILON: 1e-12 as a float32 holds it, in float64 too
@@ -369,6 +370,28 @@ def xlogy_vjp(B, gs, ins, outs, p, need):
 # ----------------------------------------------------------------------------- the records
 
 _SELF_TARGET = (Save("self", "in", 0), Save("target", "in", 1))
+
+
+def _integral_target(dtypes) -> str | None:
+    """The target's dtype where it is int64 or bool (a class-label target handed to a pointwise loss)."""
+    return dtypes[1] if dtypes[1] in ("int64", "bool") else None
+
+
+def same_dtype_target_error(dtypes, p, need=None):
+    """TensorIterator's check_all_same_dtype in binary_cross_entropy's kernel (forward) and
+    huber_loss_backward's (the forward promotes): "Found dtype Long but expected Float"."""
+    t = _integral_target(dtypes)
+    return f"Found dtype {TYPE_NAMES[t]} but expected {TYPE_NAMES[dtypes[0]]}" if t else None
+
+
+def bcel_target_error(dtypes, p):
+    """binary_cross_entropy_with_logits's ``(1 - target).mul_(input)``: an int64 ``1 - target``
+    cannot hold the float product (the in-place result's cast check), a bool one is sub's error
+    (``1`` wrapped as a bool scalar: two bool operands)."""
+    t = _integral_target(dtypes)
+    if t == "int64":
+        return f"result type {TYPE_NAMES[dtypes[0]]} can't be cast to the desired output type Long"
+    return SUB_TWO_BOOL if t == "bool" else None
 _RED = ("mean", "sum", "none")
 
 
@@ -406,7 +429,7 @@ def _bcel(name: str, weighted: bool, pos: bool) -> Op:
               "g (sigmoid(x) - y) [pos_weight: g ((pw y + 1 - y) sigmoid(x) - pw y)]; target: -g x "
               "[pos_weight: g (log_sigmoid(-x) - pw log_sigmoid(x))]",
               differentiable=(True, True) + (False,) * (int(weighted) + int(pos)), math=Math(_bcel_formula),
-              checks=checks)
+              checks=checks, forward_error=bcel_target_error)
 
 
 def bce_value_error(B, values, p):
@@ -431,7 +454,7 @@ def _bce(name: str, weighted: bool) -> Op:
               "g w (x - y) / max(x (1 - x), 1e-12); target: -g w logit(x)", kink=bce_kink,
               kink_doc="log clamped at -100; gradient denominator at least float32(1e-12); d/dy at x = 0, 1 is +-inf",
               differentiable=(True, True) + ((False,) if weighted else ()), math=Math(_bce_formula), checks=checks,
-              value_error=bce_value_error)
+              value_error=bce_value_error, forward_error=same_dtype_target_error)
 
 
 
@@ -488,7 +511,7 @@ OPS = (
        math=_pointwise(SMOOTH_L1), checks=tuple(Check(((3,), (3,)), Pointwise(r, Fraction(1, 2))) for r in _RED)),
     Op("huber_loss", "HuberLossBackward0", huber_forward, huber_vjp, reduced_shape, _SELF_TARGET,
        "clamp(x - y, -delta, delta) g; target: the negative", kink=beta_kink,
-       kink_doc="|x - y| = delta: +-delta from both sides; x = y: 0",
+       kink_doc="|x - y| = delta: +-delta from both sides; x = y: 0", backward_error=same_dtype_target_error,
        math=_pointwise(HUBER), checks=tuple(Check(((3,), (3,)), Pointwise(r, Fraction(3, 4))) for r in _RED)),
     _bce("binary_cross_entropy", False),
     _bce("binary_cross_entropy_w", True),
