@@ -142,6 +142,9 @@ class Runtime:
         self.saved_hooks: list = []           # stack of active saved_tensors hooks (problem.Hook)
         self.call_stack: list = []            # module calls being run (innermost last)
         self.phase = "forward"
+        # the phase of the step a backward run by a forward-time hook body belongs to: what that
+        # backward warns is during the step (forward), as Python's warnings are issued in it
+        self.warn_phase: str | None = None
         self.log: list[CallRecord] = []
         self.nodes: list[Node] = []           # every node made, in creation order
         self.leaves: list[Tensor] = []        # leaves that require grad (their AccumulateGrad is made on demand)
@@ -370,6 +373,8 @@ class Runtime:
                 # input gives a permuted result); where's operands are (condition, self, other)
                 operands = [ts[2], ts[0], ts[1]] if opname == "where" else ts
                 t.strides = iterator_strides([(x.shape, x.strides) for x in operands if x is not None], t.shape)
+            elif op.result_strides is not None and ts and ts[0] is not None and ts[0].strides:
+                t.strides = op.result_strides(ts[0].shape, ts[0].strides)
             outs.append(t)
         if node is not None:
             # the node's outputs are the differentiable ones (what its hooks see as grad_outputs);
