@@ -373,8 +373,6 @@ class Runtime:
                 # input gives a permuted result); where's operands are (condition, self, other)
                 operands = [ts[2], ts[0], ts[1]] if opname == "where" else ts
                 t.strides = iterator_strides([(x.shape, x.strides) for x in operands if x is not None], t.shape)
-            elif op.result_strides is not None and ts and ts[0] is not None and ts[0].strides:
-                t.strides = op.result_strides(ts[0].shape, ts[0].strides)
             outs.append(t)
         if node is not None:
             # the node's outputs are the differentiable ones (what its hooks see as grad_outputs);

@@ -91,9 +91,6 @@ class Op:
     contiguous_result: bool = False  # elementwise, but the kernel allocates its result contiguous whatever
                                      # the operands' layout (pow(Scalar, Tensor): its meta function passes no
                                      # strides to set_output_raw_strided)
-    result_strides: Callable | None = None  # not a view, not elementwise: (input shape, input strides) -> the
-                                     # result's strides where the kernel keeps the input's layout (clone:
-                                     # preserve_format); None: row-major
     layout: Callable | None = None   # views: (shape, strides, offset, p) -> (strides | None, offset)
     reads_grad: Callable | None = None   # (B, g, g strides | None, input shape, input strides) -> the incoming
                                      # gradient as the backward kernel reads it, where its memory order matters

@@ -14,7 +14,7 @@ from fractions import Fraction
 
 from adjoint.engine.torch_errors import TorchError
 from adjoint.format.errors import ProblemError
-from adjoint.values.strides import expanded, permuted, preserve_format_strides, unsqueezed
+from adjoint.values.strides import expanded, permuted, unsqueezed
 from adjoint.values.mathtree import (TT, Fn, TConst, TFn, TSub, no_gradient, number, number_text, reshaped, shape_text,
                                      sum_to)
 from adjoint.engine.ops.record import Check, Math, Op
@@ -667,8 +667,7 @@ OPS = (
           math=_AS_STRIDED, checks=(Check(((4, 2),), AsStrided((2,), (2,), 1, (("slice", (0, 1, 3, 1), 0, (4, 2)),
                                                                ("select", (1, 0), 0, (2, 2))))),)),
     Op("clone", "CloneBackward0", clone_forward, clone_vjp, lambda shapes, p, loc: tuple(shapes[0]), (), "g",
-       negzero="keep", grows=False, math=_IDENTITY, checks=(Check(((2, 2),)),), copies_values=True,
-       result_strides=preserve_format_strides),
+       negzero="keep", grows=False, math=_IDENTITY, checks=(Check(((2, 2),)),), copies_values=True),
     Op("cat", "CatBackward0", cat_forward, cat_vjp, cat_shape, (), "g sliced back to each input",
        negzero="structural", grows=False, math=_CAT, list_argument=True, checks=(Check(((2, 2), (1, 2)), 0),)),
     Op("stack", "StackBackward0", stack_forward, stack_vjp, stack_shape, (), "g selected back for each input",
