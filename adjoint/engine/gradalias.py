@@ -645,6 +645,14 @@ def _mm_grad(node, i: int) -> GradObj:
     return obj
 
 
+def _same_layout(old: GradObj) -> GradObj:
+    """The buffer after ``old.add_(new)``: a tensor of its own (no holder but the engine's), laid
+    out as ``old`` is."""
+    obj = GradObj(None, old.strides)
+    obj.contiguous, obj.layout = old.contiguous, old.layout
+    return obj
+
+
 def _sum_obj(old: GradObj | None, new: GradObj | None, value, B) -> GradObj:
     """The buffer after a second gradient arrived: ``old + new`` (or ``old.add_(new)``), a new tensor
     laid out as TensorIterator lays out the sum of the two (``old``'s strides first)."""
@@ -996,16 +1004,37 @@ class Aliases:
         if first:
             self.pending[(node, slot)] = obj
             return
-        # InputBuffer::accumulate adds into the buffer in place when it can: a heads-last
-        # gradient (HEADS_LAST) keeps its layout through the sum
+        # InputBuffer::accumulate adds into the buffer in place when it can (old.add_(new)): the
+        # buffer keeps its layout through the sum -- a heads-last gradient (HEADS_LAST)'s, or the
+        # layout of a new tensor a hook returned (probed on 2.13)
         prev = self.pending.get((node, slot))
-        keep = prev is not None and prev.strides is not None and 0 not in prev.strides and not prev.unknown_layout
-        # a sum laid out after operands that are not row-major (old + new, or old.add_(new)): strides not known
-        if keep:
-            self.pending[(node, slot)] = GradObj(None, prev.strides)
-        else:
+        if prev is not None and self._adds_in_place(prev, node, slot):
+            self.pending[(node, slot)] = _same_layout(prev)
+        else:   # old + new: a new tensor, laid out as TensorIterator lays out the two
             self.pending[(node, slot)] = _sum_obj(prev, obj, values[slot] if slot < len(values) else None,
                                                   self.engine.B)
+
+    def _adds_in_place(self, prev: GradObj, node, slot: int) -> bool:
+        """InputBuffer::accumulate's choice: ``old_var.add_(var)`` when grad mode is off (not a
+        create_graph backward) and ``can_accumulate_inplace(old_var)``: the buffer is
+        non-overlapping and dense and the engine holds its only reference (``use_count() == 1``)
+        and its storage's (not a view, nothing views it); else ``old_var + var``. In place the
+        buffer keeps its own strides: a hook's ``g * 2`` of a heads-last gradient stays laid out
+        (4, 1, 2, 1), so a batch norm behind it reads it as the flash attention left it; a sum
+        out of place is laid out anew, channels-last (4, 1, 2, 2) there (probed on 2.13; a hook
+        that keeps the tensor it returns, or create_graph, gives the latter)."""
+        if getattr(self.engine, "create_graph", False):
+            return False
+        if prev.unknown_layout or prev.overlaps or prev.unknown_strides or prev.held or prev.tensor is not None \
+                or prev.base is not None:
+            return False
+        if prev.strides is None and not prev.contiguous and prev.layout is None:
+            return False
+        del self.pending[(node, slot)]
+        try:
+            return not self.held_elsewhere(prev)
+        finally:
+            self.pending[(node, slot)] = prev
 
     def take(self, node, n: int) -> list:
         self.lists.pop(node, None)

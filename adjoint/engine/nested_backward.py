@@ -54,12 +54,16 @@ def nested_backward(rt, root, args: list, kwargs: dict, loc):
                                 "or from a root whose backward does not reach the hook")
     if inside:
         rt.reentrant += 1
+    outer_warn = rt.warn_phase
+    if not inside and outer_warn is None:   # a forward-time hook body's backward: it warns during the forward
+        rt.warn_phase = phase
     try:
         rt.backward_runner(root, gradient, bool(retain))
     finally:
         if inside:
             rt.reentrant -= 1
         rt.phase, rt.grad_enabled = phase, grad_mode
+        rt.warn_phase = outer_warn
     return None
 
 

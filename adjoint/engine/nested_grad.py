@@ -88,6 +88,9 @@ def nested_grad(rt, e, args: list, kwargs: dict, in_hook: bool):
                                 "hook, or from a root whose backward does not reach the hook")
     if inside:
         rt.reentrant += 1
+    outer_warn = rt.warn_phase
+    if not inside and outer_warn is None:   # a forward-time hook body's backward: it warns during the forward
+        rt.warn_phase = phase
     try:
         captured = rt.grad_runner(root, gradient, named, bool(retain),
                                   bool(allow_unused))
@@ -95,6 +98,7 @@ def nested_grad(rt, e, args: list, kwargs: dict, in_hook: bool):
         if inside:
             rt.reentrant -= 1
         rt.phase, rt.grad_enabled = phase, grad_mode
+        rt.warn_phase = outer_warn
     out = []
     for t, value in zip(inputs, captured):
         if value is None:   # allow_unused (without it the engine raised PyTorch's error)

@@ -142,6 +142,9 @@ class Runtime:
         self.saved_hooks: list = []           # stack of active saved_tensors hooks (problem.Hook)
         self.call_stack: list = []            # module calls being run (innermost last)
         self.phase = "forward"
+        # the phase of the step a backward run by a forward-time hook body belongs to: what that
+        # backward warns is during the step (forward), as Python's warnings are issued in it
+        self.warn_phase: str | None = None
         self.log: list[CallRecord] = []
         self.nodes: list[Node] = []           # every node made, in creation order
         self.leaves: list[Tensor] = []        # leaves that require grad (their AccumulateGrad is made on demand)

@@ -146,7 +146,8 @@ ONCE = (CREATE_GRAPH_CYCLE, T_NOT_2D, T_0D, MT_0D, SAME_EVEN_KERNEL, LAYOUT_CONT
 
 
 def warn(rt, category: str, message: str, during: str | None = None) -> None:
-    rt.warnings.append(Warned(category, message, during or rt.phase, len(getattr(rt, "log", ()))))
+    during = during or getattr(rt, "warn_phase", None) or rt.phase
+    rt.warnings.append(Warned(category, message, during, len(getattr(rt, "log", ()))))
 
 
 def always_call_silenced(rt, is_global: bool, message: str) -> None:

@@ -150,6 +150,18 @@ def suggest_memory_format(shape, strides) -> str:
     return "channels_last" if strides_like_channels_last(shape, strides) else "contiguous"
 
 
+def preserve_format_strides(shape, strides) -> tuple[int, ...]:
+    """The strides of ``at::clone(src)`` (``memory_format=torch.preserve_format``): ``src``'s own
+    when it is non-overlapping and dense (``empty_strided`` with them), else ``empty_like``'s --
+    channels-last when ``src`` suggests it, else row-major."""
+    shape, strides = tuple(shape), tuple(strides)
+    if is_non_overlapping_and_dense(shape, strides):
+        return strides
+    if suggest_memory_format(shape, strides) == "channels_last":
+        return _ordered_strides(shape, _CHANNELS_LAST_ANY[len(shape)])
+    return contiguous_strides(shape)
+
+
 def _ordered_strides(shape, order) -> tuple[int, ...]:
     strides = [0] * len(shape)
     acc = 1

@@ -24,7 +24,7 @@ from adjoint.engine.return_types import TorchSize
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.torch_errors import TorchError
-from adjoint.values.strides import is_contiguous, view_strides
+from adjoint.values.strides import is_contiguous, preserve_format_strides, view_strides
 from adjoint.engine.ops.views import cat_skipped
 from adjoint.engine.bindings.signature import dim_index  # noqa: F401 (the families read it here too)
 from adjoint.engine.bindings.signature import Function, Param, REQUIRED
@@ -218,7 +218,14 @@ def lower_contiguous(rt, a, loc):
 
 
 def lower_clone(rt, a, loc):
-    return rt.apply("clone", [a["input"]], None, loc)
+    """``x.clone()`` (``memory_format=torch.preserve_format``): at::clone keeps a non-overlapping,
+    dense tensor's strides (``empty_strided``), else ``empty_like``'s suggested layout -- unlike
+    ``contiguous()``, whose copy is row-major."""
+    x = a["input"]
+    out = rt.apply("clone", [x], None, loc)
+    if x.strides and len(x.strides) == len(x.shape):
+        out.strides = preserve_format_strides(x.shape, x.strides)
+    return out
 
 
 def lower_detach(rt, a, loc):
