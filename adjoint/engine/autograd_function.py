@@ -230,6 +230,9 @@ def declared_vjp(rt, mod, values: list, grad_output, saved: list | None = None, 
     if node is not None and mod.function.does:   # the backward's statements (adjoint.engine.function_does)
         from adjoint.engine.function_does import run_does
         run_does(rt, mod, node, env)
+    elif mod.function.does:   # J^T outside a backward (the adjoint recursion): the names they bind, on copies
+        from adjoint.engine.function_does import replay_does
+        replay_does(rt, mod, env)
     out = []
     for slot, formula in mod.function.grads:
         if formula is None:
