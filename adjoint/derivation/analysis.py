@@ -19,7 +19,7 @@ from fractions import Fraction
 from adjoint.values import arith as A
 from adjoint.format import syntax as S
 from adjoint.values.exact import Exact
-from adjoint.engine.autograd_function import declared_vjp, slots_of
+from adjoint.engine.autograd_function import declared_vjp, input_dtypes, slots_of
 from adjoint.engine.inplace import copy_slices_backward
 from adjoint.values.numbers.sizes import expandable
 from adjoint.values.mathtree import (TT, TAtom, TBin, TCall, TConst, TLam, TMatMul, TNode, TPut, TTuple, numel, simplify,
@@ -342,16 +342,19 @@ class Analysis:
                 tensors, grads = iter(ins), iter(filled)
                 args = [next(tensors) if B.is_value(v) else v for v in node.input_values]
                 full = [next(grads) if o is not None else None for o in node.outputs]
-                out = declared_vjp(self.run.rt, eqn.params, args, full if len(full) > 1 else full[0])
+                out = declared_vjp(self.run.rt, eqn.params, args, full if len(full) > 1 else full[0],
+                                  dtypes=input_dtypes(node, B))
                 return [x for v, x in zip(node.input_values, out) if B.is_value(v)]
-            return declared_vjp(self.run.rt, eqn.params, ins, filled if len(filled) > 1 else filled[0])
+            return declared_vjp(self.run.rt, eqn.params, ins, filled if len(filled) > 1 else filled[0],
+                                dtypes=input_dtypes(node, B))
         if eqn.prim == "copy_slices":
             need = [e is not None for e in eqn.edges]
             return copy_slices_backward(self.run.rt, eqn.node, gs[0], need,
                                         lambda fn, grads, need: fn.op.vjp(B, grads, list(fn.input_values),
                                                                           list(fn.output_values), fn.params, need)
                                         if fn.kind != "function" else   # a Function that marked a view dirty
-                                        declared_vjp(self.run.rt, fn.params, list(fn.input_values), grads[0]))
+                                        declared_vjp(self.run.rt, fn.params, list(fn.input_values), grads[0],
+                                                     dtypes=input_dtypes(fn, B)))
         need = [e is not None for e in eqn.edges]
         op = REGISTRY[eqn.prim]
         if complex_node(eqn.node):   # PyTorch's convention for complex values (adjoint.engine.complex_grad)

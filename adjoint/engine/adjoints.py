@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from adjoint.engine.autograd_function import declared_vjp
+from adjoint.engine.autograd_function import declared_vjp, input_dtypes
 from adjoint.engine.graph import Node, Tensor
 from adjoint.engine.nn_module import LegacyHook
 from adjoint.engine.inplace import copy_slices_backward
@@ -345,7 +345,8 @@ def pure_vjp(rt, nodes: list[Node], seeds: list, wrt, known: dict | None = None,
         elif node.kind == "function":
             filled = [g if g is not None or node.outputs[i] is None else zeros_of(B, *node.outputs[i])
                       for i, g in enumerate(gs)]
-            outs = declared_vjp(rt, node.params, list(node.input_values), filled if len(filled) > 1 else filled[0])
+            outs = declared_vjp(rt, node.params, list(node.input_values), filled if len(filled) > 1 else filled[0],
+                                dtypes=input_dtypes(node, B))
             outs = [g for v, g in zip(node.input_values, outs) if B.is_value(v)]   # the tensor inputs: the edges
         elif node.kind == "checkpoint":   # CheckpointFunctionBackward: J^T of the recomputed region
             outs = node.params.pure_vjp(rt, [g if g is not None or node.outputs[i] is None else
@@ -357,7 +358,8 @@ def pure_vjp(rt, nodes: list[Node], seeds: list, wrt, known: dict | None = None,
                                         lambda fn, grads, need: fn.op.vjp(B, grads, list(fn.input_values),
                                                                           list(fn.output_values), fn.params, need)
                                         if fn.kind != "function" else   # a Function that marked a view dirty
-                                        declared_vjp(rt, fn.params, list(fn.input_values), grads[0]))
+                                        declared_vjp(rt, fn.params, list(fn.input_values), grads[0],
+                                                     dtypes=input_dtypes(fn, B)))
         else:
             need = [e is not None for e in node.edges]
             outs = _known_vjp(B, known, node, gs, need)

@@ -190,7 +190,7 @@ def function_backward(rt, node: Node, grads: list) -> list:
     else:   # every tensor input was saved; a Python argument is what the forward was given
         kept = iter(unpacked)
         values = [next(kept) if rt.B.is_value(v) else v for v in node.input_values]
-        out = declared_vjp(rt, mod, values, grads if len(grads) > 1 else grads[0])
+        out = declared_vjp(rt, mod, values, grads if len(grads) > 1 else grads[0], dtypes=input_dtypes(node, rt.B))
     return tensor_slots(rt, node, out)
 
 
@@ -212,16 +212,33 @@ def _plain(v) -> bool:
     return v is None or isinstance(v, (bool, int, float, Fraction))
 
 
-def declared_vjp(rt, mod, values: list, grad_output, saved: list | None = None, node: Node | None = None) -> list:
+def input_dtypes(node: Node | None, B) -> tuple | None:
+    """The dtype of each argument of a Function's node (None for a Python value): what its
+    forward and backward see (an int64 index stays int64)."""
+    if node is None or getattr(node, "inputs", None) is None:
+        return None
+    tensors = iter(node.inputs)
+    return tuple(next(tensors).dtype if B.is_value(v) else None for v in node.input_values)
+
+
+def declared_vjp(rt, mod, values: list, grad_output, saved: list | None = None, node: Node | None = None,
+                 dtypes: tuple | None = None) -> list:
     """``grad_output``: one value, or a list of them for a Function with several outputs (then
     ``grad_output`` and ``output`` are tuples in the formulas). With ``save:`` the formulas see
     ``saved`` (what the node unpacked, or else what the forward on ``values`` saves) and
-    ``grad_output`` only, as a Function's backward sees ``ctx.saved_tensors``."""
-    env = {n: (rt.tensor(v) if rt.B.is_value(v) else v) for n, v in zip(slots_of(mod), values)}
+    ``grad_output`` only, as a Function's backward sees ``ctx.saved_tensors``. ``dtypes``: each
+    argument's (:func:`input_dtypes`; default: ``node``'s), so an int64 argument stays int64."""
+    dtypes = dtypes if dtypes is not None else input_dtypes(node, rt.B)
+    dtypes = dtypes if dtypes is not None else (None,) * len(values)
+    env = {n: (rt.tensor(v, dtype=d) if rt.B.is_value(v) else v) for n, v, d in zip(slots_of(mod), values, dtypes)}
     output, local = evaluate_program(rt, mod, dict(env))
     if mod.function.save is not None:
-        kept = saved if saved is not None else [t.value for t in save_values(rt, mod, env, local, output)]
-        env = {"saved": tuple(rt.tensor(v) for v in kept)}
+        if saved is not None:
+            kinds = [sv.tensor.dtype for sv in node.saved] if node is not None else [None] * len(saved)
+            kept = list(zip(saved, kinds))
+        else:
+            kept = [(t.value, t.dtype) for t in save_values(rt, mod, env, local, output)]
+        env = {"saved": tuple(rt.tensor(v, dtype=d) for v, d in kept)}
     else:
         env.update(local)
         env["output"] = output
@@ -230,6 +247,9 @@ def declared_vjp(rt, mod, values: list, grad_output, saved: list | None = None, 
     if node is not None and mod.function.does:   # the backward's statements (adjoint.engine.function_does)
         from adjoint.engine.function_does import run_does
         run_does(rt, mod, node, env)
+    elif mod.function.does:   # J^T outside a backward (the adjoint recursion): the names they bind, on copies
+        from adjoint.engine.function_does import replay_does
+        replay_does(rt, mod, env)
     out = []
     for slot, formula in mod.function.grads:
         if formula is None:

@@ -5,7 +5,7 @@ argument whose edge existed when it was called."""
 
 from __future__ import annotations
 
-from adjoint.engine.autograd_function import declared_vjp
+from adjoint.engine.autograd_function import declared_vjp, input_dtypes
 from adjoint.engine.graph import Tensor
 
 
@@ -20,7 +20,8 @@ def dirty_call_grads(rt, call, gouts) -> tuple | None:
     B = rt.B
     filled = [g if g is not None or node.outputs[i] is None else B.zeros(node.outputs[i][0])
               for i, g in enumerate(gouts)]
-    outs = declared_vjp(rt, call.module, list(node.input_values), filled if len(filled) > 1 else filled[0])
+    outs = declared_vjp(rt, call.module, list(node.input_values), filled if len(filled) > 1 else filled[0],
+                        dtypes=input_dtypes(node, B))
     edges = iter(node.edges)
     result = []
     for a, g in zip(call.args, outs):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from adjoint.format.errors import ProblemError
 from adjoint.format.syntax import to_source
 from adjoint.engine.adjoints import pure_vjp
-from adjoint.engine.autograd_function import _PureScope, declared_vjp, slots_of
+from adjoint.engine.autograd_function import _PureScope, declared_vjp, input_dtypes, slots_of
 from adjoint.engine.interpreter import Interp
 from adjoint.engine.reverse import expandable
 from adjoint.engine.runtime import Runtime
@@ -69,10 +69,14 @@ def check_functions(run, limit: int | None = None) -> list:
         check_size(rt, mod, node, values, limit)
         cots = [rt.B.symbols_like(o[0], f"g{k}_" if len(node.outputs) > 1 else "g") if o is not None else None
                 for k, o in enumerate(node.outputs)]
-        declared = declared_vjp(rt, mod, values, cots if len(cots) > 1 else cots[0])
-        true = _true_vjp(rt, mod, values, cots)
-        for (slot, formula), d, t, v in zip(mod.function.grads, declared, true, values):
-            if not rt.B.is_value(v):   # a Python argument: no gradient (tensor_slots checks it is None)
+        declared = declared_vjp(rt, mod, values, cots if len(cots) > 1 else cots[0],
+                                dtypes=input_dtypes(node, rt.B))
+        dtypes = input_dtypes(node, rt.B)
+        true = _true_vjp(rt, mod, values, cots, dtypes)
+        for (slot, formula), d, t, v, dt in zip(mod.function.grads, declared, true, values, dtypes):
+            if not rt.B.is_value(v) or dt in ("int64", "bool"):
+                # a Python argument (tensor_slots checks its gradient is None), or an index or mask:
+                # no derivative (the engine drops what the backward returns for it)
                 continue
             d, t = _comparable(rt.B, d, t)
             matches = d is None or (rt.B.shape(d) == rt.B.shape(t) and rt.B.equals(d, t))
@@ -90,11 +94,14 @@ def _comparable(B, d, t):
     return d, t
 
 
-def _true_vjp(rt, mod, values: list, cots: list) -> list:
-    """Run the Function's forward with grad enabled on every input and pull ``cots`` back."""
+def _true_vjp(rt, mod, values: list, cots: list, dtypes: tuple | None = None) -> list:
+    """Run the Function's forward with grad enabled on every floating input (an int64 or bool
+    one, an index or a mask, has its dtype and no gradient) and pull ``cots`` back."""
     mini = Runtime(rt.B, rt.dtype)
     mini.quiet = 1
-    leaves = [mini.leaf(v, True) if rt.B.is_value(v) else v for v in values]
+    dtypes = dtypes if dtypes is not None else (None,) * len(values)
+    leaves = [mini.leaf(v, d not in ("int64", "bool"), dtype=d) if rt.B.is_value(v) else v
+              for v, d in zip(values, dtypes)]
     dirty = {name for name, _ in mod.function.dirty}   # written in place by the forward: a clone of the leaf
     ins = [mini.apply("clone", [t], None, mod.function.loc) if n in dirty else t
            for n, t in zip(slots_of(mod), leaves)]

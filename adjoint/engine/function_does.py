@@ -35,3 +35,30 @@ def run_does(rt, mod, node, env: dict) -> None:
     for t, target, version in holders:
         if t.version.value != version:
             target.value = t.value   # the same storage
+
+
+def replay_does(rt, mod, env: dict) -> None:
+    """The statements again, outside a backward, for the names they bind (``x = saved[0]``, which
+    the formulas may read): the adjoint recursion's J^T of a Function (its declared backward) on
+    the values the forward saved. They run on copies -- of ``saved`` (already fresh tensors) and of
+    the forward's named tensors, each keeping its version -- so a write there (``x.add_(1)``)
+    reaches none of the run's tensors, and with warnings quiet: what PyTorch ran is the backward."""
+    from adjoint.engine.graph import VersionCounter
+    names = {}
+    for k, v in rt.names.items():
+        if isinstance(v, Tensor):
+            copy = rt.tensor(v.value, dtype=v.dtype)
+            copy.version = VersionCounter()
+            copy.version.value = v.version.value
+            v = copy
+        names[k] = v
+    interp = Interp(rt, EnvScope(env, f"the backward of {mod.function.name}", names))
+    before = rt.grad_enabled
+    rt.grad_enabled = False
+    rt.quiet += 1
+    try:
+        for stmt in mod.function.does:
+            interp.execute(stmt)
+    finally:
+        rt.grad_enabled = before
+        rt.quiet -= 1

@@ -277,7 +277,7 @@ class HookRunner:
         # passes the returned tuple itself: an int64 zeros grad_input handed on stays int64)
         items = returned if isinstance(returned, tuple) else (returned,)
         self.returned_dtypes = tuple(r.dtype if isinstance(r, Tensor) else None for r in items)
-        return as_values(returned, hook)
+        return as_values(returned, hook, args)
 
     def fire_post_accumulate(self, hook, t: Tensor, node) -> None:
         """``register_post_accumulate_grad_hook``: handed the leaf itself (the log shows its
@@ -433,9 +433,16 @@ def returned_type(returned, hook) -> str | None:
     return type_name(returned, hook.returns) if hook.returns is not None else None
 
 
-def as_values(returned, hook):
+def as_values(returned, hook, args: dict | None = None):
+    """What a backward hook returned, checked first as PyTorch checks it at once. A tensor hook's
+    result meets ``check_single_result``: None passes; a hook handed None (the output of a
+    multi-output node, a custom Function's, that no gradient reached while another did) may
+    return nothing else, whatever it returns ("can't replace a None gradient with a non-None
+    value", before the result's type is read); then a tuple or a number is not a Variable."""
     if returned is None or hook.on == "multi_grad":   # register_multi_grad_hook discards what its fn returns
         return None
+    if hook.on == "tensor" and args is not None and "grad" in args and args["grad"] is None:
+        raise TorchError("RuntimeError", "can't replace a None gradient with a non-None value", "hook_result")
     if hook.on == "tensor" and isinstance(returned, tuple):   # check_single_result: not a Variable
         raise TorchError("TypeError", f"expected Variable, but hook returned '{sequence_name(returned)}'",
                          "hook_result")

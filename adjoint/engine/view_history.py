@@ -56,8 +56,11 @@ def rebase_message(t: Tensor, indirect: bool) -> str:
 
 def stale(t: Tensor) -> bool:
     """Reading ``t.grad_fn`` makes a new one: a view whose base was written in place since its
-    grad_fn was made (or since it was made without one), while the base requires grad."""
-    return t.is_view and t.grad_base.requires_grad and t.view_version != t.version.value
+    grad_fn was made (or since it was made without one). ``VariableHooks::grad_fn`` returns early
+    only for a view with no grad_fn of a base that does not require grad; a view with one (a
+    custom Function's output returning, as is, an input that does not require grad while another
+    does) is rebased, or refused, whatever its base requires."""
+    return t.is_view and (t.grad_base.requires_grad or t.grad_fn is not None) and t.view_version != t.version.value
 
 
 def grad_fn_name(t: Tensor) -> str | None:
