@@ -182,6 +182,8 @@ class Analysis:
             c = call.call
             if c.module.type != "Linear" or not call.outs or self.canon(call.outs[0]) != v:
                 continue
+            if not call.args:   # its input given by keyword (lin(input=x)): the ops it ran are read instead
+                return None
             for rec in (self.run.rt.log[i] for i in self.fwd.log):
                 if rec.phase == "forward" and rec.call is c and rec.returned is not None and rec.hook.kind == "forward":
                     return None
