@@ -102,13 +102,15 @@ class PassRecord:
     def __repr__(self) -> str:
         return f"<PassRecord: {_count(len(self.hook_calls), 'hook call')}, {_count(len(self.grads), 'grad')}>"
 
-    def to_json(self, style: JsonStyle | None = None) -> dict:
+    def to_json(self, style: JsonStyle | None = None, leaves: bool = False) -> dict:
+        """``leaves``: the run wrote a leaf, so this pass has ``leaf_values`` too (contract v3 9:
+        "after the run and in each passes[i]"), ``{}`` before any hook wrote one."""
         out = {"hook_calls": [hook_json(h, style) for h in self.hook_calls],
                "grads": {k: value_json(v, style) for k, v in self.grads.items()}}
         # every pass has its returned, as the answer's format lists it: {} for a backward() pass
         out["returned"] = {k: value_json(v, style) for k, v in (self.returned or {}).items()}
-        if self.leaf_values:
-            out["leaf_values"] = {k: value_json(v, style) for k, v in self.leaf_values.items()}
+        if self.leaf_values or leaves:
+            out["leaf_values"] = {k: value_json(v, style) for k, v in (self.leaf_values or {}).items()}
         return out
 
 
@@ -185,7 +187,7 @@ class VariantPrediction:
         if self.returned is not None:
             out["returned"] = {k: value_json(v, style) for k, v in self.returned.items()}
         if self.passes is not None:
-            out["passes"] = [p.to_json(style) for p in self.passes]
+            out["passes"] = [p.to_json(style, leaves=bool(self.leaf_values)) for p in self.passes]
         out["warnings"] = warned
         if self.leaf_values:
             out["leaf_values"] = {k: value_json(v, style) for k, v in self.leaf_values.items()}

@@ -524,6 +524,8 @@ def run_variant(problem: Problem, variant: Variant, dtype: str, after_step: dict
     observed["warnings"] = warned
     if s.written_leaves:
         observed["leaf_values"] = s.leaf_values()
+        for entry in passes:   # in each passes[i] (contract v3 9), {} before a hook wrote a leaf
+            entry.setdefault("leaf_values", {})
     if s.registered:
         observed["registered"] = dict(s.registered)
     if s.reads:
