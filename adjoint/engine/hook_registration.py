@@ -228,6 +228,15 @@ class Registrations:
             if hook.on == "node" and hook.target in names and names[hook.target].grad_fn is None \
                     and names[hook.target].id not in self.attached.get(index, ()):
                 self.attach_accumulator(hook, names[hook.target])
+            elif hook.on == "node" and hook.target in names and isinstance(names[hook.target], Tensor) \
+                    and not names[hook.target].is_view and names[hook.target].grad_fn is not None \
+                    and names[hook.target].id not in self.attached.get(index, ()):
+                # bound without a grad_fn and not requiring grad, given one since (a module's output
+                # inside a reentrant checkpoint's no-grad forward, which CheckpointFunction's apply
+                # then gives its node): the script's t.grad_fn.register_prehook(...) ran when the
+                # name was bound, on None
+                method = "register_prehook" if hook.kind == "pre" else "register_hook"
+                raise TorchError("AttributeError", f"'NoneType' object has no attribute '{method}'", "register")
             elif hook.on == "multi_grad":
                 self.try_multi_grad(hook)
 

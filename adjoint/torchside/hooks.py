@@ -220,6 +220,11 @@ class Hooks:
             if hook.on == "node" and isinstance(t, torch.Tensor) and id(t) not in self.attached.get(index, ()) and (
                     not t.requires_grad or (t._base is None and t.grad_fn is None)):
                 self.attach_accumulator(hook, t)
+            elif hook.on == "node" and isinstance(t, torch.Tensor) and id(t) not in self.attached.get(index, ()) \
+                    and t._base is None and t.grad_fn is not None:
+                # bound without a grad_fn and not requiring grad, given one since (a module's output inside
+                # a reentrant checkpoint's no-grad forward): the script's registration ran when it was bound
+                getattr(None, "register_prehook" if hook.kind == "pre" else "register_hook")   # AttributeError
 
     def any_saved_tensors(self) -> bool:
         return any(self.hooks[i].on == "saved_tensors" for i in self.active)
