@@ -135,7 +135,6 @@ class Runtime:
         self.next_handle = 0                  # RemovableHandle.next_id
         self.next_tensor = 0
         self.all_tensors: list[Tensor] = []   # every tensor made (the run keeps them all alive)
-        self.data_aliases = False   # a hook body took ``t.data`` (adjoint.engine.hookwrites.HookInterp.data_alias)
         self.captured_nodes: list[Node] = []  # nodes a Python object holds: register_multi_grad_hook's
                                               # grad_fns (mode all), captured by its hooks' closures
         self.grad_enabled = True
@@ -493,6 +492,8 @@ class Runtime:
         out.strides, out.offset = t.strides, t.offset
         out.conj_bit = t.conj_bit
         out.is_detached = True
+        # a detach() of a ``.data`` alias (or of a view of one) shares the alias's own counter
+        out.data_alias = t.data_alias or (t.detached_root is not None and t.detached_root.data_alias)
         return out
 
     # ------------------------------------------------------------------ saved tensors
@@ -611,9 +612,11 @@ def version_message(sv: SavedVariable, node: Node, nodes=(), live=None, captured
         # reading the view's grad_fn regenerates it (VariableHooks::grad_fn): the base changed since
         owner_name, nr = "AsStridedBackward0", 0
     what = f", which is output {nr} of {short_name(owner_name)}," if owner_name else ""
+    # the counts PyTorch has: writes through a ``.data`` alias are not among them (no such write
+    # happened since the save: one is refused while a node holds the tensor saved)
     return (f"one of the variables needed for gradient computation has been modified by an inplace operation: "
-            f"[{_TYPE_NAMES.get(t.dtype, t.dtype)} [{dims}]]{what} is at version {t.version.value}; "
-            f"expected version {sv.saved_version} instead. Hint: enable anomaly detection to find the operation that "
+            f"[{_TYPE_NAMES.get(t.dtype, t.dtype)} [{dims}]]{what} is at version {t.version.shown}; "
+            f"expected version {sv.saved_version - t.version.hidden} instead. Hint: enable anomaly detection to find the operation that "
             "failed to compute its gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
 
 
