@@ -159,3 +159,13 @@ def test_version_read_after_a_data_write_is_pytorchs():
     out = adjoint.loads(text).solve().variants[0].to_json()
     assert out.get("error") is None
     np.testing.assert_allclose(out["leaf_values"]["W"]["value"], [[0.25, 0.5], [0.125, -0.25]])
+
+
+def test_a_write_through_data_keeps_a_views_grad_fn():
+    """torch 2.13: o = f(x) with f returning h.view(2) and a forward hook output.data.mul_(2):
+    o.grad_fn is ViewBackward0 (the view's version did not move), o is [3, -6], x.grad [[18, -36]]."""
+    out = adjoint.load("tests/data/regressions/data_alias_write_keeps_a_views_grad_fn.yaml").solve() \
+        .variants[0].to_json()
+    assert out["values"]["o"]["grad_fn"] == "ViewBackward0"
+    np.testing.assert_allclose(out["values"]["o"]["value"], [3.0, -6.0])
+    np.testing.assert_allclose(out["grads"]["x"]["value"], [[18.0, -36.0]])

@@ -590,7 +590,7 @@ class _Pass:
                 out = rt.detach(t)
                 out.is_detached = False
                 out.detached_root = t.detached_root if t.is_view else (t if t.is_detached else None)
-                out.view_version = out.data_version = t.version.value
+                out.view_version, out.data_version = t.version.shown, t.version.value
                 out.creation = (kind, "BackwardHookFunction")
                 out.strides = view_as_strides(t.shape, t.strides)
                 outs.append(out)
@@ -606,7 +606,7 @@ class _Pass:
             out.view_of = t.view_of if t.is_view else _same_value
             out.view_ops = t.view_ops if t.is_view else ()
             out.version = t.version
-            out.view_version = out.data_version = t.version.value
+            out.view_version, out.data_version = t.version.shown, t.version.value
             outs.append(out)
         node.outputs = [(t.shape, t.dtype) for t in outs]
         node.output_values = [t.value for t in outs]

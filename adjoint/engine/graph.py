@@ -114,7 +114,7 @@ class Tensor:
     base: "Tensor | None" = None     # ``_base`` of a view (always a non-view)
     view_of: object = None           # base value -> this view's value (recomputation after writes)
     view_ops: tuple = ()             # (op name, params) from the base to this view, in order
-    view_version: int = 0            # the version its grad_fn was made at (a view's grad_fn is regenerated after)
+    view_version: int = 0            # the version (VersionCounter.shown: not a .data write) its grad_fn was made at (regenerated after)
     creation: tuple | None = None    # a view PyTorch forbids to modify in place (CreationMeta): ("custom", Function
                                      # name) | ("multi", node name) of a multi-output view op | ("no_grad",)
     data_version: int = 0            # the version ``data`` was computed at (views)

@@ -451,7 +451,7 @@ class Runtime:
         t.conj_bit = src.conj_bit and complex_grad.is_complex(t)   # a view of z.conj() is conjugated too
         t.version = src.version
         t.view_ops = src.view_ops + ((opname, params, k, src.shape),)
-        t.view_version = src.version.value
+        t.view_version = src.version.shown
         t.data_version = src.version.value
         chain = t.view_ops
         B = self.B
@@ -608,7 +608,7 @@ def version_message(sv: SavedVariable, node: Node, nodes=(), live=None, captured
         # (a view of a base that does not require grad has no grad_fn to regenerate: the version error)
         return rebase_message(t, True)
     owner_name, nr = (owner.name if owner else None), (t.output_nr if not sv.is_output else 0)
-    if not sv.is_output and t.is_view and t.grad_base.requires_grad and t.view_version != t.version.value:
+    if not sv.is_output and t.is_view and t.grad_base.requires_grad and t.view_version != t.version.shown:
         # reading the view's grad_fn regenerates it (VariableHooks::grad_fn): the base changed since
         owner_name, nr = "AsStridedBackward0", 0
     what = f", which is output {nr} of {short_name(owner_name)}," if owner_name else ""

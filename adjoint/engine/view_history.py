@@ -57,7 +57,7 @@ def rebase_message(t: Tensor, indirect: bool) -> str:
 def stale(t: Tensor) -> bool:
     """Reading ``t.grad_fn`` makes a new one: a view whose base was written in place since its
     grad_fn was made (or since it was made without one), while the base requires grad."""
-    return t.is_view and t.grad_base.requires_grad and t.view_version != t.version.value
+    return t.is_view and t.grad_base.requires_grad and t.view_version != t.version.shown
 
 
 def grad_fn_name(t: Tensor) -> str | None:
@@ -75,7 +75,7 @@ def refresh(rt, t: Tensor) -> None:
     when next used (as ``t.grad_fn`` does in PyTorch); a piece of a multi-output view op
     cannot, and PyTorch raises."""
     detached = t.grad_base.detached_at if t.is_view else None
-    if detached is not None and t.view_version != t.version.value and t.grad_fn is not None:
+    if detached is not None and t.view_version != t.version.shown and t.grad_fn is not None:
         # VariableHooks::grad_fn remakes it from the detach_()ed base, whatever that requires
         raise ProblemError(detached, "a view of this tensor, used after an in-place write since its detach_(): "
                                      "PyTorch remakes the view's grad_fn from the detached base, which is not "
@@ -102,7 +102,7 @@ def regenerate(rt, view: Tensor) -> None:
     view.output_nr = 0
     view.requires_grad = True
     view.is_leaf = False
-    view.view_version = view.version.value
+    view.view_version = view.version.shown
     view.backward_hooks = None
     if view.retains_grad and old is not None:
         for nr, r in list(old.retains_grad_hooks.items()):
