@@ -36,3 +36,20 @@ def test_message_shows_the_result(returns, shown):
 def test_a_list_pair_with_tensors_is_refused():
     with pytest.raises(ProblemError, match="tuple"):
         adjoint.loads(FILE.replace("RETURNS", "[(input[0] * 2,), kwargs]")).solve()
+
+
+@pytest.mark.parametrize("returns, shown", [("0.1 + 0.2", "0.30000000000000004"), ("3 * 0.1", "0.30000000000000004"),
+                                            ("2 / 3", "0.6666666666666666"), ("1e-7", "1e-07"), ("1e20", "1e+20"),
+                                            ("(1 - 0.9, 2, None)", "(0.09999999999999998, 2, None)")])
+def test_a_computed_float_is_printed_as_python_rounds_it(returns, shown):
+    """Python's float arithmetic, not adjoint's exact numbers (3/10 printed 0.3): the messages of
+    torch 2.13 for ``lambda m, a, k: 0.1 + 0.2`` and the rest."""
+    got = adjoint.loads(FILE.replace("RETURNS", returns)).solve().to_json()["variants"]["default"]["error"]
+    assert got["message"] == f"forward pre-hook must return None or a tuple of (new_args, new_kwargs), but got {shown}."
+
+
+def test_a_float_local_is_refused():
+    """A float the body computed into a local: Python's rounding along the way is not followed."""
+    text = FILE.replace('returns: "RETURNS"', 'does: "s = 0.1 + 0.2", returns: "s"')
+    with pytest.raises(ProblemError, match="float computed other than from number literals"):
+        adjoint.loads(text).solve()

@@ -140,7 +140,7 @@ def _wrap_output(rt, mod, node: Node | None, k: int, o: Tensor, given: dict, kin
     chain = arg.view_ops + extra
     r.base, r.version = root, arg.version
     r.detached_root = arg if arg.is_detached else arg.detached_root
-    r.view_ops, r.view_version, r.data_version = chain, arg.version.value, arg.version.value
+    r.view_ops, r.view_version, r.data_version = chain, arg.version.shown, arg.version.value
     B = rt.B
     r.view_of = (lambda base_value: view_value(B, base_value, chain)) if chain else (lambda base_value: base_value)
     r.offset = arg.offset + o.offset

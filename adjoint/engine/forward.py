@@ -37,6 +37,7 @@ from adjoint.engine import warns
 from adjoint.engine import saved_hooks
 from adjoint.engine.checkpoint import StopRecomputation, run_checkpoint
 from adjoint.engine.pylist import PyList, is_tuple, sequence_name
+from adjoint.engine.pyfloat import python_number
 from adjoint.engine.return_types import ReturnTuple
 from adjoint.values.numbers.sizes import check_leaf_size
 from adjoint.values.strides import view_as_strides
@@ -425,8 +426,9 @@ class _Pass:
                                                                        "None or a tuple (new_args, new_kwargs): PyTorch "
                                                                        "raises 'forward pre-hook must return None or a "
                                                                        "tuple of (new_args, new_kwargs), but got ...' "
-                                                                       "with the repr of a result holding tensors, "
-                                                                       "which adjoint does not word")
+                                                                       "with the result's repr, which adjoint does not "
+                                                                       "word for tensors, nor for a float computed other "
+                                                                       "than from number literals")
                         # _call_impl's check: the message shows what the hook returned (f"{result}")
                         raise TorchError("RuntimeError", "forward pre-hook must return None or a tuple of "
                                                          f"(new_args, new_kwargs), but got {shown}.", "hook_result")
@@ -588,7 +590,7 @@ class _Pass:
                 out = rt.detach(t)
                 out.is_detached = False
                 out.detached_root = t.detached_root if t.is_view else (t if t.is_detached else None)
-                out.view_version = out.data_version = t.version.value
+                out.view_version, out.data_version = t.version.shown, t.version.value
                 out.creation = (kind, "BackwardHookFunction")
                 out.strides = view_as_strides(t.shape, t.strides)
                 outs.append(out)
@@ -604,7 +606,7 @@ class _Pass:
             out.view_of = t.view_of if t.is_view else _same_value
             out.view_ops = t.view_ops if t.is_view else ()
             out.version = t.version
-            out.view_version = out.data_version = t.version.value
+            out.view_version, out.data_version = t.version.shown, t.version.value
             outs.append(out)
         node.outputs = [(t.shape, t.dtype) for t in outs]
         node.output_values = [t.value for t in outs]
@@ -1120,7 +1122,8 @@ def _typed_numbers(new: tuple, returned, hook, mod: Module) -> tuple:
 def _plain_repr(value, expr) -> str | None:
     """Python's ``str()`` of a hook's result made of numbers, None and tuples or lists of them
     (``2``, ``2.5``, ``()``, ``(1, None)``, ``[1]``), their types as ``expr`` (the hook's
-    ``returns:``) shows them; None for anything else (a tensor's repr is not worded here)."""
+    ``returns:``) shows them; None for anything else (a tensor's repr is not worded here, nor a
+    float not made of number literals and arithmetic: its digits are Python's rounding's)."""
     if value is None:
         return "None"
     if isinstance(value, tuple) and not isinstance(value, Tensor):
@@ -1141,7 +1144,10 @@ def _plain_repr(value, expr) -> str | None:
     if name == "int":
         return repr(int(value))
     if name == "float" and isinstance(value, (Fraction, int, float)):
-        return repr(float(value))
+        # Python's own float: adjoint's numbers are exact (0.1 + 0.2 is 3/10, Python prints
+        # 0.30000000000000004), so only a float Python's rounding can be followed for is worded
+        computed = python_number(expr)
+        return repr(computed) if isinstance(computed, float) else None
     return None
 
 

@@ -27,12 +27,23 @@ INF_SEQ = 2 ** 64 - 1  # AccumulateGrad's sequence_nr (UINT64_MAX)
 
 
 class VersionCounter:
-    """A tensor's ``_version``, shared by a base and all its views."""
+    """A tensor's ``_version``, shared by a base and all its views.
 
-    __slots__ = ("value",)
+    ``value`` counts every write of the storage (a view's value is recomputed from it);
+    ``hidden`` those made through a ``t.data`` alias, which in PyTorch move the alias's own
+    counter (``Variable::variable_data()`` makes a new one), not this one: PyTorch's
+    ``_version``, as its messages quote it, is :attr:`shown`."""
+
+    __slots__ = ("value", "hidden")
 
     def __init__(self) -> None:
         self.value = 0
+        self.hidden = 0
+
+    @property
+    def shown(self) -> int:
+        """The version PyTorch has: the writes not made through a ``.data`` alias."""
+        return self.value - self.hidden
 
 
 class HookDict:
@@ -103,7 +114,7 @@ class Tensor:
     base: "Tensor | None" = None     # ``_base`` of a view (always a non-view)
     view_of: object = None           # base value -> this view's value (recomputation after writes)
     view_ops: tuple = ()             # (op name, params) from the base to this view, in order
-    view_version: int = 0            # the version its grad_fn was made at (a view's grad_fn is regenerated after)
+    view_version: int = 0            # the version (VersionCounter.shown: not a .data write) its grad_fn was made at (regenerated after)
     creation: tuple | None = None    # a view PyTorch forbids to modify in place (CreationMeta): ("custom", Function
                                      # name) | ("multi", node name) of a multi-output view op | ("no_grad",)
     data_version: int = 0            # the version ``data`` was computed at (views)
@@ -124,6 +135,8 @@ class Tensor:
     float_number: bool = False       # that number is a Python float (``0.5``, not ``2``): beside int64 and bool
                                      # tensors alone it makes the result the default dtype, float32
     is_detached: bool = False        # made by detach(): shares storage, not an autograd view
+    data_alias: bool = False         # ``t.data`` in a hook body: detach()'s, but its writes move no version
+                                     # PyTorch's ``t`` has (VersionCounter.hidden)
     detached_at: object = None       # where detach_() took it out of its graph (a Loc), for its views
     detached_root: "Tensor | None" = None   # a view of a detach()ed tensor: that tensor (see grad_base)
     edgeless: bool = False           # requires grad through its base but has no gradient edge (a view made

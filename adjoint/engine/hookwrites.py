@@ -167,8 +167,9 @@ class HookInterp(Interp):
         has not released its saved tensors saved this storage (PyTorch raises no version error
         there and the backward reads the written values), when a named autograd view of it with a
         grad_fn exists (PyTorch keeps that view's grad_fn, the version being unmoved; an unnamed
-        one, ``Linear``'s ``weight.t()``, is never read again), and
-        ``_version`` reads once a run took ``.data`` (adjoint.engine.bindings.views.attribute)."""
+        one, ``Linear``'s ``weight.t()``, is never read again), and the alias's own ``_version``
+        (adjoint.engine.bindings.views.attribute). Its writes are counted apart
+        (``VersionCounter.hidden``): ``t._version`` and version errors quote PyTorch's numbers."""
         if obj is None:
             raise pyerrors.no_attribute("data")
         if not isinstance(obj, Tensor):
@@ -187,8 +188,9 @@ class HookInterp(Interp):
             raise ProblemError(e.loc, f"'{S.to_source(e)}': a named autograd view of this tensor exists; a write "
                                       "through .data moves no version counter in PyTorch, so that view keeps its "
                                       "grad_fn, which is not modelled; use .detach()")
-        self.rt.data_aliases = True
-        return self.rt.detach(obj)
+        alias = self.rt.detach(obj)
+        alias.data_alias = True
+        return alias
 
     @staticmethod
     def leaf(obj, e):

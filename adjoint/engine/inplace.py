@@ -390,7 +390,11 @@ def save_one(rt, node: Node, name: str, t: Tensor, is_output: bool, weak_grad_fn
 
 
 def write(rt, t: Tensor, value) -> None:
-    """Store ``value`` into ``t`` (through to its base for a view) and bump the shared version."""
+    """Store ``value`` into ``t`` (through to its base for a view) and bump the shared version
+    (a write through a ``.data`` alias, or a view of one, moves the alias's own counter in
+    PyTorch, not ``t``'s: counted as ``hidden``)."""
+    if t.data_alias or (t.detached_root is not None and t.detached_root.data_alias):
+        t.version.hidden += 1
     if t.base is not None:
         base = t.base
         if _repeats(base):   # a hook's expanded gradient (sum's): elements that are one memory location

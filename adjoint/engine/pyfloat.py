@@ -43,3 +43,32 @@ for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__
               "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__", "__rpow__", "__neg__", "__pos__",
               "__abs__"):
     setattr(PyFloat, _name, _wrapped(_name))
+
+
+#: the operators a number expression of literals may use, as Python applies them to its own numbers
+_PY_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": lambda a, b: a / b,
+           "//": lambda a, b: a // b, "**": lambda a, b: a ** b}
+
+
+def python_number(e):
+    """The number Python itself computes for ``e`` when it is made of number literals, unary minus
+    and arithmetic alone (``0.1 + 0.2`` is 0.30000000000000004, where adjoint's exact numbers
+    hold 3/10), or None for anything else. A literal is the int or the correctly rounded double
+    Python parses (``float(Fraction)`` rounds the same); each operator then rounds as Python's
+    floats do."""
+    from adjoint.format import syntax as S
+    if isinstance(e, S.Num) and isinstance(e.value, Fraction):
+        return int(e.value) if e.is_int else float(e.value)
+    if isinstance(e, S.Neg):
+        v = python_number(e.operand)
+        return None if v is None else -v
+    if isinstance(e, S.Bin) and e.op in _PY_OPS:
+        a, b = python_number(e.left), python_number(e.right)
+        if a is None or b is None:
+            return None
+        try:
+            v = _PY_OPS[e.op](a, b)
+        except (ArithmeticError, ValueError):
+            return None
+        return v if isinstance(v, (int, float)) else None   # (a negative number's fractional power: complex)
+    return None

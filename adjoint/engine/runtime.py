@@ -135,7 +135,6 @@ class Runtime:
         self.next_handle = 0                  # RemovableHandle.next_id
         self.next_tensor = 0
         self.all_tensors: list[Tensor] = []   # every tensor made (the run keeps them all alive)
-        self.data_aliases = False   # a hook body took ``t.data`` (adjoint.engine.hookwrites.HookInterp.data_alias)
         self.captured_nodes: list[Node] = []  # nodes a Python object holds: register_multi_grad_hook's
                                               # grad_fns (mode all), captured by its hooks' closures
         self.grad_enabled = True
@@ -455,7 +454,7 @@ class Runtime:
         t.conj_bit = src.conj_bit and complex_grad.is_complex(t)   # a view of z.conj() is conjugated too
         t.version = src.version
         t.view_ops = src.view_ops + ((opname, params, k, src.shape),)
-        t.view_version = src.version.value
+        t.view_version = src.version.shown
         t.data_version = src.version.value
         chain = t.view_ops
         B = self.B
@@ -496,6 +495,8 @@ class Runtime:
         out.strides, out.offset = t.strides, t.offset
         out.conj_bit = t.conj_bit
         out.is_detached = True
+        # a detach() of a ``.data`` alias (or of a view of one) shares the alias's own counter
+        out.data_alias = t.data_alias or (t.detached_root is not None and t.detached_root.data_alias)
         return out
 
     # ------------------------------------------------------------------ saved tensors
@@ -610,13 +611,15 @@ def version_message(sv: SavedVariable, node: Node, nodes=(), live=None, captured
         # (a view of a base that does not require grad has no grad_fn to regenerate: the version error)
         return rebase_message(t, True)
     owner_name, nr = (owner.name if owner else None), (t.output_nr if not sv.is_output else 0)
-    if not sv.is_output and t.is_view and t.grad_base.requires_grad and t.view_version != t.version.value:
+    if not sv.is_output and t.is_view and t.grad_base.requires_grad and t.view_version != t.version.shown:
         # reading the view's grad_fn regenerates it (VariableHooks::grad_fn): the base changed since
         owner_name, nr = "AsStridedBackward0", 0
     what = f", which is output {nr} of {short_name(owner_name)}," if owner_name else ""
+    # the counts PyTorch has: writes through a ``.data`` alias are not among them (no such write
+    # happened since the save: one is refused while a node holds the tensor saved)
     return (f"one of the variables needed for gradient computation has been modified by an inplace operation: "
-            f"[{_TYPE_NAMES.get(t.dtype, t.dtype)} [{dims}]]{what} is at version {t.version.value}; "
-            f"expected version {sv.saved_version} instead. Hint: enable anomaly detection to find the operation that "
+            f"[{_TYPE_NAMES.get(t.dtype, t.dtype)} [{dims}]]{what} is at version {t.version.shown}; "
+            f"expected version {sv.saved_version - t.version.hidden} instead. Hint: enable anomaly detection to find the operation that "
             "failed to compute its gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
 
 

@@ -59,8 +59,9 @@ def stale(t: Tensor) -> bool:
     grad_fn was made (or since it was made without one). ``VariableHooks::grad_fn`` returns early
     only for a view with no grad_fn of a base that does not require grad; a view with one (a
     custom Function's output returning, as is, an input that does not require grad while another
-    does) is rebased, or refused, whatever its base requires."""
-    return t.is_view and (t.grad_base.requires_grad or t.grad_fn is not None) and t.view_version != t.version.value
+    does) is rebased, or refused, whatever its base requires. Writes through a ``.data`` alias
+    move no version PyTorch's view sees (``VersionCounter.shown``)."""
+    return t.is_view and (t.grad_base.requires_grad or t.grad_fn is not None) and t.view_version != t.version.shown
 
 
 def grad_fn_name(t: Tensor) -> str | None:
@@ -78,7 +79,7 @@ def refresh(rt, t: Tensor) -> None:
     when next used (as ``t.grad_fn`` does in PyTorch); a piece of a multi-output view op
     cannot, and PyTorch raises."""
     detached = t.grad_base.detached_at if t.is_view else None
-    if detached is not None and t.view_version != t.version.value and t.grad_fn is not None:
+    if detached is not None and t.view_version != t.version.shown and t.grad_fn is not None:
         # VariableHooks::grad_fn remakes it from the detach_()ed base, whatever that requires
         raise ProblemError(detached, "a view of this tensor, used after an in-place write since its detach_(): "
                                      "PyTorch remakes the view's grad_fn from the detached base, which is not "
@@ -105,7 +106,7 @@ def regenerate(rt, view: Tensor) -> None:
     view.output_nr = 0
     view.requires_grad = True
     view.is_leaf = False
-    view.view_version = view.version.value
+    view.view_version = view.version.shown
     view.backward_hooks = None
     if view.retains_grad and old is not None:
         for nr, r in list(old.retains_grad_hooks.items()):

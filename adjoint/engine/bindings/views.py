@@ -384,11 +384,11 @@ def attribute(rt, x: Tensor, name: str, loc: Loc):
     if name == "requires_grad":   # Tensor.requires_grad: a view's also when its base requires grad now
         return x.needs_grad
     if name == "_version":   # the version counter (shared by views, bumped by each in-place write)
-        if rt.data_aliases:   # a hook body took .data: its own counter is not modelled
-            raise ProblemError(loc, "reading _version in a run whose hook bodies use .data is not modelled "
-                                    "(a .data alias has a version counter of its own, which writes through it "
-                                    "move instead of the tensor's)")
-        return Fraction(x.version.value)
+        if x.data_alias or (x.detached_root is not None and x.detached_root.data_alias):
+            # a .data alias's own counter (the writes through it alone) is not modelled
+            raise ProblemError(loc, "reading _version of a .data alias is not modelled (it has a version "
+                                    "counter of its own, which writes through it move instead of the tensor's)")
+        return Fraction(x.version.shown)   # writes through a .data alias are not PyTorch's
     return complex_attribute(rt, x, name, loc)
 
 
