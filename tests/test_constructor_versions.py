@@ -31,7 +31,8 @@ def _defaults(text: str) -> dict[str, int]:
 def test_a_default_starts_at_the_constructors_version(type_, args, make):
     text = (f"name: t\ndtype: float32\ninputs:\n  x: {{value: [[1, 2], [3, 5]], requires_grad: true}}\n"
             f"model:\n  type: {type_}\n  args: {args}\nloss: \"sum(y)\"\n")
-    torch_versions = {n: t._version for n, t in list(make().named_parameters()) + list(make().named_buffers())}
+    fresh = make()
+    torch_versions = {n: t._version for n, t in list(fresh.named_parameters()) + list(fresh.named_buffers())}
     assert torch_versions and set(torch_versions.values()) == {1}
     assert _defaults(text) == torch_versions
 

@@ -1030,11 +1030,7 @@ class Aliases:
             return False
         if prev.strides is None and not prev.contiguous and prev.layout is None:
             return False
-        del self.pending[(node, slot)]
-        try:
-            return not self.held_elsewhere(prev)
-        finally:
-            self.pending[(node, slot)] = prev
+        return not self.held_elsewhere(prev, at=(node, slot))
 
     def take(self, node, n: int) -> list:
         self.lists.pop(node, None)
@@ -1046,12 +1042,13 @@ class Aliases:
             obj = self.grads[t] = fresh()
         return obj
 
-    def held_elsewhere(self, obj: GradObj, frame_values=None) -> bool:
+    def held_elsewhere(self, obj: GradObj, at=None) -> bool:
         """Does any live holder other than the running node's inputs hold ``obj`` itself, or a view
         of it? A view keeps its base alive (its ViewInfo holds the root base, so the base's
         ``use_count`` counts it): ``SumBackward0``'s expanded gradient waiting in a module's
-        BackwardHookFunctionBackward buffer makes AccumulateGrad copy the gradient it views."""
-        if any(_holds(o, obj) for o in self.pending.values()):
+        BackwardHookFunctionBackward buffer makes AccumulateGrad copy the gradient it views.
+        ``at``: the input-buffer slot ``obj`` itself sits in (not another holder)."""
+        if any(_holds(o, obj) for key, o in self.pending.items() if key != at):
             return True
         for _state, objs in self.states:
             if any(_holds(o, obj) for o in objs):

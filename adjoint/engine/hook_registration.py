@@ -225,12 +225,11 @@ class Registrations:
         node object they were registered on."""
         for index in sorted(self.active):
             hook = self.hooks[index]
-            if hook.on == "node" and hook.target in names and names[hook.target].grad_fn is None \
-                    and names[hook.target].id not in self.attached.get(index, ()):
-                self.attach_accumulator(hook, names[hook.target])
-            elif hook.on == "node" and hook.target in names and isinstance(names[hook.target], Tensor) \
-                    and not names[hook.target].is_view and names[hook.target].grad_fn is not None \
-                    and names[hook.target].id not in self.attached.get(index, ()):
+            t = names.get(hook.target) if hook.on == "node" else None
+            unattached = t is not None and t.id not in self.attached.get(index, ())
+            if unattached and t.grad_fn is None:
+                self.attach_accumulator(hook, t)
+            elif unattached and isinstance(t, Tensor) and not t.is_view:
                 # bound without a grad_fn and not requiring grad, given one since (a module's output
                 # inside a reentrant checkpoint's no-grad forward, which CheckpointFunction's apply
                 # then gives its node): the script's t.grad_fn.register_prehook(...) ran when the
