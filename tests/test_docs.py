@@ -111,3 +111,18 @@ def test_readme_starts_with_the_two_commands_and_ci_runs_the_second():
     with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as f:
         ci = [line.strip() for line in f if line.strip() and not line.startswith("#")]
     assert ci[-1] == commands[1]
+
+
+def test_the_repository_root_holds_only_the_project():
+    """No scratch output lands at the top of the repository (stop 49 committed seven empty
+    ``fh*.json`` / ``*.err`` files there): what git tracks at the root is this list."""
+    import shutil
+    import subprocess
+
+    if not os.path.isdir(os.path.join(ROOT, ".git")) or shutil.which("git") is None:
+        pytest.skip("not a git checkout")
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.splitlines()
+    top = {path.split("/")[0] for path in tracked}
+    assert top <= {".ci", ".gitignore", "DEVELOPERS.md", "README.md", "pyproject.toml", "adjoint",
+                   "benchmarks", "docs", "examples", "problems", "scripts", "tests"}, sorted(top)
