@@ -753,3 +753,49 @@ def test_a_waiting_rank_issues_no_warning_after_its_wait_on_gloo():
     rows, observed = verify_ranks(problem, vp, "float64", False)
     assert rows and all(r.ok for r in rows), [r for r in rows if not r.ok]
     assert [r["warnings"] for r in observed["ranks"][:2]] == [[], []]
+
+
+#: what a hand-written torch 2.13 script printed (2 gloo processes, float64) for
+#: tests/ddp/construction_versions.yaml's set-up: DistributedDataParallel(model, broadcast_buffers=False)
+BROADCAST_BUFFERS_WARNING = (
+    "`broadcast_buffers` is deprecated. Use `forward_sync_buffers` instead. IMPORTANT: unlike "
+    "`broadcast_buffers=False`, `forward_sync_buffers=False` still syncs buffers at init. If you rely on buffers "
+    "NOT being synced at init (e.g. rank-local buffers), keep using `broadcast_buffers=False` until "
+    "`init_sync_buffers` is available.")
+
+
+def test_the_constructor_broadcast_moves_every_parameters_version():
+    """DDP's constructor broadcasts the parameters from rank 0 (dist._broadcast_coalesced copies the
+    result back into each, rank 0 too): every parameter is at version 1 after the wrapping, a frozen
+    one too, a tied one once (the script printed 1 for each of named_parameters). A forward and a hook
+    reading _version see it; an in-place write of a saved parameter is 'at version 2; expected version
+    1'. Given at all, broadcast_buffers is PyTorch 2.13's FutureWarning at the construction.
+    Values printed by the script: the hook on b.bias handed 110.5 (rank 0) and -16.5 (rank 1), and
+    .grad after each pass."""
+    path = os.path.join(HERE, "ddp", "construction_versions.yaml")
+    ranks = _ranks(path)
+    for r, handed in zip(ranks, ("110.5", "-16.5")):
+        assert "error" not in r
+        (call, call2) = [c for p in r["passes"] for c in p["hook_calls"]]
+        assert _exact(call["args"]["grad"]) == [Fraction(handed)]
+        assert _exact(call["returned"]) == [2 * Fraction(handed)]   # grad * (b.bias._version + 1)
+        assert _exact(r["passes"][0]["grads"]["b.bias"]) == [Fraction(94)]
+        assert _exact(r["passes"][0]["grads"]["a.weight"]) == [Fraction(s) for s in
+                                                               ("24.765625", "87.59375", "44.4140625", "156.75")]
+        assert _exact(r["grads"]["d.bias"]) == [Fraction(47)]
+        assert _exact(r["grads"]["b.weight"]) == [Fraction("372.71875"), Fraction("749.171875")]
+        assert r["warnings"] == [{"category": "FutureWarning", "message": BROADCAST_BUFFERS_WARNING,
+                                  "during": "setup"}]
+    for r, handed in zip(_ranks(os.path.join(HERE, "ddp", "construction_versions_inplace.yaml")), (("356.40625", "723.296875"), ("16.3125", "25.875"))):
+        assert [_exact(c["args"]["tensor"]) for c in r["hook_calls"]] == [[Fraction(s) for s in handed]]
+        assert r["error"]["type"] == "RuntimeError"
+        assert r["error"]["message"].startswith(
+            "one of the variables needed for gradient computation has been modified by an inplace operation: "
+            "[torch.DoubleTensor [2, 2]] is at version 2; expected version 1 instead. Hint:")
+        assert r["warnings"][0]["category"] == "FutureWarning"
+
+
+def test_broadcast_buffers_not_given_does_not_warn(tmp_path):
+    """Without the argument PyTorch does not warn (problems/ddp.yaml gives none)."""
+    for r in _ranks(DDP):
+        assert r["warnings"] == []

@@ -175,8 +175,25 @@ class Reducer:
         for i, (_, t) in enumerate(self.params):
             node = run.rt.grad_accumulator(t)
             node.post_hooks.add(-1 - i, ReducerPostHook(self, i))
+
+    def construct(self) -> None:
+        """What DistributedDataParallel.__init__ does on this rank once it accepted the module (a module
+        with no parameter requiring grad raised before any of it), in its order: the FutureWarning of
+        a ``broadcast_buffers`` argument (deprecated in PyTorch 2.13, warned whatever its value);
+        ``_sync_module_states``, which broadcasts every parameter from rank 0 --
+        ``dist._broadcast_coalesced`` copies the result back into each one (``copy_``, on rank 0
+        too), so every parameter's ``_version`` is one more after the wrapping (frozen ones too;
+        a tied one once); then ``_set_static_graph``'s warning."""
+        rt = self.run.rt
+        if self.spec.broadcast_buffers is not None:
+            warns.warn(rt, "FutureWarning", BROADCAST_BUFFERS_DEPRECATED, "setup")
+        synced: set = set()
+        for t in self.run.model.params.values():   # module.named_parameters(): a tied parameter once
+            if id(t) not in synced:
+                synced.add(id(t))
+                t.version.value += 1
         if self.static and self.find_unused:   # DistributedDataParallel.__init__ -> _set_static_graph
-            warns.warn(run.rt, "UserWarning", STATIC_AND_FIND_UNUSED, "setup")
+            warns.warn(rt, "UserWarning", STATIC_AND_FIND_UNUSED, "setup")
 
     def static_first(self) -> bool:
         return self.static and self.bwd_calls == 1
@@ -438,6 +455,12 @@ class Reducer:
         """Launched bucket ``j``'s buffer as the collective reads it (after a local ``does:``)."""
         return self.written.get(j, self.launched[j][1])
 
+
+#: DistributedDataParallel.__init__ given broadcast_buffers (either value) and no forward_sync_buffers
+BROADCAST_BUFFERS_DEPRECATED = ("`broadcast_buffers` is deprecated. Use `forward_sync_buffers` instead. IMPORTANT: "
+                                "unlike `broadcast_buffers=False`, `forward_sync_buffers=False` still syncs buffers at "
+                                "init. If you rely on buffers NOT being synced at init (e.g. rank-local buffers), keep "
+                                "using `broadcast_buffers=False` until `init_sync_buffers` is available.")
 
 STATIC_AND_FIND_UNUSED = ("You passed find_unused_parameters=true to DistributedDataParallel, `_set_static_graph` will "
                           "detect unused parameters automatically, so you do not need to set find_unused_parameters=true, "
@@ -771,6 +794,8 @@ def run_ranks(problem, name: str, make_backend) -> list[VariantRun]:
         for run in runs:   # DistributedDataParallel(model) itself raises, on every rank
             run.error = RunError("RuntimeError", NOTHING_TO_REDUCE, "setup", "ddp_constructor", -1)
         return runs
+    for r in reducers:
+        r.construct()
     if hook is not None and hook.builtin == "powerSGD" and hook.state_arg("start_powerSGD_iter") <= 1 and (
             hook.state_arg("use_error_feedback") or hook.state_arg("warm_start")):
         for run in runs:     # PowerSGDState(...) raises, at the comm hook's registration
