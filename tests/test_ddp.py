@@ -799,3 +799,56 @@ def test_broadcast_buffers_not_given_does_not_warn(tmp_path):
     """Without the argument PyTorch does not warn (problems/ddp.yaml gives none)."""
     for r in _ranks(DDP):
         assert r["warnings"] == []
+
+
+#: printed by a hand-written torch 2.13 script (2 gloo processes, float64) for
+#: tests/ddp/batchnorm_buffers.yaml (broadcast: DistributedDataParallel(model)) and
+#: tests/ddp/batchnorm_no_broadcast.yaml (broadcast_buffers=False): per rank, b.bias.grad after each
+#: pass, and the buffers (running_mean, running_var, num_batches_tracked) and their _version at the end
+BN_PRINTED = {
+    True: {"b.bias": ([5.3, 12.0725, 20.49525, 29.648225, 40.5731525], [5.3, 12.0725, 20.04525, 29.648225, 40.5731525]),
+           "buffers": (([0.76783125, 1.38209625], [0.9104196875, 1.2175521875], 5),
+                       ([0.60533125, 1.09459625], [1.0322946875, 1.5144271875], 5)),
+           "versions": (2, 2, 7)},
+    False: {"b.bias": ([4.3, 9.87, 17.29275, 24.7147, 33.94323], [4.3, 9.87, 16.07325, 24.7147, 33.94323]),
+            "buffers": (([0.76783125, 1.38209625], [0.9104196875, 1.2175521875], 5),
+                        ([0.1023775, 0.204755], [1.40951, 2.433285], 5)),
+            "versions": (1, 1, 6)},
+}
+
+
+@pytest.mark.parametrize("broadcast", [True, False])
+def test_buffers_are_broadcast_from_rank_0_before_a_forward_after_a_synchronized_one(broadcast):
+    """A model with buffers under DDP was refused. broadcast_buffers (the default): rank 0's buffers
+    are broadcast into every rank's before each forward whose previous forward was synchronized (not
+    the synchronized forward right after a no_sync one: pass 3's b.bias.grad differs per rank, as
+    the no_sync pass's accumulation does), with no version move; the constructor's broadcast moves
+    each buffer's version once. broadcast_buffers=False: no broadcast at all, each rank's statistics
+    its own. A hook adds running_mean.sum() + num_batches_tracked + running_mean._version to b.bias's
+    gradient, so .grad shows what the hooks read."""
+    name = "batchnorm_buffers.yaml" if broadcast else "batchnorm_no_broadcast.yaml"
+    ranks = _ranks(os.path.join(HERE, "ddp", name))
+    want = BN_PRINTED[broadcast]
+    for rank, r in enumerate(ranks):
+        assert "error" not in r
+        got = [float(p["grads"]["b.bias"]["value"][0]) for p in r["passes"]]
+        assert got == pytest.approx(want["b.bias"][rank], rel=1e-13)
+        mean, var, count = want["buffers"][rank]
+        assert r["values"]["bn.running_mean"]["value"] == pytest.approx(mean, rel=1e-13)
+        assert r["values"]["bn.running_var"]["value"] == pytest.approx(var, rel=1e-13)
+        assert r["values"]["bn.num_batches_tracked"]["value"] == count
+        # the hook's last return: b.bias's local gradient 2 + running_mean.sum() + 5 + its _version
+        last = r["passes"][-1]["hook_calls"][0]
+        assert float(last["returned"]["value"][0]) == pytest.approx(2 + sum(mean) + count + want["versions"][0],
+                                                                    rel=1e-13)
+        assert [w["category"] for w in r["warnings"]] == ([] if broadcast else ["FutureWarning"])
+
+
+def test_an_error_on_some_ranks_only_with_buffers_to_broadcast_is_refused(tmp_path):
+    """The buffers' broadcast is a collective at the start of the forward: where the other ranks wait
+    when some raise there is not modelled yet, so such a file is refused, not answered as without it."""
+    text = open(os.path.join(HERE, "ddp", "partial_forward.yaml")).read().replace(
+        "    b: {type: Linear,", "    bn: {type: BatchNorm1d, args: {num_features: 2}}\n    b: {type: Linear,").replace(
+        "[[[1, 2]], [[2, -1, 1]]]", "[[[1, 2], [3, 1]], [[2, -1, 1], [0, 1, 2]]]")
+    with pytest.raises(ProblemError, match="broadcasts the buffers"):
+        adjoint.load(_write(tmp_path, text)).solve()

@@ -50,6 +50,7 @@ from adjoint.engine.runtime import CallRecord, Runtime, TorchError
 from adjoint.engine.graph import Node, Tensor
 from adjoint.engine.gradalias import GradObj, grad_holders
 from adjoint.engine import warns
+from adjoint.engine.inplace import write_in_kernel
 
 MIB = 1024 * 1024
 DEFAULT_FIRST_BUCKET_BYTES = MIB          # dist._DEFAULT_FIRST_BUCKET_BYTES
@@ -160,6 +161,11 @@ class Reducer:
         self.triggered = [0] * len(self.params)   # numGradHooksTriggeredMap_
         self.per_iteration: list[int] = []    # numGradHooksTriggeredMapPerIteration_
         self.delay_enqueued = False           # DDP._static_graph_delay_allreduce_enqueued
+        # DDP.require_forward_param_sync: set by each forward's _post_forward (grad enabled and not in
+        # no_sync), read by the next forward's _pre_forward to decide whether it broadcasts the buffers
+        self.forward_param_sync = True
+        self.buffers = [run.model.leaves[d.name] for m in run.problem.model.walk() for d in m.buffers]
+        self.buffer_source: list | None = None   # rank 0's buffer values before the forward step being run
         self.delay_queued = False             # reducer._delay_all_reduce queued by _DDPSink's backward
         self.order_source = self              # rank 0's Reducer: rebuilt buckets are broadcast from it
         self.results: dict = {}               # launched bucket j -> the collective's result on this rank
@@ -192,6 +198,9 @@ class Reducer:
             if id(t) not in synced:
                 synced.add(id(t))
                 t.version.value += 1
+        if self.spec.broadcast_buffers is not False:   # init_sync_buffers: the buffers are broadcast too
+            for t in self.buffers:
+                t.version.value += 1
         if self.static and self.find_unused:   # DistributedDataParallel.__init__ -> _set_static_graph
             warns.warn(rt, "UserWarning", STATIC_AND_FIND_UNUSED, "setup")
 
@@ -220,10 +229,24 @@ class Reducer:
                     if t.grad is not None:
                         self.point_at_view(i)
 
+    def syncs_buffers(self) -> bool:
+        """_pre_forward's _check_sync_bufs_pre_fwd: the buffers are broadcast from rank 0 when the
+        previous forward left require_forward_param_sync set (the first forward too), broadcast_buffers
+        is not False and the module has buffers."""
+        return self.forward_param_sync and self.spec.broadcast_buffers is not False and bool(self.buffers)
+
+    def sync_buffers(self, source: list) -> None:
+        """_sync_buffers: rank 0's buffers (``source``: their values before this forward) broadcast
+        into this rank's, under ``_unsafe_preserve_version_counter`` (no version moves)."""
+        if self.syncs_buffers() and self.rank != 0:
+            for t, value in zip(self.buffers, source):
+                write_in_kernel(self.run.rt, t, value)
+
     def post_forward(self, synced: bool, out):
         """DDP's _post_forward on the root module's output: prepare_for_backward (synchronized
         only; with find_unused_parameters the graph is searched from the output for parameters
         it does not reach), then the output through _DDPSink when PyTorch puts it there."""
+        self.forward_param_sync = synced and self.run.rt.grad_enabled
         if synced:
             self.expect_hooks = True
             self.pending = [len(b) for b in self.buckets]
@@ -828,6 +851,12 @@ def run_ranks(problem, name: str, make_backend) -> list[VariantRun]:
         synced = spec.synced(step)
         during = "backward" if step.kind == "backward" else "forward"
         errors = []
+        bufsync = step.kind == "forward" and any(reducers[i].syncs_buffers() for i in live)
+        if bufsync and (died or 0 not in live):
+            raise ProblemError(step.loc, "under DistributedDataParallel a forward that broadcasts the buffers "
+                                         "(broadcast_buffers) after some ranks raised is not modelled yet")
+        for r in reducers:   # rank 0's buffers as the broadcast reads them, before any rank's forward
+            r.buffer_source = [t.value for t in reducers[0].buffers] if bufsync else None
         for i in live:   # a forward's inputs may be per rank: each its own step
             run, reducer = runs[i], reducers[i]
             if died and step.kind == "forward" and _rebuilds(reducer):
@@ -838,6 +867,9 @@ def run_ranks(problem, name: str, make_backend) -> list[VariantRun]:
                 _step(run, reducer, run.steps[index], index, synced, first_forward, first_backward, later)
             except TorchError as exc:
                 errors.append((run, exc))
+        if bufsync and errors and len(errors) != len(runs):
+            raise ProblemError(step.loc, "under DistributedDataParallel an error on some ranks only in a forward "
+                                         "that broadcasts the buffers (broadcast_buffers) is not modelled yet")
         ran = [i for i in live if runs[i].error is None or i in {runs.index(run) for run, _ in errors}]
         live = [i for i in live if runs[i].error is None]
         if step.kind == "backward" and not errors and not died:
@@ -1082,6 +1114,8 @@ def _step(run: VariantRun, reducer: Reducer, step, index: int, synced: bool, fir
     variant, reg = run.variant, run.reg
     if step.kind == "forward":
         reducer.pre_forward(synced)
+        if reducer.buffer_source is not None:
+            reducer.sync_buffers(reducer.buffer_source)
         run.model.root_wrapper = lambda out: reducer.post_forward(synced, out)
         run_forward(run, step)
         run.forward_steps.append(index)

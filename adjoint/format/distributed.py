@@ -353,7 +353,3 @@ def _refuse_unmodelled(problem, spec: Distributed) -> None:
         if bw.inputs:
             raise ProblemError(bw.inputs[0][1], "backward(inputs=...) under DistributedDataParallel is not "
                                                 "modelled yet")
-    if any(m.buffers for m in problem.model.walk()):
-        m = next(m for m in problem.model.walk() if m.buffers)
-        raise ProblemError(m.loc, "a model with buffers under DistributedDataParallel (broadcast_buffers) is not "
-                                  "modelled yet")
