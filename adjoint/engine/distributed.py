@@ -50,6 +50,7 @@ from adjoint.engine.runtime import CallRecord, Runtime, TorchError
 from adjoint.engine.graph import Node, Tensor
 from adjoint.engine.gradalias import GradObj, grad_holders
 from adjoint.engine import warns
+from adjoint.engine.inplace import write_in_kernel
 
 MIB = 1024 * 1024
 DEFAULT_FIRST_BUCKET_BYTES = MIB          # dist._DEFAULT_FIRST_BUCKET_BYTES
@@ -160,6 +161,11 @@ class Reducer:
         self.triggered = [0] * len(self.params)   # numGradHooksTriggeredMap_
         self.per_iteration: list[int] = []    # numGradHooksTriggeredMapPerIteration_
         self.delay_enqueued = False           # DDP._static_graph_delay_allreduce_enqueued
+        # DDP.require_forward_param_sync: set by each forward's _post_forward (grad enabled and not in
+        # no_sync), read by the next forward's _pre_forward to decide whether it broadcasts the buffers
+        self.forward_param_sync = True
+        self.buffers = [run.model.leaves[d.name] for m in run.problem.model.walk() for d in m.buffers]
+        self.buffer_source: list | None = None   # rank 0's buffer values before the forward step being run
         self.delay_queued = False             # reducer._delay_all_reduce queued by _DDPSink's backward
         self.order_source = self              # rank 0's Reducer: rebuilt buckets are broadcast from it
         self.results: dict = {}               # launched bucket j -> the collective's result on this rank
@@ -175,8 +181,28 @@ class Reducer:
         for i, (_, t) in enumerate(self.params):
             node = run.rt.grad_accumulator(t)
             node.post_hooks.add(-1 - i, ReducerPostHook(self, i))
+
+    def construct(self) -> None:
+        """What DistributedDataParallel.__init__ does on this rank once it accepted the module (a module
+        with no parameter requiring grad raised before any of it), in its order: the FutureWarning of
+        a ``broadcast_buffers`` argument (deprecated in PyTorch 2.13, warned whatever its value);
+        ``_sync_module_states``, which broadcasts every parameter from rank 0 --
+        ``dist._broadcast_coalesced`` copies the result back into each one (``copy_``, on rank 0
+        too), so every parameter's ``_version`` is one more after the wrapping (frozen ones too;
+        a tied one once); then ``_set_static_graph``'s warning."""
+        rt = self.run.rt
+        if self.spec.broadcast_buffers is not None:
+            warns.warn(rt, "FutureWarning", BROADCAST_BUFFERS_DEPRECATED, "setup")
+        synced: set = set()
+        for t in self.run.model.params.values():   # module.named_parameters(): a tied parameter once
+            if id(t) not in synced:
+                synced.add(id(t))
+                t.version.value += 1
+        if self.spec.broadcast_buffers is not False:   # init_sync_buffers: the buffers are broadcast too
+            for t in self.buffers:
+                t.version.value += 1
         if self.static and self.find_unused:   # DistributedDataParallel.__init__ -> _set_static_graph
-            warns.warn(run.rt, "UserWarning", STATIC_AND_FIND_UNUSED, "setup")
+            warns.warn(rt, "UserWarning", STATIC_AND_FIND_UNUSED, "setup")
 
     def static_first(self) -> bool:
         return self.static and self.bwd_calls == 1
@@ -203,10 +229,24 @@ class Reducer:
                     if t.grad is not None:
                         self.point_at_view(i)
 
+    def syncs_buffers(self) -> bool:
+        """_pre_forward's _check_sync_bufs_pre_fwd: the buffers are broadcast from rank 0 when the
+        previous forward left require_forward_param_sync set (the first forward too), broadcast_buffers
+        is not False and the module has buffers."""
+        return self.forward_param_sync and self.spec.broadcast_buffers is not False and bool(self.buffers)
+
+    def sync_buffers(self, source: list) -> None:
+        """_sync_buffers: rank 0's buffers (``source``: their values before this forward) broadcast
+        into this rank's, under ``_unsafe_preserve_version_counter`` (no version moves)."""
+        if self.syncs_buffers() and self.rank != 0:
+            for t, value in zip(self.buffers, source):
+                write_in_kernel(self.run.rt, t, value)
+
     def post_forward(self, synced: bool, out):
         """DDP's _post_forward on the root module's output: prepare_for_backward (synchronized
         only; with find_unused_parameters the graph is searched from the output for parameters
         it does not reach), then the output through _DDPSink when PyTorch puts it there."""
+        self.forward_param_sync = synced and self.run.rt.grad_enabled
         if synced:
             self.expect_hooks = True
             self.pending = [len(b) for b in self.buckets]
@@ -438,6 +478,12 @@ class Reducer:
         """Launched bucket ``j``'s buffer as the collective reads it (after a local ``does:``)."""
         return self.written.get(j, self.launched[j][1])
 
+
+#: DistributedDataParallel.__init__ given broadcast_buffers (either value) and no forward_sync_buffers
+BROADCAST_BUFFERS_DEPRECATED = ("`broadcast_buffers` is deprecated. Use `forward_sync_buffers` instead. IMPORTANT: "
+                                "unlike `broadcast_buffers=False`, `forward_sync_buffers=False` still syncs buffers at "
+                                "init. If you rely on buffers NOT being synced at init (e.g. rank-local buffers), keep "
+                                "using `broadcast_buffers=False` until `init_sync_buffers` is available.")
 
 STATIC_AND_FIND_UNUSED = ("You passed find_unused_parameters=true to DistributedDataParallel, `_set_static_graph` will "
                           "detect unused parameters automatically, so you do not need to set find_unused_parameters=true, "
@@ -771,6 +817,8 @@ def run_ranks(problem, name: str, make_backend) -> list[VariantRun]:
         for run in runs:   # DistributedDataParallel(model) itself raises, on every rank
             run.error = RunError("RuntimeError", NOTHING_TO_REDUCE, "setup", "ddp_constructor", -1)
         return runs
+    for r in reducers:
+        r.construct()
     if hook is not None and hook.builtin == "powerSGD" and hook.state_arg("start_powerSGD_iter") <= 1 and (
             hook.state_arg("use_error_feedback") or hook.state_arg("warm_start")):
         for run in runs:     # PowerSGDState(...) raises, at the comm hook's registration
@@ -803,6 +851,12 @@ def run_ranks(problem, name: str, make_backend) -> list[VariantRun]:
         synced = spec.synced(step)
         during = "backward" if step.kind == "backward" else "forward"
         errors = []
+        bufsync = step.kind == "forward" and any(reducers[i].syncs_buffers() for i in live)
+        if bufsync and (died or 0 not in live):
+            raise ProblemError(step.loc, "under DistributedDataParallel a forward that broadcasts the buffers "
+                                         "(broadcast_buffers) after some ranks raised is not modelled yet")
+        for r in reducers:   # rank 0's buffers as the broadcast reads them, before any rank's forward
+            r.buffer_source = [t.value for t in reducers[0].buffers] if bufsync else None
         for i in live:   # a forward's inputs may be per rank: each its own step
             run, reducer = runs[i], reducers[i]
             if died and step.kind == "forward" and _rebuilds(reducer):
@@ -813,6 +867,9 @@ def run_ranks(problem, name: str, make_backend) -> list[VariantRun]:
                 _step(run, reducer, run.steps[index], index, synced, first_forward, first_backward, later)
             except TorchError as exc:
                 errors.append((run, exc))
+        if bufsync and errors and len(errors) != len(runs):
+            raise ProblemError(step.loc, "under DistributedDataParallel an error on some ranks only in a forward "
+                                         "that broadcasts the buffers (broadcast_buffers) is not modelled yet")
         ran = [i for i in live if runs[i].error is None or i in {runs.index(run) for run, _ in errors}]
         live = [i for i in live if runs[i].error is None]
         if step.kind == "backward" and not errors and not died:
@@ -1057,6 +1114,8 @@ def _step(run: VariantRun, reducer: Reducer, step, index: int, synced: bool, fir
     variant, reg = run.variant, run.reg
     if step.kind == "forward":
         reducer.pre_forward(synced)
+        if reducer.buffer_source is not None:
+            reducer.sync_buffers(reducer.buffer_source)
         run.model.root_wrapper = lambda out: reducer.post_forward(synced, out)
         run_forward(run, step)
         run.forward_steps.append(index)

@@ -67,6 +67,9 @@ class Distributed:
     ranks: tuple = field(default=(), compare=False, repr=False)   # the Problem of each rank (rank 0's is the file's)
     shard: tuple = ()                           # fully_shard: ((submodule label, Loc), ...), sharded in this order
     reshard_after_forward: bool | None = None   # fully_shard's argument (None: PyTorch's default)
+    #: DistributedDataParallel's broadcast_buffers as the file gives it (None: not given). PyTorch 2.13
+    #: deprecates the argument: given at all, True or False, its constructor warns (FutureWarning)
+    broadcast_buffers: bool | None = None
 
     def synced(self, step) -> bool:
         return step.loc not in self.no_sync
@@ -148,6 +151,7 @@ def read_block(node: YNode) -> Distributed:
         raise ProblemError(m.key_loc("shard"), "distributed.shard is fully_shard's (wrap: fully_shard); "
                                                "DistributedDataParallel wraps the whole model")
     args = dict(DDP_ARGS)
+    given: set = set()
     if m.get("args") is not None:
         a = m.get("args")
         if not isinstance(a, YMap):
@@ -157,6 +161,7 @@ def read_block(node: YNode) -> Distributed:
             if key.text not in DDP_ARGS:
                 raise ProblemError(key.loc, f"distributed.args: '{key.text}' is not modelled yet; the modelled "
                                             f"arguments are {', '.join(DDP_ARGS)}")
+            given.add(key.text)
             if key.text == "bucket_cap_mb":
                 cap = parse_number(value, "distributed.args.bucket_cap_mb")
                 if cap <= 0:
@@ -183,7 +188,8 @@ def read_block(node: YNode) -> Distributed:
                                "not modelled yet (.grad, the bucket's view, would show the other ranks' buffers "
                                "during the backward); use all_reduce in returns:, or gradient_as_bucket_view: false")
     return Distributed(world_size, "ddp", args["bucket_cap_mb"], args["find_unused_parameters"],
-                       args["static_graph"], args["gradient_as_bucket_view"], hook, node.loc)
+                       args["static_graph"], args["gradient_as_bucket_view"], hook, node.loc,
+                       broadcast_buffers=args["broadcast_buffers"] if "broadcast_buffers" in given else None)
 
 
 def _comm_hook(node: YNode) -> CommHook:
@@ -347,7 +353,3 @@ def _refuse_unmodelled(problem, spec: Distributed) -> None:
         if bw.inputs:
             raise ProblemError(bw.inputs[0][1], "backward(inputs=...) under DistributedDataParallel is not "
                                                 "modelled yet")
-    if any(m.buffers for m in problem.model.walk()):
-        m = next(m for m in problem.model.walk() if m.buffers)
-        raise ProblemError(m.loc, "a model with buffers under DistributedDataParallel (broadcast_buffers) is not "
-                                  "modelled yet")

@@ -159,6 +159,8 @@ def _wrap_and_run(s: DDPSession, spec, steps, passes: list) -> dict | None:
               "gradient_as_bucket_view": spec.gradient_as_bucket_view}
     if spec.bucket_cap_mb is not None:
         kwargs["bucket_cap_mb"] = float(spec.bucket_cap_mb)
+    if spec.broadcast_buffers is not None:   # passed only when the file gives it: PyTorch warns when it is given
+        kwargs["broadcast_buffers"] = spec.broadcast_buffers
     try:
         s.ddp = DistributedDataParallel(s.root, **kwargs)
     except RuntimeError as exc:   # the constructor refuses the module (no parameter requires grad)
