@@ -179,3 +179,28 @@ def test_why_a_registered_hook_never_fired():
     assert [c["label"] for c in got.to_json()["variants"]["default"]["hook_calls"]] == fired
     silent = {s.label: s.reason for s in silent_hooks(got.variants[0])}
     assert "registered inside a_hook (registers:)" in silent["c_hook"]
+
+
+REFUSED = os.path.join(ROOT, "tests", "data", "regressions", "hook_registered_inside_a_hook_refused_by_pytorch.yaml")
+
+
+def _torch_refusal(variant: str):
+    x = torch.tensor([1., 2, 3], dtype=torch.float64, requires_grad=True)
+    c = x * 1
+    k = c.detach()
+    c2 = c * 2
+    register = {"nograd": lambda: k.register_hook(lambda g: None), "retain_nograd": k.retain_grad,
+                "postacc_nonleaf": lambda: c.register_post_accumulate_grad_hook(lambda t: None),
+                "node_none": lambda: k.grad_fn.register_prehook(lambda g: None)}[variant]
+    c2.register_hook(lambda g: [register(), None][1])
+    with pytest.raises(Exception) as info:
+        (c2 * c2).sum().backward()
+    return type(info.value).__name__, str(info.value)
+
+
+@pytest.mark.parametrize("variant", ["nograd", "retain_nograd", "postacc_nonleaf", "node_none"])
+def test_pytorchs_refusal_of_a_registration_inside_a_hook_is_the_answer(variant):
+    got = adjoint.load(REFUSED).solve().to_json()["variants"][variant]
+    assert (got["error"]["type"], got["error"]["message"]) == _torch_refusal(variant)
+    assert got["error"]["during"] == "backward"
+    assert [c["label"] for c in got["hook_calls"]] == ["c2h"]
