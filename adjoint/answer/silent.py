@@ -69,6 +69,9 @@ def _reason(hook, run) -> str:
     if run.error is not None:
         return f"PyTorch raised {run.error.type} during the {run.error.during} before it could fire"
     reg = run.reg
+    by = [h.label for h in run.variant.hooks if hook.index in h.registers]
+    if by and reg is not None and hook.index not in reg.handles:
+        return f"never registered: {', '.join(by)}, which registers it, never ran"
     if reg is not None and hook.index not in reg.handles:
         return "never registered: the step that registers it is not reached"
     removed = reg is not None and hook.index not in reg.active and not reg.handles.get(hook.index)
@@ -86,6 +89,10 @@ def _reason(hook, run) -> str:
     if hook.on == "tensor" and isinstance(t, Tensor) and t.id not in reg.attached.get(hook.index, ()):
         return (f"it is on an earlier version of {hook.target} (registered before an in-place op on it), whose "
                 "gradient nothing computes")
+    if by:
+        return (f"registered inside {', '.join(by)} (registers:) once the backward had passed its node, or had "
+                "started the group of hooks it joined (they run from a copy of their dict): it fires from the next "
+                "backward on")
     return "its node ran without calling it (no reason recorded)"
 
 

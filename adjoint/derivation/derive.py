@@ -206,8 +206,12 @@ class UnitBuilder:
             elif step.kind == "register":
                 removed.difference_update(step.hooks)
         later = {i for step in self.run.steps[self.p.step:] if step.kind == "register" for i in step.hooks}
+        # a hook another hook registers (registers:) goes on while a backward runs: whether it was on for
+        # this pass is the run's record (its calls), not something the steps show
+        inside = {i for h in self.run.variant.hooks for i in h.registers}
         for h in self.run.variant.hooks:
-            if h.index in fired or h.on not in ("tensor", "node") or h.kind in ("retain_grad", "post_accumulate_grad"):
+            if h.index in fired or h.on not in ("tensor", "node") or h.kind in ("retain_grad", "post_accumulate_grad") \
+                    or h.index in inside:
                 continue
             if h.index in later and h.index not in {i for s in self.run.steps[:self.p.step] if s.kind == "register"
                                                     for i in s.hooks}:

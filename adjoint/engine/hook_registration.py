@@ -307,6 +307,7 @@ class Registrations:
                     hooks = t.post_accumulate_hooks
                 else:
                     check_register_hook_crash(hook, hook.target, t)
+                    check_first_hook_while_iterating(self.rt, hook, t)
                     hooks = tensor_hook_dict(t, self.rt)
                 self.handles[index].append((hooks, self.rt.add_hook(hooks, UserTensorHook(hook))))
                 return
@@ -403,6 +404,21 @@ def check_register_hook_crash(hook, name: str, t: Tensor) -> None:
                                      "Tensor.register_hook reads it just after creating the hook dict; "
                                      "register the hook before the in-place write, or use the view in an "
                                      "op (or read its grad_fn) first")
+
+
+def check_first_hook_while_iterating(rt, hook, t: Tensor) -> None:
+    """A hook of another output of a node registering (``registers:``) a tensor's first hook
+    while the engine runs that node's tensor pre-hooks: ``_register_hook_dict`` pushes onto the
+    vector ``call_tensor_pre_hooks``' range-for is iterating (it may reallocate under it:
+    undefined behaviour in PyTorch), so no answer is exact."""
+    if t.backward_hooks is not None or not rt.tensor_pre_hooks_of:
+        return
+    node = grad_fn(rt, t)
+    if node is not None and any(n is node for n in rt.tensor_pre_hooks_of):
+        raise ProblemError(hook.loc, f"'{hook.target}' gets its first hook while the engine runs the tensor hooks of "
+                                     "its own grad_fn (a hook on another output of that node registers it): PyTorch "
+                                     "appends to the list it is iterating, which is undefined behaviour; register a "
+                                     "hook on it before the backward (one that observes is enough)")
 
 
 def grad_fn(rt, t: Tensor):

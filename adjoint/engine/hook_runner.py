@@ -112,6 +112,8 @@ class HookRunner:
         rt.log.append(record)
         for index in hook.removes:
             self.reg.remove(index)
+        for index in hook.registers:   # h = t.register_hook(fn) (or retain_grad, ...) in its body
+            self.reg.register(index)
         if raises_now(hook, record.kind):
             record.raised = True
             raise TorchError(hook.raises_type, hook.raises, "hook_raised")

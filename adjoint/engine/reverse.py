@@ -403,6 +403,21 @@ class Engine:
         alias = self.alias
         objs = alias.objs
         alias.frames[0][0] = inputs
+        # a hook registering a tensor's first hook on this node now would append to the vector
+        # call_tensor_pre_hooks is iterating (adjoint.engine.hook_registration.tensor_hook_dict)
+        self.rt.tensor_pre_hooks_of.append(node)
+        try:
+            self._tensor_pre_hooks(node, dicts, inputs, objs)
+        finally:
+            self.rt.tensor_pre_hooks_of.pop()
+        if not node.is_accumulate:
+            for nr, t in node.retains_grad_hooks.items():
+                if inputs[nr] is not None:
+                    t.grad = inputs[nr] if t.grad is None else self.B.add(t.grad, inputs[nr])
+        return inputs
+
+    def _tensor_pre_hooks(self, node: Node, dicts: list, inputs: list, objs: list) -> None:
+        alias = self.alias
         for nr, hooks in dicts:
             for entry in hooks.live():
                 value = inputs[nr]
@@ -416,11 +431,6 @@ class Engine:
                     self.check_same(entry.hook, returned, slot_shape(node, nr), slot_dtype(node, nr))
                     inputs[nr] = returned
                     objs[nr] = alias.returned(objs[nr])
-        if not node.is_accumulate:
-            for nr, t in node.retains_grad_hooks.items():
-                if inputs[nr] is not None:
-                    t.grad = inputs[nr] if t.grad is None else self.B.add(t.grad, inputs[nr])
-        return inputs
 
     def node_pre_hooks(self, node: Node, inputs: list) -> list:
         alias = self.alias

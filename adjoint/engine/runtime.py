@@ -157,6 +157,7 @@ class Runtime:
         self.recomputing = 0                  # > 0 while checkpoint recomputes a region (adjoint.engine.checkpoint)
         self.fresh_rng = 0                    # > 0 inside checkpoint(..., preserve_rng_state=False)
         self.reentrant = 0                    # depth of the reentrant backward running (0: none or the outer one)
+        self.tensor_pre_hooks_of: list = []   # the nodes whose tensor pre-hooks the engine is running (innermost last)
         self.creating_graph = False           # a create_graph backward is running (its hooks run with grad mode on)
         self.backward_runner = None           # (root, gradient, retain_graph) -> runs a backward (a hook body's)
         self.grad_runner = None               # (root, gradient, inputs, retain, allow_unused) -> a hook body's autograd.grad

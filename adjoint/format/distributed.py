@@ -99,6 +99,7 @@ def build_distributed(tree: YMap, path: str, build_problem):
         if no_sync:
             raise ProblemError(min(no_sync, key=lambda loc: (loc.line, loc.col)),
                                "no_sync is DistributedDataParallel's; under fully_shard it is not modelled yet")
+        _refuse_registers(problems[0])
         check_fsdp_problem(problems[0], spec)
         return replace(problems[0], distributed=replace(spec, ranks=tuple(problems)))
     _refuse_unmodelled(problems[0], spec)
@@ -326,8 +327,18 @@ def _rank_step(node: YNode, rank: int, world_size: int) -> YNode:
     return YMap(node.loc, ((key, body),))
 
 
+def _refuse_registers(problem) -> None:
+    """The ranks' engines register a file's hooks at the start and by register steps only."""
+    for v in problem.variants:
+        for h in v.hooks:
+            if h.registers:
+                raise ProblemError(h.loc, "registers: (a hook registering hooks while the backward runs) in a "
+                                          "distributed file is not modelled yet")
+
+
 def _refuse_unmodelled(problem, spec: Distributed) -> None:
     """What a distributed run does not model yet: one located line each."""
+    _refuse_registers(problem)
     for v in problem.variants:
         for h in v.hooks:
             if h.on == "global":   # ddp(x) is a module call of its own: the wrapper's calls fire them too

@@ -244,6 +244,7 @@ class Hook:
     raises_type: str = "RuntimeError"    # raises: {type: NAME}: the class raised (a custom exception class)
     raises_in: str | None = None         # raises: {in: pack | unpack}: which call of a saved_tensors hook raises
     removes: tuple[int, ...] = ()        # removes these hooks' handles (same list) when it runs
+    registers: tuple[int, ...] = ()      # registers these hooks (same list) when it runs (after removes)
     slot: str | None = None              # saved: the saved tensor's name on the node (grad_fn._raw_saved_SLOT)
     message: str | None = None           # disable_saved_tensors_hooks: the error message
     pin_memory: bool = False             # save_on_cpu: its pin_memory argument

@@ -28,7 +28,7 @@ from adjoint.format.optimizers import parse_optimizer
 from adjoint.format.validate_saved import SAVED_KEYS, SAVED_TARGETS, check_not_saved_keys, parse_saved_target
 
 HOOK_KEYS = ("module", "tensor", "node", "global", "multi_grad", "saved_tensors", "kind", "mode", "scope", "returns",
-             "does", "remove", "removes", "label", "when", "prepend", "with_kwargs", "always_call", "raises", "during", "next", "optimizer") + SAVED_KEYS
+             "does", "remove", "removes", "registers", "label", "when", "prepend", "with_kwargs", "always_call", "raises", "during", "next", "optimizer") + SAVED_KEYS
 TARGET_KEYS = ("module", "tensor", "node", "global", "multi_grad", "saved_tensors") + SAVED_TARGETS
 BACKWARD_KEYS = ("method", "inputs", "grad_output")
 STEP_KINDS = ("forward", "backward", "register", "remove", "zero_grad", "step", "registered", "read")
@@ -146,6 +146,13 @@ def parse_hook(node: YNode, index: int, what: str, count: int) -> Hook:
     removes: tuple[int, ...] = ()
     if h.get("removes") is not None:
         removes = _indices(h.get("removes"), f"removes of hook {index}", count, "the hooks of the same list")
+    registers: tuple[int, ...] = ()
+    if h.get("registers") is not None:
+        if not (on == "tensor" and kind in ("hook", "post_accumulate_grad") or on == "node"):
+            raise ProblemError(h.key_loc("registers"), "registers: is taken by tensor hooks (hook, "
+                               "post_accumulate_grad) and node hooks, which run in the backward; registering "
+                               "from another kind of hook is not modelled yet")
+        registers = _indices(h.get("registers"), f"registers of hook {index}", count, "the hooks of the same list")
     prepend = _flag(h, "prepend", on == "module" and kind != "backward",
                     "prepend: is taken by module hooks only (register_*_hook(..., prepend=True)), not by the legacy "
                     "backward hook, global, tensor or node hooks")
@@ -164,7 +171,7 @@ def parse_hook(node: YNode, index: int, what: str, count: int) -> Hook:
     return Hook(index, on, target, kind, returns, does, remove, when, label, h.loc, prepend=prepend, optimizer=optimizer,
                 with_kwargs=with_kwargs, always_call=always_call, tensors=tensors, mode=mode, pack=pack,
                 unpack=unpack, scope=scope, raises=raises, removes=removes, raises_type=raises_type,
-                raises_in=raises_in, during=during, next=walk)
+                raises_in=raises_in, during=during, next=walk, registers=registers)
 
 
 def _saved_hook(h: YMap, on: str, index: int, count: int) -> Hook:
@@ -246,6 +253,12 @@ def check_hook_list(hooks: list[Hook], node: YSeq) -> None:
             if hooks[i].kind in ("retain_grad", "saved_tensors", "disable_saved_tensors_hooks", "save_on_cpu"):
                 errors.append(ProblemError(node.items[h.index].loc, f"hook {h.index} removes hook {i}, a "
                                                                     f"{hooks[i].kind} hook, which has no handle"))
+        for i in h.registers:
+            if not (hooks[i].on == "tensor" and hooks[i].optimizer is None or hooks[i].on == "node" and not hooks[i].next):
+                errors.append(ProblemError(node.items[h.index].loc, f"hook {h.index} registers hook {i}, a "
+                                                                    f"{hooks[i].on} hook: registering one from inside "
+                                                                    "a hook is not modelled yet (tensor and node "
+                                                                    "hooks are)"))
     # a module (or the global registry) given both a legacy and a full backward hook is well formed:
     # PyTorch's RuntimeError when the second is registered is the answer (adjoint.engine.hook_registration)
     raise_all(errors)

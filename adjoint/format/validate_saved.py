@@ -38,6 +38,9 @@ def parse_saved_target(h: YMap, on: str, index: int) -> dict:
         if h.get(key) is not None:
             raise ProblemError(h.key_loc(key), f"a {on}: hook has no handle to remove (PyTorch returns none); "
                                                f"drop {key}:")
+    if h.get("registers") is not None:
+        raise ProblemError(h.key_loc("registers"), f"registers: is taken by tensor and node hooks; registering from "
+                                                   f"a {on}: hook is not modelled yet")
     if on == SAVE_ON_CPU:
         return parse_save_on_cpu(h, index)
     if on == DISABLE:

@@ -423,6 +423,8 @@ class Hooks:
             run.saved_nodes.mark(len(run.log) - 1)
         for index in hook.removes:
             self.remove(index)
+        for index in hook.registers:   # h = t.register_hook(fn) (or retain_grad, ...) in its body
+            self.register(index)
         if raises_now(hook, record["kind"]):
             record["raised"] = True
             raise (RuntimeError if hook.raises_type == "RuntimeError" else exception_class(hook.raises_type))(hook.raises)
