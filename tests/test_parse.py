@@ -236,6 +236,8 @@ PROGRAMS = [
     ("x.mul_(2)\nreturn x", ["x.mul_(2)", "return x"]),
     ("with no_grad():\n    h = x * 2\nreturn h", ["with no_grad():", "return h"]),
     ("with torch.enable_grad():\n    h = x\nreturn h", ["with enable_grad():", "return h"]),
+    ("with torch.set_grad_enabled(False):\n    h = x\nreturn h", ["with set_grad_enabled(False):", "return h"]),
+    ("with set_grad_enabled(mode=True):\n    h = x\nreturn h", ["with set_grad_enabled(True):", "return h"]),
 ]
 
 
@@ -252,7 +254,7 @@ def test_statement_records():
                              ("Method", X, "chunk", (NUM[2],), ()))
     assert dump(prog[1]) == ("Assign", ("Subscript", X, (NUM[0],)), ("Name", "a"))
     assert dump(prog[2]) == ("AugAssign", ("Name", "h"), "+", ("Name", "b"))
-    assert dump(prog[3]) == ("With", "no_grad", (("ExprStmt", ("Method", X, "relu_", (), ())),))
+    assert dump(prog[3]) == ("With", "no_grad", (("ExprStmt", ("Method", X, "relu_", (), ())),), False)
     assert dump(prog[4]) == ("Return", ("Name", "h"))
 
 
@@ -283,8 +285,15 @@ PROGRAM_REFUSALS = [
                                                   "write 'with no_grad():'"),
     ("with no_grad(), enable_grad():\n    h = x\nreturn h", "2:19: the forward: one context manager per with block; "
                                                             "nest them instead"),
-    ("with open('f'):\n    h = x\nreturn h", "2:8: the forward: only 'with no_grad():' and 'with enable_grad():' "
-                                             "blocks are allowed (torch. prefix optional)"),
+    ("with open('f'):\n    h = x\nreturn h", "2:8: the forward: only 'with no_grad():', 'with enable_grad():' and "
+                                             "'with set_grad_enabled(BOOL):' blocks are allowed (torch. prefix "
+                                             "optional)"),
+    ("with set_grad_enabled(x.requires_grad):\n    h = x\nreturn h",
+     "2:8: the forward: set_grad_enabled takes one bool literal here, 'with set_grad_enabled(False):' or "
+     "'with set_grad_enabled(True):' (a mode computed at run time is not modelled)"),
+    ("with set_grad_enabled(False) as g:\n    h = x\nreturn h",
+     "2:35: the forward: 'with set_grad_enabled(False) as ...' binds nothing useful; write "
+     "'with set_grad_enabled(False):'"),
     ("h //= 2\nreturn h", "2:3: operator '//=' is not allowed; use += -= *= /= **= @="),
     ("a = b = x\nreturn a", "2:7: the forward: assign one target per line, as in 'h = a * b'"),
     ("*a, b = x\nreturn b", "2:3: the forward: starred assignment is not allowed; unpack into as many names as there "

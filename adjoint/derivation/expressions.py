@@ -121,7 +121,7 @@ def program_source(program) -> str:
         elif isinstance(x, X.Return) and not isinstance(x.value, X.Tup):
             out.append(f"return {source(x.value)}")
         elif isinstance(x, X.With):
-            out.append(f"with {x.mode}(): {program_source(x.body)}")
+            out.append(f"with {x.manager}: {program_source(x.body)}")
         else:
             out.append(X.stmt_source(x))
     return "; ".join(out)

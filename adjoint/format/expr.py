@@ -436,22 +436,36 @@ class _Builder:
         item = stmt.items[0]
         ctx = item.context_expr
         mode = None
-        if isinstance(ctx, ast.Call) and not ctx.args and not ctx.keywords:
-            name = _dotted(ctx.func)
-            mode = name.removeprefix("torch.") if name else None
-        if mode not in GRAD_MODES:
-            raise ProblemError(self.loc(ctx), f"{what}: only 'with no_grad():' and 'with enable_grad():' blocks are "
-                                              "allowed (torch. prefix optional)")
+        switch = False
+        name = _dotted(ctx.func) if isinstance(ctx, ast.Call) else None
+        name = name.removeprefix("torch.") if name else None
+        if name in GRAD_MODES and not ctx.args and not ctx.keywords:
+            mode = name
+        elif name == "set_grad_enabled":
+            # torch.set_grad_enabled(mode) sets grad mode when made and restores it on exit: inside
+            # the block it is no_grad() (False) or enable_grad() (True); a bool literal only
+            flags = list(ctx.args) + [k.value for k in ctx.keywords if k.arg == "mode"]
+            if not (len(flags) == 1 == len(ctx.args) + len(ctx.keywords) and isinstance(flags[0], ast.Constant)
+                    and isinstance(flags[0].value, bool)):
+                raise ProblemError(self.loc(ctx), f"{what}: set_grad_enabled takes one bool literal here, "
+                                                  "'with set_grad_enabled(False):' or 'with set_grad_enabled(True):' "
+                                                  "(a mode computed at run time is not modelled)")
+            mode, switch = ("enable_grad" if flags[0].value else "no_grad"), True
+        if mode is None:
+            raise ProblemError(self.loc(ctx), f"{what}: only 'with no_grad():', 'with enable_grad():' and "
+                                              "'with set_grad_enabled(BOOL):' blocks are allowed (torch. prefix "
+                                              "optional)")
         if item.optional_vars is not None:
-            raise ProblemError(self.loc(item.optional_vars), f"{what}: 'with {mode}() as ...' binds nothing useful; "
-                                                             f"write 'with {mode}():'")
+            written = With(loc, mode, (), switch).manager
+            raise ProblemError(self.loc(item.optional_vars), f"{what}: 'with {written} as ...' binds nothing "
+                                                             f"useful; write 'with {written}:'")
         body = []
         for inner in stmt.body:
             if isinstance(inner, ast.Return):
                 raise ProblemError(self.loc(inner), f"{what}: 'return' inside a with block is not allowed; assign the "
                                                     "value and return it after the block")
             body.append(self.statement(inner, what, allow_return=False))
-        return With(loc, mode, tuple(body))
+        return With(loc, mode, tuple(body), switch)
 
     def target(self, node: ast.AST, what: str, unpack: bool) -> Expr:
         """An assignment target: a name, a subscript of a name, or (``unpack``) a tuple of targets."""

@@ -276,10 +276,18 @@ class ExprStmt(Stmt):
 
 @dataclass(frozen=True)
 class With(Stmt):
-    """A with torch.no_grad() / torch.enable_grad() block."""
+    """A with torch.no_grad() / torch.enable_grad() / torch.set_grad_enabled(BOOL) block."""
 
-    mode: str                    # "no_grad" | "enable_grad"
+    mode: str                    # the grad mode it sets: "no_grad" | "enable_grad"
     body: tuple[Stmt, ...]
+    set_grad_enabled: bool = False   # written torch.set_grad_enabled(False) / (True): the same mode
+
+    @property
+    def manager(self) -> str:
+        """The context manager as written: ``no_grad()``, ``set_grad_enabled(False)``."""
+        if self.set_grad_enabled:
+            return f"set_grad_enabled({self.mode == 'enable_grad'})"
+        return f"{self.mode}()"
 
 
 @dataclass(frozen=True)
@@ -439,7 +447,7 @@ def stmt_source(s: Stmt) -> str:
     if isinstance(s, ExprStmt):
         return to_source(s.value)
     if isinstance(s, With):
-        return f"with {s.mode}():"
+        return f"with {s.manager}:"
     if isinstance(s, Return):
         value = to_source(s.value)
         return f"return {value[1:-1] if isinstance(s.value, Tup) and len(s.value.items) > 1 else value}"

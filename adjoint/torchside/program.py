@@ -148,7 +148,9 @@ class Program:
             if stmt.mode not in GRAD_MODES:
                 raise ProblemError(stmt.loc, f"verify knows 'with no_grad():' and 'with enable_grad():', not "
                                              f"'with {stmt.mode}()'")
-            with GRAD_MODES[stmt.mode]():
+            manager = torch.set_grad_enabled(stmt.mode == "enable_grad") if stmt.set_grad_enabled \
+                else GRAD_MODES[stmt.mode]()
+            with manager:
                 for inner in stmt.body:
                     self.execute(inner)
                     if self.ran is not None:
