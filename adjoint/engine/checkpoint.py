@@ -51,6 +51,10 @@ MORE_SAVED = ("torch.utils.checkpoint: trying to save more tensors during recomp
 #: the keyword arguments of ``checkpoint`` a file may give (PyTorch's names)
 OPTIONS = ("use_reentrant", "preserve_rng_state", "early_stop")
 
+#: ``checkpoint``'s own keyword parameters (torch/utils/checkpoint.py): any other keyword lands in its
+#: ``**kwargs`` (``preserve_rng_state`` is popped from there), meant for the function
+NAMED = ("use_reentrant", "context_fn", "determinism_check", "debug", "early_stop", "preserve_rng_state")
+
 
 class StopRecomputation(Exception):
     """``_StopRecomputationError``: raised by the recomputation's pack hook once every holder is filled."""
@@ -205,6 +209,8 @@ def options(rt, kwargs: dict, loc) -> tuple[bool, bool]:
     ``use_reentrant`` warning is issued here, as ``checkpoint`` issues it first."""
     from adjoint.format.errors import ProblemError
     for k in kwargs:
+        if k == "debug" and kwargs[k] is False:   # checkpoint's default: nothing changes
+            continue
         if k not in OPTIONS:
             raise ProblemError(loc, f"checkpoint(...) keyword '{k}' is not modelled; the modelled ones are "
                                     f"{', '.join(OPTIONS)}")
@@ -218,6 +224,24 @@ def options(rt, kwargs: dict, loc) -> tuple[bool, bool]:
     # early_stop is a named parameter of checkpoint(): the reentrant variant ignores it
     early_stop = kwargs.get("early_stop", True)
     return bool(use_reentrant), bool(early_stop)
+
+
+def unexpected_keywords(rt, kwargs: dict) -> None:
+    """``checkpoint(fn, *args, k=v, use_reentrant=True)`` (or without ``use_reentrant``: its warning
+    first, then True): keywords for the function are PyTorch's ValueError before it runs, as
+    ``checkpoint`` checks ``if kwargs and use_reentrant`` once it popped ``preserve_rng_state``;
+    then ``debug`` other than False is its other ValueError (``context_fn`` is no file's)."""
+    extra = [k for k in kwargs if k not in NAMED]
+    use_reentrant = kwargs.get("use_reentrant")
+    debug = "debug" in kwargs and kwargs["debug"] is not False
+    if not (extra or debug) or not (use_reentrant is None or use_reentrant is True):
+        return
+    if use_reentrant is None:
+        warns.warn(rt, "UserWarning", USE_REENTRANT_WARNING)
+    if extra:
+        raise TorchError("ValueError", "Unexpected keyword arguments: " + ",".join(extra), "forward")
+    raise TorchError("ValueError", "Passing `context_fn` or `debug` is only supported when use_reentrant=False.",
+                     "forward")
 
 
 def run_checkpoint(run, child, args: list, kwargs: dict, loc):

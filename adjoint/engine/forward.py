@@ -835,6 +835,8 @@ class _ModuleScope:
             raise ProblemError(loc, f"checkpoint's function '{name}' is not a child module of '{self.mod.label}'; "
                                     "checkpoint(CHILD, *args, use_reentrant=...) takes a child's name"
                                     + (f" ({', '.join(children)})" if children else " (it has no children)"))
+        from adjoint.engine.checkpoint import unexpected_keywords
+        unexpected_keywords(self.run.rt, kwargs)   # the reentrant variant's ValueError comes before any call
         if not child.input_defaults and not _arity_ok(child, len(args)):
             raise ProblemError(loc, f"module '{child.label}' takes {len(child.inputs)} input(s) "
                                     f"({', '.join(child.inputs)}), got {len(args)} after checkpoint's function; "

@@ -391,7 +391,7 @@ class HookRunner:
 
     def _saved_call(self, hook, expr, kind: str, env: dict, node, slot=None, tensor=None):
         rt = self.rt
-        record = CallRecord(hook, kind, None, snapshot(env), node=node, phase=rt.phase, grads_seen=self.grads_now(),
+        record = CallRecord(hook, kind, None, snapshot(env, rt.dtype), node=node, phase=rt.phase, grads_seen=self.grads_now(),
                             saved=slot, tensor=tensor)
         record.recomputed, record.reentrant = rt.recomputing > 0, rt.reentrant
         rt.log.append(record)

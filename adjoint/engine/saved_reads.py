@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from adjoint.engine.graph import Tensor
+from adjoint.engine.graph import Tensor, Typed
 from adjoint.engine.hook_registration import grad_fn
 from adjoint.engine.runtime import FREED_GRAPH
 from adjoint.engine.saved_hooks import _class_name, _slots_of, disabled
@@ -115,7 +115,9 @@ def read_step(run, step, index: int) -> ReadRecord:
             result_node = node
         else:
             result_node = sv.packed_grad_fn   # grad_fn_, kept when it was packed (an in-place op since moves none)
-    rec.value = value
+    # a tensor of another dtype than the problem's (what an unpack hook returned: x.double() in a float32
+    # problem, or an integer tensor) is written with its dtype, as a hook's argument is (engine.graph.recorded)
+    rec.value = Typed(value, rec.dtype) if rec.dtype != rt.dtype and rec.dtype is not None else value
     if result_node is not None:
         rec.grad_fn = result_node.name   # as grad_fn.name() gives it (torch::autograd::CopySlices)
         rec.grad_fn_of = tuple(n for n, v in names.items() if isinstance(v, Tensor) and v.grad_fn is result_node)
