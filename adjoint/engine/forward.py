@@ -214,10 +214,13 @@ class _Pass:
         for name, d in self.m.decls.items():
             if d.tied is not None:
                 tied.setdefault(d.tied, []).append(name)
-        try:   # the leaves' hooks go on as a script registers them before its forward
-            for name, t in self.m.leaves.items():
-                d = self.m.decls[name]
-                self.bind(name, t, None, tuple(tied.get(name, ())) + ((d.tied,) if d.tied is not None else ()))
+        try:   # the leaves' hooks go on as a script registers them before its forward: every leaf
+            # exists then, so they go on together, in the file's order (a multi_grad hook over two
+            # leaves listed before a tensor hook on the first is registered before it)
+            with self.m.reg.together():
+                for name, t in self.m.leaves.items():
+                    d = self.m.decls[name]
+                    self.bind(name, t, None, tuple(tied.get(name, ())) + ((d.tied,) if d.tied is not None else ()))
         except TorchError as exc:
             exc.during = "register"
             raise

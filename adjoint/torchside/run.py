@@ -284,9 +284,11 @@ class Session:
         self.forwards.append(fp)
         self.fpass = fp
         self.hooks.new_forward()
-        try:   # the leaves' hooks go on as a script registers them before its forward
-            for name, t in self.leaves.items():   # a tied Parameter's names are aliases of one tensor
-                self.bind(name, t, tuple(n for n, o in self.leaves.items() if o is t and n != name))
+        try:   # the leaves' hooks go on as a script registers them before its forward: all
+            # together, in the file's order (every leaf exists then)
+            with self.hooks.together():
+                for name, t in self.leaves.items():   # a tied Parameter's names are aliases of one tensor
+                    self.bind(name, t, tuple(n for n, o in self.leaves.items() if o is t and n != name))
         except (RuntimeError, ValueError, AssertionError, AttributeError) as exc:
             exc.adjoint_during = "register"
             raise

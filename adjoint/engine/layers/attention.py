@@ -18,9 +18,13 @@ the same tensor) and ``F.multi_head_attention_forward``, step by step:
 
 Masks are float tensors added to the scores, or bool tensors the module first turns into
 float ones (``F._canonical_mask``: 0 where False, ``-inf`` where True; no node), as PyTorch
-does; the fast
-path (``_native_multi_head_attention``) only runs when nothing needs a gradient, where it makes
-no node and computes the same values, so it needs no model of its own.
+does. The fast path (``torch._native_multi_head_attention``: eval mode, ``batch_first``, self-attention
+on one tensor, an even head count, in-projection biases, bool masks or none, nothing requiring
+grad -- a frozen feature extractor's module, or one a hooked ``TransformerEncoderLayer`` calls)
+makes no node and computes the same values, but hands back a contiguous output (the slow path's
+is a transposed view, which decides a later ``Linear``'s nodes and whether ``.view`` works); with
+a mask or ``is_causal`` it differs (a fully masked row is nan, not the slow path's zeros; it
+ignores ``is_causal``): refused.
 """
 
 from __future__ import annotations
@@ -107,9 +111,48 @@ def _bind(c) -> dict:
     return bound
 
 
+def _fast_path(c, a: dict) -> bool:
+    """Whether MultiheadAttention.forward takes its fast path (torch._native_multi_head_attention),
+    its conditions in its order: no float mask, a batched self-attention on one tensor, the
+    in-projection packed with its bias, the query's dtype, eval mode, an even head count,
+    batch_first, no bias_k / zero attention, and nothing requiring grad where grad is enabled."""
+    query, key, value = a["query"], a["key"], a["value"]
+    if any(m is not None and m.dtype in _FLOAT_MASKS for m in (a["attn_mask"], a["key_padding_mask"])):
+        return False
+    if len(query.shape) != 3 or query is not key or key is not value:
+        return False
+    w, b = c.params.get("in_proj_weight"), c.params.get("in_proj_bias")
+    if w is None or b is None or query.dtype != w.dtype:
+        return False
+    if c.training or c.arg("num_heads") % 2 or not c.arg("batch_first") or c.params.get("bias_k") is not None \
+            or c.arg("add_zero_attn"):
+        return False
+    if not c.rt.grad_enabled:
+        return True
+    tensors = (query, w, b, c.params.get("out_proj.weight"), c.params.get("out_proj.bias"))
+    return not any(t is not None and t.requires_grad for t in tensors)
+
+
+_FLOAT_MASKS = ("float16", "bfloat16", "float32", "float64")
+
+
 def mha_forward(c):
-    """nn.MultiheadAttention.forward (the slow path): returns (attn_output, attn_weights or None)."""
+    """nn.MultiheadAttention.forward: returns (attn_output, attn_weights or None). The slow path;
+    the fast path (see the module docstring) as its values made contiguous, or refused."""
     a = _bind(c)
+    if _fast_path(c, a):
+        if a["attn_mask"] is not None or a["key_padding_mask"] is not None or a["is_causal"]:
+            raise ProblemError(c.loc, f"'{c.module.label}' takes PyTorch's fast path here "
+                                      "(torch._native_multi_head_attention: eval mode, batch_first, self-attention, "
+                                      "nothing requiring grad) with a mask or is_causal, where it differs from the "
+                                      "slow path (a fully masked row is nan; is_causal is ignored), which adjoint "
+                                      "does not model yet")
+        out, weights = _slow_path(c, a)
+        return _Ops(c.rt, c.loc).method("contiguous", out), weights
+    return _slow_path(c, a)
+
+
+def _slow_path(c, a: dict):
     query, key, value = a["query"], a["key"], a["value"]
     from adjoint.engine.layers.transformer import canonical_masks   # the module's F._canonical_mask of both
     a["attn_mask"], a["key_padding_mask"] = canonical_masks(c.rt, query, a["attn_mask"], a["key_padding_mask"],
