@@ -66,6 +66,46 @@ def nested_backward(rt, root, args: list, kwargs: dict, loc):
     return None
 
 
+#: torch.autograd.backward's parameters, in order, that a hook body may give
+AUTOGRAD_PARAMS = ("tensors", "grad_tensors", "retain_graph")
+#: the others it has (refused by name in a hook body)
+AUTOGRAD_OTHERS = ("create_graph", "grad_variables", "inputs")
+
+
+def autograd_backward(rt, args: list, kwargs: dict, loc):
+    """``torch.autograd.backward(tensors, grad_tensors=None, retain_graph=None)`` in a hook body:
+    the arguments bound as Python binds them, then one root (a tensor or a one-tensor list, its
+    gradient a tensor, None or a one-entry list) run as ``tensors.backward(grad_tensors,
+    retain_graph)`` -- what ``Tensor.backward`` itself calls."""
+    if len(args) > len(AUTOGRAD_PARAMS):
+        raise ProblemError(loc, "torch.autograd.backward(tensors, grad_tensors, retain_graph) in a hook body: give "
+                                "the other arguments by keyword")
+    given = dict(zip(AUTOGRAD_PARAMS, args))
+    for k, v in kwargs.items():
+        if k not in AUTOGRAD_PARAMS:
+            if k in AUTOGRAD_OTHERS:
+                raise ProblemError(loc, f"torch.autograd.backward(..., {k}=...) in a hook body is not modelled yet; "
+                                        f"the modelled arguments are {', '.join(AUTOGRAD_PARAMS)}")
+            raise TorchError("TypeError", f"backward() got an unexpected keyword argument '{k}'", "autograd")
+        if k in given:
+            raise TorchError("TypeError", f"backward() got multiple values for argument '{k}'", "autograd")
+        given[k] = v
+    if "tensors" not in given:
+        raise TorchError("TypeError", "backward() missing 1 required positional argument: 'tensors'", "autograd")
+    root = _one(given["tensors"], "tensors", loc)
+    gradient = _one(given.get("grad_tensors"), "grad_tensors", loc)
+    return nested_backward(rt, root, [gradient, given.get("retain_graph")], {}, loc)
+
+
+def _one(value, what: str, loc):
+    if isinstance(value, (list, tuple)):
+        if len(value) != 1:
+            raise ProblemError(loc, f"torch.autograd.backward in a hook body takes one tensor here; its {what} "
+                                    f"has {len(value)} entries")
+        return value[0]
+    return value
+
+
 def make_grad_checks(root: Tensor, gradient) -> None:
     """torch/autograd/__init__.py's ``_make_grads`` for one output (``torch.autograd.backward`` and
     ``torch.autograd.grad`` call it before the engine checks anything): a given gradient of another
