@@ -343,6 +343,11 @@ class Interp:
                 args = [self.eval(a) for a in e.args]
                 return nested_backward(self.rt, args[0] if args else None, args[1:],
                                        {k: self.eval(v) for k, v in e.kwargs}, e.loc)
+            if e.prefix in ("torch.autograd.", "autograd.") and e.func == "backward" \
+                    and isinstance(self.scope, EnvScope):   # torch.autograd.backward(...) in a hook body
+                from adjoint.engine.nested_backward import autograd_backward
+                return autograd_backward(self.rt, [self.eval(a) for a in e.args],
+                                         {k: self.eval(v) for k, v in e.kwargs}, e.loc)
             if e.prefix in ("torch.autograd.", "autograd."):   # torch.autograd.grad(...) in a hook body
                 from adjoint.engine.nested_grad import nested_grad
                 return nested_grad(self.rt, e, [self.eval(a) for a in e.args],

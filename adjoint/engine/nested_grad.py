@@ -5,12 +5,15 @@ accumulating them into ``.grad``.
 
 Run from a hook that fires inside a backward it is PyTorch's reentrant backward: a new graph
 task one level deeper, run to the end before the outer one goes on, its hook calls marked
-``reentrant``. ``torch.autograd.grad``'s own checks come first, in its order: an output that
-does not require grad, an input that does not require grad, an implicit gradient for an
-output with more than one element; an input the outputs do not reach is PyTorch's error
+``reentrant``. ``torch.autograd.grad``'s own checks come first, in its order: empty inputs,
+``_make_grads`` (a given gradient's shape, an implicit gradient for an output that requires
+grad and has more than one element: adjoint.engine.nested_backward.make_grad_checks), then the
+engine's: an output that does not require grad, an input that does not require grad; an input the outputs do not reach is PyTorch's error
 unless ``allow_unused=True`` (then None). Modelled: one output (a tensor or a one-tensor
 list), inputs a tensor or a list of tensors, ``grad_outputs``, ``retain_graph``,
-``allow_unused``; ``create_graph=True`` is not modelled here (a step's ``create_graph`` is).
+``allow_unused``, ``materialize_grads`` (zeros of the input's shape and dtype for an unreached
+input, a new tensor without grad; ``allow_unused=False`` beside it is grad()'s ValueError, its
+first check); ``create_graph=True`` is not modelled here (a step's ``create_graph`` is).
 """
 
 from __future__ import annotations
@@ -18,10 +21,11 @@ from __future__ import annotations
 from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.runtime import TorchError
-from adjoint.engine.nested_backward import REENTRANT_LIMIT
+from adjoint.engine.complex_grad import zeros as zeros_of
+from adjoint.engine.nested_backward import REENTRANT_LIMIT, make_grad_checks
 
 PARAMS = ("outputs", "inputs", "grad_outputs", "retain_graph", "create_graph", "only_inputs", "allow_unused")
-KEYWORDS = ("outputs", "inputs", "grad_outputs", "retain_graph", "create_graph", "allow_unused")
+KEYWORDS = ("outputs", "inputs", "grad_outputs", "retain_graph", "create_graph", "allow_unused", "materialize_grads")
 
 
 def nested_grad(rt, e, args: list, kwargs: dict, in_hook: bool):
@@ -46,6 +50,15 @@ def nested_grad(rt, e, args: list, kwargs: dict, in_hook: bool):
     if "outputs" not in given or "inputs" not in given:
         missing = "outputs" if "outputs" not in given else "inputs"
         raise TorchError("TypeError", f"grad() missing 1 required positional argument: '{missing}'", "autograd")
+    materialize = given.get("materialize_grads", False)
+    if not isinstance(materialize, bool):
+        raise ProblemError(loc, "torch.autograd.grad's materialize_grads must be True or False")
+    allow_unused = given.get("allow_unused")
+    if materialize and allow_unused is False:   # grad()'s first statement, before anything is looked at
+        raise TorchError("ValueError", "Expected allow_unused to be True or not passed when materialize_grads=True, "
+                                       "but got: allow_unused=False.", "autograd")
+    if allow_unused is None:
+        allow_unused = materialize
     if given.get("create_graph"):
         raise ProblemError(loc, "torch.autograd.grad(..., create_graph=True) in a hook body is not modelled yet; "
                                 "a backward step takes create_graph")
@@ -63,22 +76,16 @@ def nested_grad(rt, e, args: list, kwargs: dict, in_hook: bool):
         gradient = gradient[0]
     if gradient is not None and not isinstance(gradient, Tensor):
         raise ProblemError(loc, "torch.autograd.grad's grad_outputs must be a tensor here")
+    make_grad_checks(root, gradient)   # _make_grads, then the engine: the output, then the inputs
     if not root.has_gradient_edge:
         raise TorchError("RuntimeError", "element 0 of tensors does not require grad and does not have a grad_fn",
                          "autograd")
     for t in inputs:
         if not t.requires_grad:
             raise TorchError("RuntimeError", "One of the differentiated Tensors does not require grad", "autograd")
-    if gradient is None and _numel(root.shape) != 1:
-        raise TorchError("RuntimeError", "grad can be implicitly created only for scalar outputs", "autograd")
-    if gradient is not None and tuple(gradient.shape) != tuple(root.shape):
-        raise TorchError("RuntimeError", f"Mismatch in shape: grad_output[0] has a shape of "
-                                         f"torch.Size({list(gradient.shape)}) and output[0] has a shape of "
-                                         f"torch.Size({list(root.shape)}).", "autograd")
     retain = given.get("retain_graph")
     if retain is not None and not isinstance(retain, bool):
         raise ProblemError(loc, "torch.autograd.grad's retain_graph must be True or False")
-    allow_unused = given.get("allow_unused")
     named = tuple((f"input {i}", t, loc) for i, t in enumerate(inputs))
     inside = rt.phase == "backward"
     phase, grad_mode = rt.phase, rt.grad_enabled
@@ -101,7 +108,9 @@ def nested_grad(rt, e, args: list, kwargs: dict, in_hook: bool):
         rt.warn_phase = outer_warn
     out = []
     for t, value in zip(inputs, captured):
-        if value is None:   # allow_unused (without it the engine raised PyTorch's error)
+        if value is None and materialize:   # torch.zeros_like(input, requires_grad=create_graph), create_graph False
+            out.append(rt.tensor(zeros_of(rt.B, t.shape, t.dtype), dtype=t.dtype))
+        elif value is None:   # allow_unused (without it the engine raised PyTorch's error)
             out.append(None)
         elif value is gradient:   # the very tensor given, handed back unchanged (the engine's runner says so)
             out.append(gradient)
@@ -118,8 +127,3 @@ def _tensors(value, what: str, loc) -> list:
     return items
 
 
-def _numel(shape) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n

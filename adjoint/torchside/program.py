@@ -84,14 +84,15 @@ class EnvScope:
                 self.run.reentrant -= 1
 
     def nested_grad(self, func: str, args: list, kwargs: dict, loc: Loc):
-        """``torch.autograd.grad(...)`` in a hook body: inside a running backward, a reentrant one."""
-        if self.run is None or func != "grad":
+        """``torch.autograd.grad(...)`` (or ``torch.autograd.backward(...)``) in a hook body: inside a
+        running backward, a reentrant one."""
+        if self.run is None or func not in ("grad", "backward"):
             raise ProblemError(loc, f"verify does not run torch.autograd.{func}(...) in {self.what}")
         inside = torch._C._current_graph_task_id() != -1
         if inside:
             self.run.reentrant += 1
         try:
-            return torch.autograd.grad(*args, **kwargs)
+            return getattr(torch.autograd, func)(*args, **kwargs)
         finally:
             if inside:
                 self.run.reentrant -= 1
