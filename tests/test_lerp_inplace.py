@@ -53,3 +53,10 @@ def test_it_verifies_against_torch():
     from gen import check
     outcome = check(FILE.read_text(), timeout=60)
     assert outcome.ok, outcome.report()
+
+
+def test_integer_lerp_is_refused():
+    # torch.arange(3).lerp_(torch.arange(3), 0.5): NotImplementedError "lerp_kernel_scalar" not implemented for 'Long'
+    text = FILE.read_text().replace('"g.lerp_(grad * 3, weight=0.75)"', '"k = torch.arange(3)", "k.lerp_(k, 0.5)"')
+    with pytest.raises(ProblemError, match=r"lerp_\(\) of a int64 tensor is PyTorch's NotImplementedError"):
+        adjoint.loads(text).solve()

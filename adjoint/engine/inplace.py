@@ -135,6 +135,9 @@ def lerp_(rt, target: Tensor, args: list, kwargs: dict, loc: Loc) -> Tensor:
         raise ProblemError(loc, "Tensor.lerp_(end, weight) needs a tensor end: PyTorch's TypeError, not modelled")
     if isinstance(weight, bool) or not isinstance(weight, Fraction):
         raise ProblemError(loc, "Tensor.lerp_() with a tensor weight is not modelled yet; give the weight as a number")
+    if target.dtype not in ("float32", "float64"):
+        raise ProblemError(loc, f"Tensor.lerp_() of a {target.dtype} tensor is PyTorch's NotImplementedError (its kernel "
+                                "takes floating types only), not modelled; lerp float tensors")
     if end.dtype != target.dtype:
         raise ProblemError(loc, f"Tensor.lerp_() of a {target.dtype} tensor with a {end.dtype} end is PyTorch's "
                                 "RuntimeError, not modelled; give tensors of one dtype")
