@@ -59,7 +59,7 @@ INPLACE_METHODS = {m.name: m for m in (
     InplaceMethod("copy_", "copy_", ("src",)), InplaceMethod("zero_", "zero_", ()),
     InplaceMethod("reciprocal_", "reciprocal", ()), InplaceMethod("sign_", "sign", ()),
     InplaceMethod("square_", None, ()), InplaceMethod("clamp_min_", None, ("min",)),
-    InplaceMethod("clamp_max_", None, ("max",)),
+    InplaceMethod("clamp_max_", None, ("max",)), InplaceMethod("lerp_", None, ("end", "weight")),
 ) + tuple(InplaceMethod(f"{fn}_", fn, ()) for fn in ("rsqrt", "log1p", "expm1", "atan", "erf", "sinh", "cosh", "tan", "log2",
                                                      "log10"))}
 
@@ -85,6 +85,8 @@ def call_inplace(rt, name: str, target: Tensor, args: list, kwargs: dict, loc: L
     m = INPLACE_METHODS[name]
     if name in ("add_", "sub_") and set(kwargs) == {"alpha"} and len(args) == 1:   # p.add_(p.grad, alpha=-lr)
         args, kwargs = [scaled_by_alpha(rt, name, [target, args[0]], kwargs["alpha"], loc)], {}
+    if name == "lerp_":
+        return lerp_(rt, target, args, kwargs, loc)
     if kwargs:
         raise ProblemError(loc, f"Tensor.{name}() takes no keyword arguments here")
     if len(args) != len(m.takes):
@@ -112,6 +114,43 @@ def call_inplace(rt, name: str, target: Tensor, args: list, kwargs: dict, loc: L
     if name == "copy_" and isinstance(args[0], Fraction):
         args = [rt.wrapped_number(args[0])]
     return apply_inplace(rt, m.prim, target, list(args), None, loc)
+
+
+def lerp_(rt, target: Tensor, args: list, kwargs: dict, loc: Loc) -> Tensor:
+    """``target.lerp_(end, weight)`` with a number ``weight`` where no node records it (grad mode
+    off -- a hook body, ``no_grad`` -- or nothing requires grad: an EMA ``ema.lerp_(grad, 0.1)``).
+    ATen's lerp kernel (``aten/src/ATen/native/Lerp.h``) computes ``self + weight * (end - self)``
+    when ``|weight| < 0.5`` and ``end - (end - self) * (1 - weight)`` otherwise, in one pass that
+    bumps ``target``'s version once: here the same two roundings' operations with no node, then one
+    ``add_`` into ``target``. Recorded (LerpBackward0), or with a tensor ``weight``, it is refused."""
+    names = ("end", "weight")
+    if len(args) > 2 or set(kwargs) - set(names[len(args):]):
+        raise ProblemError(loc, "Tensor.lerp_() takes end and weight (positionally or by those names): other "
+                                "arguments are PyTorch's TypeError, not modelled")
+    given = dict(zip(names, args)) | dict(kwargs)
+    if set(given) != set(names):
+        raise ProblemError(loc, "Tensor.lerp_() needs end and weight: PyTorch's TypeError, not modelled")
+    end, weight = given["end"], given["weight"]
+    if not isinstance(end, Tensor):
+        raise ProblemError(loc, "Tensor.lerp_(end, weight) needs a tensor end: PyTorch's TypeError, not modelled")
+    if isinstance(weight, bool) or not isinstance(weight, Fraction):
+        raise ProblemError(loc, "Tensor.lerp_() with a tensor weight is not modelled yet; give the weight as a number")
+    if target.dtype not in ("float32", "float64"):
+        raise ProblemError(loc, f"Tensor.lerp_() of a {target.dtype} tensor is PyTorch's NotImplementedError (its kernel "
+                                "takes floating types only), not modelled; lerp float tensors")
+    if end.dtype != target.dtype:
+        raise ProblemError(loc, f"Tensor.lerp_() of a {target.dtype} tensor with a {end.dtype} end is PyTorch's "
+                                "RuntimeError, not modelled; give tensors of one dtype")
+    if rt.grad_enabled and (target.needs_grad or end.needs_grad):
+        raise ProblemError(loc, "Tensor.lerp_() recorded by autograd (LerpBackward0) is not modelled yet; with grad "
+                                "mode off (a hook body, no_grad) it is, or write target.add_(weight * (end - target))")
+    diff = rt.apply("sub", [end, target], None, loc)
+    if abs(weight) < Fraction(1, 2):
+        return apply_inplace(rt, "add", target, [rt.apply("mul", [diff, weight], None, loc)], None, loc)
+    # end - diff * (1 - weight) written into target: target + (end - target - diff * (1 - weight)) is not
+    # one rounding, so the value is made out of place and copied in (copy_: one version bump, as lerp_'s)
+    out = rt.apply("sub", [end, rt.apply("mul", [diff, 1 - weight], None, loc)], None, loc)
+    return apply_inplace(rt, "copy_", target, [out], None, loc)
 
 
 # ----------------------------------------------------------------------------- the in-place kernel
