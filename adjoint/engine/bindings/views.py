@@ -176,6 +176,52 @@ def lower_transpose(rt, a, loc):
     return rt.apply("transpose", [x], (dim_index(a["dim0"], nd, loc), dim_index(a["dim1"], nd, loc)), loc)
 
 
+def lower_swapaxes(rt, a, loc):
+    """``swapaxes(input, axis0, axis1)``: at::swapaxes is ``transpose`` (TransposeBackward0)."""
+    x = a["input"]
+    nd = len(x.shape)
+    return rt.apply("transpose", [x], (dim_index(a["axis0"], nd, loc), dim_index(a["axis1"], nd, loc)), loc)
+
+
+def lower_movedim(rt, a, loc):
+    """at::movedim (TensorShape.cpp): the counts must match, each dim wrapped, no repeats (the
+    messages print the dims as given), then ``permute`` (PermuteBackward0, an identity order
+    too) with each source dim at its destination and the other dims, in order, in the other
+    places. A 0-d tensor's is ``alias()`` (AliasBackward0): refused."""
+    x = a["input"]
+    nd = len(x.shape)
+    src, dst = a["source"], a["destination"]
+
+    def shown(v):
+        return "[" + ", ".join(str(i) for i in v) + "]"
+    if len(src) != len(dst):
+        raise TorchError("RuntimeError", f"movedim: Invalid source or destination dims: source ({shown(src)} dims) "
+                                         f"should contain the same number of dims as destination ({shown(dst)} dims)")
+    nsrc = [dim_index(d, nd, loc) for d in src]
+    ndst = [dim_index(d, nd, loc) for d in dst]
+    if len(set(nsrc)) != len(nsrc):
+        raise TorchError("RuntimeError", f"movedim: repeated dim in `source` ({shown(src)})")
+    if len(set(ndst)) != len(ndst):
+        raise TorchError("RuntimeError", f"movedim: repeated dim in `destination` ({shown(dst)})")
+    if nd == 0:
+        raise ProblemError(loc, "movedim of a 0-d tensor is alias() (an AliasBackward0), which adjoint does not "
+                                "model; drop the movedim")
+    order = [-1] * nd
+    for s_, d_ in zip(nsrc, ndst):
+        order[d_] = s_
+    rest = iter(d for d in range(nd) if d not in nsrc)
+    order = [o if o >= 0 else next(rest) for o in order]
+    return rt.apply("permute", [x], tuple(order), loc)
+
+
+def lower_ravel(rt, a, loc):
+    """at::ravel: ``self.contiguous().view(-1)``: CloneBackward0 first for a non-contiguous
+    tensor, then ViewBackward0 (a 1-d tensor's too: not the tensor itself)."""
+    x = a["input"]
+    c = x if is_contiguous(x.shape, x.strides) else rt.apply("clone", [x], None, loc)
+    return view(rt, c, (Fraction(-1),), loc)
+
+
 def lower_permute(rt, a, loc):
     x = a["input"]
     nd = len(x.shape)
@@ -487,6 +533,15 @@ FUNCTIONS = (
     Function("transpose", (_IN, Param("dim0", "int"), Param("dim1", "int")), lower_transpose,
              doc="TransposeBackward0"),
     Function("permute", (_IN, Param("dims", "ints")), lower_permute, varargs=True, doc="PermuteBackward0"),
+    Function("swapaxes", (_IN, Param("axis0", "int"), Param("axis1", "int")), lower_swapaxes,
+             doc="transpose: TransposeBackward0"),
+    Function("swapdims", (_IN, Param("dim0", "int"), Param("dim1", "int")), lower_transpose,
+             doc="transpose: TransposeBackward0"),
+    Function("movedim", (_IN, Param("source", "ints"), Param("destination", "ints")), lower_movedim,
+             doc="permute: PermuteBackward0"),
+    Function("moveaxis", (_IN, Param("source", "ints"), Param("destination", "ints")), lower_movedim,
+             doc="movedim: PermuteBackward0"),
+    Function("ravel", (_IN,), lower_ravel, doc="contiguous().view(-1): (CloneBackward0,) ViewBackward0"),
     Function("expand", (_SELF, Param("size", "ints")), lower_expand, where="method", varargs=True,
              doc="ExpandBackward0"),
     Function("contiguous", (_SELF,), lower_contiguous, where="method",
