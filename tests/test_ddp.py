@@ -852,3 +852,25 @@ def test_an_error_on_some_ranks_only_with_buffers_to_broadcast_is_refused(tmp_pa
         "[[[1, 2]], [[2, -1, 1]]]", "[[[1, 2], [3, 1]], [[2, -1, 1], [0, 1, 2]]]")
     with pytest.raises(ProblemError, match="broadcasts the buffers"):
         adjoint.load(_write(tmp_path, text)).solve()
+
+
+@pytest.mark.torch
+def test_every_rank_has_its_constructors_warnings():
+    """tests/ddp/constructor_warnings.yaml: each rank's script builds the model, so each rank
+    lists the constructors' warnings (during: setup), in build order; the answer had none. The
+    expected texts are real torch's constructors' (the gloo sweep above runs the file on two
+    processes too)."""
+    import warnings
+
+    from torch import nn
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        nn.TransformerEncoder(nn.TransformerEncoderLayer(d_model=4, nhead=2, dim_feedforward=4, dropout=0.0),
+                              num_layers=1)
+        nn.GRU(input_size=4, hidden_size=2, dropout=0.25)
+    want = [("UserWarning", str(w.message), "setup") for w in caught]
+    assert len(want) == 2
+    for rank in _ranks(os.path.join(HERE, "ddp", "constructor_warnings.yaml")):
+        got = [(w["category"], w["message"], w["during"]) for w in rank["warnings"]]
+        assert got[:2] == want

@@ -784,8 +784,14 @@ NOTHING_TO_REDUCE = ("DistributedDataParallel is not needed when a module doesn'
 
 
 def new_run(problem, variant, backend) -> VariantRun:
-    """One rank's run, set up as :func:`adjoint.engine.passes.run_variant` sets it up."""
+    """One rank's run, set up as :func:`adjoint.engine.passes.run_variant` sets it up: each rank's
+    script builds the model, so the constructors' warnings (``during: setup``) are on every rank,
+    before DistributedDataParallel's own (a constructor's error is refused at load in a
+    ``distributed:`` file)."""
+    from adjoint.engine.layers.setup_warnings import construct
     rt = Runtime(backend, problem.dtype)
+    if construct(rt, problem.model) is not None:
+        raise AssertionError("a constructor's error in a distributed: file is refused at load")
     reg = Registrations(variant.hooks, rt)
     model = Model(problem, variant.inputs, rt, reg)
     reg.model = model

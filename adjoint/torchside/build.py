@@ -65,7 +65,10 @@ def constructor_args(decl: Module, dtype: torch.dtype, symbols: dict) -> dict:
     return out
 
 
-def builtin(decl: Module, dtype: torch.dtype, symbols: dict) -> nn.Module:
+def builtin(decl: Module, dtype: torch.dtype, symbols: dict, run=None) -> nn.Module:
+    """``torch.nn.TYPE(**args)`` as a script calls it; with ``run``, the constructor's warnings (an
+    ``nn.LSTM(..., dropout=0.2)`` of one layer) are kept in ``run.setup_warnings`` (``during: setup``),
+    in the order the modules are built."""
     cls = getattr(nn, decl.type, None)
     if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
         raise ProblemError(decl.loc, f"torch.nn has no module class '{decl.type}'")
@@ -75,10 +78,18 @@ def builtin(decl: Module, dtype: torch.dtype, symbols: dict) -> nn.Module:
         # in-place initialisation's version counters stay (.to(torch.float64) would make fresh
         # float buffers at version 0)
         args["dtype"] = dtype
-    try:
-        module = cls(**args)
-    except (TypeError, ValueError, RuntimeError, AssertionError) as exc:
-        raise SetupRaised(exc) from None
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            module = cls(**args)
+        except (TypeError, ValueError, RuntimeError, AssertionError) as exc:
+            module = SetupRaised(exc)
+    if run is not None:
+        kept = run.__dict__.setdefault("setup_warnings", [])
+        kept.extend({"category": w.category.__name__, "message": str(w.message), "during": "setup"} for w in caught)
+    if isinstance(module, SetupRaised):
+        raise module from None
     return module.to(dtype)
 
 
@@ -402,7 +413,7 @@ def _build(run, decl: Module, dtype: torch.dtype, symbols: dict, tensors: dict) 
                                     symbols))
             count_tree(run, decl, module)
             return module
-        module = builtin(decl, dtype, symbols)
+        module = builtin(decl, dtype, symbols, run)
         for child in decl.children:
             tensors.update(fill(child, module.get_submodule(child.name), dtype, symbols))
         count_children(run, decl, module)
@@ -415,7 +426,7 @@ def _build(run, decl: Module, dtype: torch.dtype, symbols: dict, tensors: dict) 
     if decl.type == "ModuleDict":
         return nn.ModuleDict(children)
     if decl.type is not None:
-        module = builtin(decl, dtype, symbols)
+        module = builtin(decl, dtype, symbols, run)
         tensors.update(fill(decl, module, dtype, symbols))
         return module
     params, buffers = {}, {}

@@ -25,7 +25,7 @@ def run_one_rank(problem, variant: str, dtype: str, rank: int, body, session_cla
     s = session_class(mine, decl, dtype)
     steps = decl.steps if decl.steps is not None else tuple(Step(k, decl.loc) for k in DEFAULT_STEPS)
     passes: list[dict] = []
-    warned: list[dict] = []
+    warned: list[dict] = list(s.__dict__.get("setup_warnings", ()))   # the constructors' (build), on every rank
     always = torch.is_warn_always_enabled()
     torch.set_warn_always(True)   # a TORCH_WARN_ONCE is issued again in this process: kept once below
     with warnings.catch_warnings():

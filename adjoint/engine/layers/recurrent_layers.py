@@ -173,10 +173,9 @@ def _forward(c, kind: str):
                                   "which adjoint does not model; use dtype: float64 (or write the loop with LSTMCell)")
     hidden_size, layers = c.arg("hidden_size"), c.arg("num_layers")
     batch_first, dirs = c.arg("batch_first"), 2 if c.arg("bidirectional") else 1
-    if c.arg("dropout") != 0 and layers == 1:
-        raise ProblemError(c.loc, f"{kind} with dropout and num_layers 1 makes PyTorch warn at construction (dropout "
-                                  "only acts between layers), which is not modelled; give args: {dropout: 0}")
-    if c.arg("dropout") != 0 and c.training:
+    # with num_layers 1 a dropout draws nothing (ATen drops between layers only): the constructor's
+    # warning is the only trace (engine/layers/setup_warnings.py)
+    if c.arg("dropout") != 0 and c.training and layers > 1:
         raise ProblemError(c.loc, f"{kind} drops the outputs between layers at random in training mode, which no "
                                   "prediction can know; give args: {dropout: 0} or training: false")
     if len(x.shape) not in (2, 3):

@@ -2,7 +2,9 @@
 registered (``during: setup``): the error of one that refuses its arguments (``in_channels must be
 divisible by groups``: the variant's answer), and the warnings: ``nn.TransformerEncoder``'s "enable_nested_tensor is True,
 but self.use_nested_tensor is False because ..." (torch/nn/modules/transformer.py), one per
-encoder, in the order the modules are built."""
+encoder, and ``nn.RNN`` / ``LSTM`` / ``GRU``'s "dropout option adds dropout after all but last recurrent
+layer, ..." for a ``dropout`` above 0 with ``num_layers=1`` (torch/nn/modules/rnn.py, ``RNNBase.__init__``:
+after its dropout-range check, before its ``proj_size`` checks), in the order the modules are built."""
 
 from __future__ import annotations
 
@@ -15,6 +17,10 @@ def construct(rt, root) -> tuple[str, str] | None:
     the torch side construct them): the constructors' warnings up to the first constructor that
     raises, and what that one raises (exception class, message: ``Module.setup_error``), or None."""
     for decl in root.walk():
+        if decl.type in RECURRENT:
+            text = recurrent_dropout_warning(decl.args)
+            if text is not None:
+                warn(rt, "UserWarning", text, "setup")
         if decl.setup_error is not None:
             return decl.setup_error
         if decl.type == "TransformerEncoder":
@@ -22,3 +28,20 @@ def construct(rt, root) -> tuple[str, str] | None:
             if text is not None:
                 warn(rt, "UserWarning", text, "setup")
     return None
+
+
+#: the types built on ``RNNBase``, whose constructor warns about a dropout that cannot act
+RECURRENT = ("RNN", "LSTM", "GRU")
+
+
+def recurrent_dropout_warning(args) -> str | None:
+    """``RNNBase.__init__``'s warning for ``dropout > 0`` with ``num_layers == 1`` (the dropout acts only
+    between layers, so none is drawn): its f-string prints the argument as passed, which the torch
+    side passes as a Python float (``dropout=0.25``, ``dropout=1.0``); None when it does not warn
+    (no dropout, several layers, or a dropout outside [0, 1], which raises first)."""
+    a = dict(args)
+    dropout, layers = a["dropout"], a["num_layers"]
+    if not 0 < dropout <= 1 or layers != 1:
+        return None
+    return ("dropout option adds dropout after all but last recurrent layer, so non-zero dropout expects "
+            f"num_layers greater than 1, but got dropout={float(dropout)!r} and num_layers={layers}")
