@@ -116,12 +116,26 @@ class StepSections(UnitWriter):
                     "the next backward pass starts accumulating afresh.")
         if info.kind == "read":
             return self._read_line(info)
-        if info.optimizer is not None:   # {step: {optimizer: ...}}
+        if info.optimizer is not None and len(info.optimizer) == 4:   # {step: {optimizer: {type: Adam}}}
             kind, lr, (b1, b2), eps = info.optimizer
             return (f"\\texttt{{torch.optim.{kind}}} over \\texttt{{model.parameters()}} steps (learning rate "
                     f"${self.plain(lr)}$, betas $({self.plain(b1)}, {self.plain(b2)})$, eps ${self.plain(eps)}$): "
                     "under \\texttt{no\\_grad} each parameter with a gradient is updated in place from its running "
                     "averages of the gradient and its square, kept across steps.")
+        if info.optimizer is not None:   # its settings (OptimizerDecl.settings)
+            kind, lr, (b1, b2), eps, wd, maximize, momentum, dampening, nesterov = info.optimizer
+            if kind == "SGD":
+                shown = [f"learning rate ${self.plain(lr)}$", f"momentum ${self.plain(momentum)}$",
+                         f"dampening ${self.plain(dampening)}$", f"weight decay ${self.plain(wd)}$"] + \
+                    (["Nesterov"] if nesterov else []) + (["maximizing"] if maximize else [])
+                how = "from its gradient (and its momentum buffer, kept across steps)"
+            else:
+                shown = [f"learning rate ${self.plain(lr)}$", f"betas $({self.plain(b1)}, {self.plain(b2)})$",
+                         f"eps ${self.plain(eps)}$", f"weight decay ${self.plain(wd)}$"] + \
+                    (["maximizing"] if maximize else [])
+                how = "from its running averages of the gradient and its square, kept across steps"
+            return (f"\\texttt{{torch.optim.{kind}}} over \\texttt{{model.parameters()}} steps ({', '.join(shown)}): "
+                    f"under \\texttt{{no\\_grad}} each parameter with a gradient is updated in place {how}.")
         lr = self.plain(info.lr)
         return (f"an SGD step with learning rate ${lr}$: under \\texttt{{no\\_grad}}, $p \\leftarrow p - {lr}\\,"
                 "p.\\mathrm{grad}$ for every parameter with a gradient (in place: each parameter's version "
