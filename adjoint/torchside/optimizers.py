@@ -36,3 +36,17 @@ def variant_optimizer(state, decl) -> torch.optim.Optimizer:
     if key not in made:
         made[key] = make_optimizer(decl, list({id(p): p for p in state.params.values()}.values()))
     return made[key]
+
+
+def clip_step(state, step) -> None:
+    """``torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm, norm_type=...,
+    error_if_nonfinite=..., foreach=...)`` / ``clip_grad_value_(model.parameters(), clip_value,
+    foreach=...)``: the parameters as a generator (a tied Parameter once), the numbers Python floats."""
+    params = (p for p in {id(p): p for p in state.params.values()}.values())
+    if step.kind == "clip_grad_value":
+        value, foreach = step.clip
+        torch.nn.utils.clip_grad_value_(params, float(value), foreach=foreach)
+        return
+    max_norm, norm_type, error, foreach = step.clip
+    torch.nn.utils.clip_grad_norm_(params, float(max_norm), norm_type=float("inf") if norm_type == "inf" else
+                                   float(norm_type), error_if_nonfinite=error, foreach=foreach)

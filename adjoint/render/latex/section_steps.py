@@ -116,6 +116,17 @@ class StepSections(UnitWriter):
                     "the next backward pass starts accumulating afresh.")
         if info.kind == "read":
             return self._read_line(info)
+        if info.kind == "clip_grad_value":
+            c = self.plain(info.clip[0])
+            return (f"\\texttt{{torch.nn.utils.clip\\_grad\\_value\\_}} over \\texttt{{model.parameters()}}: every "
+                    f"\\texttt{{.grad}} is clamped in place to $[-{c}, {c}]$.")
+        if info.kind == "clip_grad_norm":
+            max_norm, norm_type = info.clip[0], info.clip[1]
+            order = "\\infty" if norm_type == "inf" else self.plain(norm_type)
+            return (f"\\texttt{{torch.nn.utils.clip\\_grad\\_norm\\_}} over \\texttt{{model.parameters()}} (max norm "
+                    f"${self.plain(max_norm)}$, norm type ${order}$): the norm $n$ of all the gradients together is "
+                    f"taken, and every \\texttt{{.grad}} is multiplied in place by "
+                    f"$\\min({self.plain(max_norm)} / (n + 10^{{-6}}), 1)$.")
         if info.optimizer is not None and len(info.optimizer) == 4:   # {step: {optimizer: {type: Adam}}}
             kind, lr, (b1, b2), eps = info.optimizer
             return (f"\\texttt{{torch.optim.{kind}}} over \\texttt{{model.parameters()}} steps (learning rate "
