@@ -119,3 +119,16 @@ def test_nesterov_with_dampening_is_torchs_value_error():
         torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1, momentum=0.9, dampening=0.1, nesterov=True)
     got = adjoint.load(FILE).solve(variant="nesterov_dampening").to_json()["variants"]["nesterov_dampening"]["error"]
     assert (got["type"], got["message"]) == ("ValueError", str(err.value))
+
+
+def test_plain_adam_rounds_lerp_and_addcmul_once():
+    """Adam(lr=0.05, betas=(0.5, 0.9)), six steps: ATen's CPU lerp_ and addcmul_ are fused
+    multiply-adds; rounded twice (a product, then a sum), --float64 differed from torch in the
+    last bit of 4 of the 10 parameters."""
+    with open(FILE) as f:
+        head = f.read().split("variants:")[0]
+    step = "forward, backward, {step: {optimizer: {type: Adam, lr: 0.05, betas: [0.5, 0.9]}}}, zero_grad"
+    text = head + "steps: [" + ", ".join([step] * 6) + ", forward]\n"
+    got = adjoint.loads(text, FILE).solve(mode="float64").to_json()["variants"]["default"]["values"]
+    values, _, _ = _loop(lambda ps: torch.optim.Adam(ps, lr=0.05, betas=(0.5, 0.9)), iters=6)
+    assert {n: got[n]["value"] for n in NAMES} == values
