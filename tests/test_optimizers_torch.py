@@ -1,5 +1,5 @@
 """torch.optim.SGD (momentum, dampening, weight_decay, nesterov, maximize), AdamW and Adam with
-weight_decay / maximize, stepped over model.parameters() and in post_accumulate_grad hooks
+weight_decay / maximize / amsgrad, stepped over model.parameters() and in post_accumulate_grad hooks
 (adjoint/engine/adam.py), checked against the plain torch training loop a user writes: every
 hook argument, every .grad after each backward and every parameter after the loop, bit for bit
 in --float64 (ATen's CPU kernels fuse add(alpha=), lerp_ and addcmul_ into one rounding), and
@@ -27,6 +27,7 @@ MAKE = {
     "sgd_nesterov": lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9, nesterov=True, maximize=True),
     "adamw": lambda ps: torch.optim.AdamW(ps, lr=0.01, weight_decay=0.1, betas=(0.8, 0.99)),
     "adam_weight_decay": lambda ps: torch.optim.Adam(ps, lr=0.01, weight_decay=0.1, maximize=True),
+    "amsgrad": lambda ps: torch.optim.AdamW(ps, lr=0.05, amsgrad=True, betas=(0.5, 0.9)),
 }
 
 
@@ -80,7 +81,7 @@ def _with_last_forward():
     with open(FILE) as f:
         text = f.read()
     text = re.sub(r"(\{step: \{optimizer: \*[a-z]\}\})\]", r"\1, forward]", text)
-    assert text.count(", forward]") == 4
+    assert text.count(", forward]") == 5
     return adjoint.loads(text, FILE)
 
 

@@ -12,7 +12,8 @@ parameter is updated by ``torch/optim/adam.py``'s ``_single_tensor_adam``, in th
     denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
     param.addcdiv_(exp_avg, denom, value=-step_size)
 
-(amsgrad off; ``maximize`` negates the gradient first; ``weight_decay`` is ``grad =
+(with ``amsgrad``, ``torch.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq)`` and the
+denominator from that maximum; ``maximize`` negates the gradient first; ``weight_decay`` is ``grad =
 grad.add(param, alpha=weight_decay)`` after ``step_t += 1``, or for AdamW -- Adam with
 ``decoupled_weight_decay`` -- ``param.mul_(1 - lr * weight_decay)`` in Python floats). Every
 operation is the value backend's, in the kernels' order, their fused multiply-adds (``B.fma``:
@@ -44,6 +45,7 @@ from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Tensor
 from adjoint.engine import warns
 from adjoint.engine.torch_errors import TorchError
+from adjoint.engine.ops.activations import _extremum_forward
 
 
 class Adam:
@@ -104,7 +106,7 @@ class Adam:
         state = self.state.get(id(p))
         if state is None:
             shape = tuple(B.shape(p.value))
-            state = self.state[id(p)] = [0, B.zeros(shape), B.zeros(shape)]
+            state = self.state[id(p)] = [0, B.zeros(shape), B.zeros(shape), B.zeros(shape)]   # (+ max_exp_avg_sq)
         state[0] += 1
         step = Fraction(state[0])
         one = B.scalar(1)
@@ -118,7 +120,12 @@ class Adam:
         bias_correction1 = B.sub(one, B.pow(B.scalar(beta1), B.scalar(step)))
         bias_correction2 = B.sub(one, B.pow(B.scalar(beta2), B.scalar(step)))
         step_size = B.div(B.scalar(lr), bias_correction1)
-        denom = B.add(B.div(B.sqrt(exp_avg_sq), B.sqrt(bias_correction2)), B.scalar(eps))
+        if d.amsgrad:   # torch.maximum(max_exp_avg_sqs[i], exp_avg_sq, out=max_exp_avg_sqs[i])
+            state[3] = _extremum_forward(True)(B, [state[3], exp_avg_sq], None)
+            exp_avg_sq_used = state[3]
+        else:
+            exp_avg_sq_used = exp_avg_sq
+        denom = B.add(B.div(B.sqrt(exp_avg_sq_used), B.sqrt(bias_correction2)), B.scalar(eps))
         p.value = B.add(p.value, B.div(B.mul(B.neg(step_size), exp_avg), denom))
         state[1], state[2] = exp_avg, exp_avg_sq
 

@@ -6,7 +6,7 @@ both calls is PyTorch's TypeError "expected Variable, but hook returned 'tuple'"
 ``{step: {optimizer: ...}}`` steps over ``model.parameters()``.
 
 The numbers are Python floats on the torch side, as typed; the defaults are torch.optim's:
-Adam lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 0; AdamW the same with weight_decay
+Adam lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 0, amsgrad False; AdamW the same with weight_decay
 1e-2; SGD lr 1e-3, momentum 0, dampening 0, weight_decay 0, nesterov False; maximize False.
 adjoint computes with them exactly (docs/format.md).
 """
@@ -24,17 +24,17 @@ from adjoint.format.loader import YNode, YScalar, YSeq
 OPTIMIZER_TYPES = ("Adam", "AdamW", "SGD")
 
 #: the keys each type takes (torch.optim's keyword arguments modelled)
-_KEYS = {"Adam": ("lr", "betas", "eps", "weight_decay", "maximize"),
-         "AdamW": ("lr", "betas", "eps", "weight_decay", "maximize"),
+_KEYS = {"Adam": ("lr", "betas", "eps", "weight_decay", "amsgrad", "maximize"),
+         "AdamW": ("lr", "betas", "eps", "weight_decay", "amsgrad", "maximize"),
          "SGD": ("lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize")}
 
 
 @dataclass(frozen=True)
 class OptimizerDecl:
-    """One optimizer: ``torch.optim.Adam(params, lr, betas, eps, weight_decay, maximize)``,
+    """One optimizer: ``torch.optim.Adam(params, lr, betas, eps, weight_decay, amsgrad, maximize)``,
     ``torch.optim.AdamW(...)`` (the same, its weight decay decoupled) or ``torch.optim.SGD(params,
-    lr, momentum, dampening, weight_decay, nesterov, maximize)`` (amsgrad False, foreach None: on
-    CPU the single-tensor path)."""
+    lr, momentum, dampening, weight_decay, nesterov, maximize)`` (foreach None: on CPU the
+    single-tensor path)."""
 
     type: str
     lr: Fraction = Fraction(1, 1000)
@@ -45,13 +45,14 @@ class OptimizerDecl:
     momentum: Fraction = Fraction(0)
     dampening: Fraction = Fraction(0)
     nesterov: bool = False
+    amsgrad: bool = False
     loc: Loc | None = None
 
     @property
     def settings(self) -> tuple:
         """Everything but the place it is written: equal settings are one optimizer."""
         return (self.type, self.lr, self.betas, self.eps, self.weight_decay, self.maximize, self.momentum,
-                self.dampening, self.nesterov)
+                self.dampening, self.nesterov, self.amsgrad)
 
 
 #: torch.optim's other classes: refused as not modelled (a "did you mean Adam" would mislead)
@@ -67,11 +68,8 @@ def parse_optimizer(node: YNode, where: str) -> OptimizerDecl:
         raise ProblemError(given.loc, f"optimizer type '{given.text}' is not modelled yet; the ones modelled are "
                                       "Adam, AdamW and SGD; a step: {lr: ...} is plain p -= lr * p.grad")
     kind = choice(given, "optimizer type", OPTIMIZER_TYPES)
-    if m.get("amsgrad") is not None:
-        if boolean(m.get("amsgrad"), "amsgrad") and kind != "SGD":
-            raise ProblemError(m.key_loc("amsgrad"), f"{kind}(amsgrad=True) is not modelled yet (amsgrad False is)")
     for key in every:
-        if m.get(key) is not None and key not in _KEYS[kind] and not (key == "amsgrad" and kind != "SGD"):
+        if m.get(key) is not None and key not in _KEYS[kind]:
             raise ProblemError(m.key_loc(key), f"torch.optim.{kind} takes no '{key}' here; its settings are "
                                                f"{', '.join(_KEYS[kind])}")
 
@@ -92,4 +90,4 @@ def parse_optimizer(node: YNode, where: str) -> OptimizerDecl:
     return OptimizerDecl(kind, number("lr", OptimizerDecl.lr), betas, number("eps", OptimizerDecl.eps),
                          number("weight_decay", Fraction(1, 100) if kind == "AdamW" else Fraction(0)),
                          flag("maximize"), number("momentum", Fraction(0)), number("dampening", Fraction(0)),
-                         flag("nesterov"), m.loc)
+                         flag("nesterov"), flag("amsgrad"), m.loc)

@@ -18,7 +18,7 @@ def make_optimizer(decl, params: list) -> torch.optim.Optimizer:
                                nesterov=decl.nesterov, maximize=decl.maximize)
     cls = torch.optim.AdamW if decl.type == "AdamW" else torch.optim.Adam
     return cls(params, lr=float(decl.lr), betas=tuple(float(b) for b in decl.betas), eps=float(decl.eps),
-               weight_decay=float(decl.weight_decay), maximize=decl.maximize)
+               weight_decay=float(decl.weight_decay), amsgrad=decl.amsgrad, maximize=decl.maximize)
 
 
 def optimizer_method(optim: torch.optim.Optimizer, name: str, args: list, kwargs: dict, loc):

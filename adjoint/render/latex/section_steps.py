@@ -134,7 +134,7 @@ class StepSections(UnitWriter):
                     "under \\texttt{no\\_grad} each parameter with a gradient is updated in place from its running "
                     "averages of the gradient and its square, kept across steps.")
         if info.optimizer is not None:   # its settings (OptimizerDecl.settings)
-            kind, lr, (b1, b2), eps, wd, maximize, momentum, dampening, nesterov = info.optimizer
+            kind, lr, (b1, b2), eps, wd, maximize, momentum, dampening, nesterov, amsgrad = info.optimizer
             if kind == "SGD":
                 shown = [f"learning rate ${self.plain(lr)}$", f"momentum ${self.plain(momentum)}$",
                          f"dampening ${self.plain(dampening)}$", f"weight decay ${self.plain(wd)}$"] + \
@@ -143,7 +143,7 @@ class StepSections(UnitWriter):
             else:
                 shown = [f"learning rate ${self.plain(lr)}$", f"betas $({self.plain(b1)}, {self.plain(b2)})$",
                          f"eps ${self.plain(eps)}$", f"weight decay ${self.plain(wd)}$"] + \
-                    (["maximizing"] if maximize else [])
+                    (["AMSGrad"] if amsgrad else []) + (["maximizing"] if maximize else [])
                 how = "from its running averages of the gradient and its square, kept across steps"
             return (f"\\texttt{{torch.optim.{kind}}} over \\texttt{{model.parameters()}} steps ({', '.join(shown)}): "
                     f"under \\texttt{{no\\_grad}} each parameter with a gradient is updated in place {how}.")

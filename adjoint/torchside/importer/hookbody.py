@@ -490,10 +490,10 @@ class _Translator:
             raise self.fail(f"{what} steps an optimizer over other tensors than the hook's own (the format's optim is "
                             "torch.optim.Adam([tensor]))", s)
         kind = type(found).__name__
-        if group.get("amsgrad") or group.get("capturable") or group.get("differentiable") or group.get("fused") \
+        if group.get("capturable") or group.get("differentiable") or group.get("fused") \
                 or group.get("foreach") or found.state or isinstance(group.get("lr"), torch.Tensor) \
                 or (kind == "Adam" and group.get("decoupled_weight_decay")):
-            raise self.fail(f"{what} steps an {kind} with amsgrad, capturable, differentiable, fused, foreach=True, "
+            raise self.fail(f"{what} steps an {kind} with capturable, differentiable, fused, foreach=True, "
                             "a Tensor lr, decoupled_weight_decay or a state already, which adjoint does not model", s)
         if call.args or (call.func.attr == "step" and call.keywords) or any(
                 k.arg != "set_to_none" or not (isinstance(k.value, ast.Constant) and k.value.value is True)
@@ -516,6 +516,7 @@ class _Translator:
 
         extra = "".join(f", {key}: {num(key)}" for key in ("weight_decay",) if group[key] != (0.01 if kind == "AdamW"
                                                                                                else 0))
+        extra += ", amsgrad: true" if group.get("amsgrad") else ""
         extra += ", maximize: true" if group.get("maximize") else ""
         if kind == "SGD":
             sgd = "".join(f", {key}: {num(key)}" for key in ("momentum", "dampening") if group[key] != 0)
