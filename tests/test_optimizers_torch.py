@@ -133,3 +133,14 @@ def test_plain_adam_rounds_lerp_and_addcmul_once():
     got = adjoint.loads(text, FILE).solve(mode="float64").to_json()["variants"]["default"]["values"]
     values, _, _ = _loop(lambda ps: torch.optim.Adam(ps, lr=0.05, betas=(0.5, 0.9)), iters=6)
     assert {n: got[n]["value"] for n in NAMES} == values
+
+
+@pytest.mark.parametrize("variant, during, make", [
+    ("momentum_negative", "register", lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=-0.5)),
+    ("weight_decay_negative", "forward", lambda ps: torch.optim.AdamW(ps, weight_decay=-0.1)),
+])
+def test_settings_out_of_range_are_torchs_value_error(variant, during, make):
+    with pytest.raises(ValueError) as err:
+        make([torch.zeros(1, requires_grad=True)])
+    got = adjoint.load(FILE).solve(variant=variant).to_json()["variants"][variant]["error"]
+    assert (got["type"], got["message"], got["during"]) == ("ValueError", str(err.value), during)
