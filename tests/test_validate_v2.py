@@ -371,7 +371,7 @@ def test_step_refusals_are_all_reported():
                     "  - step\n  - {zero_grad: 1}\n")
     assert out == [
         "f.yaml:6:5: step 0 of steps: 'forwards' is not a step; steps are forward, backward, register, remove, "
-        "zero_grad, step, registered, read",
+        "zero_grad, step, registered, read, clip_grad_norm, clip_grad_value",
         "f.yaml:7:12: the step of step 1 of steps is missing the required key 'lr'",
         "f.yaml:8:25: step 2 of steps sets input 'z', which the problem does not declare; a step can only change "
         "declared inputs (x)",

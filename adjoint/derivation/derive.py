@@ -90,7 +90,10 @@ def _steps(run, vd: VariantDerivation, unit_of_step: dict, first_unit: dict, num
             info.hooks = list(step.hooks)
         elif step.kind == "step" and getattr(step, "optimizer", None) is not None:
             o = step.optimizer
-            info.optimizer = (o.type, o.lr, tuple(o.betas), o.eps)
+            info.optimizer = (o.type, o.lr, tuple(o.betas), o.eps) if o.type == "Adam" and not o.weight_decay \
+                and not o.maximize and not o.amsgrad else o.settings
+        elif step.kind in ("clip_grad_norm", "clip_grad_value"):
+            info.clip = step.clip
         elif step.kind == "step":
             info.lr = step.lr
             info.updates = list(run.updates.get(index, []))

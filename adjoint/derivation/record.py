@@ -378,7 +378,9 @@ class StepInfo:
     ran: bool = True                 # False: after the error, never run
     second: dict | None = None       # backward: its second-order options as plain data (create_graph, names,
                                      # roots as source text, allow_unused, materialize_grads)
-    optimizer: tuple | None = None   # step: (type, lr, betas, eps) of an optimizer step (None: SGD)
+    optimizer: tuple | None = None   # step: (type, lr, betas, eps) of a plain Adam step, else OptimizerDecl.settings
+                                     # (None: p -= lr * p.grad)
+    clip: tuple | None = None        # clip_grad_norm / clip_grad_value: the step's settings (Step.clip)
     counts: tuple = ()               # registered: (module path, hook kind, name, count or None)
     call: str | None = None          # forward: the child module called alone (call: PATH), not the root
     read: object = None              # read: what it read (adjoint.engine.saved_reads.ReadRecord; None: it raised)

@@ -1152,6 +1152,8 @@ def _step(run: VariantRun, reducer: Reducer, step, index: int, synced: bool, fir
             raise ProblemError(step.loc, "an optimizer step ({step: {optimizer: ...}}) is not modelled with "
                                          "distributed: yet; use {step: {lr: ...}}")
         sgd(run, step.lr, index)
+    elif step.kind in ("clip_grad_norm", "clip_grad_value"):
+        raise ProblemError(step.loc, f"a {step.kind} step is not modelled with distributed: yet")
 
 
 

@@ -1177,6 +1177,27 @@ def zero_grads(rt, leaves: list, set_to_none: bool, loc) -> None:
         t.write_grad(zeros)
 
 
+def write_grad_in_place(rt, t, fn, loc) -> None:
+    """``t.grad`` written in place with ``fn(value)`` (``clip_grad_norm_``'s ``mul_``,
+    ``clip_grad_value_``'s ``clamp_``): every leaf whose ``.grad`` is that same tensor sees the
+    new value, as :func:`zero_grads` writes its zeros."""
+    new = fn(t.grad)
+    obj = grad_holders(rt).get(t)
+    if obj is not None:
+        root = obj.storage.root()
+        for other, o in grad_holders(rt).items():
+            if other is t:
+                continue
+            if _whole(o) is _whole(obj):
+                other.write_grad(new)
+                o.value = new
+            elif o.storage.root() is root:
+                raise ProblemError(loc, "writing a .grad that shares part of its memory with another leaf's .grad "
+                                        "in place is not modelled yet")
+        obj.value = new
+    t.write_grad(new)
+
+
 def unplaced(hook) -> str:
     """The refusal of a write whose effect on PyTorch's engine tensors is not modelled."""
     return (f"the {_kind(hook)} '{hook.label}' writes an argument in place where adjoint does not know which "

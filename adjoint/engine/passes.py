@@ -220,6 +220,9 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
                 optimizer_step(run, step.optimizer)
             elif step.kind == "step":
                 sgd(run, step.lr, index)
+            elif step.kind in ("clip_grad_norm", "clip_grad_value"):
+                from adjoint.engine.clip import clip_step
+                clip_step(run, step)
             elif step.kind == "registered":
                 from adjoint.engine.registered import count_registered
                 count_registered(run, step)

@@ -298,6 +298,8 @@ class Step:
     call: str | None = None      # forward: only this child module is called, with the inputs (not the root)
     counts: tuple = ()           # registered: (module path, hook kind, name): len() of that module's hook dict
     read: tuple | None = None    # read: (what, tensor, slot, as) (adjoint.format.validate_read)
+    clip: tuple | None = None    # clip_grad_norm: (max_norm, norm_type, error_if_nonfinite, foreach);
+                                 # clip_grad_value: (clip_value, foreach)
 
 
 @dataclass(frozen=True)

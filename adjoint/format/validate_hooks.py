@@ -31,7 +31,8 @@ HOOK_KEYS = ("module", "tensor", "node", "global", "multi_grad", "saved_tensors"
              "does", "remove", "removes", "registers", "label", "when", "prepend", "with_kwargs", "always_call", "raises", "during", "next", "optimizer") + SAVED_KEYS
 TARGET_KEYS = ("module", "tensor", "node", "global", "multi_grad", "saved_tensors") + SAVED_TARGETS
 BACKWARD_KEYS = ("method", "inputs", "grad_output")
-STEP_KINDS = ("forward", "backward", "register", "remove", "zero_grad", "step", "registered", "read")
+STEP_KINDS = ("forward", "backward", "register", "remove", "zero_grad", "step", "registered", "read", "clip_grad_norm",
+              "clip_grad_value")
 
 
 # ----------------------------------------------------------------------------- hooks
@@ -367,6 +368,8 @@ def parse_step(node: YNode, i: int, what: str, base: Backward, input_decl, input
     if kind == "registered":
         from adjoint.format.validate_step_extras import parse_registered
         return Step("registered", loc, counts=parse_registered(body, loc, where))
+    if kind in ("clip_grad_norm", "clip_grad_value"):
+        return Step(kind, loc, clip=_parse_clip(kind, body, loc, where))
     if kind == "read":   # a bare `read` (a mapping with read: first is parsed above)
         raise ProblemError(loc, f"{where}: write {{read: y.grad_fn._saved_self, as: NAME}}")
     if body is None:
@@ -381,6 +384,35 @@ def parse_step(node: YNode, i: int, what: str, base: Backward, input_decl, input
         raise ProblemError(s.loc, f"the step of {where} is missing the required key 'lr'")
     lr: Fraction = parse_number(s.get("lr"), f"lr of {where}")
     return Step("step", loc, lr=lr)
+
+
+def _parse_clip(kind: str, body, loc, where: str) -> tuple:
+    """``{clip_grad_norm: {max_norm: 1.0, norm_type: 2, error_if_nonfinite: false, foreach: null}}``
+    -> (max_norm, norm_type, error_if_nonfinite, foreach); ``{clip_grad_value: {clip_value: 0.5,
+    foreach: null}}`` -> (clip_value, foreach): torch.nn.utils' functions over model.parameters()."""
+    need = "max_norm" if kind == "clip_grad_norm" else "clip_value"
+    if body is None:
+        raise ProblemError(loc, f"{where}: write {{{kind}: {{{need}: 1.0}}}}")
+    optional = ("norm_type", "error_if_nonfinite", "foreach") if kind == "clip_grad_norm" else ("foreach",)
+    c = mapping(body, f"the {kind} of {where}", (need,), optional)
+    first = parse_number(c.get(need), f"{need} of {where}")
+    foreach = None
+    if c.get("foreach") is not None and not (isinstance(c.get("foreach"), YScalar) and c.get("foreach").kind == "null"):
+        foreach = boolean(c.get("foreach"), "foreach")
+    if kind == "clip_grad_value":
+        return (first, foreach)
+    norm_type: object = Fraction(2)
+    n = c.get("norm_type")
+    if n is not None:
+        if isinstance(n, YScalar) and n.text in ("inf", ".inf", "'inf'"):
+            norm_type = "inf"
+        else:
+            norm_type = parse_number(n, f"norm_type of {where}")
+            if norm_type not in (1, 2):
+                raise ProblemError(n.loc, f"{where}: norm_type {n.text} is not modelled yet (1, 2 and inf are)")
+    error = boolean(c.get("error_if_nonfinite"), "error_if_nonfinite") if c.get("error_if_nonfinite") is not None \
+        else False
+    return (first, norm_type, error, foreach)
 
 
 def _step_inputs(node: YNode, where: str, input_decl, input_names) -> tuple[TensorDecl, ...]:

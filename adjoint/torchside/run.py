@@ -664,6 +664,9 @@ def run_steps(s: Session, steps, passes: list, in_step=None, pass_extras: bool =
                 elif step.kind == "step":
                     s.sgd(step.lr)
                     s.reset_params(index)
+                elif step.kind in ("clip_grad_norm", "clip_grad_value"):
+                    from adjoint.torchside.optimizers import clip_step
+                    clip_step(s, step)
                 elif step.kind == "registered":
                     s.registered[step.counts[2]] = count_registered(s, step)
                 elif step.kind == "read":

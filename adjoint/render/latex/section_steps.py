@@ -116,12 +116,37 @@ class StepSections(UnitWriter):
                     "the next backward pass starts accumulating afresh.")
         if info.kind == "read":
             return self._read_line(info)
-        if info.optimizer is not None:   # {step: {optimizer: ...}}
+        if info.kind == "clip_grad_value":
+            c = self.plain(info.clip[0])
+            return (f"\\texttt{{torch.nn.utils.clip\\_grad\\_value\\_}} over \\texttt{{model.parameters()}}: every "
+                    f"\\texttt{{.grad}} is clamped in place to $[-{c}, {c}]$.")
+        if info.kind == "clip_grad_norm":
+            max_norm, norm_type = info.clip[0], info.clip[1]
+            order = "\\infty" if norm_type == "inf" else self.plain(norm_type)
+            return (f"\\texttt{{torch.nn.utils.clip\\_grad\\_norm\\_}} over \\texttt{{model.parameters()}} (max norm "
+                    f"${self.plain(max_norm)}$, norm type ${order}$): the norm $n$ of all the gradients together is "
+                    f"taken, and every \\texttt{{.grad}} is multiplied in place by "
+                    f"$\\min({self.plain(max_norm)} / (n + 10^{{-6}}), 1)$.")
+        if info.optimizer is not None and len(info.optimizer) == 4:   # {step: {optimizer: {type: Adam}}}
             kind, lr, (b1, b2), eps = info.optimizer
             return (f"\\texttt{{torch.optim.{kind}}} over \\texttt{{model.parameters()}} steps (learning rate "
                     f"${self.plain(lr)}$, betas $({self.plain(b1)}, {self.plain(b2)})$, eps ${self.plain(eps)}$): "
                     "under \\texttt{no\\_grad} each parameter with a gradient is updated in place from its running "
                     "averages of the gradient and its square, kept across steps.")
+        if info.optimizer is not None:   # its settings (OptimizerDecl.settings)
+            kind, lr, (b1, b2), eps, wd, maximize, momentum, dampening, nesterov, amsgrad = info.optimizer
+            if kind == "SGD":
+                shown = [f"learning rate ${self.plain(lr)}$", f"momentum ${self.plain(momentum)}$",
+                         f"dampening ${self.plain(dampening)}$", f"weight decay ${self.plain(wd)}$"] + \
+                    (["Nesterov"] if nesterov else []) + (["maximizing"] if maximize else [])
+                how = "from its gradient (and its momentum buffer, kept across steps)"
+            else:
+                shown = [f"learning rate ${self.plain(lr)}$", f"betas $({self.plain(b1)}, {self.plain(b2)})$",
+                         f"eps ${self.plain(eps)}$", f"weight decay ${self.plain(wd)}$"] + \
+                    (["AMSGrad"] if amsgrad else []) + (["maximizing"] if maximize else [])
+                how = "from its running averages of the gradient and its square, kept across steps"
+            return (f"\\texttt{{torch.optim.{kind}}} over \\texttt{{model.parameters()}} steps ({', '.join(shown)}): "
+                    f"under \\texttt{{no\\_grad}} each parameter with a gradient is updated in place {how}.")
         lr = self.plain(info.lr)
         return (f"an SGD step with learning rate ${lr}$: under \\texttt{{no\\_grad}}, $p \\leftarrow p - {lr}\\,"
                 "p.\\mathrm{grad}$ for every parameter with a gradient (in place: each parameter's version "

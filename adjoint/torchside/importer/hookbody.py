@@ -482,17 +482,19 @@ class _Translator:
         if not isinstance(found, torch.optim.Optimizer):
             return None
         what = f"'{_short(ast.unparse(call))}'"
-        if type(found) is not torch.optim.Adam:
+        if type(found) not in (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD):
             raise self.fail(f"{what} steps a torch.optim.{type(found).__name__}, which adjoint does not model (the "
-                            "optimizer a hook may step is Adam)", s)
+                            "optimizers a hook may step are Adam, AdamW and SGD)", s)
         group = found.param_groups[0] if len(found.param_groups) == 1 else {}
         if [id(p) for p in group.get("params", ())] != [id(self.target)]:
             raise self.fail(f"{what} steps an optimizer over other tensors than the hook's own (the format's optim is "
                             "torch.optim.Adam([tensor]))", s)
-        if group.get("weight_decay") or group.get("amsgrad") or group.get("maximize") or group.get("capturable") \
-                or group.get("differentiable") or group.get("fused") or found.state:
-            raise self.fail(f"{what} steps an Adam with weight_decay, amsgrad, maximize, capturable, differentiable, "
-                            "fused or a state already, which adjoint does not model", s)
+        kind = type(found).__name__
+        if group.get("capturable") or group.get("differentiable") or group.get("fused") \
+                or group.get("foreach") or found.state or isinstance(group.get("lr"), torch.Tensor) \
+                or (kind == "Adam" and group.get("decoupled_weight_decay")):
+            raise self.fail(f"{what} steps an {kind} with capturable, differentiable, fused, foreach=True, "
+                            "a Tensor lr, decoupled_weight_decay or a state already, which adjoint does not model", s)
         if call.args or (call.func.attr == "step" and call.keywords) or any(
                 k.arg != "set_to_none" or not (isinstance(k.value, ast.Constant) and k.value.value is True)
                 for k in call.keywords if call.func.attr == "zero_grad"):
@@ -507,9 +509,22 @@ class _Translator:
         if self.optim is None:
             return None
         group = self.optim.param_groups[0]
+        kind = type(self.optim).__name__
+
+        def num(key):
+            return python_constant(float(group[key]))
+
+        extra = "".join(f", {key}: {num(key)}" for key in ("weight_decay",) if group[key] != (0.01 if kind == "AdamW"
+                                                                                               else 0))
+        extra += ", amsgrad: true" if group.get("amsgrad") else ""
+        extra += ", maximize: true" if group.get("maximize") else ""
+        if kind == "SGD":
+            sgd = "".join(f", {key}: {num(key)}" for key in ("momentum", "dampening") if group[key] != 0)
+            sgd += ", nesterov: true" if group.get("nesterov") else ""
+            return f"{{type: SGD, lr: {num('lr')}{sgd}{extra}}}"
         b1, b2 = group["betas"]
-        return (f"{{type: Adam, lr: {python_constant(float(group['lr']))}, betas: [{python_constant(float(b1))}, "
-                f"{python_constant(float(b2))}], eps: {python_constant(float(group['eps']))}}}")
+        return (f"{{type: {kind}, lr: {num('lr')}, betas: [{python_constant(float(b1))}, "
+                f"{python_constant(float(b2))}], eps: {num('eps')}{extra}}}")
 
     def stores_outside(self, s) -> bool:
         """``self.activations = out.detach()``, ``self.calls += 1``: a store into an attribute of a

@@ -233,6 +233,10 @@ class BoundBackend(Float64Backend):
         return Bnd(c, 3 * self.u * abs(float(c)))
 
     # ------------------------------------------------------------------ arithmetic
+    def fma(self, a, b, c):
+        """Bounded as a product then a sum (two roundings: a superset of PyTorch's one)."""
+        return self.add(self.mul(a, b), c)
+
     def add(self, x, y):
         r = super().add(x, y).a
         return self._b(r, _e(x) + _e(y) + self._round_sum(r, x, y, y.a))

@@ -6,6 +6,13 @@ from __future__ import annotations
 
 
 class Composed:
+    def fma(self, a, b, c):
+        """``a * b + c`` rounded once, as ATen's CPU ``add(c, b, alpha=a)`` computes it (its
+        kernel is ``vec::fmadd``): exact backends compute it exactly, the rounding bound bounds
+        both roundings of the product and the sum (a superset of the one); the float64 backend
+        rounds it once."""
+        return self.add(self.mul(a, b), c)
+
     def direction(self, x, n):
         """norm_backward's ``(x / n).masked_fill_(n == 0, 0)`` for the 2-norm ``n`` of ``x`` (the
         rounding backend bounds it by 1 where ``n`` may be 0 in PyTorch's floats)."""

@@ -14,6 +14,8 @@ floats; ``exact``: null, since this mode has no exact values). Free symbols need
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import math
 import os
 from contextlib import contextmanager
@@ -177,6 +179,28 @@ class Float64Backend(NoExactChecks, Composed):
 
     def neg(self, x):
         return _v(-x.a)
+
+    def fma(self, a, b, c):
+        """``a * b + c`` rounded once (the fused multiply-add of ATen's ``add(c, b, alpha=a)``, as
+        torch.optim's updates run it): each finite element through exact rationals, then one
+        rounding; a non-finite operand, or an exact 0 (its sign), as numpy's ``a * b + c``."""
+        with np.errstate(all="ignore"):
+            x, y, z = np.broadcast_arrays(np.asarray(a.a, dtype=np.float64), np.asarray(b.a, dtype=np.float64),
+                                          np.asarray(c.a, dtype=np.float64))
+            plain = x * y + z
+        out = np.array(plain, dtype=np.float64, copy=True)
+        flat = out.reshape(-1)
+        for i, (p, q, r) in enumerate(zip(x.reshape(-1), y.reshape(-1), z.reshape(-1))):
+            if not (np.isfinite(p) and np.isfinite(q) and np.isfinite(r)):
+                continue
+            exact = Fraction(float(p)) * Fraction(float(q)) + Fraction(float(r))
+            if exact == 0:
+                continue
+            try:
+                flat[i] = float(exact)
+            except OverflowError:
+                flat[i] = np.inf if exact > 0 else -np.inf
+        return _v(out)
 
     def pow(self, x, e):
         """``x ** e``; a number exponent of 0.5 or -0.5 as PyTorch's CPU kernel runs it
