@@ -82,6 +82,32 @@ class F64(AsData):
 LN_CONSTANTS = {2: 0.6931471805599453, 10: 2.3025850929940456}
 
 
+#: Dekker's splitting constant (2**27 + 1), and where his product stops being exact: an operand
+#: whose split overflows, a product whose low part underflows
+_SPLITTER = 134217729.0
+_SPLIT_LIMIT = 2.0 ** 995
+_TINY = 2.0 ** -960
+
+
+def _two_product(a, b):
+    """``a * b`` as ``p + e`` exactly (Dekker), elementwise, within the limits above."""
+    p = a * b
+    t = _SPLITTER * a
+    ah = t - (t - a)
+    al = a - ah
+    t = _SPLITTER * b
+    bh = t - (t - b)
+    bl = b - bh
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def _two_sum(a, b):
+    """``a + b`` as ``s + e`` exactly (Knuth), elementwise, barring overflow."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
 def _v(a) -> F64:
     return F64(a)
 
@@ -182,18 +208,33 @@ class Float64Backend(NoExactChecks, Composed):
 
     def fma(self, a, b, c):
         """``a * b + c`` rounded once (the fused multiply-add of ATen's ``add(c, b, alpha=a)``, as
-        torch.optim's updates run it): each finite element through exact rationals, then one
-        rounding; a non-finite operand, or an exact 0 (its sign), as numpy's ``a * b + c``."""
+        torch.optim's updates run it). Vectorised with error-free transformations (Dekker's product,
+        Knuth's sum): ``a * b + c`` is exactly ``fused + d + te`` with ``fused`` the rounding of ``sh +
+        t``, which is the answer unless ``d + te`` reaches half the gap to ``fused``'s neighbour. Those
+        elements, and operands near overflow or results near underflow (where the transformations
+        are not exact), go through exact rationals. A non-finite operand, or an exact 0 (its sign), is numpy's ``a * b + c``."""
         with np.errstate(all="ignore"):
             x, y, z = np.broadcast_arrays(np.asarray(a.a, dtype=np.float64), np.asarray(b.a, dtype=np.float64),
                                           np.asarray(c.a, dtype=np.float64))
             plain = x * y + z
-        out = np.array(plain, dtype=np.float64, copy=True)
+            ph, pl = _two_product(x, y)
+            sh, sl = _two_sum(ph, z)
+            t, te = _two_sum(sl, pl)
+            fused, d = _two_sum(sh, t)   # a * b + c == fused + d + te exactly
+            # fused is the one rounding of a * b + c unless d + te reaches half the gap to its
+            # neighbour (the gap below a power of two is half the one above: the smaller is taken)
+            mantissa = np.frexp(fused)[0]
+            gap = np.spacing(np.abs(fused)) * np.where(np.abs(mantissa) == 0.5, 0.5, 1.0)
+            finite = np.isfinite(x) & np.isfinite(y) & np.isfinite(z)
+            unsure = finite & (((te != 0) & (np.abs(d) + np.abs(te) >= gap / 2)) | ~np.isfinite(fused)
+                               | ~np.isfinite(pl) | (np.abs(x) > _SPLIT_LIMIT) | (np.abs(y) > _SPLIT_LIMIT)
+                               | ((np.abs(ph) < _TINY) & (x != 0) & (y != 0)) | (np.abs(fused) < _TINY))
+            out = np.where(finite & ~unsure & (fused != 0), fused, plain)
+        out = np.array(out, dtype=np.float64, copy=True)
         flat = out.reshape(-1)
-        for i, (p, q, r) in enumerate(zip(x.reshape(-1), y.reshape(-1), z.reshape(-1))):
-            if not (np.isfinite(p) and np.isfinite(q) and np.isfinite(r)):
-                continue
-            exact = Fraction(float(p)) * Fraction(float(q)) + Fraction(float(r))
+        for i in np.flatnonzero(unsure.reshape(-1)):
+            p, q, r = float(x.reshape(-1)[i]), float(y.reshape(-1)[i]), float(z.reshape(-1)[i])
+            exact = Fraction(p) * Fraction(q) + Fraction(r)
             if exact == 0:
                 continue
             try:
