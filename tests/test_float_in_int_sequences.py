@@ -11,6 +11,7 @@ import pytest
 from conftest import require_torch
 
 torch = require_torch()
+F = torch.nn.functional
 
 import adjoint  # noqa: E402
 from adjoint.format.errors import ProblemError  # noqa: E402
@@ -37,6 +38,13 @@ CALLS = {
     "torch.flip(h, (0.0,))": (lambda h: torch.flip(h, (0.0,)), "torch.flip(h, (0,))"),
     "h.movedim((1.0, 0), (0, 1))": (lambda h: h.movedim((1.0, 0), (0, 1)), "h.movedim((1, 0), (0, 1))"),
     "h.movedim(0, (1.5,))": (lambda h: h.movedim(0, (1.5,)), "h.movedim((0,), (1,))"),
+    "h.expand((2.0, 2))": (lambda h: h.expand((2.0, 2)), "h.expand((2, 2))"),
+    "torch.zeros((2.0, 2)) + h": (lambda h: torch.zeros((2.0, 2)) + h, "torch.zeros((2, 2), dtype=torch.float64) + h"),
+    "F.pad(h, (1.0, 0))": (lambda h: F.pad(h, (1.0, 0)), "F.pad(h, (1, 0))"),
+    "h.amax((0.0,))": (lambda h: h.amax((0.0,)), "h.amax((0,))"),
+    "h.split([1.0, 1])[0]": (lambda h: h.split([1.0, 1])[0], "h.split([1, 1])[0]"),
+    "F.interpolate(h[None], size=(4.0,))": (lambda h: F.interpolate(h[None], size=(4.0,)),
+                                            "F.interpolate(h[None], size=(4,))"),
 }
 
 

@@ -322,8 +322,8 @@ def bind(fn: Function, args: list, kwargs: dict, loc: Loc, what: str, types=None
         if (p.kind in ("int", "ints") or p.name == "dim") and given_types.get(p.name) == "float":   # 2.0 too
             raise ProblemError(loc, f"{what}(): argument '{p.name}' is a float, where PyTorch takes an int: "
                                     f"{PARSER_TYPE_ERROR}")
-        if (p.kind == "ints" or p.name in ("dim", "dims")) and _holds_float(given_types.get(p.name)):
-            # x.movedim((1.0, 0), 1), x.sum((0.0,)): the parser's TypeError, worded by the overloads
+        if (p.kind == "ints" or p.name in _INT_LIST_NAMES) and _holds_float(given_types.get(p.name)):
+            # x.movedim((1.0, 0), 1), x.sum((0.0,)), x.split([1.0, 1]): PyTorch's TypeError
             raise ProblemError(loc, f"{what}(): argument '{p.name}' holds a float, where PyTorch takes ints: "
                                     f"{PARSER_TYPE_ERROR}")
         out[p.name] = check_kind(bound[p.name], p, loc, what)
@@ -359,6 +359,10 @@ def check_kind(v, p: Param, loc: Loc, what: str):
     if p.kind == "tensors":
         return tuple(v)
     return v
+
+
+#: parameters of kind "any" that PyTorch takes as ints when given a sequence (dims, sizes, split sizes)
+_INT_LIST_NAMES = ("dim", "dims", "size", "split_size_or_sections")
 
 
 def _holds_float(kind) -> bool:
