@@ -77,3 +77,33 @@ def test_matching_overloads_still_permute(call):
     got = _solve(call)
     assert got.get("error") is None
     assert got["values"]["a"]["grad_fn"] == "PermuteBackward0"
+
+
+PARAM_TEXT = """
+name: movedim_parameter
+dtype: float64
+inputs:
+  x: {value: [[1, 2], [3, 4]]}
+model:
+  children:
+    lin: {type: Linear, params: {weight: [[1, 2], [0.5, -1]], bias: [0.25, 0]}}
+  forward: |
+    a = CALL
+    return lin(x).sum() + a.sum()
+"""
+
+PARAM_CALLS = {   # the parser marks a Parameter against "Tensor input" (function form)
+    "torch.movedim(lin.weight, (0,), 1)": lambda w: torch.movedim(w, (0,), 1),
+    "torch.movedim(input=lin.weight, source=0, destination=(1,))":
+        lambda w: torch.movedim(input=w, source=0, destination=(1,)),
+    "lin.weight.movedim([0], 1)": lambda w: w.movedim([0], 1),
+}
+
+
+@pytest.mark.parametrize("call", sorted(PARAM_CALLS))
+def test_a_parameter_input_is_worded_as_the_parser_words_it(call):
+    w = torch.nn.Parameter(torch.tensor([[1., 2], [0.5, -1]], dtype=torch.float64))
+    with pytest.raises(TypeError) as raised:
+        PARAM_CALLS[call](w)
+    error = adjoint.loads(PARAM_TEXT.replace("CALL", call)).solve().to_json()["variants"]["default"]["error"]
+    assert (error["type"], error["message"]) == ("TypeError", str(raised.value))

@@ -241,9 +241,10 @@ def _movedim_overload(a, loc) -> None:
     for over, listed_overload in (("int", False), ("tuple of ints", True)):
         marked = []
         for n in order:
-            text = described(n, True)
-            text = f"{n}={text}" if n in a.keywords else text
-            bad = n in seqs or (listed_overload and n in kinds)
+            kind = described(n, True)
+            text = f"{n}={kind}" if n in a.keywords else kind
+            # the parser marks a Parameter against "Tensor input" too (its type's name differs)
+            bad = n in seqs or (listed_overload and n in kinds) or kind == "Parameter"
             marked.append(f"!{text}!" if bad else text)
         args = "".join(f"{m}, " for m in marked)
         lines += (f" * ({lead}{over} source, {over} destination)\n      didn't match because some of the arguments "
