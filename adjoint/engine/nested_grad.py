@@ -6,12 +6,12 @@ accumulating them into ``.grad``.
 Run from a hook that fires inside a backward it is PyTorch's reentrant backward: a new graph
 task one level deeper, run to the end before the outer one goes on, its hook calls marked
 ``reentrant``. ``torch.autograd.grad``'s own checks come first, in its order: empty inputs,
-``_make_grads`` (a given gradient's shape, an implicit gradient for an output that requires
-grad and has more than one element: adjoint.engine.nested_backward.make_grad_checks), then the
-engine's: an output that does not require grad, an input that does not require grad; an input the outputs do not reach is PyTorch's error
-unless ``allow_unused=True`` (then None). Modelled: one output (a tensor or a one-tensor
-list), inputs a tensor or a list of tensors, ``grad_outputs``, ``retain_graph``,
-``allow_unused``, ``materialize_grads`` (zeros of the input's shape and dtype for an unreached
+``_make_grads`` (a given gradient's shape, then its complexity; an implicit gradient for an
+output that requires grad: one element, a real dtype; adjoint.engine.nested_backward.make_grad_checks),
+then the engine's: an output that does not require grad, an input that does not require grad;
+an input the outputs do not reach is PyTorch's error unless ``allow_unused=True`` (then None).
+Modelled: one output (a tensor or a one-tensor list), inputs a tensor or a list of tensors,
+``grad_outputs``, ``retain_graph``, ``allow_unused``, ``materialize_grads`` (zeros of the input's shape and dtype for an unreached
 input, a new tensor without grad; ``allow_unused=False`` beside it is grad()'s ValueError, its
 first check); ``create_graph=True`` is not modelled here (a step's ``create_graph`` is).
 """
@@ -31,7 +31,8 @@ KEYWORDS = ("outputs", "inputs", "grad_outputs", "retain_graph", "create_graph",
 def nested_grad(rt, e, args: list, kwargs: dict, in_hook: bool):
     loc = e.loc
     if e.func != "grad":
-        raise ProblemError(loc, f"torch.autograd.{e.func} is not modelled; torch.autograd.grad(...) is, in a hook body")
+        raise ProblemError(loc, f"torch.autograd.{e.func} is not modelled here; torch.autograd.grad(...) and "
+                                "torch.autograd.backward(...) are, in a hook body (a step runs a backward)")
     if not in_hook:
         raise ProblemError(loc, "torch.autograd.grad(...) is modelled in a hook body; a step differentiates with "
                                 "backward: {method: grad, inputs: [...]}")

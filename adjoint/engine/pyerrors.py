@@ -131,6 +131,20 @@ def _size_int(e: S.Expr, names: dict | None = None) -> bool:
     return False
 
 
+class SequenceType(str):
+    """A sequence literal's type name (``tuple``, ``list``: compares as that string) that also keeps
+    the Python type of each number written in it (``(1.0, 0)``: float, int; None where the
+    expression does not tell, or the item is no number), which PyTorch's parser checks where it
+    takes ints."""
+
+    elements: tuple
+
+    def __new__(cls, name: str, elements: tuple = ()):
+        self = super().__new__(cls, name)
+        self.elements = elements
+        return self
+
+
 def type_name(value, e: S.Expr, names: dict | None = None) -> str | None:
     """The Python type name of ``value`` (what ``e`` evaluated to) as CPython's messages print it,
     or None when adjoint cannot tell it (``names``: as :func:`number_type`'s)."""
@@ -141,7 +155,11 @@ def type_name(value, e: S.Expr, names: dict | None = None) -> str | None:
     if isinstance(value, Tensor):
         return "Parameter" if value.is_param else "Tensor"
     if isinstance(value, tuple):   # a tuple, a list, a torch.return_types value
-        return sequence_name(value)
+        name = sequence_name(value)
+        if isinstance(e, (S.Tup, S.ListLit)) and len(e.items) == len(value):   # a literal: its numbers' types too
+            return SequenceType(name, tuple(number_type(x, names) if isinstance(v, Fraction) and not isinstance(v, bool)
+                                            else None for v, x in zip(value, e.items)))
+        return name
     if isinstance(value, PyFloat) or getattr(value, "printed_number", False):
         return "float"   # x.item() of a float tensor (an irrational one too), and what is computed from it
     if isinstance(value, (Fraction, Gaussian)):

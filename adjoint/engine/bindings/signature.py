@@ -283,8 +283,9 @@ def bind(fn: Function, args: list, kwargs: dict, loc: Loc, what: str, types=None
     if fn.varargs and len(args) > len(positional) - 1:
         head = len(positional) - 1
         rest = args[head:]
-        if types is not None and "float" in types[0][head:] and positional[-1].kind in ("int", "ints"):
-            # view(B, 2, C // 2.0): a Python float among the sizes, which PyTorch's parser refuses
+        if types is not None and positional[-1].kind in ("int", "ints") and (
+                "float" in types[0][head:] or any(_holds_float(t) for t in types[0][head:])):
+            # view(B, 2, C // 2.0), x.permute((1.0, 0)): a Python float among the sizes, which PyTorch's parser refuses
             raise ProblemError(loc, f"{what}(): a float among the sizes ({positional[-1].name}), where PyTorch takes "
                                     f"ints: {PARSER_TYPE_ERROR}")
         args = list(args[:head]) + ([rest[0]] if len(rest) == 1 and isinstance(rest[0], (tuple, list)) else
@@ -321,6 +322,10 @@ def bind(fn: Function, args: list, kwargs: dict, loc: Loc, what: str, types=None
         if (p.kind in ("int", "ints") or p.name == "dim") and given_types.get(p.name) == "float":   # 2.0 too
             raise ProblemError(loc, f"{what}(): argument '{p.name}' is a float, where PyTorch takes an int: "
                                     f"{PARSER_TYPE_ERROR}")
+        if (p.kind == "ints" or p.name in _INT_LIST_NAMES) and _holds_float(given_types.get(p.name)):
+            # x.movedim((1.0, 0), 1), x.sum((0.0,)), x.split([1.0, 1]): PyTorch's TypeError
+            raise ProblemError(loc, f"{what}(): argument '{p.name}' holds a float, where PyTorch takes ints: "
+                                    f"{PARSER_TYPE_ERROR}")
         out[p.name] = check_kind(bound[p.name], p, loc, what)
     return out
 
@@ -354,6 +359,15 @@ def check_kind(v, p: Param, loc: Loc, what: str):
     if p.kind == "tensors":
         return tuple(v)
     return v
+
+
+#: parameters of kind "any" that PyTorch takes as ints when given a sequence (dims, sizes, split sizes)
+_INT_LIST_NAMES = ("dim", "dims", "size", "split_size_or_sections")
+
+
+def _holds_float(kind) -> bool:
+    """Whether a sequence literal's numbers (``pyerrors.SequenceType``) include a float or complex one."""
+    return any(t in ("float", "complex") for t in getattr(kind, "elements", ()))
 
 
 def _is_int(v) -> bool:

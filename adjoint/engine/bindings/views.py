@@ -27,7 +27,7 @@ from adjoint.engine.torch_errors import TorchError
 from adjoint.values.strides import is_contiguous, preserve_format_strides, view_strides
 from adjoint.engine.ops.views import cat_skipped
 from adjoint.engine.bindings.signature import dim_index  # noqa: F401 (the families read it here too)
-from adjoint.engine.bindings.signature import Function, Param, REQUIRED
+from adjoint.engine.bindings.signature import Function, Param, REQUIRED, PARSER_TYPE_ERROR
 from adjoint.engine.bindings.complexfns import attribute as complex_attribute
 
 
@@ -188,6 +188,7 @@ def lower_movedim(rt, a, loc):
     messages print the dims as given), then ``permute`` (PermuteBackward0, an identity order
     too) with each source dim at its destination and the other dims, in order, in the other
     places. A 0-d tensor's is ``alias()`` (AliasBackward0): refused."""
+    _movedim_overload(a, loc)
     x = a["input"]
     nd = len(x.shape)
     src, dst = a["source"], a["destination"]
@@ -212,6 +213,54 @@ def lower_movedim(rt, a, loc):
     rest = iter(d for d in range(nd) if d not in nsrc)
     order = [o if o >= 0 else next(rest) for o in order]
     return rt.apply("permute", [x], tuple(order), loc)
+
+
+def _movedim_overload(a, loc) -> None:
+    """movedim's two overloads take (int, int) or (int[], int[]): one dim an int and the other a
+    tuple or list matches neither, and PyTorch's parser raises its TypeError listing both, before
+    anything runs (measured in torch 2.13 for each call form): the sequence is marked in both, the
+    int in the list overload only."""
+    kinds = {n: a.type_of(n) for n in ("source", "destination")}
+    seqs = [n for n, k in kinds.items() if k in ("tuple", "list")]
+    if len(seqs) != 1:
+        return
+    if any(k is None for k in kinds.values()):
+        raise ProblemError(loc, f"{a.name}() with a dim whose type (int or float) adjoint cannot tell beside a "
+                                f"{kinds[seqs[0]]}: {PARSER_TYPE_ERROR}")
+    order = ([] if a.method else ["input"]) + ["source", "destination"]
+    keywords = [k for k in reversed(a.keywords) if k in order]
+    last_keyword = len(keywords) == len(order)   # _argDesc keeps the last ", " when nothing is positional
+
+    def described(n, elements: bool) -> str:
+        t = kinds.get(n) or a.type_of("input")
+        return f"{t} of {_elements(a[n], t)}" if elements and n in seqs else t
+    got = [described(n, False) for n in order if n not in a.keywords] + \
+          [f"{k}={described(k, False)}" for k in keywords]
+    lead = "" if a.method else "Tensor input, "
+    lines = ""
+    for over, listed_overload in (("int", False), ("tuple of ints", True)):
+        marked = []
+        for n in order:
+            kind = described(n, True)
+            text = f"{n}={kind}" if n in a.keywords else kind
+            # the parser marks a Parameter against "Tensor input" too (its type's name differs)
+            bad = n in seqs or (listed_overload and n in kinds) or kind == "Parameter"
+            marked.append(f"!{text}!" if bad else text)
+        args = "".join(f"{m}, " for m in marked)
+        lines += (f" * ({lead}{over} source, {over} destination)\n      didn't match because some of the arguments "
+                  f"have invalid types: ({args if last_keyword else args[:-2]})\n")
+    text = "".join(f"{t}, " for t in got)
+    raise TorchError("TypeError", f"{a.name}() received an invalid combination of arguments - got "
+                                  f"({text if last_keyword else text[:-2]}), but expected one of:\n{lines}")
+
+
+def _elements(v, kind: str) -> str:
+    """``_formattedArgDesc``'s elements of an int sequence: ``(int, int)``, ``(int,)`` of a tuple,
+    ``[int, int]`` of a list."""
+    inner = ", ".join("int" for _ in v)
+    if kind == "list":
+        return f"[{inner}]"
+    return f"({inner},)" if len(v) == 1 else f"({inner})"
 
 
 def lower_ravel(rt, a, loc):

@@ -187,7 +187,7 @@ def _check_forward(m: nn.Module, path: str) -> None:
             raise refuse(at(node), f"{who}: the block 'with {ctx}:' in its forward cannot be imported (torch.fx "
                                    "runs the body and forgets the block)",
                          "move the block out of the model, or write the forward in the problem file by hand "
-                         "(the format has 'with no_grad():' and 'with enable_grad():')")
+                         "(the format has 'with no_grad():', 'with enable_grad():' and 'with set_grad_enabled(BOOL):')")
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
             if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
         for t in targets:
