@@ -32,6 +32,8 @@ GENERIC = {"var", "var_mean", "max_all", "min_all", "amax", "amin", "max_dim", "
            "native_batch_norm", "native_layer_norm", "native_group_norm", "embedding", "sdpa_flash_cpu", "repeat",
            # adjoint/engine/ops/masking.py, adjoint/engine/ops/swish.py
            "masked_fill_tensor", "hardswish", "mish",
+           # adjoint/engine/ops/activations.py: the activations by name
+           "log_sigmoid", "celu", "celu_", "hardsigmoid", "threshold", "threshold_", "softshrink", "hardshrink",
            # adjoint/engine/ops/indexing.py
            "index_1", "index_2", "index_3", "index_select", "gather", "scatter", "scatter_value", "scatter_add",
            "index_add",

@@ -156,16 +156,24 @@ def _leaky_relu_backward_math(a, p, shape, k):
     return TBin("mul", a[0], TBin("add", step, slope, a[1].shape), shape)
 
 
+def _threshold_select(B, x, g, threshold):
+    """threshold_backward(g, self, threshold): self <= threshold ? 0 : g (a nan self: g); ``None``:
+    relu's threshold 0."""
+    if threshold is None:
+        return B.select_positive(x, g)
+    return B.choose(B.sub(x, B.scalar(Fraction(threshold))), "<=", B.zeros(B.shape(x)), g)
+
+
 def threshold_backward_forward(B, ins, p):
     g, x = ins
-    return B.select_positive(x, g)
+    return _threshold_select(B, x, g, p)
 
 
 def threshold_backward_vjp(B, gs, ins, outs, p, need):
-    # grad_output: threshold_backward(grad, self, 0); self: zeros_like(grad)
+    # grad_output: threshold_backward(grad, self, threshold); self: zeros_like(grad)
     g = gs[0]
     _, x = ins
-    return [B.select_positive(x, g) if need[0] else None, B.zeros(B.shape(x)) if need[1] else None]
+    return [_threshold_select(B, x, g, p) if need[0] else None, B.zeros(B.shape(x)) if need[1] else None]
 
 
 def _mse_norm(B, shape, reduction):
@@ -215,7 +223,8 @@ def _tanh_backward_math(a, p, shape, k):
 
 
 def _threshold_backward_math(a, p, shape, k):
-    return TBin("mul", a[0], TFn(STEP, (a[1],), a[1].shape), shape)
+    x = a[1] if p is None else TBin("sub", a[1], TConst(Fraction(p)), a[1].shape)
+    return TBin("mul", a[0], TFn(STEP, (x,), a[1].shape), shape)
 
 
 def _placed_key(p) -> tuple:
@@ -357,8 +366,9 @@ OPS = (
        math=Math(lambda a, p, shape, k: TFn(GELU_BACKWARD, tuple(a), tuple(shape), "\\tanh" if p == "tanh" else "", p)),
        checks=(Check(((2, 3), (2, 3)), "none"), Check(((2, 2), (2, 2)), "tanh"))),
     Op("threshold_backward", "ThresholdBackwardBackward0", threshold_backward_forward, threshold_backward_vjp,
-       binary_shape, (Save("self", "in", 1),), "g where self > 0, else 0; 0",
-       math=Math(_threshold_backward_math), checks=(Check(((2,), (2,)), positive=True),)),
+       binary_shape, (Save("self", "in", 1),), "g where self > threshold (relu: 0), else 0; 0",
+       math=Math(_threshold_backward_math),
+       checks=(Check(((2,), (2,)), positive=True), Check(((2,), (2,)), Fraction(-1), positive=True))),
     Op("mse_loss_backward", "MseLossBackwardBackward0", mse_loss_backward_forward, mse_loss_backward_vjp,
        mse_loss_backward_shape, (Save("grad_output", "in", 0), Save("self", "in", 1), Save("target", "in", 2)),
        "sum(norm (x - y) g) (elementwise for none); norm g grad_output; its negative",
