@@ -306,6 +306,17 @@ def softshrink_lambda(dtypes, p):
     return None
 
 
+def softshrink_kink(B, ins, p):
+    x = ins[0]
+    notes = [n for n in (shrink_kink(B, ins, p),) if n]
+    one, zero = _q(B, 1), _q(B, 0)
+    # 0 where -lambd <= x <= 0 (lambd >= 0: inside the interval, not positive)
+    if B.any_zero(B.choose(B.add(x, _q(B, p)), ">=", B.choose(x, "<=", zero, one), one)):
+        notes.append("softshrink of a negative x inside [-lambd, lambd] is x * 0 = -0.0 in PyTorch's scalar kernel "
+                     "path (taken here), +0.0 in its vectorized one (docs/not-modelled.md)")
+    return "; ".join(notes) or None
+
+
 def hardshrink_forward(B, ins, p):
     # (x >= -lambd && x <= lambd) ? 0 : x
     x = ins[0]
@@ -731,7 +742,7 @@ OPS = (
            kink=threshold_kink, kink_doc="0 at a = threshold", integers="refused", fills=True, math=_THRESHOLD,
            checks=(Check(((4,),), (Fraction(1, 2), Fraction(-2))),)),
     _unary("softshrink", "SoftshrinkBackward0", softshrink_forward, shrink_vjp, _SELF,
-           "0 where -lambd <= a <= lambd, else g", negzero="input_sign", grows=False, kink=shrink_kink,
+           "0 where -lambd <= a <= lambd, else g", negzero="input_sign", grows=False, kink=softshrink_kink,
            kink_doc="0 at a = -lambd and at a = lambd", forward_error=softshrink_lambda, integers="refused",
            math=_SOFTSHRINK, checks=(Check(((2, 3),), Fraction(1, 4)),)),
     _unary("hardshrink", "HardshrinkBackward0", hardshrink_forward, shrink_vjp, _SELF,
