@@ -158,6 +158,18 @@ hooks:
     assert x.grad.tolist() != [0.7310585786300049, 0.5, 0.11920292202211755]   # the plain gradient
 
 
+@pytest.mark.parametrize("expr,fn", [
+    ("torch.where(F.logsigmoid(a) < 0, 0, F.logsigmoid(a)).sqrt()",
+     lambda a: torch.where(F.logsigmoid(a) < 0, 0, F.logsigmoid(a)).sqrt()),
+    ("1 / (F.logsigmoid(a) - 1)", lambda a: 1 / (F.logsigmoid(a) - 1)),
+])
+def test_logsigmoid_underflows_to_plus_zero(expr, fn):
+    """Above x = 745 (float64) the kernel's min(x, 0) - log1p(exp(-|x|)) is 0 - log1p(0) = +0.0:
+    not below 0 (the where keeps it) and sqrt'(+0.0) = +inf; before, the exact -log(1 + exp(-x))
+    was a ball around 0 that later compared below 0."""
+    assert case({"a": ([800, 1000, 750, -1, 746, 700], True)}, expr, fn) == []
+
+
 @pytest.mark.parametrize("forward,fn,dtype", [
     ("F.softshrink(x, -0.5).sum()", lambda x: F.softshrink(x, -0.5), torch.float64),
     ("F.softshrink(x, -1).sum()", lambda x: F.softshrink(x, -1), torch.float32),

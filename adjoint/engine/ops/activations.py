@@ -188,9 +188,11 @@ def softplus_kink(B, ins, p):
 
 def log_sigmoid_forward(B, ins, p):
     # log_sigmoid_forward(self) -> (output, buffer): min(x, 0) - log1p(exp(-|x|)), and buffer = exp(-|x|)
+    # (the kernel's form, not -log(1 + exp(-x)): where exp(-x) is tiny its ball stays tight, so a value
+    # PyTorch's float holds as 0 (x above 745 in float64) is 0 here too, not a ball around 0)
     x = ins[0]
     buffer = B.exp(B.neg(B.abs(x)))
-    return B.neg(B.log(B.add(_q(B, 1), B.exp(B.neg(x))))), buffer
+    return B.sub(B.choose(x, "<", x, _q(B, 0)), B.log1p(buffer)), buffer
 
 
 def log_sigmoid_vjp(B, gs, ins, outs, p, need):
@@ -717,7 +719,7 @@ OPS = (
        math=Math(applied(CLAMP_T)), checks=(Check(((2, 2), (2,), (2, 2)), (True, True)),)),
     Op("log_sigmoid", "LogSigmoidBackward0", log_sigmoid_forward, log_sigmoid_vjp,
        lambda shapes, p, loc: (tuple(shapes[0]), tuple(shapes[0])), (Save("self", "in", 0), Save("buffer", "out", 1)),
-       "g * sigmoid(-a) (the kernel: from buffer = exp(-|a|))", underflows=True, outputs=2, diff_outputs=1,
+       "g * sigmoid(-a) (the kernel: from buffer = exp(-|a|))", underflows="positive", outputs=2, diff_outputs=1,
        integers="refused", math=_LOGSIGMOID, checks=_X),
     _unary("celu", "CeluBackward0", celu_forward, celu_vjp, _SELF,
            "g where a > 0, else g * input_scale * alpha * exp(a * input_scale), input_scale = 1 / float32(alpha)",
