@@ -191,3 +191,28 @@ def test_in_place_celu_with_a_negative_alpha_raises_in_backward():
         y.backward()
     error = _solve("F.celu(x * 1, -0.5, inplace=True).sum()", "[-1, 2]")["error"]
     assert (error["type"], error["message"], error["during"]) == ("RuntimeError", str(theirs.value), "backward")
+
+
+def test_second_order_through_the_shrinks_against_torch():
+    """create_graph through SoftshrinkBackward0 / HardshrinkBackward0 (their BackwardBackward0 nodes,
+    tests/data/regressions/second_order_softshrink_hardshrink.yaml), then a backward of the penalty."""
+    import os
+    path = os.path.join(os.path.dirname(__file__), "data", "regressions", "second_order_softshrink_hardshrink.yaml")
+    v = adjoint.load(path).solve().variants[0].to_json()
+    f32 = torch.float32
+    x = torch.tensor([[0.5, -1], [0.2, 0.3]], dtype=f32, requires_grad=True)
+    fc1 = nn.Linear(2, 3)
+    fc2 = nn.Linear(3, 2)
+    fc3 = nn.Linear(2, 1)
+    with torch.no_grad():
+        for m, w, b in ((fc1, [[0.2, -0.4], [0.6, 0.1], [-0.3, 0.5]], [0.1, 0, -0.2]),
+                        (fc2, [[0.7, -0.5, 0.3], [0.1, 0.2, -0.6]], [0.05, 0.01]), (fc3, [[0.4, -0.9]], [0.02])):
+            m.weight.copy_(torch.tensor(w))
+            m.bias.copy_(torch.tensor(b))
+    y = fc3(F.hardshrink(fc2(F.softshrink(fc1(x), 0.1)), 0.1))
+    loss = (y ** 2).mean()
+    gx, = torch.autograd.grad(loss, [x], create_graph=True)
+    assert type(gx.grad_fn).__name__ != "NotImplemented"
+    (loss + 10 * ((gx.norm(2, dim=1) - 1) ** 2).mean()).backward()
+    assert np.allclose(v["grads"]["x"]["value"], x.grad.tolist(), rtol=1e-5, atol=1e-7)
+    assert np.allclose(v["grads"]["fc1.weight"]["value"], fc1.weight.grad.tolist(), rtol=1e-5, atol=1e-7)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from adjoint.values.mathtree import Fn, TBin, TConst, TFn, TPlace, dims_text, generic_vjp
-from adjoint.engine.ops.activations import _KAPPA, _gelu_tanh_inner, elu_vjp, gelu_vjp, softplus_vjp
+from adjoint.engine.ops.activations import _KAPPA, _gelu_tanh_inner, elu_vjp, gelu_vjp, shrink_vjp, softplus_vjp
 from adjoint.engine.ops.record import Check
 from adjoint.engine.ops.record import Math
 from adjoint.engine.ops.record import Op
@@ -176,6 +176,20 @@ def threshold_backward_vjp(B, gs, ins, outs, p, need):
     return [_threshold_select(B, x, g, p) if need[0] else None, B.zeros(B.shape(x)) if need[1] else None]
 
 
+def shrink_backward_forward(B, ins, p):
+    # softshrink_backward / hardshrink_backward(grad_output, self, lambd): 0 where -lambd <= self <= lambd
+    g, x = ins
+    return shrink_vjp(B, [g], [x], None, p, [True])[0]
+
+
+def shrink_backward_vjp(B, gs, ins, outs, p, need):
+    # grad_output: X_backward(grad, self, lambd); self: zeros_like(grad)
+    g = gs[0]
+    _, x = ins
+    return [shrink_vjp(B, [g], [x], None, p, [True])[0] if need[0] else None,
+            B.zeros(B.shape(x)) if need[1] else None]
+
+
 def _mse_norm(B, shape, reduction):
     n = 1
     for d in shape:
@@ -306,6 +320,10 @@ def nll_loss_backward_shape(shapes, p, loc):
 ELU_BACKWARD = Fn("elu_backward", "\\operatorname{elu\\_backward}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
 SOFTPLUS_BACKWARD = Fn("softplus_backward", "\\operatorname{softplus\\_backward}_{#s}\\left(#0,\\ #1\\right)",
                       generic_vjp)
+SOFTSHRINK_BACKWARD = Fn("softshrink_backward", "\\operatorname{softshrink\\_backward}_{#s}\\left(#0,\\ #1\\right)",
+                        generic_vjp)
+HARDSHRINK_BACKWARD = Fn("hardshrink_backward", "\\operatorname{hardshrink\\_backward}_{#s}\\left(#0,\\ #1\\right)",
+                        generic_vjp)
 GELU_BACKWARD = Fn("gelu_backward", "\\operatorname{gelu\\_backward}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
 SOFTMAX_BACKWARD = Fn("softmax_backward_data", "\\operatorname{softmax\\_backward}_{#s}\\left(#0,\\ #1\\right)",
                       generic_vjp)
@@ -369,6 +387,14 @@ OPS = (
        binary_shape, (Save("self", "in", 1),), "g where self > threshold (relu: 0), else 0; 0",
        math=Math(_threshold_backward_math),
        checks=(Check(((2,), (2,)), positive=True), Check(((2,), (2,)), Fraction(-1), positive=True))),
+    Op("softshrink_backward", "SoftshrinkBackwardBackward0", shrink_backward_forward, shrink_backward_vjp,
+       binary_shape, (Save("self", "in", 1),), "g where self < -lambd or self > lambd, else 0; 0",
+       math=Math(lambda a, p, shape, k: TFn(SOFTSHRINK_BACKWARD, tuple(a), tuple(shape), f"{p}", p)),
+       checks=(Check(((2,), (2,)), Fraction(1, 4)),)),
+    Op("hardshrink_backward", "HardshrinkBackwardBackward0", shrink_backward_forward, shrink_backward_vjp,
+       binary_shape, (Save("self", "in", 1),), "g where self < -lambd or self > lambd, else 0; 0",
+       math=Math(lambda a, p, shape, k: TFn(HARDSHRINK_BACKWARD, tuple(a), tuple(shape), f"{p}", p)),
+       checks=(Check(((2,), (2,)), Fraction(1, 4)),)),
     Op("mse_loss_backward", "MseLossBackwardBackward0", mse_loss_backward_forward, mse_loss_backward_vjp,
        mse_loss_backward_shape, (Save("grad_output", "in", 0), Save("self", "in", 1), Save("target", "in", 2)),
        "sum(norm (x - y) g) (elementwise for none); norm g grad_output; its negative",
