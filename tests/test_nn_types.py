@@ -65,6 +65,14 @@ CONFIGS = {
     "ReLU6": [{}, {"inplace": True}],
     "Hardswish": [{}, {"inplace": True}],
     "Mish": [{}, {"inplace": True}],
+    "LogSigmoid": [{}],
+    "SELU": [{}, {"inplace": True}],
+    "CELU": [{}, {"alpha": Fraction(3, 10), "inplace": True}],
+    "Hardsigmoid": [{}, {"inplace": True}],
+    "Softshrink": [{}, {"lambd": Fraction(1)}],
+    "Hardshrink": [{}, {"lambd": Fraction(1, 4)}],
+    "Threshold": [{"threshold": Fraction(1, 10), "value": Fraction(-3)},
+                  {"threshold": Fraction(0), "value": Fraction(2), "inplace": True}],
     "RNNCell": [{"input_size": 3, "hidden_size": 2}, {"input_size": 1, "hidden_size": 4, "bias": False,
                                                       "nonlinearity": "relu"}],
     "LSTMCell": [{"input_size": 3, "hidden_size": 2}, {"input_size": 2, "hidden_size": 1, "bias": False}],
@@ -145,7 +153,9 @@ def test_every_type_of_the_contract_is_there():
                 "TransformerEncoderLayer TransformerDecoderLayer AdaptiveMaxPool1d AdaptiveMaxPool2d "
                 "TransformerEncoder Conv3d MaxPool3d AvgPool3d AdaptiveAvgPool3d MaxPool1d AvgPool1d AdaptiveMaxPool3d").split()
     # the project's own (docs/format.md): nanoGPT's self.transformer; a UNet's or a GAN's upsampling
-    additions = ["ModuleDict", "ConvTranspose1d", "ConvTranspose2d", "Upsample", "AdaptiveAvgPool1d"]
+    additions = ["ModuleDict", "ConvTranspose1d", "ConvTranspose2d", "Upsample", "AdaptiveAvgPool1d",
+                 # activations users write (tests/test_activations_more.py)
+                 "LogSigmoid", "SELU", "CELU", "Hardsigmoid", "Softshrink", "Hardshrink", "Threshold"]
     assert sorted(nn_types.TYPES) == sorted(contract + additions)
     # TransformerEncoder takes a module as an argument: tests/test_transformer_encoder.py checks its tree
     assert sorted(CONFIGS) == sorted(set(contract + additions) - set(CONTAINERS) - {"TransformerEncoder"})

@@ -32,13 +32,15 @@ GENERIC = {"var", "var_mean", "max_all", "min_all", "amax", "amin", "max_dim", "
            "native_batch_norm", "native_layer_norm", "native_group_norm", "embedding", "sdpa_flash_cpu", "repeat",
            # adjoint/engine/ops/masking.py, adjoint/engine/ops/swish.py
            "masked_fill_tensor", "hardswish", "mish",
+           # adjoint/engine/ops/activations.py: the activations by name
+           "log_sigmoid", "celu", "celu_", "hardsigmoid", "threshold", "threshold_", "softshrink", "hardshrink",
            # adjoint/engine/ops/indexing.py
            "index_1", "index_2", "index_3", "index_select", "gather", "scatter", "scatter_value", "scatter_add",
            "index_add",
            # adjoint/engine/ops/basics.py: the one-bound clamps by name (as clamp), std with var's declared J^T lambda
            "clamp_min", "clamp_max", "std",
            # adjoint/engine/ops/second.py: the softmax, log_softmax and nll_loss backward kernels by name (as their ops)
-           "softmax_backward_data", "log_softmax_backward_data", "nll_loss_backward", "nll_loss_backward_w", "elu_backward", "softplus_backward", "gelu_backward",
+           "softmax_backward_data", "log_softmax_backward_data", "softshrink_backward", "hardshrink_backward", "nll_loss_backward", "nll_loss_backward_w", "elu_backward", "softplus_backward", "gelu_backward",
            # adjoint/engine/ops/rearrange.py: one named function each, J^T lambda declared generic
            "logsumexp", "cumsum", "flip", "roll", "tril", "triu", "trace",
            # adjoint/engine/ops/prod.py

@@ -197,6 +197,32 @@ def _div(rt, node, grads, saved, need):
     return [this, other]
 
 
+def _threshold(rt, node, grads, saved, need):
+    # ThresholdBackward0 / ThresholdBackward1: threshold_backward(grad, self, threshold): ThresholdBackwardBackward0
+    return [rt.apply("threshold_backward", [grads[0], saved["self"]], node.params[0], node.loc)]
+
+
+def _shrink(prim: str):
+    """SoftshrinkBackward0 / HardshrinkBackward0: X_backward(grad, self, lambd): XBackwardBackward0."""
+    def formula(rt, node, grads, saved, need):
+        return [rt.apply(prim, [grads[0], saved["self"]], node.params, node.loc)]
+    return formula
+
+
+def _shrink_backward(rt, node, grads, saved, need):
+    # SoftshrinkBackwardBackward0 / HardshrinkBackwardBackward0: grad_output: X_backward(grad, self, lambd);
+    # self: zeros_like(grad)
+    g = grads[0]
+    a = rt.apply(node.op.name, [g, saved["self"]], node.params, node.loc) if need[0] else None
+    return [a, _zeros_like(rt, g) if len(need) > 1 and need[1] else None]
+
+
+def _celu(rt, node, grads, saved, need):
+    # CeluBackward0: elu_backward(grad, alpha, 1, 1.0 / alpha.toFloat(), false, self): EluBackwardBackward0
+    alpha, _, backward_scale = node.params
+    return [rt.apply("elu_backward", [grads[0], saved["self"]], (alpha, Fraction(1), backward_scale), node.loc)]
+
+
 def _leaky_relu(rt, node, grads, saved, need):
     # leaky_relu_backward(grad, self, negative_slope, false): LeakyReluBackwardBackward0
     return [rt.apply("leaky_relu_backward", [grads[0], saved["self"]], node.params, node.loc)]
@@ -676,7 +702,9 @@ FORMULAS = {
     "pow_scalar": _pow_scalar, "tanh": _tanh, "relu": _relu, "sum": _sum, "mean": _mean, "t": _t, "mm": _mm,
     "addmm": _addmm, "view": _view, "expand": _expand, "mse_loss": _mse_loss, "sigmoid": _sigmoid, "silu": _silu, "elu": _elu, "elu_backward": _elu_backward, "softplus": _softplus, "gelu": _gelu,
     "softplus_backward": _softplus_backward, "exp": _exp,
-    "log": _log, "sqrt": _sqrt, "sin": _sin, "cos": _cos, "div": _div, "leaky_relu": _leaky_relu,
+    "log": _log, "sqrt": _sqrt, "sin": _sin, "cos": _cos, "div": _div, "leaky_relu": _leaky_relu, "threshold": _threshold, "threshold_": _threshold, "celu": _celu,
+    "softshrink": _shrink("softshrink_backward"), "hardshrink": _shrink("hardshrink_backward"),
+    "softshrink_backward": _shrink_backward, "hardshrink_backward": _shrink_backward,
     "sum_dim": _sum_dim, "mean_dim": _mean_dim, "unsqueeze": _unsqueeze, "squeeze_all": _squeeze,
     "squeeze_dim": _squeeze, "squeeze_dims": _squeeze, "transpose": _transpose, "permute": _permute,
     "sinh": _sinh, "cosh": _cosh, "atan": _atan, "log1p": _log1p, "expm1": _expm1, "tan": _tan, "rsqrt": _rsqrt,

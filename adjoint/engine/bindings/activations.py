@@ -75,6 +75,35 @@ def _alpha(a, loc):
     return (a["alpha"], Fraction(1), Fraction(1))   # F.elu: scale = input_scale = 1
 
 
+#: ATen's SELU_ALPHA and SELU_SCALE, the doubles torch.selu hands elu as alpha and scale
+SELU_ALPHA = Fraction(1.6732632423543772848170429916717)
+SELU_SCALE = Fraction(1.0507009873554804934193349852946)
+
+
+def _selu(a, loc):
+    return (SELU_ALPHA, SELU_SCALE, Fraction(1))
+
+
+def _celu(a, loc):
+    """celu's alpha, its forward's input_scale ``1. / alpha.to<double>()`` and its backward's
+    ``1.0 / alpha.toFloat()`` (alpha rounded to float32 first: at x = 0 the gradient of
+    celu(x, 0.3) is 0.99999996), each the double PyTorch computes; alpha = 0 is the kernel's error
+    (Op.forward_error), its scales 0 here."""
+    import numpy as np
+    alpha = a["alpha"]
+    if alpha == 0:
+        return (alpha, Fraction(0), Fraction(0))
+    return (alpha, Fraction(1.0 / float(alpha)), Fraction(1.0 / float(np.float32(float(alpha)))))
+
+
+def _threshold(a, loc):
+    return (a["threshold"], a["value"])
+
+
+def _lambd(a, loc):
+    return a["lambd"]
+
+
 def _hardtanh_bounds(a, loc):
     """F.hardtanh's own check (Python, before any node): min_val above max_val is its ValueError."""
     if a["min_val"] > a["max_val"]:
@@ -308,6 +337,29 @@ FUNCTIONS = (
              doc="EluBackward0 (saves self); in place EluBackward1 (saves the result)"),
     Function("elu_", (_IN, Param("alpha", _NUM, Fraction(1))), _in_place("elu_", _alpha), where="function",
              doc="EluBackward1 (saves the result; alpha < 0 raises in backward)"),
+    Function("logsigmoid", (_IN,), lambda rt, a, loc: rt.apply("log_sigmoid", [a["input"]], None, loc)[0],
+             where="function", doc="LogSigmoidBackward0 (saves self and buffer = exp(-|x|), log_sigmoid_forward's "
+                                   "second output)"),
+    Function("selu", (_IN, Param("inplace", "bool", False)), _unary("elu", _selu, "elu_"), where="function",
+             doc="elu(input, SELU_ALPHA, SELU_SCALE): EluBackward0 (saves self); in place EluBackward1 (saves the "
+                 "result)"),
+    Function("selu_", (_IN,), _in_place("elu_", _selu), where="function", doc="EluBackward1 (saves the result)"),
+    Function("celu", (_IN, Param("alpha", _NUM, Fraction(1)), Param("inplace", "bool", False)),
+             _unary("celu", _celu, "celu_"), where="function",
+             doc="CeluBackward0 (saves self); in place CeluBackward1 (saves the result)"),
+    Function("celu_", (_IN, Param("alpha", _NUM, Fraction(1))), _in_place("celu_", _celu), where="function",
+             doc="CeluBackward1 (saves the result; alpha < 0 raises in backward)"),
+    Function("hardsigmoid", (_IN, Param("inplace", "bool", False)), _unary("hardsigmoid", _none, "hardsigmoid"),
+             where="function", doc="HardsigmoidBackward0 (saves self; in place: a clone of self)"),
+    Function("threshold", (_IN, Param("threshold", _NUM), Param("value", _NUM), Param("inplace", "bool", False)),
+             _unary("threshold", _threshold, "threshold_"), where="function",
+             doc="ThresholdBackward0 (saves self); in place ThresholdBackward1 (saves a clone of self)"),
+    Function("threshold_", (_IN, Param("threshold", _NUM), Param("value", _NUM)), _in_place("threshold_", _threshold),
+             where="function", doc="ThresholdBackward1 (saves a clone of self)"),
+    Function("softshrink", (_IN, Param("lambd", _NUM, Fraction(1, 2))), _unary("softshrink", _lambd),
+             where="function", doc="SoftshrinkBackward0 (saves self; a negative lambd raises after the pack)"),
+    Function("hardshrink", (_IN, Param("lambd", _NUM, Fraction(1, 2))), _unary("hardshrink", _lambd),
+             doc="HardshrinkBackward0 (saves self)"),
     Function("softplus", (_IN, Param("beta", _NUM, Fraction(1)), Param("threshold", _NUM, Fraction(20))),
              _unary("softplus", _softplus), where="function", doc="SoftplusBackward0 (saves self)"),
     Function("hardtanh", (_IN, Param("min_val", _NUM, Fraction(-1)), Param("max_val", _NUM, Fraction(1)),

@@ -1,6 +1,7 @@
 """Built-in modules of the activations family: each forward as PyTorch's own.
 
-LeakyReLU, GELU, SiLU, ELU, Softplus, Softmax, LogSoftmax (torch/nn/modules/activation.py)
+LeakyReLU, GELU, SiLU, ELU, Softplus, LogSigmoid, SELU, CELU, Hardsigmoid, Softshrink, Hardshrink,
+Threshold, Softmax, LogSoftmax (torch/nn/modules/activation.py)
 call the functional form with the module's arguments, ``inplace`` included, so the nodes are
 the functions' (LeakyReluBackward1 for ``LeakyReLU(inplace=True)``, ...). Flatten and
 Unflatten (torch/nn/modules/flatten.py) call ``input.flatten`` / ``input.unflatten``.
@@ -51,6 +52,34 @@ def softplus_forward(c):
     return _call(c, "softplus", _arg(c, "beta"), _arg(c, "threshold"))
 
 
+def logsigmoid_forward(c):
+    return _call(c, "logsigmoid")
+
+
+def selu_forward(c):
+    return _call(c, "selu", _arg(c, "inplace"))
+
+
+def celu_forward(c):
+    return _call(c, "celu", _arg(c, "alpha"), _arg(c, "inplace"))
+
+
+def hardsigmoid_forward(c):
+    return _call(c, "hardsigmoid", _arg(c, "inplace"))
+
+
+def softshrink_forward(c):
+    return _call(c, "softshrink", _arg(c, "lambd"))
+
+
+def hardshrink_forward(c):
+    return _call(c, "hardshrink", _arg(c, "lambd"))
+
+
+def threshold_forward(c):
+    return _call(c, "threshold", _arg(c, "threshold"), _arg(c, "value"), _arg(c, "inplace"))
+
+
 def _softmax(name: str):
     def forward(c):
         dim = _arg(c, "dim")
@@ -77,6 +106,13 @@ FORWARDS = {
     "SiLU": silu_forward,
     "ELU": elu_forward,
     "Softplus": softplus_forward,
+    "LogSigmoid": logsigmoid_forward,
+    "SELU": selu_forward,
+    "CELU": celu_forward,
+    "Hardsigmoid": hardsigmoid_forward,
+    "Softshrink": softshrink_forward,
+    "Hardshrink": hardshrink_forward,
+    "Threshold": threshold_forward,
     "Softmax": _softmax("softmax"),
     "LogSoftmax": _softmax("log_softmax"),
     "Flatten": flatten_forward,

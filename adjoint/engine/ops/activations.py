@@ -153,6 +153,9 @@ def elu_result_vjp(B, gs, ins, outs, p, need):
 
 def elu_kink(B, ins, p):
     if B.any_zero(ins[0]):
+        if tuple(p[1:]) != (1, 1):   # selu: alpha * scale
+            return f"elu'(0) = alpha * scale * input_scale ({float(p[0] * p[1] * p[2])!r}) in PyTorch (the self <= 0 branch " \
+                   "of elu_backward)"
         return f"elu'(0) = alpha ({p[0]}) in PyTorch (the self <= 0 branch of elu_backward)"
     return None
 
@@ -178,6 +181,154 @@ def softplus_kink(B, ins, p):
     beta, threshold = p
     if B.any_zero(B.sub(B.mul(ins[0], _q(B, beta)), _q(B, threshold))):
         return f"softplus at x * beta = threshold ({threshold}) takes the smooth branch (linear only where > threshold)"
+    return None
+
+
+# ----------------------------------------------------------------------------- logsigmoid, celu
+
+def log_sigmoid_forward(B, ins, p):
+    # log_sigmoid_forward(self) -> (output, buffer): min(x, 0) - log1p(exp(-|x|)), and buffer = exp(-|x|)
+    # (the kernel's form, not -log(1 + exp(-x)): where exp(-x) is tiny its ball stays tight, so a value
+    # PyTorch's float holds as 0 (x above 745 in float64) is 0 here too, not a ball around 0)
+    x = ins[0]
+    buffer = B.exp(B.neg(B.abs(x)))
+    return B.sub(B.choose(x, "<", x, _q(B, 0)), B.log1p(buffer)), buffer
+
+
+def log_sigmoid_vjp(B, gs, ins, outs, p, need):
+    # log_sigmoid_backward(grad, self, buffer), the CPU kernel: (x < 0 ? 1 - b / (1 + b) : b / (1 + b)) * grad
+    # with the saved (unpacked) self and buffer; b = exp(-|x|) makes it sigmoid(-x) * grad on both sides
+    x, b, g = ins[0], outs[1], gs[0]
+    share = B.div(b, B.add(_q(B, 1), b))
+    return [B.choose(x, "<", B.mul(B.sub(_q(B, 1), share), g), B.mul(share, g))]
+
+
+def celu_params(p):
+    """celu's (alpha, forward input_scale, backward input_scale) as elu's (alpha, scale, input_scale):
+    its forward is ``at::elu(self, alpha, 1, 1. / alpha.to<double>())``, its derivatives.yaml entry
+    ``elu_backward(grad, alpha, 1, 1.0/alpha.toFloat(), ...)`` (alpha rounded to float first)."""
+    alpha, forward_scale, backward_scale = p
+    return (alpha, Fraction(1), forward_scale), (alpha, Fraction(1), backward_scale)
+
+
+def celu_forward(B, ins, p):
+    return elu_forward(B, ins, celu_params(p)[0])
+
+
+def celu_vjp(B, gs, ins, outs, p, need):
+    return elu_vjp(B, gs, ins, outs, celu_params(p)[1], need)
+
+
+def celu_result_vjp(B, gs, ins, outs, p, need):
+    # CeluBackward1: elu_backward(..., is_result=true, result): a negative alpha raises elu's in-place message
+    return elu_result_vjp(B, gs, ins, outs, celu_params(p)[1], need)
+
+
+def celu_zero_alpha(dtypes, p):
+    """celu's kernel refuses alpha = 0 (after CeluBackward0 packed self)."""
+    return "ZeroDivisionError: alpha cannot be 0 for CELU" if p[0] == 0 else None
+
+
+def celu_kink(B, ins, p):
+    if B.any_zero(ins[0]):
+        return "celu'(0) = alpha * input_scale in PyTorch (the self <= 0 branch of elu_backward; input_scale is " \
+               "1.0 / alpha rounded to float32 first)"
+    return None
+
+
+# ----------------------------------------------------------------------------- hardsigmoid, threshold, shrinks
+
+#: the CPU kernels' ``1.0f / 6.0f``: hardsigmoid's slope is float32's 1/6, in float64 too
+ONE_SIXTH_F32 = Fraction(11184811, 67108864)
+
+
+def hardsigmoid_forward(B, ins, p):
+    # min(max(x + 3, 0), 6) / 6
+    return B.div(clamp_values(B, B.add(ins[0], _q(B, 3)), _q(B, 0), _q(B, 6)), _q(B, 6))
+
+
+def hardsigmoid_vjp(B, gs, ins, outs, p, need):
+    # hardsigmoid_backward: (self > -3 && self < 3) ? grad * one_sixth : 0, one_sixth = 1.0f / 6.0f
+    x, g = ins[0], gs[0]
+    zero = B.zeros(B.shape(x))
+    inner = B.choose(B.sub(x, _q(B, 3)), "<", B.mul(g, _q(B, ONE_SIXTH_F32)), zero)
+    return [B.choose(B.add(x, _q(B, 3)), ">", inner, zero)]
+
+
+def hardsigmoid_kink(B, ins, p):
+    x = ins[0]
+    if B.any_zero(B.add(x, _q(B, 3))) or B.any_zero(B.sub(x, _q(B, 3))):
+        return "hardsigmoid'(x) = 0 at x = -3 and x = 3 in PyTorch (grad * (1.0f / 6.0f) strictly inside)"
+    return None
+
+
+def threshold_forward(B, ins, p):
+    # threshold(self, threshold, value): self <= threshold ? value : self
+    t, value = p
+    x = ins[0]
+    return B.choose(B.sub(x, _q(B, t)), "<=", B.full(B.shape(x), Fraction(value)), x)
+
+
+def threshold_vjp(B, gs, ins, outs, p, need):
+    # threshold_backward(grad, self, threshold): self <= threshold ? 0 : grad (nan: grad)
+    x, g = ins[0], gs[0]
+    return [B.choose(B.sub(x, _q(B, p[0])), "<=", B.zeros(B.shape(x)), g)]
+
+
+def threshold_kink(B, ins, p):
+    if B.any_zero(B.sub(ins[0], _q(B, p[0]))):
+        return f"threshold'(x) = 0 at x = threshold ({p[0]}) in PyTorch (self <= threshold ? 0 : grad)"
+    return None
+
+
+def _inside(B, x, lambd, inside, outside):
+    """``(x >= -lambd && x <= lambd) ? inside : outside``."""
+    return B.choose(B.add(x, _q(B, lambd)), ">=", B.choose(B.sub(x, _q(B, lambd)), "<=", inside, outside), outside)
+
+
+def shrink_vjp(B, gs, ins, outs, p, need):
+    # softshrink_backward and hardshrink_backward: (self >= -lambd && self <= lambd) ? 0 : grad
+    x, g = ins[0], gs[0]
+    return [_inside(B, x, p, B.zeros(B.shape(x)), g)]
+
+
+def softshrink_forward(B, ins, p):
+    # x > lambd ? x - lambd : (x < -lambd ? x + lambd : x * 0) (a zero takes x's sign)
+    x = ins[0]
+    lam = _q(B, p)
+    below = B.choose(B.add(x, lam), "<", B.add(x, lam), B.mul(x, _q(B, 0)))
+    return B.choose(B.sub(x, lam), ">", B.sub(x, lam), below)
+
+
+def softshrink_lambda(dtypes, p):
+    """softshrink's check (its meta function, after the node packed self): 0 <= lambd <= the dtype's max."""
+    if p < 0:
+        top, name = ("3.40282e+38", "Float") if dtypes[0] == "float32" else ("1.79769e+308", "Double")
+        return f"lambda must be in range [0, {top}] for input dtype {name}, but found {float(p):g}"
+    return None
+
+
+def softshrink_kink(B, ins, p):
+    x = ins[0]
+    notes = [n for n in (shrink_kink(B, ins, p),) if n]
+    one, zero = _q(B, 1), _q(B, 0)
+    # 0 where -lambd <= x <= 0 (lambd >= 0: inside the interval, not positive)
+    if B.any_zero(B.choose(B.add(x, _q(B, p)), ">=", B.choose(x, "<=", zero, one), one)):
+        notes.append("softshrink of a negative x inside [-lambd, lambd] is x * 0 = -0.0 in PyTorch's scalar kernel "
+                     "path (taken here), +0.0 in its vectorized one (docs/not-modelled.md)")
+    return "; ".join(notes) or None
+
+
+def hardshrink_forward(B, ins, p):
+    # (x >= -lambd && x <= lambd) ? 0 : x
+    x = ins[0]
+    return _inside(B, x, p, B.zeros(B.shape(x)), x)
+
+
+def shrink_kink(B, ins, p):
+    x = ins[0]
+    if B.any_zero(B.add(x, _q(B, p))) or B.any_zero(B.sub(x, _q(B, p))):
+        return f"shrink'(x) = 0 at x = -lambd and x = lambd ({p}) in PyTorch (grad only where |x| > lambd)"
     return None
 
 
@@ -484,6 +635,13 @@ ELU, ELU_PRIME = elementwise_named("elu", "\\operatorname{elu}")
 SOFTPLUS, SOFTPLUS_PRIME = elementwise_named("softplus", "\\operatorname{softplus}")
 HARDTANH, HARDTANH_PRIME = elementwise_named("hardtanh", "\\operatorname{hardtanh}")
 CLAMP, CLAMP_PRIME = elementwise_named("clamp", "\\operatorname{clamp}")
+LOGSIGMOID, LOGSIGMOID_PRIME = elementwise_named("log_sigmoid", "\\log\\operatorname{sigmoid}")
+LOGSIGMOID_BUFFER = Fn("log_sigmoid_buffer", "e^{-\\left|#0\\right|}", no_gradient)
+CELU, CELU_PRIME = elementwise_named("celu", "\\operatorname{celu}")
+HARDSIGMOID, HARDSIGMOID_PRIME = elementwise_named("hardsigmoid", "\\operatorname{hardsigmoid}")
+THRESHOLD, THRESHOLD_PRIME = elementwise_named("threshold", "\\operatorname{threshold}")
+SOFTSHRINK, SOFTSHRINK_PRIME = elementwise_named("softshrink", "\\operatorname{softshrink}")
+HARDSHRINK, HARDSHRINK_PRIME = elementwise_named("hardshrink", "\\operatorname{hardshrink}")
 CLAMP_T = Fn("clamp_t", "\\operatorname{clamp}\\left(#0,\\ #1,\\ #2\\right)", generic_vjp)
 SOFTMAX = Fn("softmax", "\\operatorname{softmax}_{#s}\\left(#0\\right)", generic_vjp)
 LOG_SOFTMAX = Fn("log_softmax", "\\log\\operatorname{softmax}_{#s}\\left(#0\\right)", generic_vjp)
@@ -513,6 +671,12 @@ _HARDTANH = _named(HARDTANH, _bounds_text)
 _CLAMP = _named(CLAMP, _bounds_text)
 _SOFTMAX = _named(SOFTMAX, lambda p: dims_text((p,)))
 _LOG_SOFTMAX = _named(LOG_SOFTMAX, lambda p: dims_text((p,)))
+_LOGSIGMOID = Math(lambda a, p, shape, k: TFn(LOGSIGMOID if k == 0 else LOGSIGMOID_BUFFER, (a[0],), tuple(shape), "", p))
+_CELU = _named(CELU, lambda p: f"\\alpha={number_text(p[0])}")
+_HARDSIGMOID = _named(HARDSIGMOID, lambda p: "")
+_THRESHOLD = _named(THRESHOLD, lambda p: f"{number_text(p[0])},{number_text(p[1])}")
+_SOFTSHRINK = _named(SOFTSHRINK, lambda p: f"\\lambda={number_text(p)}")
+_HARDSHRINK = _named(HARDSHRINK, lambda p: f"\\lambda={number_text(p)}")
 
 OPS = (
     _unary("leaky_relu", "LeakyReluBackward0", leaky_relu_forward, leaky_relu_vjp, _SELF,
@@ -553,6 +717,40 @@ OPS = (
        "self: g where min <= a <= max; min: g where a < min < max; max: g where a > max or max < min",
        negzero="structural", grows=False, kink_doc="self: g at the bounds; min gets nothing when min >= max",
        math=Math(applied(CLAMP_T)), checks=(Check(((2, 2), (2,), (2, 2)), (True, True)),)),
+    Op("log_sigmoid", "LogSigmoidBackward0", log_sigmoid_forward, log_sigmoid_vjp,
+       lambda shapes, p, loc: (tuple(shapes[0]), tuple(shapes[0])), (Save("self", "in", 0), Save("buffer", "out", 1)),
+       "g * sigmoid(-a) (the kernel: from buffer = exp(-|a|))", underflows="positive", outputs=2, diff_outputs=1,
+       integers="refused", math=_LOGSIGMOID, checks=_X),
+    _unary("celu", "CeluBackward0", celu_forward, celu_vjp, _SELF,
+           "g where a > 0, else g * input_scale * alpha * exp(a * input_scale), input_scale = 1 / float32(alpha)",
+           negzero="keep", kink=celu_kink, kink_doc="celu'(0) = alpha * input_scale (the a <= 0 branch)",
+           forward_error=celu_zero_alpha, integers="refused", math=_CELU,
+           checks=(Check(((2, 3),), (Fraction(1, 2), Fraction(2), Fraction(2))),)),
+    _unary("celu_", "CeluBackward1", celu_forward, celu_result_vjp, _RESULT,
+           "g where out > 0, else g * input_scale * (out + alpha) (in place; alpha < 0 raises in backward)",
+           negzero="keep", kink=celu_kink, kink_doc="celu'(0) = alpha * input_scale (the out <= 0 branch)",
+           forward_error=celu_zero_alpha, integers="refused", math=_CELU,
+           checks=(Check(((2, 3),), (Fraction(1, 2), Fraction(2), Fraction(2))),)),
+    _unary("hardsigmoid", "HardsigmoidBackward0", hardsigmoid_forward, hardsigmoid_vjp, _SELF,
+           "g * float32(1/6) where -3 < a < 3, else 0", grows=False, kink=hardsigmoid_kink,
+           kink_doc="0 at a = -3 and at a = 3; the slope is 1.0f / 6.0f (float32's 1/6) in float64 too",
+           integers="refused", math=_HARDSIGMOID, checks=(Check(((2, 3),)),)),
+    _unary("threshold", "ThresholdBackward0", threshold_forward, threshold_vjp, _SELF,
+           "0 where a <= threshold, else g", negzero="structural", kink=threshold_kink,
+           kink_doc="0 at a = threshold", integers="refused", fills=True, math=_THRESHOLD,
+           checks=(Check(((4,),), (Fraction(1, 2), Fraction(-2))),)),
+    _unary("threshold_", "ThresholdBackward1", threshold_forward, threshold_vjp, _SELF,
+           "0 where a <= threshold, else g (in place: self cloned and saved)", negzero="structural",
+           kink=threshold_kink, kink_doc="0 at a = threshold", integers="refused", fills=True, math=_THRESHOLD,
+           checks=(Check(((4,),), (Fraction(1, 2), Fraction(-2))),)),
+    _unary("softshrink", "SoftshrinkBackward0", softshrink_forward, shrink_vjp, _SELF,
+           "0 where -lambd <= a <= lambd, else g", negzero="input_sign", grows=False, kink=softshrink_kink,
+           kink_doc="0 at a = -lambd and at a = lambd", forward_error=softshrink_lambda, integers="refused",
+           math=_SOFTSHRINK, checks=(Check(((2, 3),), Fraction(1, 4)),)),
+    _unary("hardshrink", "HardshrinkBackward0", hardshrink_forward, shrink_vjp, _SELF,
+           "0 where -lambd <= a <= lambd, else g", negzero="structural", grows=False, kink=shrink_kink,
+           kink_doc="0 at a = -lambd and at a = lambd", integers="refused", math=_HARDSHRINK,
+           checks=(Check(((2, 3),), Fraction(1, 4)),)),
     Op("softmax", "SoftmaxBackward0", softmax_forward, softmax_vjp, lambda shapes, p, loc: tuple(shapes[0]),
        _RESULT, "out * (g - sum(g * out, dim))", grows=False, underflows=True, math=_SOFTMAX, checks=(Check(((2, 3),), 1), Check(((2, 2),), 0)), integers="refused"),
     Op("log_softmax", "LogSoftmaxBackward0", log_softmax_forward, log_softmax_vjp,

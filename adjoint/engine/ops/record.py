@@ -69,10 +69,11 @@ class Op:
                                      # CPU kernel has none: its error is worded by the kernel, not modelled) |
                                      # alone (int64 operands alone compute; beside a float one, or bool: refused)
     grows: bool = True               # results may be larger than the operands (the overflow check runs)
-    underflows: bool = False         # the result is within a few ulps of the exact value, relative to its size (a
+    underflows: bool | str = False   # the result is within a few ulps of the exact value, relative to its size (a
                                      # product, a quotient, exp): PyTorch's float of a value below the dtype's
                                      # smallest denormal is 0 (the exact backend makes it so); not a sum, whose
-                                     # tiny exact value is a cancellation PyTorch's rounding decides
+                                     # tiny exact value is a cancellation PyTorch's rounding decides; "positive": such a
+                                     # 0 is +0.0 whatever the exact value's sign (logsigmoid's 0 - log1p(0))
     exp_overflow_zero: bool = False  # the CPU kernel computes exp(-a) (sigmoid's 1 / (1 + exp(-a)), silu's a / (...)):
                                      # where it overflows (a below -88.72 in float32) the result is exactly 0
     nonfinite: str | None = None     # what makes a non-finite forward value ("division by zero")

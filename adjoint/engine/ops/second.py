@@ -13,7 +13,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from adjoint.values.mathtree import Fn, TBin, TConst, TFn, TPlace, dims_text, generic_vjp
-from adjoint.engine.ops.activations import _KAPPA, _gelu_tanh_inner, elu_vjp, gelu_vjp, softplus_vjp
+from adjoint.engine.ops.activations import _KAPPA, _gelu_tanh_inner, elu_vjp, gelu_vjp, shrink_vjp, softplus_vjp
 from adjoint.engine.ops.record import Check
 from adjoint.engine.ops.record import Math
 from adjoint.engine.ops.record import Op
@@ -156,16 +156,38 @@ def _leaky_relu_backward_math(a, p, shape, k):
     return TBin("mul", a[0], TBin("add", step, slope, a[1].shape), shape)
 
 
+def _threshold_select(B, x, g, threshold):
+    """threshold_backward(g, self, threshold): self <= threshold ? 0 : g (a nan self: g); ``None``:
+    relu's threshold 0."""
+    if threshold is None:
+        return B.select_positive(x, g)
+    return B.choose(B.sub(x, B.scalar(Fraction(threshold))), "<=", B.zeros(B.shape(x)), g)
+
+
 def threshold_backward_forward(B, ins, p):
     g, x = ins
-    return B.select_positive(x, g)
+    return _threshold_select(B, x, g, p)
 
 
 def threshold_backward_vjp(B, gs, ins, outs, p, need):
-    # grad_output: threshold_backward(grad, self, 0); self: zeros_like(grad)
+    # grad_output: threshold_backward(grad, self, threshold); self: zeros_like(grad)
     g = gs[0]
     _, x = ins
-    return [B.select_positive(x, g) if need[0] else None, B.zeros(B.shape(x)) if need[1] else None]
+    return [_threshold_select(B, x, g, p) if need[0] else None, B.zeros(B.shape(x)) if need[1] else None]
+
+
+def shrink_backward_forward(B, ins, p):
+    # softshrink_backward / hardshrink_backward(grad_output, self, lambd): 0 where -lambd <= self <= lambd
+    g, x = ins
+    return shrink_vjp(B, [g], [x], None, p, [True])[0]
+
+
+def shrink_backward_vjp(B, gs, ins, outs, p, need):
+    # grad_output: X_backward(grad, self, lambd); self: zeros_like(grad)
+    g = gs[0]
+    _, x = ins
+    return [shrink_vjp(B, [g], [x], None, p, [True])[0] if need[0] else None,
+            B.zeros(B.shape(x)) if need[1] else None]
 
 
 def _mse_norm(B, shape, reduction):
@@ -215,7 +237,8 @@ def _tanh_backward_math(a, p, shape, k):
 
 
 def _threshold_backward_math(a, p, shape, k):
-    return TBin("mul", a[0], TFn(STEP, (a[1],), a[1].shape), shape)
+    x = a[1] if p is None else TBin("sub", a[1], TConst(Fraction(p)), a[1].shape)
+    return TBin("mul", a[0], TFn(STEP, (x,), a[1].shape), shape)
 
 
 def _placed_key(p) -> tuple:
@@ -297,6 +320,10 @@ def nll_loss_backward_shape(shapes, p, loc):
 ELU_BACKWARD = Fn("elu_backward", "\\operatorname{elu\\_backward}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
 SOFTPLUS_BACKWARD = Fn("softplus_backward", "\\operatorname{softplus\\_backward}_{#s}\\left(#0,\\ #1\\right)",
                       generic_vjp)
+SOFTSHRINK_BACKWARD = Fn("softshrink_backward", "\\operatorname{softshrink\\_backward}_{#s}\\left(#0,\\ #1\\right)",
+                        generic_vjp)
+HARDSHRINK_BACKWARD = Fn("hardshrink_backward", "\\operatorname{hardshrink\\_backward}_{#s}\\left(#0,\\ #1\\right)",
+                        generic_vjp)
 GELU_BACKWARD = Fn("gelu_backward", "\\operatorname{gelu\\_backward}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
 SOFTMAX_BACKWARD = Fn("softmax_backward_data", "\\operatorname{softmax\\_backward}_{#s}\\left(#0,\\ #1\\right)",
                       generic_vjp)
@@ -357,8 +384,17 @@ OPS = (
        math=Math(lambda a, p, shape, k: TFn(GELU_BACKWARD, tuple(a), tuple(shape), "\\tanh" if p == "tanh" else "", p)),
        checks=(Check(((2, 3), (2, 3)), "none"), Check(((2, 2), (2, 2)), "tanh"))),
     Op("threshold_backward", "ThresholdBackwardBackward0", threshold_backward_forward, threshold_backward_vjp,
-       binary_shape, (Save("self", "in", 1),), "g where self > 0, else 0; 0",
-       math=Math(_threshold_backward_math), checks=(Check(((2,), (2,)), positive=True),)),
+       binary_shape, (Save("self", "in", 1),), "g where self > threshold (relu: 0), else 0; 0",
+       math=Math(_threshold_backward_math),
+       checks=(Check(((2,), (2,)), positive=True), Check(((2,), (2,)), Fraction(-1), positive=True))),
+    Op("softshrink_backward", "SoftshrinkBackwardBackward0", shrink_backward_forward, shrink_backward_vjp,
+       binary_shape, (Save("self", "in", 1),), "g where self < -lambd or self > lambd, else 0; 0",
+       math=Math(lambda a, p, shape, k: TFn(SOFTSHRINK_BACKWARD, tuple(a), tuple(shape), f"{p}", p)),
+       checks=(Check(((2,), (2,)), Fraction(1, 4)),)),
+    Op("hardshrink_backward", "HardshrinkBackwardBackward0", shrink_backward_forward, shrink_backward_vjp,
+       binary_shape, (Save("self", "in", 1),), "g where self < -lambd or self > lambd, else 0; 0",
+       math=Math(lambda a, p, shape, k: TFn(HARDSHRINK_BACKWARD, tuple(a), tuple(shape), f"{p}", p)),
+       checks=(Check(((2,), (2,)), Fraction(1, 4)),)),
     Op("mse_loss_backward", "MseLossBackwardBackward0", mse_loss_backward_forward, mse_loss_backward_vjp,
        mse_loss_backward_shape, (Save("grad_output", "in", 0), Save("self", "in", 1), Save("target", "in", 2)),
        "sum(norm (x - y) g) (elementwise for none); norm g grad_output; its negative",

@@ -68,7 +68,7 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN, Composed):
                 text = E.s_sci(E.fmpq(int(out.qa.num.reshape(-1)[idx]), out.qa.den))
             else:
                 text = out.balls.reshape(-1)[idx].str(3, radius=False)
-            out = zeroed(out, mask)
+            out = zeroed(out, mask, signed=op.underflows != "positive")
             more = f" (and {int(mask.sum()) - 1} more)" if mask.sum() > 1 else ""
             self.underflows[id(out)] = (out, f"{op.node}: element {_index(idx, out.shape)}{more} is about {text}, "
                                              f"{why}: PyTorch's value is 0")
