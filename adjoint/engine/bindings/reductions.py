@@ -125,6 +125,74 @@ def select_along(rt, x: Tensor, dim: int, keepdim: bool, largest: bool, loc: Loc
     return max_min(what, values, indices)   # torch.return_types.max / min: .values, .indices
 
 
+#: std::sort (the CPU kernel's, for an unstable sort) runs an insertion sort, stable, on at most this many elements
+_INSERTION_SORT = 16
+
+
+def _selection_input(rt, x: Tensor, dim, loc: Loc, what: str) -> int:
+    """sort / topk's operand checks; the dim as a non-negative int."""
+    if x.dtype not in ("float32", "float64"):
+        raise ProblemError(loc, f"{what} of a {x.dtype} tensor is not modelled yet; use a float tensor")
+    if not x.shape:
+        raise ProblemError(loc, f"{what} of a 0-d tensor is not modelled yet; give it a dim (x.reshape(1))")
+    if 0 in x.shape:
+        raise ProblemError(loc, f"{what} of a tensor with no element is not modelled yet")
+    _refuse_symbolic(rt, x, loc, what)
+    return dim_index(int(dim), len(x.shape), loc)
+
+
+def lower_sort(rt, a, loc):
+    """torch.sort / Tensor.sort: (values, indices), a ``torch.return_types.sort``. SortBackward0, or
+    SortBackward1 when ``stable`` is given at all (the sort.stable overload); both save only the
+    indices. Equal elements come in index order where PyTorch's CPU kernel keeps them so: a stable
+    sort, or a dim of at most 16 elements (std::sort's insertion sort); longer with ties and not
+    stable, std::sort's order is refused."""
+    x = a["input"]
+    stable = a["stable"]
+    if stable is not ABSENT and ({"dim", "descending"} & set(a.positional)):
+        raise ProblemError(loc, "sort(..., stable=...) with dim or descending given by position: PyTorch's TypeError "
+                                "(the sort.stable overload takes them by keyword), which adjoint does not word; give "
+                                "dim= and descending= by keyword")
+    dim = _selection_input(rt, x, a["dim"], loc, "sort")
+    idx, tied = rt.B.sort_order(x.value, dim, bool(a["descending"]))
+    if stable is not True and x.shape[dim] > _INSERTION_SORT and tied.any():
+        raise ProblemError(loc, f"sort of equal elements along a dim of {x.shape[dim]} (more than "
+                                f"{_INSERTION_SORT}) without stable=True: PyTorch's CPU kernel (std::sort) orders "
+                                "them in no documented way, which adjoint does not model; pass stable=True")
+    indices = rt.tensor(idx, dtype="int64")
+    prim = "sort" if stable is ABSENT else "sort_stable"
+    values = rt.apply(prim, [x, indices], (dim, bool(a["descending"])), loc)
+    from adjoint.engine.return_types import ReturnTuple
+    return ReturnTuple("sort", ("values", "indices"), (values, indices))
+
+
+def lower_topk(rt, a, loc):
+    """torch.topk / Tensor.topk: (values, indices), a ``torch.return_types.topk``; TopkBackward0
+    saving the indices. The k largest (smallest) in order; equal values among them, or one of
+    them equal to a value left out, are refused (the CPU kernel's partial sort orders ties in no
+    documented way), and so is ``sorted=False`` with k > 1."""
+    x, k = a["input"], int(a["k"])
+    dim = _selection_input(rt, x, a["dim"], loc, "topk")
+    largest = bool(a["largest"])
+    if not 0 <= k <= x.shape[dim]:   # the kernel's check (TopkBackward0 saves only its output: nothing packed)
+        raise TorchError("RuntimeError", "selected index k out of range")
+    if k == 0:
+        raise ProblemError(loc, "topk with k=0 (an empty result) is not modelled yet")
+    if not a["sorted"] and k > 1:
+        raise ProblemError(loc, "topk(..., sorted=False) with k > 1: PyTorch's CPU kernel leaves the k values in no "
+                                "documented order, which adjoint does not model; leave sorted=True")
+    idx, tied = rt.B.sort_order(x.value, dim, largest)
+    head = tuple(slice(0, k) if d == dim else slice(None) for d in range(len(x.shape)))
+    if tied[head].any():
+        raise ProblemError(loc, "topk of equal values among the k selected (or one equal to a value left out): "
+                                "PyTorch's CPU kernel (a partial sort) breaks such ties in no documented way, "
+                                "which adjoint does not model")
+    indices = rt.tensor(rt.B.index(idx, head), dtype="int64")
+    values = rt.apply("topk", [x, indices], (dim, k, largest), loc)
+    from adjoint.engine.return_types import ReturnTuple
+    return ReturnTuple("topk", ("values", "indices"), (values, indices))
+
+
 def _max_like(largest: bool):
     what = "max" if largest else "min"
 
@@ -249,6 +317,12 @@ FUNCTIONS = (
                  "the first index among ties); with a tensor: maximum"),
     Function("min", _MAX_PARAMS, _max_like(False),
              doc="MinBackward1 / MinBackward0 / minimum, as max"),
+    Function("sort", (_IN, Param("dim", "int", Fraction(-1)), Param("descending", "bool", False),
+                      Param("stable", "any", ABSENT, keyword_only=True)), lower_sort,
+             doc="SortBackward0 (SortBackward1 with stable=); saves the indices; (values, indices)"),
+    Function("topk", (_IN, Param("k", "int"), Param("dim", "int", Fraction(-1)), Param("largest", "bool", True),
+                      Param("sorted", "bool", True)), lower_topk,
+             doc="TopkBackward0 (saves the indices); (values, indices)"),
     Function("amax", (_IN, Param("dim", "any", ()), Param("keepdim", "bool", False)), _amax_like(True),
              doc="AmaxBackward0 (saves self, result); ties split evenly"),
     Function("amin", (_IN, Param("dim", "any", ()), Param("keepdim", "bool", False)), _amax_like(False),
