@@ -193,6 +193,56 @@ def lower_topk(rt, a, loc):
     return ReturnTuple("topk", ("values", "indices"), (values, indices))
 
 
+def _kth_along(rt, x: Tensor, k: int, dim: int, keepdim: bool, prim: str, what: str, loc: Loc):
+    """kthvalue / median along a dim: the k-th smallest (1-based) per slice, its index handed to
+    the node, which saves it. The CPU kernel's quickselect picks no documented index among equal
+    elements: a tie at the selected value is refused."""
+    idx, tied = rt.B.sort_order(x.value, dim, False)
+    at = tuple(slice(k - 1, k) if d == dim else slice(None) for d in range(len(x.shape)))
+    if tied[at].any():
+        raise ProblemError(loc, f"{what} where the selected value occurs more than once along the dim: PyTorch's CPU "
+                                "kernel (a quickselect) returns the index of one of them in no documented way, "
+                                "which adjoint does not model")
+    picked = rt.B.index(idx, at)
+    if not keepdim:
+        picked = rt.B.reshape(picked, tuple(n for d, n in enumerate(x.shape) if d != dim))
+    indices = rt.tensor(picked, dtype="int64")
+    values = rt.apply(prim, [x, indices], (dim, keepdim), loc)
+    from adjoint.engine.return_types import ReturnTuple
+    return ReturnTuple(what, ("values", "indices"), (values, indices))
+
+
+def lower_kthvalue(rt, a, loc):
+    """torch.kthvalue / Tensor.kthvalue(k, dim=-1, keepdim=False): KthvalueBackward0 (saves the
+    indices); a ``torch.return_types.kthvalue``."""
+    x = a["input"]
+    dim = _selection_input(rt, x, a["dim"], loc, "kthvalue")
+    k = int(a["k"])
+    if not 1 <= k <= x.shape[dim]:
+        raise TorchError("RuntimeError", f"kthvalue(): selected number k out of range for dimension {dim}")
+    return _kth_along(rt, x, k, dim, bool(a["keepdim"]), "kthvalue", "kthvalue", loc)
+
+
+def lower_median(rt, a, loc):
+    """torch.median / Tensor.median: of every element MedianBackward0 (saves self, result; the
+    lower median; its backward splits the gradient evenly among the elements equal to it); along
+    a dim MedianBackward1 (saves the indices), a ``torch.return_types.median``."""
+    x = a["input"]
+    if a["dim"] is ABSENT:
+        if a["keepdim"] is not ABSENT:
+            raise ProblemError(loc, "median() with keepdim= but no dim: PyTorch's TypeError, which adjoint does not "
+                                    "word; give dim too")
+        if x.dtype not in ("float32", "float64"):
+            raise ProblemError(loc, f"median of a {x.dtype} tensor is not modelled yet; use a float tensor")
+        if 0 in x.shape:
+            raise ProblemError(loc, "median of a tensor with no element is not modelled yet")
+        _refuse_symbolic(rt, x, loc, "median")
+        return rt.apply("median_all", [x], None, loc)
+    dim = _selection_input(rt, x, a["dim"], loc, "median")
+    keepdim = False if a["keepdim"] is ABSENT else bool(a["keepdim"])
+    return _kth_along(rt, x, (x.shape[dim] - 1) // 2 + 1, dim, keepdim, "median_dim", "median", loc)
+
+
 def _max_like(largest: bool):
     what = "max" if largest else "min"
 
@@ -323,6 +373,11 @@ FUNCTIONS = (
     Function("topk", (_IN, Param("k", "int"), Param("dim", "int", Fraction(-1)), Param("largest", "bool", True),
                       Param("sorted", "bool", True)), lower_topk,
              doc="TopkBackward0 (saves the indices); (values, indices)"),
+    Function("kthvalue", (_IN, Param("k", "int"), Param("dim", "int", Fraction(-1)), Param("keepdim", "bool", False)),
+             lower_kthvalue, doc="KthvalueBackward0 (saves the indices); (values, indices)"),
+    Function("median", (_IN,) + _DIM_ABSENT, lower_median,
+             doc="MedianBackward0 (every element: saves self, result; ties split evenly); MedianBackward1 with dim "
+                 "(saves the indices; (values, indices))"),
     Function("amax", (_IN, Param("dim", "any", ()), Param("keepdim", "bool", False)), _amax_like(True),
              doc="AmaxBackward0 (saves self, result); ties split evenly"),
     Function("amin", (_IN, Param("dim", "any", ()), Param("keepdim", "bool", False)), _amax_like(False),
