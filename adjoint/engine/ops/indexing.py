@@ -274,6 +274,14 @@ def selected_vjp(B, gs, ins, outs, p, need):
     return [B.assign(B.zeros(B.shape(x)), along_key(B.as_indices(idx), p[0]), gs[0]), None]
 
 
+def sort_ties_kink(B, ins, p):
+    x = ins[0]
+    if not B.shape(x) or not B.sort_order(x, p[0], p[1])[1].any():
+        return None
+    return ("equal elements: sorted in index order, as PyTorch's CPU sort keeps exact float ties (values equal "
+            "here but computed along different paths may differ in PyTorch's last bit and sort otherwise)")
+
+
 def topk_shape(shapes, p, loc):
     out = list(shapes[0])
     out[p[0]] = p[1]
@@ -356,7 +364,7 @@ OPS = _INDEX_OPS + (
     *(Op(name, node, selected_forward, selected_vjp, lambda shapes, p, loc: tuple(shapes[0]),
          (Save("indices", "in", 1),), "zeros(self) with g written at the sorted positions along dim",
          negzero="structural", grows=False, differentiable=(True, False),
-         kink_doc="ties: the lowering's indices (equal elements in index order: a stable sort)",
+         kink=sort_ties_kink, kink_doc="ties: equal elements in index order (a stable sort)",
          math=Math(lambda a, p, shape, k: TFn(SORT, (a[0],), tuple(shape),
                                               _dim_sub(p[0]) + (",\\,\\downarrow" if p[1] else ""), p)),
          checks=(Check(((2, 3), (2, 3)), (1, False), given=((1, (2, 0, 1, 0, 2, 1)),)),))
