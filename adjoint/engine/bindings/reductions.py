@@ -238,6 +238,8 @@ def lower_median(rt, a, loc):
             raise ProblemError(loc, "median of a tensor with no element is not modelled yet")
         _refuse_symbolic(rt, x, loc, "median")
         return rt.apply("median_all", [x], None, loc)
+    if not (isinstance(a["dim"], Fraction) and a["dim"].denominator == 1) or isinstance(a["dim"], bool):
+        raise ProblemError(loc, f"median(): dim must be one int: {PARSER_TYPE_ERROR}")
     dim = _selection_input(rt, x, a["dim"], loc, "median")
     keepdim = False if a["keepdim"] is ABSENT else bool(a["keepdim"])
     return _kth_along(rt, x, (x.shape[dim] - 1) // 2 + 1, dim, keepdim, "median_dim", "median", loc)
