@@ -53,6 +53,7 @@ CONFIGS = {
                   {"num_embeddings": 4, "embedding_dim": 2, "padding_idx": -1, "max_norm": Fraction(1),
                    "scale_grad_by_freq": True}],
     "Flatten": [{}, {"start_dim": 0, "end_dim": 1}],
+    "CosineSimilarity": [{}, {"dim": 0, "eps": Fraction(1, 2)}],
     "Unflatten": [{"dim": 1, "unflattened_size": (2, 3)}, {"dim": -1, "unflattened_size": (2, -1)}],
     "LeakyReLU": [{}, {"negative_slope": Fraction(1, 5)}],
     "GELU": [{}, {"approximate": "tanh"}],
@@ -155,7 +156,8 @@ def test_every_type_of_the_contract_is_there():
     # the project's own (docs/format.md): nanoGPT's self.transformer; a UNet's or a GAN's upsampling
     additions = ["ModuleDict", "ConvTranspose1d", "ConvTranspose2d", "Upsample", "AdaptiveAvgPool1d",
                  # activations users write (tests/test_activations_more.py)
-                 "LogSigmoid", "SELU", "CELU", "Hardsigmoid", "Softshrink", "Hardshrink", "Threshold"]
+                 "LogSigmoid", "SELU", "CELU", "Hardsigmoid", "Softshrink", "Hardshrink", "Threshold",
+                 "CosineSimilarity"]
     assert sorted(nn_types.TYPES) == sorted(contract + additions)
     # TransformerEncoder takes a module as an argument: tests/test_transformer_encoder.py checks its tree
     assert sorted(CONFIGS) == sorted(set(contract + additions) - set(CONTAINERS) - {"TransformerEncoder"})

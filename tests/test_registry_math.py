@@ -44,7 +44,7 @@ GENERIC = {"var", "var_mean", "max_all", "min_all", "amax", "amin", "max_dim", "
            # adjoint/engine/ops/rearrange.py: one named function each, J^T lambda declared generic
            "logsumexp", "cumsum", "flip", "roll", "tril", "triu", "trace",
            # adjoint/engine/ops/prod.py
-           "prod", "prod_dim",
+           "prod", "prod_dim", "cumprod", "sort", "sort_stable", "topk", "kthvalue", "median_dim", "median_all",
            # adjoint/engine/ops/upsample.py: one named function per kernel, J^T lambda declared generic
            "upsample_nearest1d", "upsample_nearest2d", "upsample_linear1d", "upsample_bilinear2d",
            # adjoint/engine/ops/activations.py: nan_to_num by name (its J^T lambda: g * isfinite(x))

@@ -501,6 +501,8 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
     _cell("LSTMCell", 4),
     _cell("GRUCell", 3),
     NNType("Softmax", (ArgSpec("dim", "opt_int", None),)),
+    NNType("CosineSimilarity", (ArgSpec("dim", "int", 1), ArgSpec("eps", "float", Fraction(1, 10 ** 8))),
+           inputs=("x1", "x2")),
     NNType("LogSoftmax", (ArgSpec("dim", "opt_int", None),)),
     NNType("ModuleList", inputs=(), container=True),
     NNType("ModuleDict", inputs=(), container=True),

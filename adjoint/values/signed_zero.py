@@ -56,7 +56,7 @@ def result_mask(op, ins: list[Exact], params, out: Exact) -> np.ndarray | None:
     """The -0.0 mask of an op's result (None: no -0.0 anywhere), by the op's ``negzero`` rule:
     keep (elementwise, the input's -0.0 survive), structural (views: the value's own reshaping
     carried the mask), keep_odd_pow (``x ** p``), negate, product, input_sign (a zero result is
-    -0.0 where the input's sign bit is set), prod, sum, difference, never."""
+    -0.0 where the input's sign bit is set), prod, cumprod, sum, difference, never."""
     rule = op.negzero
     if rule == "structural":
         return out.negzero
@@ -101,6 +101,16 @@ def result_mask(op, ins: list[Exact], params, out: Exact) -> np.ndarray | None:
         bits = sign_bits(ins[0]).astype(np.int64)
         parity = bits.sum() % 2 if params is None else bits.sum(axis=params[0], keepdims=bool(params[1])) % 2
         mask = zeros & np.asarray(parity, dtype=bool)
+    elif rule == "cumprod":
+        # a running product along a dim (cumprod): a zero's sign is the parity of the sign bits of
+        # the factors up to it
+        zeros = zero_mask(out)
+        if not zeros.any():
+            return None
+        if not out.shape:
+            mask = zeros & sign_bits(ins[0])
+        else:
+            mask = zeros & (np.cumsum(sign_bits(ins[0]).astype(np.int64), axis=params) % 2).astype(bool)
     elif rule == "sum":
         if ins[0].negzero is None or ins[1].negzero is None:
             return None

@@ -20,7 +20,7 @@ from fractions import Fraction
 
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
-from adjoint.engine.bindings.signature import Function, Param
+from adjoint.engine.bindings.signature import Function, Param, after_packs
 from adjoint.engine.bindings.reductions import _variance, norm_order, reduce_dims
 from adjoint.values.strides import _ordered_strides, is_non_overlapping_and_dense, reorder_dimensions
 
@@ -72,6 +72,42 @@ def lower_normalize(rt, a, loc: Loc):
     norm = rt.apply("norm", [x], (order, reduce_dims(x, dim, loc), True), loc)
     denom = rt.apply("expand", [rt.apply("clamp_min", [norm], a["eps"], loc)], tuple(x.shape), loc)
     return rt.apply("div", [x, denom], None, loc)
+
+
+# ----------------------------------------------------------------------------- F.cosine_similarity
+
+def lower_cosine_similarity(rt, a, loc: Loc):
+    """at::cosine_similarity (Distance.cpp), a composite: ``expand_outplace(x1, x2)`` (when the
+    shapes differ both are expanded, x2 first: ExpandBackward0 each), ``linalg_vector_norm(x, 2,
+    dim, keepdim=True).clone()`` for x1 then x2 (LinalgVectorNormBackward0, CloneBackward0), the
+    two clones ``clamp_min_(eps)`` under NoGradGuard (no node; each clone's version bumped), then
+    ``(x1 / n1) * (x2 / n2)`` -- the division by n2 made first (GCC evaluates the operands right
+    to left) -- and ``sum(dim)``: DivBackward0, DivBackward0, MulBackward0, SumBackward1."""
+    from adjoint.engine.inplace import apply_inplace
+    from adjoint.engine.ops.arith import broadcast_shapes
+    x1, x2, eps = a["x1"], a["x2"], a["eps"]
+    for t in (x1, x2):
+        if t.dtype not in ("float32", "float64"):
+            raise ProblemError(loc, f"cosine_similarity of a {t.dtype} tensor is not modelled (PyTorch converts it to "
+                                    "the common float dtype first); convert it (x.double())")
+    if x1.shape != x2.shape:   # expand_outplace: both expanded to the broadcast shape (x2's expand made first)
+        shape = broadcast_shapes(x1.shape, x2.shape, loc)
+        x2 = rt.apply("expand", [x2], shape, loc)
+        x1 = rt.apply("expand", [x1], shape, loc)
+    dims = after_packs(rt, "norm", [x1], loc, lambda: reduce_dims(x1, Fraction(a["dim"]), loc))
+    norms = []
+    for x in (x1, x2):
+        norms.append(rt.apply("clone", [rt.apply("norm", [x], (Fraction(2), dims, True), loc)], None, loc))
+    before = rt.grad_enabled
+    rt.grad_enabled = False   # NoGradGuard: clamp_min_ writes the clones, no node
+    try:
+        for n in norms:
+            apply_inplace(rt, "clamp_min", n, [], eps, loc)
+    finally:
+        rt.grad_enabled = before
+    q2 = rt.apply("div", [x2, norms[1]], None, loc)
+    q1 = rt.apply("div", [x1, norms[0]], None, loc)
+    return rt.apply("sum_dim", [rt.apply("mul", [q1, q2], None, loc)], (dims, False), loc)
 
 
 # ----------------------------------------------------------------------------- zeros_like, ones_like, full_like
@@ -145,6 +181,12 @@ FUNCTIONS = (
                            Param("eps", "number", Fraction(1, 10 ** 12)), Param("out", "any", None)),
              lower_normalize, where="function",
              doc="LinalgVectorNormBackward0, ClampMinBackward0, ExpandBackward0, DivBackward0"),
+    Function("cosine_similarity", (Param("x1", "tensor"), Param("x2", "tensor"), Param("dim", "int", Fraction(1)),
+                                   Param("eps", "number", Fraction(1, 10 ** 8))),
+             lower_cosine_similarity, where="function",
+             doc="at::cosine_similarity: ExpandBackward0 (x2, x1; shapes that differ), LinalgVectorNormBackward0 and "
+                 "CloneBackward0 (x1, x2; the clones clamp_min_(eps) with no node), DivBackward0 (x2 / n2, x1 / n1), "
+                 "MulBackward0, SumBackward1"),
     Function("zeros_like", _like_params(), _like("zeros_like", lambda a: Fraction(0)), where="function",
              doc="no node: zeros of the input's shape and dtype"),
     Function("ones_like", _like_params(), _like("ones_like", lambda a: Fraction(1)), where="function",

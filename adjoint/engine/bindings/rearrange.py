@@ -75,6 +75,14 @@ def lower_cumsum(rt, a, loc):
     return rt.apply("cumsum", [x], dim_index(a["dim"], len(x.shape), loc), loc)
 
 
+def lower_cumprod(rt, a, loc):
+    x = a["input"]
+    if a["dtype"] is not None:
+        raise ProblemError(loc, "cumprod(dtype=...) is not modelled yet; leave dtype out")
+    _float_input(x, loc, "cumprod")
+    return rt.apply("cumprod", [x], dim_index(a["dim"], len(x.shape), loc), loc)
+
+
 def lower_flip_function(rt, a, loc):
     if not isinstance(a["dims"], (tuple, list)) or not all(isinstance(d, Fraction) and not isinstance(d, bool)
                                                            and d.denominator == 1 for d in a["dims"]):
@@ -254,6 +262,8 @@ FUNCTIONS = (
              doc="LogsumexpBackward0 (saves self, result): g * exp(x - out)"),
     Function("cumsum", (_IN, Param("dim", "int"), Param("dtype", "any", None, keyword_only=True)), lower_cumsum,
              doc="CumsumBackward0: the reversed cumsum of g"),
+    Function("cumprod", (_IN, Param("dim", "int"), Param("dtype", "any", None, keyword_only=True)), lower_cumprod,
+             doc="CumprodBackward0 (saves self, result): cumprod_backward, zeros handled as PyTorch"),
     Function("flip", (_IN, Param("dims", "any")), lower_flip_function, where="function", doc="FlipBackward0: g flipped"),
     Function("roll", (_IN, Param("shifts", "ints"), Param("dims", "ints", None)), lower_roll,
              doc="RollBackward0: g rolled by -shifts"),

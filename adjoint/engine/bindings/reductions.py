@@ -125,6 +125,126 @@ def select_along(rt, x: Tensor, dim: int, keepdim: bool, largest: bool, loc: Loc
     return max_min(what, values, indices)   # torch.return_types.max / min: .values, .indices
 
 
+#: std::sort (the CPU kernel's, for an unstable sort) runs an insertion sort, stable, on at most this many elements
+_INSERTION_SORT = 16
+
+
+def _selection_input(rt, x: Tensor, dim, loc: Loc, what: str) -> int:
+    """sort / topk's operand checks; the dim as a non-negative int."""
+    if x.dtype not in ("float32", "float64"):
+        raise ProblemError(loc, f"{what} of a {x.dtype} tensor is not modelled yet; use a float tensor")
+    if not x.shape:
+        raise ProblemError(loc, f"{what} of a 0-d tensor is not modelled yet; give it a dim (x.reshape(1))")
+    if 0 in x.shape:
+        raise ProblemError(loc, f"{what} of a tensor with no element is not modelled yet")
+    _refuse_symbolic(rt, x, loc, what)
+    return dim_index(int(dim), len(x.shape), loc)
+
+
+def lower_sort(rt, a, loc):
+    """torch.sort / Tensor.sort: (values, indices), a ``torch.return_types.sort``. SortBackward0, or
+    SortBackward1 when ``stable`` is given at all (the sort.stable overload); both save only the
+    indices. Equal elements come in index order where PyTorch's CPU kernel keeps them so: a stable
+    sort, or a dim of at most 16 elements (std::sort's insertion sort); longer with ties and not
+    stable, std::sort's order is refused."""
+    x = a["input"]
+    stable = a["stable"]
+    if stable is not ABSENT and ({"dim", "descending"} & set(a.positional)):
+        raise ProblemError(loc, "sort(..., stable=...) with dim or descending given by position: PyTorch's TypeError "
+                                "(the sort.stable overload takes them by keyword), which adjoint does not word; give "
+                                "dim= and descending= by keyword")
+    dim = _selection_input(rt, x, a["dim"], loc, "sort")
+    idx, tied = rt.B.sort_order(x.value, dim, bool(a["descending"]))
+    if stable is not True and x.shape[dim] > _INSERTION_SORT and tied.any():
+        raise ProblemError(loc, f"sort of equal elements along a dim of {x.shape[dim]} (more than "
+                                f"{_INSERTION_SORT}) without stable=True: PyTorch's CPU kernel (std::sort) orders "
+                                "them in no documented way, which adjoint does not model; pass stable=True")
+    indices = rt.tensor(idx, dtype="int64")
+    prim = "sort" if stable is ABSENT else "sort_stable"
+    values = rt.apply(prim, [x, indices], (dim, bool(a["descending"])), loc)
+    from adjoint.engine.return_types import ReturnTuple
+    return ReturnTuple("sort", ("values", "indices"), (values, indices))
+
+
+def lower_topk(rt, a, loc):
+    """torch.topk / Tensor.topk: (values, indices), a ``torch.return_types.topk``; TopkBackward0
+    saving the indices. The k largest (smallest) in order; equal values among them, or one of
+    them equal to a value left out, are refused (the CPU kernel's partial sort orders ties in no
+    documented way), and so is ``sorted=False`` with k > 1."""
+    x, k = a["input"], int(a["k"])
+    dim = _selection_input(rt, x, a["dim"], loc, "topk")
+    largest = bool(a["largest"])
+    if not 0 <= k <= x.shape[dim]:   # the kernel's check (TopkBackward0 saves only its output: nothing packed)
+        raise TorchError("RuntimeError", "selected index k out of range")
+    if k == 0:
+        raise ProblemError(loc, "topk with k=0 (an empty result) is not modelled yet")
+    if not a["sorted"] and k > 1:
+        raise ProblemError(loc, "topk(..., sorted=False) with k > 1: PyTorch's CPU kernel leaves the k values in no "
+                                "documented order, which adjoint does not model; leave sorted=True")
+    idx, tied = rt.B.sort_order(x.value, dim, largest)
+    head = tuple(slice(0, k) if d == dim else slice(None) for d in range(len(x.shape)))
+    if tied[head].any():
+        raise ProblemError(loc, "topk of equal values among the k selected (or one equal to a value left out): "
+                                "PyTorch's CPU kernel (a partial sort) breaks such ties in no documented way, "
+                                "which adjoint does not model")
+    indices = rt.tensor(rt.B.index(idx, head), dtype="int64")
+    values = rt.apply("topk", [x, indices], (dim, k, largest), loc)
+    from adjoint.engine.return_types import ReturnTuple
+    return ReturnTuple("topk", ("values", "indices"), (values, indices))
+
+
+def _kth_along(rt, x: Tensor, k: int, dim: int, keepdim: bool, prim: str, what: str, loc: Loc):
+    """kthvalue / median along a dim: the k-th smallest (1-based) per slice, its index handed to
+    the node, which saves it. The CPU kernel's quickselect picks no documented index among equal
+    elements: a tie at the selected value is refused."""
+    idx, tied = rt.B.sort_order(x.value, dim, False)
+    at = tuple(slice(k - 1, k) if d == dim else slice(None) for d in range(len(x.shape)))
+    if tied[at].any():
+        raise ProblemError(loc, f"{what} where the selected value occurs more than once along the dim: PyTorch's CPU "
+                                "kernel (a quickselect) returns the index of one of them in no documented way, "
+                                "which adjoint does not model")
+    picked = rt.B.index(idx, at)
+    if not keepdim:
+        picked = rt.B.reshape(picked, tuple(n for d, n in enumerate(x.shape) if d != dim))
+    indices = rt.tensor(picked, dtype="int64")
+    values = rt.apply(prim, [x, indices], (dim, keepdim), loc)
+    from adjoint.engine.return_types import ReturnTuple
+    return ReturnTuple(what, ("values", "indices"), (values, indices))
+
+
+def lower_kthvalue(rt, a, loc):
+    """torch.kthvalue / Tensor.kthvalue(k, dim=-1, keepdim=False): KthvalueBackward0 (saves the
+    indices); a ``torch.return_types.kthvalue``."""
+    x = a["input"]
+    dim = _selection_input(rt, x, a["dim"], loc, "kthvalue")
+    k = int(a["k"])
+    if not 1 <= k <= x.shape[dim]:
+        raise TorchError("RuntimeError", f"kthvalue(): selected number k out of range for dimension {dim}")
+    return _kth_along(rt, x, k, dim, bool(a["keepdim"]), "kthvalue", "kthvalue", loc)
+
+
+def lower_median(rt, a, loc):
+    """torch.median / Tensor.median: of every element MedianBackward0 (saves self, result; the
+    lower median; its backward splits the gradient evenly among the elements equal to it); along
+    a dim MedianBackward1 (saves the indices), a ``torch.return_types.median``."""
+    x = a["input"]
+    if a["dim"] is ABSENT:
+        if a["keepdim"] is not ABSENT:
+            raise ProblemError(loc, "median() with keepdim= but no dim: PyTorch's TypeError, which adjoint does not "
+                                    "word; give dim too")
+        if x.dtype not in ("float32", "float64"):
+            raise ProblemError(loc, f"median of a {x.dtype} tensor is not modelled yet; use a float tensor")
+        if 0 in x.shape:
+            raise ProblemError(loc, "median of a tensor with no element is not modelled yet")
+        _refuse_symbolic(rt, x, loc, "median")
+        return rt.apply("median_all", [x], None, loc)
+    if not (isinstance(a["dim"], Fraction) and a["dim"].denominator == 1) or isinstance(a["dim"], bool):
+        raise ProblemError(loc, f"median(): dim must be one int: {PARSER_TYPE_ERROR}")
+    dim = _selection_input(rt, x, a["dim"], loc, "median")
+    keepdim = False if a["keepdim"] is ABSENT else bool(a["keepdim"])
+    return _kth_along(rt, x, (x.shape[dim] - 1) // 2 + 1, dim, keepdim, "median_dim", "median", loc)
+
+
 def _max_like(largest: bool):
     what = "max" if largest else "min"
 
@@ -249,6 +369,17 @@ FUNCTIONS = (
                  "the first index among ties); with a tensor: maximum"),
     Function("min", _MAX_PARAMS, _max_like(False),
              doc="MinBackward1 / MinBackward0 / minimum, as max"),
+    Function("sort", (_IN, Param("dim", "int", Fraction(-1)), Param("descending", "bool", False),
+                      Param("stable", "any", ABSENT, keyword_only=True)), lower_sort,
+             doc="SortBackward0 (SortBackward1 with stable=); saves the indices; (values, indices)"),
+    Function("topk", (_IN, Param("k", "int"), Param("dim", "int", Fraction(-1)), Param("largest", "bool", True),
+                      Param("sorted", "bool", True)), lower_topk,
+             doc="TopkBackward0 (saves the indices); (values, indices)"),
+    Function("kthvalue", (_IN, Param("k", "int"), Param("dim", "int", Fraction(-1)), Param("keepdim", "bool", False)),
+             lower_kthvalue, doc="KthvalueBackward0 (saves the indices); (values, indices)"),
+    Function("median", (_IN,) + _DIM_ABSENT, lower_median,
+             doc="MedianBackward0 (every element: saves self, result; ties split evenly); MedianBackward1 with dim "
+                 "(saves the indices; (values, indices))"),
     Function("amax", (_IN, Param("dim", "any", ()), Param("keepdim", "bool", False)), _amax_like(True),
              doc="AmaxBackward0 (saves self, result); ties split evenly"),
     Function("amin", (_IN, Param("dim", "any", ()), Param("keepdim", "bool", False)), _amax_like(False),

@@ -13,21 +13,20 @@ from adjoint.format.errors import ProblemError
 from adjoint.engine.bindings import call_function
 
 
-def _inputs(c) -> list:
-    """``forward(self, input, target)``'s two arguments, given by position or by name."""
-    names = ("input", "target")
+def _inputs(c, names: tuple[str, str] = ("input", "target")) -> list:
+    """``forward(self, input, target)``'s two arguments (or ``names``), given by position or by name."""
     got = list(c.args)
     for k in c.kwargs:
         if k not in names:
             raise ProblemError(c.loc, f"{c.module.type}.forward() got an unexpected keyword argument '{k}' (it takes "
-                                      "input, target): Python raises TypeError")
+                                      f"{', '.join(names)}): Python raises TypeError")
     for n in names[len(got):]:
         if n not in c.kwargs:
             raise ProblemError(c.loc, f"{c.module.type}.forward() missing required argument '{n}': Python raises "
                                       "TypeError")
         got.append(c.kwargs[n])
     if len(got) != 2 or any(n in c.kwargs for n in names[:len(c.args)]):
-        raise ProblemError(c.loc, f"{c.module.type}.forward() takes input and target once each: Python raises "
+        raise ProblemError(c.loc, f"{c.module.type}.forward() takes {' and '.join(names)} once each: Python raises "
                                   "TypeError")
     return got
 
@@ -79,7 +78,15 @@ def kl_div_forward(c):
     return _call(c, "kl_div", ("reduction", "log_target"))
 
 
+def cosine_similarity_forward(c):
+    """nn.CosineSimilarity (torch/nn/modules/distance.py): ``F.cosine_similarity(x1, x2, self.dim,
+    self.eps)``."""
+    return call_function(c.rt, "cosine_similarity", _inputs(c, ("x1", "x2")),
+                         {"dim": Fraction(c.arg("dim")), "eps": c.arg("eps")}, c.loc)
+
+
 FORWARDS = {
+    "CosineSimilarity": cosine_similarity_forward,
     "MSELoss": mse_forward,
     "L1Loss": l1_forward,
     "SmoothL1Loss": smooth_l1_forward,

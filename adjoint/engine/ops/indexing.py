@@ -260,6 +260,34 @@ def no_vjp(B, gs, ins, outs, p, need):
     return [None for _ in ins]
 
 
+# ----------------------------------------------------------------------------- sort, topk
+
+def selected_forward(B, ins, p):
+    """sort / topk's values: ``self`` gathered at the indices the lowering computed (``p[0]`` the dim)."""
+    return gather_forward(B, ins, p[0])
+
+
+def selected_vjp(B, gs, ins, outs, p, need):
+    # value_selecting_reduction_backward(grad, dim, indices, self.sizes(), keepdim=true):
+    # zeros(self.sizes()).scatter(dim, indices, grad) (the indices of a sort or a topk do not repeat)
+    x, idx = ins
+    return [B.assign(B.zeros(B.shape(x)), along_key(B.as_indices(idx), p[0]), gs[0]), None]
+
+
+def sort_ties_kink(B, ins, p):
+    x = ins[0]
+    if not B.shape(x) or not B.sort_order(x, p[0], p[1])[1].any():
+        return None
+    return ("equal elements: sorted in index order, as PyTorch's CPU sort keeps exact float ties (values equal "
+            "here but computed along different paths may differ in PyTorch's last bit and sort otherwise)")
+
+
+def topk_shape(shapes, p, loc):
+    out = list(shapes[0])
+    out[p[0]] = p[1]
+    return tuple(out)
+
+
 # ----------------------------------------------------------------------------- how they read
 
 INDEX = Fn("index", "#0\\left[#1\\right]", generic_vjp)
@@ -269,6 +297,8 @@ SCATTER = Fn("scatter", "\\operatorname{scatter}_{#s}\\left(#0,\\ #2,\\ #1\\righ
 SCATTER_VALUE = Fn("scatter_value", "\\operatorname{scatter}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
 SCATTER_ADD = Fn("scatter_add", "\\operatorname{scatter\\_add}_{#s}\\left(#0,\\ #2,\\ #1\\right)", generic_vjp)
 INDEX_ADD = Fn("index_add", "\\operatorname{index\\_add}_{#s}\\left(#0,\\ #2,\\ #1\\right)", generic_vjp)
+SORT = Fn("sort", "\\operatorname{sort}_{#s}\\left(#0\\right)", generic_vjp)
+TOPK = Fn("topk", "\\operatorname{topk}_{#s}\\left(#0\\right)", generic_vjp)
 ARGMAX = Fn("argmax", "\\operatorname{argmax}_{#s}\\left(#0\\right)", no_gradient)
 ARGMIN = Fn("argmin", "\\operatorname{argmin}_{#s}\\left(#0\\right)", no_gradient)
 
@@ -331,6 +361,21 @@ OPS = _INDEX_OPS + (
        math=_math(INDEX_ADD, lambda p: f"\\mathrm{{dim}}={p[0]}" + ("" if p[1] == 1 else f",\\,\\alpha={p[1]}")),
        checks=(Check(((2, 3), (2, 2), (2,)), (1, Fraction(1)), given=((2, (2, 0)),)),
                Check(((3, 2), (2, 2), (2,)), (0, Fraction(-2)), given=((2, (1, 1)),)))),
+    *(Op(name, node, selected_forward, selected_vjp, lambda shapes, p, loc: tuple(shapes[0]),
+         (Save("indices", "in", 1),), "zeros(self) with g written at the sorted positions along dim",
+         negzero="structural", grows=False, differentiable=(True, False),
+         kink=sort_ties_kink, kink_doc="ties: equal elements in index order (a stable sort)",
+         math=Math(lambda a, p, shape, k: TFn(SORT, (a[0],), tuple(shape),
+                                              _dim_sub(p[0]) + (",\\,\\downarrow" if p[1] else ""), p)),
+         checks=(Check(((2, 3), (2, 3)), (1, False), given=((1, (2, 0, 1, 0, 2, 1)),)),))
+      for name, node in (("sort", "SortBackward0"), ("sort_stable", "SortBackward1"))),
+    Op("topk", "TopkBackward0", selected_forward, selected_vjp, topk_shape, (Save("indices", "in", 1),),
+       "zeros(self) with g written at the k selected positions along dim", negzero="structural", grows=False,
+       differentiable=(True, False), kink_doc="ties among the selected values are refused (the CPU kernel's "
+       "partial sort orders them in no documented way)",
+       math=Math(lambda a, p, shape, k: TFn(TOPK, (a[0],), tuple(shape),
+                                            _dim_sub(p[0]) + f",\\,k={p[1]}" + ("" if p[2] else ",\\,\\min"), p)),
+       checks=(Check(((2, 3), (2, 2)), (1, 2, True), given=((1, (2, 0, 1, 0)),)),)),
     Op("argmax", "(none)", argmax_forward, no_vjp, argmax_shape, (), "not differentiable: an int64 tensor, no grad_fn",
        grows=False, differentiable=(False,), out_dtypes=("int64",), kink_doc="-- (no node; ties: the first index)",
        math=Math(lambda a, p, shape, k: TFn(ARGMAX if p[2] else ARGMIN, (a[0],), tuple(shape),

@@ -116,7 +116,57 @@ def prod_dim_shape(shapes, p, loc):
     return dims_shape(shapes, ((dim,), keepdim), loc)
 
 
+# ----------------------------------------------------------------------------- cumprod
+
+def cumprod_forward(B, ins, p):
+    """The running product along ``dim`` (the CPU kernel's, from 1: exact values, so the order does
+    not matter; a 0-d input is itself)."""
+    x = ins[0]
+    shape = B.shape(x)
+    if not shape or shape[p] == 0:
+        return x
+    items = [B.index(x, _along(p, i)) for i in range(shape[p])]
+    pieces = _cumprod_pieces(B, items)
+    return B.concat(pieces, p) if len(pieces) > 1 else pieces[0]
+
+
+def cumprod_vjp(B, gs, ins, outs, p, need):
+    """cumprod_backward (ReduceOps.cpp, grad mode off): ``grad`` itself for at most one element or a
+    dim of size 1; else, per position k along ``dim``, the sum over j >= k of ``grad_j`` times
+    ``prod_{i <= j, i != k} x_i`` taken only where that product is not 0 -- what both of its
+    paths compute: with no zero in the input ``reversed_cumsum(result * grad) / input``, with
+    zeros the masked form (before the first zero z1 the same restricted to j < z1; at z1 the
+    products of the elements between z1 and the second zero times ``result[z1 - 1]``; after z1
+    nothing), so a grad_j (even an infinite one) beyond a zero never reaches k."""
+    x, g = ins[0], gs[0]
+    shape = B.shape(x)
+    if not shape or B.numel(x) <= 1 or shape[p] == 1:
+        return [g]
+    n = shape[p]
+    items = [B.index(x, _along(p, i)) for i in range(n)]
+    grads = [B.index(g, _along(p, i)) for i in range(n)]
+    zero = B.zeros(B.shape(items[0]))
+    before = _kept_ones(B, x, p)          # prod_{i < k} x_i
+    pieces = []
+    for k in range(n):
+        omitted = before                  # prod_{i <= j, i != k} x_i, from j = k on
+        total = None
+        for j in range(k, n):
+            if j > k:
+                omitted = B.mul(omitted, items[j])
+            term = B.choose(omitted, "!=", B.mul(grads[j], omitted), zero)
+            total = term if total is None else B.add(total, term)
+        pieces.append(total)
+        before = B.mul(before, items[k])
+    return [B.concat(pieces, p)]
+
+
+def cumprod_shape(shapes, p, loc):
+    return tuple(shapes[0])
+
+
 PROD = Fn("prod", "\\operatorname{prod}_{#s}\\left(#0\\right)", generic_vjp)
+CUMPROD = Fn("cumprod", "\\operatorname{cumprod}_{#s}\\left(#0\\right)", generic_vjp)
 _SELF_RESULT = (Save("self", "in", 0), Save("result", "out", 0))
 
 OPS = (
@@ -128,4 +178,9 @@ OPS = (
        math=Math(layer((PROD,), lambda p: dims_text((p[0],), p[1]))),
        checks=(Check(((2, 3),), (1, False)), Check(((3, 2),), (0, True)),
                Check(((2, 2, 2),), (2, False)))),
+    Op("cumprod", "CumprodBackward0", cumprod_forward, cumprod_vjp, cumprod_shape, _SELF_RESULT,
+       "per position k along dim: the sum over j >= k of g_j * prod_{i <= j, i != k} a_i where that product is "
+       "not 0 (reversed_cumsum(out * g) / a without zeros)", negzero="cumprod",
+       math=Math(layer((CUMPROD,), lambda p: f"\\mathrm{{dim}}={p}")),
+       checks=(Check(((2, 3),), 1), Check(((3, 2),), 0), Check(((4,),), 0))),
 )

@@ -63,7 +63,7 @@ class Op:
     shape: Callable                  # (shapes, p, loc) -> shape (or tuple of shapes); raises ProblemError
     saves: tuple[Save, ...]          # in pack order (unpack runs in the same order)
     formula: str                     # the derivative, as docs/ops.md and the derivation show it
-    negzero: str = "never"           # how the exact backend tracks -0.0: keep | negate | product | prod | input_sign | sum |
+    negzero: str = "never"           # how the exact backend tracks -0.0: keep | negate | product | prod | cumprod | input_sign | sum |
                                      # difference | outer | never (see adjoint/values/signed_zero.py)
     integers: str = "computed"       # int64 / bool data operands (the runtime's check): computed | refused (the
                                      # CPU kernel has none: its error is worded by the kernel, not modelled) |

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import numpy as np
+
 from adjoint.values.mathtree.sympy_names import SymPyName
 from adjoint.values.mathtree import (Fn, TBin, TConst, TFn, TOnes, applied, dims_text, generic_vjp, no_gradient,
                                    number_text, numel,
@@ -220,6 +222,38 @@ def _select_dim(largest: bool):
     return forward, vjp
 
 
+def kth_forward(B, ins, p):
+    """kthvalue / median along a dim: ``self`` at the indices the lowering computed (the output's
+    shape, ``keepdim`` or not)."""
+    dim, keepdim = p
+    x, idx = ins
+    shape = B.shape(x)
+    kept = tuple(1 if d == dim else n for d, n in enumerate(shape))
+    key = np.indices(kept, sparse=True)
+    pos = B.as_indices(B.reshape(idx, kept))
+    value = B.index(x, tuple(pos if d == dim else key[d] for d in range(len(shape))))
+    return value if keepdim else B.reshape(value, reduced_shape(shape, (dim,), False))
+
+
+def kth_vjp(B, gs, ins, outs, p, need):
+    # value_selecting_reduction_backward(grad, dim, indices, self.sizes(), keepdim)
+    dim, keepdim = p
+    return [B.place_along(B.shape(ins[0]), dim, ins[1], gs[0], keepdim), None]
+
+
+def median_all_forward(B, ins, p):
+    """The lower median of every element: the ((n - 1) // 2)-th smallest; nan when an element is
+    nan (the CPU kernel's, as max's)."""
+    x = ins[0]
+    if not B.all_zero(_nan(B, x)):
+        return B.amax(x, (), False)
+    n = B.numel(x)
+    flat = B.reshape(x, (n,))
+    idx, _ = B.sort_order(flat, 0, False)
+    pos = B.as_indices(idx)[(n - 1) // 2]
+    return B.reshape(B.index(flat, (slice(int(pos), int(pos) + 1),)), ())
+
+
 def select_dim_shape(shapes, p, loc):
     dim, keepdim = p
     return reduced_shape(shapes[0], (dim,), keepdim) if shapes[0] else ()
@@ -329,6 +363,8 @@ _AMAX, _AMIN = _extreme_dims(True), _extreme_dims(False)
 _MAX_DIM, _MIN_DIM = _select_dim(True), _select_dim(False)
 _DIM1 = (Check(((2, 3),), ((1,), False)), Check(((2, 3),), ((0, 1), True)))
 _SELECT = (Check(((2, 3),), (1, False)), Check(((2, 3),), (0, True)))
+_SELECT_GIVEN = (Check(((2, 3), (2,)), (1, False), given=((1, (2, 0)),)),
+                 Check(((2, 3), (1, 3)), (0, True), given=((1, (1, 0, 1)),)))
 
 
 # ----------------------------------------------------------------------------- how they read (adjoint.mathtree)
@@ -354,6 +390,8 @@ MEAN_DIMS = Fn("mean_dim", "\\operatorname{mean}_{#s}\\left(#0\\right)",
 VAR = Fn("var", "\\operatorname{var}_{#s}\\left(#0\\right)", generic_vjp)
 MAX = Fn("max", "\\max_{#s}\\left(#0\\right)", generic_vjp, SymPyName("Max"))
 MIN = Fn("min", "\\min_{#s}\\left(#0\\right)", generic_vjp, SymPyName("Min"))
+KTHVALUE = Fn("kthvalue", "\\operatorname{kthvalue}_{#s}\\left(#0\\right)", generic_vjp)
+MEDIAN = Fn("median", "\\operatorname{median}_{#s}\\left(#0\\right)", generic_vjp)
 AMAX = Fn("amax", "\\operatorname{amax}_{#s}\\left(#0\\right)", generic_vjp)
 AMIN = Fn("amin", "\\operatorname{amin}_{#s}\\left(#0\\right)", generic_vjp)
 ANY = Fn("any", "\\operatorname{any}_{#s}\\left(#0\\right)", no_gradient)
@@ -449,6 +487,15 @@ OPS = (
     Op("min_dim", "MinBackward0", _MIN_DIM[0], _MIN_DIM[1], select_dim_shape, (Save("indices", "in", 1),),
        "g at the saved index along dim", grows=False, differentiable=(True, False), kink=ties_kink,
        kink_doc="ties: all of g to the first index", math=_along(MIN), checks=_SELECT),
+    *(Op(name, node, kth_forward, kth_vjp, select_dim_shape, (Save("indices", "in", 1),),
+         "g at the saved index along dim", grows=False, differentiable=(True, False),
+         kink_doc="ties at the selected value refused (the CPU kernel's quickselect picks no documented one)",
+         math=_along(fn), checks=_SELECT_GIVEN)
+      for name, node, fn in (("kthvalue", "KthvalueBackward0", KTHVALUE), ("median_dim", "MedianBackward1", MEDIAN))),
+    Op("median_all", "MedianBackward0", median_all_forward, _MAX_ALL[1], scalar_shape, _SELF_RESULT,
+       "g / count at the elements equal to the median", grows=False, kink=ties_kink,
+       kink_doc="ties: g split evenly (evenly_distribute_backward)", math=_over_all(MEDIAN),
+       checks=(Check(((3,),), differences=True), Check(((2, 2),), differences=True))),
     Op("norm", "LinalgVectorNormBackward0", norm_forward, norm_vjp, norm_shape, _SELF_RESULT,
        "2-norm: g * (a / out) (a / out masked to 0 when out = 0); p-norm: norm_backward", kink=norm_kink,
        forward_error=norm_error,

@@ -607,6 +607,19 @@ class BoundBackend(Float64Backend):
         self.branch_points += int(np.count_nonzero(reach))   # a tie PyTorch's floats may break either way
         return self._b(vals.a, e), Bnd(idx.a, reach.astype(np.float64))
 
+    def sort_order(self, x, dim: int, descending: bool):
+        idx, tied = super().sort_order(x, dim, descending)
+        order = np.asarray(idx.a, dtype=np.int64)
+        v = np.take_along_axis(x.a, order, axis=dim)
+        e = np.take_along_axis(np.broadcast_to(_e(x), x.shape), order, axis=dim)
+        n = x.shape[dim]
+        lo, hi = np.take(v, range(n - 1), axis=dim), np.take(v, range(1, n), axis=dim)
+        elo, ehi = np.take(e, range(n - 1), axis=dim), np.take(e, range(1, n), axis=dim)
+        with np.errstate(invalid="ignore"):
+            near = (lo != hi) & (np.abs(hi - lo) <= elo + ehi)
+        self.branch_points += int(np.count_nonzero(near))   # neighbours PyTorch's floats may order either way
+        return Bnd(idx.a, np.zeros(idx.a.shape)), tied
+
     def place_along(self, shape, dim: int, indices, g, keepdim: bool):
         r = super().place_along(shape, dim, indices, g, keepdim)
         if not tuple(shape):

@@ -243,6 +243,32 @@ class ExactSelections:
         picks = [_pick(list(row), largest) for row in rows]
         return Exact.of([v for _, v in picks], shape), Exact.of([E.fmpq(i) for i, _ in picks], shape)
 
+    def sort_order(self, x, dim: int, descending: bool):
+        """(indices, tied) of a sort along ``dim`` (at least 1-d): the positions in ascending
+        (descending) order, equal elements in their index order (a stable sort; nan largest, as
+        PyTorch's sort); ``tied`` (a numpy bool array of the indices' shape) is True at a sorted
+        position whose element equals a neighbour's. Raises UndecidableOrder when free symbols
+        leave the order open."""
+        import functools
+        n = x.shape[dim]
+        moved = np.moveaxis(x.a, dim, -1)
+        rows = moved.reshape(-1, n)
+        order = np.zeros(rows.shape, dtype=np.int64)
+        tied = np.zeros(rows.shape, dtype=bool)
+        for r, row in enumerate(rows):
+            def cmp(i, j, row=row):
+                c = _compare(row[i], row[j])
+                if c is None:
+                    raise UndecidableOrder("the order of these elements depends on free symbols")
+                return (-c if descending else c) or (i - j)
+            order[r] = sorted(range(n), key=functools.cmp_to_key(cmp))
+            for p in range(n - 1):
+                if _compare(row[order[r, p]], row[order[r, p + 1]]) == 0:
+                    tied[r, p] = tied[r, p + 1] = True
+        idx = np.moveaxis(order.reshape(moved.shape), -1, dim)
+        return Exact.of([E.fmpq(int(i)) for i in idx.reshape(-1)], idx.shape), np.moveaxis(
+            tied.reshape(moved.shape), -1, dim)
+
     def place_along(self, shape, dim: int, indices, g, keepdim: bool):
         """zeros(shape) with ``g`` written at ``indices`` along ``dim`` (value_selecting_reduction_backward)."""
         shape = tuple(shape)

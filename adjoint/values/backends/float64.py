@@ -521,6 +521,22 @@ class Float64Backend(NoExactChecks, Composed):
             idx = np.expand_dims(idx, dim)
         return _v(vals), _v(idx.astype(np.float64))
 
+    def sort_order(self, x, dim: int, descending: bool):
+        """(indices, tied) of a stable sort along ``dim`` (nan largest), as the exact backend's."""
+        a = x.a
+        nan = np.isnan(a)
+        key = np.where(nan, np.inf, a)
+        if descending:
+            key = -key
+        idx = np.argsort(key, axis=dim, kind="stable")
+        keys = np.take_along_axis(key, idx, axis=dim)
+        same = np.diff(keys, axis=dim) == 0
+        pad = [(0, 0)] * a.ndim
+        pad[dim] = (1, 0)
+        before = np.pad(same, pad)
+        pad[dim] = (0, 1)
+        return _v(idx.astype(np.float64)), before | np.pad(same, pad)
+
     def place_along(self, shape, dim: int, indices, g, keepdim: bool):
         """zeros(shape) with ``g`` written at ``indices`` along ``dim`` (value_selecting_reduction_backward)."""
         shape = tuple(shape)

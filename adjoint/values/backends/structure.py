@@ -254,6 +254,12 @@ class StructureBackend(NoExactChecks, Composed):
         out = self.sum_dims(x, (dim,), keepdim)
         return out, Shaped(out.shape, np.zeros(out.shape, dtype=np.int64))
 
+    def sort_order(self, x, dim: int, descending: bool):
+        shape = [1] * len(x.shape)
+        shape[dim] = x.shape[dim]
+        idx = np.broadcast_to(np.arange(x.shape[dim], dtype=np.int64).reshape(shape), x.shape)
+        return Shaped(x.shape, np.array(idx)), np.zeros(x.shape, dtype=bool)
+
     def place_along(self, shape, dim: int, indices, g, keepdim: bool):
         return Shaped(shape)
 
