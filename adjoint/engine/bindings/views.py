@@ -400,6 +400,45 @@ def lower_stack(rt, a, loc):
 
 # ----------------------------------------------------------------------------- attributes and indexing
 
+def _atleast(rt, x: Tensor, n: int, loc: Loc) -> Tensor:
+    """at::atleast_1d / _2d / _3d of one tensor: a 0-d one ``reshape``d to ``(1,) * n`` (a view,
+    ViewBackward0); a 1-d one ``unsqueeze(0)`` (and for 3-d then ``unsqueeze(-1)``); a 2-d one for
+    3-d ``unsqueeze(-1)``; any other the tensor itself."""
+    nd = len(x.shape)
+    if nd >= n:
+        return x
+    if nd == 0:
+        return reshape(rt, x, (Fraction(1),) * n, loc)
+    if nd == 1:
+        x = rt.apply("unsqueeze", [x], 0, loc)
+        return x if n == 2 else rt.apply("unsqueeze", [x], 2, loc)
+    return rt.apply("unsqueeze", [x], 2, loc)
+
+
+def _stacker(name: str):
+    """at::hstack / vstack (row_stack) / dstack / column_stack (TensorShape.cpp): a non-empty list,
+    then each tensor made at least 1-, 2- or 3-d (column_stack: a tensor of at most one dim
+    ``reshape``d to ``(numel, 1)``), in order, then one ``cat`` (CatBackward0) along dim 0, 1 or
+    2 (hstack: 0 when the first is 1-d), whose size checks are PyTorch's."""
+    def lower(rt, a, loc):
+        ts = list(a["tensors"])
+        if not ts:
+            raise TorchError("RuntimeError", f"{name} expects a non-empty TensorList")
+        if name == "column_stack":
+            ts = [reshape(rt, t, (Fraction(_numel(t.shape)), Fraction(1)), loc) if len(t.shape) <= 1 else t
+                  for t in ts]
+        if name in ("hstack", "column_stack"):
+            ts = [_atleast(rt, t, 1, loc) for t in ts]
+            dim = 0 if len(ts[0].shape) == 1 else 1
+        elif name == "dstack":
+            ts, dim = [_atleast(rt, t, 3, loc) for t in ts], 2
+        else:
+            ts, dim = [_atleast(rt, t, 2, loc) for t in ts], 0
+        return lower_cat(rt, {"tensors": ts, "dim": dim}, loc)
+    lower.__name__ = f"lower_{name}"
+    return lower
+
+
 def attribute(rt, x: Tensor, name: str, loc: Loc):
     """``x.T``, ``x.mT``, ``x.shape``, ``x.ndim``, ``x.dtype``, ``x.device`` (what a forward may read of a tensor)."""
     if name == "T":   # numpy_T: a permute reversing the dims (none of a 0-d tensor's), warned once
@@ -560,6 +599,16 @@ FUNCTIONS = (
              doc="CatBackward0"),
     Function("stack", (Param("tensors", "tensors"), Param("dim", "int", 0)), lower_stack, where="function",
              doc="StackBackward0"),
+    Function("hstack", (Param("tensors", "tensors"),), _stacker("hstack"), where="function",
+             doc="atleast_1d (a 0-d one: ViewBackward0), then CatBackward0 along dim 1 (0 for 1-d)"),
+    Function("vstack", (Param("tensors", "tensors"),), _stacker("vstack"), where="function",
+             doc="atleast_2d (UnsqueezeBackward0 / ViewBackward0), then CatBackward0 along dim 0"),
+    Function("row_stack", (Param("tensors", "tensors"),), _stacker("vstack"), where="function",
+             doc="vstack: atleast_2d, then CatBackward0 along dim 0"),
+    Function("dstack", (Param("tensors", "tensors"),), _stacker("dstack"), where="function",
+             doc="atleast_3d (UnsqueezeBackward0s / ViewBackward0), then CatBackward0 along dim 2"),
+    Function("column_stack", (Param("tensors", "tensors"),), _stacker("column_stack"), where="function",
+             doc="reshape(numel, 1) of each tensor of at most 1 dim, then hstack"),
 )
 
 __all__ = ["FUNCTIONS", "attribute", "getitem", "reshape", "view", "REQUIRED"]
