@@ -27,7 +27,8 @@ from adjoint.engine.torch_errors import TorchError
 from adjoint.values.strides import is_contiguous, preserve_format_strides, view_strides
 from adjoint.engine.ops.views import cat_skipped
 from adjoint.engine.bindings.signature import dim_index  # noqa: F401 (the families read it here too)
-from adjoint.engine.bindings.signature import Function, Param, REQUIRED
+from adjoint.engine.bindings.signature import Function, Param, REQUIRED, PARSER_TYPE_ERROR
+from adjoint.engine.pyfloat import is_int
 from adjoint.engine.bindings.complexfns import attribute as complex_attribute
 
 
@@ -328,6 +329,48 @@ def lower_narrow(rt, a, loc):
     return rt.apply("slice", [x], (d, start, start + length, 1), loc)
 
 
+def lower_tensor_split(rt, a, loc):
+    """at::tensor_split (TensorShape.cpp): a 0-d tensor refused in PyTorch's words, the dim wrapped,
+    then one ``slice`` (SliceBackward0, a view) per piece, in order: ``sections`` pieces, the first
+    ``size % sections`` one longer (a positive count: PyTorch's error), or the pieces between the
+    given indices (each wrapped and clamped as at::slice does). A tensor of indices is refused."""
+    x, spec = a["input"], a["indices_or_sections"]
+    if not x.shape:
+        raise TorchError("RuntimeError", "tensor_split expected at least a 1-dimensional tensor, but got a tensor "
+                                         f"with {len(x.shape)} dims")
+    d = dim_index(a["dim"], len(x.shape), loc)
+    n = x.shape[d]
+    if isinstance(spec, Tensor):
+        raise ProblemError(loc, "tensor_split with a tensor of indices or sections is not modelled yet; give an int "
+                                "or a tuple of ints")
+    if isinstance(spec, (tuple, list)):
+        if not all(is_int(i) for i in spec):
+            raise ProblemError(loc, f"tensor_split(): indices must be ints: {PARSER_TYPE_ERROR}")
+        bounds = [0] + [int(i) for i in spec] + [None]
+        pieces = list(zip(bounds[:-1], bounds[1:]))
+    elif is_int(spec):
+        sections = int(spec)
+        if sections <= 0:
+            raise TorchError("RuntimeError", f"number of sections must be larger than 0, got {sections}")
+        size, extra = divmod(n, sections)
+        pieces, start = [], 0
+        for i in range(sections):
+            stop = start + size + (1 if i < extra else 0)
+            pieces.append((start, stop))
+            start = stop
+    else:
+        raise ProblemError(loc, f"tensor_split(): indices_or_sections must be an int or a tuple of ints: "
+                                f"{PARSER_TYPE_ERROR}")
+    out = []
+    for start, stop in pieces:
+        start = min(max(start + n if start < 0 else start, 0), n)
+        stop = n if stop is None else min(max(stop + n if stop < 0 else stop, 0), n)
+        if stop <= start:
+            raise ProblemError(loc, "tensor_split giving an empty piece is not modelled (zero-size tensors are not)")
+        out.append(rt.apply("slice", [x], (d, start, stop, 1), loc))
+    return tuple(out)
+
+
 def lower_chunk(rt, a, loc):
     x = a["input"]
     chunks = int(a["chunks"])
@@ -595,6 +638,8 @@ FUNCTIONS = (
     Function("split", (Param("tensor", "tensor"), Param("split_size_or_sections", "any"), Param("dim", "int", 0)),
              lower_split, doc="SplitBackward0, or SplitWithSizesBackward0 for a list of sizes"),
     Function("unbind", (_IN, Param("dim", "int", 0)), lower_unbind, doc="UnbindBackward0"),
+    Function("tensor_split", (_IN, Param("indices_or_sections", "any"), Param("dim", "int", 0)), lower_tensor_split,
+             doc="one SliceBackward0 view per piece"),
     Function("cat", (Param("tensors", "tensors"), Param("dim", "int", 0)), lower_cat, where="function",
              doc="CatBackward0"),
     Function("stack", (Param("tensors", "tensors"), Param("dim", "int", 0)), lower_stack, where="function",
