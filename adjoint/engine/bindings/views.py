@@ -482,6 +482,51 @@ def _stacker(name: str):
     return lower
 
 
+_SCALAR_TYPE = {"float32": "Float", "float64": "Double", "bool": "Bool", "int64": "Long"}
+
+
+def lower_take_along_dim(rt, a, loc):
+    """at::take_along_dim (TensorAdvancedIndexing.cpp). With a dim: the ranks must match, the
+    indices be int64 (PyTorch's RuntimeErrors), the dim wrapped; then ``indices`` and ``input``
+    are each ``broadcast_to`` (``expand``: ExpandBackward0 for the input, a same-shape one too)
+    the other's shape with ``dim`` taken from their own, and ``gather`` (GatherBackward0). With no
+    dim: ``input.view(-1).gather(0, indices.view(-1))`` (ViewBackward0; a non-contiguous input is
+    view's error). An index out of range is not checked on this path in PyTorch 2.13 (it reads
+    past the row): refused."""
+    from adjoint.engine.bindings.indexing import lower_gather
+    from adjoint.engine.ops.arith import broadcast_shapes
+    x, idx, dim = a["input"], a["indices"], a["dim"]
+    if dim is None:
+        flat = view(rt, x, (Fraction(-1),), loc)
+        index = view(rt, idx, (Fraction(-1),), loc)
+        d = 0
+    else:
+        if len(x.shape) != len(idx.shape):
+            raise TorchError("RuntimeError", "torch.take_along_dim(): input and indices should have the same number of "
+                                             f"dimensions, but got {len(x.shape)} dimensions for input, and "
+                                             f"{len(idx.shape)} dimensions for indices")
+        if idx.dtype != "int64":
+            raise TorchError("RuntimeError", "torch.take_along_dim(): dtype of indices should be Long but got "
+                                             f"{_SCALAR_TYPE.get(idx.dtype, idx.dtype)}")
+        d = dim_index(dim, len(x.shape), loc)
+        sizes = list(x.shape)
+        if sizes:
+            sizes[d] = idx.shape[d]
+        index_shape = broadcast_shapes(tuple(sizes), tuple(idx.shape), loc)
+        sizes = list(idx.shape)
+        if sizes:
+            sizes[d] = x.shape[d]
+        input_shape = broadcast_shapes(tuple(sizes), tuple(x.shape), loc)
+        index = lower_expand(rt, {"self": idx, "size": index_shape}, loc)
+        flat = lower_expand(rt, {"self": x, "size": input_shape}, loc)
+    n = flat.shape[d] if flat.shape else 1
+    values = rt.B.as_indices(index.value).reshape(-1)
+    if index.dtype == "int64" and values.size and (int(values.min()) < 0 or int(values.max()) >= n):
+        raise ProblemError(loc, "take_along_dim with an index out of [0, size): PyTorch 2.13 does not check it on "
+                                "this path (it reads past the row), so its result is not predictable; refused")
+    return lower_gather(rt, {"input": flat, "dim": d, "index": index}, loc)
+
+
 def attribute(rt, x: Tensor, name: str, loc: Loc):
     """``x.T``, ``x.mT``, ``x.shape``, ``x.ndim``, ``x.dtype``, ``x.device`` (what a forward may read of a tensor)."""
     if name == "T":   # numpy_T: a permute reversing the dims (none of a 0-d tensor's), warned once
@@ -638,6 +683,8 @@ FUNCTIONS = (
     Function("split", (Param("tensor", "tensor"), Param("split_size_or_sections", "any"), Param("dim", "int", 0)),
              lower_split, doc="SplitBackward0, or SplitWithSizesBackward0 for a list of sizes"),
     Function("unbind", (_IN, Param("dim", "int", 0)), lower_unbind, doc="UnbindBackward0"),
+    Function("take_along_dim", (_IN, Param("indices", "tensor"), Param("dim", "int", None)), lower_take_along_dim,
+             doc="expand (ExpandBackward0) then GatherBackward0; no dim: view(-1) (ViewBackward0) then gather"),
     Function("tensor_split", (_IN, Param("indices_or_sections", "any"), Param("dim", "int", 0)), lower_tensor_split,
              doc="one SliceBackward0 view per piece"),
     Function("cat", (Param("tensors", "tensors"), Param("dim", "int", 0)), lower_cat, where="function",
