@@ -247,7 +247,7 @@ FRESH = frozenset((
     "AvgPool3DBackward0", "MaxPool3DWithIndicesBackward0", "EluBackward1", "LeakyReluBackward1", "HardswishBackward0",
     "MishBackward0", "GatherBackward0", "IndexSelectBackward0", "IndexBackward0", "ScatterBackward0",
     "ScatterBackward1", "MaskedFillBackward1", "VarMeanBackward0", "UnsafeSplitBackward0", "FillBackward3",
-    "SafeSoftmaxBackward0", "MaskedSelectBackward0",
+    "SafeSoftmaxBackward0", "MaskedSelectBackward0", "DiagonalBackward0",
     # a create_graph backward's own nodes (probed the same way)
     "TanhBackwardBackward0", "SigmoidBackwardBackward0", "ThresholdBackwardBackward0", "LeakyReluBackwardBackward0",
     "MseLossBackwardBackward0",

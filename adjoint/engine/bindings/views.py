@@ -329,6 +329,24 @@ def lower_narrow(rt, a, loc):
     return rt.apply("slice", [x], (d, start, start + length, 1), loc)
 
 
+def lower_diagonal(rt, a, loc):
+    """at::diagonal: both dims wrapped, not the same one (PyTorch's RuntimeError names the dims as
+    given), then the view (DiagonalBackward0): the other dims in order, the diagonal last. An
+    empty diagonal (an offset past the end) is refused."""
+    x = a["input"]
+    nd = len(x.shape)
+    d1, d2 = dim_index(a["dim1"], nd, loc), dim_index(a["dim2"], nd, loc)
+    if d1 == d2:
+        raise TorchError("RuntimeError", f"diagonal dimensions cannot be identical {int(a['dim1'])}, "
+                                         f"{int(a['dim2'])}")
+    from adjoint.engine.ops.views import diagonal_length
+    p = (int(a["offset"]), d1, d2)
+    if diagonal_length(x.shape, p) == 0:
+        raise ProblemError(loc, "diagonal with an offset past the end (an empty diagonal) is not modelled (zero-size "
+                                "tensors are not)")
+    return rt.apply("diagonal", [x], p, loc)
+
+
 def lower_tensor_split(rt, a, loc):
     """at::tensor_split (TensorShape.cpp): a 0-d tensor refused in PyTorch's words, the dim wrapped,
     then one ``slice`` (SliceBackward0, a view) per piece, in order: ``sections`` pieces, the first
@@ -685,6 +703,8 @@ FUNCTIONS = (
     Function("unbind", (_IN, Param("dim", "int", 0)), lower_unbind, doc="UnbindBackward0"),
     Function("take_along_dim", (_IN, Param("indices", "tensor"), Param("dim", "int", None)), lower_take_along_dim,
              doc="expand (ExpandBackward0) then GatherBackward0; no dim: view(-1) (ViewBackward0) then gather"),
+    Function("diagonal", (_IN, Param("offset", "int", 0), Param("dim1", "int", 0), Param("dim2", "int", 1)),
+             lower_diagonal, doc="DiagonalBackward0 (a view)"),
     Function("tensor_split", (_IN, Param("indices_or_sections", "any"), Param("dim", "int", 0)), lower_tensor_split,
              doc="one SliceBackward0 view per piece"),
     Function("cat", (Param("tensors", "tensors"), Param("dim", "int", 0)), lower_cat, where="function",
