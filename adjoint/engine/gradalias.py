@@ -247,7 +247,7 @@ FRESH = frozenset((
     "AvgPool3DBackward0", "MaxPool3DWithIndicesBackward0", "EluBackward1", "LeakyReluBackward1", "HardswishBackward0",
     "MishBackward0", "GatherBackward0", "IndexSelectBackward0", "IndexBackward0", "ScatterBackward0",
     "ScatterBackward1", "MaskedFillBackward1", "VarMeanBackward0", "UnsafeSplitBackward0", "FillBackward3",
-    "SafeSoftmaxBackward0",
+    "SafeSoftmaxBackward0", "MaskedSelectBackward0", "DiagonalBackward0",
     # a create_graph backward's own nodes (probed the same way)
     "TanhBackwardBackward0", "SigmoidBackwardBackward0", "ThresholdBackwardBackward0", "LeakyReluBackwardBackward0",
     "MseLossBackwardBackward0",
@@ -443,6 +443,8 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
             # repeat_backward sums only the dims repeated more than once (and the leading ones
             # repeat added): with every repeat 1 and none added it returns the gradient itself
             out.append(in_objs[0])
+        elif kind == "op" and node.name == "MaskedSelectBackward0":
+            out.append(_masked_select_grad(node, tuple(shape_of(g))))
         elif kind not in ("function", "copyslices") and node.name in FRESH:
             strides = None
             if node.name in POINTWISE and not _row_major_operands(node, in_objs, inputs, shape_of):
@@ -513,6 +515,21 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
         else:
             out.append(view_of(in_objs))
     return out
+
+
+def _masked_select_grad(node, shape: tuple) -> GradObj:
+    """masked_select_backward's result: ``zeros_like(self.expand(broadcast), preserve_format)``
+    written in place, so ``self``'s own strides where it is non-overlapping and dense and was not
+    broadcast (a transposed ``self``: a transposed gradient; probed in torch 2.13); a broadcast
+    ``self``'s is summed by validate_outputs, a new row-major tensor."""
+    from adjoint.values.strides import preserve_format_strides
+    obj = GradObj()
+    x, mask = (list(node.inputs) + [None, None])[:2]
+    if isinstance(x, Tensor) and isinstance(mask, Tensor) and x.strides and tuple(x.shape) == shape \
+            and len(mask.shape) <= len(shape) \
+            and all(m in (1, n) for m, n in zip(mask.shape[::-1], shape[::-1])):
+        _set_layout(obj, shape, preserve_format_strides(shape, x.strides))
+    return obj
 
 
 def _holds(o: GradObj | None, obj: GradObj) -> bool:

@@ -292,6 +292,31 @@ def lower_index_add(rt, a, loc):
     return rt.apply("index_add", [x, source, idx], (d, alpha), loc)
 
 
+def lower_one_hot(rt, a, loc):
+    """at::one_hot (Onehot.cpp): the index must be int64; then its smallest value at least 0;
+    ``num_classes=-1`` is the largest value plus one, any other must exceed the largest value;
+    the result is ``zeros(shape + (num_classes,), int64).scatter_(-1, self.unsqueeze(-1), 1)``:
+    a new contiguous int64 tensor, no node (an index never requires grad)."""
+    x, n = a["input"], a["num_classes"]
+    if x.dtype != "int64":
+        raise TorchError("RuntimeError", "one_hot is only applicable to index tensor of type LongTensor.")
+    if 0 in x.shape:
+        raise ProblemError(loc, "one_hot of an empty index tensor is not modelled (zero-size tensors are not)")
+    values = rt.B.as_indices(x.value).reshape(-1)
+    if int(values.min()) < 0:
+        raise TorchError("RuntimeError", "Class values must be non-negative.")
+    top = int(values.max())
+    if n == -1:
+        n = top + 1
+    elif not n > top:
+        raise TorchError("RuntimeError", "Class values must be smaller than num_classes.")
+    n = int(n)
+    out = np.zeros((values.size, n), dtype=np.int64)
+    out[np.arange(values.size), values] = 1
+    shape = tuple(x.shape) + (n,)
+    return rt.tensor(rt.B.integers(out.reshape(-1).tolist(), shape), dtype="int64")
+
+
 def _arg(largest: bool):
     def lower(rt, a, loc):
         x = a["input"]
@@ -325,6 +350,8 @@ FUNCTIONS = (
     Function("index_add", (_IN, _DIM, _INDEX, Param("source", "tensor"),
                            Param("alpha", "number", Fraction(1), keyword_only=True)), lower_index_add,
              doc="IndexAddBackward0 (edges input, source; saves index, source)"),
+    Function("one_hot", (_IN, Param("num_classes", "int", -1)), lower_one_hot, where="function",
+             doc="no node: a new int64 tensor, zeros(shape + (num_classes,)).scatter_(-1, input.unsqueeze(-1), 1)"),
     Function("argmax", (_IN, Param("dim", "int", None), Param("keepdim", "bool", False)), _arg(True),
              doc="no node: an int64 tensor (ties: the first index)"),
     Function("argmin", (_IN, Param("dim", "int", None), Param("keepdim", "bool", False)), _arg(False),

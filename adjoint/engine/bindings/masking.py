@@ -149,7 +149,32 @@ def lower_masked_fill_(rt, a, loc):
 _MASK = Param("mask", "tensor")
 _VALUE = Param("value", "any")   # a number, float("-inf") / float("inf"), or a 0-d tensor
 
+def lower_masked_select(rt, a, loc):
+    """masked_select_out_impl_cpu, after MaskedSelectBackward0 packed the mask and self: a bool
+    mask ("masked_select: expected BoolTensor for mask"), then ``expand_outplace(mask, self)``
+    (the mask is tensor a of the size error); the count of elements the broadcast mask sets is
+    the result's length."""
+    import numpy as np
+    from adjoint.engine.ops.arith import broadcast_shapes
+    x, mask = a["input"], a["mask"]
+
+    def checks():
+        if mask.dtype != "bool":
+            raise TorchError("RuntimeError", "masked_select: expected BoolTensor for mask")
+        shape = tuple(broadcast_shapes(mask.shape, x.shape, loc))
+        return int(np.count_nonzero(np.broadcast_to(rt.B.as_indices(mask.value).astype(bool), shape)))
+
+    count = after_packs(rt, "masked_select", [x, mask], loc, checks)
+    if count == 0 or 0 in x.shape:
+        raise ProblemError(loc, "masked_select selecting no element is not modelled (an empty result: zero-size "
+                                "tensors are not; with --structure, a mask computed in the forward has no known "
+                                "values)")
+    return rt.apply("masked_select", [x, mask], count, loc)
+
+
 FUNCTIONS = (
+    Function("masked_select", (Param("input", "tensor"), Param("mask", "tensor")), lower_masked_select,
+             doc="MaskedSelectBackward0 (saves mask, self): a 1-d result"),
     Function("masked_fill", (Param("input", "tensor"), _MASK, _VALUE), lower_masked_fill, where="function",
              doc="MaskedFillBackward0 (a number value; saves the mask) or MaskedFillBackward1 (a 0-d tensor value; "
                  "edges input, value)"),

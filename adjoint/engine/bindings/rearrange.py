@@ -27,6 +27,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from adjoint.format.errors import Loc, ProblemError
+from adjoint.engine.pyfloat import is_int
 from adjoint.engine.graph import Tensor
 from adjoint.engine.infinity import Infinite
 from adjoint.engine.bindings.signature import (PARSER_TYPE_ERROR, Function, Param, dim_index, keepdim_flag,
@@ -99,6 +100,20 @@ def lower_flip(rt, a, loc):
             raise TorchError("RuntimeError", f"dim {k} appears multiple times in the list of dims")
         dims.append(k)
     return rt.apply("flip", [x], tuple(sorted(dims)) if x.shape else (), loc)
+
+
+def lower_tile(rt, a, loc):
+    """at::tile: ``repeat`` (RepeatBackward0, ``repeat(1, ..., 1)`` too: a new node, not the
+    tensor) with the reps padded with leading 1s to the tensor's dims where fewer are given."""
+    x, reps = a["input"], a["dims"]
+    if not isinstance(reps, (tuple, list)) or not all(isinstance(r, int) and not isinstance(r, bool) or is_int(r)
+                                                      for r in reps):
+        # torch.tile(x, 2): tile's dims is a SymInt[] without a size, so PyTorch's parser takes no
+        # lone int there (x.tile(2) is the method's varargs)
+        raise ProblemError(loc, f"torch.tile(): argument 'dims' must be a tuple of ints: {PARSER_TYPE_ERROR}")
+    reps = tuple(int(r) for r in reps)
+    reps = (1,) * (len(x.shape) - len(reps)) + reps
+    return lower_repeat(rt, {"self": x, "repeats": reps}, loc)
 
 
 def lower_roll(rt, a, loc):
@@ -269,6 +284,10 @@ FUNCTIONS = (
              doc="RollBackward0: g rolled by -shifts"),
     Function("repeat", (Param("self", "tensor"), Param("repeats", "ints")), lower_repeat, where="method",
              varargs=True, doc="RepeatBackward0: g summed over the copies"),
+    Function("tile", (_IN, Param("dims", "any")), lower_tile, where="function",
+             doc="repeat (RepeatBackward0), the reps padded with leading 1s"),
+    Function("tile", (_IN, Param("dims", "ints")), lower_tile, where="method", varargs=True,
+             doc="repeat (RepeatBackward0), the reps padded with leading 1s"),
     Function("repeat_interleave", (_IN, Param("repeats", "any"), Param("dim", "int", None),
                                    Param("output_size", "int", None, keyword_only=True)), lower_repeat_interleave,
              doc="an int repeats: (no dim: flatten, ViewBackward0), UnsqueezeBackward0, ExpandBackward0, "

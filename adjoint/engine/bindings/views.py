@@ -28,6 +28,7 @@ from adjoint.values.strides import is_contiguous, preserve_format_strides, view_
 from adjoint.engine.ops.views import cat_skipped
 from adjoint.engine.bindings.signature import dim_index  # noqa: F401 (the families read it here too)
 from adjoint.engine.bindings.signature import Function, Param, REQUIRED, PARSER_TYPE_ERROR
+from adjoint.engine.pyfloat import is_int
 from adjoint.engine.bindings.complexfns import attribute as complex_attribute
 
 
@@ -377,6 +378,66 @@ def lower_narrow(rt, a, loc):
     return rt.apply("slice", [x], (d, start, start + length, 1), loc)
 
 
+def lower_diagonal(rt, a, loc):
+    """at::diagonal: both dims wrapped, not the same one (PyTorch's RuntimeError names the dims as
+    given), then the view (DiagonalBackward0): the other dims in order, the diagonal last. An
+    empty diagonal (an offset past the end) is refused."""
+    x = a["input"]
+    nd = len(x.shape)
+    d1, d2 = dim_index(a["dim1"], nd, loc), dim_index(a["dim2"], nd, loc)
+    if d1 == d2:
+        raise TorchError("RuntimeError", f"diagonal dimensions cannot be identical {int(a['dim1'])}, "
+                                         f"{int(a['dim2'])}")
+    from adjoint.engine.ops.views import diagonal_length
+    p = (int(a["offset"]), d1, d2)
+    if diagonal_length(x.shape, p) == 0:
+        raise ProblemError(loc, "diagonal with an offset past the end (an empty diagonal) is not modelled (zero-size "
+                                "tensors are not)")
+    return rt.apply("diagonal", [x], p, loc)
+
+
+def lower_tensor_split(rt, a, loc):
+    """at::tensor_split (TensorShape.cpp): a 0-d tensor refused in PyTorch's words, the dim wrapped,
+    then one ``slice`` (SliceBackward0, a view) per piece, in order: ``sections`` pieces, the first
+    ``size % sections`` one longer (a positive count: PyTorch's error), or the pieces between the
+    given indices (each wrapped and clamped as at::slice does). A tensor of indices is refused."""
+    x, spec = a["input"], a["indices_or_sections"]
+    if not x.shape:
+        raise TorchError("RuntimeError", "tensor_split expected at least a 1-dimensional tensor, but got a tensor "
+                                         f"with {len(x.shape)} dims")
+    d = dim_index(a["dim"], len(x.shape), loc)
+    n = x.shape[d]
+    if isinstance(spec, Tensor):
+        raise ProblemError(loc, "tensor_split with a tensor of indices or sections is not modelled yet; give an int "
+                                "or a tuple of ints")
+    if isinstance(spec, (tuple, list)):
+        if not all(is_int(i) for i in spec):
+            raise ProblemError(loc, f"tensor_split(): indices must be ints: {PARSER_TYPE_ERROR}")
+        bounds = [0] + [int(i) for i in spec] + [None]
+        pieces = list(zip(bounds[:-1], bounds[1:]))
+    elif is_int(spec):
+        sections = int(spec)
+        if sections <= 0:
+            raise TorchError("RuntimeError", f"number of sections must be larger than 0, got {sections}")
+        size, extra = divmod(n, sections)
+        pieces, start = [], 0
+        for i in range(sections):
+            stop = start + size + (1 if i < extra else 0)
+            pieces.append((start, stop))
+            start = stop
+    else:
+        raise ProblemError(loc, f"tensor_split(): indices_or_sections must be an int or a tuple of ints: "
+                                f"{PARSER_TYPE_ERROR}")
+    out = []
+    for start, stop in pieces:
+        start = min(max(start + n if start < 0 else start, 0), n)
+        stop = n if stop is None else min(max(stop + n if stop < 0 else stop, 0), n)
+        if stop <= start:
+            raise ProblemError(loc, "tensor_split giving an empty piece is not modelled (zero-size tensors are not)")
+        out.append(rt.apply("slice", [x], (d, start, stop, 1), loc))
+    return tuple(out)
+
+
 def lower_chunk(rt, a, loc):
     x = a["input"]
     chunks = int(a["chunks"])
@@ -448,6 +509,90 @@ def lower_stack(rt, a, loc):
 
 
 # ----------------------------------------------------------------------------- attributes and indexing
+
+def _atleast(rt, x: Tensor, n: int, loc: Loc) -> Tensor:
+    """at::atleast_1d / _2d / _3d of one tensor: a 0-d one ``reshape``d to ``(1,) * n`` (a view,
+    ViewBackward0); a 1-d one ``unsqueeze(0)`` (and for 3-d then ``unsqueeze(-1)``); a 2-d one for
+    3-d ``unsqueeze(-1)``; any other the tensor itself."""
+    nd = len(x.shape)
+    if nd >= n:
+        return x
+    if nd == 0:
+        return reshape(rt, x, (Fraction(1),) * n, loc)
+    if nd == 1:
+        x = rt.apply("unsqueeze", [x], 0, loc)
+        return x if n == 2 else rt.apply("unsqueeze", [x], 2, loc)
+    return rt.apply("unsqueeze", [x], 2, loc)
+
+
+def _stacker(name: str):
+    """at::hstack / vstack (row_stack) / dstack / column_stack (TensorShape.cpp): a non-empty list,
+    then each tensor made at least 1-, 2- or 3-d (column_stack: a tensor of at most one dim
+    ``reshape``d to ``(numel, 1)``), in order, then one ``cat`` (CatBackward0) along dim 0, 1 or
+    2 (hstack: 0 when the first is 1-d), whose size checks are PyTorch's."""
+    def lower(rt, a, loc):
+        ts = list(a["tensors"])
+        if not ts:
+            raise TorchError("RuntimeError", f"{name} expects a non-empty TensorList")
+        if name == "column_stack":
+            ts = [reshape(rt, t, (Fraction(_numel(t.shape)), Fraction(1)), loc) if len(t.shape) <= 1 else t
+                  for t in ts]
+        if name in ("hstack", "column_stack"):
+            ts = [_atleast(rt, t, 1, loc) for t in ts]
+            dim = 0 if len(ts[0].shape) == 1 else 1
+        elif name == "dstack":
+            ts, dim = [_atleast(rt, t, 3, loc) for t in ts], 2
+        else:
+            ts, dim = [_atleast(rt, t, 2, loc) for t in ts], 0
+        return lower_cat(rt, {"tensors": ts, "dim": dim}, loc)
+    lower.__name__ = f"lower_{name}"
+    return lower
+
+
+_SCALAR_TYPE = {"float32": "Float", "float64": "Double", "bool": "Bool", "int64": "Long"}
+
+
+def lower_take_along_dim(rt, a, loc):
+    """at::take_along_dim (TensorAdvancedIndexing.cpp). With a dim: the ranks must match, the
+    indices be int64 (PyTorch's RuntimeErrors), the dim wrapped; then ``indices`` and ``input``
+    are each ``broadcast_to`` (``expand``: ExpandBackward0 for the input, a same-shape one too)
+    the other's shape with ``dim`` taken from their own, and ``gather`` (GatherBackward0). With no
+    dim: ``input.view(-1).gather(0, indices.view(-1))`` (ViewBackward0; a non-contiguous input is
+    view's error). An index out of range is not checked on this path in PyTorch 2.13 (it reads
+    past the row): refused."""
+    from adjoint.engine.bindings.indexing import lower_gather
+    from adjoint.engine.ops.arith import broadcast_shapes
+    x, idx, dim = a["input"], a["indices"], a["dim"]
+    if dim is None:
+        flat = view(rt, x, (Fraction(-1),), loc)
+        index = view(rt, idx, (Fraction(-1),), loc)
+        d = 0
+    else:
+        if len(x.shape) != len(idx.shape):
+            raise TorchError("RuntimeError", "torch.take_along_dim(): input and indices should have the same number of "
+                                             f"dimensions, but got {len(x.shape)} dimensions for input, and "
+                                             f"{len(idx.shape)} dimensions for indices")
+        if idx.dtype != "int64":
+            raise TorchError("RuntimeError", "torch.take_along_dim(): dtype of indices should be Long but got "
+                                             f"{_SCALAR_TYPE.get(idx.dtype, idx.dtype)}")
+        d = dim_index(dim, len(x.shape), loc)
+        sizes = list(x.shape)
+        if sizes:
+            sizes[d] = idx.shape[d]
+        index_shape = broadcast_shapes(tuple(sizes), tuple(idx.shape), loc)
+        sizes = list(idx.shape)
+        if sizes:
+            sizes[d] = x.shape[d]
+        input_shape = broadcast_shapes(tuple(sizes), tuple(x.shape), loc)
+        index = lower_expand(rt, {"self": idx, "size": index_shape}, loc)
+        flat = lower_expand(rt, {"self": x, "size": input_shape}, loc)
+    n = flat.shape[d] if flat.shape else 1
+    values = rt.B.as_indices(index.value).reshape(-1)
+    if index.dtype == "int64" and values.size and (int(values.min()) < 0 or int(values.max()) >= n):
+        raise ProblemError(loc, "take_along_dim with an index out of [0, size): PyTorch 2.13 does not check it on "
+                                "this path (it reads past the row), so its result is not predictable; refused")
+    return lower_gather(rt, {"input": flat, "dim": d, "index": index}, loc)
+
 
 def attribute(rt, x: Tensor, name: str, loc: Loc):
     """``x.T``, ``x.mT``, ``x.shape``, ``x.ndim``, ``x.dtype``, ``x.device`` (what a forward may read of a tensor)."""
@@ -605,10 +750,26 @@ FUNCTIONS = (
     Function("split", (Param("tensor", "tensor"), Param("split_size_or_sections", "any"), Param("dim", "int", 0)),
              lower_split, doc="SplitBackward0, or SplitWithSizesBackward0 for a list of sizes"),
     Function("unbind", (_IN, Param("dim", "int", 0)), lower_unbind, doc="UnbindBackward0"),
+    Function("take_along_dim", (_IN, Param("indices", "tensor"), Param("dim", "int", None)), lower_take_along_dim,
+             doc="expand (ExpandBackward0) then GatherBackward0; no dim: view(-1) (ViewBackward0) then gather"),
+    Function("diagonal", (_IN, Param("offset", "int", 0), Param("dim1", "int", 0), Param("dim2", "int", 1)),
+             lower_diagonal, doc="DiagonalBackward0 (a view)"),
+    Function("tensor_split", (_IN, Param("indices_or_sections", "any"), Param("dim", "int", 0)), lower_tensor_split,
+             doc="one SliceBackward0 view per piece"),
     Function("cat", (Param("tensors", "tensors"), Param("dim", "int", 0)), lower_cat, where="function",
              doc="CatBackward0"),
     Function("stack", (Param("tensors", "tensors"), Param("dim", "int", 0)), lower_stack, where="function",
              doc="StackBackward0"),
+    Function("hstack", (Param("tensors", "tensors"),), _stacker("hstack"), where="function",
+             doc="atleast_1d (a 0-d one: ViewBackward0), then CatBackward0 along dim 1 (0 for 1-d)"),
+    Function("vstack", (Param("tensors", "tensors"),), _stacker("vstack"), where="function",
+             doc="atleast_2d (UnsqueezeBackward0 / ViewBackward0), then CatBackward0 along dim 0"),
+    Function("row_stack", (Param("tensors", "tensors"),), _stacker("vstack"), where="function",
+             doc="vstack: atleast_2d, then CatBackward0 along dim 0"),
+    Function("dstack", (Param("tensors", "tensors"),), _stacker("dstack"), where="function",
+             doc="atleast_3d (UnsqueezeBackward0s / ViewBackward0), then CatBackward0 along dim 2"),
+    Function("column_stack", (Param("tensors", "tensors"),), _stacker("column_stack"), where="function",
+             doc="reshape(numel, 1) of each tensor of at most 1 dim, then hstack"),
 )
 
 __all__ = ["FUNCTIONS", "attribute", "getitem", "reshape", "view", "REQUIRED"]

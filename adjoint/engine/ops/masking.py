@@ -19,6 +19,13 @@ probed on CPU:
   dimension(s).``);
 * both nodes save the mask only; ``self``'s gradient is ``grad.masked_fill(mask, 0)`` summed
   back to ``self``'s shape, ``value``'s is ``grad.masked_select(mask).sum()``.
+
+``masked_select(self, mask)`` (``MaskedSelectBackward0``): ``self`` and the mask broadcast
+against each other (``expand_outplace(mask, self)``), the elements where the mask is set, in
+row-major order of that shape: a 1-d contiguous result, whose length (the count) is the op's
+parameter. The node saves the mask, then ``self``; ``masked_select_backward`` is
+``zeros_like(self.expand(broadcast), preserve_format).masked_scatter_(mask, grad)``, summed to
+``self``'s shape by validate_outputs where ``self`` was broadcast.
 """
 
 from __future__ import annotations
@@ -116,7 +123,34 @@ def masked_fill_tensor_vjp(B, gs, ins, outs, p, need):
     return [self_grad(B, g, x, mask) if need[0] else None, value_grad() if need[1] else None, None]
 
 
+def masked_select_shape(shapes, p, loc):
+    """A 1-d result of ``p`` elements (the True elements of the broadcast mask)."""
+    broadcast_shapes(shapes[1], shapes[0], loc)
+    return (p,)
+
+
+def _selected(B, x, mask):
+    """The broadcast shape and numpy's key for the elements the mask selects in it."""
+    import numpy as np
+    shape = tuple(broadcast_shapes(B.shape(mask), B.shape(x), None))
+    return shape, (np.broadcast_to(B.as_indices(mask).astype(bool), shape),)
+
+
+def masked_select_forward(B, ins, p):
+    x, mask = ins
+    shape, key = _selected(B, x, mask)
+    return B.index(B.broadcast_to(x, shape), key)
+
+
+def masked_select_vjp(B, gs, ins, outs, p, need):
+    # masked_select_backward: zeros_like(self.expand(...)).masked_scatter_(mask, grad); summed to self
+    x, mask = ins
+    shape, key = _selected(B, x, mask)
+    return [B.sum_to(B.place_add(shape, key, gs[0]), B.shape(x)), None]
+
+
 #: how it reads (adjoint.mathtree): masked_fill(x, mask, v) (operands in the node's order: x, v, mask)
+MASKED_SELECT = Fn("masked_select", "\\operatorname{masked\\_select}\\left(#0,\\ #1\\right)", generic_vjp)
 MASKED_FILL_T = Fn("masked_fill_t", "\\operatorname{masked\\_fill}\\left(#0,\\ #2,\\ #1\\right)", generic_vjp)
 
 OPS = (
@@ -129,4 +163,13 @@ OPS = (
        math=Math(lambda a, p, shape, k: TFn(MASKED_FILL_T, (a[0], a[1], a[2]), tuple(shape))),
        checks=(Check(((2, 3), (), (2, 3)), None, given=((2, (1, 0, 1, 0, 0, 1)),)),
                Check(((3,), (), (2, 3)), None, given=((2, (1, 0, 0, 0, 1, 1)),)))),
+    Op("masked_select", "MaskedSelectBackward0", masked_select_forward, masked_select_vjp, masked_select_shape,
+       (Save("mask", "in", 1), Save("self", "in", 0)),
+       "zeros(broadcast) with g placed where the mask is set (masked_scatter_), summed to self's shape",
+       negzero="structural", grows=False, differentiable=(True, False), copies_values=True,
+       kink_doc="the mask (bool) has no edge; self is saved though only its shape and strides are read",
+       math=Math(lambda a, p, shape, k: TFn(MASKED_SELECT, (a[0], a[1]), tuple(shape))),
+       checks=(Check(((2, 3), (2, 3)), 3, given=((1, (1, 0, 1, 0, 0, 1)),)),
+               Check(((3,), (2, 3)), 3, given=((1, (1, 0, 0, 0, 1, 1)),)),
+               Check(((2, 3), (3,)), 4, given=((1, (1, 0, 1)),)))),
 )

@@ -15,7 +15,7 @@ from fractions import Fraction
 from adjoint.engine.torch_errors import TorchError
 from adjoint.format.errors import ProblemError
 from adjoint.values.strides import expanded, permuted, unsqueezed
-from adjoint.values.mathtree import (TT, Fn, TConst, TFn, TSub, no_gradient, number, number_text, reshaped, shape_text,
+from adjoint.values.mathtree import (TT, Fn, TConst, TFn, TSub, generic_vjp, no_gradient, number, number_text, reshaped, shape_text,
                                      sum_to)
 from adjoint.engine.ops.record import Check, Math, Op
 
@@ -147,6 +147,60 @@ def transpose_scatter(B, base, new, p):
 
 def transpose_layout(shape, strides, offset, p):
     return permuted(strides, transpose_perm(len(shape), p)), offset
+
+
+# ----------------------------------------------------------------------------- diagonal
+
+def diagonal_length(shape, p) -> int:
+    """The diagonal's length: at::diagonal's, never below 0 (an offset past the end: empty)."""
+    offset, d1, d2 = p
+    if offset >= 0:
+        return max(min(shape[d1], shape[d2] - offset), 0)
+    return max(min(shape[d1] + offset, shape[d2]), 0)
+
+
+def _diagonal_parts(shape, p):
+    """``diagonal(offset, d1, d2)`` as numpy sees it: the permutation putting the other dims first
+    (in order), then ``d1``, ``d2``; and the key picking the diagonal from that permuted tensor
+    (two adjacent index arrays at the end, so the diagonal is the last dim, as in PyTorch)."""
+    import numpy as np
+    offset, d1, d2 = p
+    others = [d for d in range(len(shape)) if d not in (d1, d2)]
+    n = diagonal_length(shape, p)
+    rows = np.arange(n) + max(-offset, 0)
+    cols = np.arange(n) + max(offset, 0)
+    return tuple(others) + (d1, d2), (slice(None),) * len(others) + (rows, cols)
+
+
+def diagonal_shape(shapes, p, loc):
+    offset, d1, d2 = p
+    s = tuple(shapes[0])
+    return tuple(n for d, n in enumerate(s) if d not in (d1, d2)) + (diagonal_length(s, p),)
+
+
+def diagonal_forward(B, ins, p):
+    perm, key = _diagonal_parts(B.shape(ins[0]), p)
+    return B.index(B.permute(ins[0], perm), key)
+
+
+def diagonal_vjp(B, gs, ins, outs, p, need):
+    # diagonal_backward: zeros(input sizes).diagonal(offset, dim1, dim2).copy_(grad)
+    shape = tuple(B.shape(ins[0]))
+    perm, key = _diagonal_parts(shape, p)
+    placed = B.place_add(tuple(shape[d] for d in perm), key, gs[0])
+    return [B.permute(placed, _inverse(perm))]
+
+
+def diagonal_scatter(B, base, new, p):
+    perm, key = _diagonal_parts(B.shape(base), p)
+    return B.permute(B.assign(B.permute(base, perm), key, new), _inverse(perm))
+
+
+def diagonal_layout(shape, strides, offset, p):
+    off, d1, d2 = p
+    kept = tuple(st for d, st in enumerate(strides) if d not in (d1, d2))
+    start = off * strides[d2] if off >= 0 else -off * strides[d1]
+    return kept + (strides[d1] + strides[d2],), offset + (start if diagonal_length(shape, p) else 0)
 
 
 # ----------------------------------------------------------------------------- unsqueeze, squeeze, expand
@@ -624,7 +678,14 @@ def _reshape_alias_op():
               scatter=reshape_scatter, math=RESHAPE_MATH, checks=(Check(((2, 3),), (3, 2)),))
 
 
+DIAGONAL = Fn("diagonal", "\\operatorname{diagonal}_{#s}\\left(#0\\right)", generic_vjp)
+
 OPS = (
+    _view("diagonal", "DiagonalBackward0", diagonal_forward, diagonal_vjp, diagonal_shape, diagonal_layout,
+          diagonal_scatter, "zeros(self) with g on the diagonal (diagonal_backward)",
+          math=Math(lambda a, p, shape, k: TFn(DIAGONAL, (a[0],), tuple(shape),
+                                               f"\\mathrm{{offset}}={p[0]},\\,{p[1]},{p[2]}", p)),
+          checks=(Check(((3, 4),), (0, 0, 1)), Check(((2, 3, 4),), (1, 2, 0)), Check(((3, 3),), (-1, 0, 1)))),
     _view("t", "TBackward0", t_forward, t_vjp, t_shape, t_layout, t_scatter, "g^T", math=_T, checks=(Check(((2, 3),)),)),
     _view("view", "ViewBackward0", reshape_forward, back_to_input_shape, given_shape, view_layout, reshape_scatter,
           "g reshaped back", math=_RESHAPE, checks=(Check(((2, 3),), (3, 2)),)),
