@@ -144,7 +144,9 @@ class GradientSections(UnitWriter):
         if g.none_reason == "inputs":
             return ("\\texttt{backward(inputs=...)} accumulates only into "
                     + ", ".join(code(n) for n in self.u.backward_inputs) + ".")
-        return "no gradient reaches it (it does not influence the loss, or a hook returned \\texttt{None} for it)."
+        return ("no gradient reaches it (it does not influence the loss, or PyTorch recorded no node for its use: "
+                "under \\texttt{no\\_grad} or \\texttt{set\\_grad\\_enabled(False)}, or after \\texttt{detach()}; or a "
+                "hook returned \\texttt{None} for it).")
 
     # ---- notes -------------------------------------------------------------------------
     def notes(self) -> str:
