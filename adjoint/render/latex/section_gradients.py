@@ -58,6 +58,39 @@ class GradientSections(UnitWriter):
             out.append("For reference, the loss:\n" + b.render())
         return "".join(out)
 
+    def second_gradients(self) -> str:
+        """The gradients of a pass from a ``root:`` that reads an earlier pass's create_graph gradients:
+        PyTorch's values, without the hook-free chain rule of the loss (whose multipliers are not this
+        root's: the second-order section above derives this pass)."""
+        u = self.u
+        out = [self.heading("Final gradients", "gradients")]
+        if u.method == "grad":
+            out.append("The backward pass is \\texttt{torch.autograd.grad}: it returns the gradients below and "
+                       "leaves every \\texttt{.grad} untouched.\n\n")
+        out.append("They are derivatives of this pass's root, not of the loss: the second-order derivation above "
+                   "gives them (\\emph{What this pass returns}).\n\n")
+        for g in u.gradients:
+            label = f"\\texttt{{torch.autograd.grad}} for {code(g.name)}" if g.returned else code(g.name + ".grad")
+            out.append(f"\\subsubsection*{{{label}}}\n")
+            if g.var is None:
+                continue
+            what = "PyTorch returns" if g.returned else "PyTorch stores"
+            if g.value is None:
+                out.append(f"{what} \\texttt{{None}}: {self._none_reason(g)}\n\n")
+                continue
+            b = Block()
+            stored = f"\\text{{returned}}_{{{mcode(g.name)}}}" if g.returned else mcode(g.name + ".grad")
+            if g.before is not None:
+                self.value_rows(b, "\\text{added}", g.added, [], exact=True)
+                self.value_rows(b, stored, g.value, [f"{self.paren(self.value(g.before, 12) or mcode('before'))} + "
+                                                     "\\text{added}"], exact=True)
+                out.append(f"{code(g.name + '.grad')} already held a gradient from an earlier backward pass, and "
+                           "PyTorch adds this pass's to it:\n" + b.render())
+                continue
+            self.value_rows(b, stored, g.value, [], exact=True)
+            out.append(f"{what}:\n" + b.render())
+        return "".join(out)
+
     def _gradient(self, g: Gradient) -> str:
         u = self.u
         label = f"\\texttt{{torch.autograd.grad}} for {code(g.name)}" if g.returned else code(g.name + ".grad")
