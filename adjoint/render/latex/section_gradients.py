@@ -11,6 +11,11 @@ from adjoint.render.latex.text import code, esc, mcode
 from adjoint.render.latex.writer import UnitWriter
 
 
+_REDUCED = ("The \\texttt{.grad} of this pass are not compared: DistributedDataParallel replaced each by the "
+            "ranks' reduced gradient when the pass ended (see \\emph{Final gradients}), so they differ from this "
+            "rank's hook-free derivation by that reduction as well as by the hooks.\n\n")
+
+
 class GradientSections(UnitWriter):
     """What the hooks changed, the final gradients, and the notes."""
 
@@ -18,13 +23,19 @@ class GradientSections(UnitWriter):
     def effects(self) -> str:
         u = self.u
         changed = []
+        reduced = u.backward_number in getattr(self.vd, "reduced_passes", ())
         for ch in u.changes:
+            if reduced and ch.name is not None:   # DDP replaced .grad by the ranks' reduction: not the hooks' doing
+                continue
             if ch.name is None:
                 k = self.index(ch.var)
                 changed.append((f"\\lambda_{{{k}}}", f"\\tilde\\lambda_{{{k}}}", ch))
             else:
                 changed.append((self.dfrac("\\ell", self.wrt(ch.var)), mcode(ch.name + ".grad"), ch))
         if not changed:
+            if reduced and u.any_backward_return:
+                return (self.heading("What the hooks changed") + "No multiplier of this rank differs from the "
+                        "hook-free derivation. " + _REDUCED)
             if u.any_backward_return:
                 return (self.heading("What the hooks changed") + "Nothing: no gradient differs from the hook-free "
                         "derivation.\n\n")
@@ -38,7 +49,9 @@ class GradientSections(UnitWriter):
             segs = [f"{self.P.elem(ch.ratio)}\\,{pure_name}"] if ch.ratio is not None else []
             self.value_rows(b, actual_name, ch.actual, segs, tail="\\quad\\text{with the hooks}")
         out.append(b.render())
-        if u.unchanged:
+        if reduced:
+            out.append(_REDUCED)
+        elif u.unchanged:
             out.append("Unchanged: " + ", ".join(code(n + ".grad") for n in u.unchanged)
                        + " (no changed gradient flows into them).\n\n")
         return "".join(out)
