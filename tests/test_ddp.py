@@ -874,3 +874,24 @@ def test_every_rank_has_its_constructors_warnings():
     for rank in _ranks(os.path.join(HERE, "ddp", "constructor_warnings.yaml")):
         got = [(w["category"], w["message"], w["during"]) for w in rank["warnings"]]
         assert got[:2] == want
+
+
+def test_latex_does_not_call_the_reduction_a_hooks_change():
+    """problems/ddp.yaml's hooks only observe (they return None and write nothing), so by hand: rank 0's
+    hidden.bias gradient is dL/dy * out.weight (ReLU passes both) = -1.75 * [1, -0.5] = [-1.75, 0.875],
+    rank 1's 1.5 * [1, -0.5] = [1.5, -0.75], and the .grad DDP writes is their average [-0.125, 0.0625].
+    That difference from rank 0's hook-free gradient is the reduction, not a hook: the document's "What
+    the hooks changed" must not list the reduced .grad "with the hooks" (it did: 1/14 of it)."""
+    from adjoint.render.latex import render_document
+
+    text = open(DDP, encoding="utf-8").read()
+    assert "returns:" not in text and "does:" not in text            # observing hooks only
+    pred = adjoint.load(DDP).solve()
+    tex = render_document(pred)
+    first = tex.split("\\subsection{Backward pass 1: what the hooks changed}")[1].split("\\subsection{", 1)[0]
+    assert "with the hooks" not in first and "\\frac{1}{14}" not in first
+    assert "reduced gradient" in first
+    grads = tex.split("\\subsection{Backward pass 1: gradients}")[1].split("\\subsection{", 1)[0]
+    block = grads.split("\\texttt{hidden.\\allowbreak{}bias.\\allowbreak{}grad}")[1]
+    assert "\\begin{bmatrix}-1.75 & 0.875\\end{bmatrix}" in block        # rank 0's own, without hooks
+    assert "\\begin{bmatrix}-0.125 & 0.0625\\end{bmatrix}" in block      # the average DDP stores

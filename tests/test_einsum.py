@@ -48,6 +48,12 @@ CASES = [
     ("...ij,...jk->...ik", (2, 2, 3), (3, 2)),
     ("bij,bjk", (1, 2, 3), (2, 3, 2)),   # a size-1 batch broadcasts
     ("ba,ca->bc", (2, 3), (2, 3)),
+    # the right operand's output dims all before the left's: sumproduct_pair swaps the operands
+    # (swap_lo_ro), so bmm's first operand is the right one; size-1 dims both have count as ro
+    ("ij,jk->ki", (2, 3), (3, 2)),
+    ("bij,bjk->bki", (2, 2, 3), (2, 3, 2)),
+    ("bhqd,d->bhq", (1, 1, 3, 2), (2,)),
+    ("bhqd,hd->bhq", (1, 2, 3, 2), (2, 2)),
 ]
 
 

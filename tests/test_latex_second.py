@@ -189,3 +189,26 @@ def test_failed_create_graph_pass_typesets():
     with pytest.raises(RuntimeError) as err:
         torch.autograd.grad(loss, [c, w], create_graph=True)
     assert str(err.value).split(".")[0] in tex
+
+
+def test_second_pass_gradients_are_not_compared_with_the_loss():
+    """Variant hvp has no hook: PyTorch's second pass returns H v and the mixed derivative because its
+    root is sum(gw * v), not because a hook changed anything. The pass's gradients are PyTorch's
+    values (checked against torch here), with no "without hooks" chain rule of the loss beside them
+    and no "What the hooks changed" (the loss's multipliers are not this root's)."""
+    tex = _tex(HV)
+    hvp = tex[tex.index("\\section{Variant \\texttt{hvp}}"):tex.index("\\section{Variant \\texttt{observed}}")]
+    second = hvp[hvp.index("\\subsection{Backward pass 2: second order}"):]
+    assert "What the hooks changed" not in second and "with the hooks" not in second
+    assert "Without hooks" not in second and "because hooks changed" not in second
+    x = torch.tensor([[0.3, -0.5, 0.2]], dtype=torch.float64, requires_grad=True)
+    lin = torch.nn.Linear(3, 2).double()
+    with torch.no_grad():
+        lin.weight.copy_(torch.tensor([[0.1, 0.2, -0.3], [0.4, -0.1, 0.5]], dtype=torch.float64))
+        lin.bias.copy_(torch.tensor([0.1, -0.2], dtype=torch.float64))
+    v = torch.tensor([[1.0, 0, 0], [0, 1, -1]], dtype=torch.float64)
+    gw, = torch.autograd.grad((torch.tanh(lin(x)) ** 2).sum(), [lin.weight], create_graph=True)
+    hv, hx = torch.autograd.grad((gw * v).sum(), [lin.weight, x], allow_unused=True)
+    grads = second[second.index("\\subsection{Backward pass 2: gradients}"):]
+    _close(_row(grads, "\\text{returned}_{\\mathtt{lin.weight}}"), hv)
+    _close(_row(grads, "\\text{returned}_{\\mathtt{x}}"), hx)

@@ -483,8 +483,9 @@ class UnitBuilder:
             # its inputs): its adjoints are what a watching full backward hook was handed, not the
             # tensor's whole gradient (adjoint.engine.observer)
             watched = bd.callid in self.run.observed
-            inputs = [BoundaryInput(x, gi, self.ident(x, gi, strict=True) if gi is not None and not watched else None)
-                      for x, gi in zip(call.args, bd.grad_input)]
+            requires = tuple(bd.requires) + (False,) * (len(bd.grad_input) - len(bd.requires))
+            inputs = [BoundaryInput(x, gi, self.ident(x, gi, strict=True) if gi is not None and not watched else None,
+                                    req) for x, gi, req in zip(call.args, bd.grad_input, requires)]
             outputs = [BoundaryInput(o, g, self._output_ident(o, g, watched) if g is not None else None)
                        for o, g in zip(call.outs, bd.grad_output)] if len(call.outs) > 1 else []
             unit.boundaries.append(Boundary(bd.callid, bd.type, call.index, go,

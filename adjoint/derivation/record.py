@@ -270,6 +270,7 @@ class BoundaryInput:
     var: int
     value: Exact | None
     ident: Ident | None
+    requires: bool = True            # the input requires grad (a None value: then no gradient reaches it)
 
 
 @dataclass

@@ -21,6 +21,9 @@ from adjoint.values.shown import signed_floats, underflow_decimals
 #: the tensor types of the three answer modes (exact, --float64, --structure)
 TENSORS = (Exact, F64, Shaped)
 
+#: floating dtypes: a value of one that is not the problem's own is recorded with its dtype (``Typed``)
+FLOATS = ("float16", "bfloat16", "float32", "float64")
+
 DIGITS = 7
 MAX_SHOWN = 12
 FIRST = 6          # elements shown of a larger tensor
@@ -98,6 +101,8 @@ def value(x, exact: bool = False) -> str:
         return complex_tensor(x, exact)
     if isinstance(x, Typed) and x.dtype in ("complex64", "complex128"):
         return complex_tensor(x.value, exact)
+    if isinstance(x, Typed) and x.dtype in FLOATS:   # a float tensor not of the problem's dtype (a hook's .double())
+        return f"{tensor(x.value, exact)} ({x.dtype})"
     if isinstance(x, Typed):   # an int64 or bool tensor: its integers (True / False), as PyTorch prints them
         elements = x.elements()
         return tensor(x.value) if elements is None else _nested(elements, str)

@@ -15,6 +15,9 @@
   together it is ``mul``; else both are permuted and reshaped (``at::reshape``: ``view`` or
   ``_reshape_alias``) to ``[batch, rows, inner]`` / ``[batch, inner, cols]``, ``bmm``'d, the
   product ``view``'d and ``permute``'d back, and the contraction dims dropped by a last ``view``.
+  When every output dim only the right operand has comes before every one only the left has
+  (``swap_lo_ro``; a size-1 dim of both counts as the right's), the two are swapped first, so
+  ``bmm``'s first operand is the right one.
 * One operand with contraction labels is ``sum`` over them (SumBackward1).
 
 Not modelled, refused: a label repeated in one operand (``'ii->i'``: ATen takes a ``diagonal``
@@ -232,6 +235,8 @@ def _sumproduct_pair(rt, left, right, sum_dims: list[int], loc: Loc):
         else:
             ro.append(i)
             ro_size *= right.shape[i]
+    if lo and ro and ro[-1] < lo[0]:   # swap_lo_ro: bmm then makes the output's own order (2.x)
+        left, right, lo, ro, lo_size, ro_size = right, left, ro, lo, ro_size, lo_size
     out_size = ([left.shape[d] for d in lro] + [left.shape[d] for d in lo] + [1] * len(sum_dims)
                 + [right.shape[d] for d in ro])
     lperm = lro + lo + sum_dims + ro

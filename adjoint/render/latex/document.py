@@ -226,7 +226,10 @@ def _stepped(v, shared: dict, many: bool, figure: str) -> str:
         if not u.failed and not second:
             out.append(_once(shared, "boundaries", w.boundaries(), w.heading("Module boundaries"), here))
         out.append(w.hook_calls(u.backward_calls))
-        if not u.failed:
+        if not u.failed and second:   # the hook-free derivation is the loss's, not this root's: no comparison
+            out.append(_once(shared, "gradients", w.second_gradients(), w.heading("Final gradients", "gradients"),
+                             here))
+        elif not u.failed:
             out.append(w.effects())
             out.append(_once(shared, "gradients", w.gradients(), w.heading("Final gradients", "gradients"), here))
     if v.error is not None:

@@ -11,6 +11,11 @@ from adjoint.render.latex.text import code, esc, mcode
 from adjoint.render.latex.writer import UnitWriter
 
 
+_REDUCED = ("The \\texttt{.grad} of this pass are not compared: DistributedDataParallel replaced each by the "
+            "ranks' reduced gradient when the pass ended (see \\emph{Final gradients}), so they differ from this "
+            "rank's hook-free derivation by that reduction as well as by the hooks.\n\n")
+
+
 class GradientSections(UnitWriter):
     """What the hooks changed, the final gradients, and the notes."""
 
@@ -18,13 +23,19 @@ class GradientSections(UnitWriter):
     def effects(self) -> str:
         u = self.u
         changed = []
+        reduced = u.backward_number in getattr(self.vd, "reduced_passes", ())
         for ch in u.changes:
+            if reduced and ch.name is not None:   # DDP replaced .grad by the ranks' reduction: not the hooks' doing
+                continue
             if ch.name is None:
                 k = self.index(ch.var)
                 changed.append((f"\\lambda_{{{k}}}", f"\\tilde\\lambda_{{{k}}}", ch))
             else:
                 changed.append((self.dfrac("\\ell", self.wrt(ch.var)), mcode(ch.name + ".grad"), ch))
         if not changed:
+            if reduced and u.any_backward_return:
+                return (self.heading("What the hooks changed") + "No multiplier of this rank differs from the "
+                        "hook-free derivation. " + _REDUCED)
             if u.any_backward_return:
                 return (self.heading("What the hooks changed") + "Nothing: no gradient differs from the hook-free "
                         "derivation.\n\n")
@@ -38,7 +49,9 @@ class GradientSections(UnitWriter):
             segs = [f"{self.P.elem(ch.ratio)}\\,{pure_name}"] if ch.ratio is not None else []
             self.value_rows(b, actual_name, ch.actual, segs, tail="\\quad\\text{with the hooks}")
         out.append(b.render())
-        if u.unchanged:
+        if reduced:
+            out.append(_REDUCED)
+        elif u.unchanged:
             out.append("Unchanged: " + ", ".join(code(n + ".grad") for n in u.unchanged)
                        + " (no changed gradient flows into them).\n\n")
         return "".join(out)
@@ -56,6 +69,39 @@ class GradientSections(UnitWriter):
             b = Block()
             self.value_rows(b, "\\ell", u.loss, [], exact=True)
             out.append("For reference, the loss:\n" + b.render())
+        return "".join(out)
+
+    def second_gradients(self) -> str:
+        """The gradients of a pass from a ``root:`` that reads an earlier pass's create_graph gradients:
+        PyTorch's values, without the hook-free chain rule of the loss (whose multipliers are not this
+        root's: the second-order section above derives this pass)."""
+        u = self.u
+        out = [self.heading("Final gradients", "gradients")]
+        if u.method == "grad":
+            out.append("The backward pass is \\texttt{torch.autograd.grad}: it returns the gradients below and "
+                       "leaves every \\texttt{.grad} untouched.\n\n")
+        out.append("They are derivatives of this pass's root, not of the loss: the second-order derivation above "
+                   "gives them (\\emph{What this pass returns}).\n\n")
+        for g in u.gradients:
+            label = f"\\texttt{{torch.autograd.grad}} for {code(g.name)}" if g.returned else code(g.name + ".grad")
+            out.append(f"\\subsubsection*{{{label}}}\n")
+            if g.var is None:
+                continue
+            what = "PyTorch returns" if g.returned else "PyTorch stores"
+            if g.value is None:
+                out.append(f"{what} \\texttt{{None}}: {self._none_reason(g)}\n\n")
+                continue
+            b = Block()
+            stored = f"\\text{{returned}}_{{{mcode(g.name)}}}" if g.returned else mcode(g.name + ".grad")
+            if g.before is not None:
+                self.value_rows(b, "\\text{added}", g.added, [], exact=True)
+                self.value_rows(b, stored, g.value, [f"{self.paren(self.value(g.before, 12) or mcode('before'))} + "
+                                                     "\\text{added}"], exact=True)
+                out.append(f"{code(g.name + '.grad')} already held a gradient from an earlier backward pass, and "
+                           "PyTorch adds this pass's to it:\n" + b.render())
+                continue
+            self.value_rows(b, stored, g.value, [], exact=True)
+            out.append(f"{what}:\n" + b.render())
         return "".join(out)
 
     def _gradient(self, g: Gradient) -> str:
@@ -144,7 +190,9 @@ class GradientSections(UnitWriter):
         if g.none_reason == "inputs":
             return ("\\texttt{backward(inputs=...)} accumulates only into "
                     + ", ".join(code(n) for n in self.u.backward_inputs) + ".")
-        return "no gradient reaches it (it does not influence the loss, or a hook returned \\texttt{None} for it)."
+        return ("no gradient reaches it (it does not influence the loss, or PyTorch recorded no node for its use: "
+                "under \\texttt{no\\_grad} or \\texttt{set\\_grad\\_enabled(False)}, or after \\texttt{detach()}; or a "
+                "hook returned \\texttt{None} for it).")
 
     # ---- notes -------------------------------------------------------------------------
     def notes(self) -> str:

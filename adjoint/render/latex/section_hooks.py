@@ -137,8 +137,11 @@ class HookSections(UnitWriter):
                     self.value_rows(b, lhs, value, [self.ident(ident)])
             for i, inp in enumerate(bd.inputs):
                 lhs = f"{mcode('grad_input')}[{i}]"
-                if inp.value is None:
+                if inp.value is None and not inp.requires:
                     b.eq(lhs, f"\\mathrm{{None}}\\quad\\text{{(}}{self.sym(inp.var)}\\text{{ does not require grad)}}")
+                    continue
+                if inp.value is None:   # it requires grad, but no path from the module's output reaches it
+                    b.eq(lhs, "\\mathrm{None}\\quad\\text{(no gradient reaches it from the output)}")
                     continue
                 segs = [f"J_{{\\mathrm{{{_tex_escape_name(bd.callid)}}}}}^{{\\top}}\\,{mcode('grad_output')}"]
                 ident = self.ident(inp.ident)
