@@ -68,20 +68,19 @@ def lower_logsumexp(rt, a, loc):
     return rt.apply("logsumexp", [x], (reduce_dims(x, dim, loc), keepdim), loc)
 
 
-def lower_cumsum(rt, a, loc):
-    x = a["input"]
-    if a["dtype"] is not None:
-        raise ProblemError(loc, "cumsum(dtype=...) is not modelled yet; leave dtype out")
-    _float_input(x, loc, "cumsum")
-    return rt.apply("cumsum", [x], dim_index(a["dim"], len(x.shape), loc), loc)
+def _lower_scan(name: str):
+    """``torch.cumsum`` / ``torch.cumprod`` (``dim``; ``dtype=`` refused): one op of that name."""
+    def lower(rt, a, loc):
+        x = a["input"]
+        if a["dtype"] is not None:
+            raise ProblemError(loc, f"{name}(dtype=...) is not modelled yet; leave dtype out")
+        _float_input(x, loc, name)
+        return rt.apply(name, [x], dim_index(a["dim"], len(x.shape), loc), loc)
+    return lower
 
 
-def lower_cumprod(rt, a, loc):
-    x = a["input"]
-    if a["dtype"] is not None:
-        raise ProblemError(loc, "cumprod(dtype=...) is not modelled yet; leave dtype out")
-    _float_input(x, loc, "cumprod")
-    return rt.apply("cumprod", [x], dim_index(a["dim"], len(x.shape), loc), loc)
+lower_cumsum = _lower_scan("cumsum")
+lower_cumprod = _lower_scan("cumprod")
 
 
 def lower_flip_function(rt, a, loc):
