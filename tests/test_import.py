@@ -185,13 +185,13 @@ import torch
 from torch import nn
 
 
-class UsesCumprod(nn.Module):
+class UsesAtan2(nn.Module):
     def __init__(self):
         super().__init__()
         self.fc = nn.Linear(2, 2)
 
     def forward(self, x):
-        return torch.cumprod(self.fc(x), dim=1)
+        return torch.atan2(self.fc(x), x)
 
 
 class HasLSTM(nn.Module):
@@ -206,14 +206,14 @@ class HasLSTM(nn.Module):
 class Grandchild(nn.Module):
     def __init__(self):
         super().__init__()
-        self.inner = UsesCumprod()
+        self.inner = UsesAtan2()
 
     def forward(self, x):
         return self.inner.fc(x)
 
 
-def cumprod():
-    return UsesCumprod()
+def atan2():
+    return UsesAtan2()
 
 
 def lstm():
@@ -230,7 +230,7 @@ def broken():
 
 
 @pytest.mark.parametrize("factory, line, words", [
-    ("cumprod", 11, "calls torch.cumprod, which adjoint does not model"),
+    ("atan2", 11, "calls torch.atan2, which adjoint does not model"),
     ("lstm", 20, "module 'rnn' is torch.nn.PReLU, which adjoint does not model"),
     ("grandchild", 29, "calls 'inner.fc' directly, which is not one of its own children"),
     ("broken", 45, "broken() raised ValueError: no weights file"),

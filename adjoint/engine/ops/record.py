@@ -28,7 +28,9 @@ class Check:
     for inputs held at fixed values (integer indices); ``fixed``: values of non-differentiable
     inputs after the ``shapes`` ones (nested tuples). ``differences``: the op is piecewise
     linear in each input (max pooling selects): its Jacobian is taken by exact differences at
-    the point, not by SymPy."""
+    the point, not by SymPy. ``slope``: the CPU kernel's backward multiplies by a rounded
+    constant where the derivative has an exact one (hardsigmoid's ``1.0f / 6.0f`` for 1/6): the
+    VJP must equal ``slope`` times J^T g."""
 
     shapes: tuple[tuple[int, ...] | None, ...]
     params: object = None
@@ -36,6 +38,7 @@ class Check:
     given: tuple = ()
     fixed: tuple = ()
     differences: bool = False
+    slope: object = None
 
 
 @dataclass(frozen=True)
