@@ -182,3 +182,17 @@ def import_and_verify(model: str, specs: list[str], loss: str, out: str, origin:
     assert verify.run([out], None, False, False, None, lines.append, origin=origin) == 0, "\n".join(lines)
     assert lines[-1].startswith("OK: 1 problem")
     return text
+
+
+def assert_error_or_grads(out: dict, expected: tuple, names=("x", "w")) -> None:
+    """A variant's answer ``out`` against what a torch run returned: ``(error type, message)``,
+    raised during the backward, or the ``.grad`` values of ``names`` in order."""
+    import numpy as np
+
+    if isinstance(expected[0], str):
+        assert (out["error"]["type"], out["error"]["message"]) == expected
+        assert out["error"]["during"] == "backward"
+    else:
+        assert "error" not in out
+        for name, values in zip(names, expected):
+            np.testing.assert_allclose(out["grads"][name]["value"], values, rtol=1e-12)

@@ -817,7 +817,7 @@ def run_ranks(problem, name: str, make_backend) -> list[VariantRun]:
         r.order_source = reducers[0]
     steps = runs[0].steps
     variant = runs[0].variant
-    later = {i for s in steps if s.kind == "register" for i in s.hooks}
+    later = variant.registered_later()
     hook = spec.comm_hook
     if not any(d.requires_grad for m in problem.model.walk() for d in m.params):
         for run in runs:   # DistributedDataParallel(model) itself raises, on every rank

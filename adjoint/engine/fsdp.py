@@ -341,7 +341,7 @@ def run_fsdp_ranks(problem, name: str, make_backend) -> list:
     ranks = [FSDPRank(spec, run, rank) for rank, run in enumerate(runs)]
     steps = runs[0].steps
     variant = runs[0].variant
-    later = {i for s in steps if s.kind == "register" for i in s.hooks}
+    later = variant.registered_later()
     for run in runs:
         for hook in variant.hooks:
             if hook.when == "before_forward" and hook.index not in later:

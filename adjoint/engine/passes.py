@@ -165,8 +165,7 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
     run = VariantRun(problem, variant, rt, model, stepped=variant.steps is not None, reg=reg)
     steps = variant.steps if variant.steps is not None else tuple(Step(k, variant.loc) for k in DEFAULT_STEPS)
     run.steps = tuple(steps)
-    # hooks a register step names, or another hook's registers:, are not registered at the start
-    later = {i for s in steps if s.kind == "register" for i in s.hooks} | {i for h in variant.hooks for i in h.registers}
+    later = variant.registered_later()
     try:
         for hook in variant.hooks:
             if hook.when == "before_forward" and hook.index not in later:

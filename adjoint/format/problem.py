@@ -314,6 +314,12 @@ class Variant:
     steps: tuple[Step, ...] | None = None   # None: v1's one forward and one backward
     description: str = ""
 
+    def registered_later(self) -> set[int]:
+        """The hooks not registered before the first forward: those a ``register`` step names and
+        those another hook's ``registers:`` names (both sides, adjoint's and verify's, read this)."""
+        return {i for s in self.steps or () if s.kind == "register" for i in s.hooks} | \
+            {i for h in self.hooks for i in h.registers}
+
 
 @dataclass(frozen=True)
 class Origin:

@@ -604,9 +604,7 @@ def run_steps(s: Session, steps, passes: list, in_step=None, pass_extras: bool =
     calls, grads and ``leaf_values`` (a DDP or FSDP rank's passes do not: a rank's answer has no
     ``returned``)."""
     hooks = s.v.hooks
-    # hooks a register step names, or another hook's registers:, are not registered at the start
-    later = {i for step in steps if step.kind == "register" for i in step.hooks} | \
-        {i for hook in hooks for i in hook.registers}
+    later = s.v.registered_later()
     s.phase = "register"
     try:
         for hook in hooks:

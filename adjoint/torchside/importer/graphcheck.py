@@ -53,8 +53,7 @@ def signature(outputs, leaf_names: dict[int, str]) -> list[tuple[str, tuple]]:
 def file_graph(problem: Problem, decl: Variant, dtype: str):
     from adjoint.torchside.run import Session
     s = Session(problem, decl, dtype)
-    later = {i for step in (decl.steps or ()) if step.kind == "register" for i in step.hooks} | \
-        {i for hook in decl.hooks for i in hook.registers}
+    later = decl.registered_later()
     try:
         for hook in decl.hooks:      # registered before the forward, as run_steps does
             if hook.when == "before_forward" and hook.index not in later:
