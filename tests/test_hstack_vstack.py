@@ -13,7 +13,7 @@ from conftest import require_torch
 
 torch = require_torch()
 
-import adjoint  # noqa: E402
+import glue_harness as glue  # noqa: E402
 
 X = [[1, 2, 3], [4, 5, -6]]
 
@@ -70,29 +70,22 @@ def _torch(func, build, view_hook):
     try:
         o = getattr(torch, func)((a, b))
     except RuntimeError as exc:
-        return (type(exc).__name__, str(exc))
+        return glue.raised(exc)
     chain = _chain(o.grad_fn)
     for t, label in ((o, "on_o"), (a, "on_a"), (b, "on_b")):
         t.register_hook(lambda g, label=label: calls[label].append(g.tolist()))
-    if view_hook:
-        a.register_hook(lambda g: (g.view(-1), None)[1])
+    a.register_hook(glue.h_hook(view_hook))
     try:
         ((o * o * o).sum() + (o * o).view(-1)[0]).backward()
     except RuntimeError as exc:
-        return (type(exc).__name__, str(exc))
+        return glue.raised(exc)
     return x.grad.tolist(), calls, chain[0], list(o.shape)
 
 
 def _solve(func, piece_a, piece_b, does):
-    text = (TEXT.replace("VALUE", str(X)).replace("PIECE_A", piece_a).replace("PIECE_B", piece_b)
-            .replace("FUNC", "torch." + func).replace("DOES", does))
-    got = adjoint.loads(text).solve().to_json()["variants"]["default"]
-    if got.get("error"):
-        return (got["error"]["type"], got["error"]["message"])
-    calls = {"on_o": [], "on_a": [], "on_b": []}
-    for c in got["hook_calls"]:
-        calls[c["label"]].append(c["args"]["grad"]["value"])
-    return got["grads"]["x"]["value"], calls, got["values"]["o"]["grad_fn"], got["values"]["o"]["shape"]
+    got = glue.solve(glue.fill(TEXT, VALUE=X, PIECE_A=piece_a, PIECE_B=piece_b, FUNC="torch." + func, DOES=does))
+    return glue.error(got) or (got["grads"]["x"]["value"], {k: glue.hook_grads(got, k) for k in ("on_o", "on_a", "on_b")},
+                               got["values"]["o"]["grad_fn"], got["values"]["o"]["shape"])
 
 
 @pytest.mark.parametrize("view_hook", [False, True])
@@ -101,7 +94,7 @@ def _solve(func, piece_a, piece_b, does):
 def test_stacks_match_torch(func, pieces, view_hook):
     piece_a, piece_b, build = PIECES[pieces]
     want = _torch(func, build, view_hook)
-    got = _solve(func, piece_a, piece_b, "v = grad.view(-1)" if view_hook else "v = grad * 1")
+    got = _solve(func, piece_a, piece_b, glue.does(view_hook))
     assert got == want
 
 
@@ -129,7 +122,7 @@ def test_the_nodes_before_the_cat_are_torchs(func, pieces):
                     for k in range(len(nodes)))
     text = ("name: one\ndtype: float64\ninputs:\n  x: {value: %s, requires_grad: true}\nmodel:\n  forward: |\n"
             "    h = x * 2\n    a = %s\n    o = torch.%s((a,))\n    return (o * o).sum()\nloss: \"y\"\nhooks:\n%s")
-    got = adjoint.loads(text % (X, piece_a, func, hooks)).solve().to_json()["variants"]["default"]
+    got = glue.solve(text % (X, piece_a, func, hooks))
     assert got["values"]["o"]["grad_fn"] == type(nodes[0]).__name__
     assert [(int(c["label"][1:]), [g["value"] for g in c["args"]["grad_outputs"]]) for c in got["hook_calls"]] == seen
 
@@ -140,5 +133,4 @@ def test_an_empty_list_is_pytorchs_error(func):
         getattr(torch, func)([])
     text = ("name: one\ndtype: float64\ninputs:\n  x: {value: %s, requires_grad: true}\nmodel:\n  forward: |\n"
             "    o = torch.%s([])\n    return x.sum()\nloss: \"y\"\n") % (X, func)
-    got = adjoint.loads(text).solve().to_json()["variants"]["default"]
-    assert (got["error"]["type"], got["error"]["message"]) == ("RuntimeError", str(exc.value))
+    assert glue.error(glue.solve(text)) == glue.raised(exc.value)

@@ -14,7 +14,7 @@ from conftest import require_torch
 
 torch = require_torch()
 
-import adjoint  # noqa: E402
+import glue_harness as glue  # noqa: E402
 
 X = [[1, 2, 3], [4, 5, -6]]
 
@@ -58,25 +58,24 @@ CASES = {
 def _torch(build, mask, mdtype, view_hook):
     x = torch.tensor(X, dtype=torch.float64, requires_grad=True)
     h = x * 2
-    h.register_hook((lambda g: (g.view(-1), None)[1]) if view_hook else (lambda g: None))
+    h.register_hook(glue.h_hook(view_hook))
     calls = []
     try:
         o = build(h, torch.tensor(mask, dtype=getattr(torch, mdtype)))
         o.register_hook(lambda g: calls.append(g.tolist()))
         ((o * o * o).sum() + o[0] * 3).backward()
     except RuntimeError as exc:
-        return (type(exc).__name__, str(exc))
+        return glue.raised(exc)
     return x.grad.tolist(), calls, type(o.grad_fn).__name__
 
 
+def _text(expr, mask, mdtype, does):
+    return glue.fill(TEXT, XVALUE=X, MVALUE=str(mask).lower(), MDTYPE=mdtype, FORWARD=expr, DOES=does)
+
+
 def _solve(expr, mask, mdtype, does):
-    text = (TEXT.replace("XVALUE", str(X)).replace("MVALUE", str(mask).lower()).replace("MDTYPE", mdtype)
-            .replace("FORWARD", expr).replace("DOES", does))
-    got = adjoint.loads(text).solve().to_json()["variants"]["default"]
-    if got.get("error"):
-        return (got["error"]["type"], got["error"]["message"])
-    return (got["grads"]["x"]["value"], [c["args"]["grad"]["value"] for c in got["hook_calls"] if c["label"] == "on_o"],
-            got["values"]["o"]["grad_fn"])
+    got = glue.solve(_text(expr, mask, mdtype, does))
+    return glue.error(got) or (got["grads"]["x"]["value"], glue.hook_grads(got, "on_o"), got["values"]["o"]["grad_fn"])
 
 
 @pytest.mark.parametrize("view_hook", [False, True])
@@ -84,8 +83,7 @@ def _solve(expr, mask, mdtype, does):
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_masked_select_matches_torch(case, mask, view_hook):
     expr, build = CASES[case]
-    does = "v = grad.view(-1)" if view_hook else "v = grad * 1"
-    assert _solve(expr, MASKS[mask], "bool", does) == _torch(build, MASKS[mask], "bool", view_hook)
+    assert _solve(expr, MASKS[mask], "bool", glue.does(view_hook)) == _torch(build, MASKS[mask], "bool", view_hook)
 
 
 def test_a_transposed_selves_gradient_keeps_its_layout():
@@ -97,19 +95,17 @@ def test_a_transposed_selves_gradient_keeps_its_layout():
     t.register_hook(lambda g: seen.append(g.stride()))
     t.masked_select(torch.tensor(MASKS["same"]).t()).sum().backward()
     assert seen == [(1, 3)]
-    text = TEXT.replace("XVALUE", str(X)).replace("MVALUE", str(MASKS["row"]).lower()).replace("MDTYPE", "bool") \
-        .replace("FORWARD", "h.t().masked_select(m.unsqueeze(1))").replace("DOES", "v = grad * 1") \
-        .replace("{tensor: o, label: on_o}", "{tensor: o, label: on_o}\n  - {tensor: t, label: on_t, does: \"v = grad.view(-1)\"}") \
-        .replace("o = h.t()", "t = h.t()\n    o = t")
-    text = text.replace("o = h.t().masked_select(m.unsqueeze(1))", "t = h.t()\n    o = t.masked_select(m.unsqueeze(1))")
-    got = adjoint.loads(text).solve().to_json()["variants"]["default"]
+    text = _text("t.masked_select(m.unsqueeze(1))", MASKS["row"], "bool", glue.PLAIN).replace(
+        "{tensor: o, label: on_o}", "{tensor: o, label: on_o}\n  - {tensor: t, label: on_t, does: \"%s\"}" % glue.VIEW).replace(
+        "o = t.", "t = h.t()\n    o = t.")
+    got = glue.solve(text)
     x = torch.tensor(X, dtype=torch.float64, requires_grad=True)
     t = (x * 2).t()
-    t.register_hook(lambda g: (g.view(-1), None)[1])
+    t.register_hook(glue.h_hook(True))
     o = t.masked_select(torch.tensor(MASKS["row"]).unsqueeze(1))
     with pytest.raises(RuntimeError) as exc:
         ((o * o * o).sum() + o[0] * 3).backward()
-    assert (got["error"]["type"], got["error"]["message"]) == ("RuntimeError", str(exc.value))
+    assert glue.error(got) == glue.raised(exc.value)
 
 
 ERRORS = {
@@ -124,4 +120,4 @@ def test_masked_select_errors_are_pytorchs(case):
     mask, mdtype = ERRORS[case]
     want = _torch(lambda h, m: h.masked_select(m), mask, mdtype, False)
     assert isinstance(want[0], str) and want[0] == "RuntimeError"
-    assert _solve("h.masked_select(m)", mask, mdtype, "v = grad * 1") == want
+    assert _solve("h.masked_select(m)", mask, mdtype, glue.PLAIN) == want

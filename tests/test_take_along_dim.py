@@ -12,7 +12,7 @@ from conftest import require_torch
 
 torch = require_torch()
 
-import adjoint  # noqa: E402
+import glue_harness as glue  # noqa: E402
 
 X = [[1, 2, 3], [4, 5, -6]]
 INDICES = {"same": [[0, 2, 2], [1, 0, 1]], "column": [[2], [0]], "row": [[1, 0, 2]], "flat": [5, 0, 3, 3],
@@ -54,7 +54,7 @@ CASES = {
 def _torch(build, ivalue, view_hook):
     x = torch.tensor(X, dtype=torch.float64, requires_grad=True)
     h = x * 2
-    h.register_hook((lambda g: (g.view(-1), None)[1]) if view_hook else (lambda g: None))
+    h.register_hook(glue.h_hook(view_hook))
     calls, below = [], []
     try:
         o = build(h, torch.tensor(ivalue, dtype=torch.float64 if "." in str(ivalue) else torch.int64))
@@ -63,20 +63,16 @@ def _torch(build, ivalue, view_hook):
         nxt.register_prehook(lambda g: below.append([t.tolist() for t in g]))
         ((o * o * o).sum() + (o * o).reshape(-1)[0]).backward()
     except (RuntimeError, IndexError) as exc:
-        return (type(exc).__name__, str(exc))
+        return glue.raised(exc)
     return x.grad.tolist(), calls, below, type(o.grad_fn).__name__
 
 
 def _solve(expr, ivalue, does):
     idtype = "float64" if isinstance(ivalue[0][0] if isinstance(ivalue[0], list) else ivalue[0], float) else "int64"
-    text = (TEXT.replace("IVALUE", str(ivalue)).replace("IDTYPE", idtype).replace("VALUE", str(X))
-            .replace("FORWARD", expr).replace("DOES", does))
-    got = adjoint.loads(text).solve().to_json()["variants"]["default"]
-    if got.get("error"):
-        return (got["error"]["type"], got["error"]["message"])
-    return (got["grads"]["x"]["value"], [c["args"]["grad"]["value"] for c in got["hook_calls"] if c["label"] == "on_o"],
-            [[g["value"] for g in c["args"]["grad_outputs"]] for c in got["hook_calls"] if c["label"] == "below"],
-            got["values"]["o"]["grad_fn"])
+    got = glue.solve(glue.fill(TEXT, IVALUE=ivalue, IDTYPE=idtype, VALUE=X, FORWARD=expr, DOES=does))
+    return glue.error(got) or (got["grads"]["x"]["value"], glue.hook_grads(got, "on_o"),
+                               [[g["value"] for g in c["args"]["grad_outputs"]] for c in got["hook_calls"]
+                                if c["label"] == "below"], got["values"]["o"]["grad_fn"])
 
 
 #: every index in range (PyTorch does not check the range here: tested below)
@@ -89,8 +85,7 @@ PAIRS = [(c, i) for c in sorted(CASES) for i in ("same", "column", "row", "flat"
 @pytest.mark.parametrize("case,indices", PAIRS)
 def test_take_along_dim_matches_torch(case, indices, view_hook):
     expr, build = CASES[case]
-    does = "v = grad.view(-1)" if view_hook else "v = grad * 1"
-    assert _solve(expr, INDICES[indices], does) == _torch(build, INDICES[indices], view_hook)
+    assert _solve(expr, INDICES[indices], glue.does(view_hook)) == _torch(build, INDICES[indices], view_hook)
 
 
 def test_an_out_of_range_index_is_refused():
@@ -98,4 +93,4 @@ def test_an_out_of_range_index_is_refused():
     torch.take_along_dim(torch.zeros(2, 3), torch.tensor(INDICES["out"]), dim=1)
     from adjoint.format.errors import ProblemError
     with pytest.raises(ProblemError):
-        _solve("torch.take_along_dim(h, i, dim=1)", INDICES["out"], "v = grad * 1")
+        _solve("torch.take_along_dim(h, i, dim=1)", INDICES["out"], glue.PLAIN)

@@ -11,7 +11,7 @@ from conftest import require_torch
 
 torch = require_torch()
 
-import adjoint  # noqa: E402
+import glue_harness as glue  # noqa: E402
 
 X = [[1, 2, 3], [4, 5, -6]]
 
@@ -50,31 +50,27 @@ CASES = {
 def _torch(build, view_hook):
     x = torch.tensor(X, dtype=torch.float64, requires_grad=True)
     h = x * 2
-    h.register_hook((lambda g: (g.view(-1), None)[1]) if view_hook else (lambda g: None))
+    h.register_hook(glue.h_hook(view_hook))
     calls = []
     try:
         o = build(h)
         o.register_hook(lambda g: calls.append(g.tolist()))
         ((o * o * o).sum() + (o * o).view(-1)[1]).backward()
     except RuntimeError as exc:
-        return (type(exc).__name__, str(exc))
+        return glue.raised(exc)
     return x.grad.tolist(), calls, type(o.grad_fn).__name__
 
 
 def _solve(expr, does):
-    got = adjoint.loads(TEXT.replace("VALUE", str(X)).replace("FORWARD", expr).replace("DOES", does)).solve()
-    got = got.to_json()["variants"]["default"]
-    if got.get("error"):
-        return (got["error"]["type"], got["error"]["message"])
-    return (got["grads"]["x"]["value"], [c["args"]["grad"]["value"] for c in got["hook_calls"] if c["label"] == "on_o"],
-            got["values"]["o"]["grad_fn"])
+    got = glue.solve(glue.fill(TEXT, VALUE=X, FORWARD=expr, DOES=does))
+    return glue.error(got) or (got["grads"]["x"]["value"], glue.hook_grads(got, "on_o"), got["values"]["o"]["grad_fn"])
 
 
 @pytest.mark.parametrize("view_hook", [False, True])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_tile_matches_torch(case, view_hook):
     expr, build = CASES[case]
-    assert _solve(expr, "v = grad.view(-1)" if view_hook else "v = grad * 1") == _torch(build, view_hook)
+    assert _solve(expr, glue.does(view_hook)) == _torch(build, view_hook)
 
 
 def test_a_lone_int_to_torch_tile_is_refused():
@@ -83,4 +79,4 @@ def test_a_lone_int_to_torch_tile_is_refused():
         torch.tile(torch.ones(2), 2)
     from adjoint.format.errors import ProblemError
     with pytest.raises(ProblemError):
-        _solve("torch.tile(h, 2)", "v = grad * 1")
+        _solve("torch.tile(h, 2)", glue.PLAIN)
