@@ -285,8 +285,9 @@ PROGRAM_REFUSALS = [
                                                   "write 'with no_grad():'"),
     ("with no_grad(), enable_grad():\n    h = x\nreturn h", "2:19: the forward: one context manager per with block; "
                                                             "nest them instead"),
-    ("with open('f'):\n    h = x\nreturn h", "2:8: the forward: only 'with no_grad():', 'with enable_grad():' and "
-                                             "'with set_grad_enabled(BOOL):' blocks are allowed (torch. prefix "
+    ("with open('f'):\n    h = x\nreturn h", "2:8: the forward: only 'with no_grad():', 'with enable_grad():', "
+                                             "'with set_grad_enabled(BOOL):' and 'with inference_mode():' blocks "
+                                             "are allowed (torch. prefix "
                                              "optional)"),
     ("with set_grad_enabled(x.requires_grad):\n    h = x\nreturn h",
      "2:8: the forward: set_grad_enabled takes one bool literal here, 'with set_grad_enabled(False):' or "
@@ -299,7 +300,8 @@ PROGRAM_REFUSALS = [
     ("*a, b = x\nreturn b", "2:3: the forward: starred assignment is not allowed; unpack into as many names as there "
                             "are values"),
     ("x.y = 2\nreturn x", "2:3: the forward: assigning to an attribute is not allowed; assign to a name, into a "
-                          "subscript (x[0] = v) or a leaf's .grad (t.grad = v)"),
+                          "subscript (x[0] = v), a leaf's .grad (t.grad = v) or a tensor's .requires_grad "
+                          "(t.requires_grad = False)"),
     ("x[0][1] = 2\nreturn x", "2:3: the forward: assign into a subscript of a name, as in 'x[0] = v'"),
     ("if x:\n    h = 1\nreturn h", "2:3: the forward: an if is not allowed; a forward holds assignments, calls, "
                                    "'with no_grad():' blocks and a final 'return expr'"),

@@ -288,7 +288,7 @@ class Analysis:
             env = dict(zip(slots_of(mod), ins))
             env["output"] = out_tree
             for a in mod.forward:
-                if isinstance(a, S.Assign):
+                if isinstance(a, S.Assign) and not isinstance(a.target, S.Attr):   # (t.requires_grad = flag binds nothing)
                     env[a.target.id] = expr_tree(a.value, env)
             if mod.function.save is not None:   # the formulas read saved[i]: ctx.save_for_backward's arguments
                 env["saved"] = TTuple(tuple(expr_tree(e, env) for e in mod.function.save))

@@ -17,6 +17,7 @@ from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.graph import Node, SavedVariable, Tensor
 from adjoint.engine.interpreter import EnvScope, Interp
 from adjoint.engine.ops import Save
+from adjoint.engine.inference import check_save
 from adjoint.engine.view_history import view_value
 from adjoint.values.strides import view_as_strides
 
@@ -109,6 +110,7 @@ def apply_function(rt, mod, args: list) -> Tensor:
                       id(v) in made and (made[id(v)].grad_fn is node or id(made[id(v)]) in rebased))
                      for v in save_values(rt, mod, plain, local, out)]
         for i, (t, is_output) in enumerate(saved):
+            check_save(t)   # ctx.save_for_backward of an inference tensor
             sv = SavedVariable(f"saved{i}", t, t.version.value, is_output, t.value)
             if rt.saved_hooks:
                 sv.hooks = rt.saved_hooks[-1]

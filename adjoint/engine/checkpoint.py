@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from adjoint.engine.graph import SavedVariable, Tensor
 from adjoint.engine.runtime import TorchError
+from adjoint.engine.inference import refuse_inside
 from adjoint.engine.saved_hooks import disabled
 from adjoint.engine import warns
 
@@ -247,6 +248,7 @@ def unexpected_keywords(rt, kwargs: dict) -> None:
 def run_checkpoint(run, child, args: list, kwargs: dict, loc):
     """``checkpoint(child, *args, **kwargs)`` in the forward pass ``run`` (forward._Pass)."""
     rt = run.rt
+    refuse_inside(rt, loc, "checkpoint")
     use_reentrant, early_stop = options(rt, kwargs, loc)
     if not use_reentrant and not rt.grad_enabled:   # _checkpoint_without_reentrant_generator: nothing to do
         return run.call_module(child, list(args), loc)
@@ -254,6 +256,7 @@ def run_checkpoint(run, child, args: list, kwargs: dict, loc):
     # a file cannot state: the region's dropout refuses it (adjoint.engine.bindings.norm.dropout)
     fresh = kwargs.get("preserve_rng_state") is False
     rt.fresh_rng += fresh
+    rt.checkpointing += 1   # (an inference_mode block inside the region is refused)
     try:
         if use_reentrant:
             from adjoint.engine.checkpoint_reentrant import run_reentrant
@@ -261,6 +264,7 @@ def run_checkpoint(run, child, args: list, kwargs: dict, loc):
         return _run_non_reentrant(run, child, args, early_stop, loc)
     finally:
         rt.fresh_rng -= fresh
+        rt.checkpointing -= 1
 
 
 def _run_non_reentrant(run, child, args: list, early_stop: bool, loc):

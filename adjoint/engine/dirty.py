@@ -107,7 +107,7 @@ def view_rules(t: Tensor, loc, name: str, n_outputs: int) -> None:
     a leaf that requires grad (else :func:`rebase_dirty_view`)."""
     if n_outputs > 1:
         raise TorchError("RuntimeError", VIEW_MULTI, "view_inplace")
-    if t.creation and t.creation[0] in ("custom", "multi", "no_grad"):
+    if t.creation and t.creation[0] in ("custom", "multi", "no_grad", "inference"):
         raise TorchError("RuntimeError", rebase_message(t, False), "view_inplace")
     if t.grad_base.is_leaf and t.grad_base.requires_grad:
         raise TorchError("RuntimeError", VIEW_OF_LEAF, "leaf_inplace")

@@ -36,6 +36,7 @@ from adjoint.engine import pyerrors
 from adjoint.engine import warns
 from adjoint.engine import saved_hooks
 from adjoint.engine.checkpoint import StopRecomputation, run_checkpoint
+from adjoint.engine.inference import refuse_inside
 from adjoint.engine.pylist import PyList, is_tuple, sequence_name
 from adjoint.engine.pyfloat import python_number
 from adjoint.engine.return_types import ReturnTuple
@@ -293,6 +294,11 @@ class _Pass:
             self.calls.append(call)
         rt.call_stack.append(call)
         try:
+            if mod.function is not None:   # a custom Function's apply inside inference_mode, or of an inference tensor
+                refuse_inside(rt, loc, "a custom autograd Function")
+                if any(isinstance(a, Tensor) and a.inference for a in args):
+                    raise ProblemError(loc, "a custom autograd Function handed an inference tensor (made inside 'with "
+                                            "inference_mode():') is not modelled; clone it first")
             if self.m.module_wrapper is not None and self.replay is None and not mod.plain:
                 args, kwargs = self.m.module_wrapper(self, mod, list(args), kwargs)
             own, glob = (self.m.hooks[label], self.m.global_hooks) if not mod.plain else (None, None)
@@ -558,6 +564,9 @@ class _Pass:
         tensors = [values[i] for i in idx]
         if not (self.rt.grad_enabled and any(t.requires_grad for t in tensors)):
             return values, None, None
+        if any(t.inference for t in tensors):   # BackwardHookFunction handed an inference tensor
+            raise ProblemError(loc, "a module's full backward hooks wrapping an inference tensor (made inside 'with "
+                                    "inference_mode():') are not modelled; clone it first")
         new, node = self.backward_hook_function(tensors)
         out = list(values)
         for i, t in zip(idx, new):

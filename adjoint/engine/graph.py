@@ -146,6 +146,8 @@ class Tensor:
                                      # derivation (its steps stay one cell deep), never a name of the file
     conj_bit: bool = False           # a complex tensor with the conjugate bit: z.conj() and every view of it
                                      # (a view, or detach(), keeps its source's bit; any other op resolves it)
+    inference: bool = False          # an inference tensor: made inside ``with inference_mode():`` (not a view
+                                     # of a normal tensor), or a view of one (adjoint.engine.inference)
     temporary: bool = False          # made and dropped inside one Python expression (x[0, 1]'s x[0]): it holds
                                      # no node once the expression is done (runtime.live_nodes)
 

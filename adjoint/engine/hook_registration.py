@@ -397,7 +397,7 @@ def check_register_hook_crash(hook, name: str, t: Tensor) -> None:
     """Tensor.register_hook on a stale view without a hook dict crashes PyTorch 2.13 -- unless
     the view may not be regenerated (a custom Function's or a multi-output op's, or one made
     under no_grad): reading its grad_fn then raises PyTorch's RuntimeError instead."""
-    if t.backward_hooks is None and stale(t) and not (t.creation and t.creation[0] in ("custom", "multi", "no_grad")):
+    if t.backward_hooks is None and stale(t) and not (t.creation and t.creation[0] in ("custom", "multi", "no_grad", "inference")):
         raise ProblemError(hook.loc, f"PyTorch 2.13 crashes (segmentation fault) registering this hook: "
                                      f"'{name}' is a view whose base was written in place after it "
                                      "was made, so reading its grad_fn makes a new one, and "

@@ -188,6 +188,8 @@ class HookInterp(Interp):
             raise ProblemError(e.loc, f"'{S.to_source(e)}': a named autograd view of this tensor exists; a write "
                                       "through .data moves no version counter in PyTorch, so that view keeps its "
                                       "grad_fn, which is not modelled; use .detach()")
+        if obj.inference:
+            raise ProblemError(e.loc, f"'{S.to_source(e)}': .data of an inference tensor is not modelled")
         alias = self.rt.detach(obj)
         alias.data_alias = True
         return alias

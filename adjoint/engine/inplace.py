@@ -31,6 +31,7 @@ from adjoint.engine.graph import CopySlicesWrite, Edge, Node, SavedVariable, Ten
 from adjoint.values.strides import contiguous_strides
 from adjoint.engine.ops import REGISTRY
 from adjoint.engine.runtime import float32_params
+from adjoint.engine.inference import check_bump, check_save
 from adjoint.engine.torch_errors import TYPE_NAMES, TorchError
 from adjoint.engine.view_history import rebase_message, regenerate, view_value
 from adjoint.engine.complex_grad import refuse_complex_inplace
@@ -250,7 +251,7 @@ def check_cast(rt, prim: str, target: Tensor, operands: list, numbers: list, par
 
 
 def check_inplace_allowed(t: Tensor) -> None:
-    if t.creation and t.creation[0] in ("custom", "multi", "no_grad"):
+    if t.creation and t.creation[0] in ("custom", "multi", "no_grad", "inference"):
         raise TorchError("RuntimeError", rebase_message(t, False), "view_inplace")
     if t.is_leaf and t.requires_grad and not t.is_view:
         raise TorchError("RuntimeError", "a leaf Variable that requires grad is being used in an in-place operation.",
@@ -421,6 +422,7 @@ def save_inputs(rt, node: Node, op, ts: list) -> None:
 
 
 def save_one(rt, node: Node, name: str, t: Tensor, is_output: bool, weak_grad_fn: Node | None = None) -> None:
+    check_save(t)
     sv = SavedVariable(name, t, t.version.value, is_output, t.value, weak_grad_fn=weak_grad_fn)
     if rt.saved_hooks and not t.wrapped:
         sv.hooks = rt.saved_hooks[-1]
@@ -432,6 +434,7 @@ def write(rt, t: Tensor, value) -> None:
     """Store ``value`` into ``t`` (through to its base for a view) and bump the shared version
     (a write through a ``.data`` alias, or a view of one, moves the alias's own counter in
     PyTorch, not ``t``'s: counted as ``hidden``)."""
+    check_bump(rt, t)
     if t.data_alias or (t.detached_root is not None and t.detached_root.data_alias):
         t.version.hidden += 1
     if t.base is not None:

@@ -167,6 +167,12 @@ class Interp:
         return None
 
     def execute(self, stmt: S.Stmt) -> None:
+        if isinstance(stmt, S.Assign) and isinstance(stmt.target, S.Attr) and stmt.target.name == "requires_grad":
+            # t.requires_grad = flag: Python evaluates the value, then the object, then sets it
+            from adjoint.engine.requires_grad import set_requires_grad
+            flag = self.eval(stmt.value)
+            set_requires_grad(self.rt, self.eval(stmt.target.obj), flag, S.to_source(stmt.target.obj), stmt.loc)
+            return
         if isinstance(stmt, S.Assign):
             if isinstance(stmt.target, S.Subscript):
                 target = self.eval(stmt.target.value)
@@ -188,8 +194,16 @@ class Interp:
             self.eval(stmt.value)
             return
         if isinstance(stmt, S.With):
+            from adjoint.engine.inference import refuse_inside
+            refuse_inside(self.rt, stmt.loc, f"'with {stmt.manager}:'")   # (a hook body's, run inside the block)
+            inference = stmt.mode == "inference_mode"
+            if inference and (self.rt.checkpointing or self.rt.recomputing or self.rt.saved_hooks
+                              or not hasattr(self.scope, "set_module_attribute")):
+                raise ProblemError(stmt.loc, "'with inference_mode():' inside a checkpointed region, under saved-tensor "
+                                             "hooks or in a custom Function's forward is not modelled")
             before = self.rt.grad_enabled
             self.rt.grad_enabled = stmt.mode == "enable_grad"
+            self.rt.inference = inference
             try:
                 for inner in stmt.body:
                     self.execute(inner)
@@ -197,6 +211,7 @@ class Interp:
                         self.ran(inner)
             finally:
                 self.rt.grad_enabled = before
+                self.rt.inference = False
             return
         if isinstance(stmt, S.Assert):
             from adjoint.engine.asserts import run_assert
@@ -573,7 +588,7 @@ class Interp:
             return nested_backward(self.rt, obj, args, kwargs, e.loc)
         if e.name == "requires_grad_":   # a new leaf (a hook body's grad.detach(), a Function's saved copy)
             from adjoint.engine.requires_grad import requires_grad_
-            return requires_grad_(obj, args, kwargs, e.loc)
+            return requires_grad_(self.rt, obj, args, kwargs, e.loc)
         if e.name == "detach_":
             from adjoint.engine.requires_grad import detach_
             return detach_(obj, args, kwargs, e.loc)

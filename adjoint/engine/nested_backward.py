@@ -27,6 +27,8 @@ def nested_backward(rt, root, args: list, kwargs: dict, loc):
     """Run the backward (``rt.backward_runner(root, gradient, retain_graph)`` runs one engine,
     handed the ``gradient`` tensor itself: torch.autograd.backward hands the engine the very tensor
     given, so a hook in that backward writing its gradient in place writes it)."""
+    from adjoint.engine.inference import refuse_inside
+    refuse_inside(rt, loc, "a backward")
     if not isinstance(root, Tensor):
         raise ProblemError(loc, "backward(...) in a hook body needs a tensor to start from")
     for k in kwargs:

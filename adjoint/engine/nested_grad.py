@@ -30,6 +30,8 @@ KEYWORDS = ("outputs", "inputs", "grad_outputs", "retain_graph", "create_graph",
 
 def nested_grad(rt, e, args: list, kwargs: dict, in_hook: bool):
     loc = e.loc
+    from adjoint.engine.inference import refuse_inside
+    refuse_inside(rt, loc, "torch.autograd.grad")
     if e.func != "grad":
         raise ProblemError(loc, f"torch.autograd.{e.func} is not modelled here; torch.autograd.grad(...) and "
                                 "torch.autograd.backward(...) are, in a hook body (a step runs a backward)")

@@ -24,6 +24,7 @@ from adjoint.values.exact import ExactLimit
 from adjoint.values.strides import iterator_strides, contiguous_strides
 from adjoint.engine.graph import INF_SEQ, Application, Edge, HookDict, Node, SavedVariable, Tensor
 from adjoint.engine.ops import REGISTRY, Op
+from adjoint.engine.inference import check_save
 from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.view_history import rebase_message, refresh, stale, view_value
 from adjoint.values.numbers.sizes import check_work
@@ -138,6 +139,8 @@ class Runtime:
         self.captured_nodes: list[Node] = []  # nodes a Python object holds: register_multi_grad_hook's
                                               # grad_fns (mode all), captured by its hooks' closures
         self.grad_enabled = True
+        self.inference = False                # inside ``with inference_mode():`` (adjoint.engine.inference)
+        self.checkpointing = 0                # > 0 while checkpoint runs a region forward
         self.saved_hooks: list = []           # stack of active saved_tensors hooks (problem.Hook)
         self.call_stack: list = []            # module calls being run (innermost last)
         self.phase = "forward"
@@ -203,6 +206,7 @@ class Runtime:
         dtype = held if held is not None and dtype not in complex_grad.COMPLEX_DTYPES else dtype or self.dtype
         t = Tensor(self.next_tensor, shape, dtype, value, requires_grad, grad_fn,
                    output_nr, grad_fn is None, name=name, strides=contiguous_strides(shape))
+        t.inference = self.inference   # made inside inference_mode: an inference tensor (a view: make_view)
         self.next_tensor += 1
         self.all_tensors.append(t)
         return t
@@ -470,6 +474,13 @@ class Runtime:
             t.creation = ("multi" if self.grad_enabled else "no_grad", name)
         elif not self.grad_enabled:
             t.creation = ("no_grad", name)
+        # InferenceMode: a view of a normal tensor is a normal tensor whose CreationMeta is
+        # INFERENCE_MODE; a view of an inference tensor is one too, with no view metadata
+        t.inference = src.inference
+        if self.inference:
+            t.creation = None if src.inference else ("inference", name)
+        elif src.inference:
+            t.creation = None
         if not self.grad_enabled and t.grad_base.requires_grad and t.grad_fn is None:
             # DifferentiableViewMeta::requires_grad asks the base: a view made under no_grad of a
             # tensor that requires grad requires grad too, with no grad_fn and no gradient edge
@@ -496,6 +507,7 @@ class Runtime:
         out.strides, out.offset = t.strides, t.offset
         out.conj_bit = t.conj_bit
         out.is_detached = True
+        out.inference = t.inference   # detach() is a view op: of a normal tensor, a normal one
         # a detach() of a ``.data`` alias (or of a view of one) shares the alias's own counter
         out.data_alias = t.data_alias or (t.detached_root is not None and t.detached_root.data_alias)
         return out
@@ -509,6 +521,7 @@ class Runtime:
             t = ins[s.index] if what == "in" else outs[s.index]
             if t is None:
                 continue
+            check_save(t)
             sv = SavedVariable(s.name, t, t.version.value, what == "out", t.value)
             if self.saved_hooks and not getattr(t, "wrapped", False):
                 sv.hooks = self.saved_hooks[-1]
@@ -607,7 +620,7 @@ def version_message(sv: SavedVariable, node: Node, nodes=(), live=None, captured
     if sv.weak_grad_fn is not None and (t.grad_fn is sv.weak_grad_fn or held_by_an_edge(sv.weak_grad_fn, nodes)
                                         or any(n is sv.weak_grad_fn for n in captured)):
         owner = sv.weak_grad_fn   # an in-place op on a view saved its result: the view's grad_fn then
-    if not sv.is_output and stale(t) and t.creation and t.creation[0] in ("custom", "multi", "no_grad"):
+    if not sv.is_output and stale(t) and t.creation and t.creation[0] in ("custom", "multi", "no_grad", "inference"):
         # reading the view's grad_fn for the message cannot regenerate it: PyTorch raises that instead
         # (a view of a base that does not require grad has no grad_fn to regenerate: the version error)
         return rebase_message(t, True)

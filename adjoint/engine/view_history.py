@@ -31,6 +31,11 @@ _CUSTOM = ("This view was created inside a custom Function (or because an input 
            "output of the custom Function.")
 
 
+_INFERENCE = ("Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by "
+              "moving both the view and the inplace either both inside the inference_mode block (if you don't want the "
+              "inplace to be tracked) or both outside (if you want the inplace to be tracked).")
+
+
 _NO_GRAD = ("Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by moving "
             "both the view and the inplace either both inside the no_grad block (if you don't want the inplace to be "
             "tracked) or both outside (if you want the inplace to be tracked).")
@@ -45,13 +50,15 @@ def rebase_message(t: Tensor, indirect: bool) -> str:
     name = t.creation[1] if len(t.creation) > 1 else None
     modified = "its base or another view of its base has been" if indirect else "is being"
     has_fn = t.grad_fn is not None
-    if kind == "no_grad" or not has_fn:
+    if kind in ("no_grad", "inference") or not has_fn:
         prefix = (f"Output {t.output_nr} of {name} is a view of a view which was created in" if has_fn and name
                   else "A view was created in")
-        msg = f"{prefix} no_grad mode and {modified} modified inplace with grad mode enabled."
+        msg = f"{prefix} inference mode and {modified} modified inplace in normal mode." if kind == "inference" \
+            else f"{prefix} no_grad mode and {modified} modified inplace with grad mode enabled."
     else:
         msg = f"Output {t.output_nr} of {name} is a view and {modified} modified inplace."
-    return f"{msg} {_MULTI if kind == 'multi' else _CUSTOM if kind == 'custom' else _NO_GRAD}"
+    tail = {"multi": _MULTI, "custom": _CUSTOM, "inference": _INFERENCE}.get(kind, _NO_GRAD)
+    return f"{msg} {tail}"
 
 
 def stale(t: Tensor) -> bool:
@@ -69,7 +76,7 @@ def grad_fn_name(t: Tensor) -> str | None:
     is the AsStridedBackward0 the read would make (one that may not be regenerated: None, PyTorch
     raising instead), any other tensor's its node's (C++ nodes without their namespace)."""
     if stale(t):
-        return None if t.creation and t.creation[0] in ("custom", "multi", "no_grad") else "AsStridedBackward0"
+        return None if t.creation and t.creation[0] in ("custom", "multi", "no_grad", "inference") else "AsStridedBackward0"
     node = t.grad_fn
     return None if node is None else node.name.removeprefix("torch::autograd::")
 
@@ -87,7 +94,7 @@ def refresh(rt, t: Tensor) -> None:
     if not stale(t):
         return
     # handle_view_on_rebase(indirect=true): only a view made as a plain view may be regenerated
-    if t.creation and t.creation[0] in ("custom", "multi", "no_grad"):
+    if t.creation and t.creation[0] in ("custom", "multi", "no_grad", "inference"):
         raise TorchError("RuntimeError", rebase_message(t, True), "view_inplace")
     regenerate(rt, t)
 

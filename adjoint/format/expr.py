@@ -357,7 +357,14 @@ class _Builder:
         if isinstance(stmt, ast.Assign):
             if len(stmt.targets) != 1:
                 raise ProblemError(self.loc(stmt.targets[1]), f"{what}: assign one target per line, as in 'h = a * b'")
-            return Assign(loc, self.target(stmt.targets[0], what, unpack=True), self.expression(stmt.value, _OPERAND))
+            node = stmt.targets[0]
+            if isinstance(node, ast.Attribute) and node.attr == "requires_grad" \
+                    and isinstance(node.value, (ast.Name, ast.Attribute)):
+                # ``t.requires_grad = flag``, ``lin.weight.requires_grad = False``: the Tensor setter
+                # (the interpreter says which tensors it may set)
+                target = Attr(self.loc(node), self.expression(node.value, _OPERAND), "requires_grad")
+                return Assign(loc, target, self.expression(stmt.value, _ARG))   # True / False
+            return Assign(loc, self.target(node, what, unpack=True), self.expression(stmt.value, _OPERAND))
         if isinstance(stmt, ast.AugAssign):
             op = BINARY_OPS.get(type(stmt.op))
             if op is None:
@@ -441,6 +448,16 @@ class _Builder:
         name = name.removeprefix("torch.") if name else None
         if name in GRAD_MODES and not ctx.args and not ctx.keywords:
             mode = name
+        elif name == "inference_mode" and not ctx.args and not ctx.keywords:
+            # torch.inference_mode(): grad mode off, and what is made inside is an inference tensor
+            # (adjoint.engine.inference); a forward's block with nothing nested in it
+            if not getattr(self, "in_forward", False):
+                raise ProblemError(self.loc(ctx), f"{what}: 'with inference_mode():' is modelled in a forward only")
+            nested = next((x for x in stmt.body for n in ast.walk(x) if isinstance(n, (ast.With, ast.If))), None)
+            if nested is not None:
+                raise ProblemError(self.loc(nested), f"{what}: a block inside 'with inference_mode():' is not "
+                                                     "modelled; write the inference_mode block on its own")
+            mode = "inference_mode"
         elif name == "set_grad_enabled":
             # torch.set_grad_enabled(mode) sets grad mode when made and restores it on exit: inside
             # the block it is no_grad() (False) or enable_grad() (True); a bool literal only
@@ -452,9 +469,9 @@ class _Builder:
                                                   "(a mode computed at run time is not modelled)")
             mode, switch = ("enable_grad" if flags[0].value else "no_grad"), True
         if mode is None:
-            raise ProblemError(self.loc(ctx), f"{what}: only 'with no_grad():', 'with enable_grad():' and "
-                                              "'with set_grad_enabled(BOOL):' blocks are allowed (torch. prefix "
-                                              "optional)")
+            raise ProblemError(self.loc(ctx), f"{what}: only 'with no_grad():', 'with enable_grad():', "
+                                              "'with set_grad_enabled(BOOL):' and 'with inference_mode():' blocks "
+                                              "are allowed (torch. prefix optional)")
         if item.optional_vars is not None:
             written = With(loc, mode, (), switch).manager
             raise ProblemError(self.loc(item.optional_vars), f"{what}: 'with {written} as ...' binds nothing "
@@ -496,7 +513,8 @@ class _Builder:
             return self_attribute_target(self, node, what, unpack)
         if isinstance(node, ast.Attribute):
             raise ProblemError(self.loc(node), f"{what}: assigning to an attribute is not allowed; assign to a name, "
-                                               "into a subscript (x[0] = v) or a leaf's .grad (t.grad = v)")
+                                               "into a subscript (x[0] = v), a leaf's .grad (t.grad = v) or a tensor's "
+                                               ".requires_grad (t.requires_grad = False)")
         kind = "a tuple" if isinstance(node, (ast.Tuple, ast.List)) else "this"
         raise ProblemError(self.loc(node), f"{what}: cannot assign to {kind} here; assign to a name or a subscript")
 

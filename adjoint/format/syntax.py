@@ -35,7 +35,8 @@ Expressions
 Statements (a custom forward, a hook's ``does:``)
 ----------
 ``Assign``     ``target = value``; a target is a ``Name``, a ``Tup`` of targets (unpacking:
-               ``a, b = x.chunk(2)``) or a ``Subscript`` of a name (index assignment, ``x[0] = v``)
+               ``a, b = x.chunk(2)``), a ``Subscript`` of a name (index assignment, ``x[0] = v``) or
+               an ``Attr`` ``requires_grad`` (``lin.weight.requires_grad = False``: the Tensor setter)
 ``AugAssign``  ``target op= value`` (``h += x``): target a ``Name`` or a ``Subscript``
 ``ExprStmt``   an expression evaluated for its effect (``x.mul_(2)``)
 ``With``       ``with no_grad():`` / ``with enable_grad():`` and its indented body
@@ -276,9 +277,10 @@ class ExprStmt(Stmt):
 
 @dataclass(frozen=True)
 class With(Stmt):
-    """A with torch.no_grad() / torch.enable_grad() / torch.set_grad_enabled(BOOL) block."""
+    """A with torch.no_grad() / torch.enable_grad() / torch.set_grad_enabled(BOOL) /
+    torch.inference_mode() block."""
 
-    mode: str                    # the grad mode it sets: "no_grad" | "enable_grad"
+    mode: str                    # the grad mode it sets: "no_grad" | "enable_grad" | "inference_mode" (grad off)
     body: tuple[Stmt, ...]
     set_grad_enabled: bool = False   # written torch.set_grad_enabled(False) / (True): the same mode
 
@@ -467,7 +469,7 @@ def stmt_source(s: Stmt) -> str:
 def requires_grad_statements(program) -> dict[str, Stmt]:
     """Each name's first statement of ``program`` (``with`` bodies included) that makes its tensor
     require grad in place: ``NAME.requires_grad_()``, ``NAME.requires_grad_(True)``,
-    ``NAME.requires_grad_(requires_grad=True)`` as a statement of its own. A forward binds a name
+    ``NAME.requires_grad_(requires_grad=True)`` as a statement of its own, or ``NAME.requires_grad = True``. A forward binds a name
     once, so that statement comes after the line binding it (the tensor hooks on a name whose
     tensor does not require grad at its line go on after it: adjoint.engine.hook_registration)."""
     out: dict[str, Stmt] = {}
@@ -475,6 +477,10 @@ def requires_grad_statements(program) -> dict[str, Stmt]:
         if isinstance(s, With):
             for name, inner in requires_grad_statements(s.body).items():
                 out.setdefault(name, inner)
+            continue
+        if isinstance(s, Assign) and isinstance(s.target, Attr) and s.target.name == "requires_grad" \
+                and isinstance(s.target.obj, Name) and isinstance(s.value, Bool) and s.value.value:
+            out.setdefault(s.target.obj.id, s)   # NAME.requires_grad = True
             continue
         e = s.value if isinstance(s, ExprStmt) else None
         if not (isinstance(e, Method) and e.name == "requires_grad_" and not e.operator and isinstance(e.obj, Name)):

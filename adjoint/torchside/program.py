@@ -146,6 +146,13 @@ class Program:
             self.eval(stmt.value)
             return
         if isinstance(stmt, S.With):
+            if stmt.mode == "inference_mode":
+                with torch.inference_mode():
+                    for inner in stmt.body:
+                        self.execute(inner)
+                        if self.ran is not None:
+                            self.ran(inner)
+                return
             if stmt.mode not in GRAD_MODES:
                 raise ProblemError(stmt.loc, f"verify knows 'with no_grad():' and 'with enable_grad():', not "
                                              f"'with {stmt.mode}()'")
@@ -186,6 +193,12 @@ class Program:
             return
         if is_self_attribute(target) and hasattr(self.scope, "module"):   # a forward's self.NAME = v
             setattr(self.scope.module, target.name, value)
+            return
+        if isinstance(target, S.Attr) and target.name == "requires_grad":   # t.requires_grad = flag: the setter
+            obj = self.eval(target.obj)
+            if not isinstance(obj, torch.Tensor):
+                raise ProblemError(loc, f"'{S.to_source(target.obj)}' is {type(obj).__name__}, not a tensor")
+            obj.requires_grad = value
             return
         if isinstance(target, S.Attr) and target.name == "grad":   # a hook body's t.grad = v
             obj = self.eval(target.obj)

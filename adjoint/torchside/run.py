@@ -159,7 +159,8 @@ class Session:
         tensor's version: a view unchanged since may have its grad_fn read (see readable)."""
         self.kept.append(value)
         for t in graphs.tensors_in(value):
-            self.kept_versions.setdefault(id(t), t._version)  # first kept: just made, its grad_fn fresh
+            if not t.is_inference():   # (an inference tensor has no version counter to read)
+                self.kept_versions.setdefault(id(t), t._version)  # first kept: just made, its grad_fn fresh
         # its graph is indexed now, while every node behind it can still be reached: a later
         # in-place write can make reading a view's grad_fn raise (a custom Function's output), and a
         # forward that raises then ends with no other way to a node a pack call was for

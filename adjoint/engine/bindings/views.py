@@ -325,6 +325,11 @@ def lower_clone(rt, a, loc):
 
 
 def lower_detach(rt, a, loc):
+    if a["input"].inference and not rt.inference:
+        # PyTorch gives this detach() (not a view of it, nor its own detach()) a version counter: an
+        # in-place write through it is allowed, and writes the inference tensor's memory
+        raise ProblemError(loc, "detach() of an inference tensor outside 'with inference_mode():' is not modelled; "
+                                "clone it")
     return rt.detach(a["input"])
 
 
@@ -628,6 +633,8 @@ def attribute(rt, x: Tensor, name: str, loc: Loc):
             # a .data alias's own counter (the writes through it alone) is not modelled
             raise ProblemError(loc, "reading _version of a .data alias is not modelled (it has a version "
                                     "counter of its own, which writes through it move instead of the tensor's)")
+        from adjoint.engine.inference import check_version_read
+        check_version_read(x)
         return Fraction(x.version.shown)   # writes through a .data alias are not PyTorch's
     return complex_attribute(rt, x, name, loc)
 
