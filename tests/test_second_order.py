@@ -758,3 +758,74 @@ def test_selecting_and_rearranging_ops_second_order_against_torch(forward, twin)
     ha, hb = torch.autograd.grad((ga * ga).sum() + (gb ** 3).sum(), [a, b])
     assert run.made["ha"].value.a.ravel().tolist() == pytest.approx(ha.flatten().tolist(), abs=1e-9)
     assert run.made["hb"].value.a.ravel().tolist() == pytest.approx(hb.flatten().tolist(), abs=1e-9)
+
+
+HARDSIGMOID = """
+name: hardsigmoid
+dtype: float64
+inputs:
+  a: {value: [[-0.3, -0.15, 0.4], [0.2, 0.35, -0.5]], requires_grad: true}
+  b: {value: [[0.2, 0.4, 0.6], [0.8, 1.0, 1.2]], requires_grad: true}
+model:
+  inputs: [a, b]
+  forward: |
+    h = a * b * 10
+    return F.hardsigmoid(h) * h
+loss: "sum(y ** 2)"
+steps:
+  - forward
+  - {backward: {method: grad, inputs: [a, b], create_graph: true, as: [ga, gb]}}
+  - {backward: {method: grad, inputs: [a], root: "sum(ga * ga)", as: [ha]}}
+"""
+
+
+def test_create_graph_through_hardsigmoid_records_a_not_implemented_node():
+    """derivatives.yaml has no formula for hardsigmoid_backward: under create_graph PyTorch records a
+    torch::autograd::NotImplemented node (sequence_nr UINT64_MAX, drawing no number: the nodes after
+    it are numbered as if it were not there), edges to the gradient and to self; the create_graph
+    backward succeeds, and a backward that reaches the node raises "derivative for
+    aten::hardsigmoid_backward is not implemented" (torch 2.13; adjoint refused the first backward)."""
+    problem = adjoint.loads(HARDSIGMOID)
+    run = run_variant(problem, problem.variants[0], Float64Backend(problem.dtype, None))
+    base = start_seq()
+    a = torch.tensor([[-0.3, -0.15, 0.4], [0.2, 0.35, -0.5]], dtype=F64, requires_grad=True)
+    b = torch.tensor([[0.2, 0.4, 0.6], [0.8, 1.0, 1.2]], dtype=F64, requires_grad=True)
+    h = a * b * 10
+    ga, gb = torch.autograd.grad(((torch.nn.functional.hardsigmoid(h) * h) ** 2).sum(), [a, b], create_graph=True)
+
+    def unnumbered(chain):
+        return [(name, None if seq is not None and seq >= 2 ** 63 - base else seq, kids) for name, seq, kids in chain]
+    theirs = unnumbered(chain_torch(ga, base))
+    assert "torch::autograd::NotImplemented" in [name for name, _, _ in theirs]
+    assert_same_graph(chain_ours(run.made["ga"]), theirs, "ga")
+    assert_same_graph(chain_ours(run.made["gb"]), unnumbered(chain_torch(gb, base)), "gb")
+    assert run.made["ga"].value.a.ravel().tolist() == pytest.approx(ga.flatten().tolist(), abs=1e-12)
+    with pytest.raises(RuntimeError) as caught:
+        torch.autograd.grad((ga * ga).sum(), [a])
+    assert str(caught.value) == "derivative for aten::hardsigmoid_backward is not implemented"
+    assert (run.error.type, run.error.message) == ("RuntimeError", str(caught.value))
+
+
+def test_create_graph_through_a_delayed_error_raises_its_message():
+    """DelayedError's Error node throws whatever it is handed, under create_graph as without
+    (torch 2.13: RuntimeError "Boom!"); adjoint refused ("create_graph through
+    torch::autograd::Error is not modelled yet")."""
+    text = """
+name: delayed
+dtype: float64
+inputs:
+  x: {value: [0.5, -1], requires_grad: true}
+model:
+  inputs: [x]
+  forward: "delayed_error(x * x, 'Boom!') * x"
+loss: "sum(y)"
+steps:
+  - forward
+  - {backward: {method: grad, inputs: [x], create_graph: true, as: [g]}}
+"""
+    x = torch.tensor([0.5, -1], dtype=F64, requires_grad=True)
+    y = torch._C._functions.DelayedError("Boom!", 1)(x * x) * x
+    with pytest.raises(RuntimeError) as caught:
+        torch.autograd.grad(y.sum(), [x], create_graph=True)
+    got = adjoint.loads(text).solve().to_json()["variants"]["default"]["error"]
+    assert (got["type"], got["message"]) == ("RuntimeError", str(caught.value)) == ("RuntimeError", "Boom!")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Edge, Node, Tensor
-from adjoint.engine.reverse import BackwardResult, Engine, slot_shape
+from adjoint.engine.reverse import BackwardResult, Engine, backward_error, slot_shape
 from adjoint.engine.runtime import TorchError
 from adjoint.engine import warns
 from adjoint.engine.complex_grad import zeros as zeros_of
@@ -182,6 +182,11 @@ class SecondEngine(Engine):
             # CheckpointFunction.backward's first line, before anything it would record
             from adjoint.engine.checkpoint_reentrant import NOT_VALID
             raise TorchError("RuntimeError", NOT_VALID, "checkpoint")
+        if node.kind == "op" and node.op.sequence_nr_max:
+            # an Error node (DelayedError's, a generated NotImplemented one): Error::apply throws whatever it
+            # is handed, with create_graph as without
+            self.unpack_tensors(node)
+            backward_error(node, [])
         if node.kind != "op" or node.op.name not in FORMULAS:
             raise NotModelled(node.name if node.kind != "op" else node.op.node)
         saved = self.unpack_tensors(node)

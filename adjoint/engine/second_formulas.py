@@ -689,6 +689,12 @@ def sum_to(rt, g, shape: tuple, loc):
     return out
 
 
+def _hardsigmoid(rt, node, grads, saved, need):
+    # HardsigmoidBackward0: hardsigmoid_backward(grad, self), which derivatives.yaml does not differentiate:
+    # a NotImplemented node (UINT64_MAX, no sequence number drawn), raising once a backward runs it
+    return [rt.apply("hardsigmoid_backward", [grads[0], saved["self"]], None, node.loc)]
+
+
 def _flip(rt, node, grads, saved, need):
     # FlipBackward0: grad.flip(dims) (FlipBackward0)
     return [rt.apply("flip", [grads[0]], node.params, node.loc)]
@@ -816,5 +822,5 @@ FORMULAS = {
     "split": _split, "split_with_sizes": _split, "unbind": _unbind,
     "flip": _flip, "roll": _roll, "cumsum": _cumsum, "sort": _sort, "sort_stable": _sort, "topk": _sort,
     "max_dim": _select_dim, "min_dim": _select_dim, "kthvalue": _select_dim, "median_dim": _select_dim,
-    "gather": _gather, "repeat": _repeat,
+    "gather": _gather, "repeat": _repeat, "hardsigmoid": _hardsigmoid,
 }

@@ -13,7 +13,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 from adjoint.values.mathtree import Fn, TBin, TConst, TFn, TPlace, dims_text, generic_vjp
-from adjoint.engine.ops.activations import _KAPPA, _gelu_tanh_inner, elu_vjp, gelu_vjp, shrink_vjp, softplus_vjp
+from adjoint.engine.ops.activations import (_KAPPA, _gelu_tanh_inner, elu_vjp, gelu_vjp, hardsigmoid_vjp, shrink_vjp,
+                                             softplus_vjp)
 from adjoint.engine.ops.record import Check
 from adjoint.engine.ops.record import Math
 from adjoint.engine.ops.record import Op
@@ -190,6 +191,26 @@ def shrink_backward_vjp(B, gs, ins, outs, p, need):
             B.zeros(B.shape(x)) if need[1] else None]
 
 
+def hardsigmoid_backward_forward(B, ins, p):
+    # hardsigmoid_backward(grad_output, self): grad_output * (1.0f / 6.0f) where -3 < self < 3, else 0
+    g, x = ins
+    return hardsigmoid_vjp(B, [g], [x], None, p, [True])[0]
+
+
+def hardsigmoid_backward_vjp(B, gs, ins, outs, p, need):
+    # never run: the generated NotImplemented node raises first (hardsigmoid_backward_error); what it would
+    # be (grad_output: the same kernel of grad; self: 0, the function being piecewise constant in self)
+    _, x = ins
+    return [hardsigmoid_backward_forward(B, [gs[0], x], p) if need[0] else None,
+            B.zeros(B.shape(x)) if need[1] else None]
+
+
+def hardsigmoid_backward_error(dtypes, p, need):
+    """derivatives.yaml has no formula for hardsigmoid_backward: the generated code records a
+    ``NotImplemented("aten::hardsigmoid_backward")`` node, whose apply raises (Error::apply)."""
+    return ("RuntimeError", "derivative for aten::hardsigmoid_backward is not implemented", "not_implemented")
+
+
 def _mse_norm(B, shape, reduction):
     n = 1
     for d in shape:
@@ -324,6 +345,8 @@ SOFTSHRINK_BACKWARD = Fn("softshrink_backward", "\\operatorname{softshrink\\_bac
                         generic_vjp)
 HARDSHRINK_BACKWARD = Fn("hardshrink_backward", "\\operatorname{hardshrink\\_backward}_{#s}\\left(#0,\\ #1\\right)",
                         generic_vjp)
+HARDSIGMOID_BACKWARD = Fn("hardsigmoid_backward", "\\operatorname{hardsigmoid\\_backward}\\left(#0,\\ #1\\right)",
+                         generic_vjp)
 GELU_BACKWARD = Fn("gelu_backward", "\\operatorname{gelu\\_backward}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
 SOFTMAX_BACKWARD = Fn("softmax_backward_data", "\\operatorname{softmax\\_backward}_{#s}\\left(#0,\\ #1\\right)",
                       generic_vjp)
@@ -383,6 +406,11 @@ OPS = (
        "g * gelu'(self); g * grad_output * gelu''(self)",
        math=Math(lambda a, p, shape, k: TFn(GELU_BACKWARD, tuple(a), tuple(shape), "\\tanh" if p == "tanh" else "", p)),
        checks=(Check(((2, 3), (2, 3)), "none"), Check(((2, 2), (2, 2)), "tanh"))),
+    Op("hardsigmoid_backward", "torch::autograd::NotImplemented", hardsigmoid_backward_forward,
+       hardsigmoid_backward_vjp, binary_shape, (), "raises: derivative for aten::hardsigmoid_backward is not implemented",
+       grows=False, math=Math(lambda a, p, shape, k: TFn(HARDSIGMOID_BACKWARD, tuple(a), tuple(shape), "", p)),
+       checks=(Check(((2, 3), (2, 3))),), backward_error=hardsigmoid_backward_error, sequence_nr_max=True,
+       takes_sequence_nr=False),
     Op("threshold_backward", "ThresholdBackwardBackward0", threshold_backward_forward, threshold_backward_vjp,
        binary_shape, (Save("self", "in", 1),), "g where self > threshold (relu: 0), else 0; 0",
        math=Math(_threshold_backward_math),
