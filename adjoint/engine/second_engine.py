@@ -219,6 +219,8 @@ class SecondEngine(Engine):
                 out[sv.name] = self.hooked(node, spec, sv.value)
             elif spec.what == "in":
                 out[sv.name] = node.inputs[spec.index]
+            elif spec.index >= len(node.outputs):   # a non-differentiable output (log_sigmoid's buffer): no graph
+                out[sv.name] = self.rt.tensor(value.value if isinstance(value, Tensor) else value)
             else:
                 shape, dtype = node.outputs[spec.index]
                 out[sv.name] = self.rt.tensor(node.output_values[spec.index], True, node, spec.index, dtype=dtype)
@@ -232,6 +234,8 @@ class SecondEngine(Engine):
         rt = self.rt
         if isinstance(value, Tensor):
             value = value.value
+        if spec.what != "in" and spec.index >= len(node.outputs):   # a non-differentiable output: no graph
+            return rt.tensor(value)
         if spec.what != "in":
             dtype = node.outputs[spec.index][1]
             return rt.tensor(value, True, node, spec.index, dtype=dtype)

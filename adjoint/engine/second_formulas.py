@@ -689,6 +689,12 @@ def sum_to(rt, g, shape: tuple, loc):
     return out
 
 
+def _log_sigmoid(rt, node, grads, saved, need):
+    # LogSigmoidBackward0: log_sigmoid_backward(grad, self, buffer): LogSigmoidBackwardBackward0 (the buffer,
+    # the forward's second output, has no edge)
+    return [rt.apply("log_sigmoid_backward", [grads[0], saved["self"], saved["buffer"]], None, node.loc)]
+
+
 def _hardsigmoid(rt, node, grads, saved, need):
     # HardsigmoidBackward0: hardsigmoid_backward(grad, self), which derivatives.yaml does not differentiate:
     # a NotImplemented node (UINT64_MAX, no sequence number drawn), raising once a backward runs it
@@ -823,4 +829,5 @@ FORMULAS = {
     "flip": _flip, "roll": _roll, "cumsum": _cumsum, "sort": _sort, "sort_stable": _sort, "topk": _sort,
     "max_dim": _select_dim, "min_dim": _select_dim, "kthvalue": _select_dim, "median_dim": _select_dim,
     "gather": _gather, "repeat": _repeat, "hardsigmoid": _hardsigmoid,
+    "log_sigmoid": _log_sigmoid,
 }

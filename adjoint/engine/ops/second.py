@@ -13,8 +13,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 from adjoint.values.mathtree import Fn, TBin, TConst, TFn, TPlace, dims_text, generic_vjp
-from adjoint.engine.ops.activations import (_KAPPA, _gelu_tanh_inner, elu_vjp, gelu_vjp, hardsigmoid_vjp, shrink_vjp,
-                                             softplus_vjp)
+from adjoint.engine.ops.activations import (_KAPPA, _gelu_tanh_inner, elu_vjp, gelu_vjp, hardsigmoid_vjp,
+                                             log_sigmoid_forward, log_sigmoid_vjp, shrink_vjp, softplus_vjp)
 from adjoint.engine.ops.record import Check
 from adjoint.engine.ops.record import Math
 from adjoint.engine.ops.record import Op
@@ -191,6 +191,28 @@ def shrink_backward_vjp(B, gs, ins, outs, p, need):
             B.zeros(B.shape(x)) if need[1] else None]
 
 
+def log_sigmoid_backward_forward(B, ins, p):
+    # log_sigmoid_backward(grad_output, self, buffer), the CPU kernel; the buffer is exp(-|self|), the forward's
+    # second output, and is read here from self (the same value), so the kernel is a function of its two
+    # differentiable inputs (buffer has no edge)
+    g, x = ins[0], ins[1]
+    buffer = log_sigmoid_forward(B, [x], None)[1]
+    return log_sigmoid_vjp(B, [g], [x], [None, buffer], None, [True])[0]
+
+
+def log_sigmoid_backward_vjp(B, gs, ins, outs, p, need):
+    # grad_output: log_sigmoid_backward(grad, self, buffer); self: log_sigmoid_double_backward(grad * grad_output,
+    # self) = grad * grad_output * (z - 1) * z, z = sigmoid(self)
+    g = gs[0]
+    go, x = ins[0], ins[1]
+    a = log_sigmoid_backward_forward(B, [g, x], p) if need[0] else None
+    b = None
+    if need[1]:
+        z = B.sigmoid(x)
+        b = B.mul(B.mul(B.mul(g, go), B.sub(z, B.scalar(1))), z)
+    return [a, b, None]
+
+
 def hardsigmoid_backward_forward(B, ins, p):
     # hardsigmoid_backward(grad_output, self): grad_output * (1.0f / 6.0f) where -3 < self < 3, else 0
     g, x = ins
@@ -345,6 +367,8 @@ SOFTSHRINK_BACKWARD = Fn("softshrink_backward", "\\operatorname{softshrink\\_bac
                         generic_vjp)
 HARDSHRINK_BACKWARD = Fn("hardshrink_backward", "\\operatorname{hardshrink\\_backward}_{#s}\\left(#0,\\ #1\\right)",
                         generic_vjp)
+LOG_SIGMOID_BACKWARD = Fn("log_sigmoid_backward", "\\operatorname{log\\_sigmoid\\_backward}\\left(#0,\\ #1\\right)",
+                         generic_vjp)
 HARDSIGMOID_BACKWARD = Fn("hardsigmoid_backward", "\\operatorname{hardsigmoid\\_backward}\\left(#0,\\ #1\\right)",
                          generic_vjp)
 GELU_BACKWARD = Fn("gelu_backward", "\\operatorname{gelu\\_backward}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
@@ -406,6 +430,13 @@ OPS = (
        "g * gelu'(self); g * grad_output * gelu''(self)",
        math=Math(lambda a, p, shape, k: TFn(GELU_BACKWARD, tuple(a), tuple(shape), "\\tanh" if p == "tanh" else "", p)),
        checks=(Check(((2, 3), (2, 3)), "none"), Check(((2, 2), (2, 2)), "tanh"))),
+    Op("log_sigmoid_backward", "LogSigmoidBackwardBackward0", log_sigmoid_backward_forward, log_sigmoid_backward_vjp,
+       lambda shapes, p, loc: tuple(shapes[1]),
+       (Save("grad_output", "in", 0, if_need=1), Save("self", "in", 1), Save("buffer", "in", 2)),
+       "g * sigmoid(-self); g * grad_output * (sigmoid(self) - 1) * sigmoid(self)",
+       differentiable=(True, True, False), underflows="positive",
+       math=Math(lambda a, p, shape, k: TFn(LOG_SIGMOID_BACKWARD, tuple(a[:2]), tuple(shape), "", p)),
+       checks=(Check(((2, 3), (2, 3), (2, 3))),)),
     Op("hardsigmoid_backward", "torch::autograd::NotImplemented", hardsigmoid_backward_forward,
        hardsigmoid_backward_vjp, binary_shape, (), "raises: derivative for aten::hardsigmoid_backward is not implemented",
        grows=False, math=Math(lambda a, p, shape, k: TFn(HARDSIGMOID_BACKWARD, tuple(a), tuple(shape), "", p)),
