@@ -736,6 +736,9 @@ GLUE = [  # (forward, the same in torch of h and the index)
     ("torch.tile(h, (2, 2, 3))", lambda h, i: torch.tile(h, (2, 2, 3))),
     ("h.repeat(3, 1, 1)", lambda h, i: h.repeat(3, 1, 1)),
     ("h.repeat(1, 1) * h", lambda h, i: h.repeat(1, 1) * h),
+    # diagonal_backward(grad, sizes, offset, dim1, dim2): DiagonalBackwardBackward0
+    ("torch.diagonal(h) * h[:, 1]", lambda h, i: torch.diagonal(h) * h[:, 1]),
+    ("torch.stack([h, h * 2]).diagonal(-1, 2, 1)", lambda h, i: torch.stack([h, h * 2]).diagonal(-1, 2, 1)),
 ]
 
 
@@ -876,3 +879,24 @@ def test_create_graph_through_logsigmoid(hooks):
     ha, hb = torch.autograd.grad((ga * ga).sum() + (gb ** 3).sum(), [a, b])
     assert run.made["ha"].value.a.ravel().tolist() == pytest.approx(ha.flatten().tolist(), abs=1e-9)
     assert run.made["hb"].value.a.ravel().tolist() == pytest.approx(hb.flatten().tolist(), abs=1e-9)
+
+
+def test_a_third_backward_through_diagonal_backward():
+    """DiagonalBackwardBackward0's own formula is grad.diagonal(offset, dim1, dim2) (DiagonalBackward0):
+    a third backward through it, against torch 2.13."""
+    text = SELECTING.replace("FORWARD", "torch.diagonal(h, 1) * h[:, 0]").replace(
+        "  - {backward: {method: grad, inputs: [a, b], root: \"sum(ga * ga) + sum(gb ** 3)\", as: [ha, hb]}}",
+        "  - {backward: {method: grad, inputs: [a, b], root: \"sum(ga * ga) + sum(gb ** 3)\", create_graph: true, "
+        "as: [ha, hb]}}\n  - {backward: {method: grad, inputs: [a, b], root: \"sum(ha ** 2) + sum(hb)\", as: [ka, kb]}}")
+    problem = adjoint.loads(text)
+    run = run_variant(problem, problem.variants[0], Float64Backend(problem.dtype, None))
+    assert run.error is None, run.error
+    a = torch.tensor([[-0.3, -0.15, 0.4], [0.2, 0.35, -0.5]], dtype=F64, requires_grad=True)
+    b = torch.tensor([[0.2, 0.4, 0.6], [0.8, 1.0, 1.2]], dtype=F64, requires_grad=True)
+    h = a * b
+    ga, gb = torch.autograd.grad(((torch.diagonal(h, 1) * h[:, 0]) ** 3).sum(), [a, b], create_graph=True)
+    ha, hb = torch.autograd.grad((ga * ga).sum() + (gb ** 3).sum(), [a, b], create_graph=True)
+    assert "DiagonalBackwardBackward0" in [n for n, _, _ in chain_torch(ha, 0)] + [n for n, _, _ in chain_torch(hb, 0)]
+    ka, kb = torch.autograd.grad((ha ** 2).sum() + hb.sum(), [a, b])
+    assert run.made["ka"].value.a.ravel().tolist() == pytest.approx(ka.flatten().tolist(), abs=1e-9)
+    assert run.made["kb"].value.a.ravel().tolist() == pytest.approx(kb.flatten().tolist(), abs=1e-9)

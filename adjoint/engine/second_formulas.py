@@ -695,6 +695,16 @@ def _log_sigmoid(rt, node, grads, saved, need):
     return [rt.apply("log_sigmoid_backward", [grads[0], saved["self"], saved["buffer"]], None, node.loc)]
 
 
+def _diagonal(rt, node, grads, saved, need):
+    # DiagonalBackward0: diagonal_backward(grad, self.sizes(), offset, dim1, dim2): DiagonalBackwardBackward0
+    return [rt.apply("diagonal_backward", [grads[0]], (tuple(node.inputs[0].shape),) + tuple(node.params), node.loc)]
+
+
+def _diagonal_backward_again(rt, node, grads, saved, need):
+    # DiagonalBackwardBackward0: grad.diagonal(offset, dim1, dim2) (DiagonalBackward0)
+    return [rt.apply("diagonal", [grads[0]], tuple(node.params[1:]), node.loc)]
+
+
 def _hardsigmoid(rt, node, grads, saved, need):
     # HardsigmoidBackward0: hardsigmoid_backward(grad, self), which derivatives.yaml does not differentiate:
     # a NotImplemented node (UINT64_MAX, no sequence number drawn), raising once a backward runs it
@@ -829,5 +839,5 @@ FORMULAS = {
     "flip": _flip, "roll": _roll, "cumsum": _cumsum, "sort": _sort, "sort_stable": _sort, "topk": _sort,
     "max_dim": _select_dim, "min_dim": _select_dim, "kthvalue": _select_dim, "median_dim": _select_dim,
     "gather": _gather, "repeat": _repeat, "hardsigmoid": _hardsigmoid,
-    "log_sigmoid": _log_sigmoid,
+    "log_sigmoid": _log_sigmoid, "diagonal": _diagonal, "diagonal_backward": _diagonal_backward_again,
 }

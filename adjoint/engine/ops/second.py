@@ -22,7 +22,7 @@ from adjoint.engine.ops.record import Save
 from adjoint.engine.ops.arith import binary_shape
 from adjoint.engine.ops.elementwise import STEP
 from adjoint.engine.ops.losses import Nll, Pointwise, nll_forward, nll_vjp
-from adjoint.engine.ops.views import select_key, slice_key
+from adjoint.engine.ops.views import diagonal_forward, diagonal_vjp, select_key, slice_key
 
 
 def tanh_backward_forward(B, ins, p):
@@ -305,6 +305,17 @@ def place_backward_shape(shapes, p, loc):
     return tuple(p[0])
 
 
+def diagonal_backward_forward(B, ins, p):
+    # diagonal_backward(grad, input_sizes, offset, dim1, dim2): zeros of the input's sizes, the gradient on the
+    # diagonal
+    return diagonal_vjp(B, ins, [B.zeros(tuple(p[0]))], None, tuple(p[1:]), [True])[0]
+
+
+def diagonal_backward_vjp(B, gs, ins, outs, p, need):
+    # grad_output: grad.diagonal(offset, dim1, dim2)
+    return [diagonal_forward(B, [gs[0]], tuple(p[1:]))]
+
+
 _PLACED = Math(lambda a, p, shape, k: TPlace(a[0], _placed_key(p), tuple(shape)))
 
 
@@ -369,6 +380,7 @@ HARDSHRINK_BACKWARD = Fn("hardshrink_backward", "\\operatorname{hardshrink\\_bac
                         generic_vjp)
 LOG_SIGMOID_BACKWARD = Fn("log_sigmoid_backward", "\\operatorname{log\\_sigmoid\\_backward}\\left(#0,\\ #1\\right)",
                          generic_vjp)
+DIAGONAL_BACKWARD = Fn("diagonal_backward", "\\operatorname{diagonal\\_backward}_{#s}\\left(#0\\right)", generic_vjp)
 HARDSIGMOID_BACKWARD = Fn("hardsigmoid_backward", "\\operatorname{hardsigmoid\\_backward}\\left(#0,\\ #1\\right)",
                          generic_vjp)
 GELU_BACKWARD = Fn("gelu_backward", "\\operatorname{gelu\\_backward}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
@@ -466,6 +478,11 @@ OPS = (
     Op("slice_backward", "SliceBackwardBackward0", place_backward_forward, place_backward_vjp,
        place_backward_shape, (), "g put into the slice in zeros of the input's sizes; grad.slice(dim, start, end, step)",
        negzero="structural", grows=False, math=_PLACED, checks=(Check(((2, 2),), ((2, 4), 1, 1, 4, 2)),)),
+    Op("diagonal_backward", "DiagonalBackwardBackward0", diagonal_backward_forward, diagonal_backward_vjp,
+       place_backward_shape, (), "g put on the diagonal in zeros of the input's sizes; grad.diagonal(offset, dim1, dim2)",
+       negzero="structural", grows=False,
+       math=Math(lambda a, p, shape, k: TFn(DIAGONAL_BACKWARD, (a[0],), tuple(shape), dims_text(tuple(p[1:])), p)),
+       checks=(Check(((2,),), ((2, 3), 0, 0, 1)), Check(((2, 1),), ((2, 3, 2), -1, 1, 2)))),
     Op("softmax_backward_data", "SoftmaxBackwardDataBackward0", softmax_backward_data_forward,
        softmax_backward_data_vjp, binary_shape, (Save("grad_output", "in", 0), Save("output", "in", 1)),
        "out * (g - sum(g * out, dim)); g grad_output - g sum(out grad_output) - grad_output sum(g out)",
