@@ -736,6 +736,10 @@ GLUE = [  # (forward, the same in torch of h and the index)
     ("torch.tile(h, (2, 2, 3))", lambda h, i: torch.tile(h, (2, 2, 3))),
     ("h.repeat(3, 1, 1)", lambda h, i: h.repeat(3, 1, 1)),
     ("h.repeat(1, 1) * h", lambda h, i: h.repeat(1, 1) * h),
+    # cumprod_backward without a zero: reversed_cumsum(output * grad, dim).div(input)
+    ("torch.cumprod(h, dim=1)", lambda h, i: torch.cumprod(h, dim=1)),
+    ("h.cumprod(0) * h", lambda h, i: h.cumprod(0) * h),
+    ("h[:1].cumprod(0)", lambda h, i: h[:1].cumprod(0)),
     # diagonal_backward(grad, sizes, offset, dim1, dim2): DiagonalBackwardBackward0
     ("torch.diagonal(h) * h[:, 1]", lambda h, i: torch.diagonal(h) * h[:, 1]),
     ("torch.stack([h, h * 2]).diagonal(-1, 2, 1)", lambda h, i: torch.stack([h, h * 2]).diagonal(-1, 2, 1)),

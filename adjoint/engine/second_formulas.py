@@ -737,6 +737,26 @@ def _cumsum(rt, node, grads, saved, need):
     return [rt.apply("flip", [rt.apply("cumsum", [flipped], dim, node.loc)], (dim,), node.loc)]
 
 
+def _cumprod(rt, node, grads, saved, need):
+    # cumprod_backward: the gradient itself when the input has at most one element or dim has size 1; else, without
+    # a zero in the input, reversed_cumsum(output * grad, dim).div(input): MulBackward0, FlipBackward0,
+    # CumsumBackward0, FlipBackward0, DivBackward0 (conj() of a real tensor is the tensor). With a zero, the
+    # O(n^2) path grad mode takes there is not built
+    g, x, out, dim = grads[0], saved["self"], saved["result"], node.params
+    shape = tuple(x.shape)
+    n = 1
+    for d in shape:
+        n *= d
+    if n <= 1 or shape[dim] == 1:
+        return [g]
+    if rt.B.any_zero(x.value):
+        raise NotModelled("CumprodBackward0 of an input with a zero")
+    w = rt.apply("mul", [out, g], None, node.loc)
+    flipped = rt.apply("flip", [w], (dim,), node.loc)
+    reversed_sum = rt.apply("flip", [rt.apply("cumsum", [flipped], dim, node.loc)], (dim,), node.loc)
+    return [rt.apply("div", [reversed_sum, x], None, node.loc)]
+
+
 def _value_selecting(rt, node, g, indices, dim: int, keepdim: bool):
     """value_selecting_reduction_backward(grad, dim, indices, self.sizes(), keepdim):
     ``zeros(sizes).scatter_(dim, indices, grad)`` (ScatterBackward0; the zeros need no grad), the
@@ -839,5 +859,5 @@ FORMULAS = {
     "flip": _flip, "roll": _roll, "cumsum": _cumsum, "sort": _sort, "sort_stable": _sort, "topk": _sort,
     "max_dim": _select_dim, "min_dim": _select_dim, "kthvalue": _select_dim, "median_dim": _select_dim,
     "gather": _gather, "repeat": _repeat, "hardsigmoid": _hardsigmoid,
-    "log_sigmoid": _log_sigmoid, "diagonal": _diagonal, "diagonal_backward": _diagonal_backward_again,
+    "log_sigmoid": _log_sigmoid, "cumprod": _cumprod, "diagonal": _diagonal, "diagonal_backward": _diagonal_backward_again,
 }
