@@ -736,6 +736,9 @@ GLUE = [  # (forward, the same in torch of h and the index)
     ("torch.tile(h, (2, 2, 3))", lambda h, i: torch.tile(h, (2, 2, 3))),
     ("h.repeat(3, 1, 1)", lambda h, i: h.repeat(3, 1, 1)),
     ("h.repeat(1, 1) * h", lambda h, i: h.repeat(1, 1) * h),
+    # hardtanh_backward(grad, self, min_val, max_val): HardtanhBackwardBackward0 (relu6 too)
+    ("F.hardtanh(h * 4, -0.5, 0.75) * h", lambda h, i: torch.nn.functional.hardtanh(h * 4, -0.5, 0.75) * h),
+    ("F.relu6(h * 20) * h", lambda h, i: torch.nn.functional.relu6(h * 20) * h),
     # cumprod_backward without a zero: reversed_cumsum(output * grad, dim).div(input)
     ("torch.cumprod(h, dim=1)", lambda h, i: torch.cumprod(h, dim=1)),
     ("h.cumprod(0) * h", lambda h, i: h.cumprod(0) * h),

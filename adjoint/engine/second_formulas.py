@@ -705,6 +705,18 @@ def _diagonal_backward_again(rt, node, grads, saved, need):
     return [rt.apply("diagonal", [grads[0]], tuple(node.params[1:]), node.loc)]
 
 
+def _hardtanh(rt, node, grads, saved, need):
+    # HardtanhBackward0 (hardtanh, relu6): hardtanh_backward(grad, self, min_val, max_val): HardtanhBackwardBackward0
+    return [rt.apply("hardtanh_backward", [grads[0], saved["self"]], node.params, node.loc)]
+
+
+def _hardtanh_backward(rt, node, grads, saved, need):
+    # HardtanhBackwardBackward0: grad_output: hardtanh_backward(grad, self, min_val, max_val); self: zeros_like(grad)
+    g = grads[0]
+    a = rt.apply("hardtanh_backward", [g, saved["self"]], node.params, node.loc) if need[0] else None
+    return [a, _zeros_like(rt, g) if len(need) > 1 and need[1] else None]
+
+
 def _hardsigmoid(rt, node, grads, saved, need):
     # HardsigmoidBackward0: hardsigmoid_backward(grad, self), which derivatives.yaml does not differentiate:
     # a NotImplemented node (UINT64_MAX, no sequence number drawn), raising once a backward runs it
@@ -859,5 +871,6 @@ FORMULAS = {
     "flip": _flip, "roll": _roll, "cumsum": _cumsum, "sort": _sort, "sort_stable": _sort, "topk": _sort,
     "max_dim": _select_dim, "min_dim": _select_dim, "kthvalue": _select_dim, "median_dim": _select_dim,
     "gather": _gather, "repeat": _repeat, "hardsigmoid": _hardsigmoid,
+    "hardtanh": _hardtanh, "hardtanh_backward": _hardtanh_backward,
     "log_sigmoid": _log_sigmoid, "cumprod": _cumprod, "diagonal": _diagonal, "diagonal_backward": _diagonal_backward_again,
 }

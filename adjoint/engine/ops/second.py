@@ -13,7 +13,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from adjoint.values.mathtree import Fn, TBin, TConst, TFn, TPlace, dims_text, generic_vjp
-from adjoint.engine.ops.activations import (_KAPPA, _gelu_tanh_inner, elu_vjp, gelu_vjp, hardsigmoid_vjp,
+from adjoint.engine.ops.activations import (_KAPPA, _gelu_tanh_inner, elu_vjp, gelu_vjp, hardsigmoid_vjp, hardtanh_vjp,
                                              log_sigmoid_forward, log_sigmoid_vjp, shrink_vjp, softplus_vjp)
 from adjoint.engine.ops.record import Check
 from adjoint.engine.ops.record import Math
@@ -189,6 +189,18 @@ def shrink_backward_vjp(B, gs, ins, outs, p, need):
     _, x = ins
     return [shrink_vjp(B, [g], [x], None, p, [True])[0] if need[0] else None,
             B.zeros(B.shape(x)) if need[1] else None]
+
+
+def hardtanh_backward_forward(B, ins, p):
+    # hardtanh_backward(grad_output, self, min_val, max_val): grad_output where min_val < self < max_val, else 0
+    g, x = ins
+    return hardtanh_vjp(B, [g], [x], None, p, [True])[0]
+
+
+def hardtanh_backward_vjp(B, gs, ins, outs, p, need):
+    # grad_output: hardtanh_backward(grad, self, min_val, max_val); self: zeros_like(grad)
+    _, x = ins
+    return [hardtanh_backward_forward(B, [gs[0], x], p) if need[0] else None, B.zeros(B.shape(x)) if need[1] else None]
 
 
 def log_sigmoid_backward_forward(B, ins, p):
@@ -381,6 +393,7 @@ HARDSHRINK_BACKWARD = Fn("hardshrink_backward", "\\operatorname{hardshrink\\_bac
 LOG_SIGMOID_BACKWARD = Fn("log_sigmoid_backward", "\\operatorname{log\\_sigmoid\\_backward}\\left(#0,\\ #1\\right)",
                          generic_vjp)
 DIAGONAL_BACKWARD = Fn("diagonal_backward", "\\operatorname{diagonal\\_backward}_{#s}\\left(#0\\right)", generic_vjp)
+HARDTANH_BACKWARD = Fn("hardtanh_backward", "\\operatorname{hardtanh\\_backward}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
 HARDSIGMOID_BACKWARD = Fn("hardsigmoid_backward", "\\operatorname{hardsigmoid\\_backward}\\left(#0,\\ #1\\right)",
                          generic_vjp)
 GELU_BACKWARD = Fn("gelu_backward", "\\operatorname{gelu\\_backward}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
@@ -454,6 +467,11 @@ OPS = (
        grows=False, math=Math(lambda a, p, shape, k: TFn(HARDSIGMOID_BACKWARD, tuple(a), tuple(shape), "", p)),
        checks=(Check(((2, 3), (2, 3))),), backward_error=hardsigmoid_backward_error, sequence_nr_max=True,
        takes_sequence_nr=False),
+    Op("hardtanh_backward", "HardtanhBackwardBackward0", hardtanh_backward_forward, hardtanh_backward_vjp,
+       binary_shape, (Save("self", "in", 1),), "g where min_val < self < max_val, else 0; 0", negzero="structural",
+       math=Math(lambda a, p, shape, k: TFn(HARDTANH_BACKWARD, tuple(a), tuple(shape),
+                                            ",".join(str(v) for v in p), p)),
+       checks=(Check(((4,), (4,)), (Fraction(-1, 2), Fraction(1))),)),
     Op("threshold_backward", "ThresholdBackwardBackward0", threshold_backward_forward, threshold_backward_vjp,
        binary_shape, (Save("self", "in", 1),), "g where self > threshold (relu: 0), else 0; 0",
        math=Math(_threshold_backward_math),
