@@ -500,7 +500,7 @@ OPS = (
        place_backward_shape, (), "g put on the diagonal in zeros of the input's sizes; grad.diagonal(offset, dim1, dim2)",
        negzero="structural", grows=False,
        math=Math(lambda a, p, shape, k: TFn(DIAGONAL_BACKWARD, (a[0],), tuple(shape), dims_text(tuple(p[1:])), p)),
-       checks=(Check(((2,),), ((2, 3), 0, 0, 1)), Check(((2, 1),), ((2, 3, 2), -1, 1, 2)))),
+       checks=(Check(((2,),), ((2, 3), 0, 0, 1)), Check(((2, 2),), ((2, 3, 2), -1, 1, 2)))),
     Op("softmax_backward_data", "SoftmaxBackwardDataBackward0", softmax_backward_data_forward,
        softmax_backward_data_vjp, binary_shape, (Save("grad_output", "in", 0), Save("output", "in", 1)),
        "out * (g - sum(g * out, dim)); g grad_output - g sum(out grad_output) - grad_output sum(g out)",
