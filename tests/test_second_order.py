@@ -687,3 +687,223 @@ steps:
     assert gx.value.a.tolist() == pytest.approx([0.294, -0.04], abs=1e-15)
     assert run.made["hx"].value.a.tolist() == pytest.approx([0.57624, -0.0064], abs=1e-15)
     assert run.made["hw"].value.a.tolist() == pytest.approx([0.49392, 0.032], abs=1e-15)
+
+
+SELECTING = """
+name: selecting
+dtype: float64
+inputs:
+  a: {value: [[-0.3, -0.15, 0.4], [0.2, 0.35, -0.5]], requires_grad: true}
+  b: {value: [[0.2, 0.4, 0.6], [0.8, 1.0, 1.2]], requires_grad: true}
+  idx: {value: [[2, 0, 2], [1, 1, 0]], dtype: int64}
+model:
+  inputs: [a, b, idx]
+  forward: |
+    h = a * b
+    return FORWARD
+loss: "sum(y ** 3)"
+steps:
+  - forward
+  - {backward: {method: grad, inputs: [a, b], create_graph: true, as: [ga, gb]}}
+  - {backward: {method: grad, inputs: [a, b], root: "sum(ga * ga) + sum(gb ** 3)", as: [ha, hb]}}
+"""
+
+_IDX = [[2, 0, 2], [1, 1, 0]]
+
+GLUE = [  # (forward, the same in torch of h and the index)
+    # value_selecting_reduction_backward: zeros(sizes).scatter_(dim, indices, grad): ScatterBackward0
+    ("torch.sort(h, dim=1)[0]", lambda h, i: torch.sort(h, dim=1)[0]),
+    ("h.sort(0, descending=True)[0]", lambda h, i: h.sort(0, descending=True)[0]),
+    ("torch.sort(h, stable=True)[0]", lambda h, i: torch.sort(h, stable=True)[0]),
+    ("torch.topk(h.flip(1) + h * 2, 2, dim=1)[0]", lambda h, i: torch.topk(h.flip(1) + h * 2, 2, dim=1)[0]),
+    ("h.topk(1, dim=0, largest=False)[0]", lambda h, i: h.topk(1, dim=0, largest=False)[0]),
+    # without keepdim: grad.unsqueeze(dim) (UnsqueezeBackward0) first
+    ("h.max(dim=1)[0]", lambda h, i: h.max(dim=1)[0]),
+    ("h.min(0, keepdim=True)[0]", lambda h, i: h.min(0, keepdim=True)[0]),
+    ("torch.kthvalue(h, 2, dim=0)[0]", lambda h, i: torch.kthvalue(h, 2, dim=0)[0]),
+    ("h.median(dim=0, keepdim=True)[0]", lambda h, i: h.median(dim=0, keepdim=True)[0]),
+    # gather_backward: new_zeros(self.sizes()).scatter_add_(dim, index, grad): ScatterAddBackward0
+    ("torch.gather(h, 1, idx)", lambda h, i: torch.gather(h, 1, i)),
+    ("torch.take_along_dim(h, idx[1:], dim=0)", lambda h, i: torch.take_along_dim(h, i[1:], dim=0)),
+    # grad.flip(dims); grad.roll(-reversed shifts, reversed dims); cumsum: flip, cumsum, flip
+    ("h.flip(1) * h", lambda h, i: h.flip(1) * h),
+    ("h.roll((1, -1), (0, 1)) * h", lambda h, i: h.roll((1, -1), (0, 1)) * h),
+    ("torch.roll(h, 2) * h", lambda h, i: torch.roll(h, 2) * h),
+    ("torch.cumsum(h, dim=1) * h", lambda h, i: torch.cumsum(h, dim=1) * h),
+    ("h[:, :1].cumsum(1) * 2", lambda h, i: h[:, :1].cumsum(1) * 2),
+    # repeat_backward: sum(0) per leading dim; reshape (ViewBackward0) and sum where a repeat is not 1
+    ("h.repeat(2, 1)", lambda h, i: h.repeat(2, 1)),
+    ("torch.tile(h, (2, 2, 3))", lambda h, i: torch.tile(h, (2, 2, 3))),
+    ("h.repeat(3, 1, 1)", lambda h, i: h.repeat(3, 1, 1)),
+    ("h.repeat(1, 1) * h", lambda h, i: h.repeat(1, 1) * h),
+    # hardtanh_backward(grad, self, min_val, max_val): HardtanhBackwardBackward0 (relu6 too)
+    ("F.hardtanh(h * 4, -0.5, 0.75) * h", lambda h, i: torch.nn.functional.hardtanh(h * 4, -0.5, 0.75) * h),
+    ("F.relu6(h * 20) * h", lambda h, i: torch.nn.functional.relu6(h * 20) * h),
+    # cumprod_backward without a zero: reversed_cumsum(output * grad, dim).div(input)
+    ("torch.cumprod(h, dim=1)", lambda h, i: torch.cumprod(h, dim=1)),
+    ("h.cumprod(0) * h", lambda h, i: h.cumprod(0) * h),
+    ("h[:1].cumprod(0)", lambda h, i: h[:1].cumprod(0)),
+    # diagonal_backward(grad, sizes, offset, dim1, dim2): DiagonalBackwardBackward0
+    ("torch.diagonal(h) * h[:, 1]", lambda h, i: torch.diagonal(h) * h[:, 1]),
+    ("torch.stack([h, h * 2]).diagonal(-1, 2, 1)", lambda h, i: torch.stack([h, h * 2]).diagonal(-1, 2, 1)),
+]
+
+
+@pytest.mark.parametrize("forward,twin", GLUE, ids=[s[0] for s in GLUE])
+def test_selecting_and_rearranging_ops_second_order_against_torch(forward, twin):
+    """sort, topk, max/min/kthvalue/median along a dim, gather (take_along_dim), flip, roll, cumsum
+    and repeat (tile) under create_graph: the recorded graphs node for node (names and
+    sequence_nr) and the grad of grad, against torch 2.13 (they were refused before)."""
+    problem = adjoint.loads(SELECTING.replace("FORWARD", forward))
+    run = run_variant(problem, problem.variants[0], Float64Backend(problem.dtype, None))
+    assert run.error is None, run.error
+    base = start_seq()
+    a = torch.tensor([[-0.3, -0.15, 0.4], [0.2, 0.35, -0.5]], dtype=F64, requires_grad=True)
+    b = torch.tensor([[0.2, 0.4, 0.6], [0.8, 1.0, 1.2]], dtype=F64, requires_grad=True)
+    loss = (twin(a * b, torch.tensor(_IDX)) ** 3).sum()
+    ga, gb = torch.autograd.grad(loss, [a, b], create_graph=True)
+    assert_same_graph(chain_ours(run.made["ga"]), chain_torch(ga, base), forward + " ga")
+    assert_same_graph(chain_ours(run.made["gb"]), chain_torch(gb, base), forward + " gb")
+    assert run.made["ga"].value.a.ravel().tolist() == pytest.approx(ga.flatten().tolist(), abs=1e-12)
+    ha, hb = torch.autograd.grad((ga * ga).sum() + (gb ** 3).sum(), [a, b])
+    assert run.made["ha"].value.a.ravel().tolist() == pytest.approx(ha.flatten().tolist(), abs=1e-9)
+    assert run.made["hb"].value.a.ravel().tolist() == pytest.approx(hb.flatten().tolist(), abs=1e-9)
+
+
+HARDSIGMOID = """
+name: hardsigmoid
+dtype: float64
+inputs:
+  a: {value: [[-0.3, -0.15, 0.4], [0.2, 0.35, -0.5]], requires_grad: true}
+  b: {value: [[0.2, 0.4, 0.6], [0.8, 1.0, 1.2]], requires_grad: true}
+model:
+  inputs: [a, b]
+  forward: |
+    h = a * b * 10
+    return F.hardsigmoid(h) * h
+loss: "sum(y ** 2)"
+steps:
+  - forward
+  - {backward: {method: grad, inputs: [a, b], create_graph: true, as: [ga, gb]}}
+  - {backward: {method: grad, inputs: [a], root: "sum(ga * ga)", as: [ha]}}
+"""
+
+
+def test_create_graph_through_hardsigmoid_records_a_not_implemented_node():
+    """derivatives.yaml has no formula for hardsigmoid_backward: under create_graph PyTorch records a
+    torch::autograd::NotImplemented node (sequence_nr UINT64_MAX, drawing no number: the nodes after
+    it are numbered as if it were not there), edges to the gradient and to self; the create_graph
+    backward succeeds, and a backward that reaches the node raises "derivative for
+    aten::hardsigmoid_backward is not implemented" (torch 2.13; adjoint refused the first backward)."""
+    problem = adjoint.loads(HARDSIGMOID)
+    run = run_variant(problem, problem.variants[0], Float64Backend(problem.dtype, None))
+    base = start_seq()
+    a = torch.tensor([[-0.3, -0.15, 0.4], [0.2, 0.35, -0.5]], dtype=F64, requires_grad=True)
+    b = torch.tensor([[0.2, 0.4, 0.6], [0.8, 1.0, 1.2]], dtype=F64, requires_grad=True)
+    h = a * b * 10
+    ga, gb = torch.autograd.grad(((torch.nn.functional.hardsigmoid(h) * h) ** 2).sum(), [a, b], create_graph=True)
+
+    def unnumbered(chain):
+        return [(name, None if seq is not None and seq >= 2 ** 63 - base else seq, kids) for name, seq, kids in chain]
+    theirs = unnumbered(chain_torch(ga, base))
+    assert "torch::autograd::NotImplemented" in [name for name, _, _ in theirs]
+    assert_same_graph(chain_ours(run.made["ga"]), theirs, "ga")
+    assert_same_graph(chain_ours(run.made["gb"]), unnumbered(chain_torch(gb, base)), "gb")
+    assert run.made["ga"].value.a.ravel().tolist() == pytest.approx(ga.flatten().tolist(), abs=1e-12)
+    with pytest.raises(RuntimeError) as caught:
+        torch.autograd.grad((ga * ga).sum(), [a])
+    assert str(caught.value) == "derivative for aten::hardsigmoid_backward is not implemented"
+    assert (run.error.type, run.error.message) == ("RuntimeError", str(caught.value))
+
+
+def test_create_graph_through_a_delayed_error_raises_its_message():
+    """DelayedError's Error node throws whatever it is handed, under create_graph as without
+    (torch 2.13: RuntimeError "Boom!"); adjoint refused ("create_graph through
+    torch::autograd::Error is not modelled yet")."""
+    text = """
+name: delayed
+dtype: float64
+inputs:
+  x: {value: [0.5, -1], requires_grad: true}
+model:
+  inputs: [x]
+  forward: "delayed_error(x * x, 'Boom!') * x"
+loss: "sum(y)"
+steps:
+  - forward
+  - {backward: {method: grad, inputs: [x], create_graph: true, as: [g]}}
+"""
+    x = torch.tensor([0.5, -1], dtype=F64, requires_grad=True)
+    y = torch._C._functions.DelayedError("Boom!", 1)(x * x) * x
+    with pytest.raises(RuntimeError) as caught:
+        torch.autograd.grad(y.sum(), [x], create_graph=True)
+    got = adjoint.loads(text).solve().to_json()["variants"]["default"]["error"]
+    assert (got["type"], got["message"]) == ("RuntimeError", str(caught.value)) == ("RuntimeError", "Boom!")
+
+
+LOGSIGMOID = """
+name: logsigmoid
+dtype: float64
+inputs:
+  a: {value: [[-0.3, -0.15, 0.4], [0.2, 0.35, -0.5]], requires_grad: true}
+  b: {value: [[0.2, 0.4, 0.6], [0.8, 1.0, 1.2]], requires_grad: true}
+model:
+  inputs: [a, b]
+  forward: |
+    h = a * b * 10
+    return F.logsigmoid(h) * h
+loss: "sum(y ** 2)"
+steps:
+  - forward
+  - {backward: {method: grad, inputs: [a, b], create_graph: true, as: [ga, gb]}}
+  - {backward: {method: grad, inputs: [a, b], root: "sum(ga * ga) + sum(gb ** 3)", as: [ha, hb]}}
+"""
+
+
+@pytest.mark.parametrize("hooks", [False, True], ids=["plain", "saved_tensor_hooks"])
+def test_create_graph_through_logsigmoid(hooks):
+    """LogSigmoidBackward0 under create_graph records log_sigmoid_backward(grad, self, buffer): one
+    LogSigmoidBackwardBackward0 (edges to the gradient and self; the buffer, the forward's second
+    output, has none), whose backward is log_sigmoid_backward(grad, self, buffer) for grad_output and
+    log_sigmoid_double_backward(grad * grad_output, self) = g go (z - 1) z for self (torch 2.13; adjoint
+    refused it). With saved-tensor hooks packing every tensor (the buffer too), the same."""
+    text = LOGSIGMOID
+    if hooks:
+        text += "hooks:\n  - {saved_tensors: {pack: \"x\", unpack: \"x\"}}\n"
+    problem = adjoint.loads(text)
+    run = run_variant(problem, problem.variants[0], Float64Backend(problem.dtype, None))
+    assert run.error is None, run.error
+    base = start_seq()
+    a = torch.tensor([[-0.3, -0.15, 0.4], [0.2, 0.35, -0.5]], dtype=F64, requires_grad=True)
+    b = torch.tensor([[0.2, 0.4, 0.6], [0.8, 1.0, 1.2]], dtype=F64, requires_grad=True)
+    h = a * b * 10
+    ga, gb = torch.autograd.grad(((torch.nn.functional.logsigmoid(h) * h) ** 2).sum(), [a, b], create_graph=True)
+    if not hooks:
+        assert "LogSigmoidBackwardBackward0" in [n for n, _, _ in chain_torch(ga, base)]
+        assert_same_graph(chain_ours(run.made["ga"]), chain_torch(ga, base), "ga")
+        assert_same_graph(chain_ours(run.made["gb"]), chain_torch(gb, base), "gb")
+    assert run.made["ga"].value.a.ravel().tolist() == pytest.approx(ga.flatten().tolist(), abs=1e-12)
+    ha, hb = torch.autograd.grad((ga * ga).sum() + (gb ** 3).sum(), [a, b])
+    assert run.made["ha"].value.a.ravel().tolist() == pytest.approx(ha.flatten().tolist(), abs=1e-9)
+    assert run.made["hb"].value.a.ravel().tolist() == pytest.approx(hb.flatten().tolist(), abs=1e-9)
+
+
+def test_a_third_backward_through_diagonal_backward():
+    """DiagonalBackwardBackward0's own formula is grad.diagonal(offset, dim1, dim2) (DiagonalBackward0):
+    a third backward through it, against torch 2.13."""
+    text = SELECTING.replace("FORWARD", "torch.diagonal(h, 1) * h[:, 0]").replace(
+        "  - {backward: {method: grad, inputs: [a, b], root: \"sum(ga * ga) + sum(gb ** 3)\", as: [ha, hb]}}",
+        "  - {backward: {method: grad, inputs: [a, b], root: \"sum(ga * ga) + sum(gb ** 3)\", create_graph: true, "
+        "as: [ha, hb]}}\n  - {backward: {method: grad, inputs: [a, b], root: \"sum(ha ** 2) + sum(hb)\", as: [ka, kb]}}")
+    problem = adjoint.loads(text)
+    run = run_variant(problem, problem.variants[0], Float64Backend(problem.dtype, None))
+    assert run.error is None, run.error
+    a = torch.tensor([[-0.3, -0.15, 0.4], [0.2, 0.35, -0.5]], dtype=F64, requires_grad=True)
+    b = torch.tensor([[0.2, 0.4, 0.6], [0.8, 1.0, 1.2]], dtype=F64, requires_grad=True)
+    h = a * b
+    ga, gb = torch.autograd.grad(((torch.diagonal(h, 1) * h[:, 0]) ** 3).sum(), [a, b], create_graph=True)
+    ha, hb = torch.autograd.grad((ga * ga).sum() + (gb ** 3).sum(), [a, b], create_graph=True)
+    assert "DiagonalBackwardBackward0" in [n for n, _, _ in chain_torch(ha, 0)] + [n for n, _, _ in chain_torch(hb, 0)]
+    ka, kb = torch.autograd.grad((ha ** 2).sum() + hb.sum(), [a, b])
+    assert run.made["ka"].value.a.ravel().tolist() == pytest.approx(ka.flatten().tolist(), abs=1e-9)
+    assert run.made["kb"].value.a.ravel().tolist() == pytest.approx(kb.flatten().tolist(), abs=1e-9)

@@ -327,7 +327,7 @@ class Runtime:
             # codegen collects next edges of the differentiable arguments only (they come first)
             # the node is made (its sequence_nr taken) before its next edges are collected, and
             # collecting reads each input's grad_fn: a stale view's new one comes after this node
-            seq = self._new_seq()
+            seq = self._new_seq() if op.takes_sequence_nr else INF_SEQ
             edges = [self.gradient_edge(t) if r else None for t, r, d in zip(ts, rg, diff) if d]
             node = self.new_node(op.node, edges, op, params, ts, loc, seq)
             if op.sequence_nr_max:   # torch::autograd::Error: UINT64_MAX, runs first once ready

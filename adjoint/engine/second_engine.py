@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Edge, Node, Tensor
-from adjoint.engine.reverse import BackwardResult, Engine, slot_shape
+from adjoint.engine.reverse import BackwardResult, Engine, backward_error, slot_shape
 from adjoint.engine.runtime import TorchError
 from adjoint.engine import warns
 from adjoint.engine.complex_grad import zeros as zeros_of
@@ -182,6 +182,11 @@ class SecondEngine(Engine):
             # CheckpointFunction.backward's first line, before anything it would record
             from adjoint.engine.checkpoint_reentrant import NOT_VALID
             raise TorchError("RuntimeError", NOT_VALID, "checkpoint")
+        if node.kind == "op" and node.op.sequence_nr_max:
+            # an Error node (DelayedError's, a generated NotImplemented one): Error::apply throws whatever it
+            # is handed, with create_graph as without
+            self.unpack_tensors(node)
+            backward_error(node, [])
         if node.kind != "op" or node.op.name not in FORMULAS:
             raise NotModelled(node.name if node.kind != "op" else node.op.node)
         saved = self.unpack_tensors(node)
@@ -214,6 +219,8 @@ class SecondEngine(Engine):
                 out[sv.name] = self.hooked(node, spec, sv.value)
             elif spec.what == "in":
                 out[sv.name] = node.inputs[spec.index]
+            elif spec.index >= len(node.outputs):   # a non-differentiable output (log_sigmoid's buffer): no graph
+                out[sv.name] = self.rt.tensor(value.value if isinstance(value, Tensor) else value)
             else:
                 shape, dtype = node.outputs[spec.index]
                 out[sv.name] = self.rt.tensor(node.output_values[spec.index], True, node, spec.index, dtype=dtype)
@@ -227,6 +234,8 @@ class SecondEngine(Engine):
         rt = self.rt
         if isinstance(value, Tensor):
             value = value.value
+        if spec.what != "in" and spec.index >= len(node.outputs):   # a non-differentiable output: no graph
+            return rt.tensor(value)
         if spec.what != "in":
             dtype = node.outputs[spec.index][1]
             return rt.tensor(value, True, node, spec.index, dtype=dtype)

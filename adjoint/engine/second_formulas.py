@@ -689,6 +689,157 @@ def sum_to(rt, g, shape: tuple, loc):
     return out
 
 
+def _log_sigmoid(rt, node, grads, saved, need):
+    # LogSigmoidBackward0: log_sigmoid_backward(grad, self, buffer): LogSigmoidBackwardBackward0 (the buffer,
+    # the forward's second output, has no edge)
+    return [rt.apply("log_sigmoid_backward", [grads[0], saved["self"], saved["buffer"]], None, node.loc)]
+
+
+def _diagonal(rt, node, grads, saved, need):
+    # DiagonalBackward0: diagonal_backward(grad, self.sizes(), offset, dim1, dim2): DiagonalBackwardBackward0
+    return [rt.apply("diagonal_backward", [grads[0]], (tuple(node.inputs[0].shape),) + tuple(node.params), node.loc)]
+
+
+def _diagonal_backward_again(rt, node, grads, saved, need):
+    # DiagonalBackwardBackward0: grad.diagonal(offset, dim1, dim2) (DiagonalBackward0)
+    return [rt.apply("diagonal", [grads[0]], tuple(node.params[1:]), node.loc)]
+
+
+def _hardtanh(rt, node, grads, saved, need):
+    # HardtanhBackward0 (hardtanh, relu6): hardtanh_backward(grad, self, min_val, max_val): HardtanhBackwardBackward0
+    return [rt.apply("hardtanh_backward", [grads[0], saved["self"]], node.params, node.loc)]
+
+
+def _hardtanh_backward(rt, node, grads, saved, need):
+    # HardtanhBackwardBackward0: grad_output: hardtanh_backward(grad, self, min_val, max_val); self: zeros_like(grad)
+    g = grads[0]
+    a = rt.apply("hardtanh_backward", [g, saved["self"]], node.params, node.loc) if need[0] else None
+    return [a, _zeros_like(rt, g) if len(need) > 1 and need[1] else None]
+
+
+def _hardsigmoid(rt, node, grads, saved, need):
+    # HardsigmoidBackward0: hardsigmoid_backward(grad, self), which derivatives.yaml does not differentiate:
+    # a NotImplemented node (UINT64_MAX, no sequence number drawn), raising once a backward runs it
+    return [rt.apply("hardsigmoid_backward", [grads[0], saved["self"]], None, node.loc)]
+
+
+def _flip(rt, node, grads, saved, need):
+    # FlipBackward0: grad.flip(dims) (FlipBackward0)
+    return [rt.apply("flip", [grads[0]], node.params, node.loc)]
+
+
+def _roll(rt, node, grads, saved, need):
+    # RollBackward0: grad.roll(-reversed shifts, reversed dims) (RollBackward0)
+    shifts, dims = node.params
+    back = (tuple(-s for s in reversed(shifts)), tuple(reversed(dims)))
+    return [rt.apply("roll", [grads[0]], back, node.loc)]
+
+
+def _cumsum(rt, node, grads, saved, need):
+    # cumsum_backward: the gradient itself when it has at most one element or dim has size 1, else
+    # grad.flip(dim).cumsum(dim).flip(dim) (FlipBackward0, CumsumBackward0, FlipBackward0)
+    g, dim = grads[0], node.params
+    shape = tuple(g.shape)
+    n = 1
+    for d in shape:
+        n *= d
+    if n <= 1 or shape[dim] == 1:
+        return [g]
+    flipped = rt.apply("flip", [g], (dim,), node.loc)
+    return [rt.apply("flip", [rt.apply("cumsum", [flipped], dim, node.loc)], (dim,), node.loc)]
+
+
+def _cumprod(rt, node, grads, saved, need):
+    # cumprod_backward: the gradient itself when the input has at most one element or dim has size 1; else, without
+    # a zero in the input, reversed_cumsum(output * grad, dim).div(input): MulBackward0, FlipBackward0,
+    # CumsumBackward0, FlipBackward0, DivBackward0 (conj() of a real tensor is the tensor). With a zero, the
+    # O(n^2) path grad mode takes there is not built
+    g, x, out, dim = grads[0], saved["self"], saved["result"], node.params
+    shape = tuple(x.shape)
+    n = 1
+    for d in shape:
+        n *= d
+    if n <= 1 or shape[dim] == 1:
+        return [g]
+    if rt.B.any_zero(x.value):
+        raise NotModelled("CumprodBackward0 of an input with a zero")
+    w = rt.apply("mul", [out, g], None, node.loc)
+    flipped = rt.apply("flip", [w], (dim,), node.loc)
+    reversed_sum = rt.apply("flip", [rt.apply("cumsum", [flipped], dim, node.loc)], (dim,), node.loc)
+    return [rt.apply("div", [reversed_sum, x], None, node.loc)]
+
+
+def _value_selecting(rt, node, g, indices, dim: int, keepdim: bool):
+    """value_selecting_reduction_backward(grad, dim, indices, self.sizes(), keepdim):
+    ``zeros(sizes).scatter_(dim, indices, grad)`` (ScatterBackward0; the zeros need no grad), the
+    gradient (UnsqueezeBackward0), then the indices unsqueezed at ``dim`` first without keepdim."""
+    shape = tuple(node.inputs[0].shape)
+    if not shape:
+        raise NotModelled(f"{node.name} of a 0-d tensor")
+    if not keepdim:
+        g = rt.apply("unsqueeze", [g], dim, node.loc)
+        indices = rt.apply("unsqueeze", [indices], dim, node.loc)
+    zeros = rt.tensor(rt.B.zeros(shape), dtype=g.dtype)
+    return rt.apply("scatter", [zeros, g, indices], dim, node.loc)
+
+
+def _sort(rt, node, grads, saved, need):
+    # SortBackward0 / SortBackward1 / TopkBackward0: value_selecting_reduction_backward(..., keepdim=true)
+    return [_value_selecting(rt, node, grads[0], saved["indices"], node.params[0], True), None]
+
+
+def _select_dim(rt, node, grads, saved, need):
+    # MaxBackward0 / MinBackward0 / KthvalueBackward0 / MedianBackward1:
+    # value_selecting_reduction_backward(grad, dim, indices, self.sizes(), keepdim)
+    dim, keepdim = node.params
+    return [_value_selecting(rt, node, grads[0], saved["indices"], dim, keepdim), None]
+
+
+def _gather(rt, node, grads, saved, need):
+    # GatherBackward0: gather_backward: grad.new_zeros(self.sizes()).scatter_add_(dim, index, grad)
+    # (ScatterAddBackward0; the zeros need no grad)
+    shape = tuple(node.inputs[0].shape)
+    if not shape:
+        raise NotModelled("GatherBackward0 of a 0-d tensor")
+    g = grads[0]
+    zeros = rt.tensor(rt.B.zeros(shape), dtype=g.dtype)
+    return [rt.apply("scatter_add", [zeros, g, saved["index"]], node.params, node.loc), None]
+
+
+def _repeat(rt, node, grads, saved, need):
+    # RepeatBackward0: repeat_backward(grad, repeats, input_shape): zeros (no node) for a zero repeat;
+    # grad.sum(0) per leading dim repeat added (SumBackward1 each); then, where a repeat is not 1,
+    # grad.reshape(repeat, size, ...) (ViewBackward0: splitting dims is always a view) and one
+    # grad.sum(those dims) (SumBackward1)
+    reps, g = tuple(node.params), grads[0]
+    shape = tuple(node.inputs[0].shape)
+    if 0 in reps:
+        return [rt.tensor(rt.B.zeros(shape), dtype=g.dtype)]
+    lead = len(g.shape) - len(shape)
+    for _ in range(lead):
+        g = rt.apply("sum_dim", [g], ((0,), False), node.loc)
+    sizes, dims = [], []
+    for d, n in enumerate(shape):
+        if reps[d + lead] != 1:
+            sizes.append(reps[d + lead])
+            dims.append(len(sizes) - 1)
+        sizes.append(n)
+    if not dims:
+        return [g]
+    if not _contiguous(g):
+        raise NotModelled("RepeatBackward0 of a gradient that is not contiguous")
+    g = rt.apply("view", [g], tuple(sizes), node.loc)
+    return [rt.apply("sum_dim", [g], (tuple(dims), False), node.loc)]
+
+
+def _contiguous(t) -> bool:
+    expected, step = [], 1
+    for n in reversed(tuple(t.shape)):
+        expected.append(step)
+        step *= n
+    return all(n == 1 or s == e for n, s, e in zip(reversed(tuple(t.shape)), reversed(tuple(t.strides)), expected))
+
+
 class NotModelled(Exception):
     """The double-backward recording of this primitive is not built: refused, never guessed."""
 
@@ -717,4 +868,9 @@ FORMULAS = {
     "maximum": _extremum(True), "minimum": _extremum(False), "max_all": _extreme_all, "min_all": _extreme_all,
     "masked_fill": _masked_fill, "masked_fill_tensor": _masked_fill_tensor, "cat": _cat, "stack": _stack,
     "split": _split, "split_with_sizes": _split, "unbind": _unbind,
+    "flip": _flip, "roll": _roll, "cumsum": _cumsum, "sort": _sort, "sort_stable": _sort, "topk": _sort,
+    "max_dim": _select_dim, "min_dim": _select_dim, "kthvalue": _select_dim, "median_dim": _select_dim,
+    "gather": _gather, "repeat": _repeat, "hardsigmoid": _hardsigmoid,
+    "hardtanh": _hardtanh, "hardtanh_backward": _hardtanh_backward,
+    "log_sigmoid": _log_sigmoid, "cumprod": _cumprod, "diagonal": _diagonal, "diagonal_backward": _diagonal_backward_again,
 }

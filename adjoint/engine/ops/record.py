@@ -127,6 +127,8 @@ class Op:
                                      # (a convolution's padded input and patches): checked like the output's size
     sequence_nr_max: bool = False    # the node's sequence_nr is UINT64_MAX (DelayedError's Error node), though
                                      # making it takes one number as any node does
+    takes_sequence_nr: bool = True   # False: making the node takes no number (a generated NotImplemented node,
+                                     # whose Error constructor gives it UINT64_MAX without drawing one)
     vjp_unread: Callable | None = None  # (p) -> input slots the VJP does not read with these parameters (a
                                      # training batch norm's running stats, saved before the forward updates
                                      # them): the engine's VJP stands for the call's values there too

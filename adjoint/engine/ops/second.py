@@ -13,7 +13,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 from adjoint.values.mathtree import Fn, TBin, TConst, TFn, TPlace, dims_text, generic_vjp
-from adjoint.engine.ops.activations import _KAPPA, _gelu_tanh_inner, elu_vjp, gelu_vjp, shrink_vjp, softplus_vjp
+from adjoint.engine.ops.activations import (_KAPPA, _gelu_tanh_inner, elu_vjp, gelu_vjp, hardsigmoid_vjp, hardtanh_vjp,
+                                             log_sigmoid_forward, log_sigmoid_vjp, shrink_vjp, softplus_vjp)
 from adjoint.engine.ops.record import Check
 from adjoint.engine.ops.record import Math
 from adjoint.engine.ops.record import Op
@@ -21,7 +22,7 @@ from adjoint.engine.ops.record import Save
 from adjoint.engine.ops.arith import binary_shape
 from adjoint.engine.ops.elementwise import STEP
 from adjoint.engine.ops.losses import Nll, Pointwise, nll_forward, nll_vjp
-from adjoint.engine.ops.views import select_key, slice_key
+from adjoint.engine.ops.views import diagonal_forward, diagonal_vjp, select_key, slice_key
 
 
 def tanh_backward_forward(B, ins, p):
@@ -190,6 +191,60 @@ def shrink_backward_vjp(B, gs, ins, outs, p, need):
             B.zeros(B.shape(x)) if need[1] else None]
 
 
+def hardtanh_backward_forward(B, ins, p):
+    # hardtanh_backward(grad_output, self, min_val, max_val): grad_output where min_val < self < max_val, else 0
+    g, x = ins
+    return hardtanh_vjp(B, [g], [x], None, p, [True])[0]
+
+
+def hardtanh_backward_vjp(B, gs, ins, outs, p, need):
+    # grad_output: hardtanh_backward(grad, self, min_val, max_val); self: zeros_like(grad)
+    _, x = ins
+    return [hardtanh_backward_forward(B, [gs[0], x], p) if need[0] else None, B.zeros(B.shape(x)) if need[1] else None]
+
+
+def log_sigmoid_backward_forward(B, ins, p):
+    # log_sigmoid_backward(grad_output, self, buffer), the CPU kernel; the buffer is exp(-|self|), the forward's
+    # second output, and is read here from self (the same value), so the kernel is a function of its two
+    # differentiable inputs (buffer has no edge)
+    g, x = ins[0], ins[1]
+    buffer = log_sigmoid_forward(B, [x], None)[1]
+    return log_sigmoid_vjp(B, [g], [x], [None, buffer], None, [True])[0]
+
+
+def log_sigmoid_backward_vjp(B, gs, ins, outs, p, need):
+    # grad_output: log_sigmoid_backward(grad, self, buffer); self: log_sigmoid_double_backward(grad * grad_output,
+    # self) = grad * grad_output * (z - 1) * z, z = sigmoid(self)
+    g = gs[0]
+    go, x = ins[0], ins[1]
+    a = log_sigmoid_backward_forward(B, [g, x], p) if need[0] else None
+    b = None
+    if need[1]:
+        z = B.sigmoid(x)
+        b = B.mul(B.mul(B.mul(g, go), B.sub(z, B.scalar(1))), z)
+    return [a, b, None]
+
+
+def hardsigmoid_backward_forward(B, ins, p):
+    # hardsigmoid_backward(grad_output, self): grad_output * (1.0f / 6.0f) where -3 < self < 3, else 0
+    g, x = ins
+    return hardsigmoid_vjp(B, [g], [x], None, p, [True])[0]
+
+
+def hardsigmoid_backward_vjp(B, gs, ins, outs, p, need):
+    # never run: the generated NotImplemented node raises first (hardsigmoid_backward_error); what it would
+    # be (grad_output: the same kernel of grad; self: 0, the function being piecewise constant in self)
+    _, x = ins
+    return [hardsigmoid_backward_forward(B, [gs[0], x], p) if need[0] else None,
+            B.zeros(B.shape(x)) if need[1] else None]
+
+
+def hardsigmoid_backward_error(dtypes, p, need):
+    """derivatives.yaml has no formula for hardsigmoid_backward: the generated code records a
+    ``NotImplemented("aten::hardsigmoid_backward")`` node, whose apply raises (Error::apply)."""
+    return ("RuntimeError", "derivative for aten::hardsigmoid_backward is not implemented", "not_implemented")
+
+
 def _mse_norm(B, shape, reduction):
     n = 1
     for d in shape:
@@ -262,6 +317,17 @@ def place_backward_shape(shapes, p, loc):
     return tuple(p[0])
 
 
+def diagonal_backward_forward(B, ins, p):
+    # diagonal_backward(grad, input_sizes, offset, dim1, dim2): zeros of the input's sizes, the gradient on the
+    # diagonal
+    return diagonal_vjp(B, ins, [B.zeros(tuple(p[0]))], None, tuple(p[1:]), [True])[0]
+
+
+def diagonal_backward_vjp(B, gs, ins, outs, p, need):
+    # grad_output: grad.diagonal(offset, dim1, dim2)
+    return [diagonal_forward(B, [gs[0]], tuple(p[1:]))]
+
+
 _PLACED = Math(lambda a, p, shape, k: TPlace(a[0], _placed_key(p), tuple(shape)))
 
 
@@ -324,6 +390,12 @@ SOFTSHRINK_BACKWARD = Fn("softshrink_backward", "\\operatorname{softshrink\\_bac
                         generic_vjp)
 HARDSHRINK_BACKWARD = Fn("hardshrink_backward", "\\operatorname{hardshrink\\_backward}_{#s}\\left(#0,\\ #1\\right)",
                         generic_vjp)
+LOG_SIGMOID_BACKWARD = Fn("log_sigmoid_backward", "\\operatorname{log\\_sigmoid\\_backward}\\left(#0,\\ #1\\right)",
+                         generic_vjp)
+DIAGONAL_BACKWARD = Fn("diagonal_backward", "\\operatorname{diagonal\\_backward}_{#s}\\left(#0\\right)", generic_vjp)
+HARDTANH_BACKWARD = Fn("hardtanh_backward", "\\operatorname{hardtanh\\_backward}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
+HARDSIGMOID_BACKWARD = Fn("hardsigmoid_backward", "\\operatorname{hardsigmoid\\_backward}\\left(#0,\\ #1\\right)",
+                         generic_vjp)
 GELU_BACKWARD = Fn("gelu_backward", "\\operatorname{gelu\\_backward}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
 SOFTMAX_BACKWARD = Fn("softmax_backward_data", "\\operatorname{softmax\\_backward}_{#s}\\left(#0,\\ #1\\right)",
                       generic_vjp)
@@ -383,6 +455,23 @@ OPS = (
        "g * gelu'(self); g * grad_output * gelu''(self)",
        math=Math(lambda a, p, shape, k: TFn(GELU_BACKWARD, tuple(a), tuple(shape), "\\tanh" if p == "tanh" else "", p)),
        checks=(Check(((2, 3), (2, 3)), "none"), Check(((2, 2), (2, 2)), "tanh"))),
+    Op("log_sigmoid_backward", "LogSigmoidBackwardBackward0", log_sigmoid_backward_forward, log_sigmoid_backward_vjp,
+       lambda shapes, p, loc: tuple(shapes[1]),
+       (Save("grad_output", "in", 0, if_need=1), Save("self", "in", 1), Save("buffer", "in", 2)),
+       "g * sigmoid(-self); g * grad_output * (sigmoid(self) - 1) * sigmoid(self)",
+       differentiable=(True, True, False), underflows="positive",
+       math=Math(lambda a, p, shape, k: TFn(LOG_SIGMOID_BACKWARD, tuple(a[:2]), tuple(shape), "", p)),
+       checks=(Check(((2, 3), (2, 3), (2, 3))),)),
+    Op("hardsigmoid_backward", "torch::autograd::NotImplemented", hardsigmoid_backward_forward,
+       hardsigmoid_backward_vjp, binary_shape, (), "raises: derivative for aten::hardsigmoid_backward is not implemented",
+       grows=False, math=Math(lambda a, p, shape, k: TFn(HARDSIGMOID_BACKWARD, tuple(a), tuple(shape), "", p)),
+       checks=(Check(((2, 3), (2, 3))),), backward_error=hardsigmoid_backward_error, sequence_nr_max=True,
+       takes_sequence_nr=False),
+    Op("hardtanh_backward", "HardtanhBackwardBackward0", hardtanh_backward_forward, hardtanh_backward_vjp,
+       binary_shape, (Save("self", "in", 1),), "g where min_val < self < max_val, else 0; 0", negzero="structural",
+       math=Math(lambda a, p, shape, k: TFn(HARDTANH_BACKWARD, tuple(a), tuple(shape),
+                                            ",".join(str(v) for v in p), p)),
+       checks=(Check(((4,), (4,)), (Fraction(-1, 2), Fraction(1))),)),
     Op("threshold_backward", "ThresholdBackwardBackward0", threshold_backward_forward, threshold_backward_vjp,
        binary_shape, (Save("self", "in", 1),), "g where self > threshold (relu: 0), else 0; 0",
        math=Math(_threshold_backward_math),
@@ -407,6 +496,11 @@ OPS = (
     Op("slice_backward", "SliceBackwardBackward0", place_backward_forward, place_backward_vjp,
        place_backward_shape, (), "g put into the slice in zeros of the input's sizes; grad.slice(dim, start, end, step)",
        negzero="structural", grows=False, math=_PLACED, checks=(Check(((2, 2),), ((2, 4), 1, 1, 4, 2)),)),
+    Op("diagonal_backward", "DiagonalBackwardBackward0", diagonal_backward_forward, diagonal_backward_vjp,
+       place_backward_shape, (), "g put on the diagonal in zeros of the input's sizes; grad.diagonal(offset, dim1, dim2)",
+       negzero="structural", grows=False,
+       math=Math(lambda a, p, shape, k: TFn(DIAGONAL_BACKWARD, (a[0],), tuple(shape), dims_text(tuple(p[1:])), p)),
+       checks=(Check(((2,),), ((2, 3), 0, 0, 1)), Check(((2, 2),), ((2, 3, 2), -1, 1, 2)))),
     Op("softmax_backward_data", "SoftmaxBackwardDataBackward0", softmax_backward_data_forward,
        softmax_backward_data_vjp, binary_shape, (Save("grad_output", "in", 0), Save("output", "in", 1)),
        "out * (g - sum(g * out, dim)); g grad_output - g sum(out grad_output) - grad_output sum(g out)",
