@@ -844,6 +844,51 @@ def test_buffers_are_broadcast_from_rank_0_before_a_forward_after_a_synchronized
         assert [w["category"] for w in r["warnings"]] == ([] if broadcast else ["FutureWarning"])
 
 
+#: printed by a hand-written torch 2.13 script (2 gloo processes, float64) for tests/ddp/init_sync.yaml
+#: (DistributedDataParallel(model, init_sync=False)) and tests/ddp/forward_sync_buffers.yaml
+#: (forward_sync_buffers=False, broadcast_buffers=True): per rank, b.bias.grad after each pass,
+#: b.weight.grad after the last, the buffers at the end, and the constructor's warnings
+SYNC_PRINTED = {
+    "init_sync": {"b.bias": ([4.3, 10.0725, 17.49525, 25.648225, 35.5731525],
+                             [4.3, 10.0725, 17.04525, 25.648225, 35.5731525]),
+                  "b.weight": [24.99962286088822, 24.999735946984927],
+                  "buffers": (([0.76783125, 1.38209625], [0.9104196875, 1.2175521875]),
+                              ([0.60533125, 1.09459625], [1.0322946875, 1.5144271875])),
+                  "warnings": []},
+    "forward_sync_buffers": {"b.bias": ([5.3, 11.87, 20.29275, 28.7147, 38.94323],
+                                        [5.3, 11.87, 19.07325, 28.7147, 38.94323]),
+                             "b.weight": [49.99924572177644, 49.999471893969854],
+                             "buffers": (([0.76783125, 1.38209625], [0.9104196875, 1.2175521875]),
+                                         ([0.1023775, 0.204755], [1.40951, 2.433285])),
+                             "warnings": [{"category": "FutureWarning", "during": "setup", "message":
+                                           "Both `broadcast_buffers` and `forward_sync_buffers` were specified. "
+                                           "`broadcast_buffers` is deprecated and its value is ignored when "
+                                           "`forward_sync_buffers` is provided."}]},
+}
+
+
+@pytest.mark.parametrize("name", sorted(SYNC_PRINTED))
+def test_init_sync_and_forward_sync_buffers(name):
+    """DistributedDataParallel's init_sync and forward_sync_buffers (PyTorch 2.13's replacement of
+    the deprecated broadcast_buffers) were refused. init_sync=False: no broadcast at the
+    construction, so no parameter's or buffer's _version moves (b.weight's hook doubles nothing,
+    running_mean reads 1 less), while the forwards still broadcast rank 0's buffers.
+    forward_sync_buffers=False: no broadcast before a forward (each rank's statistics its own), the
+    construction's broadcast of parameters and buffers still done; with broadcast_buffers given too,
+    the constructor's FutureWarning says both were given."""
+    ranks = _ranks(os.path.join(HERE, "ddp", f"{name}.yaml"))
+    want = SYNC_PRINTED[name]
+    for rank, r in enumerate(ranks):
+        assert "error" not in r
+        got = [float(p["grads"]["b.bias"]["value"][0]) for p in r["passes"]]
+        assert got == pytest.approx(want["b.bias"][rank], rel=1e-13)
+        assert r["grads"]["b.weight"]["value"][0] == pytest.approx(want["b.weight"], rel=1e-13)
+        mean, var = want["buffers"][rank]
+        assert r["values"]["bn.running_mean"]["value"] == pytest.approx(mean, rel=1e-13)
+        assert r["values"]["bn.running_var"]["value"] == pytest.approx(var, rel=1e-13)
+        assert r["warnings"] == want["warnings"]
+
+
 def test_an_error_on_some_ranks_only_with_buffers_to_broadcast_is_refused(tmp_path):
     """The buffers' broadcast is a collective at the start of the forward: where the other ranks wait
     when some raise there is not modelled yet, so such a file is refused, not answered as without it."""
