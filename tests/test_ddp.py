@@ -846,7 +846,7 @@ def test_buffers_are_broadcast_from_rank_0_before_a_forward_after_a_synchronized
 
 #: printed by a hand-written torch 2.13 script (2 gloo processes, float64) for tests/ddp/init_sync.yaml
 #: (DistributedDataParallel(model, init_sync=False)) and tests/ddp/forward_sync_buffers.yaml
-#: (forward_sync_buffers=False, broadcast_buffers=True): per rank, b.bias.grad after each pass,
+#: (forward_sync_buffers=False, broadcast_buffers=True, check_reduction=True): per rank, b.bias.grad after each pass,
 #: b.weight.grad after the last, the buffers at the end, and the constructor's warnings
 SYNC_PRINTED = {
     "init_sync": {"b.bias": ([4.3, 10.0725, 17.49525, 25.648225, 35.5731525],
@@ -863,7 +863,10 @@ SYNC_PRINTED = {
                              "warnings": [{"category": "FutureWarning", "during": "setup", "message":
                                            "Both `broadcast_buffers` and `forward_sync_buffers` were specified. "
                                            "`broadcast_buffers` is deprecated and its value is ignored when "
-                                           "`forward_sync_buffers` is provided."}]},
+                                           "`forward_sync_buffers` is provided."},
+                                          {"category": "FutureWarning", "during": "setup", "message":
+                                           "The `check_reduction` argument in `DistributedDataParallel` module "
+                                           "is deprecated. Please avoid using it."}]},
 }
 
 
@@ -875,7 +878,8 @@ def test_init_sync_and_forward_sync_buffers(name):
     running_mean reads 1 less), while the forwards still broadcast rank 0's buffers.
     forward_sync_buffers=False: no broadcast before a forward (each rank's statistics its own), the
     construction's broadcast of parameters and buffers still done; with broadcast_buffers given too,
-    the constructor's FutureWarning says both were given."""
+    the constructor's FutureWarning says both were given; check_reduction=True (no longer read by
+    PyTorch, refused too) is the FutureWarning after it."""
     ranks = _ranks(os.path.join(HERE, "ddp", f"{name}.yaml"))
     want = SYNC_PRINTED[name]
     for rank, r in enumerate(ranks):

@@ -186,7 +186,7 @@ class Reducer:
         """What DistributedDataParallel.__init__ does on this rank once it accepted the module (a module
         with no parameter requiring grad raised before any of it), in its order: the FutureWarning of
         a ``broadcast_buffers`` argument (deprecated in PyTorch 2.13, warned whatever its value; its
-        own words when ``forward_sync_buffers`` is given too); unless ``init_sync=False``,
+        own words when ``forward_sync_buffers`` is given too), then ``check_reduction=True``'s; unless ``init_sync=False``,
         ``_sync_module_states``, which broadcasts every parameter from rank 0 --
         ``dist._broadcast_coalesced`` copies the result back into each one (``copy_``, on rank 0
         too), so every parameter's ``_version`` is one more after the wrapping (frozen ones too;
@@ -196,6 +196,8 @@ class Reducer:
         if self.spec.broadcast_buffers is not None:
             warns.warn(rt, "FutureWarning", BROADCAST_BOTH if self.spec.forward_sync_buffers is not None
                        else BROADCAST_BUFFERS_DEPRECATED, "setup")
+        if self.spec.check_reduction:
+            warns.warn(rt, "FutureWarning", CHECK_REDUCTION_DEPRECATED, "setup")
         synced: set = set()
         for t in self.run.model.params.values() if self.spec.init_sync else ():   # a tied parameter once
             if id(t) not in synced:
@@ -483,6 +485,9 @@ class Reducer:
         return self.written.get(j, self.launched[j][1])
 
 
+#: DistributedDataParallel.__init__ given check_reduction=True (an argument PyTorch no longer reads)
+CHECK_REDUCTION_DEPRECATED = ("The `check_reduction` argument in `DistributedDataParallel` module is deprecated. "
+                              "Please avoid using it.")
 #: DistributedDataParallel.__init__ given broadcast_buffers and forward_sync_buffers (any values)
 BROADCAST_BOTH = ("Both `broadcast_buffers` and `forward_sync_buffers` were specified. `broadcast_buffers` is "
                   "deprecated and its value is ignored when `forward_sync_buffers` is provided.")

@@ -22,7 +22,7 @@ DISTRIBUTED_KEYS = ("world_size", "wrap", "args", "comm_hook", "shard")
 #: DistributedDataParallel's keyword arguments the model knows, with their PyTorch defaults
 DDP_ARGS = {"bucket_cap_mb": None, "find_unused_parameters": False, "static_graph": False,
             "gradient_as_bucket_view": False, "broadcast_buffers": True, "forward_sync_buffers": True,
-            "init_sync": True}
+            "init_sync": True, "check_reduction": False}
 #: arguments whose non-default value is not modelled yet (what PyTorch does there is written
 #: down in docs/semantics.md and docs/not-modelled.md)
 NOT_YET: dict = {}
@@ -77,6 +77,8 @@ class Distributed:
     forward_sync_buffers: bool | None = None
     #: init_sync: False skips the constructor's broadcast of the parameters and buffers
     init_sync: bool = True
+    #: check_reduction: deprecated and unused by PyTorch; True is the constructor's FutureWarning
+    check_reduction: bool = False
 
     def forward_syncs(self) -> bool:
         """DDP.forward_sync_buffers: the buffers are broadcast before a forward (when due)."""
@@ -212,7 +214,7 @@ def read_block(node: YNode) -> Distributed:
                        args["static_graph"], args["gradient_as_bucket_view"], hook, node.loc,
                        broadcast_buffers=args["broadcast_buffers"] if "broadcast_buffers" in given else None,
                        forward_sync_buffers=args["forward_sync_buffers"] if "forward_sync_buffers" in given else None,
-                       init_sync=args["init_sync"])
+                       init_sync=args["init_sync"], check_reduction=args["check_reduction"])
 
 
 def _comm_hook(node: YNode) -> CommHook:

@@ -165,6 +165,8 @@ def _wrap_and_run(s: DDPSession, spec, steps, passes: list) -> dict | None:
         kwargs["forward_sync_buffers"] = spec.forward_sync_buffers
     if not spec.init_sync:
         kwargs["init_sync"] = False
+    if spec.check_reduction:
+        kwargs["check_reduction"] = True
     try:
         s.ddp = DistributedDataParallel(s.root, **kwargs)
     except RuntimeError as exc:   # the constructor refuses the module (no parameter requires grad)
