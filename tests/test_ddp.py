@@ -893,6 +893,39 @@ def test_init_sync_and_forward_sync_buffers(name):
         assert r["warnings"] == want["warnings"]
 
 
+#: printed by a hand-written torch 2.13 script (2 gloo processes, float64) for
+#: tests/ddp/optimizer_and_clip.yaml: per rank, what the tensor hook on b.weight was handed in each
+#: call, and every rank's .grad at the end (the same on both)
+OPT_PRINTED = {
+    "b.weight hook": ([[-7.1875, -12.21875], [-0.942500272513911, -1.2512503820957221],
+                       [-0.942500272513911, -1.2512503820957221], [4.543148358248961, 5.375085126886748]],
+                      [[-0.375, -0.75], [0.6174999289254783, 0.8449999303040321],
+                       [0.6174999289254783, 0.8449999303040321], [0.005067520786041812, 0.016216481124945312]]),
+    "grads": {"a.weight": [[0.9723631314093162, 0.25793766018721276], [-0.8699499222262135, 0.040611088667444395]],
+              "a.bias": [0.7190053882182279, -0.617347712488345],
+              "b.weight": [[2.1116077677232847, 2.4925255781100013]], "b.bias": [0.993791284882185]},
+}
+
+
+def test_optimizer_and_clip_steps_under_ddp():
+    """{step: {optimizer: ...}}, clip_grad_norm and clip_grad_value steps under DistributedDataParallel
+    were refused as not modelled. Each rank clips its own .grad (a local norm, no collective) and
+    steps its own Adam / SGD(momentum) over its parameters, the Adam state kept from one step to the
+    next; with gradient_as_bucket_view the clip writes the bucket views in place."""
+    ranks = _ranks(os.path.join(HERE, "ddp", "optimizer_and_clip.yaml"))
+    for rank, r in enumerate(ranks):
+        assert "error" not in r
+        handed = [c["args"]["grad"]["value"][0] for c in r["hook_calls"] if c["label"] == "hook@b.weight"]
+        assert len(handed) == 4
+        for got, want in zip(handed, OPT_PRINTED["b.weight hook"][rank]):
+            assert got == pytest.approx(want, rel=1e-12, abs=1e-15)
+        for name, want in OPT_PRINTED["grads"].items():
+            got = r["grads"][name]["value"]
+            flat = [v for row in got for v in row] if isinstance(got[0], list) else got
+            flat_want = [v for row in want for v in row] if isinstance(want[0], list) else want
+            assert flat == pytest.approx(flat_want, rel=1e-12), name
+
+
 def test_an_error_on_some_ranks_only_with_buffers_to_broadcast_is_refused(tmp_path):
     """The buffers' broadcast is a collective at the start of the forward: where the other ranks wait
     when some raise there is not modelled yet, so such a file is refused, not answered as without it."""

@@ -1159,13 +1159,18 @@ def _step(run: VariantRun, reducer: Reducer, step, index: int, synced: bool, fir
                     reg.remove(hook.index)
     elif step.kind in ("register", "remove", "zero_grad"):
         hook_step(run, reg, step)
+    elif step.kind == "step" and getattr(step, "optimizer", None) is not None:
+        # each rank's own optimizer over its own parameters and .grad (the mean after a reduced
+        # backward, the rank's accumulation after a no_sync one), as in one process
+        from adjoint.engine.adam import optimizer_step
+        optimizer_step(run, step.optimizer)
     elif step.kind == "step":
-        if getattr(step, "optimizer", None) is not None:
-            raise ProblemError(step.loc, "an optimizer step ({step: {optimizer: ...}}) is not modelled with "
-                                         "distributed: yet; use {step: {lr: ...}}")
         sgd(run, step.lr, index)
     elif step.kind in ("clip_grad_norm", "clip_grad_value"):
-        raise ProblemError(step.loc, f"a {step.kind} step is not modelled with distributed: yet")
+        # clip_grad_norm_ over model.parameters() on each rank: a local norm of this rank's .grad
+        # (no collective), written in place -- into the bucket views with gradient_as_bucket_view
+        from adjoint.engine.clip import clip_step
+        clip_step(run, step)
 
 
 
