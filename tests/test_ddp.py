@@ -392,6 +392,30 @@ def test_find_unused_parameters_predicted_as_real_torch_printed_it():
     assert y.grad_fn.name == "_DDPSinkBackward" and y.grad_fn.edges[0].node.name == "AddmmBackward0"
 
 
+#: ... and for tests/ddp/static_unfinished.yaml's set-up (static_graph; c used in the first iteration,
+#: not in the second), rank R's error at the third forward, after two post-accumulate calls
+STATIC_UNFINISHED = ("Expected to have finished reduction in the prior iteration before starting a new one. This "
+                     "error indicates that your training graph has changed in this iteration, e.g., one parameter "
+                     "is used in first iteration, but then got unused in the second iteration. this is not "
+                     "compatible with static_graph set to True.\nParameter indices which did not receive grad for "
+                     "rank {rank}: 4 5\n In addition, you can set the environment variable TORCH_DISTRIBUTED_DEBUG "
+                     "to either INFO or DETAIL to print out information about which particular parameters did not "
+                     "receive gradient on this rank as part of this error")
+STATIC_UNFINISHED_HANDED = ((["17.1875", "29.21875"], ["34.40625", "58.828125"]),
+                            (["2.25", "4.5"], ["12.71875", "22.859375"]))
+
+
+def test_static_graph_unfinished_reduction():
+    """static_graph's message of the unfinished reduction was written from PyTorch's source only (no
+    file left a static graph's reduction unfinished after its first iteration); a forward whose
+    branch follows an input does, and torch printed this message on each rank."""
+    for rank, r in enumerate(_ranks(os.path.join(HERE, "ddp", "static_unfinished.yaml"))):
+        assert r["error"]["type"] == "RuntimeError" and r["error"]["during"] == "forward"
+        assert r["error"]["message"] == STATIC_UNFINISHED.format(rank=rank)
+        assert [_exact(c["args"]["tensor"]) for c in r["hook_calls"]] == \
+            [[Fraction(v) for v in vs] for vs in STATIC_UNFINISHED_HANDED[rank]]
+
+
 def test_an_unused_parameter_without_find_unused_is_the_next_forwards_error():
     ranks = _ranks(os.path.join(HERE, "ddp", "unfinished.yaml"))
     for rank, r in enumerate(ranks):
