@@ -392,6 +392,30 @@ def test_find_unused_parameters_predicted_as_real_torch_printed_it():
     assert y.grad_fn.name == "_DDPSinkBackward" and y.grad_fn.edges[0].node.name == "AddmmBackward0"
 
 
+#: ... and for tests/ddp/static_unfinished.yaml's set-up (static_graph; c used in the first iteration,
+#: not in the second), rank R's error at the third forward, after two post-accumulate calls
+STATIC_UNFINISHED = ("Expected to have finished reduction in the prior iteration before starting a new one. This "
+                     "error indicates that your training graph has changed in this iteration, e.g., one parameter "
+                     "is used in first iteration, but then got unused in the second iteration. this is not "
+                     "compatible with static_graph set to True.\nParameter indices which did not receive grad for "
+                     "rank {rank}: 4 5\n In addition, you can set the environment variable TORCH_DISTRIBUTED_DEBUG "
+                     "to either INFO or DETAIL to print out information about which particular parameters did not "
+                     "receive gradient on this rank as part of this error")
+STATIC_UNFINISHED_HANDED = ((["17.1875", "29.21875"], ["34.40625", "58.828125"]),
+                            (["2.25", "4.5"], ["12.71875", "22.859375"]))
+
+
+def test_static_graph_unfinished_reduction():
+    """static_graph's message of the unfinished reduction was written from PyTorch's source only (no
+    file left a static graph's reduction unfinished after its first iteration); a forward whose
+    branch follows an input does, and torch printed this message on each rank."""
+    for rank, r in enumerate(_ranks(os.path.join(HERE, "ddp", "static_unfinished.yaml"))):
+        assert r["error"]["type"] == "RuntimeError" and r["error"]["during"] == "forward"
+        assert r["error"]["message"] == STATIC_UNFINISHED.format(rank=rank)
+        assert [_exact(c["args"]["tensor"]) for c in r["hook_calls"]] == \
+            [[Fraction(v) for v in vs] for vs in STATIC_UNFINISHED_HANDED[rank]]
+
+
 def test_an_unused_parameter_without_find_unused_is_the_next_forwards_error():
     ranks = _ranks(os.path.join(HERE, "ddp", "unfinished.yaml"))
     for rank, r in enumerate(ranks):
@@ -842,6 +866,88 @@ def test_buffers_are_broadcast_from_rank_0_before_a_forward_after_a_synchronized
         assert float(last["returned"]["value"][0]) == pytest.approx(2 + sum(mean) + count + want["versions"][0],
                                                                     rel=1e-13)
         assert [w["category"] for w in r["warnings"]] == ([] if broadcast else ["FutureWarning"])
+
+
+#: printed by a hand-written torch 2.13 script (2 gloo processes, float64) for tests/ddp/init_sync.yaml
+#: (DistributedDataParallel(model, init_sync=False)) and tests/ddp/forward_sync_buffers.yaml
+#: (forward_sync_buffers=False, broadcast_buffers=True, check_reduction=True): per rank, b.bias.grad after each pass,
+#: b.weight.grad after the last, the buffers at the end, and the constructor's warnings
+SYNC_PRINTED = {
+    "init_sync": {"b.bias": ([4.3, 10.0725, 17.49525, 25.648225, 35.5731525],
+                             [4.3, 10.0725, 17.04525, 25.648225, 35.5731525]),
+                  "b.weight": [24.99962286088822, 24.999735946984927],
+                  "buffers": (([0.76783125, 1.38209625], [0.9104196875, 1.2175521875]),
+                              ([0.60533125, 1.09459625], [1.0322946875, 1.5144271875])),
+                  "warnings": []},
+    "forward_sync_buffers": {"b.bias": ([5.3, 11.87, 20.29275, 28.7147, 38.94323],
+                                        [5.3, 11.87, 19.07325, 28.7147, 38.94323]),
+                             "b.weight": [49.99924572177644, 49.999471893969854],
+                             "buffers": (([0.76783125, 1.38209625], [0.9104196875, 1.2175521875]),
+                                         ([0.1023775, 0.204755], [1.40951, 2.433285])),
+                             "warnings": [{"category": "FutureWarning", "during": "setup", "message":
+                                           "Both `broadcast_buffers` and `forward_sync_buffers` were specified. "
+                                           "`broadcast_buffers` is deprecated and its value is ignored when "
+                                           "`forward_sync_buffers` is provided."},
+                                          {"category": "FutureWarning", "during": "setup", "message":
+                                           "The `check_reduction` argument in `DistributedDataParallel` module "
+                                           "is deprecated. Please avoid using it."}]},
+}
+
+
+@pytest.mark.parametrize("name", sorted(SYNC_PRINTED))
+def test_init_sync_and_forward_sync_buffers(name):
+    """DistributedDataParallel's init_sync and forward_sync_buffers (PyTorch 2.13's replacement of
+    the deprecated broadcast_buffers) were refused. init_sync=False: no broadcast at the
+    construction, so no parameter's or buffer's _version moves (b.weight's hook doubles nothing,
+    running_mean reads 1 less), while the forwards still broadcast rank 0's buffers.
+    forward_sync_buffers=False: no broadcast before a forward (each rank's statistics its own), the
+    construction's broadcast of parameters and buffers still done; with broadcast_buffers given too,
+    the constructor's FutureWarning says both were given; check_reduction=True (no longer read by
+    PyTorch, refused too) is the FutureWarning after it."""
+    ranks = _ranks(os.path.join(HERE, "ddp", f"{name}.yaml"))
+    want = SYNC_PRINTED[name]
+    for rank, r in enumerate(ranks):
+        assert "error" not in r
+        got = [float(p["grads"]["b.bias"]["value"][0]) for p in r["passes"]]
+        assert got == pytest.approx(want["b.bias"][rank], rel=1e-13)
+        assert r["grads"]["b.weight"]["value"][0] == pytest.approx(want["b.weight"], rel=1e-13)
+        mean, var = want["buffers"][rank]
+        assert r["values"]["bn.running_mean"]["value"] == pytest.approx(mean, rel=1e-13)
+        assert r["values"]["bn.running_var"]["value"] == pytest.approx(var, rel=1e-13)
+        assert r["warnings"] == want["warnings"]
+
+
+#: printed by a hand-written torch 2.13 script (2 gloo processes, float64) for
+#: tests/ddp/optimizer_and_clip.yaml: per rank, what the tensor hook on b.weight was handed in each
+#: call, and every rank's .grad at the end (the same on both)
+OPT_PRINTED = {
+    "b.weight hook": ([[-7.1875, -12.21875], [-0.942500272513911, -1.2512503820957221],
+                       [-0.942500272513911, -1.2512503820957221], [4.543148358248961, 5.375085126886748]],
+                      [[-0.375, -0.75], [0.6174999289254783, 0.8449999303040321],
+                       [0.6174999289254783, 0.8449999303040321], [0.005067520786041812, 0.016216481124945312]]),
+    "grads": {"a.weight": [[0.9723631314093162, 0.25793766018721276], [-0.8699499222262135, 0.040611088667444395]],
+              "a.bias": [0.7190053882182279, -0.617347712488345],
+              "b.weight": [[2.1116077677232847, 2.4925255781100013]], "b.bias": [0.993791284882185]},
+}
+
+
+def test_optimizer_and_clip_steps_under_ddp():
+    """{step: {optimizer: ...}}, clip_grad_norm and clip_grad_value steps under DistributedDataParallel
+    were refused as not modelled. Each rank clips its own .grad (a local norm, no collective) and
+    steps its own Adam / SGD(momentum) over its parameters, the Adam state kept from one step to the
+    next; with gradient_as_bucket_view the clip writes the bucket views in place."""
+    ranks = _ranks(os.path.join(HERE, "ddp", "optimizer_and_clip.yaml"))
+    for rank, r in enumerate(ranks):
+        assert "error" not in r
+        handed = [c["args"]["grad"]["value"][0] for c in r["hook_calls"] if c["label"] == "hook@b.weight"]
+        assert len(handed) == 4
+        for got, want in zip(handed, OPT_PRINTED["b.weight hook"][rank]):
+            assert got == pytest.approx(want, rel=1e-12, abs=1e-15)
+        for name, want in OPT_PRINTED["grads"].items():
+            got = r["grads"][name]["value"]
+            flat = [v for row in got for v in row] if isinstance(got[0], list) else got
+            flat_want = [v for row in want for v in row] if isinstance(want[0], list) else want
+            assert flat == pytest.approx(flat_want, rel=1e-12), name
 
 
 def test_an_error_on_some_ranks_only_with_buffers_to_broadcast_is_refused(tmp_path):

@@ -185,20 +185,25 @@ class Reducer:
     def construct(self) -> None:
         """What DistributedDataParallel.__init__ does on this rank once it accepted the module (a module
         with no parameter requiring grad raised before any of it), in its order: the FutureWarning of
-        a ``broadcast_buffers`` argument (deprecated in PyTorch 2.13, warned whatever its value);
+        a ``broadcast_buffers`` argument (deprecated in PyTorch 2.13, warned whatever its value; its
+        own words when ``forward_sync_buffers`` is given too), then ``check_reduction=True``'s; unless ``init_sync=False``,
         ``_sync_module_states``, which broadcasts every parameter from rank 0 --
         ``dist._broadcast_coalesced`` copies the result back into each one (``copy_``, on rank 0
         too), so every parameter's ``_version`` is one more after the wrapping (frozen ones too;
-        a tied one once); then ``_set_static_graph``'s warning."""
+        a tied one once) -- and the buffers unless ``broadcast_buffers=False`` alone (given,
+        ``forward_sync_buffers`` leaves this broadcast on); then ``_set_static_graph``'s warning."""
         rt = self.run.rt
         if self.spec.broadcast_buffers is not None:
-            warns.warn(rt, "FutureWarning", BROADCAST_BUFFERS_DEPRECATED, "setup")
+            warns.warn(rt, "FutureWarning", BROADCAST_BOTH if self.spec.forward_sync_buffers is not None
+                       else BROADCAST_BUFFERS_DEPRECATED, "setup")
+        if self.spec.check_reduction:
+            warns.warn(rt, "FutureWarning", CHECK_REDUCTION_DEPRECATED, "setup")
         synced: set = set()
-        for t in self.run.model.params.values():   # module.named_parameters(): a tied parameter once
+        for t in self.run.model.params.values() if self.spec.init_sync else ():   # a tied parameter once
             if id(t) not in synced:
                 synced.add(id(t))
                 t.version.value += 1
-        if self.spec.broadcast_buffers is not False:   # init_sync_buffers: the buffers are broadcast too
+        if self.spec.init_syncs_buffers():   # init_sync_buffers: the buffers are broadcast too
             for t in self.buffers:
                 t.version.value += 1
         if self.static and self.find_unused:   # DistributedDataParallel.__init__ -> _set_static_graph
@@ -231,9 +236,10 @@ class Reducer:
 
     def syncs_buffers(self) -> bool:
         """_pre_forward's _check_sync_bufs_pre_fwd: the buffers are broadcast from rank 0 when the
-        previous forward left require_forward_param_sync set (the first forward too), broadcast_buffers
-        is not False and the module has buffers."""
-        return self.forward_param_sync and self.spec.broadcast_buffers is not False and bool(self.buffers)
+        previous forward left require_forward_param_sync set (the first forward too),
+        forward_sync_buffers (broadcast_buffers when it is not given) is not False and the module has
+        buffers."""
+        return self.forward_param_sync and self.spec.forward_syncs() and bool(self.buffers)
 
     def sync_buffers(self, source: list) -> None:
         """_sync_buffers: rank 0's buffers (``source``: their values before this forward) broadcast
@@ -479,6 +485,12 @@ class Reducer:
         return self.written.get(j, self.launched[j][1])
 
 
+#: DistributedDataParallel.__init__ given check_reduction=True (an argument PyTorch no longer reads)
+CHECK_REDUCTION_DEPRECATED = ("The `check_reduction` argument in `DistributedDataParallel` module is deprecated. "
+                              "Please avoid using it.")
+#: DistributedDataParallel.__init__ given broadcast_buffers and forward_sync_buffers (any values)
+BROADCAST_BOTH = ("Both `broadcast_buffers` and `forward_sync_buffers` were specified. `broadcast_buffers` is "
+                  "deprecated and its value is ignored when `forward_sync_buffers` is provided.")
 #: DistributedDataParallel.__init__ given broadcast_buffers (either value) and no forward_sync_buffers
 BROADCAST_BUFFERS_DEPRECATED = ("`broadcast_buffers` is deprecated. Use `forward_sync_buffers` instead. IMPORTANT: "
                                 "unlike `broadcast_buffers=False`, `forward_sync_buffers=False` still syncs buffers at "
@@ -1147,13 +1159,18 @@ def _step(run: VariantRun, reducer: Reducer, step, index: int, synced: bool, fir
                     reg.remove(hook.index)
     elif step.kind in ("register", "remove", "zero_grad"):
         hook_step(run, reg, step)
+    elif step.kind == "step" and getattr(step, "optimizer", None) is not None:
+        # each rank's own optimizer over its own parameters and .grad (the mean after a reduced
+        # backward, the rank's accumulation after a no_sync one), as in one process
+        from adjoint.engine.adam import optimizer_step
+        optimizer_step(run, step.optimizer)
     elif step.kind == "step":
-        if getattr(step, "optimizer", None) is not None:
-            raise ProblemError(step.loc, "an optimizer step ({step: {optimizer: ...}}) is not modelled with "
-                                         "distributed: yet; use {step: {lr: ...}}")
         sgd(run, step.lr, index)
     elif step.kind in ("clip_grad_norm", "clip_grad_value"):
-        raise ProblemError(step.loc, f"a {step.kind} step is not modelled with distributed: yet")
+        # clip_grad_norm_ over model.parameters() on each rank: a local norm of this rank's .grad
+        # (no collective), written in place -- into the bucket views with gradient_as_bucket_view
+        from adjoint.engine.clip import clip_step
+        clip_step(run, step)
 
 
 

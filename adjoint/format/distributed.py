@@ -21,7 +21,8 @@ from adjoint.format.loader import YMap, YNode, YScalar, YSeq, kind_name
 DISTRIBUTED_KEYS = ("world_size", "wrap", "args", "comm_hook", "shard")
 #: DistributedDataParallel's keyword arguments the model knows, with their PyTorch defaults
 DDP_ARGS = {"bucket_cap_mb": None, "find_unused_parameters": False, "static_graph": False,
-            "gradient_as_bucket_view": False, "broadcast_buffers": True}
+            "gradient_as_bucket_view": False, "broadcast_buffers": True, "forward_sync_buffers": True,
+            "init_sync": True, "check_reduction": False}
 #: arguments whose non-default value is not modelled yet (what PyTorch does there is written
 #: down in docs/semantics.md and docs/not-modelled.md)
 NOT_YET: dict = {}
@@ -70,6 +71,27 @@ class Distributed:
     #: DistributedDataParallel's broadcast_buffers as the file gives it (None: not given). PyTorch 2.13
     #: deprecates the argument: given at all, True or False, its constructor warns (FutureWarning)
     broadcast_buffers: bool | None = None
+    #: forward_sync_buffers as the file gives it (None: not given), PyTorch 2.13's replacement of
+    #: broadcast_buffers: it decides the broadcasts before a forward only (the buffers are broadcast at
+    #: the construction whatever its value), and given, broadcast_buffers' value is ignored
+    forward_sync_buffers: bool | None = None
+    #: init_sync: False skips the constructor's broadcast of the parameters and buffers
+    init_sync: bool = True
+    #: check_reduction: deprecated and unused by PyTorch; True is the constructor's FutureWarning
+    check_reduction: bool = False
+
+    def forward_syncs(self) -> bool:
+        """DDP.forward_sync_buffers: the buffers are broadcast before a forward (when due)."""
+        if self.forward_sync_buffers is not None:
+            return self.forward_sync_buffers
+        return self.broadcast_buffers is not False
+
+    def init_syncs_buffers(self) -> bool:
+        """_sync_module_states' broadcast_buffers (init_sync_buffers): True when forward_sync_buffers
+        is given, else broadcast_buffers' value (True when not given); nothing without init_sync."""
+        if not self.init_sync:
+            return False
+        return self.forward_sync_buffers is not None or self.broadcast_buffers is not False
 
     def synced(self, step) -> bool:
         return step.loc not in self.no_sync
@@ -190,7 +212,9 @@ def read_block(node: YNode) -> Distributed:
                                "during the backward); use all_reduce in returns:, or gradient_as_bucket_view: false")
     return Distributed(world_size, "ddp", args["bucket_cap_mb"], args["find_unused_parameters"],
                        args["static_graph"], args["gradient_as_bucket_view"], hook, node.loc,
-                       broadcast_buffers=args["broadcast_buffers"] if "broadcast_buffers" in given else None)
+                       broadcast_buffers=args["broadcast_buffers"] if "broadcast_buffers" in given else None,
+                       forward_sync_buffers=args["forward_sync_buffers"] if "forward_sync_buffers" in given else None,
+                       init_sync=args["init_sync"], check_reduction=args["check_reduction"])
 
 
 def _comm_hook(node: YNode) -> CommHook:

@@ -161,6 +161,12 @@ def _wrap_and_run(s: DDPSession, spec, steps, passes: list) -> dict | None:
         kwargs["bucket_cap_mb"] = float(spec.bucket_cap_mb)
     if spec.broadcast_buffers is not None:   # passed only when the file gives it: PyTorch warns when it is given
         kwargs["broadcast_buffers"] = spec.broadcast_buffers
+    if spec.forward_sync_buffers is not None:
+        kwargs["forward_sync_buffers"] = spec.forward_sync_buffers
+    if not spec.init_sync:
+        kwargs["init_sync"] = False
+    if spec.check_reduction:
+        kwargs["check_reduction"] = True
     try:
         s.ddp = DistributedDataParallel(s.root, **kwargs)
     except RuntimeError as exc:   # the constructor refuses the module (no parameter requires grad)
