@@ -157,10 +157,14 @@ def test_every_type_of_the_contract_is_there():
     additions = ["ModuleDict", "ConvTranspose1d", "ConvTranspose2d", "Upsample", "AdaptiveAvgPool1d",
                  # activations users write (tests/test_activations_more.py)
                  "LogSigmoid", "SELU", "CELU", "Hardsigmoid", "Softshrink", "Hardshrink", "Threshold",
-                 "CosineSimilarity"]
+                 "CosineSimilarity",
+                 # the stacks users train (tests/test_transformer_stacks.py)
+                 "TransformerDecoder", "Transformer"]
     assert sorted(nn_types.TYPES) == sorted(contract + additions)
-    # TransformerEncoder takes a module as an argument: tests/test_transformer_encoder.py checks its tree
-    assert sorted(CONFIGS) == sorted(set(contract + additions) - set(CONTAINERS) - {"TransformerEncoder"})
+    # the stacks take a module as an argument or build two: tests/test_transformer_encoder.py and
+    # tests/test_transformer_stacks.py check their trees
+    assert sorted(CONFIGS) == sorted(set(contract + additions) - set(CONTAINERS)
+                                     - {"TransformerEncoder", "TransformerDecoder", "Transformer"})
 
 
 @pytest.mark.parametrize("name", sorted(nn_types.TYPES))

@@ -143,7 +143,8 @@ def check_prefix(e: S.Call) -> None:
     """``torch.X`` / ``F.X``: the name must exist in that namespace of PyTorch."""
     from adjoint.format.torch_names import in_namespace
     if not in_namespace(e.prefix, e.func):
-        space = "torch" if e.prefix == "torch." else "torch.nn.functional"
+        space = {"torch.": "torch", "nn.Transformer.": "torch.nn.Transformer",
+                 "torch.nn.Transformer.": "torch.nn.Transformer"}.get(e.prefix, "torch.nn.functional")
         raise ProblemError(e.loc, f"PyTorch has no {e.prefix}{e.func} ({space} has no '{e.func}'); write "
                                   f"{e.func}(...) without the prefix, or a function the prefix has")
 
@@ -375,6 +376,9 @@ class Interp:
             bigints.refuse_in_call(args + list(kwargs.values()), list(e.args) + [v for _, v in e.kwargs], e.func)
             if e.prefix:
                 check_prefix(e)
+            if e.func == "generate_square_subsequent_mask" and not e.prefix and not self.is_child(e.func):
+                raise ProblemError(e.loc, "generate_square_subsequent_mask is a static method of nn.Transformer: "
+                                          "call nn.Transformer.generate_square_subsequent_mask(sz)")
             if e.func == "len" and e.prefix == "" and not self.is_child("len"):   # Python's len()
                 from adjoint.engine.bindings.glue import python_len
                 return python_len(args, kwargs, e.loc)

@@ -51,7 +51,7 @@ CHILDREN: dict[str, Callable[[Mapping], tuple[tuple[str, str, dict], ...]]] = {
 
 
 #: built-ins holding copies of a layer passed as an argument (adjoint/format/validate_encoder.py)
-STACKS = ("TransformerEncoder",)
+STACKS = ("TransformerEncoder", "TransformerDecoder", "Transformer")
 
 
 def is_composite(type_name: str | None) -> bool:

@@ -57,7 +57,11 @@ _REFUSED_OPS = {ast.FloorDiv: "//", ast.Mod: "%", ast.LShift: "<<", ast.RShift: 
                 ast.BitAnd: "&", ast.BitXor: "^"}
 
 #: Call prefixes dropped into ``Call.prefix``, longest first.
-PREFIXES = ("torch.nn.functional.", "nn.functional.", "torch.", "F.", "torch.autograd.", "autograd.")
+PREFIXES = ("torch.nn.functional.", "nn.functional.", "torch.", "F.", "torch.autograd.", "autograd.",
+            "torch.nn.Transformer.", "nn.Transformer.")
+#: the prefixes naming nn.Transformer, whose one static method is a function a forward calls
+#: (``nn.Transformer.generate_square_subsequent_mask(3)``)
+TRANSFORMER_PREFIXES = ("torch.nn.Transformer.", "nn.Transformer.")
 GRAD_MODES = ("no_grad", "enable_grad")
 
 #: Python's integers that PyTorch accepts as a scalar (int64, and uint64 for positives).

@@ -559,6 +559,20 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
                                   ArgSpec("norm", "opt_layer", None, choices=("LayerNorm",)),
                                   ArgSpec("enable_nested_tensor", "bool", True), ArgSpec("mask_check", "bool", True)),
            inputs=("src",), optional_inputs=("mask", "src_key_padding_mask", "is_causal")),
+    NNType("TransformerDecoder", (ArgSpec("decoder_layer", "layer", choices=("TransformerDecoderLayer",)),
+                                  ArgSpec("num_layers", "int", minimum=1),
+                                  ArgSpec("norm", "opt_layer", None, choices=("LayerNorm",))),
+           inputs=("tgt", "memory"),
+           optional_inputs=("tgt_mask", "memory_mask", "tgt_key_padding_mask", "memory_key_padding_mask",
+                            "tgt_is_causal", "memory_is_causal")),
+    # an encoder stack and a decoder stack its constructor builds (adjoint/format/validate_encoder.py)
+    NNType("Transformer", (ArgSpec("d_model", "int", 512, 1), ArgSpec("nhead", "int", 8, 1),
+                           ArgSpec("num_encoder_layers", "int", 6, 1), ArgSpec("num_decoder_layers", "int", 6, 1))
+           + _TRANSFORMER_ARGS[2:],
+           inputs=("src", "tgt"),
+           optional_inputs=("src_mask", "tgt_mask", "memory_mask", "src_key_padding_mask", "tgt_key_padding_mask",
+                            "memory_key_padding_mask", "src_is_causal", "tgt_is_causal", "memory_is_causal"),
+           check=_transformer_check, raises="AssertionError"),
     NNType("AdaptiveMaxPool3d", (ArgSpec("output_size", "output_size", minimum=1, rank=3),
                                  ArgSpec("return_indices", "bool", False))),
     NNType("MaxPool1d", (ArgSpec("kernel_size", "pool", minimum=1, rank=1),
@@ -580,6 +594,8 @@ NOT_ARGS = {
     "reduce": "it is deprecated in PyTorch; use reduction",
     "min_value": "it is deprecated in PyTorch (Hardtanh); use min_val",
     "max_value": "it is deprecated in PyTorch (Hardtanh); use max_val",
+    "custom_encoder": "a module passed in (nn.Transformer): write the model as a custom module calling its encoder and decoder",
+    "custom_decoder": "a module passed in (nn.Transformer): write the model as a custom module calling its encoder and decoder",
 }
 #: Tensor-valued constructor arguments, which torch registers as buffers.
 TENSOR_ARGS = ("weight", "pos_weight")

@@ -49,6 +49,8 @@ def takes_numpy_names(name: str, prefix: str, method: bool) -> bool:
 def in_namespace(prefix: str, name: str) -> bool:
     """Whether ``prefix + name`` exists: ``torch.`` functions, or ``torch.nn.functional`` ones for
     the ``F.`` / ``nn.functional.`` / ``torch.nn.functional.`` prefixes."""
+    if prefix in ("nn.Transformer.", "torch.nn.Transformer."):   # a class: its static method
+        return name == "generate_square_subsequent_mask"
     data = _load()
     return name in (data["torch"] if prefix == "torch." else data["functional"])
 

@@ -24,7 +24,8 @@ from adjoint.format.validate_args import constructor_error, read_args
 def composite(builder, m: YMap, t, path: str, name: str, what: str, prefix: str, training: bool, frozen: bool,
               builtin_inputs):
     """The module record of a TransformerEncoderLayer (and the like), children included, or of a
-    TransformerEncoder (copies of a layer: its layout is :mod:`adjoint.format.validate_encoder`'s)
+    TransformerEncoder, TransformerDecoder or Transformer (copies of a layer: their layout is
+    :mod:`adjoint.format.validate_encoder`'s)
     (``builtin_inputs``: the ``inputs:`` reader of :mod:`adjoint.format.validate_modules`)."""
     builder.allowed_only(m, t.name, ("args", "inputs", "params", "training", "requires_grad"))
     inputs = t.inputs
@@ -35,18 +36,20 @@ def composite(builder, m: YMap, t, path: str, name: str, what: str, prefix: str,
     given = written if t.name in CHILDREN else None   # (an encoder's nested args: every one, as filled in)
     if t.name in CHILDREN:
         setup_error = constructor_error(t, args)
-    else:   # TransformerEncoder: the script builds its encoder_layer first
-        setup_error = constructor_error(nn_types.lookup("TransformerEncoderLayer"), dict(args["encoder_layer"]))
+    else:   # a stack: the script (or nn.Transformer's constructor) builds its layer first
+        from adjoint.format.validate_encoder import layer_args
+        layer_type, layer = layer_args(t.name, args)
+        setup_error = constructor_error(nn_types.lookup(layer_type), layer)
     if setup_error is not None:   # PyTorch raises in the constructor: nothing inside is built (the answer)
         builder.complete = False
         return Module(path, name or ROOT, t.name, (), (), tuple(inputs), None, None, m.loc,
                       args=tuple(args.items()), training=training, setup_error=setup_error, given=given)
     if t.name in CHILDREN:
         layout = _layer_layout(t.name, args)
-    else:   # TransformerEncoder: copies of a layer
-        from adjoint.format.validate_encoder import encoder_layout
-        layout = encoder_layout(args)
-    dropout, where, leaves, copy_of, assemble = layout
+    else:   # a stack: copies of a layer
+        from adjoint.format.validate_encoder import stack_layout
+        layout = stack_layout(t.name, args)
+    dropout, where, leaves, copy_of, start_version, assemble = layout
     if training and dropout != 0:
         raise ProblemError(m.loc, f"{what} drops activations and attention weights at random in training mode, which "
                                   f"no prediction can know; give {where}: {{dropout: 0}} or training: false")
@@ -71,7 +74,8 @@ def composite(builder, m: YMap, t, path: str, name: str, what: str, prefix: str,
         elif drawn:
             decls[full] = builder.generated(prefix + full, s.shape, m.loc, ct, cargs, frozen)
         else:   # PyTorch's own value, the same whatever the random state (a norm's ones, a bias's zeros)
-            decls[full] = builder.constant(prefix + full, s.shape, s.default, m.loc, not frozen, version=s.version)
+            decls[full] = builder.constant(prefix + full, s.shape, s.default, m.loc, not frozen,
+                                           version=start_version(full, s))
 
     def leaf(rel: str, ct, cargs) -> Module:
         params = tuple(decls[f"{rel}.{s.name}"] for s in ct.params(cargs))
@@ -91,7 +95,7 @@ def _layer_layout(type_name: str, args: dict):
     for cname, ctype, cargs in CHILDREN[type_name](args):
         ct = nn_types.lookup(ctype)
         leaves.append((cname, ct, nn_types.resolved_args(ct, cargs)))
-    return (args["dropout"], "args", leaves, lambda full: None,
+    return (args["dropout"], "args", leaves, lambda full: None, lambda full, spec: spec.version,
             lambda leaf, prefix, loc, training: [leaf(rel, ct, cargs) for rel, ct, cargs in leaves])
 
 

@@ -402,12 +402,13 @@ def build(run, root: Module, dtype: torch.dtype, symbols: dict) -> tuple[nn.Modu
 
 
 def _build(run, decl: Module, dtype: torch.dtype, symbols: dict, tensors: dict) -> nn.Module:
-    if decl.type is not None and (decl.children or decl.type == "TransformerEncoder") and \
-            decl.type not in ("Sequential", "ModuleList", "ModuleDict"):   # (an encoder whose layer raises has no children)
+    from adjoint.format.composite import STACKS
+    if decl.type is not None and (decl.children or decl.type in STACKS) and \
+            decl.type not in ("Sequential", "ModuleList", "ModuleDict"):   # (a stack whose layer raises has no children)
         from adjoint.torchside.composite import count_children   # TransformerEncoderLayer: the real class
-        if decl.type == "TransformerEncoder":   # copies of a layer passed as an argument
-            from adjoint.torchside.composite import build_encoder, count_tree
-            module = build_encoder(run, decl, dtype)
+        if decl.type in STACKS:   # copies of a layer passed as an argument (nn.Transformer: two stacks)
+            from adjoint.torchside.composite import build_stack, count_tree
+            module = build_stack(run, decl, dtype)
             for d in list(decl.walk())[1:]:
                 tensors.update(fill(d, module.get_submodule(d.path[len(decl.path) + 1 if decl.path else 0:]), dtype,
                                     symbols))

@@ -51,7 +51,9 @@ def function(name: str, prefix: str, loc: Loc):
         return lambda *args, **kwargs: None
     if name == "delayed_error" and prefix == "":   # adjoint.engine.ops.delayed
         return lambda input, msg: torch._C._functions.DelayedError(msg, 1)(input)
-    if prefix == "torch.":
+    if prefix in ("nn.Transformer.", "torch.nn.Transformer."):   # its static method
+        fn = getattr(torch.nn.Transformer, name, None) if name == "generate_square_subsequent_mask" else None
+    elif prefix == "torch.":
         fn = getattr(torch, name, None)
     elif prefix in FUNCTIONAL_PREFIXES:
         fn = getattr(F, name, None)

@@ -63,21 +63,31 @@ def _kwargs(type_name: str, items) -> dict:
             for k, v in items}
 
 
-def build_encoder(run, decl: Module, dtype) -> nn.Module:
+def build_stack(run, decl: Module, dtype) -> nn.Module:
     """``nn.TransformerEncoder(nn.TransformerEncoderLayer(**layer), num_layers, norm=nn.LayerNorm(**norm),
-    ...)`` as a user writes it; the constructor's warnings are kept in ``run.setup_warnings``
-    (``during: setup``), listed before the run's own."""
+    ...)`` as a user writes it (``nn.TransformerDecoder`` the same; ``nn.Transformer(**args)``); the
+    constructor's warnings are kept in ``run.setup_warnings`` (``during: setup``), listed before the
+    run's own."""
     import warnings
     a = dict(decl.args)
-    try:
-        layer = nn.TransformerEncoderLayer(**_kwargs("TransformerEncoderLayer", a["encoder_layer"]))
-    except (ValueError, AssertionError) as exc:   # the layer's constructor refuses its arguments: the answer
-        raise SetupRaised(exc) from None
-    norm = nn.LayerNorm(**_kwargs("LayerNorm", a["norm"])) if a["norm"] is not None else None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        module = nn.TransformerEncoder(layer, a["num_layers"], norm=norm, enable_nested_tensor=a["enable_nested_tensor"],
-                                       mask_check=a["mask_check"])
+        try:
+            if decl.type == "Transformer":
+                module = nn.Transformer(**_kwargs("Transformer", a.items()))
+            else:
+                arg, layer_type = {"TransformerEncoder": ("encoder_layer", "TransformerEncoderLayer"),
+                                   "TransformerDecoder": ("decoder_layer", "TransformerDecoderLayer")}[decl.type]
+                layer = getattr(nn, layer_type)(**_kwargs(layer_type, a[arg]))
+                norm = nn.LayerNorm(**_kwargs("LayerNorm", a["norm"])) if a["norm"] is not None else None
+                if decl.type == "TransformerEncoder":
+                    module = nn.TransformerEncoder(layer, a["num_layers"], norm=norm,
+                                                   enable_nested_tensor=a["enable_nested_tensor"],
+                                                   mask_check=a["mask_check"])
+                else:
+                    module = nn.TransformerDecoder(layer, a["num_layers"], norm=norm)
+        except (ValueError, AssertionError) as exc:   # the layer's constructor refuses its arguments: the answer
+            raise SetupRaised(exc) from None
     kept = run.__dict__.setdefault("setup_warnings", [])
     kept.extend({"category": w.category.__name__, "message": str(w.message), "during": "setup"} for w in caught)
     return module.to(dtype)

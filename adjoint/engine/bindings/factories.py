@@ -177,6 +177,31 @@ def lower_eye(rt, a, loc: Loc):
     return _constant(rt, (rows, cols), items, dtype, loc)
 
 
+# ----------------------------------------------------------------------------- causal masks
+
+def lower_square_subsequent_mask(rt, a, loc: Loc):
+    """``nn.Transformer.generate_square_subsequent_mask(sz, device=None, dtype=None)``, a static
+    method (torch/nn/modules/transformer.py): ``torch.triu(torch.full((sz, sz), float("-inf"),
+    dtype=dtype), diagonal=1)``, float32 unless ``dtype=``: ``-inf`` above the diagonal, 0 on and
+    below it; made bool, True above it. A new tensor at version 0, no node."""
+    sz = a["sz"]
+    if isinstance(sz, bool) or not isinstance(sz, Fraction) or sz.denominator != 1:
+        raise ProblemError(loc, "nn.Transformer.generate_square_subsequent_mask(sz): give sz as an int (PyTorch's "
+                                "torch.full raises TypeError for a float)")
+    device = a["device"]
+    if not (device is None or isinstance(device, Device) or device == "cpu"):
+        raise ProblemError(loc, "generate_square_subsequent_mask(..., device=...): adjoint models PyTorch on the CPU")
+    n = int(sz)
+    if n < 0:
+        raise TorchError("RuntimeError", f"Trying to create tensor with negative dimension {n}: [{n}, {n}]")
+    dtype = _dtype(rt, a, loc, "nn.Transformer.generate_square_subsequent_mask", DEFAULT_FLOAT)
+    if dtype == "int64":
+        raise TorchError("RuntimeError", "value cannot be converted to type int64_t without overflow")
+    above = Fraction(1) if dtype == "bool" else Infinite(True)
+    items = [above if j > i else Fraction(0) for i in range(n) for j in range(n)]
+    return _constant(rt, (n, n), items, dtype, loc)
+
+
 FUNCTIONS = (
     Function("zeros", (Param("size", "ints"),) + _tail(), _fill("zeros", Fraction(0)), where="function",
              varargs=True, doc="no node: zeros, float32 unless dtype="),
@@ -189,6 +214,10 @@ FUNCTIONS = (
              doc="no node: start, start + step, ... below end; int64 for int arguments, float32 else, unless dtype="),
     Function("eye", (Param("n", "any"), Param("m", "any", None)) + _tail(), lower_eye, where="function",
              doc="no node: the n x m identity, float32 unless dtype="),
+    Function("generate_square_subsequent_mask", (Param("sz", "any"), Param("device", "any", None),
+                                                  Param("dtype", "any", None)), lower_square_subsequent_mask,
+             where="function", doc="no node (nn.Transformer.generate_square_subsequent_mask): -inf above the "
+                                   "diagonal, 0 elsewhere (bool: True above it), float32 unless dtype="),
 )
 
 __all__ = ["FUNCTIONS", "DEFAULT_FLOAT"]

@@ -26,8 +26,10 @@ def type_name(module: nn.Module) -> str | None:
     name = type(module).__name__
     if name in _TRANSFORMER and _activation(module) is None:
         return None     # a callable activation: not a type the format has (refused as torch.nn)
-    if name == "TransformerEncoder" and not _encoder_of_types(module):
+    if name in _STACKS and not _stack_of_types(module, _STACKS[name][1]):
         return None     # a layer or norm the format's TransformerEncoder does not take: refused as torch.nn
+    if name == "Transformer" and not _transformer_of_types(module):
+        return None     # a custom_encoder / custom_decoder, or stacks nn.Transformer would not build
     if name in nn_types.TYPES and getattr(nn, name, None) is type(module):
         return name
     return None
@@ -42,22 +44,64 @@ def _activation(module: nn.Module) -> str | None:
     return {id(F.relu): "relu", id(F.gelu): "gelu"}.get(id(getattr(module, "activation", None)))
 
 
-def _encoder_of_types(module: nn.Module) -> bool:
-    """A TransformerEncoder over copies of a TransformerEncoderLayer (relu or gelu) with no norm or
-    a LayerNorm: the one the format writes by its layer's and its norm's arguments."""
+#: the stacks of deep copies: their layer's argument and class
+_STACKS = {"TransformerEncoder": ("encoder_layer", nn.TransformerEncoderLayer),
+           "TransformerDecoder": ("decoder_layer", nn.TransformerDecoderLayer)}
+
+
+def _layer_config(layer: nn.Module) -> dict:
+    return {s.name: _transformer_arg(layer, s.name) for s in nn_types.TYPES["TransformerEncoderLayer"].args}
+
+
+def _stack_of_types(module: nn.Module, layer_class: type) -> bool:
+    """A TransformerEncoder (TransformerDecoder) over copies of one TransformerEncoderLayer
+    (TransformerDecoderLayer; relu or gelu) -- every layer with the first one's arguments -- with no
+    norm or a LayerNorm: the one the format writes by its layer's and its norm's arguments."""
     layers = list(getattr(module, "layers", []))
     norm = getattr(module, "norm", None)
-    return bool(layers) and all(type(la) is nn.TransformerEncoderLayer and type_name(la) is not None for la in layers) \
+    return bool(layers) and all(type(la) is layer_class and type_name(la) is not None for la in layers) \
+        and all(_layer_config(la) == _layer_config(layers[0]) for la in layers) \
         and (norm is None or type(norm) is nn.LayerNorm)
 
 
-def _encoder_arg(module: nn.Module, name: str):
-    """TransformerEncoder's constructor arguments: the layer and the norm by their own arguments."""
-    if name == "encoder_layer":
-        return flow_map(args(module.layers[0], "TransformerEncoderLayer"))
+def _transformer_of_types(module: nn.Module) -> bool:
+    """An nn.Transformer as its constructor builds it from its own arguments: a TransformerEncoder
+    (nested tensors enabled, mask_check) and a TransformerDecoder of layers with one configuration,
+    each with a ``LayerNorm(d_model, eps=layer_norm_eps, bias=bias)``."""
+    enc, dec = getattr(module, "encoder", None), getattr(module, "decoder", None)
+    if type(enc) is not nn.TransformerEncoder or type(dec) is not nn.TransformerDecoder:
+        return False
+    if not (_stack_of_types(enc, nn.TransformerEncoderLayer) and _stack_of_types(dec, nn.TransformerDecoderLayer)):
+        return False
+    config = _layer_config(enc.layers[0])
+    norms_fit = all(type(n) is nn.LayerNorm and tuple(n.normalized_shape) == (config["d_model"],)
+                    and n.eps == config["layer_norm_eps"] and n.elementwise_affine
+                    and (n.bias is not None) == config["bias"] for n in (enc.norm, dec.norm))
+    return norms_fit and _layer_config(dec.layers[0]) == config and enc.enable_nested_tensor and enc.mask_check \
+        and module.d_model == config["d_model"] and module.nhead == config["nhead"] \
+        and module.batch_first == config["batch_first"]
+
+
+def _stack_arg(module: nn.Module, tname: str, name: str):
+    """A stack's constructor arguments: the layer and the norm by their own arguments."""
+    layer_arg, layer_class = _STACKS[tname]
+    if name == layer_arg:
+        return flow_map(args(module.layers[0], layer_class.__name__))
     if name == "norm":
         return None if module.norm is None else flow_map(args(module.norm, "LayerNorm"))
+    if name == "num_layers":
+        return len(module.layers)
     return getattr(module, name)
+
+
+def _whole_arg(module: nn.Module, name: str):
+    """nn.Transformer's constructor arguments, read from its encoder (its layers' arguments, the
+    stacks' lengths)."""
+    if name == "num_encoder_layers":
+        return len(module.encoder.layers)
+    if name == "num_decoder_layers":
+        return len(module.decoder.layers)
+    return _transformer_arg(module.encoder.layers[0], name)
 
 
 def _transformer_arg(module: nn.Module, name: str):
@@ -78,8 +122,10 @@ def _bias_present(module: nn.Module, name: str) -> bool:
 
 
 def _read(module: nn.Module, tname: str, spec) -> object:
-    if tname == "TransformerEncoder":
-        return _encoder_arg(module, spec.name)
+    if tname in _STACKS:
+        return _stack_arg(module, tname, spec.name)
+    if tname == "Transformer":
+        return _whole_arg(module, spec.name)
     if tname in _TRANSFORMER:
         return _transformer_arg(module, spec.name)
     if spec.name == "bias":
@@ -134,12 +180,13 @@ def args(module: nn.Module, tname: str) -> list[tuple[str, Flow]]:
 def drops_at_random(m: nn.Module, tname: str) -> str | None:
     """What a built-in other than ``Dropout`` drops at random in training mode, as PyTorch's forward
     does (None when it drops nothing): ``MultiheadAttention`` its attention weights (``dropout``),
-    the Transformer layers (and a ``TransformerEncoder``'s copies) their activations too (their
+    the Transformer layers (and the copies in a ``TransformerEncoder``, ``TransformerDecoder`` or
+    ``Transformer``) their activations too (their
     ``Dropout`` submodules), a stacked ``RNN``/``LSTM``/``GRU`` the outputs between its layers. A
     problem file cannot hold that draw (a ``Dropout``'s keep-mask is data; these are not)."""
     if tname == "MultiheadAttention":
         return "attention weights" if m.training and m.dropout > 0 else None
-    if tname in _TRANSFORMER or tname == "TransformerEncoder":
+    if tname in _TRANSFORMER or tname in _STACKS or tname == "Transformer":
         random = any(sub.training and (sub.p > 0 if isinstance(sub, nn.Dropout) else sub.dropout > 0)
                      for sub in m.modules() if isinstance(sub, (nn.Dropout, nn.MultiheadAttention)))
         return "activations and attention weights" if random else None
