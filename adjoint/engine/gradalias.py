@@ -280,6 +280,7 @@ SAME = {
     "AddBackward1": (0,),        # add.Scalar (x + 1 inside a composite loss)
     "IndexAddBackward0": (0,),   # self: grad (source: a new tensor)
     "ScatterAddBackward0": (0,),  # self: grad (src: a new tensor)
+    "IndexPutBackward0": (0,),   # with accumulate: self: grad (values: a new tensor)
 }
 
 
@@ -288,7 +289,27 @@ def same_slots(node) -> tuple:
     if node.name == "AddBackward0":
         alpha = _alpha(node)
         return (0, 1) if alpha == 1 else (0,)
+    if node.name == "IndexPutBackward0" and not node.op.name.startswith("index_put_acc"):
+        return ()   # grad.index_put(indices, zeros, false): a clone of grad (index_put_grad below)
     return SAME[node.name]
+
+
+def _index_put_grad(src: GradObj | None, shape: tuple) -> GradObj:
+    """IndexPutBackward0's gradient for self without accumulate, ``grad.index_put(indices, zeros,
+    false)``: a new tensor, ``grad.clone()`` (preserve_format) written, so laid out as a dense
+    ``grad`` is (a transposed one stays transposed; checked in torch 2.13) and row-major from an
+    expanded one; strides not known otherwise."""
+    from adjoint.values.strides import contiguous_strides
+    obj = GradObj()
+    if src is None or src.contiguous or src.overlaps:
+        return obj
+    strides = gradient_strides(src, shape)
+    order = sorted(range(len(shape)), key=lambda d: -strides[d]) if strides is not None else None
+    if strides is not None and tuple(strides[d] for d in order) == contiguous_strides(tuple(shape[d] for d in order)):
+        _set_layout(obj, shape, strides)
+    else:
+        obj.contiguous = False   # unknown strides: a view of it is not placed
+    return obj
 
 
 def _alpha(node):
@@ -445,6 +466,8 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
             out.append(in_objs[0])
         elif kind == "op" and node.name == "MaskedSelectBackward0":
             out.append(_masked_select_grad(node, tuple(shape_of(g))))
+        elif kind == "op" and node.name == "IndexPutBackward0" and i == 0 and i not in same_slots(node):
+            out.append(_index_put_grad(in_objs[0] if in_objs else None, tuple(shape_of(g))))
         elif kind not in ("function", "copyslices") and node.name in FRESH:
             strides = None
             if node.name in POINTWISE and not _row_major_operands(node, in_objs, inputs, shape_of):

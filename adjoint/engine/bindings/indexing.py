@@ -31,7 +31,7 @@ from adjoint.engine.graph import Tensor
 from adjoint.engine.torch_errors import TorchError, TYPE_NAMES
 from adjoint.engine.bindings.signature import Function
 from adjoint.engine.bindings.signature import Param
-from adjoint.engine.ops.indexing import IndexSpec, along_key
+from adjoint.engine.ops.indexing import IndexSpec, along_key, index_shape
 from adjoint.engine.bindings.signature import PARSER_TYPE_ERROR, dim_index, after_packs
 
 
@@ -74,33 +74,161 @@ def advanced_index(rt, x: Tensor, advanced: list, loc: Loc) -> Tensor:
         for t in tensors:
             if t.dtype not in ("int64", "bool"):
                 raise TorchError("IndexError", "tensors used as indices must be long, int, byte or bool tensors")
-        for k, (d, t) in enumerate(zip(dims, tensors)):
-            if t.dtype == "bool" and tuple(x.shape[d:d + len(t.shape)]) != tuple(t.shape):
-                raise TorchError("IndexError", f"The shape of the mask {list(t.shape)} at index {k} does not match "
-                                               f"the shape of the indexed tensor {list(x.shape)} at index {d}")
+        check_masks(x, dims, tensors)
         shapes = [tuple(t.shape) if kind == "int" else (c,) for t, kind, c in zip(tensors, kinds, counts)]
         try:
             np.broadcast_shapes(*shapes)
         except ValueError:
             raise TorchError("IndexError", "shape mismatch: indexing tensors could not be broadcast together with "
                                            "shapes " + ", ".join(str(list(s)) for s in shapes)) from None
-        bad = []   # the kernel checks bounds last, element by element in its iteration order
-        for k, (t, d, kind) in enumerate(zip(tensors, dims, kinds)):
-            n = x.shape[d]
-            bad += [(k, v, n) for v in ([] if kind == "bool" else B.as_indices(t.value).reshape(-1).tolist())
-                    if not -n <= v < n]
-        if len(tensors) == 1 and len(tensors[0].shape) == 1:
-            bad = bad[:1]   # one vector index: the kernel meets its values in order (checked in torch)
-        if len(set(bad)) > 1:
-            values = ", ".join(str(v) for _, v, _ in sorted(set(bad)))
-            raise ProblemError(loc, f"several index values are out of bounds ({values}): PyTorch names the one its "
-                                    "kernel meets first, not modelled; keep one bad value")
-        for k, v, n in bad[:1]:
-            raise TorchError("IndexError", f"index {v} is out of bounds for dimension {k} with size {n}")
+        check_bounds(rt, x, dims, tensors, kinds, loc)
 
     after_packs(rt, f"index_{len(tensors)}", [x] + tensors, loc, checks)
     spec = IndexSpec(tuple(dims), tuple(kinds), tuple(counts))
     return rt.apply(f"index_{len(tensors)}", [x] + tensors, spec, loc)
+
+
+def index_put(rt, x: Tensor, advanced: list, value: Tensor, loc: Loc, accumulate: bool = False,
+              inplace: bool = True, direct: bool = False):
+    """``x[...] = value`` with tensor (or list) indices, after applySlicing applied the basic ones
+    (``x`` is the view it made, or the tensor itself) and the value was viewed without its
+    leading size-1 dims: ``index_put_(x, indices, value)``, as THPVariable_setitem dispatches it;
+    also ``x.index_put_(indices, values, accumulate)`` and ``torch.index_put`` (``direct``:
+    the indices stand at the first dims; ``inplace`` False: a new tensor).
+    The checks are ``_index_put_impl_``'s, in its order, after IndexPutBackward0 packed the
+    indices: (a direct call's) the number of indices, index dtypes, masks, the indices'
+    broadcast, the value's shape, its dtype, the bounds; one bool mask and a one-element value
+    without ``accumulate`` is ``masked_fill_`` (no shape or dtype check).
+    Refused: more than three index tensors, a written tensor with internal overlap, a position
+    written twice without ``accumulate`` with values that may differ (PyTorch's result is
+    unspecified)."""
+    from adjoint.engine.inplace import apply_inplace, check_inplace_allowed, has_internal_overlap
+    from adjoint.engine.ops.indexing import index_key
+    if len(advanced) > 3:
+        raise ProblemError(loc, "assigning through more than three index tensors is not modelled yet")
+    B = rt.B
+    dims = [d for d, _ in advanced]
+    tensors = [item if isinstance(item, Tensor) else as_index_tensor(rt, item, loc) for _, item in advanced]
+    kinds = [t.dtype if t.dtype == "bool" else "int" for t in tensors]
+    counts = [int(np.count_nonzero(B.as_indices(t.value))) if t.dtype == "bool" else None for t in tensors]
+    numel = int(np.prod(value.shape)) if value.shape else 1
+    # canDispatchToMaskedFill
+    as_fill = not accumulate and len(tensors) == 1 and tensors[0].dtype == "bool" and numel == 1
+    prim = f"index_put_acc_{len(tensors)}" if accumulate else f"index_put_{len(tensors)}"
+
+    def kernel_error():
+        if direct and len(tensors) > len(x.shape):
+            return TorchError("IndexError", f"too many indices for tensor of dimension {len(x.shape)} (got "
+                                            f"{len(tensors)})")
+        if not as_fill:
+            for t in tensors:
+                if t.dtype not in ("int64", "bool"):
+                    return TorchError("IndexError", "tensors used as indices must be long, int, byte or bool tensors")
+        try:
+            check_masks(x, dims, tensors)
+        except TorchError as e:
+            return e
+        if as_fill:
+            return None
+        shapes = [tuple(t.shape) if kind == "int" else (c,) for t, kind, c in zip(tensors, kinds, counts)]
+        try:
+            np.broadcast_shapes(*shapes)
+        except ValueError:
+            return TorchError("IndexError", "shape mismatch: indexing tensors could not be broadcast together with "
+                                            "shapes " + ", ".join(str(list(s)) for s in shapes))
+        spec = IndexSpec(tuple(dims), tuple(kinds), tuple(counts))
+        indexed = index_shape([x.shape] + [t.shape for t in tensors], spec, loc)
+        try:
+            if tuple(np.broadcast_shapes(tuple(value.shape), indexed)) != tuple(indexed):
+                raise ValueError
+        except ValueError:
+            return TorchError("RuntimeError", f"shape mismatch: value tensor of shape {list(value.shape)} cannot be "
+                                              f"broadcast to indexing result of shape {list(indexed)}")
+        if value.dtype != x.dtype:
+            return TorchError("RuntimeError", f"Index put requires the source and destination dtypes match, got "
+                                              f"{TYPE_NAMES[x.dtype]} for the destination and "
+                                              f"{TYPE_NAMES[value.dtype]} for the source.")
+        try:
+            check_bounds(rt, x, dims, tensors, kinds, loc)
+        except TorchError as e:
+            return e
+        return None
+
+    if has_internal_overlap(x):
+        raise ProblemError(loc, "assigning through an index into a tensor whose elements share memory (an expanded "
+                                "tensor, sum()'s gradient) is not modelled: PyTorch warns and writes the shared "
+                                "locations; clone() it first")
+    error = kernel_error()
+    operands = [x, value] + tensors
+    if error is not None:
+        if inplace and rt.grad_enabled and (x.needs_grad or value.needs_grad
+                                            or (x.is_view and x.grad_base.requires_grad)):
+            check_inplace_allowed(x)   # check_inplace, before the node packs the indices
+        rt.raise_after_packs(prim, operands, error, loc)
+    spec = IndexSpec(tuple(dims), tuple(kinds), tuple(counts))
+    if numel != 1 and not as_fill and not accumulate:
+        key = index_key(len(x.shape), spec, [B.as_indices(t.value).astype(bool) if k == "bool" else B.as_indices(t.value)
+                                             for t, k in zip(tensors, kinds)])
+        written = np.arange(int(np.prod(x.shape)) if x.shape else 1).reshape(x.shape)[key].reshape(-1)
+        if len(np.unique(written)) != written.size:
+            raise ProblemError(loc, "an index names one position twice in an assignment (accumulate=False): "
+                                    "PyTorch's result is then unspecified (whichever write lands last); use distinct "
+                                    "indices, one value, or index_put_(..., accumulate=True)")
+    if not inplace:   # index_put: self.clone(memory_format=preserve).index_put_(...), one node
+        return rt.apply(prim, [x, value] + tensors, spec, loc)
+    return apply_inplace(rt, prim, x, [value] + tensors, spec, loc)
+
+
+def _index_put_call(rt, a, loc, inplace: bool):
+    """``x.index_put_(indices, values, accumulate=False)``, ``torch.index_put`` and
+    ``x.index_put``: the indices a tuple or list of index tensors standing at the first dims
+    (a mask covering as many as it has)."""
+    x, indices, values, accumulate = a["self" if "self" in a else "input"], a["indices"], a["values"], a["accumulate"]
+    advanced, d = [], 0
+    for t in indices:
+        advanced.append((d, t))
+        d += len(t.shape) if t.dtype == "bool" else 1
+    if len(indices) == 0:
+        raise ProblemError(loc, "index_put with no index tensors is not modelled")
+    return index_put(rt, x, advanced, values, loc, accumulate=bool(accumulate), inplace=inplace, direct=True)
+
+
+def lower_index_put_(rt, a, loc):
+    return _index_put_call(rt, a, loc, True)
+
+
+def lower_index_put(rt, a, loc):
+    return _index_put_call(rt, a, loc, False)
+
+
+def check_bounds(rt, x: Tensor, dims: list, tensors: list, kinds: list, loc: Loc) -> None:
+    """The index kernel's bounds check, last, element by element in its iteration order: one
+    vector index names its first bad value; several different bad values elsewhere are refused."""
+    bad = []
+    for k, (t, d, kind) in enumerate(zip(tensors, dims, kinds)):
+        n = x.shape[d]
+        bad += [(k, v, n) for v in ([] if kind == "bool" else rt.B.as_indices(t.value).reshape(-1).tolist())
+                if not -n <= v < n]
+    if len(tensors) == 1 and len(tensors[0].shape) == 1:
+        bad = bad[:1]   # one vector index: the kernel meets its values in order (checked in torch)
+    if len(set(bad)) > 1:
+        values = ", ".join(str(v) for _, v, _ in sorted(set(bad)))
+        raise ProblemError(loc, f"several index values are out of bounds ({values}): PyTorch names the one its "
+                                "kernel meets first, not modelled; keep one bad value")
+    for k, v, n in bad[:1]:
+        raise TorchError("IndexError", f"index {v} is out of bounds for dimension {k} with size {n}")
+
+
+def check_masks(x: Tensor, dims: list, tensors: list) -> None:
+    """expandTensors' check of each bool mask against the dims it covers: PyTorch names the
+    first mismatched dim of the mask (``at index j``) and the dim of ``x`` it stands for."""
+    for d, t in zip(dims, tensors):
+        if t.dtype != "bool":
+            continue
+        for j, n in enumerate(t.shape):
+            if d + j >= len(x.shape) or x.shape[d + j] != n:
+                raise TorchError("IndexError", f"The shape of the mask {list(t.shape)} at index {j} does not match "
+                                               f"the shape of the indexed tensor {list(x.shape)} at index {d + j}")
 
 
 def _int_index(idx: Tensor, what: str) -> None:
@@ -350,6 +478,12 @@ FUNCTIONS = (
     Function("index_add", (_IN, _DIM, _INDEX, Param("source", "tensor"),
                            Param("alpha", "number", Fraction(1), keyword_only=True)), lower_index_add,
              doc="IndexAddBackward0 (edges input, source; saves index, source)"),
+    Function("index_put_", (Param("self", "tensor"), Param("indices", "tensors"), Param("values", "tensor"),
+                            Param("accumulate", "bool", False)), lower_index_put_, where="method",
+             doc="IndexPutBackward0 in place (edges self, values; saves the indices)"),
+    Function("index_put", (_IN, Param("indices", "tensors"), Param("values", "tensor"),
+                           Param("accumulate", "bool", False)), lower_index_put,
+             doc="IndexPutBackward0 (edges input, values; saves the indices)"),
     Function("one_hot", (_IN, Param("num_classes", "int", -1)), lower_one_hot, where="function",
              doc="no node: a new int64 tensor, zeros(shape + (num_classes,)).scatter_(-1, input.unsqueeze(-1), 1)"),
     Function("argmax", (_IN, Param("dim", "int", None), Param("keepdim", "bool", False)), _arg(True),

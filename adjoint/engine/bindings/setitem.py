@@ -1,5 +1,6 @@
 """Index assignment, ``x[items] = value``, as ``THPVariable_setitem`` runs it: ``copy_`` (or
-``fill_``) into the view indexing gives, and a lone full slice writes into ``x`` itself."""
+``fill_``) into the view indexing gives, and a lone full slice writes into ``x`` itself; with
+tensor or list indices, ``index_put_`` (IndexPutBackward0) on the view the other items give."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from adjoint.engine.ops.views import expand_shape
 from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.pylist import PyList, sequence_name
 from adjoint.engine.bindings.views import _EXPAND_TYPE_NAMES
-from adjoint.engine.bindings.views import getitem, view
+from adjoint.engine.bindings.views import basic_items, getitem, view
 
 
 def _whole(shape: tuple, items: list) -> bool:
@@ -66,9 +67,22 @@ def setitem(rt, x, items: list, value, loc: Loc) -> None:
         masked_fill(rt, x, items[0], value, loc, inplace=True)
         return
     if any(isinstance(i, (Tensor, tuple)) for i in items):
-        raise ProblemError(loc, "assigning through a tensor or list index (index_put_) is not modelled yet (only a "
-                                "bool mask of the tensor's shape and one value, where grad mode is off); use "
-                                "masked_fill, scatter or index_add (out of place)")
+        if any(isinstance(i, Tensor) and not i.shape for i in items):
+            from adjoint.engine.bindings.indexing import zero_d_indices
+            items = zero_d_indices(rt, items, loc)   # a 0-d int64 tensor is an int to applySlicing
+    if any(isinstance(i, (Tensor, tuple)) for i in items):
+        # applySlicing's views, then index_put_ on what they give (x itself when none applies)
+        from adjoint.engine.bindings.indexing import index_put
+        sliced, advanced = basic_items(rt, x, items, loc)
+        if sliced is not x:
+            sliced.temporary = True
+        kept = list(value.shape)
+        while kept and kept[0] == 1:   # slicePrefix1sSize: a ViewBackward0 only when a dim is dropped
+            kept.pop(0)
+        if len(kept) != len(value.shape):
+            value = view(rt, value, tuple(kept), loc)
+        index_put(rt, sliced, advanced, value, loc)
+        return
     # set_item's applySlicing skips a slice over a whole dimension (applySlice's optimization,
     # not disabled for assignment): when every item is one (or ...), the write goes into x itself
     target = x if _whole(x.shape, items) else getitem(rt, x, items, loc, lone=False)

@@ -659,6 +659,19 @@ def getitem(rt, x: Tensor, items: list, loc: Loc, lone: bool):
                 raise TorchError("IndexError", "invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
                                                "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
             return select(rt, x, 0, item, loc, real_dim=0)
+    out, advanced = basic_items(rt, x, items, loc)
+    if advanced:
+        from adjoint.engine.bindings.indexing import advanced_index
+        return advanced_index(rt, out, advanced, loc)
+    if out is x:
+        return rt.apply("alias", [x], None, loc)
+    return out
+
+
+def basic_items(rt, x: Tensor, items: list, loc: Loc) -> tuple:
+    """applySlicing: the ints, slices, ``None`` and ``...`` of ``items`` applied to ``x`` as views
+    (a slice over a whole dim skipped), in order; returns the view (``x`` itself when nothing was
+    applied) and the tensor or list items left, as (dim of the view, item) pairs."""
     out = x
     dim = 0
     # a bool mask covers as many dims as it has (count_specified_dimensions)
@@ -704,12 +717,7 @@ def getitem(rt, x: Tensor, items: list, loc: Loc, lone: bool):
     for t in made:
         if t is not out:
             t.temporary = True
-    if advanced:
-        from adjoint.engine.bindings.indexing import advanced_index
-        return advanced_index(rt, out, advanced, loc)
-    if out is x:
-        return rt.apply("alias", [x], None, loc)
-    return out
+    return out, advanced
 
 
 _SELF = Param("self", "tensor")
@@ -779,4 +787,4 @@ FUNCTIONS = (
              doc="reshape(numel, 1) of each tensor of at most 1 dim, then hstack"),
 )
 
-__all__ = ["FUNCTIONS", "attribute", "getitem", "reshape", "view", "REQUIRED"]
+__all__ = ["FUNCTIONS", "attribute", "basic_items", "getitem", "reshape", "view", "REQUIRED"]

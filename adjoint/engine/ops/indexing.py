@@ -9,6 +9,11 @@ operands, in ATen's order), and each node saves what PyTorch 2.13 saves, in pack
 
 * ``IndexBackward0``: the index tensors (a bool mask as the mask itself); its gradient is
   ``zeros(self).index_put_(indices, grad, accumulate=True)`` (repeated indices add up);
+* ``IndexPutBackward0`` (``x[indices] = values``, edges self, values): the index tensors (a
+  bool mask as the mask itself); self: ``grad`` with 0 at the indices, values:
+  ``grad.index(indices)`` (the indexing result's shape: the engine sums it to a broadcast
+  value's shape); no position written twice (refused by the lowering unless every write is
+  one value);
 * ``IndexSelectBackward0``: index; ``zeros(self).index_add_(dim, index, grad)``;
 * ``GatherBackward0``: index, then self; ``zeros(self).scatter_add_(dim, index, grad)``;
 * ``ScatterBackward0`` (edges self, src): index; self: ``grad.scatter(dim, index, 0)``, src:
@@ -96,6 +101,45 @@ def index_vjp(B, gs, ins, outs, p: IndexSpec, need):
     x, idxs = ins[0], ins[1:]
     key = index_key(len(B.shape(x)), p, _arrays(B, idxs, p))
     return [B.place_add(B.shape(x), key, gs[0])] + [None] * len(idxs)
+
+
+# ----------------------------------------------------------------------------- x[indices] = values
+
+def index_put_shape(shapes, p: IndexSpec, loc):
+    return tuple(shapes[0])
+
+
+def index_put_forward(B, ins, p: IndexSpec):
+    # index_put_(self, indices, values, accumulate=False): values broadcast to the indexing
+    # result; no position written twice with different values (checked by the lowering)
+    x, values, idxs = ins[0], ins[1], ins[2:]
+    return B.assign(x, index_key(len(B.shape(x)), p, _arrays(B, idxs, p)), values)
+
+
+def index_put_vjp(B, gs, ins, outs, p: IndexSpec, need):
+    # self: grad.index_put(indices, zeros_like(values), false); values: grad.index(indices)
+    x, idxs = ins[0], ins[2:]
+    g = gs[0]
+    key = index_key(len(B.shape(x)), p, _arrays(B, idxs, p))
+    return ([B.assign(g, key, B.zeros(())) if need[0] else None, B.index(g, key) if need[1] else None]
+            + [None] * len(idxs))
+
+
+def index_put_acc_forward(B, ins, p: IndexSpec):
+    # index_put_(self, indices, values, accumulate=True): values broadcast to the indexing
+    # result, added at the indices (repeated ones add up)
+    x, values, idxs = ins[0], ins[1], ins[2:]
+    key = index_key(len(B.shape(x)), p, _arrays(B, idxs, p))
+    shape = tuple(_probe(B.shape(x))[key].shape)
+    return B.add(x, B.place_add(B.shape(x), key, B.broadcast_to(values, shape)))
+
+
+def index_put_acc_vjp(B, gs, ins, outs, p: IndexSpec, need):
+    # self: grad; values: grad.index(indices)
+    x, idxs = ins[0], ins[2:]
+    g = gs[0]
+    key = index_key(len(B.shape(x)), p, _arrays(B, idxs, p))
+    return [g if need[0] else None, B.index(g, key) if need[1] else None] + [None] * len(idxs)
 
 
 # ----------------------------------------------------------------------------- index_select, gather
@@ -291,6 +335,8 @@ def topk_shape(shapes, p, loc):
 # ----------------------------------------------------------------------------- how they read
 
 INDEX = Fn("index", "#0\\left[#1\\right]", generic_vjp)
+INDEX_PUT = Fn("index_put", "\\operatorname{index\\_put}\\left(#0,\\ #2,\\ #1\\right)", generic_vjp)
+INDEX_PUT_ACC = Fn("index_put_acc", "\\operatorname{index\\_put}^{+}\\left(#0,\\ #2,\\ #1\\right)", generic_vjp)
 INDEX_SELECT = Fn("index_select", "\\operatorname{index\\_select}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
 GATHER = Fn("gather", "\\operatorname{gather}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
 SCATTER = Fn("scatter", "\\operatorname{scatter}_{#s}\\left(#0,\\ #2,\\ #1\\right)", generic_vjp)
@@ -330,7 +376,46 @@ def _index_op(n: int) -> Op:
 
 _INDEX_OPS = tuple(_index_op(n) for n in (1, 2, 3))
 
-OPS = _INDEX_OPS + (
+
+def _index_put_op(n: int) -> Op:
+    """IndexPutBackward0 with ``n`` index tensors (operands ``self, values, index_0, ...``): what
+    ``x[indices] = values`` runs (index_put_, accumulate=False), in place."""
+    spec = IndexSpec(tuple(range(n)), ("int",) * n, (None,) * n)
+    picks = ((1, 0), (0, 1), (1, 1))
+    given = tuple((2 + k, picks[k]) for k in range(n))
+    shapes = ((2, 3), (2, 3), (2,)) if n == 1 else ((2,) * n, (2,)) + ((2,),) * n
+    return Op(f"index_put_{n}", "IndexPutBackward0", index_put_forward, index_put_vjp, index_put_shape,
+              tuple(Save(f"indices[{k}]", "in", 2 + k) for k in range(n)),
+              "self: g, 0 at the indices; values: g at the indices (summed to a broadcast value's shape)",
+              negzero="structural", grows=False, differentiable=(True, True) + (False,) * n, fills=True,
+              checks_internal_overlap=False,   # index_put_ warns on an expanded self (refused by the lowering)
+              kink_doc="the indices (int64, or a bool mask) have no edge; a mask is saved as the mask; a position "
+                       "written twice is refused unless every write is one value",
+              math=Math(lambda a, p, shape, k: TFn(INDEX_PUT, tuple(a), tuple(shape), "", p)),
+              checks=(Check(shapes, spec, given=given),))
+
+
+def _index_put_acc_op(n: int) -> Op:
+    """IndexPutBackward0 of ``index_put_(indices, values, accumulate=True)`` with ``n`` index
+    tensors (operands ``self, values, index_0, ...``)."""
+    spec = IndexSpec(tuple(range(n)), ("int",) * n, (None,) * n)
+    picks = ((1, 1), (0, 0), (1, 1))
+    given = tuple((2 + k, picks[k]) for k in range(n))
+    shapes = ((2, 3), (2, 3), (2,)) if n == 1 else ((2,) * n, (2,)) + ((2,),) * n
+    return Op(f"index_put_acc_{n}", "IndexPutBackward0", index_put_acc_forward, index_put_acc_vjp, index_put_shape,
+              tuple(Save(f"indices[{k}]", "in", 2 + k) for k in range(n)),
+              "self: g; values: g at the indices (summed to a broadcast value's shape)",
+              negzero="never", differentiable=(True, True) + (False,) * n,
+              checks_internal_overlap=False,   # index_put_ warns on an expanded self (refused by the lowering)
+              kink_doc="the indices (int64, or a bool mask) have no edge; a mask is saved as the mask; repeated "
+                       "indices add up",
+              math=Math(lambda a, p, shape, k: TFn(INDEX_PUT_ACC, tuple(a), tuple(shape), "", p)),
+              checks=(Check(shapes, spec, given=given),))
+
+
+_INDEX_PUT_OPS = tuple(_index_put_op(n) for n in (1, 2, 3)) + tuple(_index_put_acc_op(n) for n in (1, 2, 3))
+
+OPS = _INDEX_OPS + _INDEX_PUT_OPS + (
     Op("index_select", "IndexSelectBackward0", index_select_forward, index_select_vjp, index_select_shape,
        (Save("index", "in", 1),), "zeros(self) with g added along dim at the index (repeated entries add up)",
        negzero="structural", grows=False, differentiable=(True, False),
