@@ -50,7 +50,9 @@ GENERIC = {"var", "var_mean", "max_all", "min_all", "amax", "amin", "max_dim", "
            # adjoint/engine/ops/upsample.py: one named function per kernel, J^T lambda declared generic
            "upsample_nearest1d", "upsample_nearest2d", "upsample_linear1d", "upsample_bilinear2d",
            # adjoint/engine/ops/activations.py: nan_to_num by name (its J^T lambda: g * isfinite(x))
-           "nan_to_num"}
+           "nan_to_num",
+           # adjoint/engine/ops/recurrent.py: oneDNN's LSTM layer, one named function per output
+           "mkldnn_lstm_layer"}
 
 
 def test_every_op_declares_its_math():

@@ -248,6 +248,8 @@ FRESH = frozenset((
     "MishBackward0", "GatherBackward0", "IndexSelectBackward0", "IndexBackward0", "ScatterBackward0",
     "ScatterBackward1", "MaskedFillBackward1", "VarMeanBackward0", "UnsafeSplitBackward0", "FillBackward3",
     "SafeSoftmaxBackward0", "MaskedSelectBackward0", "DiagonalBackward0",
+    # oneDNN's LSTM layer: seven new contiguous tensors (b_hh's a clone of b_ih's), none sharing another's storage
+    "MkldnnRnnLayerBackward0",
     # a create_graph backward's own nodes (probed the same way)
     "TanhBackwardBackward0", "SigmoidBackwardBackward0", "ThresholdBackwardBackward0", "LeakyReluBackwardBackward0",
     "MseLossBackwardBackward0",

@@ -141,8 +141,13 @@ def layout_contract(shape, grad_strides, param_strides) -> str:
             "csrc/autograd/functions/accumulate_grad.h:252.)")
 
 
+#: TORCH_WARN_ONCE in at::native::lstm: an LSTM with proj_size in float32 on the CPU, which oneDNN's kernel
+#: does not take (the text carries where the 2.13.0 CPU wheel was built)
+LSTM_PROJECTIONS = ("LSTM with projections is not supported with oneDNN. Using default implementation. (Triggered "
+                    "internally at /__w/pytorch/pytorch/aten/src/ATen/native/RNN.cpp:1512.)")
+
 #: PyTorch's warnings issued once per process (``TORCH_WARN_ONCE``; matched by how they start)
-ONCE = (CREATE_GRAPH_CYCLE, T_NOT_2D, T_0D, MT_0D, SAME_EVEN_KERNEL, LAYOUT_CONTRACT)
+ONCE = (CREATE_GRAPH_CYCLE, T_NOT_2D, T_0D, MT_0D, SAME_EVEN_KERNEL, LAYOUT_CONTRACT, LSTM_PROJECTIONS)
 
 
 def warn(rt, category: str, message: str, during: str | None = None) -> None:

@@ -667,7 +667,7 @@ class LayerGen:
         m.weights_shape = state if typ != "LSTM" else None   # an LSTM's [1] is the tuple (h_n, c_n)
         self.rnn_made = True
         if typ == "LSTM":
-            self.needs_f64 = True      # float32: oneDNN's fused kernel on the CPU (not modelled)
+            self.needs_f64 = True      # float32: oneDNN's fused kernel on the CPU (tests/test_lstm_onednn.py); kept float64 here
         which = 1 if typ != "LSTM" and s.coin(0.25) else 0
         extra = (("n", h0.name),) if h0 is not None else ()
         m.call_tree = lambda cur, m=m, extra=extra, which=which: ("idx", ("call", m.name, (cur,) + extra), which)

@@ -23,8 +23,9 @@ it on the CPU. ``torch/nn/modules/rnn.py`` prepares the input and the state, the
 The output is ``(output, h_n)`` (LSTM: ``(output, (h_n, c_n))``). Dropout between layers draws at
 random: a file gives ``dropout: 0`` or ``training: false``. An LSTM with ``proj_size`` projects
 each step's ``h`` (``hy.matmul(w_hr.t())``: ``TBackward0``, ``MmBackward0``) before it is the
-step's output and the next step's state. An LSTM in float32 runs oneDNN's fused kernel on the
-CPU (``MkldnnRnnLayerBackward0``), which is not modelled.
+step's output and the next step's state. An LSTM in float32 without ``proj_size`` runs oneDNN's
+fused kernel on the CPU instead (:func:`_mkldnn_lstm`: one ``MkldnnRnnLayerBackward0`` per layer
+and direction); with ``proj_size`` the loop above, and PyTorch warns once.
 """
 
 from __future__ import annotations
@@ -32,9 +33,11 @@ from __future__ import annotations
 from fractions import Fraction
 
 from adjoint.engine.bindings import call_function
-from adjoint.engine.bindings.core import binary
+from adjoint.engine.bindings.core import _contiguous, binary
 from adjoint.engine.graph import Tensor
 from adjoint.engine.inplace import call_inplace
+from adjoint.engine.ops.recurrent import MkldnnLstmSpec
+from adjoint.engine.warns import LSTM_PROJECTIONS, warn_once
 from adjoint.engine.layers.recurrent import _args, state_dim, state_item
 from adjoint.engine.torch_errors import TorchError
 from adjoint.format.errors import ProblemError
@@ -168,9 +171,6 @@ def _forward(c, kind: str):
         raise ProblemError(c.loc, f"{kind} needs a tensor input of the problem's dtype ({c.rt.dtype})")
     if lstm and hx is not None and not isinstance(hx, (Tensor, tuple)):
         raise ProblemError(c.loc, "LSTM: hx must be a tuple (h_0, c_0) of tensors")
-    if lstm and c.rt.dtype == "float32":
-        raise ProblemError(c.loc, "nn.LSTM in float32 runs oneDNN's fused kernel on the CPU (MkldnnRnnLayerBackward0), "
-                                  "which adjoint does not model; use dtype: float64 (or write the loop with LSTMCell)")
     hidden_size, layers = c.arg("hidden_size"), c.arg("num_layers")
     batch_first, dirs = c.arg("batch_first"), 2 if c.arg("bidirectional") else 1
     # with num_layers 1 a dropout draws nothing (ATen drops between layers only): the constructor's
@@ -215,7 +215,13 @@ def _forward(c, kind: str):
         _hidden_check(c, states[0], expected, "Expected hidden size {}, got {}")
     if lstm and batched and hx is not None and len(hx) != 2:   # _VF.lstm's first check
         raise TorchError("RuntimeError", "lstm expects two hidden states")
-    # ATen (RNN.cpp)
+    # ATen (RNN.cpp): a float32 LSTM without projections runs oneDNN's kernel (use_mkldnn: a CPU float32
+    # input with elements; has_projections: h's last size differs from c's)
+    if lstm and x.dtype == "float32" and _numel(x.shape) != 0:
+        if not c.arg("proj_size", 0):
+            output, hidden = _mkldnn_lstm(c, x, states, layers, dirs, batch_first)
+            return _squeezed(c, output, hidden, batched, batch_dim, lstm)
+        warn_once(c.rt, "UserWarning", LSTM_PROJECTIONS)
     if batch_first:
         x = _fn(c, "transpose", x, Fraction(0), Fraction(1))
     if lstm:
@@ -247,6 +253,11 @@ def _forward(c, kind: str):
             output = c.rt.apply("transpose_", [stacked], (0, 1), c.loc)
             strides = contiguous_strides(stacked.shape)
             output.strides = (strides[1], strides[0]) + tuple(strides[2:])
+    return _squeezed(c, output, hidden, batched, batch_dim, lstm)
+
+
+def _squeezed(c, output, hidden, batched: bool, batch_dim: int, lstm: bool):
+    """The module's end: an unbatched input's results squeezed back."""
     if not batched:
         output = _fn(c, "squeeze", output, Fraction(batch_dim))
         if lstm:
@@ -254,6 +265,58 @@ def _forward(c, kind: str):
         else:
             hidden = _fn(c, "squeeze", hidden, Fraction(1))
     return output, hidden
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _mkldnn_lstm(c, x: Tensor, states: list, layers: int, dirs: int, batch_first: bool):
+    """``at::native::mkldnn_rnn`` (aten/src/ATen/native/mkldnn/RNN.cpp), an LSTM in float32 on the
+    CPU: the input transposed (``batch_first``) and made contiguous, the states made contiguous;
+    per layer and direction the states' rows ``hx[index]``, ``cx[index]`` (``SelectBackward0``, h's
+    first) and one ``mkldnn_rnn_layer`` (``MkldnnRnnLayerBackward0``: the direction's whole
+    recurrence, its output, ``hy`` and ``cy``; without biases it is handed zeros of ``w_ih``'s and
+    ``w_hh``'s shapes, which carry no gradient); a bidirectional layer's two outputs ``cat`` on
+    the last dim; then ``stack`` of the ``hy``s, then of the ``cy``s (two statements, in that
+    order), and the output transposed back (a view, ``TransposeBackward0``)."""
+    if c.rt.saved_hooks:
+        raise ProblemError(c.loc, "saved-tensor hooks around nn.LSTM in float32 are not modelled: oneDNN's node "
+                                  "also saves its workspace, a uint8 buffer whose size is oneDNN's own; give "
+                                  "dtype: float64")
+    if batch_first:
+        x = _fn(c, "transpose", x, Fraction(0), Fraction(1))
+    x = _contiguous(c.rt, x, c.loc)
+    hx, cx = (_contiguous(c.rt, s, c.loc) for s in states)
+    has_biases = c.arg("bias", True)
+    hys, cys = [], []
+    for layer in range(layers):
+        outs = []
+        for d in range(dirs):
+            index = layer * dirs + d
+            sfx = f"_l{layer}" + ("_reverse" if d else "")
+            w_ih, w_hh = c.params[f"weight_ih{sfx}"], c.params[f"weight_hh{sfx}"]
+            if has_biases:
+                b_ih, b_hh = c.params[f"bias_ih{sfx}"], c.params[f"bias_hh{sfx}"]
+            else:
+                b_ih, b_hh = (c.rt.tensor(c.rt.B.zeros(w.shape), dtype=w.dtype) for w in (w_ih, w_hh))
+            h_i = c.rt.apply("select", [hx], (0, index), c.loc)
+            c_i = c.rt.apply("select", [cx], (0, index), c.loc)
+            spec = MkldnnLstmSpec(bool(d), c.arg("hidden_size"), layers, bool(has_biases), dirs == 2,
+                                  bool(batch_first), bool(c.training))
+            out, hy, cy = c.rt.apply("mkldnn_lstm_layer", [x, w_ih, w_hh, b_ih, b_hh, h_i, c_i], spec, c.loc)
+            outs.append(out)
+            hys.append(hy)
+            cys.append(cy)
+        x = outs[0] if dirs == 1 else _fn(c, "cat", outs, Fraction(-1))
+    hy = _stack(c, hys)
+    cy = _stack(c, cys)
+    if batch_first:
+        x = _fn(c, "transpose", x, Fraction(0), Fraction(1))
+    return x, (hy, cy)
 
 
 FORWARDS = {

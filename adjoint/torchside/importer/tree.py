@@ -138,12 +138,6 @@ class TreeWriter:
                          f"'{path or 'model'}' ({tname}) is in training mode with dropout, so PyTorch drops "
                          f"{dropped} at random, which no prediction can know",
                          "call model.eval() (or give it dropout=0) to import it")
-        if tname == "LSTM" and any(p.dtype == torch.float32 for p in m.parameters()):
-            raise refuse(self.sites.get(path) or of_module(m) or self.factory_at,
-                         f"'{path or 'model'}' (LSTM) is float32, and nn.LSTM in float32 runs oneDNN's fused kernel "
-                         "on the CPU (MkldnnRnnLayerBackward0), which adjoint does not model",
-                         "convert the model to float64 to import it (return model.double() from the factory; the "
-                         "inputs are then float64), or write the loop with nn.LSTMCell")
         params = {n: self.param(p, self.full(path, n)) for n, p in m.named_parameters()}
         if params:
             out["params"] = params

@@ -168,6 +168,27 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN, Composed):
     def sigmoid(self, x):
         return T.unary("sigmoid", x, self.closed)
 
+    def onednn_sigmoid(self, x):
+        """oneDNN's float32 logistic (the gates of its fused LSTM, ``MkldnnRnnLayerBackward0``): the
+        exact sigmoid, but 0 where oneDNN's kernel flushes it (its ``exp(x)`` is ``2^n p(r)`` with
+        ``n = round(x log2 e)``, and ``n <= -126`` gives 0: x below -86.9894, measured in torch
+        2.13), though the exact value there (1.8e-38 at -86.99) is a number float32 holds; the
+        boundary's few hundredths, where rounding decides, keep the exact value."""
+        out = T.unary("sigmoid", x, self.closed)
+        values = x.floats_flat()
+        if values is None or out.kind not in ("rational", "real"):
+            return out
+        mask = np.array([v < ONEDNN_LOGISTIC_ZERO - 0.01 for v in values], dtype=bool).reshape(x.shape)
+        if not mask.any():
+            return out
+        idx = int(np.flatnonzero(mask)[0])
+        more = f" (and {int(mask.sum()) - 1} more)" if mask.sum() > 1 else ""
+        out = zeroed(out, mask, signed=False)
+        self.underflows[id(out)] = (out, f"MkldnnRnnLayerBackward0: a gate's input, element {_index(idx, out.shape)}"
+                                         f"{more}, is about {values[idx]:.4g}, below {ONEDNN_LOGISTIC_ZERO}, where "
+                                         "oneDNN's logistic flushes to 0: PyTorch's sigmoid there is 0")
+        return out
+
     def exp(self, x):
         return T.unary("exp", x, self.closed)
 
@@ -519,6 +540,9 @@ def zeroed(out: Exact, mask: np.ndarray, signed: bool = True) -> Exact:
         result = I.overwrite(out, mask, [0.0] * int(mask.sum()))
     return result.with_negzero(negative if out.negzero is None else out.negzero | negative)   # (a -0.0 stays)
 
+
+#: oneDNN's float32 logistic is 0 below this input (``round(x log2 e) <= -126``: -125.5 ln 2)
+ONEDNN_LOGISTIC_ZERO = -86.9894
 
 #: -log of each dtype's largest float, less a margin for the input's own rounding: below it a
 #: kernel's exp(-a) surely overflows to inf (Op.exp_overflow_zero)

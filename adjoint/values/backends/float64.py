@@ -286,6 +286,10 @@ class Float64Backend(NoExactChecks, Composed):
     def tanh(self, x):
         return self._fn(np.tanh, x)
 
+    def onednn_sigmoid(self, x):
+        """oneDNN's logistic (its fused LSTM's gates): the same doubles as :meth:`sigmoid` here."""
+        return self.sigmoid(x)
+
     def sigmoid(self, x):
         return self._fn(lambda a: 1.0 / (1.0 + np.exp(-a)), x)
 

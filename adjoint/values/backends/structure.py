@@ -132,7 +132,7 @@ class StructureBackend(NoExactChecks, Composed):
     def neg(self, x):
         return _same(x)
 
-    relu = tanh = sigmoid = exp = log = sin = cos = sqrt = abs = sgn = neg
+    relu = tanh = sigmoid = onednn_sigmoid = exp = log = sin = cos = sqrt = abs = sgn = neg
     rsqrt = log1p = expm1 = atan = sinh = cosh = tan = log2 = log10 = neg
 
     def mask(self, x, predicate):
