@@ -2,7 +2,9 @@
 mul, or permute / reshape / bmm / view / permute / view; one operand: permute, sum), compared on
 the node chain (names, edges, creation order), values, grads, the legacy hook's grad_input and
 the saved-tensor packs (tests/opcheck.py); its equation and size errors as PyTorch words them;
-the refusals (a repeated label's diagonal, three operands)."""
+a label repeated in one operand (ATen's ``diagonal(0, prev, dim).movedim(-1, prev)``: DiagonalBackward0
+then PermuteBackward0, before the operand's own unsqueezes and permute); the refusal of three
+operands."""
 
 import pytest
 from conftest import require_torch
@@ -54,6 +56,11 @@ CASES = [
     ("bij,bjk->bki", (2, 2, 3), (2, 3, 2)),
     ("bhqd,d->bhq", (1, 1, 3, 2), (2,)),
     ("bhqd,hd->bhq", (1, 2, 3, 2), (2, 2)),
+    # a label repeated in one operand: its diagonal first
+    ("ii,i->i", (3, 3), (3,)),
+    ("ii,ij->j", (2, 2), (2, 3)),
+    ("bii,bi->b", (2, 3, 3), (2, 3)),
+    ("ij,jj->i", (2, 3), (3, 3)),
 ]
 
 
@@ -64,7 +71,11 @@ def test_two_operands_against_torch(eq, sa, sb):
 
 
 @pytest.mark.parametrize("eq,shape", [("ij->ji", (2, 3)), ("ij->", (2, 3)), ("ij->j", (2, 3)), ("ijk", (2, 3, 2)),
-                                      ("ba", (2, 3)), ("...j->j", (2, 2, 3))])
+                                      ("ba", (2, 3)), ("...j->j", (2, 2, 3)),
+                                      # a label repeated: diagonal, movedim (a permute), then as above
+                                      ("ii->i", (3, 3)), ("ii", (3, 3)), ("bii->bi", (2, 3, 3)), ("iij->ji", (2, 2, 3)),
+                                      ("iji->j", (2, 3, 2)), ("jii->ij", (2, 3, 3)), ("iii->i", (2, 2, 2)),
+                                      ("...ii->...i", (2, 2, 2)), ("ijij->ij", (2, 3, 2, 3)), ("ii->", (1, 1))])
 def test_one_operand_against_torch(eq, shape):
     inputs = {"a": (_t(*shape), True)}
     assert case(inputs, f"torch.einsum({eq!r}, a)", lambda a: torch.einsum(eq, a)) == []
@@ -131,7 +142,6 @@ model:
 
 
 @pytest.mark.parametrize("forward,needle", [
-    ("torch.einsum('ii->i', a).sum()", "diagonal"),
     ("torch.einsum('ij,jk,kl->il', a, a, a).sum()", "opt_einsum"),
 ])
 def test_refusals(forward, needle):

@@ -185,13 +185,13 @@ import torch
 from torch import nn
 
 
-class UsesAtan2(nn.Module):
+class UsesCopysign(nn.Module):
     def __init__(self):
         super().__init__()
         self.fc = nn.Linear(2, 2)
 
     def forward(self, x):
-        return torch.atan2(self.fc(x), x)
+        return torch.copysign(self.fc(x), x)
 
 
 class HasLSTM(nn.Module):
@@ -206,14 +206,14 @@ class HasLSTM(nn.Module):
 class Grandchild(nn.Module):
     def __init__(self):
         super().__init__()
-        self.inner = UsesAtan2()
+        self.inner = UsesCopysign()
 
     def forward(self, x):
         return self.inner.fc(x)
 
 
-def atan2():
-    return UsesAtan2()
+def copysign():
+    return UsesCopysign()
 
 
 def lstm():
@@ -230,7 +230,7 @@ def broken():
 
 
 @pytest.mark.parametrize("factory, line, words", [
-    ("atan2", 11, "calls torch.atan2, which adjoint does not model"),
+    ("copysign", 11, "calls torch.copysign, which adjoint does not model"),
     ("lstm", 20, "module 'rnn' is torch.nn.PReLU, which adjoint does not model"),
     ("grandchild", 29, "calls 'inner.fc' directly, which is not one of its own children"),
     ("broken", 45, "broken() raised ValueError: no weights file"),

@@ -85,7 +85,7 @@ VALUE_ERRORS = {"bce_values_out_of_range_raise.yaml", "pack_hook_then_op_raises.
 
 #: Files where a result's shape depends on values computed in the forward (``masked_select`` of a
 #: mask made by a comparison): --structure has no values and refuses them, so float64 only.
-VALUE_SHAPES = {"masked_select.yaml"}
+VALUE_SHAPES = {"masked_select.yaml", "repeat_interleave_tensor.yaml"}
 
 #: Files that compute with ``x.item()``: the other modes hold it as a float they refuse to compute
 #: with (docs/not-modelled.md, "Python numbers from tensors"), so only the exact answer is checked.

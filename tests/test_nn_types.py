@@ -54,6 +54,9 @@ CONFIGS = {
                    "scale_grad_by_freq": True}],
     "Flatten": [{}, {"start_dim": 0, "end_dim": 1}],
     "CosineSimilarity": [{}, {"dim": 0, "eps": Fraction(1, 2)}],
+    "Unfold": [{"kernel_size": 2}, {"kernel_size": (2, 1), "dilation": (1, 2), "padding": 1, "stride": (2, 1)}],
+    "Fold": [{"output_size": (3, 4), "kernel_size": 2}, {"output_size": 4, "kernel_size": (2, 1), "dilation": (1, 2),
+                                                         "padding": 1, "stride": (2, 1)}],
     "Unflatten": [{"dim": 1, "unflattened_size": (2, 3)}, {"dim": -1, "unflattened_size": (2, -1)}],
     "LeakyReLU": [{}, {"negative_slope": Fraction(1, 5)}],
     "GELU": [{}, {"approximate": "tanh"}],
@@ -157,7 +160,7 @@ def test_every_type_of_the_contract_is_there():
     additions = ["ModuleDict", "ConvTranspose1d", "ConvTranspose2d", "Upsample", "AdaptiveAvgPool1d",
                  # activations users write (tests/test_activations_more.py)
                  "LogSigmoid", "SELU", "CELU", "Hardsigmoid", "Softshrink", "Hardshrink", "Threshold",
-                 "CosineSimilarity",
+                 "CosineSimilarity", "Unfold", "Fold",
                  # the stacks users train (tests/test_transformer_stacks.py)
                  "TransformerDecoder", "Transformer"]
     assert sorted(nn_types.TYPES) == sorted(contract + additions)

@@ -31,7 +31,11 @@ GENERIC = {"var", "var_mean", "max_all", "min_all", "amax", "amin", "max_dim", "
            "max_pool3d_with_indices", "avg_pool3d", "adaptive_avg_pool3d", "safe_softmax", "adaptive_max_pool3d",
            "native_batch_norm", "native_layer_norm", "native_group_norm", "embedding", "sdpa_flash_cpu", "repeat",
            # adjoint/engine/ops/masking.py, adjoint/engine/ops/swish.py
-           "masked_fill_tensor", "masked_select", "hardswish", "mish", "diagonal",
+           "masked_fill_tensor", "masked_select", "hardswish", "mish", "diagonal", "unfold",
+           # adjoint/engine/ops/transcendental.py
+           "atan2",
+           # adjoint/engine/ops/conv.py
+           "im2col", "col2im",
            # adjoint/engine/ops/activations.py: the activations by name
            "log_sigmoid", "celu", "celu_", "hardsigmoid", "threshold", "threshold_", "softshrink", "hardshrink",
            # adjoint/engine/ops/indexing.py

@@ -1,7 +1,8 @@
 """``repeat_interleave`` with an int ``repeats`` against real torch: ATen's composite (no dim:
 flatten first; unsqueeze, expand, contiguous clone, flatten), compared on the node chain, values,
 grads, the legacy hook's grad_input and the saved-tensor packs (tests/opcheck.py); its errors as
-PyTorch words them; a tensor of repeats refused."""
+PyTorch words them; a tensor of repeats with output_size refused (a tensor of repeats:
+tests/test_repeat_interleave_tensor.py)."""
 
 import pytest
 from conftest import require_torch
@@ -55,7 +56,7 @@ model:
     assert (v.error.type, v.error.message) == (kind.__name__, str(theirs.value))
 
 
-def test_a_tensor_of_repeats_is_refused():
+def test_a_tensor_of_repeats_with_output_size_is_refused():
     text = """
 name: r
 inputs:
@@ -63,8 +64,8 @@ inputs:
   r: {value: [1, 2], dtype: int64}
 model:
   inputs: [a, r]
-  forward: "a.repeat_interleave(r).sum()"
+  forward: "a.repeat_interleave(r, output_size=3).sum()"
 """
     with pytest.raises(ProblemError) as err:
         adjoint.loads(text).solve()
-    assert "index_select" in str(err.value) and "\n" not in str(err.value)
+    assert "output_size" in str(err.value) and "\n" not in str(err.value)

@@ -247,7 +247,8 @@ FRESH = frozenset((
     "AvgPool3DBackward0", "MaxPool3DWithIndicesBackward0", "EluBackward1", "LeakyReluBackward1", "HardswishBackward0",
     "MishBackward0", "GatherBackward0", "IndexSelectBackward0", "IndexBackward0", "ScatterBackward0",
     "ScatterBackward1", "MaskedFillBackward1", "VarMeanBackward0", "UnsafeSplitBackward0", "FillBackward3",
-    "SafeSoftmaxBackward0", "MaskedSelectBackward0", "DiagonalBackward0",
+    "SafeSoftmaxBackward0", "MaskedSelectBackward0", "DiagonalBackward0", "UnfoldBackward0", "Atan2Backward0",
+    "Im2ColBackward0", "Col2ImBackward0",
     # oneDNN's LSTM layer: seven new contiguous tensors (b_hh's a clone of b_ih's), none sharing another's storage
     "MkldnnRnnLayerBackward0",
     # a create_graph backward's own nodes (probed the same way)
@@ -472,7 +473,9 @@ def output_objs(node, in_objs: list, outputs: list, shape_of, inputs: list | Non
             out.append(_index_put_grad(in_objs[0] if in_objs else None, tuple(shape_of(g))))
         elif kind not in ("function", "copyslices") and node.name in FRESH:
             strides = None
-            if node.name in POINTWISE and not _row_major_operands(node, in_objs, inputs, shape_of):
+            if node.name == "Atan2Backward0":
+                strides = _atan2_strides(node, i, in_objs, inputs, g, shape_of)
+            elif node.name in POINTWISE and not _row_major_operands(node, in_objs, inputs, shape_of):
                 strides = _pointwise_strides(node, i, in_objs, inputs, g, shape_of)
             elif node.name in LIKE_INPUT and not _row_major_operands(node, in_objs, inputs, shape_of):
                 strides = _like_input_strides(node, in_objs, inputs, g, shape_of)
@@ -666,6 +669,30 @@ def _pointwise_strides(node, i: int, in_objs: list, inputs, g, shape_of) -> tupl
     orders = ([grad] + forward, [grad] + forward[::-1], forward + [grad], forward[::-1] + [grad])
     found = {tuple(iterator_strides(ops, shape)) for ops in orders}
     return found.pop() if len(found) == 1 else None
+
+
+def _atan2_strides(node, i: int, in_objs: list, inputs, g, shape_of) -> tuple | None:
+    """atan2_backward's layouts, kernel by kernel: ``recip`` from ``self * self + other * other``
+    (laid out as self and other), then ``(grad * other) * recip`` for self and ``(grad * -self) *
+    recip`` for other: TensorIterator's layout of each product's operands in that order. None (a
+    row-major result) where the gradient is summed back to a broadcast operand."""
+    from adjoint.values.strides import contiguous_strides, iterator_strides
+    if not in_objs or in_objs[0] is None or not inputs or inputs[0] is None or len(node.inputs) != 2:
+        return None
+    shape = tuple(shape_of(g))
+    if tuple(shape_of(inputs[0])) != shape or any(not isinstance(t, Tensor) for t in node.inputs) or \
+            tuple(node.inputs[i].shape) != shape:
+        return None
+    o = in_objs[0]
+    if o.unknown_layout or o.unknown_strides:
+        return None
+    grad = (shape, o.strides if o.strides is not None else o.layout if o.layout is not None else
+            contiguous_strides(shape))
+    a, b = ((tuple(t.shape), tuple(t.strides) if t.strides else contiguous_strides(tuple(t.shape)))
+            for t in node.inputs)
+    recip = (shape, iterator_strides([a, b], shape))
+    first = (shape, iterator_strides([grad, b if i == 0 else a], shape))
+    return tuple(iterator_strides([first, recip], shape))
 
 
 #: FRESH nodes whose new gradients are row-major whatever their operands' strides (bmm and

@@ -61,6 +61,7 @@ INPLACE_METHODS = {m.name: m for m in (
     InplaceMethod("reciprocal_", "reciprocal", ()), InplaceMethod("sign_", "sign", ()),
     InplaceMethod("square_", None, ()), InplaceMethod("clamp_min_", None, ("min",)),
     InplaceMethod("clamp_max_", None, ("max",)), InplaceMethod("lerp_", None, ("end", "weight")),
+    InplaceMethod("atan2_", "atan2", ("other",)), InplaceMethod("arctan2_", "atan2", ("other",)),
 ) + tuple(InplaceMethod(f"{fn}_", fn, ()) for fn in ("rsqrt", "log1p", "expm1", "atan", "erf", "sinh", "cosh", "tan", "log2",
                                                      "log10"))}
 
@@ -79,6 +80,18 @@ def scaled_by_alpha(rt, name: str, operands: list, alpha, loc: Loc):
                                 f"modelled yet; write the product: x {'-' if name.startswith('sub') else '+'} "
                                 f"{alpha} * y (with grad mode off, as in a hook body, alpha is modelled)")
     return rt.apply("mul", [other, alpha], None, loc) if isinstance(other, Tensor) else other * alpha
+
+
+def refuse_atan2_operands(rt, operands: list, loc: Loc) -> None:
+    """atan2 of an infinite or nan element (C's atan2 has its own values there: atan2(inf, inf) =
+    pi / 4) or of values with free symbols (the quadrant depends on them): refused, not guessed."""
+    for t in operands:
+        if rt.B.is_symbolic(t.value):
+            raise ProblemError(loc, "atan2 of values with free symbols is not modelled (which quadrant, hence which "
+                                    "branch of atan, depends on them); bind the symbols or give numbers")
+        if rt.B.has_nonfinite(t.value):
+            raise ProblemError(loc, "atan2 of an infinite or nan element is not modelled (C's atan2 has its own "
+                                    "values there); give finite values")
 
 
 def call_inplace(rt, name: str, target: Tensor, args: list, kwargs: dict, loc: Loc):
@@ -112,6 +125,11 @@ def call_inplace(rt, name: str, target: Tensor, args: list, kwargs: dict, loc: L
         if isinstance(args[0], Tensor):
             raise ProblemError(loc, f"Tensor.{name}() with a tensor bound is not modelled yet; use a number bound")
         return apply_inplace(rt, name[:-1], target, [], args[0], loc)
+    if name in ("atan2_", "arctan2_"):
+        if not isinstance(args[0], Tensor):
+            raise ProblemError(loc, f"{name}(): argument 'other' must be a Tensor, not a number: PyTorch's TypeError is "
+                                    "not modelled (its argument parser words it by how the number was written)")
+        refuse_atan2_operands(rt, [target, args[0]], loc)
     if name == "copy_" and isinstance(args[0], Fraction):
         args = [rt.wrapped_number(args[0])]
     return apply_inplace(rt, m.prim, target, list(args), None, loc)

@@ -77,7 +77,7 @@ def result_mask(op, ins: list[Exact], params, out: Exact) -> np.ndarray | None:
         zeros = zero_mask(out)
         if not zeros.any():
             return None
-        mask = zeros & sign_bits(ins[0], zeros)
+        mask = zeros & sign_bits(_view(ins[0], out.shape), zeros)
     elif rule == "outer":
         # mm with an inner size of 1 writes each element's one product (CPU, checked in torch 2.13:
         # mm([[0], [1]], [[-1, 2]])[0, 0] is -0.0); with more, or with one row or one column out

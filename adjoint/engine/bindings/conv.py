@@ -23,7 +23,7 @@ from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.graph import Tensor
 from adjoint.engine.ops.attention import mean_dims
-from adjoint.engine.ops.conv import ConvSpec
+from adjoint.engine.ops.conv import ConvSpec, FoldSpec, fold_blocks
 from adjoint.engine.ops.pool import PoolSpec, Refused, empty_window_dim
 from adjoint.engine.ops.pool_checks import pool_refusal
 from adjoint.engine.ops.pool import Emptied
@@ -625,12 +625,73 @@ def _conv_transpose_params() -> tuple[Param, ...]:
             Param("dilation", "ints", (1,)))
 
 
+def _fold_pair(v, name: str, what: str, loc: Loc, typ=None) -> tuple[int, int]:
+    """torch.nn.functional's ``_pair``: an int twice; a tuple or list as given, which im2col /
+    col2im check is of length 2 (another length: PyTorch's RuntimeError, refused here). Anything
+    but Python ints (a float, a tensor): PyTorch's TypeError, refused."""
+    items = tuple(v) if isinstance(v, (tuple, list)) else (v,)
+    if isinstance(v, (tuple, list)) and len(items) != 2:
+        raise ProblemError(loc, f"F.{what}: {name} of {len(items)} ints: PyTorch's RuntimeError there is not "
+                                "modelled; give an int or two")
+    if typ == "float" or any(isinstance(e, bool) or not isinstance(e, (int, Fraction)) or Fraction(e).denominator != 1
+                             for e in items):
+        raise ProblemError(loc, f"F.{what}: {name} must be an int or two ints here (PyTorch's TypeError for "
+                                "another type is not modelled)")
+    return (int(items[0]), int(items[-1]))
+
+
+def _fold_spec(a, what: str, loc: Loc, output_size=None) -> FoldSpec:
+    spec = FoldSpec(*(_fold_pair(a[n], n, what, loc, a.type_of(n)) for n in ("kernel_size", "dilation", "padding",
+                                                                             "stride")),
+                    output_size)
+    if min(spec.kernel_size + spec.dilation + spec.stride) <= 0 or min(spec.padding) < 0:
+        raise ProblemError(loc, f"F.{what} with a kernel_size, dilation or stride below 1 or a negative padding: "
+                                "PyTorch's RuntimeError there is not modelled")
+    return spec
+
+
+def lower_im2col(rt, a, loc: Loc):
+    """F.unfold: ``torch._C._nn.im2col`` (Im2ColBackward0, saves no tensor) of a 3-d or 4-d input
+    with at least one block; PyTorch's shape errors are refused, not predicted."""
+    x = a["input"]
+    spec = _fold_spec(a, "unfold", loc)
+    if len(x.shape) not in (3, 4) or 0 in x.shape:
+        raise ProblemError(loc, "F.unfold of a tensor that is not 3-d or 4-d with non-zero sizes: PyTorch's "
+                                "RuntimeError there is not modelled")
+    if min(fold_blocks(x.shape[-2:], spec)) < 1:
+        raise ProblemError(loc, "F.unfold with no sliding block (the kernel is larger than the padded input): "
+                                "PyTorch's RuntimeError there is not modelled")
+    return rt.apply("im2col", [x], spec, loc)
+
+
+def lower_col2im(rt, a, loc: Loc):
+    """F.fold: ``torch._C._nn.col2im`` (Col2ImBackward0, saves no tensor) of a 2-d or 3-d input whose
+    sizes match output_size's blocks; PyTorch's shape errors are refused, not predicted."""
+    x = a["input"]
+    size = _fold_pair(a["output_size"], "output_size", "fold", loc, a.type_of("output_size"))
+    spec = _fold_spec(a, "fold", loc, size)
+    k = spec.kernel_size[0] * spec.kernel_size[1]
+    blocks = fold_blocks(size, spec)
+    if len(x.shape) not in (2, 3) or 0 in x.shape or x.shape[-2] % k or min(size) < 1 or min(blocks) < 1 or \
+            x.shape[-1] != blocks[0] * blocks[1]:
+        raise ProblemError(loc, "F.fold of an input whose sizes do not match output_size, kernel_size and the "
+                                "number of sliding blocks (or with no block): PyTorch's RuntimeError there is not "
+                                "modelled")
+    return rt.apply("col2im", [x], spec, loc)
+
+
 def _conv_params() -> tuple[Param, ...]:
     return (_IN, Param("weight", "tensor"), Param("bias", "tensor", None), Param("stride", "ints", (1,)),
             Param("padding", "any", (0,)), Param("dilation", "ints", (1,)), Param("groups", "int", 1))
 
 
 FUNCTIONS = (
+    Function("unfold", (_IN, Param("kernel_size", "any"), Param("dilation", "any", 1), Param("padding", "any", 0),
+                        Param("stride", "any", 1)), lower_im2col, where="function",
+             doc="F.unfold: Im2ColBackward0 (im2col; a 3-d input too, no node of its own)"),
+    Function("fold", (_IN, Param("output_size", "any"), Param("kernel_size", "any"), Param("dilation", "any", 1),
+                      Param("padding", "any", 0), Param("stride", "any", 1)), lower_col2im, where="function",
+             doc="F.fold: Col2ImBackward0 (col2im; a 2-d input too, no node of its own)"),
     Function("conv1d", _conv_params(), _lower_conv(1), where="function",
              doc="ConvolutionBackward0 (unbatched: UnsqueezeBackward0 first, SqueezeBackward1 last; "
                  "padding='same' with uneven sides: ConstantPadNdBackward0 first)"),

@@ -21,7 +21,7 @@ from adjoint.engine.pyerrors import binary_none, sequence_operand
 from adjoint.engine.torch_errors import TorchError
 from adjoint.values.strides import contiguous_strides, is_contiguous, view_strides
 from adjoint.engine.bindings.signature import Function, Param
-from adjoint.engine.inplace import scaled_by_alpha
+from adjoint.engine.inplace import refuse_atan2_operands, scaled_by_alpha
 from adjoint.format.gaussian import Gaussian
 
 
@@ -296,6 +296,14 @@ def _arith(op: str):
     return lower
 
 
+def lower_atan2(rt, a: dict, loc: Loc):
+    """torch.atan2(input, other), Tensor.atan2 (and their arctan2 aliases): one Atan2Backward0
+    (saves other, then self), the operands broadcast; finite values without free symbols."""
+    y, x = a["input"], a["other"]
+    refuse_atan2_operands(rt, [y, x], loc)
+    return rt.apply("atan2", [y, x], None, loc)
+
+
 def lower_neg(rt, a: dict, loc: Loc):
     return neg(rt, a["input"], loc)
 
@@ -339,6 +347,9 @@ FUNCTIONS = tuple(Function(name, _X, _unary(name), doc=f"one op: {name}")
     Function("mul", (_X[0], Param("other", "scalar")), _arith("*"), doc="as the * operator"),
     Function("div", (_X[0], Param("other", "scalar")), _arith("/"), doc="as the / operator"),
     Function("neg", _X, lower_neg, doc="NegBackward0"),
+    *(Function(name, (_X[0], Param("other", "tensor")), lower_atan2,
+               doc="Atan2Backward0 (saves other, self): g * b / (a^2 + b^2), -g * a / (a^2 + b^2)")
+      for name in ("atan2", "arctan2")),
     Function("matmul", (Param("input", "tensor"), Param("other", "tensor")), lower_matmul,
              doc="as the @ operator: dot, mv, mm, the folded mm / mv, or expand + bmm"),
     Function("mm", (Param("input", "tensor"), Param("mat2", "tensor")), lower_mm, doc="MmBackward0"),

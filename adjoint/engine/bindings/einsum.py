@@ -20,8 +20,11 @@
   ``bmm``'s first operand is the right one.
 * One operand with contraction labels is ``sum`` over them (SumBackward1).
 
-Not modelled, refused: a label repeated in one operand (``'ii->i'``: ATen takes a ``diagonal``
-view, which adjoint does not model), three or more operands (``torch.einsum`` then contracts
+A label repeated in one operand (``'ii->i'``, ``'bii->bi'``): its sizes checked, then ATen's
+``op.diagonal(0, prev_dim, dim).movedim(-1, prev_dim)`` (DiagonalBackward0, a view, then
+PermuteBackward0), before the operand's unsqueezes and permute.
+
+Not modelled, refused: three or more operands (``torch.einsum`` then contracts
 them in the order ``opt_einsum`` picks when that package is installed, left to right
 otherwise: the nodes depend on the installation), and the sublist form
 (``einsum(x, [0, 1], ...)``).
@@ -193,9 +196,15 @@ def _aligned(rt, operands, op_labels, plan: _Plan, loc: Loc) -> tuple[list, list
                 if op.shape[dim] != op.shape[prev]:
                     raise _error(f"einsum(): subscript {_label(s)} is repeated for operand {i} but the sizes don't "
                                  f"match, {op.shape[dim]} != {op.shape[prev]}")
-                raise ProblemError(loc, f"torch.einsum with the label {_label(s)!r} repeated in operand {i}: PyTorch "
-                                        "takes its diagonal (a diagonal view, DiagonalBackward0), which adjoint does "
-                                        "not model; write the diagonal out (x * torch.eye(n)).sum(-1)")
+                # the diagonal of the two dims (a view, DiagonalBackward0), moved back to the first one's
+                # place: at::movedim(-1, prev), a permute (PermuteBackward0, an identity one too)
+                if op.shape[dim] == 0:
+                    raise ProblemError(loc, "torch.einsum with a repeated label of size 0 (an empty diagonal) is not "
+                                            "modelled (zero-size tensors are not)")
+                op = rt.apply("diagonal", [op], (0, prev, dim), loc)
+                order = list(range(len(op.shape) - 1))
+                order.insert(prev, len(op.shape) - 1)
+                op = rt.apply("permute", [op], tuple(order), loc)
         for k, val in enumerate(permutation):   # a dim of size 1 for each label the operand lacks
             if val == -1:
                 op = rt.apply("unsqueeze", [op], dim, loc)

@@ -148,10 +148,10 @@ def lower_repeat_interleave(rt, a, loc):
     ViewBackward0. A tensor ``repeats`` (index_select's path) is refused."""
     from adjoint.engine.bindings.views import lower_flatten
     x, repeats, dim, output_size = a["input"], a["repeats"], a["dim"], a["output_size"]
-    if isinstance(repeats, Tensor) or isinstance(repeats, bool) or not isinstance(repeats, Fraction) \
-            or repeats.denominator != 1:
-        raise ProblemError(loc, "repeat_interleave() with repeats other than an int (a tensor of repeats: PyTorch "
-                                "indexes with index_select, IndexSelectBackward0) is not modelled yet; give an int")
+    if isinstance(repeats, Tensor):
+        return _repeat_interleave_tensor(rt, x, repeats, dim, output_size, loc)
+    if isinstance(repeats, bool) or not isinstance(repeats, Fraction) or repeats.denominator != 1:
+        raise ProblemError(loc, "repeat_interleave() with repeats other than an int or a tensor is not modelled")
     repeats = int(repeats)
     flat = x if dim is not None else lower_flatten(rt, {"input": x, "start_dim": 0, "end_dim": -1}, loc)
     d = dim_index(0 if dim is None else dim, len(x.shape), loc)
@@ -165,6 +165,47 @@ def lower_repeat_interleave(rt, a, loc):
                                          f"got {output_size}")
     h = rt.apply("clone", [rt.apply("expand", [h], tuple(shape), loc)], None, loc)
     return lower_flatten(rt, {"input": h, "start_dim": d, "end_dim": d + 1}, loc)
+
+
+def _repeat_interleave_tensor(rt, x, repeats, dim, output_size, loc):
+    """at::repeat_interleave(self, Tensor repeats, dim): no dim flattens first (ViewBackward0, none
+    for 1-D); a 0-d or one-element ``repeats`` is expanded to the dim's size (the dim wrapped: its
+    IndexError), a 1-d one must match it, another is PyTorch's error; then the index vector
+    ``repeat_interleave(repeats)`` (the kernel's dtype and negative checks) and ``index_select``
+    (IndexSelectBackward0, saving that index). ``output_size``, values unknown to ``--structure``,
+    an empty result: refused."""
+    from adjoint.engine.bindings.views import lower_flatten
+    from adjoint.engine.torch_errors import TYPE_NAMES
+    if output_size is not None:
+        raise ProblemError(loc, "repeat_interleave() with a tensor of repeats and output_size is not modelled yet")
+    if not x.shape:
+        raise ProblemError(loc, "repeat_interleave() of a 0-d tensor with a tensor of repeats is not modelled yet")
+    if rt.B.name == "structure":
+        raise ProblemError(loc, "repeat_interleave() with a tensor of repeats under --structure: the result's size "
+                                "depends on the values")
+    flat = x if dim is not None else lower_flatten(rt, {"input": x, "start_dim": 0, "end_dim": -1}, loc)
+    d_given = 0 if dim is None else int(dim)
+    if len(repeats.shape) > 1:
+        raise TorchError("RuntimeError", "repeats must be 0-dim or 1-dim tensor")
+    d = dim_index(d_given, len(flat.shape), loc)
+    n = flat.shape[d] if flat.shape else 1
+    if repeats.shape and repeats.shape[0] != 1 and repeats.shape[0] != n:
+        raise TorchError("RuntimeError", f"repeats must have the same size as input along dim, but got "
+                                         f"repeats.size(0) = {repeats.shape[0]} and input.size({d_given}) = {n}")
+    if repeats.dtype != "int64":
+        raise TorchError("NotImplementedError",
+                         f'"repeat_interleave_cpu" not implemented for \'{TYPE_NAMES[repeats.dtype]}\'')
+    counts = [int(v) for v in rt.B.as_indices(repeats.value).reshape(-1).tolist()]
+    if len(counts) == 1:
+        counts = counts * n
+    if any(c < 0 for c in counts):
+        raise TorchError("RuntimeError", "repeats can not be negative")
+    index = [i for i, c in enumerate(counts) for _ in range(c)]
+    if not index:
+        raise ProblemError(loc, "repeat_interleave() with repeats that sum to 0 (an empty result) is not modelled "
+                                "(zero-size tensors are not)")
+    idx = rt.tensor(rt.B.integers(index, (len(index),)), dtype="int64")
+    return rt.apply("index_select", [flat, idx], d, loc)
 
 
 def _triangle(prim: str):

@@ -383,6 +383,29 @@ def lower_narrow(rt, a, loc):
     return rt.apply("slice", [x], (d, start, start + length, 1), loc)
 
 
+def lower_unfold(rt, a, loc):
+    """Tensor.unfold (TensorShape.cpp's at::unfold): the dim wrapped, then PyTorch's checks in its
+    order (the window's largest size, a negative size, the step), then the view
+    (UnfoldBackward0): the dim becomes the number of windows (its stride times step), the window's
+    elements a new last dim (the dim's stride). A 0-d tensor and an empty window (size 0) are
+    refused (zero-size tensors are not modelled)."""
+    x = a["self"]
+    nd = len(x.shape)
+    if nd == 0:
+        raise ProblemError(loc, "unfold of a 0-d tensor is not modelled yet")
+    d = dim_index(a["dimension"], nd, loc)
+    size, step = int(a["size"]), int(a["step"])
+    if size > x.shape[d]:
+        raise TorchError("RuntimeError", f"maximum size for tensor at dimension {d} is {x.shape[d]} but size is {size}")
+    if size < 0:
+        raise TorchError("RuntimeError", f"size is {size} but must be >= 0")
+    if step <= 0:
+        raise TorchError("RuntimeError", f"step is {step} but must be > 0")
+    if size == 0:
+        raise ProblemError(loc, "unfold with size 0 (an empty window) is not modelled (zero-size tensors are not)")
+    return rt.apply("unfold", [x], (d, size, step), loc)
+
+
 def lower_diagonal(rt, a, loc):
     """at::diagonal: both dims wrapped, not the same one (PyTorch's RuntimeError names the dims as
     given), then the view (DiagonalBackward0): the other dims in order, the diagonal last. An
@@ -767,6 +790,8 @@ FUNCTIONS = (
     Function("unbind", (_IN, Param("dim", "int", 0)), lower_unbind, doc="UnbindBackward0"),
     Function("take_along_dim", (_IN, Param("indices", "tensor"), Param("dim", "int", None)), lower_take_along_dim,
              doc="expand (ExpandBackward0) then GatherBackward0; no dim: view(-1) (ViewBackward0) then gather"),
+    Function("unfold", (_SELF, Param("dimension", "int"), Param("size", "int"), Param("step", "int")), lower_unfold,
+             where="method", doc="UnfoldBackward0 (a view; unfold_backward adds overlapping windows)"),
     Function("diagonal", (_IN, Param("offset", "int", 0), Param("dim1", "int", 0), Param("dim2", "int", 1)),
              lower_diagonal, doc="DiagonalBackward0 (a view)"),
     Function("tensor_split", (_IN, Param("indices_or_sections", "any"), Param("dim", "int", 0)), lower_tensor_split,

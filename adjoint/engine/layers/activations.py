@@ -100,7 +100,21 @@ def unflatten_forward(c):
     return _call(c, "unflatten", _arg(c, "dim"), _arg(c, "unflattened_size"))
 
 
+def unfold_forward(c):
+    """nn.Unfold (torch/nn/modules/fold.py): ``F.unfold(input, self.kernel_size, self.dilation,
+    self.padding, self.stride)``."""
+    return _call(c, "unfold", *(_arg(c, n) for n in ("kernel_size", "dilation", "padding", "stride")))
+
+
+def fold_forward(c):
+    """nn.Fold: ``F.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding,
+    self.stride)``."""
+    return _call(c, "fold", *(_arg(c, n) for n in ("output_size", "kernel_size", "dilation", "padding", "stride")))
+
+
 FORWARDS = {
+    "Unfold": unfold_forward,
+    "Fold": fold_forward,
     "LeakyReLU": leaky_relu_forward,
     "GELU": gelu_forward,
     "SiLU": silu_forward,

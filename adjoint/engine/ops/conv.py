@@ -320,8 +320,106 @@ def pad_vjp(B, gs, ins, outs, pads, need):
 # A convolution reads as one function of (input, weight, bias) with its non-default arguments as a subscript;
 # its J^T lambda is declared generic (the col2im / patch products are in the formula above and docs/ops.md).
 
+# ----------------------------------------------------------------------------- im2col, col2im (F.unfold, F.fold)
+
+@dataclass(frozen=True)
+class FoldSpec:
+    """``im2col`` / ``col2im``'s integer arguments (pairs); ``output_size`` only for col2im."""
+
+    kernel_size: tuple[int, int]
+    dilation: tuple[int, int]
+    padding: tuple[int, int]
+    stride: tuple[int, int]
+    output_size: tuple[int, int] | None = None
+
+    def conv(self) -> ConvSpec:
+        return ConvSpec(self.stride, self.padding, self.dilation, 1)
+
+
+def fold_blocks(spatial, p: FoldSpec) -> tuple[int, int]:
+    """The number of sliding blocks along each spatial dim (im2col's output_height, output_width)."""
+    return tuple(conv_out_size(sz, k, s, pd, d) for sz, k, s, pd, d in
+                 zip(spatial, p.kernel_size, p.stride, p.padding, p.dilation))
+
+
+def im2col_shape(shapes, p: FoldSpec, loc):
+    s = tuple(shapes[0])
+    k = p.kernel_size[0] * p.kernel_size[1]
+    oh, ow = fold_blocks(s[-2:], p)
+    return s[:-3] + (s[-3] * k, oh * ow)
+
+
+def col2im_shape(shapes, p: FoldSpec, loc):
+    s = tuple(shapes[0])
+    k = p.kernel_size[0] * p.kernel_size[1]
+    return s[:-2] + (s[-2] // k,) + tuple(p.output_size)
+
+
+def im2col(B, x, p: FoldSpec):
+    """ATen's im2col: the blocks of the zero-padded input, (N, C * kh * kw, L) with the channel
+    slowest, then the kernel row and column; L the blocks in row-major order. A 3-d input is one
+    batch entry (no node of its own)."""
+    shape = tuple(B.shape(x))
+    batched = len(shape) == 4
+    x4 = x if batched else B.reshape(x, (1,) + shape)
+    n, c, h, w = B.shape(x4)
+    outs, keys = _positions((h, w), p.kernel_size, p.conv())
+    patches = B.index(_padded(B, x4, p.padding), (slice(None), slice(None)) + keys)   # (N, C, oh, ow, kh, kw)
+    cols = B.reshape(B.permute(patches, (0, 1, 4, 5, 2, 3)), (n, c * _prod(p.kernel_size), _prod(outs)))
+    return cols if batched else B.reshape(cols, B.shape(cols)[1:])
+
+
+def col2im(B, cols, p: FoldSpec):
+    """ATen's col2im: each block's column added back into its place of the zero-padded output
+    (overlapping blocks add up), then cropped: (N, C, *output_size)."""
+    shape = tuple(B.shape(cols))
+    batched = len(shape) == 3
+    c3 = cols if batched else B.reshape(cols, (1,) + shape)
+    n, ck, _ = B.shape(c3)
+    kh, kw = p.kernel_size
+    c = ck // (kh * kw)
+    h, w = p.output_size
+    outs, keys = _positions((h, w), p.kernel_size, p.conv())
+    blocks = B.permute(B.reshape(c3, (n, c, kh, kw) + tuple(outs)), (0, 1, 4, 5, 2, 3))   # (N, C, oh, ow, kh, kw)
+    padded_shape = (n, c, h + 2 * p.padding[0], w + 2 * p.padding[1])
+    total = B.place_add(padded_shape, (slice(None), slice(None)) + keys, blocks)
+    if any(p.padding):
+        total = B.index(total, (slice(None), slice(None), slice(p.padding[0], p.padding[0] + h),
+                                slice(p.padding[1], p.padding[1] + w)))
+    return total if batched else B.reshape(total, (c, h, w))
+
+
+def im2col_forward(B, ins, p: FoldSpec):
+    return im2col(B, ins[0], p)
+
+
+def im2col_vjp(B, gs, ins, outs, p: FoldSpec, need):
+    # derivatives.yaml: col2im(grad, {self.size(-2), self.size(-1)}, kernel_size, dilation, padding, stride)
+    size = tuple(B.shape(ins[0]))[-2:]
+    return [col2im(B, gs[0], FoldSpec(p.kernel_size, p.dilation, p.padding, p.stride, size))]
+
+
+def col2im_forward(B, ins, p: FoldSpec):
+    return col2im(B, ins[0], p)
+
+
+def col2im_vjp(B, gs, ins, outs, p: FoldSpec, need):
+    # derivatives.yaml: im2col(grad, kernel_size, dilation, padding, stride)
+    return [im2col(B, gs[0], p)]
+
+
+def _fold_sub(p: FoldSpec) -> str:
+    text = f"k={_tuple_text(p.kernel_size)}"
+    for name, v, default in (("d", p.dilation, 1), ("p", p.padding, 0), ("s", p.stride, 1)):
+        if any(e != default for e in v):
+            text += f",\\,{name}={_tuple_text(v)}"
+    return text
+
+
 CONV = Fn("conv", "\\operatorname{conv}_{#s}\\left(#*\\right)", generic_vjp)
 PAD = Fn("pad", "\\operatorname{pad}_{#s}\\left(#0\\right)", generic_vjp)
+IM2COL = Fn("im2col", "\\operatorname{im2col}_{#s}\\left(#0\\right)", generic_vjp)
+COL2IM = Fn("col2im", "\\operatorname{col2im}_{#s}\\left(#0\\right)", generic_vjp)
 
 
 def _conv_sub(p: ConvSpec) -> str:
@@ -357,6 +455,15 @@ OPS = (
                Check(((1, 2, 2, 3), (2, 2, 2, 2), (2,)), ConvSpec((2, 1), (1, 0), (1, 1), 1, True, (1, 0))),
                Check(((2, 4, 3), (4, 1, 2), None), ConvSpec((2,), (1,), (2,), 2, True, (1,)))),
        math=Math(layer((CONV,), _conv_sub)), integers="alone"),
+    Op("im2col", "Im2ColBackward0", im2col_forward, im2col_vjp, im2col_shape, (),
+       "col2im(g): each block's gradient added back into its place (overlapping blocks add up), cropped",
+       negzero="structural", grows=False, math=Math(layer((IM2COL,), _fold_sub)),
+       checks=(Check(((1, 2, 3, 3),), FoldSpec((2, 2), (1, 1), (0, 0), (1, 1))),
+               Check(((2, 4, 3),), FoldSpec((2, 1), (1, 2), (1, 0), (2, 1))))),
+    Op("col2im", "Col2ImBackward0", col2im_forward, col2im_vjp, col2im_shape, (),
+       "im2col(g): the blocks of g", grows=True, math=Math(layer((COL2IM,), _fold_sub)),
+       checks=(Check(((1, 8, 4),), FoldSpec((2, 2), (1, 1), (0, 0), (1, 1), (3, 3))),
+               Check(((4, 9),), FoldSpec((2, 1), (1, 2), (1, 0), (2, 1), (4, 3))))),
     Op("constant_pad_nd", "ConstantPadNdBackward0", pad_forward, pad_vjp, pad_shape, (),
        "g cropped back to the input (negative pads: zeros where the input was cut)", negzero="structural",
        grows=False, fills=True, math=Math(layer((PAD,), _pad_sub)),

@@ -8,6 +8,9 @@ Each is one node of PyTorch 2.13 saving what derivatives.yaml's formula reads (`
 * log1p: ``grad / (self + 1)`` (log1p_backward); -inf at -1, nan below;
 * expm1: ``grad * (result + 1)`` (saves result);
 * atan: ``grad / (self * self + 1)``;
+* atan2 (Atan2Backward0, saves other then self; broadcasting): atan2_backward's
+  ``recip = (self * self + other * other).reciprocal()``, ``recip.masked_fill_(denom == 0, 0)``,
+  then ``grad * other * recip`` and ``grad * -self * recip`` (0 for both at the origin);
 * erf: ``2.0 / sqrt(M_PI) * exp(-(self.pow(2))) * grad``;
 * sinh: ``grad * self.cosh()``; cosh: ``grad * self.sinh()``;
 * tan: ``grad * (1 + result.pow(2))`` (saves result);
@@ -22,10 +25,10 @@ from dataclasses import replace
 from fractions import Fraction
 
 from adjoint.values.mathtree.sympy_names import SymPyName
-from adjoint.values.mathtree import LOG, Fn, TBin, TConst, TFn, applied, elementwise, no_gradient
+from adjoint.values.mathtree import LOG, Fn, TBin, TConst, TFn, applied, elementwise, generic_vjp, no_gradient
 from adjoint.values.numbers.symbolic import sympy   # the loader: SymPy itself is imported on first call
 from adjoint.engine.ops.record import Check, Math, Op, Save
-from adjoint.engine.ops.arith import same_shape
+from adjoint.engine.ops.arith import binary_shape, same_shape
 
 
 def _q(B, v):
@@ -59,6 +62,29 @@ def expm1_vjp(B, gs, ins, outs, p, need):
 def atan_vjp(B, gs, ins, outs, p, need):
     x = ins[0]
     return [B.div(gs[0], B.add(B.mul(x, x), _q(B, 1)))]
+
+
+def atan2_forward(B, ins, p):
+    return B.atan2(ins[0], ins[1])
+
+
+def atan2_vjp(B, gs, ins, outs, p, need):
+    """atan2_backward (FunctionsManual.cpp): ``denom = self * self + other * other``, its
+    reciprocal with 0 where ``denom == 0``; ``grad * other * recip``, ``grad * -self * recip``,
+    each summed back to its operand's shape (the engine's sum_to over broadcast dims)."""
+    y, x = ins
+    g = gs[0]
+    denom = B.add(B.mul(y, y), B.mul(x, x))
+    zero = B.mask(denom, lambda s: s == 0)
+    recip = B.where(zero, B.zeros(B.shape(denom)), B.div(_q(B, 1), B.where(zero, _q(B, 1), denom)))
+    return [B.sum_to(B.mul(B.mul(g, x), recip), B.shape(y)) if need[0] else None,
+            B.sum_to(B.mul(B.mul(g, B.neg(y)), recip), B.shape(x)) if need[1] else None]
+
+
+def atan2_kink(B, ins, p):
+    if B.any_zero(B.add(B.mul(ins[0], ins[0]), B.mul(ins[1], ins[1]))):
+        return "atan2 at (0, 0): PyTorch's atan2_backward masks the reciprocal of self^2 + other^2 to 0 there, so both gradients are 0"
+    return None
 
 
 def erf_vjp(B, gs, ins, outs, p, need):
@@ -134,6 +160,7 @@ EXPM1 = elementwise("expm1", "\\left(e^{#0} - 1\\right)", lambda n: TBin("add", 
 ATAN = Fn("atan", "\\arctan\\left(#0\\right)",
           lambda lam, n: (TBin("div", lam, TBin("add", TBin("pow", n.a, _c(2), n.shape), _c(1), n.shape), n.shape),),
           SymPyName("atan"))
+ATAN2 = Fn("atan2", "\\operatorname{atan2}\\left(#0,\\ #1\\right)", generic_vjp, SymPyName("atan2"))
 SINH = elementwise("sinh", "\\sinh\\left(#0\\right)", lambda n: TFn(COSH, (n.a,), n.shape), SymPyName("sinh"))
 COSH = elementwise("cosh", "\\cosh\\left(#0\\right)", lambda n: TFn(SINH, (n.a,), n.shape), SymPyName("cosh"))
 TAN = elementwise("tan", "\\tan\\left(#0\\right)", lambda n: TBin("add", _c(1), TBin("pow", n, _c(2), n.shape), n.shape),
@@ -181,6 +208,11 @@ OPS = (
            checks=(Check(((2, 2),)),)),
     _unary("atan", "AtanBackward0", atan_vjp, _SELF, "g / (a * a + 1)", ATAN, negzero="keep", grows=False,
            checks=(Check(((2, 2),)),)),
+    Op("atan2", "Atan2Backward0", atan2_forward, atan2_vjp, binary_shape,
+       (Save("other", "in", 1), Save("self", "in", 0)),
+       "g * b / (a^2 + b^2), -g * a / (a^2 + b^2) (summed back over broadcast dims)", negzero="input_sign",
+       grows=False, integers="refused", kink=atan2_kink, kink_doc="both 0 at a = b = 0 (the reciprocal masked to 0)",
+       math=Math(applied(ATAN2)), checks=(Check(((2, 3), (3,))), Check(((2, 2), (2, 2))))),
     _unary("erf", "ErfBackward0", erf_vjp, _SELF, "2 / sqrt(pi) * exp(-a^2) * g", ERF, negzero="keep", grows=False,
            checks=(Check(((2, 2),)),)),
     _unary("sinh", "SinhBackward0", sinh_vjp, _SELF, "g * cosh(a)", SINH, negzero="keep", checks=(Check(((2, 2),)),)),

@@ -203,6 +203,59 @@ def diagonal_layout(shape, strides, offset, p):
     return kept + (strides[d1] + strides[d2],), offset + (start if diagonal_length(shape, p) else 0)
 
 
+# ----------------------------------------------------------------------------- unfold (Tensor.unfold)
+
+def _unfold_parts(shape, p):
+    """``x.unfold(d, size, step)`` as numpy sees it: the key putting an (n, size) index array at dim
+    ``d`` (window ``i``, element ``j`` is ``i * step + j``), and the permutation moving the window's
+    elements (dim ``d + 1`` of the indexed array) last, as at::unfold's view has them."""
+    import numpy as np
+    d, size, step = p
+    n = (shape[d] - size) // step + 1
+    idx = np.arange(n)[:, None] * step + np.arange(size)[None, :]
+    key = (slice(None),) * d + (idx,)
+    nd = len(shape)
+    perm = tuple(range(d + 1)) + tuple(range(d + 2, nd + 1)) + (d + 1,)
+    return key, perm
+
+
+def unfold_shape(shapes, p, loc):
+    d, size, step = p
+    s = list(shapes[0])
+    s[d] = (s[d] - size) // step + 1
+    return tuple(s) + (size,)
+
+
+def unfold_forward(B, ins, p):
+    key, perm = _unfold_parts(B.shape(ins[0]), p)
+    return B.permute(B.index(ins[0], key), perm)
+
+
+def unfold_vjp(B, gs, ins, outs, p, need):
+    # unfold_backward: zeros(input sizes), each window's gradient added into its elements (windows
+    # that overlap, step < size, add up)
+    shape = tuple(B.shape(ins[0]))
+    key, perm = _unfold_parts(shape, p)
+    return [B.place_add(shape, key, B.permute(gs[0], _inverse(perm)))]
+
+
+def unfold_scatter(B, base, new, p):
+    d, size, step = p
+    if step < size:
+        raise ProblemError(None, "writing in place through an unfold view whose windows overlap (step < size) is not "
+                                 "modelled: several of its elements are one memory location, written in the kernel's "
+                                 "loop order")
+    key, perm = _unfold_parts(B.shape(base), p)
+    return B.assign(base, key, B.permute(new, _inverse(perm)))
+
+
+def unfold_layout(shape, strides, offset, p):
+    d, size, step = p
+    out = list(strides)
+    out[d] = strides[d] * step
+    return tuple(out) + (strides[d],), offset
+
+
 # ----------------------------------------------------------------------------- unsqueeze, squeeze, expand
 
 def unsqueeze_shape(shapes, p, loc):
@@ -678,6 +731,7 @@ def _reshape_alias_op():
               scatter=reshape_scatter, math=RESHAPE_MATH, checks=(Check(((2, 3),), (3, 2)),))
 
 
+UNFOLD = Fn("unfold", "\\operatorname{unfold}_{#s}\\left(#0\\right)", generic_vjp)
 DIAGONAL = Fn("diagonal", "\\operatorname{diagonal}_{#s}\\left(#0\\right)", generic_vjp)
 
 OPS = (
@@ -686,6 +740,11 @@ OPS = (
           math=Math(lambda a, p, shape, k: TFn(DIAGONAL, (a[0],), tuple(shape),
                                                f"\\mathrm{{offset}}={p[0]},\\,{p[1]},{p[2]}", p)),
           checks=(Check(((3, 4),), (0, 0, 1)), Check(((2, 3, 4),), (1, 2, 0)), Check(((3, 3),), (-1, 0, 1)))),
+    _view("unfold", "UnfoldBackward0", unfold_forward, unfold_vjp, unfold_shape, unfold_layout, unfold_scatter,
+          "zeros(self) with each window's g added into its elements (unfold_backward)",
+          math=Math(lambda a, p, shape, k: TFn(UNFOLD, (a[0],), tuple(shape),
+                                               f"{p[0]},\\,\\mathrm{{size}}={p[1]},\\,\\mathrm{{step}}={p[2]}", p)),
+          checks=(Check(((2, 5),), (1, 2, 1)), Check(((5, 3),), (0, 2, 2)), Check(((2, 3, 4),), (2, 3, 1)))),
     _view("t", "TBackward0", t_forward, t_vjp, t_shape, t_layout, t_scatter, "g^T", math=_T, checks=(Check(((2, 3),)),)),
     _view("view", "ViewBackward0", reshape_forward, back_to_input_shape, given_shape, view_layout, reshape_scatter,
           "g reshaped back", math=_RESHAPE, checks=(Check(((2, 3),), (3, 2)),)),

@@ -397,6 +397,24 @@ class BoundBackend(Float64Backend):
     def atan(self, x):
         return self._elementwise(np.arctan, x, lambda a, e: 1.0 / (1.0 + _nearest0(a, e) ** 2))
 
+    def atan2(self, y, x):
+        """``atan2(y, x)``: its gradient ``(x, -y) / (x^2 + y^2)`` is at most ``1 / r`` in size, ``r``
+        the distance to 0, so ``e_y + e_x`` moves it by at most ``(e_y + e_x) / (r - e_y - e_x)``
+        (unbounded where the disc reaches 0); where ``x < 0`` and ``y``'s sign is within its bound
+        (the branch cut), PyTorch's float may be on the other side: up to ``2 pi`` more. Plus the
+        kernel's own ``ulps``."""
+        r = Float64Backend.atan2(self, y, x).a
+        shape = np.shape(r)
+        ya, xa = np.broadcast_to(y.a, shape), np.broadcast_to(x.a, shape)
+        ey, ex = np.broadcast_to(_e(y), shape), np.broadcast_to(_e(x), shape)
+        with np.errstate(all="ignore"):
+            e = ey + ex
+            dist = np.hypot(ya, xa) - e
+            moved = np.where(e == 0, 0.0, np.where(dist > 0, e / dist, np.inf))
+            cut = (xa - ex < 0) & (np.abs(ya) <= ey)
+            moved = np.where(cut & (ey > 0), moved + 2 * math.pi, moved)
+        return self._b(r, moved + self._round_under(r, KERNEL_ULPS))
+
     def sinh(self, x):
         return self._elementwise(np.sinh, x, lambda a, e: np.cosh(np.abs(a) + e))
 

@@ -216,6 +216,23 @@ class ExactBackend(ExactLosses, ExactSelections, ExactNN, Composed):
     def atan(self, x):
         return T.unary("atan", x, self.closed)
 
+    def atan2(self, y, x):
+        """atan2(y, x) as C's atan2 (ATen's CPU kernel calls it), both broadcast: atan(y / x) where
+        x > 0; plus pi (y's sign bit clear) or minus pi (set: negative or -0.0) where x < 0; where
+        x is 0, +-pi / 2 for y != 0, and for y = 0 0 (x +0.0) or pi (x -0.0) with y's sign. The
+        result's own -0.0 (y = -0.0, x >= +0) is the op's negzero rule. Finite operands only."""
+        from adjoint.values.signed_zero import sign_bits
+        shape = broadcast_shape(y.shape, x.shape)
+        y, x = y.broadcast_to(shape), x.broadcast_to(shape)
+        xz, yz = x.zero_mask(), y.zero_mask()
+        xneg, yneg = sign_bits(x), sign_bits(y)
+        q = self.atan(O.div(y, O.where_mask(xz, Exact.full(shape, 1), x)))
+        pi = self.pi()
+        half = O.div(pi, Exact.scalar(2))
+        at_zero = O.negate_where(O.where_mask(yz, O.where_mask(xneg, pi, Exact.full(shape, 0)), half), yneg)
+        turned = O.add(q, O.negate_where(pi.broadcast_to(shape), yneg))
+        return O.where_mask(xz, at_zero, O.where_mask(xneg, turned, q))
+
     def sinh(self, x):
         return T.unary("sinh", x, self.closed)
 

@@ -321,6 +321,11 @@ class Float64Backend(NoExactChecks, Composed):
     def atan(self, x):
         return self._fn(np.arctan, x)
 
+    def atan2(self, y, x):
+        """C's atan2 (IEEE's signed zeros: atan2(-0.0, -1) = -pi)."""
+        with np.errstate(all="ignore"):
+            return _v(np.arctan2(y.a, x.a))
+
     def sinh(self, x):
         return self._fn(np.sinh, x)
 

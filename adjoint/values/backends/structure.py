@@ -127,7 +127,7 @@ class StructureBackend(NoExactChecks, Composed):
     def add(self, x, y):
         return _b(x, y)
 
-    sub = mul = div = pow = add
+    sub = mul = div = pow = atan2 = add
 
     def neg(self, x):
         return _same(x)
