@@ -368,8 +368,6 @@ def test_out_in_a_hook_body_is_refused_at_its_line_naming_the_in_place_write(mod
     # solve refuses the file's line: told at the user's line of the op it points at
     ("make_reflect", ("x=1x1x4x4",), "h = self.conv(x)", "padding_mode='reflect'"),
     ("make_casting", ("x=2x3",), "h + h.double()", "model.double() before importing"),
-    # refused by the import itself, in the user's terms
-    ("make_float32_lstm", ("x=1x2x3",), "out, (h, c) = self.lstm(x)", "return model.double() from the factory"),
 ])
 def test_what_the_file_cannot_answer_is_told_at_the_users_line(models, factory, specs, line, words):
     """These named "line N of the file it would have written", a file the user never sees."""
@@ -396,6 +394,22 @@ def test_a_hook_registered_in_the_forward_names_the_files_tensor_hook(models):
 
 
 # ----------------------------------------------------------------------------- what now imports
+
+def test_a_float32_lstm_imports_and_answers_as_the_users_module(models):
+    """A float32 nn.LSTM was refused ("return model.double() from the factory"): PyTorch runs it
+    through oneDNN's MkldnnRnnLayerBackward0, modelled now. The file's gradients are the user's
+    module's within float32 rounding."""
+    out = os.path.join(os.path.dirname(models), "lstm32.yaml")
+    text = import_file(f"{models}:make_float32_lstm", ["x=1x2x3"], "sum(y)", out)
+    with open(out, "w") as fh:
+        fh.write(text)
+    problem = adjoint.load(out)
+    assert problem.dtype == "float32" and "type: LSTM" in text
+    vp = predict(problem, None, "exact").variants[0]
+    assert vp.to_json().get("error") is None, vp.to_json().get("error")
+    assert verify_variant(out, problem, vp, problem.dtype, False, origin=True).ok
+
+
 
 def test_a_dict_output_with_a_none_value_imports(models):
     """``return {"logits": t, "loss": None}`` (no labels given) was refused ("must return a
