@@ -12,7 +12,7 @@ from conftest import require_torch
 
 torch = require_torch()
 
-import adjoint  # noqa: E402
+import glue_harness as glue  # noqa: E402
 
 X = [[[[1, 2, 3, 4, 5], [5, -6, 7, 8, 0], [9, 10, 11, -12, 3], [1, 1, 2, 3, 5]],
       [[2, 4, 6, 8, 1], [1, 3, 5, 7, 9], [-1, 0, 2, 1, -2], [0, 1, 0, 1, 0]]],
@@ -57,7 +57,7 @@ def _torch(expr, does):
     import torch.nn.functional as F
     x = torch.tensor(X, dtype=torch.float64, requires_grad=True)
     h = x * 2
-    hook = (lambda g: (g.view(-1), None)[1]) if "view" in does else (lambda g: None)
+    hook = glue.h_hook(does == glue.VIEW)
     h.register_hook(hook)
     calls = []
     try:
@@ -66,20 +66,17 @@ def _torch(expr, does):
         o.register_hook(lambda g: calls.append(g.tolist()))
         ((o * o * o).sum() + (o * o).reshape(-1)[0]).backward()
     except (RuntimeError, IndexError) as exc:
-        return (type(exc).__name__, str(exc))
+        return glue.raised(exc)
     return x.grad.tolist(), calls, type(o.grad_fn).__name__, list(o.shape), o.tolist()
 
 
 def _solve(expr, does):
-    got = adjoint.loads(TEXT.replace("VALUE", str(X)).replace("FORWARD", expr).replace("DOES", does)).solve()
-    got = got.to_json()["variants"]["default"]
-    if got.get("error"):
-        return (got["error"]["type"], got["error"]["message"])
-    return (got["grads"]["x"]["value"], [c["args"]["grad"]["value"] for c in got["hook_calls"] if c["label"] == "on_o"],
-            got["values"]["o"]["grad_fn"], got["values"]["o"]["shape"], got["values"]["o"]["value"])
+    got = glue.solve(glue.fill(TEXT, VALUE=X, FORWARD=expr, DOES=does))
+    return glue.error(got) or (got["grads"]["x"]["value"], glue.hook_grads(got, "on_o"), got["values"]["o"]["grad_fn"],
+                               got["values"]["o"]["shape"], got["values"]["o"]["value"])
 
 
-@pytest.mark.parametrize("does", ["v = grad * 1", "v = grad.view(-1)"])
+@pytest.mark.parametrize("does", [glue.PLAIN, glue.VIEW])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_unfold_and_fold_match_torch(case, does):
     assert _solve(CASES[case], does) == _torch(CASES[case], does)
@@ -104,4 +101,4 @@ def test_what_pytorch_refuses_is_refused_not_guessed(forward):
     with pytest.raises((RuntimeError, TypeError, IndexError)):
         eval(forward, {"F": F, "h": torch.ones(2, 2, 4, 5)})   # noqa: S307 -- the test's own expressions
     with pytest.raises(ProblemError):
-        _solve(forward, "v = grad * 1")
+        _solve(forward, glue.PLAIN)

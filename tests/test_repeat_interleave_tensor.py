@@ -11,7 +11,7 @@ from conftest import require_torch
 
 torch = require_torch()
 
-import adjoint  # noqa: E402
+import glue_harness as glue  # noqa: E402
 
 X = [[1, 2, 3], [4, -5, 6]]
 
@@ -53,7 +53,7 @@ def _torch(expr, repeats, does):
     x = torch.tensor(X, dtype=torch.float64, requires_grad=True)
     r = torch.tensor(repeats, dtype=torch.int64)
     h = x * 2
-    hook = (lambda g: (g.view(-1), None)[1]) if "view" in does else (lambda g: None)
+    hook = glue.h_hook(does == glue.VIEW)
     h.register_hook(hook)
     calls = []
     try:
@@ -62,7 +62,7 @@ def _torch(expr, repeats, does):
         o.register_hook(lambda g: calls.append(g.tolist()))
         ((o * o * o).sum() + (o * o).reshape(-1)[0]).backward()
     except (RuntimeError, IndexError, NotImplementedError) as exc:
-        return (type(exc).__name__, str(exc))
+        return glue.raised(exc)
     chain, f = [], o.grad_fn
     while f is not None and f.next_functions:
         chain.append(f.name())
@@ -71,16 +71,12 @@ def _torch(expr, repeats, does):
 
 
 def _solve(expr, repeats, does):
-    got = adjoint.loads(TEXT.replace("VALUE", str(X)).replace("REPEATS", str(repeats)).replace(
-        "FORWARD", expr).replace("DOES", does)).solve().to_json()["variants"]["default"]
-    if got.get("error"):
-        return (got["error"]["type"], got["error"]["message"])
-    chain = [got["values"]["o"]["grad_fn"]]
-    return (got["grads"]["x"]["value"], [c["args"]["grad"]["value"] for c in got["hook_calls"] if c["label"] == "on_o"],
-            chain, got["values"]["o"]["shape"], got["values"]["o"]["value"])
+    got = glue.solve(glue.fill(TEXT, VALUE=X, REPEATS=repeats, FORWARD=expr, DOES=does))
+    return glue.error(got) or (got["grads"]["x"]["value"], glue.hook_grads(got, "on_o"), [got["values"]["o"]["grad_fn"]],
+                               got["values"]["o"]["shape"], got["values"]["o"]["value"])
 
 
-@pytest.mark.parametrize("does", ["v = grad * 1", "v = grad.view(-1)"])
+@pytest.mark.parametrize("does", [glue.PLAIN, glue.VIEW])
 @pytest.mark.parametrize("expr,repeats", CASES)
 def test_repeat_interleave_with_tensor_repeats_matches_torch(expr, repeats, does):
     want = _torch(expr, repeats, does)

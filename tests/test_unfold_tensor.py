@@ -14,7 +14,7 @@ from conftest import require_torch
 
 torch = require_torch()
 
-import adjoint  # noqa: E402
+import glue_harness as glue  # noqa: E402
 
 X = [[[1, 2, 3, 4, 5], [5, -6, 7, 8, 0], [9, 10, 11, -12, 3]], [[2, 4, 6, 8, 1], [1, 3, 5, 7, 9], [-1, 0, 2, 1, -2]]]
 
@@ -60,7 +60,7 @@ CASES = {
 def _torch(expr, does):
     x = torch.tensor(X, dtype=torch.float64, requires_grad=True)
     h = x * 2
-    hook = (lambda g: (g.view(-1), None)[1]) if "view" in does else (lambda g: None)
+    hook = glue.h_hook(does == glue.VIEW)
     h.register_hook(hook)
     calls = []
     try:
@@ -69,20 +69,17 @@ def _torch(expr, does):
         o.register_hook(lambda g: calls.append(g.tolist()))
         ((o * o * o).sum() + (o * o).reshape(-1)[0]).backward()
     except (RuntimeError, IndexError) as exc:
-        return (type(exc).__name__, str(exc))
+        return glue.raised(exc)
     return x.grad.tolist(), calls, type(o.grad_fn).__name__, list(o.shape), o.tolist()
 
 
 def _solve(expr, does):
-    got = adjoint.loads(TEXT.replace("VALUE", str(X)).replace("FORWARD", expr).replace("DOES", does)).solve()
-    got = got.to_json()["variants"]["default"]
-    if got.get("error"):
-        return (got["error"]["type"], got["error"]["message"])
-    return (got["grads"]["x"]["value"], [c["args"]["grad"]["value"] for c in got["hook_calls"] if c["label"] == "on_o"],
-            got["values"]["o"]["grad_fn"], got["values"]["o"]["shape"], got["values"]["o"]["value"])
+    got = glue.solve(glue.fill(TEXT, VALUE=X, FORWARD=expr, DOES=does))
+    return glue.error(got) or (got["grads"]["x"]["value"], glue.hook_grads(got, "on_o"), got["values"]["o"]["grad_fn"],
+                               got["values"]["o"]["shape"], got["values"]["o"]["value"])
 
 
-@pytest.mark.parametrize("does", ["v = grad * 1", "v = grad.view(-1)"])
+@pytest.mark.parametrize("does", [glue.PLAIN, glue.VIEW])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_unfold_matches_torch(case, does):
     assert _solve(CASES[case], does) == _torch(CASES[case], does)
@@ -94,8 +91,7 @@ def test_unfold_node_and_saved_attributes_are_torchs():
     assert type(u.grad_fn).__name__ == "UnfoldBackward0"
     assert (u.grad_fn._saved_size, u.grad_fn._saved_step) == (3, 2)   # (the dimension as given: -1)
     assert u.stride() == (15, 5, 2, 1) and u._base is not None
-    got = adjoint.loads(TEXT.replace("VALUE", str(X)).replace("FORWARD", "h.unfold(-1, 3, 2)").replace(
-        "DOES", "v = grad * 1")).solve().to_json()["variants"]["default"]
+    got = glue.solve(glue.fill(TEXT, VALUE=X, FORWARD="h.unfold(-1, 3, 2)", DOES=glue.PLAIN))
     assert got["values"]["o"]["grad_fn"] == "UnfoldBackward0"
     assert got["values"]["o"]["shape"] == list(u.shape)
 
@@ -126,16 +122,16 @@ def test_a_write_through_disjoint_windows_is_torchs(unfold):
     d = eval("h." + unfold, {"h": h})   # noqa: S307 -- the test's own expressions
     d.mul_(3)
     ((h * h).sum() + (d * d * d).sum()).backward()
-    got = adjoint.loads(INPLACE.replace("VALUE", str(X)).replace("UNFOLD", unfold)).solve().to_json()["variants"]["default"]
-    assert got.get("error") is None, got.get("error")
+    got = glue.solve(glue.fill(INPLACE, VALUE=X, UNFOLD=unfold))
+    assert glue.error(got) is None, glue.error(got)
     assert got["values"]["h"]["grad_fn"] == type(h.grad_fn).__name__ == "CopySlices"
     assert got["values"]["h"]["value"] == h.tolist()
     assert got["grads"]["x"]["value"] == x.grad.tolist()
-    assert [c["args"]["grad"]["value"] for c in got["hook_calls"]] == calls
+    assert glue.hook_grads(got, "on_h") == calls
 
 
 @pytest.mark.parametrize("forward", ["h.unfold(2, 2, 1).mul_(3)", "h.unfold(2, 0, 1)", "h.sum().unfold(0, 1, 1)"])
 def test_overlapping_writes_empty_windows_and_0d_are_refused(forward):
     from adjoint.format.errors import ProblemError
     with pytest.raises(ProblemError):
-        _solve(forward, "v = grad * 1")
+        _solve(forward, glue.PLAIN)
