@@ -50,3 +50,27 @@ def h_hook(view_hook: bool):
 def raised(exc: BaseException) -> tuple:
     """``(type, message)`` of an exception torch raised, as :func:`error` reads adjoint's."""
     return type(exc).__name__, str(exc)
+
+
+def hooked_run(value, expr: str, does_: str, names: dict):
+    """The torch side of the templates whose forward is ``h = x * 2; o = FORWARD; return (o * o *
+    o).sum() + (o * o).reshape(-1)[0]`` with the ``does_`` hook on both ``h`` and ``o`` (diagonal,
+    unfold, im2col): ``(x, o, calls, error)``, ``calls`` the gradients a hook on ``o`` was
+    handed, ``error`` None or what torch raised as ``(type, message)``. ``expr`` is evaluated with
+    ``names`` and ``h``."""
+    import torch
+
+    x = torch.tensor(value, dtype=torch.float64, requires_grad=True)
+    h = x * 2
+    hook = h_hook(does_ == VIEW)
+    h.register_hook(hook)
+    calls: list = []
+    o = None
+    try:
+        o = eval(expr, {**names, "h": h})   # noqa: S307 -- the tests' own expressions
+        o.register_hook(hook)
+        o.register_hook(lambda g: calls.append(g.tolist()))
+        ((o * o * o).sum() + (o * o).reshape(-1)[0]).backward()
+    except (RuntimeError, IndexError) as exc:
+        return x, o, calls, raised(exc)
+    return x, o, calls, None

@@ -51,19 +51,8 @@ CASES = {
 
 
 def _torch(expr, does):
-    x = torch.tensor(X, dtype=torch.float64, requires_grad=True)
-    h = x * 2
-    hook = glue.h_hook(does == glue.VIEW)
-    h.register_hook(hook)
-    calls = []
-    try:
-        o = eval(expr, {"torch": torch, "h": h})   # noqa: S307 -- the test's own expressions
-        o.register_hook(hook)
-        o.register_hook(lambda g: calls.append(g.tolist()))
-        ((o * o * o).sum() + (o * o).reshape(-1)[0]).backward()
-    except (RuntimeError, IndexError) as exc:
-        return glue.raised(exc)
-    return x.grad.tolist(), calls, type(o.grad_fn).__name__, list(o.shape)
+    x, o, calls, error = glue.hooked_run(X, expr, does, {"torch": torch})
+    return error or (x.grad.tolist(), calls, type(o.grad_fn).__name__, list(o.shape))
 
 
 def _solve(expr, does):

@@ -20,10 +20,21 @@ warnings.filterwarnings("ignore")
 F64 = torch.float64
 
 
+def _run(text: str):
+    """The engine's run (float64) of the problem's first variant."""
+    problem = adjoint.loads(text)
+    return run_variant(problem, problem.variants[0], Float64Backend(problem.dtype, None))
+
+
+def _two_leaves():
+    """The torch leaves ``a`` and ``b`` of the two-input problems below (MATRIX, SELECTING, ...)."""
+    return (torch.tensor([[-0.3, -0.15, 0.4], [0.2, 0.35, -0.5]], dtype=F64, requires_grad=True),
+            torch.tensor([[0.2, 0.4, 0.6], [0.8, 1.0, 1.2]], dtype=F64, requires_grad=True))
+
+
 def ours(text: str, name: str = "gx"):
     """The engine's run of the first variant, and the tensor ``as:`` bound to ``name``."""
-    problem = adjoint.loads(text)
-    run = run_variant(problem, problem.variants[0], Float64Backend(problem.dtype, None))
+    run = _run(text)
     assert run.error is None, run.error
     return run, run.made[name]
 
@@ -202,8 +213,7 @@ def test_grad_accumulated_out_of_place_under_create_graph():
     text = GP.replace("{backward: {method: grad, inputs: [x], create_graph: true, as: [gx]}}",
                       "{backward: {create_graph: true}}").replace("  - {backward: {root: \"sum(gx ** 2)\"}}\n", "")
     text = text.replace("  - {tensor: gx, returns: \"grad * 2\"}\n", "")
-    problem = adjoint.loads(text)
-    run = run_variant(problem, problem.variants[0], Float64Backend(problem.dtype, None))
+    run = _run(text)
     base = start_seq()
     x = torch.tensor([0.3, -0.5], dtype=F64, requires_grad=True)
     w = torch.tensor([0.7, 0.2], dtype=F64, requires_grad=True)
@@ -516,12 +526,10 @@ SHAPED = [
 def test_shaped_ops_second_order_against_torch(forward, twin):
     """Reductions over dims, views and leaky_relu: the recorded graphs of the first-order
     gradients node for node, and the grad of grad, against torch."""
-    problem = adjoint.loads(MATRIX.replace("FORWARD", forward))
-    run = run_variant(problem, problem.variants[0], Float64Backend(problem.dtype, None))
+    run = _run(MATRIX.replace("FORWARD", forward))
     assert run.error is None, run.error
     base = start_seq()
-    a = torch.tensor([[-0.3, -0.15, 0.4], [0.2, 0.35, -0.5]], dtype=F64, requires_grad=True)
-    b = torch.tensor([[0.2, 0.4, 0.6], [0.8, 1.0, 1.2]], dtype=F64, requires_grad=True)
+    a, b = _two_leaves()
     loss = (twin(a * b) ** 2).sum()
     ga, gb = torch.autograd.grad(loss, [a, b], create_graph=True)
     assert_same_graph(chain_ours(run.made["ga"]), chain_torch(ga, base), forward + " ga")
@@ -754,12 +762,10 @@ def test_selecting_and_rearranging_ops_second_order_against_torch(forward, twin)
     """sort, topk, max/min/kthvalue/median along a dim, gather (take_along_dim), flip, roll, cumsum
     and repeat (tile) under create_graph: the recorded graphs node for node (names and
     sequence_nr) and the grad of grad, against torch 2.13 (they were refused before)."""
-    problem = adjoint.loads(SELECTING.replace("FORWARD", forward))
-    run = run_variant(problem, problem.variants[0], Float64Backend(problem.dtype, None))
+    run = _run(SELECTING.replace("FORWARD", forward))
     assert run.error is None, run.error
     base = start_seq()
-    a = torch.tensor([[-0.3, -0.15, 0.4], [0.2, 0.35, -0.5]], dtype=F64, requires_grad=True)
-    b = torch.tensor([[0.2, 0.4, 0.6], [0.8, 1.0, 1.2]], dtype=F64, requires_grad=True)
+    a, b = _two_leaves()
     loss = (twin(a * b, torch.tensor(_IDX)) ** 3).sum()
     ga, gb = torch.autograd.grad(loss, [a, b], create_graph=True)
     assert_same_graph(chain_ours(run.made["ga"]), chain_torch(ga, base), forward + " ga")
@@ -795,11 +801,9 @@ def test_create_graph_through_hardsigmoid_records_a_not_implemented_node():
     it are numbered as if it were not there), edges to the gradient and to self; the create_graph
     backward succeeds, and a backward that reaches the node raises "derivative for
     aten::hardsigmoid_backward is not implemented" (torch 2.13; adjoint refused the first backward)."""
-    problem = adjoint.loads(HARDSIGMOID)
-    run = run_variant(problem, problem.variants[0], Float64Backend(problem.dtype, None))
+    run = _run(HARDSIGMOID)
     base = start_seq()
-    a = torch.tensor([[-0.3, -0.15, 0.4], [0.2, 0.35, -0.5]], dtype=F64, requires_grad=True)
-    b = torch.tensor([[0.2, 0.4, 0.6], [0.8, 1.0, 1.2]], dtype=F64, requires_grad=True)
+    a, b = _two_leaves()
     h = a * b * 10
     ga, gb = torch.autograd.grad(((torch.nn.functional.hardsigmoid(h) * h) ** 2).sum(), [a, b], create_graph=True)
 
@@ -870,12 +874,10 @@ def test_create_graph_through_logsigmoid(hooks):
     text = LOGSIGMOID
     if hooks:
         text += "hooks:\n  - {saved_tensors: {pack: \"x\", unpack: \"x\"}}\n"
-    problem = adjoint.loads(text)
-    run = run_variant(problem, problem.variants[0], Float64Backend(problem.dtype, None))
+    run = _run(text)
     assert run.error is None, run.error
     base = start_seq()
-    a = torch.tensor([[-0.3, -0.15, 0.4], [0.2, 0.35, -0.5]], dtype=F64, requires_grad=True)
-    b = torch.tensor([[0.2, 0.4, 0.6], [0.8, 1.0, 1.2]], dtype=F64, requires_grad=True)
+    a, b = _two_leaves()
     h = a * b * 10
     ga, gb = torch.autograd.grad(((torch.nn.functional.logsigmoid(h) * h) ** 2).sum(), [a, b], create_graph=True)
     if not hooks:
@@ -895,11 +897,9 @@ def test_a_third_backward_through_diagonal_backward():
         "  - {backward: {method: grad, inputs: [a, b], root: \"sum(ga * ga) + sum(gb ** 3)\", as: [ha, hb]}}",
         "  - {backward: {method: grad, inputs: [a, b], root: \"sum(ga * ga) + sum(gb ** 3)\", create_graph: true, "
         "as: [ha, hb]}}\n  - {backward: {method: grad, inputs: [a, b], root: \"sum(ha ** 2) + sum(hb)\", as: [ka, kb]}}")
-    problem = adjoint.loads(text)
-    run = run_variant(problem, problem.variants[0], Float64Backend(problem.dtype, None))
+    run = _run(text)
     assert run.error is None, run.error
-    a = torch.tensor([[-0.3, -0.15, 0.4], [0.2, 0.35, -0.5]], dtype=F64, requires_grad=True)
-    b = torch.tensor([[0.2, 0.4, 0.6], [0.8, 1.0, 1.2]], dtype=F64, requires_grad=True)
+    a, b = _two_leaves()
     h = a * b
     ga, gb = torch.autograd.grad(((torch.diagonal(h, 1) * h[:, 0]) ** 3).sum(), [a, b], create_graph=True)
     ha, hb = torch.autograd.grad((ga * ga).sum() + (gb ** 3).sum(), [a, b], create_graph=True)

@@ -57,16 +57,34 @@ def zero_d_indices(rt, items: list, loc: Loc) -> list:
     return out
 
 
+def _index_operands(rt, advanced: list, loc: Loc):
+    """The dims, index tensors (a list of ints made one), their kinds ("bool" or "int") and each
+    mask's count of True elements, of ``advanced`` ((dim of x, item) pairs)."""
+    dims = [d for d, _ in advanced]
+    tensors = [item if isinstance(item, Tensor) else as_index_tensor(rt, item, loc) for _, item in advanced]
+    kinds = [t.dtype if t.dtype == "bool" else "int" for t in tensors]
+    counts = [int(np.count_nonzero(rt.B.as_indices(t.value))) if t.dtype == "bool" else None for t in tensors]
+    return dims, tensors, kinds, counts
+
+
+def _broadcast_error(tensors: list, kinds: list, counts: list) -> TorchError | None:
+    """at::index / index_put_'s IndexError when the indices (a mask as its count of True
+    elements) do not broadcast together."""
+    shapes = [tuple(t.shape) if kind == "int" else (c,) for t, kind, c in zip(tensors, kinds, counts)]
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        return TorchError("IndexError", "shape mismatch: indexing tensors could not be broadcast together with "
+                                        "shapes " + ", ".join(str(list(s)) for s in shapes))
+    return None
+
+
 def advanced_index(rt, x: Tensor, advanced: list, loc: Loc) -> Tensor:
     """``x[...]``'s tensor indices, after the basic ones were applied: ``advanced`` is a list of
     (dim of ``x``, item)."""
     if len(advanced) > 3:
         raise ProblemError(loc, "indexing with more than three index tensors is not modelled yet")
-    B = rt.B
-    dims = [d for d, _ in advanced]
-    tensors = [item if isinstance(item, Tensor) else as_index_tensor(rt, item, loc) for _, item in advanced]
-    kinds = [t.dtype if t.dtype == "bool" else "int" for t in tensors]
-    counts = [int(np.count_nonzero(B.as_indices(t.value))) if t.dtype == "bool" else None for t in tensors]
+    dims, tensors, kinds, counts = _index_operands(rt, advanced, loc)
 
     def checks():
         """at::index's own checks, in its order (types, masks, broadcast, bounds), PyTorch's
@@ -75,12 +93,9 @@ def advanced_index(rt, x: Tensor, advanced: list, loc: Loc) -> Tensor:
             if t.dtype not in ("int64", "bool"):
                 raise TorchError("IndexError", "tensors used as indices must be long, int, byte or bool tensors")
         check_masks(x, dims, tensors)
-        shapes = [tuple(t.shape) if kind == "int" else (c,) for t, kind, c in zip(tensors, kinds, counts)]
-        try:
-            np.broadcast_shapes(*shapes)
-        except ValueError:
-            raise TorchError("IndexError", "shape mismatch: indexing tensors could not be broadcast together with "
-                                           "shapes " + ", ".join(str(list(s)) for s in shapes)) from None
+        error = _broadcast_error(tensors, kinds, counts)
+        if error is not None:
+            raise error
         check_bounds(rt, x, dims, tensors, kinds, loc)
 
     after_packs(rt, f"index_{len(tensors)}", [x] + tensors, loc, checks)
@@ -107,10 +122,7 @@ def index_put(rt, x: Tensor, advanced: list, value: Tensor, loc: Loc, accumulate
     if len(advanced) > 3:
         raise ProblemError(loc, "assigning through more than three index tensors is not modelled yet")
     B = rt.B
-    dims = [d for d, _ in advanced]
-    tensors = [item if isinstance(item, Tensor) else as_index_tensor(rt, item, loc) for _, item in advanced]
-    kinds = [t.dtype if t.dtype == "bool" else "int" for t in tensors]
-    counts = [int(np.count_nonzero(B.as_indices(t.value))) if t.dtype == "bool" else None for t in tensors]
+    dims, tensors, kinds, counts = _index_operands(rt, advanced, loc)
     numel = int(np.prod(value.shape)) if value.shape else 1
     # canDispatchToMaskedFill
     as_fill = not accumulate and len(tensors) == 1 and tensors[0].dtype == "bool" and numel == 1
@@ -130,12 +142,9 @@ def index_put(rt, x: Tensor, advanced: list, value: Tensor, loc: Loc, accumulate
             return e
         if as_fill:
             return None
-        shapes = [tuple(t.shape) if kind == "int" else (c,) for t, kind, c in zip(tensors, kinds, counts)]
-        try:
-            np.broadcast_shapes(*shapes)
-        except ValueError:
-            return TorchError("IndexError", "shape mismatch: indexing tensors could not be broadcast together with "
-                                            "shapes " + ", ".join(str(list(s)) for s in shapes))
+        error = _broadcast_error(tensors, kinds, counts)
+        if error is not None:
+            return error
         spec = IndexSpec(tuple(dims), tuple(kinds), tuple(counts))
         indexed = index_shape([x.shape] + [t.shape for t in tensors], spec, loc)
         try:
