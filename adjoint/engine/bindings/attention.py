@@ -47,15 +47,21 @@ def _validate(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> None:
                                          f"{len(v.shape)} instead.")
 
 
-def _flash_refusal(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> str | None:
+def _flash_refusal(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, gqa: bool = False) -> str | None:
     """Why ``use_flash_attention_cpp`` says no, or None when the fused kernel runs; its checks in
-    its order. ``check_attn_mask_shape`` reads a mask's ``size(-2)`` once it needs no gradient: a
+    its order. With ``enable_gqa`` the kernel takes grouped heads (``check_grouped_query_attention``):
+    key and value with one head count that divides the query's. ``check_attn_mask_shape`` reads a mask's ``size(-2)`` once it needs no gradient: a
     0-d or 1-D mask is that call's IndexError, before any node (even one that would broadcast;
     not when a tensor has no element, where PyTorch 2.13 takes another path, not followed here)."""
     if not (len(q.shape) == len(k.shape) == len(v.shape) == 4):
         return "query, key and value are not all 4-D"
-    if not (q.shape[:2] == k.shape[:2] == v.shape[:2]):
-        return "their batch and head sizes differ"
+    if not (q.shape[0] == k.shape[0] == v.shape[0]):
+        return "their batch sizes differ"
+    if gqa:
+        if k.shape[1] != v.shape[1] or q.shape[1] % k.shape[1]:
+            return "the key's and value's head counts differ or do not divide the query's"
+    elif not (q.shape[1] == k.shape[1] == v.shape[1]):
+        return "their head counts differ"
     if mask is not None:
         if mask.requires_grad:
             return "the mask requires grad"
@@ -88,8 +94,6 @@ def _additive(rt, mask: Tensor, dtype: str) -> Tensor:
 
 def scaled_dot_product_attention(rt, a: dict, loc: Loc):
     q, k, v, mask = a["query"], a["key"], a["value"], a["attn_mask"]
-    if a["enable_gqa"]:
-        raise ProblemError(loc, "scaled_dot_product_attention(enable_gqa=True) is not modelled yet")
     dropout_p = a["dropout_p"]
     if dropout_p != 0:
         raise ProblemError(loc, "scaled_dot_product_attention with dropout_p > 0 drops attention weights at random, "
@@ -103,18 +107,21 @@ def scaled_dot_product_attention(rt, a: dict, loc: Loc):
                                 "the query's dtype")
     if mask is not None and mask.dtype == "bool":
         mask = _additive(rt, mask, q.dtype)
-    return sdpa_kernel(rt, q, k, v, mask, bool(a["is_causal"]), a["scale"], loc)
+    return sdpa_kernel(rt, q, k, v, mask, bool(a["is_causal"]), a["scale"], loc, bool(a["enable_gqa"]))
 
 
-def sdpa_kernel(rt, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool, scale, loc: Loc) -> Tensor:
+def sdpa_kernel(rt, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool, scale, loc: Loc,
+                gqa: bool = False) -> Tensor:
     """The kernel ``at::scaled_dot_product_attention`` picks for validated inputs and an additive
     (float) mask: the fused CPU one, or the math path when ``use_flash_attention_cpp`` says no (a
     mask that requires grad among its reasons). ``F.multi_head_attention_forward`` with
     ``need_weights=False`` calls the same function, so its learned float ``attn_mask`` gets a
-    gradient through the math path too."""
-    if _flash_refusal(q, k, v, mask) is not None:   # the math path (adjoint.engine.bindings.sdpa_math)
+    gradient through the math path too. ``enable_gqa`` (``gqa``): the fused kernel reads each key
+    and value head for its group of query heads itself (one node, saving key and value as given);
+    the math path repeats them first (:func:`adjoint.engine.bindings.sdpa_math.grouped_heads`)."""
+    if _flash_refusal(q, k, v, mask, gqa) is not None:   # the math path (adjoint.engine.bindings.sdpa_math)
         from adjoint.engine.bindings.sdpa_math import sdpa_math
-        return sdpa_math(rt, q, k, v, mask, is_causal, scale, loc)
+        return sdpa_math(rt, q, k, v, mask, is_causal, scale, loc, gqa)
     spec = SdpaSpec(q.shape[-1], is_causal, None if scale is None else Fraction(scale))
     out, _ = rt.apply("sdpa_flash_cpu", [q, k, v, mask], spec, loc)
     out.strides = q.strides   # the CPU kernel lays its output out like the query
@@ -129,5 +136,6 @@ FUNCTIONS = (
               Param("enable_gqa", "bool", False, keyword_only=True)),
              scaled_dot_product_attention, where="function",
              doc="ScaledDotProductFlashAttentionForCpuBackward0 (4-D query, key, value; saves attn_mask, key, query, "
-                 "value, logsumexp, output); a bool mask turned into 0 / -inf first (no node)"),
+                 "value, logsumexp, output); a bool mask turned into 0 / -inf first (no node); enable_gqa: key and "
+                 "value heads shared by groups of query heads (the math path: repeat_interleave over dim -3 first)"),
 )

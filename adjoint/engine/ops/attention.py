@@ -9,7 +9,9 @@ runs on the CPU, and ``MultiheadAttention`` with ``need_weights=False``), and ``
 Flash attention: ``out = softmax(q k^T * scale + mask) v`` per batch and head, with
 ``scale = 1 / sqrt(E)`` (a closed form), and ``logsumexp`` of the scores, an output without a
 gradient. The node saves ``attn_mask`` (when given), ``key``, ``query``, ``value``,
-``logsumexp``, ``output``, in that pack order (probed on 2.13). The VJP is the softmax
+``logsumexp``, ``output``, in that pack order (probed on 2.13). With ``enable_gqa`` the key and
+value may have fewer heads, one per group of query heads (they are saved as given; their
+gradients sum over the group). The VJP is the softmax
 chain rule: ``dS = P * (dO v^T - rowsum(dO * out))``, ``dq = dS k * scale``,
 ``dk = dS^T q * scale``, ``dv = P^T dO``, with ``P = exp(q k^T * scale + mask - logsumexp)``
 from the saved (unpacked) tensors, as the CPU kernel recomputes it.
@@ -75,7 +77,8 @@ def sdpa_shape(shapes, p: SdpaSpec, loc):
     if len(q) != 4 or len(k) != 4 or len(v) != 4:
         raise ProblemError(loc, "scaled_dot_product_attention on the CPU here takes 4-D query, key and value "
                                 "(batch, heads, length, dim)")
-    if q[-1] != k[-1] or k[-2] != v[-2] or q[:2] != k[:2] or k[:2] != v[:2]:
+    grouped = k[1] == v[1] and k[1] and q[1] % k[1] == 0   # enable_gqa: a key/value head per group of query heads
+    if q[-1] != k[-1] or k[-2] != v[-2] or q[0] != k[0] or k[0] != v[0] or not grouped:
         # (the binding sends other head, batch or head-dim sizes down the math path, whose ops raise PyTorch's errors)
         raise ProblemError(loc, f"scaled_dot_product_attention: query {list(q)}, key {list(k)} and value {list(v)} "
                                 "with a key length other than the value's are not modelled: PyTorch 2.13's fused CPU "
@@ -85,6 +88,28 @@ def sdpa_shape(shapes, p: SdpaSpec, loc):
     # PyTorch's broadcast error after that path's own packs (adjoint.engine.bindings.sdpa_math)
     out = tuple(q[:-1]) + (v[-1],)
     return (out, tuple(q[:-1]))
+
+
+def _grouped(B, q, kv):
+    """A key or value tensor read by the query's heads: with ``enable_gqa``, kv head h serves
+    query heads h*r .. h*r + r - 1 (r = query heads / kv heads), as the CPU kernel indexes it."""
+    sq, skv = B.shape(q), B.shape(kv)
+    if sq[1] == skv[1]:
+        return kv
+    r = sq[1] // skv[1]
+    wide = B.broadcast_to(B.reshape(kv, (skv[0], skv[1], 1) + tuple(skv[2:])), (skv[0], skv[1], r) + tuple(skv[2:]))
+    return B.reshape(wide, (skv[0], sq[1]) + tuple(skv[2:]))
+
+
+def _ungrouped(B, g, kv):
+    """The gradient of a grouped key or value: each kv head's share summed over its query heads."""
+    skv = B.shape(kv)
+    sg = B.shape(g)
+    if sg[1] == skv[1]:
+        return g
+    r = sg[1] // skv[1]
+    split = B.reshape(g, (skv[0], skv[1], r) + tuple(sg[2:]))
+    return B.reshape(B.sum_to(split, (skv[0], skv[1], 1) + tuple(sg[2:])), tuple(skv))
 
 
 def _scores(B, q, k, mask, head_dim, given=None):
@@ -145,6 +170,7 @@ def _shiftable(B, s, mask, p: SdpaSpec) -> bool:
 
 def sdpa_forward(B, ins, p: SdpaSpec):
     q, k, v, mask = ins
+    k, v = _grouped(B, q, k), _grouped(B, q, v)
     s, _ = _scores(B, q, k, mask, p.head_dim, p.scale)
     if _shiftable(B, s, mask, p):
         top = _row_top(B, s, p, mask is not None)
@@ -159,7 +185,8 @@ def sdpa_forward(B, ins, p: SdpaSpec):
 
 
 def sdpa_vjp(B, gs, ins, outs, p: SdpaSpec, need):
-    q, k, v, mask = ins
+    q, k0, v0, mask = ins
+    k, v = _grouped(B, q, k0), _grouped(B, q, v0)
     g, out = gs[0], outs[0]
     s, scale = _scores(B, q, k, mask, p.head_dim, p.scale)
     lse_given = outs[1] if len(outs) > 1 and outs[1] is not None else None
@@ -188,7 +215,7 @@ def sdpa_vjp(B, gs, ins, outs, p: SdpaSpec, need):
             gq = B.mul(batched_matmul(B, ds, k), scale)
         if need[1]:
             gk = B.mul(batched_matmul(B, transpose_last(B, ds), q), scale)
-    return [gq, gk, gv, None]
+    return [gq, None if gk is None else _ungrouped(B, gk, k0), None if gv is None else _ungrouped(B, gv, v0), None]
 
 
 # ----------------------------------------------------------------------------- baddbmm
@@ -241,7 +268,8 @@ OPS = (
        "dk = dS^T q / sqrt(E), dv = P^T g", grows=True, outputs=2, diff_outputs=1,
        differentiable=(True, True, True, False),
        checks=(Check(((1, 1, 2, 1), (1, 1, 2, 1), (1, 1, 2, 1), None), SdpaSpec(1)),
-               Check(((1, 1, 2, 1), (1, 1, 2, 1), (1, 1, 2, 1), (1, 1, 2, 2)), SdpaSpec(1, True))),
+               Check(((1, 1, 2, 1), (1, 1, 2, 1), (1, 1, 2, 1), (1, 1, 2, 2)), SdpaSpec(1, True)),
+               Check(((1, 2, 2, 1), (1, 1, 2, 1), (1, 1, 2, 1), None), SdpaSpec(1))),
        math=Math(layer((ATTENTION, LOGSUMEXP), _sdpa_sub))),
     Op("baddbmm", "BaddbmmBackward0", baddbmm_forward, baddbmm_vjp, baddbmm_shape,
        (Save("batch1", "in", 1, if_need=2), Save("batch2", "in", 2, if_need=1)),
