@@ -46,6 +46,8 @@ CONFIGS = {
     "BatchNorm2d": [{"num_features": 2}, {"num_features": 3, "affine": False, "track_running_stats": False}],
     "LayerNorm": [{"normalized_shape": (4,)}, {"normalized_shape": (2, 3), "bias": False},
                   {"normalized_shape": (3,), "elementwise_affine": False}],
+    "RMSNorm": [{"normalized_shape": (4,)}, {"normalized_shape": (2, 3), "eps": Fraction(1, 1000)},
+                {"normalized_shape": (3,), "elementwise_affine": False}],
     "GroupNorm": [{"num_groups": 2, "num_channels": 4}, {"num_groups": 1, "num_channels": 3, "affine": False},
                   {"num_groups": 3, "num_channels": 6, "bias": False}],
     "Dropout": [{}, {"p": Fraction(1, 4), "inplace": True}],
@@ -162,7 +164,9 @@ def test_every_type_of_the_contract_is_there():
                  "LogSigmoid", "SELU", "CELU", "Hardsigmoid", "Softshrink", "Hardshrink", "Threshold",
                  "CosineSimilarity", "Unfold", "Fold",
                  # the stacks users train (tests/test_transformer_stacks.py)
-                 "TransformerDecoder", "Transformer"]
+                 "TransformerDecoder", "Transformer",
+                 # Llama-style blocks (tests/data/regressions/rms_norm.yaml)
+                 "RMSNorm"]
     assert sorted(nn_types.TYPES) == sorted(contract + additions)
     # the stacks take a module as an argument or build two: tests/test_transformer_encoder.py and
     # tests/test_transformer_stacks.py check their trees

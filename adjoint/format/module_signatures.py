@@ -177,6 +177,10 @@ def _layernorm_params(a: Args) -> tuple[ParamSpec, ...]:
     return (ParamSpec("weight", shape, "ones"),) + ((ParamSpec("bias", shape, "zeros"),) if a["bias"] else ())
 
 
+def _rmsnorm_params(a: Args) -> tuple[ParamSpec, ...]:
+    return (ParamSpec("weight", tuple(a["normalized_shape"]), "ones"),) if a["elementwise_affine"] else ()
+
+
 def _groupnorm_params(a: Args) -> tuple[ParamSpec, ...]:
     if not a["affine"]:
         return ()
@@ -468,6 +472,8 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
     NNType("LayerNorm", (ArgSpec("normalized_shape", "shape", minimum=1), ArgSpec("eps", "float", Fraction(1, 100000)),
                          ArgSpec("elementwise_affine", "bool", True), ArgSpec("bias", "bool", True)),
            params=_layernorm_params),
+    NNType("RMSNorm", (ArgSpec("normalized_shape", "shape", minimum=1), ArgSpec("eps", "opt_float", None),
+                       ArgSpec("elementwise_affine", "bool", True)), params=_rmsnorm_params, inputs=("x",)),
     NNType("GroupNorm", (ArgSpec("num_groups", "int", minimum=1), ArgSpec("num_channels", "int", minimum=1),
                          ArgSpec("eps", "float", Fraction(1, 100000)), ArgSpec("affine", "bool", True),
                          ArgSpec("bias", "bool", True)), params=_groupnorm_params, check=_groupnorm_check),

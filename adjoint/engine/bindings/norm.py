@@ -8,6 +8,10 @@
   them earlier (an eval-mode batch norm) sees the new values in its backward.
 * ``layer_norm``: ``NativeLayerNormBackward0``; ``group_norm``: ``NativeGroupNormBackward0``
   (a non-contiguous input, weight or bias is made contiguous first: ``CloneBackward0``).
+* ``rms_norm``: no node of its own on the CPU: ATen's composite ``pow(x, 2)``, ``mean`` over the
+  normalized dims (keepdim), ``add_(eps)`` in place, ``rsqrt``, ``x * rsqrt`` and ``* weight``:
+  PowBackward0, MeanBackward1, AddBackward1, RsqrtBackward0, MulBackward0 (twice with a weight);
+  ``eps=None`` is the dtype's machine epsilon (``numeric_limits<opmath>::epsilon``).
 * ``embedding``: ``EmbeddingBackward0`` (one edge, ``weight``); a negative ``padding_idx``
   counts from the end, as F.embedding turns it.
 * ``dropout``: eval mode or ``p = 0`` returns the input itself (no node); ``p = 1`` multiplies
@@ -129,6 +133,54 @@ def layer_norm(rt, x: Tensor, normalized_shape, weight, bias, eps, loc: Loc):
 
 def lower_layer_norm(rt, a: dict, loc: Loc):
     return layer_norm(rt, a["input"], a["normalized_shape"], a["weight"], a["bias"], a["eps"], loc)
+
+
+#: rms_norm's eps=None: std::numeric_limits<opmath_t>::epsilon() of the input's dtype
+MACHINE_EPSILON = {"float32": Fraction(1, 2 ** 23), "float64": Fraction(1, 2 ** 52)}
+
+
+def _rms_norm_refusal(x: Tensor, shape: tuple, weight, loc: Loc) -> TorchError | None:
+    """``_check_rms_norm_inputs`` as PyTorch 2.13 runs it, in its order, then the dtype dispatch:
+    all before any node."""
+    if not shape:
+        return TorchError("RuntimeError", "Expected normalized_shape to be at least 1-dimensional, i.e., containing at "
+                                          f"least one element, but got normalized_shape = {list(shape)}")
+    if weight is not None and tuple(weight.shape) != shape:
+        return TorchError("RuntimeError", f"Expected weight to be of same shape as normalized_shape, but got weight of "
+                                          f"shape {list(weight.shape)} and normalized_shape = {list(shape)}")
+    if len(x.shape) < len(shape):
+        return TorchError("ValueError", f"Input tensor must have at least {len(shape)} dimensions, but got "
+                                        f"{len(x.shape)}")
+    if tuple(x.shape[len(x.shape) - len(shape):]) != shape:
+        return TorchError("RuntimeError", f"Given normalized_shape={list(shape)}, expected input with shape "
+                                          f"[*{', '.join(map(str, shape))}], but got input of size{list(x.shape)}")
+    if x.dtype not in MACHINE_EPSILON and weight is not None:
+        raise ProblemError(loc, f"F.rms_norm of {'an' if x.dtype == 'int64' else 'a'} {x.dtype} input with a weight is not modelled: PyTorch warns that "
+                                "their dtypes differ once per process (TORCH_WARN_ONCE), then raises; give a float input")
+    if x.dtype not in MACHINE_EPSILON:
+        return TorchError("NotImplementedError",
+                          f'"rms_norm" not implemented for \'{"Long" if x.dtype == "int64" else "Bool"}\'')
+    return None
+
+
+def rms_norm(rt, x: Tensor, normalized_shape, weight, eps, loc: Loc):
+    """F.rms_norm / nn.RMSNorm: the checks, then ATen's composite (``rms_norm_symint``), one node
+    per op: ``rsqrt(pow(x, 2).mean(dims, keepdim=True).add_(eps))``, ``x * that``, ``* weight``."""
+    from adjoint.engine.inplace import apply_inplace
+    shape = tuple(int(n) for n in normalized_shape)
+    refused = _rms_norm_refusal(x, shape, weight, loc)
+    if refused is not None:
+        raise refused
+    dims = tuple(range(len(x.shape) - len(shape), len(x.shape)))
+    squares = rt.apply("pow_scalar", [x], Fraction(2), loc)
+    mean = rt.apply("mean_dim", [squares], (dims, True), loc)
+    mean = apply_inplace(rt, "add_scalar", mean, [], MACHINE_EPSILON[x.dtype] if eps is None else Fraction(eps), loc)
+    out = rt.apply("mul", [x, rt.apply("rsqrt", [mean], None, loc)], None, loc)
+    return out if weight is None else rt.apply("mul", [out, weight], None, loc)
+
+
+def lower_rms_norm(rt, a: dict, loc: Loc):
+    return rms_norm(rt, a["input"], a["normalized_shape"], a["weight"], a["eps"], loc)
 
 
 def group_norm(rt, x: Tensor, num_groups: int, weight, bias, eps, loc: Loc):
@@ -262,6 +314,11 @@ FUNCTIONS = (
     Function("layer_norm", (_IN, Param("normalized_shape", "ints"), Param("weight", "tensor", None),
                             Param("bias", "tensor", None), Param("eps", "number", _EPS)),
              lower_layer_norm, where="function", doc="NativeLayerNormBackward0"),
+    Function("rms_norm", (_IN, Param("normalized_shape", "ints"), Param("weight", "tensor", None),
+                          Param("eps", "number", None)),
+             lower_rms_norm, where="function",
+             doc="no node of its own: PowBackward0, MeanBackward1, AddBackward1 (add_ of eps: None is the dtype's "
+                 "epsilon), RsqrtBackward0, MulBackward0 (x * rsqrt), MulBackward0 (* weight)"),
     Function("group_norm", (_IN, Param("num_groups", "int"), Param("weight", "tensor", None),
                             Param("bias", "tensor", None), Param("eps", "number", _EPS)),
              lower_group_norm, where="function", doc="NativeGroupNormBackward0"),

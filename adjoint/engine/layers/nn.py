@@ -17,7 +17,7 @@ from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.bindings.conv import (adaptive_avg_pool, adaptive_avg_pool1d, avg_pool, conv_transpose, convolution,
                                           max_pool)
 from adjoint.engine.bindings.upsample import interpolate
-from adjoint.engine.bindings.norm import batch_norm, dropout, embedding, group_norm, layer_norm
+from adjoint.engine.bindings.norm import batch_norm, dropout, embedding, group_norm, layer_norm, rms_norm
 from adjoint.engine.layers import attention
 
 
@@ -148,6 +148,10 @@ def layer_norm_forward(c):
                       c.arg("eps"), c.loc)
 
 
+def rms_norm_forward(c):
+    return rms_norm(c.rt, c.args[0], c.arg("normalized_shape"), c.params.get("weight"), c.arg("eps"), c.loc)
+
+
 def group_norm_forward(c):
     return group_norm(c.rt, c.args[0], c.arg("num_groups"), c.params.get("weight"), c.params.get("bias"), c.arg("eps"),
                       c.loc)
@@ -175,6 +179,7 @@ FORWARDS = {
     "BatchNorm1d": _batch_norm((2, 3)),
     "BatchNorm2d": _batch_norm((4,)),
     "LayerNorm": layer_norm_forward,
+    "RMSNorm": rms_norm_forward,
     "GroupNorm": group_norm_forward,
     "Dropout": dropout_forward,
     "Embedding": embedding_forward,
