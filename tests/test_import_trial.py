@@ -119,17 +119,22 @@ def make_clamp_out():
 
 
 class Padded(nn.Module):
-    def __init__(self):
+    def __init__(self, mode):
         super().__init__()
-        self.conv = nn.Conv2d(1, 1, 3, padding=1, padding_mode="reflect")
+        self.conv = nn.Conv2d(1, 1, 3, padding=1, padding_mode=mode)
 
     def forward(self, x):
         h = self.conv(x)
         return h.sum(dim=1)
 
 
+def make_circular():
+    return Padded("circular").double()
+
+
 def make_reflect():
-    return Padded().double()
+    torch.manual_seed(0)
+    return Padded("reflect").double()
 
 
 class Casts(nn.Module):
@@ -366,7 +371,7 @@ def test_out_in_a_hook_body_is_refused_at_its_line_naming_the_in_place_write(mod
 
 @pytest.mark.parametrize("factory, specs, line, words", [
     # solve refuses the file's line: told at the user's line of the op it points at
-    ("make_reflect", ("x=1x1x4x4",), "h = self.conv(x)", "padding_mode='reflect'"),
+    ("make_circular", ("x=1x1x4x4",), "h = self.conv(x)", "padding_mode='circular'"),
     ("make_casting", ("x=2x3",), "h + h.double()", "model.double() before importing"),
 ])
 def test_what_the_file_cannot_answer_is_told_at_the_users_line(models, factory, specs, line, words):
@@ -409,6 +414,20 @@ def test_a_float32_lstm_imports_and_answers_as_the_users_module(models):
     assert vp.to_json().get("error") is None, vp.to_json().get("error")
     assert verify_variant(out, problem, vp, problem.dtype, False, origin=True).ok
 
+
+
+def test_a_reflect_padded_conv_imports_and_answers_as_the_users_module(models):
+    """Conv2d(padding_mode='reflect') was refused; it pads with F.pad(mode='reflect')
+    (ReflectionPad2DBackward0), then convolves without padding, as _ConvNd._conv_forward does."""
+    out = os.path.join(os.path.dirname(models), "reflect.yaml")
+    text = import_file(f"{models}:make_reflect", ["x=1x1x4x4"], "sum(y)", out)
+    with open(out, "w") as fh:
+        fh.write(text)
+    problem = adjoint.load(out)
+    assert "padding_mode" in text and "reflect" in text
+    vp = predict(problem, None, "exact").variants[0]
+    assert vp.to_json().get("error") is None, vp.to_json().get("error")
+    assert verify_variant(out, problem, vp, problem.dtype, False, origin=True).ok
 
 
 def test_a_dict_output_with_a_none_value_imports(models):

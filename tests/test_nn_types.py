@@ -46,6 +46,10 @@ CONFIGS = {
     "BatchNorm2d": [{"num_features": 2}, {"num_features": 3, "affine": False, "track_running_stats": False}],
     "LayerNorm": [{"normalized_shape": (4,)}, {"normalized_shape": (2, 3), "bias": False},
                   {"normalized_shape": (3,), "elementwise_affine": False}],
+    **{f"{kind}Pad{rank}d": [{"padding": (1,) * (2 * rank)}, {"padding": tuple(range(2 * rank))}]
+       for kind in ("Zero", "Reflection", "Replication") for rank in (1, 2, 3)},
+    **{f"ConstantPad{rank}d": [{"padding": (1,) * (2 * rank), "value": Fraction(1, 2)},
+                               {"padding": tuple(range(2 * rank)), "value": Fraction(-3)}] for rank in (1, 2, 3)},
     "RMSNorm": [{"normalized_shape": (4,)}, {"normalized_shape": (2, 3), "eps": Fraction(1, 1000)},
                 {"normalized_shape": (3,), "elementwise_affine": False}],
     "GroupNorm": [{"num_groups": 2, "num_channels": 4}, {"num_groups": 1, "num_channels": 3, "affine": False},
@@ -166,7 +170,9 @@ def test_every_type_of_the_contract_is_there():
                  # the stacks users train (tests/test_transformer_stacks.py)
                  "TransformerDecoder", "Transformer",
                  # Llama-style blocks (tests/data/regressions/rms_norm.yaml)
-                 "RMSNorm"]
+                 "RMSNorm",
+                 # padding layers (CycleGAN-style generators; tests/data/regressions/padding_modules.yaml)
+                 *(f"{kind}Pad{rank}d" for kind in ("Zero", "Constant", "Reflection", "Replication") for rank in (1, 2, 3))]
     assert sorted(nn_types.TYPES) == sorted(contract + additions)
     # the stacks take a module as an argument or build two: tests/test_transformer_encoder.py and
     # tests/test_transformer_stacks.py check their trees

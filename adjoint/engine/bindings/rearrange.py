@@ -226,11 +226,54 @@ def lower_trace(rt, a, loc):
     return rt.apply("trace", [x], None, loc)
 
 
+_NON_CONSTANT = ("Supported combinations for non-constant padding:\n  - 2D or 3D input: padding size = 2 (pads last "
+                 "dimension)\n  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n  - 4D or 5D input: "
+                 "padding size = 6 (pads last 3 dimensions)")
+
+
+def pad_by_copies(rt, x: Tensor, pads: tuple, mode: str, value, loc):
+    """``at::pad`` with ``mode='reflect'`` or ``'replicate'`` (``_pad_enum``): its checks in its
+    order, then ``reflection_pad{1,2,3}d`` / ``replication_pad{1,2,3}d`` (adjoint.engine.ops.padding);
+    ``'circular'`` (a composite of slices and copies) is refused."""
+    from adjoint.engine.ops.padding import PadSpec
+    if mode == "circular":
+        raise ProblemError(loc, "F.pad(mode='circular') is not modelled yet (PyTorch builds it from slices and "
+                                "CopySlices); use mode='constant', 'reflect' or 'replicate'")
+    if mode not in ("reflect", "replicate"):
+        raise ProblemError(loc, f"F.pad(mode={mode!r}): PyTorch knows constant, reflect, replicate and circular")
+    if len(pads) % 2:
+        raise TorchError("RuntimeError", "Padding length must be divisible by 2")
+    if len(pads) // 2 > len(x.shape):
+        raise TorchError("RuntimeError", f"Padding length should be less than or equal to two times the input "
+                                         f"dimension but got padding length {len(pads)} and input of dimension "
+                                         f"{len(x.shape)}")
+    if value is not None and value != 0:
+        raise TorchError("RuntimeError", f'Padding mode "{mode}" doesn\'t take in value argument')
+    k = len(pads) // 2
+    if not (k in (1, 2, 3) and k + 1 <= len(x.shape) <= k + 2):
+        raise TorchError("NotImplementedError", f"Padding size {len(pads)} is not supported for {len(x.shape)}D input "
+                                                f"tensor.\n{_NON_CONSTANT}")
+    if any(p < 0 for p in pads) or 0 in x.shape:
+        raise ProblemError(loc, f"F.pad(mode={mode!r}) with a negative pad or of a tensor with no element is not "
+                                "modelled yet (PyTorch crops, or checks sizes adjoint does not follow)")
+    _float_input(x, loc, "F.pad")
+    prim = f"{'reflection' if mode == 'reflect' else 'replication'}_pad{k}d"
+    if mode == "reflect":
+        for i in range(k):   # the kernel's check (after the node packed self), the last dim first
+            d = len(x.shape) - 1 - i
+            left, right = pads[2 * i], pads[2 * i + 1]
+            if left >= x.shape[d] or right >= x.shape[d]:
+                rt.raise_after_packs(prim, [x], TorchError(
+                    "RuntimeError", f"Argument #{4 + 2 * i}: Padding size should be less than the corresponding input "
+                                    f"dimension, but got: padding ({left}, {right}) at dimension {d} of input "
+                                    f"{list(x.shape)}"), loc)
+    return rt.apply(prim, [x], PadSpec(mode, pads), loc)
+
+
 def lower_pad(rt, a, loc):
     x, pads, mode, value = a["input"], tuple(a["pad"]), a["mode"], a["value"]
     if mode != "constant":
-        raise ProblemError(loc, f"F.pad(mode={mode!r}) is not modelled yet (reflect, replicate and circular padding "
-                                "make other nodes); use mode='constant'")
+        return pad_by_copies(rt, x, pads, mode, value, loc)
     if len(pads) % 2:
         raise TorchError("RuntimeError", "Padding length must be divisible by 2")
     if len(pads) // 2 > len(x.shape):

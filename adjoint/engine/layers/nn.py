@@ -17,18 +17,39 @@ from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.bindings.conv import (adaptive_avg_pool, adaptive_avg_pool1d, avg_pool, conv_transpose, convolution,
                                           max_pool)
 from adjoint.engine.bindings.upsample import interpolate
+from adjoint.engine.bindings.rearrange import lower_pad, pad_by_copies
 from adjoint.engine.bindings.norm import batch_norm, dropout, embedding, group_norm, layer_norm, rms_norm
 from adjoint.engine.layers import attention
+
+
+def _reversed_padding_repeated_twice(c, rank: int) -> tuple[int, ...]:
+    """``_ConvNd._reversed_padding_repeated_twice``: the last dim's pads first; ``'same'`` splits
+    ``dilation * (kernel - 1)`` with the smaller half on the left, ``'valid'`` pads nothing."""
+    padding = c.arg("padding")
+    if padding == "valid":
+        return (0,) * (2 * rank)
+    out = []
+    for d in reversed(range(rank)):
+        if padding == "same":
+            total = c.arg("dilation")[d] * (c.arg("kernel_size")[d] - 1)
+            out += [total // 2, total - total // 2]
+        else:
+            out += [padding[d]] * 2
+    return tuple(out)
 
 
 def _conv(rank: int):
     def forward(c):
         mode = c.arg("padding_mode")
-        if mode != "zeros":
-            raise ProblemError(c.loc, f"Conv{rank}d with padding_mode='{mode}' pads with F.pad(mode='{mode}'), which "
-                                      "adjoint does not model yet; use padding_mode='zeros'")
-        return convolution(c.rt, c.args[0], c.params["weight"], c.params.get("bias"), c.arg("stride"),
-                           c.arg("padding"), c.arg("dilation"), c.arg("groups"), rank, c.loc)
+        x, padding = c.args[0], c.arg("padding")
+        if mode == "circular":
+            raise ProblemError(c.loc, f"Conv{rank}d with padding_mode='circular' pads with F.pad(mode='circular'), "
+                                      "which adjoint does not model yet; use 'zeros', 'reflect' or 'replicate'")
+        if mode != "zeros":   # _conv_forward: F.pad(input, _reversed_padding_repeated_twice, mode), then no padding
+            x = pad_by_copies(c.rt, x, _reversed_padding_repeated_twice(c, rank), mode, None, c.loc)
+            padding = (0,) * rank
+        return convolution(c.rt, x, c.params["weight"], c.params.get("bias"), c.arg("stride"),
+                           padding, c.arg("dilation"), c.arg("groups"), rank, c.loc)
     forward.__name__ = f"conv{rank}d_forward"
     return forward
 
@@ -148,6 +169,16 @@ def layer_norm_forward(c):
                       c.arg("eps"), c.loc)
 
 
+def _pad_module(mode: str, rank: int):
+    """``ZeroPad{rank}d``, ``ConstantPad{rank}d``, ``ReflectionPad{rank}d``, ``ReplicationPad{rank}d``:
+    ``F.pad(input, self.padding, mode, self.value)`` (the constant ones a ConstantPadNdBackward0)."""
+    def forward(c):
+        value = c.arg("value") if mode == "constant" else None   # ZeroPad has none: zeros
+        return lower_pad(c.rt, {"input": c.args[0], "pad": c.arg("padding"), "mode": mode, "value": value}, c.loc)
+    forward.__name__ = f"{mode}_pad{rank}d_forward"
+    return forward
+
+
 def rms_norm_forward(c):
     return rms_norm(c.rt, c.args[0], c.arg("normalized_shape"), c.params.get("weight"), c.arg("eps"), c.loc)
 
@@ -189,4 +220,8 @@ FORWARDS = {
     "MaxPool1d": pool1d_forward("max"),
     "AvgPool1d": pool1d_forward("avg"),
     "AdaptiveAvgPool1d": adaptive_avg_pool_forward(1),
+    **{f"{kind}Pad{rank}d": _pad_module(mode, rank) for kind, mode in (("Zero", "constant"), ("Constant", "constant"),
+                                                                        ("Reflection", "reflect"),
+                                                                        ("Replication", "replicate"))
+       for rank in (1, 2, 3)},
 }
