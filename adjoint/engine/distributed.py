@@ -444,12 +444,21 @@ class Reducer:
             raise TorchError("RuntimeError", UNARMED_FINALIZE, "ddp_unarmed_finalize")
         self.finalize_queued = True
 
+    def skips(self, k: int) -> bool:
+        """skip_all_reduce_unused_params (with find_unused_parameters): bucket ``k`` holds only
+        parameters this rank's forward left unused, so it is not all-reduced -- no comm hook call,
+        and their .grad stays as it was (checked on gloo)."""
+        return (self.spec.skip_all_reduce_unused_params and self.find_unused and not self.static
+                and all(i in self.unused for i in self.buckets[k]))
+
     def launch(self, k: int, node, index: int | None = None) -> None:
         """Bucket ``k`` to the comm hook, from the Reducer's post-hook on ``node`` (the
         AccumulateGrad whose parameter completed it, or a later bucket). ``index``: what the
         hook's ``GradBucket.index()`` says (``k`` but in a static graph's delayed all-reduce), which
         names the call and decides ``is_last()``."""
         index = k if index is None else index
+        if self.skips(k):
+            return
         B = self.B
         if self.view:   # .grad is its bucket view: what a hook wrote into it in place since is in the bucket
             for i in self.buckets[k]:
@@ -649,6 +658,10 @@ def finalize(reducers: list[Reducer]) -> None:
     if first.static and first.static_used is None:
         for r in reducers:
             r.static_used = used
+    if first.spec.skip_all_reduce_unused_params and any(r.unused != first.unused for r in reducers):
+        raise ProblemError(first.spec.loc, "skip_all_reduce_unused_params with parameters unused on some ranks "
+                                           "only is not modelled (PyTorch requires the same unused parameters "
+                                           "on every rank: the ranks would all-reduce different buckets)")
     for j, (k, _, _) in enumerate(first.launched):
         flats = [r.operand(j) for r in reducers]
         results = reduce_bucket(B, hook, flats, ws, first.dtype)

@@ -22,7 +22,8 @@ DISTRIBUTED_KEYS = ("world_size", "wrap", "args", "comm_hook", "shard")
 #: DistributedDataParallel's keyword arguments the model knows, with their PyTorch defaults
 DDP_ARGS = {"bucket_cap_mb": None, "find_unused_parameters": False, "static_graph": False,
             "gradient_as_bucket_view": False, "broadcast_buffers": True, "forward_sync_buffers": True,
-            "init_sync": True, "check_reduction": False, "bucket_cap_mb_list": None}
+            "init_sync": True, "check_reduction": False, "bucket_cap_mb_list": None,
+            "skip_all_reduce_unused_params": False}
 #: arguments whose non-default value is not modelled yet (what PyTorch does there is written
 #: down in docs/semantics.md and docs/not-modelled.md)
 NOT_YET: dict = {}
@@ -98,6 +99,9 @@ class Distributed:
     #: treats as not given). Given, bucket_cap_mb is ignored and both the first buckets and the rebuilt
     #: ones take the i-th limit for the i-th bucket (the last one for the rest)
     bucket_cap_mb_list: tuple = ()
+    #: skip_all_reduce_unused_params: with find_unused_parameters, a bucket every parameter of which this
+    #: rank's forward left unused is not all-reduced (no comm hook call); no effect without find_unused
+    skip_all_reduce_unused_params: bool = False
 
     def forward_syncs(self) -> bool:
         """DDP.forward_sync_buffers: the buffers are broadcast before a forward (when due)."""
@@ -216,6 +220,11 @@ def read_block(node: YNode) -> Distributed:
                 if NOT_YET.get(key.text) is args[key.text]:
                     raise ProblemError(value.loc, f"distributed.args.{key.text}: {str(args[key.text]).lower()} is "
                                                   f"not modelled yet; use {str(not args[key.text]).lower()}")
+    if args["skip_all_reduce_unused_params"] and args["static_graph"]:
+        raise ProblemError(m.get("args").key_loc("skip_all_reduce_unused_params"),
+                           "distributed.args.skip_all_reduce_unused_params with static_graph is not modelled yet (the "
+                           "static graph finds its unused parameters in its first iteration, then reduces them "
+                           "its own way); use it with find_unused_parameters")
     hook = None
     if m.get("comm_hook") is not None:
         hook = _comm_hook(m.get("comm_hook"))
@@ -236,7 +245,8 @@ def read_block(node: YNode) -> Distributed:
                        broadcast_buffers=args["broadcast_buffers"] if "broadcast_buffers" in given else None,
                        forward_sync_buffers=args["forward_sync_buffers"] if "forward_sync_buffers" in given else None,
                        init_sync=args["init_sync"], check_reduction=args["check_reduction"],
-                       bucket_cap_mb_list=args["bucket_cap_mb_list"] or ())
+                       bucket_cap_mb_list=args["bucket_cap_mb_list"] or (),
+                       skip_all_reduce_unused_params=args["skip_all_reduce_unused_params"])
 
 
 def _cap_list(node: YNode) -> tuple:

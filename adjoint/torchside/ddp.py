@@ -170,6 +170,8 @@ def _wrap_and_run(s: DDPSession, spec, steps, passes: list) -> dict | None:
         kwargs["init_sync"] = False
     if spec.check_reduction:
         kwargs["check_reduction"] = True
+    if spec.skip_all_reduce_unused_params:
+        kwargs["skip_all_reduce_unused_params"] = True
     try:
         s.ddp = DistributedDataParallel(s.root, **kwargs)
     except RuntimeError as exc:   # the constructor refuses the module (no parameter requires grad)
