@@ -51,3 +51,21 @@ def test_skip_with_static_graph_is_refused(tmp_path):
     with pytest.raises(ProblemError, match="^" + re.escape(str(path)) + r":\d+:\d+: " + re.escape(
             "distributed.args.skip_all_reduce_unused_params with static_graph is not modelled yet")):
         adjoint.load(str(path)).solve()
+
+
+def test_unused_parameters_differing_between_ranks_are_refused():
+    """No file can make the ranks' graphs differ yet (a forward has no if); the reducers' state as it
+    would be: rank 0 left parameter 0 unused, rank 1 none -- PyTorch would all-reduce different buckets."""
+    from types import SimpleNamespace
+
+    from adjoint.engine.distributed import finalize
+    from adjoint.format.errors import Loc
+
+    spec = SimpleNamespace(comm_hook=None, skip_all_reduce_unused_params=True, loc=Loc("f.yaml", 1, 1))
+    ranks = [SimpleNamespace(B=None, spec=spec, local_used=set(), static=False, unused=u) for u in ([0], [])]
+    with pytest.raises(ProblemError, match="unused on some ranks only is not modelled"):
+        finalize(ranks)
+    spec.skip_all_reduce_unused_params = False     # without the argument the check does not apply
+    ranks = [SimpleNamespace(B=None, spec=spec, local_used=set(), static=False, unused=u, launched=[], finalize_queued=False)
+             for u in ([0], [])]
+    finalize(ranks)
