@@ -107,3 +107,11 @@ def test_a_list_pytorch_refuses_or_the_format_does_not_take_is_one_located_line(
     path = _with_args(tmp_path, args)
     with pytest.raises(ProblemError, match="^" + re.escape(path) + r":\d+:\d+: " + re.escape(message)):
         adjoint.load(path).solve()
+
+
+def test_powersgd_counts_no_iteration_in_a_static_graphs_multi_bucket_delayed_all_reduce():
+    # no bucket of the delayed all-reduce is_last() (each index 0): iterations 2 to 4 are counted, so the
+    # fourth is still plain allreduce (real gloo processes agree: tests/ddp/powersgd_static_list.yaml)
+    calls = _calls(os.path.join(HERE, "ddp", "powersgd_static_list.yaml"))
+    assert calls[:3] == STATIC
+    assert calls[3] == STATIC[2]
