@@ -47,6 +47,8 @@ class DistributedInfo:
     gradient_as_bucket_view: bool
     bucket_cap_mb: object      # Fraction | None
     passes: tuple              # ReductionInfo per backward pass
+    bucket_cap_mb_list: tuple = ()          # per-bucket limits in MiB (given: the first buckets follow them too)
+    skip_all_reduce_unused_params: bool = False
 
 
 def derive_distributed(prediction):
@@ -75,7 +77,8 @@ def derive_distributed(prediction):
                                         {n: tuple(h.local[n] for h in hs) for n in names},
                                         {n: tuple(run.passes[i].grads.get(n) for run in runs) for n in names}))
         infos.append(DistributedInfo(rp.name, spec.world_size, hook, spec.find_unused_parameters, spec.static_graph,
-                                     spec.gradient_as_bucket_view, spec.bucket_cap_mb, tuple(passes)))
+                                     spec.gradient_as_bucket_view, spec.bucket_cap_mb, tuple(passes),
+                                     spec.bucket_cap_mb_list, spec.skip_all_reduce_unused_params))
         reduced = tuple(p.number for p in passes if p.reduced)
         rank0.append(replace(rp.ranks[0].derivation, reduced_passes=reduced))
     first = _Rank0(prediction.problem, rank0, prediction.numeric)

@@ -37,6 +37,7 @@ from fractions import Fraction
 from adjoint.engine.return_types import ReturnTuple
 from adjoint.engine.hook_runner import HookRunner
 from adjoint.format.comm_hook import evaluate, reduces, run_writes
+from adjoint.format.distributed import cap_bytes
 from adjoint.format.errors import ProblemError
 from adjoint.format.syntax import Bin, Call, Name, Neg, Num
 from adjoint.engine.forward import Model
@@ -105,6 +106,23 @@ def assign_buckets(order: list[int], nbytes: list[int], limits: list[int]) -> li
     return buckets
 
 
+def bucket_limits(spec) -> tuple[list[int], list[int]]:
+    """(the first assignment's limits, the rebuild's) in bytes: _BucketCapacityConfig.create and its
+    compute_bucket_size_limits, then the C++ Reducer's rebuild. ``bucket_cap_mb_list`` given (not
+    empty): its limits for both, ``bucket_cap_mb`` ignored. Otherwise ``bucket_bytes_cap`` from
+    ``bucket_cap_mb`` (25 MiB when not given) and ``first_bucket_bytes_cap`` (1 MiB when not given, else
+    the same cap); the first assignment is one bucket (``sys.maxsize``) with ``static_graph`` or without
+    ``find_unused_parameters``; a rebuild uses ``[first_bucket_bytes_cap, bucket_bytes_cap]``."""
+    if spec.bucket_cap_mb_list:
+        limits = [cap_bytes(c) for c in spec.bucket_cap_mb_list]
+        return limits, limits
+    cap = cap_bytes(spec.bucket_cap_mb) if spec.bucket_cap_mb is not None else DEFAULT_BUCKET_CAP_MB * MIB
+    first = DEFAULT_FIRST_BUCKET_BYTES if spec.bucket_cap_mb is None else cap
+    if spec.static_graph or not spec.find_unused_parameters:
+        return [sys.maxsize], [first, cap]
+    return ([first, cap] if first < cap else [cap]), [first, cap]
+
+
 class Reducer:
     """One rank's Reducer (and the DistributedDataParallel wrapper's state around it)."""
 
@@ -127,20 +145,11 @@ class Reducer:
             raise ProblemError(spec.loc, "parameters of different dtypes under DistributedDataParallel (the Reducer "
                                          "buckets each dtype apart) are not modelled yet; give them one dtype")
         self.nbytes = [_numel(t.shape) * ITEMSIZE[t.dtype or dtype] for _, t in self.params]
-        cap = spec.bucket_cap_mb if spec.bucket_cap_mb is not None else DEFAULT_BUCKET_CAP_MB
-        self.cap = int(cap * MIB)
-        self.first_cap = DEFAULT_FIRST_BUCKET_BYTES if spec.bucket_cap_mb is None else self.cap
         self.find_unused = spec.find_unused_parameters
         self.static = spec.static_graph
         self.view = spec.gradient_as_bucket_view
-        # BucketCapacityConfig.compute_bucket_size_limits, then the list reversed (DDP's
-        # _ddp_init_helper): buckets are expected to become ready last-parameters-first
-        if self.static or not self.find_unused:
-            limits = [sys.maxsize]
-        elif self.first_cap < self.cap:
-            limits = [self.first_cap, self.cap]
-        else:
-            limits = [self.cap]
+        limits, self.rebuild_limits = bucket_limits(spec)
+        # the list reversed (DDP's _ddp_init_helper): buckets are expected to become ready last-parameters-first
         self.buckets = list(reversed(assign_buckets(list(range(len(self.params))), self.nbytes, limits)))
         self.rebuilt_order: list[int] = []
         self.has_rebuilt = False
@@ -226,7 +235,7 @@ class Reducer:
             raise TorchError("RuntimeError", unfinished_message(self), "ddp_unfinished")
         order = self.order_source.rebuilt_order
         if order and self.should_rebuild():
-            self.buckets = assign_buckets(list(order), self.nbytes, [self.first_cap, self.cap])
+            self.buckets = assign_buckets(list(order), self.nbytes, self.rebuild_limits)
             self.has_rebuilt = True
             if self.view:   # initialize_bucket_views: every defined .grad copied into its new bucket, and pointed at it
                 self.view_objs = {}
@@ -429,15 +438,27 @@ class Reducer:
         self.require_finalize = True
         for i in range(len(self.params)):
             self.copy_in(i)
-        for k in range(len(self.buckets)):
-            self.launch(k, None)
+        for k in range(len(self.buckets)):   # all_reduce_bucket hands GradBucket next_bucket_ (0), not k
+            self.launch(k, None, self.next_bucket)
         if not self.expect_hooks:   # finalize_backward's TORCH_INTERNAL_ASSERT (the first forward ran in no_sync)
             raise TorchError("RuntimeError", UNARMED_FINALIZE, "ddp_unarmed_finalize")
         self.finalize_queued = True
 
-    def launch(self, k: int, node) -> None:
+    def skips(self, k: int) -> bool:
+        """skip_all_reduce_unused_params (with find_unused_parameters): bucket ``k`` holds only
+        parameters this rank's forward left unused, so it is not all-reduced -- no comm hook call,
+        and their .grad stays as it was (checked on gloo)."""
+        return (self.spec.skip_all_reduce_unused_params and self.find_unused and not self.static
+                and all(i in self.unused for i in self.buckets[k]))
+
+    def launch(self, k: int, node, index: int | None = None) -> None:
         """Bucket ``k`` to the comm hook, from the Reducer's post-hook on ``node`` (the
-        AccumulateGrad whose parameter completed it, or a later bucket)."""
+        AccumulateGrad whose parameter completed it, or a later bucket). ``index``: what the
+        hook's ``GradBucket.index()`` says (``k`` but in a static graph's delayed all-reduce), which
+        names the call and decides ``is_last()``."""
+        index = k if index is None else index
+        if self.skips(k):
+            return
         B = self.B
         if self.view:   # .grad is its bucket view: what a hook wrote into it in place since is in the bucket
             for i in self.buckets[k]:
@@ -452,11 +473,11 @@ class Reducer:
                                              f"{hook.state_arg('start_powerSGD_iter')} on (a random projection and an "
                                              "orthogonalization): not modelled yet; only its first "
                                              "start_powerSGD_iter iterations, plain allreduce, are")
-            if k == len(self.buckets) - 1:
+            if index == len(self.buckets) - 1:   # maybe_increase_iter: bucket.is_last()
                 self.psgd_iter += 1
         if hook is not None:
             names = tuple(self.params[i][0] for i in self.buckets[k])
-            decl = CommHookDecl(f"bucket{k}", f"comm_hook@bucket{k}")
+            decl = CommHookDecl(f"bucket{index}", f"comm_hook@bucket{index}")
             rec = CallRecord(decl, "comm_hook", decl.target, {"bucket": flat, "parameters": names}, node=node)
             self.run.rt.log.append(rec)
         self.launched.append((k, flat, rec))
@@ -637,6 +658,10 @@ def finalize(reducers: list[Reducer]) -> None:
     if first.static and first.static_used is None:
         for r in reducers:
             r.static_used = used
+    if first.spec.skip_all_reduce_unused_params and any(r.unused != first.unused for r in reducers):
+        raise ProblemError(first.spec.loc, "skip_all_reduce_unused_params with parameters unused on some ranks "
+                                           "only is not modelled (PyTorch requires the same unused parameters "
+                                           "on every rank: the ranks would all-reduce different buckets)")
     for j, (k, _, _) in enumerate(first.launched):
         flats = [r.operand(j) for r in reducers]
         results = reduce_bucket(B, hook, flats, ws, first.dtype)

@@ -22,7 +22,8 @@ DISTRIBUTED_KEYS = ("world_size", "wrap", "args", "comm_hook", "shard")
 #: DistributedDataParallel's keyword arguments the model knows, with their PyTorch defaults
 DDP_ARGS = {"bucket_cap_mb": None, "find_unused_parameters": False, "static_graph": False,
             "gradient_as_bucket_view": False, "broadcast_buffers": True, "forward_sync_buffers": True,
-            "init_sync": True, "check_reduction": False}
+            "init_sync": True, "check_reduction": False, "bucket_cap_mb_list": None,
+            "skip_all_reduce_unused_params": False}
 #: arguments whose non-default value is not modelled yet (what PyTorch does there is written
 #: down in docs/semantics.md and docs/not-modelled.md)
 NOT_YET: dict = {}
@@ -35,6 +36,21 @@ POWERSGD_STATE = {"matrix_approximation_rank": 1, "start_powerSGD_iter": 1000, "
                   "batch_tensors_with_same_shape": False}
 COMPRESSING = ("fp16_compress", "bf16_compress")
 MAX_WORLD_SIZE = 8
+MIB = 1024 * 1024                  # distributed.py's _MB_TO_BYTES
+#: a bucket limit beyond this many MiB is 2**63 bytes or more (a C++ size_t limit refuses 2**64 and negative ones)
+MAX_CAP_MB = 2 ** 43
+
+
+def cap_arg(mb: Fraction):
+    """A file's number of MiB as the Python value the torch side passes DistributedDataParallel: an
+    int when it is whole, else the float the file's decimal reads as."""
+    return int(mb) if mb.denominator == 1 else float(mb)
+
+
+def cap_bytes(mb: Fraction) -> int:
+    """``int(cap_mb * _MB_TO_BYTES)`` as _BucketCapacityConfig.create computes it on :func:`cap_arg`'s
+    value (an int exactly; a float times 2**20 is exact, then truncated)."""
+    return int(cap_arg(mb) * MIB)
 
 
 @dataclass(frozen=True)
@@ -79,6 +95,13 @@ class Distributed:
     init_sync: bool = True
     #: check_reduction: deprecated and unused by PyTorch; True is the constructor's FutureWarning
     check_reduction: bool = False
+    #: bucket_cap_mb_list: per-bucket limits in MiB, in order (() : not given, or empty, which PyTorch
+    #: treats as not given). Given, bucket_cap_mb is ignored and both the first buckets and the rebuilt
+    #: ones take the i-th limit for the i-th bucket (the last one for the rest)
+    bucket_cap_mb_list: tuple = ()
+    #: skip_all_reduce_unused_params: with find_unused_parameters, a bucket every parameter of which this
+    #: rank's forward left unused is not all-reduced (no comm hook call); no effect without find_unused
+    skip_all_reduce_unused_params: bool = False
 
     def forward_syncs(self) -> bool:
         """DDP.forward_sync_buffers: the buffers are broadcast before a forward (when due)."""
@@ -190,11 +213,18 @@ def read_block(node: YNode) -> Distributed:
                 if cap <= 0:
                     raise ProblemError(value.loc, "distributed.args.bucket_cap_mb must be a positive number of MiB")
                 args[key.text] = cap
+            elif key.text == "bucket_cap_mb_list":
+                args[key.text] = _cap_list(value)
             else:
                 args[key.text] = boolean(value, f"distributed.args.{key.text}")
                 if NOT_YET.get(key.text) is args[key.text]:
                     raise ProblemError(value.loc, f"distributed.args.{key.text}: {str(args[key.text]).lower()} is "
                                                   f"not modelled yet; use {str(not args[key.text]).lower()}")
+    if args["skip_all_reduce_unused_params"] and args["static_graph"]:
+        raise ProblemError(m.get("args").key_loc("skip_all_reduce_unused_params"),
+                           "distributed.args.skip_all_reduce_unused_params with static_graph is not modelled yet (the "
+                           "static graph finds its unused parameters in its first iteration, then reduces them "
+                           "its own way); use it with find_unused_parameters")
     hook = None
     if m.get("comm_hook") is not None:
         hook = _comm_hook(m.get("comm_hook"))
@@ -214,7 +244,26 @@ def read_block(node: YNode) -> Distributed:
                        args["static_graph"], args["gradient_as_bucket_view"], hook, node.loc,
                        broadcast_buffers=args["broadcast_buffers"] if "broadcast_buffers" in given else None,
                        forward_sync_buffers=args["forward_sync_buffers"] if "forward_sync_buffers" in given else None,
-                       init_sync=args["init_sync"], check_reduction=args["check_reduction"])
+                       init_sync=args["init_sync"], check_reduction=args["check_reduction"],
+                       bucket_cap_mb_list=args["bucket_cap_mb_list"] or (),
+                       skip_all_reduce_unused_params=args["skip_all_reduce_unused_params"])
+
+
+def _cap_list(node: YNode) -> tuple:
+    """``bucket_cap_mb_list: [MiB, ...]``: each a number of MiB from 0 (a bucket per parameter) to
+    MAX_CAP_MB; PyTorch's own TypeError for a negative one (the C++ size_t limit) is not modelled."""
+    what = "distributed.args.bucket_cap_mb_list"
+    if not isinstance(node, YSeq):
+        raise ProblemError(node.loc, f"{what} must be a list of numbers of MiB, one per bucket, not {kind_name(node)}")
+    caps = []
+    for item in node.items:
+        cap = parse_number(item, what)
+        if cap < 0 or cap > MAX_CAP_MB:
+            raise ProblemError(item.loc, f"{what}: {item.text} MiB is not modelled (PyTorch's TypeError from "
+                                         f"_compute_bucket_assignment_by_size when a limit in bytes is negative or "
+                                         f"beyond size_t); give a number of MiB from 0 to 2**43")
+        caps.append(cap)
+    return tuple(caps)
 
 
 def _comm_hook(node: YNode) -> CommHook:

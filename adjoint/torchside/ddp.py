@@ -29,6 +29,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from adjoint.format.errors import ProblemError
 from adjoint.format.comm_hook import OPS
+from adjoint.format.distributed import cap_arg
 from adjoint.format.syntax import Bin, Call, Name, Neg, Num
 from adjoint.torchside.rank_run import run_one_rank
 from adjoint.torchside.run import Session, run_steps
@@ -158,7 +159,9 @@ def _wrap_and_run(s: DDPSession, spec, steps, passes: list) -> dict | None:
     kwargs = {"find_unused_parameters": spec.find_unused_parameters, "static_graph": spec.static_graph,
               "gradient_as_bucket_view": spec.gradient_as_bucket_view}
     if spec.bucket_cap_mb is not None:
-        kwargs["bucket_cap_mb"] = float(spec.bucket_cap_mb)
+        kwargs["bucket_cap_mb"] = cap_arg(spec.bucket_cap_mb)
+    if spec.bucket_cap_mb_list:
+        kwargs["bucket_cap_mb_list"] = [cap_arg(c) for c in spec.bucket_cap_mb_list]
     if spec.broadcast_buffers is not None:   # passed only when the file gives it: PyTorch warns when it is given
         kwargs["broadcast_buffers"] = spec.broadcast_buffers
     if spec.forward_sync_buffers is not None:
@@ -167,6 +170,8 @@ def _wrap_and_run(s: DDPSession, spec, steps, passes: list) -> dict | None:
         kwargs["init_sync"] = False
     if spec.check_reduction:
         kwargs["check_reduction"] = True
+    if spec.skip_all_reduce_unused_params:
+        kwargs["skip_all_reduce_unused_params"] = True
     try:
         s.ddp = DistributedDataParallel(s.root, **kwargs)
     except RuntimeError as exc:   # the constructor refuses the module (no parameter requires grad)

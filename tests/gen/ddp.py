@@ -9,7 +9,8 @@ full backward hooks on layers; no comm hook, the built-in ``allreduce``, ``power
 ``start_powerSGD_iter``, or 1: PowerSGDState's error), ``fp16_compress`` or
 ``bf16_compress`` (up to 2 ranks) or a written one over ``bucket`` with ``all_reduce`` (some writing
 the bucket in place first, ``does:``); the default buckets or tiny ``bucket_cap_mb`` (several
-buckets after the rebuild); steps of synchronized iterations, ``no_sync`` blocks (a whole
+buckets after the rebuild), ``bucket_cap_mb_list`` and ``skip_all_reduce_unused_params`` (drawn apart:
+:func:`_list_args`); steps of synchronized iterations, ``no_sync`` blocks (a whole
 iteration, only its forward, only its backward, a forward inside one after an arming forward),
 two forwards before a backward, ``zero_grad`` and SGD steps. DistributedDataParallel's
 ``find_unused_parameters``, ``static_graph`` (with ``no_sync`` too: a first iteration inside it is
@@ -35,6 +36,8 @@ DOES_HOOKS = ('{does: "bucket.mul_(2)", returns: "all_reduce(bucket) / (2 * worl
               '{does: "bucket.copy_(bucket * 3)", returns: "bucket - 1"}',
               '{does: ["bucket.div_(world_size)", "all_reduce(bucket)"]}')
 CAPS = (None, None, "0.00001", "0.00002", "0.0001")
+#: bucket_cap_mb_list's limits (MiB): 0 (a bucket per parameter), tens of bytes, whole MiB
+LIST_CAPS = ("0", "0.00001", "0.00002", "0.00005", "1")
 
 
 def _num(rng: random.Random) -> str:
@@ -169,6 +172,7 @@ def generate(rng: random.Random) -> str:
     args += ["find_unused_parameters: true"] if find_unused else []
     args += ["static_graph: true"] if static else []
     args += ["gradient_as_bucket_view: true"] if as_view else []
+    args += _list_args(random.Random(repr(lines)), find_unused and not static)
     if args:
         lines.append(f"  args: {{{', '.join(args)}}}")
     if hook == "allreduce":
@@ -225,3 +229,15 @@ def generate(rng: random.Random) -> str:
         _after_step(rng, steps, 0.15, 0.3)
     lines.append("steps: [" + ", ".join(steps) + "]")
     return "\n".join(lines) + "\n"
+
+
+def _list_args(extra: random.Random, find_unused: bool) -> list[str]:
+    """PyTorch 2.13's ``bucket_cap_mb_list`` (1 to 3 limits) and, with ``find_unused_parameters``,
+    ``skip_all_reduce_unused_params``: drawn from ``extra``, a generator seeded by the file so far, so
+    the main draws (and every problem without them) stay as they were."""
+    args = []
+    if extra.random() < 0.3:
+        args.append(f"bucket_cap_mb_list: [{', '.join(extra.choice(LIST_CAPS) for _ in range(extra.randint(1, 3)))}]")
+    if find_unused and extra.random() < 0.5:
+        args.append("skip_all_reduce_unused_params: true")
+    return args

@@ -68,9 +68,17 @@ class DistributedSection(UnitWriter):
                          "iteration launches every bucket only when its backward pass ends. The parameters that got "
                          "no gradient then stay the unused ones; the buckets are rebuilt before the third forward, "
                          "in the order gradients became ready in the second iteration.")
+        elif not info.find_unused_parameters and info.bucket_cap_mb_list:
+            words.append("With \\texttt{bucket\\_cap\\_mb\\_list} the first iteration's buckets are filled in "
+                         "parameter order, the $i$-th holding at most the $i$-th listed limit (the last one for the "
+                         "rest), and reversed; the next forward rebuilds them with the same limits in the order the "
+                         "gradients became ready.")
         elif not info.find_unused_parameters:
             words.append("The first iteration has one bucket holding every parameter in parameter order; the next "
                          "forward rebuilds the buckets in the order the gradients became ready.")
+        if info.skip_all_reduce_unused_params and info.find_unused_parameters and not info.static_graph:
+            words.append("With \\texttt{skip\\_all\\_reduce\\_unused\\_params=True} a bucket holding only "
+                         "unused parameters is not reduced at all.")
         if info.gradient_as_bucket_view:
             words.append("With \\texttt{gradient\\_as\\_bucket\\_view=True} each \\texttt{.grad} becomes a view of "
                          "its bucket as soon as its parameter is ready (without a comm hook, already divided by $W$).")
