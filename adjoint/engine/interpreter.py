@@ -176,8 +176,11 @@ class Interp:
             return
         if isinstance(stmt, S.Assign):
             if isinstance(stmt.target, S.Subscript):
+                # Python's order: the value, then what is indexed (a name, or in a hook body any
+                # expression: ``grad[0][:, 0] = v`` writes into the view ``grad[0]``), then the index
+                value = self.eval(stmt.value)
                 target = self.eval(stmt.target.value)
-                setitem(self.rt, target, self.index_items(stmt.target), self.eval(stmt.value), stmt.loc)
+                setitem(self.rt, target, self.index_items(stmt.target), value, stmt.loc)
                 return
             if isinstance(stmt.target, S.Name):
                 self.scope.assigning = stmt.target.id
