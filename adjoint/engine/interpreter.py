@@ -139,6 +139,21 @@ _TORCH_NAMESPACES = {
 }
 
 
+#: torch.nn.utils' functions that have a step of their own (docs/format.md, "Steps")
+_UTILS_STEPS = {"clip_grad_norm_": "{clip_grad_norm: {max_norm: M}}", "clip_grad_value_": "{clip_grad_value: {clip_value: C}}"}
+
+
+def nn_utils_refused(e: S.Method) -> ProblemError:
+    """``torch.nn.utils.X(...)`` in a program or a hook body: not modelled there (the gradient
+    clipping functions are steps between a backward and the optimizer's step)."""
+    name = f"{S.dotted_name(e.obj)}.{e.name}"
+    if e.name in _UTILS_STEPS:
+        return ProblemError(e.loc, f"{name}(...) inside a hook body or a forward is not modelled; clip every .grad "
+                                   f"with a step after the backward ({_UTILS_STEPS[e.name]} in steps:), or one "
+                                   "gradient in its hook in place (grad.mul_(c), grad.clamp_(-c, c))")
+    return ProblemError(e.loc, f"{name}(...) is not modelled; see docs/not-modelled.md")
+
+
 def check_prefix(e: S.Call) -> None:
     """``torch.X`` / ``F.X``: the name must exist in that namespace of PyTorch."""
     from adjoint.format.torch_names import in_namespace
@@ -176,8 +191,11 @@ class Interp:
             return
         if isinstance(stmt, S.Assign):
             if isinstance(stmt.target, S.Subscript):
+                # Python's order: the value, then what is indexed (a name, or in a hook body any
+                # expression: ``grad[0][:, 0] = v`` writes into the view ``grad[0]``), then the index
+                value = self.eval(stmt.value)
                 target = self.eval(stmt.target.value)
-                setitem(self.rt, target, self.index_items(stmt.target), self.eval(stmt.value), stmt.loc)
+                setitem(self.rt, target, self.index_items(stmt.target), value, stmt.loc)
                 return
             if isinstance(stmt.target, S.Name):
                 self.scope.assigning = stmt.target.id
@@ -394,6 +412,9 @@ class Interp:
                                      types=_arg_types(e, args, kwargs, self.number_types))
             return self.scope.call(e.func, args, kwargs, e.loc)
         if isinstance(e, S.Method):
+            utils = S.dotted_name(e.obj)
+            if utils in ("torch.nn.utils", "nn.utils") and self.shadowing(utils.split(".")[0]) is None:
+                raise nn_utils_refused(e)
             obj = self.eval(e.obj)
             if obj is None and not e.operator:
                 raise pyerrors.no_attribute(e.name)

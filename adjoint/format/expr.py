@@ -493,10 +493,14 @@ class _Builder:
         if isinstance(node, ast.Name):
             return Name(self.loc(node), node.id)
         if isinstance(node, ast.Subscript):
-            if not isinstance(node.value, ast.Name):
+            if isinstance(node.value, ast.Name):
+                self.count += 1
+                return Subscript(self.loc(node), Name(self.loc(node.value), node.value.id), self.index_items(node.slice))
+            if not self.hook_body:
                 raise ProblemError(self.loc(node), f"{what}: assign into a subscript of a name, as in 'x[0] = v'")
-            self.count += 1
-            return Subscript(self.loc(node), Name(self.loc(node.value), node.value.id), self.index_items(node.slice))
+            # a hook body's ``grad[0][:, 0] = v``, ``grad_input[0][1] = v``, ``W.grad[0] = v``: the write
+            # goes into the tensor the expression evaluates to (a view of what it indexes, an argument)
+            return Subscript(self.loc(node), self.expression(node.value, _OPERAND), self.index_items(node.slice))
         if isinstance(node, (ast.Tuple, ast.List)) and unpack:
             if not node.elts:
                 raise ProblemError(self.loc(node), f"{what}: cannot assign to an empty tuple")

@@ -429,6 +429,31 @@ def lower_index_add(rt, a, loc):
     return rt.apply("index_add", [x, source, idx], (d, alpha), loc)
 
 
+def _in_place(name: str, functional, operands: tuple):
+    """``x.scatter_(...)``, ``x.scatter_add_(...)``, ``x.index_add_(...)`` where no node records
+    them (grad mode off, as in a hook body, or nothing requiring grad): the out-of-place kernel's
+    value (``self.clone().NAME(...)``: the same kernel, the same roundings, the same checks in
+    their order) written into ``x`` with one version bump, as the in-place kernel bumps it once;
+    ``x`` itself is returned. Recorded (ScatterBackward0 and friends rebasing ``x``), into a
+    tensor with internal overlap (sum's expanded gradient) or with an operand on ``x``'s memory
+    (PyTorch's overlap checks), it is refused."""
+
+    def lower(rt, a, loc):
+        from adjoint.engine.inplace import apply_inplace, has_internal_overlap
+        x = a["self"]
+        others = [a[k] for k in operands if isinstance(a[k], Tensor)]
+        if rt.grad_enabled and any(t.needs_grad for t in [x] + others):
+            raise ProblemError(loc, f"Tensor.{name}() recorded by autograd is not modelled yet; with grad mode off (a "
+                                    f"hook body, no_grad) it is, or write the out-of-place {name[:-1]}(...)")
+        root = x.base if x.base is not None else x
+        if has_internal_overlap(x) or any((t.base if t.base is not None else t) is root for t in others):
+            raise ProblemError(loc, f"Tensor.{name}() into a tensor whose elements share memory, or from an operand on "
+                                    "its memory: PyTorch's overlap checks are not modelled here; write into a clone")
+        out = functional(rt, dict(a, input=x), loc)
+        return apply_inplace(rt, "copy_", x, [out], None, loc)
+    return lower
+
+
 def lower_one_hot(rt, a, loc):
     """at::one_hot (Onehot.cpp): the index must be int64; then its smallest value at least 0;
     ``num_classes=-1`` is the largest value plus one, any other must exceed the largest value;
@@ -473,6 +498,7 @@ def _arg(largest: bool):
 _IN = Param("input", "tensor")
 _DIM = Param("dim", "int")
 _INDEX = Param("index", "tensor")
+_SELF = Param("self", "tensor")
 
 FUNCTIONS = (
     Function("index_select", (_IN, _DIM, _INDEX), lower_index_select,
@@ -487,6 +513,17 @@ FUNCTIONS = (
     Function("index_add", (_IN, _DIM, _INDEX, Param("source", "tensor"),
                            Param("alpha", "number", Fraction(1), keyword_only=True)), lower_index_add,
              doc="IndexAddBackward0 (edges input, source; saves index, source)"),
+    Function("scatter_", (_SELF, _DIM, _INDEX, Param("src", "any", None), Param("value", "number", None, keyword_only=True),
+                          Param("reduce", "str", None, keyword_only=True)),
+             _in_place("scatter_", lower_scatter, ("src", "index")), where="method",
+             doc="where no node records it (a hook body): scatter's value written in place, one version bump"),
+    Function("scatter_add_", (_SELF, _DIM, _INDEX, Param("src", "tensor")),
+             _in_place("scatter_add_", lower_scatter_add, ("src", "index")), where="method",
+             doc="where no node records it (a hook body): scatter_add's value written in place, one version bump"),
+    Function("index_add_", (_SELF, _DIM, _INDEX, Param("source", "tensor"),
+                            Param("alpha", "number", Fraction(1), keyword_only=True)),
+             _in_place("index_add_", lower_index_add, ("source", "index")), where="method",
+             doc="where no node records it (a hook body): index_add's value written in place, one version bump"),
     Function("index_put_", (Param("self", "tensor"), Param("indices", "tensors"), Param("values", "tensor"),
                             Param("accumulate", "bool", False)), lower_index_put_, where="method",
              doc="IndexPutBackward0 in place (edges self, values; saves the indices)"),

@@ -83,6 +83,10 @@ def setitem(rt, x, items: list, value, loc: Loc) -> None:
             value = view(rt, value, tuple(kept), loc)
         index_put(rt, sliced, advanced, value, loc)
         return
+    if not x.shape and len(items) == 1 and (isinstance(items[0], slice) or type(items[0]) is int):
+        # set_item's lone int (applySelect) or slice (slice()) on a 0-d tensor: THPVariable_getitem's
+        # IndexError, which getitem raises for a lone item
+        getitem(rt, x, items, loc, lone=True)
     # set_item's applySlicing skips a slice over a whole dimension (applySlice's optimization,
     # not disabled for assignment): when every item is one (or ...), the write goes into x itself
     target = x if _whole(x.shape, items) else getitem(rt, x, items, loc, lone=False)
