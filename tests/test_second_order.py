@@ -762,18 +762,40 @@ def test_selecting_and_rearranging_ops_second_order_against_torch(forward, twin)
     """sort, topk, max/min/kthvalue/median along a dim, gather (take_along_dim), flip, roll, cumsum
     and repeat (tile) under create_graph: the recorded graphs node for node (names and
     sequence_nr) and the grad of grad, against torch 2.13 (they were refused before)."""
+    _compare_selecting(forward, lambda h, i, b: twin(h, i))
+
+
+LAYER_NORMS = [  # NativeLayerNormBackward0's formula: native_layer_norm_backward, NativeLayerNormBackwardBackward0
+    ("F.layer_norm(h, (3,))", lambda h, b: torch.nn.functional.layer_norm(h, (3,))),
+    ("F.layer_norm(h, (3,), b[0] * 2, b[1])", lambda h, b: torch.nn.functional.layer_norm(h, (3,), b[0] * 2, b[1])),
+    ("F.layer_norm(h, (2, 3), eps=0.5) * h", lambda h, b: torch.nn.functional.layer_norm(h, (2, 3), eps=0.5) * h),
+    ("F.layer_norm(h.t(), (2,), b[0, :2]) + h.t()",
+     lambda h, b: torch.nn.functional.layer_norm(h.t(), (2,), b[0, :2]) + h.t()),
+    ("F.layer_norm(h, (3,), b[1] * h[0])", lambda h, b: torch.nn.functional.layer_norm(h, (3,), b[1] * h[0])),
+]
+
+
+@pytest.mark.parametrize("forward,twin", LAYER_NORMS, ids=[s[0] for s in LAYER_NORMS])
+def test_layer_norm_second_order_against_torch(forward, twin):
+    """layer_norm under create_graph: NativeLayerNormBackwardBackward0 (edges grad_out, input, mean and
+    rstd (no graph), weight, bias; saves grad_out, input, mean, rstd, weight) and the grad of grad
+    (layer_norm_double_backward), against torch 2.13 (refused before)."""
+    _compare_selecting(forward, lambda h, i, b: twin(h, b))
+
+
+def _compare_selecting(forward, twin):
     run = _run(SELECTING.replace("FORWARD", forward))
     assert run.error is None, run.error
     base = start_seq()
     a, b = _two_leaves()
-    loss = (twin(a * b, torch.tensor(_IDX)) ** 3).sum()
+    loss = (twin(a * b, torch.tensor(_IDX), b) ** 3).sum()
     ga, gb = torch.autograd.grad(loss, [a, b], create_graph=True)
     assert_same_graph(chain_ours(run.made["ga"]), chain_torch(ga, base), forward + " ga")
     assert_same_graph(chain_ours(run.made["gb"]), chain_torch(gb, base), forward + " gb")
     assert run.made["ga"].value.a.ravel().tolist() == pytest.approx(ga.flatten().tolist(), abs=1e-12)
     ha, hb = torch.autograd.grad((ga * ga).sum() + (gb ** 3).sum(), [a, b])
-    assert run.made["ha"].value.a.ravel().tolist() == pytest.approx(ha.flatten().tolist(), abs=1e-9)
-    assert run.made["hb"].value.a.ravel().tolist() == pytest.approx(hb.flatten().tolist(), abs=1e-9)
+    assert run.made["ha"].value.a.ravel().tolist() == pytest.approx(ha.flatten().tolist(), abs=1e-9, rel=1e-12)
+    assert run.made["hb"].value.a.ravel().tolist() == pytest.approx(hb.flatten().tolist(), abs=1e-9, rel=1e-12)
 
 
 HARDSIGMOID = """

@@ -689,6 +689,18 @@ def sum_to(rt, g, shape: tuple, loc):
     return out
 
 
+def _layer_norm(rt, node, grads, saved, need):
+    # NativeLayerNormBackward0: native_layer_norm_backward(grad, input, normalized_shape, result1, result2, weight,
+    # bias, grad_input_mask): NativeLayerNormBackwardBackward0 (edges grad_out, input, mean, rstd, weight, bias; the
+    # statistics are outputs without gradients: no graph)
+    if saved.get("weight") is None and saved.get("bias") is not None:
+        # torch 2.13's layer_norm_double_backward then raises "Expected a proper Tensor but got None" once a
+        # gradient reaches grad_bias with one reaching grad_input, and hands grad_out none without: not built
+        raise NotModelled("NativeLayerNormBackward0 with a bias and no weight")
+    ins = [grads[0], saved["input"], saved["result1"], saved["result2"], saved.get("weight"), saved.get("bias")]
+    return list(rt.apply("native_layer_norm_backward", ins, node.params, node.loc))
+
+
 def _log_sigmoid(rt, node, grads, saved, need):
     # LogSigmoidBackward0: log_sigmoid_backward(grad, self, buffer): LogSigmoidBackwardBackward0 (the buffer,
     # the forward's second output, has no edge)
@@ -870,7 +882,7 @@ FORMULAS = {
     "split": _split, "split_with_sizes": _split, "unbind": _unbind,
     "flip": _flip, "roll": _roll, "cumsum": _cumsum, "sort": _sort, "sort_stable": _sort, "topk": _sort,
     "max_dim": _select_dim, "min_dim": _select_dim, "kthvalue": _select_dim, "median_dim": _select_dim,
-    "gather": _gather, "repeat": _repeat, "hardsigmoid": _hardsigmoid,
+    "native_layer_norm": _layer_norm, "gather": _gather, "repeat": _repeat, "hardsigmoid": _hardsigmoid,
     "hardtanh": _hardtanh, "hardtanh_backward": _hardtanh_backward,
     "log_sigmoid": _log_sigmoid, "cumprod": _cumprod, "diagonal": _diagonal, "diagonal_backward": _diagonal_backward_again,
 }
