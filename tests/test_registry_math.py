@@ -46,7 +46,7 @@ GENERIC = {"var", "var_mean", "max_all", "min_all", "amax", "amin", "max_dim", "
            # adjoint/engine/ops/second.py: the softmax, log_softmax and nll_loss backward kernels by name (as their ops)
            "softmax_backward_data", "log_softmax_backward_data", "softshrink_backward", "hardshrink_backward", "nll_loss_backward", "nll_loss_backward_w", "elu_backward", "softplus_backward", "gelu_backward",
            "hardsigmoid_backward", "log_sigmoid_backward", "diagonal_backward",
-           "hardtanh_backward", "native_layer_norm_backward",
+           "hardtanh_backward", "native_layer_norm_backward", "hardswish_backward",
            # adjoint/engine/ops/rearrange.py: one named function each, J^T lambda declared generic
            "logsumexp", "cumsum", "flip", "roll", "tril", "triu", "trace",
            # adjoint/engine/ops/prod.py

@@ -839,6 +839,47 @@ def test_advanced_indexing_second_order_against_torch(forward, twin):
     _compare_selecting(_PUTS.get(forward, "return " + forward), twin, statements=True)
 
 
+REDUCTIONS = [  # (forward, the same in torch of h)
+    # var_backward: (2.0 / dof) * grad * (self - self.mean(dim, true)): the unsqueezed grad, MeanBackward, SubBackward0,
+    # MulBackward1 (the double 2 / dof), MulBackward0; std_backward first: MulBackward1, DivBackward0, MaskedFillBackward0
+    ("h.var()", lambda h: h.var()),
+    ("h.var(1)", lambda h: h.var(1)),
+    ("torch.var(h, 0, correction=0, keepdim=True)", lambda h: torch.var(h, 0, correction=0, keepdim=True)),
+    ("h.std()", lambda h: h.std()),
+    ("h.std(1) * h[:, 0]", lambda h: h.std(1) * h[:, 0]),
+    ("torch.std(h, dim=0, keepdim=True)", lambda h: torch.std(h, dim=0, keepdim=True)),
+    # scale_grad_by_count: the result's view, the gradient's view, DivBackward0 by the count, MulBackward0 by the mask
+    # (h's first row has a tie for its min)
+    ("h.amax(1)", lambda h: h.amax(1)),
+    ("h.amax()", lambda h: h.amax()),
+    ("h.amin(0, keepdim=True)", lambda h: h.amin(0, keepdim=True)),
+    ("torch.amin(h, dim=1)", lambda h: torch.amin(h, dim=1)),
+    ("torch.amax(h, dim=(0, 1))", lambda h: torch.amax(h, dim=(0, 1))),
+    # prod_backward without a zero: grad * (result / self), unsqueezed first without keepdim
+    ("h.prod()", lambda h: h.prod()),
+    ("h.prod(1)", lambda h: h.prod(1)),
+    ("torch.prod(h, 0, keepdim=True)", lambda h: torch.prod(h, 0, keepdim=True)),
+    # norm_backward, order 2: grad * (self / norm).masked_fill_(norm == 0, 0)
+    ("torch.norm(h)", lambda h: torch.linalg.vector_norm(h)),
+    ("h.norm(dim=1)", lambda h: h.norm(dim=1)),
+    ("torch.norm(h, dim=0, keepdim=True)", lambda h: torch.linalg.vector_norm(h, dim=0, keepdim=True)),
+    # formulas with a double constant: erf (2 / sqrt(pi)), log2 (M_LN2), log10 (M_LN10)
+    ("torch.erf(h * 3)", lambda h: torch.erf(h * 3)),
+    ("torch.log2(h * h + 0.5)", lambda h: torch.log2(h * h + 0.5)),
+    ("torch.log10(h * h + 0.5)", lambda h: torch.log10(h * h + 0.5)),
+    # hardswish_backward: HardswishBackwardBackward0; mish: infinitely_differentiable_mish_backward's ten nodes
+    ("F.hardswish(h * 10)", lambda h: torch.nn.functional.hardswish(h * 10)),
+    ("F.mish(h * 3)", lambda h: torch.nn.functional.mish(h * 3)),
+]
+
+
+@pytest.mark.parametrize("forward,twin", REDUCTIONS, ids=[s[0] for s in REDUCTIONS])
+def test_reductions_and_constant_formulas_second_order_against_torch(forward, twin):
+    """var, std, amax, amin, prod, the 2-norm, erf, log2, log10, hardswish and mish under create_graph: the
+    recorded graphs node for node and the grad of grad, against torch 2.13 (refused before)."""
+    _compare_selecting(forward, lambda h, i, b: twin(h))
+
+
 def _compare_selecting(forward, twin, statements=False):
     text = SELECTING.replace("return FORWARD", forward) if statements else SELECTING.replace("FORWARD", forward)
     run = _run(text)
