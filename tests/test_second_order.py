@@ -208,6 +208,21 @@ def test_gradient_penalty_hooks_and_grads():
     assert [float(v) for v in pred.grads["w"].floats()] == pytest.approx(w.grad.tolist(), abs=1e-12)
 
 
+def test_a_gradient_summed_to_a_0d_input_records_sum_backward0():
+    """validate_outputs' at::sum_to to a 0-d shape is ``tensor.sum()``: SumBackward0 (not SumBackward1 and
+    a view, as for a shape with dims)."""
+    text = ERRORS.replace("x: {value: [0.3, -0.5], requires_grad: true}", "x: {value: 1.5, requires_grad: true}")
+    text = text.replace("x * 2", "(w * x) ** 2").replace("STEPS", "[forward, {backward: {method: grad, inputs: [x], "
+                                                                  "create_graph: true, as: [gx]}}]")
+    _, gx = ours(text)
+    base = start_seq()
+    x = torch.tensor(1.5, dtype=F64, requires_grad=True)
+    w = torch.tensor([0.7, 0.2], dtype=F64, requires_grad=True)
+    g, = torch.autograd.grad((((w * x) ** 2) ** 2).sum(), [x], create_graph=True)
+    assert chain_torch(g, base)[0][0] == "SumBackward0"
+    assert_same_graph(chain_ours(gx), chain_torch(g, base), "sum_to 0-d")
+
+
 def test_grad_accumulated_out_of_place_under_create_graph():
     """backward(create_graph=True): .grad is a new tensor with CopyBackwards (clone_obey_contract)."""
     text = GP.replace("{backward: {method: grad, inputs: [x], create_graph: true, as: [gx]}}",
@@ -296,10 +311,10 @@ def cli(*args, stdin=None):
 
 def test_unmodelled_double_backward_is_refused(tmp_path):
     path = tmp_path / "sig.yaml"
-    path.write_text(ELEMENTWISE.replace("FORWARD", "erf(w * x)").replace("LOSS", "sum(y)"))
+    path.write_text(ELEMENTWISE.replace("FORWARD", "abs(w * x)").replace("LOSS", "sum(y)"))
     out = cli("solve", str(path))
     assert out.returncode == 2
-    assert out.stderr.strip() == (f"{path}:14:16: create_graph through ErfBackward0 is not modelled yet; run this "
+    assert out.stderr.strip() == (f"{path}:14:16: create_graph through AbsBackward0 is not modelled yet; run this "
                                   "backward without create_graph, or use ops whose double backward is modelled "
                                   "(docs/not-modelled.md)")
 
@@ -324,6 +339,21 @@ def test_layer_norm_refusals(tmp_path, template, forward, node):
     but got None" there once the bias gradient's gradient meets the input's), are refused."""
     path = tmp_path / "ln.yaml"
     path.write_text(globals()[template].replace("FORWARD", forward).replace("LOSS", "sum(y ** 3)"))
+    out = cli("solve", str(path))
+    assert out.returncode == 2
+    assert out.stderr.strip() == (f"{path}:14:16: create_graph through {node} is not modelled yet; run this "
+                                  "backward without create_graph, or use ops whose double backward is modelled "
+                                  "(docs/not-modelled.md)")
+
+
+@pytest.mark.parametrize("forward,node", [
+    ("torch.prod(relu(x) * w)", "ProdBackward0 of an input with a zero"),   # prod_safe_zeros_backward
+    ("torch.prod(relu(x) * w, 0)", "ProdBackward1 of an input with a zero"),
+    ("torch.norm(x * w, 3)", "LinalgVectorNormBackward0 of order 3"),
+])
+def test_unbuilt_reduction_cases_are_refused(tmp_path, forward, node):
+    path = tmp_path / "red.yaml"
+    path.write_text(ELEMENTWISE.replace("FORWARD", forward).replace("LOSS", "sum(y ** 2)"))
     out = cli("solve", str(path))
     assert out.returncode == 2
     assert out.stderr.strip() == (f"{path}:14:16: create_graph through {node} is not modelled yet; run this "

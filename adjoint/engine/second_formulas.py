@@ -674,11 +674,14 @@ def _expand(rt, node, grads, saved, need):
 
 
 def sum_to(rt, g, shape: tuple, loc):
-    """at::sum_to (validate_outputs, ExpandBackward0): sum over the leading and the broadcast
-    dimensions with keepdim (SumBackward1), then a view when leading dimensions went away."""
+    """at::sum_to (validate_outputs, ExpandBackward0): to a 0-d shape ``tensor.sum()`` (SumBackward0);
+    else a sum over the leading and the broadcast dimensions with keepdim (SumBackward1), then a
+    view when leading dimensions went away."""
     sizes = tuple(g.shape)
     if sizes == shape:
         return g
+    if not shape:   # _sum_to: a 0-d shape is tensor.sum() (SumBackward0)
+        return rt.apply("sum", [g], None, loc)
     lead = len(sizes) - len(shape)
     dims = list(range(lead)) + [i for i in range(lead, len(sizes)) if shape[i - lead] == 1 and sizes[i] != 1]
     out = g
