@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+from adjoint.engine.ops.activations import compare_forward
 from adjoint.engine.second_formulas import NotModelled, _dims
 
 
@@ -107,7 +108,6 @@ def _amax(rt, node, grads, saved, need):
     shape = tuple(x.shape)
     r = _restore(rt, result, shape, dims, keepdim, node.loc)
     g = _restore(rt, grads[0], shape, dims, keepdim, node.loc)
-    from adjoint.engine.ops.activations import compare_forward
     mask = B.broadcast_to(compare_forward(B, [r.value, x.value], "eq"), shape)
     all_dims = tuple(range(len(shape))) if not dims else tuple(dims)
     count = rt.tensor(B.sum_dims(mask, all_dims, True), dtype="int64")
