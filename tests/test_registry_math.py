@@ -43,12 +43,13 @@ GENERIC = {"var", "var_mean", "max_all", "min_all", "amax", "amin", "max_dim", "
            # adjoint/engine/ops/indexing.py
            "index_1", "index_2", "index_3", "index_select", "gather", "scatter", "scatter_value", "scatter_add",
            "index_add", "index_put_1", "index_put_2", "index_put_3", "index_put_acc_1", "index_put_acc_2", "index_put_acc_3",
+           "index_put_impl_acc_1", "index_put_impl_acc_2", "index_put_impl_acc_3",
            # adjoint/engine/ops/basics.py: the one-bound clamps by name (as clamp), std with var's declared J^T lambda
            "clamp_min", "clamp_max", "std",
            # adjoint/engine/ops/second.py: the softmax, log_softmax and nll_loss backward kernels by name (as their ops)
            "softmax_backward_data", "log_softmax_backward_data", "softshrink_backward", "hardshrink_backward", "nll_loss_backward", "nll_loss_backward_w", "elu_backward", "softplus_backward", "gelu_backward",
            "hardsigmoid_backward", "log_sigmoid_backward", "diagonal_backward",
-           "hardtanh_backward",
+           "hardtanh_backward", "native_layer_norm_backward", "hardswish_backward",
            # adjoint/engine/ops/rearrange.py: one named function each, J^T lambda declared generic
            "logsumexp", "cumsum", "flip", "roll", "tril", "triu", "trace",
            # adjoint/engine/ops/prod.py

@@ -23,7 +23,10 @@ from adjoint.engine.reverse import BackwardResult, Engine, backward_error, slot_
 from adjoint.engine.runtime import TorchError
 from adjoint.engine import warns
 from adjoint.engine.complex_grad import zeros as zeros_of
-from adjoint.engine.second_formulas import FORMULAS, NotModelled, sum_to
+from adjoint.engine.second_formulas import FORMULAS as _FORMULAS, NotModelled, sum_to
+from adjoint.engine.second_reductions import REDUCTIONS
+
+FORMULAS = {**_FORMULAS, **REDUCTIONS}
 
 
 

@@ -283,7 +283,7 @@ def _squeeze_one(rt, node, grads, saved, need):
 
 
 def _clone(rt, node, grads, saved, need):
-    # CloneBackward0: the gradient itself (no op)
+    # CloneBackward0, AliasBackward0 (``x[:, :n]`` over a whole dim): the gradient itself (no op)
     return [grads[0]]
 
 
@@ -674,11 +674,14 @@ def _expand(rt, node, grads, saved, need):
 
 
 def sum_to(rt, g, shape: tuple, loc):
-    """at::sum_to (validate_outputs, ExpandBackward0): sum over the leading and the broadcast
-    dimensions with keepdim (SumBackward1), then a view when leading dimensions went away."""
+    """at::sum_to (validate_outputs, ExpandBackward0): to a 0-d shape ``tensor.sum()`` (SumBackward0);
+    else a sum over the leading and the broadcast dimensions with keepdim (SumBackward1), then a
+    view when leading dimensions went away."""
     sizes = tuple(g.shape)
     if sizes == shape:
         return g
+    if not shape:   # _sum_to: a 0-d shape is tensor.sum() (SumBackward0)
+        return rt.apply("sum", [g], None, loc)
     lead = len(sizes) - len(shape)
     dims = list(range(lead)) + [i for i in range(lead, len(sizes)) if shape[i - lead] == 1 and sizes[i] != 1]
     out = g
@@ -687,6 +690,57 @@ def sum_to(rt, g, shape: tuple, loc):
     if lead > 0:
         out = rt.apply("view", [out], shape, loc)
     return out
+
+
+def _layer_norm(rt, node, grads, saved, need):
+    # NativeLayerNormBackward0: native_layer_norm_backward(grad, input, normalized_shape, result1, result2, weight,
+    # bias, grad_input_mask): NativeLayerNormBackwardBackward0 (edges grad_out, input, mean, rstd, weight, bias; the
+    # statistics are outputs without gradients: no graph)
+    if saved.get("weight") is None and saved.get("bias") is not None:
+        # torch 2.13's layer_norm_double_backward then raises "Expected a proper Tensor but got None" once a
+        # gradient reaches grad_bias with one reaching grad_input, and hands grad_out none without: not built
+        raise NotModelled("NativeLayerNormBackward0 with a bias and no weight")
+    ins = [grads[0], saved["input"], saved["result1"], saved["result2"], saved.get("weight"), saved.get("bias")]
+    return list(rt.apply("native_layer_norm_backward", ins, node.params, node.loc))
+
+
+def _indices(node, saved) -> list:
+    """The index tensors a node saved (``indices[0]``, ...), in order."""
+    return [saved[s.name] for s in node.op.saves if s.name.startswith("indices[")]
+
+
+def _index(rt, node, grads, saved, need):
+    # IndexBackward0: index_backward(grad.new_zeros(self.sizes()), indices, grad):
+    # at::_index_put_impl_(zeros, indices, grad, accumulate=true, unsafe=true) -- IndexPutImplBackward0 (the zeros
+    # need no grad: no edge)
+    idx = _indices(node, saved)
+    g = grads[0]
+    zeros = rt.tensor(rt.B.zeros(tuple(node.inputs[0].shape)), dtype=g.dtype)
+    out = rt.apply(f"index_put_impl_acc_{len(idx)}", [zeros, g] + idx, node.params, node.loc)
+    return [out] + [None] * len(idx)
+
+
+def _index_put(rt, node, grads, saved, need):
+    # IndexPutBackward0 (accumulate=False): self (grad.index_put(indices, zeros_like(values), false):
+    # IndexPutBackward0, the zeros without grad) before values (grad.index(indices): IndexBackward0;
+    # validate_outputs sums it to a broadcast value's shape)
+    idx = _indices(node, saved)
+    g = grads[0]
+    this = other = None
+    if need[0]:
+        zeros = rt.tensor(rt.B.zeros(tuple(node.inputs[1].shape)), dtype=g.dtype)
+        this = rt.apply(f"index_put_{len(idx)}", [g, zeros] + idx, node.params, node.loc)
+    if need[1]:
+        other = rt.apply(f"index_{len(idx)}", [g] + idx, node.params, node.loc)
+    return [this, other] + [None] * len(idx)
+
+
+def _index_put_acc(rt, node, grads, saved, need):
+    # IndexPutBackward0 (accumulate=True) / IndexPutImplBackward0: self is grad itself, values grad.index(indices)
+    idx = _indices(node, saved)
+    g = grads[0]
+    other = rt.apply(f"index_{len(idx)}", [g] + idx, node.params, node.loc) if need[1] else None
+    return [g if need[0] else None, other] + [None] * len(idx)
 
 
 def _log_sigmoid(rt, node, grads, saved, need):
@@ -860,7 +914,7 @@ FORMULAS = {
     "squeeze_dim": _squeeze, "squeeze_dims": _squeeze, "transpose": _transpose, "permute": _permute,
     "sinh": _sinh, "cosh": _cosh, "atan": _atan, "log1p": _log1p, "expm1": _expm1, "tan": _tan, "rsqrt": _rsqrt,
     "rsub": _rsub, "reciprocal": _reciprocal, "where": _where, "clamp": _clamp, "clamp_min": _clamp_min,
-    "clamp_max": _clamp_max, "squeeze_": _squeeze_one, "unsafe_view": _view, "reshape_alias": _view, "clone": _clone, "copy_": _copy,
+    "clamp_max": _clamp_max, "squeeze_": _squeeze_one, "unsafe_view": _view, "reshape_alias": _view, "clone": _clone, "alias": _clone, "copy_": _copy,
     "bmm": _bmm, "select": _select, "slice": _slice, "select_backward": _select_backward_again,
     "slice_backward": _slice_backward_again, "softmax": _softmax, "log_softmax": _log_softmax, "nll_loss": _nll_loss,
     "nll_loss_w": _nll_loss, "tanh_backward": _tanh_backward, "sigmoid_backward": _sigmoid_backward,
@@ -870,7 +924,9 @@ FORMULAS = {
     "split": _split, "split_with_sizes": _split, "unbind": _unbind,
     "flip": _flip, "roll": _roll, "cumsum": _cumsum, "sort": _sort, "sort_stable": _sort, "topk": _sort,
     "max_dim": _select_dim, "min_dim": _select_dim, "kthvalue": _select_dim, "median_dim": _select_dim,
-    "gather": _gather, "repeat": _repeat, "hardsigmoid": _hardsigmoid,
+    **{f"index_{n}": _index for n in (1, 2, 3)}, **{f"index_put_{n}": _index_put for n in (1, 2, 3)},
+    **{f"{k}_{n}": _index_put_acc for k in ("index_put_acc", "index_put_impl_acc") for n in (1, 2, 3)},
+    "native_layer_norm": _layer_norm, "gather": _gather, "repeat": _repeat, "hardsigmoid": _hardsigmoid,
     "hardtanh": _hardtanh, "hardtanh_backward": _hardtanh_backward,
     "log_sigmoid": _log_sigmoid, "cumprod": _cumprod, "diagonal": _diagonal, "diagonal_backward": _diagonal_backward_again,
 }

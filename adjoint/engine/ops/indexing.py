@@ -395,14 +395,17 @@ def _index_put_op(n: int) -> Op:
               checks=(Check(shapes, spec, given=given),))
 
 
-def _index_put_acc_op(n: int) -> Op:
+def _index_put_acc_op(n: int, name: str = "index_put_acc", node: str = "IndexPutBackward0") -> Op:
     """IndexPutBackward0 of ``index_put_(indices, values, accumulate=True)`` with ``n`` index
-    tensors (operands ``self, values, index_0, ...``)."""
+    tensors (operands ``self, values, index_0, ...``); ``index_put_impl_acc``: the
+    ``_index_put_impl_(zeros, indices, grad, accumulate=True, unsafe=True)`` IndexBackward0's
+    formula records under create_graph (index_backward), IndexPutImplBackward0, the same
+    formulas."""
     spec = IndexSpec(tuple(range(n)), ("int",) * n, (None,) * n)
     picks = ((1, 1), (0, 0), (1, 1))
     given = tuple((2 + k, picks[k]) for k in range(n))
     shapes = ((2, 3), (2, 3), (2,)) if n == 1 else ((2,) * n, (2,)) + ((2,),) * n
-    return Op(f"index_put_acc_{n}", "IndexPutBackward0", index_put_acc_forward, index_put_acc_vjp, index_put_shape,
+    return Op(f"{name}_{n}", node, index_put_acc_forward, index_put_acc_vjp, index_put_shape,
               tuple(Save(f"indices[{k}]", "in", 2 + k) for k in range(n)),
               "self: g; values: g at the indices (summed to a broadcast value's shape)",
               negzero="never", differentiable=(True, True) + (False,) * n,
@@ -413,7 +416,8 @@ def _index_put_acc_op(n: int) -> Op:
               checks=(Check(shapes, spec, given=given),))
 
 
-_INDEX_PUT_OPS = tuple(_index_put_op(n) for n in (1, 2, 3)) + tuple(_index_put_acc_op(n) for n in (1, 2, 3))
+_INDEX_PUT_OPS = tuple(_index_put_op(n) for n in (1, 2, 3)) + tuple(_index_put_acc_op(n) for n in (1, 2, 3)) + \
+    tuple(_index_put_acc_op(n, "index_put_impl_acc", "IndexPutImplBackward0") for n in (1, 2, 3))
 
 OPS = _INDEX_OPS + _INDEX_PUT_OPS + (
     Op("index_select", "IndexSelectBackward0", index_select_forward, index_select_vjp, index_select_shape,

@@ -203,6 +203,68 @@ def layer_norm_vjp(B, gs, ins, outs, p: LayerNormSpec, need):
     return [gx, gw, gb]
 
 
+def _project(B, v, xhat, keep):
+    """v - mean(v) - xhat * mean(xhat * v), means over the normalized dims: xhat's Jacobian over
+    rstd (symmetric)."""
+    return B.sub(B.sub(v, _mean_over(B, v, keep)), B.mul(xhat, _mean_over(B, B.mul(xhat, v), keep)))
+
+
+def layer_norm_backward_forward(B, ins, p: LayerNormSpec):
+    """native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, mask): the
+    layer norm's VJP (grad_input, grad_weight, grad_bias; zeros for an absent weight or bias, never
+    handed on). The statistics are the input's own (the saved ones are them): the function whose
+    derivative layer_norm_double_backward is."""
+    go, x, _, _, w, b = ins
+    mean, rstd, _ = _ln_stats(B, x, p)
+    gx, gw, gb = layer_norm_vjp(B, [go], [x, w, b], (None, mean, rstd), p, [True, True, True])
+    zeros = B.zeros(tuple(p.normalized_shape))
+    return gx, gw if gw is not None else zeros, gb if gb is not None else zeros
+
+
+def layer_norm_backward_vjp(B, gs, ins, outs, p: LayerNormSpec, need):
+    """layer_norm_double_backward: grad_out, input and weight (bias, mean, rstd: none). Per normalized
+    row, with gI = rstd * P(go * w), P(v) = v - mean(v) - xhat mean(xhat v), n the row's size:
+    grad_out = w rstd P(ggI) + ggW xhat + ggB; weight = sum(go rstd P(ggI)); input =
+    -(rstd / n) sum(ggI gI) xhat - rstd^2 (mean(gw xhat) P(ggI) + mean(ggI xhat) P(gw)) + rstd P(ggW go)."""
+    ggi, ggw, ggb = (list(gs) + [None, None])[:3]
+    go, x, _, _, w, b = ins
+    ggw = ggw if w is not None else None   # an absent weight's or bias's output is never handed on
+    ggb = ggb if b is not None else None
+    mean, rstd, keep = _ln_stats(B, x, p)   # the saved statistics' values, as functions of the input
+    ns = tuple(p.normalized_shape)
+    xhat = B.mul(B.sub(x, mean), rstd)
+    gw = B.mul(go, w) if w is not None else go
+    pu = B.mul(rstd, _project(B, ggi, xhat, keep)) if ggi is not None else None
+    shape = tuple(B.shape(x))
+    d_go = d_x = d_w = None
+    if need[0]:
+        parts = ([B.mul(pu, w) if w is not None else pu] if pu is not None else []) + \
+            ([B.mul(ggw, xhat)] if ggw is not None else []) + ([B.broadcast_to(ggb, shape)] if ggb is not None else [])
+        d_go = B.zeros(shape)
+        for part in parts:
+            d_go = B.add(d_go, part)
+    if need[1]:
+        d_x = B.zeros(shape)
+        if ggi is not None:
+            gi = B.mul(rstd, _project(B, gw, xhat, keep))
+            n = _count(shape, keep)
+            total = B.sum_to(B.mul(ggi, gi), keep)
+            first = B.mul(B.div(B.mul(rstd, total), B.scalar(n)), xhat)
+            mixed = B.add(B.mul(_mean_over(B, B.mul(gw, xhat), keep), _project(B, ggi, xhat, keep)),
+                          B.mul(_mean_over(B, B.mul(ggi, xhat), keep), _project(B, gw, xhat, keep)))
+            d_x = B.sub(B.sub(d_x, first), B.mul(B.mul(rstd, rstd), mixed))
+        if ggw is not None:
+            d_x = B.add(d_x, B.mul(rstd, _project(B, B.mul(ggw, go), xhat, keep)))
+    if len(need) > 4 and need[4] and w is not None:
+        d_w = B.sum_to(B.mul(go, pu), ns) if pu is not None else B.zeros(ns)
+    return [d_go, d_x, None, None, d_w, None]
+
+
+def layer_norm_backward_shape(shapes, p: LayerNormSpec, loc):
+    ns = tuple(p.normalized_shape)
+    return (tuple(shapes[1]), ns, ns)
+
+
 # ----------------------------------------------------------------------------- group norm
 
 @dataclass(frozen=True)
@@ -289,6 +351,8 @@ def group_norm_backward_error(dtypes, p: GroupNormSpec, need):
 BATCH_NORM = Fn("batch_norm", "\\operatorname{BN}_{#s}\\left(#*\\right)", generic_vjp)
 LAYER_NORM = Fn("layer_norm", "\\operatorname{LN}_{#s}\\left(#*\\right)", generic_vjp)
 GROUP_NORM = Fn("group_norm", "\\operatorname{GN}_{#s}\\left(#*\\right)", generic_vjp)
+LN_BACKWARD = tuple(Fn(f"layer_norm_backward_{k}", f"\\operatorname{{LN}}'_{{{k}}}\\left(#*\\right)", generic_vjp)
+                    for k in ("input", "weight", "bias"))
 STAT_MEAN = Fn("norm_mean", "\\mu_{#s}\\left(#0\\right)", no_gradient)
 STAT_RSTD = Fn("norm_rstd", "\\sigma^{-1}_{#s}\\left(#0\\right)", no_gradient)
 
@@ -331,6 +395,18 @@ OPS = (
        checks=(Check(((2, 3), (3,), (3,)), LayerNormSpec((3,), _EPS)),
                Check(((2, 2, 2), None, None), LayerNormSpec((2, 2), Fraction(1, 2)))),
        math=Math(layer((LAYER_NORM, STAT_MEAN, STAT_RSTD), _ln_sub)), integers="refused"),
+    Op("native_layer_norm_backward", "NativeLayerNormBackwardBackward0", layer_norm_backward_forward,
+       layer_norm_backward_vjp, layer_norm_backward_shape,
+       (Save("grad_out", "in", 0), Save("input", "in", 1), Save("mean", "in", 2), Save("rstd", "in", 3),
+        Save("weight", "in", 4)),
+       "layer_norm_double_backward: w rstd P(ggI) + ggW xhat + ggB; -(rstd/n) sum(ggI gI) xhat - rstd^2 "
+       "(mean(gw xhat) P(ggI) + mean(ggI xhat) P(gw)) + rstd P(ggW go); sum(go rstd P(ggI))",
+       outputs=3, nonfinite="a variance plus eps that is not positive",
+       checks=(Check(((2, 3), (2, 3), (2, 1), (2, 1), (3,), (3,)), LayerNormSpec((3,), _EPS),
+                     given=((2, (0, 0)), (3, (1, 1)), (5, (0, 1, 2)))),
+               Check(((2, 2, 2), (2, 2, 2), (2, 1, 1), (2, 1, 1), None, None), LayerNormSpec((2, 2), Fraction(1, 2)),
+                     given=((2, (0, 0)), (3, (1, 1))))),
+       math=Math(layer(LN_BACKWARD, _ln_sub)), integers="refused"),
     Op("native_group_norm", "NativeGroupNormBackward0", group_norm_forward, group_norm_vjp, group_norm_shape,
        (Save("input", "in", 0), Save("weight", "in", 1), Save("result1", "out", 1), Save("result2", "out", 2)),
        "rstd*(gw - mean(gw) - xhat*mean(gw*xhat)) per group, gw = g*w per channel; sum(g*xhat), sum(g) per channel",

@@ -22,6 +22,7 @@ from adjoint.engine.ops.record import Save
 from adjoint.engine.ops.arith import binary_shape
 from adjoint.engine.ops.elementwise import STEP
 from adjoint.engine.ops.losses import Nll, Pointwise, nll_forward, nll_vjp
+from adjoint.engine.ops.swish import hardswish_vjp
 from adjoint.engine.ops.views import diagonal_forward, diagonal_vjp, select_key, slice_key
 
 
@@ -201,6 +202,26 @@ def hardtanh_backward_vjp(B, gs, ins, outs, p, need):
     # grad_output: hardtanh_backward(grad, self, min_val, max_val); self: zeros_like(grad)
     _, x = ins
     return [hardtanh_backward_forward(B, [gs[0], x], p) if need[0] else None, B.zeros(B.shape(x)) if need[1] else None]
+
+
+def hardswish_backward_forward(B, ins, p):
+    # hardswish_backward(grad_output, self): HardswishBackward0's formula
+    g, x = ins
+    return hardswish_vjp(B, [g], [x], None, p, [True])[0]
+
+
+def hardswish_backward_vjp(B, gs, ins, outs, p, need):
+    # grad_output: hardswish_backward(grad, self); self: where(-3 < self < 3, grad * grad_output / 3, 0)
+    go, x = ins
+    g = gs[0]
+    a = hardswish_backward_forward(B, [g, x], p) if need[0] else None
+    b = None
+    if need[1]:
+        three = B.scalar(Fraction(3))
+        inside = B.div(B.mul(g, go), three)
+        zeros = B.zeros(B.shape(inside))
+        b = B.choose(B.add(x, three), "<=", zeros, B.choose(B.sub(x, three), "<", inside, zeros))
+    return [a, b]
 
 
 def log_sigmoid_backward_forward(B, ins, p):
@@ -394,6 +415,8 @@ LOG_SIGMOID_BACKWARD = Fn("log_sigmoid_backward", "\\operatorname{log\\_sigmoid\
                          generic_vjp)
 DIAGONAL_BACKWARD = Fn("diagonal_backward", "\\operatorname{diagonal\\_backward}_{#s}\\left(#0\\right)", generic_vjp)
 HARDTANH_BACKWARD = Fn("hardtanh_backward", "\\operatorname{hardtanh\\_backward}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
+HARDSWISH_BACKWARD = Fn("hardswish_backward", "\\operatorname{hardswish\\_backward}\\left(#0,\\ #1\\right)",
+                        generic_vjp)
 HARDSIGMOID_BACKWARD = Fn("hardsigmoid_backward", "\\operatorname{hardsigmoid\\_backward}\\left(#0,\\ #1\\right)",
                          generic_vjp)
 GELU_BACKWARD = Fn("gelu_backward", "\\operatorname{gelu\\_backward}_{#s}\\left(#0,\\ #1\\right)", generic_vjp)
@@ -467,6 +490,12 @@ OPS = (
        grows=False, math=Math(lambda a, p, shape, k: TFn(HARDSIGMOID_BACKWARD, tuple(a), tuple(shape), "", p)),
        checks=(Check(((2, 3), (2, 3))),), backward_error=hardsigmoid_backward_error, sequence_nr_max=True,
        takes_sequence_nr=False),
+    Op("hardswish_backward", "HardswishBackwardBackward0", hardswish_backward_forward, hardswish_backward_vjp,
+       binary_shape, (Save("grad_output", "in", 0, if_need=1), Save("self", "in", 1)),
+       "0 where self <= -3, g * (self / 3 + 1/2) where -3 < self < 3, else g; g * grad_output / 3 where -3 < self < 3, "
+       "else 0", negzero="structural",
+       math=Math(lambda a, p, shape, k: TFn(HARDSWISH_BACKWARD, tuple(a), tuple(shape), "", p)),
+       checks=(Check(((2, 3), (2, 3))),)),
     Op("hardtanh_backward", "HardtanhBackwardBackward0", hardtanh_backward_forward, hardtanh_backward_vjp,
        binary_shape, (Save("self", "in", 1),), "g where min_val < self < max_val, else 0; 0", negzero="structural",
        math=Math(lambda a, p, shape, k: TFn(HARDTANH_BACKWARD, tuple(a), tuple(shape),
