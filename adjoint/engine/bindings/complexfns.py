@@ -1,5 +1,5 @@
 """Complex tensors' functions: ``conj``, ``real``/``imag`` (also the attributes ``z.real``,
-``z.imag``), ``view_as_real``, ``view_as_complex``, lowered as ATen runs them.
+``z.imag``), ``view_as_real``, ``view_as_complex``, ``angle``, lowered as ATen runs them.
 
 ``conj`` of a complex tensor is a lazy view with the conjugate bit set (ConjBackward0); of a
 real tensor it is the tensor itself. ``real(z)`` is ``select(view_as_real(z), -1, 0)``, and
@@ -97,6 +97,15 @@ def view_as_complex(rt, x: Tensor, loc: Loc):
     return rt.apply("view_as_complex", [x], None, loc)
 
 
+def angle(rt, z: Tensor, loc: Loc):
+    """AngleBackward0: arg z, real, of a complex tensor; a real tensor's angle (0, or pi where x < 0)
+    is not modelled."""
+    if not is_complex(z):
+        raise ProblemError(loc, "angle of a real tensor is not modelled (PyTorch: 0, or pi where the element is "
+                                "negative, with zero gradients); angle of a complex tensor is")
+    return rt.apply("angle", [z], None, loc)
+
+
 def attribute(rt, x: Tensor, name: str, loc: Loc):
     """``z.real`` and ``z.imag``; KeyError for any other name."""
     if name == "real":
@@ -119,4 +128,6 @@ FUNCTIONS = (
              doc="ViewAsRealBackward0"),
     Function("view_as_complex", _IN, lambda rt, a, loc: view_as_complex(rt, a["input"], loc), where="function",
              doc="ViewAsComplexBackward0"),
+    Function("angle", _IN, lambda rt, a, loc: angle(rt, a["input"], loc), where="both",
+             doc="AngleBackward0 (a complex tensor's arg, real)"),
 )

@@ -1,4 +1,4 @@
-"""Complex tensors' own primitives: conj, view_as_real, view_as_complex.
+"""Complex tensors' own primitives: conj, view_as_real, view_as_complex, angle.
 
 Their backward formulas are derivatives.yaml's, already in PyTorch's convention for complex
 gradients (the conjugate Wirtinger derivative; docs/semantics.md, "Complex numbers"):
@@ -17,7 +17,7 @@ from __future__ import annotations
 from adjoint.engine.torch_errors import TorchError
 from adjoint.values.mathtree import Fn, TFn, TNeg
 from adjoint.values.mathtree.functions import generic_vjp
-from adjoint.engine.ops.record import Check, Math, Op
+from adjoint.engine.ops.record import Check, Math, Op, Save
 
 
 def _conj(B, x):
@@ -86,9 +86,32 @@ def neg_view_vjp(B, gs, ins, outs, p, need):
     return [B.neg(gs[0])]
 
 
+def angle_forward(B, ins, p):
+    f = getattr(B, "angle", None)
+    x = ins[0]
+    if f is not None and B.is_complex(x):
+        return f(x)
+    return B.atan2(B.zeros(B.shape(x)), x)   # a real x: 0, or pi where x < 0
+
+
+def angle_vjp(B, gs, ins, outs, p, need):
+    """angle_backward: ``where(self == 0, 0, grad * self / self.abs().pow(2) * 1j)`` of a complex
+    ``self``, zeros of a real one (its angle is piecewise constant)."""
+    x, g = ins[0], gs[0]
+    if not (hasattr(B, "is_complex") and B.is_complex(x)):
+        return [B.mul(g, B.zeros(B.shape(x)))]
+    n2 = B.norm2(x)
+    safe = B.add(n2, B.mask(n2, lambda s: s == 0))   # 1 where z = 0, whose parts (and so the result) are 0
+    q = B.div(B.mul(g, x), safe)
+    return [B.make(B.neg(B.imag(q)), B.real(q))]    # times i
+
+
 CONJ = Fn("conj", "\\overline{#0}", generic_vjp, delimited=True)
 AS_REAL = Fn("view_as_real", "\\operatorname{view\\_as\\_real}\\left(#0\\right)", generic_vjp)
 AS_COMPLEX = Fn("view_as_complex", "\\operatorname{view\\_as\\_complex}\\left(#0\\right)", generic_vjp)
+
+
+ANGLE = Fn("angle", "\\arg\\left(#0\\right)", generic_vjp)
 
 
 def _math(fn):
@@ -104,4 +127,6 @@ OPS = (
        view_as_complex_shape, (), "view_as_real(g)", grows=False, math=_math(AS_COMPLEX), checks=(Check(((3, 2),)),)),
     Op("neg_view", "NegViewBackward0", neg_view_forward, neg_view_vjp, lambda s, p, loc: tuple(s[0]), (), "-g",
        grows=False, math=Math(lambda a, p, shape, k: TNeg(a[0], shape)), checks=(Check(((2, 2),)),)),
+    Op("angle", "AngleBackward0", angle_forward, angle_vjp, lambda s, p, loc: tuple(s[0]), (Save("self", "in", 0),),
+       "g * z / |z|^2 * i (0 at z = 0)", grows=False, math=_math(ANGLE), checks=(Check(((2, 2),), positive=True),)),
 )
