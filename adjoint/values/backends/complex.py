@@ -290,6 +290,7 @@ class ComplexBackend(Composed):
 
     sin, cos, sinh, cosh = _complex_fn("sin"), _complex_fn("cos"), _complex_fn("sinh"), _complex_fn("cosh")
     tanh, sigmoid, log, sqrt = _complex_fn("tanh"), _complex_fn("sigmoid"), _complex_fn("log"), _complex_fn("sqrt")
+    tan = _complex_fn("tan")
     del _complex_fn
 
     def _sin(self, a, b):        # sin a cosh b + i cos a sinh b
@@ -313,6 +314,12 @@ class ComplexBackend(Composed):
         a2, b2 = I.add(a, a), I.add(b, b)
         d = I.add(I.cosh(a2), I.cos(b2))
         return Cx(I.div(I.sinh(a2), d), I.div(I.sin(b2), d))
+
+    def _tan(self, a, b):        # (sin 2a + i sinh 2b) / (cos 2a + cosh 2b)
+        I = self.inner
+        a2, b2 = I.add(a, a), I.add(b, b)
+        d = I.add(I.cos(a2), I.cosh(b2))
+        return Cx(I.div(I.sin(a2), d), I.div(I.sinh(b2), d))
 
     def _sigmoid(self, a, b):    # 1 / (1 + exp(-z))
         one = self.inner.scalar(1)
