@@ -400,9 +400,10 @@ def _functions_torch(dtype=C128):
     t["b"], t["c"], t["d"], t["e"] = z.cos(), torch.tanh(z), torch.sigmoid(z), z.sqrt()
     t["f"], t["g"], t["h"], t["k"] = torch.sinh(z), z.cosh(), torch.log(t["w"]), torch.angle(z)
     t["m"], t["n"] = torch.sin(z.exp()), z.tan()
+    t["q"] = torch.complex(x, x.reshape(3, 1) * 2)
     for name in "akh":
         t[name].register_hook(lambda g, name=name: seen.setdefault(name, g.clone()))
-    t["s"] = t["a"] * t["b"] + t["c"] / t["d"] - t["e"] * t["f"] + t["g"] + t["h"] + t["m"] * t["n"]
+    t["s"] = t["a"] * t["b"] + t["c"] / t["d"] - t["e"] * t["f"] + t["g"] + t["h"] + t["m"] * t["n"] + t["q"]
     (t["s"].abs().sum() + (t["k"] * x).sum() + t["h"].imag.sum()).backward()
     return t, {"z": z.grad, "x": x.grad}, seen
 
@@ -416,7 +417,8 @@ def test_elementary_functions_match_torch(mode):
     values, grads, seen = _functions_torch()
     nodes = {"a": "SinBackward0", "b": "CosBackward0", "c": "TanhBackward0", "d": "SigmoidBackward0",
              "e": "SqrtBackward0", "f": "SinhBackward0", "g": "CoshBackward0", "h": "LogBackward0",
-             "k": "AngleBackward0", "m": "SinBackward0", "n": "TanBackward0"}
+             "k": "AngleBackward0", "m": "SinBackward0", "n": "TanBackward0",
+             "q": "ComplexBackward0"}
     ours = v.run.forward.names
     for name, t in values.items():
         assert chain(ours[name], leaf_names(ours)) == chain(t, leaf_names(values)), name
@@ -514,3 +516,24 @@ model:
                           rtol=1e-13, atol=0, equal_nan=True)
     assert torch.allclose(torch.tensor(js["grads"]["z"]["value"], dtype=torch.float64), _pairs(z.grad),
                           rtol=1e-13, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("forward", ["torch.complex(i, i)", "torch.complex(x, i * 1.0)", "torch.complex(i * 1.0, x)"])
+def test_torch_complex_dtype_errors_are_torchs(forward):
+    i = torch.tensor([1, 2])
+    x = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    with pytest.raises(RuntimeError) as theirs:
+        eval(forward, {"torch": torch, "i": i, "x": x})
+    text = f"""\
+name: e
+dtype: float64
+inputs:
+  z: {{value: [1], imag: [2], dtype: complex128, requires_grad: true}}
+  x: {{value: [1, 2], requires_grad: true}}
+  i: {{value: [1, 2], dtype: int64}}
+model:
+  inputs: [z, x, i]
+  forward: "{forward}.abs().sum()"
+"""
+    err = adjoint.loads(text).solve().variants[0].to_json()["error"]
+    assert (err["type"], err["message"]) == ("RuntimeError", str(theirs.value)), forward

@@ -36,9 +36,9 @@ COMPLEX_OPS = frozenset((
     "reshape_alias", "t", "view", "unsafe_view", "squeeze_", "select", "slice", "transpose", "permute", "unsqueeze",
     "squeeze_all", "squeeze_dim", "squeeze_dims", "expand", "alias", "clone",
     "conj", "view_as_real", "view_as_complex", "neg_view", "cat", "stack",
-    "sin", "cos", "tan", "sinh", "cosh", "tanh", "sigmoid", "log", "sqrt", "angle"))
+    "sin", "cos", "tan", "sinh", "cosh", "tanh", "sigmoid", "log", "sqrt", "angle", "complex"))
 #: rules written in PyTorch's complex form already (no conjugation around them)
-NATIVE = frozenset(("abs", "conj", "view_as_real", "view_as_complex", "angle"))
+NATIVE = frozenset(("abs", "conj", "view_as_real", "view_as_complex", "angle", "complex"))
 #: results of real dtype from a complex operand
 _TO_REAL = frozenset(("abs", "view_as_real", "angle"))
 #: elementary functions of a complex tensor whose exact values are their parts' formulas (sin z =
@@ -165,7 +165,7 @@ def result_dtype(op, ts, default: str, params=None) -> str | None:
     complex; otherwise the promoted dtype of the operands (a float64 or complex128 operand
     makes complex128, as torch.result_type does)."""
     operands = [t for t in ts if t is not None and not t.wrapped]
-    if op.name == "view_as_complex":
+    if op.name in ("view_as_complex", "complex"):
         return _COMPLEX_OF.get(operands[0].dtype) if operands else None
     if (isinstance(params, Gaussian) or any(t is not None and t.wrapped and is_complex(t) for t in ts)) \
             and not any(is_complex(t) for t in operands):

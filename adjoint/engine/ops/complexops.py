@@ -1,4 +1,4 @@
-"""Complex tensors' own primitives: conj, view_as_real, view_as_complex, angle.
+"""Complex tensors' own primitives: conj, view_as_real, view_as_complex, angle, complex.
 
 Their backward formulas are derivatives.yaml's, already in PyTorch's convention for complex
 gradients (the conjugate Wirtinger derivative; docs/semantics.md, "Complex numbers"):
@@ -17,6 +17,7 @@ from __future__ import annotations
 from adjoint.engine.torch_errors import TorchError
 from adjoint.values.mathtree import Fn, TFn, TNeg
 from adjoint.values.mathtree.functions import generic_vjp
+from adjoint.engine.ops.arith import binary_shape
 from adjoint.engine.ops.record import Check, Math, Op, Save
 
 
@@ -106,11 +107,33 @@ def angle_vjp(B, gs, ins, outs, p, need):
     return [B.make(B.neg(B.imag(q)), B.real(q))]    # times i
 
 
+def complex_forward(B, ins, p):
+    """torch.complex(real, imag), the operands broadcast; on a real backend (the gradient checker's)
+    the real part alone, as the module docstring says."""
+    shape = complex_shape([B.shape(x) for x in ins], p, None)
+    re, im = (B.broadcast_to(x, shape) for x in ins)
+    return B.make(re, im) if hasattr(B, "make") else re
+
+
+def complex_vjp(B, gs, ins, outs, p, need):
+    """derivatives.yaml: ``real: at::real(grad)``, ``imag: at::imag(grad)``, each summed back to
+    its operand's shape."""
+    g = gs[0]
+    re = B.real(g) if hasattr(B, "real") else g
+    im = B.imag(g) if hasattr(B, "imag") else B.zeros(B.shape(g))
+    return [B.sum_to(re, B.shape(ins[0])) if need[0] else None, B.sum_to(im, B.shape(ins[1])) if need[1] else None]
+
+
+def complex_shape(shapes, p, loc):
+    return binary_shape(shapes, p, loc)
+
+
 CONJ = Fn("conj", "\\overline{#0}", generic_vjp, delimited=True)
 AS_REAL = Fn("view_as_real", "\\operatorname{view\\_as\\_real}\\left(#0\\right)", generic_vjp)
 AS_COMPLEX = Fn("view_as_complex", "\\operatorname{view\\_as\\_complex}\\left(#0\\right)", generic_vjp)
 
 
+COMPLEX = Fn("complex", "\\operatorname{complex}\\left(#0, #1\\right)", generic_vjp)
 ANGLE = Fn("angle", "\\arg\\left(#0\\right)", generic_vjp)
 
 
@@ -129,4 +152,8 @@ OPS = (
        grows=False, math=Math(lambda a, p, shape, k: TNeg(a[0], shape)), checks=(Check(((2, 2),)),)),
     Op("angle", "AngleBackward0", angle_forward, angle_vjp, lambda s, p, loc: tuple(s[0]), (Save("self", "in", 0),),
        "g * z / |z|^2 * i (0 at z = 0)", grows=False, math=_math(ANGLE), checks=(Check(((2, 2),), positive=True),)),
+    # saves imag when imag needs a gradient, then real when real does (pack order, torch 2.13)
+    Op("complex", "ComplexBackward0", complex_forward, complex_vjp, complex_shape,
+       (Save("imag", "in", 1, if_need=1), Save("real", "in", 0, if_need=0)), "real(g), imag(g)", grows=False,
+       math=_math(COMPLEX), checks=(Check(((2, 3), (3,))), Check(((2,), (2,))))),
 )
