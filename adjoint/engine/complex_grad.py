@@ -36,14 +36,16 @@ COMPLEX_OPS = frozenset((
     "reshape_alias", "t", "view", "unsafe_view", "squeeze_", "select", "slice", "transpose", "permute", "unsqueeze",
     "squeeze_all", "squeeze_dim", "squeeze_dims", "expand", "alias", "clone",
     "conj", "view_as_real", "view_as_complex", "neg_view", "cat", "stack",
-    "sin", "cos", "tan", "sinh", "cosh", "tanh", "sigmoid", "log", "sqrt", "angle", "complex"))
+    "sin", "cos", "tan", "sinh", "cosh", "tanh", "sigmoid", "log", "sqrt", "angle", "complex", "sgn"))
 #: rules written in PyTorch's complex form already (no conjugation around them)
-NATIVE = frozenset(("abs", "conj", "view_as_real", "view_as_complex", "angle", "complex"))
+NATIVE = frozenset(("abs", "conj", "view_as_real", "view_as_complex", "angle", "complex", "sgn"))
 #: results of real dtype from a complex operand
 _TO_REAL = frozenset(("abs", "view_as_real", "angle"))
 #: elementary functions of a complex tensor whose exact values are their parts' formulas (sin z =
 #: sin a cosh b + i cos a sinh b, log z = log|z| + i atan2(b, a), ...: values/backends/complex.py)
-FUNCTIONS = frozenset(("sin", "cos", "tan", "sinh", "cosh", "tanh", "sigmoid", "log", "sqrt", "angle"))
+FUNCTIONS = frozenset(("sin", "cos", "tan", "sinh", "cosh", "tanh", "sigmoid", "log", "sqrt", "angle", "sgn"))
+#: of those, the ones whose kernels grow no intermediate value (no size limit)
+_BOUNDED = frozenset(("angle", "sgn"))
 #: the size of a part beyond which the exact mode refuses those (exp of it would overflow the
 #: kernel's intermediate values, cosh b, exp(-z), where the exact value is finite)
 _LARGEST_PART = {"complex64": 80, "complex128": 300}
@@ -80,7 +82,7 @@ def check_operands(op, ts, params, loc) -> None:
         return
     if op.name not in COMPLEX_OPS:
         raise ProblemError(loc, f"{op.name} ({op.node}) of a complex tensor is not modelled; complex tensors take "
-                                "+ - * / (tensors, real and complex numbers), neg, conj, real, imag, abs, angle, exp, log, sqrt, sin, cos, "
+                                "+ - * / (tensors, real and complex numbers), neg, conj, real, imag, abs, angle, sgn, exp, log, sqrt, sin, cos, "
                                 "tan, tanh, sigmoid, sinh, cosh, integer pow, sum, mean, cat, stack, matmul/mm, Linear, view_as_real, view_as_complex and views (docs/ops.md)")
     if op.name == "pow_scalar" and not (isinstance(params, (int, Fraction)) and Fraction(params).denominator == 1):
         raise ProblemError(loc, f"a complex tensor to the power {params} is not modelled; an integer exponent is")
@@ -113,6 +115,8 @@ def check_exact_values(B, op, ts, loc) -> None:
                                     f"(element {_flat_index(zeros)}) is not modelled in the exact mode: PyTorch's "
                                     "zero parts of the result are signed (+0.0 or -0.0) and log, sqrt, angle have "
                                     "their branch cut there; use --float64, or give every part a nonzero value")
+        if op.name in _BOUNDED:
+            continue
         sizes = part.floats_flat()
         big = [i for i, v in enumerate(sizes or ()) if v is not None and not abs(v) <= limit]
         if big:

@@ -1,5 +1,5 @@
 """Complex tensors' functions: ``conj``, ``real``/``imag`` (also the attributes ``z.real``,
-``z.imag``), ``view_as_real``, ``view_as_complex``, ``angle``, ``complex``, lowered as ATen runs them.
+``z.imag``), ``view_as_real``, ``view_as_complex``, ``angle``, ``sgn``, ``complex``, lowered as ATen runs them.
 
 ``conj`` of a complex tensor is a lazy view with the conjugate bit set (ConjBackward0); of a
 real tensor it is the tensor itself. ``real(z)`` is ``select(view_as_real(z), -1, 0)``, and
@@ -151,6 +151,8 @@ FUNCTIONS = (
     Function("complex", (Param("real", "tensor"), Param("imag", "tensor")),
              lambda rt, a, loc: complex_(rt, a["real"], a["imag"], loc), where="function",
              doc="ComplexBackward0 (real and imaginary parts, broadcast)"),
+    Function("sgn", _IN, lambda rt, a, loc: rt.apply("sgn", [a["input"]], None, loc), where="both",
+             doc="SgnBackward0 (z / |z|, 0 at 0; of a real tensor its sign, zero gradient)"),
     Function("angle", _IN, lambda rt, a, loc: angle(rt, a["input"], loc), where="both",
              doc="AngleBackward0 (a complex tensor's arg, real)"),
 )

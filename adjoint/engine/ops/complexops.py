@@ -1,4 +1,4 @@
-"""Complex tensors' own primitives: conj, view_as_real, view_as_complex, angle, complex.
+"""Complex tensors' own primitives: conj, view_as_real, view_as_complex, angle, sgn, complex.
 
 Their backward formulas are derivatives.yaml's, already in PyTorch's convention for complex
 gradients (the conjugate Wirtinger derivative; docs/semantics.md, "Complex numbers"):
@@ -107,6 +107,23 @@ def angle_vjp(B, gs, ins, outs, p, need):
     return [B.make(B.neg(B.imag(q)), B.real(q))]    # times i
 
 
+def sgn_forward(B, ins, p):
+    return B.sgn(ins[0])
+
+
+def sgn_vjp(B, gs, ins, outs, p, need):
+    """sgn_backward (FunctionsManual.cpp): of a complex ``self``,
+    ``((gx - (sgn * sgn) * gx.conj()) / (2. * abs)).masked_fill_(abs == 0., 0.)``; of a real one
+    zeros (``_efficientzerotensor``)."""
+    x, s, g = ins[0], outs[0], gs[0]
+    if not (hasattr(B, "is_complex") and B.is_complex(x)):
+        return [B.zeros(B.shape(x))]
+    a = B.abs(x)
+    zero = B.mask(a, lambda v: v == 0)
+    q = B.div(B.sub(g, B.mul(B.mul(s, s), B.conj(g))), B.add(B.mul(B.scalar(2), a), zero))
+    return [B.mul(q, B.sub(B.scalar(1), zero))]
+
+
 def complex_forward(B, ins, p):
     """torch.complex(real, imag), the operands broadcast; on a real backend (the gradient checker's)
     the real part alone, as the module docstring says."""
@@ -133,6 +150,7 @@ AS_REAL = Fn("view_as_real", "\\operatorname{view\\_as\\_real}\\left(#0\\right)"
 AS_COMPLEX = Fn("view_as_complex", "\\operatorname{view\\_as\\_complex}\\left(#0\\right)", generic_vjp)
 
 
+SGN = Fn("sgn", "\\operatorname{sgn}\\left(#0\\right)", generic_vjp)
 COMPLEX = Fn("complex", "\\operatorname{complex}\\left(#0, #1\\right)", generic_vjp)
 ANGLE = Fn("angle", "\\arg\\left(#0\\right)", generic_vjp)
 
@@ -152,6 +170,9 @@ OPS = (
        grows=False, math=Math(lambda a, p, shape, k: TNeg(a[0], shape)), checks=(Check(((2, 2),)),)),
     Op("angle", "AngleBackward0", angle_forward, angle_vjp, lambda s, p, loc: tuple(s[0]), (Save("self", "in", 0),),
        "g * z / |z|^2 * i (0 at z = 0)", grows=False, math=_math(ANGLE), checks=(Check(((2, 2),), positive=True),)),
+    Op("sgn", "SgnBackward0", sgn_forward, sgn_vjp, lambda s, p, loc: tuple(s[0]),
+       (Save("self", "in", 0), Save("result", "out", 0)), "(g - out^2 conj(g)) / (2 |z|) (0 at z = 0; real: 0)",
+       grows=False, math=_math(SGN), checks=(Check(((2, 2),), positive=True),)),
     # saves imag when imag needs a gradient, then real when real does (pack order, torch 2.13)
     Op("complex", "ComplexBackward0", complex_forward, complex_vjp, complex_shape,
        (Save("imag", "in", 1, if_need=1), Save("real", "in", 0, if_need=0)), "real(g), imag(g)", grows=False,
