@@ -4,6 +4,7 @@ errors PyTorch raises, and the refusals of what is not modelled."""
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import pytest
@@ -161,7 +162,9 @@ model:
 
 
 @pytest.mark.parametrize("forward,message", [
-    ("torch.tanh(z).abs().sum()", "tanh (TanhBackward0) of a complex tensor is not modelled"),
+    ("torch.atan(z).abs().sum()", "atan (AtanBackward0) of a complex tensor is not modelled"),
+    ("torch.sin(z - z.real).abs().sum()", "sin (SinBackward0) of a complex tensor with a real part exactly 0"),
+    ("torch.angle(x).sum()", "angle of a real tensor is not modelled"),
     ("(z ** 0.5).abs().sum()", "a complex tensor to the power 1/2 is not modelled"),
     ("(z.reshape(1, 2).expand(2, 2) @ x).abs().sum()", "MvBackward0 of complex128 and float64 operands"),
 ])
@@ -379,3 +382,159 @@ model:
 """
     err = adjoint.loads(text).solve().variants[0].to_json()["error"]
     assert (err["type"], err["message"], err["during"]) == ("RuntimeError", str(theirs.value), "forward")
+
+
+# ----------------------------------------------------------------------------- elementary functions
+FUNCTIONS = "tests/data/regressions/complex_functions.yaml"
+
+
+def _functions_torch(dtype=C128):
+    real = torch.float64 if dtype == C128 else torch.float32
+    z = torch.tensor([1 + 2j, -0.5 + 0.25j, 3 - 1j], dtype=dtype, requires_grad=True)
+    x = torch.tensor([2.0, 1 / 3, -1.0], dtype=real, requires_grad=True)
+    seen = {}
+    z.register_hook(lambda g: seen.setdefault("z", g.clone()))
+    x.register_hook(lambda g: seen.setdefault("x", g.clone()))
+    t = {"z": z, "x": x, "w": z * x}
+    t["a"] = torch.sin(t["w"])
+    t["b"], t["c"], t["d"], t["e"] = z.cos(), torch.tanh(z), torch.sigmoid(z), z.sqrt()
+    t["f"], t["g"], t["h"], t["k"] = torch.sinh(z), z.cosh(), torch.log(t["w"]), torch.angle(z)
+    t["m"], t["n"] = torch.sin(z.exp()), z.tan()
+    t["q"] = torch.complex(x, x.reshape(3, 1) * 2)
+    t["r"] = torch.sgn(z) * x.sgn()
+    for name in "akh":
+        t[name].register_hook(lambda g, name=name: seen.setdefault(name, g.clone()))
+    t["s"] = t["a"] * t["b"] + t["c"] / t["d"] - t["e"] * t["f"] + t["g"] + t["h"] + t["m"] * t["n"] + t["q"] + t["r"]
+    (t["s"].abs().sum() + (t["k"] * x).sum() + t["h"].imag.sum()).backward()
+    return t, {"z": z.grad, "x": x.grad}, seen
+
+
+@pytest.mark.parametrize("mode", ["exact", "float64"])
+def test_elementary_functions_match_torch(mode):
+    import pathlib
+    text = (pathlib.Path(__file__).parent.parent / FUNCTIONS).read_text()
+    v = adjoint.loads(text).solve(mode=mode).variants[0]
+    js = v.to_json()
+    values, grads, seen = _functions_torch()
+    nodes = {"a": "SinBackward0", "b": "CosBackward0", "c": "TanhBackward0", "d": "SigmoidBackward0",
+             "e": "SqrtBackward0", "f": "SinhBackward0", "g": "CoshBackward0", "h": "LogBackward0",
+             "k": "AngleBackward0", "m": "SinBackward0", "n": "TanBackward0",
+             "q": "ComplexBackward0"}
+    ours = v.run.forward.names
+    for name, t in values.items():
+        assert chain(ours[name], leaf_names(ours)) == chain(t, leaf_names(values)), name
+        if name in nodes:
+            assert t.grad_fn.name() == nodes[name]
+        assert js["values"][name].get("dtype") == ("complex128" if t.is_complex() else None), name
+        assert torch.allclose(torch.tensor(js["values"][name]["value"], dtype=torch.float64), _pairs(t),
+                              rtol=1e-13, atol=0), name
+    for name, g in grads.items():
+        assert torch.allclose(torch.tensor(js["grads"][name]["value"], dtype=torch.float64), _pairs(g),
+                              rtol=1e-13, atol=0), name
+    calls = {c["target"]: c["args"]["grad"] for c in js["hook_calls"]}
+    assert set(calls) == set(seen)
+    for name, g in seen.items():   # angle's and x's gradients are real, the others complex
+        assert calls[name].get("dtype") == ("complex128" if g.is_complex() else None), name
+        assert torch.allclose(torch.tensor(calls[name]["value"], dtype=torch.float64), _pairs(g),
+                              rtol=1e-13, atol=0), name
+
+
+def test_elementary_function_gradients_by_hand():
+    # L = Re(log z) + Im(sqrt(w)^2) + angle(u), z = 3 + 4i, w = 1 + 2i, u = 1 + i, by hand:
+    # Re(log z) = log|z|: z.grad = conj(1 / z) = z / |z|^2 = (3 + 4i) / 25;
+    # sqrt(w)^2 = w: Im(w) has w.grad = i (dL/da + i dL/db = 0 + 1i);
+    # angle(u) = atan2(b, a): u.grad = (-b + a i) / |u|^2 = (-1 + i) / 2
+    text = """\
+name: by_hand
+dtype: float64
+inputs:
+  z: {value: [3], imag: [4], dtype: complex128, requires_grad: true}
+  w: {value: [1], imag: [2], dtype: complex128, requires_grad: true}
+  u: {value: [1], imag: [1], dtype: complex128, requires_grad: true}
+model:
+  inputs: [z, w, u]
+  forward: "torch.log(z).real.sum() + (w.sqrt() ** 2).imag.sum() + u.angle().sum()"
+"""
+    js = adjoint.loads(text).solve().variants[0].to_json()
+    assert js["grads"]["z"]["exact"] == ["3/25 + 4/25*i"]
+    assert js["grads"]["u"]["exact"] == ["-1/2 + 1/2*i"]
+    assert js["grads"]["w"]["value"] == [[pytest.approx(0, abs=1e-15), pytest.approx(1, rel=1e-15)]]
+    assert js["values"]["y"]["value"] == pytest.approx(math.log(5) + 2 + math.pi / 4, rel=1e-15)
+
+
+def test_complex64_functions_and_atan_still_refused():
+    text = """\
+name: c64
+dtype: float32
+inputs:
+  z: {value: [1, "-1/2"], imag: [2, "1/4"], dtype: complex64, requires_grad: true}
+model:
+  inputs: [z]
+  forward: |
+    a = torch.tanh(z) * z.sigmoid() + torch.log(z) - z.tan()
+    return a.abs().sum()
+"""
+    js = adjoint.loads(text).solve().variants[0].to_json()
+    z = torch.tensor([1 + 2j, -0.5 + 0.25j], dtype=torch.complex64, requires_grad=True)
+    a = torch.tanh(z) * z.sigmoid() + torch.log(z) - z.tan()
+    a.abs().sum().backward()
+    assert js["values"]["a"]["dtype"] == "complex64" and js["grads"]["z"]["dtype"] == "complex64"
+    assert torch.allclose(torch.tensor(js["values"]["a"]["value"]), _pairs(a), rtol=1e-6, atol=0)
+    assert torch.allclose(torch.tensor(js["grads"]["z"]["value"]), _pairs(z.grad), rtol=1e-5, atol=0)
+    with pytest.raises(ProblemError, match="atan \\(AtanBackward0\\) of a complex tensor is not modelled"):
+        adjoint.loads(text.replace("torch.log(z)", "torch.atan(z)")).solve()
+
+
+@pytest.mark.parametrize("value,imag,forward", [
+    ("[-4, 1]", "[0, 1]", "torch.log(z)"),        # the branch cut: +0.0 gives +pi i, -0.0 -pi i
+    ("[-4, 1]", "[0, 1]", "torch.sqrt(z)"),
+    ("[-4, 1]", "[0, 1]", "torch.angle(z)"),
+    ("[0, 1]", "[2, 1]", "torch.sin(z)"),           # sin(2i) = 0 + i sinh 2: a signed zero part
+    ("[1, 1]", "[400, 1]", "torch.cos(z)"),        # cosh 400: beyond the kernel's intermediate range
+])
+def test_exact_mode_refuses_zero_and_huge_parts_float64_matches_torch(value, imag, forward):
+    text = f"""\
+name: cut
+dtype: float64
+inputs:
+  z: {{value: {value}, imag: {imag}, dtype: complex128, requires_grad: true}}
+model:
+  inputs: [z]
+  forward: |
+    a = {forward}
+    return (a * (3 + 1j)).real.sum()
+"""
+    with pytest.raises(ProblemError, match="is not modelled in the exact mode") as err:
+        adjoint.loads(text).solve()
+    assert err.value.loc.line == 8
+    js = adjoint.loads(text).solve(mode="float64").variants[0].to_json()
+    import json
+    re, im = json.loads(value), json.loads(imag)
+    z = torch.tensor([complex(a, b) for a, b in zip(re, im)], dtype=C128, requires_grad=True)
+    a = eval(forward, {"torch": torch, "z": z})
+    (a * (3 + 1j)).real.sum().backward()
+    assert torch.allclose(torch.tensor(js["values"]["a"]["value"], dtype=torch.float64), _pairs(a),
+                          rtol=1e-13, atol=0, equal_nan=True)
+    assert torch.allclose(torch.tensor(js["grads"]["z"]["value"], dtype=torch.float64), _pairs(z.grad),
+                          rtol=1e-13, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("forward", ["torch.complex(i, i)", "torch.complex(x, i)", "torch.complex(i, x)"])
+def test_torch_complex_dtype_errors_are_torchs(forward):
+    i = torch.tensor([1, 2])
+    x = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    with pytest.raises(RuntimeError) as theirs:
+        eval(forward, {"torch": torch, "i": i, "x": x})
+    text = f"""\
+name: e
+dtype: float64
+inputs:
+  z: {{value: [1], imag: [2], dtype: complex128, requires_grad: true}}
+  x: {{value: [1, 2], requires_grad: true}}
+  i: {{value: [1, 2], dtype: int64}}
+model:
+  inputs: [z, x, i]
+  forward: "{forward}.abs().sum()"
+"""
+    err = adjoint.loads(text).solve().variants[0].to_json()["error"]
+    assert (err["type"], err["message"]) == ("RuntimeError", str(theirs.value)), forward

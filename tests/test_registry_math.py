@@ -23,7 +23,7 @@ from mathcheck import Generic, evaluate
 #: an order other than 2 or over dims)
 GENERIC = {"var", "var_mean", "max_all", "min_all", "amax", "amin", "max_dim", "min_dim", "norm", "leaky_relu", "leaky_relu_",
            "gelu", "silu", "elu", "elu_", "softplus", "hardtanh", "clamp", "clamp_tensor", "softmax", "log_softmax",
-           "maximum", "minimum", "where", "conj", "view_as_real", "view_as_complex", "mse_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
+           "maximum", "minimum", "where", "conj", "view_as_real", "view_as_complex", "angle", "sgn", "complex", "mse_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
            "binary_cross_entropy_w", "bce_with_logits", "bce_with_logits_w", "bce_with_logits_pw",
            "bce_with_logits_w_pw", "nll_loss", "nll_loss_w", "nll_loss2d", "nll_loss2d_w", "masked_fill", "xlogy",
            # the nn layers: one function per kernel, written by name (adjoint/engine/ops/{conv,pool,norm,embedding,attention}.py)

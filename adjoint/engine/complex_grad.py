@@ -35,11 +35,20 @@ COMPLEX_OPS = frozenset((
     "sum", "mean", "sum_dim", "mean_dim", "mm", "mv", "dot", "bmm", "addmm",
     "reshape_alias", "t", "view", "unsafe_view", "squeeze_", "select", "slice", "transpose", "permute", "unsqueeze",
     "squeeze_all", "squeeze_dim", "squeeze_dims", "expand", "alias", "clone",
-    "conj", "view_as_real", "view_as_complex", "neg_view", "cat", "stack"))
+    "conj", "view_as_real", "view_as_complex", "neg_view", "cat", "stack",
+    "sin", "cos", "tan", "sinh", "cosh", "tanh", "sigmoid", "log", "sqrt", "angle", "complex", "sgn"))
 #: rules written in PyTorch's complex form already (no conjugation around them)
-NATIVE = frozenset(("abs", "conj", "view_as_real", "view_as_complex"))
+NATIVE = frozenset(("abs", "conj", "view_as_real", "view_as_complex", "angle", "complex", "sgn"))
 #: results of real dtype from a complex operand
-_TO_REAL = frozenset(("abs", "view_as_real"))
+_TO_REAL = frozenset(("abs", "view_as_real", "angle"))
+#: elementary functions of a complex tensor whose exact values are their parts' formulas (sin z =
+#: sin a cosh b + i cos a sinh b, log z = log|z| + i atan2(b, a), ...: values/backends/complex.py)
+FUNCTIONS = frozenset(("sin", "cos", "tan", "sinh", "cosh", "tanh", "sigmoid", "log", "sqrt", "angle", "sgn"))
+#: of those, the ones whose kernels grow no intermediate value (no size limit)
+_BOUNDED = frozenset(("angle", "sgn"))
+#: the size of a part beyond which the exact mode refuses those (exp of it would overflow the
+#: kernel's intermediate values, cosh b, exp(-z), where the exact value is finite)
+_LARGEST_PART = {"complex64": 80, "complex128": 300}
 #: products whose operands must share one dtype (ATen refuses a mix)
 _SAME_DTYPE = frozenset(("mm", "mv", "dot", "bmm", "addmm"))
 
@@ -73,8 +82,8 @@ def check_operands(op, ts, params, loc) -> None:
         return
     if op.name not in COMPLEX_OPS:
         raise ProblemError(loc, f"{op.name} ({op.node}) of a complex tensor is not modelled; complex tensors take "
-                                "+ - * / (tensors, real and complex numbers), neg, conj, real, imag, abs, exp, integer pow, "
-                                "sum, mean, cat, stack, matmul/mm, Linear, view_as_real, view_as_complex and views (docs/ops.md)")
+                                "+ - * / (tensors, real and complex numbers), neg, conj, real, imag, abs, angle, sgn, exp, log, sqrt, sin, cos, "
+                                "tan, tanh, sigmoid, sinh, cosh, integer pow, sum, mean, cat, stack, matmul/mm, Linear, view_as_real, view_as_complex and views (docs/ops.md)")
     if op.name == "pow_scalar" and not (isinstance(params, (int, Fraction)) and Fraction(params).denominator == 1):
         raise ProblemError(loc, f"a complex tensor to the power {params} is not modelled; an integer exponent is")
     if op.name in _SAME_DTYPE:
@@ -84,6 +93,41 @@ def check_operands(op, ts, params, loc) -> None:
         if len(dtypes) > 1:
             raise ProblemError(loc, f"{op.node} of {' and '.join(sorted(dtypes))} operands is not modelled (PyTorch "
                                     "refuses a product of mixed dtypes); give every operand the same complex dtype")
+
+
+def check_exact_values(B, op, ts, loc) -> None:
+    """In the exact mode, an elementary function (:data:`FUNCTIONS`) of a complex tensor with a
+    part exactly 0 is refused: PyTorch's result then has zero parts whose sign (+0.0 or -0.0, as
+    C's csin, clog ... make it) the parts' formulas do not follow, and log, sqrt and angle have
+    their branch cut there (imaginary part 0, real part <= 0: pi or -pi by the sign of the zero);
+    so is one with a part beyond :data:`_LARGEST_PART` in size, where the kernel's float
+    intermediate values overflow. --float64 runs PyTorch's kernels and refuses neither."""
+    if op.name not in FUNCTIONS or getattr(B, "name", None) != "exact" or not is_complex(ts[0]):
+        return
+    value, t = ts[0].value, ts[0]
+    limit = _LARGEST_PART[t.dtype]
+    for part, which in ((getattr(value, "re", None), "a real"), (getattr(value, "im", None), "an imaginary")):
+        if part is None:
+            continue
+        zeros = part.zero_mask()
+        if zeros.any():
+            raise ProblemError(loc, f"{op.name} ({op.node}) of a complex tensor with {which} part exactly 0 "
+                                    f"(element {_flat_index(zeros)}) is not modelled in the exact mode: PyTorch's "
+                                    "zero parts of the result are signed (+0.0 or -0.0) and log, sqrt, angle have "
+                                    "their branch cut there; use --float64, or give every part a nonzero value")
+        if op.name in _BOUNDED:
+            continue
+        sizes = part.floats_flat()
+        big = [i for i, v in enumerate(sizes or ()) if v is not None and not abs(v) <= limit]
+        if big:
+            raise ProblemError(loc, f"{op.name} ({op.node}) of a complex tensor with {which} part beyond {limit} in "
+                                    f"size (element {big[0]}) is not modelled in the exact mode: the {t.dtype} "
+                                    "kernel's intermediate values overflow there; use --float64")
+
+
+def _flat_index(mask) -> list:
+    import numpy as np
+    return [int(i) for i in np.unravel_index(int(np.flatnonzero(mask)[0]), mask.shape)]
 
 
 _C10 = {"float32": "float", "float64": "double", "complex64": "c10::complex<float>",
@@ -125,7 +169,7 @@ def result_dtype(op, ts, default: str, params=None) -> str | None:
     complex; otherwise the promoted dtype of the operands (a float64 or complex128 operand
     makes complex128, as torch.result_type does)."""
     operands = [t for t in ts if t is not None and not t.wrapped]
-    if op.name == "view_as_complex":
+    if op.name in ("view_as_complex", "complex"):
         return _COMPLEX_OF.get(operands[0].dtype) if operands else None
     if (isinstance(params, Gaussian) or any(t is not None and t.wrapped and is_complex(t) for t in ts)) \
             and not any(is_complex(t) for t in operands):

@@ -292,6 +292,7 @@ class Runtime:
                                         "float dtypes are not modelled yet (a hook may return such a copy: PyTorch "
                                         "refuses it, 'has changed the type of value')")
         complex_grad.check_operands(op, ts, params, loc)
+        complex_grad.check_exact_values(self.B, op, ts, loc)
         if op.name in ("mm", "addmm", "dot"):   # a product of two dtypes: the kernel's error, after the packs
             mixed = complex_grad.mixed_product_error(op.name, ts)
             if mixed is not None:

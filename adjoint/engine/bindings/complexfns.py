@@ -1,5 +1,5 @@
 """Complex tensors' functions: ``conj``, ``real``/``imag`` (also the attributes ``z.real``,
-``z.imag``), ``view_as_real``, ``view_as_complex``, lowered as ATen runs them.
+``z.imag``), ``view_as_real``, ``view_as_complex``, ``angle``, ``sgn``, ``complex``, lowered as ATen runs them.
 
 ``conj`` of a complex tensor is a lazy view with the conjugate bit set (ConjBackward0); of a
 real tensor it is the tensor itself. ``real(z)`` is ``select(view_as_real(z), -1, 0)``, and
@@ -97,6 +97,35 @@ def view_as_complex(rt, x: Tensor, loc: Loc):
     return rt.apply("view_as_complex", [x], None, loc)
 
 
+def angle(rt, z: Tensor, loc: Loc):
+    """AngleBackward0: arg z, real, of a complex tensor; a real tensor's angle (0, or pi where x < 0)
+    is not modelled."""
+    if not is_complex(z):
+        raise ProblemError(loc, "angle of a real tensor is not modelled (PyTorch: 0, or pi where the element is "
+                                "negative, with zero gradients); angle of a complex tensor is")
+    return rt.apply("angle", [z], None, loc)
+
+
+_SCALAR_TYPE = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool", "complex64": "ComplexFloat",
+                "complex128": "ComplexDouble"}
+
+
+def complex_(rt, re: Tensor, im: Tensor, loc: Loc):
+    """torch.complex(real, imag): ComplexBackward0, the operands broadcast; both of one float dtype
+    (PyTorch's RuntimeErrors otherwise)."""
+    if re.dtype not in ("float32", "float64") or im.dtype not in ("float32", "float64"):
+        raise TorchError("RuntimeError", "Expected both inputs to be Half, Float or Double tensors but got "
+                                         f"{_SCALAR_TYPE[re.dtype]} and {_SCALAR_TYPE[im.dtype]}", "dtype")
+    if re.dtype != im.dtype:
+        raise TorchError("RuntimeError", f"Expected object of scalar type {_SCALAR_TYPE[re.dtype]} but got scalar "
+                                         f"type {_SCALAR_TYPE[im.dtype]} for second argument", "dtype")
+    if getattr(rt.B, "is_complex", None) is None:
+        raise ProblemError(loc, "torch.complex in a file that declares no complex tensor is not modelled yet: its "
+                                "values need complex numbers; declare one input or parameter complex (dtype: "
+                                "complex64 or complex128)")
+    return rt.apply("complex", [re, im], None, loc)
+
+
 def attribute(rt, x: Tensor, name: str, loc: Loc):
     """``z.real`` and ``z.imag``; KeyError for any other name."""
     if name == "real":
@@ -119,4 +148,11 @@ FUNCTIONS = (
              doc="ViewAsRealBackward0"),
     Function("view_as_complex", _IN, lambda rt, a, loc: view_as_complex(rt, a["input"], loc), where="function",
              doc="ViewAsComplexBackward0"),
+    Function("complex", (Param("real", "tensor"), Param("imag", "tensor")),
+             lambda rt, a, loc: complex_(rt, a["real"], a["imag"], loc), where="function",
+             doc="ComplexBackward0 (real and imaginary parts, broadcast)"),
+    Function("sgn", _IN, lambda rt, a, loc: rt.apply("sgn", [a["input"]], None, loc), where="both",
+             doc="SgnBackward0 (z / |z|, 0 at 0; of a real tensor its sign, zero gradient)"),
+    Function("angle", _IN, lambda rt, a, loc: angle(rt, a["input"], loc), where="both",
+             doc="AngleBackward0 (a complex tensor's arg, real)"),
 )

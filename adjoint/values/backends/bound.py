@@ -158,7 +158,7 @@ class BoundBackend(Float64Backend):
     conv_patches = conv_fold = None   # the convolution's bounds follow the generic lowering (index, place_add)
     # the complex kernels' bounds likewise follow the complex backend's generic formulas (real
     # products, sums and square roots, each with its rule) instead of the float64 backend's numpy kernels
-    complex_div = complex_abs = complex_exp = None
+    complex_div = complex_abs = complex_exp = complex_function = None
 
     def __init__(self, dtype: str = "float32", symbols: dict | None = None, compared: str | None = None):
         super().__init__(dtype, symbols)

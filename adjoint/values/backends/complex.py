@@ -271,6 +271,80 @@ class ComplexBackend(Composed):
         r = self.inner.exp(x.re)
         return Cx(self.inner.mul(r, self.inner.cos(x.im)), self.inner.mul(r, self.inner.sin(x.im)))
 
+    # ------------------------------------------------------------------ elementary functions of z = a + bi
+    # over the parts, exactly (the real backend's sin, cosh, log, atan2 ... of real values); a real
+    # backend with a kernel of its own (the float64 one: ``complex_function``, numpy's, which are
+    # C's csin, ccosh, clog ... as PyTorch's CPU kernels) runs that instead
+    def _kernel(self, name: str, x):
+        kernel = getattr(self.inner, "complex_function", None)
+        return None if kernel is None else Cx(*kernel(name, x.re, x.im))
+
+    def _complex_fn(name: str):
+        def method(self, x):
+            if not isinstance(x, Cx):
+                return getattr(self.inner, name)(x)
+            out = self._kernel(name, x)
+            return out if out is not None else getattr(self, "_" + name)(x.re, x.im)
+        method.__name__ = name
+        return method
+
+    sin, cos, sinh, cosh = _complex_fn("sin"), _complex_fn("cos"), _complex_fn("sinh"), _complex_fn("cosh")
+    tanh, sigmoid, log, sqrt = _complex_fn("tanh"), _complex_fn("sigmoid"), _complex_fn("log"), _complex_fn("sqrt")
+    tan = _complex_fn("tan")
+    del _complex_fn
+
+    def _sin(self, a, b):        # sin a cosh b + i cos a sinh b
+        I = self.inner
+        return Cx(I.mul(I.sin(a), I.cosh(b)), I.mul(I.cos(a), I.sinh(b)))
+
+    def _cos(self, a, b):        # cos a cosh b - i sin a sinh b
+        I = self.inner
+        return Cx(I.mul(I.cos(a), I.cosh(b)), I.neg(I.mul(I.sin(a), I.sinh(b))))
+
+    def _sinh(self, a, b):       # sinh a cos b + i cosh a sin b
+        I = self.inner
+        return Cx(I.mul(I.sinh(a), I.cos(b)), I.mul(I.cosh(a), I.sin(b)))
+
+    def _cosh(self, a, b):       # cosh a cos b + i sinh a sin b
+        I = self.inner
+        return Cx(I.mul(I.cosh(a), I.cos(b)), I.mul(I.sinh(a), I.sin(b)))
+
+    def _tanh(self, a, b):       # (sinh 2a + i sin 2b) / (cosh 2a + cos 2b)
+        I = self.inner
+        a2, b2 = I.add(a, a), I.add(b, b)
+        d = I.add(I.cosh(a2), I.cos(b2))
+        return Cx(I.div(I.sinh(a2), d), I.div(I.sin(b2), d))
+
+    def _tan(self, a, b):        # (sin 2a + i sinh 2b) / (cos 2a + cosh 2b)
+        I = self.inner
+        a2, b2 = I.add(a, a), I.add(b, b)
+        d = I.add(I.cos(a2), I.cosh(b2))
+        return Cx(I.div(I.sin(a2), d), I.div(I.sinh(b2), d))
+
+    def _sigmoid(self, a, b):    # 1 / (1 + exp(-z))
+        one = self.inner.scalar(1)
+        return self.div(one, self.add(one, self.exp(Cx(self.inner.neg(a), self.inner.neg(b)))))
+
+    def _log(self, a, b):        # log |z| + i atan2(b, a), log |z| = log(a^2 + b^2) / 2
+        I = self.inner
+        return Cx(I.div(I.log(self.norm2(Cx(a, b))), I.scalar(2)), I.atan2(b, a))
+
+    def _sqrt(self, a, b):       # sqrt((|z| + a) / 2) + i sgn(b) sqrt((|z| - a) / 2), b != 0
+        I = self.inner
+        r, two = self.abs(Cx(a, b)), I.scalar(2)
+        return Cx(I.sqrt(I.div(I.add(r, a), two)), I.mul(I.sgn(b), I.sqrt(I.div(I.sub(r, a), two))))
+
+    def angle(self, x):
+        """arg z = atan2(b, a) (std::arg), real."""
+        if not isinstance(x, Cx):
+            raise NotImplementedError("angle of a real value")
+        return self.inner.atan2(x.im, x.re)
+
+    def negate_at_negzero(self, x, ref):
+        if isinstance(x, Cx) or isinstance(ref, Cx):   # complex division signs its own zeros
+            return x
+        return self.inner.negate_at_negzero(x, ref)
+
     def concat(self, xs, axis):
         return self._joined("concat", xs, axis)
 

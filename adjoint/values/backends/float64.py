@@ -274,6 +274,14 @@ class Float64Backend(NoExactChecks, Composed):
             e = np.exp(_complex(a.a, b.a))
         return _v(e.real.copy()), _v(e.imag.copy())
 
+    def complex_function(self, name: str, a, b):
+        """sin, cos, tan, sinh, cosh, tanh, sigmoid, log, sqrt of a + bi: numpy's (C's csin ... clog, csqrt,
+        as PyTorch's CPU kernels call them; sigmoid is ``1 / (1 + exp(-z))``)."""
+        fn = (lambda z: 1.0 / (1.0 + np.exp(-z))) if name == "sigmoid" else getattr(np, name)
+        with np.errstate(all="ignore"):
+            v = fn(_complex(a.a, b.a))
+        return _v(v.real.copy()), _v(v.imag.copy())
+
     # ------------------------------------------------------------------ elementwise functions
     def relu(self, x):
         a = x.a
