@@ -401,7 +401,7 @@ def _functions_torch(dtype=C128):
     t["f"], t["g"], t["h"], t["k"] = torch.sinh(z), z.cosh(), torch.log(t["w"]), torch.angle(z)
     t["m"], t["n"] = torch.sin(z.exp()), z.tan()
     t["q"] = torch.complex(x, x.reshape(3, 1) * 2)
-    t["r"] = torch.sgn(z) * x.sgn()
+    t["r"] = torch.sgn(z) * x.sign()
     for name in "akh":
         t[name].register_hook(lambda g, name=name: seen.setdefault(name, g.clone()))
     t["s"] = t["a"] * t["b"] + t["c"] / t["d"] - t["e"] * t["f"] + t["g"] + t["h"] + t["m"] * t["n"] + t["q"] + t["r"]

@@ -148,6 +148,8 @@ def snap(x, float_dtype: torch.dtype):
         if hasattr(x, "placements") and hasattr(x, "to_local"):   # a DTensor (fully_shard): this rank's rows
             x = x.to_local()
         t = x.detach()
+        if t._is_zerotensor():   # an efficient zero tensor (sgn's, abs's gradients): zeros with no storage to read
+            t = torch.zeros(t.shape, dtype=t.dtype)
         if t.is_complex():   # pairs [re, im] (adjoint.values.complexes)
             out = {"shape": list(t.shape), "value": torch.view_as_real(t.resolve_conj()).to(torch.float64).tolist()}
         elif t.is_floating_point():

@@ -106,6 +106,17 @@ def angle(rt, z: Tensor, loc: Loc):
     return rt.apply("angle", [z], None, loc)
 
 
+def sgn(rt, z: Tensor, loc: Loc):
+    """SgnBackward0. Of a real tensor that records a node its backward hands on an efficient zero
+    tensor (``_efficientzerotensor``: zeros with no storage, which a hook may not write in place,
+    "ZeroTensors are immutable"): not modelled."""
+    if not is_complex(z) and rt.grad_enabled and z.needs_grad:
+        raise ProblemError(loc, "sgn of a real tensor that requires grad is not modelled (its backward hands on an "
+                                "efficient zero tensor, which PyTorch forbids writing in place); use sign() (zeros "
+                                "of its own), or sgn of a complex tensor")
+    return rt.apply("sgn", [z], None, loc)
+
+
 _SCALAR_TYPE = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool", "complex64": "ComplexFloat",
                 "complex128": "ComplexDouble"}
 
@@ -151,7 +162,7 @@ FUNCTIONS = (
     Function("complex", (Param("real", "tensor"), Param("imag", "tensor")),
              lambda rt, a, loc: complex_(rt, a["real"], a["imag"], loc), where="function",
              doc="ComplexBackward0 (real and imaginary parts, broadcast)"),
-    Function("sgn", _IN, lambda rt, a, loc: rt.apply("sgn", [a["input"]], None, loc), where="both",
+    Function("sgn", _IN, lambda rt, a, loc: sgn(rt, a["input"], loc), where="both",
              doc="SgnBackward0 (z / |z|, 0 at 0; of a real tensor its sign, zero gradient)"),
     Function("angle", _IN, lambda rt, a, loc: angle(rt, a["input"], loc), where="both",
              doc="AngleBackward0 (a complex tensor's arg, real)"),
