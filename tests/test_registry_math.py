@@ -36,6 +36,8 @@ GENERIC = {"var", "var_mean", "max_all", "min_all", "amax", "amin", "max_dim", "
            "atan2",
            # adjoint/engine/ops/conv.py
            "im2col", "col2im",
+           # adjoint/engine/ops/recurrent.py: pack_padded_sequence's rows, written by name
+           "pack_padded_sequence",
            # adjoint/engine/ops/activations.py: the activations by name
            "log_sigmoid", "celu", "celu_", "hardsigmoid", "threshold", "threshold_", "softshrink", "hardshrink",
            # adjoint/engine/ops/indexing.py
