@@ -215,7 +215,46 @@ def test_pytorchs_errors_are_the_answer(call):
     ("o, h = m(nn.utils.rnn.pack_padded_sequence(x, [3, 2]))",
      "{type: GRU, args: {input_size: 2, hidden_size: 2, bidirectional: true}}"),
     ("n = nn.utils.rnn.pack_padded_sequence(x, [3, 2]).to(torch.float64)", ""),
+    ("p = nn.utils.rnn.pack_padded_sequence(x, L, enforce_sorted=False)", ""),
+    ("p = nn.utils.rnn.pack_padded_sequence(x, [4, 2])", ""),
 ])
 def test_what_is_not_modelled_is_refused(call, model_type):
     with pytest.raises(ProblemError):
         adjoint.loads(_pack_text(call, model_type)).solve(mode="float64")
+
+
+def test_a_custom_module_handed_the_packed_sequence_verifies(tmp_path):
+    """A custom module taking the PackedSequence as its input: its full backward hook's
+    grad_input is ``(None,)`` (BackwardHook wraps no tensor of the args), its forward_pre hook
+    sees the PackedSequence; checked by ``adjoint verify`` against torch."""
+    from adjoint.torchside import verify
+    path = tmp_path / "packed.yaml"
+    path.write_text("""
+name: packed_custom
+dtype: float64
+inputs:
+  x: {value: [[[1, -0.5], [0.25, 1]], [[-1, 0.5], [0.75, -0.25]], [[0.5, 0.25], [0, 0]]], requires_grad: true}
+model:
+  inputs: [x]
+  children:
+    enc:
+      inputs: [p]
+      children:
+        rnn: {type: GRU, args: {input_size: 2, hidden_size: 2}}
+      forward: |
+        out, h = rnn(p)
+        return h
+  forward: |
+    p = nn.utils.rnn.pack_padded_sequence(x, [3, 2])
+    h = enc(p)
+    return h.sum()
+loss: "y"
+init: {seed: 0}
+variants:
+  hooked: {hooks: [{module: enc, kind: full_backward}, {module: enc, kind: forward_pre}]}
+""")
+    out: list[str] = []
+    assert verify.run([str(path)], None, False, False, None, out.append) == 0, "\n".join(out)
+    v = adjoint.loads(path.read_text()).solve(mode="float64").variants[0]
+    full = [h for h in v.hook_calls if h.kind == "full_backward"]
+    assert len(full) == 1 and full[0].args["grad_input"] == (None,)

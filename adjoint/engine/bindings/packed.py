@@ -70,6 +70,9 @@ def lower_pack(rt, a, loc: Loc):
         raise ProblemError(loc, "pack_padded_sequence of an input of fewer than 2 dims is not modelled; give "
                                 "(T, B, *) or, batch_first, (B, T, *)")
     sorted_indices = None
+    if not enforce and ndim != 1:
+        raise ProblemError(loc, "pack_padded_sequence(enforce_sorted=False) with lengths of other than 1 dim is not "
+                                "modelled (torch.sort sorts its rows, index_select refuses the index)")
     if not enforce:   # torch.sort(lengths, descending=True): no node (int64)
         if len(lengths) > 16 and len(set(lengths)) < len(lengths):
             raise ProblemError(loc, "pack_padded_sequence(enforce_sorted=False) of more than 16 sequences with equal "
