@@ -151,6 +151,18 @@ def _restricted(run, leaf: Tensor) -> str | None:
             "gradient, so its AccumulateGrad is not executed")
 
 
+def _requires_grad_inside(value) -> bool:
+    """A tensor that requires grad nested anywhere in ``value`` (tuples of tuples)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, Tensor) and v.requires_grad:
+            return True
+        if isinstance(v, tuple):
+            stack.extend(v)
+    return False
+
+
 def _module_reason(hook, run) -> str | None:
     calls = [c for f in run.forwards for c in f.calls
              if hook.on == "global" or c.path == hook.target or c.module.path == hook.target]
@@ -174,6 +186,9 @@ def _module_reason(hook, run) -> str | None:
         if any(isinstance(o, dict) for o in outs):   # BackwardHook finds no tensor in a dict (PyTorch warns)
             return ("its module takes and returns dicts: PyTorch's BackwardHook wraps no tensor in them, so its "
                     "backward hooks cannot fire (the forward's warning)")
+        if any(isinstance(o, tuple) and _requires_grad_inside(o) for o in outs):   # (packed, (h_n, c_n))
+            return ("its module's output holds no tensor at its top level (an LSTM's (PackedSequence, (h_n, c_n))): "
+                    "PyTorch's BackwardHook wraps only top-level tensors, so its backward hooks cannot fire")
         return "no gradient can reach its module: its output does not require grad"
     if not any(id(n) in nodes for n in attached):
         names = ", ".join(dict.fromkeys(n.name for n in attached))

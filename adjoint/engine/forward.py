@@ -39,7 +39,7 @@ from adjoint.engine.checkpoint import StopRecomputation, run_checkpoint
 from adjoint.engine.inference import refuse_inside
 from adjoint.engine.pylist import PyList, is_tuple, sequence_name
 from adjoint.engine.pyfloat import python_number
-from adjoint.engine.return_types import ReturnTuple
+from adjoint.engine.return_types import PackedSequence, ReturnTuple
 from adjoint.values.numbers.sizes import check_leaf_size
 from adjoint.values.strides import view_as_strides
 from adjoint.format.module_signatures import lookup as nn_type
@@ -662,7 +662,8 @@ class _Pass:
         rt = self.rt
         if mod.type is not None:
             from adjoint.engine.layers import FORWARDS, LayerCall
-            if args and not isinstance(args[0], Tensor) and mod.type not in ("Identity", "Sequential"):
+            if args and not isinstance(args[0], Tensor) and mod.type not in ("Identity", "Sequential") \
+                    and not (isinstance(args[0], PackedSequence) and mod.type in ("RNN", "GRU", "LSTM")):
                 # fc(gru(x)): a built-in's input must be a tensor (an RNN's state may be a tuple, not its input)
                 from adjoint.engine.layers.input_type import not_a_tensor_error
                 known = not_a_tensor_error(mod.type, args[0])

@@ -26,7 +26,7 @@ from adjoint.engine.gradalias import held_tensor, unplaced
 from adjoint.engine.complex_grad import tag_complex
 from adjoint.engine.stash import StashScope
 from adjoint.engine.pylist import PyList, sequence_name
-from adjoint.engine.return_types import ReturnTuple
+from adjoint.engine.return_types import PackedSequence, ReturnTuple
 from adjoint.engine.requires_grad import DIFFERENTIABLE
 from adjoint.format.validate_tensors import INT_REQUIRES_GRAD
 
@@ -462,6 +462,8 @@ def as_values(returned, hook, args: dict | None = None):
         if name in ("int", "float", "bool"):
             raise TorchError("TypeError", f"object of type '{name}' has no len()" if hook.kind in (
                 "full_backward", "full_backward_pre") else f"expected tuple, but hook returned '{name}'", "hook_result")
+    if isinstance(returned, PackedSequence):
+        raise ProblemError(hook.returns.loc, "a hook returning a PackedSequence is not modelled; return tensors")
     if isinstance(returned, tuple):
         # a list stays one, a torch.return_types one: PyTorch's messages tell them apart
         kind = PyList if isinstance(returned, PyList) else \

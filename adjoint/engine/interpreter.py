@@ -25,7 +25,8 @@ from adjoint.engine.bindings import FUNCTIONS, METHODS, call_function, describe
 from adjoint.engine.bindings.core import binary, is_number, neg
 from adjoint.engine.bindings.views import attribute, getitem
 from adjoint.engine.graph import Tensor
-from adjoint.engine.return_types import ReturnTuple
+from adjoint.engine.return_types import PackedSequence, ReturnTuple
+from adjoint.format.torch_names import RNN_UTILS_PREFIXES
 from adjoint.engine.inplace import INPLACE_METHODS, AUGMENTED, call_inplace
 from adjoint.engine.bindings.setitem import setitem
 from adjoint.engine import bigints, pyerrors
@@ -159,9 +160,22 @@ def check_prefix(e: S.Call) -> None:
     from adjoint.format.torch_names import in_namespace
     if not in_namespace(e.prefix, e.func):
         space = {"torch.": "torch", "nn.Transformer.": "torch.nn.Transformer",
-                 "torch.nn.Transformer.": "torch.nn.Transformer"}.get(e.prefix, "torch.nn.functional")
+                 "torch.nn.Transformer.": "torch.nn.Transformer", "nn.utils.rnn.": "torch.nn.utils.rnn",
+                 "torch.nn.utils.rnn.": "torch.nn.utils.rnn"}.get(e.prefix, "torch.nn.functional")
         raise ProblemError(e.loc, f"PyTorch has no {e.prefix}{e.func} ({space} has no '{e.func}'); write "
                                   f"{e.func}(...) without the prefix, or a function the prefix has")
+
+
+#: the torch.nn.utils.rnn functions adjoint models (engine/bindings/packed.py)
+PACKING = ("pack_padded_sequence", "pad_packed_sequence")
+
+
+def refuse_rnn_utils(e: S.Call) -> None:
+    """A torch.nn.utils.rnn function adjoint does not model, or a modelled one without its prefix."""
+    if e.func in PACKING:
+        raise ProblemError(e.loc, f"{e.func} is a function of torch.nn.utils.rnn: call nn.utils.rnn.{e.func}(...)")
+    raise ProblemError(e.loc, f"{e.prefix}{e.func} is not modelled; of torch.nn.utils.rnn adjoint models "
+                              "pack_padded_sequence and pad_packed_sequence (exit 2)")
 
 
 class Interp:
@@ -394,6 +408,8 @@ class Interp:
             bigints.refuse_in_call(args + list(kwargs.values()), list(e.args) + [v for _, v in e.kwargs], e.func)
             if e.prefix:
                 check_prefix(e)
+            if (e.prefix in RNN_UTILS_PREFIXES) != (e.func in PACKING) and not self.is_child(e.func):
+                refuse_rnn_utils(e)
             if e.func == "generate_square_subsequent_mask" and not e.prefix and not self.is_child(e.func):
                 raise ProblemError(e.loc, "generate_square_subsequent_mask is a static method of nn.Transformer: "
                                           "call nn.Transformer.generate_square_subsequent_mask(sz)")
@@ -452,6 +468,9 @@ class Interp:
             obj = self.eval(e.obj)
             if obj is None:
                 raise pyerrors.no_attribute(e.name)
+            if isinstance(obj, PackedSequence) and e.name not in obj.fields:
+                raise ProblemError(e.loc, f"PackedSequence.{e.name} is not modelled; read its fields data, "
+                                          "batch_sizes, sorted_indices, unsorted_indices")
             if isinstance(obj, ReturnTuple):   # x.max(dim=1).values: torch.return_types.max's fields
                 try:
                     return obj.field(e.name)
@@ -600,6 +619,9 @@ class Interp:
                 bigints.check_scalar(args[0], e.args[0])
         if hasattr(obj, "call_method"):   # an engine object a body names (an optimizer: adjoint.engine.adam)
             return obj.call_method(self, e.name, args, kwargs, e.loc)
+        if isinstance(obj, PackedSequence):   # PackedSequence.to(), .float(), ...: its own methods
+            raise ProblemError(e.loc, f"PackedSequence's methods are not modelled ('{e.name}'); read its fields "
+                                      "or pad it with nn.utils.rnn.pad_packed_sequence")
         if isinstance(obj, tuple) and not e.operator and not hasattr(list, e.name):
             # Python's AttributeError: a tuple or list has no tensor method
             from adjoint.engine.pylist import sequence_name

@@ -5,7 +5,7 @@ which look into tuples only."""
 
 from __future__ import annotations
 
-from adjoint.engine.return_types import ReturnTuple, TorchSize
+from adjoint.engine.return_types import PackedSequence, ReturnTuple, TorchSize
 
 
 class PyList(tuple):
@@ -25,6 +25,8 @@ def sequence_name(v) -> str:
     return."""
     if isinstance(v, TorchSize):
         return "torch.Size"
+    if isinstance(v, PackedSequence):
+        return "PackedSequence"
     if isinstance(v, ReturnTuple):
         return f"torch.return_types.{v.kind}"
     return "list" if isinstance(v, PyList) else "tuple"

@@ -35,3 +35,17 @@ class ReturnTuple(tuple):
 def max_min(kind: str, values, indices) -> ReturnTuple:
     """``torch.return_types.max`` / ``torch.return_types.min``: (values, indices)."""
     return ReturnTuple(kind, ("values", "indices"), (values, indices))
+
+
+#: ``torch.nn.utils.rnn.PackedSequence``'s fields, in its named tuple's order
+PACKED_FIELDS = ("data", "batch_sizes", "sorted_indices", "unsorted_indices")
+
+
+class PackedSequence(ReturnTuple):
+    """A ``torch.nn.utils.rnn.PackedSequence``: the named tuple (data, batch_sizes,
+    sorted_indices, unsorted_indices) that ``pack_padded_sequence`` makes and an ``nn.RNN`` /
+    ``GRU`` / ``LSTM`` takes and returns (the last two None for an ``enforce_sorted`` pack)."""
+
+    def __new__(cls, data, batch_sizes, sorted_indices, unsorted_indices):
+        return super().__new__(cls, "PackedSequence", PACKED_FIELDS,
+                               (data, batch_sizes, sorted_indices, unsorted_indices))

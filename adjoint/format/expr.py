@@ -58,7 +58,7 @@ _REFUSED_OPS = {ast.FloorDiv: "//", ast.Mod: "%", ast.LShift: "<<", ast.RShift: 
 
 #: Call prefixes dropped into ``Call.prefix``, longest first.
 PREFIXES = ("torch.nn.functional.", "nn.functional.", "torch.", "F.", "torch.autograd.", "autograd.",
-            "torch.nn.Transformer.", "nn.Transformer.")
+            "torch.nn.Transformer.", "nn.Transformer.", "torch.nn.utils.rnn.", "nn.utils.rnn.")
 #: the prefixes naming nn.Transformer, whose one static method is a function a forward calls
 #: (``nn.Transformer.generate_square_subsequent_mask(3)``)
 TRANSFORMER_PREFIXES = ("torch.nn.Transformer.", "nn.Transformer.")

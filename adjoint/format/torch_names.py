@@ -15,6 +15,13 @@ import os
 _PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "torch_names.json")
 
 
+#: the prefixes naming ``torch.nn.utils.rnn``, and its public functions (torch 2.13's ``__all__``
+#: without the classes): adjoint models pack_padded_sequence and pad_packed_sequence
+RNN_UTILS_PREFIXES = ("nn.utils.rnn.", "torch.nn.utils.rnn.")
+RNN_UTILS = frozenset({"pack_padded_sequence", "pad_packed_sequence", "pad_sequence", "unpad_sequence",
+                       "pack_sequence", "unpack_sequence", "invert_permutation"})
+
+
 def _load() -> dict:
     with open(_PATH, encoding="utf-8") as fh:
         return json.load(fh)
@@ -51,6 +58,8 @@ def in_namespace(prefix: str, name: str) -> bool:
     the ``F.`` / ``nn.functional.`` / ``torch.nn.functional.`` prefixes."""
     if prefix in ("nn.Transformer.", "torch.nn.Transformer."):   # a class: its static method
         return name == "generate_square_subsequent_mask"
+    if prefix in RNN_UTILS_PREFIXES:   # torch.nn.utils.rnn's public functions
+        return name in RNN_UTILS
     data = _load()
     return name in (data["torch"] if prefix == "torch." else data["functional"])
 

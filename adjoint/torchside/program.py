@@ -349,7 +349,8 @@ class Program:
             obj = self.eval(e.obj)
             if obj is None:
                 getattr(obj, e.name)   # Python's AttributeError
-            if type(obj).__module__ == "torch.return_types":   # x.max(dim=1).values (its own AttributeError else)
+            if type(obj).__module__ == "torch.return_types" or type(obj).__name__ == "PackedSequence":
+                # x.max(dim=1).values (its own AttributeError else); a PackedSequence's fields
                 return self.keep(getattr(obj, e.name))
             if not isinstance(obj, torch.Tensor):
                 raise ProblemError(e.loc, f"'{S.to_source(e.obj)}' is {type(obj).__name__}, not a tensor")

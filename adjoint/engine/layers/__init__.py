@@ -41,7 +41,7 @@ class LayerCall:
 
 
 #: the family modules, in the order a lookup imports them
-FAMILIES = ("basic", "activations", "nn", "losses", "swish", "recurrent", "recurrent_layers", "transformer",
+FAMILIES = ("basic", "activations", "nn", "losses", "swish", "recurrent", "recurrent_packed", "transformer",
             "transformer_stack", "nn3d")
 
 _forwards: dict[str, Callable] = {}

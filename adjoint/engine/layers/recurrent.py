@@ -21,6 +21,7 @@ from fractions import Fraction
 
 from adjoint.format.errors import ProblemError
 from adjoint.engine.graph import Tensor
+from adjoint.engine.return_types import PackedSequence
 from adjoint.engine.torch_errors import TorchError
 from adjoint.engine.bindings import call_function
 from adjoint.engine.bindings.core import binary
@@ -55,7 +56,7 @@ def _args(c, kind: str):
                                       "TypeError")
         bound[k] = v
     x = bound.get("input")
-    if not isinstance(x, Tensor):
+    if not isinstance(x, Tensor) and not (kind in ("RNN", "GRU", "LSTM") and isinstance(x, PackedSequence)):
         raise ProblemError(c.loc, f"{kind} needs a tensor input")
     return x, bound.get("hx")
 

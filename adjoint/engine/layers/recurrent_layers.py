@@ -38,7 +38,7 @@ from adjoint.engine.graph import Tensor
 from adjoint.engine.inplace import call_inplace
 from adjoint.engine.ops.recurrent import MkldnnLstmSpec
 from adjoint.engine.warns import LSTM_PROJECTIONS, warn_once
-from adjoint.engine.layers.recurrent import _args, state_dim, state_item
+from adjoint.engine.layers.recurrent import state_dim, state_item
 from adjoint.engine.torch_errors import TorchError
 from adjoint.format.errors import ProblemError
 from adjoint.values.strides import contiguous_strides
@@ -164,8 +164,16 @@ def _lstm_states(c, hx: tuple, batched: bool) -> list:
     return [hx[0], hx[1]]
 
 
-def _forward(c, kind: str):
-    x, hx = _args(c, kind)
+def check_dropout(c, kind: str, layers: int) -> None:
+    """Dropout between layers in training mode draws at random: refused."""
+    if c.arg("dropout") != 0 and c.training and layers > 1:
+        raise ProblemError(c.loc, f"{kind} drops the outputs between layers at random in training mode, which no "
+                                  "prediction can know; give args: {dropout: 0} or training: false")
+
+
+def layer_forward(c, kind: str, x: Tensor, hx):
+    """The module's forward of a tensor input ``x`` (and state ``hx``) as ``_args`` bound them
+    (a PackedSequence's: engine/layers/recurrent_packed.py, whose FORWARDS dispatch)."""
     lstm = kind == "LSTM"
     if x.dtype != c.rt.dtype:
         raise ProblemError(c.loc, f"{kind} needs a tensor input of the problem's dtype ({c.rt.dtype})")
@@ -175,9 +183,7 @@ def _forward(c, kind: str):
     batch_first, dirs = c.arg("batch_first"), 2 if c.arg("bidirectional") else 1
     # with num_layers 1 a dropout draws nothing (ATen drops between layers only): the constructor's
     # warning is the only trace (engine/layers/setup_warnings.py)
-    if c.arg("dropout") != 0 and c.training and layers > 1:
-        raise ProblemError(c.loc, f"{kind} drops the outputs between layers at random in training mode, which no "
-                                  "prediction can know; give args: {dropout: 0} or training: false")
+    check_dropout(c, kind, layers)
     if len(x.shape) not in (2, 3):
         tail = "D tensor instead" if kind == "RNN" else "D instead"
         raise TorchError("ValueError", f"{kind}: Expected input to be 2D or 3D, got {len(x.shape)}{tail}")
@@ -319,8 +325,3 @@ def _mkldnn_lstm(c, x: Tensor, states: list, layers: int, dirs: int, batch_first
     return x, (hy, cy)
 
 
-FORWARDS = {
-    "RNN": lambda c: _forward(c, "RNN"),
-    "LSTM": lambda c: _forward(c, "LSTM"),
-    "GRU": lambda c: _forward(c, "GRU"),
-}

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 from adjoint.engine.ops.record import Check, Math, Op, Save
 from adjoint.engine.ops.views import OPS as _VIEW_OPS
-from adjoint.values.mathtree import Fn, generic_vjp, layer
+from adjoint.values.mathtree import Fn, TFn, generic_vjp, layer
 
 _SPLIT = next(op for op in _VIEW_OPS if op.name == "split")
 
@@ -169,4 +169,59 @@ OPS = OPS + (
                Check(((2, 1, 1), (4, 1), (4, 1), (4,), (4,), (1, 1), (1, 1)),
                      MkldnnLstmSpec(True, 1, 1, True, True, False, True))),
        math=Math(layer((LSTM_LAYER, LSTM_HY, LSTM_CY), _lstm_sub)), integers="refused"),
+)
+
+
+# ----------------------------------------------------------------------------- packed sequences
+
+@dataclass(frozen=True)
+class PackSpec:
+    """``_pack_padded_sequence``'s non-tensor facts: ``batch_first`` and the batch sizes (one per
+    time step, non-increasing: how many sequences are longer than the step)."""
+
+    batch_first: bool
+    batch_sizes: tuple[int, ...]
+
+
+def _pack_rows(shape, p: PackSpec):
+    """The rows of the input, flattened over its first two dims, that the packed data takes, in
+    order: step by step, the first ``batch_sizes[t]`` sequences of step ``t``."""
+    import numpy as np
+    n_t, n_b = (shape[1], shape[0]) if p.batch_first else (shape[0], shape[1])
+    rows = [b * n_t + t if p.batch_first else t * n_b + b for t, bs in enumerate(p.batch_sizes) for b in range(bs)]
+    return np.array(rows, dtype=np.int64)
+
+
+def pack_forward(B, ins, p: PackSpec):
+    x = ins[0]
+    shape = tuple(B.shape(x))
+    flat = B.reshape(x, (shape[0] * shape[1],) + shape[2:])
+    return B.index(flat, (_pack_rows(shape, p),))
+
+
+def pack_vjp(B, gs, ins, outs, p: PackSpec, need):
+    shape = tuple(B.shape(ins[0]))
+    flat = (shape[0] * shape[1],) + shape[2:]
+    return [B.reshape(B.place_add(flat, (_pack_rows(shape, p),), gs[0]), shape), None]
+
+
+def _pack_shape(shapes, p: PackSpec, loc):
+    return (sum(p.batch_sizes),) + tuple(shapes[0][2:])
+
+
+PACK = Fn("pack_padded_sequence", "\\operatorname{pack}_{#s}\\left(#0\\right)", generic_vjp)
+
+#: ``_pack_padded_sequence`` (``PackPaddedSequenceBackward0``): the packed data of a padded batch,
+#: (T, B, *) or (B, T, *) with ``batch_first``. Inputs ``input, batch_sizes`` (the int64 result1 the
+#: node saves, made by the lowering); the backward (``_pack_padded_sequence_backward``) writes each
+#: packed row's gradient back to its place, zeros in the padding.
+OPS = OPS + (
+    Op("pack_padded_sequence", "PackPaddedSequenceBackward0", pack_forward, pack_vjp, _pack_shape,
+       (Save("result1", "in", 1),), "zeros(input) with each packed row's g at its (step, sequence) place",
+       negzero="structural", grows=False, differentiable=(True, False), copies_values=True,
+       kink_doc="batch_sizes (int64) has no edge",
+       math=Math(lambda a, p, shape, k: TFn(PACK, (a[0],), tuple(shape),
+                                            "\\mathrm{batch\\_first}" if p.batch_first else "", p)),
+       checks=(Check(((3, 2, 2), (3,)), PackSpec(False, (2, 2, 1)), given=((1, (2, 2, 1)),)),
+               Check(((2, 3), (3,)), PackSpec(True, (2, 1, 1)), given=((1, (2, 1, 1)),)))),
 )
