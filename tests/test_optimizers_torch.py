@@ -144,3 +144,18 @@ def test_settings_out_of_range_are_torchs_value_error(variant, during, make):
         make([torch.zeros(1, requires_grad=True)])
     got = adjoint.load(FILE).solve(variant=variant).to_json()["variants"][variant]["error"]
     assert (got["type"], got["message"], got["during"]) == ("ValueError", str(err.value), during)
+
+
+@pytest.mark.parametrize("variant, make", [
+    ("sgd", lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9)),
+    ("adam", lambda ps: torch.optim.Adam(ps)),
+    ("adamw_before_backward", lambda ps: torch.optim.AdamW(ps, lr=0.01)),
+    ("argument_checked_first", lambda ps: torch.optim.SGD(ps, lr=0.1, nesterov=True)),
+    ("adam_beta_checked_first", lambda ps: torch.optim.Adam(ps, betas=(0.9, 1.0))),
+])
+def test_optimizer_over_no_parameters_is_torchs_value_error(variant, make):
+    with pytest.raises(ValueError) as err:
+        make(torch.nn.Tanh().parameters())
+    got = adjoint.load(os.path.join(ROOT, "tests", "data", "regressions", "optimizer_empty_parameter_list.yaml")).solve(
+        variant=variant).to_json()["variants"][variant]["error"]
+    assert (got["type"], got["message"], got["during"]) == ("ValueError", str(err.value), "forward")

@@ -52,7 +52,7 @@ class Adam:
     """One ``torch.optim.Adam`` / ``AdamW`` / ``SGD`` (``decl.type``), its state kept across steps."""
 
     def __init__(self, decl, params: list[Tensor], nonleaf: bool = False):
-        check_settings(decl, nonleaf)
+        check_settings(decl, nonleaf, empty=not params)
         self.decl = decl
         self.params = list(params)
         self.state: dict = {}   # id(param) -> [step, exp_avg, exp_avg_sq] (Adam) / [momentum_buffer] (SGD)
@@ -148,9 +148,10 @@ class Adam:
         p.value = B.fma(B.neg(B.scalar(d.lr)), grad, p.value)   # param.add_(grad, alpha=-lr)
 
 
-def check_settings(decl, nonleaf: bool = False) -> None:
+def check_settings(decl, nonleaf: bool = False, empty: bool = False) -> None:
     """The constructor's checks (``Adam.__init__`` / ``SGD.__init__``), in its order, then
-    ``add_param_group``'s: PyTorch's ValueError."""
+    ``Optimizer.__init__``'s (``empty``: ``list(params)`` is empty, a model without parameters),
+    then ``add_param_group``'s: PyTorch's ValueError."""
     lr = decl.lr
     if decl.type == "SGD":
         if lr < 0:
@@ -172,6 +173,8 @@ def check_settings(decl, nonleaf: bool = False) -> None:
                 raise TorchError("ValueError", f"Invalid beta parameter at index {i}: {_shown(b)}")
         if not 0 <= decl.weight_decay:
             raise TorchError("ValueError", f"Invalid weight_decay value: {_shown(decl.weight_decay)}")
+    if empty:
+        raise TorchError("ValueError", "optimizer got an empty parameter list")
     if nonleaf:
         raise TorchError("ValueError", "can't optimize a non-leaf Tensor")
 
