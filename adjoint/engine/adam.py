@@ -117,8 +117,8 @@ class Adam:
         exp_avg = lerp(B, state[1], grad, B.sub(one, B.scalar(beta1)), 1 - beta1 < Fraction(1, 2))
         # exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2): fma(value * grad, grad, self)
         exp_avg_sq = B.fma(B.mul(B.sub(one, B.scalar(beta2)), grad), grad, B.mul(state[2], B.scalar(beta2)))
-        bias_correction1 = B.sub(one, B.pow(B.scalar(beta1), B.scalar(step)))
-        bias_correction2 = B.sub(one, B.pow(B.scalar(beta2), B.scalar(step)))
+        bias_correction1 = B.sub(one, B.float_pow(B.scalar(beta1), B.scalar(step)))   # Python floats
+        bias_correction2 = B.sub(one, B.float_pow(B.scalar(beta2), B.scalar(step)))
         step_size = B.div(B.scalar(lr), bias_correction1)
         if d.amsgrad:   # torch.maximum(max_exp_avg_sqs[i], exp_avg_sq, out=max_exp_avg_sqs[i])
             state[3] = _extremum_forward(True)(B, [state[3], exp_avg_sq], None)
