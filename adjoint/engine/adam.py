@@ -193,10 +193,12 @@ def lerp(B, start, end, weight, small: bool):
     return B.fma(B.neg(B.sub(end, start)), B.sub(B.scalar(1), weight), end)   # fnmadd(diff, 1 - weight, end)
 
 
-def optimizer_step(run, decl) -> None:
+def optimizer_step(run, decl, index: int | None = None) -> None:
     """``{step: {optimizer: ...}}``: ``optimizer.step()`` of one optimizer over
     ``model.parameters()`` (a tied Parameter once), made at the variant's first step with these
-    settings and kept across its later ones (its state carried over)."""
+    settings and kept across its later ones (its state carried over). ``run.optimizer_updates[index]``
+    keeps (name, before, grad, after) of each parameter it changed (the sweep's checker, as
+    ``run.updates`` for a plain SGD step)."""
     made = run.__dict__.setdefault("optimizers", {})
     key = decl.settings
     if key not in made:
@@ -205,7 +207,11 @@ def optimizer_step(run, decl) -> None:
     for p in made[key].params:
         if p.grad_fn is not None:   # the optimizer reads every parameter's .grad: a non-leaf's warns
             warns.warn(run.rt, "UserWarning", warns.NON_LEAF_GRAD)
+    named = [(name, t, t.value, t.grad) for name, t in run.model.params.items() if run.model.decls[name].tied is None]
     made[key].step(run.rt, None, decl.loc)
+    if index is not None:
+        run.__dict__.setdefault("optimizer_updates", {})[index] = [
+            (name, before, grad, t.value) for name, t, before, grad in named if t.value is not before]
 
 
 def make_hook_optimizer(rt, hook, t: Tensor, nonleaf: bool) -> None:
