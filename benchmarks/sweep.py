@@ -46,8 +46,8 @@ def one(job):
         return i, text, G.check(text, timeout=timeout), cov
     if len(job) > 4 and job[4] == "rnn":   # tests/gen/recurrent.py: a recurrent layer in each
         spec = generate_rnn_spec(random.Random(f"{seed}-{i}"), budget)
-    else:
-        spec = G.generate_spec(random.Random(f"{seed}-{i}"), budget)
+    else:   # train: tests/gen/train.py's loops over gen's problems
+        spec = G.generate_spec(random.Random(f"{seed}-{i}"), budget, train=len(job) > 4 and job[4] == "train")
     text = G.to_yaml(spec)
     outcome = G.check(text, timeout=timeout)
     return i, text, outcome, G.coverage(spec)
@@ -65,11 +65,12 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     ap.add_argument("--out", default=None, help="where to write disagreeing problems (default: a new temp dir)")
     ap.add_argument("--quiet", action="store_true", help="no progress line")
-    ap.add_argument("--kind", choices=("all", "second", "complex", "checkpoint", "rnn"), default="all",
+    ap.add_argument("--kind", choices=("all", "second", "complex", "checkpoint", "rnn", "train"), default="all",
                     help="second: only second-order problems (tests/gen/second.py); complex: complex tensors "
                          "(tests/gen/complexgen.py); checkpoint: only torch.utils.checkpoint problems "
                          "(tests/gen/checkpoint.py); rnn: layer problems each with an nn.RNN / LSTM / GRU "
-                         "(tests/gen/recurrent.py); default all: tests/gen")
+                         "(tests/gen/recurrent.py); train: training loops (clipping, torch.optim steps, "
+                         "optimizers in post_accumulate_grad hooks: tests/gen/train.py); default all: tests/gen")
     args = ap.parse_args(argv)
 
     if args.only is not None:

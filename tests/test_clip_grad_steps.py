@@ -117,3 +117,39 @@ def test_nonfinite_total_norm_is_torchs_error_or_nan_gradients():
     assert (got["raises"]["error"]["type"], got["raises"]["error"]["message"]) == ("RuntimeError", str(err.value))
     assert {n: [repr(v) for v in _flat(got["scales"]["grads"][n]["value"])] for n in NAMES} == \
         {n: [repr(v) for v in _flat(vals)] for n, vals in clipped.items()}   # nan as 'nan', -0.0 kept
+
+
+def _no_grad_error():
+    fc1, _, _ = _model()
+    with pytest.raises(RuntimeError) as err:
+        clip.clip_grad_value_(fc1.parameters(), 0.1)
+    return str(err.value)
+
+
+def test_clip_grad_value_with_no_grad_is_torchs_error():
+    message = _no_grad_error()
+    fc1, _, x = _model()
+    assert clip.clip_grad_norm_(fc1.parameters(), 1.0).item() == 0.0   # clip_grad_norm_ does not raise
+    (fc1(x) ** 2).sum().backward()
+    fc1.zero_grad()
+    with pytest.raises(RuntimeError) as again:   # after zero_grad (set to None), and with foreach=False
+        clip.clip_grad_value_(fc1.parameters(), 0.1, foreach=False)
+    assert str(again.value) == message
+    got = adjoint.load(os.path.join(ROOT, "tests", "data", "regressions", "clip_grad_value_no_grads.yaml")).solve(
+        mode="float64").to_json()["variants"]
+    for name in ("value_first_step", "value_foreach_false", "value_after_zero_grad"):
+        assert (got[name]["error"]["type"], got[name]["error"]["message"]) == ("RuntimeError", message)
+    assert "error" not in got["norm_no_grads"] and got["norm_no_grads"]["warnings"] == []
+
+
+def test_clipping_a_model_without_parameters():
+    import warnings
+    empty = torch.nn.Tanh()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert clip.clip_grad_norm_(empty.parameters(), 0.1).item() == 0.0
+    got = adjoint.load(os.path.join(ROOT, "tests", "data", "regressions", "clip_grad_model_without_parameters.yaml")
+                       ).solve(mode="float64").to_json()["variants"]
+    assert [(w["category"], w["message"]) for w in got["norm"]["warnings"]] == \
+        [(w.category.__name__, str(w.message)) for w in seen]
+    assert (got["value"]["error"]["type"], got["value"]["error"]["message"]) == ("RuntimeError", _no_grad_error())

@@ -144,3 +144,29 @@ def test_settings_out_of_range_are_torchs_value_error(variant, during, make):
         make([torch.zeros(1, requires_grad=True)])
     got = adjoint.load(FILE).solve(variant=variant).to_json()["variants"][variant]["error"]
     assert (got["type"], got["message"], got["during"]) == ("ValueError", str(err.value), during)
+
+
+@pytest.mark.parametrize("variant, make", [
+    ("sgd", lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9)),
+    ("adam", lambda ps: torch.optim.Adam(ps)),
+    ("adamw_before_backward", lambda ps: torch.optim.AdamW(ps, lr=0.01)),
+    ("argument_checked_first", lambda ps: torch.optim.SGD(ps, lr=0.1, nesterov=True)),
+    ("adam_beta_checked_first", lambda ps: torch.optim.Adam(ps, betas=(0.9, 1.0))),
+])
+def test_optimizer_over_no_parameters_is_torchs_value_error(variant, make):
+    with pytest.raises(ValueError) as err:
+        make(torch.nn.Tanh().parameters())
+    got = adjoint.load(os.path.join(ROOT, "tests", "data", "regressions", "optimizer_empty_parameter_list.yaml")).solve(
+        variant=variant).to_json()["variants"][variant]["error"]
+    assert (got["type"], got["message"], got["during"]) == ("ValueError", str(err.value), "forward")
+
+
+def test_bias_correction_is_pythons_float_power():
+    """Adam's ``1 - beta2 ** step`` is Python floats (C's pow): 0.99 ** 3.0 is 0.970299 there,
+    while numpy's power (and ATen's pow kernel, x * x * x) give 0.9702989999999999; computed
+    with numpy, --float64's AdamW (betas (0.8, 0.99)) was a last bit off torch's at step 3."""
+    from adjoint.values.backends.float64 import Float64Backend
+    B = Float64Backend()
+    assert float(B.float_pow(B.scalar(Fraction(99, 100)), B.scalar(Fraction(3))).a) == 0.99 ** 3.0
+    assert float(B.pow(B.scalar(Fraction(99, 100)), B.scalar(Fraction(3))).a) == \
+        (torch.tensor(0.99, dtype=D) ** 3).item() != 0.99 ** 3.0

@@ -52,7 +52,7 @@ class Adam:
     """One ``torch.optim.Adam`` / ``AdamW`` / ``SGD`` (``decl.type``), its state kept across steps."""
 
     def __init__(self, decl, params: list[Tensor], nonleaf: bool = False):
-        check_settings(decl, nonleaf)
+        check_settings(decl, nonleaf, empty=not params)
         self.decl = decl
         self.params = list(params)
         self.state: dict = {}   # id(param) -> [step, exp_avg, exp_avg_sq] (Adam) / [momentum_buffer] (SGD)
@@ -117,8 +117,8 @@ class Adam:
         exp_avg = lerp(B, state[1], grad, B.sub(one, B.scalar(beta1)), 1 - beta1 < Fraction(1, 2))
         # exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2): fma(value * grad, grad, self)
         exp_avg_sq = B.fma(B.mul(B.sub(one, B.scalar(beta2)), grad), grad, B.mul(state[2], B.scalar(beta2)))
-        bias_correction1 = B.sub(one, B.pow(B.scalar(beta1), B.scalar(step)))
-        bias_correction2 = B.sub(one, B.pow(B.scalar(beta2), B.scalar(step)))
+        bias_correction1 = B.sub(one, B.float_pow(B.scalar(beta1), B.scalar(step)))   # Python floats
+        bias_correction2 = B.sub(one, B.float_pow(B.scalar(beta2), B.scalar(step)))
         step_size = B.div(B.scalar(lr), bias_correction1)
         if d.amsgrad:   # torch.maximum(max_exp_avg_sqs[i], exp_avg_sq, out=max_exp_avg_sqs[i])
             state[3] = _extremum_forward(True)(B, [state[3], exp_avg_sq], None)
@@ -148,9 +148,10 @@ class Adam:
         p.value = B.fma(B.neg(B.scalar(d.lr)), grad, p.value)   # param.add_(grad, alpha=-lr)
 
 
-def check_settings(decl, nonleaf: bool = False) -> None:
+def check_settings(decl, nonleaf: bool = False, empty: bool = False) -> None:
     """The constructor's checks (``Adam.__init__`` / ``SGD.__init__``), in its order, then
-    ``add_param_group``'s: PyTorch's ValueError."""
+    ``Optimizer.__init__``'s (``empty``: ``list(params)`` is empty, a model without parameters),
+    then ``add_param_group``'s: PyTorch's ValueError."""
     lr = decl.lr
     if decl.type == "SGD":
         if lr < 0:
@@ -172,6 +173,8 @@ def check_settings(decl, nonleaf: bool = False) -> None:
                 raise TorchError("ValueError", f"Invalid beta parameter at index {i}: {_shown(b)}")
         if not 0 <= decl.weight_decay:
             raise TorchError("ValueError", f"Invalid weight_decay value: {_shown(decl.weight_decay)}")
+    if empty:
+        raise TorchError("ValueError", "optimizer got an empty parameter list")
     if nonleaf:
         raise TorchError("ValueError", "can't optimize a non-leaf Tensor")
 
@@ -190,10 +193,12 @@ def lerp(B, start, end, weight, small: bool):
     return B.fma(B.neg(B.sub(end, start)), B.sub(B.scalar(1), weight), end)   # fnmadd(diff, 1 - weight, end)
 
 
-def optimizer_step(run, decl) -> None:
+def optimizer_step(run, decl, index: int | None = None) -> None:
     """``{step: {optimizer: ...}}``: ``optimizer.step()`` of one optimizer over
     ``model.parameters()`` (a tied Parameter once), made at the variant's first step with these
-    settings and kept across its later ones (its state carried over)."""
+    settings and kept across its later ones (its state carried over). ``run.optimizer_updates[index]``
+    keeps (name, before, grad, after) of each parameter it changed (the sweep's checker, as
+    ``run.updates`` for a plain SGD step)."""
     made = run.__dict__.setdefault("optimizers", {})
     key = decl.settings
     if key not in made:
@@ -202,7 +207,11 @@ def optimizer_step(run, decl) -> None:
     for p in made[key].params:
         if p.grad_fn is not None:   # the optimizer reads every parameter's .grad: a non-leaf's warns
             warns.warn(run.rt, "UserWarning", warns.NON_LEAF_GRAD)
+    named = [(name, t, t.value, t.grad) for name, t in run.model.params.items() if run.model.decls[name].tied is None]
     made[key].step(run.rt, None, decl.loc)
+    if index is not None:
+        run.__dict__.setdefault("optimizer_updates", {})[index] = [
+            (name, before, grad, t.value) for name, t, before, grad in named if t.value is not before]
 
 
 def make_hook_optimizer(rt, hook, t: Tensor, nonleaf: bool) -> None:

@@ -10,8 +10,11 @@ foreach)`` and ``clip_grad_value_(model.parameters(), clip_value, foreach)`` as 
     clip_coef_clamped = clamp(clip_coef, max=1.0)
     g.mul_(clip_coef_clamped) for each g                   # _foreach_mul_: in place, even by 1
 
-With no gradient at all nothing is clipped (``_clip_grads_with_norm_`` returns early).
-``clip_grad_value_`` is ``_foreach_clamp_min_(grads, -clip_value)`` then
+With no gradient at all nothing is clipped (``_clip_grads_with_norm_`` returns early); over a
+model without parameters (an empty generator) ``clip_grad_norm_`` warns first.
+``clip_grad_value_`` groups the gradients with ``torch._C._group_tensors_by_device_and_dtype([grads])``
+(whatever ``foreach`` is), which refuses an empty list: with no gradient at all it raises
+``EMPTY_GRADS``; else it is ``_foreach_clamp_min_(grads, -clip_value)`` then
 ``_foreach_clamp_max_(grads, clip_value)``. A ``.grad`` is written in place, as
 ``zero_grad(set_to_none=False)`` writes it (adjoint.engine.gradalias.write_grads): a leaf whose
 ``.grad`` is the same tensor sees the write; that tensor listed twice is scaled twice.
@@ -28,11 +31,14 @@ from adjoint.engine.ops.reductions import norm_forward
 from adjoint.engine.torch_errors import TorchError
 
 
+# c10's TORCH_CHECK(!nested_tensorlist[0].empty()) in _group_tensors_by_device_and_dtype
+EMPTY_GRADS = ("Expected !nested_tensorlist[0].empty() to be true, but got false.  (Could this error message be "
+               "improved?  If so, please report an enhancement request to PyTorch.)")
+EMPTY_GENERATOR = "`parameters` is an empty generator, no gradient clipping will occur."
+
+
 def _parameters(run, loc) -> list:
     params = [t for name, t in run.model.params.items() if run.model.decls[name].tied is None]
-    if not params:
-        raise ProblemError(loc, "clipping the gradients of a model without parameters (PyTorch warns that "
-                                "`parameters` is an empty generator) is not modelled")
     for p in params:
         if p.grad_fn is not None:   # reading a non-leaf's .grad warns
             warns.warn(run.rt, "UserWarning", warns.NON_LEAF_GRAD)
@@ -47,11 +53,15 @@ def clip_step(run, step) -> None:
     params = _parameters(run, step.loc)
     held = [p for p in params if p.grad is not None]
     if step.kind == "clip_grad_value":
+        if not held:
+            raise TorchError("RuntimeError", EMPTY_GRADS)
         c = step.clip[0]
         for p in held:
             write_grad_in_place(run.rt, p, lambda g: B.clamp(B.clamp(g, lo=-c), hi=c), step.loc)
         return
     max_norm, norm_type, error_if_nonfinite = step.clip[0], step.clip[1], step.clip[2]
+    if not params:
+        warns.warn(run.rt, "UserWarning", EMPTY_GENERATOR)
     if not held:   # total_norm is torch.tensor(0.0); nothing to scale
         return
     order = norm_type if norm_type == "inf" else Fraction(norm_type)

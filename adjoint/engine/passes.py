@@ -216,7 +216,7 @@ def run_variant(problem: Problem, variant: Variant, backend, progress=None) -> V
                 zero_grads(run.rt, _zeroed(model.leaves, step), step.set_to_none, step.loc)
             elif step.kind == "step" and step.optimizer is not None:
                 from adjoint.engine.adam import optimizer_step
-                optimizer_step(run, step.optimizer)
+                optimizer_step(run, step.optimizer, index)
             elif step.kind == "step":
                 sgd(run, step.lr, index)
             elif step.kind in ("clip_grad_norm", "clip_grad_value"):

@@ -359,7 +359,7 @@ class Session:
                     p -= float(number(lr)) * p.grad   # lr is a Python float, as a user types it (1e30, not 10**30)
 
     def reset_params(self, index: int) -> None:
-        """After SGD step ``index``: keep what it made in ``stepped``, then set the parameters
+        """After SGD or optimizer step ``index``: keep what it made in ``stepped``, then set the parameters
         ``after_step`` gives for it (see :func:`run_variant`; nothing in a plain run)."""
         given = getattr(self, "after_step", {}).get(index)
         if not given:
@@ -660,6 +660,7 @@ def run_steps(s: Session, steps, passes: list, in_step=None, pass_extras: bool =
                 elif step.kind == "step" and getattr(step, "optimizer", None) is not None:
                     from adjoint.torchside.optimizers import variant_optimizer
                     variant_optimizer(s, step.optimizer).step()
+                    s.reset_params(index)
                 elif step.kind == "step":
                     s.sgd(step.lr)
                     s.reset_params(index)

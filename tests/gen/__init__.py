@@ -99,11 +99,12 @@ __all__ = ["BAD", "GOOD", "Outcome", "TRANSCENDENTAL_BUDGET", "build", "check", 
            "generate_spec", "problems", "to_yaml", "V2_SHARE"]
 
 
-def build(s: Src, budget: int = TRANSCENDENTAL_BUDGET, attempts: int = 20, v2_share: float = V2_SHARE) -> ProblemSpec:
+def build(s: Src, budget: int = TRANSCENDENTAL_BUDGET, attempts: int = 20, v2_share: float = V2_SHARE,
+          train: bool = False) -> ProblemSpec:
     last = None
     for _ in range(attempts):
         try:
-            return Gen(s, budget, v2_share).problem()
+            return Gen(s, budget, v2_share, train).problem()
         except NoExpr as exc:  # pragma: no cover - a dead end; draw again
             last = exc
     raise RuntimeError("generator kept hitting dead ends") from last
@@ -115,8 +116,10 @@ def generate(rng: random.Random, budget: int = TRANSCENDENTAL_BUDGET, v2_share: 
     return to_yaml(build(Src(rng=rng), budget, v2_share=v2_share))
 
 
-def generate_spec(rng: random.Random, budget: int = TRANSCENDENTAL_BUDGET, v2_share: float = V2_SHARE) -> ProblemSpec:
-    return build(Src(rng=rng), budget, v2_share=v2_share)
+def generate_spec(rng: random.Random, budget: int = TRANSCENDENTAL_BUDGET, v2_share: float = V2_SHARE,
+                  train: bool = False) -> ProblemSpec:
+    """``train``: every problem v2 and a training loop (tests/gen/train.py; sweep --kind train)."""
+    return build(Src(rng=rng), budget, v2_share=1 if train else v2_share, train=train)
 
 
 def problems(budget: int = TRANSCENDENTAL_BUDGET, shrinkable: bool = False, v2_share: float = V2_SHARE):

@@ -288,7 +288,9 @@ def _rounding_across_steps(problem, v, vp, predicted: dict, compare, run_variant
     import math
 
     run = getattr(vp, "run", None)
-    updates = getattr(run, "updates", None) or {}
+    # plain SGD steps and torch.optim steps over model.parameters() (Adam's g / (sqrt(v) + eps)
+    # turns a gradient PyTorch rounds to 1e-17 where it is exactly 0 into an update of lr * 1e-9)
+    updates = {**(getattr(run, "updates", None) or {}), **(getattr(run, "__dict__", {}).get("optimizer_updates") or {})}
     if not updates:
         return False
     after = {}

@@ -121,6 +121,8 @@ def _hook_yaml(h: HookSpec) -> str:
         parts.append(f"raises: {_q(h.opts['raises'])}")
     if h.opts.get("removes"):
         parts.append(f"removes: [{', '.join(map(str, h.opts['removes']))}]")
+    if h.opts.get("optimizer"):
+        parts.append(f"optimizer: {h.opts['optimizer']}")
     if h.does:
         parts.append(f"does: {_q(chr(10).join(_does_line(e) for e in h.does))}")
     if h.returns is not None:
@@ -209,7 +211,10 @@ def to_yaml(p: ProblemSpec) -> str:
 
 
 def _does_line(entry) -> str:
-    """One ``does:`` statement: ``name = tree``, a call (name None), or ``name op= tree``."""
+    """One ``does:`` statement: ``name = tree``, a call (name None), ``name op= tree``, or a
+    line as written (one text: ``optim.step()``)."""
+    if len(entry) == 1:
+        return entry[0]
     if len(entry) == 3:
         name, op, t = entry
         return f"{name} {op}= {src(t)}"

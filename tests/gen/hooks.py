@@ -28,7 +28,7 @@ class HookGen:
         mode = s.weighted([(3, "plain"), (3, "variants"), (1, "inherit")])
         self.timing = True
         if mode == "plain":
-            stepped = self.v2 and s.coin(STEPS_P)
+            stepped = self.v2 and (self.train or s.coin(STEPS_P))
             self.timing = not stepped
             p.hooks, p.backward = self.variant_hooks(p, p.inputs, self.hook_count())
             if stepped:
@@ -62,7 +62,7 @@ class HookGen:
             if not Analysis(p, inputs, []).root.rg:
                 new = {}
                 inputs = list(p.inputs)
-            stepped = self.v2 and s.coin(STEPS_P)
+            stepped = self.v2 and (self.train or s.coin(STEPS_P))
             self.timing = not stepped
             hooks, back = self.variant_hooks(p, inputs, self.hook_count())
             self.timing = True

@@ -69,10 +69,13 @@ class HookGenV2:
         used = [n for n in leaves if n in a.root.deps]
         rg_names = [n for n, inf in a.names.items() if inf.rg]
         extra = []
-        if used and s.coin(0.3):
+        if used and s.coin(0.6 if self.train else 0.3):
             for _ in range(s.int(1, 2)):
                 h = HookSpec("tensor", s.choice(used), "post_accumulate_grad")
-                if s.coin(INPLACE_P):
+                if self.train and s.coin(0.6):   # its own torch.optim optimizer (tests/gen/train.py)
+                    from .train import hook_optimizer
+                    h.opts["optimizer"], h.does = hook_optimizer(s, self.v2_used)
+                elif s.coin(INPLACE_P):
                     h.does = optimizer_step(s)
                 others = [n for n in used if n != h.target and "." not in n]
                 if others and s.coin(NAMED_WRITE_P):   # a write, by name, of another leaf (v3 §1, §8)

@@ -31,8 +31,10 @@ STATEMENT_P = 0.6
 
 
 class Gen(HookGen, HookGenV2, ProgramGen, StepGen, LayerGen):
-    def __init__(self, s: Src, budget: int = TRANSCENDENTAL_BUDGET, v2_share: float | None = None):
+    def __init__(self, s: Src, budget: int = TRANSCENDENTAL_BUDGET, v2_share: float | None = None,
+                 train: bool = False):
         self.s = s
+        self.train = train     # every variant a training loop (tests/gen/train.py; sweep --kind train)
         self.counter = Counter()
         self.targets: list[Leaf] = []
         self.inputs: list[Leaf] = []

@@ -23,6 +23,9 @@ class StepGen:
         """``back``: the variant's effective BackwardSpec; a backward step that gives keys
         (``retain_graph``) repeats them all (a step's keys replace the variant's)."""
         s = self.s
+        if self.train:
+            from .train import train_steps
+            return train_steps(s, self.v2_used)
         kind = s.weighted([(w, k) for k, w in TEMPLATES.items()])
         self.v2_used[f"steps {kind}"] += 1
         F, B = "forward", "backward"
@@ -68,6 +71,8 @@ def steps_yaml(steps: list, indent: int, leaf_yaml, backward_items) -> list[str]
         elif st[0] == "backward":
             items = (backward_items(st[1]) if st[1] is not None else []) + ["retain_graph: true"]
             out.append(f"{pad}  - {{backward: {{{', '.join(items)}}}}}")
+        elif st[0] == "raw":   # a step written whole (tests/gen/train.py)
+            out.append(f"{pad}  - {st[1]}")
         elif st[0] == "step":
             out.append(f"{pad}  - {{step: {{lr: {float(st[1])}}}}}")
         elif st[0] in ("register", "remove"):

@@ -314,6 +314,10 @@ class BoundBackend(Float64Backend):
     def neg(self, x):
         return self._b(-x.a, _e(x))
 
+    def float_pow(self, x, e):
+        """A Python float power, bounded as ``pow`` is (not the float64 backend's C ``pow``)."""
+        return self.pow(x, e)
+
     def pow(self, x, e):
         r = super().pow(x, e).a
         ex = np.broadcast_to(_e(x), np.shape(x.a))

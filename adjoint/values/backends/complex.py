@@ -237,6 +237,9 @@ class ComplexBackend(Composed):
         plus = I.zeros(I.shape(zero))
         return I.choose(zero, "!=", I.div(a, plus), re), I.choose(zero, "!=", I.div(b, plus), im)
 
+    def float_pow(self, x, e):   # two Python floats: the real backend's
+        return self.inner.float_pow(x, e)
+
     def pow(self, x, e):
         if not isinstance(x, Cx):
             return self.inner.pow(x, e)

@@ -6,6 +6,13 @@ from __future__ import annotations
 
 
 class Composed:
+    def float_pow(self, x, e):
+        """``x ** e`` of two Python floats (a number the Python code around a kernel computes:
+        Adam's ``1 - beta1 ** step``): ``pow`` here; the float64 backend calls C's ``pow`` as
+        CPython does (numpy's ``power`` and ATen's kernel take other roads: ``0.99 ** 3.0``
+        is ``x * x * x`` there, one ulp below C's)."""
+        return self.pow(x, e)
+
     def fma(self, a, b, c):
         """``a * b + c`` rounded once, as ATen's CPU ``add(c, b, alpha=a)`` computes it (its
         kernel is ``vec::fmadd``): exact backends compute it exactly, the rounding bound bounds

@@ -253,6 +253,10 @@ class Float64Backend(NoExactChecks, Composed):
                 return _v(root if float(e.a) > 0 else 1.0 / root)
             return _v(np.power(x.a, e.a))
 
+    def float_pow(self, x, e):
+        """Python's ``float ** float`` (Composed.float_pow): C's ``pow``, as CPython's float_pow calls it."""
+        return _v(np.float64(float(x.a) ** float(e.a)))
+
     # ------------------------------------------------------------------ complex kernels
     # a complex value's parts (adjoint.values.backends.complex) through PyTorch's CPU kernels,
     # which are numpy's: c10::complex's division is numpy's (scaled by the larger of |c| and |d|;
