@@ -144,7 +144,8 @@ def second_order(run, p, passes: list, number: int) -> SecondOrder | None:
         if op is None or getattr(op, "math", None) is None:
             rec.skipped.append(app.prim)
             continue
-        args = [TAtom(var(t, v), tuple(t.shape)) for t, v in zip(app.ins, app.in_values)]
+        # an optional tensor argument not given (a layer norm's weight or bias) is None, as in the forward's equations
+        args = [TAtom(var(t, v), tuple(t.shape)) if t is not None else None for t, v in zip(app.ins, app.in_values)]
         for k, (t, v) in enumerate(zip(app.outs, app.out_values)):
             out = var(t, v)
             tree = op.math.formula(args, app.params, tuple(t.shape), k)
@@ -177,15 +178,15 @@ def _adjoints(rec: SecondOrder, used: list, var_of: dict, B) -> None:
             vjp_tree(by_out[o].tree, TLam(o, rec.tensors[o].shape), contrib, {})
             for v, tree in contrib.items():
                 terms.setdefault(v, []).append((o, simplify(tree)))
-        ins = [var_of[id(t)] for t in app.ins]
-        need = [rec.tensors[v].role != "constant" for v in ins]
+        ins = [var_of[id(t)] if t is not None else None for t in app.ins]
+        need = [v is not None and rec.tensors[v].role != "constant" for v in ins]
         if not any(need):
             continue
         filled = [g if g is not None else B.zeros(rec.tensors[o].shape) for g, o in zip(gs, outs)]
         res = op.vjp(B, filled[:1] if op.outputs == 1 else filled, list(app.in_values),
                      list(app.out_values)[:1] if op.outputs == 1 else list(app.out_values), app.params, need)
         for v, r, n in zip(ins, res, need):
-            if r is None or not n:
+            if r is None or not n or v is None:
                 continue
             shape = rec.tensors[v].shape
             if tuple(B.shape(r)) != shape:

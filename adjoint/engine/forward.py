@@ -1177,7 +1177,9 @@ def _called_without(entry, missing: str) -> None:
 
 
 #: built-in layers whose forward is inherited (torch 2.13): the defining class's name
-FORWARD_OWNER = {"BatchNorm1d": "_BatchNorm", "BatchNorm2d": "_BatchNorm", "ReLU6": "Hardtanh"}
+FORWARD_OWNER = {"BatchNorm1d": "_BatchNorm", "BatchNorm2d": "_BatchNorm", "ReLU6": "Hardtanh",
+                 **{f"{kind}Pad{rank}d": f"_{'Constant' if kind == 'Zero' else kind}PadNd"
+                    for kind in ("Zero", "Constant", "Reflection", "Replication") for rank in (1, 2, 3)}}
 
 
 def _builtin_arity(args, mod: Module, kwargs: dict) -> str | None:
