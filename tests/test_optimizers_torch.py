@@ -168,5 +168,8 @@ def test_bias_correction_is_pythons_float_power():
     from adjoint.values.backends.float64 import Float64Backend
     B = Float64Backend()
     assert float(B.float_pow(B.scalar(Fraction(99, 100)), B.scalar(Fraction(3))).a) == 0.99 ** 3.0
-    assert float(B.pow(B.scalar(Fraction(99, 100)), B.scalar(Fraction(3))).a) == \
+    assert float(B.pow_number(B.scalar(Fraction(99, 100)), B.scalar(Fraction(3))).a) == \
         (torch.tensor(0.99, dtype=D) ** 3).item() != 0.99 ** 3.0
+    # a tensor exponent is C's pow in ATen too
+    assert float(B.pow(B.scalar(Fraction(99, 100)), B.scalar(Fraction(3))).a) == \
+        (torch.tensor(0.99, dtype=D) ** torch.tensor(3.0, dtype=D)).item() == 0.99 ** 3.0

@@ -115,14 +115,14 @@ def neg_vjp(B, gs, ins, outs, p, need):
 # ----------------------------------------------------------------------------- pow
 
 def pow_scalar_forward(B, ins, p):
-    return B.pow(ins[0], B.scalar(p))
+    return B.pow_number(ins[0], B.scalar(p))
 
 
 def pow_scalar_vjp(B, gs, ins, outs, p, need):
     x = ins[0]
     if p == 0:
         return [B.zeros(B.shape(x))]
-    local = B.mul(B.scalar(p), B.pow(x, B.scalar(p - 1)))
+    local = B.mul(B.scalar(p), B.pow_number(x, B.scalar(p - 1)))   # self.pow(exponent - 1): a Scalar power
     if p == Fraction(1, 2):  # PyTorch runs x ** 0.5 as sqrt: the derivative at -0.0 is -inf
         local = B.negate_at_negzero(local, x)
     return [B.mul(gs[0], local)]
@@ -150,10 +150,11 @@ def pow_tensor_vjp(B, gs, ins, outs, p, need):
     a, b = ins
 
     def grad_a():
-        local = B.mul(b, B.pow(a, B.sub(b, B.scalar(1))))
+        # pow_backward_self: where(exponent == 0, 0, grad * (exponent * self.pow(exponent - 1))), the
+        # choice after the product: +0.0 (not -0.0, nor nan) where the exponent is 0, whatever grad is
+        local = B.mul(g, B.mul(b, B.pow(a, B.sub(b, B.scalar(1)))))
         zero_exp = B.mask(b, lambda s: s == 0)
-        local = B.where(zero_exp, B.zeros(B.shape(zero_exp)), local)
-        return B.sum_to(B.mul(g, local), B.shape(a))
+        return B.sum_to(B.where(zero_exp, B.zeros(B.shape(zero_exp)), local), B.shape(a))
 
     return [_if(need, 0, grad_a),
             _if(need, 1, lambda: B.sum_to(pow_exponent_grad(B, g, a, b, outs[0]), B.shape(b)))]

@@ -321,13 +321,13 @@ def norm_vjp(B, gs, ins, outs, p, need):
         mask = B.choose(_nan(B, x), "!=", B.broadcast_to(_q(B, 1), shape), _ties(B, B.abs(x), out))
         return [B.mul(B.sgn(x), B.mul(B.div(g, B.sum_dims(mask, dims, True)), mask))]
     if order < 1:
-        scaled = B.choose(x, "==", zeros, B.mul(B.sgn(x), B.pow(B.abs(x), _q(B, order - 1))))
-        return [B.mul(B.mul(scaled, g), B.pow(out, _q(B, 1 - order)))]
+        scaled = B.choose(x, "==", zeros, B.mul(B.sgn(x), B.pow_number(B.abs(x), _q(B, order - 1))))
+        return [B.mul(B.mul(scaled, g), B.pow_number(out, _q(B, 1 - order)))]
     if order < 2:
-        scaled = B.mul(B.sgn(x), B.pow(B.abs(x), _q(B, order - 1)))
+        scaled = B.mul(B.sgn(x), B.pow_number(B.abs(x), _q(B, order - 1)))
     else:
-        scaled = B.mul(x, B.pow(B.abs(x), _q(B, order - 2)))
-    scale = B.choose(out, "==", B.zeros(B.shape(out)), B.div(g, B.pow(out, _q(B, order - 1))))
+        scaled = B.mul(x, B.pow_number(B.abs(x), _q(B, order - 2)))
+    scale = B.choose(out, "==", B.zeros(B.shape(out)), B.div(g, B.pow_number(out, _q(B, order - 1))))
     return [B.mul(scaled, scale)]
 
 

@@ -319,7 +319,13 @@ class BoundBackend(Float64Backend):
         return self.pow(x, e)
 
     def pow(self, x, e):
-        r = super().pow(x, e).a
+        return self._power(x, e, super().pow(x, e).a)
+
+    def pow_number(self, x, e):
+        """A number power: the float64 backend's value (the CPU kernel's roads), bounded as ``pow``."""
+        return self._power(x, e, super().pow_number(x, e).a)
+
+    def _power(self, x, e, r):
         ex = np.broadcast_to(_e(x), np.shape(x.a))
         with np.errstate(all="ignore"):
             # the largest |d/dx x ** e| over [x - e_x, x + e_x] (the mean value theorem, so the bound

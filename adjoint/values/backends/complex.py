@@ -240,6 +240,9 @@ class ComplexBackend(Composed):
     def float_pow(self, x, e):   # two Python floats: the real backend's
         return self.inner.float_pow(x, e)
 
+    def pow_number(self, x, e):
+        return self.inner.pow_number(x, e) if not isinstance(x, Cx) else self.pow(x, e)
+
     def pow(self, x, e):
         if not isinstance(x, Cx):
             return self.inner.pow(x, e)

@@ -13,6 +13,12 @@ class Composed:
         is ``x * x * x`` there, one ulp below C's)."""
         return self.pow(x, e)
 
+    def pow_number(self, x, e):
+        """``x ** e`` with ``e`` a Python number (ATen's ``pow(Tensor, Scalar)``, as ``x ** 3`` and
+        the ``self.pow(exponent - 1)`` of ``pow_backward`` and ``norm_backward`` run it): ``pow``
+        here; the float64 backend takes the CPU kernel's roads for 0, 1, +-0.5, -1, +-2 and 3."""
+        return self.pow(x, e)
+
     def fma(self, a, b, c):
         """``a * b + c`` rounded once, as ATen's CPU ``add(c, b, alpha=a)`` computes it (its
         kernel is ``vec::fmadd``): exact backends compute it exactly, the rounding bound bounds

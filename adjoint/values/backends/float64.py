@@ -244,14 +244,14 @@ class Float64Backend(NoExactChecks, Composed):
         return _v(out)
 
     def pow(self, x, e):
-        """``x ** e``; a number exponent of 0.5 or -0.5 as PyTorch's CPU kernel runs it
-        (pow_tensor_scalar_optimized_kernel): ``sqrt``, ``1 / sqrt``, which keep the sign of -0.0
-        (``-0.0 ** 0.5`` is -0.0 there, ``+0.0`` in C's ``pow``; its derivative ``-inf``)."""
-        with np.errstate(all="ignore"):
-            if np.ndim(e.a) == 0 and float(e.a) in (0.5, -0.5):
-                root = np.sqrt(x.a)
-                return _v(root if float(e.a) > 0 else 1.0 / root)
-            return _v(np.power(x.a, e.a))
+        """``x ** e`` of two tensors (and ``number ** tensor``): C's ``pow`` element by element, as
+        ATen's pow(Tensor, Tensor) kernel runs it (no special exponents: ``x ** full(3.0)`` is
+        ``pow(x, 3.0)``, not ``x * x * x``)."""
+        return _v(c_pow(x.a, e.a))
+
+    def pow_number(self, x, e):
+        """``x ** e`` with ``e`` a Python number: ATen's pow(Tensor, Scalar) (:func:`aten_pow_scalar`)."""
+        return _v(aten_pow_scalar(x.a, float(e.a)))
 
     def float_pow(self, x, e):
         """Python's ``float ** float`` (Composed.float_pow): C's ``pow``, as CPython's float_pow calls it."""
@@ -604,6 +604,52 @@ class Float64Backend(NoExactChecks, Composed):
     def conv_fold(self, gcols, x_shape, k_shape, stride, padding, dilation):
         """col2im of each group's patch gradients, cropped: conv.py's place_add (the same doubles)."""
         return _v(float64_conv.fold([g.a for g in gcols], tuple(x_shape), k_shape, stride, padding, dilation))
+
+
+def c_pow(base, exp) -> np.ndarray:
+    """C's ``pow`` (the C library's, as ATen's scalar loops call ``::pow`` / ``std::pow`` on CPU)
+    elementwise: numpy's ``power`` takes its own SIMD road (SVML on AVX-512), an ulp away from
+    it in about one element in six. ``math.pow`` is C's ``pow``; where it raises (a negative
+    base to a fraction, zero to a negative power, an overflow) the result is IEEE's special
+    value, the same in every C library and in numpy."""
+    with np.errstate(all="ignore"):
+        b, e = np.broadcast_arrays(np.asarray(base, dtype=np.float64), np.asarray(exp, dtype=np.float64))
+        out = np.array(np.power(b, e), dtype=np.float64)   # the special values; the others replaced below
+    flat, fb, fe = out.reshape(-1), b.reshape(-1), e.reshape(-1)
+    for i in range(flat.size):
+        try:
+            flat[i] = math.pow(fb[i], fe[i])
+        except (ValueError, OverflowError, ZeroDivisionError):
+            pass
+    return out
+
+
+def aten_pow_scalar(a: np.ndarray, e: float) -> np.ndarray:
+    """``a ** e`` for a number ``e`` as PyTorch 2.13's CPU runs ``pow(Tensor, Scalar)`` on doubles:
+    ``pow_out`` fills 1 for ``e == 0`` and copies for ``e == 1``; PowKernel.cpp's
+    ``pow_tensor_scalar_kernel`` runs ``sqrt`` for 0.5, ``rsqrt`` (``1 / sqrt``) for -0.5 and
+    ``reciprocal`` for -1, and ``pow_tensor_scalar_optimized_kernel`` ``x * x`` for 2, ``x * x * x``
+    for 3 and ``1 / (x * x)`` for -2; any other exponent is C's ``pow`` (:func:`c_pow`). A
+    contiguous run of 16 or more elements takes Sleef's vectorised ``pow`` in its whole blocks,
+    within an ulp of C's: not modelled (docs/values.md)."""
+    with np.errstate(all="ignore"):
+        if e == 0:
+            return np.ones_like(a)
+        if e == 1:
+            return np.array(a, dtype=np.float64, copy=True)
+        if e == 0.5:
+            return np.sqrt(a)
+        if e == -0.5:
+            return 1.0 / np.sqrt(a)
+        if e == -1:
+            return 1.0 / a
+        if e == 2:
+            return a * a
+        if e == 3:
+            return a * a * a
+        if e == -2:
+            return 1.0 / (a * a)
+    return c_pow(a, e)
 
 
 def _whole(key, a: np.ndarray) -> bool:
