@@ -379,9 +379,11 @@ def _scatter_add_call(rt, a, loc):
     return "scatter_add", [x, src, idx], checks
 
 
-def _index_add_checks(rt, x: Tensor, d: int, idx: Tensor, source: Tensor, loc: Loc) -> None:
-    """index_func_meta_impl's, in its order, then index_add_cpu_'s bounds (the first value out
-    in the index's order for an input of more than one dim; one message for a vector)."""
+def _index_add_checks(rt, x: Tensor, d: int, idx: Tensor, source: Tensor, alpha, loc: Loc) -> None:
+    """index_func_meta_impl's, in its order, then index_add_cpu_out's bounds: an input of more
+    than one dim added along its first or last dim with alpha 1 goes to scatter_add_ (its
+    RuntimeError, the first value out in the index's order); any other, its own loop's
+    IndexError "index out of range in self"."""
     if len(idx.shape) > 1:
         raise TorchError("IndexError", f"index_add_(): Index is supposed to be a vector, but got dim: "
                                        f"{len(idx.shape)} with type: {TYPE_NAMES[idx.dtype]} and size: "
@@ -410,7 +412,7 @@ def _index_add_checks(rt, x: Tensor, d: int, idx: Tensor, source: Tensor, loc: L
                                          f"{list(source.shape)}")
     n = _nonempty_size(x, d)
     bad = [v for v in rt.B.as_indices(idx.value).reshape(-1).tolist() if not 0 <= v < n]
-    if bad and len(x.shape) > 1:
+    if bad and len(x.shape) > 1 and d in (0, len(x.shape) - 1) and alpha == 1:
         raise TorchError("RuntimeError", f"index {bad[0]} is out of bounds for dimension {d} with size {n}")
     if bad:
         raise TorchError("IndexError", "index out of range in self")
@@ -421,7 +423,7 @@ def _index_add_call(rt, a, loc):
 
     def checks():
         d = dim_index(a["dim"], len(x.shape), loc)
-        _index_add_checks(rt, x, d, idx, source, loc)
+        _index_add_checks(rt, x, d, idx, source, alpha, loc)
         return d, alpha
 
     return "index_add", [x, source, idx], checks
