@@ -14,7 +14,8 @@
 * ``torch.scatter(input, dim, index, src)`` / ``value=``: ``ScatterBackward0`` /
   ``ScatterBackward1``; a target written twice is refused (PyTorch's result is then
   unspecified); ``torch.scatter_add``: ``ScatterAddBackward0``; ``torch.index_add(input, dim,
-  index, source, *, alpha=1)``: ``IndexAddBackward0``;
+  index, source, *, alpha=1)``: ``IndexAddBackward0``; ``x.scatter_``, ``x.scatter_add_``,
+  ``x.index_add_``: the same nodes in place (recorded or not: :func:`_in_place`);
 * ``torch.argmax`` / ``argmin(input, dim=None, keepdim=False)``: no node, an int64 tensor (the
   first index among ties).
 """
