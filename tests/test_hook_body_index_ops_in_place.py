@@ -91,7 +91,7 @@ HOOKS
 
 
 @pytest.mark.parametrize("line, hooks, words", [
-    ("h.scatter_(1, i, 0)", "", "recorded by autograd is not modelled yet"),
+    ("h.scatter_(1, i, h)", "", "an operand on its memory"),
     ("z = h + 0", "hooks: [{tensor: y, does: 'grad.scatter_(1, i, 0)'}]", "whose elements share memory"),
     ("z = h + 0", "hooks: [{tensor: h, does: 'grad.scatter_add_(1, i, grad[:, :1])'}]", "an operand on its memory"),
 ])

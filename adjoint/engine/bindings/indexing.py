@@ -14,7 +14,8 @@
 * ``torch.scatter(input, dim, index, src)`` / ``value=``: ``ScatterBackward0`` /
   ``ScatterBackward1``; a target written twice is refused (PyTorch's result is then
   unspecified); ``torch.scatter_add``: ``ScatterAddBackward0``; ``torch.index_add(input, dim,
-  index, source, *, alpha=1)``: ``IndexAddBackward0``;
+  index, source, *, alpha=1)``: ``IndexAddBackward0``; ``x.scatter_``, ``x.scatter_add_``,
+  ``x.index_add_``: the same nodes in place (recorded or not: :func:`_in_place`);
 * ``torch.argmax`` / ``argmin(input, dim=None, keepdim=False)``: no node, an int64 tensor (the
   first index among ties).
 """
@@ -344,7 +345,9 @@ def _no_repeats(rt, idx: Tensor, d: int, loc: Loc) -> None:
                                 "write lands last); use scatter_add or distinct indices")
 
 
-def lower_scatter(rt, a, loc):
+def _scatter_call(rt, a, loc):
+    """scatter's primitive, operands and checks (the kernel's, then the refusal of a position
+    written twice), for ``torch.scatter`` and ``x.scatter_``."""
     x, idx, src, value = a["input"], a["index"], a["src"], a["value"]
     if a["reduce"] is not None:
         raise ProblemError(loc, "scatter(..., reduce=...) is not modelled yet")
@@ -354,21 +357,19 @@ def lower_scatter(rt, a, loc):
         src, value = None, src
     if src is not None and not isinstance(src, Tensor):
         raise ProblemError(loc, f"scatter(): argument 'src' must be a Tensor: {PARSER_TYPE_ERROR}")
-    ins = [x, src, idx] if src is not None else [x, idx]
 
     def checks():
         d = dim_index(a["dim"], len(x.shape), loc)
         _scatter_checks(rt, x, d, idx, loc, src)
-        return d
+        _no_repeats(rt, idx, d, loc)
+        return d if src is not None else (d, value)
 
-    d = after_packs(rt, "scatter" if src is not None else "scatter_value", ins, loc, checks)
-    _no_repeats(rt, idx, d, loc)
     if src is not None:
-        return rt.apply("scatter", [x, src, idx], d, loc)
-    return rt.apply("scatter_value", [x, idx], (d, value), loc)
+        return "scatter", [x, src, idx], checks
+    return "scatter_value", [x, idx], checks
 
 
-def lower_scatter_add(rt, a, loc):
+def _scatter_add_call(rt, a, loc):
     x, idx, src = a["input"], a["index"], a["src"]
 
     def checks():
@@ -376,13 +377,14 @@ def lower_scatter_add(rt, a, loc):
         _scatter_checks(rt, x, d, idx, loc, src)
         return d
 
-    d = after_packs(rt, "scatter_add", [x, src, idx], loc, checks)
-    return rt.apply("scatter_add", [x, src, idx], d, loc)
+    return "scatter_add", [x, src, idx], checks
 
 
-def _index_add_checks(rt, x: Tensor, d: int, idx: Tensor, source: Tensor, loc: Loc) -> None:
-    """index_func_meta_impl's, in its order, then index_add_cpu_'s bounds (the first value out
-    in the index's order for an input of more than one dim; one message for a vector)."""
+def _index_add_checks(rt, x: Tensor, d: int, idx: Tensor, source: Tensor, alpha, loc: Loc) -> None:
+    """index_func_meta_impl's, in its order, then index_add_cpu_out's bounds: an input of more
+    than one dim added along its first or last dim with alpha 1 goes to scatter_add_ (its
+    RuntimeError, the first value out in the index's order); any other, its own loop's
+    IndexError "index out of range in self"."""
     if len(idx.shape) > 1:
         raise TorchError("IndexError", f"index_add_(): Index is supposed to be a vector, but got dim: "
                                        f"{len(idx.shape)} with type: {TYPE_NAMES[idx.dtype]} and size: "
@@ -411,45 +413,71 @@ def _index_add_checks(rt, x: Tensor, d: int, idx: Tensor, source: Tensor, loc: L
                                          f"{list(source.shape)}")
     n = _nonempty_size(x, d)
     bad = [v for v in rt.B.as_indices(idx.value).reshape(-1).tolist() if not 0 <= v < n]
-    if bad and len(x.shape) > 1:
+    if bad and len(x.shape) > 1 and d in (0, len(x.shape) - 1) and alpha == 1:
         raise TorchError("RuntimeError", f"index {bad[0]} is out of bounds for dimension {d} with size {n}")
     if bad:
         raise TorchError("IndexError", "index out of range in self")
 
 
-def lower_index_add(rt, a, loc):
+def _index_add_call(rt, a, loc):
     x, idx, source, alpha = a["input"], a["index"], a["source"], a["alpha"]
 
     def checks():
         d = dim_index(a["dim"], len(x.shape), loc)
-        _index_add_checks(rt, x, d, idx, source, loc)
-        return d
+        _index_add_checks(rt, x, d, idx, source, alpha, loc)
+        return d, alpha
 
-    d = after_packs(rt, "index_add", [x, source, idx], loc, checks)
-    return rt.apply("index_add", [x, source, idx], (d, alpha), loc)
+    return "index_add", [x, source, idx], checks
 
 
-def _in_place(name: str, functional, operands: tuple):
-    """``x.scatter_(...)``, ``x.scatter_add_(...)``, ``x.index_add_(...)`` where no node records
-    them (grad mode off, as in a hook body, or nothing requiring grad): the out-of-place kernel's
-    value (``self.clone().NAME(...)``: the same kernel, the same roundings, the same checks in
-    their order) written into ``x`` with one version bump, as the in-place kernel bumps it once;
-    ``x`` itself is returned. Recorded (ScatterBackward0 and friends rebasing ``x``), into a
-    tensor with internal overlap (sum's expanded gradient) or with an operand on ``x``'s memory
-    (PyTorch's overlap checks), it is refused."""
+def _out_of_place(call):
+    """``torch.scatter``, ``scatter_add``, ``index_add``: one node (the kernel's checks raise
+    after it packed what it saves), the result a new tensor."""
 
     def lower(rt, a, loc):
-        from adjoint.engine.inplace import apply_inplace, has_internal_overlap
+        prim, ins, checks = call(rt, a, loc)
+        params = after_packs(rt, prim, ins, loc, checks)
+        return rt.apply(prim, ins, params, loc)
+    lower.__name__ = "lower_" + call.__name__[1:-5]
+    return lower
+
+
+lower_scatter = _out_of_place(_scatter_call)
+lower_scatter_add = _out_of_place(_scatter_add_call)
+lower_index_add = _out_of_place(_index_add_call)
+
+
+def _in_place(name: str, call):
+    """``x.scatter_(...)``, ``x.scatter_add_(...)``, ``x.index_add_(...)``.
+
+    Where autograd records them (grad mode on, ``x`` or an operand requiring grad), as PyTorch's
+    VariableType runs an in-place op: check_inplace (a leaf requiring grad, a view of one: its
+    error, first), the out-of-place op's node (ScatterBackward0 / ScatterBackward1 /
+    ScatterAddBackward0 / IndexAddBackward0: the same edges, the same saved tensors packed), the
+    kernel's checks (their error after the packs), the write, one version bump and
+    rebase_history (``x``'s grad_fn is the node; a view's base gets CopySlices).
+    Where no node records them (grad mode off, as in a hook body, or nothing requiring grad):
+    the out-of-place kernel's value (``self.clone().NAME(...)``: the same kernel, the same
+    roundings, the same checks in their order) written into ``x`` with one version bump, as the
+    in-place kernel bumps it once; ``x`` itself is returned.
+    Into a tensor with internal overlap (sum's expanded gradient) or with an operand on ``x``'s
+    memory (PyTorch's overlap checks), it is refused."""
+
+    def lower(rt, a, loc):
+        from adjoint.engine.inplace import apply_inplace, check_inplace_allowed, has_internal_overlap
         x = a["self"]
-        others = [a[k] for k in operands if isinstance(a[k], Tensor)]
-        if rt.grad_enabled and any(t.needs_grad for t in [x] + others):
-            raise ProblemError(loc, f"Tensor.{name}() recorded by autograd is not modelled yet; with grad mode off (a "
-                                    f"hook body, no_grad) it is, or write the out-of-place {name[:-1]}(...)")
+        prim, ins, checks = call(rt, dict(a, input=x), loc)
+        records = rt.grad_enabled and any(t.needs_grad for t in ins)
+        if records:
+            check_inplace_allowed(x)
         root = x.base if x.base is not None else x
-        if has_internal_overlap(x) or any((t.base if t.base is not None else t) is root for t in others):
+        if has_internal_overlap(x) or any((t.base if t.base is not None else t) is root for t in ins[1:]):
             raise ProblemError(loc, f"Tensor.{name}() into a tensor whose elements share memory, or from an operand on "
                                     "its memory: PyTorch's overlap checks are not modelled here; write into a clone")
-        out = functional(rt, dict(a, input=x), loc)
+        params = after_packs(rt, prim, ins, loc, checks)
+        if records:
+            return apply_inplace(rt, prim, x, ins[1:], params, loc)
+        out = rt.apply(prim, [x] + ins[1:], params, loc)
         return apply_inplace(rt, "copy_", x, [out], None, loc)
     return lower
 
@@ -515,15 +543,18 @@ FUNCTIONS = (
              doc="IndexAddBackward0 (edges input, source; saves index, source)"),
     Function("scatter_", (_SELF, _DIM, _INDEX, Param("src", "any", None), Param("value", "number", None, keyword_only=True),
                           Param("reduce", "str", None, keyword_only=True)),
-             _in_place("scatter_", lower_scatter, ("src", "index")), where="method",
-             doc="where no node records it (a hook body): scatter's value written in place, one version bump"),
+             _in_place("scatter_", _scatter_call), where="method",
+             doc="ScatterBackward0 / ScatterBackward1 in place (rebases self; a view's base: CopySlices); "
+                 "unrecorded: scatter's value written in place, one version bump"),
     Function("scatter_add_", (_SELF, _DIM, _INDEX, Param("src", "tensor")),
-             _in_place("scatter_add_", lower_scatter_add, ("src", "index")), where="method",
-             doc="where no node records it (a hook body): scatter_add's value written in place, one version bump"),
+             _in_place("scatter_add_", _scatter_add_call), where="method",
+             doc="ScatterAddBackward0 in place (rebases self; a view's base: CopySlices); unrecorded: "
+                 "scatter_add's value written in place, one version bump"),
     Function("index_add_", (_SELF, _DIM, _INDEX, Param("source", "tensor"),
                             Param("alpha", "number", Fraction(1), keyword_only=True)),
-             _in_place("index_add_", lower_index_add, ("source", "index")), where="method",
-             doc="where no node records it (a hook body): index_add's value written in place, one version bump"),
+             _in_place("index_add_", _index_add_call), where="method",
+             doc="IndexAddBackward0 in place (rebases self; a view's base: CopySlices); unrecorded: "
+                 "index_add's value written in place, one version bump"),
     Function("index_put_", (Param("self", "tensor"), Param("indices", "tensors"), Param("values", "tensor"),
                             Param("accumulate", "bool", False)), lower_index_put_, where="method",
              doc="IndexPutBackward0 in place (edges self, values; saves the indices)"),
