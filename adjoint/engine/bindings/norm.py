@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from adjoint.engine.bindings.embedding_renorm import embedding_renorm
 from adjoint.engine.bindings.signature import after_packs
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
@@ -224,18 +225,17 @@ def lower_group_norm(rt, a: dict, loc: Loc):
 # ----------------------------------------------------------------------------- embedding
 
 def embedding(rt, indices: Tensor, weight: Tensor, padding_idx, max_norm, scale_grad_by_freq: bool, sparse: bool,
-              loc: Loc):
+              loc: Loc, norm_type=Fraction(2)):
     n = weight.shape[0] if weight.shape else 0
     if padding_idx is not None:
         if not -n <= padding_idx < n:
             raise TorchError("AssertionError", "Padding_idx must be within num_embeddings")   # F.embedding's assert
         padding_idx = padding_idx + n if padding_idx < 0 else padding_idx
-    if max_norm is not None:
-        raise ProblemError(loc, "embedding with max_norm renormalizes weight rows in place, which adjoint does not "
-                                "model yet; drop max_norm")
     if sparse:
         raise ProblemError(loc, "embedding with sparse=True makes a sparse gradient, which adjoint does not model; "
                                 "use sparse=False")
+    if max_norm is not None:
+        embedding_renorm(rt, indices, weight, max_norm, norm_type, loc)
     if indices.dtype != "int64":   # checkScalarTypes in the kernel, after EmbeddingBackward0 packed the indices
         from adjoint.engine.bindings.views import _EXPAND_TYPE_NAMES as type_names
         if indices.dtype not in type_names:
@@ -262,7 +262,7 @@ def _raise(error: Exception):
 
 def lower_embedding(rt, a: dict, loc: Loc):
     return embedding(rt, a["input"], a["weight"], a["padding_idx"], a["max_norm"], a["scale_grad_by_freq"],
-                     a["sparse"], loc)
+                     a["sparse"], loc, a["norm_type"])
 
 
 # ----------------------------------------------------------------------------- dropout
