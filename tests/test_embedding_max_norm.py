@@ -111,3 +111,11 @@ def test_float_indices_error():
 def test_sparse_stays_refused():
     with pytest.raises(adjoint.ProblemError, match="sparse=True"):
         _json(_file("F.embedding(ids, w, max_norm=1, sparse=True)"))
+
+
+def test_free_symbols_refused():
+    # whether [a, 1] exceeds max_norm 1 depends on a: refused, never a silent unscaled row
+    text = _file("F.embedding(ids, w, max_norm=1)", w=[[1, 1], [0.5, 0.5]], ids=[0, 1]).replace(
+        "[[1, 1], [0.5, 0.5]]", "[[a, 1], [0.5, 0.5]]") + "symbols: {a: 2}\n"
+    with pytest.raises(adjoint.ProblemError, match="free symbols"):
+        _json(text)

@@ -23,11 +23,10 @@ import numpy as np
 
 from adjoint.engine.graph import Tensor
 from adjoint.engine.inplace import write, write_in_kernel
-from adjoint.engine.ops.reductions import norm_forward
+from adjoint.engine.ops import REGISTRY
+from adjoint.engine.ops.embedding import RenormSpec
 from adjoint.engine.torch_errors import TorchError
 from adjoint.format.errors import Loc, ProblemError
-
-_EPS = Fraction(1, 10 ** 7)   # the kernel's ``norm + 1e-7``
 
 
 def embedding_renorm(rt, indices: Tensor, weight: Tensor, max_norm, norm_type, loc: Loc) -> None:
@@ -46,33 +45,23 @@ def embedding_renorm(rt, indices: Tensor, weight: Tensor, max_norm, norm_type, l
         raise TorchError("RuntimeError", "Expected tensor for argument #2 'indices' to have one of the following "
                                          f"scalar types: Long, Int; but got {type_names[indices.dtype]} instead "
                                          "(while checking arguments for embedding_renorm_)")
-    B = rt.B
+    if rt.B.is_symbolic(weight.value):   # whether a row's norm exceeds max_norm depends on the symbols
+        raise ProblemError(loc, "embedding with max_norm over a weight with free symbols is not modelled (which rows "
+                                "exceed max_norm depends on their values); give numbers, or solve with --numeric")
     n = weight.shape[0]
-    distinct = np.unique(B.as_indices(indices.value).reshape(-1))   # sorted ascending
+    distinct = np.unique(rt.B.as_indices(indices.value).reshape(-1))   # sorted ascending
     bad = distinct[(distinct < -n) | (distinct >= n)]
     if bad.size and bad[0] < -n:   # the first index select() meets: nothing scaled yet
         raise _out_of_range(int(bad[0]), weight.shape)
-    value = weight.value
-    # the negative indices come first (distinct rows among themselves), then the others: a row
-    # named both ways is scaled twice, in that order
-    for rows in (distinct[distinct < 0] + n, distinct[(distinct >= 0) & (distinct < n)]):
-        if rows.size:
-            value = _renorm_rows(B, value, rows, Fraction(max_norm), Fraction(norm_type))
-    if bad.size:
+    spec = RenormSpec(Fraction(max_norm), Fraction(norm_type))
+    before = [weight.value, indices.value]
+    value = REGISTRY["embedding_renorm"].forward(rt.B, before, spec)   # the rows in range
+    if bad.size:   # the rows before it were scaled, in the kernel: no version bump
         write_in_kernel(rt, weight, value)
         raise _out_of_range(int(bad[0]), weight.shape)
     write(rt, weight, value)
+    rt.record("embedding_renorm", [weight, indices], [weight], spec, None, loc, before)
 
 
 def _out_of_range(i: int, shape) -> TorchError:
     return TorchError("IndexError", f"select(): index {i} out of range for tensor of size {list(shape)} at dimension 0")
-
-
-def _renorm_rows(B, value, rows: np.ndarray, max_norm: Fraction, order: Fraction):
-    """``value`` with each of ``rows`` scaled by ``max_norm / (norm + 1e-7)`` where its
-    ``order``-norm exceeds ``max_norm`` (a nan norm does not)."""
-    picked = B.index(value, (rows,))
-    norms = norm_forward(B, [picked], (order, (1,), True))
-    over = B.mask(B.sub(norms, B.scalar(max_norm)), lambda s: s == 1)
-    scale = B.div(B.scalar(max_norm), B.add(norms, B.scalar(_EPS)))
-    return B.assign(value, (rows,), B.where(over, B.mul(picked, scale), picked))
