@@ -13,7 +13,8 @@
   PowBackward0, MeanBackward1, AddBackward1, RsqrtBackward0, MulBackward0 (twice with a weight);
   ``eps=None`` is the dtype's machine epsilon (``numeric_limits<opmath>::epsilon``).
 * ``embedding``: ``EmbeddingBackward0`` (one edge, ``weight``); a negative ``padding_idx``
-  counts from the end, as F.embedding turns it.
+  counts from the end, as F.embedding turns it; with ``max_norm`` the weight's indexed rows are
+  renormalized in place first (adjoint.engine.bindings.embedding_renorm).
 * ``dropout``: eval mode or ``p = 0`` returns the input itself (no node); ``p = 1`` multiplies
   by a 0-d zero tensor; otherwise ``input * (mask / (1 - p))`` (``MulBackward0``, the scaled
   mask saved as ``other``), ``_dropout_impl``'s CPU path. The random keep-mask is what a
