@@ -13,7 +13,8 @@
   PowBackward0, MeanBackward1, AddBackward1, RsqrtBackward0, MulBackward0 (twice with a weight);
   ``eps=None`` is the dtype's machine epsilon (``numeric_limits<opmath>::epsilon``).
 * ``embedding``: ``EmbeddingBackward0`` (one edge, ``weight``); a negative ``padding_idx``
-  counts from the end, as F.embedding turns it.
+  counts from the end, as F.embedding turns it; with ``max_norm`` the weight's indexed rows are
+  renormalized in place first (adjoint.engine.bindings.embedding_renorm).
 * ``dropout``: eval mode or ``p = 0`` returns the input itself (no node); ``p = 1`` multiplies
   by a 0-d zero tensor; otherwise ``input * (mask / (1 - p))`` (``MulBackward0``, the scaled
   mask saved as ``other``), ``_dropout_impl``'s CPU path. The random keep-mask is what a
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from adjoint.engine.bindings.embedding_renorm import embedding_renorm
 from adjoint.engine.bindings.signature import after_packs
 from adjoint.format.errors import Loc, ProblemError
 from adjoint.engine.graph import Tensor
@@ -224,18 +226,17 @@ def lower_group_norm(rt, a: dict, loc: Loc):
 # ----------------------------------------------------------------------------- embedding
 
 def embedding(rt, indices: Tensor, weight: Tensor, padding_idx, max_norm, scale_grad_by_freq: bool, sparse: bool,
-              loc: Loc):
+              loc: Loc, norm_type=Fraction(2)):
     n = weight.shape[0] if weight.shape else 0
     if padding_idx is not None:
         if not -n <= padding_idx < n:
             raise TorchError("AssertionError", "Padding_idx must be within num_embeddings")   # F.embedding's assert
         padding_idx = padding_idx + n if padding_idx < 0 else padding_idx
-    if max_norm is not None:
-        raise ProblemError(loc, "embedding with max_norm renormalizes weight rows in place, which adjoint does not "
-                                "model yet; drop max_norm")
     if sparse:
         raise ProblemError(loc, "embedding with sparse=True makes a sparse gradient, which adjoint does not model; "
                                 "use sparse=False")
+    if max_norm is not None:
+        embedding_renorm(rt, indices, weight, max_norm, norm_type, loc)
     if indices.dtype != "int64":   # checkScalarTypes in the kernel, after EmbeddingBackward0 packed the indices
         from adjoint.engine.bindings.views import _EXPAND_TYPE_NAMES as type_names
         if indices.dtype not in type_names:
@@ -262,7 +263,7 @@ def _raise(error: Exception):
 
 def lower_embedding(rt, a: dict, loc: Loc):
     return embedding(rt, a["input"], a["weight"], a["padding_idx"], a["max_norm"], a["scale_grad_by_freq"],
-                     a["sparse"], loc)
+                     a["sparse"], loc, a["norm_type"])
 
 
 # ----------------------------------------------------------------------------- dropout

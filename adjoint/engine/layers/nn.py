@@ -195,7 +195,7 @@ def dropout_forward(c):
 
 def embedding_forward(c):
     return embedding(c.rt, c.args[0], c.params["weight"], c.arg("padding_idx"), c.arg("max_norm"),
-                     c.arg("scale_grad_by_freq"), c.arg("sparse"), c.loc)
+                     c.arg("scale_grad_by_freq"), c.arg("sparse"), c.loc, c.arg("norm_type"))
 
 
 FORWARDS = {
