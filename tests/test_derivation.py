@@ -131,6 +131,11 @@ RECORD_DIFFERS = {
                                             "the same as above",
     "function_dirty_detached_input.yaml": "a parameter written in place (a custom Function marking its detached "
                                           "alias dirty) during the forward: the same as above",
+    "embedding_max_norm.yaml": "an embedding weight renormed in place (max_norm) during the forward: the same as "
+                               "above",
+    "embedding_max_norm_float32.yaml": "the same, in float32",
+    "index_ops_in_place_recorded.yaml": "an input written in place (index_add_ into it) during the forward: the same "
+                                        "as above",
     "warnings_kl_div_mean_and_non_leaf_grad.yaml": "a parameter written in place (p.mul_(x)) during the forward: "
                                                    "the same as above",
     "function_mark_dirty_second_output.yaml": "an input written in place (by a custom Function that marks it "
