@@ -15,6 +15,12 @@ Two more are Python in torch/nn/functional.py, made of ops adjoint has:
   = sgn(0) = 0), ``AddBackward0`` (the Python 1 wrapped), ``DivBackward0`` (saves both);
 * ``F.tanhshrink(input)`` is ``input - input.tanh()``: ``TanhBackward0`` (saves its result),
   ``SubBackward0``.
+
+``F.prelu(input, weight)`` (also ``torch.prelu``, ``Tensor.prelu``; ``nn.PReLU``) is ATen's
+composite ``at::prelu``: its checks in its order (the dtypes, the weight's numel against the
+channel dim 1, a 0-d input with more than one weight, the weight's rank), then the weight
+reshaped to broadcast over dim 1 when the ranks differ (a view: ``ViewBackward0``), then
+``_prelu_kernel``: ``PreluKernelBackward0`` (saves self and the reshaped weight).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from fractions import Fraction
 from adjoint.engine.bindings.signature import Function
 from adjoint.engine.bindings.signature import Param
 from adjoint.engine.bindings.core import binary
+from adjoint.engine.torch_errors import TYPE_NAMES, TorchError
 _IN = Param("input", "tensor")
 _INPLACE = Param("inplace", "bool", False)
 
@@ -52,6 +59,36 @@ def lower_tanhshrink(rt, a, loc):
     x = a["input"]
     return binary(rt, "-", x, rt.apply("tanh", [x], None, loc), loc)
 
+
+def prelu(rt, x, weight, loc):
+    """``at::prelu`` (Activation.cpp): its checks, the weight's reshape, ``_prelu_kernel``."""
+    from adjoint.engine.bindings.views import reshape
+    numel = 1
+    for n in weight.shape:
+        numel *= n
+    if x.dtype != weight.dtype:
+        raise TorchError("RuntimeError", f"prelu: Type promoting not supported. Got {TYPE_NAMES[x.dtype]} and "
+                                         f"{TYPE_NAMES[weight.dtype]}")
+    if numel != 1:
+        if not x.shape:
+            raise TorchError("RuntimeError", "Not allow zero-dim input tensor.")
+        channels = x.shape[1] if len(x.shape) > 1 else 1
+        if channels != numel:
+            raise TorchError("RuntimeError", "Mismatch of parameter numbers and input channel size. Found parameter "
+                                             f"numbers = {numel} and channel size = {channels}.")
+    if len(weight.shape) > 1:
+        raise TorchError("RuntimeError", "prelu: Expected `weight` to be a scalar or 1D tensor, but got: ndim = "
+                                         f"{len(weight.shape)}")
+    if x.dtype not in ("float32", "float64"):
+        raise TorchError("NotImplementedError", f'"prelu_cpu" not implemented for \'{TYPE_NAMES[x.dtype]}\'')
+    if len(x.shape) != len(weight.shape):
+        shape = [1] * len(x.shape)
+        if len(x.shape) > 1:
+            shape[1] = numel
+        weight = reshape(rt, weight, tuple(shape), loc)
+    return rt.apply("_prelu_kernel", [x, weight], None, loc)
+
+
 FUNCTIONS = (
     Function("relu6", (_IN, _INPLACE), _lower("hardtanh", RELU6_BOUNDS), where="function",
              doc="hardtanh(input, 0, 6): HardtanhBackward0 (saves self; in place a clone of self)"),
@@ -63,4 +100,7 @@ FUNCTIONS = (
              doc="input / (input.abs() + 1): AbsBackward0, AddBackward0, DivBackward0"),
     Function("tanhshrink", (_IN,), lower_tanhshrink, where="function",
              doc="input - input.tanh(): TanhBackward0, SubBackward0"),
+    Function("prelu", (_IN, Param("weight", "tensor")), lambda rt, a, loc: prelu(rt, a["input"], a["weight"], loc),
+             doc="at::prelu: the weight reshaped to broadcast over dim 1 (ViewBackward0) when the ranks differ, then "
+                 "PreluKernelBackward0 (saves self, weight)"),
 )
