@@ -1,6 +1,6 @@
 """Built-in modules of the activations family: each forward as PyTorch's own.
 
-LeakyReLU, GELU, SiLU, ELU, Softplus, LogSigmoid, SELU, CELU, Hardsigmoid, Softshrink, Hardshrink,
+LeakyReLU, PReLU, GELU, SiLU, ELU, Softplus, LogSigmoid, SELU, CELU, Hardsigmoid, Softshrink, Hardshrink,
 Threshold, Softmax, LogSoftmax (torch/nn/modules/activation.py)
 call the functional form with the module's arguments, ``inplace`` included, so the nodes are
 the functions' (LeakyReluBackward1 for ``LeakyReLU(inplace=True)``, ...). Flatten and
@@ -34,6 +34,11 @@ def _call(c, name: str, *args, **kwargs):
 
 def leaky_relu_forward(c):
     return _call(c, "leaky_relu", _arg(c, "negative_slope"), _arg(c, "inplace"))
+
+
+def prelu_forward(c):
+    """nn.PReLU (torch/nn/modules/activation.py): ``F.prelu(input, self.weight)``."""
+    return _call(c, "prelu", c.params.get("weight"))
 
 
 def gelu_forward(c):
@@ -116,6 +121,7 @@ FORWARDS = {
     "Unfold": unfold_forward,
     "Fold": fold_forward,
     "LeakyReLU": leaky_relu_forward,
+    "PReLU": prelu_forward,
     "GELU": gelu_forward,
     "SiLU": silu_forward,
     "ELU": elu_forward,
