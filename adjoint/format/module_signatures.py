@@ -503,6 +503,9 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
     NNType("LeakyReLU", (ArgSpec("negative_slope", "float", Fraction(1, 100)), _inplace())),
     NNType("PReLU", (ArgSpec("num_parameters", "int", 1), ArgSpec("init", "float", Fraction(1, 4))),
            params=_prelu_params),
+    NNType("GLU", (ArgSpec("dim", "int", -1),)),
+    NNType("Softsign"),
+    NNType("Tanhshrink"),
     NNType("GELU", (ArgSpec("approximate", "str", "none", choices=("none", "tanh")),)),
     NNType("SiLU", (_inplace(),)),
     NNType("ELU", (ArgSpec("alpha", "float", Fraction(1)), _inplace())),
@@ -526,6 +529,7 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
     NNType("CosineSimilarity", (ArgSpec("dim", "int", 1), ArgSpec("eps", "float", Fraction(1, 10 ** 8))),
            inputs=("x1", "x2")),
     NNType("LogSoftmax", (ArgSpec("dim", "opt_int", None),)),
+    NNType("Softmin", (ArgSpec("dim", "opt_int", None),)),
     NNType("ModuleList", inputs=(), container=True),
     NNType("ModuleDict", inputs=(), container=True),
     NNType("MultiheadAttention", (

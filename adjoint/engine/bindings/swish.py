@@ -21,6 +21,14 @@ composite ``at::prelu``: its checks in its order (the dtypes, the weight's numel
 channel dim 1, a 0-d input with more than one weight, the weight's rank), then the weight
 reshaped to broadcast over dim 1 when the ranks differ (a view: ``ViewBackward0``), then
 ``_prelu_kernel``: ``PreluKernelBackward0`` (saves self and the reshaped weight).
+
+``F.glu(input, dim=-1)`` (``nn.GLU``; no ``torch.glu`` or ``Tensor.glu``): F.glu's own refusal
+of a 0-d input, then ``GluBackward0`` (saves self): ``a * sigmoid(b)`` over the halves of
+``dim``, whose size must be even (PyTorch's RuntimeError before any node).
+
+``F.softmin(input, dim=None)`` is ``(-input).softmax(dim)`` (torch/nn/functional.py):
+``NegBackward0``, then ``SoftmaxBackward0``; without ``dim``, F's legacy implicit dim and its
+deprecation warning first (``dtype=`` is not taken).
 """
 
 from __future__ import annotations
@@ -89,6 +97,34 @@ def prelu(rt, x, weight, loc):
     return rt.apply("_prelu_kernel", [x, weight], None, loc)
 
 
+def lower_glu(rt, a, loc):
+    """torch/nn/functional.py's glu: a 0-d input refused, then ``torch._C._nn.glu(input, dim)``."""
+    from adjoint.engine.bindings.signature import dim_index
+    x = a["input"]
+    if not x.shape:
+        raise TorchError("RuntimeError", "glu does not support scalars because halving size must be even")
+    d = dim_index(int(a["dim"]), len(x.shape), loc)
+    if x.shape[d] % 2:
+        raise TorchError("RuntimeError", f"Halving dimension must be even, but dimension {d} is size {x.shape[d]}")
+    if x.dtype not in ("float32", "float64"):
+        raise TorchError("NotImplementedError", f'"glu_cpu" not implemented for \'{TYPE_NAMES[x.dtype]}\'')
+    return rt.apply("glu", [x], d, loc)
+
+
+def lower_softmin(rt, a, loc):
+    """``(-input).softmax(dim)``, the implicit dim (with its warning) chosen first."""
+    from adjoint.engine.bindings.activations import implicit_softmax_dim, softmax_dim
+    from adjoint.engine.bindings.core import neg
+    x = a["input"]
+    if a["dim"] is None:
+        from adjoint.engine import warns
+        warns.warn(rt, "UserWarning", warns.implicit_dim("softmin"))
+        d = implicit_softmax_dim(len(x.shape))
+    else:
+        d = softmax_dim(x, a["dim"], loc, "softmin")
+    return rt.apply("softmax", [neg(rt, x, loc)], d, loc)
+
+
 FUNCTIONS = (
     Function("relu6", (_IN, _INPLACE), _lower("hardtanh", RELU6_BOUNDS), where="function",
              doc="hardtanh(input, 0, 6): HardtanhBackward0 (saves self; in place a clone of self)"),
@@ -103,4 +139,8 @@ FUNCTIONS = (
     Function("prelu", (_IN, Param("weight", "tensor")), lambda rt, a, loc: prelu(rt, a["input"], a["weight"], loc),
              doc="at::prelu: the weight reshaped to broadcast over dim 1 (ViewBackward0) when the ranks differ, then "
                  "PreluKernelBackward0 (saves self, weight)"),
+    Function("glu", (_IN, Param("dim", "int", -1)), lower_glu, where="function",
+             doc="GluBackward0 (saves self): a * sigmoid(b), the halves of dim"),
+    Function("softmin", (_IN, Param("dim", "int", None)), lower_softmin, where="function",
+             doc="(-input).softmax(dim): NegBackward0, SoftmaxBackward0 (saves the result)"),
 )

@@ -1,6 +1,6 @@
 """Built-in modules of the activations family: each forward as PyTorch's own.
 
-LeakyReLU, PReLU, GELU, SiLU, ELU, Softplus, LogSigmoid, SELU, CELU, Hardsigmoid, Softshrink, Hardshrink,
+LeakyReLU, PReLU, GLU, Softsign, Tanhshrink, Softmin, GELU, SiLU, ELU, Softplus, LogSigmoid, SELU, CELU, Hardsigmoid, Softshrink, Hardshrink,
 Threshold, Softmax, LogSoftmax (torch/nn/modules/activation.py)
 call the functional form with the module's arguments, ``inplace`` included, so the nodes are
 the functions' (LeakyReluBackward1 for ``LeakyReLU(inplace=True)``, ...). Flatten and
@@ -39,6 +39,24 @@ def leaky_relu_forward(c):
 def prelu_forward(c):
     """nn.PReLU (torch/nn/modules/activation.py): ``F.prelu(input, self.weight)``."""
     return _call(c, "prelu", c.params.get("weight"))
+
+
+def glu_forward(c):
+    """nn.GLU: ``F.glu(input, self.dim)``."""
+    return _call(c, "glu", _arg(c, "dim"))
+
+
+def softsign_forward(c):
+    return _call(c, "softsign")
+
+
+def tanhshrink_forward(c):
+    return _call(c, "tanhshrink")
+
+
+def softmin_forward(c):
+    """nn.Softmin: ``F.softmin(input, self.dim, _stacklevel=5)`` (None: F's implicit dim, warned)."""
+    return _call(c, "softmin", _arg(c, "dim"))
 
 
 def gelu_forward(c):
@@ -122,6 +140,10 @@ FORWARDS = {
     "Fold": fold_forward,
     "LeakyReLU": leaky_relu_forward,
     "PReLU": prelu_forward,
+    "GLU": glu_forward,
+    "Softsign": softsign_forward,
+    "Tanhshrink": tanhshrink_forward,
+    "Softmin": softmin_forward,
     "GELU": gelu_forward,
     "SiLU": silu_forward,
     "ELU": elu_forward,

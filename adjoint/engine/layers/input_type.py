@@ -26,6 +26,7 @@ NOT_A_TENSOR: dict[str, tuple[str, str]] = {
     **{t: ("attribute", "dim") for t in ("BatchNorm1d", "BatchNorm2d", "GroupNorm", "RNN", "LSTM", "GRU",
                                          "RNNCell", "LSTMCell", "GRUCell")},
     **{t: ("attribute", "size") for t in ("AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool2d")},
+    "GLU": ("attribute", "dim"), "Softsign": ("attribute", "abs"), "Tanhshrink": ("attribute", "tanh"),
     "Flatten": ("attribute", "flatten"), "Unflatten": ("attribute", "unflatten"),
     "Softmax": ("attribute", "softmax"), "LogSoftmax": ("attribute", "log_softmax"),
     "TransformerEncoderLayer": ("attribute", "dtype"), "MultiheadAttention": ("attribute", "dim"),
