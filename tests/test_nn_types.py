@@ -66,6 +66,10 @@ CONFIGS = {
     "Unflatten": [{"dim": 1, "unflattened_size": (2, 3)}, {"dim": -1, "unflattened_size": (2, -1)}],
     "LeakyReLU": [{}, {"negative_slope": Fraction(1, 5)}],
     "PReLU": [{}, {"num_parameters": 3, "init": Fraction(1, 10)}],
+    "GLU": [{}, {"dim": 0}],
+    "Softsign": [{}],
+    "Tanhshrink": [{}],
+    "Softmin": [{}, {"dim": 1}],
     "GELU": [{}, {"approximate": "tanh"}],
     "SiLU": [{}],
     "ELU": [{}, {"alpha": Fraction(1, 2)}],
@@ -175,7 +179,7 @@ def test_every_type_of_the_contract_is_there():
                  # padding layers (CycleGAN-style generators; tests/data/regressions/padding_modules.yaml)
                  *(f"{kind}Pad{rank}d" for kind in ("Zero", "Constant", "Reflection", "Replication") for rank in (1, 2, 3)),
                  # learnable activations (tests/data/regressions/prelu_modules.yaml)
-                 "PReLU"]
+                 "PReLU", "GLU", "Softsign", "Tanhshrink", "Softmin"]
     assert sorted(nn_types.TYPES) == sorted(contract + additions)
     # the stacks take a module as an argument or build two: tests/test_transformer_encoder.py and
     # tests/test_transformer_stacks.py check their trees
