@@ -530,6 +530,8 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
            inputs=("x1", "x2")),
     NNType("LogSoftmax", (ArgSpec("dim", "opt_int", None),)),
     NNType("Softmin", (ArgSpec("dim", "opt_int", None),)),
+    NNType("PixelShuffle", (ArgSpec("upscale_factor", "int"),)),
+    NNType("PixelUnshuffle", (ArgSpec("downscale_factor", "int"),)),
     NNType("ModuleList", inputs=(), container=True),
     NNType("ModuleDict", inputs=(), container=True),
     NNType("MultiheadAttention", (

@@ -59,6 +59,15 @@ def softmin_forward(c):
     return _call(c, "softmin", _arg(c, "dim"))
 
 
+def pixel_shuffle_forward(c):
+    """nn.PixelShuffle: ``F.pixel_shuffle(input, self.upscale_factor)``."""
+    return _call(c, "pixel_shuffle", _arg(c, "upscale_factor"))
+
+
+def pixel_unshuffle_forward(c):
+    return _call(c, "pixel_unshuffle", _arg(c, "downscale_factor"))
+
+
 def gelu_forward(c):
     return _call(c, "gelu", approximate=_arg(c, "approximate"))
 
@@ -144,6 +153,8 @@ FORWARDS = {
     "Softsign": softsign_forward,
     "Tanhshrink": tanhshrink_forward,
     "Softmin": softmin_forward,
+    "PixelShuffle": pixel_shuffle_forward,
+    "PixelUnshuffle": pixel_unshuffle_forward,
     "GELU": gelu_forward,
     "SiLU": silu_forward,
     "ELU": elu_forward,
