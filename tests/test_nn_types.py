@@ -70,6 +70,8 @@ CONFIGS = {
     "Softsign": [{}],
     "Tanhshrink": [{}],
     "Softmin": [{}, {"dim": 1}],
+    "PixelShuffle": [{"upscale_factor": 2}],
+    "PixelUnshuffle": [{"downscale_factor": 3}],
     "GELU": [{}, {"approximate": "tanh"}],
     "SiLU": [{}],
     "ELU": [{}, {"alpha": Fraction(1, 2)}],
@@ -179,7 +181,9 @@ def test_every_type_of_the_contract_is_there():
                  # padding layers (CycleGAN-style generators; tests/data/regressions/padding_modules.yaml)
                  *(f"{kind}Pad{rank}d" for kind in ("Zero", "Constant", "Reflection", "Replication") for rank in (1, 2, 3)),
                  # learnable activations (tests/data/regressions/prelu_modules.yaml)
-                 "PReLU", "GLU", "Softsign", "Tanhshrink", "Softmin"]
+                 "PReLU", "GLU", "Softsign", "Tanhshrink", "Softmin",
+                 # super-resolution upsampling (tests/data/regressions/pixel_shuffle_modules.yaml)
+                 "PixelShuffle", "PixelUnshuffle"]
     assert sorted(nn_types.TYPES) == sorted(contract + additions)
     # the stacks take a module as an argument or build two: tests/test_transformer_encoder.py and
     # tests/test_transformer_stacks.py check their trees
