@@ -65,6 +65,13 @@ CONFIGS = {
                                                          "padding": 1, "stride": (2, 1)}],
     "Unflatten": [{"dim": 1, "unflattened_size": (2, 3)}, {"dim": -1, "unflattened_size": (2, -1)}],
     "LeakyReLU": [{}, {"negative_slope": Fraction(1, 5)}],
+    "PReLU": [{}, {"num_parameters": 3, "init": Fraction(1, 10)}],
+    "GLU": [{}, {"dim": 0}],
+    "Softsign": [{}],
+    "Tanhshrink": [{}],
+    "Softmin": [{}, {"dim": 1}],
+    "PixelShuffle": [{"upscale_factor": 2}],
+    "PixelUnshuffle": [{"downscale_factor": 3}],
     "GELU": [{}, {"approximate": "tanh"}],
     "SiLU": [{}],
     "ELU": [{}, {"alpha": Fraction(1, 2)}],
@@ -172,7 +179,11 @@ def test_every_type_of_the_contract_is_there():
                  # Llama-style blocks (tests/data/regressions/rms_norm.yaml)
                  "RMSNorm",
                  # padding layers (CycleGAN-style generators; tests/data/regressions/padding_modules.yaml)
-                 *(f"{kind}Pad{rank}d" for kind in ("Zero", "Constant", "Reflection", "Replication") for rank in (1, 2, 3))]
+                 *(f"{kind}Pad{rank}d" for kind in ("Zero", "Constant", "Reflection", "Replication") for rank in (1, 2, 3)),
+                 # learnable activations (tests/data/regressions/prelu_modules.yaml)
+                 "PReLU", "GLU", "Softsign", "Tanhshrink", "Softmin",
+                 # super-resolution upsampling (tests/data/regressions/pixel_shuffle_modules.yaml)
+                 "PixelShuffle", "PixelUnshuffle"]
     assert sorted(nn_types.TYPES) == sorted(contract + additions)
     # the stacks take a module as an argument or build two: tests/test_transformer_encoder.py and
     # tests/test_transformer_stacks.py check their trees

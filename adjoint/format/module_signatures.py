@@ -66,8 +66,9 @@ class ParamSpec:
     name: str                     # as named_parameters() names it, relative to the module
     shape: tuple[int, ...]
     #: "ones" | "zeros": the value reset_parameters() gives it, whatever the random state (a norm's
-    #: weight and bias, attention's biases); None: a random draw, which a file must give
-    default: str | None = None
+    #: weight and bias, attention's biases); a Fraction: every element that constant (PReLU's
+    #: ``init``); None: a random draw, which a file must give
+    default: str | Fraction | None = None
     #: its version counter when the constructor returns, kept when the file does not write it: each
     #: in-place initialisation moves it (``init.ones_``: 1; MultiheadAttention's ``out_proj.bias``,
     #: Linear's ``uniform_`` and then ``constant_(..., 0.)``: 2)
@@ -179,6 +180,11 @@ def _layernorm_params(a: Args) -> tuple[ParamSpec, ...]:
 
 def _rmsnorm_params(a: Args) -> tuple[ParamSpec, ...]:
     return (ParamSpec("weight", tuple(a["normalized_shape"]), "ones"),) if a["elementwise_affine"] else ()
+
+
+def _prelu_params(a: Args) -> tuple[ParamSpec, ...]:
+    # PReLU.reset_parameters: init.constant_(self.weight, self.init)
+    return (ParamSpec("weight", (a["num_parameters"],), Fraction(a["init"])),)
 
 
 def _groupnorm_params(a: Args) -> tuple[ParamSpec, ...]:
@@ -495,6 +501,11 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
                     ArgSpec("stride", "pool", 1, 1, rank=2))),
     NNType("Unflatten", (ArgSpec("dim", "int"), ArgSpec("unflattened_size", "sizes"))),
     NNType("LeakyReLU", (ArgSpec("negative_slope", "float", Fraction(1, 100)), _inplace())),
+    NNType("PReLU", (ArgSpec("num_parameters", "int", 1), ArgSpec("init", "float", Fraction(1, 4))),
+           params=_prelu_params),
+    NNType("GLU", (ArgSpec("dim", "int", -1),)),
+    NNType("Softsign"),
+    NNType("Tanhshrink"),
     NNType("GELU", (ArgSpec("approximate", "str", "none", choices=("none", "tanh")),)),
     NNType("SiLU", (_inplace(),)),
     NNType("ELU", (ArgSpec("alpha", "float", Fraction(1)), _inplace())),
@@ -518,6 +529,9 @@ TYPES: dict[str, NNType] = {t.name: t for t in (
     NNType("CosineSimilarity", (ArgSpec("dim", "int", 1), ArgSpec("eps", "float", Fraction(1, 10 ** 8))),
            inputs=("x1", "x2")),
     NNType("LogSoftmax", (ArgSpec("dim", "opt_int", None),)),
+    NNType("Softmin", (ArgSpec("dim", "opt_int", None),)),
+    NNType("PixelShuffle", (ArgSpec("upscale_factor", "int"),)),
+    NNType("PixelUnshuffle", (ArgSpec("downscale_factor", "int"),)),
     NNType("ModuleList", inputs=(), container=True),
     NNType("ModuleDict", inputs=(), container=True),
     NNType("MultiheadAttention", (

@@ -332,12 +332,13 @@ class ModuleBuilder:
     @staticmethod
     def constant(full: str, shape: tuple[int, ...], default: str, loc: Loc, requires_grad: bool,
                  dtype: str | None = None, version: int = 0) -> TensorDecl:
-        """A parameter or buffer PyTorch makes the same whatever the random state: ``ones`` or ``zeros``,
+        """A parameter or buffer PyTorch makes the same whatever the random state: ``ones``, ``zeros``
+        or a constant (PReLU's ``init``),
         at the version its constructor leaves (``ParamSpec.version``; 0 for a stand-in)."""
         count = 1
         for n in shape:
             count *= n
-        value = Fraction(1) if default == "ones" else Fraction(0)
+        value = Fraction(1) if default == "ones" else Fraction(0) if default == "zeros" else Fraction(default)
         return TensorDecl(full, Literal(shape, (value,) * count, loc), requires_grad, loc, dtype, version=version,
                           default=True)
 

@@ -396,3 +396,34 @@ FUNCTIONS = FUNCTIONS + (
 METHOD_FLIP = Function("flip", (_IN, Param("dims", "ints")), lower_flip, where="method", varargs=True,
                        doc="FlipBackward0: g flipped")
 FUNCTIONS = FUNCTIONS + (METHOD_FLIP,)
+
+
+def pixel_shuffle(rt, x: Tensor, factor: int, unshuffle: bool, loc: Loc):
+    """``check_pixel_shuffle_shapes`` / ``check_pixel_unshuffle_shapes`` (PixelShuffle.h) in
+    PyTorch's order, before any node; then the op."""
+    name, what = ("pixel_unshuffle", "downscale_factor") if unshuffle else ("pixel_shuffle", "upscale_factor")
+    if len(x.shape) < 3:
+        raise TorchError("RuntimeError", f"{name} expects input to have at least 3 dimensions, but got input with "
+                                         f"{len(x.shape)} dimension(s)")
+    if factor <= 0:
+        raise TorchError("RuntimeError", f"{name} expects a positive {what}, but got {factor}")
+    if unshuffle:
+        for d, side in ((-2, "height"), (-1, "width")):
+            if x.shape[d] % factor:
+                raise TorchError("RuntimeError", f"pixel_unshuffle expects {side} to be divisible by downscale_factor, "
+                                                 f"but input.size({d})={x.shape[d]} is not divisible by {factor}")
+    elif x.shape[-3] % (factor * factor):
+        raise TorchError("RuntimeError", "pixel_shuffle expects its input's 'channel' dimension to be divisible by the "
+                                         f"square of upscale_factor, but input.size(-3)={x.shape[-3]} is not divisible "
+                                         f"by {factor * factor}")
+    return rt.apply(name, [x], factor, loc)
+
+
+FUNCTIONS = FUNCTIONS + (
+    Function("pixel_shuffle", (_IN, Param("upscale_factor", "int")),
+             lambda rt, a, loc: pixel_shuffle(rt, a["input"], int(a["upscale_factor"]), False, loc),
+             where="function", doc="PixelShuffleBackward0 (saves nothing): g unshuffled"),
+    Function("pixel_unshuffle", (_IN, Param("downscale_factor", "int")),
+             lambda rt, a, loc: pixel_shuffle(rt, a["input"], int(a["downscale_factor"]), True, loc),
+             where="function", doc="PixelUnshuffleBackward0 (saves nothing): g shuffled"),
+)

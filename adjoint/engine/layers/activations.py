@@ -1,6 +1,6 @@
 """Built-in modules of the activations family: each forward as PyTorch's own.
 
-LeakyReLU, GELU, SiLU, ELU, Softplus, LogSigmoid, SELU, CELU, Hardsigmoid, Softshrink, Hardshrink,
+LeakyReLU, PReLU, GLU, Softsign, Tanhshrink, Softmin, GELU, SiLU, ELU, Softplus, LogSigmoid, SELU, CELU, Hardsigmoid, Softshrink, Hardshrink,
 Threshold, Softmax, LogSoftmax (torch/nn/modules/activation.py)
 call the functional form with the module's arguments, ``inplace`` included, so the nodes are
 the functions' (LeakyReluBackward1 for ``LeakyReLU(inplace=True)``, ...). Flatten and
@@ -34,6 +34,38 @@ def _call(c, name: str, *args, **kwargs):
 
 def leaky_relu_forward(c):
     return _call(c, "leaky_relu", _arg(c, "negative_slope"), _arg(c, "inplace"))
+
+
+def prelu_forward(c):
+    """nn.PReLU (torch/nn/modules/activation.py): ``F.prelu(input, self.weight)``."""
+    return _call(c, "prelu", c.params.get("weight"))
+
+
+def glu_forward(c):
+    """nn.GLU: ``F.glu(input, self.dim)``."""
+    return _call(c, "glu", _arg(c, "dim"))
+
+
+def softsign_forward(c):
+    return _call(c, "softsign")
+
+
+def tanhshrink_forward(c):
+    return _call(c, "tanhshrink")
+
+
+def softmin_forward(c):
+    """nn.Softmin: ``F.softmin(input, self.dim, _stacklevel=5)`` (None: F's implicit dim, warned)."""
+    return _call(c, "softmin", _arg(c, "dim"))
+
+
+def pixel_shuffle_forward(c):
+    """nn.PixelShuffle: ``F.pixel_shuffle(input, self.upscale_factor)``."""
+    return _call(c, "pixel_shuffle", _arg(c, "upscale_factor"))
+
+
+def pixel_unshuffle_forward(c):
+    return _call(c, "pixel_unshuffle", _arg(c, "downscale_factor"))
 
 
 def gelu_forward(c):
@@ -116,6 +148,13 @@ FORWARDS = {
     "Unfold": unfold_forward,
     "Fold": fold_forward,
     "LeakyReLU": leaky_relu_forward,
+    "PReLU": prelu_forward,
+    "GLU": glu_forward,
+    "Softsign": softsign_forward,
+    "Tanhshrink": tanhshrink_forward,
+    "Softmin": softmin_forward,
+    "PixelShuffle": pixel_shuffle_forward,
+    "PixelUnshuffle": pixel_unshuffle_forward,
     "GELU": gelu_forward,
     "SiLU": silu_forward,
     "ELU": elu_forward,

@@ -15,7 +15,7 @@ NOT_A_TENSOR: dict[str, tuple[str, str]] = {
     **{t: ("parser", f"{fn}(): argument 'input' (position 1)") for t, fn in (
         ("Linear", "linear"), ("Dropout", "dropout"), ("ELU", "elu"), ("GELU", "gelu"),
         ("Hardswish", "hardswish"), ("Hardtanh", "hardtanh"), ("ReLU6", "hardtanh"),
-        ("LayerNorm", "layer_norm"), ("RMSNorm", "rms_norm"), ("LeakyReLU", "leaky_relu"), ("Mish", "mish"), ("ReLU", "relu"),
+        ("LayerNorm", "layer_norm"), ("RMSNorm", "rms_norm"), ("LeakyReLU", "leaky_relu"), ("PReLU", "prelu"), ("PixelShuffle", "pixel_shuffle"), ("PixelUnshuffle", "pixel_unshuffle"), ("Mish", "mish"), ("ReLU", "relu"),
         ("SiLU", "silu"), ("Sigmoid", "sigmoid"), ("Softplus", "softplus"), ("Tanh", "tanh"),
         ("MaxPool1d", "max_pool1d"), ("MaxPool2d", "max_pool2d"), ("MaxPool3d", "max_pool3d"),
         ("AvgPool1d", "avg_pool1d"), ("AvgPool2d", "avg_pool2d"), ("AvgPool3d", "avg_pool3d"),
@@ -26,6 +26,7 @@ NOT_A_TENSOR: dict[str, tuple[str, str]] = {
     **{t: ("attribute", "dim") for t in ("BatchNorm1d", "BatchNorm2d", "GroupNorm", "RNN", "LSTM", "GRU",
                                          "RNNCell", "LSTMCell", "GRUCell")},
     **{t: ("attribute", "size") for t in ("AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool2d")},
+    "GLU": ("attribute", "dim"), "Softsign": ("attribute", "abs"), "Tanhshrink": ("attribute", "tanh"),
     "Flatten": ("attribute", "flatten"), "Unflatten": ("attribute", "unflatten"),
     "Softmax": ("attribute", "softmax"), "LogSoftmax": ("attribute", "log_softmax"),
     "TransformerEncoderLayer": ("attribute", "dtype"), "MultiheadAttention": ("attribute", "dim"),
