@@ -231,6 +231,16 @@ _NON_CONSTANT = ("Supported combinations for non-constant padding:\n  - 2D or 3D
                  "padding size = 6 (pads last 3 dimensions)")
 
 
+def _pad_length_checks(x: Tensor, pads: tuple) -> None:
+    """at::pad's checks of the pad list, whatever the mode: an even length, at most two per dim."""
+    if len(pads) % 2:
+        raise TorchError("RuntimeError", "Padding length must be divisible by 2")
+    if len(pads) // 2 > len(x.shape):
+        raise TorchError("RuntimeError", f"Padding length should be less than or equal to two times the input "
+                                         f"dimension but got padding length {len(pads)} and input of dimension "
+                                         f"{len(x.shape)}")
+
+
 def pad_by_copies(rt, x: Tensor, pads: tuple, mode: str, value, loc):
     """``at::pad`` with ``mode='reflect'`` or ``'replicate'`` (``_pad_enum``): its checks in its
     order, then ``reflection_pad{1,2,3}d`` / ``replication_pad{1,2,3}d`` (adjoint.engine.ops.padding);
@@ -241,12 +251,7 @@ def pad_by_copies(rt, x: Tensor, pads: tuple, mode: str, value, loc):
                                 "CopySlices); use mode='constant', 'reflect' or 'replicate'")
     if mode not in ("reflect", "replicate"):
         raise ProblemError(loc, f"F.pad(mode={mode!r}): PyTorch knows constant, reflect, replicate and circular")
-    if len(pads) % 2:
-        raise TorchError("RuntimeError", "Padding length must be divisible by 2")
-    if len(pads) // 2 > len(x.shape):
-        raise TorchError("RuntimeError", f"Padding length should be less than or equal to two times the input "
-                                         f"dimension but got padding length {len(pads)} and input of dimension "
-                                         f"{len(x.shape)}")
+    _pad_length_checks(x, pads)
     if value is not None and value != 0:
         raise TorchError("RuntimeError", f'Padding mode "{mode}" doesn\'t take in value argument')
     k = len(pads) // 2
@@ -274,12 +279,7 @@ def lower_pad(rt, a, loc):
     x, pads, mode, value = a["input"], tuple(a["pad"]), a["mode"], a["value"]
     if mode != "constant":
         return pad_by_copies(rt, x, pads, mode, value, loc)
-    if len(pads) % 2:
-        raise TorchError("RuntimeError", "Padding length must be divisible by 2")
-    if len(pads) // 2 > len(x.shape):
-        raise TorchError("RuntimeError", f"Padding length should be less than or equal to two times the input "
-                                         f"dimension but got padding length {len(pads)} and input of dimension "
-                                         f"{len(x.shape)}")
+    _pad_length_checks(x, pads)
     for i in range(len(pads) // 2):      # constant_pad_nd narrows by the negative pads first, left then right
         left, right = pads[2 * i], pads[2 * i + 1]
         kept = x.shape[len(x.shape) - 1 - i] + min(left, 0)
