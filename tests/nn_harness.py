@@ -169,6 +169,24 @@ def module_problem(type_: str, args: dict, params: dict, x, loss: str = "sum(y *
             + module_keys + f"loss: \"{loss}\"\n" + hooks() + extra)
 
 
+def expr_problem(expr: str, x) -> str:
+    """A problem of one input ``x`` (requires grad) whose forward is ``h = EXPR``, loss ``sum(y^3)``."""
+    return (f"name: t\ndtype: float64\ninputs:\n  x: {{value: {lit(x)}, requires_grad: true}}\n"
+            f"model:\n  forward: |\n    h = {expr}\n    return h\nloss: \"sum(y * y * y)\"\n")
+
+
+def assert_expr_matches_torch(expr: str, torch_fn, x) -> None:
+    """:func:`expr_problem` solved, against ``torch_fn`` run on ``x`` in float64: the node chain
+    behind ``h``, its value and the gradient of ``x``."""
+    case = Case(expr_problem(expr, x))
+    xt = t64(x, True)
+    h = torch_fn(xt)
+    (h * h * h).sum().backward()
+    assert case.chain("h") == torch_chain(h, {"x": xt})
+    assert_close(case.value("h"), h, "h")
+    assert_close(case.grad("x"), xt.grad, "grad of x")
+
+
 def torch_module_run(m: torch.nn.Module, params: dict, x, x_requires_grad: bool = True, loss=None):
     """Torch: ``m`` in float64 with the given parameter values, one forward, the loss, backward."""
     m = m.double()

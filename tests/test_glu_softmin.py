@@ -14,23 +14,10 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import adjoint  # noqa: E402
-from nn_harness import (Case, assert_close, assert_root_module, distinct, lit, module_problem, t64,  # noqa: E402
-                        torch_chain, torch_module_run)
+from nn_harness import (Case, assert_root_module, assert_expr_matches_torch, distinct, expr_problem,  # noqa: E402
+                        module_problem, t64, torch_module_run)
 
 X = distinct((2, 4, 2), 1)
-
-
-def _file(expr: str, x=X) -> str:
-    return f"""name: t
-dtype: float64
-inputs:
-  x: {{value: {lit(x)}, requires_grad: true}}
-model:
-  forward: |
-    h = {expr}
-    return h
-loss: "sum(y * y * y)"
-"""
 
 
 @pytest.mark.parametrize("expr, torch_fn", [
@@ -41,13 +28,7 @@ loss: "sum(y * y * y)"
     ("F.softmin(x, dim=-1)", lambda x: F.softmin(x, dim=-1)),
 ])
 def test_functions_match_torch(expr, torch_fn):
-    case = Case(_file(expr))
-    x = t64(X, True)
-    h = torch_fn(x)
-    (h * h * h).sum().backward()
-    assert case.chain("h") == torch_chain(h, {"x": x})
-    assert_close(case.value("h"), h, "h")
-    assert_close(case.grad("x"), x.grad, "grad of x")
+    assert_expr_matches_torch(expr, torch_fn, X)
 
 
 @pytest.mark.parametrize("type_, args, cls", [
@@ -78,7 +59,7 @@ def test_softmin_without_dim_warns_as_torch():
     ("F.glu(x, 3)", lambda x: F.glu(x, 3), X),                      # dim out of range
 ])
 def test_glu_errors(expr, torch_fn, x):
-    js = adjoint.loads(_file(expr, x)).solve().variants[0].to_json()
+    js = adjoint.loads(expr_problem(expr, x)).solve().variants[0].to_json()
     with pytest.raises(Exception) as info:
         torch_fn(t64(x, True))
     assert js["error"]["type"] == type(info.value).__name__

@@ -12,22 +12,10 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import adjoint  # noqa: E402
-from nn_harness import Case, assert_close, distinct, lit, t64, torch_chain  # noqa: E402
+from nn_harness import (Case, assert_close, assert_expr_matches_torch, distinct, expr_problem, lit,  # noqa: E402
+                        t64, torch_chain)
 
 X = distinct((2, 3, 4), 1)
-
-
-def _file(expr: str) -> str:
-    return f"""name: t
-dtype: float64
-inputs:
-  x: {{value: {lit(X)}, requires_grad: true}}
-model:
-  forward: |
-    h = {expr}
-    return h
-loss: "sum(y * y * y)"
-"""
 
 
 @pytest.mark.parametrize("expr, torch_fn", [
@@ -40,13 +28,7 @@ loss: "sum(y * y * y)"
      lambda x: F.pad(x.transpose(1, 2), (2, 2, 1, 1), mode="replicate")),
 ])
 def test_reflect_and_replicate_match_torch(expr, torch_fn):
-    case = Case(_file(expr))
-    x = t64(X, True)
-    h = torch_fn(x)
-    (h * h * h).sum().backward()
-    assert case.chain("h") == torch_chain(h, {"x": x})
-    assert_close(case.value("h"), h, "h")
-    assert_close(case.grad("x"), x.grad, "grad of x")
+    assert_expr_matches_torch(expr, torch_fn, X)
 
 
 def test_reflect_padded_conv_matches_torch():
@@ -85,7 +67,7 @@ loss: "sum(y * y)"
     ("F.pad(x[0, 0], (1, 1), mode='reflect')", lambda x: F.pad(x[0, 0], (1, 1), mode="reflect")),
 ])
 def test_torchs_errors(expr, torch_fn):
-    js = adjoint.loads(_file(expr)).solve().variants[0].to_json()
+    js = adjoint.loads(expr_problem(expr, X)).solve().variants[0].to_json()
     with pytest.raises(Exception) as info:
         torch_fn(t64(X, True))
     assert js["error"]["type"] == type(info.value).__name__

@@ -11,21 +11,8 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import adjoint  # noqa: E402
-from nn_harness import (Case, assert_close, assert_root_module, distinct, lit, module_problem, t64,  # noqa: E402
-                        torch_chain, torch_module_run)
-
-
-def _file(expr: str, x) -> str:
-    return f"""name: t
-dtype: float64
-inputs:
-  x: {{value: {lit(x)}, requires_grad: true}}
-model:
-  forward: |
-    h = {expr}
-    return h
-loss: "sum(y * y * y)"
-"""
+from nn_harness import (Case, assert_root_module, assert_expr_matches_torch, distinct, expr_problem,  # noqa: E402
+                        module_problem, t64, torch_module_run)
 
 
 @pytest.mark.parametrize("expr, torch_fn, shape", [
@@ -35,14 +22,7 @@ loss: "sum(y * y * y)"
     ("F.pixel_unshuffle(x.transpose(2, 3), 2)", lambda x: F.pixel_unshuffle(x.transpose(2, 3), 2), (1, 2, 4, 6)),
 ])
 def test_functions_match_torch(expr, torch_fn, shape):
-    xv = distinct(shape, 1)
-    case = Case(_file(expr, xv))
-    x = t64(xv, True)
-    h = torch_fn(x)
-    (h * h * h).sum().backward()
-    assert case.chain("h") == torch_chain(h, {"x": x})
-    assert_close(case.value("h"), h, "h")
-    assert_close(case.grad("x"), x.grad, "grad of x")
+    assert_expr_matches_torch(expr, torch_fn, distinct(shape, 1))
 
 
 @pytest.mark.parametrize("type_, args, cls, shape", [
@@ -66,7 +46,7 @@ def test_modules_match_torch(type_, args, cls, shape):
 ])
 def test_torchs_errors(expr, torch_fn, shape):
     xv = distinct(shape, 1)
-    js = adjoint.loads(_file(expr, xv)).solve().variants[0].to_json()
+    js = adjoint.loads(expr_problem(expr, xv)).solve().variants[0].to_json()
     with pytest.raises(Exception) as info:
         torch_fn(t64(xv, True))
     assert js["error"]["type"] == type(info.value).__name__

@@ -121,6 +121,18 @@ def _layer(c, cell, x: Tensor, hiddens: list, layer: int, dirs: int, lstm: bool)
     return _fn(c, "cat", [fw, rev], Fraction(len(fw.shape) - 1)), [fw_hidden, rev_hidden]
 
 
+def cell_and_hiddens(c, kind: str, states: list, lstm: bool) -> tuple:
+    """The layer's cell function and its initial states unbound per layer and direction (an
+    LSTM's (h, c) pairs, h unbound first), as ATen's RNN implementations start."""
+    if lstm:
+        hs = _fn(c, "unbind", states[0], Fraction(0))
+        cs = _fn(c, "unbind", states[1], Fraction(0))
+        return _lstm_cell, list(zip(hs, cs))
+    cell = {"RNN": _simple_cell("tanh" if c.arg("nonlinearity", "tanh") == "tanh" else "relu"),
+            "GRU": _gru_cell}[kind]
+    return cell, list(_fn(c, "unbind", states[0], Fraction(0)))
+
+
 def _stack(c, ts: list) -> Tensor:
     return _fn(c, "stack", ts, Fraction(0))
 
@@ -230,15 +242,7 @@ def layer_forward(c, kind: str, x: Tensor, hx):
         warn_once(c.rt, "UserWarning", LSTM_PROJECTIONS)
     if batch_first:
         x = _fn(c, "transpose", x, Fraction(0), Fraction(1))
-    if lstm:
-        hs = _fn(c, "unbind", states[0], Fraction(0))
-        cs = _fn(c, "unbind", states[1], Fraction(0))
-        hiddens = list(zip(hs, cs))
-        cell = _lstm_cell
-    else:
-        hiddens = list(_fn(c, "unbind", states[0], Fraction(0)))
-        cell = {"RNN": _simple_cell("tanh" if c.arg("nonlinearity", "tanh") == "tanh" else "relu"),
-                "GRU": _gru_cell}[kind]
+    cell, hiddens = cell_and_hiddens(c, kind, states, lstm)
     finals = []
     for layer in range(layers):
         x, last = _layer(c, cell, x, hiddens[layer * dirs:(layer + 1) * dirs], layer, dirs, lstm)

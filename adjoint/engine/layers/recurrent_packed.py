@@ -33,8 +33,8 @@ import numpy as np
 
 from adjoint.engine.graph import Tensor
 from adjoint.engine.layers.recurrent import _args
-from adjoint.engine.layers.recurrent_layers import _fn, _gru_cell, _hidden_check, _linear, _lstm_cell, \
-    _simple_cell, _stack, check_dropout, layer_forward
+from adjoint.engine.layers.recurrent_layers import _fn, _hidden_check, _linear, _stack, cell_and_hiddens, \
+    check_dropout, layer_forward
 from adjoint.engine.return_types import PackedSequence
 from adjoint.engine.torch_errors import TorchError
 from adjoint.format.errors import ProblemError
@@ -118,13 +118,7 @@ def packed_forward(c, kind: str, packed: PackedSequence, hx):
                                          f"{c.arg('input_size')}, got {data.shape[-1]}")
     if not lstm:
         _hidden_check(c, states[0], expected, "Expected hidden size {}, got {}")
-    if lstm:
-        hiddens = list(zip(_fn(c, "unbind", states[0], Fraction(0)), _fn(c, "unbind", states[1], Fraction(0))))
-        cell = _lstm_cell
-    else:
-        hiddens = list(_fn(c, "unbind", states[0], Fraction(0)))
-        cell = {"RNN": _simple_cell("tanh" if c.arg("nonlinearity", "tanh") == "tanh" else "relu"),
-                "GRU": _gru_cell}[kind]
+    cell, hiddens = cell_and_hiddens(c, kind, states, lstm)
     finals = []
     x = data
     for layer in range(layers):

@@ -84,7 +84,7 @@ def _sub(spec: PadSpec) -> str:
     return "\\mathrm{" + spec.mode + "}," + "(" + ",".join(str(p) for p in spec.pads) + ")"
 
 
-REFLECT = Fn("reflection_pad", "\\operatorname{pad}_{#s}\\left(#0\\right)", generic_vjp)
+PAD_BY_COPIES = Fn("pad_by_copies", "\\operatorname{pad}_{#s}\\left(#0\\right)", generic_vjp)
 
 
 def _op(mode: str, rank: int) -> Op:
@@ -94,7 +94,7 @@ def _op(mode: str, rank: int) -> Op:
     return Op(f"{kind.lower()}_pad{rank}d", f"{kind}Pad{rank}DBackward0", pad_forward, pad_vjp, padded_shape,
               (Save("self", "in", 0),),
               "g added into the input position each output position read", negzero="structural", grows=False,
-              math=Math(layer((REFLECT,), _sub)), copies_values=True,
+              math=Math(layer((PAD_BY_COPIES,), _sub)), copies_values=True,
               checks=(Check((shape,), PadSpec(mode, pads)),))
 
 
