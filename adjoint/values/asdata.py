@@ -39,6 +39,8 @@ class AsData:
 
     def __getitem__(self, key):
         key = _key(key)
+        if not self.shape and len(key) == 1 and type(key[0]) is int and key[0] != 0:
+            raise IndexError(f"index {key[0]} is out of bounds for dimension 0 with size 0")   # applySelect's
         if not self.shape and key != ():
             raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
                              "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")

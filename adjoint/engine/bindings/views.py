@@ -678,7 +678,9 @@ def getitem(rt, x: Tensor, items: list, loc: Loc, lone: bool):
         if item is None:
             return rt.apply("unsqueeze", [x], 0, loc)
         if isinstance(item, int):
-            if not x.shape:
+            if not x.shape:   # applySelect: index 0 is told to use item(); any other is out of a size-0 dim
+                if item != 0:
+                    raise TorchError("IndexError", f"index {item} is out of bounds for dimension 0 with size 0")
                 raise TorchError("IndexError", "invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
                                                "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
             return select(rt, x, 0, item, loc, real_dim=0)
