@@ -210,8 +210,9 @@ def read_block(node: YNode) -> Distributed:
             given.add(key.text)
             if key.text == "bucket_cap_mb":
                 cap = parse_number(value, "distributed.args.bucket_cap_mb")
-                if cap <= 0:
-                    raise ProblemError(value.loc, "distributed.args.bucket_cap_mb must be a positive number of MiB")
+                if cap < 0:   # PyTorch runs on, its negative int64 limit a huge size_t in the rebuild
+                    raise ProblemError(value.loc, "distributed.args.bucket_cap_mb: a negative number of MiB is not "
+                                                  "modelled; give 0 (a bucket per parameter) or more")
                 args[key.text] = cap
             elif key.text == "bucket_cap_mb_list":
                 args[key.text] = _cap_list(value)
